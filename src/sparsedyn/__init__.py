@@ -1,0 +1,28 @@
+"""sparsedyn: dynamics of articulated rigid bodies.
+
+Quick use::
+
+    import sparsedyn as sd
+    model = sd.humanoid()                      # or sd.load_urdf("robot.urdf")
+    q = model.random_configuration(0)
+    tau = sd.rnea(model, q, v, a)
+
+Conventions (angular-first spatial vectors, quaternions ``[x, y, z, w]``, floating
+base ``v = [omega; v]`` in the body frame) are documented in :mod:`sparsedyn.spatial`
+and :mod:`sparsedyn.joints`.
+"""
+
+from . import spatial
+from .joints import JOINT_TYPES, Joint, jcalc, make_joint
+from .kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
+                         frame_placements, frame_velocity)
+from .model import Frame, Mimic, Model, ModelBuilder, ModelError
+from .rnea import generalized_gravity, nonlinear_effects, rnea
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
+    "Frame", "Mimic", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
+    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
+]

@@ -1,0 +1,63 @@
+"""Array-backend helpers shared by every kernel.
+
+Kernels are written once and run on
+
+* NumPy float arrays (one state, or leading batch axes ``(..., n)``),
+* NumPy ``dtype=object`` arrays (the form the compiler traces: each element is a
+  Python number or a symbolic scalar that implements ``sin``/``cos``/``sqrt``),
+* later other array namespaces.
+
+Only the elementwise transcendental functions need help: ``np.sin`` on an object
+array calls each element's ``.sin()`` method, which plain Python floats lack.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["sin", "cos", "sqrt", "asarray", "is_symbolic", "zeros"]
+
+
+def _scalar(name, fallback):
+    def f(x):
+        method = getattr(x, name, None)
+        return method() if method is not None else fallback(x)
+
+    return np.frompyfunc(f, 1, 1)
+
+
+_obj_sin = _scalar("sin", math.sin)
+_obj_cos = _scalar("cos", math.cos)
+_obj_sqrt = _scalar("sqrt", math.sqrt)
+
+
+def is_symbolic(x) -> bool:
+    """True for NumPy object arrays (the traced form)."""
+    return isinstance(x, np.ndarray) and x.dtype == object
+
+
+def sin(x):
+    return np.asarray(_obj_sin(x), dtype=object) if is_symbolic(x) else np.sin(x)
+
+
+def cos(x):
+    return np.asarray(_obj_cos(x), dtype=object) if is_symbolic(x) else np.cos(x)
+
+
+def sqrt(x):
+    return np.asarray(_obj_sqrt(x), dtype=object) if is_symbolic(x) else np.sqrt(x)
+
+
+def asarray(x):
+    """Array view of ``x``: object arrays stay object, everything else becomes float."""
+    if isinstance(x, np.ndarray) and (x.dtype == object or np.issubdtype(x.dtype, np.floating)):
+        return x
+    return np.asarray(x, dtype=float)
+
+
+def zeros(shape, like):
+    """Zeros of ``shape`` with the dtype of ``like`` (object zeros stay the int 0,
+    a structural zero the tracer folds)."""
+    return np.zeros(shape, dtype=like.dtype)

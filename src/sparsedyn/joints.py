@@ -1,0 +1,371 @@
+"""Joint registry: ``jcalc(joint, q) -> (XJ, S)``.
+
+Every joint type is one small class.  ``XJ = child_X_parent`` is the joint
+transform (a :class:`~sparsedyn.spatial.Transform`), ``S`` (6, nv) the motion
+subspace expressed in the child (successor) frame.  All joint types here have a
+constant ``S`` (velocities are taken in the child frame), so ``cJ = 0``.
+
+Configuration conventions (DESIGN.md):
+
+==============  ====  ====  =======================================================
+type            nq    nv    q / v
+==============  ====  ====  =======================================================
+revolute        1     1     angle about ``axis`` (limits kept on the model)
+continuous      1     1     same as revolute, unbounded
+prismatic       1     1     displacement along ``axis``
+helical         1     1     angle; translation ``pitch * angle`` along ``axis``
+cylindrical     2     2     ``[angle, displacement]`` about / along ``axis``
+planar          3     3     q ``[x, y, theta]`` in the parent's xy plane;
+                            v ``[omega_z, vx, vy]`` in the child frame
+spherical       4     3     q unit quaternion ``[qx, qy, qz, qw]``; v ``omega`` in child frame
+free            7     6     q ``[x, y, z, qx, qy, qz, qw]``; v ``[omega; v]`` in child frame
+==============  ====  ====  =======================================================
+
+Adding a joint type means adding a class here and registering it; no algorithm
+changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import backend as bk
+from .spatial import Transform, axis_rotation, cross3, quat_to_rot, skew
+
+__all__ = ["Joint", "JOINT_TYPES", "make_joint", "jcalc", "quat_multiply", "quat_exp", "quat_log"]
+
+
+@dataclass(frozen=True)
+class Joint:
+    """Base class of all joint types.  Instances are immutable model data."""
+
+    axis: tuple = (0.0, 0.0, 1.0)
+    pitch: float = 0.0
+    type: str = field(default="", init=False)
+    nq: int = field(default=0, init=False)
+    nv: int = field(default=0, init=False)
+    bounded: bool = field(default=False, init=False)
+
+    def __post_init__(self):
+        a = np.asarray(self.axis, dtype=float).reshape(-1)
+        if a.shape != (3,) or not np.all(np.isfinite(a)) or np.linalg.norm(a) < 1e-12:
+            raise ValueError(f"{self.type} joint: axis must be a nonzero finite 3-vector, got {self.axis!r}")
+        object.__setattr__(self, "axis", tuple(float(x) for x in a / np.linalg.norm(a)))
+
+    @property
+    def a(self):
+        return np.array(self.axis)
+
+    def motion_subspace(self):
+        raise NotImplementedError
+
+    def jcalc(self, q):
+        """``(XJ, S)`` for joint coordinates ``q`` (..., nq)."""
+        raise NotImplementedError
+
+    def neutral(self):
+        return np.zeros(self.nq)
+
+    def random(self, rng, lower=None, upper=None):
+        """A random configuration; bounded 1-dof joints honour finite limits."""
+        lo = -np.pi if lower is None or not np.all(np.isfinite(lower)) else lower
+        hi = np.pi if upper is None or not np.all(np.isfinite(upper)) else upper
+        return rng.uniform(lo, hi, size=self.nq)
+
+    def integrate(self, q, v):
+        """``q (+) v``: the configuration reached by following velocity ``v`` for unit time."""
+        return q + v
+
+    def difference(self, q0, q1):
+        """``q1 (-) q0``: the velocity that takes ``q0`` to ``q1`` in unit time."""
+        return q1 - q0
+
+
+def _register(cls):
+    JOINT_TYPES[cls.type_name] = cls
+    return cls
+
+
+JOINT_TYPES: dict[str, type] = {}
+
+
+def _init_type(self, name, nq, nv, bounded=False):
+    object.__setattr__(self, "type", name)
+    object.__setattr__(self, "nq", nq)
+    object.__setattr__(self, "nv", nv)
+    object.__setattr__(self, "bounded", bounded)
+
+
+@_register
+@dataclass(frozen=True)
+class Revolute(Joint):
+    type_name = "revolute"
+
+    def __post_init__(self):
+        _init_type(self, self.type_name, 1, 1, bounded=True)
+        super().__post_init__()
+
+    def motion_subspace(self):
+        return np.concatenate([self.a, np.zeros(3)])[:, None]
+
+    def jcalc(self, q):
+        E = axis_rotation(self.a, q[..., 0])
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), self.motion_subspace()
+
+
+@_register
+@dataclass(frozen=True)
+class Continuous(Revolute):
+    type_name = "continuous"
+
+    def __post_init__(self):
+        super().__post_init__()
+        _init_type(self, self.type_name, 1, 1, bounded=False)
+
+
+@_register
+@dataclass(frozen=True)
+class Prismatic(Joint):
+    type_name = "prismatic"
+
+    def __post_init__(self):
+        _init_type(self, self.type_name, 1, 1, bounded=True)
+        super().__post_init__()
+
+    def motion_subspace(self):
+        return np.concatenate([np.zeros(3), self.a])[:, None]
+
+    def jcalc(self, q):
+        r = q[..., 0:1] * self.a
+        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), self.motion_subspace()
+
+    def random(self, rng, lower=None, upper=None):
+        lo = -1.0 if lower is None or not np.all(np.isfinite(lower)) else lower
+        hi = 1.0 if upper is None or not np.all(np.isfinite(upper)) else upper
+        return rng.uniform(lo, hi, size=1)
+
+
+@_register
+@dataclass(frozen=True)
+class Helical(Joint):
+    """Screw joint: rotation ``theta`` about ``axis`` with translation ``pitch * theta``."""
+
+    type_name = "helical"
+
+    def __post_init__(self):
+        _init_type(self, self.type_name, 1, 1, bounded=True)
+        super().__post_init__()
+
+    def motion_subspace(self):
+        return np.concatenate([self.a, self.pitch * self.a])[:, None]
+
+    def jcalc(self, q):
+        th = q[..., 0]
+        return Transform(axis_rotation(self.a, th), (self.pitch * q[..., 0:1]) * self.a), self.motion_subspace()
+
+
+@_register
+@dataclass(frozen=True)
+class Cylindrical(Joint):
+    """Rotation ``q[0]`` about and translation ``q[1]`` along the same ``axis``."""
+
+    type_name = "cylindrical"
+
+    def __post_init__(self):
+        _init_type(self, self.type_name, 2, 2, bounded=True)
+        super().__post_init__()
+
+    def motion_subspace(self):
+        a, z = self.a, np.zeros(3)
+        return np.stack([np.concatenate([a, z]), np.concatenate([z, a])], -1)
+
+    def jcalc(self, q):
+        return Transform(axis_rotation(self.a, q[..., 0]), q[..., 1:2] * self.a), self.motion_subspace()
+
+    def random(self, rng, lower=None, upper=None):
+        return np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-1.0, 1.0)])
+
+
+@_register
+@dataclass(frozen=True)
+class Planar(Joint):
+    """Motion in the parent's xy plane: q ``[x, y, theta]``, v ``[omega_z, vx, vy]`` (child frame)."""
+
+    type_name = "planar"
+
+    def __post_init__(self):
+        _init_type(self, self.type_name, 3, 3)
+        super().__post_init__()
+
+    def motion_subspace(self):
+        S = np.zeros((6, 3))
+        S[2, 0] = S[3, 1] = S[4, 2] = 1.0
+        return S
+
+    def jcalc(self, q):
+        E = axis_rotation(np.array([0.0, 0.0, 1.0]), q[..., 2])
+        r = np.stack([q[..., 0], q[..., 1], 0 * q[..., 0]], -1)
+        return Transform(E, r), self.motion_subspace()
+
+    def random(self, rng, lower=None, upper=None):
+        return np.array([rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(-np.pi, np.pi)])
+
+    def integrate(self, q, v):
+        # SE(2) exponential of the body-frame twist.
+        th, vx, vy = v[..., 0], v[..., 1], v[..., 2]
+        small = np.abs(th) < 1e-8
+        ths = np.where(small, 1.0, th)
+        a = np.where(small, 1.0 - th ** 2 / 6, np.sin(ths) / ths)
+        b = np.where(small, th / 2 - th ** 3 / 24, (1.0 - np.cos(ths)) / ths)
+        dx, dy = a * vx - b * vy, b * vx + a * vy
+        c, s = np.cos(q[..., 2]), np.sin(q[..., 2])
+        return np.stack([q[..., 0] + c * dx - s * dy, q[..., 1] + s * dx + c * dy, q[..., 2] + th], -1)
+
+    def difference(self, q0, q1):
+        th = np.arctan2(np.sin(q1[..., 2] - q0[..., 2]), np.cos(q1[..., 2] - q0[..., 2]))
+        c, s = np.cos(q0[..., 2]), np.sin(q0[..., 2])
+        ex, ey = q1[..., 0] - q0[..., 0], q1[..., 1] - q0[..., 1]
+        dx, dy = c * ex + s * ey, -s * ex + c * ey
+        small = np.abs(th) < 1e-8
+        ths = np.where(small, 1.0, th)
+        a = np.where(small, 1.0 - th ** 2 / 6, np.sin(ths) / ths)
+        b = np.where(small, th / 2 - th ** 3 / 24, (1.0 - np.cos(ths)) / ths)
+        det = a * a + b * b
+        return np.stack([th, (a * dx + b * dy) / det, (-b * dx + a * dy) / det], -1)
+
+
+# --- quaternion helpers ([x, y, z, w], float) ---------------------------------
+
+def quat_multiply(p, q):
+    """Hamilton product ``p * q`` of quaternions ``[x, y, z, w]``."""
+    pv, pw = p[..., :3], p[..., 3:]
+    qv, qw = q[..., :3], q[..., 3:]
+    return np.concatenate([pw * qv + qw * pv + cross3(pv, qv), pw * qw - np.sum(pv * qv, -1, keepdims=True)], -1)
+
+
+def quat_exp(w):
+    """Unit quaternion of the rotation vector ``w`` (..., 3)."""
+    th = np.linalg.norm(w, axis=-1, keepdims=True)
+    small = th < 1e-8
+    ths = np.where(small, 1.0, th)
+    k = np.where(small, 0.5 - th ** 2 / 48, np.sin(ths / 2) / ths)
+    return np.concatenate([k * w, np.cos(th / 2)], -1)
+
+
+def quat_log(q):
+    """Rotation vector of a unit quaternion (shortest rotation)."""
+    q = np.where(q[..., 3:] < 0, -q, q)
+    s = np.linalg.norm(q[..., :3], axis=-1, keepdims=True)
+    th = 2 * np.arctan2(s, q[..., 3:])
+    small = s < 1e-8
+    k = np.where(small, 2.0 / np.where(small, q[..., 3:], 1.0), th / np.where(small, 1.0, s))
+    return k * q[..., :3]
+
+
+def _quat_conj(q):
+    return np.concatenate([-q[..., :3], q[..., 3:]], -1)
+
+
+def _random_quat(rng):
+    q = rng.normal(size=4)
+    q /= np.linalg.norm(q)
+    return q if q[3] >= 0 else -q
+
+
+@_register
+@dataclass(frozen=True)
+class Spherical(Joint):
+    """Ball joint: q ``[qx, qy, qz, qw]``, v ``omega`` in the child frame."""
+
+    type_name = "spherical"
+
+    def __post_init__(self):
+        _init_type(self, self.type_name, 4, 3)
+        super().__post_init__()
+
+    def motion_subspace(self):
+        return np.concatenate([np.eye(3), np.zeros((3, 3))], 0)
+
+    def jcalc(self, q):
+        E = np.swapaxes(quat_to_rot(q), -1, -2)
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), self.motion_subspace()
+
+    def neutral(self):
+        return np.array([0.0, 0.0, 0.0, 1.0])
+
+    def random(self, rng, lower=None, upper=None):
+        return _random_quat(rng)
+
+    def integrate(self, q, v):
+        return quat_multiply(q, quat_exp(v))
+
+    def difference(self, q0, q1):
+        return quat_log(quat_multiply(_quat_conj(q0), q1))
+
+
+@_register
+@dataclass(frozen=True)
+class Free(Joint):
+    """Floating joint: q ``[x, y, z, qx, qy, qz, qw]``, v ``[omega; v]`` in the child frame."""
+
+    type_name = "free"
+
+    def __post_init__(self):
+        _init_type(self, self.type_name, 7, 6)
+        super().__post_init__()
+
+    def motion_subspace(self):
+        return np.eye(6)
+
+    def jcalc(self, q):
+        return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), self.motion_subspace()
+
+    def neutral(self):
+        return np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+
+    def random(self, rng, lower=None, upper=None):
+        return np.concatenate([rng.uniform(-1, 1, 3), _random_quat(rng)])
+
+    def integrate(self, q, v):
+        # SE(3) exponential of the body twist [omega; v]: p += R V(omega) v, R <- R exp(omega).
+        w, u = v[..., :3], v[..., 3:]
+        th = np.linalg.norm(w, axis=-1)[..., None, None]
+        small = th < 1e-8
+        ths = np.where(small, 1.0, th)
+        K = skew(w)
+        b = np.where(small, 0.5 - th ** 2 / 24, (1 - np.cos(ths)) / ths ** 2)
+        c = np.where(small, 1.0 / 6 - th ** 2 / 120, (ths - np.sin(ths)) / ths ** 3)
+        V = np.eye(3) + b * K + c * (K @ K)
+        R = quat_to_rot(q[..., 3:7])
+        p = q[..., :3] + (R @ (V @ u[..., None]))[..., 0]
+        return np.concatenate([p, quat_multiply(q[..., 3:7], quat_exp(w))], -1)
+
+    def difference(self, q0, q1):
+        # Body twist whose exponential takes q0 to q1 (inverse of integrate).
+        w = quat_log(quat_multiply(_quat_conj(q0[..., 3:7]), q1[..., 3:7]))
+        R0 = quat_to_rot(q0[..., 3:7])
+        dp = (np.swapaxes(R0, -1, -2) @ (q1[..., :3] - q0[..., :3])[..., None])[..., 0]
+        th = np.linalg.norm(w, axis=-1)[..., None, None]
+        small = th < 1e-8
+        ths = np.where(small, 1.0, th)
+        K = skew(w)
+        # V^-1 = I - K/2 + (1/th^2)(1 - (th/2) cot(th/2)) K^2
+        d = np.where(small, 1.0 / 12 + th ** 2 / 720, (1 - (ths / 2) / np.tan(ths / 2)) / ths ** 2)
+        Vinv = np.eye(3) - 0.5 * K + d * (K @ K)
+        return np.concatenate([w, (Vinv @ dp[..., None])[..., 0]], -1)
+
+
+def make_joint(type: str, axis=(0.0, 0.0, 1.0), pitch: float = 0.0) -> Joint:
+    """Build a joint of a registered ``type`` (see ``JOINT_TYPES``)."""
+    try:
+        cls = JOINT_TYPES[type]
+    except KeyError:
+        raise ValueError(f"unknown joint type {type!r}; known types: {', '.join(sorted(JOINT_TYPES))}") from None
+    return cls(axis=axis, pitch=pitch)
+
+
+def jcalc(joint: Joint, q):
+    """Joint transform ``XJ`` (child_X_parent) and motion subspace ``S`` (6, nv)."""
+    return joint.jcalc(q)

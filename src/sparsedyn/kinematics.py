@@ -1,0 +1,164 @@
+"""Forward kinematics, body velocities and frame Jacobians.
+
+Shapes: ``q`` (..., nq), ``v`` (..., nv).  Poses are ``(R, p)``: the orientation
+(rotation matrix mapping body to world coordinates) and the origin of a body or
+frame in the world.  Spatial velocities are angular-first ``[omega; v]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+from .joints import jcalc
+from .spatial import Transform, apply_motion, compose, cross3, inverse, pose
+
+__all__ = ["joint_transforms", "forward_kinematics", "frame_placement", "frame_placements",
+           "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES"]
+
+REFERENCES = ("local", "world", "local_world_aligned")
+
+
+def joint_transforms(model, q):
+    """``Xup[i] = i_X_parent(i)`` and ``S[i]`` for every body (no checks; kernel use)."""
+    Xup, S = [], []
+    for i in range(model.nbodies):
+        XJ, Si = jcalc(model.joints[i], q[..., model.q_slice(i)])
+        Xup.append(compose(XJ, model.Xtree[i]))
+        S.append(Si)
+    return Xup, S
+
+
+def _world_transforms(model, Xup):
+    """``X0[i] = i_X_world`` from the parent-relative transforms."""
+    X0 = []
+    for i in range(model.nbodies):
+        p = model.parent[i]
+        X0.append(Xup[i] if p < 0 else compose(Xup[i], X0[p]))
+    return X0
+
+
+def forward_kinematics(model, q):
+    """World poses of all bodies.
+
+    Returns ``(R, p)`` with ``R`` (..., NB, 3, 3) and ``p`` (..., NB, 3).
+    """
+    q = _checks.configuration(model, q)
+    Xup, _ = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    if not X0:
+        return np.zeros(q.shape[:-1] + (0, 3, 3)), np.zeros(q.shape[:-1] + (0, 3))
+    shape = np.broadcast_shapes(*(X.E.shape[:-2] for X in X0), q.shape[:-1])
+    R = np.stack([np.broadcast_to(pose(X)[0], shape + (3, 3)) for X in X0], -3)
+    p = np.stack([np.broadcast_to(X.r, shape + (3,)) for X in X0], -2)
+    return R, p
+
+
+def _frame_world_transform(model, X0, k):
+    f = model.frames[k]
+    return compose(f.X, X0[f.body])
+
+
+def frame_placement(model, q, frame):
+    """World pose ``(R, p)`` of one frame (name or index): (..., 3, 3), (..., 3)."""
+    q = _checks.configuration(model, q)
+    k = model.frame(frame)
+    Xup, _ = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    R, p = pose(_frame_world_transform(model, X0, k))
+    shape = q.shape[:-1]
+    return np.broadcast_to(R, shape + (3, 3)), np.broadcast_to(p, shape + (3,))
+
+
+def frame_placements(model, q):
+    """World poses of all frames: ``R`` (..., NF, 3, 3), ``p`` (..., NF, 3)."""
+    q = _checks.configuration(model, q)
+    Xup, _ = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    shape = q.shape[:-1]
+    Rs, ps = [], []
+    for k in range(len(model.frames)):
+        R, p = pose(_frame_world_transform(model, X0, k))
+        Rs.append(np.broadcast_to(R, shape + (3, 3)))
+        ps.append(np.broadcast_to(p, shape + (3,)))
+    return np.stack(Rs, -3), np.stack(ps, -2)
+
+
+def _body_velocities(model, Xup, S, v):
+    vb = []
+    for i in range(model.nbodies):
+        vJ = (S[i] @ v[..., model.v_slice(i), None])[..., 0]
+        p = model.parent[i]
+        vb.append(vJ if p < 0 else apply_motion(Xup[i], vb[p]) + vJ)
+    return vb
+
+
+def body_velocities(model, q, v):
+    """Spatial velocity of every body in its own frame, (..., NB, 6), ``[omega; v]``."""
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v)
+    shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
+    Xup, S = joint_transforms(model, q)
+    vb = _body_velocities(model, Xup, S, v)
+    return np.stack([np.broadcast_to(x, shape + (6,)) for x in vb], -2)
+
+
+def _express(model, X0, k, Jloc, reference):
+    """Re-express a local (frame-origin, frame-axes) motion quantity (..., 6, n)."""
+    if reference == "local":
+        return Jloc
+    Xf = _frame_world_transform(model, X0, k)   # frame_X_world
+    R = np.swapaxes(Xf.E, -1, -2)[..., None, :, :]
+    Jt = np.swapaxes(Jloc, -1, -2)               # (..., n, 6)
+    w = (R @ Jt[..., :3, None])[..., 0]
+    lin = (R @ Jt[..., 3:, None])[..., 0]
+    if reference == "world":
+        # Velocity of the body point passing through the world origin: v_O = v_p - p x w.
+        lin = lin - cross3(np.broadcast_to(Xf.r[..., None, :], w.shape), w)
+    out = np.concatenate([w, lin], -1)
+    return np.swapaxes(out, -1, -2)
+
+
+def _check_reference(reference):
+    if reference not in REFERENCES:
+        raise ValueError(f"reference: expected one of {REFERENCES}, got {reference!r}")
+
+
+def frame_jacobian(model, q, frame, reference="local"):
+    """Jacobian (..., 6, nv) of a frame's spatial velocity ``[omega; v]``.
+
+    ``reference``:
+
+    * ``"local"``: velocity of the frame origin, in frame axes;
+    * ``"world"``: spatial velocity at the world origin, world axes (Pinocchio ``WORLD``);
+    * ``"local_world_aligned"``: velocity of the frame origin, world axes.
+    """
+    _check_reference(reference)
+    q = _checks.configuration(model, q)
+    k = model.frame(frame)
+    Xup, S = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    body = model.frames[k].body
+    Xf = _frame_world_transform(model, X0, k)
+    shape = q.shape[:-1]
+    J = np.zeros(shape + (6, model.nv), dtype=q.dtype)
+    for j in model.ancestors(body):
+        # Motion subspace of joint j seen in the frame: frame_X_j S_j.
+        X = compose(Xf, inverse(X0[j]))
+        cols = apply_motion(Transform(X.E[..., None, :, :], X.r[..., None, :]), np.swapaxes(S[j], -1, -2))
+        J[..., :, model.v_slice(j)] = np.swapaxes(np.broadcast_to(cols, shape + cols.shape[-2:]), -1, -2)
+    return _express(model, X0, k, J, reference)
+
+
+def frame_velocity(model, q, v, frame, reference="local"):
+    """Spatial velocity (..., 6) of a frame, in the same ``reference`` choices as :func:`frame_jacobian`."""
+    _check_reference(reference)
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v)
+    k = model.frame(frame)
+    Xup, S = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    vb = _body_velocities(model, Xup, S, v)
+    f = model.frames[k]
+    vf = apply_motion(f.X, vb[f.body])
+    return _express(model, X0, k, vf[..., :, None], reference)[..., 0]

@@ -1,0 +1,79 @@
+"""Recursive Newton-Euler algorithm (inverse dynamics), Featherstone RBDA Table 5.1.
+
+``tau = rnea(model, q, v, a, f_ext)`` solves ``tau = H(q) a + C(q, v, f_ext)``.
+
+Shapes: ``q`` (..., nq), ``v``/``a`` (..., nv), ``f_ext`` (..., NB, 6): one
+spatial force ``[n; f]`` per body, *expressed in that body's frame* (the same
+convention as Pinocchio's ``fext``), acting on the body.  Gravity is
+``model.gravity`` (world frame) unless given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+from .kinematics import joint_transforms
+from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion
+
+__all__ = ["rnea", "generalized_gravity", "nonlinear_effects"]
+
+
+def rnea_kernel(model, q, qd, qdd, f_ext=None, gravity=None):
+    """Unchecked RNEA core; arrays of any backend with common leading axes."""
+    g = model.gravity if gravity is None else gravity
+    a_grav = np.concatenate([0 * g, g], -1)
+    Xup, S = joint_transforms(model, q)
+    v, a, f = [None] * model.nbodies, [None] * model.nbodies, [None] * model.nbodies
+    for i in range(model.nbodies):
+        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
+        aJ = (S[i] @ qdd[..., model.v_slice(i), None])[..., 0]
+        p = model.parent[i]
+        if p < 0:
+            v[i] = vJ
+            a[i] = apply_motion(Xup[i], -a_grav) + aJ
+        else:
+            v[i] = apply_motion(Xup[i], v[p]) + vJ
+            a[i] = apply_motion(Xup[i], a[p]) + aJ + cross_motion(v[i], vJ)
+        Iv = (model.inertia[i] @ v[i][..., None])[..., 0]
+        f[i] = (model.inertia[i] @ a[i][..., None])[..., 0] + cross_force(v[i], Iv)
+        if f_ext is not None:
+            f[i] = f[i] - f_ext[..., i, :]
+    tau = [None] * model.nbodies
+    for i in range(model.nbodies - 1, -1, -1):
+        tau[i] = (S[i].T @ f[i][..., None])[..., 0]
+        p = model.parent[i]
+        if p >= 0:
+            f[p] = f[p] + apply_force_transpose(Xup[i], f[i])
+    shape = np.broadcast_shapes(*(t.shape[:-1] for t in tau))
+    return np.concatenate([np.broadcast_to(t, shape + t.shape[-1:]) for t in tau], -1)
+
+
+def rnea(model, q, v, a, f_ext=None, gravity=None):
+    """Joint forces ``tau`` (..., nv) that produce accelerations ``a`` at state ``(q, v)``.
+
+    ``f_ext`` (..., NB, 6): external spatial forces on each body, body frame.
+    ``gravity`` (3,): overrides ``model.gravity`` (world frame, m/s^2).
+    """
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v, "v")
+    a = _checks.velocity(model, a, "a")
+    if f_ext is not None:
+        f_ext = _checks.body_forces(model, f_ext)
+    g = _checks.gravity(model, gravity)
+    shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1), f_ext=(f_ext, 2))
+    tau = rnea_kernel(model, q, v, a, f_ext, g)
+    return np.broadcast_to(tau, shape + (model.nv,)).copy()
+
+
+def generalized_gravity(model, q, gravity=None):
+    """``g(q)`` (..., nv): RNEA with zero velocity and acceleration."""
+    q = _checks.configuration(model, q)
+    z = np.zeros(q.shape[:-1] + (model.nv,), dtype=q.dtype)
+    return rnea(model, q, z, z, gravity=gravity)
+
+
+def nonlinear_effects(model, q, v, f_ext=None, gravity=None):
+    """``C(q, v)`` (..., nv): Coriolis, centrifugal, gravity (and external) forces: RNEA with a = 0."""
+    v = _checks.velocity(model, v, "v")
+    return rnea(model, q, v, np.zeros_like(v), f_ext=f_ext, gravity=gravity)
