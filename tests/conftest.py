@@ -1,0 +1,38 @@
+import numpy as np
+import pytest
+
+
+def rel_err(x, y):
+    """max |x - y| / max(1, max |y|): relative for large values, absolute near zero."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    assert x.shape == y.shape, (x.shape, y.shape)
+    return float(np.max(np.abs(x - y), initial=0.0) / max(1.0, float(np.max(np.abs(y), initial=0.0))))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def random_trees():
+    """Seeded random trees covering chains and branched trees, every joint type, fixed and floating."""
+    from sparsedyn.builders import random_tree
+    return [
+        random_tree(8, branching=1.0, joint_types="all", seed=1),
+        random_tree(12, branching=2.0, skew=0.4, taper=0.9, joint_types="all", seed=2),
+        random_tree(10, branching=1.5, joint_types="all", seed=3, floating_base=True),
+        random_tree(9, branching=3.0, joint_types=("revolute", "prismatic"), seed=4, floating_base=True),
+    ]
+
+
+@pytest.fixture(params=range(4), ids=["chain", "binary", "floating", "floating-bf3"], scope="module")
+def tree(request):
+    return random_trees()[request.param]
+
+
+def random_state(model, rng, batch=()):
+    q = np.stack([model.random_configuration(rng) for _ in range(int(np.prod(batch, dtype=int)))])
+    q = q.reshape(batch + (model.nq,))
+    v = rng.normal(size=batch + (model.nv,))
+    a = rng.normal(size=batch + (model.nv,))
+    return q, v, a

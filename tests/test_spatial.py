@@ -1,0 +1,121 @@
+import numpy as np
+import pytest
+
+from sparsedyn import spatial as sp
+from sparsedyn.joints import quat_exp
+
+
+def random_transform(rng, batch=()):
+    q = rng.normal(size=batch + (4,))
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    return sp.from_pose(sp.quat_to_rot(q), rng.normal(size=batch + (3,)))
+
+
+def test_rotz_matches_featherstone(rng):
+    th = 0.7
+    c, s = np.cos(th), np.sin(th)
+    np.testing.assert_allclose(sp.rotz(th), [[c, s, 0], [-s, c, 0], [0, 0, 1]], atol=1e-15)
+    np.testing.assert_allclose(sp.rotx(th), [[1, 0, 0], [0, c, s], [0, -s, c]], atol=1e-15)
+    np.testing.assert_allclose(sp.roty(th), [[c, 0, -s], [0, 1, 0], [s, 0, c]], atol=1e-15)
+
+
+def test_axis_rotation_is_transposed_quaternion_rotation(rng):
+    axis = rng.normal(size=3)
+    axis /= np.linalg.norm(axis)
+    th = rng.uniform(-3, 3, size=(5,))
+    E = sp.axis_rotation(axis, th)
+    R = sp.quat_to_rot(quat_exp(th[:, None] * axis))
+    np.testing.assert_allclose(E, np.swapaxes(R, -1, -2), atol=1e-14)
+    np.testing.assert_allclose(E @ np.swapaxes(E, -1, -2), np.broadcast_to(np.eye(3), (5, 3, 3)), atol=1e-14)
+
+
+def test_quaternion_round_trip(rng):
+    q = rng.normal(size=(20, 4))
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    q[q[:, 3] < 0] *= -1
+    np.testing.assert_allclose(sp.rot_to_quat(sp.quat_to_rot(q)), q, atol=1e-12)
+    R = sp.quat_to_rot(q)
+    np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=1e-12)
+
+
+def test_transform_ops_match_matrices(rng):
+    X1, X2 = random_transform(rng), random_transform(rng)
+    M1, M2 = sp.motion_matrix(X1), sp.motion_matrix(X2)
+    m, f = rng.normal(size=6), rng.normal(size=6)
+    np.testing.assert_allclose(sp.motion_matrix(sp.compose(X1, X2)), M1 @ M2, atol=1e-12)
+    np.testing.assert_allclose(sp.motion_matrix(sp.inverse(X1)), np.linalg.inv(M1), atol=1e-12)
+    np.testing.assert_allclose(sp.force_matrix(X1), np.linalg.inv(M1).T, atol=1e-12)
+    np.testing.assert_allclose(sp.apply_motion(X1, m), M1 @ m, atol=1e-12)
+    np.testing.assert_allclose(sp.apply_force(X1, f), sp.force_matrix(X1) @ f, atol=1e-12)
+    np.testing.assert_allclose(sp.apply_motion_inv(X1, m), np.linalg.solve(M1, m), atol=1e-12)
+    np.testing.assert_allclose(sp.apply_force_transpose(X1, f), M1.T @ f, atol=1e-12)
+    # power is invariant: (X m) . (X* f) = m . f
+    assert np.isclose(sp.apply_motion(X1, m) @ sp.apply_force(X1, f), m @ f)
+
+
+def test_translation_moves_point_velocity():
+    # A frame B at r = (1, 0, 0) of A; rotation about z at 1 rad/s moves B's origin at +y.
+    X = sp.xlt(np.array([1.0, 0.0, 0.0]))
+    vB = sp.apply_motion(X, np.array([0, 0, 1.0, 0, 0, 0]))
+    np.testing.assert_allclose(vB, [0, 0, 1, 0, 1, 0])
+    # A force f = (0, 1, 0) applied at B's origin has moment r x f = (0, 0, 1) about A's origin.
+    fA = sp.apply_force_transpose(X, np.array([0, 0, 0, 0, 1.0, 0]))
+    np.testing.assert_allclose(fA, [0, 0, 1, 0, 1, 0])
+
+
+def test_cross_operators(rng):
+    v, m, f = rng.normal(size=(3, 6))
+    np.testing.assert_allclose(sp.crm(v) @ m, sp.cross_motion(v, m), atol=1e-13)
+    np.testing.assert_allclose(sp.crf(v) @ f, sp.cross_force(v, f), atol=1e-13)
+    np.testing.assert_allclose(sp.crf(v), -sp.crm(v).T)
+    np.testing.assert_allclose(sp.cross_motion(v, v), 0, atol=1e-13)
+    np.testing.assert_allclose(sp.skew(v[:3]) @ m[:3], np.cross(v[:3], m[:3]), atol=1e-13)
+
+
+def test_spatial_inertia_hand_derivation(rng):
+    m, c = 2.5, np.array([0.1, -0.2, 0.3])
+    A = rng.normal(size=(3, 3))
+    Ic = A @ A.T + np.eye(3)
+    I = sp.mcI(m, c, Ic)
+    v = rng.normal(size=6)
+    w, v0 = v[:3], v[3:]
+    vc = v0 + np.cross(w, c)                     # velocity of the CoM
+    ke = 0.5 * m * vc @ vc + 0.5 * w @ Ic @ w
+    assert np.isclose(0.5 * v @ I @ v, ke)
+    m2, c2, Ic2 = sp.inertia_components(I)
+    assert np.isclose(m2, m)
+    np.testing.assert_allclose(c2, c, atol=1e-14)
+    np.testing.assert_allclose(Ic2, Ic, atol=1e-13)
+
+
+def test_transform_inertia_moves_the_com(rng):
+    m, c, Ic = 1.7, rng.normal(size=3), np.diag([0.1, 0.2, 0.25])
+    X = random_transform(rng)                    # B_X_A
+    IA = sp.transform_inertia(X, sp.mcI(m, c, Ic))
+    mA, cA, IcA = sp.inertia_components(IA)
+    R, p = sp.pose(X)
+    assert np.isclose(mA, m)
+    np.testing.assert_allclose(cA, R @ c + p, atol=1e-12)
+    np.testing.assert_allclose(IcA, R @ Ic @ R.T, atol=1e-12)
+
+
+def test_batched_and_object_arrays(rng):
+    X = random_transform(rng, (4, 3))
+    m = rng.normal(size=(4, 3, 6))
+    out = sp.apply_motion(X, m)
+    for i in range(4):
+        for j in range(3):
+            Xij = sp.Transform(X.E[i, j], X.r[i, j])
+            np.testing.assert_allclose(out[i, j], sp.apply_motion(Xij, m[i, j]), atol=1e-14)
+    Xo = sp.Transform(X.E.astype(object), X.r.astype(object))
+    out_o = sp.apply_force_transpose(Xo, m.astype(object))
+    assert out_o.dtype == object
+    np.testing.assert_allclose(out_o.astype(float), sp.apply_force_transpose(X, m), atol=1e-14)
+    th = np.array([0.3, -1.2], dtype=object)
+    np.testing.assert_allclose(sp.rotx(th).astype(float), sp.rotx(th.astype(float)), atol=1e-15)
+
+
+@pytest.mark.parametrize("f", [sp.skew, sp.cross_motion])
+def test_no_silent_broadcast_of_wrong_sizes(f):
+    with pytest.raises((IndexError, ValueError)):
+        f(np.zeros(2)) if f is sp.skew else f(np.zeros(6), np.zeros(5))
