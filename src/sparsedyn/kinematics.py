@@ -113,8 +113,8 @@ def _express(model, X0, k, Jloc, reference):
     w = (R @ Jt[..., :3, None])[..., 0]
     lin = (R @ Jt[..., 3:, None])[..., 0]
     if reference == "world":
-        # Velocity of the body point passing through the world origin: v_O = v_p - p x w.
-        lin = lin - cross3(np.broadcast_to(Xf.r[..., None, :], w.shape), w)
+        # Velocity of the body point passing through the world origin: v_O = v_p + w x (0 - p) = v_p + p x w.
+        lin = lin + cross3(np.broadcast_to(Xf.r[..., None, :], w.shape), w)
     out = np.concatenate([w, lin], -1)
     return np.swapaxes(out, -1, -2)
 

@@ -1,0 +1,290 @@
+"""Ready-made models: serial chains, seeded random trees and a humanoid.
+
+* :func:`serial_chain` -- ``n`` identical links in a row;
+* :func:`random_tree` -- seeded random trees in the spirit of Featherstone's
+  ``autoTree(NB, bf, skew, taper)``, with every registered joint type available;
+* :func:`humanoid` -- a 35-dof floating-base humanoid of anthropometric masses;
+* :data:`BUILTIN_MODELS` / :func:`builtin` -- the built-in models by name.
+
+Every model is built with :class:`~sparsedyn.model.ModelBuilder`, so bodies are
+in depth-first order.  Lengths in m, masses in kg, angles in rad, efforts in
+N m (N for prismatic dofs), velocities in rad/s.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import numpy as np
+
+from .joints import JOINT_TYPES, Joint, make_joint, quat_exp
+from .model import Model, ModelBuilder
+from .spatial import Transform, from_pose, quat_to_rot, rotx, xlt
+
+__all__ = ["serial_chain", "random_tree", "humanoid", "humanoid_standing_configuration",
+           "HUMANOID_STANDING_HEIGHT", "BUILTIN_MODELS", "builtin"]
+
+
+# --- rotational inertias about the centre of mass of simple solids -------------
+
+def _box(m, dx, dy, dz):
+    """Solid box with edges ``dx, dy, dz`` along the frame axes."""
+    return m / 12.0 * np.diag([dy * dy + dz * dz, dx * dx + dz * dz, dx * dx + dy * dy])
+
+
+def _cylinder(m, radius, length, axis):
+    """Solid cylinder whose axis is the coordinate axis ``axis`` (0, 1 or 2)."""
+    d = np.full(3, m * (3 * radius * radius + length * length) / 12.0)
+    d[axis] = m * radius * radius / 2.0
+    return np.diag(d)
+
+
+def _sphere(m, radius):
+    return np.eye(3) * (0.4 * m * radius * radius)
+
+
+# --- serial chain -------------------------------------------------------------
+
+def serial_chain(n, joint="revolute", axis=(0.0, 0.0, 1.0), length=0.3, mass=1.0, name="chain") -> Model:
+    """``n`` identical slender links in a row (bodies ``link1..linkn``, joints ``joint1..jointn``).
+
+    ``joint`` is a registered joint type name (made with ``axis``) or a
+    :class:`~sparsedyn.joints.Joint` instance used for every link.  Each link is
+    a solid cylinder of radius ``length / 20`` along its x axis with its centre
+    of mass at ``[length / 2, 0, 0]``; the joint of link ``i + 1`` sits at the
+    far end of link ``i`` (``Xtree`` translates by ``length`` along x).
+    """
+    if int(n) != n or n < 1:
+        raise ValueError(f"n: expected a positive number of links, got {n!r}")
+    jnt = joint if isinstance(joint, Joint) else make_joint(joint, axis)
+    Ic = _cylinder(mass, length / 20.0, length, axis=0)
+    b = ModelBuilder(name)
+    for i in range(1, int(n) + 1):
+        b.add_body(f"link{i}", None if i == 1 else f"link{i - 1}", jnt,
+                   Xtree=None if i == 1 else xlt(np.array([length, 0.0, 0.0])),
+                   mass=mass, com=np.array([length / 2, 0.0, 0.0]), rot_inertia=Ic, joint_name=f"joint{i}")
+    return b.build()
+
+
+# --- random trees -------------------------------------------------------------
+
+_AXIS_TYPES = ("revolute", "continuous", "prismatic", "helical", "cylindrical")
+
+
+def _joint_type_list(joint_types):
+    if isinstance(joint_types, str):
+        joint_types = tuple(JOINT_TYPES) if joint_types == "all" else (joint_types,)
+    types = tuple(joint_types)
+    if not types:
+        raise ValueError("joint_types: expected at least one joint type (or 'all')")
+    for t in types:
+        if t not in JOINT_TYPES:
+            raise ValueError(f"joint_types: unknown joint type {t!r}; known types: {', '.join(sorted(JOINT_TYPES))}")
+    return types
+
+
+def _draw_types(rng, types, n):
+    """``n`` joint types from ``types``; each one appears at least once when ``n >= len(types)``."""
+    if n <= 0:
+        return []
+    guaranteed = list(types) if n >= len(types) else []
+    drawn = [types[k] for k in rng.integers(len(types), size=n - len(guaranteed))]
+    kinds = guaranteed + drawn
+    return [kinds[k] for k in rng.permutation(n)]
+
+
+def _random_rotation(rng, scale=math.pi):
+    """Rotation matrix of a random rotation vector with components of size ~``scale``."""
+    return quat_to_rot(quat_exp(rng.normal(scale=scale, size=3)))
+
+
+def _random_axis(rng):
+    """A coordinate axis half of the time, otherwise a random (non-aligned) unit vector."""
+    if rng.random() < 0.5:
+        return np.eye(3)[rng.integers(3)]
+    a = rng.normal(size=3)
+    return a / np.linalg.norm(a)
+
+
+def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("revolute",), seed=0,
+                floating_base=False, nframes=0, name=None) -> Model:
+    """A seeded random kinematic tree, after Featherstone's ``autoTree(NB, bf, skew, taper)``.
+
+    Structure: numbering the generated bodies ``k = 1..NB`` with 0 for the world,
+    ``parent(k) = floor((k - 2 + ceil(bf)) / bf)``, so ``branching = 1`` gives
+    a chain and ``branching = 2`` a binary tree (``bf`` may be fractional).
+    Body ``k`` is named ``body{k}``, its joint ``joint{k}``; the built model
+    renumbers bodies depth-first (use the names to find them).
+
+    Geometry: link ``k`` has length ``taper**(k-1)`` along its x axis and mass
+    ``taper**(3(k-1))`` times a random factor in ``[0.5, 2]``; it is a solid box
+    (random cross-section, slightly turned) with its centre of mass near the
+    middle of the link.  A child's joint frame sits at the end of its parent's
+    link, turned by ``skew`` about that link's x axis: ``Xtree = rotx(skew) xlt([len, 0, 0])``.
+
+    Joints: types are drawn from ``joint_types`` (names from
+    :data:`~sparsedyn.joints.JOINT_TYPES`, or ``"all"``); every listed type
+    appears at least once when there are enough bodies.  Axes are random
+    (coordinate axes and non-aligned ones), helical pitches random.
+    ``floating_base=True`` makes the first body's joint ``free``.
+
+    ``nframes`` extra frames ``frame1..`` are placed at random on random bodies.
+    The random draws do not depend on ``skew`` or ``taper``, so models that
+    differ only in those share their random factors.
+    """
+    if int(nbodies) != nbodies or nbodies < 1:
+        raise ValueError(f"nbodies: expected a positive number of bodies, got {nbodies!r}")
+    if not branching >= 1.0:
+        raise ValueError(f"branching: expected a branching factor >= 1, got {branching!r}")
+    nbodies = int(nbodies)
+    types = _joint_type_list(joint_types)
+    rng = np.random.default_rng(seed)
+    kinds = (["free"] if floating_base else []) + _draw_types(rng, types, nbodies - bool(floating_base))
+    b = ModelBuilder(name or f"random_tree{nbodies}")
+    for k in range(1, nbodies + 1):
+        pk = math.floor((k - 2 + math.ceil(branching)) / branching)
+        L = taper ** (k - 1)
+        kind = kinds[k - 1]
+        axis = _random_axis(rng) if kind in _AXIS_TYPES else (0.0, 0.0, 1.0)
+        pitch = L * rng.uniform(-0.5, 0.5) if kind == "helical" else 0.0
+        mass = taper ** (3 * (k - 1)) * rng.uniform(0.5, 2.0)
+        com = L * (np.array([0.5, 0.0, 0.0]) + rng.uniform(-0.1, 0.1, 3))
+        dy, dz = L * rng.uniform(0.05, 0.25, 2)
+        Rc = _random_rotation(rng, 0.3)
+        Ic = Rc @ _box(mass, L, dy, dz) @ Rc.T
+        Xtree = None if pk == 0 else Transform(rotx(skew), np.array([taper ** (pk - 1), 0.0, 0.0]))
+        b.add_body(f"body{k}", None if pk == 0 else f"body{pk}", make_joint(kind, axis, pitch), Xtree,
+                   mass=mass, com=com, rot_inertia=Ic, joint_name=f"joint{k}")
+    for f in range(1, int(nframes) + 1):
+        k = int(rng.integers(1, nbodies + 1))
+        L = taper ** (k - 1)
+        b.add_frame(f"frame{f}", f"body{k}", from_pose(_random_rotation(rng), L * rng.uniform(-0.5, 1.0, 3)))
+    return b.build()
+
+
+# --- humanoid -----------------------------------------------------------------
+
+#: Height of the pelvis frame above the ground when the humanoid stands in its
+#: neutral posture with both soles flat on the plane z = 0.
+HUMANOID_STANDING_HEIGHT = 1.01
+
+# Geometry of a 1.75 m, 72 kg adult (segment lengths after Winter, masses after
+# de Leva 1996; the small links between the axes of multi-axis joints take their
+# mass from the neighbouring segment).  Body frames sit at their joints and are
+# aligned with the pelvis in the neutral posture: x forward, y left, z up.
+_HIP = (0.0, 0.09, -0.08)        # hip centre in the pelvis frame (left side)
+_THIGH, _SHANK, _ANKLE = 0.43, 0.43, 0.07   # hip-knee, knee-ankle, ankle-sole
+_WAIST = (0.0, 0.0, 0.10)        # torso joint in the pelvis frame
+_SHOULDER = (0.0, 0.19, 0.33)    # shoulder centre in the torso frame (left side)
+_UPPER_ARM, _FOREARM = 0.30, 0.25
+_NECK = (0.0, 0.0, 0.42)         # neck in the torso frame
+
+
+def _mirror_limits(lo, hi, side):
+    """Limits of a roll or yaw joint on ``side`` (+1 left, -1 right): mirroring y flips their sign."""
+    return (lo, hi) if side > 0 else (-hi, -lo)
+
+
+def humanoid() -> Model:
+    """A 35-dof humanoid (72 kg, 1.75 m), floating base.
+
+    Tree: ``pelvis`` (free joint ``root_joint``); per leg (prefix ``l_``/``r_``)
+    ``hip_yaw, hip_roll, hip_pitch, knee, ankle_pitch, ankle_roll``; ``torso_yaw``;
+    per arm ``shoulder_pitch, shoulder_roll, shoulder_yaw, elbow, wrist_yaw,
+    wrist_pitch, wrist_roll``; ``neck_yaw, neck_pitch``.  Yaw joints turn about
+    z, roll about x, pitch about y (pelvis axes in the neutral posture: x
+    forward, y left, z up); knee flexion is positive, hip/shoulder/elbow flexion
+    negative.  v = 6 (base) + 12 (legs) + 1 (torso) + 14 (arms) + 2 (neck).
+
+    Frames: ``l_sole``/``r_sole`` (under the ankle, on the sole, foot axes),
+    ``l_hand``/``r_hand`` (palm centre), ``head_camera`` (optical convention:
+    z forward, x right, y down).  In the neutral configuration with the base at
+    height :data:`HUMANOID_STANDING_HEIGHT` (see
+    :func:`humanoid_standing_configuration`) the robot stands upright with
+    both soles flat on z = 0.
+    """
+    b = ModelBuilder("humanoid")
+    rev = {"yaw": make_joint("revolute", (0, 0, 1)), "roll": make_joint("revolute", (1, 0, 0)),
+           "pitch": make_joint("revolute", (0, 1, 0))}
+
+    def add(body, parent, joint, kind, offset, mass, com, Ic, limits, effort, velocity):
+        b.add_body(body, parent, rev[kind], xlt(np.array(offset, float)) if any(offset) else None,
+                   mass=mass, com=np.array(com, float), rot_inertia=Ic, joint_name=joint,
+                   lower=limits[0], upper=limits[1], effort_limit=effort, velocity_limit=velocity)
+
+    b.add_body("pelvis", None, make_joint("free"), mass=8.0, com=np.zeros(3),
+               rot_inertia=_box(8.0, 0.18, 0.30, 0.16), joint_name="root_joint")
+    for s, side in (("l_", 1.0), ("r_", -1.0)):
+        m = partial(_mirror_limits, side=side)
+        hip = (_HIP[0], side * _HIP[1], _HIP[2])
+        add(s + "hip_yaw_link", "pelvis", s + "hip_yaw", "yaw", hip, 0.4, (0, 0, 0), _sphere(0.4, 0.05),
+            m(-0.6, 0.8), 100.0, 7.0)
+        add(s + "hip_roll_link", s + "hip_yaw_link", s + "hip_roll", "roll", (0, 0, 0), 0.4, (0, 0, 0),
+            _sphere(0.4, 0.05), m(-0.4, 0.8), 150.0, 7.0)
+        add(s + "thigh", s + "hip_roll_link", s + "hip_pitch", "pitch", (0, 0, 0), 9.4,
+            (0, 0, -0.41 * _THIGH), _cylinder(9.4, 0.075, _THIGH, 2), (-2.0, 0.5), 200.0, 8.0)
+        add(s + "shank", s + "thigh", s + "knee", "pitch", (0, 0, -_THIGH), 3.1,
+            (0, 0, -0.44 * _SHANK), _cylinder(3.1, 0.05, _SHANK, 2), (0.0, 2.4), 250.0, 10.0)
+        add(s + "ankle_link", s + "shank", s + "ankle_pitch", "pitch", (0, 0, -_SHANK), 0.1, (0, 0, 0),
+            _sphere(0.1, 0.03), (-0.6, 0.9), 120.0, 8.0)
+        add(s + "foot", s + "ankle_link", s + "ankle_roll", "roll", (0, 0, 0), 0.9,
+            (0.06, 0, -_ANKLE / 2), _box(0.9, 0.26, 0.10, _ANKLE), m(-0.4, 0.4), 60.0, 8.0)
+        b.add_frame(s + "sole", s + "foot", xlt(np.array([0.0, 0.0, -_ANKLE])))
+    add("torso", "pelvis", "torso_yaw", "yaw", _WAIST, 23.2, (0, 0, 0.22), _box(23.2, 0.20, 0.34, 0.50),
+        (-0.8, 0.8), 150.0, 5.0)
+    for s, side in (("l_", 1.0), ("r_", -1.0)):
+        m = partial(_mirror_limits, side=side)
+        sh = (_SHOULDER[0], side * _SHOULDER[1], _SHOULDER[2])
+        add(s + "shoulder_pitch_link", "torso", s + "shoulder_pitch", "pitch", sh, 0.15, (0, 0, 0),
+            _sphere(0.15, 0.04), (-3.1, 1.0), 80.0, 8.0)
+        add(s + "shoulder_roll_link", s + "shoulder_pitch_link", s + "shoulder_roll", "roll", (0, 0, 0), 0.15,
+            (0, 0, 0), _sphere(0.15, 0.04), m(-0.3, 2.8), 80.0, 8.0)
+        add(s + "upper_arm", s + "shoulder_roll_link", s + "shoulder_yaw", "yaw", (0, 0, 0), 1.65,
+            (0, 0, -0.577 * _UPPER_ARM), _cylinder(1.65, 0.045, _UPPER_ARM, 2), m(-1.5, 1.5), 40.0, 8.0)
+        add(s + "forearm", s + "upper_arm", s + "elbow", "pitch", (0, 0, -_UPPER_ARM), 1.1,
+            (0, 0, -0.457 * _FOREARM), _cylinder(1.1, 0.035, _FOREARM, 2), (-2.5, 0.0), 40.0, 10.0)
+        add(s + "wrist_yaw_link", s + "forearm", s + "wrist_yaw", "yaw", (0, 0, -_FOREARM), 0.05, (0, 0, 0),
+            _sphere(0.05, 0.02), m(-1.5, 1.5), 10.0, 10.0)
+        add(s + "wrist_pitch_link", s + "wrist_yaw_link", s + "wrist_pitch", "pitch", (0, 0, 0), 0.05, (0, 0, 0),
+            _sphere(0.05, 0.02), (-1.2, 1.2), 10.0, 10.0)
+        add(s + "hand_link", s + "wrist_pitch_link", s + "wrist_roll", "roll", (0, 0, 0), 0.42, (0, 0, -0.07),
+            _box(0.42, 0.03, 0.08, 0.18), m(-0.4, 0.6), 10.0, 10.0)
+        b.add_frame(s + "hand", s + "hand_link", xlt(np.array([0.0, 0.0, -0.08])))
+    add("neck_link", "torso", "neck_yaw", "yaw", _NECK, 0.2, (0, 0, 0), _sphere(0.2, 0.04), (-1.2, 1.2), 10.0, 6.0)
+    add("head", "neck_link", "neck_pitch", "pitch", (0, 0, 0), 4.8, (0, 0, 0.11), _sphere(4.8, 0.10),
+        (-0.6, 0.9), 10.0, 6.0)
+    # Optical frame: its z axis looks forward (head x), its x axis points right (-y), its y axis down (-z).
+    R_cam = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    b.add_frame("head_camera", "head", from_pose(R_cam, np.array([0.09, 0.0, 0.12])))
+    return b.build()
+
+
+def humanoid_standing_configuration() -> np.ndarray:
+    """Configuration (36,) of :func:`humanoid` standing upright, soles flat on z = 0.
+
+    The neutral configuration with the pelvis at height :data:`HUMANOID_STANDING_HEIGHT`.
+    """
+    q = np.zeros(36)
+    q[2] = HUMANOID_STANDING_HEIGHT
+    q[6] = 1.0
+    return q
+
+
+# --- registry -----------------------------------------------------------------
+
+#: Built-in models by name; each value builds a fresh Model when called.
+BUILTIN_MODELS = {
+    "humanoid": humanoid,
+    "chain7": partial(serial_chain, 7, name="chain7"),
+    "tree15": partial(random_tree, 15, branching=2.0, name="tree15"),
+}
+
+
+def builtin(name: str) -> Model:
+    """The built-in model called ``name`` (see :data:`BUILTIN_MODELS`)."""
+    try:
+        factory = BUILTIN_MODELS[name]
+    except KeyError:
+        raise KeyError(f"no built-in model {name!r}; available: {', '.join(sorted(BUILTIN_MODELS))}") from None
+    return factory()

@@ -1,0 +1,60 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sparsedyn import cli
+from sparsedyn.builders import humanoid
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "sparsedyn", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_info_builtin(capsys):
+    assert cli.main(["info", "humanoid"]) == 0
+    out = capsys.readouterr().out
+    m = humanoid()
+    assert f"nq={m.nq}, nv={m.nv}" in out
+    assert f"total mass {m.total_mass:.4g} kg" in out
+    assert "pelvis  [root_joint: free, nq=7 nv=6]" in out
+    # one tree line per body, indented by depth
+    lines = [ln for ln in out.splitlines() if "[" in ln and "nq=" in ln and "]" in ln]
+    assert len(lines) == m.nbodies
+    assert "l_sole@" in out
+
+
+def test_info_urdf_file(tmp_path, capsys):
+    path = tmp_path / "two.urdf"
+    path.write_text("""<robot name="two"><link name="base"/>
+      <joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
+        <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+      <link name="l1"><inertial><mass value="1.5"/><inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>
+    </robot>""")
+    assert cli.main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 bodies, nq=1, nv=1" in out and "l1  [j1: revolute" in out and "mass=1.5 kg" in out
+    assert cli.main(["info", str(path), "--floating-base"]) == 0
+    assert "nq=8, nv=7" in capsys.readouterr().out
+
+
+def test_bad_model_argument_gives_one_clear_line(tmp_path):
+    r = run("info", "no_such_robot")
+    assert r.returncode != 0 and "neither a built-in model" in r.stderr and "Traceback" not in r.stderr
+    bad = tmp_path / "bad.urdf"
+    bad.write_text("<robot name='x'><link name='a'></robot>")
+    r = run("info", str(bad))
+    assert r.returncode == 2 and "bad.urdf" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_demo_reports_consistent_numbers():
+    r = run("demo")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "built-in humanoid" in out
+    m = humanoid()
+    # the vertical base force at rest equals the weight
+    assert f"vertical force {m.total_mass * 9.81:.2f} N" in out
+    err = float(out.split("|J v - v_hand| = ")[1].split(";")[0])
+    assert err < 1e-12
