@@ -1,0 +1,501 @@
+"""URDF reader and writer: ``load_urdf`` builds a :class:`~sparsedyn.model.Model`, ``to_urdf`` writes one.
+
+Frames and conventions
+----------------------
+
+* A body's frame is the frame of the joint that carries it, which URDF also
+  uses as the child link's frame (as in Pinocchio).  A joint's ``<origin xyz
+  rpy>`` is the pose ``(R, p)`` of the child link frame in the parent link
+  frame at ``q = 0``, with ``R = Rz(yaw) Ry(pitch) Rx(roll)`` (fixed-axis
+  roll-pitch-yaw); the Plücker ``Xtree = child_X_parent`` is
+  ``spatial.from_pose(R, p)``.
+* ``<inertial>``: ``<origin>`` places the centre of mass and the axes of the
+  ``<inertia>`` matrix ``I`` in the link frame; the rotational inertia about
+  the centre of mass in link axes is ``R I R^T``.
+* Joint types: ``revolute``, ``continuous`` and ``prismatic`` map to the
+  joints of the same name (axis normalised, default ``(1, 0, 0)``), ``floating``
+  to ``free`` and ``planar`` to ``planar``.  Our planar joint moves in the xy
+  plane of the joint frame, so a URDF planar joint must say
+  ``<axis xyz="0 0 1"/>`` (the plane normal); other axes are rejected rather
+  than silently re-oriented.
+* ``fixed`` joints are merged, as Pinocchio does: the child link's inertia is
+  added to the body it is rigidly attached to, its child joints are re-attached
+  to that body with composed ``Xtree``, and the merged link and the fixed joint
+  stay reachable as named frames on that body.  Moving joints also get a frame
+  of their own name (identity on their body) unless a link has that name.
+* The root link is the one link that is no joint's child.  With
+  ``floating_base=False`` it is the fixed world (``model.root_name``); links
+  fixed to it have no body, so their mass and frames are dropped.  With
+  ``floating_base=True`` it becomes body 0 on a ``free`` joint called
+  ``'root_joint'`` (Pinocchio's name) with identity ``Xtree``.
+* Bodies are numbered as Pinocchio's ``buildModelFromUrdf`` numbers its joints:
+  depth first, the child joints of a link taken in alphabetical order of their
+  names (urdfdom keeps joints in a name-sorted map), not in document order.
+* ``<limit lower upper effort velocity>`` fills ``lower``/``upper`` (per q) and
+  ``velocity_limit``/``effort_limit`` (per dof).  As in urdfdom, ``effort`` and
+  ``velocity`` are required in a ``<limit>`` and ``lower``/``upper`` default to
+  0; a revolute or prismatic joint without ``<limit>`` is unbounded (urdfdom
+  rejects it; we accept it).  Continuous joints have infinite position limits;
+  the limits of floating and planar joints are ignored.  URDF cannot write
+  infinity, so ``to_urdf`` writes the largest double for an infinite limit and
+  ``load_urdf`` reads that value back as infinite.
+* ``<mimic>`` is kept as :class:`~sparsedyn.model.Mimic` data; the mimicking
+  joint stays an independent joint (Pinocchio's default build).
+* Visual, collision, material, transmission and gazebo elements are ignored.
+
+A URDF is untrusted input: it is parsed with ``defusedxml`` and every problem
+raises one :class:`UrdfError` naming the source, the element and the problem.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import warnings
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import defusedxml
+import defusedxml.ElementTree as DET
+import numpy as np
+
+from . import spatial
+from .joints import make_joint
+from .model import Model, ModelBuilder, ModelError
+
+__all__ = ["load_urdf", "to_urdf", "UrdfError", "UrdfWarning"]
+
+JOINT_TYPE_MAP = {"revolute": "revolute", "continuous": "continuous", "prismatic": "prismatic",
+                  "floating": "free", "planar": "planar", "fixed": None}
+URDF_TYPE = {"revolute": "revolute", "continuous": "continuous", "prismatic": "prismatic",
+             "free": "floating", "planar": "planar"}
+INERTIA_KEYS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+EIG_TOL = 1e-12         # negative principal moments tolerated, relative to the robot's largest one
+TRIANGLE_TOL = 1e-3     # relative slack in a + b >= c (inertias are often printed with few digits)
+DBL_MAX = sys.float_info.max
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+_NONFINITE = re.compile(r"[+-]?(?:nan|inf|infinity)\Z", re.IGNORECASE)
+
+
+class UrdfError(ModelError):
+    """A URDF that cannot be loaded; the message names the file, the element and the problem."""
+
+
+class UrdfWarning(UserWarning):
+    """A URDF that loads but has physically implausible data."""
+
+
+# --- reading ----------------------------------------------------------------------
+
+def _read_xml(source):
+    """``(label, root element)``; ``label`` is the path or ``'<string>'`` for error messages."""
+    head = source.lstrip("\ufeff \t\r\n") if isinstance(source, str) else ""
+    if head.startswith("<"):
+        # An XML declaration must open the document; otherwise keep the text so line numbers stay right.
+        label, text = "<string>", head if head.startswith("<?xml") else source
+    elif isinstance(source, (str, os.PathLike)):
+        label = os.fspath(source)
+        try:
+            text = Path(label).read_bytes()
+        except FileNotFoundError:
+            raise UrdfError(f"{label}: file not found") from None
+        except OSError as e:
+            raise UrdfError(f"{label}: cannot read file: {e.strerror or e}") from None
+    else:
+        raise TypeError(f"load_urdf: expected a path or a URDF XML string, got {type(source).__name__}")
+    try:
+        root = DET.fromstring(text)
+    except ET.ParseError as e:
+        line, col = e.position
+        reason = re.sub(r": line \d+, column \d+$", "", str(e))
+        raise UrdfError(f"{label}: malformed XML at line {line}, column {col + 1}: {reason}") from None
+    except defusedxml.DefusedXmlException as e:
+        raise UrdfError(f"{label}: forbidden XML construct ({type(e).__name__}: {e}); "
+                        f"URDF needs no DTD entities or external references") from None
+    for el in root.iter():
+        if isinstance(el.tag, str) and el.tag.startswith("{"):
+            el.tag = el.tag.split("}", 1)[1]   # a namespaced <robot xmlns=...> reads like a plain one
+    if root.tag != "robot":
+        raise UrdfError(f"{label}: root element is <{root.tag}>, expected <robot>")
+    return label, root
+
+
+class _Parser:
+    """Attribute parsing with error messages that name the source and element."""
+
+    def __init__(self, label):
+        self.label = label
+
+    def fail(self, where, problem):
+        raise UrdfError(f"{self.label}: {where}: {problem}")
+
+    def name(self, el, where, attr="name"):
+        value = el.get(attr)
+        if not value:
+            self.fail(where, f"missing required attribute {attr!r}")
+        return value
+
+    def floats(self, el, attr, where, n, default=None):
+        """``n`` whitespace-separated finite numbers; ``default`` if the attribute is absent."""
+        text = el.get(attr)
+        if text is None:
+            if default is None:
+                self.fail(where, f"missing required attribute {attr!r}")
+            return np.array(default, float)
+        tokens = text.split()
+        for t in tokens:
+            if _NONFINITE.match(t):
+                self.fail(where, f"{attr}={text!r}: NaN and infinite values are not allowed")
+            if not _NUMBER.match(t):
+                self.fail(where, f"{attr}={text!r}: {t!r} is not a number")
+        if len(tokens) != n:
+            self.fail(where, f"{attr}={text!r}: expected {n} number{'s' if n > 1 else ''}, got {len(tokens)}")
+        values = np.array([float(t) for t in tokens])
+        if not np.all(np.isfinite(values)):
+            self.fail(where, f"{attr}={text!r}: value out of floating-point range")
+        return values
+
+    def scalar(self, el, attr, where, default=None):
+        return float(self.floats(el, attr, where, 1, None if default is None else [default])[0])
+
+    def limit(self, el, attr, where, default=None):
+        """A limit value; the largest double stands for infinity (see the module docstring)."""
+        x = self.scalar(el, attr, where, default)
+        return math.copysign(math.inf, x) if abs(x) >= DBL_MAX else x
+
+    def origin(self, parent, where):
+        """Pose ``(R, p)`` of an optional ``<origin xyz rpy>`` child of ``parent``."""
+        el = parent.find("origin")
+        if el is None:
+            return np.eye(3), np.zeros(3)
+        where = f"{where} <origin>"
+        return _rpy_matrix(self.floats(el, "rpy", where, 3, [0, 0, 0])), self.floats(el, "xyz", where, 3, [0, 0, 0])
+
+
+def _rpy_matrix(rpy):
+    """``R = Rz(yaw) Ry(pitch) Rx(roll)``: orientation of the child frame in the parent frame."""
+    cr, sr = math.cos(rpy[0]), math.sin(rpy[0])
+    cp, sp = math.cos(rpy[1]), math.sin(rpy[1])
+    cy, sy = math.cos(rpy[2]), math.sin(rpy[2])
+    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+                     [-sp, cp * sr, cp * cr]])
+
+
+def _parse_link(P, el):
+    """``(name, spatial inertia about the link origin in link axes, principal moments ascending)``."""
+    name = P.name(el, "<link>")
+    inertial = el.find("inertial")
+    if inertial is None:
+        return name, np.zeros((6, 6)), np.zeros(3)
+    where = f"link {name!r} <inertial>"
+    R, com = P.origin(inertial, where)
+    mass_el, inertia_el = inertial.find("mass"), inertial.find("inertia")
+    if mass_el is None:
+        P.fail(where, "missing required element <mass>")
+    if inertia_el is None:
+        P.fail(where, "missing required element <inertia>")
+    m = P.scalar(mass_el, "value", f"{where} <mass>")
+    if m < 0:
+        P.fail(where, f"negative mass {m}")
+    ixx, ixy, ixz, iyy, iyz, izz = (P.scalar(inertia_el, k, f"{where} <inertia>") for k in INERTIA_KEYS)
+    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    return name, spatial.mcI(m, com, R @ I @ R.T), np.linalg.eigvalsh(I)
+
+
+def _check_moments(P, moments, invalid_inertia):
+    """Reject negative principal moments (or warn, if asked); warn once about triangle-inequality violations.
+
+    Tolerances are relative to the largest principal moment of the whole robot,
+    so that exporter noise (icub has moments of +-1e-20 kg m^2) reads as zero.
+    """
+    noise = EIG_TOL * max((abs(lam).max() for lam in moments.values()), default=0.0)
+    negative = [name for name, lam in moments.items() if lam[0] < -noise]
+    if negative and invalid_inertia == "error":
+        name = negative[0]
+        P.fail(f"link {name!r} <inertial>",
+               f"inertia matrix has a negative eigenvalue {moments[name][0]:.6g} (principal moments "
+               f"{moments[name].tolist()}); it must be positive semi-definite (pass invalid_inertia='warn' "
+               f"to load the file as written)")
+    if negative:
+        warnings.warn(f"{P.label}: inertia matrices with a negative eigenvalue (not a physical rigid body; "
+                      f"loaded as written, dynamics involving them are meaningless) on links: "
+                      f"{', '.join(negative)}", UrdfWarning, stacklevel=3)
+    bad = [name for name, (a, b, c) in moments.items() if c > noise and a + b < c * (1 - TRIANGLE_TOL)]
+    if bad:
+        warnings.warn(f"{P.label}: principal moments of inertia violate the triangle inequality a + b >= c "
+                      f"(not a physical rigid body) on links: {', '.join(bad)}", UrdfWarning, stacklevel=3)
+
+
+class _JointSpec:
+    """One URDF ``<joint>``, parsed and checked."""
+
+    def __init__(self, P, el):
+        self.name = name = P.name(el, "<joint>")
+        where = f"joint {name!r}"
+        urdf_type = P.name(el, where, "type")
+        if urdf_type not in JOINT_TYPE_MAP:
+            P.fail(where, f"unknown joint type {urdf_type!r}; known types: {', '.join(sorted(JOINT_TYPE_MAP))}")
+        self.type = JOINT_TYPE_MAP[urdf_type]
+        for tag in ("parent", "child"):
+            link_el = el.find(tag)
+            if link_el is None:
+                P.fail(where, f"missing required element <{tag}>")
+            setattr(self, tag, P.name(link_el, f"{where} <{tag}>", "link"))
+        R, p = P.origin(el, where)
+        self.X = spatial.from_pose(R, p)           # child_X_parent at q = 0
+        axis_el = el.find("axis")
+        self.axis = (np.array([1.0, 0.0, 0.0]) if axis_el is None
+                     else P.floats(axis_el, "xyz", f"{where} <axis>", 3))
+        if self.type in ("revolute", "continuous", "prismatic") and np.linalg.norm(self.axis) < 1e-12:
+            P.fail(f"{where} <axis>", "axis must be a nonzero vector")
+        if self.type == "planar" and not (abs(self.axis[0]) + abs(self.axis[1]) == 0 and self.axis[2] > 0):
+            P.fail(where, f"planar joints are supported only with <axis xyz=\"0 0 1\"> (motion in the xy plane "
+                          f"of the joint frame), got axis {self.axis.tolist()}")
+        self.lower, self.upper, self.velocity, self.effort = -math.inf, math.inf, math.inf, math.inf
+        limit_el = el.find("limit")
+        if limit_el is not None and self.type in ("revolute", "continuous", "prismatic"):
+            lw = f"{where} <limit>"
+            self.effort = P.limit(limit_el, "effort", lw)
+            self.velocity = P.limit(limit_el, "velocity", lw)
+            if self.type != "continuous":
+                self.lower = P.limit(limit_el, "lower", lw, 0.0)
+                self.upper = P.limit(limit_el, "upper", lw, 0.0)
+                if self.lower > self.upper:
+                    P.fail(lw, f"lower limit {self.lower} is greater than upper limit {self.upper}")
+        self.mimic = None
+        mimic_el = el.find("mimic")
+        if mimic_el is not None:
+            mw = f"{where} <mimic>"
+            self.mimic = (P.name(mimic_el, mw, "joint"), P.scalar(mimic_el, "multiplier", mw, 1.0),
+                          P.scalar(mimic_el, "offset", mw, 0.0))
+
+
+def _topology(P, links, joints):
+    """Root link and, per link, its child joints in alphabetical order of joint name."""
+    parent_joint, children = {}, {name: [] for name in links}
+    for j in joints.values():
+        for tag in ("parent", "child"):
+            if getattr(j, tag) not in links:
+                P.fail(f"joint {j.name!r}", f"{tag} link {getattr(j, tag)!r} does not exist")
+        if j.parent == j.child:
+            P.fail(f"joint {j.name!r}", f"link {j.child!r} is its own parent (cycle)")
+        if j.child in parent_joint:
+            P.fail(f"link {j.child!r}", f"has two parent joints, {parent_joint[j.child]!r} and {j.name!r} "
+                                        f"(URDF describes a tree)")
+        parent_joint[j.child] = j.name
+        children[j.parent].append(j)
+    roots = [name for name in links if name not in parent_joint]
+    if not roots:
+        P.fail("<robot>", "no root link: every link is some joint's child (the joints form a cycle)")
+    if len(roots) > 1:
+        P.fail("<robot>", f"{len(roots)} root links (links that are no joint's child): "
+                          f"{', '.join(repr(r) for r in roots)}; a URDF has exactly one")
+    reached, stack = set(), [roots[0]]
+    while stack:
+        link = stack.pop()
+        reached.add(link)
+        stack.extend(j.child for j in children[link])
+    if len(reached) != len(links):
+        cyc = [name for name in links if name not in reached]
+        P.fail("<robot>", f"links {', '.join(repr(c) for c in cyc)} form a cycle not connected to the root link "
+                          f"{roots[0]!r}")
+    # urdfdom stores joints in a std::map keyed by name: children come out sorted (byte order = code points).
+    return roots[0], {name: sorted(js, key=lambda j: j.name) for name, js in children.items()}
+
+
+def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error") -> Model:
+    """Build a :class:`~sparsedyn.model.Model` from a URDF file path or XML string.
+
+    ``source``: a path (``str`` or ``os.PathLike``) or a string whose first
+    non-blank character is ``<``.  ``floating_base``: put the root link on a
+    ``free`` joint named ``'root_joint'`` instead of fixing it to the world.
+    ``name``: model name (default: the robot's ``name`` attribute).
+    ``invalid_inertia``: ``"error"`` (default) rejects an inertia matrix with a
+    negative eigenvalue; ``"warn"`` loads it as written with a
+    :class:`UrdfWarning` (a few published files need this).  Frames,
+    joint order, fixed-joint merging and limits follow Pinocchio; see the
+    module docstring.  Raises :class:`UrdfError`; warns (once each) with
+    :class:`UrdfWarning` about inertias that violate the triangle inequality
+    and about ``<mimic>`` tags that had to be skipped (fixed or missing joints).
+    """
+    if invalid_inertia not in ("error", "warn"):
+        raise ValueError(f"invalid_inertia: expected 'error' or 'warn', got {invalid_inertia!r}")
+    label, robot = _read_xml(source)
+    P = _Parser(label)
+    links, moments, joints = {}, {}, {}
+    for el in robot.findall("link"):
+        link_name, inertia, principal = _parse_link(P, el)
+        if link_name in links:
+            P.fail(f"link {link_name!r}", "link name used twice")
+        links[link_name], moments[link_name] = inertia, principal
+    _check_moments(P, moments, invalid_inertia)
+    for el in robot.findall("joint"):
+        j = _JointSpec(P, el)
+        if j.name in joints:
+            P.fail(f"joint {j.name!r}", "joint name used twice")
+        joints[j.name] = j
+    if not links:
+        P.fail("<robot>", "empty robot: no <link> elements")
+    root, children = _topology(P, links, joints)
+
+    # With a floating base the root link is a body, so the world needs another name.
+    builder = ModelBuilder(name or robot.get("name") or (Path(label).stem if label != "<string>" else "robot"),
+                           root_name=("universe" if root == "world" else "world") if floating_base else root)
+    bodies = {}      # body name -> add_body arguments; insertion order = Pinocchio's joint order
+    frames = []      # (frame name, body name, frame_X_body)
+    body_of, X_in_body = {}, {}   # link -> (body it belongs to or None for the world, link_X_body)
+
+    def add_moving(link, parent_body, joint_name, joint, Xtree, limits):
+        lower, upper, velocity, effort = limits
+        bodies[link] = dict(parent=parent_body, joint=joint, Xtree=Xtree, inertia=links[link].copy(),
+                            joint_name=joint_name, lower=lower, upper=upper, velocity_limit=velocity,
+                            effort_limit=effort)
+        body_of[link], X_in_body[link] = link, spatial.identity()
+        if joint_name not in links:
+            frames.append((joint_name, link, spatial.identity()))
+
+    if floating_base:
+        add_moving(root, None, "root_joint", make_joint("free"), spatial.identity(), (None,) * 4)
+    else:
+        body_of[root], X_in_body[root] = None, spatial.identity()
+    # Depth-first walk, explicit stack so that long chains do not hit the recursion limit.
+    stack = list(reversed(children[root]))
+    while stack:
+        j = stack.pop()
+        body, X_parent = body_of[j.parent], X_in_body[j.parent]   # parent link's placement in its body
+        X = spatial.compose(j.X, X_parent)                        # child frame relative to that body
+        if j.type is None:
+            body_of[j.child], X_in_body[j.child] = body, X
+            if body is not None:
+                # Spatial inertia of the child link re-expressed in the body frame: X^T I X.
+                bodies[body]["inertia"] += spatial.transform_inertia(X, links[j.child])
+                frames.append((j.child, body, X))
+                if j.name not in links:
+                    frames.append((j.name, body, X))
+        else:
+            if j.type in ("free", "planar"):    # no axis to take, no limits kept
+                add_moving(j.child, body, j.name, make_joint(j.type), X, (None,) * 4)
+            else:
+                add_moving(j.child, body, j.name, make_joint(j.type, tuple(j.axis)), X,
+                           (j.lower, j.upper, j.velocity, j.effort))
+        stack.extend(reversed(children[j.child]))
+
+    for link, b in bodies.items():
+        builder.add_body(link, b.pop("parent"), b.pop("joint"), **b)
+    for frame in frames:
+        builder.add_frame(*frame)
+    skipped = []
+    for j in joints.values():
+        if j.mimic is None:
+            continue
+        mimicked, multiplier, offset = j.mimic
+        if j.type is None:
+            skipped.append(f"{j.name!r} (a fixed joint)")
+        elif mimicked not in joints or joints[mimicked].type is None:
+            skipped.append(f"{j.name!r} (mimics {'missing' if mimicked not in joints else 'fixed'} joint {mimicked!r})")
+        else:
+            builder.add_mimic(j.name, mimicked, multiplier, offset)
+    if skipped:
+        warnings.warn(f"{label}: <mimic> ignored on joints {', '.join(skipped)}", UrdfWarning, stacklevel=2)
+    try:
+        return builder.build()
+    except ModelError as e:
+        raise UrdfError(f"{label}: {e}") from None
+
+
+# --- writing ------------------------------------------------------------------------
+
+def _rpy(R):
+    """Roll, pitch, yaw with ``R = Rz(y) Ry(p) Rx(r)``, accurate also near pitch = +-pi/2.
+
+    Yaw comes first from the first column; the remaining ``Ry(p) Rx(r) = Rz(y)^T R``
+    then gives roll from its (well-conditioned) middle row and pitch from its
+    first column, so round-off stays at machine precision for every rotation.
+    """
+    y = math.atan2(R[1, 0], R[0, 0])
+    cy, sy = math.cos(y), math.sin(y)
+    M = np.array([[cy, sy, 0.0], [-sy, cy, 0.0], [0.0, 0.0, 1.0]]) @ R
+    return math.atan2(-M[1, 2], M[1, 1]), math.atan2(-M[2, 0], M[0, 0]), y
+
+
+def _num(x):
+    """Shortest repr that round-trips a double; infinities become the largest double."""
+    x = float(x)
+    return repr(math.copysign(DBL_MAX, x) if math.isinf(x) else x + 0.0)
+
+
+def _nums(xs):
+    return " ".join(_num(x) for x in xs)
+
+
+def _write_link(robot, name, I):
+    link = ET.SubElement(robot, "link", name=name)
+    m, c, Ic = spatial.inertia_components(I)
+    if m == 0 and not np.any(Ic):
+        return
+    inertial = ET.SubElement(link, "inertial")
+    ET.SubElement(inertial, "origin", xyz=_nums(c), rpy="0 0 0")
+    ET.SubElement(inertial, "mass", value=_num(m))
+    S = (Ic + Ic.T) / 2
+    ET.SubElement(inertial, "inertia", {k: _num(S[i, j]) for k, (i, j) in
+                                       zip(INERTIA_KEYS, ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)))})
+
+
+def to_urdf(model: Model) -> str:
+    """Write ``model`` as a URDF string (Pinocchio and :func:`load_urdf` read it back).
+
+    Every joint must be ``revolute``, ``continuous``, ``prismatic``, ``free``
+    (written ``floating``) or ``planar``; other types raise ``ValueError``.
+    Each body becomes a link of its name with its parent joint of the joint's
+    name; a fixed-base model gets a root link named ``model.root_name``.  If
+    body 0 is the only body on the world and has a free joint with identity
+    ``Xtree`` (a floating-base robot), it is written as the root link itself and
+    the file must be reloaded with ``floating_base=True`` (its joint is then
+    called ``'root_joint'``).  Named frames that are not bodies are omitted;
+    mimic couplings are written.  Inertias are written about the centre of mass
+    in body axes; infinite limits as the largest double (see the module docstring).
+    """
+    for i, j in enumerate(model.joints):
+        if j.type not in URDF_TYPE:
+            raise ValueError(f"to_urdf: joint {model.joint_names[i]!r} of type {j.type!r} cannot be written as "
+                             f"URDF (supported: {', '.join(sorted(URDF_TYPE))})")
+    if len(set(model.joint_names)) != model.nbodies:
+        raise ValueError(f"to_urdf: model {model.name!r} has repeated joint names; URDF joint names are unique")
+    roots = [i for i in range(model.nbodies) if model.parent[i] < 0]
+    floating_root = (roots == [0] and model.joints[0].type == "free"
+                     and np.array_equal(model.Xtree[0].E, np.eye(3)) and not np.any(model.Xtree[0].r))
+    robot = ET.Element("robot", name=model.name)
+    joint_elements = {}
+    if not floating_root:
+        ET.SubElement(robot, "link", name=model.root_name)
+    for i in range(model.nbodies):
+        _write_link(robot, model.body_names[i], model.inertia[i])
+        if floating_root and i == 0:
+            continue
+        j = model.joints[i]
+        joint = joint_elements[i] = ET.SubElement(robot, "joint", name=model.joint_names[i], type=URDF_TYPE[j.type])
+        R, p = spatial.pose(model.Xtree[i])
+        ET.SubElement(joint, "origin", xyz=_nums(p), rpy=_nums(_rpy(R)))
+        p_i = model.parent[i]
+        ET.SubElement(joint, "parent", link=model.root_name if p_i < 0 else model.body_names[p_i])
+        ET.SubElement(joint, "child", link=model.body_names[i])
+        if j.type in ("revolute", "continuous", "prismatic"):
+            ET.SubElement(joint, "axis", xyz=_nums(j.axis))
+            q0, v0 = model.q_start[i], model.v_start[i]
+            limit = {"effort": _num(model.effort_limit[v0]), "velocity": _num(model.velocity_limit[v0])}
+            if j.type != "continuous":
+                limit.update(lower=_num(model.lower[q0]), upper=_num(model.upper[q0]))
+            ET.SubElement(joint, "limit", limit)
+        elif j.type == "planar":
+            ET.SubElement(joint, "axis", xyz="0 0 1")
+    for mimic in model.mimic:
+        if mimic.joint not in joint_elements or mimic.mimicked not in joint_elements:
+            raise ValueError(f"to_urdf: the floating root joint {model.joint_names[0]!r} cannot take part in a mimic")
+        ET.SubElement(joint_elements[mimic.joint], "mimic", joint=model.joint_names[mimic.mimicked],
+                      multiplier=_num(mimic.multiplier), offset=_num(mimic.offset))
+    ET.indent(robot)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(robot, encoding="unicode") + "\n"
+

@@ -1,0 +1,61 @@
+"""example-robot-data and Pinocchio for the oracle tests.
+
+Both are test dependencies installed by the test command.  Nothing here skips:
+a missing oracle makes the tests that use it fail.
+"""
+
+import site
+import sys
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from sparsedyn import load_urdf
+
+
+def robots_dir() -> Path:
+    bases = [Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"]
+    bases += [Path(p) for p in site.getsitepackages()]
+    for base in bases:
+        d = base / "cmeel.prefix" / "share" / "example-robot-data" / "robots"
+        if d.is_dir():
+            return d
+    raise FileNotFoundError("example-robot-data's robots directory was not found under "
+                            f"{[str(b) for b in bases]}; install the test dependencies (make test)")
+
+
+# The robots the foundation issue names, by short name.
+ROBOTS = {
+    "panda": "panda_description/urdf/panda.urdf",
+    "ur5": "ur_description/urdf/ur5_robot.urdf",
+    "solo12": "solo_description/robots/solo12.urdf",
+    "anymal_c": "anymal_c_simple_description/urdf/anymal.urdf",
+    "go2": "go2_description/urdf/go2.urdf",
+    "talos_reduced": "talos_data/robots/talos_reduced.urdf",
+    "icub_reduced": "icub_description/robots/icub_reduced.urdf",
+    "g1_29dof_rev_1_0": "g1_description/urdf/g1_29dof_rev_1_0.urdf",
+    "romeo": "romeo_description/urdf/romeo.urdf",
+    "double_pendulum": "double_pendulum_description/urdf/double_pendulum.urdf",
+}
+
+
+def robot_path(name) -> Path:
+    return robots_dir() / ROBOTS[name]
+
+
+def load_pair(name, floating_base):
+    """(our model, Pinocchio model) of an example robot."""
+    import warnings
+    path = robot_path(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # implausible-inertia warnings are tested elsewhere
+        model = load_urdf(path, floating_base=floating_base)
+    pm = pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if floating_base \
+        else pin.buildModelFromUrdf(str(path))
+    return model, pm
+
+
+def random_state(model, rng):
+    q = model.random_configuration(rng)
+    return q, rng.normal(size=model.nv), rng.normal(size=model.nv)
