@@ -36,3 +36,16 @@ def random_state(model, rng, batch=()):
     v = rng.normal(size=batch + (model.nv,))
     a = rng.normal(size=batch + (model.nv,))
     return q, v, a
+
+
+def pendulum(m=2.0, l=0.7, Iy=0.05):
+    """A body of mass m, CoM at distance l below a revolute joint about y, inertia Iy about its CoM.
+
+    Returns ``(model, gravity_moment)``: ``gravity_moment(q)`` is the moment of gravity about +y,
+    derived by hand (CoM at R_y(q) (0, 0, -l) = (-l sin q, 0, -l cos q)).
+    """
+    import sparsedyn as sd
+    b = sd.ModelBuilder("pendulum")
+    b.add_body("link", None, sd.make_joint("revolute", (0, 1, 0)), mass=m, com=[0, 0, -l],
+               rot_inertia=np.diag([Iy, Iy, Iy]))
+    return b.build(), lambda q: np.cross([-l * np.sin(q), 0, -l * np.cos(q)], [0, 0, -9.81 * m])[1]

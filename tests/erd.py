@@ -8,7 +8,6 @@ import site
 import sys
 from pathlib import Path
 
-import numpy as np
 import pinocchio as pin
 
 from sparsedyn import load_urdf
@@ -44,10 +43,10 @@ def robot_path(name) -> Path:
     return robots_dir() / ROBOTS[name]
 
 
-def load_pair(name, floating_base):
-    """(our model, Pinocchio model) of an example robot."""
+def load_pair(robot, floating_base):
+    """(our model, Pinocchio model) of an example robot: a name in ROBOTS or a path below robots_dir()."""
     import warnings
-    path = robot_path(name)
+    path = robot_path(robot) if robot in ROBOTS else robots_dir() / robot
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # implausible-inertia warnings are tested elsewhere
         model = load_urdf(path, floating_base=floating_base)

@@ -1,8 +1,6 @@
 import subprocess
 import sys
 
-import numpy as np
-import pytest
 
 from sparsedyn import cli
 from sparsedyn.builders import humanoid

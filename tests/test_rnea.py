@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn import spatial as sp
-from conftest import random_state, rel_err
+from conftest import pendulum, random_state, rel_err
 
 
 def mass_matrix_by_rnea(model, q):
@@ -63,18 +62,12 @@ def test_external_forces_enter_through_body_jacobians(tree, rng):
 
 
 def test_hand_derived_pendulum():
-    """Point-ish mass m at distance l below a revolute joint about y: tau = m l^2 qdd + m g l sin q."""
+    """tau = (m l^2 + Iy) qdd - (moment of gravity about the axis)."""
     m, l, Iy = 2.0, 0.7, 0.05
-    b = sd.ModelBuilder("pendulum")
-    b.add_body("link", None, sd.make_joint("revolute", (0, 1, 0)), mass=m, com=[0, 0, -l],
-               rot_inertia=np.diag([Iy, Iy, Iy]))
-    model = b.build()
+    model, gravity_moment = pendulum(m, l, Iy)
     q, qd, qdd = 0.4, 1.3, -0.8
     tau = sd.rnea(model, [q], [qd], [qdd])
-    # about +y, gravity -z at position (l sin q, 0, -l cos q)... moment r x F with r = R_y(q) (0,0,-l)
-    r = np.array([-l * np.sin(q), 0, -l * np.cos(q)])
-    gravity_moment = np.cross(r, [0, 0, -9.81 * m])[1]
-    assert tau[0] == pytest.approx((m * l * l + Iy) * qdd - gravity_moment, rel=1e-13)
+    assert tau[0] == pytest.approx((m * l * l + Iy) * qdd - gravity_moment(q), rel=1e-13)
 
 
 def test_free_body_gravity_hand_derivation():

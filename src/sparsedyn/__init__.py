@@ -18,6 +18,14 @@ from .kinematics import (body_velocities, forward_kinematics, frame_jacobian, fr
                          frame_placements, frame_velocity)
 from .model import Frame, Mimic, Model, ModelBuilder, ModelError
 from .rnea import generalized_gravity, nonlinear_effects, rnea
+from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_configuration, random_tree,
+                       serial_chain)
+from .crba import HandC, bias, crba
+from .ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern
+from .aba import SingularInertiaError, aba
+from .fd import fd_crb
+from .minv import minv
+from .urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
 
 __version__ = "0.1.0"
 
@@ -25,4 +33,8 @@ __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
     "Frame", "Mimic", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
+    "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "serial_chain",
+    "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
+    "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
+    "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
 ]

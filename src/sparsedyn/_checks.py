@@ -76,3 +76,20 @@ def gravity(model, g):
     if g.shape[-1:] != (3,):
         raise ValueError(f"gravity: expected shape (..., 3), got {g.shape}")
     return g
+
+
+def dynamics(model, q, v, u, f_ext, g, u_name, u_what):
+    """Checked arguments of a dynamics function ``f(model, q, v, u, f_ext, gravity)``.
+
+    Returns ``(q, v, u, f_ext, g, batch shape, symbolic)``; ``symbolic`` is true
+    when any input is an object array (then no value-dependent checks may run).
+    """
+    q = configuration(model, q)
+    v = velocity(model, v, "v")
+    u = vector(model, u_name, u, model.nv, u_what)
+    if f_ext is not None:
+        f_ext = body_forces(model, f_ext)
+    g = gravity(model, g)
+    shape = batch_shape(q=(q, 1), v=(v, 1), **{u_name: (u, 1)}, f_ext=(f_ext, 2))
+    symbolic = any(bk.is_symbolic(x) for x in (q, v, u, f_ext, g) if x is not None)
+    return q, v, u, f_ext, g, shape, symbolic

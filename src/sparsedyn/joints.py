@@ -27,11 +27,11 @@ changes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from . import backend as bk
 from .spatial import Transform, axis_rotation, cross3, quat_to_rot, skew
 
 __all__ = ["Joint", "JOINT_TYPES", "make_joint", "jcalc", "quat_multiply", "quat_exp", "quat_log"]
@@ -43,10 +43,9 @@ class Joint:
 
     axis: tuple = (0.0, 0.0, 1.0)
     pitch: float = 0.0
-    type: str = field(default="", init=False)
-    nq: int = field(default=0, init=False)
-    nv: int = field(default=0, init=False)
-    bounded: bool = field(default=False, init=False)
+    type: ClassVar[str] = ""
+    nq: ClassVar[int] = 0
+    nv: ClassVar[int] = 0
 
     def __post_init__(self):
         a = np.asarray(self.axis, dtype=float).reshape(-1)
@@ -83,29 +82,20 @@ class Joint:
         return q1 - q0
 
 
-def _register(cls):
-    JOINT_TYPES[cls.type_name] = cls
-    return cls
-
-
 JOINT_TYPES: dict[str, type] = {}
 
 
-def _init_type(self, name, nq, nv, bounded=False):
-    object.__setattr__(self, "type", name)
-    object.__setattr__(self, "nq", nq)
-    object.__setattr__(self, "nv", nv)
-    object.__setattr__(self, "bounded", bounded)
+def _register(cls):
+    JOINT_TYPES[cls.type] = cls
+    return cls
 
 
 @_register
 @dataclass(frozen=True)
 class Revolute(Joint):
-    type_name = "revolute"
-
-    def __post_init__(self):
-        _init_type(self, self.type_name, 1, 1, bounded=True)
-        super().__post_init__()
+    type: ClassVar[str] = "revolute"
+    nq: ClassVar[int] = 1
+    nv: ClassVar[int] = 1
 
     def motion_subspace(self):
         return np.concatenate([self.a, np.zeros(3)])[:, None]
@@ -118,21 +108,15 @@ class Revolute(Joint):
 @_register
 @dataclass(frozen=True)
 class Continuous(Revolute):
-    type_name = "continuous"
-
-    def __post_init__(self):
-        super().__post_init__()
-        _init_type(self, self.type_name, 1, 1, bounded=False)
+    type: ClassVar[str] = "continuous"
 
 
 @_register
 @dataclass(frozen=True)
 class Prismatic(Joint):
-    type_name = "prismatic"
-
-    def __post_init__(self):
-        _init_type(self, self.type_name, 1, 1, bounded=True)
-        super().__post_init__()
+    type: ClassVar[str] = "prismatic"
+    nq: ClassVar[int] = 1
+    nv: ClassVar[int] = 1
 
     def motion_subspace(self):
         return np.concatenate([np.zeros(3), self.a])[:, None]
@@ -152,11 +136,9 @@ class Prismatic(Joint):
 class Helical(Joint):
     """Screw joint: rotation ``theta`` about ``axis`` with translation ``pitch * theta``."""
 
-    type_name = "helical"
-
-    def __post_init__(self):
-        _init_type(self, self.type_name, 1, 1, bounded=True)
-        super().__post_init__()
+    type: ClassVar[str] = "helical"
+    nq: ClassVar[int] = 1
+    nv: ClassVar[int] = 1
 
     def motion_subspace(self):
         return np.concatenate([self.a, self.pitch * self.a])[:, None]
@@ -171,11 +153,9 @@ class Helical(Joint):
 class Cylindrical(Joint):
     """Rotation ``q[0]`` about and translation ``q[1]`` along the same ``axis``."""
 
-    type_name = "cylindrical"
-
-    def __post_init__(self):
-        _init_type(self, self.type_name, 2, 2, bounded=True)
-        super().__post_init__()
+    type: ClassVar[str] = "cylindrical"
+    nq: ClassVar[int] = 2
+    nv: ClassVar[int] = 2
 
     def motion_subspace(self):
         a, z = self.a, np.zeros(3)
@@ -188,16 +168,23 @@ class Cylindrical(Joint):
         return np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-1.0, 1.0)])
 
 
+def _se2_left_jacobian(th):
+    """``(a, b)`` with ``V(th) = [[a, -b], [b, a]]``: the SE(2) exponential moves the origin by ``V v_xy``."""
+    small = np.abs(th) < 1e-8
+    ths = np.where(small, 1.0, th)   # avoid 0/0 in the branch np.where discards
+    a = np.where(small, 1.0 - th ** 2 / 6, np.sin(ths) / ths)
+    b = np.where(small, th / 2 - th ** 3 / 24, (1.0 - np.cos(ths)) / ths)
+    return a, b
+
+
 @_register
 @dataclass(frozen=True)
 class Planar(Joint):
     """Motion in the parent's xy plane: q ``[x, y, theta]``, v ``[omega_z, vx, vy]`` (child frame)."""
 
-    type_name = "planar"
-
-    def __post_init__(self):
-        _init_type(self, self.type_name, 3, 3)
-        super().__post_init__()
+    type: ClassVar[str] = "planar"
+    nq: ClassVar[int] = 3
+    nv: ClassVar[int] = 3
 
     def motion_subspace(self):
         S = np.zeros((6, 3))
@@ -215,10 +202,7 @@ class Planar(Joint):
     def integrate(self, q, v):
         # SE(2) exponential of the body-frame twist.
         th, vx, vy = v[..., 0], v[..., 1], v[..., 2]
-        small = np.abs(th) < 1e-8
-        ths = np.where(small, 1.0, th)
-        a = np.where(small, 1.0 - th ** 2 / 6, np.sin(ths) / ths)
-        b = np.where(small, th / 2 - th ** 3 / 24, (1.0 - np.cos(ths)) / ths)
+        a, b = _se2_left_jacobian(th)
         dx, dy = a * vx - b * vy, b * vx + a * vy
         c, s = np.cos(q[..., 2]), np.sin(q[..., 2])
         return np.stack([q[..., 0] + c * dx - s * dy, q[..., 1] + s * dx + c * dy, q[..., 2] + th], -1)
@@ -228,10 +212,7 @@ class Planar(Joint):
         c, s = np.cos(q0[..., 2]), np.sin(q0[..., 2])
         ex, ey = q1[..., 0] - q0[..., 0], q1[..., 1] - q0[..., 1]
         dx, dy = c * ex + s * ey, -s * ex + c * ey
-        small = np.abs(th) < 1e-8
-        ths = np.where(small, 1.0, th)
-        a = np.where(small, 1.0 - th ** 2 / 6, np.sin(ths) / ths)
-        b = np.where(small, th / 2 - th ** 3 / 24, (1.0 - np.cos(ths)) / ths)
+        a, b = _se2_left_jacobian(th)
         det = a * a + b * b
         return np.stack([th, (a * dx + b * dy) / det, (-b * dx + a * dy) / det], -1)
 
@@ -279,11 +260,9 @@ def _random_quat(rng):
 class Spherical(Joint):
     """Ball joint: q ``[qx, qy, qz, qw]``, v ``omega`` in the child frame."""
 
-    type_name = "spherical"
-
-    def __post_init__(self):
-        _init_type(self, self.type_name, 4, 3)
-        super().__post_init__()
+    type: ClassVar[str] = "spherical"
+    nq: ClassVar[int] = 4
+    nv: ClassVar[int] = 3
 
     def motion_subspace(self):
         return np.concatenate([np.eye(3), np.zeros((3, 3))], 0)
@@ -310,11 +289,9 @@ class Spherical(Joint):
 class Free(Joint):
     """Floating joint: q ``[x, y, z, qx, qy, qz, qw]``, v ``[omega; v]`` in the child frame."""
 
-    type_name = "free"
-
-    def __post_init__(self):
-        _init_type(self, self.type_name, 7, 6)
-        super().__post_init__()
+    type: ClassVar[str] = "free"
+    nq: ClassVar[int] = 7
+    nv: ClassVar[int] = 6
 
     def motion_subspace(self):
         return np.eye(6)

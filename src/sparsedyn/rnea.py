@@ -55,13 +55,7 @@ def rnea(model, q, v, a, f_ext=None, gravity=None):
     ``f_ext`` (..., NB, 6): external spatial forces on each body, body frame.
     ``gravity`` (3,): overrides ``model.gravity`` (world frame, m/s^2).
     """
-    q = _checks.configuration(model, q)
-    v = _checks.velocity(model, v, "v")
-    a = _checks.velocity(model, a, "a")
-    if f_ext is not None:
-        f_ext = _checks.body_forces(model, f_ext)
-    g = _checks.gravity(model, gravity)
-    shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1), f_ext=(f_ext, 2))
+    q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
     tau = rnea_kernel(model, q, v, a, f_ext, g)
     return np.broadcast_to(tau, shape + (model.nv,)).copy()
 

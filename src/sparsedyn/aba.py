@@ -1,0 +1,139 @@
+"""Articulated-body algorithm (forward dynamics), Featherstone RBDA Table 7.1.
+
+``qdd = aba(model, q, v, tau, f_ext)`` solves ``H(q) qdd + C(q, v, f_ext) = tau``
+in O(NB) (Nori, ``shared/seeds/nori-sparse-dynamics.md`` section V-A and
+appendix A)::
+
+    pass 1 (i = 0 .. NB-1):  v_i = Xup_i v_lambda(i) + S_i qd_i ;  c_i = v_i x S_i qd_i
+                             IA_i = I_i ;  pA_i = v_i x* I_i v_i - f_ext_i
+    pass 2 (i = NB-1 .. 0):  U_i = IA_i S_i ;  D_i = S_i^T U_i ;  u_i = tau_i - S_i^T pA_i
+                             Ia = IA_i - U_i D_i^-1 U_i^T
+                             pa = pA_i + Ia c_i + U_i D_i^-1 u_i
+                             IA_lambda(i) += Xup_i^T Ia Xup_i ;  pA_lambda(i) += Xup_i^T pa
+    pass 3 (i = 0 .. NB-1):  a'_i = Xup_i a_lambda(i) + c_i      (a_world = -a_grav)
+                             qdd_i = D_i^-1 (u_i - U_i^T a'_i) ;  a_i = a'_i + S_i qdd_i
+
+Every joint type here has a constant ``S_i`` in the child frame, so ``cJ = 0``
+and ``c_i`` is the velocity-product term only.  ``D_i`` is an ``nv_i x nv_i``
+symmetric positive definite matrix inverted by :func:`sparsedyn.ltdl.spd_inverse`.
+
+When a joint's subtree is massless (or has no inertia about the joint's
+motion), ``D_i`` is singular and forward dynamics is undefined;
+:func:`aba` raises :class:`SingularInertiaError` naming the joint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+from .kinematics import joint_transforms
+from .ltdl import spd_inverse
+from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, transform_inertia
+
+__all__ = ["aba", "aba_kernel", "SingularInertiaError", "PIVOT_RTOL", "pivot_checker", "float_checker"]
+
+#: A pivot of ``D_i = S_i^T IA_i S_i`` at most ``PIVOT_RTOL * max|IA_i|`` counts as singular.
+PIVOT_RTOL = 1e-12
+
+
+class SingularInertiaError(ValueError):
+    """Forward dynamics is undefined: a joint's articulated inertia about its motion is singular."""
+
+
+def _mv(A, x):
+    return (A @ x[..., None])[..., 0]
+
+
+def pivot_checker(model, i, scale, what="articulated inertia D = S^T IA S"):
+    """A ``check(k, pivot)`` callback for :func:`sparsedyn.ltdl.spd_inverse` (float input only):
+    raises :class:`SingularInertiaError` naming joint ``i`` when ``pivot <= PIVOT_RTOL * scale``."""
+    def check(k, pivot):
+        pivot = np.asarray(pivot, dtype=float)
+        bad = pivot <= PIVOT_RTOL * np.asarray(scale, dtype=float)
+        if np.any(bad):
+            j = model.joints[i]
+            raise SingularInertiaError(
+                f"joint {model.joint_names[i]!r} (body {model.body_names[i]!r}, {j.type}) of model "
+                f"{model.name!r}: the {what} about the joint's motion axis is singular "
+                f"(pivot {np.min(pivot):.3g} of dof {k} of the joint; scale {np.max(scale):.3g}). The subtree "
+                f"it moves is massless or has no inertia along that motion; give its bodies mass and "
+                f"inertia, or make the joint fixed and merge the bodies")
+    return check
+
+
+def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
+    """Unchecked ABA core; arrays of any backend with common leading axes.
+
+    ``check(i, IA_i)``, if given, returns a pivot callback for joint ``i``'s
+    ``D_i`` (see :func:`float_checker`); ``None`` when tracing.
+    """
+    g = model.gravity if gravity is None else gravity
+    a_grav = np.concatenate([0 * g, g], -1)
+    NB = model.nbodies
+    Xup, S = joint_transforms(model, q)
+    v, c, IA, pA = [None] * NB, [None] * NB, [None] * NB, [None] * NB
+    for i in range(NB):
+        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
+        p = model.parent[i]
+        if p < 0:
+            v[i] = vJ
+            c[i] = None                                   # structural zero: vJ x vJ
+        else:
+            v[i] = apply_motion(Xup[i], v[p]) + vJ
+            c[i] = cross_motion(v[i], vJ)
+        IA[i] = model.inertia[i]
+        pA[i] = cross_force(v[i], _mv(model.inertia[i], v[i]))
+        if f_ext is not None:
+            pA[i] = pA[i] - f_ext[..., i, :]
+    U, Dinv, u = [None] * NB, [None] * NB, [None] * NB
+    for i in range(NB - 1, -1, -1):
+        U[i] = IA[i] @ S[i]                                   # (..., 6, nv_i)
+        D = S[i].T @ U[i]                                      # (..., nv_i, nv_i)
+        Dinv[i] = spd_inverse(D, None if check is None else check(i, IA[i]))
+        u[i] = tau[..., model.v_slice(i)] - _mv(S[i].T, pA[i])
+        p = model.parent[i]
+        if p >= 0:
+            UDinv = U[i] @ Dinv[i]
+            Ia = IA[i] - UDinv @ np.swapaxes(U[i], -1, -2)
+            pa = pA[i] + _mv(Ia, c[i]) + _mv(UDinv, u[i])
+            IA[p] = IA[p] + transform_inertia(Xup[i], Ia)
+            pA[p] = pA[p] + apply_force_transpose(Xup[i], pa)
+    a, qdd = [None] * NB, [None] * NB
+    for i in range(NB):
+        p = model.parent[i]
+        if p < 0:
+            a1 = apply_motion(Xup[i], -a_grav)
+        else:
+            a1 = apply_motion(Xup[i], a[p]) + c[i]
+        qdd[i] = _mv(Dinv[i], u[i] - _mv(np.swapaxes(U[i], -1, -2), a1))
+        a[i] = a1 + _mv(S[i], qdd[i])
+    shape = np.broadcast_shapes(*(x.shape[:-1] for x in qdd))
+    out = np.zeros(shape + (model.nv,), dtype=np.result_type(*(x.dtype for x in qdd)))
+    for i in range(NB):
+        out[..., model.v_slice(i)] = qdd[i]
+    return out
+
+
+def float_checker(model):
+    """``check(i, IA_i)`` for :func:`aba_kernel` on float input: pivots of ``D_i`` are compared
+    with ``max|IA_i| * max(1, max|S_i|)^2``."""
+    def check(i, IA):
+        Smax = max(1.0, float(np.max(np.abs(model.joints[i].motion_subspace()), initial=0.0)))
+        scale = np.max(np.abs(np.asarray(IA, dtype=float)), axis=(-2, -1)) * Smax ** 2
+        return pivot_checker(model, i, scale)
+    return check
+
+
+def aba(model, q, v, tau, f_ext=None, gravity=None):
+    """Joint accelerations ``qdd`` (..., nv) at state ``(q, v)`` under joint forces ``tau``.
+
+    ``f_ext`` (..., NB, 6): external spatial forces ``[n; f]`` on each body, body
+    frame; ``gravity`` (3,) overrides ``model.gravity`` (world frame).
+    Raises :class:`SingularInertiaError` (a ``ValueError``) naming the joint when
+    a subtree is massless, so that its ``D = S^T IA S`` is singular.
+    """
+    q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
+                                                            "nv joint forces")
+    qdd = aba_kernel(model, q, v, tau, f_ext, g, check=None if symbolic else float_checker(model))
+    return np.broadcast_to(qdd, shape + (model.nv,)).copy()

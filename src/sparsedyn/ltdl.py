@@ -1,0 +1,283 @@
+"""Sparse ``L^T D L`` and ``L^T L`` factorizations exploiting branch-induced sparsity.
+
+Featherstone, *Rigid Body Dynamics Algorithms* (RBDA) section 6.5, Tables 6.3
+and 6.4 (``shared/seeds/featherstone-crba-ltdl.md``).  ``lambda`` is the parent
+array of the *expanded* tree, one entry per dof (``model.dof_parent``; -1 for a
+dof whose joint hangs from the world), so multi-dof joints are chains of
+1-dof joints and the per-dof algorithm covers every joint type.
+
+``H[i, j]`` can be nonzero only when ``j`` is an ancestor-or-self of ``i`` or
+vice versa (:func:`sparsity_pattern`).  Factorizing ``H = L^T D L`` (or
+``L^T L``) with the outer loop running *backwards* keeps exactly that pattern
+in ``L``: no fill-in.  The inner loops visit only the ancestors of ``k``::
+
+    for k = n-1 down to 0:
+        i = lambda(k)
+        while i != -1:
+            a = H[k, i] / H[k, k]
+            j = i
+            while j != -1:
+                H[i, j] = H[i, j] - H[k, j] * a
+                j = lambda(j)
+            H[k, i] = a
+            i = lambda(i)
+
+Operation count: with ``d_k`` the number of proper ancestors of dof ``k``, the
+factorization performs ``sum_k d_k`` divisions and ``sum_k d_k (d_k + 1) / 2``
+multiplications; for an unbranched chain of ``n`` dofs that is ``(n^2 - n)/2``
+and ``(n^3 - n)/6`` (RBDA Table 10.1), for a tree ``O(n d^2)``.
+
+Storage: the book factorizes ``H`` *in situ*.  Here kernels never modify their
+input: :func:`ltdl_kernel` returns the *packed* factor, a new array in which the
+lower triangle (within the pattern) holds ``L``'s strictly lower part and the
+diagonal holds ``D`` (entries above the diagonal are ``H``'s, unread).
+:func:`ltdl` unpacks it into ``L`` (unit diagonal, zeros outside the pattern)
+and ``D`` (..., n).  All functions accept leading batch axes and NumPy
+``dtype=object`` arrays; control flow depends on ``lambda`` only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import backend as bk
+
+__all__ = ["dof_lambda", "chain_lambda", "sparsity_pattern", "ltdl", "ltl", "ltdl_kernel", "ltl_kernel",
+           "mpyL", "mpyLt", "mpyLi", "mpyLit", "ltdl_solve", "ltl_solve", "spd_inverse"]
+
+
+def dof_lambda(model_or_lambda) -> list:
+    """The expanded-tree parent array ``lambda`` (a list of ints, -1 = world).
+
+    Accepts a Model (uses ``model.dof_parent``) or a parent array with
+    ``lambda[i] < i``.
+    """
+    lam = getattr(model_or_lambda, "dof_parent", model_or_lambda)
+    lam = [int(x) for x in np.asarray(lam).reshape(-1)]
+    for i, p in enumerate(lam):
+        if not -1 <= p < i:
+            raise ValueError(f"lambda: expected lambda[i] in [-1, i), got lambda[{i}] = {p}")
+    return lam
+
+
+def chain_lambda(n: int) -> list:
+    """``lambda`` of an unbranched chain of ``n`` dofs (a dense matrix)."""
+    return list(range(-1, n - 1))
+
+
+def sparsity_pattern(model_or_lambda) -> np.ndarray:
+    """Branch-induced pattern (nv, nv) bool: ``(i, j)`` may be nonzero iff ``j`` is an
+    ancestor-or-self of ``i`` or ``i`` of ``j``.  ``H`` and the LTDL/LTL factors
+    (lower triangle) live inside it."""
+    lam = dof_lambda(model_or_lambda)
+    n = len(lam)
+    P = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        j = i
+        while j >= 0:
+            P[i, j] = P[j, i] = True
+            j = lam[j]
+    return P
+
+
+def _check_square(H, n, name="H"):
+    if H.ndim < 2 or H.shape[-2:] != (n, n):
+        raise ValueError(f"{name}: expected shape (..., {n}, {n}) (one row and column per dof of lambda), "
+                         f"got shape {H.shape}")
+
+
+def ltdl_kernel(lam, H, check=None):
+    """Packed ``L^T D L`` factor of ``H`` (..., n, n) (see the module docstring).
+
+    ``check(k, D_k)``, if given, is called with each pivot before it is divided by
+    (the checked wrappers use it to reject singular matrices; kernels never branch
+    on values themselves).
+    """
+    H = H.copy()
+    for k in range(len(lam) - 1, -1, -1):
+        if check is not None:
+            check(k, H[..., k, k])
+        i = lam[k]
+        while i >= 0:
+            a = H[..., k, i] / H[..., k, k]
+            j = i
+            while j >= 0:
+                H[..., i, j] = H[..., i, j] - H[..., k, j] * a
+                j = lam[j]
+            H[..., k, i] = a
+            i = lam[i]
+    return H
+
+
+def ltl_kernel(lam, H, check=None):
+    """Packed ``L^T L`` factor of ``H``: lower triangle (within the pattern) holds ``L``."""
+    H = H.copy()
+    for k in range(len(lam) - 1, -1, -1):
+        if check is not None:
+            check(k, H[..., k, k])
+        H[..., k, k] = bk.sqrt(H[..., k, k])
+        i = lam[k]
+        while i >= 0:
+            H[..., k, i] = H[..., k, i] / H[..., k, k]
+            i = lam[i]
+        i = lam[k]
+        while i >= 0:
+            j = i
+            while j >= 0:
+                H[..., i, j] = H[..., i, j] - H[..., k, i] * H[..., k, j]
+                j = lam[j]
+            i = lam[i]
+    return H
+
+
+def _unpack(lam, P, unit):
+    """``L`` from a packed factor: pattern entries below the diagonal, zeros elsewhere."""
+    L = np.zeros(P.shape, dtype=P.dtype)
+    for k in range(len(lam)):
+        L[..., k, k] = 1 if unit else P[..., k, k]
+        i = lam[k]
+        while i >= 0:
+            L[..., k, i] = P[..., k, i]
+            i = lam[i]
+    return L
+
+
+def _diagonal(P):
+    n = P.shape[-1]
+    D = np.zeros(P.shape[:-1], dtype=P.dtype)
+    for k in range(n):
+        D[..., k] = P[..., k, k]
+    return D
+
+
+def ltdl(model_or_lambda, H, check=None):
+    """``H = L^T D L``: returns ``L`` (..., n, n), unit lower triangular, nonzero only
+    in :func:`sparsity_pattern`, and ``D`` (..., n).
+
+    Only the lower triangle of ``H`` within the pattern is read.  ``check(k, D_k)``:
+    see :func:`ltdl_kernel`.
+    """
+    lam = dof_lambda(model_or_lambda)
+    H = bk.asarray(H)
+    _check_square(H, len(lam))
+    P = ltdl_kernel(lam, H, check)
+    return _unpack(lam, P, unit=True), _diagonal(P)
+
+
+def ltl(model_or_lambda, H, check=None):
+    """``H = L^T L``: returns ``L`` (..., n, n), lower triangular, nonzero only in the pattern.
+
+    Only the lower triangle of ``H`` within the pattern is read.
+    """
+    lam = dof_lambda(model_or_lambda)
+    H = bk.asarray(H)
+    _check_square(H, len(lam))
+    return _unpack(lam, ltl_kernel(lam, H, check), unit=False)
+
+
+# --- products and solves with L (RBDA Table 6.4) -------------------------------
+
+def _assemble(parts, *like):
+    """Stack per-dof components (each of shape ``(...)``) into an array (..., n)."""
+    dtype = np.result_type(*(x.dtype for x in like), np.float64)
+    shape = np.broadcast_shapes(*(np.shape(p) for p in parts)) if parts else ()
+    out = np.zeros(shape + (len(parts),), dtype=dtype)
+    for i, p in enumerate(parts):
+        out[..., i] = p
+    return out
+
+
+def _prepare(model_or_lambda, L, x):
+    lam = dof_lambda(model_or_lambda)
+    L, x = bk.asarray(L), bk.asarray(x)
+    _check_square(L, len(lam), "L")
+    if x.ndim == 0 or x.shape[-1] != len(lam):
+        raise ValueError(f"x: expected shape (..., {len(lam)}), got shape {x.shape}")
+    return lam, L, x
+
+
+def mpyL(model_or_lambda, L, x, unit=False):
+    """``L x``.  ``unit=True`` takes ``L``'s diagonal as ones (the LTDL factor)."""
+    lam, L, x = _prepare(model_or_lambda, L, x)
+    y = []
+    for i in range(len(lam)):
+        yi = x[..., i] if unit else L[..., i, i] * x[..., i]
+        j = lam[i]
+        while j >= 0:
+            yi = yi + L[..., i, j] * x[..., j]
+            j = lam[j]
+        y.append(yi)
+    return _assemble(y, L, x)
+
+
+def mpyLt(model_or_lambda, L, x, unit=False):
+    """``L^T x``."""
+    lam, L, x = _prepare(model_or_lambda, L, x)
+    y = [x[..., i] if unit else L[..., i, i] * x[..., i] for i in range(len(lam))]
+    for i in range(len(lam)):
+        j = lam[i]
+        while j >= 0:
+            y[j] = y[j] + L[..., i, j] * x[..., i]
+            j = lam[j]
+    return _assemble(y, L, x)
+
+
+def mpyLi(model_or_lambda, L, x, unit=False):
+    """``L^-1 x`` (forward substitution over ancestors)."""
+    lam, L, x = _prepare(model_or_lambda, L, x)
+    y = []
+    for i in range(len(lam)):
+        yi = x[..., i]
+        j = lam[i]
+        while j >= 0:
+            yi = yi - L[..., i, j] * y[j]
+            j = lam[j]
+        y.append(yi if unit else yi / L[..., i, i])
+    return _assemble(y, L, x)
+
+
+def mpyLit(model_or_lambda, L, x, unit=False):
+    """``L^-T x`` (back substitution, each dof pushing into its ancestors)."""
+    lam, L, x = _prepare(model_or_lambda, L, x)
+    y = [x[..., i] for i in range(len(lam))]
+    for i in range(len(lam) - 1, -1, -1):
+        if not unit:
+            y[i] = y[i] / L[..., i, i]
+        j = lam[i]
+        while j >= 0:
+            y[j] = y[j] - L[..., i, j] * y[i]
+            j = lam[j]
+    return _assemble(y, L, x)
+
+
+def ltdl_solve(model_or_lambda, L, D, b):
+    """``x = H^-1 b`` for ``H = L^T D L`` (``L``, ``D`` from :func:`ltdl`)."""
+    y = mpyLit(model_or_lambda, L, b, unit=True)
+    return mpyLi(model_or_lambda, L, y / bk.asarray(D), unit=True)
+
+
+def ltl_solve(model_or_lambda, L, b):
+    """``x = H^-1 b`` for ``H = L^T L`` (``L`` from :func:`ltl`)."""
+    return mpyLi(model_or_lambda, L, mpyLit(model_or_lambda, L, b))
+
+
+def spd_inverse(A, check=None):
+    """Inverse (..., n, n) of small symmetric positive definite matrices ``A`` (..., n, n).
+
+    The generic small solve of the kernels (ABA's ``D^-1``, Minv's diagonal blocks):
+    dense ``A = L^T D L`` (:func:`ltdl_kernel` on a chain), then
+    ``A^-1 = L^-1 D^-1 L^-T`` column by column.  No pivoting, no ``np.linalg``;
+    ``check(k, D_k)`` sees each pivot before it is divided by.
+    """
+    n = A.shape[-1]
+    if n == 1:
+        if check is not None:
+            check(0, A[..., 0, 0])
+        return 1 / A
+    lam = chain_lambda(n)
+    P = ltdl_kernel(lam, A, check)
+    L, D = _unpack(lam, P, unit=True), _diagonal(P)
+    E = np.eye(n, dtype=int).astype(A.dtype)          # rows = unit vectors (structural 0/1)
+    L = L[..., None, :, :]
+    Y = mpyLi(lam, L, mpyLit(lam, L, E, unit=True) / D[..., None, :], unit=True)
+    return Y                                           # row c = A^-1 e_c; symmetric
