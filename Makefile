@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed-core: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[plot]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python

@@ -46,8 +46,9 @@ def test_bad_model_argument_gives_one_clear_line(tmp_path):
     assert r.returncode == 2 and "bad.urdf" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_demo_reports_consistent_numbers():
-    r = run("demo")
+def test_demo_reports_consistent_numbers(tmp_path):
+    png = tmp_path / "H.png"
+    r = run("demo", "--plot", str(png))
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "built-in humanoid" in out
@@ -56,3 +57,9 @@ def test_demo_reports_consistent_numbers():
     assert f"vertical force {m.total_mass * 9.81:.2f} N" in out
     err = float(out.split("|J v - v_hand| = ")[1].split(";")[0])
     assert err < 1e-12
+    # H: pattern rows (one per dof), no fill-in, forward dynamics two ways agree
+    assert f"Joint-space inertia H ({m.nv} x {m.nv})" in out
+    assert "fill-in = 0 " in out
+    assert float(out.split("max |ABA - CRBA+LTDL| over all 35 dofs = ")[1].split(";")[0]) < 1e-9
+    assert float(out.split("|H qdd + C - tau| = ")[1].split()[0]) < 1e-9
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
