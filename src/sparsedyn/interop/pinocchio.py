@@ -117,28 +117,31 @@ def q_from_pinocchio(model: Model, q_pin) -> np.ndarray:
     return np.concatenate(parts, -1) if parts else q_pin.copy()
 
 
+def _reorder(model, name, x, what, to_pin):
+    """Dof vectors (..., nv) between our order and Pinocchio's (free joint: angular and linear halves swapped)."""
+    x = _last_axis(name, x, model.nv, f"{what} of model {model.name!r}")
+    perm = _v_permutation(model.joints)
+    return x[..., perm if to_pin else np.argsort(perm)]
+
+
 def v_to_pinocchio(model: Model, v) -> np.ndarray:
     """Velocity or acceleration (..., nv) in Pinocchio's order (same size)."""
-    v = _last_axis("v", v, model.nv, f"velocity of model {model.name!r}")
-    return v[..., _v_permutation(model.joints)]
+    return _reorder(model, "v", v, "velocity", True)
 
 
 def v_from_pinocchio(model: Model, v_pin) -> np.ndarray:
     """Velocity or acceleration (..., nv) from Pinocchio's order."""
-    v_pin = _last_axis("v_pin", v_pin, model.nv, f"Pinocchio velocity of model {model.name!r}")
-    return v_pin[..., np.argsort(_v_permutation(model.joints))]
+    return _reorder(model, "v_pin", v_pin, "Pinocchio velocity", False)
 
 
 def tau_to_pinocchio(model: Model, tau) -> np.ndarray:
     """Joint forces (..., nv) in Pinocchio's order (the free joint's wrench becomes ``[f; n]``)."""
-    tau = _last_axis("tau", tau, model.nv, f"joint forces of model {model.name!r}")
-    return tau[..., _v_permutation(model.joints)]
+    return _reorder(model, "tau", tau, "joint forces", True)
 
 
 def tau_from_pinocchio(model: Model, tau_pin) -> np.ndarray:
     """Joint forces (..., nv) from Pinocchio's order."""
-    tau_pin = _last_axis("tau_pin", tau_pin, model.nv, f"Pinocchio joint forces of model {model.name!r}")
-    return tau_pin[..., np.argsort(_v_permutation(model.joints))]
+    return _reorder(model, "tau_pin", tau_pin, "Pinocchio joint forces", False)
 
 
 def _swap_halves(name, x, axis):
