@@ -63,3 +63,18 @@ def test_demo_reports_consistent_numbers(tmp_path):
     assert float(out.split("max |ABA - CRBA+LTDL| over all 35 dofs = ")[1].split(";")[0]) < 1e-9
     assert float(out.split("|H qdd + C - tau| = ")[1].split()[0]) < 1e-9
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_invalid_inertia_option_and_warning_format(tmp_path):
+    path = tmp_path / "neg.urdf"
+    path.write_text("""<robot name="neg"><link name="base"/>
+      <joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
+        <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+      <link name="l1"><inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="1" ixy="2" ixz="0" iyz="0"/></inertial></link>
+    </robot>""")
+    r = run("info", str(path))
+    assert r.returncode == 2 and "link 'l1' <inertial>: inertia matrix has a negative eigenvalue" in r.stderr
+    assert "--invalid-inertia warn" in r.stderr
+    r = run("info", str(path), "--invalid-inertia", "warn")
+    assert r.returncode == 0 and "1 bodies, nq=1, nv=1" in r.stdout
+    assert r.stderr.startswith("sparsedyn: warning: ") and "on links: l1" in r.stderr and "Traceback" not in r.stderr

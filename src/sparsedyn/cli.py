@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 import numpy as np
 
@@ -12,14 +13,14 @@ from .plots import sparsity_text
 __all__ = ["main", "load_model"]
 
 
-def load_model(spec: str, floating_base: bool = False):
-    """A built-in model by name, or a URDF file."""
+def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
+    """A built-in model by name, or a URDF file (see :func:`sparsedyn.load_urdf` for the options)."""
     from .builders import BUILTIN_MODELS, builtin
     if spec in BUILTIN_MODELS:
         return builtin(spec)
     if spec.endswith(".urdf") or "/" in spec or "\\" in spec:
         from .urdf import load_urdf
-        return load_urdf(spec, floating_base=floating_base)
+        return load_urdf(spec, floating_base=floating_base, invalid_inertia=invalid_inertia)
     raise SystemExit(f"sparsedyn: {spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}) "
                      f"nor a .urdf file")
 
@@ -143,20 +144,28 @@ def main(argv=None) -> int:
     p_info = sub.add_parser("info", help="print a model's tree, dofs per joint, masses and depth")
     p_info.add_argument("model", help="a URDF path or a built-in model name (e.g. humanoid)")
     p_info.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
+    p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
+                        help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
     p_demo = sub.add_parser("demo", help="run the demo on the built-in humanoid")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
                         help="PNG file for the sparsity picture of H (default: %(default)s; '' for none)")
     args = parser.parse_args(argv)
     from .model import ModelError
+    # One line per warning on the command line, without Python's source-line echo.
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"sparsedyn: warning: {message}\n"
     try:
         if args.command == "info":
-            print(info(load_model(args.model, args.floating_base)))
+            print(info(load_model(args.model, args.floating_base, args.invalid_inertia)))
         else:
             print(demo(args.seed, args.plot or None))
     except (ModelError, FileNotFoundError) as e:
         print(f"sparsedyn: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (e.g. `sparsedyn info robot.urdf | head`): not an error of ours.
+        sys.stderr.close()
+        return 0
     return 0
 
 

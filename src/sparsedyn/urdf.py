@@ -217,8 +217,8 @@ def _check_moments(P, moments, invalid_inertia):
         name = negative[0]
         P.fail(f"link {name!r} <inertial>",
                f"inertia matrix has a negative eigenvalue {moments[name][0]:.6g} (principal moments "
-               f"{moments[name].tolist()}); it must be positive semi-definite (pass invalid_inertia='warn' "
-               f"to load the file as written)")
+               f"{moments[name].tolist()}); it must be positive semi-definite (pass invalid_inertia='warn', "
+               f"or --invalid-inertia warn on the command line, to load the file as written)")
     if negative:
         warnings.warn(f"{P.label}: inertia matrices with a negative eigenvalue (not a physical rigid body; "
                       f"loaded as written, dynamics involving them are meaningless) on links: "
