@@ -1,0 +1,201 @@
+"""Conversions between sparsedyn's and MuJoCo's layouts, and MJCF export.
+
+MuJoCo's layouts, per joint (``qpos`` / ``qvel``; ``qacc`` and ``qfrc`` like ``qvel``):
+
+=============  ===============================  ==============================================
+ours           MuJoCo                           relation
+=============  ===============================  ==============================================
+revolute,      ``hinge``                        identical (``continuous``: an unlimited hinge)
+continuous
+prismatic      ``slide``                        identical
+cylindrical    ``hinge`` + ``slide`` (one body) identical, ``[angle, displacement]``
+planar         ``slide x``, ``slide y``,        q identical; ours ``v = [w, vx, vy]`` with the
+               ``hinge z`` (one body)           linear part in the child frame, MuJoCo
+                                                ``[vx, vy, w]`` with it in the parent frame
+spherical      ``ball``                         q ``[x, y, z, w]`` vs ``[w, x, y, z]``; v the same
+free           ``free``                         q ``[p, x, y, z, w]`` vs ``[p, w, x, y, z]``;
+                                                ours ``v = [w; v]`` body frame, MuJoCo
+                                                ``[v; w]``, linear part in the world frame
+helical        (none)                           not expressible
+=============  ===============================  ==============================================
+
+So MuJoCo's velocity is ``v_mj = T(q) v`` with ``T`` block-diagonal, each block
+a permutation times rotations: orthogonal.  Generalized forces follow by power
+balance, ``tau_mj = T^-T tau = T tau``; accelerations pick up the derivative of
+``T``: ``a_mj = T a + Tdot v`` (the rotating frame of the linear part).
+Everything here is float NumPy with leading batch axes; MuJoCo itself is only
+needed by :func:`load_mujoco`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import spatial
+from ..model import Model
+
+__all__ = ["mujoco_nq", "q_to_mujoco", "q_from_mujoco", "velocity_map", "v_to_mujoco", "v_from_mujoco",
+           "a_to_mujoco", "tau_to_mujoco", "tau_from_mujoco", "to_mjcf", "load_mujoco"]
+
+_MJ_NQ = {"revolute": 1, "continuous": 1, "prismatic": 1, "cylindrical": 2, "planar": 3, "spherical": 4, "free": 7}
+
+
+def _check_expressible(model):
+    for i, j in enumerate(model.joints):
+        if j.type not in _MJ_NQ:
+            raise ValueError(f"joint {model.joint_names[i]!r} of model {model.name!r}: MuJoCo has no "
+                             f"{j.type} joint")
+
+
+def mujoco_nq(model: Model) -> int:
+    _check_expressible(model)
+    return model.nq
+
+
+def _last(name, x, n, what):
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 0 or x.shape[-1] != n:
+        raise ValueError(f"{name}: expected shape (..., {n}) ({what}), got {x.shape}")
+    return x
+
+
+def _wxyz(quat):
+    return np.concatenate([quat[..., 3:], quat[..., :3]], -1)
+
+
+def _xyzw(quat):
+    return np.concatenate([quat[..., 1:], quat[..., :1]], -1)
+
+
+def q_to_mujoco(model: Model, q) -> np.ndarray:
+    """``qpos`` (..., nq) from our ``q`` (quaternions reordered to ``[w, x, y, z]``)."""
+    _check_expressible(model)
+    q = _last("q", q, model.nq, f"configuration of model {model.name!r}").copy()
+    for i, j in enumerate(model.joints):
+        if j.type in ("spherical", "free"):
+            s = model.q_slice(i)
+            q[..., s.stop - 4:s.stop] = _wxyz(q[..., s.stop - 4:s.stop])
+    return q
+
+
+def q_from_mujoco(model: Model, qpos) -> np.ndarray:
+    """Our ``q`` (..., nq) from MuJoCo's ``qpos``."""
+    _check_expressible(model)
+    q = _last("qpos", qpos, model.nq, f"MuJoCo configuration of model {model.name!r}").copy()
+    for i, j in enumerate(model.joints):
+        if j.type in ("spherical", "free"):
+            s = model.q_slice(i)
+            q[..., s.stop - 4:s.stop] = _xyzw(q[..., s.stop - 4:s.stop])
+    return q
+
+
+def _rot2(th):
+    c, s = np.cos(th), np.sin(th)
+    return np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2)
+
+
+def velocity_map(model: Model, q) -> np.ndarray:
+    """``T(q)`` (..., nv, nv) with ``qvel = T v``; orthogonal, so ``qfrc = T tau`` too."""
+    _check_expressible(model)
+    q = _last("q", q, model.nq, f"configuration of model {model.name!r}")
+    T = np.zeros(q.shape[:-1] + (model.nv, model.nv))
+    for i, j in enumerate(model.joints):
+        qi, k = q[..., model.q_slice(i)], int(model.v_start[i])
+        if j.type == "free":
+            T[..., k:k + 3, k + 3:k + 6] = spatial.quat_to_rot(qi[..., 3:7])    # world linear velocity
+            T[..., k + 3:k + 6, k:k + 3] = np.eye(3)
+        elif j.type == "planar":
+            T[..., k:k + 2, k + 1:k + 3] = _rot2(qi[..., 2])                    # parent-frame vx, vy
+            T[..., k + 2, k] = 1.0
+        else:
+            T[..., k:k + j.nv, k:k + j.nv] = np.eye(j.nv)
+    return T
+
+
+def v_to_mujoco(model: Model, q, v) -> np.ndarray:
+    v = _last("v", v, model.nv, f"velocity of model {model.name!r}")
+    return (velocity_map(model, q) @ v[..., None])[..., 0]
+
+
+def v_from_mujoco(model: Model, q, qvel) -> np.ndarray:
+    qvel = _last("qvel", qvel, model.nv, f"MuJoCo velocity of model {model.name!r}")
+    return (np.swapaxes(velocity_map(model, q), -1, -2) @ qvel[..., None])[..., 0]
+
+
+def tau_to_mujoco(model: Model, q, tau) -> np.ndarray:
+    """``qfrc`` from our joint forces (power balance: ``qfrc . qvel = tau . v``)."""
+    tau = _last("tau", tau, model.nv, f"joint forces of model {model.name!r}")
+    return (velocity_map(model, q) @ tau[..., None])[..., 0]
+
+
+def tau_from_mujoco(model: Model, q, qfrc) -> np.ndarray:
+    qfrc = _last("qfrc", qfrc, model.nv, f"MuJoCo joint forces of model {model.name!r}")
+    return (np.swapaxes(velocity_map(model, q), -1, -2) @ qfrc[..., None])[..., 0]
+
+
+def a_to_mujoco(model: Model, q, v, a) -> np.ndarray:
+    """``qacc = T a + Tdot v``: the rotating frames of the free and planar joints' linear parts add terms."""
+    v = _last("v", v, model.nv, f"velocity of model {model.name!r}")
+    a = _last("a", a, model.nv, f"acceleration of model {model.name!r}")
+    q = _last("q", q, model.nq, f"configuration of model {model.name!r}")
+    qacc = (velocity_map(model, q) @ a[..., None])[..., 0]
+    for i, j in enumerate(model.joints):
+        qi, vi, k = q[..., model.q_slice(i)], v[..., model.v_slice(i)], int(model.v_start[i])
+        if j.type == "free":       # d/dt (R v) = R (vdot + w x v)
+            R = spatial.quat_to_rot(qi[..., 3:7])
+            qacc[..., k:k + 3] += (R @ spatial.cross3(vi[..., :3], vi[..., 3:])[..., None])[..., 0]
+        elif j.type == "planar":   # d/dt (R(th) v) = R(th) (vdot + w J v), J = [[0, -1], [1, 0]]
+            wJv = vi[..., :1] * np.stack([-vi[..., 2], vi[..., 1]], -1)
+            qacc[..., k:k + 2] += (_rot2(qi[..., 2]) @ wJv[..., None])[..., 0]
+    return qacc
+
+
+def _f(x):
+    return " ".join(repr(float(v)) for v in np.ravel(x))
+
+
+def to_mjcf(model: Model) -> str:
+    """An MJCF document with the same bodies, joints, inertias and gravity (no geometry).
+
+    Body frames coincide with ours; a free joint must hang from the world.  Massless
+    bodies are refused (MuJoCo requires positive mass on moving bodies).
+    """
+    _check_expressible(model)
+    from xml.sax.saxutils import quoteattr
+    body_xml = {}
+    for i in range(model.nbodies - 1, -1, -1):
+        j, name = model.joints[i], model.body_names[i]
+        if j.type == "free" and model.parent[i] >= 0:
+            raise ValueError(f"joint {model.joint_names[i]!r}: MuJoCo allows a free joint only on a body of the world")
+        m, c, Ic = spatial.inertia_components(model.inertia[i])
+        if not m > 0:
+            raise ValueError(f"body {name!r} of model {model.name!r}: MuJoCo needs a positive mass on moving bodies")
+        R, p = spatial.pose(model.Xtree[i])
+        jn = model.joint_names[i]
+        ax = _f(j.axis)
+        joints = {
+            "revolute": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"/>'],
+            "continuous": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"/>'],
+            "prismatic": [f'<joint name={quoteattr(jn)} type="slide" axis="{ax}"/>'],
+            "cylindrical": [f'<joint name={quoteattr(jn + "_r")} type="hinge" axis="{ax}"/>',
+                            f'<joint name={quoteattr(jn + "_p")} type="slide" axis="{ax}"/>'],
+            "planar": [f'<joint name={quoteattr(jn + "_x")} type="slide" axis="1 0 0"/>',
+                       f'<joint name={quoteattr(jn + "_y")} type="slide" axis="0 1 0"/>',
+                       f'<joint name={quoteattr(jn + "_th")} type="hinge" axis="0 0 1"/>'],
+            "spherical": [f'<joint name={quoteattr(jn)} type="ball"/>'],
+            "free": [f'<freejoint name={quoteattr(jn)}/>'],
+        }[j.type]
+        full = [Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2]]
+        children = "".join(body_xml.pop(k) for k in range(i + 1, model.nbodies) if model.parent[k] == i)
+        body_xml[i] = (f'<body name={quoteattr(name)} pos="{_f(p)}" quat="{_f(_wxyz(spatial.rot_to_quat(R)))}">'
+                       + "".join(joints) + f'<inertial pos="{_f(c)}" mass="{float(m)!r}" fullinertia="{_f(full)}"/>'
+                       + children + "</body>")
+    roots = "".join(body_xml[i] for i in range(model.nbodies) if model.parent[i] < 0)
+    return (f'<mujoco model={quoteattr(model.name)}><compiler angle="radian" autolimits="true"/>'
+            f'<option gravity="{_f(model.gravity)}"/><worldbody>{roots}</worldbody></mujoco>')
+
+
+def load_mujoco(model: Model):
+    """``mujoco.MjModel`` of :func:`to_mjcf` (needs the ``mujoco`` package)."""
+    import mujoco
+    return mujoco.MjModel.from_xml_string(to_mjcf(model))
