@@ -63,6 +63,10 @@ def test_demo_reports_consistent_numbers(tmp_path):
     assert float(out.split("max |ABA - CRBA+LTDL| over all 35 dofs = ")[1].split(";")[0]) < 1e-9
     assert float(out.split("|H qdd + C - tau| = ")[1].split()[0]) < 1e-9
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # closed loops: every example's KKT cross-check is printed and tiny
+    kkt = [float(line.split()[-1]) for line in out.splitlines()
+           if line.strip().startswith(("four_bar", "slider_crank", "five_bar", "delta_robot", "humanoid_double"))]
+    assert len(kkt) == 5 and max(kkt) < 1e-9
 
 
 def test_invalid_inertia_option_and_warning_format(tmp_path):

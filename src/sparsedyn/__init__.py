@@ -26,6 +26,9 @@ from .aba import SingularInertiaError, aba
 from .fd import fd_crb
 from .minv import minv
 from .urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
+from . import constraints
+from .constraints import (ConstraintSet, JointCoupling, PointCoincidence, PointOnGround, Weld,
+                          constrained_forward_dynamics, constrained_inverse_dynamics)
 
 __version__ = "0.1.0"
 
@@ -37,4 +40,6 @@ __all__ = [
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
+    "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
+    "constrained_inverse_dynamics", "constrained_forward_dynamics",
 ]

@@ -135,6 +135,9 @@ def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
         out.append(f"  {labels[k]:18s} {qdd_aba[k]:+11.5f} {qdd_crb[k]:+11.5f}")
     out.append(f"  max |ABA - CRBA+LTDL| over all {model.nv} dofs = {np.abs(qdd_aba - qdd_crb).max():.1e};  "
                f"|H qdd + C - tau| = {np.abs(H @ qdd_aba + C - tau_fd).max():.1e}")
+
+    from .constraints import constraints_demo
+    out += ["", constraints_demo()]
     return "\n".join(out)
 
 

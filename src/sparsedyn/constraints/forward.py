@@ -1,0 +1,91 @@
+"""Constrained forward dynamics by null-space projection, with Baumgarte stabilisation.
+
+Unknowns ``qdd`` (nv) and ``lambda`` (m) of::
+
+    M qdd + C = tau + G^T lambda,         G qdd = -(Gdot v + 2 alpha G v + beta^2 g)
+
+(``C = h - J^T f``: :func:`~sparsedyn.crba.HandC` with the external forces;
+``alpha = beta = 0`` without stabilisation).  With ``gamma`` and the thin QR
+``G_dep = Q R_dep`` of :mod:`.partition`::
+
+    qdd = gamma qdd_ind + qdd_p,       qdd_p[dep] = -R_dep^-1 Q^T c,  qdd_p[ind] = 0
+    (gamma^T M gamma) qdd_ind = gamma^T (tau - C - M qdd_p)
+    lambda = Q R_dep^-T (M qdd + C - tau)[dep]          (minimum norm)
+
+``gamma^T M gamma`` is the (nv - r)-square inertia in the independent
+coordinates, symmetric positive definite (solved with NumPy's LAPACK: SciPy's
+triangular solvers are far slower on such small matrices when threads compete).  Baumgarte's terms pull a drifting
+state back to the manifold (``g'' + 2 alpha g' + beta^2 g = 0``, critically
+damped for ``alpha = beta``); they vanish on consistent states, so the result
+is then the exact inverse of :func:`~.inverse.constrained_inverse_dynamics`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..crba import HandC
+from .errors import ConstraintError
+from .partition import Partition, null_space, partition as choose_partition
+
+__all__ = ["ForwardDynamics", "constrained_forward_dynamics"]
+
+
+class ForwardDynamics(NamedTuple):
+    """Result of :func:`constrained_forward_dynamics` (one state)."""
+
+    qdd: np.ndarray         # (nv,)
+    lam: np.ndarray         # (m,) constraint forces (minimum norm for redundant rows)
+    partition: Partition
+
+
+def _fd_one(cs, q, v, tau, f_ext, baumgarte, part):
+    model = cs.model
+    H, C = HandC(model, q, v, f_ext)
+    g, G, b = cs.evaluate(q, v)
+    if part is None:
+        part = choose_partition(cs, q, G=G)
+    ns = null_space(G, part)
+    c = b
+    if baumgarte is not None:
+        alpha, beta = baumgarte
+        c = b + 2.0 * alpha * (G @ v) + beta * beta * g
+    qdd_p = np.zeros(model.nv)
+    qdd_p[part.dependent] = -ns.solve_dependent(c)
+    gam = ns.gamma
+    Mr = gam.T @ H @ gam
+    rhs = gam.T @ (tau - C - H @ qdd_p)
+    qdd = gam @ np.linalg.solve(Mr, rhs) + qdd_p
+    lam = ns.multipliers((H @ qdd + C - tau)[part.dependent])
+    return ForwardDynamics(qdd, lam, part)
+
+
+def constrained_forward_dynamics(cs, q, v, tau=None, *, f_ext=None, baumgarte=None,
+                                 partition=None) -> ForwardDynamics:
+    """Accelerations ``qdd`` and constraint forces ``lambda`` under generalised forces ``tau``.
+
+    ``cs``: :class:`~.base.ConstraintSet`; ``q`` (nq,), ``v`` (nv,), ``tau``
+    (nv,) generalised joint forces (default zero; with actuators use
+    ``B @ u``, see :func:`~.inverse.actuation_matrix`); ``f_ext`` (NB, 6)
+    external forces per body, body frame.  ``baumgarte=(alpha, beta)`` (1/s)
+    adds the stabilisation terms.  ``partition``: default chosen at ``q``.
+    Leading batch axes are looped over.
+    """
+    model = cs.model
+    q, v = np.asarray(q, float), np.asarray(v, float)
+    tau = np.zeros(model.nv) if tau is None else np.asarray(tau, float)
+    if tau.shape[-1:] != (model.nv,):
+        raise ConstraintError(f"tau: expected shape (..., {model.nv}) (generalised forces), got {tau.shape}")
+    if baumgarte is not None:
+        try:
+            alpha, beta = (float(x) for x in baumgarte)
+        except (TypeError, ValueError):
+            raise ConstraintError(f"baumgarte: expected (alpha, beta), got {baumgarte!r}") from None
+        baumgarte = (alpha, beta)
+    if q.ndim == 1 and v.ndim == 1 and tau.ndim == 1:
+        return _fd_one(cs, q, v, tau, f_ext, baumgarte, partition)
+    from ._batch import loop
+    return loop(lambda qq, vv, tt, ff: _fd_one(cs, qq, vv, tt, ff, baumgarte, partition),
+                [(q, 1), (v, 1), (tau, 1), (f_ext, 2)])
