@@ -82,3 +82,13 @@ def test_invalid_inertia_option_and_warning_format(tmp_path):
     r = run("info", str(path), "--invalid-inertia", "warn")
     assert r.returncode == 0 and "1 bodies, nq=1, nv=1" in r.stdout
     assert r.stderr.startswith("sparsedyn: warning: ") and "on links: l1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sparsity_command(tmp_path):
+    png = tmp_path / "id.png"
+    r = run("sparsity", "chain7", "--problem", "id", "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    assert "inverse dynamics of model 'chain7'" in r.stdout and "triangular, solved by substitution" in r.stdout
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    r = run("sparsity", "humanoid", "--problem", "fd")
+    assert r.returncode == 0 and "all proven nonzero at every state" in r.stdout

@@ -26,6 +26,8 @@ from .aba import SingularInertiaError, aba
 from .fd import fd_crb
 from .minv import minv
 from .urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
+from . import sparse
+from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
 from . import constraints
 from .constraints import (ConstraintSet, JointCoupling, PointCoincidence, PointOnGround, Weld,
                           constrained_forward_dynamics, constrained_inverse_dynamics)
@@ -40,6 +42,7 @@ __all__ = [
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
+    "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
 ]

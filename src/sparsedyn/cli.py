@@ -149,6 +149,14 @@ def main(argv=None) -> int:
     p_info.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
                         help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
+    p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
+                                            "fill-in, pivot safety, flops, and a picture")
+    p_sp.add_argument("model", help="a URDF path or a built-in model name")
+    p_sp.add_argument("--problem", choices=("id", "fd"), default="id", help="inverse or forward dynamics")
+    p_sp.add_argument("--ordering", default="auto", help="elimination order of non-triangular blocks "
+                                                         "(auto, articulated, colamd, mmd_ata, mmd_at_plus_a, natural)")
+    p_sp.add_argument("--plot", default=None, help="PNG file for the before/after sparsity picture")
+    p_sp.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
     p_demo = sub.add_parser("demo", help="run the demo on the built-in humanoid")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
@@ -160,6 +168,11 @@ def main(argv=None) -> int:
     try:
         if args.command == "info":
             print(info(load_model(args.model, args.floating_base, args.invalid_inertia)))
+        elif args.command == "sparsity":
+            from .sparse import sparsity_report
+            text = sparsity_report(load_model(args.model, args.floating_base), args.problem, args.plot, args.ordering)
+            print(text)
+            return 1 if text.startswith("structurally singular") else 0
         else:
             print(demo(args.seed, args.plot or None))
     except (ModelError, FileNotFoundError) as e:

@@ -1,0 +1,247 @@
+"""Assembly of ``[D; D_Y]`` and ``[b; b_Y]`` in a fixed, worst-case sparse layout.
+
+Offline (:class:`SystemPattern`, once per problem): every scalar entry of the
+stacked matrix ``A = [D; D_Y]`` (Nori, eq. 4 and 16) that can be nonzero at
+*some* state gets an entry number ``e``, a row, a column and a class:
+
+* ``ONE``: the constant +1 or -1 (the ``-1_6``, ``-1_n`` blocks of eq. 4, the
+  ``1`` of a known-variable measurement, unit entries of ``S_i``);
+* ``CONST``: another nonzero model constant (entries of ``S_i``, ``I_i``, a
+  measurement matrix); exact zeros of these constants are structural zeros;
+* ``STATE``: an entry of a joint-dependent transform, ``iX_lambda(i)`` in
+  ``c(3a_i)`` (eq. 4a) or ``iX*_j = jX_i^T`` in ``c(3f_i)`` (eq. 4d).
+
+The worst-case pattern of a transform block is the union of its nonzeros over
+configurations (Nori, section IV-D).  For the joints of the registry the entries
+of ``XJ(q) Xtree`` are trigonometric polynomials in the joint angles
+(polynomials in the quaternion for spherical and free joints, affine in the
+displacement for prismatic ones); such an entry that is not identically zero
+vanishes only on a set of measure zero, so it is nonzero at independent random
+configurations with probability one.  The pattern is therefore taken as the
+union over ``samples`` seeded random configurations of the entries above
+``1e-13`` times the block's largest entry (rounding noise of identically-zero
+entries stays below that).
+
+Online (:func:`d_values`, :func:`rhs_values`): only the values change.  The
+value array ``vals`` (nnz, ...) follows the entry order; ``vals[e]`` of a
+constant entry is the constant, of a ``STATE`` entry the element of the motion
+matrix ``motion_matrix(Xup_i)`` it was taken from.  Arrays are *entry-first*:
+a value array has shape ``(nnz,) + batch``, a right-hand side ``(nrows,) + batch``,
+so that one index array selects entries of every state of a batch.  Both
+kernels are generic: NumPy floats with batch axes, or NumPy object arrays (the
+traced form, in which constants are Python numbers and +-1 are the ints 1 and
+-1, so a tracer folds them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kinematics import joint_transforms
+from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix
+from .measurements import Kinematics
+from .variables import Equation
+
+__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "transform_patterns", "d_values", "rhs_values",
+           "PATTERN_RTOL"]
+
+ONE, CONST, STATE = 0, 1, 2
+CLASS_NAMES = ("one", "const", "state")
+#: Entries of a sampled transform below this fraction of its largest entry are rounding noise.
+PATTERN_RTOL = 1e-13
+
+
+def transform_patterns(model, samples=4, seed=0):
+    """Worst-case nonzero pattern (NB, 6, 6) bool of ``motion_matrix(Xup_i)``; see the module docstring."""
+    rng = np.random.default_rng(seed)
+    Q = np.stack([model.random_configuration(rng) for _ in range(samples)])
+    Xup, _ = joint_transforms(model, Q)
+    out = np.zeros((model.nbodies, 6, 6), bool)
+    for i, X in enumerate(Xup):
+        M = np.broadcast_to(motion_matrix(X), (samples, 6, 6))
+        scale = np.max(np.abs(M), axis=(-2, -1), keepdims=True)
+        out[i] = np.any(np.abs(M) > PATTERN_RTOL * scale, axis=0)
+    return out
+
+
+class SystemPattern:
+    """Worst-case scalar pattern of ``A = [D; D_Y]`` for a :class:`~sparsedyn.sparse.Problem`.
+
+    Attributes (all plain ints/floats, fixed for the problem's lifetime):
+
+    ``n`` columns (variables), ``nrows`` rows (``12 NB + nv`` Newton-Euler rows,
+    then the measurement rows); ``equations``: Newton-Euler row blocks followed by
+    one :class:`~sparsedyn.sparse.Equation` of kind ``"y"`` per measurement;
+    ``rows``, ``cols``, ``cls`` (nnz,): entry coordinates and class;
+    ``const`` (nnz,): the value of constant entries (NaN for ``STATE``);
+    ``source`` (nnz,): for a ``STATE`` entry ``36 i + 6 r + c``, the element
+    ``(r, c)`` of ``motion_matrix(Xup_i)``, else -1.
+    """
+
+    def __init__(self, problem, samples=4, seed=0):
+        model, L = problem.model, problem.layout
+        self.problem, self.layout = problem, L
+        self.n = L.n
+        self.masks = transform_patterns(model, samples, seed)
+        rows, cols, cls, const, source = [], [], [], [], []
+
+        def add(r, c, value=None, src=-1):
+            rows.append(r)
+            cols.append(c)
+            if src >= 0:
+                cls.append(STATE)
+                const.append(np.nan)
+            else:
+                cls.append(ONE if abs(value) == 1.0 else CONST)
+                const.append(float(value))
+            source.append(src)
+
+        def add_matrix(r0, c0, M):
+            for r, c in zip(*np.nonzero(M)):
+                add(r0 + r, c0 + c, M[r, c])
+
+        children = [[] for _ in range(model.nbodies)]
+        for i in range(model.nbodies):
+            if model.parent[i] >= 0:
+                children[model.parent[i]].append(i)
+        for i in range(model.nbodies):
+            S = model.joints[i].motion_subspace()
+            a, f, tau, fx, qdd = (L.var(k, i).offset for k in ("a", "f", "tau", "fx", "qdd"))
+            # c(3a_i): -a_i + iX_lambda a_lambda + S_i qdd_i (+ c_i in b)          (4a, 4b)
+            r = L.eq("3a", i).offset
+            add_matrix(r, a, -np.eye(6))
+            p = model.parent[i]
+            if p >= 0:
+                ap = L.var("a", p).offset
+                for rr, cc in zip(*np.nonzero(self.masks[i])):
+                    add(r + rr, ap + cc, src=36 * i + 6 * rr + cc)
+            add_matrix(r, qdd, S)
+            # c(3f_i): -f_i + I_i a_i - fx_i + sum_j iX*_j f_j (+ nu_i in b)       (4c, 4d)
+            r = L.eq("3f", i).offset
+            add_matrix(r, f, -np.eye(6))
+            add_matrix(r, a, model.inertia[i])
+            add_matrix(r, fx, -np.eye(6))
+            for j in children[i]:
+                fj = L.var("f", j).offset
+                # iX*_j = (jX_i)^T: element (rr, cc) is element (cc, rr) of motion_matrix(Xup_j)
+                for cc, rr in zip(*np.nonzero(self.masks[j])):
+                    add(r + rr, fj + cc, src=36 * j + 6 * cc + rr)
+            # c(3tau_i): -tau_i + S_i^T f_i                                          (4e)
+            r = L.eq("3tau", i).offset
+            add_matrix(r, tau, -np.eye(S.shape[1]))
+            add_matrix(r, f, S.T)
+        # measurement rows: sum_k M_k d[var_k] (- y + bias in b_Y)
+        equations = list(L.equations)
+        r = L.nrows
+        for m in problem.measurements:
+            equations.append(Equation("y", -1, m.name, r, m.size))
+            blocks = {}
+            for var, M in m.terms:                       # several terms on one variable add up
+                blocks[var] = blocks.get(var, 0) + M
+            for var, M in blocks.items():
+                add_matrix(r, var.offset, M)
+            r += m.size
+        self.nrows = r
+        self.equations = tuple(equations)
+        self._row_owner = [e for e in self.equations for _ in range(e.size)]
+        self.rows = np.array(rows, dtype=np.int64)
+        self.cols = np.array(cols, dtype=np.int64)
+        self.cls = np.array(cls, dtype=np.int8)
+        self.const = np.array(const, dtype=float)
+        self.source = np.array(source, dtype=np.int64)
+        self.nnz = len(rows)
+        # fixed gathers of the value kernel
+        self.const_pos = np.nonzero(self.cls != STATE)[0]
+        self.const_values = self.const[self.const_pos]
+        self.const_objects = np.empty(len(self.const_pos), dtype=object)
+        self.const_objects[:] = [int(x) if abs(x) == 1.0 else float(x) for x in self.const_values]
+        self.state_by_body = []
+        for i in range(model.nbodies):
+            pos = np.nonzero((self.cls == STATE) & (self.source // 36 == i))[0]
+            if len(pos):
+                rc = self.source[pos] % 36
+                self.state_by_body.append((i, pos, rc // 6, rc % 6))
+
+    def row_owner(self, r: int) -> Equation:
+        return self._row_owner[r]
+
+    def row_label(self, r: int) -> str:
+        e = self._row_owner[r]
+        return f"{e.label}.{r - e.offset}"
+
+    def col_label(self, c: int) -> str:
+        v = self.layout.column_owner(c)
+        return v.component(c - v.offset)
+
+    def dense(self, vals):
+        """Dense ``A`` (nrows, n) of one float state's value array (tests, plots, fallback)."""
+        A = np.zeros((self.nrows, self.n))
+        np.add.at(A, (self.rows, self.cols), np.asarray(vals, float))
+        return A
+
+    def class_matrix(self):
+        """(nrows, n) int: -1 for a structural zero, else the entry's class."""
+        C = np.full((self.nrows, self.n), -1, dtype=np.int8)
+        C[self.rows, self.cols] = self.cls
+        return C
+
+
+def d_values(pattern, Xup, batch, symbolic):
+    """The value array ``vals`` (nnz,) + batch of ``A`` at the state whose transforms are ``Xup``.
+
+    Constant entries are copied; ``STATE`` entries are gathered from
+    ``motion_matrix(Xup_i)``.  Only entries of the worst-case pattern are read.
+    """
+    if symbolic:
+        vals = np.empty((pattern.nnz,) + batch, dtype=object)
+        vals[pattern.const_pos] = pattern.const_objects.reshape((-1,) + (1,) * len(batch))
+    else:
+        vals = np.empty((pattern.nnz,) + batch)
+        vals[pattern.const_pos] = pattern.const_values.reshape((-1,) + (1,) * len(batch))
+    for i, pos, r, c in pattern.state_by_body:
+        M = motion_matrix(Xup[i])
+        vals[pos] = np.moveaxis(np.broadcast_to(M[..., r, c], batch + (len(pos),)), -1, 0)
+    return vals
+
+
+def _put(b, rows, x, batch):
+    b[rows] = np.moveaxis(np.broadcast_to(x, batch + x.shape[-1:]), -1, 0)
+
+
+def rhs_values(pattern, q, qd, y, gravity, Xup, S, batch, symbolic):
+    """The right-hand side ``[b; b_Y]`` (nrows,) + batch of Nori's eq. (5)/(16), ``A d + b = 0``.
+
+    Velocities by eq. (2), ``v_i = iX_lambda v_lambda + S_i qd_i``; then::
+
+        b[c(3a_i)] = c_i = v_i x S_i qd_i                (iX_0 a_0 for a root body, a_0 = -a_grav;
+                                                           its c_i = vJ x vJ vanishes identically)
+        b[c(3f_i)] = nu_i = v_i x* I_i v_i
+        b[c(3tau_i)] = 0
+        b[y_m] = bias_m(kin) - y[slot_m]
+    """
+    problem = pattern.problem
+    model, L = problem.model, problem.layout
+    b = np.zeros((pattern.nrows,) + batch, dtype=object if symbolic else float)
+    a_grav = np.concatenate([0 * gravity, gravity], -1)
+    v = [None] * model.nbodies
+    for i in range(model.nbodies):
+        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
+        p = model.parent[i]
+        if p < 0:
+            v[i] = vJ
+            c = apply_motion(Xup[i], -a_grav)
+        else:
+            v[i] = apply_motion(Xup[i], v[p]) + vJ
+            c = cross_motion(v[i], vJ)
+        nu = cross_force(v[i], (model.inertia[i] @ v[i][..., None])[..., 0])
+        _put(b, L.eq("3a", i).slice, c, batch)
+        _put(b, L.eq("3f", i).slice, nu, batch)
+    kin = None
+    for m, slot, eq in zip(problem.measurements, problem.slots, pattern.equations[len(L.equations):]):
+        val = -y[..., slot]
+        if m.bias is not None:
+            if kin is None:
+                kin = Kinematics(model, q, qd, Xup, S, v)
+            val = m.bias(kin) + val
+        _put(b, eq.slice, val, batch)
+    return b

@@ -1,0 +1,686 @@
+"""Offline analysis and online solution of ``[D; D_Y] d + [b; b_Y] = 0``.
+
+Offline, :func:`analyze` (structure only, once per problem):
+
+1. worst-case pattern of ``A = [D; D_Y]`` (:class:`~sparsedyn.sparse.assembly.SystemPattern`);
+2. structural rank by a maximum matching that prefers provably nonzero entries;
+   a structurally singular problem raises :class:`StructurallySingularError`
+   naming the variables that cannot be determined, before any numeric work;
+3. block triangular form (strongly connected components): inverse dynamics
+   comes out as ``n`` 1x1 blocks, i.e. triangular (Nori's Property 1, found
+   automatically), forward dynamics as 1x1 blocks for the known ``tau``, ``fx``
+   (and then the ``tau`` rows' neighbours) plus one block coupling all
+   ``a, f, qdd``;
+4. a static pivot order per block (:mod:`~sparsedyn.sparse.ordering`; 1x1
+   blocks pivot on their matched entry) and its symbolic LU factorization.
+
+Online, :meth:`Structure.solve` (arithmetic only, generic over backends)::
+
+    vals = d_values(q)                         # refill the values of A (fixed pattern)
+    b    = rhs_values(q, qd, y)                # velocities, bias terms, measured values
+    W    = [vals, 0 (fill)] ; factor W in place, block by block, fixed order
+    for each block K in order:                 # block forward substitution
+        z = -b[K] - A[K, earlier] x[earlier]
+        x[K] = U_K^-1 L_K^-1 z
+
+Runtime checks (float input only; ``check="auto"``: blocks with an unproven
+pivot, ``"all"``: every block, ``"none"``): a pivot ``|u_kk| <= PIVOT_RTOL *``
+(largest magnitude among the pivot's original value, its L column and U row)
+or a normwise backward error ``max|A_K z - r| / (max(|A_K| |z|) + max|r|)`` of
+the block solve above ``BERR_TOL`` (a tiny pivot shows up as element growth) marks
+the state; marked states are re-solved by a dense LU with partial pivoting
+(LAPACK) and a :class:`SparsePivotWarning` is issued.  Garbage is never
+returned: a state that is singular even with pivoting raises.
+"""
+
+from __future__ import annotations
+
+import heapq
+import warnings
+from contextlib import contextmanager
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _checks
+from .. import backend as bk
+from ..kinematics import joint_transforms
+from .assembly import SystemPattern, d_values, rhs_values
+from .matching import block_triangular, overdetermined, preferred_matching, undetermined
+from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem
+from .ordering import ORDERINGS, _SUPERLU, articulated_order, superlu_order, symbolic_lu
+
+__all__ = ["analyze", "Structure", "SolveInfo", "StructurallySingularError", "OverdeterminedError",
+           "SparsePivotWarning", "PIVOT_RTOL", "BERR_TOL", "sparse_inverse_dynamics", "sparse_forward_dynamics",
+           "describe_columns"]
+
+#: A checked pivot at most this fraction of its scale marks the state for the pivoted fallback.
+PIVOT_RTOL = 1e-10
+#: A checked block solve with a larger normwise backward error marks the state.
+BERR_TOL = 1e-10
+
+
+class StructurallySingularError(ValueError):
+    """The problem's equations cannot determine some variables for any state (structural rank deficit)."""
+
+    def __init__(self, message, columns=(), rows=()):
+        super().__init__(message)
+        self.columns, self.rows = tuple(columns), tuple(rows)
+
+
+class OverdeterminedError(ValueError):
+    """More independent equations than unknowns: a least-squares (estimation) problem, not a solve."""
+
+
+class SparsePivotWarning(RuntimeWarning):
+    """A static pivot was (near) zero at some states; those states were solved with pivoting instead."""
+
+
+class SolveInfo(NamedTuple):
+    """Diagnostics of :meth:`Structure.solve` (float input), each of the batch shape.
+
+    ``fallback``: states re-solved by the pivoted dense fallback; ``pivot_ratio``:
+    smallest checked ``|pivot| / scale`` (``inf`` if nothing was checked);
+    ``backward_error``: largest normwise backward error of a checked block;
+    ``checked``: number of blocks checked.
+    """
+
+    fallback: np.ndarray
+    pivot_ratio: np.ndarray
+    backward_error: np.ndarray
+    checked: int
+
+
+_KIND_ORDER = {"tau": 0, "qdd": 1, "fx": 2, "f": 3, "a": 4}
+
+
+def describe_columns(pattern, columns, limit=12) -> str:
+    """``"tau[joint3], qdd[joint3], a[body3] (components wx, vz), ..."``: column indices grouped by
+    variable block, the kinds one usually measures (tau, qdd, fx) first."""
+    L = pattern.layout
+    groups = {}
+    for c in columns:
+        v = L.column_owner(c)
+        groups.setdefault(v, []).append(c - v.offset)
+    parts = []
+    for v, comps in sorted(groups.items(), key=lambda kv: (_KIND_ORDER[kv[0].kind], kv[0].offset)):
+        if len(comps) == v.size:
+            parts.append(v.label)
+        else:
+            parts.append(f"{v.label} (components {', '.join(v.component(k).split('.')[-1] for k in comps)})")
+    more = f", ... ({len(parts) - limit} more)" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more
+
+
+def _describe_rows(pattern, rows, limit=12):
+    groups = {}
+    for r in rows:
+        e = pattern.row_owner(r)
+        groups.setdefault(e, []).append(r)
+    parts = [e.describe() for e in groups]
+    more = f", ... ({len(parts) - limit} more)" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more
+
+
+class _Monitor:
+    """Float-only pivot and backward-error checks of one batched solve."""
+
+    def __init__(self, mode, batch):
+        self.mode = mode
+        self.bad = np.zeros(batch, bool)
+        self.ratio = np.full(batch, np.inf)
+        self.berr = np.zeros(batch)
+        self.checked = 0
+        self.first = None
+
+    def wants(self, blk):
+        return self.mode == "all" or (self.mode == "auto" and not blk.proven)
+
+    def pivot(self, blk, k, piv, init, lvals, uvals):
+        a = np.abs(piv)
+        scale = np.maximum(a, np.abs(init))
+        if lvals is not None and len(lvals):
+            scale = np.maximum(scale, np.max(np.abs(lvals), axis=0))
+        if uvals is not None and len(uvals):
+            scale = np.maximum(scale, np.max(np.abs(uvals), axis=0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(scale > 0, a / np.where(scale > 0, scale, 1.0), 0.0)
+        ratio = np.where(np.isfinite(ratio), ratio, 0.0)     # NaN/inf pivots count as zero
+        bad = ~(ratio > PIVOT_RTOL) | ~np.isfinite(piv)
+        self.ratio = np.minimum(self.ratio, ratio)
+        if np.any(bad) and self.first is None:
+            self.first = (blk, k, float(np.min(ratio)))
+        self.bad |= bad
+
+    def backward(self, blk, err):
+        self.berr = np.maximum(self.berr, err)
+        bad = ~(err <= BERR_TOL)
+        if np.any(bad) and self.first is None:
+            self.first = (blk, None, float(np.max(err)))
+        self.bad |= bad
+
+
+def _factor(blocks, W, batch, monitor=None):
+    """In-place LU of every block's slots of ``W`` (nslots,) + batch with the fixed order."""
+    for blk in blocks:
+        if monitor is not None and monitor.wants(blk):
+            monitor.checked += 1
+            init = W[blk.piv].copy()
+            for k in range(blk.size):
+                st = blk.step_at.get(k)
+                piv = W[blk.piv[k]]
+                monitor.pivot(blk, k, piv, init[k], None if st is None else W[st[2]], W[blk.urow[k]])
+                if st is not None:
+                    _eliminate(W, piv, st, batch)
+        else:
+            for st in blk.steps:
+                _eliminate(W, W[blk.piv[st[0]]], st, batch)
+
+
+def _eliminate(W, piv, st, batch):
+    """Pivot step ``st = (k, l_pos, l_slots, u_slots, upd_slots)``: multipliers, then the rank-1 update."""
+    _, _, ls, us, upd = st
+    W[ls] = W[ls] / piv                               # multipliers l_ik = a_ik / a_kk
+    if len(us):
+        W[upd] = W[upd] - (W[ls][:, None] * W[us][None, :]).reshape((len(upd),) + batch)
+
+
+def _substitute(st, vals, W, b, batch, dtype, monitor=None):
+    """Block forward substitution: ``x[K] = (L_K U_K)^-1 (-b[K] - A[K, earlier] x[earlier])``."""
+    pattern = st.pattern
+    x = np.zeros((pattern.n,) + batch, dtype=dtype)
+    for blk in st.blocks:
+        z = -b[blk.rows]
+        pos, es = blk.off
+        if len(es):
+            np.subtract.at(z, pos, vals[es] * x[pattern.cols[es]])
+        check = monitor is not None and monitor.wants(blk)
+        if check:
+            rhs = z.copy()
+        for k, lpos, ls in blk.fwd:                  # unit lower triangular L, by columns
+            z[lpos] = z[lpos] - W[ls] * z[k]
+        for k in range(blk.size - 1, -1, -1):        # upper triangular U, by columns
+            z[k] = z[k] / W[blk.piv[k]]
+            upos, us = blk.ucol[k]
+            if len(us):
+                z[upos] = z[upos] - W[us] * z[k]
+        x[blk.cols] = z
+        if check:
+            rl, cl = blk.entry_pos
+            Az = np.zeros((blk.size,) + batch)
+            aAz = np.zeros((blk.size,) + batch)
+            np.add.at(Az, rl, vals[blk.entries] * z[cl])
+            np.add.at(aAz, rl, np.abs(vals[blk.entries] * z[cl]))
+            # normwise backward error  max|A z - rhs| / (max(|A| |z|) + max|rhs|)
+            num = np.max(np.abs(Az - rhs), axis=0)
+            den = np.max(aAz, axis=0) + np.max(np.abs(rhs), axis=0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                err = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
+            monitor.backward(blk, np.where(np.isfinite(num), err, np.inf))
+    return x
+
+
+@contextmanager
+def _no_phase(name):
+    yield
+
+
+class Structure:
+    """The result of the offline phase for one :class:`~sparsedyn.sparse.Problem`.
+
+    Immutable after construction.  Attributes: ``problem``, ``pattern``
+    (:class:`~sparsedyn.sparse.assembly.SystemPattern`), ``n`` (unknowns =
+    rows), ``nnz``; ``blocks``: the irreducible diagonal blocks in solve order
+    (:class:`~sparsedyn.sparse.ordering.BlockFactor`); ``row_order``,
+    ``col_order``: the global pivot sequence (the permutation of the picture);
+    ``nslots`` = ``nnz`` + fill-in; ``ordering``: the requested order.
+    """
+
+    def __init__(self, problem, pattern, blocks, nslots, ordering, match_c):
+        self.problem, self.pattern, self.blocks = problem, pattern, tuple(blocks)
+        self.layout = problem.layout
+        self.model = problem.model
+        self.n, self.nnz, self.nslots = pattern.n, pattern.nnz, nslots
+        self.ordering = ordering
+        self.match_c = tuple(match_c)
+        self.row_order = np.concatenate([b.rows for b in blocks]) if blocks else np.zeros(0, np.int64)
+        self.col_order = np.concatenate([b.cols for b in blocks]) if blocks else np.zeros(0, np.int64)
+        # fixed CSC structure of A: the online phase only refills data = vals[csc_order]
+        order = np.lexsort((pattern.rows, pattern.cols))
+        self.csc_order = order
+        self.csc_indices = pattern.rows[order]
+        self.csc_indptr = np.searchsorted(pattern.cols[order], np.arange(self.n + 1))
+
+    # --- summary properties ------------------------------------------------------
+    @property
+    def triangular(self) -> bool:
+        """Every block 1x1: the permuted matrix is triangular, solved by substitution."""
+        return all(b.size == 1 for b in self.blocks)
+
+    @property
+    def fill(self) -> int:
+        return sum(b.fill for b in self.blocks)
+
+    @property
+    def proven(self) -> bool:
+        """Every pivot proven nonzero at every state (no runtime check needed)."""
+        return all(b.proven for b in self.blocks)
+
+    def block_sizes(self) -> dict:
+        out = {}
+        for b in self.blocks:
+            out[b.size] = out.get(b.size, 0) + 1
+        return dict(sorted(out.items()))
+
+    def unproven_pivots(self) -> list:
+        """``(row label, column label)`` of every unproven pivot."""
+        p = self.pattern
+        return [(p.row_label(int(b.rows[k])), p.col_label(int(b.cols[k])))
+                for b in self.blocks for k in range(b.size) if not b.proof[k]]
+
+    # --- online pieces -------------------------------------------------------------
+    def _inputs(self, q, qd, y, gravity):
+        model = self.model
+        q = _checks.configuration(model, q)
+        qd = _checks.velocity(model, qd, "qd")
+        if y is None:
+            if self.problem.ny:
+                raise TypeError(f"y: the problem {self.problem.name!r} has {self.problem.ny} measured values; "
+                                f"build them with problem.values(...)")
+            y = np.zeros((0,))
+        y = _checks.vector(model, "y", y, self.problem.ny, "measured values of the problem")
+        g = _checks.gravity(model, gravity)
+        batch = _checks.batch_shape(q=(q, 1), qd=(qd, 1), y=(y, 1), gravity=(bk.asarray(g), 1))
+        symbolic = any(bk.is_symbolic(x) for x in (q, qd, y, g))
+        return q, qd, y, g, batch, symbolic
+
+    def values(self, q):
+        """Values (..., nnz) of ``A`` in entry order (see :meth:`csc_data` for the CSC order)."""
+        q = _checks.configuration(self.model, q)
+        Xup, _ = joint_transforms(self.model, q)
+        return np.moveaxis(d_values(self.pattern, Xup, q.shape[:-1], bk.is_symbolic(q)), 0, -1)
+
+    def csc_data(self, q):
+        """``data`` (..., nnz) of ``A`` for the fixed ``(csc_indptr, csc_indices)``."""
+        return self.values(q)[..., self.csc_order]
+
+    def matrix(self, q):
+        """``A`` at one float configuration as a SciPy CSC matrix (plots, tests)."""
+        import scipy.sparse as sps
+        return sps.csc_matrix((self.csc_data(np.asarray(q, float)), self.csc_indices, self.csc_indptr),
+                              shape=(self.pattern.nrows, self.n))
+
+    def rhs(self, q, qd, y=None, gravity=None):
+        """``[b; b_Y]`` (..., nrows) at a state."""
+        q, qd, y, g, batch, symbolic = self._inputs(q, qd, y, gravity)
+        Xup, S = joint_transforms(self.model, q)
+        b = rhs_values(self.pattern, q, qd, y, g, Xup, S, batch, symbolic)
+        return np.moveaxis(b, 0, -1)
+
+    def solve(self, q, qd, y=None, gravity=None, check="auto", info=False):
+        """``d`` (..., n) with ``[D; D_Y] d + [b; b_Y] = 0`` at state ``(q, qd)``, measured values ``y``.
+
+        ``q`` (..., nq), ``qd`` (..., nv), ``y`` (..., ny) from
+        :meth:`Problem.values`, ``gravity`` (3,) overrides the model's.  Float
+        input with leading batch axes, or object arrays (traced; no checks).
+        ``check``: ``"auto"`` | ``"all"`` | ``"none"`` (module docstring).
+        ``info=True`` also returns a :class:`SolveInfo`.
+        """
+        if check not in ("auto", "all", "none"):
+            raise ValueError(f"check: expected 'auto', 'all' or 'none', got {check!r}")
+        q, qd, y, g, batch, symbolic = self._inputs(q, qd, y, gravity)
+        monitor = None if symbolic or check == "none" else _Monitor(check, batch)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            x, vals, b = self._kernel(q, qd, y, g, batch, symbolic, monitor)
+        if monitor is not None and np.any(monitor.bad):
+            x = self._fallback(x, vals, b, monitor)
+        d = np.moveaxis(x, 0, -1)
+        if info:
+            if monitor is None:
+                monitor = _Monitor("none", batch)
+            return d, SolveInfo(monitor.bad.copy(), monitor.ratio, monitor.berr, monitor.checked)
+        return d
+
+    def _kernel(self, q, qd, y, g, batch, symbolic, monitor=None, phase=None):
+        """The online phase, unchecked: ``(x, vals, b)`` entry-first.  ``phase(name)``: a context
+        manager tagging the operations of each phase (flop counting); a no-op by default."""
+        ph = phase or _no_phase
+        dtype = object if symbolic else float
+        with ph("transforms"):
+            Xup, S = joint_transforms(self.model, q)
+            vals = d_values(self.pattern, Xup, batch, symbolic)
+        with ph("b"):
+            b = rhs_values(self.pattern, q, qd, y, g, Xup, S, batch, symbolic)
+        W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + batch, dtype=dtype)])
+        with ph("factor"):
+            _factor(self.blocks, W, batch, monitor)
+        with ph("solve"):
+            x = _substitute(self, vals, W, b, batch, dtype, monitor)
+        return x, vals, b
+
+    def _fallback(self, x, vals, b, monitor):
+        p = self.pattern
+        bad = np.nonzero(monitor.bad.reshape(-1))[0]
+        batch = monitor.bad.shape
+        V = vals.reshape((self.nnz, -1))[:, bad]
+        B = b.reshape((p.nrows, -1))[:, bad]
+        A = np.zeros((len(bad), p.nrows, self.n))
+        np.add.at(A, (slice(None), p.rows, p.cols), V.T)
+        try:
+            sol = np.linalg.solve(A, -B.T[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            raise ValueError(f"{self.problem.name} of model {self.model.name!r}: the system is singular at "
+                             f"{len(bad)} of {int(np.prod(batch, dtype=int))} states (even with pivoting)") from None
+        X = x.reshape((self.n, -1)).copy()
+        X[:, bad] = sol.T
+        blk, k, val = monitor.first
+        where = (f"pivot {k} ({p.row_label(int(blk.rows[k]))} on {p.col_label(int(blk.cols[k]))}, "
+                 f"|pivot|/scale = {val:.2g})" if k is not None else f"backward error {val:.2g}")
+        warnings.warn(SparsePivotWarning(
+            f"{self.problem.name} of model {self.model.name!r}: the static {blk.ordering!r} order of a "
+            f"{blk.size}x{blk.size} block failed at {len(bad)} of {int(np.prod(batch, dtype=int))} states "
+            f"({where}); those states were solved by dense LU with partial pivoting"), stacklevel=3)
+        return X.reshape(x.shape)
+
+    def pivots(self, q):
+        """The static pivots ``u_kk`` (..., n) in pivot order (``row_order``, ``col_order``) at
+        configurations ``q`` (float): what the runtime check and the bisection tests look at."""
+        q = _checks.configuration(self.model, q)
+        batch = q.shape[:-1]
+        Xup, _ = joint_transforms(self.model, q)
+        vals = d_values(self.pattern, Xup, batch, False)
+        W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + batch)])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            _factor(self.blocks, W, batch)
+        return np.moveaxis(W[np.concatenate([b.piv for b in self.blocks])], 0, -1)
+
+    def hunt_vanishing_pivots(self, q0, q1, samples=65, iters=55):
+        """Hunt for states where a static pivot vanishes, on the path from ``q0`` to ``q1``.
+
+        The path is ``q(t) = q0 (+) t (q1 (-) q0)``, ``t`` in [0, 1] (the model's
+        ``integrate``/``difference``).  The pivots are evaluated at ``samples``
+        points; wherever one changes sign between neighbours (passing through
+        zero, or through a pole when an earlier pivot vanishes), ``t`` is
+        bisected ``iters`` times.  Returns a list of dicts ``{"pivot", "row",
+        "col", "proof", "t", "q", "value", "relative"}`` (``relative``: ``|value|``
+        over the pivot's median magnitude on the path), smallest first.
+        """
+        model = self.model
+        q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+        dq = model.difference(q0, q1)
+        path = lambda t: model.integrate(q0, np.asarray(t, float)[..., None] * dq)  # noqa: E731
+        ts = np.linspace(0.0, 1.0, samples)
+        P = self.pivots(path(ts))
+        med = np.median(np.abs(P), axis=0)
+        proofs = self.pivot_proofs()
+        labels = [(self.pattern.row_label(int(r)), self.pattern.col_label(int(c)))
+                  for r, c in zip(self.row_order, self.col_order)]
+        flips = np.sign(P[1:]) != np.sign(P[:-1])
+        ks = np.nonzero(np.any(flips, axis=0))[0]
+        if not len(ks):
+            return []
+        j = np.argmax(flips[:, ks], axis=0)                       # first sign change of each pivot
+        lo, hi = ts[j], ts[j + 1]
+        slo = np.sign(P[j, ks])
+        for _ in range(iters):                                     # all pivots bisected together
+            mid = 0.5 * (lo + hi)
+            same = np.sign(self.pivots(path(mid))[np.arange(len(ks)), ks]) == slo
+            lo, hi = np.where(same, mid, lo), np.where(same, hi, mid)
+        pl = np.abs(self.pivots(path(lo))[np.arange(len(ks)), ks])
+        ph = np.abs(self.pivots(path(hi))[np.arange(len(ks)), ks])
+        found = []
+        for n, k in enumerate(ks.tolist()):
+            t = lo[n] if pl[n] <= ph[n] else hi[n]
+            v = min(pl[n], ph[n])
+            found.append(dict(pivot=k, row=labels[k][0], col=labels[k][1], proof=proofs[k], t=float(t),
+                              q=path(t), value=float(v), relative=float(v / med[k]) if med[k] > 0 else np.inf))
+        return sorted(found, key=lambda f: f["relative"])
+
+    def pivot_proofs(self) -> list:
+        """Per pivot (pivot order): ``"constant"``, ``"articulated"`` or ``""`` (unproven)."""
+        return [p for b in self.blocks for p in b.proof]
+
+    def unpack(self, d):
+        """``{"a", "f", "tau", "fx", "qdd"}`` arrays of a solution ``d`` (see :meth:`Layout.unpack`)."""
+        return self.layout.unpack(d)
+
+    # --- reports ---------------------------------------------------------------------
+    def summary(self) -> str:
+        p = self.pattern
+        sizes = self.block_sizes()
+        big = [b for b in self.blocks if b.size > 1]
+        lines = [f"{self.problem.name} of model {self.model.name!r}: {self.n} unknowns, {p.nrows} rows "
+                 f"({self.layout.nrows} Newton-Euler + {p.nrows - self.layout.nrows} measurement), {self.nnz} nonzeros "
+                 f"(worst case: {int(np.sum(p.cls == 0))} +-1, {int(np.sum(p.cls == 1))} other constants, "
+                 f"{int(np.sum(p.cls == 2))} state-dependent)",
+                 "blocks (size: count): " + ", ".join(f"{s}: {c}" for s, c in sizes.items()) +
+                 ("  -> triangular, solved by substitution" if self.triangular else "")]
+        for b in big:
+            np_ = sum(1 for x in b.proof if x)
+            lines.append(f"  block of {b.size}: ordering {b.ordering!r}, fill-in {b.fill}, L+U nonzeros {b.nnz_lu}, "
+                         f"pivots proven {np_}/{b.size} ({sum(1 for x in b.proof if x == 'constant')} constant, "
+                         f"{sum(1 for x in b.proof if x == 'articulated')} S^T IA S > 0)")
+        un = self.unproven_pivots()
+        lines.append("static pivots: all proven nonzero at every state" if not un else
+                     f"static pivots: {len(un)} unproven (checked at run time), e.g. " +
+                     "; ".join(f"{r} on {c}" for r, c in un[:3]))
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return (f"Structure({self.problem.name!r}, model={self.model.name!r}, n={self.n}, nnz={self.nnz}, "
+                f"blocks={len(self.blocks)}, fill={self.fill}, proven={self.proven})")
+
+
+def _sample_values(pattern, seed):
+    model = pattern.problem.model
+    q = model.random_configuration(np.random.default_rng(seed + 1))
+    Xup, _ = joint_transforms(model, q)
+    return d_values(pattern, Xup, (), False)
+
+
+def _topological(units, pattern, row_entries):
+    """Order ``units`` (dicts with rows/cols) so that ``A`` is block lower triangular; ``None`` if cyclic."""
+    n = pattern.n
+    owner = np.empty(n, dtype=np.int64)
+    for K, u in enumerate(units):
+        owner[u["cols"]] = K
+    deps = [set() for _ in units]
+    users = [set() for _ in units]
+    for K, u in enumerate(units):
+        for r in u["rows"]:
+            for e in row_entries[r]:
+                J = int(owner[pattern.cols[e]])
+                if J != K:
+                    deps[K].add(J)
+                    users[J].add(K)
+    waiting = [len(d) for d in deps]
+    heap = [(min(u["cols"]), K) for K, u in enumerate(units) if not waiting[K]]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, K = heapq.heappop(heap)
+        order.append(units[K])
+        for U in users[K]:
+            waiting[U] -= 1
+            if not waiting[U]:
+                heapq.heappush(heap, (min(units[U]["cols"]), U))
+    return order if len(order) == len(units) else None
+
+
+def _merge_articulated(pattern, units, row_entries):
+    """Merge the Newton-Euler-only blocks around each non-triangular one into articulated blocks.
+
+    The fine block triangular form splits forward dynamics further than the
+    bodies (a leaf's wrench components selected by ``S_i^T`` follow from
+    ``tau_i`` alone, say), so its irreducible blocks are rarely whole bodies.
+    Every group of blocks whose rows are ``c(3a), c(3f), c(3tau)`` and whose
+    columns are ``a, f, qdd``, connected by entries or by sharing a body, and
+    which contains a block larger than 1x1,
+    is merged into one block when it consists of whole bodies (the articulated
+    form) and the merged blocks still have a block triangular order; the
+    articulated order is then proven safe on it (:mod:`.ordering`).  Triangular
+    groups (inverse dynamics) are left alone.
+    """
+    L = pattern.layout
+    ne = [all(L.column_owner(c).kind in ("a", "f", "qdd") for c in u["cols"]) and
+          all(pattern.row_owner(r).kind in ("3a", "3f", "3tau") for r in u["rows"]) for u in units]
+    owner = np.empty(pattern.n, dtype=np.int64)
+    for K, u in enumerate(units):
+        owner[u["cols"]] = K
+    root = list(range(len(units)))
+
+    def find(k):
+        while root[k] != k:
+            root[k] = root[root[k]]
+            k = root[k]
+        return k
+
+    by_body = {}
+    for K, u in enumerate(units):
+        if ne[K]:
+            for r in u["rows"]:
+                by_body.setdefault(pattern.row_owner(r).body, []).append(K)
+                for e in row_entries[r]:
+                    J = int(owner[pattern.cols[e]])
+                    if ne[J]:
+                        root[find(K)] = find(J)
+            for c in u["cols"]:
+                by_body.setdefault(L.column_owner(c).body, []).append(K)
+    for Ks in by_body.values():                 # a body's blocks belong together (whole bodies)
+        for K in Ks[1:]:
+            root[find(K)] = find(Ks[0])
+    groups = {}
+    for K in range(len(units)):
+        if ne[K]:
+            groups.setdefault(find(K), []).append(K)
+    merged, used = [], set()
+    for members in groups.values():
+        if all(len(units[K]["cols"]) == 1 for K in members):
+            continue
+        rows = sorted(r for K in members for r in units[K]["rows"])
+        cols = sorted(c for K in members for c in units[K]["cols"])
+        art = articulated_order(pattern, rows, cols)
+        if art is None:
+            continue
+        merged.append(dict(rows=rows, cols=cols, pivots=art[0], spd=art[1], name="articulated"))
+        used.update(members)
+    if not merged:
+        return units
+    out = _topological([u for K, u in enumerate(units) if K not in used] + merged, pattern, row_entries)
+    return units if out is None else out
+
+
+def analyze(problem: Problem, ordering="auto", samples=4, seed=0) -> Structure:
+    """Offline phase for ``problem`` (structure only): a :class:`Structure` to solve with.
+
+    ``ordering``: pivot order of the non-triangular blocks, one of
+    :data:`~sparsedyn.sparse.ordering.ORDERINGS` (``"auto"``: articulated where the
+    block has that form, else ``"colamd"``) or a callable
+    ``ordering(pattern, rows, cols) -> [(row, col), ...]``.  ``samples``, ``seed``:
+    configurations for the worst-case transform pattern (and the one generic
+    state SuperLU orders are chosen at).
+
+    Raises :class:`StructurallySingularError` (naming the undetermined
+    variables) or :class:`OverdeterminedError` before any numeric work.
+    """
+    if not (callable(ordering) or ordering in ORDERINGS):
+        raise ValueError(f"ordering: expected one of {ORDERINGS} or a callable, got {ordering!r}")
+    pattern = SystemPattern(problem, samples, seed)
+    n, nrows = pattern.n, pattern.nrows
+    model = problem.model
+    match_r, match_c = preferred_matching(nrows, n, pattern.rows, pattern.cols, pattern.cls)
+    rank = sum(1 for r in match_c if r >= 0)
+    what = f"{problem.name} of model {model.name!r}"
+    if rank < n:
+        cols, rows = undetermined(nrows, n, pattern.rows, pattern.cols, match_r, match_c)
+        raise StructurallySingularError(
+            f"{what} is structurally singular: structural rank {rank} < {n} unknowns ({nrows} equations), "
+            f"so at least {n - rank} more independent measurement(s) are needed. These {len(cols)} scalar "
+            f"variables cannot be determined at any state: {describe_columns(pattern, cols)}; "
+            f"the equations involving them: {_describe_rows(pattern, rows)}. Measure some of them "
+            f"(Problem.known / Problem.measure) or give the bodies involved mass", cols, rows)
+    if nrows > n:
+        rows, cols = overdetermined(nrows, n, pattern.rows, pattern.cols, match_r, match_c)
+        raise OverdeterminedError(
+            f"{what} has {nrows} equations for {n} unknowns: {nrows - n} more than needed, among "
+            f"{_describe_rows(pattern, rows)}. Solving it is a least-squares (estimation) problem; remove "
+            f"measurements to make it square")
+    blocks_cols = block_triangular(n, pattern.rows, pattern.cols, match_c)
+    row_entries = [[] for _ in range(nrows)]
+    for e, r in enumerate(pattern.rows.tolist()):
+        row_entries[r].append(e)
+    units = [dict(rows=[match_c[c] for c in cols], cols=list(cols), pivots=None, spd={}, name=None)
+             for cols in blocks_cols]
+    if ordering in ("auto", "articulated"):
+        units = _merge_articulated(pattern, units, row_entries)
+    col_block = np.empty(n, dtype=np.int64)
+    for K, u in enumerate(units):
+        col_block[u["cols"]] = K
+    sample = None
+    blocks, slot = [], pattern.nnz
+    for K, u in enumerate(units):
+        brows, bcols = u["rows"], u["cols"]
+        pivots, spd, name = u["pivots"], u["spd"], u["name"] or "matching"
+        if pivots is not None:
+            pass
+        elif len(bcols) == 1:
+            pivots = [(brows[0], bcols[0])]
+        elif callable(ordering):
+            pivots, name = list(ordering(pattern, brows, bcols)), getattr(ordering, "__name__", "custom")
+        elif ordering == "matching":
+            pivots = list(zip(brows, bcols))
+        elif ordering == "articulated":
+            raise ValueError(f"{what}: a {len(bcols)}x{len(bcols)} block (columns "
+                             f"{describe_columns(pattern, bcols, 6)}) is not made of whole bodies' a, f[, qdd] "
+                             f"and c(3a), c(3f)[, c(3tau)]; the articulated order does not apply. "
+                             f"Use ordering='auto' or 'colamd'")
+        else:
+            name = "colamd" if ordering == "auto" else ordering
+            if sample is None:
+                sample = _sample_values(pattern, seed)
+            pivots, _ = superlu_order(pattern, brows, bcols, sample, _SUPERLU[name])
+        bf, slot = symbolic_lu(pattern, pivots, row_entries, slot, name, spd, col_block, K)
+        blocks.append(bf)
+    return Structure(problem, pattern, blocks, slot, ordering, match_c)
+
+
+# --- the classical problems, solved as sparse systems --------------------------------
+
+def _structure_for(model, structure, make, kind):
+    if structure is None:
+        return make(model).analyze()
+    if structure.model is not model:
+        raise ValueError(f"structure: analyzed for model {structure.model.name!r}, not {model.name!r}")
+    if [m.name for m in structure.problem.measurements] != [m.name for m in make(model).measurements]:
+        raise ValueError(f"structure: analyzed for {structure.problem.name!r}, not {kind}")
+    return structure
+
+
+def sparse_inverse_dynamics(model, q, v, qdd, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
+    """Inverse dynamics as the sparse system of Nori's eq. (9): ``tau`` (..., nv).
+
+    Same arguments and conventions as :func:`sparsedyn.rnea`.  ``structure``: a
+    :class:`Structure` of ``inverse_dynamics_problem(model)`` to reuse (analysis
+    is done here otherwise).  ``full=True`` returns every variable,
+    ``{"a", "f", "tau", "fx", "qdd"}`` (``f[..., i, :]``: the wrench transmitted
+    through joint ``i``, body ``i`` coordinates).
+    """
+    q, v, qdd, f_ext, g, shape, _ = _checks.dynamics(model, q, v, qdd, f_ext, gravity, "qdd",
+                                                     "nv joint accelerations")
+    st = _structure_for(model, structure, inverse_dynamics_problem, "inverse dynamics")
+    d = st.solve(q, v, st.problem.values(qdd=qdd, fx=f_ext), g, check=check)
+    out = st.unpack(np.broadcast_to(d, shape + (st.n,)))
+    return out if full else out["tau"].copy()
+
+
+def sparse_forward_dynamics(model, q, v, tau, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
+    """Forward dynamics as the sparse system of Nori's eq. (15): ``qdd`` (..., nv).
+
+    Same arguments and conventions as :func:`sparsedyn.aba`; ``structure``,
+    ``full`` as in :func:`sparse_inverse_dynamics`.
+    """
+    q, v, tau, f_ext, g, shape, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    st = _structure_for(model, structure, forward_dynamics_problem, "forward dynamics")
+    d = st.solve(q, v, st.problem.values(tau=tau, fx=f_ext), g, check=check)
+    out = st.unpack(np.broadcast_to(d, shape + (st.n,)))
+    return out if full else out["qdd"].copy()
