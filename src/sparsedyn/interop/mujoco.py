@@ -67,26 +67,27 @@ def _xyzw(quat):
     return np.concatenate([quat[..., 1:], quat[..., :1]], -1)
 
 
-def q_to_mujoco(model: Model, q) -> np.ndarray:
-    """``qpos`` (..., nq) from our ``q`` (quaternions reordered to ``[w, x, y, z]``)."""
-    _check_expressible(model)
-    q = _last("q", q, model.nq, f"configuration of model {model.name!r}").copy()
+def _map_quaternions(model, q, f):
+    """Copy of ``q`` with ``f`` applied to the quaternion block of every spherical and free joint."""
+    q = q.copy()
     for i, j in enumerate(model.joints):
         if j.type in ("spherical", "free"):
             s = model.q_slice(i)
-            q[..., s.stop - 4:s.stop] = _wxyz(q[..., s.stop - 4:s.stop])
+            q[..., s.stop - 4:s.stop] = f(q[..., s.stop - 4:s.stop])
     return q
+
+
+def q_to_mujoco(model: Model, q) -> np.ndarray:
+    """``qpos`` (..., nq) from our ``q`` (quaternions reordered to ``[w, x, y, z]``)."""
+    _check_expressible(model)
+    return _map_quaternions(model, _last("q", q, model.nq, f"configuration of model {model.name!r}"), _wxyz)
 
 
 def q_from_mujoco(model: Model, qpos) -> np.ndarray:
     """Our ``q`` (..., nq) from MuJoCo's ``qpos``."""
     _check_expressible(model)
-    q = _last("qpos", qpos, model.nq, f"MuJoCo configuration of model {model.name!r}").copy()
-    for i, j in enumerate(model.joints):
-        if j.type in ("spherical", "free"):
-            s = model.q_slice(i)
-            q[..., s.stop - 4:s.stop] = _xyzw(q[..., s.stop - 4:s.stop])
-    return q
+    qpos = _last("qpos", qpos, model.nq, f"MuJoCo configuration of model {model.name!r}")
+    return _map_quaternions(model, qpos, _xyzw)
 
 
 def _rot2(th):
