@@ -92,3 +92,18 @@ def test_sparsity_command(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
     r = run("sparsity", "humanoid", "--problem", "fd")
     assert r.returncode == 0 and "all proven nonzero at every state" in r.stdout
+
+
+def test_estimate_command():
+    from pathlib import Path
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    r = run("estimate", "humanoid", "--sensors", str(examples / "humanoid_ankle_ft.toml"))
+    assert r.returncode == 0, r.stderr
+    assert "well posed" in r.stdout.splitlines()[0]
+    err = float(r.stdout.split("max relative error joint torques ")[1].split(",")[0])
+    assert err < 1e-9
+    r = run("estimate", "humanoid", "--sensors", str(examples / "humanoid_load_cells.json"))
+    assert r.returncode == 1 and "ILL-POSED: numerically rank-deficient by 1" in r.stdout
+    assert "no estimate" in r.stdout
+    r = run("estimate", "humanoid", "--sensors", str(examples / "nope.toml"))
+    assert r.returncode == 2 and "nope.toml" in r.stderr and "Traceback" not in r.stderr

@@ -29,6 +29,8 @@ from .urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
 from . import sparse
 from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
 from . import constraints
+from . import estimation
+from .estimation import EstimationProblem, estimate_report, estimation_demo
 from .constraints import (ConstraintSet, JointCoupling, PointCoincidence, PointOnGround, Weld,
                           constrained_forward_dynamics, constrained_inverse_dynamics)
 
@@ -45,4 +47,5 @@ __all__ = [
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
+    "estimation", "EstimationProblem", "estimate_report", "estimation_demo",
 ]

@@ -137,7 +137,8 @@ def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
                f"|H qdd + C - tau| = {np.abs(H @ qdd_aba + C - tau_fd).max():.1e}")
 
     from .constraints import constraints_demo
-    out += ["", constraints_demo()]
+    from .estimation import estimation_demo
+    out += ["", constraints_demo(), "", estimation_demo()]
     return "\n".join(out)
 
 
@@ -157,6 +158,11 @@ def main(argv=None) -> int:
                                                          "(auto, articulated, colamd, mmd_ata, mmd_at_plus_a, natural)")
     p_sp.add_argument("--plot", default=None, help="PNG file for the before/after sparsity picture")
     p_sp.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
+    p_est = sub.add_parser("estimate", help="well-posedness verdict, unknowns and flops of an estimation problem, "
+                                            "and a solve of a simulated sample")
+    p_est.add_argument("model", help="a URDF path or a built-in model name")
+    p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; see sparsedyn.estimation.files)")
+    p_est.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
     p_demo = sub.add_parser("demo", help="run the demo on the built-in humanoid")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
@@ -168,6 +174,11 @@ def main(argv=None) -> int:
     try:
         if args.command == "info":
             print(info(load_model(args.model, args.floating_base, args.invalid_inertia)))
+        elif args.command == "estimate":
+            from .estimation import estimate_report
+            text = estimate_report(load_model(args.model, args.floating_base), args.sensors)
+            print(text)
+            return 1 if "ILL-POSED" in text.splitlines()[0] else 0
         elif args.command == "sparsity":
             from .sparse import sparsity_report
             text = sparsity_report(load_model(args.model, args.floating_base), args.problem, args.plot, args.ordering)
@@ -175,7 +186,7 @@ def main(argv=None) -> int:
             return 1 if text.startswith("structurally singular") else 0
         else:
             print(demo(args.seed, args.plot or None))
-    except (ModelError, FileNotFoundError) as e:
+    except (ModelError, FileNotFoundError, ValueError, KeyError) as e:
         print(f"sparsedyn: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -27,7 +27,7 @@ from . import backend as bk
 
 __all__ = [
     "Transform", "skew", "cross3", "crm", "crf", "cross_motion", "cross_force",
-    "rotx", "roty", "rotz", "axis_rotation", "quat_to_rot", "rot_to_quat",
+    "rotx", "roty", "rotz", "axis_rotation", "quat_to_rot", "rot_to_quat", "rpy_to_rot",
     "xlt", "rot", "identity", "compose", "inverse", "apply_motion", "apply_force",
     "apply_motion_inv", "apply_force_inv", "apply_force_transpose",
     "motion_matrix", "force_matrix", "mcI", "inertia_components",
@@ -140,6 +140,15 @@ def quat_to_rot(quat):
         np.stack([2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx)], -1),
         np.stack([2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy)], -1),
     ], -2)
+
+
+def rpy_to_rot(rpy):
+    """Rotation ``R = Rz(yaw) Ry(pitch) Rx(roll)`` (fixed-axis roll, pitch, yaw; URDF's ``rpy``), float."""
+    r, p, y = (float(x) for x in rpy)
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+                     [-sp, cp * sr, cp * cr]])
 
 
 def rot_to_quat(R):

@@ -171,17 +171,7 @@ class _Parser:
         if el is None:
             return np.eye(3), np.zeros(3)
         where = f"{where} <origin>"
-        return _rpy_matrix(self.floats(el, "rpy", where, 3, [0, 0, 0])), self.floats(el, "xyz", where, 3, [0, 0, 0])
-
-
-def _rpy_matrix(rpy):
-    """``R = Rz(yaw) Ry(pitch) Rx(roll)``: orientation of the child frame in the parent frame."""
-    cr, sr = math.cos(rpy[0]), math.sin(rpy[0])
-    cp, sp = math.cos(rpy[1]), math.sin(rpy[1])
-    cy, sy = math.cos(rpy[2]), math.sin(rpy[2])
-    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-                     [-sp, cp * sr, cp * cr]])
+        return spatial.rpy_to_rot(self.floats(el, "rpy", where, 3, [0, 0, 0])), self.floats(el, "xyz", where, 3, [0, 0, 0])
 
 
 def _parse_link(P, el):

@@ -8,7 +8,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.constraints import (ConstraintError, constrained_inverse_dynamics, constraints_path, four_bar,
                                    load_closed_loop, load_constraints, save_constraints)
-from sparsedyn.constraints.fileformat import _rpy_matrix
+from sparsedyn.spatial import rpy_to_rot
 from conftest import rel_err
 
 FOUR_BAR_TOML = """
@@ -61,7 +61,7 @@ def test_urdf_plus_constraints_file_reproduces_the_four_bar(tmp_path, fmt):
 def test_save_and_load_round_trip_with_every_constraint_type(tmp_path):
     model = sd.random_tree(6, joint_types=("revolute", "prismatic"), seed=3, nframes=2)
     from sparsedyn.constraints import ConstraintSet, JointCoupling, PointCoincidence, PointOnGround, Weld
-    R = _rpy_matrix(0.1, -0.2, 0.3)
+    R = rpy_to_rot([0.1, -0.2, 0.3])
     cs = ConstraintSet(model, [
         PointCoincidence(model, "body6", "frame1", point_a=[0.1, 0.2, 0.3], axes="xz", name="p"),
         Weld(model, "body5", None, placement=(R, np.array([0.3, 0.2, 0.1])), name="w"),

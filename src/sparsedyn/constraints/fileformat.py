@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from .._files import read_table
+from ..spatial import rpy_to_rot
 from .base import ConstraintSet
 from .coupling import JointCoupling, mimic_constraints
 from .errors import ConstraintError
@@ -75,35 +75,7 @@ class ClosedLoop(NamedTuple):
 
 
 def _read(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConstraintError(f"{path}: cannot read the constraints file ({e.strerror or e})") from None
-    if path.suffix == ".toml":
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:                                   # pragma: no cover - Python 3.10
-            try:
-                import tomli as tomllib
-            except ImportError:
-                raise ConstraintError(f"{path}: reading TOML on Python 3.10 needs the 'tomli' package; "
-                                      f"install it or use the JSON form of the file") from None
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise ConstraintError(f"{path}: invalid TOML: {e}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConstraintError(f"{path}: invalid JSON: {e}") from None
-
-
-def _rpy_matrix(r, p, y):
-    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
-    Rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1.0]])
-    Ry = np.array([[cp, 0, sp], [0, 1.0, 0], [-sp, 0, cp]])
-    Rx = np.array([[1.0, 0, 0], [0, cr, -sr], [0, sr, cr]])
-    return Rz @ Ry @ Rx
+    return read_table(path, ConstraintError, "constraints file")
 
 
 def _numbers(where, value, shape):
@@ -125,7 +97,7 @@ def _placement(where, p):
     if keys <= {"xyz", "rpy"}:
         xyz = _numbers(f"{where}.xyz", p.get("xyz", [0, 0, 0]), (3,))
         rpy = _numbers(f"{where}.rpy", p.get("rpy", [0, 0, 0]), (3,))
-        return _rpy_matrix(*rpy), xyz
+        return rpy_to_rot(rpy), xyz
     if keys <= {"position", "rotation"}:
         return (_numbers(f"{where}.rotation", p.get("rotation", np.eye(3).tolist()), (3, 3)),
                 _numbers(f"{where}.position", p.get("position", [0, 0, 0]), (3,)))

@@ -1,0 +1,29 @@
+"""Estimation of joint torques, joint wrenches and contact wrenches from sensors (Nori, section VI).
+
+A problem is a model, a set of sensors (each an address into one flat
+measurement vector) and the unknowns; its offline phase gives a well-posedness
+verdict before any data, and its online phase solves one state or a batch::
+
+    from sparsedyn import estimation as est
+    prob = est.EstimationProblem(model, sensors=[...], contacts=["l_sole", "r_sole"])
+    print(prob.verdict())
+    solver = prob.compile()                      # raises IllPosedError if ill-posed
+    e = solver.solve(q, qd, y)                   # e.tau, e.f, e.contacts[...], e.named()
+
+Modules: :mod:`.sensors` (sensor kinds, contacts), :mod:`.files` (sensor files),
+:mod:`.problem` (problem, verdict, estimator, least squares), :mod:`.truth`
+(classical ground truth), :mod:`.casestudy` (Nori's humanoid case study, CLI reports).
+"""
+
+from .sensors import (COMPONENTS, LOAD_CELLS, Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration,
+                      JointTorque, KnownWrench, Prior, Sensor)
+from .problem import (RANK_RTOL, Estimate, EstimationProblem, Estimator, IllPosedError, StateSingularError,
+                      Verdict)
+from .truth import newton_euler, pack_d
+from .files import load_sensors, problem_from_file
+from .casestudy import case_problems, estimate_report, estimation_demo
+
+__all__ = ["COMPONENTS", "LOAD_CELLS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
+           "KnownWrench", "Accelerometer", "Prior", "Contact", "EstimationProblem", "Estimator", "Estimate",
+           "Verdict", "IllPosedError", "StateSingularError", "RANK_RTOL", "newton_euler", "pack_d",
+           "load_sensors", "problem_from_file", "case_problems", "estimate_report", "estimation_demo"]

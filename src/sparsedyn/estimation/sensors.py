@@ -1,0 +1,347 @@
+"""Sensors and contacts: what an estimation problem measures and what it leaves unknown.
+
+Every sensor owns an *address* (offset, size) into one flat measurement vector
+``y`` (DESIGN.md, as MuJoCo's ``sensordata``); an estimator sees one ``y``
+(..., ny).  A sensor is a linear map of the Newton-Euler variables ``d``
+(:mod:`sparsedyn.sparse.variables`) plus an optional velocity-dependent bias::
+
+    y_s = sum_k M_k d[var_k] + bias_s(q, qd)          (Nori, eq. 16: D_Y d + b_Y = 0)
+
+Spatial vectors are angular first: a wrench is ``[n; f]``; components are named
+``nx ny nz fx fy fz``.  A wrench "at a frame" is expressed in that frame's axes
+about its origin: ``w_frame = frame_X*_body w_body``.
+
+Sensors (all take ``name``, optional ``covariance`` and ``exact``):
+
+* :class:`ForceTorque` - 6-axis F/T sensor on a joint: the wrench ``f_i`` the
+  parent side exerts on the child side across joint ``i`` (Nori's ``f_i``),
+  expressed in ``frame`` (a frame on the child body; default the body frame).
+* :class:`ContactLoad` - load cells / 3-axis foot sensors and any selection of a
+  contact wrench: ``components`` of the contact wrench at ``frame`` (Nori's eq.
+  18: ``("nx", "ny", "fz")``; eq. 23 five components) or a selection matrix
+  ``(m, 6)`` (Nori's ``Y^T``, written angular first).
+* :class:`JointTorque` - joint torque sensors on ``joints``.
+* :class:`JointAcceleration` - known joint accelerations on ``joints`` (exact by default).
+* :class:`KnownWrench` - a known external wrench at ``frame`` (exact by default).
+* :class:`Accelerometer` - 3-axis linear accelerometer at ``frame``: the proper
+  acceleration (classical acceleration of the frame origin minus gravity) in
+  frame axes.  The velocity term ``omega x v`` goes in ``b_Y``.
+* :class:`Prior` - a Gaussian prior on variables (MAP, as in BERDY): a soft
+  measurement with a constant value ``mean`` and no address.
+
+:class:`Contact` is not a sensor: it declares an *unknown* contact wrench at a
+frame (reported at that frame).  Bodies with neither a contact nor a known
+wrench have zero external wrench.
+
+``covariance``: ``None`` (unit variance), a scalar variance, per-component
+variances (size,) or a full matrix (size, size).  ``exact=True`` makes the
+sensor a hard constraint (its covariance is then unused by least squares).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..spatial import apply_motion, cross3, force_matrix, motion_matrix
+
+__all__ = ["COMPONENTS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
+           "KnownWrench", "Accelerometer", "Prior", "Contact", "LOAD_CELLS", "sensor_from_dict"]
+
+#: Component names of a wrench (angular first).
+COMPONENTS = ("nx", "ny", "nz", "fx", "fy", "fz")
+#: Nori's eq. (18): normal force and the two in-plane moments of a sole (z = sole normal).
+LOAD_CELLS = ("nx", "ny", "fz")
+
+
+def _frame(model, who, frame):
+    try:
+        return model.frames[model.frame(frame)]
+    except KeyError:
+        near = [f for f in model.frame_names if str(frame).lower()[:3] in f.lower()][:8]
+        raise KeyError(f"{who}: model {model.name!r} has no frame {frame!r}"
+                       + (f" (similar: {', '.join(near)})" if near else "")) from None
+
+
+def _joint(model, who, joint):
+    try:
+        return model.joint(joint)
+    except KeyError:
+        near = [j for j in model.joint_names if str(joint).lower()[:3] in j.lower()][:8]
+        raise KeyError(f"{who}: model {model.name!r} has no joint {joint!r}"
+                       + (f" (similar: {', '.join(near)})" if near else "")) from None
+
+
+def _selection(who, components):
+    """(m, 6) selection matrix from component names/indices or a matrix."""
+    if components is None:
+        return np.eye(6)
+    arr = np.asarray(components, dtype=object)
+    if arr.ndim == 2:
+        M = np.asarray(components, float)
+        if M.shape[1] != 6 or not np.all(np.isfinite(M)):
+            raise ValueError(f"{who}: a selection matrix must be finite with 6 columns ([n; f]), got {M.shape}")
+        return M
+    rows = []
+    for c in np.atleast_1d(arr):
+        if isinstance(c, str):
+            if c not in COMPONENTS:
+                raise ValueError(f"{who}: unknown wrench component {c!r}; expected one of {COMPONENTS}")
+            rows.append(COMPONENTS.index(c))
+        else:
+            if not 0 <= int(c) < 6:
+                raise ValueError(f"{who}: wrench component index {c} out of range 0..5")
+            rows.append(int(c))
+    return np.eye(6)[rows]
+
+
+class Contact:
+    """An unknown contact wrench at ``frame`` (reported at the frame, ``[n; f]`` in frame axes)."""
+
+    def __init__(self, frame, name=None):
+        self.frame, self.name = frame, name or frame
+
+    def resolve(self, model):
+        fr = _frame(model, f"contact {self.name!r}", self.frame)
+        return fr.body, fr.X
+
+    def __repr__(self):
+        return f"Contact({self.frame!r})"
+
+
+class Sensor:
+    """Base class.  Subclasses define ``kind``, ``size`` and :meth:`rows`."""
+
+    kind = "sensor"
+    default_exact = False
+
+    def __init__(self, name, covariance=None, exact=None):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a sensor needs a non-empty name, got {name!r}")
+        self.name = name
+        self._cov = covariance
+        self.exact = self.default_exact if exact is None else bool(exact)
+
+    @property
+    def addressed(self) -> bool:
+        """Has a slot in the flat measurement vector (a :class:`Prior` has not)."""
+        return True
+
+    def covariance(self, size) -> np.ndarray:
+        c = self._cov
+        if c is None:
+            return np.eye(size)
+        c = np.asarray(c, float)
+        if c.ndim == 0:
+            C = float(c) * np.eye(size)
+        elif c.shape == (size,):
+            C = np.diag(c)
+        elif c.shape == (size, size):
+            C = 0.5 * (c + c.T)
+        else:
+            raise ValueError(f"sensor {self.name!r}: covariance of shape {c.shape}; expected a scalar, "
+                             f"({size},) or ({size}, {size})")
+        if not np.all(np.isfinite(C)) or np.min(np.linalg.eigvalsh(C)) <= 0:
+            raise ValueError(f"sensor {self.name!r}: the covariance must be finite and positive definite")
+        return C
+
+    def rows(self, model, layout):
+        """``(terms, size, bias)``: terms ``[(Variable, M)]``, bias ``kin -> (..., size)`` or None."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.kind
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class ForceTorque(Sensor):
+    kind = "force_torque"
+
+    def __init__(self, name, joint, frame=None, covariance=None, exact=None):
+        super().__init__(name, covariance, exact)
+        self.joint, self.frame = joint, frame
+
+    def rows(self, model, layout):
+        who = f"sensor {self.name!r}"
+        i = _joint(model, who, self.joint)
+        M = np.eye(6)
+        if self.frame is not None:
+            fr = _frame(model, who, self.frame)
+            if fr.body != i:
+                raise ValueError(f"{who}: frame {self.frame!r} is on body {model.body_names[fr.body]!r}, not on "
+                                 f"{model.body_names[i]!r}, the child body of joint {self.joint!r}")
+            M = force_matrix(fr.X)
+        return [(layout.var("f", i), M)], 6, None
+
+    def describe(self):
+        return f"6-axis F/T across joint {self.joint}" + (f" at frame {self.frame}" if self.frame else "")
+
+
+class ContactLoad(Sensor):
+    kind = "contact_load"
+
+    def __init__(self, name, frame, components=LOAD_CELLS, covariance=None, exact=None):
+        super().__init__(name, covariance, exact)
+        self.frame, self.components = frame, components
+        self.selection = _selection(f"sensor {name!r}", components)
+
+    def rows(self, model, layout):
+        fr = _frame(model, f"sensor {self.name!r}", self.frame)
+        M = self.selection @ force_matrix(fr.X)
+        return [(layout.var("fx", fr.body), M)], M.shape[0], None
+
+    def describe(self):
+        c = self.components
+        what = ",".join(c) if c is not None and np.asarray(c, dtype=object).ndim == 1 else \
+            f"{self.selection.shape[0]} combinations"
+        return f"contact wrench [{what}] at {self.frame}"
+
+
+class _JointSensor(Sensor):
+    var_kind = "tau"
+
+    def __init__(self, name, joints=None, covariance=None, exact=None):
+        super().__init__(name, covariance, exact)
+        self.joints = None if joints is None else ([joints] if isinstance(joints, str) else list(joints))
+
+    def bodies(self, model):
+        who = f"sensor {self.name!r}"
+        return [_joint(model, who, j) for j in self.joints]
+
+    def rows(self, model, layout):
+        idx = self.bodies(model)
+        size = sum(model.joints[i].nv for i in idx)
+        terms, r = [], 0
+        for i in idx:
+            nv = model.joints[i].nv
+            M = np.zeros((size, nv))
+            M[r:r + nv] = np.eye(nv)
+            terms.append((layout.var(self.var_kind, i), M))
+            r += nv
+        if not size:
+            raise ValueError(f"sensor {self.name!r}: measures no degree of freedom")
+        return terms, size, None
+
+
+class JointTorque(_JointSensor):
+    kind = "joint_torque"
+
+    def describe(self):
+        return f"torque of {len(self.joints)} joint(s)"
+
+
+class JointAcceleration(_JointSensor):
+    kind = "joint_acceleration"
+    var_kind = "qdd"
+    default_exact = True
+
+    def describe(self):
+        return f"acceleration of {len(self.joints)} joint(s)"
+
+
+class KnownWrench(Sensor):
+    kind = "known_wrench"
+    default_exact = True
+
+    def __init__(self, name, frame, covariance=None, exact=None):
+        super().__init__(name, covariance, exact)
+        self.frame = frame
+
+    def rows(self, model, layout):
+        fr = _frame(model, f"sensor {self.name!r}", self.frame)
+        return [(layout.var("fx", fr.body), force_matrix(fr.X))], 6, None
+
+    def describe(self):
+        return f"known external wrench at {self.frame}"
+
+
+class Accelerometer(Sensor):
+    """Proper acceleration of the origin of ``frame`` in frame axes.
+
+    With ``a_i`` the variable of the body (which includes ``-g``, Featherstone's
+    base-acceleration trick, so it *is* proper), ``a_F = F_X_i a_i`` and
+    ``v_F = F_X_i v_i``: ``y = lin(a_F) + omega_F x lin(v_F)``.
+    """
+
+    kind = "accelerometer"
+
+    def __init__(self, name, frame, covariance=None, exact=None):
+        super().__init__(name, covariance, exact)
+        self.frame = frame
+
+    def rows(self, model, layout):
+        fr = _frame(model, f"sensor {self.name!r}", self.frame)
+        i, X = fr.body, fr.X
+        M = motion_matrix(X)[3:]
+
+        def bias(kin):
+            vF = apply_motion(X, kin.v[i])
+            return cross3(vF[..., :3], vF[..., 3:])
+        return [(layout.var("a", i), M)], 3, bias
+
+    def describe(self):
+        return f"3-axis accelerometer at {self.frame}"
+
+
+class Prior(Sensor):
+    """Gaussian prior ``d[kind of bodies] ~ N(mean, covariance)`` (soft rows with a constant value)."""
+
+    kind = "prior"
+
+    def __init__(self, name, kind, bodies, mean=0.0, covariance=None):
+        super().__init__(name, covariance, False)
+        self.var_kind = kind
+        self.bodies_ = [bodies] if isinstance(bodies, (str, int)) else list(bodies)
+        self.mean = mean
+
+    @property
+    def addressed(self):
+        return False
+
+    def rows(self, model, layout):
+        vars_ = [layout.var(self.var_kind, b) for b in self.bodies_]
+        size = sum(v.size for v in vars_)
+        terms, r = [], 0
+        for v in vars_:
+            M = np.zeros((size, v.size))
+            M[r:r + v.size] = np.eye(v.size)
+            terms.append((v, M))
+            r += v.size
+        return terms, size, None
+
+    def value(self, size):
+        m = np.broadcast_to(np.asarray(self.mean, float), (size,)).copy()
+        return m
+
+    def describe(self):
+        return f"prior on {self.var_kind} of {len(self.bodies_)} bodies/joints"
+
+
+_TYPES = {"force_torque": ForceTorque, "ft": ForceTorque, "contact_load": ContactLoad, "load_cells": ContactLoad,
+          "wrench_selection": ContactLoad, "joint_torque": JointTorque, "joint_acceleration": JointAcceleration,
+          "known_wrench": KnownWrench, "accelerometer": Accelerometer}
+
+
+def sensor_from_dict(entry: dict, where="sensor file") -> Sensor:
+    """A sensor from one ``[[sensor]]`` table of a sensor file (see :mod:`.files`)."""
+    e = dict(entry)
+    t = e.pop("type", None)
+    name = e.get("name", "?")
+    if t not in _TYPES:
+        raise ValueError(f"{where}: sensor {name!r} has type {t!r}; expected one of {sorted(_TYPES)}")
+    cls = _TYPES[t]
+    std = e.pop("std", None)
+    var = e.pop("variance", None)
+    if std is not None:
+        e["covariance"] = np.square(np.asarray(std, float))
+    elif var is not None:
+        e["covariance"] = var
+    if cls is ContactLoad and "selection" in e:
+        e["components"] = e.pop("selection")
+    if t == "load_cells" and "components" not in e:
+        e["components"] = LOAD_CELLS
+    try:
+        return cls(**e)
+    except TypeError as err:
+        raise ValueError(f"{where}: sensor {name!r} of type {t!r}: {err}") from None

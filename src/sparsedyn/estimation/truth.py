@@ -1,0 +1,70 @@
+"""Ground truth for estimation: the classical Newton-Euler recursion, keeping every variable.
+
+:func:`newton_euler` is RNEA (Featherstone, Table 5.1) written out again so
+that it returns ``a_i`` and ``f_i`` as well as ``tau``: the simulated sensor
+data of the case study come from the classical algorithm, not from the sparse
+system the estimator solves.  Its ``tau`` equals :func:`sparsedyn.rnea` (tested).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks
+from ..kinematics import joint_transforms
+from ..spatial import apply_force, apply_force_transpose, apply_motion, cross_force, cross_motion, inverse
+
+__all__ = ["newton_euler", "pack_d", "contact_forces_to_bodies"]
+
+
+def newton_euler(model, q, qd, qdd, f_ext=None, gravity=None) -> dict:
+    """``{"a", "f", "tau", "fx", "qdd"}`` of the state (arrays as :meth:`Layout.unpack` returns them).
+
+    ``a[i]`` includes ``-g`` (the base-acceleration trick), ``f[i]`` is the wrench
+    transmitted from the parent to body ``i``, ``fx`` = ``f_ext`` (body frames).
+    """
+    q, qd, qdd, f_ext, g, shape, _ = _checks.dynamics(model, q, qd, qdd, f_ext, gravity, "qdd",
+                                                      "nv joint accelerations")
+    a_grav = np.concatenate([0 * g, g], -1)
+    Xup, S = joint_transforms(model, q)
+    NB = model.nbodies
+    v, a, f = [None] * NB, [None] * NB, [None] * NB
+    for i in range(NB):
+        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
+        aJ = (S[i] @ qdd[..., model.v_slice(i), None])[..., 0]
+        p = model.parent[i]
+        if p < 0:
+            v[i], a[i] = vJ, apply_motion(Xup[i], -a_grav) + aJ
+        else:
+            v[i] = apply_motion(Xup[i], v[p]) + vJ
+            a[i] = apply_motion(Xup[i], a[p]) + aJ + cross_motion(v[i], vJ)
+        f[i] = (model.inertia[i] @ a[i][..., None])[..., 0] + cross_force(v[i], (model.inertia[i] @ v[i][..., None])[..., 0])
+        if f_ext is not None:
+            f[i] = f[i] - f_ext[..., i, :]
+    for i in range(NB - 1, -1, -1):
+        p = model.parent[i]
+        if p >= 0:
+            f[p] = f[p] + apply_force_transpose(Xup[i], f[i])
+    tau = [(S[i].T @ f[i][..., None])[..., 0] for i in range(NB)]
+    b = lambda x: np.broadcast_to(x, shape + x.shape[-1:])  # noqa: E731
+    fx = np.zeros(shape + (NB, 6)) if f_ext is None else np.broadcast_to(f_ext, shape + (NB, 6))
+    return {"a": np.stack([b(x) for x in a], -2), "f": np.stack([b(x) for x in f], -2),
+            "tau": np.concatenate([b(t) for t in tau], -1), "fx": np.array(fx),
+            "qdd": np.array(np.broadcast_to(qdd, shape + (model.nv,)))}
+
+
+def pack_d(parts: dict) -> np.ndarray:
+    """The vector ``d`` (..., n) of :class:`~sparsedyn.sparse.Layout` from :func:`newton_euler`'s dict."""
+    a, f = parts["a"], parts["f"]
+    shape = a.shape[:-2]
+    return np.concatenate([a.reshape(shape + (-1,)), f.reshape(shape + (-1,)), parts["tau"],
+                           parts["fx"].reshape(shape + (-1,)), parts["qdd"]], -1)
+
+
+def contact_forces_to_bodies(model, wrenches: dict, shape=()) -> np.ndarray:
+    """``f_ext`` (..., NB, 6) in body frames from ``{frame name: wrench at the frame (..., 6)}``."""
+    f_ext = np.zeros(shape + (model.nbodies, 6))
+    for name, w in wrenches.items():
+        fr = model.frames[model.frame(name)]
+        f_ext[..., fr.body, :] += apply_force(inverse(fr.X), np.asarray(w, float))
+    return f_ext
