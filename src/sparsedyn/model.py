@@ -23,6 +23,7 @@ placements on a body; every body also has a frame of its own name.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -84,6 +85,7 @@ class Model:
     effort_limit: np.ndarray | None = None
     mimic: tuple = ()
     root_name: str = "world"
+    sensors: tuple = ()
     # structure-derived, filled in __post_init__
     nbodies: int = field(init=False)
     nq: int = field(init=False)
@@ -160,7 +162,45 @@ class Model:
         s("body_names", tuple(self.body_names))
         s("joint_names", tuple(self.joint_names))
         s("mimic", tuple(self.mimic))
+        s("sensors", tuple(self.sensors))
+        self._check_sensors()
         s("frames", tuple(Frame(f.name, int(f.body), Transform(_frozen(f.X.E), _frozen(f.X.r))) for f in self.frames))
+
+    def _check_sensors(self):
+        """Sensor names are unique and every frame or joint a sensor names exists."""
+        names = [getattr(x, "name", None) for x in self.sensors]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ModelError(f"model {self.name!r}: sensor names used twice: {dup}")
+        for x in self.sensors:
+            for attr, lookup in (("frame", self.frame), ("joint", self.joint)):
+                ref = getattr(x, attr, None)
+                if ref is not None:
+                    try:
+                        lookup(ref)
+                    except KeyError as e:
+                        raise ModelError(f"model {self.name!r}: sensor {x.name!r}: {e.args[0]}") from None
+            for j in getattr(x, "joints", None) or ():
+                try:
+                    self.joint(j)
+                except KeyError as e:
+                    raise ModelError(f"model {self.name!r}: sensor {x.name!r}: {e.args[0]}") from None
+
+    def with_sensors(self, *sensors) -> "Model":
+        """A copy of this model carrying ``sensors`` (:mod:`sparsedyn.sensors`) after its own.
+
+        Sensors are model entries (DESIGN.md): an estimation problem built on the
+        model without an explicit sensor list measures these, each at an address
+        (offset, size) in one flat measurement vector, in this order.
+        """
+        return dataclasses.replace(self, sensors=self.sensors + tuple(sensors))
+
+    def sensor(self, name):
+        """The sensor called ``name``."""
+        for x in self.sensors:
+            if x.name == name:
+                return x
+        raise KeyError(f"model {self.name!r} has no sensor {name!r}")
 
     def _is_ancestor(self, a, k):
         while k >= 0:

@@ -10,12 +10,12 @@ verdict before any data, and its online phase solves one state or a batch::
     solver = prob.compile()                      # raises IllPosedError if ill-posed
     e = solver.solve(q, qd, y)                   # e.tau, e.f, e.contacts[...], e.named()
 
-Modules: :mod:`.sensors` (sensor kinds, contacts), :mod:`.files` (sensor files),
+Modules: :mod:`sparsedyn.sensors` (sensor kinds, contacts; model entries), :mod:`.files` (sensor files),
 :mod:`.problem` (problem, verdict, estimator, least squares), :mod:`.truth`
 (classical ground truth), :mod:`.casestudy` (Nori's humanoid case study, CLI reports).
 """
 
-from .sensors import (COMPONENTS, LOAD_CELLS, Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration,
+from ..sensors import (COMPONENTS, LOAD_CELLS, Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration,
                       JointTorque, KnownWrench, Prior, Sensor)
 from .problem import (RANK_RTOL, Estimate, EstimationProblem, Estimator, IllPosedError, StateSingularError,
                       Verdict)

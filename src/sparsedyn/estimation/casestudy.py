@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from .problem import EstimationProblem, IllPosedError
-from .sensors import LOAD_CELLS, ContactLoad, ForceTorque, JointTorque
+from ..sensors import LOAD_CELLS, ContactLoad, ForceTorque, JointTorque
 
 __all__ = ["FEET", "case_problems", "consistent_state", "sample_noise", "estimate_report", "estimation_demo"]
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .._files import read_table
 
-from .sensors import Contact, sensor_from_dict
+from ..sensors import Contact, sensor_from_dict
 
 __all__ = ["load_sensors", "problem_from_file", "parse_sensors"]
 

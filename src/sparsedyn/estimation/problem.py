@@ -16,7 +16,7 @@ The system is Nori's eq. (16), ``[D; D_Y] d + [b; b_Y] = 0``, built on
 * *exact*: the Newton-Euler rows, zero external wrench on bodies without a contact,
   zero force on unactuated (floating-base) joints, and exact sensors (known joint
   accelerations and known wrenches by default);
-* *soft*: every other sensor, with its covariance (and :class:`~.sensors.Prior` rows).
+* *soft*: every other sensor, with its covariance (and :class:`~sparsedyn.sensors.Prior` rows).
 
 Verdict (offline, :meth:`EstimationProblem.verdict`): the sparse layer's maximum
 matching gives the structural rank; the numeric rank of the dense system at a
@@ -52,7 +52,7 @@ from ..kinematics import _world_transforms, joint_transforms
 from ..sparse.assembly import SystemPattern, d_values, rhs_values
 from ..sparse.measurements import Kinematics
 from ..spatial import apply_force, apply_motion, pose
-from .sensors import Contact, JointAcceleration, Sensor
+from ..sensors import Contact, JointAcceleration, Sensor
 from .truth import contact_forces_to_bodies, newton_euler, pack_d
 
 __all__ = ["EstimationProblem", "Estimator", "Estimate", "Verdict", "IllPosedError", "StateSingularError",
@@ -174,21 +174,21 @@ class _Entry:
 class EstimationProblem:
     """A model, sensors (each an address into one flat measurement vector) and unknowns.
 
-    ``sensors``: :class:`~.sensors.Sensor` objects (:class:`~.sensors.Prior` ones
-    have no address).  ``contacts``: :class:`~.sensors.Contact` objects or frame
+    ``sensors``: :class:`~sparsedyn.sensors.Sensor` objects (:class:`~sparsedyn.sensors.Prior`
+    ones have no address); default ``model.sensors`` (see :meth:`Model.with_sensors`).  ``contacts``: :class:`~sparsedyn.sensors.Contact` objects or frame
     names: unknown contact wrenches (at most one per body).
     ``unknown_accelerations``: joint names whose acceleration is unknown.  Every
-    other joint acceleration not measured by a :class:`~.sensors.JointAcceleration`
+    other joint acceleration not measured by a :class:`~sparsedyn.sensors.JointAcceleration`
     sensor is known exactly and gets the implicit entry ``"qdd"`` at the front of
     the measurement vector.  Bodies with neither a contact nor a known wrench have
     zero external wrench; floating-base (free) joints have zero joint force.
     """
 
-    def __init__(self, model, sensors=(), contacts=(), unknown_accelerations=(), name=None):
+    def __init__(self, model, sensors=None, contacts=(), unknown_accelerations=(), name=None):
         self.model = model
         self.name = name or f"estimation on {model.name}"
         self.layout = sparse.Layout(model)
-        sensors = list(sensors)
+        sensors = list(model.sensors if sensors is None else sensors)   # default: the model's own sensors
         for s in sensors:
             if not isinstance(s, Sensor):
                 raise TypeError(f"sensors: expected Sensor objects, got {type(s).__name__}")
@@ -342,7 +342,7 @@ class EstimationProblem:
         """Ground truth by the classical recursion and the noise-free measurement vector.
 
         ``contact_wrenches``: ``{contact name: wrench at its frame (..., 6)}`` (missing: zero);
-        ``known_wrenches``: ``{frame: wrench at the frame}`` for :class:`~.sensors.KnownWrench`
+        ``known_wrenches``: ``{frame: wrench at the frame}`` for :class:`~sparsedyn.sensors.KnownWrench`
         sensors.  Returns ``(y, truth)``; ``truth`` is :func:`newton_euler`'s dict plus
         ``"d"`` and ``"contacts"``.
         """
@@ -496,7 +496,7 @@ class EstimationProblem:
 
     @staticmethod
     def _components(w):
-        from .sensors import COMPONENTS
+        from ..sensors import COMPONENTS
         w = w / np.max(np.abs(w))
         return "[" + ", ".join(f"{c}={x:+.2f}" for c, x in zip(COMPONENTS, w) if abs(x) > 1e-6) + "]"
 

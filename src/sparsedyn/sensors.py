@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spatial import apply_motion, cross3, force_matrix, motion_matrix
+from .spatial import apply_motion, cross3, force_matrix, motion_matrix
 
 __all__ = ["COMPONENTS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
            "KnownWrench", "Accelerometer", "Prior", "Contact", "LOAD_CELLS", "sensor_from_dict"]
