@@ -31,6 +31,8 @@ from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
 from . import constraints
 from . import estimation
 from .estimation import EstimationProblem, estimate_report, estimation_demo
+from . import codegen
+from .codegen import CompiledModel, compile, compile_report   # sparsedyn.compile(model) -> CompiledModel
 from .constraints import (ConstraintSet, JointCoupling, PointCoincidence, PointOnGround, Weld,
                           constrained_forward_dynamics, constrained_inverse_dynamics)
 
@@ -48,4 +50,5 @@ __all__ = [
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
     "estimation", "EstimationProblem", "estimate_report", "estimation_demo",
+    "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

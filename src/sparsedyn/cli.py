@@ -163,6 +163,14 @@ def main(argv=None) -> int:
     p_est.add_argument("model", help="a URDF path or a built-in model name")
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; see sparsedyn.estimation.files)")
     p_est.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
+    p_comp = sub.add_parser("compile", help="compile a model's kernels to native code; print flop counts and build times")
+    p_comp.add_argument("model", help="a URDF path or a built-in model name")
+    p_comp.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
+    p_comp.add_argument("--no-batch", action="store_true", help="build only the single-state library")
+    p_bench = sub.add_parser("bench", help="compiled sparsedyn vs Pinocchio (and MuJoCo), side by side in one run")
+    p_bench.add_argument("--models", nargs="+", help="built-in names or URDF paths (default: panda, talos, chains)")
+    p_bench.add_argument("--batch", type=int, default=10000, help="states per batch (default: %(default)s)")
+    p_bench.add_argument("--cache", action="store_true", help="reuse the user's build cache (default: a fresh one)")
     p_demo = sub.add_parser("demo", help="run the demo on the built-in humanoid")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
@@ -184,6 +192,14 @@ def main(argv=None) -> int:
             text = sparsity_report(load_model(args.model, args.floating_base), args.problem, args.plot, args.ordering)
             print(text)
             return 1 if text.startswith("structurally singular") else 0
+        elif args.command == "compile":
+            from .codegen import compile_report
+            print(compile_report(load_model(args.model, args.floating_base), progress=True,
+                                 vectorize=not args.no_batch))
+        elif args.command == "bench":
+            from .codegen.bench import DEFAULT_MODELS, bench_report
+            print(bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
+                               progress=lambda m: print(f"  .. {m}", file=sys.stderr, flush=True)))
         else:
             print(demo(args.seed, args.plot or None))
     except (ModelError, FileNotFoundError, ValueError, KeyError) as e:

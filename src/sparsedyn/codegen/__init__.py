@@ -1,0 +1,23 @@
+"""Compiled kernels: trace once, emit native code, run single-state and batched, count every flop.
+
+``k = sparsedyn.compile(model)`` traces the existing NumPy kernels of sparsedyn
+(RNEA, bias forces, ABA, CRBA, Carpentier's inverse, forward kinematics) on
+symbolic scalars into straight-line programs (:mod:`.ir`, :mod:`.trace`),
+emits C (:mod:`.cemit`), builds a shared library in a user-private cache
+(:mod:`.build`) and returns a :class:`CompiledModel` whose methods
+``k.rnea, k.bias, k.aba, k.crba, k.minv, k.fk`` take one state or a batch.
+The compiler never re-implements dynamics: it only records what the kernels do.
+
+``sparsedyn.compile`` is :func:`sparsedyn.codegen.api.compile`; this subpackage
+holds the machinery (:mod:`.ir`, :mod:`.trace`, :mod:`.cemit`, :mod:`.build`,
+:mod:`.fastcall`, :mod:`.bench`).
+"""
+
+from .api import CompiledModel, KernelInfo, compile, compile_report
+from .bench import bench_report
+from .build import BuildError, CacheDirWarning, CompilerNotFoundWarning
+from .ir import Graph, Program, Sym
+from .trace import DEFAULT_KERNELS, KERNELS, trace
+
+__all__ = ["compile", "compile_report", "bench_report", "CompiledModel", "KernelInfo", "CompilerNotFoundWarning",
+           "CacheDirWarning", "BuildError", "Graph", "Program", "Sym", "trace", "DEFAULT_KERNELS", "KERNELS"]

@@ -1,0 +1,408 @@
+"""Symbolic scalars and the straight-line intermediate representation (IR).
+
+A kernel of sparsedyn runs unchanged on NumPy ``dtype=object`` arrays.  When the
+elements of the input arrays are :class:`Sym` objects, every arithmetic
+operation the kernel performs on them is recorded in a :class:`Graph`: a
+static-single-assignment (SSA) program, one node per scalar operation.
+
+While recording, the graph
+
+* **folds constants**: an operation with the int ``0`` (a structural zero, e.g.
+  from ``np.zeros(..., dtype=object)``) or a float ``0.0`` / ``1.0`` / ``-1.0``
+  (from a model constant or a constant matrix such as ``np.eye(3)``) is
+  simplified away (``x * 0 -> 0``, ``x + 0 -> x``, ``x * 1 -> x``,
+  ``x * -1 -> -x``, ``0 / x -> 0``); operations between plain numbers never
+  reach the graph at all (NumPy evaluates them);
+* **canonicalises negations** so that they move outwards and are absorbed by
+  additions (``a + (-b) -> a - b``, ``(-a) * b -> -(a * b)``,
+  ``x * (-c) -> -(x * c)``, ``-(a - b) -> b - a``); every one of these rewrites
+  is exact in IEEE arithmetic;
+* **merges common subexpressions** by hash-consing: a node is identified by
+  ``(op, operands)`` and the operands of ``+`` and ``*`` are sorted (both are
+  exactly commutative in IEEE arithmetic).
+
+No rewrite reassociates or distributes, so the compiled program computes every
+value with the same operations, in the same order, as the NumPy kernel up to
+the summation order inside NumPy's own reductions (``@``).  The only results
+that may differ from the NumPy float path are then the last bits, and the
+behaviour on ``inf``/``nan`` (``x * 0`` is ``0`` here, a structural zero).
+
+:meth:`Graph.program` removes dead code (nodes no output depends on) and
+returns a :class:`Program`: the live nodes in topological order, renumbered,
+with the outputs.  The program is the single source of the emitted C code
+and of the flop counts (:meth:`Program.flops`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Sym", "Graph", "Program", "OPS", "FLOP_KINDS"]
+
+# Opcodes.  INPUT nodes carry (argument index, flat element index); CONST nodes a float.
+INPUT, CONST, NEG, ADD, SUB, MUL, DIV, SIN, COS, SQRT = range(10)
+OPS = ("input", "const", "neg", "add", "sub", "mul", "div", "sin", "cos", "sqrt")
+#: Flop categories reported by :meth:`Program.flops` (``neg`` is a sign flip, not a flop).
+FLOP_KINDS = ("mul", "add", "div", "sqrt", "sin", "cos", "neg")
+_UNARY = (NEG, SIN, COS, SQRT)
+
+
+_NUM_TYPES = frozenset((int, float, np.float64))
+
+
+def _is_num(x):
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+class Sym:
+    """A symbolic scalar: node ``i`` of graph ``g``.  Supports ``+ - * /``, unary ``-``,
+    and the ``sin``/``cos``/``sqrt`` methods NumPy's object loops call."""
+
+    __slots__ = ("g", "i")
+
+    def __init__(self, g, i):
+        self.g = g
+        self.i = i
+
+    def __repr__(self):
+        return f"Sym(t{self.i})"
+
+    # NumPy object arrays and the kernels never compare or branch on values.
+    def __bool__(self):
+        raise TypeError("a traced value has no truth value: kernels must not branch on values")
+
+    def __add__(self, o):
+        if o.__class__ is Sym:
+            return self.g.add(self.i, o.i)
+        if o.__class__ not in _NUM_TYPES and not _is_num(o):
+            return NotImplemented
+        if o == 0:
+            return self
+        return self.g.add_const(self.i, float(o))
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        if o.__class__ is Sym:
+            return self.g.sub(self.i, o.i)
+        if o.__class__ not in _NUM_TYPES and not _is_num(o):
+            return NotImplemented
+        if o == 0:
+            return self
+        return self.g.add_const(self.i, -float(o))
+
+    def __rsub__(self, o):
+        if o.__class__ not in _NUM_TYPES and not _is_num(o):
+            return NotImplemented
+        if o == 0:
+            return self.g.neg(self.i)
+        return self.g.const_sub(float(o), self.i)
+
+    def __mul__(self, o):
+        if o.__class__ is Sym:
+            return self.g.mul(self.i, o.i)
+        if o.__class__ not in _NUM_TYPES and not _is_num(o):
+            return NotImplemented
+        if o == 0:
+            return 0
+        return self.g.mul_const(self.i, float(o))
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        if o.__class__ is Sym:
+            return self.g.div(self.i, o.i)
+        if o.__class__ not in _NUM_TYPES and not _is_num(o):
+            return NotImplemented
+        if o == 0:
+            raise ZeroDivisionError("traced division by a constant zero")
+        return self.g.div_const(self.i, float(o))
+
+    def __rtruediv__(self, o):
+        if o.__class__ not in _NUM_TYPES and not _is_num(o):
+            return NotImplemented
+        if o == 0:
+            return 0
+        return self.g.const_div(float(o), self.i)
+
+    def __neg__(self):
+        return self.g.neg(self.i)
+
+    def __pos__(self):
+        return self
+
+    def sin(self):
+        return self.g.unary(SIN, self.i)
+
+    def cos(self):
+        return self.g.unary(COS, self.i)
+
+    def sqrt(self):
+        return self.g.unary(SQRT, self.i)
+
+
+class Graph:
+    """A growing SSA graph with hash-consing and constant folding (see the module docstring).
+
+    ``nodes[i] = (op, x, y)``: operands ``x``, ``y`` are node ids (``y = -1``
+    for unary ops); for ``INPUT`` they are (argument index, flat element index),
+    for ``CONST`` ``x`` is the float value.
+    """
+
+    def __init__(self):
+        self.nodes = []
+        self._table = {}
+        self._neg_of = {}       # node id -> id of its negation's operand (for NEG nodes)
+
+    # --- node creation -------------------------------------------------------
+    def _node(self, key):
+        i = self._table.get(key)
+        if i is None:
+            i = len(self.nodes)
+            self.nodes.append(key)
+            self._table[key] = i
+            if key[0] == NEG:
+                self._neg_of[i] = key[1]
+        return i
+
+    def _sym(self, key):
+        return Sym(self, self._node(key))
+
+    def input(self, arg, index):
+        return self._sym((INPUT, arg, index))
+
+    def inputs(self, arg, shape):
+        """An object array of fresh input symbols (argument ``arg``, C order)."""
+        n = int(np.prod(shape, dtype=int))
+        out = np.empty(n, dtype=object)
+        for k in range(n):
+            out[k] = self.input(arg, k)
+        return out.reshape(shape)
+
+    def const(self, value):
+        return self._node((CONST, float(value), -1))
+
+    # --- folding rules (all exact in IEEE arithmetic) ---------------------------
+    def neg(self, a):
+        x = self._neg_of.get(a)
+        if x is not None:
+            return Sym(self, x)                       # --x = x
+        n = self.nodes[a]
+        if n[0] == SUB:
+            return self._sym((SUB, n[2], n[1]))      # -(x - y) = y - x
+        return self._sym((NEG, a, -1))
+
+    def add(self, a, b):
+        na, nb = self._neg_of.get(a), self._neg_of.get(b)
+        if nb is not None:
+            if na is not None:
+                return self.neg(self._node((ADD,) + _sorted(na, nb)))   # -x + -y = -(x + y)
+            return self.sub(a, nb)                                         # a + -y = a - y
+        if na is not None:
+            return self.sub(b, na)                                         # -x + b = b - x
+        return self._sym((ADD,) + _sorted(a, b))
+
+    def sub(self, a, b):
+        if a == b:
+            return 0
+        na, nb = self._neg_of.get(a), self._neg_of.get(b)
+        if nb is not None:
+            if na is not None:
+                return self.sub(nb, na)                                    # -x - -y = y - x
+            return self.add(a, nb)                                         # a - -y = a + y
+        if na is not None:
+            return self.neg(self._node((ADD,) + _sorted(na, b)))           # -x - b = -(x + b)
+        return self._sym((SUB, a, b))
+
+    def add_const(self, a, c):
+        """``a + c`` for a nonzero float ``c``."""
+        na = self._neg_of.get(a)
+        if na is not None:
+            return self.neg(self._node((SUB, na, self.const(c))))          # -x + c = -(x - c)
+        if c < 0:
+            return self._sym((SUB, a, self.const(-c)))
+        return self._sym((ADD,) + _sorted(a, self.const(c)))
+
+    def const_sub(self, c, a):
+        """``c - a`` for a nonzero float ``c``."""
+        na = self._neg_of.get(a)
+        if na is not None:
+            return self.add_const(na, c)                                   # c - -x = x + c
+        if c < 0:
+            return self.neg(self._node((ADD,) + _sorted(a, self.const(-c))))   # -k - a = -(a + k)
+        return self._sym((SUB, self.const(c), a))
+
+    def mul(self, a, b):
+        na, nb = self._neg_of.get(a), self._neg_of.get(b)
+        if na is not None or nb is not None:
+            x = a if na is None else na
+            y = b if nb is None else nb
+            m = self._node((MUL,) + _sorted(x, y))
+            return Sym(self, m) if (na is None) == (nb is None) else self.neg(m)
+        return self._sym((MUL,) + _sorted(a, b))
+
+    def mul_const(self, a, c):
+        """``a * c`` for a nonzero float ``c``."""
+        if c == 1.0:
+            return Sym(self, a)
+        if c == -1.0:
+            return self.neg(a)
+        neg = c < 0
+        na = self._neg_of.get(a)
+        if na is not None:
+            a, neg = na, not neg
+        m = self._node((MUL,) + _sorted(a, self.const(abs(c))))
+        return self.neg(m) if neg else Sym(self, m)
+
+    def div(self, a, b):
+        na, nb = self._neg_of.get(a), self._neg_of.get(b)
+        x = a if na is None else na
+        y = b if nb is None else nb
+        d = self._node((DIV, x, y))
+        return Sym(self, d) if (na is None) == (nb is None) else self.neg(d)
+
+    def div_const(self, a, c):
+        if c == 1.0:
+            return Sym(self, a)
+        if c == -1.0:
+            return self.neg(a)
+        return self.div(a, self.const(c) if c > 0 else self._node((NEG, self.const(-c), -1)))
+
+    def const_div(self, c, a):
+        """``c / a`` for a nonzero float ``c``."""
+        na = self._neg_of.get(a)
+        x = a if na is None else na
+        d = self._node((DIV, self.const(abs(c)), x))
+        return Sym(self, d) if (c > 0) == (na is None) else self.neg(d)
+
+    def unary(self, op, a):
+        na = self._neg_of.get(a)
+        if na is not None:
+            if op == COS:
+                return self._sym((COS, na, -1))          # cos(-x) = cos(x)
+            if op == SIN:
+                return self.neg(self._node((SIN, na, -1)))   # sin(-x) = -sin(x)
+        return self._sym((op, a, -1))
+
+    # --- the program ------------------------------------------------------------
+    def program(self, outputs, input_shapes, name="kernel"):
+        """Dead-code-eliminated :class:`Program` computing ``outputs``.
+
+        ``outputs``: list of object arrays (elements: Sym, int or float);
+        ``input_shapes``: list of the shapes of the traced input arguments.
+        """
+        flat = [np.asarray(o, dtype=object).reshape(-1) for o in outputs]
+        live = bytearray(len(self.nodes))
+        stack = [x.i for f in flat for x in f if x.__class__ is Sym]
+        for i in stack:
+            live[i] = 1
+        nodes = self.nodes
+        while stack:
+            op, x, y = nodes[stack.pop()]
+            if op > CONST:
+                for k in (x, y):
+                    if k >= 0 and not live[k]:
+                        live[k] = 1
+                        stack.append(k)
+        new = {}
+        prog = []
+        for i, n in enumerate(nodes):
+            if not live[i]:
+                continue
+            op, x, y = n
+            if op > CONST:
+                x = new[x]
+                y = new[y] if y >= 0 else -1
+            new[i] = len(prog)
+            prog.append((op, x, y))
+        outs = []
+        for f in flat:
+            row = []
+            for x in f:
+                if x.__class__ is Sym:
+                    row.append(("node", new[x.i]))
+                elif _is_num(x):
+                    row.append(("const", float(x)))
+                else:
+                    raise TypeError(f"traced output of type {type(x).__name__} is neither a symbol nor a number")
+            outs.append(row)
+        return Program(name, prog, outs, [tuple(s) for s in input_shapes], [np.shape(o) for o in outputs])
+
+
+def _sorted(a, b):
+    return (a, b) if a <= b else (b, a)
+
+
+@dataclass
+class Program:
+    """A straight-line program: ``nodes`` in topological order, ``outputs[k][j]`` the value of
+    element ``j`` (C order) of output ``k`` as ``("node", id)`` or ``("const", value)``."""
+
+    name: str
+    nodes: list
+    outputs: list
+    input_shapes: list
+    output_shapes: list
+    _text: str | None = field(default=None, repr=False)
+
+    def flops(self) -> dict:
+        """Operation counts by kind (see :data:`FLOP_KINDS`); ``add`` counts additions and subtractions."""
+        count = dict.fromkeys(FLOP_KINDS, 0)
+        names = {NEG: "neg", ADD: "add", SUB: "add", MUL: "mul", DIV: "div", SIN: "sin", COS: "cos",
+                 SQRT: "sqrt"}
+        for op, _, _ in self.nodes:
+            k = names.get(op)
+            if k is not None:
+                count[k] += 1
+        count["total"] = sum(count[k] for k in FLOP_KINDS if k != "neg")
+        return count
+
+    def text(self) -> str:
+        """Canonical text of the program (the content the build cache hashes)."""
+        if self._text is None:
+            lines = [f"program {self.name} inputs {self.input_shapes} outputs {self.output_shapes}"]
+            for i, (op, x, y) in enumerate(self.nodes):
+                if op == CONST:
+                    lines.append(f"t{i} = const {float(x).hex()}")
+                elif op == INPUT:
+                    lines.append(f"t{i} = input {x} {y}")
+                elif op in _UNARY:
+                    lines.append(f"t{i} = {OPS[op]} t{x}")
+                else:
+                    lines.append(f"t{i} = {OPS[op]} t{x} t{y}")
+            for k, row in enumerate(self.outputs):
+                lines.append(f"out{k} = " + " ".join(f"t{v}" if t == "node" else float(v).hex() for t, v in row))
+            self._text = "\n".join(lines) + "\n"
+        return self._text
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.text().encode()).hexdigest()
+
+    def evaluate(self, inputs):
+        """Interpret the program on float inputs (one state; a slow reference for tests)."""
+        import math
+        flat = [np.asarray(x, dtype=float).reshape(-1) for x in inputs]
+        val = [0.0] * len(self.nodes)
+        fns = {SIN: math.sin, COS: math.cos, SQRT: math.sqrt}
+        for i, (op, x, y) in enumerate(self.nodes):
+            if op == INPUT:
+                val[i] = float(flat[x][y])
+            elif op == CONST:
+                val[i] = x
+            elif op == NEG:
+                val[i] = -val[x]
+            elif op == ADD:
+                val[i] = val[x] + val[y]
+            elif op == SUB:
+                val[i] = val[x] - val[y]
+            elif op == MUL:
+                val[i] = val[x] * val[y]
+            elif op == DIV:
+                val[i] = val[x] / val[y]
+            else:
+                val[i] = fns[op](val[x])
+        return [np.array([val[v] if t == "node" else v for t, v in row]).reshape(s)
+                for row, s in zip(self.outputs, self.output_shapes)]

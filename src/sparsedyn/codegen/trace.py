@@ -1,0 +1,117 @@
+"""Tracing the existing kernels into :class:`~sparsedyn.codegen.ir.Program` objects.
+
+Each compiled kernel is described by a :class:`KernelSpec`: the named input
+arrays (shapes for one state), the output shapes, and a function that calls the
+*unchanged* NumPy kernel of sparsedyn on object arrays of symbols.  Nothing
+here knows any physics: it only says which kernel takes which arrays.
+
+==============  ==========================================  ==========================================
+kernel          inputs (one state)                          outputs (one state)
+==============  ==========================================  ==========================================
+``rnea``        q (nq), v (nv), a (nv)                      tau (nv)
+``bias``        q (nq), v (nv)                              C (nv)
+``aba``         q (nq), v (nv), tau (nv)                    qdd (nv)
+``crba``        q (nq)                                      H (nv, nv)
+``minv``        q (nq)                                      Minv (nv, nv)
+``fk``          q (nq)                                      R (NB, 3, 3), p (NB, 3)
+``*_ext``       as above plus f_ext (NB, 6), gravity (3)    as above (rnea, bias, aba only)
+==============  ==========================================  ==========================================
+
+The plain variants fold ``model.gravity`` (and the absence of external forces)
+into the program; the ``_ext`` variants take them as inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .ir import Graph, Program
+
+__all__ = ["KernelSpec", "KERNELS", "DEFAULT_KERNELS", "kernel_spec", "trace"]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    inputs: tuple          # argument names
+    outputs: tuple         # output names
+    shapes: Callable       # model -> dict name -> shape (one state)
+    call: Callable         # (model, *object arrays) -> tuple of output arrays
+
+
+def _shapes(model):
+    return {"q": (model.nq,), "v": (model.nv,), "a": (model.nv,), "tau": (model.nv,), "qdd": (model.nv,),
+            "C": (model.nv,), "H": (model.nv, model.nv), "Minv": (model.nv, model.nv),
+            "R": (model.nbodies, 3, 3), "p": (model.nbodies, 3), "f_ext": (model.nbodies, 6), "gravity": (3,)}
+
+
+def _rnea(model, q, v, a, f_ext=None, g=None):
+    from ..rnea import rnea_kernel
+    return (rnea_kernel(model, q, v, a, f_ext, g),)
+
+
+def _bias(model, q, v, f_ext=None, g=None):
+    from ..crba import bias_kernel
+    return (bias_kernel(model, q, v, f_ext, g),)
+
+
+def _aba(model, q, v, tau, f_ext=None, g=None):
+    from ..aba import aba_kernel
+    return (aba_kernel(model, q, v, tau, f_ext, g, check=None),)
+
+
+def _crba(model, q):
+    from ..crba import crba_kernel
+    return (crba_kernel(model, q),)
+
+
+def _minv(model, q):
+    from ..minv import minv_kernel
+    return (minv_kernel(model, q, check=None),)
+
+
+def _fk(model, q):
+    from ..kinematics import forward_kinematics
+    return forward_kinematics(model, q)
+
+
+KERNELS = {
+    "rnea": KernelSpec("rnea", ("q", "v", "a"), ("tau",), _shapes, _rnea),
+    "bias": KernelSpec("bias", ("q", "v"), ("C",), _shapes, _bias),
+    "aba": KernelSpec("aba", ("q", "v", "tau"), ("qdd",), _shapes, _aba),
+    "crba": KernelSpec("crba", ("q",), ("H",), _shapes, _crba),
+    "minv": KernelSpec("minv", ("q",), ("Minv",), _shapes, _minv),
+    "fk": KernelSpec("fk", ("q",), ("R", "p"), _shapes, _fk),
+    "rnea_ext": KernelSpec("rnea_ext", ("q", "v", "a", "f_ext", "gravity"), ("tau",), _shapes, _rnea),
+    "bias_ext": KernelSpec("bias_ext", ("q", "v", "f_ext", "gravity"), ("C",), _shapes, _bias),
+    "aba_ext": KernelSpec("aba_ext", ("q", "v", "tau", "f_ext", "gravity"), ("qdd",), _shapes, _aba),
+}
+#: Kernels built by :func:`sparsedyn.compile.compile` unless told otherwise.
+DEFAULT_KERNELS = ("rnea", "bias", "aba", "crba", "minv", "fk")
+
+
+def kernel_spec(name) -> KernelSpec:
+    try:
+        return KERNELS[name]
+    except KeyError:
+        raise ValueError(f"unknown kernel {name!r}; known kernels: {', '.join(KERNELS)}") from None
+
+
+def trace(model, name) -> Program:
+    """Trace kernel ``name`` of ``model`` into a dead-code-free :class:`Program`."""
+    spec = kernel_spec(name)
+    shapes = spec.shapes(model)
+    g = Graph()
+    args = [g.inputs(k, shapes[n]) for k, n in enumerate(spec.inputs)]
+    t0 = time.perf_counter()
+    outs = spec.call(model, *args)
+    out_shapes = [shapes[n] for n in spec.outputs]
+    outs = [np.broadcast_to(np.asarray(o, dtype=object), s) for o, s in zip(outs, out_shapes)]
+    prog = g.program(outs, [shapes[n] for n in spec.inputs], name=name)
+    prog.trace_seconds = time.perf_counter() - t0
+    prog.graph_nodes = len(g.nodes)
+    return prog

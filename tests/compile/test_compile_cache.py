@@ -1,0 +1,120 @@
+"""The build cache: concurrent builds, truncated and foreign files, private directories."""
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rel_err
+from sdcompile_helpers import compile_cache, subprocess_env  # noqa: F401  (fixture)
+from sparsedyn.codegen import CacheDirWarning, build
+
+CHILD = textwrap.dedent("""
+    import sys, numpy as np, sparsedyn as sd
+    m = sd.serial_chain(4, name="race")
+    k = sd.compile(m, kernels=("rnea", "crba"))
+    q = np.linspace(-1.0, 1.0, 4)
+    err = np.abs(k.rnea(q, q, q) - sd.rnea(m, q, q, q)).max() + np.abs(k.crba(q) - sd.crba(m, q)).max()
+    print("OK" if err < 1e-12 and k.compiled else f"BAD {err}", k.built["single"])
+""")
+
+
+def run_child(cache, code=CHILD):
+    return subprocess.Popen([sys.executable, "-c", code], env=subprocess_env(cache), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def libraries(d):
+    return sorted(p.name for p in d.iterdir() if p.name.startswith("sd_") and p.suffix == ".so")
+
+
+def test_two_processes_build_the_same_kernel(tmp_path):
+    cache = tmp_path / "cache"
+    procs = [run_child(cache) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert out.startswith("OK"), out + err
+    # One of them built, the other waited for it and loaded it (or both built: same result).
+    assert "True" in "".join(o for o, _ in outs)
+    libs = libraries(cache)
+    assert len(libs) == 1
+    so = cache / libs[0]
+    assert build._valid(so, so.with_suffix(".sha256"))
+    assert not [p for p in cache.iterdir() if p.name.startswith("build-")]     # no temporary leftovers
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    # A third process finds everything in the cache.
+    out, err = run_child(cache).communicate(timeout=300)
+    assert out.split() == ["OK", "False"], out + err
+
+
+def test_truncated_and_foreign_libraries_are_rebuilt(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    out, err = run_child(cache).communicate(timeout=300)
+    assert out.startswith("OK"), out + err
+    (lib,) = libraries(cache)
+    so = cache / lib
+    data = so.read_bytes()
+    # Truncated (an interrupted copy, a full disk): the hash no longer matches.
+    so.write_bytes(data[: len(data) // 2])
+    out, err = run_child(cache).communicate(timeout=300)
+    assert out.split() == ["OK", "True"], out + err
+    assert so.read_bytes() == data or build._valid(so, so.with_suffix(".sha256"))
+    # Foreign: another valid library with a matching hash file, but not the one for this key.
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(cache))
+    other = sd.compile(sd.serial_chain(2, name="other"), kernels=("rnea",))
+    (other_lib,) = [p for p in libraries(cache) if p != lib]
+    so.write_bytes((cache / other_lib).read_bytes())
+    so.with_suffix(".sha256").write_text(build._sha256(so) + "\n")
+    out, err = run_child(cache).communicate(timeout=300)
+    assert out.split() == ["OK", "True"], out + err
+    assert other.compiled
+
+
+def test_cache_directory_is_private(tmp_path, monkeypatch):
+    d = tmp_path / "new" / "cache"
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(d))
+    assert build.cache_dir() == d
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(shared))
+    monkeypatch.setattr(build, "_fallback_dir", None)
+    with pytest.warns(CacheDirWarning, match="writable by others"):
+        used = build.cache_dir()
+    try:
+        assert used != shared and stat.S_IMODE(used.stat().st_mode) == 0o700
+    finally:
+        import shutil
+        shutil.rmtree(used, ignore_errors=True)
+
+
+def test_cached_reuse_is_fast(compile_cache):
+    """Loading a compiled model again needs no tracing (manifest) and no compiler run."""
+    import time
+    m = sd.serial_chain(6, name="reuse")
+    sd.compile(m, kernels=("rnea", "aba"))
+    t0 = time.perf_counter()
+    k = sd.compile(m, kernels=("rnea", "aba"))
+    elapsed = time.perf_counter() - t0
+    assert k.built == {"single": False}
+    assert elapsed < 5.0          # generous: tests never assert wall-clock budgets, only "no rebuild"
+    q = np.zeros(6)
+    assert rel_err(k.aba(q, q, q), sd.aba(m, q, q, q)) < 1e-12
+
+
+def test_compiler_probe_is_cached(compile_cache, monkeypatch):
+    monkeypatch.setattr(build, "_probed", {})
+    c1 = build.find_compiler()
+    assert c1 is not None and "-ffp-contract=off" in c1.flags
+    assert list(compile_cache.glob("probe_*.json"))
+    monkeypatch.setattr(build, "_probed", {})
+    monkeypatch.setattr(build, "_probe", lambda *a: pytest.fail("probed again"))
+    c2 = build.find_compiler()
+    assert (c2.argv, c2.ident, c2.flags) == (c1.argv, c1.ident, c1.flags)
