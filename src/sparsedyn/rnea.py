@@ -16,11 +16,17 @@ from . import _checks
 from .kinematics import joint_transforms
 from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion
 
-__all__ = ["rnea", "generalized_gravity", "nonlinear_effects"]
+__all__ = ["rnea", "generalized_gravity", "nonlinear_effects", "rnea_kernel", "rnea_passes"]
 
 
-def rnea_kernel(model, q, qd, qdd, f_ext=None, gravity=None):
-    """Unchecked RNEA core; arrays of any backend with common leading axes."""
+def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
+    """Unchecked RNEA core: ``(v, a, f, tau)`` lists by body (backend-generic).
+
+    ``v[i]``, ``a[i]``: body velocity and acceleration in body coordinates, ``a``
+    including ``-g`` (the fictitious base acceleration); ``f[i]``: the spatial
+    force transmitted from the parent across joint ``i`` (Nori's ``f_i``);
+    ``tau[i]``: joint ``i``'s forces ``S_i^T f_i``.
+    """
     g = model.gravity if gravity is None else gravity
     a_grav = np.concatenate([0 * g, g], -1)
     Xup, S = joint_transforms(model, q)
@@ -45,6 +51,12 @@ def rnea_kernel(model, q, qd, qdd, f_ext=None, gravity=None):
         p = model.parent[i]
         if p >= 0:
             f[p] = f[p] + apply_force_transpose(Xup[i], f[i])
+    return v, a, f, tau
+
+
+def rnea_kernel(model, q, qd, qdd, f_ext=None, gravity=None):
+    """Unchecked RNEA: ``tau`` (..., nv); arrays of any backend with common leading axes."""
+    tau = rnea_passes(model, q, qd, qdd, f_ext, gravity)[3]
     shape = np.broadcast_shapes(*(t.shape[:-1] for t in tau))
     return np.concatenate([np.broadcast_to(t, shape + t.shape[-1:]) for t in tau], -1)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
-from ..kinematics import joint_transforms
-from ..spatial import apply_force, apply_force_transpose, apply_motion, cross_force, cross_motion, inverse
+from ..rnea import rnea_passes
+from ..spatial import apply_force, inverse
 
 __all__ = ["newton_euler", "pack_d", "contact_forces_to_bodies"]
 
@@ -25,27 +25,8 @@ def newton_euler(model, q, qd, qdd, f_ext=None, gravity=None) -> dict:
     """
     q, qd, qdd, f_ext, g, shape, _ = _checks.dynamics(model, q, qd, qdd, f_ext, gravity, "qdd",
                                                       "nv joint accelerations")
-    a_grav = np.concatenate([0 * g, g], -1)
-    Xup, S = joint_transforms(model, q)
+    _, a, f, tau = rnea_passes(model, q, qd, qdd, f_ext, g)
     NB = model.nbodies
-    v, a, f = [None] * NB, [None] * NB, [None] * NB
-    for i in range(NB):
-        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
-        aJ = (S[i] @ qdd[..., model.v_slice(i), None])[..., 0]
-        p = model.parent[i]
-        if p < 0:
-            v[i], a[i] = vJ, apply_motion(Xup[i], -a_grav) + aJ
-        else:
-            v[i] = apply_motion(Xup[i], v[p]) + vJ
-            a[i] = apply_motion(Xup[i], a[p]) + aJ + cross_motion(v[i], vJ)
-        f[i] = (model.inertia[i] @ a[i][..., None])[..., 0] + cross_force(v[i], (model.inertia[i] @ v[i][..., None])[..., 0])
-        if f_ext is not None:
-            f[i] = f[i] - f_ext[..., i, :]
-    for i in range(NB - 1, -1, -1):
-        p = model.parent[i]
-        if p >= 0:
-            f[p] = f[p] + apply_force_transpose(Xup[i], f[i])
-    tau = [(S[i].T @ f[i][..., None])[..., 0] for i in range(NB)]
     b = lambda x: np.broadcast_to(x, shape + x.shape[-1:])  # noqa: E731
     fx = np.zeros(shape + (NB, 6)) if f_ext is None else np.broadcast_to(f_ext, shape + (NB, 6))
     return {"a": np.stack([b(x) for x in a], -2), "f": np.stack([b(x) for x in f], -2),
