@@ -138,6 +138,25 @@ def _adjacency(n_rows, n_cols, rows, cols):
     return by_row, by_col
 
 
+def _alternating_reach(starts, adjacency, match):
+    """Nodes reachable from ``starts`` by alternating paths (any edge out, matched edge back).
+
+    Returns ``(nodes on the starting side, nodes on the other side)``, sorted.
+    """
+    seen, other = set(starts), set()
+    stack = list(seen)
+    while stack:
+        x = stack.pop()
+        for y in adjacency[x]:
+            if y not in other:
+                other.add(y)
+                x2 = match[y]
+                if x2 >= 0 and x2 not in seen:
+                    seen.add(x2)
+                    stack.append(x2)
+    return sorted(seen), sorted(other)
+
+
 def undetermined(n_rows, n_cols, rows, cols, match_r, match_c):
     """``(columns, rows)`` reachable by alternating paths from the unmatched columns.
 
@@ -145,38 +164,35 @@ def undetermined(n_rows, n_cols, rows, cols, match_r, match_c):
     block of the Dulmage-Mendelsohn decomposition); empty when the structural
     rank equals the number of columns.
     """
-    by_row, by_col = _adjacency(n_rows, n_cols, rows, cols)
-    seen_c = {c for c in range(n_cols) if match_c[c] < 0}
-    seen_r = set()
-    stack = list(seen_c)
-    while stack:
-        c = stack.pop()
-        for r in by_col[c]:
-            if r not in seen_r:
-                seen_r.add(r)
-                c2 = match_r[r]
-                if c2 >= 0 and c2 not in seen_c:
-                    seen_c.add(c2)
-                    stack.append(c2)
-    return sorted(seen_c), sorted(seen_r)
+    _, by_col = _adjacency(n_rows, n_cols, rows, cols)
+    return _alternating_reach([c for c in range(n_cols) if match_c[c] < 0], by_col, match_r)
 
 
 def overdetermined(n_rows, n_cols, rows, cols, match_r, match_c):
     """``(rows, columns)`` reachable by alternating paths from the unmatched rows (redundant equations)."""
-    by_row, by_col = _adjacency(n_rows, n_cols, rows, cols)
-    seen_r = {r for r in range(n_rows) if match_r[r] < 0}
-    seen_c = set()
-    stack = list(seen_r)
-    while stack:
-        r = stack.pop()
-        for c in by_row[r]:
-            if c not in seen_c:
-                seen_c.add(c)
-                r2 = match_c[c]
-                if r2 >= 0 and r2 not in seen_r:
-                    seen_r.add(r2)
-                    stack.append(r2)
-    return sorted(seen_r), sorted(seen_c)
+    by_row, _ = _adjacency(n_rows, n_cols, rows, cols)
+    return _alternating_reach([r for r in range(n_rows) if match_r[r] < 0], by_row, match_c)
+
+
+def topological_order(deps, users, key):
+    """Kahn's algorithm on nodes ``0..len(deps)-1``: dependencies first, ties by ``key(k)``.
+
+    ``deps[k]``: nodes that must come before ``k``; ``users[k]``: nodes that depend
+    on ``k``.  Returns the order (a list of node indices; shorter than the node
+    count when the graph has a cycle).
+    """
+    waiting = [len(d) for d in deps]
+    heap = [(key(k), k) for k in range(len(deps)) if waiting[k] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, k = heapq.heappop(heap)
+        order.append(k)
+        for u in users[k]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(heap, (key(u), u))
+    return order
 
 
 def block_triangular(n, rows, cols, match_c):
@@ -207,16 +223,6 @@ def block_triangular(n, rows, cols, match_c):
         if s != d and d not in deps[s]:
             deps[s].add(d)
             users[d].add(s)
-    waiting = [len(d) for d in deps]
-    heap = [(members[k][0], k) for k in range(nb) if waiting[k] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, k = heapq.heappop(heap)
-        order.append(members[k])
-        for u in users[k]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(heap, (members[u][0], u))
-    assert len(order) == nb
-    return order
+    order = topological_order(deps, users, key=lambda k: members[k][0])
+    assert len(order) == nb                     # the condensation of a digraph is acyclic
+    return [members[k] for k in order]

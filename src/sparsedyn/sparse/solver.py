@@ -35,7 +35,6 @@ returned: a state that is singular even with pivoting raises.
 
 from __future__ import annotations
 
-import heapq
 import warnings
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -46,7 +45,7 @@ from .. import _checks
 from .. import backend as bk
 from ..kinematics import joint_transforms
 from .assembly import SystemPattern, d_values, rhs_values
-from .matching import block_triangular, overdetermined, preferred_matching, undetermined
+from .matching import block_triangular, overdetermined, preferred_matching, topological_order, undetermined
 from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem
 from .ordering import ORDERINGS, _SUPERLU, articulated_order, superlu_order, symbolic_lu
 
@@ -493,18 +492,8 @@ def _topological(units, pattern, row_entries):
                 if J != K:
                     deps[K].add(J)
                     users[J].add(K)
-    waiting = [len(d) for d in deps]
-    heap = [(min(u["cols"]), K) for K, u in enumerate(units) if not waiting[K]]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, K = heapq.heappop(heap)
-        order.append(units[K])
-        for U in users[K]:
-            waiting[U] -= 1
-            if not waiting[U]:
-                heapq.heappush(heap, (min(units[U]["cols"]), U))
-    return order if len(order) == len(units) else None
+    order = topological_order(deps, users, key=lambda K: min(units[K]["cols"]))
+    return [units[K] for K in order] if len(order) == len(units) else None
 
 
 def _merge_articulated(pattern, units, row_entries):
