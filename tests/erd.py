@@ -4,24 +4,20 @@ Both are test dependencies installed by the test command.  Nothing here skips:
 a missing oracle makes the tests that use it fail.
 """
 
-import site
-import sys
 from pathlib import Path
 
 import pinocchio as pin
 
 from sparsedyn import load_urdf
+from sparsedyn.interop import example_robot_data_dir
 
 
 def robots_dir() -> Path:
-    bases = [Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"]
-    bases += [Path(p) for p in site.getsitepackages()]
-    for base in bases:
-        d = base / "cmeel.prefix" / "share" / "example-robot-data" / "robots"
-        if d.is_dir():
-            return d
-    raise FileNotFoundError("example-robot-data's robots directory was not found under "
-                            f"{[str(b) for b in bases]}; install the test dependencies (make test)")
+    d = example_robot_data_dir()
+    if d is None:
+        raise FileNotFoundError("example-robot-data's robots directory was not found; install the test "
+                                "dependencies (make test)")
+    return d
 
 
 # The robots the foundation issue names, by short name.

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import os
 import platform
-import site
-import sys
 import tempfile
 import time
 import timeit
 import warnings
-from pathlib import Path
+
+from ..interop import example_robot_data_dir
 
 import numpy as np
 
@@ -44,14 +43,7 @@ _ERD = {"panda": ("panda_description/urdf/panda.urdf", False),
         "talos_reduced": ("talos_data/robots/talos_reduced.urdf", True)}
 
 
-def _erd_dir():
-    bases = [Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"]
-    bases += [Path(p) for p in site.getsitepackages()]
-    for b in bases:
-        d = b / "cmeel.prefix" / "share" / "example-robot-data" / "robots"
-        if d.is_dir():
-            return d
-    return None
+
 
 
 def load_bench_model(name):
@@ -61,7 +53,7 @@ def load_bench_model(name):
     if name.startswith("chain") and name[5:].isdigit():
         return sd.serial_chain(int(name[5:]), name=name)
     if name in _ERD:
-        d = _erd_dir()
+        d = example_robot_data_dir()
         if d is None:
             raise FileNotFoundError("example-robot-data is not installed (pip install example-robot-data)")
         rel, floating = _ERD[name]
@@ -284,7 +276,7 @@ def bench_report(models=DEFAULT_MODELS, kernels=KERNELS, batch=10000, cold=True,
                        f"reuse {tr * 1e3:7.1f} ms")
         if calls and comp is not None:
             out.append("")
-            out.append(call_overhead_report(load_bench_model("panda") if _erd_dir() else sd.serial_chain(7)))
+            out.append(call_overhead_report(load_bench_model("panda") if example_robot_data_dir() else sd.serial_chain(7)))
     finally:
         if tmp:
             if old_env is None:

@@ -116,33 +116,24 @@ class Layout:
 
     def __init__(self, model):
         self.model = model
-        NB, nvs = model.nbodies, [j.nv for j in model.joints]
-        variables, off = [], 0
-        self._var = {}
-        for kind in KINDS:
-            for i in range(NB):
-                size = nvs[i] if kind in _JOINT_KINDS else 6
-                name = model.joint_names[i] if kind in _JOINT_KINDS else model.body_names[i]
-                v = Variable(kind, i, name, off, size)
-                variables.append(v)
-                self._var[kind, i] = v
-                off += size
-        self.variables = tuple(variables)
-        self.n = off
-        equations, off = [], 0
-        self._eq = {}
-        for kind in EQUATION_KINDS:
-            for i in range(NB):
-                size = nvs[i] if kind in _JOINT_KINDS else 6
-                name = model.joint_names[i] if kind in _JOINT_KINDS else model.body_names[i]
-                e = Equation(kind, i, name, off, size)
-                equations.append(e)
-                self._eq[kind, i] = e
-                off += size
-        self.equations = tuple(equations)
-        self.nrows = off
+        self.variables, self.n, self._var = self._blocks(model, Variable, KINDS)
+        self.equations, self.nrows, self._eq = self._blocks(model, Equation, EQUATION_KINDS)
         self._col_owner = [v for v in self.variables for _ in range(v.size)]
         self._row_owner = [e for e in self.equations for _ in range(e.size)]
+
+    @staticmethod
+    def _blocks(model, cls, kinds):
+        """Blocks of ``cls`` (Variable or Equation) kind by kind, body by body: ``(blocks, size, index)``."""
+        blocks, index, off = [], {}, 0
+        for kind in kinds:
+            for i in range(model.nbodies):
+                joint_kind = kind in _JOINT_KINDS
+                size = model.joints[i].nv if joint_kind else 6
+                b = cls(kind, i, model.joint_names[i] if joint_kind else model.body_names[i], off, size)
+                blocks.append(b)
+                index[kind, i] = b
+                off += size
+        return tuple(blocks), off, index
 
     def body_index(self, body) -> int:
         """A body given by index, body name or joint name."""
