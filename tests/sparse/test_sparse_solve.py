@@ -318,3 +318,37 @@ def test_bad_arguments_are_named(rng):
         sparse.sparse_inverse_dynamics(model, q, v, a, structure=fd)
     with pytest.raises(ValueError, match="analyzed for model"):
         sparse.sparse_inverse_dynamics(sd.serial_chain(3), q, v, a, structure=st)
+
+
+# --- several right-hand sides at one state ---------------------------------------------------------
+
+def test_several_right_hand_sides_factor_once_per_state(tree, rng, monkeypatch):
+    """q (B, 1, nq) with y (B, k, ny): each column equals its own solve (ABA), and the factorization
+    runs on the configuration batch (B, 1), not on (B, k)."""
+    st = sparse.forward_dynamics_problem(tree).analyze()
+    Q, V, _ = random_states(tree, rng, 3)
+    T = rng.normal(size=(3, 4, tree.nv))
+    shapes = []
+    real = sparse.solver._factor
+    monkeypatch.setattr(sparse.solver, "_factor", lambda blocks, W, batch, mon=None: (shapes.append(W.shape[1:]),
+                                                                                       real(blocks, W, batch, mon)))
+    d = st.solve(Q[:, None, :], V[:, None, :], st.problem.values(tau=T))
+    assert shapes == [(3, 1)]
+    ref = sd.aba(tree, np.repeat(Q[:, None], 4, 1), np.repeat(V[:, None], 4, 1), T)
+    assert st.unpack(d)["qdd"].shape == (3, 4, tree.nv)
+    assert rel_err(st.unpack(d)["qdd"], ref) < TOL
+
+
+def test_several_right_hand_sides_fall_back_per_state(rng):
+    """A near-singular static pivot at one configuration re-solves all of its right-hand sides."""
+    model = sd.serial_chain(4)
+    st = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
+    q_bad, _ = _near_singular_state(st, rng)
+    Q = np.stack([model.random_configuration(rng), q_bad])
+    V = rng.normal(size=(2, model.nv))
+    T = rng.normal(size=(2, 3, model.nv))
+    ref = sd.aba(model, np.repeat(Q[:, None], 3, 1), np.repeat(V[:, None], 3, 1), T)
+    with pytest.warns(SparsePivotWarning, match=r"3 of 6 states"):
+        d, info = st.solve(Q[:, None, :], V[:, None, :], st.problem.values(tau=T), info=True)
+    assert info.fallback.tolist() == [[False] * 3, [True] * 3]
+    assert rel_err(st.unpack(d)["qdd"], ref) < TOL

@@ -324,6 +324,10 @@ class Structure:
         input with leading batch axes, or object arrays (traced; no checks).
         ``check``: ``"auto"`` | ``"all"`` | ``"none"`` (module docstring).
         ``info=True`` also returns a :class:`SolveInfo`.
+
+        Several right-hand sides at one state: give ``q`` (..., 1, nq) and ``y``
+        (..., k, ny); ``A`` is filled and factored once per configuration (the
+        batch shape of ``q``) and only ``b`` and the substitutions run ``k`` times.
         """
         if check not in ("auto", "all", "none"):
             raise ValueError(f"check: expected 'auto', 'all' or 'none', got {check!r}")
@@ -345,14 +349,17 @@ class Structure:
         manager tagging the operations of each phase (flop counting); a no-op by default."""
         ph = phase or _no_phase
         dtype = object if symbolic else float
+        # A depends on q alone: factor it once per configuration even when y carries extra
+        # axes (several right-hand sides at one state share q with a broadcast axis of 1).
+        fbatch = (1,) * (len(batch) - (q.ndim - 1)) + q.shape[:-1]
         with ph("transforms"):
             Xup, S = joint_transforms(self.model, q)
-            vals = d_values(self.pattern, Xup, batch, symbolic)
+            vals = d_values(self.pattern, Xup, fbatch, symbolic)
         with ph("b"):
             b = rhs_values(self.pattern, q, qd, y, g, Xup, S, batch, symbolic)
-        W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + batch, dtype=dtype)])
+        W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + fbatch, dtype=dtype)])
         with ph("factor"):
-            _factor(self.blocks, W, batch, monitor)
+            _factor(self.blocks, W, fbatch, monitor)
         with ph("solve"):
             x = _substitute(self, vals, W, b, batch, dtype, monitor)
         return x, vals, b
@@ -361,7 +368,7 @@ class Structure:
         p = self.pattern
         bad = np.nonzero(monitor.bad.reshape(-1))[0]
         batch = monitor.bad.shape
-        V = vals.reshape((self.nnz, -1))[:, bad]
+        V = np.broadcast_to(vals, (self.nnz,) + batch).reshape((self.nnz, -1))[:, bad]
         B = b.reshape((p.nrows, -1))[:, bad]
         A = np.zeros((len(bad), p.nrows, self.n))
         np.add.at(A, (slice(None), p.rows, p.cols), V.T)
