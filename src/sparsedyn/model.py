@@ -19,6 +19,18 @@ Body ``i`` owns ``q[q_start[i] : q_start[i] + joints[i].nq]`` and
 ``v[v_start[i] : v_start[i] + joints[i].nv]``.  A body's frame is its joint's
 successor frame (as in Pinocchio).  Named frames (``frames``) are fixed
 placements on a body; every body also has a frame of its own name.
+
+Fixed joints (URDF ``fixed``) are merged into the body they are rigidly attached
+to (as in Pinocchio), so they do not number a body.  ``fixed_joints`` keeps what
+is needed to know the wrench transmitted across each of them (an F/T sensor sits
+on one in most real robots): :class:`FixedJoint` ``(name, body, X, inertia,
+children, frames)`` with ``X = joint_X_body`` (the joint frame, which URDF also
+uses as its child link's frame), ``inertia`` the spatial inertia (6, 6), in body
+coordinates about the body origin, of the links on the joint's child side that
+were merged into ``body``, ``children`` the moving bodies attached to those links
+and ``frames`` the names of the frames on the child side (every other frame of
+``body`` is on the parent side).  Fixed joints between the world and a link of a
+fixed-base model have no body and are not recorded.
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ import numpy as np
 from .joints import Joint
 from .spatial import Transform, identity, mcI
 
-__all__ = ["Model", "Frame", "Mimic", "ModelBuilder", "ModelError"]
+__all__ = ["Model", "Frame", "FixedJoint", "Mimic", "ModelBuilder", "ModelError"]
 
 
 class ModelError(ValueError):
@@ -45,6 +57,22 @@ class Frame(NamedTuple):
     name: str
     body: int
     X: Transform
+
+
+class FixedJoint(NamedTuple):
+    """A fixed joint merged into ``body`` (see the module docstring).
+
+    ``X = joint_X_body``; ``inertia`` (6, 6): the merged links on the child side,
+    body coordinates; ``children``: indices of the moving bodies whose joints sit
+    on those links; ``frames``: names of the frames on the child side.
+    """
+
+    name: str
+    body: int
+    X: Transform
+    inertia: np.ndarray
+    children: tuple = ()
+    frames: tuple = ()
 
 
 class Mimic(NamedTuple):
@@ -86,6 +114,7 @@ class Model:
     mimic: tuple = ()
     root_name: str = "world"
     sensors: tuple = ()
+    fixed_joints: tuple = ()
     # structure-derived, filled in __post_init__
     nbodies: int = field(init=False)
     nq: int = field(init=False)
@@ -163,8 +192,39 @@ class Model:
         s("joint_names", tuple(self.joint_names))
         s("mimic", tuple(self.mimic))
         s("sensors", tuple(self.sensors))
-        self._check_sensors()
         s("frames", tuple(Frame(f.name, int(f.body), Transform(_frozen(f.X.E), _frozen(f.X.r))) for f in self.frames))
+        s("fixed_joints", self._checked_fixed_joints())
+        self._check_sensors()
+
+    def _checked_fixed_joints(self) -> tuple:
+        out, names = [], set(self.joint_names)
+        frame_body = {}
+        for f in self.frames:
+            frame_body.setdefault(f.name, f.body)
+        for fj in self.fixed_joints:
+            fj = FixedJoint(*fj)
+            who = f"model {self.name!r}: fixed joint {fj.name!r}"
+            if not isinstance(fj.name, str) or not fj.name or fj.name in names:
+                raise ModelError(f"{who}: its name must be a non-empty string used by no other joint")
+            names.add(fj.name)
+            b = int(fj.body)
+            if not 0 <= b < self.nbodies:
+                raise ModelError(f"{who}: body index {fj.body} out of range 0..{self.nbodies - 1}")
+            inertia = _frozen(fj.inertia)
+            if inertia.shape != (6, 6) or not np.all(np.isfinite(inertia)):
+                raise ModelError(f"{who}: inertia must be a finite (6, 6) array, got shape {inertia.shape}")
+            children = tuple(int(c) for c in fj.children)
+            for c in children:
+                if not 0 <= c < self.nbodies or self.parent[c] != b:
+                    raise ModelError(f"{who}: child body index {c} is not a child of body "
+                                     f"{self.body_names[b]!r}")
+            frames = tuple(str(n) for n in fj.frames)
+            for n in frames:
+                if frame_body.get(n) != b:
+                    raise ModelError(f"{who}: frame {n!r} is not a frame of body {self.body_names[b]!r}")
+            out.append(FixedJoint(fj.name, b, Transform(_frozen(fj.X.E), _frozen(fj.X.r)), inertia, children,
+                                  frames))
+        return tuple(out)
 
     def _check_sensors(self):
         """Sensor names are unique and every frame or joint a sensor names exists."""
@@ -173,7 +233,7 @@ class Model:
         if dup:
             raise ModelError(f"model {self.name!r}: sensor names used twice: {dup}")
         for x in self.sensors:
-            for attr, lookup in (("frame", self.frame), ("joint", self.joint)):
+            for attr, lookup in (("frame", self.frame), ("joint", self._any_joint)):
                 ref = getattr(x, attr, None)
                 if ref is not None:
                     try:
@@ -194,6 +254,24 @@ class Model:
         (offset, size) in one flat measurement vector, in this order.
         """
         return dataclasses.replace(self, sensors=self.sensors + tuple(sensors))
+
+    def _any_joint(self, name):
+        """A moving joint's body index, or the :class:`FixedJoint` called ``name``."""
+        try:
+            return self.joint(name)
+        except KeyError:
+            for fj in self.fixed_joints:
+                if fj.name == name:
+                    return fj
+            raise
+
+    def fixed_joint(self, name) -> FixedJoint:
+        """The merged fixed joint called ``name`` (see the module docstring)."""
+        for fj in self.fixed_joints:
+            if fj.name == name:
+                return fj
+        raise KeyError(f"model {self.name!r} has no fixed joint {name!r}"
+                       + (" (it is a moving joint)" if name in self.joint_names else ""))
 
     def sensor(self, name):
         """The sensor called ``name``."""
@@ -298,6 +376,7 @@ class ModelBuilder:
         self._order = []
         self._frames = []     # (name, body name, X)
         self._mimic = []      # (joint name, mimicked joint name, multiplier, offset)
+        self._fixed = []      # (name, body name, X, inertia, child body names, frame names)
 
     def add_body(self, name, parent, joint, Xtree=None, inertia=None, *, mass=None, com=None,
                  rot_inertia=None, joint_name=None, lower=None, upper=None, velocity_limit=None,
@@ -325,6 +404,17 @@ class ModelBuilder:
     def add_frame(self, name, body, X=None):
         """A named frame on ``body`` with placement ``X = frame_X_body``."""
         self._frames.append((name, body, X or identity()))
+        return self
+
+    def add_fixed_joint(self, name, body, X=None, inertia=None, children=(), frames=()):
+        """Record the fixed joint ``name`` merged into ``body`` (see :class:`FixedJoint`).
+
+        ``X = joint_X_body``; ``inertia`` (6, 6) of the child-side links in body
+        coordinates (default zero); ``children``: names of the moving bodies on the
+        child side; ``frames``: names of the frames on the child side.
+        """
+        self._fixed.append((name, body, X or identity(), np.zeros((6, 6)) if inertia is None else inertia,
+                            tuple(children), tuple(frames)))
         return self
 
     def add_mimic(self, joint_name, mimicked_joint_name, multiplier=1.0, offset=0.0):
@@ -371,6 +461,12 @@ class ModelBuilder:
             if bname not in index:
                 raise ModelError(f"model {self.name!r}: frame {fname!r} is on unknown body {bname!r}")
             frames.append(Frame(fname, index[bname], X))
+        fixed = []
+        for fname, bname, X, inertia, kids, fnames in self._fixed:
+            for n in (bname,) + kids:
+                if n not in index:
+                    raise ModelError(f"model {self.name!r}: fixed joint {fname!r} refers to unknown body {n!r}")
+            fixed.append(FixedJoint(fname, index[bname], X, inertia, tuple(index[k] for k in kids), fnames))
         return Model(
             name=self.name, body_names=tuple(order), joint_names=tuple(b["joint_name"] for b in B),
             parent=np.array([-1 if b["parent"] is None else index[b["parent"]] for b in B], int),
@@ -379,4 +475,4 @@ class ModelBuilder:
             gravity=np.asarray(self.gravity, float),
             lower=lim("lower", "nq", -np.inf), upper=lim("upper", "nq", np.inf),
             velocity_limit=lim("vel", "nv", np.inf), effort_limit=lim("eff", "nv", np.inf),
-            mimic=tuple(mimic), root_name=self.root_name)
+            mimic=tuple(mimic), root_name=self.root_name, fixed_joints=tuple(fixed))

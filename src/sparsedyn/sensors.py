@@ -13,9 +13,11 @@ about its origin: ``w_frame = frame_X*_body w_body``.
 
 Sensors (all take ``name``, optional ``covariance`` and ``exact``):
 
-* :class:`ForceTorque` - 6-axis F/T sensor on a joint: the wrench ``f_i`` the
-  parent side exerts on the child side across joint ``i`` (Nori's ``f_i``),
-  expressed in ``frame`` (a frame on the child body; default the body frame).
+* :class:`ForceTorque` - 6-axis F/T sensor on a moving or a *fixed* joint: the
+  wrench the parent side exerts on the child side across it (Nori's ``f_i`` for a
+  moving joint ``i``), or its negative (``direction="child_to_parent"``, Gazebo's
+  default), expressed in ``frame`` (default: the joint frame, i.e. the child link
+  frame), optionally with its axes turned by ``rotation``.
 * :class:`ContactLoad` - load cells / 3-axis foot sensors and any selection of a
   contact wrench: ``components`` of the contact wrench at ``frame`` (Nori's eq.
   18: ``("nx", "ny", "fz")``; eq. 23 five components) or a selection matrix
@@ -33,6 +35,11 @@ Sensors (all take ``name``, optional ``covariance`` and ``exact``):
 frame (reported at that frame).  Bodies with neither a contact nor a known
 wrench have zero external wrench.
 
+A sensor's rows may depend on the problem it is used in: :meth:`Sensor.rows`
+gets a :class:`SensorContext` (which frames carry an external wrench); a
+:class:`ForceTorque` on a fixed joint needs it to know on which side of the joint
+each body's external wrench acts.
+
 ``covariance``: ``None`` (unit variance), a scalar variance, per-component
 variances (size,) or a full matrix (size, size).  ``exact=True`` makes the
 sensor a hard constraint (its covariance is then unused by least squares).
@@ -40,17 +47,32 @@ sensor a hard constraint (its covariance is then unused by least squares).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from .spatial import apply_motion, cross3, force_matrix, motion_matrix
+from .spatial import Transform, apply_force, apply_motion, compose, cross3, cross_force, force_matrix, motion_matrix
 
-__all__ = ["COMPONENTS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
-           "KnownWrench", "Accelerometer", "Prior", "Contact", "LOAD_CELLS", "sensor_from_dict"]
+__all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque", "ContactLoad", "JointTorque",
+           "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "LOAD_CELLS", "sensor_from_dict"]
 
 #: Component names of a wrench (angular first).
 COMPONENTS = ("nx", "ny", "nz", "fx", "fy", "fz")
 #: Nori's eq. (18): normal force and the two in-plane moments of a sole (z = sole normal).
 LOAD_CELLS = ("nx", "ny", "fz")
+#: Measurement directions of a :class:`ForceTorque` (Gazebo's ``measure_direction``).
+DIRECTIONS = ("parent_to_child", "child_to_parent")
+
+
+class SensorContext(NamedTuple):
+    """What a sensor's rows may need to know about the problem it is used in.
+
+    ``wrench_frames``: ``{body index: (frame names, ...)}``, the frames at which
+    an external wrench acts on that body (unknown contacts and known wrenches);
+    bodies not listed have none.
+    """
+
+    wrench_frames: dict
 
 
 def _frame(model, who, frame):
@@ -144,8 +166,11 @@ class Sensor:
             raise ValueError(f"sensor {self.name!r}: the covariance must be finite and positive definite")
         return C
 
-    def rows(self, model, layout):
-        """``(terms, size, bias)``: terms ``[(Variable, M)]``, bias ``kin -> (..., size)`` or None."""
+    def rows(self, model, layout, context=None):
+        """``(terms, size, bias)``: terms ``[(Variable, M)]``, bias ``kin -> (..., size)`` or None.
+
+        ``context``: a :class:`SensorContext` (``None``: no external wrench anywhere).
+        """
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -156,26 +181,138 @@ class Sensor:
 
 
 class ForceTorque(Sensor):
+    """6-axis force/torque sensor across ``joint``, a moving or a merged fixed joint.
+
+    Measures ``w`` = the wrench the parent side exerts on the child side across the
+    joint (``direction="parent_to_child"``, the default) or ``-w``
+    (``"child_to_parent"``, Gazebo's default), about the origin of ``frame`` and
+    in its axes turned by ``rotation``: ``y = +-R^T [n; f]_frame`` with ``R``
+    (3, 3) the orientation of the measurement axes in ``frame`` (default
+    identity; moving the axes, not the point, is what Gazebo's ``<frame>`` does).
+    ``frame``: a frame rigidly attached to the joint's child link (a frame on the
+    child body of a moving joint; any frame of the body a fixed joint was merged
+    into); default the joint frame, which is also the child link frame.
+
+    *Moving joint* ``i``: ``y = +-X*_{S<-i} f_i`` (``f_i`` is a variable).
+
+    *Fixed joint* ``J`` merged into body ``B``: let ``P`` be the merged links on
+    its child side (spatial inertia ``I_P``, moving child bodies ``C_P``) and
+    ``Q`` the rest of ``B`` (``I_Q = I_B - I_P``, moving child bodies ``C_Q``).
+    Both pieces move with ``B`` (velocity ``v``, acceleration ``a_B`` including
+    ``-g``).  Newton-Euler for ``P`` (all in body coordinates)::
+
+        w + fx_P - sum_{c in C_P} Xup_c^T f_c = I_P a_B + v x* I_P v
+
+    and for ``Q``, which receives ``f_B`` from its parent and ``-w`` from ``P``::
+
+        f_B - w + fx_Q - sum_{c in C_Q} Xup_c^T f_c = I_Q a_B + v x* I_Q v
+
+    ``Xup_c`` depends on ``q``, and measurement rows have constant matrices
+    (:mod:`sparsedyn.sparse.measurements`), so the side without moving children
+    is used: ``C_P`` empty (a foot sensor)::
+
+        y = +-X*_{S<-B} [ I_P a_B - fx_P + v x* I_P v ]
+
+    else ``C_Q`` empty (a sensor between two links of a limb)::
+
+        y = +-X*_{S<-B} [ f_B - I_Q a_B + fx_Q - v x* I_Q v ]
+
+    (``v x* I v`` goes into the bias).  A fixed joint with moving bodies on both
+    sides inside ``B`` raises ``ValueError``.  ``fx_B`` (one variable per body) is
+    ``fx_P`` when every frame carrying an external wrench on ``B`` (the
+    problem's contacts and known wrenches, from the :class:`SensorContext`) is
+    on the child side (``FixedJoint.frames``), ``fx_Q`` when none is; frames on
+    both sides raise ``ValueError``.
+    """
+
     kind = "force_torque"
 
-    def __init__(self, name, joint, frame=None, covariance=None, exact=None):
+    def __init__(self, name, joint, frame=None, direction="parent_to_child", rotation=None, covariance=None,
+                 exact=None):
         super().__init__(name, covariance, exact)
-        self.joint, self.frame = joint, frame
+        who = f"sensor {name!r}"
+        if direction not in DIRECTIONS:
+            raise ValueError(f"{who}: direction {direction!r}; expected one of {DIRECTIONS}")
+        R = None
+        if rotation is not None:
+            try:
+                R = np.array(rotation, float)
+            except (TypeError, ValueError):
+                raise ValueError(f"{who}: rotation must be a (3, 3) rotation matrix") from None
+            if R.shape != (3, 3) or not np.all(np.isfinite(R)) or not np.allclose(R.T @ R, np.eye(3), atol=1e-9) \
+                    or np.linalg.det(R) < 0:
+                raise ValueError(f"{who}: rotation must be a (3, 3) rotation matrix (orthonormal, det +1), "
+                                 f"got {R.tolist() if R.size <= 9 else R.shape}")
+            R.setflags(write=False)
+        self.joint, self.frame, self.direction, self.rotation = joint, frame, direction, R
 
-    def rows(self, model, layout):
-        who = f"sensor {self.name!r}"
-        i = _joint(model, who, self.joint)
-        M = np.eye(6)
+    def _fixed(self, model):
+        for fj in getattr(model, "fixed_joints", ()):
+            if fj.name == self.joint:
+                return fj
+        return None
+
+    def _measurement_frame(self, model, who, body, X_default, what):
+        """``S_X_body``: ``frame`` (default ``X_default``) with its axes turned by ``rotation``."""
+        X = X_default
         if self.frame is not None:
             fr = _frame(model, who, self.frame)
-            if fr.body != i:
+            if fr.body != body:
                 raise ValueError(f"{who}: frame {self.frame!r} is on body {model.body_names[fr.body]!r}, not on "
-                                 f"{model.body_names[i]!r}, the child body of joint {self.joint!r}")
-            M = force_matrix(fr.X)
-        return [(layout.var("f", i), M)], 6, None
+                                 f"{model.body_names[body]!r}, {what}")
+            X = fr.X
+        if self.rotation is not None:
+            X = compose(Transform(self.rotation.T, np.zeros(3)), X)
+        return X
+
+    def rows(self, model, layout, context=None):
+        who = f"sensor {self.name!r}"
+        sign = 1.0 if self.direction == "parent_to_child" else -1.0
+        fj = self._fixed(model)
+        if fj is None:
+            i = _joint(model, who, self.joint)
+            X = self._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
+                                        f"the child body of joint {self.joint!r}")
+            return [(layout.var("f", i), sign * force_matrix(X))], 6, None
+        b = fj.body
+        X = self._measurement_frame(model, who, b, fj.X, f"the body fixed joint {self.joint!r} was merged into")
+        F = sign * force_matrix(X)
+        other = [c for c in range(b + 1, model.nbodies) if model.parent[c] == b and c not in fj.children]
+        if fj.children and other:
+            raise ValueError(f"{who}: fixed joint {self.joint!r} has moving bodies on both sides inside body "
+                             f"{model.body_names[b]!r} (child side: {[model.body_names[c] for c in fj.children]}, "
+                             f"parent side: {[model.body_names[c] for c in other]}); the wrench across it would "
+                             f"need configuration-dependent coefficients, which measurement rows cannot have")
+        frames = (context.wrench_frames if context is not None else {}).get(b, ())
+        child = [n for n in frames if n in fj.frames]
+        parent = [n for n in frames if n not in fj.frames]
+        if child and parent:
+            raise ValueError(f"{who}: body {model.body_names[b]!r} has external wrenches on both sides of fixed "
+                             f"joint {self.joint!r} (child side: {child}, parent side: {parent}); one external "
+                             f"wrench variable per body cannot tell them apart")
+        if not fj.children:                               # child side: no moving children
+            I, s = fj.inertia, 1.0
+            terms = [(layout.var("a", b), F @ I)]
+            if child:
+                terms.append((layout.var("fx", b), -F))
+        else:                                             # parent side
+            I, s = model.inertia[b] - fj.inertia, -1.0
+            terms = [(layout.var("f", b), F), (layout.var("a", b), -(F @ I))]
+            if parent:
+                terms.append((layout.var("fx", b), F))
+        terms = [(v, M) for v, M in terms if np.any(M)]
+        Xs, k = X, s * sign
+
+        def bias(kin):
+            v = kin.v[b]
+            w = apply_force(Xs, cross_force(v, (I @ v[..., None])[..., 0]))
+            return w if k > 0 else -w
+        return terms, 6, bias
 
     def describe(self):
-        return f"6-axis F/T across joint {self.joint}" + (f" at frame {self.frame}" if self.frame else "")
+        return (f"6-axis F/T across joint {self.joint}" + (f" at frame {self.frame}" if self.frame else "")
+                + ("" if self.direction == "parent_to_child" else " (child to parent)")
+                + (" (rotated axes)" if self.rotation is not None else ""))
 
 
 class ContactLoad(Sensor):
@@ -186,7 +323,7 @@ class ContactLoad(Sensor):
         self.frame, self.components = frame, components
         self.selection = _selection(f"sensor {name!r}", components)
 
-    def rows(self, model, layout):
+    def rows(self, model, layout, context=None):
         fr = _frame(model, f"sensor {self.name!r}", self.frame)
         M = self.selection @ force_matrix(fr.X)
         return [(layout.var("fx", fr.body), M)], M.shape[0], None
@@ -209,7 +346,7 @@ class _JointSensor(Sensor):
         who = f"sensor {self.name!r}"
         return [_joint(model, who, j) for j in self.joints]
 
-    def rows(self, model, layout):
+    def rows(self, model, layout, context=None):
         idx = self.bodies(model)
         size = sum(model.joints[i].nv for i in idx)
         terms, r = [], 0
@@ -248,8 +385,12 @@ class KnownWrench(Sensor):
         super().__init__(name, covariance, exact)
         self.frame = frame
 
-    def rows(self, model, layout):
-        fr = _frame(model, f"sensor {self.name!r}", self.frame)
+    def resolve_frame(self, model):
+        """The :class:`~sparsedyn.model.Frame` the wrench acts at."""
+        return _frame(model, f"sensor {self.name!r}", self.frame)
+
+    def rows(self, model, layout, context=None):
+        fr = self.resolve_frame(model)
         return [(layout.var("fx", fr.body), force_matrix(fr.X))], 6, None
 
     def describe(self):
@@ -270,7 +411,7 @@ class Accelerometer(Sensor):
         super().__init__(name, covariance, exact)
         self.frame = frame
 
-    def rows(self, model, layout):
+    def rows(self, model, layout, context=None):
         fr = _frame(model, f"sensor {self.name!r}", self.frame)
         i, X = fr.body, fr.X
         M = motion_matrix(X)[3:]
@@ -299,7 +440,7 @@ class Prior(Sensor):
     def addressed(self):
         return False
 
-    def rows(self, model, layout):
+    def rows(self, model, layout, context=None):
         vars_ = [layout.var(self.var_kind, b) for b in self.bodies_]
         size = sum(v.size for v in vars_)
         terms, r = [], 0

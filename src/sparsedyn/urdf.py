@@ -23,6 +23,10 @@ Frames and conventions
   to that body with composed ``Xtree``, and the merged link and the fixed joint
   stay reachable as named frames on that body.  Moving joints also get a frame
   of their own name (identity on their body) unless a link has that name.
+  Each merged fixed joint is recorded in ``model.fixed_joints``
+  (:class:`~sparsedyn.model.FixedJoint`: its frame, the inertia of the links on
+  its child side, the moving bodies and frames there), which is what a
+  force/torque sensor on it needs; the body numbering is not affected.
 * The root link is the one link that is no joint's child.  With
   ``floating_base=False`` it is the fixed world (``model.root_name``); links
   fixed to it have no body, so their mass and frames are dropped.  With
@@ -41,7 +45,34 @@ Frames and conventions
   ``load_urdf`` reads that value back as infinite.
 * ``<mimic>`` is kept as :class:`~sparsedyn.model.Mimic` data; the mimicking
   joint stays an independent joint (Pinocchio's default build).
-* Visual, collision, material, transmission and gazebo elements are ignored.
+* Force/torque sensors become ``model.sensors``
+  (:class:`~sparsedyn.sensors.ForceTorque`, on a moving or a fixed joint), from
+  Gazebo's tags::
+
+      <gazebo reference="l_leg_ft_sensor">          <!-- a joint -->
+        <sensor name="left_leg_ft" type="force_torque">
+          <force_torque><frame>child</frame><measure_direction>child_to_parent</measure_direction></force_torque>
+          <pose>0 0 0 0 0 0</pose>                   <!-- used by <frame>sensor</frame> -->
+        </sensor>
+      </gazebo>
+
+  and from iDynTree's top-level ``<sensor name type="force_torque"><parent
+  joint="..."/>`` (same ``<force_torque>`` content, ``<origin>`` for the sensor
+  frame) on joints that have no such ``<gazebo>`` sensor (a joint with both is
+  one device, named by the ``<gazebo>`` tag).  As in Gazebo, the torque is
+  always about the joint origin (the child link origin); ``<frame>`` only picks
+  the axes: ``child`` (default) the child link's, ``parent`` the parent link's,
+  ``sensor`` the ``<pose>`` rotation relative to the joint frame.
+  ``<measure_direction>``: ``child_to_parent`` (default: the wrench the child
+  exerts on the parent) or ``parent_to_child``.  Sensors of other types and all
+  other gazebo content are ignored.  Unsupported but valid sensors are skipped
+  with one :class:`UrdfWarning`: a fixed joint attached to the world of a
+  fixed-base model, ``parent`` axes on a moving joint (they turn with it), a
+  fixed joint with moving bodies on both sides inside its merged body.  A
+  reference to a link or to no joint, an unknown ``<frame>`` or
+  ``<measure_direction>``, a malformed ``<pose>`` or a sensor name used twice
+  raise :class:`UrdfError`.  ``load_urdf(..., sensors=False)`` reads none.
+* Visual, collision, material and transmission elements are ignored.
 
 A URDF is untrusted input: it is parsed with ``defusedxml`` and every problem
 raises one :class:`UrdfError` naming the source, the element and the problem.
@@ -64,6 +95,7 @@ import numpy as np
 from . import spatial
 from .joints import make_joint
 from .model import Model, ModelBuilder, ModelError
+from .sensors import ForceTorque
 
 __all__ = ["load_urdf", "to_urdf", "UrdfError", "UrdfWarning"]
 
@@ -296,7 +328,135 @@ def _topology(P, links, joints):
     return roots[0], {name: sorted(js, key=lambda j: j.name) for name, js in children.items()}
 
 
-def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error") -> Model:
+def _add_fixed_joint(builder, j, links, children, body_of, X_in_body):
+    """Record fixed joint ``j`` (merged into a body) with its child side: links, inertia, moving children, frames."""
+    body = body_of[j.parent]
+    side, stack, kids, names = [], [j], [], []
+    while stack:                                   # the links reached from j.child through fixed joints
+        jj = stack.pop()
+        side.append(jj.child)
+        names += [jj.child] + ([jj.name] if jj.name not in links else [])
+        for c in children[jj.child]:
+            if c.type is None:
+                stack.append(c)
+            else:
+                kids.append(c.child)
+    inertia = sum(spatial.transform_inertia(X_in_body[link], links[link]) for link in side)
+    builder.add_fixed_joint(j.name, body, X_in_body[j.child], inertia, kids, names)
+
+
+# Gazebo's force_torque <frame> and <measure_direction> values, and their defaults.
+FT_FRAMES = ("child", "parent", "sensor")
+FT_DIRECTIONS = ("child_to_parent", "parent_to_child")
+
+
+def _text(P, el, tag, where, allowed, default):
+    """Text of the optional child ``tag`` of ``el``, one of ``allowed``."""
+    sub = None if el is None else el.find(tag)
+    if sub is None:
+        return default
+    value = (sub.text or "").strip()
+    if value not in allowed:
+        P.fail(f"{where} <{tag}>", f"{value!r}; expected one of {', '.join(repr(a) for a in allowed)}")
+    return value
+
+
+def _ft_sensors(P, robot, links, joints, body_of):
+    """Force/torque sensors of ``<gazebo reference=JOINT>`` and top-level ``<sensor>`` tags, checked.
+
+    Returns dicts ``(name, joint, frame, direction, R, where)``; ``R`` is the
+    orientation of the ``sensor`` frame in the joint frame (``None`` otherwise).
+    """
+    specs, on_joint = [], set()
+
+    def add(name, ref, ft, R, where):
+        if ref is None:
+            P.fail(where, "a force_torque sensor needs the name of the joint it measures across "
+                          "(<gazebo reference=\"JOINT\">, or <parent joint=\"JOINT\"/> in a top-level <sensor>)")
+        if ref not in joints:
+            if ref in links:
+                P.fail(where, f"reference {ref!r} is a link; a force_torque sensor measures across a joint: "
+                              f"expected the name of a joint")
+            P.fail(where, f"reference {ref!r} names no joint of the robot; expected the name of a joint")
+        frame = _text(P, ft, "frame", f"{where} <force_torque>", FT_FRAMES, "child")
+        direction = _text(P, ft, "measure_direction", f"{where} <force_torque>", FT_DIRECTIONS, "child_to_parent")
+        for other in specs:
+            if other["name"] == name:
+                P.fail(where, f"sensor name {name!r} is used twice (also {other['where']})")
+        specs.append(dict(name=name, joint=ref, frame=frame, direction=direction,
+                          R=R() if frame == "sensor" else None, where=where))
+
+    for gz in robot.findall("gazebo"):
+        ref = gz.get("reference")
+        for el in gz.findall("sensor"):
+            if el.get("type") != "force_torque":
+                continue
+            where = f"<gazebo reference={ref!r}> <sensor name={el.get('name')!r}>" if ref is not None \
+                else f"<gazebo> <sensor name={el.get('name')!r}>"
+            name = P.name(el, where)
+
+            def pose(el=el, where=where):
+                pose_el = el.find("pose")
+                if pose_el is None:
+                    return np.eye(3)
+                tokens = (pose_el.text or "").split()
+                if len(tokens) != 6 or not all(_NUMBER.match(t) for t in tokens):
+                    P.fail(f"{where} <pose>", f"{pose_el.text!r}: expected 6 numbers (x y z roll pitch yaw)")
+                return spatial.rpy_to_rot([float(t) for t in tokens[3:]])
+            add(name, ref, el.find("force_torque"), pose, where)
+            on_joint.add(ref)
+    for el in robot.findall("sensor"):                # iDynTree's URDF extension
+        if el.get("type") != "force_torque":
+            continue
+        where = f"<sensor name={el.get('name')!r}>"
+        name = P.name(el, where)
+        parent = el.find("parent")
+        ref = None if parent is None else parent.get("joint")
+        if ref in on_joint:
+            continue                                   # the same device, described by a <gazebo> tag too
+        add(name, ref, el.find("force_torque"), lambda el=el, where=where: P.origin(el, where)[0], where)
+    for sp in specs:
+        j = joints[sp["joint"]]
+        if j.type is None and body_of[j.parent] is None:
+            sp["skip"] = (f"fixed joint {j.name!r} is attached to the world of a fixed-base model (no body carries "
+                          f"it; load with floating_base=True to measure across it)")
+        elif j.type is not None and sp["frame"] == "parent":
+            sp["skip"] = (f"<frame>parent</frame> on moving joint {j.name!r} turns with the joint (the measurement "
+                          f"would not be a constant map of the wrench)")
+        if sp["frame"] == "parent" and "skip" not in sp:
+            R = np.array(spatial.pose(j.X)[0]).T          # parent link axes in the joint frame
+            sp["R"] = R
+    return specs
+
+
+def _attach_sensors(P, model, specs, joints):
+    """``model`` with the F/T sensors of ``specs``; unsupported ones are skipped with one UrdfWarning."""
+    out, skipped = [], []
+    for sp in specs:
+        if "skip" not in sp and joints[sp["joint"]].type is None:
+            fj = model.fixed_joint(sp["joint"])
+            other = [model.body_names[c] for c in range(model.nbodies)
+                     if model.parent[c] == fj.body and c not in fj.children]
+            if fj.children and other:
+                sp["skip"] = (f"fixed joint {fj.name!r} has moving bodies on both sides inside body "
+                              f"{model.body_names[fj.body]!r} (child side: "
+                              f"{[model.body_names[c] for c in fj.children]}, parent side: {other})")
+        if "skip" in sp:
+            skipped.append(f"{sp['where']}: {sp['skip']}")
+            continue
+        R = sp["R"]
+        rotation = None if R is None or np.array_equal(R, np.eye(3)) else R
+        out.append(ForceTorque(sp["name"], sp["joint"], direction=sp["direction"], rotation=rotation))
+    if skipped:
+        warnings.warn(f"{P.label}: force_torque sensors not supported, skipped: " + "; ".join(skipped),
+                      UrdfWarning, stacklevel=3)
+    try:
+        return model.with_sensors(*out)
+    except ModelError as e:
+        raise UrdfError(f"{P.label}: {e}") from None
+
+
+def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error", sensors=True) -> Model:
     """Build a :class:`~sparsedyn.model.Model` from a URDF file path or XML string.
 
     ``source``: a path (``str`` or ``os.PathLike``) or a string whose first
@@ -307,9 +467,11 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     negative eigenvalue; ``"warn"`` loads it as written with a
     :class:`UrdfWarning` (a few published files need this).  Frames,
     joint order, fixed-joint merging and limits follow Pinocchio; see the
-    module docstring.  Raises :class:`UrdfError`; warns (once each) with
-    :class:`UrdfWarning` about inertias that violate the triangle inequality
-    and about ``<mimic>`` tags that had to be skipped (fixed or missing joints).
+    module docstring.  ``sensors``: read Gazebo / iDynTree force-torque sensor
+    tags into ``model.sensors`` (module docstring).  Raises :class:`UrdfError`;
+    warns (once each) with :class:`UrdfWarning` about inertias that violate the
+    triangle inequality, about ``<mimic>`` tags that had to be skipped (fixed or
+    missing joints) and about force/torque sensors that cannot be represented.
     """
     if invalid_inertia not in ("error", "warn"):
         raise ValueError(f"invalid_inertia: expected 'error' or 'warn', got {invalid_inertia!r}")
@@ -337,6 +499,7 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     bodies = {}      # body name -> add_body arguments; insertion order = Pinocchio's joint order
     frames = []      # (frame name, body name, frame_X_body)
     body_of, X_in_body = {}, {}   # link -> (body it belongs to or None for the world, link_X_body)
+    merged = []      # fixed joints merged into a body, in walk order
 
     def add_moving(link, parent_body, joint_name, joint, Xtree, limits):
         lower, upper, velocity, effort = limits
@@ -360,6 +523,7 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
         if j.type is None:
             body_of[j.child], X_in_body[j.child] = body, X
             if body is not None:
+                merged.append(j)
                 # Spatial inertia of the child link re-expressed in the body frame: X^T I X.
                 bodies[body]["inertia"] += spatial.transform_inertia(X, links[j.child])
                 frames.append((j.child, body, X))
@@ -377,6 +541,9 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
         builder.add_body(link, b.pop("parent"), b.pop("joint"), **b)
     for frame in frames:
         builder.add_frame(*frame)
+    for j in merged:
+        _add_fixed_joint(builder, j, links, children, body_of, X_in_body)
+    specs = _ft_sensors(P, robot, links, joints, body_of) if sensors else []
     skipped = []
     for j in joints.values():
         if j.mimic is None:
@@ -391,9 +558,10 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     if skipped:
         warnings.warn(f"{label}: <mimic> ignored on joints {', '.join(skipped)}", UrdfWarning, stacklevel=2)
     try:
-        return builder.build()
+        model = builder.build()
     except ModelError as e:
         raise UrdfError(f"{label}: {e}") from None
+    return _attach_sensors(P, model, specs, joints) if specs else model
 
 
 # --- writing ------------------------------------------------------------------------

@@ -9,8 +9,10 @@ Schema (the same keys in JSON, as one object)::
     [[sensor]]
     type = "force_torque"          # force_torque | load_cells | wrench_selection | joint_torque |
     name = "l_ankle_ft"            # joint_acceleration | known_wrench | accelerometer
-    joint = "l_ankle_roll"
-    frame = "l_foot"               # optional: frame on the joint's child body
+    joint = "l_ankle_roll"         # a moving joint, or a fixed joint merged into a body (URDF F/T joints)
+    frame = "l_foot"               # optional: frame on the joint's child body (default: the joint frame)
+    direction = "parent_to_child"  # optional (default); or "child_to_parent" (Gazebo's default)
+    rotation = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]   # optional: measurement axes in `frame`
     std = 0.5                      # optional: standard deviation(s), or variance = ..., or covariance = [[..]]
 
     [[sensor]]
@@ -19,6 +21,10 @@ Schema (the same keys in JSON, as one object)::
     frame = "l_sole"
     components = ["nx", "ny", "fz"]    # or selection = [[...6 numbers...], ...]
     exact = false                      # optional
+
+A URDF's own force/torque tags (``<gazebo reference=JOINT><sensor type="force_torque">``)
+are already ``model.sensors`` (:func:`sparsedyn.load_urdf`); an estimation problem
+built without a sensor list measures those.
 
 Contacts may also be tables: ``[[contact]]`` with ``frame`` and optional ``name``.
 """

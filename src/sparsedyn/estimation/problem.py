@@ -52,7 +52,7 @@ from ..kinematics import _world_transforms, joint_transforms
 from ..sparse.assembly import SystemPattern, d_values, rhs_values
 from ..sparse.measurements import Kinematics
 from ..spatial import apply_force, apply_motion, pose
-from ..sensors import Contact, JointAcceleration, Sensor
+from ..sensors import Contact, JointAcceleration, KnownWrench, Sensor, SensorContext
 from .truth import contact_forces_to_bodies, newton_euler, pack_d
 
 __all__ = ["EstimationProblem", "Estimator", "Estimate", "Verdict", "IllPosedError", "StateSingularError",
@@ -182,6 +182,9 @@ class EstimationProblem:
     sensor is known exactly and gets the implicit entry ``"qdd"`` at the front of
     the measurement vector.  Bodies with neither a contact nor a known wrench have
     zero external wrench; floating-base (free) joints have zero joint force.
+    ``context`` (:class:`~sparsedyn.sensors.SensorContext`): the frames carrying an
+    external wrench per body, given to every sensor's rows (an F/T sensor on a
+    fixed joint needs the side of the joint each body's external wrench acts on).
     """
 
     def __init__(self, model, sensors=None, contacts=(), unknown_accelerations=(), name=None):
@@ -226,11 +229,20 @@ class EstimationProblem:
         known = [i for i in range(model.nbodies) if model.joints[i].nv and i not in measured_qdd
                  and i not in self.unknown_accelerations]
         all_sensors = ([JointAcceleration("qdd", [model.joint_names[i] for i in known])] if known else []) + sensors
+        # where external wrenches act (a sensor on a fixed joint needs the side of each)
+        wrench_frames = {}
+        for c in self.contacts:
+            wrench_frames.setdefault(self.contact_body[c.name], []).append(model.frames[model.frame(c.frame)].name)
+        for s in sensors:
+            if isinstance(s, KnownWrench):
+                fr = s.resolve_frame(model)
+                wrench_frames.setdefault(fr.body, []).append(fr.name)
+        self.context = SensorContext({b: tuple(f) for b, f in wrench_frames.items()})
         # resolve sensors into addressed entries
         self.entries, self.priors, off = [], [], 0
         known_wrench_bodies = set()
         for s in all_sensors:
-            terms, size, bias = s.rows(model, self.layout)
+            terms, size, bias = s.rows(model, self.layout, self.context)
             for v, _ in terms:
                 if v.kind == "fx" and s.kind == "contact_load" and v.body not in contact_bodies:
                     raise ValueError(f"sensor {s.name!r} measures the contact wrench at frame {s.frame!r} (body "
