@@ -19,10 +19,18 @@ kernel          inputs (one state)                          outputs (one state)
 
 The plain variants fold ``model.gravity`` (and the absence of external forces)
 into the program; the ``_ext`` variants take them as inputs.
+
+Other traced callables (the online phase of a sparse problem, an estimator's
+algebra: :mod:`.problems`) become kernels through :func:`spec_from_callable`:
+a name, the input and output shapes of one state and a function of object
+arrays.  A spec may mark some outputs as *checks* (per-state quantities a
+wrapper inspects, e.g. pivot ratios); :func:`trace` then also counts the flops
+of the other outputs alone (``Program.result_flops``).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -31,7 +39,7 @@ import numpy as np
 
 from .ir import Graph, Program
 
-__all__ = ["KernelSpec", "KERNELS", "DEFAULT_KERNELS", "kernel_spec", "trace"]
+__all__ = ["KernelSpec", "KERNELS", "DEFAULT_KERNELS", "kernel_spec", "spec_from_callable", "trace"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,7 @@ class KernelSpec:
     outputs: tuple         # output names
     shapes: Callable       # model -> dict name -> shape (one state)
     call: Callable         # (model, *object arrays) -> tuple of output arrays
+    checks: tuple = ()     # outputs holding run-time check quantities (not part of the result's flops)
 
 
 def _shapes(model):
@@ -95,14 +104,41 @@ DEFAULT_KERNELS = ("rnea", "bias", "aba", "crba", "minv", "fk")
 
 
 def kernel_spec(name) -> KernelSpec:
+    if isinstance(name, KernelSpec):
+        return name
     try:
         return KERNELS[name]
     except KeyError:
         raise ValueError(f"unknown kernel {name!r}; known kernels: {', '.join(KERNELS)}") from None
 
 
+def spec_from_callable(name, inputs, outputs, fn, checks=()) -> KernelSpec:
+    """A :class:`KernelSpec` for any traceable callable.
+
+    ``inputs``, ``outputs``: sequences of ``(name, shape)`` (one state);
+    ``fn(*object arrays)`` returns one array per output (broadcast to its
+    shape).  ``name`` becomes the C identifier (``[a-z][a-z0-9_]*``); argument
+    names never reach the C source.  ``checks``: names of outputs that only
+    carry run-time check quantities.
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ValueError(f"kernel name must match [a-z][a-z0-9_]*, got {name!r}")
+    table = {}
+    for n, shape in list(inputs) + list(outputs):
+        if n in table:
+            raise ValueError(f"kernel {name!r}: argument name {n!r} used twice")
+        table[n] = tuple(int(d) for d in shape)
+    unknown = set(checks) - {n for n, _ in outputs}
+    if unknown:
+        raise ValueError(f"kernel {name!r}: checks {sorted(unknown)} are not outputs")
+    return KernelSpec(name, tuple(n for n, _ in inputs), tuple(n for n, _ in outputs), lambda model: table,
+                      lambda model, *args: fn(*args), tuple(checks))
+
+
 def trace(model, name) -> Program:
-    """Trace kernel ``name`` of ``model`` into a dead-code-free :class:`Program`."""
+    """Trace kernel ``name`` (a name of :data:`KERNELS` or a :class:`KernelSpec`) of ``model`` into a
+    dead-code-free :class:`Program`.  ``Program.result_flops``: flop counts of the outputs that are not
+    checks (``None`` when the spec has no checks)."""
     spec = kernel_spec(name)
     shapes = spec.shapes(model)
     g = Graph()
@@ -111,7 +147,12 @@ def trace(model, name) -> Program:
     outs = spec.call(model, *args)
     out_shapes = [shapes[n] for n in spec.outputs]
     outs = [np.broadcast_to(np.asarray(o, dtype=object), s) for o, s in zip(outs, out_shapes)]
-    prog = g.program(outs, [shapes[n] for n in spec.inputs], name=name)
+    in_shapes = [shapes[n] for n in spec.inputs]
+    prog = g.program(outs, in_shapes, name=spec.name)
+    prog.result_flops = None
+    if spec.checks:
+        keep = [o for o, n in zip(outs, spec.outputs) if n not in spec.checks]
+        prog.result_flops = g.program(keep, in_shapes, name=spec.name).flops()
     prog.trace_seconds = time.perf_counter() - t0
     prog.graph_nodes = len(g.nodes)
     return prog

@@ -134,8 +134,13 @@ def _errors(e, truth):
         if e.contacts else 0.0
 
 
-def estimate_report(model, sensors_path, seed=0, flops=True) -> str:
-    """``sparsedyn estimate MODEL --sensors FILE``: verdict, unknowns, flops, one simulated sample."""
+def estimate_report(model, sensors_path, seed=0, flops=True, extra=None) -> str:
+    """``sparsedyn estimate MODEL --sensors FILE``: verdict, unknowns, flops, one simulated sample.
+
+    ``extra(solver, q, qd, y) -> [lines]``: more lines after the flop count, given the
+    estimator and the simulated sample (the command line adds the compiled solver's
+    time and IR flop count this way; this layer knows nothing of compilation).
+    """
     from .files import problem_from_file
     prob = problem_from_file(model, sensors_path)
     v = prob.verdict()
@@ -146,6 +151,8 @@ def estimate_report(model, sensors_path, seed=0, flops=True) -> str:
     rng = np.random.default_rng(seed)
     q, qd, qdd, w = consistent_state(prob, rng)
     y, truth = prob.simulate(q, qd, qdd, w)
+    if extra is not None:
+        lines += list(extra(solver, q, qd, y))
     e = solver.solve(q, qd, y)
     et, ec = _errors(e, truth)
     lines.append(f"simulated sample (classical Newton-Euler, noise-free): max relative error joint torques {et:.2e}, "

@@ -283,10 +283,12 @@ class EstimationProblem:
         return 6 * len(self.zero_fx) + sum(self.model.joints[i].nv for i in self.unactuated)
 
     def sparse_values(self, y):
-        """The sparse problem's value vector from the flat measurement vector ``y`` (..., ny)."""
-        y = np.asarray(y, float)
+        """The sparse problem's value vector from the flat measurement vector ``y`` (..., ny).
+
+        Generic: float ``y``, or an object array (the compiler's trace: the zeros stay structural)."""
+        y = y if isinstance(y, np.ndarray) and y.dtype == object else np.asarray(y, float)
         parts = [y] + [np.broadcast_to(p.sensor.value(p.size), y.shape[:-1] + (p.size,)) for p in self.priors]
-        parts.append(np.zeros(y.shape[:-1] + (self._n_implicit(),)))
+        parts.append(np.zeros(y.shape[:-1] + (self._n_implicit(),), dtype=y.dtype))
         return np.concatenate(parts, -1)
 
     # --- measurement vector --------------------------------------------------------------
@@ -688,19 +690,51 @@ class Estimator:
         return d
 
     def _lsq(self, q, qd, y, gravity, batch, want_cov):
-        p, k = self.problem, self.k
-        ye = [y[..., e.slot] for e in self.exact]
-        U = np.concatenate([np.zeros((1, k)), np.eye(k)])                      # (k+1, k)
-        shp = batch + (k + 1,)
-        parts = [np.broadcast_to(x[..., None, :], shp + x.shape[-1:]) for x in ye]
-        parts += [np.broadcast_to(U, shp + (k,)), np.zeros(shp + (p._n_implicit(),))]
-        Yb = np.concatenate(parts, -1)
+        k = self.k
+        Yb = self._lsq_values(y)
         D, bad = self._sparse_solve(self._basis, q[..., None, :], qd[..., None, :], Yb, gravity)
         bad_states = np.zeros(batch, bool) if D is not None else np.ones(batch, bool)
         if D is None:
-            D = np.zeros(shp + (self.n,))
+            D = np.zeros(batch + (k + 1, self.n))
         else:
             bad_states |= np.any(bad, -1)
+        d0, Nt, Jt, G, rhs, res0 = self._lsq_core(D, q, qd, y)
+        ev = np.linalg.eigvalsh(G)
+        bad_states |= ~(ev[..., 0] > RANK_RTOL * ev[..., -1])
+        Gs = np.where(bad_states[..., None, None], np.eye(k), G)
+        d, chi2 = self._lsq_finish(d0, Nt, Jt, Gs, rhs, res0)
+        cov = None
+        if want_cov:
+            cu = np.linalg.inv(Gs)
+            cov = (Nt, cu)
+            if np.any(bad_states):
+                cov = np.swapaxes(Nt, -1, -2) @ cu @ Nt
+        if np.any(bad_states):
+            d, chi2 = np.array(d), np.array(chi2, dtype=float)
+            for idx in (tuple(int(i) for i in t) for t in zip(*np.nonzero(bad_states))):
+                out = self._dense_state(q[idx], qd[idx], y[idx], gravity, idx, want_cov)
+                d[idx] = out[0]
+                chi2[idx] = out[2]
+                if want_cov:
+                    cov[idx] = out[1]
+        return d, cov, chi2
+
+    # The algebra of least squares, written once for every backend: NumPy floats with batch axes,
+    # or object arrays (sparsedyn.compile traces it; the NumPy path keeps its checks around it).
+    def _lsq_values(self, y):
+        """Values (..., k + 1, ny) of the basis problem for ``y`` (..., ny): the exact sensors' values,
+        then the picked soft rows' values (row 0: zeros, the particular solution; row j: unit j), then
+        the implicit zeros."""
+        k = self.k
+        shp = y.shape[:-1] + (k + 1,)
+        U = np.concatenate([np.zeros((1, k), dtype=int), np.eye(k, dtype=int)]).astype(y.dtype)   # (k+1, k)
+        parts = [np.broadcast_to(y[..., None, e.slot], shp + (e.size,)) for e in self.exact]
+        parts += [np.broadcast_to(U, shp + (k,)), np.zeros(shp + (self.problem._n_implicit(),), dtype=y.dtype)]
+        return np.concatenate(parts, -1)
+
+    def _lsq_core(self, D, q, qd, y):
+        """From the basis solutions ``D`` (..., k + 1, n): ``d0``, ``N^T`` (..., k, n), ``J^T`` (..., k, s),
+        the normal matrix ``G = J W J^T`` (..., k, k), its right-hand side and the residual at ``d0``."""
         d0 = D[..., 0, :]
         Nt = D[..., 1:, :] - d0[..., None, :]                                  # (..., k, n)
         kin, _ = _kinematics(self.model, q, qd)
@@ -710,7 +744,7 @@ class Estimator:
             if e.bias is not None:
                 yhat0[..., r:r + e.size] += e.bias(kin)
             ysoft.append(y[..., e.slot] if e.slot is not None else
-                         np.broadcast_to(e.sensor.value(e.size), batch + (e.size,)))
+                         np.broadcast_to(e.sensor.value(e.size), y.shape[:-1] + (e.size,)))
             r += e.size
         ysoft = np.concatenate(ysoft, -1)
         Jt = Nt @ self.M_soft.T                                                # (..., k, s)
@@ -718,28 +752,19 @@ class Estimator:
         G = JW @ np.swapaxes(Jt, -1, -2)
         res0 = ysoft - yhat0
         rhs = (JW @ res0[..., None])[..., 0]
-        ev = np.linalg.eigvalsh(G)
-        bad_states |= ~(ev[..., 0] > RANK_RTOL * ev[..., -1])
-        Gs = np.where(bad_states[..., None, None], np.eye(k), G)
-        u = np.linalg.solve(Gs, rhs[..., None])[..., 0]
+        return d0, Nt, Jt, G, rhs, res0
+
+    def _lsq_finish(self, d0, Nt, Jt, G, rhs, res0):
+        """``(d, chi2)``: ``u = G^-1 rhs`` by the small dense ``L^T D L`` of :mod:`sparsedyn.ltdl`
+        (no pivoting: ``G`` is symmetric positive definite where the checks passed)."""
+        from ..ltdl import chain_lambda, ltdl, ltdl_solve
+        lam = chain_lambda(self.k)
+        L, Dg = ltdl(lam, G)
+        u = ltdl_solve(lam, L, Dg, rhs)
         d = d0 + (u[..., None, :] @ Nt)[..., 0, :]
         res = res0 - (u[..., None, :] @ Jt)[..., 0, :]
-        chi2 = np.einsum("...i,ij,...j->...", res, self.W, res)
-        cov = None
-        if want_cov:
-            cu = np.linalg.inv(Gs)
-            cov = (Nt, cu)
-            if np.any(bad_states):
-                cov = np.swapaxes(Nt, -1, -2) @ cu @ Nt
-        if np.any(bad_states):
-            d = np.array(d)
-            for idx in (tuple(int(i) for i in t) for t in zip(*np.nonzero(bad_states))):
-                out = self._dense_state(q[idx], qd[idx], y[idx], gravity, idx, want_cov)
-                d[idx] = out[0]
-                chi2[idx] = out[2]
-                if want_cov:
-                    cov[idx] = out[1]
-        return d, cov, chi2
+        chi2 = ((res @ self.W) * res).sum(-1)
+        return d, chi2
 
     def _dense_state(self, q, qd, y, gravity, idx=(), want_cov=False):
         """One state by dense linear algebra (fallback and reference): constrained weighted LS."""

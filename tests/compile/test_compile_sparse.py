@@ -1,0 +1,338 @@
+"""sparsedyn.compile of sparse problems, structures, estimation problems and estimators.
+
+The compiled ``solve`` is the traced NumPy online phase: it equals ``Structure.solve`` /
+``Estimator.solve`` (1e-12 relative where the state is well conditioned; for the
+estimation case study, where some states are not, within the NumPy path's own
+error), single state and batched; states the NumPy path would flag are re-solved
+by it (warning included); without a compiler everything answers through NumPy;
+two problems on one model never share a library.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import random_trees, rel_err
+from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
+from sparsedyn import sparse
+from sparsedyn.codegen import CompilerNotFoundWarning
+from sparsedyn.codegen.problems import CompiledEstimator, CompiledStructure
+from sparsedyn.estimation import StateSingularError
+from sparsedyn.estimation.casestudy import case_problems, consistent_state, sample_noise
+from sparsedyn.sparse import SparsePivotWarning
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+TOL = 1e-12
+
+
+def per_state(x, y):
+    x, y = np.asarray(x, float).reshape(len(x), -1), np.asarray(y, float).reshape(len(y), -1)
+    return np.max(np.abs(x - y), axis=1) / np.maximum(1.0, np.max(np.abs(y), axis=1))
+
+
+def states(model, rng, n):
+    q = np.stack([model.random_configuration(rng) for _ in range(n)])
+    return q, rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
+
+
+def check_structure(st, k, q, v, y):
+    """Compiled == NumPy: batch, every single state, and several right-hand sides per configuration."""
+    ref = st.solve(q, v, y)
+    assert k.solve(q, v, y).shape == ref.shape
+    assert rel_err(k.solve(q, v, y), ref) < TOL
+    for i in range(min(3, len(q))):
+        d = k.solve(q[i], v[i], y[i])
+        assert d.shape == (st.n,)
+        assert rel_err(d, ref[i]) < TOL
+    Y = np.stack([y, y[::-1]], 1)                                  # (B, 2, ny) at (B, 1, nq)
+    assert rel_err(k.solve(q[:, None], v[:, None], Y), st.solve(q[:, None], v[:, None], Y)) < TOL
+
+
+@pytest.mark.parametrize("kind", ["id", "fd"])
+def test_compiled_sparse_dynamics_equals_numpy(tree, kind, rng):
+    make = sparse.inverse_dynamics_problem if kind == "id" else sparse.forward_dynamics_problem
+    problem = make(tree)
+    k = sd.compile(problem)                                        # a Problem: analysed here
+    assert isinstance(k, CompiledStructure) and k.compiled
+    st = k.structure
+    q, v, a = states(tree, rng, 5)
+    y = problem.values(qdd=a) if kind == "id" else problem.values(tau=a)
+    check_structure(st, k, q, v, y)
+    out = st.unpack(k.solve(q, v, y))
+    want = sd.rnea(tree, q, v, a) if kind == "id" else sd.aba(tree, q, v, a)
+    assert rel_err(out["tau" if kind == "id" else "qdd"], want) < 1e-9
+    # a batch long enough for the vectorised library
+    q, v, a = states(tree, rng, 4 * k.lanes + 3)
+    y = problem.values(qdd=a) if kind == "id" else problem.values(tau=a)
+    assert rel_err(k.solve(q, v, y), st.solve(q, v, y)) < TOL
+    assert k.built.get("batch") is not None
+    # flops from the IR next to the tracer's count (same kernels, different folding rules)
+    f = k.flops()
+    assert f["total"] > 0 and k.flops("result") == f                # proven pivots: no check values
+    assert st.proven and k._checks.size == 0
+
+
+def test_compiled_robot_and_a_structure(rng):
+    from erd import robot_path
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robot_path("anymal_c"), floating_base=True)
+    for make, key in ((sparse.inverse_dynamics_problem, "qdd"), (sparse.forward_dynamics_problem, "tau")):
+        st = make(model).analyze()
+        k = sd.compile(st)                                          # a Structure
+        q, v, a = states(model, rng, 6)
+        y = st.problem.values(**{key: a})
+        check_structure(st, k, q, v, y)
+        # the other options answer through the NumPy path
+        g = np.array([0.0, 0.0, -1.62])
+        assert rel_err(k.solve(q, v, y, gravity=g), st.solve(q, v, y, gravity=g)) == 0.0
+        d, info = k.solve(q, v, y, info=True)
+        assert not info.fallback.any() and rel_err(d, st.solve(q, v, y)) < TOL
+        assert rel_err(k.solve(q, v, y, check="all"), st.solve(q, v, y, check="all")) < TOL
+        assert rel_err(k.solve(q, v, y, check="none"), st.solve(q, v, y, check="none")) < TOL
+
+
+def test_two_problems_on_one_model_do_not_share_a_library(rng):
+    model = random_trees()[1]
+    st_id = sparse.inverse_dynamics_problem(model).analyze()
+    st_fd = sparse.forward_dynamics_problem(model).analyze()
+    st_col = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
+    ks = [sd.compile(s) for s in (st_id, st_fd, st_col)]
+    libs = {k._libs[("main", "single")].lib._name for k in ks}
+    assert len(libs) == 3
+    q, v, a = states(model, rng, 3)
+    for s, k, y in zip((st_id, st_fd, st_col), ks, (st_id.problem.values(qdd=a), st_fd.problem.values(tau=a),
+                                                   st_col.problem.values(tau=a))):
+        assert rel_err(k.solve(q, v, y), s.solve(q, v, y)) < 1e-9
+    # compiling again loads the same library from the manifest, without tracing
+    again = sd.compile(st_fd)
+    assert not again.built["single"] and again._libs[("main", "single")].lib._name == \
+        ks[1]._libs[("main", "single")].lib._name
+
+
+def test_measurement_bias_keys_the_manifest(rng):
+    """A ``bias`` written in sparsedyn (an accelerometer's) is part of the manifest key; one defined
+    elsewhere (its globals are unknown) disables the manifest, and the library, keyed by the IR, is
+    still shared.  Either way the compiled solve equals the NumPy one (here with unproven pivots)."""
+    from sparsedyn import sensors
+    from sparsedyn.codegen.problems import structure_fingerprint
+    from sparsedyn.estimation.problem import _Entry
+    model = sd.serial_chain(5)
+    layout = sparse.Layout(model)
+    acc = sensors.Accelerometer("acc", model.body_names[-1])
+    terms, size, bias = acc.rows(model, layout)
+    keyed = _Entry(acc, terms, size, bias, None).measurement([0], "acc x")
+    user = sparse.Measurement("acc x", keyed.terms, 1, lambda kin: bias(kin)[..., :1])
+    base = sparse.Problem(model, layout=layout).known("tau", list(range(model.nbodies - 1))).known("fx")
+    other = sensors.Accelerometer("acc", model.body_names[-2])
+    t2, s2, b2 = other.rows(model, layout)
+    keyed2 = _Entry(other, t2, s2, b2, None).measurement([0], "acc x")
+    fps = [structure_fingerprint(base.measure(m).analyze()) for m in (keyed, user, keyed2)]
+    assert fps[0] is not None and fps[1] is None and fps[2] is not None and fps[0] != fps[2]
+    libs = []
+    for meas in (keyed, user):
+        st = base.measure(meas).analyze()
+        assert not st.proven
+        k = sd.compile(st)
+        q, v, a = states(model, rng, 6)
+        y = st.problem.values(tau=a, **{"acc x": rng.normal(size=(6, 1))})
+        assert rel_err(k.solve(q, v, y), st.solve(q, v, y)) < TOL
+        libs.append(k._libs[("main", "single")].lib._name)
+    assert libs[0] == libs[1]
+
+
+def test_names_do_not_reach_the_source(rng):
+    from test_compile_names import EVIL, hostile_model
+    from sparsedyn.codegen.cemit import emit_program, emit_unit
+    from sparsedyn.codegen.trace import trace
+    model = hostile_model()
+    k = sd.compile(sparse.forward_dynamics_problem(model))
+    src = emit_unit(emit_program(trace(model, k._spec_main), k._kname, "single"))
+    for bad in ("MARKER", "*/ int", "\\slash", "stdio", "naïve", "model \"") + tuple(EVIL[:3]):
+        assert bad not in src
+    assert src.isascii()
+    q, v, a = states(model, rng, 2)
+    y = k.problem.values(tau=a)
+    assert rel_err(k.solve(q, v, y), k.structure.solve(q, v, y)) < TOL
+
+
+def _near_singular_state(st, rng, target=1e-13):
+    """A configuration where a static pivot of ``st`` is ``target`` times its typical size (as in
+    tests/sparse/test_sparse_solve.py): bisection along paths between random configurations."""
+    model = st.model
+    for _ in range(20):
+        q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
+        hits = [h for h in st.hunt_vanishing_pivots(q0, q1) if h["relative"] < 1e-12]
+        if hits:
+            h = hits[0]
+            dq = model.difference(q0, q1)
+            k, t0, typical = h["pivot"], h["t"], h["value"] / max(h["relative"], 1e-300)
+            for dt in np.geomspace(1e-16, 1e-6, 200):
+                q = model.integrate(q0, (t0 + dt) * dq)
+                if abs(st.pivots(q)[k]) > target * typical:
+                    return q, h
+    return None
+
+
+def test_near_singular_static_pivot_gives_the_numpy_answer_with_its_warning(rng):
+    model = sd.serial_chain(4)
+    st = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
+    assert not st.proven
+    k = sd.compile(st)
+    assert k._checks.size > 0 and k.flops("checks")["total"] > 0
+    found = _near_singular_state(st, rng)
+    assert found is not None
+    q_bad = found[0]
+    Q = np.stack([model.random_configuration(rng), q_bad, model.random_configuration(rng)])
+    V, T = rng.normal(size=(3, model.nv)), rng.normal(size=(3, model.nv))
+    y = st.problem.values(tau=T)
+    assert rel_err(st.unpack(st.solve(Q, V, y, check="none"))["qdd"][1], sd.aba(model, Q[1], V[1], T[1])) > 1e-6
+    with pytest.warns(SparsePivotWarning, match=r"colamd.*1 of 3 states.*partial pivoting"):
+        ref = st.solve(Q, V, y)
+    out = k._run("main", k._kname, [Q, V, y])
+    assert k._checks.bad(out[1], out[0]).tolist() == [False, True, False]      # flagged by the kernel
+    with pytest.warns(SparsePivotWarning, match=r"colamd.*partial pivoting"):
+        d = k.solve(Q, V, y)
+    assert rel_err(d, ref) < TOL
+    assert rel_err(st.unpack(d)["qdd"], sd.aba(model, Q, V, T)) < 1e-9
+    with pytest.warns(SparsePivotWarning):
+        d1 = k.solve(Q[1], V[1], y[1])
+    assert rel_err(d1, ref[1]) < TOL
+    # unchecked, the compiled kernel returns the raw static-order answer, as NumPy does
+    assert rel_err(k.solve(Q, V, y, check="none"), st.solve(Q, V, y, check="none")) < 1e-6
+
+
+# --- estimators: the humanoid case study ---------------------------------------------
+
+CASES = ("eq23-nz", "ankle-ft", "redundant")
+
+
+@pytest.fixture(scope="module")
+def humanoid_cases():
+    from sparsedyn.builders import humanoid
+    model = humanoid()
+    probs = case_problems(model)
+    return model, {name: probs[name] for name in CASES}
+
+
+def near_standing(model, problem, rng, n):
+    from sparsedyn.builders import humanoid_standing_configuration
+    q0 = humanoid_standing_configuration()
+    Q = np.stack([model.integrate(q0, 0.2 * rng.normal(size=model.nv)) for _ in range(n)])
+    return consistent_state(problem, rng, q=Q, batch=(n,))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_compiled_estimator_equals_numpy_and_truth(humanoid_cases, name):
+    model, probs = humanoid_cases
+    problem = probs[name]
+    rng = np.random.default_rng(7)
+    est = problem.compile()
+    k = sd.compile(est) if name != "ankle-ft" else sd.compile(problem)     # an Estimator / a problem
+    assert isinstance(k, CompiledEstimator) and k.compiled
+    assert k.square == (name != "redundant")
+    n = 12
+    q, qd, qdd, w = near_standing(model, problem, rng, n)
+    y, truth = problem.simulate(q, qd, qdd, w)                   # noise-free: the truth is the exact answer
+    e0, e1 = est.solve(q, qd, y), k.solve(q, qd, y)
+    assert e1.d.shape == e0.d.shape and e1.chi2.shape == (n,) and e1.dof == e0.dof
+    own = per_state(e0.d, truth["d"])                              # the NumPy path's own error per state
+    assert np.all(per_state(e1.d, e0.d) <= TOL + 2 * own)
+    assert np.all(per_state(e1.d, truth["d"]) <= TOL + 3 * own)
+    assert np.median(per_state(e1.d, e0.d)) < 1e-13
+    for c in problem.contacts:
+        assert rel_err(e1.contacts[c.name], truth["contacts"][c.name]) < 1e-8
+    assert rel_err(e1.tau, truth["tau"]) < 1e-8
+    for i in (0, 5):                                               # single states
+        s = k.solve(q[i], qd[i], y[i])
+        assert s.d.shape == (est.n,) and np.shape(s.chi2) == ()
+        assert rel_err(s.d, e0.d[i]) <= TOL + 2 * own[i]
+    if name == "redundant":                                        # noisy: weighted least squares
+        yn = y + sample_noise(problem, rng, (n,))
+        e0, e1 = est.solve(q, qd, yn), k.solve(q, qd, yn)
+        assert np.all(per_state(e1.d, e0.d) < 1e-10) and np.median(per_state(e1.d, e0.d)) < 1e-12
+        assert rel_err(e1.chi2, e0.chi2) < 1e-8 and np.all(e1.chi2 > 0)
+        s = k.solve(q[3], qd[3], yn[3])
+        assert rel_err(s.d, e0.d[3]) < 1e-10 and abs(s.chi2 - e0.chi2[3]) <= 1e-8 * e0.chi2[3]
+        # covariance and gravity answer through the NumPy path
+        c1, c0 = k.solve(q[:2], qd[:2], yn[:2], covariance=True), est.solve(q[:2], qd[:2], yn[:2], covariance=True)
+        assert rel_err(c1.cov_d, c0.cov_d) == 0.0
+    # a batch long enough for the vectorised library, random (not near-standing) states
+    q, qd, qdd, w = consistent_state(problem, rng, batch=(40,))
+    y, truth = problem.simulate(q, qd, qdd, w)
+    e0, e1 = est.solve(q, qd, y), k.solve(q, qd, y)
+    own = per_state(e0.d, truth["d"])
+    assert np.all(per_state(e1.d, e0.d) <= 1e-11 + 10 * own)
+    assert np.median(per_state(e1.d, e0.d)) < TOL
+    # flops from the IR: the result's (the solve) and the run-time checks'
+    f, r = k.flops(), k.flops("result")
+    assert r["total"] > 0 and f["total"] == r["total"] + k.flops("checks")["total"]
+
+
+def test_estimator_states_flagged_by_the_kernel_go_to_numpy(humanoid_cases):
+    """Only the states the kernel's check values flag are re-solved by ``Estimator.solve``; an error
+    there (StateSingularError) names the caller's batch index.  Invalid input fails as in NumPy."""
+    model, probs = humanoid_cases
+    problem = probs["ankle-ft"]
+    est = problem.compile()
+    k = sd.compile(est)
+    rng = np.random.default_rng(3)
+    q, qd, qdd, w = near_standing(model, problem, rng, 4)
+    y, _ = problem.simulate(q, qd, qdd, w)
+    ynan = y.copy()
+    ynan[2, 0] = np.nan
+    for solver in (k, est):
+        with pytest.raises(ValueError, match="NaN"):
+            solver.solve(q, qd, ynan)
+    out = k._run("main", k._kname, [q, qd, y])
+    assert not k._checks.bad(out[-1], out[0]).any()
+    calls = []
+    solve = est.solve
+    k._checks.bad = lambda chk, d: np.arange(len(chk)) == 1        # pretend the kernel flags state 1
+    est.solve = lambda *a, **kw: calls.append(len(a[0])) or solve(*a, **kw)
+    try:
+        e1 = k.solve(q, qd, y)
+        assert calls == [1]
+        assert rel_err(e1.d, solve(q, qd, y).d) < 1e-11
+        # a state that is singular for the NumPy path too: its error names the caller's index
+        k._checks.bad = lambda chk, d: np.arange(len(chk)) == 2
+        est._sparse_solve = lambda st, q, qd, ys, g: (None, np.ones(q.shape[:-1], bool))
+
+        def singular(q, qd, y, g, idx=(), want_cov=False):
+            raise StateSingularError(f"{problem.name}: singular at the state with batch index {idx}", [idx])
+        est._dense_state = singular
+        with pytest.raises(StateSingularError, match=r"batch index \(2,\)") as info:
+            k.solve(q, qd, y)
+        assert info.value.states == ((2,),)
+    finally:
+        del k._checks.bad, est.solve, est._sparse_solve, est._dense_state
+
+
+def test_without_a_compiler_everything_answers_through_numpy(tmp_path, monkeypatch, humanoid_cases, rng):
+    import sparsedyn.codegen.api as api
+    monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(api, "_warned_no_compiler", set())
+    model = random_trees()[2]
+    st = sparse.forward_dynamics_problem(model).analyze()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        k = sd.compile(st)
+        ke = sd.compile(humanoid_cases[1]["redundant"])
+    ours = [w for w in caught if issubclass(w.category, CompilerNotFoundWarning)]
+    assert len(ours) == 1 and "NumPy" in str(ours[0].message)
+    assert not k.compiled and not ke.compiled
+    q, v, a = states(model, rng, 3)
+    y = st.problem.values(tau=a)
+    assert rel_err(k.solve(q, v, y), st.solve(q, v, y)) == 0.0
+    assert k.flops()["total"] > 0                                   # still counted from the IR
+    problem = humanoid_cases[1]["redundant"]
+    qh, qdh, qddh, w = near_standing(humanoid_cases[0], problem, rng, 2)
+    yh, _ = problem.simulate(qh, qdh, qddh, w)
+    assert rel_err(ke.solve(qh, qdh, yh).d, ke.estimator.solve(qh, qdh, yh).d) == 0.0
+
+
+def test_compile_rejects_kernels_for_problems():
+    with pytest.raises(TypeError, match="kernels"):
+        sd.compile(sparse.inverse_dynamics_problem(sd.serial_chain(2)), kernels=("rnea",))
