@@ -298,7 +298,7 @@ def test_estimator_states_flagged_by_the_kernel_go_to_numpy(humanoid_cases):
         assert rel_err(e1.d, solve(q, qd, y).d) < 1e-11
         # a state that is singular for the NumPy path too: its error names the caller's index
         k._checks.bad = lambda chk, d: np.arange(len(chk)) == 2
-        est._sparse_solve = lambda st, q, qd, ys, g: (None, np.ones(q.shape[:-1], bool))
+        est._sparse_solve = lambda st, q, qd, ys, g: (None, np.ones(q.shape[:-1], bool), None)
 
         def singular(q, qd, y, g, idx=(), want_cov=False):
             raise StateSingularError(f"{problem.name}: singular at the state with batch index {idx}", [idx])

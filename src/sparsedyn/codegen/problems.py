@@ -296,13 +296,14 @@ def _recip(x):
 
 
 def _traced_solve(st, q, qd, y, batch):
-    """``x`` (n,) + batch of the traced online phase of ``st`` (``model.gravity`` folded) and the
-    list of its check values (see the module docstring), in :class:`_CheckLayout` order."""
+    """``x`` (n,) + batch of the traced online phase of ``st`` (``model.gravity`` folded), the
+    list of its check values (see the module docstring), in :class:`_CheckLayout` order, and the
+    factors ``(vals, W, b, batch)``."""
     from .. import _checks
     from ..sparse.solver import BERR_TOL, PIVOT_RTOL
     g = _checks.gravity(st.model, None)
     rec = _Recorder()
-    x, vals, b = st._kernel(q, qd, y, g, batch, True, rec, rec.phase)
+    x, vals, b, W = st._kernel(q, qd, y, g, batch, True, rec, rec.phase)
     checks = []
     t2 = (MARGIN * PIVOT_RTOL) ** 2
     for piv, init, lvals, uvals in rec.records:
@@ -328,7 +329,7 @@ def _traced_solve(st, q, qd, y, batch):
         s_res, s_p, s_rhs = _sumpow(Az - rhs, 4), _sumpow(p, 4), _sumpow(rhs, 4)
         c = (BERR_TOL / BERR_MARGIN) ** 4 / (2 * blk.size)
         checks += _flat((s_p + s_rhs) * c - s_res) + _flat(_recip(s_p + s_rhs + s_res))
-    return x, checks
+    return x, checks, (vals, W, b, batch)
 
 
 class _CheckLayout:
@@ -452,7 +453,7 @@ class CompiledStructure(_CompiledProblem):
 
         def fn(q, qd, y=None):
             y = np.zeros((0,), dtype=object) if y is None else y
-            x, chk = _traced_solve(st, q, qd, y, ())
+            x, chk, _ = _traced_solve(st, q, qd, y, ())
             return (x, np.array(chk, dtype=object)) if checks.size else (x,)
 
         inputs = [("q", (model.nq,)), ("qd", (model.nv,))] + ([("y", (st.problem.ny,))] if has_y else [])
@@ -519,7 +520,7 @@ class CompiledEstimator(_CompiledProblem):
 
             def fn(q, qd, y=None):
                 y = np.zeros((0,), dtype=object) if y is None else y
-                x, chk = _traced_solve(est.structure, q, qd, p.sparse_values(y), ())
+                x, chk, _ = _traced_solve(est.structure, q, qd, p.sparse_values(y), ())
                 return (x, np.array(chk, dtype=object)) if checks.size else (x,)
             outputs = [("d", (est.n,))]
         else:
@@ -528,10 +529,10 @@ class CompiledEstimator(_CompiledProblem):
 
             def fn(q, qd, y=None):
                 y = np.zeros((0,), dtype=object) if y is None else y
-                x, chk = _traced_solve(est._basis, q[None, :], qd[None, :], est._lsq_values(y), (k + 1,))
+                x, chk, factors = _traced_solve(est._basis, q[None, :], qd[None, :], est._lsq_values(y), (k + 1,))
                 D = np.moveaxis(x, 0, -1)                                   # (k + 1, n)
                 d0, Nt, Jt, G, rhs, res0 = est._lsq_core(D, q, qd, y)
-                d, chi2 = est._lsq_finish(d0, Nt, Jt, G, rhs, res0)
+                d, chi2 = est._lsq_finish(d0, Nt, Jt, G, rhs, res0, est._lsq_refiner(*factors))
                 return d, np.array([chi2], dtype=object), np.array(chk + _lsq_checks(G, k), dtype=object)
             outputs = [("d", (est.n,)), ("chi2", (1,))]
         if checks.size:

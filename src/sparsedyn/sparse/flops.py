@@ -206,7 +206,7 @@ def count_solve(structure, outputs=None, seed=0):
             yt[slot] = 0                                   # structural zeros: no external forces
     with phase("transforms"):
         qt, qdt = trace_inputs(q), trace_inputs(qd)
-    d, _, _ = structure._kernel(qt, qdt, yt, model.gravity, (), True, None, phase)
+    d, _, _, _ = structure._kernel(qt, qdt, yt, model.gravity, (), True, None, phase)
     ref = structure.solve(q, qd, value(yt))
     scale = max(1.0, float(np.max(np.abs(ref))))
     if not np.allclose(value(d), ref, rtol=1e-6, atol=1e-6 * scale):

@@ -329,24 +329,40 @@ class Structure:
         (..., k, ny); ``A`` is filled and factored once per configuration (the
         batch shape of ``q``) and only ``b`` and the substitutions run ``k`` times.
         """
+        d, solve_info, _ = self._solve(q, qd, y, gravity, check)
+        return (d, solve_info) if info else d
+
+    def _solve(self, q, qd, y, gravity, check):
+        """:meth:`solve` returning ``(d, SolveInfo, (vals, W, b, batch))``: the factors let a caller
+        refine ``d`` or solve more right-hand sides (:meth:`_residual`, :meth:`_substitute`)."""
         if check not in ("auto", "all", "none"):
             raise ValueError(f"check: expected 'auto', 'all' or 'none', got {check!r}")
         q, qd, y, g, batch, symbolic = self._inputs(q, qd, y, gravity)
         monitor = None if symbolic or check == "none" else _Monitor(check, batch)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            x, vals, b = self._kernel(q, qd, y, g, batch, symbolic, monitor)
+            x, vals, b, W = self._kernel(q, qd, y, g, batch, symbolic, monitor)
         if monitor is not None and np.any(monitor.bad):
             x = self._fallback(x, vals, b, monitor)
-        d = np.moveaxis(x, 0, -1)
-        if info:
-            if monitor is None:
-                monitor = _Monitor("none", batch)
-            return d, SolveInfo(monitor.bad.copy(), monitor.ratio, monitor.berr, monitor.checked)
-        return d
+        if monitor is None:
+            monitor = _Monitor("none", batch)
+        return (np.moveaxis(x, 0, -1), SolveInfo(monitor.bad.copy(), monitor.ratio, monitor.berr, monitor.checked),
+                (vals, W, b, batch))
+
+    def _residual(self, vals, b, x):
+        """``A x + b`` (nrows,) + batch for ``x`` (n,) + batch (entry-first, any backend)."""
+        p = self.pattern
+        r = b.copy()
+        np.add.at(r, p.rows, vals * x[p.cols])
+        return r
+
+    def _substitute(self, vals, W, b, batch):
+        """``x`` (n,) + batch with ``A x + b = 0`` for the factors ``W`` of :meth:`_kernel` (unchecked)."""
+        return _substitute(self, vals, W, b, batch, b.dtype)
 
     def _kernel(self, q, qd, y, g, batch, symbolic, monitor=None, phase=None):
-        """The online phase, unchecked: ``(x, vals, b)`` entry-first.  ``phase(name)``: a context
-        manager tagging the operations of each phase (flop counting); a no-op by default."""
+        """The online phase, unchecked: ``(x, vals, b, W)`` entry-first (``W``: the LU factors, shaped
+        by the configurations' batch).  ``phase(name)``: a context manager tagging the operations of
+        each phase (flop counting); a no-op by default."""
         ph = phase or _no_phase
         dtype = object if symbolic else float
         # A depends on q alone: factor it once per configuration even when y carries extra
@@ -362,7 +378,7 @@ class Structure:
             _factor(self.blocks, W, fbatch, monitor)
         with ph("solve"):
             x = _substitute(self, vals, W, b, batch, dtype, monitor)
-        return x, vals, b
+        return x, vals, b, W
 
     def _fallback(self, x, vals, b, monitor):
         p = self.pattern
