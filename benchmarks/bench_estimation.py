@@ -70,7 +70,7 @@ def run_case(name, problem, batch, rng, log):
     r, f = k.flops("result"), k.flops()
     ex = est.flops()
     row.update(ir=_mad(r), ir_checks=f["total"] - r["total"], ir_fun=r["sin"] + r["cos"] + r["sqrt"],
-               tracer=ex["total"], tracer_reuse=ex["total_reuse"])
+               tracer=ex["total"])
     row["gflops"] = f["total"] * row["kernel_sps"] / 1e9
     return row
 
@@ -87,21 +87,21 @@ def report(rows, batch, threads):
            "",
            f"{'case':10s} {'kind':15s} | {'NumPy us':>9s} {'compiled us':>11s} {'kernel us':>9s} {'x':>5s} | "
            f"{'NumPy st/s':>10s} {'compiled st/s':>13s} {'kernel st/s':>11s} {'x':>6s} | {'GFLOP/s':>7s} | "
-           f"{'IR flops':>8s} {'+checks':>7s} {'tracer':>7s} {'(reuse)':>7s} | {'resolved':>8s} "
+           f"{'IR flops':>8s} {'+checks':>7s} {'tracer':>7s} | {'resolved':>8s} "
            f"{'max diff':>8s} {'median':>8s} | {'build s':>7s}"]
     for r in rows:
         out.append(
             f"{r['case']:10s} {r['kind']:15s} | {r['numpy_us']:9.0f} {r['comp_us']:11.1f} {r['kernel_us']:9.1f} "
             f"{r['numpy_us'] / r['comp_us']:5.0f} | {r['numpy_sps']:10.0f} {r['comp_sps']:13.0f} {r['kernel_sps']:11.0f} "
             f"{r['comp_sps'] / r['numpy_sps']:6.0f} | {r['gflops']:7.2f} | {r['ir']:8d} {r['ir_checks']:7d} "
-            f"{r['tracer']:7d} {r['tracer_reuse']:7d} | {r['flagged']:8d} {r['diff_max']:8.1e} {r['diff_med']:8.1e} | "
+            f"{r['tracer']:7d} | {r['flagged']:8d} {r['diff_max']:8.1e} {r['diff_med']:8.1e} | "
             f"{r['build_s']:7.1f}")
     out += ["",
             "x: NumPy time / compiled time (single), compiled states/s / NumPy states/s (batch).  kernel: the native",
             "kernel alone (CompiledEstimator.raw: no input validation, checks or Estimate object).  GFLOP/s: IR flops",
             "(with checks, sin/cos counted) x kernel states/s.  IR flops: mul+add+div of the estimate after folding and",
-            "CSE; +checks: the run-time check values; tracer: Estimator.flops()['total'] ((k+1) solves for least",
-            "squares), (reuse): with one factorization.  resolved: batch states the kernel's checks sent to the NumPy",
+            "CSE; +checks: the run-time check values; tracer: Estimator.flops()['total'] (least squares: one",
+            "factorization, k+1 substitutions, normal equations, one refinement step).  resolved: batch states the kernel's checks sent to the NumPy",
             "path.  diff: relative difference to the NumPy estimates per state (max, median)."]
     return "\n".join(out)
 
