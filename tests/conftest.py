@@ -49,3 +49,22 @@ def pendulum(m=2.0, l=0.7, Iy=0.05):
     b.add_body("link", None, sd.make_joint("revolute", (0, 1, 0)), mass=m, com=[0, 0, -l],
                rot_inertia=np.diag([Iy, Iy, Iy]))
     return b.build(), lambda q: np.cross([-l * np.sin(q), 0, -l * np.cos(q)], [0, 0, -9.81 * m])[1]
+
+
+def near_singular_state(st, rng, target=1e-13):
+    """A configuration where a static pivot of ``st`` is ``target`` times its typical size, found by
+    bisection along the path between two random configurations (or None)."""
+    model = st.model
+    for _ in range(20):
+        q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
+        hits = [h for h in st.hunt_vanishing_pivots(q0, q1) if h["relative"] < 1e-12]
+        if hits:
+            h = hits[0]
+            dq = model.difference(q0, q1)
+            # step off the zero until the pivot is about `target` of its typical size
+            k, t0, typical = h["pivot"], h["t"], h["value"] / max(h["relative"], 1e-300)
+            for dt in np.geomspace(1e-16, 1e-6, 200):
+                q = model.integrate(q0, (t0 + dt) * dq)
+                if abs(st.pivots(q)[k]) > target * typical:
+                    return q, h
+    return None

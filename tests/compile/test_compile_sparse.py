@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import random_trees, rel_err
+from conftest import near_singular_state, random_trees, rel_err
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
 from sparsedyn import sparse
 from sparsedyn.codegen import CompilerNotFoundWarning
@@ -158,31 +158,13 @@ def test_names_do_not_reach_the_source(rng):
     assert rel_err(k.solve(q, v, y), k.structure.solve(q, v, y)) < TOL
 
 
-def _near_singular_state(st, rng, target=1e-13):
-    """A configuration where a static pivot of ``st`` is ``target`` times its typical size (as in
-    tests/sparse/test_sparse_solve.py): bisection along paths between random configurations."""
-    model = st.model
-    for _ in range(20):
-        q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
-        hits = [h for h in st.hunt_vanishing_pivots(q0, q1) if h["relative"] < 1e-12]
-        if hits:
-            h = hits[0]
-            dq = model.difference(q0, q1)
-            k, t0, typical = h["pivot"], h["t"], h["value"] / max(h["relative"], 1e-300)
-            for dt in np.geomspace(1e-16, 1e-6, 200):
-                q = model.integrate(q0, (t0 + dt) * dq)
-                if abs(st.pivots(q)[k]) > target * typical:
-                    return q, h
-    return None
-
-
 def test_near_singular_static_pivot_gives_the_numpy_answer_with_its_warning(rng):
     model = sd.serial_chain(4)
     st = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
     assert not st.proven
     k = sd.compile(st)
     assert k._checks.size > 0 and k.flops("checks")["total"] > 0
-    found = _near_singular_state(st, rng)
+    found = near_singular_state(st, rng)
     assert found is not None
     q_bad = found[0]
     Q = np.stack([model.random_configuration(rng), q_bad, model.random_configuration(rng)])

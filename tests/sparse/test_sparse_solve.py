@@ -11,7 +11,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn import sparse
 from sparsedyn.sparse import Measurement, Problem, SparsePivotWarning, StructurallySingularError
-from conftest import rel_err
+from conftest import near_singular_state, rel_err
 from sparse_oracles import all_models, fd_singular, random_states, rnea_intermediates, robot, robot_cases
 
 TOL = 1e-9
@@ -221,25 +221,6 @@ def test_measurement_with_a_state_dependent_bias(rng):
 
 # --- the runtime check and its fallback -----------------------------------------------------------
 
-def _near_singular_state(st, rng, target=1e-13):
-    """A configuration where a static pivot of ``st`` is ``target`` times its typical size, found by
-    bisection along the path between two random configurations (or None)."""
-    model = st.model
-    for _ in range(20):
-        q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
-        hits = [h for h in st.hunt_vanishing_pivots(q0, q1) if h["relative"] < 1e-12]
-        if hits:
-            h = hits[0]
-            dq = model.difference(q0, q1)
-            # step off the zero until the pivot is about `target` of its typical size
-            k, t0, typical = h["pivot"], h["t"], h["value"] / max(h["relative"], 1e-300)
-            for dt in np.geomspace(1e-16, 1e-6, 200):
-                q = model.integrate(q0, (t0 + dt) * dq)
-                if abs(st.pivots(q)[k]) > target * typical:
-                    return q, h
-    return None
-
-
 def test_near_singular_static_pivot_falls_back_with_a_warning(rng):
     """COLAMD's static order (SuperLU's pivots at one generic state) puts configuration-dependent
     entries on the diagonal.  Bisection finds a configuration where one of them is ~1e-13 of its
@@ -248,7 +229,7 @@ def test_near_singular_static_pivot_falls_back_with_a_warning(rng):
     model = sd.serial_chain(4)
     st = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
     assert not st.proven
-    found = _near_singular_state(st, rng)
+    found = near_singular_state(st, rng)
     assert found is not None
     q_bad, hit = found
     assert hit["proof"] == ""
@@ -343,7 +324,7 @@ def test_several_right_hand_sides_fall_back_per_state(rng):
     """A near-singular static pivot at one configuration re-solves all of its right-hand sides."""
     model = sd.serial_chain(4)
     st = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
-    q_bad, _ = _near_singular_state(st, rng)
+    q_bad, _ = near_singular_state(st, rng)
     Q = np.stack([model.random_configuration(rng), q_bad])
     V = rng.normal(size=(2, model.nv))
     T = rng.normal(size=(2, 3, model.nv))

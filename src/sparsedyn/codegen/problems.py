@@ -366,7 +366,15 @@ def _lsq_checks(G, k):
 class _CompiledProblem(KernelSet):
     """One kernel ``self._kname`` with inputs ``q, qd[, y]`` and outputs ``d[, chi2][, chk]``."""
 
-    def __init__(self, model, spec, checks, compiler, progress, vectorize, owner):
+    def __init__(self, model, name, ny, outputs, fn, checks, compiler, progress, vectorize, owner):
+        """``fn(q, qd[, y])`` traced into kernel ``name``: inputs ``q, qd`` (and ``y`` when ``ny``),
+        ``outputs`` ``[(name, shape)]`` followed by the check values ``chk`` when ``checks.size``;
+        ``owner``: the cache fingerprint (None: trace every time)."""
+        inputs = [("q", (model.nq,)), ("qd", (model.nv,))] + ([("y", (ny,))] if ny else [])
+        outputs = list(outputs) + ([("chk", (checks.size,))] if checks.size else [])
+        spec = spec_from_callable(name, inputs, outputs, fn, checks=("chk",) if checks.size else ())
+        self._has_y = ny > 0
+        owner = None if compiler is None else owner
         super().__init__(model, compiler, progress, vectorize, owner=False if owner is None else owner)
         self._spec_main = spec
         self._specs[spec.name] = spec
@@ -448,7 +456,6 @@ class CompiledStructure(_CompiledProblem):
     def __init__(self, structure, compiler, progress=None, vectorize=None):
         st = self.structure = structure
         model = st.model
-        has_y = st.problem.ny > 0
         checks = _CheckLayout(st)
 
         def fn(q, qd, y=None):
@@ -456,14 +463,10 @@ class CompiledStructure(_CompiledProblem):
             x, chk, _ = _traced_solve(st, q, qd, y, ())
             return (x, np.array(chk, dtype=object)) if checks.size else (x,)
 
-        inputs = [("q", (model.nq,)), ("qd", (model.nv,))] + ([("y", (st.problem.ny,))] if has_y else [])
-        outputs = [("d", (st.n,))] + ([("chk", (checks.size,))] if checks.size else [])
-        spec = spec_from_callable("sparse_solve", inputs, outputs, fn, checks=("chk",) if checks.size else ())
-        self._has_y = has_y
-        owner = structure_fingerprint(st) if compiler is not None else None
-        super().__init__(model, spec, checks, compiler, progress, vectorize, owner)
+        super().__init__(model, "sparse_solve", st.problem.ny, [("d", (st.n,))], fn, checks, compiler, progress,
+                         vectorize, structure_fingerprint(st) if compiler is not None else None)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):                       # the structure's attributes
         if name.startswith("_") or name == "structure":
             raise AttributeError(name)
         return getattr(self.structure, name)
@@ -514,7 +517,6 @@ class CompiledEstimator(_CompiledProblem):
         model, p = est.model, estimator.problem
         if not est.square and est._basis is None:
             est._build_basis()
-        has_y = p.ny > 0
         if est.square:
             checks = _CheckLayout(est.structure)
 
@@ -535,15 +537,10 @@ class CompiledEstimator(_CompiledProblem):
                 d, chi2 = est._lsq_finish(d0, Nt, Jt, G, rhs, res0, est._lsq_refiner(*factors))
                 return d, np.array([chi2], dtype=object), np.array(chk + _lsq_checks(G, k), dtype=object)
             outputs = [("d", (est.n,)), ("chi2", (1,))]
-        if checks.size:
-            outputs.append(("chk", (checks.size,)))
-        inputs = [("q", (model.nq,)), ("qd", (model.nv,))] + ([("y", (p.ny,))] if has_y else [])
-        spec = spec_from_callable("estimate", inputs, outputs, fn, checks=("chk",) if checks.size else ())
-        self._has_y = has_y
-        owner = estimator_fingerprint(est) if compiler is not None else None
-        super().__init__(model, spec, checks, compiler, progress, vectorize, owner)
+        super().__init__(model, "estimate", p.ny, outputs, fn, checks, compiler, progress, vectorize,
+                         estimator_fingerprint(est) if compiler is not None else None)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):                       # the estimator's attributes
         if name.startswith("_") or name == "estimator":
             raise AttributeError(name)
         return getattr(self.estimator, name)
