@@ -162,3 +162,24 @@ def test_bad_arguments_are_named(tree):
             fn(tree, q, z, None)
         with pytest.raises(ValueError, match="batch shapes do not broadcast"):
             fn(tree, np.stack([q, q]), z, np.zeros((3, tree.nv)))
+
+
+def test_transmitted_articulated_inertia_has_structural_zeros_along_the_joint_axis(rng):
+    """Ia = IA - U D^-1 U^T satisfies Ia S = 0: for a joint about a frame axis that row and column are
+    written as exact (structural) zeros, and the rest is symmetric."""
+    from sparsedyn.aba import articulated_transmitted
+    from sparsedyn.ltdl import spd_inverse
+    A = rng.normal(size=(6, 6))
+    IA = A @ A.T + np.eye(6)
+    for joint in (sd.make_joint("revolute", (0, 1, 0)), sd.make_joint("revolute", (0.6, 0.8, 0)),
+                  sd.make_joint("spherical")):
+        S = joint.motion_subspace()
+        U = IA @ S
+        Dinv = spd_inverse(S.T @ U)
+        Ia = articulated_transmitted(IA, U @ Dinv, U, S)
+        np.testing.assert_allclose(Ia, IA - U @ Dinv @ U.T, atol=1e-12)
+        np.testing.assert_array_equal(Ia, Ia.T)
+        np.testing.assert_allclose(Ia @ S, 0, atol=1e-12)
+        for k in np.flatnonzero(np.count_nonzero(S, axis=0) == 1):
+            e = np.flatnonzero(S[:, k])[0]
+            assert not Ia[e].any() and not Ia[:, e].any()

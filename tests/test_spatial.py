@@ -119,3 +119,70 @@ def test_batched_and_object_arrays(rng):
 def test_no_silent_broadcast_of_wrong_sizes(f):
     with pytest.raises((IndexError, ValueError)):
         f(np.zeros(2)) if f is sp.skew else f(np.zeros(6), np.zeros(5))
+
+
+# --- structured inertia operations (no 6x6 products) ------------------------------
+
+def _random_rigid(rng, batch=()):
+    A = rng.normal(size=batch + (3, 3))
+    return sp.mcI(rng.uniform(0.5, 2.0, size=batch), rng.normal(size=batch + (3,)),
+                  A @ np.swapaxes(A, -1, -2) + np.eye(3))
+
+
+def test_transform_inertia_block_formula_equals_matrix_product(rng):
+    """X^T I X of a general symmetric 6x6 (an articulated inertia), with leading batch axes."""
+    X = random_transform(rng, (5,))
+    M = sp.motion_matrix(X)
+    S = rng.normal(size=(5, 6, 6))
+    S = S + np.swapaxes(S, -1, -2)
+    got = sp.transform_inertia(X, S)
+    np.testing.assert_allclose(got, np.swapaxes(M, -1, -2) @ S @ M, atol=1e-12)
+    np.testing.assert_array_equal(got, np.swapaxes(got, -1, -2))      # symmetric by construction
+    E = sp.axis_rotation(np.array([0.0, 0.0, 1.0]), 0.4)
+    np.testing.assert_allclose(sp.rotate_symmetric(E, S[0, :3, :3]), E.T @ S[0, :3, :3] @ E, atol=1e-13)
+
+
+def test_rigid_inertia_parameters_round_trip_and_apply(rng):
+    I6 = _random_rigid(rng, (4,))
+    RI = sp.rigid_inertia(I6)
+    np.testing.assert_array_equal(RI.m, I6[:, 5, 5])
+    np.testing.assert_array_equal(sp.rigid_inertia_matrix(RI), I6)
+    v = rng.normal(size=(4, 6))
+    np.testing.assert_allclose(sp.rigid_apply(RI, v), (I6 @ v[..., None])[..., 0], atol=1e-13)
+    J6 = _random_rigid(rng, (4,))
+    np.testing.assert_allclose(sp.rigid_inertia_matrix(sp.rigid_add(RI, sp.rigid_inertia(J6))), I6 + J6)
+
+
+def test_rigid_transform_equals_matrix_product(rng):
+    X = random_transform(rng, (3,))
+    I6 = _random_rigid(rng, (3,))
+    M = sp.motion_matrix(X)
+    got = sp.rigid_inertia_matrix(sp.rigid_transform(X, sp.rigid_inertia(I6)))
+    np.testing.assert_allclose(got, np.swapaxes(M, -1, -2) @ I6 @ M, atol=1e-12)
+    np.testing.assert_allclose(got, sp.transform_inertia(X, I6), atol=1e-12)
+
+
+def test_structured_operations_on_object_arrays(rng):
+    X = random_transform(rng)
+    Xo = sp.Transform(X.E.astype(object), X.r.astype(object))
+    S = rng.normal(size=(6, 6))
+    S = S + S.T
+    I6 = _random_rigid(rng)
+    np.testing.assert_allclose(sp.transform_inertia(Xo, S.astype(object)).astype(float),
+                               sp.transform_inertia(X, S), atol=1e-14)
+    RIo = sp.rigid_transform(Xo, sp.rigid_inertia(I6))
+    np.testing.assert_allclose(sp.rigid_inertia_matrix(RIo).astype(float),
+                               sp.rigid_inertia_matrix(sp.rigid_transform(X, sp.rigid_inertia(I6))), atol=1e-14)
+
+
+def test_axis_aligned_rotation_has_exact_zeros_and_ones():
+    """About a coordinate axis the rotation is [[c, s, 0], [-s, c, 0], [0, 0, 1]] exactly (the tracer
+    folds its structural zeros and ones); quarter turns of URDF's rpy are exact too."""
+    from sparsedyn.codegen.ir import COS, Graph
+    g = Graph()
+    th = g.inputs(0, (1,))
+    E = sp.axis_rotation(np.array([0.0, 0.0, 1.0]), th)[0]
+    assert [E[2, 2], E[0, 2], E[2, 0], E[1, 2]] == [1.0, 0, 0, 0]
+    assert E[0, 0].i == E[1, 1].i and g.nodes[E[0, 0].i][0] == COS      # exactly cos(theta), one node
+    np.testing.assert_array_equal(sp.rpy_to_rot([np.pi / 2, 0.0, -np.pi / 2]),
+                                  [[0, 0, -1], [-1, 0, 0], [0, 1, 0]])

@@ -14,8 +14,13 @@ appendix A)::
                              qdd_i = D_i^-1 (u_i - U_i^T a'_i) ;  a_i = a'_i + S_i qdd_i
 
 Every joint type here has a constant ``S_i`` in the child frame, so ``cJ = 0``
-and ``c_i`` is the velocity-product term only.  ``D_i`` is an ``nv_i x nv_i``
-symmetric positive definite matrix inverted by :func:`sparsedyn.ltdl.spd_inverse`.
+and ``c_i`` is the velocity-product term only.  ``Ia`` is symmetric with ``Ia S_i = 0``:
+only its upper triangle is computed, the row and column along a joint axis
+that is a frame axis are structural zeros (:func:`articulated_transmitted`),
+and ``Xup_i^T Ia Xup_i`` uses the 3x3 block formula of
+:func:`sparsedyn.spatial.transform_inertia`, not 6x6 matrix products.  ``D_i`` is
+an ``nv_i x nv_i`` symmetric positive definite matrix inverted by
+:func:`sparsedyn.ltdl.spd_inverse`.
 
 When a joint's subtree is massless (or has no inertia about the joint's
 motion), ``D_i`` is singular and forward dynamics is undefined;
@@ -29,9 +34,10 @@ import numpy as np
 from . import _checks
 from .kinematics import joint_transforms
 from .ltdl import spd_inverse
-from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, transform_inertia
+from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure, transform_inertia
 
-__all__ = ["aba", "aba_kernel", "SingularInertiaError", "PIVOT_RTOL", "pivot_checker", "float_checker"]
+__all__ = ["aba", "aba_kernel", "articulated_transmitted", "mirror_upper", "SingularInertiaError", "PIVOT_RTOL",
+           "pivot_checker", "float_checker"]
 
 #: A pivot of ``D_i = S_i^T IA_i S_i`` at most ``PIVOT_RTOL * max|IA_i|`` counts as singular.
 PIVOT_RTOL = 1e-12
@@ -62,6 +68,33 @@ def pivot_checker(model, i, scale, what="articulated inertia D = S^T IA S"):
     return check
 
 
+def mirror_upper(M):
+    """``M`` (..., n, n) with its strict lower triangle replaced by the upper one's mirror image
+    (a symmetric result computed once: traced, the unused lower half is dead code)."""
+    r, c = np.triu_indices(M.shape[-1], 1)
+    M = M.copy()
+    M[..., c, r] = M[..., r, c]
+    return M
+
+
+def articulated_transmitted(IA, UDinv, U, S):
+    """``Ia = IA - U D^-1 U^T`` (..., 6, 6), the articulated inertia transmitted across a joint.
+
+    It is symmetric (only the upper triangle is computed) and ``Ia S = IA S - U D^-1 D = 0``:
+    for a column of ``S`` along a coordinate axis ``e_k`` (revolute and prismatic joints about
+    frame axes, the spherical, planar and free joints), row and column ``k`` of ``Ia`` are exactly
+    zero and are written as structural zeros (RBDA section 7.3), so transforming ``Ia`` costs less.
+    """
+    Ia = mirror_upper(IA - UDinv @ np.swapaxes(U, -1, -2))
+    S = np.asarray(S)
+    for col in S.T:
+        nz = np.flatnonzero(col)
+        if len(nz) == 1:
+            Ia[..., nz[0], :] = 0
+            Ia[..., :, nz[0]] = 0
+    return Ia
+
+
 def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
     """Unchecked ABA core; arrays of any backend with common leading axes.
 
@@ -82,8 +115,8 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
         else:
             v[i] = apply_motion(Xup[i], v[p]) + vJ
             c[i] = cross_motion(v[i], vJ)
-        IA[i] = model.inertia[i]
-        pA[i] = cross_force(v[i], _mv(model.inertia[i], v[i]))
+        IA[i] = rigid_structure(model.inertia[i])
+        pA[i] = cross_force(v[i], _mv(IA[i], v[i]))
         if f_ext is not None:
             pA[i] = pA[i] - f_ext[..., i, :]
     U, Dinv, u = [None] * NB, [None] * NB, [None] * NB
@@ -95,7 +128,7 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
         p = model.parent[i]
         if p >= 0:
             UDinv = U[i] @ Dinv[i]
-            Ia = IA[i] - UDinv @ np.swapaxes(U[i], -1, -2)
+            Ia = articulated_transmitted(IA[i], UDinv, U[i], S[i])
             pa = pA[i] + _mv(Ia, c[i]) + _mv(UDinv, u[i])
             IA[p] = IA[p] + transform_inertia(Xup[i], Ia)
             pA[p] = pA[p] + apply_force_transpose(Xup[i], pa)

@@ -8,6 +8,12 @@ coordinates (``shared/seeds/featherstone-crba-ltdl.md``)::
     walk j up the ancestors of i:  F = Xup_j^T F ;  j = parent(j) ;
                                    H_ij = F^T S_j ; H_ji = H_ij^T
 
+The composite inertias are rigid-body inertias, kept as their 10 parameters
+(:class:`sparsedyn.spatial.RigidInertia`), so ``jX_i^T IC_j jX_i`` is
+:func:`~sparsedyn.spatial.rigid_transform` (about 80 multiplications for a
+general transform, instead of two 6x6 matrix products) and ``F = IC_i S_i``
+reads columns of ``IC_i`` for a joint about a frame axis.
+
 Only the blocks ``H_ij`` with ``j`` an ancestor-or-self of ``i`` (or vice
 versa) are computed; every other block is a structural zero (*branch-induced
 sparsity*, see :func:`sparsedyn.ltdl.sparsity_pattern`).
@@ -25,9 +31,11 @@ from . import _checks
 from . import backend as bk
 from .kinematics import joint_transforms
 from .rnea import rnea_kernel
-from .spatial import Transform, apply_force_transpose, transform_inertia
+from .spatial import (RigidInertia, Transform, apply_force_transpose, rigid_add, rigid_inertia, rigid_inertia_matrix,
+                      rigid_transform)
 
-__all__ = ["crba", "bias", "HandC", "crba_kernel", "bias_kernel", "composite_inertias", "apply_columns"]
+__all__ = ["crba", "bias", "HandC", "crba_kernel", "bias_kernel", "composite_inertias", "apply_columns",
+           "inertia_columns"]
 
 
 def apply_columns(f, X: Transform, M):
@@ -42,13 +50,20 @@ def result_dtype(x):
 
 
 def composite_inertias(model, Xup):
-    """``IC[i]``: inertia of the composite body formed by the subtree of ``i``, in frame ``i``."""
-    IC = [model.inertia[i] for i in range(model.nbodies)]
+    """``IC[i]``: inertia of the composite body formed by the subtree of ``i``, in frame ``i``, as a
+    :class:`~sparsedyn.spatial.RigidInertia` (10 parameters, so ``jX_i^T IC_j jX_i`` is
+    :func:`~sparsedyn.spatial.rigid_transform`, not a product of 6x6 matrices)."""
+    IC = [rigid_inertia(model.inertia[i]) for i in range(model.nbodies)]
     for i in range(model.nbodies - 1, -1, -1):
         p = model.parent[i]
         if p >= 0:
-            IC[p] = IC[p] + transform_inertia(Xup[i], IC[i])
+            IC[p] = rigid_add(IC[p], rigid_transform(Xup[i], IC[i]))
     return IC
+
+
+def inertia_columns(RI: RigidInertia, M):
+    """``I M`` for a rigid-body inertia and the columns of ``M`` (..., 6, n)."""
+    return rigid_inertia_matrix(RI) @ M          # the matrix's structural zeros fold when traced
 
 
 def crba_kernel(model, q):
@@ -58,7 +73,7 @@ def crba_kernel(model, q):
     H = np.zeros(q.shape[:-1] + (model.nv, model.nv), dtype=result_dtype(q))
     for i in range(model.nbodies):
         si = model.v_slice(i)
-        F = IC[i] @ S[i]                                    # (..., 6, nv_i)
+        F = inertia_columns(IC[i], S[i])                    # (..., 6, nv_i)
         H[..., si, si] = S[i].T @ F
         j = i
         while model.parent[j] >= 0:

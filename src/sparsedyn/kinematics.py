@@ -11,10 +11,10 @@ import numpy as np
 
 from . import _checks
 from .joints import jcalc
-from .spatial import Transform, apply_motion, compose, cross3, inverse, pose
+from .spatial import Transform, apply_motion, compose, cross3, identity, inverse, pose
 
-__all__ = ["joint_transforms", "forward_kinematics", "frame_placement", "frame_placements",
-           "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES"]
+__all__ = ["joint_transforms", "world_transforms", "root_transforms", "forward_kinematics", "frame_placement",
+           "frame_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES"]
 
 REFERENCES = ("local", "world", "local_world_aligned")
 
@@ -29,13 +29,32 @@ def joint_transforms(model, q):
     return Xup, S
 
 
-def _world_transforms(model, Xup):
-    """``X0[i] = i_X_world`` from the parent-relative transforms."""
+def world_transforms(model, Xup):
+    """``X0[i] = i_X_world`` from the parent-relative transforms (no checks; kernel use)."""
     X0 = []
     for i in range(model.nbodies):
         p = model.parent[i]
         X0.append(Xup[i] if p < 0 else compose(Xup[i], X0[p]))
     return X0
+
+
+_world_transforms = world_transforms
+
+
+def root_transforms(model, Xup):
+    """``Xr[i] = i_X_root``: body ``i``'s coordinates from those of the root body of its tree
+    (the body of ``i``'s ancestors attached to the world; the identity for a root itself).
+
+    Kernels that gather a whole tree in one coordinate frame use the root body's frame
+    rather than the world's: the transforms then do not depend on the root joint's
+    coordinates, and the root's own quantities (for a floating base, its six unit
+    motion-subspace columns and its inertia) keep their structural zeros (no checks; kernel use).
+    """
+    Xr = []
+    for i in range(model.nbodies):
+        p = model.parent[i]
+        Xr.append(identity() if p < 0 else Xup[i] if model.parent[p] < 0 else compose(Xup[i], Xr[p]))
+    return Xr
 
 
 def forward_kinematics(model, q):

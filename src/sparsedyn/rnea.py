@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _checks
 from .kinematics import joint_transforms
-from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion
+from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure
 
 __all__ = ["rnea", "generalized_gravity", "nonlinear_effects", "rnea_kernel", "rnea_passes"]
 
@@ -41,8 +41,8 @@ def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
         else:
             v[i] = apply_motion(Xup[i], v[p]) + vJ
             a[i] = apply_motion(Xup[i], a[p]) + aJ + cross_motion(v[i], vJ)
-        Iv = (model.inertia[i] @ v[i][..., None])[..., 0]
-        f[i] = (model.inertia[i] @ a[i][..., None])[..., 0] + cross_force(v[i], Iv)
+        I = rigid_structure(model.inertia[i])
+        f[i] = (I @ a[i][..., None])[..., 0] + cross_force(v[i], (I @ v[i][..., None])[..., 0])
         if f_ext is not None:
             f[i] = f[i] - f_ext[..., i, :]
     tau = [None] * model.nbodies

@@ -34,9 +34,9 @@ def test_inverse_dynamics_count_of_a_two_link_chain_by_hand():
     I[:,4] = (0,0,m h, 0,m,0), I[1,5] = I[5,1] = -m h, I[5,5] = m.  Counting rule of
     sparsedyn.sparse.flops: +-1, 0 and constant-only operations free; only what d depends on counts.
 
-    transforms (2 mul, 3 add).  E_J = 1 - sin(q) K + (1 - cos(q)) K^2 with K = (e_z x): the diagonal
-    entries 1 + (-(1 - c)) cost 1 add for (1 - c) and 1 add each for E[0,0], E[1,1]; the off-diagonal
-    ones are +-s, E[2,2] = 1.  Xtree_1 = 1, so body 1's transform is used only in b, where it meets
+    transforms (2 mul, 0 add).  E_J of a joint about a frame axis is built from exact entries (spatial.
+    axis_rotation): E[0,0] = E[1,1] = c, the off-diagonal ones +-s, E[2,2] = 1, the rest 0: no
+    arithmetic.  Xtree_1 = 1, so body 1's transform is used only in b, where it meets
     a_0 = (0,0,0, 0,0,g) on E[2,2] = 1 alone: dead.  Body 2: Xtree = xlt(L e_x), so
     -E rx has the entries -(s (-L)), -(c (-L)) (1 mul each) and -L (a constant).
 
@@ -70,17 +70,17 @@ def test_inverse_dynamics_count_of_a_two_link_chain_by_hand():
         [5] = m g + f2[5]: constant                                                                  0/0
       tau_1 = f_1[2]                                                                                 0/0
 
-    Total: 33 multiplications, 23 additions, 0 divisions (every pivot is +-1).
+    Total: 33 multiplications, 20 additions, 0 divisions (every pivot is +-1).
     """
     model = sd.serial_chain(2, mass=2.0)
     st = sparse.inverse_dynamics_problem(model).analyze()
     counts = flops.count_solve(st)
     strip = lambda c: {k: c[k] for k in ("mul", "add", "div")}  # noqa: E731
     assert "factor" not in counts                                  # triangular: substitution only
-    assert strip(counts["transforms"]) == {"mul": 2, "add": 3, "div": 0}
+    assert strip(counts["transforms"]) == {"mul": 2, "add": 0, "div": 0}
     assert strip(counts["b"]) == {"mul": 14, "add": 3, "div": 0}
     assert strip(counts["solve"]) == {"mul": 17, "add": 17, "div": 0}
-    assert strip(total(counts)) == {"mul": 33, "add": 23, "div": 0}
+    assert strip(total(counts)) == {"mul": 33, "add": 20, "div": 0}
 
 
 def test_chain_flop_counts_for_1_to_100_links():

@@ -365,8 +365,10 @@ def build_library(key: str, sources: list, compiler: Compiler, progress=None, di
                 if progress:
                     progress(f"compiled {done[0]}/{len(names)} translation units")
 
+            # Largest translation units first, so that no core is left alone with a big one at the end.
+            order = sorted(range(len(names)), key=lambda k: -len(sources[k]))
             with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
-                list(pool.map(cc, names))
+                list(pool.map(cc, [names[k] for k in order]))
             link = list(compiler.flags) + ["-shared", "-o", "lib.so"] + [f"{n}.o" for n in names] + list(compiler.libs)
             compiler.run(link, cwd=tmp)
             digest = _sha256(tmp / "lib.so")
