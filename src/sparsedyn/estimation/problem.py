@@ -871,7 +871,7 @@ class Estimator:
             refine = (ph.get("solve", 0) + 2 * self._basis.nnz + 2 * nnzM + 2 * k * s + 2 * k * k
                       + 2 * n * k + 2 * s * k)
             out.update(k=k, total=fixed + (k + 1) * ph.get("solve", 0) + post + refine,
-                       separate=(k + 1) * one + post, post=post, refine=refine,
+                       separate=(k + 1) * one + post + refine, post=post, refine=refine,
                        dense=int(round(2 * m * n ** 2 - 2 * n ** 3 / 3)),
                        dense_formula="dense QR least squares of the m x n system: 2 m n^2 - 2/3 n^3")
         return out
