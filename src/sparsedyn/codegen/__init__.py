@@ -6,6 +6,9 @@ symbolic scalars into straight-line programs (:mod:`.ir`, :mod:`.trace`),
 emits C (:mod:`.cemit`), builds a shared library in a user-private cache
 (:mod:`.build`) and returns a :class:`CompiledModel` whose methods
 ``k.rnea, k.bias, k.aba, k.crba, k.minv, k.fk`` take one state or a batch.
+``sparsedyn.compile`` of a sparse problem or an estimator traces their online
+phase the same way (:mod:`.problems`: :class:`CompiledStructure`,
+:class:`CompiledEstimator`, whose ``solve`` matches the NumPy one).
 The compiler never re-implements dynamics: it only records what the kernels do.
 
 ``sparsedyn.compile`` is :func:`sparsedyn.codegen.api.compile`; this subpackage
@@ -17,7 +20,9 @@ from .api import CompiledModel, KernelInfo, compile, compile_report
 from .bench import bench_report
 from .build import BuildError, CacheDirWarning, CompilerNotFoundWarning
 from .ir import Graph, Program, Sym
+from .problems import CompiledEstimator, CompiledStructure
 from .trace import DEFAULT_KERNELS, KERNELS, trace
 
-__all__ = ["compile", "compile_report", "bench_report", "CompiledModel", "KernelInfo", "CompilerNotFoundWarning",
+__all__ = ["compile", "compile_report", "bench_report", "CompiledModel", "CompiledStructure", "CompiledEstimator",
+           "KernelInfo", "CompilerNotFoundWarning",
            "CacheDirWarning", "BuildError", "Graph", "Program", "Sym", "trace", "DEFAULT_KERNELS", "KERNELS"]
