@@ -391,6 +391,15 @@ class _CompiledProblem(KernelSet):
     def _group_specs(self, group):
         return [self._spec_main]
 
+    def __getattr__(self, name):                       # the wrapped structure's / estimator's attributes
+        w = self._wrapped
+        if name.startswith("_") or name == w:
+            raise AttributeError(name)
+        return getattr(getattr(self, w), name)
+
+    def _state(self):
+        return f"compiled, {self.lanes} lanes" if self.compiled else "NumPy fallback"
+
     def _call_general(self, *arrays):
         return self._run("main", self._kname, arrays)
 
@@ -453,6 +462,8 @@ class CompiledStructure(_CompiledProblem):
     Other attributes are the structure's (``unpack``, ``n``, ``problem`` ...).
     """
 
+    _wrapped = "structure"
+
     def __init__(self, structure, compiler, progress=None, vectorize=None):
         st = self.structure = structure
         model = st.model
@@ -466,13 +477,8 @@ class CompiledStructure(_CompiledProblem):
         super().__init__(model, "sparse_solve", st.problem.ny, [("d", (st.n,))], fn, checks, compiler, progress,
                          vectorize, structure_fingerprint(st) if compiler is not None else None)
 
-    def __getattr__(self, name):                       # the structure's attributes
-        if name.startswith("_") or name == "structure":
-            raise AttributeError(name)
-        return getattr(self.structure, name)
-
     def __repr__(self):
-        state = f"compiled, {self.lanes} lanes" if self.compiled else "NumPy fallback"
+        state = self._state()
         return f"CompiledStructure({self.structure.problem.name!r}, model={self.model.name!r}, n={self.structure.n}, " \
                f"{state})"
 
@@ -512,6 +518,8 @@ class CompiledEstimator(_CompiledProblem):
     (``problem``, ``verdict``, ``report`` ...).
     """
 
+    _wrapped = "estimator"
+
     def __init__(self, estimator, compiler, progress=None, vectorize=None):
         est = self.estimator = estimator
         model, p = est.model, estimator.problem
@@ -540,13 +548,8 @@ class CompiledEstimator(_CompiledProblem):
         super().__init__(model, "estimate", p.ny, outputs, fn, checks, compiler, progress, vectorize,
                          estimator_fingerprint(est) if compiler is not None else None)
 
-    def __getattr__(self, name):                       # the estimator's attributes
-        if name.startswith("_") or name == "estimator":
-            raise AttributeError(name)
-        return getattr(self.estimator, name)
-
     def __repr__(self):
-        state = f"compiled, {self.lanes} lanes" if self.compiled else "NumPy fallback"
+        state = self._state()
         return f"CompiledEstimator({self.estimator.problem.name!r}, {self.estimator.verdict.kind}, {state})"
 
     def solve(self, q, qd, y, covariance=False, gravity=None):
