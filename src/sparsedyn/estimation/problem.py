@@ -42,6 +42,7 @@ densely; states where the whole system is singular raise :class:`StateSingularEr
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -540,8 +541,12 @@ class Estimate:
         self._cov = cov_d             # (..., n, n), or a pair (N^T (..., k, n), cov(u) (..., k, k)), or None
         parts = problem.layout.unpack(d)
         self.a, self.f, self.tau, self.fx, self.qdd = (parts[k] for k in ("a", "f", "tau", "fx", "qdd"))
-        self.contacts = {c.name: apply_force(problem.contact_X[c.name], self.fx[..., problem.contact_body[c.name], :])
-                         for c in problem.contacts}
+
+    @functools.cached_property
+    def contacts(self) -> dict:
+        """``{contact name: wrench at its frame (..., 6)}`` (computed on first access)."""
+        p = self.problem
+        return {c.name: apply_force(p.contact_X[c.name], self.fx[..., p.contact_body[c.name], :]) for c in p.contacts}
 
     @property
     def cov_d(self):
