@@ -175,3 +175,31 @@ def test_external_wrenches_on_both_sides_of_a_fixed_joint_sensor(icub):
         y = prob.unpack(prob.simulate(q, v, a, known_wrenches={frame: k})[0])
         assert np.allclose(y["k"], k)
         assert (np.max(np.abs(y["ft"] - zero[-6:])) > 1e-3) == seen
+
+
+def test_a_sensor_file_without_sensors_uses_the_urdf_sensors(icub, tmp_path):
+    """examples/icub_feet_contacts.toml names only the contacts: the six URDF F/T sensors are measured.
+    ``model_sensors`` adds them to a file's own sensors or leaves them out."""
+    from pathlib import Path
+
+    from sparsedyn.estimation.files import problem_from_file
+    model = icub[0]
+    urdf = [s.name for s in model.sensors]
+    assert len(urdf) == 6
+    example = Path(__file__).resolve().parents[2] / "examples" / "icub_feet_contacts.toml"
+    prob = problem_from_file(model, example)
+    assert [e.name for e in prob.entries] == ["qdd"] + urdf
+    assert [c.frame for c in prob.contacts] == ["l_sole", "r_sole"]
+    est = prob.compile()
+    q, qd, qdd, w = consistent_state(prob, np.random.default_rng(5), batch=(3,))
+    y, truth = prob.simulate(q, qd, qdd, w)
+    assert rel_err(est.solve(q, qd, y).d, truth["d"]) < TOL
+    own = '[[sensor]]\ntype = "joint_torque"\nname = "knees"\njoints = ["l_knee", "r_knee"]\n'
+    for extra, names in (("", ["knees"]), ("model_sensors = true\n", urdf + ["knees"]),
+                         ("model_sensors = false\n", ["knees"])):
+        f = tmp_path / "s.toml"
+        f.write_text('contacts = ["l_sole"]\n' + extra + own)
+        assert [e.name for e in problem_from_file(model, f).entries] == ["qdd"] + names
+    f.write_text('contacts = ["l_sole"]\nmodel_sensors = "yes"\n')
+    with pytest.raises(ValueError, match=r"s\.toml: model_sensors must be true or false, got 'yes'"):
+        problem_from_file(model, f)

@@ -23,8 +23,9 @@ Schema (the same keys in JSON, as one object)::
     exact = false                      # optional
 
 A URDF's own force/torque tags (``<gazebo reference=JOINT><sensor type="force_torque">``)
-are already ``model.sensors`` (:func:`sparsedyn.load_urdf`); an estimation problem
-built without a sensor list measures those.
+are already ``model.sensors`` (:func:`sparsedyn.load_urdf`).  A file without
+``[[sensor]]`` tables measures those (it then only names the contacts, say);
+``model_sensors = true`` adds them to the file's own, ``false`` leaves them out.
 
 Contacts may also be tables: ``[[contact]]`` with ``frame`` and optional ``name``.
 """
@@ -39,11 +40,11 @@ from ..sensors import Contact, sensor_from_dict
 
 __all__ = ["load_sensors", "problem_from_file", "parse_sensors"]
 
-_TOP = {"sensor", "sensors", "contacts", "contact", "unknown_accelerations", "name"}
+_TOP = {"sensor", "sensors", "contacts", "contact", "unknown_accelerations", "name", "model_sensors"}
 
 
 def parse_sensors(data: dict, where="sensor file") -> dict:
-    """``{"sensors", "contacts", "unknown_accelerations", "name"}`` from a parsed file."""
+    """``{"sensors", "contacts", "unknown_accelerations", "name", "model_sensors"}`` from a parsed file."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a table/object at the top level")
     extra = set(data) - _TOP
@@ -54,8 +55,12 @@ def parse_sensors(data: dict, where="sensor file") -> dict:
     contacts = []
     for c in list(data.get("contacts", [])) + list(data.get("contact", [])):
         contacts.append(Contact(c) if isinstance(c, str) else Contact(c["frame"], c.get("name")))
+    model_sensors = data.get("model_sensors", not raw)
+    if not isinstance(model_sensors, bool):
+        raise ValueError(f"{where}: model_sensors must be true or false, got {model_sensors!r}")
     return {"sensors": sensors, "contacts": contacts,
-            "unknown_accelerations": list(data.get("unknown_accelerations", [])), "name": data.get("name")}
+            "unknown_accelerations": list(data.get("unknown_accelerations", [])), "name": data.get("name"),
+            "model_sensors": model_sensors}
 
 
 def load_sensors(path) -> dict:
@@ -69,5 +74,6 @@ def problem_from_file(model, path):
     """An :class:`~.problem.EstimationProblem` for ``model`` from a sensor file."""
     from .problem import EstimationProblem
     spec = load_sensors(path)
-    return EstimationProblem(model, spec["sensors"], spec["contacts"], spec["unknown_accelerations"],
+    sensors = (list(model.sensors) if spec["model_sensors"] else []) + spec["sensors"]
+    return EstimationProblem(model, sensors, spec["contacts"], spec["unknown_accelerations"],
                              name=spec["name"] or f"{Path(path).name} on {model.name}")
