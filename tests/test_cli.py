@@ -23,13 +23,19 @@ def test_info_builtin(capsys):
     assert "l_sole@" in out
 
 
-def test_info_urdf_file(tmp_path, capsys):
-    path = tmp_path / "two.urdf"
-    path.write_text("""<robot name="two"><link name="base"/>
+def one_link_urdf(path, name, mass=1.0, ixy=0):
+    """A URDF with one revolute link ``l1`` (joint ``j1``) under ``base``, written to ``path``."""
+    path.write_text(f"""<robot name="{name}"><link name="base"/>
       <joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
         <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
-      <link name="l1"><inertial><mass value="1.5"/><inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>
+      <link name="l1"><inertial><mass value="{mass}"/><inertia ixx="1" iyy="1" izz="1" ixy="{ixy}" ixz="0" iyz="0"/>
+      </inertial></link>
     </robot>""")
+    return path
+
+
+def test_info_urdf_file(tmp_path, capsys):
+    path = one_link_urdf(tmp_path / "two.urdf", "two", mass=1.5)
     assert cli.main(["info", str(path)]) == 0
     out = capsys.readouterr().out
     assert "1 bodies, nq=1, nv=1" in out and "l1  [j1: revolute" in out and "mass=1.5 kg" in out
@@ -70,12 +76,7 @@ def test_demo_reports_consistent_numbers(tmp_path):
 
 
 def test_invalid_inertia_option_and_warning_format(tmp_path):
-    path = tmp_path / "neg.urdf"
-    path.write_text("""<robot name="neg"><link name="base"/>
-      <joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
-        <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
-      <link name="l1"><inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="1" ixy="2" ixz="0" iyz="0"/></inertial></link>
-    </robot>""")
+    path = one_link_urdf(tmp_path / "neg.urdf", "neg", ixy=2)
     r = run("info", str(path))
     assert r.returncode == 2 and "link 'l1' <inertial>: inertia matrix has a negative eigenvalue" in r.stderr
     assert "--invalid-inertia warn" in r.stderr

@@ -246,12 +246,6 @@ class ForceTorque(Sensor):
             R.setflags(write=False)
         self.joint, self.frame, self.direction, self.rotation = joint, frame, direction, R
 
-    def _fixed(self, model):
-        for fj in getattr(model, "fixed_joints", ()):
-            if fj.name == self.joint:
-                return fj
-        return None
-
     def _measurement_frame(self, model, who, body, X_default, what):
         """``S_X_body``: ``frame`` (default ``X_default``) with its axes turned by ``rotation``."""
         X = X_default
@@ -268,7 +262,7 @@ class ForceTorque(Sensor):
     def rows(self, model, layout, context=None):
         who = f"sensor {self.name!r}"
         sign = 1.0 if self.direction == "parent_to_child" else -1.0
-        fj = self._fixed(model)
+        fj = next((f for f in model.fixed_joints if f.name == self.joint), None)   # else a moving joint
         if fj is None:
             i = _joint(model, who, self.joint)
             X = self._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),

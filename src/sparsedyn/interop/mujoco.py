@@ -113,25 +113,28 @@ def velocity_map(model: Model, q) -> np.ndarray:
     return T
 
 
+def _mapped(model, q, name, x, what, inverse=False):
+    """``T x`` (or ``T^T x`` = ``T^-1 x``, ``T`` being orthogonal) for ``x`` (..., nv)."""
+    x = _last(name, x, model.nv, f"{what} of model {model.name!r}")
+    T = velocity_map(model, q)
+    return ((np.swapaxes(T, -1, -2) if inverse else T) @ x[..., None])[..., 0]
+
+
 def v_to_mujoco(model: Model, q, v) -> np.ndarray:
-    v = _last("v", v, model.nv, f"velocity of model {model.name!r}")
-    return (velocity_map(model, q) @ v[..., None])[..., 0]
+    return _mapped(model, q, "v", v, "velocity")
 
 
 def v_from_mujoco(model: Model, q, qvel) -> np.ndarray:
-    qvel = _last("qvel", qvel, model.nv, f"MuJoCo velocity of model {model.name!r}")
-    return (np.swapaxes(velocity_map(model, q), -1, -2) @ qvel[..., None])[..., 0]
+    return _mapped(model, q, "qvel", qvel, "MuJoCo velocity", inverse=True)
 
 
 def tau_to_mujoco(model: Model, q, tau) -> np.ndarray:
     """``qfrc`` from our joint forces (power balance: ``qfrc . qvel = tau . v``)."""
-    tau = _last("tau", tau, model.nv, f"joint forces of model {model.name!r}")
-    return (velocity_map(model, q) @ tau[..., None])[..., 0]
+    return _mapped(model, q, "tau", tau, "joint forces")
 
 
 def tau_from_mujoco(model: Model, q, qfrc) -> np.ndarray:
-    qfrc = _last("qfrc", qfrc, model.nv, f"MuJoCo joint forces of model {model.name!r}")
-    return (np.swapaxes(velocity_map(model, q), -1, -2) @ qfrc[..., None])[..., 0]
+    return _mapped(model, q, "qfrc", qfrc, "MuJoCo joint forces", inverse=True)
 
 
 def a_to_mujoco(model: Model, q, v, a) -> np.ndarray:
