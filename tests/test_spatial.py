@@ -178,7 +178,7 @@ def test_structured_operations_on_object_arrays(rng):
 def test_axis_aligned_rotation_has_exact_zeros_and_ones():
     """About a coordinate axis the rotation is [[c, s, 0], [-s, c, 0], [0, 0, 1]] exactly (the tracer
     folds its structural zeros and ones); quarter turns of URDF's rpy are exact too."""
-    from sparsedyn.codegen.ir import COS, Graph
+    from sparsedyn.symbolic.ir import COS, Graph
     g = Graph()
     th = g.inputs(0, (1,))
     E = sp.axis_rotation(np.array([0.0, 0.0, 1.0]), th)[0]

@@ -14,18 +14,18 @@ and :mod:`sparsedyn.joints`.
 
 from . import spatial
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
-from .kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
+from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                          frame_placements, frame_velocity)
 from .model import Frame, Mimic, Model, ModelBuilder, ModelError
-from .rnea import generalized_gravity, nonlinear_effects, rnea
+from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
-from .crba import HandC, bias, crba
-from .ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern
-from .aba import SingularInertiaError, aba
-from .fd import fd_crb
-from .minv import minv
-from .urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
+from .algorithms.crba import HandC, bias, crba
+from .algorithms.ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern
+from .algorithms.aba import SingularInertiaError, aba
+from .algorithms.fd import fd_crb
+from .algorithms.minv import minv
+from .io.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
 from . import sparse
 from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
 from . import constraints

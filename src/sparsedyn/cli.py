@@ -19,7 +19,7 @@ def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "e
     if spec in BUILTIN_MODELS:
         return builtin(spec)
     if spec.endswith(".urdf") or "/" in spec or "\\" in spec:
-        from .urdf import load_urdf
+        from .io.urdf import load_urdf
         return load_urdf(spec, floating_base=floating_base, invalid_inertia=invalid_inertia)
     raise SystemExit(f"sparsedyn: {spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}) "
                      f"nor a .urdf file")
@@ -58,13 +58,13 @@ def info(model) -> str:
 def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
     """Short report on the built-in humanoid; ``plot``: PNG path for H's sparsity (None: no file)."""
     from . import builders
-    from .aba import aba
-    from .crba import HandC
-    from .fd import fd_crb
-    from .ltdl import ltdl, sparsity_pattern
-    from .minv import minv
-    from .kinematics import body_velocities, frame_jacobian, frame_placement, frame_velocity
-    from .rnea import generalized_gravity, nonlinear_effects, rnea
+    from .algorithms.aba import aba
+    from .algorithms.crba import HandC
+    from .algorithms.fd import fd_crb
+    from .algorithms.ltdl import ltdl, sparsity_pattern
+    from .algorithms.minv import minv
+    from .algorithms.kinematics import body_velocities, frame_jacobian, frame_placement, frame_velocity
+    from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 
     model = builders.humanoid()
     rng = np.random.default_rng(seed)

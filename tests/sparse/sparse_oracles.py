@@ -14,7 +14,7 @@ import numpy as np
 
 import sparsedyn as sd
 from sparsedyn import spatial as sp
-from sparsedyn.kinematics import joint_transforms
+from sparsedyn.algorithms.kinematics import joint_transforms
 from erd import ROBOTS, load_pair
 from conftest import random_trees
 

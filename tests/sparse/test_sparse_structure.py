@@ -147,7 +147,7 @@ def test_articulated_pivots_are_the_aba_D():
     st = sparse.forward_dynamics_problem(model).analyze()
     q = model.random_configuration(3)
     P = st.pivots(q)
-    from sparsedyn.kinematics import joint_transforms
+    from sparsedyn.algorithms.kinematics import joint_transforms
     Xup, S = joint_transforms(model, q)
     IA = [model.inertia[i].copy() for i in range(model.nbodies)]
     D = {}

@@ -19,7 +19,7 @@ holds the machinery (:mod:`.ir`, :mod:`.trace`, :mod:`.cemit`, :mod:`.build`,
 from .api import CompiledModel, KernelInfo, compile, compile_report
 from .bench import bench_report
 from .build import BuildError, CacheDirWarning, CompilerNotFoundWarning
-from .ir import Graph, Program, Sym
+from ..symbolic.ir import Graph, Program, Sym
 from .problems import CompiledEstimator, CompiledStructure
 from .trace import DEFAULT_KERNELS, KERNELS, trace
 

@@ -62,8 +62,8 @@ _source_hash = None
 
 #: Modules whose code the traced kernels run (plus this subpackage): their sources are part of
 #: every model key, so an edited kernel is re-traced even in an editable install.
-TRACED_MODULES = ("backend.py", "_checks.py", "spatial.py", "joints.py", "model.py", "kinematics.py", "rnea.py",
-                  "crba.py", "aba.py", "ltdl.py", "minv.py")
+TRACED_MODULES = ("backend.py", "_checks.py", "spatial.py", "joints.py", "model.py", "algorithms/*.py",
+                  "symbolic/*.py")
 
 
 def _package_source_hash() -> str:
@@ -71,10 +71,11 @@ def _package_source_hash() -> str:
     global _source_hash
     if _source_hash is None:
         root = Path(__file__).resolve().parents[1]
-        files = [root / m for m in TRACED_MODULES] + sorted(Path(__file__).resolve().parent.glob("*.py"))
+        files = [p for m in TRACED_MODULES for p in sorted(root.glob(m))]
+        files += sorted(Path(__file__).resolve().parent.glob("*.py"))
         h = hashlib.sha256()
         for p in files:
-            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
         _source_hash = h.hexdigest()
     return _source_hash
 
@@ -95,7 +96,7 @@ def model_fingerprint(model) -> str:
 
 class KernelInfo:
     """What is known about one compiled kernel: ``flops`` (dict by kind, see
-    :meth:`~sparsedyn.codegen.ir.Program.flops`), ``nodes`` (live IR nodes),
+    :meth:`~sparsedyn.symbolic.ir.Program.flops`), ``nodes`` (live IR nodes),
     ``trace_seconds``; ``result_flops``: the flops of the outputs that are not
     run-time checks (``None`` for kernels without checks)."""
 

@@ -1,4 +1,4 @@
-"""C code for :class:`~sparsedyn.codegen.ir.Program` objects.
+"""C code for :class:`~sparsedyn.symbolic.ir.Program` objects.
 
 For a kernel ``K`` with inputs ``x0, x1, ...`` and outputs ``y0, y1, ...``
 (flat C-order ``double`` arrays of one state each) two variants exist, each
@@ -34,7 +34,7 @@ by an operation of its own segment, is written inline into that operation's
 prelude declares the four library functions it needs instead of including
 ``<math.h>``/``<stdlib.h>``: both cut the C front end's work, and neither changes
 a single rounding (``-ffp-contract=off``; compiled results equal
-:meth:`~sparsedyn.codegen.ir.Program.evaluate` bit for bit).
+:meth:`~sparsedyn.symbolic.ir.Program.evaluate` bit for bit).
 
 Only numbers and generated identifiers appear in the source: constants are
 written as exact C99 hexadecimal floating-point literals, temporaries are
@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import re
 
-from .ir import ADD, CONST, COS, DIV, INPUT, MUL, NEG, SIN, SQRT, SUB, Program
+from ..symbolic.ir import ADD, CONST, COS, DIV, INPUT, MUL, NEG, SIN, SQRT, SUB, Program
 
 __all__ = ["emit_program", "emit_unit", "PRELUDE"]
 

@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from .api import KernelInfo, KernelSet, _progress_fn, model_fingerprint
-from .ir import Sym
+from ..symbolic.ir import Sym
 from .trace import spec_from_callable, trace
 
 __all__ = ["CompiledStructure", "CompiledEstimator", "compile_problem", "is_problem", "structure_fingerprint",
@@ -354,7 +354,7 @@ class _CheckLayout:
 def _lsq_checks(G, k):
     """``L^T D L`` pivots of ``G`` (k) and ``1 - MARGIN RANK_RTOL trace(G) trace(G^-1)``."""
     from ..estimation.problem import RANK_RTOL
-    from ..ltdl import chain_lambda, ltdl_kernel, spd_inverse
+    from ..algorithms.ltdl import chain_lambda, ltdl_kernel, spd_inverse
     P = ltdl_kernel(chain_lambda(k), G)
     Gi = spd_inverse(G)
     trG, trGi = sum(G[i, i] for i in range(k)), sum(Gi[i, i] for i in range(k))
@@ -429,7 +429,7 @@ class _CompiledProblem(KernelSet):
         return () if batch == () else np.nonzero(bad.reshape(batch))
 
     def flops(self, which="kernel") -> dict:
-        """Operation counts (dict by kind, as :meth:`~sparsedyn.codegen.ir.Program.flops`) from the IR.
+        """Operation counts (dict by kind, as :meth:`~sparsedyn.symbolic.ir.Program.flops`) from the IR.
 
         ``which``: ``"kernel"`` (everything the compiled kernel computes), ``"result"`` (only what
         its results depend on: the solve without the run-time check quantities) or ``"checks"``

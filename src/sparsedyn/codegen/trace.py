@@ -1,4 +1,4 @@
-"""Tracing the existing kernels into :class:`~sparsedyn.codegen.ir.Program` objects.
+"""Tracing the existing kernels into :class:`~sparsedyn.symbolic.ir.Program` objects.
 
 Each compiled kernel is described by a :class:`KernelSpec`: the named input
 arrays (shapes for one state), the output shapes, and a function that calls the
@@ -37,7 +37,7 @@ from typing import Callable
 
 import numpy as np
 
-from .ir import Graph, Program
+from ..symbolic.ir import Graph, Program
 
 __all__ = ["KernelSpec", "KERNELS", "DEFAULT_KERNELS", "kernel_spec", "spec_from_callable", "trace"]
 
@@ -59,32 +59,32 @@ def _shapes(model):
 
 
 def _rnea(model, q, v, a, f_ext=None, g=None):
-    from ..rnea import rnea_kernel
+    from ..algorithms.rnea import rnea_kernel
     return (rnea_kernel(model, q, v, a, f_ext, g),)
 
 
 def _bias(model, q, v, f_ext=None, g=None):
-    from ..crba import bias_kernel
+    from ..algorithms.crba import bias_kernel
     return (bias_kernel(model, q, v, f_ext, g),)
 
 
 def _aba(model, q, v, tau, f_ext=None, g=None):
-    from ..aba import aba_kernel
+    from ..algorithms.aba import aba_kernel
     return (aba_kernel(model, q, v, tau, f_ext, g, check=None),)
 
 
 def _crba(model, q):
-    from ..crba import crba_kernel
+    from ..algorithms.crba import crba_kernel
     return (crba_kernel(model, q),)
 
 
 def _minv(model, q):
-    from ..minv import minv_kernel
+    from ..algorithms.minv import minv_kernel
     return (minv_kernel(model, q, check=None),)
 
 
 def _fk(model, q):
-    from ..kinematics import forward_kinematics
+    from ..algorithms.kinematics import forward_kinematics
     return forward_kinematics(model, q)
 
 

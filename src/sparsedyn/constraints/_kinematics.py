@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kinematics import joint_transforms
+from ..algorithms.kinematics import joint_transforms
 from ..spatial import compose, cross3, cross_motion
 
 __all__ = ["Kinematics", "kinematics", "body_rotation", "point_position", "point_jacobian",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..crba import HandC
+from ..algorithms.crba import HandC
 from .examples import EXAMPLES
 from .forward import constrained_forward_dynamics
 from .inverse import constrained_inverse_dynamics

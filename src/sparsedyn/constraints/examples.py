@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..builders import humanoid, humanoid_standing_configuration
-from ..kinematics import frame_placement
+from ..algorithms.kinematics import frame_placement
 from ..model import Model, ModelBuilder
 from ..spatial import Transform, rotz, xlt
 from ..joints import make_joint

@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._files import read_table
+from ..io.files import read_table
 from ..spatial import rpy_to_rot
 from .base import ConstraintSet
 from .coupling import JointCoupling, mimic_constraints
@@ -189,7 +189,7 @@ def load_closed_loop(urdf, constraints=None, *, floating_base=False, **urdf_opti
 
     Without a constraints file the URDF's ``<mimic>`` couplings are the only constraints.
     """
-    from ..urdf import load_urdf
+    from ..io.urdf import load_urdf
     model = load_urdf(urdf, floating_base=floating_base, **urdf_options)
     path = constraints_path(urdf) if constraints is None else Path(constraints)
     if path is None:

@@ -4,7 +4,7 @@ Unknowns ``qdd`` (nv) and ``lambda`` (m) of::
 
     M qdd + C = tau + G^T lambda,         G qdd = -(Gdot v + 2 alpha G v + beta^2 g)
 
-(``C = h - J^T f``: :func:`~sparsedyn.crba.HandC` with the external forces;
+(``C = h - J^T f``: :func:`~sparsedyn.algorithms.crba.HandC` with the external forces;
 ``alpha = beta = 0`` without stabilisation).  With ``gamma`` and the thin QR
 ``G_dep = Q R_dep`` of :mod:`.partition`::
 
@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..crba import HandC
+from ..algorithms.crba import HandC
 from .errors import ConstraintError
 from .partition import Partition, null_space, partition as choose_partition
 

@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..rnea import rnea
+from ..algorithms.rnea import rnea
 from .errors import ConstraintError, InfeasibleActuationError, InfeasibleActuationWarning, PartitionError
 from .partition import Partition, dof_indices, null_space, partition as choose_partition
 
@@ -163,7 +163,7 @@ def constrained_inverse_dynamics(cs, q, v, qdd, *, actuated=None, B=None, f_ext=
     order of ``partition.independent`` (then ``partition`` is required).
     Actuation: ``actuated`` (joint names / dof indices) or an explicit ``B``
     (nv, nu); default every dof.  ``f_ext`` (NB, 6): external forces per body,
-    body frame, as :func:`~sparsedyn.rnea.rnea`.  ``weights`` (nu,) or (nu, nu):
+    body frame, as :func:`~sparsedyn.algorithms.rnea.rnea`.  ``weights`` (nu,) or (nu, nu):
     minimise ``u^T W u`` when over-actuated.  ``on_infeasible``: ``"warn"``
     (default), ``"raise"`` or ``"ignore"`` for an under-actuated request that
     cannot be met.  Leading batch axes are looped over (fields stacked).

@@ -35,8 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..crba import crba
-from ..kinematics import forward_kinematics
+from ..algorithms.crba import crba
+from ..algorithms.kinematics import forward_kinematics
 from ..spatial import inertia_components
 from .assembly import newton, project_velocity
 from .errors import ConstraintError, PartitionError

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._files import read_table
+from ..io.files import read_table
 
 from ..sensors import Contact, sensor_from_dict
 

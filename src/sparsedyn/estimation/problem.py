@@ -49,7 +49,7 @@ import numpy as np
 
 from .. import _checks
 from .. import sparse
-from ..kinematics import _world_transforms, joint_transforms
+from ..algorithms.kinematics import _world_transforms, joint_transforms
 from ..sparse.assembly import SystemPattern, d_values, rhs_values
 from ..sparse.measurements import Kinematics
 from ..spatial import apply_force, apply_motion, pose
@@ -788,7 +788,7 @@ class Estimator:
         the soft residual re-minimised over the null space.  Where the picked basis rows are nearly
         dependent at a state (large ``N``, ill-conditioned ``G``) one step takes the error from ~1e-8
         back to ~1e-13, what a dense QR gets."""
-        from ..ltdl import chain_lambda, ltdl, ltdl_solve
+        from ..algorithms.ltdl import chain_lambda, ltdl, ltdl_solve
         lam = chain_lambda(self.k)
         L, Dg = ltdl(lam, G)
         u = ltdl_solve(lam, L, Dg, rhs)

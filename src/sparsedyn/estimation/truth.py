@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
-from ..rnea import rnea_passes
+from ..algorithms.rnea import rnea_passes
 from ..spatial import apply_force, inverse
 
 __all__ = ["newton_euler", "pack_d", "contact_forces_to_bodies"]

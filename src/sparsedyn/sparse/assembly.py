@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kinematics import joint_transforms
+from ..algorithms.kinematics import joint_transforms
 from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix
 from .measurements import Kinematics
 from .variables import Equation

@@ -6,7 +6,7 @@ that remembers its operation, operands and the *phase* it belongs to.  The
 count is taken over the nodes the requested outputs depend on.
 
 Counting rule (the same for the sparse solves and for the classical kernels
-:func:`sparsedyn.rnea.rnea_kernel` and :func:`sparsedyn.aba.aba_kernel`):
+:func:`sparsedyn.algorithms.rnea.rnea_kernel` and :func:`sparsedyn.algorithms.aba.aba_kernel`):
 
 * inputs ``q``, ``qd`` and the measured values ``y`` are state-dependent;
   everything else (``S_i``, ``I_i``, ``Xtree``, the +-1 of ``D``, gravity,
@@ -218,8 +218,8 @@ def count_solve(structure, outputs=None, seed=0):
 
 
 def count_rnea(model, seed=0):
-    """Counts of :func:`sparsedyn.rnea.rnea_kernel` (no external forces), phase ``total``."""
-    from ..rnea import rnea_kernel
+    """Counts of :func:`sparsedyn.algorithms.rnea.rnea_kernel` (no external forces), phase ``total``."""
+    from ..algorithms.rnea import rnea_kernel
     q, qd, a = _random_state(model, seed)
     with phase("total"):
         tau = rnea_kernel(model, trace_inputs(q), trace_inputs(qd), trace_inputs(a))
@@ -227,8 +227,8 @@ def count_rnea(model, seed=0):
 
 
 def count_aba(model, seed=0):
-    """Counts of :func:`sparsedyn.aba.aba_kernel` (no external forces), phase ``total``."""
-    from ..aba import aba_kernel
+    """Counts of :func:`sparsedyn.algorithms.aba.aba_kernel` (no external forces), phase ``total``."""
+    from ..algorithms.aba import aba_kernel
     q, qd, tau = _random_state(model, seed)
     with phase("total"):
         qdd = aba_kernel(model, trace_inputs(q), trace_inputs(qd), trace_inputs(tau))

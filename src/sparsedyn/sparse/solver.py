@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kinematics import joint_transforms
+from ..algorithms.kinematics import joint_transforms
 from .assembly import SystemPattern, d_values, rhs_values
 from .matching import block_triangular, overdetermined, preferred_matching, topological_order, undetermined
 from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem

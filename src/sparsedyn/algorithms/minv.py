@@ -6,7 +6,7 @@ terms removed (``qd = 0``, no gravity), run on all unit joint forces at once.
 As in Pinocchio's implementation, the ``O(nv^2)`` part of the algorithm (one
 spatial vector per pair of a dof and a dof of its subtree or ancestors) is done
 in one frame per tree, the root body's (``X0_i = i_X_root``, see
-:func:`sparsedyn.kinematics.root_transforms`; Pinocchio uses the world frame):
+:func:`sparsedyn.algorithms.kinematics.root_transforms`; Pinocchio uses the world frame):
 there a force or motion passes from a body to its parent without a transform,
 so a pair costs a few dot products instead of a Plücker transform.  The
 articulated inertias stay in body coordinates, as in ABA (accumulated in a
@@ -33,20 +33,20 @@ common frame far from the bodies they lose about two digits to cancellation);
     Minv = upper triangle of Minv, mirrored
 
 ``H`` is never formed.  Rows are per joint (``nv_i`` rows each), so every joint
-type is covered; ``D_i^-1`` comes from :func:`sparsedyn.ltdl.spd_inverse`.
+type is covered; ``D_i^-1`` comes from :func:`sparsedyn.algorithms.ltdl.spd_inverse`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
-from . import backend as bk
+from .. import _checks
+from .. import backend as bk
 from .aba import articulated_transmitted, float_checker
 from .crba import apply_columns, result_dtype
 from .kinematics import joint_transforms, root_transforms
 from .ltdl import spd_inverse
-from .spatial import apply_force_transpose, apply_motion_inv, rigid_structure, transform_inertia
+from ..spatial import apply_force_transpose, apply_motion_inv, rigid_structure, transform_inertia
 
 __all__ = ["minv", "minv_kernel"]
 
@@ -58,7 +58,7 @@ def _subtree_dofs(model, i) -> slice:
 
 
 def minv_kernel(model, q, check=None):
-    """Unchecked ``H(q)^-1`` (..., nv, nv).  ``check`` as in :func:`sparsedyn.aba.aba_kernel`."""
+    """Unchecked ``H(q)^-1`` (..., nv, nv).  ``check`` as in :func:`sparsedyn.algorithms.aba.aba_kernel`."""
     NB, nv = model.nbodies, model.nv
     Xup, S = joint_transforms(model, q)
     X0 = root_transforms(model, Xup)
@@ -101,7 +101,7 @@ def minv_kernel(model, q, check=None):
 def minv(model, q):
     """``H(q)^-1`` (..., nv, nv), symmetric, computed without forming ``H``.
 
-    Raises :class:`sparsedyn.aba.SingularInertiaError` naming the joint when a
+    Raises :class:`sparsedyn.algorithms.aba.SingularInertiaError` naming the joint when a
     subtree is massless (``H`` singular).
     """
     q = _checks.configuration(model, q)

@@ -5,7 +5,7 @@
     H = L^T D L                     (sparse LTDL, no fill-in)
     qdd = L^-1 D^-1 L^-T (tau - C)
 
-Same result as :func:`sparsedyn.aba.aba`; cost O(n d^2) for the factorization
+Same result as :func:`sparsedyn.algorithms.aba.aba`; cost O(n d^2) for the factorization
 instead of O(n).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
+from .. import _checks
 from .aba import pivot_checker
 from .crba import bias_kernel, crba_kernel
 from .ltdl import dof_lambda, ltdl, ltdl_solve
@@ -36,7 +36,7 @@ def fd_crb_kernel(model, q, v, tau, f_ext=None, gravity=None, check=None):
 
 def ltdl_checker(model, H):
     """Pivot check for float input: ``D_k <= aba.PIVOT_RTOL * max|H|`` (``H`` numerically singular)
-    raises :class:`~sparsedyn.aba.SingularInertiaError` naming the joint of dof ``k``."""
+    raises :class:`~sparsedyn.algorithms.aba.SingularInertiaError` naming the joint of dof ``k``."""
     scale = np.max(np.abs(H), axis=(-2, -1))
 
     def check(k, pivot):

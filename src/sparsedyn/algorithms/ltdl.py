@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import backend as bk
+from .. import backend as bk
 
 __all__ = ["dof_lambda", "chain_lambda", "sparsity_pattern", "ltdl", "ltl", "ltdl_kernel", "ltl_kernel",
            "mpyL", "mpyLt", "mpyLi", "mpyLit", "ltdl_solve", "ltl_solve", "spd_inverse"]

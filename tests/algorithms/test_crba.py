@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.crba import bias_kernel, crba_kernel
+from sparsedyn.algorithms.crba import bias_kernel, crba_kernel
 from conftest import random_state, rel_err
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
-from .joints import jcalc
-from .spatial import Transform, apply_motion, compose, cross3, identity, inverse, pose
+from .. import _checks
+from ..joints import jcalc
+from ..spatial import Transform, apply_motion, compose, cross3, identity, inverse, pose
 
 __all__ = ["joint_transforms", "world_transforms", "root_transforms", "forward_kinematics", "frame_placement",
            "frame_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES"]

@@ -17,7 +17,7 @@ from sparsedyn import spatial as sp
 from sparsedyn.estimation import EstimationProblem
 from sparsedyn.model import FixedJoint, ModelBuilder, ModelError
 from sparsedyn.sensors import ForceTorque
-from sparsedyn.urdf import UrdfError, UrdfWarning, load_urdf
+from sparsedyn.io.urdf import UrdfError, UrdfWarning, load_urdf
 
 G = 9.81
 M1, M2 = 1.5, 2.0            # upper link, lower link (a point mass)

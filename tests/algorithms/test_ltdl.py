@@ -3,7 +3,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.builders import random_tree, serial_chain
-from sparsedyn.ltdl import chain_lambda, dof_lambda, ltdl_kernel, ltl_kernel, spd_inverse
+from sparsedyn.algorithms.ltdl import chain_lambda, dof_lambda, ltdl_kernel, ltl_kernel, spd_inverse
 from conftest import random_state, rel_err
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
+from .. import _checks
 from .kinematics import joint_transforms
-from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure
+from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure
 
 __all__ = ["rnea", "generalized_gravity", "nonlinear_effects", "rnea_kernel", "rnea_passes"]
 

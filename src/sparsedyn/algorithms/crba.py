@@ -16,7 +16,7 @@ reads columns of ``IC_i`` for a joint about a frame axis.
 
 Only the blocks ``H_ij`` with ``j`` an ancestor-or-self of ``i`` (or vice
 versa) are computed; every other block is a structural zero (*branch-induced
-sparsity*, see :func:`sparsedyn.ltdl.sparsity_pattern`).
+sparsity*, see :func:`sparsedyn.algorithms.ltdl.sparsity_pattern`).
 
 ``bias(model, q, v) = C``, the force that produces zero acceleration, is RNEA
 with ``qdd = 0`` (so ``H qdd + C = tau``).  Kernels (``*_kernel``) are unchecked
@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
-from . import backend as bk
+from .. import _checks
+from .. import backend as bk
 from .kinematics import joint_transforms
 from .rnea import rnea_kernel
-from .spatial import (RigidInertia, Transform, apply_force_transpose, rigid_add, rigid_inertia, rigid_inertia_matrix,
+from ..spatial import (RigidInertia, Transform, apply_force_transpose, rigid_add, rigid_inertia, rigid_inertia_matrix,
                       rigid_transform)
 
 __all__ = ["crba", "bias", "HandC", "crba_kernel", "bias_kernel", "composite_inertias", "apply_columns",

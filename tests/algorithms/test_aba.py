@@ -3,8 +3,8 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn import spatial as sp
-from sparsedyn.aba import aba_kernel
-from sparsedyn.fd import fd_crb_kernel
+from sparsedyn.algorithms.aba import aba_kernel
+from sparsedyn.algorithms.fd import fd_crb_kernel
 from conftest import pendulum, random_state, rel_err
 
 
@@ -167,8 +167,8 @@ def test_bad_arguments_are_named(tree):
 def test_transmitted_articulated_inertia_has_structural_zeros_along_the_joint_axis(rng):
     """Ia = IA - U D^-1 U^T satisfies Ia S = 0: for a joint about a frame axis that row and column are
     written as exact (structural) zeros, and the rest is symmetric."""
-    from sparsedyn.aba import articulated_transmitted
-    from sparsedyn.ltdl import spd_inverse
+    from sparsedyn.algorithms.aba import articulated_transmitted
+    from sparsedyn.algorithms.ltdl import spd_inverse
     A = rng.normal(size=(6, 6))
     IA = A @ A.T + np.eye(6)
     for joint in (sd.make_joint("revolute", (0, 1, 0)), sd.make_joint("revolute", (0.6, 0.8, 0)),

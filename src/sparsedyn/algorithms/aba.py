@@ -20,7 +20,7 @@ that is a frame axis are structural zeros (:func:`articulated_transmitted`),
 and ``Xup_i^T Ia Xup_i`` uses the 3x3 block formula of
 :func:`sparsedyn.spatial.transform_inertia`, not 6x6 matrix products.  ``D_i`` is
 an ``nv_i x nv_i`` symmetric positive definite matrix inverted by
-:func:`sparsedyn.ltdl.spd_inverse`.
+:func:`sparsedyn.algorithms.ltdl.spd_inverse`.
 
 When a joint's subtree is massless (or has no inertia about the joint's
 motion), ``D_i`` is singular and forward dynamics is undefined;
@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
+from .. import _checks
 from .kinematics import joint_transforms
 from .ltdl import spd_inverse
-from .spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure, transform_inertia
+from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure, transform_inertia
 
 __all__ = ["aba", "aba_kernel", "articulated_transmitted", "mirror_upper", "SingularInertiaError", "PIVOT_RTOL",
            "pivot_checker", "float_checker"]
@@ -52,7 +52,7 @@ def _mv(A, x):
 
 
 def pivot_checker(model, i, scale, what="articulated inertia D = S^T IA S"):
-    """A ``check(k, pivot)`` callback for :func:`sparsedyn.ltdl.spd_inverse` (float input only):
+    """A ``check(k, pivot)`` callback for :func:`sparsedyn.algorithms.ltdl.spd_inverse` (float input only):
     raises :class:`SingularInertiaError` naming joint ``i`` when ``pivot <= PIVOT_RTOL * scale``."""
     def check(k, pivot):
         pivot = np.asarray(pivot, dtype=float)

@@ -92,10 +92,10 @@ import defusedxml
 import defusedxml.ElementTree as DET
 import numpy as np
 
-from . import spatial
-from .joints import make_joint
-from .model import Model, ModelBuilder, ModelError
-from .sensors import ForceTorque
+from .. import spatial
+from ..joints import make_joint
+from ..model import Model, ModelBuilder, ModelError
+from ..sensors import ForceTorque
 
 __all__ = ["load_urdf", "to_urdf", "UrdfError", "UrdfWarning"]
 

@@ -8,7 +8,7 @@ import pytest
 
 import sparsedyn as sd
 from conftest import rel_err, random_state
-from sparsedyn.codegen.ir import ADD, MUL, NEG, SUB, Graph
+from sparsedyn.symbolic.ir import ADD, MUL, NEG, SUB, Graph
 from sparsedyn.codegen.trace import DEFAULT_KERNELS, KERNELS, trace
 
 

@@ -13,7 +13,7 @@ from scipy.spatial.transform import Rotation
 import sparsedyn as sd
 from sparsedyn import Mimic, ModelBuilder, make_joint, spatial as sp
 from sparsedyn.interop.pinocchio import q_to_pinocchio
-from sparsedyn.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
+from sparsedyn.io.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
 
 from conftest import rel_err
 from erd import robots_dir
@@ -68,7 +68,7 @@ def assert_fk_matches(m, pm, rng, n=2):
     return worst
 
 
-@pytest.mark.filterwarnings("ignore::sparsedyn.urdf.UrdfWarning")   # third-party data, checked below
+@pytest.mark.filterwarnings("ignore::sparsedyn.io.urdf.UrdfWarning")   # third-party data, checked below
 @pytest.mark.parametrize("floating_base", [False, True], ids=["fixed", "floating"])
 @pytest.mark.parametrize("file", VALID)
 def test_example_robot_matches_pinocchio(file, floating_base, record_property):
@@ -93,7 +93,7 @@ def test_example_robot_matches_pinocchio(file, floating_base, record_property):
     assert_fk_matches(m, pm, np.random.default_rng(sum(map(ord, file))))
 
 
-@pytest.mark.filterwarnings("ignore:.*triangle inequality:sparsedyn.urdf.UrdfWarning")   # same links, also
+@pytest.mark.filterwarnings("ignore:.*triangle inequality:sparsedyn.io.urdf.UrdfWarning")   # same links, also
 @pytest.mark.parametrize("file", sorted(INVALID))
 def test_example_robot_data_errors_are_reported(file):
     pattern, link = INVALID[file]
@@ -139,7 +139,7 @@ def test_merged_links_are_frames(file, frames):
         assert rel_err(R, M.rotation) < 1e-12 and rel_err(p, M.translation) < 1e-12
 
 
-@pytest.mark.filterwarnings("ignore::sparsedyn.urdf.UrdfWarning")
+@pytest.mark.filterwarnings("ignore::sparsedyn.io.urdf.UrdfWarning")
 def test_mimic_kept_as_data_with_independent_joints():
     m = load_urdf(ROBOTS / "panda_description/urdf/panda.urdf")
     assert m.mimic == (Mimic(m.joint("panda_finger_joint2"), m.joint("panda_finger_joint1"), 1.0, 0.0),)

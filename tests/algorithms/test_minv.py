@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.minv import minv_kernel
+from sparsedyn.algorithms.minv import minv_kernel
 from conftest import random_state, rel_err
 
 

@@ -1,0 +1,8 @@
+"""The classical algorithms: model + state -> arrays.
+
+One algorithm per module, each written once over NumPy and generic over the
+array backend (float arrays with leading batch axes, and the object arrays the
+symbolic layer traces): :mod:`.kinematics`, :mod:`.rnea`, :mod:`.crba`,
+:mod:`.ltdl`, :mod:`.aba`, :mod:`.fd`, :mod:`.minv`.  Public names are
+importable from :mod:`sparsedyn` itself.
+"""
