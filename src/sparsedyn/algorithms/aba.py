@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from ..kernels import kernel
 from .kinematics import joint_transforms
 from .ltdl import spd_inverse
 from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure, transform_inertia
@@ -158,6 +159,7 @@ def float_checker(model):
     return check
 
 
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional={"f_ext": ("nb", 6), "gravity": (3,)}, outputs={"a": ("nv",)})
 def aba(model, q, v, tau, f_ext=None, gravity=None):
     """Joint accelerations ``qdd`` (..., nv) at state ``(q, v)`` under joint forces ``tau``.
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from ..kernels import kernel
 from .. import backend as bk
 from .kinematics import joint_transforms
 from .rnea import rnea_kernel
@@ -91,6 +92,7 @@ def bias_kernel(model, q, v, f_ext=None, gravity=None):
     return rnea_kernel(model, q, v, bk.zeros(v.shape, like=v), f_ext, gravity)
 
 
+@kernel(inputs={"q": ("nq",)}, outputs={"H": ("nv", "nv")})
 def crba(model, q):
     """Joint-space inertia matrix ``H(q)`` (..., nv, nv), symmetric positive definite.
 
@@ -110,6 +112,7 @@ def _state(model, q, v, f_ext, gravity):
     return q, v, f_ext, g, shape
 
 
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, optional={"f_ext": ("nb", 6), "gravity": (3,)}, outputs={"C": ("nv",)})
 def bias(model, q, v, f_ext=None, gravity=None):
     """Bias force ``C`` (..., nv) such that ``H(q) qdd + C = tau``.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from ..kernels import kernel
 from .aba import pivot_checker
 from .crba import bias_kernel, crba_kernel
 from .ltdl import dof_lambda, ltdl, ltdl_solve
@@ -45,6 +46,7 @@ def ltdl_checker(model, H):
     return check
 
 
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional={"f_ext": ("nb", 6), "gravity": (3,)}, outputs={"a": ("nv",)})
 def fd_crb(model, q, v, tau, f_ext=None, gravity=None):
     """Joint accelerations ``qdd`` (..., nv) by CRBA + sparse LTDL (same contract as ``aba``)."""
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from ..kernels import kernel
 from ..joints import jcalc
 from ..spatial import Transform, apply_motion, compose, cross3, identity, inverse, pose
 
@@ -57,6 +58,7 @@ def root_transforms(model, Xup):
     return Xr
 
 
+@kernel(inputs={"q": ("nq",)}, outputs={"R": ("nb", 3, 3), "p": ("nb", 3)})
 def forward_kinematics(model, q):
     """World poses of all bodies.
 
@@ -78,6 +80,7 @@ def _frame_world_transform(model, X0, k):
     return compose(f.X, X0[f.body])
 
 
+@kernel(inputs={"q": ("nq",)}, static=("frame",), outputs={"R": (3, 3), "p": (3,)})
 def frame_placement(model, q, frame):
     """World pose ``(R, p)`` of one frame (name or index): (..., 3, 3), (..., 3)."""
     q = _checks.configuration(model, q)
@@ -89,6 +92,7 @@ def frame_placement(model, q, frame):
     return np.broadcast_to(R, shape + (3, 3)), np.broadcast_to(p, shape + (3,))
 
 
+@kernel(inputs={"q": ("nq",)}, outputs={"R": ("nf", 3, 3), "p": ("nf", 3)})
 def frame_placements(model, q):
     """World poses of all frames: ``R`` (..., NF, 3, 3), ``p`` (..., NF, 3)."""
     q = _checks.configuration(model, q)
@@ -112,6 +116,7 @@ def _body_velocities(model, Xup, S, v):
     return vb
 
 
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, outputs={"v_bodies": ("nb", 6)})
 def body_velocities(model, q, v):
     """Spatial velocity of every body in its own frame, (..., NB, 6), ``[omega; v]``."""
     q = _checks.configuration(model, q)
@@ -143,6 +148,7 @@ def _check_reference(reference):
         raise ValueError(f"reference: expected one of {REFERENCES}, got {reference!r}")
 
 
+@kernel(inputs={"q": ("nq",)}, static=("frame", "reference"), outputs={"J": (6, "nv")})
 def frame_jacobian(model, q, frame, reference="local"):
     """Jacobian (..., 6, nv) of a frame's spatial velocity ``[omega; v]``.
 
@@ -169,6 +175,7 @@ def frame_jacobian(model, q, frame, reference="local"):
     return _express(model, X0, k, J, reference)
 
 
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("frame", "reference"), outputs={"v_frame": (6,)})
 def frame_velocity(model, q, v, frame, reference="local"):
     """Spatial velocity (..., 6) of a frame, in the same ``reference`` choices as :func:`frame_jacobian`."""
     _check_reference(reference)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from ..kernels import kernel
 from .. import backend as bk
 from .aba import articulated_transmitted, float_checker
 from .crba import apply_columns, result_dtype
@@ -98,6 +99,7 @@ def minv_kernel(model, q, check=None):
     return Minv
 
 
+@kernel(inputs={"q": ("nq",)}, outputs={"Minv": ("nv", "nv")})
 def minv(model, q):
     """``H(q)^-1`` (..., nv, nv), symmetric, computed without forming ``H``.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from ..kernels import kernel
 from .kinematics import joint_transforms
 from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure
 
@@ -61,6 +62,7 @@ def rnea_kernel(model, q, qd, qdd, f_ext=None, gravity=None):
     return np.concatenate([np.broadcast_to(t, shape + t.shape[-1:]) for t in tau], -1)
 
 
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional={"f_ext": ("nb", 6), "gravity": (3,)}, outputs={"tau": ("nv",)})
 def rnea(model, q, v, a, f_ext=None, gravity=None):
     """Joint forces ``tau`` (..., nv) that produce accelerations ``a`` at state ``(q, v)``.
 
@@ -72,6 +74,7 @@ def rnea(model, q, v, a, f_ext=None, gravity=None):
     return np.broadcast_to(tau, shape + (model.nv,)).copy()
 
 
+@kernel(inputs={"q": ("nq",)}, optional={"gravity": (3,)}, outputs={"g": ("nv",)})
 def generalized_gravity(model, q, gravity=None):
     """``g(q)`` (..., nv): RNEA with zero velocity and acceleration."""
     q = _checks.configuration(model, q)
@@ -79,6 +82,7 @@ def generalized_gravity(model, q, gravity=None):
     return rnea(model, q, z, z, gravity=gravity)
 
 
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, optional={"f_ext": ("nb", 6), "gravity": (3,)}, outputs={"C": ("nv",)})
 def nonlinear_effects(model, q, v, f_ext=None, gravity=None):
     """``C(q, v)`` (..., nv): Coriolis, centrifugal, gravity (and external) forces: RNEA with a = 0."""
     v = _checks.velocity(model, v, "v")

@@ -1,0 +1,108 @@
+"""The registry of public numeric functions (kernels).
+
+Every public numeric function of sparsedyn is a *kernel*: written once over
+NumPy, generic over the array backend, and declared here with the shapes of
+its state arrays for one state.  The declaration is what lets the symbolic
+layer trace it, the compiler build it, and the derivative machinery
+differentiate it, without a list kept by hand anywhere else::
+
+    @kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)},
+            optional={"f_ext": ("nb", 6), "gravity": (3,)},
+            outputs={"tau": ("nv",)})
+    def rnea(model, q, v, a, f_ext=None, gravity=None):
+        ...
+
+* ``inputs``: the state arrays, in signature order, each with its shape for
+  one state.  Leading batch axes are added by the caller.
+* ``optional``: state arrays that may be ``None`` (then a constant is folded
+  into the trace, e.g. ``model.gravity``, no external force).
+* ``static``: the other arguments (a frame name, a reference frame, a flag).
+  They select the structure of the computation, never a value that varies per
+  state, and they are part of the key of a traced or compiled form.
+* ``outputs``: the outputs in return order.  A function returning one array
+  has one output; several outputs are returned as a tuple.
+
+A shape entry is an int, one of the model sizes ``"nq"``, ``"nv"``, ``"nb"``
+(bodies), ``"nf"`` (frames), or a callable ``(model, **static) -> int``.
+Shapes are resolved by :meth:`Kernel.shapes`.
+
+This module is in the model layer: it knows model sizes and nothing about
+algorithms, tracing or compilation.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable
+
+__all__ = ["kernel", "Kernel", "REGISTRY", "registered"]
+
+#: name -> :class:`Kernel`, in registration order.
+REGISTRY: dict = {}
+
+_SIZES = {
+    "nq": lambda m: m.nq,
+    "nv": lambda m: m.nv,
+    "nb": lambda m: m.nbodies,
+    "nf": lambda m: len(m.frames),
+}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A registered public numeric function and the shapes of its arrays (one state)."""
+
+    name: str
+    fn: Callable
+    inputs: dict
+    outputs: dict
+    optional: dict = field(default_factory=dict)
+    static: tuple = ()
+
+    def _dim(self, model, d, static):
+        if isinstance(d, int):
+            return d
+        if isinstance(d, str):
+            return int(_SIZES[d](model))
+        return int(d(model, **static))
+
+    def shapes(self, model, **static) -> dict:
+        """``name -> shape`` (tuple of ints) of every input, optional input and output, for one state
+        of ``model`` with the given static arguments."""
+        table = {}
+        for group in (self.inputs, self.optional, self.outputs):
+            for n, shape in group.items():
+                table[n] = tuple(self._dim(model, d, static) for d in shape)
+        return table
+
+    @property
+    def signature(self) -> inspect.Signature:
+        return inspect.signature(self.fn)
+
+
+def kernel(*, inputs, outputs, optional=None, static=(), name=None):
+    """Declare a public numeric function as a kernel (see the module docstring).
+
+    The function is returned unchanged, with the declaration attached as
+    ``fn.__kernel__``; the declaration is also entered in :data:`REGISTRY`
+    under ``name`` (default: the function's name).
+    """
+    def register(fn):
+        params = inspect.signature(fn).parameters
+        declared = list(inputs) + list(optional or {}) + list(static)
+        missing = [n for n in declared if n not in params]
+        if missing:
+            raise TypeError(f"kernel {fn.__name__}: declared arguments {missing} are not parameters "
+                            f"of {fn.__name__}{inspect.signature(fn)}")
+        k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static))
+        REGISTRY[k.name] = k
+        fn.__kernel__ = k
+        return fn
+
+    return register
+
+
+def registered(fn):
+    """The :class:`Kernel` declaration of ``fn`` (a public function), or ``None``."""
+    return getattr(fn, "__kernel__", None)
