@@ -59,6 +59,7 @@ class Kernel:
     outputs: dict
     optional: dict = field(default_factory=dict)
     static: tuple = ()
+    program: Callable = None
 
     def _dim(self, model, d, static):
         if isinstance(d, int):
@@ -81,8 +82,13 @@ class Kernel:
         return inspect.signature(self.fn)
 
 
-def kernel(*, inputs, outputs, optional=None, static=(), name=None):
+def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None):
     """Declare a public numeric function as a kernel (see the module docstring).
+
+    ``program``: for a function that is not itself traced but derived from the
+    traced program of another kernel (a derivative), a callable
+    ``(model, static, optional) -> Program`` that builds its program; by default
+    the function is traced by calling it on object arrays of symbols.
 
     The function is returned unchanged, with the declaration attached as
     ``fn.__kernel__``; the declaration is also entered in :data:`REGISTRY`
@@ -95,7 +101,7 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None):
         if missing:
             raise TypeError(f"kernel {fn.__name__}: declared arguments {missing} are not parameters "
                             f"of {fn.__name__}{inspect.signature(fn)}")
-        k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static))
+        k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program)
         REGISTRY[k.name] = k
         fn.__kernel__ = k
         return fn
