@@ -46,7 +46,7 @@ def run_case(name, problem, batch, rng, log):
     t_build = time.perf_counter() - t0
     log(f"{name}: offline phase {t_offline:.1f} s, compile {t_build:.1f} s; simulating {batch} states")
     q, qd, qdd, w = consistent_state(problem, rng, batch=(batch,))
-    y, _ = problem.simulate(q, qd, qdd, w)
+    y, _ = problem.measurements(q, qd, qdd, w)
     if not est.square:
         y = y + sample_noise(problem, rng, (batch,))
     q1, qd1, y1 = q[0].copy(), qd[0].copy(), y[0].copy()

@@ -24,7 +24,7 @@ def test_sensors_live_on_the_model_and_estimation_uses_them():
     assert implicit.addresses == explicit.addresses
     est = implicit.compile()
     q, qd, qdd, w = consistent_state(implicit, np.random.default_rng(3))   # unactuated floating base
-    y, truth = implicit.simulate(q, qd, qdd, w)
+    y, truth = implicit.measurements(q, qd, qdd, w)
     e = est.solve(q, qd, y)
     assert np.max(np.abs(e.tau - truth["tau"])) / np.max(np.abs(truth["tau"])) < 1e-9
     assert np.max(np.abs(e.contacts["l_sole"] - w["l_sole"])) / np.max(np.abs(w["l_sole"])) < 1e-9

@@ -1,42 +1,93 @@
-"""Command line: ``sparsedyn info MODEL`` and ``sparsedyn demo``."""
+"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo``.
+
+Exit codes: 0 success; 1 an error of the library or of the input (one line on
+stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
+name); 3 the analysis ran but the problem cannot be solved (``estimate``: ill-posed
+sensors; ``sparsity``: structurally singular), the report saying why is printed.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import warnings
 
 import numpy as np
 
 from .plots import sparsity_text
 
-__all__ = ["main", "load_model", "compiled_estimate_lines"]
+__all__ = ["main", "load_model", "find_example_robot", "compiled_estimate_lines", "demo", "demo_lines",
+           "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ILL_POSED"]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ILL_POSED = 0, 1, 2, 3
+
+#: Width of wrapped report lines.
+WIDTH = 100
+
+
+class UsageError(Exception):
+    """A command-line argument names nothing usable (exit code 2)."""
+
+
+def find_example_robot(name: str):
+    """Path of the URDF called ``name`` (e.g. ``"panda"``, ``"talos_reduced"``) in the installed
+    ``example-robot-data`` package (see :func:`sparsedyn.interop.example_robot_data_dir`), or ``None``."""
+    from .interop import example_robot_data_dir
+    d = example_robot_data_dir()
+    if d is None or not name or "/" in name or "\\" in name:
+        return None
+    hits = sorted(d.rglob(f"{name}.urdf"), key=lambda p: (len(p.parts), str(p)))
+    return hits[0] if hits else None
 
 
 def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
-    """A built-in model by name, or a URDF file (see :func:`sparsedyn.load_urdf` for the options)."""
+    """A model from a command-line argument: a built-in model name (``humanoid``, ``chain7``, ...),
+    a URDF file, or the name of a URDF of the ``example-robot-data`` package (``panda``, ``talos``,
+    ...).  ``floating_base`` and ``invalid_inertia``: see :func:`sparsedyn.load_urdf`.
+    Raises :class:`UsageError` when ``spec`` is none of these."""
+    import os
     from .builders import BUILTIN_MODELS, builtin
     if spec in BUILTIN_MODELS:
         return builtin(spec)
-    if spec.endswith(".urdf") or "/" in spec or "\\" in spec:
+    path = spec if (spec.endswith(".urdf") or os.path.sep in spec or "/" in spec or os.path.exists(spec)) \
+        else find_example_robot(spec)
+    if path is not None:
         from .io.urdf import load_urdf
-        return load_urdf(spec, floating_base=floating_base, invalid_inertia=invalid_inertia)
-    raise SystemExit(f"sparsedyn: {spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}) "
-                     f"nor a .urdf file")
+        return load_urdf(path, floating_base=floating_base, invalid_inertia=invalid_inertia)
+    from .interop import example_robot_data_dir
+    erd = ("; example-robot-data is not installed (pip install example-robot-data) for names like 'panda'"
+           if example_robot_data_dir() is None else "")
+    raise UsageError(f"{spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}), nor a .urdf "
+                     f"file, nor a URDF of example-robot-data (e.g. panda, talos, ur5){erd}")
+
+
+def _num(x: float) -> float:
+    """``x`` with structurally tiny values (rounding residue of sin/cos, below 1e-12) shown as 0."""
+    return 0.0 if abs(x) < 1e-12 else float(x)
+
+
+def _vec(x) -> str:
+    return "(" + ", ".join(f"{_num(c):.3g}" for c in x) + ")"
 
 
 def format_tree(model) -> str:
-    """One line per body: indentation by depth, joint type, dofs, mass."""
+    """One line per body: indentation by depth, joint type and axis, dofs, mass."""
     lines = [f"{model.root_name}"]
     for i in range(model.nbodies):
         j = model.joints[i]
-        axis = "" if j.type in ("spherical", "free", "planar") else f" axis=({j.axis[0]:+.3g},{j.axis[1]:+.3g},{j.axis[2]:+.3g})"
+        axis = "" if j.type in ("spherical", "free", "planar", "fixed") else f" axis={_vec(j.axis)}"
         lines.append(f"{'  ' * (model.depth[i] + 1)}{model.body_names[i]}  [{model.joint_names[i]}: {j.type}"
                      f"{axis}, nq={j.nq} nv={j.nv}]  mass={model.mass[i]:.4g} kg")
     return "\n".join(lines)
 
 
+def _wrapped(head: str, items, width=WIDTH) -> list:
+    return textwrap.wrap(head + ", ".join(items), width, subsequent_indent="    ", break_on_hyphens=False)
+
+
 def info(model) -> str:
+    """``sparsedyn info``: sizes, joint types, the tree, frames, sensors and mimic couplings."""
     counts = {}
     for j in model.joints:
         counts[j.type] = counts.get(j.type, 0) + 1
@@ -46,24 +97,38 @@ def info(model) -> str:
            "joints: " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items())),
            format_tree(model)]
     if extra:
-        out.append(f"frames ({len(extra)} besides the bodies): " +
-                   ", ".join(f"{f.name}@{model.body_names[f.body]}" for f in extra))
+        out += _wrapped(f"frames ({len(extra)} besides the bodies, as frame@body): ",
+                        [f"{f.name}@{model.body_names[f.body]}" for f in extra])
+    sensors = list(getattr(model, "sensors", ()))
+    if sensors:
+        out.append(f"sensors ({len(sensors)}, measured by default by sparsedyn.estimation.EstimationProblem):")
+        for x in sensors:
+            out += textwrap.wrap(f"{x.name}: {x.describe()}", WIDTH, initial_indent="  ", subsequent_indent="      ")
+    else:
+        out.append("sensors: none in the model (give them to EstimationProblem or in a sensor file)")
     if model.mimic:
-        out.append("mimic couplings (kept as data; joints independent): " + ", ".join(
+        out += _wrapped("mimic couplings (kept as data; joints independent): ", [
             f"{model.joint_names[m.joint]} = {m.multiplier:g}*{model.joint_names[m.mimicked]}{m.offset:+g}"
-            for m in model.mimic))
+            for m in model.mimic])
     return "\n".join(out)
 
 
 def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
-    """Short report on the built-in humanoid; ``plot``: PNG path for H's sparsity (None: no file)."""
+    """The demo's report as one string (see :func:`demo_lines`)."""
+    return "\n".join(demo_lines(seed, plot))
+
+
+def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
+    """Yields the lines of ``sparsedyn demo`` as they are computed: the classical algorithms on the
+    built-in humanoid, closed loops, and the estimation case study.  ``plot``: PNG path for H's
+    sparsity picture (None: no file).  Lines are at most 100 characters."""
     from . import builders
     from .algorithms.aba import aba
     from .algorithms.crba import HandC
     from .algorithms.fd import fd_crb
+    from .algorithms.kinematics import body_velocities, frame_jacobian, frame_placement, frame_velocity
     from .algorithms.ltdl import ltdl, sparsity_pattern
     from .algorithms.minv import minv
-    from .algorithms.kinematics import body_velocities, frame_jacobian, frame_placement, frame_velocity
     from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 
     model = builders.humanoid()
@@ -71,36 +136,37 @@ def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
     q = builders.humanoid_standing_configuration()
     v = 0.3 * rng.standard_normal(model.nv)
     a = rng.standard_normal(model.nv)
-    out = [f"sparsedyn demo: built-in humanoid ({model.nbodies} bodies, nq={model.nq}, nv={model.nv}, "
-           f"{model.total_mass:.1f} kg)", ""]
-    out.append("Standing configuration, frame positions in the world [m]:")
+    yield (f"sparsedyn demo: built-in humanoid ({model.nbodies} bodies, nq={model.nq}, nv={model.nv}, "
+           f"{model.total_mass:.1f} kg)")
+    yield ""
+    yield "Standing configuration, frame positions in the world [m]:"
     for name in ("l_sole", "r_sole", "l_hand", "r_hand"):
         _, p = frame_placement(model, q, name)
-        out.append(f"  {name:8s} {p[0]:+.3f} {p[1]:+.3f} {p[2]:+.3f}")
+        yield f"  {name:8s} {_num(p[0]):+.3f} {_num(p[1]):+.3f} {_num(p[2]):+.3f}"
     g = generalized_gravity(model, q)
-    out.append("")
-    out.append(f"Gravity wrench on the floating base [n; f] (body frame): "
-               f"{np.array2string(g[:6], precision=2, suppress_small=True)}")
-    out.append(f"  vertical force {g[3:6] @ np.array([0, 0, 1]):.2f} N = m g = {model.total_mass * 9.81:.2f} N")
+    yield ""
+    yield (f"Gravity wrench on the floating base [n; f] (body frame): "
+           f"{np.array2string(g[:6] + 0.0, precision=2, suppress_small=True)}")
+    yield f"  vertical force {g[3:6] @ np.array([0, 0, 1]):.2f} N = m g = {model.total_mass * 9.81:.2f} N"
     tau = rnea(model, q, v, a)
     C = nonlinear_effects(model, q, v)
-    out.append("")
-    out.append("Inverse dynamics (RNEA) at a random velocity and acceleration, largest joint torques [N m]:")
+    yield ""
+    yield "Inverse dynamics (RNEA) at a random velocity and acceleration, largest joint torques [N m]:"
     joints = [(abs(tau[model.v_start[i]]), model.joint_names[i], tau[model.v_start[i]])
               for i in range(1, model.nbodies)]
     for _, name, t in sorted(joints, reverse=True)[:5]:
-        out.append(f"  {name:18s} {t:+9.3f}")
-    out.append(f"  |C(q, v)| = {np.linalg.norm(C):.3f}")
+        yield f"  {name:18s} {t:+9.3f}"
+    yield f"  |C(q, v)| = {np.linalg.norm(C):.3f}"
     J = frame_jacobian(model, q, "r_hand", "local_world_aligned")
     err = np.abs(J @ v - frame_velocity(model, q, v, "r_hand", "local_world_aligned")).max()
     vb = body_velocities(model, q, v)
     ke = 0.5 * sum(vb[i] @ model.inertia[i] @ vb[i] for i in range(model.nbodies))
-    out.append("")
-    out.append(f"Checks: |J v - v_hand| = {err:.1e};  kinetic energy {ke:.4f} J;  "
-               f"RNEA linear in a: {np.abs(rnea(model, q, v, 2 * a) - 2 * tau + C).max():.1e}")
+    yield ""
+    yield (f"Checks: |J v - v_hand| = {err:.1e};  kinetic energy {ke:.4f} J;  "
+           f"RNEA linear in a: {np.abs(rnea(model, q, v, 2 * a) - 2 * tau + C).max():.1e}")
     Q = np.stack([model.random_configuration(rng) for _ in range(100)])
     T = rnea(model, Q, np.zeros(model.nv), np.zeros(model.nv))
-    out.append(f"Batched: gravity torques for {Q.shape[0]} random configurations in one call -> {T.shape}")
+    yield f"Batched: gravity torques for {Q.shape[0]} random configurations in one call -> {T.shape}"
 
     # Joint-space inertia matrix, its branch-induced sparsity and the LTDL factor.
     H, C = HandC(model, q, v)
@@ -112,39 +178,50 @@ def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
     fill = int(np.count_nonzero((np.abs(Ld) > 1e-12 * np.abs(Ld).max()) & ~pattern))
     labels = [f"{model.joint_names[model.dof_body[k]]}" + (f"[{k - model.v_start[model.dof_body[k]]}]"
               if model.joints[model.dof_body[k]].nv > 1 else "") for k in range(model.nv)]
-    out += ["", f"Joint-space inertia H ({model.nv} x {model.nv}) by CRBA: {int(pattern.sum())} structural nonzeros "
-            f"of {model.nv ** 2} ({100 * pattern.mean():.0f}%), branch-induced sparsity:",
-            sparsity_text(pattern, labels),
-            f"LTDL factor: {int(np.count_nonzero(np.tril(pattern)))} nonzeros in L (with the diagonal), "
-            f"fill-in = {fill} (dense factor in the same order);  |H - L^T D L| = {np.abs(L.T @ (D[:, None] * L) - H).max():.1e};  "
-            f"|Minv H - I| = {np.abs(minv(model, q) @ H - np.eye(model.nv)).max():.1e}"]
+    yield ""
+    yield (f"Joint-space inertia H ({model.nv} x {model.nv}) by CRBA: {int(pattern.sum())} structural "
+           f"nonzeros of {model.nv ** 2} ({100 * pattern.mean():.0f}%),")
+    yield "branch-induced sparsity (# structural nonzero, . zero for every configuration):"
+    yield sparsity_text(pattern, labels)
+    yield (f"LTDL factor: {int(np.count_nonzero(np.tril(pattern)))} nonzeros in L (with the diagonal), "
+           f"fill-in = {fill} (dense factor in the same order)")
+    yield (f"  |H - L^T D L| = {np.abs(L.T @ (D[:, None] * L) - H).max():.1e};  "
+           f"|Minv H - I| = {np.abs(minv(model, q) @ H - np.eye(model.nv)).max():.1e}")
     if plot:
         try:
             from .plots import plot_sparsity
-            plot_sparsity(H, pattern, plot, f"humanoid: H at the standing configuration ({model.nv} dofs)", labels)
-            out.append(f"Sparsity picture written to {plot}")
+            plot_sparsity(H, pattern, plot, f"humanoid: H at the standing configuration ({model.nv} dofs)",
+                          labels)
+            yield f"Sparsity picture written to {plot}"
         except ImportError:
-            out.append("Sparsity picture skipped: matplotlib is not installed (pip install 'sparsedyn[plot]')")
+            yield "Sparsity picture skipped: matplotlib is not installed (pip install 'sparsedyn[plot]')"
 
     # Forward dynamics two ways, side by side.
     tau_fd = rnea(model, q, v, a) + 5.0 * rng.standard_normal(model.nv) * (np.arange(model.nv) >= 6)
-    qdd_aba, qdd_crb = aba(model, q, v, tau_fd), fd_crb(model, q, v, tau_fd)
-    out += ["", "Forward dynamics at a random state and torque: ABA and CRBA + LTDL side by side (first 10 dofs):",
-            f"  {'dof':18s} {'ABA':>11s} {'CRBA+LTDL':>11s}"]
+    a_aba, a_crb = aba(model, q, v, tau_fd), fd_crb(model, q, v, tau_fd)
+    yield ""
+    yield "Forward dynamics at a random state and torque: ABA and CRBA + LTDL side by side (first 10 dofs):"
+    yield f"  {'dof':18s} {'ABA':>11s} {'CRBA+LTDL':>11s}"
     for k in range(10):
-        out.append(f"  {labels[k]:18s} {qdd_aba[k]:+11.5f} {qdd_crb[k]:+11.5f}")
-    out.append(f"  max |ABA - CRBA+LTDL| over all {model.nv} dofs = {np.abs(qdd_aba - qdd_crb).max():.1e};  "
-               f"|H qdd + C - tau| = {np.abs(H @ qdd_aba + C - tau_fd).max():.1e}")
+        yield f"  {labels[k]:18s} {a_aba[k]:+11.5f} {a_crb[k]:+11.5f}"
+    yield (f"  max |ABA - CRBA+LTDL| over all {model.nv} dofs = {np.abs(a_aba - a_crb).max():.1e};  "
+           f"|H a + C - tau| = {np.abs(H @ a_aba + C - tau_fd).max():.1e}")
 
-    from .constraints import constraints_demo
-    from .estimation import estimation_demo
-    out += ["", constraints_demo(), "", estimation_demo()]
-    return "\n".join(out)
+    from .constraints.demo import constraints_demo_lines
+    from .estimation.casestudy import estimation_demo_lines
+    yield ""
+    yield from constraints_demo_lines()
+    yield ""
+    yield from estimation_demo_lines()
 
 
-def compiled_estimate_lines(solver, q, qd, y, repeat=5) -> list:
-    """Lines for ``sparsedyn estimate``: the compiled estimator's flops from its IR and, with a C
-    compiler, its time per solve of one state next to the NumPy solver's (best of ``repeat``)."""
+def compiled_estimate_lines(solver, q, v, y, repeat=5) -> list:
+    """Lines for ``sparsedyn estimate``: the compiled estimator's flops and, with a C compiler, its
+    time per solve of one state next to the NumPy solver's (best of ``repeat``).
+
+    The report above these lines counts the flops of the sparse algorithm as written; the
+    compiled program is the same solve traced with its structural zeros and ones folded away
+    and shared subexpressions computed once, so it needs fewer."""
     import timeit
 
     from .codegen import CompilerNotFoundWarning
@@ -155,63 +232,136 @@ def compiled_estimate_lines(solver, q, qd, y, repeat=5) -> list:
     r, f = k.flops("result"), k.flops()
     mad = r["mul"] + r["add"] + r["div"]
     extra = ", ".join(f"{r[x]} {x}" for x in ("sqrt", "sin", "cos") if r[x])
-    lines = [f"flops per solve from the compiled program's IR (after folding and CSE): {mad} (mul+add+div"
-             + (f"; also {extra}" if extra else "") + f"), {f['total'] - r['total']} more for the run-time "
-             f"check values"]
+    lines = textwrap.wrap(
+        f"compiled: {mad:,} flops per solve (mul+add+div" + (f"; also {extra}" if extra else "")
+        + f"), the count above after folding structural zeros and ones and sharing common "
+        f"subexpressions; {f['total'] - r['total']:,} more for the run-time check values", WIDTH,
+        subsequent_indent="    ")
     if not k.compiled:
         why = "no working C compiler" if caught else "not compiled"
-        return lines + [f"compiled solve: {why}, so sparsedyn.compile falls back to the NumPy solver "
-                        f"(set SPARSEDYN_CC to a C compiler)"]
+        return lines + textwrap.wrap(f"compiled solve: {why}, so sparsedyn.compile falls back to the NumPy "
+                                     f"solver (set SPARSEDYN_CC or CC to a C compiler)", WIDTH,
+                                     subsequent_indent="    ")
 
     def best(fn, n):
         fn()
         return min(timeit.repeat(fn, number=n, repeat=repeat)) / n
 
-    t_numpy = best(lambda: solver.solve(q, qd, y), 3)
-    t_comp = best(lambda: k.solve(q, qd, y), 200)
-    args = (q, qd, y) if k.problem.ny else (q, qd)
+    t_numpy = best(lambda: solver.solve(q, v, y), 3)
+    t_comp = best(lambda: k.solve(q, v, y), 200)
+    args = (q, v, y) if k.problem.ny else (q, v)
     t_kernel = best(lambda: k.raw(*args), 2000)
-    lines.append(f"compiled solve: {t_comp * 1e6:.1f} us per state from Python (input validation, checks and the "
-                 f"Estimate included; the native kernel alone {t_kernel * 1e6:.1f} us, "
-                 f"{f['total'] / t_kernel / 1e9:.2f} GFLOP/s) vs {t_numpy * 1e6:.0f} us for the NumPy solver "
-                 f"({t_numpy / t_comp:.0f}x)")
-    return lines
+    return lines + textwrap.wrap(
+        f"compiled solve: {t_comp * 1e6:.1f} us per state from Python (input validation, checks and the "
+        f"Estimate included; the native kernel alone {t_kernel * 1e6:.1f} us, "
+        f"{f['total'] / t_kernel / 1e9:.2f} GFLOP/s) vs {t_numpy * 1e6:.0f} us for the NumPy solver "
+        f"({t_numpy / t_comp:.0f}x)", WIDTH, subsequent_indent="    ")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="sparsedyn", description="Rigid-body dynamics: model info and demo.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_info = sub.add_parser("info", help="print a model's tree, dofs per joint, masses and depth")
-    p_info.add_argument("model", help="a URDF path or a built-in model name (e.g. humanoid)")
-    p_info.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
+DESCRIPTION = """\
+Rigid-body dynamics of articulated bodies (robots, humans, mechanisms).
+
+MODEL is a built-in name (humanoid, chain7, ...), a URDF file, or the name of a URDF of the
+example-robot-data package (panda, talos, ur5, ...: pip install example-robot-data).
+"""
+
+EPILOG = """\
+examples:
+  sparsedyn info panda
+  sparsedyn sparsity humanoid --problem fd --plot fd.png
+  sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
+
+exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
+problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+    parser = argparse.ArgumentParser(prog="sparsedyn", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"sparsedyn {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    model_help = "a built-in model name, a URDF file, or an example-robot-data name (e.g. panda)"
+    fb_help = "attach a URDF's root link by a free joint (floating base)"
+    p_info = sub.add_parser("info", help="a model's tree, dofs per joint, masses, frames and sensors")
+    p_info.add_argument("model", help=model_help)
+    p_info.add_argument("--floating-base", action="store_true", help=fb_help)
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
                         help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
     p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
-                                            "fill-in, pivot safety, flops, and a picture")
-    p_sp.add_argument("model", help="a URDF path or a built-in model name")
+                                           "fill-in, pivot safety, flops, and a picture")
+    p_sp.add_argument("model", help=model_help)
     p_sp.add_argument("--problem", choices=("id", "fd"), default="id", help="inverse or forward dynamics")
     p_sp.add_argument("--ordering", default="auto", help="elimination order of non-triangular blocks "
                                                          "(auto, articulated, colamd, mmd_ata, mmd_at_plus_a, natural)")
     p_sp.add_argument("--plot", default=None, help="PNG file for the before/after sparsity picture")
-    p_sp.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
+    p_sp.add_argument("--floating-base", action="store_true", help=fb_help)
     p_est = sub.add_parser("estimate", help="well-posedness verdict, unknowns and flops of an estimation problem, "
                                             "and a solve of a simulated sample")
-    p_est.add_argument("model", help="a URDF path or a built-in model name")
-    p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; see sparsedyn.estimation.files)")
-    p_est.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
-    p_comp = sub.add_parser("compile", help="compile a model's kernels to native code; print flop counts and build times")
-    p_comp.add_argument("model", help="a URDF path or a built-in model name")
-    p_comp.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
+    p_est.add_argument("model", help=model_help)
+    p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; format in the README)")
+    p_est.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
+                                            "SPARSEDYN_CC); print flop counts and build times")
+    p_comp.add_argument("model", help=model_help)
+    p_comp.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp.add_argument("--no-batch", action="store_true", help="build only the single-state library")
-    p_bench = sub.add_parser("bench", help="compiled sparsedyn vs Pinocchio (and MuJoCo), side by side in one run")
-    p_bench.add_argument("--models", nargs="+", help="built-in names or URDF paths (default: panda, talos, chains)")
+    p_bench = sub.add_parser("bench", help="compiled sparsedyn vs Pinocchio (and MuJoCo), side by side in one run "
+                                          "(a few minutes)")
+    p_bench.add_argument("--models", nargs="+", help="model names or URDF paths (default: panda, talos_reduced, "
+                                                     "chains of 10, 30, 100 links)")
     p_bench.add_argument("--batch", type=int, default=10000, help="states per batch (default: %(default)s)")
     p_bench.add_argument("--cache", action="store_true", help="reuse the user's build cache (default: a fresh one)")
-    p_demo = sub.add_parser("demo", help="run the demo on the built-in humanoid")
+    p_demo = sub.add_parser("demo", help="a tour on the built-in humanoid (about 10 s)")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
                         help="PNG file for the sparsity picture of H (default: %(default)s; '' for none)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _progress_line():
+    """``progress(message)`` for slow commands: one status line on stderr, rewritten in place on a
+    terminal; elsewhere (a log file, a pipe) only the first message is written."""
+    tty = sys.stderr.isatty()
+    state = {"first": True}
+
+    def progress(message):
+        if tty:
+            print(f"\r\033[K.. {message[:110]}", end="", file=sys.stderr, flush=True)
+        elif state["first"]:
+            print(f".. {message} (one progress line; more on a terminal)", file=sys.stderr, flush=True)
+        state["first"] = False
+
+    def done():
+        if tty and not state["first"]:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+    progress.done = done
+    return progress
+
+
+def _fit(text: str, width=120) -> str:
+    """Prose lines wrapped at ``width``; table rows (with ``|``) and indented rows kept as they are."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width or "|" in line:
+            out.append(line)
+        else:
+            out += textwrap.wrap(line, width, subsequent_indent="    ")
+    return "\n".join(out)
+
+
+def _error_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def main(argv=None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:                     # --help, --version (0) or a usage error (2)
+        return int(e.code or 0)
     from .model import ModelError
     # One line per warning on the command line, without Python's source-line echo.
     warnings.formatwarning = lambda message, category, *rest, **kw: f"sparsedyn: warning: {message}\n"
@@ -223,30 +373,41 @@ def main(argv=None) -> int:
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
                                    extra=compiled_estimate_lines)
             print(text)
-            return 1 if "ILL-POSED" in text.splitlines()[0] else 0
+            return EXIT_ILL_POSED if "ILL-POSED" in text.splitlines()[0] else EXIT_OK
         elif args.command == "sparsity":
             from .sparse import sparsity_report
             text = sparsity_report(load_model(args.model, args.floating_base), args.problem, args.plot, args.ordering)
             print(text)
-            return 1 if text.startswith("structurally singular") else 0
+            return EXIT_ILL_POSED if text.startswith("structurally singular") else EXIT_OK
         elif args.command == "compile":
             from .codegen import compile_report
             print(compile_report(load_model(args.model, args.floating_base), progress=True,
                                  vectorize=not args.no_batch))
         elif args.command == "bench":
             from .codegen.bench import DEFAULT_MODELS, bench_report
-            print(bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
-                               progress=lambda m: print(f"  .. {m}", file=sys.stderr, flush=True)))
+            progress = _progress_line()
+            text = bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
+                                progress=progress)
+            progress.done()
+            print(_fit(text))
         else:
-            print(demo(args.seed, args.plot or None))
-    except (ModelError, FileNotFoundError, ValueError, KeyError) as e:
-        print(f"sparsedyn: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # The reader went away (e.g. `sparsedyn info robot.urdf | head`): not an error of ours.
-        sys.stderr.close()
-        return 0
-    return 0
+            for line in demo_lines(args.seed, args.plot or None):
+                print(line, flush=True)
+    except UsageError as e:
+        parser.print_usage(sys.stderr)
+        print(f"sparsedyn: error: {_error_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ModelError, OSError, ValueError, KeyError, TypeError, RuntimeError, ArithmeticError) as e:
+        if isinstance(e, BrokenPipeError):
+            # The reader went away (e.g. `sparsedyn info robot.urdf | head`): not an error of ours.
+            sys.stderr.close()
+            return EXIT_OK
+        print(f"sparsedyn: error: {_error_line(e)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("sparsedyn: interrupted", file=sys.stderr)
+        return 130
+    return EXIT_OK
 
 
 if __name__ == "__main__":

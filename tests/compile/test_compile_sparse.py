@@ -217,7 +217,7 @@ def test_compiled_estimator_equals_numpy_and_truth(humanoid_cases, name):
     assert k.square == (name != "redundant")
     n = 12
     q, qd, qdd, w = near_standing(model, problem, rng, n)
-    y, truth = problem.simulate(q, qd, qdd, w)                   # noise-free: the truth is the exact answer
+    y, truth = problem.measurements(q, qd, qdd, w)                   # noise-free: the truth is the exact answer
     e0, e1 = est.solve(q, qd, y), k.solve(q, qd, y)
     assert e1.d.shape == e0.d.shape and e1.chi2.shape == (n,) and e1.dof == e0.dof
     own = per_state(e0.d, truth["d"])                              # the NumPy path's own error per state
@@ -243,7 +243,7 @@ def test_compiled_estimator_equals_numpy_and_truth(humanoid_cases, name):
         assert rel_err(c1.cov_d, c0.cov_d) == 0.0
     # a batch long enough for the vectorised library, random (not near-standing) states
     q, qd, qdd, w = consistent_state(problem, rng, batch=(40,))
-    y, truth = problem.simulate(q, qd, qdd, w)
+    y, truth = problem.measurements(q, qd, qdd, w)
     e0, e1 = est.solve(q, qd, y), k.solve(q, qd, y)
     own = per_state(e0.d, truth["d"])
     assert np.all(per_state(e1.d, e0.d) <= 1e-11 + 10 * own)
@@ -262,7 +262,7 @@ def test_estimator_states_flagged_by_the_kernel_go_to_numpy(humanoid_cases):
     k = sd.compile(est)
     rng = np.random.default_rng(3)
     q, qd, qdd, w = near_standing(model, problem, rng, 4)
-    y, _ = problem.simulate(q, qd, qdd, w)
+    y, _ = problem.measurements(q, qd, qdd, w)
     ynan = y.copy()
     ynan[2, 0] = np.nan
     for solver in (k, est):
@@ -311,7 +311,7 @@ def test_without_a_compiler_everything_answers_through_numpy(tmp_path, monkeypat
     assert k.flops()["total"] > 0                                   # still counted from the IR
     problem = humanoid_cases[1]["redundant"]
     qh, qdh, qddh, w = near_standing(humanoid_cases[0], problem, rng, 2)
-    yh, _ = problem.simulate(qh, qdh, qddh, w)
+    yh, _ = problem.measurements(qh, qdh, qddh, w)
     assert rel_err(ke.solve(qh, qdh, yh).d, ke.estimator.solve(qh, qdh, yh).d) == 0.0
 
 

@@ -37,7 +37,7 @@ def test_inverse_and_forward_dynamics_agree_with_kkt(name):
         # Forward dynamics with those efforts: KKT and ours give back qdd (round trip).
         qdd_ref, lam_fd = kkt_forward(model, cs, q, v, B @ res.u, T=T)
         fwd = constrained_forward_dynamics(cs, q, v, B @ res.u)
-        worst["qdd"] = max(worst["qdd"], rel_err(qdd_ref, qdd), rel_err(fwd.qdd, qdd_ref))
+        worst["qdd"] = max(worst["qdd"], rel_err(qdd_ref, qdd), rel_err(fwd.a, qdd_ref))
         worst["fd_lam"] = max(worst["fd_lam"], rel_err(fwd.lam, lam_fd), rel_err(lam_fd, res.lam))
     print(name, worst)
     assert max(worst.values()) < TOL, worst
@@ -94,7 +94,7 @@ def test_over_actuated_four_bar_weighted_minimum_norm():
             _, G, _ = cs.evaluate(q, v)
             assert rel_err(res.u, u_ref) < TOL
             assert rel_err(G.T @ res.lam, G.T @ lam_ref) < TOL
-            assert rel_err(constrained_forward_dynamics(cs, q, v, B @ res.u).qdd, qdd) < TOL
+            assert rel_err(constrained_forward_dynamics(cs, q, v, B @ res.u).a, qdd) < TOL
 
 
 def test_under_actuated_five_bar_is_exact_when_possible_and_reports_the_residual_otherwise():
@@ -106,13 +106,13 @@ def test_under_actuated_five_bar_is_exact_when_possible_and_reports_the_residual
         q, v, _ = mech.random_state(rng)
         # A motion the single motor can produce (from forward dynamics) is reproduced exactly.
         u0 = rng.normal(size=1)
-        qdd = constrained_forward_dynamics(cs, q, v, B @ u0).qdd
+        qdd = constrained_forward_dynamics(cs, q, v, B @ u0).a
         res = constrained_inverse_dynamics(cs, q, v, qdd, B=B, on_infeasible="raise")
         assert res.regime == "under-actuated" and res.feasible
         assert rel_err(res.u, u0) < TOL
         # An arbitrary motion cannot be produced: least squares, residual reported, warning.
         # (the accelerations a torque at the other base joint would add are out of reach)
-        qdd_bad = constrained_forward_dynamics(cs, q, v, B @ u0 + np.array([0, 0, 1.0, 0])).qdd
+        qdd_bad = constrained_forward_dynamics(cs, q, v, B @ u0 + np.array([0, 0, 1.0, 0])).a
         with pytest.warns(InfeasibleActuationWarning, match="cannot produce"):
             bad = constrained_inverse_dynamics(cs, q, v, qdd_bad, B=B)
         assert not bad.feasible and np.abs(bad.residual).max() > 1e-3
@@ -142,7 +142,7 @@ def test_batched_calls_equal_single_calls():
     for k in range(4):
         one = constrained_inverse_dynamics(cs, Q[k], V[k], A[k], actuated=mech.actuated)
         assert np.array_equal(one.u, res.u[k]) and np.array_equal(one.lam, res.lam[k])
-        assert rel_err(fwd.qdd[k], A[k]) < 1e-10
+        assert rel_err(fwd.a[k], A[k]) < 1e-10
 
 
 def test_external_forces_enter_both_directions():
@@ -159,7 +159,7 @@ def test_external_forces_enter_both_directions():
         u_ref, lam_ref = kkt_inverse(model, cs, q, v, qdd, B, T=T)
         assert rel_err(res.u, u_ref) < TOL and rel_err(res.lam, lam_ref) < TOL
         fwd = constrained_forward_dynamics(cs, q, v, B @ res.u, f_ext=f_ext)
-        assert rel_err(fwd.qdd, qdd) < TOL and rel_err(fwd.lam, res.lam) < TOL
+        assert rel_err(fwd.a, qdd) < TOL and rel_err(fwd.lam, res.lam) < TOL
         assert rel_err(constrained_inverse_dynamics(cs, q, v, qdd, actuated=mech.actuated).u, res.u) > 1e-3
 
 
@@ -172,4 +172,4 @@ def test_without_constraints_the_solvers_are_rnea_and_aba():
     q, v, a = tree.random_configuration(rng), rng.normal(size=tree.nv), rng.normal(size=tree.nv)
     res = constrained_inverse_dynamics(cs, q, v, a)
     assert res.lam.shape == (0,) and rel_err(res.u, sd.rnea(tree, q, v, a)) < 1e-12
-    assert rel_err(constrained_forward_dynamics(cs, q, v, res.u).qdd, a) < 1e-10
+    assert rel_err(constrained_forward_dynamics(cs, q, v, res.u).a, a) < 1e-10

@@ -21,7 +21,7 @@ def test_least_squares_is_accurate_at_ill_conditioned_states():
     p = case_problems(sd.humanoid())["eq23-nz-allqdd"]
     est = p.compile()
     q, qd, qdd, w = consistent_state(p, np.random.default_rng(1), batch=(1000,))
-    y, truth = p.simulate(q, qd, qdd, w)
+    y, truth = p.measurements(q, qd, qdd, w)
     # the basis really is ill-conditioned at some of these states
     D, bad, factors = est._sparse_solve(est._basis, q[:, None, :], qd[:, None, :], est._lsq_values(y), None)
     assert not bad.any()

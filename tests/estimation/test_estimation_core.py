@@ -50,7 +50,7 @@ def test_well_posed_cases_recover_ground_truth(cases, solvers, case):
     rng = np.random.default_rng(5)
     # single state
     q, qd, qdd, w = consistent_state(prob, rng)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     e = solver.solve(q, qd, y)
     assert rel_err(e.tau, truth["tau"]) < 1e-9
     assert rel_err(e.f, truth["f"]) < 1e-9
@@ -59,7 +59,7 @@ def test_well_posed_cases_recover_ground_truth(cases, solvers, case):
     assert rel_err(e.d, truth["d"]) < 1e-9
     # batched (different configurations)
     q, qd, qdd, w = consistent_state(prob, rng, batch=(2, 2))
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     e = solver.solve(q, qd, y)
     assert e.tau.shape == (2, 2, prob.model.nv)
     assert rel_err(e.d, truth["d"]) < 1e-9
@@ -122,7 +122,7 @@ def test_singular_state_raises(cases, solvers):
     rng = np.random.default_rng(3)
     qs = sd.humanoid_standing_configuration()
     q, qd, qdd, w = consistent_state(prob, rng, q=np.stack([qs, prob.model.random_configuration(rng)]), batch=(2,))
-    y, _ = prob.simulate(q, qd, qdd, w)
+    y, _ = prob.measurements(q, qd, qdd, w)
     with pytest.raises(est.StateSingularError, match=r"batch index \(0,\).*equal and opposite moments about the contact normals"):
         solver.solve(q, qd, y)
 
@@ -131,7 +131,7 @@ def test_least_squares_matches_dense_reference_and_covariance(cases, solvers):
     prob, solver = cases["redundant"], solvers["redundant"]
     rng = np.random.default_rng(11)
     q, qd, qdd, w = consistent_state(prob, rng)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     yn = y + sample_noise(prob, rng)
     e = solver.solve(q, qd, yn, covariance=True)
     d_ref, cov_ref, chi2_ref = solver.dense_reference(q, qd, yn)
@@ -145,7 +145,7 @@ def test_least_squares_error_statistics_match_reported_covariance(cases, solvers
     prob, solver = cases["redundant"], solvers["redundant"]
     rng = np.random.default_rng(2024)
     q, qd, qdd, w = consistent_state(prob, rng)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     N = 3000
     e = solver.solve(q, qd, y + sample_noise(prob, rng, (N,)))
     err = e.d - truth["d"]
@@ -174,7 +174,7 @@ def test_least_squares_error_shrinks_with_noise(cases, solvers):
     prob, solver = cases["redundant"], solvers["redundant"]
     rng = np.random.default_rng(8)
     q, qd, qdd, w = consistent_state(prob, rng)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     noise = sample_noise(prob, rng, (200,))
     errs = []
     for s in (1.0, 0.1, 0.01):
@@ -188,7 +188,7 @@ def test_square_problem_covariance_by_propagation(cases, solvers):
     prob, solver = cases["ankle-ft"], solvers["ankle-ft"]
     rng = np.random.default_rng(4)
     q, qd, qdd, w = consistent_state(prob, rng)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     e1, e2 = solver.solve(q, qd, y), solver.solve(q, qd, y, covariance=True)
     assert rel_err(e1.d, e2.d) < 1e-9 and e2.cov_d.shape == (prob.layout.n,) * 2
     assert e2.chi2 < 1e-12 and e2.dof == 0
@@ -204,7 +204,7 @@ def test_prior_makes_load_cells_well_posed(humanoid):
     solver = prob.compile()
     rng = np.random.default_rng(1)
     q, qd, qdd, w = consistent_state(prob, rng)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     e = solver.solve(q, qd, y, covariance=True)
     assert rel_err(e.d, solver.dense_reference(q, qd, y)[0]) < 1e-8
     # the measured load-cell components are reproduced
@@ -219,7 +219,7 @@ def test_accelerometer_prediction_is_proper_acceleration():
     q, qd, qdd = model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
     frame = "frame2"
     prob = est.EstimationProblem(model, [est.Accelerometer("imu", frame)])
-    y, truth = prob.simulate(q, qd, qdd)
+    y, truth = prob.measurements(q, qd, qdd)
     h = 1e-4
     P = [sd.frame_placement(model, q + t * qd + 0.5 * t * t * qdd, frame)[1] for t in (-h, 0.0, h)]
     acc = (P[0] - 2 * P[1] + P[2]) / h ** 2
@@ -237,7 +237,7 @@ def test_accelerometer_in_least_squares(humanoid):
     assert solver.verdict.kind == "over-determined" and solver.verdict.redundancy == 3
     rng = np.random.default_rng(2)
     q, qd, qdd, w = consistent_state(prob, rng, batch=(3,))
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     e = solver.solve(q, qd, y)
     assert rel_err(e.d, truth["d"]) < 1e-9
     assert rel_err(e.qdd, qdd) < 1e-9
@@ -257,11 +257,11 @@ def test_joint_torque_sensors_and_known_wrench(humanoid):
     # the contact wrenches must balance the push too: solve for r_sole by superposition
     wl = np.array([1.0, 2.0, 0.0, 5.0, -4.0, 300.0])
     base = humanoid.v_slice(0)
-    t0 = prob.simulate(q, qd, qdd, {"l_sole": wl, "r_sole": np.zeros(6)}, {"r_hand": push})[1]["tau"][base]
-    B = np.stack([prob.simulate(q, qd, qdd, {"l_sole": wl, "r_sole": e_}, {"r_hand": push})[1]["tau"][base] - t0
+    t0 = prob.measurements(q, qd, qdd, {"l_sole": wl, "r_sole": np.zeros(6)}, {"r_hand": push})[1]["tau"][base]
+    B = np.stack([prob.measurements(q, qd, qdd, {"l_sole": wl, "r_sole": e_}, {"r_hand": push})[1]["tau"][base] - t0
                   for e_ in np.eye(6)], -1)
     wr = np.linalg.solve(B, -t0)
-    y, truth = prob.simulate(q, qd, qdd, {"l_sole": wl, "r_sole": wr}, {"r_hand": push})
+    y, truth = prob.measurements(q, qd, qdd, {"l_sole": wl, "r_sole": wr}, {"r_hand": push})
     assert abs(truth["tau"][base]).max() < 1e-9
     e = solver.solve(q, qd, y)
     assert rel_err(e.contacts["r_sole"], wr) < 1e-9 and rel_err(e.contacts["l_sole"], wl) < 1e-9
@@ -293,7 +293,7 @@ def test_bad_measurement_vectors_are_named(cases, solvers):
     prob, solver = cases["ankle-ft"], solvers["ankle-ft"]
     rng = np.random.default_rng(0)
     q, qd, qdd, w = consistent_state(prob, rng)
-    y, _ = prob.simulate(q, qd, qdd, w)
+    y, _ = prob.measurements(q, qd, qdd, w)
     with pytest.raises(ValueError, match=rf"expected shape \(\.\.\., {prob.ny}\).*got \({prob.ny - 1},\).*l_ankle_roll_ft"):
         solver.solve(q, qd, y[:-1])
     bad = y.copy()

@@ -34,7 +34,7 @@ def test_talos_well_posed_exact(talos_cases, case):
     solver = prob.compile()
     rng = np.random.default_rng(0)
     q, qd, qdd, w = consistent_state(prob, rng, batch=(3,))
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     e = solver.solve(q, qd, y)
     assert rel_err(e.tau, truth["tau"]) < 1e-9 and rel_err(e.d, truth["d"]) < 1e-9
     for c in w:
@@ -50,7 +50,7 @@ def test_talos_redundant_least_squares(talos_cases):
     assert solver.verdict.kind == "over-determined"
     rng = np.random.default_rng(1)
     q, qd, qdd, w = consistent_state(prob, rng)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     noise = sample_noise(prob, rng, (100,))
     errs = [np.sqrt(np.mean((solver.solve(q, qd, y + s * noise).tau - truth["tau"]) ** 2)) for s in (1.0, 0.01)]
     assert 80 < errs[0] / errs[1] < 120

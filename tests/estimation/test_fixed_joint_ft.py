@@ -95,7 +95,7 @@ def test_fixed_joint_ft_matches_pinocchio(icub, sides):
         q = model.random_configuration(rng)
         v, a = rng.normal(size=model.nv), rng.normal(size=model.nv)
         w = {c: np.r_[rng.normal(size=3), 30 * rng.normal(size=3)] for c in SIDES[sides]}
-        y, _ = prob.simulate(q, v, a, w)
+        y, _ = prob.measurements(q, v, a, w)
         got = prob.unpack(y)
         pd = pin_rnea(model, po, pm, q, v, a, w)
         leg, foot = (force_from_pinocchio(np.array(pd.f[j].vector)) for j in (jl, jf))
@@ -129,7 +129,7 @@ def test_icub_urdf_sensors_estimate_torques_and_contacts(icub):
         solver = prob.compile()
         kinds.append(solver.verdict.kind)
         q, qd, qdd, w = consistent_state(prob, rng, batch=(3,))
-        y, truth = prob.simulate(q, qd, qdd, w)
+        y, truth = prob.measurements(q, qd, qdd, w)
         e = solver.solve(q, qd, y)
         assert rel_err(e.tau, truth["tau"]) < TOL and rel_err(e.d, truth["d"]) < TOL
         for c in w:
@@ -169,10 +169,10 @@ def test_external_wrenches_on_both_sides_of_a_fixed_joint_sensor(icub):
     rng = np.random.default_rng(3)
     q, v, a = model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
     k = np.r_[rng.normal(size=3), 10 * rng.normal(size=3)]
-    zero = EstimationProblem(model, sensors=[ft]).simulate(q, v, a)[0]
+    zero = EstimationProblem(model, sensors=[ft]).measurements(q, v, a)[0]
     for frame, seen in (("l_sole", True), ("l_ankle_2", False)):
         prob = EstimationProblem(model, sensors=[ft, KnownWrench("k", frame)])
-        y = prob.unpack(prob.simulate(q, v, a, known_wrenches={frame: k})[0])
+        y = prob.unpack(prob.measurements(q, v, a, known_wrenches={frame: k})[0])
         assert np.allclose(y["k"], k)
         assert (np.max(np.abs(y["ft"] - zero[-6:])) > 1e-3) == seen
 
@@ -192,7 +192,7 @@ def test_a_sensor_file_without_sensors_uses_the_urdf_sensors(icub, tmp_path):
     assert [c.frame for c in prob.contacts] == ["l_sole", "r_sole"]
     est = prob.compile()
     q, qd, qdd, w = consistent_state(prob, np.random.default_rng(5), batch=(3,))
-    y, truth = prob.simulate(q, qd, qdd, w)
+    y, truth = prob.measurements(q, qd, qdd, w)
     assert rel_err(est.solve(q, qd, y).d, truth["d"]) < TOL
     own = '[[sensor]]\ntype = "joint_torque"\nname = "knees"\njoints = ["l_knee", "r_knee"]\n'
     for extra, names in (("", ["knees"]), ("model_sensors = true\n", urdf + ["knees"]),

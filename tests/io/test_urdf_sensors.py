@@ -55,7 +55,7 @@ def Ry(t):
 def read(model, q, qd=0.0, qdd=0.0):
     """Noise-free readings of the model's own sensors through the estimation simulation: {name: (6,)}."""
     prob = EstimationProblem(model)
-    y, _ = prob.simulate(np.array([q]), np.array([qd]), np.array([qdd]))
+    y, _ = prob.measurements(np.array([q]), np.array([qd]), np.array([qdd]))
     return prob.unpack(y)
 
 

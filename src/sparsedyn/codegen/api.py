@@ -506,12 +506,12 @@ def compile(model, kernels=DEFAULT_KERNELS, *, vectorize=None, progress=None):  
     * a :class:`sparsedyn.sparse.Problem` (analysed here with the default ordering) or a
       :class:`sparsedyn.sparse.Structure`: returns a
       :class:`~sparsedyn.codegen.problems.CompiledStructure` whose
-      ``solve(q, qd, y=None, gravity=None, check="auto", info=False)`` returns what
+      ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` returns what
       :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>` returns;
     * an :class:`sparsedyn.estimation.EstimationProblem` (compiled here) or an
       :class:`~sparsedyn.estimation.Estimator`: returns a
       :class:`~sparsedyn.codegen.problems.CompiledEstimator` whose
-      ``solve(q, qd, y, covariance=False, gravity=None)`` returns what
+      ``solve(q, v, y, covariance=False, gravity=None)`` returns what
       :meth:`Estimator.solve <sparsedyn.estimation.Estimator.solve>` returns.
 
     (``kernels`` applies to models only.)

@@ -137,7 +137,7 @@ def _mujoco_kernel(M, kern, nv):
 
 
 def _fmt_rate(x):
-    return f"{x / 1e6:8.3f}M" if x >= 1e6 else f"{x / 1e3:8.1f}k"
+    return f"{x / 1e6:6.2f}M" if x >= 1e6 else f"{x / 1e3:6.1f}k"
 
 
 def bench_report(models=DEFAULT_MODELS, kernels=KERNELS, batch=10000, cold=True, seed=0, progress=None,
@@ -184,9 +184,9 @@ def bench_report(models=DEFAULT_MODELS, kernels=KERNELS, batch=10000, cold=True,
                    "kinematics+comPos+makeM; aba: mj_forward, constraints off; minv: ...+factorM+solveM(I)); "
                    "ratio = sparsedyn / MuJoCo single-call time")
         out.append("")
-        hdr = (f"{'model':14s} {'nv':>3s} {'kernel':6s} {'flops':>7s} | {'sd us':>7s} {'pin us':>7s} {'ratio':>6s} | "
-               f"{'sd st/s':>9s} {'1 thread':>9s} {'out=':>9s} {'pin st/s':>9s} {'ratio':>6s} | "
-               f"{'GF/s 1':>6s} {'GF/s N':>6s} | {'mj us':>7s} {'ratio':>6s}")
+        hdr = (f"{'model':13s} {'nv':>3s} {'kern':4s} {'flops':>6s} | {'sd us':>6s} {'pin us':>6s} {'ratio':>5s} | "
+               f"{'sd st/s':>7s} {'1 thr':>7s} {'out=':>7s} {'pin':>7s} {'ratio':>5s} | "
+               f"{'GF/s1':>5s} {'GF/sN':>5s} | {'mj us':>6s} {'ratio':>5s}")
         out.append(hdr)
         out.append("-" * len(hdr))
         builds = []
@@ -243,7 +243,7 @@ def bench_report(models=DEFAULT_MODELS, kernels=KERNELS, batch=10000, cold=True,
                         for row in zip(*(c[:nloop] for c in cols)):
                             pf(pm, pd, *row)
                     pN = min(timeit.repeat(loop, number=1, repeat=3)) / nloop
-                m1, mcol = None, f"{'-':>7s} {'-':>6s}"
+                m1, mcol = None, f"{'-':>6s} {'-':>5s}"
                 if MJ:
                     mujoco, mm, d, conv = MJ
                     mjk = _mujoco_kernel(MJ, kern, model.nv)
@@ -260,13 +260,13 @@ def bench_report(models=DEFAULT_MODELS, kernels=KERNELS, batch=10000, cold=True,
                             if kern == "aba" else T @ sd.minv(model, q) @ T.T)
                     same = np.abs(r - ours).max() <= 1e-8 * max(1.0, np.abs(ours).max())
                     m1 = _median_call(mjk, ())
-                    mcol = f"{m1 * 1e6:7.2f} {t1 / m1:6.2f}" + ("" if same else " (results differ!)")
-                r1 = f"{t1 / p1:6.2f}" if p1 else f"{'-':>6s}"
-                rN = f"{pN / tN:6.1f}" if pN else f"{'-':>6s}"
-                out.append(f"{name:14s} {model.nv:3d} {kern:6s} {flops:7d} | {t1 * 1e6:7.2f} "
-                           f"{(p1 or 0) * 1e6:7.2f} {r1} | {_fmt_rate(1 / tN):>9s} {_fmt_rate(1 / tN1):>9s} "
-                           f"{_fmt_rate(1 / tNo):>9s} {_fmt_rate(1 / pN) if pN else '-':>9s} {rN} | "
-                           f"{flops / t1 / 1e9:6.2f} {flops / min(tN, tNo) / 1e9:6.2f} | {mcol}")
+                    mcol = f"{m1 * 1e6:6.2f} {t1 / m1:5.2f}" + ("" if same else " (results differ!)")
+                r1 = f"{t1 / p1:5.2f}" if p1 else f"{'-':>5s}"
+                rN = f"{pN / tN:5.1f}" if pN else f"{'-':>5s}"
+                out.append(f"{name:13s} {model.nv:3d} {kern:4s} {flops:6d} | {t1 * 1e6:6.2f} "
+                           f"{(p1 or 0) * 1e6:6.2f} {r1} | {_fmt_rate(1 / tN):>7s} {_fmt_rate(1 / tN1):>7s} "
+                           f"{_fmt_rate(1 / tNo):>7s} {_fmt_rate(1 / pN) if pN else '-':>7s} {rN} | "
+                           f"{flops / t1 / 1e9:5.2f} {flops / min(tN, tNo) / 1e9:5.2f} | {mcol}")
         out.append("")
         out.append("build times (s): scalar library, vectorised library, total compile() call, then a second "
                    "compile() of the same model (cached reuse)" + (" -- fresh cache" if cold else ""))

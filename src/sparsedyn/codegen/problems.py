@@ -295,7 +295,7 @@ def _recip(x):
     return out
 
 
-def _traced_solve(st, q, qd, y, batch):
+def _traced_solve(st, q, v, y, batch):
     """``x`` (n,) + batch of the traced online phase of ``st`` (``model.gravity`` folded), the
     list of its check values (see the module docstring), in :class:`_CheckLayout` order, and the
     factors ``(vals, W, b, batch)``."""
@@ -303,7 +303,7 @@ def _traced_solve(st, q, qd, y, batch):
     from ..sparse.solver import BERR_TOL, PIVOT_RTOL
     g = _checks.gravity(st.model, None)
     rec = _Recorder()
-    x, vals, b, W = st._kernel(q, qd, y, g, batch, True, rec, rec.phase)
+    x, vals, b, W = st._kernel(q, v, y, g, batch, True, rec, rec.phase)
     checks = []
     t2 = (MARGIN * PIVOT_RTOL) ** 2
     for piv, init, lvals, uvals in rec.records:
@@ -364,13 +364,13 @@ def _lsq_checks(G, k):
 # --- the compiled objects -------------------------------------------------------------------
 
 class _CompiledProblem(KernelSet):
-    """One kernel ``self._kname`` with inputs ``q, qd[, y]`` and outputs ``d[, chi2][, chk]``."""
+    """One kernel ``self._kname`` with inputs ``q, v[, y]`` and outputs ``d[, chi2][, chk]``."""
 
     def __init__(self, model, name, ny, outputs, fn, checks, compiler, progress, vectorize, owner):
-        """``fn(q, qd[, y])`` traced into kernel ``name``: inputs ``q, qd`` (and ``y`` when ``ny``),
+        """``fn(q, v[, y])`` traced into kernel ``name``: inputs ``q, v`` (and ``y`` when ``ny``),
         ``outputs`` ``[(name, shape)]`` followed by the check values ``chk`` when ``checks.size``;
         ``owner``: the cache fingerprint (None: trace every time)."""
-        inputs = [("q", (model.nq,)), ("qd", (model.nv,))] + ([("y", (ny,))] if ny else [])
+        inputs = [("q", (model.nq,)), ("v", (model.nv,))] + ([("y", (ny,))] if ny else [])
         outputs = list(outputs) + ([("chk", (checks.size,))] if checks.size else [])
         spec = spec_from_callable(name, inputs, outputs, fn, checks=("chk",) if checks.size else ())
         self._has_y = ny > 0
@@ -409,7 +409,7 @@ class _CompiledProblem(KernelSet):
         return dict(zip(self._spec_main.outputs, outs))
 
     def raw(self, *arrays):
-        """The kernel's outputs ``{"d", ["chi2",] ["chk"]}`` for float arrays ``q, qd[, y]`` (one
+        """The kernel's outputs ``{"d", ["chi2",] ["chk"]}`` for float arrays ``q, v[, y]`` (one
         state or a batch), without validation, checks or re-solves (benchmarks, diagnostics)."""
         arrays = [np.asarray(a, dtype=float) for a in arrays]
         if not self.compiled:
@@ -450,7 +450,7 @@ class _CompiledProblem(KernelSet):
 class CompiledStructure(_CompiledProblem):
     """A compiled :class:`~sparsedyn.sparse.Structure` (see :func:`sparsedyn.compile`).
 
-    ``solve(q, qd, y=None, gravity=None, check="auto", info=False)`` has the
+    ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` has the
     signature and results of :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>`
     (one state or batch axes, which broadcast; several right-hand sides per
     configuration as there).  Inputs are validated as there.  The compiled kernel
@@ -469,9 +469,9 @@ class CompiledStructure(_CompiledProblem):
         model = st.model
         checks = _CheckLayout(st)
 
-        def fn(q, qd, y=None):
+        def fn(q, v, y=None):
             y = np.zeros((0,), dtype=object) if y is None else y
-            x, chk, _ = _traced_solve(st, q, qd, y, ())
+            x, chk, _ = _traced_solve(st, q, v, y, ())
             return (x, np.array(chk, dtype=object)) if checks.size else (x,)
 
         super().__init__(model, "sparse_solve", st.problem.ny, [("d", (st.n,))], fn, checks, compiler, progress,
@@ -482,15 +482,15 @@ class CompiledStructure(_CompiledProblem):
         return f"CompiledStructure({self.structure.problem.name!r}, model={self.model.name!r}, n={self.structure.n}, " \
                f"{state})"
 
-    def solve(self, q, qd, y=None, gravity=None, check="auto", info=False):
+    def solve(self, q, v, y=None, gravity=None, check="auto", info=False):
         """``d`` (..., n): see :class:`CompiledStructure` and :meth:`sparsedyn.sparse.Structure.solve`."""
         st = self.structure
         if not self.compiled or gravity is not None or info or check not in ("auto", "none"):
-            return st.solve(q, qd, y, gravity, check=check, info=info)
-        q, qd, y, _, batch, symbolic = st._inputs(q, qd, y, None)
+            return st.solve(q, v, y, gravity, check=check, info=info)
+        q, v, y, _, batch, symbolic = st._inputs(q, v, y, None)
         if symbolic:
-            return st.solve(q, qd, y, None, check=check)
-        full = [np.broadcast_to(a, batch + a.shape[-1:]) for a in (q, qd, y)]
+            return st.solve(q, v, y, None, check=check)
+        full = [np.broadcast_to(a, batch + a.shape[-1:]) for a in (q, v, y)]
         out = self._outputs(full if self._has_y else full[:2], batch)
         d = out["d"]
         bad = self._flagged(out, batch, check == "auto")
@@ -505,7 +505,7 @@ class CompiledStructure(_CompiledProblem):
 class CompiledEstimator(_CompiledProblem):
     """A compiled :class:`~sparsedyn.estimation.Estimator` (see :func:`sparsedyn.compile`).
 
-    ``solve(q, qd, y, covariance=False, gravity=None)`` has the signature and
+    ``solve(q, v, y, covariance=False, gravity=None)`` has the signature and
     results of :meth:`Estimator.solve <sparsedyn.estimation.Estimator.solve>` (an
     :class:`~sparsedyn.estimation.Estimate`; one state or batch axes).  Inputs
     are validated as there.  The compiled kernel computes ``d`` (and, least
@@ -528,20 +528,20 @@ class CompiledEstimator(_CompiledProblem):
         if est.square:
             checks = _CheckLayout(est.structure)
 
-            def fn(q, qd, y=None):
+            def fn(q, v, y=None):
                 y = np.zeros((0,), dtype=object) if y is None else y
-                x, chk, _ = _traced_solve(est.structure, q, qd, p.sparse_values(y), ())
+                x, chk, _ = _traced_solve(est.structure, q, v, p.sparse_values(y), ())
                 return (x, np.array(chk, dtype=object)) if checks.size else (x,)
             outputs = [("d", (est.n,))]
         else:
             k = est.k
             checks = _CheckLayout(est._basis, k + 1, k)
 
-            def fn(q, qd, y=None):
+            def fn(q, v, y=None):
                 y = np.zeros((0,), dtype=object) if y is None else y
-                x, chk, factors = _traced_solve(est._basis, q[None, :], qd[None, :], est._lsq_values(y), (k + 1,))
+                x, chk, factors = _traced_solve(est._basis, q[None, :], v[None, :], est._lsq_values(y), (k + 1,))
                 D = np.moveaxis(x, 0, -1)                                   # (k + 1, n)
-                d0, Nt, Jt, G, rhs, res0 = est._lsq_core(D, q, qd, y)
+                d0, Nt, Jt, G, rhs, res0 = est._lsq_core(D, q, v, y)
                 d, chi2 = est._lsq_finish(d0, Nt, Jt, G, rhs, res0, est._lsq_refiner(*factors))
                 return d, np.array([chi2], dtype=object), np.array(chk + _lsq_checks(G, k), dtype=object)
             outputs = [("d", (est.n,)), ("chi2", (1,))]
@@ -552,23 +552,23 @@ class CompiledEstimator(_CompiledProblem):
         state = self._state()
         return f"CompiledEstimator({self.estimator.problem.name!r}, {self.estimator.verdict.kind}, {state})"
 
-    def solve(self, q, qd, y, covariance=False, gravity=None):
+    def solve(self, q, v, y, covariance=False, gravity=None):
         """An :class:`~sparsedyn.estimation.Estimate`: see :class:`CompiledEstimator`."""
         from ..estimation.problem import Estimate, StateSingularError
         est = self.estimator
         if not self.compiled or covariance or gravity is not None:
-            return est.solve(q, qd, y, covariance=covariance, gravity=gravity)
-        q, qd, y, batch = est._inputs(q, qd, y)
-        arrays = [q, qd, y] if self._has_y else [q, qd]
+            return est.solve(q, v, y, covariance=covariance, gravity=gravity)
+        q, v, y, batch = est._inputs(q, v, y)
+        arrays = [q, v, y] if self._has_y else [q, v]
         out = self._outputs(arrays, batch)
         d = out["d"]
         chi2 = np.zeros(batch) if est.square else out["chi2"][..., 0]
         bad = self._flagged(out, batch)
         if bad == ():
-            return est.solve(q, qd, y)
+            return est.solve(q, v, y)
         if bad is not None:
             try:
-                sub = est.solve(q[bad], qd[bad], y[bad])
+                sub = est.solve(q[bad], v[bad], y[bad])
             except StateSingularError as e:            # report the caller's batch index
                 orig = [tuple(int(a[s[0]]) for a in bad) for s in e.states]
                 msg = str(e)

@@ -3,7 +3,7 @@
 The dynamics of a tree with ``nv`` dofs and ``m`` holonomic constraints
 (``shared/seeds/holonomic-inverse-dynamics.md``)::
 
-    M qdd + h = B u + J^T f + G^T lambda,        g(q) = 0
+    M a + h = B u + J^T f + G^T lambda,        g(q) = 0
 
 is solved by projecting onto the null space of ``G``:
 

@@ -10,7 +10,7 @@ bodies and dofs instead of recursed:
   rate, ``[omega; v_O] = [E^T S_w; E^T S_v + o x omega]`` (``o`` the body origin);
 * ``V`` (..., NB, 6): body spatial velocities, ``V_i = sum_{j <= i} J0_j v_j``
   over the joints ``j`` that support body ``i``;
-* ``A`` (..., NB, 6): their *bias* accelerations, with ``qdd = 0`` and gravity
+* ``A`` (..., NB, 6): their *bias* accelerations, with ``a = 0`` and gravity
   off.  A motion subspace fixed in body ``j`` moves with it, ``d/dt S_j = V_j x S_j``,
   so ``A_i = sum_{j <= i} V_parent(j) x (J0_j v_j)``.
 
@@ -69,7 +69,7 @@ class Kinematics(NamedTuple):
     X0: tuple                 # i_X_world per body
     J0: np.ndarray | None     # (..., 6, nv) dof motions at the world origin, world axes
     V: np.ndarray | None      # (..., NB, 6) body velocities at the world origin (None without v)
-    A: np.ndarray | None      # (..., NB, 6) bias accelerations (qdd = 0, no gravity)
+    A: np.ndarray | None      # (..., NB, 6) bias accelerations (a = 0, no gravity)
     shape: tuple              # leading batch shape
     nv: int
     dofs: tuple               # per body, the dofs that move it
@@ -160,7 +160,7 @@ def point_velocity(kin, body, r):
 
 def point_bias_acceleration(kin, body, r):
     """``(alpha, a_p)`` in world axes (..., 3) each: angular and classical linear acceleration
-    of the body point ``r`` (body coordinates) when ``qdd = 0`` and gravity is off:
+    of the body point ``r`` (body coordinates) when ``a = 0`` and gravity is off:
     ``a_p = A_lin + alpha x p + omega x v_p`` from the spatial acceleration at the world origin."""
     if body < 0:
         z = np.zeros(kin.shape + (3,))

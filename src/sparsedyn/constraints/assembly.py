@@ -7,7 +7,7 @@
   so quaternions stay unit.  An unreachable configuration (the residual stops
   decreasing before it vanishes) raises :class:`AssemblyError` naming the rows.
 * :func:`consistent_velocity` / :func:`consistent_acceleration` keep the
-  independent components and solve ``G v = 0`` / ``G qdd + Gdot v = 0`` for the
+  independent components and solve ``G v = 0`` / ``G a + Gdot v = 0`` for the
   dependent ones (``v = gamma v_ind``); :func:`project_velocity` removes the
   constraint-violating part of any ``v`` with the smallest change.
 
@@ -123,18 +123,18 @@ def consistent_velocity(cs, q, v, partition=None) -> np.ndarray:
     return null_space(G, part).gamma @ v_ind
 
 
-def consistent_acceleration(cs, q, v, qdd, partition=None) -> np.ndarray:
-    """``qdd`` (nv,) with the independent components of ``qdd`` and ``G qdd + Gdot v = 0``.
+def consistent_acceleration(cs, q, v, a, partition=None) -> np.ndarray:
+    """``a`` (nv,) with the independent components of ``a`` and ``G a + Gdot v = 0``.
 
-    ``qdd``: all coordinates or only the independent ones, as for :func:`consistent_velocity`.
+    ``a``: all coordinates or only the independent ones, as for :func:`consistent_velocity`.
     """
-    q, v, qdd = np.asarray(q, float), np.asarray(v, float), np.asarray(qdd, float)
-    if q.ndim > 1 or v.ndim > 1 or qdd.ndim > 1:
+    q, v, a = np.asarray(q, float), np.asarray(v, float), np.asarray(a, float)
+    if q.ndim > 1 or v.ndim > 1 or a.ndim > 1:
         return loop(lambda qq, vv, aa: consistent_acceleration(cs, qq, vv, aa, partition),
-                    [(q, 1), (v, 1), (qdd, 1)])
+                    [(q, 1), (v, 1), (a, 1)])
     _, G, b = cs.evaluate(q, v)
     part = choose_partition(cs, q, G=G) if partition is None else partition
-    a_ind, _ = _split("qdd", qdd, cs.nv, part)
+    a_ind, _ = _split("a", a, cs.nv, part)
     ns = null_space(G, part)
     out = ns.gamma @ a_ind
     out[part.dependent] -= ns.solve_dependent(b)

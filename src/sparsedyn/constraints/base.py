@@ -9,9 +9,9 @@ added on top of it.  Every constraint block gives, at a state ``(q, v)``:
   joints ``v`` is not ``dq/dt`` (DESIGN.md: free joint ``v = [omega; v]`` in the
   body frame), so ``G`` maps ``v``, not ``qdot``;
 * ``Gdot v`` (..., m), the *bias*: the acceleration-level constraint is
-  ``G qdd + Gdot v = 0``.  It is the derivative of ``G(q(t)) v`` along the motion
+  ``G a + Gdot v = 0``.  It is the derivative of ``G(q(t)) v`` along the motion
   with constant ``v`` (``q(t) = q (+) t v``), computed analytically from the
-  bias spatial accelerations (``qdd = 0``) of the bodies involved.
+  bias spatial accelerations (``a = 0``) of the bodies involved.
 
 Residuals of kinematic constraints are in world axes, metres and radians.  The
 stack (:class:`ConstraintSet`) evaluates one kinematic workspace per state and
@@ -159,7 +159,7 @@ class ConstraintSet:
         return self._stack([np.asarray(c.jacobian(kin, q)) for c in self.constraints], q.shape[:-1], (self.nv,))
 
     def bias(self, q, v):
-        """``Gdot v`` (..., m): ``G qdd + Gdot v = 0`` is the acceleration-level constraint."""
+        """``Gdot v`` (..., m): ``G a + Gdot v = 0`` is the acceleration-level constraint."""
         return self.evaluate(q, v)[2]
 
     def violation(self, q, v=None):

@@ -126,7 +126,7 @@ class Mechanism:
         return self._random_configuration(np.random.default_rng(rng), spread, tries)[0]
 
     def random_state(self, rng, spread=None):
-        """``(q, v, qdd)``: a random consistent state (``g = 0``, ``G v = 0``, ``G qdd + Gdot v = 0``)
+        """``(q, v, a)``: a random consistent state (``g = 0``, ``G v = 0``, ``G a + Gdot v = 0``)
         with standard-normal independent velocities and accelerations."""
         rng = np.random.default_rng(rng)
         q, G, part = self._random_configuration(rng, spread, 50)
@@ -134,9 +134,9 @@ class Mechanism:
         k = len(part.independent)
         v = ns.gamma @ rng.normal(size=k)
         b = self.constraints.bias(q, v)
-        qdd = ns.gamma @ rng.normal(size=k)
-        qdd[part.dependent] -= ns.solve_dependent(b)
-        return q, v, qdd
+        a = ns.gamma @ rng.normal(size=k)
+        a[part.dependent] -= ns.solve_dependent(b)
+        return q, v, a
 
 
 def _bar(m, L, w=0.02):

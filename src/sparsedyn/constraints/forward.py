@@ -1,16 +1,16 @@
 """Constrained forward dynamics by null-space projection, with Baumgarte stabilisation.
 
-Unknowns ``qdd`` (nv) and ``lambda`` (m) of::
+Unknowns ``a`` (nv) and ``lambda`` (m) of::
 
-    M qdd + C = tau + G^T lambda,         G qdd = -(Gdot v + 2 alpha G v + beta^2 g)
+    M a + C = tau + G^T lambda,         G a = -(Gdot v + 2 alpha G v + beta^2 g)
 
 (``C = h - J^T f``: :func:`~sparsedyn.algorithms.crba.HandC` with the external forces;
 ``alpha = beta = 0`` without stabilisation).  With ``gamma`` and the thin QR
 ``G_dep = Q R_dep`` of :mod:`.partition`::
 
-    qdd = gamma qdd_ind + qdd_p,       qdd_p[dep] = -R_dep^-1 Q^T c,  qdd_p[ind] = 0
-    (gamma^T M gamma) qdd_ind = gamma^T (tau - C - M qdd_p)
-    lambda = Q R_dep^-T (M qdd + C - tau)[dep]          (minimum norm)
+    a = gamma a_ind + a_p,       a_p[dep] = -R_dep^-1 Q^T c,  a_p[ind] = 0
+    (gamma^T M gamma) a_ind = gamma^T (tau - C - M a_p)
+    lambda = Q R_dep^-T (M a + C - tau)[dep]          (minimum norm)
 
 ``gamma^T M gamma`` is the (nv - r)-square inertia in the independent
 coordinates, symmetric positive definite (solved with NumPy's LAPACK: SciPy's
@@ -36,7 +36,7 @@ __all__ = ["ForwardDynamics", "constrained_forward_dynamics"]
 class ForwardDynamics(NamedTuple):
     """Result of :func:`constrained_forward_dynamics` (one state)."""
 
-    qdd: np.ndarray         # (nv,)
+    a: np.ndarray         # (nv,)
     lam: np.ndarray         # (m,) constraint forces (minimum norm for redundant rows)
     partition: Partition
 
@@ -52,19 +52,19 @@ def _fd_one(cs, q, v, tau, f_ext, baumgarte, part):
     if baumgarte is not None:
         alpha, beta = baumgarte
         c = b + 2.0 * alpha * (G @ v) + beta * beta * g
-    qdd_p = np.zeros(model.nv)
-    qdd_p[part.dependent] = -ns.solve_dependent(c)
+    a_p = np.zeros(model.nv)
+    a_p[part.dependent] = -ns.solve_dependent(c)
     gam = ns.gamma
     Mr = gam.T @ H @ gam
-    rhs = gam.T @ (tau - C - H @ qdd_p)
-    qdd = gam @ np.linalg.solve(Mr, rhs) + qdd_p
-    lam = ns.multipliers((H @ qdd + C - tau)[part.dependent])
-    return ForwardDynamics(qdd, lam, part)
+    rhs = gam.T @ (tau - C - H @ a_p)
+    a = gam @ np.linalg.solve(Mr, rhs) + a_p
+    lam = ns.multipliers((H @ a + C - tau)[part.dependent])
+    return ForwardDynamics(a, lam, part)
 
 
 def constrained_forward_dynamics(cs, q, v, tau=None, *, f_ext=None, baumgarte=None,
                                  partition=None) -> ForwardDynamics:
-    """Accelerations ``qdd`` and constraint forces ``lambda`` under generalised forces ``tau``.
+    """Accelerations ``a`` and constraint forces ``lambda`` under generalised forces ``tau``.
 
     ``cs``: :class:`~.base.ConstraintSet`; ``q`` (nq,), ``v`` (nv,), ``tau``
     (nv,) generalised joint forces (default zero; with actuators use

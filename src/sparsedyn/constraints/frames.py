@@ -15,7 +15,7 @@ constraint            rows  g(q)
 
 ``G`` rows are the matching rows of ``J_A - J_B`` (world-aligned point
 Jacobians, see :mod:`._kinematics`); ``Gdot v`` the matching rows of the
-difference of the bias (``qdd = 0``) angular and classical linear accelerations.
+difference of the bias (``a = 0``) angular and classical linear accelerations.
 Position rows are exact derivatives everywhere.  The weld's orientation rows
 ``G = J_omega,A - J_omega,B`` are the exact derivative of ``log3(R_A R_T^T)``
 on the constraint manifold (``R_A = R_T``); off it they are the relative angular

@@ -2,9 +2,9 @@
 
 Equations (``nv`` dofs, ``m`` constraint rows of rank ``r``, ``nu`` actuators)::
 
-    M qdd + h = B u + J^T f + G^T lambda,      G qdd + Gdot v = 0
+    M a + h = B u + J^T f + G^T lambda,      G a + Gdot v = 0
 
-``tau_req = M qdd + h - J^T f`` is one RNEA call with the external forces.
+``tau_req = M a + h - J^T f`` is one RNEA call with the external forces.
 Projecting onto the null space of ``G`` (``gamma``, see :mod:`.partition`)
 eliminates ``lambda``::
 
@@ -41,7 +41,7 @@ from .partition import Partition, dof_indices, null_space, partition as choose_p
 
 __all__ = ["actuation_matrix", "InverseDynamics", "constrained_inverse_dynamics"]
 
-#: Relative tolerance on ``|G qdd + Gdot v|`` for a given qdd, and on the residual for ``feasible``.
+#: Relative tolerance on ``|G a + Gdot v|`` for a given a, and on the residual for ``feasible``.
 CONSISTENCY_RTOL = 1e-8
 
 
@@ -58,7 +58,7 @@ class InverseDynamics(NamedTuple):
 
     u: np.ndarray           # (nu,) actuator efforts
     lam: np.ndarray         # (m,) constraint forces (minimum norm for redundant rows)
-    qdd: np.ndarray         # (nv,) the consistent accelerations used
+    a: np.ndarray         # (nv,) the consistent accelerations used
     residual: np.ndarray    # (nv,) tau_req - B u - G^T lam: the generalised force nobody produced
     regime: str             # "fully actuated" | "over-actuated" | "under-actuated"
     feasible: bool          # residual within tolerance
@@ -91,10 +91,10 @@ def _min_norm(A, y, weights):
     return np.linalg.solve(Lt, z)
 
 
-def _id_one(cs, q, v, qdd, B, f_ext, weights, part, on_infeasible):
+def _id_one(cs, q, v, a, B, f_ext, weights, part, on_infeasible):
     model = cs.model
     nv = model.nv
-    q, v, qdd = np.asarray(q, float), np.asarray(v, float), np.asarray(qdd, float)
+    q, v, a = np.asarray(q, float), np.asarray(v, float), np.asarray(a, float)
     sel = _selection(B)
     _, G, b = cs.evaluate(q, v)
     if part is None:
@@ -107,22 +107,22 @@ def _id_one(cs, q, v, qdd, B, f_ext, weights, part, on_infeasible):
                 pass
     ns = null_space(G, part)
     k = nv - part.rank
-    if qdd.shape == (nv,):
-        viol = float(np.max(np.abs(G @ qdd + b), initial=0.0))
-        scale = float(np.max(np.abs(G), initial=0.0)) * float(np.max(np.abs(qdd), initial=0.0)) \
+    if a.shape == (nv,):
+        viol = float(np.max(np.abs(G @ a + b), initial=0.0))
+        scale = float(np.max(np.abs(G), initial=0.0)) * float(np.max(np.abs(a), initial=0.0)) \
             + float(np.max(np.abs(b), initial=0.0)) + 1.0
         if viol > CONSISTENCY_RTOL * scale:
             raise ConstraintError(
-                f"qdd is not consistent with the constraints: |G qdd + Gdot v| = {viol:.3g}; give the "
+                f"a is not consistent with the constraints: |G a + Gdot v| = {viol:.3g}; give the "
                 f"independent accelerations (with partition=) or use consistent_acceleration()")
-    elif qdd.shape == (k,):
-        a = ns.gamma @ qdd
-        a[part.dependent] -= ns.solve_dependent(b)
-        qdd = a
+    elif a.shape == (k,):
+        full = ns.gamma @ a
+        full[part.dependent] -= ns.solve_dependent(b)
+        a = full
     else:
-        raise ConstraintError(f"qdd: expected shape ({nv},) (consistent accelerations) or ({k},) (independent "
-                              f"accelerations, in the order of partition.independent), got {qdd.shape}")
-    tau_req = rnea(model, q, v, qdd, f_ext)
+        raise ConstraintError(f"a: expected shape ({nv},) (consistent accelerations) or ({k},) (independent "
+                              f"accelerations, in the order of partition.independent), got {a.shape}")
+    tau_req = rnea(model, q, v, a, f_ext)
     y = ns.gamma.T @ tau_req
     A = ns.gamma.T @ B
     nu = B.shape[1]
@@ -150,15 +150,15 @@ def _id_one(cs, q, v, qdd, B, f_ext, weights, part, on_infeasible):
         if on_infeasible == "raise":
             raise InfeasibleActuationError(msg)
         warnings.warn(msg, InfeasibleActuationWarning, stacklevel=3)
-    return InverseDynamics(u, lam, qdd, residual, regime, bool(feasible), part)
+    return InverseDynamics(u, lam, a, residual, regime, bool(feasible), part)
 
 
-def constrained_inverse_dynamics(cs, q, v, qdd, *, actuated=None, B=None, f_ext=None, weights=None,
+def constrained_inverse_dynamics(cs, q, v, a, *, actuated=None, B=None, f_ext=None, weights=None,
                                  partition=None, on_infeasible="warn") -> InverseDynamics:
     """Actuator efforts ``u`` and constraint forces ``lambda`` for a constrained motion.
 
     ``cs``: :class:`~.base.ConstraintSet`; ``q`` (nq,), ``v`` (nv,) consistent
-    (``g(q) = 0``, ``G v = 0``; see :mod:`.assembly`).  ``qdd``: consistent
+    (``g(q) = 0``, ``G v = 0``; see :mod:`.assembly`).  ``a``: consistent
     accelerations (nv,) (checked), or the independent ones (nv - r,) in the
     order of ``partition.independent`` (then ``partition`` is required).
     Actuation: ``actuated`` (joint names / dof indices) or an explicit ``B``
@@ -176,11 +176,11 @@ def constrained_inverse_dynamics(cs, q, v, qdd, *, actuated=None, B=None, f_ext=
     B = actuation_matrix(model, actuated) if B is None else np.asarray(B, float)
     if B.ndim != 2 or B.shape[0] != model.nv:
         raise ConstraintError(f"B: expected shape ({model.nv}, nu), got {B.shape}")
-    if qdd is not None and np.ndim(qdd) == 1 and np.shape(qdd)[0] != model.nv and partition is None:
-        raise ConstraintError("qdd holds independent accelerations only: give partition= to say which")
-    q, v, qdd = np.asarray(q, float), np.asarray(v, float), np.asarray(qdd, float)
-    if q.ndim == 1 and v.ndim == 1 and qdd.ndim == 1:
-        return _id_one(cs, q, v, qdd, B, f_ext, weights, partition, on_infeasible)
+    if a is not None and np.ndim(a) == 1 and np.shape(a)[0] != model.nv and partition is None:
+        raise ConstraintError("a holds independent accelerations only: give partition= to say which")
+    q, v, a = np.asarray(q, float), np.asarray(v, float), np.asarray(a, float)
+    if q.ndim == 1 and v.ndim == 1 and a.ndim == 1:
+        return _id_one(cs, q, v, a, B, f_ext, weights, partition, on_infeasible)
     from ._batch import loop
     return loop(lambda qq, vv, aa, ff: _id_one(cs, qq, vv, aa, B, ff, weights, partition, on_infeasible),
-                [(q, 1), (v, 1), (qdd, 1), (f_ext, 2)])
+                [(q, 1), (v, 1), (a, 1), (f_ext, 2)])

@@ -33,7 +33,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.linalg import qr
 
 from .errors import OverconstrainedError, PartitionError
 
@@ -41,6 +40,12 @@ __all__ = ["Partition", "NullSpace", "partition", "null_space", "dof_indices"]
 
 #: Pivots of the QR at most ``RANK_RTOL * max |R_kk|`` count as zero.
 RANK_RTOL = 1e-9
+
+
+def qr(*args, **kwargs):
+    """``scipy.linalg.qr``, imported on first use: SciPy takes longer to import than sparsedyn."""
+    from scipy.linalg import qr as scipy_qr
+    return scipy_qr(*args, **kwargs)
 
 
 class Partition(NamedTuple):

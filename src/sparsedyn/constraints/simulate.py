@@ -73,7 +73,7 @@ def _forces(tau, t, q, v, nv):
 
 
 class _Accelerations:
-    """``qdd(t, q, v)`` of the constrained dynamics, keeping one partition while it stays valid
+    """``a(t, q, v)`` of the constrained dynamics, keeping one partition while it stays valid
     (choosing one costs a few QR decompositions; it only changes near singular configurations)."""
 
     def __init__(self, cs, tau, f_ext, baumgarte):
@@ -84,12 +84,12 @@ class _Accelerations:
         if self.part is not None:
             try:
                 return constrained_forward_dynamics(self.cs, q, v, tau, f_ext=self.f_ext, baumgarte=self.baumgarte,
-                                                    partition=self.part).qdd
+                                                    partition=self.part).a
             except PartitionError:
                 pass
         out = constrained_forward_dynamics(self.cs, q, v, tau, f_ext=self.f_ext, baumgarte=self.baumgarte)
         self.part = out.partition
-        return out.qdd
+        return out.a
 
 
 def _tableau(method):

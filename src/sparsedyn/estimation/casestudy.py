@@ -1,4 +1,7 @@
-"""Nori's humanoid case study (section VI) on any two-footed model, and the CLI reports.
+"""The humanoid case study of Nori's paper on any two-footed model, and the CLI reports.
+
+F. Nori, "Inverse, forward and other dynamic computations computationally optimized
+with sparse matrix factorizations", 2017, section VI.
 
 Cases (:func:`case_problems`), with contacts at the two sole frames:
 
@@ -20,14 +23,16 @@ Cases (:func:`case_problems`), with contacts at the two sole frames:
 
 from __future__ import annotations
 
+import textwrap
 import time
 
 import numpy as np
 
-from .problem import EstimationProblem, IllPosedError
+from .problem import EstimationProblem
 from ..sensors import LOAD_CELLS, ContactLoad, ForceTorque, JointTorque
 
-__all__ = ["FEET", "case_problems", "consistent_state", "sample_noise", "estimate_report", "estimation_demo"]
+__all__ = ["FEET", "PAPER", "DEMO_CASES", "case_problems", "consistent_state", "sample_noise", "estimate_report",
+           "estimation_demo", "estimation_demo_lines"]
 
 #: Sole frames of the robots the case study knows (left, right).
 FEET = {"humanoid": ("l_sole", "r_sole"), "talos": ("left_sole_link", "right_sole_link"),
@@ -88,17 +93,19 @@ def case_problems(model, feet=None, std_force=2.0, std_moment=0.2, std_torque=0.
 def consistent_state(problem, rng, q=None, batch=(), scale=1.0):
     """A random state and contact wrenches consistent with an unactuated floating base.
 
-    Returns ``(q, qd, qdd, contact_wrenches)``; the wrenches of all contacts but the
-    last are random around an even share of the weight, the last one makes the
-    floating base's joint force vanish (computed by superposition).
+    Returns ``(q, v, a, contact_wrenches)``: ``q`` (..., nq) (random unless given), ``v``
+    and ``a`` (..., nv) normal with standard deviation ``scale``, and ``{contact name:
+    wrench (..., 6) [n; f] at the contact frame, in its axes}``.  The wrenches of all
+    contacts but the last are random around an even share of the weight; the last one
+    makes the floating base's joint force vanish (computed by superposition).
     """
     model = problem.model
     n = int(np.prod(batch, dtype=int))
     if q is None:
         q = np.stack([model.random_configuration(rng) for _ in range(n)]).reshape(batch + (model.nq,))
     q = np.broadcast_to(q, batch + (model.nq,))
-    qd = scale * rng.normal(size=batch + (model.nv,))
-    qdd = scale * rng.normal(size=batch + (model.nv,))
+    v = scale * rng.normal(size=batch + (model.nv,))
+    a = scale * rng.normal(size=batch + (model.nv,))
     names = [c.name for c in problem.contacts]
     weight = model.total_mass * 9.81 / max(1, len(names))
     w = {}
@@ -106,15 +113,15 @@ def consistent_state(problem, rng, q=None, batch=(), scale=1.0):
         w[c] = np.concatenate([rng.normal(size=batch + (3,)), 20 * rng.normal(size=batch + (3,))], -1)
         w[c][..., 5] += weight
     if not names or not problem.unactuated:
-        return q, qd, qdd, w
+        return q, v, a, w
     last = names[-1]
     base = model.v_slice(problem.unactuated[0])
     zero = np.zeros(batch + (6,))
-    tau0 = problem.simulate(q, qd, qdd, {**w, last: zero})[1]["tau"][..., base]
-    B = np.stack([problem.simulate(q, qd, qdd, {**w, last: zero + e})[1]["tau"][..., base] - tau0
+    tau0 = problem.measurements(q, v, a, {**w, last: zero})[1]["tau"][..., base]
+    B = np.stack([problem.measurements(q, v, a, {**w, last: zero + e})[1]["tau"][..., base] - tau0
                   for e in np.eye(6)], -1)
     w[last] = np.linalg.solve(B, -tau0[..., None])[..., 0]
-    return q, qd, qdd, w
+    return q, v, a, w
 
 
 def sample_noise(problem, rng, shape=()):
@@ -134,64 +141,115 @@ def _errors(e, truth):
         if e.contacts else 0.0
 
 
+#: How the paper is cited in reports.
+PAPER = ('F. Nori, "Inverse, forward and other dynamic computations computationally optimized with sparse '
+         'matrix factorizations", 2017')
+
+#: The cases the demo runs (a subset of :func:`case_problems`), with one line on what each shows.
+DEMO_CASES = {
+    "eq18": "Section VI's first sensor set: a load cell under each foot measures the normal force and the "
+            "two moments in the sole plane; every joint acceleration is known.",
+    "eq23-nz": "The 'slippery' set of eq. 23: five wrench components per foot (the moment about the sole "
+               "normal is not measured); the accelerations of the two joints next to each foot are unknown.",
+    "ankle-ft": "A six-axis force/torque sensor across each ankle joint; no IMU, so the floating base's "
+                "acceleration is unknown.",
+    "ankle-ft-imu": "The same ankle F/T sensors with the base acceleration known (from an IMU: see "
+                    "sparsedyn.estimation.imu_measurement): six more equations than unknowns.",
+    "redundant": "Ankle F/T, load cells and knee torque sensors, all noisy, base acceleration known: weighted "
+                 "least squares; the error falls in proportion to the noise.",
+}
+
+
+def _wrap(text, indent="  ", width=100):
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def _flop_lines(solver, indent="  "):
+    """The estimator's cost per solve in a sentence (flops = multiplications + additions + divisions)."""
+    f = solver.flops()
+    if solver.square:
+        text = (f"cost per solve: {f['total']:,} flops on the fixed sparse pattern, against {f['dense']:,} for "
+                f"a dense LU of the {f['n']} x {f['n']} system ({f['dense'] / f['total']:,.0f}x fewer)")
+    else:
+        text = (f"cost per solve: {f['total']:,} flops (one sparse factorization, {f['k'] + 1} substitutions, "
+                f"the {f['k']} x {f['k']} normal equations and one refinement step), against {f['dense']:,} "
+                f"for a dense QR least squares of the {f['rows']} x {f['n']} system "
+                f"({f['dense'] / f['total']:,.0f}x fewer)")
+    return _wrap(text, indent)
+
+
 def estimate_report(model, sensors_path, seed=0, flops=True, extra=None) -> str:
     """``sparsedyn estimate MODEL --sensors FILE``: verdict, unknowns, flops, one simulated sample.
 
-    ``extra(solver, q, qd, y) -> [lines]``: more lines after the flop count, given the
-    estimator and the simulated sample (the command line adds the compiled solver's
-    time and IR flop count this way; this layer knows nothing of compilation).
+    Lines are at most 100 characters.  ``extra(solver, q, v, y) -> [lines]``: more lines
+    after the flop count, given the estimator and the simulated sample (the command line
+    adds the compiled solver's time this way; this layer knows nothing of compilation).
     """
     from .files import problem_from_file
     prob = problem_from_file(model, sensors_path)
     v = prob.verdict()
     if not v.ok:
-        return str(v) + "\nno estimate: the problem is ill-posed (no numbers are returned for it)"
+        return "\n".join(v.lines() + ["no estimate: the problem is ill-posed (no numbers are returned for it)"])
     solver = prob.compile()
-    lines = [solver.report(flops=flops)]
+    lines = solver.report(flops=flops).splitlines()
     rng = np.random.default_rng(seed)
-    q, qd, qdd, w = consistent_state(prob, rng)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    q, vel, a, w = consistent_state(prob, rng)
+    y, truth = prob.measurements(q, vel, a, w)
     if extra is not None:
-        lines += list(extra(solver, q, qd, y))
-    e = solver.solve(q, qd, y)
+        lines += list(extra(solver, q, vel, y))
+    e = solver.solve(q, vel, y)
     et, ec = _errors(e, truth)
-    lines.append(f"simulated sample (classical Newton-Euler, noise-free): max relative error joint torques {et:.2e}, "
-                 f"contact wrenches {ec:.2e}")
+    lines += _wrap(f"simulated sample (classical Newton-Euler, noise-free): max relative error joint torques "
+                   f"{et:.2e}, contact wrenches {ec:.2e}", "")
     return "\n".join(lines)
 
 
 def _case_lines(name, prob, rng, q_stand, flops):
-    lines = [f"--- {prob.name}"]
+    """Yields the lines of one case of the demo (the verdict first, then the numbers)."""
     v = prob.verdict(check_at=[q_stand])
     if not v.ok:
-        lines.append(str(v))
-        try:
-            prob.compile()
-        except IllPosedError:
-            lines.append("  compile() raises IllPosedError: no numbers are returned for this problem")
-        return lines
+        yield from _wrap(f"finding: these sensors cannot determine the unknowns. {v.headline()}.")
+        for d in v.directions:
+            yield from _wrap(f"what no sensor sees: {d}.")
+        for note in v.notes:
+            yield from _wrap(note + ".")
+        yield from _wrap("sparsedyn refuses to return numbers for such a problem (compile() raises "
+                         "IllPosedError with this explanation); a sensor that measures the direction above, or "
+                         "a prior on it, makes it well posed.")
+        return
     solver = prob.compile()
-    lines.append(solver.report(flops=flops))
+    yield from _wrap(f"verdict: {v.headline()}")
+    for note in v.notes:
+        yield from _wrap(note)
+    yield from _wrap("measurement vector y: " + prob.layout_text())
+    if flops:
+        yield from _flop_lines(solver)
     q = prob.model.integrate(q_stand, 0.2 * rng.normal(size=prob.model.nv))
-    q, qd, qdd, w = consistent_state(prob, rng, q=q)
-    y, truth = prob.simulate(q, qd, qdd, w)
+    q, vel, a, w = consistent_state(prob, rng, q=q)
+    y, truth = prob.measurements(q, vel, a, w)
     if name != "redundant":
-        e = solver.solve(q, qd, y)
+        e = solver.solve(q, vel, y)
         et, ec = _errors(e, truth)
-        lines.append(f"  near-standing sample, noise-free: relative error torques {et:.1e}, contact wrenches {ec:.1e}")
+        yield f"  near-standing sample, noise-free: relative error torques {et:.1e}, contact wrenches {ec:.1e}"
     else:
         for s in (1.0, 0.1, 0.01):
-            errs = []
-            for _ in range(20):
-                e = solver.solve(q, qd, y + s * sample_noise(prob, rng))
-                errs.append(_errors(e, truth))
+            noise = s * sample_noise(prob, rng, (20,))
+            e = solver.solve(q, vel, y + noise)            # 20 noisy samples of one state in one batched call
+            errs = [_errors(_index(e, k), truth) for k in range(20)]
             et, ec = np.sqrt(np.mean(np.square(errs), 0))
-            lines.append(f"  noise x{s:g}: rms relative error torques {et:.1e}, contact wrenches {ec:.1e}")
-    return lines
+            yield f"  noise x{s:g} (20 samples): rms relative error torques {et:.1e}, contact wrenches {ec:.1e}"
 
 
-def estimation_demo(model=None, feet=None, seed=0, flops=True) -> str:
-    """``sparsedyn demo``: Nori's humanoid case study end to end (verdicts, flops, estimates)."""
+class _index:
+    """Sample ``k`` of a batched :class:`Estimate` (the fields :func:`_errors` reads)."""
+
+    def __init__(self, e, k):
+        self.tau = e.tau[k]
+        self.contacts = {c: w[k] for c, w in e.contacts.items()}
+
+
+def estimation_demo_lines(model=None, feet=None, seed=0, flops=True, cases=None):
+    """The lines of :func:`estimation_demo`, yielded as they are computed (the CLI prints them at once)."""
     from ..builders import humanoid, humanoid_standing_configuration
     t0 = time.perf_counter()
     if model is None:
@@ -199,10 +257,31 @@ def estimation_demo(model=None, feet=None, seed=0, flops=True) -> str:
     else:
         q_stand = model.neutral()
     rng = np.random.default_rng(seed)
-    lines = [f"Estimation case study (Nori, section VI) on {model.name!r}: two feet on the ground, unknown contact "
-             f"wrenches, simulated sensors from the classical Newton-Euler recursion; 'given configuration 0' is "
-             f"the {'standing' if model.name == 'humanoid' else 'neutral'} posture"]
-    for name, prob in case_problems(model, feet).items():
-        lines += _case_lines(name, prob, rng, q_stand, flops)
-    lines.append(f"({time.perf_counter() - t0:.1f} s)")
-    return "\n".join(lines)
+    posture = "standing" if model.name == "humanoid" else "neutral"
+    yield f"Joint torques and contact wrenches from sensors, on {model.name!r}"
+    yield from _wrap(f"The case study of {PAPER}, section VI: the Newton-Euler equations and the sensors' "
+                     f"equations form one sparse linear system.  Two feet on the ground, contact wrenches "
+                     f"unknown; the sensor data are simulated by the classical Newton-Euler recursion.  "
+                     f"Configuration 0 below is the {posture} posture.", "")
+    problems = case_problems(model, feet)
+    for k, name in enumerate(cases or DEMO_CASES):
+        prob = problems[name]
+        yield ""
+        yield f"({k + 1}) {prob.name.split(') ', 1)[-1]}"
+        if name in DEMO_CASES:
+            yield from _wrap(DEMO_CASES[name])
+        yield from _case_lines(name, prob, rng, q_stand, flops)
+    yield ""
+    yield (f"({len(cases or DEMO_CASES)} cases in {time.perf_counter() - t0:.1f} s; more in "
+           f"sparsedyn.estimation.case_problems)")
+
+
+def estimation_demo(model=None, feet=None, seed=0, flops=True, cases=None) -> str:
+    """Nori's humanoid case study end to end (verdicts, flops, estimates), as a report.
+
+    ``model``: a two-footed model (default: the built-in humanoid at its standing
+    posture); ``feet``: its two sole frames (default from :data:`FEET`); ``cases``: keys
+    of :func:`case_problems` (default: the demo's five, :data:`DEMO_CASES`).  Lines are
+    at most 100 characters.
+    """
+    return "\n".join(estimation_demo_lines(model, feet, seed, flops, cases))

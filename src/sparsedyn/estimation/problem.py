@@ -8,7 +8,7 @@
             contacts=[est.Contact("l_sole"), est.Contact("r_sole")])
     print(prob.verdict())                 # offline, before any data
     solver = prob.compile()               # offline phase once (raises IllPosedError if ill-posed)
-    e = solver.solve(q, qd, y)            # online, batched: e.tau, e.f, e.contacts["l_sole"], ...
+    e = solver.solve(q, v, y)            # online, batched: e.tau, e.f, e.contacts["l_sole"], ...
 
 The system is Nori's eq. (16), ``[D; D_Y] d + [b; b_Y] = 0``, built on
 :mod:`sparsedyn.sparse`.  Rows fall in two groups:
@@ -42,7 +42,9 @@ densely; states where the whole system is singular raise :class:`StateSingularEr
 
 from __future__ import annotations
 
+import copy
 import functools
+import textwrap
 import warnings
 
 import numpy as np
@@ -109,21 +111,29 @@ class Verdict:
     def ok(self) -> bool:
         return self.kind in ("well posed", "over-determined")
 
-    def __str__(self):
+    def headline(self) -> str:
+        """The verdict in one sentence, without the problem's name."""
         head = {"well posed": "well posed (square, full rank at generic states)",
                 "over-determined": f"over-determined by {self.redundancy} (full rank at generic states): "
                                    f"weighted least squares",
                 "rank-deficient": f"ILL-POSED: numerically rank-deficient by {self.deficiency} at generic states "
                                   f"(structurally full rank)",
                 "structurally singular": f"ILL-POSED: structurally singular (rank deficit {self.deficiency})"}
-        lines = [f"{self.name}: {head[self.kind]}; {self.n} unknowns, {self.nrows} equations, numeric rank "
-                 f"{'/'.join(map(str, self.ranks))} at {len(self.ranks)} random configurations"]
-        if self.reason:
-            lines.append("  " + self.reason)
-        for k, d in enumerate(self.directions):
-            lines.append(f"  unobservable direction {k + 1}: {d}")
-        lines += ["  " + n for n in self.notes]
-        return "\n".join(lines)
+        return (f"{head[self.kind]}; {self.n} unknowns, {self.nrows} equations, numeric rank "
+                f"{'/'.join(map(str, self.ranks))} at {len(self.ranks)} random configurations")
+
+    def lines(self, width=100, name=True, indent="  ") -> list:
+        """The verdict as lines of at most ``width`` characters (first line: the headline)."""
+        first = f"{self.name}: {self.headline()}" if name else self.headline()
+        out = textwrap.wrap(first, width, subsequent_indent=indent + "  ")
+        paras = ([self.reason] if self.reason else []) + [
+            f"unobservable direction {k + 1}: {d}" for k, d in enumerate(self.directions)] + list(self.notes)
+        for p in paras:
+            out += textwrap.wrap(p, width, initial_indent=indent, subsequent_indent=indent + "  ")
+        return out
+
+    def __str__(self):
+        return "\n".join(self.lines())
 
     __repr__ = __str__
 
@@ -134,18 +144,59 @@ def _rank(A, null=False):
     r = int(np.sum(s > RANK_RTOL * s[0])) if len(s) else 0
     if not null or r == A.shape[1]:
         return r, np.zeros((A.shape[1], 0))
-    Vt = np.linalg.svd(A)[2]
+    _, s, Vt = np.linalg.svd(A)          # deficient (rare): the vectors as well
     return r, Vt[r:].T
 
 
-def _kinematics(model, q, qd):
+def _reduced_rank(A, n_ne, P, null=False):
+    """:func:`_rank` of the whole system ``A`` (m, n) by exact reductions first (much faster).
+
+    ``n_ne``: the Newton-Euler rows (first in ``A``); ``P``: the columns of the variables
+    they define (``a_i``, ``f_i``, ``tau_i``), on which these rows form a square unit-triangular
+    block ``N_P`` (nonsingular at every state).  Then ``rank A = |P| + rank S`` with the Schur
+    complement ``S = Y_R - Y_P N_P^-1 N_R`` on the other columns ``R``.  Rows of ``S`` with a
+    single nonzero (a known joint acceleration, a zero external wrench) pin their column:
+    ``rank S = |pinned| + rank`` of what is left, whose SVD decides (a few dozen columns
+    instead of hundreds).  Null vectors are mapped back exactly and orthonormalised.
+    """
+    import scipy.sparse as sps                 # offline only: imported here
+    from scipy.sparse.linalg import splu
+    m, n = A.shape
+    R = np.setdiff1d(np.arange(n), P)
+    if n_ne != len(P):
+        return _rank(A, null)
+    As = sps.csr_matrix(A)
+    NE, Y = As[:n_ne], As[n_ne:]
+    try:                                         # sparse LU: no BLAS threads, ~nnz work per column
+        T = splu(sps.csc_matrix(NE[:, P])).solve(NE[:, R].toarray())          # N_P^-1 N_R
+    except RuntimeError:                         # "exactly singular": never for a tree's rows
+        return _rank(A, null)
+    S = Y[:, R].toarray() - Y[:, P] @ T
+    nz = S != 0
+    single = nz.sum(1) == 1
+    pinned = np.unique(np.argmax(nz[single], 1))
+    keep = np.setdiff1d(np.arange(S.shape[1]), pinned)
+    B = S[~single][:, keep]
+    rB, VB = _rank(B, null) if B.size else (0, np.eye(len(keep)))
+    r = len(P) + len(pinned) + rB
+    if not null or r == n:
+        return r, np.zeros((n, 0))
+    xR = np.zeros((len(R), VB.shape[1]))
+    xR[keep] = VB
+    V = np.zeros((n, VB.shape[1]))
+    V[R] = xR
+    V[P] = -T @ xR
+    return r, np.linalg.qr(V)[0]
+
+
+def _kinematics(model, q, v):
     Xup, S = joint_transforms(model, q)
-    v = []
+    vb = []
     for i in range(model.nbodies):
-        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
+        vJ = (S[i] @ v[..., model.v_slice(i), None])[..., 0]
         p = model.parent[i]
-        v.append(vJ if p < 0 else apply_motion(Xup[i], v[p]) + vJ)
-    return Kinematics(model, q, qd, Xup, S, v), Xup
+        vb.append(vJ if p < 0 else apply_motion(Xup[i], vb[p]) + vJ)
+    return Kinematics(model, q, v, Xup, S, vb), Xup
 
 
 class _Entry:
@@ -339,13 +390,13 @@ class EstimationProblem:
         return {e.name: y[..., e.slot] for e in self.entries}
 
     # --- simulation --------------------------------------------------------------------
-    def predict(self, q, qd, d, entries=None):
+    def predict(self, q, v, d, entries=None):
         """Noise-free sensor values (..., rows) of the given entries (default: addressed) for ``d``."""
         entries = self.entries if entries is None else entries
-        kin, _ = _kinematics(self.model, np.asarray(q, float), np.asarray(qd, float))
+        kin, _ = _kinematics(self.model, np.asarray(q, float), np.asarray(v, float))
         out = []
         for e in entries:
-            y = sum(np.einsum("ij,...j->...i", M, d[..., v.slice]) for v, M in e.terms)
+            y = sum(np.einsum("ij,...j->...i", M, d[..., var.slice]) for var, M in e.terms)
             if e.bias is not None:
                 y = y + e.bias(kin)
             out.append(y)
@@ -353,7 +404,7 @@ class EstimationProblem:
         return np.concatenate([np.broadcast_to(o, shape + o.shape[-1:]) for o in out], -1) if out \
             else np.zeros(shape + (0,))
 
-    def simulate(self, q, qd, qdd, contact_wrenches=None, known_wrenches=None, gravity=None):
+    def measurements(self, q, v, a, contact_wrenches=None, known_wrenches=None, gravity=None):
         """Ground truth by the classical recursion and the noise-free measurement vector.
 
         ``contact_wrenches``: ``{contact name: wrench at its frame (..., 6)}`` (missing: zero);
@@ -361,33 +412,61 @@ class EstimationProblem:
         sensors.  Returns ``(y, truth)``; ``truth`` is :func:`newton_euler`'s dict plus
         ``"d"`` and ``"contacts"``.
         """
-        q, qd, qdd = (np.asarray(x, float) for x in (q, qd, qdd))
-        shape = np.broadcast_shapes(q.shape[:-1], qd.shape[:-1], qdd.shape[:-1])
+        q, v, a = (np.asarray(x, float) for x in (q, v, a))
+        shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1])
         cw = {}
         for name, w in (contact_wrenches or {}).items():
             if name not in self.contact_body:
                 raise KeyError(f"{self.name}: no contact called {name!r}; contacts: {list(self.contact_body)}")
             cw[self.contacts[[c.name for c in self.contacts].index(name)].frame] = w
         f_ext = contact_forces_to_bodies(self.model, {**cw, **(known_wrenches or {})}, shape)
-        truth = newton_euler(self.model, q, qd, qdd, f_ext, gravity)
+        truth = newton_euler(self.model, q, v, a, f_ext, gravity)
         truth["d"] = pack_d(truth)
         truth["contacts"] = {c.name: apply_force(self.contact_X[c.name], truth["fx"][..., self.contact_body[c.name], :])
                              for c in self.contacts}
-        return self.predict(q, qd, truth["d"]), truth
+        return self.predict(q, v, truth["d"]), truth
 
     # --- offline ------------------------------------------------------------------------
     def _dense(self, pattern, q):
         Xup, _ = joint_transforms(self.model, q)
         return pattern.dense(d_values(pattern, Xup, (), False))
 
+    def _rank(self, A, null=False):
+        """Numeric rank of the whole system's matrix ``A`` (and null vectors): :func:`_reduced_rank`."""
+        L = self.layout
+        P = np.concatenate([np.arange(x.offset, x.offset + x.size) for x in L.variables
+                            if x.kind in ("a", "f", "tau")]).astype(int)
+        return _reduced_rank(A, L.nrows, P, null)
+
     def verdict(self, configurations=3, seed=0, check_at=()) -> Verdict:
         """Offline verdict (structure and numeric rank at ``configurations`` seeded random states).
 
         ``check_at``: further configurations (e.g. a standing posture) whose rank is
-        reported in ``notes`` (they do not change the generic verdict).
+        reported in ``notes`` (they do not change the generic verdict, which is computed
+        once and cached).
         """
-        if self._verdict is not None and not check_at and configurations == 3 and seed == 0:
-            return self._verdict
+        key = (configurations, seed)
+        if self._verdict is None or self._verdict[0] != key:
+            self._verdict = (key, self._generic_verdict(configurations, seed))
+        v = self._verdict[1]
+        if not len(check_at):
+            return v
+        n, pattern = self.layout.n, self._pattern
+        notes = []
+        for k, q in enumerate(check_at):
+            rk, Vk = self._rank(self._dense(pattern, np.asarray(q, float)), True)
+            line = f"at given configuration {k}: numeric rank {rk} of {n}"
+            if rk < n:
+                more = (f" (and {n - rk - 1} more null direction(s): EstimationProblem.rank_at gives them all)"
+                        if rk < n - 1 else "")
+                line += (f" (SINGULAR there, deficiency {n - rk}): "
+                         + self.describe_direction(Vk[:, 0], np.asarray(q, float)) + more)
+            notes.append(line)
+        v = copy.copy(v)
+        v.notes = list(v.notes) + notes
+        return v
+
+    def _generic_verdict(self, configurations, seed) -> Verdict:
         full = self.sparse_problem()
         n = self.layout.n
         structural, reason = True, ""
@@ -398,25 +477,17 @@ class EstimationProblem:
             self._structure = None
         except sparse.OverdeterminedError:
             self._structure = None
-        pattern = SystemPattern(full)
+        pattern = self._pattern = SystemPattern(full)
         rng = np.random.default_rng(seed)
         ranks, worst = [], None
         for _ in range(configurations):
             q = self.model.random_configuration(rng)
-            r = _rank(self._dense(pattern, q))[0]
+            r = self._rank(self._dense(pattern, q))[0]
             ranks.append(r)
             if worst is None or r < worst[0]:
                 worst = (r, q)
         r, qw = worst
-        V = _rank(self._dense(pattern, qw), True)[1] if r < n else np.zeros((n, 0))
-        notes = []
-        for k, q in enumerate(check_at):
-            rk, Vk = _rank(self._dense(pattern, np.asarray(q, float)), True)
-            line = f"at given configuration {k}: numeric rank {rk} of {n}"
-            if rk < n:
-                line += f" (SINGULAR there, deficiency {n - rk}): " + "; ".join(
-                    self.describe_direction(v, np.asarray(q, float)) for v in Vk.T)
-            notes.append(line)
+        V = self._rank(self._dense(pattern, qw), True)[1] if r < n else np.zeros((n, 0))
         if not structural:
             kind = "structurally singular"
         elif r < n:
@@ -425,15 +496,12 @@ class EstimationProblem:
                       "generic state; add a sensor that measures it, or a prior")
         else:
             kind = "well posed" if full.ny + self.layout.nrows == n else "over-determined"
-        dirs = [self.describe_direction(v, qw) for v in V.T] if r < n else []
-        v = Verdict(self.name, kind, n, pattern.nrows, ranks, V, dirs, reason, notes, qw)
-        if not check_at and configurations == 3 and seed == 0:
-            self._verdict = v
-        return v
+        dirs = [self.describe_direction(x, qw) for x in V.T] if r < n else []
+        return Verdict(self.name, kind, n, pattern.nrows, ranks, V, dirs, reason, (), qw)
 
     def rank_at(self, q):
         """``(rank, null vectors (n, n - rank))`` of the whole system at configuration ``q``."""
-        return _rank(self._dense(SystemPattern(self.sparse_problem()), np.asarray(q, float)), True)
+        return self._rank(self._dense(SystemPattern(self.sparse_problem()), np.asarray(q, float)), True)
 
     def describe_direction(self, v, q) -> str:
         """Words for a null vector ``v`` (n,) of the system at configuration ``q``."""
@@ -625,14 +693,11 @@ class Estimator:
         q = self.model.random_configuration(np.random.default_rng(self._seed + 7))
         E = p._dense(pat, q)
         import scipy.linalg
-        Q, R, _ = scipy.linalg.qr(E.T, pivoting=True)          # null space of E: trailing columns of Q
-        dR = np.abs(np.diag(R))
-        rE = int(np.sum(dR > RANK_RTOL * dR[0])) if len(dR) else 0
+        rE, Z = p._rank(E, null=True)                           # Z: orthonormal null space of E
         if rE < E.shape[0]:
             raise ValueError(f"{p.name}: the exact rows (Newton-Euler, implicit zeros and exact sensors "
                              f"{[e.name for e in self.exact]}) are not independent (rank {rE} of {E.shape[0]}); "
                              f"give the redundant sensors a covariance (exact=False)")
-        Z = Q[:, rE:]
         k = Z.shape[1]
         Lw = np.linalg.cholesky(self.W)
         HZ = Lw.T @ self.M_soft @ Z
@@ -657,51 +722,51 @@ class Estimator:
         self._picked = np.arange(r0, r0 + k)
 
     # --- online ----------------------------------------------------------------------------
-    def _inputs(self, q, qd, y):
+    def _inputs(self, q, v, y):
         q = _checks.configuration(self.model, q)
-        qd = _checks.velocity(self.model, qd, "qd")
+        v = _checks.velocity(self.model, v, "v")
         y = self.problem.check_measurements(y)
-        batch = _checks.batch_shape(q=(q, 1), qd=(qd, 1), y=(y, 1))
-        return (np.broadcast_to(q, batch + q.shape[-1:]), np.broadcast_to(qd, batch + qd.shape[-1:]),
+        batch = _checks.batch_shape(q=(q, 1), v=(v, 1), y=(y, 1))
+        return (np.broadcast_to(q, batch + q.shape[-1:]), np.broadcast_to(v, batch + v.shape[-1:]),
                 np.broadcast_to(y, batch + y.shape[-1:]), batch)
 
-    def solve(self, q, qd, y, covariance=False, gravity=None) -> Estimate:
-        """Estimate every variable at states ``(q, qd)`` from measurements ``y`` (..., ny); batched.
+    def solve(self, q, v, y, covariance=False, gravity=None) -> Estimate:
+        """Estimate every variable at states ``(q, v)`` from measurements ``y`` (..., ny); batched.
 
         ``covariance=True`` also returns ``cov_d`` (..., n, n) from the sensor covariances.
         """
-        q, qd, y, batch = self._inputs(q, qd, y)
+        q, v, y, batch = self._inputs(q, v, y)
         if self.square and not covariance:
-            d = self._square(q, qd, y, gravity, batch)
+            d = self._square(q, v, y, gravity, batch)
             return Estimate(self.problem, d, chi2=np.zeros(batch), dof=0)
         if self._basis is None:
             self._build_basis()
-        d, cov, chi2 = self._lsq(q, qd, y, gravity, batch, covariance)
+        d, cov, chi2 = self._lsq(q, v, y, gravity, batch, covariance)
         return Estimate(self.problem, d, cov, chi2, self.s - self.k)
 
-    def _sparse_solve(self, st, q, qd, ys, gravity):
+    def _sparse_solve(self, st, q, v, ys, gravity):
         """``(d, bad states, factors)``; ``d`` and ``factors`` are None where pivoting could not help."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", sparse.SparsePivotWarning)
             try:
-                d, info, factors = st._solve(q, qd, ys, gravity, "auto")
+                d, info, factors = st._solve(q, v, ys, gravity, "auto")
                 bad = info.fallback
             except ValueError:                         # singular even with pivoting at some state
                 d, bad, factors = None, np.ones(np.broadcast_shapes(q.shape[:-1], ys.shape[:-1]), bool), None
         return d, bad, factors
 
-    def _square(self, q, qd, y, gravity, batch):
-        d, bad, _ = self._sparse_solve(self.structure, q, qd, self.problem.sparse_values(y), gravity)
+    def _square(self, q, v, y, gravity, batch):
+        d, bad, _ = self._sparse_solve(self.structure, q, v, self.problem.sparse_values(y), gravity)
         if np.any(bad):
             d = np.zeros(batch + (self.n,)) if d is None else np.array(d)
             for idx in (tuple(int(i) for i in t) for t in zip(*np.nonzero(bad))):
-                d[idx] = self._dense_state(q[idx], qd[idx], y[idx], gravity, idx)
+                d[idx] = self._dense_state(q[idx], v[idx], y[idx], gravity, idx)
         return d
 
-    def _lsq(self, q, qd, y, gravity, batch, want_cov):
+    def _lsq(self, q, v, y, gravity, batch, want_cov):
         k = self.k
         Yb = self._lsq_values(y)
-        D, bad, factors = self._sparse_solve(self._basis, q[..., None, :], qd[..., None, :], Yb, gravity)
+        D, bad, factors = self._sparse_solve(self._basis, q[..., None, :], v[..., None, :], Yb, gravity)
         bad_states = np.zeros(batch, bool) if D is not None else np.ones(batch, bool)
         refine = None
         if D is None:
@@ -709,7 +774,7 @@ class Estimator:
         else:
             bad_states |= np.any(bad, -1)
             refine = self._lsq_refiner(*factors)
-        d0, Nt, Jt, G, rhs, res0 = self._lsq_core(D, q, qd, y)
+        d0, Nt, Jt, G, rhs, res0 = self._lsq_core(D, q, v, y)
         ev = np.linalg.eigvalsh(G)
         bad_states |= ~(ev[..., 0] > RANK_RTOL * ev[..., -1])
         Gs = np.where(bad_states[..., None, None], np.eye(k), G)
@@ -724,7 +789,7 @@ class Estimator:
         if np.any(bad_states):
             d, chi2 = np.array(d), np.array(chi2, dtype=float)
             for idx in (tuple(int(i) for i in t) for t in zip(*np.nonzero(bad_states))):
-                out = self._dense_state(q[idx], qd[idx], y[idx], gravity, idx, want_cov)
+                out = self._dense_state(q[idx], v[idx], y[idx], gravity, idx, want_cov)
                 d[idx] = out[0]
                 chi2[idx] = out[2]
                 if want_cov:
@@ -744,12 +809,12 @@ class Estimator:
         parts += [np.broadcast_to(U, shp + (k,)), np.zeros(shp + (self.problem._n_implicit(),), dtype=y.dtype)]
         return np.concatenate(parts, -1)
 
-    def _lsq_core(self, D, q, qd, y):
+    def _lsq_core(self, D, q, v, y):
         """From the basis solutions ``D`` (..., k + 1, n): ``d0``, ``N^T`` (..., k, n), ``J^T`` (..., k, s),
         the normal matrix ``G = J W J^T`` (..., k, k), its right-hand side and the residual at ``d0``."""
         d0 = D[..., 0, :]
         Nt = D[..., 1:, :] - d0[..., None, :]                                  # (..., k, n)
-        kin, _ = _kinematics(self.model, q, qd)
+        kin, _ = _kinematics(self.model, q, v)
         yhat0 = d0 @ self.M_soft.T
         ysoft, r = [], 0
         for e in self.soft:
@@ -804,7 +869,7 @@ class Estimator:
         chi2 = ((res @ self.W) * res).sum(-1)
         return d, chi2
 
-    def _dense_state(self, q, qd, y, gravity, idx=(), want_cov=False):
+    def _dense_state(self, q, v, y, gravity, idx=(), want_cov=False):
         """One state by dense linear algebra (fallback and reference): constrained weighted LS."""
         p = self.problem
         if self._full_pattern is None:
@@ -812,8 +877,8 @@ class Estimator:
         pat = self._full_pattern
         A = p._dense(pat, q)
         g = _checks.gravity(self.model, gravity)
-        kin, Xup = _kinematics(self.model, q, qd)
-        b = rhs_values(pat, q, qd, p.sparse_values(y), g, Xup, kin.S, (), False)
+        kin, Xup = _kinematics(self.model, q, v)
+        b = rhs_values(pat, q, v, p.sparse_values(y), g, Xup, kin.S, (), False)
         r, V = _rank(A, True)
         if r < self.n:
             dirs = "; ".join(p.describe_direction(v, q) for v in V.T)
@@ -842,10 +907,10 @@ class Estimator:
         rr = res - HZ @ z
         return d, Z @ np.linalg.inv(Gz) @ Z.T, float(rr @ self.W @ rr)
 
-    def dense_reference(self, q, qd, y, gravity=None):
+    def dense_reference(self, q, v, y, gravity=None):
         """Dense constrained weighted least squares at one state: ``(d, cov_d, chi2)`` (for tests)."""
-        q, qd, y, _ = self._inputs(q, qd, y)
-        return self._dense_state(q, qd, y, gravity, (), True)
+        q, v, y, _ = self._inputs(q, v, y)
+        return self._dense_state(q, v, y, gravity, (), True)
 
     # --- cost ------------------------------------------------------------------------------
     def flops(self, seed=0) -> dict:
@@ -881,25 +946,32 @@ class Estimator:
                        dense_formula="dense QR least squares of the m x n system: 2 m n^2 - 2/3 n^3")
         return out
 
-    def report(self, flops=True) -> str:
+    def report(self, flops=True, width=100) -> str:
+        """Verdict, measurement layout, unknowns and (``flops=True``) the cost per solve, in lines of
+        at most ``width`` characters.  Flops = multiplications + additions + divisions of one solve,
+        counted exactly on the sparse pattern; the dense figure is the textbook count for the same
+        system solved densely."""
         p = self.problem
-        lines = [str(self.verdict), "measurement vector: " + p.layout_text()]
+        wrap = lambda t: textwrap.wrap(t, width, subsequent_indent="    ")   # noqa: E731
+        lines = self.verdict.lines(width) + wrap("measurement vector y: " + p.layout_text())
         unk = [f"joint torques of {sum(1 for i in range(self.model.nbodies) if self.model.joints[i].nv and i not in p.unactuated)} joints",
                f"joint wrenches of {self.model.nbodies} joints"]
         if p.contacts:
             unk.append("contact wrenches at " + ", ".join(c.frame for c in p.contacts))
         if p.unknown_accelerations:
             unk.append("accelerations of " + ", ".join(self.model.joint_names[i] for i in p.unknown_accelerations))
-        lines.append("unknowns: " + "; ".join(unk))
+        lines += wrap("unknowns: " + "; ".join(unk))
         if flops:
             f = self.flops()
             if self.square:
-                lines.append(f"flops per solve: {f['total']} sparse ({', '.join(f'{k} {v}' for k, v in f['sparse'].items())})"
-                             f" vs {f['dense']} for a {f['dense_formula']} ({f['dense'] / f['total']:.0f}x)")
+                text = (f"flops per solve: {f['total']:,} on the sparse pattern "
+                        f"({', '.join(f'{k} {v:,}' for k, v in f['sparse'].items())}) vs {f['dense']:,} for a "
+                        f"{f['dense_formula']} ({f['dense'] / f['total']:,.0f}x)")
             else:
-                lines.append(f"flops per solve: {f['total']} (one factorization of the square basis system, "
-                             f"{f['k'] + 1} substitutions, {f['post']} for the {f['k']}x{f['k']} normal equations, "
-                             f"{f['refine']} for one refinement step; {f['separate']} if each of the {f['k'] + 1} "
-                             f"right-hand sides refactored) vs {f['dense']} for a {f['dense_formula']} "
-                             f"({f['dense'] / f['total']:.0f}x)")
+                text = (f"flops per solve: {f['total']:,} (one factorization of the square basis system, "
+                        f"{f['k'] + 1} substitutions, {f['post']:,} for the {f['k']}x{f['k']} normal equations, "
+                        f"{f['refine']:,} for one refinement step; {f['separate']:,} if each of the {f['k'] + 1} "
+                        f"right-hand sides refactored) vs {f['dense']:,} for a {f['dense_formula']} "
+                        f"({f['dense'] / f['total']:,.0f}x)")
+            lines += wrap(text)
         return "\n".join(lines)

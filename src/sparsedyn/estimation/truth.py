@@ -17,21 +17,25 @@ from ..spatial import apply_force, inverse
 __all__ = ["newton_euler", "pack_d", "contact_forces_to_bodies"]
 
 
-def newton_euler(model, q, qd, qdd, f_ext=None, gravity=None) -> dict:
-    """``{"a", "f", "tau", "fx", "qdd"}`` of the state (arrays as :meth:`Layout.unpack` returns them).
+def newton_euler(model, q, v, a, f_ext=None, gravity=None) -> dict:
+    """Every Newton-Euler variable of the state ``(q, v, a)``: ``{"a", "f", "tau", "fx", "qdd"}``.
 
-    ``a[i]`` includes ``-g`` (the base-acceleration trick), ``f[i]`` is the wrench
-    transmitted from the parent to body ``i``, ``fx`` = ``f_ext`` (body frames).
+    Arrays as :meth:`sparsedyn.sparse.Layout.unpack` returns them: ``"a"`` and ``"f"``
+    (..., NB, 6) body spatial accelerations and transmitted wrenches in body frames,
+    ``"tau"`` (..., nv), ``"fx"`` (..., NB, 6) and ``"qdd"`` (..., nv) (the sparse
+    layer's name for the joint acceleration ``a``).  ``a[i]`` includes ``-g`` (the
+    base-acceleration trick), ``f[i]`` is the wrench transmitted from the parent to body
+    ``i``, ``fx`` = ``f_ext`` (body frames).
     """
-    q, qd, qdd, f_ext, g, shape, _ = _checks.dynamics(model, q, qd, qdd, f_ext, gravity, "qdd",
-                                                      "nv joint accelerations")
-    _, a, f, tau = rnea_passes(model, q, qd, qdd, f_ext, g)
+    q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a",
+                                                   "nv joint accelerations")
+    _, acc, f, tau = rnea_passes(model, q, v, a, f_ext, g)
     NB = model.nbodies
     b = lambda x: np.broadcast_to(x, shape + x.shape[-1:])  # noqa: E731
     fx = np.zeros(shape + (NB, 6)) if f_ext is None else np.broadcast_to(f_ext, shape + (NB, 6))
-    return {"a": np.stack([b(x) for x in a], -2), "f": np.stack([b(x) for x in f], -2),
+    return {"a": np.stack([b(x) for x in acc], -2), "f": np.stack([b(x) for x in f], -2),
             "tau": np.concatenate([b(t) for t in tau], -1), "fx": np.array(fx),
-            "qdd": np.array(np.broadcast_to(qdd, shape + (model.nv,)))}
+            "qdd": np.array(np.broadcast_to(a, shape + (model.nv,)))}
 
 
 def pack_d(parts: dict) -> np.ndarray:
