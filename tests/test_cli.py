@@ -44,12 +44,15 @@ def test_info_urdf_file(tmp_path, capsys):
 
 
 def test_bad_model_argument_gives_one_clear_line(tmp_path):
-    r = run("info", "no_such_robot")
-    assert r.returncode != 0 and "neither a built-in model" in r.stderr and "Traceback" not in r.stderr
+    r = run("info", "no_such_robot")           # a name that is nothing: a usage error
+    assert r.returncode == cli.EXIT_USAGE and "neither a built-in model" in r.stderr and "Traceback" not in r.stderr
     bad = tmp_path / "bad.urdf"
     bad.write_text("<robot name='x'><link name='a'></robot>")
-    r = run("info", str(bad))
-    assert r.returncode == 2 and "bad.urdf" in r.stderr and "Traceback" not in r.stderr
+    r = run("info", str(bad))                  # a file the library refuses: an error, in one line
+    assert r.returncode == cli.EXIT_ERROR and "bad.urdf" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("sparsedyn: error: ")
+    r = run("info")                            # a missing argument: argparse's usage error
+    assert r.returncode == cli.EXIT_USAGE and "usage:" in r.stderr
 
 
 def test_demo_reports_consistent_numbers(tmp_path):
@@ -67,18 +70,26 @@ def test_demo_reports_consistent_numbers(tmp_path):
     assert f"Joint-space inertia H ({m.nv} x {m.nv})" in out
     assert "fill-in = 0 " in out
     assert float(out.split("max |ABA - CRBA+LTDL| over all 35 dofs = ")[1].split(";")[0]) < 1e-9
-    assert float(out.split("|H qdd + C - tau| = ")[1].split()[0]) < 1e-9
+    assert float(out.split("|H a + C - tau| = ")[1].split()[0]) < 1e-9
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # closed loops: every example's KKT cross-check is printed and tiny
     kkt = [float(line.split()[-1]) for line in out.splitlines()
            if line.strip().startswith(("four_bar", "slider_crank", "five_bar", "delta_robot", "humanoid_double"))]
     assert len(kkt) == 5 and max(kkt) < 1e-9
+    # a report for people: no line over 100 characters, the paper cited by author, title and year,
+    # the ill-posed case presented as a finding, no heading printed twice
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert 'Nori, "Inverse, forward and other dynamic computations computationally' in out and "2017" in out
+    assert "finding: these sensors cannot determine the unknowns" in out
+    heads = [line for line in lines if line.startswith("(") and ")" in line[:4]]
+    assert len(heads) == len(set(heads)) >= 5
 
 
 def test_invalid_inertia_option_and_warning_format(tmp_path):
     path = one_link_urdf(tmp_path / "neg.urdf", "neg", ixy=2)
     r = run("info", str(path))
-    assert r.returncode == 2 and "link 'l1' <inertial>: inertia matrix has a negative eigenvalue" in r.stderr
+    assert r.returncode == cli.EXIT_ERROR and "link 'l1' <inertial>: inertia matrix has a negative eigenvalue" in r.stderr
     assert "--invalid-inertia warn" in r.stderr
     r = run("info", str(path), "--invalid-inertia", "warn")
     assert r.returncode == 0 and "1 bodies, nq=1, nv=1" in r.stdout
@@ -103,8 +114,45 @@ def test_estimate_command():
     assert "well posed" in r.stdout.splitlines()[0]
     err = float(r.stdout.split("max relative error joint torques ")[1].split(",")[0])
     assert err < 1e-9
+    assert max(len(line) for line in r.stdout.splitlines()) <= 100
+    flop_lines = [line for line in r.stdout.splitlines() if "flops" in line]
+    assert "after folding" in r.stdout or len(flop_lines) == 1        # two counts are explained, or one
     r = run("estimate", "humanoid", "--sensors", str(examples / "humanoid_load_cells.json"))
-    assert r.returncode == 1 and "ILL-POSED: numerically rank-deficient by 1" in r.stdout
+    assert r.returncode == cli.EXIT_ILL_POSED and "ILL-POSED: numerically rank-deficient by 1" in r.stdout
     assert "no estimate" in r.stdout
     r = run("estimate", "humanoid", "--sensors", str(examples / "nope.toml"))
-    assert r.returncode == 2 and "nope.toml" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == cli.EXIT_ERROR and "nope.toml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_version_and_help():
+    import sparsedyn
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"sparsedyn {sparsedyn.__version__}"
+    r = run("--help")
+    assert r.returncode == 0
+    for command in ("info", "sparsity", "estimate", "compile", "bench", "demo"):
+        assert f"    {command} " in r.stdout
+    assert "exit codes:" in r.stdout and "example-robot-data" in r.stdout
+
+
+def test_info_by_example_robot_data_name(capsys):
+    """`sparsedyn info panda` finds panda.urdf in the installed example-robot-data package."""
+    from sparsedyn import load_urdf
+    path = cli.find_example_robot("panda")
+    assert path is not None and path.name == "panda.urdf"
+    assert cli.main(["info", "panda"]) == 0
+    out = capsys.readouterr().out
+    assert f"nv={load_urdf(path).nv}" in out and "panda_joint7: revolute axis=(0, 0, 1)" in out
+    assert "e-1" not in out                    # no rounding residue such as 6.12e-17 in axes
+    assert max(len(line) for line in out.splitlines() if "[" not in line) <= 100     # wrapped lists
+
+
+def test_info_lists_sensors(tmp_path, capsys):
+    path = one_link_urdf(tmp_path / "s.urdf", "s")
+    text = path.read_text().replace("</robot>", """<gazebo reference="j1"><sensor name="j1_ft" type="force_torque">
+      <force_torque><frame>child</frame><measure_direction>child_to_parent</measure_direction></force_torque>
+      </sensor></gazebo></robot>""")
+    path.write_text(text)
+    assert cli.main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "sensors (1" in out and "j1_ft:" in out

@@ -2,20 +2,29 @@
 
 Quick use::
 
+    import numpy as np
     import sparsedyn as sd
-    model = sd.humanoid()                      # or sd.load_urdf("robot.urdf")
-    q = model.random_configuration(0)
-    tau = sd.rnea(model, q, v, a)
+    model = sd.humanoid()                      # or sd.load_urdf(path), sd.random_tree(...)
+    q = model.random_configuration(0)          # (nq,)
+    v = np.zeros(model.nv); a = np.zeros(model.nv)
+    tau = sd.rnea(model, q, v, a)              # (nv,)
 
 Conventions (angular-first spatial vectors, quaternions ``[x, y, z, w]``, floating
 base ``v = [omega; v]`` in the body frame) are documented in :mod:`sparsedyn.spatial`
-and :mod:`sparsedyn.joints`.
+and :mod:`sparsedyn.joints`.  Arguments are named ``q, v, a, tau, f_ext`` everywhere.
+
+The model layer and the classical algorithms are imported with the package; the
+URDF reader, the sparse layer, estimation, constraints and the compiler are imported
+on first use of one of their names (``sd.load_urdf``, ``sd.EstimationProblem``,
+``sd.compile``, ...), so ``import sparsedyn`` stays fast and does not import SciPy.
 """
+
+import importlib as _importlib
 
 from . import spatial
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
-                         frame_placements, frame_velocity)
+                                    frame_placements, frame_velocity)
 from .model import Frame, Mimic, Model, ModelBuilder, ModelError
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_configuration, random_tree,
@@ -25,18 +34,58 @@ from .algorithms.ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyL
 from .algorithms.aba import SingularInertiaError, aba
 from .algorithms.fd import fd_crb
 from .algorithms.minv import minv
-from .io.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
-from . import sparse
-from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
-from . import constraints
-from . import estimation
-from .estimation import EstimationProblem, estimate_report, estimation_demo
-from . import codegen
-from .codegen import CompiledModel, compile, compile_report   # sparsedyn.compile(model) -> CompiledModel
-from .constraints import (ConstraintSet, JointCoupling, PointCoincidence, PointOnGround, Weld,
-                          constrained_forward_dynamics, constrained_inverse_dynamics)
+from .sensors import (Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration, JointTorque,
+                      KnownWrench, Prior, Sensor)
 
 __version__ = "0.1.0"
+
+#: Names imported on first use: public name -> (module, attribute or None for the module itself).
+_LAZY = {
+    "load_urdf": ("sparsedyn.io.urdf", "load_urdf"),
+    "to_urdf": ("sparsedyn.io.urdf", "to_urdf"),
+    "UrdfError": ("sparsedyn.io.urdf", "UrdfError"),
+    "UrdfWarning": ("sparsedyn.io.urdf", "UrdfWarning"),
+    "sparse": ("sparsedyn.sparse", None),
+    "sparse_inverse_dynamics": ("sparsedyn.sparse", "sparse_inverse_dynamics"),
+    "sparse_forward_dynamics": ("sparsedyn.sparse", "sparse_forward_dynamics"),
+    "constraints": ("sparsedyn.constraints", None),
+    "ConstraintSet": ("sparsedyn.constraints", "ConstraintSet"),
+    "PointCoincidence": ("sparsedyn.constraints", "PointCoincidence"),
+    "PointOnGround": ("sparsedyn.constraints", "PointOnGround"),
+    "Weld": ("sparsedyn.constraints", "Weld"),
+    "JointCoupling": ("sparsedyn.constraints", "JointCoupling"),
+    "constrained_inverse_dynamics": ("sparsedyn.constraints", "constrained_inverse_dynamics"),
+    "constrained_forward_dynamics": ("sparsedyn.constraints", "constrained_forward_dynamics"),
+    "estimation": ("sparsedyn.estimation", None),
+    "EstimationProblem": ("sparsedyn.estimation", "EstimationProblem"),
+    "IllPosedError": ("sparsedyn.estimation", "IllPosedError"),
+    "imu_base_state": ("sparsedyn.estimation", "imu_base_state"),
+    "estimate_report": ("sparsedyn.estimation", "estimate_report"),
+    "estimation_demo": ("sparsedyn.estimation", "estimation_demo"),
+    "codegen": ("sparsedyn.codegen", None),
+    "CompiledModel": ("sparsedyn.codegen", "CompiledModel"),
+    "compile": ("sparsedyn.codegen", "compile"),          # sparsedyn.compile(model) -> CompiledModel
+    "compile_report": ("sparsedyn.codegen", "compile_report"),
+    "interop": ("sparsedyn.interop", None),
+    "io": ("sparsedyn.io", None),
+}
+
+
+def __getattr__(name):
+    """Import the module behind a lazily imported public name on first use (PEP 562)."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'sparsedyn' has no attribute {name!r}") from None
+    mod = _importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
@@ -46,9 +95,11 @@ __all__ = [
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
+    "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
+    "Prior", "Contact",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
-    "estimation", "EstimationProblem", "estimate_report", "estimation_demo",
+    "estimation", "EstimationProblem", "IllPosedError", "imu_base_state", "estimate_report", "estimation_demo",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

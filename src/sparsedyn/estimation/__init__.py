@@ -11,7 +11,8 @@ verdict before any data, and its online phase solves one state or a batch::
     e = solver.solve(q, v, y)                   # e.tau, e.f, e.contacts[...], e.named()
 
 Modules: :mod:`sparsedyn.sensors` (sensor kinds, contacts; model entries), :mod:`.files` (sensor files),
-:mod:`.problem` (problem, verdict, estimator, least squares), :mod:`.truth`
+:mod:`.problem` (problem, verdict, estimator, least squares), :mod:`.imu` (the floating base's
+state from an IMU), :mod:`.truth`
 (classical ground truth), :mod:`.casestudy` (Nori's humanoid case study, CLI reports).
 """
 
@@ -22,8 +23,10 @@ from .problem import (RANK_RTOL, Estimate, EstimationProblem, Estimator, IllPose
 from .truth import newton_euler, pack_d
 from .files import load_sensors, problem_from_file
 from .casestudy import case_problems, estimate_report, estimation_demo
+from .imu import frame_proper_acceleration, imu_base_state
 
 __all__ = ["COMPONENTS", "LOAD_CELLS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
            "KnownWrench", "Accelerometer", "Prior", "Contact", "EstimationProblem", "Estimator", "Estimate",
            "Verdict", "IllPosedError", "StateSingularError", "RANK_RTOL", "newton_euler", "pack_d",
-           "load_sensors", "problem_from_file", "case_problems", "estimate_report", "estimation_demo"]
+           "load_sensors", "problem_from_file", "case_problems", "estimate_report", "estimation_demo",
+           "imu_base_state", "frame_proper_acceleration"]

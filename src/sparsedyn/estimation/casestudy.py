@@ -154,7 +154,7 @@ DEMO_CASES = {
     "ankle-ft": "A six-axis force/torque sensor across each ankle joint; no IMU, so the floating base's "
                 "acceleration is unknown.",
     "ankle-ft-imu": "The same ankle F/T sensors with the base acceleration known (from an IMU: see "
-                    "sparsedyn.estimation.imu_measurement): six more equations than unknowns.",
+                    "sparsedyn.estimation.imu_base_state): six more equations than unknowns.",
     "redundant": "Ankle F/T, load cells and knee torque sensors, all noisy, base acceleration known: weighted "
                  "least squares; the error falls in proportion to the noise.",
 }

@@ -280,6 +280,7 @@ class EstimationProblem:
                              f"unknown_accelerations and also measured by a JointAcceleration sensor")
         known = [i for i in range(model.nbodies) if model.joints[i].nv and i not in measured_qdd
                  and i not in self.unknown_accelerations]
+        self.known_joints = tuple(known)
         all_sensors = ([JointAcceleration("qdd", [model.joint_names[i] for i in known])] if known else []) + sensors
         # where external wrenches act (a sensor on a fixed joint needs the side of each)
         wrench_frames = {}
@@ -384,6 +385,18 @@ class EstimationProblem:
         shape = np.broadcast_shapes(*(p.shape[:-1] for p in parts)) if parts else ()
         return np.concatenate([np.broadcast_to(p, shape + p.shape[-1:]) for p in parts], -1) if parts \
             else np.zeros(shape + (0,))
+
+    def known_accelerations(self, a) -> np.ndarray:
+        """The implicit ``"qdd"`` entry of ``y`` from the full joint acceleration ``a`` (..., nv): the
+        accelerations of the joints in :attr:`known_joints` (neither unknown nor measured by a
+        :class:`~sparsedyn.sensors.JointAcceleration` sensor), in that order.  Use it with
+        :meth:`pack`: ``y = prob.pack(qdd=prob.known_accelerations(a), **sensor_values)``."""
+        a = np.asarray(a, float)
+        if a.ndim == 0 or a.shape[-1] != self.model.nv:
+            raise ValueError(f"known_accelerations: expected a of shape (..., {self.model.nv}), got {a.shape}")
+        idx = [k for i in self.known_joints for k in range(self.model.v_start[i],
+                                                           self.model.v_start[i] + self.model.joints[i].nv)]
+        return a[..., idx]
 
     def unpack(self, y) -> dict:
         y = np.asarray(y)
