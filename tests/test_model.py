@@ -106,3 +106,50 @@ def test_model_rejects_bad_order():
         Model(parent=np.array([-1, -1, 0]), **kw3)
     with pytest.raises(ModelError, match=r"inertia has shape \(2, 6, 6\), expected \(3, 6, 6\)"):
         Model(parent=np.array([-1, 0, 1]), **{**kw3, "inertia": np.zeros((2, 6, 6))})
+
+
+def test_unknown_names_list_the_closest_candidates():
+    import sparsedyn as sd
+    from sparsedyn.model import UnknownNameError
+    m = sd.humanoid()
+    q = m.neutral()
+    cases = [(lambda: m.frame("r_hnd"), "no frame 'r_hnd'; closest: r_hand"),
+             (lambda: m.joint("l_kne"), "no joint 'l_kne'; closest: l_knee"),
+             (lambda: m.body("torsoo"), "no body 'torsoo'; closest: torso"),
+             (lambda: sd.frame_jacobian(m, q, "l_sol"), "no frame 'l_sol'; closest: l_sole"),
+             (lambda: sd.frame_placement(m, q, "head_camra"), "closest: head_camera"),
+             (lambda: m.sensor("imu"), "no sensor 'imu' (it has no sensors)"),
+             (lambda: sd.EstimationProblem(m, contacts=["l_sole"], unknown_accelerations=["root_jont"]),
+              "unknown_accelerations: model 'humanoid' has no joint 'root_jont'; closest: root_joint"),
+             (lambda: sd.EstimationProblem(m, [sd.ForceTorque("ft", "l_ankle_rol")]),
+              "has no joint 'l_ankle_rol'; closest: l_ankle_roll")]
+    for call, text in cases:
+        with pytest.raises(UnknownNameError) as info:
+            call()
+        assert isinstance(info.value, KeyError) and text in str(info.value), str(info.value)
+        assert not str(info.value).startswith("'")            # printed without KeyError's quotes
+    # nothing close: the names are listed instead (a few, with the count)
+    with pytest.raises(KeyError, match=r"no frame 'zzz'; frames: l_sole, r_sole, .*\(\d+ in all\)"):
+        m.frame("zzz")
+
+
+def test_builder_accepts_pose_pairs_and_homogeneous_matrices():
+    R, p = sp.rotz(0.4) @ sp.rotx(-0.2), np.array([0.1, -0.2, 0.3])
+    T = np.eye(4)
+    T[:3, :3], T[:3, 3] = R, p
+    poses = []
+    for X in (sp.from_pose(R, p), (R, p), T, T.tolist()):
+        b = ModelBuilder("t")
+        b.add_body("a", None, make_joint("revolute", [0, 0, 1]), X, mass=1.0, com=[0, 0, 0], rot_inertia=np.eye(3))
+        b.add_frame("tip", "a", (np.eye(3), [1.0, 0, 0]))
+        m = b.build()
+        import sparsedyn as sd
+        poses.append(sd.frame_placement(m, np.zeros(1), "tip"))
+    for Rk, pk in poses:       # the tip at (1, 0, 0) in a: p + R e_x, for every way of writing the pose
+        assert np.allclose(Rk, R, atol=1e-15) and np.allclose(pk, p + R[:, 0], atol=1e-15)
+    bad = [(np.eye(3), "got ndarray of shape \\(3, 3\\)"), ("x", "got str"),
+           ((np.eye(3), [0, 0]), "position of shape \\(3,\\)"), ((2 * np.eye(3), [0, 0, 0]), "not a proper rotation"),
+           ((np.diag([1.0, 1, -1]), [0, 0, 0]), "det"), (np.ones((4, 4)), "last row must be \\[0, 0, 0, 1\\]")]
+    for X, msg in bad:
+        with pytest.raises(ModelError, match="body 'a': Xtree: .*" + msg):
+            ModelBuilder("t").add_body("a", None, make_joint("revolute", [0, 0, 1]), X, mass=1.0)

@@ -55,9 +55,11 @@ class Joint:
 
     @property
     def a(self):
+        """The joint axis (3,) as a float array, in the joint (child) frame."""
         return np.array(self.axis)
 
     def motion_subspace(self):
+        """The constant motion subspace ``S`` (6, nv) in the child frame, angular rows first."""
         raise NotImplementedError
 
     def jcalc(self, q):
@@ -65,6 +67,7 @@ class Joint:
         raise NotImplementedError
 
     def neutral(self):
+        """The neutral configuration (nq,) of this joint (zeros; identity quaternions)."""
         return np.zeros(self.nq)
 
     def random(self, rng, lower=None, upper=None):

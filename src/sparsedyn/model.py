@@ -36,6 +36,7 @@ fixed-base model have no body and are not recorded.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -44,11 +45,40 @@ import numpy as np
 from .joints import Joint
 from .spatial import Transform, identity, mcI
 
-__all__ = ["Model", "Frame", "FixedJoint", "Mimic", "ModelBuilder", "ModelError"]
+__all__ = ["Model", "Frame", "FixedJoint", "Mimic", "ModelBuilder", "ModelError", "UnknownNameError", "unknown_name",
+           "as_transform"]
 
 
 class ModelError(ValueError):
     """A model that cannot be built; the message names the body or joint."""
+
+
+class UnknownNameError(KeyError):
+    """A name (frame, joint, body, sensor, ...) that does not exist; the message lists the closest
+    existing names.  A :class:`KeyError`, printed without the quotes ``KeyError`` adds."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
+def unknown_name(kind: str, name, names, owner: str, limit: int = 12) -> UnknownNameError:
+    """The error for ``name`` not among ``names`` (the ``kind`` of thing, e.g. ``"frame"``, of
+    ``owner``, e.g. ``"model 'panda'"``): it names the closest candidates (``difflib``), or the first
+    ``limit`` names when none is close.  Raise what it returns::
+
+        raise unknown_name("frame", "r_hnd", model.frame_names, f"model {model.name!r}")
+        # KeyError: model 'humanoid' has no frame 'r_hnd'; closest: r_hand, l_hand
+    """
+    names = [str(n) for n in names]
+    close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.6)
+    msg = f"{owner} has no {kind} {name!r}"
+    if close:
+        msg += f"; closest: {', '.join(close)}"
+    elif names:
+        msg += f"; {kind}s: {', '.join(names[:limit])}" + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+    else:
+        msg += f" (it has no {kind}s)"
+    return UnknownNameError(msg)
 
 
 class Frame(NamedTuple):
@@ -249,7 +279,7 @@ class Model:
     def with_sensors(self, *sensors) -> "Model":
         """A copy of this model carrying ``sensors`` (:mod:`sparsedyn.sensors`) after its own.
 
-        Sensors are model entries (DESIGN.md): an estimation problem built on the
+        Sensors are model entries (as in MuJoCo): an estimation problem built on the
         model without an explicit sensor list measures these, each at an address
         (offset, size) in one flat measurement vector, in this order.
         """
@@ -270,15 +300,16 @@ class Model:
         for fj in self.fixed_joints:
             if fj.name == name:
                 return fj
-        raise KeyError(f"model {self.name!r} has no fixed joint {name!r}"
-                       + (" (it is a moving joint)" if name in self.joint_names else ""))
+        if name in self.joint_names:
+            raise UnknownNameError(f"model {self.name!r} has no fixed joint {name!r} (it is a moving joint)")
+        raise unknown_name("fixed joint", name, [fj.name for fj in self.fixed_joints], f"model {self.name!r}")
 
     def sensor(self, name):
         """The sensor called ``name``."""
         for x in self.sensors:
             if x.name == name:
                 return x
-        raise KeyError(f"model {self.name!r} has no sensor {name!r}")
+        raise unknown_name("sensor", name, [x.name for x in self.sensors], f"model {self.name!r}")
 
     def _is_ancestor(self, a, k):
         while k >= 0:
@@ -289,9 +320,11 @@ class Model:
 
     # --- lookups -------------------------------------------------------------
     def q_slice(self, i) -> slice:
+        """The slice of ``q`` holding joint ``i``'s coordinates (body index ``i``)."""
         return slice(int(self.q_start[i]), int(self.q_start[i]) + self.joints[i].nq)
 
     def v_slice(self, i) -> slice:
+        """The slice of ``v``, ``a`` and ``tau`` holding joint ``i``'s dofs (body index ``i``)."""
         return slice(int(self.v_start[i]), int(self.v_start[i]) + self.joints[i].nv)
 
     def body(self, name: str) -> int:
@@ -299,32 +332,35 @@ class Model:
         try:
             return self.body_names.index(name)
         except ValueError:
-            raise KeyError(f"model {self.name!r} has no body {name!r}") from None
+            raise unknown_name("body", name, self.body_names, f"model {self.name!r}") from None
 
     def joint(self, name: str) -> int:
         """Index of the body whose joint is called ``name``."""
         try:
             return self.joint_names.index(name)
         except ValueError:
-            raise KeyError(f"model {self.name!r} has no joint {name!r}") from None
+            raise unknown_name("joint", name, self.joint_names, f"model {self.name!r}") from None
 
     def frame(self, name_or_index) -> int:
         """Index into ``frames`` of a frame given by name (or an index, checked)."""
         if isinstance(name_or_index, (int, np.integer)):
             if not 0 <= name_or_index < len(self.frames):
-                raise KeyError(f"model {self.name!r} has {len(self.frames)} frames; index {name_or_index} is out of range")
+                raise UnknownNameError(f"model {self.name!r} has {len(self.frames)} frames; index {name_or_index} is "
+                                       f"out of range")
             return int(name_or_index)
         for k, f in enumerate(self.frames):
             if f.name == name_or_index:
                 return k
-        raise KeyError(f"model {self.name!r} has no frame {name_or_index!r}")
+        raise unknown_name("frame", name_or_index, self.frame_names, f"model {self.name!r}")
 
     @property
     def frame_names(self) -> tuple:
+        """Names of all frames (bodies first, then the extra frames), in index order."""
         return tuple(f.name for f in self.frames)
 
     @property
     def total_mass(self) -> float:
+        """Sum of the bodies' masses [kg]."""
         return float(self.mass.sum())
 
     def ancestors(self, i) -> list:
@@ -362,6 +398,52 @@ class Model:
         return f"Model({self.name!r}, bodies={self.nbodies}, nq={self.nq}, nv={self.nv})"
 
 
+def as_transform(X, what="transform") -> Transform:
+    """A placement as a :class:`~sparsedyn.spatial.Transform` ``B_X_A`` (B: the new frame, A: the
+    frame it is placed in), from any of:
+
+    * a :class:`~sparsedyn.spatial.Transform` ``(E, r)`` (used as is);
+    * a pose pair ``(R, p)``: ``R`` (3, 3) the rotation of B's axes in A (B to A coordinates),
+      ``p`` (3,) B's origin in A [m];
+    * a 4 x 4 homogeneous matrix ``[[R, p], [0, 0, 0, 1]]`` of the same pose;
+    * ``None``: the identity.
+
+    ``what`` names the argument in errors (:class:`ModelError`).
+    """
+    if X is None:
+        return identity()
+    if isinstance(X, Transform):
+        R, p = np.swapaxes(np.asarray(X.E), -1, -2), X.r
+    elif isinstance(X, (tuple, list)) and len(X) == 2:
+        R, p = X
+    else:
+        try:
+            T = np.asarray(X, float)
+        except (TypeError, ValueError):
+            T = None
+        if T is None or T.shape != (4, 4):
+            raise ModelError(f"{what}: expected a Transform, a pose pair (R (3, 3), p (3,)) or a 4 x 4 homogeneous "
+                             f"matrix, got {type(X).__name__}" + (f" of shape {T.shape}" if T is not None else ""))
+        if not np.allclose(T[3], [0, 0, 0, 1], rtol=0, atol=1e-12):
+            raise ModelError(f"{what}: a homogeneous matrix's last row must be [0, 0, 0, 1], got {T[3].tolist()}")
+        R, p = T[:3, :3], T[:3, 3]
+    if isinstance(X, Transform) and (np.asarray(X.E).dtype == object or np.asarray(X.r).dtype == object):
+        return X                                  # symbolic entries: nothing numeric to check
+    try:
+        R, p = np.asarray(R, float), np.asarray(p, float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what}: rotation and position must be numbers") from None
+    if R.shape != (3, 3) or p.shape != (3,):
+        raise ModelError(f"{what}: expected a rotation of shape (3, 3) and a position of shape (3,), got "
+                         f"{R.shape} and {p.shape}")
+    if not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
+        raise ModelError(f"{what}: rotation and position must be finite")
+    if np.abs(R.T @ R - np.eye(3)).max() > 1e-6 or np.linalg.det(R) < 0:
+        raise ModelError(f"{what}: the 3 x 3 rotation is not a proper rotation (orthonormal, det +1): "
+                         f"|R^T R - I| = {np.abs(R.T @ R - np.eye(3)).max():.2g}, det = {np.linalg.det(R):.3g}")
+    return X if isinstance(X, Transform) else Transform(R.T.copy(), p.copy())
+
+
 class ModelBuilder:
     """Collects bodies in any order and builds a depth-first :class:`Model`.
 
@@ -383,7 +465,10 @@ class ModelBuilder:
                  effort_limit=None):
         """Add body ``name`` attached to ``parent`` (a body name, or ``None`` for the world).
 
-        ``Xtree``: transform joint_X_parent at q = 0 (default identity).  Give
+        ``Xtree``: placement joint_X_parent of the joint frame in the parent's frame at q = 0 (default
+        identity): a :class:`~sparsedyn.spatial.Transform`, a pose pair ``(R, p)`` or a 4 x 4
+        homogeneous matrix (see :func:`as_transform`).  ``joint``: a :class:`~sparsedyn.joints.Joint`
+        (:func:`~sparsedyn.joints.make_joint`).  Give
         either ``inertia`` (6x6 about the body origin) or ``mass``, ``com``,
         ``rot_inertia`` (about the CoM, body frame).  Limits are per joint
         coordinate (nq) for positions and per dof (nv) for velocity/effort.
@@ -395,15 +480,17 @@ class ModelBuilder:
         if inertia is None:
             inertia = mcI(0.0 if mass is None else mass, np.zeros(3) if com is None else com,
                           np.zeros((3, 3)) if rot_inertia is None else rot_inertia)
-        self._bodies[name] = dict(name=name, parent=parent, joint=joint, Xtree=Xtree or identity(),
+        Xtree = as_transform(Xtree, f"model {self.name!r}: body {name!r}: Xtree")
+        self._bodies[name] = dict(name=name, parent=parent, joint=joint, Xtree=Xtree,
                                   inertia=np.asarray(inertia, float), joint_name=joint_name or name,
                                   lower=lower, upper=upper, vel=velocity_limit, eff=effort_limit)
         self._order.append(name)
         return self
 
     def add_frame(self, name, body, X=None):
-        """A named frame on ``body`` with placement ``X = frame_X_body``."""
-        self._frames.append((name, body, X or identity()))
+        """A named frame on ``body`` with placement ``X = frame_X_body`` (a Transform, a pose pair
+        ``(R, p)`` of the frame in the body, or a 4 x 4 homogeneous matrix; see :func:`as_transform`)."""
+        self._frames.append((name, body, as_transform(X, f"model {self.name!r}: frame {name!r}: X")))
         return self
 
     def add_fixed_joint(self, name, body, X=None, inertia=None, children=(), frames=()):
@@ -413,15 +500,20 @@ class ModelBuilder:
         coordinates (default zero); ``children``: names of the moving bodies on the
         child side; ``frames``: names of the frames on the child side.
         """
-        self._fixed.append((name, body, X or identity(), np.zeros((6, 6)) if inertia is None else inertia,
+        self._fixed.append((name, body, as_transform(X, f"model {self.name!r}: fixed joint {name!r}: X"),
+                            np.zeros((6, 6)) if inertia is None else inertia,
                             tuple(children), tuple(frames)))
         return self
 
     def add_mimic(self, joint_name, mimicked_joint_name, multiplier=1.0, offset=0.0):
+        """Record that ``joint_name`` follows ``multiplier * mimicked + offset`` (kept as data: the joints
+        stay independent coordinates of the model)."""
         self._mimic.append((joint_name, mimicked_joint_name, float(multiplier), float(offset)))
         return self
 
     def build(self) -> Model:
+        """The frozen :class:`Model`: bodies renumbered depth-first (parents before children,
+        children in the order they were added), frames, fixed joints and mimic couplings resolved."""
         children = {None: []}
         for n in self._order:
             children.setdefault(n, [])

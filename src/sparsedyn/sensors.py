@@ -1,11 +1,11 @@
 """Sensors and contacts: what an estimation problem measures and what it leaves unknown.
 
 Every sensor owns an *address* (offset, size) into one flat measurement vector
-``y`` (DESIGN.md, as MuJoCo's ``sensordata``); an estimator sees one ``y``
+``y`` (as MuJoCo's ``sensordata``); an estimator sees one ``y``
 (..., ny).  A sensor is a linear map of the Newton-Euler variables ``d``
 (:mod:`sparsedyn.sparse.variables`) plus an optional velocity-dependent bias::
 
-    y_s = sum_k M_k d[var_k] + bias_s(q, qd)          (Nori, eq. 16: D_Y d + b_Y = 0)
+    y_s = sum_k M_k d[var_k] + bias_s(q, v)          (Nori, eq. 16: D_Y d + b_Y = 0)
 
 Spatial vectors are angular first: a wrench is ``[n; f]``; components are named
 ``nx ny nz fx fy fz``.  A wrench "at a frame" is expressed in that frame's axes
@@ -51,6 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .model import UnknownNameError
 from .spatial import Transform, apply_force, apply_motion, compose, cross3, cross_force, force_matrix, motion_matrix
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque", "ContactLoad", "JointTorque",
@@ -78,19 +79,15 @@ class SensorContext(NamedTuple):
 def _frame(model, who, frame):
     try:
         return model.frames[model.frame(frame)]
-    except KeyError:
-        near = [f for f in model.frame_names if str(frame).lower()[:3] in f.lower()][:8]
-        raise KeyError(f"{who}: model {model.name!r} has no frame {frame!r}"
-                       + (f" (similar: {', '.join(near)})" if near else "")) from None
+    except KeyError as e:
+        raise UnknownNameError(f"{who}: {e}") from None
 
 
 def _joint(model, who, joint):
     try:
         return model.joint(joint)
-    except KeyError:
-        near = [j for j in model.joint_names if str(joint).lower()[:3] in j.lower()][:8]
-        raise KeyError(f"{who}: model {model.name!r} has no joint {joint!r}"
-                       + (f" (similar: {', '.join(near)})" if near else "")) from None
+    except KeyError as e:
+        raise UnknownNameError(f"{who}: {e}") from None
 
 
 def _selection(who, components):
@@ -123,6 +120,7 @@ class Contact:
         self.frame, self.name = frame, name or frame
 
     def resolve(self, model):
+        """``(body index, frame_X_body)`` of the contact frame in ``model``."""
         fr = _frame(model, f"contact {self.name!r}", self.frame)
         return fr.body, fr.X
 
@@ -149,6 +147,8 @@ class Sensor:
         return True
 
     def covariance(self, size) -> np.ndarray:
+        """The (size, size) covariance of the sensor's noise, in the units of its readings squared
+        (unit variance when none was given)."""
         c = self._cov
         if c is None:
             return np.eye(size)
@@ -174,6 +174,7 @@ class Sensor:
         raise NotImplementedError
 
     def describe(self) -> str:
+        """What the sensor measures, in a few words (for reports and ``sparsedyn info``)."""
         return self.kind
 
     def __repr__(self):
@@ -310,6 +311,17 @@ class ForceTorque(Sensor):
 
 
 class ContactLoad(Sensor):
+    """Load cells or a foot sensor: selected components of the unknown contact wrench at ``frame``.
+
+    The contact wrench ``[n; f]`` acts on the robot at ``frame`` (a :class:`Contact` must be
+    declared on that frame's body), expressed in the frame's axes about its origin [N m; N].
+    ``components``: names among ``nx ny nz fx fy fz`` (default :data:`LOAD_CELLS`, Nori's
+    eq. 18: the normal force and the two moments in the sole plane), or a selection matrix
+    (m, 6) of combinations (angular columns first).  Reading ``y`` (m,) = the selected components.
+
+    Example: ``ContactLoad("l_cells", "l_sole")`` with ``Contact("l_sole")``.
+    """
+
     kind = "contact_load"
 
     def __init__(self, name, frame, components=LOAD_CELLS, covariance=None, exact=None):
@@ -356,6 +368,12 @@ class _JointSensor(Sensor):
 
 
 class JointTorque(_JointSensor):
+    """Joint torque sensors: the forces ``tau`` (one per dof) of ``joints`` (names; default all
+    joints with dofs), in joint order [N m for revolute, N for prismatic dofs].
+
+    Example: ``JointTorque("knees", ["l_knee", "r_knee"], covariance=0.5**2)``.
+    """
+
     kind = "joint_torque"
 
     def describe(self):
@@ -363,6 +381,15 @@ class JointTorque(_JointSensor):
 
 
 class JointAcceleration(_JointSensor):
+    """Known joint accelerations ``a`` (one per dof) of ``joints`` [rad/s^2 or m/s^2]; exact by default.
+
+    Every joint acceleration that is neither declared unknown nor measured by such a sensor
+    is known and read from the implicit entry ``"qdd"`` at the front of ``y`` (see
+    :meth:`~sparsedyn.estimation.EstimationProblem.known_accelerations`).  A free joint's
+    acceleration is ``[domega; dv]`` in its body frame (see
+    :func:`~sparsedyn.estimation.imu_base_state` to get it from an IMU).
+    """
+
     kind = "joint_acceleration"
     var_kind = "qdd"
     default_exact = True
@@ -372,6 +399,13 @@ class JointAcceleration(_JointSensor):
 
 
 class KnownWrench(Sensor):
+    """A known external wrench ``[n; f]`` acting on the robot at ``frame`` (in the frame's axes,
+    about its origin) [N m; N]: a carried load, a handle pushed with a measured force.  Exact by
+    default; reading ``y`` (6,) = the wrench.
+
+    Example: ``KnownWrench("push", "r_hand")``.
+    """
+
     kind = "known_wrench"
     default_exact = True
 
@@ -446,6 +480,7 @@ class Prior(Sensor):
         return terms, size, None
 
     def value(self, size):
+        """The prior's mean as a (size,) vector."""
         m = np.broadcast_to(np.asarray(self.mean, float), (size,)).copy()
         return m
 

@@ -6,7 +6,7 @@ added on top of it.  Every constraint block gives, at a state ``(q, v)``:
 * ``g(q)`` (..., m): the residual (zero when the constraint holds);
 * ``G(q)`` (..., m, nv): its Jacobian *with respect to the velocity* ``v``,
   i.e. ``d/dt g(q(t)) = G(q) v`` on the constraint manifold.  For quaternion
-  joints ``v`` is not ``dq/dt`` (DESIGN.md: free joint ``v = [omega; v]`` in the
+  joints ``v`` is not ``dq/dt`` (sparsedyn's convention: free joint ``v = [omega; v]`` in the
   body frame), so ``G`` maps ``v``, not ``qdot``;
 * ``Gdot v`` (..., m), the *bias*: the acceleration-level constraint is
   ``G a + Gdot v = 0``.  It is the derivative of ``G(q(t)) v`` along the motion
@@ -47,12 +47,15 @@ class Constraint:
         self.name = name or self.kind
 
     def residual(self, kin, q):
+        """``g(q)`` (..., size) of this block, from the shared kinematics ``kin``."""
         raise NotImplementedError
 
     def jacobian(self, kin, q):
+        """``G(q)`` (..., size, nv) of this block, with respect to the velocity ``v``."""
         raise NotImplementedError
 
     def bias(self, kin, q, v):
+        """``Gdot v`` (..., size) of this block: ``G a + Gdot v = 0`` at the acceleration level."""
         raise NotImplementedError
 
     def evaluate(self, kin, q, v=None):

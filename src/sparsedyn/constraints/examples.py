@@ -80,6 +80,7 @@ class Mechanism:
 
     @property
     def dof(self) -> int:
+        """Degrees of freedom of the closed mechanism (number of independent coordinates)."""
         return len(dof_indices(self.model, self.independent, "independent"))
 
     def partition(self, q):

@@ -55,6 +55,7 @@ from ..algorithms.kinematics import _world_transforms, joint_transforms
 from ..sparse.assembly import SystemPattern, d_values, rhs_values
 from ..sparse.measurements import Kinematics
 from ..spatial import apply_force, apply_motion, pose
+from ..model import UnknownNameError, unknown_name
 from ..sensors import Contact, JointAcceleration, KnownWrench, Sensor, SensorContext
 from .truth import contact_forces_to_bodies, newton_euler, pack_d
 
@@ -109,6 +110,7 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
+        """True when the problem can be solved (well posed or over-determined)."""
         return self.kind in ("well posed", "over-determined")
 
     def headline(self) -> str:
@@ -268,8 +270,8 @@ class EstimationProblem:
         for j in unknown_accelerations:
             try:
                 self.unknown_accelerations.append(model.joint(j))
-            except KeyError:
-                raise KeyError(f"unknown_accelerations: model {model.name!r} has no joint {j!r}") from None
+            except KeyError as e:
+                raise UnknownNameError(f"unknown_accelerations: {e}") from None
         measured_qdd = set()
         for s in sensors:
             if isinstance(s, JointAcceleration) and s.joints is not None:
@@ -367,13 +369,14 @@ class EstimationProblem:
         return y
 
     def layout_text(self) -> str:
+        """The measurement vector's layout as text: ``name [start:stop]`` per sensor, in order."""
         return ", ".join(f"{n} [{o}:{o + s}]" for n, (o, s) in self.addresses.items())
 
     def pack(self, **values) -> np.ndarray:
         """``y`` from ``{sensor name: (..., size)}``; every addressed sensor is needed."""
         extra = set(values) - set(self.addresses)
         if extra:
-            raise KeyError(f"{self.name}: no sensor called {sorted(extra)}; sensors: {list(self.addresses)}")
+            raise unknown_name("sensor", sorted(extra)[0], list(self.addresses), self.name)
         parts = []
         for e in self.entries:
             if e.name not in values:
@@ -399,6 +402,8 @@ class EstimationProblem:
         return a[..., idx]
 
     def unpack(self, y) -> dict:
+        """``{sensor name: y[..., its slot]}`` from a measurement vector ``y`` (..., ny) (the
+        inverse of :meth:`pack`)."""
         y = np.asarray(y)
         return {e.name: y[..., e.slot] for e in self.entries}
 
@@ -430,7 +435,7 @@ class EstimationProblem:
         cw = {}
         for name, w in (contact_wrenches or {}).items():
             if name not in self.contact_body:
-                raise KeyError(f"{self.name}: no contact called {name!r}; contacts: {list(self.contact_body)}")
+                raise unknown_name("contact", name, list(self.contact_body), self.name)
             cw[self.contacts[[c.name for c in self.contacts].index(name)].frame] = w
         f_ext = contact_forces_to_bodies(self.model, {**cw, **(known_wrenches or {})}, shape)
         truth = newton_euler(self.model, q, v, a, f_ext, gravity)
@@ -638,6 +643,7 @@ class Estimate:
         return self._cov
 
     def torque(self, joint):
+        """Estimated forces (..., nv of the joint) of ``joint`` (a name) [N m or N]."""
         return self.tau[..., self.problem.model.v_slice(self.problem.model.joint(joint))]
 
     def wrench(self, joint):
