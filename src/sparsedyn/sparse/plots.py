@@ -11,8 +11,9 @@
   diagonal blocks larger than 1x1 outlined and the fill-in of the symbolic LU
   in red.  Labels name the runs of consecutive rows/columns of one block.
 
-Colours: black = constant +-1, blue = other model constant, orange =
-state-dependent (joint transforms), red = fill-in.  Needs ``matplotlib``
+Colours (with a legend in the picture): black = constant +-1, blue = other
+model constant, orange = state-dependent (joint transforms), red = fill-in; the
+meaning of the row and column labels is printed under the picture (:data:`BLOCK_NAMES`).  Needs ``matplotlib``
 (``pip install sparsedyn[plot]``); files only, no display.
 """
 
@@ -24,7 +25,7 @@ from .assembly import CONST, ONE, STATE, SystemPattern
 from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem
 from .solver import StructurallySingularError, analyze
 
-__all__ = ["plot_system", "sparsity_report", "PROBLEMS"]
+__all__ = ["plot_system", "sparsity_report", "PROBLEMS", "BLOCK_NAMES"]
 
 PROBLEMS = {"id": inverse_dynamics_problem, "fd": forward_dynamics_problem}
 _COLOURS = {ONE: (0.0, 0.0, 0.0), CONST: (0.15, 0.35, 0.85), STATE: (0.95, 0.55, 0.05)}
@@ -68,7 +69,7 @@ def _label_axis(ax, runs, axis, max_labels, lines=True, kinds=None):
             ticks.append(centre)
             names.append(lab)
             last = centre
-    size = 7 if len(ticks) <= 40 else 5 if len(ticks) <= 80 else 4
+    size = 8 if len(ticks) <= 40 else 7 if len(ticks) <= 60 else 5
     if axis == "y":
         ax.set_yticks(ticks, names, fontsize=size)
     else:
@@ -81,7 +82,15 @@ def _label_axis(ax, runs, axis, max_labels, lines=True, kinds=None):
             (ax.axhline if axis == "y" else ax.axvline)(a - 0.5, color=(0.8, 0.8, 0.8), lw=0.3, zorder=0)
 
 
-def plot_system(structure_or_pattern, path, title=None, max_labels=90, undetermined=()):
+#: What the row and column labels of :func:`plot_system` mean (printed under the picture).
+BLOCK_NAMES = ("rows: c(3a)[body] its acceleration recursion, c(3f)[body] its force balance (Nori, eqs. 3a, 3f), "
+               "c(3tau)[joint] the joint force as the projection of the joint wrench (3tau), y[...] a "
+               "measurement (a sensor, or a 'known' variable);\n"
+               "columns: a[body] spatial acceleration, f[body] wrench transmitted by its joint, tau[joint] joint "
+               "force, fx[body] external wrench, qdd[joint] joint acceleration (all in body frames)")
+
+
+def plot_system(structure_or_pattern, path, title=None, max_labels=60, undetermined=()):
     """Save the before/after sparsity picture of ``[D; D_Y]`` as a PNG at ``path``; returns ``path``.
 
     ``structure_or_pattern``: a :class:`~sparsedyn.sparse.Structure` (both
@@ -101,7 +110,7 @@ def plot_system(structure_or_pattern, path, title=None, max_labels=90, undetermi
     row_lab = lambda r: pattern.row_owner(r).label                  # noqa: E731
     col_lab = lambda c: L.column_owner(c).label                     # noqa: E731
     panels = 1 if st is None else 2
-    side = 6.5 if pattern.n < 300 else 8.5
+    side = 7.5 if pattern.n < 300 else 9.5
     fig, axes = plt.subplots(1, panels, figsize=(side * panels + 1.5, side + 1.0), squeeze=False)
     ax = axes[0, 0]
     ax.imshow(_image(pattern, nat_rows, nat_cols, mark_cols=undetermined), interpolation="nearest", aspect="auto")
@@ -127,11 +136,23 @@ def plot_system(structure_or_pattern, path, title=None, max_labels=90, undetermi
         kind = "triangular (substitution)" if st.triangular else \
             ", ".join(sorted({b.ordering for b in st.blocks if b.size > 1})) + f" order, fill-in {st.fill}"
         ax.set_title(f"permuted: block triangular form, {kind}", fontsize=9)
+    from matplotlib.patches import Patch
     name = title or (st.problem.name if st is not None else pattern.problem.name)
-    fig.suptitle(f"{name} of model {L.model.name!r}: {pattern.n} unknowns, {pattern.nnz} worst-case nonzeros  "
-                 "(black +-1, blue constant, orange state-dependent, red fill-in)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    fig.suptitle(f"{name} of model {L.model.name!r}: {pattern.n} unknowns, {pattern.nnz} worst-case nonzeros",
+                 fontsize=12)
+    legend = [Patch(facecolor=_COLOURS[ONE], label="constant +-1"),
+              Patch(facecolor=_COLOURS[CONST], label="other model constant (inertia, geometry)"),
+              Patch(facecolor=_COLOURS[STATE], label="depends on the state (joint transforms)")]
+    if st is not None:
+        legend += [Patch(facecolor=_FILL, label="fill-in of the factorization"),
+                   Patch(facecolor="white", edgecolor=_MARK, label="diagonal block solved together")]
+    if undetermined:
+        legend.append(Patch(facecolor=(0.97, 0.85, 0.97), label="column no equation determines"))
+    fig.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, 0.045))
+    fig.text(0.5, 0.005, BLOCK_NAMES, ha="center", va="bottom", fontsize=8, wrap=True)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
