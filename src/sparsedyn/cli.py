@@ -56,10 +56,16 @@ def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "e
         from .io.urdf import load_urdf
         return load_urdf(path, floating_base=floating_base, invalid_inertia=invalid_inertia)
     from .interop import example_robot_data_dir
-    erd = ("; example-robot-data is not installed (pip install example-robot-data) for names like 'panda'"
-           if example_robot_data_dir() is None else "")
+    d = example_robot_data_dir()
+    if d is None:
+        hint = "; example-robot-data is not installed (pip install example-robot-data) for names like 'panda'"
+    else:
+        import difflib
+        stems = sorted({p.stem for p in d.rglob("*.urdf")})
+        near = [x for x in stems if x.startswith(spec)][:6] or difflib.get_close_matches(spec, stems, n=6, cutoff=0.5)
+        hint = f"; closest example-robot-data URDFs: {', '.join(near)}" if near else ""
     raise UsageError(f"{spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}), nor a .urdf "
-                     f"file, nor a URDF of example-robot-data (e.g. panda, talos, ur5){erd}")
+                     f"file, nor a URDF of example-robot-data (e.g. panda, talos_reduced, ur5_robot){hint}")
 
 
 def _num(x: float) -> float:
@@ -262,7 +268,8 @@ DESCRIPTION = """\
 Rigid-body dynamics of articulated bodies (robots, humans, mechanisms).
 
 MODEL is a built-in name (humanoid, chain7, ...), a URDF file, or the name of a URDF of the
-example-robot-data package (panda, talos, ur5, ...: pip install example-robot-data).
+example-robot-data package (panda, talos_reduced, ur5_robot, icub, ...: pip install
+example-robot-data).
 """
 
 EPILOG = """\
