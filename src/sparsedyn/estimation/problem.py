@@ -150,6 +150,41 @@ def _rank(A, null=False):
     return r, Vt[r:].T
 
 
+def _unit_triangular_solve(N, B):
+    """``N^-1 B`` for a sparse (k, k) ``N`` whose diagonal is nonzero and which is triangular up to a
+    symmetric permutation (the Newton-Euler rows on their own variables: each row defines its
+    variable from its parent's, its children's or its own body's), by substitution in a
+    topological order: elementwise NumPy only (BLAS threads fight on a busy machine).
+    ``None`` if ``N`` is not of that form."""
+    k = N.shape[0]
+    diag = N.diagonal()
+    if np.any(diag == 0):
+        return None
+    indptr, indices, data = N.indptr, N.indices, N.data
+    deps = [[(int(j), float(x)) for j, x in zip(indices[indptr[r]:indptr[r + 1]], data[indptr[r]:indptr[r + 1]])
+             if j != r and x != 0] for r in range(k)]
+    users = [[] for _ in range(k)]
+    waiting = np.zeros(k, int)
+    for r, d in enumerate(deps):
+        waiting[r] = len(d)
+        for j, _ in d:
+            users[j].append(r)
+    ready = [r for r in range(k) if waiting[r] == 0]
+    T = np.array(B, float)
+    done = 0
+    while ready:
+        r = ready.pop()
+        for j, x in deps[r]:
+            T[r] -= x * T[j]
+        T[r] /= diag[r]
+        done += 1
+        for u in users[r]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    return T if done == k else None
+
+
 def _reduced_rank(A, n_ne, P, null=False):
     """:func:`_rank` of the whole system ``A`` (m, n) by exact reductions first (much faster).
 
@@ -162,16 +197,14 @@ def _reduced_rank(A, n_ne, P, null=False):
     instead of hundreds).  Null vectors are mapped back exactly and orthonormalised.
     """
     import scipy.sparse as sps                 # offline only: imported here
-    from scipy.sparse.linalg import splu
     m, n = A.shape
     R = np.setdiff1d(np.arange(n), P)
     if n_ne != len(P):
         return _rank(A, null)
     As = sps.csr_matrix(A)
     NE, Y = As[:n_ne], As[n_ne:]
-    try:                                         # sparse LU: no BLAS threads, ~nnz work per column
-        T = splu(sps.csc_matrix(NE[:, P])).solve(NE[:, R].toarray())          # N_P^-1 N_R
-    except RuntimeError:                         # "exactly singular": never for a tree's rows
+    T = _unit_triangular_solve(NE[:, P].tocsr(), NE[:, R].toarray())      # N_P^-1 N_R
+    if T is None:
         return _rank(A, null)
     S = Y[:, R].toarray() - Y[:, P] @ T
     nz = S != 0
