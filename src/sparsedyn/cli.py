@@ -194,6 +194,7 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     yield (f"  |H - L^T D L| = {np.abs(L.T @ (D[:, None] * L) - H).max():.1e};  "
            f"|Minv H - I| = {np.abs(minv(model, q) @ H - np.eye(model.nv)).max():.1e}")
     if plot:
+        yield "Drawing the sparsity picture of H (matplotlib) ..."
         try:
             from .plots import plot_sparsity
             plot_sparsity(H, pattern, plot, f"humanoid: H at the standing configuration ({model.nv} dofs)",

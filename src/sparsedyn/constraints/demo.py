@@ -26,7 +26,7 @@ def _kkt_error(mech, q, v, res):
                np.abs(G.T @ (sol[model.nv:] - res.lam)).max() / max(1.0, np.abs(G.T @ res.lam).max()))
 
 
-def constraints_demo_lines(seed: int = 0, simulate_seconds: float = 0.5):
+def constraints_demo_lines(seed: int = 0, simulate_seconds: float = 0.5, dt: float = 0.02):
     """Yields the lines of :func:`constraints_demo` as they are computed (at most 100 characters)."""
     rng = np.random.default_rng(seed)
     yield "Closed loops and holonomic constraints (sparsedyn.constraints):"
@@ -49,16 +49,16 @@ def constraints_demo_lines(seed: int = 0, simulate_seconds: float = 0.5):
     yield ""
     yield from textwrap.wrap(f"Four-bar partition (column-pivoted QR of G): {part.describe()}", 100,
                              subsequent_indent="  ")
-    tr = simulate(fb.constraints, fb.q0, np.zeros(fb.model.nv), simulate_seconds, 0.01, every=5)
+    tr = simulate(fb.constraints, fb.q0, np.zeros(fb.model.nv), simulate_seconds, dt, every=5)
     E = [mechanical_energy(fb.model, q, v) for q, v in zip(tr.q, tr.v)]
     yield from textwrap.wrap(
-        f"Four-bar falling freely for {simulate_seconds} s (order-8 Runge-Kutta, dt = 10 ms, projection): "
+        f"Four-bar falling freely for {simulate_seconds} s (order-8 Runge-Kutta, dt = {dt * 1e3:g} ms, projection): "
         f"crank {tr.q[0, 0]:+.2f} -> {tr.q[-1, 0]:+.2f} rad, energy drift {max(abs(e - E[0]) for e in E):.1e} J "
         f"of {abs(E[0]):.2f} J, max |g| = {tr.position_violation.max():.1e}", 100, subsequent_indent="  ")
 
 
-def constraints_demo(seed: int = 0, simulate_seconds: float = 0.5) -> str:
+def constraints_demo(seed: int = 0, simulate_seconds: float = 0.5, dt: float = 0.02) -> str:
     """Closed loops: each example's structure, one inverse/forward dynamics round trip at a random
     consistent state (checked against the full KKT system), and a short unactuated simulation
     of the four-bar (energy and drift)."""
-    return "\n".join(constraints_demo_lines(seed, simulate_seconds))
+    return "\n".join(constraints_demo_lines(seed, simulate_seconds, dt))
