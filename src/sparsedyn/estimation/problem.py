@@ -409,7 +409,7 @@ class EstimationProblem:
         """``y`` from ``{sensor name: (..., size)}``; every addressed sensor is needed."""
         extra = set(values) - set(self.addresses)
         if extra:
-            raise unknown_name("sensor", sorted(extra)[0], list(self.addresses), self.name)
+            raise unknown_name("sensor", sorted(extra)[0], list(self.addresses), f"problem {self.name!r}")
         parts = []
         for e in self.entries:
             if e.name not in values:
@@ -468,7 +468,7 @@ class EstimationProblem:
         cw = {}
         for name, w in (contact_wrenches or {}).items():
             if name not in self.contact_body:
-                raise unknown_name("contact", name, list(self.contact_body), self.name)
+                raise unknown_name("contact", name, list(self.contact_body), f"problem {self.name!r}")
             cw[self.contacts[[c.name for c in self.contacts].index(name)].frame] = w
         f_ext = contact_forces_to_bodies(self.model, {**cw, **(known_wrenches or {})}, shape)
         truth = newton_euler(self.model, q, v, a, f_ext, gravity)
