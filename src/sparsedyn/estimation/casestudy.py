@@ -204,7 +204,7 @@ def estimate_report(model, sensors_path, seed=0, flops=True, extra=None) -> str:
     return "\n".join(lines)
 
 
-def _case_lines(name, prob, rng, q_stand, flops):
+def _case_lines(name, prob, rng, q_stand, flops, posture="standing"):
     """Yields the lines of one case of the demo (the verdict first, then the numbers)."""
     v = prob.verdict(check_at=[q_stand])
     if not v.ok:
@@ -212,7 +212,7 @@ def _case_lines(name, prob, rng, q_stand, flops):
         for d in v.directions:
             yield from _wrap(f"what no sensor sees: {d}.")
         for note in v.notes:
-            yield from _wrap(note + ".")
+            yield from _wrap(note.replace("at given configuration 0", f"at the {posture} posture") + ".")
         yield from _wrap("sparsedyn refuses to return numbers for such a problem (compile() raises "
                          "IllPosedError with this explanation); a sensor that measures the direction above, or "
                          "a prior on it, makes it well posed.")
@@ -220,7 +220,7 @@ def _case_lines(name, prob, rng, q_stand, flops):
     solver = prob.compile()
     yield from _wrap(f"verdict: {v.headline()}")
     for note in v.notes:
-        yield from _wrap(note)
+        yield from _wrap(note.replace("at given configuration 0", f"at the {posture} posture"))
     yield from _wrap("measurement vector y: " + prob.layout_text())
     if flops:
         yield from _flop_lines(solver)
@@ -261,8 +261,7 @@ def estimation_demo_lines(model=None, feet=None, seed=0, flops=True, cases=None)
     yield f"Joint torques and contact wrenches from sensors, on {model.name!r}"
     yield from _wrap(f"The case study of {PAPER}, section VI: the Newton-Euler equations and the sensors' "
                      f"equations form one sparse linear system.  Two feet on the ground, contact wrenches "
-                     f"unknown; the sensor data are simulated by the classical Newton-Euler recursion.  "
-                     f"Configuration 0 below is the {posture} posture.", "")
+                     f"unknown; the sensor data are simulated by the classical Newton-Euler recursion.", "")
     problems = case_problems(model, feet)
     for k, name in enumerate(cases or DEMO_CASES):
         prob = problems[name]
@@ -270,7 +269,7 @@ def estimation_demo_lines(model=None, feet=None, seed=0, flops=True, cases=None)
         yield f"({k + 1}) {prob.name.split(') ', 1)[-1]}"
         if name in DEMO_CASES:
             yield from _wrap(DEMO_CASES[name])
-        yield from _case_lines(name, prob, rng, q_stand, flops)
+        yield from _case_lines(name, prob, rng, q_stand, flops, posture)
     yield ""
     yield (f"({len(cases or DEMO_CASES)} cases in {time.perf_counter() - t0:.1f} s; more in "
            f"sparsedyn.estimation.case_problems)")
