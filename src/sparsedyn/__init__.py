@@ -25,6 +25,13 @@ from .algorithms.ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyL
 from .algorithms.aba import SingularInertiaError, aba
 from .algorithms.fd import fd_crb
 from .algorithms.minv import minv
+from .algorithms.kinematics import (frame_acceleration, frame_classical_acceleration, frame_jacobian_dot_v)
+from .algorithms.com import (center_of_mass, center_of_mass_acceleration, center_of_mass_velocity, com_jacobian,
+                             subtree_centers_of_mass, subtree_masses)
+from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_momentum, centroidal_momentum_matrix,
+                                    centroidal_momentum_matrix_dot_v, centroidal_momentum_rate)
+from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
+from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 from .io.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
 from . import sparse
 from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
@@ -46,6 +53,11 @@ __all__ = [
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
+    "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v",
+    "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
+    "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
+    "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
+    "kinetic_energy", "potential_energy", "mechanical_energy", "joint_torque_regressor", "joint_wrench_regressor",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
