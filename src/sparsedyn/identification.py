@@ -1,0 +1,389 @@
+"""Inertial-parameter identification: base parameters, least squares, physical consistency.
+
+Joint forces and the wrenches F/T sensors measure are linear in the inertial
+parameters ``pi`` (10 per body, :meth:`sparsedyn.Model.inertial_parameters`)::
+
+    tau = Y(q, v, a) pi                    (:func:`sparsedyn.joint_torque_regressor`)
+    y_s = Y_s(q, v, a) pi                  (:func:`force_torque_regressor`)
+
+Not every parameter moves these measurements: some columns of ``Y`` are zero for
+every state, others are combinations of the rest.  The *base parameters* are the
+identifiable combinations (Gautier, *Numerical calculation of the base inertial
+parameters of robots*, 1991): a QR decomposition with column pivoting of
+regressors stacked from random states (joint limits ignored: they are data, not
+structure) splits ``pi`` into independent ``pi_1`` and dependent ``pi_2`` with
+``Y_2 = Y_1 K`` for every state, so ``Y pi = Y_1 beta`` with::
+
+    beta = pi_1 + K pi_2                   (:meth:`BaseParameters.base`)
+
+:func:`identify` solves the (weighted) least squares for ``beta`` and returns its
+covariance; with ``physically_consistent=True`` it instead fits the full ``pi``
+under the constraint that every body's pseudo-inertia (Wensing, Kim and Slotine,
+*Linear matrix inequalities for physically consistent inertial parameter
+identification*, 2017)::
+
+    J = [[Sigma, h], [h^T, m]],  Sigma = tr(I)/2 1 - I    (I about the body origin)
+
+is positive semidefinite, through the parameterization ``J = L L^T`` (Rucker and
+Wensing, *Smooth parameterization of rigid-body inertia*, 2022) and SciPy's
+nonlinear least squares.  SciPy is imported when these functions run, not when
+:mod:`sparsedyn` is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
+from .sensors import ForceTorque
+from .spatial import Transform, force_matrix
+
+__all__ = ["PARAMETER_NAMES", "BaseParameters", "base_parameters", "random_states", "force_torque_regressor",
+           "pseudo_inertia", "parameters_from_pseudo_inertia", "Identification", "identify"]
+
+#: Names of the 10 parameters of a body, in order.
+PARAMETER_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
+
+
+def random_states(model, n, seed=0):
+    """``(q, v, a)`` with ``n`` leading states: configurations drawn joint by joint ignoring the joint
+    limits (angles in [-pi, pi], displacements in [-1, 1] m), standard normal ``v`` and ``a``."""
+    rng = np.random.default_rng(seed)
+    q = np.stack([np.concatenate([j.random(rng) for j in model.joints]) for _ in range(n)])
+    return q, rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
+
+
+# --- F/T sensors ------------------------------------------------------------------------
+
+def _sensor(model, sensor):
+    if isinstance(sensor, str):
+        sensor = model.sensor(sensor)
+    if not isinstance(sensor, ForceTorque):
+        raise TypeError(f"sensor: expected a ForceTorque sensor (or the name of one on model {model.name!r}), "
+                        f"got {sensor!r}")
+    if any(f.name == sensor.joint for f in model.fixed_joints):
+        raise ValueError(f"sensor {sensor.name!r}: joint {sensor.joint!r} is a fixed joint merged into a body; "
+                         f"the wrench across it depends on the inertia of part of that body, which is not one of "
+                         f"the model's inertial parameters (10 per moving body): identify from an F/T sensor on a "
+                         f"moving joint, or split the body at the sensor")
+    return sensor
+
+
+def _sensor_map(model, sensor):
+    """``(i, F)``: the moving joint of a :class:`ForceTorque` and the constant (6, 6) map ``y = F f_i``."""
+    who = f"sensor {sensor.name!r}"
+    try:
+        i = model.joint(sensor.joint)
+    except KeyError as e:
+        raise KeyError(f"{who}: {e.args[0]}") from None
+    X = sensor._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
+                                  f"the child body of joint {sensor.joint!r}")
+    sign = 1.0 if sensor.direction == "parent_to_child" else -1.0
+    return i, sign * force_matrix(X)
+
+
+def force_torque_regressor(model, q, v, a, sensor, gravity=None):
+    """Regressor (..., 6, 10 NB) of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its
+    name on ``model``) on a moving joint: ``force_torque_regressor(...) @ pi`` is what the sensor reads
+    at state ``(q, v, a)`` when no external wrench acts on the bodies beyond it.
+
+    It is the constant sensor map (frame, axes, direction) applied to the joint's rows of
+    :func:`sparsedyn.joint_wrench_regressor`.
+    """
+    sensor = _sensor(model, sensor)
+    i, F = _sensor_map(model, sensor)
+    W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
+    return F @ W[..., i, :, :]
+
+
+# --- base parameters ---------------------------------------------------------------------
+
+def parameter_names(model):
+    """``"body.param"`` for each of the 10 NB inertial parameters."""
+    return [f"{b}.{p}" for b in model.body_names for p in PARAMETER_NAMES]
+
+
+@dataclass(frozen=True)
+class BaseParameters:
+    """The identifiable combinations of a model's inertial parameters (see the module docstring).
+
+    ``independent`` (r,) and ``dependent`` (n - r,): indices into ``pi`` (n = 10 NB);
+    ``K`` (r, n - r): ``beta = pi[independent] + K @ pi[dependent]``; ``names``: one readable
+    combination per base parameter.
+    """
+
+    independent: np.ndarray
+    dependent: np.ndarray
+    K: np.ndarray
+    names: tuple
+
+    @property
+    def rank(self) -> int:
+        return len(self.independent)
+
+    def base(self, pi):
+        """``beta`` (..., r) of full parameters ``pi`` (..., n)."""
+        pi = np.asarray(pi, float)
+        return pi[..., self.independent] + pi[..., self.dependent] @ self.K.T
+
+    def full(self, beta, reference):
+        """Full parameters ``pi`` (n,) with base parameters ``beta`` (r,), closest in the dependent ones
+        to ``reference`` (n,): ``pi[dependent] = reference[dependent]``, ``pi[independent] = beta - K
+        reference[dependent]``.  (Data cannot tell which split of ``beta`` is right.)"""
+        beta, reference = np.asarray(beta, float), np.asarray(reference, float)
+        pi = reference.copy()
+        pi[self.independent] = beta - self.K @ reference[self.dependent]
+        return pi
+
+    def regressor(self, Y):
+        """The base regressor ``Y_1 = Y[..., independent]``: ``Y pi = Y_1 base(pi)``."""
+        return np.asarray(Y)[..., self.independent]
+
+
+def _stack(model, q, v, a, joint_torques, sensors, gravity=None):
+    rows = []
+    if joint_torques:
+        rows.append(joint_torque_regressor(model, q, v, a, gravity=gravity))
+    if sensors:
+        W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
+        for s in sensors:
+            i, F = _sensor_map(model, s)
+            rows.append(F @ W[..., i, :, :])
+    if not rows:
+        raise ValueError("no measurements: give joint torques and/or F/T sensors")
+    return np.concatenate(rows, -2)
+
+
+def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, rtol=1e-10) -> BaseParameters:
+    """The base parameters of ``model`` for joint-torque measurements (``joint_torques``) and the
+    :class:`~sparsedyn.sensors.ForceTorque` ``sensors`` (objects or names on the model).
+
+    ``states``: number of random states stacked (default: enough for three times as many rows as
+    parameters); ``rtol``: a pivot of R below ``rtol`` times the largest is rank deficiency.
+    """
+    from scipy.linalg import qr, solve_triangular
+
+    sensors = [_sensor(model, s) for s in sensors]
+    n = NPARAM * model.nbodies
+    rows_per_state = (model.nv if joint_torques else 0) + 6 * len(sensors)
+    if rows_per_state == 0:
+        raise ValueError("no measurements: give joint torques and/or F/T sensors")
+    N = states or max(8, int(np.ceil(3 * n / rows_per_state)))
+    W = _stack(model, *random_states(model, N, seed), joint_torques, sensors).reshape(-1, n)
+    # Columns scaled to unit norm so the rank decision does not depend on units (kg vs kg m^2).
+    scale = np.linalg.norm(W, axis=0)
+    scale[scale == 0] = 1.0
+    _, R, P = qr(W / scale, mode="economic", pivoting=True)
+    d = np.abs(np.diag(R))
+    r = int(np.sum(d > rtol * d[0])) if d.size and d[0] > 0 else 0
+    indep, dep = P[:r], P[r:]
+    # In scaled columns: W_2/s_2 = W_1/s_1 K_s  =>  W_2 = W_1 diag(1/s_1) K_s diag(s_2).
+    Ks = solve_triangular(R[:r, :r], R[:r, r:]) if r else np.zeros((0, n))
+    K = Ks / scale[indep][:, None] * scale[dep][None, :]
+    K[np.abs(K) < 1e-12 * max(1.0, np.abs(K).max(initial=0.0))] = 0.0
+    names = parameter_names(model)
+    combos = []
+    for k, c in enumerate(indep):
+        terms = [names[c]] + [f"{K[k, j]:+.6g} {names[dep[j]]}" for j in np.flatnonzero(K[k])]
+        combos.append(" ".join(terms))
+    return BaseParameters(np.asarray(indep), np.asarray(dep), K, tuple(combos))
+
+
+# --- physical consistency -------------------------------------------------------------------
+
+def pseudo_inertia(pi):
+    """Pseudo-inertia matrices (..., NB, 4, 4) ``[[Sigma, h], [h^T, m]]`` of parameters ``pi`` (..., 10 NB)
+    (``Sigma = tr(I)/2 1 - I`` is the second moment of mass about the body origin)."""
+    P = np.asarray(pi, float).reshape(np.shape(pi)[:-1] + (-1, NPARAM))
+    m, h = P[..., 0], P[..., 1:4]
+    Ixx, Ixy, Iyy, Ixz, Iyz, Izz = np.moveaxis(P[..., 4:], -1, 0)
+    I = np.stack([np.stack([Ixx, Ixy, Ixz], -1), np.stack([Ixy, Iyy, Iyz], -1), np.stack([Ixz, Iyz, Izz], -1)], -2)
+    Sigma = 0.5 * np.trace(I, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - I
+    top = np.concatenate([Sigma, h[..., :, None]], -1)
+    bottom = np.concatenate([h, m[..., None]], -1)[..., None, :]
+    return np.concatenate([top, bottom], -2)
+
+
+def parameters_from_pseudo_inertia(J):
+    """Inverse of :func:`pseudo_inertia`: parameters (..., 10 NB) of pseudo-inertias (..., NB, 4, 4)."""
+    J = np.asarray(J, float)
+    Sigma, h, m = J[..., :3, :3], J[..., :3, 3], J[..., 3, 3]
+    I = np.trace(Sigma, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - Sigma
+    P = np.concatenate([m[..., None], h, np.stack([I[..., 0, 0], I[..., 0, 1], I[..., 1, 1], I[..., 0, 2],
+                                                   I[..., 1, 2], I[..., 2, 2]], -1)], -1)
+    return P.reshape(P.shape[:-2] + (-1,))
+
+
+_TRIL = np.tril_indices(4)
+
+
+def _pi_of_theta(theta, nb):
+    L = np.zeros((nb, 4, 4))
+    L[:, _TRIL[0], _TRIL[1]] = theta.reshape(nb, NPARAM)
+    return parameters_from_pseudo_inertia(L @ np.swapaxes(L, -1, -2))
+
+
+def _theta_of_pi(pi, nb):
+    """A Cholesky factor per body of the pseudo-inertia, its eigenvalues lifted to be positive."""
+    J = pseudo_inertia(pi)
+    w, V = np.linalg.eigh(J)
+    floor = 1e-9 * np.maximum(np.abs(w).max(-1, keepdims=True), 1e-12)
+    J = (V * np.maximum(w, floor)[..., None, :]) @ np.swapaxes(V, -1, -2)
+    return np.linalg.cholesky(J)[:, _TRIL[0], _TRIL[1]].reshape(-1)
+
+
+# --- least squares ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Identification:
+    """Result of :func:`identify`.
+
+    ``beta`` (r,): base parameters; ``covariance`` (r, r): their covariance (of the unconstrained
+    least-squares estimate; with ``physically_consistent`` it is the same approximation);
+    ``parameters`` (10 NB,): full parameters (the reference's values for what the data cannot tell,
+    or the physically consistent fit); ``base``: the :class:`BaseParameters`; ``sigma2``: the noise
+    variance used (given, or estimated from the residual); ``residual_rms``: of the whitened
+    residual; ``dof``: rows minus base parameters; ``pseudo_inertias`` (NB, 4, 4) of ``parameters``.
+    """
+
+    beta: np.ndarray
+    covariance: np.ndarray
+    parameters: np.ndarray
+    base: BaseParameters
+    sigma2: float
+    residual_rms: float
+    dof: int
+    physically_consistent: bool
+
+    @property
+    def std(self):
+        """Standard deviations (r,) of ``beta``."""
+        return np.sqrt(np.diag(self.covariance))
+
+    @property
+    def pseudo_inertias(self):
+        return pseudo_inertia(self.parameters)
+
+    def model(self, model):
+        """``model`` with the identified :attr:`parameters`."""
+        return model.with_inertial_parameters(self.parameters)
+
+
+def _rows_sigma(sigma, size, what):
+    s = np.broadcast_to(np.asarray(1.0 if sigma is None else sigma, float), (size,))
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(f"{what}: standard deviations must be finite and positive")
+    return s
+
+
+def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physically_consistent=False,
+             reference=None, regularization=1e-6, gravity=None) -> Identification:
+    """Identify the base inertial parameters of ``model`` from measured motion and forces.
+
+    ``q`` (N, nq), ``v``, ``a`` (N, nv): the states; ``tau`` (N, nv): measured joint forces (or None);
+    ``ft``: ``{sensor: y}`` with :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on
+    the model, moving joints, nothing touching the bodies beyond them) and their readings ``y``
+    (N, 6), whitened with the sensor's covariance.  ``sigma``: standard deviation of the joint-force
+    noise (scalar or (nv,)); when given (the noise is known) the covariance of ``beta`` is
+    ``(Y_1^T Sigma^-1 Y_1)^-1``, otherwise it is scaled by the variance estimated from the residual.
+    ``base``: a :class:`BaseParameters` (default :func:`base_parameters` for these measurements).
+
+    ``physically_consistent``: fit the full parameters with every pseudo-inertia positive
+    semidefinite, minimising the whitened residual plus ``regularization`` (relative to the mean
+    diagonal of the normal matrix) times ``|pi - reference|^2``, which picks the parameters the data
+    cannot tell from ``reference`` (default: the model's own).
+    """
+    from scipy.linalg import lstsq
+
+    q, v, a = (np.asarray(x, float) for x in (q, v, a))
+    if q.ndim != 2 or q.shape[-1] != model.nq:
+        raise ValueError(f"q: expected shape (N, {model.nq}) (N states of model {model.name!r}), got {q.shape}")
+    N = q.shape[0]
+    for name, x in (("v", v), ("a", a)):
+        if x.shape != (N, model.nv):
+            raise ValueError(f"{name}: expected shape ({N}, {model.nv}), got {x.shape}")
+    ft = dict(ft or {})
+    sensors = [_sensor(model, s) for s in ft]
+    n = NPARAM * model.nbodies
+    blocks, rhs = [], []
+    if tau is not None:
+        tau = np.asarray(tau, float)
+        if tau.shape != (N, model.nv):
+            raise ValueError(f"tau: expected shape ({N}, {model.nv}), got {tau.shape}")
+        s = _rows_sigma(sigma, model.nv, "sigma")
+        blocks.append(joint_torque_regressor(model, q, v, a, gravity=gravity) / s[:, None])
+        rhs.append(tau / s)
+    if sensors:
+        W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
+        for s, y in zip(sensors, ft.values()):
+            y = np.asarray(y, float)
+            if y.shape != (N, 6):
+                raise ValueError(f"ft[{s.name!r}]: expected shape ({N}, 6), got {y.shape}")
+            i, F = _sensor_map(model, s)
+            Linv = np.linalg.inv(np.linalg.cholesky(s.covariance(6)))     # whitening: C^-1 = Linv^T Linv
+            blocks.append(Linv @ F @ W[..., i, :, :])
+            rhs.append(y @ Linv.T)
+    if not blocks:
+        raise ValueError("identify: no measurements (give tau and/or ft)")
+    A = np.concatenate(blocks, -2).reshape(-1, n)
+    b = np.concatenate(rhs, -1).reshape(-1)
+    if base is None:
+        base = base_parameters(model, sensors, joint_torques=tau is not None)
+    A1 = base.regressor(A)
+    r = base.rank
+    dof = A1.shape[0] - r
+    beta, *_ = lstsq(A1, b)
+    res = b - A1 @ beta
+    known = sigma is not None
+    sigma2 = 1.0 if known else float(res @ res / max(dof, 1))
+    # Covariance (A1^T A1)^-1 via the R factor of A1 (never forming the normal matrix).
+    from scipy.linalg import qr, solve_triangular
+    R = qr(A1, mode="r")[0][:r]
+    Rinv = solve_triangular(R, np.eye(r))
+    cov = sigma2 * (Rinv @ Rinv.T)
+    ref = model.inertial_parameters() if reference is None else np.asarray(reference, float)
+    if ref.shape != (n,):
+        raise ValueError(f"reference: expected {n} inertial parameters, got shape {ref.shape}")
+    pi = base.full(beta, ref)
+    if physically_consistent:
+        pi = _consistent_fit(A, b, pi, ref, regularization, model.nbodies)
+        beta = base.base(pi)
+        res = b - A @ pi
+    rms = float(np.sqrt(np.mean(res ** 2))) if res.size else 0.0
+    return Identification(beta, cov, pi, base, sigma2, rms, dof, physically_consistent)
+
+
+def _consistent_fit(A, b, pi0, ref, regularization, nb):
+    """Least squares over ``pi = pi(L)`` (``J = L L^T`` per body), from the projection of ``pi0``."""
+    from scipy.optimize import least_squares
+
+    from scipy.linalg import qr
+
+    n = A.shape[1]
+    lam = np.sqrt(regularization * np.mean(np.sum(A * A, 0)))
+    # |A pi - b|^2 = |R pi - Q^T b|^2 + const: iterate on the n x n triangle, not on every row.
+    Q, R = qr(A, mode="economic")
+    A, b = R, Q.T @ b
+    theta0 = _theta_of_pi(pi0, nb)
+
+    def fun(theta):
+        pi = _pi_of_theta(theta, nb)
+        return np.concatenate([A @ pi - b, lam * (pi - ref)])
+
+    def jac(theta):
+        # pi(theta) is quadratic, so central differences are exact (up to rounding) for any step.
+        D = np.zeros((n, theta.size))
+        for k in range(NPARAM):
+            e = np.zeros(theta.size)
+            e[k::NPARAM] = 1.0
+            d = _pi_of_theta(theta + e, nb) - _pi_of_theta(theta - e, nb)
+            # body j's parameters depend on body j's factor only: scatter block-diagonally
+            for j in range(nb):
+                D[NPARAM * j:NPARAM * (j + 1), NPARAM * j + k] = 0.5 * d[NPARAM * j:NPARAM * (j + 1)]
+        return np.concatenate([A @ D, lam * D])
+
+    sol = least_squares(fun, theta0, jac=jac, method="trf", x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12,
+                        max_nfev=100)
+    return _pi_of_theta(sol.x, nb)
