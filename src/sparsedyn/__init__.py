@@ -32,6 +32,8 @@ from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_mom
                                     centroidal_momentum_matrix_dot_v, centroidal_momentum_rate)
 from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
 from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
+from . import identification
+from .identification import BaseParameters, Identification, base_parameters, force_torque_regressor, identify
 from .io.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
 from . import sparse
 from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
@@ -58,6 +60,7 @@ __all__ = [
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
     "kinetic_energy", "potential_energy", "mechanical_energy", "joint_torque_regressor", "joint_wrench_regressor",
+    "identification", "identify", "base_parameters", "BaseParameters", "Identification", "force_torque_regressor",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
