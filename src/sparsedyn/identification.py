@@ -172,9 +172,13 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
         raise ValueError("no measurements: give joint torques and/or F/T sensors")
     N = states or max(8, int(np.ceil(3 * n / rows_per_state)))
     W = _stack(model, *random_states(model, N, seed), joint_torques, sensors).reshape(-1, n)
-    # Columns scaled to unit norm so the rank decision does not depend on units (kg vs kg m^2).
+    # Columns scaled to unit norm so the rank decision does not depend on units (kg vs kg m^2).  A
+    # column that is zero up to rounding (a parameter that moves nothing) is set to zero first:
+    # scaled up, its rounding noise would look like an independent column.
     scale = np.linalg.norm(W, axis=0)
-    scale[scale == 0] = 1.0
+    zero = scale <= rtol * scale.max(initial=0.0)
+    W[:, zero] = 0.0
+    scale[zero] = 1.0
     _, R, P = qr(W / scale, mode="economic", pivoting=True)
     d = np.abs(np.diag(R))
     r = int(np.sum(d > rtol * d[0])) if d.size and d[0] > 0 else 0
@@ -366,11 +370,14 @@ def _consistent_fit(A, b, pi0, ref, regularization, nb):
     # |A pi - b|^2 = |R pi - Q^T b|^2 + const: iterate on the n x n triangle, not on every row.
     Q, R = qr(A, mode="economic")
     A, b = R, Q.T @ b
-    theta0 = _theta_of_pi(pi0, nb)
 
     def fun(theta):
         pi = _pi_of_theta(theta, nb)
         return np.concatenate([A @ pi - b, lam * (pi - ref)])
+
+    # Start from the least-squares estimate or the reference, each made physical, whichever fits better.
+    starts = [_theta_of_pi(pi0, nb), _theta_of_pi(ref, nb)]
+    theta0 = min(starts, key=lambda th: float(np.sum(fun(th) ** 2)))
 
     def jac(theta):
         # pi(theta) is quadratic, so central differences are exact (up to rounding) for any step.
