@@ -9,10 +9,13 @@ from sparsedyn import identification as idn
 from sparsedyn.sensors import ForceTorque
 from sparsedyn.spatial import Transform, rotx
 from conftest import pendulum, rel_err
+import erd
 
 
-@pytest.fixture(scope="module", params=["chain", "floating"])
+@pytest.fixture(scope="module", params=["chain", "floating", "panda"])
 def robot(request):
+    if request.param == "panda":
+        return erd.load_pair("panda", False)[0]
     if request.param == "chain":
         return sd.random_tree(6, branching=1.0, joint_types="all", seed=11)
     return sd.random_tree(6, branching=2.0, joint_types="all", seed=12, floating_base=True)

@@ -156,12 +156,14 @@ def _stack(model, q, v, a, joint_torques, sensors, gravity=None):
     return np.concatenate(rows, -2)
 
 
-def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, rtol=1e-10) -> BaseParameters:
+def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, rtol=1e-10,
+                    gravity=None) -> BaseParameters:
     """The base parameters of ``model`` for joint-torque measurements (``joint_torques``) and the
     :class:`~sparsedyn.sensors.ForceTorque` ``sensors`` (objects or names on the model).
 
     ``states``: number of random states stacked (default: enough for three times as many rows as
-    parameters); ``rtol``: a pivot of R below ``rtol`` times the largest is rank deficiency.
+    parameters); ``rtol``: a pivot of R below ``rtol`` times the largest is rank deficiency;
+    ``gravity`` (3,): overrides ``model.gravity`` (its direction decides which first moments act).
     """
     from scipy.linalg import qr, solve_triangular
 
@@ -171,7 +173,7 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     if rows_per_state == 0:
         raise ValueError("no measurements: give joint torques and/or F/T sensors")
     N = states or max(8, int(np.ceil(3 * n / rows_per_state)))
-    W = _stack(model, *random_states(model, N, seed), joint_torques, sensors).reshape(-1, n)
+    W = _stack(model, *random_states(model, N, seed), joint_torques, sensors, gravity).reshape(-1, n)
     # Columns scaled to unit norm so the rank decision does not depend on units (kg vs kg m^2).  A
     # column that is zero up to rounding (a parameter that moves nothing) is set to zero first:
     # scaled up, its rounding noise would look like an independent column.
@@ -283,7 +285,7 @@ def _rows_sigma(sigma, size, what):
 
 
 def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physically_consistent=False,
-             reference=None, regularization=1e-6, gravity=None) -> Identification:
+             reference=None, regularization=1e-6, gravity=None, known_noise=None) -> Identification:
     """Identify the base inertial parameters of ``model`` from measured motion and forces.
 
     ``q`` (N, nq), ``v``, ``a`` (N, nv): the states; ``tau`` (N, nv): measured joint forces (or None);
@@ -291,7 +293,9 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     the model, moving joints, nothing touching the bodies beyond them) and their readings ``y``
     (N, 6), whitened with the sensor's covariance.  ``sigma``: standard deviation of the joint-force
     noise (scalar or (nv,)); when given (the noise is known) the covariance of ``beta`` is
-    ``(Y_1^T Sigma^-1 Y_1)^-1``, otherwise it is scaled by the variance estimated from the residual.
+    ``(Y_1^T Sigma^-1 Y_1)^-1``, otherwise it is scaled by the variance estimated from the residual
+    (``known_noise`` overrides that choice, e.g. ``True`` for F/T readings alone whose sensor
+    covariances are the true ones).
     ``base``: a :class:`BaseParameters` (default :func:`base_parameters` for these measurements).
 
     ``physically_consistent``: fit the full parameters with every pseudo-inertia positive
@@ -334,13 +338,13 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     A = np.concatenate(blocks, -2).reshape(-1, n)
     b = np.concatenate(rhs, -1).reshape(-1)
     if base is None:
-        base = base_parameters(model, sensors, joint_torques=tau is not None)
+        base = base_parameters(model, sensors, joint_torques=tau is not None, gravity=gravity)
     A1 = base.regressor(A)
     r = base.rank
     dof = A1.shape[0] - r
     beta, *_ = lstsq(A1, b)
     res = b - A1 @ beta
-    known = sigma is not None
+    known = sigma is not None if known_noise is None else bool(known_noise)
     sigma2 = 1.0 if known else float(res @ res / max(dof, 1))
     # Covariance (A1^T A1)^-1 via the R factor of A1 (never forming the normal matrix).
     from scipy.linalg import qr, solve_triangular

@@ -76,7 +76,7 @@ def centroidal_momentum_rate(model, q, v, a):
     and external wrenches, ``hdot_G`` equals their total wrench about the CoM."""
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v)
-    a = _checks.velocity(model, a, "a")
+    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
     h, hdot = _momentum_and_rate(model, q, v, a)
     return np.broadcast_to(h, shape + (6,)).copy(), np.broadcast_to(hdot, shape + (6,)).copy()

@@ -75,7 +75,7 @@ def _com(model, q):
     Xup, S = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
     hw = world_first_moments(model, X0)
-    return Xup, S, X0, hw, sum(hw) / _total_mass(model)
+    return Xup, S, X0, hw, sum(hw) * (1.0 / _total_mass(model))   # one constant factor, no division when traced
 
 
 def _linear_momentum_world(model, X0, f):
@@ -113,7 +113,7 @@ def center_of_mass_velocity(model, q, v):
     Xup, S, X0, _, com = _com(model, q)
     vb = body_velocities_list(model, Xup, S, v)
     p = [rigid_apply(rigid_inertia(model.inertia[i]), vb[i]) for i in range(model.nbodies)]
-    vcom = _linear_momentum_world(model, X0, p) / _total_mass(model)
+    vcom = _linear_momentum_world(model, X0, p) * (1.0 / _total_mass(model))
     return np.broadcast_to(com, shape + (3,)).copy(), np.broadcast_to(vcom, shape + (3,)).copy()
 
 
@@ -123,17 +123,17 @@ def center_of_mass_acceleration(model, q, v, a):
     included; see :func:`center_of_mass`)."""
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v)
-    a = _checks.velocity(model, a, "a")
+    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
     Xup, S, X0, _, com = _com(model, q)
     vb, ab = body_accelerations(model, Xup, S, v, a)
     M = _total_mass(model)
     I = [rigid_inertia(model.inertia[i]) for i in range(model.nbodies)]
     p = [rigid_apply(I[i], vb[i]) for i in range(model.nbodies)]
-    vcom = _linear_momentum_world(model, X0, p) / M
+    vcom = _linear_momentum_world(model, X0, p) * (1.0 / M)
     # rate of momentum of body i, body frame: I a + v x* I v (Newton-Euler)
     dp = [rigid_apply(I[i], ab[i]) + cross_force(vb[i], p[i]) for i in range(model.nbodies)]
-    acom = _linear_momentum_world(model, X0, dp) / M
+    acom = _linear_momentum_world(model, X0, dp) * (1.0 / M)
     return tuple(np.broadcast_to(x, shape + (3,)).copy() for x in (com, vcom, acom))
 
 
@@ -150,7 +150,7 @@ def com_jacobian(model, q):
         s = apply_columns(apply_motion_inv, X0[j], S[j])              # 0_X_j S_j (..., 6, nv_j), world origin
         w, lin = np.swapaxes(s[..., :3, :], -1, -2), np.swapaxes(s[..., 3:, :], -1, -2)
         col = ms[j] * lin + cross3(w, np.broadcast_to(hs[j][..., None, :], w.shape))
-        J[..., :, model.v_slice(j)] = np.swapaxes(col, -1, -2) / M
+        J[..., :, model.v_slice(j)] = np.swapaxes(col, -1, -2) * (1.0 / M)
     return J
 
 
@@ -166,5 +166,5 @@ def subtree_centers_of_mass(model, q):
     X0 = world_transforms(model, Xup)
     hs = subtree_first_moments(model, world_first_moments(model, X0))
     ms = subtree_masses(model)
-    out = [hs[i] / ms[i] if ms[i] > 0 else X0[i].r for i in range(model.nbodies)]
+    out = [hs[i] * (1.0 / ms[i]) if ms[i] > 0 else X0[i].r for i in range(model.nbodies)]
     return np.stack([np.broadcast_to(x, q.shape[:-1] + (3,)) for x in out], -2)

@@ -220,7 +220,7 @@ def _frame_motion(model, q, v, a, frame, reference):
     _check_reference(reference)
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v)
-    a = _checks.velocity(model, a, "a")
+    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
     k = model.frame(frame)
     Xup, S = joint_transforms(model, q)

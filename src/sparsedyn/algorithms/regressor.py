@@ -91,7 +91,7 @@ def joint_torque_regressor(model, q, v, a, gravity=None):
     (Pinocchio's ``computeJointTorqueRegressor``; columns ``10 j .. 10 j + 9`` belong to body ``j``)."""
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v)
-    a = _checks.velocity(model, a, "a")
+    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     g = _checks.gravity(model, gravity)
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1), gravity=(None if gravity is None else g, 1))
     F, S = _joint_wrench_blocks(model, q, v, a, g)
@@ -111,7 +111,7 @@ def joint_wrench_regressor(model, q, v, a, gravity=None):
     measures).  ``joint_torque_regressor`` is ``S_i^T W_i``."""
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v)
-    a = _checks.velocity(model, a, "a")
+    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     g = _checks.gravity(model, gravity)
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1), gravity=(None if gravity is None else g, 1))
     F, _ = _joint_wrench_blocks(model, q, v, a, g)
