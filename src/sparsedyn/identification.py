@@ -24,9 +24,9 @@ identification*, 2017)::
 
     J = [[Sigma, h], [h^T, m]],  Sigma = tr(I)/2 1 - I    (I about the body origin)
 
-is positive semidefinite, through the parameterization ``J = L L^T`` (Rucker and
-Wensing, *Smooth parameterization of rigid-body inertia*, 2022) and SciPy's
-nonlinear least squares.  SciPy is imported when these functions run, not when
+is positive semidefinite: a convex problem (a linear matrix inequality per body), solved by
+a log-barrier interior-point method (Boyd and Vandenberghe, *Convex Optimization*, 2004,
+chapter 11) with Newton steps on the barrier problem.  SciPy is imported when these functions run, not when
 :mod:`sparsedyn` is imported.
 """
 
@@ -222,22 +222,16 @@ def parameters_from_pseudo_inertia(J):
     return P.reshape(P.shape[:-2] + (-1,))
 
 
-_TRIL = np.tril_indices(4)
+#: ``E[k]`` (10, 4, 4): the pseudo-inertia is ``J = sum_k pi_k E[k]`` (it is linear in the parameters).
+_E = pseudo_inertia(np.eye(NPARAM))[:, 0]
 
 
-def _pi_of_theta(theta, nb):
-    L = np.zeros((nb, 4, 4))
-    L[:, _TRIL[0], _TRIL[1]] = theta.reshape(nb, NPARAM)
-    return parameters_from_pseudo_inertia(L @ np.swapaxes(L, -1, -2))
-
-
-def _theta_of_pi(pi, nb):
-    """A Cholesky factor per body of the pseudo-inertia, its eigenvalues lifted to be positive."""
-    J = pseudo_inertia(pi)
-    w, V = np.linalg.eigh(J)
-    floor = 1e-9 * np.maximum(np.abs(w).max(-1, keepdims=True), 1e-12)
-    J = (V * np.maximum(w, floor)[..., None, :]) @ np.swapaxes(V, -1, -2)
-    return np.linalg.cholesky(J)[:, _TRIL[0], _TRIL[1]].reshape(-1)
+def _lift(pi, nb, rel=1e-6):
+    """Parameters whose pseudo-inertias are ``J`` with every eigenvalue raised to at least ``rel`` times the
+    largest (a strictly feasible point for the barrier)."""
+    w, V = np.linalg.eigh(pseudo_inertia(pi))
+    floor = rel * np.maximum(np.abs(w).max(-1, keepdims=True), 1e-9)
+    return parameters_from_pseudo_inertia((V * np.maximum(w, floor)[..., None, :]) @ np.swapaxes(V, -1, -2))
 
 
 # --- least squares ---------------------------------------------------------------------------
@@ -363,38 +357,64 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     return Identification(beta, cov, pi, base, sigma2, rms, dof, physically_consistent)
 
 
-def _consistent_fit(A, b, pi0, ref, regularization, nb):
-    """Least squares over ``pi = pi(L)`` (``J = L L^T`` per body), from the projection of ``pi0``."""
-    from scipy.optimize import least_squares
-
-    from scipy.linalg import qr
+def _consistent_fit(A, b, pi0, ref, regularization, nb, tol=1e-10):
+    """``min |A pi - b|^2 + lam^2 |pi - ref|^2`` subject to ``J_j(pi) >= 0`` for every body, by the
+    barrier method: minimise ``t f(pi) - sum_j log det J_j(pi)`` by Newton's method for increasing
+    ``t``; the gap to the optimum is at most ``4 NB / t``."""
+    from scipy.linalg import cho_factor, cho_solve, qr
 
     n = A.shape[1]
-    lam = np.sqrt(regularization * np.mean(np.sum(A * A, 0)))
-    # |A pi - b|^2 = |R pi - Q^T b|^2 + const: iterate on the n x n triangle, not on every row.
+    lam2 = regularization * np.mean(np.sum(A * A, 0))
+    # |A pi - b|^2 = |R pi - Q^T b|^2 + const: the n x n triangle carries all the data.
     Q, R = qr(A, mode="economic")
-    A, b = R, Q.T @ b
+    c = Q.T @ b
+    Hf = 2 * (R.T @ R + lam2 * np.eye(n))
+    gf0 = 2 * (R.T @ c + lam2 * ref)
 
-    def fun(theta):
-        pi = _pi_of_theta(theta, nb)
-        return np.concatenate([A @ pi - b, lam * (pi - ref)])
+    def f(pi):
+        return float(np.sum((R @ pi - c) ** 2) + lam2 * np.sum((pi - ref) ** 2))
 
-    # Start from the least-squares estimate or the reference, each made physical, whichever fits better.
-    starts = [_theta_of_pi(pi0, nb), _theta_of_pi(ref, nb)]
-    theta0 = min(starts, key=lambda th: float(np.sum(fun(th) ** 2)))
+    def barrier(pi):
+        """``(-sum log det J, gradient, block Hessian (NB, 10, 10))``, or None outside the cone."""
+        J = pseudo_inertia(pi)
+        try:
+            L = np.linalg.cholesky(J)
+        except np.linalg.LinAlgError:
+            return None
+        phi = -2 * np.sum(np.log(np.diagonal(L, 0, -2, -1)))
+        G = np.linalg.inv(J)[:, None] @ _E                         # J^-1 E_k  (NB, 10, 4, 4)
+        g = -np.trace(G, axis1=-2, axis2=-1).reshape(-1)
+        H = np.einsum("jkab,jlba->jkl", G, G)
+        return phi, g, H
 
-    def jac(theta):
-        # pi(theta) is quadratic, so central differences are exact (up to rounding) for any step.
-        D = np.zeros((n, theta.size))
-        for k in range(NPARAM):
-            e = np.zeros(theta.size)
-            e[k::NPARAM] = 1.0
-            d = _pi_of_theta(theta + e, nb) - _pi_of_theta(theta - e, nb)
-            # body j's parameters depend on body j's factor only: scatter block-diagonally
+    starts = [_lift(pi0, nb), _lift(ref, nb)]
+    pi = min(starts, key=f)
+    m = 4 * nb                                                      # barrier parameter (4 x 4 cones)
+    t = m / max(f(pi), 1e-12)
+    for _ in range(60):                                             # outer: t grows tenfold each time
+        for _ in range(50):                                         # Newton on t f + phi
+            phi, gb, Hb = barrier(pi)
+            g = t * (Hf @ pi - gf0) + gb
+            H = t * Hf
             for j in range(nb):
-                D[NPARAM * j:NPARAM * (j + 1), NPARAM * j + k] = 0.5 * d[NPARAM * j:NPARAM * (j + 1)]
-        return np.concatenate([A @ D, lam * D])
-
-    sol = least_squares(fun, theta0, jac=jac, method="trf", x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12,
-                        max_nfev=100)
-    return _pi_of_theta(sol.x, nb)
+                H[NPARAM * j:NPARAM * (j + 1), NPARAM * j:NPARAM * (j + 1)] += Hb[j]
+            step = -cho_solve(cho_factor(H), g)
+            dec = -g @ step                                         # Newton decrement squared
+            if dec < 1e-10:
+                break
+            F0, s = t * f(pi) + phi, 1.0
+            while True:                                             # backtracking, staying inside the cone
+                new = pi + s * step
+                bn = barrier(new)
+                if bn is not None and t * f(new) + bn[0] <= F0 - 0.25 * s * dec:
+                    break
+                s *= 0.5
+                if s < 1e-12:
+                    break
+            if s < 1e-12:
+                break
+            pi = new
+        if m / t < tol * max(1.0, f(pi)):
+            break
+        t *= 10.0
+    return pi
