@@ -156,3 +156,17 @@ def test_bad_input(robot):
         robot.with_inertial_parameters(np.zeros(3))
     with pytest.raises(TypeError, match="expected a ForceTorque"):
         idn.force_torque_regressor(robot, q, v, a, sd.estimation.JointTorque("t", [robot.joint_names[0]]))
+
+
+def test_force_torque_sensor_on_a_fixed_joint_is_refused_with_a_reason():
+    b = sd.ModelBuilder("m")
+    b.add_body("a", None, sd.make_joint("revolute", (0, 0, 1)), mass=1.0, com=[0.1, 0, 0],
+               rot_inertia=0.01 * np.eye(3))
+    b.add_frame("sole", "a")
+    b.add_fixed_joint("ankle_ft_joint", "a", inertia=0.5 * np.eye(6), frames=["sole"])
+    model = b.build()
+    q, v, a = idn.random_states(model, 2)
+    with pytest.raises(ValueError, match="'ankle_ft_joint' is a fixed joint merged into a body"):
+        idn.force_torque_regressor(model, q, v, a, ForceTorque("ft", "ankle_ft_joint"))
+    with pytest.raises(KeyError, match="has no sensor 'nope'"):
+        idn.force_torque_regressor(model, q, v, a, "nope")
