@@ -297,7 +297,7 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     diagonal of the normal matrix) times ``|pi - reference|^2``, which picks the parameters the data
     cannot tell from ``reference`` (default: the model's own).
     """
-    from scipy.linalg import lstsq
+    from scipy.linalg import lstsq, qr, solve_triangular
 
     q, v, a = (np.asarray(x, float) for x in (q, v, a))
     if q.ndim != 2 or q.shape[-1] != model.nq:
@@ -336,12 +336,13 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     A1 = base.regressor(A)
     r = base.rank
     dof = A1.shape[0] - r
+    if dof < 0:
+        raise ValueError(f"identify: {A1.shape[0]} measurements for {r} base parameters; give more states")
     beta, *_ = lstsq(A1, b)
     res = b - A1 @ beta
     known = sigma is not None if known_noise is None else bool(known_noise)
     sigma2 = 1.0 if known else float(res @ res / max(dof, 1))
     # Covariance (A1^T A1)^-1 via the R factor of A1 (never forming the normal matrix).
-    from scipy.linalg import qr, solve_triangular
     R = qr(A1, mode="r")[0][:r]
     Rinv = solve_triangular(R, np.eye(r))
     cov = sigma2 * (Rinv @ Rinv.T)
