@@ -158,15 +158,55 @@ def test_bad_input(robot):
         idn.force_torque_regressor(robot, q, v, a, sd.estimation.JointTorque("t", [robot.joint_names[0]]))
 
 
-def test_force_torque_sensor_on_a_fixed_joint_is_refused_with_a_reason():
+@pytest.fixture(scope="module")
+def icub():
+    """iCub with its six F/T sensors, all on merged fixed joints: the leg and arm sensors have the
+    moving bodies beyond them on their child side, the foot sensors none."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(erd.robots_dir() / "icub_description/robots/icub_reduced.urdf", floating_base=True)
+    sensors = [s for s in model.sensors if s.kind == "force_torque"]
+    assert len(sensors) == 6 and {len(model.fixed_joint(s.joint).children) for s in sensors} == {0, 1}
+    return model, sensors
+
+
+def test_fixed_joint_force_torque_regressor_matches_the_estimation_model(icub):
+    model, sensors = icub
+    prob = sd.EstimationProblem(model, sensors=sensors)
+    q, v, a = idn.random_states(model, 2, seed=9)
+    y = prob.unpack(prob.simulate(q, v, a)[0])
+    for s in sensors:
+        Ys = idn.force_torque_regressor(model, q, v, a, s)
+        assert Ys.shape == (2, 6, 10 * model.nbodies + 10)
+        pi = idn.model_parameters(model, (s.joint,))
+        assert rel_err(Ys @ pi, y[s.name]) < 1e-12
+
+
+def test_identify_from_fixed_joint_force_torque_sensors(icub):
+    """The six sensors alone, no noise: the base parameters (bodies beyond the sensors and the
+    child-side pieces) are recovered."""
+    model, sensors = icub
+    bp = idn.base_parameters(model, sensors=sensors, joint_torques=False)
+    assert bp.pieces == tuple(s.joint for s in sensors)
+    q, v, a = idn.random_states(model, 12, seed=10)
+    ft = {s: idn.force_torque_regressor(model, q, v, a, s) @ idn.model_parameters(model, (s.joint,))
+          for s in sensors}
+    res = sd.identify(model, q, v, a, ft=ft, base=bp)
+    truth = bp.of_model(model)
+    assert rel_err(res.beta, truth) < 1e-8
+    assert set(res.child_sides) == set(bp.pieces)
+
+
+def test_fixed_joint_sensor_with_moving_bodies_on_both_sides_is_refused():
     b = sd.ModelBuilder("m")
-    b.add_body("a", None, sd.make_joint("revolute", (0, 0, 1)), mass=1.0, com=[0.1, 0, 0],
-               rot_inertia=0.01 * np.eye(3))
-    b.add_frame("sole", "a")
-    b.add_fixed_joint("ankle_ft_joint", "a", inertia=0.5 * np.eye(6), frames=["sole"])
+    rev = sd.make_joint("revolute", (0, 0, 1))
+    b.add_body("a", None, rev, mass=1.0, com=[0.1, 0, 0], rot_inertia=0.01 * np.eye(3))
+    b.add_body("c1", "a", rev, mass=1.0).add_body("c2", "a", rev, mass=1.0)
+    b.add_fixed_joint("ft_joint", "a", inertia=np.zeros((6, 6)), children=["c1"])
     model = b.build()
     q, v, a = idn.random_states(model, 2)
-    with pytest.raises(ValueError, match="'ankle_ft_joint' is a fixed joint merged into a body"):
-        idn.force_torque_regressor(model, q, v, a, ForceTorque("ft", "ankle_ft_joint"))
+    with pytest.raises(ValueError, match="'ft_joint' has moving bodies on both sides"):
+        idn.force_torque_regressor(model, q, v, a, ForceTorque("ft", "ft_joint"))
     with pytest.raises(KeyError, match="has no sensor 'nope'"):
         idn.force_torque_regressor(model, q, v, a, "nope")

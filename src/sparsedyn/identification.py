@@ -41,6 +41,7 @@ from .sensors import ForceTorque
 from .spatial import Transform, force_matrix
 
 __all__ = ["PARAMETER_NAMES", "BaseParameters", "base_parameters", "random_states", "force_torque_regressor",
+           "fixed_joint_parameters", "inertia_parameters", "model_parameters", "parameter_names",
            "pseudo_inertia", "parameters_from_pseudo_inertia", "Identification", "identify"]
 
 #: Names of the 10 parameters of a body, in order.
@@ -63,61 +64,130 @@ def _sensor(model, sensor):
     if not isinstance(sensor, ForceTorque):
         raise TypeError(f"sensor: expected a ForceTorque sensor (or the name of one on model {model.name!r}), "
                         f"got {sensor!r}")
-    if any(f.name == sensor.joint for f in model.fixed_joints):
-        raise ValueError(f"sensor {sensor.name!r}: joint {sensor.joint!r} is a fixed joint merged into a body; "
-                         f"the wrench across it depends on the inertia of part of that body, which is not one of "
-                         f"the model's inertial parameters (10 per moving body): identify from an F/T sensor on a "
-                         f"moving joint, or split the body at the sensor")
     return sensor
 
 
-def _sensor_map(model, sensor):
-    """``(i, F)``: the moving joint of a :class:`ForceTorque` and the constant (6, 6) map ``y = F f_i``."""
+def _fixed(model, sensor):
+    return next((f for f in model.fixed_joints if f.name == sensor.joint), None)
+
+
+def _pieces(model, sensors):
+    """Names of the fixed joints carrying a sensor (each adds a child-side piece: 10 parameters)."""
+    out = []
+    for s in sensors:
+        fj = _fixed(model, s)
+        if fj is not None and fj.name not in out:
+            out.append(fj.name)
+    return tuple(out)
+
+
+def inertia_parameters(I6):
+    """The 10 parameters (..., 10) of spatial inertias (..., 6, 6) (order of
+    :meth:`sparsedyn.Model.inertial_parameters`)."""
+    I = np.asarray(I6, float)
+    return np.stack([I[..., 5, 5], I[..., 2, 4], I[..., 0, 5], I[..., 1, 3], I[..., 0, 0], I[..., 0, 1],
+                     I[..., 1, 1], I[..., 0, 2], I[..., 1, 2], I[..., 2, 2]], -1)
+
+
+def fixed_joint_parameters(model, joint):
+    """The 10 parameters of the links on the child side of the merged fixed joint ``joint`` (part of its
+    body's parameters; recorded by the URDF loader as ``FixedJoint.inertia``)."""
+    return inertia_parameters(model.fixed_joint(joint).inertia)
+
+
+def _sensor_rows(model, sensor, W, pieces):
+    """Rows (..., 6, 10 NB + 10 len(pieces)) of a :class:`ForceTorque` from the joint-wrench regressor ``W``.
+
+    Moving joint ``i``: ``y = F f_i`` with ``F`` the constant sensor map.  Fixed joint merged into body
+    ``B`` (see :class:`~sparsedyn.sensors.ForceTorque`): the child-side piece ``P`` (parameters
+    ``pi_P``) moves with ``B``, whose Newton-Euler regressor is ``A_B`` (the diagonal block of ``W``);
+    with no moving body on ``P``, ``y = F A_B pi_P``; with every moving child of ``B`` on ``P``,
+    ``y = F (f_B - A_B (pi_B - pi_P))``.  No external wrench may act on ``P`` and beyond.
+    """
     who = f"sensor {sensor.name!r}"
-    try:
-        i = model.joint(sensor.joint)
-    except KeyError as e:
-        raise KeyError(f"{who}: {e.args[0]}") from None
-    X = sensor._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
-                                  f"the child body of joint {sensor.joint!r}")
     sign = 1.0 if sensor.direction == "parent_to_child" else -1.0
-    return i, sign * force_matrix(X)
+    nb = model.nbodies
+    shape = W.shape[:-3] + (6, NPARAM * (nb + len(pieces)))
+    rows = np.zeros(shape)
+    fj = _fixed(model, sensor)
+    if fj is None:
+        try:
+            i = model.joint(sensor.joint)
+        except KeyError as e:
+            raise KeyError(f"{who}: {e.args[0]}") from None
+        X = sensor._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
+                                      f"the child body of joint {sensor.joint!r}")
+        rows[..., :NPARAM * nb] = sign * force_matrix(X) @ W[..., i, :, :]
+        return rows
+    b = fj.body
+    X = sensor._measurement_frame(model, who, b, fj.X, f"the body fixed joint {sensor.joint!r} was merged into")
+    F = sign * force_matrix(X)
+    other = [c for c in range(b + 1, nb) if model.parent[c] == b and c not in fj.children]
+    if fj.children and other:
+        raise ValueError(f"{who}: fixed joint {sensor.joint!r} has moving bodies on both sides inside body "
+                         f"{model.body_names[b]!r}; the wrench across it is not a function of its body's and the "
+                         f"child side's parameters alone")
+    blk = slice(NPARAM * b, NPARAM * (b + 1))
+    A_B = W[..., b, :, blk]
+    if fj.children:                                  # every moving child of B beyond the sensor
+        rows[..., :NPARAM * nb] = F @ W[..., b, :, :]
+        rows[..., blk] = 0.0                         # f_B - A_B pi_B: the children's wrenches only
+    k = nb + pieces.index(fj.name)
+    rows[..., NPARAM * k:NPARAM * (k + 1)] = F @ A_B
+    return rows
 
 
 def force_torque_regressor(model, q, v, a, sensor, gravity=None):
-    """Regressor (..., 6, 10 NB) of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its
-    name on ``model``) on a moving joint: ``force_torque_regressor(...) @ pi`` is what the sensor reads
-    at state ``(q, v, a)`` when no external wrench acts on the bodies beyond it.
+    """Regressor of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its name on
+    ``model``): what the sensor reads at state ``(q, v, a)`` when no external wrench acts beyond it is
 
-    It is the constant sensor map (frame, axes, direction) applied to the joint's rows of
-    :func:`sparsedyn.joint_wrench_regressor`.
+    * on a moving joint: ``Y_s @ pi``, ``Y_s`` (..., 6, 10 NB);
+    * on a merged fixed joint: ``Y_s @ concatenate([pi, pi_P])``, ``Y_s`` (..., 6, 10 NB + 10), where
+      ``pi_P`` are the 10 parameters of the links on the joint's child side
+      (:func:`fixed_joint_parameters`), which are part of the parameters of the body the joint was
+      merged into.
+
+    ``pi = model.inertial_parameters()``.  It is the constant sensor map (frame, axes, direction)
+    applied to rows of :func:`sparsedyn.joint_wrench_regressor`.
     """
     sensor = _sensor(model, sensor)
-    i, F = _sensor_map(model, sensor)
     W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
-    return F @ W[..., i, :, :]
+    return _sensor_rows(model, sensor, W, _pieces(model, [sensor]))
 
 
 # --- base parameters ---------------------------------------------------------------------
 
-def parameter_names(model):
-    """``"body.param"`` for each of the 10 NB inertial parameters."""
-    return [f"{b}.{p}" for b in model.body_names for p in PARAMETER_NAMES]
+def parameter_names(model, pieces=()):
+    """``"body.param"`` for each of the 10 NB inertial parameters, then ``"joint[child side].param"``
+    for the child-side piece of each fixed joint in ``pieces``."""
+    return ([f"{b}.{p}" for b in model.body_names for p in PARAMETER_NAMES]
+            + [f"{j}[child side].{p}" for j in pieces for p in PARAMETER_NAMES])
+
+
+def model_parameters(model, pieces=()):
+    """``model.inertial_parameters()`` followed by the child-side parameters of the fixed joints ``pieces``."""
+    return np.concatenate([model.inertial_parameters()] + [fixed_joint_parameters(model, j) for j in pieces])
 
 
 @dataclass(frozen=True)
 class BaseParameters:
     """The identifiable combinations of a model's inertial parameters (see the module docstring).
 
-    ``independent`` (r,) and ``dependent`` (n - r,): indices into ``pi`` (n = 10 NB);
-    ``K`` (r, n - r): ``beta = pi[independent] + K @ pi[dependent]``; ``names``: one readable
-    combination per base parameter.
+    ``independent`` (r,) and ``dependent`` (n - r,): indices into ``pi`` (n = 10 NB, plus 10 per
+    fixed joint in ``pieces``: the links on the child side of a merged fixed joint that carries an F/T
+    sensor, see :func:`force_torque_regressor`); ``K`` (r, n - r): ``beta = pi[independent] + K @
+    pi[dependent]``; ``names``: one readable combination per base parameter.
     """
 
     independent: np.ndarray
     dependent: np.ndarray
     K: np.ndarray
     names: tuple
+    pieces: tuple = ()
+
+    def of_model(self, model):
+        """The base parameters of ``model``'s own inertial parameters (and child-side pieces)."""
+        return self.base(model_parameters(model, self.pieces))
 
     @property
     def rank(self) -> int:
@@ -143,14 +213,15 @@ class BaseParameters:
 
 
 def _stack(model, q, v, a, joint_torques, sensors, gravity=None):
+    pieces = _pieces(model, sensors)
     rows = []
     if joint_torques:
-        rows.append(joint_torque_regressor(model, q, v, a, gravity=gravity))
+        Y = joint_torque_regressor(model, q, v, a, gravity=gravity)
+        rows.append(np.concatenate([Y, np.zeros(Y.shape[:-1] + (NPARAM * len(pieces),))], -1))
     if sensors:
         W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
         for s in sensors:
-            i, F = _sensor_map(model, s)
-            rows.append(F @ W[..., i, :, :])
+            rows.append(_sensor_rows(model, s, W, pieces))
     if not rows:
         raise ValueError("no measurements: give joint torques and/or F/T sensors")
     return np.concatenate(rows, -2)
@@ -168,7 +239,8 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     from scipy.linalg import qr, solve_triangular
 
     sensors = [_sensor(model, s) for s in sensors]
-    n = NPARAM * model.nbodies
+    pieces = _pieces(model, sensors)
+    n = NPARAM * (model.nbodies + len(pieces))
     rows_per_state = (model.nv if joint_torques else 0) + 6 * len(sensors)
     if rows_per_state == 0:
         raise ValueError("no measurements: give joint torques and/or F/T sensors")
@@ -189,12 +261,12 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     Ks = solve_triangular(R[:r, :r], R[:r, r:]) if r else np.zeros((0, n))
     K = Ks / scale[indep][:, None] * scale[dep][None, :]
     K[np.abs(K) < 1e-12 * max(1.0, np.abs(K).max(initial=0.0))] = 0.0
-    names = parameter_names(model)
+    names = parameter_names(model, pieces)
     combos = []
     for k, c in enumerate(indep):
         terms = [names[c]] + [f"{K[k, j]:+.6g} {names[dep[j]]}" for j in np.flatnonzero(K[k])]
         combos.append(" ".join(terms))
-    return BaseParameters(np.asarray(indep), np.asarray(dep), K, tuple(combos))
+    return BaseParameters(np.asarray(indep), np.asarray(dep), K, tuple(combos), pieces)
 
 
 # --- physical consistency -------------------------------------------------------------------
@@ -245,7 +317,9 @@ class Identification:
     ``parameters`` (10 NB,): full parameters (the reference's values for what the data cannot tell,
     or the physically consistent fit); ``base``: the :class:`BaseParameters`; ``sigma2``: the noise
     variance used (given, or estimated from the residual); ``residual_rms``: of the whitened
-    residual; ``dof``: rows minus base parameters; ``pseudo_inertias`` (NB, 4, 4) of ``parameters``.
+    residual; ``dof``: rows minus base parameters; ``pseudo_inertias`` (NB, 4, 4) of ``parameters``;
+    ``child_sides``: ``{fixed joint: 10 parameters}`` of the child-side pieces of fixed joints with an
+    F/T sensor (:func:`force_torque_regressor`).
     """
 
     beta: np.ndarray
@@ -256,6 +330,7 @@ class Identification:
     residual_rms: float
     dof: int
     physically_consistent: bool
+    child_sides: dict = None
 
     @property
     def std(self):
@@ -284,8 +359,10 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
 
     ``q`` (N, nq), ``v``, ``a`` (N, nv): the states; ``tau`` (N, nv): measured joint forces (or None);
     ``ft``: ``{sensor: y}`` with :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on
-    the model, moving joints, nothing touching the bodies beyond them) and their readings ``y``
-    (N, 6), whitened with the sensor's covariance.  ``sigma``: standard deviation of the joint-force
+    the model, on moving or merged fixed joints, nothing touching the bodies beyond them) and their
+    readings ``y`` (N, 6), whitened with the sensor's covariance; a sensor on a fixed joint adds the
+    10 parameters of the links on its child side (``child_sides`` of the result; their reference
+    values are the model's, :func:`fixed_joint_parameters`).  ``sigma``: standard deviation of the joint-force
     noise (scalar or (nv,)); when given (the noise is known) the covariance of ``beta`` is
     ``(Y_1^T Sigma^-1 Y_1)^-1``, otherwise it is scaled by the variance estimated from the residual
     (``known_noise`` overrides that choice, e.g. ``True`` for F/T readings alone whose sensor
@@ -308,14 +385,20 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
             raise ValueError(f"{name}: expected shape ({N}, {model.nv}), got {x.shape}")
     ft = dict(ft or {})
     sensors = [_sensor(model, s) for s in ft]
-    n = NPARAM * model.nbodies
+    pieces = base.pieces if base is not None else _pieces(model, sensors)
+    if set(_pieces(model, sensors)) - set(pieces):
+        raise ValueError(f"base: it was computed without the child-side pieces of {list(_pieces(model, sensors))}; "
+                         f"pass base_parameters(model, sensors=...) for the same sensors")
+    nP = NPARAM * model.nbodies
+    n = NPARAM * (model.nbodies + len(pieces))
     blocks, rhs = [], []
     if tau is not None:
         tau = np.asarray(tau, float)
         if tau.shape != (N, model.nv):
             raise ValueError(f"tau: expected shape ({N}, {model.nv}), got {tau.shape}")
         s = _rows_sigma(sigma, model.nv, "sigma")
-        blocks.append(joint_torque_regressor(model, q, v, a, gravity=gravity) / s[:, None])
+        Y = joint_torque_regressor(model, q, v, a, gravity=gravity) / s[:, None]
+        blocks.append(np.concatenate([Y, np.zeros(Y.shape[:-1] + (n - nP,))], -1))
         rhs.append(tau / s)
     if sensors:
         W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
@@ -323,9 +406,8 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
             y = np.asarray(y, float)
             if y.shape != (N, 6):
                 raise ValueError(f"ft[{s.name!r}]: expected shape ({N}, 6), got {y.shape}")
-            i, F = _sensor_map(model, s)
             Linv = np.linalg.inv(np.linalg.cholesky(s.covariance(6)))     # whitening: C^-1 = Linv^T Linv
-            blocks.append(Linv @ F @ W[..., i, :, :])
+            blocks.append(Linv @ _sensor_rows(model, s, W, pieces))
             rhs.append(y @ Linv.T)
     if not blocks:
         raise ValueError("identify: no measurements (give tau and/or ft)")
@@ -347,15 +429,17 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     Rinv = solve_triangular(R, np.eye(r))
     cov = sigma2 * (Rinv @ Rinv.T)
     ref = model.inertial_parameters() if reference is None else np.asarray(reference, float)
-    if ref.shape != (n,):
-        raise ValueError(f"reference: expected {n} inertial parameters, got shape {ref.shape}")
+    if ref.shape != (nP,):
+        raise ValueError(f"reference: expected {nP} inertial parameters, got shape {ref.shape}")
+    ref = np.concatenate([ref] + [fixed_joint_parameters(model, j) for j in pieces])
     pi = base.full(beta, ref)
     if physically_consistent:
-        pi = _consistent_fit(A, b, pi, ref, regularization, model.nbodies)
+        pi = _consistent_fit(A, b, pi, ref, regularization, n // NPARAM)
         beta = base.base(pi)
         res = b - A @ pi
     rms = float(np.sqrt(np.mean(res ** 2))) if res.size else 0.0
-    return Identification(beta, cov, pi, base, sigma2, rms, dof, physically_consistent)
+    child = {j: pi[nP + NPARAM * k:nP + NPARAM * (k + 1)] for k, j in enumerate(pieces)}
+    return Identification(beta, cov, pi[:nP], base, sigma2, rms, dof, physically_consistent, child)
 
 
 def _consistent_fit(A, b, pi0, ref, regularization, nb, tol=1e-10):
