@@ -7,7 +7,7 @@ from scipy.stats import chi2
 import sparsedyn as sd
 from sparsedyn import identification as idn
 from sparsedyn.sensors import ForceTorque
-from sparsedyn.spatial import Transform, rotx
+from sparsedyn.spatial import rotx
 from conftest import pendulum, rel_err
 import erd
 
