@@ -36,6 +36,13 @@ from .algorithms.fd import fd_crb
 from .algorithms.minv import minv
 from .sensors import (Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration, JointTorque,
                       KnownWrench, Prior, Sensor)
+from .algorithms.kinematics import frame_acceleration, frame_classical_acceleration, frame_jacobian_dot_v
+from .algorithms.com import (center_of_mass, center_of_mass_acceleration, center_of_mass_velocity, com_jacobian,
+                             subtree_centers_of_mass, subtree_masses)
+from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_momentum, centroidal_momentum_matrix,
+                                    centroidal_momentum_matrix_dot_v, centroidal_momentum_rate)
+from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
+from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 
 __version__ = "0.1.0"
 
@@ -66,6 +73,12 @@ _LAZY = {
     "CompiledModel": ("sparsedyn.codegen", "CompiledModel"),
     "compile": ("sparsedyn.codegen", "compile"),          # sparsedyn.compile(model) -> CompiledModel
     "compile_report": ("sparsedyn.codegen", "compile_report"),
+    "identification": ("sparsedyn.identification", None),
+    "identify": ("sparsedyn.identification", "identify"),
+    "base_parameters": ("sparsedyn.identification", "base_parameters"),
+    "BaseParameters": ("sparsedyn.identification", "BaseParameters"),
+    "Identification": ("sparsedyn.identification", "Identification"),
+    "force_torque_regressor": ("sparsedyn.identification", "force_torque_regressor"),
     "interop": ("sparsedyn.interop", None),
     "io": ("sparsedyn.io", None),
 }
@@ -97,6 +110,12 @@ __all__ = [
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
+    "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v",
+    "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
+    "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
+    "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
+    "kinetic_energy", "potential_energy", "mechanical_energy", "joint_torque_regressor", "joint_wrench_regressor",
+    "identification", "identify", "base_parameters", "BaseParameters", "Identification", "force_torque_regressor",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",

@@ -285,6 +285,38 @@ class Model:
         """
         return dataclasses.replace(self, sensors=self.sensors + tuple(sensors))
 
+    def inertial_parameters(self) -> np.ndarray:
+        """The inertial parameters (10 NB,): for each body, in body order,
+        ``[m, m cx, m cy, m cz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` with ``c`` the centre of mass and ``I``
+        the rotational inertia about the body origin, body axes (the order of Pinocchio's
+        ``dynamicParameters``).  ``joint_torque_regressor(model, q, v, a) @ model.inertial_parameters()``
+        is ``rnea(model, q, v, a)``.
+        """
+        I = self.inertia
+        return np.stack([I[:, 5, 5], I[:, 2, 4], I[:, 0, 5], I[:, 1, 3], I[:, 0, 0], I[:, 0, 1], I[:, 1, 1],
+                         I[:, 0, 2], I[:, 1, 2], I[:, 2, 2]], -1).reshape(-1)
+
+    def with_inertial_parameters(self, pi) -> "Model":
+        """A copy of this model whose bodies have the inertial parameters ``pi`` (10 NB,), in the order
+        of :meth:`inertial_parameters`.  Merged fixed joints keep their recorded child-side inertias."""
+        pi = np.asarray(pi, dtype=float)
+        if pi.shape != (10 * self.nbodies,) or not np.all(np.isfinite(pi)):
+            raise ValueError(f"pi: expected {10 * self.nbodies} finite inertial parameters (10 per body of model "
+                             f"{self.name!r}), got shape {pi.shape}")
+        P = pi.reshape(self.nbodies, 10)
+        m, h = P[:, 0], P[:, 1:4]
+        Ixx, Ixy, Iyy, Ixz, Iyz, Izz = P[:, 4:].T
+        I = np.zeros((self.nbodies, 6, 6))
+        I[:, :3, :3] = np.stack([np.stack([Ixx, Ixy, Ixz], -1), np.stack([Ixy, Iyy, Iyz], -1),
+                                 np.stack([Ixz, Iyz, Izz], -1)], -2)
+        H = np.zeros((self.nbodies, 3, 3))     # skew(h)
+        H[:, 0, 1], H[:, 0, 2], H[:, 1, 2] = -h[:, 2], h[:, 1], -h[:, 0]
+        H = H - np.swapaxes(H, -1, -2)
+        I[:, :3, 3:] = H
+        I[:, 3:, :3] = np.swapaxes(H, -1, -2)
+        I[:, 3:, 3:] = m[:, None, None] * np.eye(3)
+        return dataclasses.replace(self, inertia=I)
+
     def _any_joint(self, name):
         """A moving joint's body index, or the :class:`FixedJoint` called ``name``."""
         try:

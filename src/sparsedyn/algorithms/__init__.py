@@ -3,6 +3,8 @@
 One algorithm per module, each written once over NumPy and generic over the
 array backend (float arrays with leading batch axes, and the object arrays the
 symbolic layer traces): :mod:`.kinematics`, :mod:`.rnea`, :mod:`.crba`,
-:mod:`.ltdl`, :mod:`.aba`, :mod:`.fd`, :mod:`.minv`.  Public names are
+:mod:`.ltdl`, :mod:`.aba`, :mod:`.fd`, :mod:`.minv`, :mod:`.com` (centre of mass),
+:mod:`.centroidal` (centroidal momentum), :mod:`.energy`, :mod:`.regressor`
+(inertial-parameter regressors).  Public names are
 importable from :mod:`sparsedyn` itself.
 """

@@ -12,10 +12,12 @@ import numpy as np
 from .. import _checks
 from ..kernels import kernel
 from ..joints import jcalc
-from ..spatial import Transform, apply_motion, compose, cross3, identity, inverse, pose
+from .. import backend as bk
+from ..spatial import Transform, apply_motion, compose, cross3, cross_motion, identity, inverse, pose
 
 __all__ = ["joint_transforms", "world_transforms", "root_transforms", "forward_kinematics", "frame_placement",
-           "frame_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES"]
+           "frame_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
+           "body_accelerations", "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v"]
 
 REFERENCES = ("local", "world", "local_world_aligned")
 
@@ -188,3 +190,92 @@ def frame_velocity(model, q, v, frame, reference="local"):
     f = model.frames[k]
     vf = apply_motion(f.X, vb[f.body])
     return _express(model, X0, k, vf[..., :, None], reference)[..., 0]
+
+
+# --- accelerations ------------------------------------------------------------------
+
+def body_accelerations(model, Xup, S, v, a, a_root=None):
+    """``(vb, ab)``: spatial velocity and acceleration of every body in its own frame (lists by
+    body), RBDA Table 5.1's forward pass: ``a_i = Xup_i a_parent + S_i a + v_i x S_i v``.
+
+    ``a_root`` (..., 6): the acceleration of the world seen by the roots (``-[0; g]`` makes
+    gravity a fictitious base acceleration, as RNEA does); ``None`` for zero (no checks; kernel use).
+    """
+    vb, ab = [], []
+    for i in range(model.nbodies):
+        vJ = (S[i] @ v[..., model.v_slice(i), None])[..., 0]
+        aJ = (S[i] @ a[..., model.v_slice(i), None])[..., 0]
+        p = model.parent[i]
+        if p < 0:
+            vb.append(vJ)
+            ab.append(aJ if a_root is None else apply_motion(Xup[i], a_root) + aJ)
+        else:
+            vb.append(apply_motion(Xup[i], vb[p]) + vJ)
+            ab.append(apply_motion(Xup[i], ab[p]) + aJ + cross_motion(vb[i], vJ))
+    return vb, ab
+
+
+def _frame_motion(model, q, v, a, frame, reference):
+    """``(v_frame, a_frame)`` (..., 6) of a frame, both spatial, expressed as ``reference`` says."""
+    _check_reference(reference)
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v)
+    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
+    shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
+    k = model.frame(frame)
+    Xup, S = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    vb, ab = body_accelerations(model, Xup, S, v, a)
+    f = model.frames[k]
+    # The frame is fixed on its body: its spatial velocity and acceleration are the body's, moved to it.
+    m = np.stack([apply_motion(f.X, vb[f.body]), apply_motion(f.X, ab[f.body])], -1)
+    out = _express(model, X0, k, m, reference)
+    return np.broadcast_to(out[..., 0], shape + (6,)), np.broadcast_to(out[..., 1], shape + (6,))
+
+
+def _classical(vf, af):
+    """Classical acceleration ``[omega_dot; a_p]`` of the point ``p`` whose spatial velocity is ``vf``:
+    ``a_p = a_lin + omega x v_p`` (the spatial acceleration's linear part is ``d/dt v`` at a fixed point)."""
+    return np.concatenate([af[..., :3], af[..., 3:] + cross3(vf[..., :3], vf[..., 3:])], -1)
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, static=("frame", "reference"), outputs={"a_frame": (6,)})
+def frame_acceleration(model, q, v, a, frame, reference="local"):
+    """Spatial acceleration (..., 6) ``[omega_dot; a_lin]`` of a frame (Pinocchio's ``getFrameAcceleration``).
+
+    ``reference`` as in :func:`frame_jacobian`: ``"local"`` (at the frame origin, frame axes),
+    ``"world"`` (at the world origin, world axes), ``"local_world_aligned"`` (at the frame origin,
+    world axes).  The spatial acceleration is a motion vector (Featherstone, *Rigid Body Dynamics
+    Algorithms*, 2008, section 2.11): its linear part is the rate of change of the velocity field at a
+    point fixed in space, not the acceleration of a body point; for that see
+    :func:`frame_classical_acceleration`.  Gravity is not included.
+    """
+    return _frame_motion(model, q, v, a, frame, reference)[1]
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, static=("frame", "reference"), outputs={"a_frame": (6,)})
+def frame_classical_acceleration(model, q, v, a, frame, reference="local"):
+    """Classical acceleration (..., 6) ``[omega_dot; a_p]`` (Pinocchio's ``getFrameClassicalAcceleration``).
+
+    ``a_p`` is the acceleration of the body point at the reference point (the frame origin for
+    ``"local"`` and ``"local_world_aligned"``, the world origin for ``"world"``), in the reference's
+    axes: :func:`frame_acceleration` plus ``omega x v_p``.  Gravity is not included.
+    """
+    vf, af = _frame_motion(model, q, v, a, frame, reference)
+    return _classical(vf, af)
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("frame", "reference"), outputs={"Jdot_v": (6,)})
+def frame_jacobian_dot_v(model, q, v, frame, reference="local"):
+    """``Jdot v`` (..., 6): the time derivative of :func:`frame_jacobian` times ``v``, so that
+    ``d/dt (J v) = J a + Jdot v`` (the bias acceleration of the frame).
+
+    ``J v`` is a spatial velocity for ``"local"`` and ``"world"``, whose derivative is the spatial
+    acceleration: ``Jdot v = frame_acceleration(q, v, 0)``.  For ``"local_world_aligned"`` ``J v`` is
+    ``[omega; v_p]`` of the frame origin in world axes, whose derivative is the classical
+    acceleration: ``Jdot v = frame_classical_acceleration(q, v, 0)`` (as Pinocchio's
+    ``getFrameJacobianTimeVariation`` times ``v``).
+    """
+    v = _checks.velocity(model, v)
+    vf, af = _frame_motion(model, q, v, bk.zeros(v.shape, like=v), frame, reference)
+    return _classical(vf, af) if reference == "local_world_aligned" else af

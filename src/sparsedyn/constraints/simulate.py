@@ -35,9 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..algorithms.crba import crba
-from ..algorithms.kinematics import forward_kinematics
-from ..spatial import inertia_components
+from ..algorithms.energy import mechanical_energy as _mechanical_energy
 from .assembly import newton, project_velocity
 from .errors import ConstraintError, PartitionError
 from .forward import constrained_forward_dynamics
@@ -56,14 +54,8 @@ class Trajectory(NamedTuple):
 
 
 def mechanical_energy(model, q, v, gravity=None):
-    """Kinetic plus potential energy (J): ``v^T M v / 2 - sum_i m_i gravity . c_i`` (one state)."""
-    g = model.gravity if gravity is None else np.asarray(gravity, float)
-    q, v = np.asarray(q, float), np.asarray(v, float)
-    T = 0.5 * v @ crba(model, q) @ v
-    R, p = forward_kinematics(model, q)
-    m, c, _ = inertia_components(model.inertia)
-    com = p + np.einsum("...ij,...j->...i", R, c)
-    return float(T - np.sum(m * (com @ g)))
+    """Kinetic plus potential energy (J) of one state: :func:`sparsedyn.mechanical_energy` as a float."""
+    return float(_mechanical_energy(model, q, v, gravity))
 
 
 def _forces(tau, t, q, v, nv):

@@ -1,0 +1,122 @@
+"""Inertial-parameter regressors: joint forces and joint wrenches are linear in the inertial parameters.
+
+Each body has 10 inertial parameters (the order of Pinocchio's ``dynamicParameters``)::
+
+    pi_i = [m, m cx, m cy, m cz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]
+
+with ``h = m c`` the first moment of mass and ``I`` the rotational inertia about
+the *body origin*, body axes (:meth:`sparsedyn.Model.inertial_parameters`).  The
+Newton-Euler equation of body ``i`` is linear in them (Atkeson, An and Hollerbach,
+*Estimation of inertial parameters of manipulator loads and links*, 1986)::
+
+    I_i a_i + v_i x* I_i v_i = K(a_i) pi_i + v_i x* K(v_i) pi_i = A_i pi_i
+
+where ``K(v) pi = I v`` (6 x 10).  The force across joint ``i`` sums the bodies of
+its subtree, ``f_i = sum_{j in subtree(i)} i_X_j^* A_j pi_j``, and ``tau_i = S_i^T f_i``
+(RNEA's backward pass run on the columns of ``A_j``).  Block ``(i, j)`` is a structural
+zero unless ``i`` is an ancestor of (or is) ``j``.  Gravity enters as the fictitious
+base acceleration ``-g``, as in RNEA.
+
+Shapes: ``q`` (..., nq), ``v``/``a`` (..., nv).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks
+from ..kernels import kernel
+from ..spatial import apply_force_transpose, cross_force
+from .crba import apply_columns, result_dtype
+from .kinematics import body_accelerations, joint_transforms
+
+__all__ = ["joint_torque_regressor", "joint_wrench_regressor", "body_regressor", "NPARAM"]
+
+#: Inertial parameters per body.
+NPARAM = 10
+
+
+def momentum_regressor(v):
+    """``K(v)`` (..., 6, 10) with ``K(v) pi = I v`` for a spatial velocity ``v = [w; u]`` (..., 6)::
+
+        I v = [ I w + h x u ;  m u + w x h ]
+    """
+    w, u = v[..., :3], v[..., 3:]
+    wx, wy, wz = w[..., 0], w[..., 1], w[..., 2]
+    ux, uy, uz = u[..., 0], u[..., 1], u[..., 2]
+    o = 0 * wx
+    rows = [
+        # m    hx   hy   hz   Ixx  Ixy  Iyy  Ixz  Iyz  Izz
+        [o, o, uz, -uy, wx, wy, o, wz, o, o],          # (I w + h x u)_x
+        [o, -uz, o, ux, o, wx, wy, o, wz, o],          # (I w + h x u)_y
+        [o, uy, -ux, o, o, o, o, wx, wy, wz],          # (I w + h x u)_z
+        [ux, o, -wz, wy, o, o, o, o, o, o],            # (m u + w x h)_x
+        [uy, wz, o, -wx, o, o, o, o, o, o],            # (m u + w x h)_y
+        [uz, -wy, wx, o, o, o, o, o, o, o],            # (m u + w x h)_z
+    ]
+    return np.stack([np.stack(r, -1) for r in rows], -2)
+
+
+def body_regressor(v, a):
+    """``A(v, a)`` (..., 6, 10) with ``A pi = I a + v x* I v`` (the Newton-Euler force of one body)."""
+    K = momentum_regressor(v)
+    vx = v[..., None, :]
+    return momentum_regressor(a) + np.swapaxes(cross_force(vx, np.swapaxes(K, -1, -2)), -1, -2)
+
+
+def _joint_wrench_blocks(model, q, v, a, gravity):
+    """``F[i][j]`` (..., 6, 10): the part of ``f_i`` (joint ``i``'s wrench, body ``i`` frame) that
+    multiplies ``pi_j``, for ``j`` in the subtree of ``i``; ``(F, S, shape)``."""
+    g = model.gravity if gravity is None else gravity
+    Xup, S = joint_transforms(model, q)
+    vb, ab = body_accelerations(model, Xup, S, v, a, -np.concatenate([0 * g, g], -1))
+    F = [dict() for _ in range(model.nbodies)]
+    for j in range(model.nbodies):
+        Fj = body_regressor(vb[j], ab[j])
+        i = j
+        while True:
+            F[i][j] = Fj
+            p = model.parent[i]
+            if p < 0:
+                break
+            Fj = apply_columns(apply_force_transpose, Xup[i], Fj)      # parent_X_i^* (columns)
+            i = p
+    return F, S
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional={"gravity": (3,)},
+        outputs={"Y": ("nv", lambda m: NPARAM * m.nbodies)})
+def joint_torque_regressor(model, q, v, a, gravity=None):
+    """Joint-torque regressor ``Y`` (..., nv, 10 NB): ``Y @ model.inertial_parameters() == rnea(model, q, v, a)``
+    (Pinocchio's ``computeJointTorqueRegressor``; columns ``10 j .. 10 j + 9`` belong to body ``j``)."""
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v)
+    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
+    g = _checks.gravity(model, gravity)
+    shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1), gravity=(None if gravity is None else g, 1))
+    F, S = _joint_wrench_blocks(model, q, v, a, g)
+    Y = np.zeros(shape + (model.nv, NPARAM * model.nbodies), dtype=result_dtype(q))
+    for i in range(model.nbodies):
+        for j, Fij in F[i].items():
+            Y[..., model.v_slice(i), NPARAM * j:NPARAM * (j + 1)] = S[i].T @ Fij
+    return Y
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional={"gravity": (3,)},
+        outputs={"W": ("nb", 6, lambda m: NPARAM * m.nbodies)})
+def joint_wrench_regressor(model, q, v, a, gravity=None):
+    """Joint-wrench regressor ``W`` (..., NB, 6, 10 NB): ``W[..., i, :, :] @ pi`` is the spatial force
+    ``f_i = [n; f]`` the parent exerts on body ``i`` across joint ``i`` (body ``i`` frame), at state
+    ``(q, v, a)`` without external forces (RNEA's ``f_i``; what a 6-axis F/T sensor in joint ``i``
+    measures).  ``joint_torque_regressor`` is ``S_i^T W_i``."""
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v)
+    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
+    g = _checks.gravity(model, gravity)
+    shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1), gravity=(None if gravity is None else g, 1))
+    F, _ = _joint_wrench_blocks(model, q, v, a, g)
+    W = np.zeros(shape + (model.nbodies, 6, NPARAM * model.nbodies), dtype=result_dtype(q))
+    for i in range(model.nbodies):
+        for j, Fij in F[i].items():
+            W[..., i, :, NPARAM * j:NPARAM * (j + 1)] = Fij
+    return W

@@ -1,0 +1,505 @@
+"""Inertial-parameter identification: base parameters, least squares, physical consistency.
+
+Joint forces and the wrenches F/T sensors measure are linear in the inertial
+parameters ``pi`` (10 per body, :meth:`sparsedyn.Model.inertial_parameters`)::
+
+    tau = Y(q, v, a) pi                    (:func:`sparsedyn.joint_torque_regressor`)
+    y_s = Y_s(q, v, a) pi                  (:func:`force_torque_regressor`)
+
+Not every parameter moves these measurements: some columns of ``Y`` are zero for
+every state, others are combinations of the rest.  The *base parameters* are the
+identifiable combinations (Gautier, *Numerical calculation of the base inertial
+parameters of robots*, 1991): a QR decomposition with column pivoting of
+regressors stacked from random states (joint limits ignored: they are data, not
+structure) splits ``pi`` into independent ``pi_1`` and dependent ``pi_2`` with
+``Y_2 = Y_1 K`` for every state, so ``Y pi = Y_1 beta`` with::
+
+    beta = pi_1 + K pi_2                   (:meth:`BaseParameters.base`)
+
+:func:`identify` solves the (weighted) least squares for ``beta`` and returns its
+covariance; with ``physically_consistent=True`` it instead fits the full ``pi``
+under the constraint that every body's pseudo-inertia (Wensing, Kim and Slotine,
+*Linear matrix inequalities for physically consistent inertial parameter
+identification*, 2017)::
+
+    J = [[Sigma, h], [h^T, m]],  Sigma = tr(I)/2 1 - I    (I about the body origin)
+
+is positive semidefinite: a convex problem (a linear matrix inequality per body), solved by
+a log-barrier interior-point method (Boyd and Vandenberghe, *Convex Optimization*, 2004,
+chapter 11) with Newton steps on the barrier problem.  SciPy is imported when these functions run, not when
+:mod:`sparsedyn` is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
+from .sensors import ForceTorque
+from .spatial import Transform, force_matrix
+
+__all__ = ["PARAMETER_NAMES", "BaseParameters", "base_parameters", "random_states", "force_torque_regressor",
+           "fixed_joint_parameters", "inertia_parameters", "model_parameters", "parameter_names",
+           "pseudo_inertia", "parameters_from_pseudo_inertia", "Identification", "identify"]
+
+#: Names of the 10 parameters of a body, in order.
+PARAMETER_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
+
+
+def random_states(model, n, seed=0):
+    """``(q, v, a)`` with ``n`` leading states: configurations drawn joint by joint ignoring the joint
+    limits (angles in [-pi, pi], displacements in [-1, 1] m), standard normal ``v`` and ``a``."""
+    rng = np.random.default_rng(seed)
+    q = np.stack([np.concatenate([j.random(rng) for j in model.joints]) for _ in range(n)])
+    return q, rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
+
+
+# --- F/T sensors ------------------------------------------------------------------------
+
+def _sensor(model, sensor):
+    if isinstance(sensor, str):
+        sensor = model.sensor(sensor)
+    if not isinstance(sensor, ForceTorque):
+        raise TypeError(f"sensor: expected a ForceTorque sensor (or the name of one on model {model.name!r}), "
+                        f"got {sensor!r}")
+    return sensor
+
+
+def _fixed(model, sensor):
+    return next((f for f in model.fixed_joints if f.name == sensor.joint), None)
+
+
+def _pieces(model, sensors):
+    """Names of the fixed joints carrying a sensor (each adds a child-side piece: 10 parameters)."""
+    out = []
+    for s in sensors:
+        fj = _fixed(model, s)
+        if fj is not None and fj.name not in out:
+            out.append(fj.name)
+    return tuple(out)
+
+
+def inertia_parameters(I6):
+    """The 10 parameters (..., 10) of spatial inertias (..., 6, 6) (order of
+    :meth:`sparsedyn.Model.inertial_parameters`)."""
+    I = np.asarray(I6, float)
+    return np.stack([I[..., 5, 5], I[..., 2, 4], I[..., 0, 5], I[..., 1, 3], I[..., 0, 0], I[..., 0, 1],
+                     I[..., 1, 1], I[..., 0, 2], I[..., 1, 2], I[..., 2, 2]], -1)
+
+
+def fixed_joint_parameters(model, joint):
+    """The 10 parameters of the links on the child side of the merged fixed joint ``joint`` (part of its
+    body's parameters; recorded by the URDF loader as ``FixedJoint.inertia``)."""
+    return inertia_parameters(model.fixed_joint(joint).inertia)
+
+
+def _sensor_rows(model, sensor, W, pieces):
+    """Rows (..., 6, 10 NB + 10 len(pieces)) of a :class:`ForceTorque` from the joint-wrench regressor ``W``.
+
+    Moving joint ``i``: ``y = F f_i`` with ``F`` the constant sensor map.  Fixed joint merged into body
+    ``B`` (see :class:`~sparsedyn.sensors.ForceTorque`): the child-side piece ``P`` (parameters
+    ``pi_P``) moves with ``B``, whose Newton-Euler regressor is ``A_B`` (the diagonal block of ``W``);
+    with no moving body on ``P``, ``y = F A_B pi_P``; with every moving child of ``B`` on ``P``,
+    ``y = F (f_B - A_B (pi_B - pi_P))``.  No external wrench may act on ``P`` and beyond.
+    """
+    who = f"sensor {sensor.name!r}"
+    sign = 1.0 if sensor.direction == "parent_to_child" else -1.0
+    nb = model.nbodies
+    shape = W.shape[:-3] + (6, NPARAM * (nb + len(pieces)))
+    rows = np.zeros(shape)
+    fj = _fixed(model, sensor)
+    if fj is None:
+        try:
+            i = model.joint(sensor.joint)
+        except KeyError as e:
+            raise KeyError(f"{who}: {e.args[0]}") from None
+        X = sensor._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
+                                      f"the child body of joint {sensor.joint!r}")
+        rows[..., :NPARAM * nb] = sign * force_matrix(X) @ W[..., i, :, :]
+        return rows
+    b = fj.body
+    X = sensor._measurement_frame(model, who, b, fj.X, f"the body fixed joint {sensor.joint!r} was merged into")
+    F = sign * force_matrix(X)
+    other = [c for c in range(b + 1, nb) if model.parent[c] == b and c not in fj.children]
+    if fj.children and other:
+        raise ValueError(f"{who}: fixed joint {sensor.joint!r} has moving bodies on both sides inside body "
+                         f"{model.body_names[b]!r}; the wrench across it is not a function of its body's and the "
+                         f"child side's parameters alone")
+    blk = slice(NPARAM * b, NPARAM * (b + 1))
+    A_B = W[..., b, :, blk]
+    if fj.children:                                  # every moving child of B beyond the sensor
+        rows[..., :NPARAM * nb] = F @ W[..., b, :, :]
+        rows[..., blk] = 0.0                         # f_B - A_B pi_B: the children's wrenches only
+    k = nb + pieces.index(fj.name)
+    rows[..., NPARAM * k:NPARAM * (k + 1)] = F @ A_B
+    return rows
+
+
+def force_torque_regressor(model, q, v, a, sensor, gravity=None):
+    """Regressor of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its name on
+    ``model``): what the sensor reads at state ``(q, v, a)`` when no external wrench acts beyond it is
+
+    * on a moving joint: ``Y_s @ pi``, ``Y_s`` (..., 6, 10 NB);
+    * on a merged fixed joint: ``Y_s @ concatenate([pi, pi_P])``, ``Y_s`` (..., 6, 10 NB + 10), where
+      ``pi_P`` are the 10 parameters of the links on the joint's child side
+      (:func:`fixed_joint_parameters`), which are part of the parameters of the body the joint was
+      merged into.
+
+    ``pi = model.inertial_parameters()``.  It is the constant sensor map (frame, axes, direction)
+    applied to rows of :func:`sparsedyn.joint_wrench_regressor`.
+    """
+    sensor = _sensor(model, sensor)
+    W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
+    return _sensor_rows(model, sensor, W, _pieces(model, [sensor]))
+
+
+# --- base parameters ---------------------------------------------------------------------
+
+def parameter_names(model, pieces=()):
+    """``"body.param"`` for each of the 10 NB inertial parameters, then ``"joint[child side].param"``
+    for the child-side piece of each fixed joint in ``pieces``."""
+    return ([f"{b}.{p}" for b in model.body_names for p in PARAMETER_NAMES]
+            + [f"{j}[child side].{p}" for j in pieces for p in PARAMETER_NAMES])
+
+
+def model_parameters(model, pieces=()):
+    """``model.inertial_parameters()`` followed by the child-side parameters of the fixed joints ``pieces``."""
+    return np.concatenate([model.inertial_parameters()] + [fixed_joint_parameters(model, j) for j in pieces])
+
+
+@dataclass(frozen=True)
+class BaseParameters:
+    """The identifiable combinations of a model's inertial parameters (see the module docstring).
+
+    ``independent`` (r,) and ``dependent`` (n - r,): indices into ``pi`` (n = 10 NB, plus 10 per
+    fixed joint in ``pieces``: the links on the child side of a merged fixed joint that carries an F/T
+    sensor, see :func:`force_torque_regressor`); ``K`` (r, n - r): ``beta = pi[independent] + K @
+    pi[dependent]``; ``names``: one readable combination per base parameter.
+    """
+
+    independent: np.ndarray
+    dependent: np.ndarray
+    K: np.ndarray
+    names: tuple
+    pieces: tuple = ()
+
+    def of_model(self, model):
+        """The base parameters of ``model``'s own inertial parameters (and child-side pieces)."""
+        return self.base(model_parameters(model, self.pieces))
+
+    @property
+    def rank(self) -> int:
+        return len(self.independent)
+
+    def base(self, pi):
+        """``beta`` (..., r) of full parameters ``pi`` (..., n)."""
+        pi = np.asarray(pi, float)
+        return pi[..., self.independent] + pi[..., self.dependent] @ self.K.T
+
+    def full(self, beta, reference):
+        """Full parameters ``pi`` (n,) with base parameters ``beta`` (r,), closest in the dependent ones
+        to ``reference`` (n,): ``pi[dependent] = reference[dependent]``, ``pi[independent] = beta - K
+        reference[dependent]``.  (Data cannot tell which split of ``beta`` is right.)"""
+        beta, reference = np.asarray(beta, float), np.asarray(reference, float)
+        pi = reference.copy()
+        pi[self.independent] = beta - self.K @ reference[self.dependent]
+        return pi
+
+    def regressor(self, Y):
+        """The base regressor ``Y_1 = Y[..., independent]``: ``Y pi = Y_1 base(pi)``."""
+        return np.asarray(Y)[..., self.independent]
+
+
+def _stack(model, q, v, a, joint_torques, sensors, gravity=None):
+    pieces = _pieces(model, sensors)
+    rows = []
+    if joint_torques:
+        Y = joint_torque_regressor(model, q, v, a, gravity=gravity)
+        rows.append(np.concatenate([Y, np.zeros(Y.shape[:-1] + (NPARAM * len(pieces),))], -1))
+    if sensors:
+        W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
+        for s in sensors:
+            rows.append(_sensor_rows(model, s, W, pieces))
+    if not rows:
+        raise ValueError("no measurements: give joint torques and/or F/T sensors")
+    return np.concatenate(rows, -2)
+
+
+def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, rtol=1e-10,
+                    gravity=None) -> BaseParameters:
+    """The base parameters of ``model`` for joint-torque measurements (``joint_torques``) and the
+    :class:`~sparsedyn.sensors.ForceTorque` ``sensors`` (objects or names on the model).
+
+    ``states``: number of random states stacked (default: enough for three times as many rows as
+    parameters); ``rtol``: a pivot of R below ``rtol`` times the largest is rank deficiency;
+    ``gravity`` (3,): overrides ``model.gravity`` (its direction decides which first moments act).
+    """
+    from scipy.linalg import qr, solve_triangular
+
+    sensors = [_sensor(model, s) for s in sensors]
+    pieces = _pieces(model, sensors)
+    n = NPARAM * (model.nbodies + len(pieces))
+    rows_per_state = (model.nv if joint_torques else 0) + 6 * len(sensors)
+    if rows_per_state == 0:
+        raise ValueError("no measurements: give joint torques and/or F/T sensors")
+    N = states or max(8, int(np.ceil(3 * n / rows_per_state)))
+    W = _stack(model, *random_states(model, N, seed), joint_torques, sensors, gravity).reshape(-1, n)
+    # Columns scaled to unit norm so the rank decision does not depend on units (kg vs kg m^2).  A
+    # column that is zero up to rounding (a parameter that moves nothing) is set to zero first:
+    # scaled up, its rounding noise would look like an independent column.
+    scale = np.linalg.norm(W, axis=0)
+    zero = scale <= rtol * scale.max(initial=0.0)
+    W[:, zero] = 0.0
+    scale[zero] = 1.0
+    _, R, P = qr(W / scale, mode="economic", pivoting=True)
+    d = np.abs(np.diag(R))
+    r = int(np.sum(d > rtol * d[0])) if d.size and d[0] > 0 else 0
+    indep, dep = P[:r], P[r:]
+    # In scaled columns: W_2/s_2 = W_1/s_1 K_s  =>  W_2 = W_1 diag(1/s_1) K_s diag(s_2).
+    Ks = solve_triangular(R[:r, :r], R[:r, r:]) if r else np.zeros((0, n))
+    K = Ks / scale[indep][:, None] * scale[dep][None, :]
+    K[np.abs(K) < 1e-12 * max(1.0, np.abs(K).max(initial=0.0))] = 0.0
+    names = parameter_names(model, pieces)
+    combos = []
+    for k, c in enumerate(indep):
+        terms = [names[c]] + [f"{K[k, j]:+.6g} {names[dep[j]]}" for j in np.flatnonzero(K[k])]
+        combos.append(" ".join(terms))
+    return BaseParameters(np.asarray(indep), np.asarray(dep), K, tuple(combos), pieces)
+
+
+# --- physical consistency -------------------------------------------------------------------
+
+def pseudo_inertia(pi):
+    """Pseudo-inertia matrices (..., NB, 4, 4) ``[[Sigma, h], [h^T, m]]`` of parameters ``pi`` (..., 10 NB)
+    (``Sigma = tr(I)/2 1 - I`` is the second moment of mass about the body origin)."""
+    P = np.asarray(pi, float).reshape(np.shape(pi)[:-1] + (-1, NPARAM))
+    m, h = P[..., 0], P[..., 1:4]
+    Ixx, Ixy, Iyy, Ixz, Iyz, Izz = np.moveaxis(P[..., 4:], -1, 0)
+    I = np.stack([np.stack([Ixx, Ixy, Ixz], -1), np.stack([Ixy, Iyy, Iyz], -1), np.stack([Ixz, Iyz, Izz], -1)], -2)
+    Sigma = 0.5 * np.trace(I, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - I
+    top = np.concatenate([Sigma, h[..., :, None]], -1)
+    bottom = np.concatenate([h, m[..., None]], -1)[..., None, :]
+    return np.concatenate([top, bottom], -2)
+
+
+def parameters_from_pseudo_inertia(J):
+    """Inverse of :func:`pseudo_inertia`: parameters (..., 10 NB) of pseudo-inertias (..., NB, 4, 4)."""
+    J = np.asarray(J, float)
+    Sigma, h, m = J[..., :3, :3], J[..., :3, 3], J[..., 3, 3]
+    I = np.trace(Sigma, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - Sigma
+    P = np.concatenate([m[..., None], h, np.stack([I[..., 0, 0], I[..., 0, 1], I[..., 1, 1], I[..., 0, 2],
+                                                   I[..., 1, 2], I[..., 2, 2]], -1)], -1)
+    return P.reshape(P.shape[:-2] + (-1,))
+
+
+#: ``E[k]`` (10, 4, 4): the pseudo-inertia is ``J = sum_k pi_k E[k]`` (it is linear in the parameters).
+_E = pseudo_inertia(np.eye(NPARAM))[:, 0]
+
+
+def _lift(pi, nb, rel=1e-6):
+    """Parameters whose pseudo-inertias are ``J`` with every eigenvalue raised to at least ``rel`` times the
+    largest (a strictly feasible point for the barrier)."""
+    w, V = np.linalg.eigh(pseudo_inertia(pi))
+    floor = rel * np.maximum(np.abs(w).max(-1, keepdims=True), 1e-9)
+    return parameters_from_pseudo_inertia((V * np.maximum(w, floor)[..., None, :]) @ np.swapaxes(V, -1, -2))
+
+
+# --- least squares ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Identification:
+    """Result of :func:`identify`.
+
+    ``beta`` (r,): base parameters; ``covariance`` (r, r): their covariance (of the unconstrained
+    least-squares estimate; with ``physically_consistent`` it is the same approximation);
+    ``parameters`` (10 NB,): full parameters (the reference's values for what the data cannot tell,
+    or the physically consistent fit); ``base``: the :class:`BaseParameters`; ``sigma2``: the noise
+    variance used (given, or estimated from the residual); ``residual_rms``: of the whitened
+    residual; ``dof``: rows minus base parameters; ``pseudo_inertias`` (NB, 4, 4) of ``parameters``;
+    ``child_sides``: ``{fixed joint: 10 parameters}`` of the child-side pieces of fixed joints with an
+    F/T sensor (:func:`force_torque_regressor`).
+    """
+
+    beta: np.ndarray
+    covariance: np.ndarray
+    parameters: np.ndarray
+    base: BaseParameters
+    sigma2: float
+    residual_rms: float
+    dof: int
+    physically_consistent: bool
+    child_sides: dict = None
+
+    @property
+    def std(self):
+        """Standard deviations (r,) of ``beta``."""
+        return np.sqrt(np.diag(self.covariance))
+
+    @property
+    def pseudo_inertias(self):
+        return pseudo_inertia(self.parameters)
+
+    def model(self, model):
+        """``model`` with the identified :attr:`parameters`."""
+        return model.with_inertial_parameters(self.parameters)
+
+
+def _rows_sigma(sigma, size, what):
+    s = np.broadcast_to(np.asarray(1.0 if sigma is None else sigma, float), (size,))
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(f"{what}: standard deviations must be finite and positive")
+    return s
+
+
+def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physically_consistent=False,
+             reference=None, regularization=1e-6, gravity=None, known_noise=None) -> Identification:
+    """Identify the base inertial parameters of ``model`` from measured motion and forces.
+
+    ``q`` (N, nq), ``v``, ``a`` (N, nv): the states; ``tau`` (N, nv): measured joint forces (or None);
+    ``ft``: ``{sensor: y}`` with :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on
+    the model, on moving or merged fixed joints, nothing touching the bodies beyond them) and their
+    readings ``y`` (N, 6), whitened with the sensor's covariance; a sensor on a fixed joint adds the
+    10 parameters of the links on its child side (``child_sides`` of the result; their reference
+    values are the model's, :func:`fixed_joint_parameters`).  ``sigma``: standard deviation of the joint-force
+    noise (scalar or (nv,)); when given (the noise is known) the covariance of ``beta`` is
+    ``(Y_1^T Sigma^-1 Y_1)^-1``, otherwise it is scaled by the variance estimated from the residual
+    (``known_noise`` overrides that choice, e.g. ``True`` for F/T readings alone whose sensor
+    covariances are the true ones).
+    ``base``: a :class:`BaseParameters` (default :func:`base_parameters` for these measurements).
+
+    ``physically_consistent``: fit the full parameters with every pseudo-inertia positive
+    semidefinite, minimising the whitened residual plus ``regularization`` (relative to the mean
+    diagonal of the normal matrix) times ``|pi - reference|^2``, which picks the parameters the data
+    cannot tell from ``reference`` (default: the model's own).
+    """
+    from scipy.linalg import lstsq, qr, solve_triangular
+
+    q, v, a = (np.asarray(x, float) for x in (q, v, a))
+    if q.ndim != 2 or q.shape[-1] != model.nq:
+        raise ValueError(f"q: expected shape (N, {model.nq}) (N states of model {model.name!r}), got {q.shape}")
+    N = q.shape[0]
+    for name, x in (("v", v), ("a", a)):
+        if x.shape != (N, model.nv):
+            raise ValueError(f"{name}: expected shape ({N}, {model.nv}), got {x.shape}")
+    ft = dict(ft or {})
+    sensors = [_sensor(model, s) for s in ft]
+    pieces = base.pieces if base is not None else _pieces(model, sensors)
+    if set(_pieces(model, sensors)) - set(pieces):
+        raise ValueError(f"base: it was computed without the child-side pieces of {list(_pieces(model, sensors))}; "
+                         f"pass base_parameters(model, sensors=...) for the same sensors")
+    nP = NPARAM * model.nbodies
+    n = NPARAM * (model.nbodies + len(pieces))
+    blocks, rhs = [], []
+    if tau is not None:
+        tau = np.asarray(tau, float)
+        if tau.shape != (N, model.nv):
+            raise ValueError(f"tau: expected shape ({N}, {model.nv}), got {tau.shape}")
+        s = _rows_sigma(sigma, model.nv, "sigma")
+        Y = joint_torque_regressor(model, q, v, a, gravity=gravity) / s[:, None]
+        blocks.append(np.concatenate([Y, np.zeros(Y.shape[:-1] + (n - nP,))], -1))
+        rhs.append(tau / s)
+    if sensors:
+        W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
+        for s, y in zip(sensors, ft.values()):
+            y = np.asarray(y, float)
+            if y.shape != (N, 6):
+                raise ValueError(f"ft[{s.name!r}]: expected shape ({N}, 6), got {y.shape}")
+            Linv = np.linalg.inv(np.linalg.cholesky(s.covariance(6)))     # whitening: C^-1 = Linv^T Linv
+            blocks.append(Linv @ _sensor_rows(model, s, W, pieces))
+            rhs.append(y @ Linv.T)
+    if not blocks:
+        raise ValueError("identify: no measurements (give tau and/or ft)")
+    A = np.concatenate(blocks, -2).reshape(-1, n)
+    b = np.concatenate(rhs, -1).reshape(-1)
+    if base is None:
+        base = base_parameters(model, sensors, joint_torques=tau is not None, gravity=gravity)
+    A1 = base.regressor(A)
+    r = base.rank
+    dof = A1.shape[0] - r
+    if dof < 0:
+        raise ValueError(f"identify: {A1.shape[0]} measurements for {r} base parameters; give more states")
+    beta, *_ = lstsq(A1, b)
+    res = b - A1 @ beta
+    known = sigma is not None if known_noise is None else bool(known_noise)
+    sigma2 = 1.0 if known else float(res @ res / max(dof, 1))
+    # Covariance (A1^T A1)^-1 via the R factor of A1 (never forming the normal matrix).
+    R = qr(A1, mode="r")[0][:r]
+    Rinv = solve_triangular(R, np.eye(r))
+    cov = sigma2 * (Rinv @ Rinv.T)
+    ref = model.inertial_parameters() if reference is None else np.asarray(reference, float)
+    if ref.shape != (nP,):
+        raise ValueError(f"reference: expected {nP} inertial parameters, got shape {ref.shape}")
+    ref = np.concatenate([ref] + [fixed_joint_parameters(model, j) for j in pieces])
+    pi = base.full(beta, ref)
+    if physically_consistent:
+        pi = _consistent_fit(A, b, pi, ref, regularization, n // NPARAM)
+        beta = base.base(pi)
+        res = b - A @ pi
+    rms = float(np.sqrt(np.mean(res ** 2))) if res.size else 0.0
+    child = {j: pi[nP + NPARAM * k:nP + NPARAM * (k + 1)] for k, j in enumerate(pieces)}
+    return Identification(beta, cov, pi[:nP], base, sigma2, rms, dof, physically_consistent, child)
+
+
+def _consistent_fit(A, b, pi0, ref, regularization, nb, tol=1e-10):
+    """``min |A pi - b|^2 + lam^2 |pi - ref|^2`` subject to ``J_j(pi) >= 0`` for every body, by the
+    barrier method: minimise ``t f(pi) - sum_j log det J_j(pi)`` by Newton's method for increasing
+    ``t``; the gap to the optimum is at most ``4 NB / t``."""
+    from scipy.linalg import cho_factor, cho_solve, qr
+
+    n = A.shape[1]
+    lam2 = regularization * np.mean(np.sum(A * A, 0))
+    # |A pi - b|^2 = |R pi - Q^T b|^2 + const: the n x n triangle carries all the data.
+    Q, R = qr(A, mode="economic")
+    c = Q.T @ b
+    Hf = 2 * (R.T @ R + lam2 * np.eye(n))
+    gf0 = 2 * (R.T @ c + lam2 * ref)
+
+    def f(pi):
+        return float(np.sum((R @ pi - c) ** 2) + lam2 * np.sum((pi - ref) ** 2))
+
+    def barrier(pi):
+        """``(-sum log det J, gradient, block Hessian (NB, 10, 10))``, or None outside the cone."""
+        J = pseudo_inertia(pi)
+        try:
+            L = np.linalg.cholesky(J)
+        except np.linalg.LinAlgError:
+            return None
+        phi = -2 * np.sum(np.log(np.diagonal(L, 0, -2, -1)))
+        G = np.linalg.inv(J)[:, None] @ _E                         # J^-1 E_k  (NB, 10, 4, 4)
+        g = -np.trace(G, axis1=-2, axis2=-1).reshape(-1)
+        H = np.einsum("jkab,jlba->jkl", G, G)
+        return phi, g, H
+
+    starts = [_lift(pi0, nb), _lift(ref, nb)]
+    pi = min(starts, key=f)
+    m = 4 * nb                                                      # barrier parameter (4 x 4 cones)
+    t = m / max(f(pi), 1e-12)
+    for _ in range(60):                                             # outer: t grows tenfold each time
+        for _ in range(50):                                         # Newton on t f + phi
+            phi, gb, Hb = barrier(pi)
+            g = t * (Hf @ pi - gf0) + gb
+            H = t * Hf
+            for j in range(nb):
+                H[NPARAM * j:NPARAM * (j + 1), NPARAM * j:NPARAM * (j + 1)] += Hb[j]
+            step = -cho_solve(cho_factor(H), g)
+            dec = -g @ step                                         # Newton decrement squared
+            if dec < 1e-10:
+                break
+            F0, s = t * f(pi) + phi, 1.0
+            while True:                                             # backtracking, staying inside the cone
+                new = pi + s * step
+                bn = barrier(new)
+                if bn is not None and t * f(new) + bn[0] <= F0 - 0.25 * s * dec:
+                    break
+                s *= 0.5
+                if s < 1e-12:
+                    break
+            if s < 1e-12:
+                break
+            pi = new
+        if m / t < tol * max(1.0, f(pi)):
+            break
+        t *= 10.0
+    return pi

@@ -1,0 +1,46 @@
+"""Energies on random trees: T = v^T H v / 2, U by hand, and the power balance dE/dt = v . tau."""
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.spatial import inertia_components
+from conftest import random_state, rel_err
+
+
+def test_kinetic_and_potential_by_hand(tree, rng):
+    q, v, _ = random_state(tree, rng)
+    assert sd.kinetic_energy(tree, q, v) == pytest.approx(0.5 * v @ sd.crba(tree, q) @ v, rel=1e-12)
+    R, p = sd.forward_kinematics(tree, q)
+    m, c, _ = inertia_components(tree.inertia)
+    U = -np.sum(m * ((p + np.einsum("bij,bj->bi", R, c)) @ tree.gravity))
+    assert sd.potential_energy(tree, q) == pytest.approx(U, rel=1e-12, abs=1e-12)
+    g = np.array([1.0, -2.0, 3.0])
+    assert sd.potential_energy(tree, q, gravity=g) == pytest.approx(
+        -np.sum(m * ((p + np.einsum("bij,bj->bi", R, c)) @ g)), rel=1e-12, abs=1e-12)
+    assert sd.mechanical_energy(tree, q, v, gravity=g) == pytest.approx(
+        sd.kinetic_energy(tree, q, v) + sd.potential_energy(tree, q, gravity=g), rel=1e-14)
+
+
+def test_power_balance(tree, rng):
+    """d/dt (T + U) = v . tau with tau = rnea(q, v, a) (gravity included), by central differences."""
+    q, v, a = random_state(tree, rng)
+    tau = sd.rnea(tree, q, v, a)
+    h = 1e-4
+    Ep = sd.mechanical_energy(tree, tree.integrate(q, h * v + 0.5 * h * h * a), v + h * a)
+    Em = sd.mechanical_energy(tree, tree.integrate(q, -h * v + 0.5 * h * h * a), v - h * a)
+    # truncation ~ h^2 |E'''| (1e-8 relative here), rounding ~ 1e-16 |E| / h
+    scale = max(1.0, abs(v @ tau), float(np.abs(tau).max()) * float(np.abs(v).max()))
+    assert abs((Ep - Em) / (2 * h) - v @ tau) < 1e-6 * scale
+
+
+def test_batched_equals_single_and_object_arrays(tree, rng):
+    q, v, _ = random_state(tree, rng, (4,))
+    E = sd.mechanical_energy(tree, q, v)
+    T, U = sd.kinetic_energy(tree, q, v), sd.potential_energy(tree, q)
+    assert E.shape == (4,)
+    for k in range(4):
+        assert E[k] == pytest.approx(float(sd.mechanical_energy(tree, q[k], v[k])), rel=1e-15)
+        assert T[k] + U[k] == pytest.approx(E[k], rel=1e-13, abs=1e-13)
+    o = lambda x: np.asarray(x[0], dtype=object)  # noqa: E731
+    assert float(sd.mechanical_energy(tree, o(q), o(v))) == pytest.approx(E[0], rel=1e-12, abs=1e-12)
+    assert float(sd.kinetic_energy(tree, o(q), o(v))) == pytest.approx(T[0], rel=1e-12)
