@@ -3,7 +3,7 @@
 Quick use::
 
     import sparsedyn as sd
-    model = sd.humanoid()                      # or sd.load_urdf("robot.urdf")
+    model = sd.humanoid()                      # or sd.load_model("robot.urdf" / "robot.xml")
     q = model.random_configuration(0)
     tau = sd.rnea(model, q, v, a)
 
@@ -16,7 +16,7 @@ from . import spatial
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                          frame_placements, frame_velocity)
-from .model import Frame, Mimic, Model, ModelBuilder, ModelError
+from .model import Frame, JointDynamics, Mimic, Model, ModelBuilder, ModelError
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
@@ -26,6 +26,8 @@ from .algorithms.aba import SingularInertiaError, aba
 from .algorithms.fd import fd_crb
 from .algorithms.minv import minv
 from .io.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
+from .io.mjcf import MjcfError, MjcfWarning, load_mjcf, mjcf_measurements
+from .io.load import load_model
 from . import sparse
 from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
 from . import constraints
@@ -40,10 +42,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
-    "Frame", "Mimic", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
+    "Frame", "Mimic", "JointDynamics", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "serial_chain",
-    "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
+    "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
+    "mjcf_measurements", "load_model",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",

@@ -14,15 +14,15 @@ __all__ = ["main", "load_model", "compiled_estimate_lines"]
 
 
 def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
-    """A built-in model by name, or a URDF file (see :func:`sparsedyn.load_urdf` for the options)."""
+    """A built-in model by name, or a URDF or MJCF file (see :func:`sparsedyn.load_model` for the options)."""
     from .builders import BUILTIN_MODELS, builtin
     if spec in BUILTIN_MODELS:
         return builtin(spec)
-    if spec.endswith(".urdf") or "/" in spec or "\\" in spec:
-        from .io.urdf import load_urdf
-        return load_urdf(spec, floating_base=floating_base, invalid_inertia=invalid_inertia)
+    if spec.endswith((".urdf", ".xml", ".mjcf")) or "/" in spec or "\\" in spec:
+        from .io.load import load_model as load_file
+        return load_file(spec, floating_base=floating_base, invalid_inertia=invalid_inertia)
     raise SystemExit(f"sparsedyn: {spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}) "
-                     f"nor a .urdf file")
+                     f"nor a .urdf or MJCF .xml file")
 
 
 def format_tree(model) -> str:
@@ -182,13 +182,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="sparsedyn", description="Rigid-body dynamics: model info and demo.")
     sub = parser.add_subparsers(dest="command", required=True)
     p_info = sub.add_parser("info", help="print a model's tree, dofs per joint, masses and depth")
-    p_info.add_argument("model", help="a URDF path or a built-in model name (e.g. humanoid)")
+    p_info.add_argument("model", help="a URDF or MJCF path or a built-in model name (e.g. humanoid)")
     p_info.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
                         help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
     p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
                                             "fill-in, pivot safety, flops, and a picture")
-    p_sp.add_argument("model", help="a URDF path or a built-in model name")
+    p_sp.add_argument("model", help="a URDF or MJCF path or a built-in model name")
     p_sp.add_argument("--problem", choices=("id", "fd"), default="id", help="inverse or forward dynamics")
     p_sp.add_argument("--ordering", default="auto", help="elimination order of non-triangular blocks "
                                                          "(auto, articulated, colamd, mmd_ata, mmd_at_plus_a, natural)")
@@ -196,11 +196,11 @@ def main(argv=None) -> int:
     p_sp.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
     p_est = sub.add_parser("estimate", help="well-posedness verdict, unknowns and flops of an estimation problem, "
                                             "and a solve of a simulated sample")
-    p_est.add_argument("model", help="a URDF path or a built-in model name")
+    p_est.add_argument("model", help="a URDF or MJCF path or a built-in model name")
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; see sparsedyn.estimation.files)")
     p_est.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code; print flop counts and build times")
-    p_comp.add_argument("model", help="a URDF path or a built-in model name")
+    p_comp.add_argument("model", help="a URDF or MJCF path or a built-in model name")
     p_comp.add_argument("--floating-base", action="store_true", help="attach a URDF's root link by a free joint")
     p_comp.add_argument("--no-batch", action="store_true", help="build only the single-state library")
     p_bench = sub.add_parser("bench", help="compiled sparsedyn vs Pinocchio (and MuJoCo), side by side in one run")
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
                                progress=lambda m: print(f"  .. {m}", file=sys.stderr, flush=True)))
         else:
             print(demo(args.seed, args.plot or None))
-    except (ModelError, FileNotFoundError, ValueError, KeyError) as e:
+    except (ModelError, FileNotFoundError, ValueError, KeyError, ImportError) as e:
         print(f"sparsedyn: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:
