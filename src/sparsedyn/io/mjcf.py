@@ -447,6 +447,12 @@ def _joint_dynamics(m, model, specs, mjx):
 
 # --- sensors ---------------------------------------------------------------------------
 
+#: MuJoCo sensor kinds that are functions of the configuration and velocity alone.
+_STATE_SENSORS = {"jointpos", "jointvel", "gyro", "velocimeter", "framepos", "framequat", "framexaxis",
+                  "frameyaxis", "framezaxis", "framelinvel", "frameangvel", "subtreecom", "subtreelinvel",
+                  "subtreeangmom", "ballquat", "ballangvel", "actuatorpos", "actuatorvel", "tendonpos", "tendonvel",
+                  "magnetometer", "clock"}
+
 def _sensors(m, model, extra):
     from ..sensors import Accelerometer, ForceTorque, JointTorque
     import mujoco
@@ -479,15 +485,16 @@ def _sensors(m, model, extra):
                     out.append(ForceTorque(sname, joint, frame=site_frame[obj], components=comp, covariance=cov))
         elif st == int(T.mjSENS_JOINTACTFRC) and int(m.jnt_type[obj]) in (_HINGE, _SLIDE):
             out.append(JointTorque(sname, [extra["joint_names"][obj]], covariance=cov))
+        elif kind in _STATE_SENSORS:
+            why = "measures the state (q, v), which estimation takes as given"
         else:
-            why = "not a measurement of the dynamics"
+            why = "not modelled"
         if why is not None:
             skipped.setdefault((kind, why), []).append(sname)
-    notes = [f"{kind} sensors {why} ({_list(names)})" for (kind, why), names in skipped.items()]
+    notes = []
     if skipped:
-        notes = ["sensors not mapped (" + "; ".join(f"{kind}: {_list(n)}" + ("" if w.startswith("not a") else f", {w}")
-                                                    for (kind, w), n in skipped.items())
-                 + "; the state sensors measure (q, v), which estimation takes as given)"]
+        notes = ["sensors not mapped to model sensors (" + "; ".join(f"{kind} {_list(n)}: {w}"
+                                                                   for (kind, w), n in skipped.items()) + ")"]
     return out, notes
 
 
