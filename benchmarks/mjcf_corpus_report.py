@@ -7,7 +7,8 @@ lists (kinds only; ``--warnings`` prints the full messages after the table), and
 relative error against MuJoCo over ``--states`` random states, MuJoCo's passive forces and
 constraints disabled (gravity kept): RNEA vs ``mj_inverse``'s ``qfrc_inverse``, CRBA vs
 ``mj_fullM``, ABA vs ``mj_forward``'s ``qacc``, frame placements vs ``xpos``/``xmat`` and
-``site_xpos``/``site_xmat`` (armature included).  Relative: divided by max(1, largest entry of
+``site_xpos``/``site_xmat`` (armature included), and the file's force, torque and accelerometer
+sensors (as ``model.sensors``) predicted from MuJoCo's ``qacc`` vs its ``sensordata``.  Relative: divided by max(1, largest entry of
 MuJoCo's result).
 """
 
@@ -39,7 +40,8 @@ def worst_errors(mujoco, model, mm, states):
     md = mujoco.MjData(mm)
     rng = np.random.default_rng(0)
     rel = lambda e, r: float(np.max(np.abs(e))) / max(1.0, float(np.max(np.abs(r), initial=0.0)))  # noqa: E731
-    err = dict.fromkeys(("rnea", "crba", "aba", "frames"), 0.0)
+    err = dict.fromkeys(("rnea", "crba", "aba", "frames", "sensors"), 0.0)
+    sensors = [x for x in model.sensors if not isinstance(x, sd.sensors.JointTorque)]
     index = {n: k for k, n in enumerate(model.frame_names)}
     for _ in range(states):
         q = model.random_configuration(rng)
@@ -56,6 +58,12 @@ def worst_errors(mujoco, model, mm, states):
         md.qfrc_applied[:] = mjx.tau_to_mujoco(model, q, tau)
         mujoco.mj_forward(mm, md)
         err["aba"] = max(err["aba"], rel(mjx.a_to_mujoco(model, q, v, sd.aba(model, q, v, tau)) - md.qacc, md.qacc))
+        if sensors:     # the file's F/T and accelerometer sensors, predicted from MuJoCo's qacc
+            a_mj = mjx.v_from_mujoco(model, q, md.qacc - mjx.a_to_mujoco(model, q, v, np.zeros(model.nv)))
+            y, _ = sd.EstimationProblem(model, sensors=sensors).simulate(q, v, a_mj)
+            y_mj = np.concatenate([md.sensordata[mm.sensor(x.name).adr[0]:][:mm.sensor(x.name).dim[0]]
+                                   for x in sensors])
+            err["sensors"] = max(err["sensors"], rel(y[y.size - y_mj.size:] - y_mj, y_mj))
         R, p = sd.frame_placements(model, q)
         pairs = [(index.get(f"site:{mm.site(s).name}", index.get(mm.site(s).name or f"site{s}")),
                   md.site_xpos[s], md.site_xmat[s]) for s in range(mm.nsite) if _moves(mm, mm.site_bodyid[s])]
@@ -94,7 +102,7 @@ def main(argv=None):
     files = sorted(root.rglob("*.xml"))
     print(f"dm_control {getattr(dm_control, '__version__', '?')} ({len(files)} XML files), MuJoCo {mujoco.__version__}, "
           f"{args.states} random state(s) per file")
-    head = f"{'file':58s} {'mujoco':7s} {'loads':6s} {'nv':>4s} {'worst rel. error':>16s}  warned about"
+    head = f"{'file':58s} {'mujoco':7s} {'loads':6s} {'nv':>4s} {'sens':>4s} {'worst rel. error':>18s}  warned about"
     print(head)
     print("-" * len(head))
     full, worst_all, counts = [], 0.0, {"compiles": 0, "loads": 0, "compared": 0}
@@ -128,7 +136,8 @@ def main(argv=None):
         elif model is not None:
             err = "(no dofs)"
         nv = "" if model is None else str(model.nv)
-        print(f"{rel:58s} {compiles:7s} {loads:6s} {nv:>4s} {err:>16s}  {_kinds(msgs[0]) if msgs else ''}")
+        ns = "" if model is None else str(len(model.sensors))
+        print(f"{rel:58s} {compiles:7s} {loads:6s} {nv:>4s} {ns:>4s} {err:>18s}  {_kinds(msgs[0]) if msgs else ''}")
         if msgs:
             full.append((rel, msgs[0]))
     print("-" * len(head))

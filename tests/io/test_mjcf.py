@@ -66,6 +66,13 @@ def compare_with_mujoco(model, mm, seed=0):
     md.qfrc_applied[:] = mjx.tau_to_mujoco(model, q, tau)
     mujoco.mj_forward(mm, md)
     err["aba"] = _rel(mjx.a_to_mujoco(model, q, v, sd.aba(model, q, v, tau)) - md.qacc, md.qacc)
+    # the file's force, torque and accelerometer sensors, predicted from (q, v, a) as MuJoCo measures them
+    sensors = [x for x in model.sensors if not isinstance(x, sd.sensors.JointTorque)]
+    if sensors:
+        a_mj = mjx.v_from_mujoco(model, q, md.qacc - mjx.a_to_mujoco(model, q, v, np.zeros(model.nv)))
+        y, _ = sd.EstimationProblem(model, sensors=sensors).simulate(q, v, a_mj)
+        y_mj = np.concatenate([md.sensordata[mm.sensor(x.name).adr[0]:][:mm.sensor(x.name).dim[0]] for x in sensors])
+        err["sensors"] = _rel(y[y.size - y_mj.size:] - y_mj, y_mj)
     # frames: every site and body that moves, by the loader's naming rules
     worst = 0.0
     R, p = sd.frame_placements(model, q)
