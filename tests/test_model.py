@@ -106,3 +106,16 @@ def test_model_rejects_bad_order():
         Model(parent=np.array([-1, -1, 0]), **kw3)
     with pytest.raises(ModelError, match=r"inertia has shape \(2, 6, 6\), expected \(3, 6, 6\)"):
         Model(parent=np.array([-1, 0, 1]), **{**kw3, "inertia": np.zeros((2, 6, 6))})
+
+
+def test_joint_dynamics_defaults_and_checks():
+    import sparsedyn as sd
+    m = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=1, floating_base=True)
+    jd = m.joint_dynamics
+    assert np.array_equal(jd.reference, m.neutral()) and np.array_equal(jd.spring_reference, m.neutral())
+    assert not np.any(jd.damping) and jd.damping.shape == (m.nv,) and not jd.damping.flags.writeable
+    bad = sd.JointDynamics(np.zeros(m.nv - 1), None, None, None, None)
+    with pytest.raises(sd.ModelError, match="joint_dynamics.damping"):
+        dataclasses.replace(m, joint_dynamics=bad)
+    ok = dataclasses.replace(m, joint_dynamics=sd.JointDynamics(np.full(m.nv, 0.5), None, None, None, None))
+    assert np.all(ok.joint_dynamics.damping == 0.5) and not np.any(ok.joint_dynamics.stiffness)

@@ -103,9 +103,20 @@ def _unsupported(mm):
 
 
 @pytest.fixture(scope="module")
-def corpus_models():
-    """``{relative path: (MjModel or MuJoCo's error, load result or exception, warnings)}``, loaded once."""
+def corpus_models(tmp_path_factory):
+    """``{relative path: (MjModel or MuJoCo's error, load result or exception, warnings)}``, loaded once
+    (in a scratch folder: MuJoCo writes its error log to the working directory)."""
     out = {}
+    here = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("mujoco_log"))
+    try:
+        _load_corpus(out)
+    finally:
+        os.chdir(here)
+    return out
+
+
+def _load_corpus(out):
     for rel in CORPUS:
         path = str(DM_CONTROL / rel)
         try:
@@ -117,7 +128,6 @@ def corpus_models():
         except Exception as e:   # noqa: BLE001
             res, warned = e, []
         out[rel] = (mm, res, warned)
-    return out
 
 
 def test_corpus_is_there():
@@ -378,7 +388,8 @@ def test_equality_constraints_without_constraints_are_reported():
 
 # --- bad input, dispatch, CLI -----------------------------------------------------------
 
-def test_file_rejected_by_mujoco(tmp_path):
+def test_file_rejected_by_mujoco(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)              # MuJoCo's error log goes there
     bad = tmp_path / "bad_robot.xml"
     bad.write_text('<mujoco><worldbody><body><joint type="hinge" axis="0 0 0"/><geom size="1"/></body>'
                    '</worldbody></mujoco>')
@@ -389,6 +400,43 @@ def test_file_rejected_by_mujoco(tmp_path):
         sd.load_mjcf("<mujoco><worldbody><bogus/></worldbody></mujoco>")
     with pytest.raises(sd.MjcfError, match="nothere.xml: file not found"):
         sd.load_mjcf(tmp_path / "nothere.xml")
+
+
+def test_mutated_files_load_or_raise_mjcf_error(tmp_path, monkeypatch):
+    """Seeded fuzzing: a mutated file gives a model with finite dynamics or one MjcfError naming it."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(2024)
+    numbers = [m for m in __import__("re").finditer(r"-?\d+(\.\d+)?", ARM)]
+    outcomes = {"model": 0, "error": 0}
+    for k in range(40):
+        text = ARM
+        kind = k % 4
+        if kind == 0:                                   # a number replaced by something odd
+            m = numbers[rng.integers(len(numbers))]
+            odd = ["0", "-1", "nan", "1e308", "inf", "", "1 2", "x"][rng.integers(8)]
+            text = text[:m.start()] + odd + text[m.end():]
+        elif kind == 1:                                 # a span deleted
+            i = int(rng.integers(len(text) - 20))
+            text = text[:i] + text[i + int(rng.integers(1, 20)):]
+        elif kind == 2:                                 # a line duplicated
+            lines = text.splitlines()
+            i = int(rng.integers(len(lines)))
+            text = "\n".join(lines[:i + 1] + lines[i:])
+        else:                                           # an attribute renamed
+            text = text.replace(["mass=", "axis=", "site=", "joint=", "pos="][rng.integers(5)], "bogus=", 1)
+        path = tmp_path / f"mutant{k}.xml"
+        path.write_text(text)
+        try:
+            model, _ = _load(path)
+        except sd.MjcfError as e:
+            assert f"mutant{k}.xml" in str(e)
+            outcomes["error"] += 1
+            continue
+        outcomes["model"] += 1
+        if model.nv:
+            q = model.random_configuration(0)
+            assert np.all(np.isfinite(sd.rnea(model, q, np.ones(model.nv), np.ones(model.nv))))
+    assert outcomes["model"] and outcomes["error"], outcomes
 
 
 def test_missing_mujoco_names_what_to_install(monkeypatch):

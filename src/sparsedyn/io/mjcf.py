@@ -220,7 +220,12 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     """
     mujoco = _mujoco()
     label, m = _compile(mujoco, source, assets)
-    model, extra = _translate(mujoco, m, label, name, sensors)
+    try:
+        model, extra = _translate(mujoco, m, label, name, sensors)
+    except MjcfError:
+        raise
+    except (ModelError, ValueError) as e:     # a compiled model the Model cannot hold: name the file
+        raise MjcfError(f"{label}: {e}") from None
     notes = extra["notes"]
     cs, eq_notes = None, []
     if constraints:
