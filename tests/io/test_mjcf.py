@@ -478,3 +478,6 @@ def test_cli_info_reads_mjcf(capsys):
     assert main(["info", path]) == 0
     out = capsys.readouterr().out
     assert "cart-pole" in out and "slider: prismatic" in out and "hinge_1: revolute" in out
+    assert main(["sparsity", path, "--problem", "id"]) == 0
+    # two bodies: a, f, fx (6 each per body) + tau, qdd (one per dof) = 40 unknowns
+    assert "model 'cart-pole': 40 unknowns" in capsys.readouterr().out
