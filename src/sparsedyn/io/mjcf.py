@@ -90,6 +90,7 @@ with MuJoCo's message and the file name.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -98,7 +99,7 @@ import numpy as np
 
 from ..joints import make_joint
 from ..model import JointDynamics, Model, ModelBuilder, ModelError
-from ..spatial import from_pose, mcI, quat_to_rot
+from ..spatial import axis_rotation, from_pose, mcI, quat_to_rot
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]
 
@@ -159,12 +160,6 @@ def _pose(R=None, p=None):
 def _quat_wxyz(q):
     q = np.asarray(q, float)
     return quat_to_rot(np.array([q[1], q[2], q[3], q[0]]) / np.linalg.norm(q))
-
-
-def _axis_rotation(axis, angle):
-    a = np.asarray(axis, float) / np.linalg.norm(axis)
-    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
-    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * (K @ K)
 
 
 def _transform(T):
@@ -289,7 +284,9 @@ def _translate(mujoco, m, label, name, read_sensors):
                 else:
                     p = np.array(m.jnt_pos[j], float)
                     if jt == _HINGE:
-                        joint, C = make_joint("revolute", axis), _pose(_axis_rotation(axis, -qpos0[qa]))
+                        # the rotation by -ref about the axis: R(axis, -ref) = R(axis, ref)^T
+                        joint = make_joint("revolute", axis)
+                        C = _pose(axis_rotation(np.array(joint.axis), np.float64(qpos0[qa])))
                     elif jt == _SLIDE:
                         joint, C = make_joint("prismatic", axis), _pose(p=-qpos0[qa] * axis / np.linalg.norm(axis))
                     else:
@@ -363,9 +360,9 @@ def _translate(mujoco, m, label, name, read_sensors):
     # per-dof and per-q data, our layout
     from ..interop import mujoco as mjx
     jd = _joint_dynamics(m, model, specs, mjx)
-    model = _replace(model, joint_dynamics=jd)
+    model = dataclasses.replace(model, joint_dynamics=jd)
     extra = dict(host=host, T_host=T_host, body_frame=body_frame, site_frame=site_frame, fixed_name=fixed_name,
-                 body_names=body_names, joint_names=joint_names, specs=specs, notes=[])
+                 body_names=body_names, joint_names=joint_names, specs=specs)
     sensor_list, sensor_notes = _sensors(m, model, extra) if read_sensors else ([], [])
     if sensor_list:
         model = model.with_sensors(*sensor_list)
@@ -394,11 +391,6 @@ def _translate(mujoco, m, label, name, read_sensors):
         notes.append(f"sites fixed to the world, which are not frames of the model ({_list(world_sites)})")
     extra["notes"] = notes + sensor_notes
     return model, extra
-
-
-def _replace(model, **kw):
-    import dataclasses
-    return dataclasses.replace(model, **kw)
 
 
 def _model_name(m):
@@ -546,53 +538,62 @@ def _world_pose(m, b):
 
 
 def _constraints(m, model, extra, label):
-    from ..constraints import ConstraintSet, JointCoupling, PointCoincidence, Weld
+    from ..constraints import ConstraintError, ConstraintSet
     out, notes = [], []
     for e in range(m.neq):
         if not m.eq_active0[e]:
             continue
-        et, ot = int(m.eq_type[e]), int(m.eq_objtype[e])
-        o1, o2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-        data = np.array(m.eq_data[e], float)
-        en = _name(m, "equality", e)
-        if et in (_EQ_CONNECT, _EQ_WELD):
-            if ot == _OBJ_SITE:
-                A, B = np.eye(4), np.eye(4)
-            elif et == _EQ_CONNECT:
-                A, B = _pose(p=data[0:3]), _pose(p=data[3:6])
-            else:
-                # MuJoCo: p1 + R1 relpos = p2 + R2 anchor and R1 relquat = R2, i.e. the frame
-                # (relpos, relquat) on body 1 coincides with the frame (anchor, identity) on body 2.
-                A, B = _pose(_quat_wxyz(data[6:10]), data[3:6]), _pose(p=data[0:3])
-            fa, Pa = _frame_ref(model, extra, m, ot, o1, A)
-            fb, Pb = _frame_ref(model, extra, m, ot, o2, B)
-            if fa is None:
-                fa, Pa, fb, Pb = fb, Pb, fa, Pa
-            if fa is None:
-                notes.append(f"{'connect' if et == _EQ_CONNECT else 'weld'} {en!r} between two bodies fixed to the world")
-                continue
-            if et == _EQ_CONNECT:
-                out.append(PointCoincidence(model, fa, fb, point_a=Pa[:3, 3], point_b=Pb[:3, 3], name=en))
-            else:
-                # frame_a composed with Pa coincides with frame_b composed with Pb:
-                # frame_a = frame_b * Pb * Pa^-1
-                P = Pb @ np.linalg.inv(Pa)
-                out.append(Weld(model, fa, fb, placement=(P[:3, :3], P[:3, 3]), name=en))
-        elif et == _EQ_JOINT:
-            c = data[0:5]
-            j1 = extra["joint_names"][o1]
-            if o2 < 0 or np.any(c[2:] != 0) or int(m.jnt_type[o1]) not in (_HINGE, _SLIDE) \
-                    or int(m.jnt_type[o2]) not in (_HINGE, _SLIDE):
-                notes.append(f"joint equality {en!r} (only a linear coupling of two hinge or slide joints maps "
-                             f"to a JointCoupling)")
-                continue
-            r1, r2 = float(m.qpos0[m.jnt_qposadr[o1]]), float(m.qpos0[m.jnt_qposadr[o2]])
-            # q1 - r1 = c0 + c1 (q2 - r2)
-            out.append(JointCoupling(model, j1, extra["joint_names"][o2], multiplier=c[1],
-                                     offset=r1 + c[0] - c[1] * r2, name=en))
-        else:
-            notes.append(f"equality {en!r} of type {_eq_kind(et)}")
+        try:
+            _equality(m, model, extra, e, out, notes)
+        except ConstraintError as err:        # e.g. both sides on one body after welds are merged
+            notes.append(f"equality {_name(m, 'equality', e)!r}: {err}")
     return ConstraintSet(model, out), notes
+
+
+def _equality(m, model, extra, e, out, notes):
+    """Append the constraint of equality ``e`` to ``out``, or a note on why it has none."""
+    from ..constraints import JointCoupling, PointCoincidence, Weld
+    et, ot = int(m.eq_type[e]), int(m.eq_objtype[e])
+    o1, o2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+    data = np.array(m.eq_data[e], float)
+    en = _name(m, "equality", e)
+    if et in (_EQ_CONNECT, _EQ_WELD):
+        if ot == _OBJ_SITE:
+            A, B = np.eye(4), np.eye(4)
+        elif et == _EQ_CONNECT:
+            A, B = _pose(p=data[0:3]), _pose(p=data[3:6])
+        else:
+            # MuJoCo: p1 + R1 relpos = p2 + R2 anchor and R1 relquat = R2, i.e. the frame
+            # (relpos, relquat) on body 1 coincides with the frame (anchor, identity) on body 2.
+            A, B = _pose(_quat_wxyz(data[6:10]), data[3:6]), _pose(p=data[0:3])
+        fa, Pa = _frame_ref(model, extra, m, ot, o1, A)
+        fb, Pb = _frame_ref(model, extra, m, ot, o2, B)
+        if fa is None:
+            fa, Pa, fb, Pb = fb, Pb, fa, Pa
+        if fa is None:
+            notes.append(f"{'connect' if et == _EQ_CONNECT else 'weld'} {en!r} between two bodies fixed to the world")
+            return
+        if et == _EQ_CONNECT:
+            out.append(PointCoincidence(model, fa, fb, point_a=Pa[:3, 3], point_b=Pb[:3, 3], name=en))
+        else:
+            # frame_a composed with Pa coincides with frame_b composed with Pb:
+            # frame_a = frame_b * Pb * Pa^-1
+            P = Pb @ np.linalg.inv(Pa)
+            out.append(Weld(model, fa, fb, placement=(P[:3, :3], P[:3, 3]), name=en))
+    elif et == _EQ_JOINT:
+        c = data[0:5]
+        j1 = extra["joint_names"][o1]
+        if o2 < 0 or np.any(c[2:] != 0) or int(m.jnt_type[o1]) not in (_HINGE, _SLIDE) \
+                or int(m.jnt_type[o2]) not in (_HINGE, _SLIDE):
+            notes.append(f"joint equality {en!r} (only a linear coupling of two hinge or slide joints maps "
+                         f"to a JointCoupling)")
+            return
+        r1, r2 = float(m.qpos0[m.jnt_qposadr[o1]]), float(m.qpos0[m.jnt_qposadr[o2]])
+        # q1 - r1 = c0 + c1 (q2 - r2)
+        out.append(JointCoupling(model, j1, extra["joint_names"][o2], multiplier=c[1],
+                                 offset=r1 + c[0] - c[1] * r2, name=en))
+    else:
+        notes.append(f"equality {en!r} of type {_eq_kind(et)}")
 
 
 def _eq_kind(et):
