@@ -120,7 +120,7 @@ def test_force_torque_regressor_matches_the_estimation_model():
                                                      direction="child_to_parent")]
     prob = sd.EstimationProblem(model, sensors=sensors + [sd.estimation.JointTorque("tau", model.joint_names)])
     q, v, a = idn.random_states(model, 3, seed=7)
-    y = prob.unpack(prob.simulate(q, v, a)[0])
+    y = prob.unpack(prob.measurements(q, v, a)[0])
     pi = model.inertial_parameters()
     for s in sensors:
         assert rel_err(idn.force_torque_regressor(model, q, v, a, s) @ pi, y[s.name]) < 1e-12
@@ -175,7 +175,7 @@ def test_fixed_joint_force_torque_regressor_matches_the_estimation_model(icub):
     model, sensors = icub
     prob = sd.EstimationProblem(model, sensors=sensors)
     q, v, a = idn.random_states(model, 2, seed=9)
-    y = prob.unpack(prob.simulate(q, v, a)[0])
+    y = prob.unpack(prob.measurements(q, v, a)[0])
     for s in sensors:
         Ys = idn.force_torque_regressor(model, q, v, a, s)
         assert Ys.shape == (2, 6, 10 * model.nbodies + 10)

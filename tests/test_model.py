@@ -153,3 +153,14 @@ def test_builder_accepts_pose_pairs_and_homogeneous_matrices():
     for X, msg in bad:
         with pytest.raises(ModelError, match="body 'a': Xtree: .*" + msg):
             ModelBuilder("t").add_body("a", None, make_joint("revolute", [0, 0, 1]), X, mass=1.0)
+def test_joint_dynamics_defaults_and_checks():
+    import sparsedyn as sd
+    m = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=1, floating_base=True)
+    jd = m.joint_dynamics
+    assert np.array_equal(jd.reference, m.neutral()) and np.array_equal(jd.spring_reference, m.neutral())
+    assert not np.any(jd.damping) and jd.damping.shape == (m.nv,) and not jd.damping.flags.writeable
+    bad = sd.JointDynamics(np.zeros(m.nv - 1), None, None, None, None)
+    with pytest.raises(sd.ModelError, match="joint_dynamics.damping"):
+        dataclasses.replace(m, joint_dynamics=bad)
+    ok = dataclasses.replace(m, joint_dynamics=sd.JointDynamics(np.full(m.nv, 0.5), None, None, None, None))
+    assert np.all(ok.joint_dynamics.damping == 0.5) and not np.any(ok.joint_dynamics.stiffness)

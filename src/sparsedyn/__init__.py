@@ -4,7 +4,7 @@ Quick use::
 
     import numpy as np
     import sparsedyn as sd
-    model = sd.humanoid()                      # or sd.load_urdf(path), sd.random_tree(...)
+    model = sd.humanoid()                      # or sd.load_model(path): URDF or MJCF
     q = model.random_configuration(0)          # (nq,)
     v = np.zeros(model.nv); a = np.zeros(model.nv)
     tau = sd.rnea(model, q, v, a)              # (nv,)
@@ -25,7 +25,7 @@ from . import spatial
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
-from .model import Frame, Mimic, Model, ModelBuilder, ModelError
+from .model import Frame, JointDynamics, Mimic, Model, ModelBuilder, ModelError
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
@@ -52,6 +52,11 @@ _LAZY = {
     "to_urdf": ("sparsedyn.io.urdf", "to_urdf"),
     "UrdfError": ("sparsedyn.io.urdf", "UrdfError"),
     "UrdfWarning": ("sparsedyn.io.urdf", "UrdfWarning"),
+    "load_mjcf": ("sparsedyn.io.mjcf", "load_mjcf"),
+    "MjcfError": ("sparsedyn.io.mjcf", "MjcfError"),
+    "MjcfWarning": ("sparsedyn.io.mjcf", "MjcfWarning"),
+    "mjcf_measurements": ("sparsedyn.io.mjcf", "mjcf_measurements"),
+    "load_model": ("sparsedyn.io.load", "load_model"),
     "sparse": ("sparsedyn.sparse", None),
     "sparse_inverse_dynamics": ("sparsedyn.sparse", "sparse_inverse_dynamics"),
     "sparse_forward_dynamics": ("sparsedyn.sparse", "sparse_forward_dynamics"),
@@ -102,10 +107,11 @@ def __dir__():
 
 __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
-    "Frame", "Mimic", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
+    "Frame", "Mimic", "JointDynamics", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "serial_chain",
-    "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
+    "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
+    "mjcf_measurements", "load_model",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",

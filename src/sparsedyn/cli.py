@@ -43,18 +43,18 @@ def find_example_robot(name: str):
 
 def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
     """A model from a command-line argument: a built-in model name (``humanoid``, ``chain7``, ...),
-    a URDF file, or the name of a URDF of the ``example-robot-data`` package (``panda``, ``talos``,
+    a URDF or MJCF file, or the name of a URDF of the ``example-robot-data`` package (``panda``, ``talos``,
     ...).  ``floating_base`` and ``invalid_inertia``: see :func:`sparsedyn.load_urdf`.
     Raises :class:`UsageError` when ``spec`` is none of these."""
     import os
     from .builders import BUILTIN_MODELS, builtin
     if spec in BUILTIN_MODELS:
         return builtin(spec)
-    path = spec if (spec.endswith(".urdf") or os.path.sep in spec or "/" in spec or os.path.exists(spec)) \
-        else find_example_robot(spec)
+    path = spec if (spec.endswith((".urdf", ".xml", ".mjcf")) or os.path.sep in spec or "/" in spec
+                    or os.path.exists(spec)) else find_example_robot(spec)
     if path is not None:
-        from .io.urdf import load_urdf
-        return load_urdf(path, floating_base=floating_base, invalid_inertia=invalid_inertia)
+        from .io.load import load_model as load_file
+        return load_file(path, floating_base=floating_base, invalid_inertia=invalid_inertia)
     from .interop import example_robot_data_dir
     d = example_robot_data_dir()
     if d is None:
@@ -65,7 +65,7 @@ def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "e
         near = [x for x in stems if x.startswith(spec)][:6] or difflib.get_close_matches(spec, stems, n=6, cutoff=0.5)
         hint = f"; closest example-robot-data URDFs: {', '.join(near)}" if near else ""
     raise UsageError(f"{spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}), nor a .urdf "
-                     f"file, nor a URDF of example-robot-data (e.g. panda, talos_reduced, ur5_robot){hint}")
+                     f"or MJCF .xml file, nor a URDF of example-robot-data (e.g. panda, talos_reduced, ur5_robot){hint}")
 
 
 def _num(x: float) -> float:
@@ -268,7 +268,7 @@ def compiled_estimate_lines(solver, q, v, y, repeat=5) -> list:
 DESCRIPTION = """\
 Rigid-body dynamics of articulated bodies (robots, humans, mechanisms).
 
-MODEL is a built-in name (humanoid, chain7, ...), a URDF file, or the name of a URDF of the
+MODEL is a built-in name (humanoid, chain7, ...), a URDF or MJCF (.xml) file, or the name of a URDF of the
 example-robot-data package (panda, talos_reduced, ur5_robot, icub, ...: pip install
 example-robot-data).
 """
@@ -290,7 +290,7 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"sparsedyn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
-    model_help = "a built-in model name, a URDF file, or an example-robot-data name (e.g. panda)"
+    model_help = "a built-in model name, a URDF or MJCF file, or an example-robot-data name (e.g. panda)"
     fb_help = "attach a URDF's root link by a free joint (floating base)"
     p_info = sub.add_parser("info", help="a model's tree, dofs per joint, masses, frames and sensors")
     p_info.add_argument("model", help=model_help)
@@ -405,7 +405,7 @@ def main(argv=None) -> int:
         parser.print_usage(sys.stderr)
         print(f"sparsedyn: error: {_error_line(e)}", file=sys.stderr)
         return EXIT_USAGE
-    except (ModelError, OSError, ValueError, KeyError, TypeError, RuntimeError, ArithmeticError) as e:
+    except (ModelError, ImportError, OSError, ValueError, KeyError, TypeError, RuntimeError, ArithmeticError) as e:
         if isinstance(e, BrokenPipeError):
             # The reader went away (e.g. `sparsedyn info robot.urdf | head`): not an error of ours.
             sys.stderr.close()

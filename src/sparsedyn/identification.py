@@ -191,6 +191,7 @@ class BaseParameters:
 
     @property
     def rank(self) -> int:
+        """Number of base (identifiable) parameters."""
         return len(self.independent)
 
     def base(self, pi):
@@ -339,6 +340,8 @@ class Identification:
 
     @property
     def pseudo_inertias(self):
+        """(NB, 4, 4) pseudo-inertia of each body from :attr:`parameters` (positive semidefinite
+        exactly when the body's parameters are physically consistent)."""
         return pseudo_inertia(self.parameters)
 
     def model(self, model):

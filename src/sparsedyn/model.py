@@ -12,7 +12,20 @@ book           field                        meaning
 ``I``          ``inertia``                  (NB, 6, 6) spatial inertia, body frame
 ``lambda``     ``dof_parent``               parent of each dof in the expanded tree
 ``nu(i)``      ``subtree_end``              subtree of i = bodies ``i .. subtree_end[i]-1``
+(rotor)        ``armature``                 (nv,) inertia added to each dof's diagonal
 =============  ===========================  ==========================================
+
+``armature`` (nv,) is the reflected rotor inertia of each dof (motor inertia
+times the gear ratio squared; MuJoCo's and Pinocchio's ``armature``): the
+equation of motion is ``(H(q) + diag(armature)) qdd + C = tau``, and every
+algorithm (RNEA, CRBA, ABA, the inverse of ``H``, the sparse system) includes
+it.  It is zero by default; a dof whose armature is exactly zero adds no term
+to any traced program.  :meth:`Model.with_armature` returns a copy with other
+values.
+
+``joint_dynamics`` (:class:`JointDynamics`) keeps per-dof viscous damping,
+spring stiffness and dry friction and the configurations they refer to, as
+data for the user: no algorithm of the library applies these passive forces.
 
 Bodies are numbered depth-first, so every subtree is a contiguous index range.
 Body ``i`` owns ``q[q_start[i] : q_start[i] + joints[i].nq]`` and
@@ -45,7 +58,7 @@ import numpy as np
 from .joints import Joint
 from .spatial import Transform, identity, mcI
 
-__all__ = ["Model", "Frame", "FixedJoint", "Mimic", "ModelBuilder", "ModelError", "UnknownNameError", "unknown_name",
+__all__ = ["Model", "Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelBuilder", "ModelError", "UnknownNameError", "unknown_name",
            "as_transform"]
 
 
@@ -118,6 +131,25 @@ class Mimic(NamedTuple):
     offset: float
 
 
+class JointDynamics(NamedTuple):
+    """Passive joint properties kept as data (no algorithm applies them).
+
+    ``damping`` (nv,): viscous damping, ``tau = -damping * v``; ``stiffness``
+    (nv,): spring stiffness towards ``spring_reference`` (a ball or free joint's
+    spring acts on the rotation vector of the relative orientation);
+    ``frictionloss`` (nv,): dry friction force bound; ``spring_reference`` (nq,):
+    the configuration where the springs are at rest; ``reference`` (nq,): the
+    configuration in which the source file placed the bodies (MuJoCo's
+    ``qpos0``; the neutral configuration for a URDF or a built model).
+    """
+
+    damping: np.ndarray
+    stiffness: np.ndarray
+    frictionloss: np.ndarray
+    spring_reference: np.ndarray
+    reference: np.ndarray
+
+
 def _frozen(a, dtype=float):
     a = np.array(a, dtype=dtype)
     a.setflags(write=False)
@@ -145,6 +177,8 @@ class Model:
     root_name: str = "world"
     sensors: tuple = ()
     fixed_joints: tuple = ()
+    armature: np.ndarray | None = None
+    joint_dynamics: JointDynamics | None = None
     # structure-derived, filled in __post_init__
     nbodies: int = field(init=False)
     nq: int = field(init=False)
@@ -212,6 +246,8 @@ class Model:
         s("upper", lim(self.upper, self.nq, np.inf))
         s("velocity_limit", lim(self.velocity_limit, self.nv, np.inf))
         s("effort_limit", lim(self.effort_limit, self.nv, np.inf))
+        s("armature", self._checked_armature())
+        s("joint_dynamics", self._checked_joint_dynamics())
         frames = tuple(self.frames)
         have = {f.name for f in frames}
         extra = tuple(Frame(n, i, identity()) for i, n in enumerate(self.body_names) if n not in have)
@@ -225,6 +261,42 @@ class Model:
         s("frames", tuple(Frame(f.name, int(f.body), Transform(_frozen(f.X.E), _frozen(f.X.r))) for f in self.frames))
         s("fixed_joints", self._checked_fixed_joints())
         self._check_sensors()
+
+    def _checked_armature(self):
+        if self.armature is None:
+            return _frozen(np.zeros(self.nv))
+        try:
+            arm = np.array(self.armature, dtype=float)
+        except (TypeError, ValueError):
+            raise ModelError(f"model {self.name!r}: armature must be {self.nv} numbers (one per dof)") from None
+        if arm.shape != (self.nv,) or not np.all(np.isfinite(arm)) or np.any(arm < 0):
+            raise ModelError(f"model {self.name!r}: armature must be {self.nv} finite non-negative numbers "
+                             f"(one per dof), got shape {arm.shape}"
+                             + ("" if arm.shape != (self.nv,) else f" with values {arm[~(arm >= 0)][:5]}"))
+        return _frozen(arm)
+
+    def _checked_joint_dynamics(self):
+        jd = self.joint_dynamics
+        zeros = np.zeros(self.nv)
+        neutral = self.neutral()
+        if jd is None:
+            return JointDynamics(*(_frozen(x) for x in (zeros, zeros, zeros, neutral, neutral)))
+        out = []
+        for name, x, n in zip(JointDynamics._fields, JointDynamics(*jd),
+                              (self.nv, self.nv, self.nv, self.nq, self.nq)):
+            default = neutral if name in ("spring_reference", "reference") else zeros
+            a = np.array(default if x is None else x, float)
+            if a.shape != (n,) or not np.all(np.isfinite(a)):
+                raise ModelError(f"model {self.name!r}: joint_dynamics.{name} must be {n} finite numbers, "
+                                 f"got shape {a.shape}")
+            out.append(_frozen(a))
+        return JointDynamics(*out)
+
+    def with_armature(self, armature) -> "Model":
+        """A copy of this model with ``armature`` (nv,) (a scalar is broadcast to every dof)."""
+        arm = np.broadcast_to(np.asarray(armature, dtype=float), (self.nv,)) if np.ndim(armature) == 0 \
+            else armature
+        return dataclasses.replace(self, armature=arm)
 
     def _checked_fixed_joints(self) -> tuple:
         out, names = [], set(self.joint_names)
@@ -494,7 +566,7 @@ class ModelBuilder:
 
     def add_body(self, name, parent, joint, Xtree=None, inertia=None, *, mass=None, com=None,
                  rot_inertia=None, joint_name=None, lower=None, upper=None, velocity_limit=None,
-                 effort_limit=None):
+                 effort_limit=None, armature=None):
         """Add body ``name`` attached to ``parent`` (a body name, or ``None`` for the world).
 
         ``Xtree``: placement joint_X_parent of the joint frame in the parent's frame at q = 0 (default
@@ -504,6 +576,8 @@ class ModelBuilder:
         either ``inertia`` (6x6 about the body origin) or ``mass``, ``com``,
         ``rot_inertia`` (about the CoM, body frame).  Limits are per joint
         coordinate (nq) for positions and per dof (nv) for velocity/effort.
+        ``armature``: rotor inertia of the joint's dofs (a scalar or ``nv`` numbers;
+        default zero).
         """
         if name in self._bodies or name == self.root_name:
             raise ModelError(f"model {self.name!r}: body name {name!r} is used twice")
@@ -515,7 +589,7 @@ class ModelBuilder:
         Xtree = as_transform(Xtree, f"model {self.name!r}: body {name!r}: Xtree")
         self._bodies[name] = dict(name=name, parent=parent, joint=joint, Xtree=Xtree,
                                   inertia=np.asarray(inertia, float), joint_name=joint_name or name,
-                                  lower=lower, upper=upper, vel=velocity_limit, eff=effort_limit)
+                                  lower=lower, upper=upper, vel=velocity_limit, eff=effort_limit, arm=armature)
         self._order.append(name)
         return self
 
@@ -599,4 +673,5 @@ class ModelBuilder:
             gravity=np.asarray(self.gravity, float),
             lower=lim("lower", "nq", -np.inf), upper=lim("upper", "nq", np.inf),
             velocity_limit=lim("vel", "nv", np.inf), effort_limit=lim("eff", "nv", np.inf),
-            mimic=tuple(mimic), root_name=self.root_name, fixed_joints=tuple(fixed))
+            mimic=tuple(mimic), root_name=self.root_name, fixed_joints=tuple(fixed),
+            armature=lim("arm", "nv", 0.0))

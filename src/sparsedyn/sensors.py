@@ -190,6 +190,9 @@ class ForceTorque(Sensor):
     in its axes turned by ``rotation``: ``y = +-R^T [n; f]_frame`` with ``R``
     (3, 3) the orientation of the measurement axes in ``frame`` (default
     identity; moving the axes, not the point, is what Gazebo's ``<frame>`` does).
+    ``components`` keeps some of the six (names from :data:`COMPONENTS` or
+    indices; default all): MuJoCo's ``force`` sensor is ``("fx", "fy", "fz")``,
+    its ``torque`` sensor ``("nx", "ny", "nz")``.
     ``frame``: a frame rigidly attached to the joint's child link (a frame on the
     child body of a moving joint; any frame of the body a fixed joint was merged
     into); default the joint frame, which is also the child link frame.
@@ -229,9 +232,11 @@ class ForceTorque(Sensor):
     kind = "force_torque"
 
     def __init__(self, name, joint, frame=None, direction="parent_to_child", rotation=None, covariance=None,
-                 exact=None):
+                 exact=None, components=None):
         super().__init__(name, covariance, exact)
         who = f"sensor {name!r}"
+        self.components = components
+        self.selection = None if components is None else _selection(who, components)
         if direction not in DIRECTIONS:
             raise ValueError(f"{who}: direction {direction!r}; expected one of {DIRECTIONS}")
         R = None
@@ -268,7 +273,7 @@ class ForceTorque(Sensor):
             i = _joint(model, who, self.joint)
             X = self._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
                                         f"the child body of joint {self.joint!r}")
-            return [(layout.var("f", i), sign * force_matrix(X))], 6, None
+            return self._selected([(layout.var("f", i), sign * force_matrix(X))], 6, None)
         b = fj.body
         X = self._measurement_frame(model, who, b, fj.X, f"the body fixed joint {self.joint!r} was merged into")
         F = sign * force_matrix(X)
@@ -302,10 +307,19 @@ class ForceTorque(Sensor):
             v = kin.v[b]
             w = apply_force(Xs, cross_force(v, (I @ v[..., None])[..., 0]))
             return w if k > 0 else -w
-        return terms, 6, bias
+        return self._selected(terms, 6, bias)
+
+    def _selected(self, terms, size, bias):
+        """The rows of :attr:`components` only."""
+        P = self.selection
+        if P is None:
+            return terms, size, bias
+        terms = [(v, P @ M) for v, M in terms if np.any(P @ M)]
+        return terms, P.shape[0], None if bias is None else (lambda kin: (P @ bias(kin)[..., None])[..., 0])
 
     def describe(self):
-        return (f"6-axis F/T across joint {self.joint}" + (f" at frame {self.frame}" if self.frame else "")
+        what = "6-axis F/T" if self.selection is None else f"F/T [{','.join(map(str, self.components))}]"
+        return (f"{what} across joint {self.joint}" + (f" at frame {self.frame}" if self.frame else "")
                 + ("" if self.direction == "parent_to_child" else " (child to parent)")
                 + (" (rotated axes)" if self.rotation is not None else ""))
 

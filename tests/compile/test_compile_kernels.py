@@ -153,3 +153,19 @@ def test_out_arguments(compiled_tree, rng):
     assert rel_err(tau, sd.rnea(model, q[0], v[0], a[0])) < TOL
     with pytest.raises(ValueError, match="out"):
         k.crba(q, out=np.empty((10, model.nv, model.nv), dtype=np.float32))
+
+
+def test_armature_compiled_and_keyed(rng, compile_cache):
+    """Armature is traced into the kernels, and a model differing only by armature gets its own build."""
+    model = random_trees()[0]
+    arm = np.zeros(model.nv)
+    arm[1::2] = rng.uniform(0.1, 1.0, len(arm[1::2]))
+    k0 = sd.compile(model, kernels=("rnea", "aba", "crba", "minv"))
+    ka = sd.compile(model.with_armature(arm), kernels=("rnea", "aba", "crba", "minv"))
+    assert ka.built["single"]                 # not the armature-free library from the cache
+    q, v, a = random_state(model, rng, batch=(3,))
+    m = ka.model
+    assert rel_err(ka.rnea(q, v, a), sd.rnea(m, q, v, a)) < TOL
+    assert rel_err(ka.aba(q, v, a), sd.aba(m, q, v, a)) < TOL
+    assert rel_err(ka.crba(q), sd.crba(m, q)) < TOL and rel_err(ka.minv(q), sd.minv(m, q)) < TOL
+    assert rel_err(ka.rnea(q, v, a) - k0.rnea(q, v, a), arm * a) < 1e-10

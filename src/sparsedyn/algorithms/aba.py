@@ -6,7 +6,8 @@ appendix A)::
 
     pass 1 (i = 0 .. NB-1):  v_i = Xup_i v_lambda(i) + S_i qd_i ;  c_i = v_i x S_i qd_i
                              IA_i = I_i ;  pA_i = v_i x* I_i v_i - f_ext_i
-    pass 2 (i = NB-1 .. 0):  U_i = IA_i S_i ;  D_i = S_i^T U_i ;  u_i = tau_i - S_i^T pA_i
+    pass 2 (i = NB-1 .. 0):  U_i = IA_i S_i ;  D_i = S_i^T U_i + diag(armature_i)
+                             u_i = tau_i - S_i^T pA_i
                              Ia = IA_i - U_i D_i^-1 U_i^T
                              pa = pA_i + Ia c_i + U_i D_i^-1 u_i
                              IA_lambda(i) += Xup_i^T Ia Xup_i ;  pA_lambda(i) += Xup_i^T pa
@@ -22,6 +23,9 @@ and ``Xup_i^T Ia Xup_i`` uses the 3x3 block formula of
 an ``nv_i x nv_i`` symmetric positive definite matrix inverted by
 :func:`sparsedyn.algorithms.ltdl.spd_inverse`.
 
+The rotor inertia ``armature_i`` (``model.armature``) enters ``D_i`` only; a joint
+with zero armature gets no term.
+
 When a joint's subtree is massless (or has no inertia about the joint's
 motion), ``D_i`` is singular and forward dynamics is undefined;
 :func:`aba` raises :class:`SingularInertiaError` naming the joint.
@@ -35,6 +39,7 @@ from .. import _checks
 from ..kernels import kernel
 from .kinematics import joint_transforms
 from .ltdl import spd_inverse
+from .rnea import armature_of
 from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure, transform_inertia
 
 __all__ = ["aba", "aba_kernel", "articulated_transmitted", "mirror_upper", "SingularInertiaError", "PIVOT_RTOL",
@@ -78,19 +83,21 @@ def mirror_upper(M):
     return M
 
 
-def articulated_transmitted(IA, UDinv, U, S):
+def articulated_transmitted(IA, UDinv, U, S, armature=None):
     """``Ia = IA - U D^-1 U^T`` (..., 6, 6), the articulated inertia transmitted across a joint.
 
-    It is symmetric (only the upper triangle is computed) and ``Ia S = IA S - U D^-1 D = 0``:
-    for a column of ``S`` along a coordinate axis ``e_k`` (revolute and prismatic joints about
-    frame axes, the spherical, planar and free joints), row and column ``k`` of ``Ia`` are exactly
-    zero and are written as structural zeros (RBDA section 7.3), so transforming ``Ia`` costs less.
+    It is symmetric (only the upper triangle is computed) and, with ``D = S^T IA S + diag(armature)``,
+    ``Ia S = IA S - U D^-1 (D - diag(armature)) = U D^-1 diag(armature)``: zero on every dof
+    without armature.  For such a column of ``S`` along a coordinate axis ``e_k`` (revolute and
+    prismatic joints about frame axes, the spherical, planar and free joints), row and column
+    ``k`` of ``Ia`` are exactly zero and are written as structural zeros (RBDA section 7.3), so
+    transforming ``Ia`` costs less.  ``armature`` (nv_i,) or ``None`` (zero).
     """
     Ia = mirror_upper(IA - UDinv @ np.swapaxes(U, -1, -2))
     S = np.asarray(S)
-    for col in S.T:
+    for k, col in enumerate(S.T):
         nz = np.flatnonzero(col)
-        if len(nz) == 1:
+        if len(nz) == 1 and (armature is None or armature[k] == 0):
             Ia[..., nz[0], :] = 0
             Ia[..., :, nz[0]] = 0
     return Ia
@@ -123,13 +130,14 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
     U, Dinv, u = [None] * NB, [None] * NB, [None] * NB
     for i in range(NB - 1, -1, -1):
         U[i] = IA[i] @ S[i]                                   # (..., 6, nv_i)
-        D = S[i].T @ U[i]                                      # (..., nv_i, nv_i)
+        arm = armature_of(model, i)
+        D = S[i].T @ U[i] if arm is None else S[i].T @ U[i] + np.diag(arm)    # (..., nv_i, nv_i)
         Dinv[i] = spd_inverse(D, None if check is None else check(i, IA[i]))
         u[i] = tau[..., model.v_slice(i)] - _mv(S[i].T, pA[i])
         p = model.parent[i]
         if p >= 0:
             UDinv = U[i] @ Dinv[i]
-            Ia = articulated_transmitted(IA[i], UDinv, U[i], S[i])
+            Ia = articulated_transmitted(IA[i], UDinv, U[i], S[i], arm)
             pa = pA[i] + _mv(Ia, c[i]) + _mv(UDinv, u[i])
             IA[p] = IA[p] + transform_inertia(Xup[i], Ia)
             pA[p] = pA[p] + apply_force_transpose(Xup[i], pa)

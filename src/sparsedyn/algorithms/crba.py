@@ -4,7 +4,7 @@ Featherstone, *Rigid Body Dynamics Algorithms* (RBDA) Table 6.2, in body
 coordinates (``shared/seeds/featherstone-crba-ltdl.md``)::
 
     IC_i = I_i + sum_{j in mu(i)} jX_i^T IC_j jX_i           (composite inertias)
-    F = IC_i S_i ;  H_ii = S_i^T F
+    F = IC_i S_i ;  H_ii = S_i^T F + diag(armature_i)
     walk j up the ancestors of i:  F = Xup_j^T F ;  j = parent(j) ;
                                    H_ij = F^T S_j ; H_ji = H_ij^T
 
@@ -31,7 +31,7 @@ from .. import _checks
 from ..kernels import kernel
 from .. import backend as bk
 from .kinematics import joint_transforms
-from .rnea import rnea_kernel
+from .rnea import armature_of, rnea_kernel
 from ..spatial import (RigidInertia, Transform, apply_force_transpose, rigid_add, rigid_inertia, rigid_inertia_matrix,
                       rigid_transform)
 
@@ -75,7 +75,8 @@ def crba_kernel(model, q):
     for i in range(model.nbodies):
         si = model.v_slice(i)
         F = inertia_columns(IC[i], S[i])                    # (..., 6, nv_i)
-        H[..., si, si] = S[i].T @ F
+        arm = armature_of(model, i)
+        H[..., si, si] = S[i].T @ F if arm is None else S[i].T @ F + np.diag(arm)
         j = i
         while model.parent[j] >= 0:
             F = apply_columns(apply_force_transpose, Xup[j], F)   # parent(j)_X_j^* F

@@ -14,7 +14,7 @@ common frame far from the bodies they lose about two digits to cancellation);
 ``S_i`` and ``U_i`` are carried into the root frame once per body::
 
     backward (i = NB-1 .. 0):
-        U_i = IA_i S_i ;  D_i = S_i^T U_i                         (body coordinates)
+        U_i = IA_i S_i ;  D_i = S_i^T U_i + diag(armature_i)      (body coordinates)
         S0_i = X0_i^-1 S_i ;  U0_i = X0_i^T U_i                   (root-body coordinates)
         Minv[i, i] = D_i^-1
         Minv[i, below(i)] = -D_i^-1 S0_i^T F[:, below(i)]         (below(i): subtree(i) without i)
@@ -47,6 +47,7 @@ from .aba import articulated_transmitted, float_checker
 from .crba import apply_columns, result_dtype
 from .kinematics import joint_transforms, root_transforms
 from .ltdl import spd_inverse
+from .rnea import armature_of
 from ..spatial import apply_force_transpose, apply_motion_inv, rigid_structure, transform_inertia
 
 __all__ = ["minv", "minv_kernel"]
@@ -72,7 +73,8 @@ def minv_kernel(model, q, check=None):
         si, sub = model.v_slice(i), _subtree_dofs(model, i)
         below = slice(si.stop, sub.stop)                    # dofs of the proper subtree
         U = IA[i] @ S[i]
-        D = S[i].T @ U
+        arm = armature_of(model, i)
+        D = S[i].T @ U if arm is None else S[i].T @ U + np.diag(arm)
         Dinv = spd_inverse(D, None if check is None else check(i, IA[i]))
         S0[i] = apply_columns(apply_motion_inv, X0[i], S[i])
         U0 = apply_columns(apply_force_transpose, X0[i], U)
@@ -82,7 +84,7 @@ def minv_kernel(model, q, check=None):
         p = model.parent[i]
         if p >= 0:
             F[..., :, sub] = F[..., :, sub] + U0 @ Minv[..., si, sub]
-            IA[p] = IA[p] + transform_inertia(Xup[i], articulated_transmitted(IA[i], U @ Dinv, U, S[i]))
+            IA[p] = IA[p] + transform_inertia(Xup[i], articulated_transmitted(IA[i], U @ Dinv, U, S[i], arm))
     P = [None] * NB                           # P[i]: columns ``cols`` (i's first dof .. end of its root's tree)
     for i in range(NB):
         si, v0 = model.v_slice(i), int(model.v_start[i])

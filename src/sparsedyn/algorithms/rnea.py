@@ -6,6 +6,10 @@ Shapes: ``q`` (..., nq), ``v``/``a`` (..., nv), ``f_ext`` (..., NB, 6): one
 spatial force ``[n; f]`` per body, *expressed in that body's frame* (the same
 convention as Pinocchio's ``fext``), acting on the body.  Gravity is
 ``model.gravity`` (world frame) unless given.
+
+The rotor inertia ``model.armature`` adds ``armature_i * qdd_i`` to each joint's
+force (``tau_i = S_i^T f_i + armature_i qdd_i``); a joint whose armature is zero
+gets no term at all.
 """
 
 from __future__ import annotations
@@ -17,7 +21,20 @@ from ..kernels import kernel
 from .kinematics import joint_transforms
 from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure
 
-__all__ = ["rnea", "generalized_gravity", "nonlinear_effects", "rnea_kernel", "rnea_passes"]
+__all__ = ["rnea", "generalized_gravity", "nonlinear_effects", "rnea_kernel", "rnea_passes", "armature_of",
+           "armature_force"]
+
+
+def armature_of(model, i):
+    """Armature (nv_i,) of joint ``i``, or ``None`` when it is exactly zero (a structural zero: no term)."""
+    arm = model.armature[model.v_slice(i)]
+    return arm if np.any(arm) else None
+
+
+def armature_force(model, i, qdd):
+    """``armature_i * qdd_i`` (..., nv_i) for joint ``i`` (``qdd`` (..., nv)), or ``None`` without armature."""
+    arm = armature_of(model, i)
+    return None if arm is None else arm * qdd[..., model.v_slice(i)]
 
 
 def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
@@ -26,7 +43,7 @@ def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
     ``v[i]``, ``a[i]``: body velocity and acceleration in body coordinates, ``a``
     including ``-g`` (the fictitious base acceleration); ``f[i]``: the spatial
     force transmitted from the parent across joint ``i`` (Nori's ``f_i``);
-    ``tau[i]``: joint ``i``'s forces ``S_i^T f_i``.
+    ``tau[i]``: joint ``i``'s forces ``S_i^T f_i + armature_i qdd_i``.
     """
     g = model.gravity if gravity is None else gravity
     a_grav = np.concatenate([0 * g, g], -1)
@@ -49,6 +66,9 @@ def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
     tau = [None] * model.nbodies
     for i in range(model.nbodies - 1, -1, -1):
         tau[i] = (S[i].T @ f[i][..., None])[..., 0]
+        rotor = armature_force(model, i, qdd)
+        if rotor is not None:
+            tau[i] = tau[i] + rotor
         p = model.parent[i]
         if p >= 0:
             f[p] = f[p] + apply_force_transpose(Xup[i], f[i])

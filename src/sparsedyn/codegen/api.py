@@ -91,6 +91,8 @@ def model_fingerprint(model) -> str:
         h.update(np.ascontiguousarray(X.r, dtype=float).tobytes())
     h.update(np.ascontiguousarray(model.inertia, dtype=float).tobytes())
     h.update(np.ascontiguousarray(model.gravity, dtype=float).tobytes())
+    if np.any(model.armature):
+        h.update(b"armature" + np.ascontiguousarray(model.armature, dtype=float).tobytes())
     return h.hexdigest()
 
 

@@ -162,7 +162,12 @@ def to_mjcf(model: Model) -> str:
     """An MJCF document with the same bodies, joints, inertias and gravity (no geometry).
 
     Body frames coincide with ours; a free joint must hang from the world.  Massless
-    bodies are refused (MuJoCo requires positive mass on moving bodies).
+    bodies are refused (MuJoCo requires positive mass on moving bodies).  The rotor
+    inertia ``model.armature`` becomes each MuJoCo joint's ``armature``; MuJoCo has
+    one value per joint, so a ball joint (and the two slides of a planar joint)
+    must have equal armature on its dofs.  A free joint must have none: MuJoCo
+    applies it to the world-frame linear velocity, which adds a velocity term ours
+    (body frame) does not have.
     """
     _check_expressible(model)
     from xml.sax.saxutils import quoteattr
@@ -177,16 +182,25 @@ def to_mjcf(model: Model) -> str:
         R, p = spatial.pose(model.Xtree[i])
         jn = model.joint_names[i]
         ax = _f(j.axis)
+        arm = model.armature[model.v_slice(i)]
+        A = lambda k: f' armature="{float(arm[k])!r}"' if k < len(arm) and arm[k] else ""   # noqa: E731
+        if j.type == "free" and np.any(arm):
+            raise ValueError(f"joint {jn!r} of model {model.name!r}: a free joint's armature has no MuJoCo "
+                             f"equivalent (MuJoCo applies it to the world-frame linear velocity)")
+        groups = {"spherical": [0, 1, 2], "planar": [1, 2]}.get(j.type, [])
+        if groups and np.ptp(arm[groups]) != 0:
+            raise ValueError(f"joint {jn!r} of model {model.name!r}: MuJoCo has one armature per joint; this "
+                             f"{j.type} joint has different armatures on its dofs {arm.tolist()}")
         joints = {
-            "revolute": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"/>'],
-            "continuous": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"/>'],
-            "prismatic": [f'<joint name={quoteattr(jn)} type="slide" axis="{ax}"/>'],
-            "cylindrical": [f'<joint name={quoteattr(jn + "_r")} type="hinge" axis="{ax}"/>',
-                            f'<joint name={quoteattr(jn + "_p")} type="slide" axis="{ax}"/>'],
-            "planar": [f'<joint name={quoteattr(jn + "_x")} type="slide" axis="1 0 0"/>',
-                       f'<joint name={quoteattr(jn + "_y")} type="slide" axis="0 1 0"/>',
-                       f'<joint name={quoteattr(jn + "_th")} type="hinge" axis="0 0 1"/>'],
-            "spherical": [f'<joint name={quoteattr(jn)} type="ball"/>'],
+            "revolute": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"{A(0)}/>'],
+            "continuous": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"{A(0)}/>'],
+            "prismatic": [f'<joint name={quoteattr(jn)} type="slide" axis="{ax}"{A(0)}/>'],
+            "cylindrical": [f'<joint name={quoteattr(jn + "_r")} type="hinge" axis="{ax}"{A(0)}/>',
+                            f'<joint name={quoteattr(jn + "_p")} type="slide" axis="{ax}"{A(1)}/>'],
+            "planar": [f'<joint name={quoteattr(jn + "_x")} type="slide" axis="1 0 0"{A(1)}/>',
+                       f'<joint name={quoteattr(jn + "_y")} type="slide" axis="0 1 0"{A(2)}/>',
+                       f'<joint name={quoteattr(jn + "_th")} type="hinge" axis="0 0 1"{A(0)}/>'],
+            "spherical": [f'<joint name={quoteattr(jn)} type="ball"{A(0)}/>'],
             "free": [f'<freejoint name={quoteattr(jn)}/>'],
         }[j.type]
         full = [Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2]]

@@ -264,7 +264,8 @@ def to_pinocchio(model: Model):
     entry of ``model.frames`` becomes a ``BODY`` frame (a body's own frame) or
     an ``OP_FRAME`` on the body's joint.  Infinite limits become Pinocchio's
     ``numpy.finfo(float).max``; the position limits of continuous and planar
-    joints (whose Pinocchio coordinates differ) are left unbounded.
+    joints (whose Pinocchio coordinates differ) are left unbounded.  The rotor
+    inertia ``model.armature`` becomes Pinocchio's ``armature`` (its v order).
     """
     import pinocchio as pin
 
@@ -294,6 +295,7 @@ def to_pinocchio(model: Model):
         ftype = pin.FrameType.BODY if f.name == model.body_names[f.body] else pin.FrameType.OP_FRAME
         # Frame.X is frame_X_body, so its pose is the frame's placement in the body (= joint) frame.
         pm.addFrame(pin.Frame(f.name, joint_ids[f.body], joint_frames[f.body], _se3(pin, f.X), ftype), False)
+    pm.armature = np.array(model.armature[perm], dtype=float)
     return pm
 
 
@@ -350,7 +352,8 @@ def from_pinocchio(pin_model, name=None) -> Model:
     ``OP_FRAME``/``BODY``/``SENSOR`` frames become named frames (the first of
     a name wins); ``JOINT``/``FIXED_JOINT`` frames and frames fixed to the
     universe are dropped.  Pinocchio's joints must be in depth-first order, so
-    that both models share their q and v layouts.
+    that both models share their q and v layouts.  Pinocchio's ``armature``
+    becomes ``model.armature``.
     """
     import pinocchio as pin
 
@@ -391,6 +394,9 @@ def from_pinocchio(pin_model, name=None) -> Model:
         b.add_frame(f.name, bodies[f.parentJoint - 1],
                     from_pose(np.array(f.placement.rotation), np.array(f.placement.translation)))
     model = b.build()
+    armature = np.array(pin_model.armature, dtype=float)[inv]
+    if np.any(armature):
+        model = model.with_armature(armature)
     if model.joint_names != tuple(pin_model.names[1:]):
         raise ModelError(f"Pinocchio model {pin_model.name!r}: joints are not in depth-first order, so the "
                          f"q and v layouts of the two models would differ")

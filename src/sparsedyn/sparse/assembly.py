@@ -126,10 +126,11 @@ class SystemPattern:
                 # iX*_j = (jX_i)^T: element (rr, cc) is element (cc, rr) of motion_matrix(Xup_j)
                 for cc, rr in zip(*np.nonzero(self.masks[j])):
                     add(r + rr, fj + cc, src=36 * j + 6 * cc + rr)
-            # c(3tau_i): -tau_i + S_i^T f_i                                          (4e)
+            # c(3tau_i): -tau_i + S_i^T f_i + armature_i qdd_i                       (4e; rotor inertia)
             r = L.eq("3tau", i).offset
             add_matrix(r, tau, -np.eye(S.shape[1]))
             add_matrix(r, f, S.T)
+            add_matrix(r, qdd, np.diag(model.armature[model.v_slice(i)]))   # zero armature: no entry
         # measurement rows: sum_k M_k d[var_k] (- y + bias in b_Y)
         equations = list(L.equations)
         r = L.nrows

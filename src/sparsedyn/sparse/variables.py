@@ -11,7 +11,7 @@ and the row blocks (constraints)::
 
     c(3a_i):    a_i = iX_lambda(i) a_lambda(i) + S_i qdd_i + c_i
     c(3f_i):    f_i = I_i a_i + nu_i - fx_i + sum_{j in mu(i)} iX*_j f_j
-    c(3tau_i):  tau_i = S_i^T f_i
+    c(3tau_i):  tau_i = S_i^T f_i + armature_i qdd_i     (rotor inertia; no term where it is zero)
 
 Every variable is expressed in its own body's coordinates (Nori's Remark 1),
 ``fx_i`` included: the external force ``f_ext[i]`` of :func:`sparsedyn.rnea`, the

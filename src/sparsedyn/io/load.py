@@ -1,0 +1,64 @@
+"""``load_model``: a URDF or an MJCF file, told apart by its extension or its root element."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ..model import ModelError
+
+__all__ = ["load_model", "model_format"]
+
+_COMMENT = re.compile(rb"<!--.*?-->|<\?.*?\?>|<!DOCTYPE[^>]*>", re.DOTALL)
+_TAG = re.compile(rb"<\s*([A-Za-z_][\w.:-]*)")
+
+
+def model_format(path) -> str:
+    """``"urdf"`` or ``"mjcf"``: by extension (``.urdf``; ``.mjcf``) or, for ``.xml`` and others,
+    by the root element (``<robot>``: URDF, ``<mujoco>``: MJCF)."""
+    label = os.fspath(path)
+    ext = Path(label).suffix.lower()
+    if ext == ".urdf":
+        return "urdf"
+    if ext == ".mjcf":
+        return "mjcf"
+    try:
+        with open(label, "rb") as fh:
+            head = fh.read(1 << 16)
+    except FileNotFoundError:
+        raise ModelError(f"{label}: file not found") from None
+    except OSError as e:
+        raise ModelError(f"{label}: cannot read file: {e.strerror or e}") from None
+    m = _TAG.search(_COMMENT.sub(b"", head))
+    root = m.group(1).decode(errors="replace").split(":")[-1] if m else None
+    if root == "robot":
+        return "urdf"
+    if root == "mujoco":
+        return "mjcf"
+    raise ModelError(f"{label}: root element is {f'<{root}>' if root else 'missing'}; expected <robot> (URDF) "
+                     f"or <mujoco> (MJCF)")
+
+
+def load_model(path, *, floating_base=False, invalid_inertia="error", sensors=True, constraints=False):
+    """A :class:`~sparsedyn.model.Model` from a URDF or an MJCF file (see :func:`model_format`).
+
+    URDF: :func:`sparsedyn.load_urdf` with ``floating_base``, ``invalid_inertia``
+    and ``sensors``.  MJCF: :func:`sparsedyn.load_mjcf` with ``sensors`` and
+    ``constraints`` (then ``(model, constraint_set)`` is returned); an MJCF file
+    declares its floating base itself (a free joint), so ``floating_base=True``
+    is refused.  ``constraints=True`` is refused for a URDF (its loop closures
+    live in a side file: :func:`sparsedyn.constraints.load_closed_loop`).
+    """
+    kind = model_format(path)
+    if kind == "urdf":
+        if constraints:
+            raise ValueError(f"{os.fspath(path)}: constraints=True applies to MJCF files; a URDF's loop closures "
+                             f"are read by sparsedyn.constraints.load_closed_loop")
+        from .urdf import load_urdf
+        return load_urdf(path, floating_base=floating_base, invalid_inertia=invalid_inertia, sensors=sensors)
+    if floating_base:
+        raise ValueError(f"{os.fspath(path)}: an MJCF file declares its floating base with a free joint; "
+                         f"floating_base=True applies to URDF files only")
+    from .mjcf import load_mjcf
+    return load_mjcf(path, sensors=sensors, constraints=constraints)
