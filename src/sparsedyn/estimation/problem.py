@@ -402,7 +402,7 @@ class EstimationProblem:
         rng = np.random.default_rng(seed)
         ranks, worst = [], None
         for _ in range(configurations):
-            q = self.model.random_configuration(rng)
+            q = self.model.random_configuration(rng, limits=False)   # generic rank: limits are data
             r = _rank(self._dense(pattern, q))[0]
             ranks.append(r)
             if worst is None or r < worst[0]:
@@ -622,7 +622,7 @@ class Estimator:
         exact_problem = p._implicit(sparse.Problem(self.model, [e.measurement() for e in self.exact],
                                                    layout=p.layout))
         pat = SystemPattern(exact_problem)
-        q = self.model.random_configuration(np.random.default_rng(self._seed + 7))
+        q = self.model.random_configuration(np.random.default_rng(self._seed + 7), limits=False)
         E = p._dense(pat, q)
         import scipy.linalg
         Q, R, _ = scipy.linalg.qr(E.T, pivoting=True)          # null space of E: trailing columns of Q

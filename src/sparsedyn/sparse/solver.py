@@ -494,8 +494,10 @@ class Structure:
 
 
 def _sample_values(pattern, seed):
+    """Values of ``A`` at one generic configuration (joint limits ignored: they are data): what
+    SuperLU's threshold pivoting looks at when it picks a static order.  Not used for structure."""
     model = pattern.problem.model
-    q = model.random_configuration(np.random.default_rng(seed + 1))
+    q = model.random_configuration(np.random.default_rng(seed + 1), limits=False)
     Xup, _ = joint_transforms(model, q)
     return d_values(pattern, Xup, (), False)
 
@@ -582,22 +584,22 @@ def _merge_articulated(pattern, units, row_entries):
     return units if out is None else out
 
 
-def analyze(problem: Problem, ordering="auto", samples=4, seed=0) -> Structure:
+def analyze(problem: Problem, ordering="auto", seed=0) -> Structure:
     """Offline phase for ``problem`` (structure only): a :class:`Structure` to solve with.
 
     ``ordering``: pivot order of the non-triangular blocks, one of
     :data:`~sparsedyn.sparse.ordering.ORDERINGS` (``"auto"``: articulated where the
     block has that form, else ``"colamd"``) or a callable
-    ``ordering(pattern, rows, cols) -> [(row, col), ...]``.  ``samples``, ``seed``:
-    configurations for the worst-case transform pattern (and the one generic
-    state SuperLU orders are chosen at).
+    ``ordering(pattern, rows, cols) -> [(row, col), ...]``.  The worst-case
+    pattern comes from the symbolic trace (:mod:`.assembly`); ``seed`` picks the
+    one generic state (joint limits ignored) at which SuperLU's orders are chosen.
 
     Raises :class:`StructurallySingularError` (naming the undetermined
     variables) or :class:`OverdeterminedError` before any numeric work.
     """
     if not (callable(ordering) or ordering in ORDERINGS):
         raise ValueError(f"ordering: expected one of {ORDERINGS} or a callable, got {ordering!r}")
-    pattern = SystemPattern(problem, samples, seed)
+    pattern = SystemPattern(problem)
     n, nrows = pattern.n, pattern.nrows
     model = problem.model
     match_r, match_c = preferred_matching(nrows, n, pattern.rows, pattern.cols, pattern.cls)
