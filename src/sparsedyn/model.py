@@ -249,7 +249,7 @@ class Model:
     def with_sensors(self, *sensors) -> "Model":
         """A copy of this model carrying ``sensors`` (:mod:`sparsedyn.sensors`) after its own.
 
-        Sensors are model entries (DESIGN.md): an estimation problem built on the
+        Sensors are model entries (as in MuJoCo): an estimation problem built on the
         model without an explicit sensor list measures these, each at an address
         (offset, size) in one flat measurement vector, in this order.
         """

@@ -1,7 +1,7 @@
 """Sensors and contacts: what an estimation problem measures and what it leaves unknown.
 
 Every sensor owns an *address* (offset, size) into one flat measurement vector
-``y`` (DESIGN.md, as MuJoCo's ``sensordata``); an estimator sees one ``y``
+``y`` (as MuJoCo's ``sensordata``); an estimator sees one ``y``
 (..., ny).  A sensor is a linear map of the Newton-Euler variables ``d``
 (:mod:`sparsedyn.sparse.variables`) plus an optional velocity-dependent bias::
 

@@ -450,7 +450,7 @@ class _CompiledProblem(KernelSet):
 class CompiledStructure(_CompiledProblem):
     """A compiled :class:`~sparsedyn.sparse.Structure` (see :func:`sparsedyn.compile`).
 
-    ``solve(q, qd, y=None, gravity=None, check="auto", info=False)`` has the
+    ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` has the
     signature and results of :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>`
     (one state or batch axes, which broadcast; several right-hand sides per
     configuration as there).  Inputs are validated as there.  The compiled kernel
@@ -482,15 +482,15 @@ class CompiledStructure(_CompiledProblem):
         return f"CompiledStructure({self.structure.problem.name!r}, model={self.model.name!r}, n={self.structure.n}, " \
                f"{state})"
 
-    def solve(self, q, qd, y=None, gravity=None, check="auto", info=False):
+    def solve(self, q, v, y=None, gravity=None, check="auto", info=False):
         """``d`` (..., n): see :class:`CompiledStructure` and :meth:`sparsedyn.sparse.Structure.solve`."""
         st = self.structure
         if not self.compiled or gravity is not None or info or check not in ("auto", "none"):
-            return st.solve(q, qd, y, gravity, check=check, info=info)
-        q, qd, y, _, batch, symbolic = st._inputs(q, qd, y, None)
+            return st.solve(q, v, y, gravity, check=check, info=info)
+        q, v, y, _, batch, symbolic = st._inputs(q, v, y, None)
         if symbolic:
-            return st.solve(q, qd, y, None, check=check)
-        full = [np.broadcast_to(a, batch + a.shape[-1:]) for a in (q, qd, y)]
+            return st.solve(q, v, y, None, check=check)
+        full = [np.broadcast_to(a, batch + a.shape[-1:]) for a in (q, v, y)]
         out = self._outputs(full if self._has_y else full[:2], batch)
         d = out["d"]
         bad = self._flagged(out, batch, check == "auto")

@@ -1,7 +1,7 @@
 """Holonomic constraints: closed loops, contacts and couplings on a tree model.
 
 The dynamics of a tree with ``nv`` dofs and ``m`` holonomic constraints
-(``shared/seeds/holonomic-inverse-dynamics.md``)::
+(*Inverse dynamics with holonomic constraints*, cassie-ik-id documentation)::
 
     M qdd + h = B u + J^T f + G^T lambda,        g(q) = 0
 
@@ -19,7 +19,7 @@ is solved by projecting onto the null space of ``G``:
 * example mechanisms (:mod:`.examples`) and :func:`constraints_demo`.
 
 Conventions: world axes for kinematic residuals, angular rows first for welds,
-velocities as in DESIGN.md (free joint ``v = [omega; v]`` in the body frame).
+velocities as everywhere in sparsedyn (free joint ``v = [omega; v]`` in the body frame).
 """
 
 from .errors import (AssemblyError, ConstraintError, InfeasibleActuationError, InfeasibleActuationWarning,

@@ -6,7 +6,7 @@ added on top of it.  Every constraint block gives, at a state ``(q, v)``:
 * ``g(q)`` (..., m): the residual (zero when the constraint holds);
 * ``G(q)`` (..., m, nv): its Jacobian *with respect to the velocity* ``v``,
   i.e. ``d/dt g(q(t)) = G(q) v`` on the constraint manifold.  For quaternion
-  joints ``v`` is not ``dq/dt`` (DESIGN.md: free joint ``v = [omega; v]`` in the
+  joints ``v`` is not ``dq/dt`` (free joint ``v = [omega; v]`` in the
   body frame), so ``G`` maps ``v``, not ``qdot``;
 * ``Gdot v`` (..., m), the *bias*: the acceleration-level constraint is
   ``G qdd + Gdot v = 0``.  It is the derivative of ``G(q(t)) v`` along the motion

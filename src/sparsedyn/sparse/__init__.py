@@ -1,4 +1,5 @@
-"""Dynamics as a sparse linear system (Nori, ``shared/seeds/nori-sparse-dynamics.md``).
+"""Dynamics as a sparse linear system (F. Nori, *Inverse, forward and other dynamic computations
+computationally optimized with sparse matrix factorizations*, 2017, arXiv:1705.04658).
 
 The Newton-Euler equations of a kinematic tree over ``d = {a_i, f_i, tau_i, fx_i, qdd_i}``
 plus measurement rows, ``[D; D_Y] d + [b; b_Y] = 0``, solved with an offline
@@ -8,8 +9,8 @@ structure analysis and an online phase that only does arithmetic::
     from sparsedyn import sparse
 
     st = sparse.inverse_dynamics_problem(model).analyze()      # offline, once
-    y = st.problem.values(qdd=qdd, fx=f_ext)
-    d = st.solve(q, qd, y)                                       # online, batched
+    y = st.problem.values(qdd=a, fx=f_ext)                     # the known qdd_i, fx_i
+    d = st.solve(q, v, y)                                       # online, batched
     tau = st.unpack(d)["tau"]
 
     fd = sparse.Problem(model).known("tau").known("fx").analyze()

@@ -1,6 +1,7 @@
 """The dynamic variables ``d`` and the Newton-Euler row blocks, as named objects.
 
-Nori (``shared/seeds/nori-sparse-dynamics.md``, section III-A) writes the dynamics
+Nori (*Inverse, forward and other dynamic computations computationally optimized with
+sparse matrix factorizations*, 2017, section III-A) writes the dynamics
 of a kinematic tree as linear equations in the set of dynamic variables::
 
     D = { a_i, f_i, tau_i, fx_i, qdd_i },  i = 1 .. NB
