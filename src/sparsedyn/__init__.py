@@ -27,7 +27,7 @@ from .algorithms.fd import fd_crb
 from .algorithms.minv import minv
 from .io.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
 from . import sparse
-from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
+from .sparse import sparse_forward_dynamics, sparse_hybrid_dynamics, sparse_inverse_dynamics
 from . import constraints
 from . import estimation
 from .estimation import EstimationProblem, estimate_report, estimation_demo
@@ -46,7 +46,7 @@ __all__ = [
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
-    "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
+    "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
     "estimation", "EstimationProblem", "estimate_report", "estimation_demo",
