@@ -18,7 +18,7 @@ from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_j
                          frame_placements, frame_velocity)
 from .model import Frame, Mimic, Model, ModelBuilder, ModelError
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
-from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_configuration, random_tree,
+from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, bias, crba
 from .algorithms.ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern
@@ -42,7 +42,8 @@ __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
     "Frame", "Mimic", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
-    "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "serial_chain",
+    "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
+    "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
