@@ -165,7 +165,7 @@ def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("re
     return b.build()
 
 
-def auto_tree(nbodies, branching=1.0, skew=0.0, taper=1.0, name=None) -> Model:
+def auto_tree(nbodies, branching=1.0, skew=0.0, taper=1.0, floating_base=False, name=None) -> Model:
     """Featherstone's ``autoTree(NB, bf, skew, taper)`` (R. Featherstone, *Rigid Body Dynamics
     Algorithms*, 2008, and his spatial_v2 software): a deterministic tree of revolute joints.
 
@@ -178,6 +178,7 @@ def auto_tree(nbodies, branching=1.0, skew=0.0, taper=1.0, name=None) -> Model:
     its parent's link, turned by ``skew`` about that link's x axis:
     ``Xtree = rotx(skew) xlt([L_parent, 0, 0])``.  Nori's flop comparisons use
     ``auto_tree(NB, 1, 1.5, 0.9)`` (forward dynamics) and ``auto_tree(NB, 1, 1.5, 1)``.
+    ``floating_base=True`` makes body 1's joint ``free`` instead (a free-floating chain).
     """
     if int(nbodies) != nbodies or nbodies < 1:
         raise ValueError(f"nbodies: expected a positive number of bodies, got {nbodies!r}")
@@ -188,7 +189,8 @@ def auto_tree(nbodies, branching=1.0, skew=0.0, taper=1.0, name=None) -> Model:
         pk = math.floor((k - 2 + math.ceil(branching)) / branching)
         L, mass = taper ** (k - 1), taper ** (3 * (k - 1))
         Xtree = None if pk == 0 else Transform(rotx(skew), np.array([taper ** (pk - 1), 0.0, 0.0]))
-        b.add_body(f"body{k}", None if pk == 0 else f"body{pk}", make_joint("revolute", (0.0, 0.0, 1.0)), Xtree,
+        joint = make_joint("free" if floating_base and k == 1 else "revolute", (0.0, 0.0, 1.0))
+        b.add_body(f"body{k}", None if pk == 0 else f"body{pk}", joint, Xtree,
                    mass=mass, com=[L / 2, 0.0, 0.0], rot_inertia=mass * L * L * np.diag([0.0025, 1.015 / 12, 1.015 / 12]),
                    joint_name=f"joint{k}")
     return b.build()
