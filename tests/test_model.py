@@ -106,3 +106,18 @@ def test_model_rejects_bad_order():
         Model(parent=np.array([-1, -1, 0]), **kw3)
     with pytest.raises(ModelError, match=r"inertia has shape \(2, 6, 6\), expected \(3, 6, 6\)"):
         Model(parent=np.array([-1, 0, 1]), **{**kw3, "inertia": np.zeros((2, 6, 6))})
+
+
+def test_random_configuration_with_and_without_limits():
+    """Limits are honoured by default; limits=False draws generic states (angles in [-pi, pi])."""
+    b = ModelBuilder("limited")
+    b.add_body("a", None, make_joint("revolute"), mass=1.0, com=[0, 0, 0], rot_inertia=np.eye(3),
+               lower=[0.0], upper=[0.0])
+    b.add_body("b", "a", make_joint("revolute"), mass=1.0, com=[0, 0, 0], rot_inertia=np.eye(3),
+               lower=[0.1], upper=[0.2])
+    m = b.build()
+    rng = np.random.default_rng(0)
+    Q = np.stack([m.random_configuration(rng) for _ in range(50)])
+    assert np.all(Q[:, 0] == 0.0) and np.all((Q[:, 1] >= 0.1) & (Q[:, 1] <= 0.2))
+    Q = np.stack([m.random_configuration(rng, limits=False) for _ in range(50)])
+    assert np.all(np.abs(Q) <= np.pi) and np.min(np.ptp(Q, axis=0)) > 3.0
