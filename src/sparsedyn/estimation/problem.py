@@ -622,7 +622,7 @@ class Estimator:
         exact_problem = p._implicit(sparse.Problem(self.model, [e.measurement() for e in self.exact],
                                                    layout=p.layout))
         pat = SystemPattern(exact_problem)
-        q = self.model.random_configuration(np.random.default_rng(self._seed + 7), limits=False)
+        q = self.model.random_configuration(np.random.default_rng(self._seed + 7))
         E = p._dense(pat, q)
         import scipy.linalg
         Q, R, _ = scipy.linalg.qr(E.T, pivoting=True)          # null space of E: trailing columns of Q

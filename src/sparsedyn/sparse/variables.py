@@ -30,6 +30,12 @@ and of the Newton-Euler rows (``12 NB + nv`` scalars)::
 
     [ c(3a_0) .. c(3a_{NB-1}) | c(3f_0) .. | c(3tau_0) .. ]
 
+The variable kinds keep the paper's names (``a_i`` a body's spatial acceleration,
+``qdd_i`` a joint's acceleration); the public arguments of the sparse layer use
+the vocabulary of the rest of sparsedyn (``q``, ``v`` joint velocities, ``a``
+joint accelerations, ``tau``, ``f_ext``), so ``sparse_inverse_dynamics(model, q,
+v, a)`` fills the known variables ``qdd_i`` from ``a``.
+
 Bodies are indexed ``0..NB-1`` (the paper numbers them ``1..NB``, 0 = world).
 Variables ``a, f, fx`` and row blocks ``c(3a), c(3f)`` are named after their body;
 ``tau, qdd`` and ``c(3tau)`` after their joint.  Labels read ``f[l_ankle]`` and
