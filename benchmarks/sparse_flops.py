@@ -1,4 +1,4 @@
-"""Flop counts of dynamics as a sparse linear system vs RNEA / ABA (issue 4's closing table).
+"""Flop counts of dynamics as a sparse linear system vs RNEA / ABA.
 
     .venv/bin/python benchmarks/sparse_flops.py                      # generic chains, n = 1 .. 100
     .venv/bin/python benchmarks/sparse_flops.py --chain serial_chain # sparsedyn.serial_chain (planar)
@@ -15,7 +15,8 @@ and (unless --no-safety) how each static ordering behaves at 1,000 random states
 change sign between the states, how many states have a pivot below 1e-10 of its scale, the worst
 error against ABA of the unchecked solve (check="none"), and what bisection along the path between
 two of the states finds (the error of the unchecked solve next to a vanishing pivot, where the mass
-matrix is perfectly well conditioned).  Counting rule: sparsedyn.sparse.flops.
+matrix is perfectly well conditioned).  Counting rule: sparsedyn.symbolic.ir.Program.flops (the IR
+the compiler emits code from).
 """
 
 import argparse

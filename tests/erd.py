@@ -54,3 +54,24 @@ def load_pair(robot, floating_base):
 def random_state(model, rng):
     q = model.random_configuration(rng)
     return q, rng.normal(size=model.nv), rng.normal(size=model.nv)
+
+
+# Files of example-robot-data that load_urdf rejects with a data error (tested in tests/io/test_urdf.py).
+INVALID_URDFS = frozenset({
+    "ur_description/urdf/ur3.urdf", "romeo_description/urdf/romeo_laas_small.urdf",
+    "tiago_description/robots/tiago.urdf", "tiago_description/robots/tiago_dual.urdf",
+    "tiago_description/robots/tiago_no_hand.urdf"})
+
+
+def urdf_files():
+    """Every URDF of example-robot-data that load_urdf accepts (paths relative to robots_dir())."""
+    root = robots_dir()
+    return sorted(f for f in (str(p.relative_to(root)) for p in root.rglob("*.urdf")) if f not in INVALID_URDFS)
+
+
+def load_model(file, floating_base):
+    """Our model of an example-robot-data URDF (path relative to robots_dir())."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # implausible-inertia warnings are tested elsewhere
+        return load_urdf(robots_dir() / file, floating_base=floating_base)

@@ -128,6 +128,29 @@ def test_random_tree_taper_and_skew():
             assert np.allclose(base.Xtree[i].E, np.eye(3))
 
 
+def test_auto_tree_is_featherstones():
+    """autoTree(4, 1, 1.5, 0.9) by hand: a chain about local z, link k of length 0.9^(k-1), mass
+    0.9^(3(k-1)), CoM at its middle, a slender rod's inertia; joint frames at the parent's link end,
+    turned by 1.5 rad about x."""
+    m = sd.auto_tree(4, 1, 1.5, 0.9)
+    assert m.parent.tolist() == [-1, 0, 1, 2] and m.joint_names == ("joint1", "joint2", "joint3", "joint4")
+    for k in range(1, 5):
+        i = k - 1
+        L, mass = 0.9 ** (k - 1), 0.9 ** (3 * (k - 1))
+        assert m.joints[i].type == "revolute" and m.joints[i].axis == (0.0, 0.0, 1.0)
+        mm, c, Ic = spatial.inertia_components(m.inertia[i])
+        assert np.isclose(mm, mass) and np.allclose(c, [L / 2, 0, 0])
+        assert np.allclose(Ic, mass * L * L * np.diag([0.0025, 1.015 / 12, 1.015 / 12]))
+        if k > 1:
+            assert np.allclose(m.Xtree[i].r, [0.9 ** (k - 2), 0, 0])
+            assert np.allclose(m.Xtree[i].E, spatial.rotx(1.5))
+    assert np.allclose(m.Xtree[0].E, np.eye(3)) and np.allclose(m.Xtree[0].r, 0)
+    b = sd.auto_tree(7, 2.0, floating_base=True)
+    assert b.parent.tolist() == [-1, 0, 1, 1, 0, 4, 4] and b.joints[0].type == "free"   # depth-first binary tree
+    with pytest.raises(ValueError, match="nbodies"):
+        sd.auto_tree(0)
+
+
 def test_random_tree_floating_base_and_frames():
     m = random_tree(6, floating_base=True, nframes=4, seed=7)
     assert m.joints[0].type == "free"

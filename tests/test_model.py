@@ -164,3 +164,16 @@ def test_joint_dynamics_defaults_and_checks():
         dataclasses.replace(m, joint_dynamics=bad)
     ok = dataclasses.replace(m, joint_dynamics=sd.JointDynamics(np.full(m.nv, 0.5), None, None, None, None))
     assert np.all(ok.joint_dynamics.damping == 0.5) and not np.any(ok.joint_dynamics.stiffness)
+def test_random_configuration_with_and_without_limits():
+    """Limits are honoured by default; limits=False draws generic states (angles in [-pi, pi])."""
+    b = ModelBuilder("limited")
+    b.add_body("a", None, make_joint("revolute"), mass=1.0, com=[0, 0, 0], rot_inertia=np.eye(3),
+               lower=[0.0], upper=[0.0])
+    b.add_body("b", "a", make_joint("revolute"), mass=1.0, com=[0, 0, 0], rot_inertia=np.eye(3),
+               lower=[0.1], upper=[0.2])
+    m = b.build()
+    rng = np.random.default_rng(0)
+    Q = np.stack([m.random_configuration(rng) for _ in range(50)])
+    assert np.all(Q[:, 0] == 0.0) and np.all((Q[:, 1] >= 0.1) & (Q[:, 1] <= 0.2))
+    Q = np.stack([m.random_configuration(rng, limits=False) for _ in range(50)])
+    assert np.all(np.abs(Q) <= np.pi) and np.min(np.ptp(Q, axis=0)) > 3.0

@@ -27,7 +27,7 @@ from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_j
                                     frame_placements, frame_velocity)
 from .model import Frame, JointDynamics, Mimic, Model, ModelBuilder, ModelError
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
-from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_configuration, random_tree,
+from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, bias, crba
 from .algorithms.ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern
@@ -60,6 +60,7 @@ _LAZY = {
     "sparse": ("sparsedyn.sparse", None),
     "sparse_inverse_dynamics": ("sparsedyn.sparse", "sparse_inverse_dynamics"),
     "sparse_forward_dynamics": ("sparsedyn.sparse", "sparse_forward_dynamics"),
+    "sparse_hybrid_dynamics": ("sparsedyn.sparse", "sparse_hybrid_dynamics"),
     "constraints": ("sparsedyn.constraints", None),
     "ConstraintSet": ("sparsedyn.constraints", "ConstraintSet"),
     "PointCoincidence": ("sparsedyn.constraints", "PointCoincidence"),
@@ -109,7 +110,8 @@ __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
     "Frame", "Mimic", "JointDynamics", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
-    "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "serial_chain",
+    "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
+    "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
     "mjcf_measurements", "load_model",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
@@ -122,7 +124,7 @@ __all__ = [
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
     "kinetic_energy", "potential_energy", "mechanical_energy", "joint_torque_regressor", "joint_wrench_regressor",
     "identification", "identify", "base_parameters", "BaseParameters", "Identification", "force_torque_regressor",
-    "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
+    "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
     "estimation", "EstimationProblem", "IllPosedError", "imu_base_state", "estimate_report", "estimation_demo",

@@ -3,6 +3,8 @@
 * :func:`serial_chain` -- ``n`` identical links in a row;
 * :func:`random_tree` -- seeded random trees in the spirit of Featherstone's
   ``autoTree(NB, bf, skew, taper)``, with every registered joint type available;
+* :func:`auto_tree` -- Featherstone's ``autoTree`` itself: revolute joints about
+  their local z axes, deterministic (the model of the published flop counts);
 * :func:`humanoid` -- a 35-dof floating-base humanoid of anthropometric masses;
 * :data:`BUILTIN_MODELS` / :func:`builtin` -- the built-in models by name.
 
@@ -22,7 +24,7 @@ from .joints import JOINT_TYPES, Joint, make_joint, quat_exp
 from .model import Model, ModelBuilder
 from .spatial import Transform, from_pose, quat_to_rot, rotx, xlt
 
-__all__ = ["serial_chain", "random_tree", "humanoid", "humanoid_standing_configuration",
+__all__ = ["serial_chain", "random_tree", "auto_tree", "humanoid", "humanoid_standing_configuration",
            "HUMANOID_STANDING_HEIGHT", "BUILTIN_MODELS", "builtin"]
 
 
@@ -160,6 +162,37 @@ def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("re
         k = int(rng.integers(1, nbodies + 1))
         L = taper ** (k - 1)
         b.add_frame(f"frame{f}", f"body{k}", from_pose(_random_rotation(rng), L * rng.uniform(-0.5, 1.0, 3)))
+    return b.build()
+
+
+def auto_tree(nbodies, branching=1.0, skew=0.0, taper=1.0, floating_base=False, name=None) -> Model:
+    """Featherstone's ``autoTree(NB, bf, skew, taper)`` (R. Featherstone, *Rigid Body Dynamics
+    Algorithms*, 2008, and his spatial_v2 software): a deterministic tree of revolute joints.
+
+    Bodies ``k = 1..NB`` (named ``body{k}``, joints ``joint{k}``), ``parent(k) =
+    floor((k - 2 + ceil(bf)) / bf)`` (``branching = 1``: a chain).  Link ``k`` has
+    length ``L_k = taper**(k-1)`` along its x axis, mass ``taper**(3(k-1))``, centre
+    of mass ``(L_k / 2, 0, 0)`` and rotational inertia about it
+    ``m L_k^2 diag(0.0025, 1.015/12, 1.015/12)`` (a slender rod).  Every joint turns
+    about the z axis of its joint frame; a child's joint frame sits at the end of
+    its parent's link, turned by ``skew`` about that link's x axis:
+    ``Xtree = rotx(skew) xlt([L_parent, 0, 0])``.  Nori's flop comparisons use
+    ``auto_tree(NB, 1, 1.5, 0.9)`` (forward dynamics) and ``auto_tree(NB, 1, 1.5, 1)``.
+    ``floating_base=True`` makes body 1's joint ``free`` instead (a free-floating chain).
+    """
+    if int(nbodies) != nbodies or nbodies < 1:
+        raise ValueError(f"nbodies: expected a positive number of bodies, got {nbodies!r}")
+    if not branching >= 1.0:
+        raise ValueError(f"branching: expected a branching factor >= 1, got {branching!r}")
+    b = ModelBuilder(name or f"auto_tree{int(nbodies)}")
+    for k in range(1, int(nbodies) + 1):
+        pk = math.floor((k - 2 + math.ceil(branching)) / branching)
+        L, mass = taper ** (k - 1), taper ** (3 * (k - 1))
+        Xtree = None if pk == 0 else Transform(rotx(skew), np.array([taper ** (pk - 1), 0.0, 0.0]))
+        joint = make_joint("free" if floating_base and k == 1 else "revolute", (0.0, 0.0, 1.0))
+        b.add_body(f"body{k}", None if pk == 0 else f"body{pk}", joint, Xtree,
+                   mass=mass, com=[L / 2, 0.0, 0.0], rot_inertia=mass * L * L * np.diag([0.0025, 1.015 / 12, 1.015 / 12]),
+                   joint_name=f"joint{k}")
     return b.build()
 
 

@@ -5,7 +5,7 @@ transform (a :class:`~sparsedyn.spatial.Transform`), ``S`` (6, nv) the motion
 subspace expressed in the child (successor) frame.  All joint types here have a
 constant ``S`` (velocities are taken in the child frame), so ``cJ = 0``.
 
-Configuration conventions (DESIGN.md):
+Configuration conventions:
 
 ==============  ====  ====  =======================================================
 type            nq    nv    q / v

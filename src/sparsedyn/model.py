@@ -480,11 +480,17 @@ class Model:
         """The neutral configuration (zeros, identity quaternions)."""
         return np.concatenate([j.neutral() for j in self.joints]) if self.nbodies else np.zeros(0)
 
-    def random_configuration(self, rng=None) -> np.ndarray:
-        """A random configuration; finite joint limits are honoured."""
+    def random_configuration(self, rng=None, limits=True) -> np.ndarray:
+        """A random configuration; finite joint limits are honoured unless ``limits=False``
+        (then 1-dof angles are uniform in [-pi, pi], displacements in [-1, 1]: a generic state
+        for numeric questions such as a rank, which joint limits must not bias)."""
         rng = np.random.default_rng(rng)
+        if not self.nbodies:
+            return np.zeros(0)
+        if not limits:
+            return np.concatenate([j.random(rng) for j in self.joints])
         return np.concatenate([j.random(rng, self.lower[self.q_slice(i)], self.upper[self.q_slice(i)])
-                               for i, j in enumerate(self.joints)]) if self.nbodies else np.zeros(0)
+                               for i, j in enumerate(self.joints)])
 
     def integrate(self, q, v):
         """``q (+) v`` joint by joint (exponential map for quaternion joints); batched."""

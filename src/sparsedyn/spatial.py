@@ -1,6 +1,6 @@
 """Spatial (6D) algebra, angular-first, generic over the array backend.
 
-Conventions (DESIGN.md):
+Conventions (Featherstone's, *Rigid Body Dynamics Algorithms*, 2008):
 
 * motion vectors ``m = [omega; v]``, force vectors ``f = [n; f]``, shape ``(..., 6)``;
 * a Plücker transform ``B_X_A`` maps motion from frame A to frame B coordinates.

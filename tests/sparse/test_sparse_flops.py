@@ -1,34 +1,18 @@
-"""Exact operation counts of the numeric phase (sparsedyn.sparse.flops)."""
+"""Exact operation counts of the numeric phase (sparsedyn.sparse.flops), from the one IR.
 
-import numpy as np
-import pytest
+The counting rule itself (sparsedyn.symbolic.ir.Program.flops) is tested in tests/symbolic/test_ir.py.
+"""
+
+from pathlib import Path
 
 import sparsedyn as sd
 from sparsedyn import sparse
 from sparsedyn.sparse import flops
-from sparsedyn.sparse.flops import Traced, count, total
-
-
-def test_counting_rule():
-    """State-dependent operations count; +-1, 0 and constant-only operations are free; dead code too."""
-    x, y = Traced(2.0), Traced(3.0)
-    with flops.phase("p"):
-        a = x * y                 # mul
-        b = a + 1.5               # add
-        c = 1.0 * b - 0           # free
-        d = -1 * c / -1           # free (signs)
-        e = 0 * x                 # structural zero: the int 0, free
-        f = 2.0 * 3.0 * y         # the constant product is folded: one mul
-        g = (f / x) - (0 - y)     # div, add (the negation is free)
-        x * x * x                 # dead code: never reaches an output
-    assert e == 0 and type(e) is int
-    out = count(np.array([d, g], dtype=object))
-    assert out == {"p": {"mul": 2, "add": 2, "div": 1, "fun": 0}}
-    assert d.x == 7.5 and g.x == pytest.approx(6.0 * 3.0 / 2.0 + 3.0)
+from sparsedyn.sparse.flops import total
 
 
 def test_inverse_dynamics_count_of_a_two_link_chain_by_hand():
-    """serial_chain(2, mass=2): joints about z, link length L = 0.3 along x, mass m = 2, centre of mass
+    """serial_chain(2, mass=3): joints about z, link length L = 0.3 along x, mass m = 3, centre of mass
     (h, 0, 0) with h = L/2, gravity g along -z; no external forces (fx = 0 are structural zeros).
     Body inertia (columns used below): I[:,2] = (0,0,Izz+m h^2, 0,m h,0), I[:,3] = m e_3,
     I[:,4] = (0,0,m h, 0,m,0), I[1,5] = I[5,1] = -m h, I[5,5] = m.  Counting rule of
@@ -36,11 +20,12 @@ def test_inverse_dynamics_count_of_a_two_link_chain_by_hand():
 
     transforms (2 mul, 0 add).  E_J of a joint about a frame axis is built from exact entries (spatial.
     axis_rotation): E[0,0] = E[1,1] = c, the off-diagonal ones +-s, E[2,2] = 1, the rest 0: no
-    arithmetic.  Xtree_1 = 1, so body 1's transform is used only in b, where it meets
+    arithmetic (sin and cos are counted apart).  Xtree_1 = 1, so body 1's transform is used only in b,
+    where it meets
     a_0 = (0,0,0, 0,0,g) on E[2,2] = 1 alone: dead.  Body 2: Xtree = xlt(L e_x), so
     -E rx has the entries -(s (-L)), -(c (-L)) (1 mul each) and -L (a constant).
 
-    b (14 mul, 3 add).
+    b (14 mul, 2 add).
       nu_1 = v_1 x* I v_1, v_1 = (0,0,qd1, 0,0,0): I v_1 needs only (I v_1)[4] = m h qd1 (1 mul; the
         moment (I v_1)[2] is parallel to omega and drops out); nu_1[3] = -qd1 (m h qd1) (1 mul).   2/0
       c_1 = X_1 a_0 = (0,0,0, 0,0,g): constant.                                                      0/0
@@ -49,9 +34,11 @@ def test_inverse_dynamics_count_of_a_two_link_chain_by_hand():
       c_2 = v_2 x vJ_2 = (0,0,0, vy qd2, -vx qd2, 0).                                                2/0
       I v_2: (I v_2)[3] = m vx (1 mul), (I v_2)[4] = m h w2 + m vy (2 mul, 1 add); (I v_2)[2] is again
         parallel to omega: dead.                                                                      3/1
-      nu_2 = (0, 0, vx f4 - vy f3, -w2 f4, w2 f3, 0) with f = I v_2.                                 4/1
+      nu_2 = (0, 0, vx f4 - vy f3, -w2 f4, w2 f3, 0) with f = I v_2: 4 mul; its subtraction is
+        counted in the solve phase, where z = -b first needs it (the IR keeps one sign of a
+        difference, vy f3 - vx f4, and forms it where it is first used).                            4/0
 
-    solve (17 mul, 17 add): substitution, row by row, z = -b_r - sum A_re x_e, x = z / (-1) (free);
+    solve (17 mul, 18 add: 17 + the subtraction of nu_2[2]): substitution, row by row, z = -b_r - sum A_re x_e, x = z / (-1) (free);
     the terms of a row are taken in entry order (own -1 pivot, I_i, -1 of fx_i, the children's
     transform entries), and a constant only folds into a neighbouring constant.
       measurement rows: qdd_i = y, fx_i = 0                                                          0/0
@@ -70,17 +57,23 @@ def test_inverse_dynamics_count_of_a_two_link_chain_by_hand():
         [5] = m g + f2[5]: constant                                                                  0/0
       tau_1 = f_1[2]                                                                                 0/0
 
-    Total: 33 multiplications, 20 additions, 0 divisions (every pivot is +-1).
+    Total: 33 multiplications, 20 additions, 0 divisions (every pivot is +-1), sin and cos once.
+
+    With m = 2, m h = 0.3 = L: the moment arm products m h qd1 (nu_1) and L qd1 (v_2) are the same
+    value, computed once (common subexpression): 32 multiplications.
     """
-    model = sd.serial_chain(2, mass=2.0)
+    model = sd.serial_chain(2, mass=3.0)
     st = sparse.inverse_dynamics_problem(model).analyze()
     counts = flops.count_solve(st)
-    strip = lambda c: {k: c[k] for k in ("mul", "add", "div")}  # noqa: E731
-    assert "factor" not in counts                                  # triangular: substitution only
-    assert strip(counts["transforms"]) == {"mul": 2, "add": 0, "div": 0}
-    assert strip(counts["b"]) == {"mul": 14, "add": 3, "div": 0}
-    assert strip(counts["solve"]) == {"mul": 17, "add": 17, "div": 0}
-    assert strip(total(counts)) == {"mul": 33, "add": 20, "div": 0}
+    strip = lambda c: {k: c[k] for k in ("mul", "add", "div", "sin", "cos")}  # noqa: E731
+    assert list(counts) == ["transforms", "b", "solve"]           # triangular: no factor phase
+    assert strip(counts["transforms"]) == {"mul": 2, "add": 0, "div": 0, "sin": 1, "cos": 1}
+    assert strip(counts["b"]) == {"mul": 14, "add": 2, "div": 0, "sin": 0, "cos": 0}
+    assert strip(counts["solve"]) == {"mul": 17, "add": 18, "div": 0, "sin": 0, "cos": 0}
+    assert strip(total(counts)) == {"mul": 33, "add": 20, "div": 0, "sin": 1, "cos": 1}
+    assert total(counts)["total"] == 33 + 20 + 2
+    cse = total(flops.count_solve(sparse.inverse_dynamics_problem(sd.serial_chain(2, mass=2.0)).analyze()))
+    assert (cse["mul"], cse["add"]) == (32, 20)
 
 
 def test_chain_flop_counts_for_1_to_100_links():
@@ -108,7 +101,14 @@ def test_traced_classical_kernels_and_sparse_solves_agree_in_value():
     model = flops.generic_chain(3)
     for problem in (sparse.inverse_dynamics_problem(model), sparse.forward_dynamics_problem(model)):
         counts = flops.count_solve(problem.analyze())
-        assert set(counts) <= {"transforms", "b", "factor", "solve"}
-    assert total(flops.count_rnea(model))["mul"] > 0
+        assert set(counts) <= set(flops.PHASES)
+    assert flops.count_rnea(model)["mul"] > 0 and flops.count_rnea(model)["div"] == 0
     # ABA divides by D_i once per joint, except at the leaf, whose D = S^T I S is a model constant
-    assert total(flops.count_aba(model))["div"] == 2
+    assert flops.count_aba(model)["div"] == 2
+
+
+def test_one_tracer():
+    """The sparse layer counts with the IR of sparsedyn.symbolic: no traced scalar of its own."""
+    src = Path(flops.__file__).read_text()
+    assert "class " not in src and "from ..symbolic.ir import" in src
+    assert not hasattr(flops, "Traced")

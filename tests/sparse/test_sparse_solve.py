@@ -284,7 +284,7 @@ def test_bad_arguments_are_named(rng):
     model = sd.serial_chain(3)
     st = sparse.inverse_dynamics_problem(model).analyze()
     q, v, a = (x[0] for x in random_states(model, rng, 1))
-    with pytest.raises(ValueError, match=r"qd: expected shape \(\.\.\., 3\)"):
+    with pytest.raises(ValueError, match=r"\bv: expected shape \(\.\.\., 3\)"):
         st.solve(q, v[:2], st.problem.values(qdd=a))
     with pytest.raises(ValueError, match=r"y: expected shape \(\.\.\., 21\)"):
         st.solve(q, v, np.zeros(5))

@@ -107,3 +107,29 @@ def test_flop_counts_by_kind(tree):
         assert f["sin"] == f["cos"]                       # every rotation angle needs both
     assert trace(tree, "rnea").flops()["div"] == 0       # RNEA never divides
     assert trace(tree, "aba").flops()["div"] > 0
+
+
+def test_counting_rule_and_phases():
+    """The one counting rule (Program.flops): operations on state-dependent values count; +-1, 0,
+    signs, constant-only operations and dead code are free; a repeated value counts once; phases
+    tag nodes where they are first created."""
+    g, (x, y) = syms(2)
+    with g.phase("p"):
+        a = x * y                 # mul
+        b = a + 1.5               # add
+        c = 1.0 * b - 0           # free
+        d = -1 * c / -1           # free (signs)
+        e = 0 * x                 # structural zero: the int 0, free
+        f = 2.0 * 3.0 * y         # the constant product is folded: one mul
+        h = (f / x) - (0 - y)     # div, add (the negation is absorbed: f / x + y)
+        x * x * x                 # dead code: never reaches an output
+    with g.phase("q"):
+        k = (y * x) + a           # y * x is x * y (created in phase p): one add here
+    assert e == 0 and type(e) is int
+    prog = g.program([np.array([d, h, k], dtype=object)], [(2,)])
+    fp, fq = prog.flops("p"), prog.flops("q")
+    assert (fp["mul"], fp["add"], fp["div"], fp["neg"]) == (2, 2, 1, 0)
+    assert (fq["mul"], fq["add"], fq["div"]) == (0, 1, 0)
+    assert prog.flops()["total"] == fp["total"] + fq["total"] == 6
+    assert list(prog.phase_flops()) == ["p", "q"]
+    assert prog.evaluate([[2.0, 3.0]])[0].tolist() == [7.5, 6.0 * 3.0 / 2.0 + 3.0, 12.0]

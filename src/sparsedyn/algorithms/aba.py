@@ -1,8 +1,8 @@
 """Articulated-body algorithm (forward dynamics), Featherstone RBDA Table 7.1.
 
 ``qdd = aba(model, q, v, tau, f_ext)`` solves ``H(q) qdd + C(q, v, f_ext) = tau``
-in O(NB) (Nori, ``shared/seeds/nori-sparse-dynamics.md`` section V-A and
-appendix A)::
+in O(NB) (F. Nori, *Inverse, forward and other dynamic computations computationally optimized
+with sparse matrix factorizations*, 2017, section V-A and appendix A)::
 
     pass 1 (i = 0 .. NB-1):  v_i = Xup_i v_lambda(i) + S_i qd_i ;  c_i = v_i x S_i qd_i
                              IA_i = I_i ;  pA_i = v_i x* I_i v_i - f_ext_i

@@ -1,7 +1,8 @@
 """Composite-rigid-body algorithm: the joint-space inertia matrix ``H`` and bias ``C``.
 
 Featherstone, *Rigid Body Dynamics Algorithms* (RBDA) Table 6.2, in body
-coordinates (``shared/seeds/featherstone-crba-ltdl.md``)::
+coordinates (and R. Featherstone, *Computational Robot Dynamics, Part 4: Forward Dynamics*,
+lecture notes)::
 
     IC_i = I_i + sum_{j in mu(i)} jX_i^T IC_j jX_i           (composite inertias)
     F = IC_i S_i ;  H_ii = S_i^T F + diag(armature_i)

@@ -1,7 +1,8 @@
 """Sparse ``L^T D L`` and ``L^T L`` factorizations exploiting branch-induced sparsity.
 
 Featherstone, *Rigid Body Dynamics Algorithms* (RBDA) section 6.5, Tables 6.3
-and 6.4 (``shared/seeds/featherstone-crba-ltdl.md``).  ``lambda`` is the parent
+and 6.4 (and R. Featherstone, *Computational Robot Dynamics, Part 4: Forward Dynamics -- the
+Composite Rigid Body Algorithm*, lecture notes).  ``lambda`` is the parent
 array of the *expanded* tree, one entry per dof (``model.dof_parent``; -1 for a
 dof whose joint hangs from the world), so multi-dof joints are chains of
 1-dof joints and the per-dof algorithm covers every joint type.

@@ -1,7 +1,7 @@
 """Analytical inverse of the joint-space inertia matrix, ``Minv = H(q)^-1``.
 
 Carpentier, *Analytical Inverse of the Joint Space Inertia Matrix* (2018),
-Algorithm 1 (``shared/seeds/carpentier-jsim-inverse.md``): ABA with its affine
+Algorithm 1 (LAAS-CNRS technical report): ABA with its affine
 terms removed (``qd = 0``, no gravity), run on all unit joint forces at once.
 As in Pinocchio's implementation, the ``O(nv^2)`` part of the algorithm (one
 spatial vector per pair of a dof and a dof of its subtree or ancestors) is done

@@ -54,7 +54,7 @@ from .trace import DEFAULT_KERNELS, KernelSpec, kernel_spec, trace
 __all__ = ["compile", "CompiledModel", "KernelSet", "KernelInfo", "compile_report"]
 
 #: Version of the code generator; part of every cache key.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 
 _warned_no_compiler = set()
 _source_hash = None

@@ -1,7 +1,7 @@
 """Holonomic constraints: closed loops, contacts and couplings on a tree model.
 
 The dynamics of a tree with ``nv`` dofs and ``m`` holonomic constraints
-(the note "Inverse dynamics with holonomic constraints")::
+(*Inverse dynamics with holonomic constraints*, cassie-ik-id documentation)::
 
     M a + h = B u + J^T f + G^T lambda,        g(q) = 0
 

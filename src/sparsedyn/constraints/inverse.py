@@ -1,5 +1,5 @@
-"""Constrained inverse dynamics by null-space projection (the note "Inverse dynamics with
-holonomic constraints").
+"""Constrained inverse dynamics by null-space projection (*Inverse dynamics with holonomic
+constraints*, cassie-ik-id documentation, cassie-ik-id.readthedocs.io).
 
 Equations (``nv`` dofs, ``m`` constraint rows of rank ``r``, ``nu`` actuators)::
 

@@ -532,7 +532,7 @@ class EstimationProblem:
         rng = np.random.default_rng(seed)
         ranks, worst = [], None
         for _ in range(configurations):
-            q = self.model.random_configuration(rng)
+            q = self.model.random_configuration(rng, limits=False)   # generic rank: limits are data
             r = self._rank(self._dense(pattern, q))[0]
             ranks.append(r)
             if worst is None or r < worst[0]:

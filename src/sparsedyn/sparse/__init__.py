@@ -1,4 +1,5 @@
-"""Dynamics as a sparse linear system (Nori, ``shared/seeds/nori-sparse-dynamics.md``).
+"""Dynamics as a sparse linear system (F. Nori, *Inverse, forward and other dynamic computations
+computationally optimized with sparse matrix factorizations*, 2017, arXiv:1705.04658).
 
 The Newton-Euler equations of a kinematic tree over ``d = {a_i, f_i, tau_i, fx_i, qdd_i}``
 plus measurement rows, ``[D; D_Y] d + [b; b_Y] = 0``, solved with an offline
@@ -8,17 +9,18 @@ structure analysis and an online phase that only does arithmetic::
     from sparsedyn import sparse
 
     st = sparse.inverse_dynamics_problem(model).analyze()      # offline, once
-    y = st.problem.values(qdd=qdd, fx=f_ext)
-    d = st.solve(q, qd, y)                                       # online, batched
+    y = st.problem.values(qdd=a, fx=f_ext)                     # the known qdd_i, fx_i
+    d = st.solve(q, v, y)                                       # online, batched
     tau = st.unpack(d)["tau"]
 
     fd = sparse.Problem(model).known("tau").known("fx").analyze()
+    hd = sparse.Problem(model).known("tau", joints=A).known("qdd", joints=B).known("fx").analyze()
 
 Modules: :mod:`.variables` (named variables and row blocks), :mod:`.measurements`
 (measurement rows, problems), :mod:`.assembly` (worst-case pattern, value and
 right-hand-side kernels), :mod:`.matching` (matching, block triangular form),
 :mod:`.ordering` (static pivot orders, symbolic LU), :mod:`.solver` (analysis,
-numeric phase), :mod:`.flops` (exact operation counts), :mod:`.plots`
+numeric phase), :mod:`.hybrid` (hybrid dynamics), :mod:`.flops` (exact operation counts), :mod:`.plots`
 (pictures and the ``sparsedyn sparsity`` report).
 """
 
@@ -28,12 +30,14 @@ from .assembly import SystemPattern
 from .ordering import ORDERINGS, BlockFactor
 from .solver import (BERR_TOL, PIVOT_RTOL, OverdeterminedError, SolveInfo, SparsePivotWarning, Structure,
                      StructurallySingularError, analyze, sparse_forward_dynamics, sparse_inverse_dynamics)
+from .hybrid import hybrid_dynamics_problem, sparse_hybrid_dynamics
 
 __all__ = [
     "KINDS", "EQUATION_KINDS", "Variable", "Equation", "Layout", "Measurement", "Problem", "Kinematics",
     "inverse_dynamics_problem", "forward_dynamics_problem", "SystemPattern", "ORDERINGS", "BlockFactor",
     "analyze", "Structure", "SolveInfo", "StructurallySingularError", "OverdeterminedError", "SparsePivotWarning",
-    "PIVOT_RTOL", "BERR_TOL", "sparse_inverse_dynamics", "sparse_forward_dynamics",
+    "PIVOT_RTOL", "BERR_TOL", "sparse_inverse_dynamics", "sparse_forward_dynamics", "hybrid_dynamics_problem",
+    "sparse_hybrid_dynamics",
 ]
 from .plots import plot_system, sparsity_report
 

@@ -9,18 +9,22 @@ stacked matrix ``A = [D; D_Y]`` (Nori, eq. 4 and 16) that can be nonzero at
 * ``CONST``: another nonzero model constant (entries of ``S_i``, ``I_i``, a
   measurement matrix); exact zeros of these constants are structural zeros;
 * ``STATE``: an entry of a joint-dependent transform, ``iX_lambda(i)`` in
-  ``c(3a_i)`` (eq. 4a) or ``iX*_j = jX_i^T`` in ``c(3f_i)`` (eq. 4d).
+  ``c(3a_i)`` (eq. 4a) or ``iX*_j = jX_i^T`` in ``c(3f_i)`` (eq. 4d), that is
+  not a structural constant (an entry of such a transform that is the same at
+  every configuration, e.g. the 1 on a revolute joint's axis, is ``ONE`` or
+  ``CONST``).
 
-The worst-case pattern of a transform block is the union of its nonzeros over
-configurations (Nori, section IV-D).  For the joints of the registry the entries
-of ``XJ(q) Xtree`` are trigonometric polynomials in the joint angles
-(polynomials in the quaternion for spherical and free joints, affine in the
-displacement for prismatic ones); such an entry that is not identically zero
-vanishes only on a set of measure zero, so it is nonzero at independent random
-configurations with probability one.  The pattern is therefore taken as the
-union over ``samples`` seeded random configurations of the entries above
-``1e-13`` times the block's largest entry (rounding noise of identically-zero
-entries stays below that).
+The worst-case pattern of every state-dependent block is the union of its
+nonzeros over all configurations (Nori, section IV-D).  It is derived from
+symbols, never from numeric samples: the joint transforms and motion subspaces
+are computed once by the kernels themselves on a configuration of symbolic
+scalars (:class:`~sparsedyn.symbolic.ir.Sym`), and the one symbolic layer folds
+every structural constant.  An entry of ``motion_matrix(Xup_i)`` or of ``S_i``
+is a **structural zero** exactly when the trace folds it to the constant 0, a
+``ONE`` or ``CONST`` entry exactly when it folds to that constant, and a
+``STATE`` entry when it stays a symbol.  The pattern therefore does not depend
+on joint limits, on samples or on the configuration (a URDF joint with
+``lower = upper`` still turns when a state says so).
 
 Online (:func:`d_values`, :func:`rhs_values`): only the values change.  The
 value array ``vals`` (nnz, ...) follows the entry order; ``vals[e]`` of a
@@ -39,28 +43,44 @@ import numpy as np
 
 from ..algorithms.kinematics import joint_transforms
 from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix
+from ..symbolic.ir import Graph, Sym
 from .measurements import Kinematics
 from .variables import Equation
 
-__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "transform_patterns", "d_values", "rhs_values",
-           "PATTERN_RTOL"]
+__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "traced_transforms", "transform_patterns", "d_values",
+           "rhs_values"]
 
 ONE, CONST, STATE = 0, 1, 2
 CLASS_NAMES = ("one", "const", "state")
-#: Entries of a sampled transform below this fraction of its largest entry are rounding noise.
-PATTERN_RTOL = 1e-13
 
 
-def transform_patterns(model, samples=4, seed=0):
-    """Worst-case nonzero pattern (NB, 6, 6) bool of ``motion_matrix(Xup_i)``; see the module docstring."""
-    rng = np.random.default_rng(seed)
-    Q = np.stack([model.random_configuration(rng) for _ in range(samples)])
-    Xup, _ = joint_transforms(model, Q)
+def traced_transforms(model):
+    """``motion_matrix(Xup_i)`` and ``S_i`` of every body at a configuration of fresh symbols.
+
+    Returns ``(M, S)``: lists of object arrays (6, 6) and (6, nv_i) whose entries
+    are :class:`~sparsedyn.symbolic.ir.Sym` (state-dependent) or numbers
+    (structural constants; ``0`` a structural zero).  Computed by
+    :func:`~sparsedyn.algorithms.kinematics.joint_transforms` itself, so the
+    pattern is that of the code the online phase runs.
+    """
+    g = Graph()
+    q = g.inputs(0, (model.nq,))
+    Xup, S = joint_transforms(model, q)
+    M = [np.asarray(motion_matrix(X), dtype=object) for X in Xup]
+    return M, [np.asarray(Si, dtype=object) for Si in S]
+
+
+def _structural_zero(x) -> bool:
+    return not isinstance(x, Sym) and float(x) == 0.0
+
+
+def transform_patterns(model):
+    """Worst-case nonzero pattern (NB, 6, 6) bool of ``motion_matrix(Xup_i)``, from the trace
+    (:func:`traced_transforms`): ``False`` exactly where the entry folds to the constant 0."""
+    M, _ = traced_transforms(model)
     out = np.zeros((model.nbodies, 6, 6), bool)
-    for i, X in enumerate(Xup):
-        M = np.broadcast_to(motion_matrix(X), (samples, 6, 6))
-        scale = np.max(np.abs(M), axis=(-2, -1), keepdims=True)
-        out[i] = np.any(np.abs(M) > PATTERN_RTOL * scale, axis=0)
+    for i, Mi in enumerate(M):
+        out[i] = [[not _structural_zero(x) for x in row] for row in Mi]
     return out
 
 
@@ -78,11 +98,18 @@ class SystemPattern:
     ``(r, c)`` of ``motion_matrix(Xup_i)``, else -1.
     """
 
-    def __init__(self, problem, samples=4, seed=0):
+    def __init__(self, problem):
         model, L = problem.model, problem.layout
         self.problem, self.layout = problem, L
         self.n = L.n
-        self.masks = transform_patterns(model, samples, seed)
+        Mt, St = traced_transforms(model)
+        for i, Si in enumerate(St):
+            if any(isinstance(x, Sym) for x in Si.reshape(-1)):
+                raise NotImplementedError(
+                    f"model {model.name!r}: joint {model.joint_names[i]!r} ({model.joints[i].type}) has a "
+                    f"configuration-dependent motion subspace S; the sparse system needs a constant S")
+        self.masks = np.array([[[not _structural_zero(x) for x in row] for row in Mi] for Mi in Mt],
+                              dtype=bool).reshape(model.nbodies, 6, 6)
         rows, cols, cls, const, source = [], [], [], [], []
 
         def add(r, c, value=None, src=-1):
@@ -100,21 +127,29 @@ class SystemPattern:
             for r, c in zip(*np.nonzero(M)):
                 add(r0 + r, c0 + c, M[r, c])
 
+        def add_transform(r0, c0, i, transpose):
+            # a traced entry is STATE (gathered online from motion_matrix(Xup_i)) or a folded constant
+            for rr, cc in zip(*np.nonzero(self.masks[i])):
+                x = Mt[i][rr, cc]
+                r, c = (cc, rr) if transpose else (rr, cc)
+                if isinstance(x, Sym):
+                    add(r0 + r, c0 + c, src=36 * i + 6 * rr + cc)
+                else:
+                    add(r0 + r, c0 + c, float(x))
+
         children = [[] for _ in range(model.nbodies)]
         for i in range(model.nbodies):
             if model.parent[i] >= 0:
                 children[model.parent[i]].append(i)
         for i in range(model.nbodies):
-            S = model.joints[i].motion_subspace()
+            S = St[i].astype(float)
             a, f, tau, fx, qdd = (L.var(k, i).offset for k in ("a", "f", "tau", "fx", "qdd"))
             # c(3a_i): -a_i + iX_lambda a_lambda + S_i qdd_i (+ c_i in b)          (4a, 4b)
             r = L.eq("3a", i).offset
             add_matrix(r, a, -np.eye(6))
             p = model.parent[i]
             if p >= 0:
-                ap = L.var("a", p).offset
-                for rr, cc in zip(*np.nonzero(self.masks[i])):
-                    add(r + rr, ap + cc, src=36 * i + 6 * rr + cc)
+                add_transform(r, L.var("a", p).offset, i, False)
             add_matrix(r, qdd, S)
             # c(3f_i): -f_i + I_i a_i - fx_i + sum_j iX*_j f_j (+ nu_i in b)       (4c, 4d)
             r = L.eq("3f", i).offset
@@ -122,10 +157,8 @@ class SystemPattern:
             add_matrix(r, a, model.inertia[i])
             add_matrix(r, fx, -np.eye(6))
             for j in children[i]:
-                fj = L.var("f", j).offset
                 # iX*_j = (jX_i)^T: element (rr, cc) is element (cc, rr) of motion_matrix(Xup_j)
-                for cc, rr in zip(*np.nonzero(self.masks[j])):
-                    add(r + rr, fj + cc, src=36 * j + 6 * cc + rr)
+                add_transform(r, L.var("f", j).offset, j, True)
             # c(3tau_i): -tau_i + S_i^T f_i + armature_i qdd_i                       (4e; rotor inertia)
             r = L.eq("3tau", i).offset
             add_matrix(r, tau, -np.eye(S.shape[1]))

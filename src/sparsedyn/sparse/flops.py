@@ -1,238 +1,118 @@
-"""Exact operation counts of the numeric phase, by tracing the generic kernels.
+"""Exact operation counts of the numeric phase, from the one symbolic layer.
 
-The kernels run on NumPy object arrays whose elements are :class:`Traced`
-scalars: every arithmetic operation on a state-dependent value creates a node
-that remembers its operation, operands and the *phase* it belongs to.  The
-count is taken over the nodes the requested outputs depend on.
+A sparse solve (:meth:`Structure._kernel <sparsedyn.sparse.Structure._kernel>`),
+RNEA and ABA are traced on symbolic scalars by :mod:`sparsedyn.symbolic` (the
+same trace the compiler emits code from) and counted by
+:meth:`Program.flops <sparsedyn.symbolic.ir.Program.flops>`, whose docstring
+states the counting rule once.  In short: only operations on state-dependent
+values count; structural zeros, multiplications by +-1, sign flips and dead
+code are free; a value computed twice counts once.  Every flop figure of
+sparsedyn (the README, ``sparsedyn sparsity``, ``sparsedyn estimate``,
+``benchmarks/``) comes from that rule.
 
-Counting rule (the same for the sparse solves and for the classical kernels
-:func:`sparsedyn.algorithms.rnea.rnea_kernel` and :func:`sparsedyn.algorithms.aba.aba_kernel`):
-
-* inputs ``q``, ``qd`` and the measured values ``y`` are state-dependent;
-  everything else (``S_i``, ``I_i``, ``Xtree``, the +-1 of ``D``, gravity,
-  measurement matrices) is a model constant;
-* a multiplication, addition/subtraction or division is counted when at least
-  one operand is state-dependent.  Operations between constants are folded
-  (evaluated once, offline), as the compiler does;
-* multiplications and divisions by the constants ``+1`` / ``-1``, negations,
-  multiplications by a structural ``0`` and additions of ``0`` are free: a
-  structural zero never costs anything, a multiplication by ``+-1`` is a sign;
-* only operations the outputs depend on are counted (dead code, e.g. entries
-  of a transform outside the worst-case pattern, is not);
-* ``sin``, ``cos``, ``sqrt`` are counted apart (``fun``), not as flops.
-
-Phases of a sparse solve (:func:`count_solve`): ``transforms`` (the joint
-transforms and the state-dependent entries of ``D``), ``b`` (velocities ``v_i``,
-bias terms ``c_i``, ``nu_i``, the gravity term, measured values), ``factor``
-(LU of the non-triangular blocks with the fixed order), ``solve`` (block
-forward substitution).  Inverse dynamics has an empty ``factor`` phase: it is
+The traced inputs are ``q``, ``v`` and the measured values ``y``; ``model.gravity``
+is folded in and known external forces ``fx`` are structural zeros (no external
+forces, as in the published counts).  Phases of a sparse solve
+(:meth:`Graph.phase <sparsedyn.symbolic.ir.Graph.phase>`): ``transforms`` (the
+joint transforms and the state-dependent entries of ``D``), ``b`` (velocities
+``v_i``, bias terms ``c_i``, ``nu_i``, the gravity term, measured values),
+``factor`` (LU of the non-triangular blocks in the fixed order), ``solve`` (block
+forward substitution).  Inverse dynamics has no ``factor`` phase: it is
 triangular, solved by substitution.
 """
 
 from __future__ import annotations
 
-import numbers
-from contextlib import contextmanager
-
 import numpy as np
 
-__all__ = ["Traced", "phase", "trace_inputs", "count", "count_solve", "count_rnea", "count_aba",
-           "chain_flops", "flop_table", "format_flop_table", "RNEA_FORMULA", "ABA_FORMULA", "OPS"]
+from ..kernels import REGISTRY
+from ..symbolic.ir import FLOP_KINDS, Graph
+from ..symbolic.trace import trace_kernel
 
-OPS = ("mul", "add", "div")
+__all__ = ["PHASES", "count_solve", "count_rnea", "count_aba", "total", "arith", "trace_solve",
+           "chain_flops", "flop_table", "format_flop_table", "generic_chain", "RNEA_FORMULA", "ABA_FORMULA"]
+
+#: Phases of a traced sparse solve, in order.
+PHASES = ("transforms", "b", "factor", "solve")
 #: Featherstone's published counts for a chain of n revolute joints (multiplications, additions).
 RNEA_FORMULA = (lambda n: 93 * n - 108, lambda n: 81 * n - 100)
 ABA_FORMULA = (lambda n: 224 * n - 259, lambda n: 205 * n - 248)
 
-_phase = ["total"]
 
+def trace_solve(structure, outputs=None):
+    """The traced online phase of ``structure`` as a :class:`~sparsedyn.symbolic.ir.Program` with
+    phases (inputs ``q``, ``v``, ``y``; ``model.gravity`` folded; known ``fx`` structural zeros).
 
-@contextmanager
-def phase(name):
-    """Tag the nodes created inside the ``with`` block with phase ``name``."""
-    old = _phase[0]
-    _phase[0] = name
-    try:
-        yield
-    finally:
-        _phase[0] = old
-
-
-def _const(y):
-    return isinstance(y, numbers.Number) and not isinstance(y, Traced)
-
-
-class Traced:
-    """A state-dependent scalar of a traced straight-line program (carries its float value ``x``)."""
-
-    __slots__ = ("x", "op", "args", "phase")
-
-    def __init__(self, x, op="in", args=()):
-        self.x = float(x)
-        self.op = op
-        self.args = args
-        self.phase = _phase[0]
-
-    # --- arithmetic with the folding rules of the module docstring -------------------
-    def __neg__(self):
-        return Traced(-self.x, "neg", (self,))
-
-    def __pos__(self):
-        return self
-
-    def __add__(self, y):
-        if _const(y):
-            return self if y == 0 else Traced(self.x + y, "add", (self,))
-        return Traced(self.x + y.x, "add", (self, y))
-
-    __radd__ = __add__
-
-    def __sub__(self, y):
-        if _const(y):
-            return self if y == 0 else Traced(self.x - y, "add", (self,))
-        return Traced(self.x - y.x, "add", (self, y))
-
-    def __rsub__(self, y):
-        if y == 0:
-            return -self
-        return Traced(y - self.x, "add", (self,))
-
-    def __mul__(self, y):
-        if _const(y):
-            if y == 0:
-                return 0
-            if y == 1:
-                return self
-            if y == -1:
-                return -self
-            return Traced(self.x * y, "mul", (self,))
-        return Traced(self.x * y.x, "mul", (self, y))
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, y):
-        if _const(y):
-            if y == 1:
-                return self
-            if y == -1:
-                return -self
-            return Traced(self.x / y, "div", (self,))
-        return Traced(self.x / y.x, "div", (self, y))
-
-    def __rtruediv__(self, y):
-        if y == 0:
-            return 0
-        return Traced(y / self.x, "div", (self,))
-
-    def sin(self):
-        return Traced(np.sin(self.x), "fun", (self,))
-
-    def cos(self):
-        return Traced(np.cos(self.x), "fun", (self,))
-
-    def sqrt(self):
-        return Traced(np.sqrt(self.x), "fun", (self,))
-
-    def __float__(self):
-        return self.x
-
-    def __repr__(self):
-        return f"Traced({self.x:.6g}, {self.op})"
-
-
-def trace_inputs(x):
-    """An object array of :class:`Traced` leaves with the values of float array ``x``."""
-    x = np.asarray(x, float)
-    out = np.empty(x.shape, dtype=object)
-    for idx in np.ndindex(x.shape):
-        out[idx] = Traced(x[idx])
-    return out
-
-
-def value(x):
-    """Float values of an object array of traced scalars and constants."""
-    return np.vectorize(float, otypes=[float])(x) if np.size(x) else np.zeros(np.shape(x))
-
-
-def count(outputs):
-    """Operation counts ``{phase: {"mul", "add", "div", "fun"}}`` of the nodes ``outputs`` depend on.
-
-    ``outputs``: an object array (or an iterable of them); constants in it are free.
-    """
-    seen = set()
-    stack = [x for x in np.asarray(outputs, dtype=object).reshape(-1) if isinstance(x, Traced)]
-    out = {}
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.op not in ("in", "neg"):
-            ph = out.setdefault(node.phase, {"mul": 0, "add": 0, "div": 0, "fun": 0})
-            ph[node.op] += 1
-        stack.extend(a for a in node.args if isinstance(a, Traced) and id(a) not in seen)
-    return out
-
-
-def total(counts) -> dict:
-    """Sum of :func:`count`'s phases."""
-    t = {"mul": 0, "add": 0, "div": 0, "fun": 0}
-    for ph in counts.values():
-        for k in t:
-            t[k] += ph[k]
-    return t
-
-
-def _random_state(model, seed):
-    rng = np.random.default_rng(seed)
-    return model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
-
-
-def count_solve(structure, outputs=None, seed=0):
-    """Counts per phase of one sparse solve with ``structure`` (a :class:`~sparsedyn.sparse.Structure`).
-
-    ``outputs``: variable kinds whose values are counted (default: all of ``d``;
-    ``("qdd",)`` for forward dynamics as ABA returns it).  Known variables of
-    kind ``fx`` are structural zeros (no external forces, as in the published
-    counts); other measured values are traced inputs.  Also checks that the
-    traced values equal a float solve.  Returns ``{phase: {"mul", "add", "div", "fun"}}``.
+    ``outputs``: variable kinds whose values are the program's outputs (default: all of ``d``).
     """
     problem = structure.problem
     model = problem.model
-    q, qd, _ = _random_state(model, seed)
-    yt = trace_inputs(np.random.default_rng(seed + 1).normal(size=problem.ny))
+    g = Graph()
+    q, v = g.inputs(0, (model.nq,)), g.inputs(1, (model.nv,))
+    y = g.inputs(2, (problem.ny,)) if problem.ny else np.zeros((0,), dtype=object)
     for m, slot in zip(problem.measurements, problem.slots):
         if m.known == "fx":
-            yt[slot] = 0                                   # structural zeros: no external forces
-    with phase("transforms"):
-        qt, qdt = trace_inputs(q), trace_inputs(qd)
-    d, _, _, _ = structure._kernel(qt, qdt, yt, model.gravity, (), True, None, phase)
-    ref = structure.solve(q, qd, value(yt))
-    scale = max(1.0, float(np.max(np.abs(ref))))
-    if not np.allclose(value(d), ref, rtol=1e-6, atol=1e-6 * scale):
-        raise RuntimeError("count_solve: the traced program and the float solve differ")
+            y[slot] = 0                                     # structural zeros: no external forces
+    grav = np.asarray(model.gravity, float)
+    d, _, _, _ = structure._kernel(q, v, y, grav, (), True, None, g.phase)
     if outputs is not None:
         parts = structure.unpack(d)
         d = np.concatenate([np.asarray(parts[k], dtype=object).reshape(-1) for k in outputs])
-    return count(d)
+    return g.program([d], [(model.nq,), (model.nv,), (problem.ny,)], name="sparse_solve")
 
 
-def count_rnea(model, seed=0):
-    """Counts of :func:`sparsedyn.algorithms.rnea.rnea_kernel` (no external forces), phase ``total``."""
-    from ..algorithms.rnea import rnea_kernel
-    q, qd, a = _random_state(model, seed)
-    with phase("total"):
-        tau = rnea_kernel(model, trace_inputs(q), trace_inputs(qd), trace_inputs(a))
-    return count(tau)
+def count_solve(structure, outputs=None, seed=0) -> dict:
+    """Counts ``{phase: flops}`` of one sparse solve with ``structure`` (a :class:`~sparsedyn.sparse.Structure`).
+
+    ``outputs``: variable kinds whose values are counted (default: all of ``d``;
+    ``("qdd",)`` for forward dynamics as ABA returns it).  Also checks that the
+    traced program computes the float solve at a random state (seed ``seed``,
+    joint limits ignored).  ``flops`` as :meth:`~sparsedyn.symbolic.ir.Program.flops`.
+    """
+    prog = trace_solve(structure, outputs)
+    problem = structure.problem
+    model = problem.model
+    rng = np.random.default_rng(seed)
+    q, v = model.random_configuration(rng, limits=False), rng.normal(size=model.nv)
+    y = rng.normal(size=problem.ny)
+    for m, slot in zip(problem.measurements, problem.slots):
+        if m.known == "fx":
+            y[slot] = 0.0
+    ref = structure.solve(q, v, y)
+    if outputs is not None:
+        parts = structure.unpack(ref)
+        ref = np.concatenate([np.asarray(parts[k]).reshape(-1) for k in outputs])
+    got = prog.evaluate([q, v, y])[0]
+    scale = max(1.0, float(np.max(np.abs(ref), initial=0.0)))
+    if not np.allclose(got, ref, rtol=1e-6, atol=1e-6 * scale):
+        raise RuntimeError("count_solve: the traced program and the float solve differ")
+    return {p: c for p, c in prog.phase_flops().items()}
 
 
-def count_aba(model, seed=0):
-    """Counts of :func:`sparsedyn.algorithms.aba.aba_kernel` (no external forces), phase ``total``."""
-    from ..algorithms.aba import aba_kernel
-    q, qd, tau = _random_state(model, seed)
-    with phase("total"):
-        qdd = aba_kernel(model, trace_inputs(q), trace_inputs(qd), trace_inputs(tau))
-    return count(qdd)
+def count_rnea(model) -> dict:
+    """Counts of the registered RNEA kernel (``model.gravity`` folded, no external forces)."""
+    from ..algorithms import rnea  # noqa: F401  (registers the kernel)
+    return trace_kernel(REGISTRY["rnea"], model).flops()
+
+
+def count_aba(model) -> dict:
+    """Counts of the registered ABA kernel (``model.gravity`` folded, no external forces)."""
+    from ..algorithms import aba  # noqa: F401  (registers the kernel)
+    return trace_kernel(REGISTRY["aba"], model).flops()
+
+
+def total(counts) -> dict:
+    """Sum over the phases of :func:`count_solve`'s result."""
+    t = dict.fromkeys(FLOP_KINDS + ("total",), 0)
+    for ph in counts.values():
+        for k in t:
+            t[k] += ph.get(k, 0)
+    return t
+
+
+def arith(c) -> int:
+    """Multiplications, additions and divisions of a count (the kinds the published counts report)."""
+    return c["mul"] + c["add"] + c["div"]
 
 
 def generic_chain(n, seed=0):
@@ -255,7 +135,12 @@ def generic_chain(n, seed=0):
     return b.build()
 
 
-CHAINS = {"generic": generic_chain, "serial_chain": lambda n: __import__("sparsedyn").builders.serial_chain(n)}
+def _serial_chain(n):
+    from ..builders import serial_chain
+    return serial_chain(n)
+
+
+CHAINS = {"generic": generic_chain, "serial_chain": _serial_chain}
 
 
 def chain_flops(n, orderings=("articulated", "colamd"), chain="generic") -> dict:
@@ -270,8 +155,8 @@ def chain_flops(n, orderings=("articulated", "colamd"), chain="generic") -> dict
     from .measurements import forward_dynamics_problem, inverse_dynamics_problem
     model = CHAINS[chain](n)
     idst = inverse_dynamics_problem(model).analyze()
-    out = {"n": n, "id": count_solve(idst), "id_fill": idst.fill, "rnea": total(count_rnea(model)),
-           "aba": total(count_aba(model)), "fd": {}, "fd_all": {}, "fill": {}}
+    out = {"n": n, "id": count_solve(idst), "id_fill": idst.fill, "rnea": count_rnea(model),
+           "aba": count_aba(model), "fd": {}, "fd_all": {}, "fill": {}}
     fdp = forward_dynamics_problem(model)
     for o in orderings:
         st = fdp.analyze(ordering=o)
@@ -291,19 +176,20 @@ def _mad(c, div=True):
 
 
 def format_flop_table(rows, chain="generic") -> str:
-    """The flop tables of the issue's closing note, as text (``rows`` from :func:`flop_table`)."""
+    """The flop tables as text (``rows`` from :func:`flop_table`)."""
     orderings = list(rows[0]["fd"]) if rows else []
     what = ("generic_chain: revolute about each joint frame's z axis, general Xtree and inertias"
             if chain == "generic" else "serial_chain: z axes, links along x (planar; many entries fold)")
+    z = {"mul": 0, "add": 0, "div": 0}
     out = [f"Serial chains of n links ({what}); no external forces.",
-           "Counts mul/add/div by the rule of sparsedyn.sparse.flops: operations on state-dependent values",
-           "only (constant-only operations folded offline), +-1/0 free, dead code not counted.", "",
+           "Counts mul/add/div from the IR (sparsedyn.symbolic.ir.Program.flops): operations on state-dependent",
+           "values only (constant-only operations folded offline), +-1/0 free, common subexpressions and dead",
+           "code counted once / not at all.", "",
            "INVERSE DYNAMICS: sparse substitution (triangular, all of d) by phase vs RNEA",
            f"{'n':>4} | {'transforms':>11} | {'b':>11} | {'solve':>11} | {'sparse total':>15} | {'fill':>4} | "
            f"{'RNEA kernel':>11} | {'93n-108/81n-100':>15}"]
     for r in rows:
         n, ph = r["n"], r["id"]
-        z = {"mul": 0, "add": 0, "div": 0}
         out.append(f"{n:>4} | {_mad(ph.get('transforms', z), False):>11} | {_mad(ph.get('b', z), False):>11} | "
                    f"{_mad(ph.get('solve', z), False):>11} | {_mad(total(ph)):>15} | {r['id_fill']:>4} | "
                    f"{_mad(r['rnea'], False):>11} | {RNEA_FORMULA[0](n)}/{RNEA_FORMULA[1](n)}")
@@ -322,5 +208,5 @@ def format_flop_table(rows, chain="generic") -> str:
         for r in rows:
             ph = r["fd"][o]
             out.append(f"  {o:>11} n={r['n']:<3} " + "  ".join(
-                f"{p}: {_mad(ph[p])}" for p in ("transforms", "b", "factor", "solve") if p in ph))
+                f"{p}: {_mad(ph[p])}" for p in PHASES if p in ph))
     return "\n".join(out)

@@ -134,15 +134,24 @@ class Problem:
     def var(self, kind, body) -> Variable:
         return self.layout.var(kind, body)
 
-    def known(self, kind: str, bodies=None, components=None) -> Problem:
+    def known(self, kind: str, bodies=None, components=None, *, joints=None) -> Problem:
         """The problem with variable ``kind`` known for ``bodies`` (default: all).
 
-        ``bodies``: indices, body names or joint names.  ``components``: a
-        selection of the variable's components (default: all), e.g. ``[5]`` for
-        the vertical force of ``fx``.
+        ``bodies``: indices, body names or joint names.  ``joints``: the same, for
+        the joint kinds ``tau`` and ``qdd`` (``known("tau", joints=["knee"])``
+        reads as the statement); give one of ``bodies`` and ``joints``.
+        ``components``: a selection of the variable's components (default: all),
+        e.g. ``[5]`` for the vertical force of ``fx``.  An empty selection of
+        bodies adds no measurement.
         """
         if kind not in KINDS:
             raise ValueError(f"unknown variable kind {kind!r}; expected one of {KINDS}")
+        if joints is not None:
+            if bodies is not None:
+                raise TypeError("known: give bodies or joints, not both")
+            if kind not in ("tau", "qdd"):
+                raise ValueError(f"known: joints= selects joint variables (tau, qdd), not {kind!r}; use bodies=")
+            bodies = joints
         if bodies is None:
             idx = range(self.model.nbodies)
         else:

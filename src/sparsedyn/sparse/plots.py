@@ -198,7 +198,8 @@ def sparsity_report(model, problem="id", path=None, ordering="auto", flops=True)
         from .flops import count_solve, total
         counts = count_solve(st)
         t = total(counts)
-        out.append("operations of one solve (all of d; mul/add/div, rule of sparsedyn.sparse.flops): " +
+        out.append("operations of one solve (all of d; mul/add/div counted from the IR, the rule of "
+                   "sparsedyn.symbolic.ir.Program.flops): " +
                    ", ".join(f"{p} {c['mul']}/{c['add']}/{c['div']}" for p, c in counts.items()) +
                    f"; total {t['mul']}/{t['add']}/{t['div']}")
     if path is not None:

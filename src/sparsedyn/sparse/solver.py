@@ -278,10 +278,10 @@ class Structure:
                 for b in self.blocks for k in range(b.size) if not b.proof[k]]
 
     # --- online pieces -------------------------------------------------------------
-    def _inputs(self, q, qd, y, gravity):
+    def _inputs(self, q, v, y, gravity):
         model = self.model
         q = _checks.configuration(model, q)
-        qd = _checks.velocity(model, qd, "qd")
+        v = _checks.velocity(model, v, "v")
         if y is None:
             if self.problem.ny:
                 raise TypeError(f"y: the problem {self.problem.name!r} has {self.problem.ny} measured values; "
@@ -289,9 +289,9 @@ class Structure:
             y = np.zeros((0,))
         y = _checks.vector(model, "y", y, self.problem.ny, "measured values of the problem")
         g = _checks.gravity(model, gravity)
-        batch = _checks.batch_shape(q=(q, 1), qd=(qd, 1), y=(y, 1), gravity=(bk.asarray(g), 1))
-        symbolic = any(bk.is_symbolic(x) for x in (q, qd, y, g))
-        return q, qd, y, g, batch, symbolic
+        batch = _checks.batch_shape(q=(q, 1), v=(v, 1), y=(y, 1), gravity=(bk.asarray(g), 1))
+        symbolic = any(bk.is_symbolic(x) for x in (q, v, y, g))
+        return q, v, y, g, batch, symbolic
 
     def values(self, q):
         """Values (..., nnz) of ``A`` in entry order (see :meth:`csc_data` for the CSC order)."""
@@ -309,17 +309,17 @@ class Structure:
         return sps.csc_matrix((self.csc_data(np.asarray(q, float)), self.csc_indices, self.csc_indptr),
                               shape=(self.pattern.nrows, self.n))
 
-    def rhs(self, q, qd, y=None, gravity=None):
+    def rhs(self, q, v, y=None, gravity=None):
         """``[b; b_Y]`` (..., nrows) at a state."""
-        q, qd, y, g, batch, symbolic = self._inputs(q, qd, y, gravity)
+        q, v, y, g, batch, symbolic = self._inputs(q, v, y, gravity)
         Xup, S = joint_transforms(self.model, q)
-        b = rhs_values(self.pattern, q, qd, y, g, Xup, S, batch, symbolic)
+        b = rhs_values(self.pattern, q, v, y, g, Xup, S, batch, symbolic)
         return np.moveaxis(b, 0, -1)
 
-    def solve(self, q, qd, y=None, gravity=None, check="auto", info=False):
-        """``d`` (..., n) with ``[D; D_Y] d + [b; b_Y] = 0`` at state ``(q, qd)``, measured values ``y``.
+    def solve(self, q, v, y=None, gravity=None, check="auto", info=False):
+        """``d`` (..., n) with ``[D; D_Y] d + [b; b_Y] = 0`` at state ``(q, v)``, measured values ``y``.
 
-        ``q`` (..., nq), ``qd`` (..., nv), ``y`` (..., ny) from
+        ``q`` (..., nq), ``v`` (..., nv), ``y`` (..., ny) from
         :meth:`Problem.values`, ``gravity`` (3,) overrides the model's.  Float
         input with leading batch axes, or object arrays (traced; no checks).
         ``check``: ``"auto"`` | ``"all"`` | ``"none"`` (module docstring).
@@ -329,18 +329,18 @@ class Structure:
         (..., k, ny); ``A`` is filled and factored once per configuration (the
         batch shape of ``q``) and only ``b`` and the substitutions run ``k`` times.
         """
-        d, solve_info, _ = self._solve(q, qd, y, gravity, check)
+        d, solve_info, _ = self._solve(q, v, y, gravity, check)
         return (d, solve_info) if info else d
 
-    def _solve(self, q, qd, y, gravity, check):
+    def _solve(self, q, v, y, gravity, check):
         """:meth:`solve` returning ``(d, SolveInfo, (vals, W, b, batch))``: the factors let a caller
         refine ``d`` or solve more right-hand sides (:meth:`_residual`, :meth:`_substitute`)."""
         if check not in ("auto", "all", "none"):
             raise ValueError(f"check: expected 'auto', 'all' or 'none', got {check!r}")
-        q, qd, y, g, batch, symbolic = self._inputs(q, qd, y, gravity)
+        q, v, y, g, batch, symbolic = self._inputs(q, v, y, gravity)
         monitor = None if symbolic or check == "none" else _Monitor(check, batch)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            x, vals, b, W = self._kernel(q, qd, y, g, batch, symbolic, monitor)
+            x, vals, b, W = self._kernel(q, v, y, g, batch, symbolic, monitor)
         if monitor is not None and np.any(monitor.bad):
             x = self._fallback(x, vals, b, monitor)
         if monitor is None:
@@ -494,8 +494,10 @@ class Structure:
 
 
 def _sample_values(pattern, seed):
+    """Values of ``A`` at one generic configuration (joint limits ignored: they are data): what
+    SuperLU's threshold pivoting looks at when it picks a static order.  Not used for structure."""
     model = pattern.problem.model
-    q = model.random_configuration(np.random.default_rng(seed + 1))
+    q = model.random_configuration(np.random.default_rng(seed + 1), limits=False)
     Xup, _ = joint_transforms(model, q)
     return d_values(pattern, Xup, (), False)
 
@@ -582,22 +584,22 @@ def _merge_articulated(pattern, units, row_entries):
     return units if out is None else out
 
 
-def analyze(problem: Problem, ordering="auto", samples=4, seed=0) -> Structure:
+def analyze(problem: Problem, ordering="auto", seed=0) -> Structure:
     """Offline phase for ``problem`` (structure only): a :class:`Structure` to solve with.
 
     ``ordering``: pivot order of the non-triangular blocks, one of
     :data:`~sparsedyn.sparse.ordering.ORDERINGS` (``"auto"``: articulated where the
     block has that form, else ``"colamd"``) or a callable
-    ``ordering(pattern, rows, cols) -> [(row, col), ...]``.  ``samples``, ``seed``:
-    configurations for the worst-case transform pattern (and the one generic
-    state SuperLU orders are chosen at).
+    ``ordering(pattern, rows, cols) -> [(row, col), ...]``.  The worst-case
+    pattern comes from the symbolic trace (:mod:`.assembly`); ``seed`` picks the
+    one generic state (joint limits ignored) at which SuperLU's orders are chosen.
 
     Raises :class:`StructurallySingularError` (naming the undetermined
     variables) or :class:`OverdeterminedError` before any numeric work.
     """
     if not (callable(ordering) or ordering in ORDERINGS):
         raise ValueError(f"ordering: expected one of {ORDERINGS} or a callable, got {ordering!r}")
-    pattern = SystemPattern(problem, samples, seed)
+    pattern = SystemPattern(problem)
     n, nrows = pattern.n, pattern.nrows
     model = problem.model
     match_r, match_c = preferred_matching(nrows, n, pattern.rows, pattern.cols, pattern.cls)
@@ -668,25 +670,26 @@ def _structure_for(model, structure, make, kind):
     return structure
 
 
-def sparse_inverse_dynamics(model, q, v, qdd, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
+def sparse_inverse_dynamics(model, q, v, a, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
     """Inverse dynamics as the sparse system of Nori's eq. (9): ``tau`` (..., nv).
 
-    Same arguments and conventions as :func:`sparsedyn.rnea`.  ``structure``: a
+    Same arguments and conventions as :func:`sparsedyn.rnea` (``a``: joint accelerations, the
+    known variables ``qdd_i`` of the system).  ``structure``: a
     :class:`Structure` of ``inverse_dynamics_problem(model)`` to reuse (analysis
     is done here otherwise).  ``full=True`` returns every variable,
     ``{"a", "f", "tau", "fx", "qdd"}`` (``f[..., i, :]``: the wrench transmitted
     through joint ``i``, body ``i`` coordinates).
     """
-    q, v, qdd, f_ext, g, shape, _ = _checks.dynamics(model, q, v, qdd, f_ext, gravity, "qdd",
-                                                     "nv joint accelerations")
+    q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
     st = _structure_for(model, structure, inverse_dynamics_problem, "inverse dynamics")
-    d = st.solve(q, v, st.problem.values(qdd=qdd, fx=f_ext), g, check=check)
+    d = st.solve(q, v, st.problem.values(qdd=a, fx=f_ext), g, check=check)
     out = st.unpack(np.broadcast_to(d, shape + (st.n,)))
     return out if full else out["tau"].copy()
 
 
 def sparse_forward_dynamics(model, q, v, tau, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
-    """Forward dynamics as the sparse system of Nori's eq. (15): ``qdd`` (..., nv).
+    """Forward dynamics as the sparse system of Nori's eq. (15): the joint accelerations ``a``
+    (..., nv) (the unknowns ``qdd_i`` of the system).
 
     Same arguments and conventions as :func:`sparsedyn.aba`; ``structure``,
     ``full`` as in :func:`sparse_inverse_dynamics`.

@@ -1,6 +1,7 @@
 """The dynamic variables ``d`` and the Newton-Euler row blocks, as named objects.
 
-Nori (``shared/seeds/nori-sparse-dynamics.md``, section III-A) writes the dynamics
+Nori (*Inverse, forward and other dynamic computations computationally optimized with
+sparse matrix factorizations*, 2017, section III-A) writes the dynamics
 of a kinematic tree as linear equations in the set of dynamic variables::
 
     D = { a_i, f_i, tau_i, fx_i, qdd_i },  i = 1 .. NB
@@ -28,6 +29,12 @@ each kind unpacks to the arrays the classical functions use::
 and of the Newton-Euler rows (``12 NB + nv`` scalars)::
 
     [ c(3a_0) .. c(3a_{NB-1}) | c(3f_0) .. | c(3tau_0) .. ]
+
+The variable kinds keep the paper's names (``a_i`` a body's spatial acceleration,
+``qdd_i`` a joint's acceleration); the public arguments of the sparse layer use
+the vocabulary of the rest of sparsedyn (``q``, ``v`` joint velocities, ``a``
+joint accelerations, ``tau``, ``f_ext``), so ``sparse_inverse_dynamics(model, q,
+v, a)`` fills the known variables ``qdd_i`` from ``a``.
 
 Bodies are indexed ``0..NB-1`` (the paper numbers them ``1..NB``, 0 = world).
 Variables ``a, f, fx`` and row blocks ``c(3a), c(3f)`` are named after their body;

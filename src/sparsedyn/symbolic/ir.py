@@ -29,13 +29,32 @@ behaviour on ``inf``/``nan`` (``x * 0`` is ``0`` here, a structural zero).
 
 :meth:`Graph.program` removes dead code (nodes no output depends on) and
 returns a :class:`Program`: the live nodes in topological order, renumbered,
-with the outputs.  The program is the single source of the emitted C code
-and of the flop counts (:meth:`Program.flops`).
+with the outputs.  The program is the single source of the emitted C code,
+of the structural patterns (an output that folded to a number is a structural
+constant, ``0`` a structural zero) and of the flop counts (:meth:`Program.flops`).
+
+**The counting rule** (the one rule behind every flop figure of sparsedyn):
+one operation per node of the dead-code-free program, by kind: ``mul``,
+``add`` (additions and subtractions), ``div``, ``sqrt``, ``sin``, ``cos``;
+``total`` is their sum.  Hence
+
+* only state-dependent values cost: the inputs of the trace (``q``, ``v``,
+  ``tau``, measured values ...) are the only symbols; operations between
+  model constants are evaluated once, offline, by NumPy;
+* a structural zero, a multiplication by ``+-1``, an addition of ``0`` are free
+  (folded), and a negation is a sign flip (``neg``, reported, not in ``total``);
+* a value computed twice is counted once (hash-consing), and an operation no
+  output depends on is not counted (dead code).
+
+Phases: :meth:`Graph.phase` tags the nodes created inside a ``with`` block
+(a node keeps the phase in which it was first created); :meth:`Program.flops`
+counts one phase, :meth:`Program.phase_flops` all of them.
 """
 
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -152,10 +171,24 @@ class Graph:
     for ``CONST`` ``x`` is the float value.
     """
 
+    #: Phase of the nodes created outside any :meth:`phase` block.
+    DEFAULT_PHASE = "main"
+
     def __init__(self):
         self.nodes = []
+        self.phases = []        # phase name of every node (when it was first created)
         self._table = {}
         self._neg_of = {}       # node id -> id of its negation's operand (for NEG nodes)
+        self._phase = self.DEFAULT_PHASE
+
+    @contextmanager
+    def phase(self, name):
+        """Tag the nodes created inside the ``with`` block with phase ``name`` (flop counts by phase)."""
+        old, self._phase = self._phase, str(name)
+        try:
+            yield
+        finally:
+            self._phase = old
 
     # --- node creation -------------------------------------------------------
     def _node(self, key):
@@ -163,6 +196,7 @@ class Graph:
         if i is None:
             i = len(self.nodes)
             self.nodes.append(key)
+            self.phases.append(self._phase)
             self._table[key] = i
             if key[0] == NEG:
                 self._neg_of[i] = key[1]
@@ -308,7 +342,7 @@ class Graph:
                         live[k] = 1
                         stack.append(k)
         new = {}
-        prog = []
+        prog, phases = [], []
         for i, n in enumerate(nodes):
             if not live[i]:
                 continue
@@ -318,6 +352,7 @@ class Graph:
                 y = new[y] if y >= 0 else -1
             new[i] = len(prog)
             prog.append((op, x, y))
+            phases.append(self.phases[i])
         outs = []
         for f in flat:
             row = []
@@ -329,7 +364,11 @@ class Graph:
                 else:
                     raise TypeError(f"traced output of type {type(x).__name__} is neither a symbol nor a number")
             outs.append(row)
-        return Program(name, prog, outs, [tuple(s) for s in input_shapes], [np.shape(o) for o in outputs])
+        return Program(name, prog, outs, [tuple(s) for s in input_shapes], [np.shape(o) for o in outputs],
+                       phases=phases)
+
+
+_FLOP_NAMES = {NEG: "neg", ADD: "add", SUB: "add", MUL: "mul", DIV: "div", SIN: "sin", COS: "cos", SQRT: "sqrt"}
 
 
 def _sorted(a, b):
@@ -347,18 +386,23 @@ class Program:
     input_shapes: list
     output_shapes: list
     _text: str | None = field(default=None, repr=False)
+    phases: list | None = field(default=None, repr=False)
 
-    def flops(self) -> dict:
-        """Operation counts by kind (see :data:`FLOP_KINDS`); ``add`` counts additions and subtractions."""
+    def flops(self, phase=None) -> dict:
+        """Operation counts by kind (:data:`FLOP_KINDS`, plus ``total``) by the counting rule of the
+        module docstring; ``phase``: count only the nodes of that phase (:meth:`Graph.phase`)."""
         count = dict.fromkeys(FLOP_KINDS, 0)
-        names = {NEG: "neg", ADD: "add", SUB: "add", MUL: "mul", DIV: "div", SIN: "sin", COS: "cos",
-                 SQRT: "sqrt"}
-        for op, _, _ in self.nodes:
-            k = names.get(op)
-            if k is not None:
-                count[k] += 1
+        for k, op in enumerate(self.nodes):
+            name = _FLOP_NAMES.get(op[0])
+            if name is not None and (phase is None or self.phases[k] == phase):
+                count[name] += 1
         count["total"] = sum(count[k] for k in FLOP_KINDS if k != "neg")
         return count
+
+    def phase_flops(self) -> dict:
+        """``{phase: flops(phase)}`` for every phase that has operations, in order of first use."""
+        names = dict.fromkeys(p for p, (op, _, _) in zip(self.phases, self.nodes) if op in _FLOP_NAMES)
+        return {p: self.flops(p) for p in names}
 
     def text(self) -> str:
         """Canonical text of the program (the content the build cache hashes)."""
