@@ -11,16 +11,15 @@ stacked matrix ``A = [D; D_Y]`` (Nori, eq. 4 and 16) that can be nonzero at
 * ``STATE``: an entry of a joint-dependent transform, ``iX_lambda(i)`` in
   ``c(3a_i)`` (eq. 4a) or ``iX*_j = jX_i^T`` in ``c(3f_i)`` (eq. 4d).
 
-The worst-case pattern of a transform block is the union of its nonzeros over
-configurations (Nori, section IV-D).  For the joints of the registry the entries
-of ``XJ(q) Xtree`` are trigonometric polynomials in the joint angles
-(polynomials in the quaternion for spherical and free joints, affine in the
-displacement for prismatic ones); such an entry that is not identically zero
-vanishes only on a set of measure zero, so it is nonzero at independent random
-configurations with probability one.  The pattern is therefore taken as the
-union over ``samples`` seeded random configurations of the entries above
-``1e-13`` times the block's largest entry (rounding noise of identically-zero
-entries stays below that).
+The worst-case pattern of a transform block is the set of entries that can be
+nonzero at some configuration (Nori, section IV-D).  It is read from symbols:
+the joint transforms are traced with symbolic joint coordinates
+(:mod:`sparsedyn.symbolic`), and an entry of ``motion_matrix(XJ(q) Xtree)`` is a
+structural zero exactly when the trace folds it to the constant 0.  The result
+does not depend on joint limits or on samples; in particular, tiny but nonzero
+model constants (the ``cos`` of a URDF angle rounded near ``pi/2`` gives entries
+of order 1e-15) stay in the pattern: dropping them would change the model and
+cost forward dynamics many digits on robots such as Baxter and Kinova.
 
 Online (:func:`d_values`, :func:`rhs_values`): only the values change.  The
 value array ``vals`` (nnz, ...) follows the entry order; ``vals[e]`` of a
@@ -42,25 +41,24 @@ from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix
 from .measurements import Kinematics
 from .variables import Equation
 
-__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "transform_patterns", "d_values", "rhs_values",
-           "PATTERN_RTOL"]
+__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "transform_patterns", "d_values", "rhs_values"]
 
 ONE, CONST, STATE = 0, 1, 2
 CLASS_NAMES = ("one", "const", "state")
-#: Entries of a sampled transform below this fraction of its largest entry are rounding noise.
-PATTERN_RTOL = 1e-13
 
 
-def transform_patterns(model, samples=4, seed=0):
-    """Worst-case nonzero pattern (NB, 6, 6) bool of ``motion_matrix(Xup_i)``; see the module docstring."""
-    rng = np.random.default_rng(seed)
-    Q = np.stack([model.random_configuration(rng) for _ in range(samples)])
-    Xup, _ = joint_transforms(model, Q)
+def transform_patterns(model, samples=None, seed=None):
+    """Worst-case nonzero pattern (NB, 6, 6) bool of ``motion_matrix(Xup_i)``, from symbols.
+
+    ``samples``, ``seed``: ignored (the pattern is exact; kept for callers that pass them).
+    """
+    from ..symbolic.ir import Graph
+    q = Graph().inputs(0, (model.nq,))
+    Xup, _ = joint_transforms(model, q)
     out = np.zeros((model.nbodies, 6, 6), bool)
     for i, X in enumerate(Xup):
-        M = np.broadcast_to(motion_matrix(X), (samples, 6, 6))
-        scale = np.max(np.abs(M), axis=(-2, -1), keepdims=True)
-        out[i] = np.any(np.abs(M) > PATTERN_RTOL * scale, axis=0)
+        M = np.asarray(motion_matrix(X), dtype=object)
+        out[i] = [[not (isinstance(x, (int, float, np.number)) and x == 0) for x in row] for row in M]
     return out
 
 
