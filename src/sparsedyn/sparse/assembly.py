@@ -34,14 +34,16 @@ traced form, in which constants are Python numbers and +-1 are the ints 1 and
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..algorithms.kinematics import joint_transforms
-from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix
+from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix, rigid_structure
 from .measurements import Kinematics
 from .variables import Equation
 
-__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "transform_patterns", "d_values", "rhs_values"]
+__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "TransformBlock", "transform_patterns", "d_values", "rhs_values"]
 
 ONE, CONST, STATE = 0, 1, 2
 CLASS_NAMES = ("one", "const", "state")
@@ -60,6 +62,20 @@ def transform_patterns(model, samples=None, seed=None):
         M = np.asarray(motion_matrix(X), dtype=object)
         out[i] = [[not (isinstance(x, (int, float, np.number)) and x == 0) for x in row] for row in M]
     return out
+
+
+class TransformBlock(NamedTuple):
+    """A 6x6 state-dependent block of ``A``: ``motion_matrix(Xup_body)`` (``kind == "X"``, rows
+    ``c(3a_body)``, columns ``a_parent``, eq. 4a) or its transpose (``"XT"``, rows ``c(3f_parent)``,
+    columns ``f_body``, eq. 4d), at rows ``row0 .. row0+5`` and columns ``col0 .. col0+5``;
+    ``entries``: its entry numbers (the worst-case nonzeros).  A substitution may apply it as
+    ``apply_motion`` / ``apply_force_transpose`` of the transform rather than entry by entry."""
+
+    body: int
+    kind: str
+    row0: int
+    col0: int
+    entries: np.ndarray
 
 
 class SystemPattern:
@@ -98,6 +114,7 @@ class SystemPattern:
             for r, c in zip(*np.nonzero(M)):
                 add(r0 + r, c0 + c, M[r, c])
 
+        tblocks = []
         children = [[] for _ in range(model.nbodies)]
         for i in range(model.nbodies):
             if model.parent[i] >= 0:
@@ -111,19 +128,23 @@ class SystemPattern:
             p = model.parent[i]
             if p >= 0:
                 ap = L.var("a", p).offset
+                e0 = len(rows)
                 for rr, cc in zip(*np.nonzero(self.masks[i])):
                     add(r + rr, ap + cc, src=36 * i + 6 * rr + cc)
+                tblocks.append((i, "X", r, ap, range(e0, len(rows))))
             add_matrix(r, qdd, S)
             # c(3f_i): -f_i + I_i a_i - fx_i + sum_j iX*_j f_j (+ nu_i in b)       (4c, 4d)
             r = L.eq("3f", i).offset
             add_matrix(r, f, -np.eye(6))
-            add_matrix(r, a, model.inertia[i])
+            add_matrix(r, a, rigid_structure(model.inertia[i]))   # exact zeros, as RNEA and ABA use it
             add_matrix(r, fx, -np.eye(6))
             for j in children[i]:
                 fj = L.var("f", j).offset
                 # iX*_j = (jX_i)^T: element (rr, cc) is element (cc, rr) of motion_matrix(Xup_j)
+                e0 = len(rows)
                 for cc, rr in zip(*np.nonzero(self.masks[j])):
                     add(r + rr, fj + cc, src=36 * j + 6 * cc + rr)
+                tblocks.append((j, "XT", r, fj, range(e0, len(rows))))
             # c(3tau_i): -tau_i + S_i^T f_i                                          (4e)
             r = L.eq("3tau", i).offset
             add_matrix(r, tau, -np.eye(S.shape[1]))
@@ -148,6 +169,8 @@ class SystemPattern:
         self.const = np.array(const, dtype=float)
         self.source = np.array(source, dtype=np.int64)
         self.nnz = len(rows)
+        self.transform_blocks = tuple(TransformBlock(j, kind, r0, c0, np.array(es, dtype=np.int64))
+                                      for j, kind, r0, c0, es in tblocks if len(es))
         # fixed gathers of the value kernel
         self.const_pos = np.nonzero(self.cls != STATE)[0]
         self.const_values = self.const[self.const_pos]
@@ -231,7 +254,7 @@ def rhs_values(pattern, q, qd, y, gravity, Xup, S, batch, symbolic):
         else:
             v[i] = apply_motion(Xup[i], v[p]) + vJ
             c = cross_motion(v[i], vJ)
-        nu = cross_force(v[i], (model.inertia[i] @ v[i][..., None])[..., 0])
+        nu = cross_force(v[i], (rigid_structure(model.inertia[i]) @ v[i][..., None])[..., 0])
         _put(b, L.eq("3a", i).slice, c, batch)
         _put(b, L.eq("3f", i).slice, nu, batch)
     kin = None
