@@ -107,6 +107,7 @@ class BlockFactor:
     nnz_lu: int
     ordering: str
     fill_positions: list = field(default_factory=list)
+    plan: list | None = None
 
     def __post_init__(self):
         # look-ups of the numeric phase: step of pivot k, U row of pivot k, nonempty L columns
@@ -166,7 +167,7 @@ def articulated_order(pattern, rows, cols):
             I = model.inertia[i]
             D0 = S.T @ I @ S
             ok = float(np.min(np.linalg.eigvalsh(D0))) > ARTICULATED_RTOL * max(float(np.max(np.abs(I))), 1e-300)
-            for k in range(qdd.size):
+            for k in reversed(range(qdd.size)):       # last dof first: the pivots of L^T D L
                 if ok:
                     spd[len(pivots)] = i
                 pivots.append((et.offset + k, qdd.offset + k))

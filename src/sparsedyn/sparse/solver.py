@@ -45,6 +45,7 @@ from .. import _checks
 from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms
 from ..spatial import apply_force_transpose, apply_motion
+from .articulated import articulated_plan, factor_articulated, substitute_articulated
 from .assembly import SystemPattern, d_values, rhs_values
 from .matching import block_triangular, overdetermined, preferred_matching, topological_order, undetermined
 from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem
@@ -160,10 +161,13 @@ class _Monitor:
         self.bad |= bad
 
 
-def _factor(blocks, W, batch, monitor=None):
-    """In-place LU of every block's slots of ``W`` (nslots,) + batch with the fixed order."""
+def _factor(model, blocks, W, batch, Xup, monitor=None):
+    """In-place LU of every block's slots of ``W`` (nslots,) + batch with the fixed order
+    (articulated blocks body by body, :mod:`.articulated`; ``Xup``: the state's joint transforms)."""
     for blk in blocks:
-        if monitor is not None and monitor.wants(blk):
+        if blk.plan is not None:
+            factor_articulated(model, blk, W, Xup, monitor)
+        elif monitor is not None and monitor.wants(blk):
             monitor.checked += 1
             init = W[blk.piv].copy()
             for k in range(blk.size):
@@ -253,13 +257,16 @@ def _substitute(st, vals, W, b, batch, dtype, monitor=None, Xup=None):
         check = monitor is not None and monitor.wants(blk)
         if check:
             rhs = z.copy()
-        for k, lpos, ls in blk.fwd:                  # unit lower triangular L, by columns
-            z[lpos] = z[lpos] - W[ls] * z[k]
-        for k in range(blk.size - 1, -1, -1):        # upper triangular U, by columns
-            z[k] = z[k] / W[blk.piv[k]]
-            upos, us = blk.ucol[k]
-            if len(us):
-                z[upos] = z[upos] - W[us] * z[k]
+        if blk.plan is not None:
+            substitute_articulated(st.model, blk, W, z)
+        else:
+            for k, lpos, ls in blk.fwd:                  # unit lower triangular L, by columns
+                z[lpos] = z[lpos] - W[ls] * z[k]
+            for k in range(blk.size - 1, -1, -1):        # upper triangular U, by columns
+                z[k] = z[k] / W[blk.piv[k]]
+                upos, us = blk.ucol[k]
+                if len(us):
+                    z[upos] = z[upos] - W[us] * z[k]
         x[blk.cols] = z
         if check:
             rl, cl = blk.entry_pos
@@ -433,7 +440,7 @@ class Structure:
             b = rhs_values(self.pattern, q, qd, y, g, Xup, S, batch, symbolic)
         W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + fbatch, dtype=dtype)])
         with ph("factor"):
-            _factor(self.blocks, W, fbatch, monitor)
+            _factor(self.model, self.blocks, W, fbatch, Xup, monitor)
         with ph("solve"):
             x = _substitute(self, vals, W, b, batch, dtype, monitor, Xup)
         return x, vals, b, W
@@ -471,7 +478,7 @@ class Structure:
         vals = d_values(self.pattern, Xup, batch, False)
         W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + batch)])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            _factor(self.blocks, W, batch)
+            _factor(self.model, self.blocks, W, batch, Xup)
         return np.moveaxis(W[np.concatenate([b.piv for b in self.blocks])], 0, -1)
 
     def hunt_vanishing_pivots(self, q0, q1, samples=65, iters=55):
@@ -727,6 +734,9 @@ def analyze(problem: Problem, ordering="auto", samples=4, seed=0) -> Structure:
             pivots, _ = superlu_order(pattern, brows, bcols, sample, _SUPERLU[name])
         bf, slot = symbolic_lu(pattern, pivots, row_entries, slot, name, spd, col_block, K)
         blocks.append(bf)
+    for bf in blocks:                  # articulated blocks: slots of their body-by-body factors
+        if bf.ordering == "articulated":
+            bf.plan, slot = articulated_plan(pattern, bf, slot)
     return Structure(problem, pattern, blocks, slot, ordering, match_c)
 
 
