@@ -1,4 +1,5 @@
-"""Dynamics as a sparse linear system (Nori, ``shared/seeds/nori-sparse-dynamics.md``).
+"""Dynamics as a sparse linear system (Nori, "Inverse, forward and other dynamic computations
+computationally optimized with sparse matrix factorizations", 2017).
 
 The Newton-Euler equations of a kinematic tree over ``d = {a_i, f_i, tau_i, fx_i, qdd_i}``
 plus measurement rows, ``[D; D_Y] d + [b; b_Y] = 0``, solved with an offline
@@ -17,8 +18,8 @@ structure analysis and an online phase that only does arithmetic::
 Modules: :mod:`.variables` (named variables and row blocks), :mod:`.measurements`
 (measurement rows, problems), :mod:`.assembly` (worst-case pattern, value and
 right-hand-side kernels), :mod:`.matching` (matching, block triangular form),
-:mod:`.ordering` (static pivot orders, symbolic LU), :mod:`.solver` (analysis,
-numeric phase), :mod:`.flops` (exact operation counts), :mod:`.plots`
+:mod:`.ordering` (static pivot orders, symbolic LU), :mod:`.articulated` (the numeric
+phase of articulated blocks, body by body), :mod:`.solver` (analysis, numeric phase), :mod:`.flops` (exact operation counts), :mod:`.plots`
 (pictures and the ``sparsedyn sparsity`` report).
 """
 

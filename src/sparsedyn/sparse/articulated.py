@@ -88,9 +88,13 @@ def articulated_plan(pattern, blk, slot_base):
         za = np.array([pos[ea.offset + k, a.offset + k] for k in range(6)], dtype=np.int64)
         zq = np.array([pos[et.offset + k, q.offset + k] for k in range(nv)], dtype=np.int64)
         p = int(model.parent[i])
-        sizes = {"IA": 36, "U": 6 * nv, "Dinv": nv * nv} if nv else {"IA": 36}
+        sizes = {"IA": 36}
+        if nv:
+            sizes.update(U=6 * nv, Dinv=nv * nv)
         if p in inblock:
-            sizes.update(Ia=36, UDinv=6 * nv, E=9, r=3) if nv else sizes.update(E=9, r=3)
+            if nv:
+                sizes.update(Ia=36, UDinv=6 * nv)
+            sizes.update(E=9, r=3)
         slots = {}
         for name, size in sizes.items():
             slots[name] = nxt

@@ -89,7 +89,8 @@ class SystemPattern:
     ``rows``, ``cols``, ``cls`` (nnz,): entry coordinates and class;
     ``const`` (nnz,): the value of constant entries (NaN for ``STATE``);
     ``source`` (nnz,): for a ``STATE`` entry ``36 i + 6 r + c``, the element
-    ``(r, c)`` of ``motion_matrix(Xup_i)``, else -1.
+    ``(r, c)`` of ``motion_matrix(Xup_i)``, else -1; ``transform_blocks``: the
+    :class:`TransformBlock` each ``STATE`` entry belongs to.
     """
 
     def __init__(self, problem, samples=4, seed=0):

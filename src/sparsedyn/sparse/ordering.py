@@ -30,6 +30,7 @@ Orders (``ordering=`` of :func:`sparsedyn.sparse.analyze`):
         c(3f_i) on f_i   (6 pivots, each -1)     f_i = IA_i a_i + pA_i, added to c(3f_lambda)
         c(3a_i) on a_i   (6 pivots, each -1)     a_i = iX_lambda a_lambda + S_i qdd_i + c_i
         c(3tau_i) on qdd_i (nv_i pivots)         S_i^T IA_i S_i qdd_i = tau_i - ..., SPD
+                                                 (last dof first: the L^T D L pivots)
 
     This is the articulated-body algorithm as Gaussian elimination (Nori,
     Appendix A, steps S1-S5): eliminating ``f_j``, ``a_j`` and ``qdd_j`` of a

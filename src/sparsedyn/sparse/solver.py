@@ -23,9 +23,24 @@ Online, :meth:`Structure.solve` (arithmetic only, generic over backends)::
         z = -b[K] - A[K, earlier] x[earlier]
         x[K] = U_K^-1 L_K^-1 z
 
+The arithmetic follows the structure of the blocks of ``A`` so that it costs what
+the recursions cost (Featherstone, "Rigid Body Dynamics Algorithms", 2008, section
+2.8 and chapter 7):
+
+* an articulated block (forward and hybrid dynamics) is factored body by body
+  (:mod:`~sparsedyn.sparse.articulated`): the same pivots as the scalar LU, with
+  the transforms applied as ``(E, r)`` and the symmetric Schur complements
+  ``Xup^T Ia Xup`` formed by :func:`~sparsedyn.spatial.transform_inertia`;
+* a transform block ``Xup_i`` (rows ``c(3a_i)``) or ``Xup_j^T`` (rows ``c(3f_i)``)
+  whose rows are 1x1 blocks solved after all its columns (inverse dynamics: the
+  block order is chosen so) is applied as ``apply_motion`` / ``apply_force_transpose``
+  rather than entry by entry (:func:`_transform_plan`);
+* every other block uses the scalar LU factors.
+
 Runtime checks (float input only; ``check="auto"``: blocks with an unproven
 pivot, ``"all"``: every block, ``"none"``): a pivot ``|u_kk| <= PIVOT_RTOL *``
-(largest magnitude among the pivot's original value, its L column and U row)
+(largest magnitude among the pivot's original value, its L column and U row; for
+the dof pivots of an articulated block, the entries of ``U_i = IA_i S_i``)
 or a normwise backward error ``max|A_K z - r| / (max(|A_K| |z|) + max|r|)`` of
 the block solve above ``BERR_TOL`` (a tiny pivot shows up as element growth) marks
 the state; marked states are re-solved by a dense LU with partial pivoting
@@ -296,7 +311,8 @@ class Structure:
     rows), ``nnz``; ``blocks``: the irreducible diagonal blocks in solve order
     (:class:`~sparsedyn.sparse.ordering.BlockFactor`); ``row_order``,
     ``col_order``: the global pivot sequence (the permutation of the picture);
-    ``nslots`` = ``nnz`` + fill-in; ``ordering``: the requested order.
+    ``nslots`` = ``nnz`` + fill-in + the slots of the articulated blocks' factors
+    (``IA_i``, ``Ia_i``, ``U_i``, ``D_i^-1``, ``Xup_i``); ``ordering``: the requested order.
     """
 
     def __init__(self, problem, pattern, blocks, nslots, ordering, match_c):
