@@ -311,8 +311,8 @@ def test_several_right_hand_sides_factor_once_per_state(tree, rng, monkeypatch):
     T = rng.normal(size=(3, 4, tree.nv))
     shapes = []
     real = sparse.solver._factor
-    monkeypatch.setattr(sparse.solver, "_factor", lambda blocks, W, batch, mon=None: (shapes.append(W.shape[1:]),
-                                                                                       real(blocks, W, batch, mon)))
+    monkeypatch.setattr(sparse.solver, "_factor", lambda model, blocks, W, batch, Xup, mon=None: (
+        shapes.append(W.shape[1:]), real(model, blocks, W, batch, Xup, mon)))
     d = st.solve(Q[:, None, :], V[:, None, :], st.problem.values(tau=T))
     assert shapes == [(3, 1)]
     ref = sd.aba(tree, np.repeat(Q[:, None], 4, 1), np.repeat(V[:, None], 4, 1), T)

@@ -19,8 +19,9 @@ structure analysis and an online phase that only does arithmetic::
 Modules: :mod:`.variables` (named variables and row blocks), :mod:`.measurements`
 (measurement rows, problems), :mod:`.assembly` (worst-case pattern, value and
 right-hand-side kernels), :mod:`.matching` (matching, block triangular form),
-:mod:`.ordering` (static pivot orders, symbolic LU), :mod:`.solver` (analysis,
-numeric phase), :mod:`.hybrid` (hybrid dynamics), :mod:`.flops` (exact operation counts), :mod:`.plots`
+:mod:`.ordering` (static pivot orders, symbolic LU), :mod:`.articulated` (the numeric
+phase of articulated blocks, body by body), :mod:`.solver` (analysis, numeric phase), :mod:`.hybrid`
+(hybrid dynamics), :mod:`.flops` (exact operation counts), :mod:`.plots`
 (pictures and the ``sparsedyn sparsity`` report).
 """
 

@@ -25,6 +25,9 @@ is a **structural zero** exactly when the trace folds it to the constant 0, a
 ``STATE`` entry when it stays a symbol.  The pattern therefore does not depend
 on joint limits, on samples or on the configuration (a URDF joint with
 ``lower = upper`` still turns when a state says so).
+Tiny but nonzero model constants (the ``cos`` of a URDF angle rounded near
+``pi/2`` gives entries of order 1e-15) stay in the pattern: dropping them would
+change the model and cost forward dynamics many digits (Baxter, Kinova).
 
 Online (:func:`d_values`, :func:`rhs_values`): only the values change.  The
 value array ``vals`` (nnz, ...) follows the entry order; ``vals[e]`` of a
@@ -39,15 +42,17 @@ traced form, in which constants are Python numbers and +-1 are the ints 1 and
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..algorithms.kinematics import joint_transforms
-from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix
+from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix, rigid_structure
 from ..symbolic.ir import Graph, Sym
 from .measurements import Kinematics
 from .variables import Equation
 
-__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "traced_transforms", "transform_patterns", "d_values",
+__all__ = ["ONE", "CONST", "STATE", "SystemPattern", "TransformBlock", "traced_transforms", "transform_patterns", "d_values",
            "rhs_values"]
 
 ONE, CONST, STATE = 0, 1, 2
@@ -84,6 +89,20 @@ def transform_patterns(model):
     return out
 
 
+class TransformBlock(NamedTuple):
+    """A 6x6 state-dependent block of ``A``: ``motion_matrix(Xup_body)`` (``kind == "X"``, rows
+    ``c(3a_body)``, columns ``a_parent``, eq. 4a) or its transpose (``"XT"``, rows ``c(3f_parent)``,
+    columns ``f_body``, eq. 4d), at rows ``row0 .. row0+5`` and columns ``col0 .. col0+5``;
+    ``entries``: its entry numbers (the worst-case nonzeros).  A substitution may apply it as
+    ``apply_motion`` / ``apply_force_transpose`` of the transform rather than entry by entry."""
+
+    body: int
+    kind: str
+    row0: int
+    col0: int
+    entries: np.ndarray
+
+
 class SystemPattern:
     """Worst-case scalar pattern of ``A = [D; D_Y]`` for a :class:`~sparsedyn.sparse.Problem`.
 
@@ -95,7 +114,8 @@ class SystemPattern:
     ``rows``, ``cols``, ``cls`` (nnz,): entry coordinates and class;
     ``const`` (nnz,): the value of constant entries (NaN for ``STATE``);
     ``source`` (nnz,): for a ``STATE`` entry ``36 i + 6 r + c``, the element
-    ``(r, c)`` of ``motion_matrix(Xup_i)``, else -1.
+    ``(r, c)`` of ``motion_matrix(Xup_i)``, else -1; ``transform_blocks``: the
+    :class:`TransformBlock` each ``STATE`` entry belongs to.
     """
 
     def __init__(self, problem):
@@ -129,6 +149,7 @@ class SystemPattern:
 
         def add_transform(r0, c0, i, transpose):
             # a traced entry is STATE (gathered online from motion_matrix(Xup_i)) or a folded constant
+            e0 = len(rows)
             for rr, cc in zip(*np.nonzero(self.masks[i])):
                 x = Mt[i][rr, cc]
                 r, c = (cc, rr) if transpose else (rr, cc)
@@ -136,7 +157,10 @@ class SystemPattern:
                     add(r0 + r, c0 + c, src=36 * i + 6 * rr + cc)
                 else:
                     add(r0 + r, c0 + c, float(x))
+            # the whole block, applied as a transform by substitutions that can (TransformBlock)
+            tblocks.append((i, "XT" if transpose else "X", r0, c0, range(e0, len(rows))))
 
+        tblocks = []
         children = [[] for _ in range(model.nbodies)]
         for i in range(model.nbodies):
             if model.parent[i] >= 0:
@@ -154,7 +178,7 @@ class SystemPattern:
             # c(3f_i): -f_i + I_i a_i - fx_i + sum_j iX*_j f_j (+ nu_i in b)       (4c, 4d)
             r = L.eq("3f", i).offset
             add_matrix(r, f, -np.eye(6))
-            add_matrix(r, a, model.inertia[i])
+            add_matrix(r, a, rigid_structure(model.inertia[i]))   # exact zeros, as RNEA and ABA use it
             add_matrix(r, fx, -np.eye(6))
             for j in children[i]:
                 # iX*_j = (jX_i)^T: element (rr, cc) is element (cc, rr) of motion_matrix(Xup_j)
@@ -184,6 +208,8 @@ class SystemPattern:
         self.const = np.array(const, dtype=float)
         self.source = np.array(source, dtype=np.int64)
         self.nnz = len(rows)
+        self.transform_blocks = tuple(TransformBlock(j, kind, r0, c0, np.array(es, dtype=np.int64))
+                                      for j, kind, r0, c0, es in tblocks if len(es))
         # fixed gathers of the value kernel
         self.const_pos = np.nonzero(self.cls != STATE)[0]
         self.const_values = self.const[self.const_pos]
@@ -267,7 +293,7 @@ def rhs_values(pattern, q, qd, y, gravity, Xup, S, batch, symbolic):
         else:
             v[i] = apply_motion(Xup[i], v[p]) + vJ
             c = cross_motion(v[i], vJ)
-        nu = cross_force(v[i], (model.inertia[i] @ v[i][..., None])[..., 0])
+        nu = cross_force(v[i], (rigid_structure(model.inertia[i]) @ v[i][..., None])[..., 0])
         _put(b, L.eq("3a", i).slice, c, batch)
         _put(b, L.eq("3f", i).slice, nu, batch)
     kin = None

@@ -30,6 +30,7 @@ Orders (``ordering=`` of :func:`sparsedyn.sparse.analyze`):
         c(3f_i) on f_i   (6 pivots, each -1)     f_i = IA_i a_i + pA_i, added to c(3f_lambda)
         c(3a_i) on a_i   (6 pivots, each -1)     a_i = iX_lambda a_lambda + S_i qdd_i + c_i
         c(3tau_i) on qdd_i (nv_i pivots)         S_i^T IA_i S_i qdd_i = tau_i - ..., SPD
+                                                 (last dof first: the L^T D L pivots)
 
     This is the articulated-body algorithm as Gaussian elimination (Nori,
     Appendix A, steps S1-S5): eliminating ``f_j``, ``a_j`` and ``qdd_j`` of a
@@ -107,6 +108,7 @@ class BlockFactor:
     nnz_lu: int
     ordering: str
     fill_positions: list = field(default_factory=list)
+    plan: list | None = None
 
     def __post_init__(self):
         # look-ups of the numeric phase: step of pivot k, U row of pivot k, nonempty L columns
@@ -166,7 +168,7 @@ def articulated_order(pattern, rows, cols):
             I = model.inertia[i]
             D0 = S.T @ I @ S
             ok = float(np.min(np.linalg.eigvalsh(D0))) > ARTICULATED_RTOL * max(float(np.max(np.abs(I))), 1e-300)
-            for k in range(qdd.size):
+            for k in reversed(range(qdd.size)):       # last dof first: the pivots of L^T D L
                 if ok:
                     spd[len(pivots)] = i
                 pivots.append((et.offset + k, qdd.offset + k))

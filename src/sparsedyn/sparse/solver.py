@@ -23,9 +23,24 @@ Online, :meth:`Structure.solve` (arithmetic only, generic over backends)::
         z = -b[K] - A[K, earlier] x[earlier]
         x[K] = U_K^-1 L_K^-1 z
 
+The arithmetic follows the structure of the blocks of ``A`` so that it costs what
+the recursions cost (Featherstone, "Rigid Body Dynamics Algorithms", 2008, section
+2.8 and chapter 7):
+
+* an articulated block (forward and hybrid dynamics) is factored body by body
+  (:mod:`~sparsedyn.sparse.articulated`): the same pivots as the scalar LU, with
+  the transforms applied as ``(E, r)`` and the symmetric Schur complements
+  ``Xup^T Ia Xup`` formed by :func:`~sparsedyn.spatial.transform_inertia`;
+* a transform block ``Xup_i`` (rows ``c(3a_i)``) or ``Xup_j^T`` (rows ``c(3f_i)``)
+  whose rows are 1x1 blocks solved after all its columns (inverse dynamics: the
+  block order is chosen so) is applied as ``apply_motion`` / ``apply_force_transpose``
+  rather than entry by entry (:func:`_transform_plan`);
+* every other block uses the scalar LU factors.
+
 Runtime checks (float input only; ``check="auto"``: blocks with an unproven
 pivot, ``"all"``: every block, ``"none"``): a pivot ``|u_kk| <= PIVOT_RTOL *``
-(largest magnitude among the pivot's original value, its L column and U row)
+(largest magnitude among the pivot's original value, its L column and U row; for
+the dof pivots of an articulated block, the entries of ``U_i = IA_i S_i``)
 or a normwise backward error ``max|A_K z - r| / (max(|A_K| |z|) + max|r|)`` of
 the block solve above ``BERR_TOL`` (a tiny pivot shows up as element growth) marks
 the state; marked states are re-solved by a dense LU with partial pivoting
@@ -44,6 +59,8 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms
+from ..spatial import apply_force_transpose, apply_motion
+from .articulated import articulated_plan, factor_articulated, substitute_articulated
 from .assembly import SystemPattern, d_values, rhs_values
 from .matching import block_triangular, overdetermined, preferred_matching, topological_order, undetermined
 from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem
@@ -159,10 +176,13 @@ class _Monitor:
         self.bad |= bad
 
 
-def _factor(blocks, W, batch, monitor=None):
-    """In-place LU of every block's slots of ``W`` (nslots,) + batch with the fixed order."""
+def _factor(model, blocks, W, batch, Xup, monitor=None):
+    """In-place LU of every block's slots of ``W`` (nslots,) + batch with the fixed order
+    (articulated blocks body by body, :mod:`.articulated`; ``Xup``: the state's joint transforms)."""
     for blk in blocks:
-        if monitor is not None and monitor.wants(blk):
+        if blk.plan is not None:
+            factor_articulated(model, blk, W, Xup, monitor)
+        elif monitor is not None and monitor.wants(blk):
             monitor.checked += 1
             init = W[blk.piv].copy()
             for k in range(blk.size):
@@ -184,25 +204,84 @@ def _eliminate(W, piv, st, batch):
         W[upd] = W[upd] - (W[ls][:, None] * W[us][None, :]).reshape((len(upd),) + batch)
 
 
-def _substitute(st, vals, W, b, batch, dtype, monitor=None):
-    """Block forward substitution: ``x[K] = (L_K U_K)^-1 (-b[K] - A[K, earlier] x[earlier])``."""
+def _transform_plan(pattern, blocks):
+    """Which transform blocks of ``A`` (:class:`~sparsedyn.sparse.assembly.TransformBlock`) the
+    substitution applies as transforms: those whose rows lie in 1x1 blocks solved after every block
+    holding one of its six columns (inverse dynamics: ``X a_lambda`` and ``X^T f_j`` once ``a_lambda``,
+    ``f_j`` are known).  Applying ``Xup`` as ``(E, r)`` costs fewer operations than its 6x6 matrix
+    (``E (v - r x w)`` against the entries of ``-E rx(r)``, RBDA section 2.8).
+
+    Returns ``(first, rows, off)``: ``first[K]``: transform blocks to apply before block ``K``;
+    ``rows[K]``: ``(transform block number, local row)`` contributions to block ``K``'s rows;
+    ``off[K]``: block ``K``'s remaining scalar off-block entries ``(positions, entry numbers)``.
+    """
+    nb = len(blocks)
+    row_block, col_block = {}, {}
+    for K, blk in enumerate(blocks):
+        for r in blk.rows.tolist():
+            row_block[r] = K
+        for c in blk.cols.tolist():
+            col_block[c] = K
+    first, rows = [[] for _ in range(nb)], [[] for _ in range(nb)]
+    taken = set()
+    for t, tb in enumerate(pattern.transform_blocks):
+        ers = sorted(set(pattern.rows[tb.entries].tolist()))
+        rb = [row_block[r] for r in ers]
+        cb = [col_block[c] for c in range(tb.col0, tb.col0 + 6)]
+        if any(blocks[K].size != 1 for K in rb) or max(cb) >= min(rb):
+            continue
+        first[min(rb)].append(t)
+        for r, K in zip(ers, rb):
+            rows[K].append((t, r - tb.row0))
+        taken.update(tb.entries.tolist())
+    off = []
+    for blk in blocks:
+        pos, es = blk.off
+        keep = np.array([e not in taken for e in es.tolist()], dtype=bool)
+        off.append((pos[keep], es[keep]) if len(es) else (pos, es))
+    return first, rows, off
+
+
+def _apply_transform(tb, X, x, batch):
+    """``T x[cols]`` (6,) + batch of transform block ``tb`` (``X``: the body's ``Xup``)."""
+    xc = np.moveaxis(x[tb.col0:tb.col0 + 6], 0, -1)
+    t = apply_motion(X, xc) if tb.kind == "X" else apply_force_transpose(X, xc)
+    return np.moveaxis(np.broadcast_to(t, batch + (6,)), -1, 0)
+
+
+def _substitute(st, vals, W, b, batch, dtype, monitor=None, Xup=None):
+    """Block forward substitution: ``x[K] = (L_K U_K)^-1 (-b[K] - A[K, earlier] x[earlier])``.
+
+    ``Xup``: the joint transforms of the state; with them, the transform blocks of
+    :func:`_transform_plan` are applied as transforms (without, entry by entry)."""
     pattern = st.pattern
     x = np.zeros((pattern.n,) + batch, dtype=dtype)
-    for blk in st.blocks:
+    first, trows, toff = st._tplan if Xup is not None else (None, None, None)
+    tval = {}
+    for K, blk in enumerate(st.blocks):
         z = -b[blk.rows]
-        pos, es = blk.off
+        pos, es = blk.off if Xup is None else toff[K]
         if len(es):
             np.subtract.at(z, pos, vals[es] * x[pattern.cols[es]])
+        if Xup is not None:
+            for t in first[K]:
+                tb = pattern.transform_blocks[t]
+                tval[t] = _apply_transform(tb, Xup[tb.body], x, batch)
+            for t, k in trows[K]:
+                z[0] = z[0] - tval[t][k]
         check = monitor is not None and monitor.wants(blk)
         if check:
             rhs = z.copy()
-        for k, lpos, ls in blk.fwd:                  # unit lower triangular L, by columns
-            z[lpos] = z[lpos] - W[ls] * z[k]
-        for k in range(blk.size - 1, -1, -1):        # upper triangular U, by columns
-            z[k] = z[k] / W[blk.piv[k]]
-            upos, us = blk.ucol[k]
-            if len(us):
-                z[upos] = z[upos] - W[us] * z[k]
+        if blk.plan is not None:
+            substitute_articulated(st.model, blk, W, z)
+        else:
+            for k, lpos, ls in blk.fwd:                  # unit lower triangular L, by columns
+                z[lpos] = z[lpos] - W[ls] * z[k]
+            for k in range(blk.size - 1, -1, -1):        # upper triangular U, by columns
+                z[k] = z[k] / W[blk.piv[k]]
+                upos, us = blk.ucol[k]
+                if len(us):
+                    z[upos] = z[upos] - W[us] * z[k]
         x[blk.cols] = z
         if check:
             rl, cl = blk.entry_pos
@@ -232,7 +311,8 @@ class Structure:
     rows), ``nnz``; ``blocks``: the irreducible diagonal blocks in solve order
     (:class:`~sparsedyn.sparse.ordering.BlockFactor`); ``row_order``,
     ``col_order``: the global pivot sequence (the permutation of the picture);
-    ``nslots`` = ``nnz`` + fill-in; ``ordering``: the requested order.
+    ``nslots`` = ``nnz`` + fill-in + the slots of the articulated blocks' factors
+    (``IA_i``, ``Ia_i``, ``U_i``, ``D_i^-1``, ``Xup_i``); ``ordering``: the requested order.
     """
 
     def __init__(self, problem, pattern, blocks, nslots, ordering, match_c):
@@ -249,6 +329,7 @@ class Structure:
         self.csc_order = order
         self.csc_indices = pattern.rows[order]
         self.csc_indptr = np.searchsorted(pattern.cols[order], np.arange(self.n + 1))
+        self._tplan = _transform_plan(pattern, self.blocks)
 
     # --- summary properties ------------------------------------------------------
     @property
@@ -375,9 +456,9 @@ class Structure:
             b = rhs_values(self.pattern, q, qd, y, g, Xup, S, batch, symbolic)
         W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + fbatch, dtype=dtype)])
         with ph("factor"):
-            _factor(self.blocks, W, fbatch, monitor)
+            _factor(self.model, self.blocks, W, fbatch, Xup, monitor)
         with ph("solve"):
-            x = _substitute(self, vals, W, b, batch, dtype, monitor)
+            x = _substitute(self, vals, W, b, batch, dtype, monitor, Xup)
         return x, vals, b, W
 
     def _fallback(self, x, vals, b, monitor):
@@ -413,7 +494,7 @@ class Structure:
         vals = d_values(self.pattern, Xup, batch, False)
         W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + batch)])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            _factor(self.blocks, W, batch)
+            _factor(self.model, self.blocks, W, batch, Xup)
         return np.moveaxis(W[np.concatenate([b.piv for b in self.blocks])], 0, -1)
 
     def hunt_vanishing_pivots(self, q0, q1, samples=65, iters=55):
@@ -502,8 +583,11 @@ def _sample_values(pattern, seed):
     return d_values(pattern, Xup, (), False)
 
 
-def _topological(units, pattern, row_entries):
-    """Order ``units`` (dicts with rows/cols) so that ``A`` is block lower triangular; ``None`` if cyclic."""
+def _topological(units, pattern, row_entries, whole_transforms=False):
+    """Order ``units`` (dicts with rows/cols) so that ``A`` is block lower triangular; ``None`` if cyclic.
+
+    ``whole_transforms``: a unit with a row of a transform block of ``A`` also waits for the units of
+    all six columns of that block (so that the substitution can apply it as a transform)."""
     n = pattern.n
     owner = np.empty(n, dtype=np.int64)
     for K, u in enumerate(units):
@@ -517,6 +601,16 @@ def _topological(units, pattern, row_entries):
                 if J != K:
                     deps[K].add(J)
                     users[J].add(K)
+    if whole_transforms:
+        row_unit = {r: K for K, u in enumerate(units) for r in u["rows"]}
+        for tb in pattern.transform_blocks:
+            for r in set(pattern.rows[tb.entries].tolist()):
+                K = row_unit[r]
+                for c in range(tb.col0, tb.col0 + 6):
+                    J = int(owner[c])
+                    if J != K:
+                        deps[K].add(J)
+                        users[J].add(K)
     order = topological_order(deps, users, key=lambda K: min(units[K]["cols"]))
     return [units[K] for K in order] if len(order) == len(units) else None
 
@@ -627,6 +721,9 @@ def analyze(problem: Problem, ordering="auto", seed=0) -> Structure:
              for cols in blocks_cols]
     if ordering in ("auto", "articulated"):
         units = _merge_articulated(pattern, units, row_entries)
+    # a block order in which each transform block's columns are all known before its rows are solved,
+    # where one exists (inverse dynamics): the substitution then applies it as a transform
+    units = _topological(units, pattern, row_entries, whole_transforms=True) or units
     col_block = np.empty(n, dtype=np.int64)
     for K, u in enumerate(units):
         col_block[u["cols"]] = K
@@ -655,6 +752,9 @@ def analyze(problem: Problem, ordering="auto", seed=0) -> Structure:
             pivots, _ = superlu_order(pattern, brows, bcols, sample, _SUPERLU[name])
         bf, slot = symbolic_lu(pattern, pivots, row_entries, slot, name, spd, col_block, K)
         blocks.append(bf)
+    for bf in blocks:                  # articulated blocks: slots of their body-by-body factors
+        if bf.ordering == "articulated":
+            bf.plan, slot = articulated_plan(pattern, bf, slot)
     return Structure(problem, pattern, blocks, slot, ordering, match_c)
 
 
