@@ -47,6 +47,14 @@ from .spatial import Transform, identity, mcI
 __all__ = ["Model", "Frame", "FixedJoint", "Mimic", "ModelBuilder", "ModelError"]
 
 
+#: Largest length (m) a model may hold (joint placements, centres of mass): far beyond any
+#: mechanism, and small enough that the products the dynamics forms (``m c^2``, ``X^T I X``,
+#: velocity products) stay far from floating-point overflow.
+MAX_LENGTH = 1e9
+#: Largest mass (kg) of one body; spatial inertia entries are limited to ``MAX_MASS * MAX_LENGTH^2``.
+MAX_MASS = 1e20
+
+
 class ModelError(ValueError):
     """A model that cannot be built; the message names the body or joint."""
 
@@ -86,6 +94,12 @@ class Mimic(NamedTuple):
     mimicked: int
     multiplier: float
     offset: float
+
+
+def _short(name, n=80):
+    """``repr(name)``, clipped to about ``n`` characters for error messages."""
+    r = repr(name)
+    return r if len(r) <= n else f"{r[:n - 20]}...{r[-12:]} ({len(str(name))} characters)"
 
 
 def _frozen(a, dtype=float):
@@ -138,6 +152,7 @@ class Model:
                 raise ModelError(f"model {self.name!r}: {name} has {len(getattr(self, name))} entries, expected {NB}")
         if self.inertia.shape != (NB, 6, 6):
             raise ModelError(f"model {self.name!r}: inertia has shape {self.inertia.shape}, expected ({NB}, 6, 6)")
+        self._check_magnitudes(NB)
         for i, p in enumerate(self.parent):
             if not -1 <= p < i:
                 raise ModelError(f"model {self.name!r}: body {self.body_names[i]!r} has parent index {p}; "
@@ -195,6 +210,29 @@ class Model:
         s("frames", tuple(Frame(f.name, int(f.body), Transform(_frozen(f.X.E), _frozen(f.X.r))) for f in self.frames))
         s("fixed_joints", self._checked_fixed_joints())
         self._check_sensors()
+
+    def _check_magnitudes(self, NB):
+        """Finite parameters within :data:`MAX_LENGTH` and :data:`MAX_MASS` (else the dynamics overflows
+        to inf or NaN without a word)."""
+        who = f"model {self.name!r}"
+        g = self.gravity
+        if g.shape != (3,) or not np.all(np.isfinite(g)) or np.abs(g).max() > MAX_LENGTH:
+            raise ModelError(f"{who}: gravity must be 3 finite numbers of magnitude <= {MAX_LENGTH:g} m/s^2, "
+                             f"got {np.array2string(g, threshold=6)}")
+        limit = 1e3 * MAX_MASS * MAX_LENGTH ** 2     # room for m c^2 and for merged links
+        big = ~np.isfinite(self.inertia) | (np.abs(self.inertia) > limit)
+        bad = np.flatnonzero(big.reshape(NB, -1).any(-1) | (self.inertia[:, 5, 5] > MAX_MASS)) if NB else []
+        if len(bad):
+            i = int(bad[0])
+            raise ModelError(f"{who}: body {_short(self.body_names[i])}: its spatial inertia must be finite with "
+                             f"mass <= {MAX_MASS:g} kg and entries <= {limit:g} (1e3 MAX_MASS MAX_LENGTH^2); "
+                             f"got mass {self.inertia[i, 5, 5]:.6g}, largest entry {np.abs(self.inertia[i]).max():.6g}")
+        for i, X in enumerate(self.Xtree):
+            E, r = np.asarray(X.E, float), np.asarray(X.r, float)
+            if not (np.all(np.isfinite(E)) and np.all(np.isfinite(r)) and np.abs(r).max(initial=0) <= MAX_LENGTH):
+                raise ModelError(f"{who}: body {_short(self.body_names[i])}: its joint placement Xtree must be "
+                                 f"finite with a translation of at most {MAX_LENGTH:g} m, got translation "
+                                 f"{np.array2string(r, threshold=6)}")
 
     def _checked_fixed_joints(self) -> tuple:
         out, names = [], set(self.joint_names)
@@ -451,11 +489,27 @@ class ModelBuilder:
             return np.concatenate(parts) if parts else np.zeros(0)
 
         joint_index = {b["joint_name"]: i for i, b in enumerate(B)}
-        mimic = []
+        mimic, leader = [], {}
         for jn, mn, mul, off in self._mimic:
             if jn not in joint_index or mn not in joint_index:
                 raise ModelError(f"model {self.name!r}: mimic refers to unknown joint {jn if jn not in joint_index else mn!r}")
+            if not (np.isfinite(mul) and np.isfinite(off)):
+                raise ModelError(f"model {self.name!r}: mimic of joint {jn!r}: multiplier and offset must be finite")
+            if jn == mn:
+                raise ModelError(f"model {self.name!r}: joint {jn!r} mimics itself; a mimic names another joint")
+            if jn in leader:
+                raise ModelError(f"model {self.name!r}: joint {jn!r} mimics two joints, {leader[jn]!r} and {mn!r}")
+            leader[jn] = mn
             mimic.append(Mimic(joint_index[jn], joint_index[mn], mul, off))
+        for jn in leader:                           # q[a] = f(q[b]), q[b] = g(q[a]): no joint to follow
+            seen, k = [jn], leader[jn]
+            while k in leader and k not in seen:
+                seen.append(k)
+                k = leader[k]
+            if k in seen:
+                loop = seen[seen.index(k):] + [k]
+                raise ModelError(f"model {self.name!r}: mimic joints follow each other in a cycle "
+                                 f"({' -> '.join(map(repr, loop))}); one joint of the group must be independent")
         frames = []
         for fname, bname, X in self._frames:
             if bname not in index:

@@ -76,6 +76,14 @@ Frames and conventions
 
 A URDF is untrusted input: it is parsed with ``defusedxml`` and every problem
 raises one :class:`UrdfError` naming the source, the element and the problem.
+Only regular files of at most 16 MiB are read (``max_bytes=`` or the environment
+variable ``SPARSEDYN_MAX_FILE_BYTES`` change the limit; :mod:`sparsedyn.io.files`),
+values echoed in messages are clipped, and numbers must be finite and within the
+model's range: lengths (``xyz``, centres of mass) at most ``MAX_LENGTH`` = 1e9 m,
+masses at most ``MAX_MASS`` = 1e20 kg, inertia entries at most ``MAX_MASS *
+MAX_LENGTH^2`` (:mod:`sparsedyn.model`), so that no dynamics result overflows to
+inf or NaN.  A joint that mimics itself, or mimic joints that follow each other
+in a cycle, are refused.
 """
 
 from __future__ import annotations
@@ -94,7 +102,8 @@ import numpy as np
 
 from .. import spatial
 from ..joints import make_joint
-from ..model import Model, ModelBuilder, ModelError
+from ..model import MAX_LENGTH, MAX_MASS, Model, ModelBuilder, ModelError
+from .files import clip, clip_list, max_file_bytes, read_bytes, shorten
 from ..sensors import ForceTorque
 
 __all__ = ["load_urdf", "to_urdf", "UrdfError", "UrdfWarning"]
@@ -114,6 +123,9 @@ _NONFINITE = re.compile(r"[+-]?(?:nan|inf|infinity)\Z", re.IGNORECASE)
 class UrdfError(ModelError):
     """A URDF that cannot be loaded; the message names the file, the element and the problem."""
 
+    def __init__(self, message):
+        super().__init__(shorten(str(message)))
+
 
 class UrdfWarning(UserWarning):
     """A URDF that loads but has physically implausible data."""
@@ -121,24 +133,30 @@ class UrdfWarning(UserWarning):
 
 # --- reading ----------------------------------------------------------------------
 
-def _read_xml(source):
+def _read_xml(source, max_bytes=None):
     """``(label, root element)``; ``label`` is the path or ``'<string>'`` for error messages."""
     head = source.lstrip("\ufeff \t\r\n") if isinstance(source, str) else ""
     if head.startswith("<"):
         # An XML declaration must open the document; otherwise keep the text so line numbers stay right.
         label, text = "<string>", head if head.startswith("<?xml") else source
+        limit = max_file_bytes(max_bytes)
+        if len(text) > limit:
+            raise UrdfError(f"<string>: the URDF has {len(text)} characters, more than the limit of {limit} "
+                            f"(pass max_bytes= or set SPARSEDYN_MAX_FILE_BYTES to read larger ones)")
     elif isinstance(source, (str, os.PathLike)):
         label = os.fspath(source)
-        try:
-            text = Path(label).read_bytes()
-        except FileNotFoundError:
-            raise UrdfError(f"{label}: file not found") from None
-        except OSError as e:
-            raise UrdfError(f"{label}: cannot read file: {e.strerror or e}") from None
+        if not isinstance(label, str):
+            label = os.fsdecode(label)
+        text = read_bytes(label, UrdfError, "URDF file", max_bytes)
     else:
         raise TypeError(f"load_urdf: expected a path or a URDF XML string, got {type(source).__name__}")
     try:
         root = DET.fromstring(text)
+    except (LookupError, UnicodeError) as e:      # an unknown or wrong encoding in the XML declaration
+        raise UrdfError(f"{label}: cannot decode the XML: {e}; URDF files are UTF-8 (or a declared "
+                        f"encoding that Python knows)") from None
+    except RecursionError:
+        raise UrdfError(f"{label}: malformed XML: elements nested too deeply") from None
     except ET.ParseError as e:
         line, col = e.position
         reason = re.sub(r": line \d+, column \d+$", "", str(e))
@@ -152,6 +170,11 @@ def _read_xml(source):
     if root.tag != "robot":
         raise UrdfError(f"{label}: root element is <{root.tag}>, expected <robot>")
     return label, root
+
+
+_ZERO3 = (0.0, 0.0, 0.0)
+_EYE3 = np.eye(3)
+_EYE3.setflags(write=False)
 
 
 class _Parser:
@@ -169,32 +192,38 @@ class _Parser:
             self.fail(where, f"missing required attribute {attr!r}")
         return value
 
-    def floats(self, el, attr, where, n, default=None):
-        """``n`` whitespace-separated finite numbers; ``default`` if the attribute is absent."""
+    def floats(self, el, attr, where, n, default=None, bound=MAX_LENGTH, unit="m"):
+        """``n`` whitespace-separated finite numbers of magnitude at most ``bound`` (None: any finite
+        value); ``default`` if the attribute is absent."""
         text = el.get(attr)
         if text is None:
             if default is None:
                 self.fail(where, f"missing required attribute {attr!r}")
             return np.array(default, float)
         tokens = text.split()
-        for t in tokens:
-            if _NONFINITE.match(t):
-                self.fail(where, f"{attr}={text!r}: NaN and infinite values are not allowed")
-            if not _NUMBER.match(t):
-                self.fail(where, f"{attr}={text!r}: {t!r} is not a number")
         if len(tokens) != n:
-            self.fail(where, f"{attr}={text!r}: expected {n} number{'s' if n > 1 else ''}, got {len(tokens)}")
-        values = np.array([float(t) for t in tokens])
-        if not np.all(np.isfinite(values)):
-            self.fail(where, f"{attr}={text!r}: value out of floating-point range")
-        return values
+            self.fail(where, f"{attr}={clip(text)}: expected {n} number{'s' if n > 1 else ''}, got "
+                             f"{len(tokens) if len(tokens) < 10 else 'more'}")
+        values = []
+        for t in tokens:
+            if not _NUMBER.match(t):
+                if _NONFINITE.match(t):
+                    self.fail(where, f"{attr}={clip(text)}: NaN and infinite values are not allowed")
+                self.fail(where, f"{attr}={clip(text)}: {clip(t, 40)} is not a number")
+            x = float(t)
+            if not math.isfinite(x):
+                self.fail(where, f"{attr}={clip(text)}: value out of floating-point range")
+            if bound is not None and abs(x) > bound:
+                self.fail(where, f"{attr}={clip(text)}: {t} is out of range (magnitude at most {bound:g} {unit})")
+            values.append(x)
+        return np.array(values)
 
-    def scalar(self, el, attr, where, default=None):
-        return float(self.floats(el, attr, where, 1, None if default is None else [default])[0])
+    def scalar(self, el, attr, where, default=None, bound=MAX_LENGTH, unit="m"):
+        return float(self.floats(el, attr, where, 1, None if default is None else [default], bound, unit)[0])
 
     def limit(self, el, attr, where, default=None):
         """A limit value; the largest double stands for infinity (see the module docstring)."""
-        x = self.scalar(el, attr, where, default)
+        x = self.scalar(el, attr, where, default, bound=None)
         return math.copysign(math.inf, x) if abs(x) >= DBL_MAX else x
 
     def origin(self, parent, where):
@@ -203,7 +232,9 @@ class _Parser:
         if el is None:
             return np.eye(3), np.zeros(3)
         where = f"{where} <origin>"
-        return spatial.rpy_to_rot(self.floats(el, "rpy", where, 3, [0, 0, 0])), self.floats(el, "xyz", where, 3, [0, 0, 0])
+        rpy = self.floats(el, "rpy", where, 3, _ZERO3, bound=MAX_LENGTH, unit="rad")
+        R = _EYE3 if rpy is _ZERO3 or not rpy.any() else spatial.rpy_to_rot(rpy)
+        return R, self.floats(el, "xyz", where, 3, _ZERO3)
 
 
 def _parse_link(P, el):
@@ -219,10 +250,11 @@ def _parse_link(P, el):
         P.fail(where, "missing required element <mass>")
     if inertia_el is None:
         P.fail(where, "missing required element <inertia>")
-    m = P.scalar(mass_el, "value", f"{where} <mass>")
+    m = P.scalar(mass_el, "value", f"{where} <mass>", bound=MAX_MASS, unit="kg")
     if m < 0:
         P.fail(where, f"negative mass {m}")
-    ixx, ixy, ixz, iyy, iyz, izz = (P.scalar(inertia_el, k, f"{where} <inertia>") for k in INERTIA_KEYS)
+    ixx, ixy, ixz, iyy, iyz, izz = (P.scalar(inertia_el, k, f"{where} <inertia>", bound=MAX_MASS * MAX_LENGTH ** 2,
+                                             unit="kg m^2") for k in INERTIA_KEYS)
     I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
     return name, spatial.mcI(m, com, R @ I @ R.T), np.linalg.eigvalsh(I)
 
@@ -291,8 +323,8 @@ class _JointSpec:
         mimic_el = el.find("mimic")
         if mimic_el is not None:
             mw = f"{where} <mimic>"
-            self.mimic = (P.name(mimic_el, mw, "joint"), P.scalar(mimic_el, "multiplier", mw, 1.0),
-                          P.scalar(mimic_el, "offset", mw, 0.0))
+            self.mimic = (P.name(mimic_el, mw, "joint"), P.scalar(mimic_el, "multiplier", mw, 1.0, unit=""),
+                          P.scalar(mimic_el, "offset", mw, 0.0, unit=""))
 
 
 def _topology(P, links, joints):
@@ -314,7 +346,7 @@ def _topology(P, links, joints):
         P.fail("<robot>", "no root link: every link is some joint's child (the joints form a cycle)")
     if len(roots) > 1:
         P.fail("<robot>", f"{len(roots)} root links (links that are no joint's child): "
-                          f"{', '.join(repr(r) for r in roots)}; a URDF has exactly one")
+                          f"{clip_list(roots)}; a URDF has exactly one")
     reached, stack = set(), [roots[0]]
     while stack:
         link = stack.pop()
@@ -322,8 +354,8 @@ def _topology(P, links, joints):
         stack.extend(j.child for j in children[link])
     if len(reached) != len(links):
         cyc = [name for name in links if name not in reached]
-        P.fail("<robot>", f"links {', '.join(repr(c) for c in cyc)} form a cycle not connected to the root link "
-                          f"{roots[0]!r}")
+        P.fail("<robot>", f"links {clip_list(cyc)} form a cycle not connected to the root link "
+                          f"{clip(roots[0])}")
     # urdfdom stores joints in a std::map keyed by name: children come out sorted (byte order = code points).
     return roots[0], {name: sorted(js, key=lambda j: j.name) for name, js in children.items()}
 
@@ -357,7 +389,7 @@ def _text(P, el, tag, where, allowed, default):
         return default
     value = (sub.text or "").strip()
     if value not in allowed:
-        P.fail(f"{where} <{tag}>", f"{value!r}; expected one of {', '.join(repr(a) for a in allowed)}")
+        P.fail(f"{where} <{tag}>", f"{clip(value)}; expected one of {', '.join(repr(a) for a in allowed)}")
     return value
 
 
@@ -400,8 +432,9 @@ def _ft_sensors(P, robot, links, joints, body_of):
                 if pose_el is None:
                     return np.eye(3)
                 tokens = (pose_el.text or "").split()
-                if len(tokens) != 6 or not all(_NUMBER.match(t) for t in tokens):
-                    P.fail(f"{where} <pose>", f"{pose_el.text!r}: expected 6 numbers (x y z roll pitch yaw)")
+                if len(tokens) != 6 or not all(_NUMBER.match(t) and abs(float(t)) <= MAX_LENGTH for t in tokens):
+                    P.fail(f"{where} <pose>", f"{clip(pose_el.text)}: expected 6 numbers (x y z roll pitch yaw) of "
+                                              f"magnitude at most {MAX_LENGTH:g}")
                 return spatial.rpy_to_rot([float(t) for t in tokens[3:]])
             add(name, ref, el.find("force_torque"), pose, where)
             on_joint.add(ref)
@@ -456,7 +489,8 @@ def _attach_sensors(P, model, specs, joints):
         raise UrdfError(f"{P.label}: {e}") from None
 
 
-def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error", sensors=True) -> Model:
+def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error", sensors=True,
+              max_bytes=None) -> Model:
     """Build a :class:`~sparsedyn.model.Model` from a URDF file path or XML string.
 
     ``source``: a path (``str`` or ``os.PathLike``) or a string whose first
@@ -468,14 +502,15 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     :class:`UrdfWarning` (a few published files need this).  Frames,
     joint order, fixed-joint merging and limits follow Pinocchio; see the
     module docstring.  ``sensors``: read Gazebo / iDynTree force-torque sensor
-    tags into ``model.sensors`` (module docstring).  Raises :class:`UrdfError`;
+    tags into ``model.sensors`` (module docstring).  ``max_bytes``: the size limit of the
+    file (default 16 MiB, or ``$SPARSEDYN_MAX_FILE_BYTES``).  Raises :class:`UrdfError`;
     warns (once each) with :class:`UrdfWarning` about inertias that violate the
     triangle inequality, about ``<mimic>`` tags that had to be skipped (fixed or
     missing joints) and about force/torque sensors that cannot be represented.
     """
     if invalid_inertia not in ("error", "warn"):
         raise ValueError(f"invalid_inertia: expected 'error' or 'warn', got {invalid_inertia!r}")
-    label, robot = _read_xml(source)
+    label, robot = _read_xml(source, max_bytes)
     P = _Parser(label)
     links, moments, joints = {}, {}, {}
     for el in robot.findall("link"):
@@ -553,6 +588,8 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
             skipped.append(f"{j.name!r} (a fixed joint)")
         elif mimicked not in joints or joints[mimicked].type is None:
             skipped.append(f"{j.name!r} (mimics {'missing' if mimicked not in joints else 'fixed'} joint {mimicked!r})")
+        elif mimicked == j.name:
+            P.fail(f"joint {j.name!r} <mimic>", "the joint mimics itself; <mimic joint=...> names another joint")
         else:
             builder.add_mimic(j.name, mimicked, multiplier, offset)
     if skipped:
