@@ -431,6 +431,16 @@ class ModelBuilder:
         if not isinstance(joint, Joint):
             raise ModelError(f"model {self.name!r}: body {name!r}: joint must be a Joint, got {type(joint).__name__}")
         if inertia is None:
+            for what, x, bound in (("mass", mass, MAX_MASS), ("com", com, MAX_LENGTH),
+                                   ("rot_inertia", rot_inertia, MAX_MASS * MAX_LENGTH ** 2)):
+                try:
+                    a = None if x is None else np.asarray(x, float)
+                except (TypeError, ValueError):
+                    raise ModelError(f"model {self.name!r}: body {_short(name)}: {what} must be numbers") from None
+                if a is not None and not (np.all(np.isfinite(a)) and np.abs(a).max(initial=0) <= bound):
+                    raise ModelError(f"model {self.name!r}: body {_short(name)}: {what} must be finite with "
+                                     f"magnitude at most {bound:g} (MAX_MASS = {MAX_MASS:g} kg, MAX_LENGTH = "
+                                     f"{MAX_LENGTH:g} m)")
             inertia = mcI(0.0 if mass is None else mass, np.zeros(3) if com is None else com,
                           np.zeros((3, 3)) if rot_inertia is None else rot_inertia)
         self._bodies[name] = dict(name=name, parent=parent, joint=joint, Xtree=Xtree or identity(),
