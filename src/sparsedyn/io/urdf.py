@@ -59,10 +59,20 @@ Frames and conventions
   and from iDynTree's top-level ``<sensor name type="force_torque"><parent
   joint="..."/>`` (same ``<force_torque>`` content, ``<origin>`` for the sensor
   frame) on joints that have no such ``<gazebo>`` sensor (a joint with both is
-  one device, named by the ``<gazebo>`` tag).  As in Gazebo, the torque is
-  always about the joint origin (the child link origin); ``<frame>`` only picks
-  the axes: ``child`` (default) the child link's, ``parent`` the parent link's,
-  ``sensor`` the ``<pose>`` rotation relative to the joint frame.
+  one device, named by the ``<gazebo>`` tag).  Each tag follows its own
+  dialect's rule for the point the torque is taken about:
+
+  - ``<gazebo>`` (Gazebo's rule): the torque is always about the joint origin
+    (the child link origin); ``<frame>`` only picks the axes: ``child``
+    (default) the child link's, ``parent`` the parent link's, ``sensor`` the
+    ``<pose>`` rotation relative to the joint frame.
+  - top-level ``<sensor>`` (iDynTree's rule, as its URDF parser builds the
+    sensor frame): ``child`` (default) the child link frame; ``sensor`` the
+    frame ``<origin xyz rpy>`` placed in the child link frame, torque about
+    its origin; ``parent`` the parent link frame, torque about the parent
+    link's origin.  A ``sensor`` frame becomes a named frame of the model (the
+    sensor's name, or ``<name>_frame`` if that name is taken), which the
+    sensor's ``frame`` refers to.
   ``<measure_direction>``: ``child_to_parent`` (default: the wrench the child
   exerts on the parent) or ``parent_to_child``.  Sensors of other types and all
   other gazebo content are ignored.  Unsupported but valid sensors are skipped
@@ -401,7 +411,7 @@ def _ft_sensors(P, robot, links, joints, body_of):
     """
     specs, on_joint = [], set()
 
-    def add(name, ref, ft, R, where):
+    def add(name, ref, ft, R, where, dialect="gazebo"):
         if ref is None:
             P.fail(where, "a force_torque sensor needs the name of the joint it measures across "
                           "(<gazebo reference=\"JOINT\">, or <parent joint=\"JOINT\"/> in a top-level <sensor>)")
@@ -415,8 +425,9 @@ def _ft_sensors(P, robot, links, joints, body_of):
         for other in specs:
             if other["name"] == name:
                 P.fail(where, f"sensor name {name!r} is used twice (also {other['where']})")
-        specs.append(dict(name=name, joint=ref, frame=frame, direction=direction,
-                          R=R() if frame == "sensor" else None, where=where))
+        pose = R() if frame == "sensor" else None
+        specs.append(dict(name=name, joint=ref, frame=frame, direction=direction, dialect=dialect,
+                          R=pose if dialect == "gazebo" else None, pose=pose, where=where))
 
     for gz in robot.findall("gazebo"):
         ref = gz.get("reference")
@@ -447,7 +458,7 @@ def _ft_sensors(P, robot, links, joints, body_of):
         ref = None if parent is None else parent.get("joint")
         if ref in on_joint:
             continue                                   # the same device, described by a <gazebo> tag too
-        add(name, ref, el.find("force_torque"), lambda el=el, where=where: P.origin(el, where)[0], where)
+        add(name, ref, el.find("force_torque"), lambda el=el, where=where: P.origin(el, where), where, "idyntree")
     for sp in specs:
         j = joints[sp["joint"]]
         if j.type is None and body_of[j.parent] is None:
@@ -456,10 +467,28 @@ def _ft_sensors(P, robot, links, joints, body_of):
         elif j.type is not None and sp["frame"] == "parent":
             sp["skip"] = (f"<frame>parent</frame> on moving joint {j.name!r} turns with the joint (the measurement "
                           f"would not be a constant map of the wrench)")
-        if sp["frame"] == "parent" and "skip" not in sp:
+        if sp["frame"] == "parent" and "skip" not in sp and sp["dialect"] == "gazebo":
             R = np.array(spatial.pose(j.X)[0]).T          # parent link axes in the joint frame
             sp["R"] = R
     return specs
+
+
+def _sensor_frames(builder, specs, joints, body_of, X_in_body, taken):
+    """Frames of iDynTree-dialect sensors (module docstring): ``sp["frame_name"]`` per spec."""
+    for sp in specs:
+        if "skip" in sp or sp["dialect"] != "idyntree" or sp["frame"] == "child":
+            continue
+        j = joints[sp["joint"]]
+        if sp["frame"] == "parent":                # a fixed joint (moving ones were skipped): the parent link
+            sp["frame_name"] = j.parent
+            continue
+        R, p = sp["pose"]                          # the sensor frame in the child link frame
+        fname = sp["name"] if sp["name"] not in taken else f"{sp['name']}_frame"
+        while fname in taken:
+            fname += "_"
+        taken.add(fname)
+        builder.add_frame(fname, body_of[j.child], spatial.compose(spatial.from_pose(R, p), X_in_body[j.child]))
+        sp["frame_name"] = fname
 
 
 def _attach_sensors(P, model, specs, joints):
@@ -479,7 +508,8 @@ def _attach_sensors(P, model, specs, joints):
             continue
         R = sp["R"]
         rotation = None if R is None or np.array_equal(R, np.eye(3)) else R
-        out.append(ForceTorque(sp["name"], sp["joint"], direction=sp["direction"], rotation=rotation))
+        out.append(ForceTorque(sp["name"], sp["joint"], frame=sp.get("frame_name"), direction=sp["direction"],
+                               rotation=rotation))
     if skipped:
         warnings.warn(f"{P.label}: force_torque sensors not supported, skipped: " + "; ".join(skipped),
                       UrdfWarning, stacklevel=3)
@@ -579,6 +609,9 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     for j in merged:
         _add_fixed_joint(builder, j, links, children, body_of, X_in_body)
     specs = _ft_sensors(P, robot, links, joints, body_of) if sensors else []
+    if specs:
+        _sensor_frames(builder, specs, joints, body_of, X_in_body,
+                       set(links) | set(joints) | {f[0] for f in frames})
     skipped = []
     for j in joints.values():
         if j.mimic is None:
