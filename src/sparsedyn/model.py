@@ -227,12 +227,16 @@ class Model:
             raise ModelError(f"{who}: body {_short(self.body_names[i])}: its spatial inertia must be finite with "
                              f"mass <= {MAX_MASS:g} kg and entries <= {limit:g} (1e3 MAX_MASS MAX_LENGTH^2); "
                              f"got mass {self.inertia[i, 5, 5]:.6g}, largest entry {np.abs(self.inertia[i]).max():.6g}")
-        for i, X in enumerate(self.Xtree):
-            E, r = np.asarray(X.E, float), np.asarray(X.r, float)
-            if not (np.all(np.isfinite(E)) and np.all(np.isfinite(r)) and np.abs(r).max(initial=0) <= MAX_LENGTH):
-                raise ModelError(f"{who}: body {_short(self.body_names[i])}: its joint placement Xtree must be "
-                                 f"finite with a translation of at most {MAX_LENGTH:g} m, got translation "
-                                 f"{np.array2string(r, threshold=6)}")
+        if NB == 0:
+            return
+        E = np.array([X.E for X in self.Xtree], float).reshape(NB, 9)
+        r = np.array([X.r for X in self.Xtree], float).reshape(NB, 3)
+        ok = np.isfinite(E).all(1) & np.isfinite(r).all(1) & (np.abs(r).max(1) <= MAX_LENGTH)
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            raise ModelError(f"{who}: body {_short(self.body_names[i])}: its joint placement Xtree must be "
+                             f"finite with a translation of at most {MAX_LENGTH:g} m, got translation "
+                             f"{np.array2string(r[i], threshold=6)}")
 
     def _checked_fixed_joints(self) -> tuple:
         out, names = [], set(self.joint_names)
@@ -495,8 +499,11 @@ class ModelBuilder:
             for b in B:
                 n = getattr(b["joint"], size_attr)
                 val = b[key]
-                parts.append(np.full(n, fill) if val is None else np.broadcast_to(np.asarray(val, float), (n,)))
-            return np.concatenate(parts) if parts else np.zeros(0)
+                if val is None or np.ndim(val) == 0:            # the common case, without array calls
+                    parts += [fill if val is None else float(val)] * n
+                else:
+                    parts += list(np.broadcast_to(np.asarray(val, float), (n,)))
+            return np.array(parts, float)
 
         joint_index = {b["joint_name"]: i for i, b in enumerate(B)}
         mimic, leader = [], {}

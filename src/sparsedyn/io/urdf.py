@@ -214,6 +214,9 @@ class _Parser:
         if len(tokens) != n:
             self.fail(where, f"{attr}={clip(text)}: expected {n} number{'s' if n > 1 else ''}, got "
                              f"{len(tokens) if len(tokens) < 10 else 'more'}")
+        return np.array(self._values(tokens, text, attr, where, bound, unit))
+
+    def _values(self, tokens, text, attr, where, bound, unit):
         values = []
         for t in tokens:
             if not _NUMBER.match(t):
@@ -226,10 +229,18 @@ class _Parser:
             if bound is not None and abs(x) > bound:
                 self.fail(where, f"{attr}={clip(text)}: {t} is out of range (magnitude at most {bound:g} {unit})")
             values.append(x)
-        return np.array(values)
+        return values
 
     def scalar(self, el, attr, where, default=None, bound=MAX_LENGTH, unit="m"):
-        return float(self.floats(el, attr, where, 1, None if default is None else [default], bound, unit)[0])
+        text = el.get(attr)
+        if text is None:
+            if default is None:
+                self.fail(where, f"missing required attribute {attr!r}")
+            return float(default)
+        tokens = text.split()
+        if len(tokens) != 1:
+            self.fail(where, f"{attr}={clip(text)}: expected 1 number, got {len(tokens) if len(tokens) < 10 else 'more'}")
+        return self._values(tokens, text, attr, where, bound, unit)[0]
 
     def limit(self, el, attr, where, default=None):
         """A limit value; the largest double stands for infinity (see the module docstring)."""
@@ -252,7 +263,7 @@ def _parse_link(P, el):
     name = P.name(el, "<link>")
     inertial = el.find("inertial")
     if inertial is None:
-        return name, np.zeros((6, 6)), np.zeros(3)
+        return name, np.zeros((6, 6)), np.zeros((3, 3))
     where = f"link {name!r} <inertial>"
     R, com = P.origin(inertial, where)
     mass_el, inertia_el = inertial.find("mass"), inertial.find("inertia")
@@ -266,7 +277,20 @@ def _parse_link(P, el):
     ixx, ixy, ixz, iyy, iyz, izz = (P.scalar(inertia_el, k, f"{where} <inertia>", bound=MAX_MASS * MAX_LENGTH ** 2,
                                              unit="kg m^2") for k in INERTIA_KEYS)
     I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    return name, spatial.mcI(m, com, R @ I @ R.T), np.linalg.eigvalsh(I)
+    return name, _spatial_inertia(m, com, I if R is _EYE3 else R @ I @ R.T), I
+
+
+def _spatial_inertia(m, c, Ic):
+    """:func:`sparsedyn.spatial.mcI` for one float body, the same operations without batch machinery
+    (a URDF of thousands of links calls it once per link)."""
+    cx, cy, cz = c
+    C = np.array([[0.0, -cz, cy], [cz, 0.0, -cx], [-cy, cx, 0.0]])
+    out = np.zeros((6, 6))
+    out[:3, :3] = Ic + m * (C @ C.T)
+    out[:3, 3:] = m * C
+    out[3:, :3] = m * C.T
+    out[3, 3] = out[4, 4] = out[5, 5] = m
+    return out
 
 
 def _check_moments(P, moments, invalid_inertia):
@@ -542,13 +566,14 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
         raise ValueError(f"invalid_inertia: expected 'error' or 'warn', got {invalid_inertia!r}")
     label, robot = _read_xml(source, max_bytes)
     P = _Parser(label)
-    links, moments, joints = {}, {}, {}
+    links, rot, joints = {}, {}, {}
     for el in robot.findall("link"):
-        link_name, inertia, principal = _parse_link(P, el)
+        link_name, inertia, I = _parse_link(P, el)
         if link_name in links:
             P.fail(f"link {link_name!r}", "link name used twice")
-        links[link_name], moments[link_name] = inertia, principal
-    _check_moments(P, moments, invalid_inertia)
+        links[link_name], rot[link_name] = inertia, I
+    principal = np.linalg.eigvalsh(np.array(list(rot.values()))) if rot else []   # one call for every link
+    _check_moments(P, dict(zip(rot, principal)), invalid_inertia)
     for el in robot.findall("joint"):
         j = _JointSpec(P, el)
         if j.name in joints:
@@ -565,6 +590,14 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     frames = []      # (frame name, body name, frame_X_body)
     body_of, X_in_body = {}, {}   # link -> (body it belongs to or None for the world, link_X_body)
     merged = []      # fixed joints merged into a body, in walk order
+
+    joint_cache = {}        # joints are immutable: one object per (type, axis)
+
+    def joint_of(jtype, axis=None):
+        key = (jtype, None if axis is None else tuple(axis))
+        if key not in joint_cache:
+            joint_cache[key] = make_joint(jtype) if axis is None else make_joint(jtype, key[1])
+        return joint_cache[key]
 
     def add_moving(link, parent_body, joint_name, joint, Xtree, limits):
         lower, upper, velocity, effort = limits
@@ -596,9 +629,9 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
                     frames.append((j.name, body, X))
         else:
             if j.type in ("free", "planar"):    # no axis to take, no limits kept
-                add_moving(j.child, body, j.name, make_joint(j.type), X, (None,) * 4)
+                add_moving(j.child, body, j.name, joint_of(j.type), X, (None,) * 4)
             else:
-                add_moving(j.child, body, j.name, make_joint(j.type, tuple(j.axis)), X,
+                add_moving(j.child, body, j.name, joint_of(j.type, j.axis), X,
                            (j.lower, j.upper, j.velocity, j.effort))
         stack.extend(reversed(children[j.child]))
 
