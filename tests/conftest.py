@@ -9,6 +9,36 @@ def rel_err(x, y):
     return float(np.max(np.abs(x - y), initial=0.0) / max(1.0, float(np.max(np.abs(y), initial=0.0))))
 
 
+EPS = np.finfo(float).eps
+
+
+def rounding_bound(n, kappa=1.0, c=16.0):
+    """Largest difference (in :func:`rel_err`'s measure) between two float64 evaluations of one algorithm
+    that differ only in rounding: operation order, fused multiply-add, SIMD reductions (the compiled
+    kernels are built with ``-march=native``, so this differs between CPUs).
+
+    Wilkinson's bound ``gamma_n = n eps`` for a chain of ``n`` dependent operations (``n`` ~ the number
+    of dofs for a recursion over the tree), times the condition number ``kappa`` of the problem (1 for
+    products of well-scaled factors such as RNEA or CRBA; ``cond(H)`` for a solve with the mass
+    matrix), times a small constant ``c`` for the few operations per step.  Never a measured digit.
+    """
+    return c * n * EPS * kappa
+
+
+def solve_bound(A, x, c=2.0):
+    """Bound on the difference between two backward-stable solutions of ``A x = b`` (one per state of a
+    batch: ``A`` (..., n, n), ``x`` (..., n)), relative as in :func:`rel_err`: each is within
+    ``gamma_n cond(A, x)`` of the exact solution (Skeel's componentwise condition number
+    ``|| |A^-1| |A| |x| || / ||x||``; Higham, Accuracy and Stability of Numerical Algorithms, 2002, 7.2),
+    so two of them differ by at most ``c gamma_n cond(A, x)``."""
+    A, x = np.asarray(A, float), np.asarray(x, float)
+    n = A.shape[-1]
+    Ai = np.linalg.inv(A)
+    s = np.abs(Ai) @ (np.abs(A) @ np.abs(x)[..., None])
+    skeel = np.max(s[..., 0], axis=-1) / np.maximum(1.0, np.max(np.abs(x), axis=-1))
+    return c * n * EPS * skeel
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

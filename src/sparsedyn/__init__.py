@@ -72,6 +72,7 @@ _LAZY = {
     "estimation": ("sparsedyn.estimation", None),
     "EstimationProblem": ("sparsedyn.estimation", "EstimationProblem"),
     "IllPosedError": ("sparsedyn.estimation", "IllPosedError"),
+    "SensorFileError": ("sparsedyn.estimation", "SensorFileError"),
     "imu_base_state": ("sparsedyn.estimation", "imu_base_state"),
     "estimate_report": ("sparsedyn.estimation", "estimate_report"),
     "estimation_demo": ("sparsedyn.estimation", "estimation_demo"),
@@ -127,6 +128,6 @@ __all__ = [
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
-    "estimation", "EstimationProblem", "IllPosedError", "imu_base_state", "estimate_report", "estimation_demo",
+    "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

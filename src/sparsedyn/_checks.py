@@ -9,18 +9,71 @@ from . import backend as bk
 QUAT_TOL = 1e-5
 
 
+def numeric(name, x, expected):
+    """``x`` as a float64 array, or an object array of traced symbols (left as it is).
+
+    The one place where every public numerical function (and the compiled kernels' NumPy side)
+    converts its array arguments, so that both paths compute in float64 and check the same values:
+    integer, float16/32 and longdouble input becomes float64; ``np.matrix`` becomes a plain array;
+    object arrays stay object arrays (the backend that the tracer uses; :func:`values` gives the
+    numbers of those that hold plain numbers, which are checked like float input); complex, boolean,
+    string and other input is refused with a ``TypeError`` naming the argument.  ``expected``
+    describes the shape for the message.
+    """
+    if x is None:
+        raise TypeError(f"{name}: expected an array of shape {expected}, got None")
+    if isinstance(x, np.matrix):
+        x = np.asarray(x)
+    if bk.is_symbolic(x):
+        bad = next((e for e in x.flat if isinstance(e, _NOT_REAL)), None)
+        if bad is not None:
+            raise TypeError(f"{name}: expected a numeric array of real numbers, shape {expected}; the object "
+                            f"array holds {type(bad).__name__} values")
+        return x
+    if not isinstance(x, np.ndarray):
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name}: expected a numeric array of shape {expected}; {e}") from None
+        if x.dtype == object:                     # ragged lists, or Python objects
+            return numeric(name, x, expected) if x.ndim else _refuse(name, x, expected)
+    kind = x.dtype.kind
+    if kind == "f":
+        return x if x.dtype == np.float64 else x.astype(np.float64)
+    if kind in "iu":
+        return x.astype(np.float64)
+    return _refuse(name, x, expected)
+
+
+_NOT_REAL = (complex, np.complexfloating, bool, np.bool_, str, bytes)
+_REAL = (int, float, np.integer, np.floating)
+
+
+def values(x):
+    """The numbers of a checked array as float64 for value checks: ``x`` itself for float input, a
+    float copy of an object array of plain numbers, None for an object array of traced symbols."""
+    if not bk.is_symbolic(x):
+        return x
+    if all(isinstance(e, _REAL) for e in x.flat):
+        return x.astype(np.float64)
+    return None
+
+
+def _refuse(name, x, expected):
+    what = {"c": "complex", "b": "boolean", "U": "string", "S": "bytes", "M": "datetime", "m": "timedelta",
+            "O": "Python object", "V": "structured"}.get(x.dtype.kind, str(x.dtype))
+    raise TypeError(f"{name}: expected a numeric array of real numbers, shape {expected}; got a {what} "
+                    f"array (dtype {x.dtype})")
+
+
 def vector(model, name, x, size, what):
     """``x`` as an array (..., size); the error names the argument and the size expected."""
-    if x is None:
-        raise TypeError(f"{name}: expected an array of shape (..., {size}) ({what}), got None")
-    try:
-        x = bk.asarray(x)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name}: expected a numeric array of shape (..., {size}) ({what}); {e}") from None
+    x = numeric(name, x, f"(..., {size}) ({what})")
     if x.ndim == 0 or x.shape[-1] != size:
         raise ValueError(f"{name}: expected shape (..., {size}) ({what} of model {model.name!r}), "
                          f"got shape {x.shape}")
-    if not bk.is_symbolic(x) and not np.all(np.isfinite(x)):
+    xv = values(x)
+    if xv is not None and not np.all(np.isfinite(xv)):
         raise ValueError(f"{name}: contains NaN or infinite values")
     return x
 
@@ -28,11 +81,12 @@ def vector(model, name, x, size, what):
 def configuration(model, q, name="q"):
     """Checked configuration; quaternion blocks must be unit quaternions (float input)."""
     q = vector(model, name, q, model.nq, "nq joint coordinates")
-    if not bk.is_symbolic(q):
+    qv = values(q)
+    if qv is not None:
         for i, j in enumerate(model.joints):
             if j.type in ("spherical", "free"):
                 s = model.q_slice(i)
-                quat = q[..., s][..., -4:]
+                quat = qv[..., s][..., -4:]
                 err = np.abs(np.sum(quat * quat, -1) - 1.0)
                 if np.any(err > QUAT_TOL):
                     raise ValueError(f"{name}: the quaternion of joint {model.joint_names[i]!r} "
@@ -47,11 +101,12 @@ def velocity(model, v, name="v"):
 
 def body_forces(model, f, name="f_ext"):
     """External forces per body (..., NB, 6)."""
-    f = bk.asarray(f)
+    f = numeric(name, f, f"(..., {model.nbodies}, 6)")
     if f.ndim < 2 or f.shape[-2:] != (model.nbodies, 6):
         raise ValueError(f"{name}: expected shape (..., {model.nbodies}, 6) (one spatial force [n; f] per body "
                          f"of model {model.name!r}, body frame), got shape {f.shape}")
-    if not bk.is_symbolic(f) and not np.all(np.isfinite(f)):
+    fv = values(f)
+    if fv is not None and not np.all(np.isfinite(fv)):
         raise ValueError(f"{name}: contains NaN or infinite values")
     return f
 
@@ -72,9 +127,12 @@ def batch_shape(**arrays):
 def gravity(model, g):
     if g is None:
         return model.gravity
-    g = bk.asarray(g)
+    g = numeric("gravity", g, "(..., 3)")
     if g.shape[-1:] != (3,):
         raise ValueError(f"gravity: expected shape (..., 3), got {g.shape}")
+    gv = values(g)
+    if gv is not None and not np.all(np.isfinite(gv)):
+        raise ValueError("gravity: contains NaN or infinite values")
     return g
 
 

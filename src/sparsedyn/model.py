@@ -62,6 +62,14 @@ __all__ = ["Model", "Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelBuild
            "as_transform"]
 
 
+#: Largest length (m) a model may hold (joint placements, centres of mass): far beyond any
+#: mechanism, and small enough that the products the dynamics forms (``m c^2``, ``X^T I X``,
+#: velocity products) stay far from floating-point overflow.
+MAX_LENGTH = 1e9
+#: Largest mass (kg) of one body; spatial inertia entries are limited to ``MAX_MASS * MAX_LENGTH^2``.
+MAX_MASS = 1e20
+
+
 class ModelError(ValueError):
     """A model that cannot be built; the message names the body or joint."""
 
@@ -150,6 +158,12 @@ class JointDynamics(NamedTuple):
     reference: np.ndarray
 
 
+def _short(name, n=80):
+    """``repr(name)``, clipped to about ``n`` characters for error messages."""
+    r = repr(name)
+    return r if len(r) <= n else f"{r[:n - 20]}...{r[-12:]} ({len(str(name))} characters)"
+
+
 def _frozen(a, dtype=float):
     a = np.array(a, dtype=dtype)
     a.setflags(write=False)
@@ -202,6 +216,7 @@ class Model:
                 raise ModelError(f"model {self.name!r}: {name} has {len(getattr(self, name))} entries, expected {NB}")
         if self.inertia.shape != (NB, 6, 6):
             raise ModelError(f"model {self.name!r}: inertia has shape {self.inertia.shape}, expected ({NB}, 6, 6)")
+        self._check_magnitudes(NB)
         for i, p in enumerate(self.parent):
             if not -1 <= p < i:
                 raise ModelError(f"model {self.name!r}: body {self.body_names[i]!r} has parent index {p}; "
@@ -297,6 +312,33 @@ class Model:
         arm = np.broadcast_to(np.asarray(armature, dtype=float), (self.nv,)) if np.ndim(armature) == 0 \
             else armature
         return dataclasses.replace(self, armature=arm)
+
+    def _check_magnitudes(self, NB):
+        """Finite parameters within :data:`MAX_LENGTH` and :data:`MAX_MASS` (else the dynamics overflows
+        to inf or NaN without a word)."""
+        who = f"model {self.name!r}"
+        g = self.gravity
+        if g.shape != (3,) or not np.all(np.isfinite(g)) or np.abs(g).max() > MAX_LENGTH:
+            raise ModelError(f"{who}: gravity must be 3 finite numbers of magnitude <= {MAX_LENGTH:g} m/s^2, "
+                             f"got {np.array2string(g, threshold=6)}")
+        limit = 1e3 * MAX_MASS * MAX_LENGTH ** 2     # room for m c^2 and for merged links
+        big = ~np.isfinite(self.inertia) | (np.abs(self.inertia) > limit)
+        bad = np.flatnonzero(big.reshape(NB, -1).any(-1) | (self.inertia[:, 5, 5] > MAX_MASS)) if NB else []
+        if len(bad):
+            i = int(bad[0])
+            raise ModelError(f"{who}: body {_short(self.body_names[i])}: its spatial inertia must be finite with "
+                             f"mass <= {MAX_MASS:g} kg and entries <= {limit:g} (1e3 MAX_MASS MAX_LENGTH^2); "
+                             f"got mass {self.inertia[i, 5, 5]:.6g}, largest entry {np.abs(self.inertia[i]).max():.6g}")
+        if NB == 0:
+            return
+        E = np.array([X.E for X in self.Xtree], float).reshape(NB, 9)
+        r = np.array([X.r for X in self.Xtree], float).reshape(NB, 3)
+        ok = np.isfinite(E).all(1) & np.isfinite(r).all(1) & (np.abs(r).max(1) <= MAX_LENGTH)
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            raise ModelError(f"{who}: body {_short(self.body_names[i])}: its joint placement Xtree must be "
+                             f"finite with a translation of at most {MAX_LENGTH:g} m, got translation "
+                             f"{np.array2string(r[i], threshold=6)}")
 
     def _checked_fixed_joints(self) -> tuple:
         out, names = [], set(self.joint_names)
@@ -590,6 +632,16 @@ class ModelBuilder:
         if not isinstance(joint, Joint):
             raise ModelError(f"model {self.name!r}: body {name!r}: joint must be a Joint, got {type(joint).__name__}")
         if inertia is None:
+            for what, x, bound in (("mass", mass, MAX_MASS), ("com", com, MAX_LENGTH),
+                                   ("rot_inertia", rot_inertia, MAX_MASS * MAX_LENGTH ** 2)):
+                try:
+                    a = None if x is None else np.asarray(x, float)
+                except (TypeError, ValueError):
+                    raise ModelError(f"model {self.name!r}: body {_short(name)}: {what} must be numbers") from None
+                if a is not None and not (np.all(np.isfinite(a)) and np.abs(a).max(initial=0) <= bound):
+                    raise ModelError(f"model {self.name!r}: body {_short(name)}: {what} must be finite with "
+                                     f"magnitude at most {bound:g} (MAX_MASS = {MAX_MASS:g} kg, MAX_LENGTH = "
+                                     f"{MAX_LENGTH:g} m)")
             inertia = mcI(0.0 if mass is None else mass, np.zeros(3) if com is None else com,
                           np.zeros((3, 3)) if rot_inertia is None else rot_inertia)
         Xtree = as_transform(Xtree, f"model {self.name!r}: body {name!r}: Xtree")
@@ -651,15 +703,34 @@ class ModelBuilder:
             for b in B:
                 n = getattr(b["joint"], size_attr)
                 val = b[key]
-                parts.append(np.full(n, fill) if val is None else np.broadcast_to(np.asarray(val, float), (n,)))
-            return np.concatenate(parts) if parts else np.zeros(0)
+                if val is None or np.ndim(val) == 0:            # the common case, without array calls
+                    parts += [fill if val is None else float(val)] * n
+                else:
+                    parts += list(np.broadcast_to(np.asarray(val, float), (n,)))
+            return np.array(parts, float)
 
         joint_index = {b["joint_name"]: i for i, b in enumerate(B)}
-        mimic = []
+        mimic, leader = [], {}
         for jn, mn, mul, off in self._mimic:
             if jn not in joint_index or mn not in joint_index:
                 raise ModelError(f"model {self.name!r}: mimic refers to unknown joint {jn if jn not in joint_index else mn!r}")
+            if not (np.isfinite(mul) and np.isfinite(off)):
+                raise ModelError(f"model {self.name!r}: mimic of joint {jn!r}: multiplier and offset must be finite")
+            if jn == mn:
+                raise ModelError(f"model {self.name!r}: joint {jn!r} mimics itself; a mimic names another joint")
+            if jn in leader:
+                raise ModelError(f"model {self.name!r}: joint {jn!r} mimics two joints, {leader[jn]!r} and {mn!r}")
+            leader[jn] = mn
             mimic.append(Mimic(joint_index[jn], joint_index[mn], mul, off))
+        for jn in leader:                           # q[a] = f(q[b]), q[b] = g(q[a]): no joint to follow
+            seen, k = [jn], leader[jn]
+            while k in leader and k not in seen:
+                seen.append(k)
+                k = leader[k]
+            if k in seen:
+                loop = seen[seen.index(k):] + [k]
+                raise ModelError(f"model {self.name!r}: mimic joints follow each other in a cycle "
+                                 f"({' -> '.join(map(repr, loop))}); one joint of the group must be independent")
         frames = []
         for fname, bname, X in self._frames:
             if bname not in index:

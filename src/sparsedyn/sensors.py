@@ -158,6 +158,8 @@ class Sensor:
         elif c.shape == (size,):
             C = np.diag(c)
         elif c.shape == (size, size):
+            if np.any(np.abs(c - c.T) > 1e-9 * np.max(np.abs(c), initial=0.0)):
+                raise ValueError(f"sensor {self.name!r}: the covariance matrix must be symmetric")
             C = 0.5 * (c + c.T)
         else:
             raise ValueError(f"sensor {self.name!r}: covariance of shape {c.shape}; expected a scalar, "
@@ -515,12 +517,16 @@ def sensor_from_dict(entry: dict, where="sensor file") -> Sensor:
     if t not in _TYPES:
         raise ValueError(f"{where}: sensor {name!r} has type {t!r}; expected one of {sorted(_TYPES)}")
     cls = _TYPES[t]
-    std = e.pop("std", None)
-    var = e.pop("variance", None)
-    if std is not None:
-        e["covariance"] = np.square(np.asarray(std, float))
-    elif var is not None:
-        e["covariance"] = var
+    if "std" in e:
+        if "covariance" in e:
+            raise ValueError(f"{where}: sensor {name!r}: give std or covariance, not both")
+        std = np.asarray(e.pop("std"), float)
+        if std.ndim > 1 or not np.all(np.isfinite(std)) or np.any(std <= 0):
+            raise ValueError(f"{where}: sensor {name!r}: std must be positive standard deviation(s) (a number "
+                             f"or one per component)")
+        e["covariance"] = np.square(std)
+    if "variance" in e:
+        raise ValueError(f"{where}: sensor {name!r}: give std (standard deviations) or covariance, not variance")
     if cls is ContactLoad and "selection" in e:
         e["components"] = e.pop("selection")
     if t == "load_cells" and "components" not in e:

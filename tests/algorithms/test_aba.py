@@ -183,3 +183,45 @@ def test_transmitted_articulated_inertia_has_structural_zeros_along_the_joint_ax
         for k in np.flatnonzero(np.count_nonzero(S, axis=0) == 1):
             e = np.flatnonzero(S[:, k])[0]
             assert not Ia[e].any() and not Ia[:, e].any()
+
+
+# --- models without a moving body; pivots of long chains -----------------------------------------
+
+def test_a_model_without_moving_bodies_gives_empty_results():
+    from erd import robots_dir
+    single = sd.load_urdf('<robot name="r"><link name="a"/></robot>')
+    iris = sd.load_urdf(robots_dir() / "iris_description/robots/iris_simple.urdf")                     # a drone: every link fixed to the base
+    for model in (single, iris):
+        assert model.nv == model.nq == model.nbodies == 0
+        for batch in ((), (4,)):
+            z = np.zeros(batch + (0,))
+            for fn in (sd.rnea, sd.aba, sd.fd_crb):
+                assert fn(model, z, z, z).shape == batch + (0,)
+            assert sd.bias(model, z, z).shape == sd.generalized_gravity(model, z).shape == batch + (0,)
+            assert sd.crba(model, z).shape == sd.minv(model, z).shape == batch + (0, 0)
+            assert sd.body_velocities(model, z, z).shape == batch + (0, 6)
+
+
+def heavy_rotor(M=1e11):
+    """A 1 kg hub on a revolute joint carrying, on a second revolute joint about the same axis and through
+    the same point, a rotor of mass M with its centre 1 m off the axis.  The rotor turns freely, so the
+    hub's articulated inertia about its axis is its own 0.02 kg m^2 however heavy the rotor, while the
+    largest articulated inertia entry grows like M (as the far end of a long chain does)."""
+    b = sd.ModelBuilder("heavy")
+    b.add_body("hub", None, sd.make_joint("revolute", (0, 0, 1)), mass=1.0, com=[0.1, 0, 0],
+               rot_inertia=np.eye(3) * 0.01)
+    b.add_body("rotor", "hub", sd.make_joint("revolute", (0, 0, 1)), mass=M, com=[1.0, 0, 0],
+               rot_inertia=np.eye(3) * M / 100)
+    return b.build()
+
+
+def test_small_pivot_next_to_large_articulated_inertia_is_not_singular(rng):
+    from conftest import rounding_bound
+    model = heavy_rotor()
+    q, v, a = random_state(model, rng)
+    tau = sd.rnea(model, q, v, a)
+    H = sd.crba(model, q)
+    bound = rounding_bound(model.nv, np.linalg.cond(H))            # H is as ill-conditioned as the masses
+    assert rel_err(sd.aba(model, q, v, tau), a) < bound
+    assert rel_err(sd.fd_crb(model, q, v, tau), a) < bound
+    assert rel_err(sd.minv(model, q) @ H, np.eye(2)) < bound

@@ -10,6 +10,7 @@ with the same factors (Estimator._lsq_finish) brings every state back to what a 
 import numpy as np
 
 import sparsedyn as sd
+from conftest import EPS
 from sparsedyn.estimation.casestudy import case_problems, consistent_state
 
 
@@ -31,9 +32,19 @@ def test_least_squares_is_accurate_at_ill_conditioned_states():
     assert unrefined.max() > 1e-9                     # what the basis alone gives there
     e = est.solve(q, qd, y)
     err = _rel(e.d, truth["d"])
-    assert err.max() < 1e-11 and np.median(err) < 1e-13
+    # what a backward-stable least-squares solve can promise with zero residual: 2 n eps cond(A) with
+    # A the full system at the state (Newton-Euler and every sensor row); checked at the worst states
+    from sparsedyn.sparse.assembly import SystemPattern
+    pat = SystemPattern(p.sparse_problem())
+
+    def bound(i):
+        A = p._dense(pat, q[i])
+        return 2 * A.shape[1] * EPS * np.linalg.cond(A)
+    worst = [int(i) for i in np.argsort(err)[-3:]]
+    assert all(err[i] <= bound(i) for i in worst)
+    assert unrefined.max() > 10 * bound(int(np.argmax(unrefined)))    # unrefined: beyond a stable solve
     assert np.all(e.chi2 < 1e-12)                      # noise-free data: a zero residual
     # the refined estimate equals the dense constrained least squares at the worst unrefined state
     i = int(np.argmax(unrefined))
     dense = est.dense_reference(q[i], qd[i], y[i])[0]
-    assert _rel(dense, truth["d"][i]) < 1e-11 and _rel(e.d[i], dense) < 1e-11
+    assert _rel(dense, truth["d"][i]) <= bound(i) and _rel(e.d[i], dense) <= 2 * bound(i)

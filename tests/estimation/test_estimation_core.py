@@ -1,5 +1,7 @@
 """Estimation from sensors (issue 5): exactness, verdicts, least squares, bad input."""
 
+import warnings
+
 import numpy as np
 import pytest
 from conftest import rel_err
@@ -308,3 +310,36 @@ def test_bad_measurement_vectors_are_named(cases, solvers):
         prob.pack(nope=np.zeros(6))
     parts = prob.unpack(y)
     assert np.array_equal(prob.pack(**parts), y)
+
+
+def standing_case(model, n=1):
+    """The ankle-F/T example file's problem at the standing pose (soles flat: the static order's pivot
+    vanishes there and the dense fallback answers) with consistent noise-free measurements."""
+    from pathlib import Path
+    from sparsedyn.estimation import problem_from_file
+    p = problem_from_file(model, Path(__file__).parents[2] / "examples" / "humanoid_ankle_ft.toml")
+    q0 = np.broadcast_to(sd.humanoid_standing_configuration(), (n, model.nq))
+    q, qd, qdd, w = consistent_state(p, np.random.default_rng(3), q=q0, batch=(n,))
+    y, truth = p.measurements(q, qd, qdd, w)
+    return p, q, qd, y, truth
+
+
+def truth_bound(p, q, d):
+    from conftest import solve_bound
+    from sparsedyn.sparse.assembly import SystemPattern
+    A = p._dense(SystemPattern(p.sparse_problem()), q)
+    return solve_bound(A, d)
+
+
+def test_standing_pose_takes_the_dense_fallback(humanoid):
+    p, q, qd, y, truth = standing_case(humanoid, 3)
+    e = p.compile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.sparse.SparsePivotWarning)
+        _, info, _ = e.structure._solve(q, qd, p.sparse_values(y), None, "auto")
+    assert info.fallback.all()                           # the static order fails at this very state
+    bound = truth_bound(p, q[0], truth["d"][0])
+    single = e.solve(q[0], qd[0], y[0])                  # one state (a 0-d batch)
+    assert single.d.shape == (e.n,) and rel_err(single.d, truth["d"][0]) <= bound
+    batched = e.solve(q, qd, y)                          # a batch of such states
+    assert batched.d.shape == (3, e.n) and rel_err(batched.d, truth["d"]) <= bound

@@ -96,10 +96,10 @@ def test_sensor_files_toml_and_json(tmp_path):
     # errors name the file and the sensor
     bad = TOML.replace('type = "force_torque"\nname = "r_ft"', 'type = "torque_sensor"\nname = "r_ft"')
     (tmp_path / "bad.toml").write_text(bad)
-    with pytest.raises(ValueError, match="bad.toml: sensor 'r_ft' has type 'torque_sensor'"):
+    with pytest.raises(est.SensorFileError, match=r"bad.toml: sensor\[1\] 'r_ft': type must be one of .*, got 'torque_sensor'"):
         est.load_sensors(tmp_path / "bad.toml")
     (tmp_path / "bad2.toml").write_text(TOML.replace('joint = "r_ankle_roll"', 'joint = "r_ankle"'))
-    with pytest.raises(KeyError, match="sensor 'r_ft'.*no joint 'r_ankle'"):
+    with pytest.raises(est.SensorFileError, match="bad2.toml: sensor 'r_ft'.*no joint 'r_ankle'"):
         est.problem_from_file(model, tmp_path / "bad2.toml")
     (tmp_path / "ill.json").write_text(json.dumps({"contacts": ["l_sole", "r_sole"], "sensors": [
         {"type": "load_cells", "name": "lc", "frame": "l_sole"}, {"type": "load_cells", "name": "rc", "frame": "r_sole"}]}))

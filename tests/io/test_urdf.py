@@ -407,9 +407,9 @@ def test_negative_eigenvalue_tolerance_is_relative_to_the_robot():
 
 def test_file_errors(tmp_path):
     missing = tmp_path / "missing.urdf"
-    with pytest.raises(UrdfError, match=f"^{re.escape(str(missing))}: file not found$"):
+    with pytest.raises(UrdfError, match=f"^{re.escape(str(missing))}: cannot read the URDF file: file not found$"):
         load_urdf(missing)
-    with pytest.raises(UrdfError, match=f"^{re.escape(str(tmp_path))}: cannot read file"):
+    with pytest.raises(UrdfError, match=f"^{re.escape(str(tmp_path))}: is a directory; expected a regular URDF file"):
         load_urdf(tmp_path)
     bad = tmp_path / "bad.urdf"
     bad.write_text('<robot name="r">\n  <link name="a">\n</robot>\n')

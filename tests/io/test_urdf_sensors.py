@@ -204,7 +204,12 @@ def test_idyntree_top_level_sensor_tags():
     m = load_urdf(hanging(top.format(yaw=0.5, frame="sensor")))
     (s,) = m.sensors
     assert (s.name, s.joint, s.direction) == ("ft_top", "ft", "parent_to_child")
-    np.testing.assert_allclose(s.rotation, sp.rpy_to_rot([0, 0, 0.5]))
+    # iDynTree's rule: the sensor frame is the <origin> pose in the child link frame (here a yaw), a named
+    # frame on the merged body (the comparison with iDynTree itself: test_urdf_idyntree.py)
+    assert s.rotation is None and s.frame == "ft_top"
+    R, p = sp.pose(sp.compose(m.frames[m.frame("ft_top")].X, sp.inverse(m.frames[m.frame("lower")].X)))
+    np.testing.assert_allclose(R, sp.rpy_to_rot([0, 0, 0.5]), atol=1e-15)
+    np.testing.assert_allclose(p, 0, atol=1e-15)
     # a joint described by both tags is one device, named by <gazebo>
     m = load_urdf(hanging(top.format(yaw=0, frame="child") + gz()))
     assert [x.name for x in m.sensors] == ["ft_sensor"]

@@ -33,6 +33,8 @@ motion), ``D_i`` is singular and forward dynamics is undefined;
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import _checks
@@ -43,6 +45,7 @@ from .rnea import armature_of
 from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure, transform_inertia
 
 __all__ = ["aba", "aba_kernel", "articulated_transmitted", "mirror_upper", "SingularInertiaError", "PIVOT_RTOL",
+           "own_inertia_scales",
            "pivot_checker", "float_checker"]
 
 #: A pivot of ``D_i = S_i^T IA_i S_i`` at most ``PIVOT_RTOL * max|IA_i|`` counts as singular.
@@ -150,6 +153,8 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
             a1 = apply_motion(Xup[i], a[p]) + c[i]
         qdd[i] = _mv(Dinv[i], u[i] - _mv(np.swapaxes(U[i], -1, -2), a1))
         a[i] = a1 + _mv(S[i], qdd[i])
+    if NB == 0:                                   # no moving body: nv = 0
+        return np.zeros(q.shape[:-1] + (0,), dtype=np.result_type(q, qd, tau))
     shape = np.broadcast_shapes(*(x.shape[:-1] for x in qdd))
     out = np.zeros(shape + (model.nv,), dtype=np.result_type(*(x.dtype for x in qdd)))
     for i in range(NB):
@@ -157,12 +162,50 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
     return out
 
 
+def own_inertia_scales(model):
+    """Per body ``i``: ``max|I_i| max(1, max|S_i|)^2`` where the body's own inertia ``S_i^T I_i S_i``
+    is positive definite (relative to ``PIVOT_RTOL``), else None.
+
+    ``D_i = S_i^T I_i S_i + sum over children of S_i^T (X^T Ia X) S_i`` with every term positive
+    semidefinite, so a body with inertia along each of its joint's dofs keeps ``D_i`` away from zero
+    however large its subtree: its pivots are compared with its own inertia, not with the largest
+    articulated inertia entry (the far end of a long chain makes that entry grow like ``L^3``
+    while the pivot stays the size of one link).  Only a joint whose body has no inertia along its
+    motion can have ``D_i`` vanish, and only through the children; those pivots are compared with
+    ``max|IA_i|``.  Model constants: computed once per model.
+    """
+    cached = _OWN_SCALES.get(model)
+    if cached is not None:
+        return cached
+    out = []
+    for i, joint in enumerate(model.joints):
+        S = np.asarray(joint.motion_subspace(), dtype=float)
+        Smax = max(1.0, float(np.max(np.abs(S), initial=0.0)))
+        I = np.asarray(rigid_structure(model.inertia[i]), dtype=float)
+        scale = float(np.max(np.abs(I), initial=0.0)) * Smax ** 2
+        own = S.T @ I @ S
+        ok = own.size == 0 or (scale > 0 and np.linalg.eigvalsh(own).min() > 1e3 * PIVOT_RTOL * scale)
+        out.append(scale if ok and scale > 0 else None)
+    _OWN_SCALES[model] = out
+    return out
+
+
+_OWN_SCALES = weakref.WeakKeyDictionary()      # model -> own_inertia_scales (models are frozen)
+
+
 def float_checker(model):
     """``check(i, IA_i)`` for :func:`aba_kernel` on float input: pivots of ``D_i`` are compared
-    with ``max|IA_i| * max(1, max|S_i|)^2``."""
+    with the body's own inertia where it has inertia along the joint's motion
+    (:func:`own_inertia_scales`), else with ``max|IA_i| * max(1, max|S_i|)^2``."""
+    own = own_inertia_scales(model)
+
     def check(i, IA):
-        Smax = max(1.0, float(np.max(np.abs(model.joints[i].motion_subspace()), initial=0.0)))
-        scale = np.max(np.abs(np.asarray(IA, dtype=float)), axis=(-2, -1)) * Smax ** 2
+        IA = np.asarray(IA, dtype=float)
+        if own[i] is not None:
+            scale = np.full(IA.shape[:-2], own[i])
+        else:
+            Smax = max(1.0, float(np.max(np.abs(model.joints[i].motion_subspace()), initial=0.0)))
+            scale = np.max(np.abs(IA), axis=(-2, -1)) * Smax ** 2
         return pivot_checker(model, i, scale)
     return check
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from .aba import pivot_checker
+from .aba import own_inertia_scales, pivot_checker
 from .crba import bias_kernel, crba_kernel
 from .ltdl import dof_lambda, ltdl, ltdl_solve
 
@@ -36,12 +36,18 @@ def fd_crb_kernel(model, q, v, tau, f_ext=None, gravity=None, check=None):
 
 
 def ltdl_checker(model, H):
-    """Pivot check for float input: ``D_k <= aba.PIVOT_RTOL * max|H|`` (``H`` numerically singular)
-    raises :class:`~sparsedyn.algorithms.aba.SingularInertiaError` naming the joint of dof ``k``."""
-    scale = np.max(np.abs(H), axis=(-2, -1))
+    """Pivot check for float input: ``D_k <= aba.PIVOT_RTOL * scale`` (``H`` numerically singular)
+    raises :class:`~sparsedyn.algorithms.aba.SingularInertiaError` naming the joint of dof ``k``.
+
+    The LTDL pivots of ``H`` are the articulated inertias ``D_i`` of ABA, so the scale is the same:
+    the body's own inertia where it has inertia along its joint's motion, else ``max|H|``
+    (:func:`~sparsedyn.algorithms.aba.own_inertia_scales`)."""
+    Hmax = np.max(np.abs(H), axis=(-2, -1), initial=0.0)
+    own = own_inertia_scales(model)
 
     def check(k, pivot):
         i = int(model.dof_body[k])
+        scale = Hmax if own[i] is None else np.full(np.shape(Hmax), own[i])
         pivot_checker(model, i, scale, what="joint-space inertia H (its LTDL pivot)")(k - int(model.v_start[i]), pivot)
     return check
 

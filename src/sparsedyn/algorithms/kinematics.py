@@ -126,6 +126,8 @@ def body_velocities(model, q, v):
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
     Xup, S = joint_transforms(model, q)
     vb = _body_velocities(model, Xup, S, v)
+    if not vb:                                    # no moving body
+        return np.zeros(shape + (0, 6), dtype=np.result_type(q, v))
     return np.stack([np.broadcast_to(x, shape + (6,)) for x in vb], -2)
 
 

@@ -78,6 +78,8 @@ def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
 def rnea_kernel(model, q, qd, qdd, f_ext=None, gravity=None):
     """Unchecked RNEA: ``tau`` (..., nv); arrays of any backend with common leading axes."""
     tau = rnea_passes(model, q, qd, qdd, f_ext, gravity)[3]
+    if not tau:                                   # no moving body: nothing to move, nv = 0
+        return np.zeros(q.shape[:-1] + (0,), dtype=np.result_type(q, qd, qdd))
     shape = np.broadcast_shapes(*(t.shape[:-1] for t in tau))
     return np.concatenate([np.broadcast_to(t, shape + t.shape[-1:]) for t in tau], -1)
 

@@ -45,7 +45,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..io.files import read_table
+from ..io.files import clip, read_table, shorten
+from ..model import ModelError
 from ..spatial import rpy_to_rot
 from .base import ConstraintSet
 from .coupling import JointCoupling, mimic_constraints
@@ -80,12 +81,18 @@ def _read(path: Path) -> dict:
 
 def _numbers(where, value, shape):
     try:
+        if isinstance(value, (bool, str)) or _has_bool(value):
+            raise TypeError
         a = np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ConstraintError(f"{where}: expected numbers of shape {shape}, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ConstraintError(f"{where}: expected numbers of shape {shape}, got {clip(value)}") from None
     if a.shape != shape or not np.all(np.isfinite(a)):
-        raise ConstraintError(f"{where}: expected finite numbers of shape {shape}, got {value!r}")
+        raise ConstraintError(f"{where}: expected finite numbers of shape {shape}, got {clip(value)}")
     return a
+
+
+def _has_bool(value):
+    return isinstance(value, bool) or (isinstance(value, list) and any(_has_bool(v) for v in value[:16]))
 
 
 def _placement(where, p):
@@ -116,7 +123,12 @@ def _entry(model, k, e, where):
         raise ConstraintError(f"{where} ({kind}): unknown keys {sorted(set(e) - allowed)}; allowed: {sorted(allowed)}")
     if required - set(e):
         raise ConstraintError(f"{where} ({kind}): missing {sorted(required - set(e))}")
-    name = str(e.get("name", f"{kind}{k}"))
+    name = e.get("name", f"{kind}{k}")
+    if not isinstance(name, str):
+        raise ConstraintError(f"{where} ({kind}): name must be a string, got {clip(name)}")
+    for key in ("frame_a", "frame_b", "frame", "joint", "mimicked", "axes"):
+        if key in e and not isinstance(e[key], str):
+            raise ConstraintError(f"{where} ({kind}): {key} must be a string (a name), got {clip(e[key])}")
     try:
         if kind == "point":
             return PointCoincidence(model, e["frame_a"], e.get("frame_b"), e.get("point_a"), e.get("point_b"),
@@ -129,8 +141,8 @@ def _entry(model, k, e, where):
                                  e.get("height", 0.0), name=name)
         return JointCoupling(model, e["joint"], e["mimicked"], e.get("multiplier", 1.0), e.get("offset", 0.0),
                              name=name)
-    except ConstraintError as err:
-        raise ConstraintError(f"{where}: {err}") from None
+    except (ValueError, TypeError, KeyError, OverflowError) as err:     # ConstraintError is a ValueError
+        raise ConstraintError(f"{where}: {shorten(str(err), 500)}") from None
 
 
 def _parse(model, doc, label):
@@ -139,11 +151,14 @@ def _parse(model, doc, label):
     if set(doc) - _TOP:
         raise ConstraintError(f"{label}: unknown top-level keys {sorted(set(doc) - _TOP)}; allowed: {sorted(_TOP)}")
     if doc.get("format", FORMAT) != FORMAT:
-        raise ConstraintError(f"{label}: format must be {FORMAT!r}, got {doc.get('format')!r}")
+        raise ConstraintError(f"{label}: format must be {FORMAT!r}, got {clip(doc.get('format'))}")
     if doc.get("version", VERSION) != VERSION:
-        raise ConstraintError(f"{label}: version {doc.get('version')!r} is not supported (this reader: {VERSION})")
+        raise ConstraintError(f"{label}: version {clip(doc.get('version'))} is not supported (this reader: {VERSION})")
     if "gravity" in doc:
-        model = dataclasses.replace(model, gravity=_numbers(f"{label}: gravity", doc["gravity"], (3,)))
+        try:
+            model = dataclasses.replace(model, gravity=_numbers(f"{label}: gravity", doc["gravity"], (3,)))
+        except ModelError as err:
+            raise ConstraintError(f"{label}: gravity: {err}") from None
     entries = doc.get("constraints", [])
     if not isinstance(entries, list):
         raise ConstraintError(f"{label}: constraints must be a list/array of tables")
@@ -155,12 +170,12 @@ def _parse(model, doc, label):
             raise ConstraintError(f"{label}: actuated must be a list of joint names")
         for a in actuated:
             if a not in model.joint_names:
-                raise ConstraintError(f"{label}: actuated joint {a!r} is not a joint of model {model.name!r}")
+                raise ConstraintError(f"{label}: actuated joint {clip(a)} is not a joint of model {model.name!r}")
         actuated = tuple(actuated)
     try:
         return ClosedLoop(model, ConstraintSet(model, items), actuated)
-    except ConstraintError as err:
-        raise ConstraintError(f"{label}: {err}") from None
+    except (ValueError, TypeError, KeyError) as err:
+        raise ConstraintError(f"{label}: {shorten(str(err), 500)}") from None
 
 
 def load_constraints(source, model) -> ClosedLoop:

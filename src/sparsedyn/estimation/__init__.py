@@ -21,12 +21,12 @@ from ..sensors import (COMPONENTS, LOAD_CELLS, Accelerometer, Contact, ContactLo
 from .problem import (RANK_RTOL, Estimate, EstimationProblem, Estimator, IllPosedError, StateSingularError,
                       Verdict)
 from .truth import newton_euler, pack_d
-from .files import load_sensors, problem_from_file
+from .files import SensorFileError, load_sensors, problem_from_file
 from .casestudy import case_problems, estimate_report, estimation_demo
 from .imu import frame_proper_acceleration, imu_base_state
 
 __all__ = ["COMPONENTS", "LOAD_CELLS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
            "KnownWrench", "Accelerometer", "Prior", "Contact", "EstimationProblem", "Estimator", "Estimate",
            "Verdict", "IllPosedError", "StateSingularError", "RANK_RTOL", "newton_euler", "pack_d",
-           "load_sensors", "problem_from_file", "case_problems", "estimate_report", "estimation_demo",
+           "SensorFileError", "load_sensors", "problem_from_file", "case_problems", "estimate_report", "estimation_demo",
            "imu_base_state", "frame_proper_acceleration"]

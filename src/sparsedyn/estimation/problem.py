@@ -811,8 +811,10 @@ class Estimator:
         d, bad, _ = self._sparse_solve(self.structure, q, v, self.problem.sparse_values(y), gravity)
         if np.any(bad):
             d = np.zeros(batch + (self.n,)) if d is None else np.array(d)
-            for idx in (tuple(int(i) for i in t) for t in zip(*np.nonzero(bad))):
-                d[idx] = self._dense_state(q[idx], v[idx], y[idx], gravity, idx)
+            bad = np.broadcast_to(bad, batch)
+            for idx in np.ndindex(*batch):             # () for one state: np.nonzero refuses 0-d arrays
+                if bad[idx]:
+                    d[idx] = self._dense_state(q[idx], v[idx], y[idx], gravity, idx)[0]
         return d
 
     def _lsq(self, q, v, y, gravity, batch, want_cov):
@@ -840,7 +842,7 @@ class Estimator:
                 cov = np.swapaxes(Nt, -1, -2) @ cu @ Nt
         if np.any(bad_states):
             d, chi2 = np.array(d), np.array(chi2, dtype=float)
-            for idx in (tuple(int(i) for i in t) for t in zip(*np.nonzero(bad_states))):
+            for idx in (i for i in np.ndindex(*batch) if bad_states[i]):
                 out = self._dense_state(q[idx], v[idx], y[idx], gravity, idx, want_cov)
                 d[idx] = out[0]
                 chi2[idx] = out[2]

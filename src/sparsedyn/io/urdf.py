@@ -59,10 +59,20 @@ Frames and conventions
   and from iDynTree's top-level ``<sensor name type="force_torque"><parent
   joint="..."/>`` (same ``<force_torque>`` content, ``<origin>`` for the sensor
   frame) on joints that have no such ``<gazebo>`` sensor (a joint with both is
-  one device, named by the ``<gazebo>`` tag).  As in Gazebo, the torque is
-  always about the joint origin (the child link origin); ``<frame>`` only picks
-  the axes: ``child`` (default) the child link's, ``parent`` the parent link's,
-  ``sensor`` the ``<pose>`` rotation relative to the joint frame.
+  one device, named by the ``<gazebo>`` tag).  Each tag follows its own
+  dialect's rule for the point the torque is taken about:
+
+  - ``<gazebo>`` (Gazebo's rule): the torque is always about the joint origin
+    (the child link origin); ``<frame>`` only picks the axes: ``child``
+    (default) the child link's, ``parent`` the parent link's, ``sensor`` the
+    ``<pose>`` rotation relative to the joint frame.
+  - top-level ``<sensor>`` (iDynTree's rule, as its URDF parser builds the
+    sensor frame): ``child`` (default) the child link frame; ``sensor`` the
+    frame ``<origin xyz rpy>`` placed in the child link frame, torque about
+    its origin; ``parent`` the parent link frame, torque about the parent
+    link's origin.  A ``sensor`` frame becomes a named frame of the model (the
+    sensor's name, or ``<name>_frame`` if that name is taken), which the
+    sensor's ``frame`` refers to.
   ``<measure_direction>``: ``child_to_parent`` (default: the wrench the child
   exerts on the parent) or ``parent_to_child``.  Sensors of other types and all
   other gazebo content are ignored.  Unsupported but valid sensors are skipped
@@ -76,6 +86,14 @@ Frames and conventions
 
 A URDF is untrusted input: it is parsed with ``defusedxml`` and every problem
 raises one :class:`UrdfError` naming the source, the element and the problem.
+Only regular files of at most 16 MiB are read (``max_bytes=`` or the environment
+variable ``SPARSEDYN_MAX_FILE_BYTES`` change the limit; :mod:`sparsedyn.io.files`),
+values echoed in messages are clipped, and numbers must be finite and within the
+model's range: lengths (``xyz``, centres of mass) at most ``MAX_LENGTH`` = 1e9 m,
+masses at most ``MAX_MASS`` = 1e20 kg, inertia entries at most ``MAX_MASS *
+MAX_LENGTH^2`` (:mod:`sparsedyn.model`), so that no dynamics result overflows to
+inf or NaN.  A joint that mimics itself, or mimic joints that follow each other
+in a cycle, are refused.
 """
 
 from __future__ import annotations
@@ -94,7 +112,8 @@ import numpy as np
 
 from .. import spatial
 from ..joints import make_joint
-from ..model import Model, ModelBuilder, ModelError
+from ..model import MAX_LENGTH, MAX_MASS, Model, ModelBuilder, ModelError
+from .files import clip, clip_list, max_file_bytes, read_bytes, shorten
 from ..sensors import ForceTorque
 
 __all__ = ["load_urdf", "to_urdf", "UrdfError", "UrdfWarning"]
@@ -114,6 +133,9 @@ _NONFINITE = re.compile(r"[+-]?(?:nan|inf|infinity)\Z", re.IGNORECASE)
 class UrdfError(ModelError):
     """A URDF that cannot be loaded; the message names the file, the element and the problem."""
 
+    def __init__(self, message):
+        super().__init__(shorten(str(message)))
+
 
 class UrdfWarning(UserWarning):
     """A URDF that loads but has physically implausible data."""
@@ -121,24 +143,30 @@ class UrdfWarning(UserWarning):
 
 # --- reading ----------------------------------------------------------------------
 
-def _read_xml(source):
+def _read_xml(source, max_bytes=None):
     """``(label, root element)``; ``label`` is the path or ``'<string>'`` for error messages."""
     head = source.lstrip("\ufeff \t\r\n") if isinstance(source, str) else ""
     if head.startswith("<"):
         # An XML declaration must open the document; otherwise keep the text so line numbers stay right.
         label, text = "<string>", head if head.startswith("<?xml") else source
+        limit = max_file_bytes(max_bytes)
+        if len(text) > limit:
+            raise UrdfError(f"<string>: the URDF has {len(text)} characters, more than the limit of {limit} "
+                            f"(pass max_bytes= or set SPARSEDYN_MAX_FILE_BYTES to read larger ones)")
     elif isinstance(source, (str, os.PathLike)):
         label = os.fspath(source)
-        try:
-            text = Path(label).read_bytes()
-        except FileNotFoundError:
-            raise UrdfError(f"{label}: file not found") from None
-        except OSError as e:
-            raise UrdfError(f"{label}: cannot read file: {e.strerror or e}") from None
+        if not isinstance(label, str):
+            label = os.fsdecode(label)
+        text = read_bytes(label, UrdfError, "URDF file", max_bytes)
     else:
         raise TypeError(f"load_urdf: expected a path or a URDF XML string, got {type(source).__name__}")
     try:
         root = DET.fromstring(text)
+    except (LookupError, UnicodeError) as e:      # an unknown or wrong encoding in the XML declaration
+        raise UrdfError(f"{label}: cannot decode the XML: {e}; URDF files are UTF-8 (or a declared "
+                        f"encoding that Python knows)") from None
+    except RecursionError:
+        raise UrdfError(f"{label}: malformed XML: elements nested too deeply") from None
     except ET.ParseError as e:
         line, col = e.position
         reason = re.sub(r": line \d+, column \d+$", "", str(e))
@@ -152,6 +180,11 @@ def _read_xml(source):
     if root.tag != "robot":
         raise UrdfError(f"{label}: root element is <{root.tag}>, expected <robot>")
     return label, root
+
+
+_ZERO3 = (0.0, 0.0, 0.0)
+_EYE3 = np.eye(3)
+_EYE3.setflags(write=False)
 
 
 class _Parser:
@@ -169,32 +202,49 @@ class _Parser:
             self.fail(where, f"missing required attribute {attr!r}")
         return value
 
-    def floats(self, el, attr, where, n, default=None):
-        """``n`` whitespace-separated finite numbers; ``default`` if the attribute is absent."""
+    def floats(self, el, attr, where, n, default=None, bound=MAX_LENGTH, unit="m"):
+        """``n`` whitespace-separated finite numbers of magnitude at most ``bound`` (None: any finite
+        value); ``default`` if the attribute is absent."""
         text = el.get(attr)
         if text is None:
             if default is None:
                 self.fail(where, f"missing required attribute {attr!r}")
             return np.array(default, float)
         tokens = text.split()
-        for t in tokens:
-            if _NONFINITE.match(t):
-                self.fail(where, f"{attr}={text!r}: NaN and infinite values are not allowed")
-            if not _NUMBER.match(t):
-                self.fail(where, f"{attr}={text!r}: {t!r} is not a number")
         if len(tokens) != n:
-            self.fail(where, f"{attr}={text!r}: expected {n} number{'s' if n > 1 else ''}, got {len(tokens)}")
-        values = np.array([float(t) for t in tokens])
-        if not np.all(np.isfinite(values)):
-            self.fail(where, f"{attr}={text!r}: value out of floating-point range")
+            self.fail(where, f"{attr}={clip(text)}: expected {n} number{'s' if n > 1 else ''}, got "
+                             f"{len(tokens) if len(tokens) < 10 else 'more'}")
+        return np.array(self._values(tokens, text, attr, where, bound, unit))
+
+    def _values(self, tokens, text, attr, where, bound, unit):
+        values = []
+        for t in tokens:
+            if not _NUMBER.match(t):
+                if _NONFINITE.match(t):
+                    self.fail(where, f"{attr}={clip(text)}: NaN and infinite values are not allowed")
+                self.fail(where, f"{attr}={clip(text)}: {clip(t, 40)} is not a number")
+            x = float(t)
+            if not math.isfinite(x):
+                self.fail(where, f"{attr}={clip(text)}: value out of floating-point range")
+            if bound is not None and abs(x) > bound:
+                self.fail(where, f"{attr}={clip(text)}: {t} is out of range (magnitude at most {bound:g} {unit})")
+            values.append(x)
         return values
 
-    def scalar(self, el, attr, where, default=None):
-        return float(self.floats(el, attr, where, 1, None if default is None else [default])[0])
+    def scalar(self, el, attr, where, default=None, bound=MAX_LENGTH, unit="m"):
+        text = el.get(attr)
+        if text is None:
+            if default is None:
+                self.fail(where, f"missing required attribute {attr!r}")
+            return float(default)
+        tokens = text.split()
+        if len(tokens) != 1:
+            self.fail(where, f"{attr}={clip(text)}: expected 1 number, got {len(tokens) if len(tokens) < 10 else 'more'}")
+        return self._values(tokens, text, attr, where, bound, unit)[0]
 
     def limit(self, el, attr, where, default=None):
         """A limit value; the largest double stands for infinity (see the module docstring)."""
-        x = self.scalar(el, attr, where, default)
+        x = self.scalar(el, attr, where, default, bound=None)
         return math.copysign(math.inf, x) if abs(x) >= DBL_MAX else x
 
     def origin(self, parent, where):
@@ -203,7 +253,9 @@ class _Parser:
         if el is None:
             return np.eye(3), np.zeros(3)
         where = f"{where} <origin>"
-        return spatial.rpy_to_rot(self.floats(el, "rpy", where, 3, [0, 0, 0])), self.floats(el, "xyz", where, 3, [0, 0, 0])
+        rpy = self.floats(el, "rpy", where, 3, _ZERO3, bound=MAX_LENGTH, unit="rad")
+        R = _EYE3 if rpy is _ZERO3 or not rpy.any() else spatial.rpy_to_rot(rpy)
+        return R, self.floats(el, "xyz", where, 3, _ZERO3)
 
 
 def _parse_link(P, el):
@@ -211,7 +263,7 @@ def _parse_link(P, el):
     name = P.name(el, "<link>")
     inertial = el.find("inertial")
     if inertial is None:
-        return name, np.zeros((6, 6)), np.zeros(3)
+        return name, np.zeros((6, 6)), np.zeros((3, 3))
     where = f"link {name!r} <inertial>"
     R, com = P.origin(inertial, where)
     mass_el, inertia_el = inertial.find("mass"), inertial.find("inertia")
@@ -219,12 +271,26 @@ def _parse_link(P, el):
         P.fail(where, "missing required element <mass>")
     if inertia_el is None:
         P.fail(where, "missing required element <inertia>")
-    m = P.scalar(mass_el, "value", f"{where} <mass>")
+    m = P.scalar(mass_el, "value", f"{where} <mass>", bound=MAX_MASS, unit="kg")
     if m < 0:
         P.fail(where, f"negative mass {m}")
-    ixx, ixy, ixz, iyy, iyz, izz = (P.scalar(inertia_el, k, f"{where} <inertia>") for k in INERTIA_KEYS)
+    ixx, ixy, ixz, iyy, iyz, izz = (P.scalar(inertia_el, k, f"{where} <inertia>", bound=MAX_MASS * MAX_LENGTH ** 2,
+                                             unit="kg m^2") for k in INERTIA_KEYS)
     I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    return name, spatial.mcI(m, com, R @ I @ R.T), np.linalg.eigvalsh(I)
+    return name, _spatial_inertia(m, com, I if R is _EYE3 else R @ I @ R.T), I
+
+
+def _spatial_inertia(m, c, Ic):
+    """:func:`sparsedyn.spatial.mcI` for one float body, the same operations without batch machinery
+    (a URDF of thousands of links calls it once per link)."""
+    cx, cy, cz = c
+    C = np.array([[0.0, -cz, cy], [cz, 0.0, -cx], [-cy, cx, 0.0]])
+    out = np.zeros((6, 6))
+    out[:3, :3] = Ic + m * (C @ C.T)
+    out[:3, 3:] = m * C
+    out[3:, :3] = m * C.T
+    out[3, 3] = out[4, 4] = out[5, 5] = m
+    return out
 
 
 def _check_moments(P, moments, invalid_inertia):
@@ -291,8 +357,8 @@ class _JointSpec:
         mimic_el = el.find("mimic")
         if mimic_el is not None:
             mw = f"{where} <mimic>"
-            self.mimic = (P.name(mimic_el, mw, "joint"), P.scalar(mimic_el, "multiplier", mw, 1.0),
-                          P.scalar(mimic_el, "offset", mw, 0.0))
+            self.mimic = (P.name(mimic_el, mw, "joint"), P.scalar(mimic_el, "multiplier", mw, 1.0, unit=""),
+                          P.scalar(mimic_el, "offset", mw, 0.0, unit=""))
 
 
 def _topology(P, links, joints):
@@ -314,7 +380,7 @@ def _topology(P, links, joints):
         P.fail("<robot>", "no root link: every link is some joint's child (the joints form a cycle)")
     if len(roots) > 1:
         P.fail("<robot>", f"{len(roots)} root links (links that are no joint's child): "
-                          f"{', '.join(repr(r) for r in roots)}; a URDF has exactly one")
+                          f"{clip_list(roots)}; a URDF has exactly one")
     reached, stack = set(), [roots[0]]
     while stack:
         link = stack.pop()
@@ -322,8 +388,8 @@ def _topology(P, links, joints):
         stack.extend(j.child for j in children[link])
     if len(reached) != len(links):
         cyc = [name for name in links if name not in reached]
-        P.fail("<robot>", f"links {', '.join(repr(c) for c in cyc)} form a cycle not connected to the root link "
-                          f"{roots[0]!r}")
+        P.fail("<robot>", f"links {clip_list(cyc)} form a cycle not connected to the root link "
+                          f"{clip(roots[0])}")
     # urdfdom stores joints in a std::map keyed by name: children come out sorted (byte order = code points).
     return roots[0], {name: sorted(js, key=lambda j: j.name) for name, js in children.items()}
 
@@ -357,7 +423,7 @@ def _text(P, el, tag, where, allowed, default):
         return default
     value = (sub.text or "").strip()
     if value not in allowed:
-        P.fail(f"{where} <{tag}>", f"{value!r}; expected one of {', '.join(repr(a) for a in allowed)}")
+        P.fail(f"{where} <{tag}>", f"{clip(value)}; expected one of {', '.join(repr(a) for a in allowed)}")
     return value
 
 
@@ -369,7 +435,7 @@ def _ft_sensors(P, robot, links, joints, body_of):
     """
     specs, on_joint = [], set()
 
-    def add(name, ref, ft, R, where):
+    def add(name, ref, ft, R, where, dialect="gazebo"):
         if ref is None:
             P.fail(where, "a force_torque sensor needs the name of the joint it measures across "
                           "(<gazebo reference=\"JOINT\">, or <parent joint=\"JOINT\"/> in a top-level <sensor>)")
@@ -383,8 +449,9 @@ def _ft_sensors(P, robot, links, joints, body_of):
         for other in specs:
             if other["name"] == name:
                 P.fail(where, f"sensor name {name!r} is used twice (also {other['where']})")
-        specs.append(dict(name=name, joint=ref, frame=frame, direction=direction,
-                          R=R() if frame == "sensor" else None, where=where))
+        pose = R() if frame == "sensor" else None
+        specs.append(dict(name=name, joint=ref, frame=frame, direction=direction, dialect=dialect,
+                          R=pose if dialect == "gazebo" else None, pose=pose, where=where))
 
     for gz in robot.findall("gazebo"):
         ref = gz.get("reference")
@@ -400,8 +467,9 @@ def _ft_sensors(P, robot, links, joints, body_of):
                 if pose_el is None:
                     return np.eye(3)
                 tokens = (pose_el.text or "").split()
-                if len(tokens) != 6 or not all(_NUMBER.match(t) for t in tokens):
-                    P.fail(f"{where} <pose>", f"{pose_el.text!r}: expected 6 numbers (x y z roll pitch yaw)")
+                if len(tokens) != 6 or not all(_NUMBER.match(t) and abs(float(t)) <= MAX_LENGTH for t in tokens):
+                    P.fail(f"{where} <pose>", f"{clip(pose_el.text)}: expected 6 numbers (x y z roll pitch yaw) of "
+                                              f"magnitude at most {MAX_LENGTH:g}")
                 return spatial.rpy_to_rot([float(t) for t in tokens[3:]])
             add(name, ref, el.find("force_torque"), pose, where)
             on_joint.add(ref)
@@ -414,7 +482,7 @@ def _ft_sensors(P, robot, links, joints, body_of):
         ref = None if parent is None else parent.get("joint")
         if ref in on_joint:
             continue                                   # the same device, described by a <gazebo> tag too
-        add(name, ref, el.find("force_torque"), lambda el=el, where=where: P.origin(el, where)[0], where)
+        add(name, ref, el.find("force_torque"), lambda el=el, where=where: P.origin(el, where), where, "idyntree")
     for sp in specs:
         j = joints[sp["joint"]]
         if j.type is None and body_of[j.parent] is None:
@@ -423,10 +491,28 @@ def _ft_sensors(P, robot, links, joints, body_of):
         elif j.type is not None and sp["frame"] == "parent":
             sp["skip"] = (f"<frame>parent</frame> on moving joint {j.name!r} turns with the joint (the measurement "
                           f"would not be a constant map of the wrench)")
-        if sp["frame"] == "parent" and "skip" not in sp:
+        if sp["frame"] == "parent" and "skip" not in sp and sp["dialect"] == "gazebo":
             R = np.array(spatial.pose(j.X)[0]).T          # parent link axes in the joint frame
             sp["R"] = R
     return specs
+
+
+def _sensor_frames(builder, specs, joints, body_of, X_in_body, taken):
+    """Frames of iDynTree-dialect sensors (module docstring): ``sp["frame_name"]`` per spec."""
+    for sp in specs:
+        if "skip" in sp or sp["dialect"] != "idyntree" or sp["frame"] == "child":
+            continue
+        j = joints[sp["joint"]]
+        if sp["frame"] == "parent":                # a fixed joint (moving ones were skipped): the parent link
+            sp["frame_name"] = j.parent
+            continue
+        R, p = sp["pose"]                          # the sensor frame in the child link frame
+        fname = sp["name"] if sp["name"] not in taken else f"{sp['name']}_frame"
+        while fname in taken:
+            fname += "_"
+        taken.add(fname)
+        builder.add_frame(fname, body_of[j.child], spatial.compose(spatial.from_pose(R, p), X_in_body[j.child]))
+        sp["frame_name"] = fname
 
 
 def _attach_sensors(P, model, specs, joints):
@@ -446,7 +532,8 @@ def _attach_sensors(P, model, specs, joints):
             continue
         R = sp["R"]
         rotation = None if R is None or np.array_equal(R, np.eye(3)) else R
-        out.append(ForceTorque(sp["name"], sp["joint"], direction=sp["direction"], rotation=rotation))
+        out.append(ForceTorque(sp["name"], sp["joint"], frame=sp.get("frame_name"), direction=sp["direction"],
+                               rotation=rotation))
     if skipped:
         warnings.warn(f"{P.label}: force_torque sensors not supported, skipped: " + "; ".join(skipped),
                       UrdfWarning, stacklevel=3)
@@ -456,7 +543,8 @@ def _attach_sensors(P, model, specs, joints):
         raise UrdfError(f"{P.label}: {e}") from None
 
 
-def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error", sensors=True) -> Model:
+def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error", sensors=True,
+              max_bytes=None) -> Model:
     """Build a :class:`~sparsedyn.model.Model` from a URDF file path or XML string.
 
     ``source``: a path (``str`` or ``os.PathLike``) or a string whose first
@@ -468,22 +556,24 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     :class:`UrdfWarning` (a few published files need this).  Frames,
     joint order, fixed-joint merging and limits follow Pinocchio; see the
     module docstring.  ``sensors``: read Gazebo / iDynTree force-torque sensor
-    tags into ``model.sensors`` (module docstring).  Raises :class:`UrdfError`;
+    tags into ``model.sensors`` (module docstring).  ``max_bytes``: the size limit of the
+    file (default 16 MiB, or ``$SPARSEDYN_MAX_FILE_BYTES``).  Raises :class:`UrdfError`;
     warns (once each) with :class:`UrdfWarning` about inertias that violate the
     triangle inequality, about ``<mimic>`` tags that had to be skipped (fixed or
     missing joints) and about force/torque sensors that cannot be represented.
     """
     if invalid_inertia not in ("error", "warn"):
         raise ValueError(f"invalid_inertia: expected 'error' or 'warn', got {invalid_inertia!r}")
-    label, robot = _read_xml(source)
+    label, robot = _read_xml(source, max_bytes)
     P = _Parser(label)
-    links, moments, joints = {}, {}, {}
+    links, rot, joints = {}, {}, {}
     for el in robot.findall("link"):
-        link_name, inertia, principal = _parse_link(P, el)
+        link_name, inertia, I = _parse_link(P, el)
         if link_name in links:
             P.fail(f"link {link_name!r}", "link name used twice")
-        links[link_name], moments[link_name] = inertia, principal
-    _check_moments(P, moments, invalid_inertia)
+        links[link_name], rot[link_name] = inertia, I
+    principal = np.linalg.eigvalsh(np.array(list(rot.values()))) if rot else []   # one call for every link
+    _check_moments(P, dict(zip(rot, principal)), invalid_inertia)
     for el in robot.findall("joint"):
         j = _JointSpec(P, el)
         if j.name in joints:
@@ -500,6 +590,14 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     frames = []      # (frame name, body name, frame_X_body)
     body_of, X_in_body = {}, {}   # link -> (body it belongs to or None for the world, link_X_body)
     merged = []      # fixed joints merged into a body, in walk order
+
+    joint_cache = {}        # joints are immutable: one object per (type, axis)
+
+    def joint_of(jtype, axis=None):
+        key = (jtype, None if axis is None else tuple(axis))
+        if key not in joint_cache:
+            joint_cache[key] = make_joint(jtype) if axis is None else make_joint(jtype, key[1])
+        return joint_cache[key]
 
     def add_moving(link, parent_body, joint_name, joint, Xtree, limits):
         lower, upper, velocity, effort = limits
@@ -531,9 +629,9 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
                     frames.append((j.name, body, X))
         else:
             if j.type in ("free", "planar"):    # no axis to take, no limits kept
-                add_moving(j.child, body, j.name, make_joint(j.type), X, (None,) * 4)
+                add_moving(j.child, body, j.name, joint_of(j.type), X, (None,) * 4)
             else:
-                add_moving(j.child, body, j.name, make_joint(j.type, tuple(j.axis)), X,
+                add_moving(j.child, body, j.name, joint_of(j.type, j.axis), X,
                            (j.lower, j.upper, j.velocity, j.effort))
         stack.extend(reversed(children[j.child]))
 
@@ -544,6 +642,9 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     for j in merged:
         _add_fixed_joint(builder, j, links, children, body_of, X_in_body)
     specs = _ft_sensors(P, robot, links, joints, body_of) if sensors else []
+    if specs:
+        _sensor_frames(builder, specs, joints, body_of, X_in_body,
+                       set(links) | set(joints) | {f[0] for f in frames})
     skipped = []
     for j in joints.values():
         if j.mimic is None:
@@ -553,6 +654,8 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
             skipped.append(f"{j.name!r} (a fixed joint)")
         elif mimicked not in joints or joints[mimicked].type is None:
             skipped.append(f"{j.name!r} (mimics {'missing' if mimicked not in joints else 'fixed'} joint {mimicked!r})")
+        elif mimicked == j.name:
+            P.fail(f"joint {j.name!r} <mimic>", "the joint mimics itself; <mimic joint=...> names another joint")
         else:
             builder.add_mimic(j.name, mimicked, multiplier, offset)
     if skipped:

@@ -1,0 +1,70 @@
+"""Argument conversion and checks shared by every public numerical function (sparsedyn._checks):
+float64 everywhere, object arrays of numbers checked, foreign array types converted or refused."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn import _checks
+
+
+@pytest.fixture(scope="module")
+def floating():
+    return sd.random_tree(5, joint_types="all", seed=1, floating_base=True)
+
+
+def state(model, seed=0):
+    rng = np.random.default_rng(seed)
+    return model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
+
+
+def test_float32_and_integer_input_compute_in_float64(floating):
+    q, v, a = state(floating)
+    q32, v32 = q.astype(np.float32), v.astype(np.float32)
+    ref = sd.rnea(floating, q32.astype(np.float64), v32.astype(np.float64), a)
+    out = sd.rnea(floating, q32, v32, a)
+    assert out.dtype == np.float64 and np.array_equal(out, ref)        # the float32 values, in float64
+    assert np.array_equal(sd.aba(floating, q32, v32, a), sd.aba(floating, q32.astype(float), v32.astype(float), a))
+    assert _checks.numeric("x", np.arange(3, dtype=np.int32), "(3,)").dtype == np.float64
+
+
+def test_object_arrays_of_numbers_are_checked(floating):
+    q, v, a = state(floating)
+    bad = q.astype(object)
+    bad[0] = float("nan")
+    with pytest.raises(ValueError, match="q: contains NaN"):
+        sd.rnea(floating, bad, v, a)
+    with pytest.raises(ValueError, match="q: the quaternion of joint .* not of unit norm"):
+        sd.rnea(floating, (2 * q).astype(object), v, a)
+    v_bad = v.astype(object)
+    v_bad[1] = np.inf
+    with pytest.raises(ValueError, match="v: contains NaN or infinite"):
+        sd.aba(floating, q, v_bad, a)
+    out = sd.rnea(floating, q.astype(object), v.astype(object), a.astype(object))
+    assert out.dtype == object                                          # the tracer's backend stays object
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_matrix_complex_and_strings(floating):
+    q, v, a = state(floating)
+    assert np.array_equal(sd.rnea(floating, np.matrix(q), v, a), sd.rnea(floating, q[None], v, a))
+    with pytest.raises(TypeError, match="q: expected a numeric array of real numbers.*complex"):
+        sd.rnea(floating, q.astype(complex), v, a)
+    with pytest.raises(TypeError, match="a: expected a numeric array of real numbers.*complex"):
+        sd.rnea(floating, q, v, a.astype(object) * 1j)
+    with pytest.raises(TypeError, match="v: expected a numeric array of real numbers.*bool"):
+        sd.rnea(floating, q, np.ones(floating.nv, bool), a)
+    with pytest.raises(TypeError, match="tau: expected a numeric array"):
+        sd.aba(floating, q, v, ["x"] * floating.nv)
+
+
+def test_gravity_and_external_forces_are_checked_alike(floating):
+    q, v, a = state(floating)
+    with pytest.raises(ValueError, match="gravity: contains NaN"):
+        sd.rnea(floating, q, v, a, gravity=[0, 0, np.nan])
+    with pytest.raises(ValueError, match="gravity: contains NaN"):
+        sd.aba(floating, q, v, a, gravity=[0, np.inf, 0])
+    with pytest.raises(TypeError, match="gravity: expected a numeric array of real numbers"):
+        sd.rnea(floating, q, v, a, gravity=np.array([0, 0, -9.81j]))
+    f = np.zeros((floating.nbodies, 6), np.float32)
+    assert np.array_equal(sd.rnea(floating, q, v, a, f), sd.rnea(floating, q, v, a))
