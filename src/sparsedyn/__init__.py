@@ -20,7 +20,8 @@ from .model import Frame, Mimic, Model, ModelBuilder, ModelError
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
-from .algorithms.crba import HandC, bias, crba
+from .algorithms.crba import HandC, crba
+from .algorithms.configuration import difference, integrate
 from .algorithms.ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern
 from .algorithms.aba import SingularInertiaError, aba
 from .algorithms.fd import fd_crb
@@ -44,7 +45,7 @@ __all__ = [
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
-    "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
+    "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",

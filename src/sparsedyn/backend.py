@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-__all__ = ["sin", "cos", "sqrt", "asarray", "is_symbolic", "zeros"]
+__all__ = ["sin", "cos", "sqrt", "atan2", "copysign", "asarray", "is_symbolic", "zeros"]
 
 
 def _scalar(name, fallback):
@@ -31,6 +31,22 @@ def _scalar(name, fallback):
 _obj_sin = _scalar("sin", math.sin)
 _obj_cos = _scalar("cos", math.cos)
 _obj_sqrt = _scalar("sqrt", math.sqrt)
+
+
+def _binary(name, fallback):
+    def f(a, b):
+        method = getattr(a, name, None)
+        if method is not None:
+            return method(b)
+        if getattr(b, name, None) is not None:       # a number and a symbol: lift the number
+            return getattr(b.g.const_sym(a), name)(b)
+        return fallback(a, b)
+
+    return np.frompyfunc(f, 2, 1)
+
+
+_obj_atan2 = _binary("atan2", math.atan2)
+_obj_copysign = _binary("copysign", math.copysign)
 
 
 def is_symbolic(x) -> bool:
@@ -48,6 +64,25 @@ def cos(x):
 
 def sqrt(x):
     return np.asarray(_obj_sqrt(x), dtype=object) if is_symbolic(x) else np.sqrt(x)
+
+
+def _traced(x):
+    """An object array or a traced scalar (an element taken out of one)."""
+    return is_symbolic(x) or hasattr(x, "atan2")
+
+
+def atan2(y, x):
+    """``arctan2(y, x)`` elementwise (traceable)."""
+    if _traced(y) or _traced(x):
+        return np.asarray(_obj_atan2(y, x), dtype=object)
+    return np.arctan2(y, x)
+
+
+def copysign(x, s):
+    """``|x|`` with the sign of ``s``, elementwise (traceable; a branch on a sign without branching)."""
+    if _traced(x) or _traced(s):
+        return np.asarray(_obj_copysign(x, s), dtype=object)
+    return np.copysign(x, s)
 
 
 def asarray(x):
