@@ -22,7 +22,8 @@ from .builders import (BUILTIN_MODELS, builtin, humanoid, humanoid_standing_conf
                        serial_chain)
 from .algorithms.crba import HandC, crba
 from .algorithms.configuration import difference, integrate
-from .algorithms.ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern
+from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern,
+                              spd_inverse)
 from .algorithms.aba import SingularInertiaError, aba
 from .algorithms.fd import fd_crb
 from .algorithms.minv import minv
@@ -46,7 +47,7 @@ __all__ = [
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
     "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
-    "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
+    "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",

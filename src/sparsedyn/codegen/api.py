@@ -667,9 +667,6 @@ class CompiledModel(KernelSet):
         raises :class:`UntraceableError`.
         """
         name = name or getattr(fn, "__name__", None)
-        if not name or not name.isidentifier() or name in REGISTRY or name.startswith("_"):
-            raise ValueError(f"user kernel {name!r}: give a public identifier that is not the name of a "
-                             f"library function")
         model = self.model
         params = list(inspect.signature(fn).parameters.values())[1:]
         inputs = []
@@ -679,10 +676,14 @@ class CompiledModel(KernelSet):
                                 f"vocabulary ({', '.join(_VOCABULARY)}); other values must be constants of "
                                 f"the function (a closure or functools.partial)")
             inputs.append(p.name)
+        if not name or not name.isidentifier() or name in REGISTRY or name.startswith("__") \
+                or hasattr(type(self), name):
+            raise ValueError(f"user kernel {name!r}: give it (name=) an identifier that is not the name of a "
+                             f"library function or of an attribute of CompiledModel")
         table = {n: tuple(REGISTRY_KERNEL_SIZE(model, d) for d in ((_VOCABULARY[n],) if isinstance(_VOCABULARY[n], str)
                                                                       else _VOCABULARY[n])) for n in inputs}
         prog, outputs = _trace_user(fn, name, model, inputs, table)
-        cname = "u_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
+        cname = "u_" + re.sub(r"[^a-z0-9_]", "_", name.lower()) + "_" + hashlib.sha256(name.encode()).hexdigest()[:6]
         table.update({f"out{k}": s for k, s in enumerate(prog.output_shapes)})
         spec = KernelSpec(cname, tuple(inputs), tuple(outputs), lambda model, t=dict(table): t,
                           program=lambda model, p=prog: p)
@@ -711,21 +712,18 @@ def _trace_user(fn, name, model, inputs, table):
     t0 = time.perf_counter()
     try:
         outs = fn(model, *args)
-    except TypeError as e:
-        if "no truth value" in str(e):
+    except Exception as e:
+        msg = str(e)
+        if isinstance(e, TypeError) and ("no truth value" in msg or "not supported between" in msg):
             raise UntraceableError(
                 f"user kernel {name!r} cannot be traced: it branches on a value (an if, while, comparison, "
                 f"min/max or abs of a state-dependent number). A compiled kernel is one straight-line "
                 f"program for every state: write the branch with arithmetic, or keep it outside the "
                 f"kernel.") from e
         raise UntraceableError(
-            f"user kernel {name!r} cannot be traced: {e}. Probably a NumPy routine that needs numbers "
-            f"(np.linalg, np.where on values, sorting...); write small solves out (see "
-            f"sparsedyn.spd_solve) and use sparsedyn.backend's sin/cos/sqrt/atan2.") from e
-    except Exception as e:
-        raise UntraceableError(f"user kernel {name!r} cannot be traced: {type(e).__name__}: {e}. Probably a "
-                               f"NumPy routine that needs numbers (np.linalg...); write small solves out (see "
-                               f"sparsedyn.spd_solve).") from e
+            f"user kernel {name!r} cannot be traced: {type(e).__name__}: {msg}. Probably a NumPy routine "
+            f"that needs numbers (np.linalg, np.where on values, sorting...): write small solves out "
+            f"(sparsedyn.spd_inverse) and use sparsedyn.backend's sin/cos/sqrt/atan2.") from e
     many = isinstance(outs, tuple)
     outs = [np.asarray(o, dtype=object) for o in (outs if many else (outs,))]
     outputs = tuple(f"out{k}" for k in range(len(outs)))
