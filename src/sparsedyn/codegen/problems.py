@@ -559,6 +559,8 @@ class CompiledEstimator(_CompiledProblem):
         if not self.compiled or covariance or gravity is not None:
             return est.solve(q, qd, y, covariance=covariance, gravity=gravity)
         q, qd, y, batch = est._inputs(q, qd, y)
+        if 0 in batch:                                  # an empty batch: NumPy's empty Estimate
+            return est.solve(q, qd, y)
         arrays = [q, qd, y] if self._has_y else [q, qd]
         out = self._outputs(arrays, batch)
         d = out["d"]
