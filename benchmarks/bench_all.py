@@ -1,0 +1,249 @@
+"""Every compiled function of sparsedyn beside its peer, measured side by side in one run.
+
+    .venv/bin/python benchmarks/bench_all.py                  # panda and talos_reduced, fresh build cache
+    .venv/bin/python benchmarks/bench_all.py --cache --batch 20000 --models panda
+
+* Single calls (median time of one call from Python, microseconds): each function of a
+  compiled model (``sparsedyn.compile(model)``) beside Pinocchio's equivalent Python call
+  (``rnea``, ``aba``, ``crba``, ``computeMinverse``, ``framesForwardKinematics``,
+  ``computeFrameJacobian``, ``getFrameVelocity``, ``integrate``, ``difference``,
+  ``computeGeneralizedGravity``, ``nonLinearEffects``), ratio = sparsedyn / Pinocchio
+  (< 1: faster), and MuJoCo's stages where it has one (rnea: kinematics + comPos + comVel + rne).
+  The first call of each function (trace + build, or a load from the cache) is reported too.
+* Batches: states/s of one batched call (2 threads) beside Pinocchio's C++
+  ``rneaInParallel`` / ``abaInParallel`` with a ``ModelPool`` and 2 threads; bytes/s of
+  ``crba`` and ``minv`` (the results written) beside ``memcpy`` of the same size.
+* Cold compile: seconds to build the default kernels of a model in a fresh cache.
+* The constrained delta robot: seconds to simulate 1 s (NumPy path).
+
+Nothing here is a test: numbers are reported, never asserted.  Progress is one updating line.
+"""
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import timeit
+import warnings
+
+import numpy as np
+
+
+def progress(msg):
+    sys.stderr.write("\r\033[K" + msg[:150])
+    sys.stderr.flush()
+
+
+def median_call(f, target=0.01, repeat=9):
+    """Median seconds per call of ``f()``."""
+    f()
+    n = 1
+    while True:
+        t = timeit.timeit(f, number=n)
+        if t > target or n > 1 << 20:
+            break
+        n *= 4
+    return float(np.median([timeit.timeit(f, number=n) / n for _ in range(repeat)]))
+
+
+def single_calls(name, model, rng, rows):
+    import pinocchio as pin
+
+    import sparsedyn as sd
+    from sparsedyn.interop import pinocchio as conv
+    k = sd.compile(model)
+    pm = conv.to_pinocchio(model)
+    pd = pm.createData()
+    q, q1 = model.random_configuration(rng), model.random_configuration(rng)
+    v, a = rng.normal(size=model.nv), rng.normal(size=model.nv)
+    qp, q1p = conv.q_to_pinocchio(model, q), conv.q_to_pinocchio(model, q1)
+    vp, ap = conv.v_to_pinocchio(model, v), conv.v_to_pinocchio(model, a)
+    frame = model.body_names[-1]
+    fid = pm.getFrameId(frame) if pm.existFrame(frame) else pm.nframes - 1
+    LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+    def pin_frame_velocity():
+        pin.forwardKinematics(pm, pd, qp, vp)
+        return pin.getFrameVelocity(pm, pd, fid, LWA)
+
+    cases = [
+        ("rnea", lambda: k.rnea(q, v, a), lambda: pin.rnea(pm, pd, qp, vp, ap)),
+        ("aba", lambda: k.aba(q, v, a), lambda: pin.aba(pm, pd, qp, vp, ap)),
+        ("crba", lambda: k.crba(q), lambda: pin.crba(pm, pd, qp)),
+        ("minv", lambda: k.minv(q), lambda: pin.computeMinverse(pm, pd, qp)),
+        ("nonlinear_effects", lambda: k.nonlinear_effects(q, v), lambda: pin.nonLinearEffects(pm, pd, qp, vp)),
+        ("generalized_gravity", lambda: k.generalized_gravity(q), lambda: pin.computeGeneralizedGravity(pm, pd, qp)),
+        ("frame_placements", lambda: k.frame_placements(q), lambda: pin.framesForwardKinematics(pm, pd, qp)),
+        ("forward_kinematics", lambda: k.forward_kinematics(q), lambda: pin.forwardKinematics(pm, pd, qp)),
+        ("frame_jacobian", lambda: k.frame_jacobian(q, frame, "local_world_aligned"),
+         lambda: pin.computeFrameJacobian(pm, pd, qp, fid, LWA)),
+        ("frame_velocity", lambda: k.frame_velocity(q, v, frame, "local_world_aligned"), pin_frame_velocity),
+        ("integrate", lambda: k.integrate(q, v), lambda: pin.integrate(pm, qp, vp)),
+        ("difference", lambda: k.difference(q, q1), lambda: pin.difference(pm, qp, q1p)),
+    ]
+    mj = _mujoco_rnea(model, q, v, a)
+    for fname, ours, theirs in cases:
+        progress(f"{name}: {fname} (first call: trace + build or cache load)")
+        t0 = time.perf_counter()
+        ours()
+        first = time.perf_counter() - t0
+        progress(f"{name}: {fname} (timing)")
+        t_sd, t_pin = median_call(ours), median_call(theirs)
+        t_mj = median_call(mj) if (fname == "rnea" and mj is not None) else None
+        rows.append((name, fname, first, t_sd, t_pin, t_mj))
+    return k
+
+
+def _mujoco_rnea(model, q, v, a):
+    try:
+        import mujoco
+
+        from sparsedyn.interop import mujoco as conv
+        mm = conv.load_mujoco(model)
+    except Exception:            # noqa: BLE001 - whatever MuJoCo rejects, its column stays empty
+        return None
+    d = mujoco.MjData(mm)
+    res = np.zeros(mm.nv)
+    d.qpos[:] = conv.q_to_mujoco(model, q) if hasattr(conv, "q_to_mujoco") else d.qpos
+
+    def f():
+        mujoco.mj_kinematics(mm, d)
+        mujoco.mj_comPos(mm, d)
+        mujoco.mj_comVel(mm, d)
+        mujoco.mj_rne(mm, d, 1, res)
+        return res
+    return f
+
+
+def batches(name, model, k, n, rng, rows):
+    import pinocchio as pin
+
+    from sparsedyn.interop import pinocchio as conv
+    Q = np.stack([model.random_configuration(rng) for _ in range(n)])
+    V, A = rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
+    k.threads = 2
+    progress(f"{name}: building the batch kernels")
+    k.rnea(Q[:64], V[:64], A[:64])
+    k.aba(Q[:64], V[:64], A[:64])
+    k.crba(Q[:64])
+    k.minv(Q[:64])
+    pm = conv.to_pinocchio(model)
+    pool = pin.ModelPool(pm, 2)
+    Qp = np.asfortranarray(conv.q_to_pinocchio(model, Q).T)
+    Vp = np.asfortranarray(conv.v_to_pinocchio(model, V).T)
+    Ap = np.asfortranarray(conv.v_to_pinocchio(model, A).T)
+    tau_p = np.asfortranarray(np.zeros((model.nv, n)))
+    out = {"rnea": np.empty((n, model.nv)), "aba": np.empty((n, model.nv)),
+           "crba": np.empty((n, model.nv, model.nv)), "minv": np.empty((n, model.nv, model.nv))}
+    for fname, ours, theirs in (
+            ("rnea", lambda: k.rnea(Q, V, A, out=out["rnea"]), lambda: pin.rneaInParallel(2, pool, Qp, Vp, Ap, tau_p)),
+            ("aba", lambda: k.aba(Q, V, A, out=out["aba"]), lambda: pin.abaInParallel(2, pool, Qp, Vp, Ap, tau_p)),
+            ("crba", lambda: k.crba(Q, out=out["crba"]), None),
+            ("minv", lambda: k.minv(Q, out=out["minv"]), None)):
+        progress(f"{name}: batch {fname}")
+        t_sd = min(timeit.repeat(ours, number=1, repeat=5))
+        t_pin = min(timeit.repeat(theirs, number=1, repeat=5)) if theirs else None
+        nbytes = out[fname].nbytes
+        src = np.ones(nbytes // 8)
+        dst = np.empty_like(src)
+        t_cp = min(timeit.repeat(lambda: np.copyto(dst, src), number=1, repeat=5))
+        rows.append((name, fname, n / t_sd, None if t_pin is None else n / t_pin, nbytes / t_sd, nbytes / t_cp))
+
+
+def cold_compile(name, model, rows):
+    import sparsedyn as sd
+    from sparsedyn.codegen.trace import DEFAULT_KERNELS
+    tmp = tempfile.mkdtemp(prefix="sparsedyn-cold-")
+    old = os.environ.get("SPARSEDYN_CACHE_DIR")
+    os.environ["SPARSEDYN_CACHE_DIR"] = tmp
+    try:
+        progress(f"{name}: cold compile of the default kernels")
+        t0 = time.perf_counter()
+        k = sd.compile(model, DEFAULT_KERNELS)
+        t_single = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        k.rnea(np.stack([model.neutral()] * 64), np.zeros((64, model.nv)), np.zeros((64, model.nv)))
+        t_batch_rnea = time.perf_counter() - t0
+        rows.append((name, t_single, t_batch_rnea, len(DEFAULT_KERNELS)))
+    finally:
+        if old is None:
+            os.environ.pop("SPARSEDYN_CACHE_DIR", None)
+        else:
+            os.environ["SPARSEDYN_CACHE_DIR"] = old
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def delta_robot(seconds=1.0, dt=1e-3):
+    from sparsedyn.constraints.examples import delta_robot
+    from sparsedyn.constraints.simulate import simulate
+    mech = delta_robot()
+    q0 = mech.q0 if hasattr(mech, "q0") else mech.configuration(None)
+    progress("delta robot: simulating (NumPy path)")
+    t0 = time.perf_counter()
+    simulate(mech.constraints, q0, np.zeros(mech.constraints.nv), seconds, dt)
+    return time.perf_counter() - t0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["panda", "talos_reduced"])
+    ap.add_argument("--batch", type=int, default=20000)
+    ap.add_argument("--cache", action="store_true", help="use the user's build cache (default: a fresh one)")
+    ap.add_argument("--no-delta", action="store_true", help="skip the delta-robot simulation")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    import pinocchio as pin
+
+    import sparsedyn as sd
+    from sparsedyn.codegen import build
+    from sparsedyn.codegen.bench import load_bench_model
+    tmp = None
+    if not args.cache:
+        tmp = tempfile.mkdtemp(prefix="sparsedyn-bench-")
+        os.environ["SPARSEDYN_CACHE_DIR"] = tmp
+    rng = np.random.default_rng(0)
+    singles, batch_rows, colds = [], [], []
+    t_delta = None
+    try:
+        for name in args.models:
+            model = load_bench_model(name)
+            k = single_calls(name, model, rng, singles)
+            batches(name, model, k, args.batch, rng, batch_rows)
+        for name in list(args.models) + ["chain100"]:
+            cold_compile(name, load_bench_model(name), colds)
+        if not args.no_delta:
+            t_delta = delta_robot()
+    finally:
+        progress("")
+        sys.stderr.write("\r")
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    comp = build.find_compiler()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; Python "
+          f"{platform.python_version()}; sparsedyn {sd.__version__}; Pinocchio {pin.__version__}; compiler {comp!r}")
+    print("\nsingle calls from Python: median us; ratio = sparsedyn / Pinocchio (< 1: faster); first = first call "
+          "(trace + build, or cache load), s")
+    print(f"{'model':14s} {'function':20s} {'first s':>8s} {'sd us':>8s} {'pin us':>8s} {'ratio':>6s} {'mj us':>8s}")
+    for name, f, first, t_sd, t_pin, t_mj in singles:
+        mj = f"{t_mj * 1e6:8.2f}" if t_mj else f"{'-':>8s}"
+        print(f"{name:14s} {f:20s} {first:8.3f} {t_sd * 1e6:8.2f} {t_pin * 1e6:8.2f} {t_sd / t_pin:6.2f} {mj}")
+    print(f"\nbatches of {args.batch} states, 2 threads: states/s; Pinocchio = rnea/abaInParallel with a ModelPool; "
+          "crba/minv: result bytes/s vs memcpy of the same size")
+    print(f"{'model':14s} {'function':8s} {'sd st/s':>10s} {'pin st/s':>10s} {'ratio':>6s} {'GB/s':>6s} "
+          f"{'memcpy':>6s}")
+    for name, f, r_sd, r_pin, bw, bw_cp in batch_rows:
+        pin_s = f"{r_pin:10.4g}" if r_pin else f"{'-':>10s}"
+        ratio = f"{r_sd / r_pin:6.1f}" if r_pin else f"{'-':>6s}"
+        print(f"{name:14s} {f:8s} {r_sd:10.4g} {pin_s} {ratio} {bw / 1e9:6.2f} {bw_cp / 1e9:6.2f}")
+    print("\ncold compile (fresh cache): the default kernels, single-state forms; then the batch rnea")
+    for name, t_single, t_batch, n in colds:
+        print(f"{name:14s} {n} kernels {t_single:6.2f} s   batch rnea {t_batch:6.2f} s")
+    if t_delta is not None:
+        print(f"\ndelta robot, 1 s simulated (dt 1 ms, dop853 + projection, NumPy path): {t_delta:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
