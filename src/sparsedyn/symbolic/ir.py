@@ -56,7 +56,8 @@ _NUM_TYPES = frozenset((int, float, np.float64))
 
 
 def _is_num(x):
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+    # booleans count as 0 / 1 (a structural mask such as ``has_parent`` multiplies like numbers)
+    return isinstance(x, (int, float, np.integer, np.floating, np.bool_))
 
 
 class Sym:
