@@ -86,10 +86,20 @@ def copysign(x, s):
 
 
 def asarray(x):
-    """Array view of ``x``: object arrays stay object, everything else becomes float."""
-    if isinstance(x, np.ndarray) and (x.dtype == object or np.issubdtype(x.dtype, np.floating)):
-        return x
-    return np.asarray(x, dtype=float)
+    """Array view of ``x``: object arrays stay object, everything else becomes float64 (float32,
+    integers, lists, ``np.matrix``: the one conversion of every public function, so that the NumPy
+    and the compiled paths compute in the same precision).  Complex input is refused rather than
+    silently losing its imaginary part."""
+    if isinstance(x, np.ndarray):
+        if x.dtype == object or x.dtype == np.float64:
+            return x if type(x) is np.ndarray else np.asarray(x)
+        if np.issubdtype(x.dtype, np.complexfloating):
+            raise TypeError(f"expected real numbers, got a complex array (dtype {x.dtype})")
+        return np.asarray(x, dtype=np.float64)
+    a = np.asarray(x)
+    if np.issubdtype(a.dtype, np.complexfloating):
+        raise TypeError(f"expected real numbers, got complex values (dtype {a.dtype})")
+    return np.asarray(a, dtype=np.float64)
 
 
 def zeros(shape, like):

@@ -178,3 +178,18 @@ def test_out_is_checked_on_the_numpy_fallback(tmp_path, monkeypatch, rng):
         with pytest.raises(ValueError, match="out"):
             k.crba(q, out=bad)
     assert rel_err(sd.rnea(k, q, v, a), sd.rnea(model, q, v, a)) == 0.0
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_one_conversion_on_both_paths(compiled, rng):
+    """float32, integer and np.matrix inputs become float64 on the NumPy and the compiled path alike;
+    complex input is refused on both."""
+    model, k = compiled
+    q, v, a = random_state(model, rng)
+    ref = sd.rnea(model, q.astype(np.float32).astype(np.float64), v, a)
+    for got in (sd.rnea(model, q.astype(np.float32), v, a), k.rnea(q.astype(np.float32), v, a)):
+        assert got.dtype == np.float64 and rel_err(got, ref) < TOL
+    assert rel_err(k.crba(np.asmatrix(q)), sd.crba(model, q[None])) < TOL
+    for f in (lambda x: sd.rnea(model, x, v, a), lambda x: k.rnea(x, v, a)):
+        with pytest.raises(TypeError, match="complex"):
+            f(q + 0j)
