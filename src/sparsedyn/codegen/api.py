@@ -441,6 +441,7 @@ class _Method:
             tuple(outputs)
         self.user = user
         self.fast = {}
+        self.ns = None          # namespace of the generated method (its ``_f0``: the fast callable)
 
 
 class CompiledModel(KernelSet):
@@ -528,7 +529,8 @@ class CompiledModel(KernelSet):
         return getattr(self.__dict__["model"], name)
 
     def __sparsedyn_kernel__(self, name, args, kwargs):
-        return getattr(self, name)(*args, **kwargs)
+        f = self.__dict__.get(name)
+        return (f if f is not None else getattr(self, name))(*args, **kwargs)
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(REGISTRY))
@@ -653,6 +655,8 @@ class CompiledModel(KernelSet):
         m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
                                   tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
                                   (_checks.QUAT_TOL, groups) if groups else None)
+        if key == () and getattr(m, "ns", None) is not None:
+            m.ns["_f0"] = m.fast[key]
 
     # --- user kernels -----------------------------------------------------------------------
     def add_kernel(self, fn, name=None):
@@ -795,12 +799,18 @@ def _generate(cm, m, fn):
     for n, d in extra:
         cond += f" and {n} is {d}" if d else ""
     key = "(" + "".join(f"{n}, " for n in m.static) + ")"
+    if m.static:
+        lookup = ["        try:",
+                  f"            f = _fast.get({key})",
+                  "        except TypeError:",
+                  "            f = None"]
+    else:                                           # the fast callable itself, set once it is built
+        lookup = ["        f = _f0"]
+    ns["_f0"] = None
+    m.ns = ns
     body = [f"def {m.name}({', '.join(text)}):",
             f"    if {cond}:",
-            "        try:",
-            f"            f = _fast.get({key})",
-            "        except TypeError:",
-            "            f = None",
+            *lookup,
             "        if f is not None:",
             f"            return f({ins})",
             f"    return _call(_name, {{{', '.join(f'{n!r}: {n}' for n in m.inputs)}}}, "
