@@ -201,6 +201,58 @@ def delta_robot(seconds=1.0, dt=1e-3, numpy_seconds=0.1):
     return t_first, t_warm, t_numpy
 
 
+def icub_estimation(rng):
+    """Median us of one estimation (iCub, six URDF force/torque sensors, both soles in contact):
+    sparsedyn's compiled ``solve`` (checks, Estimate), its kernel alone, and iDynTree's
+    ``ExtWrenchesAndJointTorquesEstimator`` (kinematics update + estimate)."""
+    import idyntree.swig as idt
+
+    import sparsedyn as sd
+    from sparsedyn.codegen.bench import example_robot_data_dir
+    from sparsedyn.estimation import problem_from_file
+    from sparsedyn.estimation.casestudy import consistent_state
+    urdf = example_robot_data_dir() / "icub_description/robots/icub.urdf"
+    progress("iCub: compiling the estimator")
+    model = sd.load_urdf(urdf, floating_base=True)
+    problem = problem_from_file(model, os.path.join(os.path.dirname(__file__), "..", "examples",
+                                                    "icub_feet_contacts.toml"))
+    k = sd.compile(problem)
+    q, v, a, w = consistent_state(problem, rng)
+    y, _ = problem.simulate(q, v, a, w)
+    k.solve(q, v, y)
+    progress("iCub: timing sparsedyn")
+    t_solve = median_call(lambda: k.solve(q, v, y))
+    t_kernel = median_call(lambda: k.raw(q, v, y))
+    progress("iCub: timing iDynTree")
+    ml = idt.ModelLoader()
+    ml.loadModelFromFile(str(urdf))
+    est = idt.ExtWrenchesAndJointTorquesEstimator()
+    est.setModelAndSensors(ml.model(), ml.sensors())
+    m = est.model()
+    qj, dqj, ddqj = idt.JointPosDoubleArray(m), idt.JointDOFsDoubleArray(m), idt.JointDOFsDoubleArray(m)
+    for x in (qj, dqj, ddqj):
+        x.zero()
+    g, om, dom = idt.Vector3(), idt.Vector3(), idt.Vector3()
+    g.zero()
+    g.setVal(2, 9.81)
+    om.zero()
+    dom.zero()
+    base = m.getFrameIndex("root_link")
+    unk = idt.LinkUnknownWrenchContacts(m)
+    for f in ("l_sole", "r_sole"):
+        unk.addNewUnknownFullWrenchInFrameOrigin(m, m.getFrameIndex(f))
+    meas = idt.SensorsMeasurements(est.sensors())
+    contacts, tau = idt.LinkContactWrenches(m), idt.JointDOFsDoubleArray(m)
+    est.updateKinematicsFromFloatingBase(qj, dqj, ddqj, base, g, om, dom)
+    est.computeExpectedFTSensorsMeasurements(unk, meas, contacts, tau)
+
+    def idyntree_call():
+        est.updateKinematicsFromFloatingBase(qj, dqj, ddqj, base, g, om, dom)
+        return est.estimateExtWrenchesAndJointTorques(unk, meas, contacts, tau)
+    t_idt = median_call(idyntree_call)
+    return t_solve, t_kernel, t_idt
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["panda", "talos_reduced"])
@@ -220,7 +272,7 @@ def main(argv=None):
         os.environ["SPARSEDYN_CACHE_DIR"] = tmp
     rng = np.random.default_rng(0)
     singles, batch_rows, colds = [], [], []
-    t_delta = None
+    t_delta, t_icub = None, None
     try:
         for name in args.models:
             model = load_bench_model(name)
@@ -228,6 +280,7 @@ def main(argv=None):
             batches(name, model, k, args.batch, rng, batch_rows)
         for name in list(args.models) + ["chain100"]:
             cold_compile(name, load_bench_model(name), colds)
+        t_icub = icub_estimation(rng)
         if not args.no_delta:
             t_delta = delta_robot()
     finally:
@@ -255,6 +308,10 @@ def main(argv=None):
     print("\ncold compile (fresh cache): the default kernels, single-state forms; then the batch rnea")
     for name, t_single, t_batch, n in colds:
         print(f"{name:14s} {n} kernels {t_single:6.2f} s   batch rnea {t_batch:6.2f} s")
+    t_solve, t_kernel, t_idt = t_icub
+    print(f"\niCub estimation (six URDF F/T sensors, both soles), one state: sparsedyn compiled solve "
+          f"{t_solve * 1e6:.1f} us (its kernel alone {t_kernel * 1e6:.1f} us), iDynTree "
+          f"ExtWrenchesAndJointTorquesEstimator {t_idt * 1e6:.1f} us; ratio {t_solve / t_idt:.2f}")
     if t_delta is not None:
         print(f"\ndelta robot, 1 s simulated (dt 1 ms, dop853 + projection): compiled {t_delta[1]:.2f} s "
               f"(first run with kernel builds {t_delta[0]:.2f} s); NumPy {t_delta[2]:.1f} s (0.1 s simulated, "
