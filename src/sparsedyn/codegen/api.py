@@ -696,6 +696,10 @@ class CompiledModel(KernelSet):
         m = self._methods[name] = _Method(name, fn, inputs, (), (), outputs, user=True)
         method = _generate(self, m, fn)
         self.__dict__[name] = method
+        vectorize, kernels = self._options
+        if fn not in kernels and "<locals>" not in getattr(fn, "__qualname__", "<locals>") \
+                and name == getattr(fn, "__name__", None):
+            self._options = (vectorize, kernels + (fn,))     # a module-level function: pickled by reference
         return method
 
     @property
