@@ -29,7 +29,7 @@ def classical(model, pm, rng, nstates=5):
         v, tau = rng.normal(size=model.nv), rng.normal(size=model.nv)
         qp, vp, tp = conv.q_to_pinocchio(model, q), conv.v_to_pinocchio(model, v), conv.tau_to_pinocchio(model, tau)
         out = {"crba": (sd.crba(model, q), M(sym(pin.crba(pm, pd, qp)))),
-               "bias": (sd.bias(model, q, v), conv.tau_from_pinocchio(model, pin.nonLinearEffects(pm, pd, qp, vp)))}
+               "bias": (sd.nonlinear_effects(model, q, v), conv.tau_from_pinocchio(model, pin.nonLinearEffects(pm, pd, qp, vp)))}
         try:
             ref = conv.v_from_pinocchio(model, pin.aba(pm, pd, qp, vp, tp))
             out["aba"] = (sd.aba(model, q, v, tau), ref)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import backend as bk
@@ -78,20 +80,40 @@ def vector(model, name, x, size, what):
     return x
 
 
+_QUATERNIONS = weakref.WeakKeyDictionary()
+
+
+def _quaternions(model):
+    """``(joint indices, index array (k, 4) into q)`` of the model's quaternion blocks (cached: the
+    model is frozen)."""
+    try:
+        return _QUATERNIONS[model]
+    except (KeyError, TypeError):
+        pass
+    joints = [i for i, j in enumerate(model.joints) if j.type in ("spherical", "free")]
+    idx = np.array([np.arange(model.q_slice(i).stop - 4, model.q_slice(i).stop) for i in joints], int).reshape(-1, 4)
+    try:
+        _QUATERNIONS[model] = (joints, idx)
+    except TypeError:
+        pass
+    return joints, idx
+
+
 def configuration(model, q, name="q"):
     """Checked configuration; quaternion blocks must be unit quaternions (float input)."""
     q = vector(model, name, q, model.nq, "nq joint coordinates")
     qv = values(q)
     if qv is not None:
-        for i, j in enumerate(model.joints):
-            if j.type in ("spherical", "free"):
-                s = model.q_slice(i)
-                quat = qv[..., s][..., -4:]
-                err = np.abs(np.sum(quat * quat, -1) - 1.0)
-                if np.any(err > QUAT_TOL):
-                    raise ValueError(f"{name}: the quaternion of joint {model.joint_names[i]!r} "
-                                     f"(q[{s.stop - 4}:{s.stop}], [x, y, z, w]) is not of unit norm "
-                                     f"(| |q|^2 - 1 | up to {err.max():.3g}); normalise it")
+        joints, idx = _quaternions(model)
+        if joints:
+            quat = qv[..., idx]                                        # (..., k, 4)
+            err = np.abs(np.sum(quat * quat, -1) - 1.0)
+            if not np.all(err <= QUAT_TOL):
+                k = int(np.argmax(np.max(err.reshape(-1, len(joints)), 0)))
+                i, stop = joints[k], int(idx[k, -1]) + 1
+                raise ValueError(f"{name}: the quaternion of joint {model.joint_names[i]!r} "
+                                 f"(q[{stop - 4}:{stop}], [x, y, z, w]) is not of unit norm "
+                                 f"(| |q|^2 - 1 | up to {err.max():.3g}); normalise it")
     return q
 
 

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-__all__ = ["sin", "cos", "sqrt", "asarray", "is_symbolic", "zeros"]
+__all__ = ["sin", "cos", "sqrt", "atan2", "copysign", "asarray", "is_symbolic", "zeros"]
 
 
 def _scalar(name, fallback):
@@ -31,6 +31,22 @@ def _scalar(name, fallback):
 _obj_sin = _scalar("sin", math.sin)
 _obj_cos = _scalar("cos", math.cos)
 _obj_sqrt = _scalar("sqrt", math.sqrt)
+
+
+def _binary(name, fallback):
+    def f(a, b):
+        method = getattr(a, name, None)
+        if method is not None:
+            return method(b)
+        if getattr(b, name, None) is not None:       # a number and a symbol: lift the number
+            return getattr(b.g.const_sym(a), name)(b)
+        return fallback(a, b)
+
+    return np.frompyfunc(f, 2, 1)
+
+
+_obj_atan2 = _binary("atan2", math.atan2)
+_obj_copysign = _binary("copysign", math.copysign)
 
 
 def is_symbolic(x) -> bool:
@@ -50,11 +66,40 @@ def sqrt(x):
     return np.asarray(_obj_sqrt(x), dtype=object) if is_symbolic(x) else np.sqrt(x)
 
 
+def _traced(x):
+    """An object array or a traced scalar (an element taken out of one)."""
+    return is_symbolic(x) or hasattr(x, "atan2")
+
+
+def atan2(y, x):
+    """``arctan2(y, x)`` elementwise (traceable)."""
+    if _traced(y) or _traced(x):
+        return np.asarray(_obj_atan2(y, x), dtype=object)
+    return np.arctan2(y, x)
+
+
+def copysign(x, s):
+    """``|x|`` with the sign of ``s``, elementwise (traceable; a branch on a sign without branching)."""
+    if _traced(x) or _traced(s):
+        return np.asarray(_obj_copysign(x, s), dtype=object)
+    return np.copysign(x, s)
+
+
 def asarray(x):
-    """Array view of ``x``: object arrays stay object, everything else becomes float."""
-    if isinstance(x, np.ndarray) and (x.dtype == object or np.issubdtype(x.dtype, np.floating)):
-        return x
-    return np.asarray(x, dtype=float)
+    """Array view of ``x``: object arrays stay object, everything else becomes float64 (float32,
+    integers, lists, ``np.matrix``: the one conversion of every public function, so that the NumPy
+    and the compiled paths compute in the same precision).  Complex input is refused rather than
+    silently losing its imaginary part."""
+    if isinstance(x, np.ndarray):
+        if x.dtype == object or x.dtype == np.float64:
+            return x if type(x) is np.ndarray else np.asarray(x)
+        if np.issubdtype(x.dtype, np.complexfloating):
+            raise TypeError(f"expected real numbers, got a complex array (dtype {x.dtype})")
+        return np.asarray(x, dtype=np.float64)
+    a = np.asarray(x)
+    if np.issubdtype(a.dtype, np.complexfloating):
+        raise TypeError(f"expected real numbers, got complex values (dtype {a.dtype})")
+    return np.asarray(a, dtype=np.float64)
 
 
 def zeros(shape, like):

@@ -32,6 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from . import backend as bk
 from .spatial import Transform, axis_rotation, cross3, quat_to_rot, skew
 
 __all__ = ["Joint", "JOINT_TYPES", "make_joint", "jcalc", "quat_multiply", "quat_exp", "quat_log"]
@@ -171,13 +172,27 @@ class Cylindrical(Joint):
         return np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-1.0, 1.0)])
 
 
+# The exponential and logarithm maps below are written without branches on values (so that the
+# tracer records them once for every state): the squared angle gets a floor of _TINY, which keeps
+# the ratios sin(t)/t, (t - sin t)/t^3 ... finite at t = 0 and moves t by at most 1e-100, far below
+# rounding.  Each ratio is evaluated in a form without cancellation error beyond |x| * eps.
+_TINY = 1e-200
+
+
+def _norm(w):
+    """``sqrt(|w|^2 + _TINY)`` (..., 1): the angle of a rotation vector, floored."""
+    return bk.sqrt(np.sum(w * w, -1, keepdims=True) + _TINY)
+
+
 def _se2_left_jacobian(th):
-    """``(a, b)`` with ``V(th) = [[a, -b], [b, a]]``: the SE(2) exponential moves the origin by ``V v_xy``."""
-    small = np.abs(th) < 1e-8
-    ths = np.where(small, 1.0, th)   # avoid 0/0 in the branch np.where discards
-    a = np.where(small, 1.0 - th ** 2 / 6, np.sin(ths) / ths)
-    b = np.where(small, th / 2 - th ** 3 / 24, (1.0 - np.cos(ths)) / ths)
-    return a, b
+    """``(a, b)`` with ``V(th) = [[a, -b], [b, a]]``: the SE(2) exponential moves the origin by ``V v_xy``.
+
+    ``a = sin(th) / th`` (even), ``b = (1 - cos th) / th = (th / 2) (sin(th/2) / (th/2))^2`` (odd).
+    """
+    t = bk.sqrt(th * th + _TINY)
+    h = t / 2
+    sc = bk.sin(h) / h
+    return bk.sin(t) / t, th / 2 * sc * sc
 
 
 @_register
@@ -207,12 +222,13 @@ class Planar(Joint):
         th, vx, vy = v[..., 0], v[..., 1], v[..., 2]
         a, b = _se2_left_jacobian(th)
         dx, dy = a * vx - b * vy, b * vx + a * vy
-        c, s = np.cos(q[..., 2]), np.sin(q[..., 2])
+        c, s = bk.cos(q[..., 2]), bk.sin(q[..., 2])
         return np.stack([q[..., 0] + c * dx - s * dy, q[..., 1] + s * dx + c * dy, q[..., 2] + th], -1)
 
     def difference(self, q0, q1):
-        th = np.arctan2(np.sin(q1[..., 2] - q0[..., 2]), np.cos(q1[..., 2] - q0[..., 2]))
-        c, s = np.cos(q0[..., 2]), np.sin(q0[..., 2])
+        d = q1[..., 2] - q0[..., 2]
+        th = bk.atan2(bk.sin(d), bk.cos(d))
+        c, s = bk.cos(q0[..., 2]), bk.sin(q0[..., 2])
         ex, ey = q1[..., 0] - q0[..., 0], q1[..., 1] - q0[..., 1]
         dx, dy = c * ex + s * ey, -s * ex + c * ey
         a, b = _se2_left_jacobian(th)
@@ -231,21 +247,17 @@ def quat_multiply(p, q):
 
 def quat_exp(w):
     """Unit quaternion of the rotation vector ``w`` (..., 3)."""
-    th = np.linalg.norm(w, axis=-1, keepdims=True)
-    small = th < 1e-8
-    ths = np.where(small, 1.0, th)
-    k = np.where(small, 0.5 - th ** 2 / 48, np.sin(ths / 2) / ths)
-    return np.concatenate([k * w, np.cos(th / 2)], -1)
+    th = _norm(w)
+    h = th / 2
+    return np.concatenate([(bk.sin(h) / th) * w, bk.cos(h)], -1)
 
 
 def quat_log(q):
-    """Rotation vector of a unit quaternion (shortest rotation)."""
-    q = np.where(q[..., 3:] < 0, -q, q)
-    s = np.linalg.norm(q[..., :3], axis=-1, keepdims=True)
-    th = 2 * np.arctan2(s, q[..., 3:])
-    small = s < 1e-8
-    k = np.where(small, 2.0 / np.where(small, q[..., 3:], 1.0), th / np.where(small, 1.0, s))
-    return k * q[..., :3]
+    """Rotation vector of a unit quaternion (shortest rotation: that of the representative with w >= 0)."""
+    sgn = bk.copysign(1.0, q[..., 3:])
+    s = _norm(q[..., :3])
+    th = 2 * bk.atan2(s, q[..., 3:] * sgn)
+    return (th / s * sgn) * q[..., :3]
 
 
 def _quat_conj(q):
@@ -309,14 +321,14 @@ class Free(Joint):
         return np.concatenate([rng.uniform(-1, 1, 3), _random_quat(rng)])
 
     def integrate(self, q, v):
-        # SE(3) exponential of the body twist [omega; v]: p += R V(omega) v, R <- R exp(omega).
+        # SE(3) exponential of the body twist [omega; v]: p += R V(omega) v, R <- R exp(omega), with
+        # V = I + (1 - cos t)/t^2 K + (t - sin t)/t^3 K^2 and (1 - cos t)/t^2 = (sin(t/2)/(t/2))^2 / 2.
         w, u = v[..., :3], v[..., 3:]
-        th = np.linalg.norm(w, axis=-1)[..., None, None]
-        small = th < 1e-8
-        ths = np.where(small, 1.0, th)
+        th = _norm(w)[..., None]
         K = skew(w)
-        b = np.where(small, 0.5 - th ** 2 / 24, (1 - np.cos(ths)) / ths ** 2)
-        c = np.where(small, 1.0 / 6 - th ** 2 / 120, (ths - np.sin(ths)) / ths ** 3)
+        sc = bk.sin(th / 2) / (th / 2)
+        b = 0.5 * sc * sc
+        c = (th - bk.sin(th)) / (th * th * th)
         V = np.eye(3) + b * K + c * (K @ K)
         R = quat_to_rot(q[..., 3:7])
         p = q[..., :3] + (R @ (V @ u[..., None]))[..., 0]
@@ -327,12 +339,11 @@ class Free(Joint):
         w = quat_log(quat_multiply(_quat_conj(q0[..., 3:7]), q1[..., 3:7]))
         R0 = quat_to_rot(q0[..., 3:7])
         dp = (np.swapaxes(R0, -1, -2) @ (q1[..., :3] - q0[..., :3])[..., None])[..., 0]
-        th = np.linalg.norm(w, axis=-1)[..., None, None]
-        small = th < 1e-8
-        ths = np.where(small, 1.0, th)
+        th = _norm(w)[..., None]
         K = skew(w)
-        # V^-1 = I - K/2 + (1/th^2)(1 - (th/2) cot(th/2)) K^2
-        d = np.where(small, 1.0 / 12 + th ** 2 / 720, (1 - (ths / 2) / np.tan(ths / 2)) / ths ** 2)
+        # V^-1 = I - K/2 + (1/t^2)(1 - (t/2) cot(t/2)) K^2 (t <= pi: the log is the shortest rotation)
+        h = th / 2
+        d = (1 - h * bk.cos(h) / bk.sin(h)) / (th * th)
         Vinv = np.eye(3) - 0.5 * K + d * (K @ K)
         return np.concatenate([w, (Vinv @ dp[..., None])[..., 0]], -1)
 

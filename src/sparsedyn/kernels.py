@@ -32,6 +32,7 @@ algorithms, tracing or compilation.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Callable
@@ -90,9 +91,13 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
     ``(model, static, optional) -> Program`` that builds its program; by default
     the function is traced by calling it on object arrays of symbols.
 
-    The function is returned unchanged, with the declaration attached as
-    ``fn.__kernel__``; the declaration is also entered in :data:`REGISTRY`
-    under ``name`` (default: the function's name).
+    The public function returned is ``fn`` behind a thin dispatch: when its
+    first argument is not a Model but an object with a
+    ``__sparsedyn_kernel__(name, args, kwargs)`` method (a compiled model), the
+    call goes to that method, so ``f(compiled, ...)`` runs the compiled form of
+    ``f``.  The declaration is attached as ``__kernel__`` and entered in
+    :data:`REGISTRY` under ``name`` (default: the function's name);
+    ``Kernel.fn`` is the undecorated function (what tracing calls).
     """
     def register(fn):
         params = inspect.signature(fn).parameters
@@ -102,9 +107,19 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
             raise TypeError(f"kernel {fn.__name__}: declared arguments {missing} are not parameters "
                             f"of {fn.__name__}{inspect.signature(fn)}")
         k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program)
-        REGISTRY[k.name] = k
-        fn.__kernel__ = k
-        return fn
+        kname = k.name
+
+        @functools.wraps(fn)
+        def public(model, *args, **kwargs):
+            # Duck-typed dispatch: this layer knows nothing of how a compiled model runs a kernel.
+            dispatch = getattr(type(model), "__sparsedyn_kernel__", None)
+            if dispatch is not None:
+                return dispatch(model, kname, args, kwargs)
+            return fn(model, *args, **kwargs)
+
+        public.__kernel__ = k
+        REGISTRY[kname] = k
+        return public
 
     return register
 

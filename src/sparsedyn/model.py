@@ -535,16 +535,14 @@ class Model:
                                for i, j in enumerate(self.joints)])
 
     def integrate(self, q, v):
-        """``q (+) v`` joint by joint (exponential map for quaternion joints); batched."""
-        q, v = np.asarray(q, float), np.asarray(v, float)
-        return np.concatenate([j.integrate(q[..., self.q_slice(i)], v[..., self.v_slice(i)])
-                               for i, j in enumerate(self.joints)], -1)
+        """``q (+) v``: :func:`sparsedyn.integrate` of this model."""
+        from .algorithms.configuration import integrate   # the algorithm layer, imported on use
+        return integrate(self, q, v)
 
     def difference(self, q0, q1):
-        """``q1 (-) q0``: the velocity (..., nv) that :meth:`integrate` maps ``q0`` to ``q1`` with."""
-        q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
-        return np.concatenate([j.difference(q0[..., self.q_slice(i)], q1[..., self.q_slice(i)])
-                               for i, j in enumerate(self.joints)], -1)
+        """``q1 (-) q0``: :func:`sparsedyn.difference` of this model."""
+        from .algorithms.configuration import difference
+        return difference(self, q0, q1)
 
     def __repr__(self):
         return f"Model({self.name!r}, bodies={self.nbodies}, nq={self.nq}, nv={self.nv})"

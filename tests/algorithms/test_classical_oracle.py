@@ -71,9 +71,9 @@ def test_bias(robot):
     for q, v, _, f in states(model):
         qp, vp = ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v)
         C_pin = ip.tau_from_pinocchio(model, pin.nonLinearEffects(pm, pd, qp, vp))
-        assert rel_err(sd.bias(model, q, v), C_pin) < TOL
+        assert rel_err(sd.nonlinear_effects(model, q, v), C_pin) < TOL
         Cf_pin = ip.tau_from_pinocchio(model, pin.rnea(pm, pd, qp, vp, np.zeros(model.nv), ip.fext_to_pinocchio(model, f)))
-        assert rel_err(sd.bias(model, q, v, f), Cf_pin) < TOL
+        assert rel_err(sd.nonlinear_effects(model, q, v, f), Cf_pin) < TOL
 
 
 def test_aba_and_fd_crb(robot):
@@ -105,7 +105,7 @@ def test_romeo_with_massless_fingers(floating_base):
     qp, vp, tp = ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v), ip.tau_to_pinocchio(model, tau)
     H = sd.crba(model, q)
     assert rel_err(H, from_pin_matrix(model, upper_to_symmetric(pin.crba(pm, pd, qp)))) < TOL
-    assert rel_err(sd.bias(model, q, v), ip.tau_from_pinocchio(model, pin.nonLinearEffects(pm, pd, qp, vp))) < TOL
+    assert rel_err(sd.nonlinear_effects(model, q, v), ip.tau_from_pinocchio(model, pin.nonLinearEffects(pm, pd, qp, vp))) < TOL
     massless = [model.joint_names[i] for i in range(model.nbodies)
                 if not model.inertia[i:model.subtree_end[i]].any()]
     assert "RThumb3" in massless and "LFinger13" in massless

@@ -39,8 +39,7 @@ def test_equation_of_motion_H_a_plus_C_is_rnea(tree, rng):
     H2, C2 = sd.HandC(tree, q, v, f_ext, gravity=g)
     np.testing.assert_array_equal(H2, H)
     assert rel_err(H @ a + C2, sd.rnea(tree, q, v, a, f_ext, gravity=g)) < 1e-12
-    assert rel_err(sd.bias(tree, q, v, f_ext, gravity=g), C2) < 1e-15
-    assert rel_err(sd.bias(tree, q, v), sd.nonlinear_effects(tree, q, v)) < 1e-15
+    assert rel_err(sd.nonlinear_effects(tree, q, v, f_ext, gravity=g), C2) < 1e-15
 
 
 def test_blocks_on_different_branches_are_structural_zeros(tree, rng):
@@ -80,13 +79,13 @@ def test_batched_equals_singles(tree, rng):
     assert H.shape == (3, tree.nv, tree.nv) and CC.shape == (3, tree.nv)
     for k in range(3):
         np.testing.assert_array_equal(H[k], sd.crba(tree, Q[k]))
-        assert rel_err(CC[k], sd.bias(tree, Q[k], V[k], F[k])) < 1e-14
+        assert rel_err(CC[k], sd.nonlinear_effects(tree, Q[k], V[k], F[k])) < 1e-14
     np.testing.assert_array_equal(HH, H)
     # broadcasting: one configuration, a batch of velocities
     H1, C1 = sd.HandC(tree, Q[0], V)
     assert H1.shape == (3, tree.nv, tree.nv)
     for k in range(3):
-        assert rel_err(C1[k], sd.bias(tree, Q[0], V[k])) < 1e-14
+        assert rel_err(C1[k], sd.nonlinear_effects(tree, Q[0], V[k])) < 1e-14
     Q2 = Q.reshape(3, 1, tree.nq)
     assert sd.crba(tree, Q2).shape == (3, 1, tree.nv, tree.nv)
 
@@ -98,10 +97,10 @@ def test_object_arrays_give_the_same_numbers(tree, rng):
     H, C = sd.HandC(tree, o(q), o(v), o(f))
     assert H.dtype == object and C.dtype == object
     assert rel_err(H.astype(float), sd.crba(tree, q)) < 1e-13
-    assert rel_err(C.astype(float), sd.bias(tree, q, v, f)) < 1e-13
+    assert rel_err(C.astype(float), sd.nonlinear_effects(tree, q, v, f)) < 1e-13
     # kernels directly
     assert rel_err(crba_kernel(tree, o(q)).astype(float), sd.crba(tree, q)) < 1e-13
-    assert rel_err(bias_kernel(tree, o(q), o(v)).astype(float), sd.bias(tree, q, v)) < 1e-13
+    assert rel_err(bias_kernel(tree, o(q), o(v)).astype(float), sd.nonlinear_effects(tree, q, v)) < 1e-13
 
 
 def test_bad_arguments_are_named(tree):
@@ -109,10 +108,10 @@ def test_bad_arguments_are_named(tree):
     with pytest.raises(ValueError, match=rf"q: expected shape \(\.\.\., {tree.nq}\)"):
         sd.crba(tree, q[:-1])
     with pytest.raises(ValueError, match=rf"v: expected shape \(\.\.\., {tree.nv}\)"):
-        sd.bias(tree, q, z[1:])
+        sd.nonlinear_effects(tree, q, z[1:])
     with pytest.raises(ValueError, match=rf"f_ext: expected shape \(\.\.\., {tree.nbodies}, 6\)"):
         sd.HandC(tree, q, z, np.zeros((tree.nbodies, 5)))
     with pytest.raises(ValueError, match=r"gravity: expected shape \(\.\.\., 3\)"):
-        sd.bias(tree, q, z, gravity=[1.0])
+        sd.nonlinear_effects(tree, q, z, gravity=[1.0])
     with pytest.raises(ValueError, match="q: contains NaN"):
         sd.crba(tree, np.full(tree.nq, np.nan))

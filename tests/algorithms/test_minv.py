@@ -29,7 +29,7 @@ def test_forward_dynamics_through_minv(tree, rng):
     q, v, a = random_state(tree, rng)
     f_ext = rng.normal(size=(tree.nbodies, 6))
     tau = sd.rnea(tree, q, v, a, f_ext)
-    assert rel_err(sd.minv(tree, q) @ (tau - sd.bias(tree, q, v, f_ext)), a) < 1e-10
+    assert rel_err(sd.minv(tree, q) @ (tau - sd.nonlinear_effects(tree, q, v, f_ext)), a) < 1e-10
 
 
 def test_batched_equals_singles(tree, rng):

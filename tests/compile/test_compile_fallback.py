@@ -28,7 +28,7 @@ def test_missing_compiler_falls_back_to_numpy(tmp_path, monkeypatch, rng):
     assert rel_err(k.rnea(q, v, a), sd.rnea(model, q, v, a)) == 0.0
     assert rel_err(k.aba(q[0], v[0], a[0]), sd.aba(model, q[0], v[0], a[0])) == 0.0
     assert rel_err(k.minv(q), sd.minv(model, q)) == 0.0
-    R, p = k.fk(q)
+    R, p = k.forward_kinematics(q)
     assert rel_err(R, sd.forward_kinematics(model, q)[0]) == 0.0
     f = k.flops("rnea")                              # still counted from the IR
     assert f["mul"] > 0

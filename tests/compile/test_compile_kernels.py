@@ -1,11 +1,16 @@
-"""Compiled kernels against the NumPy reference (within the rounding bound of each algorithm), single
-and batched.
+"""Every registered function has a compiled form equal to the NumPy function: single state, batched,
+``out=``, optional arrays, every static argument; on random trees of every joint type and a robot.
 
-Each model is compiled once per module (both the scalar and the vectorised
-library) into the session's private cache.
+The compiled program performs the NumPy kernel's operations in the same order except the
+summation order inside NumPy's ``@``; the differences are rounding errors amplified by the
+conditioning of the result (``aba``, ``minv``, ``fd_crb`` invert ``H``; random trees have
+``cond(H)`` up to about 1e4), so 1e-9 relative to max(1, |result|) bounds them with a wide margin
+while any wrong entry (an error of order one) fails.
 """
 
+import inspect
 import sysconfig
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,152 +19,199 @@ import pytest
 import sparsedyn as sd
 from conftest import random_trees, rel_err, random_state, rounding_bound
 from erd import load_pair
+from kernel_args import arguments, static_choices
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
+from sparsedyn.kernels import REGISTRY
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
-
-def tol(model, name, q):
-    """Compiled (``-march=native``, contracted and reordered) against NumPy: the recursions (RNEA, CRBA,
-    kinematics) are products of well-scaled factors (condition 1); ABA and Minv solve with ``H``."""
-    kappa = float(np.linalg.cond(sd.crba(model, q)).max()) if name in ("aba", "minv") else 1.0
-    return rounding_bound(model.nv, kappa)
-
-
-def reference(model, name, q, v, a):
-    if name == "rnea":
-        return sd.rnea(model, q, v, a)
-    if name == "bias":
-        return sd.bias(model, q, v)
-    if name == "aba":
-        return sd.aba(model, q, v, a)
-    if name == "crba":
-        return sd.crba(model, q)
-    if name == "minv":
-        return sd.minv(model, q)
-    return sd.forward_kinematics(model, q)
+#: Public functions taking a model that are not kernels, and why.
+NOT_KERNELS = {
+    "sparsity_pattern": "structure only: no state argument",
+    "to_urdf": "writes a file",
+    "estimate_report": "a text report",
+    "estimation_demo": "a text report",
+    "compile_report": "a text report",
+    "sparse_inverse_dynamics": "compiled through sparsedyn.compile(problem): the sparse layer's own structure",
+    "sparse_forward_dynamics": "compiled through sparsedyn.compile(problem): the sparse layer's own structure",
+    "sparse_hybrid_dynamics": "compiled through sparsedyn.compile(problem): the sparse layer's own structure",
+    "subtree_masses": "structure only: no state argument",
+    "mjcf_measurements": "picks values out of MuJoCo's sensordata: a layout conversion",
+    "identify": "a fit over a data set (SciPy least squares), not a function of one state",
+    "base_parameters": "a structural analysis of stacked regressors (SciPy pivoted QR)",
+    "force_torque_regressor": "a constant sensor map applied to joint_wrench_regressor, which is the kernel",
+    "imu_base_state": "quaternion extraction branches on values; frame_proper_acceleration is the kernel",
+}
 
 
-def call(k, name, q, v, a):
-    f = getattr(k, name)
-    return f(q, v, a) if name in ("rnea", "aba") else f(q, v) if name == "bias" else f(q)
+def test_every_public_numeric_function_is_registered():
+    """A public function of a model (or of its dof tree) is a registered kernel, so it has a
+    compiled form; a new one without ``@kernel`` fails here."""
+    missing = []
+    for name in sd.__all__:
+        obj = getattr(sd, name)
+        if not inspect.isfunction(obj):
+            continue
+        first = next(iter(inspect.signature(obj).parameters), None)
+        if first in ("model", "model_or_lambda") and name not in NOT_KERNELS:
+            if getattr(obj, "__kernel__", None) is None or REGISTRY.get(name) is not obj.__kernel__:
+                missing.append(name)
+    assert not missing, f"public numeric functions without a kernel declaration: {missing}"
+    for name in REGISTRY:
+        assert name in sd.__all__, f"registered kernel {name!r} is not public"
+    assert "bias" not in sd.__all__ and "bias" not in REGISTRY      # one name: nonlinear_effects
 
 
-def check(k, model, q, v, a):
-    for name in ("rnea", "bias", "aba", "crba", "minv", "fk"):
-        got, ref = call(k, name, q, v, a), reference(model, name, q, v, a)
-        if name == "fk":
-            assert isinstance(got, tuple) and len(got) == 2
-            for x, y in zip(got, ref):
-                assert x.shape == y.shape and rel_err(x, y) < tol(model, name, q), name
-        else:
-            assert got.shape == ref.shape and got.dtype == np.float64, name
-            assert rel_err(got, ref) < tol(model, name, q), name
+@pytest.fixture(scope="module", params=["floating-all-joints", "panda"])
+def compiled(request, compile_cache):
+    if request.param == "panda":
+        model, _ = load_pair("panda", False)
+        return model, sd.compile(model, vectorize=False)
+    model = random_trees()[0 if request.param.startswith("chain") else 2]
+    # the floating tree also exercises the vectorised batch library
+    return model, sd.compile(model, vectorize=True if request.param.startswith("floating") else False)
 
 
-@pytest.fixture(scope="module", params=range(4), ids=["chain", "binary", "floating", "floating-bf3"])
-def compiled_tree(request, compile_cache):
-    model = random_trees()[request.param]
-    return model, sd.compile(model, vectorize=True)
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
 
 
-@pytest.fixture(scope="module", params=[("panda", False), ("solo12", True)], ids=["panda", "solo12-floating"])
-def compiled_robot(request, compile_cache):
-    model, _ = load_pair(*request.param)
-    return model, sd.compile(model, vectorize=True)
+def _bound(model, args):
+    """The rounding bound (conftest.rounding_bound) of the kernels at these arguments: a chain of
+    ``nv + nb`` dependent steps, times ``cond(H)`` at the states, the worst conditioned step any
+    kernel takes (ABA, Minv and the LTDL solves divide by the mass matrix' pivots)."""
+    q = args.get("q", args.get("q0"))
+    H = sd.crba(model, q) if q is not None else next(
+        np.asarray(x) for x in args.values() if np.ndim(x) >= 2 and np.shape(x)[-1] == np.shape(x)[-2])
+    kappa = float(np.max(np.linalg.cond(H))) if H.shape[-1] else 1.0
+    return rounding_bound(model.nv + model.nbodies, kappa)
 
 
-def test_random_trees_single(compiled_tree, rng):
-    model, k = compiled_tree
+def _same(got, ref, what, bound):
+    got, ref = _as_tuple(got), _as_tuple(ref)
+    assert len(got) == len(ref), what
+    for g, r in zip(got, ref):
+        assert isinstance(g, np.ndarray) and g.dtype == np.float64 and g.shape == r.shape, what
+        assert rel_err(g, r) < bound, (what, rel_err(g, r), bound)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_compiled_function_equals_numpy(compiled, name, rng):
+    model, k = compiled
     assert k.compiled
+    public = getattr(sd, name)
+    for static in static_choices(model, name):
+        for batch in ((), (3, 7)):
+            args = arguments(model, name, rng, batch=batch, static=static)
+            ref = public(model, **args, **static)
+            tol = _bound(model, args)
+            _same(getattr(k, name)(**args, **static), ref, (name, static, batch), tol)
+            _same(public(k, **args, **static), ref, (name, static, batch, "dispatch"), tol)
+            outs = tuple(np.empty(r.shape) for r in _as_tuple(ref))
+            res = getattr(k, name)(**args, **static, out=outs if len(outs) > 1 else outs[0])
+            assert all(a is b for a, b in zip(_as_tuple(res), outs))
+            _same(res, ref, (name, static, batch, "out"), tol)
+        if REGISTRY[name].optional:
+            args = arguments(model, name, rng, batch=(2,), optional=True, static=static)
+            _same(getattr(k, name)(**args, **static), public(model, **args, **static), (name, static, "optional"),
+                  _bound(model, args))
+
+
+def test_fast_path_is_used_and_checks_like_numpy(compiled, rng):
+    model, k = compiled
     if Path(sysconfig.get_paths()["include"], "Python.h").is_file():
         assert k.fastcall                   # single calls take the C fast path where it can be built
-    for _ in range(3):
-        check(k, model, *random_state(model, rng))
-
-
-def test_random_trees_batched(compiled_tree, rng):
-    model, k = compiled_tree
-    # 3 x 7 = 21 states: full vector blocks and a padded partial block, on several threads.
-    q, v, a = random_state(model, rng, batch=(3, 7))
-    check(k, model, q, v, a)
-    k.threads, old = 2, k.threads
-    try:
-        Q, V, A = random_state(model, rng, batch=(300,))
-        check(k, model, Q, V, A)
-    finally:
-        k.threads = old
-
-
-def test_robots_single_and_batched(compiled_robot, rng):
-    model, k = compiled_robot
-    check(k, model, *random_state(model, rng))
-    check(k, model, *random_state(model, rng, batch=(13,)))
-
-
-def test_broadcasting_and_conversions(compiled_tree, rng):
-    model, k = compiled_tree
-    q, v, a = random_state(model, rng, batch=(5,))
-    # one v for all states; lists, float32 and non-contiguous arrays take the general path
-    assert rel_err(k.rnea(q, v[0], a), sd.rnea(model, q, v[0], a)) < tol(model, "rnea", q)
-    assert rel_err(k.rnea(list(q[0]), list(v[0]), list(a[0])), sd.rnea(model, q[0], v[0], a[0])) < tol(model, "rnea", q)
-    qf = np.asfortranarray(np.stack([q[0], q[1]], -1)).T          # non-contiguous rows
-    assert rel_err(k.crba(qf), sd.crba(model, qf)) < tol(model, "crba", qf)
-    assert rel_err(k.minv(q[:1]), sd.minv(model, q[:1])) < tol(model, "minv", q[:1])      # a batch of one keeps its axis
-    assert k.minv(q[:1]).shape == (1, model.nv, model.nv)
-    assert k.rnea(q[:0], v[:0], a[:0]).shape == (0, model.nv)
+    q, v, a = random_state(model, rng)
+    k.rnea(q, v, a)
+    assert k._methods["rnea"].fast.get(()) is not None or not k.fastcall
+    for bad, match in ((np.full_like(q, np.nan), "NaN"), (q[:-1], "expected shape")):
+        with pytest.raises(ValueError, match=match):
+            k.rnea(bad, v, a)
+        with pytest.raises(ValueError, match=match):
+            sd.rnea(model, bad, v, a)
     with pytest.raises(ValueError, match="expected shape"):
-        k.rnea(q[0, :-1], v[0], a[0])
+        k.integrate(q, np.zeros(model.nv + 1))
+    with pytest.raises(ValueError, match="expected shape"):
+        sd.integrate(model, q, np.zeros(model.nv + 1))
+    assert k.rnea(q[None][:0], v[None][:0], a[None][:0]).shape == (0, model.nv)
     with pytest.raises(ValueError, match="broadcast"):
-        k.rnea(q[:2], v[:3], a[0])
-    with pytest.raises(TypeError):
-        k.crba(q[0], gravity=[0, 0, -9.81])
+        k.rnea(np.stack([q, q]), np.stack([v, v, v]), a)
 
 
-def test_external_forces_and_gravity(rng, compile_cache):
-    model = random_trees()[2]                 # floating base, every joint type
-    k = sd.compile(model, kernels=("rnea", "bias", "aba"))
-    q, v, a = random_state(model, rng, batch=(4,))
-    f_ext = rng.normal(size=(4, model.nbodies, 6))
-    g = np.array([0.5, -1.0, -9.0])
-    assert rel_err(k.rnea(q, v, a, f_ext=f_ext, gravity=g), sd.rnea(model, q, v, a, f_ext, g)) < tol(model, "rnea", q)
-    assert rel_err(k.bias(q[0], v[0], f_ext=f_ext[0]), sd.bias(model, q[0], v[0], f_ext[0])) < tol(model, "bias", q)
-    assert rel_err(k.aba(q[1], v[1], a[1], gravity=g), sd.aba(model, q[1], v[1], a[1], gravity=g)) < tol(model, "aba", q[1])
-    assert "rnea_ext" in k.kernels
-    # kernels that were not compiled still answer, through NumPy
-    assert rel_err(k.crba(q[0]), sd.crba(model, q[0])) < tol(model, "crba", q)
-
-
-def test_cached_reuse_does_not_rebuild(compiled_robot):
-    model, k = compiled_robot
-    k2 = sd.compile(model, vectorize=True)
-    assert k2.built == {"single": False, "batch": False}
-    assert k2.kernels["rnea"].flops == k.kernels["rnea"].flops
-
-
-def test_without_the_fast_path(compiled_robot, monkeypatch, rng):
-    """With the C fast path disabled, single calls go through ctypes with the same results."""
-    model, _ = compiled_robot
-    monkeypatch.setenv("SPARSEDYN_NO_FASTCALL", "1")
+def test_quaternions_of_wrong_norm_are_refused(rng, compile_cache):
+    model = random_trees()[2]                 # floating base: q[3:7] is a quaternion
     k = sd.compile(model)
-    assert not k.fastcall and k.compiled
-    check(k, model, *random_state(model, rng))
+    q, v, a = random_state(model, rng)
+    k.rnea(q, v, a)                           # builds and installs the fast path
+    for scale in (0.0, 2.0):
+        bad = q.copy()
+        bad[3:7] *= scale
+        for f in (k.rnea, k.forward_kinematics):
+            args = (bad, v, a) if f is k.rnea else (bad,)
+            with pytest.raises(ValueError, match="unit norm"):
+                f(*args)
+            with pytest.raises(ValueError, match="unit norm"):
+                f(*(np.stack([x, x]) for x in args))
 
 
-def test_out_arguments(compiled_tree, rng):
-    model, k = compiled_tree
-    q, v, a = random_state(model, rng, batch=(10,))
-    H = np.empty((10, model.nv, model.nv))
-    assert k.crba(q, out=H) is H
-    assert rel_err(H, sd.crba(model, q)) < tol(model, "crba", q)
-    R, p = np.empty((10, model.nbodies, 3, 3)), np.empty((10, model.nbodies, 3))
-    k.fk(q, out=(R, p))
-    assert rel_err(p, sd.forward_kinematics(model, q)[1]) < tol(model, "fk", q)
-    tau = np.empty(model.nv)
-    k.rnea(q[0], v[0], a[0], out=tau)
-    assert rel_err(tau, sd.rnea(model, q[0], v[0], a[0])) < tol(model, "rnea", q)
-    with pytest.raises(ValueError, match="out"):
-        k.crba(q, out=np.empty((10, model.nv, model.nv), dtype=np.float32))
+def test_help_and_signature_match_the_numpy_function(compiled):
+    _, k = compiled
+    for name in ("rnea", "frame_jacobian", "forward_kinematics", "integrate", "difference"):
+        f, public = getattr(k, name), getattr(sd, name)
+        params = list(inspect.signature(public).parameters.values())[1:]
+        sig = inspect.signature(f)
+        assert list(sig.parameters)[:len(params)] == [p.name for p in params]
+        assert [p.default for p in list(sig.parameters.values())[:len(params)]] == [p.default for p in params]
+        assert sig.parameters["out"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert f.__doc__ == public.__doc__ and f.__name__ == name
+    with pytest.raises(AttributeError):
+        k.fk
+    with pytest.raises(AttributeError):
+        k.bias
+    assert k.nq == k.model.nq and k.frames == k.model.frames     # the model's attributes
+
+
+def test_model_without_moving_bodies(compile_cache):
+    model = sd.ModelBuilder("nothing").build()
+    k = sd.compile(model)
+    q = np.zeros((4, 0))
+    assert k.rnea(q, q, q).shape == (4, 0)
+    assert sd.rnea(k, np.zeros(0), np.zeros(0), np.zeros(0)).shape == (0,)
+    assert k.crba(q).shape == (4, 0, 0)
+    assert k.aba(q, q, q).shape == (4, 0)
+
+
+def test_out_is_checked_on_the_numpy_fallback(tmp_path, monkeypatch, rng):
+    from sparsedyn.codegen import CompilerNotFoundWarning
+    monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
+    model = random_trees()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompilerNotFoundWarning)
+        k = sd.compile(model)
+    assert not k.compiled
+    q, v, a = random_state(model, rng, batch=(3,))
+    H = np.empty((3, model.nv, model.nv))
+    assert k.crba(q, out=H) is H and rel_err(H, sd.crba(model, q)) == 0.0
+    for bad in (np.empty((3, model.nv, model.nv), np.float32), np.empty((3, model.nv, model.nv), np.int64),
+                np.empty((2, model.nv, model.nv)), [[0.0]]):
+        with pytest.raises(ValueError, match="out"):
+            k.crba(q, out=bad)
+    assert rel_err(sd.rnea(k, q, v, a), sd.rnea(model, q, v, a)) == 0.0
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_one_conversion_on_both_paths(compiled, rng):
+    """float32, integer and np.matrix inputs become float64 on the NumPy and the compiled path alike;
+    complex input is refused on both."""
+    model, k = compiled
+    q, v, a = random_state(model, rng)
+    ref = sd.rnea(model, q.astype(np.float32).astype(np.float64), v, a)
+    for got in (sd.rnea(model, q.astype(np.float32), v, a), k.rnea(q.astype(np.float32), v, a)):
+        assert got.dtype == np.float64 and rel_err(got, ref) < rounding_bound(model.nv + model.nbodies)
+    assert rel_err(k.crba(np.asmatrix(q)), sd.crba(model, q[None])) < rounding_bound(model.nv + model.nbodies)
+    for f in (lambda x: sd.rnea(model, x, v, a), lambda x: k.rnea(x, v, a)):
+        with pytest.raises(TypeError, match="complex"):
+            f(q + 0j)
 
 
 def test_armature_compiled_and_keyed(rng, compile_cache):
@@ -167,12 +219,13 @@ def test_armature_compiled_and_keyed(rng, compile_cache):
     model = random_trees()[0]
     arm = np.zeros(model.nv)
     arm[1::2] = rng.uniform(0.1, 1.0, len(arm[1::2]))
-    k0 = sd.compile(model, kernels=("rnea", "aba", "crba", "minv"))
-    ka = sd.compile(model.with_armature(arm), kernels=("rnea", "aba", "crba", "minv"))
-    assert ka.built["single"]                 # not the armature-free library from the cache
+    k0 = sd.compile(model)
+    ka = sd.compile(model.with_armature(arm))
     q, v, a = random_state(model, rng, batch=(3,))
     m = ka.model
-    assert rel_err(ka.rnea(q, v, a), sd.rnea(m, q, v, a)) < TOL
-    assert rel_err(ka.aba(q, v, a), sd.aba(m, q, v, a)) < TOL
-    assert rel_err(ka.crba(q), sd.crba(m, q)) < TOL and rel_err(ka.minv(q), sd.minv(m, q)) < TOL
-    assert rel_err(ka.rnea(q, v, a) - k0.rnea(q, v, a), arm * a) < 1e-10
+    bound = rounding_bound(model.nv + model.nbodies, float(np.linalg.cond(sd.crba(m, q)).max()))
+    for name, args in (("rnea", (q, v, a)), ("aba", (q, v, a)), ("crba", (q,)), ("minv", (q,))):
+        assert rel_err(getattr(ka, name)(*args), getattr(sd, name)(m, *args)) < bound, name
+    assert ka.built["rnea-single"]            # built for this model: not the armature-free library
+    # and the armature-free model's kernel differs by exactly the rotor term
+    assert rel_err(ka.rnea(q, v, a) - k0.rnea(q, v, a), arm * a) < bound

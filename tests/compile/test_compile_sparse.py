@@ -275,6 +275,8 @@ def test_compiled_estimator_equals_numpy_and_truth(humanoid_cases, name):
     bound = estimator_bound(problem, q, e0.d)
     assert np.all(per_state(e0.d, truth["d"]) <= bound)
     assert np.all(per_state(e1.d, e0.d) <= bound)
+    empty = k.solve(q[:0], qd[:0], y[:0])                          # an empty batch, as NumPy
+    assert empty.d.shape == (0, est.n) == est.solve(q[:0], qd[:0], y[:0]).d.shape
     # flops from the IR: the result's (the solve) and the run-time checks'
     f, r = k.flops(), k.flops("result")
     assert r["total"] > 0 and f["total"] == r["total"] + k.flops("checks")["total"]

@@ -8,22 +8,21 @@ from sparsedyn.kernels import REGISTRY, kernel
 from sparsedyn.symbolic.trace import trace_kernel
 
 from conftest import random_state, rel_err
+from kernel_args import arguments, static_choices
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_registered_kernel_traces_to_numpy_result(tree, name, rng):
     k = REGISTRY[name]
-    static = {"frame": tree.frames[-1].name, "reference": "world"}
-    static = {s: static[s] for s in k.static}
-    prog = trace_kernel(k, tree, static)
-    q, v, a = random_state(tree, rng)
-    args = {"q": q, "v": v, "a": a, "tau": a}
-    out = prog.evaluate([args[n] for n in prog.input_names])
-    ref = k.fn(tree, *[args[n] for n in prog.input_names], **static)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, r in zip(out, ref):
-        # one program, the same operations as NumPy up to the summation order inside NumPy's @
-        assert rel_err(o, r) < 1e-10
+    for static in static_choices(tree, name):
+        prog = trace_kernel(k, tree, static)
+        args = arguments(tree, name, rng, static=static)
+        out = prog.evaluate([args[n] for n in prog.input_names])
+        ref = k.fn(tree, **args, **static)
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        for o, r in zip(out, ref):
+            # one program, the same operations as NumPy up to the summation order inside NumPy's @
+            assert rel_err(o, r) < 1e-10, (name, static)
 
 
 def test_optional_inputs_become_program_inputs(tree, rng):

@@ -36,7 +36,7 @@ from .rnea import armature_of, rnea_kernel
 from ..spatial import (RigidInertia, Transform, apply_force_transpose, rigid_add, rigid_inertia, rigid_inertia_matrix,
                       rigid_transform)
 
-__all__ = ["crba", "bias", "HandC", "crba_kernel", "bias_kernel", "composite_inertias", "apply_columns",
+__all__ = ["crba", "HandC", "crba_kernel", "bias_kernel", "composite_inertias", "apply_columns",
            "inertia_columns"]
 
 
@@ -114,18 +114,8 @@ def _state(model, q, v, f_ext, gravity):
     return q, v, f_ext, g, shape
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",)}, optional={"f_ext": ("nb", 6), "gravity": (3,)}, outputs={"C": ("nv",)})
-def bias(model, q, v, f_ext=None, gravity=None):
-    """Bias force ``C`` (..., nv) such that ``H(q) qdd + C = tau``.
-
-    ``f_ext`` (..., NB, 6): external spatial forces ``[n; f]`` on each body, body
-    frame; ``gravity`` (3,) overrides ``model.gravity`` (world frame).
-    """
-    q, v, f_ext, g, shape = _state(model, q, v, f_ext, gravity)
-    C = bias_kernel(model, q, v, f_ext, g)
-    return np.broadcast_to(C, shape + (model.nv,)).copy()
-
-
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, optional={"f_ext": ("nb", 6), "gravity": (3,)},
+        outputs={"H": ("nv", "nv"), "C": ("nv",)})
 def HandC(model, q, v, f_ext=None, gravity=None):
     """``(H, C)``: joint-space inertia matrix and bias force (RBDA's ``HandC``)."""
     q, v, f_ext, g, shape = _state(model, q, v, f_ext, gravity)

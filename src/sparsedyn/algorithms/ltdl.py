@@ -42,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
+from ..kernels import kernel
 
 __all__ = ["dof_lambda", "chain_lambda", "sparsity_pattern", "ltdl", "ltl", "ltdl_kernel", "ltl_kernel",
            "mpyL", "mpyLt", "mpyLi", "mpyLit", "ltdl_solve", "ltl_solve", "spd_inverse"]
@@ -151,6 +152,7 @@ def _diagonal(P):
     return D
 
 
+@kernel(inputs={"H": ("nv", "nv")}, outputs={"L": ("nv", "nv"), "D": ("nv",)})
 def ltdl(model_or_lambda, H, check=None):
     """``H = L^T D L``: returns ``L`` (..., n, n), unit lower triangular, nonzero only
     in :func:`sparsity_pattern`, and ``D`` (..., n).
@@ -165,6 +167,7 @@ def ltdl(model_or_lambda, H, check=None):
     return _unpack(lam, P, unit=True), _diagonal(P)
 
 
+@kernel(inputs={"H": ("nv", "nv")}, outputs={"L": ("nv", "nv")})
 def ltl(model_or_lambda, H, check=None):
     """``H = L^T L``: returns ``L`` (..., n, n), lower triangular, nonzero only in the pattern.
 
@@ -197,6 +200,7 @@ def _prepare(model_or_lambda, L, x):
     return lam, L, x
 
 
+@kernel(inputs={"L": ("nv", "nv"), "x": ("nv",)}, static=("unit",), outputs={"y": ("nv",)})
 def mpyL(model_or_lambda, L, x, unit=False):
     """``L x``.  ``unit=True`` takes ``L``'s diagonal as ones (the LTDL factor)."""
     lam, L, x = _prepare(model_or_lambda, L, x)
@@ -211,6 +215,7 @@ def mpyL(model_or_lambda, L, x, unit=False):
     return _assemble(y, L, x)
 
 
+@kernel(inputs={"L": ("nv", "nv"), "x": ("nv",)}, static=("unit",), outputs={"y": ("nv",)})
 def mpyLt(model_or_lambda, L, x, unit=False):
     """``L^T x``."""
     lam, L, x = _prepare(model_or_lambda, L, x)
@@ -223,6 +228,7 @@ def mpyLt(model_or_lambda, L, x, unit=False):
     return _assemble(y, L, x)
 
 
+@kernel(inputs={"L": ("nv", "nv"), "x": ("nv",)}, static=("unit",), outputs={"y": ("nv",)})
 def mpyLi(model_or_lambda, L, x, unit=False):
     """``L^-1 x`` (forward substitution over ancestors)."""
     lam, L, x = _prepare(model_or_lambda, L, x)
@@ -237,6 +243,7 @@ def mpyLi(model_or_lambda, L, x, unit=False):
     return _assemble(y, L, x)
 
 
+@kernel(inputs={"L": ("nv", "nv"), "x": ("nv",)}, static=("unit",), outputs={"y": ("nv",)})
 def mpyLit(model_or_lambda, L, x, unit=False):
     """``L^-T x`` (back substitution, each dof pushing into its ancestors)."""
     lam, L, x = _prepare(model_or_lambda, L, x)
@@ -251,12 +258,14 @@ def mpyLit(model_or_lambda, L, x, unit=False):
     return _assemble(y, L, x)
 
 
+@kernel(inputs={"L": ("nv", "nv"), "D": ("nv",), "b": ("nv",)}, outputs={"x": ("nv",)})
 def ltdl_solve(model_or_lambda, L, D, b):
     """``x = H^-1 b`` for ``H = L^T D L`` (``L``, ``D`` from :func:`ltdl`)."""
     y = mpyLit(model_or_lambda, L, b, unit=True)
     return mpyLi(model_or_lambda, L, y / bk.asarray(D), unit=True)
 
 
+@kernel(inputs={"L": ("nv", "nv"), "b": ("nv",)}, outputs={"x": ("nv",)})
 def ltl_solve(model_or_lambda, L, b):
     """``x = H^-1 b`` for ``H = L^T L`` (``L`` from :func:`ltl`)."""
     return mpyLi(model_or_lambda, L, mpyLit(model_or_lambda, L, b))

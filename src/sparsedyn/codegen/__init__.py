@@ -22,6 +22,7 @@ from .build import BuildError, CacheDirWarning, CompilerNotFoundWarning
 from ..symbolic.ir import Graph, Program, Sym
 from .problems import CompiledEstimator, CompiledStructure
 from .trace import DEFAULT_KERNELS, KERNELS, trace
+from .api import UntraceableError
 
 __all__ = ["compile", "compile_report", "bench_report", "CompiledModel", "CompiledStructure", "CompiledEstimator",
            "KernelInfo", "CompilerNotFoundWarning",

@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import inspect
 import json
 import os
 import sys
+import re
 import tempfile
 import threading
 import time
@@ -46,12 +48,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _checks
+from .. import backend as bk
+from ..kernels import REGISTRY
+from ..symbolic.ir import Graph
 from . import build
 from .build import CompilerNotFoundWarning
 from .cemit import emit_program, emit_unit
-from .trace import DEFAULT_KERNELS, KernelSpec, kernel_spec, trace
+from .trace import DEFAULT_KERNELS, KernelSpec, kernel_spec, registered_spec, trace
 
-__all__ = ["compile", "CompiledModel", "KernelSet", "KernelInfo", "compile_report"]
+__all__ = ["compile", "CompiledModel", "KernelSet", "KernelInfo", "UntraceableError", "compile_report"]
 
 #: Version of the code generator; part of every cache key.
 GENERATOR_VERSION = "2"
@@ -80,19 +86,51 @@ def _package_source_hash() -> str:
     return _source_hash
 
 
+_UNKEYED = frozenset(("lower", "upper", "velocity_limit", "effort_limit", "sensors", "joint_dynamics"))
+
+
+def _feed(h, x):
+    """Feed a canonical, process-independent encoding of ``x`` (model data) to hash ``h``."""
+    if isinstance(x, np.ndarray):
+        if x.dtype == object:
+            for e in x.reshape(-1):
+                _feed(h, e)
+            return
+        h.update(repr((x.dtype.str, x.shape)).encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    elif isinstance(x, float):
+        h.update(float(x).hex().encode())
+    elif isinstance(x, (str, int, bool, type(None), np.integer)):
+        h.update(repr(x).encode() + b"|")
+    elif isinstance(x, (tuple, list)):
+        h.update(b"(%d" % len(x))
+        for e in x:
+            _feed(h, e)
+        h.update(b")")
+    elif isinstance(x, dict):
+        _feed(h, sorted(x.items(), key=lambda kv: repr(kv[0])))
+    elif hasattr(x, "__dataclass_fields__"):
+        h.update(type(x).__name__.encode())
+        for f in x.__dataclass_fields__:
+            _feed(h, getattr(x, f))
+    elif hasattr(x, "__dict__") or hasattr(x, "__slots__"):
+        h.update(type(x).__name__.encode())
+        names = sorted(vars(x)) if hasattr(x, "__dict__") else list(x.__slots__)
+        for f in names:
+            _feed(h, getattr(x, f, None))
+    else:
+        h.update(repr(x).encode())
+
+
 def model_fingerprint(model) -> str:
-    """SHA-256 over everything of ``model`` a kernel can depend on (names excluded)."""
+    """SHA-256 over everything of ``model`` a kernel can depend on: every field (structure, joints,
+    transforms, inertias, gravity, frames, mimic and fixed joints, names: a frame or body may be
+    looked up by name), except limits and sensors, which no kernel reads."""
     h = hashlib.sha256()
-    h.update(repr((model.nbodies, model.nq, model.nv, [int(p) for p in model.parent])).encode())
-    for j in model.joints:
-        h.update(repr((j.type, tuple(float(a).hex() for a in j.axis), float(j.pitch).hex())).encode())
-    for X in model.Xtree:
-        h.update(np.ascontiguousarray(X.E, dtype=float).tobytes())
-        h.update(np.ascontiguousarray(X.r, dtype=float).tobytes())
-    h.update(np.ascontiguousarray(model.inertia, dtype=float).tobytes())
-    h.update(np.ascontiguousarray(model.gravity, dtype=float).tobytes())
-    if np.any(model.armature):
-        h.update(b"armature" + np.ascontiguousarray(model.armature, dtype=float).tobytes())
+    for f in type(model).__dataclass_fields__:
+        if f not in _UNKEYED:
+            h.update(f.encode())
+            _feed(h, getattr(model, f))
     return h.hexdigest()
 
 
@@ -231,22 +269,21 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     return _Library(lib, specs, variant), kinfo, seconds, built
 
 
-# --- argument handling of the general (batched, broadcast, fallback) path -------------
-
-_SIGNATURES = {
-    "rnea": (("q", "v", "a"), True),
-    "bias": (("q", "v"), True),
-    "aba": (("q", "v", "tau"), True),
-    "crba": (("q",), False),
-    "minv": (("q",), False),
-    "fk": (("q",), False),
-}
-
-
-def _numpy_function(model, name):
-    from .. import aba, bias, crba, forward_kinematics, minv, rnea
-    f = {"rnea": rnea, "bias": bias, "aba": aba, "crba": crba, "minv": minv, "fk": forward_kinematics}[name]
-    return lambda *args, **kw: f(model, *args, **kw)
+def _out_arrays(out, names, wants):
+    """The output arrays: new ones (``out=None``) or the checked arrays of ``out`` (one array, or a
+    tuple of one per output, each writeable, C-contiguous, float64, of exactly the result's shape)."""
+    if out is None:
+        return [np.empty(w) for w in wants]
+    outs = list(out) if isinstance(out, tuple) else [out]
+    if len(outs) != len(names):
+        raise ValueError(f"out: expected {len(names)} array(s) ({', '.join(names)}), got {len(outs)}")
+    for o, n, want in zip(outs, names, wants):
+        if not (isinstance(o, np.ndarray) and o.dtype == np.float64 and o.flags.c_contiguous
+                and o.flags.writeable and o.shape == tuple(want)):
+            got = f"{type(o).__name__} {getattr(o, 'dtype', '')} {getattr(o, 'shape', '')}".strip()
+            raise ValueError(f"out: expected a writeable C-contiguous float64 array of shape {tuple(want)} "
+                             f"for {n!r}, got {got}")
+    return outs
 
 
 class KernelSet:
@@ -280,6 +317,9 @@ class KernelSet:
     def _group_specs(self, group) -> list:           # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _owner_of(self, group):
+        return self._owner
+
     def _spec(self, kname) -> KernelSpec:
         spec = self._specs.get(kname)
         return spec if spec is not None else kernel_spec(kname)
@@ -291,7 +331,7 @@ class KernelSet:
                 specs = [kernel_spec(s) for s in self._group_specs(group)]
                 self._specs.update({s.name: s for s in specs})
                 lib, info, seconds, built = _build_kernels(self.model, specs, self._compiler, self._progress, variant,
-                                                           owner=self._owner, programs=self._programs)
+                                                           owner=self._owner_of(group), programs=self._programs)
                 self.kernels.update(info)
                 tag = variant if group == "main" else f"{group}-{variant}"
                 self.build_seconds[tag], self.built[tag] = seconds, built
@@ -359,18 +399,7 @@ class KernelSet:
         N = int(np.prod(batch, dtype=np.int64))
         xs = [x if x.shape == batch + tuple(c) and x.flags.c_contiguous
               else np.ascontiguousarray(np.broadcast_to(x, batch + tuple(c))) for x, c in zip(xs, core)]
-        if out is None:
-            outs = [np.empty(batch + tuple(shapes[n])) for n in spec.outputs]
-        else:
-            outs = list(out) if isinstance(out, tuple) else [out]
-            if len(outs) != len(spec.outputs):
-                raise ValueError(f"out: expected {len(spec.outputs)} array(s), got {len(outs)}")
-            for o, n in zip(outs, spec.outputs):
-                want = batch + tuple(shapes[n])
-                if not (isinstance(o, np.ndarray) and o.dtype == np.float64 and o.flags.c_contiguous
-                        and o.flags.writeable and o.shape == want):
-                    raise ValueError(f"out: expected a writeable C-contiguous float64 array of shape {want} "
-                                     f"for {n!r}")
+        outs = _out_arrays(out, spec.outputs, [batch + tuple(shapes[n]) for n in spec.outputs])
         ptrs = [x.ctypes.data for x in xs] + [o.ctypes.data for o in outs]
         single = self._library(group, "single")
         threads = self._threads_for(kname, N)
@@ -384,101 +413,425 @@ class KernelSet:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+_VOCABULARY = {"q": "nq", "q0": "nq", "q1": "nq", "v": "nv", "a": "nv", "tau": "nv", "dq": "nv", "qdd": "nv",
+               "f_ext": ("nb", 6), "gravity": (3,)}
+
+
+class UntraceableError(TypeError):
+    """A user kernel cannot be traced into a straight-line program (it branches on a value, or calls
+    a routine that cannot see traced values, such as ``np.linalg``)."""
+
+
+def _is_configuration(name, shape, model):
+    return name.startswith("q") and tuple(shape) == (model.nq,)
+
+
+def _quaternion_offsets(model):
+    return tuple(int(model.q_slice(i).stop) - 4 for i, j in enumerate(model.joints) if j.type in ("spherical", "free"))
+
+
+class _Method:
+    """How one function runs on a compiled model: its declaration (inputs, optional arrays, static
+    arguments, outputs), the NumPy function (reference and fallback), and the fast single-state
+    callables already built, by static arguments."""
+
+    def __init__(self, name, fn, inputs, optional, static, outputs, user=False):
+        self.name, self.fn = name, fn
+        self.inputs, self.optional, self.static, self.outputs = tuple(inputs), tuple(optional), tuple(static), \
+            tuple(outputs)
+        self.user = user
+        self.fast = {}
+        self.ns = None          # namespace of the generated method (its ``_f0``: the fast callable)
+
+
 class CompiledModel(KernelSet):
-    """Compiled kernels of one model; see :func:`compile`.
+    """A model whose public numeric functions run as native code; see :func:`compile`.
 
-    Methods (all accept one state or leading batch axes, which broadcast, and
-    return what the NumPy function of the same name returns):
+    A compiled model is accepted wherever a :class:`~sparsedyn.Model` is:
+    ``sparsedyn.rnea(k, q, v, a)`` runs the compiled RNEA, and so does
+    ``k.rnea(q, v, a)``.  Every function of the kernel registry
+    (:data:`sparsedyn.kernels.REGISTRY`: ``rnea``, ``aba``, ``crba``, ``minv``,
+    ``nonlinear_effects``, ``generalized_gravity``, ``forward_kinematics``,
+    ``frame_placement(s)``, ``frame_jacobian``, ``frame_velocity``,
+    ``body_velocities``, ``integrate``, ``difference``, ``fd_crb``, and every
+    function registered later) is a method with the NumPy function's name,
+    signature (without ``model``), docstring and results, plus a keyword
+    ``out=``: a preallocated C-contiguous float64 array of the result's shape
+    (a tuple of arrays for several results), filled and returned.  Other
+    functions and attributes of the model (``nq``, ``HandC``...) work as on the
+    model itself, at NumPy speed.
 
-    * ``rnea(q, v, a, f_ext=None, gravity=None)`` -> tau (..., nv)
-    * ``bias(q, v, f_ext=None, gravity=None)`` -> C (..., nv)
-    * ``aba(q, v, tau, f_ext=None, gravity=None)`` -> qdd (..., nv)
-    * ``crba(q)`` -> H (..., nv, nv);  ``minv(q)`` -> H^-1 (..., nv, nv)
-    * ``fk(q)`` -> (R (..., NB, 3, 3), p (..., NB, 3))
+    Each function is traced and built on its first call, and the build is
+    cached on disk (later processes load it in milliseconds).  Static
+    arguments (a frame, a reference) select a variant built on first use;
+    optional arrays (``f_ext``, ``gravity``) select a variant that takes them
+    as inputs (left out, they are folded: no external force, ``model.gravity``).
 
-    Every method also takes ``out=``: a preallocated C-contiguous float64
-    array of the result's shape (a tuple of two for ``fk``), filled and
-    returned (it saves allocating, and for large batches page-faulting, the
-    result: H of a 38-dof robot is 11.5 kB per state).
-
-    One state runs the scalar program (through the C fast path when the Python
-    headers are available, else ``ctypes``).  A batch of ``N`` states runs the
-    program vectorised across states (``lanes`` states per vector instruction,
-    ``threads`` OpenMP threads); that library is built on the first batch call
-    unless :func:`compile` was given ``vectorize=True`` (or
-    :meth:`prepare_batch` is called).  ``f_ext`` / ``gravity`` use separately
-    compiled variants, built on first use.
-
-    Unlike the checked NumPy functions, the compiled ones do not check
-    quaternion norms or finiteness (they are the raw kernels), and a model
-    with a massless subtree gives ``inf``/``nan`` in ``aba``/``minv`` instead
-    of :class:`~sparsedyn.SingularInertiaError`.
+    One state runs the scalar program through a small C extension (or
+    ``ctypes``); a batch of ``N`` states runs the program vectorised across
+    states (``lanes`` per vector instruction, ``threads`` OpenMP threads),
+    built on the first batch call unless :func:`compile` was given
+    ``vectorize=True``.  Arguments are checked as the NumPy functions check
+    them (shapes, NaN/inf, unit quaternions, float64 conversion), with the
+    same errors; a model with a massless subtree gives ``inf``/``nan`` in
+    ``aba``/``minv`` instead of :class:`~sparsedyn.SingularInertiaError`.
 
     Attributes: ``model``, ``compiled`` (False on the NumPy fallback),
-    ``kernels`` (``{name: KernelInfo}``), ``build_seconds`` (``{"single": s,
-    "batch": s}``: wall time of the offline step in this process, loading from
-    the cache included), ``built`` (``{variant: whether the C compiler ran}``),
-    ``lanes``, ``threads`` (the most threads a batch may use; default: all
-    CPUs; a batch uses fewer when it is too short to pay for them), ``fastcall``.
+    ``kernels`` (``{C name: KernelInfo}`` of the kernels built so far),
+    ``build_seconds`` and ``built`` (by kernel and variant), ``lanes``,
+    ``threads``, ``fastcall``.
     """
 
-    def __init__(self, model, names, compiler, progress=None, vectorize=None):
+    def __init__(self, model, compiler, progress=None, vectorize=None, kernels=()):
         super().__init__(model, compiler, progress, vectorize)
-        self.names = tuple(names)
-        single = self._start()
+        self._programs = {}
+        self._variants = {}
+        self._methods = {}
+        self._options = (vectorize, tuple(kernels))
+        self.lanes = 0
         fast = _fast_module(compiler) if self.compiled else None
         self.fastcall = fast is not None
-        for name in _SIGNATURES:
-            general = self._general(name)
-            entry = self._fast_kernel(single, name, general) if fast is not None and name in self.names else None
-            setattr(self, name, entry if entry is not None else general)
+        # A model without moving bodies has nothing to compile: its (empty) results come from NumPy.
+        self._native = self.compiled and model.nbodies > 0 and model.nv > 0
+        names = []
+        for k in kernels:
+            if isinstance(k, str):
+                names.append(k)
+            elif callable(k):
+                self.add_kernel(k)
+            else:
+                raise TypeError(f"kernels: expected names of registered functions or callables, got {k!r}")
+        for n in names:
+            base = n[:-4] if n.endswith("_ext") and n[:-4] in REGISTRY else n
+            if base not in REGISTRY:
+                raise ValueError(f"kernels: unknown function {n!r}; registered: {', '.join(REGISTRY)}")
+            if REGISTRY[base].static:
+                continue                        # built per static argument on first use
+            if self._native:
+                opt = tuple(REGISTRY[base].optional) if base != n else ()
+                spec = self._variant(base, {}, opt)
+                self._library(spec.name, "single")
+                if vectorize:
+                    self._library(spec.name, "batch")
+
+    def _owner_of(self, group):
+        # A user kernel is identified by its IR alone (its source may change under the same name).
+        return False if group.startswith("u_") else None
+
+    # --- the model's other attributes, and the duck-typed dispatch of sparsedyn.f(k, ...) -----
+    def __getattr__(self, name):
+        if name.startswith("__") or "model" not in self.__dict__:
+            raise AttributeError(name)
+        if name in REGISTRY:
+            m = self._make_method(name)
+            self.__dict__[name] = m
+            return m
+        return getattr(self.__dict__["model"], name)
+
+    def __sparsedyn_kernel__(self, name, args, kwargs):
+        f = self.__dict__.get(name)
+        return (f if f is not None else getattr(self, name))(*args, **kwargs)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(REGISTRY))
 
     def __repr__(self):
-        state = f"compiled, {self.lanes} lanes" if self.compiled else "NumPy fallback"
-        return f"CompiledModel({self.model.name!r}, nv={self.model.nv}, {state}, kernels={list(self.names)})"
+        state = "compiled" if self.compiled else "NumPy fallback"
+        built = sorted({n for n, _ in self._libs})
+        return f"CompiledModel({self.model.name!r}, nv={self.model.nv}, {state}, built={built})"
 
+    def __reduce__(self):
+        # Rebuilt in another process from the model (loaded from the build cache on first use there).
+        vectorize, kernels = self._options
+        return _rebuild, (self.model, vectorize, kernels, self.threads)
+
+    # --- kernel variants ------------------------------------------------------------------
     def _group_specs(self, group):
-        if group == "main":
-            return list(self.names)
-        return [f"{n}_ext" for n in ("rnea", "bias", "aba") if n in self.names]
+        return [self._specs[group]]
 
-    def flops(self, name) -> dict:
-        """Flop counts of kernel ``name`` from its IR (traced on demand on the fallback path)."""
-        if name not in self.kernels:
-            self.kernels[name] = KernelInfo.of(name, trace(self.model, name))
-        return self.kernels[name].flops
+    def _variant(self, name, static, optional):
+        key = (name, repr(sorted(static.items())), optional)
+        spec = self._variants.get(key)
+        if spec is None:
+            spec = registered_spec(name, static, optional)
+            self._variants[key] = spec
+            self._specs[spec.name] = spec
+        return spec
 
-    # --- calls ------------------------------------------------------------------
-    def _general(self, name):
-        argnames, dynamic = _SIGNATURES[name]
+    def _build(self, spec):
+        lib = self._library(spec.name, "single")
+        if not self.lanes:
+            self.lanes = lib.lanes
+        return lib
+
+    def flops(self, name, **static) -> dict:
+        """Flop counts of function ``name`` (``static``: its static arguments) from its IR."""
+        m = self._method_of(name)
+        spec = self._user_specs[name] if m.user else self._variant(name, static, ())
+        if spec.name not in self.kernels:
+            self.kernels[spec.name] = KernelInfo.of(spec.name, self._program(spec))
+        return self.kernels[spec.name].flops
+
+    def _program(self, spec):
+        p = self._programs.get(spec.name)
+        if p is None:
+            p = self._programs[spec.name] = trace(self.model, spec)
+        return p
+
+    # --- the methods ------------------------------------------------------------------------
+    def _method_of(self, name):
+        m = self._methods.get(name)
+        if m is None:
+            k = REGISTRY[name]
+            m = self._methods[name] = _Method(name, k.fn, k.inputs, k.optional, k.static, k.outputs)
+        return m
+
+    def _make_method(self, name):
+        return _generate(self, self._method_of(name), self._methods[name].fn)
+
+    def _call(self, name, inputs, optional, static, extra, out):
+        """The general path: checks, then the compiled kernel (any batch) or the NumPy function."""
+        m = self._methods[name]
         model = self.model
-        numpy_fn = _numpy_function(model, name)
+        given = tuple(n for n in m.optional if optional.get(n) is not None)
+        plain = all(v is d for v, d in extra.values())
+        if not (self._native and plain):
+            kw = {**inputs, **{n: optional[n] for n in given}, **static, **{n: v for n, (v, _) in extra.items()}}
+            if model.nbodies == 0 and not m.user:
+                empty = self._empty(m, inputs, optional, given, static, out)
+                if empty is not None:
+                    return empty
+            res = m.fn(model, **kw)
+            if out is None:
+                return res
+            many = isinstance(res, tuple)
+            outs = _out_arrays(out, m.outputs, [r.shape for r in (res if many else (res,))])
+            for o, r in zip(outs, res if many else (res,)):
+                o[...] = r
+            return tuple(outs) if many else outs[0]
+        spec = self._user_specs[name] if m.user else self._variant(name, static, given)
+        shapes = spec.shapes(model)
+        arrays = [_checked(model, n, x, shapes[n]) for n, x in inputs.items()]
+        arrays += [_checked(model, n, optional[n], shapes[n]) for n in given]
+        res = self._run(spec.name, spec.name, arrays, out)
+        if not given and out is None:
+            self._install_fast(m, spec, static)
+        return res
 
-        def call(*args, f_ext=None, gravity=None, out=None):
-            if len(args) != len(argnames):
-                raise TypeError(f"{name}() takes {len(argnames)} positional arguments ({', '.join(argnames)}), "
-                                f"got {len(args)}")
-            if not dynamic and (f_ext is not None or gravity is not None):
-                raise TypeError(f"{name}() takes no f_ext or gravity")
-            if not self.compiled or name not in self.names:
-                res = numpy_fn(*args, f_ext=f_ext, gravity=gravity) if dynamic else numpy_fn(*args)
-                if out is None:
-                    return res
-                for o, r in zip(out if isinstance(out, tuple) else (out,), res if isinstance(res, tuple) else (res,)):
-                    o[...] = r
-                return out
-            kname, group = name, "main"
-            arrays = list(args)
-            if f_ext is not None or gravity is not None:
-                kname, group = f"{name}_ext", "ext"
-                arrays += [np.zeros((model.nbodies, 6)) if f_ext is None else f_ext,
-                           model.gravity if gravity is None else gravity]
-            return self._run(group, kname, arrays, out)
+    def _empty(self, m, inputs, optional, given, static, out):
+        """The results of a model without moving bodies when all are empty (checked inputs, batch
+        shape kept); ``None`` when some result is not empty (a frame on the world)."""
+        k = REGISTRY[m.name]
+        shapes = k.shapes(self.model, **static)
+        if any(int(np.prod(shapes[n])) for n in m.outputs):
+            return None
+        xs = {n: _checked(self.model, n, x, shapes[n]) for n, x in inputs.items()}
+        xs.update({n: _checked(self.model, n, optional[n], shapes[n]) for n in given})
+        batch = _checks.batch_shape(**{n: (x, len(shapes[n])) for n, x in xs.items()})
+        outs = _out_arrays(out, m.outputs, [batch + tuple(shapes[n]) for n in m.outputs])
+        return tuple(outs) if len(outs) > 1 else outs[0]
 
-        call.__name__ = name
-        call.__qualname__ = f"CompiledModel.{name}"
-        call.__doc__ = f"Compiled ``{name}`` of the model (see :class:`CompiledModel`)."
-        return call
+    def _install_fast(self, m, spec, static):
+        key = tuple(static[n] for n in m.static) if m.static else ()
+        try:
+            if key in m.fast:
+                return
+        except TypeError:                            # an unhashable static argument: no fast path
+            return
+        single = self._build(spec)
+        fast = _fast_module(self._compiler) if self.fastcall else None
+        if fast is None:
+            m.fast[key] = None
+            return
+        shapes = spec.shapes(self.model)
+        quats = _quaternion_offsets(self.model)
+        groups = tuple((k, quats) for k, n in enumerate(spec.inputs)
+                       if quats and _is_configuration(n, shapes[n], self.model))
+        names = spec.inputs
+
+        def fallback(*arrays):
+            return self._call(m.name, dict(zip(names, arrays)), {}, static, {}, None)
+
+        m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
+                                  tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
+                                  (_checks.QUAT_TOL, groups) if groups else None)
+        if key == () and getattr(m, "ns", None) is not None:
+            m.ns["_f0"] = m.fast[key]
+
+    # --- user kernels -----------------------------------------------------------------------
+    def add_kernel(self, fn, name=None):
+        """Compile ``fn(model, q, ...)``, a function written with sparsedyn's functions and NumPy, as
+        method ``name`` (default ``fn.__name__``) of this compiled model; returns the method.
+
+        Its arguments after the model are state arrays named in the library's vocabulary
+        (``q``, ``q0``, ``q1``: (nq,); ``v``, ``a``, ``tau``, ``dq``, ``qdd``: (nv,); ``f_ext``:
+        (NB, 6); ``gravity``: (3,)); its results (one array or a tuple) get their shapes from the
+        trace.  The method runs one state or a batch, like the library's own.  A function that
+        branches on a value or calls a routine that cannot see traced values (``np.linalg``...)
+        raises :class:`UntraceableError`.
+        """
+        name = name or getattr(fn, "__name__", None)
+        model = self.model
+        params = list(inspect.signature(fn).parameters.values())[1:]
+        inputs = []
+        for p in params:
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in _VOCABULARY:
+                raise TypeError(f"user kernel {name!r}: argument {p.name!r} is not a state array of the "
+                                f"vocabulary ({', '.join(_VOCABULARY)}); other values must be constants of "
+                                f"the function (a closure or functools.partial)")
+            inputs.append(p.name)
+        if not name or not name.isidentifier() or name in REGISTRY or name.startswith("__") \
+                or hasattr(type(self), name):
+            raise ValueError(f"user kernel {name!r}: give it (name=) an identifier that is not the name of a "
+                             f"library function or of an attribute of CompiledModel")
+        table = {n: tuple(REGISTRY_KERNEL_SIZE(model, d) for d in ((_VOCABULARY[n],) if isinstance(_VOCABULARY[n], str)
+                                                                      else _VOCABULARY[n])) for n in inputs}
+        prog, outputs = _trace_user(fn, name, model, inputs, table)
+        cname = "u_" + re.sub(r"[^a-z0-9_]", "_", name.lower()) + "_" + hashlib.sha256(name.encode()).hexdigest()[:6]
+        table.update({f"out{k}": s for k, s in enumerate(prog.output_shapes)})
+        spec = KernelSpec(cname, tuple(inputs), tuple(outputs), lambda model, t=dict(table): t,
+                          program=lambda model, p=prog: p)
+        self._specs[cname] = spec
+        self._user_specs[name] = spec
+        m = self._methods[name] = _Method(name, fn, inputs, (), (), outputs, user=True)
+        method = _generate(self, m, fn)
+        self.__dict__[name] = method
+        vectorize, kernels = self._options
+        if fn not in kernels and "<locals>" not in getattr(fn, "__qualname__", "<locals>") \
+                and name == getattr(fn, "__name__", None):
+            self._options = (vectorize, kernels + (fn,))     # a module-level function: pickled by reference
+        return method
+
+    @property
+    def _user_specs(self):
+        d = self.__dict__.get("_user_spec_table")
+        if d is None:
+            d = self.__dict__["_user_spec_table"] = {}
+        return d
+
+
+def REGISTRY_KERNEL_SIZE(model, d):        # noqa: N802 - a size of the kernel vocabulary
+    return d if isinstance(d, int) else {"nq": model.nq, "nv": model.nv, "nb": model.nbodies}[d]
+
+
+def _trace_user(fn, name, model, inputs, table):
+    g = Graph()
+    args = [g.inputs(k, table[n]) for k, n in enumerate(inputs)]
+    t0 = time.perf_counter()
+    try:
+        outs = fn(model, *args)
+    except Exception as e:
+        msg = str(e)
+        if isinstance(e, TypeError) and ("no truth value" in msg or "not supported between" in msg):
+            raise UntraceableError(
+                f"user kernel {name!r} cannot be traced: it branches on a value (an if, while, comparison, "
+                f"min/max or abs of a state-dependent number). A compiled kernel is one straight-line "
+                f"program for every state: write the branch with arithmetic, or keep it outside the "
+                f"kernel.") from e
+        raise UntraceableError(
+            f"user kernel {name!r} cannot be traced: {type(e).__name__}: {msg}. Probably a NumPy routine "
+            f"that needs numbers (np.linalg, np.where on values, sorting...): write small solves out "
+            f"(sparsedyn.spd_inverse) and use sparsedyn.backend's sin/cos/sqrt/atan2.") from e
+    many = isinstance(outs, tuple)
+    outs = [np.asarray(o, dtype=object) for o in (outs if many else (outs,))]
+    outputs = tuple(f"out{k}" for k in range(len(outs)))
+    try:
+        prog = g.program(outs, [table[n] for n in inputs], name=name)
+    except TypeError as e:
+        raise UntraceableError(f"user kernel {name!r}: a result is not made of numbers and traced values ({e})") \
+            from e
+    prog.result_flops = None
+    prog.trace_seconds = time.perf_counter() - t0
+    prog.graph_nodes = len(g.nodes)
+    if not many:
+        prog.single_output = True
+    return prog, outputs
+
+
+def _checked(model, name, x, shape):
+    """``x`` checked and converted as the NumPy functions do (``_checks``), as a float64 array."""
+    shape = tuple(shape)
+    if len(shape) == 1 and _is_configuration(name, shape, model):
+        x = _checks.configuration(model, x, name)
+    elif len(shape) == 1:
+        x = _checks.vector(model, name, x, shape[0], "one value per " + ("dof" if shape[0] == model.nv else "entry"))
+    elif shape == (model.nbodies, 6):
+        x = _checks.body_forces(model, x, name)
+    else:
+        try:
+            x = bk.asarray(x)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name}: expected a numeric array of shape (..., {', '.join(map(str, shape))}); "
+                            f"{e}") from None
+        if x.ndim < len(shape) or x.shape[x.ndim - len(shape):] != shape:
+            raise ValueError(f"{name}: expected shape (..., {', '.join(map(str, shape))}) for model "
+                             f"{model.name!r}, got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"{name}: contains NaN or infinite values")
+    if bk.is_symbolic(x):
+        raise TypeError(f"{name}: a compiled model takes numbers, not traced values")
+    return x if x.dtype == np.float64 else np.asarray(x, dtype=np.float64)
+
+
+def _generate(cm, m, fn):
+    """A Python function with the signature of ``fn`` (without ``model``) plus ``out=``: one state
+    without optional arrays goes straight to the fast C callable of its static arguments; the rest
+    goes through :meth:`CompiledModel._call`."""
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    ns = {"_fast": m.fast, "_call": cm._call, "_name": m.name}
+    text, seen_kwonly = [], False
+    declared = set(m.inputs) | set(m.optional) | set(m.static)
+    extra = []
+    for k, p in enumerate(params):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"{m.name}: a kernel cannot take *args or **kwargs")
+        if p.kind == p.KEYWORD_ONLY and not seen_kwonly:
+            text.append("*")
+            seen_kwonly = True
+        if p.default is p.empty:
+            text.append(p.name)
+        else:
+            ns[f"_d{k}"] = p.default
+            text.append(f"{p.name}=_d{k}")
+        if p.name not in declared:
+            extra.append((p.name, f"_d{k}" if p.default is not p.empty else None))
+    if "out" not in {p.name for p in params}:
+        text.append("out=None" if seen_kwonly else "*, out=None")
+    ins = ", ".join(m.inputs)
+    opt_none = " and ".join(f"{n} is None" for n in m.optional)
+    cond = "out is None" + (f" and {opt_none}" if opt_none else "")
+    for n, d in extra:
+        cond += f" and {n} is {d}" if d else ""
+    key = "(" + "".join(f"{n}, " for n in m.static) + ")"
+    if m.static:
+        lookup = ["        try:",
+                  f"            f = _fast.get({key})",
+                  "        except TypeError:",
+                  "            f = None"]
+    else:                                           # the fast callable itself, set once it is built
+        lookup = ["        f = _f0"]
+    ns["_f0"] = None
+    m.ns = ns
+    body = [f"def {m.name}({', '.join(text)}):",
+            f"    if {cond}:",
+            *lookup,
+            "        if f is not None:",
+            f"            return f({ins})",
+            f"    return _call(_name, {{{', '.join(f'{n!r}: {n}' for n in m.inputs)}}}, "
+            f"{{{', '.join(f'{n!r}: {n}' for n in m.optional)}}}, {{{', '.join(f'{n!r}: {n}' for n in m.static)}}}, "
+            f"{{{', '.join(f'{n!r}: ({n}, {d})' for n, d in extra)}}}, out)"]
+    exec("\n".join(body), ns)                       # noqa: S102 - source generated from a signature
+    f = ns[m.name]
+    f.__doc__ = fn.__doc__
+    f.__qualname__ = f"CompiledModel.{m.name}"
+    f.__module__ = getattr(fn, "__module__", __name__)
+    return f
+
+
+def _rebuild(model, vectorize, kernels, threads):
+    k = compile(model, kernels, vectorize=vectorize)
+    k.threads = threads
+    return k
 
 
 def find_compiler_or_warn(stacklevel=3):
@@ -500,8 +853,29 @@ def find_compiler_or_warn(stacklevel=3):
     return compiler
 
 
-def compile(model, kernels=DEFAULT_KERNELS, *, vectorize=None, progress=None):  # noqa: A001
-    """Compile the kernels of ``model`` (see :class:`CompiledModel`), or a sparse problem or an estimator.
+def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
+    """Compile ``model`` (see :class:`CompiledModel`), or a sparse problem or an estimator.
+
+    ``k = sparsedyn.compile(model)`` returns at once; each function is traced and
+    built on its first call (cached on disk, so a later process loads it), and
+    ``k`` is accepted wherever the model is::
+
+        k = sd.compile(model)
+        tau = sd.rnea(k, q, v, a)          # or k.rnea(q, v, a); q, v, a may carry batch axes
+        J = sd.frame_jacobian(k, q, "tool0")
+
+    ``kernels``: functions to add or build now.  A callable ``fn(model, q, ...)``
+    written with sparsedyn's functions and NumPy becomes method ``k.<fn name>``
+    (see :meth:`CompiledModel.add_kernel`); a name of a registered function
+    (``"rnea"``, ``"rnea_ext"`` with its optional arrays) is built now instead
+    of at its first call.
+
+    ``vectorize``: ``True`` builds the batch form (code vectorised across
+    states) together with the single-state form, ``None`` (default) at the
+    first batch call, ``False`` never (batches then loop over the scalar code,
+    still in C and on all cores).  ``progress``: ``True`` prints the steps to
+    stderr, a callable receives them as strings, ``None`` (default) prints them
+    for models with 20 or more dofs when stderr is a terminal.
 
     ``model`` may also be
 
@@ -510,48 +884,41 @@ def compile(model, kernels=DEFAULT_KERNELS, *, vectorize=None, progress=None):  
       :class:`~sparsedyn.codegen.problems.CompiledStructure` whose
       ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` returns what
       :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>` returns;
+    * a :class:`sparsedyn.constraints.ConstraintSet`: returns a copy that runs compiled (see
+      :func:`compile_constraints`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
     * an :class:`sparsedyn.estimation.EstimationProblem` (compiled here) or an
       :class:`~sparsedyn.estimation.Estimator`: returns a
       :class:`~sparsedyn.codegen.problems.CompiledEstimator` whose
       ``solve(q, v, y, covariance=False, gravity=None)`` returns what
       :meth:`Estimator.solve <sparsedyn.estimation.Estimator.solve>` returns.
 
-    (``kernels`` applies to models only.)
-
-    ``vectorize``: ``True`` builds the batch library (code vectorised across
-    states) now, ``None`` (default) at the first batch call, ``False`` never
-    (batches then loop over the scalar code, still in C and on all cores).
-
-    ``kernels``: names from :data:`~sparsedyn.codegen.trace.DEFAULT_KERNELS`
-    (``rnea, bias, aba, crba, minv, fk``).  ``progress``: ``True`` prints the
-    steps to stderr, a callable receives them as strings, ``None`` (default)
-    prints them for models with 20 or more dofs when stderr is a terminal.
-
-    The first call for a model traces and builds (seconds for a humanoid);
-    later calls, in this or another process, load the cached library
-    (milliseconds).  Without a C compiler (none on ``PATH``, or
-    ``$SPARSEDYN_CC`` naming none) the result uses the NumPy kernels and a
-    :class:`~sparsedyn.codegen.build.CompilerNotFoundWarning` is issued once
-    per process.
+    Without a C compiler (none on ``PATH``, or ``$SPARSEDYN_CC`` naming none)
+    everything runs through the NumPy functions and a
+    :class:`~sparsedyn.codegen.build.CompilerNotFoundWarning` is issued once per
+    process.
     """
     from .problems import compile_problem, is_problem
+    if isinstance(model, CompiledModel):
+        model = model.model
+    if _is_constraint_set(model):
+        if kernels:
+            raise TypeError("compile: kernels= applies to models, not to constraint sets")
+        return compile_constraints(model, find_compiler_or_warn(), _progress_fn(progress, model.model), vectorize)
     if is_problem(model):
-        if kernels is not DEFAULT_KERNELS:
+        if kernels:
             raise TypeError("compile: kernels= applies to models, not to sparse problems or estimators")
         compiler = find_compiler_or_warn()
         return compile_problem(model, compiler, vectorize=vectorize, progress=progress)
-    names = tuple(kernels)
-    for n in names:
-        if n not in _SIGNATURES:
-            raise ValueError(f"kernels: unknown kernel {n!r}; choose from {', '.join(DEFAULT_KERNELS)}")
+    if isinstance(kernels, str) or callable(kernels):
+        kernels = (kernels,)
     compiler = find_compiler_or_warn()
-    return CompiledModel(model, names, compiler, _progress_fn(progress, model), vectorize)
+    return CompiledModel(model, compiler, _progress_fn(progress, model), vectorize, tuple(kernels))
 
 
 def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True) -> str:
     """Text for ``sparsedyn compile MODEL``: flop counts per kernel (from the IR) and build times."""
     t0 = time.perf_counter()
-    cm = compile(model, kernels, progress=progress, vectorize=vectorize)
+    cm = compile(model, tuple(kernels), progress=progress, vectorize=vectorize)
     wall = time.perf_counter() - t0
     lines = [f"model {model.name!r}: {model.nbodies} bodies, nq={model.nq}, nv={model.nv}"]
     if cm.compiled:
@@ -561,12 +928,12 @@ def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True
                      f"single calls via {'the C fast path' if cm.fastcall else 'ctypes'}")
     else:
         lines.append("no C compiler: NumPy fallback (flop counts below are still from the IR)")
-    hdr = f"{'kernel':8s} {'mul':>8s} {'add':>8s} {'div':>5s} {'sqrt':>5s} {'sin':>5s} {'cos':>5s} {'total':>9s} " \
+    hdr = f"{'kernel':18s} {'mul':>8s} {'add':>8s} {'div':>5s} {'sqrt':>5s} {'sin':>5s} {'cos':>5s} {'total':>9s} " \
           f"{'(neg)':>6s} {'IR nodes':>9s}"
     lines.append(hdr)
-    for n in cm.names:
+    for n in kernels:
         f = cm.flops(n)
-        lines.append(f"{n:8s} {f['mul']:8d} {f['add']:8d} {f['div']:5d} {f['sqrt']:5d} {f['sin']:5d} {f['cos']:5d} "
+        lines.append(f"{n:18s} {f['mul']:8d} {f['add']:8d} {f['div']:5d} {f['sqrt']:5d} {f['sin']:5d} {f['cos']:5d} "
                      f"{f['total']:9d} {f['neg']:6d} {cm.kernels[n].nodes:9d}")
     if cm.compiled:
         for variant, sec in cm.build_seconds.items():
@@ -576,3 +943,119 @@ def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True
     else:
         lines.append(f"traced in {wall:.2f} s")
     return "\n".join(lines)
+
+
+def _is_constraint_set(x) -> bool:
+    from ..constraints.base import ConstraintSet
+    return isinstance(x, ConstraintSet)
+
+
+def compile_constraints(cs, compiler, progress=None, vectorize=None):
+    """A copy of the :class:`~sparsedyn.constraints.ConstraintSet` ``cs`` that runs compiled: its
+    ``model`` is a :class:`CompiledModel` (so ``HandC``, ``integrate``... of the constrained
+    dynamics run natively) and its ``evaluate`` (residual, Jacobian and bias of every constraint)
+    is one traced kernel.  Everything that takes a constraint set takes it:
+    :func:`~sparsedyn.constraints.constrained_forward_dynamics`,
+    :func:`~sparsedyn.constraints.constrained_inverse_dynamics`,
+    :func:`~sparsedyn.constraints.simulate.simulate`.  Constraints that cannot be traced (a user
+    constraint calling back into Python per state) keep their NumPy ``evaluate``.
+    """
+    import copy
+    k = CompiledModel(cs.model, compiler, progress, vectorize)
+    out = copy.copy(cs)
+    out.model = k
+    out.numpy = cs
+    if not k.compiled or cs.m == 0:
+        return out
+
+    def with_v(model, q, v):
+        return cs.evaluate(q, v)
+
+    def without_v(model, q):
+        return cs.evaluate(q)[:2]
+
+    try:
+        f_qv = k.add_kernel(with_v, name="constraints_q_v")
+        f_q = k.add_kernel(without_v, name="constraints_q")
+    except UntraceableError:
+        return out
+
+    def evaluate(q, v=None):
+        if v is None:
+            g, G = f_q(q)
+            return g, G, None
+        return f_qv(q, v)
+
+    def jacobian(q):
+        return f_q(q)[1]
+
+    def residual(q):
+        return f_q(q)[0]
+
+    evaluate.__doc__, jacobian.__doc__, residual.__doc__ = cs.evaluate.__doc__, cs.jacobian.__doc__, \
+        cs.residual.__doc__
+    out.evaluate, out.jacobian, out.residual = evaluate, jacobian, residual
+    out.forward_dynamics_kernel = _PartitionedForward(cs, k)
+    return out
+
+
+class _PartitionedForward:
+    """Constrained forward dynamics for one fixed partition, as one traced kernel per partition.
+
+    For a partition whose dependent columns ``G_dep`` are square (full row rank ``G``), the
+    null-space method of :mod:`sparsedyn.constraints.forward` is written out without LAPACK:
+    ``G_dep^-1 = G_dep^T (G_dep G_dep^T)^-1`` and ``(gamma^T H gamma)^-1`` by
+    :func:`~sparsedyn.algorithms.ltdl.spd_inverse` (no pivoting: the partition was chosen by a
+    column-pivoted QR, so ``G_dep`` is well conditioned where it is used).  The kernel also returns
+    ``|G_dep G_dep^-1 - I|_F^2``; a call where it exceeds ``1e-12`` (``G_dep`` near singular, the
+    partition no longer fits) returns ``None`` and the caller takes the NumPy path, which re-chooses
+    or raises as it always does.
+    """
+
+    def __init__(self, cs, k):
+        self.cs, self.k, self.kernels = cs, k, {}
+
+    def _kernel(self, part):
+        key = tuple(int(i) for i in part.dependent)
+        if key in self.kernels:
+            return self.kernels[key]
+        cs, model = self.cs, self.cs.model
+        dep, ind, r, nv = np.asarray(part.dependent), np.asarray(part.independent), part.rank, model.nv
+        f = None
+        if r == cs.m and r > 0 and self.k.compiled:
+            from ..algorithms.crba import HandC
+            from ..algorithms.ltdl import spd_inverse
+
+            def constrained_fd(model, q, v, tau):
+                H, C = HandC(model, q, v)
+                _, G, b = cs.evaluate(q, v)
+                Gd, Gi = G[:, dep], G[:, ind]
+                Ginv = Gd.T @ spd_inverse(Gd @ Gd.T)
+                qdd_p = np.zeros(nv, dtype=object)
+                qdd_p[dep] = -(Ginv @ b)
+                gamma = np.zeros((nv, nv - r), dtype=object)
+                gamma[ind, np.arange(nv - r)] = 1
+                gamma[dep] = -(Ginv @ Gi)
+                Mr = gamma.T @ H @ gamma
+                qdd = gamma @ (spd_inverse(Mr) @ (gamma.T @ (tau - C - H @ qdd_p))) + qdd_p
+                lam = Ginv.T @ (H @ qdd + C - tau)[dep]
+                E = Gd @ Ginv - np.eye(r)
+                return qdd, lam, np.array([np.sum(E * E)], dtype=object)
+
+            name = "constrained_fd_" + hashlib.sha256(repr(key).encode()).hexdigest()[:8]
+            try:
+                f = self.k.add_kernel(constrained_fd, name=name)
+            except UntraceableError:
+                f = None
+        self.kernels[key] = f
+        return f
+
+    def __call__(self, part, q, v, tau):
+        """``(qdd, lam)`` for partition ``part`` at one state, or ``None`` (take the NumPy path)."""
+        f = self._kernel(part)
+        if f is None:
+            return None
+        qdd, lam, chk = f(q, v, tau)
+        if not chk[0] <= 1e-12:
+            return None
+        return qdd, lam

@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -86,6 +87,7 @@ class Compiler:
     def __init__(self, argv, ident, flags, openmp, libs=("-lm",)):
         self.argv, self.ident, self.flags, self.openmp = list(argv), ident, tuple(flags), openmp
         self.libs = tuple(libs)
+        self.probe_file = None          # the cached probe this came from (None: probed in this process)
 
     def __repr__(self):
         return f"Compiler({' '.join(self.argv)!r}, flags={' '.join(self.flags)!r}, openmp={self.openmp})"
@@ -208,8 +210,10 @@ def find_compiler():
         comp = None
         try:
             data = json.loads(pfile.read_text())
-            if data.get("argv") == list(argv):
+            if data.get("argv") == list(argv) and isinstance(data["ident"], str) \
+                    and all(isinstance(f, str) for f in data["flags"] + data["libs"]):
                 comp = Compiler(data["argv"], data["ident"], data["flags"], bool(data["openmp"]), data["libs"])
+                comp.probe_file = pfile
         except (OSError, ValueError, KeyError, TypeError):
             comp = None
         if comp is None:
@@ -240,6 +244,7 @@ def _is_private_dir(p: Path) -> bool:
 
 
 _fallback_dir = None
+_warned_dirs: set = set()           # CacheDirWarning once per process and directory
 
 
 def cache_dir() -> Path:
@@ -259,10 +264,37 @@ def cache_dir() -> Path:
         return d
     if _fallback_dir is None or not _is_private_dir(_fallback_dir):
         _fallback_dir = Path(tempfile.mkdtemp(prefix="sparsedyn-cache-"))
+    if str(d) in _warned_dirs:
+        return _fallback_dir
+    _warned_dirs.add(str(d))
     warnings.warn(f"sparsedyn.compile: the cache directory {str(d)!r} is missing, not owned by this user or "
                   f"writable by others; using the private temporary directory {str(_fallback_dir)!r} instead "
                   f"(set SPARSEDYN_CACHE_DIR to a directory of your own)", CacheDirWarning, stacklevel=3)
     return _fallback_dir
+
+
+def lock_timeout() -> float:
+    """Seconds to wait for another process's build of the same kernel (``$SPARSEDYN_LOCK_TIMEOUT``,
+    default 600)."""
+    try:
+        return max(0.0, float(os.environ.get("SPARSEDYN_LOCK_TIMEOUT", "600")))
+    except ValueError:
+        return 600.0
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file, never through a symbolic link: one found at ``path`` is removed (the cache
+    directory is private, so it can only be a leftover) and a plain file created instead."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(3):
+        try:
+            return os.open(path, flags, 0o600)
+        except OSError as e:
+            if not os.path.islink(path):
+                raise
+            os.unlink(path)
+            last = e
+    raise BuildError(f"cannot create the lock file {path}: {last}")
 
 
 @contextmanager
@@ -272,9 +304,21 @@ def _locked(path: Path):
     except ImportError:                 # pragma: no cover - not POSIX: atomic replaces only
         yield
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open_lock(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        timeout = lock_timeout()
+        t0 = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - t0 >= timeout:
+                    raise BuildError(
+                        f"sparsedyn.compile: waited {timeout:.0f} s for {path}, held by another process "
+                        f"building the same kernel; that process may hang. Stop it, or raise "
+                        f"SPARSEDYN_LOCK_TIMEOUT (seconds).") from None
+                time.sleep(0.05)
         yield
     finally:
         try:
@@ -336,12 +380,51 @@ def lookup(key: str, directory: Path | None = None):
     return None
 
 
+def _reprobe(compiler: Compiler) -> bool:
+    """After a failed build with a compiler read from a cached probe file: probe again; when the
+    fresh probe differs (a valid but wrong probe file), replace the file, update ``compiler`` in
+    place and return True (build again)."""
+    pfile = compiler.probe_file
+    if pfile is None:
+        return False
+    compiler.probe_file = None
+    with tempfile.TemporaryDirectory(prefix="sparsedyn-probe-") as tmp:
+        fresh = _probe(compiler.argv, tmp)
+    try:
+        os.unlink(pfile)
+    except OSError:
+        pass
+    if fresh is None or (fresh.flags, fresh.libs, fresh.openmp, fresh.ident) == \
+            (compiler.flags, compiler.libs, compiler.openmp, compiler.ident):
+        return False
+    import json
+    fd, tmpname = tempfile.mkstemp(prefix="probe_", suffix=".tmp", dir=pfile.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"argv": fresh.argv, "ident": fresh.ident, "flags": list(fresh.flags),
+                   "openmp": fresh.openmp, "libs": list(fresh.libs)}, f)
+    os.replace(tmpname, pfile)
+    compiler.ident, compiler.flags, compiler.openmp, compiler.libs = fresh.ident, fresh.flags, fresh.openmp, \
+        fresh.libs
+    return True
+
+
 def build_library(key: str, sources: list, compiler: Compiler, progress=None, directory: Path | None = None):
     """The library for ``key`` built from ``sources`` (list of C translation units), cached.
 
     Returns ``(ctypes library, built)`` where ``built`` says whether the compiler ran.
-    Translation units are compiled in parallel (one process per CPU).
+    Translation units are compiled in parallel (one process per CPU).  A build that fails with a
+    compiler read from a cached probe file probes the compiler again and, when the probe file was
+    wrong, rewrites it and builds again.
     """
+    try:
+        return _build_library(key, sources, compiler, progress, directory)
+    except BuildError:
+        if not _reprobe(compiler):
+            raise
+        return _build_library(key, sources, compiler, progress, directory)
+
+
+def _build_library(key, sources, compiler, progress=None, directory=None):
     d = cache_dir() if directory is None else directory
     so, side = library_paths(key, d)
     lib = lookup(key, d)

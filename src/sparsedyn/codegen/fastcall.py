@@ -15,7 +15,12 @@ and returns the outputs, with no Python frame in between.
 * ``in_shapes`` / ``out_shapes``: tuples of shape tuples (one state);
 * ``fallback``: called with the same arguments whenever the fast path does not
   apply (keyword arguments, a batch, another dtype, a non-contiguous array, the
-  wrong shape...), so the object behaves exactly like ``fallback`` otherwise;
+  wrong shape, a NaN or infinite input, a quaternion that is not of unit
+  norm...), so the object behaves exactly like ``fallback`` otherwise (which
+  checks the arguments as the NumPy functions do and raises their errors);
+* ``quats`` (optional): ``(tol, ((input index, (offset, ...)), ...))``: the
+  quaternions ``x[offset:offset + 4]`` of those inputs must satisfy
+  ``| |quat|^2 - 1 | <= tol``.  Every input is checked for finiteness.
 The fast path needs float64, C-contiguous, aligned, native-byte-order arrays of
 exactly the one-state shapes; outputs are allocated with ``PyArray_SimpleNew``.
 The extension is compiled against the Python and NumPy headers (NumPy ships
@@ -44,6 +49,7 @@ FASTCALL_SOURCE = r"""
 #include <numpy/arrayobject.h>
 
 #define SD_MAXARGS 8
+#define SD_MAXQUAT 64
 
 typedef struct {
     PyObject_HEAD
@@ -52,6 +58,10 @@ typedef struct {
     int in_ndim[SD_MAXARGS], out_ndim[SD_MAXARGS];
     npy_intp in_shape[SD_MAXARGS][4], out_shape[SD_MAXARGS][4];
     PyObject *fallback;
+    double qtol;
+    int nquat;
+    int quat_in[SD_MAXQUAT], quat_off[SD_MAXQUAT];
+    npy_intp in_size[SD_MAXARGS];
 } Kernel;
 
 static void Kernel_dealloc(Kernel *self) {
@@ -70,9 +80,25 @@ static int shape_of(PyObject *t, npy_intp *shape, int *ndim) {
 }
 
 static int Kernel_init(Kernel *self, PyObject *args, PyObject *kw) {
-    PyObject *fptr, *ins, *outs, *fallback;
-    if (!PyArg_ParseTuple(args, "OO!O!O", &fptr, &PyTuple_Type, &ins, &PyTuple_Type, &outs, &fallback))
+    PyObject *fptr, *ins, *outs, *fallback, *quats = NULL;
+    if (!PyArg_ParseTuple(args, "OO!O!O|O", &fptr, &PyTuple_Type, &ins, &PyTuple_Type, &outs, &fallback, &quats))
         return -1;
+    self->nquat = 0;
+    self->qtol = 0.0;
+    if (quats && quats != Py_None) {
+        PyObject *groups;
+        if (!PyArg_ParseTuple(quats, "dO!", &self->qtol, &PyTuple_Type, &groups)) return -1;
+        for (Py_ssize_t g = 0; g < PyTuple_GET_SIZE(groups); g++) {
+            int idx; PyObject *offs;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(groups, g), "iO!", &idx, &PyTuple_Type, &offs)) return -1;
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(offs); j++) {
+                if (self->nquat >= SD_MAXQUAT) { PyErr_SetString(PyExc_ValueError, "too many quaternions"); return -1; }
+                self->quat_in[self->nquat] = idx;
+                self->quat_off[self->nquat++] = (int)PyLong_AsLong(PyTuple_GET_ITEM(offs, j));
+            }
+        }
+        if (PyErr_Occurred()) return -1;
+    }
     self->fptr = PyLong_AsVoidPtr(fptr);
     if (!self->fptr) { if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "null function pointer"); return -1; }
     self->nin = (int)PyTuple_GET_SIZE(ins);
@@ -81,9 +107,17 @@ static int Kernel_init(Kernel *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "unsupported number of arguments");
         return -1;
     }
-    for (int k = 0; k < self->nin; k++)
+    for (int k = 0; k < self->nin; k++) {
         if (shape_of(PyTuple_GET_ITEM(ins, k), self->in_shape[k], &self->in_ndim[k]) < 0) {
             PyErr_SetString(PyExc_ValueError, "bad input shape"); return -1;
+        }
+        self->in_size[k] = 1;
+        for (int d = 0; d < self->in_ndim[k]; d++) self->in_size[k] *= self->in_shape[k][d];
+    }
+    for (int j = 0; j < self->nquat; j++)
+        if (self->quat_in[j] < 0 || self->quat_in[j] >= self->nin || self->quat_off[j] < 0
+            || self->quat_off[j] + 4 > self->in_size[self->quat_in[j]]) {
+            PyErr_SetString(PyExc_ValueError, "quaternion offset out of range"); return -1;
         }
     for (int k = 0; k < self->nout; k++)
         if (shape_of(PyTuple_GET_ITEM(outs, k), self->out_shape[k], &self->out_ndim[k]) < 0) {
@@ -108,6 +142,16 @@ static PyObject *Kernel_call(Kernel *self, PyObject *args, PyObject *kw) {
         for (int d = 0; d < self->in_ndim[k]; d++)
             if (PyArray_DIM(a, d) != self->in_shape[k][d]) return PyObject_Call(self->fallback, args, kw);
         p[k] = PyArray_DATA(a);
+        /* NaN or inf anywhere: the checked path says which argument (x - x is 0 only for finite x) */
+        const double *x = (const double *)p[k];
+        double acc = 0.0;
+        for (npy_intp j = 0; j < self->in_size[k]; j++) acc += x[j] - x[j];
+        if (acc != 0.0) return PyObject_Call(self->fallback, args, kw);
+    }
+    for (int j = 0; j < self->nquat; j++) {
+        const double *x = (const double *)p[self->quat_in[j]] + self->quat_off[j];
+        double e = x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] - 1.0;
+        if (!(e <= self->qtol && -e <= self->qtol)) return PyObject_Call(self->fallback, args, kw);
     }
     for (int k = 0; k < self->nout; k++) {
         out[k] = PyArray_SimpleNew(self->out_ndim[k], self->out_shape[k], NPY_DOUBLE);

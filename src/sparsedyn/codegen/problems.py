@@ -559,6 +559,8 @@ class CompiledEstimator(_CompiledProblem):
         if not self.compiled or covariance or gravity is not None:
             return est.solve(q, v, y, covariance=covariance, gravity=gravity)
         q, v, y, batch = est._inputs(q, v, y)
+        if 0 in batch:                                  # an empty batch: NumPy's empty Estimate
+            return est.solve(q, v, y)
         arrays = [q, v, y] if self._has_y else [q, v]
         out = self._outputs(arrays, batch)
         d = out["d"]

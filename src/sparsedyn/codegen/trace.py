@@ -1,106 +1,113 @@
-"""Tracing the existing kernels into :class:`~sparsedyn.symbolic.ir.Program` objects.
+"""Kernel specs: what the compiler needs to know of a kernel to build and call it.
 
-Each compiled kernel is described by a :class:`KernelSpec`: the named input
-arrays (shapes for one state), the output shapes, and a function that calls the
-*unchanged* NumPy kernel of sparsedyn on object arrays of symbols.  Nothing
-here knows any physics: it only says which kernel takes which arrays.
+A :class:`KernelSpec` names the input arrays (shapes for one state), the
+outputs, and how to get the kernel's :class:`~sparsedyn.symbolic.ir.Program`.
+Nothing here knows any physics.
 
-==============  ==========================================  ==========================================
-kernel          inputs (one state)                          outputs (one state)
-==============  ==========================================  ==========================================
-``rnea``        q (nq), v (nv), a (nv)                      tau (nv)
-``bias``        q (nq), v (nv)                              C (nv)
-``aba``         q (nq), v (nv), tau (nv)                    qdd (nv)
-``crba``        q (nq)                                      H (nv, nv)
-``minv``        q (nq)                                      Minv (nv, nv)
-``fk``          q (nq)                                      R (NB, 3, 3), p (NB, 3)
-``*_ext``       as above plus f_ext (NB, 6), gravity (3)    as above (rnea, bias, aba only)
-==============  ==========================================  ==========================================
+* Every function of the registry :data:`sparsedyn.kernels.REGISTRY` has specs
+  built from its declaration (:func:`registered_spec`): one per choice of its
+  static arguments (a frame, a reference) and of the optional arrays that are
+  given (``f_ext``, ``gravity``: those left out are folded as constants, e.g.
+  ``model.gravity``).  The program comes from
+  :func:`sparsedyn.symbolic.trace.trace_kernel`, which traces the public
+  function itself.  There is no list of compiled kernels kept by hand: a
+  function registered with ``@kernel`` has a compiled form.
+* Other traced callables (the online phase of a sparse problem, an estimator's
+  algebra, a user's function) become kernels through :func:`spec_from_callable`:
+  a name, the input and output shapes of one state and a function of object
+  arrays.  A spec may mark some outputs as *checks* (per-state quantities a
+  wrapper inspects, e.g. pivot ratios); :func:`trace` then also counts the flops
+  of the other outputs alone (``Program.result_flops``).
 
-The plain variants fold ``model.gravity`` (and the absence of external forces)
-into the program; the ``_ext`` variants take them as inputs.
-
-Other traced callables (the online phase of a sparse problem, an estimator's
-algebra: :mod:`.problems`) become kernels through :func:`spec_from_callable`:
-a name, the input and output shapes of one state and a function of object
-arrays.  A spec may mark some outputs as *checks* (per-state quantities a
-wrapper inspects, e.g. pivot ratios); :func:`trace` then also counts the flops
-of the other outputs alone (``Program.result_flops``).
+Names: ``kernel_spec("rnea")`` is the registered ``rnea`` with gravity folded;
+``kernel_spec("rnea_ext")`` takes every optional array as an input.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from ..kernels import REGISTRY
 from ..symbolic.ir import Graph, Program
+from ..symbolic.trace import trace_kernel
 
-__all__ = ["KernelSpec", "KERNELS", "DEFAULT_KERNELS", "kernel_spec", "spec_from_callable", "trace"]
+__all__ = ["KernelSpec", "KERNELS", "DEFAULT_KERNELS", "kernel_spec", "registered_spec", "spec_from_callable",
+           "trace"]
 
 
 @dataclass(frozen=True)
 class KernelSpec:
-    name: str
+    name: str              # the C identifier
     inputs: tuple          # argument names
     outputs: tuple         # output names
     shapes: Callable       # model -> dict name -> shape (one state)
-    call: Callable         # (model, *object arrays) -> tuple of output arrays
+    call: Callable = None  # (model, *object arrays) -> tuple of output arrays
     checks: tuple = ()     # outputs holding run-time check quantities (not part of the result's flops)
+    program: Callable = None   # model -> Program, instead of ``call`` (registered kernels)
 
 
-def _shapes(model):
-    return {"q": (model.nq,), "v": (model.nv,), "a": (model.nv,), "tau": (model.nv,), "qdd": (model.nv,),
-            "C": (model.nv,), "H": (model.nv, model.nv), "Minv": (model.nv, model.nv),
-            "R": (model.nbodies, 3, 3), "p": (model.nbodies, 3), "f_ext": (model.nbodies, 6), "gravity": (3,)}
+def _static_tag(static) -> str:
+    return hashlib.sha256(repr(sorted(static.items())).encode()).hexdigest()[:10]
 
 
-def _rnea(model, q, v, a, f_ext=None, g=None):
-    from ..algorithms.rnea import rnea_kernel
-    return (rnea_kernel(model, q, v, a, f_ext, g),)
+def registered_spec(name, static=None, optional=()) -> KernelSpec:
+    """The spec of registered kernel ``name`` for the static arguments ``static`` (a dict) with the
+    optional arrays ``optional`` (names) as inputs."""
+    try:
+        k = REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown kernel {name!r}; registered kernels: {', '.join(REGISTRY)}") from None
+    static = dict(static or {})
+    optional = tuple(n for n in k.optional if n in optional)
+    cname = re.sub(r"[^a-z0-9_]", "_", name.lower())
+    if cname != name:                        # a C identifier, distinct for distinct Python names
+        cname += "_" + hashlib.sha256(name.encode()).hexdigest()[:6]
+    if optional:
+        cname += "_ext" if optional == tuple(k.optional) else "_" + "_".join(optional)
+    if static:
+        cname += "_s" + _static_tag(static)
+    inputs = tuple(k.inputs) + optional
+    return KernelSpec(cname, inputs, tuple(k.outputs), lambda model: k.shapes(model, **static),
+                      program=lambda model: trace_kernel(k, model, static, optional))
 
 
-def _bias(model, q, v, f_ext=None, g=None):
-    from ..algorithms.crba import bias_kernel
-    return (bias_kernel(model, q, v, f_ext, g),)
+class _Registered(Mapping):
+    """``name -> KernelSpec`` of the registered kernels without static arguments (and their ``_ext``
+    forms): a view of :data:`sparsedyn.kernels.REGISTRY`, not a list kept by hand."""
+
+    def _names(self):
+        for n, k in REGISTRY.items():
+            if not k.static:
+                yield n
+                if k.optional:
+                    yield n + "_ext"
+
+    def __getitem__(self, name):
+        if name in REGISTRY and not REGISTRY[name].static:
+            return registered_spec(name)
+        if name.endswith("_ext") and name[:-4] in REGISTRY and REGISTRY[name[:-4]].optional:
+            k = REGISTRY[name[:-4]]
+            if not k.static:
+                return registered_spec(k.name, optional=tuple(k.optional))
+        raise KeyError(name)
+
+    def __iter__(self):
+        return self._names()
+
+    def __len__(self):
+        return sum(1 for _ in self._names())
 
 
-def _aba(model, q, v, tau, f_ext=None, g=None):
-    from ..algorithms.aba import aba_kernel
-    return (aba_kernel(model, q, v, tau, f_ext, g, check=None),)
-
-
-def _crba(model, q):
-    from ..algorithms.crba import crba_kernel
-    return (crba_kernel(model, q),)
-
-
-def _minv(model, q):
-    from ..algorithms.minv import minv_kernel
-    return (minv_kernel(model, q, check=None),)
-
-
-def _fk(model, q):
-    from ..algorithms.kinematics import forward_kinematics
-    return forward_kinematics(model, q)
-
-
-KERNELS = {
-    "rnea": KernelSpec("rnea", ("q", "v", "a"), ("tau",), _shapes, _rnea),
-    "bias": KernelSpec("bias", ("q", "v"), ("C",), _shapes, _bias),
-    "aba": KernelSpec("aba", ("q", "v", "tau"), ("qdd",), _shapes, _aba),
-    "crba": KernelSpec("crba", ("q",), ("H",), _shapes, _crba),
-    "minv": KernelSpec("minv", ("q",), ("Minv",), _shapes, _minv),
-    "fk": KernelSpec("fk", ("q",), ("R", "p"), _shapes, _fk),
-    "rnea_ext": KernelSpec("rnea_ext", ("q", "v", "a", "f_ext", "gravity"), ("tau",), _shapes, _rnea),
-    "bias_ext": KernelSpec("bias_ext", ("q", "v", "f_ext", "gravity"), ("C",), _shapes, _bias),
-    "aba_ext": KernelSpec("aba_ext", ("q", "v", "tau", "f_ext", "gravity"), ("qdd",), _shapes, _aba),
-}
-#: Kernels built by :func:`sparsedyn.compile.compile` unless told otherwise.
-DEFAULT_KERNELS = ("rnea", "bias", "aba", "crba", "minv", "fk")
+KERNELS = _Registered()
+#: Kernels built by ``sparsedyn compile MODEL`` (:func:`~sparsedyn.codegen.api.compile_report`).
+DEFAULT_KERNELS = ("rnea", "nonlinear_effects", "aba", "crba", "minv", "forward_kinematics")
 
 
 def kernel_spec(name) -> KernelSpec:
@@ -140,6 +147,11 @@ def trace(model, name) -> Program:
     dead-code-free :class:`Program`.  ``Program.result_flops``: flop counts of the outputs that are not
     checks (``None`` when the spec has no checks)."""
     spec = kernel_spec(name)
+    if spec.program is not None:
+        prog = spec.program(model)
+        if not hasattr(prog, "result_flops"):
+            prog.result_flops = None
+        return prog
     shapes = spec.shapes(model)
     g = Graph()
     args = [g.inputs(k, shapes[n]) for k, n in enumerate(spec.inputs)]

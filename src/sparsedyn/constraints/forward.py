@@ -43,6 +43,11 @@ class ForwardDynamics(NamedTuple):
 
 def _fd_one(cs, q, v, tau, f_ext, baumgarte, part):
     model = cs.model
+    fast = getattr(cs, "forward_dynamics_kernel", None)      # a compiled constraint set (sparsedyn.compile)
+    if fast is not None and part is not None and f_ext is None and baumgarte is None:
+        res = fast(part, q, v, tau)
+        if res is not None:
+            return ForwardDynamics(res[0], res[1], part)
     H, C = HandC(model, q, v, f_ext)
     g, G, b = cs.evaluate(q, v)
     if part is None:

@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _checks
 from ..algorithms.kinematics import frame_placement, frame_velocity
-from ..algorithms.rnea import rnea_passes
-from ..kernels import kernel
+from ..algorithms.proper_acceleration import frame_proper_acceleration
 from ..model import ModelError
-from ..spatial import cross3, quat_to_rot, rot_to_quat
+from ..spatial import quat_to_rot, rot_to_quat
 
 __all__ = ["imu_base_state", "frame_proper_acceleration"]
 
@@ -47,29 +45,6 @@ def _base(model):
         raise ModelError(f"imu_base_state: model {model.name!r} has no floating base (its first joint must be "
                          f"a free joint on the world; load a URDF with floating_base=True)")
     return model.q_slice(0), model.v_slice(0)
-
-
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, static=("frame",),
-        outputs={"omega": (3,), "domega": (3,), "proper": (3,)})
-def frame_proper_acceleration(model, q, v, a, frame):
-    """What an ideal IMU at ``frame`` reads, in the frame's axes: ``(omega, domega, proper)``, each (..., 3).
-
-    ``omega``: angular velocity [rad/s], ``domega``: angular acceleration [rad/s^2],
-    ``proper``: classical acceleration of the frame's origin minus gravity (``model.gravity``)
-    [m/s^2], all in frame axes.  ``q`` (..., nq), ``v`` and ``a`` (..., nv).
-    """
-    q, v, a, _, g, shape, _ = _checks.dynamics(model, q, v, a, None, None, "a", "nv joint accelerations")
-    fr = model.frames[model.frame(frame)]
-    vb, ab, _, _ = rnea_passes(model, q, v, a, None, g)   # ab includes -g: the proper acceleration comes out
-    i = fr.body
-    E, r = fr.X.E, fr.X.r                            # frame axes from body axes; frame origin in body coords
-    w, vo = vb[i][..., :3], vb[i][..., 3:]
-    dw, ao = ab[i][..., :3], ab[i][..., 3:]
-    r = np.broadcast_to(r, w.shape)
-    vp = vo + cross3(w, r)                           # velocity of the body point at the frame origin
-    acc = ao + cross3(dw, r) + cross3(w, vp)         # its classical acceleration minus g (body axes)
-    rot = lambda x: (E @ x[..., None])[..., 0]      # noqa: E731
-    return tuple(np.broadcast_to(rot(x), shape + (3,)) for x in (w, dw, acc))
 
 
 def imu_base_state(model, frame, q, v, a, orientation, angular_velocity, proper_acceleration,

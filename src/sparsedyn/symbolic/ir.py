@@ -62,10 +62,12 @@ import numpy as np
 __all__ = ["Sym", "Graph", "Program", "OPS", "FLOP_KINDS"]
 
 # Opcodes.  INPUT nodes carry (argument index, flat element index); CONST nodes a float.
-INPUT, CONST, NEG, ADD, SUB, MUL, DIV, SIN, COS, SQRT = range(10)
-OPS = ("input", "const", "neg", "add", "sub", "mul", "div", "sin", "cos", "sqrt")
+# ATAN2 (y, x) and COPYSIGN (magnitude, sign) are binary; COPYSIGN is a sign operation (no flop),
+# the one way a kernel picks a branch by sign without branching (e.g. the shortest rotation).
+INPUT, CONST, NEG, ADD, SUB, MUL, DIV, SIN, COS, SQRT, ATAN2, COPYSIGN = range(12)
+OPS = ("input", "const", "neg", "add", "sub", "mul", "div", "sin", "cos", "sqrt", "atan2", "copysign")
 #: Flop categories reported by :meth:`Program.flops` (``neg`` is a sign flip, not a flop).
-FLOP_KINDS = ("mul", "add", "div", "sqrt", "sin", "cos", "neg")
+FLOP_KINDS = ("mul", "add", "div", "sqrt", "sin", "cos", "atan2", "neg")
 _UNARY = (NEG, SIN, COS, SQRT)
 
 
@@ -73,7 +75,8 @@ _NUM_TYPES = frozenset((int, float, np.float64))
 
 
 def _is_num(x):
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+    # booleans count as 0 / 1 (a structural mask such as ``has_parent`` multiplies like numbers)
+    return isinstance(x, (int, float, np.integer, np.floating, np.bool_))
 
 
 class Sym:
@@ -162,6 +165,14 @@ class Sym:
     def sqrt(self):
         return self.g.unary(SQRT, self.i)
 
+    def atan2(self, x):
+        """``atan2(self, x)`` (``x`` a symbol or a number)."""
+        return self.g.binary(ATAN2, self.i, self.g.operand(x))
+
+    def copysign(self, s):
+        """``|self|`` with the sign of ``s``."""
+        return self.g.binary(COPYSIGN, self.i, self.g.operand(s))
+
 
 class Graph:
     """A growing SSA graph with hash-consing and constant folding (see the module docstring).
@@ -218,6 +229,10 @@ class Graph:
 
     def const(self, value):
         return self._node((CONST, float(value), -1))
+
+    def const_sym(self, value):
+        """A :class:`Sym` of the constant ``value``."""
+        return Sym(self, self.const(value))
 
     # --- folding rules (all exact in IEEE arithmetic) ---------------------------
     def neg(self, a):
@@ -321,6 +336,25 @@ class Graph:
                 return self.neg(self._node((SIN, na, -1)))   # sin(-x) = -sin(x)
         return self._sym((op, a, -1))
 
+    def operand(self, x):
+        """Node id of ``x``: a :class:`Sym` of this graph or a number (a constant node)."""
+        if x.__class__ is Sym:
+            return x.i
+        if not _is_num(x):
+            raise TypeError(f"traced operand of type {type(x).__name__} is neither a symbol nor a number")
+        return self.const(float(x))
+
+    def binary(self, op, a, b):
+        """A binary node that is not an arithmetic operation (``ATAN2``, ``COPYSIGN``)."""
+        if op == COPYSIGN:
+            n = self.nodes[b]
+            if n[0] == CONST:                      # sign of a constant: known now
+                na = self._neg_of.get(a)
+                m = a if na is None else na
+                m = self._node((COPYSIGN, m, self.const(1.0)))
+                return Sym(self, m) if n[1] >= 0 else self.neg(m)
+        return self._sym((op, a, b))
+
     # --- the program ------------------------------------------------------------
     def program(self, outputs, input_shapes, name="kernel"):
         """Dead-code-eliminated :class:`Program` computing ``outputs``.
@@ -368,7 +402,8 @@ class Graph:
                        phases=phases)
 
 
-_FLOP_NAMES = {NEG: "neg", ADD: "add", SUB: "add", MUL: "mul", DIV: "div", SIN: "sin", COS: "cos", SQRT: "sqrt"}
+_FLOP_NAMES = {NEG: "neg", ADD: "add", SUB: "add", MUL: "mul", DIV: "div", SIN: "sin", COS: "cos", SQRT: "sqrt",
+               ATAN2: "atan2", COPYSIGN: "neg"}
 
 
 def _sorted(a, b):
@@ -446,6 +481,10 @@ class Program:
                 val[i] = val[x] * val[y]
             elif op == DIV:
                 val[i] = val[x] / val[y]
+            elif op == ATAN2:
+                val[i] = math.atan2(val[x], val[y])
+            elif op == COPYSIGN:
+                val[i] = math.copysign(val[x], val[y])
             else:
                 val[i] = fns[op](val[x])
         return [np.array([val[v] if t == "node" else v for t, v in row]).reshape(s)

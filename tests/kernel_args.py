@@ -1,0 +1,59 @@
+"""Arguments for any registered kernel, from its declaration alone (shared by the tests that run
+every function of the registry: tracing, compiled forms)."""
+
+import numpy as np
+
+from sparsedyn.kernels import REGISTRY
+
+#: Values to try for each static argument; a new static argument needs an entry here.
+STATIC_SAMPLES = {
+    "frame": lambda model: [model.frames[-1].name] if model.frames else [model.body_names[-1]],
+    "reference": lambda model: ["local", "world", "local_world_aligned"],
+    "unit": lambda model: [False, True],
+}
+
+
+def static_choices(model, name):
+    """Every combination of sample values of the static arguments of kernel ``name`` (dicts)."""
+    k = REGISTRY[name]
+    combos = [{}]
+    for s in k.static:
+        if s not in STATIC_SAMPLES:
+            raise AssertionError(f"kernel {name!r}: no test values for static argument {s!r}; add them to "
+                                 f"tests/kernel_args.py")
+        combos = [dict(c, **{s: x}) for c in combos for x in STATIC_SAMPLES[s](model)]
+    return combos
+
+
+def _spd(rng, n, batch):
+    A = rng.normal(size=batch + (n, n))
+    return A @ np.swapaxes(A, -1, -2) + n * np.eye(n)
+
+
+def arguments(model, name, rng, batch=(), optional=False, static=None):
+    """``{argument: array}`` for kernel ``name`` of ``model``: configurations for (nq,) inputs named
+    ``q...``, SPD matrices / valid factors for matrix inputs, normal samples otherwise; with
+    ``optional``, every optional array too."""
+    k = REGISTRY[name]
+    shapes = k.shapes(model, **(static or {}))
+    names = list(k.inputs) + (list(k.optional) if optional else [])
+    n = int(np.prod(batch, dtype=int))
+    out = {}
+    for a in names:
+        s = shapes[a]
+        if a.startswith("q") and s == (model.nq,):
+            x = np.stack([model.random_configuration(rng) for _ in range(max(n, 1))])[:n] if batch else \
+                model.random_configuration(rng)
+            out[a] = x.reshape(batch + s)
+        elif len(s) == 2 and s[0] == s[1] == model.nv and a == "H":
+            out[a] = _spd(rng, model.nv, batch)
+        elif len(s) == 2 and s[0] == s[1] == model.nv:          # a factor: unit-ish lower triangular
+            L = np.tril(rng.normal(size=batch + s), -1) * 0.3 + np.eye(model.nv) * (1.5 + rng.random(batch + (model.nv,)))[..., None]
+            out[a] = L
+        elif a == "D":
+            out[a] = 1.0 + rng.random(batch + s)
+        elif a == "gravity":
+            out[a] = np.array([0.3, -1.0, -9.0]) + 0.1 * rng.normal(size=batch + s)
+        else:
+            out[a] = rng.normal(size=batch + s)
+    return out
