@@ -22,7 +22,6 @@ PINOCCHIO = {
     "rnea": "rnea",
     "generalized_gravity": "computeGeneralizedGravity",
     "nonlinear_effects": "nonLinearEffects",
-    "bias": "nonLinearEffects",
     "crba": "crba (upper triangle filled)",
     "minv": "computeMinverse",
     "aba": "aba",

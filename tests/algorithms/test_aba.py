@@ -197,7 +197,7 @@ def test_a_model_without_moving_bodies_gives_empty_results():
             z = np.zeros(batch + (0,))
             for fn in (sd.rnea, sd.aba, sd.fd_crb):
                 assert fn(model, z, z, z).shape == batch + (0,)
-            assert sd.bias(model, z, z).shape == sd.generalized_gravity(model, z).shape == batch + (0,)
+            assert sd.nonlinear_effects(model, z, z).shape == sd.generalized_gravity(model, z).shape == batch + (0,)
             assert sd.crba(model, z).shape == sd.minv(model, z).shape == batch + (0, 0)
             assert sd.body_velocities(model, z, z).shape == batch + (0, 6)
 

@@ -19,7 +19,7 @@ Only the blocks ``H_ij`` with ``j`` an ancestor-or-self of ``i`` (or vice
 versa) are computed; every other block is a structural zero (*branch-induced
 sparsity*, see :func:`sparsedyn.algorithms.ltdl.sparsity_pattern`).
 
-``bias(model, q, v) = C``, the force that produces zero acceleration, is RNEA
+The bias force ``C = nonlinear_effects(model, q, v)``, the force that produces zero acceleration, is RNEA
 with ``qdd = 0`` (so ``H qdd + C = tau``).  Kernels (``*_kernel``) are unchecked
 and generic over the backend; the public functions check their arguments.
 """

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..algorithms.aba import articulated_transmitted
+from ..algorithms.rnea import armature_of
 from ..algorithms.ltdl import spd_inverse
 from ..spatial import Transform, apply_force_transpose, apply_motion, rigid_structure, transform_inertia
 
@@ -139,7 +140,8 @@ def factor_articulated(model, blk, W, Xup, monitor=None):
                     monitor.pivot(blk, k, W[blk.piv[k]], W[blk.piv[k]], None, None)
             continue
         U = IAi @ S
-        D = S.T @ U
+        arm = armature_of(model, i)                  # rotor inertia: the armature_i qdd_i of the tau rows
+        D = S.T @ U if arm is None else S.T @ U + np.diag(arm)
         piv = {}
         Dinv = spd_inverse(D, check=lambda k, d: piv.__setitem__(k, d))
         for k in range(st.nv):
@@ -156,7 +158,7 @@ def factor_articulated(model, blk, W, Xup, monitor=None):
         if st.parent_in:
             X = Xup[i]
             UDinv = U @ Dinv
-            Ia = articulated_transmitted(IAi, UDinv, U, S)
+            Ia = articulated_transmitted(IAi, UDinv, U, S, arm)
             IA[st.parent] = IA.get(st.parent, 0) + transform_inertia(X, Ia)
             _put(W, st.slots["Ia"], Ia, (6, 6))
             _put(W, st.slots["UDinv"], UDinv, (6, st.nv))
