@@ -25,6 +25,8 @@ from .algorithms.ltdl import ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyL
 from .algorithms.aba import SingularInertiaError, aba
 from .algorithms.fd import fd_crb
 from .algorithms.minv import minv
+from .algorithms.derivatives import (aba_derivatives, derivatives, generalized_gravity_derivatives,
+                                     rnea_derivatives)
 from .io.urdf import UrdfError, UrdfWarning, load_urdf, to_urdf
 from . import sparse
 from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
@@ -46,6 +48,7 @@ __all__ = [
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning",
     "crba", "bias", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "aba", "SingularInertiaError", "fd_crb", "minv",
+    "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics",
