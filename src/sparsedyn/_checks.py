@@ -47,7 +47,10 @@ def velocity(model, v, name="v"):
 
 def body_forces(model, f, name="f_ext"):
     """External forces per body (..., NB, 6)."""
-    f = bk.asarray(f)
+    try:
+        f = bk.asarray(f)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: expected a numeric array of shape (..., {model.nbodies}, 6); {e}") from None
     if f.ndim < 2 or f.shape[-2:] != (model.nbodies, 6):
         raise ValueError(f"{name}: expected shape (..., {model.nbodies}, 6) (one spatial force [n; f] per body "
                          f"of model {model.name!r}, body frame), got shape {f.shape}")

@@ -50,10 +50,30 @@ def sqrt(x):
     return np.asarray(_obj_sqrt(x), dtype=object) if is_symbolic(x) else np.sqrt(x)
 
 
+def _refuse_foreign(x):
+    """Symbolic values of other libraries and complex numbers cannot run through a kernel
+    (it would fail deep inside NumPy or silently drop the imaginary part): say what works."""
+    t = type(x)
+    root = t.__module__.split(".")[0]
+    if root in ("jax", "jaxlib") and any(c.__name__ == "Tracer" for c in t.__mro__):
+        raise TypeError("got a JAX traced value: the kernels run on NumPy arrays; for jit/grad/vmap use "
+                        "sparsedyn.interop.jax.function(kernel, model) (the kernel's traced program as a JAX "
+                        "function), for derivatives also sparsedyn.derivatives")
+    if root == "casadi" and t.__name__ in ("SX", "MX"):
+        raise TypeError(f"got a CasADi {t.__name__}: the kernels run on NumPy arrays; use "
+                        "sparsedyn.interop.casadi.function(kernel, model) (the kernel's traced program as a "
+                        "casadi.Function)")
+    if np.iscomplexobj(x):
+        raise TypeError("complex values are not supported (a complex step would lose its imaginary part); "
+                        "exact derivatives: sparsedyn.derivatives(kernel, wrt=...) or sparsedyn.rnea_derivatives "
+                        "and friends")
+
+
 def asarray(x):
     """Array view of ``x``: object arrays stay object, everything else becomes float."""
     if isinstance(x, np.ndarray) and (x.dtype == object or np.issubdtype(x.dtype, np.floating)):
         return x
+    _refuse_foreign(x)
     return np.asarray(x, dtype=float)
 
 
