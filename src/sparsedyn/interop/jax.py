@@ -10,9 +10,11 @@ leading batch axes directly, and works for derivative kernels
 Calling ``sd.rnea`` itself on JAX traced values is not supported (the kernels
 are written over NumPy): the argument checks refuse them and point here.
 
-Cost: the program is unrolled into one JAX operation per IR node, so XLA's
-compile time grows with the program (about a second per 10^4 nodes on a CPU);
-the compiled function runs the fused scalar code.  JAX is an optional
+Two emissions (``style``): one JAX operation per IR node (small programs; XLA
+fuses them, but its compile time grows quickly with the program), or the
+program's level schedule, a gather and one vectorised operation per group of
+nodes of equal depth (large programs such as the derivative kernels: compiles
+in seconds).  JAX is an optional
 dependency: ``pip install sparsedyn[jax]``.  Enable ``jax_enable_x64`` for
 float64 results (otherwise JAX computes in float32).
 """
@@ -34,12 +36,34 @@ def _jnp():
     return jnp
 
 
-def program_function(prog):
+def _check(prog, arrays, in_shapes):
+    if len(arrays) != len(in_shapes):
+        raise TypeError(f"{prog.name}: expected {len(in_shapes)} arrays, got {len(arrays)}")
+    for k, (a, s) in enumerate(zip(arrays, in_shapes)):
+        if a.ndim < len(s) or a.shape[a.ndim - len(s):] != s:
+            raise ValueError(f"{prog.name}: argument {k} has shape {a.shape}, expected (..., "
+                             f"{', '.join(map(str, s))})")
+    return np.broadcast_shapes(*[a.shape[:a.ndim - len(s)] for a, s in zip(arrays, in_shapes)])
+
+
+def program_function(prog, style="auto"):
     """A function ``f(*arrays) -> list of arrays`` evaluating ``prog`` with ``jax.numpy``.
 
     ``arrays[k]``: shape ``batch + input_shapes[k]`` (batch shapes broadcast); outputs
     ``batch + output_shapes[k]``.  Traceable by every JAX transformation.
+
+    ``style``: ``"scalar"`` unrolls one JAX operation per IR node (fastest to run, but XLA's
+    compile time grows quickly with the program); ``"levels"`` runs the program's level
+    schedule (the nodes of equal depth and operation as one gather and one vectorised
+    operation, as :meth:`Program.evaluate` does), a few operations per depth level, which
+    compiles in seconds for programs of 10^5 nodes; ``"auto"``: ``"scalar"`` up to 2,000 nodes.
     """
+    if style == "auto":
+        style = "scalar" if len(prog.nodes) <= 2000 else "levels"
+    if style == "levels":
+        return _levels_function(prog)
+    if style != "scalar":
+        raise ValueError(f"style: expected 'auto', 'scalar' or 'levels', got {style!r}")
     jnp = _jnp()
     nodes, outputs = prog.nodes, prog.outputs
     in_shapes = [tuple(s) for s in prog.input_shapes]
@@ -50,11 +74,7 @@ def program_function(prog):
         if len(arrays) != len(in_shapes):
             raise TypeError(f"{prog.name}: expected {len(in_shapes)} arrays, got {len(arrays)}")
         arrays = [jnp.asarray(a) for a in arrays]
-        for k, (a, s) in enumerate(zip(arrays, in_shapes)):
-            if a.ndim < len(s) or a.shape[a.ndim - len(s):] != s:
-                raise ValueError(f"{prog.name}: argument {k} has shape {a.shape}, expected (..., "
-                                 f"{', '.join(map(str, s))})")
-        batch = np.broadcast_shapes(*[a.shape[:a.ndim - len(s)] for a, s in zip(arrays, in_shapes)])
+        batch = _check(prog, arrays, in_shapes)
         flat = [a.reshape(a.shape[:a.ndim - len(s)] + (-1,)) for a, s in zip(arrays, in_shapes)]
         val = [None] * len(nodes)
         for i, (op, x, y) in enumerate(nodes):
@@ -87,16 +107,52 @@ def program_function(prog):
     return f
 
 
-def function(fn, model, *, static=None, optional=()):
+def _levels_function(prog):
+    jnp = _jnp()
+    plan = prog._plan()
+    in_shapes = [tuple(s) for s in prog.input_shapes]
+    out_shapes = [tuple(s) for s in prog.output_shapes]
+    groups = [(getattr(jnp, f.__name__), k0, k1, xs, ys) for f, k0, k1, xs, ys in plan.groups]
+
+    def f(*arrays):
+        arrays = [jnp.asarray(a) for a in arrays]
+        batch = _check(prog, arrays, in_shapes)
+        dtype = jnp.result_type(*arrays) if arrays else jnp.float32
+        B = int(np.prod(batch, dtype=int))
+        flat = [jnp.broadcast_to(a, batch + s).reshape((B, -1)).T for a, s in zip(arrays, in_shapes)]
+        vals = jnp.zeros((plan.n, B), dtype=dtype)
+        for a, (slots, elems) in plan.by_arg.items():
+            vals = vals.at[slots].set(flat[a][elems])
+        if len(plan.const_slots):
+            vals = vals.at[plan.const_slots].set(jnp.asarray(plan.const_vals, dtype=dtype)[:, None])
+        for fn, k0, k1, xs, ys in groups:
+            r = fn(vals[xs]) if ys is None else fn(vals[xs], vals[ys])
+            vals = vals.at[k0:k1].set(r)
+        outs = []
+        for (idx, slots, cidx, cval), s, row in zip(plan.outputs, out_shapes, prog.outputs):
+            o = jnp.zeros((len(row), B), dtype=dtype)
+            if len(idx):
+                o = o.at[idx].set(vals[slots])
+            if len(cidx):
+                o = o.at[cidx].set(jnp.asarray(cval, dtype=dtype)[:, None])
+            outs.append(o.T.reshape(batch + s))
+        return outs
+
+    f.__name__ = prog.name
+    return f
+
+
+def function(fn, model, *, static=None, optional=(), style="auto"):
     """Registered kernel ``fn`` for ``model`` as a JAX function with the kernel's state inputs
     (then the ``optional`` ones) as positional arguments; returns one array, or a tuple for a
-    kernel with several outputs.  ``static``: the kernel's static arguments."""
+    kernel with several outputs.  ``static``: the kernel's static arguments; ``style``: see
+    :func:`program_function`."""
     from ..kernels import registered
     from ..symbolic.trace import trace_kernel
     k = registered(fn)
     if k is None:
         raise TypeError(f"{getattr(fn, '__name__', fn)!r} is not a registered kernel (see sparsedyn.kernels)")
-    f = program_function(trace_kernel(k, model, static or {}, tuple(optional)))
+    f = program_function(trace_kernel(k, model, static or {}, tuple(optional)), style)
 
     def g(*arrays):
         outs = f(*arrays)
