@@ -36,7 +36,8 @@ from .estimation import EstimationProblem, estimate_report, estimation_demo
 from . import codegen
 from .codegen import CompiledModel, compile, compile_report   # sparsedyn.compile(model) -> CompiledModel
 from .constraints import (ConstraintSet, JointCoupling, PointCoincidence, PointOnGround, Weld,
-                          constrained_forward_dynamics, constrained_inverse_dynamics)
+                          constrained_forward_dynamics, constrained_forward_dynamics_derivatives,
+                          constrained_inverse_dynamics)
 
 __version__ = "0.1.0"
 
@@ -51,7 +52,7 @@ __all__ = [
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
-    "constrained_inverse_dynamics", "constrained_forward_dynamics",
+    "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
     "estimation", "EstimationProblem", "estimate_report", "estimation_demo",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]
