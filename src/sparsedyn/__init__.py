@@ -32,7 +32,7 @@ from . import sparse
 from .sparse import sparse_forward_dynamics, sparse_inverse_dynamics
 from . import constraints
 from . import estimation
-from .estimation import EstimationProblem, estimate_report, estimation_demo
+from .estimation import EstimationProblem, estimate_derivatives, estimate_report, estimation_demo
 from . import codegen
 from .codegen import CompiledModel, compile, compile_report   # sparsedyn.compile(model) -> CompiledModel
 from .constraints import (ConstraintSet, JointCoupling, PointCoincidence, PointOnGround, Weld,
@@ -53,6 +53,6 @@ __all__ = [
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
-    "estimation", "EstimationProblem", "estimate_report", "estimation_demo",
+    "estimation", "EstimationProblem", "estimate_report", "estimation_demo", "estimate_derivatives",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

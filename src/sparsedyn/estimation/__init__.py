@@ -22,8 +22,9 @@ from .problem import (RANK_RTOL, Estimate, EstimationProblem, Estimator, IllPose
 from .truth import newton_euler, pack_d
 from .files import load_sensors, problem_from_file
 from .casestudy import case_problems, estimate_report, estimation_demo
+from .derivatives import estimate_derivatives
 
-__all__ = ["COMPONENTS", "LOAD_CELLS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
+__all__ = ["estimate_derivatives", "COMPONENTS", "LOAD_CELLS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
            "KnownWrench", "Accelerometer", "Prior", "Contact", "EstimationProblem", "Estimator", "Estimate",
            "Verdict", "IllPosedError", "StateSingularError", "RANK_RTOL", "newton_euler", "pack_d",
            "load_sensors", "problem_from_file", "case_problems", "estimate_report", "estimation_demo"]
