@@ -54,7 +54,7 @@ from .. import backend as bk
 from ..kernels import Kernel, kernel, registered
 from ..symbolic.ad import MODES, inline, jacobian_program
 from ..symbolic.ir import Graph, Sym
-from ..symbolic.trace import trace_kernel
+from ..symbolic.trace import trace_function, trace_kernel
 from .aba import aba
 from .minv import minv
 from .rnea import generalized_gravity, rnea
@@ -131,23 +131,34 @@ def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto
         prog = cache.get(key)
     if prog is not None:
         return prog
-    P = trace_kernel(k, model, static, optional)
-    name = f"d_{P.name}_d_" + "_".join(wrt)
+    name = f"d_{k.name}_d_" + "_".join(wrt)
     if "q" in wrt:
         # Trace f(retract(q, dq), ...) with dq an extra last input, differentiate at dq = 0.
-        iq = names.index("q")
-        g = Graph()
-        args = [g.inputs(j, tuple(s)) for j, s in enumerate(P.input_shapes)]
-        dq = g.inputs(len(names), (model.nv,))
-        args[iq] = retract(model, args[iq], dq)
-        T = g.program(inline(P, args), list(P.input_shapes) + [(model.nv,)], name=P.name)
-        idx = [len(names) if w == "q" else names.index(w) for w in wrt]
-        prog = jacobian_program(T, idx, mode=mode, at={len(names): 0.0}, name=name)
+        iq, nd = names.index("q"), len(names)
+        if k.program is None:           # trace the kernel's function directly on the chart
+            shapes = k.shapes(model, **static)
+
+            def call(*args):
+                args = list(args)
+                args[iq] = retract(model, args[iq], args[nd])
+                return k.fn(model, **dict(zip(names, args[:nd])), **static)
+
+            T = trace_function(call, [(n, shapes[n]) for n in names] + [("dq", (model.nv,))],
+                               [(n, shapes[n]) for n in k.outputs], name=k.name)
+        else:                           # a derived kernel: replay its program on the chart
+            P = trace_kernel(k, model, static, optional)
+            g = Graph()
+            args = [g.inputs(j, tuple(s)) for j, s in enumerate(P.input_shapes)]
+            dq = g.inputs(nd, (model.nv,))
+            args[iq] = retract(model, args[iq], dq)
+            T = g.program(inline(P, args), list(P.input_shapes) + [(model.nv,)], name=P.name)
+        idx = [nd if w == "q" else names.index(w) for w in wrt]
+        prog = jacobian_program(T, idx, mode=mode, at={nd: 0.0}, name=name)
     else:
-        prog = jacobian_program(P, [names.index(w) for w in wrt], mode=mode, name=name)
+        prog = jacobian_program(trace_kernel(k, model, static, optional), [names.index(w) for w in wrt],
+                                mode=mode, name=name)
     prog.input_names = tuple(names)
     prog.output_names = tuple(f"d{y}_d{x}" for y in k.outputs for x in wrt)
-    prog.primal_flops = P.flops()
     with _LOCK:
         cache[key] = prog
     return prog
@@ -266,14 +277,14 @@ def _aba_derivatives_program(model, static, optional):
     g = Graph()
     args = [g.inputs(j, shapes[n]) for j, n in enumerate(names)]
     q, v = args[0], args[1]
-    qdd = inline(trace_kernel(aba.__kernel__, model, optional=optional), args)[0]
+    P_aba = trace_kernel(aba.__kernel__, model, optional=optional)
+    qdd = inline(P_aba, args)[0]
     Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
     dq, dv, _ = inline(derivative_program(rnea, model, ("q", "v", "a"), optional=optional), [q, v, qdd] + args[3:])
     outs = [-(Minv @ dq), -(Minv @ dv), Minv]
     prog = g.program(outs, [shapes[n] for n in names], name="aba_derivatives" + "".join("_" + n for n in optional))
     prog.input_names = tuple(names)
     prog.output_names = ("dqdd_dq", "dqdd_dv", "dqdd_dtau")
-    prog.primal_flops = trace_kernel(aba.__kernel__, model, optional=optional).flops()
     with _LOCK:
         cache[key] = prog
     return prog
