@@ -231,3 +231,24 @@ def test_derivatives_agree_with_pinocchio(name, floating_base, record_property):
     dg_dq = pin.computeGeneralizedGravityDerivatives(pm, pd, qp)
     assert rel_err(to_pin(sd.generalized_gravity_derivatives(model, q)), dg_dq) < TOL
     record_property("seconds", round(time.perf_counter() - t0, 2))
+
+
+def test_mujoco_tangent_columns():
+    """Along MuJoCo's own integration (mj_integratePos) the change of a kernel is J T(q)^T dq_mj,
+    T = velocity_map (free and planar joints, the documented column conversion)."""
+    import mujoco
+    from sparsedyn.interop import mujoco as imj
+    model = sd.random_tree(4, joint_types=("revolute", "planar", "spherical"), seed=12, floating_base=True)
+    mm = imj.load_mujoco(model)
+    q, v, a, _ = state(model, 13)
+    qm = imj.q_to_mujoco(model, q)
+
+    def step(dq_mj):
+        x = qm.copy()
+        mujoco.mj_integratePos(mm, x, dq_mj, 1.0)
+        return imj.q_from_mujoco(model, x)
+
+    fd = np.stack([(sd.rnea(model, step(H_FD * u), v, a) - sd.rnea(model, step(-H_FD * u), v, a)) / (2 * H_FD)
+                   for u in np.eye(model.nv)], -1)
+    T = imj.velocity_map(model, q)
+    assert rel_err(sd.rnea_derivatives(model, q, v, a)[0] @ T.T, fd) < FD_TOL

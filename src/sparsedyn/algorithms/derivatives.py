@@ -30,13 +30,16 @@ Conversion to Pinocchio's layout
     (``fext_to_pinocchio``).
 
 Conversion to MuJoCo's layout
-    MuJoCo's free joint velocity is ``[v_world; omega_body]`` and its
-    ``mj_integratePos`` moves the position by ``v_world``; a hinge/slide joint
-    is as here and a ball joint's ``omega`` is body-frame as here.  So
-    ``J_mujoco = J @ T`` where ``T`` maps a MuJoCo tangent vector to ours:
-    for a free joint ``[omega; v] = [[0, I], [R^T, 0]] [v_world; omega]``
-    (``R`` the body orientation), the identity elsewhere, after the dof
-    reordering of :mod:`sparsedyn.interop.mujoco`.
+    MuJoCo's velocity is ``v_mj = T(q) v`` with the orthogonal block-diagonal
+    ``T = sparsedyn.interop.mujoco.velocity_map(model, q)`` (free joint:
+    ``[v_world; omega]``; planar: linear part in the parent frame), and its
+    ``mj_integratePos`` follows ``v_mj`` with the same first-order motion, so a
+    MuJoCo tangent direction ``dq_mj`` is ours ``T^T dq_mj``: the columns
+    convert as ``J_mj = J T^T`` (``v``-like inputs the same way).  Rows that
+    MuJoCo expresses in a ``q``-dependent frame (``qfrc``, ``qacc`` of a free or
+    planar joint: ``tau_mj = T tau``) gain the term ``(dT/dq) tau`` in their
+    ``q`` derivative; the simplest exact route is to differentiate a user
+    kernel that returns the MuJoCo-layout quantity with :func:`derivatives`.
 
 Cost: reverse mode costs about ``m`` primal evaluations, forward mode ``n``
 (the Jacobian's rows and columns); ``mode="auto"`` picks the smaller.
