@@ -112,7 +112,7 @@ def _wrt_names(k, wrt, names):
     return wrt, single
 
 
-def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto"):
+def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto", _store=None):
     """The (cached) program of the Jacobians of kernel ``fn`` with respect to ``wrt``.
 
     Inputs: the kernel's inputs, then the ``optional`` ones in declared order (as
@@ -130,7 +130,7 @@ def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
     key = (k.name, id(k.fn), tuple(sorted((n, _hashable(v)) for n, v in static.items())), optional, wrt, mode)
     with _LOCK:
-        cache = _PROGRAMS.setdefault(model, {})
+        cache = (_PROGRAMS if _store is None else _store).setdefault(model, {})
         prog = cache.get(key)
     if prog is not None:
         return prog
@@ -197,13 +197,13 @@ def _run(prog, arrays):
     return prog.evaluate(arrays)
 
 
-def _call(k, wrt, mode, model, args, kwargs, single_wrt=False):
+def _call(k, wrt, mode, model, args, kwargs, store=None):
     bound = k.signature.bind(model, *args, **kwargs)
     bound.apply_defaults()
     values = dict(bound.arguments)
     static = {n: values[n] for n in k.static if n in values}
     optional = tuple(n for n in k.optional if values.get(n) is not None)
-    prog = derivative_program(k, model, wrt, static, optional, mode)
+    prog = derivative_program(k, model, wrt, static, optional, mode, store)
     shapes = k.shapes(model, **static)
     arrays = [_check_state(model, k, n, values[n], shapes[n]) for n in prog.input_names]
     return tuple(_run(prog, arrays))
@@ -227,13 +227,16 @@ def derivatives(fn, wrt=None, *, mode="auto", inputs=None, outputs=None, optiona
     ``(dR_dq, dp_dq)`` of shapes ``(3, 3, nv)`` and ``(3, nv)``.
     """
     k = _kernel_of(fn, inputs, outputs, optional, static)
+    # A user function's programs live with this derivative function (a global table keyed by the
+    # function's id could hand a dead function's program to a new one that reuses the id).
+    store = None if registered(fn) is not None or isinstance(fn, Kernel) else weakref.WeakKeyDictionary()
     single = isinstance(wrt, str)
     wrt_t = None if wrt is None else ((wrt,) if single else tuple(wrt))
     n_out = len(k.outputs)
 
     def d(model, *args, **kwargs):
         w = wrt_t if wrt_t is not None else tuple(k.inputs)
-        outs = _call(k, w, mode, model, args, kwargs)
+        outs = _call(k, w, mode, model, args, kwargs, store)
         per = [outs[i * len(w):(i + 1) * len(w)] for i in range(n_out)]
         per = [p[0] if single else tuple(p) for p in per]
         return per[0] if n_out == 1 else tuple(per)

@@ -21,7 +21,6 @@ Constraints written over NumPy (points, welds, couplings) trace;
 
 from __future__ import annotations
 
-import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -35,7 +34,6 @@ from .user import UserConstraint
 
 __all__ = ["ForwardDynamicsDerivatives", "constrained_forward_dynamics_derivatives"]
 
-_RESIDUALS = weakref.WeakKeyDictionary()     # ConstraintSet -> {with f_ext: derivative function}
 
 
 class ForwardDynamicsDerivatives(NamedTuple):
@@ -50,7 +48,8 @@ class ForwardDynamicsDerivatives(NamedTuple):
 
 
 def _residual_derivative(cs, with_fext):
-    table = _RESIDUALS.setdefault(cs, {})
+    # Kept on the set itself (the function refers to it: a weak-keyed table would never let it go).
+    table = cs.__dict__.setdefault("_derivative_functions", {})
     d = table.get(with_fext)
     if d is not None:
         return d

@@ -15,8 +15,6 @@ states where the compiled estimator would not fall back).
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from .. import _checks
@@ -24,7 +22,6 @@ from ..algorithms.derivatives import derivatives
 
 __all__ = ["estimate_derivatives"]
 
-_FUNCTIONS = weakref.WeakKeyDictionary()      # Estimator -> derivative function
 
 
 def _traced_estimate(est):
@@ -55,11 +52,11 @@ def estimate_derivatives(estimator, q, qd, y):
     the problem's layout, ``ny`` measurements); ``dd_dq`` is on the tangent space.  Leading batch
     axes as for ``solve``.  The derivative program is built once per estimator.
     """
-    d = _FUNCTIONS.get(estimator)
+    d = estimator.__dict__.get("_derivative_function")     # kept on the estimator, which it refers to
     if d is None:
         p = estimator.problem
         d = derivatives(_traced_estimate(estimator), wrt=("q", "qd", "y"),
                         inputs={"q": ("nq",), "qd": ("nv",), "y": (p.ny,)}, outputs={"d": (estimator.n,)})
-        _FUNCTIONS[estimator] = d
+        estimator._derivative_function = d
     y = estimator.problem.check_measurements(y)
     return d(estimator.model, q, qd, y)
