@@ -135,7 +135,10 @@ def run_robot(robot, floating, batch, use_jax, log):
     if all(comp.values()):
         brow.append(("sparsedyn compiled C", _best(lambda: comp["rnea_derivatives"](Q, V, A), 1, 2),
                      _best(lambda: comp["aba_derivatives"](Q, V, T), 1, 2)))
-    if use_jax:
+    # The level-scheduled JAX emission holds every node for every state: skip what would not fit.
+    if use_jax and max(len(P_rnea.nodes), len(P_aba.nodes)) * batch * 8 > 2e9:
+        log(f"  JAX batch skipped: {max(len(P_rnea.nodes), len(P_aba.nodes))} nodes x {batch} states exceed 2 GB")
+    elif use_jax:
         import jax
         brow.append(("sparsedyn JAX (CPU, jit, batch axis)",
                      _best(lambda: jax.block_until_ready(jf["rnea"](Q, V, A)), 1, 2),
