@@ -46,6 +46,8 @@ from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_mom
 from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
 from .algorithms.proper_acceleration import frame_proper_acceleration
 from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
+from .algorithms.derivatives import (aba_derivatives, derivatives, generalized_gravity_derivatives,
+                                     rnea_derivatives)
 
 __version__ = "0.1.0"
 
@@ -72,12 +74,14 @@ _LAZY = {
     "JointCoupling": ("sparsedyn.constraints", "JointCoupling"),
     "constrained_inverse_dynamics": ("sparsedyn.constraints", "constrained_inverse_dynamics"),
     "constrained_forward_dynamics": ("sparsedyn.constraints", "constrained_forward_dynamics"),
+    "constrained_forward_dynamics_derivatives": ("sparsedyn.constraints", "constrained_forward_dynamics_derivatives"),
     "estimation": ("sparsedyn.estimation", None),
     "EstimationProblem": ("sparsedyn.estimation", "EstimationProblem"),
     "IllPosedError": ("sparsedyn.estimation", "IllPosedError"),
     "SensorFileError": ("sparsedyn.estimation", "SensorFileError"),
     "imu_base_state": ("sparsedyn.estimation", "imu_base_state"),
     "estimate_report": ("sparsedyn.estimation", "estimate_report"),
+    "estimate_derivatives": ("sparsedyn.estimation", "estimate_derivatives"),
     "estimation_demo": ("sparsedyn.estimation", "estimation_demo"),
     "codegen": ("sparsedyn.codegen", None),
     "CompiledModel": ("sparsedyn.codegen", "CompiledModel"),
@@ -120,6 +124,7 @@ __all__ = [
     "mjcf_measurements", "load_model",
     "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
+    "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
@@ -130,7 +135,8 @@ __all__ = [
     "identification", "identify", "base_parameters", "BaseParameters", "Identification", "force_torque_regressor",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
-    "constrained_inverse_dynamics", "constrained_forward_dynamics",
+    "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
+    "estimate_derivatives",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

@@ -34,6 +34,10 @@ def numeric(name, x, expected):
         return x
     if not isinstance(x, np.ndarray):
         try:
+            bk.refuse_foreign(x)                  # JAX tracers, CasADi symbols: name the bridge that works
+        except TypeError as e:
+            raise TypeError(f"{name}: {e}") from None
+        try:
             x = np.asarray(x)
         except (TypeError, ValueError) as e:
             raise TypeError(f"{name}: expected a numeric array of shape {expected}; {e}") from None

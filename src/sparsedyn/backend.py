@@ -66,6 +66,25 @@ def sqrt(x):
     return np.asarray(_obj_sqrt(x), dtype=object) if is_symbolic(x) else np.sqrt(x)
 
 
+def refuse_foreign(x):
+    """Symbolic values of other libraries and complex numbers cannot run through a kernel
+    (it would fail deep inside NumPy or silently drop the imaginary part): say what works."""
+    t = type(x)
+    root = t.__module__.split(".")[0]
+    if root in ("jax", "jaxlib") and any(c.__name__ == "Tracer" for c in t.__mro__):
+        raise TypeError("got a JAX traced value: the kernels run on NumPy arrays; for jit/grad/vmap use "
+                        "sparsedyn.interop.jax.function(kernel, model) (the kernel's traced program as a JAX "
+                        "function), for derivatives also sparsedyn.derivatives")
+    if root == "casadi" and t.__name__ in ("SX", "MX"):
+        raise TypeError(f"got a CasADi {t.__name__}: the kernels run on NumPy arrays; use "
+                        "sparsedyn.interop.casadi.function(kernel, model) (the kernel's traced program as a "
+                        "casadi.Function)")
+    if np.iscomplexobj(x):
+        raise TypeError("complex values are not supported (a complex step would lose its imaginary part); "
+                        "exact derivatives: sparsedyn.derivatives(kernel, wrt=...) or sparsedyn.rnea_derivatives "
+                        "and friends")
+
+
 def _traced(x):
     """An object array or a traced scalar (an element taken out of one)."""
     return is_symbolic(x) or hasattr(x, "atan2")
@@ -90,16 +109,10 @@ def asarray(x):
     integers, lists, ``np.matrix``: the one conversion of every public function, so that the NumPy
     and the compiled paths compute in the same precision).  Complex input is refused rather than
     silently losing its imaginary part."""
-    if isinstance(x, np.ndarray):
-        if x.dtype == object or x.dtype == np.float64:
-            return x if type(x) is np.ndarray else np.asarray(x)
-        if np.issubdtype(x.dtype, np.complexfloating):
-            raise TypeError(f"expected real numbers, got a complex array (dtype {x.dtype})")
-        return np.asarray(x, dtype=np.float64)
-    a = np.asarray(x)
-    if np.issubdtype(a.dtype, np.complexfloating):
-        raise TypeError(f"expected real numbers, got complex values (dtype {a.dtype})")
-    return np.asarray(a, dtype=np.float64)
+    if isinstance(x, np.ndarray) and (x.dtype == object or x.dtype == np.float64):
+        return x if type(x) is np.ndarray else np.asarray(x)
+    refuse_foreign(x)              # JAX tracers, CasADi symbols, complex numbers: say what works
+    return np.asarray(x, dtype=np.float64)
 
 
 def zeros(shape, like):

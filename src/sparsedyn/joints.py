@@ -85,6 +85,13 @@ class Joint:
         """``q1 (-) q0``: the velocity that takes ``q0`` to ``q1`` in unit time."""
         return q1 - q0
 
+    def retract(self, q, dq):
+        """A chart of the configuration space around ``q``: equal to :meth:`integrate` ``(q, dq)``
+        to first order in ``dq`` (same value and same derivative at ``dq = 0``) and polynomial in
+        ``q``, ``dq`` (no branch, so it can be traced).  Derivatives with respect to ``q`` on the
+        tangent space are taken through it."""
+        return q + dq
+
 
 JOINT_TYPES: dict[str, type] = {}
 
@@ -225,6 +232,11 @@ class Planar(Joint):
         c, s = bk.cos(q[..., 2]), bk.sin(q[..., 2])
         return np.stack([q[..., 0] + c * dx - s * dy, q[..., 1] + s * dx + c * dy, q[..., 2] + th], -1)
 
+    def retract(self, q, dq):
+        c, s = bk.cos(q[..., 2]), bk.sin(q[..., 2])
+        vx, vy = dq[..., 1], dq[..., 2]
+        return np.stack([q[..., 0] + c * vx - s * vy, q[..., 1] + s * vx + c * vy, q[..., 2] + dq[..., 0]], -1)
+
     def difference(self, q0, q1):
         d = q1[..., 2] - q0[..., 2]
         th = bk.atan2(bk.sin(d), bk.cos(d))
@@ -258,6 +270,13 @@ def quat_log(q):
     s = _norm(q[..., :3])
     th = 2 * bk.atan2(s, q[..., 3:] * sgn)
     return (th / s * sgn) * q[..., :3]
+
+
+def _quat_retract(q, w):
+    """``q * [w / 2, 1]``: ``q * exp(w)`` to first order in ``w`` (not normalised: the norm
+    changes only at second order)."""
+    one = np.ones(w.shape[:-1] + (1,), dtype=w.dtype)
+    return quat_multiply(q, np.concatenate([0.5 * w, one], -1))
 
 
 def _quat_conj(q):
@@ -294,6 +313,9 @@ class Spherical(Joint):
 
     def integrate(self, q, v):
         return quat_multiply(q, quat_exp(v))
+
+    def retract(self, q, dq):
+        return _quat_retract(q, dq)
 
     def difference(self, q0, q1):
         return quat_log(quat_multiply(_quat_conj(q0), q1))
@@ -333,6 +355,12 @@ class Free(Joint):
         R = quat_to_rot(q[..., 3:7])
         p = q[..., :3] + (R @ (V @ u[..., None]))[..., 0]
         return np.concatenate([p, quat_multiply(q[..., 3:7], quat_exp(w))], -1)
+
+    def retract(self, q, dq):
+        # p + R v and R exp(omega), to first order (V(omega) = I + O(omega)).
+        R = quat_to_rot(q[..., 3:7])
+        p = q[..., :3] + (R @ dq[..., 3:, None])[..., 0]
+        return np.concatenate([p, _quat_retract(q[..., 3:7], dq[..., :3])], -1)
 
     def difference(self, q0, q1):
         # Body twist whose exponential takes q0 to q1 (inverse of integrate).

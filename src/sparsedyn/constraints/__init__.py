@@ -14,6 +14,7 @@ is solved by projecting onto the null space of ``G``:
   row-compressed ``G`` for redundant rows);
 * :func:`assemble`, :func:`consistent_velocity`, :func:`consistent_acceleration`;
 * :func:`constrained_inverse_dynamics` (fully / over- / under-actuated),
+  :func:`constrained_forward_dynamics_derivatives`,
   :func:`constrained_forward_dynamics` (with Baumgarte terms), :func:`simulate`;
 * loop-closure files next to a URDF (:mod:`.fileformat`);
 * example mechanisms (:mod:`.examples`) and :func:`constraints_demo`.
@@ -32,6 +33,7 @@ from .partition import NullSpace, Partition, null_space, partition
 from .assembly import assemble, consistent_acceleration, consistent_velocity, project_velocity
 from .inverse import InverseDynamics, actuation_matrix, constrained_inverse_dynamics
 from .forward import ForwardDynamics, constrained_forward_dynamics
+from .derivatives import ForwardDynamicsDerivatives, constrained_forward_dynamics_derivatives
 from .simulate import Trajectory, mechanical_energy, rk_step, simulate
 from .fileformat import ClosedLoop, constraints_path, load_closed_loop, load_constraints, save_constraints
 from .examples import (EXAMPLES, Mechanism, delta_robot, example, five_bar, four_bar, humanoid_double_support,
@@ -39,6 +41,7 @@ from .examples import (EXAMPLES, Mechanism, delta_robot, example, five_bar, four
 from .demo import constraints_demo
 
 __all__ = [
+    "ForwardDynamicsDerivatives", "constrained_forward_dynamics_derivatives",
     "ConstraintError", "AssemblyError", "PartitionError", "OverconstrainedError", "InfeasibleActuationError",
     "InfeasibleActuationWarning",
     "Constraint", "ConstraintSet", "dof_names", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",

@@ -105,7 +105,7 @@ def kinematics(model, q, v=None, jacobians=True) -> Kinematics:
     vdof = np.swapaxes(J0, -1, -2) * v[..., :, None]                              # (..., nv, 6)
     vJ = np.swapaxes(np.swapaxes(vdof, -1, -2) @ st.dof_to_body, -1, -2)          # (..., NB, 6) joint motions
     V = st.support @ vJ                                                           # body velocities
-    has_parent = (model.parent >= 0)[:, None]
+    has_parent = (model.parent >= 0).astype(int)[:, None]      # 0/1 ints: structural for the tracer
     Vp = V[..., np.where(model.parent >= 0, model.parent, 0), :] * has_parent    # parent velocities
     A = st.support @ cross_motion(Vp, vJ)
     return Kinematics(tuple(X0), J0, V, A, shape, model.nv, st.dofs)

@@ -24,8 +24,9 @@ from .truth import newton_euler, pack_d
 from .files import SensorFileError, load_sensors, problem_from_file
 from .casestudy import case_problems, estimate_report, estimation_demo
 from .imu import frame_proper_acceleration, imu_base_state
+from .derivatives import estimate_derivatives
 
-__all__ = ["COMPONENTS", "LOAD_CELLS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
+__all__ = ["estimate_derivatives", "COMPONENTS", "LOAD_CELLS", "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration",
            "KnownWrench", "Accelerometer", "Prior", "Contact", "EstimationProblem", "Estimator", "Estimate",
            "Verdict", "IllPosedError", "StateSingularError", "RANK_RTOL", "newton_euler", "pack_d",
            "SensorFileError", "load_sensors", "problem_from_file", "case_problems", "estimate_report", "estimation_demo",

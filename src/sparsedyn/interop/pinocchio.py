@@ -48,7 +48,7 @@ __all__ = [
     "pinocchio_nq", "q_to_pinocchio", "q_from_pinocchio", "v_to_pinocchio", "v_from_pinocchio",
     "tau_to_pinocchio", "tau_from_pinocchio", "motion_to_pinocchio", "motion_from_pinocchio",
     "force_to_pinocchio", "force_from_pinocchio", "jacobian_to_pinocchio", "jacobian_from_pinocchio",
-    "fext_to_pinocchio", "to_pinocchio", "from_pinocchio",
+    "derivative_to_pinocchio", "derivative_from_pinocchio", "fext_to_pinocchio", "to_pinocchio", "from_pinocchio",
 ]
 
 # Pinocchio's largest float stands for "no limit" in its limit vectors.
@@ -187,6 +187,28 @@ def jacobian_from_pinocchio(model: Model, J_pin) -> np.ndarray:
         raise ValueError(f"J_pin: expected shape (..., 6, {model.nv}) (Pinocchio Jacobian of model "
                          f"{model.name!r}), got shape {J_pin.shape}")
     return np.roll(J_pin, 3, axis=-2)[..., np.argsort(_v_permutation(model.joints))]
+
+
+def derivative_to_pinocchio(model: Model, J) -> np.ndarray:
+    """A derivative matrix (..., nv, nv) of a dof vector (``tau``, ``qdd``) with respect to a dof
+    vector (``q`` on the tangent space, ``v``, ``a``, ``tau``) -> Pinocchio's rows and columns
+    (``computeRNEADerivatives`` / ``computeABADerivatives`` layout)."""
+    J = np.asarray(J, dtype=float)
+    if J.ndim < 2 or J.shape[-2:] != (model.nv, model.nv):
+        raise ValueError(f"J: expected shape (..., {model.nv}, {model.nv}) (derivative matrix of model "
+                         f"{model.name!r}), got shape {J.shape}")
+    perm = _v_permutation(model.joints)
+    return J[..., perm, :][..., perm]
+
+
+def derivative_from_pinocchio(model: Model, J_pin) -> np.ndarray:
+    """Inverse of :func:`derivative_to_pinocchio`."""
+    J_pin = np.asarray(J_pin, dtype=float)
+    if J_pin.ndim < 2 or J_pin.shape[-2:] != (model.nv, model.nv):
+        raise ValueError(f"J_pin: expected shape (..., {model.nv}, {model.nv}) (Pinocchio derivative matrix of "
+                         f"model {model.name!r}), got shape {J_pin.shape}")
+    inv = np.argsort(_v_permutation(model.joints))
+    return J_pin[..., inv, :][..., inv]
 
 
 def fext_to_pinocchio(model: Model, f_ext):

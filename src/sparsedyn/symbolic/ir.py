@@ -461,31 +461,118 @@ class Program:
         return hashlib.sha256(self.text().encode()).hexdigest()
 
     def evaluate(self, inputs):
-        """Interpret the program on float inputs (one state; a slow reference for tests)."""
-        import math
-        flat = [np.asarray(x, dtype=float).reshape(-1) for x in inputs]
-        val = [0.0] * len(self.nodes)
-        fns = {SIN: math.sin, COS: math.cos, SQRT: math.sqrt}
-        for i, (op, x, y) in enumerate(self.nodes):
-            if op == INPUT:
-                val[i] = float(flat[x][y])
-            elif op == CONST:
-                val[i] = x
-            elif op == NEG:
-                val[i] = -val[x]
-            elif op == ADD:
-                val[i] = val[x] + val[y]
-            elif op == SUB:
-                val[i] = val[x] - val[y]
-            elif op == MUL:
-                val[i] = val[x] * val[y]
-            elif op == DIV:
-                val[i] = val[x] / val[y]
-            elif op == ATAN2:
-                val[i] = math.atan2(val[x], val[y])
-            elif op == COPYSIGN:
-                val[i] = math.copysign(val[x], val[y])
+        """Interpret the program with NumPy on float inputs.
+
+        ``inputs[k]`` has shape ``batch + input_shapes[k]`` (batch shapes broadcast; ``()`` for
+        one state); the outputs have shapes ``batch + output_shapes[k]``.  Nodes are grouped by
+        depth and operation once per program (:meth:`_plan`), so one evaluation is a few NumPy
+        calls per depth level, each over all the nodes of that level and all the states;
+        large batches are processed in chunks to bound memory.
+        """
+        arrs = [np.asarray(x, dtype=float) for x in inputs]
+        if len(arrs) != len(self.input_shapes):
+            raise ValueError(f"program {self.name!r}: expected {len(self.input_shapes)} inputs, got {len(arrs)}")
+        batch = []
+        for k, (x, s) in enumerate(zip(arrs, self.input_shapes)):
+            s = tuple(s)
+            if x.shape[x.ndim - len(s):] != s or x.ndim < len(s):
+                raise ValueError(f"program {self.name!r}: input {k} has shape {x.shape}, expected (..., "
+                                 f"{', '.join(map(str, s))})")
+            batch.append(x.shape[:x.ndim - len(s)])
+        shape = np.broadcast_shapes(*batch) if batch else ()
+        B = int(np.prod(shape, dtype=int))
+        flat = [np.broadcast_to(x, shape + tuple(s)).reshape(B, -1).T if np.prod(s, dtype=int) else
+                np.zeros((0, B)) for x, s in zip(arrs, self.input_shapes)]
+        plan = self._plan()
+        n = max(len(self.nodes), 1)
+        chunk = max(1, min(B, (1 << 24) // n))      # about 128 MB of node values per chunk
+        outs = [np.empty((len(row), B)) for row in self.outputs]
+        for b0 in range(0, B, chunk):
+            b1 = min(B, b0 + chunk)
+            vals = plan.run([f[:, b0:b1] for f in flat], b1 - b0)
+            for o, (idx, slots, cidx, cval) in zip(outs, plan.outputs):
+                o[idx, b0:b1] = vals[slots]
+                o[cidx, b0:b1] = cval[:, None]
+        return [o.T.reshape(shape + tuple(s)) for o, s in zip(outs, self.output_shapes)]
+
+    def _plan(self):
+        plan = getattr(self, "_eval_plan", None)
+        if plan is None:
+            plan = self._eval_plan = _EvalPlan(self)
+        return plan
+
+
+class _EvalPlan:
+    """Level schedule of a :class:`Program` for vectorised interpretation.
+
+    Nodes are renumbered by (depth, operation) so each group's results are one contiguous
+    slice of the value array; each group is then a gather of its operands and one ufunc call.
+    """
+
+    _UFUNC = {NEG: np.negative, ADD: np.add, SUB: np.subtract, MUL: np.multiply, DIV: np.divide,
+              SIN: np.sin, COS: np.cos, SQRT: np.sqrt, ATAN2: np.arctan2, COPYSIGN: np.copysign}
+
+    def __init__(self, prog):
+        nodes = prog.nodes
+        N = len(nodes)
+        op = np.fromiter((n[0] for n in nodes), dtype=np.int64, count=N)
+        depth = np.zeros(N, dtype=np.int64)
+        for i, (o, x, y) in enumerate(nodes):
+            if o > CONST:
+                d = depth[x]
+                if y >= 0 and depth[y] > d:
+                    d = depth[y]
+                depth[i] = d + 1
+        order = np.lexsort((op, depth))           # inputs and constants (depth 0) first
+        pos = np.empty(N, dtype=np.int64)
+        pos[order] = np.arange(N)
+        self.n = N
+        inp = [i for i in order if nodes[i][0] == INPUT]
+        self.input_slots = pos[inp] if inp else np.zeros(0, dtype=np.int64)
+        self.input_src = [(nodes[i][1], nodes[i][2]) for i in inp]
+        const = [i for i in order if nodes[i][0] == CONST]
+        self.const_slots = pos[const] if const else np.zeros(0, dtype=np.int64)
+        self.const_vals = np.array([nodes[i][1] for i in const], dtype=float)
+        by_arg = {}
+        for slot, (a, e) in zip(self.input_slots, self.input_src):
+            by_arg.setdefault(a, ([], []))
+            by_arg[a][0].append(slot)
+            by_arg[a][1].append(e)
+        self.by_arg = {a: (np.array(s), np.array(e)) for a, (s, e) in by_arg.items()}
+        groups = []
+        ordered = [order[k] for k in range(N)]
+        k = 0
+        while k < N:
+            i = ordered[k]
+            o = nodes[i][0]
+            if o <= CONST:
+                k += 1
+                continue
+            d = depth[i]
+            k1 = k
+            while k1 < N and depth[ordered[k1]] == d and nodes[ordered[k1]][0] == o:
+                k1 += 1
+            xs = pos[[nodes[j][1] for j in ordered[k:k1]]]
+            ys = pos[[nodes[j][2] for j in ordered[k:k1]]] if o not in _UNARY else None
+            groups.append((self._UFUNC[o], k, k1, xs, ys))
+            k = k1
+        self.groups = groups
+        self.outputs = []
+        for row in prog.outputs:
+            idx = np.array([r for r, (t, _) in enumerate(row) if t == "node"], dtype=np.int64)
+            slots = np.array([pos[v] for t, v in row if t == "node"], dtype=np.int64)
+            cidx = np.array([r for r, (t, _) in enumerate(row) if t != "node"], dtype=np.int64)
+            cval = np.array([v for t, v in row if t != "node"], dtype=float)
+            self.outputs.append((idx, slots, cidx, cval))
+
+    def run(self, flat, B):
+        vals = np.empty((self.n, B))
+        for a, (slots, elems) in self.by_arg.items():
+            vals[slots] = flat[a][elems]
+        vals[self.const_slots] = self.const_vals[:, None]
+        for f, k0, k1, xs, ys in self.groups:
+            if ys is None:
+                f(vals[xs], out=vals[k0:k1])
             else:
-                val[i] = fns[op](val[x])
-        return [np.array([val[v] if t == "node" else v for t, v in row]).reshape(s)
-                for row, s in zip(self.outputs, self.output_shapes)]
+                f(vals[xs], vals[ys], out=vals[k0:k1])
+        return vals

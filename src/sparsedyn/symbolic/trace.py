@@ -62,8 +62,16 @@ def trace_kernel(k, model, static=None, optional=()) -> Program:
     declared order.
     """
     static = dict(static or {})
-    if k.program is not None:
-        return k.program(model, static, tuple(optional))
+    if k.program is not None:                  # a derived kernel (a derivative) builds its own program
+        t0 = time.perf_counter()
+        prog = k.program(model, static, tuple(optional))
+        names = list(k.inputs) + [n for n in k.optional if n in optional]
+        defaults = {"trace_seconds": time.perf_counter() - t0, "graph_nodes": len(prog.nodes),
+                    "result_flops": None, "input_names": tuple(names), "output_names": tuple(k.outputs)}
+        for attr, value in defaults.items():
+            if not hasattr(prog, attr):
+                setattr(prog, attr, value)
+        return prog
     unknown = set(optional) - set(k.optional)
     if unknown:
         raise ValueError(f"kernel {k.name!r}: {sorted(unknown)} are not optional inputs "

@@ -1,0 +1,62 @@
+"""Sensitivities of an estimate: ``d(q, v, y)`` differentiated with respect to ``q``, ``v``, ``y``.
+
+The online phase of an :class:`~sparsedyn.estimation.Estimator` (the sparse
+solve with its fixed elimination order, and for least squares the small normal
+equations and the refinement step) is generic NumPy code; it is traced once per
+estimator into a straight-line program and differentiated by
+:func:`sparsedyn.derivatives` (reverse or forward mode, whichever the
+Jacobian's shape favours).  ``dd/dy`` is how a measurement's error propagates
+into every estimated variable (the estimate is linear in ``y``, so this matrix
+is exact for any change of ``y``); ``dd/dq`` (tangent space, as everywhere) and
+``dd/dv`` are how errors of the kinematic state do.  The derivatives are those
+of the estimate's formula wherever the estimator's fixed pivots are valid (the
+states where the compiled estimator would not fall back).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks
+from ..algorithms.derivatives import derivatives
+
+__all__ = ["estimate_derivatives"]
+
+
+
+def _traced_estimate(est):
+    """``fn(model, q, v, y) -> d`` (n,): the estimator's online phase, one state, generic."""
+    p = est.problem
+    g = _checks.gravity(est.model, None)
+    if est.square:
+        def fn(model, q, v, y):
+            return est.structure._kernel(q, v, p.sparse_values(y), g, (), True)[0]
+    else:
+        if est._basis is None:
+            est._build_basis()
+        k = est.k
+
+        def fn(model, q, v, y):
+            x, vals, b, W = est._basis._kernel(q[None, :], v[None, :], est._lsq_values(y), g, (k + 1,), True)
+            D = np.moveaxis(x, 0, -1)                                   # (k + 1, n)
+            d0, Nt, Jt, G, rhs, res0 = est._lsq_core(D, q, v, y)
+            return est._lsq_finish(d0, Nt, Jt, G, rhs, res0, est._lsq_refiner(vals, W, b, (k + 1,)))[0]
+    fn.__name__ = f"estimate_{id(est):x}"
+    return fn
+
+
+def estimate_derivatives(estimator, q, v, y):
+    """``(dd_dq, dd_dv, dd_dy)`` of the estimate ``d = estimator.solve(q, v, y).d``.
+
+    Shapes ``(..., n, nv)``, ``(..., n, nv)``, ``(..., n, ny)`` (``n`` estimated variables in
+    the problem's layout, ``ny`` measurements); ``dd_dq`` is on the tangent space.  Leading batch
+    axes as for ``solve``.  The derivative program is built once per estimator.
+    """
+    d = estimator.__dict__.get("_derivative_function")     # kept on the estimator, which it refers to
+    if d is None:
+        p = estimator.problem
+        d = derivatives(_traced_estimate(estimator), wrt=("q", "v", "y"),
+                        inputs={"q": ("nq",), "v": ("nv",), "y": (p.ny,)}, outputs={"d": (estimator.n,)})
+        estimator._derivative_function = d
+    y = estimator.problem.check_measurements(y)
+    return d(estimator.model, q, v, y)

@@ -1,0 +1,254 @@
+"""Derivatives of the kernels: finite differences on the tangent space (random trees of every joint
+type) and Pinocchio's analytical derivatives on the example-robot-data robots."""
+
+import time
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import erd
+import sparsedyn as sd
+from conftest import rel_err
+from sparsedyn.algorithms.derivatives import derivative_program
+from sparsedyn.interop import pinocchio as ip
+
+H_FD = 1e-6
+
+
+def tangent_fd(model, f, q, *rest):
+    """Central differences of ``f(q, *rest)`` along ``integrate(q, h e_k)``: (..., nv) last axis."""
+    cols = []
+    for k in range(model.nv):
+        e = np.zeros(model.nv)
+        e[k] = H_FD
+        fp, fm = f(model.integrate(q, e), *rest), f(model.integrate(q, -e), *rest)
+        cols.append((np.asarray(fp) - np.asarray(fm)) / (2 * H_FD))
+    return np.stack(cols, -1)
+
+
+def vector_fd(f, x, *rest, pos=0):
+    """Central differences of ``f`` with respect to its argument number ``pos`` (a vector)."""
+    cols = []
+    for k in range(x.shape[-1]):
+        e = np.zeros(x.shape[-1])
+        e[k] = H_FD
+        args_p = list(rest)
+        args_m = list(rest)
+        args_p.insert(pos, x + e)
+        args_m.insert(pos, x - e)
+        cols.append((np.asarray(f(*args_p)) - np.asarray(f(*args_m))) / (2 * H_FD))
+    return np.stack(cols, -1)
+
+
+# Central differences with h = 1e-6: truncation h^2 |f'''| / 6 and cancellation eps |f| / h, both
+# about 1e-10 relative for these O(1) models; 1e-6 leaves room for the larger third derivatives
+# of the light distal links.
+FD_TOL = 1e-6
+
+
+TREES = {"chain": dict(nbodies=7, joint_types="all", seed=1),
+         "branched": dict(nbodies=8, branching=2.0, skew=0.4, joint_types="all", seed=2),
+         "floating": dict(nbodies=7, branching=1.5, joint_types="all", seed=3, floating_base=True)}
+
+
+@pytest.fixture(scope="module", params=sorted(TREES))
+def tree(request):
+    """Small seeded random trees with every joint type (helical, cylindrical, planar, spherical...)."""
+    return sd.random_tree(**TREES[request.param])
+
+
+def test_trees_cover_every_joint_type():
+    types = {j.type for kw in TREES.values() for j in sd.random_tree(**kw).joints}
+    assert types == set(sd.JOINT_TYPES)
+
+
+def state(model, seed):
+    rng = np.random.default_rng(seed)
+    return (model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv),
+            rng.normal(size=(model.nbodies, 6)))
+
+
+def test_rnea_derivatives_finite_differences(tree):
+    q, v, a, f = state(tree, 1)
+    for fext in (None, f):
+        dq, dv, da = sd.rnea_derivatives(tree, q, v, a, fext)
+        r = lambda q_, v_, a_: sd.rnea(tree, q_, v_, a_, fext)
+        assert rel_err(dq, tangent_fd(tree, r, q, v, a)) < FD_TOL
+        assert rel_err(dv, vector_fd(lambda v_: r(q, v_, a), v)) < FD_TOL
+        assert rel_err(da, sd.crba(tree, q)) < 1e-12          # exact identity dtau/da = H
+    assert rel_err(sd.generalized_gravity_derivatives(tree, q),
+                   tangent_fd(tree, lambda q_: sd.generalized_gravity(tree, q_), q)) < FD_TOL
+
+
+def test_aba_derivatives_finite_differences(tree):
+    q, v, tau, f = state(tree, 2)
+    for fext in (None, f):
+        dq, dv, dtau = sd.aba_derivatives(tree, q, v, tau, fext)
+        fd = lambda q_, v_, t_: sd.aba(tree, q_, v_, t_, fext)
+        assert rel_err(dq, tangent_fd(tree, fd, q, v, tau)) < FD_TOL
+        assert rel_err(dv, vector_fd(lambda v_: fd(q, v_, tau), v)) < FD_TOL
+        assert rel_err(dtau, sd.minv(tree, q)) < 1e-10
+
+
+
+def test_aba_derivatives_by_reverse_mode_on_aba():
+    """aba_derivatives composes ABA, Minv and RNEA's derivatives; the general entry point
+    differentiates ABA's own program in reverse mode: same numbers."""
+    model = sd.random_tree(5, branching=1.5, joint_types="all", seed=8, floating_base=True)
+    q, v, tau, f = state(model, 9)
+    dq2, dv2 = sd.derivatives(sd.aba, wrt=("q", "v"))(model, q, v, tau, f)
+    dq, dv, _ = sd.aba_derivatives(model, q, v, tau, f)
+    assert rel_err(dq2, dq) < 1e-10 and rel_err(dv2, dv) < 1e-10
+
+
+def test_kinematics_derivatives_finite_differences(tree):
+    q, v, _, _ = state(tree, 3)
+    frame = tree.body_names[-1]
+    dR, dp = sd.derivatives(sd.frame_placement, wrt="q")(tree, q, frame=frame)
+    assert dR.shape == (3, 3, tree.nv) and dp.shape == (3, tree.nv)
+    R = lambda q_: sd.frame_placement(tree, q_, frame)[0]
+    p = lambda q_: sd.frame_placement(tree, q_, frame)[1]
+    assert rel_err(dR, tangent_fd(tree, R, q)) < FD_TOL and rel_err(dp, tangent_fd(tree, p, q)) < FD_TOL
+    for ref in ("local", "world"):
+        dJ = sd.derivatives(sd.frame_jacobian, wrt="q")(tree, q, frame, reference=ref)
+        assert dJ.shape == (6, tree.nv, tree.nv)
+        assert rel_err(dJ, tangent_fd(tree, lambda q_: sd.frame_jacobian(tree, q_, frame, ref), q)) < FD_TOL
+        dvq, dvv = sd.derivatives(sd.frame_velocity, wrt=("q", "v"))(tree, q, v, frame, reference=ref)
+        assert rel_err(dvq, tangent_fd(tree, lambda q_: sd.frame_velocity(tree, q_, v, frame, ref), q)) < FD_TOL
+        # The velocity is linear in v with the Jacobian as coefficient matrix.
+        assert rel_err(dvv, sd.frame_jacobian(tree, q, frame, ref)) < 1e-12
+
+
+def test_forward_and_reverse_mode_agree(tree):
+    q, v, a, _ = state(tree, 4)
+    fwd = sd.derivatives(sd.rnea, mode="forward")(tree, q, v, a)
+    rev = sd.derivatives(sd.rnea, mode="reverse")(tree, q, v, a)
+    for F, R in zip(fwd, rev):
+        assert rel_err(F, R) < 1e-11
+    for F, R in zip(fwd, sd.rnea_derivatives(tree, q, v, a)):
+        assert rel_err(F, R) < 1e-11
+
+
+def test_batched_and_cached():
+    model = sd.random_tree(5, branching=1.5, joint_types="all", seed=21, floating_base=True)
+    rng = np.random.default_rng(0)
+    q = np.stack([model.random_configuration(rng) for _ in range(6)]).reshape(2, 3, model.nq)
+    v, a = rng.normal(size=(2, 3, model.nv)), rng.normal(size=(model.nv,))
+    out = sd.rnea_derivatives(model, q, v, a)
+    assert all(o.shape == (2, 3, model.nv, model.nv) for o in out)
+    for i in range(2):
+        for j in range(3):
+            for b, o in zip(out, sd.rnea_derivatives(model, q[i, j], v[i, j], a)):
+                np.testing.assert_allclose(b[i, j], o, rtol=0, atol=1e-13)
+    # Built once per (model, kernel, static, optional inputs), never per state.
+    p1 = derivative_program(sd.rnea, model, ("q", "v", "a"))
+    assert derivative_program(sd.rnea, model, ("q", "v", "a")) is p1
+    assert derivative_program(sd.rnea, model, ("q", "v", "a"), optional=("f_ext",)) is not p1
+
+
+def test_user_function_and_bad_arguments():
+    model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=5)
+    q = model.random_configuration(1)
+
+    def com_height(model, q):
+        R, p = sd.forward_kinematics(model, q)
+        m = model.inertia[:, 5, 5]
+        return np.array([(m * p[..., 2]).sum(-1) / m.sum()], dtype=p.dtype)
+
+    d = sd.derivatives(com_height, wrt="q", inputs={"q": ("nq",)}, outputs={"z": (1,)})
+    fd = tangent_fd(model, lambda q_: com_height(model, q_), q)
+    assert d(model, q).shape == (1, model.nv) and rel_err(d(model, q), fd) < FD_TOL
+    with pytest.raises(TypeError, match="not a registered kernel"):
+        sd.derivatives(com_height)
+    with pytest.raises(ValueError, match="wrt"):
+        sd.derivatives(sd.rnea, wrt="tau")(model, q, q[:model.nv], q[:model.nv])
+    with pytest.raises(ValueError, match="v: expected shape"):
+        sd.rnea_derivatives(model, q, np.zeros(2), np.zeros(model.nv))
+    with pytest.raises(ValueError, match="quaternion"):
+        sd.rnea_derivatives(model, 2 * q, np.zeros(model.nv), np.zeros(model.nv))
+
+
+def test_derivatives_are_traceable_kernels():
+    """A derivative kernel's program is its registered program, and the function itself runs on
+    traced (object) arrays by inlining that program."""
+    from sparsedyn.kernels import REGISTRY
+    from sparsedyn.symbolic.trace import trace_kernel
+    model = sd.random_tree(4, joint_types="all", seed=6)
+    q, v, a, _ = state(model, 7)
+    for name in ("rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives"):
+        k = REGISTRY[name]
+        P = trace_kernel(k, model)
+        args = [q, v, a][:len(P.input_shapes)]
+        got = P.evaluate(args)
+        want = getattr(sd, name)(model, *args)
+        want = want if isinstance(want, tuple) else (want,)
+        for g, w in zip(got, want):
+            assert rel_err(g, w) < 1e-13
+
+
+# --- Pinocchio ---------------------------------------------------------------------------
+
+ROBOTS = {**{k: v for k, v in erd.ROBOTS.items() if k != "romeo"},
+          "romeo_small": "romeo_description/urdf/romeo_small.urdf"}
+CASES = [(name, fb) for name in ROBOTS for fb in (False, True)]
+TOL = 1e-9
+# Building the derivative programs of the 30-40 dof humanoids takes seconds each in Python; to keep
+# the suite short they are checked without external forces on the fixed base and with them on the
+# floating base (every other robot: both, on both bases).
+BIG = {"talos_reduced", "icub_reduced", "g1_29dof_rev_1_0", "romeo_small"}
+
+
+def upper_to_symmetric(M):
+    return np.triu(M) + np.triu(M, 1).T
+
+
+@pytest.mark.parametrize("name,floating_base", CASES, ids=[f"{n}-{'floating' if fb else 'fixed'}" for n, fb in CASES])
+def test_derivatives_agree_with_pinocchio(name, floating_base, record_property):
+    t0 = time.perf_counter()
+    model, pm = erd.load_pair(ROBOTS[name], floating_base)
+    pd = pm.createData()
+    rng = np.random.default_rng(3)
+    q = model.random_configuration(rng)
+    v, a, tau = rng.normal(size=model.nv), rng.normal(size=model.nv), 10 * rng.normal(size=model.nv)
+    f_ext = rng.normal(size=(model.nbodies, 6))
+    qp, vp = ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v)
+    ap, tp = ip.v_to_pinocchio(model, a), ip.tau_to_pinocchio(model, tau)
+    fp = ip.fext_to_pinocchio(model, f_ext)
+    to_pin = lambda J: ip.derivative_to_pinocchio(model, J)
+    cases = ((None, ()), (f_ext, (fp,)))
+    if name in BIG:
+        cases = cases[1:] if floating_base else cases[:1]
+    for fext, fpin in cases:
+        ours = sd.rnea_derivatives(model, q, v, a, fext)
+        pin.computeRNEADerivatives(pm, pd, qp, vp, ap, *fpin)
+        for J, ref in zip(ours, (pd.dtau_dq, pd.dtau_dv, upper_to_symmetric(pd.M))):
+            assert rel_err(to_pin(J), ref) < TOL
+        ours = sd.aba_derivatives(model, q, v, tau, fext)
+        pin.computeABADerivatives(pm, pd, qp, vp, tp, *fpin)
+        for J, ref in zip(ours, (pd.ddq_dq, pd.ddq_dv, upper_to_symmetric(pd.Minv))):
+            assert rel_err(to_pin(J), ref) < TOL
+    dg_dq = pin.computeGeneralizedGravityDerivatives(pm, pd, qp)
+    assert rel_err(to_pin(sd.generalized_gravity_derivatives(model, q)), dg_dq) < TOL
+    record_property("seconds", round(time.perf_counter() - t0, 2))
+
+
+def test_mujoco_tangent_columns():
+    """Along MuJoCo's own integration (mj_integratePos) the change of a kernel is J T(q)^T dq_mj,
+    T = velocity_map (free and planar joints, the documented column conversion)."""
+    import mujoco
+    from sparsedyn.interop import mujoco as imj
+    model = sd.random_tree(4, joint_types=("revolute", "planar", "spherical"), seed=12, floating_base=True)
+    mm = imj.load_mujoco(model)
+    q, v, a, _ = state(model, 13)
+    qm = imj.q_to_mujoco(model, q)
+
+    def step(dq_mj):
+        x = qm.copy()
+        mujoco.mj_integratePos(mm, x, dq_mj, 1.0)
+        return imj.q_from_mujoco(model, x)
+
+    fd = np.stack([(sd.rnea(model, step(H_FD * u), v, a) - sd.rnea(model, step(-H_FD * u), v, a)) / (2 * H_FD)
+                   for u in np.eye(model.nv)], -1)
+    T = imj.velocity_map(model, q)
+    assert rel_err(sd.rnea_derivatives(model, q, v, a)[0] @ T.T, fd) < FD_TOL
