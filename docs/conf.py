@@ -17,21 +17,16 @@ version = release
 
 extensions = [
     "sphinx.ext.autodoc",
-    "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "sphinx_gallery.gen_gallery",
     "_ext.cheatsheet",
     "_ext.resolve",
+    "_ext.apipages",
 ]
 
-autosummary_generate = True
-autosummary_ignore_module_all = True
-#: names exported by ``sparsedyn`` itself: documented once, on the ``sparsedyn`` page
-autosummary_context = {"toplevel": [n for n in sparsedyn.__all__ if not hasattr(getattr(sparsedyn, n), "__path__")
-                                    and getattr(getattr(sparsedyn, n), "__module__", None)]}
-autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_default_options = {"members": True, "undoc-members": True, "show-inheritance": True}
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
 napoleon_numpy_docstring = True
@@ -57,7 +52,6 @@ sphinx_gallery_conf = {
     "plot_gallery": "True",
 }
 
-templates_path = ["_templates"]
 exclude_patterns = ["_build", "tutorials/*", "auto_tutorials/*.ipynb", "auto_tutorials/*.py", "auto_tutorials/*.zip",
                     "auto_tutorials/*.md5", "auto_tutorials/*.codeobj.json"]
 html_theme = "furo"

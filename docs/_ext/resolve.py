@@ -68,6 +68,8 @@ def missing_reference(app, env, node, contnode):
     if node.get("refdomain") != "py":
         return None
     target = node.get("reftarget", "")
+    if any(part.startswith("_") and not part.startswith("__") for part in target.lstrip(".~").split(".")):
+        return contnode          # a private name: shown as code, never a link (it has no public page)
     domain = env.get_domain("py")
     for path in _candidates(target, node):
         obj = _lookup(path.lstrip("."))

@@ -16,7 +16,7 @@ import numpy as np
 import sparsedyn as sd
 from sparsedyn.interop import example_robot_data_dir
 
-path = example_robot_data_dir() / "icub_description" / "urdf" / "icub.urdf"
+path = example_robot_data_dir() / "icub_description" / "robots" / "icub.urdf"
 model = sd.load_urdf(path, floating_base=True)
 print(model)
 for s in model.sensors:
@@ -44,10 +44,9 @@ N = 200
 q, v, a, w = consistent_state(prob, rng, batch=(N,))
 y, truth = prob.measurements(q, v, a, w)
 noise = np.zeros_like(y)
-for name, sl in prob.addresses.items():
-    if name != "qdd":
-        noise[:, sl] = rng.normal(size=(N, sl.stop - sl.start)) * np.tile([0.05, 0.05, 0.05, 0.5, 0.5, 0.5],
-                                                                           (sl.stop - sl.start) // 6)
+for name, (offset, size) in prob.addresses.items():
+    if name != "qdd":                                # F/T sensors: [n; f], N m and N
+        noise[:, offset:offset + size] = rng.normal(size=(N, size)) * np.tile([0.05] * 3 + [0.5] * 3, size // 6)
 e = est.solve(q, v, y + noise)
 exact = est.solve(q, v, y)
 print("noise-free: max |tau error| =", np.abs(exact.tau - truth["tau"]).max())

@@ -161,6 +161,16 @@ def frame_jacobian(model, q, frame, reference="local"):
     * ``"local"``: velocity of the frame origin, in frame axes;
     * ``"world"``: spatial velocity at the world origin, world axes (Pinocchio ``WORLD``);
     * ``"local_world_aligned"``: velocity of the frame origin, world axes.
+
+    >>> import numpy as np, sparsedyn as sd
+    >>> model = sd.humanoid()
+    >>> q = model.random_configuration(0)
+    >>> v = np.random.default_rng(0).normal(size=model.nv)
+    >>> J = sd.frame_jacobian(model, q, "r_hand", "local_world_aligned")
+    >>> J.shape
+    (6, 35)
+    >>> bool(np.allclose(J @ v, sd.frame_velocity(model, q, v, "r_hand", "local_world_aligned")))
+    True
     """
     _check_reference(reference)
     q = _checks.configuration(model, q)

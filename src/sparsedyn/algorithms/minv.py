@@ -107,6 +107,12 @@ def minv(model, q):
 
     Raises :class:`sparsedyn.algorithms.aba.SingularInertiaError` naming the joint when a
     subtree is massless (``H`` singular).
+
+    >>> import numpy as np, sparsedyn as sd
+    >>> model = sd.random_tree(12, branching=2.0, joint_types="all", seed=2)
+    >>> q = model.random_configuration(0)
+    >>> bool(np.allclose(sd.minv(model, q) @ sd.crba(model, q), np.eye(model.nv)))
+    True
     """
     q = _checks.configuration(model, q)
     return minv_kernel(model, q, check=None if bk.is_symbolic(q) else float_checker(model))

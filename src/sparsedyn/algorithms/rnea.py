@@ -90,6 +90,19 @@ def rnea(model, q, v, a, f_ext=None, gravity=None):
 
     ``f_ext`` (..., NB, 6): external spatial forces on each body, body frame.
     ``gravity`` (3,): overrides ``model.gravity`` (world frame, m/s^2).
+
+    Example (a batch of 10 states; inverse dynamics undoes forward dynamics):
+
+    >>> import numpy as np, sparsedyn as sd
+    >>> model = sd.humanoid()
+    >>> rng = np.random.default_rng(0)
+    >>> q = np.stack([model.random_configuration(rng) for _ in range(10)])
+    >>> v, a = rng.normal(size=(2, 10, model.nv))
+    >>> tau = sd.rnea(model, q, v, a)
+    >>> tau.shape
+    (10, 35)
+    >>> bool(np.allclose(sd.aba(model, q, v, tau), a))
+    True
     """
     q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
     tau = rnea_kernel(model, q, v, a, f_ext, g)
