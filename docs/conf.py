@@ -32,9 +32,10 @@ autodoc_member_order = "bysource"
 napoleon_numpy_docstring = True
 napoleon_google_docstring = True
 default_role = "py:obj"
+suppress_warnings = ["ref.python"]   # "more than one target" for a bare type name (slice): it links to one
 nitpicky = True          # a broken cross-reference is a warning, and warnings are errors
 #: targets outside this project (no network at build time, so no intersphinx inventories)
-nitpick_ignore_regex = [("py:.*", r"(numpy|np|scipy|pathlib|os|typing|collections|tomllib|mujoco|pinocchio|casadi|jax"
+nitpick_ignore_regex = [("py:.*", r"(numpy|np|scipy|pathlib|os|typing|inspect|collections|tomllib|mujoco|pinocchio|casadi|jax"
                                    r"|concurrent|multiprocessing|dask)(\..*)?"),
                         ("py:class", r"(optional|callable|array_like|array|ndarray|float|int|str|bool|dict|list|tuple)")]
 

@@ -46,7 +46,7 @@ PINOCCHIO = {
 def _shape(shape):
     parts = []
     for d in shape:
-        parts.append(d if isinstance(d, (int, str)) else "*")
+        parts.append(d if isinstance(d, (int, str)) else "k")
     return "(" + ", ".join(str(p) for p in parts) + ("," if len(parts) == 1 else "") + ")"
 
 

@@ -55,7 +55,12 @@ def _canonical(obj, path):
         names.insert(0, f"{obj.__module__}.{obj.__qualname__}")
     if hasattr(obj, "__name__") and hasattr(obj, "__path__") or type(obj).__name__ == "module":
         names.insert(0, obj.__name__)
-    # names exported at the top are documented on the sparsedyn page
+    # names exported at the top are documented on the sparsedyn page (methods with their class)
+    qual = getattr(obj, "__qualname__", None)
+    if qual and "." in qual:
+        import sparsedyn
+        if qual.split(".")[0] in getattr(sparsedyn, "__all__", ()):
+            names.insert(0, f"sparsedyn.{qual}")
     short = getattr(obj, "__name__", None)
     if short:
         import sparsedyn
@@ -71,6 +76,17 @@ def missing_reference(app, env, node, contnode):
     if any(part.startswith("_") and not part.startswith("__") for part in target.lstrip(".~").split(".")):
         return contnode          # a private name: shown as code, never a link (it has no public page)
     domain = env.get_domain("py")
+    # a name relative to the docstring's own module (``ltdl_kernel``, ``Structure.unpack``): the one
+    # documented object whose full name ends with it, searched within the referencing package first
+    mod = node.get("py:module") or ""
+    tail = "." + target.lstrip(".~")
+    found = [name for name in domain.objects if name.endswith(tail)]
+    for scope in (mod, mod.rsplit(".", 1)[0], "sparsedyn"):
+        near = [n for n in found if n.startswith(scope + ".")]
+        if len(set(near)) == 1:
+            ref = domain.resolve_xref(env, node.get("refdoc"), app.builder, "obj", near[0], node, contnode)
+            if ref is not None:
+                return ref
     for path in _candidates(target, node):
         obj = _lookup(path.lstrip("."))
         if obj is None:
@@ -82,6 +98,9 @@ def missing_reference(app, env, node, contnode):
                 ref = domain.resolve_xref(env, node.get("refdoc"), app.builder, role, name, node, contnode)
                 if ref is not None:
                     return ref
+    # the name exists but has no page of its own (a constant or helper outside ``__all__``): code, no link
+    if any(_lookup(path.lstrip(".")) is not None for path in _candidates(target, node)):
+        return contnode
     return None
 
 

@@ -59,7 +59,7 @@ __all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque",
 
 #: Component names of a wrench (angular first).
 COMPONENTS = ("nx", "ny", "nz", "fx", "fy", "fz")
-#: Nori's eq. (18): normal force and the two in-plane moments of a sole (z = sole normal).
+#: The normal force and the two in-plane moments of a sole (z = sole normal), Nori's eq. (18).
 LOAD_CELLS = ("nx", "ny", "fz")
 #: Measurement directions of a :class:`ForceTorque` (Gazebo's ``measure_direction``).
 DIRECTIONS = ("parent_to_child", "child_to_parent")
@@ -510,7 +510,7 @@ _TYPES = {"force_torque": ForceTorque, "ft": ForceTorque, "contact_load": Contac
 
 
 def sensor_from_dict(entry: dict, where="sensor file") -> Sensor:
-    """A sensor from one ``[[sensor]]`` table of a sensor file (see :mod:`.files`)."""
+    """A sensor from one ``[[sensor]]`` table of a sensor file (see :mod:`sparsedyn.estimation.files`)."""
     e = dict(entry)
     t = e.pop("type", None)
     name = e.get("name", "?")

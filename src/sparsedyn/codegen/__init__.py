@@ -2,7 +2,7 @@
 
 ``k = sparsedyn.compile(model)`` traces the existing NumPy kernels of sparsedyn
 (RNEA, bias forces, ABA, CRBA, Carpentier's inverse, forward kinematics) on
-symbolic scalars into straight-line programs (:mod:`.ir`, :mod:`.trace`),
+symbolic scalars into straight-line programs (:mod:`sparsedyn.symbolic.ir`, :mod:`sparsedyn.codegen.trace`),
 emits C (:mod:`.cemit`), builds a shared library in a user-private cache
 (:mod:`.build`) and returns a :class:`CompiledModel` whose methods
 ``k.rnea, k.bias, k.aba, k.crba, k.minv, k.fk`` take one state or a batch.
@@ -12,7 +12,7 @@ phase the same way (:mod:`.problems`: :class:`CompiledStructure`,
 The compiler never re-implements dynamics: it only records what the kernels do.
 
 ``sparsedyn.compile`` is :func:`sparsedyn.codegen.api.compile`; this subpackage
-holds the machinery (:mod:`.ir`, :mod:`.trace`, :mod:`.cemit`, :mod:`.build`,
+holds the machinery (:mod:`sparsedyn.symbolic.ir`, :mod:`sparsedyn.codegen.trace`, :mod:`.cemit`, :mod:`.build`,
 :mod:`.fastcall`, :mod:`.bench`).
 """
 

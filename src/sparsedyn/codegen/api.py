@@ -1,7 +1,7 @@
 """``sparsedyn.compile(model)``: the compiled kernels of a fixed model (and of fixed problems).
 
 Offline step (once per model, cached on disk): every kernel is traced into a
-straight-line program (:mod:`.trace`, :mod:`.ir`), emitted as C (:mod:`.cemit`)
+straight-line program (:mod:`sparsedyn.codegen.trace`, :mod:`sparsedyn.symbolic.ir`), emitted as C (:mod:`.cemit`)
 and built into shared libraries (:mod:`.build`): a *single* library (scalar
 code, one state per call) at :func:`compile` time and a *batch* library (code
 vectorised across states) at the first batch call or with ``vectorize=True``.
@@ -885,7 +885,7 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
       ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` returns what
       :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>` returns;
     * a :class:`sparsedyn.constraints.ConstraintSet`: returns a copy that runs compiled (see
-      :func:`compile_constraints`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
+      :func:`~sparsedyn.codegen.api.compile_constraints`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
     * an :class:`sparsedyn.estimation.EstimationProblem` (compiled here) or an
       :class:`~sparsedyn.estimation.Estimator`: returns a
       :class:`~sparsedyn.codegen.problems.CompiledEstimator` whose

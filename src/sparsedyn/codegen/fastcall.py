@@ -21,6 +21,7 @@ and returns the outputs, with no Python frame in between.
 * ``quats`` (optional): ``(tol, ((input index, (offset, ...)), ...))``: the
   quaternions ``x[offset:offset + 4]`` of those inputs must satisfy
   ``| |quat|^2 - 1 | <= tol``.  Every input is checked for finiteness.
+
 The fast path needs float64, C-contiguous, aligned, native-byte-order arrays of
 exactly the one-state shapes; outputs are allocated with ``PyArray_SimpleNew``.
 The extension is compiled against the Python and NumPy headers (NumPy ships

@@ -64,7 +64,7 @@ from .trace import spec_from_callable, trace
 __all__ = ["CompiledStructure", "CompiledEstimator", "compile_problem", "is_problem", "structure_fingerprint",
            "estimator_fingerprint", "MARGIN", "BERR_MARGIN"]
 
-#: Safety factor of the compiled pre-checks: a pivot ratio bound below ``MARGIN * PIVOT_RTOL`` or a
+#: The safety factor of the compiled pre-checks; a pivot ratio bound below ``MARGIN * PIVOT_RTOL`` or a
 #: conditioning bound below ``MARGIN * RANK_RTOL`` sends the state to the NumPy path (covers
 #: rounding differences between the two computations).
 MARGIN = 4.0

@@ -1,7 +1,7 @@
 """Derivatives of constrained forward dynamics for a fixed constraint set.
 
 The accelerations ``qdd`` and multipliers ``lambda`` of
-:func:`~.forward.constrained_forward_dynamics` (without Baumgarte terms) are the
+:func:`~sparsedyn.constrained_forward_dynamics` (without Baumgarte terms) are the
 root of the residual::
 
     r1 = rnea(q, v, qdd, f_ext) - tau - G(q)^T lambda = 0      (nv rows)
@@ -78,7 +78,7 @@ def _residual_derivative(cs, with_fext):
 
 def constrained_forward_dynamics_derivatives(cs, q, v, tau=None, *, f_ext=None,
                                              partition=None) -> ForwardDynamicsDerivatives:
-    """Derivatives of :func:`~.forward.constrained_forward_dynamics` (no Baumgarte terms) at one state.
+    """Derivatives of :func:`~sparsedyn.constrained_forward_dynamics` (no Baumgarte terms) at one state.
 
     ``q`` (nq,), ``v`` (nv,), ``tau`` (nv,) (default zero), ``f_ext`` (NB, 6) held constant.
     Returns ``dqdd_dq`` (tangent space), ``dqdd_dv``, ``dqdd_dtau`` (nv, nv) and the same for

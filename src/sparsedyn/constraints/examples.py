@@ -3,16 +3,16 @@
 Each is an open tree built with :class:`~sparsedyn.model.ModelBuilder` whose
 loops are closed by constraints, bundled as a :class:`Mechanism`:
 
-==========================  ====  ===  ====  ========================================================
-example                     nv    m    dof   loop closure / actuation
-==========================  ====  ===  ====  ========================================================
-``four_bar()``              3     3    1     3D point (rank 2: planar loop, z row redundant); crank
-``slider_crank()``          3     2    1     point, x and y rows; crank
-``five_bar()``              4     2    2     point, x and y rows; both base joints (fully actuated)
-``delta_robot()``           12    9    3     three 3D points (spherical joints); three arm motors
-``humanoid_double_support`` 35    12   23    two 6D welds (soles on the ground); 29 joints
-                                             (over-actuated: 29 > 23)
-==========================  ====  ===  ====  ========================================================
+============================  ====  ===  ====  ========================================================
+example                       nv    m    dof   loop closure / actuation
+============================  ====  ===  ====  ========================================================
+``four_bar()``                3     3    1     3D point (rank 2: planar loop, z row redundant); crank
+``slider_crank()``            3     2    1     point, x and y rows; crank
+``five_bar()``                4     2    2     point, x and y rows; both base joints (fully actuated)
+``delta_robot()``             12    9    3     three 3D points (spherical joints); three arm motors
+``humanoid_double_support``   35    12   23    two 6D welds (soles on the ground); 29 joints
+                                               (over-actuated: 29 > 23)
+============================  ====  ===  ====  ========================================================
 
 Planar mechanisms move in the xy plane (revolute joints about z) with gravity
 ``(0, -9.81, 0)``: y is up.  Lengths in m, masses in kg.

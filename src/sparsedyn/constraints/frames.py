@@ -20,7 +20,7 @@ Position rows are exact derivatives everywhere.  The weld's orientation rows
 ``G = J_omega,A - J_omega,B`` are the exact derivative of ``log3(R_A R_T^T)``
 on the constraint manifold (``R_A = R_T``); off it they are the relative angular
 velocity (``d log3 = Jl^-1 (omega_A - R omega_T)``), which Newton's method in
-:mod:`.assembly` uses as a quasi-Newton Jacobian.
+:mod:`sparsedyn.constraints.assembly` uses as a quasi-Newton Jacobian.
 """
 
 from __future__ import annotations

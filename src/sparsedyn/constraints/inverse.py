@@ -159,7 +159,7 @@ def constrained_inverse_dynamics(cs, q, v, a, *, actuated=None, B=None, f_ext=No
     """Actuator efforts ``u`` and constraint forces ``lambda`` for a constrained motion.
 
     ``cs``: :class:`~.base.ConstraintSet`; ``q`` (nq,), ``v`` (nv,) consistent
-    (``g(q) = 0``, ``G v = 0``; see :mod:`.assembly`).  ``a``: consistent
+    (``g(q) = 0``, ``G v = 0``; see :mod:`sparsedyn.constraints.assembly`).  ``a``: consistent
     accelerations (nv,) (checked), or the independent ones (nv - r,) in the
     order of ``partition.independent`` (then ``partition`` is required).
     Actuation: ``actuated`` (joint names / dof indices) or an explicit ``B``

@@ -10,7 +10,7 @@ verdict before any data, and its online phase solves one state or a batch::
     solver = prob.compile()                      # raises IllPosedError if ill-posed
     e = solver.solve(q, v, y)                   # e.tau, e.f, e.contacts[...], e.named()
 
-Modules: :mod:`sparsedyn.sensors` (sensor kinds, contacts; model entries), :mod:`.files` (sensor files),
+Modules: :mod:`sparsedyn.sensors` (sensor kinds, contacts; model entries), :mod:`sparsedyn.estimation.files` (sensor files),
 :mod:`.problem` (problem, verdict, estimator, least squares), :mod:`.imu` (the floating base's
 state from an IMU), :mod:`.truth`
 (classical ground truth), :mod:`.casestudy` (Nori's humanoid case study, CLI reports).

@@ -424,7 +424,7 @@ class EstimationProblem:
 
     def known_accelerations(self, a) -> np.ndarray:
         """The implicit ``"qdd"`` entry of ``y`` from the full joint acceleration ``a`` (..., nv): the
-        accelerations of the joints in :attr:`known_joints` (neither unknown nor measured by a
+        accelerations of the joints in ``known_joints`` (neither unknown nor measured by a
         :class:`~sparsedyn.sensors.JointAcceleration` sensor), in that order.  Use it with
         :meth:`pack`: ``y = prob.pack(qdd=prob.known_accelerations(a), **sensor_values)``."""
         a = np.asarray(a, float)

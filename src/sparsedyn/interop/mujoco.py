@@ -2,22 +2,22 @@
 
 MuJoCo's layouts, per joint (``qpos`` / ``qvel``; ``qacc`` and ``qfrc`` like ``qvel``):
 
-=============  ===============================  ==============================================
-ours           MuJoCo                           relation
-=============  ===============================  ==============================================
-revolute,      ``hinge``                        identical (``continuous``: an unlimited hinge)
+=============  ==================================  ==============================================
+ours           MuJoCo                              relation
+=============  ==================================  ==============================================
+revolute,      ``hinge``                           identical (``continuous``: an unlimited hinge)
 continuous
-prismatic      ``slide``                        identical
-cylindrical    ``hinge`` + ``slide`` (one body) identical, ``[angle, displacement]``
-planar         ``slide x``, ``slide y``,        q identical; ours ``v = [w, vx, vy]`` with the
-               ``hinge z`` (one body)           linear part in the child frame, MuJoCo
-                                                ``[vx, vy, w]`` with it in the parent frame
-spherical      ``ball``                         q ``[x, y, z, w]`` vs ``[w, x, y, z]``; v the same
-free           ``free``                         q ``[p, x, y, z, w]`` vs ``[p, w, x, y, z]``;
-                                                ours ``v = [w; v]`` body frame, MuJoCo
-                                                ``[v; w]``, linear part in the world frame
-helical        (none)                           not expressible
-=============  ===============================  ==============================================
+prismatic      ``slide``                           identical
+cylindrical    ``hinge`` + ``slide`` (one body)    identical, ``[angle, displacement]``
+planar         ``slide x``, ``slide y``,           q identical; ours ``v = [w, vx, vy]`` with the
+               ``hinge z`` (one body)              linear part in the child frame, MuJoCo
+                                                   ``[vx, vy, w]`` with it in the parent frame
+spherical      ``ball``                            q ``[x, y, z, w]`` vs ``[w, x, y, z]``; v the same
+free           ``free``                            q ``[p, x, y, z, w]`` vs ``[p, w, x, y, z]``;
+                                                   ours ``v = [w; v]`` body frame, MuJoCo
+                                                   ``[v; w]``, linear part in the world frame
+helical        (none)                              not expressible
+=============  ==================================  ==============================================
 
 So MuJoCo's velocity is ``v_mj = T(q) v`` with ``T`` block-diagonal, each block
 a permutation times rotations: orthogonal.  Generalized forces follow by power

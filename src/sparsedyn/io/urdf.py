@@ -73,6 +73,7 @@ Frames and conventions
     link's origin.  A ``sensor`` frame becomes a named frame of the model (the
     sensor's name, or ``<name>_frame`` if that name is taken), which the
     sensor's ``frame`` refers to.
+
   ``<measure_direction>``: ``child_to_parent`` (default: the wrench the child
   exerts on the parent) or ``parent_to_child``.  Sensors of other types and all
   other gazebo content are ignored.  Unsupported but valid sensors are skipped

@@ -17,7 +17,7 @@ structure analysis and an online phase that only does arithmetic::
     hd = sparse.Problem(model).known("tau", joints=A).known("qdd", joints=B).known("fx").analyze()
 
 Modules: :mod:`.variables` (named variables and row blocks), :mod:`.measurements`
-(measurement rows, problems), :mod:`.assembly` (worst-case pattern, value and
+(measurement rows, problems), :mod:`sparsedyn.sparse.assembly` (worst-case pattern, value and
 right-hand-side kernels), :mod:`.matching` (matching, block triangular form),
 :mod:`.ordering` (static pivot orders, symbolic LU), :mod:`.articulated` (the numeric
 phase of articulated blocks, body by body), :mod:`.solver` (analysis, numeric phase), :mod:`.hybrid`

@@ -334,7 +334,7 @@ class Structure:
     # --- summary properties ------------------------------------------------------
     @property
     def triangular(self) -> bool:
-        """Every block 1x1: the permuted matrix is triangular, solved by substitution."""
+        """True when every block is 1x1 (the permuted matrix is triangular, solved by substitution)."""
         return all(b.size == 1 for b in self.blocks)
 
     @property
@@ -685,7 +685,7 @@ def analyze(problem: Problem, ordering="auto", seed=0) -> Structure:
     :data:`~sparsedyn.sparse.ordering.ORDERINGS` (``"auto"``: articulated where the
     block has that form, else ``"colamd"``) or a callable
     ``ordering(pattern, rows, cols) -> [(row, col), ...]``.  The worst-case
-    pattern comes from the symbolic trace (:mod:`.assembly`); ``seed`` picks the
+    pattern comes from the symbolic trace (:mod:`sparsedyn.sparse.assembly`); ``seed`` picks the
     one generic state (joint limits ignored) at which SuperLU's orders are chosen.
 
     Raises :class:`StructurallySingularError` (naming the undetermined
