@@ -28,37 +28,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import sparsedyn as sd                                    # noqa: E402
 from sparsedyn import kernels, sparse                     # noqa: E402
+from sparsedyn.sparse import flops                        # noqa: E402
 from sparsedyn.interop import example_robot_data_dir      # noqa: E402
-from sparsedyn.symbolic.trace import trace_function, trace_kernel  # noqa: E402
-
-
-def sparse_program(st, out_kind):
-    """The traced online phase of structure ``st``: inputs ``q, v, u`` (``u``: the known ``tau`` or
-    ``qdd``), output the ``out_kind`` variables (nv,); known external forces are structural zeros."""
-    model, problem = st.model, st.problem
-
-    def fn(q, v, u):
-        y = np.empty(problem.ny, dtype=object)
-        for m, slot in zip(problem.measurements, problem.slots):
-            if m.known == "fx":
-                y[slot] = 0
-            else:
-                (var, M), = m.terms
-                y[slot] = u[model.v_slice(var.body)]
-        x, *_ = st._kernel(q, v, y, model.gravity, (), True)
-        return np.asarray(st.unpack(x)[out_kind], dtype=object)
-
-    return trace_function(fn, [("q", (model.nq,)), ("v", (model.nv,)), ("u", (model.nv,))],
-                          [(out_kind, (model.nv,))], name=f"sparse_{out_kind}")
+from sparsedyn.symbolic.trace import trace_kernel        # noqa: E402
 
 
 def flop_ratios(model, fd, idst):
     """``(fd_ratio or None, id_ratio)``: sparse online phase over the ABA / RNEA kernel counts."""
-    f_id = sparse_program(idst, "tau").flops()["total"]
+    f_id = flops.trace_solve(idst, ("tau",)).flops()["total"]
     f_rnea = trace_kernel(kernels.REGISTRY["rnea"], model).flops()["total"]
     if fd is None:
         return None, f_id / f_rnea
-    f_fd = sparse_program(fd, "qdd").flops()["total"]
+    f_fd = flops.trace_solve(fd, ("qdd",)).flops()["total"]
     f_aba = trace_kernel(kernels.REGISTRY["aba"], model).flops()["total"]
     return f_fd / f_aba, f_id / f_rnea
 

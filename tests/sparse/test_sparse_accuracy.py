@@ -19,31 +19,10 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn import kernels, sparse
+from sparsedyn.sparse import flops
 from sparsedyn.joints import JOINT_TYPES
-from sparsedyn.symbolic.trace import trace_function, trace_kernel
+from sparsedyn.symbolic.trace import trace_kernel
 from erd import robots_dir
-
-
-
-def sparse_program(st, out_kind):
-    """The traced online phase of structure ``st``: inputs ``q, v, u`` (``u``: the known ``tau`` or
-    ``qdd``), output the ``out_kind`` variables (nv,); no external forces (structural zeros), as
-    the ABA and RNEA kernels are traced without them."""
-    model, problem = st.model, st.problem
-
-    def fn(q, v, u):
-        y = np.empty(problem.ny, dtype=object)
-        for m, slot in zip(problem.measurements, problem.slots):
-            if m.known == "fx":
-                y[slot] = 0
-            else:
-                (var, _), = m.terms
-                y[slot] = u[model.v_slice(var.body)]
-        x = st._kernel(q, v, y, model.gravity, (), True)[0]
-        return np.asarray(st.unpack(x)[out_kind], dtype=object)
-
-    return trace_function(fn, [("q", (model.nq,)), ("v", (model.nv,)), ("u", (model.nv,))],
-                          [(out_kind, (model.nv,))], name=f"sparse_{out_kind}")
 
 # example-robot-data files that load_urdf rejects as invalid data (tests/io/test_urdf.py checks why)
 INVALID = {"ur_description/urdf/ur3.urdf", "romeo_description/urdf/romeo_laas_small.urdf",
@@ -123,11 +102,11 @@ def test_sparse_solves_are_as_accurate_as_aba_and_rnea(path, fb):
 
 
 def _ratios(model, fd, idst):
-    f_id = sparse_program(idst, "tau").flops()["total"]
+    f_id = flops.trace_solve(idst, ("tau",)).flops()["total"]
     r_id = f_id / trace_kernel(kernels.REGISTRY["rnea"], model).flops()["total"]
     if fd is None:
         return None, r_id
-    f_fd = sparse_program(fd, "qdd").flops()["total"]
+    f_fd = flops.trace_solve(fd, ("qdd",)).flops()["total"]
     return f_fd / trace_kernel(kernels.REGISTRY["aba"], model).flops()["total"], r_id
 
 
@@ -153,5 +132,6 @@ def test_sparse_solves_cost_no_more_than_aba_and_rnea_on_random_trees(joint_type
     rng = np.random.default_rng(2)
     q, v, a = model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
     tau = sd.rnea(model, q, v, a)
-    assert np.allclose(sparse_program(idst, "tau").evaluate([q, v, a])[0], tau, rtol=1e-10, atol=1e-10)
-    assert np.allclose(sparse_program(fd, "qdd").evaluate([q, v, tau])[0], a, rtol=1e-8, atol=1e-8)
+    y_id, y_fd = idst.problem.values(qdd=a), fd.problem.values(tau=tau)
+    assert np.allclose(flops.trace_solve(idst, ("tau",)).evaluate([q, v, y_id])[0], tau, rtol=1e-10, atol=1e-10)
+    assert np.allclose(flops.trace_solve(fd, ("qdd",)).evaluate([q, v, y_fd])[0], a, rtol=1e-8, atol=1e-8)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..symbolic.ir import ADD, CONST, COS, DIV, INPUT, MUL, NEG, SIN, SQRT, SUB
 
 __all__ = ["function", "program_function"]
 
@@ -69,28 +68,8 @@ def program_function(prog, name=None, input_names=None, output_names=None):
         X, elems = _symbol(ca, n, tuple(s))
         syms.append(X)
         flat.append(elems)
-    val = [None] * len(prog.nodes)
-    for i, (op, x, y) in enumerate(prog.nodes):
-        if op == INPUT:
-            val[i] = flat[x][y]
-        elif op == CONST:
-            val[i] = x
-        elif op == NEG:
-            val[i] = -val[x]
-        elif op == ADD:
-            val[i] = val[x] + val[y]
-        elif op == SUB:
-            val[i] = val[x] - val[y]
-        elif op == MUL:
-            val[i] = val[x] * val[y]
-        elif op == DIV:
-            val[i] = val[x] / val[y]
-        elif op == SIN:
-            val[i] = ca.sin(val[x])
-        elif op == COS:
-            val[i] = ca.cos(val[x])
-        elif op == SQRT:
-            val[i] = ca.sqrt(val[x])
+    val = prog.replay(lambda j, k: flat[j][k], {"sin": ca.sin, "cos": ca.cos, "sqrt": ca.sqrt,
+                                                 "atan2": ca.atan2, "copysign": ca.copysign})
     outs = [_assemble(ca, [val[v] if t == "node" else float(v) for t, v in row], tuple(s))
             for row, s in zip(prog.outputs, prog.output_shapes)]
     return ca.Function(name or prog.name, syms, outs, input_names, output_names)

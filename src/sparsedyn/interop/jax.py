@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..symbolic.ir import ADD, CONST, COS, DIV, INPUT, MUL, NEG, SIN, SQRT, SUB
 
 __all__ = ["function", "program_function"]
 
@@ -65,10 +64,10 @@ def program_function(prog, style="auto"):
     if style != "scalar":
         raise ValueError(f"style: expected 'auto', 'scalar' or 'levels', got {style!r}")
     jnp = _jnp()
-    nodes, outputs = prog.nodes, prog.outputs
+    outputs = prog.outputs
     in_shapes = [tuple(s) for s in prog.input_shapes]
     out_shapes = [tuple(s) for s in prog.output_shapes]
-    unary = {SIN: jnp.sin, COS: jnp.cos, SQRT: jnp.sqrt}
+    fns = {"sin": jnp.sin, "cos": jnp.cos, "sqrt": jnp.sqrt, "atan2": jnp.arctan2, "copysign": jnp.copysign}
 
     def f(*arrays):
         if len(arrays) != len(in_shapes):
@@ -76,24 +75,7 @@ def program_function(prog, style="auto"):
         arrays = [jnp.asarray(a) for a in arrays]
         batch = _check(prog, arrays, in_shapes)
         flat = [a.reshape(a.shape[:a.ndim - len(s)] + (-1,)) for a, s in zip(arrays, in_shapes)]
-        val = [None] * len(nodes)
-        for i, (op, x, y) in enumerate(nodes):
-            if op == INPUT:
-                val[i] = flat[x][..., y]
-            elif op == CONST:
-                val[i] = x
-            elif op == NEG:
-                val[i] = -val[x]
-            elif op == ADD:
-                val[i] = val[x] + val[y]
-            elif op == SUB:
-                val[i] = val[x] - val[y]
-            elif op == MUL:
-                val[i] = val[x] * val[y]
-            elif op == DIV:
-                val[i] = val[x] / val[y]
-            else:
-                val[i] = unary[op](val[x])
+        val = prog.replay(lambda j, k: flat[j][..., k], fns)
         dtype = jnp.result_type(*arrays) if arrays else jnp.float32
         outs = []
         for row, s in zip(outputs, out_shapes):

@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from .ir import ADD, CONST, COS, DIV, INPUT, MUL, NEG, SIN, SQRT, SUB, Graph, Program, Sym
+from .ir import ADD, ATAN2, CONST, COPYSIGN, COS, DIV, INPUT, MUL, NEG, SIN, SQRT, SUB, Graph, Program, Sym
 
 __all__ = ["jacobian_program", "inline", "choose_mode", "MODES"]
 
@@ -69,33 +69,30 @@ def _zero(x):
     return x.__class__ is not Sym and x == 0
 
 
+def _atan2(y, x):
+    if y.__class__ is Sym:
+        return y.atan2(x)
+    if x.__class__ is Sym:
+        return x.g.binary(ATAN2, x.g.operand(y), x.i)
+    return math.atan2(y, x)
+
+
+def _copysign(x, s):
+    if x.__class__ is Sym:
+        return x.copysign(s)
+    if s.__class__ is Sym:
+        return s.g.binary(COPYSIGN, s.g.operand(x), s.i)
+    return math.copysign(x, s)
+
+
+_FNS = {"sin": _sin, "cos": _cos, "sqrt": _sqrt, "atan2": _atan2, "copysign": _copysign}
+
+
 def _reemit(prog, values):
     """Values of every node of ``prog`` with its inputs replaced: ``values[j]`` is the flat
     sequence of the elements of input ``j`` (Sym of some graph, or Python numbers).  Returns
     one value per node (Sym or number); numbers fold, so substituted zeros vanish."""
-    val = [0] * len(prog.nodes)
-    for i, (op, x, y) in enumerate(prog.nodes):
-        if op == INPUT:
-            val[i] = values[x][y]
-        elif op == CONST:
-            val[i] = x
-        elif op == NEG:
-            val[i] = -val[x]
-        elif op == ADD:
-            val[i] = val[x] + val[y]
-        elif op == SUB:
-            val[i] = val[x] - val[y]
-        elif op == MUL:
-            val[i] = val[x] * val[y]
-        elif op == DIV:
-            val[i] = val[x] / val[y]
-        elif op == SIN:
-            val[i] = _sin(val[x])
-        elif op == COS:
-            val[i] = _cos(val[x])
-        else:
-            val[i] = _sqrt(val[x])
-    return val
+    return prog.replay(lambda j, k: values[j][k], _FNS)
 
 
 def _number(c):
@@ -138,6 +135,11 @@ def _partials(prog, val):
                 p = (-_sin(val[x]), None)
             elif op == SQRT:
                 p = (0.5 / val[i], None)
+            elif op == ATAN2:                       # atan2(a, b): (b, -a) / (a^2 + b^2)
+                inv = 1.0 / (val[x] * val[x] + val[y] * val[y])
+                p = (val[y] * inv, -(val[x] * inv))
+            elif op == COPYSIGN:                    # |a| sign(s): sign(a) sign(s), and 0 almost everywhere
+                p = (_copysign(1.0, val[x]) * _copysign(1.0, val[y]), 0)
             else:
                 raise AssertionError(op)
             cache[i] = p

@@ -495,6 +495,40 @@ class Program:
                 o[cidx, b0:b1] = cval[:, None]
         return [o.T.reshape(shape + tuple(s)) for o, s in zip(outs, self.output_shapes)]
 
+    def replay(self, element, fns):
+        """Run the program on values of another kind (symbols of another graph, CasADi ``SX``,
+        JAX arrays): the one interpreter behind :func:`sparsedyn.symbolic.ad.inline` and the
+        CasADi and JAX bridges.
+
+        ``element(j, k)``: element ``k`` (flat, C order) of input ``j``; ``fns``: the functions
+        ``"sin"``, ``"cos"``, ``"sqrt"``, ``"atan2"`` and ``"copysign"`` on those values (the
+        arithmetic is Python's operators).  Returns one value per node; an output row's entry
+        ``("node", i)`` is value ``i``, ``("const", c)`` the number ``c``.
+        """
+        unary = {SIN: fns["sin"], COS: fns["cos"], SQRT: fns["sqrt"]}
+        binary = {ATAN2: fns["atan2"], COPYSIGN: fns["copysign"]}
+        val = [None] * len(self.nodes)
+        for i, (op, x, y) in enumerate(self.nodes):
+            if op == INPUT:
+                val[i] = element(x, y)
+            elif op == CONST:
+                val[i] = x
+            elif op == NEG:
+                val[i] = -val[x]
+            elif op == ADD:
+                val[i] = val[x] + val[y]
+            elif op == SUB:
+                val[i] = val[x] - val[y]
+            elif op == MUL:
+                val[i] = val[x] * val[y]
+            elif op == DIV:
+                val[i] = val[x] / val[y]
+            elif op in binary:
+                val[i] = binary[op](val[x], val[y])
+            else:
+                val[i] = unary[op](val[x])
+        return val
+
     def _plan(self):
         plan = getattr(self, "_eval_plan", None)
         if plan is None:
