@@ -89,11 +89,7 @@ def _joint_wrench_blocks(model, q, v, a, gravity):
 def joint_torque_regressor(model, q, v, a, gravity=None):
     """Joint-torque regressor ``Y`` (..., nv, 10 NB): ``Y @ model.inertial_parameters() == rnea(model, q, v, a)``
     (Pinocchio's ``computeJointTorqueRegressor``; columns ``10 j .. 10 j + 9`` belong to body ``j``)."""
-    q = _checks.configuration(model, q)
-    v = _checks.velocity(model, v)
-    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
-    g = _checks.gravity(model, gravity)
-    shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1), gravity=(None if gravity is None else g, 1))
+    q, v, a, _, g, shape, _ = _checks.dynamics(model, q, v, a, None, gravity, "a", "nv joint accelerations")
     F, S = _joint_wrench_blocks(model, q, v, a, g)
     Y = np.zeros(shape + (model.nv, NPARAM * model.nbodies), dtype=result_dtype(q))
     for i in range(model.nbodies):
@@ -109,11 +105,7 @@ def joint_wrench_regressor(model, q, v, a, gravity=None):
     ``f_i = [n; f]`` the parent exerts on body ``i`` across joint ``i`` (body ``i`` frame), at state
     ``(q, v, a)`` without external forces (RNEA's ``f_i``; what a 6-axis F/T sensor in joint ``i``
     measures).  ``joint_torque_regressor`` is ``S_i^T W_i``."""
-    q = _checks.configuration(model, q)
-    v = _checks.velocity(model, v)
-    a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
-    g = _checks.gravity(model, gravity)
-    shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1), gravity=(None if gravity is None else g, 1))
+    q, v, a, _, g, shape, _ = _checks.dynamics(model, q, v, a, None, gravity, "a", "nv joint accelerations")
     F, _ = _joint_wrench_blocks(model, q, v, a, g)
     W = np.zeros(shape + (model.nbodies, 6, NPARAM * model.nbodies), dtype=result_dtype(q))
     for i in range(model.nbodies):
