@@ -233,7 +233,7 @@ def icub_estimation(rng):
                                                     "icub_feet_contacts.toml"))
     k = sd.compile(problem)
     q, v, a, w = consistent_state(problem, rng)
-    y, _ = problem.simulate(q, v, a, w)
+    y, _ = problem.measurements(q, v, a, w)
     k.solve(q, v, y)
     progress("iCub: timing sparsedyn")
     t_solve = median_call(lambda: k.solve(q, v, y))
