@@ -72,13 +72,14 @@ def _refuse(name, x, expected):
                     f"array (dtype {x.dtype})")
 
 
-def vector(model, name, x, size, what):
-    """``x`` as an array (..., size); the error names the argument and the size expected."""
+def vector(model, name, x, size, what, check_values=True):
+    """``x`` as an array (..., size); the error names the argument and the size expected.
+    ``check_values``: also refuse NaN and infinite values."""
     x = numeric(name, x, f"(..., {size}) ({what})")
     if x.ndim == 0 or x.shape[-1] != size:
         raise ValueError(f"{name}: expected shape (..., {size}) ({what} of model {model.name!r}), "
                          f"got shape {x.shape}")
-    xv = values(x)
+    xv = values(x) if check_values else None
     if xv is not None and not np.all(np.isfinite(xv)):
         raise ValueError(f"{name}: contains NaN or infinite values")
     return x
@@ -103,10 +104,11 @@ def _quaternions(model):
     return joints, idx
 
 
-def configuration(model, q, name="q"):
-    """Checked configuration; quaternion blocks must be unit quaternions (float input)."""
-    q = vector(model, name, q, model.nq, "nq joint coordinates")
-    qv = values(q)
+def configuration(model, q, name="q", check_values=True):
+    """Checked configuration; quaternion blocks must be unit quaternions (float input).
+    ``check_values=False``: conversion and shape only (a compiled batch checks the values itself)."""
+    q = vector(model, name, q, model.nq, "nq joint coordinates", check_values)
+    qv = values(q) if check_values else None
     if qv is not None:
         joints, idx = _quaternions(model)
         if joints:
@@ -125,13 +127,13 @@ def velocity(model, v, name="v"):
     return vector(model, name, v, model.nv, "nv joint velocities")
 
 
-def body_forces(model, f, name="f_ext"):
-    """External forces per body (..., NB, 6)."""
+def body_forces(model, f, name="f_ext", check_values=True):
+    """External forces per body (..., NB, 6); ``check_values``: also refuse NaN and infinite values."""
     f = numeric(name, f, f"(..., {model.nbodies}, 6)")
     if f.ndim < 2 or f.shape[-2:] != (model.nbodies, 6):
         raise ValueError(f"{name}: expected shape (..., {model.nbodies}, 6) (one spatial force [n; f] per body "
                          f"of model {model.name!r}, body frame), got shape {f.shape}")
-    fv = values(f)
+    fv = values(f) if check_values else None
     if fv is not None and not np.all(np.isfinite(fv)):
         raise ValueError(f"{name}: contains NaN or infinite values")
     return f

@@ -154,6 +154,36 @@ def test_quaternions_of_wrong_norm_are_refused(rng, compile_cache):
                 f(*(np.stack([x, x]) for x in args))
 
 
+def test_vectorised_batches_check_every_state(rng, compile_cache):
+    """The vectorised batch kernel checks the values as it reads them (no NumPy pass): one bad state
+    anywhere in a batch gives the NumPy function's error, and a good batch its results."""
+    model = random_trees()[2]                 # floating base: q[3:7] is a quaternion
+    k = sd.compile(model, vectorize=True)
+    n = 8 * k.lanes + 3                       # full blocks and a partial one
+    Q = np.stack([model.random_configuration(rng) for _ in range(n)])
+    V, A = rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
+    F = rng.normal(size=(n, model.nbodies, 6))
+    ref = sd.rnea(model, Q, V, A, f_ext=F)
+    np.testing.assert_allclose(k.rnea(Q, V, A, f_ext=F), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+    for state in (0, n // 2, n - 1):
+        cases = []
+        for name, X, value, match in (("q", Q, np.nan, "q: contains NaN"), ("v", V, np.inf, "v: contains NaN"),
+                                      ("f_ext", F, -np.inf, "f_ext: contains NaN")):
+            bad = X.copy()
+            bad[state, 0] = value
+            cases.append(({"q": Q, "v": V, "f_ext": F, name: bad}, match))
+        bad = Q.copy()
+        bad[state, 3:7] *= 1.01
+        cases.append(({"q": bad, "v": V, "f_ext": F}, "unit norm"))
+        for args, match in cases:
+            with pytest.raises(ValueError, match=match):
+                k.rnea(args["q"], args["v"], A, f_ext=args["f_ext"])
+            with pytest.raises(ValueError, match=match):
+                sd.rnea(model, args["q"], args["v"], A, f_ext=args["f_ext"])
+            with pytest.raises(ValueError, match=match):
+                k.rnea(args["q"], args["v"], A, f_ext=args["f_ext"], out=np.empty((n, model.nv)))
+
+
 def test_help_and_signature_match_the_numpy_function(compiled):
     _, k = compiled
     for name in ("rnea", "frame_jacobian", "forward_kinematics", "integrate", "difference"):

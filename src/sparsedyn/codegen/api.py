@@ -60,7 +60,7 @@ from .trace import DEFAULT_KERNELS, KernelSpec, kernel_spec, registered_spec, tr
 __all__ = ["compile", "CompiledModel", "KernelSet", "KernelInfo", "UntraceableError", "compile_report"]
 
 #: Version of the code generator; part of every cache key.
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 
 _warned_no_compiler = set()
 _source_hash = None
@@ -191,7 +191,7 @@ class _Library:
                 self.addr[name] = ctypes.cast(f, ctypes.c_void_p).value
             else:
                 fb = getattr(lib, f"sd_{name}_batch")
-                fb.restype, fb.argtypes = ctypes.c_int, [ctypes.c_long] + [ctypes.c_void_p] * n + [ctypes.c_int]
+                fb.restype, fb.argtypes = ctypes.c_int, [ctypes.c_long] + [ctypes.c_void_p] * n + [ctypes.c_int] * 2
                 self.batch[name] = fb
         lanes = getattr(lib, "sd_lanes")
         lanes.restype = ctypes.c_int
@@ -245,12 +245,13 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
                 programs[name] = p
         progs[name] = p
         kinfo[name] = KernelInfo.of(name, p)
+    checks = {s.name: _input_checks(model, s) for s in specs} if variant == "batch" else {}
     lkey = hashlib.sha256("\n".join(
         ["library", variant, __version__, GENERATOR_VERSION, compiler.ident, " ".join(compiler.flags)]
-        + [progs[n].digest() for n in names]).encode()).hexdigest()[:40]
+        + [progs[n].digest() + repr(checks.get(n)) for n in names]).encode()).hexdigest()[:40]
     units = []
     for name in names:
-        units += emit_program(progs[name], name, variant)
+        units += emit_program(progs[name], name, variant, checks=checks.get(name))
     sources = [emit_unit([u]) for u in units] + [emit_unit([], key=lkey)]
     if progress:
         progress(f"compiling {len(sources)} C translation units ({variant}, "
@@ -377,7 +378,12 @@ class KernelSet:
         flops = info.flops["total"] if info else 10000
         return max(1, min(int(self.threads), int(N * flops / 1e10 / 0.005)))
 
-    def _run(self, group, kname, arrays, out=None):
+    def _run(self, group, kname, arrays, out=None, recheck=None):
+        """Run kernel ``kname`` of library ``group`` on ``arrays`` (one per input, batch axes
+        broadcast).  ``recheck``: for arrays whose shapes are checked but whose values are not
+        yet, a callable that checks them (raising the library's errors): called before a single
+        state or a loop, while the vectorised batch checks the values itself as it reads them and
+        calls it only when one fails."""
         spec = self._spec(kname)
         shapes = spec.shapes(self.model)
         core = [shapes[n] for n in spec.inputs]
@@ -403,12 +409,20 @@ class KernelSet:
         ptrs = [x.ctypes.data for x in xs] + [o.ctypes.data for o in outs]
         single = self._library(group, "single")
         threads = self._threads_for(kname, N)
+        vectorized = N > 1 and self.vectorize is not False and N >= 2 * self.lanes
+        if recheck is not None and not vectorized:
+            recheck()
         if N == 1:
             single.single[kname](*ptrs)
+        elif N > 1 and not vectorized:
+            single.loop[kname](N, *ptrs, threads)
         elif N > 1:
-            if self.vectorize is False or N < 2 * self.lanes:
-                single.loop[kname](N, *ptrs, threads)
-            elif not self._library(group, "batch").batch[kname](N, *ptrs, threads):
+            fb = self._library(group, "batch").batch[kname]
+            status = fb(N, *ptrs, threads, recheck is not None)
+            if status == 2:                      # a value failed the kernel's checks: say which
+                recheck()
+                status = fb(N, *ptrs, threads, 0)
+            if not status:
                 raise MemoryError(f"{kname}: the batched kernel could not allocate its work space")
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -424,6 +438,16 @@ class UntraceableError(TypeError):
 
 def _is_configuration(name, shape, model):
     return name.startswith("q") and tuple(shape) == (model.nq,)
+
+
+def _input_checks(model, spec):
+    """``(tol, ((input index, quaternion offsets), ...))``: the unit quaternions of the configuration
+    inputs of ``spec`` that a kernel checks (see :func:`~.cemit.emit_program`)."""
+    shapes = spec.shapes(model)
+    quats = _quaternion_offsets(model)
+    groups = tuple((k, quats) for k, n in enumerate(spec.inputs)
+                   if quats and _is_configuration(n, shapes[n], model))
+    return _checks.QUAT_TOL, groups
 
 
 def _quaternion_offsets(model):
@@ -611,9 +635,15 @@ class CompiledModel(KernelSet):
             return tuple(outs) if many else outs[0]
         spec = self._user_specs[name] if m.user else self._variant(name, static, given)
         shapes = spec.shapes(model)
-        arrays = [_checked(model, n, x, shapes[n]) for n, x in inputs.items()]
-        arrays += [_checked(model, n, optional[n], shapes[n]) for n in given]
-        res = self._run(spec.name, spec.name, arrays, out)
+        named = list(inputs.items()) + [(n, optional[n]) for n in given]
+        # Conversions and shapes now; the values (finite, unit quaternions) are checked by the
+        # vectorised batch kernel as it reads them, or by ``recheck`` before the other paths.
+        arrays = [_checked(model, n, x, shapes[n], False) for n, x in named]
+
+        def recheck():
+            for (n, _), x in zip(named, arrays):
+                _checked(model, n, x, shapes[n])
+        res = self._run(spec.name, spec.name, arrays, out, recheck)
         if not given and out is None:
             self._install_fast(m, spec, static)
         return res
@@ -644,9 +674,7 @@ class CompiledModel(KernelSet):
             m.fast[key] = None
             return
         shapes = spec.shapes(self.model)
-        quats = _quaternion_offsets(self.model)
-        groups = tuple((k, quats) for k, n in enumerate(spec.inputs)
-                       if quats and _is_configuration(n, shapes[n], self.model))
+        groups = _input_checks(self.model, spec)[1]
         names = spec.inputs
 
         def fallback(*arrays):
@@ -748,15 +776,17 @@ def _trace_user(fn, name, model, inputs, table):
     return prog, outputs
 
 
-def _checked(model, name, x, shape):
-    """``x`` checked and converted as the NumPy functions do (``_checks``), as a float64 array."""
+def _checked(model, name, x, shape, check_values=True):
+    """``x`` checked and converted as the NumPy functions do (``_checks``), as a float64 array;
+    ``check_values=False``: conversion and shape only."""
     shape = tuple(shape)
     if len(shape) == 1 and _is_configuration(name, shape, model):
-        x = _checks.configuration(model, x, name)
+        x = _checks.configuration(model, x, name, check_values)
     elif len(shape) == 1:
-        x = _checks.vector(model, name, x, shape[0], "one value per " + ("dof" if shape[0] == model.nv else "entry"))
+        x = _checks.vector(model, name, x, shape[0], "one value per " + ("dof" if shape[0] == model.nv else "entry"),
+                           check_values)
     elif shape == (model.nbodies, 6):
-        x = _checks.body_forces(model, x, name)
+        x = _checks.body_forces(model, x, name, check_values)
     else:
         try:
             x = bk.asarray(x)
@@ -766,7 +796,7 @@ def _checked(model, name, x, shape):
         if x.ndim < len(shape) or x.shape[x.ndim - len(shape):] != shape:
             raise ValueError(f"{name}: expected shape (..., {', '.join(map(str, shape))}) for model "
                              f"{model.name!r}, got shape {x.shape}")
-        if not np.all(np.isfinite(x)):
+        if check_values and not bk.is_symbolic(x) and not np.all(np.isfinite(x)):
             raise ValueError(f"{name}: contains NaN or infinite values")
     if bk.is_symbolic(x):
         raise TypeError(f"{name}: a compiled model takes numbers, not traced values")
