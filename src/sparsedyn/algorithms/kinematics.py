@@ -13,7 +13,7 @@ from .. import _checks
 from ..kernels import kernel
 from ..joints import jcalc
 from .. import backend as bk
-from ..spatial import Transform, apply_motion, compose, cross3, cross_motion, identity, inverse, pose
+from ..spatial import Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, identity, pose
 
 __all__ = ["joint_transforms", "world_transforms", "root_transforms", "forward_kinematics", "frame_placement",
            "frame_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
@@ -177,16 +177,24 @@ def frame_jacobian(model, q, frame, reference="local"):
     k = model.frame(frame)
     Xup, S = joint_transforms(model, q)
     X0 = _world_transforms(model, Xup)
-    body = model.frames[k].body
-    Xf = _frame_world_transform(model, X0, k)
+    Xf = _frame_world_transform(model, X0, k)          # frame_X_world
     shape = q.shape[:-1]
+    cols = {}
+    for j in model.ancestors(model.frames[k].body):
+        # Motion subspace of joint j in world coordinates (at the world origin): world_X_j S_j.
+        X = Transform(X0[j].E[..., None, :, :], X0[j].r[..., None, :])
+        c = apply_motion_inv(X, np.swapaxes(S[j], -1, -2))          # (..., nj, 6)
+        if reference == "local_world_aligned":
+            # Velocity of the point at the frame origin p: v_p = v_O + w x p.
+            c = np.concatenate([c[..., :3], c[..., 3:] - cross3(np.broadcast_to(Xf.r[..., None, :], c[..., :3].shape),
+                                                                 c[..., :3])], -1)
+        elif reference == "local":
+            c = apply_motion(Transform(Xf.E[..., None, :, :], Xf.r[..., None, :]), c)
+        cols[j] = np.swapaxes(np.broadcast_to(c, shape + c.shape[-2:]), -1, -2)
     J = np.zeros(shape + (6, model.nv), dtype=q.dtype)
-    for j in model.ancestors(body):
-        # Motion subspace of joint j seen in the frame: frame_X_j S_j.
-        X = compose(Xf, inverse(X0[j]))
-        cols = apply_motion(Transform(X.E[..., None, :, :], X.r[..., None, :]), np.swapaxes(S[j], -1, -2))
-        J[..., :, model.v_slice(j)] = np.swapaxes(np.broadcast_to(cols, shape + cols.shape[-2:]), -1, -2)
-    return _express(model, X0, k, J, reference)
+    for j, c in cols.items():
+        J[..., :, model.v_slice(j)] = c
+    return J
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("frame", "reference"), outputs={"v_frame": (6,)})

@@ -855,7 +855,29 @@ def _generate(cm, m, fn):
     f.__doc__ = fn.__doc__
     f.__qualname__ = f"CompiledModel.{m.name}"
     f.__module__ = getattr(fn, "__module__", __name__)
-    return f
+    return _native_method(cm, m, f, params)
+
+
+def _native_method(cm, m, f, params):
+    """``f`` behind the C extension's ``Method`` (no Python frame on a single-state call: the
+    inputs, then the static arguments by position or keyword, select a built kernel of ``m.fast``),
+    with ``f``'s name, docstring and signature; ``f`` itself without the extension, or when the
+    static arguments do not directly follow the inputs."""
+    fast = _fast_module(cm._compiler) if cm.fastcall else None
+    names = [p.name for p in params]
+    nin, nst = len(m.inputs), len(m.static)
+    if fast is None or names[:nin] != list(m.inputs) or names[nin:nin + nst] != list(m.static):
+        return f
+    statics = params[nin:nin + nst]
+    defaults = tuple(p.default for p in statics if p.default is not p.empty)
+    if any(p.default is p.empty for p in statics[len(statics) - len(defaults):]):
+        return f
+    meth = fast.Method(f, m.fast, nin, tuple(m.static), defaults)
+    meth.__doc__, meth.__name__, meth.__qualname__, meth.__module__ = f.__doc__, f.__name__, f.__qualname__, \
+        f.__module__
+    meth.__signature__ = inspect.signature(f)
+    meth.__wrapped__ = f
+    return meth
 
 
 def _rebuild(model, vectorize, kernels, threads):

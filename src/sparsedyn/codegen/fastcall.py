@@ -46,14 +46,21 @@ __all__ = ["load_fastcall", "FASTCALL_SOURCE"]
 FASTCALL_SOURCE = r"""
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <stddef.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
 #define SD_MAXARGS 8
 #define SD_MAXQUAT 64
+#define SD_MAXSTATIC 4
+
+static PyArray_Descr *f64;          /* the float64 descriptor, kept for allocating results */
 
 typedef struct {
     PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;                 /* instance attributes: __doc__, __signature__, __name__... */
     void *fptr;
     int nin, nout;
     int in_ndim[SD_MAXARGS], out_ndim[SD_MAXARGS];
@@ -65,8 +72,85 @@ typedef struct {
     npy_intp in_size[SD_MAXARGS];
 } Kernel;
 
+static PyTypeObject KernelType;
+
+/* The kernel on exactly ``nin`` positional arrays; NULL without an exception set when the fast
+   path does not apply (the caller then calls its fallback, which checks and says what is wrong). */
+static PyObject *Kernel_run(Kernel *self, PyObject *const *args) {
+    void *p[SD_MAXARGS];
+    PyObject *out[SD_MAXARGS];
+    for (int k = 0; k < self->nin; k++) {
+        PyObject *o = args[k];
+        if (!PyArray_Check(o)) return NULL;
+        PyArrayObject *a = (PyArrayObject *)o;
+        if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a)
+            || PyArray_NDIM(a) != self->in_ndim[k])
+            return NULL;
+        for (int d = 0; d < self->in_ndim[k]; d++)
+            if (PyArray_DIM(a, d) != self->in_shape[k][d]) return NULL;
+        p[k] = PyArray_DATA(a);
+        /* NaN or inf anywhere: the checked path says which argument (x - x is 0 only for finite x) */
+        const double *x = (const double *)p[k];
+        double acc = 0.0;
+        for (npy_intp j = 0; j < self->in_size[k]; j++) acc += x[j] - x[j];
+        if (acc != 0.0) return NULL;
+    }
+    for (int j = 0; j < self->nquat; j++) {
+        const double *x = (const double *)p[self->quat_in[j]] + self->quat_off[j];
+        double e = x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] - 1.0;
+        if (!(e <= self->qtol && -e <= self->qtol)) return NULL;
+    }
+    for (int k = 0; k < self->nout; k++) {
+        Py_INCREF(f64);
+        out[k] = PyArray_NewFromDescr(&PyArray_Type, f64, self->out_ndim[k], self->out_shape[k], NULL, NULL, 0, NULL);
+        if (!out[k]) { for (int j = 0; j < k; j++) Py_DECREF(out[j]); return NULL; }
+        p[self->nin + k] = PyArray_DATA((PyArrayObject *)out[k]);
+    }
+    switch (self->nin + self->nout) {
+    case 1: ((void (*)(void *))self->fptr)(p[0]); break;
+    case 2: ((void (*)(void *, void *))self->fptr)(p[0], p[1]); break;
+    case 3: ((void (*)(void *, void *, void *))self->fptr)(p[0], p[1], p[2]); break;
+    case 4: ((void (*)(void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3]); break;
+    case 5: ((void (*)(void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4]); break;
+    case 6: ((void (*)(void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5]); break;
+    case 7: ((void (*)(void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6]); break;
+    default: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); break;
+    }
+    if (self->nout == 1) return out[0];
+    PyObject *t = PyTuple_New(self->nout);
+    if (!t) { for (int k = 0; k < self->nout; k++) Py_DECREF(out[k]); return NULL; }
+    for (int k = 0; k < self->nout; k++) PyTuple_SET_ITEM(t, k, out[k]);
+    return t;
+}
+
+static PyObject *call_fallback(PyObject *fallback, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyErr_Occurred()) return NULL;
+    return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+}
+
+static PyObject *Kernel_vectorcall(Kernel *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if ((kwnames && PyTuple_GET_SIZE(kwnames)) || nargs != self->nin)
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    PyObject *r = Kernel_run(self, args);
+    return r ? r : call_fallback(self->fallback, args, nargsf, kwnames);
+}
+
+static int Kernel_traverse(Kernel *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict);
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static int Kernel_clear(Kernel *self) {
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
 static void Kernel_dealloc(Kernel *self) {
-    Py_XDECREF(self->fallback);
+    PyObject_GC_UnTrack(self);
+    Kernel_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -84,6 +168,7 @@ static int Kernel_init(Kernel *self, PyObject *args, PyObject *kw) {
     PyObject *fptr, *ins, *outs, *fallback, *quats = NULL;
     if (!PyArg_ParseTuple(args, "OO!O!O|O", &fptr, &PyTuple_Type, &ins, &PyTuple_Type, &outs, &fallback, &quats))
         return -1;
+    self->vectorcall = (vectorcallfunc)Kernel_vectorcall;
     self->nquat = 0;
     self->qtol = 0.0;
     if (quats && quats != Py_None) {
@@ -128,63 +213,147 @@ static int Kernel_init(Kernel *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-static PyObject *Kernel_call(Kernel *self, PyObject *args, PyObject *kw) {
-    void *p[SD_MAXARGS];
-    PyObject *out[SD_MAXARGS];
-    if ((kw && PyDict_GET_SIZE(kw)) || PyTuple_GET_SIZE(args) != self->nin)
-        return PyObject_Call(self->fallback, args, kw);
-    for (int k = 0; k < self->nin; k++) {
-        PyObject *o = PyTuple_GET_ITEM(args, k);
-        if (!PyArray_Check(o)) return PyObject_Call(self->fallback, args, kw);
-        PyArrayObject *a = (PyArrayObject *)o;
-        if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a)
-            || PyArray_NDIM(a) != self->in_ndim[k])
-            return PyObject_Call(self->fallback, args, kw);
-        for (int d = 0; d < self->in_ndim[k]; d++)
-            if (PyArray_DIM(a, d) != self->in_shape[k][d]) return PyObject_Call(self->fallback, args, kw);
-        p[k] = PyArray_DATA(a);
-        /* NaN or inf anywhere: the checked path says which argument (x - x is 0 only for finite x) */
-        const double *x = (const double *)p[k];
-        double acc = 0.0;
-        for (npy_intp j = 0; j < self->in_size[k]; j++) acc += x[j] - x[j];
-        if (acc != 0.0) return PyObject_Call(self->fallback, args, kw);
-    }
-    for (int j = 0; j < self->nquat; j++) {
-        const double *x = (const double *)p[self->quat_in[j]] + self->quat_off[j];
-        double e = x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] - 1.0;
-        if (!(e <= self->qtol && -e <= self->qtol)) return PyObject_Call(self->fallback, args, kw);
-    }
-    for (int k = 0; k < self->nout; k++) {
-        out[k] = PyArray_SimpleNew(self->out_ndim[k], self->out_shape[k], NPY_DOUBLE);
-        if (!out[k]) { for (int j = 0; j < k; j++) Py_DECREF(out[j]); return NULL; }
-        p[self->nin + k] = PyArray_DATA((PyArrayObject *)out[k]);
-    }
-    switch (self->nin + self->nout) {
-    case 1: ((void (*)(void *))self->fptr)(p[0]); break;
-    case 2: ((void (*)(void *, void *))self->fptr)(p[0], p[1]); break;
-    case 3: ((void (*)(void *, void *, void *))self->fptr)(p[0], p[1], p[2]); break;
-    case 4: ((void (*)(void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3]); break;
-    case 5: ((void (*)(void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4]); break;
-    case 6: ((void (*)(void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5]); break;
-    case 7: ((void (*)(void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6]); break;
-    default: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); break;
-    }
-    if (self->nout == 1) return out[0];
-    PyObject *t = PyTuple_New(self->nout);
-    if (!t) { for (int k = 0; k < self->nout; k++) Py_DECREF(out[k]); return NULL; }
-    for (int k = 0; k < self->nout; k++) PyTuple_SET_ITEM(t, k, out[k]);
-    return t;
-}
+static PyObject *self_get(PyObject *self, PyObject *obj, PyObject *type) { Py_INCREF(self); return self; }
+
+static PyMemberDef Kernel_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(Kernel, dict), READONLY},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Kernel, vectorcall), READONLY},
+    {NULL}
+};
 
 static PyTypeObject KernelType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "sparsedyn_fastcall.Kernel",
     .tp_basicsize = sizeof(Kernel),
     .tp_dealloc = (destructor)Kernel_dealloc,
-    .tp_call = (ternaryfunc)Kernel_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_vectorcall_offset = offsetof(Kernel, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A compiled kernel for one state; every other call goes to its fallback.",
+    .tp_traverse = (traverseproc)Kernel_traverse,
+    .tp_clear = (inquiry)Kernel_clear,
+    .tp_members = Kernel_members,
+    .tp_descr_get = self_get,
+    .tp_dictoffset = offsetof(Kernel, dict),
     .tp_init = (initproc)Kernel_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* A method of a compiled model: ``nin`` state arrays, then ``nstatic`` static arguments (by
+   position or by keyword; the last ones with defaults) that select a Kernel from ``table``
+   (a dict the Python side fills as variants are built; key: the tuple of the static arguments).
+   Anything else, or a call the selected Kernel does not take, goes to ``fallback``. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyObject *fallback, *table, *names, *defaults;
+    int nin, nstatic, nreq;
+} Method;
+
+static PyObject *Method_vectorcall(Method *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *st[SD_MAXSTATIC];
+    if (nargs < self->nin || nargs > self->nin + self->nstatic) goto slow;
+    for (int j = 0; j < self->nstatic; j++) st[j] = NULL;
+    for (Py_ssize_t j = self->nin; j < nargs; j++) st[j - self->nin] = args[j];
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int hit = -1;
+        for (int j = 0; j < self->nstatic; j++) {
+            PyObject *n = PyTuple_GET_ITEM(self->names, j);
+            if (n == name || PyUnicode_Compare(n, name) == 0) { hit = j; break; }
+        }
+        if (PyErr_Occurred()) return NULL;
+        if (hit < 0 || st[hit]) goto slow;
+        st[hit] = args[nargs + k];
+    }
+    for (int j = 0; j < self->nstatic; j++)
+        if (!st[j]) {
+            if (j < self->nreq) goto slow;
+            st[j] = PyTuple_GET_ITEM(self->defaults, j - self->nreq);
+        }
+    PyObject *key = PyTuple_New(self->nstatic);
+    if (!key) return NULL;
+    for (int j = 0; j < self->nstatic; j++) { Py_INCREF(st[j]); PyTuple_SET_ITEM(key, j, st[j]); }
+    PyObject *kern = PyDict_GetItemWithError(self->table, key);     /* borrowed */
+    Py_DECREF(key);
+    if (!kern) { if (PyErr_Occurred()) PyErr_Clear(); goto slow; }    /* unhashable: the slow path */
+    if (Py_TYPE(kern) != &KernelType) goto slow;
+    PyObject *r = Kernel_run((Kernel *)kern, args);
+    if (r || PyErr_Occurred()) return r;
+slow:
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static int Method_init(Method *self, PyObject *args, PyObject *kw) {
+    PyObject *fallback, *table, *names, *defaults;
+    int nin;
+    if (!PyArg_ParseTuple(args, "OO!iO!O!", &fallback, &PyDict_Type, &table, &nin, &PyTuple_Type, &names,
+                          &PyTuple_Type, &defaults))
+        return -1;
+    if (nin < 0 || nin > SD_MAXARGS || PyTuple_GET_SIZE(names) > SD_MAXSTATIC
+        || PyTuple_GET_SIZE(defaults) > PyTuple_GET_SIZE(names)) {
+        PyErr_SetString(PyExc_ValueError, "unsupported number of arguments");
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(names); j++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(names, j))) { PyErr_SetString(PyExc_TypeError, "names"); return -1; }
+    self->vectorcall = (vectorcallfunc)Method_vectorcall;
+    self->nin = nin;
+    self->nstatic = (int)PyTuple_GET_SIZE(names);
+    self->nreq = self->nstatic - (int)PyTuple_GET_SIZE(defaults);
+    Py_INCREF(fallback); Py_XSETREF(self->fallback, fallback);
+    Py_INCREF(table); Py_XSETREF(self->table, table);
+    Py_INCREF(names); Py_XSETREF(self->names, names);
+    Py_INCREF(defaults); Py_XSETREF(self->defaults, defaults);
+    return 0;
+}
+
+static int Method_traverse(Method *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict); Py_VISIT(self->fallback); Py_VISIT(self->table);
+    Py_VISIT(self->names); Py_VISIT(self->defaults);
+    return 0;
+}
+
+static int Method_clear(Method *self) {
+    Py_CLEAR(self->dict); Py_CLEAR(self->fallback); Py_CLEAR(self->table);
+    Py_CLEAR(self->names); Py_CLEAR(self->defaults);
+    return 0;
+}
+
+static void Method_dealloc(Method *self) {
+    PyObject_GC_UnTrack(self);
+    Method_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef Method_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(Method, dict), READONLY},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Method, vectorcall), READONLY},
+    {NULL}
+};
+
+static PyTypeObject MethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sparsedyn_fastcall.Method",
+    .tp_basicsize = sizeof(Method),
+    .tp_dealloc = (destructor)Method_dealloc,
+    .tp_vectorcall_offset = offsetof(Method, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A method of a compiled model: the compiled kernel of its static arguments, else its fallback.",
+    .tp_traverse = (traverseproc)Method_traverse,
+    .tp_clear = (inquiry)Method_clear,
+    .tp_members = Method_members,
+    .tp_descr_get = self_get,
+    .tp_dictoffset = offsetof(Method, dict),
+    .tp_init = (initproc)Method_init,
     .tp_new = PyType_GenericNew,
 };
 
@@ -192,11 +361,15 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "MODNAME", NULL, -1, 
 
 PyMODINIT_FUNC PyInit_MODNAME(void) {
     import_array();
-    if (PyType_Ready(&KernelType) < 0) return NULL;
+    f64 = PyArray_DescrFromType(NPY_DOUBLE);
+    if (!f64) return NULL;
+    if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     Py_INCREF(&KernelType);
     if (PyModule_AddObject(m, "Kernel", (PyObject *)&KernelType) < 0) { Py_DECREF(&KernelType); Py_DECREF(m); return NULL; }
+    Py_INCREF(&MethodType);
+    if (PyModule_AddObject(m, "Method", (PyObject *)&MethodType) < 0) { Py_DECREF(&MethodType); Py_DECREF(m); return NULL; }
     return m;
 }
 """
