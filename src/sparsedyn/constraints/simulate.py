@@ -27,6 +27,18 @@ there (the projection still keeps the state on the constraints).
 A partition is chosen (pivoted QR) at the start of every step, kept for its
 stages and re-chosen if it becomes singular, so a mechanism may pass through
 configurations where one fixed choice of dependent coordinates would fail.
+
+Given a compiled constraint set (``sparsedyn.compile(cs)``), a step with constant
+``tau`` (or none) and constant ``f_ext`` (or none), with or without Baumgarte
+terms, runs as one compiled kernel (every stage, for the partition of the step),
+and the projections as one kernel per Newton iteration plus one for the
+velocity.  There the partition is kept from step to step while it stays well
+conditioned (the kernel checks its inverse at every stage) and chosen again, as
+above, where it does not; the accelerations do not depend on the partition when
+``G`` has full row rank, so this changes rounding only.  A callable ``tau``, a
+Newton iteration needing the step cap or the line search, a failed check and a
+Jacobian with redundant rows take the NumPy path, step by step, with the same
+results up to rounding.
 """
 
 from __future__ import annotations
@@ -127,7 +139,8 @@ def simulate(cs, q0, v0, t_end, dt, *, method="dop853", tau=None, f_ext=None, ba
     (NB, 6) constant external forces.  ``project``: project ``q`` and ``v`` back
     onto the constraints after every step (to ``tol``); the initial state is
     projected too.  Every ``every``-th state is recorded (the first and last
-    always), with its drift ``max |g|`` and ``max |G v|``.
+    always), with its drift ``max |g|`` and ``max |G v|``.  ``cs`` compiled (``sparsedyn.compile(cs)``):
+    the steps and projections run as compiled kernels (see the module docstring for which).
     """
     if not dt > 0 or not t_end >= 0:
         raise ConstraintError(f"simulate: need dt > 0 and t_end >= 0, got dt={dt!r}, t_end={t_end!r}")
