@@ -245,9 +245,20 @@ class SimulationKernels:
         ``None``; ``None`` where there is no compiled step (a callable ``tau``, no compiler)."""
         if callable(tau) or not self.k.compiled or self.cs.m == 0:
             return None
-        tau = np.zeros(self.cs.nv) if tau is None else np.array(tau, float)
-        args = (tau,) if f_ext is None else (tau, np.array(f_ext, float))
-        baumgarte = None if baumgarte is None else tuple(float(x) for x in baumgarte)
+        cs = self.cs
+        tau = np.zeros(cs.nv) if tau is None else np.asarray(tau)
+        args = (tau,) if f_ext is None else (tau, np.asarray(f_ext))
+        if [np.shape(x) for x in args] != [(cs.nv,), (cs.model.nbodies, 6)][:len(args)] \
+                or not all(np.issubdtype(np.asarray(x).dtype, np.number) for x in args):
+            return None                     # the NumPy path says what is wrong with them
+        args = tuple(np.array(x, float) for x in args)
+        if baumgarte is not None:
+            try:
+                baumgarte = tuple(float(x) for x in baumgarte)
+            except (TypeError, ValueError):
+                return None
+            if len(baumgarte) != 2:
+                return None
         return _Stepper(self, tableau, float(dt), args, baumgarte)
 
     # --- the projections ---------------------------------------------------------------------
