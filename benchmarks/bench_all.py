@@ -193,7 +193,7 @@ def cold_compile(name, model, rows):
 
 def delta_robot(seconds=1.0, dt=1e-3, numpy_seconds=0.1):
     """Seconds to simulate the delta robot for ``seconds``: compiled (``sparsedyn.compile`` of its
-    constraint set; first run: with the builds of its partition kernels; then warm), and the NumPy
+    constraint set; first run: with the builds of its step and projection kernels; then warm), and the NumPy
     path over ``numpy_seconds`` scaled to ``seconds``."""
     import sparsedyn as sd
     from sparsedyn.constraints.examples import delta_robot
@@ -329,7 +329,7 @@ def main(argv=None):
           f"{t_solve * 1e6:.1f} us (its kernel alone {t_kernel * 1e6:.1f} us), iDynTree "
           f"ExtWrenchesAndJointTorquesEstimator {t_idt * 1e6:.1f} us; ratio {t_solve / t_idt:.2f}")
     if t_delta is not None:
-        print(f"\ndelta robot, 1 s simulated (dt 1 ms, dop853 + projection): compiled {t_delta[1]:.2f} s "
+        print(f"\ndelta robot, 1 s simulated (dt 1 ms, dop853 + projection): compiled {t_delta[1]:.3f} s "
               f"(first run with kernel builds {t_delta[0]:.2f} s); NumPy {t_delta[2]:.1f} s (0.1 s simulated, "
               f"scaled)")
 

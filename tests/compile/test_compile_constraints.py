@@ -49,3 +49,134 @@ def test_compiled_constraint_set_equals_numpy(name, rng):
     assert np.max(t1.position_violation) < 1e-10
     if name == "delta_robot":             # full-rank G: the partitioned kernels ran
         assert any(f is not None for f in kc.forward_dynamics_kernel.kernels.values())
+
+
+# --- the compiled simulation (SimulationKernels) -------------------------------------------------
+#
+# The compiled and the NumPy simulation differ in two ways only: rounding inside each stage (the
+# normal equations: within rounding_bound(n, kappa) of one solve, kappa = cond(H) cond(G_dep)^2 as
+# above, 12 stages per step), and where Newton's projection stops: both stop as soon as
+# max |g| <= tol, i.e. within tol / sigma_min(G) of the constraint manifold, so the projected
+# configurations of one step may differ by up to 2 tol / sigma_min(G).  Over the few steps compared
+# (10 to 20 ms, far below the mechanisms' time constants) the flow does not amplify differences, so
+# the bound is the sum over the steps.
+
+def _simulation_bound(cs, q, steps, stages, tol=1e-12):
+    G = cs.jacobian(q)
+    s = np.linalg.svd(G, compute_uv=False)
+    sigma_min = s[s > 1e-9 * s[0]][-1]                   # the smallest non-zero one (redundant rows: zero)
+    from sparsedyn.constraints import partition
+    part = partition(cs, q)
+    kappa = np.linalg.cond(sd.crba(cs.model, q)) * np.linalg.cond(G[:, part.dependent]) ** 2 \
+        if part.rank == cs.m else np.linalg.cond(sd.crba(cs.model, q))
+    n = cs.nv + cs.model.nbodies
+    return steps * (stages * rounding_bound(n, kappa) + 2 * tol / sigma_min)
+
+
+def _built(kc, prefix):
+    return [f for key, f in kc.simulation_kernels.kernels.items() if key[0] == prefix]
+
+
+@pytest.mark.parametrize("name", ["delta_robot", "four_bar"])
+def test_compiled_simulation_equals_numpy(name):
+    mech = example(name)
+    cs = mech.constraints
+    kc = sd.compile(cs)
+    q0, v0, steps = mech.q0, np.zeros(cs.nv), 10
+    t0 = simulate(cs, q0, v0, steps * 1e-3, 1e-3)
+    t1 = simulate(kc, q0, v0, steps * 1e-3, 1e-3)
+    bound = _simulation_bound(cs, q0, steps, 12)
+    assert t1.q.shape == t0.q.shape == (steps + 1, cs.model.nq)
+    assert rel_err(t1.q, t0.q) < bound
+    assert rel_err(t1.v, t0.v) < bound
+    assert np.max(t1.position_violation) <= 1e-12             # Newton's tolerance, reached by the kernels
+    assert np.max(np.abs(t1.v[-1])) > 0.01                    # it moved (falls under gravity)
+    if name == "delta_robot":
+        # full-rank G: the step, the Newton iteration and the velocity projection ran as kernels
+        assert [f is not None for f in _built(kc, "constrained_rk")] == [True]
+        assert all(f is not None for f in _built(kc, "newton_iteration") + _built(kc, "project_velocity"))
+    else:
+        # the z row of the planar loop is structurally zero: no step kernel; G G^T cannot be
+        # inverted without pivoting, so the projections are not traceable either (NumPy path)
+        assert _built(kc, "constrained_rk") == []
+        assert all(f is None for f in _built(kc, "newton_iteration"))
+
+
+def _slider_crank():
+    mech = example("slider_crank")
+    return mech, mech.constraints, sd.compile(mech.constraints)
+
+
+@pytest.mark.parametrize("case", ["tau_rk4", "f_ext_baumgarte", "callable_tau"])
+def test_compiled_simulation_with_forces(case):
+    mech, cs, kc = _slider_crank()
+    tau = np.array([0.8, -0.1, 0.3])
+    kw = {"tau_rk4": dict(tau=tau, method="rk4"),
+          "f_ext_baumgarte": dict(tau=tau, f_ext=np.tile([0.0, 0.0, 0.05, 0.4, -0.2, 0.0], (cs.model.nbodies, 1)),
+                                  baumgarte=(5.0, 5.0)),
+          "callable_tau": dict(tau=lambda t, q, v: np.array([np.sin(10 * t), 0.0, -v[2]]))}[case]
+    steps = 20
+    t0 = simulate(cs, mech.q0, np.zeros(cs.nv), steps * 1e-3, 1e-3, **kw)
+    t1 = simulate(kc, mech.q0, np.zeros(cs.nv), steps * 1e-3, 1e-3, **kw)
+    bound = _simulation_bound(cs, mech.q0, steps, 12)
+    assert rel_err(t1.q, t0.q) < bound
+    assert rel_err(t1.v, t0.v) < bound
+    ref = simulate(cs, mech.q0, np.zeros(cs.nv), steps * 1e-3, 1e-3, **{**kw, "tau": None})
+    assert rel_err(t1.v, ref.v) > 1e3 * bound                 # the forces act
+    built = _built(kc, "constrained_rk")
+    if case == "callable_tau":                                # no compiled step for a callable tau
+        assert built == [] and kc.simulation_kernels.stepper(np.eye(1), 1e-3, tau=kw["tau"]) is None
+    else:
+        assert len(built) == 1 and built[0] is not None
+
+
+def test_singular_partition_is_chosen_again():
+    """At the dead centre (crank and rod aligned) the partition with the crank and the rod
+    dependent is singular: the step kernel's check fails, the stepper chooses the partition again
+    (pivoted QR) and steps with it, equal to the NumPy step."""
+    from sparsedyn.codegen.constraints import CHECK_TOL
+    from sparsedyn.constraints import consistent_velocity, partition
+    from sparsedyn.constraints.simulate import _tableau, rk_step
+    mech, cs, kc = _slider_crank()
+    crank, rod = mech.params["crank"], mech.params["rod"]
+    q = np.array([0.0, 0.0, crank + rod])                      # dead centre, assembled exactly
+    assert cs.violation(q) < 1e-15
+    v = consistent_velocity(cs, q, np.array([2.0, 0.0, 0.0]), partition(cs, q, independent=["crank_joint"]))
+    forced = partition(cs, mech.q0, dependent=["crank_joint", "rod_joint"])   # regular away from the dead centre
+    tableau, dt = _tableau("rk4"), 1e-3
+    st = kc.simulation_kernels.stepper(tableau, dt)
+    st.part, st.kernel, st.first = forced, kc.simulation_kernels._step_kernel(forced, tableau, dt, None, False), False
+    assert not st.kernel(q, v, np.zeros(cs.nv))[2][0] <= CHECK_TOL         # singular here
+    assert st.kernel(mech.q0, np.zeros(cs.nv), np.zeros(cs.nv))[2][0] <= CHECK_TOL   # fine where chosen
+    q1, v1 = st(q, v)
+    assert list(st.part.dependent) != list(forced.dependent)
+    assert list(st.part.dependent) == list(partition(cs, q).dependent)
+    ref = rk_step(cs, 0.0, q, v, dt, tableau)
+    bound = _simulation_bound(cs, q, 1, 4, tol=0.0)
+    assert rel_err(q1, ref[0]) < bound and rel_err(v1, ref[1]) < bound
+    assert rel_err(v1, v) > 1e3 * bound                                      # a real step
+    kept = st.part
+    st(q1, v1)
+    assert st.part is kept                                                   # kept while its check passes
+
+
+def test_failed_checks_take_the_numpy_path(monkeypatch):
+    """With every check failing, each compiled step and projection hands over to the NumPy path,
+    and the trajectory is the NumPy one."""
+    import sparsedyn.codegen.constraints as cc
+    mech, cs, kc = _slider_crank()
+    tau, steps = np.array([0.5, 0.0, 0.0]), 10
+    monkeypatch.setattr(cc, "CHECK_TOL", -1.0)
+    calls = []
+    real = cc._Stepper.__call__
+
+    def spy(self, q, v):
+        calls.append(real(self, q, v))
+        return calls[-1]
+    monkeypatch.setattr(cc._Stepper, "__call__", spy)
+    t1 = simulate(kc, mech.q0, np.zeros(cs.nv), steps * 1e-3, 1e-3, tau=tau)
+    t0 = simulate(cs, mech.q0, np.zeros(cs.nv), steps * 1e-3, 1e-3, tau=tau)
+    assert len(calls) == steps and all(c is None for c in calls)
+    bound = _simulation_bound(cs, mech.q0, steps, 12)
+    assert rel_err(t1.q, t0.q) < bound and rel_err(t1.v, t0.v) < bound
+    assert np.max(t1.position_violation) <= 1e-12

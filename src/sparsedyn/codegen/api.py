@@ -937,7 +937,7 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
       ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` returns what
       :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>` returns;
     * a :class:`sparsedyn.constraints.ConstraintSet`: returns a copy that runs compiled (see
-      :func:`~sparsedyn.codegen.api.compile_constraints`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
+      :func:`~sparsedyn.codegen.constraints.compile_constraints`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
     * an :class:`sparsedyn.estimation.EstimationProblem` (compiled here) or an
       :class:`~sparsedyn.estimation.Estimator`: returns a
       :class:`~sparsedyn.codegen.problems.CompiledEstimator` whose
@@ -1002,112 +1002,5 @@ def _is_constraint_set(x) -> bool:
     return isinstance(x, ConstraintSet)
 
 
-def compile_constraints(cs, compiler, progress=None, vectorize=None):
-    """A copy of the :class:`~sparsedyn.constraints.ConstraintSet` ``cs`` that runs compiled: its
-    ``model`` is a :class:`CompiledModel` (so ``HandC``, ``integrate``... of the constrained
-    dynamics run natively) and its ``evaluate`` (residual, Jacobian and bias of every constraint)
-    is one traced kernel.  Everything that takes a constraint set takes it:
-    :func:`~sparsedyn.constraints.constrained_forward_dynamics`,
-    :func:`~sparsedyn.constraints.constrained_inverse_dynamics`,
-    :func:`~sparsedyn.constraints.simulate.simulate`.  Constraints that cannot be traced (a user
-    constraint calling back into Python per state) keep their NumPy ``evaluate``.
-    """
-    import copy
-    k = CompiledModel(cs.model, compiler, progress, vectorize)
-    out = copy.copy(cs)
-    out.model = k
-    out.numpy = cs
-    if not k.compiled or cs.m == 0:
-        return out
-
-    def with_v(model, q, v):
-        return cs.evaluate(q, v)
-
-    def without_v(model, q):
-        return cs.evaluate(q)[:2]
-
-    try:
-        f_qv = k.add_kernel(with_v, name="constraints_q_v")
-        f_q = k.add_kernel(without_v, name="constraints_q")
-    except UntraceableError:
-        return out
-
-    def evaluate(q, v=None):
-        if v is None:
-            g, G = f_q(q)
-            return g, G, None
-        return f_qv(q, v)
-
-    def jacobian(q):
-        return f_q(q)[1]
-
-    def residual(q):
-        return f_q(q)[0]
-
-    evaluate.__doc__, jacobian.__doc__, residual.__doc__ = cs.evaluate.__doc__, cs.jacobian.__doc__, \
-        cs.residual.__doc__
-    out.evaluate, out.jacobian, out.residual = evaluate, jacobian, residual
-    out.forward_dynamics_kernel = _PartitionedForward(cs, k)
-    return out
-
-
-class _PartitionedForward:
-    """Constrained forward dynamics for one fixed partition, as one traced kernel per partition.
-
-    For a partition whose dependent columns ``G_dep`` are square (full row rank ``G``), the
-    null-space method of :mod:`sparsedyn.constraints.forward` is written out without LAPACK:
-    ``G_dep^-1 = G_dep^T (G_dep G_dep^T)^-1`` and ``(gamma^T H gamma)^-1`` by
-    :func:`~sparsedyn.algorithms.ltdl.spd_inverse` (no pivoting: the partition was chosen by a
-    column-pivoted QR, so ``G_dep`` is well conditioned where it is used).  The kernel also returns
-    ``|G_dep G_dep^-1 - I|_F^2``; a call where it exceeds ``1e-12`` (``G_dep`` near singular, the
-    partition no longer fits) returns ``None`` and the caller takes the NumPy path, which re-chooses
-    or raises as it always does.
-    """
-
-    def __init__(self, cs, k):
-        self.cs, self.k, self.kernels = cs, k, {}
-
-    def _kernel(self, part):
-        key = tuple(int(i) for i in part.dependent)
-        if key in self.kernels:
-            return self.kernels[key]
-        cs, model = self.cs, self.cs.model
-        dep, ind, r, nv = np.asarray(part.dependent), np.asarray(part.independent), part.rank, model.nv
-        f = None
-        if r == cs.m and r > 0 and self.k.compiled:
-            from ..algorithms.crba import HandC
-            from ..algorithms.ltdl import spd_inverse
-
-            def constrained_fd(model, q, v, tau):
-                H, C = HandC(model, q, v)
-                _, G, b = cs.evaluate(q, v)
-                Gd, Gi = G[:, dep], G[:, ind]
-                Ginv = Gd.T @ spd_inverse(Gd @ Gd.T)
-                qdd_p = np.zeros(nv, dtype=object)
-                qdd_p[dep] = -(Ginv @ b)
-                gamma = np.zeros((nv, nv - r), dtype=object)
-                gamma[ind, np.arange(nv - r)] = 1
-                gamma[dep] = -(Ginv @ Gi)
-                Mr = gamma.T @ H @ gamma
-                qdd = gamma @ (spd_inverse(Mr) @ (gamma.T @ (tau - C - H @ qdd_p))) + qdd_p
-                lam = Ginv.T @ (H @ qdd + C - tau)[dep]
-                E = Gd @ Ginv - np.eye(r)
-                return qdd, lam, np.array([np.sum(E * E)], dtype=object)
-
-            name = "constrained_fd_" + hashlib.sha256(repr(key).encode()).hexdigest()[:8]
-            try:
-                f = self.k.add_kernel(constrained_fd, name=name)
-            except UntraceableError:
-                f = None
-        self.kernels[key] = f
-        return f
-
-    def __call__(self, part, q, v, tau):
-        """``(qdd, lam)`` for partition ``part`` at one state, or ``None`` (take the NumPy path)."""
-        f = self._kernel(part)
-        if f is None:
-            return None
-        qdd, lam, chk = f(q, v, tau)
-        if not chk[0] <= 1e-12:
-            return None
-        return qdd, lam
+# The compiled constraint sets live in .constraints (imported last: it builds on CompiledModel).
+from .constraints import compile_constraints  # noqa: E402

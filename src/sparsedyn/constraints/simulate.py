@@ -27,6 +27,18 @@ there (the projection still keeps the state on the constraints).
 A partition is chosen (pivoted QR) at the start of every step, kept for its
 stages and re-chosen if it becomes singular, so a mechanism may pass through
 configurations where one fixed choice of dependent coordinates would fail.
+
+Given a compiled constraint set (``sparsedyn.compile(cs)``), a step with constant
+``tau`` (or none) and constant ``f_ext`` (or none), with or without Baumgarte
+terms, runs as one compiled kernel (every stage, for the partition of the step),
+and the projections as one kernel per Newton iteration plus one for the
+velocity.  There the partition is kept from step to step while it stays well
+conditioned (the kernel checks its inverse at every stage) and chosen again, as
+above, where it does not; the accelerations do not depend on the partition when
+``G`` has full row rank, so this changes rounding only.  A callable ``tau``, a
+Newton iteration needing the step cap or the line search, a failed check and a
+Jacobian with redundant rows take the NumPy path, step by step, with the same
+results up to rounding.
 """
 
 from __future__ import annotations
@@ -127,7 +139,8 @@ def simulate(cs, q0, v0, t_end, dt, *, method="dop853", tau=None, f_ext=None, ba
     (NB, 6) constant external forces.  ``project``: project ``q`` and ``v`` back
     onto the constraints after every step (to ``tol``); the initial state is
     projected too.  Every ``every``-th state is recorded (the first and last
-    always), with its drift ``max |g|`` and ``max |G v|``.
+    always), with its drift ``max |g|`` and ``max |G v|``.  ``cs`` compiled (``sparsedyn.compile(cs)``):
+    the steps and projections run as compiled kernels (see the module docstring for which).
     """
     if not dt > 0 or not t_end >= 0:
         raise ConstraintError(f"simulate: need dt > 0 and t_end >= 0, got dt={dt!r}, t_end={t_end!r}")
@@ -137,22 +150,35 @@ def simulate(cs, q0, v0, t_end, dt, *, method="dop853", tau=None, f_ext=None, ba
     acc = _Accelerations(cs, tau, f_ext, baumgarte)
     n = int(round(t_end / dt))
     out = ([], [], [], [], [])
+    # A compiled set (sparsedyn.compile) brings its own kernels for the step and the projections.
+    fast = getattr(cs, "simulation_kernels", None)
+    stepper = None if fast is None else fast.stepper(tableau, dt, tau=tau, f_ext=f_ext, baumgarte=baumgarte)
+    projector = None if fast is None or not project else fast.projector(tol)
 
     def settle(k, q, v, last):
+        Gv = None
         if project:
-            q, g, G = newton(cs, q, held, tol)
-            v = project_velocity(cs, q, v, G)
+            res = None if projector is None else projector(q, v)
+            if res is None:
+                q, g, G = newton(cs, q, held, tol)
+                v = project_velocity(cs, q, v, G)
+            else:
+                q, v, g, Gv = res
         if last or k % every == 0:
             if not project:
                 g, G, _ = cs.evaluate(q)
+            if Gv is None:
+                Gv = G @ v
             for lst, x in zip(out, (k * dt, q, v, float(np.max(np.abs(g), initial=0.0)),
-                                    float(np.max(np.abs(G @ v), initial=0.0)))):
+                                    float(np.max(np.abs(Gv), initial=0.0)))):
                 lst.append(x)
         return q, v
 
     q, v = settle(0, q, v, True)
     for k in range(n):
-        acc.part = None          # a fresh, well-conditioned partition at the start of every step
-        q, v = rk_step(cs, k * dt, q, v, dt, tableau, acc=acc)
-        q, v = settle(k + 1, q, v, k == n - 1)
+        res = None if stepper is None else stepper(q, v)
+        if res is None:
+            acc.part = None      # a fresh, well-conditioned partition at the start of every step
+            res = rk_step(cs, k * dt, q, v, dt, tableau, acc=acc)
+        q, v = settle(k + 1, *res, k == n - 1)
     return Trajectory(*(np.array(x) for x in out))
