@@ -184,6 +184,35 @@ def test_vectorised_batches_check_every_state(rng, compile_cache):
                 k.rnea(args["q"], args["v"], A, f_ext=args["f_ext"], out=np.empty((n, model.nv)))
 
 
+def test_every_calling_convention_gives_the_numpy_result(compiled, rng):
+    """Static arguments by position, by keyword or left to their defaults; arrays by keyword; a
+    frame by index: the single-state fast path and its fallback agree with the NumPy function."""
+    model, k = compiled
+    q, v, _ = random_state(model, rng)
+    frame = model.frames[-1].name
+    ref = {r: sd.frame_jacobian(model, q, frame, r) for r in ("local", "world", "local_world_aligned")}
+    tol = 1e3 * np.finfo(float).eps * (1 + np.abs(ref["world"]).max())
+    for _ in range(2):                                  # the first call builds, the second is the fast path
+        np.testing.assert_allclose(k.frame_jacobian(q, frame), ref["local"], rtol=0, atol=tol)
+        np.testing.assert_allclose(k.frame_jacobian(q, frame, "world"), ref["world"], rtol=0, atol=tol)
+        np.testing.assert_allclose(k.frame_jacobian(q, frame, reference="world"), ref["world"], rtol=0, atol=tol)
+        np.testing.assert_allclose(k.frame_jacobian(q, reference="local_world_aligned", frame=frame),
+                                   ref["local_world_aligned"], rtol=0, atol=tol)
+        np.testing.assert_allclose(k.frame_jacobian(q=q, frame=frame), ref["local"], rtol=0, atol=tol)
+        np.testing.assert_allclose(k.frame_jacobian(q, len(model.frames) - 1, "world"), ref["world"], rtol=0,
+                                   atol=tol)
+        np.testing.assert_allclose(k.integrate(q, v), sd.integrate(model, q, v), rtol=0, atol=tol)
+        np.testing.assert_allclose(k.integrate(q=q, v=v), sd.integrate(model, q, v), rtol=0, atol=tol)
+    with pytest.raises(TypeError):
+        k.frame_jacobian(q)                             # the frame is required
+    with pytest.raises(TypeError):
+        k.frame_jacobian(q, frame, "world", reference="world")
+    with pytest.raises(ValueError, match="reference"):
+        k.frame_jacobian(q, frame, "body")
+    with pytest.raises(TypeError):
+        k.integrate(q, v, v)
+
+
 def test_help_and_signature_match_the_numpy_function(compiled):
     _, k = compiled
     for name in ("rnea", "frame_jacobian", "forward_kinematics", "integrate", "difference"):

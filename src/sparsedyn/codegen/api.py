@@ -15,7 +15,7 @@ Cache levels
     subpackage, the compiler identity and flags, the kernel list, the variant)
     to the *library key* and the flop counts, so a model compiled before is
     loaded without tracing (a few ms).  The library itself,
-    ``sd_<library key>.so``, is keyed by the content hash of the IR of its
+    ``sd_<library key>.so``, is keyed by the names and the IR content hashes of its
     kernels, the compiler identity and flags, the variant and the sparsedyn
     version.
 
@@ -248,7 +248,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     checks = {s.name: _input_checks(model, s) for s in specs} if variant == "batch" else {}
     lkey = hashlib.sha256("\n".join(
         ["library", variant, __version__, GENERATOR_VERSION, compiler.ident, " ".join(compiler.flags)]
-        + [progs[n].digest() + repr(checks.get(n)) for n in names]).encode()).hexdigest()[:40]
+        + [n + " " + progs[n].digest() + repr(checks.get(n)) for n in names]).encode()).hexdigest()[:40]
     units = []
     for name in names:
         units += emit_program(progs[name], name, variant, checks=checks.get(name))
@@ -307,6 +307,7 @@ class KernelSet:
         self._specs = {}
         self._programs = None          # traces shared by the two variants while _start builds both
         self._lock = threading.RLock()
+        self._building = {}
         self.threads = os.cpu_count() or 1
         self.kernels = {}
         self.compiled = compiler is not None
@@ -326,18 +327,37 @@ class KernelSet:
         return spec if spec is not None else kernel_spec(kname)
 
     def _library(self, group, variant):
+        lib = self._libs.get((group, variant))
+        if lib is not None:
+            return lib
         with self._lock:
+            lock = self._building.setdefault((group, variant), threading.Lock())
+        with lock:                      # one build per library; other libraries build meanwhile
             lib = self._libs.get((group, variant))
             if lib is None:
                 specs = [kernel_spec(s) for s in self._group_specs(group)]
-                self._specs.update({s.name: s for s in specs})
+                with self._lock:
+                    self._specs.update({s.name: s for s in specs})
                 lib, info, seconds, built = _build_kernels(self.model, specs, self._compiler, self._progress, variant,
                                                            owner=self._owner_of(group), programs=self._programs)
-                self.kernels.update(info)
                 tag = variant if group == "main" else f"{group}-{variant}"
-                self.build_seconds[tag], self.built[tag] = seconds, built
-                self._libs[(group, variant)] = lib
+                with self._lock:
+                    self.kernels.update(info)
+                    self.build_seconds[tag], self.built[tag] = seconds, built
+                    self._libs[(group, variant)] = lib
             return lib
+
+    def _build_all(self, jobs):
+        """Build (or load) the libraries ``jobs`` (``(group, variant)`` pairs) at once: their
+        translation units share the machine's cores (see :func:`~.build.build_library`)."""
+        if len(jobs) < 2 or os.environ.get('SD_SEQ'):
+            for job in jobs:
+                self._library(*job)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            for f in [pool.submit(self._library, *job) for job in jobs]:
+                f.result()
 
     def _start(self):
         """Build (or load) the single library now; returns it (``None`` on the fallback)."""
@@ -525,6 +545,7 @@ class CompiledModel(KernelSet):
                 self.add_kernel(k)
             else:
                 raise TypeError(f"kernels: expected names of registered functions or callables, got {k!r}")
+        jobs = []
         for n in names:
             base = n[:-4] if n.endswith("_ext") and n[:-4] in REGISTRY else n
             if base not in REGISTRY:
@@ -534,9 +555,10 @@ class CompiledModel(KernelSet):
             if self._native:
                 opt = tuple(REGISTRY[base].optional) if base != n else ()
                 spec = self._variant(base, {}, opt)
-                self._library(spec.name, "single")
-                if vectorize:
-                    self._library(spec.name, "batch")
+                jobs += [(spec.name, "single")] + ([(spec.name, "batch")] if vectorize else [])
+        self._build_all(jobs)
+        if jobs:
+            self.lanes = self._libs[jobs[0]].lanes
 
     def _owner_of(self, group):
         # A user kernel is identified by its IR alone (its source may change under the same name).

@@ -408,6 +408,11 @@ def _reprobe(compiler: Compiler) -> bool:
     return True
 
 
+#: Compiler processes running at once in this process: one per CPU, shared by all libraries that
+#: build concurrently (several kernels of one model build in parallel threads).
+_compile_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
+
+
 def build_library(key: str, sources: list, compiler: Compiler, progress=None, directory: Path | None = None):
     """The library for ``key`` built from ``sources`` (list of C translation units), cached.
 
@@ -443,7 +448,8 @@ def _build_library(key, sources, compiler, progress=None, directory=None):
             done = [0]
 
             def cc(name):
-                compiler.run(list(compiler.flags) + ["-c", f"{name}.c", "-o", f"{name}.o"], cwd=tmp)
+                with _compile_slots:
+                    compiler.run(list(compiler.flags) + ["-c", f"{name}.c", "-o", f"{name}.o"], cwd=tmp)
                 done[0] += 1
                 if progress:
                     progress(f"compiled {done[0]}/{len(names)} translation units")

@@ -3,13 +3,13 @@
 Measured choice (see ``benchmarks/bench_compiled.py --calls``): a ``ctypes`` call
 of a kernel with four pointer arguments costs about 1.5-3 µs from Python once
 the pointers of the NumPy arrays are extracted (``arr.ctypes.data`` alone is
-~0.3 µs per array), which is more than Pinocchio's whole RNEA on a 7-dof arm.
-cffi is not installed by default.  This module's ``Kernel`` type is a callable
-object implemented in C: it checks the input arrays with the NumPy C API,
-allocates the outputs, calls the kernel's function pointer
-and returns the outputs, with no Python frame in between.
+~0.3 µs per array), which is more than Pinocchio's whole RNEA on a 7-dof arm;
+a Python function in front of the call costs another ~0.1 µs, as much as a
+whole ``integrate``.  cffi is not installed by default.  This module's two
+callable types are implemented in C (vectorcall: no argument tuple, no Python
+frame).
 
-``Kernel(fptr, in_shapes, out_shapes, fallback)``:
+``Kernel(fptr, in_shapes, out_shapes, fallback, quats=None)``: one compiled kernel.
 
 * ``fptr``: address of ``void f(const double *x0, ..., double *y0, ...)``;
 * ``in_shapes`` / ``out_shapes``: tuples of shape tuples (one state);
@@ -22,13 +22,22 @@ and returns the outputs, with no Python frame in between.
   quaternions ``x[offset:offset + 4]`` of those inputs must satisfy
   ``| |quat|^2 - 1 | <= tol``.  Every input is checked for finiteness.
 
-The fast path needs float64, C-contiguous, aligned, native-byte-order arrays of
-exactly the one-state shapes; outputs are allocated with ``PyArray_SimpleNew``.
-The extension is compiled against the Python and NumPy headers (NumPy ships
-them); it is generic (no model in
-it), built once per Python version and compiler into the build cache, and used
-only when the Python headers are available; otherwise the kernels are called
-through ``ctypes``.
+``Method(fallback, table, nin, static_names, static_defaults)``: a method of a
+compiled model.  A call with the ``nin`` state arrays by position, followed by
+the static arguments (by position or keyword; the trailing ones may be left to
+their defaults), looks the tuple of static arguments up in ``table`` (a dict
+that the Python side fills with ``Kernel`` objects as variants are built) and
+runs that kernel; any other call, a missing variant, or a call the kernel does
+not take goes to ``fallback`` with the original arguments.
+
+Both take instance attributes (``__doc__``, ``__signature__``, ``__name__``...)
+so that ``help()`` and :func:`inspect.signature` describe them like the
+functions they stand for.  The fast path needs float64, C-contiguous, aligned,
+native-byte-order arrays of exactly the one-state shapes; outputs are new
+arrays.  The extension is compiled against the Python and NumPy headers (NumPy
+ships them); it is generic (no model in it), built once per Python version and
+compiler into the build cache, and used only when the Python headers are
+available; otherwise the kernels are called through ``ctypes``.
 """
 
 from __future__ import annotations
