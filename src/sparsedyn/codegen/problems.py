@@ -364,7 +364,10 @@ class _CheckLayout:
 
 
 def _lsq_checks(G, k):
-    """``L^T D L`` pivots of ``G`` (k) and ``1 - MARGIN RANK_RTOL trace(G) trace(G^-1)``."""
+    """``L^T D L`` pivots of ``G`` (k) and ``1 - MARGIN RANK_RTOL trace(G) trace(G^-1)``; none for
+    ``k = 0`` (the exact rows alone fix ``d``: no normal equations)."""
+    if not k:
+        return []
     from ..estimation.problem import RANK_RTOL
     from ..algorithms.ltdl import chain_lambda, ltdl_kernel, spd_inverse
     P = ltdl_kernel(chain_lambda(k), G)

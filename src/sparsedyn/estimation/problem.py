@@ -897,8 +897,9 @@ class Estimator:
             bad_states |= np.any(bad, -1)
             refine = self._lsq_refiner(*factors)
         d0, Nt, Jt, G, rhs, res0 = self._lsq_core(D, q, v, y)
-        ev = np.linalg.eigvalsh(G)
-        bad_states |= ~(ev[..., 0] > RANK_RTOL * ev[..., -1])
+        if k:                                          # k = 0: the exact rows alone fix d (G is 0 x 0)
+            ev = np.linalg.eigvalsh(G)
+            bad_states |= ~(ev[..., 0] > RANK_RTOL * ev[..., -1])
         Gs = np.where(bad_states[..., None, None], np.eye(k), G)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):   # bad states are redone below
             d, chi2 = self._lsq_finish(d0, Nt, Jt, Gs, rhs, res0, refine)
