@@ -608,6 +608,8 @@ class CompiledEstimator(_CompiledProblem):
             outputs = [("d", (est.n,)), ("chi2", (1,))]
         super().__init__(model, "estimate", p.ny, outputs, fn, checks, compiler, progress, vectorize,
                          estimator_fingerprint(est) if compiler is not None else None)
+        from ..estimation.problem import Estimate
+        self._Estimate, self._square, self._dof = Estimate, est.square, 0 if est.square else est.s - est.k
 
     def __repr__(self):
         state = self._state()
@@ -615,16 +617,15 @@ class CompiledEstimator(_CompiledProblem):
 
     def solve(self, q, v, y, covariance=False, gravity=None):
         """An :class:`~sparsedyn.estimation.Estimate`: see :class:`CompiledEstimator`."""
-        from ..estimation.problem import Estimate, StateSingularError
-        est = self.estimator
         if self._fast is not None and not covariance and gravity is None:
             out = self._fast_call(q, v, y, False)
             if out is not None:                         # one checked state through the C fast path
                 if not self._checks.ok(out[-1], out[0]):   # flagged: the NumPy path decides, warns or raises
-                    return est.solve(q, v, y)
-                if est.square:
-                    return Estimate(est.problem, out[0], None, np.zeros(()), 0)
-                return Estimate(est.problem, out[0], None, out[1][0], est.s - est.k)
+                    return self.estimator.solve(q, v, y)
+                return self._Estimate(self.estimator.problem, out[0], None,
+                                      np.zeros(()) if self._square else out[1][0], self._dof)
+        from ..estimation.problem import Estimate, StateSingularError
+        est = self.estimator
         if not self.compiled or covariance or gravity is not None:
             return est.solve(q, v, y, covariance=covariance, gravity=gravity)
         q, v, y, batch = est._inputs(q, v, y)

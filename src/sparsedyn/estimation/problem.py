@@ -382,11 +382,17 @@ class EstimationProblem:
     # --- what an Estimate reads (fixed by the problem; computed once) -----------------------
     @functools.cached_property
     def _contact_maps(self):
-        """``(bodies, X*)``: the body of each contact and the force transforms (contacts, 6, 6) from
-        its body frame to the contact frame, in ``contacts`` order."""
+        """``(idx, XT)``: the entries of ``d`` holding the external wrenches ``fx`` of the contacts' bodies
+        (6 per contact, in ``contacts`` order) and the transpose of the block-diagonal matrix of their
+        force transforms ``X*`` from body to contact frame, so that ``d[..., idx] @ XT`` is every contact
+        wrench at once."""
         from ..spatial import force_matrix
-        bodies = np.array([self.contact_body[c.name] for c in self.contacts], int)
-        return bodies, np.stack([force_matrix(self.contact_X[c.name]) for c in self.contacts])
+        start = self._d_blocks["fx"][0]
+        idx = np.array([start + 6 * self.contact_body[c.name] + r for c in self.contacts for r in range(6)], int)
+        XT = np.zeros((len(idx), len(idx)))
+        for j, c in enumerate(self.contacts):
+            XT[6 * j:6 * j + 6, 6 * j:6 * j + 6] = force_matrix(self.contact_X[c.name]).T
+        return idx, XT
 
     @functools.cached_property
     def _d_blocks(self):
@@ -723,9 +729,9 @@ class Estimate:
         p = self.problem
         if not p.contacts:
             return {}
-        bodies, Xf = p._contact_maps
-        w = (Xf @ self.fx[..., bodies, :, None])[..., 0]           # (..., contacts, 6): X* fx per contact
-        return {c.name: w[..., j, :] for j, c in enumerate(p.contacts)}
+        idx, XT = p._contact_maps
+        w = self.d[..., idx] @ XT                                   # X* fx of each contact's body
+        return {c.name: w[..., 6 * j:6 * j + 6] for j, c in enumerate(p.contacts)}
 
     @property
     def cov_d(self):
