@@ -102,9 +102,8 @@ def report(rows, batch, threads):
     out += ["",
             "x: NumPy time / compiled time (single), compiled states/s / NumPy states/s (batch).  kernel: the native",
             "kernel alone (CompiledEstimator.raw: no input validation, checks or Estimate object).  +contacts, +named:",
-            "a compiled solve() that then reads the contact wrenches / builds the named view (Estimate.named()).",
-            "GFLOP/s: IR flops",
-            "(with checks, sin/cos counted) x kernel states/s.  IR flops: mul+add+div of the estimate after folding and",
+            "a compiled solve() of one state that then reads the contact wrenches / builds Estimate.named().  GFLOP/s:",
+            "IR flops (with checks, sin/cos counted) x kernel states/s.  IR flops: mul+add+div of the estimate after folding and",
             "CSE; +checks: the run-time check values; tracer: Estimator.flops()['total'] (least squares: one",
             "factorization, k+1 substitutions, normal equations, one refinement step).  resolved: batch states the kernel's checks sent to the NumPy",
             "path.  diff: relative difference to the NumPy estimates per state (max, median)."]
