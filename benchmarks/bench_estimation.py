@@ -95,7 +95,8 @@ def report(rows, batch, threads):
     for r in rows:
         out.append(
             f"{r['case']:10s} {r['kind']:15s} | {r['numpy_us']:9.0f} {r['comp_us']:11.1f} {r['kernel_us']:9.1f} "
-            f"{r['numpy_us'] / r['comp_us']:5.0f} {r['contacts_us']:9.1f} {r['named_us']:6.1f} | {r['numpy_sps']:10.0f} {r['comp_sps']:13.0f} {r['kernel_sps']:11.0f} "
+            f"{r['numpy_us'] / r['comp_us']:5.0f} {r['contacts_us']:9.1f} {r['named_us']:6.1f} | "
+            f"{r['numpy_sps']:10.0f} {r['comp_sps']:13.0f} {r['kernel_sps']:11.0f} "
             f"{r['comp_sps'] / r['numpy_sps']:6.0f} | {r['gflops']:7.2f} | {r['ir']:8d} {r['ir_checks']:7d} "
             f"{r['tracer']:7d} | {r['flagged']:8d} {r['diff_max']:8.1e} {r['diff_med']:8.1e} | "
             f"{r['build_s']:7.1f}")
@@ -103,10 +104,11 @@ def report(rows, batch, threads):
             "x: NumPy time / compiled time (single), compiled states/s / NumPy states/s (batch).  kernel: the native",
             "kernel alone (CompiledEstimator.raw: no input validation, checks or Estimate object).  +contacts, +named:",
             "a compiled solve() of one state that then reads the contact wrenches / builds Estimate.named().  GFLOP/s:",
-            "IR flops (with checks, sin/cos counted) x kernel states/s.  IR flops: mul+add+div of the estimate after folding and",
-            "CSE; +checks: the run-time check values; tracer: Estimator.flops()['total'] (least squares: one",
-            "factorization, k+1 substitutions, normal equations, one refinement step).  resolved: batch states the kernel's checks sent to the NumPy",
-            "path.  diff: relative difference to the NumPy estimates per state (max, median)."]
+            "IR flops (with checks, sin/cos counted) x kernel states/s.  IR flops: mul+add+div of the estimate after",
+            "folding and CSE; +checks: the run-time check values; tracer: Estimator.flops()['total'] (least squares: one",
+            "factorization, k+1 substitutions, normal equations, one refinement step).  resolved: batch states the",
+            "kernel's checks sent to the NumPy path.  diff: relative difference to the NumPy estimates per state (max,",
+            "median)."]
     return "\n".join(out)
 
 

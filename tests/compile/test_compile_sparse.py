@@ -471,15 +471,17 @@ def test_one_state_bad_input_fails_as_numpy(one_state):
     rng = np.random.default_rng(5)
     q, qd, qdd, w = consistent_state(problem, rng)
     y, _ = problem.measurements(q, qd, qdd, w)
-    qi = model.q_slice(0).stop - 4                                 # the free joint's quaternion
+    quats = [model.q_slice(i).stop - 4 for i in range(model.nbodies) if model.joints[i].type in ("free", "spherical")]
+    assert len(quats) >= 3                                         # the free base and spherical joints
+    qi = quats[0]
     bad = []
     for arg, i, x in ((0, 3, np.nan), (1, 0, np.inf), (2, 5, np.nan), (2, 0, -np.inf)):
         args = [q.copy(), qd.copy(), y.copy()]
         args[arg][i] = x
         bad.append(args)
-    for scale in (1 + 1e-4, 0.0):
+    for j, scale in zip(quats, (1 + 1e-4, 0.0, 1 - 1e-5)):
         qq = q.copy()
-        qq[qi:qi + 4] *= scale
+        qq[j:j + 4] *= scale
         bad.append([qq, qd, y])
     bad += [[q[:-1], qd, y], [q, qd[None, :2], y], [q, qd, y[:-1]], [q, qd, None], [q, qd, "y"]]
     for args in bad:
@@ -496,6 +498,21 @@ def test_one_state_bad_input_fails_as_numpy(one_state):
         e0, e1 = est.solve(*args), k.solve(*args)
         bound = estimator_bound(problem, np.asarray(args[0], float)[None], e0.d[None])[0]
         assert rel_err(e1.d, e0.d) <= bound
+    # a compiled structure's one-state solve checks its input the same way
+    st = sparse.forward_dynamics_problem(model).analyze()
+    ks = sd.compile(st)
+    tau = rng.normal(size=model.nv)
+    yst = st.problem.values(tau=tau)
+    ref = st.solve(q, qd, yst)
+    assert rel_err(ks.solve(q, qd, yst), ref) <= structure_bound(st, q[None], ref[None])[0]
+    qq = q.copy()
+    qq[quats[1]:quats[1] + 4] *= 1.01
+    for args in ([qq, qd, yst], [q, qd, np.full_like(yst, np.nan)], [q, qd, None], [q, qd[:-1], yst]):
+        with pytest.raises(Exception) as ref:
+            st.solve(*args)
+        with pytest.raises(type(ref.value)) as got:
+            ks.solve(*args)
+        assert str(got.value) == str(ref.value)
     # a problem the sensors cannot determine is refused as by NumPy (both soles of a tree, nothing else)
     from sparsedyn.estimation import EstimationProblem, IllPosedError
     t3 = random_trees()[3]
