@@ -36,6 +36,15 @@ re-solved states only).  Every other state passes the float path's tests too
 (up to the rounding the margin covers), so its compiled result is the float
 path's result up to rounding, amplified by the conditioning of the state.
 
+One state.  A ``solve`` of one state given as float64 arrays of the one-state shapes
+calls the kernel through the C fast-call ``Kernel`` (:mod:`sparsedyn.codegen.fastcall`),
+which checks, as the NumPy path's validation does, that every value is finite and
+every quaternion of ``q`` of unit norm; the result is then tested on its check
+values and wrapped in an :class:`~sparsedyn.estimation.Estimate` whose blocks,
+contact wrenches and named view are computed from ``d`` on first access.  Any other
+call (a batch, lists, another dtype, a value the checks refuse) takes the validated
+path, so errors and their messages are the NumPy path's.
+
 What stays on the NumPy path (documented in the classes): ``gravity=`` other than
 the model's, ``covariance=True``, ``info=True``, ``check="all"``.
 
