@@ -56,6 +56,8 @@ def run_case(name, problem, batch, rng, log):
     row["numpy_us"] = _best(lambda: est.solve(q1, qd1, y1), 3) * 1e6
     row["comp_us"] = _best(lambda: k.solve(q1, qd1, y1), 200) * 1e6
     row["kernel_us"] = _best(lambda: k.raw(*args1), 2000) * 1e6
+    row["contacts_us"] = _best(lambda: k.solve(q1, qd1, y1).contacts, 200) * 1e6
+    row["named_us"] = _best(lambda: k.solve(q1, qd1, y1).named(), 200) * 1e6
     log(f"{name}: single-state timings done; NumPy batch of {batch}")
     t0 = time.perf_counter()
     e0 = est.solve(q, qd, y)
@@ -85,24 +87,28 @@ def report(rows, batch, threads):
            f"single: median-of-best microseconds per solve() of one state from Python; batch: states/s for one "
            f"solve() of {batch} random consistent states",
            "",
-           f"{'case':10s} {'kind':15s} | {'NumPy us':>9s} {'compiled us':>11s} {'kernel us':>9s} {'x':>5s} | "
+           f"{'case':10s} {'kind':15s} | {'NumPy us':>9s} {'compiled us':>11s} {'kernel us':>9s} {'x':>5s} "
+           f"{'+contacts':>9s} {'+named':>6s} | "
            f"{'NumPy st/s':>10s} {'compiled st/s':>13s} {'kernel st/s':>11s} {'x':>6s} | {'GFLOP/s':>7s} | "
            f"{'IR flops':>8s} {'+checks':>7s} {'tracer':>7s} | {'resolved':>8s} "
            f"{'max diff':>8s} {'median':>8s} | {'build s':>7s}"]
     for r in rows:
         out.append(
             f"{r['case']:10s} {r['kind']:15s} | {r['numpy_us']:9.0f} {r['comp_us']:11.1f} {r['kernel_us']:9.1f} "
-            f"{r['numpy_us'] / r['comp_us']:5.0f} | {r['numpy_sps']:10.0f} {r['comp_sps']:13.0f} {r['kernel_sps']:11.0f} "
+            f"{r['numpy_us'] / r['comp_us']:5.0f} {r['contacts_us']:9.1f} {r['named_us']:6.1f} | "
+            f"{r['numpy_sps']:10.0f} {r['comp_sps']:13.0f} {r['kernel_sps']:11.0f} "
             f"{r['comp_sps'] / r['numpy_sps']:6.0f} | {r['gflops']:7.2f} | {r['ir']:8d} {r['ir_checks']:7d} "
             f"{r['tracer']:7d} | {r['flagged']:8d} {r['diff_max']:8.1e} {r['diff_med']:8.1e} | "
             f"{r['build_s']:7.1f}")
     out += ["",
             "x: NumPy time / compiled time (single), compiled states/s / NumPy states/s (batch).  kernel: the native",
-            "kernel alone (CompiledEstimator.raw: no input validation, checks or Estimate object).  GFLOP/s: IR flops",
-            "(with checks, sin/cos counted) x kernel states/s.  IR flops: mul+add+div of the estimate after folding and",
-            "CSE; +checks: the run-time check values; tracer: Estimator.flops()['total'] (least squares: one",
-            "factorization, k+1 substitutions, normal equations, one refinement step).  resolved: batch states the kernel's checks sent to the NumPy",
-            "path.  diff: relative difference to the NumPy estimates per state (max, median)."]
+            "kernel alone (CompiledEstimator.raw: no input validation, checks or Estimate object).  +contacts, +named:",
+            "a compiled solve() of one state that then reads the contact wrenches / builds Estimate.named().  GFLOP/s:",
+            "IR flops (with checks, sin/cos counted) x kernel states/s.  IR flops: mul+add+div of the estimate after",
+            "folding and CSE; +checks: the run-time check values; tracer: Estimator.flops()['total'] (least squares: one",
+            "factorization, k+1 substitutions, normal equations, one refinement step).  resolved: batch states the",
+            "kernel's checks sent to the NumPy path.  diff: relative difference to the NumPy estimates per state (max,",
+            "median)."]
     return "\n".join(out)
 
 

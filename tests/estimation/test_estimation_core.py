@@ -4,12 +4,12 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import rel_err
+from conftest import rel_err, rounding_bound
 
 import sparsedyn as sd
 from sparsedyn import estimation as est
 from sparsedyn.estimation.casestudy import consistent_state, sample_noise
-from sparsedyn.spatial import force_matrix
+from sparsedyn.spatial import apply_force, force_matrix
 
 WELL_POSED = ["eq23-nz", "eq23-fz", "ankle-ft", "ankle-ft-imu", "eq23-fz-allqdd", "eq23-nz-allqdd"]
 
@@ -343,3 +343,40 @@ def test_standing_pose_takes_the_dense_fallback(humanoid):
     assert single.d.shape == (e.n,) and rel_err(single.d, truth["d"][0]) <= bound
     batched = e.solve(q, qd, y)                          # a batch of such states
     assert batched.d.shape == (3, e.n) and rel_err(batched.d, truth["d"]) <= bound
+
+
+@pytest.mark.parametrize("case", ["ankle-ft", "redundant"])
+def test_estimate_fields_are_the_blocks_of_d(cases, solvers, case):
+    """An Estimate's blocks are ``layout.unpack(d)``, its contact wrenches ``X* fx`` of the contact's body
+    (Featherstone's force transform, by ``apply_force``), ``named()`` those arrays by joint and contact
+    name in the model's joint order; one state and batch shapes alike."""
+    prob, solver = cases[case], solvers[case]
+    m = prob.model
+    rng = np.random.default_rng(2)
+    for batch in [(), (3,), (2, 2)]:
+        q, qd, qdd, w = consistent_state(prob, rng, batch=batch)
+        y, _ = prob.measurements(q, qd, qdd, w)
+        e = solver.solve(q, qd, y)
+        parts = prob.layout.unpack(e.d)
+        for kind in ("a", "f", "tau", "fx", "qdd"):
+            assert np.array_equal(getattr(e, kind), parts[kind]) and getattr(e, kind).shape == parts[kind].shape
+        expected = {}
+        for i, j in enumerate(m.joint_names):
+            if m.joints[i].nv:
+                expected[f"tau[{j}]"] = e.tau[..., m.v_slice(i)]
+                expected[f"qdd[{j}]"] = e.qdd[..., m.v_slice(i)]
+            expected[f"f[{j}]"] = e.f[..., i, :]
+        assert list(e.contacts) == [c.name for c in prob.contacts]
+        for c in prob.contacts:
+            X = prob.contact_X[c.name]
+            ref = apply_force(X, e.fx[..., prob.contact_body[c.name], :])
+            XF = np.abs(force_matrix(X)).sum(1).max()
+            assert e.contacts[c.name].shape == batch + (6,)
+            assert np.max(np.abs(e.contacts[c.name] - ref)) <= rounding_bound(6, XF) * np.max(np.abs(e.fx))
+            expected[f"contact[{c.name}]"] = e.contacts[c.name]
+        named = e.named()
+        assert list(named) == list(expected)
+        for key, x in expected.items():
+            assert named[key].shape == x.shape and np.array_equal(named[key], x), key
+        assert e.torque("l_knee").shape == batch + (1,)
+        assert np.array_equal(e.wrench("l_knee"), e.f[..., m.joint("l_knee"), :])

@@ -36,6 +36,15 @@ re-solved states only).  Every other state passes the float path's tests too
 (up to the rounding the margin covers), so its compiled result is the float
 path's result up to rounding, amplified by the conditioning of the state.
 
+One state.  A ``solve`` of one state given as float64 arrays of the one-state shapes
+calls the kernel through the C fast-call ``Kernel`` (:mod:`sparsedyn.codegen.fastcall`),
+which checks, as the NumPy path's validation does, that every value is finite and
+every quaternion of ``q`` of unit norm; the result is then tested on its check
+values and wrapped in an :class:`~sparsedyn.estimation.Estimate` whose blocks,
+contact wrenches and named view are computed from ``d`` on first access.  Any other
+call (a batch, lists, another dtype, a value the checks refuse) takes the validated
+path, so errors and their messages are the NumPy path's.
+
 What stays on the NumPy path (documented in the classes): ``gravity=`` other than
 the model's, ``covariance=True``, ``info=True``, ``check="all"``.
 
@@ -332,6 +341,9 @@ def _traced_solve(st, q, v, y, batch):
     return x, checks, (vals, W, b, batch)
 
 
+_min = np.minimum.reduce
+
+
 class _CheckLayout:
     """How many check values a kernel returns (its ``chk`` output) and the test on them."""
 
@@ -341,6 +353,15 @@ class _CheckLayout:
         self.nblock = 2 * len(blocks) * nrhs
         self.k = k                        # least squares: the k pivots of G and the conditioning value
         self.size = self.npiv + self.nblock + (k + 1 if k else 0)
+        self._zeros = None
+
+    def ok(self, chk, d):
+        """Whether one state passes (``chk`` (size,), ``d`` (n,)): every check value positive (NaN
+        is not) and ``d`` finite (``0 d`` sums to exactly 0 only for a finite ``d``)."""
+        z = self._zeros
+        if z is None or z.shape != d.shape:
+            z = self._zeros = np.zeros(d.shape)
+        return (not self.size or _min(chk) > 0) and d.dot(z) == 0
 
     @staticmethod
     def bad(chk, d):
@@ -352,7 +373,10 @@ class _CheckLayout:
 
 
 def _lsq_checks(G, k):
-    """``L^T D L`` pivots of ``G`` (k) and ``1 - MARGIN RANK_RTOL trace(G) trace(G^-1)``."""
+    """``L^T D L`` pivots of ``G`` (k) and ``1 - MARGIN RANK_RTOL trace(G) trace(G^-1)``; none for
+    ``k = 0`` (the exact rows alone fix ``d``: no normal equations)."""
+    if not k:
+        return []
     from ..estimation.problem import RANK_RTOL
     from ..algorithms.ltdl import chain_lambda, ltdl_kernel, spd_inverse
     P = ltdl_kernel(chain_lambda(k), G)
@@ -362,6 +386,11 @@ def _lsq_checks(G, k):
 
 
 # --- the compiled objects -------------------------------------------------------------------
+
+def _decline(*args, **kwargs):
+    """The fast-call ``Kernel``'s fallback for ``solve``: ``None`` sends the call to the checked path."""
+    return None
+
 
 class _CompiledProblem(KernelSet):
     """One kernel ``self._kname`` with inputs ``q, v[, y]`` and outputs ``d[, chi2][, chk]``."""
@@ -381,12 +410,47 @@ class _CompiledProblem(KernelSet):
         self._kname = spec.name
         self._checks = checks
         single = self._start()
-        self._single = None
+        self._single = self._fast = None
         if single is not None:
             self._single = self._fast_kernel(single, self._kname, self._call_general)
             self.fastcall = self._single is not None
+            if self._single is not None:
+                self._fast = self._fast_solver(single)
         if self._single is None:
             self._single = self._call_general
+
+    def _fast_solver(self, single):
+        """The one-state path of ``solve``: the C fast-call ``Kernel`` of the kernel with the input
+        checks of the NumPy path (every value finite, unit quaternions in ``q``, exact one-state
+        shapes, float64), which returns ``None`` (its fallback) for any call those checks or its
+        array requirements refuse; ``solve`` then takes the checked path, whose errors name the
+        argument.  The quaternion tolerance is a hair tighter than :data:`_checks.QUAT_TOL` so a
+        quaternion accepted here is accepted there whatever the rounding of the two sums."""
+        from .. import _checks
+        from .api import _fast_module
+        fast = _fast_module(self._compiler)
+        if fast is None:
+            return None
+        spec = self._spec_main
+        shapes = spec.shapes(self.model)
+        joints, idx = _checks._quaternions(self.model)
+        quats = ((_checks.QUAT_TOL * (1 - 1e-6), ((0, tuple(int(i) for i in idx[:, 0])),)) if joints else None)
+        try:
+            return fast.Kernel(single.addr[self._kname], tuple(tuple(shapes[n]) for n in spec.inputs),
+                               tuple(tuple(shapes[n]) for n in spec.outputs), _decline, quats)
+        except (TypeError, ValueError):                # more arguments or quaternions than it takes
+            return None
+
+    def _fast_call(self, q, v, y, none_ok):
+        """The kernel's outputs (a tuple) for one clean state, or ``None`` (see :meth:`_fast_solver`);
+        ``none_ok``: ``y=None`` stands for no measured values (a structure's ``solve``)."""
+        if self._has_y:
+            out = self._fast(q, v, y)
+        elif (y is None and none_ok) or (type(y) is np.ndarray and y.shape == (0,) and y.dtype == np.float64):
+            out = self._fast(q, v)
+        else:
+            return None
+        return out if out is None or isinstance(out, tuple) else (out,)
 
     def _group_specs(self, group):
         return [self._spec_main]
@@ -485,6 +549,12 @@ class CompiledStructure(_CompiledProblem):
     def solve(self, q, v, y=None, gravity=None, check="auto", info=False):
         """``d`` (..., n): see :class:`CompiledStructure` and :meth:`sparsedyn.sparse.Structure.solve`."""
         st = self.structure
+        if self._fast is not None and gravity is None and not info and check in ("auto", "none"):
+            out = self._fast_call(q, v, y, True)
+            if out is not None:                         # one checked state through the C fast path
+                if check == "auto" and not self._checks.ok(out[-1], out[0]):
+                    return st.solve(q, v, y, check=check)
+                return out[0]
         if not self.compiled or gravity is not None or info or check not in ("auto", "none"):
             return st.solve(q, v, y, gravity, check=check, info=info)
         q, v, y, _, batch, symbolic = st._inputs(q, v, y, None)
@@ -547,6 +617,8 @@ class CompiledEstimator(_CompiledProblem):
             outputs = [("d", (est.n,)), ("chi2", (1,))]
         super().__init__(model, "estimate", p.ny, outputs, fn, checks, compiler, progress, vectorize,
                          estimator_fingerprint(est) if compiler is not None else None)
+        from ..estimation.problem import Estimate
+        self._Estimate, self._square, self._dof = Estimate, est.square, 0 if est.square else est.s - est.k
 
     def __repr__(self):
         state = self._state()
@@ -554,6 +626,13 @@ class CompiledEstimator(_CompiledProblem):
 
     def solve(self, q, v, y, covariance=False, gravity=None):
         """An :class:`~sparsedyn.estimation.Estimate`: see :class:`CompiledEstimator`."""
+        if self._fast is not None and not covariance and gravity is None:
+            out = self._fast_call(q, v, y, False)
+            if out is not None:                         # one checked state through the C fast path
+                if not self._checks.ok(out[-1], out[0]):   # flagged: the NumPy path decides, warns or raises
+                    return self.estimator.solve(q, v, y)
+                return self._Estimate(self.estimator.problem, out[0], None,
+                                      np.zeros(()) if self._square else out[1][0], self._dof)
         from ..estimation.problem import Estimate, StateSingularError
         est = self.estimator
         if not self.compiled or covariance or gravity is not None:

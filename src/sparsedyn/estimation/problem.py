@@ -379,6 +379,36 @@ class EstimationProblem:
         parts.append(np.zeros(y.shape[:-1] + (self._n_implicit(),), dtype=y.dtype))
         return np.concatenate(parts, -1)
 
+    # --- what an Estimate reads (fixed by the problem; computed once) -----------------------
+    @functools.cached_property
+    def _contact_maps(self):
+        """``(idx, XT)``: the entries of ``d`` holding the external wrenches ``fx`` of the contacts' bodies
+        (6 per contact, in ``contacts`` order) and the transpose of the block-diagonal matrix of their
+        force transforms ``X*`` from body to contact frame, so that ``d[..., idx] @ XT`` is every contact
+        wrench at once."""
+        from ..spatial import force_matrix
+        start = self._d_blocks["fx"][0]
+        idx = np.array([start + 6 * self.contact_body[c.name] + r for c in self.contacts for r in range(6)], int)
+        XT = np.zeros((len(idx), len(idx)))
+        for j, c in enumerate(self.contacts):
+            XT[6 * j:6 * j + 6, 6 * j:6 * j + 6] = force_matrix(self.contact_X[c.name]).T
+        return idx, XT
+
+    @functools.cached_property
+    def _d_blocks(self):
+        """``{kind: (start, stop, shape per state)}`` of the blocks of ``d`` (as ``layout.unpack``)."""
+        parts = self.layout.unpack(np.arange(self.layout.n))
+        return {k: (int(x.flat[0]), int(x.flat[-1]) + 1, x.shape) if x.size else (0, 0, x.shape)
+                for k, x in parts.items()}
+
+    @functools.cached_property
+    def _named_plan(self):
+        """Per joint ``(index, v slice or None, single dof, "tau[j]", "qdd[j]", "f[j]")`` for
+        :meth:`Estimate.named`."""
+        m = self.model
+        return tuple((i, m.v_slice(i) if m.joints[i].nv else None, m.joints[i].nv == 1,
+                      f"tau[{j}]", f"qdd[{j}]", f"f[{j}]") for i, j in enumerate(m.joint_names))
+
     # --- measurement vector --------------------------------------------------------------
     def check_measurements(self, y, name="measurements"):
         """``y`` as a float array (..., ny); errors name the sensor at fault."""
@@ -653,19 +683,55 @@ class Estimate:
     :meth:`sparsedyn.sparse.Layout.unpack`; ``contacts``: ``{name: wrench at the contact
     frame (..., 6)}``; ``cov_d`` (..., n, n) when asked for; ``chi2``: weighted residual
     of the soft sensors (``dof`` degrees of freedom; zero for a square problem).
+
+    Only ``d``, ``chi2`` and ``dof`` are stored: the blocks ``a`` ... ``qdd`` are views of ``d``
+    and ``contacts`` is computed from ``fx``, each on first access (an online solve pays only for
+    what it reads).
     """
 
     def __init__(self, problem, d, cov_d=None, chi2=None, dof=0):
         self.problem, self.d, self.chi2, self.dof = problem, d, chi2, dof
         self._cov = cov_d             # (..., n, n), or a pair (N^T (..., k, n), cov(u) (..., k, k)), or None
-        parts = problem.layout.unpack(d)
-        self.a, self.f, self.tau, self.fx, self.qdd = (parts[k] for k in ("a", "f", "tau", "fx", "qdd"))
+
+    def _block(self, kind):
+        start, stop, core = self.problem._d_blocks[kind]
+        x = self.d[..., start:stop]
+        return x if len(core) == 1 else x.reshape(x.shape[:-1] + core)
+
+    @functools.cached_property
+    def a(self):
+        """Body accelerations (..., NB, 6) (body frames)."""
+        return self._block("a")
+
+    @functools.cached_property
+    def f(self):
+        """Joint wrenches (..., NB, 6): the wrench each joint transmits to its child (body frame)."""
+        return self._block("f")
+
+    @functools.cached_property
+    def tau(self):
+        """Joint forces (..., nv)."""
+        return self._block("tau")
+
+    @functools.cached_property
+    def fx(self):
+        """External wrenches (..., NB, 6) (body frames)."""
+        return self._block("fx")
+
+    @functools.cached_property
+    def qdd(self):
+        """Joint accelerations (..., nv)."""
+        return self._block("qdd")
 
     @functools.cached_property
     def contacts(self) -> dict:
         """``{contact name: wrench at its frame (..., 6)}`` (computed on first access)."""
         p = self.problem
-        return {c.name: apply_force(p.contact_X[c.name], self.fx[..., p.contact_body[c.name], :]) for c in p.contacts}
+        if not p.contacts:
+            return {}
+        idx, XT = p._contact_maps
+        w = self.d[..., idx] @ XT                                   # X* fx of each contact's body
+        return {c.name: w[..., 6 * j:6 * j + 6] for j, c in enumerate(p.contacts)}
 
     @property
     def cov_d(self):
@@ -684,14 +750,22 @@ class Estimate:
         return self.f[..., self.problem.model.joint(joint), :]
 
     def named(self) -> dict:
-        """``{"tau[joint]": .., "f[joint]": .., "contact[name]": .., "qdd[joint]": ..}``."""
-        m = self.problem.model
+        """``{"tau[joint]": .., "f[joint]": .., "contact[name]": .., "qdd[joint]": ..}`` (views of the
+        arrays above, in the model's joint order, then the contacts)."""
+        tau, qdd, f = self.tau, self.qdd, self.f
+        # rows of these are tau[..., s:s + 1], qdd[..., s:s + 1] and f[..., i, :]
+        if f.ndim == 2:
+            tau1, qdd1 = tau[:, None], qdd[:, None]
+        else:
+            nb = f.ndim - 2
+            tau1, qdd1 = (x[..., None].transpose((nb,) + tuple(range(nb)) + (nb + 1,)) for x in (tau, qdd))
+            f = f.transpose((nb,) + tuple(range(nb)) + (nb + 1,))
         out = {}
-        for i, j in enumerate(m.joint_names):
-            if m.joints[i].nv:
-                out[f"tau[{j}]"] = self.tau[..., m.v_slice(i)]
-                out[f"qdd[{j}]"] = self.qdd[..., m.v_slice(i)]
-            out[f"f[{j}]"] = self.f[..., i, :]
+        for i, sl, one, kt, kq, kf in self.problem._named_plan:
+            if sl is not None:
+                out[kt] = tau1[sl.start] if one else tau[..., sl]
+                out[kq] = qdd1[sl.start] if one else qdd[..., sl]
+            out[kf] = f[i]
         for k, w in self.contacts.items():
             out[f"contact[{k}]"] = w
         return out
@@ -829,8 +903,9 @@ class Estimator:
             bad_states |= np.any(bad, -1)
             refine = self._lsq_refiner(*factors)
         d0, Nt, Jt, G, rhs, res0 = self._lsq_core(D, q, v, y)
-        ev = np.linalg.eigvalsh(G)
-        bad_states |= ~(ev[..., 0] > RANK_RTOL * ev[..., -1])
+        if k:                                          # k = 0: the exact rows alone fix d (G is 0 x 0)
+            ev = np.linalg.eigvalsh(G)
+            bad_states |= ~(ev[..., 0] > RANK_RTOL * ev[..., -1])
         Gs = np.where(bad_states[..., None, None], np.eye(k), G)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):   # bad states are redone below
             d, chi2 = self._lsq_finish(d0, Nt, Jt, Gs, rhs, res0, refine)
