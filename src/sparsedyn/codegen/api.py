@@ -347,17 +347,17 @@ class KernelSet:
                     self._libs[(group, variant)] = lib
             return lib
 
-    def _build_all(self, jobs):
+    def _build_all(self, jobs, also=None):
         """Build (or load) the libraries ``jobs`` (``(group, variant)`` pairs) at once: their
-        translation units share the machine's cores (see :func:`~.build.build_library`)."""
-        if len(jobs) < 2 or os.environ.get('SD_SEQ'):
-            for job in jobs:
-                self._library(*job)
-            return
+        translation units share the machine's cores (see :func:`~.build.build_library`).
+        ``also``: a callable run alongside; returns its result."""
         from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-            for f in [pool.submit(self._library, *job) for job in jobs]:
-                f.result()
+        tasks = [(self._library, job) for job in jobs] + ([(also, ())] if also is not None else [])
+        if len(tasks) < 2:
+            return [f(*a) for f, a in tasks][-1] if also is not None and tasks else None
+        with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+            results = [f.result() for f in [pool.submit(f, *a) for f, a in tasks]]
+        return results[-1] if also is not None else None
 
     def _start(self):
         """Build (or load) the single library now; returns it (``None`` on the fallback)."""
@@ -533,16 +533,15 @@ class CompiledModel(KernelSet):
         self._methods = {}
         self._options = (vectorize, tuple(kernels))
         self.lanes = 0
-        fast = _fast_module(compiler) if self.compiled else None
-        self.fastcall = fast is not None
+        self.fastcall = False
         # A model without moving bodies has nothing to compile: its (empty) results come from NumPy.
         self._native = self.compiled and model.nbodies > 0 and model.nv > 0
-        names = []
+        names, users = [], []
         for k in kernels:
             if isinstance(k, str):
                 names.append(k)
             elif callable(k):
-                self.add_kernel(k)
+                users.append(k)
             else:
                 raise TypeError(f"kernels: expected names of registered functions or callables, got {k!r}")
         jobs = []
@@ -556,9 +555,13 @@ class CompiledModel(KernelSet):
                 opt = tuple(REGISTRY[base].optional) if base != n else ()
                 spec = self._variant(base, {}, opt)
                 jobs += [(spec.name, "single")] + ([(spec.name, "batch")] if vectorize else [])
-        self._build_all(jobs)
+        # The fast-call extension (built once per machine) builds alongside the kernels.
+        fast = self._build_all(jobs, (lambda: _fast_module(compiler)) if self.compiled else None)
+        self.fastcall = fast is not None
         if jobs:
             self.lanes = self._libs[jobs[0]].lanes
+        for fn in users:
+            self.add_kernel(fn)
 
     def _owner_of(self, group):
         # A user kernel is identified by its IR alone (its source may change under the same name).
