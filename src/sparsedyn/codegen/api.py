@@ -352,11 +352,13 @@ class KernelSet:
         translation units share the machine's cores (see :func:`~.build.build_library`).
         ``also``: a callable run alongside; returns its result."""
         from concurrent.futures import ThreadPoolExecutor
-        tasks = [(self._library, job) for job in jobs] + ([(also, ())] if also is not None else [])
+        tasks = [(self._library, job) for job in jobs] + [(also, ())] if also is not None else \
+            [(self._library, job) for job in jobs]
         if len(tasks) < 2:
-            return [f(*a) for f, a in tasks][-1] if also is not None and tasks else None
-        with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
-            results = [f.result() for f in [pool.submit(f, *a) for f, a in tasks]]
+            results = [f(*a) for f, a in tasks]
+        else:
+            with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+                results = [f.result() for f in [pool.submit(f, *a) for f, a in tasks]]
         return results[-1] if also is not None else None
 
     def _start(self):
