@@ -224,31 +224,34 @@ static int Kernel_init(Kernel *self, PyObject *args, PyObject *kw) {
 
 static PyObject *self_get(PyObject *self, PyObject *obj, PyObject *type) { Py_INCREF(self); return self; }
 
-static PyMemberDef Kernel_members[] = {
-    {"__dictoffset__", T_PYSSIZET, offsetof(Kernel, dict), READONLY},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Kernel, vectorcall), READONLY},
-    {NULL}
+/* The members and type object of a callable type ``T`` (vectorcall, instance dict, GC). */
+#define SD_CALLABLE_TYPE(T, DOC)                                                              \
+static PyMemberDef T##_members[] = {                                                          \
+    {"__dictoffset__", T_PYSSIZET, offsetof(T, dict), READONLY},                              \
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(T, vectorcall), READONLY},                  \
+    {NULL}                                                                                    \
+};                                                                                            \
+static PyTypeObject T##Type = {                                                               \
+    PyVarObject_HEAD_INIT(NULL, 0)                                                            \
+    .tp_name = "sparsedyn_fastcall." #T,                                                      \
+    .tp_basicsize = sizeof(T),                                                                \
+    .tp_dealloc = (destructor)T##_dealloc,                                                    \
+    .tp_vectorcall_offset = offsetof(T, vectorcall),                                          \
+    .tp_call = PyVectorcall_Call,                                                             \
+    .tp_getattro = PyObject_GenericGetAttr,                                                   \
+    .tp_setattro = PyObject_GenericSetAttr,                                                   \
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,         \
+    .tp_doc = DOC,                                                                            \
+    .tp_traverse = (traverseproc)T##_traverse,                                                \
+    .tp_clear = (inquiry)T##_clear,                                                           \
+    .tp_members = T##_members,                                                                \
+    .tp_descr_get = self_get,   /* a routine for inspect and pydoc, bound to nothing */        \
+    .tp_dictoffset = offsetof(T, dict),                                                       \
+    .tp_init = (initproc)T##_init,                                                            \
+    .tp_new = PyType_GenericNew,                                                              \
 };
 
-static PyTypeObject KernelType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sparsedyn_fastcall.Kernel",
-    .tp_basicsize = sizeof(Kernel),
-    .tp_dealloc = (destructor)Kernel_dealloc,
-    .tp_vectorcall_offset = offsetof(Kernel, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "A compiled kernel for one state; every other call goes to its fallback.",
-    .tp_traverse = (traverseproc)Kernel_traverse,
-    .tp_clear = (inquiry)Kernel_clear,
-    .tp_members = Kernel_members,
-    .tp_descr_get = self_get,
-    .tp_dictoffset = offsetof(Kernel, dict),
-    .tp_init = (initproc)Kernel_init,
-    .tp_new = PyType_GenericNew,
-};
+SD_CALLABLE_TYPE(Kernel, "A compiled kernel for one state; every other call goes to its fallback.")
 
 /* A method of a compiled model: ``nin`` state arrays, then ``nstatic`` static arguments (by
    position or by keyword; the last ones with defaults) that select a Kernel from ``table``
@@ -340,31 +343,7 @@ static void Method_dealloc(Method *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyMemberDef Method_members[] = {
-    {"__dictoffset__", T_PYSSIZET, offsetof(Method, dict), READONLY},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Method, vectorcall), READONLY},
-    {NULL}
-};
-
-static PyTypeObject MethodType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sparsedyn_fastcall.Method",
-    .tp_basicsize = sizeof(Method),
-    .tp_dealloc = (destructor)Method_dealloc,
-    .tp_vectorcall_offset = offsetof(Method, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "A method of a compiled model: the compiled kernel of its static arguments, else its fallback.",
-    .tp_traverse = (traverseproc)Method_traverse,
-    .tp_clear = (inquiry)Method_clear,
-    .tp_members = Method_members,
-    .tp_descr_get = self_get,
-    .tp_dictoffset = offsetof(Method, dict),
-    .tp_init = (initproc)Method_init,
-    .tp_new = PyType_GenericNew,
-};
+SD_CALLABLE_TYPE(Method, "A method of a compiled model: the compiled kernel of its static arguments, else its fallback.")
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "MODNAME", NULL, -1, NULL};
 
