@@ -705,7 +705,7 @@ class Estimate:
 
     @functools.cached_property
     def f(self):
-        """Joint wrenches (..., NB, 6): the wrench each joint transmits to its child (body frame)."""
+        """Joint wrenches (..., NB, 6), each the wrench a joint transmits to its child (body frame)."""
         return self._block("f")
 
     @functools.cached_property
