@@ -9,6 +9,8 @@
   ``computeFrameJacobian``, ``getFrameVelocity``, ``integrate``, ``difference``,
   ``computeGeneralizedGravity``, ``nonLinearEffects``), ratio = sparsedyn / Pinocchio
   (< 1: faster), and MuJoCo's stages where it has one (rnea: kinematics + comPos + comVel + rne).
+  Pinocchio's kinematics write into its ``Data``; the rows ``... out=`` put ours beside them writing
+  into preallocated arrays too.
   The first call of each function (trace + build, or a load from the cache) is reported too.
 * Batches: states/s of one batched call (2 threads) beside Pinocchio's C++
   ``rneaInParallel`` / ``abaInParallel`` with a ``ModelPool`` and 2 threads; bytes/s of
@@ -84,6 +86,8 @@ def single_calls(name, model, rng, rows):
         pin.forwardKinematics(pm, pd, qp, vp)
         return pin.getFrameVelocity(pm, pd, fid, LWA)
 
+    fp_out = tuple(np.empty(x.shape) for x in sd.frame_placements(model, q))
+    fk_out = tuple(np.empty(x.shape) for x in sd.forward_kinematics(model, q))
     cases = [
         ("rnea", lambda: k.rnea(q, v, a), lambda: pin.rnea(pm, pd, qp, vp, ap)),
         ("aba", lambda: k.aba(q, v, a), lambda: pin.aba(pm, pd, qp, vp, ap)),
@@ -96,6 +100,9 @@ def single_calls(name, model, rng, rows):
         ("frame_jacobian", lambda: k.frame_jacobian(q, frame, "local_world_aligned"),
          lambda: pin.computeFrameJacobian(pm, pd, qp, fid, LWA)),
         ("frame_velocity", lambda: k.frame_velocity(q, v, frame, "local_world_aligned"), pin_frame_velocity),
+        # Pinocchio's kinematics write into its Data: beside them, ours into preallocated arrays too.
+        ("frame_placements out=", lambda: k.frame_placements(q, out=fp_out), lambda: pin.framesForwardKinematics(pm, pd, qp)),
+        ("forward_kinematics out=", lambda: k.forward_kinematics(q, out=fk_out), lambda: pin.forwardKinematics(pm, pd, qp)),
         ("integrate", lambda: k.integrate(q, v), lambda: pin.integrate(pm, qp, vp)),
         ("difference", lambda: k.difference(q, q1), lambda: pin.difference(pm, qp, q1p)),
     ]
@@ -337,10 +344,10 @@ def main(argv=None):
           f"{platform.python_version()}; sparsedyn {sd.__version__}; Pinocchio {pin.__version__}; compiler {comp!r}")
     print("\nsingle calls from Python: best us of 15 interleaved timings; ratio = sparsedyn / Pinocchio (< 1: faster); first = first call "
           "(trace + build, or cache load), s")
-    print(f"{'model':14s} {'function':20s} {'first s':>8s} {'sd us':>8s} {'pin us':>8s} {'ratio':>6s} {'mj us':>8s}")
+    print(f"{'model':14s} {'function':24s} {'first s':>8s} {'sd us':>8s} {'pin us':>8s} {'ratio':>6s} {'mj us':>8s}")
     for name, f, first, t_sd, t_pin, t_mj in singles:
         mj = f"{t_mj * 1e6:8.2f}" if t_mj else f"{'-':>8s}"
-        print(f"{name:14s} {f:20s} {first:8.3f} {t_sd * 1e6:8.2f} {t_pin * 1e6:8.2f} {t_sd / t_pin:6.2f} {mj}")
+        print(f"{name:14s} {f:24s} {first:8.3f} {t_sd * 1e6:8.2f} {t_pin * 1e6:8.2f} {t_sd / t_pin:6.2f} {mj}")
     print(f"\nbatches of {args.batch} states, 2 threads: states/s; Pinocchio = rnea/abaInParallel with a ModelPool; "
           "crba/minv: result bytes/s vs memcpy of the same size")
     print(f"{'model':14s} {'function':8s} {'sd st/s':>10s} {'pin st/s':>10s} {'ratio':>6s} {'GB/s':>6s} "

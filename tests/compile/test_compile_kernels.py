@@ -213,6 +213,36 @@ def test_every_calling_convention_gives_the_numpy_result(compiled, rng):
         k.integrate(q, v, v)
 
 
+def test_out_may_be_an_input(compiled, rng):
+    """``out=`` naming an input (an in-place update such as ``integrate(q, v, out=q)``) gives the
+    NumPy result, one state and batched; overlapping result arrays are refused."""
+    model, k = compiled
+    tol = 1e3 * np.finfo(float).eps
+    for batch in ((), (3,), (8 * max(k.lanes, 1) + 1,)):
+        n = int(np.prod(batch, dtype=int))
+        Q = np.stack([model.random_configuration(rng) for _ in range(n)]).reshape(batch + (model.nq,))
+        V, A = rng.normal(size=batch + (model.nv,)), rng.normal(size=batch + (model.nv,))
+        for _ in range(2):                            # the second single call takes the fast path
+            ref = sd.integrate(model, Q, V)
+            qq = Q.copy()
+            assert k.integrate(qq, V, out=qq) is qq
+            np.testing.assert_allclose(qq, ref, rtol=0, atol=tol * (1 + np.abs(ref).max()))
+            ref = sd.rnea(model, Q, V, A)
+            vv = V.copy()
+            assert k.rnea(Q, vv, A, out=vv) is vv
+            np.testing.assert_allclose(vv, ref, rtol=0, atol=tol * (1 + np.abs(ref).max()) * model.nv)
+    q = model.random_configuration(rng)
+    buf = np.empty(model.nbodies * 12 + 3)
+    R, p = buf[:model.nbodies * 9].reshape(model.nbodies, 3, 3), buf[3:3 + model.nbodies * 3].reshape(model.nbodies, 3)
+    with pytest.raises(ValueError, match="overlap"):
+        k.forward_kinematics(q, out=(R, p))
+    R, p = np.empty((model.nbodies, 3, 3)), np.empty((model.nbodies, 3))
+    res = k.forward_kinematics(q, out=(R, p))
+    assert res[0] is R and res[1] is p
+    for a, b in zip(res, sd.forward_kinematics(model, q)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol * (1 + np.abs(b).max()))
+
+
 def test_help_and_signature_match_the_numpy_function(compiled):
     _, k = compiled
     for name in ("rnea", "frame_jacobian", "forward_kinematics", "integrate", "difference"):

@@ -284,6 +284,8 @@ def _out_arrays(out, names, wants):
             got = f"{type(o).__name__} {getattr(o, 'dtype', '')} {getattr(o, 'shape', '')}".strip()
             raise ValueError(f"out: expected a writeable C-contiguous float64 array of shape {tuple(want)} "
                              f"for {n!r}, got {got}")
+    if any(np.may_share_memory(a, b) for k, a in enumerate(outs) for b in outs[:k]):
+        raise ValueError(f"out: the arrays for {', '.join(names)} overlap; give each result its own array")
     return outs
 
 
@@ -428,6 +430,8 @@ class KernelSet:
         xs = [x if x.shape == batch + tuple(c) and x.flags.c_contiguous
               else np.ascontiguousarray(np.broadcast_to(x, batch + tuple(c))) for x, c in zip(xs, core)]
         outs = _out_arrays(out, spec.outputs, [batch + tuple(shapes[n]) for n in spec.outputs])
+        if out is not None:             # an input that is also written (out=q): the kernel reads a copy
+            xs = [x.copy() if any(np.may_share_memory(x, o) for o in outs) else x for x in xs]
         ptrs = [x.ctypes.data for x in xs] + [o.ctypes.data for o in outs]
         single = self._library(group, "single")
         threads = self._threads_for(kname, N)

@@ -83,11 +83,37 @@ typedef struct {
 
 static PyTypeObject KernelType;
 
-/* The kernel on exactly ``nin`` positional arrays; NULL without an exception set when the fast
-   path does not apply (the caller then calls its fallback, which checks and says what is wrong). */
-static PyObject *Kernel_run(Kernel *self, PyObject *const *args) {
+/* The kernel on exactly ``nin`` positional arrays, into new arrays or into ``given`` (``out=``:
+   one array, or a tuple of one per output, each of exactly the output's shape, float64,
+   C-contiguous, writeable and sharing no memory with an input); NULL without an exception set
+   when the fast path does not apply (the caller then calls its fallback, which checks and says
+   what is wrong). */
+static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given) {
     void *p[SD_MAXARGS];
     PyObject *out[SD_MAXARGS];
+    if (given) {
+        if (self->nout == 1 ? !PyArray_Check(given)
+                            : (!PyTuple_Check(given) || PyTuple_GET_SIZE(given) != self->nout)) return NULL;
+        for (int k = 0; k < self->nout; k++) {
+            PyObject *o = self->nout == 1 ? given : PyTuple_GET_ITEM(given, k);
+            if (!PyArray_Check(o)) return NULL;
+            PyArrayObject *a = (PyArrayObject *)o;
+            if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_ISCARRAY(a) || !PyArray_ISNOTSWAPPED(a)
+                || PyArray_NDIM(a) != self->out_ndim[k])
+                return NULL;
+            for (int d = 0; d < self->out_ndim[k]; d++)
+                if (PyArray_DIM(a, d) != self->out_shape[k][d]) return NULL;
+            /* no overlap with an input or another output: the kernel's pointers are restrict */
+            const char *lo = PyArray_DATA(a), *hi = lo + PyArray_NBYTES(a);
+            for (int j = 0; j < self->nin + k; j++) {
+                PyArrayObject *b = (PyArrayObject *)(j < self->nin ? args[j]
+                                   : (self->nout == 1 ? given : PyTuple_GET_ITEM(given, j - self->nin)));
+                if (!PyArray_Check((PyObject *)b)) return NULL;
+                const char *blo = PyArray_DATA(b), *bhi = blo + PyArray_NBYTES(b);
+                if (lo < bhi && blo < hi) return NULL;
+            }
+        }
+    }
     for (int k = 0; k < self->nin; k++) {
         PyObject *o = args[k];
         if (!PyArray_Check(o)) return NULL;
@@ -110,9 +136,15 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args) {
         if (!(e <= self->qtol && -e <= self->qtol)) return NULL;
     }
     for (int k = 0; k < self->nout; k++) {
-        Py_INCREF(f64);
-        out[k] = PyArray_NewFromDescr(&PyArray_Type, f64, self->out_ndim[k], self->out_shape[k], NULL, NULL, 0, NULL);
-        if (!out[k]) { for (int j = 0; j < k; j++) Py_DECREF(out[j]); return NULL; }
+        if (given) {
+            out[k] = self->nout == 1 ? given : PyTuple_GET_ITEM(given, k);
+            Py_INCREF(out[k]);
+        } else {
+            Py_INCREF(f64);
+            out[k] = PyArray_NewFromDescr(&PyArray_Type, f64, self->out_ndim[k], self->out_shape[k], NULL, NULL, 0,
+                                          NULL);
+            if (!out[k]) { for (int j = 0; j < k; j++) Py_DECREF(out[j]); return NULL; }
+        }
         p[self->nin + k] = PyArray_DATA((PyArrayObject *)out[k]);
     }
     switch (self->nin + self->nout) {
@@ -126,6 +158,11 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args) {
     default: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); break;
     }
     if (self->nout == 1) return out[0];
+    if (given) {                                /* the caller's tuple, as the Python path returns it */
+        for (int k = 0; k < self->nout; k++) Py_DECREF(out[k]);
+        Py_INCREF(given);
+        return given;
+    }
     PyObject *t = PyTuple_New(self->nout);
     if (!t) { for (int k = 0; k < self->nout; k++) Py_DECREF(out[k]); return NULL; }
     for (int k = 0; k < self->nout; k++) PyTuple_SET_ITEM(t, k, out[k]);
@@ -141,7 +178,7 @@ static PyObject *Kernel_vectorcall(Kernel *self, PyObject *const *args, size_t n
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if ((kwnames && PyTuple_GET_SIZE(kwnames)) || nargs != self->nin)
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
-    PyObject *r = Kernel_run(self, args);
+    PyObject *r = Kernel_run(self, args, NULL);
     return r ? r : call_fallback(self->fallback, args, nargsf, kwnames);
 }
 
@@ -268,13 +305,18 @@ typedef struct {
 static PyObject *Method_vectorcall(Method *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *st[SD_MAXSTATIC];
+    PyObject *st[SD_MAXSTATIC], *given = NULL;
     if (nargs < self->nin || nargs > self->nin + self->nstatic) goto slow;
     for (int j = 0; j < self->nstatic; j++) st[j] = NULL;
     for (Py_ssize_t j = self->nin; j < nargs; j++) st[j - self->nin] = args[j];
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         int hit = -1;
+        if (PyUnicode_CompareWithASCIIString(name, "out") == 0) {
+            if (args[nargs + k] == Py_None) continue;
+            given = args[nargs + k];
+            continue;
+        }
         for (int j = 0; j < self->nstatic; j++) {
             PyObject *n = PyTuple_GET_ITEM(self->names, j);
             if (n == name || PyUnicode_Compare(n, name) == 0) { hit = j; break; }
@@ -295,7 +337,7 @@ static PyObject *Method_vectorcall(Method *self, PyObject *const *args, size_t n
     Py_DECREF(key);
     if (!kern) { if (PyErr_Occurred()) PyErr_Clear(); goto slow; }    /* unhashable: the slow path */
     if (Py_TYPE(kern) != &KernelType) goto slow;
-    PyObject *r = Kernel_run((Kernel *)kern, args);
+    PyObject *r = Kernel_run((Kernel *)kern, args, given);
     if (r || PyErr_Occurred()) return r;
 slow:
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
