@@ -88,6 +88,19 @@ static PyTypeObject KernelType;
    C-contiguous, writeable and sharing no memory with an input); NULL without an exception set
    when the fast path does not apply (the caller then calls its fallback, which checks and says
    what is wrong). */
+/* Whether ``o`` is a float64, aligned, C-contiguous, native-order array (writeable too when
+   ``write``) of exactly shape ``shape``. */
+static int fits(PyObject *o, int ndim, const npy_intp *shape, int write) {
+    if (!PyArray_Check(o)) return 0;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != NPY_DOUBLE || !(write ? PyArray_ISCARRAY(a) : PyArray_ISCARRAY_RO(a))
+        || !PyArray_ISNOTSWAPPED(a) || PyArray_NDIM(a) != ndim)
+        return 0;
+    for (int d = 0; d < ndim; d++)
+        if (PyArray_DIM(a, d) != shape[d]) return 0;
+    return 1;
+}
+
 static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given) {
     void *p[SD_MAXARGS];
     PyObject *out[SD_MAXARGS];
@@ -96,13 +109,8 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given
                             : (!PyTuple_Check(given) || PyTuple_GET_SIZE(given) != self->nout)) return NULL;
         for (int k = 0; k < self->nout; k++) {
             PyObject *o = self->nout == 1 ? given : PyTuple_GET_ITEM(given, k);
-            if (!PyArray_Check(o)) return NULL;
+            if (!fits(o, self->out_ndim[k], self->out_shape[k], 1)) return NULL;
             PyArrayObject *a = (PyArrayObject *)o;
-            if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_ISCARRAY(a) || !PyArray_ISNOTSWAPPED(a)
-                || PyArray_NDIM(a) != self->out_ndim[k])
-                return NULL;
-            for (int d = 0; d < self->out_ndim[k]; d++)
-                if (PyArray_DIM(a, d) != self->out_shape[k][d]) return NULL;
             /* no overlap with an input or another output: the kernel's pointers are restrict */
             const char *lo = PyArray_DATA(a), *hi = lo + PyArray_NBYTES(a);
             for (int j = 0; j < self->nin + k; j++) {
@@ -115,15 +123,8 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given
         }
     }
     for (int k = 0; k < self->nin; k++) {
-        PyObject *o = args[k];
-        if (!PyArray_Check(o)) return NULL;
-        PyArrayObject *a = (PyArrayObject *)o;
-        if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a)
-            || PyArray_NDIM(a) != self->in_ndim[k])
-            return NULL;
-        for (int d = 0; d < self->in_ndim[k]; d++)
-            if (PyArray_DIM(a, d) != self->in_shape[k][d]) return NULL;
-        p[k] = PyArray_DATA(a);
+        if (!fits(args[k], self->in_ndim[k], self->in_shape[k], 0)) return NULL;
+        p[k] = PyArray_DATA((PyArrayObject *)args[k]);
         /* NaN or inf anywhere: the checked path says which argument (x - x is 0 only for finite x) */
         const double *x = (const double *)p[k];
         double acc = 0.0;
