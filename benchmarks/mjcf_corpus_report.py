@@ -25,14 +25,6 @@ import sparsedyn as sd                                    # noqa: E402
 from sparsedyn.interop import mujoco as mjx               # noqa: E402
 
 
-def _moves(mm, b):
-    while b > 0:
-        if mm.body_jntnum[b]:
-            return True
-        b = mm.body_parentid[b]
-    return False
-
-
 def worst_errors(mujoco, model, mm, states):
     D = mujoco.mjtDisableBit
     mm.opt.disableflags |= int(D.mjDSBL_CONTACT | D.mjDSBL_CONSTRAINT | D.mjDSBL_EQUALITY | D.mjDSBL_LIMIT
@@ -66,9 +58,9 @@ def worst_errors(mujoco, model, mm, states):
             err["sensors"] = max(err["sensors"], rel(y[y.size - y_mj.size:] - y_mj, y_mj))
         R, p = sd.frame_placements(model, q)
         pairs = [(index.get(f"site:{mm.site(s).name}", index.get(mm.site(s).name or f"site{s}")),
-                  md.site_xpos[s], md.site_xmat[s]) for s in range(mm.nsite) if _moves(mm, mm.site_bodyid[s])]
+                  md.site_xpos[s], md.site_xmat[s]) for s in range(mm.nsite) if mjx.body_moves(mm, mm.site_bodyid[s])]
         pairs += [(index[mm.body(b).name or f"body{b}"], md.xpos[b], md.xmat[b]) for b in range(1, mm.nbody)
-                  if _moves(mm, b)]
+                  if mjx.body_moves(mm, b)]
         for k, x, X in pairs:
             e = max(np.abs(p[k] - x).max(), np.abs(R[k] - X.reshape(3, 3)).max()) / max(1.0, np.abs(md.xpos).max())
             err["frames"] = max(err["frames"], float(e))

@@ -38,15 +38,6 @@ def _rel(err, ref):
     return float(np.max(np.abs(err))) / max(1.0, float(np.max(np.abs(ref), initial=0.0)))
 
 
-def _moves(mm, b):
-    """Body ``b`` has a joint on its path to the world (mocap bodies do not move with q)."""
-    while b > 0:
-        if mm.body_jntnum[b]:
-            return True
-        b = mm.body_parentid[b]
-    return False
-
-
 def compare_with_mujoco(model, mm, seed=0):
     """Worst relative errors ``{"rnea", "crba", "aba", "frames"}`` at one random state
     (MuJoCo with passive forces and constraints disabled)."""
@@ -78,13 +69,13 @@ def compare_with_mujoco(model, mm, seed=0):
     R, p = sd.frame_placements(model, q)
     index = {n: k for k, n in enumerate(model.frame_names)}
     for s in range(mm.nsite):
-        if not _moves(mm, mm.site_bodyid[s]):
+        if not mjx.body_moves(mm, mm.site_bodyid[s]):
             continue
         name = mm.site(s).name or f"site{s}"
         k = index.get(f"site:{name}", index.get(name))
         worst = max(worst, np.abs(p[k] - md.site_xpos[s]).max(), np.abs(R[k] - md.site_xmat[s].reshape(3, 3)).max())
     for b in range(1, mm.nbody):
-        if not _moves(mm, b):
+        if not mjx.body_moves(mm, b):
             continue
         k = index[mm.body(b).name or f"body{b}"]
         worst = max(worst, np.abs(p[k] - md.xpos[b]).max(), np.abs(R[k] - md.xmat[b].reshape(3, 3)).max())

@@ -35,7 +35,7 @@ from .. import spatial
 from ..model import Model
 
 __all__ = ["mujoco_nq", "q_to_mujoco", "q_from_mujoco", "velocity_map", "v_to_mujoco", "v_from_mujoco",
-           "a_to_mujoco", "tau_to_mujoco", "tau_from_mujoco", "to_mjcf", "load_mujoco"]
+           "a_to_mujoco", "tau_to_mujoco", "tau_from_mujoco", "to_mjcf", "load_mujoco", "body_moves"]
 
 _MJ_NQ = {"revolute": 1, "continuous": 1, "prismatic": 1, "cylindrical": 2, "planar": 3, "spherical": 4, "free": 7}
 
@@ -217,3 +217,13 @@ def load_mujoco(model: Model):
     """``mujoco.MjModel`` of :func:`to_mjcf` (needs the ``mujoco`` package)."""
     import mujoco
     return mujoco.MjModel.from_xml_string(to_mjcf(model))
+
+
+def body_moves(mm, b) -> bool:
+    """Whether body ``b`` of the ``mujoco.MjModel`` ``mm`` has a joint on its path to the world
+    (bodies without one, mocap bodies among them, do not move with ``qpos``)."""
+    while b > 0:
+        if mm.body_jntnum[b]:
+            return True
+        b = mm.body_parentid[b]
+    return False
