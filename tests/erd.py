@@ -75,3 +75,13 @@ def load_model(file, floating_base):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # implausible-inertia warnings are tested elsewhere
         return load_urdf(robots_dir() / file, floating_base=floating_base)
+
+
+#: Our frame-velocity references and Pinocchio's.
+PIN_REFS = {"local": pin.LOCAL, "world": pin.WORLD, "local_world_aligned": pin.LOCAL_WORLD_ALIGNED}
+
+
+def pin_frames(pm):
+    """``{frame name: Pinocchio frame index}``; where Pinocchio names a joint frame and a link frame
+    alike, the link frame (ours are the link and merged-link frames)."""
+    return {f.name: k for k, f in reversed(list(enumerate(pm.frames))) if f.type != pin.JOINT}

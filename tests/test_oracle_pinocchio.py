@@ -7,10 +7,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.interop import pinocchio as conv
 from conftest import rel_err
-from erd import ROBOTS, load_pair, random_state
-
-REFS = {"local": pin.LOCAL, "world": pin.WORLD, "local_world_aligned": pin.LOCAL_WORLD_ALIGNED}
-
+from erd import PIN_REFS as REFS, ROBOTS, load_pair, pin_frames, random_state
 
 def compare(model, pm, rng, nstates=2, frames=4):
     """Worst relative errors of our kernels against Pinocchio over a few random states."""
@@ -20,8 +17,7 @@ def compare(model, pm, rng, nstates=2, frames=4):
     def note(key, ours, theirs):
         worst[key] = max(worst.get(key, 0.0), rel_err(ours, theirs))
 
-    # Pinocchio may name a joint frame and a link frame alike: ours are the link (and merged-link) frames.
-    pin_frame = {f.name: k for k, f in reversed(list(enumerate(pm.frames))) if f.type != pin.JOINT}
+    pin_frame = pin_frames(pm)
     frame_names = [f for f in model.frame_names if f in pin_frame]
     frame_names = frame_names[:: max(1, len(frame_names) // frames)]
     for _ in range(nstates):

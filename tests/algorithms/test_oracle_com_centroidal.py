@@ -17,11 +17,9 @@ import sparsedyn as sd
 from sparsedyn.interop import pinocchio as ip
 from conftest import rel_err
 import erd
+from erd import PIN_REFS as REFS
 
 TOL = 1e-9
-REFS = {"local": pin.LOCAL, "world": pin.WORLD, "local_world_aligned": pin.LOCAL_WORLD_ALIGNED}
-
-
 def compare(model, pm, rng, nstates=1, frames=3):
     """Worst relative error of each function against Pinocchio over ``nstates`` random states (dict)."""
     pd = pm.createData()
@@ -32,7 +30,7 @@ def compare(model, pm, rng, nstates=1, frames=3):
 
     cols = lambda M: ip.tau_from_pinocchio(model, M)                       # noqa: E731  columns -> our dofs
     force = lambda f: ip.force_from_pinocchio(np.asarray(f))                # noqa: E731
-    pin_frame = {f.name: k for k, f in reversed(list(enumerate(pm.frames))) if f.type != pin.JOINT}
+    pin_frame = erd.pin_frames(pm)
     frame_names = [f for f in model.frame_names if f in pin_frame]
     frame_names = frame_names[:: max(1, len(frame_names) // frames)][:frames]
     for _ in range(nstates):
