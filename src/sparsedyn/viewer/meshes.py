@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-__all__ = ["shape_mesh", "shape_meshes", "read_mesh", "MeshReadError", "VIEWER_INSTALL_HINT"]
+__all__ = ["shape_mesh", "shape_meshes", "read_mesh", "need", "MeshReadError", "VIEWER_INSTALL_HINT"]
 
 #: What to install when the viewer's dependencies are missing.
 VIEWER_INSTALL_HINT = "pip install 'sparsedyn[viewer]' (viser and trimesh)"
@@ -24,12 +24,17 @@ class MeshReadError(ValueError):
     """A mesh file that cannot be read (unsupported format or corrupt); the message names the file."""
 
 
-def _trimesh():
+def need(name):
+    """The module ``name`` (``"viser"``, ``"trimesh"``), or an ImportError saying what to install."""
+    import importlib
     try:
-        import trimesh
+        return importlib.import_module(name)
     except ImportError:
-        raise ImportError(f"the viewer reads meshes with trimesh: {VIEWER_INSTALL_HINT}") from None
-    return trimesh
+        raise ImportError(f"sparsedyn's viewer needs {name}: {VIEWER_INSTALL_HINT}") from None
+
+
+def _trimesh():
+    return need("trimesh")
 
 
 @functools.lru_cache(maxsize=512)

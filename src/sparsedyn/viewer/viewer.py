@@ -22,7 +22,7 @@ from ..algorithms.com import center_of_mass
 from ..algorithms.kinematics import forward_kinematics, frame_placements
 from ..model import GEOMETRY_KINDS
 from ..spatial import pose
-from .meshes import VIEWER_INSTALL_HINT, shape_meshes
+from .meshes import need, shape_meshes
 
 __all__ = ["Viewer", "ViewerWarning"]
 
@@ -35,11 +35,7 @@ class ViewerWarning(UserWarning):
 
 
 def _viser():
-    try:
-        import viser
-    except ImportError:
-        raise ImportError(f"sparsedyn.Viewer needs viser: {VIEWER_INSTALL_HINT}") from None
-    return viser
+    return need("viser")
 
 
 def _wxyz(R):
@@ -195,8 +191,7 @@ class Viewer:
     def _skeleton(self, kind):
         """A ball at every body origin and a rod from each body to its children's joints."""
         scene, model = self._server.scene, self.model
-        from .meshes import _trimesh
-        c = _trimesh().creation
+        c = need("trimesh").creation
         ball = c.icosphere(subdivisions=2, radius=0.025)
         handles = []
         for i in range(model.nbodies):
