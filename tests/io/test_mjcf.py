@@ -366,7 +366,7 @@ def test_equality_constraints_become_a_constraint_set():
     couple = cs.constraints[3]
     assert np.isclose(couple.residual(None, q)[0], res[ids == mm.equality("couple").id][0], rtol=0, atol=1e-14)
     # a configuration that satisfies our constraints satisfies MuJoCo's
-    q = assemble(cs, model.integrate(model.joint_dynamics.reference, 0.05 * rng.normal(size=model.nv)))
+    q = assemble(cs, sd.integrate(model, model.joint_dynamics.reference, 0.05 * rng.normal(size=model.nv)))
     res, _ = _equality_residual(model, mm, q)
     assert res.size == 3 + 6 + 6 + 1 and np.abs(res).max() <= 1e-9, res
 
