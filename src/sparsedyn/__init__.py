@@ -46,8 +46,9 @@ from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_mom
 from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
 from .algorithms.proper_acceleration import frame_proper_acceleration
 from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
-from .algorithms.derivatives import (aba_derivatives, derivatives, generalized_gravity_derivatives,
-                                     rnea_derivatives)
+from .algorithms.derivatives import derivatives
+from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
+                                              static_torque_derivatives)
 
 __version__ = "0.1.0"
 
@@ -125,6 +126,7 @@ __all__ = [
     "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
+    "static_torque_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
