@@ -26,6 +26,8 @@ from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
 from .model import Frame, JointDynamics, Mimic, Model, ModelBuilder, ModelError
+from . import edit
+from .edit import append_model, reduce_model
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
@@ -116,7 +118,7 @@ def __dir__():
 
 __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
-    "Frame", "Mimic", "JointDynamics", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
+    "Frame", "Mimic", "JointDynamics", "edit", "reduce_model", "append_model", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
     "serial_chain",
