@@ -41,6 +41,8 @@ from .algorithms.minv import minv
 from .sensors import (Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration, JointTorque,
                       KnownWrench, Prior, Sensor)
 from .algorithms.kinematics import frame_acceleration, frame_classical_acceleration, frame_jacobian_dot_v
+from .algorithms.kinematics import geometry_placements
+from .model import Geometry
 from .algorithms.com import (center_of_mass, center_of_mass_acceleration, center_of_mass_velocity, com_jacobian,
                              subtree_centers_of_mass, subtree_masses)
 from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_momentum, centroidal_momentum_matrix,
@@ -136,6 +138,7 @@ __all__ = [
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
+    "geometry_placements", "Geometry",
     "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
