@@ -621,16 +621,6 @@ class Model:
         return np.concatenate([j.random(rng, self.lower[self.q_slice(i)], self.upper[self.q_slice(i)])
                                for i, j in enumerate(self.joints)])
 
-    def integrate(self, q, v):
-        """``q (+) v``: :func:`sparsedyn.integrate` of this model."""
-        from .algorithms.configuration import integrate   # the algorithm layer, imported on use
-        return integrate(self, q, v)
-
-    def difference(self, q0, q1):
-        """``q1 (-) q0``: :func:`sparsedyn.difference` of this model."""
-        from .algorithms.configuration import difference
-        return difference(self, q0, q1)
-
     def __repr__(self):
         return f"Model({self.name!r}, bodies={self.nbodies}, nq={self.nq}, nv={self.nv})"
 

@@ -27,8 +27,8 @@ def test_body_velocities_are_body_frame_velocities(tree, rng):
 def test_finite_differences_of_fk_match_jacobian(tree, rng):
     q, v, _ = random_state(tree, rng)
     h = 1e-6
-    Rp, pp = sd.frame_placements(tree, tree.integrate(q, h * v))
-    Rm, pm = sd.frame_placements(tree, tree.integrate(q, -h * v))
+    Rp, pp = sd.frame_placements(tree, sd.integrate(tree, q, h * v))
+    Rm, pm = sd.frame_placements(tree, sd.integrate(tree, q, -h * v))
     R, p = sd.frame_placements(tree, q)
     for k, frame in enumerate(tree.frame_names):
         J = sd.frame_jacobian(tree, q, frame, "local_world_aligned")

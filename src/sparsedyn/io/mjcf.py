@@ -43,7 +43,9 @@ Bodies, joints and coordinates
   (as compiled, so inertias from geoms are included).  Gravity:
   ``opt.gravity`` (zero when the file disables gravity).
 * Frames: every MuJoCo body that moves (its own frame, see above) and every
-  site.  A site whose name is already a frame's is called ``"site:<name>"``.
+  site.  A site whose name is already a frame's (a body's, most often) is
+  called ``"site:<name>"`` (``"site:<name>#2"`` ... if that is taken too); the
+  warning lists each such renaming.
   Unnamed bodies, joints and sites are called ``body<id>``, ``joint<id>``,
   ``site<id>`` (MuJoCo's ids).
 * Joint limits: ``jnt_range`` of limited hinge and slide joints -> ``lower``
@@ -344,7 +346,7 @@ def _translate(mujoco, m, label, name, read_sensors):
         else:
             fn = body_names[b]
         body_frame[b] = fn
-    site_frame, world_sites = {}, []
+    site_frame, world_sites, renamed_sites = {}, [], []
     for s in range(m.nsite):
         b = int(m.site_bodyid[s])
         sn = _name(m, "site", s)
@@ -352,6 +354,8 @@ def _translate(mujoco, m, label, name, read_sensors):
             world_sites.append(sn)
             continue
         fn = fnames.take(sn if sn not in fnames.used else f"site:{sn}")
+        if fn != sn:
+            renamed_sites.append(f"{sn} -> {fn}")
         builder.add_frame(fn, host[b], _transform(T_host[b] @ _pose(_quat_wxyz(m.site_quat[s]), m.site_pos[s])))
         site_frame[s] = fn
     # welds between a welded body and its moving host
@@ -405,6 +409,8 @@ def _translate(mujoco, m, label, name, read_sensors):
                      f"MuJoCo applies it to the world-frame linear velocity (the two differ by a velocity term)")
     if mocap:
         notes.append(f"mocap bodies ({_list(mocap)}), kept fixed at their reference pose")
+    if renamed_sites:
+        notes.append(f"sites named like another frame, renamed ({_list(renamed_sites)})")
     if world_sites:
         notes.append(f"sites fixed to the world, which are not frames of the model ({_list(world_sites)})")
     extra["notes"] = notes + sensor_notes
