@@ -304,3 +304,23 @@ def test_model_without_shapes_is_drawn_as_a_skeleton():
         v.display(model.random_configuration(0))
     finally:
         v.close()
+
+
+def test_mjcf_meshes_and_primitives_are_drawn_without_warnings():
+    from pathlib import Path
+    import dm_control
+    path = Path(dm_control.__file__).parent / "suite" / "dog.xml"          # compiled meshes, capsules, a plane
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.MjcfWarning)
+        model = sd.load_mjcf(path, geometry=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ViewerWarning)
+        v = sd.Viewer(model, verbose=False, compiled=False)
+    try:
+        assert len(v._shapes["visual"]) == len(model.geometry("visual"))
+        v.set_geometry("collision")
+        assert len(v._shapes["collision"]) == len(model.geometry("collision"))
+        assert all(not h.visible for h in v._shapes["visual"]) and all(h.visible for h in v._shapes["collision"])
+        v.display(model.random_configuration(0))
+    finally:
+        v.close()
