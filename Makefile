@@ -27,7 +27,7 @@ browser:
 	  echo "make test: the viewer's browser tests need Chromium: run 'sudo apt-get install chromium' or set SPARSEDYN_CHROMIUM"
 
 $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,plot,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[test,plot,docs,viewer]'
 	touch $@
 
 demo: $(VENV)/.installed-core

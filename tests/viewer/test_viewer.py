@@ -324,3 +324,18 @@ def test_mjcf_meshes_and_primitives_are_drawn_without_warnings():
         v.display(model.random_configuration(0))
     finally:
         v.close()
+
+
+def test_recording_shows_inline_and_saves(panda, tmp_path):
+    import html
+    v = sd.Viewer(panda, verbose=False, compiled=False)
+    try:
+        qs = np.tile(panda.neutral(), (21, 1))
+        rec = v.recording(qs, 0.05, fps=10, height=300)                 # 1 s at 10 frames/s: 11 frames
+    finally:
+        v.close()
+    assert "window.__VISER_EMBED_DATA__=" in rec.html
+    inline = rec._repr_html_()
+    assert inline.startswith('<iframe srcdoc="') and 'height="300"' in inline
+    assert html.unescape(inline.split('srcdoc="', 1)[1].split('" width=', 1)[0]) == rec.html
+    assert rec.save(tmp_path / "r.html").read_text() == rec.html

@@ -6,6 +6,6 @@ timeline, overlays (frames, centre of mass, contact forces, joint names), record
 """
 
 from .meshes import MeshReadError, read_mesh, shape_mesh, shape_meshes
-from .viewer import Viewer, ViewerWarning
+from .viewer import Recording, Viewer, ViewerWarning
 
-__all__ = ["Viewer", "ViewerWarning", "MeshReadError", "read_mesh", "shape_mesh", "shape_meshes"]
+__all__ = ["Viewer", "ViewerWarning", "Recording", "MeshReadError", "read_mesh", "shape_mesh", "shape_meshes"]

@@ -24,7 +24,7 @@ from ..model import GEOMETRY_KINDS
 from ..spatial import pose
 from .meshes import need, shape_meshes
 
-__all__ = ["Viewer", "ViewerWarning"]
+__all__ = ["Viewer", "ViewerWarning", "Recording"]
 
 _GREY = (0.7, 0.7, 0.72, 1.0)
 _SPEEDS = ("0.1", "0.25", "0.5", "1", "2", "4")
@@ -189,22 +189,28 @@ class Viewer:
         return handles
 
     def _skeleton(self, kind):
-        """A ball at every body origin and a rod from each body to its children's joints."""
+        """A ball at every body origin, a rod from each body to its children's joints, and from a body
+        without children to its centre of mass."""
+        from ..spatial import inertia_components
         scene, model = self._server.scene, self.model
         c = need("trimesh").creation
         ball = c.icosphere(subdivisions=2, radius=0.025)
         handles = []
+
+        def rod(node, name, r):
+            if float(np.linalg.norm(r)) > 1e-9:
+                m = c.cylinder(radius=0.008, segment=np.array([np.zeros(3), r]))
+                handles.append(scene.add_mesh_simple(f"{node}/{kind}/{name}", m.vertices, m.faces,
+                                                     color=(150, 150, 160)))
+
         for i in range(model.nbodies):
             handles.append(scene.add_mesh_simple(f"/robot/b{i}/{kind}/ball", ball.vertices, ball.faces,
                                                  color=(90, 140, 220)))
             p = model.parent[i]
-            R, r = pose(model.Xtree[i])                 # joint i in its parent's frame
-            length = float(np.linalg.norm(r))
-            if p < 0 and model.joints[i].type == "free" or length < 1e-9:
-                continue
-            rod = c.cylinder(radius=0.008, segment=np.array([np.zeros(3), r]))
-            handles.append(scene.add_mesh_simple(f"{self._node(p)}/{kind}/rod{i}", rod.vertices, rod.faces,
-                                                 color=(150, 150, 160)))
+            if not (p < 0 and model.joints[i].type == "free"):
+                rod(self._node(p), f"rod{i}", pose(model.Xtree[i])[1])      # joint i in its parent's frame
+            if model.subtree_end[i] == i + 1:                               # a leaf: to its centre of mass
+                rod(self._node(i), "com", inertia_components(model.inertia[i])[1])
         return handles
 
     def set_geometry(self, kind):
@@ -467,6 +473,27 @@ class Viewer:
             self._clock = (time.perf_counter(), self.time)
 
     # --- output -----------------------------------------------------------------------------
+    def _recorded(self, qs, dt, contacts, fps, what):
+        """A viser serializer holding the scene and the trajectory (``qs``, or the one :meth:`play` got),
+        one frame per ``1 / fps`` seconds."""
+        with self._lock:
+            was = self._playing
+            self._playing = False
+            if qs is not None:
+                if dt is None:
+                    raise ValueError(f"{what}: give dt (seconds between the samples of qs)")
+                self.play(qs, dt, contacts=contacts, fps=fps, loop=False)
+                self._playing = False
+            serializer = self._server.get_scene_serializer()
+            if self._traj is not None:
+                for k in range(len(self._traj[0])):
+                    self._seek_frame(k)
+                    serializer.insert_sleep(1.0 / self._traj[2])
+            else:
+                serializer.insert_sleep(1.0)
+            self._playing = was and qs is None
+        return serializer
+
     def record(self, path, qs=None, dt=None, *, contacts=None, fps=30.0):
         """Write the scene and a trajectory to a standalone file a colleague can open: ``.html`` (one
         page with everything inside, opened by any browser without Python) or ``.viser`` (viser's
@@ -477,28 +504,17 @@ class Viewer:
         path = Path(path)
         if path.suffix not in (".html", ".viser"):
             raise ValueError(f"record: {path}: the file name must end in .html (a standalone page) or .viser")
-        with self._lock:
-            was = self._playing
-            self._playing = False
-            if qs is not None:
-                if dt is None:
-                    raise ValueError("record: give dt (seconds between the samples of qs)")
-                self.play(qs, dt, contacts=contacts, fps=fps, loop=False)
-                self._playing = False
-            serializer = self._server.get_scene_serializer()
-            if self._traj is not None:
-                frames = len(self._traj[0])
-                for k in range(frames):
-                    self._seek_frame(k)
-                    serializer.insert_sleep(1.0 / self._traj[2])
-            else:
-                serializer.insert_sleep(1.0)
-            if path.suffix == ".html":
-                path.write_text(serializer.as_html(), encoding="utf-8")
-            else:
-                path.write_bytes(serializer.serialize())
-            self._playing = was and qs is None
+        serializer = self._recorded(qs, dt, contacts, fps, "record")
+        if path.suffix == ".html":
+            path.write_text(serializer.as_html(), encoding="utf-8")
+        else:
+            path.write_bytes(serializer.serialize())
         return path
+
+    def recording(self, qs=None, dt=None, *, contacts=None, fps=30.0, height=400):
+        """The standalone page of :meth:`record` as a :class:`Recording`, which notebooks and the
+        documentation's tutorials show inline (``height`` pixels high)."""
+        return Recording(self._recorded(qs, dt, contacts, fps, "recording").as_html(), height)
 
     def screenshot(self, width=800, height=600, timeout=30.0) -> np.ndarray:
         """The picture (height, width, 3) uint8 a browser showing :attr:`url` renders now (viser asks the
@@ -527,6 +543,29 @@ class Viewer:
 
     def __repr__(self):
         return f"Viewer({self.model.name!r}, {self.url}, {self._kind})"
+
+
+class Recording:
+    """A recorded scene and trajectory as one standalone HTML page (:meth:`Viewer.recording`): shown
+    inline by notebooks and sphinx-gallery (``_repr_html_``), written with :meth:`save`."""
+
+    def __init__(self, html, height=400):
+        self.html, self.height = html, int(height)
+
+    def save(self, path):
+        """Write the page to ``path`` (opened by any browser, without Python); returns the path."""
+        from pathlib import Path
+        path = Path(path)
+        path.write_text(self.html, encoding="utf-8")
+        return path
+
+    def _repr_html_(self):
+        import html
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" width="100%" height="{self.height}" '
+                f'style="border:1px solid #ddd"></iframe>')
+
+    def __repr__(self):
+        return f"Recording({len(self.html)} characters of HTML)"
 
 
 def _contact_items(model, forces):
