@@ -339,3 +339,31 @@ def test_recording_shows_inline_and_saves(panda, tmp_path):
     assert inline.startswith('<iframe srcdoc="') and 'height="300"' in inline
     assert html.unescape(inline.split('srcdoc="', 1)[1].split('" width=', 1)[0]) == rec.html
     assert rec.save(tmp_path / "r.html").read_text() == rec.html
+
+
+def test_contact_forces_of_an_estimate_are_drawn_at_their_frames():
+    from sparsedyn.estimation.casestudy import case_problems, consistent_state
+    model = sd.humanoid()
+    rng = np.random.default_rng(5)
+    for problem in case_problems(model).values():               # the first well-posed case with contacts
+        if problem.contacts:
+            try:
+                estimator = problem.compile()
+                break
+            except sd.IllPosedError:
+                continue
+    q, v, a, wrenches = consistent_state(problem, rng)
+    y = problem.measurements(q, v, a, wrenches)[0]
+    estimate = estimator.solve(q, v, y)
+    viewer = sd.Viewer(model, verbose=False, compiled=False, q=q)
+    try:
+        viewer.show_contacts(estimate, scale=0.002)
+        pts = np.asarray(viewer._contact_handles[1].points, float)
+        assert len(pts) == len(problem.contacts)
+        for k, c in enumerate(problem.contacts):
+            R, p = sd.frame_placement(model, q, c.frame)
+            f = wrenches[c.name][3:]                    # the true forces: the noise-free estimate recovers them
+            np.testing.assert_allclose(pts[k, 0], p, rtol=0, atol=1e-6)
+            np.testing.assert_allclose(pts[k, 1], p + 0.002 * R @ f, rtol=0, atol=1e-5)
+    finally:
+        viewer.close()
