@@ -37,11 +37,6 @@ COMPILER_IMPORTS = {"foundation", "symbolic", "compile"}
 
 #: Today's violations, (importer, imported) -> the step of issue 21 that removes it.
 KNOWN = {
-    ("codegen.bench", ""): "side moves: the benchmark leaves the package",
-    ("codegen.bench", "cli"): "side moves: the benchmark leaves the package",
-    ("codegen.bench", "interop"): "side moves: the benchmark leaves the package",
-    ("codegen.bench", "interop.mujoco"): "side moves: the benchmark leaves the package",
-    ("codegen.bench", "interop.pinocchio"): "side moves: the benchmark leaves the package",
     ("constraints.fileformat", "io.files"): "side moves: the constraint file reader moves into io/",
     ("constraints.fileformat", "io.urdf"): "side moves: the constraint file reader moves into io/",
     ("estimation.files", "io.files"): "side moves: the sensor file reader moves into io/",
