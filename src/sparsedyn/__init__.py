@@ -49,7 +49,7 @@ from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 from .algorithms.derivatives import (aba_derivatives, derivatives, generalized_gravity_derivatives,
                                      rnea_derivatives)
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 #: Names imported on first use: public name -> (module, attribute or None for the module itself).
 _LAZY = {
