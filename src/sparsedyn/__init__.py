@@ -54,7 +54,7 @@ from .algorithms.derivatives import derivatives
 from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
                                               static_torque_derivatives)
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 #: Names imported on first use: public name -> (module, attribute or None for the module itself).
 _LAZY = {

@@ -15,9 +15,10 @@ import warnings
 
 import numpy as np
 
+from .io.resolve import find_example_robot, resolve_model
 from .plots import sparsity_text
 
-__all__ = ["main", "load_model", "find_example_robot", "compiled_estimate_lines", "demo", "demo_lines",
+__all__ = ["main", "load_model", "find_example_robot", "benchmark_module", "compiled_estimate_lines", "demo", "demo_lines",
            "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ILL_POSED"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ILL_POSED = 0, 1, 2, 3
@@ -30,42 +31,26 @@ class UsageError(Exception):
     """A command-line argument names nothing usable (exit code 2)."""
 
 
-def find_example_robot(name: str):
-    """Path of the URDF called ``name`` (e.g. ``"panda"``, ``"talos_reduced"``) in the installed
-    ``example-robot-data`` package (see :func:`sparsedyn.interop.example_robot_data_dir`), or ``None``."""
-    from .interop import example_robot_data_dir
-    d = example_robot_data_dir()
-    if d is None or not name or "/" in name or "\\" in name:
-        return None
-    hits = sorted(d.rglob(f"{name}.urdf"), key=lambda p: (len(p.parts), str(p)))
-    return hits[0] if hits else None
-
-
 def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
-    """A model from a command-line argument: a built-in model name (``humanoid``, ``chain7``, ...),
-    a URDF or MJCF file, or the name of a URDF of the ``example-robot-data`` package (``panda``, ``talos``,
-    ...).  ``floating_base`` and ``invalid_inertia``: see :func:`sparsedyn.load_urdf`.
-    Raises :class:`UsageError` when ``spec`` is none of these."""
-    import os
-    from .builders import BUILTIN_MODELS, builtin
-    if spec in BUILTIN_MODELS:
-        return builtin(spec)
-    path = spec if (spec.endswith((".urdf", ".xml", ".mjcf")) or os.path.sep in spec or "/" in spec
-                    or os.path.exists(spec)) else find_example_robot(spec)
-    if path is not None:
-        from .io.load import load_model as load_file
-        return load_file(path, floating_base=floating_base, invalid_inertia=invalid_inertia)
-    from .interop import example_robot_data_dir
-    d = example_robot_data_dir()
-    if d is None:
-        hint = "; example-robot-data is not installed (pip install example-robot-data) for names like 'panda'"
-    else:
-        import difflib
-        stems = sorted({p.stem for p in d.rglob("*.urdf")})
-        near = [x for x in stems if x.startswith(spec)][:6] or difflib.get_close_matches(spec, stems, n=6, cutoff=0.5)
-        hint = f"; closest example-robot-data URDFs: {', '.join(near)}" if near else ""
-    raise UsageError(f"{spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}), nor a .urdf "
-                     f"or MJCF .xml file, nor a URDF of example-robot-data (e.g. panda, talos_reduced, ur5_robot){hint}")
+    """A model from a command-line argument: :func:`sparsedyn.io.resolve.resolve_model`, raising
+    :class:`UsageError` when ``spec`` names no model."""
+    return resolve_model(spec, floating_base, invalid_inertia, error=UsageError)
+
+
+def benchmark_module(name: str):
+    """The module ``benchmarks/<name>.py`` of the source checkout this package runs from.  The
+    benchmarks ship with the repository, never inside the library; :class:`UsageError` where
+    they are absent (an installed wheel)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    if not path.is_file():
+        raise UsageError(f"{path} not found: the benchmarks ship with the source repository of sparsedyn, "
+                         f"not with the installed package")
+    spec = importlib.util.spec_from_file_location(f"_sparsedyn_benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _num(x: float) -> float:
@@ -398,7 +383,8 @@ def main(argv=None) -> int:
             print(compile_report(load_model(args.model, args.floating_base), progress=True,
                                  vectorize=not args.no_batch))
         elif args.command == "bench":
-            from .codegen.bench import DEFAULT_MODELS, bench_report
+            bench = benchmark_module("bench_compiled")
+            DEFAULT_MODELS, bench_report = bench.DEFAULT_MODELS, bench.bench_report
             progress = _progress_line()
             text = bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
                                 progress=progress)

@@ -52,7 +52,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .model import UnknownNameError
-from .spatial import Transform, apply_force, apply_motion, compose, cross3, cross_force, force_matrix, motion_matrix
+from .spatial import (Transform, apply_force, apply_motion, compose, cross3, cross_force, force_matrix,
+                      motion_matrix, mv)
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque", "ContactLoad", "JointTorque",
            "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "LOAD_CELLS", "sensor_from_dict"]
@@ -307,7 +308,7 @@ class ForceTorque(Sensor):
 
         def bias(kin):
             v = kin.v[b]
-            w = apply_force(Xs, cross_force(v, (I @ v[..., None])[..., 0]))
+            w = apply_force(Xs, cross_force(v, mv(I, v)))
             return w if k > 0 else -w
         return self._selected(terms, 6, bias)
 
@@ -317,7 +318,7 @@ class ForceTorque(Sensor):
         if P is None:
             return terms, size, bias
         terms = [(v, P @ M) for v, M in terms if np.any(P @ M)]
-        return terms, P.shape[0], None if bias is None else (lambda kin: (P @ bias(kin)[..., None])[..., 0])
+        return terms, P.shape[0], None if bias is None else (lambda kin: mv(P, bias(kin)))
 
     def describe(self):
         what = "6-axis F/T" if self.selection is None else f"F/T [{','.join(map(str, self.components))}]"

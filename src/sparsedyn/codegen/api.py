@@ -212,7 +212,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
 
     Returns ``(_Library, {name: KernelInfo}, seconds spent, whether the compiler ran)``.
     """
-    from .. import __version__
+    from .._version import __version__
     specs = [kernel_spec(n) for n in names]
     names = [s.name for s in specs]
     d = build.cache_dir() if directory is None else directory
