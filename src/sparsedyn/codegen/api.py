@@ -995,6 +995,11 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
     if isinstance(kernels, str) or callable(kernels):
         kernels = (kernels,)
     compiler = find_compiler_or_warn()
+    if not kernels and vectorize is None and progress is None:
+        from .native import shared          # the object plain calls use (one per model fingerprint)
+        k = shared(model)
+        if k._compiler is compiler:
+            return k
     return CompiledModel(model, compiler, _progress_fn(progress, model), vectorize, tuple(kernels))
 
 
