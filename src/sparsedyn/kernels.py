@@ -54,9 +54,19 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .model import Model
 
-__all__ = ["kernel", "Kernel", "REGISTRY", "registered", "use_backend", "set_native", "BACKENDS"]
+class Model:
+    """Placeholder until the model layer registers :class:`sparsedyn.Model` (:func:`set_model_type`):
+    this layer sits below the model and does not import it."""
+
+
+def set_model_type(cls):
+    """Register the model class (called once by :mod:`sparsedyn.model`): a plain call on an
+    instance of it may go native, and a function taking ``model`` first refuses anything else."""
+    global Model
+    Model = cls
+
+__all__ = ["kernel", "Kernel", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type", "BACKENDS"]
 
 #: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).

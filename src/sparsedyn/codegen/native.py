@@ -44,7 +44,7 @@ from concurrent.futures import Future, TimeoutError as _Timeout
 import numpy as np
 
 from .. import kernels as _registry
-from . import build
+from . import api, build
 from .api import CompiledModel, _native_method, _progress_fn, find_compiler_or_warn, model_fingerprint
 
 __all__ = ["plain_call", "shared", "MOMENT", "KEEP"]
@@ -300,3 +300,4 @@ def plain_call(k, model, args, kwargs):
 
 
 _registry.set_native(plain_call)
+api.shared_model = shared
