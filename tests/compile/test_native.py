@@ -255,3 +255,23 @@ def test_backend_from_the_environment(tmp_path):
     env = dict(subprocess_env(tmp_path), SPARSEDYN_BACKEND="fortran")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "SPARSEDYN_BACKEND='fortran': expected one of native, numpy" in r.stderr
+
+
+def test_singular_model_keeps_its_error(native_backend, rng):
+    """A massless leaf makes the mass matrix singular at every state: aba and minv still raise
+    SingularInertiaError naming the joint (the compiled kernels would return inf/nan), while the
+    kernels that do not divide by its pivots run native."""
+    import sparsedyn.spatial as sp
+    b = sd.ModelBuilder("leafy")
+    b.add_body("l0", None, sd.make_joint("revolute", (0, 1, 0)), sp.xlt(np.zeros(3)), mass=1.0, com=[0, 0, 0.2],
+               rot_inertia=0.01 * np.eye(3))
+    b.add_body("leaf", "l0", sd.make_joint("revolute", (0, 0, 1)), sp.xlt(np.array([0.0, 0.0, 0.5])))
+    model = b.build()
+    q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+    for _ in range(2):
+        with pytest.raises(sd.SingularInertiaError, match="joint 'leaf'"):
+            sd.aba(model, q, v, v)
+        with pytest.raises(sd.SingularInertiaError, match="joint 'leaf'"):
+            sd.minv(model, q)
+        assert rel_err(sd.rnea(model, q, v, v), REGISTRY["rnea"].fn(model, q, v, v)) < rounding_bound(4)
+    assert "rnea" in sd.compile(model).kernels

@@ -23,6 +23,9 @@ kernel:
 * traced (object) arrays, arrays of other libraries and other non-numbers go to
   the NumPy function, as do the calls made while a NumPy answer is computed (so
   a kernel answering on NumPy does not start builds of the kernels it calls);
+* on a model whose mass matrix is singular at a generic state (a massless subtree...), a kernel
+  whose NumPy function refuses it (:class:`~sparsedyn.SingularInertiaError`, naming the joint)
+  stays on NumPy, where the compiled kernel would return inf/nan;
 * without a C compiler the NumPy functions answer, after one
   :class:`~sparsedyn.codegen.build.CompilerNotFoundWarning` per process;
 * threads racing on a first call share one build (one job per library); other
@@ -162,6 +165,20 @@ class _Entry:
         self.model = model
         self.cm = None
         self.jobs = {}
+        self._singular = None
+
+    def singular(self) -> bool:
+        """Whether the model's mass matrix is singular at a generic state (a massless subtree, a
+        point mass on a joint's axis...: a generic-rank question, so one sample answers it).  The
+        compiled kernels return inf/nan there, the NumPy functions raise SingularInertiaError."""
+        if self._singular is None:
+            q = self.model.random_configuration(np.random.default_rng(0), limits=False)
+            try:
+                _registry.REGISTRY["minv"].fn(self.model, q)
+                self._singular = False
+            except ValueError as e:
+                self._singular = type(e).__name__ == "SingularInertiaError"
+        return self._singular
 
     def compiled(self, wait=False):
         """The :class:`SharedModel`; raises :class:`_NotReady` while it is being made (unless ``wait``)."""
@@ -286,6 +303,19 @@ def plain_call(k, model, args, kwargs):
             _tls.deadline = None
         with _lock:
             f = calls.get(k.name)
+        if f is None and cm._native and calls[None].singular():
+            # On a singular model a kernel that divides by the mass matrix' pivots raises in NumPy
+            # (SingularInertiaError naming the joint) and stays there; the others go native.
+            try:
+                res = _reference(k.fn, model, args, dict(kwargs))
+            except ValueError as e:
+                if type(e).__name__ == "SingularInertiaError":
+                    with _lock:
+                        calls.setdefault(k.name, functools.partial(k.fn, cm.model))
+                raise
+            with _lock:
+                calls.setdefault(k.name, _plain_method(cm, k))
+            return res
         if f is None:
             # Nothing to compile (no compiler, no moving body): the NumPy function, without a detour.
             f = _plain_method(cm, k) if cm._native else functools.partial(k.fn, cm.model)
