@@ -22,6 +22,8 @@ on first use of one of their names (``sd.load_urdf``, ``sd.EstimationProblem``,
 import importlib as _importlib
 
 from . import spatial
+from . import kernels as _kernels
+from .kernels import use_backend
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
@@ -107,6 +109,10 @@ _LAZY = {
 }
 
 
+# The compiler registers itself with the registry when imported: on the first plain call.
+_kernels.native_loader = lambda: _importlib.import_module("sparsedyn.codegen.native")
+
+
 def __getattr__(name):
     """Import the module behind a lazily imported public name on first use (PEP 562)."""
     try:
@@ -149,5 +155,6 @@ __all__ = [
     "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
+    "use_backend",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

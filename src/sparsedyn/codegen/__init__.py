@@ -22,6 +22,7 @@ from ..symbolic.ir import Graph, Program, Sym
 from .problems import CompiledEstimator, CompiledStructure
 from .trace import DEFAULT_KERNELS, KERNELS, trace
 from .api import UntraceableError
+from . import native  # noqa: F401,E402 - registers the plain calls' native road (and compile's shared object)
 
 __all__ = ["compile", "compile_report", "CompiledModel", "CompiledStructure", "CompiledEstimator",
            "KernelInfo", "CompilerNotFoundWarning",
