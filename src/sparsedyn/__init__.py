@@ -48,6 +48,8 @@ from .algorithms.proper_acceleration import frame_proper_acceleration
 from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 from .algorithms.derivatives import (aba_derivatives, derivatives, generalized_gravity_derivatives,
                                      rnea_derivatives)
+from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics,
+                                  contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
 
 __version__ = "0.1.0"
 
@@ -136,6 +138,8 @@ __all__ = [
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
+    "contact_dynamics", "impulse_dynamics", "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
+    "ContactDynamics", "Impulse", "ContactWarning",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin

@@ -83,7 +83,7 @@ class Kernel:
         return inspect.signature(self.fn)
 
 
-def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None):
+def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None):
     """Declare a public numeric function as a kernel (see the module docstring).
 
     ``program``: for a function that is not itself traced but derived from the
@@ -98,6 +98,9 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
     ``f``.  The declaration is attached as ``__kernel__`` and entered in
     :data:`REGISTRY` under ``name`` (default: the function's name);
     ``Kernel.fn`` is the undecorated function (what tracing calls).
+
+    ``result``: for a function returning a named tuple, its type; a compiled model's
+    outputs (a plain tuple) are handed back as ``result(*outputs)``.
     """
     def register(fn):
         params = inspect.signature(fn).parameters
@@ -114,7 +117,8 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
             # Duck-typed dispatch: this layer knows nothing of how a compiled model runs a kernel.
             dispatch = getattr(type(model), "__sparsedyn_kernel__", None)
             if dispatch is not None:
-                return dispatch(model, kname, args, kwargs)
+                out = dispatch(model, kname, args, kwargs)
+                return out if result is None else result(*out)
             return fn(model, *args, **kwargs)
 
         public.__kernel__ = k
