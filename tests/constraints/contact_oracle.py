@@ -31,7 +31,6 @@ class Oracle:
 
     def __init__(self, robot, contacts, kd=0.0):
         self.model, self.pm, pf = pair(robot)
-        self.pd = self.pm.createData()
         self.kinds = [k for _, k in contacts]
         self.cms = []
         for f, k in contacts:
@@ -43,6 +42,12 @@ class Oracle:
                 bp.Kd = kd
                 cm.setBaumgarteCorrectorParameters(bp)
             self.cms.append(cm)
+        self.fresh()
+
+    def fresh(self):
+        """New Pinocchio data: its derivative functions read values a previous call left behind (with
+        data reused, a second computeImpulseDynamicsDerivatives differs from the first)."""
+        self.pd = self.pm.createData()
         self.cds = [c.createData() for c in self.cms]
         pin.initConstraintDynamics(self.pm, self.pd, self.cms, self.cds)
 
@@ -71,6 +76,7 @@ class Oracle:
         return ip.v_from_pinocchio(m, a), self._forces(self.pd.lambda_c.copy())
 
     def dynamics_derivatives(self, q, v, tau):
+        self.fresh()
         self.dynamics(q, v, tau)
         d = pin.computeConstraintDynamicsDerivatives(self.pm, self.pd, self.cms, self.cds)
         m = self.model
@@ -84,9 +90,11 @@ class Oracle:
         return ip.v_from_pinocchio(m, vp), self._forces(self.pd.impulse_c.copy())
 
     def impulse_derivatives(self, q, v, e=0.0):
+        self.fresh()
         self.impulse(q, v, e)
         pin.computeImpulseDynamicsDerivatives(self.pm, self.pd, self.cms, self.cds, e)
         m, d = self.model, self.pd
-        return (ip.derivative_from_pinocchio(m, d.ddq_dq), ip.derivative_from_pinocchio(m, d.ddq_dv),
+        # Pinocchio's ddq_dv is the derivative of the velocity jump v+ - v: add dv/dv = I.
+        return (ip.derivative_from_pinocchio(m, d.ddq_dq), ip.derivative_from_pinocchio(m, d.ddq_dv) + np.eye(m.nv),
                 self._rows(d.dlambda_dq), self._rows(d.dlambda_dv))
 

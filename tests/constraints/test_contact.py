@@ -225,3 +225,98 @@ def test_contact_is_immutable_hashable_and_named_by_its_repr():
         c.kind = "6d"
     import pickle
     assert pickle.loads(pickle.dumps(c)) == c
+
+
+# --- impulses ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("robot", list(ROBOTS))
+def test_impulse_equals_pinocchio(robot):
+    model = pair(robot)[0]
+    contacts = contacts_of(robot)
+    oracle = Oracle(robot, [(c.frame, c.kind) for c in contacts])
+    rng = np.random.default_rng(8)
+    for e in (0.0, 0.4):
+        q, v, _ = random_state(model, rng)
+        vp, imp = sd.impulse_dynamics(model, q, v, contacts, restitution=e)
+        vp_p, imp_p = oracle.impulse(q, v, e)
+        K, J = kkt(model, q, v, contacts)
+        b = solve_bound(K, np.concatenate([vp_p, imp_p]), c=64.0)
+        assert rel_err(np.concatenate([vp, imp]), np.concatenate([vp_p, imp_p])) <= min(1e-9, b)
+        # the contacts' velocities after the impact are -e times those before
+        assert rel_err(J @ vp, -e * (J @ v)) <= b * np.max(np.abs(J))
+        # momentum: H (v+ - v) = J^T impulses
+        H = K[:model.nv, :model.nv]
+        assert rel_err(H @ (vp - v), J.T @ imp) <= b * np.max(np.abs(H))
+
+
+def test_impulse_batched_compiled_and_named():
+    robot = "talos_reduced"
+    model = pair(robot)[0]
+    contacts = contacts_of(robot)
+    rng = np.random.default_rng(9)
+    q, v, _ = random_state(model, rng, (4,))
+    res = sd.impulse_dynamics(model, q, v, contacts)
+    assert isinstance(res, sd.Impulse) and res.v.shape == (4, model.nv) and res.impulses.shape == (4, 12)
+    k = sd.compile(model)
+    for i in range(4):
+        one = sd.impulse_dynamics(model, q[i], v[i], contacts)
+        K, _ = kkt(model, q[i], v[i], contacts)
+        b = solve_bound(K, np.concatenate(one), c=64.0)
+        assert rel_err(np.concatenate([res.v[i], res.impulses[i]]), np.concatenate(one)) <= b
+        c = sd.impulse_dynamics(k, q[i], v[i], contacts)
+        assert isinstance(c, sd.Impulse) and rel_err(np.concatenate(c), np.concatenate(one)) <= b
+
+
+# --- derivatives --------------------------------------------------------------------------------
+
+def _dbound(model, q, v, contacts, x):
+    """Two evaluations of a derivative: each row a solve with the KKT matrix (its condition number)."""
+    K, _ = kkt(model, q, v, contacts)
+    return 1e3 * model.nv * EPS * np.linalg.cond(K)
+
+
+@pytest.mark.parametrize("robot", ["solo12", "talos_reduced"])
+def test_derivatives_equal_pinocchio(robot):
+    model = pair(robot)[0]
+    contacts = contacts_of(robot)
+    oracle = Oracle(robot, [(c.frame, c.kind) for c in contacts])
+    rng = np.random.default_rng(10)
+    q, v, tau = random_state(model, rng)
+    ours = sd.contact_dynamics_derivatives(model, q, v, tau, contacts)
+    theirs = oracle.dynamics_derivatives(q, v, tau)
+    names = ("da_dq", "da_dv", "da_dtau", "df_dq", "df_dv", "df_dtau")
+    for n, x, y in zip(names, ours, theirs):
+        assert x.shape == y.shape, n
+        assert rel_err(x, y) <= min(1e-9, _dbound(model, q, v, contacts, y)) * max(1.0, np.max(np.abs(y))), n
+
+
+@pytest.mark.parametrize("robot", ["solo12", "talos_reduced"])
+def test_impulse_derivatives_equal_pinocchio(robot):
+    model = pair(robot)[0]
+    contacts = contacts_of(robot)
+    oracle = Oracle(robot, [(c.frame, c.kind) for c in contacts])
+    rng = np.random.default_rng(12)
+    q, v, _ = random_state(model, rng)
+    for e in (0.0, 0.3):
+        ours = sd.impulse_dynamics_derivatives(model, q, v, contacts, restitution=e)
+        theirs = oracle.impulse_derivatives(q, v, e)
+        for n, x, y in zip(("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv"), ours, theirs):
+            assert rel_err(x, y) <= min(1e-9, _dbound(model, q, v, contacts, y)) * max(1.0, np.max(np.abs(y))), n
+
+
+def test_derivatives_are_central_differences(tree, rng):
+    contacts = (sd.Contact(tree.frames[-1].name, "3d"),)
+    q, v, tau = random_state(tree, rng)
+    d = sd.contact_dynamics_derivatives(tree, q, v, tau, contacts, baumgarte=2.0)
+    h = 1e-6
+
+    def f(q, v, tau):
+        return np.concatenate(sd.contact_dynamics(tree, q, v, tau, contacts, baumgarte=2.0))
+    for k in range(tree.nv):
+        e = np.zeros(tree.nv)
+        e[k] = h
+        num = [(f(tree.integrate(q, e), v, tau) - f(tree.integrate(q, -e), v, tau)) / (2 * h),
+               (f(q, v + e, tau) - f(q, v - e, tau)) / (2 * h), (f(q, v, tau + e) - f(q, v, tau - e)) / (2 * h)]
+        for j, n in enumerate(num):
+            got = np.concatenate([d[j][:, k], d[3 + j][:, k]])
+            assert rel_err(got, n) <= 1e-5 * max(1.0, np.max(np.abs(n))), (k, j)
