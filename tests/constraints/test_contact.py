@@ -307,11 +307,13 @@ def test_impulse_derivatives_equal_pinocchio(robot):
 def test_derivatives_are_central_differences(tree, rng):
     contacts = (sd.Contact(tree.frames[-1].name, "3d"),)
     q, v, tau = random_state(tree, rng)
-    d = sd.contact_dynamics_derivatives(tree, q, v, tau, contacts, baumgarte=2.0)
+    fx = rng.normal(size=(tree.nbodies, 6))
+    kw = dict(baumgarte=2.0, damping=0.05, f_ext=fx)
+    d = sd.contact_dynamics_derivatives(tree, q, v, tau, contacts, **kw)
     h = 1e-6
 
     def f(q, v, tau):
-        return np.concatenate(sd.contact_dynamics(tree, q, v, tau, contacts, baumgarte=2.0))
+        return np.concatenate(sd.contact_dynamics(tree, q, v, tau, contacts, **kw))
     for k in range(tree.nv):
         e = np.zeros(tree.nv)
         e[k] = h
@@ -319,4 +321,21 @@ def test_derivatives_are_central_differences(tree, rng):
                (f(q, v + e, tau) - f(q, v - e, tau)) / (2 * h), (f(q, v, tau + e) - f(q, v, tau - e)) / (2 * h)]
         for j, n in enumerate(num):
             got = np.concatenate([d[j][:, k], d[3 + j][:, k]])
+            assert rel_err(got, n) <= 1e-5 * max(1.0, np.max(np.abs(n))), (k, j)
+
+
+def test_impulse_derivatives_are_central_differences(tree, rng):
+    contacts = (sd.Contact(tree.frames[-1].name, "3d"),)
+    q, v, _ = random_state(tree, rng)
+    d = sd.impulse_dynamics_derivatives(tree, q, v, contacts, restitution=0.3, damping=0.01)
+    h = 1e-6
+
+    def f(q, v):
+        return np.concatenate(sd.impulse_dynamics(tree, q, v, contacts, restitution=0.3, damping=0.01))
+    for k in range(tree.nv):
+        e = np.zeros(tree.nv)
+        e[k] = h
+        num = [(f(tree.integrate(q, e), v) - f(tree.integrate(q, -e), v)) / (2 * h), (f(q, v + e) - f(q, v - e)) / (2 * h)]
+        for j, n in enumerate(num):
+            got = np.concatenate([d[j][:, k], d[2 + j][:, k]])
             assert rel_err(got, n) <= 1e-5 * max(1.0, np.max(np.abs(n))), (k, j)

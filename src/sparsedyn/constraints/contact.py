@@ -45,7 +45,9 @@ the tangent space, as :func:`~sparsedyn.aba_derivatives`.
 
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -53,15 +55,19 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..algorithms.crba import bias_kernel, crba_kernel
-from ..algorithms.derivatives import derivative_program, derivatives
+from ..algorithms.derivatives import derivative_program
+from ..algorithms.minv import minv
+from ..algorithms.rnea import rnea, rnea_kernel
 from ..algorithms.fd import fd_crb_kernel, ltdl_checker
 from ..algorithms.kinematics import body_accelerations, joint_transforms
-from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_kernel, ltdl_solve, mpyLi, mpyLit, _diagonal, \
-    _unpack
-from ..kernels import kernel
+from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
+from ..kernels import Kernel, kernel
 from ..model import UnknownNameError
 from ..sensors import CONTACT_KINDS, Contact
-from ..spatial import apply_motion, compose, cross3
+from ..spatial import apply_force_transpose, apply_motion, compose, cross3
+from ..symbolic.ad import inline
+from ..symbolic.ir import Graph
+from ..symbolic.trace import trace_kernel
 
 __all__ = ["ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
            "contact_dynamics_derivatives", "impulse_dynamics_derivatives", "contact_jacobian", "contacts_of",
@@ -206,13 +212,11 @@ def _hinv_jt(sys, x):
 def spd_solve(A, b, mu=0.0, check=None):
     """``(A + mu I)^-1 b`` for small symmetric positive (semi)definite ``A`` (..., m, m), ``b`` (..., m):
     a dense ``L^T D L`` written out (no ``np.linalg``: traceable).  ``check(k, D_k)`` sees each pivot."""
-    m = A.shape[-1]
     if mu:
-        A = A + mu * np.eye(m)
-    lam = chain_lambda(m)
-    P = ltdl_kernel(lam, A, check)
-    L, D = _unpack(lam, P, unit=True), _diagonal(P)
-    return mpyLi(lam, L, mpyLit(lam, L, b, unit=True) / D, unit=True)
+        A = A + mu * np.eye(A.shape[-1])
+    lam = chain_lambda(A.shape[-1])
+    L, D = ltdl(lam, A, check)
+    return ltdl_solve(lam, L, D, b)
 
 
 class _Pivots:
@@ -343,14 +347,153 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
     return Impulse(_out(v_plus, shape, model.nv), _out(impulses, shape, contact_size(contacts)))
 
 
-# --- derivatives (the traced programs, differentiated) ------------------------------------------
+# --- derivatives: the implicit function theorem on the traced programs ---------------------------
+#
+# The contact dynamics solve  r1 = rnea(q, v, a, f_ext + X^T lambda) - tau = 0  (the contact wrenches
+# are body-fixed: X^T lambda is constant in the body frame) and  r2 = J a + drift + K_d J v + mu lambda
+# = 0.  Differentiating,  [H  -J^T; J  mu I] [da; dlambda] = -[dr1; dr2],  so with M = H^-1:
+#     dlambda = (G + mu I)^-1 (J M dr1 - dr2),        da = M J^T dlambda - M dr1.
+# dr1 comes from the derivative program of RNEA, dr2 from that of the contact acceleration (both
+# traced and differentiated by the symbolic layer); the rest is products with M and the small
+# inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) + mu Lambda.
 
-def _hook(fn, wrt):
-    def program(model, static, optional):
-        static = dict(static)
-        static["contacts"] = contacts_of(model, static["contacts"])
-        return derivative_program(fn, model, wrt, static, optional)
-    return program
+def _contact_wrenches(model, contacts, forces, f_ext=None):
+    """Body wrenches (..., NB, 6) of the contact forces (..., m) (body frames), plus ``f_ext``."""
+    shape = forces.shape[:-1]
+    out = np.zeros(shape + (model.nbodies, 6), dtype=forces.dtype) if f_ext is None else f_ext + 0
+    r = 0
+    for c in contacts:
+        fr = model.frames[model.frame(c.frame)]
+        w = forces[..., r:r + 6] if c.kind == "6d" else \
+            np.concatenate([np.zeros(shape + (3,), dtype=forces.dtype), forces[..., r:r + 3]], -1)
+        out[..., fr.body, :] = out[..., fr.body, :] + apply_force_transpose(fr.X, w)
+        r += c.size
+    return out
+
+
+def _acceleration(model, q, v, a, contacts, baumgarte=None):
+    """The contacts' accelerations ``J a + drift + K_d J v`` (..., m) (kernel use)."""
+    Xup, S = joint_transforms(model, q)
+    J = contact_jacobian(model, Xup, S, contacts)
+    c = _mv(J, a) + contact_drift(model, Xup, S, v, contacts)
+    return c + baumgarte * _mv(J, v) if baumgarte else c
+
+
+def _velocity(model, q, w, contacts):
+    """``J(q) w`` (..., m) (kernel use)."""
+    return _mv(contact_jacobian(model, *joint_transforms(model, q), contacts), w)
+
+
+def _impulse_balance(model, q, w, impulses, contacts):
+    """``H(q) w - J(q)^T impulses`` (..., nv): RNEA without velocity and gravity (kernel use)."""
+    z = np.zeros(3, dtype=q.dtype)
+    return rnea_kernel(model, q, bk.zeros(w.shape, like=w), w, _contact_wrenches(model, contacts, impulses), z)
+
+
+_NV, _NQ = ("nv",), ("nq",)
+_ACC = Kernel("contact_acceleration", _acceleration, {"q": _NQ, "v": _NV, "a": _NV}, {"c": (_m,)}, {},
+              ("contacts", "baumgarte"))
+_VEL = Kernel("contact_velocity", _velocity, {"q": _NQ, "w": _NV}, {"c": (_m,)}, {}, ("contacts",))
+_BAL = Kernel("impulse_balance", _impulse_balance, {"q": _NQ, "w": _NV, "impulses": (_m,)}, {"r": _NV}, {},
+              ("contacts",))
+
+
+def _kkt_pieces(model, q, contacts, mu):
+    """``(M, J, MJt, Gi)`` as graph arrays: ``H^-1``, the contact Jacobian, ``H^-1 J^T``, ``(G + mu I)^-1``."""
+    M = inline(trace_kernel(minv.__kernel__, model), [q])[0]
+    J = _velocity_jacobian(model, q, contacts)
+    MJt = M @ J.T
+    G = J @ MJt
+    if mu:
+        G = G + mu * np.eye(G.shape[-1])
+    return M, J, MJt, spd_inverse(G)
+
+
+def _velocity_jacobian(model, q, contacts):
+    Xup, S = joint_transforms(model, q)
+    return contact_jacobian(model, Xup, S, contacts)
+
+
+_PROGRAMS = weakref.WeakKeyDictionary()       # model -> {key: Program}
+_LOCK = threading.Lock()
+
+
+def _cached(key, model, build):
+    with _LOCK:
+        prog = _PROGRAMS.setdefault(model, {}).get(key)
+    if prog is None:
+        prog = build()
+        with _LOCK:
+            _PROGRAMS[model][key] = prog
+    return prog
+
+
+def _run(prog, arrays):
+    """Evaluate a derivative program: float arrays (any batch) or object arrays (traced: inlined)."""
+    if any(bk.is_symbolic(a) for a in arrays):
+        return inline(prog, [np.asarray(a, dtype=object) for a in arrays])
+    return prog.evaluate(arrays)
+
+
+def _dynamics_derivatives_program(model, static, optional):
+    contacts = contacts_of(model, static["contacts"])
+    kd, mu = float(static.get("baumgarte") or 0.0), float(static.get("damping") or 0.0)
+    optional = tuple(n for n in _OPT if n in set(optional))
+
+    def build():
+        shapes = contact_dynamics.__kernel__.shapes(model, contacts=contacts)
+        names = ["q", "v", "tau"] + list(optional)
+        g = Graph()
+        args = [g.inputs(j, shapes[n]) for j, n in enumerate(names)]
+        q, v = args[0], args[1]
+        opt = dict(zip(optional, args[3:]))
+        st = {"contacts": contacts, "baumgarte": kd, "damping": mu}
+        a, lam = inline(trace_kernel(contact_dynamics.__kernel__, model, st, optional), args)
+        f_tot = _contact_wrenches(model, contacts, lam, opt.get("f_ext"))
+        r_opt = ("f_ext",) + (("gravity",) if "gravity" in opt else ())
+        r1q, r1v, _ = inline(derivative_program(rnea, model, ("q", "v", "a"), optional=r_opt),
+                             [q, v, a, f_tot] + ([opt["gravity"]] if "gravity" in opt else []))
+        r2q, r2v = inline(derivative_program(_ACC, model, ("q", "v"), {"contacts": contacts, "baumgarte": kd}),
+                          [q, v, a])
+        M, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
+        outs_a, outs_f = [], []
+        for r1, r2 in ((r1q, r2q), (r1v, r2v)):
+            dlam = Gi @ (MJt.T @ r1 - r2)
+            outs_a.append(MJt @ dlam - M @ r1)
+            outs_f.append(dlam)
+        dlam_t = -(Gi @ MJt.T)                                   # r1 = -tau
+        outs_a.append(MJt @ dlam_t + M)
+        outs_f.append(dlam_t)
+        prog = g.program(outs_a + outs_f, [shapes[n] for n in names],
+                         name="contact_dynamics_derivatives" + "".join("_" + n for n in optional))
+        prog.input_names = tuple(names)
+        prog.output_names = ("da_dq", "da_dv", "da_dtau", "df_dq", "df_dv", "df_dtau")
+        return prog
+    return _cached(("contact_dynamics_derivatives", contacts, kd, mu, optional), model, build)
+
+
+def _impulse_derivatives_program(model, static, optional=()):
+    contacts = contacts_of(model, static["contacts"])
+    e, mu = float(static.get("restitution") or 0.0), float(static.get("damping") or 0.0)
+
+    def build():
+        nv = model.nv
+        g = Graph()
+        q, v = g.inputs(0, (model.nq,)), g.inputs(1, (nv,))
+        st = {"contacts": contacts, "restitution": e, "damping": mu}
+        vp, imp = inline(trace_kernel(impulse_dynamics.__kernel__, model, st), [q, v])
+        r1q, = inline(derivative_program(_BAL, model, ("q",), {"contacts": contacts}), [q, vp - v, imp])
+        r2q, = inline(derivative_program(_VEL, model, ("q",), {"contacts": contacts}), [q, vp + e * v])
+        M, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
+        dimp_q = Gi @ (MJt.T @ r1q - r2q)
+        dv_q = MJt @ dimp_q - M @ r1q
+        dimp_v = -(1.0 + e) * (Gi @ J)                 # r1 = -H dv, r2 = e J dv
+        dv_v = MJt @ dimp_v + np.eye(nv, dtype=int)
+        prog = g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)], name="impulse_dynamics_derivatives")
+        prog.input_names = ("q", "v")
+        prog.output_names = ("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv")
+        return prog
+    return _cached(("impulse_dynamics_derivatives", contacts, e, mu), model, build)
 
 
 _NVxNV = ("nv", "nv")
@@ -361,31 +504,56 @@ _MxNV = (_m, "nv")
         static=("contacts", "baumgarte", "damping"),
         outputs={"da_dq": _NVxNV, "da_dv": _NVxNV, "da_dtau": _NVxNV,
                  "df_dq": _MxNV, "df_dv": _MxNV, "df_dtau": _MxNV},
-        program=_hook(contact_dynamics, ("q", "v", "tau")))
+        program=_dynamics_derivatives_program)
 def contact_dynamics_derivatives(model, q, v, tau, contacts, *, baumgarte=None, damping=0.0, f_ext=None,
                                  gravity=None):
     """Partial derivatives of :func:`contact_dynamics`: ``(da_dq, da_dv, da_dtau, df_dq, df_dv, df_dtau)``,
     shapes (..., nv, nv) and (..., m, nv), ``d/dq`` on the tangent space (as
     :func:`~sparsedyn.aba_derivatives`); ``f_ext`` and ``gravity`` are held constant.
 
-    The traced program of :func:`contact_dynamics` differentiated by the symbolic layer
-    (Pinocchio's ``computeConstraintDynamicsDerivatives``).
+    Analytic, by the implicit function theorem on the contact KKT system (the derivatives of RNEA
+    and of the contacts' accelerations, then ``H^-1`` and the small ``(J H^-1 J^T + mu I)^-1``); as
+    Pinocchio's ``computeConstraintDynamicsDerivatives``.
     """
-    contacts = contacts_of(model, contacts)
-    d = derivatives(contact_dynamics, ("q", "v", "tau"))
-    (a_q, a_v, a_t), (f_q, f_v, f_t) = d(model, q, v, tau, contacts, baumgarte=baumgarte, damping=damping,
-                                         f_ext=f_ext, gravity=gravity)
-    return a_q, a_v, a_t, f_q, f_v, f_t
+    who = "contact_dynamics_derivatives"
+    q, v, tau, f_ext, g, shape, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    contacts, kd, mu = _settings(model, contacts, baumgarte, damping, who)
+    optional = tuple(n for n, x in (("f_ext", f_ext), ("gravity", gravity)) if x is not None)
+    if not contacts:
+        from ..algorithms.derivatives import aba_derivatives
+        d = aba_derivatives(model, q, v, tau, f_ext=f_ext, gravity=gravity)
+        return d + tuple(np.zeros(shape + (0, model.nv)) for _ in range(3))
+    _warn_if_singular(model, q, contacts, mu, who)
+    prog = _dynamics_derivatives_program(model, {"contacts": contacts, "baumgarte": kd, "damping": mu}, optional)
+    return tuple(_run(prog, [q, v, tau] + [x for x in (f_ext, g if gravity is not None else None) if x is not None]))
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
         outputs={"dv_dq": _NVxNV, "dv_dv": _NVxNV, "dimpulses_dq": _MxNV, "dimpulses_dv": _MxNV},
-        program=_hook(impulse_dynamics, ("q", "v")))
+        program=_impulse_derivatives_program)
 def impulse_dynamics_derivatives(model, q, v, contacts, restitution=0.0, damping=0.0):
     """Partial derivatives of :func:`impulse_dynamics`: ``(dv_dq, dv_dv, dimpulses_dq, dimpulses_dv)``
     of the post-impact velocity and the impulses, shapes (..., nv, nv) and (..., m, nv), ``d/dq`` on
-    the tangent space (Pinocchio's ``computeImpulseDynamicsDerivatives``)."""
-    contacts = contacts_of(model, contacts)
-    d = derivatives(impulse_dynamics, ("q", "v"))
-    (v_q, v_v), (i_q, i_v) = d(model, q, v, contacts, restitution=restitution, damping=damping)
-    return v_q, v_v, i_q, i_v
+    the tangent space.  Analytic (the implicit function theorem, as :func:`contact_dynamics_derivatives`).
+    Pinocchio's ``computeImpulseDynamicsDerivatives`` returns ``dv_dv - I`` (the derivative of the jump).
+    """
+    who = "impulse_dynamics_derivatives"
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v, "v")
+    contacts, e, mu = _settings(model, contacts, restitution, damping, who, "restitution")
+    if not contacts:
+        shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
+        z = np.zeros(shape + (0, model.nv))
+        return np.zeros(shape + (model.nv, model.nv)), np.broadcast_to(np.eye(model.nv), shape + (model.nv,) * 2).copy(), z, z
+    _warn_if_singular(model, q, contacts, mu, who)
+    prog = _impulse_derivatives_program(model, {"contacts": contacts, "restitution": e, "damping": mu})
+    return tuple(_run(prog, [q, v]))
+
+
+def _warn_if_singular(model, q, contacts, mu, who):
+    """The derivatives need a regular ``J H^-1 J^T + mu I``: the same check (and warning) as the solve."""
+    if bk.is_symbolic(q):
+        return
+    sys, _ = _system(model, q, contacts)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        _solve_forces(sys, np.zeros(sys.G.shape[:-1]), mu, False, who, contacts)
