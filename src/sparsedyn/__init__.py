@@ -55,6 +55,8 @@ from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 from .algorithms.derivatives import derivatives
 from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
                                               static_torque_derivatives)
+from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics,
+                                  contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
 
 from ._version import __version__
 
@@ -153,6 +155,8 @@ __all__ = [
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
+    "contact_dynamics", "impulse_dynamics", "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
+    "ContactDynamics", "Impulse", "ContactWarning",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
     "use_backend",
