@@ -49,6 +49,8 @@ from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 from .algorithms.derivatives import derivatives
 from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
                                               static_torque_derivatives)
+from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
+                                                frame_velocity_derivatives)
 
 __version__ = "0.1.0"
 
@@ -126,7 +128,8 @@ __all__ = [
     "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
-    "static_torque_derivatives",
+    "static_torque_derivatives", "frame_velocity_derivatives", "frame_acceleration_derivatives",
+    "frame_jacobian_time_variation",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
