@@ -51,6 +51,7 @@ from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravi
                                               static_torque_derivatives)
 from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
                                                 frame_velocity_derivatives)
+from .algorithms.centroidal_derivatives import centroidal_dynamics_derivatives
 
 __version__ = "0.1.0"
 
@@ -129,7 +130,7 @@ __all__ = [
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
     "static_torque_derivatives", "frame_velocity_derivatives", "frame_acceleration_derivatives",
-    "frame_jacobian_time_variation",
+    "frame_jacobian_time_variation", "centroidal_dynamics_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",

@@ -56,7 +56,7 @@ from .kinematics_derivatives import root_motion, stacked
 from .minv import minv_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
-           "rnea_derivative_kernel", "branch_pairs"]
+           "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms"]
 
 _NVxNV = ("nv", "nv")
 _DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
@@ -113,49 +113,69 @@ def _B11(RI: RigidInertia, V, k):
         + (2 * np.sum(u * h, -1, keepdims=True))[..., None] * np.eye(3) - skew(k)
 
 
+def subtree_sums(model, K, f_ext=None, velocity=True):
+    """``(IC, F, B11, M)``: per body, sums over its subtree in root coordinates of the inertias
+    (:class:`~sparsedyn.spatial.RigidInertia`), the forces ``f_i = I_i A_i + V_i x* I_i V_i - f_ext_i``,
+    the ``B11`` blocks and the momenta ``I_i V_i`` (``B11``, ``M`` ``None`` without ``velocity``).
+    ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
+    NB = model.nbodies
+    IC, F, B11, M = [None] * NB, [None] * NB, [None] * NB, [None] * NB
+    for i in range(NB):
+        I = rigid_inertia(model.inertia[i])
+        IC[i] = I if model.parent[i] < 0 else rigid_transform(K.Xr[i], I)
+        F[i] = rigid_apply(IC[i], K.A[i])
+        if velocity:
+            M[i] = rigid_apply(IC[i], K.V[i])
+            F[i] = F[i] + cross_force(K.V[i], M[i])
+            B11[i] = _B11(IC[i], K.V[i], M[i][..., :3])
+        if f_ext is not None:
+            F[i] = F[i] - (f_ext[..., i, :] if model.parent[i] < 0 else apply_force_transpose(K.Xr[i], f_ext[..., i, :]))
+    for i in range(NB - 1, 0, -1):
+        p = model.parent[i]
+        if p >= 0:
+            IC[p], F[p] = rigid_add(IC[p], IC[i]), F[p] + F[i]
+            if velocity:
+                B11[p], M[p] = B11[p] + B11[i], M[p] + M[i]
+    return IC, F, B11, M
+
+
+def joint_terms(model, K, sums, shape, velocity=True):
+    """Per dof (stacked, (..., nv, 6)): ``xi``; ``P = IC_k xi``; ``chi``; the columns
+    ``Tq = IC_k chi + BC_k psi + xi x* F_k`` and, with ``velocity``, ``Tv = IC_k phi + BC_k xi``,
+    ``psi``, ``phi`` and the rows ``Qw`` (angular part of ``BC_k^T xi``); ``k`` the
+    dof's body (see the module docstring)."""
+    IC, F, B11, M = sums
+    out = {n: [] for n in ("xi", "P", "chi", "Tq") + (("Tv", "Qw", "psi", "phi") if velocity else ())}
+    for k in range(model.nbodies):
+        x, Vl, Al = K.xi[k], K.Vl[k][..., None, :], K.Al[k][..., None, :]
+        ICk = _rows(IC[k])
+        c = cross_motion(Al, x)                                          # chi = A_l x xi - psi x V_l
+        Tq = cross_force(x, F[k][..., None, :])
+        if velocity:
+            L = M[k][..., 3:]
+            s = cross_motion(Vl, x)                                      # psi = V_l x xi
+            c = c - cross_motion(s, Vl)
+            f = cross_motion(Vl + K.V[k][..., None, :], x)               # phi = (V_l + V_k) x xi
+            Tq = Tq + _B_apply(B11[k], L, s)
+            out["Tv"].append(rigid_apply(ICk, f) + _B_apply(B11[k], L, x))
+            out["Qw"].append(_B_transpose(B11[k], L, x))
+            out["psi"].append(s), out["phi"].append(f)
+        out["Tq"].append(rigid_apply(ICk, c) + Tq)
+        out["xi"].append(x), out["P"].append(rigid_apply(ICk, x)), out["chi"].append(c)
+    return {n: stacked(t, shape) for n, t in out.items()}
+
+
 def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=True, velocity=True):
     """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
     ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
-    NB, nv = model.nbodies, model.nv
+    nv = model.nv
     g = model.gravity if gravity is None else gravity
     shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
                                 () if f_ext is None else f_ext.shape[:-2])
     dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
     K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))
-    IC, F, B11, L = [None] * NB, [None] * NB, [None] * NB, [None] * NB
-    for i in range(NB):
-        I = rigid_inertia(model.inertia[i])
-        IC[i] = I if model.parent[i] < 0 else rigid_transform(K.Xr[i], I)
-        h = rigid_apply(IC[i], K.V[i]) if velocity else None
-        F[i] = rigid_apply(IC[i], K.A[i])
-        if velocity:
-            F[i] = F[i] + cross_force(K.V[i], h)
-            B11[i], L[i] = _B11(IC[i], K.V[i], h[..., :3]), h[..., 3:]
-        if f_ext is not None:
-            F[i] = F[i] - (f_ext[..., i, :] if model.parent[i] < 0 else apply_force_transpose(K.Xr[i], f_ext[..., i, :]))
-    for i in range(NB - 1, 0, -1):                 # subtree sums
-        p = model.parent[i]
-        if p >= 0:
-            IC[p], F[p] = rigid_add(IC[p], IC[i]), F[p] + F[i]
-            if velocity:
-                B11[p], L[p] = B11[p] + B11[i], L[p] + L[i]
-    xi, P, Qw, chi, psi, phi, Tq, Tv = ([] for _ in range(8))
-    for k in range(NB):
-        x, Vl, Al = K.xi[k], K.Vl[k][..., None, :], K.Al[k][..., None, :]
-        ICk = _rows(IC[k])
-        c = cross_motion(Al, x)                                          # chi = A_l x xi - psi x V_l
-        if velocity:
-            s = cross_motion(Vl, x)                                      # psi = V_l x xi
-            c = c - cross_motion(s, Vl)
-            f = cross_motion(Vl + K.V[k][..., None, :], x)               # phi = (V_l + V_k) x xi
-            Tq.append(rigid_apply(ICk, c) + _B_apply(B11[k], L[k], s) + cross_force(x, F[k][..., None, :]))
-            Tv.append(rigid_apply(ICk, f) + _B_apply(B11[k], L[k], x))
-            Qw.append(_B_transpose(B11[k], L[k], x))
-            psi.append(s[..., :3]), phi.append(f)
-        else:
-            Tq.append(rigid_apply(ICk, c) + cross_force(x, F[k][..., None, :]))
-        xi.append(x), P.append(rigid_apply(ICk, x)), chi.append(c)
-    xi, P, chi, Tq = (stacked(t, shape) for t in (xi, P, chi, Tq))
+    T = joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity)
+    xi, P, chi, Tq = T["xi"], T["P"], T["chi"], T["Tq"]
     rd, cd, ra, ca = branch_pairs(model)
 
     def assemble(lower, upper):
@@ -167,7 +187,7 @@ def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=Tru
     low_q = _dot(P[..., rd, :], chi[..., cd, :])
     if not velocity:
         return assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :]))
-    Qw, psi, phi, Tv = (stacked(t, shape) for t in (Qw, psi, phi, Tv))
+    Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
     dq = assemble(low_q + _dot(Qw[..., rd, :], psi[..., cd, :]), _dot(xi[..., ra, :], Tq[..., ca, :]))
     dv = assemble(_dot(P[..., rd, :], phi[..., cd, :]) + _dot(Qw[..., rd, :], xi[..., cd, :3]),
                   _dot(xi[..., ra, :], Tv[..., ca, :]))
