@@ -19,7 +19,7 @@ def tangent_fd(model, f, q, *rest):
     for k in range(model.nv):
         e = np.zeros(model.nv)
         e[k] = H_FD
-        fp, fm = f(model.integrate(q, e), *rest), f(model.integrate(q, -e), *rest)
+        fp, fm = f(sd.integrate(model, q, e), *rest), f(sd.integrate(model, q, -e), *rest)
         cols.append((np.asarray(fp) - np.asarray(fm)) / (2 * H_FD))
     return np.stack(cols, -1)
 
