@@ -32,7 +32,7 @@ from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, crba
-from .algorithms.configuration import difference, integrate
+from .algorithms.configuration import difference, difference_derivatives, integrate, integrate_derivatives
 from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern,
                               spd_inverse)
 from .algorithms.aba import SingularInertiaError, aba
@@ -138,7 +138,8 @@ __all__ = [
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
     "static_torque_derivatives", "frame_velocity_derivatives", "frame_acceleration_derivatives",
-    "frame_jacobian_time_variation", "centroidal_dynamics_derivatives",
+    "frame_jacobian_time_variation", "centroidal_dynamics_derivatives", "integrate_derivatives",
+    "difference_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
