@@ -56,7 +56,7 @@ def test_frame_jacobian_time_variation(tree, ref):
     q, v, _, _ = state(tree, 3)
     for frame in frames_of(tree):
         dJ = sd.frame_jacobian_time_variation(tree, q, v, frame, ref)
-        J = lambda s: sd.frame_jacobian(tree, tree.integrate(q, s * v), frame, ref)
+        J = lambda s: sd.frame_jacobian(tree, sd.integrate(tree, q, s * v), frame, ref)
         assert rel_err(dJ, (J(H_FD) - J(-H_FD)) / (2 * H_FD)) < FD_TOL
         assert rel_err(dJ @ v, sd.frame_jacobian_dot_v(tree, q, v, frame, ref)) < 1e-12
 

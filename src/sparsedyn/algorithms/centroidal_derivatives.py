@@ -25,10 +25,10 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import apply_force_transpose, cross3, cross_force, cross_motion, rigid_apply, rigid_transform
+from ..spatial import RigidInertia, apply_force_transpose, cross3, cross_force, rigid_apply, rigid_transform
 from .centroidal import _about
-from .dynamics_derivatives import _rows, joint_terms, subtree_sums
-from .kinematics_derivatives import broadcast_columns, root_motion, stacked
+from .dynamics_derivatives import dof_rows, joint_terms, subtree_sums
+from .kinematics_derivatives import broadcast_columns, levels, root_motion, stacked
 
 __all__ = ["centroidal_dynamics_derivatives"]
 
@@ -51,17 +51,23 @@ def centroidal_dynamics_derivatives(model, q, v, a):
     IC, F, _, M = sums
     T = joint_terms(model, K, sums, shape)
     roots = [i for i in range(model.nbodies) if model.parent[i] < 0]
-    root = [model.ancestors(k)[-1] for k in range(model.nbodies)]
-    # Each tree's vectors from its root frame to world coordinates (root_X_world^T = Xup of the root).
-    world = lambda k, f: apply_force_transpose(broadcast_columns(K.Xup[root[k]]), f)
-    dh = stacked([world(k, cross_force(K.xi[k], M[k][..., None, :])
-                        + rigid_apply(_rows(IC[k]), cross_motion(K.Vl[k][..., None, :], K.xi[k])))
-                  for k in range(model.nbodies)], shape)
-    dhd_q, dhd_v, P = (stacked([world(k, T[n][..., model.v_slice(k), :]) for k in range(model.nbodies)], shape)
-                       for n in ("Tq", "Tv", "P"))
-    h = sum(apply_force_transpose(K.Xup[r], M[r]) for r in roots)
-    hdot = sum(apply_force_transpose(K.Xup[r], F[r]) for r in roots)
-    first = sum(rigid_transform(K.Xup[r], IC[r]).h for r in roots)
+    db = levels(model).dof_body
+    dh = cross_force(T["xi"], M[..., db, :]) + rigid_apply(dof_rows(model, IC), T["psi"])
+
+    def world(X):
+        """Per-dof forces (..., nv, 6) from each tree's root frame to world coordinates."""
+        parts = []
+        for r in roots:
+            end = model.subtree_end[r]
+            dofs = slice(int(model.v_start[r]), int(model.v_start[end]) if end < model.nbodies else model.nv)
+            parts.append(apply_force_transpose(broadcast_columns(K.Xup[r]), X[..., dofs, :]))
+        return stacked(parts, shape)
+
+    dh, dhd_q, dhd_v, P = world(dh), world(T["Tq"]), world(T["Tv"]), world(T["P"])
+    h = sum(apply_force_transpose(K.Xup[r], M[..., r, :]) for r in roots)
+    hdot = sum(apply_force_transpose(K.Xup[r], F[..., r, :]) for r in roots)
+    first = sum(rigid_transform(K.Xup[r], RigidInertia(IC.m[..., r], IC.h[..., r, :], IC.I[..., r, :, :])).h
+                for r in roots)
     inv_m = 1.0 / float(np.sum(model.mass))
     c = first * inv_m
     # P's linear part at the world origin is the change of the first moment: sum m (w x x + u).

@@ -29,6 +29,8 @@ derivatives.  Tangent space as everywhere: ``d/d(dq) f(integrate(q, dq))`` at
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import _checks
@@ -47,17 +49,64 @@ def broadcast_columns(X: Transform):
 
 
 def stacked(parts, shape):
-    """Per-body arrays (..., n_i, k...) broadcast to the batch ``shape`` and joined on the dof axis."""
+    """Per-body arrays (..., n_i, k) broadcast to the batch ``shape`` and joined on the ``n`` axis."""
     parts = [np.broadcast_to(x, shape + x.shape[x.ndim - 2:]) for x in parts]
     return np.concatenate(parts, -2)
 
 
-class RootMotion:
-    """The forward pass in root-body coordinates (lists by body; see the module docstring).
+class Levels:
+    """Structure of a model for level-by-level passes (computed once per model): ``levels``, the
+    bodies of each depth ``>= 1`` with their parents (``(L, P)`` index arrays, root side first);
+    ``roots``; ``root_of`` and ``parent_or_pad`` per body (``NB`` for "no parent": the index of an
+    appended zero row); ``dof_body`` and the motion subspaces stacked by dof, ``S`` (nv, 6)."""
 
-    ``Xup``, ``S``: :func:`~sparsedyn.algorithms.kinematics.joint_transforms`; ``Xr[i] = i_X_root``;
-    ``xi[i]`` (..., nv_i, 6): joint ``i``'s twists (one row per dof); ``V[i]``, ``A[i]``: body
-    velocity and acceleration (``A`` includes ``a_root``); ``Vl[i]``, ``Al[i]``: those of the parent
+    def __init__(self, model):
+        NB = model.nbodies
+        parent = np.asarray(model.parent, int)
+        depth = np.asarray(model.depth, int)
+        self.levels = [(np.flatnonzero(depth == d), parent[depth == d]) for d in range(1, int(depth.max(initial=0)) + 1)]
+        self.roots = np.flatnonzero(parent < 0)
+        self.root_of = np.array([model.ancestors(i)[-1] for i in range(NB)], int)
+        self.parent_or_pad = np.where(parent < 0, NB, parent)
+        self.dof_body = np.asarray(model.dof_body, int)
+        self.S = np.concatenate([j.motion_subspace().T for j in model.joints], 0) if NB else np.zeros((0, 6))
+
+
+_LEVELS = weakref.WeakKeyDictionary()
+
+
+def levels(model) -> Levels:
+    """The (cached) :class:`Levels` of ``model``."""
+    lv = _LEVELS.get(model)
+    if lv is None:
+        lv = _LEVELS[model] = Levels(model)
+    return lv
+
+
+def body_transform(X: Transform, i):
+    """Body ``i``'s transform from a stacked one (E (..., NB, 3, 3), r (..., NB, 3))."""
+    return Transform(X.E[..., i, :, :], X.r[..., i, :])
+
+
+def segment_sum(x, index, n):
+    """``out[..., k, :] = sum of x[..., d, :] over d with index[d] = k`` (..., n, m)."""
+    out = np.zeros(x.shape[:-2] + (n,) + x.shape[-1:], dtype=x.dtype)
+    np.add.at(out, (Ellipsis, index, slice(None)), x)
+    return out
+
+
+def with_pad(x):
+    """``x`` (..., NB, 6) with a zero row appended (the "parent" of a root)."""
+    return np.concatenate([x, np.zeros(x.shape[:-2] + (1, 6), dtype=x.dtype)], -2)
+
+
+class RootMotion:
+    """The forward pass in root-body coordinates, stacked by body (see the module docstring).
+
+    ``Xup``, ``S``: :func:`~sparsedyn.algorithms.kinematics.joint_transforms` (lists by body);
+    ``Xr``: ``i_X_root`` of every body, a stacked Transform (E (..., NB, 3, 3), r (..., NB, 3));
+    ``xi`` (..., nv, 6): the joints' twists, one row per dof; ``V``, ``A`` (..., NB, 6): body velocities
+    and accelerations (``A`` includes ``a_root``); ``Vl``, ``Al`` (..., NB, 6): those of the parents
     (for a root body ``0`` and ``a_root`` moved into its coordinates).
     """
 
@@ -67,30 +116,41 @@ class RootMotion:
 def root_motion(model, q, v, a=None, a_root=None):
     """:class:`RootMotion` of state ``(q, v, a)``; ``a=None``: velocities only.  ``a_root`` (..., 6),
     world coordinates: the acceleration of the world seen by the roots (``-[0; g]`` puts gravity in,
-    as RNEA does), ``None`` for zero (no checks; kernel use)."""
+    as RNEA does), ``None`` for zero.  Level by level: one array operation per depth of the tree
+    (no checks; kernel use)."""
+    lv, NB = levels(model), model.nbodies
     K = RootMotion()
     K.Xup, K.S = joint_transforms(model, q)
-    K.Xr = root_transforms(model, K.Xup)
-    NB = model.nbodies
-    K.xi, K.V, K.A, K.Vl, K.Al = [None] * NB, [None] * NB, [None] * NB, [None] * NB, [None] * NB
-    zero = bk.zeros((6,), like=v)
-    for i in range(NB):
-        sl, p = model.v_slice(i), model.parent[i]
-        K.xi[i] = apply_motion_inv(broadcast_columns(K.Xr[i]), K.S[i].T)
-        vJ = np.sum(K.xi[i] * v[..., sl, None], -2)
-        if p < 0:
-            K.Vl[i], K.V[i] = zero, vJ
-        else:
-            K.Vl[i], K.V[i] = K.V[p], K.V[p] + vJ
-        if a is None:
-            continue
-        aJ = np.sum(K.xi[i] * a[..., sl, None], -2)
-        if p < 0:
-            K.Al[i] = zero if a_root is None else apply_motion(K.Xup[i], a_root)
-            K.A[i] = K.Al[i] + aJ
-        else:
-            K.Al[i] = K.A[p]
-            K.A[i] = K.A[p] + aJ + cross_motion(K.V[i], vJ)
+    dtype = np.result_type(q, v, np.float64, *(() if a is None else (a,)))
+    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], () if a is None else a.shape[:-1])
+    E = np.zeros(shape + (NB, 3, 3), dtype=dtype)
+    r = np.zeros(shape + (NB, 3), dtype=dtype)
+    E[..., lv.roots, :, :] = np.eye(3)
+    Eup = np.stack([np.broadcast_to(X.E, shape + (3, 3)) for X in K.Xup], -3) if NB else E
+    rup = np.stack([np.broadcast_to(X.r, shape + (3,)) for X in K.Xup], -2) if NB else r
+    for L, P in lv.levels:                                   # Xr_i = Xup_i Xr_parent
+        X = compose(Transform(Eup[..., L, :, :], rup[..., L, :]), Transform(E[..., P, :, :], r[..., P, :]))
+        E[..., L, :, :], r[..., L, :] = X.E, X.r
+    K.Xr = Transform(E, r)
+    K.xi = apply_motion_inv(body_transform(K.Xr, lv.dof_body), lv.S)
+    vJ = segment_sum(K.xi * v[..., :, None], lv.dof_body, NB)
+    V = vJ.copy()
+    for L, P in lv.levels:
+        V[..., L, :] = V[..., P, :] + vJ[..., L, :]
+    K.V, K.Vl = V, with_pad(V)[..., lv.parent_or_pad, :]
+    K.A = K.Al = None
+    if a is not None:
+        A = segment_sum(K.xi * a[..., :, None], lv.dof_body, NB)
+        if a_root is not None:
+            for i in lv.roots:
+                A[..., i, :] = A[..., i, :] + apply_motion(K.Xup[i], a_root)
+        for L, P in lv.levels:
+            A[..., L, :] = A[..., P, :] + A[..., L, :] + cross_motion(V[..., L, :], vJ[..., L, :])
+        Al = with_pad(A)[..., lv.parent_or_pad, :]
+        if a_root is not None:
+            for i in lv.roots:
+                Al[..., i, :] = apply_motion(K.Xup[i], a_root)
+        K.A, K.Al = A, Al
     return K
 
 
@@ -121,7 +181,8 @@ class _Frame:
         f = model.frames[k]
         self.reference, self.body = reference, f.body
         self.chain, self.cols = _chain_dofs(model, f.body)
-        self.fXr = compose(f.X, K.Xr[f.body])
+        self.dof_body = np.asarray(model.dof_body, int)[self.cols]
+        self.fXr = compose(f.X, body_transform(K.Xr, f.body))
         self.p = self.fXr.r
         self.Xw = K.Xup[self.chain[0]]
 
@@ -151,20 +212,14 @@ def _frame_setup(model, q, v, a, frame, reference, names):
     return K, _Frame(model, K, model.frame(frame), reference), shape, dtype
 
 
-def _stack_chain(K, chain, what):
-    return np.concatenate([np.broadcast_to(what(j), np.broadcast_shapes(*(what(j).shape[:-2] for j in chain))
-                                           + what(j).shape[-2:]) for j in chain], -2)
-
-
 def _chain_terms(K, fr, shape):
-    """Per dof of the chain (..., n, 6): ``xi``, ``V_l`` and ``V_k`` (the joint's parent and body
-    velocities), ``A_l`` when accelerations were computed."""
-    rows = lambda x, j: np.broadcast_to(x[..., None, :], x.shape[:-1] + (K.xi[j].shape[-2], 6))
-    parts = {"xi": [K.xi[j] for j in fr.chain], "Vl": [rows(K.Vl[j], j) for j in fr.chain],
-             "V": [rows(K.V[j], j) for j in fr.chain]}
-    if K.A[fr.body] is not None:
-        parts["Al"] = [rows(K.Al[j], j) for j in fr.chain]
-    return {n: stacked(p, shape) for n, p in parts.items()}
+    """Per dof of the chain (..., n, 6): ``xi``, ``Vl`` and ``V`` (the velocities of the joint's
+    parent and body), ``Al`` when accelerations were computed."""
+    body = fr.dof_body
+    out = {"xi": K.xi[..., fr.cols, :], "Vl": K.Vl[..., body, :], "V": K.V[..., body, :]}
+    if K.A is not None:
+        out["Al"] = K.Al[..., body, :]
+    return {n: np.broadcast_to(x, shape + x.shape[-2:]) for n, x in out.items()}
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("frame", "reference"), outputs={"dV_dq": (6, "nv"), "dV_dv": (6, "nv")})
@@ -174,7 +229,7 @@ def frame_velocity_derivatives(model, q, v, frame, reference="local"):
     ``dV_dv`` the frame Jacobian).  Pinocchio's ``getFrameVelocityDerivatives``."""
     K, fr, shape, dtype = _frame_setup(model, q, v, None, frame, reference, ("q", "v"))
     T = _chain_terms(K, fr, shape)
-    xi, Vl, Vi = T["xi"], T["Vl"], K.V[fr.body][..., None, :]
+    xi, Vl, Vi = T["xi"], T["Vl"], K.V[..., fr.body, None, :]
     if reference == "local":                      # the frame moves with the joint: dV = fXr (V_l x xi)
         dq = fr.express(cross_motion(Vl, xi))
     else:
@@ -201,7 +256,7 @@ def frame_acceleration_derivatives(model, q, v, a, frame, reference="local"):
     K, fr, shape, dtype = _frame_setup(model, q, v, a, frame, reference, ("q", "v", "a"))
     T = _chain_terms(K, fr, shape)
     xi, Vl, Vk, Al = T["xi"], T["Vl"], T["V"], T["Al"]
-    Vi, Ai = K.V[fr.body][..., None, :], K.A[fr.body][..., None, :]
+    Vi, Ai = K.V[..., fr.body, None, :], K.A[..., fr.body, None, :]
     psi = cross_motion(Vl, xi)
     if reference == "local":
         dq = cross_motion(Al, xi) - cross_motion(psi, Vl) + cross_motion(psi, Vi)
@@ -223,7 +278,7 @@ def frame_jacobian_time_variation(model, q, v, frame, reference="local"):
     in ``local_world_aligned`` the moving point adds ``omega_k x v_p``."""
     K, fr, shape, dtype = _frame_setup(model, q, v, None, frame, reference, ("q", "v"))
     T = _chain_terms(K, fr, shape)
-    xi, Vk, Vi = T["xi"], T["V"], K.V[fr.body][..., None, :]
+    xi, Vk, Vi = T["xi"], T["V"], K.V[..., fr.body, None, :]
     if reference == "local":
         dJ = fr.express(cross_motion(Vk - Vi, xi))
     else:
