@@ -28,7 +28,7 @@ from ..kernels import kernel
 from ..spatial import RigidInertia, apply_force_transpose, cross3, cross_force, rigid_apply, rigid_transform
 from .centroidal import _about
 from .dynamics_derivatives import dof_rows, joint_terms, subtree_sums
-from .kinematics_derivatives import broadcast_columns, levels, root_motion, stacked
+from .kinematics_derivatives import body_transform, broadcast_columns, levels, root_motion, stacked
 
 __all__ = ["centroidal_dynamics_derivatives"]
 
@@ -60,13 +60,13 @@ def centroidal_dynamics_derivatives(model, q, v, a):
         for r in roots:
             end = model.subtree_end[r]
             dofs = slice(int(model.v_start[r]), int(model.v_start[end]) if end < model.nbodies else model.nv)
-            parts.append(apply_force_transpose(broadcast_columns(K.Xup[r]), X[..., dofs, :]))
+            parts.append(apply_force_transpose(broadcast_columns(body_transform(K.Xup, r)), X[..., dofs, :]))
         return stacked(parts, shape)
 
     dh, dhd_q, dhd_v, P = world(dh), world(T["Tq"]), world(T["Tv"]), world(T["P"])
-    h = sum(apply_force_transpose(K.Xup[r], M[..., r, :]) for r in roots)
-    hdot = sum(apply_force_transpose(K.Xup[r], F[..., r, :]) for r in roots)
-    first = sum(rigid_transform(K.Xup[r], RigidInertia(IC.m[..., r], IC.h[..., r, :], IC.I[..., r, :, :])).h
+    h = sum(apply_force_transpose(body_transform(K.Xup, r), M[..., r, :]) for r in roots)
+    hdot = sum(apply_force_transpose(body_transform(K.Xup, r), F[..., r, :]) for r in roots)
+    first = sum(rigid_transform(body_transform(K.Xup, r), RigidInertia(IC.m[..., r], IC.h[..., r, :], IC.I[..., r, :, :])).h
                 for r in roots)
     inv_m = 1.0 / float(np.sum(model.mass))
     c = first * inv_m

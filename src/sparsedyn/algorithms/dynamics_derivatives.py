@@ -48,7 +48,7 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, rigid_add,
+from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion,
                        rigid_apply, rigid_inertia, rigid_transform, skew)
 from .aba import aba_kernel, float_checker
 from .kinematics_derivatives import levels, root_motion

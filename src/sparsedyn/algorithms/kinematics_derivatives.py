@@ -34,10 +34,9 @@ import weakref
 import numpy as np
 
 from .. import _checks
-from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion
-from .kinematics import _check_reference, _frame_world_transform, joint_transforms, root_transforms, world_transforms
+from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
            "RootMotion", "root_motion", "stacked", "broadcast_columns"]
@@ -70,6 +69,13 @@ class Levels:
         self.parent_or_pad = np.where(parent < 0, NB, parent)
         self.dof_body = np.asarray(model.dof_body, int)
         self.S = np.concatenate([j.motion_subspace().T for j in model.joints], 0) if NB else np.zeros((0, 6))
+        groups = {}
+        for i, j in enumerate(model.joints):              # equal joints (type, axis, pitch) share one jcalc
+            groups.setdefault(j, []).append(i)
+        self.joint_groups = [(j, np.array(b), np.array([np.arange(model.q_slice(i).start, model.q_slice(i).stop)
+                                                         for i in b]).reshape(len(b), j.nq),
+                              Transform(np.stack([model.Xtree[i].E for i in b]), np.stack([model.Xtree[i].r for i in b])))
+                             for j, b in groups.items()]
 
 
 _LEVELS = weakref.WeakKeyDictionary()
@@ -100,17 +106,29 @@ def with_pad(x):
     return np.concatenate([x, np.zeros(x.shape[:-2] + (1, 6), dtype=x.dtype)], -2)
 
 
+def stacked_joint_transforms(model, q, shape, dtype):
+    """``Xup`` of every body as one stacked Transform (E (..., NB, 3, 3), r (..., NB, 3)): the joints
+    of one kind (type, axis, pitch) computed together by one ``jcalc`` (no checks; kernel use)."""
+    NB = model.nbodies
+    E = np.zeros(shape + (NB, 3, 3), dtype=dtype)
+    r = np.zeros(shape + (NB, 3), dtype=dtype)
+    for joint, bodies, qidx, Xtree in levels(model).joint_groups:
+        XJ, _ = joint.jcalc(q[..., qidx])
+        X = compose(XJ, Xtree)
+        E[..., bodies, :, :], r[..., bodies, :] = X.E, X.r
+    return Transform(E, r)
+
+
 class RootMotion:
     """The forward pass in root-body coordinates, stacked by body (see the module docstring).
 
-    ``Xup``, ``S``: :func:`~sparsedyn.algorithms.kinematics.joint_transforms` (lists by body);
-    ``Xr``: ``i_X_root`` of every body, a stacked Transform (E (..., NB, 3, 3), r (..., NB, 3));
+    ``Xup``: ``i_X_parent(i)`` of every body (:func:`stacked_joint_transforms`); ``Xr``: ``i_X_root`` of every body, a stacked Transform (E (..., NB, 3, 3), r (..., NB, 3));
     ``xi`` (..., nv, 6): the joints' twists, one row per dof; ``V``, ``A`` (..., NB, 6): body velocities
     and accelerations (``A`` includes ``a_root``); ``Vl``, ``Al`` (..., NB, 6): those of the parents
     (for a root body ``0`` and ``a_root`` moved into its coordinates).
     """
 
-    __slots__ = ("Xup", "S", "Xr", "xi", "V", "A", "Vl", "Al")
+    __slots__ = ("Xup", "Xr", "xi", "V", "A", "Vl", "Al")
 
 
 def root_motion(model, q, v, a=None, a_root=None):
@@ -120,14 +138,13 @@ def root_motion(model, q, v, a=None, a_root=None):
     (no checks; kernel use)."""
     lv, NB = levels(model), model.nbodies
     K = RootMotion()
-    K.Xup, K.S = joint_transforms(model, q)
     dtype = np.result_type(q, v, np.float64, *(() if a is None else (a,)))
     shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], () if a is None else a.shape[:-1])
+    K.Xup = stacked_joint_transforms(model, q, shape, dtype)
     E = np.zeros(shape + (NB, 3, 3), dtype=dtype)
     r = np.zeros(shape + (NB, 3), dtype=dtype)
     E[..., lv.roots, :, :] = np.eye(3)
-    Eup = np.stack([np.broadcast_to(X.E, shape + (3, 3)) for X in K.Xup], -3) if NB else E
-    rup = np.stack([np.broadcast_to(X.r, shape + (3,)) for X in K.Xup], -2) if NB else r
+    Eup, rup = K.Xup
     for L, P in lv.levels:                                   # Xr_i = Xup_i Xr_parent
         X = compose(Transform(Eup[..., L, :, :], rup[..., L, :]), Transform(E[..., P, :, :], r[..., P, :]))
         E[..., L, :, :], r[..., L, :] = X.E, X.r
@@ -143,13 +160,13 @@ def root_motion(model, q, v, a=None, a_root=None):
         A = segment_sum(K.xi * a[..., :, None], lv.dof_body, NB)
         if a_root is not None:
             for i in lv.roots:
-                A[..., i, :] = A[..., i, :] + apply_motion(K.Xup[i], a_root)
+                A[..., i, :] = A[..., i, :] + apply_motion(body_transform(K.Xup, i), a_root)
         for L, P in lv.levels:
             A[..., L, :] = A[..., P, :] + A[..., L, :] + cross_motion(V[..., L, :], vJ[..., L, :])
         Al = with_pad(A)[..., lv.parent_or_pad, :]
         if a_root is not None:
             for i in lv.roots:
-                Al[..., i, :] = apply_motion(K.Xup[i], a_root)
+                Al[..., i, :] = apply_motion(body_transform(K.Xup, i), a_root)
         K.A, K.Al = A, Al
     return K
 
@@ -184,7 +201,7 @@ class _Frame:
         self.dof_body = np.asarray(model.dof_body, int)[self.cols]
         self.fXr = compose(f.X, body_transform(K.Xr, f.body))
         self.p = self.fXr.r
-        self.Xw = K.Xup[self.chain[0]]
+        self.Xw = body_transform(K.Xup, self.chain[0])
 
     def express(self, M):
         """Motion vectors (..., n, 6) in root coordinates (at the root origin) -> ``reference``:
