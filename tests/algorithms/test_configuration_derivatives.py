@@ -68,31 +68,8 @@ def test_batched_and_traced():
 CASES = [(name, fb) for name in erd.ROBOTS for fb in (False, True)]
 
 
-@pytest.mark.parametrize("name,floating_base", CASES, ids=[f"{n}-{'floating' if fb else 'fixed'}" for n, fb in CASES])
-def test_agree_with_pinocchio(name, floating_base):
+def check_against_pinocchio(model, pm, rng):
     from sparsedyn.interop import pinocchio as ip
-    model, pm = erd.load_pair(name, floating_base)
-    rng = np.random.default_rng(6)
-    q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
-    v = rng.normal(size=model.nv)
-    p0, p1, pv = ip.q_to_pinocchio(model, q0), ip.q_to_pinocchio(model, q1), ip.v_to_pinocchio(model, v)
-    conv = lambda J: ip.derivative_to_pinocchio(model, J)
-    dq, dv = sd.integrate_derivatives(model, q0, v)
-    assert rel_err(conv(dq), pin.dIntegrate(pm, p0, pv, ARG0)) < 1e-9
-    assert rel_err(conv(dv), pin.dIntegrate(pm, p0, pv, ARG1)) < 1e-9
-    d0, d1 = sd.difference_derivatives(model, q0, q1)
-    assert rel_err(conv(d0), pin.dDifference(pm, p0, p1, ARG0)) < 1e-9
-    assert rel_err(conv(d1), pin.dDifference(pm, p0, p1, ARG1)) < 1e-9
-
-
-def test_planar_and_spherical_agree_with_pinocchio():
-    """The group joints example-robot-data lacks (planar: SE(2), spherical: SO(3)), through a model
-    converted to Pinocchio."""
-    from sparsedyn.interop import pinocchio as ip
-    model = sd.random_tree(6, joint_types=("planar", "spherical", "revolute"), seed=9, floating_base=True)
-    assert {j.type for j in model.joints} >= {"planar", "spherical", "free"}
-    pm = ip.to_pinocchio(model)
-    rng = np.random.default_rng(7)
     q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
     v = 2 * rng.normal(size=model.nv)
     p0, p1, pv = ip.q_to_pinocchio(model, q0), ip.q_to_pinocchio(model, q1), ip.v_to_pinocchio(model, v)
@@ -103,3 +80,18 @@ def test_planar_and_spherical_agree_with_pinocchio():
     d0, d1 = sd.difference_derivatives(model, q0, q1)
     assert rel_err(conv(d0), pin.dDifference(pm, p0, p1, ARG0)) < 1e-9
     assert rel_err(conv(d1), pin.dDifference(pm, p0, p1, ARG1)) < 1e-9
+
+
+@pytest.mark.parametrize("name,floating_base", CASES, ids=[f"{n}-{'floating' if fb else 'fixed'}" for n, fb in CASES])
+def test_agree_with_pinocchio(name, floating_base):
+    model, pm = erd.load_pair(name, floating_base)
+    check_against_pinocchio(model, pm, np.random.default_rng(6))
+
+
+def test_planar_and_spherical_agree_with_pinocchio():
+    """The group joints example-robot-data lacks (planar: SE(2), spherical: SO(3)), through a model
+    converted to Pinocchio."""
+    from sparsedyn.interop import pinocchio as ip
+    model = sd.random_tree(6, joint_types=("planar", "spherical", "revolute"), seed=9, floating_base=True)
+    assert {j.type for j in model.joints} >= {"planar", "spherical", "free"}
+    check_against_pinocchio(model, ip.to_pinocchio(model), np.random.default_rng(7))

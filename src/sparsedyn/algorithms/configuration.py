@@ -48,12 +48,15 @@ def difference(model, q0, q1):
 
 # --- derivatives of integrate and difference (issue 23) ------------------------------------------
 
-def _block_diagonal(model, blocks, shape, dtype):
-    """The (..., nv, nv) matrix with joint ``i``'s block (..., nv_i, nv_i) on the diagonal."""
-    out = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
-    for i, B in enumerate(blocks):
+def _joint_jacobians(model, method, x, y, shape, y_slice):
+    """The two block-diagonal (..., nv, nv) matrices of ``joint.<method>(x_i, y_i)`` joint by joint
+    (``x`` a configuration, ``y`` sliced by ``y_slice``)."""
+    dtype = np.result_type(x, y, np.float64)
+    out = (np.zeros(shape + (model.nv, model.nv), dtype=dtype), np.zeros(shape + (model.nv, model.nv), dtype=dtype))
+    for i, j in enumerate(model.joints):
         sl = model.v_slice(i)
-        out[..., sl, sl] = B
+        for o, B in zip(out, getattr(j, method)(x[..., model.q_slice(i)], y[..., y_slice(i)])):
+            o[..., sl, sl] = B
     return out
 
 
@@ -65,11 +68,7 @@ def integrate_derivatives(model, q, v):
     ``Ad(exp(-v))`` and the right Jacobian ``Jr(v)`` of its group (SO(3), SE(3), SE(2))."""
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v, "v")
-    shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
-    parts = [j.integrate_jacobians(q[..., model.q_slice(i)], v[..., model.v_slice(i)])
-             for i, j in enumerate(model.joints)]
-    dtype = np.result_type(q, v, np.float64)
-    return tuple(_block_diagonal(model, [p[k] for p in parts], shape, dtype) for k in range(2))
+    return _joint_jacobians(model, "integrate_jacobians", q, v, _checks.batch_shape(q=(q, 1), v=(v, 1)), model.v_slice)
 
 
 @kernel(inputs={"q0": ("nq",), "q1": ("nq",)}, outputs={"d_dq0": ("nv", "nv"), "d_dq1": ("nv", "nv")})
@@ -80,8 +79,5 @@ def difference_derivatives(model, q0, q1):
     ``1`` for the vector joints."""
     q0 = _checks.configuration(model, q0, "q0")
     q1 = _checks.configuration(model, q1, "q1")
-    shape = _checks.batch_shape(q0=(q0, 1), q1=(q1, 1))
-    parts = [j.difference_jacobians(q0[..., model.q_slice(i)], q1[..., model.q_slice(i)])
-             for i, j in enumerate(model.joints)]
-    dtype = np.result_type(q0, q1, np.float64)
-    return tuple(_block_diagonal(model, [p[k] for p in parts], shape, dtype) for k in range(2))
+    return _joint_jacobians(model, "difference_jacobians", q0, q1, _checks.batch_shape(q0=(q0, 1), q1=(q1, 1)),
+                            model.q_slice)
