@@ -34,7 +34,7 @@ from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, crba
-from .algorithms.configuration import difference, integrate
+from .algorithms.configuration import difference, difference_derivatives, integrate, integrate_derivatives
 from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern,
                               spd_inverse)
 from .algorithms.aba import SingularInertiaError, aba
@@ -57,6 +57,9 @@ from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravi
                                               static_torque_derivatives)
 from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics,
                                   contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
+from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
+                                                frame_velocity_derivatives)
+from .algorithms.centroidal_derivatives import centroidal_dynamics_derivatives
 
 from ._version import __version__
 
@@ -142,7 +145,9 @@ __all__ = [
     "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
-    "static_torque_derivatives",
+    "static_torque_derivatives", "frame_velocity_derivatives", "frame_acceleration_derivatives",
+    "frame_jacobian_time_variation", "centroidal_dynamics_derivatives", "integrate_derivatives",
+    "difference_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
