@@ -32,6 +32,7 @@ from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, crba
+from .algorithms.coriolis import coriolis_matrix
 from .algorithms.configuration import difference, integrate
 from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern,
                               spd_inverse)
@@ -123,7 +124,7 @@ def __dir__():
 __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
     "Frame", "Mimic", "JointDynamics", "edit", "reduce_model", "append_model", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
-    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
+    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects", "coriolis_matrix",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
     "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
