@@ -33,7 +33,7 @@ from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_st
                        serial_chain)
 from .algorithms.crba import HandC, crba
 from .algorithms.coriolis import coriolis_matrix
-from .algorithms.configuration import difference, integrate
+from .algorithms.configuration import difference, integrate, interpolate, normalize
 from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern,
                               spd_inverse)
 from .algorithms.aba import SingularInertiaError, aba
@@ -129,7 +129,7 @@ __all__ = [
     "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
     "mjcf_measurements", "load_model", "load_srdf", "Srdf", "SrdfError", "SrdfWarning",
-    "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
+    "integrate", "difference", "interpolate", "normalize", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
