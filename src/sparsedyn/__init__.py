@@ -22,6 +22,7 @@ on first use of one of their names (``sd.load_urdf``, ``sd.EstimationProblem``,
 import importlib as _importlib
 
 from . import spatial
+from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
@@ -122,7 +123,8 @@ def __dir__():
 
 
 __all__ = [
-    "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
+    "spatial", "exp3", "log3", "exp3_jacobian", "log3_jacobian", "exp6", "log6", "exp6_jacobian", "log6_jacobian",
+    "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
     "Frame", "Mimic", "JointDynamics", "edit", "reduce_model", "append_model", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects", "coriolis_matrix",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
