@@ -43,6 +43,8 @@ from .algorithms.minv import minv
 from .sensors import (Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration, JointTorque,
                       KnownWrench, Prior, Sensor)
 from .algorithms.kinematics import frame_acceleration, frame_classical_acceleration, frame_jacobian_dot_v
+from .algorithms.kinematics import geometry_placements
+from .model import Geometry
 from .algorithms.com import (center_of_mass, center_of_mass_acceleration, center_of_mass_velocity, com_jacobian,
                              subtree_centers_of_mass, subtree_masses)
 from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_momentum, centroidal_momentum_matrix,
@@ -50,8 +52,9 @@ from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_mom
 from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
 from .algorithms.proper_acceleration import frame_proper_acceleration
 from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
-from .algorithms.derivatives import (aba_derivatives, derivatives, generalized_gravity_derivatives,
-                                     rnea_derivatives)
+from .algorithms.derivatives import derivatives
+from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
+                                              static_torque_derivatives)
 
 __version__ = "0.1.0"
 
@@ -134,9 +137,11 @@ __all__ = [
     "integrate", "difference", "interpolate", "normalize", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
+    "static_torque_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
+    "geometry_placements", "Geometry",
     "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
