@@ -277,3 +277,32 @@ def test_append_model_bad_input():
         sd.append_model(model, model, "tool", (2 * np.eye(3), np.zeros(3)), prefix="b_")
     with pytest.raises(TypeError, match="other"):
         sd.append_model(model, "gripper.urdf", "tool")
+
+
+def test_geometries_move_with_their_bodies():
+    """Shapes keep their world poses through reduce_model (locked at q_ref, also onto the world) and
+    append_model (the appended model's world shapes go to the attachment frame)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(erd.robot_path("ur5"), geometry=True)
+    assert len(model.geometries) > 4
+    rng = np.random.default_rng(7)
+    q_ref = model.random_configuration(rng)
+    locks = ["shoulder_pan_joint", "elbow_joint"]       # the first locks the chain onto the world
+    red = sd.reduce_model(model, locks, q_ref)
+    keep = np.concatenate([np.arange(model.nq)[model.q_slice(model.joint(n))] for n in red.joint_names])
+    for kind in ("visual", "collision"):
+        R0, p0 = sd.geometry_placements(model, q_ref, kind)
+        R1, p1 = sd.geometry_placements(red, q_ref[keep], kind)
+        assert rel_err(R1, R0) < TOL and rel_err(p1, p0) < TOL
+    Rp, pp = placement(rng)
+    both = sd.append_model(gripper(), model, "tool", (Rp, pp), prefix="ur_")
+    assert [g.name for g in both.geometries] == ["ur_" + g.name for g in model.geometries]
+    q = both.random_configuration(rng)
+    qa = q[np.concatenate([np.arange(both.nq)[both.q_slice(both.joint("ur_" + n))] for n in model.joint_names])]
+    Rt, pt = sd.frame_placement(both, q, "tool")
+    Rw, pw = Rt @ Rp, pt + Rt @ pp                      # the UR5's world frame, carried by the gripper
+    for kind in ("visual", "collision"):
+        R0, p0 = sd.geometry_placements(model, qa, kind)
+        R1, p1 = sd.geometry_placements(both, q, kind)
+        assert rel_err(R1, Rw @ R0) < TOL and rel_err(p1, pw + (Rw @ p0[..., None])[..., 0]) < TOL

@@ -23,7 +23,7 @@ LAYERS = [
     ("foundation", ["backend", "_checks", "kernels", "_version"]),   # array backend, argument checks, kernel registry
     ("spatial", ["spatial"]),
     ("symbolic", ["symbolic"]),
-    ("model", ["joints", "model", "builders", "sensors"]),
+    ("model", ["joints", "model", "builders", "sensors", "edit"]),
     ("algorithms", ["algorithms"]),
     ("sparse", ["sparse"]),
     ("estimation", ["estimation", "identification"]),
