@@ -306,3 +306,27 @@ def test_geometries_move_with_their_bodies():
         R0, p0 = sd.geometry_placements(model, qa, kind)
         R1, p1 = sd.geometry_placements(both, q, kind)
         assert rel_err(R1, Rw @ R0) < TOL and rel_err(p1, pw + (Rw @ p0[..., None])[..., 0]) < TOL
+
+
+def test_mimic_couplings_and_renamed_sensors():
+    b = sd.ModelBuilder("hand")
+    for k in range(1, 4):
+        b.add_body(f"f{k}", None if k == 1 else f"f{k - 1}", sd.make_joint("revolute", (0, 1, 0)),
+                   Xtree=None if k == 1 else (np.eye(3), [0.05, 0, 0]), mass=0.1, com=[0.02, 0, 0],
+                   rot_inertia=1e-5 * np.eye(3), joint_name=f"j{k}")
+    b.add_mimic("j3", "j2", 0.5, 0.1)
+    b.add_mimic("j2", "j1", 2.0)
+    hand = b.build().with_sensors(sd.JointTorque("all", ["j1", "j2", "j3"]), sd.ForceTorque("ft", "j2"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        red = sd.reduce_model(hand, ["j1"], np.array([0.3, 0.0, 0.0]))
+    messages = sorted(str(w.message) for w in caught if w.category is sd.edit.ReductionWarning)
+    assert len(messages) == 2 and "mimic coupling of joint 'j2' on 'j1'" in messages[0] \
+        and "sensor 'all' measured the locked joint(s) ['j1']; it keeps ['j2', 'j3']" in messages[1]
+    assert [(red.joint_names[m.joint], red.joint_names[m.mimicked], m.multiplier, m.offset) for m in red.mimic] \
+        == [("j3", "j2", 0.5, 0.1)]
+    both = sd.append_model(sd.serial_chain(2), hand, "link2", prefix="h_")
+    assert both.sensor("h_all").joints == ["h_j1", "h_j2", "h_j3"] and both.sensor("h_ft").joint == "h_j2"
+    assert [(both.joint_names[m.joint], both.joint_names[m.mimicked]) for m in both.mimic] == \
+        [("h_j3", "h_j2"), ("h_j2", "h_j1")]
+    assert hand.sensor("all").joints == ["j1", "j2", "j3"]          # the input is unchanged
