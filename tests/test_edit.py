@@ -321,8 +321,8 @@ def test_mimic_couplings_and_renamed_sensors():
         warnings.simplefilter("always")
         red = sd.reduce_model(hand, ["j1"], np.array([0.3, 0.0, 0.0]))
     messages = sorted(str(w.message) for w in caught if w.category is sd.edit.ReductionWarning)
-    assert len(messages) == 2 and "mimic coupling of joint 'j2' on 'j1'" in messages[0] \
-        and "sensor 'all' measured the locked joint(s) ['j1']; it keeps ['j2', 'j3']" in messages[1]
+    assert len(messages) == 2 and "mimic coupling of joint 'j2' on 'j1'" in messages[1] \
+        and "sensor 'all' measured the locked joint(s) ['j1']; it keeps ['j2', 'j3']" in messages[0]
     assert [(red.joint_names[m.joint], red.joint_names[m.mimicked], m.multiplier, m.offset) for m in red.mimic] \
         == [("j3", "j2", 0.5, 0.1)]
     both = sd.append_model(sd.serial_chain(2), hand, "link2", prefix="h_")
