@@ -486,15 +486,16 @@ def _inv_coefficient(t):
     return (_half_sq(h) - _c_f(h)[0]) / (4 * _sinc(h))
 
 
-def _mm(*Ms):
-    out = Ms[0]
-    for M in Ms[1:]:
-        out = out @ M
-    return out
+def _cross_matrix(w):
+    """``w x`` (..., 3, 3) as :func:`skew`, filled entry by entry (faster on batches than stacking)."""
+    W = np.zeros(w.shape[:-1] + (3, 3), dtype=w.dtype)
+    W[..., 0, 1], W[..., 0, 2], W[..., 1, 2] = -w[..., 2], w[..., 1], -w[..., 0]
+    W[..., 1, 0], W[..., 2, 0], W[..., 2, 1] = w[..., 2], -w[..., 1], w[..., 0]
+    return W
 
 
 def _rotation(w, a, b):
-    """``1 + a W + b W^2`` (..., 3, 3) for ``a``, ``b`` (..., 1), with ``W^2 = w w^T - |w|^2 1``, entry by
+    """``1 + a W + b W^2`` (..., 3, 3) for ``a``, ``b`` (..., 1) or numbers, with ``W^2 = w w^T - |w|^2 1``, entry by
     entry (no matrix product, no stacked skew matrix: several times faster on batches)."""
     R = (b * w)[..., :, None] * w[..., None, :] + (1 - b * _sq3(w))[..., None] * np.eye(3)
     aw = a * w
@@ -529,18 +530,15 @@ def exp3_jacobian(w):
     """Right Jacobian of :func:`exp3` (..., 3, 3): ``log3(exp3(w)^T exp3(w + d)) = J d + O(d^2)``;
     ``J = 1 - (1 - cos t)/t^2 W + (t - sin t)/t^3 W^2``."""
     w = bk.asarray(w)
-    t = _angle(w)[..., None]
-    W = skew(w)
-    return np.eye(3) - _half_sq(t) * W + _c_f(t)[0] * (W @ W)
+    t = _angle(w)
+    return _rotation(w, -_half_sq(t), _c_f(t)[0])
 
 
 def log3_jacobian(R):
     """Right Jacobian of :func:`log3` (..., 3, 3): ``log3(R exp3(d)) = log3(R) + J d + O(d^2)``;
     the inverse of :func:`exp3_jacobian` at ``log3(R)``: ``1 + W/2 + (1 - (t/2) cot(t/2))/t^2 W^2``."""
     w = log3(R)
-    t = _angle(w)[..., None]
-    W = skew(w)
-    return np.eye(3) + 0.5 * W + _inv_coefficient(t) * (W @ W)
+    return _rotation(w, 0.5, _inv_coefficient(_angle(w)))
 
 
 def _pose(X, what):
@@ -582,8 +580,10 @@ def log6(X):
     R, p = _pose(X, "log6")
     w = log3(R)
     t = _angle(w)
+    h = t / 2
     wp = cross3(w, p)
-    v = p - 0.5 * wp + _inv_coefficient(t) * cross3(w, wp)
+    # (1 - h cot h) / t^2 multiplies |w|^2: its rounding error, eps/t^2 near t = 0, costs only eps |p|
+    v = p - 0.5 * wp + ((1 - h * bk.cos(h) / bk.sin(h)) / (t * t)) * cross3(w, wp)
     return np.concatenate([np.broadcast_to(w, v.shape[:-1] + (3,)), v], -1)
 
 
@@ -595,8 +595,9 @@ def _q_left(rho, phi):
     h = t / 2
     d = _c_f(h)[0] * (1 + _sinc(h)) / 8                  # (t^2/2 + cos t - 1) / t^4
     e = 0.5 * (d + 3 * f)                                # (2t - 3 sin t + t cos t) / (2 t^5)
-    P, Rh = skew(phi), skew(rho)
-    PR, RP, PRP = P @ Rh, Rh @ P, _mm(P, Rh, P)
+    P, Rh = _cross_matrix(phi), _cross_matrix(rho)
+    PR, RP = P @ Rh, Rh @ P
+    PRP = PR @ P
     return (0.5 * Rh + c * (PR + RP + PRP) + d * (P @ PR + RP @ P - 3 * PRP)
             + e * (PRP @ P + P @ PRP))
 
@@ -618,10 +619,8 @@ def log6_jacobian(X):
     (Pinocchio's ``Jlog6`` with rows and columns reordered to [angular; linear])."""
     xi = log6(X)
     w = xi[..., :3]
-    t = _angle(w)[..., None]
-    W = skew(w)
-    Ai = np.eye(3) + 0.5 * W + _inv_coefficient(t) * (W @ W)
+    Ai = _rotation(w, 0.5, _inv_coefficient(_angle(w)))
     Q = _q_left(-xi[..., 3:], -w)
-    B = -_mm(Ai, Q, Ai)
+    B = -(Ai @ Q @ Ai)
     Ai = np.broadcast_to(Ai, B.shape)
     return np.concatenate([np.concatenate([Ai, 0 * Ai], -1), np.concatenate([B, Ai], -1)], -2)
