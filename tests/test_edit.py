@@ -330,3 +330,38 @@ def test_mimic_couplings_and_renamed_sensors():
     assert [(both.joint_names[m.joint], both.joint_names[m.mimicked]) for m in both.mimic] == \
         [("h_j3", "h_j2"), ("h_j2", "h_j1")]
     assert hand.sensor("all").joints == ["j1", "j2", "j3"]          # the input is unchanged
+
+
+SRDF_ROBOTS = {     # URDF, SRDF of example-robot-data (robots_dir-relative), floating base
+    "talos": ("talos_data/robots/talos_reduced.urdf", "talos_data/srdf/talos.srdf"),
+    "solo12": ("solo_description/robots/solo12.urdf", "solo_description/srdf/solo.srdf"),
+    "anymal_c": ("anymal_c_simple_description/urdf/anymal.urdf", "anymal_c_simple_description/srdf/anymal.srdf"),
+    "go2": ("go2_description/urdf/go2.urdf", "go2_description/srdf/go2.srdf"),
+    "romeo": ("romeo_description/urdf/romeo_small.urdf", "romeo_description/srdf/romeo.srdf"),
+    "icub": ("icub_description/robots/icub_reduced.urdf", "icub_description/srdf/icub.srdf"),
+    "panda": ("panda_description/urdf/panda.urdf", "panda_description/srdf/panda.srdf"),
+}
+
+
+@pytest.mark.parametrize("robot", sorted(SRDF_ROBOTS))
+def test_reduce_at_the_srdf_reference_configurations(robot):
+    """Every reference configuration of the robot's SRDF as q_ref, half of the joints locked (chosen at
+    random), against Pinocchio's buildReducedModel at the same configuration."""
+    urdf, srdf = SRDF_ROBOTS[robot]
+    model, pm = quiet_pair(urdf, True)             # Pinocchio's model from the URDF ...
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.SrdfWarning)
+        refs = sd.load_srdf(model, erd.robots_dir() / srdf).reference_configurations
+    refs = refs or {"neutral": model.neutral()}
+    if robot == "anymal_c":                         # ... except where a joint and a link share a name
+        pm = pin_model(model)
+    rng = np.random.default_rng(len(robot))
+    movable = [n for n, j in zip(model.joint_names, model.joints) if j.type != "free"]
+    for name, q_ref in refs.items():
+        locks = list(rng.choice(movable, size=len(movable) // 2, replace=False))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sd.edit.ReductionWarning)
+            red = sd.reduce_model(model, locks, q_ref)
+        pred = pin.buildReducedModel(pm, [pm.getJointId(n) for n in locks], ip.q_to_pinocchio(model, q_ref))
+        assert tuple(pred.names)[1:] == red.joint_names, name
+        compare_dynamics(red, pred, rng, n=2)
