@@ -26,45 +26,54 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import (apply_force_transpose, apply_motion, crf, crm, cross_motion, rigid_inertia_matrix,
-                       rigid_structure, skew)
+from ..spatial import (apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_inertia_matrix,
+                       rigid_structure, transform_inertia)
 from .crba import apply_columns, composite_inertias, result_dtype
 from .kinematics import joint_transforms
 
 __all__ = ["coriolis_matrix", "coriolis_matrix_kernel"]
 
 
-def _xbar(f):
-    """``(f xbar)`` (..., 6, 6): the matrix of ``u -> u x* f`` (``f = [n; f]`` a force)."""
-    nx, fx = skew(f[..., :3]), skew(f[..., 3:])
-    return -np.concatenate([np.concatenate([nx, fx], -1), np.concatenate([fx, 0 * fx], -1)], -2)
+def _columns(f, x, M):
+    """``f(x, m)`` for each column ``m`` of ``M`` (..., 6, n) (``x`` (..., 6) shared)."""
+    return np.swapaxes(f(x[..., None, :], np.swapaxes(M, -1, -2)), -1, -2)
 
 
 def coriolis_matrix_kernel(model, q, v):
-    """Unchecked ``C(q, v)`` (..., nv, nv); arrays of any backend with common leading axes."""
+    """Unchecked ``C(q, v)`` (..., nv, nv); arrays of any backend with common leading axes.
+
+    ``B(I, v)`` is kept as its symmetric part ``Bs = (G + G^T) / 2``, ``G = (v x*) I`` (because
+    ``I (v x) = -G^T``), and its skew part ``(h xbar) / 2`` with ``h = I v`` the momentum: since
+    ``X^T (h xbar) X = (X^T h) xbar``, the subtree sums are ``BsC`` (a symmetric congruence, as
+    for articulated inertias) and the composite momentum ``hC`` (transported like a force).
+    """
     Xup, S = joint_transforms(model, q)
     NB = model.nbodies
-    vb, Sd, B = [None] * NB, [None] * NB, [None] * NB
+    vb, Sd, BsC, hC = [None] * NB, [None] * NB, [None] * NB, [None] * NB
     for i in range(NB):
         vJ = (S[i] @ v[..., model.v_slice(i), None])[..., 0]
         p = model.parent[i]
         vb[i] = vJ if p < 0 else apply_motion(Xup[i], vb[p]) + vJ
-        Sd[i] = np.swapaxes(cross_motion(vb[i][..., None, :], S[i].T), -1, -2)      # v_i x S_i, by column
+        Sd[i] = _columns(cross_motion, vb[i], S[i])                 # v_i x S_i
         I = rigid_structure(model.inertia[i])
-        B[i] = 0.5 * (crf(vb[i]) @ I - I @ crm(vb[i]) + _xbar((I @ vb[i][..., None])[..., 0]))
+        G = _columns(cross_force, vb[i], I)                         # (v_i x*) I_i
+        BsC[i] = 0.5 * (G + np.swapaxes(G, -1, -2))
+        hC[i] = (I @ vb[i][..., None])[..., 0]
     IC = [rigid_inertia_matrix(RI) for RI in composite_inertias(model, Xup)]
-    BC = list(B)
     for i in range(NB - 1, -1, -1):
         p = model.parent[i]
         if p >= 0:
-            BC[p] = BC[p] + _congruence(Xup[i], BC[i])
+            BsC[p] = BsC[p] + transform_inertia(Xup[i], BsC[i])
+            hC[p] = hC[p] + apply_force_transpose(Xup[i], hC[i])
     shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1])
     C = np.zeros(shape + (model.nv, model.nv), dtype=np.result_type(result_dtype(q), result_dtype(v)))
     for i in range(NB):
         si = model.v_slice(i)
-        F1 = IC[i] @ Sd[i] + BC[i] @ S[i]                  # (..., 6, nv_i) forces
-        F2 = IC[i] @ S[i]
-        F3 = np.swapaxes(BC[i], -1, -2) @ S[i]
+        hS = 0.5 * _columns(lambda h, s: cross_force(s, h), hC[i], S[i])     # (hC_i xbar) S_i / 2
+        BsS = BsC[i] @ S[i]
+        F1 = IC[i] @ Sd[i] + BsS + hS                       # (IC Sd + BC S), forces (..., 6, nv_i)
+        F2 = IC[i] @ S[i]                                   # IC S
+        F3 = BsS - hS                                       # BC^T S
         C[..., si, si] = S[i].T @ F1
         j = i
         while model.parent[j] >= 0:
@@ -74,12 +83,6 @@ def coriolis_matrix_kernel(model, q, v):
             C[..., sj, si] = S[j].T @ F1
             C[..., si, sj] = np.swapaxes(F2, -1, -2) @ Sd[j] + np.swapaxes(F3, -1, -2) @ S[j]
     return C
-
-
-def _congruence(X, M):
-    """``X^T M X`` for a general (not symmetric) 6 x 6 ``M`` (..., 6, 6) in B coordinates, in A."""
-    cols = apply_columns(apply_force_transpose, X, M)                       # X^T M
-    return np.swapaxes(apply_columns(apply_force_transpose, X, np.swapaxes(cols, -1, -2)), -1, -2)
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, outputs={"C": ("nv", "nv")})
