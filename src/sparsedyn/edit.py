@@ -26,7 +26,6 @@ joint whose parent side is the world.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
 import numpy as np

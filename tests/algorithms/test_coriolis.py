@@ -10,7 +10,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.interop import pinocchio as ip
-from conftest import EPS, random_trees, rel_err, rounding_bound
+from conftest import random_trees, rel_err, rounding_bound
 import erd
 
 TOL = 1e-9
