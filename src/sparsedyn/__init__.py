@@ -24,6 +24,7 @@ import importlib as _importlib
 from . import spatial
 from . import kernels as _kernels
 from .kernels import use_backend
+from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
@@ -34,7 +35,9 @@ from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, crba
-from .algorithms.configuration import difference, difference_derivatives, integrate, integrate_derivatives
+from .algorithms.configuration import (difference, difference_derivatives, integrate, integrate_derivatives,
+                                       interpolate, normalize)
+from .algorithms.coriolis import coriolis_matrix
 from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern,
                               spd_inverse)
 from .algorithms.aba import SingularInertiaError, aba
@@ -135,14 +138,15 @@ def __dir__():
 
 
 __all__ = [
-    "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
+    "spatial", "exp3", "log3", "exp3_jacobian", "log3_jacobian", "exp6", "log6", "exp6_jacobian", "log6_jacobian",
+    "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
     "Frame", "Mimic", "JointDynamics", "edit", "reduce_model", "append_model", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
-    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
+    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects", "coriolis_matrix",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
     "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
     "mjcf_measurements", "load_model", "load_srdf", "Srdf", "SrdfError", "SrdfWarning",
-    "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
+    "integrate", "difference", "interpolate", "normalize", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
     "static_torque_derivatives", "frame_velocity_derivatives", "frame_acceleration_derivatives",
