@@ -113,6 +113,7 @@ _LAZY = {
     "Identification": ("sparsedyn.identification", "Identification"),
     "force_torque_regressor": ("sparsedyn.identification", "force_torque_regressor"),
     "interop": ("sparsedyn.interop", None),
+    "Viewer": ("sparsedyn.viewer", "Viewer"),
     "io": ("sparsedyn.io", None),
 }
 
@@ -155,7 +156,7 @@ __all__ = [
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
-    "geometry_placements", "Geometry",
+    "geometry_placements", "Geometry", "Viewer",
     "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",

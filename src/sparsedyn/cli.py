@@ -1,4 +1,4 @@
-"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo``.
+"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo | view``.
 
 Exit codes: 0 success; 1 an error of the library or of the input (one line on
 stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
@@ -31,10 +31,10 @@ class UsageError(Exception):
     """A command-line argument names nothing usable (exit code 2)."""
 
 
-def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
+def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error", geometry: bool = False):
     """A model from a command-line argument: :func:`sparsedyn.io.resolve.resolve_model`, raising
     :class:`UsageError` when ``spec`` names no model."""
-    return resolve_model(spec, floating_base, invalid_inertia, error=UsageError)
+    return resolve_model(spec, floating_base, invalid_inertia, error=UsageError, geometry=geometry)
 
 
 def benchmark_module(name: str):
@@ -263,6 +263,7 @@ examples:
   sparsedyn info panda
   sparsedyn sparsity humanoid --problem fd --plot fd.png
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
+  sparsedyn view talos_reduced --floating-base --q motion.npy --dt 0.001
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
 problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
@@ -308,6 +309,20 @@ def _parser() -> argparse.ArgumentParser:
                                                      "chains of 10, 30, 100 links)")
     p_bench.add_argument("--batch", type=int, default=10000, help="states per batch (default: %(default)s)")
     p_bench.add_argument("--cache", action="store_true", help="reuse the user's build cache (default: a fresh one)")
+    p_view = sub.add_parser("view", help="the model in the browser: a configuration, a trajectory or a recording "
+                                         "(pip install 'sparsedyn[viewer]')")
+    p_view.add_argument("model", help=model_help)
+    src = p_view.add_mutually_exclusive_group()
+    src.add_argument("--q", metavar="FILE", help="a configuration (nq numbers) or a trajectory (one per row) in "
+                                                 "a .npy, .txt or .csv file")
+    src.add_argument("--recording", metavar="REC", help="a recorded motion: .npz with 'q' (T, nq), 'dt' and "
+                                                        "optionally 'contacts/<frame>' (T, 6) forces")
+    p_view.add_argument("--dt", type=float, default=None, help="seconds between the rows of --q (default 0.01)")
+    p_view.add_argument("--collision", action="store_true", help="show the collision shapes")
+    p_view.add_argument("--port", type=int, default=8080, help="first port to try (default: %(default)s)")
+    p_view.add_argument("--save", metavar="FILE", help="write a standalone page (.html) or .viser file and exit")
+    p_view.add_argument("--seconds", type=float, default=None, help="serve this long (default: until Ctrl-C)")
+    p_view.add_argument("--floating-base", action="store_true", help=fb_help)
     p_demo = sub.add_parser("demo", help="a tour on the built-in humanoid (about 10 s)")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
@@ -350,6 +365,67 @@ def _error_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def read_motion(model, q_file=None, recording=None, dt=None):
+    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``'s ``--q FILE`` or ``--recording REC``
+    (see the command's help); errors name the file and what was expected."""
+    from pathlib import Path
+    contacts = None
+    if recording is not None:
+        try:
+            with np.load(recording) as rec:
+                data = {k: rec[k] for k in rec.files}
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{recording}: cannot read the recording (.npz with 'q' and 'dt'): {e}") from None
+        if "q" not in data or "dt" not in data:
+            raise ValueError(f"{recording}: a recording holds arrays 'q' (T, nq) and 'dt'; it has {sorted(data)}")
+        qs, dt = data["q"], float(data["dt"])
+        contacts = {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("contacts/")} or None
+        source = recording
+    else:
+        source = q_file
+        try:
+            qs = np.load(q_file) if Path(q_file).suffix == ".npy" else \
+                np.loadtxt(q_file, delimiter="," if Path(q_file).suffix == ".csv" else None, ndmin=2)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{q_file}: cannot read configurations (.npy, or numbers in .txt / .csv): {e}") from None
+        dt = 0.01 if dt is None else dt
+    qs = np.atleast_2d(np.asarray(qs, float))
+    if qs.ndim != 2 or qs.shape[1] != model.nq:
+        raise ValueError(f"{source}: expected configurations of model {model.name!r} with nq = {model.nq} numbers "
+                         f"per row, got an array of shape {np.shape(qs)}")
+    return qs, dt, contacts
+
+
+def view(args) -> int:
+    """``sparsedyn view``: serve the viewer (or write ``--save``) for a model and an optional motion."""
+    import time
+    from .viewer import Viewer
+    model = load_model(args.model, args.floating_base, geometry=True)
+    motion = read_motion(model, args.q, args.recording, args.dt) if (args.q or args.recording) else None
+    viewer = Viewer(model, kind="collision" if args.collision else "visual", port=args.port, verbose=False,
+                    q=None if motion is None else motion[0][0])
+    try:
+        if args.save:
+            if motion is None:
+                viewer.record(args.save)
+            else:
+                viewer.record(args.save, motion[0], motion[1], contacts=motion[2])
+            print(f"sparsedyn: wrote {args.save}")
+            return EXIT_OK
+        if motion is not None and len(motion[0]) > 1:
+            viewer.play(motion[0], motion[1], contacts=motion[2])
+        print(f"sparsedyn: viewer of {model.name!r} at {viewer.url} (Ctrl-C to stop)", flush=True)
+        end = None if args.seconds is None else time.monotonic() + args.seconds
+        try:
+            while end is None or time.monotonic() < end:
+                time.sleep(min(0.2, max(0.0, end - time.monotonic())) if end is not None else 0.2)
+        except KeyboardInterrupt:
+            pass
+        return EXIT_OK
+    finally:
+        viewer.close()
+
+
 def main(argv=None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _parser()
@@ -390,6 +466,8 @@ def main(argv=None) -> int:
                                 progress=progress)
             progress.done()
             print(_fit(text))
+        elif args.command == "view":
+            return view(args)
         else:
             for line in demo_lines(args.seed, args.plot or None):
                 print(line, flush=True)
