@@ -10,6 +10,7 @@ STATIC_SAMPLES = {
     "frame": lambda model: [model.frames[-1].name] if model.frames else [model.body_names[-1]],
     "reference": lambda model: ["local", "world", "local_world_aligned"],
     "unit": lambda model: [False, True],
+    "kind": lambda model: ["visual", "collision"],
 }
 
 

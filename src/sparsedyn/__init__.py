@@ -26,6 +26,8 @@ from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
 from .model import Frame, JointDynamics, Mimic, Model, ModelBuilder, ModelError
+from . import edit
+from .edit import append_model, reduce_model
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
@@ -39,6 +41,8 @@ from .algorithms.minv import minv
 from .sensors import (Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration, JointTorque,
                       KnownWrench, Prior, Sensor)
 from .algorithms.kinematics import frame_acceleration, frame_classical_acceleration, frame_jacobian_dot_v
+from .algorithms.kinematics import geometry_placements
+from .model import Geometry
 from .algorithms.com import (center_of_mass, center_of_mass_acceleration, center_of_mass_velocity, com_jacobian,
                              subtree_centers_of_mass, subtree_masses)
 from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_momentum, centroidal_momentum_matrix,
@@ -46,8 +50,9 @@ from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_mom
 from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
 from .algorithms.proper_acceleration import frame_proper_acceleration
 from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
-from .algorithms.derivatives import (aba_derivatives, derivatives, generalized_gravity_derivatives,
-                                     rnea_derivatives)
+from .algorithms.derivatives import derivatives
+from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
+                                              static_torque_derivatives)
 
 __version__ = "0.1.0"
 
@@ -62,6 +67,10 @@ _LAZY = {
     "MjcfWarning": ("sparsedyn.io.mjcf", "MjcfWarning"),
     "mjcf_measurements": ("sparsedyn.io.mjcf", "mjcf_measurements"),
     "load_model": ("sparsedyn.io.load", "load_model"),
+    "load_srdf": ("sparsedyn.io.srdf", "load_srdf"),
+    "Srdf": ("sparsedyn.io.srdf", "Srdf"),
+    "SrdfError": ("sparsedyn.io.srdf", "SrdfError"),
+    "SrdfWarning": ("sparsedyn.io.srdf", "SrdfWarning"),
     "sparse": ("sparsedyn.sparse", None),
     "sparse_inverse_dynamics": ("sparsedyn.sparse", "sparse_inverse_dynamics"),
     "sparse_forward_dynamics": ("sparsedyn.sparse", "sparse_forward_dynamics"),
@@ -117,18 +126,20 @@ def __dir__():
 
 __all__ = [
     "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
-    "Frame", "Mimic", "JointDynamics", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
+    "Frame", "Mimic", "JointDynamics", "edit", "reduce_model", "append_model", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
     "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
-    "mjcf_measurements", "load_model",
+    "mjcf_measurements", "load_model", "load_srdf", "Srdf", "SrdfError", "SrdfWarning",
     "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
+    "static_torque_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
+    "geometry_placements", "Geometry",
     "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",

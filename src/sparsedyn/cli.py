@@ -295,6 +295,8 @@ def _parser() -> argparse.ArgumentParser:
     p_info = sub.add_parser("info", help="a model's tree, dofs per joint, masses, frames and sensors")
     p_info.add_argument("model", help=model_help)
     p_info.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_info.add_argument("--srdf", default=None, help="an SRDF file: show its reference configurations, rotor "
+                        "parameters and disabled collision pairs")
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
                         help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
     p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
@@ -375,7 +377,11 @@ def main(argv=None) -> int:
     warnings.formatwarning = lambda message, category, *rest, **kw: f"sparsedyn: warning: {message}\n"
     try:
         if args.command == "info":
-            print(info(load_model(args.model, args.floating_base, args.invalid_inertia)))
+            model = load_model(args.model, args.floating_base, args.invalid_inertia)
+            print(info(model))
+            if args.srdf:
+                from .io.srdf import load_srdf
+                print(load_srdf(model, args.srdf).summary())
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,

@@ -19,12 +19,12 @@ H = 1e-6
 
 def fd_residual(cs, q, w):
     m = cs.model
-    return (cs.residual(m.integrate(q, H * w)) - cs.residual(m.integrate(q, -H * w))) / (2 * H)
+    return (cs.residual(sd.integrate(m, q, H * w)) - cs.residual(sd.integrate(m, q, -H * w))) / (2 * H)
 
 
 def fd_bias(cs, q, v):
     m = cs.model
-    return (cs.jacobian(m.integrate(q, H * v)) @ v - cs.jacobian(m.integrate(q, -H * v)) @ v) / (2 * H)
+    return (cs.jacobian(sd.integrate(m, q, H * v)) @ v - cs.jacobian(sd.integrate(m, q, -H * v)) @ v) / (2 * H)
 
 
 def random_tree_with_constraints(seed):

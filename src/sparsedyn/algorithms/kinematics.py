@@ -16,7 +16,7 @@ from .. import backend as bk
 from ..spatial import Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, identity, pose
 
 __all__ = ["joint_transforms", "world_transforms", "root_transforms", "forward_kinematics", "frame_placement",
-           "frame_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
+           "frame_placements", "geometry_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
            "body_accelerations", "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v"]
 
 REFERENCES = ("local", "world", "local_world_aligned")
@@ -106,6 +106,32 @@ def frame_placements(model, q):
         R, p = pose(_frame_world_transform(model, X0, k))
         Rs.append(np.broadcast_to(R, shape + (3, 3)))
         ps.append(np.broadcast_to(p, shape + (3,)))
+    return np.stack(Rs, -3), np.stack(ps, -2)
+
+
+def _geometry_count(model, kind="visual"):
+    return len(model.geometry(kind))
+
+
+@kernel(inputs={"q": ("nq",)}, static=("kind",), outputs={"R": (_geometry_count, 3, 3), "p": (_geometry_count, 3)})
+def geometry_placements(model, q, kind="visual"):
+    """World poses of the model's shapes of ``kind`` (``"visual"`` or ``"collision"``, see
+    :class:`~sparsedyn.model.Geometry`), in file order: ``R`` (..., NG, 3, 3), ``p`` (..., NG, 3),
+    as :func:`frame_placements` returns them (Pinocchio's ``oMg`` after ``updateGeometryPlacements``).
+    A shape on the world (body -1) keeps its fixed pose.
+    """
+    q = _checks.configuration(model, q)
+    geoms = model.geometry(kind)
+    Xup, _ = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    shape = q.shape[:-1]
+    Rs, ps = [], []
+    for g in geoms:
+        R, p = pose(g.X if g.body < 0 else compose(g.X, X0[g.body]))
+        Rs.append(np.broadcast_to(R, shape + (3, 3)))
+        ps.append(np.broadcast_to(p, shape + (3,)))
+    if not geoms:
+        return np.zeros(shape + (0, 3, 3), dtype=q.dtype), np.zeros(shape + (0, 3), dtype=q.dtype)
     return np.stack(Rs, -3), np.stack(ps, -2)
 
 
