@@ -37,9 +37,16 @@ def numeric(name, x, expected):
             bk.refuse_foreign(x)                  # JAX tracers, CasADi symbols: name the bridge that works
         except TypeError as e:
             raise TypeError(f"{name}: {e}") from None
+        except ValueError:                        # NumPy cannot make an array of it: said below
+            pass
         try:
             x = np.asarray(x)
-        except (TypeError, ValueError) as e:
+        except ValueError as e:
+            if "inhomogeneous" in str(e) or "sequence" in str(e):
+                raise ValueError(f"{name}: expected a numeric array of shape {expected}; got a ragged nested "
+                                 f"sequence (rows of different lengths, or a number among lists)") from None
+            raise TypeError(f"{name}: expected a numeric array of shape {expected}; {e}") from None
+        except TypeError as e:
             raise TypeError(f"{name}: expected a numeric array of shape {expected}; {e}") from None
         if x.dtype == object:                     # ragged lists, or Python objects
             return numeric(name, x, expected) if x.ndim else _refuse(name, x, expected)

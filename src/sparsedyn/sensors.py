@@ -562,7 +562,22 @@ class Accelerometer(Sensor):
 
 
 class Prior(Sensor):
-    """Gaussian prior ``d[kind of bodies] ~ N(mean, covariance)`` (soft rows with a constant value)."""
+    """Gaussian prior ``d[kind of bodies] ~ N(mean, covariance)`` (soft rows with a constant value).
+
+    ``kind``: which dynamic variable of Nori's sparse system (:mod:`sparsedyn.sparse.variables`) the
+    prior is on, each in its own body's coordinates, angular first:
+
+    * ``"a"``: the body's spatial acceleration ``a_i = [alpha; a]`` (6 per body);
+    * ``"f"``: the wrench ``f_i = [n; f]`` the parent exerts on the body across its joint (6 per body);
+    * ``"tau"``: the joint force ``tau_i`` (the joint's ``nv_i`` components, one for a revolute joint);
+    * ``"fx"``: the external wrench ``fx_i`` on the body (6; the ``f_ext[i]`` of :func:`sparsedyn.rnea`,
+      e.g. an unknown contact wrench expected near zero);
+    * ``"qdd"``: the joint acceleration (``nv_i`` components).
+
+    ``bodies``: body or joint names (or indices), one or a list; the rows stack their variables in
+    that order.  ``mean``: a scalar or one value per row; ``covariance``: as for every sensor (a scalar
+    variance, one per row, or a matrix).
+    """
 
     kind = "prior"
 

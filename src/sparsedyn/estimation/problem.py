@@ -408,10 +408,9 @@ class EstimationProblem:
     # --- measurement vector --------------------------------------------------------------
     def check_measurements(self, y, name="measurements"):
         """``y`` as a float array (..., ny); errors name the sensor at fault."""
-        try:
-            y = np.asarray(y, float)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"{name}: expected a numeric array of shape (..., {self.ny}); {e}") from None
+        y = _checks.numeric(name, y, f"(..., {self.ny})")
+        if y.dtype == object:                     # an object array of numbers
+            y = y.astype(float)
         if y.ndim == 0 or y.shape[-1] != self.ny:
             raise ValueError(f"{name}: expected shape (..., {self.ny}) for {self.name}, got {y.shape}; layout: "
                              + self.layout_text())
