@@ -27,7 +27,8 @@ from sparsedyn.estimation.casestudy import consistent_state
 from sparsedyn.interop import dask as sdd
 
 
-def main(n_states=200_000, chunk=20_000, workers=2):
+def main(n_states=200_000, chunk=20_000, workers=2, client=None):
+    """Estimate ``n_states`` states on a new local cluster of ``workers`` processes (or ``client``'s)."""
     model = sd.humanoid()
     problem = problem_from_file(model, Path(__file__).with_name("humanoid_ankle_ft.toml"))
     estimator = problem.compile()                  # the offline phase: verdict, elimination order
@@ -43,8 +44,14 @@ def main(n_states=200_000, chunk=20_000, workers=2):
     est = sdd.estimate(k, Q, V, Y)                 # lazy: {"tau": (N, nv), "contact[l_sole]": (N, 6), ...}
 
     from dask.distributed import Client           # worker processes: each compiles the estimator it is sent
-    with Client(processes=True, n_workers=workers, threads_per_worker=1, dashboard_address=None):
+    own = client is None
+    client = client or Client(processes=True, n_workers=workers, threads_per_worker=1, dashboard_address=None)
+    try:
         tau, left = da.compute(est["tau"][-chunk:], est["contact[l_sole]"][-chunk:])
+        workers = len(client.scheduler_info()["workers"])
+    finally:
+        if own:
+            client.close()
     err = max(np.max(np.abs(tau - truth["tau"])) / np.max(np.abs(truth["tau"])),
               np.max(np.abs(left - truth["contacts"]["l_sole"])) / np.max(np.abs(truth["contacts"]["l_sole"])))
     print(f"{n_states} states in chunks of {chunk} on {workers} workers: largest relative error of the last "

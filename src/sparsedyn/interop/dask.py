@@ -129,13 +129,14 @@ def _batched(arrays, names):
     out = []
     for name, a in zip(names, arrays):
         if not isinstance(a, da.Array):
-            a = np.asarray(a, float)
-            if a.ndim == 0:
-                raise ValueError(f"{name}: expected an array with a batch axis of {n} states, got a scalar")
-            a = da.from_array(a, chunks=(chunks,) + a.shape[1:])
+            try:
+                a = np.asarray(a, float)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"{name}: expected a Dask or NumPy array of numbers; {e}") from None
         if a.ndim != 2 or a.shape[0] != n:
-            raise ValueError(f"{name}: expected shape ({n}, k) (states along axis 0, as {names[0]}), got "
-                             f"{a.shape}")
+            raise ValueError(f"{name}: expected shape ({n}, k) (states along axis 0, as the first Dask array), "
+                             f"got {a.shape}")
+        a = a if isinstance(a, da.Array) else da.from_array(a, chunks=(chunks,) + a.shape[1:])
         out.append(a.rechunk((chunks,) + a.shape[1:]))
     return out
 
