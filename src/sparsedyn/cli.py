@@ -264,6 +264,7 @@ examples:
   sparsedyn sparsity humanoid --problem fd --plot fd.png
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
   sparsedyn view talos_reduced --floating-base --q motion.npy --dt 0.001
+  sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml --recording log.zarr --out est.zarr --workers 2
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
 problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
@@ -298,6 +299,12 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("model", help=model_help)
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; format in the README)")
     p_est.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_est.add_argument("--recording", default=None, help="estimate every state of a recording (.npz or Zarr store "
+                                                         "with q, v, y; see sparsedyn.recording) into --out")
+    p_est.add_argument("--out", default=None, help="with --recording: where to write the estimates (.npz or .zarr)")
+    p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
+                                                             "machine (default 0: in this process)")
+    p_est.add_argument("--chunk", type=int, default=None, help="with --recording: states per batched call")
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
     p_comp.add_argument("model", help=model_help)
@@ -443,6 +450,12 @@ def main(argv=None) -> int:
             if args.srdf:
                 from .io.srdf import load_srdf
                 print(load_srdf(model, args.srdf).summary())
+        elif args.command == "estimate" and (args.recording or args.out):
+            if not (args.recording and args.out):
+                raise UsageError("--recording and --out go together")
+            from .recording import recording_report
+            print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
+                                   args.out, workers=args.workers, chunk=args.chunk))
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
