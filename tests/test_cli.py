@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import pytest
 
 from sparsedyn import cli
 from sparsedyn.builders import humanoid
@@ -53,6 +54,13 @@ def test_bad_model_argument_gives_one_clear_line(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("sparsedyn: error: ")
     r = run("info")                            # a missing argument: argparse's usage error
     assert r.returncode == cli.EXIT_USAGE and "usage:" in r.stderr
+
+
+def test_benchmarks_load_from_the_source_checkout_only():
+    """``sparsedyn bench`` runs ``benchmarks/bench_compiled.py`` of the checkout; a missing file is a usage error."""
+    assert callable(cli.benchmark_module("bench_compiled").bench_report)
+    with pytest.raises(cli.UsageError, match="no_such_benchmark.py not found: the benchmarks ship with the source"):
+        cli.benchmark_module("no_such_benchmark")
 
 
 def test_demo_reports_consistent_numbers(tmp_path):

@@ -15,9 +15,10 @@ import warnings
 
 import numpy as np
 
+from .io.resolve import find_example_robot, resolve_model
 from .plots import sparsity_text
 
-__all__ = ["main", "load_model", "find_example_robot", "compiled_estimate_lines", "demo", "demo_lines",
+__all__ = ["main", "load_model", "find_example_robot", "benchmark_module", "compiled_estimate_lines", "demo", "demo_lines",
            "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ILL_POSED"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ILL_POSED = 0, 1, 2, 3
@@ -30,42 +31,26 @@ class UsageError(Exception):
     """A command-line argument names nothing usable (exit code 2)."""
 
 
-def find_example_robot(name: str):
-    """Path of the URDF called ``name`` (e.g. ``"panda"``, ``"talos_reduced"``) in the installed
-    ``example-robot-data`` package (see :func:`sparsedyn.interop.example_robot_data_dir`), or ``None``."""
-    from .interop import example_robot_data_dir
-    d = example_robot_data_dir()
-    if d is None or not name or "/" in name or "\\" in name:
-        return None
-    hits = sorted(d.rglob(f"{name}.urdf"), key=lambda p: (len(p.parts), str(p)))
-    return hits[0] if hits else None
-
-
 def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error", geometry: bool = False):
-    """A model from a command-line argument: a built-in model name (``humanoid``, ``chain7``, ...),
-    a URDF or MJCF file, or the name of a URDF of the ``example-robot-data`` package (``panda``, ``talos``,
-    ...).  ``floating_base``, ``invalid_inertia`` and ``geometry``: see :func:`sparsedyn.load_urdf`.
-    Raises :class:`UsageError` when ``spec`` is none of these."""
-    import os
-    from .builders import BUILTIN_MODELS, builtin
-    if spec in BUILTIN_MODELS:
-        return builtin(spec)
-    path = spec if (spec.endswith((".urdf", ".xml", ".mjcf")) or os.path.sep in spec or "/" in spec
-                    or os.path.exists(spec)) else find_example_robot(spec)
-    if path is not None:
-        from .io.load import load_model as load_file
-        return load_file(path, floating_base=floating_base, invalid_inertia=invalid_inertia, geometry=geometry)
-    from .interop import example_robot_data_dir
-    d = example_robot_data_dir()
-    if d is None:
-        hint = "; example-robot-data is not installed (pip install example-robot-data) for names like 'panda'"
-    else:
-        import difflib
-        stems = sorted({p.stem for p in d.rglob("*.urdf")})
-        near = [x for x in stems if x.startswith(spec)][:6] or difflib.get_close_matches(spec, stems, n=6, cutoff=0.5)
-        hint = f"; closest example-robot-data URDFs: {', '.join(near)}" if near else ""
-    raise UsageError(f"{spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}), nor a .urdf "
-                     f"or MJCF .xml file, nor a URDF of example-robot-data (e.g. panda, talos_reduced, ur5_robot){hint}")
+    """A model from a command-line argument: :func:`sparsedyn.io.resolve.resolve_model`, raising
+    :class:`UsageError` when ``spec`` names no model."""
+    return resolve_model(spec, floating_base, invalid_inertia, error=UsageError, geometry=geometry)
+
+
+def benchmark_module(name: str):
+    """The module ``benchmarks/<name>.py`` of the source checkout this package runs from.  The
+    benchmarks ship with the repository, never inside the library; :class:`UsageError` where
+    they are absent (an installed wheel)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    if not path.is_file():
+        raise UsageError(f"{path} not found: the benchmarks ship with the source repository of sparsedyn, "
+                         f"not with the installed package")
+    spec = importlib.util.spec_from_file_location(f"_sparsedyn_benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _num(x: float) -> float:
@@ -279,6 +264,7 @@ examples:
   sparsedyn sparsity humanoid --problem fd --plot fd.png
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
   sparsedyn view talos_reduced --floating-base --q motion.npy --dt 0.001
+  sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml --recording log.zarr --out est.zarr --workers 2
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
 problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
@@ -313,6 +299,12 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("model", help=model_help)
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; format in the README)")
     p_est.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_est.add_argument("--recording", default=None, help="estimate every state of a recording (.npz or Zarr store "
+                                                         "with q, v, y; see sparsedyn.recording) into --out")
+    p_est.add_argument("--out", default=None, help="with --recording: where to write the estimates (.npz or .zarr)")
+    p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
+                                                             "machine (default 0: in this process)")
+    p_est.add_argument("--chunk", type=int, default=None, help="with --recording: states per batched call")
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
     p_comp.add_argument("model", help=model_help)
@@ -458,6 +450,12 @@ def main(argv=None) -> int:
             if args.srdf:
                 from .io.srdf import load_srdf
                 print(load_srdf(model, args.srdf).summary())
+        elif args.command == "estimate" and (args.recording or args.out):
+            if not (args.recording and args.out):
+                raise UsageError("--recording and --out go together")
+            from .recording import recording_report
+            print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
+                                   args.out, workers=args.workers, chunk=args.chunk))
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
@@ -474,7 +472,8 @@ def main(argv=None) -> int:
             print(compile_report(load_model(args.model, args.floating_base), progress=True,
                                  vectorize=not args.no_batch))
         elif args.command == "bench":
-            from .codegen.bench import DEFAULT_MODELS, bench_report
+            bench = benchmark_module("bench_compiled")
+            DEFAULT_MODELS, bench_report = bench.DEFAULT_MODELS, bench.bench_report
             progress = _progress_line()
             text = bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
                                 progress=progress)
