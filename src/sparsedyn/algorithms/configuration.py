@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from .. import backend as bk
 from ..kernels import kernel
 
-__all__ = ["integrate", "difference", "integrate_derivatives", "difference_derivatives"]
+__all__ = ["integrate", "difference", "integrate_derivatives", "difference_derivatives", "interpolate", "normalize"]
 
 
 def _joined(model, parts, shape, n):
@@ -81,3 +82,51 @@ def difference_derivatives(model, q0, q1):
     q1 = _checks.configuration(model, q1, "q1")
     return _joint_jacobians(model, "difference_jacobians", q0, q1, _checks.batch_shape(q0=(q0, 1), q1=(q1, 1)),
                             model.q_slice)
+
+
+# --- interpolation and normalisation (Pinocchio's interpolate / normalize) -------------------
+
+@kernel(inputs={"q0": ("nq",), "q1": ("nq",), "t": ()}, outputs={"q": ("nq",)})
+def interpolate(model, q0, q1, t):
+    """The configuration (..., nq) at ``t`` (...) on the path from ``q0`` to ``q1`` (..., nq):
+    ``integrate(q0, t * difference(q0, q1))`` joint by joint (straight lines for vector joints,
+    the constant-velocity screw motion of SE(3) for a free joint, of SE(2) for a planar joint, the
+    shortest rotation for a spherical joint), as Pinocchio's ``interpolate``; ``t = 0`` gives
+    ``q0``, ``t = 1`` gives ``q1`` (a continuous joint's angle moves along the real line from
+    ``q0`` to ``q1``, as :func:`difference` measures it; Pinocchio takes the shorter arc).
+    ``t`` outside [0, 1] extrapolates."""
+    q0 = _checks.configuration(model, q0, "q0")
+    q1 = _checks.configuration(model, q1, "q1")
+    t = _checks.numeric("t", t, "(...) (interpolation parameters)")
+    tv = _checks.values(t)
+    if tv is not None and not np.all(np.isfinite(tv)):
+        raise ValueError("t: contains NaN or infinite values")
+    shape = _checks.batch_shape(q0=(q0, 1), q1=(q1, 1), t=(t, 0))
+    tt = t[..., None]
+    parts = [j.integrate(q0[..., model.q_slice(i)], tt * j.difference(q0[..., model.q_slice(i)], q1[..., model.q_slice(i)]))
+             for i, j in enumerate(model.joints)]
+    return _joined(model, parts, shape, model.nq)
+
+
+@kernel(inputs={"q": ("nq",)}, outputs={"q": ("nq",)})
+def normalize(model, q):
+    """``q`` (..., nq) with every quaternion (spherical and free joints) scaled to unit norm; the
+    other coordinates unchanged (Pinocchio's ``normalize``).  A zero quaternion is refused."""
+    q = _checks.vector(model, "q", q, model.nq, "nq joint coordinates")
+    joints, idx = _checks.quaternion_blocks(model)
+    qv = _checks.values(q)
+    if qv is not None and joints:
+        norm2 = np.sum(qv[..., idx] ** 2, -1)
+        if not np.all(norm2 > 1e-200):
+            k = int(np.argmin(np.min(norm2.reshape(-1, len(joints)), 0)))
+            raise ValueError(f"q: the quaternion of joint {model.joint_names[joints[k]]!r} is zero; it has no "
+                             f"direction to normalise to")
+    parts = []
+    for i, j in enumerate(model.joints):
+        qi = q[..., model.q_slice(i)]
+        if j.type in ("spherical", "free"):
+            quat = qi[..., -4:]
+            quat = quat / bk.sqrt(np.sum(quat * quat, -1, keepdims=True))
+            qi = np.concatenate([qi[..., :-4], quat], -1)
+        parts.append(qi)
+    return _joined(model, parts, q.shape[:-1], model.nq)
