@@ -365,3 +365,38 @@ def test_reduce_at_the_srdf_reference_configurations(robot):
         pred = pin.buildReducedModel(pm, [pm.getJointId(n) for n in locks], ip.q_to_pinocchio(model, q_ref))
         assert tuple(pred.names)[1:] == red.joint_names, name
         compare_dynamics(red, pred, rng, n=2)
+def test_shapes_follow_reduce_and_append(rng):
+    """Every shape keeps its world pose: reduce_model (locked joints at q_ref) and append_model (at a
+    frame, with a placement) against the shapes of the original models."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arm = sd.load_urdf(erd.robot_path("panda"), geometry=True)       # link0's shapes are on the world
+    locked = ["panda_joint1", "panda_joint4", "panda_joint6"]
+    q_ref = arm.random_configuration(rng)
+    small = sd.reduce_model(arm, locked, q_ref)
+    keep = [i for i, n in enumerate(arm.joint_names) if n not in locked]
+    q_full = q_ref.copy()
+    q_full[keep] = small.random_configuration(rng)
+    for kind in ("visual", "collision"):
+        assert [g.name for g in small.geometry(kind)] == [g.name for g in arm.geometry(kind)]
+        R, p = sd.geometry_placements(small, q_full[keep], kind)
+        R0, p0 = sd.geometry_placements(arm, q_full, kind)
+        assert rel_err(R, R0) <= rounding_bound(arm.nbodies) and rel_err(p, p0) <= rounding_bound(arm.nbodies)
+    assert small.geometry()[1].body == -1                                # joint1 locked: link1 is on the world
+    # append a second arm on the hand, with a placement
+    placement = (sd.spatial.rpy_to_rot(np.array([0.1, 0.2, 0.3])), np.array([0.0, 0.05, 0.1]))
+    both = sd.append_model(arm, arm, "panda_hand", placement, prefix="b_")
+    qa, qb = arm.random_configuration(rng), arm.random_configuration(rng)
+    at = arm.subtree_end[arm.frames[arm.frame("panda_hand")].body]     # the second arm's q follows the hand's subtree
+    q = np.concatenate([qa[:at], qb, qa[at:]])
+    Rh, ph = sd.frame_placement(arm, qa, "panda_hand")
+    Rb, pb = sd.geometry_placements(arm, qb, "visual")
+    Ra, pa = sd.geometry_placements(arm, qa, "visual")
+    R, p = sd.geometry_placements(both, q, "visual")
+    n = len(arm.geometry("visual"))
+    assert [g.name for g in both.geometry("visual")] == [g.name for g in arm.geometry("visual")] + \
+        ["b_" + g.name for g in arm.geometry("visual")]
+    Rp, pp = Rh @ placement[0], ph + Rh @ placement[1]                  # the second arm's world in the world
+    tol = rounding_bound(2 * arm.nbodies)
+    assert rel_err(R[:n], Ra) <= tol and rel_err(p[:n], pa) <= tol
+    assert rel_err(R[n:], Rp @ Rb) <= tol and rel_err(p[n:], pp + pb @ Rp.T) <= tol

@@ -33,7 +33,7 @@ import numpy as np
 from . import backend as bk
 
 __all__ = [
-    "Transform", "skew", "cross3", "crm", "crf", "cross_motion", "cross_force",
+    "Transform", "skew", "cross3", "mv", "mtv", "crm", "crf", "cross_motion", "cross_force",
     "rotx", "roty", "rotz", "axis_rotation", "quat_to_rot", "rot_to_quat", "rpy_to_rot",
     "xlt", "rot", "identity", "compose", "inverse", "apply_motion", "apply_force",
     "apply_motion_inv", "apply_force_inv", "apply_force_transpose",
@@ -70,13 +70,13 @@ def cross3(a, b):
 _YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])
 
 
-def _mv(A, x):
-    """Matrix (..., m, n) times vector (..., n)."""
+def mv(A, x):
+    """Matrix (..., m, n) times vector (..., n): ``(A @ x[..., None])[..., 0]``, over any backend."""
     return (A @ x[..., None])[..., 0]
 
 
-def _mtv(A, x):
-    """Transposed matrix (..., n, m)^T times vector (..., n)."""
+def mtv(A, x):
+    """Transposed matrix (..., n, m)^T times vector (..., n), over any backend."""
     return (np.swapaxes(A, -1, -2) @ x[..., None])[..., 0]
 
 
@@ -230,36 +230,36 @@ def from_pose(R, p) -> Transform:
 
 def compose(X1: Transform, X2: Transform) -> Transform:
     """``C_X_A = C_X_B @ B_X_A`` for ``X1 = C_X_B``, ``X2 = B_X_A``."""
-    return Transform(X1.E @ X2.E, X2.r + _mtv(X2.E, X1.r))
+    return Transform(X1.E @ X2.E, X2.r + mtv(X2.E, X1.r))
 
 
 def inverse(X: Transform) -> Transform:
     """``A_X_B`` from ``B_X_A``."""
-    return Transform(np.swapaxes(X.E, -1, -2), -_mv(X.E, X.r))
+    return Transform(np.swapaxes(X.E, -1, -2), -mv(X.E, X.r))
 
 
 def apply_motion(X: Transform, m):
     """``X m``: motion (..., 6) from A to B coordinates."""
     w = m[..., :3]
-    return np.concatenate([_mv(X.E, w), _mv(X.E, m[..., 3:] - cross3(X.r, w))], -1)
+    return np.concatenate([mv(X.E, w), mv(X.E, m[..., 3:] - cross3(X.r, w))], -1)
 
 
 def apply_force(X: Transform, f):
     """``X* f``: force (..., 6) from A to B coordinates."""
     lin = f[..., 3:]
-    return np.concatenate([_mv(X.E, f[..., :3] - cross3(X.r, lin)), _mv(X.E, lin)], -1)
+    return np.concatenate([mv(X.E, f[..., :3] - cross3(X.r, lin)), mv(X.E, lin)], -1)
 
 
 def apply_motion_inv(X: Transform, m):
     """``X^-1 m``: motion from B back to A coordinates."""
-    w = _mtv(X.E, m[..., :3])
-    return np.concatenate([w, _mtv(X.E, m[..., 3:]) + cross3(X.r, w)], -1)
+    w = mtv(X.E, m[..., :3])
+    return np.concatenate([w, mtv(X.E, m[..., 3:]) + cross3(X.r, w)], -1)
 
 
 def apply_force_transpose(X: Transform, f):
     """``X^T f``: force from B back to A coordinates (``X^T = (X*)^-1``)."""
-    lin = _mtv(X.E, f[..., 3:])
-    return np.concatenate([_mtv(X.E, f[..., :3]) + cross3(X.r, lin), lin], -1)
+    lin = mtv(X.E, f[..., 3:])
+    return np.concatenate([mtv(X.E, f[..., :3]) + cross3(X.r, lin), lin], -1)
 
 
 apply_force_inv = apply_force_transpose
@@ -404,7 +404,7 @@ def rigid_add(A: RigidInertia, B: RigidInertia) -> RigidInertia:
 def rigid_apply(RI: RigidInertia, v):
     """``I v``: the momentum (force) of a rigid body moving with ``v`` (..., 6)."""
     w, u = v[..., :3], v[..., 3:]
-    return np.concatenate([_mv(RI.I, w) + cross3(RI.h, u), RI.m[..., None] * u - cross3(RI.h, w)], -1)
+    return np.concatenate([mv(RI.I, w) + cross3(RI.h, u), RI.m[..., None] * u - cross3(RI.h, w)], -1)
 
 
 def rigid_transform(X: Transform, RI: RigidInertia) -> RigidInertia:
@@ -415,7 +415,7 @@ def rigid_transform(X: Transform, RI: RigidInertia) -> RigidInertia:
     (symmetric: only the upper triangle is computed).
     """
     E, r = X.E, X.r
-    d = _mtv(E, RI.h)
+    d = mtv(E, RI.h)
     hA = d + RI.m[..., None] * r
     C = d[..., :, None] * r[..., None, :] + r[..., :, None] * hA[..., None, :]            # d r^T + r h_A^T
     s = np.sum(np.diagonal(C, 0, -2, -1), -1, keepdims=True)[..., None] * np.eye(3)    # (r.d + r.h_A) 1
