@@ -135,6 +135,7 @@ def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto
     if prog is not None:
         return prog
     name = f"d_{k.name}_d_" + "_".join(wrt)
+    out_names = tuple(f"d{y}_d{x}" for y in k.outputs for x in wrt)
     if "q" in wrt:
         # Trace f(retract(q, dq), ...) with dq an extra last input, differentiate at dq = 0.
         iq, nd = names.index("q"), len(names)
@@ -156,12 +157,11 @@ def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto
             args[iq] = retract(model, args[iq], dq)
             T = g.program(inline(P, args), list(P.input_shapes) + [(model.nv,)], name=P.name)
         idx = [nd if w == "q" else names.index(w) for w in wrt]
-        prog = jacobian_program(T, idx, mode=mode, at={nd: 0.0}, name=name)
+        prog = jacobian_program(T, idx, mode=mode, at={nd: 0.0}, name=name, input_names=names,
+                                output_names=out_names)
     else:
         prog = jacobian_program(trace_kernel(k, model, static, optional), [names.index(w) for w in wrt],
-                                mode=mode, name=name)
-    prog.input_names = tuple(names)
-    prog.output_names = tuple(f"d{y}_d{x}" for y in k.outputs for x in wrt)
+                                mode=mode, name=name, input_names=names, output_names=out_names)
     with _LOCK:
         cache[key] = prog
     return prog
@@ -288,9 +288,8 @@ def _aba_derivatives_program(model, static, optional):
     Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
     dq, dv, _ = inline(derivative_program(rnea, model, ("q", "v", "a"), optional=optional), [q, v, qdd] + args[3:])
     outs = [-(Minv @ dq), -(Minv @ dv), Minv]
-    prog = g.program(outs, [shapes[n] for n in names], name="aba_derivatives" + "".join("_" + n for n in optional))
-    prog.input_names = tuple(names)
-    prog.output_names = ("dqdd_dq", "dqdd_dv", "dqdd_dtau")
+    prog = g.program(outs, [shapes[n] for n in names], name="aba_derivatives" + "".join("_" + n for n in optional),
+                     input_names=tuple(names), output_names=("dqdd_dq", "dqdd_dv", "dqdd_dtau"))
     with _LOCK:
         cache[key] = prog
     return prog
