@@ -134,9 +134,9 @@ def _announce(fut, what, model, background):
         if fut.announced:
             return
         fut.announced = True
-    how = " in the background (calls answer on NumPy until it is ready)" if background else ""
-    print(f"sparsedyn: building {what} of model {model.name!r} ({model.nbodies} bodies, nv={model.nv}){how}; "
-          f"cached in {build.cache_dir()} for later runs", file=sys.stderr, flush=True)
+    how = " in the background (NumPy answers meanwhile)" if background else ""
+    print(f"sparsedyn: building {what} for model {model.name!r} (nv={model.nv}){how}; cached in "
+          f"{build.cache_dir()}", file=sys.stderr, flush=True)
 
 
 class SharedModel(CompiledModel):
@@ -152,7 +152,7 @@ class SharedModel(CompiledModel):
         lib = self._libs.get((group, variant))
         if lib is not None or not getattr(_tls, "plain", False):
             return super()._library(group, variant)
-        what = f"the native {group}" + (" (batch)" if variant == "batch" else "")
+        what = f"native {getattr(_tls, 'kname', None) or group}" + (" (batch)" if variant == "batch" else "")
         return _await(self._jobs, (group, variant), functools.partial(super()._library, group, variant), what,
                       self.model)
 
@@ -183,7 +183,7 @@ class _Entry:
     def compiled(self, wait=False):
         """The :class:`SharedModel`; raises :class:`_NotReady` while it is being made (unless ``wait``)."""
         if self.cm is None:
-            self.cm = _await(self.jobs, "make", self._make, "the C compiler setup (once per machine) for the native kernels", self.model,
+            self.cm = _await(self.jobs, "make", self._make, "native code (first: the C compiler setup)", self.model,
                              wait)
             if not self.cm.compiled:
                 find_compiler_or_warn(stacklevel=6)      # once per process
@@ -267,7 +267,7 @@ def _plain_method(cm, k):
         if getattr(_tls, "reference", False) or not _numeric(args, kwargs):
             return fn(model, *args, **kwargs)
         outer = getattr(_tls, "plain", False)
-        _tls.plain = True
+        _tls.plain, _tls.kname = True, k.name
         failed = None
         try:
             return general(*args, **kwargs)
