@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -275,3 +276,18 @@ def test_singular_model_keeps_its_error(native_backend, rng):
             sd.minv(model, q)
         assert rel_err(sd.rnea(model, q, v, v), REGISTRY["rnea"].fn(model, q, v, v)) < rounding_bound(4)
     assert "rnea" in sd.compile(model).kernels
+
+
+def test_a_model_first_met_without_compiler_goes_native_with_one(native_backend, monkeypatch, tmp_path, rng):
+    """sd.compile(model) while SPARSEDYN_CC names no compiler gives the NumPy fallback; once the
+    compiler is back, plain calls and sd.compile of the same model are native."""
+    model = sd.random_tree(4, joint_types="all", seed=31337)
+    q = model.random_configuration(rng)
+    with monkeypatch.context() as mp:
+        mp.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-compiler"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sd.codegen.CompilerNotFoundWarning)    # once per process
+            assert not sd.compile(model).compiled
+    sd.crba(model, q)
+    k = sd.compile(model)
+    assert k.compiled and "crba" in k.kernels

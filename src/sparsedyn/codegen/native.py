@@ -7,7 +7,7 @@ call, so no layer below the compiler imports it.  From then on
 kernel:
 
 * one compiled model per model *fingerprint* (structure and every constant,
-  :func:`~sparsedyn.codegen.api.model_fingerprint`), held for the process (the
+  :func:`~sparsedyn.codegen.api.model_fingerprint`) and compiler, held for the process (the
   last :data:`KEEP` fingerprints, and as long as a model that used it lives):
   a model rebuilt equal shares it, a changed model gets its own;
   :func:`sparsedyn.compile` ``(model)`` returns the same object;
@@ -196,11 +196,15 @@ class _Entry:
 
 
 def _entry(model) -> _Entry:
-    key = model_fingerprint(model)
+    # The compiler command is part of the key: a model first met while no compiler was reachable
+    # (SPARSEDYN_CC naming none) gets native kernels once one is.
+    cmd = build._compiler_command()
+    key = (model_fingerprint(model), tuple(cmd) if cmd else None, os.environ.get("SPARSEDYN_CFLAGS", ""))
     with _lock:
         e = _entries.get(key)
         if e is None:
             e = _entries[key] = _Entry(model)
+            e.key = key
         _entries.move_to_end(key)
         while len(_entries) > KEEP:
             _entries.popitem(last=False)
@@ -221,7 +225,10 @@ def _calls(model) -> dict:
 
 def shared(model) -> SharedModel:
     """The compiled model that plain calls on ``model`` use (what ``sparsedyn.compile(model)`` returns)."""
-    e = _calls(model)[None]
+    e = _entry(model)
+    own = (model._native_calls or {}).get(None)
+    if own is not None and own.key == e.key:      # the plain calls' one, even if no longer kept in _entries
+        e = own
     try:
         return e.cm if e.cm is not None else e.compiled(wait=True)
     except _BuildFailed as failed:
