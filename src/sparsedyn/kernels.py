@@ -177,6 +177,7 @@ class Kernel:
     optional: dict = field(default_factory=dict)
     static: tuple = ()
     program: Callable = None
+    result: Callable = None         # a named tuple type the outputs are handed back in (else a plain tuple)
 
     def _dim(self, model, d, static):
         if isinstance(d, int):
@@ -199,7 +200,7 @@ class Kernel:
         return inspect.signature(self.fn)
 
 
-def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None):
+def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None):
     """Declare a public numeric function as a kernel (see the module docstring).
 
     ``program``: for a function that is not itself traced but derived from the
@@ -216,6 +217,9 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
     first).  The declaration is attached as ``__kernel__`` and entered in
     :data:`REGISTRY` under ``name`` (default: the function's name);
     ``Kernel.fn`` is the undecorated function (what tracing calls).
+
+    ``result``: for a function returning a named tuple, its type; a compiled model's
+    outputs (a plain tuple) are handed back as ``result(*outputs)``.
     """
     def register(fn):
         params = inspect.signature(fn).parameters
@@ -224,7 +228,8 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
         if missing:
             raise TypeError(f"kernel {fn.__name__}: declared arguments {missing} are not parameters "
                             f"of {fn.__name__}{inspect.signature(fn)}")
-        k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program)
+        k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program,
+                   result)
         kname = k.name
 
         public = _public(k)
@@ -247,6 +252,7 @@ def _public(k):
         raise TypeError(f"kernel {fn.__name__}: a kernel takes the model first and named arguments "
                         f"(no *args, **kwargs or positional-only arguments)")
     ns = {"_k": k, "_dispatch": _dispatch}
+    native = "f({fast})" if k.result is None else "_k.result(*f({fast}))"
     sig, defaults_ok, kwonly = [], [], False
     for j, p in enumerate(params):
         if p.kind == p.KEYWORD_ONLY and not kwonly:
@@ -273,7 +279,7 @@ def _public(k):
         "        if calls is not None:",
         f"            f = calls.get({k.name!r})",
         f"            if {cond}:",
-        f"                return f({fast})",
+        f"                return {native.format(fast=fast)}",
         f"    return _dispatch(_k, {m}, ({''.join(n + ', ' for n in k.inputs)}), "
         f"{{{', '.join(f'{n!r}: {n}' for n in rest)}}})"])
     factory = f"def _factory({', '.join(ns)}):\n" + "\n".join("    " + line for line in src.split("\n")) \
@@ -291,7 +297,7 @@ def _dispatch(k, model, args, kwargs):
         # Duck-typed dispatch: this layer knows nothing of how a compiled model runs a kernel.
         dispatch = getattr(type(model), "__sparsedyn_kernel__", None)
         if dispatch is not None:
-            return dispatch(model, k.name, args, kwargs)
+            return _named(k, dispatch(model, k.name, args, kwargs))
         if next(iter(k.signature.parameters)) != "model":          # e.g. model_or_lambda
             return k.fn(model, *args, **kwargs)
         raise TypeError(f"{k.name}: the model comes first, {k.name}({', '.join(list(k.signature.parameters)[:4])}"
@@ -302,7 +308,12 @@ def _dispatch(k, model, args, kwargs):
         native_loader()                     # the compiler registers itself (set_native) on import
     if _native is None:
         return k.fn(model, *args, **kwargs)
-    return _native(k, model, args, kwargs)
+    return _named(k, _native(k, model, args, kwargs))
+
+
+def _named(k, out):
+    """A native call's outputs (a plain tuple) in the kernel's named tuple, if it declares one."""
+    return out if k.result is None or isinstance(out, k.result) else k.result(*out)
 
 
 def registered(fn):

@@ -173,11 +173,7 @@ def _check_state(model, k, name, x, shape):
         return _checks.body_forces(model, x)
     if x is None:
         raise TypeError(f"{k.name}: argument {name!r} is required (shape (..., {', '.join(map(str, shape))}))")
-    try:
-        x = bk.asarray(x)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name}: expected a numeric array of shape (..., {', '.join(map(str, shape))}); {e}") \
-            from None
+    x = _checks.numeric(name, x, f"(..., {', '.join(map(str, shape))})")
     if x.shape[max(0, x.ndim - len(shape)):] != tuple(shape) or x.ndim < len(shape):
         raise ValueError(f"{name}: expected shape (..., {', '.join(map(str, shape))}) for model {model.name!r}, "
                          f"got shape {x.shape}")

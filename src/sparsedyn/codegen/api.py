@@ -212,7 +212,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
 
     Returns ``(_Library, {name: KernelInfo}, seconds spent, whether the compiler ran)``.
     """
-    from .. import __version__
+    from .._version import __version__
     specs = [kernel_spec(n) for n in names]
     names = [s.name for s in specs]
     d = build.cache_dir() if directory is None else directory
@@ -711,9 +711,13 @@ class CompiledModel(KernelSet):
         def fallback(*arrays):
             return self._call(m.name, dict(zip(names, arrays)), {}, static, {}, None)
 
-        m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
-                                  tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
-                                  (_checks.QUAT_TOL, groups) if groups else None)
+        try:
+            m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
+                                      tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
+                                      (_checks.QUAT_TOL, groups) if groups else None)
+        except ValueError:                           # more arrays than the fast path passes: the general path
+            m.fast[key] = None
+            return
         if key == () and getattr(m, "ns", None) is not None:
             m.ns["_f0"] = m.fast[key]
 

@@ -27,7 +27,8 @@ Bodies, joints and coordinates
   MuJoCo moves a joint by ``qpos - qpos0``, and the rotation or translation by
   ``-ref`` is folded into ``Xtree``).  ``v``, ``a`` and ``tau`` relate to
   ``qvel``, ``qacc`` and ``qfrc_*`` through :func:`~sparsedyn.interop.mujoco.v_from_mujoco`,
-  :func:`~sparsedyn.interop.mujoco.a_to_mujoco` and :func:`~sparsedyn.interop.mujoco.tau_from_mujoco`:
+  :func:`~sparsedyn.interop.mujoco.a_from_mujoco` and :func:`~sparsedyn.interop.mujoco.tau_from_mujoco`
+  (which take MuJoCo's ``qpos``; their ``*_to_mujoco`` inverses take our ``q``):
   identical for hinge, slide and ball joints; a free joint's ``v = [omega; v]``
   has both parts in the body frame, MuJoCo's ``[v; omega]`` the linear part in
   the world frame.  ``model.joint_dynamics.reference`` is ``qpos0`` in our
