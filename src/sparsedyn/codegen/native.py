@@ -52,9 +52,17 @@ from .api import CompiledModel, _native_method, _progress_fn, find_compiler_or_w
 
 __all__ = ["plain_call", "shared", "MOMENT", "KEEP"]
 
+
+def _moment(default=0.5):
+    try:
+        return max(0.0, float(os.environ.get("SPARSEDYN_BUILD_WAIT", default)))
+    except ValueError:
+        return default
+
+
 #: Seconds a first plain call waits for its build before answering on NumPy
 #: (``$SPARSEDYN_BUILD_WAIT``).
-MOMENT = float(os.environ.get("SPARSEDYN_BUILD_WAIT", "0.5"))
+MOMENT = _moment()
 #: Compiled models kept for fingerprints no live model refers to.
 KEEP = 64
 
@@ -161,8 +169,8 @@ class _Entry:
     """The compiled model of one fingerprint, made once (in the background: the first one sets up
     the compiler and its C extension, once per machine)."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, key):
+        self.model, self.key = model, key
         self.cm = None
         self.jobs = {}
         self._singular = None
@@ -196,15 +204,16 @@ class _Entry:
 
 
 def _entry(model) -> _Entry:
-    # The compiler command is part of the key: a model first met while no compiler was reachable
-    # (SPARSEDYN_CC naming none) gets native kernels once one is.
+    """The entry of ``model``'s fingerprint and the compiler command (a model first met while no
+    compiler was reachable, SPARSEDYN_CC naming none, gets native kernels once one is); the
+    model's own one (its plain calls') if it has that key, even when no longer kept."""
     cmd = build._compiler_command()
     key = (model_fingerprint(model), tuple(cmd) if cmd else None, os.environ.get("SPARSEDYN_CFLAGS", ""))
+    own = (model._native_calls or {}).get(None)
     with _lock:
         e = _entries.get(key)
         if e is None:
-            e = _entries[key] = _Entry(model)
-            e.key = key
+            e = _entries[key] = own if own is not None and own.key == key else _Entry(model, key)
         _entries.move_to_end(key)
         while len(_entries) > KEEP:
             _entries.popitem(last=False)
@@ -226,9 +235,6 @@ def _calls(model) -> dict:
 def shared(model) -> SharedModel:
     """The compiled model that plain calls on ``model`` use (what ``sparsedyn.compile(model)`` returns)."""
     e = _entry(model)
-    own = (model._native_calls or {}).get(None)
-    if own is not None and own.key == e.key:      # the plain calls' one, even if no longer kept in _entries
-        e = own
     try:
         return e.cm if e.cm is not None else e.compiled(wait=True)
     except _BuildFailed as failed:
