@@ -70,7 +70,7 @@ _tls = threading.local()            # plain: inside a plain call; reference: com
 _lock = threading.Lock()
 _entries: OrderedDict = OrderedDict()
 _NUMERIC = frozenset("fiub")
-_SCALARS = (float, int, bool, str, type(None), np.number, np.bool_)
+_SCALARS = (float, int, bool, type(None), np.number, np.bool_)
 
 
 class _NotReady(Exception):
@@ -81,10 +81,27 @@ class _BuildFailed(Exception):
     """The native kernel could not be built (the NumPy function answers, or says what is wrong)."""
 
 
-def _numeric(args, kwargs) -> bool:
-    """Whether every argument is a number, a string, ``None`` or an array of numbers (the native
-    path's inputs); traced values, other libraries' arrays and other objects go to NumPy."""
-    for x in (*args, *kwargs.values()):
+_positions: dict = {}
+
+
+def _arrays(k):
+    """``(positions, names)`` of the state arrays (inputs and optional arrays) of kernel ``k``
+    among the arguments after the model."""
+    got = _positions.get(k.name)
+    if got is None or got[0] is not k:
+        names = list(k.signature.parameters)[1:]
+        arrays = set(k.inputs) | set(k.optional)
+        got = _positions[k.name] = (k, tuple(j for j, n in enumerate(names) if n in arrays), frozenset(arrays))
+    return got[1:]
+
+
+def _numeric(k, args, kwargs) -> bool:
+    """Whether every state array of this call of ``k`` is a number or an array of numbers (the
+    native path's inputs); traced values, other libraries' arrays and other objects go to NumPy.
+    The static arguments (a frame, contacts...) are not looked at."""
+    positions, names = _arrays(k)
+    xs = [args[j] for j in positions if j < len(args)] + [x for n, x in kwargs.items() if n in names]
+    for x in xs:
         if type(x) is np.ndarray:
             if x.dtype.kind not in _NUMERIC:
                 return False
@@ -277,7 +294,7 @@ def _plain_method(cm, k):
     general = getattr(meth, "__wrapped__", meth)
 
     def plain(*args, **kwargs):
-        if getattr(_tls, "reference", False) or not _numeric(args, kwargs):
+        if getattr(_tls, "reference", False) or not _numeric(k, args, kwargs):
             return fn(model, *args, **kwargs)
         outer = getattr(_tls, "plain", False)
         _tls.plain, _tls.kname = True, k.name
@@ -300,7 +317,7 @@ def _plain_method(cm, k):
 def plain_call(k, model, args, kwargs):
     """The registry's hook: a plain call of kernel ``k`` on ``model`` that found no ready callable
     in ``model._native_calls`` (see the module docstring)."""
-    if getattr(_tls, "reference", False) or not _numeric(args, kwargs):
+    if getattr(_tls, "reference", False) or not _numeric(k, args, kwargs):
         return k.fn(model, *args, **kwargs)
     calls = _calls(model)
     f = calls.get(k.name)
