@@ -109,6 +109,30 @@ def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
     return "\n".join(demo_lines(seed, plot))
 
 
+def plain_call_lines(model, q, v, a):
+    """What a plain call runs: native code (built on the first call of a function on a model, or
+    loaded from the cache) or the NumPy functions."""
+    import timeit
+
+    from . import kernels
+    from .algorithms.rnea import rnea
+    if kernels.use_backend.current() == "numpy":
+        yield "Plain calls run the NumPy functions here (SPARSEDYN_BACKEND=numpy)."
+        return
+    from .codegen import build, compile as sd_compile
+    k = sd_compile(model)
+    t = min(timeit.repeat(lambda: rnea(model, q, v, a), number=200, repeat=5)) / 200
+    if not k.compiled:
+        yield f"Plain calls run the NumPy functions: no C compiler ({t * 1e6:.0f} us per rnea call)."
+        return
+    now = (f"rnea takes {t * 1e6:.1f} us per call" if "rnea" in k.kernels else
+           f"rnea's build is still running, NumPy answers meanwhile ({t * 1e6:.0f} us per call)")
+    yield from textwrap.wrap(
+        f"Plain calls run native code: the first call of a function on a model builds it (or loads it "
+        f"from the cache {build.cache_dir()}); a build longer than half a second goes on in the "
+        f"background while NumPy answers. Now {now}.", WIDTH)
+
+
 def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     """Yields the lines of ``sparsedyn demo`` as they are computed: the classical algorithms on the
     built-in humanoid, closed loops, and the estimation case study.  ``plot``: PNG path for H's
@@ -158,6 +182,7 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     Q = np.stack([model.random_configuration(rng) for _ in range(100)])
     T = rnea(model, Q, np.zeros(model.nv), np.zeros(model.nv))
     yield f"Batched: gravity torques for {Q.shape[0]} random configurations in one call -> {T.shape}"
+    yield from plain_call_lines(model, q, v, a)
 
     # Joint-space inertia matrix, its branch-induced sparsity and the LTDL factor.
     H, C = HandC(model, q, v)

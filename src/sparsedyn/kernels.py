@@ -327,8 +327,12 @@ def _public(k):
                 defaults_ok.append(f"{p.name} is _d{j}")
     names = [p.name for p in params[1:]]
     nin, nst = len(k.inputs), len(k.static)
+    kinds = {p.name: p.kind for p in params}
+    # the statics by position where they directly follow the inputs and may be given so, else by keyword
     positional = names[:nin] == list(k.inputs) and names[nin:nin + nst] == list(k.static)
-    fast = ", ".join(list(k.inputs) + [s if positional else f"{s}={s}" for s in k.static])
+    by_position = [positional and kinds[s] == inspect.Parameter.POSITIONAL_OR_KEYWORD for s in k.static]
+    by_position = [all(by_position[:j + 1]) for j in range(nst)]
+    fast = ", ".join(list(k.inputs) + [s if pos else f"{s}={s}" for s, pos in zip(k.static, by_position)])
     cond = " and ".join(["f is not None"] + defaults_ok)
     rest = [n for n in names if n not in k.inputs]
     m = params[0].name
