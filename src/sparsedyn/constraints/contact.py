@@ -136,7 +136,11 @@ def contact_size(contacts) -> int:
 
 
 def _m(model, contacts, **_):
-    return contact_size(contacts_of(model, contacts))
+    """``m`` for a kernel's shapes (cheap: called on every compiled call; the contacts are checked
+    by the kernels themselves)."""
+    if isinstance(contacts, (Contact, str)):
+        contacts = (contacts,)
+    return sum(c.size if isinstance(c, Contact) else 6 for c in contacts)
 
 
 def contact_jacobian(model, Xup, S, contacts):
