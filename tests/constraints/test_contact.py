@@ -341,3 +341,25 @@ def test_impulse_derivatives_are_central_differences(tree, rng):
         for j, n in enumerate(num):
             got = np.concatenate([d[j][:, k], d[2 + j][:, k]])
             assert rel_err(got, n) <= 1e-5 * max(1.0, np.max(np.abs(n))), (k, j)
+
+
+def test_casadi_and_jax_bridges_through_the_registry():
+    """The contact kernels reach CasADi and JAX from their traced programs, as every kernel does."""
+    from sparsedyn.interop import casadi as sc_casadi
+    from sparsedyn.interop import jax as sc_jax
+    model = pair("solo12")[0]
+    contacts = contacts_of("solo12")
+    q, v, tau = random_state(model, np.random.default_rng(6))
+    a, f = sd.contact_dynamics(model, q, v, tau, contacts)
+    b = bound(model, q, v, contacts, a, f)
+    static = {"contacts": contacts, "baumgarte": None, "damping": 0.0}
+    F = sc_casadi.function(sd.contact_dynamics, model, static=static)
+    a_c, f_c = (np.asarray(x).reshape(-1) for x in F(q, v, tau))
+    assert rel_err(np.concatenate([a_c, f_c]), np.concatenate([a, f])) <= b
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    g = sc_jax.function(sd.impulse_dynamics, model, static={"contacts": contacts, "restitution": 0.0,
+                                                             "damping": 0.0})
+    vp, imp = sd.impulse_dynamics(model, q, v, contacts)
+    vp_j, imp_j = (np.asarray(x) for x in g(q, v))
+    assert rel_err(np.concatenate([vp_j, imp_j]), np.concatenate([vp, imp])) <= b
