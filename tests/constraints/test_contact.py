@@ -216,6 +216,12 @@ def test_bad_input():
         sd.contact_dynamics(model, q, v, tau, (sd.Contact("FL_FOOT", "3d"),), baumgarte=float("nan"))
     with pytest.raises(ValueError, match="tau"):
         sd.contact_dynamics(model, q, v, tau[:-1], (sd.Contact("FL_FOOT", "3d"),))
+    with pytest.raises(ValueError, match="restitution"):
+        sd.impulse_dynamics(model, q, v, (sd.Contact("FL_FOOT", "3d"),), restitution=-0.5)
+    with pytest.raises(sd.model.UnknownNameError, match="no_such_frame"):
+        sd.contact_dynamics_derivatives(model, q, v, tau, ("no_such_frame",))
+    with pytest.raises(ValueError, match="two contacts"):
+        sd.impulse_dynamics_derivatives(model, q, v, ("FL_FOOT", "FL_FOOT"))
 
 
 def test_contact_is_immutable_hashable_and_named_by_its_repr():
