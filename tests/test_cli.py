@@ -185,10 +185,12 @@ def test_view_saves_a_standalone_page_of_a_recording(tmp_path, capsys):
     T, dt = 11, 0.1
     qs = np.tile(model.neutral(), (T, 1))
     qs[:, 1] = np.linspace(0.0, -1.0, T)
-    rec = tmp_path / "motion.npz"
-    np.savez(rec, q=qs, dt=dt, **{"contacts/panda_hand": np.tile([0, 0, 0, 0, 0, 20.0], (T, 1))})
+    rec, est = tmp_path / "motion.npz", tmp_path / "estimates.npz"
+    np.savez(rec, q=qs)                                  # a recording (sparsedyn.recording) and its estimates
+    np.savez(est, tau=np.zeros((T, model.nv)), **{"contact[panda_hand]": np.tile([0, 0, 0, 0, 0, 20.0], (T, 1))})
     out = tmp_path / "motion.html"
-    assert cli.main(["view", "panda", "--recording", str(rec), "--save", str(out)]) == 0
+    assert cli.main(["view", "panda", "--recording", str(rec), "--estimates", str(est), "--dt", str(dt),
+                     "--save", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     duration, messages = _recording(out)
     assert abs(duration - 31 / 30) <= 31 * np.finfo(float).eps   # 1 s at 30 frames/s: a sum of 31 frames of 1/30 s
@@ -198,6 +200,9 @@ def test_view_saves_a_standalone_page_of_a_recording(tmp_path, capsys):
     assert cli.main(["view", "panda", "--q", str(q_file), "--save", str(out)]) == 1
     err = capsys.readouterr().err
     assert f"{q_file}: expected configurations of model 'panda' with nq = {model.nq}" in err
+    np.savez(est, **{"contact[floor]": np.zeros((T, 6))})
+    assert cli.main(["view", "panda", "--recording", str(rec), "--estimates", str(est), "--save", str(out)]) == 1
+    assert "contact[floor]: 'floor' is no frame of model 'panda'" in capsys.readouterr().err
 
 
 def test_view_serves_the_page(capsys):

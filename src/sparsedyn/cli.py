@@ -347,9 +347,12 @@ def _parser() -> argparse.ArgumentParser:
     src = p_view.add_mutually_exclusive_group()
     src.add_argument("--q", metavar="FILE", help="a configuration (nq numbers) or a trajectory (one per row) in "
                                                  "a .npy, .txt or .csv file")
-    src.add_argument("--recording", metavar="REC", help="a recorded motion: .npz with 'q' (T, nq), 'dt' and "
-                                                        "optionally 'contacts/<frame>' (T, 6) forces")
-    p_view.add_argument("--dt", type=float, default=None, help="seconds between the rows of --q (default 0.01)")
+    src.add_argument("--recording", metavar="REC", help="a recording (.npz or Zarr store, see sparsedyn.recording): "
+                                                        "its states q, and contact[<frame>] forces if it has them")
+    p_view.add_argument("--estimates", metavar="EST", help="with --recording: the estimates of its states (the "
+                                                           "output of sparsedyn estimate --recording), contact forces "
+                                                           "drawn at their frames")
+    p_view.add_argument("--dt", type=float, default=None, help="seconds between rows (default 0.01)")
     p_view.add_argument("--collision", action="store_true", help="show the collision shapes")
     p_view.add_argument("--port", type=int, default=8080, help="first port to try (default: %(default)s)")
     p_view.add_argument("--save", metavar="FILE", help="write a standalone page (.html) or .viser file and exit")
@@ -397,34 +400,49 @@ def _error_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def read_motion(model, q_file=None, recording=None, dt=None):
-    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``'s ``--q FILE`` or ``--recording REC``
-    (see the command's help); errors name the file and what was expected."""
+def read_motion(model, q_file=None, recording=None, dt=None, estimates=None):
+    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``: ``--q FILE`` (one configuration or
+    one per row: .npy, .txt, .csv), or ``--recording REC`` (a recording of :mod:`sparsedyn.recording`,
+    its ``q``), with contact forces ``contact[<frame>]`` (T, 6) from the recording or from ``estimates``
+    (the output of ``sparsedyn estimate --recording``).  ``dt``: seconds between rows (default 0.01).
+    Errors name the file and what was expected."""
     from pathlib import Path
+    dt = 0.01 if dt is None else float(dt)
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"--dt: expected a positive number of seconds, got {dt}")
     contacts = None
     if recording is not None:
-        try:
-            with np.load(recording) as rec:
-                data = {k: rec[k] for k in rec.files}
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{recording}: cannot read the recording (.npz with 'q' and 'dt'): {e}") from None
-        if "q" not in data or "dt" not in data:
-            raise ValueError(f"{recording}: a recording holds arrays 'q' (T, nq) and 'dt'; it has {sorted(data)}")
-        qs, dt = data["q"], float(data["dt"])
-        contacts = {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("contacts/")} or None
-        source = recording
+        from .recording import open_recording
+        rec, source = open_recording(recording), recording
+        if "q" not in rec.names:
+            raise ValueError(f"{recording}: a recording holds the configurations 'q' (T, nq); it has {rec.names}")
+        qs = rec.rows("q", 0, rec.shape("q")[0])
+        contacts = {}
+        for f in [rec] + ([open_recording(estimates)] if estimates else []):
+            for n in f.names:
+                if n.startswith("contact[") and n.endswith("]"):
+                    contacts[n[len("contact["):-1]] = f.rows(n, 0, f.shape(n)[0])
+        contacts = contacts or None
     else:
+        if estimates:
+            raise ValueError("--estimates goes with --recording (the estimates of its states)")
         source = q_file
         try:
             qs = np.load(q_file) if Path(q_file).suffix == ".npy" else \
                 np.loadtxt(q_file, delimiter="," if Path(q_file).suffix == ".csv" else None, ndmin=2)
         except (OSError, ValueError) as e:
             raise ValueError(f"{q_file}: cannot read configurations (.npy, or numbers in .txt / .csv): {e}") from None
-        dt = 0.01 if dt is None else dt
     qs = np.atleast_2d(np.asarray(qs, float))
     if qs.ndim != 2 or qs.shape[1] != model.nq:
         raise ValueError(f"{source}: expected configurations of model {model.name!r} with nq = {model.nq} numbers "
                          f"per row, got an array of shape {np.shape(qs)}")
+    for name, F in (contacts or {}).items():
+        if name not in model.frame_names:
+            raise ValueError(f"{estimates or source}: contact[{name}]: {name!r} is no frame of model {model.name!r} "
+                             f"(the viewer draws a contact at the frame of its name)")
+        if np.shape(F) != (len(qs), 6):
+            raise ValueError(f"{estimates or source}: contact[{name}] has shape {np.shape(F)}, expected "
+                             f"({len(qs)}, 6): one wrench per configuration")
     return qs, dt, contacts
 
 
@@ -433,7 +451,8 @@ def view(args) -> int:
     import time
     from .viewer import Viewer
     model = load_model(args.model, args.floating_base, geometry=True)
-    motion = read_motion(model, args.q, args.recording, args.dt) if (args.q or args.recording) else None
+    motion = read_motion(model, args.q, args.recording, args.dt, args.estimates) if (args.q or args.recording) \
+        else None
     viewer = Viewer(model, kind="collision" if args.collision else "visual", port=args.port, verbose=False,
                     q=None if motion is None else motion[0][0])
     try:
