@@ -322,6 +322,9 @@ def test_states_that_do_not_excite_the_parameters_are_ill_posed(robot, base):
     with pytest.raises(ValueError, match="do not excite every base parameter"):
         sd.identify(robot, q, v, a, tau, base=base)
     few = idn.IdentificationData(robot, base=base).add(q[:1], v[:1], a[:1], tau[:1])
+    tau[17, 0] = np.nan
+    with pytest.raises(ValueError, match=r"^tau: row 17 contains NaN or infinite values"):
+        idn.IdentificationData(robot, base=base).add(q, v, a, tau)
     with pytest.raises(ValueError, match="measurements for .* base parameters; give more states"):
         few.solve()
 

@@ -1,4 +1,4 @@
-"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo``.
+"""Command line: ``sparsedyn info | sparsity | estimate | identify | compile | bench | demo``.
 
 Exit codes: 0 success; 1 an error of the library or of the input (one line on
 stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
@@ -18,7 +18,7 @@ import numpy as np
 from .plots import sparsity_text
 
 __all__ = ["main", "load_model", "find_example_robot", "compiled_estimate_lines", "demo", "demo_lines",
-           "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ILL_POSED"]
+           "read_recording", "identify_lines", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ILL_POSED"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ILL_POSED = 0, 1, 2, 3
 
@@ -265,6 +265,62 @@ def compiled_estimate_lines(solver, q, v, y, repeat=5) -> list:
         f"({t_numpy / t_comp:.0f}x)", WIDTH, subsequent_indent="    ")
 
 
+def read_recording(path) -> dict:
+    """``{name: array}`` of a recording: a folder of ``.npy`` files (``q.npy``, ``v.npy``, ``a.npy``,
+    ``tau.npy``, and ``<sensor>.npy`` for F/T readings), memory-mapped so that a recording larger than
+    memory is read a chunk at a time, or one ``.npz`` file with the same names."""
+    from pathlib import Path
+    p = Path(path)
+    if p.is_dir():
+        arrays = {f.stem: np.load(f, mmap_mode="r") for f in sorted(p.glob("*.npy"))}
+    elif p.suffix == ".npz":
+        with np.load(p) as z:
+            arrays = {k: z[k] for k in z.files}
+    else:
+        raise UsageError(f"recording {str(path)!r}: expected a folder of .npy files or a .npz file")
+    missing = [k for k in ("q", "v", "a") if k not in arrays]
+    if missing:
+        raise ValueError(f"recording {str(path)!r}: no {', '.join(missing)} (found: {', '.join(arrays) or 'nothing'})")
+    return arrays
+
+
+def identify_lines(model, recording, sigma=None, physically_consistent=False, compiled=True, out=None) -> list:
+    """``sparsedyn identify``: the base inertial parameters of ``model`` from a recording
+    (:func:`read_recording`), streamed through :class:`sparsedyn.IdentificationData`; ``out``: a
+    ``.npy`` file for the identified full parameters (10 per body)."""
+    import time
+    from .identification import IdentificationData
+    rec = read_recording(recording)
+    sensors = [s for s in model.sensors if s.kind == "force_torque" and s.name in rec]
+    if "tau" not in rec and not sensors:
+        raise ValueError(f"recording {str(recording)!r}: no measurements: give tau.npy and/or the readings of "
+                         f"the model's F/T sensors ({', '.join(s.name for s in model.sensors) or 'none'})")
+    m = model
+    if compiled:
+        from .codegen import compile as sd_compile
+        m = sd_compile(model, kernels=["joint_torque_regressor", "joint_wrench_regressor"], vectorize=True)
+    import scipy.linalg  # noqa: F401  (imported here, not timed below)
+    t0 = time.perf_counter()
+    data = IdentificationData(m, sensors=sensors, joint_torques="tau" in rec, sigma=sigma)
+    data.add(rec["q"], rec["v"], rec["a"], rec.get("tau"), {s.name: rec[s.name] for s in sensors})
+    res = data.solve(physically_consistent=physically_consistent)
+    dt = time.perf_counter() - t0
+    lines = [f"{model.name}: {data.states} states, {data.rows} measurement rows "
+             f"({'joint torques' if 'tau' in rec else ''}{' + ' if 'tau' in rec and sensors else ''}"
+             f"{', '.join(s.name for s in sensors)}), {res.base.rank} base parameters, {dt:.2f} s "
+             f"({data.states / max(dt, 1e-9):,.0f} states/s)",
+             f"noise variance {'given' if sigma is not None else 'estimated'}: {res.sigma2:.4g} (whitened residual "
+             f"rms {res.residual_rms:.4g}, {res.dof} degrees of freedom)"
+             + ("; physically consistent fit" if physically_consistent else ""),
+             f"{'base parameter':60s} {'estimate':>12s} {'std':>10s}"]
+    for name, b, sd_ in zip(res.base.names, res.beta, res.std):
+        lines.append(f"{name[:60]:60s} {b:12.5g} {sd_:10.3g}")
+    if out:
+        np.save(out, res.parameters)
+        lines.append(f"full parameters (10 per body, the model's values where the data cannot tell): {out}")
+    return lines
+
+
 DESCRIPTION = """\
 Rigid-body dynamics of articulated bodies (robots, humans, mechanisms).
 
@@ -278,6 +334,7 @@ examples:
   sparsedyn info panda
   sparsedyn sparsity humanoid --problem fd --plot fd.png
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
+  sparsedyn identify panda recording/ --sigma 0.1 --out panda_parameters.npy
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
 problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
@@ -312,6 +369,18 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("model", help=model_help)
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; format in the README)")
     p_est.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_id = sub.add_parser("identify", help="base inertial parameters from a recording (a folder of q, v, a, "
+                                           "tau .npy files or an .npz), streamed chunk by chunk")
+    p_id.add_argument("model", help=model_help)
+    p_id.add_argument("recording", help="a folder of .npy files (memory-mapped) or an .npz file: q, v, a, and "
+                                        "tau and/or the readings of the model's F/T sensors by name")
+    p_id.add_argument("--sigma", type=float, default=None, help="standard deviation of the joint-torque noise "
+                                                                "(default: estimated from the residual)")
+    p_id.add_argument("--physically-consistent", action="store_true",
+                      help="fit with every body's pseudo-inertia positive semidefinite")
+    p_id.add_argument("--numpy", action="store_true", help="NumPy regressors instead of compiled ones")
+    p_id.add_argument("--out", default=None, help=".npy file for the identified parameters (10 per body)")
+    p_id.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
     p_comp.add_argument("model", help=model_help)
@@ -388,6 +457,10 @@ def main(argv=None) -> int:
                                    extra=compiled_estimate_lines)
             print(text)
             return EXIT_ILL_POSED if "ILL-POSED" in text.splitlines()[0] else EXIT_OK
+        elif args.command == "identify":
+            lines = identify_lines(load_model(args.model, args.floating_base), args.recording, args.sigma,
+                                   args.physically_consistent, not args.numpy, args.out)
+            print("\n".join(lines))
         elif args.command == "sparsity":
             from .sparse import sparsity_report
             text = sparsity_report(load_model(args.model, args.floating_base), args.problem, args.plot, args.ordering)

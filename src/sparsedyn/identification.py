@@ -513,7 +513,15 @@ class IdentificationData:
         step = self._chunk
         for k in range(0, N, step):
             sl = slice(k, min(N, k + step))
-            M, b = self._rows(q[sl], v[sl], a[sl], None if tau is None else tau[sl], [y[sl] for y in ys])
+            parts = {"q": q[sl], "v": v[sl], "a": a[sl]}
+            if tau is not None:
+                parts["tau"] = tau[sl]
+            parts.update({f"ft[{n!r}]": y[sl] for n, y in zip(names, ys)})
+            for what, x in parts.items():
+                bad = ~np.isfinite(x).all(-1)
+                if bad.any():
+                    raise ValueError(f"{what}: row {k + int(np.argmax(bad))} contains NaN or infinite values")
+            M, b = self._rows(parts["q"], parts["v"], parts["a"], parts.get("tau"), [y[sl] for y in ys])
             self.factor = _merge_factors(self.factor, _chunk_factor(M, b))
             self.rows += len(b)
         self.states += N
