@@ -277,3 +277,126 @@ def test_append_model_bad_input():
         sd.append_model(model, model, "tool", (2 * np.eye(3), np.zeros(3)), prefix="b_")
     with pytest.raises(TypeError, match="other"):
         sd.append_model(model, "gripper.urdf", "tool")
+
+
+def test_geometries_move_with_their_bodies():
+    """Shapes keep their world poses through reduce_model (locked at q_ref, also onto the world) and
+    append_model (the appended model's world shapes go to the attachment frame)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(erd.robot_path("ur5"), geometry=True)
+    assert len(model.geometries) > 4
+    rng = np.random.default_rng(7)
+    q_ref = model.random_configuration(rng)
+    locks = ["shoulder_pan_joint", "elbow_joint"]       # the first locks the chain onto the world
+    red = sd.reduce_model(model, locks, q_ref)
+    keep = np.concatenate([np.arange(model.nq)[model.q_slice(model.joint(n))] for n in red.joint_names])
+    for kind in ("visual", "collision"):
+        R0, p0 = sd.geometry_placements(model, q_ref, kind)
+        R1, p1 = sd.geometry_placements(red, q_ref[keep], kind)
+        assert rel_err(R1, R0) < TOL and rel_err(p1, p0) < TOL
+    Rp, pp = placement(rng)
+    both = sd.append_model(gripper(), model, "tool", (Rp, pp), prefix="ur_")
+    assert [g.name for g in both.geometries] == ["ur_" + g.name for g in model.geometries]
+    q = both.random_configuration(rng)
+    qa = q[np.concatenate([np.arange(both.nq)[both.q_slice(both.joint("ur_" + n))] for n in model.joint_names])]
+    Rt, pt = sd.frame_placement(both, q, "tool")
+    Rw, pw = Rt @ Rp, pt + Rt @ pp                      # the UR5's world frame, carried by the gripper
+    for kind in ("visual", "collision"):
+        R0, p0 = sd.geometry_placements(model, qa, kind)
+        R1, p1 = sd.geometry_placements(both, q, kind)
+        assert rel_err(R1, Rw @ R0) < TOL and rel_err(p1, pw + (Rw @ p0[..., None])[..., 0]) < TOL
+
+
+def test_mimic_couplings_and_renamed_sensors():
+    b = sd.ModelBuilder("hand")
+    for k in range(1, 4):
+        b.add_body(f"f{k}", None if k == 1 else f"f{k - 1}", sd.make_joint("revolute", (0, 1, 0)),
+                   Xtree=None if k == 1 else (np.eye(3), [0.05, 0, 0]), mass=0.1, com=[0.02, 0, 0],
+                   rot_inertia=1e-5 * np.eye(3), joint_name=f"j{k}")
+    b.add_mimic("j3", "j2", 0.5, 0.1)
+    b.add_mimic("j2", "j1", 2.0)
+    hand = b.build().with_sensors(sd.JointTorque("all", ["j1", "j2", "j3"]), sd.ForceTorque("ft", "j2"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        red = sd.reduce_model(hand, ["j1"], np.array([0.3, 0.0, 0.0]))
+    messages = sorted(str(w.message) for w in caught if w.category is sd.edit.ReductionWarning)
+    assert len(messages) == 2 and "mimic coupling of joint 'j2' on 'j1'" in messages[1] \
+        and "sensor 'all' measured the locked joint(s) ['j1']; it keeps ['j2', 'j3']" in messages[0]
+    assert [(red.joint_names[m.joint], red.joint_names[m.mimicked], m.multiplier, m.offset) for m in red.mimic] \
+        == [("j3", "j2", 0.5, 0.1)]
+    both = sd.append_model(sd.serial_chain(2), hand, "link2", prefix="h_")
+    assert both.sensor("h_all").joints == ["h_j1", "h_j2", "h_j3"] and both.sensor("h_ft").joint == "h_j2"
+    assert [(both.joint_names[m.joint], both.joint_names[m.mimicked]) for m in both.mimic] == \
+        [("h_j3", "h_j2"), ("h_j2", "h_j1")]
+    assert hand.sensor("all").joints == ["j1", "j2", "j3"]          # the input is unchanged
+
+
+SRDF_ROBOTS = {     # URDF, SRDF of example-robot-data (robots_dir-relative), floating base
+    "talos": ("talos_data/robots/talos_reduced.urdf", "talos_data/srdf/talos.srdf"),
+    "solo12": ("solo_description/robots/solo12.urdf", "solo_description/srdf/solo.srdf"),
+    "anymal_c": ("anymal_c_simple_description/urdf/anymal.urdf", "anymal_c_simple_description/srdf/anymal.srdf"),
+    "go2": ("go2_description/urdf/go2.urdf", "go2_description/srdf/go2.srdf"),
+    "romeo": ("romeo_description/urdf/romeo_small.urdf", "romeo_description/srdf/romeo.srdf"),
+    "icub": ("icub_description/robots/icub_reduced.urdf", "icub_description/srdf/icub.srdf"),
+    "panda": ("panda_description/urdf/panda.urdf", "panda_description/srdf/panda.srdf"),
+}
+
+
+@pytest.mark.parametrize("robot", sorted(SRDF_ROBOTS))
+def test_reduce_at_the_srdf_reference_configurations(robot):
+    """Every reference configuration of the robot's SRDF as q_ref, half of the joints locked (chosen at
+    random), against Pinocchio's buildReducedModel at the same configuration."""
+    urdf, srdf = SRDF_ROBOTS[robot]
+    model, pm = quiet_pair(urdf, True)             # Pinocchio's model from the URDF ...
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.SrdfWarning)
+        refs = sd.load_srdf(model, erd.robots_dir() / srdf).reference_configurations
+    refs = refs or {"neutral": model.neutral()}
+    if robot == "anymal_c":                         # ... except where a joint and a link share a name
+        pm = pin_model(model)
+    rng = np.random.default_rng(len(robot))
+    movable = [n for n, j in zip(model.joint_names, model.joints) if j.type != "free"]
+    for name, q_ref in refs.items():
+        locks = list(rng.choice(movable, size=len(movable) // 2, replace=False))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sd.edit.ReductionWarning)
+            red = sd.reduce_model(model, locks, q_ref)
+        pred = pin.buildReducedModel(pm, [pm.getJointId(n) for n in locks], ip.q_to_pinocchio(model, q_ref))
+        assert tuple(pred.names)[1:] == red.joint_names, name
+        compare_dynamics(red, pred, rng, n=2)
+def test_shapes_follow_reduce_and_append(rng):
+    """Every shape keeps its world pose: reduce_model (locked joints at q_ref) and append_model (at a
+    frame, with a placement) against the shapes of the original models."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arm = sd.load_urdf(erd.robot_path("panda"), geometry=True)       # link0's shapes are on the world
+    locked = ["panda_joint1", "panda_joint4", "panda_joint6"]
+    q_ref = arm.random_configuration(rng)
+    small = sd.reduce_model(arm, locked, q_ref)
+    keep = [i for i, n in enumerate(arm.joint_names) if n not in locked]
+    q_full = q_ref.copy()
+    q_full[keep] = small.random_configuration(rng)
+    for kind in ("visual", "collision"):
+        assert [g.name for g in small.geometry(kind)] == [g.name for g in arm.geometry(kind)]
+        R, p = sd.geometry_placements(small, q_full[keep], kind)
+        R0, p0 = sd.geometry_placements(arm, q_full, kind)
+        assert rel_err(R, R0) <= rounding_bound(arm.nbodies) and rel_err(p, p0) <= rounding_bound(arm.nbodies)
+    assert small.geometry()[1].body == -1                                # joint1 locked: link1 is on the world
+    # append a second arm on the hand, with a placement
+    placement = (sd.spatial.rpy_to_rot(np.array([0.1, 0.2, 0.3])), np.array([0.0, 0.05, 0.1]))
+    both = sd.append_model(arm, arm, "panda_hand", placement, prefix="b_")
+    qa, qb = arm.random_configuration(rng), arm.random_configuration(rng)
+    at = arm.subtree_end[arm.frames[arm.frame("panda_hand")].body]     # the second arm's q follows the hand's subtree
+    q = np.concatenate([qa[:at], qb, qa[at:]])
+    Rh, ph = sd.frame_placement(arm, qa, "panda_hand")
+    Rb, pb = sd.geometry_placements(arm, qb, "visual")
+    Ra, pa = sd.geometry_placements(arm, qa, "visual")
+    R, p = sd.geometry_placements(both, q, "visual")
+    n = len(arm.geometry("visual"))
+    assert [g.name for g in both.geometry("visual")] == [g.name for g in arm.geometry("visual")] + \
+        ["b_" + g.name for g in arm.geometry("visual")]
+    Rp, pp = Rh @ placement[0], ph + Rh @ placement[1]                  # the second arm's world in the world
+    tol = rounding_bound(2 * arm.nbodies)
+    assert rel_err(R[:n], Ra) <= tol and rel_err(p[:n], pa) <= tol
+    assert rel_err(R[n:], Rp @ Rb) <= tol and rel_err(p[n:], pp + pb @ Rp.T) <= tol

@@ -20,33 +20,25 @@ ROOT = Path(sparsedyn.__file__).resolve().parent
 #: DESIGN.md's layer table, bottom to top: (layer, module prefixes relative to ``sparsedyn``).
 #: A module imports only its own layer and those below it.  ``""`` is the package facade.
 LAYERS = [
-    ("foundation", ["backend", "_checks", "kernels", "_version"]),   # array backend, argument checks, kernel registry
+    # the array backend, argument checks, the kernel registry, reading untrusted files safely (bytes, TOML/JSON tables)
+    ("foundation", ["backend", "_checks", "kernels", "_version", "io.files"]),
     ("spatial", ["spatial"]),
     ("symbolic", ["symbolic"]),
-    ("model", ["joints", "model", "builders", "sensors"]),
+    ("model", ["joints", "model", "builders", "sensors", "edit"]),
     ("algorithms", ["algorithms"]),
     ("sparse", ["sparse"]),
     ("estimation", ["estimation", "identification"]),
     ("constraints", ["constraints"]),
     ("compile", ["codegen"]),
     ("io", ["io", "interop"]),      # readers of files (a file's model, sensors, constraints), other libraries' layouts
-    ("user", ["cli", "plots", "viewer", "__main__", ""]),
+    ("user", ["cli", "plots", "viewer", "recording", "__main__", ""]),
 ]
 #: The compiler compiles what the layers above wrote: it imports only these layers (and itself).
 COMPILER_IMPORTS = {"foundation", "symbolic", "compile"}
 
 #: Today's violations, (importer, imported) -> the step of issue 21 that removes it.
 KNOWN = {
-    ("codegen.bench", ""): "side moves: the benchmark leaves the package",
-    ("codegen.bench", "cli"): "side moves: the benchmark leaves the package",
-    ("codegen.bench", "interop"): "side moves: the benchmark leaves the package",
-    ("codegen.bench", "interop.mujoco"): "side moves: the benchmark leaves the package",
-    ("codegen.bench", "interop.pinocchio"): "side moves: the benchmark leaves the package",
-    ("constraints.fileformat", "io.files"): "side moves: the constraint file reader moves into io/",
-    ("constraints.fileformat", "io.urdf"): "side moves: the constraint file reader moves into io/",
-    ("estimation.files", "io.files"): "side moves: the sensor file reader moves into io/",
-    ("codegen.api", ""): "one fingerprint: the version comes from the foundation",
-    ("codegen.problems", ""): "one fingerprint: the version comes from the foundation",
+    ("constraints.fileformat", "io.urdf"): "side moves: load_closed_loop (a URDF and its side file) moves into io/",
     ("codegen.api", "constraints.base"): "owners hand their kernels through one protocol",
     ("codegen.constraints", "algorithms.configuration"): "owners write their own kernels: constrained dynamics",
     ("codegen.constraints", "algorithms.crba"): "owners write their own kernels: constrained dynamics",

@@ -43,3 +43,15 @@ ax2.semilogy(traj.t, np.maximum(np.abs(E - E[0]), 1e-17), label="|E - E(0)| (J)"
 ax2.set(xlabel="time (s)", title="drift and energy")
 ax2.legend()
 fig.tight_layout()
+
+# %%
+# The four-bar in the browser viewer
+# ----------------------------------
+# :class:`sparsedyn.Viewer` serves the model in a web page (``viewer.url``); its recording of the
+# simulated motion is one standalone page, embedded here (``viewer.record("four_bar.html", ...)``
+# writes the same page to a file).  The four-bar has no shapes, so it is drawn as a skeleton: a ball
+# per body and a rod to each child joint.
+viewer = sd.Viewer(bar.model, verbose=False, compiled=False)
+recording = viewer.recording(traj.q, 0.01)
+viewer.close()
+recording

@@ -22,6 +22,9 @@ on first use of one of their names (``sd.load_urdf``, ``sd.EstimationProblem``,
 import importlib as _importlib
 
 from . import spatial
+from . import kernels as _kernels
+from .kernels import use_backend
+from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
@@ -32,7 +35,9 @@ from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, crba
-from .algorithms.configuration import difference, integrate
+from .algorithms.configuration import (difference, difference_derivatives, integrate, integrate_derivatives,
+                                       interpolate, normalize)
+from .algorithms.coriolis import coriolis_matrix
 from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern,
                               spd_inverse)
 from .algorithms.aba import SingularInertiaError, aba
@@ -53,8 +58,13 @@ from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 from .algorithms.derivatives import derivatives
 from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
                                               static_torque_derivatives)
+from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics,
+                                  contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
+from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
+                                                frame_velocity_derivatives)
+from .algorithms.centroidal_derivatives import centroidal_dynamics_derivatives
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 #: Names imported on first use: public name -> (module, attribute or None for the module itself).
 _LAZY = {
@@ -104,8 +114,13 @@ _LAZY = {
     "Identification": ("sparsedyn.identification", "Identification"),
     "force_torque_regressor": ("sparsedyn.identification", "force_torque_regressor"),
     "interop": ("sparsedyn.interop", None),
+    "Viewer": ("sparsedyn.viewer", "Viewer"),
     "io": ("sparsedyn.io", None),
 }
+
+
+# The compiler registers itself with the registry when imported: on the first plain call.
+_kernels.native_loader = lambda: _importlib.import_module("sparsedyn.codegen.native")
 
 
 def __getattr__(name):
@@ -125,21 +140,24 @@ def __dir__():
 
 
 __all__ = [
-    "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
+    "spatial", "exp3", "log3", "exp3_jacobian", "log3_jacobian", "exp6", "log6", "exp6_jacobian", "log6_jacobian",
+    "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
     "Frame", "Mimic", "JointDynamics", "edit", "reduce_model", "append_model", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
-    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
+    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects", "coriolis_matrix",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
     "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
     "mjcf_measurements", "load_model", "load_srdf", "Srdf", "SrdfError", "SrdfWarning",
-    "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
+    "integrate", "difference", "interpolate", "normalize", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
-    "static_torque_derivatives",
+    "static_torque_derivatives", "frame_velocity_derivatives", "frame_acceleration_derivatives",
+    "frame_jacobian_time_variation", "centroidal_dynamics_derivatives", "integrate_derivatives",
+    "difference_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
-    "geometry_placements", "Geometry",
+    "geometry_placements", "Geometry", "Viewer",
     "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
@@ -149,7 +167,10 @@ __all__ = [
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
+    "contact_dynamics", "impulse_dynamics", "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
+    "ContactDynamics", "Impulse", "ContactWarning",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
+    "use_backend",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

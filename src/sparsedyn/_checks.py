@@ -95,6 +95,12 @@ def vector(model, name, x, size, what, check_values=True):
 _QUATERNIONS = weakref.WeakKeyDictionary()
 
 
+def quaternion_blocks(model):
+    """``(joint indices, index array (k, 4) into q)`` of the quaternions of ``model``'s spherical and
+    free joints."""
+    return _quaternions(model)
+
+
 def _quaternions(model):
     """``(joint indices, index array (k, 4) into q)`` of the model's quaternion blocks (cached: the
     model is frozen)."""
@@ -126,7 +132,7 @@ def configuration(model, q, name="q", check_values=True):
                 i, stop = joints[k], int(idx[k, -1]) + 1
                 raise ValueError(f"{name}: the quaternion of joint {model.joint_names[i]!r} "
                                  f"(q[{stop - 4}:{stop}], [x, y, z, w]) is not of unit norm "
-                                 f"(| |q|^2 - 1 | up to {err.max():.3g}); normalise it")
+                                 f"(| |q|^2 - 1 | up to {err.max():.3g}); normalise it with sparsedyn.normalize(model, {name})")
     return q
 
 

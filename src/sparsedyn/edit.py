@@ -15,7 +15,9 @@ exactly as a URDF ``fixed`` joint is merged (:mod:`sparsedyn.io.urdf`):
 * the locked joint becomes a :class:`~sparsedyn.model.FixedJoint` (so a
   :class:`~sparsedyn.sensors.ForceTorque` sensor on it keeps working), and fixed joints recorded
   on merged bodies are re-attached to the host;
-* the locked dofs' armature, limits and passive joint data are dropped; the kept joints keep theirs.
+* the locked dofs' armature, limits and passive joint data are dropped; the kept joints keep theirs;
+* visual and collision shapes (``model.geometries``) move with their bodies (to the world when the
+  chain is locked all the way down).
 
 A body whose chain to the world is locked all the way is attached to the fixed world: its mass and
 frames no longer take part in any dynamics and are dropped (as Pinocchio does), and so is a fixed
@@ -24,7 +26,6 @@ joint whose parent side is the world.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
 import numpy as np
@@ -162,6 +163,9 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
             mimic.append(Mimic(new[m.joint], new[m.mimicked], m.multiplier, m.offset))
     locked_names = {model.joint_names[k] for k in locked}
     sensors = _reduced_sensors(model, locked_names, set(dropped_frames))
+    geometries = tuple(g if g.body < 0 else g._replace(body=-1 if host[g.body] < 0 else new[host[g.body]],
+                                                         X=compose(g.X, X[g.body]))
+                       for g in model.geometries)
     return Model(
         name=model.name, body_names=tuple(model.body_names[k] for k in keep),
         joint_names=tuple(model.joint_names[k] for k in keep), parent=np.array(parent, int),
@@ -170,7 +174,7 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
         velocity_limit=model.velocity_limit[vs], effort_limit=model.effort_limit[vs], mimic=tuple(mimic),
         root_name=model.root_name, sensors=sensors, fixed_joints=tuple(fixed), armature=model.armature[vs],
         joint_dynamics=JointDynamics(jd.damping[vs], jd.stiffness[vs], jd.frictionloss[vs],
-                                     jd.spring_reference[qs], jd.reference[qs]))
+                                     jd.spring_reference[qs], jd.reference[qs]), geometries=geometries)
 
 
 
@@ -271,6 +275,10 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
                           frames=tuple(ren(n) for n in fj.frames)) for fj in other.fixed_joints]
     mimic = [m._replace(joint=int(idx_a[m.joint]), mimicked=int(idx_a[m.mimicked])) for m in model.mimic]
     mimic += [m._replace(joint=int(idx_o[m.joint]), mimicked=int(idx_o[m.mimicked])) for m in other.mimic]
+    geometries = tuple(g if g.body < 0 else g._replace(body=int(idx_a[g.body])) for g in model.geometries)
+    geometries += tuple(g._replace(name=ren(g.name), body=body if body < 0 else int(idx_a[body]), X=compose(g.X, X_att))
+                        if g.body < 0 else g._replace(name=ren(g.name), body=int(idx_o[g.body]))
+                        for g in other.geometries)
     ja, jo = model.joint_dynamics, other.joint_dynamics
     jd = JointDynamics(*(cat(a, o, "v" if i < 3 else "q") for i, (a, o) in enumerate(zip(ja, jo))))
     return Model(
@@ -280,7 +288,7 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
         velocity_limit=cat(model.velocity_limit, other.velocity_limit, "v"),
         effort_limit=cat(model.effort_limit, other.effort_limit, "v"), mimic=tuple(mimic), root_name=model.root_name,
         sensors=model.sensors + tuple(_renamed_sensor(x, ren) for x in other.sensors), fixed_joints=tuple(fixed),
-        armature=cat(model.armature, other.armature, "v"), joint_dynamics=jd)
+        armature=cat(model.armature, other.armature, "v"), joint_dynamics=jd, geometries=geometries)
 
 
 def _renamed_sensor(x, ren):

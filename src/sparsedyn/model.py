@@ -61,6 +61,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import kernels as _kernels
 from .joints import Joint
 from .spatial import Transform, identity, mcI
 
@@ -252,6 +253,14 @@ class Model:
     dof_parent: np.ndarray = field(init=False)
     dof_body: np.ndarray = field(init=False)
     mass: np.ndarray = field(init=False)
+    #: ``{kernel name: native callable}`` of this model's plain calls, set by the compiler on the
+    #: first plain call (see :mod:`sparsedyn.kernels`); not part of the model's value (not pickled).
+    _native_calls = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_native_calls", None)
+        return state
 
     def __post_init__(self):
         NB = len(self.parent)
@@ -623,6 +632,9 @@ class Model:
 
     def __repr__(self):
         return f"Model({self.name!r}, bodies={self.nbodies}, nq={self.nq}, nv={self.nv})"
+
+
+_kernels.set_model_type(Model)         # plain calls on a Model may go native (sparsedyn.kernels)
 
 
 def as_transform(X, what="transform") -> Transform:

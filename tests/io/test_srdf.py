@@ -1,6 +1,7 @@
 """load_srdf against Pinocchio's loadReferenceConfigurations and loadRotorParameters on the SRDFs of
 example-robot-data, and hostile or malformed SRDF input (one SrdfError naming the file and line)."""
 
+import re
 import warnings
 
 import numpy as np
@@ -137,3 +138,52 @@ def test_cli_info_shows_the_srdf(capsys):
     out = capsys.readouterr().out
     assert "reference configuration 'half_sitting'" in out and "leg_left_4_joint=0.859395" in out
     assert "rotor parameters on 30 dofs" in out and "disabled collision pairs: 459" in out
+
+
+def test_seeded_fuzz(tmp_path):
+    """Mutants of an SRDF (values replaced by garbage, elements dropped or duplicated, the file
+    truncated, stray bytes) either load into finite reference configurations and rotor parameters or
+    raise one SrdfError naming the file; never a foreign exception."""
+    model = sd.humanoid()
+    base = f"""<?xml version="1.0" ?>
+<robot name="humanoid">
+  <group name="legs"><joint name="l_knee"/><joint name="r_knee"/></group>
+  <group_state name="crouch" group="legs">
+    <joint name="root_joint" value="0 0 0.9 0 0 0 1"/>
+    <joint name="l_knee" value="1.2"/><joint name="r_knee" value="1.2"/>
+  </group_state>
+  <rotor_params><joint name="l_knee" mass="1e-4" gear_ratio="100"/></rotor_params>
+  <disable_collisions link1="l_thigh" link2="l_shank" reason="Adjacent"/>
+</robot>
+"""
+    rng = np.random.default_rng(0)
+    garbage = ["nan", "inf", "-1", "1e400", "", "x", "1 2", "0 0 0 0 0 0 0", "\u00e9", "1e-300"]
+    path = tmp_path / "fuzz.srdf"
+    for k in range(150):
+        text = base
+        kind = k % 4
+        if kind == 0:                                   # one attribute value replaced
+            values = list(re.finditer(r'="([^"]*)"', text))
+            m = values[rng.integers(len(values))]
+            text = text[:m.start(1)] + garbage[rng.integers(len(garbage))] + text[m.end(1):]
+        elif kind == 1:                                 # an element dropped or duplicated
+            elements = list(re.finditer(r"<[a-z_]+ [^<>]*/>", text))
+            m = elements[rng.integers(len(elements))]
+            text = text[:m.start()] + (m.group() * 2 if rng.random() < 0.5 else "") + text[m.end():]
+        elif kind == 2:                                 # truncated
+            text = text[:rng.integers(1, len(text))]
+        else:                                           # stray bytes
+            i = int(rng.integers(len(text)))
+            text = text[:i] + "".join(chr(int(c)) for c in rng.integers(1, 0x2FF, 3)) + text[i:]
+        path.write_text(text, encoding="utf-8")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SrdfWarning)
+                s = load_srdf(model, path)
+        except SrdfError as e:
+            assert str(path) in str(e)
+            continue
+        for q in s.reference_configurations.values():
+            assert q.shape == (model.nq,) and np.all(np.isfinite(q))
+            sd.rnea(model, q, np.zeros(model.nv), np.zeros(model.nv))     # a valid configuration
+        assert np.all(np.isfinite(s.rotor_inertia)) and np.all(np.isfinite(s.gear_ratio))

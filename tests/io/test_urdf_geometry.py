@@ -183,3 +183,37 @@ def test_bad_geometry_names_link_and_element(body, message):
     with pytest.raises(sd.UrdfError, match=f"link 'l' <visual> 0.*{message}"):
         sd.load_urdf(xml, geometry=True)
     assert sd.load_urdf(xml).geometries == ()       # not read unless asked
+
+
+def test_fuzzed_shapes_give_a_model_with_finite_poses_or_one_urdf_error(tmp_path):
+    """Mutants of the shapes (bad numbers, dropped or duplicated elements) load with finite shape
+    poses and sizes, or raise one UrdfError naming the file; never a foreign exception."""
+    import xml.etree.ElementTree as ET
+    from test_fuzz import BAD_NUMBERS
+    rng = np.random.default_rng(7)
+    path = tmp_path / "mutant.urdf"
+    outcomes = {"model": 0, "error": 0}
+    for k in range(200):
+        root = ET.fromstring(PRIMITIVES)
+        shapes = [e for link in root.findall("link") for kind in ("visual", "collision")
+                  for v in link.findall(kind) for e in v.iter()]
+        el = shapes[int(rng.integers(0, len(shapes)))]
+        if el.attrib and rng.random() < 0.7:
+            key = rng.choice(sorted(el.attrib))
+            el.set(key, rng.choice(BAD_NUMBERS + ["package://nowhere/x.stl", "red"]))
+        else:
+            parent = next(p for p in root.iter() if el in list(p))
+            parent.remove(el) if rng.random() < 0.5 else parent.append(ET.fromstring(ET.tostring(el)))
+        path.write_bytes(ET.tostring(root))
+        try:
+            model = sd.load_urdf(path, floating_base=bool(k % 2), geometry=True)
+        except sd.UrdfError as e:
+            assert str(e).startswith(f"{path}: ")
+            outcomes["error"] += 1
+            continue
+        for kind in ("visual", "collision"):
+            R, p = sd.geometry_placements(model, model.random_configuration(rng), kind)
+            assert np.all(np.isfinite(R)) and np.all(np.isfinite(p))
+            assert all(np.all(np.isfinite(g.size)) for g in model.geometry(kind))
+        outcomes["model"] += 1
+    assert outcomes["error"] > 30 and outcomes["model"] > 30, outcomes

@@ -41,7 +41,6 @@ body frame (``fext_to_pinocchio``).
 
 from __future__ import annotations
 
-import functools
 import weakref
 
 import numpy as np
@@ -49,14 +48,14 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, rigid_add,
+from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion,
                        rigid_apply, rigid_inertia, rigid_transform, skew)
 from .aba import aba_kernel, float_checker
-from .kinematics_derivatives import root_motion, stacked
+from .kinematics_derivatives import levels, root_motion
 from .minv import minv_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
-           "rnea_derivative_kernel", "branch_pairs"]
+           "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms", "dof_rows"]
 
 _NVxNV = ("nv", "nv")
 _DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
@@ -64,9 +63,10 @@ _PAIRS = weakref.WeakKeyDictionary()
 
 
 def branch_pairs(model):
-    """``(rd, cd, ra, ca)``: the dof pairs on one branch, as index arrays.  ``(rd, cd)``: the column's
-    body is an ancestor of the row's or the same body; ``(ra, ca)``: the row's body is a strict
-    ancestor of the column's.  Every other pair is a structural zero of the derivatives."""
+    """``(rd, cd, ra, ca, mirror)``: the dof pairs on one branch, as index arrays.  ``(rd, cd)``: the
+    column's body is an ancestor of the row's or the same body; ``(ra, ca)``: the row's body is a strict
+    ancestor of the column's (``mirror``: the index of ``(ca, ra)`` among the first kind).  Every other
+    pair is a structural zero of the derivatives."""
     pairs = _PAIRS.get(model)
     if pairs is None:
         rd, cd, ra, ca = [], [], [], []
@@ -78,14 +78,11 @@ def branch_pairs(model):
                     rd.append(r), cd.append(c)
                     if k != j:
                         ra.append(c), ca.append(r)
-        pairs = tuple(np.array(x, dtype=int) for x in (rd, cd, ra, ca))
+        where = {(r, c): n for n, (r, c) in enumerate(zip(rd, cd))}
+        mirror = [where[(c, r)] for r, c in zip(ra, ca)]
+        pairs = tuple(np.array(x, dtype=int) for x in (rd, cd, ra, ca, mirror))
         _PAIRS[model] = pairs
     return pairs
-
-
-def _rows(RI: RigidInertia):
-    """``RI`` with an axis for a set of vectors (..., n, 6)."""
-    return RigidInertia(RI.m[..., None], RI.h[..., None, :], RI.I[..., None, :, :])
 
 
 def _dot(x, y):
@@ -93,15 +90,15 @@ def _dot(x, y):
 
 
 def _B_apply(B11, l, psi):
-    """``B psi`` (..., n, 6) for the subtree sum ``(B11, l)`` and twists ``psi`` (..., n, 6)."""
+    """``B psi`` (..., n, 6) for subtree sums ``(B11, l)`` (..., n, 3, 3), (..., n, 3), one per twist
+    ``psi`` (..., n, 6)."""
     w = psi[..., :3]
-    return np.concatenate([(B11[..., None, :, :] @ w[..., None])[..., 0], -2 * cross3(l[..., None, :], w)], -1)
+    return np.concatenate([(B11 @ w[..., None])[..., 0], -2 * cross3(l, w)], -1)
 
 
 def _B_transpose(B11, l, xi):
     """Angular part (..., n, 3) of ``B^T xi`` (its linear part is zero)."""
-    return (np.swapaxes(B11, -1, -2)[..., None, :, :] @ xi[..., :3, None])[..., 0] \
-        + 2 * cross3(l[..., None, :], xi[..., 3:])
+    return (np.swapaxes(B11, -1, -2) @ xi[..., :3, None])[..., 0] + 2 * cross3(l, xi[..., 3:])
 
 
 def _B11(RI: RigidInertia, V, k):
@@ -113,50 +110,75 @@ def _B11(RI: RigidInertia, V, k):
         + (2 * np.sum(u * h, -1, keepdims=True))[..., None] * np.eye(3) - skew(k)
 
 
+def subtree_sums(model, K, f_ext=None, velocity=True):
+    """``(IC, F, B11, M)``, stacked by body: the sums over each body's subtree, in root coordinates,
+    of the inertias (a :class:`~sparsedyn.spatial.RigidInertia` of (..., NB) arrays), the forces
+    ``f_i = I_i A_i + V_i x* I_i V_i - f_ext_i`` (..., NB, 6), the ``B11`` blocks (..., NB, 3, 3)
+    and the momenta ``I_i V_i`` (..., NB, 6) (``B11``, ``M`` ``None`` without ``velocity``).
+    ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
+    lv = levels(model)
+    IC = rigid_transform(K.Xr, rigid_inertia(model.inertia))
+    F = rigid_apply(IC, K.A)
+    B11 = M = None
+    if velocity:
+        M = rigid_apply(IC, K.V)
+        F = F + cross_force(K.V, M)
+        B11 = _B11(IC, K.V, M[..., :3])
+    if f_ext is not None:
+        F = F - apply_force_transpose(K.Xr, f_ext)
+    shape, dtype = F.shape[:-2], F.dtype
+    IC = RigidInertia(np.array(IC.m), *(np.array(np.broadcast_to(x, shape + x.shape[x.ndim - k:]), dtype=dtype)
+                                         for x, k in ((IC.h, 2), (IC.I, 3))))
+    sums = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
+    for L, P in reversed(lv.levels):                    # deepest first: children into their parents
+        np.add.at(IC.m, P, IC.m[L])
+        for x in sums:
+            rest = (slice(None),) * (x.ndim - F.ndim + 1)
+            np.add.at(x, (Ellipsis, P) + rest, x[(Ellipsis, L) + rest])
+    return IC, F, B11, M
+
+
+def dof_rows(model, RI: RigidInertia):
+    """A stacked-by-body inertia (..., NB) repeated for each dof of the body (..., nv)."""
+    db = levels(model).dof_body
+    return RigidInertia(RI.m[..., db], RI.h[..., db, :], RI.I[..., db, :, :])
+
+
+def joint_terms(model, K, sums, shape, velocity=True):
+    """Per dof (..., nv, 6): ``xi``; ``P = IC_k xi``; ``chi``; the columns
+    ``Tq = IC_k chi + BC_k psi + xi x* F_k`` and, with ``velocity``, ``Tv = IC_k phi + BC_k xi``,
+    ``psi``, ``phi`` and the rows ``Qw`` (angular part of ``BC_k^T xi``, (..., nv, 3)); ``k`` the
+    dof's body (see the module docstring)."""
+    IC, F, B11, M = sums
+    db = levels(model).dof_body
+    x, Vl, Al = K.xi, K.Vl[..., db, :], K.Al[..., db, :]
+    ICd = dof_rows(model, IC)
+    chi = cross_motion(Al, x)                                            # chi = A_l x xi - psi x V_l
+    Tq = cross_force(x, F[..., db, :])
+    out = {}
+    if velocity:
+        B, L = B11[..., db, :, :], M[..., db, 3:]
+        psi = cross_motion(Vl, x)                                        # psi = V_l x xi
+        chi = chi - cross_motion(psi, Vl)
+        phi = cross_motion(Vl + K.V[..., db, :], x)                      # phi = (V_l + V_k) x xi
+        Tq = Tq + _B_apply(B, L, psi)
+        out.update(Tv=rigid_apply(ICd, phi) + _B_apply(B, L, x), Qw=_B_transpose(B, L, x), psi=psi, phi=phi)
+    out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
+    return {n: np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+
+
 def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=True, velocity=True):
     """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
     ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
-    NB, nv = model.nbodies, model.nv
+    nv = model.nv
     g = model.gravity if gravity is None else gravity
     shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
                                 () if f_ext is None else f_ext.shape[:-2])
     dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
     K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))
-    IC, F, B11, L = [None] * NB, [None] * NB, [None] * NB, [None] * NB
-    for i in range(NB):
-        I = rigid_inertia(model.inertia[i])
-        IC[i] = I if model.parent[i] < 0 else rigid_transform(K.Xr[i], I)
-        h = rigid_apply(IC[i], K.V[i]) if velocity else None
-        F[i] = rigid_apply(IC[i], K.A[i])
-        if velocity:
-            F[i] = F[i] + cross_force(K.V[i], h)
-            B11[i], L[i] = _B11(IC[i], K.V[i], h[..., :3]), h[..., 3:]
-        if f_ext is not None:
-            F[i] = F[i] - (f_ext[..., i, :] if model.parent[i] < 0 else apply_force_transpose(K.Xr[i], f_ext[..., i, :]))
-    for i in range(NB - 1, 0, -1):                 # subtree sums
-        p = model.parent[i]
-        if p >= 0:
-            IC[p], F[p] = rigid_add(IC[p], IC[i]), F[p] + F[i]
-            if velocity:
-                B11[p], L[p] = B11[p] + B11[i], L[p] + L[i]
-    xi, P, Qw, chi, psi, phi, Tq, Tv = ([] for _ in range(8))
-    for k in range(NB):
-        x, Vl, Al = K.xi[k], K.Vl[k][..., None, :], K.Al[k][..., None, :]
-        ICk = _rows(IC[k])
-        c = cross_motion(Al, x)                                          # chi = A_l x xi - psi x V_l
-        if velocity:
-            s = cross_motion(Vl, x)                                      # psi = V_l x xi
-            c = c - cross_motion(s, Vl)
-            f = cross_motion(Vl + K.V[k][..., None, :], x)               # phi = (V_l + V_k) x xi
-            Tq.append(rigid_apply(ICk, c) + _B_apply(B11[k], L[k], s) + cross_force(x, F[k][..., None, :]))
-            Tv.append(rigid_apply(ICk, f) + _B_apply(B11[k], L[k], x))
-            Qw.append(_B_transpose(B11[k], L[k], x))
-            psi.append(s[..., :3]), phi.append(f)
-        else:
-            Tq.append(rigid_apply(ICk, c) + cross_force(x, F[k][..., None, :]))
-        xi.append(x), P.append(rigid_apply(ICk, x)), chi.append(c)
-    xi, P, chi, Tq = (stacked(t, shape) for t in (xi, P, chi, Tq))
-    rd, cd, ra, ca = branch_pairs(model)
+    T = joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity)
+    xi, P, chi, Tq = T["xi"], T["P"], T["chi"], T["Tq"]
+    rd, cd, ra, ca, _ = branch_pairs(model)
 
     def assemble(lower, upper):
         out = np.zeros(shape + (nv, nv), dtype=dtype)
@@ -167,28 +189,17 @@ def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=Tru
     low_q = _dot(P[..., rd, :], chi[..., cd, :])
     if not velocity:
         return assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :]))
-    Qw, psi, phi, Tv = (stacked(t, shape) for t in (Qw, psi, phi, Tv))
+    Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
     dq = assemble(low_q + _dot(Qw[..., rd, :], psi[..., cd, :]), _dot(xi[..., ra, :], Tq[..., ca, :]))
     dv = assemble(_dot(P[..., rd, :], phi[..., cd, :]) + _dot(Qw[..., rd, :], xi[..., cd, :3]),
                   _dot(xi[..., ra, :], Tv[..., ca, :]))
     if not want_da:
         return dq, dv
     low_a = _dot(P[..., rd, :], xi[..., cd, :])
-    da = assemble(low_a, low_a[..., _mirror(model)])
+    da = assemble(low_a, low_a[..., branch_pairs(model)[4]])
     if np.any(model.armature):
         da[..., np.arange(nv), np.arange(nv)] = da[..., np.arange(nv), np.arange(nv)] + model.armature
     return dq, dv, da
-
-
-@functools.lru_cache(maxsize=None)
-def _mirror_of(rd, cd, ra, ca):
-    where = {(r, c): n for n, (r, c) in enumerate(zip(rd, cd))}
-    return np.array([where[(c, r)] for r, c in zip(ra, ca)], dtype=int)
-
-
-def _mirror(model):
-    """Index into the ``(rd, cd)`` pairs of the transposed ``(ra, ca)`` pairs."""
-    return _mirror_of(*(tuple(int(i) for i in x) for x in branch_pairs(model)))
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional=_DYN_OPT,
