@@ -322,6 +322,9 @@ def test_states_that_do_not_excite_the_parameters_are_ill_posed(robot, base):
     with pytest.raises(ValueError, match="do not excite every base parameter"):
         sd.identify(robot, q, v, a, tau, base=base)
     few = idn.IdentificationData(robot, base=base).add(q[:1], v[:1], a[:1], tau[:1])
+    tau[17, 0] = np.nan
+    with pytest.raises(ValueError, match=r"^tau: row 17 contains NaN or infinite values"):
+        idn.IdentificationData(robot, base=base).add(q, v, a, tau)
     with pytest.raises(ValueError, match="measurements for .* base parameters; give more states"):
         few.solve()
 
@@ -354,3 +357,18 @@ def test_compiled_model_gives_the_numpy_result():
     base = idn.base_parameters(robot)     # (ties in the pivoting may pick other columns under other rounding)
     mine, native = sd.identify(robot, q, v, a, tau, base=base), sd.identify(cm, q, v, a, tau, base=base)
     assert rel_err(native.beta, mine.beta) < 1e-10 and rel_err(native.covariance, mine.covariance) < 1e-10
+
+
+def test_dask_partitions_reduce_to_the_whole_recording(robot, base):
+    """One accumulator per Dask partition, merged in a tree reduction: the whole recording's result."""
+    import dask
+    q, v, a, tau = _noisy(robot, 48, seed=34)
+
+    def part(s):
+        return idn.IdentificationData(robot, base=base).add(q[s], v[s], a[s], tau[s])
+
+    parts = [dask.delayed(part)(s) for s in np.array_split(np.arange(48), 4)]
+    pairs = [dask.delayed(lambda x, y: x.merge(y))(parts[k], parts[k + 1]) for k in (0, 2)]
+    data = dask.delayed(lambda x, y: x.merge(y))(*pairs).compute(scheduler="threads")
+    assert data.states == 48
+    assert rel_err(data.solve().beta, sd.identify(robot, q, v, a, tau, base=base).beta) < 1e-10
