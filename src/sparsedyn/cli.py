@@ -104,7 +104,7 @@ def info(model) -> str:
            format_tree(model)]
     if extra:
         out += _wrapped(f"frames ({len(extra)} besides the bodies, as frame@body): ",
-                        [f"{f.name}@{model.body_names[f.body]}" for f in extra])
+                        [f"{f.name}@{model.body_names[f.body] if f.body >= 0 else model.root_name}" for f in extra])
     sensors = list(getattr(model, "sensors", ()))
     if sensors:
         out.append(f"sensors ({len(sensors)}, measured by default by sparsedyn.estimation.EstimationProblem):")

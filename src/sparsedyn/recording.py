@@ -5,7 +5,7 @@ holding, with the states along axis 0 (``N`` rows):
 
 * ``q`` (N, nq), ``v`` (N, nv): the states;
 * ``y`` (N, ny): the measurement vector in the layout of
-  :meth:`EstimationProblem.measurements <sparsedyn.estimation.EstimationProblem.measurements>`
+  :meth:`EstimationProblem.measurements <sparsedyn.EstimationProblem.measurements>`
   (``problem.layout_text()``: the known joint accelerations ``qdd`` first where
   the sensor file leaves them known, then each sensor), or ``y`` (N, ny - nqdd)
   with the sensors only and ``a`` (N, nv), from which the known accelerations are
@@ -15,7 +15,7 @@ holding, with the states along axis 0 (``N`` rows):
 The estimates are written in the same format (``.npz`` or Zarr) under the
 names of :func:`estimate_fields`: ``tau`` (N, nv), ``contact[<name>]`` (N, 6)
 per contact (the wrench on the robot in the contact frame, as
-:attr:`Estimate.contacts <sparsedyn.estimation.Estimate.contacts>`), ``chi2``
+:attr:`Estimate.contacts <sparsedyn.estimation.problem.Estimate.contacts>`), ``chi2``
 (N,) (the weighted residual; zero for a square problem) and, for a
 least-squares problem, ``residual`` (N, ny): the measurements minus their
 prediction from the estimate (a square problem fits them exactly).
@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RecordingError", "Recording", "open_recording", "estimate_fields", "field_shapes",
-           "estimate_recording", "write_recording", "TerminalProgress"]
+__all__ = ["RecordingError", "Recording", "open_recording", "estimate_fields", "field_shapes", "DEFAULT_CHUNK",
+           "estimate_recording", "write_recording", "TerminalProgress", "recording_report"]
 
 #: Rows per chunk when the recording does not say (a Zarr store's chunks do).
 DEFAULT_CHUNK = 20_000
@@ -372,8 +372,8 @@ def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progre
                        residual=None, threads=None) -> dict:
     """Estimate every state of ``recording`` and write the estimates to ``out`` (see the module docstring).
 
-    ``problem``: an :class:`~sparsedyn.estimation.EstimationProblem` or its
-    :class:`~sparsedyn.estimation.Estimator`.  ``workers``: 0 solves in this process (compiled,
+    ``problem``: an :class:`~sparsedyn.EstimationProblem` or its
+    :class:`~sparsedyn.estimation.problem.Estimator`.  ``workers``: 0 solves in this process (compiled,
     ``threads`` threads: default all cores); ``N`` starts a local Dask cluster of ``N`` worker
     processes (one thread each); ``client``: a ``dask.distributed.Client`` of a running cluster
     instead.  ``chunk``: rows per batched call (default: the Zarr store's chunks, else
@@ -433,7 +433,7 @@ def _run_dask(est, rec, starts, chunk, n, residual, workers, client, record):
         own = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None)
         client = Client(own)
     try:
-        recipe = client.scatter(Recipe(est, (), threads=1), broadcast=True)
+        recipe = client.scatter(Recipe(est, (), threads=1), broadcast=True, hash=False)   # hashing it costs seconds
         nworkers = max(1, len(client.scheduler_info().get("workers", {})) or int(workers or 1))
         pending = iter(starts)
         ac = as_completed()
