@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import pytest
 
 from sparsedyn import cli
 from sparsedyn.builders import humanoid
@@ -53,6 +54,13 @@ def test_bad_model_argument_gives_one_clear_line(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("sparsedyn: error: ")
     r = run("info")                            # a missing argument: argparse's usage error
     assert r.returncode == cli.EXIT_USAGE and "usage:" in r.stderr
+
+
+def test_benchmarks_load_from_the_source_checkout_only():
+    """``sparsedyn bench`` runs ``benchmarks/bench_compiled.py`` of the checkout; a missing file is a usage error."""
+    assert callable(cli.benchmark_module("bench_compiled").bench_report)
+    with pytest.raises(cli.UsageError, match="no_such_benchmark.py not found: the benchmarks ship with the source"):
+        cli.benchmark_module("no_such_benchmark")
 
 
 def test_demo_reports_consistent_numbers(tmp_path):
@@ -156,3 +164,42 @@ def test_info_lists_sensors(tmp_path, capsys):
     assert cli.main(["info", str(path)]) == 0
     out = capsys.readouterr().out
     assert "sensors (1" in out and "j1_ft:" in out
+
+
+def _recording(path):
+    """The ``durationSeconds`` and message count of a viser recording embedded in a standalone page."""
+    import base64
+    import re
+    import msgspec
+    import zstandard
+    data = base64.b64decode(re.search(r'__VISER_EMBED_DATA__="([^"]+)"', path.read_text()).group(1))
+    inner = zstandard.ZstdDecompressor().decompress(data[8:], max_output_size=int.from_bytes(data[:8], "little"))
+    n = int.from_bytes(inner[:8], "little")
+    rec = msgspec.msgpack.decode(inner[8:8 + n])
+    return rec["durationSeconds"], len(rec["messages"])
+
+
+def test_view_saves_a_standalone_page_of_a_recording(tmp_path, capsys):
+    import numpy as np
+    model = cli.load_model("panda")
+    T, dt = 11, 0.1
+    qs = np.tile(model.neutral(), (T, 1))
+    qs[:, 1] = np.linspace(0.0, -1.0, T)
+    rec = tmp_path / "motion.npz"
+    np.savez(rec, q=qs, dt=dt, **{"contacts/panda_hand": np.tile([0, 0, 0, 0, 0, 20.0], (T, 1))})
+    out = tmp_path / "motion.html"
+    assert cli.main(["view", "panda", "--recording", str(rec), "--save", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    duration, messages = _recording(out)
+    assert abs(duration - 31 / 30) <= 31 * np.finfo(float).eps   # 1 s at 30 frames/s: a sum of 31 frames of 1/30 s
+    assert messages > 31 * 2                         # every frame moves the bodies
+    q_file = tmp_path / "q.txt"
+    np.savetxt(q_file, qs[:, :-1])                   # one number short per row
+    assert cli.main(["view", "panda", "--q", str(q_file), "--save", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{q_file}: expected configurations of model 'panda' with nq = {model.nq}" in err
+
+
+def test_view_serves_the_page(capsys):
+    assert cli.main(["view", "humanoid", "--seconds", "0.2", "--port", "8300"]) == 0
+    assert "viewer of 'humanoid' at http://127.0.0.1:" in capsys.readouterr().out

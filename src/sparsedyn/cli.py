@@ -1,4 +1,4 @@
-"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo``.
+"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo | view``.
 
 Exit codes: 0 success; 1 an error of the library or of the input (one line on
 stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
@@ -15,9 +15,10 @@ import warnings
 
 import numpy as np
 
+from .io.resolve import find_example_robot, resolve_model
 from .plots import sparsity_text
 
-__all__ = ["main", "load_model", "find_example_robot", "compiled_estimate_lines", "demo", "demo_lines",
+__all__ = ["main", "load_model", "find_example_robot", "benchmark_module", "compiled_estimate_lines", "demo", "demo_lines",
            "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ILL_POSED"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ILL_POSED = 0, 1, 2, 3
@@ -30,42 +31,26 @@ class UsageError(Exception):
     """A command-line argument names nothing usable (exit code 2)."""
 
 
-def find_example_robot(name: str):
-    """Path of the URDF called ``name`` (e.g. ``"panda"``, ``"talos_reduced"``) in the installed
-    ``example-robot-data`` package (see :func:`sparsedyn.interop.example_robot_data_dir`), or ``None``."""
-    from .interop import example_robot_data_dir
-    d = example_robot_data_dir()
-    if d is None or not name or "/" in name or "\\" in name:
-        return None
-    hits = sorted(d.rglob(f"{name}.urdf"), key=lambda p: (len(p.parts), str(p)))
-    return hits[0] if hits else None
+def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error", geometry: bool = False):
+    """A model from a command-line argument: :func:`sparsedyn.io.resolve.resolve_model`, raising
+    :class:`UsageError` when ``spec`` names no model."""
+    return resolve_model(spec, floating_base, invalid_inertia, error=UsageError, geometry=geometry)
 
 
-def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
-    """A model from a command-line argument: a built-in model name (``humanoid``, ``chain7``, ...),
-    a URDF or MJCF file, or the name of a URDF of the ``example-robot-data`` package (``panda``, ``talos``,
-    ...).  ``floating_base`` and ``invalid_inertia``: see :func:`sparsedyn.load_urdf`.
-    Raises :class:`UsageError` when ``spec`` is none of these."""
-    import os
-    from .builders import BUILTIN_MODELS, builtin
-    if spec in BUILTIN_MODELS:
-        return builtin(spec)
-    path = spec if (spec.endswith((".urdf", ".xml", ".mjcf")) or os.path.sep in spec or "/" in spec
-                    or os.path.exists(spec)) else find_example_robot(spec)
-    if path is not None:
-        from .io.load import load_model as load_file
-        return load_file(path, floating_base=floating_base, invalid_inertia=invalid_inertia)
-    from .interop import example_robot_data_dir
-    d = example_robot_data_dir()
-    if d is None:
-        hint = "; example-robot-data is not installed (pip install example-robot-data) for names like 'panda'"
-    else:
-        import difflib
-        stems = sorted({p.stem for p in d.rglob("*.urdf")})
-        near = [x for x in stems if x.startswith(spec)][:6] or difflib.get_close_matches(spec, stems, n=6, cutoff=0.5)
-        hint = f"; closest example-robot-data URDFs: {', '.join(near)}" if near else ""
-    raise UsageError(f"{spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}), nor a .urdf "
-                     f"or MJCF .xml file, nor a URDF of example-robot-data (e.g. panda, talos_reduced, ur5_robot){hint}")
+def benchmark_module(name: str):
+    """The module ``benchmarks/<name>.py`` of the source checkout this package runs from.  The
+    benchmarks ship with the repository, never inside the library; :class:`UsageError` where
+    they are absent (an installed wheel)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    if not path.is_file():
+        raise UsageError(f"{path} not found: the benchmarks ship with the source repository of sparsedyn, "
+                         f"not with the installed package")
+    spec = importlib.util.spec_from_file_location(f"_sparsedyn_benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _num(x: float) -> float:
@@ -278,6 +263,7 @@ examples:
   sparsedyn info panda
   sparsedyn sparsity humanoid --problem fd --plot fd.png
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
+  sparsedyn view talos_reduced --floating-base --q motion.npy --dt 0.001
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml --recording log.zarr --out est.zarr --workers 2
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
@@ -296,6 +282,8 @@ def _parser() -> argparse.ArgumentParser:
     p_info = sub.add_parser("info", help="a model's tree, dofs per joint, masses, frames and sensors")
     p_info.add_argument("model", help=model_help)
     p_info.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_info.add_argument("--srdf", default=None, help="an SRDF file: show its reference configurations, rotor "
+                        "parameters and disabled collision pairs")
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
                         help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
     p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
@@ -328,6 +316,20 @@ def _parser() -> argparse.ArgumentParser:
                                                      "chains of 10, 30, 100 links)")
     p_bench.add_argument("--batch", type=int, default=10000, help="states per batch (default: %(default)s)")
     p_bench.add_argument("--cache", action="store_true", help="reuse the user's build cache (default: a fresh one)")
+    p_view = sub.add_parser("view", help="the model in the browser: a configuration, a trajectory or a recording "
+                                         "(pip install 'sparsedyn[viewer]')")
+    p_view.add_argument("model", help=model_help)
+    src = p_view.add_mutually_exclusive_group()
+    src.add_argument("--q", metavar="FILE", help="a configuration (nq numbers) or a trajectory (one per row) in "
+                                                 "a .npy, .txt or .csv file")
+    src.add_argument("--recording", metavar="REC", help="a recorded motion: .npz with 'q' (T, nq), 'dt' and "
+                                                        "optionally 'contacts/<frame>' (T, 6) forces")
+    p_view.add_argument("--dt", type=float, default=None, help="seconds between the rows of --q (default 0.01)")
+    p_view.add_argument("--collision", action="store_true", help="show the collision shapes")
+    p_view.add_argument("--port", type=int, default=8080, help="first port to try (default: %(default)s)")
+    p_view.add_argument("--save", metavar="FILE", help="write a standalone page (.html) or .viser file and exit")
+    p_view.add_argument("--seconds", type=float, default=None, help="serve this long (default: until Ctrl-C)")
+    p_view.add_argument("--floating-base", action="store_true", help=fb_help)
     p_demo = sub.add_parser("demo", help="a tour on the built-in humanoid (about 10 s)")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
@@ -370,6 +372,67 @@ def _error_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def read_motion(model, q_file=None, recording=None, dt=None):
+    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``'s ``--q FILE`` or ``--recording REC``
+    (see the command's help); errors name the file and what was expected."""
+    from pathlib import Path
+    contacts = None
+    if recording is not None:
+        try:
+            with np.load(recording) as rec:
+                data = {k: rec[k] for k in rec.files}
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{recording}: cannot read the recording (.npz with 'q' and 'dt'): {e}") from None
+        if "q" not in data or "dt" not in data:
+            raise ValueError(f"{recording}: a recording holds arrays 'q' (T, nq) and 'dt'; it has {sorted(data)}")
+        qs, dt = data["q"], float(data["dt"])
+        contacts = {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("contacts/")} or None
+        source = recording
+    else:
+        source = q_file
+        try:
+            qs = np.load(q_file) if Path(q_file).suffix == ".npy" else \
+                np.loadtxt(q_file, delimiter="," if Path(q_file).suffix == ".csv" else None, ndmin=2)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{q_file}: cannot read configurations (.npy, or numbers in .txt / .csv): {e}") from None
+        dt = 0.01 if dt is None else dt
+    qs = np.atleast_2d(np.asarray(qs, float))
+    if qs.ndim != 2 or qs.shape[1] != model.nq:
+        raise ValueError(f"{source}: expected configurations of model {model.name!r} with nq = {model.nq} numbers "
+                         f"per row, got an array of shape {np.shape(qs)}")
+    return qs, dt, contacts
+
+
+def view(args) -> int:
+    """``sparsedyn view``: serve the viewer (or write ``--save``) for a model and an optional motion."""
+    import time
+    from .viewer import Viewer
+    model = load_model(args.model, args.floating_base, geometry=True)
+    motion = read_motion(model, args.q, args.recording, args.dt) if (args.q or args.recording) else None
+    viewer = Viewer(model, kind="collision" if args.collision else "visual", port=args.port, verbose=False,
+                    q=None if motion is None else motion[0][0])
+    try:
+        if args.save:
+            if motion is None:
+                viewer.record(args.save)
+            else:
+                viewer.record(args.save, motion[0], motion[1], contacts=motion[2])
+            print(f"sparsedyn: wrote {args.save}")
+            return EXIT_OK
+        if motion is not None and len(motion[0]) > 1:
+            viewer.play(motion[0], motion[1], contacts=motion[2])
+        print(f"sparsedyn: viewer of {model.name!r} at {viewer.url} (Ctrl-C to stop)", flush=True)
+        end = None if args.seconds is None else time.monotonic() + args.seconds
+        try:
+            while end is None or time.monotonic() < end:
+                time.sleep(min(0.2, max(0.0, end - time.monotonic())) if end is not None else 0.2)
+        except KeyboardInterrupt:
+            pass
+        return EXIT_OK
+    finally:
+        viewer.close()
+
+
 def main(argv=None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _parser()
@@ -382,7 +445,11 @@ def main(argv=None) -> int:
     warnings.formatwarning = lambda message, category, *rest, **kw: f"sparsedyn: warning: {message}\n"
     try:
         if args.command == "info":
-            print(info(load_model(args.model, args.floating_base, args.invalid_inertia)))
+            model = load_model(args.model, args.floating_base, args.invalid_inertia)
+            print(info(model))
+            if args.srdf:
+                from .io.srdf import load_srdf
+                print(load_srdf(model, args.srdf).summary())
         elif args.command == "estimate" and (args.recording or args.out):
             if not (args.recording and args.out):
                 raise UsageError("--recording and --out go together")
@@ -405,12 +472,15 @@ def main(argv=None) -> int:
             print(compile_report(load_model(args.model, args.floating_base), progress=True,
                                  vectorize=not args.no_batch))
         elif args.command == "bench":
-            from .codegen.bench import DEFAULT_MODELS, bench_report
+            bench = benchmark_module("bench_compiled")
+            DEFAULT_MODELS, bench_report = bench.DEFAULT_MODELS, bench.bench_report
             progress = _progress_line()
             text = bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
                                 progress=progress)
             progress.done()
             print(_fit(text))
+        elif args.command == "view":
+            return view(args)
         else:
             for line in demo_lines(args.seed, args.plot or None):
                 print(line, flush=True)

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .interop.dask import estimate_fields, field_shapes
+
 __all__ = ["RecordingError", "Recording", "open_recording", "estimate_fields", "field_shapes", "DEFAULT_CHUNK",
            "estimate_recording", "write_recording", "TerminalProgress", "recording_report"]
 
@@ -214,32 +216,7 @@ class _Layout:
 
 # --- estimates --------------------------------------------------------------------------
 
-def _wants_residual(estimator, residual):
-    return (not estimator.square) if residual is None else bool(residual)
-
-
-def field_shapes(estimator, residual=None) -> list:
-    """``[(name, per-state shape)]`` of :func:`estimate_fields` for ``estimator`` (an Estimator or a
-    compiled one)."""
-    p = estimator.problem
-    out = [("tau", (p.model.nv,))] + [(f"contact[{c.name}]", (6,)) for c in p.contacts] + [("chi2", ())]
-    if _wants_residual(estimator, residual):
-        out.append(("residual", (p.ny,)))
-    return out
-
-
-def estimate_fields(estimator, q, v, y, residual=None) -> dict:
-    """``{name: array}``: the estimates of a batch (see the module docstring) from
-    ``estimator.solve(q, v, y)`` (an Estimator or a compiled one); ``residual``: ``None`` for
-    least-squares problems only, or ``True`` / ``False``."""
-    e = estimator.solve(q, v, y)
-    out = {"tau": e.tau}
-    out.update({f"contact[{name}]": w for name, w in e.contacts.items()})
-    out["chi2"] = np.broadcast_to(np.asarray(e.chi2, float), np.shape(e.tau)[:-1])
-    if _wants_residual(estimator, residual):
-        p = estimator.problem
-        out["residual"] = y - p.predict(q, v, e.d)
-    return out
+# field_shapes and estimate_fields live in sparsedyn.interop.dask (the layer below this one).
 
 
 # --- writing --------------------------------------------------------------------------------

@@ -99,18 +99,31 @@ def test_cache_directory_is_private(tmp_path, monkeypatch):
         shutil.rmtree(used, ignore_errors=True)
 
 
-def test_cached_reuse_is_fast(compile_cache):
-    """Loading a compiled model again needs no tracing (manifest) and no compiler run."""
-    import time
+def test_cached_reuse_traces_nothing_and_runs_no_compiler(compile_cache, monkeypatch):
+    """Loading a compiled model again needs no tracing (the manifest has the programs' facts) and no
+    compiler run: both are counted, never timed."""
+    from sparsedyn.symbolic import trace as symtrace
     m = sd.serial_chain(6, name="reuse")
     sd.compile(m, kernels=("rnea", "aba"))
-    t0 = time.perf_counter()
+    calls = {"trace": 0, "cc": 0}
+    trace_function, run = symtrace.trace_function, build.Compiler.run
+
+    def counted_trace(*args, **kwargs):
+        calls["trace"] += 1
+        return trace_function(*args, **kwargs)
+
+    def counted_run(self, *args, **kwargs):
+        calls["cc"] += 1
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(symtrace, "trace_function", counted_trace)
+    monkeypatch.setattr(build.Compiler, "run", counted_run)
     k = sd.compile(m, kernels=("rnea", "aba"))
-    elapsed = time.perf_counter() - t0
-    assert k.built == {"rnea-single": False, "aba-single": False}
-    assert elapsed < 5.0          # generous: tests never assert wall-clock budgets, only "no rebuild"
     q = np.zeros(6)
-    assert rel_err(k.aba(q, q, q), sd.aba(m, q, q, q)) < rounding_bound(6, np.linalg.cond(sd.crba(m, q)))
+    out = k.aba(q, q, q)
+    assert k.built == {"rnea-single": False, "aba-single": False}
+    assert calls == {"trace": 0, "cc": 0}
+    assert rel_err(out, sd.aba(m, q, q, q)) < rounding_bound(6, np.linalg.cond(sd.crba(m, q)))
 
 
 def test_compiler_probe_is_cached(compile_cache, monkeypatch):

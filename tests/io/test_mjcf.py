@@ -49,7 +49,7 @@ def compare_with_mujoco(model, mm, seed=0):
     md.qpos[:], md.qvel[:] = mjx.q_to_mujoco(model, q), mjx.v_to_mujoco(model, q, v)
     md.qacc[:] = mjx.a_to_mujoco(model, q, v, a)
     mujoco.mj_inverse(mm, md)
-    err = {"rnea": _rel(sd.rnea(model, q, v, a) - mjx.tau_from_mujoco(model, q, md.qfrc_inverse), md.qfrc_inverse)}
+    err = {"rnea": _rel(sd.rnea(model, q, v, a) - mjx.tau_from_mujoco(model, md.qpos, md.qfrc_inverse), md.qfrc_inverse)}
     M = np.zeros((mm.nv, mm.nv))
     mujoco.mj_fullM(mm, md, M)
     T = mjx.velocity_map(model, q)
@@ -60,7 +60,7 @@ def compare_with_mujoco(model, mm, seed=0):
     # the file's force, torque and accelerometer sensors, predicted from (q, v, a) as MuJoCo measures them
     sensors = [x for x in model.sensors if not isinstance(x, sd.sensors.JointTorque)]
     if sensors:
-        a_mj = mjx.v_from_mujoco(model, q, md.qacc - mjx.a_to_mujoco(model, q, v, np.zeros(model.nv)))
+        a_mj = mjx.a_from_mujoco(model, md.qpos, md.qvel, md.qacc)
         y, _ = sd.EstimationProblem(model, sensors=sensors).measurements(q, v, a_mj)
         y_mj = np.concatenate([md.sensordata[mm.sensor(x.name).adr[0]:][:mm.sensor(x.name).dim[0]] for x in sensors])
         err["sensors"] = _rel(y[y.size - y_mj.size:] - y_mj, y_mj)
@@ -141,7 +141,7 @@ def test_dm_control_corpus(rel, corpus_models):
     for what in _unsupported(mm):
         assert warned and what in warned[0], (what, warned)
     assert model.nq == mm.nq and model.nv == mm.nv
-    assert np.array_equal(model.armature, mjx.tau_from_mujoco(model, model.neutral(), mm.dof_armature)) \
+    assert np.array_equal(model.armature, mjx.tau_from_mujoco(model, mm.qpos0, mm.dof_armature)) \
         or any(mm.jnt_type == 0)
     assert np.allclose(mjx.q_to_mujoco(model, model.joint_dynamics.reference), mm.qpos0, rtol=0, atol=1e-15)
     if model.nv == 0:
@@ -367,7 +367,7 @@ def test_equality_constraints_become_a_constraint_set():
     couple = cs.constraints[3]
     assert np.isclose(couple.residual(None, q)[0], res[ids == mm.equality("couple").id][0], rtol=0, atol=1e-14)
     # a configuration that satisfies our constraints satisfies MuJoCo's
-    q = assemble(cs, model.integrate(model.joint_dynamics.reference, 0.05 * rng.normal(size=model.nv)))
+    q = assemble(cs, sd.integrate(model, model.joint_dynamics.reference, 0.05 * rng.normal(size=model.nv)))
     res, _ = _equality_residual(model, mm, q)
     assert res.size == 3 + 6 + 6 + 1 and np.abs(res).max() <= 1e-9, res
 

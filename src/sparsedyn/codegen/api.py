@@ -212,7 +212,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
 
     Returns ``(_Library, {name: KernelInfo}, seconds spent, whether the compiler ran)``.
     """
-    from .. import __version__
+    from .._version import __version__
     specs = [kernel_spec(n) for n in names]
     names = [s.name for s in specs]
     d = build.cache_dir() if directory is None else directory
@@ -711,9 +711,13 @@ class CompiledModel(KernelSet):
         def fallback(*arrays):
             return self._call(m.name, dict(zip(names, arrays)), {}, static, {}, None)
 
-        m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
-                                  tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
-                                  (_checks.QUAT_TOL, groups) if groups else None)
+        try:
+            m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
+                                      tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
+                                      (_checks.QUAT_TOL, groups) if groups else None)
+        except ValueError:                           # more arrays than the fast path passes: the general path
+            m.fast[key] = None
+            return
         if key == () and getattr(m, "ns", None) is not None:
             m.ns["_f0"] = m.fast[key]
 
@@ -936,6 +940,10 @@ def find_compiler_or_warn(stacklevel=3):
     return compiler
 
 
+#: ``model -> CompiledModel`` of plain calls, set by :mod:`.native` (imported with this package).
+shared_model = None
+
+
 def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
     """Compile ``model`` (see :class:`CompiledModel`), or a sparse problem or an estimator.
 
@@ -995,6 +1003,10 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
     if isinstance(kernels, str) or callable(kernels):
         kernels = (kernels,)
     compiler = find_compiler_or_warn()
+    if not kernels and vectorize is None and progress is None and shared_model is not None:
+        k = shared_model(model)             # the object plain calls use (one per model fingerprint)
+        if k._compiler is compiler:
+            return k
     return CompiledModel(model, compiler, _progress_fn(progress, model), vectorize, tuple(kernels))
 
 

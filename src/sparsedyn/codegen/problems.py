@@ -212,7 +212,7 @@ def _structure_hash(h, st):
 
 
 def _finish(h, st):
-    from .. import __version__
+    from .._version import __version__
     h.update(model_fingerprint(st.model).encode())
     h.update((_sources_hash() + __version__).encode())
     return h.hexdigest()

@@ -83,8 +83,8 @@ def compiled(recipe: Recipe):
     first call, then kept)."""
     k = _compiled.get(recipe.token)
     if k is None:
-        import sparsedyn
-        k = sparsedyn.compile(recipe.source, recipe.kernels)
+        from ..codegen import compile
+        k = compile(recipe.source, recipe.kernels)
         k.threads = recipe.threads
         _compiled[recipe.token] = k
         while len(_compiled) > _KEEP:
@@ -114,8 +114,8 @@ def _source(obj):
 def warm(obj, kernels=()):
     """Compile ``obj`` in this process (so that its library is in this machine's build cache):
     ``client.run(warm, estimator)`` builds it on every worker before a computation."""
-    import sparsedyn
-    sparsedyn.compile(_source(obj), tuple(kernels))
+    from ..codegen import compile
+    compile(_source(obj), tuple(kernels))
 
 
 def _batched(arrays, names):
@@ -191,11 +191,12 @@ def call(model, name, *arrays, threads=1, **static):
     ``(N, ...)`` with the states along axis 0.  Returns a Dask array ``(N, ...)``, or a tuple of
     them for a function with several results.
     """
-    import sparsedyn
+    from ..kernels import REGISTRY
     src = _source(model)
-    fn = getattr(sparsedyn, name, None)
-    if fn is None or not callable(fn):
-        raise ValueError(f"sparsedyn.interop.dask.call: no function {name!r} in sparsedyn")
+    if name not in REGISTRY:
+        raise ValueError(f"sparsedyn.interop.dask.call: no function {name!r} among sparsedyn's registered functions "
+                         f"(e.g. 'rnea', 'crba', 'frame_jacobian')")
+    fn = REGISTRY[name].fn                  # the NumPy function: result shapes without compiling here
     arrays = _batched(arrays, [f"argument {i}" for i in range(len(arrays))])
     # result shapes from one state, in NumPy (no compilation on the client)
     one = [np.asarray(a[:1].compute())[0] for a in arrays]
@@ -213,12 +214,11 @@ def estimate(estimator, q, v, y, *, residual=None, threads=1):
     ``estimator``: an :class:`~sparsedyn.EstimationProblem`, its
     :class:`~sparsedyn.estimation.problem.Estimator` or a compiled estimator; ``q`` (N, nq), ``v`` (N, nv),
     ``y`` (N, ny) as for :meth:`Estimator.solve <sparsedyn.estimation.problem.Estimator.solve>`.  The
-    names are those of :func:`sparsedyn.recording.estimate_fields`: ``"tau"`` (N, nv),
+    names are those of :func:`estimate_fields`: ``"tau"`` (N, nv),
     ``"contact[<name>]"`` (N, 6) per contact, ``"chi2"`` (N,) and, for a least-squares problem
     (or ``residual=True``), ``"residual"`` (N, ny), the measurements minus their prediction from
     the estimate.
     """
-    from ..recording import field_shapes
     src = _source(estimator)
     q, v, y = _batched([q, v, y], ["q", "v", "y"])
     fields = field_shapes(src, residual)
@@ -230,5 +230,34 @@ class _Estimates:
         self.residual = residual
 
     def __call__(self, k, q, v, y):
-        from ..recording import estimate_fields
         return estimate_fields(k, q, v, y, self.residual)
+
+
+# --- the estimates of a batch, by name (also what sparsedyn.recording writes) -----------------
+
+def _wants_residual(estimator, residual):
+    return (not estimator.square) if residual is None else bool(residual)
+
+
+def field_shapes(estimator, residual=None) -> list:
+    """``[(name, per-state shape)]`` of :func:`estimate_fields` for ``estimator`` (an Estimator or a
+    compiled one)."""
+    p = estimator.problem
+    out = [("tau", (p.model.nv,))] + [(f"contact[{c.name}]", (6,)) for c in p.contacts] + [("chi2", ())]
+    if _wants_residual(estimator, residual):
+        out.append(("residual", (p.ny,)))
+    return out
+
+
+def estimate_fields(estimator, q, v, y, residual=None) -> dict:
+    """``{name: array}``: the estimates of a batch (see the module docstring) from
+    ``estimator.solve(q, v, y)`` (an Estimator or a compiled one); ``residual``: ``None`` for
+    least-squares problems only, or ``True`` / ``False``."""
+    e = estimator.solve(q, v, y)
+    out = {"tau": e.tau}
+    out.update({f"contact[{name}]": w for name, w in e.contacts.items()})
+    out["chi2"] = np.broadcast_to(np.asarray(e.chi2, float), np.shape(e.tau)[:-1])
+    if _wants_residual(estimator, residual):
+        p = estimator.problem
+        out["residual"] = y - p.predict(q, v, e.d)
+    return out
