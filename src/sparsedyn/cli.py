@@ -1,4 +1,4 @@
-"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo | view``.
+"""Command line: ``sparsedyn info | sparsity | estimate | identify | compile | bench | demo | view``.
 
 Exit codes: 0 success; 1 an error of the library or of the input (one line on
 stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
@@ -305,6 +305,19 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
                                                              "machine (default 0: in this process)")
     p_est.add_argument("--chunk", type=int, default=None, help="with --recording: states per batched call")
+    p_id = sub.add_parser("identify", help="inertial parameters from a recording of states and joint forces "
+                                           "(.npz or Zarr with q, v, a, tau)")
+    p_id.add_argument("model", help=model_help)
+    p_id.add_argument("--recording", required=True, help="the recording: q, v, a, tau (N, ...) and an (N, 6) array "
+                                                         "per --ft sensor")
+    p_id.add_argument("--out", required=True, help="where to write the parameters (.npz or .zarr)")
+    p_id.add_argument("--ft", nargs="*", default=(), help="force/torque sensors of the model whose readings the "
+                                                         "recording holds (arrays named after them)")
+    p_id.add_argument("--sigma", type=float, default=None, help="joint force noise (default: estimated)")
+    p_id.add_argument("--physically-consistent", action="store_true", help="a physically consistent fit")
+    p_id.add_argument("--workers", type=int, default=0, help="Dask worker processes on this machine (default 0)")
+    p_id.add_argument("--chunk", type=int, default=None, help="states per chunk")
+    p_id.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
     p_comp.add_argument("model", help=model_help)
@@ -456,6 +469,11 @@ def main(argv=None) -> int:
             from .recording import recording_report
             print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
                                    args.out, workers=args.workers, chunk=args.chunk))
+        elif args.command == "identify":
+            from .recording import identify_report
+            print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
+                                  sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
+                                  workers=args.workers, chunk=args.chunk))
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
