@@ -529,8 +529,12 @@ def identify_recording(model, recording, out, *, sensors=(), sigma=None, physica
     n = rec.shape("q")[0]
     _check_shapes(rec, {"q": model.nq, "v": model.nv, "a": model.nv, "tau": model.nv, **dict.fromkeys(sensors, 6)},
                   n)
+    if n == 0:
+        raise RecordingError(f"recording {str(rec.path)!r}: no states (its arrays have 0 rows)")
     base = base_parameters(model, sensors, joint_torques=True)
     chunk = int(chunk or rec.storage_chunk("q") or DEFAULT_CHUNK)
+    if chunk < 1:
+        raise ValueError(f"chunk: expected a positive number of rows, got {chunk}")
     starts = list(range(0, n, chunk))
     t0 = time.perf_counter()
     parts, done = [], [0]
