@@ -44,9 +44,13 @@ WORKER_MEMORY = 256 * 2**20
 
 @pytest.fixture(scope="module")
 def client():
-    """One local cluster of two worker processes for the module (a start costs seconds)."""
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                           memory_limit=WORKER_MEMORY)
+    """One local cluster of two worker processes for the module (a start costs seconds).  The memory
+    limit is enforced by the nanny, which ends a worker past 95 % of it; pausing a worker near it
+    (which would wait, not fail) is off."""
+    import dask
+    with dask.config.set({"distributed.worker.memory.pause": False}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                               memory_limit=WORKER_MEMORY)
     c = Client(cluster)
     yield c
     c.close()
