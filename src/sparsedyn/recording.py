@@ -465,6 +465,8 @@ def _client(workers, client):
     ``workers`` processes with one thread each."""
     if client is not None:
         return None, client
+    if int(workers) < 1:
+        raise ValueError(f"workers: expected a positive number of worker processes (or 0: this process), got {workers}")
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
