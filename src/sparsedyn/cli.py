@@ -19,7 +19,6 @@ from .io.resolve import find_example_robot, resolve_model
 from .plots import sparsity_text
 
 __all__ = ["main", "load_model", "find_example_robot", "benchmark_module", "compiled_estimate_lines", "demo", "demo_lines",
-           "identify_lines",
            "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ILL_POSED"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ILL_POSED = 0, 1, 2, 3
@@ -90,7 +89,7 @@ def info(model) -> str:
            format_tree(model)]
     if extra:
         out += _wrapped(f"frames ({len(extra)} besides the bodies, as frame@body): ",
-                        [f"{f.name}@{model.body_names[f.body]}" for f in extra])
+                        [f"{f.name}@{model.body_names[f.body] if f.body >= 0 else model.root_name}" for f in extra])
     sensors = list(getattr(model, "sensors", ()))
     if sensors:
         out.append(f"sensors ({len(sensors)}, measured by default by sparsedyn.estimation.EstimationProblem):")
@@ -276,58 +275,6 @@ def compiled_estimate_lines(solver, q, v, y, repeat=5) -> list:
         f"({t_numpy / t_comp:.0f}x)", WIDTH, subsequent_indent="    ")
 
 
-def identify_lines(model, recording, sigma=None, physically_consistent=False, compiled=True, out=None,
-                   chunk=None) -> list:
-    """``sparsedyn identify``: the base inertial parameters of ``model`` from a recording (``.npz`` or Zarr,
-    :mod:`sparsedyn.recording`: ``q``, ``v``, ``a`` (N, ...), and ``tau`` (N, nv) and/or the (N, 6) readings
-    of the model's F/T sensors under their names), read ``chunk`` rows at a time into
-    :class:`sparsedyn.IdentificationData`; ``out``: a ``.npy`` file for the identified full parameters
-    (10 per body)."""
-    import time
-    from .identification import IdentificationData
-    from .recording import DEFAULT_CHUNK, RecordingError, open_recording
-    rec = open_recording(recording)
-    missing = [k for k in ("q", "v", "a") if k not in rec.names]
-    if missing:
-        raise RecordingError(f"recording {str(recording)!r}: no {', '.join(missing)} (it holds: "
-                             f"{', '.join(rec.names) or 'nothing'})")
-    sensors = [s for s in model.sensors if s.kind == "force_torque" and s.name in rec.names]
-    torques = "tau" in rec.names
-    if not torques and not sensors:
-        raise RecordingError(f"recording {str(recording)!r}: no measurements: give tau and/or the readings of "
-                             f"the model's F/T sensors ({', '.join(s.name for s in model.sensors) or 'none'})")
-    m = model
-    if compiled:
-        from .codegen import compile as sd_compile
-        m = sd_compile(model, kernels=["joint_torque_regressor", "joint_wrench_regressor"], vectorize=True)
-    import scipy.linalg  # noqa: F401  (imported here, not timed below)
-    t0 = time.perf_counter()
-    data = IdentificationData(m, sensors=sensors, joint_torques=torques, sigma=sigma)
-    N = rec.shape("q")[0]
-    step = chunk or rec.storage_chunk("q") or DEFAULT_CHUNK
-    for start in range(0, N, step):
-        stop = min(N, start + step)
-        data.add(*(rec.rows(k, start, stop) for k in ("q", "v", "a")),
-                 rec.rows("tau", start, stop) if torques else None,
-                 {s.name: rec.rows(s.name, start, stop) for s in sensors}, first_row=start)
-    res = data.solve(physically_consistent=physically_consistent)
-    dt = time.perf_counter() - t0
-    lines = [f"{model.name}: {data.states} states, {data.rows} measurement rows "
-             f"({'joint torques' if torques else ''}{' + ' if torques and sensors else ''}"
-             f"{', '.join(s.name for s in sensors)}), {res.base.rank} base parameters, {dt:.2f} s "
-             f"({data.states / max(dt, 1e-9):,.0f} states/s)",
-             f"noise variance {'given' if sigma is not None else 'estimated'}: {res.sigma2:.4g} (whitened residual "
-             f"rms {res.residual_rms:.4g}, {res.dof} degrees of freedom)"
-             + ("; physically consistent fit" if physically_consistent else ""),
-             f"{'base parameter':60s} {'estimate':>12s} {'std':>10s}"]
-    for name, b, sd_ in zip(res.base.names, res.beta, res.std):
-        lines.append(f"{name[:60]:60s} {b:12.5g} {sd_:10.3g}")
-    if out:
-        np.save(out, res.parameters)
-        lines.append(f"full parameters (10 per body, the model's values where the data cannot tell): {out}")
-    return lines
-
-
 DESCRIPTION = """\
 Rigid-body dynamics of articulated bodies (robots, humans, mechanisms).
 
@@ -343,7 +290,7 @@ examples:
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
   sparsedyn view talos_reduced --floating-base --q motion.npy --dt 0.001
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml --recording log.zarr --out est.zarr --workers 2
-  sparsedyn identify panda rec.npz --sigma 0.1 --out panda_parameters.npy
+  sparsedyn identify panda --recording rec.npz --sigma 0.1 --out panda_parameters.npz
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
 problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
@@ -384,19 +331,18 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
                                                              "machine (default 0: in this process)")
     p_est.add_argument("--chunk", type=int, default=None, help="with --recording: states per batched call")
-    p_id = sub.add_parser("identify", help="base inertial parameters from a recording (.npz or Zarr with q, v, "
-                                           "a, tau), read a chunk at a time")
+    p_id = sub.add_parser("identify", help="inertial parameters from a recording of states and joint forces "
+                                           "(.npz or Zarr with q, v, a, tau)")
     p_id.add_argument("model", help=model_help)
-    p_id.add_argument("recording", help=".npz file or Zarr store: q, v, a, and tau and/or the readings of the "
-                                        "model's F/T sensors by name (see sparsedyn.recording)")
-    p_id.add_argument("--sigma", type=float, default=None, help="standard deviation of the joint-torque noise "
-                                                                "(default: estimated from the residual)")
-    p_id.add_argument("--physically-consistent", action="store_true",
-                      help="fit with every body's pseudo-inertia positive semidefinite")
-    p_id.add_argument("--numpy", action="store_true", help="NumPy regressors instead of compiled ones")
-    p_id.add_argument("--out", default=None, help=".npy file for the identified parameters (10 per body)")
-    p_id.add_argument("--chunk", type=int, default=None, help="states read per chunk (default: the store's "
-                                                             "chunks, or 20000)")
+    p_id.add_argument("--recording", required=True, help="the recording: q, v, a, tau (N, ...) and an (N, 6) array "
+                                                         "per --ft sensor")
+    p_id.add_argument("--out", required=True, help="where to write the parameters (.npz or .zarr)")
+    p_id.add_argument("--ft", nargs="*", default=(), help="force/torque sensors of the model whose readings the "
+                                                         "recording holds (arrays named after them)")
+    p_id.add_argument("--sigma", type=float, default=None, help="joint force noise (default: estimated)")
+    p_id.add_argument("--physically-consistent", action="store_true", help="a physically consistent fit")
+    p_id.add_argument("--workers", type=int, default=0, help="Dask worker processes on this machine (default 0)")
+    p_id.add_argument("--chunk", type=int, default=None, help="states per chunk")
     p_id.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
@@ -568,16 +514,17 @@ def main(argv=None) -> int:
             from .recording import recording_report
             print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
                                    args.out, workers=args.workers, chunk=args.chunk))
+        elif args.command == "identify":
+            from .recording import identify_report
+            print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
+                                  sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
+                                  workers=args.workers, chunk=args.chunk))
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
                                    extra=compiled_estimate_lines)
             print(text)
             return EXIT_ILL_POSED if "ILL-POSED" in text.splitlines()[0] else EXIT_OK
-        elif args.command == "identify":
-            lines = identify_lines(load_model(args.model, args.floating_base), args.recording, args.sigma,
-                                   args.physically_consistent, not args.numpy, args.out, args.chunk)
-            print("\n".join(lines))
         elif args.command == "sparsity":
             from .sparse import sparsity_report
             text = sparsity_report(load_model(args.model, args.floating_base), args.problem, args.plot, args.ordering)
