@@ -51,7 +51,7 @@ def rows_for(name, rng):
     import pinocchio as pin
 
     import sparsedyn as sd
-    from sparsedyn.codegen.bench import load_bench_model
+    from bench_compiled import load_bench_model
     from sparsedyn.interop import pinocchio as conv
     model = load_bench_model(name)
     pm = conv.to_pinocchio(model)

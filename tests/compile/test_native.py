@@ -85,7 +85,7 @@ def test_plain_calls_equal_numpy_for_every_kernel(robot, native_backend, rng):
     v, a = rng.normal(size=(2, len(q), model.nv))
     args = {"q": q, "v": v, "a": a}
     assert rel_err(sd.rnea(model, q, v, a), REGISTRY["rnea"].fn(model, q, v, a)) < _bound(model, args)
-    assert any(variant == "batch" for _, variant in k._libs)
+    assert any(kind == "batch" for _, kind in k._libs)
 
 
 def test_one_compiled_model_per_fingerprint(native_backend):
