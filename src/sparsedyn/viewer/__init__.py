@@ -6,6 +6,6 @@ timeline, overlays (frames, centre of mass, contact forces, joint names), record
 """
 
 from .meshes import MeshReadError, read_mesh, shape_mesh, shape_meshes
-from .viewer import Recording, Viewer, ViewerWarning
+from .viewer import Animation, Viewer, ViewerWarning
 
-__all__ = ["Viewer", "ViewerWarning", "Recording", "MeshReadError", "read_mesh", "shape_mesh", "shape_meshes"]
+__all__ = ["Viewer", "ViewerWarning", "Animation", "MeshReadError", "read_mesh", "shape_mesh", "shape_meshes"]

@@ -24,7 +24,7 @@ from ..model import GEOMETRY_KINDS
 from ..spatial import pose
 from .meshes import need, shape_meshes
 
-__all__ = ["Viewer", "ViewerWarning", "Recording"]
+__all__ = ["Viewer", "ViewerWarning", "Animation"]
 
 _GREY = (0.7, 0.7, 0.72, 1.0)
 _SPEEDS = ("0.1", "0.25", "0.5", "1", "2", "4")
@@ -49,12 +49,11 @@ def _rgb(rgba):
 
 
 class Viewer:
-    """A model in a local web page (viser): ``display(q)``, ``play(qs, dt)``, overlays, recordings.
+    """A model in a local web page (viser): ``display(q)``, ``play(qs, dt)``, overlays, recordings::
 
-    >>> viewer = sd.Viewer(sd.load_urdf(path, geometry=True))   # doctest: +SKIP
-    >>> viewer.url                                               # doctest: +SKIP
-    'http://127.0.0.1:8080'
-    >>> viewer.display(q)                                        # doctest: +SKIP
+        viewer = sd.Viewer(sd.load_urdf(path, geometry=True))
+        viewer.url                   # 'http://127.0.0.1:8080': open it in a browser
+        viewer.display(q)
 
     ``model``: a :class:`~sparsedyn.model.Model`; its shapes (``load_urdf(..., geometry=True)``) are
     drawn, meshes read on first use (``pip install 'sparsedyn[viewer]'``).  ``kind``: ``"visual"`` or
@@ -511,10 +510,10 @@ class Viewer:
             path.write_bytes(serializer.serialize())
         return path
 
-    def recording(self, qs=None, dt=None, *, contacts=None, fps=30.0, height=400):
-        """The standalone page of :meth:`record` as a :class:`Recording`, which notebooks and the
+    def animation(self, qs=None, dt=None, *, contacts=None, fps=30.0, height=400):
+        """The standalone page of :meth:`record` as an :class:`Animation`, which notebooks and the
         documentation's tutorials show inline (``height`` pixels high)."""
-        return Recording(self._recorded(qs, dt, contacts, fps, "recording").as_html(), height)
+        return Animation(self._recorded(qs, dt, contacts, fps, "animation").as_html(), height)
 
     def screenshot(self, width=800, height=600, timeout=30.0) -> np.ndarray:
         """The picture (height, width, 3) uint8 a browser showing :attr:`url` renders now (viser asks the
@@ -545,8 +544,8 @@ class Viewer:
         return f"Viewer({self.model.name!r}, {self.url}, {self._kind})"
 
 
-class Recording:
-    """A recorded scene and trajectory as one standalone HTML page (:meth:`Viewer.recording`): shown
+class Animation:
+    """A recorded scene and trajectory as one standalone HTML page (:meth:`Viewer.animation`): shown
     inline by notebooks and sphinx-gallery (``_repr_html_``), written with :meth:`save`."""
 
     def __init__(self, html, height=400):
@@ -565,7 +564,7 @@ class Recording:
                 f'style="border:1px solid #ddd"></iframe>')
 
     def __repr__(self):
-        return f"Recording({len(self.html)} characters of HTML)"
+        return f"Animation({len(self.html)} characters of HTML)"
 
 
 def _contact_items(model, forces):
