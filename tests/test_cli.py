@@ -1,8 +1,10 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+import sparsedyn as sd
 from sparsedyn import cli
 from sparsedyn.builders import humanoid
 
@@ -164,6 +166,37 @@ def test_info_lists_sensors(tmp_path, capsys):
     assert cli.main(["info", str(path)]) == 0
     out = capsys.readouterr().out
     assert "sensors (1" in out and "j1_ft:" in out
+
+
+def test_identify_command_streams_a_recording(tmp_path, capsys):
+    """A recording (.npz, read a chunk at a time): the identified parameters predict the torques of other
+    states (noise 0.01 N m); a recording without torques, or with a non-finite row, is refused with the
+    array and row named, and nothing is written."""
+    from sparsedyn import identification as idn
+    model = sd.builtin("chain7")
+    rng = np.random.default_rng(3)
+    q, v, a = idn.random_states(model, 500, seed=4)
+    tau = sd.rnea(model, q, v, a) + 0.01 * rng.normal(size=(500, model.nv))
+    np.savez(tmp_path / "rec.npz", q=q, v=v, a=a, tau=tau)
+    out = tmp_path / "pi.npz"
+    assert cli.main(["identify", "chain7", "--recording", str(tmp_path / "rec.npz"), "--sigma", "0.01",
+                     "--out", str(out), "--chunk", "128"]) == 0
+    text = capsys.readouterr().out
+    assert "500 states" in text and "4 chunk(s)" in text
+    q2, v2, a2 = idn.random_states(model, 20, seed=5)
+    fitted = model.with_inertial_parameters(np.load(out)["parameters"])
+    truth = sd.rnea(model, q2, v2, a2)
+    assert np.abs(sd.rnea(fitted, q2, v2, a2) - truth).max() < 0.05 * max(1.0, np.abs(truth).max())
+    np.savez(tmp_path / "no_tau.npz", q=q, v=v, a=a)
+    assert cli.main(["identify", "chain7", "--recording", str(tmp_path / "no_tau.npz"),
+                     "--out", str(tmp_path / "x.npz")]) == 1
+    assert "tau" in capsys.readouterr().err and not (tmp_path / "x.npz").exists()
+    tau[300, 2] = np.inf
+    np.savez(tmp_path / "bad.npz", q=q, v=v, a=a, tau=tau)
+    assert cli.main(["identify", "chain7", "--recording", str(tmp_path / "bad.npz"), "--out", str(tmp_path / "y.npz"),
+                     "--chunk", "128"]) == 1
+    err = capsys.readouterr().err
+    assert "tau" in err and "300" in err and not (tmp_path / "y.npz").exists()
 
 
 def _recording(path):
