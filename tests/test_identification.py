@@ -238,6 +238,11 @@ def test_chunks_equal_all_rows_at_once(robot, base, monkeypatch):
     assert rel_err(out.beta, beta) < rounding_bound(A.shape[0], kappa) and rel_err(out.beta, beta) < 1e-10
     assert rel_err(out.covariance, np.linalg.inv(A.T @ A)) < 1e-10 * kappa
     assert abs(out.residual_rms - np.sqrt(res[0] / A.shape[0])) < 1e-10 * out.residual_rms
+    # noise-free torques, one state per chunk: the truth, and the torques of other states, to 1e-8
+    exact = sd.identify(robot, q, v, a, sd.rnea(robot, q, v, a), base=base)
+    assert rel_err(exact.beta, base.base(robot.inertial_parameters())) < 1e-8
+    q2, v2, a2 = idn.random_states(robot, 5, seed=2)
+    assert rel_err(sd.rnea(exact.model(robot), q2, v2, a2), sd.rnea(robot, q2, v2, a2)) < 1e-8
     monkeypatch.undo()
     once = sd.identify(robot, q, v, a, tau, sigma=s, base=base)
     assert rel_err(out.beta, once.beta) < 1e-10 and rel_err(out.covariance, once.covariance) < 1e-10

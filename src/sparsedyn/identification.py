@@ -474,9 +474,12 @@ class IdentificationData:
         self.states = 0
 
     def _key(self):
+        """What two accumulators must share to be merged: the rows mean the same and are weighted alike."""
         return (self.model.nq, self.model.nv, self.model.nbodies, self.joint_torques,
-                tuple(s.name for s in self.sensors), tuple(self.base.independent), tuple(self.base.dependent),
-                None if self._s is None else tuple(self._s))
+                tuple(s.name for s in self.sensors), tuple(L.tobytes() for L in self._Linv),
+                tuple(self.base.independent), tuple(self.base.dependent),
+                None if self._s is None else tuple(self._s),
+                None if self.gravity is None else tuple(np.asarray(self.gravity, float).ravel()))
 
     @property
     def _chunk(self):

@@ -238,7 +238,7 @@ def test_missing_mesh_warns_once_and_bad_mesh_is_a_labelled_box(tmp_path, bad_by
     model = _mesh_model(tmp_path, bad_bytes, bad_name)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        v = sd.Viewer(model, verbose=False, compiled=False)
+        v = sd.Viewer(model, verbose=False)          # the kinematics compile in the background meanwhile
     try:
         msgs = [str(x.message) for x in w if issubclass(x.category, ViewerWarning)]
         assert len(msgs) == 2

@@ -1,5 +1,5 @@
 """The browser viewer (viser): a model's shapes posed by its own kinematics, trajectories with a
-timeline, overlays (frames, centre of mass, contact forces, joint names), recordings.
+timeline, overlays (frames, centre of mass, contact forces, joint names), standalone animations.
 
 ``pip install 'sparsedyn[viewer]'`` installs viser and trimesh; nothing here is imported with
 ``sparsedyn`` itself (``sd.Viewer`` imports it on first use).

@@ -49,7 +49,7 @@ def _rgb(rgba):
 
 
 class Viewer:
-    """A model in a local web page (viser): ``display(q)``, ``play(qs, dt)``, overlays, recordings::
+    """A model in a local web page (viser): ``display(q)``, ``play(qs, dt)``, overlays, animations::
 
         viewer = sd.Viewer(sd.load_urdf(path, geometry=True))
         viewer.url                   # 'http://127.0.0.1:8080': open it in a browser
@@ -67,8 +67,8 @@ class Viewer:
     ``verbose``: print the address (viser's banner).
 
     A missing mesh file gives one :class:`ViewerWarning` naming every such file, and the other shapes
-    are drawn; a file that cannot be read (unsupported format, corrupt) is drawn as a labelled red
-    wire box of about the body's size, and warned about the same way.
+    are drawn; a file that cannot be read (unsupported format, corrupt) is drawn as a red wire box
+    (10 cm) labelled with the reason, and warned about the same way.
     """
 
     def __init__(self, model, *, kind="visual", host="127.0.0.1", port=8080, q=None, frames=False, com=False,
@@ -107,12 +107,12 @@ class Viewer:
         self._clock = None
         self._closed = False
         self._kinematics = model                  # the compiled model once its build is done
-        if compiled:
-            threading.Thread(target=self._compile, name="sparsedyn-viewer-compile", daemon=True).start()
         self._gui()
         self.set_geometry(kind)
         self.display(self._q)
         self._frame_camera()
+        if compiled:
+            threading.Thread(target=self._compile, name="sparsedyn-viewer-compile", daemon=True).start()
 
     def _frame_camera(self):
         """Point the camera of new pages at the model as it stands at the first configuration."""
@@ -125,10 +125,14 @@ class Viewer:
         cam.position = tuple(centre + 1.6 * size * np.array([1.0, -1.0, 0.5]) + np.array([0.5, -0.5, 0.3]))
 
     def _compile(self):
+        """Build the compiled forward kinematics (background thread); without a C compiler, or when
+        the build fails, NumPy's kinematics stay."""
         try:
             from ..codegen import compile as compile_model
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")          # no C compiler: NumPy's kinematics stay
+            from ..codegen.build import find_compiler
+            if find_compiler() is None:
+                return
+            with np.errstate(all="ignore"):             # thread-local: constant folding of the trace
                 k = compile_model(self.model, progress=False)
                 k.forward_kinematics(self.model.neutral())
             self._kinematics = k
