@@ -257,7 +257,7 @@ def icub_estimation(rng):
     import idyntree.swig as idt
 
     import sparsedyn as sd
-    from sparsedyn.codegen.bench import example_robot_data_dir
+    from sparsedyn.interop import example_robot_data_dir
     from sparsedyn.estimation import problem_from_file
     from sparsedyn.estimation.casestudy import consistent_state
     urdf = example_robot_data_dir() / "icub_description/robots/icub.urdf"
@@ -315,7 +315,7 @@ def main(argv=None):
 
     import sparsedyn as sd
     from sparsedyn.codegen import build
-    from sparsedyn.codegen.bench import load_bench_model
+    from bench_compiled import load_bench_model
     tmp = None
     if not args.cache:
         tmp = tempfile.mkdtemp(prefix="sparsedyn-bench-")

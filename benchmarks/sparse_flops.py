@@ -60,9 +60,9 @@ def safety(model, orderings, nstates=1000, seed=0):
         hits = st.hunt_vanishing_pivots(q[0], q[1])
         if hits:
             h = hits[0]
-            dq = model.difference(q[0], q[1])
+            dq = sd.difference(model, q[0], q[1])
             for dt in (1e-13, 1e-11, 1e-9):
-                qb = model.integrate(q[0], (h["t"] + dt) * dq)
+                qb = sd.integrate(model, q[0], (h["t"] + dt) * dq)
                 with np.errstate(all="ignore"):
                     raw = st.unpack(st.solve(qb, v[0], y[0], check="none"))["qdd"]
                     good = sd.aba(model, qb, v[0], tau[0])

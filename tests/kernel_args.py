@@ -11,6 +11,7 @@ STATIC_SAMPLES = {
     "frame": lambda model: [model.frames[-1].name] if model.frames else [model.body_names[-1]],
     "reference": lambda model: ["local", "world", "local_world_aligned"],
     "unit": lambda model: [False, True],
+    "kind": lambda model: ["visual", "collision"],
     "contacts": lambda model: [(Contact(model.frames[-1].name, "3d"),)],
     "baumgarte": lambda model: [1.5],
     "damping": lambda model: [0.0],

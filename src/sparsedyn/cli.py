@@ -1,4 +1,4 @@
-"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo``.
+"""Command line: ``sparsedyn info | sparsity | estimate | identify | compile | bench | demo | view``.
 
 Exit codes: 0 success; 1 an error of the library or of the input (one line on
 stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
@@ -15,9 +15,10 @@ import warnings
 
 import numpy as np
 
+from .io.resolve import find_example_robot, resolve_model
 from .plots import sparsity_text
 
-__all__ = ["main", "load_model", "find_example_robot", "compiled_estimate_lines", "demo", "demo_lines",
+__all__ = ["main", "load_model", "find_example_robot", "benchmark_module", "compiled_estimate_lines", "demo", "demo_lines",
            "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ILL_POSED"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ILL_POSED = 0, 1, 2, 3
@@ -30,42 +31,26 @@ class UsageError(Exception):
     """A command-line argument names nothing usable (exit code 2)."""
 
 
-def find_example_robot(name: str):
-    """Path of the URDF called ``name`` (e.g. ``"panda"``, ``"talos_reduced"``) in the installed
-    ``example-robot-data`` package (see :func:`sparsedyn.interop.example_robot_data_dir`), or ``None``."""
-    from .interop import example_robot_data_dir
-    d = example_robot_data_dir()
-    if d is None or not name or "/" in name or "\\" in name:
-        return None
-    hits = sorted(d.rglob(f"{name}.urdf"), key=lambda p: (len(p.parts), str(p)))
-    return hits[0] if hits else None
+def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error", geometry: bool = False):
+    """A model from a command-line argument: :func:`sparsedyn.io.resolve.resolve_model`, raising
+    :class:`UsageError` when ``spec`` names no model."""
+    return resolve_model(spec, floating_base, invalid_inertia, error=UsageError, geometry=geometry)
 
 
-def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
-    """A model from a command-line argument: a built-in model name (``humanoid``, ``chain7``, ...),
-    a URDF or MJCF file, or the name of a URDF of the ``example-robot-data`` package (``panda``, ``talos``,
-    ...).  ``floating_base`` and ``invalid_inertia``: see :func:`sparsedyn.load_urdf`.
-    Raises :class:`UsageError` when ``spec`` is none of these."""
-    import os
-    from .builders import BUILTIN_MODELS, builtin
-    if spec in BUILTIN_MODELS:
-        return builtin(spec)
-    path = spec if (spec.endswith((".urdf", ".xml", ".mjcf")) or os.path.sep in spec or "/" in spec
-                    or os.path.exists(spec)) else find_example_robot(spec)
-    if path is not None:
-        from .io.load import load_model as load_file
-        return load_file(path, floating_base=floating_base, invalid_inertia=invalid_inertia)
-    from .interop import example_robot_data_dir
-    d = example_robot_data_dir()
-    if d is None:
-        hint = "; example-robot-data is not installed (pip install example-robot-data) for names like 'panda'"
-    else:
-        import difflib
-        stems = sorted({p.stem for p in d.rglob("*.urdf")})
-        near = [x for x in stems if x.startswith(spec)][:6] or difflib.get_close_matches(spec, stems, n=6, cutoff=0.5)
-        hint = f"; closest example-robot-data URDFs: {', '.join(near)}" if near else ""
-    raise UsageError(f"{spec!r} is neither a built-in model ({', '.join(sorted(BUILTIN_MODELS))}), nor a .urdf "
-                     f"or MJCF .xml file, nor a URDF of example-robot-data (e.g. panda, talos_reduced, ur5_robot){hint}")
+def benchmark_module(name: str):
+    """The module ``benchmarks/<name>.py`` of the source checkout this package runs from.  The
+    benchmarks ship with the repository, never inside the library; :class:`UsageError` where
+    they are absent (an installed wheel)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    if not path.is_file():
+        raise UsageError(f"{path} not found: the benchmarks ship with the source repository of sparsedyn, "
+                         f"not with the installed package")
+    spec = importlib.util.spec_from_file_location(f"_sparsedyn_benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _num(x: float) -> float:
@@ -104,7 +89,7 @@ def info(model) -> str:
            format_tree(model)]
     if extra:
         out += _wrapped(f"frames ({len(extra)} besides the bodies, as frame@body): ",
-                        [f"{f.name}@{model.body_names[f.body]}" for f in extra])
+                        [f"{f.name}@{model.body_names[f.body] if f.body >= 0 else model.root_name}" for f in extra])
     sensors = list(getattr(model, "sensors", ()))
     if sensors:
         out.append(f"sensors ({len(sensors)}, measured by default by sparsedyn.estimation.EstimationProblem):")
@@ -122,6 +107,30 @@ def info(model) -> str:
 def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
     """The demo's report as one string (see :func:`demo_lines`)."""
     return "\n".join(demo_lines(seed, plot))
+
+
+def plain_call_lines(model, q, v, a):
+    """What a plain call runs: native code (built on the first call of a function on a model, or
+    loaded from the cache) or the NumPy functions."""
+    import timeit
+
+    from . import kernels
+    from .algorithms.rnea import rnea
+    if kernels.use_backend.current() == "numpy":
+        yield "Plain calls run the NumPy functions here (SPARSEDYN_BACKEND=numpy)."
+        return
+    from .codegen import build, compile as sd_compile
+    k = sd_compile(model)
+    t = min(timeit.repeat(lambda: rnea(model, q, v, a), number=200, repeat=5)) / 200
+    if not k.compiled:
+        yield f"Plain calls run the NumPy functions: no C compiler ({t * 1e6:.0f} us per rnea call)."
+        return
+    now = (f"rnea takes {t * 1e6:.1f} us per call" if "rnea" in k.kernels else
+           f"rnea's build is still running, NumPy answers meanwhile ({t * 1e6:.0f} us per call)")
+    yield from textwrap.wrap(
+        f"Plain calls run native code: the first call of a function on a model builds it (or loads it "
+        f"from the cache {build.cache_dir()}); a build longer than half a second goes on in the "
+        f"background while NumPy answers. Now {now}.", WIDTH)
 
 
 def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
@@ -173,6 +182,7 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     Q = np.stack([model.random_configuration(rng) for _ in range(100)])
     T = rnea(model, Q, np.zeros(model.nv), np.zeros(model.nv))
     yield f"Batched: gravity torques for {Q.shape[0]} random configurations in one call -> {T.shape}"
+    yield from plain_call_lines(model, q, v, a)
 
     # Joint-space inertia matrix, its branch-induced sparsity and the LTDL factor.
     H, C = HandC(model, q, v)
@@ -278,6 +288,9 @@ examples:
   sparsedyn info panda
   sparsedyn sparsity humanoid --problem fd --plot fd.png
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
+  sparsedyn view talos_reduced --floating-base --q motion.npy --dt 0.001
+  sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml --recording log.zarr --out est.zarr --workers 2
+  sparsedyn identify panda --recording rec.npz --sigma 0.1 --out panda_parameters.npz
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
 problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
@@ -295,6 +308,8 @@ def _parser() -> argparse.ArgumentParser:
     p_info = sub.add_parser("info", help="a model's tree, dofs per joint, masses, frames and sensors")
     p_info.add_argument("model", help=model_help)
     p_info.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_info.add_argument("--srdf", default=None, help="an SRDF file: show its reference configurations, rotor "
+                        "parameters and disabled collision pairs")
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
                         help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
     p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
@@ -310,6 +325,25 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("model", help=model_help)
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; format in the README)")
     p_est.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_est.add_argument("--recording", default=None, help="estimate every state of a recording (.npz or Zarr store "
+                                                         "with q, v, y; see sparsedyn.recording) into --out")
+    p_est.add_argument("--out", default=None, help="with --recording: where to write the estimates (.npz or .zarr)")
+    p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
+                                                             "machine (default 0: in this process)")
+    p_est.add_argument("--chunk", type=int, default=None, help="with --recording: states per batched call")
+    p_id = sub.add_parser("identify", help="inertial parameters from a recording of states and joint forces "
+                                           "(.npz or Zarr with q, v, a, tau)")
+    p_id.add_argument("model", help=model_help)
+    p_id.add_argument("--recording", required=True, help="the recording: q, v, a, tau (N, ...) and an (N, 6) array "
+                                                         "per --ft sensor")
+    p_id.add_argument("--out", required=True, help="where to write the parameters (.npz or .zarr)")
+    p_id.add_argument("--ft", nargs="*", default=(), help="force/torque sensors of the model whose readings the "
+                                                         "recording holds (arrays named after them)")
+    p_id.add_argument("--sigma", type=float, default=None, help="joint force noise (default: estimated)")
+    p_id.add_argument("--physically-consistent", action="store_true", help="a physically consistent fit")
+    p_id.add_argument("--workers", type=int, default=0, help="Dask worker processes on this machine (default 0)")
+    p_id.add_argument("--chunk", type=int, default=None, help="states per chunk")
+    p_id.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
     p_comp.add_argument("model", help=model_help)
@@ -321,6 +355,23 @@ def _parser() -> argparse.ArgumentParser:
                                                      "chains of 10, 30, 100 links)")
     p_bench.add_argument("--batch", type=int, default=10000, help="states per batch (default: %(default)s)")
     p_bench.add_argument("--cache", action="store_true", help="reuse the user's build cache (default: a fresh one)")
+    p_view = sub.add_parser("view", help="the model in the browser: a configuration, a trajectory or a recording "
+                                         "(pip install 'sparsedyn[viewer]')")
+    p_view.add_argument("model", help=model_help)
+    src = p_view.add_mutually_exclusive_group()
+    src.add_argument("--q", metavar="FILE", help="a configuration (nq numbers) or a trajectory (one per row) in "
+                                                 "a .npy, .txt or .csv file")
+    src.add_argument("--recording", metavar="REC", help="a recording (.npz or Zarr store, see sparsedyn.recording): "
+                                                        "its states q, and contact[<frame>] forces if it has them")
+    p_view.add_argument("--estimates", metavar="EST", help="with --recording: the estimates of its states (the "
+                                                           "output of sparsedyn estimate --recording), contact forces "
+                                                           "drawn at their frames")
+    p_view.add_argument("--dt", type=float, default=None, help="seconds between rows (default 0.01)")
+    p_view.add_argument("--collision", action="store_true", help="show the collision shapes")
+    p_view.add_argument("--port", type=int, default=8080, help="first port to try (default: %(default)s)")
+    p_view.add_argument("--save", metavar="FILE", help="write a standalone page (.html) or .viser file and exit")
+    p_view.add_argument("--seconds", type=float, default=None, help="serve this long (default: until Ctrl-C)")
+    p_view.add_argument("--floating-base", action="store_true", help=fb_help)
     p_demo = sub.add_parser("demo", help="a tour on the built-in humanoid (about 10 s)")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
@@ -363,6 +414,83 @@ def _error_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def read_motion(model, q_file=None, recording=None, dt=None, estimates=None):
+    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``: ``--q FILE`` (one configuration or
+    one per row: .npy, .txt, .csv), or ``--recording REC`` (a recording of :mod:`sparsedyn.recording`,
+    its ``q``), with contact forces ``contact[<frame>]`` (T, 6) from the recording or from ``estimates``
+    (the output of ``sparsedyn estimate --recording``).  ``dt``: seconds between rows (default 0.01).
+    Errors name the file and what was expected."""
+    from pathlib import Path
+    dt = 0.01 if dt is None else float(dt)
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"--dt: expected a positive number of seconds, got {dt}")
+    contacts = None
+    if recording is not None:
+        from .recording import open_recording
+        rec, source = open_recording(recording), recording
+        if "q" not in rec.names:
+            raise ValueError(f"{recording}: a recording holds the configurations 'q' (T, nq); it has {rec.names}")
+        qs = rec.rows("q", 0, rec.shape("q")[0])
+        contacts = {}
+        for f in [rec] + ([open_recording(estimates)] if estimates else []):
+            for n in f.names:
+                if n.startswith("contact[") and n.endswith("]"):
+                    contacts[n[len("contact["):-1]] = f.rows(n, 0, f.shape(n)[0])
+        contacts = contacts or None
+    else:
+        if estimates:
+            raise ValueError("--estimates goes with --recording (the estimates of its states)")
+        source = q_file
+        try:
+            qs = np.load(q_file) if Path(q_file).suffix == ".npy" else \
+                np.loadtxt(q_file, delimiter="," if Path(q_file).suffix == ".csv" else None, ndmin=2)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{q_file}: cannot read configurations (.npy, or numbers in .txt / .csv): {e}") from None
+    qs = np.atleast_2d(np.asarray(qs, float))
+    if qs.ndim != 2 or qs.shape[1] != model.nq:
+        raise ValueError(f"{source}: expected configurations of model {model.name!r} with nq = {model.nq} numbers "
+                         f"per row, got an array of shape {np.shape(qs)}")
+    for name, F in (contacts or {}).items():
+        if name not in model.frame_names:
+            raise ValueError(f"{estimates or source}: contact[{name}]: {name!r} is no frame of model {model.name!r} "
+                             f"(the viewer draws a contact at the frame of its name)")
+        if np.shape(F) != (len(qs), 6):
+            raise ValueError(f"{estimates or source}: contact[{name}] has shape {np.shape(F)}, expected "
+                             f"({len(qs)}, 6): one wrench per configuration")
+    return qs, dt, contacts
+
+
+def view(args) -> int:
+    """``sparsedyn view``: serve the viewer (or write ``--save``) for a model and an optional motion."""
+    import time
+    from .viewer import Viewer
+    model = load_model(args.model, args.floating_base, geometry=True)
+    motion = read_motion(model, args.q, args.recording, args.dt, args.estimates) if (args.q or args.recording) \
+        else None
+    viewer = Viewer(model, kind="collision" if args.collision else "visual", port=args.port, verbose=False,
+                    q=None if motion is None else motion[0][0])
+    try:
+        if args.save:
+            if motion is None:
+                viewer.record(args.save)
+            else:
+                viewer.record(args.save, motion[0], motion[1], contacts=motion[2])
+            print(f"sparsedyn: wrote {args.save}")
+            return EXIT_OK
+        if motion is not None and len(motion[0]) > 1:
+            viewer.play(motion[0], motion[1], contacts=motion[2])
+        print(f"sparsedyn: viewer of {model.name!r} at {viewer.url} (Ctrl-C to stop)", flush=True)
+        end = None if args.seconds is None else time.monotonic() + args.seconds
+        try:
+            while end is None or time.monotonic() < end:
+                time.sleep(min(0.2, max(0.0, end - time.monotonic())) if end is not None else 0.2)
+        except KeyboardInterrupt:
+            pass
+        return EXIT_OK
+    finally:
+        viewer.close()
+
+
 def main(argv=None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _parser()
@@ -375,7 +503,22 @@ def main(argv=None) -> int:
     warnings.formatwarning = lambda message, category, *rest, **kw: f"sparsedyn: warning: {message}\n"
     try:
         if args.command == "info":
-            print(info(load_model(args.model, args.floating_base, args.invalid_inertia)))
+            model = load_model(args.model, args.floating_base, args.invalid_inertia)
+            print(info(model))
+            if args.srdf:
+                from .io.srdf import load_srdf
+                print(load_srdf(model, args.srdf).summary())
+        elif args.command == "estimate" and (args.recording or args.out):
+            if not (args.recording and args.out):
+                raise UsageError("--recording and --out go together")
+            from .recording import recording_report
+            print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
+                                   args.out, workers=args.workers, chunk=args.chunk))
+        elif args.command == "identify":
+            from .recording import identify_report
+            print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
+                                  sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
+                                  workers=args.workers, chunk=args.chunk))
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
@@ -392,12 +535,15 @@ def main(argv=None) -> int:
             print(compile_report(load_model(args.model, args.floating_base), progress=True,
                                  vectorize=not args.no_batch))
         elif args.command == "bench":
-            from .codegen.bench import DEFAULT_MODELS, bench_report
+            bench = benchmark_module("bench_compiled")
+            DEFAULT_MODELS, bench_report = bench.DEFAULT_MODELS, bench.bench_report
             progress = _progress_line()
             text = bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
                                 progress=progress)
             progress.done()
             print(_fit(text))
+        elif args.command == "view":
+            return view(args)
         else:
             for line in demo_lines(args.seed, args.plot or None):
                 print(line, flush=True)

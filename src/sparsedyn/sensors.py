@@ -52,7 +52,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .model import UnknownNameError
-from .spatial import Transform, apply_force, apply_motion, compose, cross3, cross_force, force_matrix, motion_matrix
+from .spatial import (Transform, apply_force, apply_motion, compose, cross3, cross_force, force_matrix,
+                      motion_matrix, mv)
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque", "ContactLoad", "JointTorque",
            "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "CONTACT_KINDS", "LOAD_CELLS", "sensor_from_dict"]
@@ -78,9 +79,13 @@ class SensorContext(NamedTuple):
 
 def _frame(model, who, frame):
     try:
-        return model.frames[model.frame(frame)]
+        fr = model.frames[model.frame(frame)]
     except KeyError as e:
         raise UnknownNameError(f"{who}: {e}") from None
+    if fr.body < 0:
+        raise ValueError(f"{who}: frame {fr.name!r} is fixed to the world, where nothing is measured or acts on "
+                         f"the robot; name a frame on a body")
+    return fr
 
 
 def _joint(model, who, joint):
@@ -398,7 +403,7 @@ class ForceTorque(Sensor):
 
         def bias(kin):
             v = kin.v[b]
-            w = apply_force(Xs, cross_force(v, (I @ v[..., None])[..., 0]))
+            w = apply_force(Xs, cross_force(v, mv(I, v)))
             return w if k > 0 else -w
         return self._selected(terms, 6, bias)
 
@@ -408,7 +413,7 @@ class ForceTorque(Sensor):
         if P is None:
             return terms, size, bias
         terms = [(v, P @ M) for v, M in terms if np.any(P @ M)]
-        return terms, P.shape[0], None if bias is None else (lambda kin: (P @ bias(kin)[..., None])[..., 0])
+        return terms, P.shape[0], None if bias is None else (lambda kin: mv(P, bias(kin)))
 
     def describe(self):
         what = "6-axis F/T" if self.selection is None else f"F/T [{','.join(map(str, self.components))}]"
@@ -561,7 +566,22 @@ class Accelerometer(Sensor):
 
 
 class Prior(Sensor):
-    """Gaussian prior ``d[kind of bodies] ~ N(mean, covariance)`` (soft rows with a constant value)."""
+    """Gaussian prior ``d[kind of bodies] ~ N(mean, covariance)`` (soft rows with a constant value).
+
+    ``kind``: which dynamic variable of Nori's sparse system (:mod:`sparsedyn.sparse.variables`) the
+    prior is on, each in its own body's coordinates, angular first:
+
+    * ``"a"``: the body's spatial acceleration ``a_i = [alpha; a]`` (6 per body);
+    * ``"f"``: the wrench ``f_i = [n; f]`` the parent exerts on the body across its joint (6 per body);
+    * ``"tau"``: the joint force ``tau_i`` (the joint's ``nv_i`` components, one for a revolute joint);
+    * ``"fx"``: the external wrench ``fx_i`` on the body (6; the ``f_ext[i]`` of :func:`sparsedyn.rnea`,
+      e.g. an unknown contact wrench expected near zero);
+    * ``"qdd"``: the joint acceleration (``nv_i`` components).
+
+    ``bodies``: body or joint names (or indices), one or a list; the rows stack their variables in
+    that order.  ``mean``: a scalar or one value per row; ``covariance``: as for every sensor (a scalar
+    variance, one per row, or a matrix).
+    """
 
     kind = "prior"
 

@@ -66,8 +66,8 @@ def test_momentum_rate_is_total_external_wrench(tree, rng):
                    hdot) < 1e-11
     # central differences of h along the motion (error ~ h^2 |h'''|)
     dt = 1e-4
-    hp = sd.centroidal_momentum(tree, tree.integrate(q, dt * v + 0.5 * dt * dt * a), v + dt * a)
-    hm = sd.centroidal_momentum(tree, tree.integrate(q, -dt * v + 0.5 * dt * dt * a), v - dt * a)
+    hp = sd.centroidal_momentum(tree, sd.integrate(tree, q, dt * v + 0.5 * dt * dt * a), v + dt * a)
+    hm = sd.centroidal_momentum(tree, sd.integrate(tree, q, -dt * v + 0.5 * dt * dt * a), v - dt * a)
     assert rel_err((hp - hm) / (2 * dt), hdot) < 1e-6
 
 

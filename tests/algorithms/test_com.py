@@ -16,7 +16,7 @@ def com_by_hand(model, q):
 
 def path(model, q, v, a, t):
     """State at time t along q(t) = q (+) (t v + t^2/2 a), whose velocity is v + t a + O(t^2)."""
-    return model.integrate(q, t * v + 0.5 * t * t * a), v + t * a
+    return sd.integrate(model, q, t * v + 0.5 * t * t * a), v + t * a
 
 
 def test_com_is_mass_weighted_mean(tree, rng):

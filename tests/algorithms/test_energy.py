@@ -26,8 +26,8 @@ def test_power_balance(tree, rng):
     q, v, a = random_state(tree, rng)
     tau = sd.rnea(tree, q, v, a)
     h = 1e-4
-    Ep = sd.mechanical_energy(tree, tree.integrate(q, h * v + 0.5 * h * h * a), v + h * a)
-    Em = sd.mechanical_energy(tree, tree.integrate(q, -h * v + 0.5 * h * h * a), v - h * a)
+    Ep = sd.mechanical_energy(tree, sd.integrate(tree, q, h * v + 0.5 * h * h * a), v + h * a)
+    Em = sd.mechanical_energy(tree, sd.integrate(tree, q, -h * v + 0.5 * h * h * a), v - h * a)
     # truncation ~ h^2 |E'''| (1e-8 relative here), rounding ~ 1e-16 |E| / h
     scale = max(1.0, abs(v @ tau), float(np.abs(tau).max()) * float(np.abs(v).max()))
     assert abs((Ep - Em) / (2 * h) - v @ tau) < 1e-6 * scale

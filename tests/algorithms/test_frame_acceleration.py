@@ -20,8 +20,8 @@ def test_J_a_plus_Jdot_v_is_the_acceleration(tree, rng, reference):
         assert rel_err(J @ a + Jdv, acc(tree, q, v, a, f, reference)) < 1e-12
         # d/dt (J v) along q(t) = q (+) (t v + t^2 a / 2), v(t) = v + t a: error ~ h^2
         h = 1e-4
-        Vp = sd.frame_velocity(tree, tree.integrate(q, h * v + 0.5 * h * h * a), v + h * a, f, reference)
-        Vm = sd.frame_velocity(tree, tree.integrate(q, -h * v + 0.5 * h * h * a), v - h * a, f, reference)
+        Vp = sd.frame_velocity(tree, sd.integrate(tree, q, h * v + 0.5 * h * h * a), v + h * a, f, reference)
+        Vm = sd.frame_velocity(tree, sd.integrate(tree, q, -h * v + 0.5 * h * h * a), v - h * a, f, reference)
         assert rel_err((Vp - Vm) / (2 * h), J @ a + Jdv) < 1e-6
 
 
@@ -30,7 +30,7 @@ def test_classical_acceleration_of_the_frame_origin(tree, rng):
     q, v, a = random_state(tree, rng)
     f = tree.frame_names[-1]
     h = 1e-3
-    p = [sd.frame_placement(tree, tree.integrate(q, t * v + 0.5 * t * t * a), f)[1] for t in (-h, 0.0, h)]
+    p = [sd.frame_placement(tree, sd.integrate(tree, q, t * v + 0.5 * t * t * a), f)[1] for t in (-h, 0.0, h)]
     acc = sd.frame_classical_acceleration(tree, q, v, a, f, "local_world_aligned")
     # error ~ h^2 |p''''| / 12; the path's acceleration differs from a by O(t^2) terms
     assert rel_err((p[2] - 2 * p[1] + p[0]) / h ** 2, acc[3:]) < 1e-4

@@ -47,8 +47,8 @@ def test_power_balance(tree, rng):
     q, v, a = random_state(tree, rng)
     tau = sd.rnea(tree, q, v, a, gravity=np.zeros(3))
     h = 1e-5
-    Tp = kinetic_energy(tree, tree.integrate(q, h * v + 0.5 * h * h * a), v + h * a)
-    Tm = kinetic_energy(tree, tree.integrate(q, -h * v + 0.5 * h * h * a), v - h * a)
+    Tp = kinetic_energy(tree, sd.integrate(tree, q, h * v + 0.5 * h * h * a), v + h * a)
+    Tm = kinetic_energy(tree, sd.integrate(tree, q, -h * v + 0.5 * h * h * a), v - h * a)
     assert (Tp - Tm) / (2 * h) == pytest.approx(v @ tau, rel=1e-6, abs=1e-7)
 
 

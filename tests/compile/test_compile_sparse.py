@@ -228,7 +228,7 @@ def estimator_bound(problem, q, d):
 def near_standing(model, problem, rng, n):
     from sparsedyn.builders import humanoid_standing_configuration
     q0 = humanoid_standing_configuration()
-    Q = np.stack([model.integrate(q0, 0.2 * rng.normal(size=model.nv)) for _ in range(n)])
+    Q = np.stack([sd.integrate(model, q0, 0.2 * rng.normal(size=model.nv)) for _ in range(n)])
     return consistent_state(problem, rng, q=Q, batch=(n,))
 
 

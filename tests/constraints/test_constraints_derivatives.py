@@ -4,6 +4,8 @@ against central finite differences."""
 import numpy as np
 import pytest
 
+import sparsedyn as sd
+
 from conftest import rel_err
 from sparsedyn.constraints import constrained_forward_dynamics as fd
 from sparsedyn.constraints.derivatives import constrained_forward_dynamics_derivatives
@@ -28,7 +30,7 @@ def test_constrained_forward_dynamics_derivatives(name):
                                    for k in range(m.nv)], -1)
         # Tangent space in q (the configuration leaves the constraint manifold: qdd(q, v, tau) is
         # defined there too); v and tau in the vector space.  FD error ~ 1e-10 |qdd|.
-        for got, want in ((d.dqdd_dq, cols(lambda e: sol(m.integrate(q, e), v, tau).a)),
+        for got, want in ((d.dqdd_dq, cols(lambda e: sol(sd.integrate(m, q, e), v, tau).a)),
                           (d.dqdd_dv, cols(lambda e: sol(q, v + e, tau).a)),
                           (d.dqdd_dtau, cols(lambda e: sol(q, v, tau + e).a)),
                           (d.dlam_dtau, cols(lambda e: sol(q, v, tau + e).lam))):

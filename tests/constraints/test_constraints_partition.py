@@ -119,7 +119,7 @@ def test_assembly_consistent_velocity_and_acceleration():
     p = project_velocity(cs, q, w)
     assert np.abs(G @ p).max() < 1e-13 and np.abs(G @ (w - p) - G @ w).max() < 1e-12
     # Assembly without held coordinates projects onto the manifold (minimum-norm correction).
-    q2 = assemble(cs, model.integrate(q, 1e-3 * rng.normal(size=model.nv)))
+    q2 = assemble(cs, sd.integrate(model, q, 1e-3 * rng.normal(size=model.nv)))
     assert np.abs(cs.residual(q2)).max() <= 1e-12
 
 

@@ -54,7 +54,7 @@ def test_least_squares_sensitivities(model):
     for k in range(prob.ny):
         assert rel_err(e.solve(q, qd, y + np.eye(prob.ny)[k]).d - d0, dy[:, k]) < 1e-10
     h = 1e-6
-    fd = np.stack([(e.solve(model.integrate(q, h * u), qd, y).d - e.solve(model.integrate(q, -h * u), qd, y).d)
+    fd = np.stack([(e.solve(sd.integrate(model, q, h * u), qd, y).d - e.solve(sd.integrate(model, q, -h * u), qd, y).d)
                    / (2 * h) for u in np.eye(model.nv)], -1)
     assert rel_err(dq, fd) < 1e-6
     fd = np.stack([(e.solve(q, qd + h * u, y).d - e.solve(q, qd - h * u, y).d) / (2 * h) for u in np.eye(model.nv)], -1)

@@ -19,7 +19,7 @@ TOL = 1e-6
 def simulated_imu(model, q, v, a, frame, R_fs):
     """(quaternion, gyro, accelerometer, gyro derivative) in IMU axes, by central differences."""
     def world(s):
-        qs = model.integrate(q, s * v + 0.5 * s * s * a)
+        qs = sd.integrate(model, q, s * v + 0.5 * s * s * a)
         V = sd.frame_velocity(model, qs, v + s * a, frame, "local_world_aligned")     # [omega_w; pdot_w]
         return V
     dV = (world(H) - world(-H)) / (2 * H)

@@ -267,8 +267,8 @@ def test_bisection_along_paths_finds_no_vanishing_pivot_of_the_articulated_order
         for _ in range(8):
             q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
             assert st.hunt_vanishing_pivots(q0, q1, samples=33) == []
-            dq = model.difference(q0, q1)
-            P = st.pivots(model.integrate(q0, np.linspace(0, 1, 33)[:, None] * dq))
+            dq = sd.difference(model, q0, q1)
+            P = st.pivots(sd.integrate(model, q0, np.linspace(0, 1, 33)[:, None] * dq))
             const = P[:, proofs == "constant"]
             assert np.all(const == const[0]) and np.all(const != 0)
             assert np.all(P[:, proofs == "articulated"] > 0)

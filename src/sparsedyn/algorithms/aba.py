@@ -39,10 +39,11 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from .kinematics import joint_transforms
+from .kinematics import joint_transforms, velocity_pass
 from .ltdl import spd_inverse
 from .rnea import armature_of
-from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure, transform_inertia
+from ..spatial import (apply_force_transpose, apply_motion, cross_force, cross_motion, mv, rigid_structure,
+                       transform_inertia)
 
 __all__ = ["aba", "aba_kernel", "articulated_transmitted", "mirror_upper", "SingularInertiaError", "PIVOT_RTOL",
            "own_inertia_scales",
@@ -54,10 +55,6 @@ PIVOT_RTOL = 1e-12
 
 class SingularInertiaError(ValueError):
     """Forward dynamics is undefined: a joint's articulated inertia about its motion is singular."""
-
-
-def _mv(A, x):
-    return (A @ x[..., None])[..., 0]
 
 
 def pivot_checker(model, i, scale, what="articulated inertia D = S^T IA S"):
@@ -116,18 +113,16 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
     a_grav = np.concatenate([0 * g, g], -1)
     NB = model.nbodies
     Xup, S = joint_transforms(model, q)
-    v, c, IA, pA = [None] * NB, [None] * NB, [None] * NB, [None] * NB
+    v, vJ = velocity_pass(model, Xup, S, qd)
+    c, IA, pA = [None] * NB, [None] * NB, [None] * NB
     for i in range(NB):
-        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
         p = model.parent[i]
         if p < 0:
-            v[i] = vJ
             c[i] = None                                   # structural zero: vJ x vJ
         else:
-            v[i] = apply_motion(Xup[i], v[p]) + vJ
-            c[i] = cross_motion(v[i], vJ)
+            c[i] = cross_motion(v[i], vJ[i])
         IA[i] = rigid_structure(model.inertia[i])
-        pA[i] = cross_force(v[i], _mv(IA[i], v[i]))
+        pA[i] = cross_force(v[i], mv(IA[i], v[i]))
         if f_ext is not None:
             pA[i] = pA[i] - f_ext[..., i, :]
     U, Dinv, u = [None] * NB, [None] * NB, [None] * NB
@@ -136,12 +131,12 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
         arm = armature_of(model, i)
         D = S[i].T @ U[i] if arm is None else S[i].T @ U[i] + np.diag(arm)    # (..., nv_i, nv_i)
         Dinv[i] = spd_inverse(D, None if check is None else check(i, IA[i]))
-        u[i] = tau[..., model.v_slice(i)] - _mv(S[i].T, pA[i])
+        u[i] = tau[..., model.v_slice(i)] - mv(S[i].T, pA[i])
         p = model.parent[i]
         if p >= 0:
             UDinv = U[i] @ Dinv[i]
             Ia = articulated_transmitted(IA[i], UDinv, U[i], S[i], arm)
-            pa = pA[i] + _mv(Ia, c[i]) + _mv(UDinv, u[i])
+            pa = pA[i] + mv(Ia, c[i]) + mv(UDinv, u[i])
             IA[p] = IA[p] + transform_inertia(Xup[i], Ia)
             pA[p] = pA[p] + apply_force_transpose(Xup[i], pa)
     a, qdd = [None] * NB, [None] * NB
@@ -151,8 +146,8 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
             a1 = apply_motion(Xup[i], -a_grav)
         else:
             a1 = apply_motion(Xup[i], a[p]) + c[i]
-        qdd[i] = _mv(Dinv[i], u[i] - _mv(np.swapaxes(U[i], -1, -2), a1))
-        a[i] = a1 + _mv(S[i], qdd[i])
+        qdd[i] = mv(Dinv[i], u[i] - mv(np.swapaxes(U[i], -1, -2), a1))
+        a[i] = a1 + mv(S[i], qdd[i])
     if NB == 0:                                   # no moving body: nv = 0
         return np.zeros(q.shape[:-1] + (0,), dtype=np.result_type(q, qd, tau))
     shape = np.broadcast_shapes(*(x.shape[:-1] for x in qdd))

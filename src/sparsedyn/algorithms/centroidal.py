@@ -31,7 +31,7 @@ from ..spatial import (RigidInertia, Transform, apply_force_transpose, cross3, c
 from .. import backend as bk
 from .com import _com, _roots
 from .crba import apply_columns, composite_inertias, inertia_columns, result_dtype
-from .kinematics import _body_velocities, body_accelerations
+from .kinematics import body_accelerations, velocity_pass
 
 __all__ = ["centroidal_momentum", "centroidal_momentum_rate", "centroidal_momentum_matrix",
            "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia"]
@@ -46,7 +46,7 @@ def _momentum_and_rate(model, q, v, a):
     """``(h_G, hdot_G)``: centroidal momentum and its rate (``a`` may be None: no rate)."""
     Xup, S, X0, _, com = _com(model, q)
     if a is None:
-        vb, ab = _body_velocities(model, Xup, S, v), None
+        vb, ab = velocity_pass(model, Xup, S, v)[0], None
     else:
         vb, ab = body_accelerations(model, Xup, S, v, a)
     I = [rigid_inertia(model.inertia[i]) for i in range(model.nbodies)]

@@ -28,8 +28,7 @@ from .. import _checks
 from ..kernels import kernel
 from ..spatial import apply_motion_inv, cross3, cross_force, rigid_apply, rigid_inertia
 from .crba import apply_columns, result_dtype
-from .kinematics import _body_velocities as body_velocities_list
-from .kinematics import body_accelerations, joint_transforms, world_transforms
+from .kinematics import body_accelerations, joint_transforms, velocity_pass, world_transforms
 
 __all__ = ["center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
            "subtree_masses", "subtree_centers_of_mass", "world_first_moments", "subtree_first_moments"]
@@ -111,7 +110,7 @@ def center_of_mass_velocity(model, q, v):
     v = _checks.velocity(model, v)
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
     Xup, S, X0, _, com = _com(model, q)
-    vb = body_velocities_list(model, Xup, S, v)
+    vb, _ = velocity_pass(model, Xup, S, v)
     p = [rigid_apply(rigid_inertia(model.inertia[i]), vb[i]) for i in range(model.nbodies)]
     vcom = _linear_momentum_world(model, X0, p) * (1.0 / _total_mass(model))
     return np.broadcast_to(com, shape + (3,)).copy(), np.broadcast_to(vcom, shape + (3,)).copy()

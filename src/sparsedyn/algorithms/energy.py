@@ -15,13 +15,13 @@ from .. import _checks
 from ..kernels import kernel
 from ..spatial import rigid_apply, rigid_inertia
 from .com import world_first_moments
-from .kinematics import _body_velocities, joint_transforms, world_transforms
+from .kinematics import joint_transforms, velocity_pass, world_transforms
 
 __all__ = ["kinetic_energy", "potential_energy", "mechanical_energy"]
 
 
 def _kinetic(model, Xup, S, v):
-    vb = _body_velocities(model, Xup, S, v)
+    vb, _ = velocity_pass(model, Xup, S, v)
     return 0.5 * sum(np.sum(vb[i] * rigid_apply(rigid_inertia(model.inertia[i]), vb[i]), -1)
                      for i in range(model.nbodies))
 

@@ -13,10 +13,11 @@ from .. import _checks
 from ..kernels import kernel
 from ..joints import jcalc
 from .. import backend as bk
-from ..spatial import Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, identity, pose
+from ..spatial import (Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, identity, mv,
+                       pose)
 
 __all__ = ["joint_transforms", "world_transforms", "root_transforms", "forward_kinematics", "frame_placement",
-           "frame_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
+           "frame_placements", "geometry_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
            "body_accelerations", "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v"]
 
 REFERENCES = ("local", "world", "local_world_aligned")
@@ -79,7 +80,7 @@ def forward_kinematics(model, q):
 
 def _frame_world_transform(model, X0, k):
     f = model.frames[k]
-    return compose(f.X, X0[f.body])
+    return f.X if f.body < 0 else compose(f.X, X0[f.body])        # a world frame: frame_X_world itself
 
 
 @kernel(inputs={"q": ("nq",)}, static=("frame",), outputs={"R": (3, 3), "p": (3,)})
@@ -109,13 +110,43 @@ def frame_placements(model, q):
     return np.stack(Rs, -3), np.stack(ps, -2)
 
 
-def _body_velocities(model, Xup, S, v):
-    vb = []
+def _geometry_count(model, kind="visual"):
+    return len(model.geometry(kind))
+
+
+@kernel(inputs={"q": ("nq",)}, static=("kind",), outputs={"R": (_geometry_count, 3, 3), "p": (_geometry_count, 3)})
+def geometry_placements(model, q, kind="visual"):
+    """World poses of the model's shapes of ``kind`` (``"visual"`` or ``"collision"``, see
+    :class:`~sparsedyn.model.Geometry`), in file order: ``R`` (..., NG, 3, 3), ``p`` (..., NG, 3),
+    as :func:`frame_placements` returns them (Pinocchio's ``oMg`` after ``updateGeometryPlacements``).
+    A shape on the world (body -1) keeps its fixed pose.
+    """
+    q = _checks.configuration(model, q)
+    geoms = model.geometry(kind)
+    Xup, _ = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    shape = q.shape[:-1]
+    Rs, ps = [], []
+    for g in geoms:
+        R, p = pose(g.X if g.body < 0 else compose(g.X, X0[g.body]))
+        Rs.append(np.broadcast_to(R, shape + (3, 3)))
+        ps.append(np.broadcast_to(p, shape + (3,)))
+    if not geoms:
+        return np.zeros(shape + (0, 3, 3), dtype=q.dtype), np.zeros(shape + (0, 3), dtype=q.dtype)
+    return np.stack(Rs, -3), np.stack(ps, -2)
+
+
+def velocity_pass(model, Xup, S, v):
+    """Featherstone's forward velocity recursion (RBDA Table 5.1): ``(vb, vJ)``, lists by body of
+    the body velocities ``v_i = Xup_i v_parent + vJ_i`` and the joint velocities ``vJ_i = S_i v``
+    (..., 6), in body coordinates; ``Xup``, ``S`` from :func:`joint_transforms`.  The one forward
+    velocity pass of the library (RNEA, ABA, kinematics, the sparse layer and estimation use it)."""
+    vb, vJ = [], []
     for i in range(model.nbodies):
-        vJ = (S[i] @ v[..., model.v_slice(i), None])[..., 0]
+        vJ.append(mv(S[i], v[..., model.v_slice(i)]))
         p = model.parent[i]
-        vb.append(vJ if p < 0 else apply_motion(Xup[i], vb[p]) + vJ)
-    return vb
+        vb.append(vJ[i] if p < 0 else apply_motion(Xup[i], vb[p]) + vJ[i])
+    return vb, vJ
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, outputs={"v_bodies": ("nb", 6)})
@@ -125,7 +156,7 @@ def body_velocities(model, q, v):
     v = _checks.velocity(model, v)
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
     Xup, S = joint_transforms(model, q)
-    vb = _body_velocities(model, Xup, S, v)
+    vb, _ = velocity_pass(model, Xup, S, v)
     if not vb:                                    # no moving body
         return np.zeros(shape + (0, 6), dtype=np.result_type(q, v))
     return np.stack([np.broadcast_to(x, shape + (6,)) for x in vb], -2)
@@ -206,9 +237,9 @@ def frame_velocity(model, q, v, frame, reference="local"):
     k = model.frame(frame)
     Xup, S = joint_transforms(model, q)
     X0 = _world_transforms(model, Xup)
-    vb = _body_velocities(model, Xup, S, v)
+    vb, _ = velocity_pass(model, Xup, S, v)
     f = model.frames[k]
-    vf = apply_motion(f.X, vb[f.body])
+    vf = apply_motion(f.X, vb[f.body]) if f.body >= 0 else np.zeros(q.shape[:-1] + (6,), q.dtype)
     return _express(model, X0, k, vf[..., :, None], reference)[..., 0]
 
 
@@ -221,17 +252,15 @@ def body_accelerations(model, Xup, S, v, a, a_root=None):
     ``a_root`` (..., 6): the acceleration of the world seen by the roots (``-[0; g]`` makes
     gravity a fictitious base acceleration, as RNEA does); ``None`` for zero (no checks; kernel use).
     """
-    vb, ab = [], []
+    vb, vJ = velocity_pass(model, Xup, S, v)
+    ab = []
     for i in range(model.nbodies):
-        vJ = (S[i] @ v[..., model.v_slice(i), None])[..., 0]
-        aJ = (S[i] @ a[..., model.v_slice(i), None])[..., 0]
+        aJ = mv(S[i], a[..., model.v_slice(i)])
         p = model.parent[i]
         if p < 0:
-            vb.append(vJ)
             ab.append(aJ if a_root is None else apply_motion(Xup[i], a_root) + aJ)
         else:
-            vb.append(apply_motion(Xup[i], vb[p]) + vJ)
-            ab.append(apply_motion(Xup[i], ab[p]) + aJ + cross_motion(vb[i], vJ))
+            ab.append(apply_motion(Xup[i], ab[p]) + aJ + cross_motion(vb[i], vJ[i]))
     return vb, ab
 
 
@@ -248,7 +277,10 @@ def _frame_motion(model, q, v, a, frame, reference):
     vb, ab = body_accelerations(model, Xup, S, v, a)
     f = model.frames[k]
     # The frame is fixed on its body: its spatial velocity and acceleration are the body's, moved to it.
-    m = np.stack([apply_motion(f.X, vb[f.body]), apply_motion(f.X, ab[f.body])], -1)
+    if f.body < 0:                                      # a world frame does not move
+        m = np.zeros(shape + (6, 2), q.dtype)
+    else:
+        m = np.stack([apply_motion(f.X, vb[f.body]), apply_motion(f.X, ab[f.body])], -1)
     out = _express(model, X0, k, m, reference)
     return np.broadcast_to(out[..., 0], shape + (6,)), np.broadcast_to(out[..., 1], shape + (6,))
 

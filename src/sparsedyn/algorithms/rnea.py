@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from .kinematics import joint_transforms
-from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_structure
+from .kinematics import joint_transforms, velocity_pass
+from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, mv, rigid_structure
 
 __all__ = ["rnea", "generalized_gravity", "nonlinear_effects", "rnea_kernel", "rnea_passes", "armature_of",
            "armature_force"]
@@ -48,24 +48,22 @@ def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
     g = model.gravity if gravity is None else gravity
     a_grav = np.concatenate([0 * g, g], -1)
     Xup, S = joint_transforms(model, q)
-    v, a, f = [None] * model.nbodies, [None] * model.nbodies, [None] * model.nbodies
+    v, vJ = velocity_pass(model, Xup, S, qd)
+    a, f = [None] * model.nbodies, [None] * model.nbodies
     for i in range(model.nbodies):
-        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
-        aJ = (S[i] @ qdd[..., model.v_slice(i), None])[..., 0]
+        aJ = mv(S[i], qdd[..., model.v_slice(i)])
         p = model.parent[i]
         if p < 0:
-            v[i] = vJ
             a[i] = apply_motion(Xup[i], -a_grav) + aJ
         else:
-            v[i] = apply_motion(Xup[i], v[p]) + vJ
-            a[i] = apply_motion(Xup[i], a[p]) + aJ + cross_motion(v[i], vJ)
+            a[i] = apply_motion(Xup[i], a[p]) + aJ + cross_motion(v[i], vJ[i])
         I = rigid_structure(model.inertia[i])
-        f[i] = (I @ a[i][..., None])[..., 0] + cross_force(v[i], (I @ v[i][..., None])[..., 0])
+        f[i] = mv(I, a[i]) + cross_force(v[i], mv(I, v[i]))
         if f_ext is not None:
             f[i] = f[i] - f_ext[..., i, :]
     tau = [None] * model.nbodies
     for i in range(model.nbodies - 1, -1, -1):
-        tau[i] = (S[i].T @ f[i][..., None])[..., 0]
+        tau[i] = mv(S[i].T, f[i])
         rotor = armature_force(model, i, qdd)
         if rotor is not None:
             tau[i] = tau[i] + rotor

@@ -13,17 +13,17 @@ The compiler never re-implements dynamics: it only records what the kernels do.
 
 ``sparsedyn.compile`` is :func:`sparsedyn.codegen.api.compile`; this subpackage
 holds the machinery (:mod:`sparsedyn.symbolic.ir`, :mod:`sparsedyn.codegen.trace`, :mod:`.cemit`, :mod:`.build`,
-:mod:`.fastcall`, :mod:`.bench`).
+:mod:`.fastcall`); its benchmark against Pinocchio and MuJoCo is ``benchmarks/bench_compiled.py``.
 """
 
 from .api import CompiledModel, KernelInfo, compile, compile_report
-from .bench import bench_report
 from .build import BuildError, CacheDirWarning, CompilerNotFoundWarning
 from ..symbolic.ir import Graph, Program, Sym
 from .problems import CompiledEstimator, CompiledStructure
 from .trace import DEFAULT_KERNELS, KERNELS, trace
 from .api import UntraceableError
+from . import native  # noqa: F401,E402 - registers the plain calls' native road (and compile's shared object)
 
-__all__ = ["compile", "compile_report", "bench_report", "CompiledModel", "CompiledStructure", "CompiledEstimator",
+__all__ = ["compile", "compile_report", "CompiledModel", "CompiledStructure", "CompiledEstimator",
            "KernelInfo", "CompilerNotFoundWarning",
            "CacheDirWarning", "BuildError", "Graph", "Program", "Sym", "trace", "DEFAULT_KERNELS", "KERNELS"]

@@ -37,6 +37,7 @@ import hashlib
 
 import numpy as np
 
+from ..algorithms.configuration import integrate
 from ..algorithms.crba import HandC
 from ..algorithms.ltdl import spd_inverse
 from .api import CompiledModel, UntraceableError
@@ -268,7 +269,7 @@ class SimulationKernels:
         def newton_iteration(model, q):
             g, G = cs.evaluate(q)[:2]
             dv, chk = _min_norm(G, g)
-            q1 = model.integrate(q, -dv)
+            q1 = integrate(model, q, -dv)
             g1 = cs.evaluate(q1)[0]
             return g, -dv, q1, g1, np.array([chk], dtype=object)
         return self._add(newton_iteration, ("newton_iteration",))

@@ -463,7 +463,7 @@ def _build(compiler, includes, modname, path, side, d):
         flags = [f for f in compiler.flags if f != "-fopenmp"]
         compiler.run(flags + ["-O2"] + [f"-I{i}" for i in includes] + ["-shared", "-o", "mod.so", "fastcall.c"],
                      cwd=tmp)
-        (tmp / "mod.sha256").write_text(build._sha256(tmp / "mod.so") + "\n")
+        build._seal(tmp / "mod.so", tmp / "mod.sha256", path)
         os.replace(tmp / "mod.so", path)
         os.replace(tmp / "mod.sha256", side)
     finally:

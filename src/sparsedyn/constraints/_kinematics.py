@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..algorithms.kinematics import joint_transforms
-from ..spatial import compose, cross3, cross_motion
+from ..spatial import compose, cross3, cross_motion, mtv
 
 __all__ = ["Kinematics", "kinematics", "body_rotation", "point_position", "point_jacobian",
            "point_velocity", "point_bias_acceleration"]
@@ -111,10 +111,6 @@ def kinematics(model, q, v=None, jacobians=True) -> Kinematics:
     return Kinematics(tuple(X0), J0, V, A, shape, model.nv, st.dofs)
 
 
-def _mtv(A, x):
-    return (np.swapaxes(A, -1, -2) @ x[..., None])[..., 0]
-
-
 def body_rotation(kin, body):
     """Rotation (..., 3, 3) mapping body coordinates into world coordinates (identity for the world)."""
     if body < 0:
@@ -127,7 +123,7 @@ def point_position(kin, body, r):
     if body < 0:
         return np.broadcast_to(np.asarray(r, float), kin.shape + (3,))
     X = kin.X0[body]
-    return np.broadcast_to(X.r + _mtv(X.E, r), kin.shape + (3,))
+    return np.broadcast_to(X.r + mtv(X.E, r), kin.shape + (3,))
 
 
 def point_jacobian(model, kin, body, p):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..algorithms.configuration import integrate
 from ._batch import loop
 from .errors import AssemblyError, ConstraintError
 from .partition import Partition, dof_indices, null_space, partition as choose_partition
@@ -76,7 +77,7 @@ def newton(cs, q, held, tol=1e-12, max_iter=50, max_step=0.5):
         dv[free] = dx
         norm, alpha = float(np.linalg.norm(g)), 1.0
         while alpha >= 2.0 ** -20:
-            q_try = model.integrate(q, alpha * dv)
+            q_try = integrate(model, q, alpha * dv)
             g_try, G_try, _ = cs.evaluate(q_try)
             if np.linalg.norm(g_try) <= (1 - 1e-4 * alpha) * norm:
                 break

@@ -38,6 +38,7 @@ from ..joints import make_joint
 from .assembly import assemble, newton
 from .base import ConstraintSet
 from .errors import AssemblyError, PartitionError
+from ..algorithms.configuration import integrate
 from .frames import PointCoincidence, Weld
 from .inverse import actuation_matrix
 from .partition import dof_indices, null_space, partition
@@ -115,7 +116,7 @@ class Mechanism:
             dv = np.zeros(self.model.nv)
             dv[ind] = rng.uniform(-spread, spread, len(ind))
             try:
-                q, _, G = newton(self.constraints, self.model.integrate(self.q0, dv), ind)
+                q, _, G = newton(self.constraints, integrate(self.model, self.q0, dv), ind)
                 return q, G, partition(self.constraints, q, independent=self.independent, G=G)
             except (AssemblyError, PartitionError) as e:
                 last = e

@@ -48,6 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..algorithms.energy import mechanical_energy as _mechanical_energy
+from ..algorithms.configuration import integrate
 from .assembly import newton, project_velocity
 from .errors import ConstraintError, PartitionError
 from .forward import constrained_forward_dynamics
@@ -121,11 +122,11 @@ def rk_step(cs, t, q, v, dt, method="dop853", *, tau=None, f_ext=None, baumgarte
     for i in range(len(b)):
         dq = sum((A[i, j] * V[j] for j in range(i) if A[i, j] != 0), np.zeros(model.nv))
         da = sum((A[i, j] * Acc[j] for j in range(i) if A[i, j] != 0), np.zeros(model.nv))
-        qi = q if i == 0 else model.integrate(q, dt * dq)
+        qi = q if i == 0 else integrate(model, q, dt * dq)
         vi = v + dt * da
         V.append(vi)
         Acc.append(acc(t + c[i] * dt, qi, vi))
-    q_new = model.integrate(q, dt * sum(bi * Vi for bi, Vi in zip(b, V) if bi != 0))
+    q_new = integrate(model, q, dt * sum(bi * Vi for bi, Vi in zip(b, V) if bi != 0))
     v_new = v + dt * sum(bi * Ai for bi, Ai in zip(b, Acc) if bi != 0)
     return q_new, v_new
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..algorithms.configuration import integrate
 from .base import Constraint
 from .errors import ConstraintError
 
@@ -64,8 +65,8 @@ class UserConstraint(Constraint):
         if self._b is not None:
             return self._one(lambda: self._b(q, v), (self.size,), "bias(q, v)")
         h = 1e-5 / max(1.0, float(np.max(np.abs(v), initial=0.0)))
-        Gp = np.asarray(self._G(self.model.integrate(q, h * v)), float)
-        Gm = np.asarray(self._G(self.model.integrate(q, -h * v)), float)
+        Gp = np.asarray(self._G(integrate(self.model, q, h * v)), float)
+        Gm = np.asarray(self._G(integrate(self.model, q, -h * v)), float)
         return (Gp - Gm) @ v / (2 * h)
 
     def _batch(self, q, fn):

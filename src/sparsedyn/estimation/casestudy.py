@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from ..algorithms.configuration import integrate
 from .problem import EstimationProblem
 from ..sensors import LOAD_CELLS, ContactLoad, ForceTorque, JointTorque
 
@@ -224,7 +225,7 @@ def _case_lines(name, prob, rng, q_stand, flops, posture="standing"):
     yield from _wrap("measurement vector y: " + prob.layout_text())
     if flops:
         yield from _flop_lines(solver)
-    q = prob.model.integrate(q_stand, 0.2 * rng.normal(size=prob.model.nv))
+    q = integrate(prob.model, q_stand, 0.2 * rng.normal(size=prob.model.nv))
     q, vel, a, w = consistent_state(prob, rng, q=q)
     y, truth = prob.measurements(q, vel, a, w)
     if name != "redundant":

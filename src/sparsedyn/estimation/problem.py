@@ -51,7 +51,7 @@ import numpy as np
 
 from .. import _checks
 from .. import sparse
-from ..algorithms.kinematics import _world_transforms, joint_transforms
+from ..algorithms.kinematics import _world_transforms, joint_transforms, velocity_pass
 from ..sparse.assembly import SystemPattern, d_values, rhs_values
 from ..sparse.measurements import Kinematics
 from ..spatial import apply_force, apply_motion, force_matrix, pose
@@ -226,11 +226,7 @@ def _reduced_rank(A, n_ne, P, null=False):
 
 def _kinematics(model, q, v):
     Xup, S = joint_transforms(model, q)
-    vb = []
-    for i in range(model.nbodies):
-        vJ = (S[i] @ v[..., model.v_slice(i), None])[..., 0]
-        p = model.parent[i]
-        vb.append(vJ if p < 0 else apply_motion(Xup[i], vb[p]) + vJ)
+    vb, _ = velocity_pass(model, Xup, S, v)
     return Kinematics(model, q, v, Xup, S, vb), Xup
 
 
@@ -419,10 +415,9 @@ class EstimationProblem:
     # --- measurement vector --------------------------------------------------------------
     def check_measurements(self, y, name="measurements"):
         """``y`` as a float array (..., ny); errors name the sensor at fault."""
-        try:
-            y = np.asarray(y, float)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"{name}: expected a numeric array of shape (..., {self.ny}); {e}") from None
+        y = _checks.numeric(name, y, f"(..., {self.ny})")
+        if y.dtype == object:                     # an object array of numbers
+            y = y.astype(float)
         if y.ndim == 0 or y.shape[-1] != self.ny:
             raise ValueError(f"{name}: expected shape (..., {self.ny}) for {self.name}, got {y.shape}; layout: "
                              + self.layout_text())

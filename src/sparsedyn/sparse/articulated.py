@@ -43,7 +43,7 @@ import numpy as np
 from ..algorithms.aba import articulated_transmitted
 from ..algorithms.rnea import armature_of
 from ..algorithms.ltdl import spd_inverse
-from ..spatial import Transform, apply_force_transpose, apply_motion, rigid_structure, transform_inertia
+from ..spatial import Transform, apply_force_transpose, apply_motion, mv, rigid_structure, transform_inertia
 
 __all__ = ["BodyStep", "articulated_plan", "factor_articulated", "substitute_articulated"]
 
@@ -166,10 +166,6 @@ def factor_articulated(model, blk, W, Xup, monitor=None):
             _put(W, st.slots["r"], X.r, (3,))
 
 
-def _mv(A, x):
-    return (A @ x[..., None])[..., 0]
-
-
 def substitute_articulated(model, blk, W, z):
     """Solve ``A_K x_K = z`` for articulated block ``blk`` with its factors in ``W``; ``z`` (m,) + batch in
     pivot order, overwritten by the solution (position ``k``: column ``blk.cols[k]``)."""
@@ -181,14 +177,14 @@ def substitute_articulated(model, blk, W, z):
         S = model.joints[i].motion_subspace()
         pA[i] = acc.pop(i, 0) - rhs(st.zf)
         if st.nv:
-            u[i] = rhs(st.zq) - _mv(S.T, pA[i])
+            u[i] = rhs(st.zq) - mv(S.T, pA[i])
         if st.parent_in:
             if st.nv:
                 Ia = _get(W, st.slots["Ia"], (6, 6))
                 UDinv = _get(W, st.slots["UDinv"], (6, st.nv))
-                pa = pA[i] - _mv(Ia, rhs(st.za)) + _mv(UDinv, u[i])
+                pa = pA[i] - mv(Ia, rhs(st.za)) + mv(UDinv, u[i])
             else:
-                pa = pA[i] - _mv(_get(W, st.slots["IA"], (6, 6)), rhs(st.za))
+                pa = pA[i] - mv(_get(W, st.slots["IA"], (6, 6)), rhs(st.za))
             X = Transform(_get(W, st.slots["E"], (3, 3)), _get(W, st.slots["r"], (3,)))
             acc[st.parent] = acc.get(st.parent, 0) + apply_force_transpose(X, pa)
     a = {}
@@ -202,11 +198,11 @@ def substitute_articulated(model, blk, W, z):
         out = []
         if st.nv:
             U = _get(W, st.slots["U"], (6, st.nv))
-            qdd = _mv(_get(W, st.slots["Dinv"], (st.nv, st.nv)), u[i] - _mv(np.swapaxes(U, -1, -2), a1))
-            a[i] = a1 + _mv(S, qdd)
+            qdd = mv(_get(W, st.slots["Dinv"], (st.nv, st.nv)), u[i] - mv(np.swapaxes(U, -1, -2), a1))
+            a[i] = a1 + mv(S, qdd)
             out.append((st.zq, qdd))
         else:
             a[i] = a1
-        f = _mv(_get(W, st.slots["IA"], (6, 6)), a[i]) + pA[i]
+        f = mv(_get(W, st.slots["IA"], (6, 6)), a[i]) + pA[i]
         for p, x in out + [(st.za, a[i]), (st.zf, f)]:
             z[p] = np.moveaxis(np.broadcast_to(x, z.shape[1:] + x.shape[-1:]), -1, 0)

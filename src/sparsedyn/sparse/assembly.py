@@ -46,8 +46,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..algorithms.kinematics import joint_transforms
-from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix, rigid_structure
+from ..algorithms.kinematics import joint_transforms, velocity_pass
+from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix, mv, rigid_structure
 from ..symbolic.ir import Graph, Sym
 from .measurements import Kinematics
 from .variables import Equation
@@ -283,17 +283,14 @@ def rhs_values(pattern, q, qd, y, gravity, Xup, S, batch, symbolic):
     model, L = problem.model, problem.layout
     b = np.zeros((pattern.nrows,) + batch, dtype=object if symbolic else float)
     a_grav = np.concatenate([0 * gravity, gravity], -1)
-    v = [None] * model.nbodies
+    v, vJ = velocity_pass(model, Xup, S, qd)
     for i in range(model.nbodies):
-        vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
         p = model.parent[i]
         if p < 0:
-            v[i] = vJ
             c = apply_motion(Xup[i], -a_grav)
         else:
-            v[i] = apply_motion(Xup[i], v[p]) + vJ
-            c = cross_motion(v[i], vJ)
-        nu = cross_force(v[i], (rigid_structure(model.inertia[i]) @ v[i][..., None])[..., 0])
+            c = cross_motion(v[i], vJ[i])
+        nu = cross_force(v[i], mv(rigid_structure(model.inertia[i]), v[i]))
         _put(b, L.eq("3a", i).slice, c, batch)
         _put(b, L.eq("3f", i).slice, nu, batch)
     kin = None

@@ -58,6 +58,7 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
+from ..algorithms.configuration import difference, integrate
 from ..algorithms.kinematics import joint_transforms
 from ..spatial import apply_force_transpose, apply_motion
 from .articulated import articulated_plan, factor_articulated, substitute_articulated
@@ -510,8 +511,8 @@ class Structure:
         """
         model = self.model
         q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
-        dq = model.difference(q0, q1)
-        path = lambda t: model.integrate(q0, np.asarray(t, float)[..., None] * dq)  # noqa: E731
+        dq = difference(model, q0, q1)
+        path = lambda t: integrate(model, q0, np.asarray(t, float)[..., None] * dq)  # noqa: E731
         ts = np.linspace(0.0, 1.0, samples)
         P = self.pivots(path(ts))
         med = np.median(np.abs(P), axis=0)
