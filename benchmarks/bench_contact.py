@@ -8,7 +8,7 @@ single-state call of Pinocchio (``constraintDynamics``, ``impulseDynamics``,
 ``computeConstraintDynamicsDerivatives`` after ``constraintDynamics``, each with data allocated
 once; the derivatives after the function they differentiate), of
 sparsedyn's compiled kernel (``sd.compile(model)``, fast single-state path), and of
-sparsedyn's NumPy path; states per second of a batch (one compiled call) against a Pinocchio loop;
+sparsedyn's NumPy path (``sd.use_backend("numpy")``); states per second of a batch (one compiled call) against a Pinocchio loop;
 the ratios; the largest relative difference to Pinocchio.  Nothing here is a test: numbers are
 reported, never asserted.
 """
@@ -33,6 +33,14 @@ ROBOTS = {"talos_reduced": (("left_sole_link", "right_sole_link"), "6d"),
 def _best(fn, number, repeat=5):
     fn()
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def _numpy(fn):
+    """Microseconds per call of the NumPy reference path (``sd.use_backend("numpy")``; a plain call
+    otherwise runs the native kernel)."""
+    import sparsedyn as sd
+    with sd.use_backend("numpy"):
+        return _best(fn, 20) * 1e6
 
 
 def _rel(x, y):
@@ -75,7 +83,7 @@ def run(robot, batch, derivatives, log):
     err = max(_rel(a, a_p), _rel(f, f_p))
     r = {"what": "contact_dynamics", "pin_us": _best(pin_cd, 2000) * 1e6,
          "comp_us": _best(lambda: k.contact_dynamics(q1, v1, t1, contacts), 2000) * 1e6,
-         "numpy_us": _best(lambda: sd.contact_dynamics(model, q1, v1, t1, contacts), 20) * 1e6, "err": err}
+         "numpy_us": _numpy(lambda: sd.contact_dynamics(model, q1, v1, t1, contacts)), "err": err}
 
     def pin_loop():
         for i in range(batch):
@@ -90,7 +98,7 @@ def run(robot, batch, derivatives, log):
     v_p, i_p = o.impulse(q1, v1)
     r = {"what": "impulse_dynamics", "pin_us": _best(pin_imp, 2000) * 1e6,
          "comp_us": _best(lambda: k.impulse_dynamics(q1, v1, contacts), 2000) * 1e6,
-         "numpy_us": _best(lambda: sd.impulse_dynamics(model, q1, v1, contacts), 20) * 1e6,
+         "numpy_us": _numpy(lambda: sd.impulse_dynamics(model, q1, v1, contacts)),
          "err": max(_rel(vplus, v_p), _rel(imp, i_p))}
 
     def pin_iloop():

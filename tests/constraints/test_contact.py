@@ -171,8 +171,8 @@ def test_redundant_contacts_warn_and_give_minimum_norm_forces():
     contacts = tuple(sd.Contact(f) for f in ROBOTS["solo12"][0])
     rng = np.random.default_rng(4)
     q, v, tau = random_state(model, rng)
-    with pytest.warns(ContactWarning, match="redundant or singular"):
-        a, f = sd.contact_dynamics(model, q, v, tau, contacts)
+    with pytest.warns(ContactWarning, match="redundant or singular"), sd.use_backend("numpy"):   # the NumPy path's
+        a, f = sd.contact_dynamics(model, q, v, tau, contacts)                                  # answer
     assert np.all(np.isfinite(a)) and np.all(np.isfinite(f))
     K, J = kkt(model, q, v, contacts)
     H = K[:model.nv, :model.nv]

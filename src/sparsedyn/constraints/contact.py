@@ -57,7 +57,8 @@ from .. import backend as bk
 from ..algorithms.crba import bias_kernel, crba_kernel
 from ..algorithms.derivatives import derivative_program
 from ..algorithms.minv import minv
-from ..algorithms.rnea import rnea, rnea_kernel
+from ..algorithms.dynamics_derivatives import rnea_derivative_kernel
+from ..algorithms.rnea import rnea_kernel
 from ..algorithms.fd import fd_crb_kernel, ltdl_checker
 from ..algorithms.kinematics import body_accelerations, joint_transforms
 from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
@@ -355,9 +356,9 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
 # are body-fixed: X^T lambda is constant in the body frame) and  r2 = J a + drift + K_d J v + mu lambda
 # = 0.  Differentiating,  [H  -J^T; J  mu I] [da; dlambda] = -[dr1; dr2],  so with M = H^-1:
 #     dlambda = (G + mu I)^-1 (J M dr1 - dr2),        da = M J^T dlambda - M dr1.
-# dr1 comes from the derivative program of RNEA, dr2 from that of the contact acceleration (both
-# traced and differentiated by the symbolic layer); the rest is products with M and the small
-# inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) + mu Lambda.
+# dr1 comes from RNEA's analytical derivatives (Carpentier and Mansard, 2018), dr2 from the derivative
+# program of the contact acceleration (traced and differentiated by the symbolic layer); the rest is
+# sparse solves with H and products with the small inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) + mu Lambda.
 
 def _contact_wrenches(model, contacts, forces, f_ext=None):
     """Body wrenches (..., NB, 6) of the contact forces (..., m) (body frames), plus ``f_ext``."""
@@ -456,9 +457,7 @@ def _dynamics_derivatives_program(model, static, optional):
         st = {"contacts": contacts, "baumgarte": kd, "damping": mu}
         a, lam = inline(trace_kernel(contact_dynamics.__kernel__, model, st, optional), args)
         f_tot = _contact_wrenches(model, contacts, lam, opt.get("f_ext"))
-        r_opt = ("f_ext",) + (("gravity",) if "gravity" in opt else ())
-        r1q, r1v, _ = inline(derivative_program(rnea, model, ("q", "v", "a"), optional=r_opt),
-                             [q, v, a, f_tot] + ([opt["gravity"]] if "gravity" in opt else []))
+        r1q, r1v = rnea_derivative_kernel(model, q, v, a, f_tot, opt.get("gravity"), want_da=False)
         r2q, r2v = inline(derivative_program(_ACC, model, ("q", "v"), {"contacts": contacts, "baumgarte": kd}),
                           [q, v, a])
         solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
