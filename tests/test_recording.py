@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from dask.distributed import Client, LocalCluster
 
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
 from sparsedyn import cli
 from sparsedyn.builders import builtin
 from sparsedyn.estimation import problem_from_file
-from sparsedyn.recording import RecordingError, estimate_recording, open_recording, write_recording
+from sparsedyn.recording import RecordingError, estimate_recording, local_cluster, open_recording, write_recording
 
 SRC = str(Path(sd.__file__).resolve().parents[1])
 
@@ -49,9 +48,7 @@ def client():
     (which would wait, not fail) is off."""
     import dask
     with dask.config.set({"distributed.worker.memory.pause": False}):
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                               memory_limit=WORKER_MEMORY)
-    c = Client(cluster)
+        cluster, c = local_cluster(2, memory_limit=WORKER_MEMORY)         # as --workers 2 starts it
     yield c
     c.close()
     cluster.close()
