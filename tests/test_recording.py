@@ -47,6 +47,7 @@ def client():
     limit is enforced by the nanny, which ends a worker past 95 % of it; pausing a worker near it
     (which would wait, not fail) is off."""
     import dask
+    import distributed  # noqa: F401  (its configuration is loaded before it is changed here)
     with dask.config.set({"distributed.worker.memory.pause": False}):
         cluster, c = local_cluster(2, memory_limit=WORKER_MEMORY)         # as --workers 2 starts it
     yield c
