@@ -13,7 +13,8 @@ noise-free measurements, repeated to ``--states`` rows, written as an uncompress
 2. ``estimate_recording(..., workers=N)`` (what ``--workers N`` runs): a local cluster of
    N worker processes, one thread each, reading, solving and writing the output ``.npz``;
    timed with the cluster start and, separately, on an already started cluster;
-3. ``estimate_recording(..., workers=0)``: the same chunks in this process;
+3. ``estimate_recording(..., workers=0)``: the same chunks in this process (all cores, then one
+   thread: on a loaded machine a fork-join over cores waits for its slowest thread);
 4. the in-process batched call again (the machine's drift between 1 and 4).
 
 Reported: states/s of each and the ratio of the Dask runs to the batched call.  Nothing
@@ -43,10 +44,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import sparsedyn as sd
-    from dask.distributed import Client, LocalCluster
     from sparsedyn.estimation import problem_from_file
     from sparsedyn.estimation.casestudy import consistent_state
-    from sparsedyn.recording import estimate_recording
+    from sparsedyn.recording import estimate_recording, local_cluster
 
     log = []
 
@@ -89,8 +89,7 @@ def main(argv=None):
         say("")
         batched("1. one in-process batched call (k.solve on all states, all cores)")
         t0 = time.perf_counter()
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
+        cluster, client = local_cluster(args.workers)        # what --workers starts
         s = estimate_recording(est, rec, Path(tmp) / "dask.npz", client=client, chunk=args.chunk)
         dt_all = time.perf_counter() - t0
         client.close()
@@ -104,6 +103,9 @@ def main(argv=None):
         rows.append(("3. in-process chunks", s0["seconds"]))
         say(f"- 3. estimate_recording in this process (same chunks, all cores): {s0['seconds']:.1f} s "
             f"({n / s0['seconds']:,.0f} states/s)")
+        s1 = estimate_recording(est, rec, Path(tmp) / "here1.npz", chunk=args.chunk, threads=1)
+        rows.append(("3'. in-process chunks, one thread", s1["seconds"]))
+        say(f"- 3'. the same with one thread: {s1['seconds']:.1f} s ({n / s1['seconds']:,.0f} states/s)")
         a1, a2 = np.load(Path(tmp) / "dask.npz"), np.load(Path(tmp) / "here.npz")
         same = all(np.array_equal(a1[f], a2[f]) for f in a1.files)
         batched("4. one in-process batched call again")

@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from dask.distributed import Client, LocalCluster
 
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
 from sparsedyn import cli
 from sparsedyn.builders import builtin
 from sparsedyn.estimation import problem_from_file
-from sparsedyn.recording import RecordingError, estimate_recording, open_recording, write_recording
+from sparsedyn.recording import RecordingError, estimate_recording, local_cluster, open_recording, write_recording
 
 SRC = str(Path(sd.__file__).resolve().parents[1])
 
@@ -48,10 +47,9 @@ def client():
     limit is enforced by the nanny, which ends a worker past 95 % of it; pausing a worker near it
     (which would wait, not fail) is off."""
     import dask
+    import distributed  # noqa: F401  (its configuration is loaded before it is changed here)
     with dask.config.set({"distributed.worker.memory.pause": False}):
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                               memory_limit=WORKER_MEMORY)
-    c = Client(cluster)
+        cluster, c = local_cluster(2, memory_limit=WORKER_MEMORY)         # as --workers 2 starts it
     yield c
     c.close()
     cluster.close()

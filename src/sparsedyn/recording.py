@@ -46,7 +46,7 @@ from .interop.dask import estimate_fields, field_shapes
 
 __all__ = ["RecordingError", "Recording", "open_recording", "estimate_fields", "field_shapes", "DEFAULT_CHUNK",
            "estimate_recording", "write_recording", "TerminalProgress", "recording_report",
-           "identify_recording", "identify_report"]
+           "identify_recording", "identify_report", "local_cluster"]
 
 #: Rows per chunk when the recording does not say (a Zarr store's chunks do).
 DEFAULT_CHUNK = 20_000
@@ -461,17 +461,31 @@ def _run_dask(est, rec, starts, chunk, n, residual, workers, client, record):
 
 
 def _client(workers, client):
-    """``(the cluster started here or None, a client)``: ``client``, or one of a new local cluster of
-    ``workers`` processes with one thread each."""
+    """``(the cluster started here or None, a client)``: ``client``, or one of a new
+    :func:`local_cluster` of ``workers`` processes."""
     if client is not None:
         return None, client
     if int(workers) < 1:
         raise ValueError(f"workers: expected a positive number of worker processes (or 0: this process), got {workers}")
+    return local_cluster(workers)
+
+
+def local_cluster(workers, **kwargs):
+    """``(cluster, client)``: a Dask ``LocalCluster`` of ``workers`` processes with one thread each, as
+    ``--workers`` starts it.  Unlike Dask's default, the workers keep this process's BLAS and OpenMP
+    thread settings (Dask sets them to 1): the rare states the compiled estimator hands back to NumPy
+    are then solved by LAPACK with the same threads, so the results equal this process's bit for bit.
+    ``kwargs`` go to ``LocalCluster`` (``memory_limit=`` ...)."""
     try:
+        import dask
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise ImportError("--workers needs Dask: pip install 'sparsedyn[dask]'") from None
-    own = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None)
+    env = {k: v for k, v in dict(dask.config.get("distributed.nanny.pre-spawn-environ", {})).items()
+           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+        own = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None,
+                           **kwargs)
     return own, Client(own)
 
 

@@ -39,7 +39,11 @@ How a worker gets the compiled object
 
     Either way every worker runs the same generated code as the client, so
     the results equal the client's own batched call bit for bit where the
-    chunks are the same batches (see the tests).
+    chunks are the same batches (see the tests) and NumPy's BLAS runs the same
+    number of threads: the rare states the compiled kernel flags are re-solved
+    by NumPy and LAPACK, whose rounding can depend on it, and Dask's workers
+    set it to 1 by default (:func:`sparsedyn.recording.local_cluster` keeps the
+    client's).
 
 Threads
     A worker's compiled calls use ``threads`` threads (default 1, since Dask
