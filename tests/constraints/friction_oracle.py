@@ -36,15 +36,27 @@ class PinocchioStep:
             cms.append(pin.ConstraintModel(c))
         return cms
 
-    def step(self, q, v, tau):
-        m, pm = self.model, self.pm
+    def prepare(self, q):
+        """Pinocchio's data and the constraints (world points where the robot's points are at ``q``)."""
+        pm = self.pm
         pd = pm.createData()
-        qp, vp, tp = ip.q_to_pinocchio(m, q), ip.v_to_pinocchio(m, v), ip.tau_to_pinocchio(m, tau)
-        pin.framesForwardKinematics(pm, pd, qp)
+        pin.framesForwardKinematics(pm, pd, ip.q_to_pinocchio(self.model, q))
         cms = self.constraints(pd)
         cds = pin.StdVec_ConstraintData()
         for c in cms:
             cds.append(c.createData())
+        return pd, cms, cds
+
+    def step(self, q, v, tau):
+        m = self.model
+        qp, vp, tp = ip.q_to_pinocchio(m, q), ip.v_to_pinocchio(m, v), ip.tau_to_pinocchio(m, tau)
+        v_next, lam = self.solve(self.prepare(q), qp, vp, tp)
+        return ip.v_from_pinocchio(m, v_next), lam.reshape(-1, 3)
+
+    def solve(self, prepared, qp, vp, tp):
+        """The step in Pinocchio's conventions: ``(v_next, impulses)``."""
+        pm = self.pm
+        pd, cms, cds = prepared
         M = pin.crba(pm, pd, qp).copy()
         M = np.triu(M) + np.triu(M, 1).T
         v_free = vp + self.dt * pin.aba(pm, pd, qp, vp, tp)
@@ -64,5 +76,5 @@ class PinocchioStep:
         pin.ADMMConstraintSolver(len(g)).solve(pin.DelassusOperatorDense(G), g, cms, cds, settings, result)
         assert result.converged, "Pinocchio's ADMM did not converge"
         lam = np.asarray(result.retrieveConstraintImpulses()).copy()
-        v_next = v_free + np.linalg.solve(M, J.T @ lam)
-        return ip.v_from_pinocchio(m, v_next), lam.reshape(-1, 3)
+        self.iterations = result.iterations
+        return v_free + np.linalg.solve(M, J.T @ lam), lam
