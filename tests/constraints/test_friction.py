@@ -340,3 +340,17 @@ def test_next_velocity_equals_pinocchio_admm_step(robot):
         if robot == "solo12":               # four feet: unique impulses (8 sole corners: only v+ is unique)
             assert np.abs(s.impulses - lam_pin).max() <= 1e-6 * np.abs(lam_pin).max()
     assert {"stick", "slide"} <= modes
+
+
+def test_a_compiled_model_gives_the_same_step():
+    """``sd.compile(model)`` runs the per-state kernel compiled: the step equals the NumPy one up to
+    the rounding of the free motion amplified by the solver's tolerance."""
+    k = sd.compile(MODEL)
+    f = push(1.0, 1.1 * MU * MASS * G)
+    v0 = np.array([0.1, 0, 0, 0.3, 0, 0])
+    s = sd.contact_step(MODEL, Q0, v0, Z, corners(), DT, f_ext=f)
+    sk = sd.contact_step(k, Q0, v0, Z, corners(), DT, f_ext=f)
+    assert np.abs(sk.v - s.v).max() <= 1e-8 * (np.abs(v0).max() + G * DT)
+    assert list(sk.modes) == list(s.modes)
+    R = sd.rollout(k, Q0, v0, Z, corners(), DT, 3, f_ext=f)
+    assert R.q.shape == (4, 7) and np.abs(R.v[1] - sk.v).max() <= 1e-8 * (np.abs(v0).max() + G * DT)

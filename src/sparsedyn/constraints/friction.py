@@ -157,7 +157,7 @@ def point_contacts(model, contacts, who="contacts", friction=False):
         if friction and (c.friction is None or not c.friction > 0):
             raise ValueError(f"{who}: contact {c.name!r} needs a friction coefficient friction > 0, got "
                              f"{c.friction!r} (bilateral contacts: sparsedyn.contact_dynamics)")
-    return contacts
+    return tuple(contacts)
 
 
 def contact_basis(contact):
@@ -392,6 +392,10 @@ def _finish(G, g, mu, lam, x, it, tol):
     return _Solution(lam, u, primal, dual, comp, it, ok, vs, ls)
 
 
+#: ADMM iterations before a state that has not converged is handed to projected Gauss-Seidel (ADMM
+#: stalls on some redundant point sets, e.g. eight sole corners, where Gauss-Seidel converges).
+ADMM_BUDGET = 300
+
 #: ADMM's over-relaxation factor (1: none; 1.5 to 1.8 usually speeds it up).
 RELAX = 1.6
 
@@ -420,6 +424,15 @@ def _nonneg_lcp(A, c, tol, max_iterations):
 
 # --- the step ------------------------------------------------------------------------------------
 
+def _model_and_kernels(model, who):
+    """``(model, where the kernels run)``: a :class:`~sparsedyn.Model` runs them itself; a compiled
+    model (``sd.compile(model)``) runs its compiled kernels."""
+    inner = getattr(model, "model", None)
+    if inner is not None and getattr(type(model), "__sparsedyn_kernel__", None) is not None:
+        return inner, model
+    return model, model
+
+
 def _positive(who, name, x):
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not np.isfinite(x) or x <= 0:
         raise ValueError(f"{who}: {name} must be a finite number > 0, got {x!r}")
@@ -430,13 +443,16 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                  gravity=None, warm_start=None, margin=0.005):
     """One time step of a robot with one-sided frictional point contacts (a :class:`ContactStep`).
 
+    ``model``: a :class:`~sparsedyn.Model`, or ``sd.compile(model)`` to run the per-state kernel
+    compiled (microseconds instead of milliseconds);
     ``q`` (..., nq), ``v``/``tau`` (..., nv): the state and the joint forces held over the step;
     ``contacts``: point contacts ``Contact(frame, "3d", friction=mu, point=p, plane=(n, offset))``
     (``mu > 0``; ``point`` in the frame's axes, default its origin; ``plane`` default the ground
     z = 0); ``dt`` > 0 [s].  ``tol``: the residuals' stopping test, relative to the impulse and
     velocity scales of the problem (``max |lambda|`` and ``max |J v_free|``); ``max_iterations``
     (default 1000 for ADMM, 10000 for PGS): after it a :class:`ContactStepWarning` gives the
-    residuals; ``solver``: ``"admm"`` or ``"pgs"``; ``f_ext`` (..., NB, 6), ``gravity`` (3,) as in
+    residuals; ``solver``: ``"admm"`` (states that ADMM has not solved in ``ADMM_BUDGET``
+    iterations continue with Gauss-Seidel, up to ``10 max_iterations`` sweeps) or ``"pgs"``; ``f_ext`` (..., NB, 6), ``gravity`` (3,) as in
     :func:`~sparsedyn.aba`; ``warm_start`` (..., nc, 3): impulses to start from (the previous
     step's ``impulses`` along a trajectory); ``margin`` [m]: a contact point that would stay higher
     than this above its plane at the end of the step if it kept its free velocity is open and left
@@ -460,6 +476,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     (True, ['stick', 'stick', 'stick', 'stick'])
     """
     who = "contact_step"
+    model, kernels = _model_and_kernels(model, who)
     contacts = point_contacts(model, contacts, who, friction=True)
     dt = _positive(who, "dt", dt)
     tol = _positive(who, "tol", tol)
@@ -477,12 +494,12 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
         if warm_start.shape[-2:] != (nc, 3) or not np.all(np.isfinite(warm_start)):
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
-    P = contact_problem(model, q, v, tau, contacts, f_ext=f_ext, gravity=gravity)
+    P = contact_problem(kernels, q, v, tau, contacts, f_ext=f_ext, gravity=gravity)
     v_free = v + dt * P.a
     shape = v_free.shape[:-1]
     qb = np.broadcast_to(q, shape + (model.nq,))
     if not nc:
-        return ContactStep(integrate(model, qb, dt * v_free), v_free, np.zeros(shape + (0, 3)),
+        return ContactStep(integrate(kernels, qb, dt * v_free), v_free, np.zeros(shape + (0, 3)),
                            np.zeros(shape + (0,), dtype="<U5"), ContactResiduals(*(np.zeros(shape),) * 3),
                            np.zeros(shape, int))
     B = int(np.prod(shape, dtype=int))
@@ -499,7 +516,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     closing = np.maximum(0.0, -(gvec.reshape(B, nc, 3)[..., 2] - bias[..., 2]))
     active = np.repeat(gap - dt * closing <= margin, 3, -1).astype(float)
     G, gvec, lam0 = G * active[:, :, None] * active[:, None, :], gvec * active, lam0 * active.reshape(B, nc, 3)
-    sol = _SOLVE[solver](G, gvec, mu, lam0, tol, int(max_iterations))
+    first = min(int(max_iterations), ADMM_BUDGET) if solver == "admm" else int(max_iterations)
+    sol = _SOLVE[solver](G, gvec, mu, lam0, tol, first)
     if solver == "admm" and not sol.converged.all():            # ADMM stalled: finish with Gauss-Seidel
         bad = np.flatnonzero(~sol.converged)
         redo = solve_pgs(G[bad], gvec[bad], mu, sol.lam[bad], tol, 10 * int(max_iterations))
@@ -518,7 +536,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     pen = gap < 0
     if pen.any():
         dq = dq + dt * _correction(P, G, gap, dt, pen, tol, B, nc, nv)
-    q_next = integrate(model, qb.reshape(B, model.nq), dq)
+    q_next = integrate(kernels, qb.reshape(B, model.nq), dq)
     modes = _modes(sol, tol)
     res = ContactResiduals(sol.primal.reshape(shape), sol.dual.reshape(shape), sol.comp.reshape(shape))
     return ContactStep(q_next.reshape(shape + (model.nq,)), v_next.reshape(shape + (nv,)), lam.reshape(shape + (nc, 3)),
@@ -556,13 +574,15 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
 
     ``tau_or_controller``: joint forces (nv,) held constant, a sequence (steps, ..., nv), or a
     callable ``controller(t, q, v) -> tau`` called before each step (``t = k dt``).  A batch of
-    initial states (..., nq) runs all environments at once.  Each step is warm-started from the
+    initial states (..., nq) runs all environments at once; ``model`` may be ``sd.compile(model)``.  Each step is warm-started from the
     previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``, ``f_ext``, ...).
     """
     who = "rollout"
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"{who}: steps must be an integer >= 0, got {steps!r}")
     dt = _positive(who, "dt", dt)
+    runner = model
+    model, _ = _model_and_kernels(model, who)
     contacts = point_contacts(model, contacts, who, friction=True)
     controller: Callable = tau_or_controller if callable(tau_or_controller) else None
     if controller is None:
@@ -576,7 +596,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     warm = options.pop("warm_start", None)
     for k in range(steps):
         tau = controller(k * dt, q, v) if controller is not None else (taus[k] if seq else taus)
-        s = contact_step(model, q, v, tau, contacts, dt, warm_start=warm, **options)
+        s = contact_step(runner, q, v, tau, contacts, dt, warm_start=warm, **options)
         q, v, warm = s.q, s.v, s.impulses
         qs.append(q), vs.append(v), imps.append(s.impulses), modes.append(s.modes), its.append(s.iterations)
     shape = np.broadcast_shapes(*(x.shape[:-1] for x in qs[-1:] + vs[-1:]))
