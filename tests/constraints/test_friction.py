@@ -354,3 +354,27 @@ def test_a_compiled_model_gives_the_same_step():
     assert list(sk.modes) == list(s.modes)
     R = sd.rollout(k, Q0, v0, Z, corners(), DT, 3, f_ext=f)
     assert R.q.shape == (4, 7) and np.abs(R.v[1] - sk.v).max() <= 1e-8 * (np.abs(v0).max() + G * DT)
+
+
+def test_penetration_is_removed_from_the_configuration_without_velocity():
+    """A box resting 1 mm inside the ground: one step lifts its corners back onto the plane (to the
+    solver's tolerance) and leaves the velocity at rest (the correction is positional only)."""
+    q = Q0 - np.array([0, 0, 1e-3, 0, 0, 0, 0])
+    s = sd.contact_step(MODEL, q, Z, Z, corners(), DT)
+    assert np.abs(s.v).max() <= 1e-8
+    assert abs(s.q[2] - H) <= 1e-9
+    assert np.abs(s.q[3:6]).max() <= 1e-12
+    assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= MASS * 1e-8
+
+
+def test_rollout_takes_a_torque_sequence_and_checks_its_shape():
+    taus = np.zeros((4, 6))
+    R = sd.rollout(MODEL, Q0, Z, taus, corners(), DT, 4)
+    assert R.q.shape == (5, 7) and R.v.shape == (5, 6) and R.impulses.shape == (4, 4, 3) and R.modes.shape == (4, 4)
+    assert np.abs(R.v).max() <= 1e-8
+    assert np.abs(R.impulses[:, :, 2].sum(-1) - MASS * G * DT).max() <= MASS * 1e-8
+    with pytest.raises(ValueError, match=r"tau_or_controller must be joint forces of shape \(nv,\) = \(6,\)"):
+        sd.rollout(MODEL, Q0, Z, np.zeros(5), corners(), DT, 4)
+    with pytest.raises(ValueError, match="steps must be an integer >= 0"):
+        sd.rollout(MODEL, Q0, Z, Z, corners(), DT, -1)
+    assert sd.rollout(MODEL, Q0, Z, Z, corners(), DT, 0).q.shape == (1, 7)

@@ -46,9 +46,11 @@ plane (the split-impulse method of position correction), and ``v+`` is left as t
 solution made it; so the correction adds no kinetic energy (the potential energy it returns is
 the one the penetration took).
 
-Residuals of a solution ``lambda`` (every contact; reported as the largest):
-``primal`` the ADMM consensus ``|x - z|`` [N s] (0 for PGS), ``dual`` the distance of
-``u + Phi(u)`` from the dual cone [m/s], ``complementarity`` ``|lambda . (u + Phi(u))|`` [N m/s... J].
+Residuals of a solution ``lambda`` (the largest over the contacts): ``primal`` the ADMM consensus
+``|x - z|`` [N s] (0 for PGS, whose iterates are in the cones), ``dual`` the distance of
+``u + Phi(u)`` from the dual cone [m/s], ``complementarity`` ``|lambda . (u + Phi(u))|`` [J].  The
+solve stops when they are below ``tol`` times the impulse scale (the largest impulse), the velocity
+scale (the largest free contact velocity ``|J v_free + b|``) and their product.
 """
 
 from __future__ import annotations
