@@ -6,7 +6,8 @@
 For talos_reduced (both soles, 6D) and solo12 (four feet, 3D points): median microseconds per
 single-state call of Pinocchio (``constraintDynamics``, ``impulseDynamics``,
 ``computeConstraintDynamicsDerivatives`` after ``constraintDynamics``, each with data allocated
-once), of sparsedyn's compiled kernel (``sd.compile(model)``, fast single-state path), and of
+once; the derivatives after the function they differentiate), of
+sparsedyn's compiled kernel (``sd.compile(model)``, fast single-state path), and of
 sparsedyn's NumPy path; states per second of a batch (one compiled call) against a Pinocchio loop;
 the ratios; the largest relative difference to Pinocchio.  Nothing here is a test: numbers are
 reported, never asserted.
@@ -103,6 +104,7 @@ def run(robot, batch, derivatives, log):
     if derivatives:
         t0 = time.perf_counter()
         d = k.contact_dynamics_derivatives(q1, v1, t1, contacts)
+        k.impulse_dynamics_derivatives(q1, v1, contacts)
         log(f"{robot}: derivatives built in {time.perf_counter() - t0:.1f} s")
         ref = o.dynamics_derivatives(q1, v1, t1)
 
@@ -111,6 +113,18 @@ def run(robot, batch, derivatives, log):
             pin.computeConstraintDynamicsDerivatives(pm, pd, cms, cds)
         r = {"what": "contact_dynamics_derivatives", "pin_us": _best(pin_d, 500) * 1e6,
              "comp_us": _best(lambda: k.contact_dynamics_derivatives(q1, v1, t1, contacts), 500) * 1e6,
+             "numpy_us": float("nan"), "err": max(_rel(x, y) for x, y in zip(d, ref)),
+             "pin_batch": float("nan"), "comp_batch": float("nan")}
+        rows.append(r)
+        d = k.impulse_dynamics_derivatives(q1, v1, contacts)
+        ref = o.impulse_derivatives(q1, v1)
+        ps = pin.ProximalSettings(1e-12, 0.0, 1)
+
+        def pin_id():
+            pin.impulseDynamics(pm, pd, qp1, vp1, cms, cds, 0.0, ps)
+            pin.computeImpulseDynamicsDerivatives(pm, pd, cms, cds, 0.0, ps)
+        r = {"what": "impulse_dynamics_derivatives", "pin_us": _best(pin_id, 500) * 1e6,
+             "comp_us": _best(lambda: k.impulse_dynamics_derivatives(q1, v1, contacts), 500) * 1e6,
              "numpy_us": float("nan"), "err": max(_rel(x, y) for x, y in zip(d, ref)),
              "pin_batch": float("nan"), "comp_batch": float("nan")}
         rows.append(r)

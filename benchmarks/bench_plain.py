@@ -6,7 +6,8 @@
 For each function: the first plain call of the process (with a warm build cache: loading the
 native kernel; a cold cache builds it, in the background after half a second), then the best
 time of one plain call, of the compiled model's method (``sd.compile(model).rnea(q, v, a)``) and of
-Pinocchio's Python call, timed alternately (all three see the same load).  Ratio = plain call /
+Pinocchio's Python call, timed alternately in many short rounds (all three see the same load; the
+minimum over rounds).  Ratio = plain call /
 Pinocchio (< 1: faster), with the geometric mean over the functions; *dispatch* = plain call -
 compiled method (the registry's wrapper).  Deterministic mode, so every plain call timed is native.
 Nothing here is a test: numbers are reported, never asserted.
@@ -26,17 +27,23 @@ def _number(f, target):
     f()
     n = 1
     while timeit.timeit(f, number=n) < target and n < 1 << 20:
-        n *= 4
+        n *= 2
     return n
 
 
-def interleaved(fs, target=0.005, repeat=21):
-    """Best seconds per call of each of ``fs``, timed in turn (they see the same load)."""
+def interleaved(fs, rounds=400, target=1e-4):
+    """Best seconds per call of each of ``fs``: many short rounds (about ``target`` seconds each),
+    the functions in turn, the minimum over rounds (on a loaded machine the other processes only
+    ever add time; short rounds are the ones that escape them)."""
     ns = [_number(f, target) for f in fs]
     best = [np.inf] * len(fs)
-    for _ in range(repeat):
+    pc = time.perf_counter
+    for _ in range(rounds):
         for j, (f, n) in enumerate(zip(fs, ns)):
-            best[j] = min(best[j], timeit.timeit(f, number=n) / n)
+            t = pc()
+            for _ in range(n):
+                f()
+            best[j] = min(best[j], (pc() - t) / n)
     return best
 
 
@@ -44,7 +51,7 @@ def rows_for(name, rng):
     import pinocchio as pin
 
     import sparsedyn as sd
-    from sparsedyn.codegen.bench import load_bench_model
+    from bench_compiled import load_bench_model
     from sparsedyn.interop import pinocchio as conv
     model = load_bench_model(name)
     pm = conv.to_pinocchio(model)
@@ -79,6 +86,17 @@ def rows_for(name, rng):
     return model, rows
 
 
+def dispatch(model, rng, rounds=3000):
+    """Best time of ``sd.f(model, ...)`` and of ``k.f(...)`` for ``rnea`` and ``integrate`` over many
+    alternating rounds (the registry's wrapper is the difference)."""
+    import sparsedyn as sd
+    k = sd.compile(model)
+    q = model.random_configuration(rng)
+    v, a = rng.normal(size=(2, model.nv))
+    return {"rnea": interleaved([lambda: sd.rnea(model, q, v, a), lambda: k.rnea(q, v, a)], rounds),
+            "integrate": interleaved([lambda: sd.integrate(model, q, v), lambda: k.integrate(q, v)], rounds)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["talos_reduced"])
@@ -100,6 +118,9 @@ def main(argv=None):
             print(f"| {fname} | {first * 1e3:.1f} | {t_plain * 1e6:.2f} | {t_k * 1e6:.2f} | "
                   f"{(t_plain - t_k) * 1e6:+.2f} | {t_pin * 1e6:.2f} | {t_plain / t_pin:.2f} |")
         print(f"| geometric mean | | | | | | {float(np.exp(np.mean(np.log(ratios)))):.2f} |")
+        for fname, (t_plain, t_k) in dispatch(model, rng).items():
+            print(f"dispatch ({fname}, 3000 alternating rounds): sd.{fname}(model, ...) {t_plain * 1e6:.3f} us, "
+                  f"k.{fname}(...) {t_k * 1e6:.3f} us, difference {(t_plain - t_k) * 1e6:+.3f} us")
     sys.stdout.flush()
 
 

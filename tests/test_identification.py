@@ -238,6 +238,11 @@ def test_chunks_equal_all_rows_at_once(robot, base, monkeypatch):
     assert rel_err(out.beta, beta) < rounding_bound(A.shape[0], kappa) and rel_err(out.beta, beta) < 1e-10
     assert rel_err(out.covariance, np.linalg.inv(A.T @ A)) < 1e-10 * kappa
     assert abs(out.residual_rms - np.sqrt(res[0] / A.shape[0])) < 1e-10 * out.residual_rms
+    # noise-free torques, one state per chunk: the truth, and the torques of other states, to 1e-8
+    exact = sd.identify(robot, q, v, a, sd.rnea(robot, q, v, a), base=base)
+    assert rel_err(exact.beta, base.base(robot.inertial_parameters())) < 1e-8
+    q2, v2, a2 = idn.random_states(robot, 5, seed=2)
+    assert rel_err(sd.rnea(exact.model(robot), q2, v2, a2), sd.rnea(robot, q2, v2, a2)) < 1e-8
     monkeypatch.undo()
     once = sd.identify(robot, q, v, a, tau, sigma=s, base=base)
     assert rel_err(out.beta, once.beta) < 1e-10 and rel_err(out.covariance, once.covariance) < 1e-10
@@ -322,6 +327,9 @@ def test_states_that_do_not_excite_the_parameters_are_ill_posed(robot, base):
     with pytest.raises(ValueError, match="do not excite every base parameter"):
         sd.identify(robot, q, v, a, tau, base=base)
     few = idn.IdentificationData(robot, base=base).add(q[:1], v[:1], a[:1], tau[:1])
+    tau[17, 0] = np.nan
+    with pytest.raises(ValueError, match=r"^tau: row 17 contains NaN or infinite values"):
+        idn.IdentificationData(robot, base=base).add(q, v, a, tau)
     with pytest.raises(ValueError, match="measurements for .* base parameters; give more states"):
         few.solve()
 
@@ -354,3 +362,18 @@ def test_compiled_model_gives_the_numpy_result():
     base = idn.base_parameters(robot)     # (ties in the pivoting may pick other columns under other rounding)
     mine, native = sd.identify(robot, q, v, a, tau, base=base), sd.identify(cm, q, v, a, tau, base=base)
     assert rel_err(native.beta, mine.beta) < 1e-10 and rel_err(native.covariance, mine.covariance) < 1e-10
+
+
+def test_dask_partitions_reduce_to_the_whole_recording(robot, base):
+    """One accumulator per Dask partition, merged in a tree reduction: the whole recording's result."""
+    import dask
+    q, v, a, tau = _noisy(robot, 48, seed=34)
+
+    def part(s):
+        return idn.IdentificationData(robot, base=base).add(q[s], v[s], a[s], tau[s])
+
+    parts = [dask.delayed(part)(s) for s in np.array_split(np.arange(48), 4)]
+    pairs = [dask.delayed(lambda x, y: x.merge(y))(parts[k], parts[k + 1]) for k in (0, 2)]
+    data = dask.delayed(lambda x, y: x.merge(y))(*pairs).compute(scheduler="threads")
+    assert data.states == 48
+    assert rel_err(data.solve().beta, sd.identify(robot, q, v, a, tau, base=base).beta) < 1e-10

@@ -193,7 +193,7 @@ def test_axis_aligned_rotation_has_exact_zeros_and_ones():
 import pinocchio as _pin                       # noqa: E402  (the oracle of this section; never skipped)
 
 import sparsedyn as sd                         # noqa: E402
-from conftest import rel_err, rounding_bound   # noqa: E402
+from conftest import EPS, rel_err, rounding_bound   # noqa: E402
 
 _SWAP = np.zeros((6, 6))
 _SWAP[:3, 3:] = _SWAP[3:, :3] = np.eye(3)      # [v; omega] <-> [omega; v]
@@ -297,3 +297,20 @@ def test_lie_group_bad_input():
         sd.log6(np.eye(4))
     with pytest.raises(ValueError, match=r"log6: expected R \(\.\.\., 3, 3\) and p \(\.\.\., 3\)"):
         sd.log6((np.eye(3), np.zeros(4)))
+
+
+def test_small_angle_coefficients_are_exact_to_rounding():
+    """The ratios (t - sin t)/t^3 and ((t - sin t)/t^3 - 1/6)/t^2, which cancel catastrophically when
+    evaluated as written, against their Taylor series summed in exact rational arithmetic."""
+    import math
+    from fractions import Fraction
+
+    def series(t, k0, n=90):          # sum_m (-1)^m t^(2m) / (2m + k0)!
+        return sum((-1) ** m * Fraction(t) ** (2 * m) / math.factorial(2 * m + k0) for m in range(n))
+
+    for t in (1e-12, 1e-6, 1e-3, 0.1, 1.0, 3.1, 9.0, 20.0):
+        c, f = sp._c_f(np.array(t))
+        cm = series(t, 3)
+        fm = (cm - Fraction(1, 6)) / Fraction(t) ** 2
+        assert abs(Fraction(float(c)) - cm) <= 8 * EPS * abs(cm), t
+        assert abs(Fraction(float(f)) - fm) <= 16 * EPS * abs(fm), t

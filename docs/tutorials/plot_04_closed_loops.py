@@ -47,11 +47,11 @@ fig.tight_layout()
 # %%
 # The four-bar in the browser viewer
 # ----------------------------------
-# :class:`sparsedyn.Viewer` serves the model in a web page (``viewer.url``); its recording of the
+# :class:`sparsedyn.Viewer` serves the model in a web page (``viewer.url``); its animation of the
 # simulated motion is one standalone page, embedded here (``viewer.record("four_bar.html", ...)``
 # writes the same page to a file).  The four-bar has no shapes, so it is drawn as a skeleton: a ball
 # per body and a rod to each child joint.
 viewer = sd.Viewer(bar.model, verbose=False, compiled=False)
-recording = viewer.recording(traj.q, 0.01)
+animation = viewer.animation(traj.q, 0.01)
 viewer.close()
-recording
+animation

@@ -1,4 +1,4 @@
-"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo | view``.
+"""Command line: ``sparsedyn info | sparsity | estimate | identify | compile | bench | demo | view``.
 
 Exit codes: 0 success; 1 an error of the library or of the input (one line on
 stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
@@ -89,7 +89,7 @@ def info(model) -> str:
            format_tree(model)]
     if extra:
         out += _wrapped(f"frames ({len(extra)} besides the bodies, as frame@body): ",
-                        [f"{f.name}@{model.body_names[f.body]}" for f in extra])
+                        [f"{f.name}@{model.body_names[f.body] if f.body >= 0 else model.root_name}" for f in extra])
     sensors = list(getattr(model, "sensors", ()))
     if sensors:
         out.append(f"sensors ({len(sensors)}, measured by default by sparsedyn.estimation.EstimationProblem):")
@@ -107,6 +107,30 @@ def info(model) -> str:
 def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
     """The demo's report as one string (see :func:`demo_lines`)."""
     return "\n".join(demo_lines(seed, plot))
+
+
+def plain_call_lines(model, q, v, a):
+    """What a plain call runs: native code (built on the first call of a function on a model, or
+    loaded from the cache) or the NumPy functions."""
+    import timeit
+
+    from . import kernels
+    from .algorithms.rnea import rnea
+    if kernels.use_backend.current() == "numpy":
+        yield "Plain calls run the NumPy functions here (SPARSEDYN_BACKEND=numpy)."
+        return
+    from .codegen import build, compile as sd_compile
+    k = sd_compile(model)
+    t = min(timeit.repeat(lambda: rnea(model, q, v, a), number=200, repeat=5)) / 200
+    if not k.compiled:
+        yield f"Plain calls run the NumPy functions: no C compiler ({t * 1e6:.0f} us per rnea call)."
+        return
+    now = (f"rnea takes {t * 1e6:.1f} us per call" if "rnea" in k.kernels else
+           f"rnea's build is still running, NumPy answers meanwhile ({t * 1e6:.0f} us per call)")
+    yield from textwrap.wrap(
+        f"Plain calls run native code: the first call of a function on a model builds it (or loads it "
+        f"from the cache {build.cache_dir()}); a build longer than half a second goes on in the "
+        f"background while NumPy answers. Now {now}.", WIDTH)
 
 
 def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
@@ -158,6 +182,7 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     Q = np.stack([model.random_configuration(rng) for _ in range(100)])
     T = rnea(model, Q, np.zeros(model.nv), np.zeros(model.nv))
     yield f"Batched: gravity torques for {Q.shape[0]} random configurations in one call -> {T.shape}"
+    yield from plain_call_lines(model, q, v, a)
 
     # Joint-space inertia matrix, its branch-induced sparsity and the LTDL factor.
     H, C = HandC(model, q, v)
@@ -265,6 +290,7 @@ examples:
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
   sparsedyn view talos_reduced --floating-base --q motion.npy --dt 0.001
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml --recording log.zarr --out est.zarr --workers 2
+  sparsedyn identify panda --recording rec.npz --sigma 0.1 --out panda_parameters.npz
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
 problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
@@ -305,6 +331,19 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
                                                              "machine (default 0: in this process)")
     p_est.add_argument("--chunk", type=int, default=None, help="with --recording: states per batched call")
+    p_id = sub.add_parser("identify", help="inertial parameters from a recording of states and joint forces "
+                                           "(.npz or Zarr with q, v, a, tau)")
+    p_id.add_argument("model", help=model_help)
+    p_id.add_argument("--recording", required=True, help="the recording: q, v, a, tau (N, ...) and an (N, 6) array "
+                                                         "per --ft sensor")
+    p_id.add_argument("--out", required=True, help="where to write the parameters (.npz or .zarr)")
+    p_id.add_argument("--ft", nargs="*", default=(), help="force/torque sensors of the model whose readings the "
+                                                         "recording holds (arrays named after them)")
+    p_id.add_argument("--sigma", type=float, default=None, help="joint force noise (default: estimated)")
+    p_id.add_argument("--physically-consistent", action="store_true", help="a physically consistent fit")
+    p_id.add_argument("--workers", type=int, default=0, help="Dask worker processes on this machine (default 0)")
+    p_id.add_argument("--chunk", type=int, default=None, help="states per chunk")
+    p_id.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
     p_comp.add_argument("model", help=model_help)
@@ -322,9 +361,12 @@ def _parser() -> argparse.ArgumentParser:
     src = p_view.add_mutually_exclusive_group()
     src.add_argument("--q", metavar="FILE", help="a configuration (nq numbers) or a trajectory (one per row) in "
                                                  "a .npy, .txt or .csv file")
-    src.add_argument("--recording", metavar="REC", help="a recorded motion: .npz with 'q' (T, nq), 'dt' and "
-                                                        "optionally 'contacts/<frame>' (T, 6) forces")
-    p_view.add_argument("--dt", type=float, default=None, help="seconds between the rows of --q (default 0.01)")
+    src.add_argument("--recording", metavar="REC", help="a recording (.npz or Zarr store, see sparsedyn.recording): "
+                                                        "its states q, and contact[<frame>] forces if it has them")
+    p_view.add_argument("--estimates", metavar="EST", help="with --recording: the estimates of its states (the "
+                                                           "output of sparsedyn estimate --recording), contact forces "
+                                                           "drawn at their frames")
+    p_view.add_argument("--dt", type=float, default=None, help="seconds between rows (default 0.01)")
     p_view.add_argument("--collision", action="store_true", help="show the collision shapes")
     p_view.add_argument("--port", type=int, default=8080, help="first port to try (default: %(default)s)")
     p_view.add_argument("--save", metavar="FILE", help="write a standalone page (.html) or .viser file and exit")
@@ -372,34 +414,49 @@ def _error_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def read_motion(model, q_file=None, recording=None, dt=None):
-    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``'s ``--q FILE`` or ``--recording REC``
-    (see the command's help); errors name the file and what was expected."""
+def read_motion(model, q_file=None, recording=None, dt=None, estimates=None):
+    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``: ``--q FILE`` (one configuration or
+    one per row: .npy, .txt, .csv), or ``--recording REC`` (a recording of :mod:`sparsedyn.recording`,
+    its ``q``), with contact forces ``contact[<frame>]`` (T, 6) from the recording or from ``estimates``
+    (the output of ``sparsedyn estimate --recording``).  ``dt``: seconds between rows (default 0.01).
+    Errors name the file and what was expected."""
     from pathlib import Path
+    dt = 0.01 if dt is None else float(dt)
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"--dt: expected a positive number of seconds, got {dt}")
     contacts = None
     if recording is not None:
-        try:
-            with np.load(recording) as rec:
-                data = {k: rec[k] for k in rec.files}
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{recording}: cannot read the recording (.npz with 'q' and 'dt'): {e}") from None
-        if "q" not in data or "dt" not in data:
-            raise ValueError(f"{recording}: a recording holds arrays 'q' (T, nq) and 'dt'; it has {sorted(data)}")
-        qs, dt = data["q"], float(data["dt"])
-        contacts = {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("contacts/")} or None
-        source = recording
+        from .recording import open_recording
+        rec, source = open_recording(recording), recording
+        if "q" not in rec.names:
+            raise ValueError(f"{recording}: a recording holds the configurations 'q' (T, nq); it has {rec.names}")
+        qs = rec.rows("q", 0, rec.shape("q")[0])
+        contacts = {}
+        for f in [rec] + ([open_recording(estimates)] if estimates else []):
+            for n in f.names:
+                if n.startswith("contact[") and n.endswith("]"):
+                    contacts[n[len("contact["):-1]] = f.rows(n, 0, f.shape(n)[0])
+        contacts = contacts or None
     else:
+        if estimates:
+            raise ValueError("--estimates goes with --recording (the estimates of its states)")
         source = q_file
         try:
             qs = np.load(q_file) if Path(q_file).suffix == ".npy" else \
                 np.loadtxt(q_file, delimiter="," if Path(q_file).suffix == ".csv" else None, ndmin=2)
         except (OSError, ValueError) as e:
             raise ValueError(f"{q_file}: cannot read configurations (.npy, or numbers in .txt / .csv): {e}") from None
-        dt = 0.01 if dt is None else dt
     qs = np.atleast_2d(np.asarray(qs, float))
     if qs.ndim != 2 or qs.shape[1] != model.nq:
         raise ValueError(f"{source}: expected configurations of model {model.name!r} with nq = {model.nq} numbers "
                          f"per row, got an array of shape {np.shape(qs)}")
+    for name, F in (contacts or {}).items():
+        if name not in model.frame_names:
+            raise ValueError(f"{estimates or source}: contact[{name}]: {name!r} is no frame of model {model.name!r} "
+                             f"(the viewer draws a contact at the frame of its name)")
+        if np.shape(F) != (len(qs), 6):
+            raise ValueError(f"{estimates or source}: contact[{name}] has shape {np.shape(F)}, expected "
+                             f"({len(qs)}, 6): one wrench per configuration")
     return qs, dt, contacts
 
 
@@ -408,7 +465,8 @@ def view(args) -> int:
     import time
     from .viewer import Viewer
     model = load_model(args.model, args.floating_base, geometry=True)
-    motion = read_motion(model, args.q, args.recording, args.dt) if (args.q or args.recording) else None
+    motion = read_motion(model, args.q, args.recording, args.dt, args.estimates) if (args.q or args.recording) \
+        else None
     viewer = Viewer(model, kind="collision" if args.collision else "visual", port=args.port, verbose=False,
                     q=None if motion is None else motion[0][0])
     try:
@@ -456,6 +514,11 @@ def main(argv=None) -> int:
             from .recording import recording_report
             print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
                                    args.out, workers=args.workers, chunk=args.chunk))
+        elif args.command == "identify":
+            from .recording import identify_report
+            print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
+                                  sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
+                                  workers=args.workers, chunk=args.chunk))
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,

@@ -474,9 +474,12 @@ class IdentificationData:
         self.states = 0
 
     def _key(self):
+        """What two accumulators must share to be merged: the rows mean the same and are weighted alike."""
         return (self.model.nq, self.model.nv, self.model.nbodies, self.joint_torques,
-                tuple(s.name for s in self.sensors), tuple(self.base.independent), tuple(self.base.dependent),
-                None if self._s is None else tuple(self._s))
+                tuple(s.name for s in self.sensors), tuple(L.tobytes() for L in self._Linv),
+                tuple(self.base.independent), tuple(self.base.dependent),
+                None if self._s is None else tuple(self._s),
+                None if self.gravity is None else tuple(np.asarray(self.gravity, float).ravel()))
 
     @property
     def _chunk(self):
@@ -488,10 +491,11 @@ class IdentificationData:
                    + 3 * (m.nv * self.joint_torques + 6 * len(self.sensors)) * (r + 1))
         return max(1, CHUNK_BYTES // per)
 
-    def add(self, q, v, a, tau=None, ft=None):
+    def add(self, q, v, a, tau=None, ft=None, *, first_row=0):
         """Add the measurements of ``N`` states: ``q`` (N, nq), ``v``, ``a`` (N, nv); ``tau`` (N, nv)
         (when ``joint_torques``); ``ft``: ``{sensor: y (N, 6)}`` for every sensor (objects or names).
-        Large inputs are worked through in chunks of states.  Returns ``self``."""
+        Large inputs are worked through in chunks of states.  ``first_row``: the index of the first
+        state in the whole recording (errors name rows by it).  Returns ``self``."""
         model = self.model
         q, v, a, N = _check_states(model, q, v, a)
         if self.joint_torques:
@@ -513,7 +517,16 @@ class IdentificationData:
         step = self._chunk
         for k in range(0, N, step):
             sl = slice(k, min(N, k + step))
-            M, b = self._rows(q[sl], v[sl], a[sl], None if tau is None else tau[sl], [y[sl] for y in ys])
+            parts = {"q": q[sl], "v": v[sl], "a": a[sl]}
+            if tau is not None:
+                parts["tau"] = tau[sl]
+            parts.update({f"ft[{n!r}]": y[sl] for n, y in zip(names, ys)})
+            for what, x in parts.items():
+                bad = ~np.isfinite(x).all(-1)
+                if bad.any():
+                    raise ValueError(f"{what}: row {first_row + k + int(np.argmax(bad))} contains NaN or "
+                                     f"infinite values")
+            M, b = self._rows(parts["q"], parts["v"], parts["a"], parts.get("tau"), [y[sl] for y in ys])
             self.factor = _merge_factors(self.factor, _chunk_factor(M, b))
             self.rows += len(b)
         self.states += N

@@ -26,6 +26,14 @@ A shape entry is an int, one of the model sizes ``"nq"``, ``"nv"``, ``"nb"``
 (bodies), ``"nf"`` (frames), or a callable ``(model, **static) -> int``.
 Shapes are resolved by :meth:`Kernel.shapes`.
 
+A :class:`Kernel` is also what the compiler builds: :meth:`Kernel.variant` fixes
+the static arguments and chooses the optional arrays of a registered kernel
+(a kernel whose every argument is a state array, named by a C identifier), and
+:meth:`Kernel.of_arrays` declares the kernel of an owner object (the online
+phase of a sparse structure, an estimator's solve, constrained dynamics): a
+function of state arrays alone, with outputs that may be run-time *checks*.
+:func:`sparsedyn.symbolic.trace.trace_kernel` traces any of them.
+
 This module is in the model layer: it knows model sizes and nothing about
 algorithms, tracing or compilation.
 
@@ -49,8 +57,10 @@ The road is chosen per call by the wrapper of :func:`kernel`:
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -178,6 +188,8 @@ class Kernel:
     static: tuple = ()
     program: Callable = None
     result: Callable = None         # a named tuple type the outputs are handed back in (else a plain tuple)
+    #: outputs that only carry run-time check quantities (not part of the result's flops)
+    checks: tuple = ()
 
     def _dim(self, model, d, static):
         if isinstance(d, int):
@@ -198,6 +210,54 @@ class Kernel:
     @property
     def signature(self) -> inspect.Signature:
         return inspect.signature(self.fn)
+
+    def variant(self, static=None, optional=()) -> "Kernel":
+        """This kernel with the static arguments ``static`` (a dict) fixed and the optional arrays
+        ``optional`` (names) as inputs, the others folded (``model.gravity``, no external force):
+        a kernel of state arrays alone, named by a C identifier that is distinct for distinct
+        choices (``rnea``; ``rnea_ext`` with every optional array; ``frame_jacobian_s<hash>``)."""
+        static = dict(static or {})
+        optional = tuple(n for n in self.optional if n in optional)
+        cname = re.sub(r"[^a-z0-9_]", "_", self.name.lower())
+        if cname != self.name:                  # a C identifier, distinct for distinct Python names
+            cname += "_" + hashlib.sha256(self.name.encode()).hexdigest()[:6]
+        if optional:
+            cname += "_ext" if optional == tuple(self.optional) else "_" + "_".join(optional)
+        if static:
+            cname += "_s" + hashlib.sha256(repr(sorted(static.items())).encode()).hexdigest()[:10]
+        if not static and not optional and cname == self.name:
+            return self
+
+        def bind(d):
+            return d if not callable(d) else (lambda model: d(model, **static))
+        inputs = {n: tuple(map(bind, s)) for n, s in list(self.inputs.items()) + [(n, self.optional[n])
+                                                                                for n in optional]}
+        outputs = {n: tuple(map(bind, s)) for n, s in self.outputs.items()}
+        fn = self.fn
+        program = self.program
+        return Kernel(cname, lambda model, **arrays: fn(model, **arrays, **static), inputs, outputs,
+                      program=None if program is None else (lambda model, s, o: program(model, static, optional)),
+                      checks=self.checks)
+
+    @classmethod
+    def of_arrays(cls, name, inputs, outputs, fn, checks=()) -> "Kernel":
+        """The kernel of an owner object: ``fn(*arrays)`` of the state arrays ``inputs`` returns one
+        array per output (broadcast to its shape).  ``inputs``, ``outputs``: sequences of
+        ``(name, shape)`` (one state, ints); ``name``: the C identifier (``[a-z][a-z0-9_]*``);
+        ``checks``: names of outputs that only carry run-time check quantities."""
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+            raise ValueError(f"kernel name must match [a-z][a-z0-9_]*, got {name!r}")
+        table = {}
+        for n, shape in list(inputs) + list(outputs):
+            if n in table:
+                raise ValueError(f"kernel {name!r}: argument name {n!r} used twice")
+            table[n] = tuple(int(d) for d in shape)
+        unknown = set(checks) - {n for n, _ in outputs}
+        if unknown:
+            raise ValueError(f"kernel {name!r}: checks {sorted(unknown)} are not outputs")
+        names = [n for n, _ in inputs]
+        return cls(name, lambda model, **arrays: fn(*[arrays[n] for n in names]),
+                   {n: table[n] for n in names}, {n: table[n] for n, _ in outputs}, checks=tuple(checks))
 
 
 def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None):
@@ -267,8 +327,12 @@ def _public(k):
                 defaults_ok.append(f"{p.name} is _d{j}")
     names = [p.name for p in params[1:]]
     nin, nst = len(k.inputs), len(k.static)
+    kinds = {p.name: p.kind for p in params}
+    # the statics by position where they directly follow the inputs and may be given so, else by keyword
     positional = names[:nin] == list(k.inputs) and names[nin:nin + nst] == list(k.static)
-    fast = ", ".join(list(k.inputs) + [s if positional else f"{s}={s}" for s in k.static])
+    by_position = [positional and kinds[s] == inspect.Parameter.POSITIONAL_OR_KEYWORD for s in k.static]
+    by_position = [all(by_position[:j + 1]) for j in range(nst)]
+    fast = ", ".join(list(k.inputs) + [s if pos else f"{s}={s}" for s, pos in zip(k.static, by_position)])
     cond = " and ".join(["f is not None"] + defaults_ok)
     rest = [n for n in names if n not in k.inputs]
     m = params[0].name

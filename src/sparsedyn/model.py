@@ -31,7 +31,9 @@ Bodies are numbered depth-first, so every subtree is a contiguous index range.
 Body ``i`` owns ``q[q_start[i] : q_start[i] + joints[i].nq]`` and
 ``v[v_start[i] : v_start[i] + joints[i].nv]``.  A body's frame is its joint's
 successor frame (as in Pinocchio).  Named frames (``frames``) are fixed
-placements on a body; every body also has a frame of its own name.
+placements on a body, or on the world (``body = -1``: a frame that never moves,
+such as an MJCF site fixed to the world); every body also has a frame of its own
+name.
 
 Fixed joints (URDF ``fixed``) are merged into the body they are rigidly attached
 to (as in Pinocchio), so they do not number a body.  ``fixed_joints`` keeps what
@@ -110,7 +112,8 @@ def unknown_name(kind: str, name, names, owner: str, limit: int = 12) -> Unknown
 
 
 class Frame(NamedTuple):
-    """A named frame fixed on ``body``: ``X = frame_X_body`` (Plücker, see ``spatial``)."""
+    """A named frame fixed on ``body``: ``X = frame_X_body`` (Plücker, see ``spatial``); ``body = -1``:
+    fixed to the world, ``X = frame_X_world``."""
 
     name: str
     body: int
@@ -331,6 +334,10 @@ class Model:
         s("mimic", tuple(self.mimic))
         s("sensors", tuple(self.sensors))
         s("frames", tuple(Frame(f.name, int(f.body), Transform(_frozen(f.X.E), _frozen(f.X.r))) for f in self.frames))
+        for f in self.frames:
+            if not -1 <= f.body < self.nbodies:
+                raise ModelError(f"model {self.name!r}: frame {f.name!r}: body index {f.body} out of range "
+                                 f"-1..{self.nbodies - 1} (-1: fixed to the world)")
         s("fixed_joints", self._checked_fixed_joints())
         self._check_sensors()
         s("geometries", self._checked_geometries())
@@ -740,7 +747,8 @@ class ModelBuilder:
 
     def add_frame(self, name, body, X=None):
         """A named frame on ``body`` with placement ``X = frame_X_body`` (a Transform, a pose pair
-        ``(R, p)`` of the frame in the body, or a 4 x 4 homogeneous matrix; see :func:`as_transform`)."""
+        ``(R, p)`` of the frame in the body, or a 4 x 4 homogeneous matrix; see :func:`as_transform`);
+        ``body=None``: a frame fixed to the world (``X = frame_X_world``)."""
         self._frames.append((name, body, as_transform(X, f"model {self.name!r}: frame {name!r}: X")))
         return self
 
@@ -820,9 +828,9 @@ class ModelBuilder:
                                  f"({' -> '.join(map(repr, loop))}); one joint of the group must be independent")
         frames = []
         for fname, bname, X in self._frames:
-            if bname not in index:
+            if bname is not None and bname not in index:
                 raise ModelError(f"model {self.name!r}: frame {fname!r} is on unknown body {bname!r}")
-            frames.append(Frame(fname, index[bname], X))
+            frames.append(Frame(fname, -1 if bname is None else index[bname], X))
         fixed = []
         for fname, bname, X, inertia, kids, fnames in self._fixed:
             for n in (bname,) + kids:

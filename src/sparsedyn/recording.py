@@ -5,7 +5,7 @@ holding, with the states along axis 0 (``N`` rows):
 
 * ``q`` (N, nq), ``v`` (N, nv): the states;
 * ``y`` (N, ny): the measurement vector in the layout of
-  :meth:`EstimationProblem.measurements <sparsedyn.estimation.EstimationProblem.measurements>`
+  :meth:`EstimationProblem.measurements <sparsedyn.EstimationProblem.measurements>`
   (``problem.layout_text()``: the known joint accelerations ``qdd`` first where
   the sensor file leaves them known, then each sensor), or ``y`` (N, ny - nqdd)
   with the sensors only and ``a`` (N, nv), from which the known accelerations are
@@ -15,7 +15,7 @@ holding, with the states along axis 0 (``N`` rows):
 The estimates are written in the same format (``.npz`` or Zarr) under the
 names of :func:`estimate_fields`: ``tau`` (N, nv), ``contact[<name>]`` (N, 6)
 per contact (the wrench on the robot in the contact frame, as
-:attr:`Estimate.contacts <sparsedyn.estimation.Estimate.contacts>`), ``chi2``
+:attr:`Estimate.contacts <sparsedyn.estimation.problem.Estimate.contacts>`), ``chi2``
 (N,) (the weighted residual; zero for a square problem) and, for a
 least-squares problem, ``residual`` (N, ny): the measurements minus their
 prediction from the estimate (a square problem fits them exactly).
@@ -44,8 +44,9 @@ import numpy as np
 
 from .interop.dask import estimate_fields, field_shapes
 
-__all__ = ["RecordingError", "Recording", "open_recording", "estimate_fields", "field_shapes",
-           "estimate_recording", "write_recording", "TerminalProgress"]
+__all__ = ["RecordingError", "Recording", "open_recording", "estimate_fields", "field_shapes", "DEFAULT_CHUNK",
+           "estimate_recording", "write_recording", "TerminalProgress", "recording_report",
+           "identify_recording", "identify_report"]
 
 #: Rows per chunk when the recording does not say (a Zarr store's chunks do).
 DEFAULT_CHUNK = 20_000
@@ -161,6 +162,34 @@ def open_recording(path) -> Recording:
     return Recording(path)
 
 
+def _check_shapes(rec: Recording, want: dict, n, hint=None):
+    """Every array ``name`` of ``want`` is present, numeric, of shape ``(n, want[name])``."""
+    where = f"recording {str(rec.path)!r}"
+    for name, cols in want.items():
+        if name not in rec.names:
+            raise RecordingError(f"{where}: no array {name!r} (it has {sorted(rec.names) or 'none'}); expected "
+                                 + ", ".join(f"{k} (N, {c})" for k, c in want.items()))
+        shape = rec.shape(name)
+        if not np.issubdtype(rec.dtype(name), np.number):
+            raise RecordingError(f"{where}: array {name!r} has dtype {rec.dtype(name)}; expected numbers")
+        if len(shape) != 2 or shape[1] != cols or shape[0] != n:
+            raise RecordingError(f"{where}: array {name!r} has shape {shape}, expected ({n}, {cols}) "
+                                 f"(states along axis 0){(hint or {}).get(name, '')}")
+
+
+def _read_finite(rec: Recording, names, start, stop) -> dict:
+    """``{name: rows start:stop}``; a non-finite value raises, naming the array, its row and columns."""
+    arrays = {name: rec.rows(name, start, stop) for name in names}
+    for name, x in arrays.items():
+        bad = ~np.all(np.isfinite(x), axis=1)
+        if bad.any():
+            row = start + int(np.argmax(bad))
+            cols = np.nonzero(~np.isfinite(x[row - start]))[0].tolist()
+            raise RecordingError(f"recording {str(rec.path)!r}: array {name!r}: row {row} is not finite (NaN or "
+                                 f"infinite in column(s) {cols[:8]})")
+    return arrays
+
+
 class _Layout:
     """How a recording maps onto a problem: row count, and whether ``y`` needs ``a``."""
 
@@ -182,30 +211,16 @@ class _Layout:
             if "a" not in rec.names:
                 raise RecordingError(f"{where}: array 'y' holds the {problem.ny - nqdd} sensor values without the "
                                      f"{nqdd} known joint accelerations; then an array 'a' (N, {m.nv}) is needed")
-        for name, cols in want.items():
-            shape = rec.shape(name)
-            if not np.issubdtype(rec.dtype(name), np.number):
-                raise RecordingError(f"{where}: array {name!r} has dtype {rec.dtype(name)}; expected numbers")
-            n = self.n if self.n is not None else (shape[0] if shape else None)
-            if len(shape) != 2 or shape[1] != cols or shape[0] != n:
-                extra = ""
-                if name == "y":
-                    extra = (f"; the sensor file's measurement layout is {problem.layout_text()}"
-                             + (f" (or ({n}, {problem.ny - nqdd}) without qdd, with an array 'a')" if nqdd else ""))
-                raise RecordingError(f"{where}: array {name!r} has shape {shape}, expected ({n}, {cols}) "
-                                     f"(states along axis 0){extra}")
+        n = self.n if self.n is not None else (rec.shape("v")[0] if rec.shape("v") else None)
+        hint = {"y": f"; the sensor file's measurement layout is {problem.layout_text()}"
+                     + (f" (or ({n}, {problem.ny - nqdd}) without qdd, with an array 'a')" if nqdd else "")}
+        _check_shapes(rec, want, n, hint)
         self.problem = problem
+        self.names = tuple(want)
 
     def read(self, rec: Recording, start, stop):
         """``(q, v, y)`` rows ``start:stop``, every value checked finite."""
-        arrays = {name: rec.rows(name, start, stop) for name in ("q", "v", "y") + (("a",) if self.with_a else ())}
-        for name, x in arrays.items():
-            bad = ~np.all(np.isfinite(x), axis=1)
-            if bad.any():
-                row = start + int(np.argmax(bad))
-                cols = np.nonzero(~np.isfinite(x[row - start]))[0].tolist()
-                raise RecordingError(f"recording {str(rec.path)!r}: array {name!r}: row {row} is not finite (NaN or "
-                                     f"infinite in column(s) {cols[:8]})")
+        arrays = _read_finite(rec, self.names, start, stop)
         y = arrays["y"]
         if self.with_a:
             s, k = self.qdd
@@ -233,6 +248,20 @@ def _remove(p: Path):
             p.unlink()
         except FileNotFoundError:
             pass
+
+
+def _replace(tmp: Path, out: Path):
+    """Move the finished ``tmp`` (a file or a Zarr directory) to ``out``, replacing what is there."""
+    if not tmp.is_dir():
+        os.replace(tmp, out)
+        return
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        _remove(old)
 
 
 class _Output:
@@ -275,13 +304,7 @@ class _Output:
             shutil.rmtree(self.dir, ignore_errors=True)
             os.replace(self.tmp, self.out)
         else:
-            old = None
-            if self.out.exists():
-                old = self.out.with_name(f".{self.out.name}.old-{os.getpid()}")
-                os.replace(self.out, old)
-            os.replace(self.tmp, self.out)
-            if old is not None:
-                _remove(old)
+            _replace(self.tmp, self.out)
 
     def abort(self):
         self.arrays = {}
@@ -291,16 +314,28 @@ class _Output:
 
 
 def write_recording(path, arrays: dict, chunk=DEFAULT_CHUNK):
-    """Write ``{name: array (N, ...)}`` as a recording (``.npz`` or Zarr by the name of ``path``),
-    under a temporary name renamed at the end."""
+    """Write ``{name: array}`` (float arrays of any shape; Zarr chunks of ``chunk`` rows) as a ``.npz``
+    file or a Zarr store (by the name of ``path``), under a temporary name renamed at the end."""
+    path = Path(path)
+    if not _is_zarr(path) and path.suffix != ".npz":
+        raise RecordingError(f"output {str(path)!r}: expected a name ending in .npz or .zarr")
     arrays = {k: np.asarray(v, float) for k, v in arrays.items()}
-    n = len(next(iter(arrays.values())))
-    out = _Output(path, [(k, v.shape[1:]) for k, v in arrays.items()], n, chunk)
+    tmp = _temporary(path)
+    _remove(tmp)
     try:
-        out.write(0, arrays)
-        out.commit()
+        if _is_zarr(path):
+            import zarr
+            g = zarr.open_group(str(tmp), mode="w")
+            for k, x in arrays.items():
+                z = g.create_array(k, shape=x.shape, dtype="f8",
+                                   chunks=((max(1, min(chunk, x.shape[0])),) + x.shape[1:]) if x.ndim else ())
+                z[...] = x
+        else:
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+        _replace(tmp, path)
     except BaseException:
-        out.abort()
+        _remove(tmp)
         raise
 
 
@@ -349,8 +384,8 @@ def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progre
                        residual=None, threads=None) -> dict:
     """Estimate every state of ``recording`` and write the estimates to ``out`` (see the module docstring).
 
-    ``problem``: an :class:`~sparsedyn.estimation.EstimationProblem` or its
-    :class:`~sparsedyn.estimation.Estimator`.  ``workers``: 0 solves in this process (compiled,
+    ``problem``: an :class:`~sparsedyn.EstimationProblem` or its
+    :class:`~sparsedyn.estimation.problem.Estimator`.  ``workers``: 0 solves in this process (compiled,
     ``threads`` threads: default all cores); ``N`` starts a local Dask cluster of ``N`` worker
     processes (one thread each); ``client``: a ``dask.distributed.Client`` of a running cluster
     instead.  ``chunk``: rows per batched call (default: the Zarr store's chunks, else
@@ -400,17 +435,11 @@ def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progre
 
 
 def _run_dask(est, rec, starts, chunk, n, residual, workers, client, record):
-    try:
-        from dask.distributed import Client, LocalCluster, as_completed
-    except ImportError:
-        raise ImportError("--workers needs Dask: pip install 'sparsedyn[dask]'") from None
     from .interop.dask import Recipe
-    own = None
-    if client is None:
-        own = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(own)
+    own, client = _client(workers, client)
     try:
-        recipe = client.scatter(Recipe(est, (), threads=1), broadcast=True)
+        recipe = client.scatter(Recipe(est, (), threads=1), broadcast=True, hash=False)   # hashing it costs seconds
+        from dask.distributed import as_completed
         nworkers = max(1, len(client.scheduler_info().get("workers", {})) or int(workers or 1))
         pending = iter(starts)
         ac = as_completed()
@@ -428,9 +457,28 @@ def _run_dask(est, rec, starts, chunk, n, residual, workers, client, record):
             record(start, values)
             submit()
     finally:
-        if own is not None:
-            client.close()
-            own.close()
+        _close(own, client)
+
+
+def _client(workers, client):
+    """``(the cluster started here or None, a client)``: ``client``, or one of a new local cluster of
+    ``workers`` processes with one thread each."""
+    if client is not None:
+        return None, client
+    if int(workers) < 1:
+        raise ValueError(f"workers: expected a positive number of worker processes (or 0: this process), got {workers}")
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise ImportError("--workers needs Dask: pip install 'sparsedyn[dask]'") from None
+    own = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None)
+    return own, Client(own)
+
+
+def _close(own, client):
+    if own is not None:
+        client.close()
+        own.close()
 
 
 def recording_report(model, sensors, recording, out, *, workers=0, chunk=None, progress=None) -> str:
@@ -445,3 +493,94 @@ def recording_report(model, sensors, recording, out, *, workers=0, chunk=None, p
     names = ", ".join(name for name, _ in field_shapes(problem.compile()))
     return (f"{s['states']} states of {recording} in {s['chunks']} chunk(s) on {where}: {s['seconds']:.1f} s "
             f"({s['states'] / max(s['seconds'], 1e-9):,.0f} states/s) -> {out} ({names})")
+
+
+# --- identification over a recording ---------------------------------------------------------
+
+def _identify_chunk(model, rec, start, stop, sensors, sigma, base):
+    """``(start, IdentificationData of rows start:stop)`` (on a Dask worker, or here)."""
+    from .identification import IdentificationData
+    want = ("q", "v", "a", "tau") + tuple(sensors)
+    arrays = _read_finite(rec, want, start, stop)
+    data = IdentificationData(model, sensors=sensors, sigma=sigma, base=base)
+    try:
+        return start, data.add(arrays["q"], arrays["v"], arrays["a"], arrays["tau"],
+                               ft={s: arrays[s] for s in sensors})
+    except ValueError as e:
+        raise RecordingError(f"recording {str(rec.path)!r}: rows {start}..{stop - 1}: {e}") from None
+
+
+def identify_recording(model, recording, out, *, sensors=(), sigma=None, physically_consistent=False,
+                       workers=0, chunk=None, progress=None, client=None) -> dict:
+    """Identify the inertial parameters of ``model`` from a recording and write them to ``out``.
+
+    The recording holds ``q`` (N, nq), ``v``, ``a``, ``tau`` (N, nv) and, for each name in
+    ``sensors`` (force/torque sensors of ``model.sensors``), that sensor's readings (N, 6).  Chunks
+    are reduced to :class:`~sparsedyn.identification.IdentificationData` accumulators, in this process
+    or on Dask workers (``workers``, ``client`` as in :func:`estimate_recording`), merged and solved.
+    ``out`` (``.npz`` or Zarr) receives ``beta`` (r,), ``std`` (r,), ``covariance`` (r, r),
+    ``parameters`` (10 NB,), ``residual_rms`` and ``sigma2`` (scalars); see
+    :class:`~sparsedyn.identification.Identification`.  Returns ``{"states", "chunks", "seconds",
+    "out", "result"}`` (``result`` the Identification).
+    """
+    from .identification import base_parameters
+    rec = recording if isinstance(recording, Recording) else Recording(recording)
+    sensors = tuple(sensors)
+    if "q" not in rec.names or len(rec.shape("q")) != 2:
+        _check_shapes(rec, {"q": model.nq}, None)
+    n = rec.shape("q")[0]
+    _check_shapes(rec, {"q": model.nq, "v": model.nv, "a": model.nv, "tau": model.nv, **dict.fromkeys(sensors, 6)},
+                  n)
+    if n == 0:
+        raise RecordingError(f"recording {str(rec.path)!r}: no states (its arrays have 0 rows)")
+    base = base_parameters(model, sensors, joint_torques=True)
+    chunk = int(chunk or rec.storage_chunk("q") or DEFAULT_CHUNK)
+    if chunk < 1:
+        raise ValueError(f"chunk: expected a positive number of rows, got {chunk}")
+    starts = list(range(0, n, chunk))
+    t0 = time.perf_counter()
+    parts, done = [], [0]
+
+    def record(part):
+        start, data = part
+        parts.append((start, data))
+        done[0] += data.states
+        if progress:
+            progress(done[0], n, len(parts), len(starts), time.perf_counter() - t0)
+
+    if workers or client is not None:
+        own, client = _client(workers, client)
+        try:
+            futures = [client.submit(_identify_chunk, model, rec, s, min(s + chunk, n), sensors, sigma, base,
+                                     pure=False) for s in starts]
+            from dask.distributed import as_completed
+            for fut in as_completed(futures):
+                record(fut.result())
+                fut.release()
+        finally:
+            _close(own, client)
+    else:
+        for s in starts:
+            record(_identify_chunk(model, rec, s, min(s + chunk, n), sensors, sigma, base))
+    parts = [d for _, d in sorted(parts, key=lambda x: x[0])]      # merged in row order, however they came
+    result = parts[0].merge(*parts[1:]).solve(physically_consistent=physically_consistent)
+    write_recording(out, {"beta": result.beta, "std": result.std, "covariance": result.covariance,
+                          "parameters": result.parameters, "residual_rms": result.residual_rms,
+                          "sigma2": result.sigma2})
+    return {"states": n, "chunks": len(starts), "seconds": time.perf_counter() - t0, "out": str(out),
+            "result": result}
+
+
+def identify_report(model, recording, out, *, sensors=(), sigma=None, physically_consistent=False, workers=0,
+                    chunk=None, progress=None) -> str:
+    """``sparsedyn identify MODEL --recording REC --out OUT``: the run's summary."""
+    if progress is None and sys.stderr.isatty():
+        progress = TerminalProgress()
+    s = identify_recording(model, recording, out, sensors=sensors, sigma=sigma,
+                           physically_consistent=physically_consistent, workers=workers, chunk=chunk,
+                           progress=progress or None)
+    r = s["result"]
+    where = f"{workers} Dask worker process(es)" if workers else "this process"
+    return (f"{s['states']} states of {recording} in {s['chunks']} chunk(s) on {where}: {s['seconds']:.1f} s; "
+            f"{r.base.rank} base parameters, residual rms {r.residual_rms:.3g} (whitened), {r.dof} degrees of "
+            f"freedom -> {out} (beta, std, covariance, parameters, residual_rms, sigma2)")

@@ -79,9 +79,13 @@ class SensorContext(NamedTuple):
 
 def _frame(model, who, frame):
     try:
-        return model.frames[model.frame(frame)]
+        fr = model.frames[model.frame(frame)]
     except KeyError as e:
         raise UnknownNameError(f"{who}: {e}") from None
+    if fr.body < 0:
+        raise ValueError(f"{who}: frame {fr.name!r} is fixed to the world, where nothing is measured or acts on "
+                         f"the robot; name a frame on a body")
+    return fr
 
 
 def _joint(model, who, joint):

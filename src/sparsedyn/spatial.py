@@ -456,17 +456,18 @@ def _sinc(t):
     return bk.sin(t) / t
 
 
-def _c_f(t, levels=7):
+def _c_f(t, levels=5):
     """``(c, f)`` with ``c = (t - sin t) / t^3`` (1/6 at 0) and ``f = (c - 1/6) / t^2`` (-1/120 at 0).
 
     ``sin t = 3 sin(t/3) - 4 sin(t/3)^3`` gives, with ``u = t/3`` and ``s = sin(u)/u``,
     ``c(t) = c(u)/9 + (4/27) s^3`` and ``f(t) = f(u)/81 - (4/243) c(u) (1 + s + s^2)``: sums of
-    terms of one sign for |t| < 3 pi, so no cancellation; ``levels`` thirds down, the Taylor
-    polynomials are exact to rounding."""
+    terms of one sign for |t| < 3 pi, so no cancellation; ``levels`` thirds down (|u| < 0.1 for
+    |t| < 24), the Taylor polynomials are exact to rounding."""
     u = t / 3 ** levels
     u2 = u * u
-    c = 1 / 6 - u2 / 120 + u2 * u2 / 5040
-    f = -1 / 120 + u2 / 5040 - u2 * u2 / 362880
+    u4 = u2 * u2
+    c = 1 / 6 - u2 / 120 + u4 / 5040 - u4 * u2 / 362880
+    f = -1 / 120 + u2 / 5040 - u4 / 362880 + u4 * u2 / 39916800
     for _ in range(levels):
         s = _sinc(u)
         c, f = c / 9 + (4 / 27) * s * s * s, f / 81 - (4 / 243) * c * (1 + s + s * s)

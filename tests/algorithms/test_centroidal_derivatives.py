@@ -80,3 +80,10 @@ def test_agree_with_pinocchio(name, floating_base):
                                                    ip.v_to_pinocchio(model, a))
     for ours, theirs in zip(sd.centroidal_dynamics_derivatives(model, q, v, a), ref):
         assert rel_err(ip.jacobian_to_pinocchio(model, ours), theirs) < 1e-9
+
+
+def test_massless_model_is_refused():
+    model = sd.ModelBuilder("empty").build()
+    z = np.zeros(0)
+    with pytest.raises(ValueError, match="no mass"):
+        sd.centroidal_dynamics_derivatives(model, z, z, z)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -24,12 +25,15 @@ from erd import load_pair
 from kernel_args import arguments, static_choices
 from sdcompile_helpers import compile_cache, subprocess_env  # noqa: F401  (fixture)
 from sparsedyn.codegen import api, native
-from sparsedyn.codegen.trace import registered_spec
+from sparsedyn.codegen.trace import variant
 from sparsedyn.kernels import REGISTRY
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
-DERIVATIVES = ("rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives")
+#: On talos_reduced (floating, 38 dof), whose cold builds would add minutes to the suite: the
+#: functions of the benchmarks beside Pinocchio; every function runs on the random tree and panda.
+TALOS = ("rnea", "aba", "crba", "minv", "forward_kinematics", "frame_jacobian", "center_of_mass",
+         "nonlinear_effects", "generalized_gravity", "frame_placements", "integrate", "difference")
 
 
 @pytest.fixture
@@ -59,13 +63,12 @@ def _robot(name):
 
 @pytest.mark.parametrize("robot", ["random-tree", "panda", "talos_reduced"])
 def test_plain_calls_equal_numpy_for_every_kernel(robot, native_backend, rng):
-    """Every registered kernel, every static argument, one state and a batch; on talos_reduced
-    (floating, 38 dof) the derivative kernels are left to the two smaller models (their cold
-    builds take tens of seconds there)."""
+    """Every registered kernel (on talos_reduced: those of :data:`TALOS`), every static argument,
+    one state and a batch."""
     model = _robot(robot)
     k = sd.compile(model)
     for name in sorted(REGISTRY):
-        if robot == "talos_reduced" and name in DERIVATIVES:
+        if robot == "talos_reduced" and name not in TALOS:
             continue
         public, fn = getattr(sd, name), REGISTRY[name].fn
         for static in static_choices(model, name):
@@ -76,13 +79,13 @@ def test_plain_calls_equal_numpy_for_every_kernel(robot, native_backend, rng):
                 for g, r in zip(_as_tuple(got), _as_tuple(ref)):
                     assert isinstance(g, np.ndarray) and g.dtype == np.float64 and g.shape == r.shape
                     assert rel_err(g, r) < _bound(model, args), (name, static, batch)
-            assert registered_spec(name, static).name in k.kernels, (name, static)    # it ran native
+            assert variant(name, static).name in k.kernels, (name, static)    # it ran native
     # the vectorised batch runtime (at least two vectors of states)
     q = np.stack([model.random_configuration(rng) for _ in range(4 * max(k.lanes, 1))])
     v, a = rng.normal(size=(2, len(q), model.nv))
     args = {"q": q, "v": v, "a": a}
     assert rel_err(sd.rnea(model, q, v, a), REGISTRY["rnea"].fn(model, q, v, a)) < _bound(model, args)
-    assert any(variant == "batch" for _, variant in k._libs)
+    assert any(kind == "batch" for _, kind in k._libs)
 
 
 def test_one_compiled_model_per_fingerprint(native_backend):
@@ -198,7 +201,7 @@ def test_long_build_answers_on_numpy_then_native(tmp_path, monkeypatch, capsys, 
         first = sd.aba(model, q, v, tau)
         assert np.array_equal(first, ref)                  # the NumPy function's answer, bit for bit
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "sparsedyn: building the native aba" in err and "background" in err
+        assert err.count("\n") == 1 and "sparsedyn: building native aba for model" in err and "background" in err
         _wait_built(k, "aba")
         assert np.array_equal(sd.aba(model, q, v, tau), k.aba(q, v, tau))     # the native one
         assert capsys.readouterr().err == ""
@@ -206,7 +209,7 @@ def test_long_build_answers_on_numpy_then_native(tmp_path, monkeypatch, capsys, 
         got = sd.crba(model, q)
         assert "crba" in k.kernels and np.array_equal(got, k.crba(q))
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "sparsedyn: building the native crba" in err and "background" not in err
+        assert err.count("\n") == 1 and "sparsedyn: building native crba for model" in err and "background" not in err
 
 
 def test_numpy_backend_builds_nothing(monkeypatch, rng):
@@ -275,3 +278,18 @@ def test_singular_model_keeps_its_error(native_backend, rng):
             sd.minv(model, q)
         assert rel_err(sd.rnea(model, q, v, v), REGISTRY["rnea"].fn(model, q, v, v)) < rounding_bound(4)
     assert "rnea" in sd.compile(model).kernels
+
+
+def test_a_model_first_met_without_compiler_goes_native_with_one(native_backend, monkeypatch, tmp_path, rng):
+    """sd.compile(model) while SPARSEDYN_CC names no compiler gives the NumPy fallback; once the
+    compiler is back, plain calls and sd.compile of the same model are native."""
+    model = sd.random_tree(4, joint_types="all", seed=31337)
+    q = model.random_configuration(rng)
+    with monkeypatch.context() as mp:
+        mp.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-compiler"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sd.codegen.CompilerNotFoundWarning)    # once per process
+            assert not sd.compile(model).compiled
+    sd.crba(model, q)
+    k = sd.compile(model)
+    assert k.compiled and "crba" in k.kernels

@@ -143,11 +143,11 @@ def test_no_contact_is_forward_dynamics(tree, rng):
     assert rel_err(a, sd.aba(tree, q, v, tau)) <= solve_bound(sd.crba(tree, q), a, c=64.0)
 
 
-def test_forces_equal_the_estimator_with_known_accelerations():
+@pytest.mark.parametrize("robot", ["talos_reduced", "solo12"])
+def test_forces_equal_the_estimator_with_known_accelerations(robot):
     """With all accelerations known (the contact dynamics' own) and the joint torques measured (consistent
     data, so least squares fits them exactly), the
     estimation solver finds the same 6D contact wrenches."""
-    robot = "talos_reduced"
     model = pair(robot)[0]
     contacts = contacts_of(robot)
     rng = np.random.default_rng(2)
@@ -159,8 +159,10 @@ def test_forces_equal_the_estimator_with_known_accelerations():
     idx = [k for j in joints for k in range(model.v_start[model.joint(j)], model.v_start[model.joint(j)] + 1)]
     y = prob.pack(qdd=prob.known_accelerations(a), tau=tau[idx])
     e = prob.compile().solve(q, v, y)
-    got = np.concatenate([e.contacts[c.name] for c in contacts])
+    got = np.concatenate([e.contacts[c.name][3 if c.kind == "3d" else 0:] for c in contacts])
     assert rel_err(got, f) <= 1e-9
+    if contacts[0].kind == "3d":                   # a point contact has no moment about its point
+        assert max(np.max(np.abs(e.contacts[c.name][:3])) for c in contacts) <= 1e-9 * np.max(np.abs(f))
 
 
 def test_redundant_contacts_warn_and_give_minimum_norm_forces():
@@ -214,6 +216,12 @@ def test_bad_input():
         sd.contact_dynamics(model, q, v, tau, (sd.Contact("FL_FOOT", "3d"),), baumgarte=float("nan"))
     with pytest.raises(ValueError, match="tau"):
         sd.contact_dynamics(model, q, v, tau[:-1], (sd.Contact("FL_FOOT", "3d"),))
+    with pytest.raises(ValueError, match="restitution"):
+        sd.impulse_dynamics(model, q, v, (sd.Contact("FL_FOOT", "3d"),), restitution=-0.5)
+    with pytest.raises(sd.model.UnknownNameError, match="no_such_frame"):
+        sd.contact_dynamics_derivatives(model, q, v, tau, ("no_such_frame",))
+    with pytest.raises(ValueError, match="two contacts"):
+        sd.impulse_dynamics_derivatives(model, q, v, ("FL_FOOT", "FL_FOOT"))
 
 
 def test_contact_is_immutable_hashable_and_named_by_its_repr():
@@ -339,3 +347,25 @@ def test_impulse_derivatives_are_central_differences(tree, rng):
         for j, n in enumerate(num):
             got = np.concatenate([d[j][:, k], d[2 + j][:, k]])
             assert rel_err(got, n) <= 1e-5 * max(1.0, np.max(np.abs(n))), (k, j)
+
+
+def test_casadi_and_jax_bridges_through_the_registry():
+    """The contact kernels reach CasADi and JAX from their traced programs, as every kernel does."""
+    from sparsedyn.interop import casadi as sc_casadi
+    from sparsedyn.interop import jax as sc_jax
+    model = pair("solo12")[0]
+    contacts = contacts_of("solo12")
+    q, v, tau = random_state(model, np.random.default_rng(6))
+    a, f = sd.contact_dynamics(model, q, v, tau, contacts)
+    b = bound(model, q, v, contacts, a, f)
+    static = {"contacts": contacts, "baumgarte": None, "damping": 0.0}
+    F = sc_casadi.function(sd.contact_dynamics, model, static=static)
+    a_c, f_c = (np.asarray(x).reshape(-1) for x in F(q, v, tau))
+    assert rel_err(np.concatenate([a_c, f_c]), np.concatenate([a, f])) <= b
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    g = sc_jax.function(sd.impulse_dynamics, model, static={"contacts": contacts, "restitution": 0.0,
+                                                             "damping": 0.0})
+    vp, imp = sd.impulse_dynamics(model, q, v, contacts)
+    vp_j, imp_j = (np.asarray(x) for x in g(q, v))
+    assert rel_err(np.concatenate([vp_j, imp_j]), np.concatenate([vp, imp])) <= b

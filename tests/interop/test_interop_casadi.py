@@ -112,3 +112,18 @@ def test_swing_up_example():
         k3 = xdot(x + dt / 2 * k2, u)
         k4 = xdot(x + dt * k3, u)
         assert rel_err(x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), X[k + 1]) < 1e-7
+
+
+def test_analytical_derivative_kernels(floating):
+    """The optimal-control derivatives (level-by-level kernels, small-angle series picked by a sign)
+    replay in CasADi with the NumPy values."""
+    m = floating
+    q, v, a, _ = state(m, 3)
+    q1 = m.random_configuration(4)
+    frame = {"frame": m.body_names[-1], "reference": "local_world_aligned"}
+    for fn, args, static in ((sd.integrate_derivatives, (q, 1e-9 * v), {}), (sd.difference_derivatives, (q, q1), {}),
+                             (sd.centroidal_dynamics_derivatives, (q, v, a), {}),
+                             (sd.frame_acceleration_derivatives, (q, v, a), frame)):
+        got = function(fn, m, static=static)(*args)
+        for g, w in zip(got, fn(m, *args, **static)):
+            assert rel_err(np.array(g), w) < 1e-13

@@ -27,6 +27,7 @@ from .. import _checks
 from ..kernels import kernel
 from ..spatial import RigidInertia, apply_force_transpose, cross3, cross_force, rigid_apply, rigid_transform
 from .centroidal import _about
+from .com import _total_mass
 from .dynamics_derivatives import dof_rows, joint_terms, subtree_sums
 from .kinematics_derivatives import body_transform, broadcast_columns, levels, root_motion, stacked
 
@@ -46,6 +47,7 @@ def centroidal_dynamics_derivatives(model, q, v, a):
     v = _checks.velocity(model, v)
     a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
+    inv_m = 1.0 / _total_mass(model)              # a massless model has no centre of mass: a clear error
     K = root_motion(model, q, v, a)
     sums = subtree_sums(model, K)
     IC, F, _, M = sums
@@ -68,7 +70,6 @@ def centroidal_dynamics_derivatives(model, q, v, a):
     hdot = sum(apply_force_transpose(body_transform(K.Xup, r), F[..., r, :]) for r in roots)
     first = sum(rigid_transform(body_transform(K.Xup, r), RigidInertia(IC.m[..., r], IC.h[..., r, :], IC.I[..., r, :, :])).h
                 for r in roots)
-    inv_m = 1.0 / float(np.sum(model.mass))
     c = first * inv_m
     # P's linear part at the world origin is the change of the first moment: sum m (w x x + u).
     dc = P[..., 3:] * inv_m

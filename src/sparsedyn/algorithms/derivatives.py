@@ -134,6 +134,7 @@ def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto
     if prog is not None:
         return prog
     name = f"d_{k.name}_d_" + "_".join(wrt)
+    out_names = tuple(f"d{y}_d{x}" for y in k.outputs for x in wrt)
     if "q" in wrt:
         # Trace f(retract(q, dq), ...) with dq an extra last input, differentiate at dq = 0.
         iq, nd = names.index("q"), len(names)
@@ -155,12 +156,11 @@ def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto
             args[iq] = retract(model, args[iq], dq)
             T = g.program(inline(P, args), list(P.input_shapes) + [(model.nv,)], name=P.name)
         idx = [nd if w == "q" else names.index(w) for w in wrt]
-        prog = jacobian_program(T, idx, mode=mode, at={nd: 0.0}, name=name)
+        prog = jacobian_program(T, idx, mode=mode, at={nd: 0.0}, name=name, input_names=names,
+                                output_names=out_names)
     else:
         prog = jacobian_program(trace_kernel(k, model, static, optional), [names.index(w) for w in wrt],
-                                mode=mode, name=name)
-    prog.input_names = tuple(names)
-    prog.output_names = tuple(f"d{y}_d{x}" for y in k.outputs for x in wrt)
+                                mode=mode, name=name, input_names=names, output_names=out_names)
     with _LOCK:
         cache[key] = prog
     return prog

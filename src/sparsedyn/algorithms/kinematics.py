@@ -80,7 +80,7 @@ def forward_kinematics(model, q):
 
 def _frame_world_transform(model, X0, k):
     f = model.frames[k]
-    return compose(f.X, X0[f.body])
+    return f.X if f.body < 0 else compose(f.X, X0[f.body])        # a world frame: frame_X_world itself
 
 
 @kernel(inputs={"q": ("nq",)}, static=("frame",), outputs={"R": (3, 3), "p": (3,)})
@@ -239,7 +239,7 @@ def frame_velocity(model, q, v, frame, reference="local"):
     X0 = _world_transforms(model, Xup)
     vb, _ = velocity_pass(model, Xup, S, v)
     f = model.frames[k]
-    vf = apply_motion(f.X, vb[f.body])
+    vf = apply_motion(f.X, vb[f.body]) if f.body >= 0 else np.zeros(q.shape[:-1] + (6,), q.dtype)
     return _express(model, X0, k, vf[..., :, None], reference)[..., 0]
 
 
@@ -277,7 +277,10 @@ def _frame_motion(model, q, v, a, frame, reference):
     vb, ab = body_accelerations(model, Xup, S, v, a)
     f = model.frames[k]
     # The frame is fixed on its body: its spatial velocity and acceleration are the body's, moved to it.
-    m = np.stack([apply_motion(f.X, vb[f.body]), apply_motion(f.X, ab[f.body])], -1)
+    if f.body < 0:                                      # a world frame does not move
+        m = np.zeros(shape + (6, 2), q.dtype)
+    else:
+        m = np.stack([apply_motion(f.X, vb[f.body]), apply_motion(f.X, ab[f.body])], -1)
     out = _express(model, X0, k, m, reference)
     return np.broadcast_to(out[..., 0], shape + (6,)), np.broadcast_to(out[..., 1], shape + (6,))
 

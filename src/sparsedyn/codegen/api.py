@@ -25,8 +25,8 @@ NumPy functions, and :func:`compile` warns once per process
 
 Sparse problems and estimators (``compile(problem | structure | estimation
 problem | estimator)``, :mod:`.problems`) go through the same machinery: their
-kernels are :class:`~sparsedyn.codegen.trace.KernelSpec` objects built from a
-traced callable (:func:`~sparsedyn.codegen.trace.spec_from_callable`), the
+kernels are :class:`~sparsedyn.kernels.Kernel` objects of state arrays
+(:meth:`~sparsedyn.kernels.Kernel.of_arrays`), the
 shared base :class:`KernelSet` builds, caches and runs them, and the model key
 of the manifest is extended by a fingerprint of the problem's structure.
 """
@@ -50,12 +50,12 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import REGISTRY
-from ..symbolic.ir import Graph
+from ..kernels import REGISTRY, Kernel
+from ..symbolic.trace import UntraceableError, trace_function
 from . import build
 from .build import CompilerNotFoundWarning
 from .cemit import emit_program, emit_unit
-from .trace import DEFAULT_KERNELS, KernelSpec, kernel_spec, registered_spec, trace
+from .trace import DEFAULT_KERNELS, as_kernel, trace, variant
 
 __all__ = ["compile", "CompiledModel", "KernelSet", "KernelInfo", "UntraceableError", "compile_report"]
 
@@ -179,7 +179,7 @@ class _Library:
     def __init__(self, lib, specs, variant):
         self.lib, self.variant = lib, variant
         self.single, self.loop, self.batch, self.addr = {}, {}, {}, {}
-        for spec in map(kernel_spec, specs):
+        for spec in map(as_kernel, specs):
             name = spec.name
             n = len(spec.inputs) + len(spec.outputs)
             if variant == "single":
@@ -200,7 +200,7 @@ class _Library:
 
 def _build_kernels(model, names, compiler, progress, variant="single", directory=None, owner=None, programs=None):
     """Trace, emit, build (or load from the cache) the kernels ``names`` (names of
-    :data:`~sparsedyn.codegen.trace.KERNELS` or :class:`~sparsedyn.codegen.trace.KernelSpec`
+    :data:`~sparsedyn.codegen.trace.KERNELS` or :class:`~sparsedyn.kernels.Kernel`
     objects) in ``variant`` (``"single"``: scalar code; ``"batch"``: code vectorised across states).
 
     ``owner``: ``None`` for the model's own kernels; for kernels of something built on the
@@ -213,7 +213,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     Returns ``(_Library, {name: KernelInfo}, seconds spent, whether the compiler ran)``.
     """
     from .._version import __version__
-    specs = [kernel_spec(n) for n in names]
+    specs = [as_kernel(n) for n in names]
     names = [s.name for s in specs]
     d = build.cache_dir() if directory is None else directory
     manifest = None
@@ -324,9 +324,9 @@ class KernelSet:
     def _owner_of(self, group):
         return self._owner
 
-    def _spec(self, kname) -> KernelSpec:
+    def _spec(self, kname) -> Kernel:
         spec = self._specs.get(kname)
-        return spec if spec is not None else kernel_spec(kname)
+        return spec if spec is not None else as_kernel(kname)
 
     def _library(self, group, variant):
         lib = self._libs.get((group, variant))
@@ -337,7 +337,7 @@ class KernelSet:
         with lock:                      # one build per library; other libraries build meanwhile
             lib = self._libs.get((group, variant))
             if lib is None:
-                specs = [kernel_spec(s) for s in self._group_specs(group)]
+                specs = [as_kernel(s) for s in self._group_specs(group)]
                 with self._lock:
                     self._specs.update({s.name: s for s in specs})
                 lib, info, seconds, built = _build_kernels(self.model, specs, self._compiler, self._progress, variant,
@@ -455,11 +455,6 @@ class KernelSet:
 
 _VOCABULARY = {"q": "nq", "q0": "nq", "q1": "nq", "v": "nv", "a": "nv", "tau": "nv", "dq": "nv", "qdd": "nv",
                "f_ext": ("nb", 6), "gravity": (3,)}
-
-
-class UntraceableError(TypeError):
-    """A user kernel cannot be traced into a straight-line program (it branches on a value, or calls
-    a routine that cannot see traced values, such as ``np.linalg``)."""
 
 
 def _is_configuration(name, shape, model):
@@ -608,7 +603,7 @@ class CompiledModel(KernelSet):
         key = (name, repr(sorted(static.items())), optional)
         spec = self._variants.get(key)
         if spec is None:
-            spec = registered_spec(name, static, optional)
+            spec = variant(name, static, optional)
             self._variants[key] = spec
             self._specs[spec.name] = spec
         return spec
@@ -749,11 +744,13 @@ class CompiledModel(KernelSet):
                              f"library function or of an attribute of CompiledModel")
         table = {n: tuple(REGISTRY_KERNEL_SIZE(model, d) for d in ((_VOCABULARY[n],) if isinstance(_VOCABULARY[n], str)
                                                                       else _VOCABULARY[n])) for n in inputs}
-        prog, outputs = _trace_user(fn, name, model, inputs, table)
+        prog = trace_function(lambda *args: fn(model, *args), [(n, table[n]) for n in inputs], None, name,
+                              explain=True)
+        outputs = prog.output_names
         cname = "u_" + re.sub(r"[^a-z0-9_]", "_", name.lower()) + "_" + hashlib.sha256(name.encode()).hexdigest()[:6]
-        table.update({f"out{k}": s for k, s in enumerate(prog.output_shapes)})
-        spec = KernelSpec(cname, tuple(inputs), tuple(outputs), lambda model, t=dict(table): t,
-                          program=lambda model, p=prog: p)
+        table.update(zip(outputs, prog.output_shapes))
+        spec = Kernel(cname, None, {n: table[n] for n in inputs}, {n: table[n] for n in outputs},
+                      program=lambda model, static, optional, p=prog: p)
         self._specs[cname] = spec
         self._user_specs[name] = spec
         m = self._methods[name] = _Method(name, fn, inputs, (), (), outputs, user=True)
@@ -775,40 +772,6 @@ class CompiledModel(KernelSet):
 
 def REGISTRY_KERNEL_SIZE(model, d):        # noqa: N802 - a size of the kernel vocabulary
     return d if isinstance(d, int) else {"nq": model.nq, "nv": model.nv, "nb": model.nbodies}[d]
-
-
-def _trace_user(fn, name, model, inputs, table):
-    g = Graph()
-    args = [g.inputs(k, table[n]) for k, n in enumerate(inputs)]
-    t0 = time.perf_counter()
-    try:
-        outs = fn(model, *args)
-    except Exception as e:
-        msg = str(e)
-        if isinstance(e, TypeError) and ("no truth value" in msg or "not supported between" in msg):
-            raise UntraceableError(
-                f"user kernel {name!r} cannot be traced: it branches on a value (an if, while, comparison, "
-                f"min/max or abs of a state-dependent number). A compiled kernel is one straight-line "
-                f"program for every state: write the branch with arithmetic, or keep it outside the "
-                f"kernel.") from e
-        raise UntraceableError(
-            f"user kernel {name!r} cannot be traced: {type(e).__name__}: {msg}. Probably a NumPy routine "
-            f"that needs numbers (np.linalg, np.where on values, sorting...): write small solves out "
-            f"(sparsedyn.spd_inverse) and use sparsedyn.backend's sin/cos/sqrt/atan2.") from e
-    many = isinstance(outs, tuple)
-    outs = [np.asarray(o, dtype=object) for o in (outs if many else (outs,))]
-    outputs = tuple(f"out{k}" for k in range(len(outs)))
-    try:
-        prog = g.program(outs, [table[n] for n in inputs], name=name)
-    except TypeError as e:
-        raise UntraceableError(f"user kernel {name!r}: a result is not made of numbers and traced values ({e})") \
-            from e
-    prog.result_flops = None
-    prog.trace_seconds = time.perf_counter() - t0
-    prog.graph_nodes = len(g.nodes)
-    if not many:
-        prog.single_output = True
-    return prog, outputs
 
 
 def _checked(model, name, x, shape, check_values=True):

@@ -7,7 +7,7 @@ call, so no layer below the compiler imports it.  From then on
 kernel:
 
 * one compiled model per model *fingerprint* (structure and every constant,
-  :func:`~sparsedyn.codegen.api.model_fingerprint`), held for the process (the
+  :func:`~sparsedyn.codegen.api.model_fingerprint`) and compiler, held for the process (the
   last :data:`KEEP` fingerprints, and as long as a model that used it lives):
   a model rebuilt equal shares it, a changed model gets its own;
   :func:`sparsedyn.compile` ``(model)`` returns the same object;
@@ -52,9 +52,17 @@ from .api import CompiledModel, _native_method, _progress_fn, find_compiler_or_w
 
 __all__ = ["plain_call", "shared", "MOMENT", "KEEP"]
 
+
+def _moment(default=0.5):
+    try:
+        return max(0.0, float(os.environ.get("SPARSEDYN_BUILD_WAIT", default)))
+    except ValueError:
+        return default
+
+
 #: Seconds a first plain call waits for its build before answering on NumPy
 #: (``$SPARSEDYN_BUILD_WAIT``).
-MOMENT = float(os.environ.get("SPARSEDYN_BUILD_WAIT", "0.5"))
+MOMENT = _moment()
 #: Compiled models kept for fingerprints no live model refers to.
 KEEP = 64
 
@@ -62,7 +70,7 @@ _tls = threading.local()            # plain: inside a plain call; reference: com
 _lock = threading.Lock()
 _entries: OrderedDict = OrderedDict()
 _NUMERIC = frozenset("fiub")
-_SCALARS = (float, int, bool, str, type(None), np.number, np.bool_)
+_SCALARS = (float, int, bool, type(None), np.number, np.bool_)
 
 
 class _NotReady(Exception):
@@ -73,10 +81,27 @@ class _BuildFailed(Exception):
     """The native kernel could not be built (the NumPy function answers, or says what is wrong)."""
 
 
-def _numeric(args, kwargs) -> bool:
-    """Whether every argument is a number, a string, ``None`` or an array of numbers (the native
-    path's inputs); traced values, other libraries' arrays and other objects go to NumPy."""
-    for x in (*args, *kwargs.values()):
+_positions: dict = {}
+
+
+def _arrays(k):
+    """``(positions, names)`` of the state arrays (inputs and optional arrays) of kernel ``k``
+    among the arguments after the model."""
+    got = _positions.get(k.name)
+    if got is None or got[0] is not k:
+        names = list(k.signature.parameters)[1:]
+        arrays = set(k.inputs) | set(k.optional)
+        got = _positions[k.name] = (k, tuple(j for j, n in enumerate(names) if n in arrays), frozenset(arrays))
+    return got[1:]
+
+
+def _numeric(k, args, kwargs) -> bool:
+    """Whether every state array of this call of ``k`` is a number or an array of numbers (the
+    native path's inputs); traced values, other libraries' arrays and other objects go to NumPy.
+    The static arguments (a frame, contacts...) are not looked at."""
+    positions, names = _arrays(k)
+    xs = [args[j] for j in positions if j < len(args)] + [x for n, x in kwargs.items() if n in names]
+    for x in xs:
         if type(x) is np.ndarray:
             if x.dtype.kind not in _NUMERIC:
                 return False
@@ -134,9 +159,9 @@ def _announce(fut, what, model, background):
         if fut.announced:
             return
         fut.announced = True
-    how = " in the background (calls answer on NumPy until it is ready)" if background else ""
-    print(f"sparsedyn: building {what} of model {model.name!r} ({model.nbodies} bodies, nv={model.nv}){how}; "
-          f"cached in {build.cache_dir()} for later runs", file=sys.stderr, flush=True)
+    how = " in the background (NumPy answers meanwhile)" if background else ""
+    print(f"sparsedyn: building {what} for model {model.name!r} (nv={model.nv}){how}; cached in "
+          f"{build.cache_dir()}", file=sys.stderr, flush=True)
 
 
 class SharedModel(CompiledModel):
@@ -152,7 +177,7 @@ class SharedModel(CompiledModel):
         lib = self._libs.get((group, variant))
         if lib is not None or not getattr(_tls, "plain", False):
             return super()._library(group, variant)
-        what = f"the native {group}" + (" (batch)" if variant == "batch" else "")
+        what = f"native {getattr(_tls, 'kname', None) or group}" + (" (batch)" if variant == "batch" else "")
         return _await(self._jobs, (group, variant), functools.partial(super()._library, group, variant), what,
                       self.model)
 
@@ -161,8 +186,8 @@ class _Entry:
     """The compiled model of one fingerprint, made once (in the background: the first one sets up
     the compiler and its C extension, once per machine)."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, key):
+        self.model, self.key = model, key
         self.cm = None
         self.jobs = {}
         self._singular = None
@@ -183,7 +208,7 @@ class _Entry:
     def compiled(self, wait=False):
         """The :class:`SharedModel`; raises :class:`_NotReady` while it is being made (unless ``wait``)."""
         if self.cm is None:
-            self.cm = _await(self.jobs, "make", self._make, "the C compiler setup (once per machine) for the native kernels", self.model,
+            self.cm = _await(self.jobs, "make", self._make, "native code (first: the C compiler setup)", self.model,
                              wait)
             if not self.cm.compiled:
                 find_compiler_or_warn(stacklevel=6)      # once per process
@@ -196,11 +221,16 @@ class _Entry:
 
 
 def _entry(model) -> _Entry:
-    key = model_fingerprint(model)
+    """The entry of ``model``'s fingerprint and the compiler command (a model first met while no
+    compiler was reachable, SPARSEDYN_CC naming none, gets native kernels once one is); the
+    model's own one (its plain calls') if it has that key, even when no longer kept."""
+    cmd = build._compiler_command()
+    key = (model_fingerprint(model), tuple(cmd) if cmd else None, os.environ.get("SPARSEDYN_CFLAGS", ""))
+    own = (model._native_calls or {}).get(None)
     with _lock:
         e = _entries.get(key)
         if e is None:
-            e = _entries[key] = _Entry(model)
+            e = _entries[key] = own if own is not None and own.key == key else _Entry(model, key)
         _entries.move_to_end(key)
         while len(_entries) > KEEP:
             _entries.popitem(last=False)
@@ -221,7 +251,7 @@ def _calls(model) -> dict:
 
 def shared(model) -> SharedModel:
     """The compiled model that plain calls on ``model`` use (what ``sparsedyn.compile(model)`` returns)."""
-    e = _calls(model)[None]
+    e = _entry(model)
     try:
         return e.cm if e.cm is not None else e.compiled(wait=True)
     except _BuildFailed as failed:
@@ -264,10 +294,10 @@ def _plain_method(cm, k):
     general = getattr(meth, "__wrapped__", meth)
 
     def plain(*args, **kwargs):
-        if getattr(_tls, "reference", False) or not _numeric(args, kwargs):
+        if getattr(_tls, "reference", False) or not _numeric(k, args, kwargs):
             return fn(model, *args, **kwargs)
         outer = getattr(_tls, "plain", False)
-        _tls.plain = True
+        _tls.plain, _tls.kname = True, k.name
         failed = None
         try:
             return general(*args, **kwargs)
@@ -287,7 +317,7 @@ def _plain_method(cm, k):
 def plain_call(k, model, args, kwargs):
     """The registry's hook: a plain call of kernel ``k`` on ``model`` that found no ready callable
     in ``model._native_calls`` (see the module docstring)."""
-    if getattr(_tls, "reference", False) or not _numeric(args, kwargs):
+    if getattr(_tls, "reference", False) or not _numeric(k, args, kwargs):
         return k.fn(model, *args, **kwargs)
     calls = _calls(model)
     f = calls.get(k.name)

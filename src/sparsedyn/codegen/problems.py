@@ -4,7 +4,7 @@ The online phase of a :class:`~sparsedyn.sparse.Structure` (:meth:`Structure._ke
 <sparsedyn.sparse.Structure._kernel>`) and an :class:`~sparsedyn.estimation.Estimator`'s
 algebra (its well-posed solve, or the least-squares core ``_lsq_values`` /
 ``_lsq_core`` / ``_lsq_finish``) are generic over backends; here they are traced
-on symbolic scalars into one kernel each (:func:`~sparsedyn.codegen.trace.spec_from_callable`)
+on symbolic scalars into one kernel each (:meth:`~sparsedyn.kernels.Kernel.of_arrays`)
 and built, cached and run by the same machinery as a model's kernels
 (:class:`~sparsedyn.codegen.api.KernelSet`).  Nothing is re-implemented: the
 kernel *is* the traced NumPy code, with ``model.gravity`` folded in.
@@ -68,7 +68,8 @@ import numpy as np
 
 from .api import KernelInfo, KernelSet, _progress_fn, model_fingerprint
 from ..symbolic.ir import Sym
-from .trace import spec_from_callable, trace
+from ..kernels import Kernel
+from .trace import trace
 
 __all__ = ["CompiledStructure", "CompiledEstimator", "compile_problem", "is_problem", "structure_fingerprint",
            "estimator_fingerprint", "MARGIN", "BERR_MARGIN"]
@@ -401,7 +402,7 @@ class _CompiledProblem(KernelSet):
         ``owner``: the cache fingerprint (None: trace every time)."""
         inputs = [("q", (model.nq,)), ("v", (model.nv,))] + ([("y", (ny,))] if ny else [])
         outputs = list(outputs) + ([("chk", (checks.size,))] if checks.size else [])
-        spec = spec_from_callable(name, inputs, outputs, fn, checks=("chk",) if checks.size else ())
+        spec = Kernel.of_arrays(name, inputs, outputs, fn, checks=("chk",) if checks.size else ())
         self._has_y = ny > 0
         owner = None if compiler is None else owner
         super().__init__(model, compiler, progress, vectorize, owner=False if owner is None else owner)
@@ -613,7 +614,8 @@ class CompiledEstimator(_CompiledProblem):
                 D = np.moveaxis(x, 0, -1)                                   # (k + 1, n)
                 d0, Nt, Jt, G, rhs, res0 = est._lsq_core(D, q, v, y)
                 d, chi2 = est._lsq_finish(d0, Nt, Jt, G, rhs, res0, est._lsq_refiner(*factors))
-                return d, np.array([chi2], dtype=object), np.array(chk + _lsq_checks(G, k), dtype=object)
+                chk = np.array(chk + _lsq_checks(G, k), dtype=object)
+                return (d, np.array([chi2], dtype=object)) + ((chk,) if checks.size else ())
             outputs = [("d", (est.n,)), ("chi2", (1,))]
         super().__init__(model, "estimate", p.ny, outputs, fn, checks, compiler, progress, vectorize,
                          estimator_fingerprint(est) if compiler is not None else None)

@@ -63,7 +63,7 @@ from ..algorithms.kinematics import body_accelerations, joint_transforms
 from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
 from ..kernels import Kernel, kernel
 from ..model import UnknownNameError
-from ..sensors import CONTACT_KINDS, Contact
+from ..sensors import Contact
 from ..spatial import apply_force_transpose, apply_motion, compose, cross3
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
@@ -113,8 +113,6 @@ def contacts_of(model, contacts, who="contacts"):
             c = Contact(c)
         if not isinstance(c, Contact):
             raise TypeError(f"{who}: expected Contact objects or frame names, got {c!r}")
-        if c.kind not in CONTACT_KINDS:          # pragma: no cover - Contact validates its kind
-            raise ValueError(f"{who}: {c!r} has an unknown kind")
         if c.one_sided:
             raise NotImplementedError(f"{who}: {c!r} is a one-sided contact (friction, point or plane); "
                                       "contact dynamics handles bilateral (rigid) contacts only")
@@ -136,7 +134,11 @@ def contact_size(contacts) -> int:
 
 
 def _m(model, contacts, **_):
-    return contact_size(contacts_of(model, contacts))
+    """``m`` for a kernel's shapes (cheap: called on every compiled call; the contacts are checked
+    by the kernels themselves)."""
+    if isinstance(contacts, (Contact, str)):
+        contacts = (contacts,)
+    return contact_size(c if isinstance(c, Contact) else Contact(c) for c in contacts)
 
 
 def contact_jacobian(model, Xup, S, contacts):
@@ -379,9 +381,15 @@ def _acceleration(model, q, v, a, contacts, baumgarte=None):
     return c + baumgarte * _mv(J, v) if baumgarte else c
 
 
+def _jacobian(model, q, contacts):
+    """The contact Jacobian (..., m, nv) at ``q`` (kernel use)."""
+    Xup, S = joint_transforms(model, q)
+    return contact_jacobian(model, Xup, S, contacts)
+
+
 def _velocity(model, q, w, contacts):
     """``J(q) w`` (..., m) (kernel use)."""
-    return _mv(contact_jacobian(model, *joint_transforms(model, q), contacts), w)
+    return _mv(_jacobian(model, q, contacts), w)
 
 
 def _impulse_balance(model, q, w, impulses, contacts):
@@ -399,19 +407,17 @@ _BAL = Kernel("impulse_balance", _impulse_balance, {"q": _NQ, "w": _NV, "impulse
 
 
 def _kkt_pieces(model, q, contacts, mu):
-    """``(M, J, MJt, Gi)`` as graph arrays: ``H^-1``, the contact Jacobian, ``H^-1 J^T``, ``(G + mu I)^-1``."""
-    M = inline(trace_kernel(minv.__kernel__, model), [q])[0]
-    J = _velocity_jacobian(model, q, contacts)
-    MJt = M @ J.T
-    G = J @ MJt
-    if mu:
-        G = G + mu * np.eye(G.shape[-1])
-    return M, J, MJt, spd_inverse(G)
+    """``(solve, J, MJt, Gi)`` as graph arrays: ``solve(X) = H^-1 X`` for a matrix ``X`` (nv, k) by the
+    branch-sparse LTDL factors (cheaper than a product with a dense ``H^-1``), the contact Jacobian,
+    ``H^-1 J^T`` and ``(G + mu I)^-1``."""
+    sys, _ = _system(model, q, contacts)
+    L, D = sys.L[None], sys.D[None]
 
-
-def _velocity_jacobian(model, q, contacts):
-    Xup, S = joint_transforms(model, q)
-    return contact_jacobian(model, Xup, S, contacts)
+    def solve(X):
+        return ltdl_solve(sys.lam, L, D, X.T).T
+    MJt = mpyLi(sys.lam, L, sys.Y / D, unit=True).T
+    G = sys.G + mu * np.eye(sys.G.shape[-1]) if mu else sys.G
+    return solve, sys.J, MJt, spd_inverse(G)
 
 
 _PROGRAMS = weakref.WeakKeyDictionary()       # model -> {key: Program}
@@ -455,13 +461,15 @@ def _dynamics_derivatives_program(model, static, optional):
                              [q, v, a, f_tot] + ([opt["gravity"]] if "gravity" in opt else []))
         r2q, r2v = inline(derivative_program(_ACC, model, ("q", "v"), {"contacts": contacts, "baumgarte": kd}),
                           [q, v, a])
-        M, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
+        solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
         outs_a, outs_f = [], []
         for r1, r2 in ((r1q, r2q), (r1v, r2v)):
-            dlam = Gi @ (MJt.T @ r1 - r2)
-            outs_a.append(MJt @ dlam - M @ r1)
+            Z = solve(r1)                                        # H^-1 dr1
+            dlam = Gi @ (J @ Z - r2)
+            outs_a.append(MJt @ dlam - Z)
             outs_f.append(dlam)
         dlam_t = -(Gi @ MJt.T)                                   # r1 = -tau
+        M = inline(trace_kernel(minv.__kernel__, model), [q])[0]
         outs_a.append(MJt @ dlam_t + M)
         outs_f.append(dlam_t)
         prog = g.program(outs_a + outs_f, [shapes[n] for n in names],
@@ -484,9 +492,10 @@ def _impulse_derivatives_program(model, static, optional=()):
         vp, imp = inline(trace_kernel(impulse_dynamics.__kernel__, model, st), [q, v])
         r1q, = inline(derivative_program(_BAL, model, ("q",), {"contacts": contacts}), [q, vp - v, imp])
         r2q, = inline(derivative_program(_VEL, model, ("q",), {"contacts": contacts}), [q, vp + e * v])
-        M, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
-        dimp_q = Gi @ (MJt.T @ r1q - r2q)
-        dv_q = MJt @ dimp_q - M @ r1q
+        solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
+        Z = solve(r1q)
+        dimp_q = Gi @ (J @ Z - r2q)
+        dv_q = MJt @ dimp_q - Z
         dimp_v = -(1.0 + e) * (Gi @ J)                 # r1 = -H dv, r2 = e J dv
         dv_v = MJt @ dimp_v + np.eye(nv, dtype=int)
         prog = g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)], name="impulse_dynamics_derivatives")

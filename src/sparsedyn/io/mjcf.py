@@ -44,7 +44,8 @@ Bodies, joints and coordinates
   (as compiled, so inertias from geoms are included).  Gravity:
   ``opt.gravity`` (zero when the file disables gravity).
 * Frames: every MuJoCo body that moves (its own frame, see above) and every
-  site.  A site whose name is already a frame's (a body's, most often) is
+  site; a site on the world or on a body welded to it is a frame fixed to the
+  world (``Frame.body == -1``) at its world pose (MuJoCo's ``site_xpos``, ``site_xmat``).  A site whose name is already a frame's (a body's, most often) is
   called ``"site:<name>"`` (``"site:<name>#2"`` ... if that is taken too); the
   warning lists each such renaming.
   Unnamed bodies, joints and sites are called ``body<id>``, ``joint<id>``,
@@ -347,17 +348,16 @@ def _translate(mujoco, m, label, name, read_sensors):
         else:
             fn = body_names[b]
         body_frame[b] = fn
-    site_frame, world_sites, renamed_sites = {}, [], []
+    site_frame, renamed_sites = {}, []
     for s in range(m.nsite):
         b = int(m.site_bodyid[s])
         sn = _name(m, "site", s)
-        if host[b] is None:
-            world_sites.append(sn)
-            continue
         fn = fnames.take(sn if sn not in fnames.used else f"site:{sn}")
         if fn != sn:
             renamed_sites.append(f"{sn} -> {fn}")
-        builder.add_frame(fn, host[b], _transform(T_host[b] @ _pose(_quat_wxyz(m.site_quat[s]), m.site_pos[s])))
+        # a site on the world or on a body welded to it: a frame on the world, at its world pose
+        T = _world_pose(m, b) if host[b] is None else T_host[b]
+        builder.add_frame(fn, host[b], _transform(T @ _pose(_quat_wxyz(m.site_quat[s]), m.site_pos[s])))
         site_frame[s] = fn
     # welds between a welded body and its moving host
     jnames = _Names()
@@ -412,8 +412,6 @@ def _translate(mujoco, m, label, name, read_sensors):
         notes.append(f"mocap bodies ({_list(mocap)}), kept fixed at their reference pose")
     if renamed_sites:
         notes.append(f"sites named like another frame, renamed ({_list(renamed_sites)})")
-    if world_sites:
-        notes.append(f"sites fixed to the world, which are not frames of the model ({_list(world_sites)})")
     extra["notes"] = notes + sensor_notes
     return model, extra
 
@@ -526,7 +524,7 @@ def _sensors(m, model, extra):
         kind = T(st).name.replace("mjSENS_", "").lower()
         why = None
         if st in (int(T.mjSENS_FORCE), int(T.mjSENS_TORQUE), int(T.mjSENS_ACCELEROMETER)):
-            if obj not in site_frame:
+            if extra["host"][int(m.site_bodyid[obj])] is None:
                 why = "at a site fixed to the world"
             elif st == int(T.mjSENS_ACCELEROMETER):
                 out.append(Accelerometer(sname, site_frame[obj], covariance=cov))

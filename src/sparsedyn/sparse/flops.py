@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import REGISTRY
-from ..symbolic.ir import FLOP_KINDS, Graph
-from ..symbolic.trace import trace_kernel
+from ..symbolic.ir import FLOP_KINDS
+from ..symbolic.trace import trace_function, trace_kernel
 
 __all__ = ["PHASES", "count_solve", "count_rnea", "count_aba", "total", "arith", "trace_solve",
            "chain_flops", "flop_table", "format_flop_table", "generic_chain", "RNEA_FORMULA", "ABA_FORMULA"]
@@ -47,18 +47,19 @@ def trace_solve(structure, outputs=None):
     """
     problem = structure.problem
     model = problem.model
-    g = Graph()
-    q, v = g.inputs(0, (model.nq,)), g.inputs(1, (model.nv,))
-    y = g.inputs(2, (problem.ny,)) if problem.ny else np.zeros((0,), dtype=object)
-    for m, slot in zip(problem.measurements, problem.slots):
-        if m.known == "fx":
-            y[slot] = 0                                     # structural zeros: no external forces
     grav = np.asarray(model.gravity, float)
-    d, _, _, _ = structure._kernel(q, v, y, grav, (), True, None, g.phase)
-    if outputs is not None:
-        parts = structure.unpack(d)
-        d = np.concatenate([np.asarray(parts[k], dtype=object).reshape(-1) for k in outputs])
-    return g.program([d], [(model.nq,), (model.nv,), (problem.ny,)], name="sparse_solve")
+
+    def solve(phase, q, v, y):
+        for m, slot in zip(problem.measurements, problem.slots):
+            if m.known == "fx":
+                y[slot] = 0                                 # structural zeros: no external forces
+        d, _, _, _ = structure._kernel(q, v, y, grav, (), True, None, phase)
+        if outputs is not None:
+            parts = structure.unpack(d)
+            d = np.concatenate([np.asarray(parts[k], dtype=object).reshape(-1) for k in outputs])
+        return d
+    return trace_function(solve, [("q", (model.nq,)), ("v", (model.nv,)), ("y", (problem.ny,))], None,
+                          name="sparse_solve", phases=True)
 
 
 def count_solve(structure, outputs=None, seed=0) -> dict:

@@ -258,7 +258,7 @@ def choose_mode(prog, wrt, outputs=None) -> str:
 
 
 def jacobian_program(prog: Program, wrt, *, outputs=None, mode="auto", at=None, primal=False,
-                     name=None) -> Program:
+                     name=None, input_names=None, output_names=None) -> Program:
     """A program computing the Jacobians of ``prog``'s outputs with respect to inputs ``wrt``.
 
     ``wrt``: indices of the differentiated input arguments.  ``outputs``: indices of the
@@ -271,7 +271,8 @@ def jacobian_program(prog: Program, wrt, *, outputs=None, mode="auto", at=None, 
     then, for each output ``k`` and each ``j`` in ``wrt`` (``k`` outer), the Jacobian of shape
     ``output_shapes[k] + input_shapes[j]``.  ``mode``: ``"forward"``, ``"reverse"`` or
     ``"auto"`` (:func:`choose_mode`).  The returned program carries ``ad_mode`` (the mode
-    used) and ``ad_seconds``.
+    used) and ``ad_seconds``; ``input_names`` (default: those of ``prog`` that are kept) and
+    ``output_names`` name its arguments.
     """
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
@@ -344,10 +345,8 @@ def jacobian_program(prog: Program, wrt, *, outputs=None, mode="auto", at=None, 
             outs.append(jac[(k, j)].reshape(-1))
             shapes.append(tuple(prog.output_shapes[k]) + tuple(prog.input_shapes[j]))
     outs = [o.reshape(s) for o, s in zip(outs, shapes)]
-    new = g.program(outs, [prog.input_shapes[j] for j in kept], name=name or f"d_{prog.name}")
-    new.ad_mode = mode
-    new.ad_seconds = time.perf_counter() - t0
-    in_names = getattr(prog, "input_names", None)
-    if in_names is not None:
-        new.input_names = tuple(in_names[j] for j in kept)
-    return new
+    if input_names is None and prog.input_names is not None:
+        input_names = tuple(prog.input_names[j] for j in kept)
+    return g.program(outs, [prog.input_shapes[j] for j in kept], name=name or f"d_{prog.name}", ad_mode=mode,
+                     ad_seconds=time.perf_counter() - t0, output_names=output_names,
+                     input_names=None if input_names is None else tuple(input_names))

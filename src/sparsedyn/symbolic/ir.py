@@ -356,11 +356,12 @@ class Graph:
         return self._sym((op, a, b))
 
     # --- the program ------------------------------------------------------------
-    def program(self, outputs, input_shapes, name="kernel"):
+    def program(self, outputs, input_shapes, name="kernel", **about):
         """Dead-code-eliminated :class:`Program` computing ``outputs``.
 
         ``outputs``: list of object arrays (elements: Sym, int or float);
-        ``input_shapes``: list of the shapes of the traced input arguments.
+        ``input_shapes``: list of the shapes of the traced input arguments; ``about``: the
+        descriptive fields of :class:`Program` (``input_names``, ``trace_seconds``, ...).
         """
         flat = [np.asarray(o, dtype=object).reshape(-1) for o in outputs]
         live = bytearray(len(self.nodes))
@@ -398,8 +399,9 @@ class Graph:
                 else:
                     raise TypeError(f"traced output of type {type(x).__name__} is neither a symbol nor a number")
             outs.append(row)
+        about.setdefault("graph_nodes", len(self.nodes))
         return Program(name, prog, outs, [tuple(s) for s in input_shapes], [np.shape(o) for o in outputs],
-                       phases=phases)
+                       phases=phases, **about)
 
 
 _FLOP_NAMES = {NEG: "neg", ADD: "add", SUB: "add", MUL: "mul", DIV: "div", SIN: "sin", COS: "cos", SQRT: "sqrt",
@@ -413,7 +415,14 @@ def _sorted(a, b):
 @dataclass
 class Program:
     """A straight-line program: ``nodes`` in topological order, ``outputs[k][j]`` the value of
-    element ``j`` (C order) of output ``k`` as ``("node", id)`` or ``("const", value)``."""
+    element ``j`` (C order) of output ``k`` as ``("node", id)`` or ``("const", value)``.
+
+    Built once, by :meth:`Graph.program`, with every field.  Descriptive fields (not part of
+    :meth:`text`, so not of the cache keys): ``input_names``, ``output_names`` (argument names,
+    ``None`` when unnamed); ``result_flops``: the flop counts of the outputs that are not run-time
+    check quantities (``None`` when there are no checks); ``trace_seconds``, ``graph_nodes`` (nodes
+    recorded, dead ones included); ``ad_mode``, ``ad_seconds``: for a Jacobian program, the mode and time of the
+    differentiation."""
 
     name: str
     nodes: list
@@ -422,6 +431,13 @@ class Program:
     output_shapes: list
     _text: str | None = field(default=None, repr=False)
     phases: list | None = field(default=None, repr=False)
+    input_names: tuple | None = field(default=None, repr=False)
+    output_names: tuple | None = field(default=None, repr=False)
+    result_flops: dict | None = field(default=None, repr=False)
+    trace_seconds: float = field(default=0.0, repr=False)
+    graph_nodes: int = field(default=0, repr=False)
+    ad_mode: str | None = field(default=None, repr=False)
+    ad_seconds: float = field(default=0.0, repr=False)
 
     def flops(self, phase=None) -> dict:
         """Operation counts by kind (:data:`FLOP_KINDS`, plus ``total``) by the counting rule of the

@@ -24,7 +24,7 @@ from ..model import GEOMETRY_KINDS
 from ..spatial import pose
 from .meshes import need, shape_meshes
 
-__all__ = ["Viewer", "ViewerWarning", "Recording"]
+__all__ = ["Viewer", "ViewerWarning", "Animation"]
 
 _GREY = (0.7, 0.7, 0.72, 1.0)
 _SPEEDS = ("0.1", "0.25", "0.5", "1", "2", "4")
@@ -49,12 +49,11 @@ def _rgb(rgba):
 
 
 class Viewer:
-    """A model in a local web page (viser): ``display(q)``, ``play(qs, dt)``, overlays, recordings.
+    """A model in a local web page (viser): ``display(q)``, ``play(qs, dt)``, overlays, animations::
 
-    >>> viewer = sd.Viewer(sd.load_urdf(path, geometry=True))   # doctest: +SKIP
-    >>> viewer.url                                               # doctest: +SKIP
-    'http://127.0.0.1:8080'
-    >>> viewer.display(q)                                        # doctest: +SKIP
+        viewer = sd.Viewer(sd.load_urdf(path, geometry=True))
+        viewer.url                   # 'http://127.0.0.1:8080': open it in a browser
+        viewer.display(q)
 
     ``model``: a :class:`~sparsedyn.model.Model`; its shapes (``load_urdf(..., geometry=True)``) are
     drawn, meshes read on first use (``pip install 'sparsedyn[viewer]'``).  ``kind``: ``"visual"`` or
@@ -68,8 +67,8 @@ class Viewer:
     ``verbose``: print the address (viser's banner).
 
     A missing mesh file gives one :class:`ViewerWarning` naming every such file, and the other shapes
-    are drawn; a file that cannot be read (unsupported format, corrupt) is drawn as a labelled red
-    wire box of about the body's size, and warned about the same way.
+    are drawn; a file that cannot be read (unsupported format, corrupt) is drawn as a red wire box
+    (10 cm) labelled with the reason, and warned about the same way.
     """
 
     def __init__(self, model, *, kind="visual", host="127.0.0.1", port=8080, q=None, frames=False, com=False,
@@ -108,12 +107,12 @@ class Viewer:
         self._clock = None
         self._closed = False
         self._kinematics = model                  # the compiled model once its build is done
-        if compiled:
-            threading.Thread(target=self._compile, name="sparsedyn-viewer-compile", daemon=True).start()
         self._gui()
         self.set_geometry(kind)
         self.display(self._q)
         self._frame_camera()
+        if compiled:
+            threading.Thread(target=self._compile, name="sparsedyn-viewer-compile", daemon=True).start()
 
     def _frame_camera(self):
         """Point the camera of new pages at the model as it stands at the first configuration."""
@@ -126,10 +125,14 @@ class Viewer:
         cam.position = tuple(centre + 1.6 * size * np.array([1.0, -1.0, 0.5]) + np.array([0.5, -0.5, 0.3]))
 
     def _compile(self):
+        """Build the compiled forward kinematics (background thread); without a C compiler, or when
+        the build fails, NumPy's kinematics stay."""
         try:
             from ..codegen import compile as compile_model
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")          # no C compiler: NumPy's kinematics stay
+            from ..codegen.build import find_compiler
+            if find_compiler() is None:
+                return
+            with np.errstate(all="ignore"):             # thread-local: constant folding of the trace
                 k = compile_model(self.model, progress=False)
                 k.forward_kinematics(self.model.neutral())
             self._kinematics = k
@@ -511,10 +514,10 @@ class Viewer:
             path.write_bytes(serializer.serialize())
         return path
 
-    def recording(self, qs=None, dt=None, *, contacts=None, fps=30.0, height=400):
-        """The standalone page of :meth:`record` as a :class:`Recording`, which notebooks and the
+    def animation(self, qs=None, dt=None, *, contacts=None, fps=30.0, height=400):
+        """The standalone page of :meth:`record` as an :class:`Animation`, which notebooks and the
         documentation's tutorials show inline (``height`` pixels high)."""
-        return Recording(self._recorded(qs, dt, contacts, fps, "recording").as_html(), height)
+        return Animation(self._recorded(qs, dt, contacts, fps, "animation").as_html(), height)
 
     def screenshot(self, width=800, height=600, timeout=30.0) -> np.ndarray:
         """The picture (height, width, 3) uint8 a browser showing :attr:`url` renders now (viser asks the
@@ -545,8 +548,8 @@ class Viewer:
         return f"Viewer({self.model.name!r}, {self.url}, {self._kind})"
 
 
-class Recording:
-    """A recorded scene and trajectory as one standalone HTML page (:meth:`Viewer.recording`): shown
+class Animation:
+    """A recorded scene and trajectory as one standalone HTML page (:meth:`Viewer.animation`): shown
     inline by notebooks and sphinx-gallery (``_repr_html_``), written with :meth:`save`."""
 
     def __init__(self, html, height=400):
@@ -565,7 +568,7 @@ class Recording:
                 f'style="border:1px solid #ddd"></iframe>')
 
     def __repr__(self):
-        return f"Recording({len(self.html)} characters of HTML)"
+        return f"Animation({len(self.html)} characters of HTML)"
 
 
 def _contact_items(model, forces):
