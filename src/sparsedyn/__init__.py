@@ -60,6 +60,8 @@ from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravi
                                               static_torque_derivatives)
 from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics,
                                   contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
+from .constraints.friction import (ContactProblem, ContactStep, ContactStepWarning, Rollout, contact_problem,
+                                   contact_step, rollout)
 from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
                                                 frame_velocity_derivatives)
 from .algorithms.centroidal_derivatives import centroidal_dynamics_derivatives
@@ -169,6 +171,7 @@ __all__ = [
     "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
     "contact_dynamics", "impulse_dynamics", "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
     "ContactDynamics", "Impulse", "ContactWarning",
+    "contact_problem", "contact_step", "rollout", "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
     "use_backend",

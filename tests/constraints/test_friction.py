@@ -1,0 +1,380 @@
+"""One-sided frictional contact steps (sparsedyn.constraints.friction): a box on its four corners
+against Coulomb's law derived by hand, physical checks on a quadruped, bad input.
+
+The box (mass m, half side h) stands on four corner contacts, friction mu = 0.4, dt = 1 ms.  By
+hand (semi-implicit Euler, impulses over one step): at rest the four normal impulses carry
+m g dt; a horizontal push F below mu m g is held by static friction (v stays zero); above it the
+box slides and gains (F - mu m g) dt / m per step; sliding at speed s it loses mu g dt per step
+until it stops; on a plane tilted by theta it sticks if tan theta < mu, otherwise it gains
+g (sin theta - mu cos theta) dt per step downhill.  The solver's tolerance is 1e-8 relative to
+the impulse and velocity scales of each step, so every comparison is at 1e-8 of those scales
+(times a small factor for the rounding of the free motion).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from erd import load_pair
+from sparsedyn.constraints.friction import ContactStepWarning, contact_basis, project_cone
+
+MU, DT, G, MASS, H = 0.4, 1e-3, 9.81, 2.0, 0.1
+TOL = 1e-8
+
+
+def box_model():
+    I = MASS * (2 * H) ** 2 / 6 * np.eye(3)                        # a solid cube of side 2h
+    b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=MASS, rot_inertia=I)
+    return b.add_frame("box", "box").build()
+
+
+def corners(plane=None, mu=MU):
+    return [sd.Contact("box", "3d", friction=mu, point=(x, y, -H), plane=plane, name=f"c{i}")
+            for i, (x, y) in enumerate([(-H, -H), (H, -H), (-H, H), (H, H)])]
+
+
+MODEL = box_model()
+Q0 = np.array([0, 0, H, 0, 0, 0, 1.0])
+Z = np.zeros(6)
+
+
+def push(direction_angle, magnitude):
+    f = np.zeros((1, 6))
+    f[0, 3:5] = magnitude * np.array([np.cos(direction_angle), np.sin(direction_angle)])
+    return f
+
+
+def check_residuals(step, v_before):
+    """Residuals at most 1e-8 of m g dt (impulses), of the step's velocity scale (the free velocity's
+    bound |v| + g dt), and of their product."""
+    P = MASS * G * DT
+    vscale = np.abs(v_before).max() + G * DT
+    assert np.all(step.residuals.primal <= TOL * P)
+    assert np.all(step.residuals.dual <= TOL * vscale)
+    assert np.all(step.residuals.complementarity <= TOL * P * vscale)
+
+
+@pytest.mark.parametrize("solver", ["admm", "pgs"])
+def test_box_at_rest_stays_at_rest_and_carries_its_weight(solver):
+    q, v, warm = Q0, Z, None
+    for _ in range(50):
+        s = sd.contact_step(MODEL, q, v, Z, corners(), DT, solver=solver, warm_start=warm)
+        q, v, warm = s.q, s.v, s.impulses
+        assert np.abs(s.v).max() <= 1e-8
+        # the weight is carried: the impulses change the momentum by m (v+ - v_free)
+        assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= MASS * 1e-8
+        assert np.abs(s.impulses[:, :2].sum(0)).max() <= MASS * 1e-8
+        assert list(s.modes) == ["stick"] * 4
+        check_residuals(s, Z)
+    assert np.abs(q - Q0).max() <= 50 * DT * 1e-8
+
+
+@pytest.mark.parametrize("angle", [0.0, 1.0, 2.5, -2.0])
+def test_pushed_below_friction_it_sticks(angle):
+    f = push(angle, 0.9 * MU * MASS * G)
+    q, v, warm = Q0, Z, None
+    for _ in range(20):
+        s = sd.contact_step(MODEL, q, v, Z, corners(), DT, f_ext=f, warm_start=warm)
+        check_residuals(s, v)
+        q, v, warm = s.q, s.v, s.impulses
+        assert np.abs(s.v).max() <= 1e-8
+        assert list(s.modes) == ["stick"] * 4
+        # friction balances the push: the impulses change the momentum by m (v+ - v_free)
+        assert np.abs(s.impulses[:, :2].sum(0) + f[0, 3:5] * DT).max() <= MASS * 1e-8
+
+
+@pytest.mark.parametrize("angle", [0.0, 1.0, 2.5])
+def test_pushed_above_friction_it_slides_at_a_tenth_of_mu_g(angle):
+    f = push(angle, 1.1 * MU * MASS * G)
+    d = np.array([np.cos(angle), np.sin(angle)])
+    q, v, warm = Q0, Z, None
+    for k in range(1, 21):
+        s = sd.contact_step(MODEL, q, v, Z, corners(), DT, f_ext=f, warm_start=warm)
+        check_residuals(s, v)
+        vscale = np.abs(v).max() + G * DT
+        q, v, warm = s.q, s.v, s.impulses
+        # body axes are world axes (the box does not turn): v[3:5] is the horizontal velocity
+        assert np.abs(s.v[3:5] - k * 0.1 * MU * G * DT * d).max() <= 4 * TOL * vscale * k
+        assert np.abs(s.v[[0, 1, 2, 5]]).max() <= 4 * TOL * vscale / H * k
+        assert list(s.modes) == ["slide"] * 4
+
+
+def test_sliding_box_loses_mu_g_dt_per_step_stops_and_stays_stopped():
+    v = np.array([0, 0, 0, 1.0, 0, 0])
+    q, warm, speeds = Q0, None, [1.0]
+    stop = 1.0 / (MU * G * DT)                    # 254.8 steps
+    for k in range(1, 300):
+        s = sd.contact_step(MODEL, q, v, Z, corners(), DT, warm_start=warm)
+        check_residuals(s, v)
+        q, v, warm = s.q, s.v, s.impulses
+        speeds.append(v[3])
+        if k < stop - 1:
+            assert abs((speeds[-2] - speeds[-1]) - MU * G * DT) <= 4 * TOL * k, k
+            assert list(s.modes) == ["slide"] * 4
+        elif k > stop + 1:
+            assert np.abs(v).max() <= 1e-8, k
+            assert list(s.modes) == ["stick"] * 4
+    assert np.abs(v[[0, 1, 2, 4, 5]]).max() <= 1e-6
+    # the distance slid is the sum of the steps' velocities times dt
+    assert abs(q[0] - DT * sum(speeds[1:])) <= 1e-12
+
+
+def tilted(theta, mu=MU):
+    """The box resting on the plane through the origin with normal (sin theta, 0, cos theta)."""
+    n = np.array([np.sin(theta), 0.0, np.cos(theta)])
+    quat = np.array([0.0, np.sin(theta / 2), 0.0, np.cos(theta / 2)])      # rotation about y by theta
+    return np.concatenate([H * n, quat]), corners(plane=(n, 0.0), mu=mu), n
+
+
+def test_on_a_plane_below_the_friction_angle_it_sticks():
+    theta = np.arctan(MU) - 0.05
+    q, contacts, _ = tilted(theta)
+    v, warm = Z, None
+    for _ in range(20):
+        s = sd.contact_step(MODEL, q, v, Z, contacts, DT, warm_start=warm)
+        check_residuals(s, v)
+        q, v, warm = s.q, s.v, s.impulses
+        assert np.abs(s.v).max() <= 1e-8
+        assert list(s.modes) == ["stick"] * 4
+    # the impulses hold the weight: normal m g cos(theta) dt, tangential m g sin(theta) dt uphill
+    assert abs(s.impulses[:, 2].sum() - MASS * G * np.cos(theta) * DT) <= MASS * 1e-8
+    assert abs(s.impulses[:, 0].sum() - (-MASS * G * np.sin(theta) * DT)) <= MASS * 1e-8
+
+
+def test_on_a_plane_above_the_friction_angle_it_slides_at_the_coulomb_rate():
+    theta = np.arctan(MU) + 0.1
+    q, contacts, n = tilted(theta)
+    v, warm = Z, None
+    rate = G * (np.sin(theta) - MU * np.cos(theta)) * DT
+    for k in range(1, 11):
+        s = sd.contact_step(MODEL, q, v, Z, contacts, DT, warm_start=warm)
+        check_residuals(s, v)
+        q, v, warm = s.q, s.v, s.impulses
+        downhill_speed = v[3]           # body x = the tangent (cos theta, 0, -sin theta), pointing downhill
+        assert abs(downhill_speed - k * rate) <= 4 * TOL * max(G * DT, k * rate) * k
+        assert np.abs(v[[0, 1, 2, 4, 5]]).max() <= 4 * TOL * k * G * DT / H
+        assert list(s.modes) == ["slide"] * 4
+
+
+def test_contact_basis_is_right_handed_with_z_along_the_normal():
+    c = sd.Contact("box", "3d", friction=1.0, plane=((0, 0, 2.0), 1.0))
+    R, n, off = contact_basis(c)
+    assert np.allclose(R, np.eye(3)) and off == 0.5
+    n = np.array([0.3, -0.5, 0.8])
+    R, m, _ = contact_basis(sd.Contact("box", "3d", friction=1.0, plane=(n, 0.0)))
+    assert np.allclose(R.T @ R, np.eye(3)) and np.isclose(np.linalg.det(R), 1) and np.allclose(R[:, 2], n / np.linalg.norm(n))
+
+
+def test_cone_projection_is_the_nearest_point():
+    rng = np.random.default_rng(3)
+    mu = np.array([0.2, 1.0, 3.0])
+    x = rng.normal(size=(200, 3, 3))
+    p = project_cone(x, mu)
+    assert np.all(np.linalg.norm(p[..., :2], axis=-1) <= mu * p[..., 2] + 1e-12)
+    # nearest: no sampled point of the cone is closer
+    for _ in range(50):
+        y = rng.normal(size=(200, 3, 3))
+        y = project_cone(y, mu)
+        assert np.all(np.linalg.norm(x - p, axis=-1) <= np.linalg.norm(x - y, axis=-1) + 1e-12)
+
+
+def test_batch_equals_single_steps():
+    angles = np.array([0.0, 1.0, 2.0])
+    mags = np.array([0.5, 1.1, 1.5]) * MU * MASS * G
+    f = np.stack([push(a, m_) for a, m_ in zip(angles, mags)])
+    v0 = np.array([[0, 0, 0, 0.3, 0, 0], Z, [0.1, 0, 0, 0, 0.2, 0]])
+    s = sd.contact_step(MODEL, Q0, v0, Z, corners(), DT, f_ext=f)
+    for i in range(3):
+        si = sd.contact_step(MODEL, Q0, v0[i], Z, corners(), DT, f_ext=f[i])
+        assert np.abs(s.v[i] - si.v).max() <= 1e-8 * max(G * DT, np.abs(v0[i]).max())
+        assert list(s.modes[i]) == list(si.modes)
+    assert s.impulses.shape == (3, 4, 3) and s.q.shape == (3, 7) and s.iterations.shape == (3,)
+
+
+def test_dropped_box_never_gains_energy_and_never_sinks():
+    """A tumbling box dropped from 5 cm: the mechanical energy never increases (up to the solver
+    tolerance times the energy scale) and no corner goes more than 0.1 mm below the ground."""
+    rng = np.random.default_rng(0)
+    axis = rng.normal(size=3)
+    axis /= np.linalg.norm(axis)
+    quat = np.concatenate([np.sin(0.2) * axis, [np.cos(0.2)]])
+    q = np.concatenate([[0, 0, 0.05 + 2 * H], quat])
+    v = np.array([3.0, -2.0, 1.0, 0.5, 0.2, 0.0])
+    E0 = sd.mechanical_energy(MODEL, q, v)
+    E, warm = E0, None
+    R = sd.rollout(MODEL, q, v, Z, corners(), DT, 600)
+    E = sd.mechanical_energy(MODEL, R.q, R.v)
+    assert np.all(np.diff(E) <= 1e-8 * E0), np.diff(E).max()
+    lowest = min(np.min(sd.frame_placement(MODEL, R.q, "box")[1][:, 2] +
+                        (sd.frame_placement(MODEL, R.q, "box")[0] @ np.array(c.point))[:, 2]) for c in corners())
+    assert lowest >= -1e-4
+    assert (R.modes == "open").all(axis=1)[:10].all() and (R.modes[-1] != "open").all()      # falls, then lands
+    assert E[-1] < E0
+
+
+def test_unconverged_solve_warns_with_the_residuals():
+    with pytest.warns(ContactStepWarning, match="residuals: primal"):
+        sd.contact_step(MODEL, Q0, np.array([0, 0, 0, 1.0, 0.5, 0]), Z, corners(), DT, max_iterations=1,
+                        solver="pgs")
+
+
+def test_far_above_the_plane_every_contact_is_open_and_the_box_falls_freely():
+    q = Q0 + np.array([0, 0, 1.0, 0, 0, 0, 0])
+    s = sd.contact_step(MODEL, q, Z, Z, corners(), DT)
+    assert np.allclose(s.impulses, 0) and list(s.modes) == ["open"] * 4
+    assert np.abs(s.v - np.array([0, 0, 0, 0, 0, -G * DT])).max() <= 1e-15
+
+
+def test_bad_input_is_refused_clearly():
+    with pytest.raises(ValueError, match=r"contact 'c' needs a friction coefficient friction > 0, got 0.0"):
+        sd.contact_step(MODEL, Q0, Z, Z, [sd.Contact("box", "3d", friction=0.0, name="c")], DT)
+    with pytest.raises(ValueError, match="needs a friction coefficient"):
+        sd.contact_step(MODEL, Q0, Z, Z, [sd.Contact("box", "3d", point=(0, 0, -H))], DT)
+    for mu in (np.nan, -0.1):
+        with pytest.raises(ValueError, match="friction must be a finite number >= 0"):
+            sd.Contact("box", "3d", friction=mu)
+    with pytest.raises(ValueError, match="plane normal must not be zero"):
+        sd.Contact("box", "3d", friction=0.5, plane=((0, 0, 0), 0.0))
+    with pytest.raises(ValueError, match="point"):
+        sd.Contact("box", "3d", friction=0.5, point=(0, 0))
+    with pytest.raises(KeyError, match="'nowhere'"):
+        sd.contact_step(MODEL, Q0, Z, Z, [sd.Contact("nowhere", "3d", friction=0.5)], DT)
+    with pytest.raises(ValueError, match="kind='3d'"):
+        sd.contact_step(MODEL, Q0, Z, Z, [sd.Contact("box")], DT)
+    for dt in (0.0, -1e-3, np.nan, np.inf):
+        with pytest.raises(ValueError, match="dt must be a finite number > 0"):
+            sd.contact_step(MODEL, Q0, Z, Z, corners(), dt)
+    with pytest.raises(ValueError, match="solver must be one of"):
+        sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, solver="lemke")
+    with pytest.raises(ValueError, match="warm_start"):
+        sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, warm_start=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="q: contains NaN"):
+        sd.contact_step(MODEL, np.full(7, np.nan), Z, Z, corners(), DT)
+
+
+# --- a quadruped -----------------------------------------------------------------------------
+
+SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+
+
+def test_solo12_stands_without_drift_under_a_holding_torque():
+    """solo12 on its four point feet (mu = 0.7), standing under the torque that holds its posture
+    (gravity compensation with the weight shared by the feet, plus a PD term): over one second the
+    feet and the base move by at most 1e-6 m and no foot goes below the ground."""
+    model, _ = load_pair("solo12", True)
+    feet = [sd.Contact(f, "3d", friction=0.7) for f in SOLO_FEET]
+    q0 = _solo_standing(model)
+    g = sd.generalized_gravity(model, q0)
+    J = np.vstack([sd.frame_jacobian(model, q0, f, "local_world_aligned")[3:] for f in SOLO_FEET])
+    f = np.linalg.lstsq(J[:, :6].T, g[:6], rcond=None)[0]          # feet forces that carry the base
+    hold = g - J.T @ f
+    assert np.abs(hold[:6]).max() <= 1e-9 * np.abs(g).max()
+    f = f.reshape(4, 3)
+    assert np.all(np.linalg.norm(f[:, :2], axis=-1) <= 0.7 * f[:, 2])         # inside the cones
+
+    def controller(t, q, v):
+        return hold + np.concatenate([np.zeros(6), 5.0 * (q0[7:] - q[7:]) - 0.2 * v[6:]])
+
+    R = sd.rollout(model, q0, np.zeros(model.nv), controller, feet, DT, 1000)
+    feet_pos = np.stack([sd.frame_placement(model, R.q, name)[1] for name in SOLO_FEET], 1)
+    assert np.abs(feet_pos - feet_pos[0]).max() <= 1e-6
+    assert np.abs(R.q[:, :3] - q0[:3]).max() <= 1e-6
+    assert (R.modes == "stick").all()
+    assert feet_pos[..., 2].min() >= -1e-4
+    assert np.abs(R.impulses.sum(1)[:, 2] - np.sum(f[:, 2]) * DT).max() <= 1e-6 * np.sum(f[:, 2]) * DT
+
+
+def _solo_standing(model):
+    """Legs bent (hip 0.8 rad, knee -1.6 rad), the feet on the ground z = 0."""
+    q = np.zeros(model.nq)
+    q[6] = 1.0
+    q[7:] = np.tile([0.0, 0.8, -1.6], 4)
+    z = min(sd.frame_placement(model, q, f)[1][2] for f in SOLO_FEET)
+    q[2] = -z
+    return q
+
+
+# --- against Pinocchio 4.1's ADMM step ---------------------------------------------------------
+
+SOLE = [(x, y, 0.0) for x in (-0.1, 0.1) for y in (-0.05, 0.05)]
+ORACLE_CASES = {
+    "solo12": ([(f, (0.0, 0.0, 0.0)) for f in SOLO_FEET], 0.7),
+    "talos_reduced": ([(s, p) for s in ("left_sole_link", "right_sole_link") for p in SOLE], 0.7),
+}
+
+
+def _on_ground(model, q, points):
+    """``q`` with the base lowered so that the lowest contact point touches the ground."""
+    q = q.copy()
+    z = min((lambda R, p: p + R @ np.asarray(pt))(*sd.frame_placement(model, q, f))[2] for f, pt in points)
+    q[2] -= z
+    return q
+
+
+@pytest.mark.parametrize("robot", list(ORACLE_CASES))
+def test_next_velocity_equals_pinocchio_admm_step(robot):
+    """Feet (solo12) or sole corners (talos_reduced, 8 points: a redundant set) on the ground, pressed
+    down and pushed sideways at random joint velocities and torques (sticking, sliding and separating
+    points): the next velocity (and for the four feet the impulses) equal Pinocchio's
+    ``ADMMConstraintSolver`` step to 1e-6 relative."""
+    from friction_oracle import PinocchioStep
+    points, mu = ORACLE_CASES[robot]
+    oracle = PinocchioStep(robot, points, mu, DT)
+    model = oracle.model
+    q0 = _solo_standing(model) if robot == "solo12" else _on_ground(model, model.neutral(), points)
+    contacts = [sd.Contact(f, "3d", friction=mu, point=p, name=f"{f}{i}") for i, (f, p) in enumerate(points)]
+    rng = np.random.default_rng(5)
+    modes = set()
+    for _ in range(6):
+        v = rng.normal(size=model.nv)
+        v[:6] *= 0.3
+        v[5] -= 0.3                                     # base pressed down (body z is world z here)
+        tau = 5 * rng.normal(size=model.nv)
+        tau[:6] = 0
+        v_pin, lam_pin = oracle.step(q0, v, tau)
+        s = sd.contact_step(model, q0, v, tau, contacts, DT)
+        modes |= set(s.modes)
+        assert np.abs(s.v - v_pin).max() <= 1e-6 * np.abs(v_pin).max(), robot
+        if robot == "solo12":               # four feet: unique impulses (8 sole corners: only v+ is unique)
+            assert np.abs(s.impulses - lam_pin).max() <= 1e-6 * np.abs(lam_pin).max()
+    assert {"stick", "slide"} <= modes
+
+
+def test_a_compiled_model_gives_the_same_step():
+    """``sd.compile(model)`` runs the per-state kernel compiled: the step equals the NumPy one up to
+    the rounding of the free motion amplified by the solver's tolerance."""
+    k = sd.compile(MODEL)
+    f = push(1.0, 1.1 * MU * MASS * G)
+    v0 = np.array([0.1, 0, 0, 0.3, 0, 0])
+    s = sd.contact_step(MODEL, Q0, v0, Z, corners(), DT, f_ext=f)
+    sk = sd.contact_step(k, Q0, v0, Z, corners(), DT, f_ext=f)
+    assert np.abs(sk.v - s.v).max() <= 1e-8 * (np.abs(v0).max() + G * DT)
+    assert list(sk.modes) == list(s.modes)
+    R = sd.rollout(k, Q0, v0, Z, corners(), DT, 3, f_ext=f)
+    assert R.q.shape == (4, 7) and np.abs(R.v[1] - sk.v).max() <= 1e-8 * (np.abs(v0).max() + G * DT)
+
+
+def test_penetration_is_removed_from_the_configuration_without_velocity():
+    """A box resting 1 mm inside the ground: one step lifts its corners back onto the plane (to the
+    solver's tolerance) and leaves the velocity at rest (the correction is positional only)."""
+    q = Q0 - np.array([0, 0, 1e-3, 0, 0, 0, 0])
+    s = sd.contact_step(MODEL, q, Z, Z, corners(), DT)
+    assert np.abs(s.v).max() <= 1e-8
+    assert abs(s.q[2] - H) <= 1e-9
+    assert np.abs(s.q[3:6]).max() <= 1e-12
+    assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= MASS * 1e-8
+
+
+def test_rollout_takes_a_torque_sequence_and_checks_its_shape():
+    taus = np.zeros((4, 6))
+    R = sd.rollout(MODEL, Q0, Z, taus, corners(), DT, 4)
+    assert R.q.shape == (5, 7) and R.v.shape == (5, 6) and R.impulses.shape == (4, 4, 3) and R.modes.shape == (4, 4)
+    assert np.abs(R.v).max() <= 1e-8
+    assert np.abs(R.impulses[:, :, 2].sum(-1) - MASS * G * DT).max() <= MASS * 1e-8
+    with pytest.raises(ValueError, match=r"tau_or_controller must be joint forces of shape \(nv,\) = \(6,\)"):
+        sd.rollout(MODEL, Q0, Z, np.zeros(5), corners(), DT, 4)
+    with pytest.raises(ValueError, match="steps must be an integer >= 0"):
+        sd.rollout(MODEL, Q0, Z, Z, corners(), DT, -1)
+    assert sd.rollout(MODEL, Q0, Z, Z, corners(), DT, 0).q.shape == (1, 7)
