@@ -34,8 +34,17 @@ phase of a sparse structure, an estimator's solve, constrained dynamics): a
 function of state arrays alone, with outputs that may be run-time *checks*.
 :func:`sparsedyn.symbolic.trace.trace_kernel` traces any of them.
 
-This module is in the model layer: it knows model sizes and nothing about
-algorithms, tracing or compilation.
+Owners.  An object that owns kernels (a sparse structure, an estimator, a
+contact set) hands them to the compiler through one protocol, so the compiler
+imports no physics: its ``__sparsedyn_kernels__()`` returns :class:`Owned`
+(the model, its kernels, a fingerprint of everything they depend on beyond
+the model, for the build cache).  ``sparsedyn.compile(owner)`` builds them and
+returns a compiled kernel set (a method per kernel, one state or a batch), or,
+when the owner also has ``__sparsedyn_compiled__(compiled)``, what that returns
+(the owner's own wrapper around the compiled kernels).
+
+This module knows model sizes and nothing about algorithms, tracing or
+compilation.
 """
 
 from __future__ import annotations
@@ -45,9 +54,9 @@ import hashlib
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
-__all__ = ["kernel", "Kernel", "REGISTRY", "registered"]
+__all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered"]
 
 #: name -> :class:`Kernel`, in registration order.
 REGISTRY: dict = {}
@@ -141,6 +150,21 @@ class Kernel:
         names = [n for n, _ in inputs]
         return cls(name, lambda model, **arrays: fn(*[arrays[n] for n in names]),
                    {n: table[n] for n in names}, {n: table[n] for n, _ in outputs}, checks=tuple(checks))
+
+
+class Owned(NamedTuple):
+    """What an owner's ``__sparsedyn_kernels__()`` returns (see the module docstring).
+
+    ``model``: the model the kernels are built for; ``kernels``: a tuple of :class:`Kernel`
+    (each of state arrays alone, e.g. :meth:`Kernel.of_arrays`), with distinct names;
+    ``fingerprint``: a string that identifies everything the kernels compute beyond the model
+    (two owners with one fingerprint must trace to the same programs), or ``None`` when nothing
+    identifies them safely (then they are traced on every compile; the library, keyed by the
+    programs, is still reused)."""
+
+    model: Any
+    kernels: tuple
+    fingerprint: str | None = None
 
 
 def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None):
