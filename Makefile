@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test docs clean
+.PHONY: demo test docs clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,17 +17,23 @@ $(VENV)/.installed-core: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,plot]'
+	$(BIN)/python -m pip install --quiet -e '.[test,plot,viewer]'
 	touch $@
 
+# The viewer's browser tests drive Debian's chromium (Playwright's own download needs a CDN).
+browser:
+	@[ -n "$$SPARSEDYN_CHROMIUM" ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; } || \
+	  echo "make test: the viewer's browser tests need Chromium: run 'sudo apt-get install chromium' or set SPARSEDYN_CHROMIUM"
+
 $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,plot,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[test,plot,docs,viewer]'
 	touch $@
 
 demo: $(VENV)/.installed-core
 	$(BIN)/sparsedyn demo
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test browser
 	$(BIN)/python -m pytest -q
 
 # Warnings are errors: a broken reference or a malformed docstring fails the build.

@@ -1,17 +1,20 @@
-"""Derivatives of RNEA and ABA against Pinocchio's analytical derivatives, side by side in one run.
+"""Analytical derivatives against Pinocchio's, side by side in one run.
 
     .venv/bin/python benchmarks/bench_derivatives.py                 # panda, talos_reduced; batch 10000
-    .venv/bin/python benchmarks/bench_derivatives.py --robots panda --batch 1000 --no-jax
+    .venv/bin/python benchmarks/bench_derivatives.py --robots talos_reduced --batch 1000
 
 For each robot (example-robot-data, fixed-base panda and floating-base talos_reduced by default):
 
-* flops of the derivative programs (our IR) next to the primal's, the ratio (the cheap-gradient
-  principle bounds reverse mode by a small constant times the number of outputs; Pinocchio's
-  analytical derivatives cost about 2-3 primal evaluations), and the seconds it took to build them;
-* median microseconds of one call from Python: Pinocchio's ``computeRNEADerivatives`` /
-  ``computeABADerivatives`` vs ours on every path available (NumPy interpretation of the program,
-  the compiled derivative kernel when ``sd.compile(model)`` offers it, JAX on the CPU under jit);
-* states per second on a batch of random states: a Pinocchio loop vs one batched call of ours.
+* flops of each derivative kernel's traced program next to its primal's (and, for RNEA and ABA,
+  next to forward/reverse mode on the primal's program, ``sd.derivatives``), with the seconds
+  the trace took;
+* median microseconds of one call from Python: the compiled kernel vs its Pinocchio counterpart
+  (the Pinocchio calls that compute the same matrices: e.g. ``computeForwardKinematicsDerivatives``
+  then ``getFrameVelocityDerivatives``), and the NumPy path (the kernel run on NumPy arrays);
+* states per second on a batch of random states: a Pinocchio loop vs one batched compiled call,
+  in the steady state (each is run once before timing: the first call on a new batch pays page
+  faults and builds the batch form; the compiled call writes into the same ``out=`` arrays each
+  time, as Pinocchio writes into its ``Data``).
 
 Nothing here is a test: numbers are reported, never asserted.
 """
@@ -33,134 +36,145 @@ def _best(fn, number, repeat=5):
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
 
 
-def _compiled(model, name, log):
-    """The compiled derivative kernel, when the compiler offers it (``None`` otherwise)."""
+def _cases(model, pm, pin, ip, frame, pframe):
+    """``name -> (our args, static kwargs, Pinocchio callable (pm, pd, x) on Pinocchio's arrays, primal)``."""
     import sparsedyn as sd
-    try:
-        cm = sd.compile(model, kernels=(name,))
-    except Exception as e:          # the compiler may not know derivative kernels yet
-        log(f"  compiled {name}: not available ({type(e).__name__}: {str(e)[:80]})")
-        return None
-    f = getattr(cm, name, None)
-    if f is None:
-        log(f"  compiled {name}: not offered by sd.compile(model)")
-    return f
+    A0, A1 = pin.ArgumentPosition.ARG0, pin.ArgumentPosition.ARG1
+    L = pin.LOCAL
+
+    def fk_vel(pm, pd, x):
+        pin.computeForwardKinematicsDerivatives(pm, pd, x["q"], x["v"], x["a"])
+        return pin.getFrameVelocityDerivatives(pm, pd, pframe, L)
+
+    def fk_acc(pm, pd, x):
+        pin.computeForwardKinematicsDerivatives(pm, pd, x["q"], x["v"], x["a"])
+        return pin.getFrameAccelerationDerivatives(pm, pd, pframe, L)
+
+    def jdot(pm, pd, x):
+        pin.computeJointJacobiansTimeVariation(pm, pd, x["q"], x["v"])
+        return pin.getFrameJacobianTimeVariation(pm, pd, pframe, L)
+
+    fr = {"frame": frame, "reference": "local"}
+    return {
+        "rnea_derivatives": ("qva", {}, lambda pm, pd, x: pin.computeRNEADerivatives(pm, pd, x["q"], x["v"], x["a"]),
+                             sd.rnea),
+        "aba_derivatives": ("qvt", {}, lambda pm, pd, x: pin.computeABADerivatives(pm, pd, x["q"], x["v"], x["t"]),
+                            sd.aba),
+        "generalized_gravity_derivatives": ("q", {}, lambda pm, pd, x: pin.computeGeneralizedGravityDerivatives(
+            pm, pd, x["q"]), sd.generalized_gravity),
+        "static_torque_derivatives": ("qf", {}, lambda pm, pd, x: pin.computeStaticTorqueDerivatives(
+            pm, pd, x["q"], x["f"]), None),
+        "frame_velocity_derivatives": ("qv", fr, fk_vel, sd.frame_velocity),
+        "frame_acceleration_derivatives": ("qva", fr, fk_acc, sd.frame_acceleration),
+        "frame_jacobian_time_variation": ("qv", fr, jdot, sd.frame_jacobian_dot_v),
+        "centroidal_dynamics_derivatives": ("qva", {}, lambda pm, pd, x: pin.computeCentroidalDynamicsDerivatives(
+            pm, pd, x["q"], x["v"], x["a"]), sd.centroidal_momentum_rate),
+        "integrate_derivatives": ("qv", {}, lambda pm, pd, x: (pin.dIntegrate(pm, x["q"], x["v"], A0),
+                                                                 pin.dIntegrate(pm, x["q"], x["v"], A1)), sd.integrate),
+        "difference_derivatives": ("qp", {}, lambda pm, pd, x: (pin.dDifference(pm, x["q"], x["p"], A0),
+                                                                  pin.dDifference(pm, x["q"], x["p"], A1)),
+                                   sd.difference),
+    }
 
 
-def run_robot(robot, floating, batch, use_jax, log):
+def _ours_args(model, names, state):
+    return [state[n] for n in names]
+
+
+def run_robot(robot, floating, batch, log):
     import pinocchio as pin
 
     import erd
     import sparsedyn as sd
-    from sparsedyn.algorithms.derivatives import _aba_derivatives_program, derivative_program
+    from sparsedyn.algorithms.derivatives import derivative_program
     from sparsedyn.interop import pinocchio as ip
+    from sparsedyn.kernels import REGISTRY
     from sparsedyn.symbolic.trace import trace_kernel
 
     model, pm = erd.load_pair(robot, floating)
     pd = pm.createData()
+    pframe_of = erd.pin_frames(pm)
+    frame = max((n for n in model.body_names if n in pframe_of), key=lambda n: model.depth[model.body(n)])   # deepest
+    cases = _cases(model, pm, pin, ip, frame, pframe_of[frame])
     rng = np.random.default_rng(0)
-    log(f"\n## {robot} ({'floating' if floating else 'fixed'} base, nv={model.nv})")
-    t0 = time.perf_counter()
-    P_rnea = derivative_program(sd.rnea, model, ("q", "v", "a"))
-    t1 = time.perf_counter()
-    P_aba = _aba_derivatives_program(model, {}, ())
-    t2 = time.perf_counter()
-    P_aba_rev = derivative_program(sd.aba, model, ("q", "v", "tau"))
-    t3 = time.perf_counter()
-    prim_r = trace_kernel(sd.rnea.__kernel__, model).flops()["total"]
-    prim_a = trace_kernel(sd.aba.__kernel__, model).flops()["total"]
-    log("| program | flops | x primal | build s |")
+    log(f"\n## {robot} ({'floating' if floating else 'fixed'} base, nv={model.nv}, frame {frame!r})")
+
+    def draw(n=None):
+        one = lambda: {"q": model.random_configuration(rng), "p": model.random_configuration(rng),
+                       "v": rng.normal(size=model.nv), "a": rng.normal(size=model.nv),
+                       "t": rng.normal(size=model.nv), "f": rng.normal(size=(model.nbodies, 6))}
+        if n is None:
+            return one()
+        states = [one() for _ in range(n)]
+        return {k: np.stack([s[k] for s in states]) for k in states[0]}
+
+    def to_pin(x):
+        return {"q": ip.q_to_pinocchio(model, x["q"]), "p": ip.q_to_pinocchio(model, x["p"]),
+                "v": ip.v_to_pinocchio(model, x["v"]), "a": ip.v_to_pinocchio(model, x["a"]),
+                "t": ip.tau_to_pinocchio(model, x["t"]),
+                "f": ip.fext_to_pinocchio(model, x["f"]) if x["f"].ndim == 2 else None}
+
+    log("\n| kernel | flops | primal flops | x primal | trace s |")
+    log("|---|---|---|---|---|")
+    for name, (_, static, _, primal) in cases.items():
+        t = time.perf_counter()
+        fl = trace_kernel(REGISTRY[name], model, static).flops()["total"]
+        dt = time.perf_counter() - t
+        pf = trace_kernel(primal.__kernel__, model, static).flops()["total"] if primal is not None else None
+        log(f"| {name} | {fl} | {pf or ''} | {f'{fl / pf:.1f}' if pf else ''} | {dt:.2f} |")
+    for name, primal, wrt in (("rnea", sd.rnea, ("q", "v", "a")), ("aba", sd.aba, ("q", "v", "tau"))):
+        t = time.perf_counter()
+        P = derivative_program(primal, model, wrt)
+        pf = trace_kernel(primal.__kernel__, model).flops()["total"]
+        log(f"| (AD, {P.ad_mode} mode on {name}'s program) | {P.flops()['total']} | {pf} | "
+            f"{P.flops()['total'] / pf:.1f} | {time.perf_counter() - t:.2f} |")
+
+    t = time.perf_counter()
+    cm = sd.compile(model, kernels=tuple(n for n, c in cases.items() if not c[1]), vectorize=True)
+    log(f"\ncompile (all kernels without static arguments, single and batch forms): {time.perf_counter() - t:.1f} s")
+    x = draw()
+    xp = to_pin(x)
+    log("\n| one state from Python | compiled us | Pinocchio us | x Pinocchio | NumPy path us |")
+    log("|---|---|---|---|---|")
+    for name, (names, static, pfn, _) in cases.items():
+        args = _ours_args(model, names, x)
+        f = getattr(cm, name)
+        f(*args, **static)                                  # builds a static variant on first call
+        t_c = _best(lambda: f(*args, **static), 200)
+        t_p = _best(lambda: pfn(pm, pd, xp), 200)
+        fn = getattr(sd, name)
+        t_n = _best(lambda: fn(model, *args, **static), 3, 3)
+        log(f"| {name} | {t_c * 1e6:.1f} | {t_p * 1e6:.1f} | {t_c / t_p:.2f} | {t_n * 1e6:.0f} |")
+
+    X = draw(batch)
+    XP = [to_pin({k: X[k][i] for k in X}) for i in range(batch)]
+    log(f"\n| batch of {batch} (steady state) | compiled states/s | Pinocchio loop states/s | x Pinocchio loop |")
     log("|---|---|---|---|")
-    log(f"| rnea (primal) | {prim_r} | 1 | |")
-    log(f"| rnea_derivatives ({P_rnea.ad_mode} mode) | {P_rnea.flops()['total']} | "
-        f"{P_rnea.flops()['total'] / prim_r:.1f} | {t1 - t0:.2f} |")
-    log(f"| aba (primal) | {prim_a} | 1 | |")
-    log(f"| aba_derivatives (ABA + Minv + RNEA derivatives) | {P_aba.flops()['total']} | "
-        f"{P_aba.flops()['total'] / prim_a:.1f} | {t2 - t1:.2f} |")
-    log(f"| d aba (reverse mode on ABA's program) | {P_aba_rev.flops()['total']} | "
-        f"{P_aba_rev.flops()['total'] / prim_a:.1f} | {t3 - t2:.2f} |")
+    for name in ("rnea_derivatives", "aba_derivatives"):
+        names, static, pfn, _ = cases[name]
+        args = _ours_args(model, names, X)
+        f = getattr(cm, name)
+        outs = tuple(np.empty(o.shape) for o in f(*args, **static))      # reused: no page faults per call
+        t_c = _best(lambda: f(*args, **static, out=outs), 1, 3)
 
-    q = model.random_configuration(rng)
-    v, a, tau = rng.normal(size=model.nv), rng.normal(size=model.nv), rng.normal(size=model.nv)
-    qp, vp, ap, tp = (ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v), ip.v_to_pinocchio(model, a),
-                      ip.tau_to_pinocchio(model, tau))
-    rows = []
-    n1 = 200
-    t_pin_r = _best(lambda: pin.computeRNEADerivatives(pm, pd, qp, vp, ap), n1)
-    t_pin_a = _best(lambda: pin.computeABADerivatives(pm, pd, qp, vp, tp), n1)
-    t_np_r = _best(lambda: sd.rnea_derivatives(model, q, v, a), 5)
-    t_np_a = _best(lambda: sd.aba_derivatives(model, q, v, tau), 5)
-    rows.append(("Pinocchio", t_pin_r, t_pin_a))
-    rows.append(("sparsedyn NumPy (program interpreted)", t_np_r, t_np_a))
-    comp = {n: _compiled(model, n, log) for n in ("rnea_derivatives", "aba_derivatives")}
-    if all(comp.values()):
-        t_c_r = _best(lambda: comp["rnea_derivatives"](q, v, a), n1)
-        t_c_a = _best(lambda: comp["aba_derivatives"](q, v, tau), n1)
-        rows.append(("sparsedyn compiled C", t_c_r, t_c_a))
-    jf = {}
-    if use_jax:
-        import jax
-        jax.config.update("jax_enable_x64", True)
-        from sparsedyn.interop.jax import program_function
-        for name, P in (("rnea", P_rnea), ("aba", P_aba)):
-            f = jax.jit(program_function(P))
-            t = time.perf_counter()
-            jax.block_until_ready(f(q, v, a))
-            log(f"  JAX jit compile of {name}_derivatives ({len(P.nodes)} nodes, "
-                f"{'scalar' if len(P.nodes) <= 2000 else 'levels'} emission): {time.perf_counter() - t:.1f} s")
-            jf[name] = f
-        rows.append(("sparsedyn JAX (CPU, jit)",
-                     _best(lambda: jax.block_until_ready(jf["rnea"](q, v, a)), 20),
-                     _best(lambda: jax.block_until_ready(jf["aba"](q, v, tau)), 20)))
-    log("\n| one state from Python | rnea derivatives us | x Pinocchio | aba derivatives us | x Pinocchio |")
-    log("|---|---|---|---|---|")
-    for name, tr, ta in rows:
-        log(f"| {name} | {tr * 1e6:.1f} | {tr / t_pin_r:.2f} | {ta * 1e6:.1f} | {ta / t_pin_a:.2f} |")
+        def loop():
+            for xp_ in XP:
+                pfn(pm, pd, xp_)
 
-    Q = np.stack([model.random_configuration(rng) for _ in range(batch)])
-    V, A, T = (rng.normal(size=(batch, model.nv)) for _ in range(3))
-    QP = ip.q_to_pinocchio(model, Q)
-    VP, AP, TP = ip.v_to_pinocchio(model, V), ip.v_to_pinocchio(model, A), ip.tau_to_pinocchio(model, T)
-
-    def pin_loop(fn, U):
-        for k in range(batch):
-            fn(pm, pd, QP[k], VP[k], U[k])
-
-    brow = []
-    t_pr = _best(lambda: pin_loop(pin.computeRNEADerivatives, AP), 1, 2)
-    t_pa = _best(lambda: pin_loop(pin.computeABADerivatives, TP), 1, 2)
-    brow.append(("Pinocchio loop", t_pr, t_pa))
-    brow.append(("sparsedyn NumPy (one batched call)", _best(lambda: sd.rnea_derivatives(model, Q, V, A), 1, 2),
-                 _best(lambda: sd.aba_derivatives(model, Q, V, T), 1, 2)))
-    if all(comp.values()):
-        brow.append(("sparsedyn compiled C", _best(lambda: comp["rnea_derivatives"](Q, V, A), 1, 2),
-                     _best(lambda: comp["aba_derivatives"](Q, V, T), 1, 2)))
-    # The level-scheduled JAX emission holds every node for every state: skip what would not fit.
-    if use_jax and max(len(P_rnea.nodes), len(P_aba.nodes)) * batch * 8 > 2e9:
-        log(f"  JAX batch skipped: {max(len(P_rnea.nodes), len(P_aba.nodes))} nodes x {batch} states exceed 2 GB")
-    elif use_jax:
-        import jax
-        brow.append(("sparsedyn JAX (CPU, jit, batch axis)",
-                     _best(lambda: jax.block_until_ready(jf["rnea"](Q, V, A)), 1, 2),
-                     _best(lambda: jax.block_until_ready(jf["aba"](Q, V, T)), 1, 2)))
-    log(f"\n| batch of {batch} | rnea derivatives states/s | x Pinocchio loop | aba derivatives states/s | "
-        "x Pinocchio loop |")
-    log("|---|---|---|---|---|")
-    for name, tr, ta in brow:
-        log(f"| {name} | {batch / tr:,.0f} | {t_pr / tr:.2f} | {batch / ta:,.0f} | {t_pa / ta:.2f} |")
+        t_p = _best(loop, 1, 2)
+        log(f"| {name} | {batch / t_c:,.0f} | {batch / t_p:,.0f} | {t_p / t_c:.1f} |")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--robots", nargs="+", default=["panda", "talos_reduced"])
     ap.add_argument("--batch", type=int, default=10000)
-    ap.add_argument("--no-jax", action="store_true")
     args = ap.parse_args(argv)
     import pinocchio as pin
     print(f"# Derivatives: sparsedyn vs Pinocchio {pin.__version__} ({platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()})")
     for robot in args.robots:
-        run_robot(robot, robot != "panda", args.batch, not args.no_jax, lambda s: print(s, flush=True))
+        run_robot(robot, robot != "panda", args.batch, lambda s: print(s, flush=True))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def worst_errors(mujoco, model, mm, states):
         md.qpos[:], md.qvel[:] = mjx.q_to_mujoco(model, q), mjx.v_to_mujoco(model, q, v)
         md.qacc[:] = mjx.a_to_mujoco(model, q, v, a)
         mujoco.mj_inverse(mm, md)
-        err["rnea"] = max(err["rnea"], rel(sd.rnea(model, q, v, a) - mjx.tau_from_mujoco(model, q, md.qfrc_inverse),
+        err["rnea"] = max(err["rnea"], rel(sd.rnea(model, q, v, a) - mjx.tau_from_mujoco(model, md.qpos, md.qfrc_inverse),
                                            md.qfrc_inverse))
         M = np.zeros((mm.nv, mm.nv))
         mujoco.mj_fullM(mm, md, M)
@@ -51,7 +51,7 @@ def worst_errors(mujoco, model, mm, states):
         mujoco.mj_forward(mm, md)
         err["aba"] = max(err["aba"], rel(mjx.a_to_mujoco(model, q, v, sd.aba(model, q, v, tau)) - md.qacc, md.qacc))
         if sensors:     # the file's F/T and accelerometer sensors, predicted from MuJoCo's qacc
-            a_mj = mjx.v_from_mujoco(model, q, md.qacc - mjx.a_to_mujoco(model, q, v, np.zeros(model.nv)))
+            a_mj = mjx.a_from_mujoco(model, md.qpos, md.qvel, md.qacc)
             y, _ = sd.EstimationProblem(model, sensors=sensors).measurements(q, v, a_mj)
             y_mj = np.concatenate([md.sensordata[mm.sensor(x.name).adr[0]:][:mm.sensor(x.name).dim[0]]
                                    for x in sensors])

@@ -1,7 +1,14 @@
+import os
+
 import numpy as np
 import pytest
 
-import sparsedyn as sd
+# The suite tests the NumPy functions (the reference) through plain calls, on hundreds of models: a
+# native build for each would dominate its time.  The native default of plain calls is tested in
+# tests/compile/test_native.py; SPARSEDYN_BACKEND=native runs the whole suite on it.
+os.environ.setdefault("SPARSEDYN_BACKEND", "numpy")
+
+import sparsedyn as sd  # noqa: E402 - after the backend is chosen
 
 
 def rel_err(x, y):

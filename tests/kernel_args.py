@@ -4,12 +4,18 @@ every function of the registry: tracing, compiled forms)."""
 import numpy as np
 
 from sparsedyn.kernels import REGISTRY
+from sparsedyn.sensors import Contact
 
 #: Values to try for each static argument; a new static argument needs an entry here.
 STATIC_SAMPLES = {
     "frame": lambda model: [model.frames[-1].name] if model.frames else [model.body_names[-1]],
     "reference": lambda model: ["local", "world", "local_world_aligned"],
     "unit": lambda model: [False, True],
+    "kind": lambda model: ["visual", "collision"],
+    "contacts": lambda model: [(Contact(model.frames[-1].name, "3d"),)],
+    "baumgarte": lambda model: [1.5],
+    "damping": lambda model: [0.0],
+    "restitution": lambda model: [0.5],
 }
 
 

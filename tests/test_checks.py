@@ -68,3 +68,24 @@ def test_gravity_and_external_forces_are_checked_alike(floating):
         sd.rnea(floating, q, v, a, gravity=np.array([0, 0, -9.81j]))
     f = np.zeros((floating.nbodies, 6), np.float32)
     assert np.array_equal(sd.rnea(floating, q, v, a, f), sd.rnea(floating, q, v, a))
+
+
+def _kernel_cases():
+    from sparsedyn.kernels import REGISTRY
+    return [(name, arg) for name, k in REGISTRY.items() for arg in list(k.inputs) + list(k.optional)]
+
+
+@pytest.mark.parametrize("name,arg", _kernel_cases(), ids=lambda x: str(x))
+def test_a_ragged_list_is_refused_naming_the_argument_in_every_kernel(name, arg):
+    """Generated from the kernel declarations: every array argument of every registered kernel, given
+    a ragged nested list (as in issue 24, ``q = [[0.0], [0.0, 1.0], 0.0]``), raises the library's
+    ValueError naming that argument, never NumPy's own message."""
+    import kernel_args
+    from sparsedyn.kernels import REGISTRY
+    model = sd.random_tree(3, branching=1.5, joint_types="all", seed=4, floating_base=True)
+    k = REGISTRY[name]
+    static = kernel_args.static_choices(model, name)[0]
+    args = kernel_args.arguments(model, name, np.random.default_rng(0), optional=True, static=static)
+    args[arg] = [[0.0], [0.0, 1.0], 0.0]
+    with pytest.raises(ValueError, match=rf"^{arg}: expected a numeric array of shape .*ragged nested sequence"):
+        k.fn(model, **args, **static)

@@ -1,8 +1,10 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+import sparsedyn as sd
 from sparsedyn import cli
 from sparsedyn.builders import humanoid
 
@@ -164,3 +166,78 @@ def test_info_lists_sensors(tmp_path, capsys):
     assert cli.main(["info", str(path)]) == 0
     out = capsys.readouterr().out
     assert "sensors (1" in out and "j1_ft:" in out
+
+
+def test_identify_command_streams_a_recording(tmp_path, capsys):
+    """A recording (.npz, read a chunk at a time): the identified parameters predict the torques of other
+    states (noise 0.01 N m); a recording without torques, or with a non-finite row, is refused with the
+    array and row named, and nothing is written."""
+    from sparsedyn import identification as idn
+    model = sd.builtin("chain7")
+    rng = np.random.default_rng(3)
+    q, v, a = idn.random_states(model, 500, seed=4)
+    tau = sd.rnea(model, q, v, a) + 0.01 * rng.normal(size=(500, model.nv))
+    np.savez(tmp_path / "rec.npz", q=q, v=v, a=a, tau=tau)
+    out = tmp_path / "pi.npz"
+    assert cli.main(["identify", "chain7", "--recording", str(tmp_path / "rec.npz"), "--sigma", "0.01",
+                     "--out", str(out), "--chunk", "128"]) == 0
+    text = capsys.readouterr().out
+    assert "500 states" in text and "4 chunk(s)" in text
+    q2, v2, a2 = idn.random_states(model, 20, seed=5)
+    fitted = model.with_inertial_parameters(np.load(out)["parameters"])
+    truth = sd.rnea(model, q2, v2, a2)
+    assert np.abs(sd.rnea(fitted, q2, v2, a2) - truth).max() < 0.05 * max(1.0, np.abs(truth).max())
+    np.savez(tmp_path / "no_tau.npz", q=q, v=v, a=a)
+    assert cli.main(["identify", "chain7", "--recording", str(tmp_path / "no_tau.npz"),
+                     "--out", str(tmp_path / "x.npz")]) == 1
+    assert "tau" in capsys.readouterr().err and not (tmp_path / "x.npz").exists()
+    tau[300, 2] = np.inf
+    np.savez(tmp_path / "bad.npz", q=q, v=v, a=a, tau=tau)
+    assert cli.main(["identify", "chain7", "--recording", str(tmp_path / "bad.npz"), "--out", str(tmp_path / "y.npz"),
+                     "--chunk", "128"]) == 1
+    err = capsys.readouterr().err
+    assert "tau" in err and "300" in err and not (tmp_path / "y.npz").exists()
+
+
+def _recording(path):
+    """The ``durationSeconds`` and message count of a viser recording embedded in a standalone page."""
+    import base64
+    import re
+    import msgspec
+    import zstandard
+    data = base64.b64decode(re.search(r'__VISER_EMBED_DATA__="([^"]+)"', path.read_text()).group(1))
+    inner = zstandard.ZstdDecompressor().decompress(data[8:], max_output_size=int.from_bytes(data[:8], "little"))
+    n = int.from_bytes(inner[:8], "little")
+    rec = msgspec.msgpack.decode(inner[8:8 + n])
+    return rec["durationSeconds"], len(rec["messages"])
+
+
+def test_view_saves_a_standalone_page_of_a_recording(tmp_path, capsys):
+    import numpy as np
+    model = cli.load_model("panda")
+    T, dt = 11, 0.1
+    qs = np.tile(model.neutral(), (T, 1))
+    qs[:, 1] = np.linspace(0.0, -1.0, T)
+    rec, est = tmp_path / "motion.npz", tmp_path / "estimates.npz"
+    np.savez(rec, q=qs)                                  # a recording (sparsedyn.recording) and its estimates
+    np.savez(est, tau=np.zeros((T, model.nv)), **{"contact[panda_hand]": np.tile([0, 0, 0, 0, 0, 20.0], (T, 1))})
+    out = tmp_path / "motion.html"
+    assert cli.main(["view", "panda", "--recording", str(rec), "--estimates", str(est), "--dt", str(dt),
+                     "--save", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    duration, messages = _recording(out)
+    assert abs(duration - 31 / 30) <= 31 * np.finfo(float).eps   # 1 s at 30 frames/s: a sum of 31 frames of 1/30 s
+    assert messages > 31 * 2                         # every frame moves the bodies
+    q_file = tmp_path / "q.txt"
+    np.savetxt(q_file, qs[:, :-1])                   # one number short per row
+    assert cli.main(["view", "panda", "--q", str(q_file), "--save", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{q_file}: expected configurations of model 'panda' with nq = {model.nq}" in err
+    np.savez(est, **{"contact[floor]": np.zeros((T, 6))})
+    assert cli.main(["view", "panda", "--recording", str(rec), "--estimates", str(est), "--save", str(out)]) == 1
+    assert "contact[floor]: 'floor' is no frame of model 'panda'" in capsys.readouterr().err
+
+
+def test_view_serves_the_page(capsys):
+    assert cli.main(["view", "humanoid", "--seconds", "0.2", "--port", "8300"]) == 0
+    assert "viewer of 'humanoid' at http://127.0.0.1:" in capsys.readouterr().out

@@ -8,7 +8,7 @@ import sparsedyn as sd
 from sparsedyn import identification as idn
 from sparsedyn.sensors import ForceTorque
 from sparsedyn.spatial import rotx
-from conftest import pendulum, rel_err
+from conftest import pendulum, rel_err, rounding_bound
 import erd
 
 
@@ -210,3 +210,165 @@ def test_fixed_joint_sensor_with_moving_bodies_on_both_sides_is_refused():
         idn.force_torque_regressor(model, q, v, a, ForceTorque("ft", "ft_joint"))
     with pytest.raises(KeyError, match="has no sensor 'nope'"):
         idn.force_torque_regressor(model, q, v, a, "nope")
+
+
+# --- streaming: IdentificationData -------------------------------------------------------------
+
+def _noisy(robot, n, seed):
+    rng = np.random.default_rng(seed)
+    q, v, a = idn.random_states(robot, n, seed=seed)
+    return q, v, a, sd.rnea(robot, q, v, a) + 0.05 * rng.normal(size=(n, robot.nv))
+
+
+def test_chunks_equal_all_rows_at_once(robot, base, monkeypatch):
+    """Chunked accumulation (tiny chunks, uneven add() calls) = one least-squares solve of every stacked
+    row (NumPy's SVD-based lstsq on the whitened base regressor: an independent solver)."""
+    q, v, a, tau = _noisy(robot, 60, seed=31)
+    s = 0.05 * (1 + np.arange(robot.nv) / robot.nv)
+    A = (base.regressor(sd.joint_torque_regressor(robot, q, v, a)) / s[:, None]).reshape(-1, base.rank)
+    b = (tau / s).reshape(-1)
+    beta, res, *_ = np.linalg.lstsq(A, b, rcond=None)
+    kappa = np.linalg.cond(A)
+    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)            # one state per chunk
+    data = idn.IdentificationData(robot, sigma=s, base=base)
+    for part in np.array_split(np.arange(60), [7, 8, 30]):
+        data.add(q[part], v[part], a[part], tau[part])
+    out = data.solve()
+    assert data.states == 60 and data.rows == 60 * robot.nv and out.dof == 60 * robot.nv - base.rank
+    assert rel_err(out.beta, beta) < rounding_bound(A.shape[0], kappa) and rel_err(out.beta, beta) < 1e-10
+    assert rel_err(out.covariance, np.linalg.inv(A.T @ A)) < 1e-10 * kappa
+    assert abs(out.residual_rms - np.sqrt(res[0] / A.shape[0])) < 1e-10 * out.residual_rms
+    monkeypatch.undo()
+    once = sd.identify(robot, q, v, a, tau, sigma=s, base=base)
+    assert rel_err(out.beta, once.beta) < 1e-10 and rel_err(out.covariance, once.covariance) < 1e-10
+
+
+def test_merged_accumulators_and_pickle(robot, base):
+    """One accumulator per part of a recording, merged (what a Dask reduction does), and sent through
+    pickle: the result of the whole recording."""
+    import pickle
+    q, v, a, tau = _noisy(robot, 45, seed=32)
+    parts = [idn.IdentificationData(robot, base=base).add(q[p], v[p], a[p], tau[p])
+             for p in np.array_split(np.arange(45), 3)]
+    merged = pickle.loads(pickle.dumps(parts[0])).merge(*parts[1:])
+    whole = sd.identify(robot, q, v, a, tau, base=base)
+    out = merged.solve()
+    assert merged.states == 45
+    assert rel_err(out.beta, whole.beta) < 1e-10 and abs(out.sigma2 - whole.sigma2) < 1e-10 * whole.sigma2
+    with pytest.raises(ValueError, match="merge: expected IdentificationData of the same model"):
+        parts[0].merge(idn.IdentificationData(robot, base=base, sigma=2.0))
+
+
+def test_streamed_physically_consistent_fit_matches_all_at_once(monkeypatch):
+    """The constrained fit works from the accumulated factor: chunked = at once."""
+    robot = sd.random_tree(4, branching=1.0, joint_types="all", seed=11)
+    rng = np.random.default_rng(5)
+    q, v, a = idn.random_states(robot, 15, seed=4)
+    noisy = sd.rnea(robot, q, v, a) + 3.0 * rng.normal(size=(15, robot.nv))
+    once = sd.identify(robot, q, v, a, noisy, sigma=3.0, physically_consistent=True)
+    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)
+    chunked = sd.identify(robot, q, v, a, noisy, sigma=3.0, physically_consistent=True)
+    assert np.linalg.eigvalsh(chunked.pseudo_inertias).min() > -1e-9 * np.abs(chunked.pseudo_inertias).max()
+    assert rel_err(chunked.parameters, once.parameters) < 1e-8      # the barrier stops at a gap of 1e-10
+    assert abs(chunked.residual_rms - once.residual_rms) < 1e-8 * once.residual_rms
+
+
+def test_streamed_force_torque_sensors(icub, monkeypatch):
+    """F/T sensors (moving-side and child-side pieces) in chunks: noise-free readings give the truth."""
+    model, sensors = icub
+    bp = idn.base_parameters(model, sensors=sensors, joint_torques=False)
+    q, v, a = idn.random_states(model, 12, seed=10)
+    ft = {s.name: idn.force_torque_regressor(model, q, v, a, s) @ idn.model_parameters(model, (s.joint,))
+          for s in sensors}
+    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)
+    data = idn.IdentificationData(model, sensors=sensors, joint_torques=False, base=bp)
+    data.add(q[:5], v[:5], a[:5], ft={k: y[:5] for k, y in ft.items()})
+    data.add(q[5:], v[5:], a[5:], ft={k: y[5:] for k, y in ft.items()})
+    assert rel_err(data.solve().beta, bp.of_model(model)) < 1e-8
+    with pytest.raises(ValueError, match="ft: expected readings of the sensors"):
+        data.add(q, v, a, ft={sensors[0]: ft[sensors[0].name]})
+
+
+def test_chunk_factor_is_the_r_factor_of_the_augmented_rows():
+    """Both paths (Cholesky QR twice, Householder for the ill-conditioned or short) give F with
+    F^T F = [M b]^T [M b] and the residual norm of least squares in the corner."""
+    from scipy.linalg import qr
+    rng = np.random.default_rng(3)
+    for m, r, spread in ((400, 12, 1e3), (400, 12, 1e9), (7, 12, 1.0), (400, 12, 0.0)):
+        M = rng.normal(size=(m, r)) * np.logspace(0, np.log10(spread) if spread else 0, r)
+        if spread == 0.0:
+            M[:, 3] = 0.0                                       # a column moved by nothing
+        b = rng.normal(size=m)
+        F = idn._chunk_factor(M, b)
+        Mb = np.column_stack([M, b])
+        ref = qr(Mb, mode="r")[0]
+        assert np.allclose(np.abs(np.diag(F))[:min(m, r + 1)], np.abs(np.diag(ref))[:min(m, r + 1)],
+                           rtol=1e-10 * (spread if spread > 1e6 else 1), atol=1e-12 * np.abs(Mb).max())
+        G = Mb.T @ Mb
+        assert np.abs(F.T @ F - G).max() < 1e-12 * np.abs(G).max() * max(1.0, spread if spread < 1e6 else 1)
+        if m > r:
+            x, res, *_ = np.linalg.lstsq(M, b, rcond=None)
+            if spread != 0.0:
+                assert abs(abs(F[r, r]) - np.sqrt(res[0])) < 1e-9 * np.sqrt(res[0])
+
+
+def test_states_that_do_not_excite_the_parameters_are_ill_posed(robot, base):
+    """A robot held still in one configuration excites gravity terms only: refused with the reason."""
+    q, v, a = idn.random_states(robot, 30, seed=6)
+    q[:] = q[0]
+    v[:] = 0.0
+    a[:] = 0.0
+    tau = sd.rnea(robot, q, v, a)
+    with pytest.raises(ValueError, match="do not excite every base parameter"):
+        sd.identify(robot, q, v, a, tau, base=base)
+    few = idn.IdentificationData(robot, base=base).add(q[:1], v[:1], a[:1], tau[:1])
+    tau[17, 0] = np.nan
+    with pytest.raises(ValueError, match=r"^tau: row 17 contains NaN or infinite values"):
+        idn.IdentificationData(robot, base=base).add(q, v, a, tau)
+    with pytest.raises(ValueError, match="measurements for .* base parameters; give more states"):
+        few.solve()
+
+
+def test_memory_beyond_the_inputs_does_not_grow_with_the_states(monkeypatch):
+    """tracemalloc's peak while identifying (NumPy reports its buffers to it) stays near the chunk size
+    for 4x more states, far below the stacked regressor of all of them."""
+    import tracemalloc
+    robot = sd.random_tree(6, branching=1.0, joint_types="all", seed=11)
+    monkeypatch.setattr(idn, "CHUNK_BYTES", 2 ** 20)
+    base = idn.base_parameters(robot)
+    peaks = []
+    for n in (2000, 8000):
+        q, v, a = idn.random_states(robot, n, seed=1)
+        tau = sd.rnea(robot, q, v, a)
+        tracemalloc.start()
+        sd.identify(robot, q, v, a, tau, base=base)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    stacked = 8000 * robot.nv * 10 * robot.nbodies * 8
+    assert peaks[1] < 8 * 2 ** 20 < stacked and peaks[1] < 1.5 * peaks[0]
+
+
+def test_compiled_model_gives_the_numpy_result():
+    """identify() with a compiled model (native batched regressor) = with the model itself."""
+    robot = sd.random_tree(5, branching=1.0, joint_types="all", seed=13)
+    cm = sd.compile(robot, kernels=["joint_torque_regressor"])
+    q, v, a, tau = _noisy(robot, 300, seed=33)
+    assert idn.base_parameters(cm).rank == idn.base_parameters(robot).rank
+    base = idn.base_parameters(robot)     # (ties in the pivoting may pick other columns under other rounding)
+    mine, native = sd.identify(robot, q, v, a, tau, base=base), sd.identify(cm, q, v, a, tau, base=base)
+    assert rel_err(native.beta, mine.beta) < 1e-10 and rel_err(native.covariance, mine.covariance) < 1e-10
+
+
+def test_dask_partitions_reduce_to_the_whole_recording(robot, base):
+    """One accumulator per Dask partition, merged in a tree reduction: the whole recording's result."""
+    import dask
+    q, v, a, tau = _noisy(robot, 48, seed=34)
+
+    def part(s):
+        return idn.IdentificationData(robot, base=base).add(q[s], v[s], a[s], tau[s])
+
+    parts = [dask.delayed(part)(s) for s in np.array_split(np.arange(48), 4)]
+    pairs = [dask.delayed(lambda x, y: x.merge(y))(parts[k], parts[k + 1]) for k in (0, 2)]
+    data = dask.delayed(lambda x, y: x.merge(y))(*pairs).compute(scheduler="threads")
+    assert data.states == 48
+    assert rel_err(data.solve().beta, sd.identify(robot, q, v, a, tau, base=base).beta) < 1e-10

@@ -24,14 +24,14 @@ LAYERS = [
     ("foundation", ["backend", "_checks", "kernels", "_version", "io.files"]),
     ("spatial", ["spatial"]),
     ("symbolic", ["symbolic"]),
-    ("model", ["joints", "model", "builders", "sensors"]),
+    ("model", ["joints", "model", "builders", "sensors", "edit"]),
     ("algorithms", ["algorithms"]),
     ("sparse", ["sparse"]),
     ("estimation", ["estimation", "identification"]),
     ("constraints", ["constraints"]),
     ("compile", ["codegen"]),
     ("io", ["io", "interop"]),      # readers of files (a file's model, sensors, constraints), other libraries' layouts
-    ("user", ["cli", "plots", "viewer", "__main__", ""]),
+    ("user", ["cli", "plots", "viewer", "recording", "__main__", ""]),
 ]
 #: The compiler compiles what the layers above wrote: it imports only these layers (and itself).
 COMPILER_IMPORTS = {"foundation", "symbolic", "compile"}

@@ -40,6 +40,7 @@ PINOCCHIO = {
     "rnea_derivatives": "computeRNEADerivatives",
     "aba_derivatives": "computeABADerivatives",
     "generalized_gravity_derivatives": "computeGeneralizedGravityDerivatives",
+    "static_torque_derivatives": "computeStaticTorqueDerivatives",
 }
 
 

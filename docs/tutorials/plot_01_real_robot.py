@@ -55,6 +55,13 @@ print("max |H a + C - tau| =", np.abs(np.einsum("nij,nj->ni", H, a) + C - tau).m
 Hinv = sd.minv(model, q)
 print("max |Minv H - I|   =", np.abs(Hinv @ H - np.eye(model.nv)).max())
 
+# The numbers printed are rounding errors: each within a small multiple of the
+# machine epsilon times the problem's condition number (cond(H) for a solve).
+eps, kappa = np.finfo(float).eps, np.linalg.cond(H).max()
+assert np.abs(a_back - a).max() < 100 * model.nv * eps * kappa * max(1.0, np.abs(a).max())
+assert np.abs(np.einsum("nij,nj->ni", H, a) + C - tau).max() < 100 * model.nv * eps * np.abs(tau).max()
+assert np.abs(Hinv @ H - np.eye(model.nv)).max() < 100 * model.nv * eps * kappa
+
 # %%
 # Plotting the joint torques
 # --------------------------

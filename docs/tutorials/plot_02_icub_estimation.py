@@ -30,6 +30,7 @@ for s in model.sensors:
 # accelerations (from the encoders).
 prob = sd.EstimationProblem(model, contacts=["l_sole", "r_sole"], unknown_accelerations=["root_joint"])
 print(prob.verdict())
+assert prob.verdict().ok                             # the six sensors determine every torque
 est = prob.compile()
 
 # %%
@@ -50,6 +51,7 @@ for name, (offset, size) in prob.addresses.items():
 e = est.solve(q, v, y + noise)
 exact = est.solve(q, v, y)
 print("noise-free: max |tau error| =", np.abs(exact.tau - truth["tau"]).max())
+assert np.abs(exact.tau - truth["tau"]).max() < 1e-8 * np.abs(truth["tau"]).max()   # rounding only
 err = e.tau - truth["tau"]
 print("with noise: rms torque error per joint (N m), worst:", np.sqrt((err**2).mean(0)).max())
 

@@ -23,6 +23,7 @@ cells = [ContactLoad(f"{f}_cells", f, LOAD_CELLS) for f in contacts]
 prob = sd.EstimationProblem(model, cells, contacts)
 verdict = prob.verdict()
 print(verdict)
+assert verdict.kind == "rank-deficient" and verdict.deficiency == 1
 
 # %%
 # The finding
@@ -33,6 +34,7 @@ print(verdict)
 # amount of data fixes this: ``compile()`` refuses with the verdict.
 try:
     prob.compile()
+    raise AssertionError("an ill-posed problem must be refused")
 except sd.IllPosedError as e:
     print("refused:", str(e).splitlines()[0])
 
@@ -43,6 +45,7 @@ except sd.IllPosedError as e:
 # that foot, which removes the unobservable direction.
 fixed = sd.EstimationProblem(model, cells + [sd.ForceTorque("l_ankle_ft", "l_ankle_roll")], contacts)
 print(fixed.verdict())
+assert fixed.verdict().ok
 
 # %%
 # The picture: the sparse system and its block-triangular form, before and

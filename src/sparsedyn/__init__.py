@@ -22,15 +22,22 @@ on first use of one of their names (``sd.load_urdf``, ``sd.EstimationProblem``,
 import importlib as _importlib
 
 from . import spatial
+from . import kernels as _kernels
+from .kernels import use_backend
+from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
 from .model import Frame, JointDynamics, Mimic, Model, ModelBuilder, ModelError
+from . import edit
+from .edit import append_model, reduce_model
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, crba
-from .algorithms.configuration import difference, integrate
+from .algorithms.configuration import (difference, difference_derivatives, integrate, integrate_derivatives,
+                                       interpolate, normalize)
+from .algorithms.coriolis import coriolis_matrix
 from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpyLit, mpyLt, sparsity_pattern,
                               spd_inverse)
 from .algorithms.aba import SingularInertiaError, aba
@@ -39,6 +46,8 @@ from .algorithms.minv import minv
 from .sensors import (Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration, JointTorque,
                       KnownWrench, Prior, Sensor)
 from .algorithms.kinematics import frame_acceleration, frame_classical_acceleration, frame_jacobian_dot_v
+from .algorithms.kinematics import geometry_placements
+from .model import Geometry
 from .algorithms.com import (center_of_mass, center_of_mass_acceleration, center_of_mass_velocity, com_jacobian,
                              subtree_centers_of_mass, subtree_masses)
 from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_momentum, centroidal_momentum_matrix,
@@ -46,8 +55,14 @@ from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_mom
 from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
 from .algorithms.proper_acceleration import frame_proper_acceleration
 from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
-from .algorithms.derivatives import (aba_derivatives, derivatives, generalized_gravity_derivatives,
-                                     rnea_derivatives)
+from .algorithms.derivatives import derivatives
+from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
+                                              static_torque_derivatives)
+from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics,
+                                  contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
+from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
+                                                frame_velocity_derivatives)
+from .algorithms.centroidal_derivatives import centroidal_dynamics_derivatives
 
 from ._version import __version__
 
@@ -62,6 +77,10 @@ _LAZY = {
     "MjcfWarning": ("sparsedyn.io.mjcf", "MjcfWarning"),
     "mjcf_measurements": ("sparsedyn.io.mjcf", "mjcf_measurements"),
     "load_model": ("sparsedyn.io.load", "load_model"),
+    "load_srdf": ("sparsedyn.io.srdf", "load_srdf"),
+    "Srdf": ("sparsedyn.io.srdf", "Srdf"),
+    "SrdfError": ("sparsedyn.io.srdf", "SrdfError"),
+    "SrdfWarning": ("sparsedyn.io.srdf", "SrdfWarning"),
     "sparse": ("sparsedyn.sparse", None),
     "sparse_inverse_dynamics": ("sparsedyn.sparse", "sparse_inverse_dynamics"),
     "sparse_forward_dynamics": ("sparsedyn.sparse", "sparse_forward_dynamics"),
@@ -89,13 +108,19 @@ _LAZY = {
     "compile_report": ("sparsedyn.codegen", "compile_report"),
     "identification": ("sparsedyn.identification", None),
     "identify": ("sparsedyn.identification", "identify"),
+    "IdentificationData": ("sparsedyn.identification", "IdentificationData"),
     "base_parameters": ("sparsedyn.identification", "base_parameters"),
     "BaseParameters": ("sparsedyn.identification", "BaseParameters"),
     "Identification": ("sparsedyn.identification", "Identification"),
     "force_torque_regressor": ("sparsedyn.identification", "force_torque_regressor"),
     "interop": ("sparsedyn.interop", None),
+    "Viewer": ("sparsedyn.viewer", "Viewer"),
     "io": ("sparsedyn.io", None),
 }
+
+
+# The compiler registers itself with the registry when imported: on the first plain call.
+_kernels.native_loader = lambda: _importlib.import_module("sparsedyn.codegen.native")
 
 
 def __getattr__(name):
@@ -115,28 +140,37 @@ def __dir__():
 
 
 __all__ = [
-    "spatial", "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
-    "Frame", "Mimic", "JointDynamics", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
-    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects",
+    "spatial", "exp3", "log3", "exp3_jacobian", "log3_jacobian", "exp6", "log6", "exp6_jacobian", "log6_jacobian",
+    "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
+    "Frame", "Mimic", "JointDynamics", "edit", "reduce_model", "append_model", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
+    "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects", "coriolis_matrix",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
     "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
-    "mjcf_measurements", "load_model",
-    "integrate", "difference", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
+    "mjcf_measurements", "load_model", "load_srdf", "Srdf", "SrdfError", "SrdfWarning",
+    "integrate", "difference", "interpolate", "normalize", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
+    "static_torque_derivatives", "frame_velocity_derivatives", "frame_acceleration_derivatives",
+    "frame_jacobian_time_variation", "centroidal_dynamics_derivatives", "integrate_derivatives",
+    "difference_derivatives",
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
+    "geometry_placements", "Geometry", "Viewer",
     "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
     "kinetic_energy", "potential_energy", "mechanical_energy", "joint_torque_regressor", "joint_wrench_regressor",
     "identification", "identify", "base_parameters", "BaseParameters", "Identification", "force_torque_regressor",
+    "IdentificationData",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
+    "contact_dynamics", "impulse_dynamics", "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
+    "ContactDynamics", "Impulse", "ContactWarning",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
+    "use_backend",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

@@ -37,9 +37,16 @@ def numeric(name, x, expected):
             bk.refuse_foreign(x)                  # JAX tracers, CasADi symbols: name the bridge that works
         except TypeError as e:
             raise TypeError(f"{name}: {e}") from None
+        except ValueError:                        # NumPy cannot make an array of it: said below
+            pass
         try:
             x = np.asarray(x)
-        except (TypeError, ValueError) as e:
+        except ValueError as e:
+            if "inhomogeneous" in str(e) or "sequence" in str(e):
+                raise ValueError(f"{name}: expected a numeric array of shape {expected}; got a ragged nested "
+                                 f"sequence (rows of different lengths, or a number among lists)") from None
+            raise TypeError(f"{name}: expected a numeric array of shape {expected}; {e}") from None
+        except TypeError as e:
             raise TypeError(f"{name}: expected a numeric array of shape {expected}; {e}") from None
         if x.dtype == object:                     # ragged lists, or Python objects
             return numeric(name, x, expected) if x.ndim else _refuse(name, x, expected)
@@ -88,6 +95,12 @@ def vector(model, name, x, size, what, check_values=True):
 _QUATERNIONS = weakref.WeakKeyDictionary()
 
 
+def quaternion_blocks(model):
+    """``(joint indices, index array (k, 4) into q)`` of the quaternions of ``model``'s spherical and
+    free joints."""
+    return _quaternions(model)
+
+
 def _quaternions(model):
     """``(joint indices, index array (k, 4) into q)`` of the model's quaternion blocks (cached: the
     model is frozen)."""
@@ -119,7 +132,7 @@ def configuration(model, q, name="q", check_values=True):
                 i, stop = joints[k], int(idx[k, -1]) + 1
                 raise ValueError(f"{name}: the quaternion of joint {model.joint_names[i]!r} "
                                  f"(q[{stop - 4}:{stop}], [x, y, z, w]) is not of unit norm "
-                                 f"(| |q|^2 - 1 | up to {err.max():.3g}); normalise it")
+                                 f"(| |q|^2 - 1 | up to {err.max():.3g}); normalise it with sparsedyn.normalize(model, {name})")
     return q
 
 

@@ -1,4 +1,4 @@
-"""Command line: ``sparsedyn info | sparsity | estimate | compile | bench | demo``.
+"""Command line: ``sparsedyn info | sparsity | estimate | identify | compile | bench | demo | view``.
 
 Exit codes: 0 success; 1 an error of the library or of the input (one line on
 stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
@@ -31,10 +31,10 @@ class UsageError(Exception):
     """A command-line argument names nothing usable (exit code 2)."""
 
 
-def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error"):
+def load_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error", geometry: bool = False):
     """A model from a command-line argument: :func:`sparsedyn.io.resolve.resolve_model`, raising
     :class:`UsageError` when ``spec`` names no model."""
-    return resolve_model(spec, floating_base, invalid_inertia, error=UsageError)
+    return resolve_model(spec, floating_base, invalid_inertia, error=UsageError, geometry=geometry)
 
 
 def benchmark_module(name: str):
@@ -89,7 +89,7 @@ def info(model) -> str:
            format_tree(model)]
     if extra:
         out += _wrapped(f"frames ({len(extra)} besides the bodies, as frame@body): ",
-                        [f"{f.name}@{model.body_names[f.body]}" for f in extra])
+                        [f"{f.name}@{model.body_names[f.body] if f.body >= 0 else model.root_name}" for f in extra])
     sensors = list(getattr(model, "sensors", ()))
     if sensors:
         out.append(f"sensors ({len(sensors)}, measured by default by sparsedyn.estimation.EstimationProblem):")
@@ -107,6 +107,30 @@ def info(model) -> str:
 def demo(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png") -> str:
     """The demo's report as one string (see :func:`demo_lines`)."""
     return "\n".join(demo_lines(seed, plot))
+
+
+def plain_call_lines(model, q, v, a):
+    """What a plain call runs: native code (built on the first call of a function on a model, or
+    loaded from the cache) or the NumPy functions."""
+    import timeit
+
+    from . import kernels
+    from .algorithms.rnea import rnea
+    if kernels.use_backend.current() == "numpy":
+        yield "Plain calls run the NumPy functions here (SPARSEDYN_BACKEND=numpy)."
+        return
+    from .codegen import build, compile as sd_compile
+    k = sd_compile(model)
+    t = min(timeit.repeat(lambda: rnea(model, q, v, a), number=200, repeat=5)) / 200
+    if not k.compiled:
+        yield f"Plain calls run the NumPy functions: no C compiler ({t * 1e6:.0f} us per rnea call)."
+        return
+    now = (f"rnea takes {t * 1e6:.1f} us per call" if "rnea" in k.kernels else
+           f"rnea's build is still running, NumPy answers meanwhile ({t * 1e6:.0f} us per call)")
+    yield from textwrap.wrap(
+        f"Plain calls run native code: the first call of a function on a model builds it (or loads it "
+        f"from the cache {build.cache_dir()}); a build longer than half a second goes on in the "
+        f"background while NumPy answers. Now {now}.", WIDTH)
 
 
 def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
@@ -158,6 +182,7 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     Q = np.stack([model.random_configuration(rng) for _ in range(100)])
     T = rnea(model, Q, np.zeros(model.nv), np.zeros(model.nv))
     yield f"Batched: gravity torques for {Q.shape[0]} random configurations in one call -> {T.shape}"
+    yield from plain_call_lines(model, q, v, a)
 
     # Joint-space inertia matrix, its branch-induced sparsity and the LTDL factor.
     H, C = HandC(model, q, v)
@@ -263,6 +288,9 @@ examples:
   sparsedyn info panda
   sparsedyn sparsity humanoid --problem fd --plot fd.png
   sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml
+  sparsedyn view talos_reduced --floating-base --q motion.npy --dt 0.001
+  sparsedyn estimate humanoid --sensors examples/humanoid_ankle_ft.toml --recording log.zarr --out est.zarr --workers 2
+  sparsedyn identify panda --recording rec.npz --sigma 0.1 --out panda_parameters.npz
 
 exit codes: 0 success; 1 error (one line on stderr); 2 usage error; 3 the analysis ran but the
 problem cannot be solved (ill-posed sensors, structurally singular system): the report says why.
@@ -280,6 +308,8 @@ def _parser() -> argparse.ArgumentParser:
     p_info = sub.add_parser("info", help="a model's tree, dofs per joint, masses, frames and sensors")
     p_info.add_argument("model", help=model_help)
     p_info.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_info.add_argument("--srdf", default=None, help="an SRDF file: show its reference configurations, rotor "
+                        "parameters and disabled collision pairs")
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
                         help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
     p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
@@ -295,6 +325,25 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("model", help=model_help)
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; format in the README)")
     p_est.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_est.add_argument("--recording", default=None, help="estimate every state of a recording (.npz or Zarr store "
+                                                         "with q, v, y; see sparsedyn.recording) into --out")
+    p_est.add_argument("--out", default=None, help="with --recording: where to write the estimates (.npz or .zarr)")
+    p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
+                                                             "machine (default 0: in this process)")
+    p_est.add_argument("--chunk", type=int, default=None, help="with --recording: states per batched call")
+    p_id = sub.add_parser("identify", help="inertial parameters from a recording of states and joint forces "
+                                           "(.npz or Zarr with q, v, a, tau)")
+    p_id.add_argument("model", help=model_help)
+    p_id.add_argument("--recording", required=True, help="the recording: q, v, a, tau (N, ...) and an (N, 6) array "
+                                                         "per --ft sensor")
+    p_id.add_argument("--out", required=True, help="where to write the parameters (.npz or .zarr)")
+    p_id.add_argument("--ft", nargs="*", default=(), help="force/torque sensors of the model whose readings the "
+                                                         "recording holds (arrays named after them)")
+    p_id.add_argument("--sigma", type=float, default=None, help="joint force noise (default: estimated)")
+    p_id.add_argument("--physically-consistent", action="store_true", help="a physically consistent fit")
+    p_id.add_argument("--workers", type=int, default=0, help="Dask worker processes on this machine (default 0)")
+    p_id.add_argument("--chunk", type=int, default=None, help="states per chunk")
+    p_id.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
     p_comp.add_argument("model", help=model_help)
@@ -306,6 +355,23 @@ def _parser() -> argparse.ArgumentParser:
                                                      "chains of 10, 30, 100 links)")
     p_bench.add_argument("--batch", type=int, default=10000, help="states per batch (default: %(default)s)")
     p_bench.add_argument("--cache", action="store_true", help="reuse the user's build cache (default: a fresh one)")
+    p_view = sub.add_parser("view", help="the model in the browser: a configuration, a trajectory or a recording "
+                                         "(pip install 'sparsedyn[viewer]')")
+    p_view.add_argument("model", help=model_help)
+    src = p_view.add_mutually_exclusive_group()
+    src.add_argument("--q", metavar="FILE", help="a configuration (nq numbers) or a trajectory (one per row) in "
+                                                 "a .npy, .txt or .csv file")
+    src.add_argument("--recording", metavar="REC", help="a recording (.npz or Zarr store, see sparsedyn.recording): "
+                                                        "its states q, and contact[<frame>] forces if it has them")
+    p_view.add_argument("--estimates", metavar="EST", help="with --recording: the estimates of its states (the "
+                                                           "output of sparsedyn estimate --recording), contact forces "
+                                                           "drawn at their frames")
+    p_view.add_argument("--dt", type=float, default=None, help="seconds between rows (default 0.01)")
+    p_view.add_argument("--collision", action="store_true", help="show the collision shapes")
+    p_view.add_argument("--port", type=int, default=8080, help="first port to try (default: %(default)s)")
+    p_view.add_argument("--save", metavar="FILE", help="write a standalone page (.html) or .viser file and exit")
+    p_view.add_argument("--seconds", type=float, default=None, help="serve this long (default: until Ctrl-C)")
+    p_view.add_argument("--floating-base", action="store_true", help=fb_help)
     p_demo = sub.add_parser("demo", help="a tour on the built-in humanoid (about 10 s)")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
@@ -348,6 +414,83 @@ def _error_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def read_motion(model, q_file=None, recording=None, dt=None, estimates=None):
+    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``: ``--q FILE`` (one configuration or
+    one per row: .npy, .txt, .csv), or ``--recording REC`` (a recording of :mod:`sparsedyn.recording`,
+    its ``q``), with contact forces ``contact[<frame>]`` (T, 6) from the recording or from ``estimates``
+    (the output of ``sparsedyn estimate --recording``).  ``dt``: seconds between rows (default 0.01).
+    Errors name the file and what was expected."""
+    from pathlib import Path
+    dt = 0.01 if dt is None else float(dt)
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"--dt: expected a positive number of seconds, got {dt}")
+    contacts = None
+    if recording is not None:
+        from .recording import open_recording
+        rec, source = open_recording(recording), recording
+        if "q" not in rec.names:
+            raise ValueError(f"{recording}: a recording holds the configurations 'q' (T, nq); it has {rec.names}")
+        qs = rec.rows("q", 0, rec.shape("q")[0])
+        contacts = {}
+        for f in [rec] + ([open_recording(estimates)] if estimates else []):
+            for n in f.names:
+                if n.startswith("contact[") and n.endswith("]"):
+                    contacts[n[len("contact["):-1]] = f.rows(n, 0, f.shape(n)[0])
+        contacts = contacts or None
+    else:
+        if estimates:
+            raise ValueError("--estimates goes with --recording (the estimates of its states)")
+        source = q_file
+        try:
+            qs = np.load(q_file) if Path(q_file).suffix == ".npy" else \
+                np.loadtxt(q_file, delimiter="," if Path(q_file).suffix == ".csv" else None, ndmin=2)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{q_file}: cannot read configurations (.npy, or numbers in .txt / .csv): {e}") from None
+    qs = np.atleast_2d(np.asarray(qs, float))
+    if qs.ndim != 2 or qs.shape[1] != model.nq:
+        raise ValueError(f"{source}: expected configurations of model {model.name!r} with nq = {model.nq} numbers "
+                         f"per row, got an array of shape {np.shape(qs)}")
+    for name, F in (contacts or {}).items():
+        if name not in model.frame_names:
+            raise ValueError(f"{estimates or source}: contact[{name}]: {name!r} is no frame of model {model.name!r} "
+                             f"(the viewer draws a contact at the frame of its name)")
+        if np.shape(F) != (len(qs), 6):
+            raise ValueError(f"{estimates or source}: contact[{name}] has shape {np.shape(F)}, expected "
+                             f"({len(qs)}, 6): one wrench per configuration")
+    return qs, dt, contacts
+
+
+def view(args) -> int:
+    """``sparsedyn view``: serve the viewer (or write ``--save``) for a model and an optional motion."""
+    import time
+    from .viewer import Viewer
+    model = load_model(args.model, args.floating_base, geometry=True)
+    motion = read_motion(model, args.q, args.recording, args.dt, args.estimates) if (args.q or args.recording) \
+        else None
+    viewer = Viewer(model, kind="collision" if args.collision else "visual", port=args.port, verbose=False,
+                    q=None if motion is None else motion[0][0])
+    try:
+        if args.save:
+            if motion is None:
+                viewer.record(args.save)
+            else:
+                viewer.record(args.save, motion[0], motion[1], contacts=motion[2])
+            print(f"sparsedyn: wrote {args.save}")
+            return EXIT_OK
+        if motion is not None and len(motion[0]) > 1:
+            viewer.play(motion[0], motion[1], contacts=motion[2])
+        print(f"sparsedyn: viewer of {model.name!r} at {viewer.url} (Ctrl-C to stop)", flush=True)
+        end = None if args.seconds is None else time.monotonic() + args.seconds
+        try:
+            while end is None or time.monotonic() < end:
+                time.sleep(min(0.2, max(0.0, end - time.monotonic())) if end is not None else 0.2)
+        except KeyboardInterrupt:
+            pass
+        return EXIT_OK
+    finally:
+        viewer.close()
+
+
 def main(argv=None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _parser()
@@ -360,7 +503,22 @@ def main(argv=None) -> int:
     warnings.formatwarning = lambda message, category, *rest, **kw: f"sparsedyn: warning: {message}\n"
     try:
         if args.command == "info":
-            print(info(load_model(args.model, args.floating_base, args.invalid_inertia)))
+            model = load_model(args.model, args.floating_base, args.invalid_inertia)
+            print(info(model))
+            if args.srdf:
+                from .io.srdf import load_srdf
+                print(load_srdf(model, args.srdf).summary())
+        elif args.command == "estimate" and (args.recording or args.out):
+            if not (args.recording and args.out):
+                raise UsageError("--recording and --out go together")
+            from .recording import recording_report
+            print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
+                                   args.out, workers=args.workers, chunk=args.chunk))
+        elif args.command == "identify":
+            from .recording import identify_report
+            print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
+                                  sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
+                                  workers=args.workers, chunk=args.chunk))
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
@@ -384,6 +542,8 @@ def main(argv=None) -> int:
                                 progress=progress)
             progress.done()
             print(_fit(text))
+        elif args.command == "view":
+            return view(args)
         else:
             for line in demo_lines(args.seed, args.plot or None):
                 print(line, flush=True)

@@ -42,7 +42,7 @@ from .spatial import Transform, force_matrix
 
 __all__ = ["PARAMETER_NAMES", "BaseParameters", "base_parameters", "random_states", "force_torque_regressor",
            "fixed_joint_parameters", "inertia_parameters", "model_parameters", "parameter_names",
-           "pseudo_inertia", "parameters_from_pseudo_inertia", "Identification", "identify"]
+           "pseudo_inertia", "parameters_from_pseudo_inertia", "Identification", "IdentificationData", "identify"]
 
 #: Names of the 10 parameters of a body, in order.
 PARAMETER_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
@@ -356,6 +356,277 @@ def _rows_sigma(sigma, size, what):
     return s
 
 
+def _check_states(model, q, v, a):
+    q, v, a = (np.asarray(x, float) for x in (q, v, a))
+    if q.ndim != 2 or q.shape[-1] != model.nq:
+        raise ValueError(f"q: expected shape (N, {model.nq}) (N states of model {model.name!r}), got {q.shape}")
+    N = q.shape[0]
+    for name, x in (("v", v), ("a", a)):
+        if x.shape != (N, model.nv):
+            raise ValueError(f"{name}: expected shape ({N}, {model.nv}), got {x.shape}")
+    return q, v, a, N
+
+
+#: Memory for the regressor rows of one chunk of states (bytes): what streaming holds beyond the inputs.
+CHUNK_BYTES = 24 * 2 ** 20
+
+
+def _chunk_factor(M, b, max_cond=1e5):
+    """Upper-triangular ``F`` (r + 1, r + 1) with ``F^T F = [M b]^T [M b]`` (the R factor of the rows
+    ``M`` (m, r) augmented by their right-hand side ``b`` (m,); its last diagonal entry is the norm of
+    the least-squares residual of these rows).
+
+    Tall, well-conditioned rows take the Cholesky QR algorithm run twice (Fukaya, Nakatsukasa, Yanagisawa
+    and Yamamoto, *CholeskyQR2: a simple and communication-avoiding algorithm for computing a tall-skinny
+    QR factorization*, 2014): four BLAS-3 products instead of Householder reflections, as accurate as
+    Householder QR when the column-scaled condition number is below about ``eps^-1/2``; other rows (few,
+    rank deficient, or worse conditioned than ``max_cond``) take Householder QR.
+    """
+    from scipy.linalg import LinAlgError, cholesky, qr, solve_triangular
+    from scipy.linalg.blas import dsyrk
+    from scipy.linalg.lapack import dtrtri
+
+    m, r = M.shape
+    out = np.zeros((r + 1, r + 1))
+    if m >= 2 * r and r:
+        G = dsyrk(1.0, M.T)                                   # M^T M (upper triangle)
+        d = np.sqrt(np.diag(G))
+        try:
+            R1 = cholesky(G, check_finite=False) if np.all(d > 0) else None
+        except LinAlgError:
+            R1 = None
+        if R1 is not None:
+            R1inv, info = dtrtri(R1)
+            # 1-norm condition number of the column-scaled factor (scaling changes neither algorithm)
+            cond = np.abs(R1 / d).sum(0).max() * np.abs(R1inv * d[:, None]).sum(0).max()
+            if info == 0 and np.isfinite(cond) and cond < max_cond:
+                Q1 = M @ R1inv
+                R2 = cholesky(dsyrk(1.0, Q1.T), check_finite=False)
+                c = solve_triangular(R2, b @ Q1, trans="T", check_finite=False)           # Q^T b
+                res = b - Q1 @ solve_triangular(R2, c, check_finite=False)              # b - Q Q^T b
+                out[:r, :r] = R2 @ R1
+                out[:r, r] = c
+                out[r, r] = np.linalg.norm(res)
+                return out
+    F = qr(np.column_stack([M, b]), mode="r", check_finite=False)[0]
+    k = min(F.shape[0], r + 1)
+    out[:k] = F[:k]
+    return out
+
+
+def _merge_factors(*F):
+    """The R factor of the rows whose R factors are ``F`` (each (k, k), upper triangular)."""
+    from scipy.linalg import qr
+
+    out = qr(np.vstack(F), mode="r", check_finite=False)[0][:F[0].shape[0]]
+    return out
+
+
+class IdentificationData:
+    """What :func:`identify` keeps of the measurements: the R factor of the whitened base-regressor rows
+    and their right-hand side, accumulated chunk by chunk, so that a recording of any length is
+    identified in memory independent of its length (a CLI reading a log file, one accumulator per
+    Dask partition merged at the end)::
+
+        data = IdentificationData(model, joint_torques=True, sigma=0.1)
+        for q, v, a, tau in chunks_of_a_recording:
+            data.add(q, v, a, tau)
+        result = data.solve()                 # an Identification, as identify() returns
+
+    ``model``: a :class:`~sparsedyn.Model`, or a compiled one (``sparsedyn.compile(model)``: the
+    regressors then run as native code, many times faster for long recordings); ``sensors``:
+    :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on the model) whose readings
+    :meth:`add` is given, whitened with each sensor's covariance; ``joint_torques``: whether
+    :meth:`add` is given joint forces; ``sigma``, ``base``, ``gravity``: as in :func:`identify`.
+
+    The measurement rows ``A_1 beta ~ b`` (``A_1`` the base regressor, ``m x r``) are reduced to the
+    upper-triangular ``F = [[R, c], [0, rho]]`` ((r + 1) x (r + 1)) of the QR factorization of
+    ``[A_1 b]``: ``R`` is the R factor of ``A_1``, ``c = Q^T b`` and ``rho`` the norm of the
+    least-squares residual.  Adding rows replaces ``F`` by the R factor of ``[F; F_chunk]``, which is
+    the R factor of all the rows so far (the Q factors are never kept); :meth:`merge` does the same with
+    the factors of other accumulators.  The result equals that of all rows at once up to rounding.
+
+    Attributes: ``model``, ``sensors``, ``base``, ``factor`` (F above), ``rows`` (measurement rows so
+    far), ``states``.
+    """
+
+    def __init__(self, model, *, sensors=(), joint_torques=True, sigma=None, base=None, gravity=None):
+        self.model = model
+        self.sensors = [_sensor(model, s) for s in sensors]
+        if not joint_torques and not self.sensors:
+            raise ValueError("identify: no measurements (give tau and/or ft)")
+        self.joint_torques = bool(joint_torques)
+        self.sigma = sigma
+        self.gravity = gravity
+        pieces = _pieces(model, self.sensors)
+        if base is not None and set(pieces) - set(base.pieces):
+            raise ValueError(f"base: it was computed without the child-side pieces of {list(pieces)}; "
+                             f"pass base_parameters(model, sensors=...) for the same sensors")
+        if base is None:
+            base = base_parameters(model, self.sensors, joint_torques=self.joint_torques, gravity=gravity)
+        self.base = base
+        self._s = _rows_sigma(sigma, model.nv, "sigma") if self.joint_torques else None
+        # whitening of each sensor's reading: C^-1 = Linv^T Linv
+        self._Linv = [np.linalg.inv(np.linalg.cholesky(s.covariance(6))) for s in self.sensors]
+        r = base.rank
+        self.factor = np.zeros((r + 1, r + 1))
+        self.rows = 0
+        self.states = 0
+
+    def _key(self):
+        return (self.model.nq, self.model.nv, self.model.nbodies, self.joint_torques,
+                tuple(s.name for s in self.sensors), tuple(self.base.independent), tuple(self.base.dependent),
+                None if self._s is None else tuple(self._s))
+
+    @property
+    def _chunk(self):
+        """States per chunk: the regressors of a chunk fit :data:`CHUNK_BYTES`."""
+        m, r = self.model, self.base.rank
+        n = NPARAM * (m.nbodies + len(self.base.pieces))
+        per = 8 * ((m.nv * NPARAM * m.nbodies if self.joint_torques else 0)
+                   + (6 * m.nbodies * NPARAM * m.nbodies + 6 * n) * bool(self.sensors)
+                   + 3 * (m.nv * self.joint_torques + 6 * len(self.sensors)) * (r + 1))
+        return max(1, CHUNK_BYTES // per)
+
+    def add(self, q, v, a, tau=None, ft=None, *, first_row=0):
+        """Add the measurements of ``N`` states: ``q`` (N, nq), ``v``, ``a`` (N, nv); ``tau`` (N, nv)
+        (when ``joint_torques``); ``ft``: ``{sensor: y (N, 6)}`` for every sensor (objects or names).
+        Large inputs are worked through in chunks of states.  ``first_row``: the index of the first
+        state in the whole recording (errors name rows by it).  Returns ``self``."""
+        model = self.model
+        q, v, a, N = _check_states(model, q, v, a)
+        if self.joint_torques:
+            if tau is None:
+                raise ValueError("tau: this accumulator takes joint forces (joint_torques=True); got None")
+            tau = np.asarray(tau, float)
+            if tau.shape != (N, model.nv):
+                raise ValueError(f"tau: expected shape ({N}, {model.nv}), got {tau.shape}")
+        elif tau is not None:
+            raise ValueError("tau: this accumulator was made without joint forces (joint_torques=False)")
+        given = {_sensor(model, s).name: np.asarray(y, float) for s, y in dict(ft or {}).items()}
+        names = [s.name for s in self.sensors]
+        if set(given) != set(names):
+            raise ValueError(f"ft: expected readings of the sensors {names}, got {sorted(given)}")
+        ys = [given[n] for n in names]
+        for s, y in zip(names, ys):
+            if y.shape != (N, 6):
+                raise ValueError(f"ft[{s!r}]: expected shape ({N}, 6), got {y.shape}")
+        step = self._chunk
+        for k in range(0, N, step):
+            sl = slice(k, min(N, k + step))
+            parts = {"q": q[sl], "v": v[sl], "a": a[sl]}
+            if tau is not None:
+                parts["tau"] = tau[sl]
+            parts.update({f"ft[{n!r}]": y[sl] for n, y in zip(names, ys)})
+            for what, x in parts.items():
+                bad = ~np.isfinite(x).all(-1)
+                if bad.any():
+                    raise ValueError(f"{what}: row {first_row + k + int(np.argmax(bad))} contains NaN or "
+                                     f"infinite values")
+            M, b = self._rows(parts["q"], parts["v"], parts["a"], parts.get("tau"), [y[sl] for y in ys])
+            self.factor = _merge_factors(self.factor, _chunk_factor(M, b))
+            self.rows += len(b)
+        self.states += N
+        return self
+
+    def _rows(self, q, v, a, tau, ys):
+        """Whitened base-regressor rows (m, r) and right-hand side (m,) of a chunk of states."""
+        model, base = self.model, self.base
+        cols = base.independent
+        nP = NPARAM * model.nbodies
+        blocks, rhs = [], []
+        if self.joint_torques:
+            Y = joint_torque_regressor(model, q, v, a, gravity=self.gravity)
+            own = cols < nP                                   # the child-side pieces move no joint force
+            if own.all():
+                A = np.take(Y, cols, axis=-1)
+            else:
+                A = np.zeros(Y.shape[:-1] + (len(cols),))
+                A[..., own] = Y[..., cols[own]]
+            del Y
+            if np.any(self._s != 1.0):
+                A /= self._s[:, None]
+                tau = tau / self._s
+            blocks.append(A)
+            rhs.append(tau)
+        if self.sensors:
+            pieces = base.pieces
+            W = joint_wrench_regressor(model, q, v, a, gravity=self.gravity)
+            for s, y, Linv in zip(self.sensors, ys, self._Linv):
+                blocks.append(Linv @ _sensor_rows(model, s, W, pieces)[..., cols])
+                rhs.append(y @ Linv.T)
+        if len(blocks) == 1:
+            return blocks[0].reshape(-1, len(cols)), rhs[0].reshape(-1)
+        return np.concatenate(blocks, -2).reshape(-1, len(cols)), np.concatenate(rhs, -1).reshape(-1)
+
+    def merge(self, *others):
+        """A new accumulator holding the measurements of ``self`` and ``others`` (accumulators made for
+        the same model, measurements, weights and base parameters, e.g. one per part of a recording)."""
+        for o in others:
+            if not isinstance(o, IdentificationData) or o._key() != self._key():
+                raise ValueError("merge: expected IdentificationData of the same model, measurements, sigma and "
+                                 f"base parameters, got {o!r}")
+        out = object.__new__(IdentificationData)
+        out.__dict__.update(self.__dict__)
+        out.factor = _merge_factors(self.factor, *(o.factor for o in others))
+        out.rows = self.rows + sum(o.rows for o in others)
+        out.states = self.states + sum(o.states for o in others)
+        return out
+
+    def __repr__(self):
+        return (f"IdentificationData({self.model.name!r}, {self.states} states, {self.rows} rows, "
+                f"{self.base.rank} base parameters)")
+
+    def solve(self, *, physically_consistent=False, reference=None, regularization=1e-6,
+              known_noise=None, rcond=1e-12) -> Identification:
+        """The :class:`Identification` of the measurements added so far (arguments as in
+        :func:`identify`).  Raises ``ValueError`` when there are fewer rows than base parameters, or
+        when the states do not excite every base parameter (the column-scaled condition number of the
+        base regressor exceeds ``1 / rcond``)."""
+        from scipy.linalg import solve_triangular
+
+        model, base = self.model, self.base
+        r = base.rank
+        dof = self.rows - r
+        if dof < 0:
+            raise ValueError(f"identify: {self.rows} measurements for {r} base parameters; give more states")
+        R, c, rho = self.factor[:r, :r], self.factor[:r, r], abs(self.factor[r, r])
+        norms = np.linalg.norm(R, axis=0)
+        cond = np.linalg.cond(R / np.where(norms > 0, norms, 1.0)) if r else 1.0
+        if r and (not np.all(norms > 0) or not cond < 1 / rcond):
+            weak = [base.names[k] for k in np.flatnonzero(norms == 0)] or [
+                base.names[int(np.argmin(np.abs(np.diag(R)) / norms))]]
+            raise ValueError(f"identify: the {self.states} states do not excite every base parameter (condition "
+                             f"number {cond:.3g} of the scaled base regressor), e.g. {weak[0]!r}; record more "
+                             f"varied motion (every joint moving, accelerating, in several configurations)")
+        beta = solve_triangular(R, c)
+        known = self.sigma is not None if known_noise is None else bool(known_noise)
+        sigma2 = 1.0 if known else float(rho ** 2 / max(dof, 1))
+        Rinv = solve_triangular(R, np.eye(r))
+        cov = sigma2 * (Rinv @ Rinv.T)
+        nP = NPARAM * model.nbodies
+        pieces = base.pieces
+        ref = model.inertial_parameters() if reference is None else np.asarray(reference, float)
+        if ref.shape != (nP,):
+            raise ValueError(f"reference: expected {nP} inertial parameters, got shape {ref.shape}")
+        ref = np.concatenate([ref] + [fixed_joint_parameters(model, j) for j in pieces])
+        pi = base.full(beta, ref)
+        res2 = rho ** 2
+        if physically_consistent:
+            # A = A_1 T with T pi = beta: |A pi - b|^2 = |R T pi - c|^2 + rho^2.
+            T = np.zeros((r, len(ref)))
+            T[np.arange(r), base.independent] = 1.0
+            T[:, base.dependent] = base.K
+            RT = R @ T
+            lam2 = regularization * np.sum(RT * RT) / len(ref)
+            pi = _consistent_fit(RT, c, pi, ref, lam2, len(ref) // NPARAM)
+            beta = base.base(pi)
+            res2 = float(np.sum((RT @ pi - c) ** 2)) + rho ** 2
+        rms = float(np.sqrt(res2 / self.rows)) if self.rows else 0.0
+        child = {j: pi[nP + NPARAM * k:nP + NPARAM * (k + 1)] for k, j in enumerate(pieces)}
+        return Identification(beta, cov, pi[:nP], base, sigma2, rms, dof, physically_consistent, child)
+
+
 def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physically_consistent=False,
              reference=None, regularization=1e-6, gravity=None, known_noise=None) -> Identification:
     """Identify the base inertial parameters of ``model`` from measured motion and forces.
@@ -376,86 +647,28 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     semidefinite, minimising the whitened residual plus ``regularization`` (relative to the mean
     diagonal of the normal matrix) times ``|pi - reference|^2``, which picks the parameters the data
     cannot tell from ``reference`` (default: the model's own).
+
+    The states are worked through in chunks (:class:`IdentificationData`): the memory used beyond the
+    inputs does not grow with ``N``.  ``model`` may be a compiled model (``sparsedyn.compile(model)``),
+    whose native regressors are many times faster on long recordings.
     """
-    from scipy.linalg import lstsq, qr, solve_triangular
-
-    q, v, a = (np.asarray(x, float) for x in (q, v, a))
-    if q.ndim != 2 or q.shape[-1] != model.nq:
-        raise ValueError(f"q: expected shape (N, {model.nq}) (N states of model {model.name!r}), got {q.shape}")
-    N = q.shape[0]
-    for name, x in (("v", v), ("a", a)):
-        if x.shape != (N, model.nv):
-            raise ValueError(f"{name}: expected shape ({N}, {model.nv}), got {x.shape}")
+    q, v, a, N = _check_states(model, q, v, a)
     ft = dict(ft or {})
-    sensors = [_sensor(model, s) for s in ft]
-    pieces = base.pieces if base is not None else _pieces(model, sensors)
-    if set(_pieces(model, sensors)) - set(pieces):
-        raise ValueError(f"base: it was computed without the child-side pieces of {list(_pieces(model, sensors))}; "
-                         f"pass base_parameters(model, sensors=...) for the same sensors")
-    nP = NPARAM * model.nbodies
-    n = NPARAM * (model.nbodies + len(pieces))
-    blocks, rhs = [], []
-    if tau is not None:
-        tau = np.asarray(tau, float)
-        if tau.shape != (N, model.nv):
-            raise ValueError(f"tau: expected shape ({N}, {model.nv}), got {tau.shape}")
-        s = _rows_sigma(sigma, model.nv, "sigma")
-        Y = joint_torque_regressor(model, q, v, a, gravity=gravity) / s[:, None]
-        blocks.append(np.concatenate([Y, np.zeros(Y.shape[:-1] + (n - nP,))], -1))
-        rhs.append(tau / s)
-    if sensors:
-        W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
-        for s, y in zip(sensors, ft.values()):
-            y = np.asarray(y, float)
-            if y.shape != (N, 6):
-                raise ValueError(f"ft[{s.name!r}]: expected shape ({N}, 6), got {y.shape}")
-            Linv = np.linalg.inv(np.linalg.cholesky(s.covariance(6)))     # whitening: C^-1 = Linv^T Linv
-            blocks.append(Linv @ _sensor_rows(model, s, W, pieces))
-            rhs.append(y @ Linv.T)
-    if not blocks:
-        raise ValueError("identify: no measurements (give tau and/or ft)")
-    A = np.concatenate(blocks, -2).reshape(-1, n)
-    b = np.concatenate(rhs, -1).reshape(-1)
-    if base is None:
-        base = base_parameters(model, sensors, joint_torques=tau is not None, gravity=gravity)
-    A1 = base.regressor(A)
-    r = base.rank
-    dof = A1.shape[0] - r
-    if dof < 0:
-        raise ValueError(f"identify: {A1.shape[0]} measurements for {r} base parameters; give more states")
-    beta, *_ = lstsq(A1, b)
-    res = b - A1 @ beta
-    known = sigma is not None if known_noise is None else bool(known_noise)
-    sigma2 = 1.0 if known else float(res @ res / max(dof, 1))
-    # Covariance (A1^T A1)^-1 via the R factor of A1 (never forming the normal matrix).
-    R = qr(A1, mode="r")[0][:r]
-    Rinv = solve_triangular(R, np.eye(r))
-    cov = sigma2 * (Rinv @ Rinv.T)
-    ref = model.inertial_parameters() if reference is None else np.asarray(reference, float)
-    if ref.shape != (nP,):
-        raise ValueError(f"reference: expected {nP} inertial parameters, got shape {ref.shape}")
-    ref = np.concatenate([ref] + [fixed_joint_parameters(model, j) for j in pieces])
-    pi = base.full(beta, ref)
-    if physically_consistent:
-        pi = _consistent_fit(A, b, pi, ref, regularization, n // NPARAM)
-        beta = base.base(pi)
-        res = b - A @ pi
-    rms = float(np.sqrt(np.mean(res ** 2))) if res.size else 0.0
-    child = {j: pi[nP + NPARAM * k:nP + NPARAM * (k + 1)] for k, j in enumerate(pieces)}
-    return Identification(beta, cov, pi[:nP], base, sigma2, rms, dof, physically_consistent, child)
+    data = IdentificationData(model, sensors=list(ft), joint_torques=tau is not None, sigma=sigma, base=base,
+                              gravity=gravity)
+    data.add(q, v, a, tau, ft)
+    return data.solve(physically_consistent=physically_consistent, reference=reference,
+                      regularization=regularization, known_noise=known_noise)
 
 
-def _consistent_fit(A, b, pi0, ref, regularization, nb, tol=1e-10):
-    """``min |A pi - b|^2 + lam^2 |pi - ref|^2`` subject to ``J_j(pi) >= 0`` for every body, by the
+def _consistent_fit(R, c, pi0, ref, lam2, nb, tol=1e-10):
+    """``min |R pi - c|^2 + lam2 |pi - ref|^2`` subject to ``J_j(pi) >= 0`` for every body (``R`` (k, n),
+    ``c`` (k,): a factor of the measurement rows, ``|A pi - b|^2 = |R pi - c|^2 + const``), by the
     barrier method: minimise ``t f(pi) - sum_j log det J_j(pi)`` by Newton's method for increasing
     ``t``; the gap to the optimum is at most ``4 NB / t``."""
-    from scipy.linalg import cho_factor, cho_solve, qr
+    from scipy.linalg import cho_factor, cho_solve
 
-    n = A.shape[1]
-    lam2 = regularization * np.mean(np.sum(A * A, 0))
-    # |A pi - b|^2 = |R pi - Q^T b|^2 + const: the n x n triangle carries all the data.
-    Q, R = qr(A, mode="economic")
-    c = Q.T @ b
+    n = R.shape[1]
     Hf = 2 * (R.T @ R + lam2 * np.eye(n))
     gf0 = 2 * (R.T @ c + lam2 * ref)
 

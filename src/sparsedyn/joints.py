@@ -85,6 +85,16 @@ class Joint:
         """``q1 (-) q0``: the velocity that takes ``q0`` to ``q1`` in unit time."""
         return q1 - q0
 
+    def integrate_jacobians(self, q, v):
+        """``(d_dq, d_dv)`` (..., nv, nv): the derivatives of :meth:`integrate` on the tangent spaces
+        (of ``q`` and of the result; Pinocchio's ``dIntegrate``).  Vector joints: identities."""
+        return np.eye(self.nv), np.eye(self.nv)
+
+    def difference_jacobians(self, q0, q1):
+        """``(d_dq0, d_dq1)`` (..., nv, nv): the derivatives of :meth:`difference` on the tangent
+        spaces of ``q0`` and ``q1`` (Pinocchio's ``dDifference``).  Vector joints: ``-1`` and ``1``."""
+        return -np.eye(self.nv), np.eye(self.nv)
+
     def retract(self, q, dq):
         """A chart of the configuration space around ``q``: equal to :meth:`integrate` ``(q, dq)``
         to first order in ``dq`` (same value and same derivative at ``dq = 0``) and polynomial in
@@ -247,6 +257,13 @@ class Planar(Joint):
         det = a * a + b * b
         return np.stack([th, (a * dx + b * dy) / det, (-b * dx + a * dy) / det], -1)
 
+    def integrate_jacobians(self, q, v):
+        return _se2_adjoint_inverse(v), _se2_right_jacobian(v)
+
+    def difference_jacobians(self, q0, q1):
+        d = self.difference(q0, q1)
+        return -_se2_right_jacobian_inverse(-d), _se2_right_jacobian_inverse(d)
+
 
 # --- quaternion helpers ([x, y, z, w], float) ---------------------------------
 
@@ -320,6 +337,14 @@ class Spherical(Joint):
     def difference(self, q0, q1):
         return quat_log(quat_multiply(_quat_conj(q0), q1))
 
+    def integrate_jacobians(self, q, v):
+        K, A, B, C, _ = _so3_coefficients(v)
+        return np.swapaxes(_so3_exp(K, A, B), -1, -2), _so3_right_jacobian(K, B, C)
+
+    def difference_jacobians(self, q0, q1):
+        d = self.difference(q0, q1)
+        return -_so3_right_jacobian_inverse(-d), _so3_right_jacobian_inverse(d)
+
 
 @_register
 @dataclass(frozen=True)
@@ -374,6 +399,141 @@ class Free(Joint):
         d = (1 - h * bk.cos(h) / bk.sin(h)) / (th * th)
         Vinv = np.eye(3) - 0.5 * K + d * (K @ K)
         return np.concatenate([w, (Vinv @ dp[..., None])[..., 0]], -1)
+
+    def integrate_jacobians(self, q, v):
+        return _se3_adjoint_inverse(v), _se3_right_jacobian(v)[0]
+
+    def difference_jacobians(self, q0, q1):
+        d = self.difference(q0, q1)
+        return -_se3_right_jacobian_inverse(-d), _se3_right_jacobian_inverse(d)
+
+
+# --- Jacobians of integrate and difference on the tangent spaces ----------------------------------
+#
+# For a Lie group with q (+) v = q exp(v) (body-frame velocities): d/dq = Ad(exp(-v)),
+# d/dv = Jr(v) (the right Jacobian); for d = q1 (-) q0 = log(q0^-1 q1): d/dq1 = Jr(d)^-1,
+# d/dq0 = -Jl(d)^-1 = -Jr(-d)^-1 (Sola, Deray, Atchuthan, "A micro Lie theory for state estimation
+# in robotics", 2018; Barfoot, "State estimation for robotics", 2017, for the SE(3) block Q).
+# The ratios that lose digits to cancellation at small angles, such as (t - sin t) / t^3, switch to
+# their Taylor series below _SMALL without a branch: a sign (copysign) picks one of two finite values.
+_SMALL = 0.02
+
+
+def _small_angle(t, closed, series):
+    """``closed(t)`` for ``|t| >= _SMALL``, ``series(t)`` below (elementwise, branch-free; ``closed`` is
+    evaluated away from zero where it is not used)."""
+    w = 0.5 + 0.5 * bk.copysign(1.0, t * t - _SMALL * _SMALL)
+    return w * closed(t + (1 - w) * (3 * _SMALL)) + (1 - w) * series(t)
+
+
+def _so3_coefficients(w):
+    """``(K, A, B, C, D)`` for the rotation vector ``w`` (..., 3): ``K = w x``, ``A = sin t / t``,
+    ``B = (1 - cos t) / t^2``, ``C = (t - sin t) / t^3``, ``D = (1 - (t/2) cot(t/2)) / t^2`` (..., 1, 1)."""
+    t = _norm(w)[..., None]
+    h = t / 2
+    sc = bk.sin(h) / h
+    C = _small_angle(t, lambda x: (x - bk.sin(x)) / (x * x * x), lambda x: 1 / 6 - x * x / 120 + (x * x) * (x * x) / 5040)
+    D = _small_angle(t, lambda x: (1 - (x / 2) * bk.cos(x / 2) / bk.sin(x / 2)) / (x * x),
+                     lambda x: 1 / 12 + x * x / 720 + (x * x) * (x * x) / 30240)
+    return skew(w), bk.sin(t) / t, 0.5 * sc * sc, C, D
+
+
+def _so3_exp(K, A, B):
+    return np.eye(3) + A * K + B * (K @ K)
+
+
+def _so3_right_jacobian(K, B, C):
+    return np.eye(3) - B * K + C * (K @ K)
+
+
+def _so3_right_jacobian_inverse(w):
+    K, _, _, _, D = _so3_coefficients(w)
+    return np.eye(3) + 0.5 * K + D * (K @ K)
+
+
+def _blocks(A, B, C, D):
+    """``[[A, B], [C, D]]`` from four (..., n, n) blocks."""
+    shape = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], C.shape[:-2], D.shape[:-2])
+    A, B, C, D = (np.broadcast_to(x, shape + x.shape[-2:]) for x in (A, B, C, D))
+    return np.concatenate([np.concatenate([A, B], -1), np.concatenate([C, D], -1)], -2)
+
+
+def _se3_right_jacobian(nu):
+    """``(Jr, Jr_so3, Q)``: the right Jacobian (..., 6, 6) of SE(3)'s exponential at the body twist
+    ``nu = [omega; u]``, ``[[Jr(omega), 0], [Q, Jr(omega)]]`` with Barfoot's ``Q`` at ``-nu``."""
+    w, u = -nu[..., :3], -nu[..., 3:]
+    K, _, B, C, _ = _so3_coefficients(-w)
+    t = _norm(w)[..., None]
+    E = _small_angle(t, lambda x: (x * x + 2 * bk.cos(x) - 2) / (2 * (x * x) * (x * x)),
+                     lambda x: 1 / 24 - x * x / 720 + (x * x) * (x * x) / 40320)
+    F = _small_angle(t, lambda x: (2 * x - 3 * bk.sin(x) + x * bk.cos(x)) / (2 * x * (x * x) * (x * x)),
+                     lambda x: 1 / 120 - x * x / 2520 + (x * x) * (x * x) / 120960)
+    P, U = skew(w), skew(u)
+    PU, UP = P @ U, U @ P
+    PUP = PU @ P
+    Q = 0.5 * U + C * (PU + UP + PUP) + E * (P @ PU + UP @ P - 3 * PUP) + F * (PUP @ P + P @ PUP)
+    J = _so3_right_jacobian(K, B, C)
+    return _blocks(J, 0 * J, Q, J), J, Q
+
+
+def _se3_right_jacobian_inverse(nu):
+    _, J, Q = _se3_right_jacobian(nu)
+    Ji = _so3_right_jacobian_inverse(nu[..., :3])
+    return _blocks(Ji, 0 * Ji, -(Ji @ Q @ Ji), Ji)
+
+
+def _se3_adjoint_inverse(nu):
+    """``Ad(exp(-nu))`` (..., 6, 6) on twists ``[omega; u]``: the motion transform into the frame
+    reached by ``exp(nu)``."""
+    w, u = nu[..., :3], nu[..., 3:]
+    K, A, B, C, _ = _so3_coefficients(w)
+    R = _so3_exp(K, A, B)
+    p = ((np.eye(3) + B * K + C * (K @ K)) @ u[..., None])[..., 0]       # V(omega) u = Jl(omega) u
+    Et = np.swapaxes(R, -1, -2)
+    return _blocks(Et, 0 * Et, -(Et @ skew(p)), Et)
+
+
+def _se2_parts(nu):
+    """``(c, s, a, b, da, db)`` of the SE(2) twist ``nu = [theta, x, y]``: ``R(theta)``, the left
+    Jacobian's ``a``, ``b`` and their derivatives in ``theta``."""
+    th = nu[..., 0]
+    a, b = _se2_left_jacobian(th)
+    da = _small_angle(th, lambda x: (x * bk.cos(x) - bk.sin(x)) / (x * x), lambda x: -x / 3 + x * x * x / 30 - x * (x * x) * (x * x) / 840)
+    db = _small_angle(th, lambda x: (x * bk.sin(x) - 1 + bk.cos(x)) / (x * x), lambda x: 0.5 - x * x / 8 + (x * x) * (x * x) / 144)
+    return bk.cos(th), bk.sin(th), a, b, da, db
+
+
+def _mat3(rows):
+    return np.stack([np.stack(r, -1) for r in rows], -2)
+
+
+def _se2_adjoint_inverse(nu):
+    """``Ad(exp(-nu))`` (..., 3, 3) on SE(2) twists ``[omega, vx, vy]``."""
+    c, s, a, b, _, _ = _se2_parts(nu)
+    x, y = a * nu[..., 1] - b * nu[..., 2], b * nu[..., 1] + a * nu[..., 2]      # the origin of exp(nu)
+    px, py = -(c * x + s * y), -(-s * x + c * y)                                # that of exp(-nu)
+    one, zero = 1 + 0 * c, 0 * c
+    return _mat3([[one, zero, zero], [py, c, s], [-px, -s, c]])
+
+
+def _se2_right_jacobian(nu):
+    """The right Jacobian (..., 3, 3) of SE(2)'s exponential: ``[[1, 0], [R^T V'(theta) rho, R^T V]]``."""
+    c, s, a, b, da, db = _se2_parts(nu)
+    x, y = nu[..., 1], nu[..., 2]
+    gx, gy = da * x - db * y, db * x + da * y                                   # V'(theta) rho
+    one, zero = 1 + 0 * c, 0 * c
+    return _mat3([[one, zero, zero], [c * gx + s * gy, c * a + s * b, -c * b + s * a],
+                  [-s * gx + c * gy, -s * a + c * b, s * b + c * a]])
+
+
+def _se2_right_jacobian_inverse(nu):
+    J = _se2_right_jacobian(nu)
+    m00, m01, m10, m11 = J[..., 1, 1], J[..., 1, 2], J[..., 2, 1], J[..., 2, 2]
+    det = m00 * m11 - m01 * m10
+    i00, i01, i10, i11 = m11 / det, -m01 / det, -m10 / det, m00 / det
+    gx, gy = J[..., 1, 0], J[..., 2, 0]
+    one, zero = 1 + 0 * det, 0 * det
+    return _mat3([[one, zero, zero], [-(i00 * gx + i01 * gy), i00, i01], [-(i10 * gx + i11 * gy), i10, i11]])
 
 
 def make_joint(type: str, axis=(0.0, 0.0, 1.0), pitch: float = 0.0) -> Joint:

@@ -43,6 +43,22 @@ returns a compiled kernel set (a method per kernel, one state or a batch), or,
 when the owner also has ``__sparsedyn_compiled__(compiled)``, what that returns
 (the owner's own wrapper around the compiled kernels).
 
+**Which road a plain call takes.**  ``sd.rnea(model, q, v, a)`` on a model with
+numbers runs the model's native (compiled) kernel: the compiler registers itself
+here (:func:`set_native`) when it is imported, and the package imports it on the
+first plain call (:data:`native_loader`), so nothing in this layer imports it.
+The road is chosen per call by the wrapper of :func:`kernel`:
+
+* a compiled model (any object with ``__sparsedyn_kernel__``) as first argument:
+  its own method;
+* :func:`use_backend` ``("numpy")`` or ``SPARSEDYN_BACKEND=numpy``: the NumPy
+  function (the reference);
+* a :class:`~sparsedyn.Model` whose native kernel is ready: the native kernel (one
+  dictionary lookup); traced (object) arrays, foreign array types and anything the
+  native kernel does not take fall back to the NumPy function there;
+* otherwise the compiler's hook decides (build, load from the cache, or answer
+  on NumPy while a build runs); without the compiler, the NumPy function.
+
 This module knows model sizes and nothing about algorithms, tracing or
 compilation.
 """
@@ -52,11 +68,112 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered"]
+
+class Model:
+    """Placeholder until the model layer registers :class:`sparsedyn.Model` (:func:`set_model_type`):
+    this layer sits below the model and does not import it."""
+
+
+def set_model_type(cls):
+    """Register the model class (called once by :mod:`sparsedyn.model`): a plain call on an
+    instance of it may go native, and a function taking ``model`` first refuses anything else."""
+    global Model
+    Model = cls
+
+__all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
+           "BACKENDS"]
+
+#: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
+#: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).
+BACKENDS = ("native", "numpy")
+
+
+def _env_backend():
+    name = os.environ.get("SPARSEDYN_BACKEND", "").strip().lower() or "native"
+    if name not in BACKENDS:
+        raise ValueError(f"SPARSEDYN_BACKEND={os.environ['SPARSEDYN_BACKEND']!r}: expected one of "
+                         f"{', '.join(BACKENDS)}")
+    return name
+
+
+def _env_flag(name):
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+#: The backend of plain calls (see :func:`use_backend`).
+_backend = _env_backend()
+_numpy = _backend == "numpy"
+#: Deterministic mode: a plain call waits for its native build instead of answering on NumPy
+#: meanwhile, so one process never mixes the two paths (``SPARSEDYN_DETERMINISTIC=1``).
+_deterministic = _env_flag("SPARSEDYN_DETERMINISTIC")
+
+#: The compiler's hook ``(kernel, model, args, kwargs) -> result``, set by :func:`set_native`.
+_native = None
+#: Set by the package: a callable that imports the module that calls :func:`set_native`.
+native_loader = None
+
+
+def set_native(hook):
+    """Register the native road: ``hook(kernel, model, args, kwargs)`` answers a plain call on a
+    :class:`~sparsedyn.Model` that has no ready native kernel yet (the compiler calls this when
+    it is imported)."""
+    global _native
+    _native = hook
+
+
+class use_backend:
+    """Select the backend of plain calls: ``"native"`` (default) or ``"numpy"`` (the reference).
+
+    A setter and a context manager::
+
+        sd.use_backend("numpy")                 # from now on, process-wide
+        with sd.use_backend("numpy"):           # inside the block only
+            tau = sd.rnea(model, q, v, a)
+
+    ``deterministic=True`` (or ``SPARSEDYN_DETERMINISTIC=1``): a first call waits for its
+    native build instead of answering on NumPy while the build runs in the background, so
+    results never switch paths within a run (bitwise reproducible on one machine).
+    The environment variable ``SPARSEDYN_BACKEND`` sets the initial backend.  The setting is
+    process-wide (all threads).  ``str(use_backend.current())`` is the backend in use.
+    """
+
+    def __init__(self, name, *, deterministic=None):
+        global _backend, _numpy, _deterministic
+        if name not in BACKENDS:
+            raise ValueError(f"use_backend: expected one of {', '.join(map(repr, BACKENDS))}, got {name!r}")
+        self.name = name
+        self.previous = (_backend, _deterministic)
+        _backend, _numpy = name, name == "numpy"
+        if deterministic is not None:
+            _deterministic = bool(deterministic)
+        self.deterministic = _deterministic
+
+    @staticmethod
+    def current() -> str:
+        """The backend of plain calls now."""
+        return _backend
+
+    @staticmethod
+    def is_deterministic() -> bool:
+        """Whether a plain call waits for its native build (see above)."""
+        return _deterministic
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        global _backend, _numpy, _deterministic
+        _backend, _deterministic = self.previous
+        _numpy = _backend == "numpy"
+        return False
+
+    def __repr__(self):
+        return f"use_backend({self.name!r}, deterministic={self.deterministic})"
 
 #: name -> :class:`Kernel`, in registration order.
 REGISTRY: dict = {}
@@ -80,6 +197,7 @@ class Kernel:
     optional: dict = field(default_factory=dict)
     static: tuple = ()
     program: Callable = None
+    result: Callable = None         # a named tuple type the outputs are handed back in (else a plain tuple)
     #: outputs that only carry run-time check quantities (not part of the result's flops)
     checks: tuple = ()
 
@@ -167,7 +285,7 @@ class Owned(NamedTuple):
     fingerprint: str | None = None
 
 
-def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None):
+def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None):
     """Declare a public numeric function as a kernel (see the module docstring).
 
     ``program``: for a function that is not itself traced but derived from the
@@ -175,13 +293,18 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
     ``(model, static, optional) -> Program`` that builds its program; by default
     the function is traced by calling it on object arrays of symbols.
 
-    The public function returned is ``fn`` behind a thin dispatch: when its
+    The public function returned is ``fn`` behind a thin dispatch (see the
+    module docstring): on a model, the native kernel when it is ready; when its
     first argument is not a Model but an object with a
     ``__sparsedyn_kernel__(name, args, kwargs)`` method (a compiled model), the
     call goes to that method, so ``f(compiled, ...)`` runs the compiled form of
-    ``f``.  The declaration is attached as ``__kernel__`` and entered in
+    ``f``; any other first argument is a :class:`TypeError` (the model comes
+    first).  The declaration is attached as ``__kernel__`` and entered in
     :data:`REGISTRY` under ``name`` (default: the function's name);
     ``Kernel.fn`` is the undecorated function (what tracing calls).
+
+    ``result``: for a function returning a named tuple, its type; a compiled model's
+    outputs (a plain tuple) are handed back as ``result(*outputs)``.
     """
     def register(fn):
         params = inspect.signature(fn).parameters
@@ -190,22 +313,96 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
         if missing:
             raise TypeError(f"kernel {fn.__name__}: declared arguments {missing} are not parameters "
                             f"of {fn.__name__}{inspect.signature(fn)}")
-        k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program)
+        k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program,
+                   result)
         kname = k.name
 
-        @functools.wraps(fn)
-        def public(model, *args, **kwargs):
-            # Duck-typed dispatch: this layer knows nothing of how a compiled model runs a kernel.
-            dispatch = getattr(type(model), "__sparsedyn_kernel__", None)
-            if dispatch is not None:
-                return dispatch(model, kname, args, kwargs)
-            return fn(model, *args, **kwargs)
-
+        public = _public(k)
         public.__kernel__ = k
         REGISTRY[kname] = k
         return public
 
     return register
+
+
+def _public(k):
+    """The public function of kernel ``k``: ``k.fn``'s signature (generated, so that a call costs
+    one Python frame and no argument packing) in front of the dispatch.  A model whose native
+    callable for ``k`` is ready (``model._native_calls[name]``) and a call without optional arrays
+    or other non-default extras go straight to it, the state arrays and the static arguments by
+    position; every other call goes through :func:`_dispatch`."""
+    fn = k.fn
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in params):
+        raise TypeError(f"kernel {fn.__name__}: a kernel takes the model first and named arguments "
+                        f"(no *args, **kwargs or positional-only arguments)")
+    ns = {"_k": k, "_dispatch": _dispatch}
+    native = "f({fast})" if k.result is None else "_k.result(*f({fast}))"
+    sig, defaults_ok, kwonly = [], [], False
+    for j, p in enumerate(params):
+        if p.kind == p.KEYWORD_ONLY and not kwonly:
+            sig.append("*")
+            kwonly = True
+        if p.default is p.empty:
+            sig.append(p.name)
+        else:
+            ns[f"_d{j}"] = p.default
+            sig.append(f"{p.name}=_d{j}")
+            if j and p.name not in k.inputs and p.name not in k.static:
+                defaults_ok.append(f"{p.name} is _d{j}")
+    names = [p.name for p in params[1:]]
+    nin, nst = len(k.inputs), len(k.static)
+    kinds = {p.name: p.kind for p in params}
+    # the statics by position where they directly follow the inputs and may be given so, else by keyword
+    positional = names[:nin] == list(k.inputs) and names[nin:nin + nst] == list(k.static)
+    by_position = [positional and kinds[s] == inspect.Parameter.POSITIONAL_OR_KEYWORD for s in k.static]
+    by_position = [all(by_position[:j + 1]) for j in range(nst)]
+    fast = ", ".join(list(k.inputs) + [s if pos else f"{s}={s}" for s, pos in zip(k.static, by_position)])
+    cond = " and ".join(["f is not None"] + defaults_ok)
+    rest = [n for n in names if n not in k.inputs]
+    m = params[0].name
+    src = "\n".join([
+        f"def {fn.__name__}({', '.join(sig)}):",
+        f"    if type({m}) is Model and not _numpy:",
+        f"        calls = {m}._native_calls",
+        "        if calls is not None:",
+        f"            f = calls.get({k.name!r})",
+        f"            if {cond}:",
+        f"                return {native.format(fast=fast)}",
+        f"    return _dispatch(_k, {m}, ({''.join(n + ', ' for n in k.inputs)}), "
+        f"{{{', '.join(f'{n!r}: {n}' for n in rest)}}})"])
+    factory = f"def _factory({', '.join(ns)}):\n" + "\n".join("    " + line for line in src.split("\n")) \
+        + f"\n    return {fn.__name__}"
+    local = {}
+    exec(factory, globals(), local)         # noqa: S102 - source generated from the kernel's signature
+    public = local["_factory"](**ns)
+    functools.update_wrapper(public, fn)
+    return public
+
+
+def _dispatch(k, model, args, kwargs):
+    """The plain call's road when no ready native kernel answered (see the module docstring)."""
+    if not isinstance(model, Model):
+        # Duck-typed dispatch: this layer knows nothing of how a compiled model runs a kernel.
+        dispatch = getattr(type(model), "__sparsedyn_kernel__", None)
+        if dispatch is not None:
+            return _named(k, dispatch(model, k.name, args, kwargs))
+        if next(iter(k.signature.parameters)) != "model":          # e.g. model_or_lambda
+            return k.fn(model, *args, **kwargs)
+        raise TypeError(f"{k.name}: the model comes first, {k.name}({', '.join(list(k.signature.parameters)[:4])}"
+                        f", ...); got {type(model).__name__} as the first argument")
+    if _numpy:
+        return k.fn(model, *args, **kwargs)
+    if _native is None and native_loader is not None:
+        native_loader()                     # the compiler registers itself (set_native) on import
+    if _native is None:
+        return k.fn(model, *args, **kwargs)
+    return _named(k, _native(k, model, args, kwargs))
+
+
+def _named(k, out):
+    """A native call's outputs (a plain tuple) in the kernel's named tuple, if it declares one."""
+    return out if k.result is None or isinstance(out, k.result) else k.result(*out)
 
 
 def registered(fn):

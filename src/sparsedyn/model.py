@@ -31,7 +31,9 @@ Bodies are numbered depth-first, so every subtree is a contiguous index range.
 Body ``i`` owns ``q[q_start[i] : q_start[i] + joints[i].nq]`` and
 ``v[v_start[i] : v_start[i] + joints[i].nv]``.  A body's frame is its joint's
 successor frame (as in Pinocchio).  Named frames (``frames``) are fixed
-placements on a body; every body also has a frame of its own name.
+placements on a body, or on the world (``body = -1``: a frame that never moves,
+such as an MJCF site fixed to the world); every body also has a frame of its own
+name.
 
 Fixed joints (URDF ``fixed``) are merged into the body they are rigidly attached
 to (as in Pinocchio), so they do not number a body.  ``fixed_joints`` keeps what
@@ -44,6 +46,12 @@ were merged into ``body``, ``children`` the moving bodies attached to those link
 and ``frames`` the names of the frames on the child side (every other frame of
 ``body`` is on the parent side).  Fixed joints between the world and a link of a
 fixed-base model have no body and are not recorded.
+
+``geometries`` holds the visual and collision shapes (:class:`Geometry`), each on a
+body (or the world) at a fixed placement, merged through fixed joints like the
+inertias.  Parsers read them only when asked (``geometry=True``); no algorithm of
+the dynamics looks at them.  :meth:`Model.geometry` lists one kind, and
+:func:`sparsedyn.geometry_placements` gives their world poses.
 """
 
 from __future__ import annotations
@@ -55,11 +63,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import kernels as _kernels
 from .joints import Joint
 from .spatial import Transform, identity, mcI
 
 __all__ = ["Model", "Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelBuilder", "ModelError", "UnknownNameError", "unknown_name",
-           "as_transform"]
+           "as_transform", "Geometry", "GEOMETRY_KINDS", "GEOMETRY_SHAPES"]
 
 
 #: Largest length (m) a model may hold (joint placements, centres of mass): far beyond any
@@ -103,7 +112,8 @@ def unknown_name(kind: str, name, names, owner: str, limit: int = 12) -> Unknown
 
 
 class Frame(NamedTuple):
-    """A named frame fixed on ``body``: ``X = frame_X_body`` (Plücker, see ``spatial``)."""
+    """A named frame fixed on ``body``: ``X = frame_X_body`` (Plücker, see ``spatial``); ``body = -1``:
+    fixed to the world, ``X = frame_X_world``."""
 
     name: str
     body: int
@@ -124,6 +134,47 @@ class FixedJoint(NamedTuple):
     inertia: np.ndarray
     children: tuple = ()
     frames: tuple = ()
+
+
+#: The two lists of shapes a model may carry (:meth:`Model.geometry`).
+GEOMETRY_KINDS = ("visual", "collision")
+#: Shape names of :class:`Geometry` and the number of ``size`` entries each takes.
+GEOMETRY_SHAPES = {"box": 3, "sphere": 1, "cylinder": 2, "capsule": 2, "ellipsoid": 3, "plane": 2, "mesh": 3}
+
+
+class Geometry(NamedTuple):
+    """A shape fixed on ``body`` (a body index; -1 for the world), read from a model file when asked
+    (``load_urdf(..., geometry=True)``, ``load_mjcf(..., geometry=True)``).
+
+    ``X = geometry_X_body`` (Plücker): the shape's own frame placed in the body frame.
+    ``shape`` and ``size`` (in the shape's frame, metres):
+
+    * ``"box"``: full edge lengths (x, y, z), centred;
+    * ``"sphere"``: (radius,);
+    * ``"cylinder"``: (radius, length) along z, centred;
+    * ``"capsule"``: (radius, length of the cylindrical part) along z, centred;
+    * ``"ellipsoid"``: the three radii;
+    * ``"plane"``: full lengths (x, y) of a rectangle in the xy plane (0: unbounded);
+    * ``"mesh"``: the scale along x, y, z (a negative one mirrors) of the mesh file ``mesh`` (a path when the loader found the
+      file, else the reference as the model file wrote it), or of the triangles ``vertices`` (V, 3)
+      and ``faces`` (F, 3) when the model file's compiler gave them (MJCF).
+
+    ``kind``: ``"visual"`` or ``"collision"``; ``rgba``: colour (4 numbers in [0, 1]) or ``None``;
+    ``link``: the link (URDF) or body (MJCF) of the file that declared it, whose frame may have been
+    merged into ``body`` through fixed joints.
+    """
+
+    name: str
+    body: int
+    X: Transform
+    shape: str
+    size: tuple
+    kind: str = "visual"
+    mesh: str | None = None
+    rgba: tuple | None = None
+    link: str = ""
+    vertices: np.ndarray | None = None
+    faces: np.ndarray | None = None
 
 
 class Mimic(NamedTuple):
@@ -193,6 +244,7 @@ class Model:
     fixed_joints: tuple = ()
     armature: np.ndarray | None = None
     joint_dynamics: JointDynamics | None = None
+    geometries: tuple = ()
     # structure-derived, filled in __post_init__
     nbodies: int = field(init=False)
     nq: int = field(init=False)
@@ -204,6 +256,14 @@ class Model:
     dof_parent: np.ndarray = field(init=False)
     dof_body: np.ndarray = field(init=False)
     mass: np.ndarray = field(init=False)
+    #: ``{kernel name: native callable}`` of this model's plain calls, set by the compiler on the
+    #: first plain call (see :mod:`sparsedyn.kernels`); not part of the model's value (not pickled).
+    _native_calls = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_native_calls", None)
+        return state
 
     def __post_init__(self):
         NB = len(self.parent)
@@ -274,8 +334,13 @@ class Model:
         s("mimic", tuple(self.mimic))
         s("sensors", tuple(self.sensors))
         s("frames", tuple(Frame(f.name, int(f.body), Transform(_frozen(f.X.E), _frozen(f.X.r))) for f in self.frames))
+        for f in self.frames:
+            if not -1 <= f.body < self.nbodies:
+                raise ModelError(f"model {self.name!r}: frame {f.name!r}: body index {f.body} out of range "
+                                 f"-1..{self.nbodies - 1} (-1: fixed to the world)")
         s("fixed_joints", self._checked_fixed_joints())
         self._check_sensors()
+        s("geometries", self._checked_geometries())
 
     def _checked_armature(self):
         if self.armature is None:
@@ -389,6 +454,44 @@ class Model:
                     self.joint(j)
                 except KeyError as e:
                     raise ModelError(f"model {self.name!r}: sensor {x.name!r}: {e.args[0]}") from None
+
+    def _checked_geometries(self) -> tuple:
+        out = []
+        for g in self.geometries:
+            g = Geometry(*g)
+            who = f"model {self.name!r}: geometry {g.name!r}"
+            if g.kind not in GEOMETRY_KINDS:
+                raise ModelError(f"{who}: kind must be one of {GEOMETRY_KINDS}, got {g.kind!r}")
+            if g.shape not in GEOMETRY_SHAPES:
+                raise ModelError(f"{who}: shape must be one of {tuple(GEOMETRY_SHAPES)}, got {g.shape!r}")
+            if not -1 <= int(g.body) < self.nbodies:
+                raise ModelError(f"{who}: body index {g.body} out of range -1..{self.nbodies - 1} (-1: the world)")
+            size = np.asarray(g.size, float)
+            if size.shape != (GEOMETRY_SHAPES[g.shape],) or not np.all(np.isfinite(size)) or \
+                    (g.shape != "mesh" and np.any(size < 0)):
+                raise ModelError(f"{who}: a {g.shape} takes {GEOMETRY_SHAPES[g.shape]} finite "
+                                 f"{'' if g.shape == 'mesh' else 'non-negative '}sizes, "
+                                 f"got {np.array2string(size, threshold=6)}")
+            if g.shape == "mesh" and g.mesh is None and (g.vertices is None or g.faces is None):
+                raise ModelError(f"{who}: a mesh needs a file (mesh=) or triangles (vertices=, faces=)")
+            rgba = None if g.rgba is None else tuple(float(c) for c in g.rgba)
+            if rgba is not None and (len(rgba) != 4 or not all(0.0 <= c <= 1.0 for c in rgba)):
+                raise ModelError(f"{who}: rgba must be 4 numbers in [0, 1], got {g.rgba}")
+            verts = None if g.vertices is None else _frozen(g.vertices)
+            faces = None if g.faces is None else _frozen(g.faces, int)
+            out.append(Geometry(str(g.name), int(g.body), Transform(_frozen(g.X.E), _frozen(g.X.r)), g.shape,
+                                tuple(float(x) for x in size), g.kind, g.mesh, rgba, str(g.link), verts, faces))
+        return tuple(out)
+
+    def geometry(self, kind="visual") -> tuple:
+        """The :class:`Geometry` entries of ``kind`` (``"visual"`` or ``"collision"``), in file order."""
+        if kind not in GEOMETRY_KINDS:
+            raise ValueError(f"kind: expected one of {GEOMETRY_KINDS}, got {kind!r}")
+        return tuple(g for g in self.geometries if g.kind == kind)
+
+    def with_geometry(self, *geometries) -> "Model":
+        """A copy of this model carrying ``geometries`` (:class:`Geometry`) after its own."""
+        return dataclasses.replace(self, geometries=self.geometries + tuple(geometries))
 
     def with_sensors(self, *sensors) -> "Model":
         """A copy of this model carrying ``sensors`` (:mod:`sparsedyn.sensors`) after its own.
@@ -538,6 +641,9 @@ class Model:
         return f"Model({self.name!r}, bodies={self.nbodies}, nq={self.nq}, nv={self.nv})"
 
 
+_kernels.set_model_type(Model)         # plain calls on a Model may go native (sparsedyn.kernels)
+
+
 def as_transform(X, what="transform") -> Transform:
     """A placement as a :class:`~sparsedyn.spatial.Transform` ``B_X_A`` (B: the new frame, A: the
     frame it is placed in), from any of:
@@ -641,7 +747,8 @@ class ModelBuilder:
 
     def add_frame(self, name, body, X=None):
         """A named frame on ``body`` with placement ``X = frame_X_body`` (a Transform, a pose pair
-        ``(R, p)`` of the frame in the body, or a 4 x 4 homogeneous matrix; see :func:`as_transform`)."""
+        ``(R, p)`` of the frame in the body, or a 4 x 4 homogeneous matrix; see :func:`as_transform`);
+        ``body=None``: a frame fixed to the world (``X = frame_X_world``)."""
         self._frames.append((name, body, as_transform(X, f"model {self.name!r}: frame {name!r}: X")))
         return self
 
@@ -721,9 +828,9 @@ class ModelBuilder:
                                  f"({' -> '.join(map(repr, loop))}); one joint of the group must be independent")
         frames = []
         for fname, bname, X in self._frames:
-            if bname not in index:
+            if bname is not None and bname not in index:
                 raise ModelError(f"model {self.name!r}: frame {fname!r} is on unknown body {bname!r}")
-            frames.append(Frame(fname, index[bname], X))
+            frames.append(Frame(fname, -1 if bname is None else index[bname], X))
         fixed = []
         for fname, bname, X, inertia, kids, fnames in self._fixed:
             for n in (bname,) + kids:

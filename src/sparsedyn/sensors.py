@@ -56,7 +56,7 @@ from .spatial import (Transform, apply_force, apply_motion, compose, cross3, cro
                       motion_matrix, mv)
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque", "ContactLoad", "JointTorque",
-           "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "LOAD_CELLS", "sensor_from_dict"]
+           "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "CONTACT_KINDS", "LOAD_CELLS", "sensor_from_dict"]
 
 #: Component names of a wrench (angular first).
 COMPONENTS = ("nx", "ny", "nz", "fx", "fy", "fz")
@@ -79,9 +79,13 @@ class SensorContext(NamedTuple):
 
 def _frame(model, who, frame):
     try:
-        return model.frames[model.frame(frame)]
+        fr = model.frames[model.frame(frame)]
     except KeyError as e:
         raise UnknownNameError(f"{who}: {e}") from None
+    if fr.body < 0:
+        raise ValueError(f"{who}: frame {fr.name!r} is fixed to the world, where nothing is measured or acts on "
+                         f"the robot; name a frame on a body")
+    return fr
 
 
 def _joint(model, who, joint):
@@ -114,11 +118,82 @@ def _selection(who, components):
     return np.eye(6)[rows]
 
 
-class Contact:
-    """An unknown contact wrench at ``frame`` (reported at the frame, ``[n; f]`` in frame axes)."""
+#: Kinds of :class:`Contact`: ``"6d"`` (an unknown wrench ``[n; f]``) and ``"3d"`` (a point: an unknown force ``f``).
+CONTACT_KINDS = ("6d", "3d")
 
-    def __init__(self, frame, name=None):
-        self.frame, self.name = frame, name or frame
+
+class Contact:
+    """A contact at ``frame``: an unknown wrench ``[n; f]`` (``kind="6d"``, 6 unknowns) or an
+    unknown force ``f`` at the frame origin (``kind="3d"``, a point contact, 3 unknowns), applied
+    *on the robot* and expressed in the frame's axes (about its origin).
+
+    One vocabulary for estimation (:class:`~sparsedyn.estimation.EstimationProblem`) and contact
+    dynamics (:func:`~sparsedyn.contact_dynamics`).  ``frame``: a frame name or index; ``name``:
+    default the frame's.  A contact is immutable and hashable (a static argument of the compiled
+    contact kernels); its ``repr`` names everything that defines it.
+
+    ``friction``, ``point`` and ``plane`` are reserved for one-sided contact (a friction
+    coefficient, a point fixed in the frame, the plane ``(normal, offset)`` it touches); they are
+    validated here, and the functions that do not model one-sided contact refuse them.
+    """
+
+    __slots__ = ("frame", "kind", "name", "friction", "point", "plane")
+
+    def __init__(self, frame, kind="6d", *, name=None, friction=None, point=None, plane=None):
+        if not isinstance(frame, (str, int, np.integer)) or isinstance(frame, bool) or frame == "":
+            raise TypeError(f"Contact: frame must be a frame name or index, got {frame!r}")
+        if kind not in CONTACT_KINDS:
+            raise ValueError(f"Contact({frame!r}): kind must be one of {CONTACT_KINDS}, got {kind!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"Contact({frame!r}): name must be a non-empty string, got {name!r}")
+        if (friction, point, plane) != (None, None, None) and kind != "3d":
+            raise ValueError(f"Contact({frame!r}): friction, point and plane describe a one-sided point "
+                             f"contact; they need kind='3d', got kind={kind!r}")
+        if friction is not None:
+            if isinstance(friction, bool) or not isinstance(friction, (int, float, np.floating, np.integer)) \
+                    or not np.isfinite(friction) or friction < 0:
+                raise ValueError(f"Contact({frame!r}): friction must be a finite number >= 0, got {friction!r}")
+            friction = float(friction)
+        if point is not None:
+            point = _finite_tuple(f"Contact({frame!r}): point", point, 3)
+        if plane is not None:
+            try:
+                normal, offset = plane
+            except (TypeError, ValueError):
+                raise ValueError(f"Contact({frame!r}): plane must be (normal (3,), offset), got {plane!r}") from None
+            normal = _finite_tuple(f"Contact({frame!r}): plane normal", normal, 3)
+            if not any(normal):
+                raise ValueError(f"Contact({frame!r}): the plane normal must not be zero")
+            offset = _finite_tuple(f"Contact({frame!r}): plane offset", [offset], 1)[0]
+            plane = (normal, offset)
+        frame = frame if isinstance(frame, str) else int(frame)
+        for k, x in zip(self.__slots__, (frame, kind, name or str(frame), friction, point, plane)):
+            object.__setattr__(self, k, x)
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"Contact is immutable (cannot set {key!r}); make a new one")
+
+    @property
+    def size(self) -> int:
+        """Number of unknowns: 6 (``"6d"``) or 3 (``"3d"``)."""
+        return 6 if self.kind == "6d" else 3
+
+    @property
+    def one_sided(self) -> bool:
+        """True when friction, a point or a plane was given (one-sided contact)."""
+        return (self.friction, self.point, self.plane) != (None, None, None)
+
+    def _key(self):
+        return (self.frame, self.kind, self.name, self.friction, self.point, self.plane)
+
+    def __eq__(self, other):
+        return isinstance(other, Contact) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(("Contact",) + self._key())
+
+    def __reduce__(self):
+        return _contact, self._key()
 
     def resolve(self, model):
         """``(body index, frame_X_body)`` of the contact frame in ``model``."""
@@ -126,7 +201,27 @@ class Contact:
         return fr.body, fr.X
 
     def __repr__(self):
-        return f"Contact({self.frame!r})"
+        extra = "" if self.kind == "6d" else f", kind={self.kind!r}"
+        if self.name != str(self.frame):
+            extra += f", name={self.name!r}"
+        for k in ("friction", "point", "plane"):
+            if getattr(self, k) is not None:
+                extra += f", {k}={getattr(self, k)!r}"
+        return f"Contact({self.frame!r}{extra})"
+
+
+def _contact(frame, kind, name, friction, point, plane):
+    return Contact(frame, kind, name=name, friction=friction, point=point, plane=plane)
+
+
+def _finite_tuple(who, x, n):
+    try:
+        a = np.asarray(x, float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: expected {n} finite numbers, got {x!r}") from None
+    if a.shape != (n,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"{who}: expected {n} finite numbers, got {x!r}")
+    return tuple(float(t) for t in a)
 
 
 class Sensor:
@@ -471,7 +566,22 @@ class Accelerometer(Sensor):
 
 
 class Prior(Sensor):
-    """Gaussian prior ``d[kind of bodies] ~ N(mean, covariance)`` (soft rows with a constant value)."""
+    """Gaussian prior ``d[kind of bodies] ~ N(mean, covariance)`` (soft rows with a constant value).
+
+    ``kind``: which dynamic variable of Nori's sparse system (:mod:`sparsedyn.sparse.variables`) the
+    prior is on, each in its own body's coordinates, angular first:
+
+    * ``"a"``: the body's spatial acceleration ``a_i = [alpha; a]`` (6 per body);
+    * ``"f"``: the wrench ``f_i = [n; f]`` the parent exerts on the body across its joint (6 per body);
+    * ``"tau"``: the joint force ``tau_i`` (the joint's ``nv_i`` components, one for a revolute joint);
+    * ``"fx"``: the external wrench ``fx_i`` on the body (6; the ``f_ext[i]`` of :func:`sparsedyn.rnea`,
+      e.g. an unknown contact wrench expected near zero);
+    * ``"qdd"``: the joint acceleration (``nv_i`` components).
+
+    ``bodies``: body or joint names (or indices), one or a list; the rows stack their variables in
+    that order.  ``mean``: a scalar or one value per row; ``covariance``: as for every sensor (a scalar
+    variance, one per row, or a matrix).
+    """
 
     kind = "prior"
 

@@ -1,17 +1,14 @@
-"""Derivatives of the kernels: finite differences on the tangent space (random trees of every joint
-type) and Pinocchio's analytical derivatives on the example-robot-data robots."""
+"""Derivatives of any kernel by forward/reverse mode on its traced program (sd.derivatives): finite
+differences on the tangent space (random trees of every joint type).  The analytical derivatives are
+tested in test_dynamics_derivatives.py (against this module's AD, differences and Pinocchio)."""
 
-import time
 
 import numpy as np
-import pinocchio as pin
 import pytest
 
-import erd
 import sparsedyn as sd
 from conftest import rel_err
 from sparsedyn.algorithms.derivatives import derivative_program
-from sparsedyn.interop import pinocchio as ip
 
 H_FD = 1e-6
 
@@ -67,39 +64,6 @@ def state(model, seed):
     rng = np.random.default_rng(seed)
     return (model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv),
             rng.normal(size=(model.nbodies, 6)))
-
-
-def test_rnea_derivatives_finite_differences(tree):
-    q, v, a, f = state(tree, 1)
-    for fext in (None, f):
-        dq, dv, da = sd.rnea_derivatives(tree, q, v, a, fext)
-        r = lambda q_, v_, a_: sd.rnea(tree, q_, v_, a_, fext)
-        assert rel_err(dq, tangent_fd(tree, r, q, v, a)) < FD_TOL
-        assert rel_err(dv, vector_fd(lambda v_: r(q, v_, a), v)) < FD_TOL
-        assert rel_err(da, sd.crba(tree, q)) < 1e-12          # exact identity dtau/da = H
-    assert rel_err(sd.generalized_gravity_derivatives(tree, q),
-                   tangent_fd(tree, lambda q_: sd.generalized_gravity(tree, q_), q)) < FD_TOL
-
-
-def test_aba_derivatives_finite_differences(tree):
-    q, v, tau, f = state(tree, 2)
-    for fext in (None, f):
-        dq, dv, dtau = sd.aba_derivatives(tree, q, v, tau, fext)
-        fd = lambda q_, v_, t_: sd.aba(tree, q_, v_, t_, fext)
-        assert rel_err(dq, tangent_fd(tree, fd, q, v, tau)) < FD_TOL
-        assert rel_err(dv, vector_fd(lambda v_: fd(q, v_, tau), v)) < FD_TOL
-        assert rel_err(dtau, sd.minv(tree, q)) < 1e-10
-
-
-
-def test_aba_derivatives_by_reverse_mode_on_aba():
-    """aba_derivatives composes ABA, Minv and RNEA's derivatives; the general entry point
-    differentiates ABA's own program in reverse mode: same numbers."""
-    model = sd.random_tree(5, branching=1.5, joint_types="all", seed=8, floating_base=True)
-    q, v, tau, f = state(model, 9)
-    dq2, dv2 = sd.derivatives(sd.aba, wrt=("q", "v"))(model, q, v, tau, f)
-    dq, dv, _ = sd.aba_derivatives(model, q, v, tau, f)
-    assert rel_err(dq2, dq) < 1e-10 and rel_err(dv2, dv) < 1e-10
 
 
 def test_kinematics_derivatives_finite_differences(tree):
@@ -167,70 +131,6 @@ def test_user_function_and_bad_arguments():
         sd.rnea_derivatives(model, q, np.zeros(2), np.zeros(model.nv))
     with pytest.raises(ValueError, match="quaternion"):
         sd.rnea_derivatives(model, 2 * q, np.zeros(model.nv), np.zeros(model.nv))
-
-
-def test_derivatives_are_traceable_kernels():
-    """A derivative kernel's program is its registered program, and the function itself runs on
-    traced (object) arrays by inlining that program."""
-    from sparsedyn.kernels import REGISTRY
-    from sparsedyn.symbolic.trace import trace_kernel
-    model = sd.random_tree(4, joint_types="all", seed=6)
-    q, v, a, _ = state(model, 7)
-    for name in ("rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives"):
-        k = REGISTRY[name]
-        P = trace_kernel(k, model)
-        args = [q, v, a][:len(P.input_shapes)]
-        got = P.evaluate(args)
-        want = getattr(sd, name)(model, *args)
-        want = want if isinstance(want, tuple) else (want,)
-        for g, w in zip(got, want):
-            assert rel_err(g, w) < 1e-13
-
-
-# --- Pinocchio ---------------------------------------------------------------------------
-
-ROBOTS = {**{k: v for k, v in erd.ROBOTS.items() if k != "romeo"},
-          "romeo_small": "romeo_description/urdf/romeo_small.urdf"}
-CASES = [(name, fb) for name in ROBOTS for fb in (False, True)]
-TOL = 1e-9
-# Building the derivative programs of the 30-40 dof humanoids takes seconds each in Python; to keep
-# the suite short they are checked without external forces on the fixed base and with them on the
-# floating base (every other robot: both, on both bases).
-BIG = {"talos_reduced", "icub_reduced", "g1_29dof_rev_1_0", "romeo_small"}
-
-
-def upper_to_symmetric(M):
-    return np.triu(M) + np.triu(M, 1).T
-
-
-@pytest.mark.parametrize("name,floating_base", CASES, ids=[f"{n}-{'floating' if fb else 'fixed'}" for n, fb in CASES])
-def test_derivatives_agree_with_pinocchio(name, floating_base, record_property):
-    t0 = time.perf_counter()
-    model, pm = erd.load_pair(ROBOTS[name], floating_base)
-    pd = pm.createData()
-    rng = np.random.default_rng(3)
-    q = model.random_configuration(rng)
-    v, a, tau = rng.normal(size=model.nv), rng.normal(size=model.nv), 10 * rng.normal(size=model.nv)
-    f_ext = rng.normal(size=(model.nbodies, 6))
-    qp, vp = ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v)
-    ap, tp = ip.v_to_pinocchio(model, a), ip.tau_to_pinocchio(model, tau)
-    fp = ip.fext_to_pinocchio(model, f_ext)
-    to_pin = lambda J: ip.derivative_to_pinocchio(model, J)
-    cases = ((None, ()), (f_ext, (fp,)))
-    if name in BIG:
-        cases = cases[1:] if floating_base else cases[:1]
-    for fext, fpin in cases:
-        ours = sd.rnea_derivatives(model, q, v, a, fext)
-        pin.computeRNEADerivatives(pm, pd, qp, vp, ap, *fpin)
-        for J, ref in zip(ours, (pd.dtau_dq, pd.dtau_dv, upper_to_symmetric(pd.M))):
-            assert rel_err(to_pin(J), ref) < TOL
-        ours = sd.aba_derivatives(model, q, v, tau, fext)
-        pin.computeABADerivatives(pm, pd, qp, vp, tp, *fpin)
-        for J, ref in zip(ours, (pd.ddq_dq, pd.ddq_dv, upper_to_symmetric(pd.Minv))):
-            assert rel_err(to_pin(J), ref) < TOL
-    dg_dq = pin.computeGeneralizedGravityDerivatives(pm, pd, qp)
-    assert rel_err(to_pin(sd.generalized_gravity_derivatives(model, q)), dg_dq) < TOL
-    record_property("seconds", round(time.perf_counter() - t0, 2))
 
 
 def test_mujoco_tangent_columns():

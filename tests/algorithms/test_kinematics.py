@@ -3,7 +3,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn import spatial as sp
-from conftest import random_state, rel_err
+from conftest import random_state, rel_err, rounding_bound
 
 REFS = ("local", "world", "local_world_aligned")
 
@@ -123,3 +123,47 @@ def test_non_unit_quaternion_is_refused():
     q[3:7] = [0, 0, 0, 2.0]
     with pytest.raises(ValueError, match=r"quaternion of joint .* \(q\[3:7\], \[x, y, z, w\]\) is not of unit norm"):
         sd.forward_kinematics(m, q)
+
+
+def _with_shapes(tree, rng):
+    """``tree`` with one random box on every body and one on the world, and a frame at each box's pose."""
+    import dataclasses
+    geoms, frames = [], []
+    for b in range(-1, tree.nbodies):
+        q4 = rng.normal(size=4)
+        X = sp.from_pose(sp.quat_to_rot(q4 / np.linalg.norm(q4)), rng.normal(size=3))
+        geoms.append(sd.Geometry(f"g{b}", b, X, "box", (0.1, 0.2, 0.3), rng.choice(["visual", "collision"])))
+        if b >= 0:
+            frames.append(sd.Frame(f"shape{b}", b, X))
+    return tree.with_geometry(*geoms), dataclasses.replace(tree, frames=tree.frames + tuple(frames))
+
+
+def test_geometry_placements_are_frame_placements_of_the_same_pose(tree, rng):
+    shaped, framed = _with_shapes(tree, rng)
+    q = np.stack([tree.random_configuration(rng) for _ in range(2)])
+    Rf, pf = sd.frame_placements(framed, q)
+    for kind in ("visual", "collision"):
+        geoms = shaped.geometry(kind)
+        R, p = sd.geometry_placements(shaped, q, kind)
+        assert R.shape == (2, len(geoms), 3, 3) and p.shape == (2, len(geoms), 3)
+        for i, g in enumerate(geoms):
+            if g.body < 0:                          # on the world: its own fixed pose
+                R0, p0 = sp.pose(g.X)
+                np.testing.assert_array_equal(R[:, i], np.broadcast_to(R0, (2, 3, 3)))
+                np.testing.assert_array_equal(p[:, i], np.broadcast_to(p0, (2, 3)))
+                continue
+            k = framed.frame(f"shape{g.body}")
+            assert rel_err(R[:, i], Rf[:, k]) == 0 and rel_err(p[:, i], pf[:, k]) == 0
+
+
+def test_geometry_placements_traced_equal_numpy(rng):
+    from sparsedyn.kernels import REGISTRY
+    from sparsedyn.symbolic.trace import trace_kernel
+    tree = sd.random_tree(5, joint_types="all", seed=3)
+    shaped, _ = _with_shapes(tree, rng)
+    q = shaped.random_configuration(rng)
+    for kind in ("visual", "collision"):
+        want = sd.geometry_placements(shaped, q, kind)
+        got = trace_kernel(REGISTRY["geometry_placements"], shaped, {"kind": kind}).evaluate([q])
+        for a, c in zip(got, want):
+            assert a.shape == c.shape and rel_err(a, c) <= rounding_bound(tree.nbodies + 2)

@@ -1,5 +1,6 @@
 """The build cache: concurrent builds, truncated and foreign files, private directories."""
 
+import hashlib
 import json
 import os
 import stat
@@ -73,7 +74,7 @@ def test_truncated_and_foreign_libraries_are_rebuilt(tmp_path, monkeypatch):
     other = sd.compile(sd.serial_chain(2, name="other"), kernels=("rnea",))
     (other_lib,) = [p for p in libraries(cache) if p != lib]
     so.write_bytes((cache / other_lib).read_bytes())
-    so.with_suffix(".sha256").write_text(build._sha256(so) + "\n")
+    so.with_suffix(".sha256").write_text(hashlib.sha256(so.read_bytes()).hexdigest() + "\n")
     out, err = run_child(cache).communicate(timeout=300)
     assert out.split() == ["OK", "True"], out + err
     assert other.compiled
@@ -98,18 +99,31 @@ def test_cache_directory_is_private(tmp_path, monkeypatch):
         shutil.rmtree(used, ignore_errors=True)
 
 
-def test_cached_reuse_is_fast(compile_cache):
-    """Loading a compiled model again needs no tracing (manifest) and no compiler run."""
-    import time
+def test_cached_reuse_traces_nothing_and_runs_no_compiler(compile_cache, monkeypatch):
+    """Loading a compiled model again needs no tracing (the manifest has the programs' facts) and no
+    compiler run: both are counted, never timed."""
+    from sparsedyn.symbolic import trace as symtrace
     m = sd.serial_chain(6, name="reuse")
     sd.compile(m, kernels=("rnea", "aba"))
-    t0 = time.perf_counter()
+    calls = {"trace": 0, "cc": 0}
+    trace_function, run = symtrace.trace_function, build.Compiler.run
+
+    def counted_trace(*args, **kwargs):
+        calls["trace"] += 1
+        return trace_function(*args, **kwargs)
+
+    def counted_run(self, *args, **kwargs):
+        calls["cc"] += 1
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(symtrace, "trace_function", counted_trace)
+    monkeypatch.setattr(build.Compiler, "run", counted_run)
     k = sd.compile(m, kernels=("rnea", "aba"))
-    elapsed = time.perf_counter() - t0
-    assert k.built == {"rnea-single": False, "aba-single": False}
-    assert elapsed < 5.0          # generous: tests never assert wall-clock budgets, only "no rebuild"
     q = np.zeros(6)
-    assert rel_err(k.aba(q, q, q), sd.aba(m, q, q, q)) < rounding_bound(6, np.linalg.cond(sd.crba(m, q)))
+    out = k.aba(q, q, q)
+    assert k.built == {"rnea-single": False, "aba-single": False}
+    assert calls == {"trace": 0, "cc": 0}
+    assert rel_err(out, sd.aba(m, q, q, q)) < rounding_bound(6, np.linalg.cond(sd.crba(m, q)))
 
 
 def test_compiler_probe_is_cached(compile_cache, monkeypatch):
@@ -187,3 +201,34 @@ def test_a_valid_but_wrong_probe_file_is_detected_and_rewritten(tmp_path, monkey
     q = np.linspace(0.1, 0.3, 3)
     assert rel_err(k.rnea(q, q, q), sd.rnea(m, q, q, q)) < 1e-12
     assert "-fno-such-flag-anywhere" not in json.loads(probe.read_text())["flags"]
+
+
+def _text_section(so):
+    """(offset, size) of the machine code (``.text``) of a shared library, read by ``readelf``."""
+    out = subprocess.run(["readelf", "-S", "--wide", str(so)], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.replace("[ ", "[").split()
+        if len(parts) > 5 and parts[1] == ".text":
+            return int(parts[4], 16), int(parts[5], 16)
+    raise AssertionError(f"no .text section in {so}:\n{out}")
+
+
+def test_altered_library_with_a_rewritten_hash_file_is_rebuilt(tmp_path):
+    """Machine code overwritten (x86's ``ud2``, an illegal instruction, everywhere in ``.text``) and
+    the ``.sha256`` file recomputed over the altered bytes: the loader must reject the file before
+    calling into it and rebuild it (in a child process: a failure here would kill it by SIGILL)."""
+    cache = tmp_path / "cache"
+    out, err = run_child(cache).communicate(timeout=300)
+    assert out.split() == ["OK", "True"], out + err
+    (lib,) = libraries(cache)
+    so = cache / lib
+    data = bytearray(so.read_bytes())
+    off, size = _text_section(so)
+    data[off: off + size - size % 2] = b"\x0f\x0b" * (size // 2)
+    so.write_bytes(bytes(data))
+    so.with_suffix(".sha256").write_text(hashlib.sha256(so.read_bytes()).hexdigest() + "\n")
+    p = run_child(cache)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, f"the child died ({p.returncode}): {err}"
+    assert out.split() == ["OK", "True"], out + err
+    assert build._valid(so, so.with_suffix(".sha256"))

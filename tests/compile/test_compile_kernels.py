@@ -41,6 +41,9 @@ NOT_KERNELS = {
     "base_parameters": "a structural analysis of stacked regressors (SciPy pivoted QR)",
     "force_torque_regressor": "a constant sensor map applied to joint_wrench_regressor, which is the kernel",
     "imu_base_state": "quaternion extraction branches on values; frame_proper_acceleration is the kernel",
+    "reduce_model": "builds a Model (model layer): no state argument",
+    "append_model": "builds a Model (model layer): no state argument",
+    "load_srdf": "reads a file",
 }
 
 

@@ -198,3 +198,25 @@ def test_bad_constraint_definitions_name_the_problem():
         cs = ConstraintSet(model, [UserConstraint(model, lambda q: np.zeros(2), lambda q: np.zeros((2, 3)),
                                                   bias=lambda q, v: np.zeros(3))])
         cs.bias(np.zeros(3), np.zeros(3))
+
+
+def test_default_names_come_from_the_frames_and_are_unique_in_a_set():
+    """Unnamed constraints are named after what they join; two alike get _2 in a set, on a copy (the
+    object keeps its name for other sets); given names are kept and their clashes stay errors."""
+    from sparsedyn.constraints import four_bar
+    model = four_bar().model
+    a = PointCoincidence(model, "coupler_tip", "rocker_tip")
+    b = PointCoincidence(model, "coupler_tip", "rocker_tip", point_a=[0.0, 0.01, 0.0])
+    w = Weld(model, "coupler")
+    assert (a.name, w.name) == ("point_coupler_tip_rocker_tip", "weld_coupler_world")
+    assert sd.PointOnGround(model, "rocker_tip").name == "ground_rocker_tip"
+    assert JointCoupling(model, "rocker_joint", "crank_joint").name == "coupling_rocker_joint_crank_joint"
+    cs = ConstraintSet(model, [a, b, w])
+    assert [c.name for c in cs] == ["point_coupler_tip_rocker_tip", "point_coupler_tip_rocker_tip_2",
+                                    "weld_coupler_world"]
+    assert cs.rows[3] == "point_coupler_tip_rocker_tip_2.x" and b.name == "point_coupler_tip_rocker_tip"
+    assert cs["point_coupler_tip_rocker_tip_2"].point_a[1] == 0.01
+    # a given name that a default would take: the default moves aside
+    named = PointCoincidence(model, "coupler_tip", "rocker_tip", name="point_coupler_tip_rocker_tip")
+    assert [c.name for c in ConstraintSet(model, [a, named])] == ["point_coupler_tip_rocker_tip_2",
+                                                                   "point_coupler_tip_rocker_tip"]

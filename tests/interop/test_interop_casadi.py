@@ -56,8 +56,38 @@ def test_symbols_passed_to_a_kernel_point_to_the_bridge(floating):
     z = np.zeros(floating.nv)
     with pytest.raises(TypeError, match=r"q: .*CasADi SX.*sparsedyn\.interop\.casadi"):
         sd.rnea(floating, q, z, z)
-    with pytest.raises(TypeError, match="not a registered kernel"):
+    with pytest.raises(TypeError, match=r"neither a registered kernel \(see sparsedyn.kernels\) nor a Python function"):
         function(len, floating)
+
+
+def coriolis_and_tip(model, q, v):
+    """A plain function of registered kernels, as sd.compile(model, kernels=[f]) takes it."""
+    R, p = sd.frame_placement(model, q, model.body_names[-1])
+    return sd.nonlinear_effects(model, q, v) - sd.generalized_gravity(model, q), p
+
+
+def test_a_plain_function_of_kernels(floating):
+    q, v, _, _ = state(floating, 2)
+    F = function(coriolis_and_tip, floating)
+    assert F.name_in() == ["q", "v"] and F.name_out() == ["out0", "out1"]
+    c, p = F(q, v)
+    want_c, want_p = coriolis_and_tip(floating, q, v)
+    assert rel_err(np.asarray(c).ravel(), want_c) < 1e-12 and rel_err(np.asarray(p).ravel(), want_p) < 1e-12
+    # Coriolis and centrifugal forces are quadratic in v: c(2 v) = 4 c(v), an identity, not a replay
+    assert rel_err(np.asarray(F(q, 2 * v)[0]).ravel(), 4 * want_c) < 1e-12
+    with pytest.raises(TypeError, match="argument 'speed' of 'f' is not a state array"):
+        function(_bad, floating)
+    with pytest.raises(TypeError, match="cannot be traced"):
+        function(_branches, floating)
+
+
+def _bad(model, q, speed):
+    return q
+_bad.__name__ = "f"
+
+
+def _branches(model, q):
+    return q if q[0] > 0 else -q
 
 
 def test_swing_up_example():
@@ -82,3 +112,18 @@ def test_swing_up_example():
         k3 = xdot(x + dt / 2 * k2, u)
         k4 = xdot(x + dt * k3, u)
         assert rel_err(x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), X[k + 1]) < 1e-7
+
+
+def test_analytical_derivative_kernels(floating):
+    """The optimal-control derivatives (level-by-level kernels, small-angle series picked by a sign)
+    replay in CasADi with the NumPy values."""
+    m = floating
+    q, v, a, _ = state(m, 3)
+    q1 = m.random_configuration(4)
+    frame = {"frame": m.body_names[-1], "reference": "local_world_aligned"}
+    for fn, args, static in ((sd.integrate_derivatives, (q, 1e-9 * v), {}), (sd.difference_derivatives, (q, q1), {}),
+                             (sd.centroidal_dynamics_derivatives, (q, v, a), {}),
+                             (sd.frame_acceleration_derivatives, (q, v, a), frame)):
+        got = function(fn, m, static=static)(*args)
+        for g, w in zip(got, fn(m, *args, **static)):
+            assert rel_err(np.array(g), w) < 1e-13

@@ -70,3 +70,19 @@ def test_traced_values_passed_to_a_kernel_point_to_the_bridge(floating):
         jax.jacfwd(lambda v_: sd.rnea(floating, q, v_, a))(v)
     with pytest.raises(TypeError, match="complex"):
         sd.rnea(floating, q, v + 1e-20j, a)
+
+
+def test_a_plain_function_of_kernels(floating):
+    """A Python function of registered kernels, as sd.compile(model, kernels=[f]) takes it: jit and
+    batch axes; JAX's gradient of the kinetic energy 1/2 v^T H v is H v (an identity)."""
+    def energy(model, q, v):
+        return 0.5 * v @ sd.crba(model, q) @ v
+
+    q, v, _ = state(floating, 4, (3,))
+    f = jax.jit(function(energy, floating))
+    want = np.array([energy(floating, q[k], v[k]) for k in range(3)])
+    assert rel_err(np.asarray(f(q, v)), want) < 1e-12
+    grad_v = jax.grad(lambda vv: function(energy, floating)(q[0], vv))(v[0])
+    assert rel_err(np.asarray(grad_v), sd.crba(floating, q[0]) @ v[0]) < 1e-12
+    with pytest.raises(TypeError, match="interop.jax.function: static= and optional= apply to registered kernels"):
+        function(energy, floating, optional=("f_ext",))

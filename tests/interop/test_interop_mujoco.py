@@ -33,7 +33,7 @@ def test_kinematics_dynamics_and_mass_matrix_agree_with_mujoco(model):
         R, p = sd.forward_kinematics(model, q)
         assert rel_err(d.xpos[1:], p) < 1e-12
         assert rel_err(d.xmat[1:].reshape(-1, 3, 3), R) < 1e-12
-        assert rel_err(mj.tau_from_mujoco(model, q, d.qfrc_inverse), sd.rnea(model, q, v, a)) < 1e-9
+        assert rel_err(mj.tau_from_mujoco(model, d.qpos, d.qfrc_inverse), sd.rnea(model, q, v, a)) < 1e-9
         M = np.zeros((model.nv, model.nv))
         mujoco.mj_fullM(mm, d, M)
         T = mj.velocity_map(model, q)
@@ -42,14 +42,40 @@ def test_kinematics_dynamics_and_mass_matrix_agree_with_mujoco(model):
         assert rel_err(d.cvel[1:, :3], (R @ sd.body_velocities(model, q, v)[:, :3, None])[..., 0]) < 1e-12
 
 
+@pytest.mark.parametrize("model", models(), ids=lambda m: m.name)
+def test_from_mujoco_takes_mujocos_own_arrays(model):
+    """MuJoCo's forward dynamics under an applied generalized force: its own qpos, qvel, qacc and
+    qfrc_applied, converted, are a state and torques that our ABA maps to the same acceleration."""
+    mm = mj.load_mujoco(model)
+    D = mujoco.mjtDisableBit
+    mm.opt.disableflags |= int(D.mjDSBL_CONSTRAINT | D.mjDSBL_SPRING | D.mjDSBL_DAMPER | D.mjDSBL_ACTUATION)
+    d = mujoco.MjData(mm)
+    rng = np.random.default_rng(8)
+    d.qpos[:] = mj.q_to_mujoco(model, model.random_configuration(rng))
+    d.qvel[:], d.qfrc_applied[:] = rng.normal(size=(2, model.nv))
+    mujoco.mj_forward(mm, d)
+    q = mj.q_from_mujoco(model, d.qpos)
+    v = mj.v_from_mujoco(model, d.qpos, d.qvel)
+    tau = mj.tau_from_mujoco(model, d.qpos, d.qfrc_applied)
+    a = mj.a_from_mujoco(model, d.qpos, d.qvel, d.qacc)
+    assert rel_err(a, sd.aba(model, q, v, tau)) < 1e-9
+    assert rel_err(mj.a_to_mujoco(model, q, v, a), d.qacc) < 1e-12
+    # batched, with the shapes named in errors
+    assert mj.a_from_mujoco(model, np.stack([d.qpos] * 2), np.stack([d.qvel] * 2), np.stack([d.qacc] * 2)).shape \
+        == (2, model.nv)
+    with pytest.raises(ValueError, match=r"qacc: expected shape"):
+        mj.a_from_mujoco(model, d.qpos, d.qvel, d.qacc[:-1])
+
+
 def test_layout_round_trips_and_orthogonality():
     model = models()[2]
     rng = np.random.default_rng(0)
     Q = np.stack([model.random_configuration(rng) for _ in range(4)])
     V = rng.normal(size=(4, model.nv))
     np.testing.assert_array_equal(mj.q_from_mujoco(model, mj.q_to_mujoco(model, Q)), Q)
-    np.testing.assert_allclose(mj.v_from_mujoco(model, Q, mj.v_to_mujoco(model, Q, V)), V, atol=1e-14)
-    np.testing.assert_allclose(mj.tau_from_mujoco(model, Q, mj.tau_to_mujoco(model, Q, V)), V, atol=1e-14)
+    qpos = mj.q_to_mujoco(model, Q)
+    np.testing.assert_allclose(mj.v_from_mujoco(model, qpos, mj.v_to_mujoco(model, Q, V)), V, atol=1e-14)
+    np.testing.assert_allclose(mj.tau_from_mujoco(model, qpos, mj.tau_to_mujoco(model, Q, V)), V, atol=1e-14)
     T = mj.velocity_map(model, Q)
     np.testing.assert_allclose(T @ np.swapaxes(T, -1, -2), np.broadcast_to(np.eye(model.nv), T.shape), atol=1e-14)
     # the free joint's quaternion moves to MuJoCo's [w, x, y, z] order

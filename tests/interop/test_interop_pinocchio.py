@@ -295,3 +295,26 @@ def test_array_conversions_work_without_pinocchio():
             "    print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_frame_fixed_to_the_world_is_a_frame_of_the_universe():
+    """``Frame.body == -1`` (e.g. an MJCF site on the world) becomes a frame on Pinocchio's universe joint:
+    same placement, zero Jacobian."""
+    b = sd.ModelBuilder("w")
+    b.add_body("l1", None, sd.make_joint("revolute", (0, 0, 1)), None, np.diag([0.1, 0.2, 0.3, 1, 1, 1]))
+    X = spatial.from_pose(spatial.rotz(0.4) @ spatial.rotx(-0.3), np.array([0.3, -0.1, 0.7]))
+    m = b.add_frame("fixed", None, X).build()
+    assert m.frames[m.frame("fixed")].body == -1
+    pm = sp.to_pinocchio(m)
+    d = pm.createData()
+    q = np.array([0.8])
+    pin.framesForwardKinematics(pm, d, sp.q_to_pinocchio(m, q))
+    fid = pm.getFrameId("fixed", pin.FrameType.OP_FRAME)
+    assert pm.frames[fid].parentJoint == 0
+    R, p = sd.frame_placement(m, q, "fixed")
+    assert rel(d.oMf[fid].rotation, R) < TOL and rel(d.oMf[fid].translation, p) < TOL
+    J = pin.computeFrameJacobian(pm, d, sp.q_to_pinocchio(m, q), fid, pin.ReferenceFrame.LOCAL)
+    assert np.array_equal(np.reshape(J, (6, 1)), np.zeros((6, 1)))
+    assert np.array_equal(sd.frame_jacobian(m, q, "fixed"), np.zeros((6, 1)))
+    with pytest.raises(sd.ModelError, match="frame 'bad': body index -2 out of range -1..0"):
+        dataclasses.replace(m, frames=m.frames + (sd.model.Frame("bad", -2, X),))

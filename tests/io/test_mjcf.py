@@ -49,7 +49,7 @@ def compare_with_mujoco(model, mm, seed=0):
     md.qpos[:], md.qvel[:] = mjx.q_to_mujoco(model, q), mjx.v_to_mujoco(model, q, v)
     md.qacc[:] = mjx.a_to_mujoco(model, q, v, a)
     mujoco.mj_inverse(mm, md)
-    err = {"rnea": _rel(sd.rnea(model, q, v, a) - mjx.tau_from_mujoco(model, q, md.qfrc_inverse), md.qfrc_inverse)}
+    err = {"rnea": _rel(sd.rnea(model, q, v, a) - mjx.tau_from_mujoco(model, md.qpos, md.qfrc_inverse), md.qfrc_inverse)}
     M = np.zeros((mm.nv, mm.nv))
     mujoco.mj_fullM(mm, md, M)
     T = mjx.velocity_map(model, q)
@@ -60,7 +60,7 @@ def compare_with_mujoco(model, mm, seed=0):
     # the file's force, torque and accelerometer sensors, predicted from (q, v, a) as MuJoCo measures them
     sensors = [x for x in model.sensors if not isinstance(x, sd.sensors.JointTorque)]
     if sensors:
-        a_mj = mjx.v_from_mujoco(model, q, md.qacc - mjx.a_to_mujoco(model, q, v, np.zeros(model.nv)))
+        a_mj = mjx.a_from_mujoco(model, md.qpos, md.qvel, md.qacc)
         y, _ = sd.EstimationProblem(model, sensors=sensors).measurements(q, v, a_mj)
         y_mj = np.concatenate([md.sensordata[mm.sensor(x.name).adr[0]:][:mm.sensor(x.name).dim[0]] for x in sensors])
         err["sensors"] = _rel(y[y.size - y_mj.size:] - y_mj, y_mj)
@@ -68,8 +68,8 @@ def compare_with_mujoco(model, mm, seed=0):
     worst = 0.0
     R, p = sd.frame_placements(model, q)
     index = {n: k for k, n in enumerate(model.frame_names)}
-    for s in range(mm.nsite):
-        if not mjx.body_moves(mm, mm.site_bodyid[s]):
+    for s in range(mm.nsite):                 # every site, those fixed to the world too (mocap ones stay put)
+        if mm.body_mocapid[mm.site_bodyid[s]] >= 0:
             continue
         name = mm.site(s).name or f"site{s}"
         k = index.get(f"site:{name}", index.get(name))
@@ -141,7 +141,7 @@ def test_dm_control_corpus(rel, corpus_models):
     for what in _unsupported(mm):
         assert warned and what in warned[0], (what, warned)
     assert model.nq == mm.nq and model.nv == mm.nv
-    assert np.array_equal(model.armature, mjx.tau_from_mujoco(model, model.neutral(), mm.dof_armature)) \
+    assert np.array_equal(model.armature, mjx.tau_from_mujoco(model, mm.qpos0, mm.dof_armature)) \
         or any(mm.jnt_type == 0)
     assert np.allclose(mjx.q_to_mujoco(model, model.joint_dynamics.reference), mm.qpos0, rtol=0, atol=1e-15)
     if model.nv == 0:
@@ -187,7 +187,8 @@ ODD = """
 def test_several_joints_per_body_refs_offsets_and_welds():
     model, warned = _load(ODD)
     mm = mujoco.MjModel.from_xml_string(ODD)
-    assert warned == []
+    # the only note: the site named like its body, renamed (its pose is checked against site_xpos below)
+    assert len(warned) == 1 and warned[0].endswith("sites named like another frame, renamed (cover -> site:cover)")
     assert model.joint_names == ("root", "hx", "hy", "hs", "knee")
     assert model.body_names == ("base", "hip/hx", "hip/hy", "hip", "shin")
     assert [j.type for j in model.joints] == ["free", "revolute", "revolute", "prismatic", "spherical"]
@@ -472,3 +473,61 @@ def test_cli_info_reads_mjcf(capsys):
     assert main(["sparsity", path, "--problem", "id"]) == 0
     # two bodies: a, f, fx (6 each per body) + tau, qdd (one per dof) = 40 unknowns
     assert "model 'cart-pole': 40 unknowns" in capsys.readouterr().out
+
+
+WORLD_SITES = """
+<mujoco model="world_sites">
+  <option gravity="0.3 -0.2 -9.81"/>
+  <worldbody>
+    <site name="anchor" pos="0.5 -0.2 0.1" euler="0.3 -0.2 1.1"/>
+    <body name="stand" pos="0 0.3 0.2" euler="0.2 0 0.4">
+      <geom type="box" size="0.1 0.1 0.1" mass="1"/>
+      <site name="stand_top" pos="0 0 0.1" euler="0 0.5 0"/>
+      <body name="arm" pos="0 0 0.3">
+        <joint name="hinge" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="0.7"/>
+        <site name="tip" pos="0.4 0 0"/>
+        <site name="arm" pos="0.2 0 0.01"/>
+      </body>
+    </body>
+  </worldbody>
+  <sensor><accelerometer site="stand_top" name="still"/></sensor>
+</mujoco>
+"""
+
+
+def test_sites_fixed_to_the_world_are_frames_on_the_world():
+    """A site on the world body, or on a body welded to it, is a frame with body -1 at MuJoCo's
+    site_xpos / site_xmat; it does not move (zero velocity and Jacobian) and an ideal IMU there reads
+    -g, as MuJoCo's accelerometer does.  A site named like a body is renamed and listed."""
+    model, warned = _load(WORLD_SITES)
+    mm = mujoco.MjModel.from_xml_string(WORLD_SITES)
+    assert [model.frames[model.frame(n)].body for n in ("anchor", "stand_top", "site:arm")] == [-1, -1, 0]
+    assert len(warned) == 1 and "renamed (arm -> site:arm)" in warned[0] and "not frames" not in warned[0]
+    assert "accelerometer still: at a site fixed to the world" in warned[0]
+    md = mujoco.MjData(mm)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        q, v, a = rng.normal(size=(3, 1))
+        md.qpos[:], md.qvel[:], md.qacc[:] = q, v, a
+        mujoco.mj_inverse(mm, md)
+        mujoco.mj_rnePostConstraint(mm, md)
+        for s in range(mm.nsite):
+            k = model.frame(f"site:{mm.site(s).name}" if mm.site(s).name == "arm" else mm.site(s).name)
+            R, p = sd.frame_placement(model, q, k)
+            assert np.abs(p - md.site_xpos[s]).max() <= TOL and np.abs(R - md.site_xmat[s].reshape(3, 3)).max() <= TOL
+        k = model.frame("anchor")
+        assert np.array_equal(sd.frame_velocity(model, q, v, k, "world"), np.zeros(6))
+        assert np.array_equal(sd.frame_jacobian(model, q, k, "local_world_aligned"), np.zeros((6, 1)))
+        assert np.array_equal(sd.frame_acceleration(model, q, v, a, k), np.zeros(6))
+        omega, domega, proper = sd.frame_proper_acceleration(model, q, v, a, "stand_top")
+        still = md.sensordata[mm.sensor("still").adr[0]:][:3]
+        assert np.array_equal(omega, np.zeros(3)) and np.array_equal(domega, np.zeros(3))
+        assert np.abs(proper - still).max() <= TOL * 10
+    # batches broadcast like any frame's
+    qs = rng.normal(size=(4, 1))
+    R, p = sd.frame_placement(model, qs, "anchor")
+    assert R.shape == (4, 3, 3) and np.array_equal(p[2], md.site_xpos[0])
+    # nothing is measured at, or acts on the robot through, a frame of the world
+    with pytest.raises(ValueError, match="frame 'anchor' is fixed to the world"):
+        sd.EstimationProblem(model, contacts=["anchor"])

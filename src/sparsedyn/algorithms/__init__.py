@@ -5,6 +5,8 @@ array backend (float arrays with leading batch axes, and the object arrays the
 symbolic layer traces): :mod:`.kinematics`, :mod:`.rnea`, :mod:`.crba`,
 :mod:`.ltdl`, :mod:`.aba`, :mod:`.fd`, :mod:`.minv`, :mod:`.com` (centre of mass),
 :mod:`.centroidal` (centroidal momentum), :mod:`.energy`, :mod:`.regressor`
-(inertial-parameter regressors).  Public names are
+(inertial-parameter regressors), the analytical derivatives (:mod:`.dynamics_derivatives`,
+:mod:`.kinematics_derivatives`, :mod:`.centroidal_derivatives`; :mod:`.derivatives` differentiates
+any kernel's traced program).  Public names are
 importable from :mod:`sparsedyn` itself.
 """

@@ -42,7 +42,11 @@ Conversion to MuJoCo's layout
     kernel that returns the MuJoCo-layout quantity with :func:`derivatives`.
 
 Cost: reverse mode costs about ``m`` primal evaluations, forward mode ``n``
-(the Jacobian's rows and columns); ``mode="auto"`` picks the smaller.
+(the Jacobian's rows and columns); ``mode="auto"`` picks the smaller.  The derivatives
+of the dynamics and kinematics that optimal control calls most have analytical
+recursive kernels (:mod:`sparsedyn.algorithms.dynamics_derivatives`,
+:mod:`sparsedyn.algorithms.kinematics_derivatives`, ...), a few times cheaper; this
+module differentiates everything else and checks them.
 """
 
 from __future__ import annotations
@@ -54,16 +58,11 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import Kernel, kernel, registered
+from ..kernels import Kernel, registered
 from ..symbolic.ad import MODES, inline, jacobian_program
 from ..symbolic.ir import Graph, Sym
 from ..symbolic.trace import trace_function, trace_kernel
-from .aba import aba
-from .minv import minv
-from .rnea import generalized_gravity, rnea
-
-__all__ = ["derivatives", "derivative_program", "retract", "rnea_derivatives", "aba_derivatives",
-           "generalized_gravity_derivatives"]
+__all__ = ["derivatives", "derivative_program", "retract"]
 
 _PROGRAMS = weakref.WeakKeyDictionary()   # model -> {key: Program}
 _LOCK = threading.Lock()
@@ -174,11 +173,7 @@ def _check_state(model, k, name, x, shape):
         return _checks.body_forces(model, x)
     if x is None:
         raise TypeError(f"{k.name}: argument {name!r} is required (shape (..., {', '.join(map(str, shape))}))")
-    try:
-        x = bk.asarray(x)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name}: expected a numeric array of shape (..., {', '.join(map(str, shape))}); {e}") \
-            from None
+    x = _checks.numeric(name, x, f"(..., {', '.join(map(str, shape))})")
     if x.shape[max(0, x.ndim - len(shape)):] != tuple(shape) or x.ndim < len(shape):
         raise ValueError(f"{name}: expected shape (..., {', '.join(map(str, shape))}) for model {model.name!r}, "
                          f"got shape {x.shape}")
@@ -244,73 +239,3 @@ def derivatives(fn, wrt=None, *, mode="auto", inputs=None, outputs=None, optiona
     d.__name__ = f"d_{k.name}"
     d.__doc__ = f"Derivatives of {k.name} with respect to {wrt_t or tuple(k.inputs)} (see sparsedyn.derivatives)."
     return d
-
-
-def _program_hook(fn, wrt):
-    return lambda model, static, optional: derivative_program(fn, model, wrt, static, optional)
-
-
-_DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
-_NVxNV = ("nv", "nv")
-
-
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional=_DYN_OPT,
-        outputs={"dtau_dq": _NVxNV, "dtau_dv": _NVxNV, "dtau_da": _NVxNV},
-        program=_program_hook(rnea, ("q", "v", "a")))
-def rnea_derivatives(model, q, v, a, f_ext=None, gravity=None):
-    """Partial derivatives of :func:`~sparsedyn.rnea`: ``(dtau_dq, dtau_dv, dtau_da)``, each (..., nv, nv).
-
-    ``dtau_dq`` is on the tangent space (see the module docstring); ``dtau_da = H(q)``.
-    ``f_ext`` (body frame) and ``gravity`` are held constant.
-    """
-    return _call(rnea.__kernel__, ("q", "v", "a"), "auto", model, (q, v, a), {"f_ext": f_ext, "gravity": gravity})
-
-
-def _aba_derivatives_program(model, static, optional):
-    """``qdd = aba(q, v, tau)``; then, differentiating ``rnea(q, v, qdd) = tau`` (implicit
-    function theorem), ``dqdd/dx = -H^-1 drnea/dx`` for ``x = q, v`` and ``dqdd/dtau = H^-1``:
-    the traced programs of ``aba``, ``minv`` and the derivatives of ``rnea``, composed.  About
-    half the operations of differentiating ABA's own program in reverse mode."""
-    optional = tuple(n for n in _DYN_OPT if n in set(optional))
-    key = ("aba_derivatives", optional)
-    with _LOCK:
-        cache = _PROGRAMS.setdefault(model, {})
-        prog = cache.get(key)
-    if prog is not None:
-        return prog
-    shapes = aba.__kernel__.shapes(model)
-    names = ["q", "v", "tau"] + list(optional)
-    g = Graph()
-    args = [g.inputs(j, shapes[n]) for j, n in enumerate(names)]
-    q, v = args[0], args[1]
-    P_aba = trace_kernel(aba.__kernel__, model, optional=optional)
-    qdd = inline(P_aba, args)[0]
-    Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
-    dq, dv, _ = inline(derivative_program(rnea, model, ("q", "v", "a"), optional=optional), [q, v, qdd] + args[3:])
-    outs = [-(Minv @ dq), -(Minv @ dv), Minv]
-    prog = g.program(outs, [shapes[n] for n in names], name="aba_derivatives" + "".join("_" + n for n in optional),
-                     input_names=tuple(names), output_names=("dqdd_dq", "dqdd_dv", "dqdd_dtau"))
-    with _LOCK:
-        cache[key] = prog
-    return prog
-
-
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional=_DYN_OPT,
-        outputs={"dqdd_dq": _NVxNV, "dqdd_dv": _NVxNV, "dqdd_dtau": _NVxNV},
-        program=_aba_derivatives_program)
-def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
-    """Partial derivatives of :func:`~sparsedyn.aba`: ``(dqdd_dq, dqdd_dv, dqdd_dtau)``, each (..., nv, nv).
-
-    ``dqdd_dq`` is on the tangent space; ``dqdd_dtau = H(q)^-1``.
-    """
-    q, v, tau, f_ext, g, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
-    optional = tuple(n for n, x in (("f_ext", f_ext), ("gravity", gravity)) if x is not None)
-    prog = _aba_derivatives_program(model, {}, optional)
-    return tuple(_run(prog, [q, v, tau] + ([f_ext] if f_ext is not None else []) + ([g] if gravity is not None else [])))
-
-
-@kernel(inputs={"q": ("nq",)}, optional={"gravity": (3,)}, outputs={"dg_dq": _NVxNV},
-        program=_program_hook(generalized_gravity, ("q",)))
-def generalized_gravity_derivatives(model, q, gravity=None):
-    """``dg/dq`` (..., nv, nv) of :func:`~sparsedyn.generalized_gravity`, on the tangent space."""
-    return _call(generalized_gravity.__kernel__, ("q",), "auto", model, (q,), {"gravity": gravity})[0]

@@ -17,7 +17,7 @@ from ..spatial import (Transform, apply_motion, apply_motion_inv, compose, cross
                        pose)
 
 __all__ = ["joint_transforms", "world_transforms", "root_transforms", "forward_kinematics", "frame_placement",
-           "frame_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
+           "frame_placements", "geometry_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
            "body_accelerations", "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v"]
 
 REFERENCES = ("local", "world", "local_world_aligned")
@@ -80,7 +80,7 @@ def forward_kinematics(model, q):
 
 def _frame_world_transform(model, X0, k):
     f = model.frames[k]
-    return compose(f.X, X0[f.body])
+    return f.X if f.body < 0 else compose(f.X, X0[f.body])        # a world frame: frame_X_world itself
 
 
 @kernel(inputs={"q": ("nq",)}, static=("frame",), outputs={"R": (3, 3), "p": (3,)})
@@ -107,6 +107,32 @@ def frame_placements(model, q):
         R, p = pose(_frame_world_transform(model, X0, k))
         Rs.append(np.broadcast_to(R, shape + (3, 3)))
         ps.append(np.broadcast_to(p, shape + (3,)))
+    return np.stack(Rs, -3), np.stack(ps, -2)
+
+
+def _geometry_count(model, kind="visual"):
+    return len(model.geometry(kind))
+
+
+@kernel(inputs={"q": ("nq",)}, static=("kind",), outputs={"R": (_geometry_count, 3, 3), "p": (_geometry_count, 3)})
+def geometry_placements(model, q, kind="visual"):
+    """World poses of the model's shapes of ``kind`` (``"visual"`` or ``"collision"``, see
+    :class:`~sparsedyn.model.Geometry`), in file order: ``R`` (..., NG, 3, 3), ``p`` (..., NG, 3),
+    as :func:`frame_placements` returns them (Pinocchio's ``oMg`` after ``updateGeometryPlacements``).
+    A shape on the world (body -1) keeps its fixed pose.
+    """
+    q = _checks.configuration(model, q)
+    geoms = model.geometry(kind)
+    Xup, _ = joint_transforms(model, q)
+    X0 = _world_transforms(model, Xup)
+    shape = q.shape[:-1]
+    Rs, ps = [], []
+    for g in geoms:
+        R, p = pose(g.X if g.body < 0 else compose(g.X, X0[g.body]))
+        Rs.append(np.broadcast_to(R, shape + (3, 3)))
+        ps.append(np.broadcast_to(p, shape + (3,)))
+    if not geoms:
+        return np.zeros(shape + (0, 3, 3), dtype=q.dtype), np.zeros(shape + (0, 3), dtype=q.dtype)
     return np.stack(Rs, -3), np.stack(ps, -2)
 
 
@@ -213,7 +239,7 @@ def frame_velocity(model, q, v, frame, reference="local"):
     X0 = _world_transforms(model, Xup)
     vb, _ = velocity_pass(model, Xup, S, v)
     f = model.frames[k]
-    vf = apply_motion(f.X, vb[f.body])
+    vf = apply_motion(f.X, vb[f.body]) if f.body >= 0 else np.zeros(q.shape[:-1] + (6,), q.dtype)
     return _express(model, X0, k, vf[..., :, None], reference)[..., 0]
 
 
@@ -251,7 +277,10 @@ def _frame_motion(model, q, v, a, frame, reference):
     vb, ab = body_accelerations(model, Xup, S, v, a)
     f = model.frames[k]
     # The frame is fixed on its body: its spatial velocity and acceleration are the body's, moved to it.
-    m = np.stack([apply_motion(f.X, vb[f.body]), apply_motion(f.X, ab[f.body])], -1)
+    if f.body < 0:                                      # a world frame does not move
+        m = np.zeros(shape + (6, 2), q.dtype)
+    else:
+        m = np.stack([apply_motion(f.X, vb[f.body]), apply_motion(f.X, ab[f.body])], -1)
     out = _express(model, X0, k, m, reference)
     return np.broadcast_to(out[..., 0], shape + (6,)), np.broadcast_to(out[..., 1], shape + (6,))
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 
@@ -161,7 +162,7 @@ def ltdl(model_or_lambda, H, check=None):
     see :func:`ltdl_kernel`.
     """
     lam = dof_lambda(model_or_lambda)
-    H = bk.asarray(H)
+    H = _square("H", H, len(lam))
     _check_square(H, len(lam))
     P = ltdl_kernel(lam, H, check)
     return _unpack(lam, P, unit=True), _diagonal(P)
@@ -174,7 +175,7 @@ def ltl(model_or_lambda, H, check=None):
     Only the lower triangle of ``H`` within the pattern is read.
     """
     lam = dof_lambda(model_or_lambda)
-    H = bk.asarray(H)
+    H = _square("H", H, len(lam))
     _check_square(H, len(lam))
     return _unpack(lam, ltl_kernel(lam, H, check), unit=False)
 
@@ -191,12 +192,16 @@ def _assemble(parts, *like):
     return out
 
 
-def _prepare(model_or_lambda, L, x):
+def _square(name, A, n):
+    return _checks.numeric(name, A, f"(..., {n}, {n})")
+
+
+def _prepare(model_or_lambda, L, x, xname="x"):
     lam = dof_lambda(model_or_lambda)
-    L, x = bk.asarray(L), bk.asarray(x)
+    L, x = _square("L", L, len(lam)), _checks.numeric(xname, x, f"(..., {len(lam)})")
     _check_square(L, len(lam), "L")
     if x.ndim == 0 or x.shape[-1] != len(lam):
-        raise ValueError(f"x: expected shape (..., {len(lam)}), got shape {x.shape}")
+        raise ValueError(f"{xname}: expected shape (..., {len(lam)}), got shape {x.shape}")
     return lam, L, x
 
 
@@ -261,13 +266,16 @@ def mpyLit(model_or_lambda, L, x, unit=False):
 @kernel(inputs={"L": ("nv", "nv"), "D": ("nv",), "b": ("nv",)}, outputs={"x": ("nv",)})
 def ltdl_solve(model_or_lambda, L, D, b):
     """``x = H^-1 b`` for ``H = L^T D L`` (``L``, ``D`` from :func:`ltdl`)."""
+    _, L, b = _prepare(model_or_lambda, L, b, "b")
+    _, _, D = _prepare(model_or_lambda, L, D, "D")
     y = mpyLit(model_or_lambda, L, b, unit=True)
-    return mpyLi(model_or_lambda, L, y / bk.asarray(D), unit=True)
+    return mpyLi(model_or_lambda, L, y / D, unit=True)
 
 
 @kernel(inputs={"L": ("nv", "nv"), "b": ("nv",)}, outputs={"x": ("nv",)})
 def ltl_solve(model_or_lambda, L, b):
     """``x = H^-1 b`` for ``H = L^T L`` (``L`` from :func:`ltl`)."""
+    _, L, b = _prepare(model_or_lambda, L, b, "b")
     return mpyLi(model_or_lambda, L, mpyLit(model_or_lambda, L, b))
 
 

@@ -25,6 +25,10 @@ def frame_proper_acceleration(model, q, v, a, frame):
     """
     q, v, a, _, g, shape, _ = _checks.dynamics(model, q, v, a, None, None, "a", "nv joint accelerations")
     fr = model.frames[model.frame(frame)]
+    if fr.body < 0:                                  # fixed to the world: at rest, it reads -g
+        zero = np.zeros(shape + (3,), q.dtype)
+        proper = (fr.X.E @ (-np.asarray(g))[..., None])[..., 0]
+        return zero, zero.copy(), np.broadcast_to(proper, shape + (3,))
     vb, ab, _, _ = rnea_passes(model, q, v, a, None, g)   # ab includes -g: the proper acceleration comes out
     i = fr.body
     E, r = fr.X.E, fr.X.r                            # frame axes from body axes; frame origin in body coords

@@ -23,6 +23,7 @@ from .problems import CompiledEstimator, CompiledStructure
 from .trace import DEFAULT_KERNELS, KERNELS, trace
 from .api import UntraceableError
 from .owned import CompiledKernels
+from . import native  # noqa: F401,E402 - registers the plain calls' native road (and compile's shared object)
 
 __all__ = ["compile", "compile_report", "CompiledModel", "CompiledStructure", "CompiledEstimator",
            "CompiledKernels", "KernelInfo", "CompilerNotFoundWarning",

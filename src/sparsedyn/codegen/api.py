@@ -48,6 +48,10 @@ __all__ = ["compile", "CompiledModel", "CompiledKernels", "KernelSet", "KernelIn
            "compile_report"]
 
 
+#: ``model -> CompiledModel`` of plain calls, set by :mod:`.native` (imported with this package).
+shared_model = None
+
+
 def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
     """Compile ``model`` (see :class:`CompiledModel`), or a sparse problem or an estimator.
 
@@ -113,6 +117,10 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
     if isinstance(kernels, str) or callable(kernels):
         kernels = (kernels,)
     compiler = find_compiler_or_warn()
+    if not kernels and vectorize is None and progress is None and shared_model is not None:
+        k = shared_model(model)             # the object plain calls use (one per model fingerprint)
+        if k._compiler is compiler:
+            return k
     return CompiledModel(model, compiler, _progress_fn(progress, model), vectorize, tuple(kernels))
 
 

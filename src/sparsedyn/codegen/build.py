@@ -26,10 +26,16 @@ Cache directory
     write to.
 
 Entries
-    ``<key>.so`` plus ``<key>.sha256``, the SHA-256 of the library.  A library
-    is loaded only after its hash matches, and a loaded library must return
-    ``key`` from its exported ``sd_cache_key()``; a truncated, corrupted or
-    foreign file fails one of the two checks and is rebuilt.  Builds happen in
+    ``<key>.so`` plus ``<key>.sha256``: an HMAC-SHA256 of the library's file name
+    (which holds the key) and bytes, under a random secret private to the cache
+    directory (``secret``, 32 bytes, mode 0600, made on first use).  A library
+    is loaded only after that digest matches, so no byte of it runs before it is
+    known to be the file sparsedyn built for this key: a truncated, altered or
+    swapped file fails the check even when its ``.sha256`` was recomputed over the
+    new bytes by anything else (an altered library once crashed the process with
+    an illegal instruction).  A loaded library must also return ``key`` from its
+    exported ``sd_cache_key()``.  A file failing either check is rebuilt; deleting
+    ``secret`` makes every entry rebuild once.  Builds happen in
     a private temporary directory inside the cache directory and are moved in
     place with :func:`os.replace` (atomic), under an advisory lock per key
     (``fcntl.flock``, where available) so that concurrent processes building
@@ -330,18 +336,58 @@ def _locked(path: Path):
             os.close(fd)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
+def _secret(d: Path) -> bytes:
+    """The cache directory's secret (see the module docstring), made atomically on first use: a
+    process that loses the race to create it reads the winner's."""
+    path = d / "secret"
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            fd = None
+        if fd is not None:
+            with os.fdopen(fd, "rb") as f:
+                data = f.read(64)
+            if len(data) == 32:
+                return data
+            os.unlink(path)                   # a damaged secret: a new one (every entry rebuilds once)
+            continue
+        fd, tmp = tempfile.mkstemp(prefix="secret-", suffix=".tmp", dir=d)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(32))
+            try:
+                os.link(tmp, path)            # create-if-absent, atomic
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(tmp)
+    raise OSError(f"cannot create the cache secret {path}")
+
+
+def _digest(so: Path, final: Path | None = None) -> str:
+    """The sealed digest of the library ``so`` (see the module docstring) for its place in the
+    cache, ``final`` (default: where it is)."""
+    import hmac
+    final = so if final is None else final
+    h = hmac.new(_secret(final.parent), final.name.encode() + b"\0", hashlib.sha256)
+    with open(so, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
 
 
+def _seal(lib: Path, side: Path, final: Path):
+    """Write to ``side`` the digest of the freshly built ``lib`` that will be moved to ``final``."""
+    side.write_text(_digest(lib, final) + "\n")
+
+
 def _valid(so: Path, side: Path) -> bool:
+    """Whether ``so`` is the library sealed for its name (checked before any byte of it is loaded)."""
+    import hmac
     try:
         want = side.read_text().strip()
-        return len(want) == 64 and _sha256(so) == want
+        return len(want) == 64 and hmac.compare_digest(_digest(so), want)
     except (OSError, UnicodeDecodeError):
         return False
 
@@ -463,8 +509,7 @@ def _build_library(key, sources, compiler, progress=None, directory=None):
                 list(pool.map(cc, [names[k] for k in order]))
             link = list(compiler.flags) + ["-shared", "-o", "lib.so"] + [f"{n}.o" for n in names] + list(compiler.libs)
             compiler.run(link, cwd=tmp)
-            digest = _sha256(tmp / "lib.so")
-            (tmp / "lib.sha256").write_text(digest + "\n")
+            _seal(tmp / "lib.so", tmp / "lib.sha256", so)
             os.chmod(tmp / "lib.so", 0o700)
             os.replace(tmp / "lib.so", so)
             os.replace(tmp / "lib.sha256", side)

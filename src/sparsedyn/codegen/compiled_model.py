@@ -260,9 +260,13 @@ class CompiledModel(KernelSet):
         def fallback(*arrays):
             return self._call(m.name, dict(zip(names, arrays)), {}, static, {}, None)
 
-        m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
-                                  tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
-                                  (_checks.QUAT_TOL, groups) if groups else None)
+        try:
+            m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
+                                      tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
+                                      (_checks.QUAT_TOL, groups) if groups else None)
+        except ValueError:                           # more arrays than the fast path passes: the general path
+            m.fast[key] = None
+            return
         if key == () and getattr(m, "ns", None) is not None:
             m.ns["_f0"] = m.fast[key]
 

@@ -60,7 +60,7 @@ FASTCALL_SOURCE = r"""
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
-#define SD_MAXARGS 8
+#define SD_MAXARGS 12
 #define SD_MAXQUAT 64
 #define SD_MAXSTATIC 4
 
@@ -156,7 +156,11 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given
     case 5: ((void (*)(void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4]); break;
     case 6: ((void (*)(void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5]); break;
     case 7: ((void (*)(void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6]); break;
-    default: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); break;
+    case 8: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); break;
+    case 9: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]); break;
+    case 10: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]); break;
+    case 11: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]); break;
+    default: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]); break;
     }
     if (self->nout == 1) return out[0];
     if (given) {                                /* the caller's tuple, as the Python path returns it */
@@ -459,7 +463,7 @@ def _build(compiler, includes, modname, path, side, d):
         flags = [f for f in compiler.flags if f != "-fopenmp"]
         compiler.run(flags + ["-O2"] + [f"-I{i}" for i in includes] + ["-shared", "-o", "mod.so", "fastcall.c"],
                      cwd=tmp)
-        (tmp / "mod.sha256").write_text(build._sha256(tmp / "mod.so") + "\n")
+        build._seal(tmp / "mod.so", tmp / "mod.sha256", path)
         os.replace(tmp / "mod.so", path)
         os.replace(tmp / "mod.sha256", side)
     finally:

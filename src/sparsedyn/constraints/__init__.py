@@ -17,7 +17,9 @@ is solved by projecting onto the null space of ``G``:
   :func:`constrained_forward_dynamics_derivatives`,
   :func:`constrained_forward_dynamics` (with Baumgarte terms), :func:`simulate`;
 * loop-closure files next to a URDF (:mod:`.fileformat`);
-* example mechanisms (:mod:`.examples`) and :func:`constraints_demo`.
+* example mechanisms (:mod:`.examples`) and :func:`constraints_demo`;
+* robots in rigid contact with the world (:mod:`.contact`): :func:`contact_dynamics`,
+  :func:`impulse_dynamics` and their derivatives, sparse kernels (no null-space projection).
 
 Conventions: world axes for kinematic residuals, angular rows first for welds,
 velocities as everywhere in sparsedyn (free joint ``v = [omega; v]`` in the body frame).
@@ -39,6 +41,8 @@ from .fileformat import ClosedLoop, constraints_path, load_closed_loop, load_con
 from .examples import (EXAMPLES, Mechanism, delta_robot, example, five_bar, four_bar, humanoid_double_support,
                        slider_crank)
 from .demo import constraints_demo
+from .contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics, contact_dynamics_derivatives,
+                      impulse_dynamics, impulse_dynamics_derivatives)
 
 __all__ = [
     "ForwardDynamicsDerivatives", "constrained_forward_dynamics_derivatives",
@@ -54,4 +58,6 @@ __all__ = [
     "ClosedLoop", "load_constraints", "save_constraints", "load_closed_loop", "constraints_path",
     "Mechanism", "EXAMPLES", "example", "four_bar", "slider_crank", "five_bar", "delta_robot",
     "humanoid_double_support", "constraints_demo",
+    "ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
+    "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
 ]

@@ -16,9 +16,15 @@ added on top of it.  Every constraint block gives, at a state ``(q, v)``:
 Residuals of kinematic constraints are in world axes, metres and radians.  The
 stack (:class:`ConstraintSet`) evaluates one kinematic workspace per state and
 concatenates the blocks in order; ``rows`` names every row ``"<name>.<label>"``.
+A constraint built without a name is named after its kind and what it joins
+(``point_<frame_a>_<frame_b>``, ``weld_<frame_a>_world``, ``ground_<frame>``,
+``coupling_<joint>_<mimicked>``, ``user``); a set makes such default names unique
+(``_2``, ``_3`` ...), while two given names that clash are an error.
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
@@ -45,6 +51,13 @@ class Constraint:
     def __init__(self, model, name=None):
         self.model = model
         self.name = name or self.kind
+        #: whether the name was given (a default name is made unique by a :class:`ConstraintSet`)
+        self.named = bool(name)
+
+    def _default_name(self, *parts):
+        """``kind_part_part...`` (``world`` for a missing frame) unless a name was given."""
+        if not self.named:
+            self.name = "_".join([self.kind] + ["world" if p is None else str(p) for p in parts])
 
     def residual(self, kin, q):
         """``g(q)`` (..., size) of this block, from the shared kinematics ``kin``."""
@@ -88,11 +101,20 @@ class ConstraintSet:
 
     def __init__(self, model, constraints=()):
         self.model = model
-        self.constraints = tuple(constraints)
+        constraints = list(constraints)
+        given = {c.name for c in constraints if isinstance(c, Constraint) and c.named}
         names = set()
-        for c in self.constraints:
+        for k, c in enumerate(constraints):
             if not isinstance(c, Constraint):
                 raise ConstraintError(f"ConstraintSet: expected Constraint objects, got {type(c).__name__}")
+            if not c.named and (c.name in names or c.name in given):
+                # a default name made unique: name_2, name_3, ... (on a copy: the object may be in other sets)
+                n = 2
+                while f"{c.name}_{n}" in names or f"{c.name}_{n}" in given:
+                    n += 1
+                c = copy.copy(c)
+                c.name = f"{c.name}_{n}"
+                constraints[k] = c
             if c.model is not model:
                 raise ConstraintError(f"constraint {c.name!r} was built for another Model object (named "
                                       f"{c.model.name!r}) than this set's {model.name!r}; build the constraints "
@@ -101,6 +123,7 @@ class ConstraintSet:
                 raise ConstraintError(f"model {model.name!r}: two constraints are called {c.name!r}; "
                                       f"give them distinct names")
             names.add(c.name)
+        self.constraints = tuple(constraints)
         self.m = int(sum(c.size for c in self.constraints))
         self.nv = model.nv
         self.rows = tuple(f"{c.name}.{lab}" for c in self.constraints for lab in c.labels)

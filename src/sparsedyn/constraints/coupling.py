@@ -50,6 +50,7 @@ class JointCoupling(Constraint):
         self.mimicked = _scalar_joint(model, mimicked, f"{w}, mimicked joint")
         if self.joint == self.mimicked:
             raise ConstraintError(f"{w}: a joint cannot mimic itself ({model.joint_names[self.joint]!r})")
+        self._default_name(model.joint_names[self.joint], model.joint_names[self.mimicked])
         self.multiplier, self.offset = float(multiplier), float(offset)
         if not (np.isfinite(self.multiplier) and np.isfinite(self.offset)):
             raise ConstraintError(f"{w}: multiplier and offset must be finite")

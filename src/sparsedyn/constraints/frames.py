@@ -106,6 +106,7 @@ class PointCoincidence(_TwoPoints):
         self.body_a, Ra, oa = resolve_frame(model, frame_a, f"{w}, frame_a")
         self.body_b, Rb, ob = resolve_frame(model, frame_b, f"{w}, frame_b")
         self.frame_a, self.frame_b = _frame_name(model, frame_a), _frame_name(model, frame_b)
+        self._default_name(self.frame_a, self.frame_b)
         self.point_a = np.zeros(3) if point_a is None else _vec3(point_a, f"{w}, point_a")
         self.point_b = np.zeros(3) if point_b is None else _vec3(point_b, f"{w}, point_b")
         self.r_a = oa + Ra @ self.point_a
@@ -167,6 +168,7 @@ class Weld(_TwoPoints):
         self.body_a, self.Ra, self.r_a = resolve_frame(model, frame_a, f"{w}, frame_a")
         self.body_b, Rb, ob = resolve_frame(model, frame_b, f"{w}, frame_b")
         self.frame_a, self.frame_b = _frame_name(model, frame_a), _frame_name(model, frame_b)
+        self._default_name(self.frame_a, self.frame_b)
         if placement is None:
             Ro, po = np.eye(3), np.zeros(3)
         else:
@@ -226,6 +228,7 @@ class PointOnGround(Constraint):
             raise ConstraintError(f"{w}: frame must be a frame of model {model.name!r}, not the world")
         self.body, R, o = resolve_frame(model, frame, f"{w}, frame")
         self.frame = _frame_name(model, frame)
+        self._default_name(self.frame)
         self.point = np.zeros(3) if point is None else _vec3(point, f"{w}, point")
         self.r = o + R @ self.point
         n = _vec3(normal, f"{w}, normal")

@@ -190,12 +190,15 @@ def _contact(k, c, label):
     where = f"{label}: contact[{k}]"
     if isinstance(c, str) and c:
         return Contact(c)
-    if not isinstance(c, dict) or set(c) - {"frame", "name"} or "frame" not in c:
-        _fail(where, f"expected a frame name or a table with frame (and optional name), got {clip(c)}")
+    if not isinstance(c, dict) or set(c) - {"frame", "name", "kind"} or "frame" not in c:
+        _fail(where, f"expected a frame name or a table with frame (and optional name, kind), got {clip(c)}")
     _string(where, "frame", c["frame"])
     if "name" in c:
         _string(where, "name", c["name"])
-    return Contact(c["frame"], c.get("name"))
+    try:
+        return Contact(c["frame"], c.get("kind", "6d"), name=c.get("name"))
+    except (TypeError, ValueError) as err:
+        _fail(where, str(err))
 
 
 def _list(label, data, key):

@@ -54,7 +54,7 @@ from .. import sparse
 from ..algorithms.kinematics import _world_transforms, joint_transforms, velocity_pass
 from ..sparse.assembly import SystemPattern, d_values, rhs_values
 from ..sparse.measurements import Kinematics
-from ..spatial import apply_force, apply_motion, pose
+from ..spatial import apply_force, apply_motion, force_matrix, pose
 from ..model import UnknownNameError, unknown_name
 from ..sensors import Contact, JointAcceleration, KnownWrench, Sensor, SensorContext
 from .truth import contact_forces_to_bodies, newton_euler, pack_d
@@ -259,7 +259,8 @@ class EstimationProblem:
 
     ``sensors``: :class:`~sparsedyn.sensors.Sensor` objects (:class:`~sparsedyn.sensors.Prior`
     ones have no address); default ``model.sensors`` (see :meth:`Model.with_sensors`).  ``contacts``: :class:`~sparsedyn.sensors.Contact` objects or frame
-    names: unknown contact wrenches (at most one per body).
+    names: unknown contact wrenches (at most one per body); a point contact (``kind="3d"``) is a
+    wrench without moment about its point (its ``contacts`` entry has a zero moment).
     ``unknown_accelerations``: joint names whose acceleration is unknown.  Every
     other joint acceleration not measured by a :class:`~sparsedyn.sensors.JointAcceleration`
     sensor is known exactly and gets the implicit entry ``"qdd"`` at the front of
@@ -355,6 +356,11 @@ class EstimationProblem:
             p = p.known("fx", self.zero_fx)
         if self.unactuated:
             p = p.known("tau", self.unactuated)
+        for c in self.contacts:           # a point contact: no moment about its point
+            if c.kind == "3d":
+                M = force_matrix(self.contact_X[c.name])[:3]
+                p = p.measure(sparse.Measurement(f"point contact {c.name}: no moment",
+                                                 ((p.var("fx", self.contact_body[c.name]), M),), 3))
         return p
 
     def sparse_problem(self) -> sparse.Problem:
@@ -364,7 +370,8 @@ class EstimationProblem:
         return self._implicit(p)
 
     def _n_implicit(self):
-        return 6 * len(self.zero_fx) + sum(self.model.joints[i].nv for i in self.unactuated)
+        return 6 * len(self.zero_fx) + sum(self.model.joints[i].nv for i in self.unactuated) + \
+            3 * sum(c.kind == "3d" for c in self.contacts)
 
     def sparse_values(self, y):
         """The sparse problem's value vector from the flat measurement vector ``y`` (..., ny).
@@ -408,10 +415,9 @@ class EstimationProblem:
     # --- measurement vector --------------------------------------------------------------
     def check_measurements(self, y, name="measurements"):
         """``y`` as a float array (..., ny); errors name the sensor at fault."""
-        try:
-            y = np.asarray(y, float)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"{name}: expected a numeric array of shape (..., {self.ny}); {e}") from None
+        y = _checks.numeric(name, y, f"(..., {self.ny})")
+        if y.dtype == object:                     # an object array of numbers
+            y = y.astype(float)
         if y.ndim == 0 or y.shape[-1] != self.ny:
             raise ValueError(f"{name}: expected shape (..., {self.ny}) for {self.name}, got {y.shape}; layout: "
                              + self.layout_text())

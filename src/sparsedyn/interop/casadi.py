@@ -77,18 +77,15 @@ def program_function(prog, name=None, input_names=None, output_names=None):
 
 def function(fn, model, *, static=None, optional=(), name=None):
     """Registered kernel ``fn`` (e.g. ``sd.aba``, ``sd.rnea_derivatives``, ``sd.frame_placement``)
-    for ``model`` as a :class:`casadi.Function`.
+    for ``model`` as a :class:`casadi.Function`, or a plain Python function of registered kernels
+    ``fn(model, q, v, ...)`` (the state arguments ``sparsedyn.compile(model, kernels=[fn])`` takes:
+    ``q``, ``v``, ``a``, ``tau``, ``f_ext``...; outputs ``out0``, ``out1``...).
 
     ``static``: the kernel's static arguments (``{"frame": "tool"}``); ``optional``: names
     of optional inputs that become inputs of the function (``("f_ext",)``), the others
     are folded in at their defaults.  Inputs are the kernel's state inputs then the optional
     ones, named as in the kernel's signature; outputs are named as declared.
     """
-    from ..kernels import registered
-    from ..symbolic.trace import trace_kernel
-    k = registered(fn)
-    if k is None:
-        raise TypeError(f"{getattr(fn, '__name__', fn)!r} is not a registered kernel (see sparsedyn.kernels)")
-    prog = trace_kernel(k, model, static or {}, tuple(optional))
-    inputs = list(k.inputs) + [n for n in k.optional if n in set(optional)]
-    return program_function(prog, name or k.name, inputs, list(k.outputs))
+    from ._user import program
+    prog, inputs, outputs, kname = program(fn, model, static, optional, "interop.casadi.function")
+    return program_function(prog, name or kname, inputs, outputs)

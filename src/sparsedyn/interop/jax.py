@@ -128,17 +128,15 @@ def function(fn, model, *, static=None, optional=(), style="auto"):
     """Registered kernel ``fn`` for ``model`` as a JAX function with the kernel's state inputs
     (then the ``optional`` ones) as positional arguments; returns one array, or a tuple for a
     kernel with several outputs.  ``static``: the kernel's static arguments; ``style``: see
-    :func:`program_function`."""
-    from ..kernels import registered
-    from ..symbolic.trace import trace_kernel
-    k = registered(fn)
-    if k is None:
-        raise TypeError(f"{getattr(fn, '__name__', fn)!r} is not a registered kernel (see sparsedyn.kernels)")
-    f = program_function(trace_kernel(k, model, static or {}, tuple(optional)), style)
+    :func:`program_function`.  ``fn`` may also be a plain Python function of registered kernels
+    ``fn(model, q, v, ...)``, as ``sparsedyn.compile(model, kernels=[fn])`` takes it."""
+    from ._user import program
+    prog, _, outputs, kname = program(fn, model, static, optional, "interop.jax.function")
+    f = program_function(prog, style)
 
     def g(*arrays):
         outs = f(*arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    g.__name__ = k.name
+    g.__name__ = kname
     return g

@@ -23,8 +23,10 @@ So MuJoCo's velocity is ``v_mj = T(q) v`` with ``T`` block-diagonal, each block
 a permutation times rotations: orthogonal.  Generalized forces follow by power
 balance, ``tau_mj = T^-T tau = T tau``; accelerations pick up the derivative of
 ``T``: ``a_mj = T a + Tdot v`` (the rotating frame of the linear part).
-Everything here is float NumPy with leading batch axes; MuJoCo itself is only
-needed by :func:`load_mujoco`.
+The ``*_from_mujoco`` functions take MuJoCo's own arrays (``qpos``, ``qvel``,
+``qacc``, ``qfrc_*``, as ``mjData`` holds them), the ``*_to_mujoco`` functions
+sparsedyn's (``q``, ``v``, ``a``, ``tau``).  Everything here is float NumPy with
+leading batch axes; MuJoCo itself is only needed by :func:`load_mujoco`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .. import spatial
 from ..model import Model
 
 __all__ = ["mujoco_nq", "q_to_mujoco", "q_from_mujoco", "velocity_map", "v_to_mujoco", "v_from_mujoco",
-           "a_to_mujoco", "tau_to_mujoco", "tau_from_mujoco", "to_mjcf", "load_mujoco", "body_moves"]
+           "a_to_mujoco", "a_from_mujoco", "tau_to_mujoco", "tau_from_mujoco", "to_mjcf", "load_mujoco", "body_moves"]
 
 _MJ_NQ = {"revolute": 1, "continuous": 1, "prismatic": 1, "cylindrical": 2, "planar": 3, "spherical": 4, "free": 7}
 
@@ -121,37 +123,57 @@ def _mapped(model, q, name, x, what, inverse=False):
 
 
 def v_to_mujoco(model: Model, q, v) -> np.ndarray:
+    """MuJoCo's ``qvel`` (..., nv) from our configuration ``q`` (..., nq) and velocity ``v`` (..., nv)."""
     return _mapped(model, q, "v", v, "velocity")
 
 
-def v_from_mujoco(model: Model, q, qvel) -> np.ndarray:
-    return _mapped(model, q, "qvel", qvel, "MuJoCo velocity", inverse=True)
+def v_from_mujoco(model: Model, qpos, qvel) -> np.ndarray:
+    """Our ``v`` (..., nv) from MuJoCo's ``qpos`` (..., nq) and ``qvel`` (..., nv) (``mjData.qpos``,
+    ``mjData.qvel`` as they are)."""
+    return _mapped(model, q_from_mujoco(model, qpos), "qvel", qvel, "MuJoCo velocity", inverse=True)
 
 
 def tau_to_mujoco(model: Model, q, tau) -> np.ndarray:
-    """``qfrc`` from our joint forces (power balance: ``qfrc . qvel = tau . v``)."""
+    """MuJoCo's ``qfrc`` (..., nv) from our ``q`` and joint forces ``tau`` (power balance:
+    ``qfrc . qvel = tau . v``)."""
     return _mapped(model, q, "tau", tau, "joint forces")
 
 
-def tau_from_mujoco(model: Model, q, qfrc) -> np.ndarray:
-    return _mapped(model, q, "qfrc", qfrc, "MuJoCo joint forces", inverse=True)
+def tau_from_mujoco(model: Model, qpos, qfrc) -> np.ndarray:
+    """Our joint forces ``tau`` (..., nv) from MuJoCo's ``qpos`` and a generalized force ``qfrc``
+    (``qfrc_inverse``, ``qfrc_applied``, ``dof_armature`` ...)."""
+    return _mapped(model, q_from_mujoco(model, qpos), "qfrc", qfrc, "MuJoCo joint forces", inverse=True)
 
 
-def a_to_mujoco(model: Model, q, v, a) -> np.ndarray:
-    """``qacc = T a + Tdot v``: the rotating frames of the free and planar joints' linear parts add terms."""
-    v = _last("v", v, model.nv, f"velocity of model {model.name!r}")
-    a = _last("a", a, model.nv, f"acceleration of model {model.name!r}")
-    q = _last("q", q, model.nq, f"configuration of model {model.name!r}")
-    qacc = (velocity_map(model, q) @ a[..., None])[..., 0]
+def _velocity_product(model, q, v):
+    """``Tdot v`` (..., nv): the rotating frames of the free and planar joints' linear parts."""
+    out = np.zeros(np.broadcast_shapes(q.shape[:-1], v.shape[:-1]) + (model.nv,))
     for i, j in enumerate(model.joints):
         qi, vi, k = q[..., model.q_slice(i)], v[..., model.v_slice(i)], int(model.v_start[i])
         if j.type == "free":       # d/dt (R v) = R (vdot + w x v)
             R = spatial.quat_to_rot(qi[..., 3:7])
-            qacc[..., k:k + 3] += (R @ spatial.cross3(vi[..., :3], vi[..., 3:])[..., None])[..., 0]
+            out[..., k:k + 3] = (R @ spatial.cross3(vi[..., :3], vi[..., 3:])[..., None])[..., 0]
         elif j.type == "planar":   # d/dt (R(th) v) = R(th) (vdot + w J v), J = [[0, -1], [1, 0]]
             wJv = vi[..., :1] * np.stack([-vi[..., 2], vi[..., 1]], -1)
-            qacc[..., k:k + 2] += (_rot2(qi[..., 2]) @ wJv[..., None])[..., 0]
-    return qacc
+            out[..., k:k + 2] = (_rot2(qi[..., 2]) @ wJv[..., None])[..., 0]
+    return out
+
+
+def a_to_mujoco(model: Model, q, v, a) -> np.ndarray:
+    """MuJoCo's ``qacc`` (..., nv) from our ``q``, ``v`` and ``a``: ``qacc = T a + Tdot v`` (the rotating
+    frames of the free and planar joints' linear parts add terms)."""
+    v = _last("v", v, model.nv, f"velocity of model {model.name!r}")
+    a = _last("a", a, model.nv, f"acceleration of model {model.name!r}")
+    q = _last("q", q, model.nq, f"configuration of model {model.name!r}")
+    return (velocity_map(model, q) @ a[..., None])[..., 0] + _velocity_product(model, q, v)
+
+
+def a_from_mujoco(model: Model, qpos, qvel, qacc) -> np.ndarray:
+    """Our ``a`` (..., nv) from MuJoCo's ``qpos``, ``qvel`` and ``qacc``: ``a = T^T (qacc - Tdot v)``."""
+    q = q_from_mujoco(model, qpos)
+    v = v_from_mujoco(model, qpos, qvel)
+    qacc = _last("qacc", qacc, model.nv, f"MuJoCo acceleration of model {model.name!r}")
+    return _mapped(model, q, "qacc", qacc - _velocity_product(model, q, v), "MuJoCo acceleration", inverse=True)
 
 
 def _f(x):

@@ -314,6 +314,9 @@ def to_pinocchio(model: Model):
         joint_ids.append(jid)
         joint_frames.append(pm.addJointFrame(jid, 0 if p < 0 else joint_frames[p]))
     for f in model.frames:
+        if f.body < 0:              # fixed to the world: on Pinocchio's universe joint and frame
+            pm.addFrame(pin.Frame(f.name, 0, 0, _se3(pin, f.X), pin.FrameType.OP_FRAME), False)
+            continue
         ftype = pin.FrameType.BODY if f.name == model.body_names[f.body] else pin.FrameType.OP_FRAME
         # Frame.X is frame_X_body, so its pose is the frame's placement in the body (= joint) frame.
         pm.addFrame(pin.Frame(f.name, joint_ids[f.body], joint_frames[f.body], _se3(pin, f.X), ftype), False)

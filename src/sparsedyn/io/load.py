@@ -40,14 +40,16 @@ def model_format(path) -> str:
                      f"or <mujoco> (MJCF)")
 
 
-def load_model(path, *, floating_base=False, invalid_inertia="error", sensors=True, constraints=False):
+def load_model(path, *, floating_base=False, invalid_inertia="error", sensors=True, constraints=False,
+               geometry=False):
     """A :class:`~sparsedyn.model.Model` from a URDF or an MJCF file (see :func:`model_format`).
 
     URDF: :func:`sparsedyn.load_urdf` with ``floating_base``, ``invalid_inertia``
     and ``sensors``.  MJCF: :func:`sparsedyn.load_mjcf` with ``sensors`` and
     ``constraints`` (then ``(model, constraint_set)`` is returned); an MJCF file
     declares its floating base itself (a free joint), so ``floating_base=True``
-    is refused.  ``constraints=True`` is refused for a URDF (its loop closures
+    is refused.  ``geometry=True`` reads the visual and collision shapes (both formats).
+    ``constraints=True`` is refused for a URDF (its loop closures
     live in a side file: :func:`sparsedyn.constraints.load_closed_loop`).
     """
     kind = model_format(path)
@@ -56,9 +58,10 @@ def load_model(path, *, floating_base=False, invalid_inertia="error", sensors=Tr
             raise ValueError(f"{os.fspath(path)}: constraints=True applies to MJCF files; a URDF's loop closures "
                              f"are read by sparsedyn.constraints.load_closed_loop")
         from .urdf import load_urdf
-        return load_urdf(path, floating_base=floating_base, invalid_inertia=invalid_inertia, sensors=sensors)
+        return load_urdf(path, floating_base=floating_base, invalid_inertia=invalid_inertia, sensors=sensors,
+                         geometry=geometry)
     if floating_base:
         raise ValueError(f"{os.fspath(path)}: an MJCF file declares its floating base with a free joint; "
                          f"floating_base=True applies to URDF files only")
     from .mjcf import load_mjcf
-    return load_mjcf(path, sensors=sensors, constraints=constraints)
+    return load_mjcf(path, sensors=sensors, constraints=constraints, geometry=geometry)

@@ -27,7 +27,8 @@ Bodies, joints and coordinates
   MuJoCo moves a joint by ``qpos - qpos0``, and the rotation or translation by
   ``-ref`` is folded into ``Xtree``).  ``v``, ``a`` and ``tau`` relate to
   ``qvel``, ``qacc`` and ``qfrc_*`` through :func:`~sparsedyn.interop.mujoco.v_from_mujoco`,
-  :func:`~sparsedyn.interop.mujoco.a_to_mujoco` and :func:`~sparsedyn.interop.mujoco.tau_from_mujoco`:
+  :func:`~sparsedyn.interop.mujoco.a_from_mujoco` and :func:`~sparsedyn.interop.mujoco.tau_from_mujoco`
+  (which take MuJoCo's ``qpos``; their ``*_to_mujoco`` inverses take our ``q``):
   identical for hinge, slide and ball joints; a free joint's ``v = [omega; v]``
   has both parts in the body frame, MuJoCo's ``[v; omega]`` the linear part in
   the world frame.  ``model.joint_dynamics.reference`` is ``qpos0`` in our
@@ -43,7 +44,10 @@ Bodies, joints and coordinates
   (as compiled, so inertias from geoms are included).  Gravity:
   ``opt.gravity`` (zero when the file disables gravity).
 * Frames: every MuJoCo body that moves (its own frame, see above) and every
-  site.  A site whose name is already a frame's is called ``"site:<name>"``.
+  site; a site on the world or on a body welded to it is a frame fixed to the
+  world (``Frame.body == -1``) at its world pose (MuJoCo's ``site_xpos``, ``site_xmat``).  A site whose name is already a frame's (a body's, most often) is
+  called ``"site:<name>"`` (``"site:<name>#2"`` ... if that is taken too); the
+  warning lists each such renaming.
   Unnamed bodies, joints and sites are called ``body<id>``, ``joint<id>``,
   ``site<id>`` (MuJoCo's ids).
 * Joint limits: ``jnt_range`` of limited hinge and slide joints -> ``lower``
@@ -72,6 +76,18 @@ when the file gives a noise, else unit variance):
 state ``(q, v)``, which estimation takes as given; they are listed in the
 warning (below).  :func:`mjcf_measurements` picks the values of the mapped
 sensors out of MuJoCo's ``sensordata`` in the order of ``model.sensors``.
+
+Geometry
+--------
+
+``load_mjcf(..., geometry=True)`` keeps the compiled geoms in ``model.geometries``
+(:class:`~sparsedyn.model.Geometry`, in geom order, named as in the file or ``geom<id>``), each on the
+body it is rigidly attached to (-1: the world) at its compiled pose: ``sphere``, ``capsule``,
+``ellipsoid``, ``cylinder``, ``box`` (MuJoCo's half sizes become full lengths), ``plane`` and ``mesh``
+(the compiled triangles, in the geom's frame, as ``vertices`` / ``faces``).  As MuJoCo's viewer shows
+groups 0 to 2 by default, geoms of those groups are ``"visual"``; geoms that collide (``contype`` or
+``conaffinity`` non-zero) are ``"collision"``; a geom may be both.  Colours: the geom's ``rgba``, or its
+material's when the geom keeps the default one.  Height fields and SDF geoms are listed in the warning.
 
 Equality constraints and what is left out
 -----------------------------------------
@@ -197,7 +213,7 @@ def _list(items, n=6):
     return ", ".join(map(str, items[:n])) + (f", ... ({len(items)} in all)" if len(items) > n else "")
 
 
-def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None):
+def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None, geometry=False):
     """A :class:`~sparsedyn.model.Model` of an MJCF file or string, compiled by MuJoCo.
 
     ``source``: a path, or an XML string starting with ``<`` (then relative
@@ -205,7 +221,8 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     ``{file name: bytes}``).  ``constraints=True`` returns ``(model,
     constraint_set)`` with the file's active equality constraints as a
     :class:`~sparsedyn.constraints.ConstraintSet`.  ``sensors=False`` reads no
-    sensors.  See the module docstring for every convention (q is MuJoCo's
+    sensors.  ``geometry=True`` keeps the geoms in ``model.geometries`` (module docstring).
+    See the module docstring for every convention (q is MuJoCo's
     qpos with ``[x, y, z, w]`` quaternions).
 
     Raises :class:`MjcfError` (MuJoCo's message and the file name) for a file
@@ -222,6 +239,11 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     except (ModelError, ValueError) as e:     # a compiled model the Model cannot hold: name the file
         raise MjcfError(f"{label}: {e}") from None
     notes = extra["notes"]
+    if geometry:
+        geoms, skipped = _geometries(m, model, extra)
+        model = model.with_geometry(*geoms)
+        if skipped:
+            notes = notes + [f"{len(skipped)} height field or SDF geom(s) ({_list(skipped)})"]
     cs, eq_notes = None, []
     if constraints:
         cs, eq_notes = _constraints(m, model, extra, label)
@@ -326,15 +348,16 @@ def _translate(mujoco, m, label, name, read_sensors):
         else:
             fn = body_names[b]
         body_frame[b] = fn
-    site_frame, world_sites = {}, []
+    site_frame, renamed_sites = {}, []
     for s in range(m.nsite):
         b = int(m.site_bodyid[s])
         sn = _name(m, "site", s)
-        if host[b] is None:
-            world_sites.append(sn)
-            continue
         fn = fnames.take(sn if sn not in fnames.used else f"site:{sn}")
-        builder.add_frame(fn, host[b], _transform(T_host[b] @ _pose(_quat_wxyz(m.site_quat[s]), m.site_pos[s])))
+        if fn != sn:
+            renamed_sites.append(f"{sn} -> {fn}")
+        # a site on the world or on a body welded to it: a frame on the world, at its world pose
+        T = _world_pose(m, b) if host[b] is None else T_host[b]
+        builder.add_frame(fn, host[b], _transform(T @ _pose(_quat_wxyz(m.site_quat[s]), m.site_pos[s])))
         site_frame[s] = fn
     # welds between a welded body and its moving host
     jnames = _Names()
@@ -387,10 +410,47 @@ def _translate(mujoco, m, label, name, read_sensors):
                      f"MuJoCo applies it to the world-frame linear velocity (the two differ by a velocity term)")
     if mocap:
         notes.append(f"mocap bodies ({_list(mocap)}), kept fixed at their reference pose")
-    if world_sites:
-        notes.append(f"sites fixed to the world, which are not frames of the model ({_list(world_sites)})")
+    if renamed_sites:
+        notes.append(f"sites named like another frame, renamed ({_list(renamed_sites)})")
     extra["notes"] = notes + sensor_notes
     return model, extra
+
+
+# mjtGeom values -> our shape names (height fields and SDFs have none)
+_GEOM_SHAPES = {0: "plane", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box", 7: "mesh"}
+_DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
+
+
+def _geometries(m, model, extra):
+    """``(geometries, names of geoms that have no shape here)`` of the compiled model (module docstring)."""
+    from ..model import Geometry
+    out, skipped = [], []
+    for g in range(m.ngeom):
+        name, t = _name(m, "geom", g), int(m.geom_type[g])
+        if t not in _GEOM_SHAPES:
+            skipped.append(name)
+            continue
+        b = int(m.geom_bodyid[g])
+        host, T = extra["host"][b], extra["T_host"][b] @ _pose(_quat_wxyz(m.geom_quat[g]), m.geom_pos[g])
+        size = np.array(m.geom_size[g], float)
+        shape, vertices, faces = _GEOM_SHAPES[t], None, None
+        size = {"plane": 2 * size[:2], "sphere": size[:1], "capsule": [size[0], 2 * size[1]], "ellipsoid": size,
+                "cylinder": [size[0], 2 * size[1]], "box": 2 * size, "mesh": np.ones(3)}[shape]
+        if shape == "mesh":
+            k = int(m.geom_dataid[g])
+            v0, f0 = int(m.mesh_vertadr[k]), int(m.mesh_faceadr[k])
+            vertices = np.array(m.mesh_vert[v0:v0 + int(m.mesh_vertnum[k])], float)
+            faces = np.array(m.mesh_face[f0:f0 + int(m.mesh_facenum[k])], int)
+        rgba = tuple(float(c) for c in m.geom_rgba[g])
+        if int(m.geom_matid[g]) >= 0 and np.allclose(rgba, _DEFAULT_RGBA, rtol=0, atol=1e-6):
+            rgba = tuple(float(c) for c in m.mat_rgba[int(m.geom_matid[g])])
+        body = -1 if host is None else model.body(host)
+        for kind, member in (("visual", int(m.geom_group[g]) <= 2),
+                             ("collision", int(m.geom_contype[g]) != 0 or int(m.geom_conaffinity[g]) != 0)):
+            if member:
+                out.append(Geometry(name, body, _transform(T), shape, tuple(size), kind, None, rgba,
+                                    extra["body_names"][b], vertices, faces))
+    return out, skipped
 
 
 def _model_name(m):
@@ -464,7 +524,7 @@ def _sensors(m, model, extra):
         kind = T(st).name.replace("mjSENS_", "").lower()
         why = None
         if st in (int(T.mjSENS_FORCE), int(T.mjSENS_TORQUE), int(T.mjSENS_ACCELEROMETER)):
-            if obj not in site_frame:
+            if extra["host"][int(m.site_bodyid[obj])] is None:
                 why = "at a site fixed to the world"
             elif st == int(T.mjSENS_ACCELEROMETER):
                 out.append(Accelerometer(sname, site_frame[obj], covariance=cov))

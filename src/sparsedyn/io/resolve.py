@@ -39,10 +39,11 @@ def find_example_robot(name: str):
     return hits[0] if hits else None
 
 
-def resolve_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error", error=ModelError):
+def resolve_model(spec: str, floating_base: bool = False, invalid_inertia: str = "error", error=ModelError,
+                  geometry: bool = False):
     """A :class:`~sparsedyn.model.Model` from ``spec``: a built-in model name, a URDF or MJCF file
     (:func:`sparsedyn.load_model`), or the name of a URDF of ``example-robot-data``.
-    ``floating_base`` and ``invalid_inertia``: see :func:`sparsedyn.load_urdf`.
+    ``floating_base``, ``invalid_inertia`` and ``geometry``: see :func:`sparsedyn.load_urdf`.
     Raises ``error`` (a :class:`~sparsedyn.model.ModelError` by default) when ``spec`` is none of
     these, naming the closest example-robot-data URDFs."""
     from ..builders import BUILTIN_MODELS, builtin
@@ -52,7 +53,7 @@ def resolve_model(spec: str, floating_base: bool = False, invalid_inertia: str =
                     or os.path.exists(spec)) else find_example_robot(spec)
     if path is not None:
         from .load import load_model
-        return load_model(path, floating_base=floating_base, invalid_inertia=invalid_inertia)
+        return load_model(path, floating_base=floating_base, invalid_inertia=invalid_inertia, geometry=geometry)
     d = example_robot_data_dir()
     if d is None:
         hint = "; example-robot-data is not installed (pip install example-robot-data) for names like 'panda'"

@@ -83,7 +83,19 @@ Frames and conventions
   reference to a link or to no joint, an unknown ``<frame>`` or
   ``<measure_direction>``, a malformed ``<pose>`` or a sensor name used twice
   raise :class:`UrdfError`.  ``load_urdf(..., sensors=False)`` reads none.
-* Visual, collision, material and transmission elements are ignored.
+* ``<visual>`` and ``<collision>`` are read only with ``load_urdf(..., geometry=True)``, into
+  ``model.geometries`` (:class:`~sparsedyn.model.Geometry`, :meth:`~sparsedyn.model.Model.geometry`):
+  ``<box size>``, ``<cylinder radius length>``, ``<sphere radius>``, ``<capsule radius length>`` and
+  ``<mesh filename scale>``, placed by their ``<origin>`` in the link frame and, like the inertias, moved
+  onto the body the link is merged into (or onto the world, body -1, for links fixed to the world of a
+  fixed-base model).  They are named ``<link>_<k>`` (the k-th element of that kind in the link, as
+  Pinocchio names them) and kept in file order.  A visual's colour is its ``<material><color rgba>``,
+  inline or by name from the robot's top-level ``<material>`` elements.  Mesh references are resolved
+  to files as ROS and ``example-robot-data`` lay them out: ``package://PKG/rest`` is searched in
+  ``package_dirs``, ``$ROS_PACKAGE_PATH``, ``$AMENT_PREFIX_PATH/share`` and the folders above the URDF
+  (one named ``PKG``, or holding ``PKG``); ``file://`` and absolute paths are used as they are;
+  relative paths are taken from the URDF's folder.  A mesh that is not found keeps its reference as
+  written (the viewer warns about it); meshes are not read here.  Transmission elements are ignored.
 
 A URDF is untrusted input: it is parsed with ``defusedxml`` and every problem
 raises one :class:`UrdfError` naming the source, the element and the problem.
@@ -544,8 +556,102 @@ def _attach_sensors(P, model, specs, joints):
         raise UrdfError(f"{P.label}: {e}") from None
 
 
+_SHAPE_TAGS = ("box", "cylinder", "sphere", "capsule", "mesh")
+
+
+def _rgba(P, el, where):
+    rgba = P.floats(el, "rgba", where, 4, bound=None)
+    if np.any(rgba < 0) or np.any(rgba > 1):
+        P.fail(where, f"rgba={clip(el.get('rgba'))}: the colour components must lie in [0, 1]")
+    return tuple(rgba)
+
+
+def _materials(P, robot):
+    """``name -> rgba`` of the robot's top-level ``<material>`` elements that give a colour."""
+    out = {}
+    for el in robot.findall("material"):
+        color = el.find("color")
+        if el.get("name") and color is not None:
+            out[el.get("name")] = _rgba(P, color, f"<material name={clip(el.get('name'))}> <color>")
+    return out
+
+
+def _package_roots(package_dirs):
+    """Folders that may hold ROS packages, in search order: ``package_dirs``, ``$ROS_PACKAGE_PATH``,
+    ``$AMENT_PREFIX_PATH/share``."""
+    roots = [Path(d) for d in ([package_dirs] if isinstance(package_dirs, (str, os.PathLike)) else package_dirs or ())]
+    roots += [Path(d) for d in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if d]
+    roots += [Path(d) / "share" for d in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if d]
+    return roots
+
+
+def resolve_mesh(uri, base=None, package_dirs=()):
+    """The file a URDF mesh reference names, as a path string, or ``uri`` itself when no file is found.
+
+    ``package://PKG/rest``: ``rest`` inside the package folder ``PKG``, looked for in ``package_dirs``,
+    ``$ROS_PACKAGE_PATH``, ``$AMENT_PREFIX_PATH/share`` and the folders above ``base`` (the URDF's folder:
+    a folder named ``PKG``, or one holding ``PKG``), as ROS and ``example-robot-data`` lay packages out;
+    ``file://path`` and absolute paths as they are; other relative paths from ``base``.
+    """
+    if uri.startswith("package://"):
+        pkg, _, rest = uri[len("package://"):].partition("/")
+        roots = _package_roots(package_dirs)
+        candidates = [r / pkg / rest for r in roots] + [r / rest for r in roots if r.name == pkg]
+        for a in ([base, *base.parents] if base is not None else []):
+            candidates += [a / rest] if a.name == pkg else []
+            candidates.append(a / pkg / rest)
+    elif uri.startswith("file://"):
+        candidates = [Path(uri[len("file://"):])]
+    elif os.path.isabs(uri) or base is None:
+        candidates = [Path(uri)]
+    else:
+        candidates = [base / uri]
+    return next((str(c) for c in candidates if c.is_file()), uri)
+
+
+def _geometries(P, robot, model, body_of, X_in_body, package_dirs):
+    """The ``<visual>`` and ``<collision>`` shapes of every link (module docstring), in file order."""
+    from ..model import Geometry
+    materials = _materials(P, robot)
+    base = None if P.label == "<string>" else Path(P.label).resolve().parent
+    out = []
+    for link_el in robot.findall("link"):
+        link = link_el.get("name")
+        body = -1 if body_of[link] is None else model.body(body_of[link])
+        for kind in ("visual", "collision"):
+            for k, el in enumerate(link_el.findall(kind)):
+                where = f"link {link!r} <{kind}> {k}"
+                R, p = P.origin(el, where)
+                geo = el.find("geometry")
+                shape = None if geo is None else next((c for c in geo if c.tag in _SHAPE_TAGS), None)
+                if shape is None:
+                    P.fail(where, "expected a <geometry> holding one of " + ", ".join(f"<{t}>" for t in _SHAPE_TAGS))
+                w = f"{where} <{shape.tag}>"
+                mesh = None
+                if shape.tag == "box":
+                    size = tuple(P.floats(shape, "size", w, 3))
+                elif shape.tag == "sphere":
+                    size = (P.scalar(shape, "radius", w),)
+                elif shape.tag in ("cylinder", "capsule"):
+                    size = (P.scalar(shape, "radius", w), P.scalar(shape, "length", w))
+                else:
+                    mesh = resolve_mesh(P.name(shape, w, "filename"), base, package_dirs)
+                    size = tuple(P.floats(shape, "scale", w, 3, (1.0, 1.0, 1.0)))   # negative: mirrored
+                if mesh is None and any(x < 0 for x in size):
+                    P.fail(w, f"negative size {size}")
+                rgba = None
+                material = el.find("material")
+                if kind == "visual" and material is not None:
+                    color = material.find("color")
+                    rgba = _rgba(P, color, f"{where} <material> <color>") if color is not None \
+                        else materials.get(material.get("name"))
+                out.append(Geometry(f"{link}_{k}", body, spatial.compose(spatial.from_pose(R, p), X_in_body[link]),
+                                    "mesh" if shape.tag == "mesh" else shape.tag, size, kind, mesh, rgba, link))
+    return out
+
+
 def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error", sensors=True,
-              max_bytes=None) -> Model:
+              max_bytes=None, geometry=False, package_dirs=()) -> Model:
     """Build a :class:`~sparsedyn.model.Model` from a URDF file path or XML string.
 
     ``source``: a path (``str`` or ``os.PathLike``) or a string whose first
@@ -558,7 +664,10 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     joint order, fixed-joint merging and limits follow Pinocchio; see the
     module docstring.  ``sensors``: read Gazebo / iDynTree force-torque sensor
     tags into ``model.sensors`` (module docstring).  ``max_bytes``: the size limit of the
-    file (default 16 MiB, or ``$SPARSEDYN_MAX_FILE_BYTES``).  Raises :class:`UrdfError`;
+    file (default 16 MiB, or ``$SPARSEDYN_MAX_FILE_BYTES``).  ``geometry=True``: read the
+    ``<visual>`` and ``<collision>`` shapes into ``model.geometries``, resolving ``package://``
+    mesh references with ``package_dirs`` (folders holding ROS packages) among other places
+    (module docstring).  Raises :class:`UrdfError`;
     warns (once each) with :class:`UrdfWarning` about inertias that violate the
     triangle inequality, about ``<mimic>`` tags that had to be skipped (fixed or
     missing joints) and about force/torque sensors that cannot be represented.
@@ -665,7 +774,11 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
         model = builder.build()
     except ModelError as e:
         raise UrdfError(f"{label}: {e}") from None
-    return _attach_sensors(P, model, specs, joints) if specs else model
+    if specs:
+        model = _attach_sensors(P, model, specs, joints)
+    if geometry:
+        model = model.with_geometry(*_geometries(P, robot, model, body_of, X_in_body, package_dirs))
+    return model
 
 
 # --- writing ------------------------------------------------------------------------

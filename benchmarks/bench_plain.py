@@ -1,0 +1,128 @@
+"""Plain calls (``sd.rnea(model, q, v, a)``, the first thing a user writes) beside Pinocchio.
+
+    .venv/bin/python benchmarks/bench_plain.py                   # talos_reduced, the user's build cache
+    .venv/bin/python benchmarks/bench_plain.py --models panda talos_reduced
+
+For each function: the first plain call of the process (with a warm build cache: loading the
+native kernel; a cold cache builds it, in the background after half a second), then the best
+time of one plain call, of the compiled model's method (``sd.compile(model).rnea(q, v, a)``) and of
+Pinocchio's Python call, timed alternately in many short rounds (all three see the same load; the
+minimum over rounds).  Ratio = plain call /
+Pinocchio (< 1: faster), with the geometric mean over the functions; *dispatch* = plain call -
+compiled method (the registry's wrapper).  Deterministic mode, so every plain call timed is native.
+Nothing here is a test: numbers are reported, never asserted.
+"""
+
+import argparse
+import os
+import platform
+import sys
+import time
+import timeit
+
+import numpy as np
+
+
+def _number(f, target):
+    f()
+    n = 1
+    while timeit.timeit(f, number=n) < target and n < 1 << 20:
+        n *= 2
+    return n
+
+
+def interleaved(fs, rounds=400, target=1e-4):
+    """Best seconds per call of each of ``fs``: many short rounds (about ``target`` seconds each),
+    the functions in turn, the minimum over rounds (on a loaded machine the other processes only
+    ever add time; short rounds are the ones that escape them)."""
+    ns = [_number(f, target) for f in fs]
+    best = [np.inf] * len(fs)
+    pc = time.perf_counter
+    for _ in range(rounds):
+        for j, (f, n) in enumerate(zip(fs, ns)):
+            t = pc()
+            for _ in range(n):
+                f()
+            best[j] = min(best[j], (pc() - t) / n)
+    return best
+
+
+def rows_for(name, rng):
+    import pinocchio as pin
+
+    import sparsedyn as sd
+    from sparsedyn.codegen.bench import load_bench_model
+    from sparsedyn.interop import pinocchio as conv
+    model = load_bench_model(name)
+    pm = conv.to_pinocchio(model)
+    pd = pm.createData()
+    q = model.random_configuration(rng)
+    v, a = rng.normal(size=model.nv), rng.normal(size=model.nv)
+    qp, vp, ap = conv.q_to_pinocchio(model, q), conv.v_to_pinocchio(model, v), conv.v_to_pinocchio(model, a)
+    frame = model.body_names[-1]
+    fid = pm.getFrameId(frame) if pm.existFrame(frame) else pm.nframes - 1
+    LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+    cases = [
+        ("rnea", lambda: sd.rnea(model, q, v, a), "rnea", (q, v, a), lambda: pin.rnea(pm, pd, qp, vp, ap)),
+        ("aba", lambda: sd.aba(model, q, v, a), "aba", (q, v, a), lambda: pin.aba(pm, pd, qp, vp, ap)),
+        ("crba", lambda: sd.crba(model, q), "crba", (q,), lambda: pin.crba(pm, pd, qp)),
+        ("minv", lambda: sd.minv(model, q), "minv", (q,), lambda: pin.computeMinverse(pm, pd, qp)),
+        ("forward_kinematics", lambda: sd.forward_kinematics(model, q), "forward_kinematics", (q,),
+         lambda: pin.forwardKinematics(pm, pd, qp)),
+        ("frame_jacobian", lambda: sd.frame_jacobian(model, q, frame, "local_world_aligned"), "frame_jacobian",
+         (q, frame, "local_world_aligned"), lambda: pin.computeFrameJacobian(pm, pd, qp, fid, LWA)),
+        ("center_of_mass", lambda: sd.center_of_mass(model, q), "center_of_mass", (q,),
+         lambda: pin.centerOfMass(pm, pd, qp)),
+    ]
+    rows = []
+    for fname, plain, meth, args, theirs in cases:
+        t0 = time.perf_counter()
+        plain()
+        first = time.perf_counter() - t0
+        k = sd.compile(model)
+        method = getattr(k, meth)
+        t_plain, t_k, t_pin = interleaved([plain, lambda: method(*args), theirs])
+        rows.append((name, fname, first, t_plain, t_k, t_pin))
+    return model, rows
+
+
+def dispatch(model, rng, rounds=3000):
+    """Best time of ``sd.f(model, ...)`` and of ``k.f(...)`` for ``rnea`` and ``integrate`` over many
+    alternating rounds (the registry's wrapper is the difference)."""
+    import sparsedyn as sd
+    k = sd.compile(model)
+    q = model.random_configuration(rng)
+    v, a = rng.normal(size=(2, model.nv))
+    return {"rnea": interleaved([lambda: sd.rnea(model, q, v, a), lambda: k.rnea(q, v, a)], rounds),
+            "integrate": interleaved([lambda: sd.integrate(model, q, v), lambda: k.integrate(q, v)], rounds)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", default=["talos_reduced"])
+    args = ap.parse_args(argv)
+    import sparsedyn as sd
+    sd.use_backend("native", deterministic=True)
+    rng = np.random.default_rng(0)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; "
+          f"Python {platform.python_version()}")
+    for name in args.models:
+        model, rows = rows_for(name, rng)
+        print(f"\n{name}: {model.nbodies} bodies, nq={model.nq}, nv={model.nv}")
+        print(f"| function | first plain call, ms | plain call, us | k.method, us | dispatch, us | Pinocchio, us "
+              f"| plain / Pinocchio |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        ratios = []
+        for _, fname, first, t_plain, t_k, t_pin in rows:
+            ratios.append(t_plain / t_pin)
+            print(f"| {fname} | {first * 1e3:.1f} | {t_plain * 1e6:.2f} | {t_k * 1e6:.2f} | "
+                  f"{(t_plain - t_k) * 1e6:+.2f} | {t_pin * 1e6:.2f} | {t_plain / t_pin:.2f} |")
+        print(f"| geometric mean | | | | | | {float(np.exp(np.mean(np.log(ratios)))):.2f} |")
+        for fname, (t_plain, t_k) in dispatch(model, rng).items():
+            print(f"dispatch ({fname}, 3000 alternating rounds): sd.{fname}(model, ...) {t_plain * 1e6:.3f} us, "
+                  f"k.{fname}(...) {t_k * 1e6:.3f} us, difference {(t_plain - t_k) * 1e6:+.3f} us")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

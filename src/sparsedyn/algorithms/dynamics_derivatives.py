@@ -1,0 +1,256 @@
+"""Analytical derivatives of inverse and forward dynamics (RNEA, ABA, gravity, static torques).
+
+Carpentier and Mansard, *Analytical derivatives of rigid body dynamics algorithms*
+(RSS 2018), in one frame per tree, the root body's (see
+:mod:`sparsedyn.algorithms.kinematics_derivatives` for the frame, the forward pass
+and the derivatives of the body velocities ``V_i`` and accelerations ``A_i``; ``A``
+includes ``-g`` as in RNEA).  With the body forces in that frame
+``f_i = I_i A_i + V_i x* I_i V_i - f_ext_i`` and the sums over the subtree of ``i``
+``IC_i = sum I``, ``F_i = sum f``, ``BC_i = sum B``, where ``B_i`` is the linear map
+``psi -> I_i (psi x V_i) + psi x* (I_i V_i) + V_i x* (I_i psi)`` (it reads only the
+angular part of ``psi``)::
+
+    B_i psi = [B11_i psi_w ; -2 l_i x psi_w],     l_i: linear momentum of body i,
+    B11_i = w x I_rot - I_rot w x - (u x h x + h x u x) - (k_i x)
+
+(``V_i = [w; u]``, ``I_i = [[I_rot, h x], [h x^T, m 1]]``, ``I_i V_i = [k_i; l_i]``),
+differentiating ``tau_j = xi_j^T F_j`` gives, for a column ``c`` of joint ``k`` and a row
+``r`` of joint ``j`` (``chi_k = A_l x xi_k - psi_k x V_l``, ``psi_k``, ``phi_k`` as in the
+kinematics)::
+
+    k ancestor of j or k = j:   dtau_r/dq_c = xi_r^T (IC_j chi_c + BC_j psi_c)
+                                dtau_r/dv_c = xi_r^T (IC_j phi_c + BC_j xi_c)
+    j a strict ancestor of k:   dtau_r/dq_c = xi_r^T (IC_k chi_c + BC_k psi_c + xi_c x* F_k)
+                                dtau_r/dv_c = xi_r^T (IC_k phi_c + BC_k xi_c)
+    otherwise 0;                dtau/da = H (CRBA) + diag(armature)
+
+(the rigid transport of the subtree's forces ``xi_c x* F_j`` cancels against the change
+of ``xi_r`` when ``j`` moves with ``k``).  The first kind is computed per row
+(``IC_j xi_r``, ``BC_j^T xi_r``), the second per column, and every pair of dofs on one
+branch costs two dot products.  ABA's derivatives follow from RNEA's at
+``a = aba(q, v, tau)`` (same paper): ``dqdd/dx = -H^-1 dtau/dx`` for ``x = q, v`` and
+``dqdd/dtau = H^-1``, with ``H^-1`` from :func:`sparsedyn.minv`.
+
+``dq`` derivatives are on the tangent space: ``d/d(dq) f(integrate(q, dq))`` at ``dq = 0``.
+
+Conversion to Pinocchio's layout: ``sparsedyn.interop.pinocchio.derivative_to_pinocchio``
+(rows ``tau``-like, columns ``v``-like; Pinocchio orders a free joint linear-first).
+Pinocchio's ``fext`` is per joint in the joint frame, which for sparsedyn models is the
+body frame (``fext_to_pinocchio``).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .. import _checks
+from .. import backend as bk
+from ..kernels import kernel
+from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion,
+                       rigid_apply, rigid_inertia, rigid_transform, skew)
+from .aba import aba_kernel, float_checker
+from .kinematics_derivatives import levels, root_motion
+from .minv import minv_kernel
+
+__all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
+           "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms", "dof_rows"]
+
+_NVxNV = ("nv", "nv")
+_DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
+_PAIRS = weakref.WeakKeyDictionary()
+
+
+def branch_pairs(model):
+    """``(rd, cd, ra, ca, mirror)``: the dof pairs on one branch, as index arrays.  ``(rd, cd)``: the
+    column's body is an ancestor of the row's or the same body; ``(ra, ca)``: the row's body is a strict
+    ancestor of the column's (``mirror``: the index of ``(ca, ra)`` among the first kind).  Every other
+    pair is a structural zero of the derivatives."""
+    pairs = _PAIRS.get(model)
+    if pairs is None:
+        rd, cd, ra, ca = [], [], [], []
+        for r in range(model.nv):
+            j = int(model.dof_body[r])
+            for k in model.ancestors(j):
+                cols = range(int(model.v_start[k]), int(model.v_start[k]) + model.joints[k].nv)
+                for c in cols:
+                    rd.append(r), cd.append(c)
+                    if k != j:
+                        ra.append(c), ca.append(r)
+        where = {(r, c): n for n, (r, c) in enumerate(zip(rd, cd))}
+        mirror = [where[(c, r)] for r, c in zip(ra, ca)]
+        pairs = tuple(np.array(x, dtype=int) for x in (rd, cd, ra, ca, mirror))
+        _PAIRS[model] = pairs
+    return pairs
+
+
+def _dot(x, y):
+    return np.sum(x * y, -1)
+
+
+def _B_apply(B11, l, psi):
+    """``B psi`` (..., n, 6) for subtree sums ``(B11, l)`` (..., n, 3, 3), (..., n, 3), one per twist
+    ``psi`` (..., n, 6)."""
+    w = psi[..., :3]
+    return np.concatenate([(B11 @ w[..., None])[..., 0], -2 * cross3(l, w)], -1)
+
+
+def _B_transpose(B11, l, xi):
+    """Angular part (..., n, 3) of ``B^T xi`` (its linear part is zero)."""
+    return (np.swapaxes(B11, -1, -2) @ xi[..., :3, None])[..., 0] + 2 * cross3(l, xi[..., 3:])
+
+
+def _B11(RI: RigidInertia, V, k):
+    """``B11`` (..., 3, 3) of one body (see the module docstring), root coordinates."""
+    w, u, h = V[..., :3], V[..., 3:], RI.h
+    C = skew(w) @ RI.I
+    uh = u[..., :, None] * h[..., None, :]
+    return C + np.swapaxes(C, -1, -2) - (uh + np.swapaxes(uh, -1, -2)) \
+        + (2 * np.sum(u * h, -1, keepdims=True))[..., None] * np.eye(3) - skew(k)
+
+
+def subtree_sums(model, K, f_ext=None, velocity=True):
+    """``(IC, F, B11, M)``, stacked by body: the sums over each body's subtree, in root coordinates,
+    of the inertias (a :class:`~sparsedyn.spatial.RigidInertia` of (..., NB) arrays), the forces
+    ``f_i = I_i A_i + V_i x* I_i V_i - f_ext_i`` (..., NB, 6), the ``B11`` blocks (..., NB, 3, 3)
+    and the momenta ``I_i V_i`` (..., NB, 6) (``B11``, ``M`` ``None`` without ``velocity``).
+    ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
+    lv = levels(model)
+    IC = rigid_transform(K.Xr, rigid_inertia(model.inertia))
+    F = rigid_apply(IC, K.A)
+    B11 = M = None
+    if velocity:
+        M = rigid_apply(IC, K.V)
+        F = F + cross_force(K.V, M)
+        B11 = _B11(IC, K.V, M[..., :3])
+    if f_ext is not None:
+        F = F - apply_force_transpose(K.Xr, f_ext)
+    shape, dtype = F.shape[:-2], F.dtype
+    IC = RigidInertia(np.array(IC.m), *(np.array(np.broadcast_to(x, shape + x.shape[x.ndim - k:]), dtype=dtype)
+                                         for x, k in ((IC.h, 2), (IC.I, 3))))
+    sums = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
+    for L, P in reversed(lv.levels):                    # deepest first: children into their parents
+        np.add.at(IC.m, P, IC.m[L])
+        for x in sums:
+            rest = (slice(None),) * (x.ndim - F.ndim + 1)
+            np.add.at(x, (Ellipsis, P) + rest, x[(Ellipsis, L) + rest])
+    return IC, F, B11, M
+
+
+def dof_rows(model, RI: RigidInertia):
+    """A stacked-by-body inertia (..., NB) repeated for each dof of the body (..., nv)."""
+    db = levels(model).dof_body
+    return RigidInertia(RI.m[..., db], RI.h[..., db, :], RI.I[..., db, :, :])
+
+
+def joint_terms(model, K, sums, shape, velocity=True):
+    """Per dof (..., nv, 6): ``xi``; ``P = IC_k xi``; ``chi``; the columns
+    ``Tq = IC_k chi + BC_k psi + xi x* F_k`` and, with ``velocity``, ``Tv = IC_k phi + BC_k xi``,
+    ``psi``, ``phi`` and the rows ``Qw`` (angular part of ``BC_k^T xi``, (..., nv, 3)); ``k`` the
+    dof's body (see the module docstring)."""
+    IC, F, B11, M = sums
+    db = levels(model).dof_body
+    x, Vl, Al = K.xi, K.Vl[..., db, :], K.Al[..., db, :]
+    ICd = dof_rows(model, IC)
+    chi = cross_motion(Al, x)                                            # chi = A_l x xi - psi x V_l
+    Tq = cross_force(x, F[..., db, :])
+    out = {}
+    if velocity:
+        B, L = B11[..., db, :, :], M[..., db, 3:]
+        psi = cross_motion(Vl, x)                                        # psi = V_l x xi
+        chi = chi - cross_motion(psi, Vl)
+        phi = cross_motion(Vl + K.V[..., db, :], x)                      # phi = (V_l + V_k) x xi
+        Tq = Tq + _B_apply(B, L, psi)
+        out.update(Tv=rigid_apply(ICd, phi) + _B_apply(B, L, x), Qw=_B_transpose(B, L, x), psi=psi, phi=phi)
+    out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
+    return {n: np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+
+
+def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=True, velocity=True):
+    """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
+    ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
+    nv = model.nv
+    g = model.gravity if gravity is None else gravity
+    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
+                                () if f_ext is None else f_ext.shape[:-2])
+    dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
+    K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))
+    T = joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity)
+    xi, P, chi, Tq = T["xi"], T["P"], T["chi"], T["Tq"]
+    rd, cd, ra, ca, _ = branch_pairs(model)
+
+    def assemble(lower, upper):
+        out = np.zeros(shape + (nv, nv), dtype=dtype)
+        out[..., rd, cd] = lower
+        out[..., ra, ca] = upper
+        return out
+
+    low_q = _dot(P[..., rd, :], chi[..., cd, :])
+    if not velocity:
+        return assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :]))
+    Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
+    dq = assemble(low_q + _dot(Qw[..., rd, :], psi[..., cd, :]), _dot(xi[..., ra, :], Tq[..., ca, :]))
+    dv = assemble(_dot(P[..., rd, :], phi[..., cd, :]) + _dot(Qw[..., rd, :], xi[..., cd, :3]),
+                  _dot(xi[..., ra, :], Tv[..., ca, :]))
+    if not want_da:
+        return dq, dv
+    low_a = _dot(P[..., rd, :], xi[..., cd, :])
+    da = assemble(low_a, low_a[..., branch_pairs(model)[4]])
+    if np.any(model.armature):
+        da[..., np.arange(nv), np.arange(nv)] = da[..., np.arange(nv), np.arange(nv)] + model.armature
+    return dq, dv, da
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional=_DYN_OPT,
+        outputs={"dtau_dq": _NVxNV, "dtau_dv": _NVxNV, "dtau_da": _NVxNV})
+def rnea_derivatives(model, q, v, a, f_ext=None, gravity=None):
+    """Partial derivatives of :func:`~sparsedyn.rnea`: ``(dtau_dq, dtau_dv, dtau_da)``, each (..., nv, nv).
+
+    ``dtau_dq`` is on the tangent space (see the module docstring); ``dtau_da = H(q)``
+    (with the armature on its diagonal).  ``f_ext`` (..., NB, 6), body frame, and
+    ``gravity`` are held constant.  Pinocchio's ``computeRNEADerivatives``.
+    """
+    q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
+    return rnea_derivative_kernel(model, q, v, a, f_ext, g)
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional=_DYN_OPT,
+        outputs={"dqdd_dq": _NVxNV, "dqdd_dv": _NVxNV, "dqdd_dtau": _NVxNV})
+def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
+    """Partial derivatives of :func:`~sparsedyn.aba`: ``(dqdd_dq, dqdd_dv, dqdd_dtau)``, each (..., nv, nv).
+
+    ``dqdd/dx = -H^-1 dtau/dx`` (RNEA's derivatives at ``qdd = aba(q, v, tau)``) for ``x = q``
+    (tangent space) and ``v``; ``dqdd_dtau = H(q)^-1``.  Pinocchio's ``computeABADerivatives``.
+    """
+    q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
+                                                            "nv joint forces")
+    check = None if symbolic else float_checker(model)
+    qdd = aba_kernel(model, q, v, tau, f_ext, g, check=check)
+    Minv = minv_kernel(model, q, check=check)
+    dq, dv = rnea_derivative_kernel(model, q, v, qdd, f_ext, g, want_da=False)
+    Minv = np.broadcast_to(Minv, shape + Minv.shape[-2:])
+    return -(Minv @ dq), -(Minv @ dv), Minv.copy()
+
+
+def _static(model, q, f_ext, gravity):
+    z = bk.zeros(q.shape[:-1] + (model.nv,), like=q)
+    return rnea_derivative_kernel(model, q, z, z, f_ext, gravity, velocity=False)
+
+
+@kernel(inputs={"q": ("nq",)}, optional={"gravity": (3,)}, outputs={"dg_dq": _NVxNV})
+def generalized_gravity_derivatives(model, q, gravity=None):
+    """``dg/dq`` (..., nv, nv) of :func:`~sparsedyn.generalized_gravity`, on the tangent space
+    (Pinocchio's ``computeGeneralizedGravityDerivatives``)."""
+    q = _checks.configuration(model, q)
+    return _static(model, q, None, _checks.gravity(model, gravity))
+
+
+@kernel(inputs={"q": ("nq",), "f_ext": ("nb", 6)}, optional={"gravity": (3,)}, outputs={"dtau_dq": _NVxNV})
+def static_torque_derivatives(model, q, f_ext, gravity=None):
+    """``d/dq`` (..., nv, nv) of the static torque ``tau(q) = rnea(q, 0, 0, f_ext)`` (the joint forces
+    that hold the model still against gravity and the external forces ``f_ext`` (..., NB, 6), body
+    frame, held constant), on the tangent space (Pinocchio's ``computeStaticTorqueDerivatives``)."""
+    q = _checks.configuration(model, q)
+    f_ext = _checks.body_forces(model, f_ext)
+    return _static(model, q, f_ext, _checks.gravity(model, gravity))

@@ -1,0 +1,568 @@
+"""Robots in contact: forward dynamics and impacts with rigid contacts, as sparse solves.
+
+A contact (:class:`~sparsedyn.sensors.Contact`) holds a frame of the robot still against the
+world: ``kind="6d"`` constrains the frame's spatial acceleration ``[omega_dot; a]`` (frame axes,
+at its origin; 6 unknowns, the wrench ``[n; f]``), ``kind="3d"`` the classical acceleration of
+its origin (frame axes; 3 unknowns, the force ``f``).  With ``J`` (m, nv) the contact Jacobian
+(rows in the order of the contacts) and ``lambda`` (m) the contact forces applied *on the robot*
+(frame axes, about the frame origin)::
+
+    H a + C = tau + J^T lambda,        J a = -(drift + K_d J v)
+
+``drift`` is the contact acceleration at ``a = 0`` (``Jdot v``; for a point the classical term
+``omega x v_p`` included) and ``K_d`` (``baumgarte``) a velocity gain that damps a sliding
+contact (Pinocchio's ``corrector.Kd``; a contact is made where the frame is, so there is no
+position error to correct).
+
+The solve (one straight-line program, no value-dependent branch)::
+
+    H = crba(q) = L^T D L          branch-sparse LTDL, no fill-in (Featherstone, 2005)
+    a0 = H^-1 (tau - C)            unconstrained accelerations
+    Y = L^-T J^T                   each contact row touches only the dofs of its ancestors
+    G = Y^T D^-1 Y                 the Delassus matrix J H^-1 J^T (m x m)
+    (G + mu I) lambda = -(J a0 + drift + K_d J v)       a small dense LTDL (written out)
+    a = a0 + L^-1 D^-1 Y lambda
+
+``mu`` (``damping``) is the proximal regularisation of Pinocchio's ``ProximalSettings`` with one
+iteration: ``mu = 0`` gives the exact rigid solution; ``mu > 0`` keeps a redundant contact set
+(four feet in 6D, two hands on one object) solvable.  On the NumPy path a singular Delassus
+matrix with ``mu = 0`` is reported by a :class:`ContactWarning` and answered with the
+minimum-norm forces (the accelerations are unique when the contacts are consistent).
+
+Cost: CRBA and the LTDL factorization are ``O(n d^2)`` (``d`` the depth of the tree), the
+contact rows ``O(m d)``, the Delassus matrix ``O(m^2 d)`` and its factorization ``O(m^3)`` for a
+few contacts; compiled, the tracer folds every structural zero (a foot's row has no entry for the
+other legs).  This is Pinocchio's route too (a sparse Cholesky of the contact KKT system; Carpentier,
+Budhiraja and Mansard, "Proximal and sparse resolution of constrained dynamic equations", 2021).
+
+Impacts (:func:`impulse_dynamics`): ``H (v+ - v) = J^T Lambda``, ``J v+ = -e J v``; the same
+factorization with ``(G + mu I) Lambda = -(1 + e) J v``.
+
+Derivatives (:func:`contact_dynamics_derivatives`, :func:`impulse_dynamics_derivatives`) are the
+traced programs differentiated by the symbolic layer (:func:`sparsedyn.derivative_program`), on
+the tangent space, as :func:`~sparsedyn.aba_derivatives`.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _checks
+from .. import backend as bk
+from ..algorithms.crba import bias_kernel, crba_kernel
+from ..algorithms.derivatives import derivative_program
+from ..algorithms.minv import minv
+from ..algorithms.rnea import rnea, rnea_kernel
+from ..algorithms.fd import fd_crb_kernel, ltdl_checker
+from ..algorithms.kinematics import body_accelerations, joint_transforms
+from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
+from ..kernels import Kernel, kernel
+from ..model import UnknownNameError
+from ..sensors import Contact
+from ..spatial import apply_force_transpose, apply_motion, compose, cross3
+from ..symbolic.ad import inline
+from ..symbolic.ir import Graph
+from ..symbolic.trace import trace_kernel
+
+__all__ = ["ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
+           "contact_dynamics_derivatives", "impulse_dynamics_derivatives", "contact_jacobian", "contacts_of",
+           "DELASSUS_RTOL"]
+
+#: A Delassus pivot below ``DELASSUS_RTOL`` times the largest diagonal entry marks the contact
+#: set as redundant or singular (NumPy path).
+DELASSUS_RTOL = 1e-10
+
+
+class ContactWarning(UserWarning):
+    """A contact set is redundant or singular: the forces returned are the minimum-norm ones."""
+
+
+class ContactDynamics(NamedTuple):
+    """Result of :func:`contact_dynamics`: ``a`` (..., nv) and ``forces`` (..., m)."""
+
+    a: np.ndarray
+    forces: np.ndarray
+
+
+class Impulse(NamedTuple):
+    """Result of :func:`impulse_dynamics`: post-impact velocity ``v`` (..., nv) and ``impulses`` (..., m)."""
+
+    v: np.ndarray
+    impulses: np.ndarray
+
+
+# --- the contact set (static: its structure selects the program) ----------------------------
+
+def contacts_of(model, contacts, who="contacts"):
+    """``contacts`` as a tuple of :class:`~sparsedyn.sensors.Contact` (frame names become 6D
+    contacts), checked against ``model``: known frames, no contact twice, no one-sided contact."""
+    if isinstance(contacts, (Contact, str)):
+        contacts = (contacts,)
+    try:
+        contacts = tuple(contacts)
+    except TypeError:
+        raise TypeError(f"{who}: expected a sequence of Contact objects or frame names, got {contacts!r}") from None
+    out, seen = [], {}
+    for c in contacts:
+        if isinstance(c, str):
+            c = Contact(c)
+        if not isinstance(c, Contact):
+            raise TypeError(f"{who}: expected Contact objects or frame names, got {c!r}")
+        if c.one_sided:
+            raise NotImplementedError(f"{who}: {c!r} is a one-sided contact (friction, point or plane); "
+                                      "contact dynamics handles bilateral (rigid) contacts only")
+        try:
+            k = model.frame(c.frame)
+        except (KeyError, IndexError) as e:
+            raise UnknownNameError(f"{who}: contact {c.name!r}: {e}") from None
+        if k in seen:
+            raise ValueError(f"{who}: frame {model.frames[k].name!r} has two contacts ({seen[k]!r} and {c!r}); "
+                             "give each frame one contact")
+        seen[k] = c
+        out.append(c)
+    return tuple(out)
+
+
+def contact_size(contacts) -> int:
+    """Number of contact unknowns ``m`` (6 per 6D contact, 3 per point contact)."""
+    return sum(c.size for c in contacts)
+
+
+def _m(model, contacts, **_):
+    """``m`` for a kernel's shapes (cheap: called on every compiled call; the contacts are checked
+    by the kernels themselves)."""
+    if isinstance(contacts, (Contact, str)):
+        contacts = (contacts,)
+    return contact_size(c if isinstance(c, Contact) else Contact(c) for c in contacts)
+
+
+def contact_jacobian(model, Xup, S, contacts):
+    """Contact Jacobian (..., m, nv) in the contacts' frames (no checks; kernel use).
+
+    For each contact the transform ``T = frame_X_j`` walks from the contact's body to the root;
+    joint ``j``'s columns are ``T S_j`` (6D) or their linear rows (3D): only ancestors get entries.
+    """
+    rows = []
+    for c in contacts:
+        fr = model.frames[model.frame(c.frame)]
+        cols, T, j = {}, fr.X, fr.body
+        while j >= 0:
+            cols[j] = apply_motion(_columns(T), np.swapaxes(S[j], -1, -2))     # (..., nv_j, 6)
+            T = compose(T, Xup[j])
+            j = model.parent[j]
+        shape = np.broadcast_shapes(*(x.shape[:-2] for x in cols.values())) if cols else ()
+        dtype = np.result_type(*(x.dtype for x in cols.values())) if cols else float
+        Jc = np.zeros(shape + (6, model.nv), dtype=dtype)
+        for j, x in cols.items():
+            Jc[..., :, model.v_slice(j)] = np.swapaxes(x, -1, -2)
+        rows.append(Jc if c.kind == "6d" else Jc[..., 3:, :])
+    return np.concatenate(rows, -2)
+
+
+def _columns(T):
+    """A transform applied to a stack of columns (..., k, 6)."""
+    return type(T)(T.E[..., None, :, :], T.r[..., None, :])
+
+
+def contact_drift(model, Xup, S, v, contacts):
+    """``Jdot v`` (..., m): the contacts' accelerations at ``a = 0`` without gravity (spatial for 6D,
+    classical for a point: ``a_lin + omega x v_p``), frame axes (no checks; kernel use)."""
+    vb, ab = body_accelerations(model, Xup, S, v, bk.zeros(v.shape, like=v))
+    out = []
+    for c in contacts:
+        fr = model.frames[model.frame(c.frame)]
+        vf, af = apply_motion(fr.X, vb[fr.body]), apply_motion(fr.X, ab[fr.body])
+        out.append(af if c.kind == "6d" else af[..., 3:] + cross3(vf[..., :3], vf[..., 3:]))
+    shape = np.broadcast_shapes(*(x.shape[:-1] for x in out))
+    return np.concatenate([np.broadcast_to(x, shape + x.shape[-1:]) for x in out], -1)
+
+
+# --- the solve ----------------------------------------------------------------------------------
+
+class _System(NamedTuple):
+    lam: list       # dof parents
+    L: np.ndarray   # (..., nv, nv) unit LTDL factor of H
+    D: np.ndarray   # (..., nv)
+    J: np.ndarray   # (..., m, nv)
+    Y: np.ndarray   # (..., m, nv): rows of L^-T J^T
+    G: np.ndarray   # (..., m, m): J H^-1 J^T
+
+
+def _system(model, q, contacts, check=None):
+    """Factorization of ``H`` and the Delassus matrix of the contacts (kernel use)."""
+    lam = dof_lambda(model)
+    Xup, S = joint_transforms(model, q)
+    H = crba_kernel(model, q)
+    L, D = ltdl(lam, H, None if check is None else check(H))
+    J = contact_jacobian(model, Xup, S, contacts)
+    Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
+    G = (Y / D[..., None, :]) @ np.swapaxes(Y, -1, -2)
+    return _System(lam, L, D, J, Y, G), (Xup, S)
+
+
+def _hinv_jt(sys, x):
+    """``H^-1 J^T x`` (..., nv) for ``x`` (..., m)."""
+    y = (x[..., None, :] @ sys.Y)[..., 0, :]
+    return mpyLi(sys.lam, sys.L, y / sys.D, unit=True)
+
+
+def spd_solve(A, b, mu=0.0, check=None):
+    """``(A + mu I)^-1 b`` for small symmetric positive (semi)definite ``A`` (..., m, m), ``b`` (..., m):
+    a dense ``L^T D L`` written out (no ``np.linalg``: traceable).  ``check(k, D_k)`` sees each pivot."""
+    if mu:
+        A = A + mu * np.eye(A.shape[-1])
+    lam = chain_lambda(A.shape[-1])
+    L, D = ltdl(lam, A, check)
+    return ltdl_solve(lam, L, D, b)
+
+
+class _Pivots:
+    """Pivot check of the Delassus factorization (float path): remembers a singular one."""
+
+    def __init__(self, G):
+        self.scale = np.max(np.abs(np.diagonal(G, axis1=-2, axis2=-1)), axis=-1, initial=0.0)
+        self.singular = False
+
+    def __call__(self, k, pivot):
+        if np.any(~(pivot > DELASSUS_RTOL * self.scale)):
+            self.singular = True
+
+
+def _solve_forces(sys, rhs, mu, symbolic, who, contacts):
+    """``(G + mu I)^-1 rhs``; on the float path a singular ``G`` gives the minimum-norm solution and
+    a :class:`ContactWarning` (``pinv`` of ``G + mu I`` with the pivot tolerance)."""
+    if symbolic:
+        return spd_solve(sys.G, rhs, mu)
+    piv = _Pivots(sys.G + mu * np.eye(sys.G.shape[-1]))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = spd_solve(sys.G, rhs, mu, piv)
+    if not piv.singular:
+        return x
+    warnings.warn(f"{who}: the contact set {list(contacts)} is redundant or singular (a pivot of the Delassus "
+                  f"matrix J H^-1 J^T + {mu:g} I is below {DELASSUS_RTOL:g} times its largest diagonal "
+                  "entry); returning the minimum-norm forces.  Drop the redundant contacts or pass damping > 0.",
+                  ContactWarning, stacklevel=3)
+    A = sys.G + mu * np.eye(sys.G.shape[-1])
+    return (np.linalg.pinv(A, rcond=DELASSUS_RTOL, hermitian=True) @ rhs[..., None])[..., 0]
+
+
+def _settings(model, contacts, gain, damping, who, gain_name="baumgarte"):
+    contacts = contacts_of(model, contacts)
+    for name, x in ((gain_name, 0.0 if gain is None else gain), ("damping", damping)):
+        if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(x) or x < 0:
+            raise ValueError(f"{who}: {name} must be a finite number >= 0, got {x!r}")
+    return contacts, float(gain or 0.0), float(damping)
+
+
+def _checker(model, symbolic):
+    return None if symbolic else (lambda H: ltdl_checker(model, H))
+
+
+_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional=_OPT,
+        static=("contacts", "baumgarte", "damping"), outputs={"a": ("nv",), "forces": (_m,)},
+        result=ContactDynamics)
+def contact_dynamics(model, q, v, tau, contacts, *, baumgarte=None, damping=0.0, f_ext=None, gravity=None):
+    """Forward dynamics in rigid contact: ``(a, forces)`` (a :class:`ContactDynamics`).
+
+    ``q`` (..., nq), ``v``/``tau`` (..., nv); ``contacts``: a sequence of
+    :class:`~sparsedyn.sensors.Contact` (frame names are 6D contacts; a tuple is fastest on a
+    compiled model).  ``a`` (..., nv): the joint accelerations; ``forces`` (..., m): the contact
+    forces applied on the robot, in the order of ``contacts``: ``[n; f]`` (6) per 6D contact,
+    ``f`` (3) per point contact, in the contact frame's axes about its origin.
+
+    Each contact's acceleration is held at ``-K_d`` times its velocity (``baumgarte=K_d`` [1/s],
+    default 0: the frame's spatial acceleration, or a point's classical acceleration, is zero
+    when it does not move).  ``damping`` (>= 0): the proximal regularisation ``mu`` of the
+    contact forces, ``(J H^-1 J^T + mu I) forces = ...`` (Pinocchio's ``ProximalSettings.mu``,
+    one iteration); use it for redundant contact sets.  ``f_ext`` (..., NB, 6), ``gravity`` (3,) as
+    in :func:`~sparsedyn.aba`.  The method is in the module docstring.
+
+    >>> import numpy as np, sparsedyn as sd
+    >>> model = sd.humanoid()
+    >>> q = sd.humanoid_standing_configuration()
+    >>> soles = (sd.Contact("l_sole"), sd.Contact("r_sole"))
+    >>> res = sd.contact_dynamics(model, q, np.zeros(model.nv), np.zeros(model.nv), soles)
+    >>> res.forces.shape
+    (12,)
+    >>> bool(np.allclose(sd.frame_acceleration(model, q, np.zeros(model.nv), res.a, "l_sole"), 0))
+    True
+    """
+    who = "contact_dynamics"
+    q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
+                                                            "nv joint forces")
+    contacts, kd, mu = _settings(model, contacts, baumgarte, damping, who)
+    check = _checker(model, symbolic)
+    C = bias_kernel(model, q, v, f_ext, g)
+    if not contacts:
+        a = fd_crb_kernel(model, q, v, tau, f_ext, g, check)
+        return ContactDynamics(_out(a, shape, model.nv), _out(a[..., :0], shape, 0))
+    sys, (Xup, S) = _system(model, q, contacts, check)
+    a0 = ltdl_solve(sys.lam, sys.L, sys.D, tau - C)
+    gamma = contact_drift(model, Xup, S, v, contacts)
+    if kd:
+        gamma = gamma + kd * _mv(sys.J, v)
+    forces = _solve_forces(sys, -(_mv(sys.J, a0) + gamma), mu, symbolic, who, contacts)
+    a = a0 + _hinv_jt(sys, forces)
+    return ContactDynamics(_out(a, shape, model.nv), _out(forces, shape, contact_size(contacts)))
+
+
+def _mv(A, x):
+    return (A @ x[..., None])[..., 0]
+
+
+def _out(x, shape, n):
+    return np.broadcast_to(x, shape + (n,)).copy()
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
+        outputs={"v_plus": ("nv",), "impulses": (_m,)}, result=Impulse)
+def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
+    """Velocities after an impact on rigid contacts: ``(v, impulses)`` (an :class:`Impulse`).
+
+    The contacts (as in :func:`contact_dynamics`) are hit at state ``(q, v)`` (``v`` the
+    velocity before the impact); the impulses ``Lambda`` (..., m) (applied on the robot, contact
+    frame axes, ``[n; f]`` per 6D contact, ``f`` per point) change the velocity by
+    ``H^-1 J^T Lambda`` so that the contacts' velocities become ``-restitution`` times what they
+    were (0: a plastic impact, they stop; 1: elastic).  ``damping``: the proximal ``mu`` as in
+    :func:`contact_dynamics` (Pinocchio's ``impulseDynamics``).
+    """
+    who = "impulse_dynamics"
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v, "v")
+    shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
+    symbolic = bk.is_symbolic(q) or bk.is_symbolic(v)
+    contacts, e, mu = _settings(model, contacts, restitution, damping, who, "restitution")
+    if not contacts:
+        return Impulse(_out(v, shape, model.nv), _out(v[..., :0], shape, 0))
+    sys, _ = _system(model, q, contacts, _checker(model, symbolic))
+    impulses = _solve_forces(sys, -(1.0 + e) * _mv(sys.J, v), mu, symbolic, who, contacts)
+    v_plus = v + _hinv_jt(sys, impulses)
+    return Impulse(_out(v_plus, shape, model.nv), _out(impulses, shape, contact_size(contacts)))
+
+
+# --- derivatives: the implicit function theorem on the traced programs ---------------------------
+#
+# The contact dynamics solve  r1 = rnea(q, v, a, f_ext + X^T lambda) - tau = 0  (the contact wrenches
+# are body-fixed: X^T lambda is constant in the body frame) and  r2 = J a + drift + K_d J v + mu lambda
+# = 0.  Differentiating,  [H  -J^T; J  mu I] [da; dlambda] = -[dr1; dr2],  so with M = H^-1:
+#     dlambda = (G + mu I)^-1 (J M dr1 - dr2),        da = M J^T dlambda - M dr1.
+# dr1 comes from the derivative program of RNEA, dr2 from that of the contact acceleration (both
+# traced and differentiated by the symbolic layer); the rest is products with M and the small
+# inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) + mu Lambda.
+
+def _contact_wrenches(model, contacts, forces, f_ext=None):
+    """Body wrenches (..., NB, 6) of the contact forces (..., m) (body frames), plus ``f_ext``."""
+    shape = forces.shape[:-1]
+    out = np.zeros(shape + (model.nbodies, 6), dtype=forces.dtype) if f_ext is None else f_ext + 0
+    r = 0
+    for c in contacts:
+        fr = model.frames[model.frame(c.frame)]
+        w = forces[..., r:r + 6] if c.kind == "6d" else \
+            np.concatenate([np.zeros(shape + (3,), dtype=forces.dtype), forces[..., r:r + 3]], -1)
+        out[..., fr.body, :] = out[..., fr.body, :] + apply_force_transpose(fr.X, w)
+        r += c.size
+    return out
+
+
+def _acceleration(model, q, v, a, contacts, baumgarte=None):
+    """The contacts' accelerations ``J a + drift + K_d J v`` (..., m) (kernel use)."""
+    Xup, S = joint_transforms(model, q)
+    J = contact_jacobian(model, Xup, S, contacts)
+    c = _mv(J, a) + contact_drift(model, Xup, S, v, contacts)
+    return c + baumgarte * _mv(J, v) if baumgarte else c
+
+
+def _jacobian(model, q, contacts):
+    """The contact Jacobian (..., m, nv) at ``q`` (kernel use)."""
+    Xup, S = joint_transforms(model, q)
+    return contact_jacobian(model, Xup, S, contacts)
+
+
+def _velocity(model, q, w, contacts):
+    """``J(q) w`` (..., m) (kernel use)."""
+    return _mv(_jacobian(model, q, contacts), w)
+
+
+def _impulse_balance(model, q, w, impulses, contacts):
+    """``H(q) w - J(q)^T impulses`` (..., nv): RNEA without velocity and gravity (kernel use)."""
+    z = np.zeros(3, dtype=q.dtype)
+    return rnea_kernel(model, q, bk.zeros(w.shape, like=w), w, _contact_wrenches(model, contacts, impulses), z)
+
+
+_NV, _NQ = ("nv",), ("nq",)
+_ACC = Kernel("contact_acceleration", _acceleration, {"q": _NQ, "v": _NV, "a": _NV}, {"c": (_m,)}, {},
+              ("contacts", "baumgarte"))
+_VEL = Kernel("contact_velocity", _velocity, {"q": _NQ, "w": _NV}, {"c": (_m,)}, {}, ("contacts",))
+_BAL = Kernel("impulse_balance", _impulse_balance, {"q": _NQ, "w": _NV, "impulses": (_m,)}, {"r": _NV}, {},
+              ("contacts",))
+
+
+def _kkt_pieces(model, q, contacts, mu):
+    """``(solve, J, MJt, Gi)`` as graph arrays: ``solve(X) = H^-1 X`` for a matrix ``X`` (nv, k) by the
+    branch-sparse LTDL factors (cheaper than a product with a dense ``H^-1``), the contact Jacobian,
+    ``H^-1 J^T`` and ``(G + mu I)^-1``."""
+    sys, _ = _system(model, q, contacts)
+    L, D = sys.L[None], sys.D[None]
+
+    def solve(X):
+        return ltdl_solve(sys.lam, L, D, X.T).T
+    MJt = mpyLi(sys.lam, L, sys.Y / D, unit=True).T
+    G = sys.G + mu * np.eye(sys.G.shape[-1]) if mu else sys.G
+    return solve, sys.J, MJt, spd_inverse(G)
+
+
+_PROGRAMS = weakref.WeakKeyDictionary()       # model -> {key: Program}
+_LOCK = threading.Lock()
+
+
+def _cached(key, model, build):
+    with _LOCK:
+        prog = _PROGRAMS.setdefault(model, {}).get(key)
+    if prog is None:
+        prog = build()
+        with _LOCK:
+            _PROGRAMS[model][key] = prog
+    return prog
+
+
+def _run(prog, arrays):
+    """Evaluate a derivative program: float arrays (any batch) or object arrays (traced: inlined)."""
+    if any(bk.is_symbolic(a) for a in arrays):
+        return inline(prog, [np.asarray(a, dtype=object) for a in arrays])
+    return prog.evaluate(arrays)
+
+
+def _dynamics_derivatives_program(model, static, optional):
+    contacts = contacts_of(model, static["contacts"])
+    kd, mu = float(static.get("baumgarte") or 0.0), float(static.get("damping") or 0.0)
+    optional = tuple(n for n in _OPT if n in set(optional))
+
+    def build():
+        shapes = contact_dynamics.__kernel__.shapes(model, contacts=contacts)
+        names = ["q", "v", "tau"] + list(optional)
+        g = Graph()
+        args = [g.inputs(j, shapes[n]) for j, n in enumerate(names)]
+        q, v = args[0], args[1]
+        opt = dict(zip(optional, args[3:]))
+        st = {"contacts": contacts, "baumgarte": kd, "damping": mu}
+        a, lam = inline(trace_kernel(contact_dynamics.__kernel__, model, st, optional), args)
+        f_tot = _contact_wrenches(model, contacts, lam, opt.get("f_ext"))
+        r_opt = ("f_ext",) + (("gravity",) if "gravity" in opt else ())
+        r1q, r1v, _ = inline(derivative_program(rnea, model, ("q", "v", "a"), optional=r_opt),
+                             [q, v, a, f_tot] + ([opt["gravity"]] if "gravity" in opt else []))
+        r2q, r2v = inline(derivative_program(_ACC, model, ("q", "v"), {"contacts": contacts, "baumgarte": kd}),
+                          [q, v, a])
+        solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
+        outs_a, outs_f = [], []
+        for r1, r2 in ((r1q, r2q), (r1v, r2v)):
+            Z = solve(r1)                                        # H^-1 dr1
+            dlam = Gi @ (J @ Z - r2)
+            outs_a.append(MJt @ dlam - Z)
+            outs_f.append(dlam)
+        dlam_t = -(Gi @ MJt.T)                                   # r1 = -tau
+        M = inline(trace_kernel(minv.__kernel__, model), [q])[0]
+        outs_a.append(MJt @ dlam_t + M)
+        outs_f.append(dlam_t)
+        prog = g.program(outs_a + outs_f, [shapes[n] for n in names],
+                         name="contact_dynamics_derivatives" + "".join("_" + n for n in optional))
+        prog.input_names = tuple(names)
+        prog.output_names = ("da_dq", "da_dv", "da_dtau", "df_dq", "df_dv", "df_dtau")
+        return prog
+    return _cached(("contact_dynamics_derivatives", contacts, kd, mu, optional), model, build)
+
+
+def _impulse_derivatives_program(model, static, optional=()):
+    contacts = contacts_of(model, static["contacts"])
+    e, mu = float(static.get("restitution") or 0.0), float(static.get("damping") or 0.0)
+
+    def build():
+        nv = model.nv
+        g = Graph()
+        q, v = g.inputs(0, (model.nq,)), g.inputs(1, (nv,))
+        st = {"contacts": contacts, "restitution": e, "damping": mu}
+        vp, imp = inline(trace_kernel(impulse_dynamics.__kernel__, model, st), [q, v])
+        r1q, = inline(derivative_program(_BAL, model, ("q",), {"contacts": contacts}), [q, vp - v, imp])
+        r2q, = inline(derivative_program(_VEL, model, ("q",), {"contacts": contacts}), [q, vp + e * v])
+        solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
+        Z = solve(r1q)
+        dimp_q = Gi @ (J @ Z - r2q)
+        dv_q = MJt @ dimp_q - Z
+        dimp_v = -(1.0 + e) * (Gi @ J)                 # r1 = -H dv, r2 = e J dv
+        dv_v = MJt @ dimp_v + np.eye(nv, dtype=int)
+        prog = g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)], name="impulse_dynamics_derivatives")
+        prog.input_names = ("q", "v")
+        prog.output_names = ("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv")
+        return prog
+    return _cached(("impulse_dynamics_derivatives", contacts, e, mu), model, build)
+
+
+_NVxNV = ("nv", "nv")
+_MxNV = (_m, "nv")
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional=_OPT,
+        static=("contacts", "baumgarte", "damping"),
+        outputs={"da_dq": _NVxNV, "da_dv": _NVxNV, "da_dtau": _NVxNV,
+                 "df_dq": _MxNV, "df_dv": _MxNV, "df_dtau": _MxNV},
+        program=_dynamics_derivatives_program)
+def contact_dynamics_derivatives(model, q, v, tau, contacts, *, baumgarte=None, damping=0.0, f_ext=None,
+                                 gravity=None):
+    """Partial derivatives of :func:`contact_dynamics`: ``(da_dq, da_dv, da_dtau, df_dq, df_dv, df_dtau)``,
+    shapes (..., nv, nv) and (..., m, nv), ``d/dq`` on the tangent space (as
+    :func:`~sparsedyn.aba_derivatives`); ``f_ext`` and ``gravity`` are held constant.
+
+    Analytic, by the implicit function theorem on the contact KKT system (the derivatives of RNEA
+    and of the contacts' accelerations, then ``H^-1`` and the small ``(J H^-1 J^T + mu I)^-1``); as
+    Pinocchio's ``computeConstraintDynamicsDerivatives``.
+    """
+    who = "contact_dynamics_derivatives"
+    q, v, tau, f_ext, g, shape, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    contacts, kd, mu = _settings(model, contacts, baumgarte, damping, who)
+    optional = tuple(n for n, x in (("f_ext", f_ext), ("gravity", gravity)) if x is not None)
+    if not contacts:
+        from ..algorithms.derivatives import aba_derivatives
+        d = aba_derivatives(model, q, v, tau, f_ext=f_ext, gravity=gravity)
+        return d + tuple(np.zeros(shape + (0, model.nv)) for _ in range(3))
+    _warn_if_singular(model, q, contacts, mu, who)
+    prog = _dynamics_derivatives_program(model, {"contacts": contacts, "baumgarte": kd, "damping": mu}, optional)
+    return tuple(_run(prog, [q, v, tau] + [x for x in (f_ext, g if gravity is not None else None) if x is not None]))
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
+        outputs={"dv_dq": _NVxNV, "dv_dv": _NVxNV, "dimpulses_dq": _MxNV, "dimpulses_dv": _MxNV},
+        program=_impulse_derivatives_program)
+def impulse_dynamics_derivatives(model, q, v, contacts, restitution=0.0, damping=0.0):
+    """Partial derivatives of :func:`impulse_dynamics`: ``(dv_dq, dv_dv, dimpulses_dq, dimpulses_dv)``
+    of the post-impact velocity and the impulses, shapes (..., nv, nv) and (..., m, nv), ``d/dq`` on
+    the tangent space.  Analytic (the implicit function theorem, as :func:`contact_dynamics_derivatives`).
+    Pinocchio's ``computeImpulseDynamicsDerivatives`` returns ``dv_dv - I`` (the derivative of the jump).
+    """
+    who = "impulse_dynamics_derivatives"
+    q = _checks.configuration(model, q)
+    v = _checks.velocity(model, v, "v")
+    contacts, e, mu = _settings(model, contacts, restitution, damping, who, "restitution")
+    if not contacts:
+        shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
+        z = np.zeros(shape + (0, model.nv))
+        return np.zeros(shape + (model.nv, model.nv)), np.broadcast_to(np.eye(model.nv), shape + (model.nv,) * 2).copy(), z, z
+    _warn_if_singular(model, q, contacts, mu, who)
+    prog = _impulse_derivatives_program(model, {"contacts": contacts, "restitution": e, "damping": mu})
+    return tuple(_run(prog, [q, v]))
+
+
+def _warn_if_singular(model, q, contacts, mu, who):
+    """The derivatives need a regular ``J H^-1 J^T + mu I``: the same check (and warning) as the solve."""
+    if bk.is_symbolic(q):
+        return
+    sys, _ = _system(model, q, contacts)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        _solve_forces(sys, np.zeros(sys.G.shape[:-1]), mu, False, who, contacts)

@@ -1,0 +1,251 @@
+"""SRDF reader (the Semantic Robot Description Format of MoveIt, as Pinocchio reads it).
+
+``load_srdf(model, path)`` reads what the dynamics of ``model`` can use and keeps the rest as data:
+
+* ``<group_state name=... group=...>`` with ``<joint name=... value=.../>``: named reference
+  configurations (``half_sitting`` of Talos, ``standing`` of Solo), as full configurations (nq,)
+  starting from ``model.neutral()`` (Pinocchio's ``loadReferenceConfigurations``).  A joint takes
+  as many values as its ``nq`` in *our* layout (a continuous joint one angle; a free joint
+  ``x y z qx qy qz qw``); quaternions must have unit norm (within ``QUAT_TOL``) and are normalised.
+* ``<rotor_params>`` with ``<joint name=... mass=... gear_ratio=.../>``: rotor inertias and gear
+  ratios per dof (Pinocchio's ``loadRotorParameters``: ``mass`` is the rotor inertia); the
+  reflected inertia ``rotor_inertia * gear_ratio**2`` is the armature that
+  :meth:`Srdf.with_armature` applies on request.
+* ``<disable_collisions link1 link2 reason/>``: kept as data (``disabled_collisions``).
+
+Joints the model does not have (or that it merged as fixed joints) are skipped with one
+:class:`SrdfWarning` naming them.  An SRDF is untrusted input, read like a URDF
+(:mod:`sparsedyn.io.urdf`): ``defusedxml`` (no entities, no external references), regular files of
+bounded size only (:mod:`sparsedyn.io.files`), and every problem raises one :class:`SrdfError` naming
+the file, the line and the element.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import textwrap
+import warnings
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+import defusedxml
+import defusedxml.ElementTree as DET
+import numpy as np
+
+from .._checks import QUAT_TOL
+from ..model import Model, ModelError
+from .files import clip, clip_list, read_bytes, shorten
+
+__all__ = ["load_srdf", "Srdf", "SrdfError", "SrdfWarning"]
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+
+
+class SrdfError(ModelError):
+    """An SRDF that cannot be read; the message names the file, the line and the element."""
+
+    def __init__(self, message):
+        super().__init__(shorten(str(message)))
+
+
+class SrdfWarning(UserWarning):
+    """An SRDF that names joints the model does not have."""
+
+
+@dataclass(frozen=True)
+class Srdf:
+    """What :func:`load_srdf` read for ``model``.
+
+    ``reference_configurations``: name -> configuration (nq,) (group states, in file order);
+    ``rotor_inertia``, ``gear_ratio`` (nv,): per dof, 0 and 1 where the file says nothing;
+    ``disabled_collisions``: ``(link1, link2, reason)`` triples; ``groups``: group name -> the joint
+    names it lists; ``unknown_joints``: names the file uses that ``model`` has no moving joint for.
+    """
+
+    model: Model
+    source: str
+    robot_name: str
+    reference_configurations: dict
+    rotor_inertia: np.ndarray
+    gear_ratio: np.ndarray
+    disabled_collisions: tuple = ()
+    groups: dict = field(default_factory=dict)
+    unknown_joints: tuple = ()
+
+    @property
+    def armature(self) -> np.ndarray:
+        """The reflected rotor inertia ``rotor_inertia * gear_ratio**2`` (nv,) [kg m^2 or kg]."""
+        return self.rotor_inertia * self.gear_ratio ** 2
+
+    def with_armature(self, model: Model | None = None) -> Model:
+        """``model`` (default the model read for) with the armature of the dofs that have rotor
+        parameters set to :attr:`armature`; other dofs keep theirs."""
+        model = self.model if model is None else model
+        if model.nv != self.model.nv or model.joint_names != self.model.joint_names:
+            raise ValueError(f"with_armature: model {model.name!r} does not have the joints of the model "
+                             f"{self.model.name!r} the SRDF was read for")
+        has = self.rotor_inertia != 0
+        return model.with_armature(np.where(has, self.armature, model.armature))
+
+    def summary(self) -> str:
+        """A few lines for people (``sparsedyn info MODEL --srdf FILE``): the reference
+        configurations, the rotor parameters and the disabled collision pairs."""
+        m = self.model
+        out = [f"SRDF {self.source} (robot {self.robot_name!r}):"]
+        for name, q in self.reference_configurations.items():
+            out.append(f"  reference configuration {name!r}: " + ", ".join(
+                f"{m.joint_names[i]}={_fmt(q[m.q_slice(i)])}" for i in range(m.nbodies)
+                if not np.array_equal(q[m.q_slice(i)], m.joints[i].neutral())) or "  (neutral)")
+        has = np.flatnonzero(self.rotor_inertia)
+        if len(has):
+            out.append(f"  rotor parameters on {len(has)} dofs (inertia, gear ratio -> armature I g^2): " + ", ".join(
+                f"{m.joint_names[m.dof_body[k]]} ({self.rotor_inertia[k]:.3g}, {self.gear_ratio[k]:.3g} -> "
+                f"{self.armature[k]:.3g})" for k in has))
+        else:
+            out.append("  rotor parameters: none")
+        out.append(f"  disabled collision pairs: {len(self.disabled_collisions)}"
+                   + (" (" + ", ".join(f"{a}-{b}" for a, b, _ in self.disabled_collisions[:4])
+                      + (", ..." if len(self.disabled_collisions) > 4 else "") + ")" if self.disabled_collisions else ""))
+        if self.unknown_joints:
+            out.append(f"  joints the model lacks (ignored): {clip_list(self.unknown_joints)}")
+        return "\n".join(textwrap.fill(line, 110, subsequent_indent="      ") for line in out)
+
+    def __repr__(self):
+        return (f"Srdf({self.robot_name!r}, reference_configurations={list(self.reference_configurations)}, "
+                f"rotor dofs={int(np.count_nonzero(self.rotor_inertia))}, "
+                f"disabled collision pairs={len(self.disabled_collisions)})")
+
+
+def _parse(source, max_bytes):
+    """``(label, root, line)``: ``line(element)`` is the line where ``element`` starts."""
+    label = os.fspath(source)
+    if not isinstance(label, str):
+        label = os.fsdecode(label)
+    text = read_bytes(label, SrdfError, "SRDF file", max_bytes)
+    lines = {}
+
+    class Builder(ET.TreeBuilder):
+        def start(self, tag, attrs):
+            el = super().start(tag, attrs)
+            lines[el] = parser.parser.CurrentLineNumber
+            return el
+
+    parser = DET.DefusedXMLParser(target=Builder())
+    try:
+        parser.feed(text)
+        root = parser.close()
+    except (LookupError, UnicodeError) as e:
+        raise SrdfError(f"{label}: cannot decode the XML: {e}") from None
+    except RecursionError:
+        raise SrdfError(f"{label}: malformed XML: elements nested too deeply") from None
+    except ET.ParseError as e:
+        line, col = e.position
+        reason = re.sub(r": line \d+, column \d+$", "", str(e))
+        raise SrdfError(f"{label}: malformed XML at line {line}, column {col + 1}: {reason}") from None
+    except defusedxml.DefusedXmlException as e:
+        raise SrdfError(f"{label}: forbidden XML construct ({type(e).__name__}: {e}); "
+                        f"SRDF needs no DTD entities or external references") from None
+    if root.tag != "robot":
+        raise SrdfError(f"{label}, line {lines.get(root, 1)}: root element is <{root.tag[:40]}>, expected <robot>")
+    return label, root, lambda el: lines.get(el, 0)
+
+
+def load_srdf(model: Model, path, max_bytes=None) -> Srdf:
+    """Read the SRDF file ``path`` for ``model`` (see the module docstring): an :class:`Srdf` with
+    ``reference_configurations``, ``rotor_inertia``, ``gear_ratio`` (and ``armature``,
+    ``with_armature()``), ``disabled_collisions`` and ``groups``.
+
+    >>> import sparsedyn as sd                                             # doctest: +SKIP
+    >>> srdf = sd.load_srdf(talos, robots / "talos_data/srdf/talos.srdf")  # doctest: +SKIP
+    >>> q0 = srdf.reference_configurations["half_sitting"]                 # doctest: +SKIP
+    """
+    if not isinstance(model, Model):
+        raise TypeError(f"load_srdf: model must be a Model, got {type(model).__name__}")
+    label, root, line = _parse(path, max_bytes)
+
+    def fail(el, problem):
+        raise SrdfError(f"{label}, line {line(el)}: <{el.tag}{_name_attr(el)}>: {problem}")
+
+    def numbers(el, attr, n=None):
+        text = el.get(attr)
+        if text is None:
+            fail(el, f"missing required attribute {attr!r}")
+        tokens = text.split()
+        if n is not None and len(tokens) != n:
+            fail(el, f"{attr}={clip(text)}: expected {n} number{'s' if n != 1 else ''}, got "
+                     f"{len(tokens) if len(tokens) < 100 else 'more'}")
+        out = []
+        for t in tokens:
+            if not _NUMBER.match(t) or not math.isfinite(float(t)):
+                fail(el, f"{attr}={clip(text)}: {clip(t, 40)} is not a finite number")
+            out.append(float(t))
+        return out
+
+    def name(el):
+        n = el.get("name")
+        if not n:
+            fail(el, "missing required attribute 'name'")
+        return n
+
+    moving = set(model.joint_names)
+    fixed = {fj.name for fj in model.fixed_joints}
+    unknown = []
+
+    def joint_of(el):
+        n = name(el)
+        if n in moving:
+            return model.joint(n)
+        if n not in fixed and n not in unknown:
+            unknown.append(n)
+        return None
+
+    refs = {}
+    for gs in root.iter("group_state"):
+        q = model.neutral()
+        for jel in gs.findall("joint"):
+            i = joint_of(jel)
+            if i is None:
+                continue
+            j = model.joints[i]
+            vals = np.array(numbers(jel, "value", j.nq))
+            if j.type in ("spherical", "free"):
+                quat = vals[-4:]
+                if abs(quat @ quat - 1.0) > QUAT_TOL:
+                    fail(jel, f"the quaternion [x, y, z, w] {quat.tolist()} of joint {j.type!r} is not of unit norm")
+                vals[-4:] = quat / np.linalg.norm(quat)
+            q[model.q_slice(i)] = vals
+        refs[name(gs)] = q
+    rotor, gear = np.zeros(model.nv), np.ones(model.nv)
+    for rp in root.iter("rotor_params"):
+        for jel in rp.findall("joint"):
+            i = joint_of(jel)
+            if i is None:
+                continue
+            m, g = numbers(jel, "mass", 1)[0], numbers(jel, "gear_ratio", 1)[0]
+            if m < 0:
+                fail(jel, f"mass={m:g}: a rotor inertia must be non-negative")
+            rotor[model.v_slice(i)], gear[model.v_slice(i)] = m, g
+    pairs = []
+    for dc in root.iter("disable_collisions"):
+        l1, l2 = dc.get("link1"), dc.get("link2")
+        if not l1 or not l2:
+            fail(dc, "expected attributes 'link1' and 'link2'")
+        pairs.append((l1, l2, dc.get("reason", "")))
+    groups = {}
+    for g in root.findall("group"):         # top level (a <group name=.../> inside one refers to another)
+        groups[name(g)] = tuple(name(j) for j in g.findall("joint"))
+    if unknown:
+        warnings.warn(f"{label}: model {model.name!r} has no joint {clip_list(unknown)}; "
+                      f"the SRDF's values for them are ignored", SrdfWarning, stacklevel=2)
+    return Srdf(model, label, root.get("name", ""), refs, rotor, gear, tuple(pairs), groups, tuple(unknown))
+
+
+def _fmt(x):
+    return f"{x[0]:.6g}" if len(x) == 1 else "[" + " ".join(f"{v:.6g}" for v in x) + "]"
+
+
+def _name_attr(el):
+    n = el.get("name")
+    return f" name={clip(n, 60)}" if n else ""

@@ -1,0 +1,593 @@
+"""``Viewer``: a model in the browser (viser), posed by the model's own kinematics.
+
+The scene has one node per body (its world pose, from :func:`~sparsedyn.forward_kinematics`) with
+the body's shapes as children at their fixed placements (:class:`~sparsedyn.model.Geometry`), so
+``display(q)`` sends one pose per body whatever the number of meshes.  Shapes fixed to the world sit
+on a fixed node.  A model without shapes of the chosen kind is drawn as a skeleton: a sphere at each
+body origin and a rod to each child joint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import threading
+import time
+import warnings
+
+import numpy as np
+
+from .. import _checks
+from ..algorithms.com import center_of_mass
+from ..algorithms.kinematics import forward_kinematics, frame_placements
+from ..model import GEOMETRY_KINDS
+from ..spatial import pose
+from .meshes import need, shape_meshes
+
+__all__ = ["Viewer", "ViewerWarning", "Animation"]
+
+_GREY = (0.7, 0.7, 0.72, 1.0)
+_SPEEDS = ("0.1", "0.25", "0.5", "1", "2", "4")
+
+
+class ViewerWarning(UserWarning):
+    """Shapes the viewer cannot draw (a missing or unreadable mesh file); the others are drawn."""
+
+
+def _viser():
+    return need("viser")
+
+
+def _wxyz(R):
+    """Quaternions ``[w, x, y, z]`` (..., 4) of rotation matrices (..., 3, 3) (viser's order)."""
+    from viser.transforms import SO3
+    return SO3.from_matrix(np.asarray(R, float)).wxyz
+
+
+def _rgb(rgba):
+    return tuple(int(round(255 * c)) for c in rgba[:3])
+
+
+class Viewer:
+    """A model in a local web page (viser): ``display(q)``, ``play(qs, dt)``, overlays, recordings::
+
+        viewer = sd.Viewer(sd.load_urdf(path, geometry=True))
+        viewer.url                   # 'http://127.0.0.1:8080': open it in a browser
+        viewer.display(q)
+
+    ``model``: a :class:`~sparsedyn.model.Model`; its shapes (``load_urdf(..., geometry=True)``) are
+    drawn, meshes read on first use (``pip install 'sparsedyn[viewer]'``).  ``kind``: ``"visual"`` or
+    ``"collision"`` shapes first (switch with :meth:`set_geometry` or the page's controls).  ``host``,
+    ``port``: where the page is served; a port in use gives the next free one (``viewer.url`` says
+    which).  ``frames``, ``com``, ``joint_names``: overlays shown from the start (body frames as axes,
+    the centre of mass as a red ball, joint names as labels at the joints); the page has a checkbox
+    for each.  ``q``: the first configuration (default: the model's neutral one).  ``ground``: a grid
+    in the plane z = 0.  ``compiled``: pose the bodies with the compiled forward kinematics
+    (:func:`sparsedyn.compile`, built in the background on first use; NumPy's until it is ready).
+    ``verbose``: print the address (viser's banner).
+
+    A missing mesh file gives one :class:`ViewerWarning` naming every such file, and the other shapes
+    are drawn; a file that cannot be read (unsupported format, corrupt) is drawn as a labelled red
+    wire box of about the body's size, and warned about the same way.
+    """
+
+    def __init__(self, model, *, kind="visual", host="127.0.0.1", port=8080, q=None, frames=False, com=False,
+                 joint_names=False, ground=True, compiled=True, verbose=True):
+        if kind not in GEOMETRY_KINDS:
+            raise ValueError(f"kind: expected one of {GEOMETRY_KINDS}, got {kind!r}")
+        viser = _viser()
+        self.model = model
+        with contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO()):
+            self._server = server = viser.ViserServer(host=host, port=port, verbose=verbose)   # prints its address
+        shown = "localhost" if host in ("", "0.0.0.0", "::") else host
+        #: The address of the page.
+        self.url = f"http://{shown}:{server.get_port()}"
+        self._lock = threading.RLock()
+        scene = server.scene
+        scene.set_up_direction("+z")
+        if ground:
+            scene.add_grid("/ground", width=4.0, height=4.0, cell_size=0.25, section_size=1.0)
+        self._bodies = [scene.add_frame(f"/robot/b{i}", show_axes=frames, axes_length=0.12, axes_radius=0.004)
+                        for i in range(model.nbodies)]
+        scene.add_frame("/robot/world", show_axes=False)
+        self._labels = [scene.add_label(f"/robot/b{i}/joint_name", model.joint_names[i], visible=joint_names)
+                        for i in range(model.nbodies)]
+        self._com = scene.add_icosphere("/overlay/com", radius=0.03, color=(230, 30, 30), visible=com)
+        self._shapes = {}
+        self._contacts = None            # (frames, forces (nc, 3) or (nc, 6)) of the current contact overlay
+        self._contact_scale = None
+        self._contact_handles = ()
+        self._q = model.neutral() if q is None else _checks.configuration(model, q)
+        self._kind = None
+        self._traj = None                # (qs (n, nq), contacts per frame or None, fps)
+        self._frame = 0
+        self._playing = False
+        self._speed = 1.0
+        self._loop = True
+        self._clock = None
+        self._closed = False
+        self._kinematics = model                  # the compiled model once its build is done
+        if compiled:
+            threading.Thread(target=self._compile, name="sparsedyn-viewer-compile", daemon=True).start()
+        self._gui()
+        self.set_geometry(kind)
+        self.display(self._q)
+        self._frame_camera()
+
+    def _frame_camera(self):
+        """Point the camera of new pages at the model as it stands at the first configuration."""
+        _, p = forward_kinematics(self.model, self._q)
+        pts = np.concatenate([p, np.zeros((1, 3))]) if len(p) else np.zeros((1, 3))
+        centre = (pts.min(0) + pts.max(0)) / 2
+        size = max(float(np.max(pts.max(0) - pts.min(0))), 0.3)
+        cam = self._server.initial_camera
+        cam.look_at = tuple(centre)
+        cam.position = tuple(centre + 1.6 * size * np.array([1.0, -1.0, 0.5]) + np.array([0.5, -0.5, 0.3]))
+
+    def _compile(self):
+        try:
+            from ..codegen import compile as compile_model
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")          # no C compiler: NumPy's kinematics stay
+                k = compile_model(self.model, progress=False)
+                k.forward_kinematics(self.model.neutral())
+            self._kinematics = k
+        except Exception:                                # noqa: BLE001 - the NumPy path answers
+            pass
+
+    # --- scene ------------------------------------------------------------------------------
+    def _gui(self):
+        gui = self._server.gui
+        with gui.add_folder("Model"):
+            self._gui_kind = gui.add_dropdown("Geometry", GEOMETRY_KINDS, initial_value=GEOMETRY_KINDS[0])
+            self._gui_frames = gui.add_checkbox("Body frames", self._bodies[0].show_axes if self._bodies else False)
+            self._gui_com = gui.add_checkbox("Centre of mass", self._com.visible)
+            self._gui_names = gui.add_checkbox("Joint names", bool(self._labels and self._labels[0].visible))
+        self._gui_kind.on_update(lambda _: self.set_geometry(self._gui_kind.value))
+        self._gui_frames.on_update(lambda _: self.show(frames=self._gui_frames.value))
+        self._gui_com.on_update(lambda _: self.show(com=self._gui_com.value))
+        self._gui_names.on_update(lambda _: self.show(joint_names=self._gui_names.value))
+        self._gui_time = None
+
+    def _node(self, body):
+        return "/robot/world" if body < 0 else f"/robot/b{body}"
+
+    def _build(self, kind):
+        """Scene nodes of the shapes of ``kind`` (or the skeleton when the model has none)."""
+        scene, model = self._server.scene, self.model
+        geoms = model.geometry(kind)
+        handles = []
+        if not geoms:
+            return self._skeleton(kind)
+        meshes, missing, unreadable = shape_meshes(geoms)
+        bad = {id(g): why for g, why in unreadable}
+        for k, (g, mesh) in enumerate(zip(geoms, meshes)):
+            R, p = pose(g.X)
+            name = f"{self._node(g.body)}/{kind}/{k}"
+            place = dict(wxyz=_wxyz(R), position=np.asarray(p, float))
+            if mesh is None and id(g) in bad:
+                handles.append(scene.add_box(name, color=(230, 30, 30), dimensions=(0.1, 0.1, 0.1), wireframe=True,
+                                             **place))
+                handles.append(scene.add_label(f"{name}/why", f"{g.name}: cannot read {g.mesh}", **place))
+            elif mesh is None:
+                continue
+            elif g.rgba is None and g.shape == "mesh" and g.mesh is not None and \
+                    getattr(getattr(mesh, "visual", None), "kind", None) is not None:
+                handles.append(scene.add_mesh_trimesh(name, mesh, **place))          # the file's own colours
+            else:
+                rgba = g.rgba or _GREY
+                handles.append(scene.add_mesh_simple(name, np.asarray(mesh.vertices, np.float32),
+                                                     np.asarray(mesh.faces, np.uint32), color=_rgb(rgba),
+                                                     opacity=None if rgba[3] >= 1 else rgba[3], **place))
+        if missing:
+            warnings.warn(f"model {model.name!r}: {len(missing)} {kind} mesh file(s) not found, not drawn: "
+                          + ", ".join(f"{g.mesh} ({g.name})" for g in missing), ViewerWarning, stacklevel=4)
+        if unreadable:
+            warnings.warn(f"model {model.name!r}: {len(unreadable)} {kind} mesh file(s) cannot be read, drawn as "
+                          f"labelled boxes: " + "; ".join(why for _, why in unreadable), ViewerWarning, stacklevel=4)
+        return handles
+
+    def _skeleton(self, kind):
+        """A ball at every body origin, a rod from each body to its children's joints, and from a body
+        without children to its centre of mass."""
+        from ..spatial import inertia_components
+        scene, model = self._server.scene, self.model
+        c = need("trimesh").creation
+        ball = c.icosphere(subdivisions=2, radius=0.025)
+        handles = []
+
+        def rod(node, name, r):
+            if float(np.linalg.norm(r)) > 1e-9:
+                m = c.cylinder(radius=0.008, segment=np.array([np.zeros(3), r]))
+                handles.append(scene.add_mesh_simple(f"{node}/{kind}/{name}", m.vertices, m.faces,
+                                                     color=(150, 150, 160)))
+
+        for i in range(model.nbodies):
+            handles.append(scene.add_mesh_simple(f"/robot/b{i}/{kind}/ball", ball.vertices, ball.faces,
+                                                 color=(90, 140, 220)))
+            p = model.parent[i]
+            if not (p < 0 and model.joints[i].type == "free"):
+                rod(self._node(p), f"rod{i}", pose(model.Xtree[i])[1])      # joint i in its parent's frame
+            if model.subtree_end[i] == i + 1:                               # a leaf: to its centre of mass
+                rod(self._node(i), "com", inertia_components(model.inertia[i])[1])
+        return handles
+
+    def set_geometry(self, kind):
+        """Show the ``"visual"`` or the ``"collision"`` shapes (read on first use)."""
+        if kind not in GEOMETRY_KINDS:
+            raise ValueError(f"kind: expected one of {GEOMETRY_KINDS}, got {kind!r}")
+        with self._lock:
+            if kind not in self._shapes:
+                self._shapes[kind] = self._build(kind)
+            for k, handles in self._shapes.items():
+                for h in handles:
+                    h.visible = k == kind
+            self._kind = kind
+            if self._gui_kind.value != kind:
+                self._gui_kind.value = kind
+
+    @property
+    def kind(self) -> str:
+        """The kind of shapes shown (``"visual"`` or ``"collision"``)."""
+        return self._kind
+
+    def show(self, *, frames=None, com=None, joint_names=None):
+        """Switch overlays on or off: body ``frames`` (axes), the centre of mass (``com``), ``joint_names``."""
+        with self._lock:
+            if frames is not None:
+                for h in self._bodies:
+                    h.show_axes = bool(frames)
+                self._gui_frames.value = bool(frames)
+            if com is not None:
+                self._com.visible = bool(com)
+                self._gui_com.value = bool(com)
+            if joint_names is not None:
+                for h in self._labels:
+                    h.visible = bool(joint_names)
+                self._gui_names.value = bool(joint_names)
+
+    # --- display ----------------------------------------------------------------------------
+    def display(self, q, contacts=None):
+        """Pose the model at ``q`` (nq,) (and draw ``contacts``, see :meth:`show_contacts`)."""
+        q = _checks.configuration(self.model, q)
+        if q.ndim != 1:
+            raise ValueError(f"display: q must be one configuration of shape ({self.model.nq},), got {q.shape}; "
+                             f"play(qs, dt) shows a trajectory")
+        R, p = forward_kinematics(self._kinematics, q)
+        quats = _wxyz(R)
+        with self._lock, self._server.atomic():
+            self._q = q
+            self._pose_bodies(quats, p)
+            if self._com.visible:
+                self._com.position = center_of_mass(self.model, q)
+            if contacts is not None:
+                self.show_contacts(contacts)
+            elif self._contacts is not None:
+                self._draw_contacts()
+
+    def _pose_bodies(self, quats, p):
+        """Send the body poses: viser's pose messages queued directly (a handle's setter compares
+        each value with the last one first, which costs most of the time), else the setters."""
+        queue = getattr(self._server.scene, "_queue_scene_message", None)
+        try:
+            from viser import _messages as msgs
+        except ImportError:
+            msgs = None
+        if queue is None or not hasattr(msgs, "SetOrientationMessage") or not hasattr(msgs, "SetPositionMessage"):
+            for h, w, x in zip(self._bodies, quats, p):
+                h.wxyz, h.position = w, x
+            return
+        for h, w, x in zip(self._bodies, quats.tolist(), p.tolist()):
+            queue(msgs.SetOrientationMessage(h.name, tuple(w)))
+            queue(msgs.SetPositionMessage(h.name, tuple(x)))
+
+    @property
+    def q(self) -> np.ndarray:
+        """The configuration shown."""
+        return self._q.copy()
+
+    def show_contacts(self, forces, scale=None):
+        """Draw contact points and force arrows at the current configuration.
+
+        ``forces``: ``{frame name: force}`` with a wrench ``[n; f]`` (6,) or a force ``f`` (3,) on the
+        robot at the frame's origin, in the frame's axes (the estimation layer's convention), or an
+        estimate (:class:`~sparsedyn.estimation.Estimate`, its contacts at their frames); ``None``
+        removes the overlay.  Each arrow starts at the contact point and is ``scale`` metres per
+        newton long (default: the robot's weight is 0.5 m).  Red balls mark the points.
+        """
+        with self._lock:
+            if forces is None:
+                self._contacts = None
+                for h in self._contact_handles:
+                    h.remove()
+                self._contact_handles = ()
+                return
+            self._contacts = _contact_forces(self.model, forces)
+            if scale is not None:
+                self._contact_scale = float(scale)
+            self._draw_contacts()
+
+    def _draw_contacts(self):
+        names, F = self._contacts
+        Rf, pf = frame_placements(self.model, self._q)
+        idx = [self.model.frame(n) for n in names]
+        f = F[:, 3:] if F.shape[-1] == 6 else F
+        weight = max(self.model.total_mass * float(np.linalg.norm(self.model.gravity)), 1e-9)
+        scale = self._contact_scale or 0.5 / weight
+        start = pf[idx]
+        end = start + scale * (Rf[idx] @ f[..., None])[..., 0]
+        scene = self._server.scene
+        self._contact_handles = (
+            scene.add_point_cloud("/overlay/contacts/points", start.astype(np.float32), colors=(230, 30, 30),
+                                  point_size=0.03, point_shape="circle"),
+            scene.add_arrows("/overlay/contacts/arrows", np.stack([start, end], 1).astype(np.float32),
+                                          colors=(230, 120, 30), shaft_radius=0.008, head_radius=0.02,
+                             head_length=0.04))
+
+    # --- trajectories -----------------------------------------------------------------------
+    def play(self, qs, dt, *, contacts=None, fps=30.0, speed=1.0, loop=True, block=False):
+        """Play the trajectory ``qs`` (T, nq) sampled every ``dt`` seconds, with a timeline on the page
+        (play / pause, a time slider to scrub, the speed, looping).
+
+        The trajectory is subsampled to ``fps`` frames per second of trajectory time (a 10 s, 1 kHz
+        trajectory shows 300 frames).  ``contacts``: ``{frame: forces (T, 6) or (T, 3)}`` drawn with
+        each frame (see :meth:`show_contacts`).  ``block=True`` returns when the trajectory has played
+        once (``loop`` is then ignored); otherwise it plays in the background (:meth:`pause`,
+        :meth:`resume`, :meth:`seek`).
+        """
+        qs = np.asarray(qs, float)
+        if qs.ndim != 2 or qs.shape[1] != self.model.nq or len(qs) == 0:
+            raise ValueError(f"play: qs must have shape (T, {self.model.nq}) with T >= 1, got {qs.shape}")
+        if not (np.isfinite(dt) and dt > 0) or not (np.isfinite(fps) and fps > 0):
+            raise ValueError(f"play: dt and fps must be positive, got dt={dt}, fps={fps}")
+        for k in range(len(qs)):
+            _checks.configuration(self.model, qs[k])
+        duration = (len(qs) - 1) * dt
+        n = int(np.floor(duration * fps + 1e-9)) + 1
+        idx = np.minimum(np.rint(np.arange(n) / fps / dt).astype(int), len(qs) - 1)
+        per_frame = None
+        if contacts is not None:
+            per_frame = {}
+            for name, F in _contact_items(self.model, contacts):
+                F = np.asarray(F, float)
+                if F.ndim != 2 or len(F) != len(qs):
+                    raise ValueError(f"play: contacts[{name!r}] must have one force per sample, shape "
+                                     f"({len(qs)}, 6) or ({len(qs)}, 3), got {F.shape}")
+                per_frame[name] = F[idx]
+        with self._lock:
+            self._traj = (qs[idx], per_frame, float(fps))
+            self._speed, self._loop = float(speed), bool(loop)
+            self._timeline(n, fps)
+            self._seek_frame(0)
+            self._playing = True
+            self._clock = (time.perf_counter(), 0.0)
+        self._start_player()
+        if block:
+            self._loop = False
+            while self._playing and not self._closed:
+                time.sleep(0.02)
+
+    def _timeline(self, n, fps):
+        gui = self._server.gui
+        t_end = max((n - 1) / fps, 1.0 / fps)
+        if self._gui_time is None:
+            with gui.add_folder("Playback"):
+                self._gui_time = gui.add_slider("Time [s]", min=0.0, max=t_end, step=1.0 / fps, initial_value=0.0)
+                self._gui_play = gui.add_button("Play / pause")
+                self._gui_speed = gui.add_dropdown("Speed", _SPEEDS, initial_value="1")
+                self._gui_loop = gui.add_checkbox("Loop", True)
+            self._gui_time.on_update(lambda _: self._scrubbed())
+            self._gui_play.on_click(lambda _: self.pause() if self._playing else self.resume())
+            self._gui_speed.on_update(lambda _: self._set_speed(float(self._gui_speed.value)))
+            self._gui_loop.on_update(lambda _: setattr(self, "_loop", bool(self._gui_loop.value)))
+        else:
+            self._gui_time.max = t_end
+            self._gui_time.step = 1.0 / fps
+        self._gui_loop.value = self._loop
+        if str(self._speed).rstrip("0").rstrip(".") in _SPEEDS:
+            self._gui_speed.value = str(self._speed).rstrip("0").rstrip(".")
+
+    def _set_speed(self, speed):
+        with self._lock:
+            self._clock = (time.perf_counter(), self.time)
+            self._speed = speed
+
+    def _scrubbed(self):
+        """The time slider moved (by the user, or by the player): show that frame."""
+        if self._traj is None:
+            return
+        k = int(round(self._gui_time.value * self._traj[2]))
+        if k != self._frame:
+            with self._lock:
+                self._clock = (time.perf_counter(), k / self._traj[2])
+                self._show_frame(k)
+
+    def _show_frame(self, k):
+        qs, contacts, _ = self._traj
+        k = int(min(max(k, 0), len(qs) - 1))
+        self._frame = k
+        self.display(qs[k], None if contacts is None else {n: F[k] for n, F in contacts.items()})
+
+    def _seek_frame(self, k):
+        self._show_frame(k)
+        if self._gui_time is not None:
+            self._gui_time.value = self._frame / self._traj[2]
+
+    def _start_player(self):
+        if getattr(self, "_player", None) is not None and self._player.is_alive():
+            return
+        self._player = threading.Thread(target=self._run, name="sparsedyn-viewer-player", daemon=True)
+        self._player.start()
+
+    def _run(self):
+        while not self._closed:
+            with self._lock:
+                if self._playing and self._traj is not None:
+                    n, fps = len(self._traj[0]), self._traj[2]
+                    t0, start = self._clock
+                    t = start + (time.perf_counter() - t0) * self._speed
+                    k = int(t * fps)
+                    if k >= n:
+                        if self._loop:
+                            self._clock, k = (time.perf_counter(), 0.0), 0
+                        else:
+                            k, self._playing = n - 1, False
+                    if k != self._frame:
+                        self._seek_frame(k)
+                fps = self._traj[2] if self._traj is not None else 30.0
+            time.sleep(min(1.0 / fps, 0.05) / 2)
+
+    @property
+    def playing(self) -> bool:
+        """Whether a trajectory is playing."""
+        return self._playing
+
+    @property
+    def time(self) -> float:
+        """Trajectory time [s] of the frame shown."""
+        return 0.0 if self._traj is None else self._frame / self._traj[2]
+
+    def pause(self):
+        """Stop the trajectory at the frame shown."""
+        with self._lock:
+            self._playing = False
+
+    def resume(self):
+        """Play on from the frame shown (from the start after the end)."""
+        with self._lock:
+            if self._traj is None:
+                raise RuntimeError("resume: no trajectory; call play(qs, dt) first")
+            if self._frame >= len(self._traj[0]) - 1:
+                self._seek_frame(0)
+            self._clock = (time.perf_counter(), self.time)
+            self._playing = True
+        self._start_player()
+
+    def seek(self, t):
+        """Show the frame at trajectory time ``t`` [s] (playing goes on from there)."""
+        with self._lock:
+            if self._traj is None:
+                raise RuntimeError("seek: no trajectory; call play(qs, dt) first")
+            self._seek_frame(int(round(float(t) * self._traj[2])))
+            self._clock = (time.perf_counter(), self.time)
+
+    # --- output -----------------------------------------------------------------------------
+    def _recorded(self, qs, dt, contacts, fps, what):
+        """A viser serializer holding the scene and the trajectory (``qs``, or the one :meth:`play` got),
+        one frame per ``1 / fps`` seconds."""
+        with self._lock:
+            was = self._playing
+            self._playing = False
+            if qs is not None:
+                if dt is None:
+                    raise ValueError(f"{what}: give dt (seconds between the samples of qs)")
+                self.play(qs, dt, contacts=contacts, fps=fps, loop=False)
+                self._playing = False
+            serializer = self._server.get_scene_serializer()
+            if self._traj is not None:
+                for k in range(len(self._traj[0])):
+                    self._seek_frame(k)
+                    serializer.insert_sleep(1.0 / self._traj[2])
+            else:
+                serializer.insert_sleep(1.0)
+            self._playing = was and qs is None
+        return serializer
+
+    def record(self, path, qs=None, dt=None, *, contacts=None, fps=30.0):
+        """Write the scene and a trajectory to a standalone file a colleague can open: ``.html`` (one
+        page with everything inside, opened by any browser without Python) or ``.viser`` (viser's
+        recording format).  ``qs``, ``dt``, ``contacts``, ``fps`` as in :meth:`play`; without ``qs``
+        the trajectory given to :meth:`play` (or the configuration shown) is recorded.  Returns the path.
+        """
+        from pathlib import Path
+        path = Path(path)
+        if path.suffix not in (".html", ".viser"):
+            raise ValueError(f"record: {path}: the file name must end in .html (a standalone page) or .viser")
+        serializer = self._recorded(qs, dt, contacts, fps, "record")
+        if path.suffix == ".html":
+            path.write_text(serializer.as_html(), encoding="utf-8")
+        else:
+            path.write_bytes(serializer.serialize())
+        return path
+
+    def animation(self, qs=None, dt=None, *, contacts=None, fps=30.0, height=400):
+        """The standalone page of :meth:`record` as an :class:`Animation`, which notebooks and the
+        documentation's tutorials show inline (``height`` pixels high)."""
+        return Animation(self._recorded(qs, dt, contacts, fps, "animation").as_html(), height)
+
+    def screenshot(self, width=800, height=600, timeout=30.0) -> np.ndarray:
+        """The picture (height, width, 3) uint8 a browser showing :attr:`url` renders now (viser asks the
+        first connected page to render).  Raises ``RuntimeError`` when no page is connected."""
+        clients = self._server.get_clients()
+        if not clients:
+            raise RuntimeError(f"screenshot: no browser shows the viewer; open {self.url} first")
+        client = clients[min(clients)]
+        return np.asarray(client.get_render(height=int(height), width=int(width), transport_format="png",
+                                            timeout=timeout))[..., :3]
+
+    def _repr_html_(self):
+        return (f'<iframe src="{self.url}" width="100%" height="500" style="border:none"></iframe>'
+                f'<p>sparsedyn viewer: <a href="{self.url}" target="_blank">{self.url}</a></p>')
+
+    def close(self):
+        """Stop playing and stop the web server."""
+        self._closed = True
+        self._server.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"Viewer({self.model.name!r}, {self.url}, {self._kind})"
+
+
+class Animation:
+    """A recorded scene and trajectory as one standalone HTML page (:meth:`Viewer.animation`): shown
+    inline by notebooks and sphinx-gallery (``_repr_html_``), written with :meth:`save`."""
+
+    def __init__(self, html, height=400):
+        self.html, self.height = html, int(height)
+
+    def save(self, path):
+        """Write the page to ``path`` (opened by any browser, without Python); returns the path."""
+        from pathlib import Path
+        path = Path(path)
+        path.write_text(self.html, encoding="utf-8")
+        return path
+
+    def _repr_html_(self):
+        import html
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" width="100%" height="{self.height}" '
+                f'style="border:1px solid #ddd"></iframe>')
+
+    def __repr__(self):
+        return f"Animation({len(self.html)} characters of HTML)"
+
+
+def _contact_items(model, forces):
+    """``[(frame name, forces)]`` from a dict or an estimate (its contacts at their frames)."""
+    problem = getattr(forces, "problem", None)
+    if problem is not None and hasattr(forces, "contacts"):
+        by_name = {c.name: c.frame for c in problem.contacts}
+        return [(by_name[name], w) for name, w in forces.contacts.items()]
+    if not isinstance(forces, dict):
+        raise TypeError(f"contacts: expected {{frame name: force}} or an estimate, got {type(forces).__name__}")
+    for name in forces:
+        model.frame(name)                            # a clear error naming the frame
+    return list(forces.items())
+
+
+def _contact_forces(model, forces):
+    """``(frame names, forces (nc, 3 or 6))`` of one configuration."""
+    items = _contact_items(model, forces)
+    names, rows = [], []
+    for name, F in items:
+        F = np.asarray(F, float)
+        if F.shape not in ((6,), (3,)) or not np.all(np.isfinite(F)):
+            raise ValueError(f"contacts[{name!r}]: expected a finite wrench (6,) or force (3,), got shape {F.shape}")
+        names.append(name)
+        rows.append(F if F.shape == (6,) else np.concatenate([np.zeros(3), F]))
+    return names, np.array(rows).reshape(len(rows), 6)

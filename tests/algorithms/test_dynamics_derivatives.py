@@ -1,0 +1,163 @@
+"""Analytical derivatives of RNEA, ABA, gravity and static torques: against reverse/forward mode on
+the traced primal (sd.derivatives), central differences on the tangent space (random trees of every
+joint type) and Pinocchio's analytical derivatives on the example-robot-data robots."""
+
+import time
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import erd
+import sparsedyn as sd
+from conftest import rel_err
+from sparsedyn.interop import pinocchio as ip
+from test_derivatives import FD_TOL, TREES, state, tangent_fd, vector_fd
+
+# Two evaluations of the same derivatives in different operation orders (the analytic recursion and
+# the differentiated primal program) differ by rounding: a few hundred operations on O(1) numbers.
+AD_TOL = 1e-11
+
+
+@pytest.fixture(scope="module", params=sorted(TREES))
+def tree(request):
+    """Seeded random trees with every joint type, with armature on every other dof."""
+    m = sd.random_tree(**TREES[request.param])
+    return m.with_armature(np.where(np.arange(m.nv) % 2 == 0, 0.3, 0.0))
+
+
+def test_rnea_derivatives_equal_ad_and_finite_differences(tree):
+    q, v, a, f = state(tree, 1)
+    g = np.array([0.3, -1.0, -9.0])
+    for fext, grav in ((None, None), (f, None), (f, g)):
+        got = sd.rnea_derivatives(tree, q, v, a, fext, grav)
+        ad = sd.derivatives(sd.rnea)(tree, q, v, a, fext, grav)
+        for x, y in zip(got, ad):
+            assert rel_err(x, y) < AD_TOL
+        r = lambda q_, v_, a_: sd.rnea(tree, q_, v_, a_, fext, grav)
+        assert rel_err(got[0], tangent_fd(tree, r, q, v, a)) < FD_TOL
+        assert rel_err(got[1], vector_fd(lambda v_: r(q, v_, a), v)) < FD_TOL
+        assert rel_err(got[2], sd.crba(tree, q)) < 1e-12          # dtau/da = H, armature included
+
+
+def test_aba_derivatives_equal_ad_and_finite_differences(tree):
+    q, v, tau, f = state(tree, 2)
+    for fext in (None, f):
+        dq, dv, dtau = sd.aba_derivatives(tree, q, v, tau, fext)
+        ad_q, ad_v, ad_tau = sd.derivatives(sd.aba)(tree, q, v, tau, fext)
+        assert rel_err(dq, ad_q) < AD_TOL and rel_err(dv, ad_v) < AD_TOL and rel_err(dtau, ad_tau) < AD_TOL
+        fd = lambda q_, v_, t_: sd.aba(tree, q_, v_, t_, fext)
+        assert rel_err(dq, tangent_fd(tree, fd, q, v, tau)) < FD_TOL
+        assert rel_err(dv, vector_fd(lambda v_: fd(q, v_, tau), v)) < FD_TOL
+        assert rel_err(dtau, sd.minv(tree, q)) < 1e-10
+
+
+def test_gravity_and_static_torque_derivatives(tree):
+    q, _, _, f = state(tree, 3)
+    g = np.array([1.0, 2.0, -9.0])
+    dg = sd.generalized_gravity_derivatives(tree, q)
+    assert rel_err(dg, sd.derivatives(sd.generalized_gravity, wrt="q")(tree, q)) < AD_TOL
+    assert rel_err(dg, tangent_fd(tree, lambda q_: sd.generalized_gravity(tree, q_), q)) < FD_TOL
+    assert rel_err(sd.generalized_gravity_derivatives(tree, q, g),
+                   tangent_fd(tree, lambda q_: sd.generalized_gravity(tree, q_, g), q)) < FD_TOL
+    z = np.zeros(tree.nv)
+    ds = sd.static_torque_derivatives(tree, q, f)
+    assert rel_err(ds, sd.rnea_derivatives(tree, q, z, z, f)[0]) < AD_TOL
+    assert rel_err(ds, tangent_fd(tree, lambda q_: sd.rnea(tree, q_, z, z, f), q)) < FD_TOL
+
+
+def test_batched_states_equal_single_states():
+    model = sd.random_tree(6, branching=1.5, joint_types="all", seed=21, floating_base=True)
+    rng = np.random.default_rng(0)
+    q = np.stack([model.random_configuration(rng) for _ in range(6)]).reshape(2, 3, model.nq)
+    v, a = rng.normal(size=(2, 3, model.nv)), rng.normal(size=(model.nv,))
+    f = rng.normal(size=(3, model.nbodies, 6))
+    one = lambda i, j: {"q": q[i, j], "v": v[i, j], "a": a, "f": f[j]}
+    calls = ((sd.rnea_derivatives, "qvaf"), (sd.aba_derivatives, "qvaf"), (sd.generalized_gravity_derivatives, "q"),
+             (sd.static_torque_derivatives, "qf"))
+    for fn, names in calls:
+        out = fn(model, *({"q": q, "v": v, "a": a, "f": f}[n] for n in names))
+        out = out if isinstance(out, tuple) else (out,)
+        assert all(o.shape == (2, 3, model.nv, model.nv) for o in out)
+        for i in range(2):
+            for j in range(3):
+                single = fn(model, *(one(i, j)[n] for n in names))
+                for b, o in zip(out, single if isinstance(single, tuple) else (single,)):
+                    assert rel_err(b[i, j], o) < 1e-13
+
+
+def test_branch_induced_zeros_are_structural():
+    """Dofs on different branches do not interact: exact zeros, not rounding."""
+    model = sd.humanoid()
+    q, v, a, f = state(model, 5)
+    l, r = model.v_slice(model.joint("l_knee")), model.v_slice(model.joint("r_knee"))
+    for J in sd.rnea_derivatives(model, q, v, a, f):
+        assert np.all(J[l, r] == 0.0) and np.all(J[r, l] == 0.0)
+
+
+def test_traced_program_equals_numpy():
+    from sparsedyn.kernels import REGISTRY
+    from sparsedyn.symbolic.trace import trace_kernel
+    model = sd.random_tree(5, branching=1.5, joint_types="all", seed=6, floating_base=True)
+    q, v, a, f = state(model, 7)
+    for name, args in (("rnea_derivatives", (q, v, a)), ("aba_derivatives", (q, v, a)),
+                       ("generalized_gravity_derivatives", (q,)), ("static_torque_derivatives", (q, f))):
+        P = trace_kernel(REGISTRY[name], model)
+        want = getattr(sd, name)(model, *args)
+        for g, w in zip(P.evaluate(list(args)), want if isinstance(want, tuple) else (want,)):
+            assert rel_err(g, w) < 1e-13
+
+
+def test_bad_arguments():
+    model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=5)
+    q = model.random_configuration(1)
+    z = np.zeros(model.nv)
+    with pytest.raises(ValueError, match="v: expected shape"):
+        sd.rnea_derivatives(model, q, np.zeros(2), z)
+    with pytest.raises(ValueError, match="quaternion"):
+        sd.aba_derivatives(model, 2 * q, z, z)
+    with pytest.raises(ValueError, match="f_ext"):
+        sd.static_torque_derivatives(model, q, np.zeros((model.nbodies, 5)))
+    with pytest.raises(ValueError, match="gravity"):
+        sd.generalized_gravity_derivatives(model, q, [0.0, np.nan, 1.0])
+
+
+# --- Pinocchio ---------------------------------------------------------------------------
+
+CASES = [(name, fb) for name in erd.ROBOTS for fb in (False, True)]
+TOL = 1e-9
+
+
+def upper_to_symmetric(M):
+    return np.triu(M) + np.triu(M, 1).T
+
+
+@pytest.mark.parametrize("name,floating_base", CASES, ids=[f"{n}-{'floating' if fb else 'fixed'}" for n, fb in CASES])
+def test_agree_with_pinocchio(name, floating_base, record_property):
+    t0 = time.perf_counter()
+    model, pm = erd.load_pair(name, floating_base)
+    rng = np.random.default_rng(3)
+    model = model.with_armature(rng.uniform(0.0, 0.2, model.nv))
+    pm.armature = ip.v_to_pinocchio(model, model.armature)
+    pd = pm.createData()
+    q = model.random_configuration(rng)
+    v, a, tau = rng.normal(size=model.nv), rng.normal(size=model.nv), 10 * rng.normal(size=model.nv)
+    f_ext = rng.normal(size=(model.nbodies, 6))
+    qp, vp = ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v)
+    ap, tp = ip.v_to_pinocchio(model, a), ip.tau_to_pinocchio(model, tau)
+    fp = ip.fext_to_pinocchio(model, f_ext)
+    to_pin = lambda J: ip.derivative_to_pinocchio(model, J)
+    for fext, fpin in ((None, ()), (f_ext, (fp,))):
+        ours = sd.rnea_derivatives(model, q, v, a, fext)
+        pin.computeRNEADerivatives(pm, pd, qp, vp, ap, *fpin)
+        for J, ref in zip(ours, (pd.dtau_dq, pd.dtau_dv, upper_to_symmetric(pd.M))):
+            assert rel_err(to_pin(J), ref) < TOL
+        ours = sd.aba_derivatives(model, q, v, tau, fext)
+        pin.computeABADerivatives(pm, pd, qp, vp, tp, *fpin)
+        for J, ref in zip(ours, (pd.ddq_dq, pd.ddq_dv, upper_to_symmetric(pd.Minv))):
+            assert rel_err(to_pin(J), ref) < TOL
+    dg_dq = pin.computeGeneralizedGravityDerivatives(pm, pd, qp)
+    assert rel_err(to_pin(sd.generalized_gravity_derivatives(model, q)), dg_dq) < TOL
+    ds_dq = pin.computeStaticTorqueDerivatives(pm, pd, qp, fp)
+    assert rel_err(to_pin(sd.static_torque_derivatives(model, q, f_ext)), ds_dq) < TOL
+    record_property("seconds", round(time.perf_counter() - t0, 2))
