@@ -1,7 +1,10 @@
-"""The kernel registry's wrapper (sparsedyn.kernels): the signature of every public function, the
-model-first check, the backend setting and the dispatch to a registered native road."""
+"""The kernel registry (sparsedyn.kernels): the wrapper (the signature of every public function, the
+model-first check, the backend setting and the dispatch to a registered native road); adding a
+kernel touches its own file and nothing else; the compiler builds whatever an owner hands it."""
 
+import importlib.util
 import inspect
+import textwrap
 
 import numpy as np
 import pytest
@@ -10,7 +13,9 @@ import sparsedyn as sd
 from conftest import random_trees
 from kernel_args import arguments, static_choices
 from sparsedyn import kernels
-from sparsedyn.kernels import REGISTRY
+from sparsedyn.codegen.cemit import emit_program, emit_unit
+from sparsedyn.codegen.trace import trace
+from sparsedyn.kernels import REGISTRY, Kernel, Owned
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -73,3 +78,103 @@ def test_deterministic_flag_is_restored():
     with sd.use_backend("native", deterministic=not was):
         assert sd.use_backend.is_deterministic() is (not was)
     assert sd.use_backend.is_deterministic() is was
+
+
+TOY = '''
+"""A toy kernel in a module of its own (a user's or a new algorithm's file)."""
+import numpy as np
+
+from sparsedyn.kernels import kernel
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, outputs={"e": (1,)})
+def toy_energy(model, q, v):
+    """``0.5 |v|^2 + |q|^2`` (..., 1)."""
+    return np.asarray(0.5 * (v * v).sum(-1) + (q * q).sum(-1))[..., None]
+'''
+
+
+@pytest.fixture
+def toy(tmp_path):
+    path = tmp_path / "toy_kernel_module.py"
+    path.write_text(textwrap.dedent(TOY))
+    spec = importlib.util.spec_from_file_location("toy_kernel_module", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    try:
+        yield mod.toy_energy
+    finally:
+        REGISTRY.pop("toy_energy", None)        # the registry is global: leave it as found
+
+
+def test_a_new_kernel_gets_c_derivatives_and_a_compiled_method(toy, compile_cache):
+    model = sd.serial_chain(3)                  # revolute joints: the tangent space is q itself
+    rng = np.random.default_rng(0)
+    q, v = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    e = 0.5 * (v * v).sum(-1) + (q * q).sum(-1)             # by hand
+    assert np.allclose(toy(model, q, v)[..., 0], e, rtol=1e-15, atol=0)
+
+    src = emit_unit(emit_program(trace(model, "toy_energy"), "toy_energy", "single"))
+    assert "sd_toy_energy" in src                            # C, from the declaration alone
+
+    de_dq, de_dv = sd.derivatives(toy)(model, q[0], v[0])    # d/dq |q|^2 = 2 q, d/dv 0.5 |v|^2 = v
+    assert np.allclose(de_dq, 2 * q[0][None, :], rtol=1e-14, atol=1e-15)
+    assert np.allclose(de_dv, v[0][None, :], rtol=1e-14, atol=1e-15)
+
+    k = sd.compile(model)
+    assert np.allclose(k.toy_energy(q, v)[..., 0], e, rtol=4e-16 * 6, atol=0)      # a method, batched
+    assert np.allclose(toy(k, q[1], v[1]), e[1], rtol=4e-16 * 6, atol=0)            # and f(compiled, ...)
+
+
+class _Scaler:
+    """A toy owner: its kernel scales a state by its own gain (a constant of the kernel)."""
+
+    def __init__(self, model, gain):
+        self.model, self.gain = model, float(gain)
+
+    def __sparsedyn_kernels__(self):
+        n = self.model.nv
+        k = Kernel.of_arrays("scale", [("v", (n,))], [("w", (n,)), ("s", (1,))],
+                             lambda v: (self.gain * v, (v * v).sum(-1, keepdims=True)))
+        return Owned(self.model, (k,), f"scaler {self.gain!r}")
+
+
+class _Wrapped(_Scaler):
+    def __sparsedyn_compiled__(self, compiled):
+        return ("wrapped", compiled)
+
+
+def test_an_owner_hands_its_kernels_through_the_protocol(compile_cache):
+    model = sd.serial_chain(4)
+    v = np.random.default_rng(1).normal(size=(5, 4))
+    k = sd.compile(_Scaler(model, 2.5))
+    assert k.names == ("scale",)
+    w, s = k.scale(v)
+    assert np.array_equal(w, 2.5 * v) and np.allclose(s[..., 0], (v * v).sum(-1), rtol=1e-15, atol=0)
+    out = (np.empty((5, 4)), np.empty((5, 1)))
+    res = k.run("scale", v, out=out)
+    assert res[0] is out[0] and res[1] is out[1] and np.array_equal(out[0], 2.5 * v)
+    assert k.flops("scale")["mul"] == 4 + 4                    # 4 scalings, 4 squares
+    tag, inner = sd.compile(_Wrapped(model, 1.0))
+    assert tag == "wrapped" and np.array_equal(inner.scale(v)[0], v)
+    with pytest.raises(TypeError, match="kernels= applies to models"):
+        sd.compile(_Scaler(model, 1.0), kernels=("rnea",))
+
+
+@pytest.fixture
+def compile_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_an_owner_without_a_compiler_runs_its_numpy_kernels(tmp_path, monkeypatch, compile_cache):
+    import warnings
+    from sparsedyn.codegen import CompilerNotFoundWarning
+    monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
+    model = sd.serial_chain(2)
+    v = np.array([[1.0, -2.0], [0.5, 3.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompilerNotFoundWarning)
+        k = sd.compile(_Scaler(model, -1.5))
+    assert not k.compiled
+    w, s = k.scale(v)
+    assert np.array_equal(w, -1.5 * v) and np.array_equal(s[..., 0], [5.0, 9.25])

@@ -50,8 +50,6 @@ KNOWN = {
     ("codegen.problems", "sparse"): "owners write their own kernels: sparse solve, estimator",
     ("codegen.problems", "sparse.solver"): "owners write their own kernels: sparse solve, estimator",
     # edges that close a circle (same layer)
-    ("codegen.constraints", "codegen.api"): "circle: owners write their own kernels",
-    ("codegen.problems", "codegen.api"): "circle: owners write their own kernels",
     ("sparse.measurements", "sparse.solver"): "circle: Problem.analyze calls the solver module",
 }
 

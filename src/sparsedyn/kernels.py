@@ -34,8 +34,14 @@ phase of a sparse structure, an estimator's solve, constrained dynamics): a
 function of state arrays alone, with outputs that may be run-time *checks*.
 :func:`sparsedyn.symbolic.trace.trace_kernel` traces any of them.
 
-This module is in the model layer: it knows model sizes and nothing about
-algorithms, tracing or compilation.
+Owners.  An object that owns kernels (a sparse structure, an estimator, a
+contact set) hands them to the compiler through one protocol, so the compiler
+imports no physics: its ``__sparsedyn_kernels__()`` returns :class:`Owned`
+(the model, its kernels, a fingerprint of everything they depend on beyond
+the model, for the build cache).  ``sparsedyn.compile(owner)`` builds them and
+returns a compiled kernel set (a method per kernel, one state or a batch), or,
+when the owner also has ``__sparsedyn_compiled__(compiled)``, what that returns
+(the owner's own wrapper around the compiled kernels).
 
 **Which road a plain call takes.**  ``sd.rnea(model, q, v, a)`` on a model with
 numbers runs the model's native (compiled) kernel: the compiler registers itself
@@ -52,6 +58,9 @@ The road is chosen per call by the wrapper of :func:`kernel`:
   native kernel does not take fall back to the NumPy function there;
 * otherwise the compiler's hook decides (build, load from the cache, or answer
   on NumPy while a build runs); without the compiler, the NumPy function.
+
+This module knows model sizes and nothing about algorithms, tracing or
+compilation.
 """
 
 from __future__ import annotations
@@ -62,7 +71,7 @@ import inspect
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
 
 class Model:
@@ -76,7 +85,8 @@ def set_model_type(cls):
     global Model
     Model = cls
 
-__all__ = ["kernel", "Kernel", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type", "BACKENDS"]
+__all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
+           "BACKENDS"]
 
 #: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).
@@ -258,6 +268,21 @@ class Kernel:
         names = [n for n, _ in inputs]
         return cls(name, lambda model, **arrays: fn(*[arrays[n] for n in names]),
                    {n: table[n] for n in names}, {n: table[n] for n, _ in outputs}, checks=tuple(checks))
+
+
+class Owned(NamedTuple):
+    """What an owner's ``__sparsedyn_kernels__()`` returns (see the module docstring).
+
+    ``model``: the model the kernels are built for; ``kernels``: a tuple of :class:`Kernel`
+    (each of state arrays alone, e.g. :meth:`Kernel.of_arrays`), with distinct names;
+    ``fingerprint``: a string that identifies everything the kernels compute beyond the model
+    (two owners with one fingerprint must trace to the same programs), or ``None`` when nothing
+    identifies them safely (then they are traced on every compile; the library, keyed by the
+    programs, is still reused)."""
+
+    model: Any
+    kernels: tuple
+    fingerprint: str | None = None
 
 
 def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None):

@@ -322,9 +322,9 @@ def test_estimator_states_flagged_by_the_kernel_go_to_numpy(humanoid_cases):
 
 
 def test_without_a_compiler_everything_answers_through_numpy(tmp_path, monkeypatch, humanoid_cases, rng):
-    import sparsedyn.codegen.api as api
+    import sparsedyn.codegen.runtime as runtime
     monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
-    monkeypatch.setattr(api, "_warned_no_compiler", set())
+    monkeypatch.setattr(runtime, "_warned_no_compiler", set())
     model = random_trees()[2]
     st = sparse.forward_dynamics_problem(model).analyze()
     with warnings.catch_warnings(record=True) as caught:
@@ -437,7 +437,7 @@ def test_one_state_estimate_equals_numpy_field_by_field(one_state, name):
     problem, est, k = one_state[name]
     assert isinstance(k, CompiledEstimator) and k.compiled and k.square == (name == "tree-square")
     assert (est.k == 6) if name == "icub" else name == "tree-square" or est.k == 0
-    from sparsedyn.codegen.api import _fast_module
+    from sparsedyn.codegen.runtime import _fast_module
     assert (k._fast is not None) == (_fast_module(k._compiler) is not None)   # C fast path where it builds
     rng = np.random.default_rng(11)
     q, qd, qdd, w = consistent_state(problem, rng, batch=(3,))

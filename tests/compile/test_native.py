@@ -24,7 +24,7 @@ from conftest import random_trees, rel_err, rounding_bound
 from erd import load_pair
 from kernel_args import arguments, static_choices
 from sdcompile_helpers import compile_cache, subprocess_env  # noqa: F401  (fixture)
-from sparsedyn.codegen import api, native
+from sparsedyn.codegen import native, runtime
 from sparsedyn.codegen.trace import variant
 from sparsedyn.kernels import REGISTRY
 
@@ -154,12 +154,12 @@ def test_threads_racing_build_once(native_backend, tmp_path, monkeypatch, rng):
     equal answers."""
     monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
     builds = []
-    real = api._build_kernels
+    real = runtime._build_kernels
 
     def counting(model, names, *args, **kwargs):
         builds.append([getattr(n, "name", n) for n in names])
         return real(model, names, *args, **kwargs)
-    monkeypatch.setattr(api, "_build_kernels", counting)
+    monkeypatch.setattr(runtime, "_build_kernels", counting)
     model = sd.random_tree(6, joint_types="all", seed=4242)
     q = model.random_configuration(rng)
     v = rng.normal(size=model.nv)

@@ -22,8 +22,9 @@ from ..symbolic.ir import Graph, Program, Sym
 from .problems import CompiledEstimator, CompiledStructure
 from .trace import DEFAULT_KERNELS, KERNELS, trace
 from .api import UntraceableError
+from .owned import CompiledKernels
 from . import native  # noqa: F401,E402 - registers the plain calls' native road (and compile's shared object)
 
 __all__ = ["compile", "compile_report", "CompiledModel", "CompiledStructure", "CompiledEstimator",
-           "KernelInfo", "CompilerNotFoundWarning",
+           "CompiledKernels", "KernelInfo", "CompilerNotFoundWarning",
            "CacheDirWarning", "BuildError", "Graph", "Program", "Sym", "trace", "DEFAULT_KERNELS", "KERNELS"]

@@ -2,7 +2,7 @@
 
 :func:`compile_constraints` returns a copy of a
 :class:`~sparsedyn.constraints.ConstraintSet` whose model is a
-:class:`~sparsedyn.codegen.api.CompiledModel`, whose ``evaluate`` is one traced
+:class:`~sparsedyn.codegen.compiled_model.CompiledModel`, whose ``evaluate`` is one traced
 kernel, and which carries compiled forms of the constrained dynamics that the
 functions of :mod:`sparsedyn.constraints` pick up when they are given such a
 set (the constraint layer never imports this one; it looks for the attributes):
@@ -40,7 +40,8 @@ import numpy as np
 from ..algorithms.configuration import integrate
 from ..algorithms.crba import HandC
 from ..algorithms.ltdl import spd_inverse
-from .api import CompiledModel, UntraceableError
+from ..symbolic.trace import UntraceableError
+from .compiled_model import CompiledModel
 
 __all__ = ["compile_constraints", "PartitionedForward", "SimulationKernels", "CHECK_TOL"]
 
@@ -51,7 +52,7 @@ CHECK_TOL = 1e-12
 
 def compile_constraints(cs, compiler, progress=None, vectorize=None):
     """A copy of the :class:`~sparsedyn.constraints.ConstraintSet` ``cs`` that runs compiled: its
-    ``model`` is a :class:`~sparsedyn.codegen.api.CompiledModel` (so ``HandC``, ``integrate``... of
+    ``model`` is a :class:`~sparsedyn.codegen.compiled_model.CompiledModel` (so ``HandC``, ``integrate``... of
     the constrained dynamics run natively) and its ``evaluate`` (residual, Jacobian and bias of every
     constraint) is one traced kernel.  Everything that takes a constraint set takes it:
     :func:`~sparsedyn.constraints.constrained_forward_dynamics`,

@@ -7,7 +7,7 @@ call, so no layer below the compiler imports it.  From then on
 kernel:
 
 * one compiled model per model *fingerprint* (structure and every constant,
-  :func:`~sparsedyn.codegen.api.model_fingerprint`) and compiler, held for the process (the
+  :func:`~sparsedyn.codegen.runtime.model_fingerprint`) and compiler, held for the process (the
   last :data:`KEEP` fingerprints, and as long as a model that used it lives):
   a model rebuilt equal shares it, a changed model gets its own;
   :func:`sparsedyn.compile` ``(model)`` returns the same object;
@@ -48,7 +48,8 @@ import numpy as np
 
 from .. import kernels as _registry
 from . import api, build
-from .api import CompiledModel, _native_method, _progress_fn, find_compiler_or_warn, model_fingerprint
+from .compiled_model import CompiledModel, _native_method
+from .runtime import _progress_fn, find_compiler_or_warn, model_fingerprint
 
 __all__ = ["plain_call", "shared", "MOMENT", "KEEP"]
 
@@ -166,7 +167,7 @@ def _announce(fut, what, model, background):
 
 class SharedModel(CompiledModel):
     """The compiled model of plain calls (and of ``sparsedyn.compile(model)``): a
-    :class:`~sparsedyn.codegen.api.CompiledModel` whose libraries, when a plain call needs them,
+    :class:`~sparsedyn.codegen.compiled_model.CompiledModel` whose libraries, when a plain call needs them,
     build in the background (see the module docstring); its own methods build as before."""
 
     def __init__(self, *args, **kwargs):

@@ -6,7 +6,7 @@ algebra (its well-posed solve, or the least-squares core ``_lsq_values`` /
 ``_lsq_core`` / ``_lsq_finish``) are generic over backends; here they are traced
 on symbolic scalars into one kernel each (:meth:`~sparsedyn.kernels.Kernel.of_arrays`)
 and built, cached and run by the same machinery as a model's kernels
-(:class:`~sparsedyn.codegen.api.KernelSet`).  Nothing is re-implemented: the
+(:class:`~sparsedyn.codegen.runtime.KernelSet`).  Nothing is re-implemented: the
 kernel *is* the traced NumPy code, with ``model.gravity`` folded in.
 
 Safety.  The float path checks, per state, every pivot of a block whose static
@@ -66,7 +66,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .api import KernelInfo, KernelSet, _progress_fn, model_fingerprint
+from .runtime import KernelInfo, KernelSet, _fast_module, _progress_fn, model_fingerprint
 from ..symbolic.ir import Sym
 from ..kernels import Kernel
 from .trace import trace
@@ -428,7 +428,6 @@ class _CompiledProblem(KernelSet):
         argument.  The quaternion tolerance is a hair tighter than :data:`_checks.QUAT_TOL` so a
         quaternion accepted here is accepted there whatever the rounding of the two sums."""
         from .. import _checks
-        from .api import _fast_module
         fast = _fast_module(self._compiler)
         if fast is None:
             return None
