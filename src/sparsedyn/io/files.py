@@ -16,9 +16,14 @@ import os
 import re
 import stat
 import sys
+import xml.etree.ElementTree as ET
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "max_file_bytes", "read_bytes", "read_table", "clip", "clip_list", "shorten"]
+import defusedxml
+
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "max_file_bytes", "read_bytes", "read_table", "clip", "clip_list", "shorten",
+           "xml_errors"]
 
 #: Default size limit of an input file (bytes); see :func:`max_file_bytes`.
 DEFAULT_MAX_FILE_BYTES = 16 * 2 ** 20
@@ -147,3 +152,25 @@ def read_table(path, error=ValueError, what="file", max_bytes=None) -> dict:
     if not isinstance(doc, dict):
         raise error(f"{path}: expected a table/object at the top level, got {type(doc).__name__}")
     return doc
+
+
+@contextmanager
+def xml_errors(label: str, error, dialect: str):
+    """Parse XML inside this block: the parser's exceptions become ``error`` (a library exception
+    class) naming ``label`` (the file) and, for malformed XML, the line and column; ``dialect``
+    (``"URDF"``, ``"SRDF"``) names the format in the messages.  Entities and external references
+    (refused by defusedxml) are reported as forbidden constructs."""
+    try:
+        yield
+    except (LookupError, UnicodeError) as e:      # an unknown or wrong encoding in the XML declaration
+        raise error(f"{label}: cannot decode the XML: {e}; {dialect} files are UTF-8 (or a declared "
+                    f"encoding that Python knows)") from None
+    except RecursionError:
+        raise error(f"{label}: malformed XML: elements nested too deeply") from None
+    except ET.ParseError as e:
+        line, col = e.position
+        reason = re.sub(r": line \d+, column \d+$", "", str(e))
+        raise error(f"{label}: malformed XML at line {line}, column {col + 1}: {reason}") from None
+    except defusedxml.DefusedXmlException as e:
+        raise error(f"{label}: forbidden XML construct ({type(e).__name__}: {e}); "
+                    f"{dialect} needs no DTD entities or external references") from None

@@ -30,13 +30,12 @@ import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-import defusedxml
 import defusedxml.ElementTree as DET
 import numpy as np
 
 from .._checks import QUAT_TOL
 from ..model import Model, ModelError
-from .files import clip, clip_list, read_bytes, shorten
+from .files import clip, clip_list, read_bytes, shorten, xml_errors
 
 __all__ = ["load_srdf", "Srdf", "SrdfError", "SrdfWarning"]
 
@@ -133,20 +132,9 @@ def _parse(source, max_bytes):
             return el
 
     parser = DET.DefusedXMLParser(target=Builder())
-    try:
+    with xml_errors(label, SrdfError, "SRDF"):
         parser.feed(text)
         root = parser.close()
-    except (LookupError, UnicodeError) as e:
-        raise SrdfError(f"{label}: cannot decode the XML: {e}") from None
-    except RecursionError:
-        raise SrdfError(f"{label}: malformed XML: elements nested too deeply") from None
-    except ET.ParseError as e:
-        line, col = e.position
-        reason = re.sub(r": line \d+, column \d+$", "", str(e))
-        raise SrdfError(f"{label}: malformed XML at line {line}, column {col + 1}: {reason}") from None
-    except defusedxml.DefusedXmlException as e:
-        raise SrdfError(f"{label}: forbidden XML construct ({type(e).__name__}: {e}); "
-                        f"SRDF needs no DTD entities or external references") from None
     if root.tag != "robot":
         raise SrdfError(f"{label}, line {lines.get(root, 1)}: root element is <{root.tag[:40]}>, expected <robot>")
     return label, root, lambda el: lines.get(el, 0)

@@ -119,14 +119,13 @@ import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import defusedxml
 import defusedxml.ElementTree as DET
 import numpy as np
 
 from .. import spatial
 from ..joints import make_joint
 from ..model import MAX_LENGTH, MAX_MASS, Model, ModelBuilder, ModelError
-from .files import clip, clip_list, max_file_bytes, read_bytes, shorten
+from .files import clip, clip_list, max_file_bytes, read_bytes, shorten, xml_errors
 from ..sensors import ForceTorque
 
 __all__ = ["load_urdf", "to_urdf", "UrdfError", "UrdfWarning"]
@@ -173,20 +172,8 @@ def _read_xml(source, max_bytes=None):
         text = read_bytes(label, UrdfError, "URDF file", max_bytes)
     else:
         raise TypeError(f"load_urdf: expected a path or a URDF XML string, got {type(source).__name__}")
-    try:
+    with xml_errors(label, UrdfError, "URDF"):
         root = DET.fromstring(text)
-    except (LookupError, UnicodeError) as e:      # an unknown or wrong encoding in the XML declaration
-        raise UrdfError(f"{label}: cannot decode the XML: {e}; URDF files are UTF-8 (or a declared "
-                        f"encoding that Python knows)") from None
-    except RecursionError:
-        raise UrdfError(f"{label}: malformed XML: elements nested too deeply") from None
-    except ET.ParseError as e:
-        line, col = e.position
-        reason = re.sub(r": line \d+, column \d+$", "", str(e))
-        raise UrdfError(f"{label}: malformed XML at line {line}, column {col + 1}: {reason}") from None
-    except defusedxml.DefusedXmlException as e:
-        raise UrdfError(f"{label}: forbidden XML construct ({type(e).__name__}: {e}); "
-                        f"URDF needs no DTD entities or external references") from None
     for el in root.iter():
         if isinstance(el.tag, str) and el.tag.startswith("{"):
             el.tag = el.tag.split("}", 1)[1]   # a namespaced <robot xmlns=...> reads like a plain one
