@@ -316,8 +316,8 @@ def solve_admm(G, g, mu, lam0, tol, max_iterations):
     ev, V = np.linalg.eigh(G)
     ev = np.maximum(ev, 0.0)
     lmax = np.maximum(ev[:, -1], np.finfo(float).tiny)
-    eta = 1e-8 * lmax                                           # proximal term
-    rho = np.sqrt(np.maximum(ev[:, 0], 1e-4 * lmax) * lmax)      # Pinocchio's and OSQP's start
+    eta = PROXIMAL * lmax                                       # proximal term
+    rho = np.sqrt(np.maximum(ev[:, 0], RHO_FLOOR * lmax) * lmax)     # sqrt(lambda_min lambda_max)
     z = project_cone(lam0, mu).reshape(B, m)
     x = z.copy()
     y = -_desaxce((G @ z[..., None])[..., 0].reshape(B, nc, 3) + g.reshape(B, nc, 3), mu).reshape(B, m)
@@ -397,6 +397,10 @@ def _finish(G, g, mu, lam, x, it, tol):
 #: ADMM iterations before a state that has not converged is handed to projected Gauss-Seidel (ADMM
 #: stalls on some redundant point sets, e.g. eight sole corners, where Gauss-Seidel converges).
 ADMM_BUDGET = 300
+
+#: ADMM's proximal term and the floor of the smallest eigenvalue in its first penalty, relative to
+#: the largest eigenvalue of the Delassus matrix.
+PROXIMAL, RHO_FLOOR = 1e-8, 1e-4
 
 #: ADMM's over-relaxation factor (1: none; 1.5 to 1.8 usually speeds it up).
 RELAX = 1.6
