@@ -454,8 +454,9 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                  gravity=None, warm_start=None, margin=0.005):
     """One time step of a robot with one-sided frictional point contacts (a :class:`ContactStep`).
 
-    ``model``: a :class:`~sparsedyn.Model`, or ``sd.compile(model)`` to run the per-state kernel
-    compiled (microseconds instead of milliseconds);
+    ``model``: a :class:`~sparsedyn.Model` (the per-state kernel then takes the road of every plain
+    call: native once built) or ``sd.compile(model)`` (compiled now; microseconds instead of the
+    NumPy path's milliseconds);
     ``q`` (..., nq), ``v``/``tau`` (..., nv): the state and the joint forces held over the step;
     ``contacts``: point contacts ``Contact(frame, "3d", friction=mu, point=p, plane=(n, offset))``
     (``mu > 0``; ``point`` in the frame's axes, default its origin; ``plane`` default the ground
