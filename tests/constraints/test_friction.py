@@ -378,3 +378,23 @@ def test_rollout_takes_a_torque_sequence_and_checks_its_shape():
     with pytest.raises(ValueError, match="steps must be an integer >= 0"):
         sd.rollout(MODEL, Q0, Z, Z, corners(), DT, -1)
     assert sd.rollout(MODEL, Q0, Z, Z, corners(), DT, 0).q.shape == (1, 7)
+
+
+def test_a_point_that_cannot_move_gives_no_impulse_and_no_nan():
+    """A contact on a pendulum's axis has a zero Jacobian (G = 0): the step is the free step, without
+    NaN or warning; the tip swinging into a wall (plane x = 0) is stopped by a normal impulse
+    ``H omega / lever``."""
+    b = sd.ModelBuilder("pendulum").add_body("link", None, sd.make_joint("revolute", axis=(0, 1, 0)), mass=1.0,
+                                             com=(0, 0, -0.5), rot_inertia=0.01 * np.eye(3))
+    model = b.add_frame("pivot", "link").add_frame("tip", "link", (np.eye(3), np.array([0, 0, -1.0]))).build()
+    one = np.ones(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = sd.contact_step(model, 0 * one, one, 0 * one, [sd.Contact("pivot", "3d", friction=0.5)], DT)
+        assert np.array_equal(s.impulses, np.zeros((1, 3))) and list(s.modes) == ["open"]
+        assert np.allclose(s.v, one, rtol=0, atol=1e-15)         # gravity has no moment at q = 0
+        s = sd.contact_step(model, 0 * one, one, 0 * one,
+                            [sd.Contact("tip", "3d", friction=0.5, plane=((1, 0, 0), 0.0))], DT)
+    H = sd.crba(model, 0 * one)[0, 0]                            # 0.26: the tip's effective mass is H / 1^2
+    assert abs(s.v[0]) <= 1e-8 and list(s.modes) == ["stick"]
+    assert abs(s.impulses[0, 2] - H * 1.0) <= 1e-8 * H and np.abs(s.impulses[0, :2]).max() <= 1e-8 * H

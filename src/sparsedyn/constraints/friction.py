@@ -316,8 +316,8 @@ def solve_admm(G, g, mu, lam0, tol, max_iterations):
     ev, V = np.linalg.eigh(G)
     ev = np.maximum(ev, 0.0)
     lmax = np.maximum(ev[:, -1], np.finfo(float).tiny)
-    eta = 1e-8 * lmax                                           # proximal term
-    rho = np.sqrt(np.maximum(ev[:, 0], 1e-4 * lmax) * lmax)      # Pinocchio's and OSQP's start
+    eta = PROXIMAL * lmax                                       # proximal term
+    rho = np.sqrt(np.maximum(ev[:, 0], RHO_FLOOR * lmax) * lmax)     # sqrt(lambda_min lambda_max)
     z = project_cone(lam0, mu).reshape(B, m)
     x = z.copy()
     y = -_desaxce((G @ z[..., None])[..., 0].reshape(B, nc, 3) + g.reshape(B, nc, 3), mu).reshape(B, m)
@@ -394,9 +394,16 @@ def _finish(G, g, mu, lam, x, it, tol):
     return _Solution(lam, u, primal, dual, comp, it, ok, vs, ls)
 
 
+#: Penetration [m] below which the configuration is left as it is (rounding of a resting contact).
+PENETRATION_SLOP = 1e-9
+
 #: ADMM iterations before a state that has not converged is handed to projected Gauss-Seidel (ADMM
 #: stalls on some redundant point sets, e.g. eight sole corners, where Gauss-Seidel converges).
 ADMM_BUDGET = 300
+
+#: ADMM's proximal term and the floor of the smallest eigenvalue in its first penalty, relative to
+#: the largest eigenvalue of the Delassus matrix.
+PROXIMAL, RHO_FLOOR = 1e-8, 1e-4
 
 #: ADMM's over-relaxation factor (1: none; 1.5 to 1.8 usually speeds it up).
 RELAX = 1.6
@@ -404,22 +411,24 @@ RELAX = 1.6
 _SOLVE = {"admm": solve_admm, "pgs": solve_pgs}
 
 
-def _nonneg_lcp(A, c, tol, max_iterations):
-    """``x >= 0 ⊥ A x + c >= 0`` for PSD ``A`` (B, k, k) by ADMM (the split-impulse position correction)."""
+def _nonneg_lcp(A, c, max_iterations=1000, rtol=1e-6):
+    """``x >= 0 ⊥ A x + c >= 0`` for PSD ``A`` (B, k, k) by ADMM, to ``rtol`` of ``max(-c)`` (the
+    split-impulse position correction)."""
     B, k = c.shape
     ev, V = np.linalg.eigh(A)
     ev = np.maximum(ev, 0.0)
     lmax = np.maximum(ev[:, -1:], np.finfo(float).tiny)
     rho = lmax.copy()
     x = z = y = np.zeros((B, k))
+    scale = np.max(np.maximum(-c, 0.0), -1)
     for _ in range(max_iterations):
         rhs = -c + rho * z - y
         x = (V @ ((np.swapaxes(V, -1, -2) @ rhs[..., None])[..., 0] / (ev + rho + 1e-10 * lmax))[..., None])[..., 0]
         z_old, z = z, np.maximum(x + y / rho, 0.0)
         y = y + rho * (x - z)
         w = (A @ z[..., None])[..., 0] + c
-        if np.all(np.max(np.maximum(-w, 0.0), -1) <= tol * np.max(np.abs(c), -1)) and \
-                np.all(np.abs(z - z_old).max(-1) <= tol * np.maximum(np.abs(z).max(-1), 1e-300)):
+        if np.all(np.max(np.maximum(-w, 0.0), -1) <= rtol * scale) and \
+                np.all(np.abs(z - z_old).max(-1) <= rtol * np.abs(z).max(-1)):
             break
     return z
 
@@ -445,8 +454,9 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                  gravity=None, warm_start=None, margin=0.005):
     """One time step of a robot with one-sided frictional point contacts (a :class:`ContactStep`).
 
-    ``model``: a :class:`~sparsedyn.Model`, or ``sd.compile(model)`` to run the per-state kernel
-    compiled (microseconds instead of milliseconds);
+    ``model``: a :class:`~sparsedyn.Model` (the per-state kernel then takes the road of every plain
+    call: native once built) or ``sd.compile(model)`` (compiled now; microseconds instead of the
+    NumPy path's milliseconds);
     ``q`` (..., nq), ``v``/``tau`` (..., nv): the state and the joint forces held over the step;
     ``contacts``: point contacts ``Contact(frame, "3d", friction=mu, point=p, plane=(n, offset))``
     (``mu > 0``; ``point`` in the frame's axes, default its origin; ``plane`` default the ground
@@ -535,9 +545,9 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     lam = sol.lam
     v_next = v_free.reshape(B, nv) + (lam.reshape(B, 1, m) @ P.JMinv.reshape(B, m, nv))[:, 0]
     dq = dt * v_next
-    pen = gap < 0
-    if pen.any():
-        dq = dq + dt * _correction(P, G, gap, dt, pen, tol, B, nc, nv)
+    rows = np.flatnonzero(np.any(gap < -PENETRATION_SLOP, -1))
+    if rows.size:
+        dq[rows] += dt * _correction(P.JMinv.reshape(B, m, nv)[rows], G[rows], gap[rows], dt)
     q_next = integrate(kernels, qb.reshape(B, model.nq), dq)
     modes = _modes(sol, tol)
     res = ContactResiduals(sol.primal.reshape(shape), sol.dual.reshape(shape), sol.comp.reshape(shape))
@@ -551,13 +561,12 @@ def _merge(a, b, idx):
     return out
 
 
-def _correction(P, G, gap, dt, pen, tol, B, nc, nv):
-    """Pseudo-velocity (B, nv) that lifts the penetrating points onto their planes (split impulse)."""
-    nrm = np.arange(nc) * 3 + 2
-    A = G[:, nrm[:, None], nrm[None, :]]
-    lam = _nonneg_lcp(A, gap / dt, min(tol, 1e-10), 1000)
-    lam = np.where(np.any(pen, -1, keepdims=True), lam, 0.0)
-    return (lam[:, None, :] @ P.JMinv.reshape(B, 3 * nc, nv)[:, nrm, :])[:, 0]
+def _correction(JMinv, G, gap, dt):
+    """Pseudo-velocity (B, nv) that lifts the penetrating points onto their planes (split impulse):
+    normal impulses ``l >= 0 ⊥ G_nn l + gap / dt >= 0``, applied through ``H^-1 J_n^T``."""
+    nrm = np.arange(gap.shape[-1]) * 3 + 2
+    lam = _nonneg_lcp(G[:, nrm[:, None], nrm[None, :]], gap / dt)
+    return (lam[:, None, :] @ JMinv[:, nrm, :])[:, 0]
 
 
 def _modes(sol, tol):
