@@ -355,7 +355,7 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
 # The contact dynamics solve  r1 = rnea(q, v, a, f_ext + X^T lambda) - tau = 0  (the contact wrenches
 # are body-fixed: X^T lambda is constant in the body frame) and  r2 = J a + drift + K_d J v + mu lambda
 # = 0.  Differentiating,  [H  -J^T; J  mu I] [da; dlambda] = -[dr1; dr2],  so with M = H^-1:
-#     dlambda = (G + mu I)^-1 (J M dr1 - dr2),        da = M J^T dlambda - M dr1.
+#     dlambda = (G + mu I)^-1 (J M dr1 - dr2),        da = M (J^T dlambda - dr1).
 # dr1 comes from RNEA's analytical derivatives (Carpentier and Mansard, 2018), dr2 from the derivative
 # program of the contact acceleration (traced and differentiated by the symbolic layer); the rest is
 # sparse solves with H and products with the small inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) + mu Lambda.
@@ -414,8 +414,10 @@ def _kkt_pieces(model, q, contacts, mu):
     sys, _ = _system(model, q, contacts)
     L, D = sys.L[None], sys.D[None]
 
+    Dinv = 1 / D                                   # one division per dof, not per column
+
     def solve(X):
-        return ltdl_solve(sys.lam, L, D, X.T).T
+        return mpyLi(sys.lam, L, mpyLit(sys.lam, L, X.T, unit=True) * Dinv, unit=True).T
     MJt = mpyLi(sys.lam, L, sys.Y / D, unit=True).T
     G = sys.G + mu * np.eye(sys.G.shape[-1]) if mu else sys.G
     return solve, sys.J, MJt, spd_inverse(G)
@@ -463,9 +465,9 @@ def _dynamics_derivatives_program(model, static, optional):
         solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
         outs_a, outs_f = [], []
         for r1, r2 in ((r1q, r2q), (r1v, r2v)):
-            Z = solve(r1)                                        # H^-1 dr1
-            dlam = Gi @ (J @ Z - r2)
-            outs_a.append(MJt @ dlam - Z)
+            # dr1 and J have the branch structure's zeros: products with them first, one solve last
+            dlam = Gi @ (MJt.T @ r1 - r2)
+            outs_a.append(solve(J.T @ dlam - r1))
             outs_f.append(dlam)
         dlam_t = -(Gi @ MJt.T)                                   # r1 = -tau
         M = inline(trace_kernel(minv.__kernel__, model), [q])[0]
@@ -492,9 +494,8 @@ def _impulse_derivatives_program(model, static, optional=()):
         r1q, = inline(derivative_program(_BAL, model, ("q",), {"contacts": contacts}), [q, vp - v, imp])
         r2q, = inline(derivative_program(_VEL, model, ("q",), {"contacts": contacts}), [q, vp + e * v])
         solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
-        Z = solve(r1q)
-        dimp_q = Gi @ (J @ Z - r2q)
-        dv_q = MJt @ dimp_q - Z
+        dimp_q = Gi @ (MJt.T @ r1q - r2q)
+        dv_q = solve(J.T @ dimp_q - r1q)
         dimp_v = -(1.0 + e) * (Gi @ J)                 # r1 = -H dv, r2 = e J dv
         dv_v = MJt @ dimp_v + np.eye(nv, dtype=int)
         prog = g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)], name="impulse_dynamics_derivatives")
