@@ -61,7 +61,7 @@ for k in range(steps):
     # forces are in the feet's frames: turn them into world axes for the vertical component
     fz[k] = [(sd.frame_placement(model, q, c.frame)[0] @ f)[2] for c, f in zip(feet, forces.reshape(4, 3))]
     v = v + dt * a
-    q = model.integrate(q, dt * v)
+    q = sd.integrate(model, q, dt * v)
 drift = max(np.linalg.norm(sd.frame_placement(model, q, c.frame)[1] - sd.frame_placement(model, q0, c.frame)[1])
             for c in feet)
 print(f"after {steps * dt:.1f} s the feet moved by at most {drift * 1e3:.3f} mm")

@@ -325,7 +325,7 @@ def test_derivatives_are_central_differences(tree, rng):
     for k in range(tree.nv):
         e = np.zeros(tree.nv)
         e[k] = h
-        num = [(f(tree.integrate(q, e), v, tau) - f(tree.integrate(q, -e), v, tau)) / (2 * h),
+        num = [(f(sd.integrate(tree, q, e), v, tau) - f(sd.integrate(tree, q, -e), v, tau)) / (2 * h),
                (f(q, v + e, tau) - f(q, v - e, tau)) / (2 * h), (f(q, v, tau + e) - f(q, v, tau - e)) / (2 * h)]
         for j, n in enumerate(num):
             got = np.concatenate([d[j][:, k], d[3 + j][:, k]])
@@ -343,7 +343,7 @@ def test_impulse_derivatives_are_central_differences(tree, rng):
     for k in range(tree.nv):
         e = np.zeros(tree.nv)
         e[k] = h
-        num = [(f(tree.integrate(q, e), v) - f(tree.integrate(q, -e), v)) / (2 * h), (f(q, v + e) - f(q, v - e)) / (2 * h)]
+        num = [(f(sd.integrate(tree, q, e), v) - f(sd.integrate(tree, q, -e), v)) / (2 * h), (f(q, v + e) - f(q, v - e)) / (2 * h)]
         for j, n in enumerate(num):
             got = np.concatenate([d[j][:, k], d[2 + j][:, k]])
             assert rel_err(got, n) <= 1e-5 * max(1.0, np.max(np.abs(n))), (k, j)
