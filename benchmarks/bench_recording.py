@@ -58,7 +58,7 @@ def main(argv=None):
 
     model = sd.humanoid()
     problem = problem_from_file(model, SENSORS)
-    est = problem.compile()
+    est = problem.analyze()
     k = sd.compile(est)
     rng = np.random.default_rng(0)
     q, v, a, w = consistent_state(problem, rng, batch=(args.block,))

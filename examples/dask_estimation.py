@@ -31,7 +31,7 @@ def main(n_states=200_000, chunk=20_000, workers=2, client=None):
     """Estimate ``n_states`` states on a new local cluster of ``workers`` processes (or ``client``'s)."""
     model = sd.humanoid()
     problem = problem_from_file(model, Path(__file__).with_name("humanoid_ankle_ft.toml"))
-    estimator = problem.compile()                  # the offline phase: verdict, elimination order
+    estimator = problem.analyze()                  # the offline phase: verdict, elimination order
     k = sd.compile(estimator)                      # native code, built once and cached on disk
 
     # A recording: states (q, v, a) and what the sensors measured, in chunks of `chunk` rows.

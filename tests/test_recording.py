@@ -98,7 +98,7 @@ def test_cli_on_two_worker_processes_equals_the_in_process_solve(chain, tmp_path
     for name in here.files:
         assert np.array_equal(here[name], there[name]), name            # the same code on the same batches
     # and they are the estimates: the compiled solve of the whole batch, the classical torques, y's fit
-    k = sd.compile(problem.compile())
+    k = sd.compile(problem.analyze())
     whole = k.solve(q, v, y)
     H = sd.crba(model, q[:2000])
     bound = rounding_bound(model.nv, float(np.max(np.linalg.cond(H))))
@@ -144,7 +144,7 @@ def test_zarr_recording_larger_than_a_worker_memory_limit_streams_through(chain,
     assert s["chunks"] == n // block
     tau = zarr.open_group(str(out), mode="r")["tau"]
     assert tau.shape == (n, model.nv) and tau.chunks == (block, model.nv)
-    ref = sd.compile(square.compile()).solve(q, v, y).tau
+    ref = sd.compile(square.analyze()).solve(q, v, y).tau
     for k in (0, n // block - 1):                       # first and last chunks: the in-process batch, bit for bit
         assert np.array_equal(tau[k * block:(k + 1) * block], ref)
     assert rel_err(ref, sd.rnea(model, q, v, a)) <= rounding_bound(model.nv, float(np.max(np.linalg.cond(

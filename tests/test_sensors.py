@@ -22,7 +22,7 @@ def test_sensors_live_on_the_model_and_estimation_uses_them():
     explicit = EstimationProblem(base, sensors=model.sensors, contacts=["l_sole", "r_sole"],
                                  unknown_accelerations=["root_joint"])
     assert implicit.addresses == explicit.addresses
-    est = implicit.compile()
+    est = implicit.analyze()
     q, qd, qdd, w = consistent_state(implicit, np.random.default_rng(3))   # unactuated floating base
     y, truth = implicit.measurements(q, qd, qdd, w)
     e = est.solve(q, qd, y)

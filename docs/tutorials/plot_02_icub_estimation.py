@@ -31,7 +31,7 @@ for s in model.sensors:
 prob = sd.EstimationProblem(model, contacts=["l_sole", "r_sole"], unknown_accelerations=["root_joint"])
 print(prob.verdict())
 assert prob.verdict().ok                             # the six sensors determine every torque
-est = prob.compile()
+est = prob.analyze()
 
 # %%
 # Simulated measurements

@@ -33,7 +33,7 @@ assert verdict.kind == "rank-deficient" and verdict.deficiency == 1
 # load cell noticing, and the joint torques in the legs depend on it.  No
 # amount of data fixes this: ``compile()`` refuses with the verdict.
 try:
-    prob.compile()
+    prob.analyze()
     raise AssertionError("an ill-posed problem must be refused")
 except sd.IllPosedError as e:
     print("refused:", str(e).splitlines()[0])

@@ -396,7 +396,7 @@ def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progre
     written) for a recording that does not match the problem or holds a non-finite value.
     """
     from .estimation import EstimationProblem
-    est = problem.compile() if isinstance(problem, EstimationProblem) else problem
+    est = problem.analyze() if isinstance(problem, EstimationProblem) else problem
     rec = recording if isinstance(recording, Recording) else Recording(recording)
     layout = _Layout(rec, est.problem)
     n = layout.n
@@ -504,7 +504,7 @@ def recording_report(model, sensors, recording, out, *, workers=0, chunk=None, p
         progress = TerminalProgress()
     s = estimate_recording(problem, recording, out, workers=workers, chunk=chunk, progress=progress or None)
     where = f"{workers} Dask worker process(es)" if workers else "this process"
-    names = ", ".join(name for name, _ in field_shapes(problem.compile()))
+    names = ", ".join(name for name, _ in field_shapes(problem.analyze()))
     return (f"{s['states']} states of {recording} in {s['chunks']} chunk(s) on {where}: {s['seconds']:.1f} s "
             f"({s['states'] / max(s['seconds'], 1e-9):,.0f} states/s) -> {out} ({names})")
 

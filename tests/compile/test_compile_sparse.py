@@ -237,7 +237,7 @@ def test_compiled_estimator_equals_numpy_and_truth(humanoid_cases, name):
     model, probs = humanoid_cases
     problem = probs[name]
     rng = np.random.default_rng(7)
-    est = problem.compile()
+    est = problem.analyze()
     k = sd.compile(est) if name != "ankle-ft" else sd.compile(problem)     # an Estimator / a problem
     assert isinstance(k, CompiledEstimator) and k.compiled
     assert k.square == (name != "redundant")
@@ -287,7 +287,7 @@ def test_estimator_states_flagged_by_the_kernel_go_to_numpy(humanoid_cases):
     there (StateSingularError) names the caller's batch index.  Invalid input fails as in NumPy."""
     model, probs = humanoid_cases
     problem = probs["ankle-ft"]
-    est = problem.compile()
+    est = problem.analyze()
     k = sd.compile(est)
     rng = np.random.default_rng(3)
     q, qd, qdd, w = near_standing(model, problem, rng, 4)
@@ -381,7 +381,7 @@ def one_state_cases():
 def one_state(compile_cache):
     out = {}
     for name, problem in one_state_cases().items():
-        est = problem.compile()
+        est = problem.analyze()
         out[name] = (problem, est, sd.compile(est))
     return out
 

@@ -158,7 +158,7 @@ def test_forces_equal_the_estimator_with_known_accelerations(robot):
     prob = sd.EstimationProblem(model, [sd.JointTorque("tau", joints, covariance=0.01)], contacts)
     idx = [k for j in joints for k in range(model.v_start[model.joint(j)], model.v_start[model.joint(j)] + 1)]
     y = prob.pack(qdd=prob.known_accelerations(a), tau=tau[idx])
-    e = prob.compile().solve(q, v, y)
+    e = prob.analyze().solve(q, v, y)
     got = np.concatenate([e.contacts[c.name][3 if c.kind == "3d" else 0:] for c in contacts])
     assert rel_err(got, f) <= 1e-9
     if contacts[0].kind == "3d":                   # a point contact has no moment about its point

@@ -20,7 +20,7 @@ def _rel(d, truth):
 
 def test_least_squares_is_accurate_at_ill_conditioned_states():
     p = case_problems(sd.humanoid())["eq23-nz-allqdd"]
-    est = p.compile()
+    est = p.analyze()
     q, qd, qdd, w = consistent_state(p, np.random.default_rng(1), batch=(1000,))
     y, truth = p.measurements(q, qd, qdd, w)
     # the basis really is ill-conditioned at some of these states

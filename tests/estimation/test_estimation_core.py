@@ -26,7 +26,7 @@ def cases(humanoid):
 
 @pytest.fixture(scope="module")
 def solvers(cases):
-    return {k: cases[k].compile() for k in WELL_POSED + ["redundant"]}
+    return {k: cases[k].analyze() for k in WELL_POSED + ["redundant"]}
 
 
 def _sole_world(model, q, frame):
@@ -78,6 +78,15 @@ def test_square_and_least_squares_kinds(solvers):
     assert solvers["eq23-fz-allqdd"].verdict.redundancy == 4
 
 
+def test_compile_is_the_deprecated_name_of_analyze(cases):
+    """``EstimationProblem.compile()`` (the offline phase's old name) warns and does what ``analyze()`` does."""
+    prob = cases["redundant"]
+    with pytest.warns(DeprecationWarning, match=r"EstimationProblem.compile\(\) is renamed EstimationProblem.analyze"):
+        old = prob.compile()
+    new = prob.analyze()
+    assert type(old) is type(new) and old.verdict.kind == new.verdict.kind and old.n == new.n
+
+
 def test_eq18_load_cells_ill_posed_with_named_direction(cases, humanoid):
     prob = cases["eq18"]
     v = prob.verdict()
@@ -87,7 +96,7 @@ def test_eq18_load_cells_ill_posed_with_named_direction(cases, humanoid):
         in v.directions[0]
     assert "moments about the contact normals" in v.directions[0]
     with pytest.raises(est.IllPosedError, match="ILL-POSED"):
-        prob.compile()
+        prob.analyze()
     # check the direction numerically: contact wrenches in world axes
     q, nv = v.configuration, v.null_vectors[:, 0]
     L = prob.layout
@@ -203,7 +212,7 @@ def test_prior_makes_load_cells_well_posed(humanoid):
     prob = est.EstimationProblem(humanoid, cells + [prior], ["l_sole", "r_sole"])
     v = prob.verdict()
     assert v.kind == "over-determined"
-    solver = prob.compile()
+    solver = prob.analyze()
     rng = np.random.default_rng(1)
     q, qd, qdd, w = consistent_state(prob, rng)
     y, truth = prob.measurements(q, qd, qdd, w)
@@ -235,7 +244,7 @@ def test_accelerometer_in_least_squares(humanoid):
     sensors = [est.ForceTorque("lft", "l_ankle_roll", "l_foot"), est.ForceTorque("rft", "r_ankle_roll", "r_foot"),
                est.Accelerometer("imu", "pelvis", covariance=0.01)]
     prob = est.EstimationProblem(humanoid, sensors, ["l_sole", "r_sole"], ["root_joint"])
-    solver = prob.compile()
+    solver = prob.analyze()
     assert solver.verdict.kind == "over-determined" and solver.verdict.redundancy == 3
     rng = np.random.default_rng(2)
     q, qd, qdd, w = consistent_state(prob, rng, batch=(3,))
@@ -252,7 +261,7 @@ def test_joint_torque_sensors_and_known_wrench(humanoid):
     prob = est.EstimationProblem(humanoid, sensors, ["l_sole", "r_sole"])
     v = prob.verdict()
     assert v.ok, str(v)
-    solver = prob.compile()
+    solver = prob.analyze()
     rng = np.random.default_rng(6)
     q, qd, qdd, _ = consistent_state(prob, rng)
     push = np.array([0.5, -1.0, 0.2, 10.0, 5.0, -3.0])
@@ -333,7 +342,7 @@ def truth_bound(p, q, d):
 
 def test_standing_pose_takes_the_dense_fallback(humanoid):
     p, q, qd, y, truth = standing_case(humanoid, 3)
-    e = p.compile()
+    e = p.analyze()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sd.sparse.SparsePivotWarning)
         _, info, _ = e.structure._solve(q, qd, p.sparse_values(y), None, "auto")

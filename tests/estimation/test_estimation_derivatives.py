@@ -30,7 +30,7 @@ def test_inverse_dynamics_sensitivities_are_rnea_derivatives(model):
     """With every joint acceleration measured exactly the estimate's torques are RNEA's, so their
     sensitivities to q, qd and the measured qdd are rnea_derivatives' three matrices."""
     prob = est.EstimationProblem(model, [est.JointAcceleration("qdd", model.joint_names)])
-    e = prob.compile()
+    e = prob.analyze()
     assert e.verdict.kind == "well posed"
     q, qd, qdd = state(model, 1)
     dq, dqd, dy = estimate_derivatives(e, q, qd, qdd)
@@ -45,7 +45,7 @@ def test_least_squares_sensitivities(model):
     with central differences on the tangent space."""
     prob = est.EstimationProblem(model, [est.JointAcceleration("qdd", model.joint_names, covariance=0.1, exact=False),
                                          est.JointTorque("tau", model.joint_names, covariance=0.5)])
-    e = prob.compile()
+    e = prob.analyze()
     assert e.verdict.kind == "over-determined"
     q, qd, _ = state(model, 2)
     y = np.random.default_rng(3).normal(size=prob.ny)

@@ -24,14 +24,14 @@ def test_talos_load_cells_ill_posed(talos_cases):
     assert "equal and opposite forces at left_sole_link and right_sole_link along the line where the two contact " \
            "planes meet" in v.directions[0]
     with pytest.raises(est.IllPosedError):
-        cases["eq18"].compile()
+        cases["eq18"].analyze()
 
 
 @pytest.mark.parametrize("case", ["eq23-nz", "eq23-fz", "ankle-ft", "ankle-ft-imu"])
 def test_talos_well_posed_exact(talos_cases, case):
     model, cases = talos_cases
     prob = cases[case]
-    solver = prob.compile()
+    solver = prob.analyze()
     rng = np.random.default_rng(0)
     q, qd, qdd, w = consistent_state(prob, rng, batch=(3,))
     y, truth = prob.measurements(q, qd, qdd, w)
@@ -46,7 +46,7 @@ def test_talos_well_posed_exact(talos_cases, case):
 def test_talos_redundant_least_squares(talos_cases):
     model, cases = talos_cases
     prob = cases["redundant"]
-    solver = prob.compile()
+    solver = prob.analyze()
     assert solver.verdict.kind == "over-determined"
     rng = np.random.default_rng(1)
     q, qd, qdd, w = consistent_state(prob, rng)

@@ -126,7 +126,7 @@ def test_icub_urdf_sensors_estimate_torques_and_contacts(icub):
                                           unknown_accelerations=["root_joint"]))
     kinds = []
     for prob in problems:
-        solver = prob.compile()
+        solver = prob.analyze()
         kinds.append(solver.verdict.kind)
         q, qd, qdd, w = consistent_state(prob, rng, batch=(3,))
         y, truth = prob.measurements(q, qd, qdd, w)
@@ -190,7 +190,7 @@ def test_a_sensor_file_without_sensors_uses_the_urdf_sensors(icub, tmp_path):
     prob = problem_from_file(model, example)
     assert [e.name for e in prob.entries] == ["qdd"] + urdf
     assert [c.frame for c in prob.contacts] == ["l_sole", "r_sole"]
-    est = prob.compile()
+    est = prob.analyze()
     q, qd, qdd, w = consistent_state(prob, np.random.default_rng(5), batch=(3,))
     y, truth = prob.measurements(q, qd, qdd, w)
     assert rel_err(est.solve(q, qd, y).d, truth["d"]) < TOL

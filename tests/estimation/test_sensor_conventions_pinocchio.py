@@ -73,7 +73,7 @@ def test_load_cells_known_wrench_prior_and_contacts_against_pinocchio(talos):
                                                     sd.KnownWrench("push", H), prior], contacts=[L, R])
         assert prob.verdict().kind == "over-determined"
         y = prob.pack(qdd=prob.known_accelerations(a), l_cells=w_l[CELLS], r_cells=w_r[CELLS], push=w_h)
-        e = prob.compile().solve(q, v, y)
+        e = prob.analyze().solve(q, v, y)
         # consistent data: the least-squares residual is zero whatever the weights, so the estimate is the truth
         assert rel_err(e.contacts[L], w_l) < 1e-7 and rel_err(e.contacts[R], w_r) < 1e-7
         assert rel_err(e.tau, tau) < 1e-7
@@ -90,11 +90,11 @@ def test_contact_wrenches_from_joint_torques_against_pinocchio(talos):
                                 contacts=[L, R])
     assert prob.verdict().ok
     y = prob.pack(qdd=prob.known_accelerations(a), tau=tau[6:], push=w_h)
-    e = prob.compile().solve(q, v, y)
+    e = prob.analyze().solve(q, v, y)
     assert rel_err(e.contacts[L], w_l) < 1e-7 and rel_err(e.contacts[R], w_r) < 1e-7
     # a prior whose frame is wrong by the sole's offset would not be consistent: the convention matters
     wrong = sd.Prior("wrong", "fx", model.body_names[model.frames[model.frame(L)].body], mean=w_l, covariance=1e-8)
     bad = sd.EstimationProblem(model, sensors=[sd.JointTorque("tau", joints), sd.KnownWrench("push", H), wrong],
                                contacts=[L, R])
-    e_bad = bad.compile().solve(q, v, y)
+    e_bad = bad.analyze().solve(q, v, y)
     assert rel_err(e_bad.contacts[L], w_l) > 1e-3

@@ -81,7 +81,7 @@ def test_estimates_over_dask_arrays(client):
     est = sdd.estimate(problem, chunked(q, chunk), chunked(v, chunk), chunked(y, chunk))
     assert sorted(est) == ["chi2", "residual", "tau"] and est["residual"].shape == (n, problem.ny)
     got = dict(zip(est, da.compute(*est.values())))
-    k = sd.compile(problem.compile())
+    k = sd.compile(problem.analyze())
     for s in range(0, n, chunk):
         ref = estimate_fields(k, q[s:s + chunk], v[s:s + chunk], y[s:s + chunk])
         assert all(np.array_equal(got[name][s:s + chunk], ref[name]) for name in ref)

@@ -300,7 +300,7 @@ def test_estimator_recovers_mujoco_torques_from_mjcf_sensors():
     sensors = [s for s in model.sensors if s.name != "tau2"]          # no torque sensor: estimate them
     problem = sd.EstimationProblem(model, sensors=sensors, contacts=["tip"], unknown_accelerations=["j3"])
     assert problem.verdict().ok
-    est = problem.compile()
+    est = problem.analyze()
     mm = mujoco.MjModel.from_xml_string(ARM)
     keep = [mm.sensor(s.name).id for s in sensors]
     for seed in range(3):

@@ -350,7 +350,7 @@ def test_contact_forces_of_an_estimate_are_drawn_at_their_frames():
     for problem in case_problems(model).values():               # the first well-posed case with contacts
         if problem.contacts:
             try:
-                estimator = problem.compile()
+                estimator = problem.analyze()
                 break
             except sd.IllPosedError:
                 continue

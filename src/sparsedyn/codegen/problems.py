@@ -102,7 +102,7 @@ def compile_problem(x, compiler, vectorize=None, progress=None):
     if isinstance(x, Problem):
         x = x.analyze()
     if isinstance(x, EstimationProblem):
-        x = x.compile()
+        x = x.analyze()
     prog = _progress_fn(progress, x.model)
     if isinstance(x, Structure):
         return CompiledStructure(x, compiler, prog, vectorize)

@@ -473,11 +473,10 @@ def _dynamics_derivatives_program(model, static, optional):
         M = inline(trace_kernel(minv.__kernel__, model), [q])[0]
         outs_a.append(MJt @ dlam_t + M)
         outs_f.append(dlam_t)
-        prog = g.program(outs_a + outs_f, [shapes[n] for n in names],
-                         name="contact_dynamics_derivatives" + "".join("_" + n for n in optional))
-        prog.input_names = tuple(names)
-        prog.output_names = ("da_dq", "da_dv", "da_dtau", "df_dq", "df_dv", "df_dtau")
-        return prog
+        return g.program(outs_a + outs_f, [shapes[n] for n in names],
+                         name="contact_dynamics_derivatives" + "".join("_" + n for n in optional),
+                         input_names=tuple(names),
+                         output_names=("da_dq", "da_dv", "da_dtau", "df_dq", "df_dv", "df_dtau"))
     return _cached(("contact_dynamics_derivatives", contacts, kd, mu, optional), model, build)
 
 
@@ -498,10 +497,8 @@ def _impulse_derivatives_program(model, static, optional=()):
         dv_q = solve(J.T @ dimp_q - r1q)
         dimp_v = -(1.0 + e) * (Gi @ J)                 # r1 = -H dv, r2 = e J dv
         dv_v = MJt @ dimp_v + np.eye(nv, dtype=int)
-        prog = g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)], name="impulse_dynamics_derivatives")
-        prog.input_names = ("q", "v")
-        prog.output_names = ("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv")
-        return prog
+        return g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)], name="impulse_dynamics_derivatives",
+                         input_names=("q", "v"), output_names=("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv"))
     return _cached(("impulse_dynamics_derivatives", contacts, e, mu), model, build)
 
 

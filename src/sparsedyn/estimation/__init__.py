@@ -7,7 +7,7 @@ verdict before any data, and its online phase solves one state or a batch::
     from sparsedyn import estimation as est
     prob = est.EstimationProblem(model, sensors=[...], contacts=["l_sole", "r_sole"])
     print(prob.verdict())
-    solver = prob.compile()                      # raises IllPosedError if ill-posed
+    solver = prob.analyze()                      # raises IllPosedError if ill-posed
     e = solver.solve(q, v, y)                   # e.tau, e.f, e.contacts[...], e.named()
 
 Modules: :mod:`sparsedyn.sensors` (sensor kinds, contacts; model entries), :mod:`sparsedyn.estimation.files` (sensor files),

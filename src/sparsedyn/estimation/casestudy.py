@@ -191,7 +191,7 @@ def estimate_report(model, sensors_path, seed=0, flops=True, extra=None) -> str:
     v = prob.verdict()
     if not v.ok:
         return "\n".join(v.lines() + ["no estimate: the problem is ill-posed (no numbers are returned for it)"])
-    solver = prob.compile()
+    solver = prob.analyze()
     lines = solver.report(flops=flops).splitlines()
     rng = np.random.default_rng(seed)
     q, vel, a, w = consistent_state(prob, rng)
@@ -218,7 +218,7 @@ def _case_lines(name, prob, rng, q_stand, flops, posture="standing"):
                          "IllPosedError with this explanation); a sensor that measures the direction above, or "
                          "a prior on it, makes it well posed.")
         return
-    solver = prob.compile()
+    solver = prob.analyze()
     yield from _wrap(f"verdict: {v.headline()}")
     for note in v.notes:
         yield from _wrap(note.replace("at given configuration 0", f"at the {posture} posture"))

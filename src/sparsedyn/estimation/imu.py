@@ -70,7 +70,7 @@ def imu_base_state(model, frame, q, v, a, orientation, angular_velocity, proper_
 
         q, v, a = imu_base_state(model, "imu_link", q_enc, v_enc, a_enc, quat, gyro, acc, dgyro)
         y = prob.pack(qdd=prob.known_accelerations(a), **force_torque_readings)
-        e = prob.compile().solve(q, v, y)
+        e = prob.analyze().solve(q, v, y)
     """
     qs, vs = _base(model)
     q = np.array(q, float)

@@ -7,7 +7,7 @@
             sensors=[est.ForceTorque("l_ft", "l_ankle_roll"), est.ForceTorque("r_ft", "r_ankle_roll")],
             contacts=[est.Contact("l_sole"), est.Contact("r_sole")])
     print(prob.verdict())                 # offline, before any data
-    solver = prob.compile()               # offline phase once (raises IllPosedError if ill-posed)
+    solver = prob.analyze()               # offline phase once (raises IllPosedError if ill-posed)
     e = solver.solve(q, v, y)            # online, batched: e.tau, e.f, e.contacts["l_sole"], ...
 
 The system is Nori's eq. (16), ``[D; D_Y] d + [b; b_Y] = 0``, built on
@@ -666,12 +666,19 @@ class EstimationProblem:
         w = w / np.max(np.abs(w))
         return "[" + ", ".join(f"{c}={x:+.2f}" for c, x in zip(COMPONENTS, w) if abs(x) > 1e-6) + "]"
 
-    def compile(self, configurations=3, seed=0) -> "Estimator":
-        """The offline phase: verdict, then the sparse structure (raises :class:`IllPosedError`)."""
+    def analyze(self, configurations=3, seed=0) -> "Estimator":
+        """The offline phase: verdict, then the sparse structure (raises :class:`IllPosedError`).
+        (``sparsedyn.compile(estimator)`` then builds its online phase as native code.)"""
         v = self.verdict(configurations, seed)
         if not v.ok:
             raise IllPosedError(v)
         return Estimator(self, v, seed)
+
+    def compile(self, configurations=3, seed=0) -> "Estimator":
+        """Deprecated name of :meth:`analyze` (``compile`` means native code: :func:`sparsedyn.compile`)."""
+        warnings.warn("EstimationProblem.compile() is renamed EstimationProblem.analyze() (the offline phase); "
+                      "sparsedyn.compile(...) builds native code", DeprecationWarning, stacklevel=2)
+        return self.analyze(configurations, seed)
 
     def __repr__(self):
         return (f"EstimationProblem({self.name!r}, {len(self.entries)} sensors, ny={self.ny}, "

@@ -106,7 +106,7 @@ def _source(obj):
     if isinstance(obj, (Model, Estimator)):
         return obj
     if isinstance(obj, EstimationProblem):
-        return obj.compile()
+        return obj.analyze()
     for attr in ("estimator", "model"):                  # a CompiledEstimator, a CompiledModel
         src = getattr(obj, attr, None)
         if isinstance(src, (Model, Estimator)):
