@@ -189,6 +189,35 @@ def test_redundant_contacts_warn_and_give_minimum_norm_forces():
     assert np.all(np.isfinite(f2)) and rel_err(a2, a) <= 1e-3
 
 
+def test_redundant_contacts_without_damping_are_refused_by_the_traced_kernel():
+    """The compiled kernel has no value-dependent branch, so a structurally redundant set (four feet in
+    6D: 24 rows, 18 dofs) without damping is refused with a clear error, never answered with the
+    forces of a zero pivot; a plain call then answers on the NumPy path (minimum-norm forces, warned),
+    and a set that is only redundant at some states (two soles in 6D) is not refused."""
+    from sparsedyn.algorithms.kinematics import joint_transforms
+    from sparsedyn.constraints.contact import RedundantContactsError, contact_jacobian, structurally_redundant
+    from sparsedyn.symbolic.ir import Graph
+    model = pair("solo12")[0]
+    feet6 = tuple(sd.Contact(f) for f in ROBOTS["solo12"][0])
+    feet3 = tuple(sd.Contact(f, "3d") for f in ROBOTS["solo12"][0])
+
+    def traced_jacobian(contacts):
+        g = Graph()
+        q = g.inputs(0, (model.nq,))
+        Xup, S = joint_transforms(model, q)
+        return contact_jacobian(model, Xup, S, contacts)
+    assert structurally_redundant(traced_jacobian(feet6)) and not structurally_redundant(traced_jacobian(feet3))
+    with pytest.raises(RedundantContactsError, match="damping > 0"):
+        sd.compile(model).contact_dynamics(*random_state(model, np.random.default_rng(4)), feet6)
+    q, v, tau = random_state(model, np.random.default_rng(4))
+    with sd.use_backend("numpy"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a_ref, f_ref = sd.contact_dynamics(model, q, v, tau, feet6)
+    with sd.use_backend("native", deterministic=True), pytest.warns(ContactWarning):
+        a, f = sd.contact_dynamics(model, q, v, tau, feet6)
+    assert np.array_equal(a, a_ref) and np.array_equal(f, f_ref)
+
+
 def test_bad_input():
     model = pair("solo12")[0]
     q, v, tau = random_state(model, np.random.default_rng(0))

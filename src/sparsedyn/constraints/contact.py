@@ -72,7 +72,7 @@ from ..symbolic.trace import trace_kernel
 
 __all__ = ["ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
            "contact_dynamics_derivatives", "impulse_dynamics_derivatives", "contact_jacobian", "contacts_of",
-           "DELASSUS_RTOL"]
+           "DELASSUS_RTOL", "RedundantContactsError", "structurally_redundant"]
 
 #: A Delassus pivot below ``DELASSUS_RTOL`` times the largest diagonal entry marks the contact
 #: set as redundant or singular (NumPy path).
@@ -81,6 +81,11 @@ DELASSUS_RTOL = 1e-10
 
 class ContactWarning(UserWarning):
     """A contact set is redundant or singular: the forces returned are the minimum-norm ones."""
+
+
+class RedundantContactsError(ValueError):
+    """A contact set is redundant by its structure (its rows are dependent at every state) and no
+    ``damping`` was given: a traced (compiled) kernel has no minimum-norm answer to give."""
 
 
 class ContactDynamics(NamedTuple):
@@ -234,10 +239,29 @@ class _Pivots:
             self.singular = True
 
 
+def structurally_redundant(J) -> bool:
+    """Whether the contact rows of a traced Jacobian ``J`` (m, nv) (an object array: symbols, and
+    numbers for the structural constants) are dependent at every state: their structural rank (a
+    maximum matching of rows to columns through the non-zero entries) is below m.  Four feet in
+    6D on a quadruped: 24 rows, 18 dofs."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import structural_rank
+    pattern = np.vectorize(lambda x: bk.is_symbolic(x) or x != 0, otypes=[bool])(J)
+    return structural_rank(csr_matrix(pattern)) < J.shape[-2]
+
+
 def _solve_forces(sys, rhs, mu, symbolic, who, contacts):
     """``(G + mu I)^-1 rhs``; on the float path a singular ``G`` gives the minimum-norm solution and
-    a :class:`ContactWarning` (``pinv`` of ``G + mu I`` with the pivot tolerance)."""
+    a :class:`ContactWarning` (``pinv`` of ``G + mu I`` with the pivot tolerance).  The traced path
+    has no value-dependent branch, so it refuses a structurally redundant set without damping
+    (:class:`RedundantContactsError`) rather than divide by a zero pivot."""
     if symbolic:
+        if not mu and structurally_redundant(sys.J):
+            raise RedundantContactsError(
+                f"{who}: the contact set {list(contacts)} is redundant by its structure ({sys.J.shape[-2]} "
+                f"contact rows, dependent at every state); the compiled kernel needs damping > 0 (a proximal "
+                f"regularisation); the NumPy path (sparsedyn.use_backend('numpy')) returns the minimum-norm "
+                f"forces with a ContactWarning")
         return spd_solve(sys.G, rhs, mu)
     piv = _Pivots(sys.G + mu * np.eye(sys.G.shape[-1]))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
