@@ -377,3 +377,26 @@ def test_dask_partitions_reduce_to_the_whole_recording(robot, base):
     data = dask.delayed(lambda x, y: x.merge(y))(*pairs).compute(scheduler="threads")
     assert data.states == 48
     assert rel_err(data.solve().beta, sd.identify(robot, q, v, a, tau, base=base).beta) < 1e-10
+
+
+def test_example_script_fits_within_its_covariance():
+    """``examples/identify_inertial_parameters.py`` runs as written (panda of example-robot-data) and
+    what it prints holds: the chi-square of the base-parameter errors against the estimated covariance
+    is a draw of chi2(rank) (inside its 1e-6 two-sided quantiles), the fitted model predicts the torques
+    of a new trajectory better than the nominal one, and the physically consistent fit is physical."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / "examples" / "identify_inertial_parameters.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "SPARSEDYN_BACKEND": "numpy"})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    stat, rank = map(float, re.search(r"chi-square of the errors: ([\d.]+) for (\d+) parameters", text).groups())
+    assert chi2.ppf(1e-6, rank) < stat < chi2.ppf(1 - 1e-6, rank)
+    fit, nominal = map(float, re.search(r"rms error ([\d.]+) N m \(nominal model ([\d.]+) N m", text).groups())
+    assert fit < nominal
+    smallest = float(re.search(r"physically consistent fit: smallest eigenvalue ([-+\d.e]+)", text).group(1))
+    assert smallest >= -1e-9
