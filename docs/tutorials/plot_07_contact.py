@@ -51,6 +51,7 @@ kp, kd = 8.0, 0.2
 q, v = q0.copy(), np.zeros(model.nv)
 t = np.arange(steps) * dt
 fz = np.zeros((steps, 4))
+qs, fs = np.zeros((steps, model.nq)), np.zeros((steps, 4, 3))     # the motion and the foot forces, for the viewer
 for k in range(steps):
     tau = tau_ff.copy()
     tau[6:] += kp * (q0[7:] - q[7:]) - kd * v[6:]
@@ -60,6 +61,7 @@ for k in range(steps):
     a, forces = sd.contact_dynamics(model, q, v, tau, feet, f_ext=f_ext, baumgarte=20.0)
     # forces are in the feet's frames: turn them into world axes for the vertical component
     fz[k] = [(sd.frame_placement(model, q, c.frame)[0] @ f)[2] for c, f in zip(feet, forces.reshape(4, 3))]
+    qs[k], fs[k] = q, forces.reshape(4, 3)
     v = v + dt * a
     q = sd.integrate(model, q, dt * v)
 drift = max(np.linalg.norm(sd.frame_placement(model, q, c.frame)[1] - sd.frame_placement(model, q0, c.frame)[1])
@@ -74,6 +76,14 @@ ax.axvline(steps * dt / 2, color="gray", lw=0.5)
 ax.set(xlabel="time (s)", ylabel="vertical contact force (N)",
        title="solo12: a sideways push, then a forward one")
 ax.legend(ncol=4, loc="lower left", fontsize="small")
+
+# %%
+# The same motion in the browser viewer, with the foot forces as arrows (the robot's weight is
+# half a metre); ``viewer.record("solo12_push.html", ...)`` writes this page to a file.
+viewer = sd.Viewer(model, verbose=False, compiled=False)
+animation = viewer.animation(qs, dt, contacts={c.frame: fs[:, j] for j, c in enumerate(feet)})
+viewer.close()
+animation
 
 # %%
 # A humanoid landing
