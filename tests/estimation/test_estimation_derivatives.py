@@ -63,3 +63,21 @@ def test_least_squares_sensitivities(model):
     Q = np.stack([q, model.random_configuration(4)])
     batched = estimate_derivatives(e, Q, qd, y)
     assert rel_err(batched[0][0], dq) < 1e-12 and batched[2].shape == (2, e.n, prob.ny)
+
+
+def test_a_zero_pivot_of_the_fixed_order_is_an_error_not_nan():
+    """At the humanoid's standing pose at rest the estimator's fixed pivot order meets a zero pivot
+    (solve() takes its dense fallback there): the derivatives are refused with a clear error, never
+    returned as NaN; a generic state nearby differentiates."""
+    hum = sd.humanoid()
+    prob = sd.EstimationProblem(hum, sensors=[sd.ForceTorque("l_ft", "l_ankle_roll"),
+                                              sd.ForceTorque("r_ft", "r_ankle_roll")], contacts=["l_sole", "r_sole"])
+    est = prob.analyze()
+    y = prob.pack(qdd=np.zeros(hum.nv), l_ft=np.zeros(6), r_ft=np.zeros(6))
+    q0, v0 = sd.humanoid_standing_configuration(), np.zeros(hum.nv)
+    with pytest.raises(ValueError, match="zero pivot"):
+        estimate_derivatives(est, q0, v0, y)
+    with pytest.raises(ValueError, match=r"state \(1,\) of the batch"):
+        estimate_derivatives(est, np.stack([sd.integrate(hum, q0, np.full(hum.nv, 1e-3)), q0]), v0, y)
+    q1 = sd.integrate(hum, q0, np.full(hum.nv, 1e-3))
+    assert all(np.all(np.isfinite(x)) for x in estimate_derivatives(est, q1, v0, y))

@@ -59,4 +59,14 @@ def estimate_derivatives(estimator, q, v, y):
                         inputs={"q": ("nq",), "v": ("nv",), "y": (p.ny,)}, outputs={"d": (estimator.n,)})
         estimator._derivative_function = d
     y = estimator.problem.check_measurements(y)
-    return d(estimator.model, q, v, y)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = d(estimator.model, q, v, y)
+    # The inputs are finite (checked), so a non-finite derivative is a zero pivot of the fixed order.
+    ok = np.all([np.isfinite(x).all(axis=(-2, -1)) for x in out], axis=0)
+    if not np.all(ok):
+        where = "this state" if np.ndim(ok) == 0 else \
+            f"state {tuple(int(i) for i in np.unravel_index(np.argmin(ok), np.shape(ok)))} of the batch (the first)"
+        raise ValueError(f"estimate_derivatives: the estimator's fixed pivot order meets a zero pivot at "
+                         f"{where}, where solve() takes its dense fallback (for instance a symmetric pose at "
+                         f"rest); the derivative program is not defined there: differentiate at a nearby state")
+    return out
