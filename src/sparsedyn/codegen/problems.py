@@ -66,7 +66,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .runtime import KernelInfo, KernelSet, _fast_module, _progress_fn, model_fingerprint
+from .runtime import KernelInfo, KernelSet, _fast_module, _progress_fn, find_compiler_or_warn, model_fingerprint
 from ..symbolic.ir import Sym
 from ..kernels import Kernel
 from .trace import trace
@@ -107,6 +107,14 @@ def compile_problem(x, compiler, vectorize=None, progress=None):
     if isinstance(x, Structure):
         return CompiledStructure(x, compiler, prog, vectorize)
     return CompiledEstimator(x, compiler, prog, vectorize)
+
+
+def _rebuild(x, vectorize, threads):
+    """A compiled structure or estimator unpickled: compiled again from ``x`` (the library is found in
+    the build cache when the sending process built it on a machine that shares it)."""
+    k = compile_problem(x, find_compiler_or_warn(), vectorize)
+    k.threads = threads
+    return k
 
 
 # --- fingerprints -----------------------------------------------------------------------
@@ -528,6 +536,10 @@ class CompiledStructure(_CompiledProblem):
 
     _wrapped = "structure"
 
+    def __reduce__(self):
+        # Rebuilt in another process from the structure (its library loads from the build cache there).
+        return _rebuild, (self.structure, self.vectorize, self.threads)
+
     def __init__(self, structure, compiler, progress=None, vectorize=None):
         st = self.structure = structure
         model = st.model
@@ -589,6 +601,10 @@ class CompiledEstimator(_CompiledProblem):
     """
 
     _wrapped = "estimator"
+
+    def __reduce__(self):
+        # Rebuilt in another process from the estimator (its library loads from the build cache there).
+        return _rebuild, (self.estimator, self.vectorize, self.threads)
 
     def __init__(self, estimator, compiler, progress=None, vectorize=None):
         est = self.estimator = estimator
