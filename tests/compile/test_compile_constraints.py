@@ -180,3 +180,25 @@ def test_failed_checks_take_the_numpy_path(monkeypatch):
     bound = _simulation_bound(cs, mech.q0, steps, 12)
     assert rel_err(t1.q, t0.q) < bound and rel_err(t1.v, t0.v) < bound
     assert np.max(t1.position_violation) <= 1e-12
+
+
+def _evaluate_in_worker(cs, q, v):
+    g, G, b = cs.evaluate(q, v)
+    return g, G, b, type(cs.model).__name__
+
+
+def test_a_compiled_constraint_set_pickles_into_a_fresh_process():
+    """A compiled constraint set crosses a process boundary (spawn) as "compile the original set
+    again", its library found in the build cache there: the same kernel, the same numbers."""
+    import concurrent.futures
+    import multiprocessing
+    from sparsedyn import constraints as sc
+    mech = sc.four_bar()
+    k = sd.compile(mech.constraints)
+    q, v, _ = mech.random_state(np.random.default_rng(2))
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        g, G, b, kind = pool.submit(_evaluate_in_worker, k, q, v).result()
+    ref = k.evaluate(q, v)
+    assert kind == "CompiledModel"
+    assert all(np.array_equal(x, r) for x, r in zip((g, G, b), ref))

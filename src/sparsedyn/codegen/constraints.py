@@ -33,6 +33,7 @@ NumPy path.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 
 import numpy as np
@@ -42,12 +43,21 @@ from ..algorithms.crba import HandC
 from ..algorithms.ltdl import spd_inverse
 from ..symbolic.trace import UntraceableError
 from .compiled_model import CompiledModel
+from .runtime import find_compiler_or_warn
 
 __all__ = ["compile_constraints", "PartitionedForward", "SimulationKernels", "CHECK_TOL"]
 
 #: Largest ``|A A^-1 - I|_F^2`` a compiled kernel may report for the matrices it inverted
 #: (``|E|_F <= 1e-6``: about ``cond(A) eps``; beyond it the NumPy path runs instead).
 CHECK_TOL = 1e-12
+
+
+def _reduce_compiled(cs, vectorize, protocol):
+    return _recompile, (cs, vectorize)
+
+
+def _recompile(cs, vectorize):
+    return compile_constraints(cs, find_compiler_or_warn(), None, vectorize)
 
 
 def compile_constraints(cs, compiler, progress=None, vectorize=None):
@@ -66,6 +76,9 @@ def compile_constraints(cs, compiler, progress=None, vectorize=None):
     out = copy.copy(cs)
     out.model = k
     out.numpy = cs
+    # Pickled as "compile the original set again" (its libraries load from the build cache there):
+    # the compiled copy holds loaded libraries and closures, the original set pickles.
+    out.__reduce_ex__ = functools.partial(_reduce_compiled, cs, vectorize)
     if not k.compiled or cs.m == 0:
         return out
 
