@@ -54,11 +54,15 @@ def test_equals_pinocchio_constraint_dynamics(robot):
             assert err <= min(1e-9, bound(model, q, v, contacts, a_p, f_p)), (robot, kd, err)
 
 
+def robot_case(robot):
+    """``(model, contacts, oracle)``: the robot, its feet or soles as contacts, and Pinocchio on them."""
+    model, contacts = pair(robot)[0], contacts_of(robot)
+    return model, contacts, Oracle(robot, [(c.frame, c.kind) for c in contacts])
+
+
 @pytest.mark.parametrize("robot", ["solo12", "talos_reduced"])
 def test_damping_equals_pinocchio_proximal_step(robot):
-    model = pair(robot)[0]
-    contacts = contacts_of(robot)
-    oracle = Oracle(robot, [(c.frame, c.kind) for c in contacts])
+    model, contacts, oracle = robot_case(robot)
     rng = np.random.default_rng(3)
     q, v, tau = random_state(model, rng)
     for mu in (1e-6, 1e-2):
@@ -101,9 +105,7 @@ def test_batched_and_compiled_equal_one_state():
 
 def test_compiled_talos_equals_pinocchio():
     robot = "talos_reduced"
-    model = pair(robot)[0]
-    contacts = contacts_of(robot)
-    oracle = Oracle(robot, [(c.frame, c.kind) for c in contacts])
+    model, contacts, oracle = robot_case(robot)
     k = sd.compile(model)
     rng = np.random.default_rng(5)
     q, v, tau = random_state(model, rng, (3,))
@@ -268,9 +270,7 @@ def test_contact_is_immutable_hashable_and_named_by_its_repr():
 
 @pytest.mark.parametrize("robot", list(ROBOTS))
 def test_impulse_equals_pinocchio(robot):
-    model = pair(robot)[0]
-    contacts = contacts_of(robot)
-    oracle = Oracle(robot, [(c.frame, c.kind) for c in contacts])
+    model, contacts, oracle = robot_case(robot)
     rng = np.random.default_rng(8)
     for e in (0.0, 0.4):
         q, v, _ = random_state(model, rng)
@@ -314,9 +314,7 @@ def _dbound(model, q, v, contacts, x):
 
 @pytest.mark.parametrize("robot", ["solo12", "talos_reduced"])
 def test_derivatives_equal_pinocchio(robot):
-    model = pair(robot)[0]
-    contacts = contacts_of(robot)
-    oracle = Oracle(robot, [(c.frame, c.kind) for c in contacts])
+    model, contacts, oracle = robot_case(robot)
     rng = np.random.default_rng(10)
     q, v, tau = random_state(model, rng)
     ours = sd.contact_dynamics_derivatives(model, q, v, tau, contacts)
@@ -329,9 +327,7 @@ def test_derivatives_equal_pinocchio(robot):
 
 @pytest.mark.parametrize("robot", ["solo12", "talos_reduced"])
 def test_impulse_derivatives_equal_pinocchio(robot):
-    model = pair(robot)[0]
-    contacts = contacts_of(robot)
-    oracle = Oracle(robot, [(c.frame, c.kind) for c in contacts])
+    model, contacts, oracle = robot_case(robot)
     rng = np.random.default_rng(12)
     q, v, _ = random_state(model, rng)
     for e in (0.0, 0.3):
