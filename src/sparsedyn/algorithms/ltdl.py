@@ -46,7 +46,7 @@ from .. import backend as bk
 from ..kernels import kernel
 
 __all__ = ["dof_lambda", "chain_lambda", "sparsity_pattern", "ltdl", "ltl", "ltdl_kernel", "ltl_kernel",
-           "mpyL", "mpyLt", "mpyLi", "mpyLit", "ltdl_solve", "ltl_solve", "spd_inverse"]
+           "mpyL", "mpyLt", "mpyLi", "mpyLit", "ltdl_solve", "ltl_solve", "spd_inverse", "ltdl_inverse_factor"]
 
 
 def dof_lambda(model_or_lambda) -> list:
@@ -277,6 +277,29 @@ def ltl_solve(model_or_lambda, L, b):
     """``x = H^-1 b`` for ``H = L^T L`` (``L`` from :func:`ltl`)."""
     _, L, b = _prepare(model_or_lambda, L, b, "b")
     return mpyLi(model_or_lambda, L, mpyLit(model_or_lambda, L, b))
+
+
+def ltdl_inverse_factor(lam, P):
+    """``(W, Dinv)``: ``W = L^-1`` (..., n, n) and ``Dinv = D^-1`` (..., n) of the packed factor ``P``
+    of :func:`ltdl_kernel`, so that ``H^-1 = W diag(Dinv) W^T``.
+
+    On a tree ``L^-1`` keeps ``L``'s pattern (no fill-in): row ``i`` of ``W`` is
+    ``e_i - sum_{j in ancestors(i)} L[i, j] W[j, :]`` and is nonzero only on the ancestors of ``i``
+    and ``i`` itself, so the structural zeros stay exact zeros (a traced program never multiplies
+    them).  Then ``H^-1 B = W (Dinv * (W^T B))`` costs ``O(nnz(L))`` per column of ``B`` instead
+    of the ``n^2`` of a dense ``H^-1``.  One array operation per row (NumPy path).
+    """
+    n = len(lam)
+    W = np.zeros(P.shape, dtype=P.dtype)
+    for i in range(n):
+        W[..., i, i] = 1
+        anc, j = [], lam[i]
+        while j >= 0:
+            anc.append(j)
+            j = lam[j]
+        if anc:
+            W[..., i, :] = W[..., i, :] - np.sum(P[..., i, anc, None] * W[..., anc, :], -2)
+    return W, 1 / _diagonal(P)
 
 
 def spd_inverse(A, check=None):
