@@ -126,15 +126,24 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
         B11 = _B11(IC, K.V, M[..., :3])
     if f_ext is not None:
         F = F - apply_force_transpose(K.Xr, f_ext)
-    shape, dtype = F.shape[:-2], F.dtype
-    IC = RigidInertia(np.array(IC.m), *(np.array(np.broadcast_to(x, shape + x.shape[x.ndim - k:]), dtype=dtype)
-                                         for x, k in ((IC.h, 2), (IC.I, 3))))
-    sums = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
+    shape, NB = F.shape[:-2], model.nbodies
+    m = np.array(IC.m)
+    parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
+    cores = [(3,), (3, 3), (6,)] + ([(3, 3), (6,)] if velocity else [])
+    X = np.concatenate([np.broadcast_to(x, shape + (NB,) + c).reshape(shape + (NB, int(np.prod(c))))
+                        for x, c in zip(parts, cores)], -1)          # one array: one sum per level
     for L, P in reversed(lv.levels):                    # deepest first: children into their parents
-        np.add.at(IC.m, P, IC.m[L])
-        for x in sums:
-            rest = (slice(None),) * (x.ndim - F.ndim + 1)
-            np.add.at(x, (Ellipsis, P) + rest, x[(Ellipsis, L) + rest])
+        np.add.at(m, P, m[L])
+        np.add.at(X, (Ellipsis, P, slice(None)), X[..., L, :])
+    out, k = [], 0
+    for c in cores:
+        n = int(np.prod(c))
+        out.append(X[..., k:k + n].reshape(shape + (NB,) + c))
+        k += n
+    IC = RigidInertia(m, out[0], out[1])
+    F = out[2]
+    if velocity:
+        B11, M = out[3], out[4]
     return IC, F, B11, M
 
 

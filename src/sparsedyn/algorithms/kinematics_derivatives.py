@@ -56,7 +56,7 @@ def stacked(parts, shape):
 class Levels:
     """Structure of a model for level-by-level passes (computed once per model): ``levels``, the
     bodies of each depth ``>= 1`` with their parents (``(L, P)`` index arrays, root side first);
-    ``roots``; ``root_of`` and ``parent_or_pad`` per body (``NB`` for "no parent": the index of an
+    ``roots`` and the other bodies, ``nonroot``; ``root_of`` and ``parent_or_pad`` per body (``NB`` for "no parent": the index of an
     appended zero row); ``dof_body`` and the motion subspaces stacked by dof, ``S`` (nv, 6)."""
 
     def __init__(self, model):
@@ -65,6 +65,7 @@ class Levels:
         depth = np.asarray(model.depth, int)
         self.levels = [(np.flatnonzero(depth == d), parent[depth == d]) for d in range(1, int(depth.max(initial=0)) + 1)]
         self.roots = np.flatnonzero(parent < 0)
+        self.nonroot = np.flatnonzero(parent >= 0)
         self.root_of = np.array([model.ancestors(i)[-1] for i in range(NB)], int)
         self.parent_or_pad = np.where(parent < 0, NB, parent)
         self.dof_body = np.asarray(model.dof_body, int)
@@ -161,8 +162,10 @@ def root_motion(model, q, v, a=None, a_root=None):
         if a_root is not None:
             for i in lv.roots:
                 A[..., i, :] = A[..., i, :] + apply_motion(body_transform(K.Xup, i), a_root)
+        nonroot = lv.nonroot
+        A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V[..., nonroot, :], vJ[..., nonroot, :])
         for L, P in lv.levels:
-            A[..., L, :] = A[..., P, :] + A[..., L, :] + cross_motion(V[..., L, :], vJ[..., L, :])
+            A[..., L, :] = A[..., P, :] + A[..., L, :]
         Al = with_pad(A)[..., lv.parent_or_pad, :]
         if a_root is not None:
             for i in lv.roots:
