@@ -39,6 +39,8 @@ and ``D`` (..., n).  All functions accept leading batch axes and NumPy
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _checks
@@ -97,19 +99,36 @@ def ltdl_kernel(lam, H, check=None):
     on values themselves).
     """
     H = H.copy()
+    plan = _ancestor_pairs(tuple(lam))
     for k in range(len(lam) - 1, -1, -1):
         if check is not None:
             check(k, H[..., k, k])
-        i = lam[k]
-        while i >= 0:
-            a = H[..., k, i] / H[..., k, k]
-            j = i
-            while j >= 0:
-                H[..., i, j] = H[..., i, j] - H[..., k, j] * a
-                j = lam[j]
-            H[..., k, i] = a
-            i = lam[i]
+        anc, I, J, pos = plan[k]
+        if not len(anc):
+            continue
+        # the two inner loops at once: every (i, j) with j an ancestor-or-self of i, both ancestors
+        # of k, reads only the not-yet-overwritten row k; same operations per entry as the loops
+        a = H[..., k, anc] / H[..., k, k, None]
+        H[..., I, J] = H[..., I, J] - H[..., k, J] * a[..., pos]
+        H[..., k, anc] = a
     return H
+
+
+@functools.lru_cache(maxsize=64)
+def _ancestor_pairs(lam):
+    """Per dof ``k`` of ``lam`` (a tuple): its proper ancestors ``anc`` (parent first) and the pairs
+    ``(I[p], J[p])`` of them with ``J[p]`` an ancestor-or-self of ``I[p]`` (``pos[p]``: the index of
+    ``I[p]`` in ``anc``), as index arrays."""
+    plan = []
+    for k in range(len(lam)):
+        anc, i = [], lam[k]
+        while i >= 0:
+            anc.append(i)
+            i = lam[i]
+        pairs = [(n, i, j) for n, i in enumerate(anc) for j in anc[n:]]      # ancestors of i: later in anc
+        pos, I, J = zip(*pairs) if pairs else ((), (), ())
+        plan.append(tuple(np.array(x, dtype=int) for x in (anc, I, J, pos)))
+    return plan
 
 
 def ltl_kernel(lam, H, check=None):
