@@ -58,8 +58,8 @@ class Levels:
     bodies of each depth ``>= 1`` with their parents (``(L, P)`` index arrays, root side first);
     ``roots`` and the other bodies, ``nonroot``; ``above`` (NB, NB), 1 where a body is an ancestor
     or self of another (a sum over ancestors is one product with it: ascending body order, so a
-    traced sum is the recursion's chain of partial sums); ``root_of`` and ``parent_or_pad`` per body (``NB`` for "no parent": the index of an
-    appended zero row); ``dof_body`` and the motion subspaces stacked by dof, ``S`` (nv, 6)."""
+    traced sum is the recursion's chain of partial sums); ``root_of`` and ``parent_or_pad`` per
+    body (``NB`` for "no parent": the index of an appended zero row); ``dof_body`` and the motion subspaces stacked by dof, ``S`` (nv, 6)."""
 
     def __init__(self, model):
         NB = model.nbodies

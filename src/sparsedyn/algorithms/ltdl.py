@@ -308,15 +308,10 @@ def ltdl_inverse_factor(lam, P):
     them).  Then ``H^-1 B = W (Dinv * (W^T B))`` costs ``O(nnz(L))`` per column of ``B`` instead
     of the ``n^2`` of a dense ``H^-1``.  One array operation per row (NumPy path).
     """
-    n = len(lam)
     W = np.zeros(P.shape, dtype=P.dtype)
-    for i in range(n):
+    for i, (anc, _, _, _) in enumerate(_ancestor_pairs(tuple(lam))):
         W[..., i, i] = 1
-        anc, j = [], lam[i]
-        while j >= 0:
-            anc.append(j)
-            j = lam[j]
-        if anc:
+        if len(anc):
             W[..., i, :] = W[..., i, :] - np.sum(P[..., i, anc, None] * W[..., anc, :], -2)
     return W, 1 / _diagonal(P)
 
