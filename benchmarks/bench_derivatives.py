@@ -8,7 +8,8 @@ For each robot (example-robot-data, fixed-base panda and floating-base talos_red
 * flops of each derivative kernel's traced program next to its primal's (and, for RNEA and ABA,
   next to forward/reverse mode on the primal's program, ``sd.derivatives``), with the seconds
   the trace took;
-* median microseconds of one call from Python: the compiled kernel vs its Pinocchio counterpart
+* best microseconds of one call from Python, measured in alternation (so that both see the same
+  load on a shared machine): the compiled kernel vs its Pinocchio counterpart
   (the Pinocchio calls that compute the same matrices: e.g. ``computeForwardKinematicsDerivatives``
   then ``getFrameVelocityDerivatives``), and the NumPy path (the kernel run on NumPy arrays);
 * states per second on a batch of random states: a Pinocchio loop vs one batched compiled call,
@@ -35,6 +36,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 def _best(fn, number, repeat=5):
     fn()
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def _paired(fns, number, rounds=15):
+    """The best time per call of each of ``fns``, measured in alternation (``rounds`` times ``number``
+    calls each): on a shared machine both sides then see the same load."""
+    for f in fns:
+        f()
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for n, f in enumerate(fns):
+            best[n] = min(best[n], timeit.timeit(f, number=number) / number)
+    return best
 
 
 def _cases(model, pm, pin, ip, frame, pframe):
@@ -141,8 +154,7 @@ def run_robot(robot, floating, batch, log):
         args = _ours_args(model, names, x)
         f = getattr(cm, name)
         f(*args, **static)                                  # builds a static variant on first call
-        t_c = _best(lambda: f(*args, **static), 200)
-        t_p = _best(lambda: pfn(pm, pd, xp), 200)
+        t_c, t_p = _paired([lambda: f(*args, **static), lambda: pfn(pm, pd, xp)], 100)
         fn = getattr(sd, name)
         with sd.use_backend("numpy"):                       # a plain call would run the native kernel
             t_n = _best(lambda: fn(model, *args, **static), 3, 3)
@@ -159,16 +171,17 @@ def run_robot(robot, floating, batch, log):
         args = _ours_args(model, names, X)
         f = getattr(cm, name)
         outs = tuple(np.empty(o.shape) for o in f(*args, **static))      # reused: no page faults per call
-        t_c = _best(lambda: f(*args, **static, out=outs), 1, 3)
-        cm.threads = 1
-        t_1 = _best(lambda: f(*args, **static, out=outs), 1, 3)
-        cm.threads = threads
+
+        def one_thread():
+            cm.threads = 1
+            f(*args, **static, out=outs)
+            cm.threads = threads
 
         def loop():
             for xp_ in XP:
                 pfn(pm, pd, xp_)
 
-        t_p = _best(loop, 1, 2)
+        t_c, t_1, t_p = _paired([lambda: f(*args, **static, out=outs), one_thread, loop], 1, rounds=3)
         log(f"| {name} | {batch / t_c:,.0f} | {batch / t_1:,.0f} | {batch / t_p:,.0f} | {t_p / t_c:.1f} | "
             f"{t_p / t_1:.1f} |")
 
