@@ -18,8 +18,17 @@ For each robot (example-robot-data, fixed-base panda and floating-base talos_red
   time, as Pinocchio writes into its ``Data``).  The compiled batch uses the threads the library
   picks (up to the machine's cores); the Pinocchio loop runs on one.
 
-Nothing here is a test: numbers are reported, never asserted.
+Nothing here is a test: numbers are reported, never asserted.  Pinocchio runs on one OpenMP thread
+(``OMP_NUM_THREADS=1`` unless set).
 """
+
+import os
+
+# Pinocchio's dense products (computeABADerivatives) run on Eigen's OpenMP threads unless told otherwise:
+# on a shared machine that makes its one-call times depend on the load (46 vs 83 us for talos' ABA
+# derivatives, in one minute).  One thread is its stable, single-core time; our batch calls name their
+# threads themselves (OpenMP num_threads), so this limits Pinocchio alone.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
 import platform
