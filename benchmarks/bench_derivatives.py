@@ -163,7 +163,7 @@ def run_robot(robot, floating, batch, log):
         args = _ours_args(model, names, x)
         f = getattr(cm, name)
         f(*args, **static)                                  # builds a static variant on first call
-        t_c, t_p = _paired([lambda: f(*args, **static), lambda: pfn(pm, pd, xp)], 100)
+        t_c, t_p = _paired([lambda: f(*args, **static), lambda: pfn(pm, pd, xp)], 20, rounds=60)
         fn = getattr(sd, name)
         with sd.use_backend("numpy"):                       # a plain call would run the native kernel
             t_n = _best(lambda: fn(model, *args, **static), 3, 3)
