@@ -236,7 +236,7 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     trees*, 2005) gives ``H^-1 = W D^-1 W^T`` with ``W = L^-1`` as sparse as ``L``, and
     ``H^-1 dtau/dx = W (D^-1 (W^T dtau/dx))`` never multiplies a structural zero of ``W`` or of
     ``dtau/dx`` (on talos_reduced the two products cost 54k flops, a dense ``H^-1`` times
-    ``dtau/dx`` 89k).
+    ``dtau/dx`` 94k).
     """
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
