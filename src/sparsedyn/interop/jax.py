@@ -325,31 +325,38 @@ class _Function:
         jax = _jax()
         jnp = _jnp()
 
-        @jax.custom_jvp
         def primal(*arrays):
             return self._call_compiled(road, arrays)
 
-        @primal.defjvp
+        primal = jax.custom_jvp(primal)
+        zero = jax.custom_derivatives.SymbolicZero
+
         def rule(primals, tangents):
             ys = primal(*primals)
+            if all(type(dx) is zero for dx in tangents):
+                return tuple(ys), tuple(jnp.zeros_like(y) for y in ys)
             D = self.derivative()(*primals)
             D = D if isinstance(D, tuple) else (D,)
             k = len(self.inputs)
+            # The tangents in the Jacobians' columns: q's in the tangent space (see tangent()).
+            dxs = [None if type(dx) is zero else
+                   (self.tangent(x, dx) if n == "q" else jnp.broadcast_to(dx, x.shape))
+                   for n, x, dx in zip(self.inputs, primals, tangents)]
             dys = []
             for j, (y, ys_shape) in enumerate(zip(ys, self.out_shapes)):
                 batch = y.shape[:y.ndim - len(ys_shape)]
                 m = int(np.prod(ys_shape, dtype=int))
-                acc = jnp.zeros(batch + (m,), dtype=y.dtype)
-                for i, (name, x, dx) in enumerate(zip(self.inputs, primals, tangents)):
-                    dx = jnp.broadcast_to(jnp.asarray(dx, y.dtype), x.shape)
-                    if name == "q":
-                        dx = self.tangent(x, dx)
-                    J = D[j * k + i]
-                    J = J.reshape(batch + (m, -1))
-                    acc = acc + (J @ dx.reshape(batch + (-1, 1)))[..., 0]
+                acc = None
+                for i, dx in enumerate(dxs):
+                    if dx is None:
+                        continue
+                    J = D[j * k + i].reshape(batch + (m, -1))
+                    term = (J @ dx.reshape(batch + (-1, 1)))[..., 0]
+                    acc = term if acc is None else acc + term
                 dys.append(acc.reshape(y.shape))
             return tuple(ys), tuple(dys)
 
+        primal.defjvp(rule, symbolic_zeros=True)
         self._primal[key] = primal
         return primal
 
@@ -400,7 +407,8 @@ class _Function:
             else:
                 J = f(q[..., qs])[0]                                  # (..., nq_i, nv_i)
                 Jt = jnp.swapaxes(J, -1, -2)
-                parts.append(jnp.linalg.solve(Jt @ J, (Jt @ x[..., None]))[..., 0])
+                P = jnp.linalg.solve(Jt @ J, Jt)                     # the left inverse, (..., nv_i, nq_i)
+                parts.append((P @ x[..., None])[..., 0])
         return jnp.concatenate(parts, -1)
 
 
