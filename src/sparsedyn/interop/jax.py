@@ -208,17 +208,8 @@ class _Native:
             self.attrs["qins"] = np.array([-1], dtype=np.int64)
 
     def numpy(self, *arrays):
-        """The kernel on NumPy arrays (the vectorised callback): checked, then the batch runtime."""
-        from .. import _checks
-        checked = []
-        for n, x, s in zip(self.spec.inputs, arrays, self.in_shapes):
-            x = np.asarray(x, dtype=np.float64)
-            if n.startswith("q") and s == (self.model.nq,):
-                x = _checks.configuration(self.model, x, n)
-            elif not np.all(np.isfinite(x)):
-                raise ValueError(f"{self.spec.name}: {n}: contains NaN or infinite values")
-            checked.append(x)
-        res = self.ck.run(self.spec.name, *checked)
+        """The kernel on NumPy arrays (the vectorised callback: inputs checked by the caller)."""
+        res = self.ck.run(self.spec.name, *[np.asarray(x, dtype=np.float64) for x in arrays])
         return list(res) if isinstance(res, tuple) else [res]
 
 
@@ -287,12 +278,24 @@ class _Function:
                 raise TypeError(f"{self.kname}: {n}: expected a real array, got dtype {a.dtype}")
         batch = _check_shapes(self.kname, self.inputs, arrays, self.in_shapes, self.model)
         road = self.road()
+        if road != "replay" and not any(isinstance(a, _jax().core.Tracer) for a in arrays):
+            self._check_values(arrays)          # eager: the library's errors (under jit: the handler's)
         if road == "replay":
             outs = self._replay_fn()(*arrays)
         else:
             arrays = [jnp.broadcast_to(jnp.asarray(a, jnp.float64), batch + s) for a, s in zip(arrays, self.in_shapes)]
             outs = self._jvp_fn(road)(*arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _check_values(self, arrays):
+        """Concrete inputs checked as the NumPy functions check them (finite, unit quaternions)."""
+        from .. import _checks
+        for n, a, s in zip(self.inputs, arrays, self.in_shapes):
+            x = np.asarray(a, dtype=np.float64)
+            if n.startswith("q") and s == (self.model.nq,):
+                _checks.configuration(self.model, x, n)
+            elif not np.all(np.isfinite(x)):
+                raise ValueError(f"{self.kname}: {n}: contains NaN or infinite values")
 
     def _replay_fn(self):
         if self._replay is None:
@@ -311,7 +314,10 @@ class _Function:
         shapes = [jax.ShapeDtypeStruct(batch + s, np.float64) for s in self.out_shapes]
         if road == "native":
             return tuple(jax.ffi.ffi_call(_TARGET, shapes, vmap_method="broadcast_all")(*arrays, **nat.attrs))
-        return tuple(jax.pure_callback(nat.numpy, shapes, *arrays, vmap_method="broadcast_all"))
+        def host(*xs):
+            self._check_values(xs)
+            return nat.numpy(*xs)
+        return tuple(jax.pure_callback(host, shapes, *arrays, vmap_method="broadcast_all"))
 
     def _jvp_fn(self, road):
         """The compiled call with its derivative rule (``jax.custom_jvp``): the Jacobians come from the
@@ -396,44 +402,49 @@ class _Function:
         (..., nv): the velocity whose first-order motion (:meth:`~sparsedyn.Joint.retract`) is the
         closest to ``dq``; for a quaternion the component along ``q`` itself (a change of norm,
         which the kernels do not see: they take unit quaternions) is dropped."""
-        jnp = _jnp()
         if self._tangent is None:
-            self._tangent = _tangent_blocks(self.model)
-        parts = []
-        for qs, vs, f in self._tangent:
-            x = dq[..., qs]
-            if f is None:
-                parts.append(x)
-            else:
-                J = f(q[..., qs])[0]                                  # (..., nq_i, nv_i)
-                Jt = jnp.swapaxes(J, -1, -2)
-                P = jnp.linalg.solve(Jt @ J, Jt)                     # the left inverse, (..., nv_i, nq_i)
-                parts.append((P @ x[..., None])[..., 0])
-        return jnp.concatenate(parts, -1)
+            spec = _chart_inverse(self.model)
+            self._tangent = False if spec is None else \
+                _Function(self.model, spec.name, spec, {}, (), None, self.backend, self.style, "jax chart inverse")
+        if self._tangent is False:
+            return dq
+        return (self._tangent(q) @ dq[..., None])[..., 0]
 
 
-def _tangent_blocks(model):
-    """``[(q slice, v slice, f)]`` joint runs: ``f`` is ``None`` for a run of joints whose chart is
-    ``q + dq``, else a JAX function of the joint's ``q`` giving ``d retract(q, dq)/d dq`` at ``dq = 0``
-    (nq_i, nv_i), from the joint's traced :meth:`~sparsedyn.Joint.retract`."""
+def _chart_inverse(model):
+    """The kernel ``q (nq,) -> P (nv, nq)`` mapping a direction in R^nq at ``q`` to the tangent
+    space (see :meth:`_Function.tangent`), or ``None`` when every joint's chart is ``q + dq``
+    (``P = I``).  Block diagonal: identities for those joints, and for the others the left inverse
+    ``(J^T J)^-1 J^T`` of the chart's derivative ``J = d retract(q, dq)/d dq`` at ``dq = 0``, traced
+    from the joint's :meth:`~sparsedyn.Joint.retract` (the small L^T D L solve written out)."""
+    from ..algorithms.ltdl import chain_lambda, ltdl, ltdl_solve
     from ..joints import Joint
-    from ..symbolic.ad import jacobian_program
+    from ..kernels import Kernel
+    from ..symbolic.ad import inline, jacobian_program
     from ..symbolic.ir import Graph
-    blocks = []
-    for i, j in enumerate(model.joints):
-        qs, vs = model.q_slice(i), model.v_slice(i)
-        if type(j).retract is Joint.retract and j.nq == j.nv:
-            if blocks and blocks[-1][2] is None and blocks[-1][0].stop == qs.start:
-                p = blocks.pop()
-                qs, vs = slice(p[0].start, qs.stop), slice(p[1].start, vs.stop)
-            blocks.append((qs, vs, None))
-            continue
+    if all(type(j).retract is Joint.retract and j.nq == j.nv for j in model.joints):
+        return None
+
+    def program(model, static, optional):
         g = Graph()
-        out = np.asarray(j.retract(g.inputs(0, (j.nq,)), g.inputs(1, (j.nv,))), dtype=object)
-        P = g.program([out], [(j.nq,), (j.nv,)], name=f"retract_{j.type}")
-        J = jacobian_program(P, [1], mode="forward", at={1: 0.0}, name=f"chart_{j.type}")
-        blocks.append((qs, vs, program_function(J)))
-    return blocks
+        q = g.inputs(0, (model.nq,))
+        P = np.zeros((model.nv, model.nq), dtype=object)
+        for i, j in enumerate(model.joints):
+            qs, vs = model.q_slice(i), model.v_slice(i)
+            if type(j).retract is Joint.retract and j.nq == j.nv:
+                P[vs, qs] = np.eye(j.nv)
+                continue
+            h = Graph()
+            out = np.asarray(j.retract(h.inputs(0, (j.nq,)), h.inputs(1, (j.nv,))), dtype=object)
+            J = jacobian_program(h.program([out], [(j.nq,), (j.nv,)], name=f"retract_{j.type}"), [1],
+                                 mode="forward", at={1: 0.0}, name=f"chart_{j.type}")
+            Jq = inline(J, [q[qs]])[0]                                   # (nq_i, nv_i)
+            lam = chain_lambda(j.nv)
+            L, D = ltdl(lam, Jq.T @ Jq)
+            P[vs, qs] = np.stack([ltdl_solve(lam, L, D, Jq[r]) for r in range(j.nq)], -1)
+        return g.program([P], [(model.nq,)], name="jax_chart_inverse")
+
+    return Kernel("jax_chart_inverse", None, {"q": (model.nq,)}, {"P": (model.nv, model.nq)}, program=program)
 
 
 def _check_shapes(name, names, arrays, in_shapes, model):
@@ -510,3 +521,4 @@ def function(fn, model, *, static=None, optional=(), style="auto", backend="auto
     g.road = f.road
     g._function = f
     return g
+
