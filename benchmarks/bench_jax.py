@@ -71,9 +71,8 @@ def rows_for(model_name, kernels, roads, batch, rng):
             Jq, Jv, Ja = (np.asarray(x) for x in jj(q, v, a))
             jac_jit = time.perf_counter() - t0
             Dq, Dv, Da = deriv(q, v, a)
-            # R^nq -> tangent: J_tangent = J_ambient @ d retract(q, dq)/d dq at dq = 0
-            chart = np.asarray(jax.jacfwd(lambda d: jax.numpy.asarray(0.0) + _retract(sdj, model)(q, d))(
-                np.zeros(model.nv)))
+            # R^nq -> tangent: J_tangent = J_ambient @ d integrate(q, t)/dt at t = 0 (AD on the IR)
+            chart = sd.derivatives(sd.integrate, wrt="v")(model, q, np.zeros(model.nv))
             rel = max(np.max(np.abs(Jq @ chart - Dq)) / np.max(np.abs(Dq)),
                       np.max(np.abs(Jv - Dv)) / np.max(np.abs(Dv)), np.max(np.abs(Ja - Da)) / np.max(np.abs(Da)))
             tj, nj = interleaved([lambda: jax.block_until_ready(jj(qj, vj, aj)), lambda: deriv(q, v, a)], rounds=50)
@@ -81,21 +80,6 @@ def rows_for(model_name, kernels, roads, batch, rng):
                          jac_jit, tj * 1e6, nj * 1e6, rel))
             print(_fmt(rows[-1]), flush=True)
     return rows
-
-
-_RETRACT = {}
-
-
-def _retract(sdj, model):
-    """``retract(q, dq)`` of the model as a JAX function (the replay road of a traced user function)."""
-    f = _RETRACT.get(id(model))
-    if f is None:
-        from sparsedyn.algorithms.derivatives import retract
-
-        def chart(model, q, dq):
-            return retract(model, q, dq)
-        f = _RETRACT[id(model)] = sdj.function(chart, model, backend="replay")
-    return f
 
 
 HEADER = ("| model | kernel | road | jit s | call us | native us | diff us | vmap states/s | native batch states/s "

@@ -1,30 +1,47 @@
-"""Kernels as JAX functions, built from their traced programs.
+"""Kernels as JAX functions.
 
-``function(sd.rnea, model)`` traces the kernel once (the trace the C compiler
-and the derivatives use) and returns a function of JAX arrays that replays the
-straight-line program with ``jax.numpy`` operations.  It runs under
-``jax.jit``, ``jax.vmap``, ``jax.grad``/``jax.jacfwd``/``jax.jacrev``, accepts
-leading batch axes directly, and works for derivative kernels
-(``sd.rnea_derivatives``...) and user kernels alike.
+``function(sd.rnea, model)`` returns a function of JAX arrays that runs under ``jax.jit``,
+``jax.vmap``, ``jax.grad``/``jax.jacfwd``/``jax.jacrev``, accepts leading batch axes directly,
+and works for derivative kernels (``sd.rnea_derivatives``...) and user functions alike.  It
+takes one of three roads, chosen when it is traced (``backend=``, see :func:`function`):
 
-Calling ``sd.rnea`` itself on JAX traced values is not supported (the kernels
-are written over NumPy): the argument checks refuse them and point here.
+* ``native`` (CPU): the compiled kernel (:mod:`sparsedyn.codegen`) called by XLA through its
+  foreign-function interface, one generic C++ handler (:mod:`sparsedyn.codegen.xla_ffi`)
+  registered once per process as the custom call ``sparsedyn_kernel``; ``vmap`` and batch axes
+  become one call of the vectorised batch kernel (``vmap_method="broadcast_all"``).  Its
+  derivative rule (``jax.custom_jvp``, so forward and reverse mode) takes the Jacobians from the
+  library's derivative kernels (:data:`ANALYTIC`), or from AD on the traced program
+  (:func:`sparsedyn.derivatives`) compiled the same way.
+* ``callback``: the same compiled kernels through ``jax.pure_callback`` (vectorised).
+* ``replay``: the straight-line program replayed with ``jax.numpy`` operations, for
+  accelerators (GPU, TPU) and float32: one JAX operation per IR node, or the program's level
+  schedule, a gather and one vectorised operation per group of nodes of equal depth (large
+  programs such as the derivative kernels: compiles in seconds).
 
-Two emissions (``style``): one JAX operation per IR node (small programs; XLA
-fuses them, but its compile time grows quickly with the program), or the
-program's level schedule, a gather and one vectorised operation per group of
-nodes of equal depth (large programs such as the derivative kernels: compiles
-in seconds).  JAX is an optional
-dependency: ``pip install sparsedyn[jax]``.  Enable ``jax_enable_x64`` for
-float64 results (otherwise JAX computes in float32).
+``q`` on the native roads: the JAX input is a point of R^nq, and the kernels' derivatives are
+on the tangent space (``d/d(dq) f(integrate(q, dq))``, nv columns).  The JVP maps a direction
+``dq`` in R^nq to the tangent direction whose first-order motion is closest to it: the left
+inverse ``(J^T J)^-1 J^T`` of each joint's chart derivative ``J = d retract(q, dq)/d dq`` at
+``dq = 0`` (a compiled kernel too): ``omega = 2 vec(conj(quat) dquat)`` for a quaternion,
+``R^T dp`` for a free joint's position, identity for vector joints.  A change of a quaternion's
+norm maps to zero, so the Jacobian is that of ``f(normalize(q))``, what central differences of
+the NumPy kernels measure (they take unit quaternions only).
+
+Calling ``sd.rnea`` itself on JAX traced values is not supported (the kernels are written over
+NumPy): the argument checks refuse them and point here.  JAX is an optional dependency:
+``pip install sparsedyn[jax]``.  Enable ``jax_enable_x64`` for float64 results (and the native
+roads); otherwise the replay road computes in float32.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+
 import numpy as np
 
 
-__all__ = ["function", "program_function"]
+__all__ = ["function", "program_function", "BACKENDS", "ANALYTIC"]
 
 
 def _jnp():
@@ -190,22 +207,18 @@ class _Native:
         shapes = spec.shapes(model)
         self.in_shapes = [tuple(shapes[n]) for n in spec.inputs]
         self.out_shapes = [tuple(shapes[n]) for n in spec.outputs]
-        tol, groups = _input_checks(model, spec)
-        quats = groups[0][1] if groups else ()
+        tol, groups = _input_checks(model, spec)        # ((configuration input, quaternion offsets), ...)
         qjoints = [model.joint_names[i] for i, j in enumerate(model.joints) if j.type in ("spherical", "free")]
         addr = lambda f: int(ctypes.cast(f, ctypes.c_void_p).value)   # noqa: E731
+        ints = lambda xs: np.array(list(xs) or [-1], dtype=np.int64)   # noqa: E731  (never an empty array)
         self.attrs = dict(
             f_single=np.int64(single.addr[name]), f_loop=np.int64(addr(single.loop[name])),
             f_batch=np.int64(addr(batch.batch[name])), lanes=np.int64(batch.lanes),
-            sizes=np.array([int(np.prod(s, dtype=int)) for s in self.in_shapes + self.out_shapes], dtype=np.int64),
+            sizes=ints(int(np.prod(s, dtype=int)) for s in self.in_shapes + self.out_shapes),
             flops=np.int64(ck.kernels[name].flops["total"] if name in ck.kernels else 10000),
-            max_threads=np.int64(ck.threads),
-            qins=np.array([k for k, _ in groups] or [-1], dtype=np.int64),
-            quats=np.array(list(quats) or [0], dtype=np.int64) if groups else np.array([0], dtype=np.int64),
-            tol=np.float64(tol), kernel=spec.name, names="\n".join(list(spec.inputs) + list(spec.outputs)),
-            joints="\n".join(qjoints))
-        if not groups:
-            self.attrs["qins"] = np.array([-1], dtype=np.int64)
+            max_threads=np.int64(ck.threads), qins=ints(k for k, _ in groups),
+            quats=ints(groups[0][1] if groups else [0]), tol=np.float64(tol), kernel=spec.name,
+            names="\n".join(list(spec.inputs) + list(spec.outputs)), joints="\n".join(qjoints))
 
     def numpy(self, *arrays):
         """The kernel on NumPy arrays (the vectorised callback: inputs checked by the caller)."""
@@ -226,10 +239,10 @@ class _Function:
         self.in_shapes = [tuple(shapes[n]) for n in self.inputs]
         self.out_shapes = [tuple(shapes[n]) for n in self.outputs]
         self._replay = self._native = self._primal = self._deriv = self._tangent = None
-        self._lock = __import__("threading").Lock()
+        self._lock = threading.Lock()
 
     # --- which road --------------------------------------------------------------------------------
-    def road(self, dtype=None):
+    def road(self):
         """``"native"`` (XLA FFI), ``"callback"`` (vectorised host callback) or ``"replay"`` (jax.numpy)
         for a call now: see :func:`function`."""
         jax = _jax()
@@ -509,7 +522,7 @@ def function(fn, model, *, static=None, optional=(), style="auto", backend="auto
     else:
         from ._user import program
         prog, inputs, outputs, name = program(fn, model, static, optional, "interop.jax.function")
-        cname = "u_" + __import__("re").sub(r"[^a-z0-9_]", "_", name.lower())
+        cname = "u_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
         spec = Kernel(cname, None, dict(zip(inputs, map(tuple, prog.input_shapes))),
                       dict(zip(outputs, map(tuple, prog.output_shapes))), program=lambda m, s, o: prog)
         f = _Function(model, name, spec, {}, (), prog, backend, style, None)
