@@ -220,13 +220,8 @@ def load_handler(compiler, include_dir):
         if key in _loaded:
             return _loaded[key]
         try:
-            d = build.cache_dir()
-            path = d / f"sd_xla_ffi_{key[:16]}.so"
-            side = d / f"sd_xla_ffi_{key[:16]}.sha256"
-            if not build._valid(path, side):
-                with build._locked(d / f"sd_xla_ffi_{key[:16]}.lock"):
-                    if not build._valid(path, side):
-                        _build(cxx, include_dir, path, side, d)
+            path = build.sealed_file(f"sd_xla_ffi_{key[:16]}", ".so",
+                                     lambda path, side, d: _build(cxx, include_dir, path, side, d))
             result = ctypes.CDLL(str(path)), None
         except (OSError, build.BuildError) as e:
             result = None, f"the FFI handler did not build: {e}"
