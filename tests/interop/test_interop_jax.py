@@ -73,7 +73,7 @@ def test_jit_and_vmap_equal_numpy(floating, road):
 
 
 def test_auto_runs_native_on_cpu_and_static_arguments(floating):
-    q, v, a = state(floating, 3, (4,))
+    q, v, a = state(floating, 3, (16,))                # enough states for the vectorised batch entry
     f = function(sd.aba, floating)
     assert f.road() == "native"
     assert rel_err(np.asarray(jax.jit(jax.vmap(f))(q, v, a)), sd.aba(floating, q, v, a)) < 1e-12

@@ -396,14 +396,15 @@ class _Function:
                 if list(spec.inputs) != self.inputs or [tuple(shapes[n]) for n in spec.outputs] != want:
                     spec = None
             if spec is None:                        # AD on the traced program, compiled like the rest
-                base, prog = self.spec, self._user_program
-                if prog is not None:
-                    base = Kernel(self.spec.name, None, dict(zip(self.inputs, self.in_shapes)),
-                                  dict(zip(self.outputs, self.out_shapes)), program=lambda m, s, o: prog)
+                base, wrt = self.spec, tuple(self.inputs)
                 outs = {f"d{y}_d{x}": ys + ((self.model.nv,) if x == "q" else xs)
                         for y, ys in zip(self.outputs, self.out_shapes) for x, xs in zip(self.inputs, self.in_shapes)}
-                spec = Kernel("jd_" + self.spec.name, None, dict(zip(self.inputs, self.in_shapes)), outs,
-                              program=lambda m, s, o, base=base: derivative_program(base, m, tuple(self.inputs)))
+
+                def program(m, s, o):
+                    return derivative_program(base, m, wrt)
+                # (``fn``: what identifies the kernel in the derivative programs' cache; never called.)
+                spec = Kernel("jd_" + self.spec.name, program, dict(zip(self.inputs, self.in_shapes)), outs,
+                              program=program)
                 fingerprint = None if self._user_program is not None else "jax-ad " + self.spec.name
             else:
                 fingerprint = "jax " + spec.name
@@ -457,7 +458,7 @@ def _chart_inverse(model):
             P[vs, qs] = np.stack([ltdl_solve(lam, L, D, Jq[r]) for r in range(j.nq)], -1)
         return g.program([P], [(model.nq,)], name="jax_chart_inverse")
 
-    return Kernel("jax_chart_inverse", None, {"q": (model.nq,)}, {"P": (model.nv, model.nq)}, program=program)
+    return Kernel("jax_chart_inverse", program, {"q": (model.nq,)}, {"P": (model.nv, model.nq)}, program=program)
 
 
 def _check_shapes(name, names, arrays, in_shapes, model):
@@ -523,7 +524,7 @@ def function(fn, model, *, static=None, optional=(), style="auto", backend="auto
         from ._user import program
         prog, inputs, outputs, name = program(fn, model, static, optional, "interop.jax.function")
         cname = "u_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
-        spec = Kernel(cname, None, dict(zip(inputs, map(tuple, prog.input_shapes))),
+        spec = Kernel(cname, fn, dict(zip(inputs, map(tuple, prog.input_shapes))),
                       dict(zip(outputs, map(tuple, prog.output_shapes))), program=lambda m, s, o: prog)
         f = _Function(model, name, spec, {}, (), prog, backend, style, None)
 
