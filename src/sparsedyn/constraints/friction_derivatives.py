@@ -1,0 +1,245 @@
+"""Derivatives of a frictional contact step (:func:`~sparsedyn.contact_step`) in its current mode.
+
+The step (semi-implicit Euler; :mod:`sparsedyn.constraints.friction`) maps ``(q, v, tau)`` to::
+
+    H (v+ - v) = dt (tau - C(q, v)) + J^T lambda,        q+ = q (+) dt v+
+
+with the impulses ``lambda`` (contact frames ``[t_x, t_y, n]``) solving Coulomb's law.  Away from
+a change of mode the solution is a smooth function of the state, and the implicit function
+theorem differentiates it: each contact keeps the equations of its mode,
+
+* ``open``: ``lambda_i = 0``;
+* ``stick``: ``u_i = 0`` (the point's next velocity, all three directions; as impulse dynamics);
+* ``slide``: ``u_n = 0`` and ``lambda_t = -mu lambda_n t``, ``t = u_t / |u_t|`` the sliding
+  direction, whose derivative ``dt = (I - t t^T) du_t / |u_t|`` is part of the linearisation;
+
+with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, max(gap, 0) / dt]``.
+Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
+
+    dv+ = H^-1 (J^T dlambda - r_x dx)          r_q = dt dRNEA/dq - d(J^T lambda)/dq,
+                                               r_v = dt dRNEA/dv - H,   r_tau = -dt I
+    du  = G dlambda + c dx                     c = J dv+|_(dlambda=0) + d(J v+ + b)/dq
+
+and the mode equations give one small linear system ``(A + B G) dlambda = -B c dx`` (``m = 3 nc``
+unknowns), solved in the least-squares sense, so a redundant contact set (a box's four corners:
+``G`` singular) gives the unique ``dv+`` (``J^T dlambda`` is unique where ``v+`` is).
+RNEA's derivatives are the analytic recursion (:func:`~sparsedyn.rnea_derivatives`; Carpentier
+and Mansard, "Analytical derivatives of rigid body dynamics algorithms", 2018), ``H^-1`` is
+:func:`~sparsedyn.minv`, and the derivatives of ``J(q) w`` and ``J(q)^T lambda`` at fixed ``w``,
+``lambda`` are the traced program of the contact Jacobian differentiated by the symbolic layer.
+Then ``q+ = q (+) dt v+`` by :func:`~sparsedyn.integrate_derivatives`.  A penetration removed
+from the configuration (the split-impulse correction, a function of ``q`` alone) is differentiated
+the same way (its active normal rows held on the plane).
+
+Conventions: every derivative is ``(..., nv, nv)``; ``d/dq`` is on the tangent space
+(``d/d(dq) f(q (+) dq)`` at ``dq = 0``, as :func:`~sparsedyn.aba_derivatives`), and ``d q+`` is
+expressed on the tangent space at ``q+`` (``q+ (+) dq+``), as Pinocchio's ``dIntegrate``.  At a
+contact exactly on its plane (``gap = 0``) the step has a kink in ``q`` (the speculative term
+``max(gap, 0) / dt``): the derivative is the branch ``gap <= 0`` there (no speculative term).
+``f_ext`` and ``gravity`` are held constant.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _checks
+from ..algorithms.configuration import integrate_derivatives
+from ..algorithms.derivatives import derivative_program
+from ..algorithms.dynamics_derivatives import rnea_derivatives
+from ..algorithms.minv import minv
+from ..kernels import Kernel
+from .contact import _cached, _run
+from .friction import (ContactStep, PENETRATION_SLOP, _model_and_kernels, _nonneg_lcp, _positive, contact_problem,
+                       contact_step, point_contacts)
+
+__all__ = ["ContactStepDerivatives", "contact_step_derivatives"]
+
+
+class ContactStepDerivatives(NamedTuple):
+    """Result of :func:`contact_step_derivatives` (batch shape ``...`` of the inputs).
+
+    ``dv_dq``, ``dv_dv``, ``dv_dtau``: derivatives of the next velocity ``v+``; ``dq_dq``,
+    ``dq_dv``, ``dq_dtau``: of the next configuration ``q+`` (on the tangent space at ``q+``);
+    each (..., nv, nv), ``d/dq`` on the tangent space at ``q``.  ``step``: the
+    :class:`~sparsedyn.ContactStep` they are taken at (its ``modes`` are the modes held).
+    """
+
+    dv_dq: np.ndarray
+    dv_dv: np.ndarray
+    dv_dtau: np.ndarray
+    dq_dq: np.ndarray
+    dq_dv: np.ndarray
+    dq_dtau: np.ndarray
+    step: ContactStep
+
+
+# --- the contact Jacobian's derivatives: the traced program of J(q), differentiated -------------
+
+def _jacobian_terms(model, q, w, lam, contacts):
+    """``(J(q) w, J(q)^T lambda)`` (..., m), (..., nv): the contact rows of :func:`contact_problem`
+    (contact frames, ``[t_x, t_y, n]`` per contact) applied to a velocity and to impulses (kernel use;
+    the unused parts of the traced :func:`contact_problem` are dropped from the program)."""
+    zero = w * 0
+    J = contact_problem.__kernel__.fn(model, q, zero, zero, contacts).J
+    return (J @ w[..., None])[..., 0], (lam[..., None, :] @ J)[..., 0, :]
+
+
+def _m(model, contacts, **_):
+    return 3 * len(tuple(contacts))
+
+
+_TERMS = Kernel("friction_jacobian_terms", _jacobian_terms, {"q": ("nq",), "w": ("nv",), "lam": (_m,)},
+                {"Jw": (_m,), "JTlam": ("nv",)}, {}, ("contacts",))
+
+
+def _terms_derivatives(model, contacts, q, w, lam):
+    """``(d(J w)/dq, d(J^T lambda)/dq)`` (B, m, nv), (B, nv, nv) at fixed ``w``, ``lambda`` (tangent space)."""
+    prog = _cached(("friction_jacobian_terms", contacts), model,
+                   lambda: derivative_program(_TERMS, model, ("q",), {"contacts": contacts}))
+    return tuple(_run(prog, [q, w, lam]))
+
+
+# --- the step's derivatives ---------------------------------------------------------------------
+
+def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
+    """Derivatives of one :func:`~sparsedyn.contact_step` (a :class:`ContactStepDerivatives`).
+
+    Arguments as :func:`~sparsedyn.contact_step` (``q`` (..., nq), ``v``/``tau`` (..., nv), the
+    one-sided contacts, ``dt`` > 0, and its options ``tol``, ``max_iterations``, ``solver``,
+    ``f_ext``, ``gravity``, ``warm_start``, ``margin``); the step is taken, then differentiated in
+    the mode each contact is in (``step.modes``), by the implicit function theorem (module
+    docstring).  Returns ``dv_dq``, ``dv_dv``, ``dv_dtau``, ``dq_dq``, ``dq_dv``, ``dq_dtau``
+    (..., nv, nv) and ``step``.  ``d/dq`` is on the tangent space, ``dq+`` on the tangent space at
+    ``q+``; ``f_ext`` and ``gravity`` are held constant.  The derivatives are those of the exact
+    solution in the current modes; at a change of mode (a contact on the edge of its friction
+    cone, a point that just touches, a sliding velocity crossing zero) the step is not
+    differentiable and these are one-sided.  A batch of states (leading axes) is differentiated at
+    once; ``model`` may be ``sd.compile(model)``.
+
+    >>> import numpy as np, sparsedyn as sd
+    >>> b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=1.0,
+    ...                                      rot_inertia=np.eye(3) / 60)
+    >>> model = b.add_frame("box", "box").build()
+    >>> corners = [sd.Contact("box", "3d", friction=0.5, point=(x, y, -0.1), name=f"c{i}")
+    ...            for i, (x, y) in enumerate([(-.1, -.1), (.1, -.1), (-.1, .1), (.1, .1)])]
+    >>> q = np.array([0, 0, 0.1, 0, 0, 0, 1.0])
+    >>> d = sd.contact_step_derivatives(model, q, np.array([0, 0, 0, 1.0, 0, 0]), np.zeros(6), corners, 1e-3)
+    >>> d.step.modes.tolist(), round(float(d.dv_dv[3, 3]), 12)     # sliding: the speed carries over
+    (['slide', 'slide', 'slide', 'slide'], 1.0)
+    """
+    who = "contact_step_derivatives"
+    model, kernels = _model_and_kernels(model, who)
+    contacts = point_contacts(model, contacts, who, friction=True)
+    dt = _positive(who, "dt", dt)
+    step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
+    f_ext, gravity = options.get("f_ext"), options.get("gravity")
+    q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    nv, nq, nc = model.nv, model.nq, len(contacts)
+    m = 3 * nc
+    shape = step.v.shape[:-1]
+    B = int(np.prod(shape, dtype=int))
+    flat = lambda x, tail: np.broadcast_to(x, shape + tail).reshape((B,) + tail)      # noqa: E731
+    qb, vb, tb = flat(q, (nq,)), flat(v, (nv,)), flat(tau, (nv,))
+    vp = step.v.reshape(B, nv)
+    lam = step.impulses.reshape(B, m)
+    fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
+
+    # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda and H^-1
+    Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, (vp - vb) / dt, f_ext=fx, gravity=gravity)
+    Minv = minv(kernels, qb)
+    I = np.eye(nv)
+    if nc:
+        P = contact_problem(kernels, qb, vb, tb, contacts, f_ext=fx, gravity=gravity)
+        Uq, Fq = _terms_derivatives(model, contacts, qb, vp, lam)
+    else:
+        Fq = np.zeros((B, nv, nv))
+    # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
+    W = np.concatenate([-(Minv @ (dt * Tq - Fq)), I - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
+    if nc:
+        W = W + _impulse_response(P, Uq, W, step, contacts, dt, shape)
+    dv = W.reshape(shape + (nv, 3 * nv))
+    dv_dq, dv_dv, dv_dtau = dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:]
+
+    # q+ = q (+) dt (v+ + correction)
+    delta = dt * vp
+    dcorr = np.zeros((B, nv, nv))
+    if nc:
+        pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
+        if pen.size:
+            corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, Minv, pen, dt)
+            delta[pen] += dt * corr
+    Dq, Dd = integrate_derivatives(kernels, qb, delta)
+    Dd = Dd.reshape(shape + (nv, nv))
+    dq_dq = Dq.reshape(shape + (nv, nv)) + dt * (Dd @ (dv_dq + dcorr.reshape(shape + (nv, nv))))
+    return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)
+
+
+def _impulse_response(P, Uq, W, step, contacts, dt, shape):
+    """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations."""
+    B, nv = W.shape[0], W.shape[1]
+    nc = len(contacts)
+    m = 3 * nc
+    J, JMinv, G = P.J.reshape(B, m, nv), P.JMinv.reshape(B, m, nv), P.G.reshape(B, m, m)
+    gap = P.gap.reshape(B, nc)
+    vp = step.v.reshape(B, nv)
+    lam = step.impulses.reshape(B, nc, 3)
+    modes = np.asarray(step.modes).reshape(B, nc)
+    mu = np.array([c.friction for c in contacts])
+    # the contact velocities u = J v+ + b and their change c dx at fixed impulses
+    u = (J @ vp[..., None])[..., 0].reshape(B, nc, 3)
+    u[..., 2] += np.maximum(gap, 0.0) / dt
+    c = J @ W
+    c[..., :nv] += Uq
+    n_rows = 3 * np.arange(nc) + 2
+    c[..., n_rows, :nv] += (gap > 0)[..., None] * J[:, n_rows, :] / dt       # the speculative gap / dt
+    # the mode equations  A dlambda + Bm du = 0,  du = G dlambda + c dx
+    A = np.zeros((B, m, m))
+    Bm = np.zeros((B, m, m))
+    scale = 1.0 / np.maximum(np.max(np.diagonal(G, axis1=-2, axis2=-1), -1), np.finfo(float).tiny)   # rows in N s
+    for i in range(nc):
+        r = slice(3 * i, 3 * i + 3)
+        op, st, sl = modes[:, i] == "open", modes[:, i] == "stick", modes[:, i] == "slide"
+        A[op, r, r] = np.eye(3)
+        Bm[st, r, r] = scale[st, None, None] * np.eye(3)
+        n = 3 * i + 2
+        Bm[sl, n, n] = scale[sl]
+        ut = u[:, i, :2]
+        speed = np.linalg.norm(ut, axis=-1)
+        t = ut / np.where(speed > 0, speed, 1.0)[:, None]
+        A[sl, 3 * i:3 * i + 2, 3 * i:3 * i + 2] = np.eye(2)
+        A[sl, 3 * i:3 * i + 2, n] = mu[i] * t[sl]
+        k = (mu[i] * lam[sl, i, 2] / np.where(speed[sl] > 0, speed[sl], 1.0))[:, None, None]
+        Bm[sl, 3 * i:3 * i + 2, 3 * i:3 * i + 2] = k * (np.eye(2) - t[sl, :, None] * t[sl, None, :])
+    K = A + Bm @ G
+    dlam = -(np.linalg.pinv(K, rcond=1e-12) @ (Bm @ c))
+    return np.swapaxes(JMinv, -1, -2) @ dlam
+
+
+def _correction_derivative(model, kernels, contacts, P, q, Minv, rows, dt):
+    """The split-impulse position correction of the penetrating states ``rows`` and its ``q``
+    derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``, ``dv_c = H^-1 J_A^T l`` with the active
+    normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``."""
+    nc, nv = len(contacts), model.nv
+    m = 3 * nc
+    k = rows.size
+    n_rows = 3 * np.arange(nc) + 2
+    J = P.J.reshape(-1, m, nv)[rows]
+    JMinv = P.JMinv.reshape(-1, m, nv)[rows]
+    G = P.G.reshape(-1, m, m)[rows]
+    gap = P.gap.reshape(-1, nc)[rows]
+    ln = _nonneg_lcp(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)       # as the step's correction
+    lam = np.zeros((k, nc, 3))
+    lam[..., 2] = ln
+    dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
+    Tq = rnea_derivatives(kernels, q[rows], np.zeros((k, nv)), dvc, gravity=np.zeros(3))[0]     # d(H w)/dq
+    Uq, Fq = _terms_derivatives(model, contacts, q[rows], dvc, lam.reshape(k, m))
+    Rq = Tq - Fq
+    active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
+    Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
+    cq = (Uq[:, n_rows, :] + J[:, n_rows, :] / dt - Jn @ (Minv[rows] @ Rq)) * active[..., None]
+    Gn = Jn @ np.swapaxes(JMinv[:, n_rows, :] * active[..., None], -1, -2)
+    dln = -(np.linalg.pinv(Gn, rcond=1e-12, hermitian=True) @ cq)
+    return dvc, Minv[rows] @ (np.swapaxes(Jn, -1, -2) @ dln - Rq)
