@@ -135,7 +135,15 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     contacts = point_contacts(model, contacts, who, friction=True)
     dt = _positive(who, "dt", dt)
     step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
-    f_ext, gravity = options.get("f_ext"), options.get("gravity")
+    return differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
+                              options.get("gravity"))
+
+
+def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None):
+    """The derivatives of a step already taken (``step``, :func:`contact_step` of these arguments) as
+    :func:`contact_step_derivatives`; ``model`` a Model, ``kernels`` where its kernels run (the model
+    or its compiled form), ``contacts`` checked.  (What :func:`contact_step_derivatives` costs beyond
+    the step.)"""
     q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
     nv, nq, nc = model.nv, model.nq, len(contacts)
     m = 3 * nc
@@ -195,24 +203,22 @@ def _impulse_response(P, Uq, W, step, contacts, dt, shape):
     c[..., :nv] += Uq
     n_rows = 3 * np.arange(nc) + 2
     c[..., n_rows, :nv] += (gap > 0)[..., None] * J[:, n_rows, :] / dt       # the speculative gap / dt
-    # the mode equations  A dlambda + Bm du = 0,  du = G dlambda + c dx
-    A = np.zeros((B, m, m))
-    Bm = np.zeros((B, m, m))
-    scale = 1.0 / np.maximum(np.max(np.diagonal(G, axis1=-2, axis2=-1), -1), np.finfo(float).tiny)   # rows in N s
-    for i in range(nc):
-        r = slice(3 * i, 3 * i + 3)
-        op, st, sl = modes[:, i] == "open", modes[:, i] == "stick", modes[:, i] == "slide"
-        A[op, r, r] = np.eye(3)
-        Bm[st, r, r] = scale[st, None, None] * np.eye(3)
-        n = 3 * i + 2
-        Bm[sl, n, n] = scale[sl]
-        ut = u[:, i, :2]
-        speed = np.linalg.norm(ut, axis=-1)
-        t = ut / np.where(speed > 0, speed, 1.0)[:, None]
-        A[sl, 3 * i:3 * i + 2, 3 * i:3 * i + 2] = np.eye(2)
-        A[sl, 3 * i:3 * i + 2, n] = mu[i] * t[sl]
-        k = (mu[i] * lam[sl, i, 2] / np.where(speed[sl] > 0, speed[sl], 1.0))[:, None, None]
-        Bm[sl, 3 * i:3 * i + 2, 3 * i:3 * i + 2] = k * (np.eye(2) - t[sl, :, None] * t[sl, None, :])
+    # the mode equations  A dlambda + Bm du = 0,  du = G dlambda + c dx, as 3 x 3 blocks per contact;
+    # the rows that hold velocities are scaled by 1 / max diag G (their unit becomes N s, as the others')
+    scale = 1.0 / np.maximum(np.max(np.diagonal(G, axis1=-2, axis2=-1), -1), np.finfo(float).tiny)
+    op, st, sl = ((modes == x)[..., None, None].astype(float) for x in ("open", "stick", "slide"))
+    speed = np.linalg.norm(u[..., :2], axis=-1)
+    safe = np.where(speed > 0, speed, 1.0)
+    t = u[..., :2] / safe[..., None]                                     # the sliding directions (B, nc, 2)
+    I2, E = np.eye(3)[:, :2] @ np.eye(3)[:2], np.zeros((3, 3))
+    E[2, 2] = 1.0
+    tn = np.zeros((B, nc, 3, 3))
+    tn[..., :2, 2] = mu[:, None] * t                                          # lambda_t + mu t lambda_n
+    tt = np.zeros((B, nc, 3, 3))
+    tt[..., :2, :2] = (mu * lam[..., 2] / safe)[..., None, None] * (np.eye(2) - t[..., :, None] * t[..., None, :])
+    A = op * np.eye(3) + sl * (I2 + tn)
+    Bm = scale[:, None, None, None] * (st * np.eye(3) + sl * E) + sl * tt
+    A, Bm = (np.einsum("biac,ij->biajc", x, np.eye(nc)).reshape(B, m, m) for x in (A, Bm))
     K = A + Bm @ G
     dlam = -(np.linalg.pinv(K, rcond=1e-12) @ (Bm @ c))
     return np.swapaxes(JMinv, -1, -2) @ dlam
