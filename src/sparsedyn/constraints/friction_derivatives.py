@@ -48,9 +48,12 @@ import numpy as np
 from .. import _checks
 from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
-from ..algorithms.dynamics_derivatives import rnea_derivatives
+from ..algorithms.dynamics_derivatives import rnea_derivative_kernel, rnea_derivatives
 from ..algorithms.minv import minv
 from ..kernels import Kernel
+from ..symbolic.ad import inline
+from ..symbolic.ir import Graph
+from ..symbolic.trace import trace_kernel
 from .contact import _cached, _run
 from .friction import (ContactStep, PENETRATION_SLOP, _model_and_kernels, _nonneg_lcp, _positive, contact_problem,
                        contact_step, point_contacts)
@@ -78,12 +81,17 @@ class ContactStepDerivatives(NamedTuple):
 
 # --- the contact Jacobian's derivatives: the traced program of J(q), differentiated -------------
 
+def _rows(model, q, contacts):
+    """``(J, gap)``: the contact rows of :func:`contact_problem` (contact frames, ``[t_x, t_y, n]`` per
+    contact) and the gaps, at ``q`` (kernel use; the traced program keeps only what they need)."""
+    zero = np.zeros(q.shape[:-1] + (model.nv,), dtype=q.dtype)
+    P = contact_problem.__kernel__.fn(model, q, zero, zero, contacts)
+    return P.J, P.gap
+
+
 def _jacobian_terms(model, q, w, lam, contacts):
-    """``(J(q) w, J(q)^T lambda)`` (..., m), (..., nv): the contact rows of :func:`contact_problem`
-    (contact frames, ``[t_x, t_y, n]`` per contact) applied to a velocity and to impulses (kernel use;
-    the unused parts of the traced :func:`contact_problem` are dropped from the program)."""
-    zero = w * 0
-    J = contact_problem.__kernel__.fn(model, q, zero, zero, contacts).J
+    """``(J(q) w, J(q)^T lambda)`` (..., m), (..., nv) (kernel use)."""
+    J = _rows(model, q, contacts)[0]
     return (J @ w[..., None])[..., 0], (lam[..., None, :] @ J)[..., 0, :]
 
 
@@ -91,15 +99,35 @@ def _m(model, contacts, **_):
     return 3 * len(tuple(contacts))
 
 
+def _nc(model, contacts, **_):
+    return len(tuple(contacts))
+
+
 _TERMS = Kernel("friction_jacobian_terms", _jacobian_terms, {"q": ("nq",), "w": ("nv",), "lam": (_m,)},
                 {"Jw": (_m,), "JTlam": ("nv",)}, {}, ("contacts",))
+_ROWS = Kernel("friction_contact_rows", _rows, {"q": ("nq",)}, {"J": (_m, "nv"), "gap": (_nc,)}, {}, ("contacts",))
+_OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJw_dq", "dJTlam_dq")
 
 
-def _terms_derivatives(model, contacts, q, w, lam):
-    """``(d(J w)/dq, d(J^T lambda)/dq)`` (B, m, nv), (B, nv, nv) at fixed ``w``, ``lambda`` (tangent space)."""
-    prog = _cached(("friction_jacobian_terms", contacts), model,
-                   lambda: derivative_program(_TERMS, model, ("q",), {"contacts": contacts}))
-    return tuple(_run(prog, [q, w, lam]))
+def _partials_program(model, contacts, with_f_ext):
+    """One program of every per-state piece of the derivatives, inputs ``q, v, a, w, lam, gravity[, f_ext]``:
+    ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv`` at ``(q, v, a)`` (analytic,
+    Carpentier and Mansard's recursion), and ``d(J w)/dq`` (m, nv), ``d(J^T lam)/dq`` (nv, nv) at fixed
+    ``w``, ``lam`` (the traced contact rows, differentiated by the symbolic layer)."""
+
+    def build():
+        nq, nv, m = model.nq, model.nv, 3 * len(contacts)
+        shapes = [(nq,), (nv,), (nv,), (nv,), (m,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
+        g = Graph()
+        q, v, a, w, lam, grav, *fx = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        J, gap = inline(trace_kernel(_ROWS, model, {"contacts": contacts}), [q])
+        Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
+        Tq, Tv = rnea_derivative_kernel(model, q, v, a, fx[0] if fx else None, grav, want_da=False)
+        dJw, dJTlam = inline(derivative_program(_TERMS, model, ("q",), {"contacts": contacts}), [q, w, lam])
+        names = ("q", "v", "a", "w", "lam", "gravity") + (("f_ext",) if with_f_ext else ())
+        return g.program([J, gap, Minv, Tq, Tv, dJw, dJTlam], shapes, name="contact_step_partials",
+                         input_names=names, output_names=_OUTPUTS)
+    return _cached(("contact_step_partials", contacts, with_f_ext), model, build)
 
 
 # --- the step's derivatives ---------------------------------------------------------------------
@@ -155,19 +183,19 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     lam = step.impulses.reshape(B, m)
     fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
 
-    # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda and H^-1
-    Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, (vp - vb) / dt, f_ext=fx, gravity=gravity)
-    Minv = minv(kernels, qb)
-    I = np.eye(nv)
+    # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
+    a = (vp - vb) / dt
     if nc:
-        P = contact_problem(kernels, qb, vb, tb, contacts, f_ext=fx, gravity=gravity)
-        Uq, Fq = _terms_derivatives(model, contacts, qb, vp, lam)
+        P = _partials(model, contacts, qb, vb, a, vp, lam, gravity, fx)
+        Tq, Tv, Minv, Fq = P.dtau_dq, P.dtau_dv, P.Minv, P.dJTlam_dq
     else:
-        Fq = np.zeros((B, nv, nv))
+        Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
+        Minv, Fq = minv(kernels, qb), 0.0
+    I = np.eye(nv)
     # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
     W = np.concatenate([-(Minv @ (dt * Tq - Fq)), I - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
     if nc:
-        W = W + _impulse_response(P, Uq, W, step, contacts, dt, shape)
+        W = W + _impulse_response(P, W, step, contacts, dt)
     dv = W.reshape(shape + (nv, 3 * nv))
     dv_dq, dv_dv, dv_dtau = dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:]
 
@@ -177,7 +205,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     if nc:
         pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
         if pen.size:
-            corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, Minv, pen, dt)
+            corr, dcorr[pen] = _correction_derivative(model, contacts, P, qb, pen, dt)
             delta[pen] += dt * corr
     Dq, Dd = integrate_derivatives(kernels, qb, delta)
     Dd = Dd.reshape(shape + (nv, nv))
@@ -185,13 +213,12 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)
 
 
-def _impulse_response(P, Uq, W, step, contacts, dt, shape):
+def _impulse_response(P, W, step, contacts, dt):
     """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations."""
     B, nv = W.shape[0], W.shape[1]
     nc = len(contacts)
     m = 3 * nc
-    J, JMinv, G = P.J.reshape(B, m, nv), P.JMinv.reshape(B, m, nv), P.G.reshape(B, m, m)
-    gap = P.gap.reshape(B, nc)
+    J, JMinv, G, gap, Uq = P.J, P.JMinv, P.G, P.gap, P.dJw_dq
     vp = step.v.reshape(B, nv)
     lam = step.impulses.reshape(B, nc, 3)
     modes = np.asarray(step.modes).reshape(B, nc)
@@ -224,7 +251,7 @@ def _impulse_response(P, Uq, W, step, contacts, dt, shape):
     return np.swapaxes(JMinv, -1, -2) @ dlam
 
 
-def _correction_derivative(model, kernels, contacts, P, q, Minv, rows, dt):
+def _correction_derivative(model, contacts, P, q, rows, dt):
     """The split-impulse position correction of the penetrating states ``rows`` and its ``q``
     derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``, ``dv_c = H^-1 J_A^T l`` with the active
     normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``."""
@@ -232,20 +259,39 @@ def _correction_derivative(model, kernels, contacts, P, q, Minv, rows, dt):
     m = 3 * nc
     k = rows.size
     n_rows = 3 * np.arange(nc) + 2
-    J = P.J.reshape(-1, m, nv)[rows]
-    JMinv = P.JMinv.reshape(-1, m, nv)[rows]
-    G = P.G.reshape(-1, m, m)[rows]
-    gap = P.gap.reshape(-1, nc)[rows]
+    J, JMinv, G, gap, Minv = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows], P.Minv[rows]
     ln = _nonneg_lcp(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)       # as the step's correction
     lam = np.zeros((k, nc, 3))
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
-    Tq = rnea_derivatives(kernels, q[rows], np.zeros((k, nv)), dvc, gravity=np.zeros(3))[0]     # d(H w)/dq
-    Uq, Fq = _terms_derivatives(model, contacts, q[rows], dvc, lam.reshape(k, m))
-    Rq = Tq - Fq
+    zero = np.zeros((k, nv))
+    C = _partials(model, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None)
+    Rq = C.dtau_dq - C.dJTlam_dq                            # d(H w - J^T l)/dq at w = dv_c
     active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
     Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
-    cq = (Uq[:, n_rows, :] + J[:, n_rows, :] / dt - Jn @ (Minv[rows] @ Rq)) * active[..., None]
+    cq = (C.dJw_dq[:, n_rows, :] + J[:, n_rows, :] / dt - Jn @ (Minv @ Rq)) * active[..., None]
     Gn = Jn @ np.swapaxes(JMinv[:, n_rows, :] * active[..., None], -1, -2)
     dln = -(np.linalg.pinv(Gn, rcond=1e-12, hermitian=True) @ cq)
-    return dvc, Minv[rows] @ (np.swapaxes(Jn, -1, -2) @ dln - Rq)
+    return dvc, Minv @ (np.swapaxes(Jn, -1, -2) @ dln - Rq)
+
+
+class _Partials(NamedTuple):
+    J: np.ndarray           # (B, m, nv)
+    gap: np.ndarray         # (B, nc)
+    Minv: np.ndarray        # (B, nv, nv)
+    dtau_dq: np.ndarray
+    dtau_dv: np.ndarray
+    dJw_dq: np.ndarray      # (B, m, nv)
+    dJTlam_dq: np.ndarray   # (B, nv, nv)
+    JMinv: np.ndarray       # (B, m, nv): J H^-1
+    G: np.ndarray           # (B, m, m): the Delassus matrix
+
+
+def _partials(model, contacts, q, v, a, w, lam, gravity, f_ext):
+    """The pieces of :func:`_partials_program` for a batch (B leading), plus ``J H^-1`` and ``G``."""
+    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
+    prog = _partials_program(model, contacts, f_ext is not None)
+    out = _run(prog, [q, v, a, w, lam, g] + ([f_ext] if f_ext is not None else []))
+    J, Minv = out[0], out[2]
+    JMinv = J @ Minv
+    return _Partials(*out, JMinv, JMinv @ np.swapaxes(J, -1, -2))
