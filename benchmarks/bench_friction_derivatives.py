@@ -9,8 +9,11 @@ down, random joint velocities and torques: sticking and sliding feet) and a box 
 (mu = 0.4; sliding, sticking, separating): median microseconds of ``contact_step`` (tol 1e-8), of
 ``contact_step_derivatives`` (the step and its six derivatives) and of the derivatives alone
 (``differentiate_step``, the part beyond the step), on ``sd.compile(model)`` and on the NumPy path;
-and the largest difference of each derivative to central differences of the step (tol 1e-12, step
-h = 1e-6, ``sd.integrate`` for ``q``), relative to the derivative's largest entry.  Nothing here is a
+and the largest difference of the derivatives to central differences of the step (tol 1e-12, step
+h = 1e-6, ``sd.integrate`` for ``q``, ``h / dt`` for ``tau``), each relative to the larger of its largest
+entry and its natural unit (1 for ``dv/dq``, ``dv/dv``, ``dq/dq``; ``dt`` [s/kg] for ``dv/dtau``; ``dt``
+times those for ``dq/dv``, ``dq/dtau``): a difference of central differences is also their
+truncation error and the solver's error over ``h``.  Nothing here is a
 test: numbers are reported, never asserted (the tests compare with error bounds).
 """
 
@@ -82,6 +85,7 @@ def central_differences(model, q, v, tau, contacts, h, options):
     E = np.eye(nv)
     hs = {"q": h, "v": h, "tau": h / DT}
     Q = np.concatenate([sd.integrate(model, q, h * E), sd.integrate(model, q, -h * E), np.tile(q, (4 * nv, 1))])
+    # (tau moves by h / dt: a velocity change of the order of h over one step)
     V = np.concatenate([np.tile(v, (2 * nv, 1)), v + h * E, v - h * E, np.tile(v, (2 * nv, 1))])
     T = np.concatenate([np.tile(tau, (4 * nv, 1)), tau + hs["tau"] * E, tau - hs["tau"] * E])
     s = sd.contact_step(model, Q, V, T, contacts, DT, tol=1e-12, **options)
@@ -122,7 +126,8 @@ def main(argv=None):
     for name, model, contacts, q, v, tau, opt in cases():
         D = central_differences(model, q, v, tau, contacts, 1e-6, opt)
         d = sd.contact_step_derivatives(model, q, v, tau, contacts, DT, tol=1e-12, **opt)
-        err = max(float(np.abs(D[f] - getattr(d, f)).max() / max(np.abs(D[f]).max(), 1e-300)) for f in FIELDS)
+        unit = {"dv_dq": 1.0, "dv_dv": 1.0, "dv_dtau": DT, "dq_dq": 1.0, "dq_dv": DT, "dq_dtau": DT * DT}
+        err = max(float(np.abs(D[f] - getattr(d, f)).max() / max(np.abs(D[f]).max(), unit[f])) for f in FIELDS)
         modes = "/".join(sorted(set(d.step.modes)))
         paths = [("NumPy", model)]
         if not a.no_native:
