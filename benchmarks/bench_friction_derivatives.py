@@ -21,25 +21,18 @@ import argparse
 import os
 import platform
 import sys
-import time
 import warnings
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "constraints"))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from bench_friction import _median_us                                      # noqa: E402
 
 DT = 1e-3
 FIELDS = ("dv_dq", "dv_dv", "dv_dtau", "dq_dq", "dq_dv", "dq_dtau")
-
-
-def _median_us(fn, repeat):
-    fn()
-    t = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        t.append(time.perf_counter() - t0)
-    return 1e6 * float(np.median(t))
 
 
 def cases():
@@ -79,26 +72,6 @@ def cases():
     return out
 
 
-def central_differences(model, q, v, tau, contacts, h, options):
-    import sparsedyn as sd
-    nv = model.nv
-    E = np.eye(nv)
-    hs = {"q": h, "v": h, "tau": h / DT}
-    Q = np.concatenate([sd.integrate(model, q, h * E), sd.integrate(model, q, -h * E), np.tile(q, (4 * nv, 1))])
-    # (tau moves by h / dt: a velocity change of the order of h over one step)
-    V = np.concatenate([np.tile(v, (2 * nv, 1)), v + h * E, v - h * E, np.tile(v, (2 * nv, 1))])
-    T = np.concatenate([np.tile(tau, (4 * nv, 1)), tau + hs["tau"] * E, tau - hs["tau"] * E])
-    s = sd.contact_step(model, Q, V, T, contacts, DT, tol=1e-12, **options)
-    c = sd.contact_step(model, q, v, tau, contacts, DT, tol=1e-12, **options)
-    dq = sd.difference(model, c.q, s.q)
-    out = {}
-    for j, x in enumerate(("q", "v", "tau")):
-        p, m = slice(2 * j * nv, (2 * j + 1) * nv), slice((2 * j + 1) * nv, (2 * j + 2) * nv)
-        out["dv_d" + x] = ((s.v[p] - s.v[m]) / (2 * hs[x])).T
-        out["dq_d" + x] = ((dq[p] - dq[m]) / (2 * hs[x])).T
-    return out
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=30)
@@ -108,6 +81,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     import sparsedyn as sd
     from sparsedyn.constraints.friction_derivatives import differentiate_step
+    from test_friction_derivatives import central_differences
     lines = []
 
     def log(s=""):
@@ -124,7 +98,7 @@ def main(argv=None):
     log("|---|---|---|---|---|---|---|---|")
     compiled = {}
     for name, model, contacts, q, v, tau, opt in cases():
-        D = central_differences(model, q, v, tau, contacts, 1e-6, opt)
+        D = central_differences(model, q, v, tau, contacts, 1e-6, tol=1e-12, **opt)[0]
         d = sd.contact_step_derivatives(model, q, v, tau, contacts, DT, tol=1e-12, **opt)
         unit = {"dv_dq": 1.0, "dv_dv": 1.0, "dv_dtau": DT, "dq_dq": 1.0, "dq_dv": DT, "dq_dtau": DT * DT}
         err = max(float(np.abs(D[f] - getattr(d, f)).max() / max(np.abs(D[f]).max(), unit[f])) for f in FIELDS)
