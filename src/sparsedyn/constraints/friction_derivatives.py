@@ -41,6 +41,8 @@ contact exactly on its plane (``gap = 0``) the step has a kink in ``q`` (the spe
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -89,12 +91,6 @@ def _rows(model, q, contacts):
     return P.J, P.gap
 
 
-def _jacobian_terms(model, q, w, lam, contacts):
-    """``(J(q) w, J(q)^T lambda)`` (..., m), (..., nv) (kernel use)."""
-    J = _rows(model, q, contacts)[0]
-    return (J @ w[..., None])[..., 0], (lam[..., None, :] @ J)[..., 0, :]
-
-
 def _m(model, contacts, **_):
     return 3 * len(tuple(contacts))
 
@@ -103,29 +99,28 @@ def _nc(model, contacts, **_):
     return len(tuple(contacts))
 
 
-_TERMS = Kernel("friction_jacobian_terms", _jacobian_terms, {"q": ("nq",), "w": ("nv",), "lam": (_m,)},
-                {"Jw": (_m,), "JTlam": ("nv",)}, {}, ("contacts",))
 _ROWS = Kernel("friction_contact_rows", _rows, {"q": ("nq",)}, {"J": (_m, "nv"), "gap": (_nc,)}, {}, ("contacts",))
-_OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJw_dq", "dJTlam_dq")
+_OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJ_dq")
 
 
 def _partials_program(model, contacts, with_f_ext):
-    """One program of every per-state piece of the derivatives, inputs ``q, v, a, w, lam, gravity[, f_ext]``:
-    ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv`` at ``(q, v, a)`` (analytic,
-    Carpentier and Mansard's recursion), and ``d(J w)/dq`` (m, nv), ``d(J^T lam)/dq`` (nv, nv) at fixed
-    ``w``, ``lam`` (the traced contact rows, differentiated by the symbolic layer)."""
+    """One program of every per-state piece of the derivatives, inputs ``q, v, a, gravity[, f_ext]``
+    (the library's vocabulary): ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv``
+    at ``(q, v, a)`` (analytic, Carpentier and Mansard's recursion) and ``dJ_dq`` (m, nv, nv), the
+    derivative of the contact rows on the tangent space (the traced rows, differentiated by the
+    symbolic layer; ``dJ_dq[i, j, k] = d J[i, j] / dq_k``)."""
 
     def build():
-        nq, nv, m = model.nq, model.nv, 3 * len(contacts)
-        shapes = [(nq,), (nv,), (nv,), (nv,), (m,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
+        nq, nv = model.nq, model.nv
+        shapes = [(nq,), (nv,), (nv,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
         g = Graph()
-        q, v, a, w, lam, grav, *fx = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        q, v, a, grav, *fx = [g.inputs(j, s) for j, s in enumerate(shapes)]
         J, gap = inline(trace_kernel(_ROWS, model, {"contacts": contacts}), [q])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
         Tq, Tv = rnea_derivative_kernel(model, q, v, a, fx[0] if fx else None, grav, want_da=False)
-        dJw, dJTlam = inline(derivative_program(_TERMS, model, ("q",), {"contacts": contacts}), [q, w, lam])
-        names = ("q", "v", "a", "w", "lam", "gravity") + (("f_ext",) if with_f_ext else ())
-        return g.program([J, gap, Minv, Tq, Tv, dJw, dJTlam], shapes, name="contact_step_partials",
+        dJ = inline(derivative_program(_ROWS, model, ("q",), {"contacts": contacts}), [q])[0]
+        names = ("q", "v", "a", "gravity") + (("f_ext",) if with_f_ext else ())
+        return g.program([J, gap, Minv, Tq, Tv, dJ], shapes, name="contact_step_partials",
                          input_names=names, output_names=_OUTPUTS)
     return _cached(("contact_step_partials", contacts, with_f_ext), model, build)
 
@@ -183,7 +178,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
     a = (vp - vb) / dt
     if nc:
-        P = _partials(model, contacts, qb, vb, a, vp, lam, gravity, fx)
+        P = _partials(model, kernels, contacts, qb, vb, a, vp, lam, gravity, fx)
         Tq, Tv, Minv, Fq = P.dtau_dq, P.dtau_dv, P.Minv, P.dJTlam_dq
     else:
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
@@ -202,7 +197,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     if nc:
         pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
         if pen.size:
-            corr, dcorr[pen] = _correction_derivative(model, contacts, P, qb, pen, dt)
+            corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, pen, dt)
             delta[pen] += dt * corr
     Dq, Dd = integrate_derivatives(kernels, qb, delta)
     Dd = Dd.reshape(shape + (nv, nv))
@@ -248,7 +243,7 @@ def _impulse_response(P, W, step, contacts, dt):
     return np.swapaxes(JMinv, -1, -2) @ dlam
 
 
-def _correction_derivative(model, contacts, P, q, rows, dt):
+def _correction_derivative(model, kernels, contacts, P, q, rows, dt):
     """The split-impulse position correction of the penetrating states ``rows`` and its ``q``
     derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``, ``dv_c = H^-1 J_A^T l`` with the active
     normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``."""
@@ -262,7 +257,7 @@ def _correction_derivative(model, contacts, P, q, rows, dt):
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
     zero = np.zeros((k, nv))
-    C = _partials(model, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None)
+    C = _partials(model, kernels, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None)
     Rq = C.dtau_dq - C.dJTlam_dq                            # d(H w - J^T l)/dq at w = dv_c
     active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
     Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
@@ -278,17 +273,43 @@ class _Partials(NamedTuple):
     Minv: np.ndarray        # (B, nv, nv)
     dtau_dq: np.ndarray
     dtau_dv: np.ndarray
-    dJw_dq: np.ndarray      # (B, m, nv)
-    dJTlam_dq: np.ndarray   # (B, nv, nv)
+    dJw_dq: np.ndarray      # (B, m, nv): d(J w)/dq at fixed w
+    dJTlam_dq: np.ndarray   # (B, nv, nv): d(J^T lam)/dq at fixed lam
     JMinv: np.ndarray       # (B, m, nv): J H^-1
     G: np.ndarray           # (B, m, m): the Delassus matrix
 
 
-def _partials(model, contacts, q, v, a, w, lam, gravity, f_ext):
-    """The pieces of :func:`_partials_program` for a batch (B leading), plus ``J H^-1`` and ``G``."""
+def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext):
+    """The pieces of :func:`_partials_program` for a batch (B leading), with ``d(J w)/dq``,
+    ``d(J^T lam)/dq``, ``J H^-1`` and ``G``; on a compiled model the program runs compiled."""
     g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
-    prog = _partials_program(model, contacts, f_ext is not None)
-    out = _run(prog, [q, v, a, w, lam, g] + ([f_ext] if f_ext is not None else []))
-    J, Minv = out[0], out[2]
+    args = [q, v, a, g] + ([f_ext] if f_ext is not None else [])
+    if kernels is model:
+        out = _run(_partials_program(model, contacts, f_ext is not None), args)
+    else:
+        out = _compiled_partials(kernels, model, contacts, f_ext is not None)(*args)
+    J, gap, Minv, Tq, Tv, dJ = out
     JMinv = J @ Minv
-    return _Partials(*out, JMinv, JMinv @ np.swapaxes(J, -1, -2))
+    return _Partials(J, gap, Minv, Tq, Tv, np.einsum("bijk,bj->bik", dJ, w), np.einsum("bijk,bi->bjk", dJ, lam),
+                     JMinv, JMinv @ np.swapaxes(J, -1, -2))
+
+
+_COMPILED = weakref.WeakKeyDictionary()     # compiled model -> {(contacts, with_f_ext): method}
+
+
+def _compiled_partials(kernels, model, contacts, with_f_ext):
+    """The method of the compiled model ``kernels`` that runs :func:`_partials_program` (added once as
+    a user kernel, built on its first call and cached on disk like every kernel)."""
+    table = _COMPILED.setdefault(kernels, {})
+    key = (contacts, with_f_ext)
+    if key not in table:
+        prog = _partials_program(model, contacts, with_f_ext)
+        name = "contact_step_partials_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+        if with_f_ext:
+            def fn(model, q, v, a, gravity, f_ext):
+                return tuple(_run(prog, [q, v, a, gravity, f_ext]))
+        else:
+            def fn(model, q, v, a, gravity):
+                return tuple(_run(prog, [q, v, a, gravity]))
+        table[key] = kernels.add_kernel(fn, name=name)
+    return table[key]
