@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
+from conftest import rel_err, rounding_bound
 from erd import load_pair
 
 MU, DT, G, MASS, H = 0.4, 1e-3, 9.81, 2.0, 0.1
@@ -131,6 +132,13 @@ def test_separating_box_falls_freely():
     a = sd.aba_derivatives(BOX, lifted(Q0, 0.02), v, Z)
     assert np.abs(d.dv_dv - (np.eye(6) + DT * a[1])).max() <= 1e-12
     assert np.abs(d.dv_dtau - DT * a[2]).max() <= 1e-15
+    # free motion: the derivatives of v + dt aba(q, v, tau), with any gravity, and without contacts
+    g = np.array([1.0, -2.0, -9.0])
+    for contacts in (CORNERS, []):
+        d = sd.contact_step_derivatives(BOX, lifted(Q0, 0.02), v, Z, contacts, DT, gravity=g)
+        a = sd.aba_derivatives(BOX, lifted(Q0, 0.02), v, Z, gravity=g)
+        for x, ax in zip((d.dv_dq, d.dv_dv - np.eye(6), d.dv_dtau), a):
+            assert rel_err(x / DT, ax) <= rounding_bound(6, kappa=np.linalg.cond(sd.crba(BOX, Q0)))
 
 
 def test_tumbling_box_on_three_corners_slides_and_separates():

@@ -22,12 +22,18 @@ Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T 
 
 and the mode equations give one small linear system ``(A + B G) dlambda = -B c dx`` (``m = 3 nc``
 unknowns), solved in the least-squares sense, so a redundant contact set (a box's four corners:
-``G`` singular) gives the unique ``dv+`` (``J^T dlambda`` is unique where ``v+`` is).
-RNEA's derivatives are the analytic recursion (:func:`~sparsedyn.rnea_derivatives`; Carpentier
-and Mansard, "Analytical derivatives of rigid body dynamics algorithms", 2018), ``H^-1`` is
-:func:`~sparsedyn.minv`, and the derivatives of ``J(q) w`` and ``J(q)^T lambda`` at fixed ``w``,
-``lambda`` are the traced program of the contact Jacobian differentiated by the symbolic layer.
-Then ``q+ = q (+) dt v+`` by :func:`~sparsedyn.integrate_derivatives`.  A penetration removed
+``G`` singular) gives the unique ``dv+`` (``J^T dlambda`` is unique where ``v+`` is).  Where the
+Coulomb problem itself has a continuum of solutions (four corners sliding while the box turns: the
+normal impulses can be shared in many ways, and each sharing turns the box differently), the step
+returns one of them and the derivative is that of the minimum-norm change of the impulses.
+
+The per-state pieces are one traced program (cached per model and contact set; on
+``sd.compile(model)`` a user kernel of the compiled model, built once): the contact rows ``J`` and
+gaps, ``H^-1`` (:func:`~sparsedyn.minv`'s recursion), RNEA's analytic derivatives (Carpentier and
+Mansard, "Analytical derivatives of rigid body dynamics algorithms", 2018) and the tangent-space
+derivative of the rows ``dJ/dq`` (m, nv, nv) (the traced rows differentiated by the symbolic
+layer), contracted with ``v+`` and ``lambda`` for ``d(J v+)/dq`` and ``d(J^T lambda)/dq``.  Then
+``q+ = q (+) dt v+`` by :func:`~sparsedyn.integrate_derivatives`.  A penetration removed
 from the configuration (the split-impulse correction, a function of ``q`` alone) is differentiated
 the same way (its active normal rows held on the plane).
 
@@ -170,7 +176,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     shape = step.v.shape[:-1]
     B = int(np.prod(shape, dtype=int))
     flat = lambda x, tail: np.broadcast_to(x, shape + tail).reshape((B,) + tail)      # noqa: E731
-    qb, vb, tb = flat(q, (nq,)), flat(v, (nv,)), flat(tau, (nv,))
+    qb, vb = flat(q, (nq,)), flat(v, (nv,))
     vp = step.v.reshape(B, nv)
     lam = step.impulses.reshape(B, m)
     fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
