@@ -106,27 +106,29 @@ def _nc(model, contacts, **_):
 
 
 _ROWS = Kernel("friction_contact_rows", _rows, {"q": ("nq",)}, {"J": (_m, "nv"), "gap": (_nc,)}, {}, ("contacts",))
-_OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJ_dq")
+_OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJ_dq", "dint_dq", "dint_ddq")
 
 
 def _partials_program(model, contacts, with_f_ext):
-    """One program of every per-state piece of the derivatives, inputs ``q, v, a, gravity[, f_ext]``
+    """One program of every per-state piece of the derivatives, inputs ``q, v, a, dq, gravity[, f_ext]``
     (the library's vocabulary): ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv``
-    at ``(q, v, a)`` (analytic, Carpentier and Mansard's recursion) and ``dJ_dq`` (m, nv, nv), the
+    at ``(q, v, a)`` (analytic, Carpentier and Mansard's recursion), ``dJ_dq`` (m, nv, nv), the
     derivative of the contact rows on the tangent space (the traced rows, differentiated by the
-    symbolic layer; ``dJ_dq[i, j, k] = d J[i, j] / dq_k``)."""
+    symbolic layer; ``dJ_dq[i, j, k] = d J[i, j] / dq_k``), and the derivatives of ``q (+) dq``
+    (:func:`~sparsedyn.integrate_derivatives`)."""
 
     def build():
         nq, nv = model.nq, model.nv
-        shapes = [(nq,), (nv,), (nv,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
+        shapes = [(nq,), (nv,), (nv,), (nv,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
         g = Graph()
-        q, v, a, grav, *fx = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        q, v, a, dq, grav, *fx = [g.inputs(j, s) for j, s in enumerate(shapes)]
         J, gap = inline(trace_kernel(_ROWS, model, {"contacts": contacts}), [q])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
         Tq, Tv = rnea_derivative_kernel(model, q, v, a, fx[0] if fx else None, grav, want_da=False)
         dJ = inline(derivative_program(_ROWS, model, ("q",), {"contacts": contacts}), [q])[0]
-        names = ("q", "v", "a", "gravity") + (("f_ext",) if with_f_ext else ())
-        return g.program([J, gap, Minv, Tq, Tv, dJ], shapes, name="contact_step_partials",
+        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dq])
+        names = ("q", "v", "a", "dq", "gravity") + (("f_ext",) if with_f_ext else ())
+        return g.program([J, gap, Minv, Tq, Tv, dJ, Dq, Dd], shapes, name="contact_step_partials",
                          input_names=names, output_names=_OUTPUTS)
     return _cached(("contact_step_partials", contacts, with_f_ext), model, build)
 
@@ -184,7 +186,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
     a = (vp - vb) / dt
     if nc:
-        P = _partials(model, kernels, contacts, qb, vb, a, vp, lam, gravity, fx)
+        P = _partials(model, kernels, contacts, qb, vb, a, vp, lam, gravity, fx, dt * vp)
         Tq, Tv, Minv, Fq = P.dtau_dq, P.dtau_dv, P.Minv, P.dJTlam_dq
     else:
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
@@ -198,14 +200,16 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     dv_dq, dv_dv, dv_dtau = dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:]
 
     # q+ = q (+) dt (v+ + correction)
-    delta = dt * vp
     dcorr = np.zeros((B, nv, nv))
-    if nc:
+    if not nc:
+        Dq, Dd = integrate_derivatives(kernels, qb, dt * vp)
+    else:
+        Dq, Dd = P.dint_dq, P.dint_ddq                          # at q (+) dt v+
         pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
-        if pen.size:
+        if pen.size:                                            # at the corrected step
             corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, pen, dt)
-            delta[pen] += dt * corr
-    Dq, Dd = integrate_derivatives(kernels, qb, delta)
+            Dq, Dd = Dq.copy(), Dd.copy()
+            Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
     Dd = Dd.reshape(shape + (nv, nv))
     dq_dq = Dq.reshape(shape + (nv, nv)) + dt * (Dd @ (dv_dq + dcorr.reshape(shape + (nv, nv))))
     return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)
@@ -263,7 +267,7 @@ def _correction_derivative(model, kernels, contacts, P, q, rows, dt):
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
     zero = np.zeros((k, nv))
-    C = _partials(model, kernels, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None)
+    C = _partials(model, kernels, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None, zero)
     Rq = C.dtau_dq - C.dJTlam_dq                            # d(H w - J^T l)/dq at w = dv_c
     active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
     Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
@@ -283,21 +287,25 @@ class _Partials(NamedTuple):
     dJTlam_dq: np.ndarray   # (B, nv, nv): d(J^T lam)/dq at fixed lam
     JMinv: np.ndarray       # (B, m, nv): J H^-1
     G: np.ndarray           # (B, m, m): the Delassus matrix
+    dint_dq: np.ndarray     # (B, nv, nv): the derivatives of q (+) dq
+    dint_ddq: np.ndarray
 
 
-def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext):
+def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dq):
     """The pieces of :func:`_partials_program` for a batch (B leading), with ``d(J w)/dq``,
     ``d(J^T lam)/dq``, ``J H^-1`` and ``G``; on a compiled model the program runs compiled."""
     g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
-    args = [q, v, a, g] + ([f_ext] if f_ext is not None else [])
+    args = [q, v, a, dq, g] + ([f_ext] if f_ext is not None else [])
     if kernels is model:
         out = _run(_partials_program(model, contacts, f_ext is not None), args)
+    elif q.shape[0] == 1:                   # one state: the compiled model's single-state fast path
+        out = [x[None] for x in _compiled_partials(kernels, model, contacts, f_ext is not None)(*(x[0] for x in args))]
     else:
         out = _compiled_partials(kernels, model, contacts, f_ext is not None)(*args)
-    J, gap, Minv, Tq, Tv, dJ = out
+    J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
     JMinv = J @ Minv
     return _Partials(J, gap, Minv, Tq, Tv, np.einsum("bijk,bj->bik", dJ, w), np.einsum("bijk,bi->bjk", dJ, lam),
-                     JMinv, JMinv @ np.swapaxes(J, -1, -2))
+                     JMinv, JMinv @ np.swapaxes(J, -1, -2), Dq, Dd)
 
 
 _COMPILED = weakref.WeakKeyDictionary()     # compiled model -> {(contacts, with_f_ext): method}
@@ -312,10 +320,10 @@ def _compiled_partials(kernels, model, contacts, with_f_ext):
         prog = _partials_program(model, contacts, with_f_ext)
         name = "contact_step_partials_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
         if with_f_ext:
-            def fn(model, q, v, a, gravity, f_ext):
-                return tuple(_run(prog, [q, v, a, gravity, f_ext]))
+            def fn(model, q, v, a, dq, gravity, f_ext):
+                return tuple(_run(prog, [q, v, a, dq, gravity, f_ext]))
         else:
-            def fn(model, q, v, a, gravity):
-                return tuple(_run(prog, [q, v, a, gravity]))
+            def fn(model, q, v, a, dq, gravity):
+                return tuple(_run(prog, [q, v, a, dq, gravity]))
         table[key] = kernels.add_kernel(fn, name=name)
     return table[key]
