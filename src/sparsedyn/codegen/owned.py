@@ -5,8 +5,8 @@ The compiler knows nothing of the owner: it builds the kernels it is handed (one
 under the model fingerprint plus the owner's fingerprint) and exposes each as a method that runs
 one state or a batch, with ``out=``.  Without a C compiler the methods call the kernels' NumPy
 functions.  An owner whose kernels depend on choices made at run time (a partition of the
-coordinates, a step size) hands them later, one at a time, to :meth:`CompiledKernels.add`.  A compiled
-owner pickles as "compile the owner again" (its libraries load from the build cache there).
+coordinates, a step size) hands them later, one at a time, to :meth:`CompiledKernels.add`.  An owner's
+wrapper pickles as "compile the owner again" (:meth:`CompiledKernels.compile_again`).
 """
 
 from __future__ import annotations
@@ -54,8 +54,11 @@ class CompiledKernels(KernelSet):
             return self._owner
         return "owner " + self._fingerprint + " kernel " + group
 
-    def __reduce__(self):
-        return _recompile, (self.owner, self.vectorize)
+    def compile_again(self):
+        """``(callable, args)`` for the ``__reduce__`` of what ``sparsedyn.compile(owner)`` returned:
+        unpickled, it is ``sparsedyn.compile(owner)`` again (the owner pickled, its libraries loaded
+        from the build cache in the receiving process)."""
+        return _compile_again, (self.owner, self.vectorize)
 
     @property
     def compiled_model(self):
@@ -163,7 +166,7 @@ class _NumpyKernel:
         return _numpy_call(self.model, self.kernel, arrays, out)
 
 
-def _recompile(owner, vectorize):
+def _compile_again(owner, vectorize):
     return compile_owned(owner, find_compiler_or_warn(), None, vectorize)
 
 

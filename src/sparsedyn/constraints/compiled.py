@@ -56,7 +56,7 @@ def compiled_set(cs, ks):
     out = copy.copy(cs)
     out.model = ks.compiled_model
     out.numpy = cs
-    out.__reduce_ex__ = lambda protocol: ks.__reduce__()
+    out.__reduce_ex__ = lambda protocol: ks.compile_again()
     if not ks.compiled or cs.m == 0:
         return out
     m, nv, nq = cs.m, cs.nv, cs.model.nq
