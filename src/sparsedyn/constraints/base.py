@@ -77,7 +77,7 @@ class Constraint:
         return self.residual(kin, q), self.jacobian(kin, q), None if v is None else self.bias(kin, q, v)
 
     def to_dict(self) -> dict:
-        """The file-format entry of this constraint (see :mod:`.fileformat`)."""
+        """The file-format entry of this constraint (see :mod:`sparsedyn.io.constraints`)."""
         raise ConstraintError(f"constraint {self.name!r} ({self.kind}) cannot be written to a file")
 
     def __repr__(self):
