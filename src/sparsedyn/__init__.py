@@ -28,7 +28,8 @@ from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobi
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
-from .model import Frame, JointDynamics, Mimic, Model, ModelBuilder, ModelError
+from .model import Frame, JointDynamics, Mimic, Model, ModelError
+from .builders import ModelBuilder
 from . import edit
 from .edit import append_model, reduce_model
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea

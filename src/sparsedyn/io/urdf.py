@@ -122,7 +122,8 @@ import numpy as np
 
 from .. import spatial
 from ..joints import make_joint
-from ..model import MAX_LENGTH, Model, ModelBuilder, ModelError
+from ..builders import ModelBuilder
+from ..model import MAX_LENGTH, Model, ModelError
 from ..sensors import ForceTorque
 from .files import clip, clip_list
 from .urdf_elements import _NUMBER, UrdfError, UrdfWarning, _check_moments, _JointSpec, _parse_link, _Parser, _read_xml
