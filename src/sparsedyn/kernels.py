@@ -325,6 +325,26 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
     return register
 
 
+def signature_source(params, ns):
+    """The source of a generated function's parameter list with the parameters ``params``
+    (:class:`inspect.Parameter`, neither ``*args`` nor ``**kwargs``): ``(texts, keyword_only,
+    defaults)``, ``texts`` one string a parameter (``"*"`` before the first keyword-only one),
+    ``keyword_only`` whether there is one, ``defaults`` ``{name: "_d<j>"}`` of the parameters with a
+    default, which is entered in the namespace ``ns`` under that name."""
+    texts, keyword_only, defaults = [], False, {}
+    for j, p in enumerate(params):
+        if p.kind == p.KEYWORD_ONLY and not keyword_only:
+            texts.append("*")
+            keyword_only = True
+        if p.default is p.empty:
+            texts.append(p.name)
+        else:
+            defaults[p.name] = f"_d{j}"
+            ns[f"_d{j}"] = p.default
+            texts.append(f"{p.name}=_d{j}")
+    return texts, keyword_only, defaults
+
+
 def _public(k):
     """The public function of kernel ``k``: ``k.fn``'s signature (generated, so that a call costs
     one Python frame and no argument packing) in front of the dispatch.  A model whose native
@@ -338,18 +358,9 @@ def _public(k):
                         f"(no *args, **kwargs or positional-only arguments)")
     ns = {"_k": k, "_dispatch": _dispatch}
     native = "f({fast})" if k.result is None else "_k.result(*f({fast}))"
-    sig, defaults_ok, kwonly = [], [], False
-    for j, p in enumerate(params):
-        if p.kind == p.KEYWORD_ONLY and not kwonly:
-            sig.append("*")
-            kwonly = True
-        if p.default is p.empty:
-            sig.append(p.name)
-        else:
-            ns[f"_d{j}"] = p.default
-            sig.append(f"{p.name}=_d{j}")
-            if j and p.name not in k.inputs and p.name not in k.static:
-                defaults_ok.append(f"{p.name} is _d{j}")
+    sig, _, default = signature_source(params, ns)
+    defaults_ok = [f"{n} is {d}" for n, d in default.items()
+                   if n != params[0].name and n not in k.inputs and n not in k.static]
     names = [p.name for p in params[1:]]
     nin, nst = len(k.inputs), len(k.static)
     kinds = {p.name: p.kind for p in params}

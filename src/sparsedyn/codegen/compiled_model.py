@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import REGISTRY, Kernel
+from ..kernels import REGISTRY, Kernel, signature_source
 from ..symbolic.trace import trace_function
 from .runtime import (KernelInfo, KernelSet, _fast_module, _input_checks, _is_configuration, _out_arrays,
                       _progress_fn, find_compiler_or_warn, trace)
@@ -361,22 +361,11 @@ def _generate(cm, m, fn):
     goes through :meth:`CompiledModel._call`."""
     params = list(inspect.signature(fn).parameters.values())[1:]
     ns = {"_fast": m.fast, "_call": cm._call, "_name": m.name}
-    text, seen_kwonly = [], False
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        raise TypeError(f"{m.name}: a kernel cannot take *args or **kwargs")
+    text, seen_kwonly, default = signature_source(params, ns)
     declared = set(m.inputs) | set(m.optional) | set(m.static)
-    extra = []
-    for k, p in enumerate(params):
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise TypeError(f"{m.name}: a kernel cannot take *args or **kwargs")
-        if p.kind == p.KEYWORD_ONLY and not seen_kwonly:
-            text.append("*")
-            seen_kwonly = True
-        if p.default is p.empty:
-            text.append(p.name)
-        else:
-            ns[f"_d{k}"] = p.default
-            text.append(f"{p.name}=_d{k}")
-        if p.name not in declared:
-            extra.append((p.name, f"_d{k}" if p.default is not p.empty else None))
+    extra = [(p.name, default.get(p.name)) for p in params if p.name not in declared]
     if "out" not in {p.name for p in params}:
         text.append("out=None" if seen_kwonly else "*, out=None")
     ins = ", ".join(m.inputs)
