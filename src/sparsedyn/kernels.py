@@ -270,6 +270,28 @@ class Kernel:
                    {n: table[n] for n in names}, {n: table[n] for n, _ in outputs}, checks=tuple(checks))
 
 
+#: The state arrays a plain function ``fn(model, q, v, ...)`` of kernels may take after the model,
+#: with their shapes for one state: what ``sparsedyn.compile(model, kernels=[fn])`` and the CasADi
+#: and JAX bridges accept (other values are constants of the function: a closure, a partial).
+VOCABULARY = {"q": ("nq",), "q0": ("nq",), "q1": ("nq",), "v": ("nv",), "a": ("nv",), "tau": ("nv",),
+              "dq": ("nv",), "qdd": ("nv",), "f_ext": ("nb", 6), "gravity": (3,)}
+
+
+def state_arguments(fn, model, where="user kernel") -> list:
+    """``[(name, shape)]`` of the arguments after the model of a plain function ``fn(model, q, v, ...)``
+    (shapes for one state of ``model``, from :data:`VOCABULARY`); a :class:`TypeError` starting with
+    ``where`` names the first argument that is not a state array of the vocabulary."""
+    name = getattr(fn, "__name__", None)
+    out = []
+    for p in list(inspect.signature(fn).parameters.values())[1:]:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in VOCABULARY:
+            raise TypeError(f"{where}: argument {p.name!r} of {name!r} is not a state array of the vocabulary "
+                            f"({', '.join(VOCABULARY)}); other values must be constants of the function "
+                            f"(a closure or functools.partial)")
+        out.append((p.name, tuple(d if isinstance(d, int) else int(_SIZES[d](model)) for d in VOCABULARY[p.name])))
+    return out
+
+
 class Owned(NamedTuple):
     """What an owner's ``__sparsedyn_kernels__()`` returns (see the module docstring).
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import REGISTRY, Kernel, signature_source
+from ..kernels import REGISTRY, Kernel, signature_source, state_arguments
 from ..symbolic.trace import trace_function
 from .runtime import (KernelInfo, KernelSet, _fast_module, _input_checks, _is_configuration, _out_arrays,
                       _progress_fn, find_compiler_or_warn, trace)
@@ -25,8 +25,6 @@ from .trace import variant
 
 __all__ = ["CompiledModel"]
 
-_VOCABULARY = {"q": "nq", "q0": "nq", "q1": "nq", "v": "nv", "a": "nv", "tau": "nv", "dq": "nv", "qdd": "nv",
-               "f_ext": ("nb", 6), "gravity": (3,)}
 
 
 class _Method:
@@ -284,20 +282,12 @@ class CompiledModel(KernelSet):
         """
         name = name or getattr(fn, "__name__", None)
         model = self.model
-        params = list(inspect.signature(fn).parameters.values())[1:]
-        inputs = []
-        for p in params:
-            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in _VOCABULARY:
-                raise TypeError(f"user kernel {name!r}: argument {p.name!r} is not a state array of the "
-                                f"vocabulary ({', '.join(_VOCABULARY)}); other values must be constants of "
-                                f"the function (a closure or functools.partial)")
-            inputs.append(p.name)
+        table = dict(state_arguments(fn, model, "user kernel"))
+        inputs = list(table)
         if not name or not name.isidentifier() or name in REGISTRY or name.startswith("__") \
                 or hasattr(type(self), name):
             raise ValueError(f"user kernel {name!r}: give it (name=) an identifier that is not the name of a "
                              f"library function or of an attribute of CompiledModel")
-        table = {n: tuple(REGISTRY_KERNEL_SIZE(model, d) for d in ((_VOCABULARY[n],) if isinstance(_VOCABULARY[n], str)
-                                                                      else _VOCABULARY[n])) for n in inputs}
         prog = trace_function(lambda *args: fn(model, *args), [(n, table[n]) for n in inputs], None, name,
                               explain=True)
         outputs = prog.output_names
@@ -322,10 +312,6 @@ class CompiledModel(KernelSet):
         if d is None:
             d = self.__dict__["_user_spec_table"] = {}
         return d
-
-
-def REGISTRY_KERNEL_SIZE(model, d):        # noqa: N802 - a size of the kernel vocabulary
-    return d if isinstance(d, int) else {"nq": model.nq, "nv": model.nv, "nb": model.nbodies}[d]
 
 
 def _checked(model, name, x, shape, check_values=True):
