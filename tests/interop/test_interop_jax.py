@@ -126,11 +126,11 @@ def test_kernels_without_analytic_derivatives_use_ad_on_their_program(vector_spa
     def energy(model, q, v):
         return 0.5 * v @ sd.crba(model, q) @ v
 
-    q, v, _ = state(floating, 8, (3,))
-    e = function(energy, floating)
-    want = np.array([energy(floating, q[k], v[k]) for k in range(3)])
+    q, v, _ = state(m, 8, (3,))
+    e = function(energy, m)
+    want = np.array([energy(m, q[k], v[k]) for k in range(3)])
     assert rel_err(np.asarray(jax.jit(e)(q, v)), want) < 1e-12
-    H = sd.crba(floating, q[0])
+    H = sd.crba(m, q[0])
     assert rel_err(np.asarray(jax.grad(e, argnums=1)(q[0], v[0])), H @ v[0]) < 1e-12
     assert rel_err(np.asarray(jax.hessian(e, argnums=1)(q[0], v[0])), H) < 1e-12
     with pytest.raises(TypeError, match="interop.jax.function: static= and optional= apply to registered kernels"):
