@@ -154,6 +154,7 @@ ANALYTIC = {"rnea": "rnea_derivatives", "aba": "aba_derivatives",
 
 _TARGET = "sparsedyn_kernel"
 _registered_target = []
+_target_lock = threading.Lock()
 
 
 def _jax():
@@ -167,15 +168,16 @@ def _jax():
 def _ffi_target():
     """Register the FFI handler with XLA once per process; ``None`` with the reason when it cannot be
     built (then the vectorised callback runs the native kernels)."""
-    if _registered_target:
-        return _registered_target[0]
-    jax = _jax()
-    from ..codegen import build, xla_ffi
-    lib, why = xla_ffi.load_handler(build.find_compiler(), jax.ffi.include_dir())
-    if lib is not None:
-        jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(lib.sd_xla_call), platform="cpu")
-    _registered_target.append((lib, why))
-    return lib, why
+    with _target_lock:
+        if _registered_target:
+            return _registered_target[0]
+        jax = _jax()
+        from ..codegen import build, xla_ffi
+        lib, why = xla_ffi.load_handler(build.find_compiler(), jax.ffi.include_dir())
+        if lib is not None:
+            jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(lib.sd_xla_call), platform="cpu")
+        _registered_target.append((lib, why))
+        return lib, why
 
 
 class _Owner:
