@@ -199,10 +199,12 @@ class _Native:
         import ctypes
 
         from ..codegen.owned import CompiledKernels
-        from ..codegen.runtime import _input_checks
+        from ..codegen.runtime import _input_checks, _progress_fn
         self.model, self.spec = model, spec
-        self.ck = ck = CompiledKernels(_Owner(model, spec, fingerprint),
-                                       _Owner(model, spec, fingerprint).__sparsedyn_kernels__(), compiler,
+        owner = _Owner(model, spec, fingerprint)
+        # Single-state and batch libraries both (whether vmap will batch is not known when tracing);
+        # progress lines as sparsedyn.compile prints them (a terminal, a large model).
+        self.ck = ck = CompiledKernels(owner, owner.__sparsedyn_kernels__(), compiler, _progress_fn(None, model),
                                        vectorize=True)
         name = spec.name
         single, batch = ck._library("main", "single"), ck._library("main", "batch")
