@@ -104,6 +104,7 @@ def test_jacobians_equal_derivative_kernels_and_central_differences(floating, ro
         g = jax.grad(lambda a_: (f(q, v, a_) * w).sum())(a)
         assert rel_err(np.asarray(g), w @ da) < 1e-12
         assert jq.shape == (m.nv, m.nq)
+        assert rel_err(np.asarray(jax.jacrev(f)(q, v, a)), jq) < 1e-12            # reverse mode: the same map
         assert rel_err(jq, central(lambda x: fn(m, sd.normalize(m, x), v, a), q)) < 1e-7
         chart = central(lambda t: sd.integrate(m, q, t), np.zeros(m.nv))       # d integrate(q, t)/dt at 0
         assert rel_err(jq @ chart, dq) < 1e-7
