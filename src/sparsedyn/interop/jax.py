@@ -192,36 +192,24 @@ class _Owner:
 
 
 class _Native:
-    """The compiled single-state, loop and batch entry points of one kernel spec for one model,
-    and how the FFI handler calls them (its attributes)."""
+    """One kernel spec of one model compiled (``sparsedyn.compile`` of a one-kernel owner), and the
+    attributes with which the FFI handler calls its entry points."""
 
-    def __init__(self, model, spec, fingerprint, compiler):
-        import ctypes
-
-        from ..codegen.owned import CompiledKernels
-        from ..codegen.runtime import _input_checks, _progress_fn
+    def __init__(self, model, spec, fingerprint):
+        from ..codegen.api import compile as compile_
         self.model, self.spec = model, spec
-        owner = _Owner(model, spec, fingerprint)
-        # Single-state and batch libraries both (whether vmap will batch is not known when tracing);
-        # progress lines as sparsedyn.compile prints them (a terminal, a large model).
-        self.ck = ck = CompiledKernels(owner, owner.__sparsedyn_kernels__(), compiler, _progress_fn(None, model),
-                                       vectorize=True)
-        name = spec.name
-        single, batch = ck._library("main", "single"), ck._library("main", "batch")
+        # Single-state and batch libraries both (whether vmap will batch is not known when tracing).
+        self.ck = compile_(_Owner(model, spec, fingerprint), vectorize=True)
+        e = self.ck.entry_points(spec.name)
         shapes = spec.shapes(model)
-        self.in_shapes = [tuple(shapes[n]) for n in spec.inputs]
-        self.out_shapes = [tuple(shapes[n]) for n in spec.outputs]
-        tol, groups = _input_checks(model, spec)        # ((configuration input, quaternion offsets), ...)
+        sizes = [int(np.prod(shapes[n], dtype=int)) for n in list(spec.inputs) + list(spec.outputs)]
         qjoints = [model.joint_names[i] for i, j in enumerate(model.joints) if j.type in ("spherical", "free")]
-        addr = lambda f: int(ctypes.cast(f, ctypes.c_void_p).value)   # noqa: E731
         ints = lambda xs: np.array(list(xs) or [-1], dtype=np.int64)   # noqa: E731  (never an empty array)
         self.attrs = dict(
-            f_single=np.int64(single.addr[name]), f_loop=np.int64(addr(single.loop[name])),
-            f_batch=np.int64(addr(batch.batch[name])), lanes=np.int64(batch.lanes),
-            sizes=ints(int(np.prod(s, dtype=int)) for s in self.in_shapes + self.out_shapes),
-            flops=np.int64(ck.kernels[name].flops["total"] if name in ck.kernels else 10000),
-            max_threads=np.int64(ck.threads), qins=ints(k for k, _ in groups),
-            quats=ints(groups[0][1] if groups else [0]), tol=np.float64(tol), kernel=spec.name,
+            f_single=np.int64(e.single), f_loop=np.int64(e.loop), f_batch=np.int64(e.batch), lanes=np.int64(e.lanes),
+            sizes=ints(sizes), flops=np.int64(e.flops), max_threads=np.int64(e.threads),
+            qins=ints(k for k, _ in e.quaternions), quats=ints(e.quaternions[0][1] if e.quaternions else [0]),
+            tol=np.float64(e.quaternion_tol), kernel=spec.name,
             names="\n".join(list(spec.inputs) + list(spec.outputs)), joints="\n".join(qjoints))
 
     def numpy(self, *arrays):
@@ -278,9 +266,8 @@ class _Function:
             with self._lock:
                 if self._native is None:
                     from ..codegen.runtime import find_compiler_or_warn
-                    compiler = find_compiler_or_warn()
-                    self._native = False if compiler is None else \
-                        _Native(self.model, self.spec, self.fingerprint, compiler)
+                    self._native = False if find_compiler_or_warn() is None else \
+                        _Native(self.model, self.spec, self.fingerprint)
         return self._native or None
 
     # --- the calls ----------------------------------------------------------------------------------
