@@ -173,7 +173,10 @@ def _ffi_target():
             return _registered_target[0]
         jax = _jax()
         from ..codegen import build, xla_ffi
-        lib, why = xla_ffi.load_handler(build.find_compiler(), jax.ffi.include_dir())
+        if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "include_dir"):
+            lib, why = None, f"JAX {jax.__version__} has no jax.ffi (JAX 0.4.35 or later has)"
+        else:
+            lib, why = xla_ffi.load_handler(build.find_compiler(), jax.ffi.include_dir())
         if lib is not None:
             jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(lib.sd_xla_call), platform="cpu")
         _registered_target.append((lib, why))
