@@ -249,7 +249,9 @@ class _Function:
                 return "replay"
             if self._compiled() is None:
                 return "replay"
-            return "native" if _ffi_target()[0] is not None else "callback"
+            if _ffi_target()[0] is not None:
+                return "native"
+            return "callback" if hasattr(jax, "ffi") else "replay"      # (an old JAX: no vectorised callback)
         if not x64:
             raise ValueError(f"{self.kname}: backend={self.backend!r} computes in float64: enable "
                              "jax.config.update('jax_enable_x64', True), or use backend='replay'")
