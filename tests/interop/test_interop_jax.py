@@ -154,15 +154,18 @@ def test_replay_road_differentiates_with_jax(vector_space):
 
 
 def test_without_a_compiler_auto_replays(floating, monkeypatch, tmp_path):
+    from sparsedyn.codegen import runtime
     monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(runtime, "_warned_no_compiler", set())      # the once-per-process warning, afresh
     q, v, a = state(floating, 9, (2,))
     f = function(sd.rnea, floating)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CompilerNotFoundWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         assert f.road() == "replay"
         assert rel_err(np.asarray(f(q, v, a)), sd.rnea(floating, q, v, a)) < 1e-12
         with pytest.raises(RuntimeError, match="backend='native' needs a C compiler.*backend='replay'"):
             function(sd.rnea, floating, backend="native")(q, v, a)
+    assert len([w for w in caught if issubclass(w.category, CompilerNotFoundWarning)]) == 1
 
 
 def test_without_the_ffi_handler_auto_takes_the_callback(floating, monkeypatch):
