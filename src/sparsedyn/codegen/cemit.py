@@ -47,6 +47,7 @@ loaded library can prove what it is).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ..symbolic.ir import ADD, ATAN2, CONST, COPYSIGN, COS, DIV, INPUT, MUL, NEG, SIN, SQRT, SUB, Program
@@ -401,8 +402,8 @@ _SCALAR_FNS = {SIN: "sin", COS: "cos", SQRT: "sqrt", ATAN2: "atan2", COPYSIGN: "
 
 def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     """The units of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`): its pieces'
-    scalar functions and a driver that runs the stages as their flags say, on two loop-state
-    buffers swapped after each run.  ``single`` gives ``sd_K`` and ``sd_K_loop`` as for a
+    scalar functions and a driver that runs the stages as their flags say, updating the loop state
+    in place (a stage's changed elements are copied in after it ran).  ``single`` gives ``sd_K`` and ``sd_K_loop`` as for a
     straight-line kernel; ``batch`` gives ``sd_K_batch`` running the scalar driver state by state on
     OpenMP threads (states leave the loop after different numbers of iterations, so they are not
     packed into vector lanes); it checks no input values (it returns 2 when asked to: the caller
@@ -413,25 +414,38 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     ys = [f"y{k}" for k in range(len(nout))]
     pub = ", ".join([f"const double *{x}" for x in xs] + [f"double *{y}" for y in ys])
     funcs, drivers, nws = [], [], 1
-    for tag, p in [("init", prog.init)] + [(f"g{k}", p) for k, p in enumerate(prog.stages)] + [("fin", prog.finish)]:
+    # A stage updates the loop state in place: it writes the elements it changes to T (compact) and
+    # the driver copies them into S after the run; an element it passes through costs nothing.
+    stages, scatter = [], []
+    for p in prog.stages:
+        s_in = len(p.input_shapes) - 1
+        changed = [j for j, (kind, v) in enumerate(p.outputs[0])
+                   if not (kind == "node" and tuple(p.nodes[v]) == (INPUT, s_in, j))]
+        stages.append(dataclasses.replace(p, outputs=[[p.outputs[0][j] for j in changed], p.outputs[1]],
+                                          output_shapes=[(len(changed),), (1,)], _text=None))
+        scatter.append(changed)
+    for tag, p in [("init", prog.init)] + [(f"g{k}", p) for k, p in enumerate(stages)] + [("fin", prog.finish)]:
         f, d, n = _functions(p, f"{cname}_{tag}", "double", _SCALAR_FNS, chunk)
         funcs += f
         drivers.append(d)
         nws = max(nws, n)
     nst = len(prog.stages)
     X = "".join(x + ", " for x in xs)
-    cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); break;" for k in range(nst))
+    tables = [f"static const int {cname}_c{k}[{max(len(c), 1)}] = {{{', '.join(map(str, c)) or '0'}}};"
+              for k, c in enumerate(scatter)]
+    cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); "
+                     f"for (int j = 0; j < {len(c)}; j++) S[{cname}_c{k}[j]] = T[j]; break;"
+                     for k, c in enumerate(scatter))
     body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
-            *drivers,
+            *drivers, *tables,
             f"static void {cname}_run({pub})", "{",
-            f"  double K[{max(nK, 1)}], Sa[{max(nS, 1)}], Sb[{max(nS, 1)}], F[1], w[{nws}];",
-            "  double *S = Sa, *T = Sb, *t;",
+            f"  double K[{max(nK, 1)}], S[{max(nS, 1)}], T[{max(nS, 1)}], F[1], w[{nws}];",
             f"  {cname}_init({X}K, S, w);",
             "  long runs = 0;",
             "  int stage = 0;",
             f"  while (stage < {nst} && runs < {int(prog.cap)}L) {{",
             f"    switch (stage) {{ {cases} }}",
-            "    t = S; S = T; T = t; runs++;",
+            "    runs++;",
             "    const double f = F[0];",
             f"    stage += f > 0.5 ? (f > {nst + 1}.0 ? {nst + 1} : (int)(f + 0.5)) : "
             f"(f < -0.5 ? (f < -{nst + 1}.0 ? -{nst + 1} : -(int)(-f + 0.5)) : 0);",

@@ -32,6 +32,10 @@ from .trace import trace_function
 
 __all__ = ["LoopProgram", "trace_loop", "next_stage"]
 
+#: Version of the loop's protocol (what a driver does between stages): part of :meth:`LoopProgram.text`,
+#: so that compiled loops are rebuilt when it changes.
+PROTOCOL = "2"
+
 
 def next_stage(stage: int, flag: float) -> int:
     """The stage after ``stage`` for a stage's ``flag`` (the rule of the module docstring; a flag
@@ -82,7 +86,7 @@ class LoopProgram:
         return total
 
     def text(self) -> str:
-        return f"loop {self.name} cap {self.cap} stages {len(self.stages)}\n" + "".join(p.text() for p in self.programs)
+        return f"loop v{PROTOCOL} {self.name} cap {self.cap} stages {len(self.stages)}\n" + "".join(p.text() for p in self.programs)
 
     def digest(self) -> str:
         return hashlib.sha256(self.text().encode()).hexdigest()
