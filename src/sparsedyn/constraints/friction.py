@@ -449,9 +449,11 @@ def _nonneg_lcp(A, c, max_iterations=1000, rtol=1e-6):
 #
 # ADMM needs a value-dependent number of iterations, so the compiled step is an iterative kernel
 # (:mod:`sparsedyn.symbolic.loop`): ``init`` computes the problem (contact_problem, free velocity,
-# open contacts, scales, warm start), stage 0 factorizes ``G + (eta + rho) I`` (Cholesky), stage 1
-# runs one ADMM iteration and asks for a new factorization when it changes ``rho``, stage 2 runs the
-# position correction (projected Gauss-Seidel sweeps), ``finish`` gives the next state.  Every
+# open contacts, scales, warm start), stage 0 inverts ``G + (eta + rho) I`` (Cholesky), stage 1
+# runs one ADMM iteration and asks for a new inverse when it changes ``rho``, stage 2 continues a
+# state that ADMM has not solved in ``ADMM_BUDGET`` iterations with Gauss-Seidel sweeps (as the NumPy
+# path), stage 3 runs the position correction (projected Gauss-Seidel), ``finish`` gives the next
+# state.  Every
 # choice is arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program.
 
 _TINY = 1e-300
@@ -631,7 +633,7 @@ def _step_program(model, static, optional):
         G = K["G"].reshape(m, m)
         c = K["eta"][0] + S["rho"][0]
         S["M"] = _spd_inverse(G + c * np.eye(m))
-        return lay.pack(lay.S, S), 1.0 + S["conv"][0]              # converged already: skip the iterations
+        return lay.pack(lay.S, S), 1.0 + 2.0 * S["conv"][0]        # converged already: skip the iterations
 
     def iterate(q, v, tau, settings, warm, *rest):
         _, tol, max_it, _ = settings
@@ -651,7 +653,8 @@ def _step_program(model, static, optional):
         ls, vs = _traced_scales(zn, K["gmax"][0], K["dmax"][0])
         conv = _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
         it = S["it"][0] + 1.0
-        stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - max_it))
+        budget = max_it - _relu(max_it - ADMM_BUDGET)               # min(max_iterations, ADMM_BUDGET)
+        stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - budget))
         # adaptive rho (residual balancing as in solve_admm); a new rho needs a new factorization
         rp = res[0] / (_vmax([_vmax(_abs(xn)), _vmax(_abs(zn))]) + _TINY)
         rd = rho * _vmax(_abs(zn - z)) / (_vmax([_vmax(_abs(yn)), _vmax(_abs(gs))]) + _TINY)
@@ -661,7 +664,36 @@ def _step_program(model, static, optional):
         new = rho * (change * ratio + (1.0 - change))
         new = new + _relu(1e-8 * lmax - new) - _relu(new - 1e8 * lmax)
         S.update(x=xn, z=zn, y=yn, u=un, rho=new, it=it, conv=conv, res=res, ls=ls, vs=vs)
-        return lay.pack(lay.S, S), stop - (1.0 - stop) * change
+        # converged: past Gauss-Seidel (+2); out of iterations: on to Gauss-Seidel (+1); new rho: factorize (-1)
+        return lay.pack(lay.S, S), conv * 2.0 + (1.0 - conv) * (stop - (1.0 - stop) * change)
+
+    def gauss_seidel(q, v, tau, settings, warm, *rest):
+        _, tol, max_it, _ = settings
+        K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
+        G, g = K["G"].reshape(m, m), K["g"]
+        lam = list(S["z"])
+        for i in range(nc):                                          # one sweep of solve_pgs
+            t0, n = 3 * i, 3 * i + 2
+            u = [sum(G[r, j] * lam[j] for j in range(m)) + g[r] for r in (t0, t0 + 1, n)]
+            ln = _relu(lam[n] - u[2] / (_relu(G[n, n]) + _TINY))
+            a, b, d = G[t0, t0], G[t0, t0 + 1], G[t0 + 1, t0 + 1]
+            top = 0.5 * (a + d) + bk.sqrt(0.25 * (a - d) * (a - d) + b * b)    # largest eigenvalue of G_tt
+            h = 1.0 / (_relu(top) + _TINY)
+            lt = [lam[t0 + k] - h * (u[k] + G[t0 + k, n] * (ln - lam[n])) for k in range(2)]
+            r = bk.sqrt(lt[0] * lt[0] + lt[1] * lt[1])
+            cap = mu[i] * ln
+            f = (cap + _TINY) / (_vmax([r, cap]) + _TINY)              # onto the friction disc
+            lam[t0], lam[t0 + 1], lam[n] = lt[0] * f, lt[1] * f, ln
+        lam = np.array(lam, dtype=object)
+        u = G @ lam + g
+        res = _traced_residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
+        ls, vs = _traced_scales(lam, K["gmax"][0], K["dmax"][0])
+        conv = _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
+        it = S["it"][0] + 1.0
+        budget = max_it - _relu(max_it - ADMM_BUDGET)
+        stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - budget - 10.0 * max_it))
+        S.update(x=lam, z=lam, u=u, it=it, conv=conv, res=res, ls=ls, vs=vs)
+        return lay.pack(lay.S, S), stop
 
     def correct(q, v, tau, settings, warm, *rest):
         K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
@@ -695,7 +727,7 @@ def _step_program(model, static, optional):
         return advance(model, q, dq), v_next, lam.reshape(nc, 3), S["u"].reshape(nc, 3), report
 
     name = contact_step_kernel.__kernel__.variant({"contacts": contacts}, tuple(opt)).name
-    return trace_loop(name, inputs, outputs, init, [factorize, iterate, correct], finish)
+    return trace_loop(name, inputs, outputs, init, [factorize, iterate, gauss_seidel, correct], finish)
 
 
 #: Power iterations for the largest eigenvalue of the Delassus matrix in the compiled step (its
@@ -751,7 +783,30 @@ def _model_and_kernels(model, who):
     return model, model
 
 
+_CHECKED: dict = {}
+
+
+def _frictional(model, contacts, who):
+    """:func:`point_contacts` with ``friction``, remembered for the last few (model, contacts) pairs
+    (a step checks its contacts once per trajectory, not once per step)."""
+    try:
+        key = (id(model), tuple(contacts) if not isinstance(contacts, Contact) else (contacts,))
+        hit = _CHECKED.get(key)
+    except TypeError:
+        key = hit = None
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    checked = point_contacts(model, contacts, who, friction=True)
+    if key is not None:
+        if len(_CHECKED) >= 64:
+            _CHECKED.clear()
+        _CHECKED[key] = (model, checked)
+    return checked
+
+
 def _positive(who, name, x):
+    if type(x) is float and 0.0 < x < np.inf:
+        return x
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not np.isfinite(x) or x <= 0:
         raise ValueError(f"{who}: {name} must be a finite number > 0, got {x!r}")
     return float(x)
@@ -798,7 +853,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     """
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    contacts = point_contacts(model, contacts, who, friction=True)
+    contacts = _frictional(model, contacts, who)
     dt = _positive(who, "dt", dt)
     tol = _positive(who, "tol", tol)
     margin = _positive(who, "margin", margin)
@@ -808,20 +863,21 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
         max_iterations = 1000 if solver == "admm" else 10000
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
         raise ValueError(f"{who}: max_iterations must be an integer >= 1, got {max_iterations!r}")
-    q, v, tau, f_ext, _, shape, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
-    nc, nv = len(contacts), model.nv
+    nc = len(contacts)
     if warm_start is not None:
         warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
         if warm_start.shape[-2:] != (nc, 3) or not np.all(np.isfinite(warm_start)):
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
     if not nc:
+        q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
         P = contact_problem(kernels, q, v, tau, contacts, f_ext=f_ext, gravity=gravity)
         v_free = v + dt * P.a
         shape = v_free.shape[:-1]
         return ContactStep(integrate(kernels, np.broadcast_to(q, shape + (model.nq,)), dt * v_free), v_free,
                            np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),
                            ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
+    # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
     warm = np.zeros((nc, 3)) if warm_start is None else warm_start
     if solver == "admm":
         out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, float(max_iterations), margin]), warm,
@@ -830,8 +886,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
         out = _numpy_step(kernels, q, v, tau, contacts, dt, tol, int(max_iterations), margin, solver, f_ext,
                           gravity, warm)
     rep = out.report
-    shape = rep.shape[:-1]
-    res = ContactResiduals(rep[..., 0].copy(), rep[..., 1].copy(), rep[..., 2].copy())
+    res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
     iterations = rep[..., 3].astype(int)
     converged = rep[..., 4] > 0.5
     if not converged.all():
@@ -904,11 +959,12 @@ def _correction(JMinv, G, gap, dt):
 def _modes(lam, u, lscale, vscale, tol):
     """``"open"`` where the normal impulse is zero, ``"stick"`` where the tangential velocity is, else
     ``"slide"``: impulses ``lam`` and velocities ``u`` (..., nc, 3), scales (...)."""
-    ln = lam[..., 2]
-    ut = np.linalg.norm(u[..., :2], axis=-1)
-    open_ = ln <= tol * lscale[..., None]
-    stick = ut <= 100 * tol * vscale[..., None]
-    return np.where(open_, "open", np.where(stick, "stick", "slide"))
+    open_ = lam[..., 2] <= tol * lscale[..., None]
+    stick = u[..., 0] ** 2 + u[..., 1] ** 2 <= (100 * tol * vscale[..., None]) ** 2
+    return _MODE_NAMES[np.where(open_, 2, stick.astype(np.intp))]
+
+
+_MODE_NAMES = np.array(["slide", "stick", "open"])
 
 
 # --- trajectories --------------------------------------------------------------------------------
