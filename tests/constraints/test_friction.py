@@ -454,17 +454,23 @@ def test_the_compiled_step_equals_the_numpy_step_and_a_batch_equals_single_steps
 
 def test_plain_calls_run_the_native_step_by_default():
     """On a model, ``sd.contact_step`` takes the native road like every plain call (deterministic: it
-    waits for the build), giving the compiled model's step exactly; NumPy answers when asked."""
+    waits for the build), giving the compiled model's step exactly; ``k.contact_step`` and
+    ``k.rollout`` are methods of the compiled model."""
     model, feet, q0, V, T = _solo_case()
     with sd.use_backend("native", deterministic=True):
         plain = sd.contact_step(model, q0, V[3], T[3], feet, DT)
-    compiled = sd.contact_step(sd.compile(model), q0, V[3], T[3], feet, DT)
+    k = sd.compile(model)
+    compiled = sd.contact_step(k, q0, V[3], T[3], feet, DT)
     assert np.array_equal(plain.v, compiled.v) and np.array_equal(plain.iterations, compiled.iterations)
+    method = k.contact_step(q0, V[3], T[3], feet, DT)                 # the step is a method of the compiled model
+    assert np.array_equal(method.v, compiled.v) and np.array_equal(method.q, compiled.q)
+    R = k.rollout(q0, V[3], T[3], feet, DT, 2)
+    assert np.array_equal(R.v[1], compiled.v) and R.q.shape == (3, model.nq)
 
 
 def test_the_compiled_step_on_the_box_follows_coulombs_law():
     """The analytic box cases on the compiled step: at rest it carries m g dt; pushed at 1.1 mu m g it
-    slides at 0.1 mu g dt; on the pendulum with a contact on its axis (G = 0) no NaN, no warning."""
+    slides at 0.1 mu g dt; 1 mm inside the ground it is lifted back onto it at rest; on the pendulum with a contact on its axis (G = 0) no NaN, no warning."""
     k = sd.compile(MODEL)
     s = sd.contact_step(k, Q0, Z, Z, corners(), DT)
     assert np.abs(s.v).max() <= 1e-8 * G * DT and list(s.modes) == ["stick"] * 4
@@ -473,6 +479,10 @@ def test_the_compiled_step_on_the_box_follows_coulombs_law():
     s = sd.contact_step(k, Q0, Z, Z, corners(), DT, f_ext=f)
     want = 0.1 * MU * G * DT * np.array([np.cos(1.0), np.sin(1.0)])
     assert np.abs(s.v[3:5] - want).max() <= 1e-8 * G * DT and list(s.modes) == ["slide"] * 4
+    s = sd.contact_step(k, Q0 - np.array([0, 0, 1e-3, 0, 0, 0, 0]), Z, Z, corners(), DT)     # 1 mm deep
+    # lifted to the correction's relative tolerance: corner heights within 1e-6 of the 1 mm, so a tilt
+    # of at most that over the half side
+    assert np.abs(s.v).max() <= 1e-8 and abs(s.q[2] - H) <= 1e-9 and np.abs(s.q[3:6]).max() <= 1e-6 * 1e-3 / H
     b = sd.ModelBuilder("pendulum").add_body("link", None, sd.make_joint("revolute", axis=(0, 1, 0)), mass=1.0,
                                              com=(0, 0, -0.5), rot_inertia=0.01 * np.eye(3))
     pend = sd.compile(b.add_frame("pivot", "link").build())

@@ -67,7 +67,7 @@ from ..algorithms.crba import bias_kernel, crba_kernel
 from ..algorithms.fd import ltdl_checker
 from ..algorithms.kinematics import _frame_world_transform, joint_transforms, world_transforms
 from ..algorithms.ltdl import dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit
-from ..kernels import kernel
+from ..kernels import kernel, model_method
 from ..model import UnknownNameError
 from ..sensors import Contact
 from ..spatial import pose, skew
@@ -509,9 +509,10 @@ def _traced_residuals(z, x, u, mu):
 
 def _traced_scales(z, gmax, dmax):
     """:func:`_scales` of impulses ``z`` given ``max |g|`` and ``max diag G``."""
-    ls = _vmax([_vmax(_abs(z)), 1e-4 * gmax / (dmax + _TINY)])
-    vs = gmax + (1.0 - _step(gmax - _TINY)) * dmax * ls
-    return ls + _TINY, vs + _TINY
+    tiny = np.finfo(float).tiny
+    ls = _vmax([_vmax(_abs(z)), 1e-4 * gmax / (dmax + (1.0 - _step(dmax - tiny)))])
+    vs = gmax + (1.0 - _step(gmax - tiny)) * dmax * ls
+    return _vmax([ls, tiny]), _vmax([vs, tiny])
 
 
 def _cholesky(A):
@@ -557,7 +558,7 @@ class _Layout:
     def __init__(self, nc, nv):
         m = 3 * nc
         self.nc, self.m, self.nv = nc, m, nv
-        self.K = self._table([("G", m * m), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc),
+        self.K = self._table([("G", m * m), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc), ("pen", 1),
                               ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1)])
         self.S = self._table([("x", m), ("z", m), ("y", m), ("u", m), ("M", m * m), ("rho", 1), ("it", 1),
                               ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1)])
@@ -620,9 +621,9 @@ def _step_program(model, static, optional):
         res = _traced_residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
         ls, vs = _traced_scales(z, gmax, dmax)
         conv = _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
-        pen = 1.0 - _step(_vmax(-P.gap) - PENETRATION_SLOP)       # 1 where some point penetrates
+        pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))       # 1 where some point penetrates
         cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
-        K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, eta=PROXIMAL * lmax, lmax=lmax,
+        K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, eta=PROXIMAL * lmax, lmax=lmax,
                                  gmax=gmax, dmax=dmax))
         S = lay.pack(lay.S, dict(x=z, z=z, y=y, u=u, M=np.zeros(m * m), rho=RHO_START * lmax, it=0.0, conv=conv,
                                  res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0))
@@ -723,7 +724,7 @@ def _step_program(model, static, optional):
         lam = S["z"]
         v_next = K["v_free"] + lam @ JMinv
         dq = dt * v_next + dt * (S["l"] @ JMinv[norm_rows])
-        report = np.concatenate([S["res"], S["it"], S["conv"], S["ls"], S["vs"], S["sweeps"]])
+        report = np.concatenate([S["res"], S["it"], S["conv"], S["ls"], S["vs"], K["pen"]])
         return advance(model, q, dq), v_next, lam.reshape(nc, 3), S["u"].reshape(nc, 3), report
 
     name = contact_step_kernel.__kernel__.variant({"contacts": contacts}, tuple(opt)).name
@@ -744,7 +745,7 @@ class StepArrays(NamedTuple):
     """Result of :func:`contact_step_kernel` (leading batch axes as the inputs): ``q_next`` (nq),
     ``v_next`` (nv), ``impulses`` (nc, 3), ``velocities`` (nc, 3) (``u = G lambda + g``, contact
     frames), ``report`` (8): primal, dual and complementarity residuals, iterations, converged
-    (1 or 0), impulse and velocity scales, position-correction sweeps."""
+    (1 or 0), impulse and velocity scales, whether a point penetrated (1: the position was corrected)."""
 
     q_next: np.ndarray
     v_next: np.ndarray
@@ -764,10 +765,17 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, contacts, *, f_e
     :mod:`sparsedyn.symbolic.loop`), and its NumPy reference (``solve_admm`` with the Gauss-Seidel
     fallback).  ``settings`` (..., 4): ``[dt, tol, max_iterations, margin]``; ``warm_start``
     (..., nc, 3); the rest as :func:`contact_step` (checked there)."""
-    settings = np.asarray(settings, float)
+    who = "contact_step_kernel"
+    nc = len(point_contacts(getattr(model, "model", model), contacts, who, friction=True))
+    settings = _checks.numeric("settings", settings, "(..., 4): [dt, tol, max_iterations, margin]")
+    warm_start = _checks.numeric("warm_start", warm_start, f"(..., {nc}, 3) impulses")
+    if settings.shape[-1:] != (4,) or warm_start.shape[-2:] != (nc, 3):
+        raise ValueError(f"{who}: settings must have shape (..., 4) and warm_start (..., {nc}, 3); got "
+                         f"{settings.shape} and {warm_start.shape}")
     s = settings.reshape(-1, 4)
-    if not np.all(s == s[:1]):
-        raise ValueError("contact_step_kernel: the NumPy path takes one settings vector for the whole batch")
+    if not np.all(s == s[:1]) or not (s[0, 0] > 0 and s[0, 1] > 0 and s[0, 2] >= 1 and s[0, 3] > 0):
+        raise ValueError(f"{who}: the NumPy path takes one settings vector [dt > 0, tol > 0, max_iterations >= 1, "
+                         f"margin > 0] for the whole batch, got {settings}")
     dt, tol, max_it, margin = s[0]
     return _numpy_step(model, q, v, tau, contacts, dt, tol, int(max_it), margin, "admm", f_ext, gravity, warm_start)
 
@@ -812,6 +820,7 @@ def _positive(who, name, x):
     return float(x)
 
 
+@model_method
 def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=None, solver="admm", f_ext=None,
                  gravity=None, warm_start=None, margin=0.005):
     """One time step of a robot with one-sided frictional point contacts (a :class:`ContactStep`).
@@ -937,7 +946,7 @@ def _numpy_step(kernels, q, v, tau, contacts, dt, tol, max_iterations, margin, s
         dq[rows] += dt * _correction(P.JMinv.reshape(B, m, nv)[rows], G[rows], gap[rows], dt)
     q_next = integrate(kernels, qb.reshape(B, model.nq), dq)
     report = np.stack([sol.primal, sol.dual, sol.comp, sol.iterations, sol.converged, sol.lscale, sol.vscale,
-                       np.zeros(B)], -1).astype(float)
+                       np.any(gap < -PENETRATION_SLOP, -1)], -1).astype(float)
     return StepArrays(q_next.reshape(shape + (model.nq,)), v_next.reshape(shape + (nv,)), lam.reshape(shape + (nc, 3)),
                       sol.u.reshape(shape + (nc, 3)), report.reshape(shape + (8,)))
 
@@ -969,6 +978,7 @@ _MODE_NAMES = np.array(["slide", "stick", "open"])
 
 # --- trajectories --------------------------------------------------------------------------------
 
+@model_method
 def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     """Simulate ``steps`` contact steps (:func:`contact_step`) from ``(q0, v0)`` (a :class:`Rollout`).
 
