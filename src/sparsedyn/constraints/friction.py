@@ -30,14 +30,21 @@ method", 1998)::
 **The solver** is ADMM on this problem (Carpentier, Le Lidec, Montaut, "From compliant to rigid
 contact simulation: a unified and efficient approach", 2024): the x-step solves
 ``(G + (eta + rho) I) x = -(g + s) + eta x_prev + rho z - y`` with the proximal term ``eta``, the
-z-step projects onto the friction cones, ``s = Phi(G z + g)`` is updated every iteration, and the
-penalty ``rho`` adapts to the ratio of primal and dual residuals.  ``G`` is diagonalised once
-per state (``np.linalg.eigh``), so changing ``rho`` costs nothing and a redundant contact set
-(a box's four corners, eight sole corners: ``G`` singular) is solved like any other.  Projected
-Gauss-Seidel (``solver="pgs"``) is the classical alternative.  The iteration count depends on
-the values, so the solve is NumPy (vectorised over a batch of states); the per-state arithmetic
-(``H``, its factorization, ``J``, ``G``, the free motion, the gaps) is the registered kernel
-:func:`contact_problem`, compiled and batched like every other kernel.
+z-step projects onto the friction cones, De Saxcé's shift ``s = [0, 0, mu |y_t|]`` is taken from the
+multiplier ``y`` (the iterate's estimate of ``-(u + Phi(u))``; taken from ``G z + g`` instead, the
+iteration stalls on redundant contact sets such as eight sole corners, where ``G`` is singular), and
+the penalty ``rho`` adapts to the ratio of primal and dual residuals.  A state that ADMM has not
+solved in ``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel, which is also the
+option ``solver="pgs"``.
+
+The iteration count depends on the values, so the whole step is an *iterative kernel*
+(:mod:`sparsedyn.symbolic.loop`), :func:`contact_step_kernel`: straight-line stages (the problem
+with :func:`contact_problem`; ``(G + (eta + rho) I)^-1`` from its Cholesky factor, again when
+``rho`` changes; one ADMM iteration; one Gauss-Seidel sweep; one sweep of the position correction;
+the next state) that the compiler runs in a loop steered by the stages' flags: one native call per
+state, a batch state by state on the batch runtime's threads.  Its NumPy reference (under
+``sd.use_backend("numpy")``) diagonalises ``G`` once per state (``np.linalg.eigh``, so a new
+``rho`` costs nothing) and runs ADMM vectorised over a batch of states.
 
 **Penetration** (left by the linearised kinematics of a rotating body, or by solver tolerance)
 is removed from the *configuration only*: a normal pseudo-velocity ``dv = H^-1 J_n^T lambda'``
@@ -408,8 +415,8 @@ def _finish(G, g, mu, lam, x, it, tol):
 #: Penetration [m] below which the configuration is left as it is (rounding of a resting contact).
 PENETRATION_SLOP = 1e-9
 
-#: ADMM iterations before a state that has not converged is handed to projected Gauss-Seidel (ADMM
-#: stalls on some redundant point sets, e.g. eight sole corners, where Gauss-Seidel converges).
+#: ADMM iterations before a state that has not converged is handed to projected Gauss-Seidel (rare:
+#: a few states in a thousand random solo12 steps).
 ADMM_BUDGET = 300
 
 #: ADMM's proximal term and the floor of the smallest eigenvalue in its first penalty, relative to
