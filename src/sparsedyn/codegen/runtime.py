@@ -376,6 +376,8 @@ class KernelSet:
         whole call for a time slice."""
         info = self.kernels.get(kname)
         flops = info.flops["total"] if info else 10000
+        if info and "stages" in info.flops:          # an iterative kernel: assume 30 runs of its stages
+            flops += 30 * info.flops["stages"]
         return max(1, min(int(self.threads), int(N * flops / 1e10 / 0.005)))
 
     def _run(self, group, kname, arrays, out=None, recheck=None):

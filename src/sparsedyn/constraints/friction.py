@@ -457,10 +457,11 @@ def _nonneg_lcp(A, c, max_iterations=1000, rtol=1e-6):
 # ADMM needs a value-dependent number of iterations, so the compiled step is an iterative kernel
 # (:mod:`sparsedyn.symbolic.loop`): ``init`` computes the problem (contact_problem, free velocity,
 # open contacts, scales, warm start), stage 0 inverts ``G + (eta + rho) I`` (Cholesky), stage 1
-# runs one ADMM iteration and asks for a new inverse when it changes ``rho``, stage 2 continues a
-# state that ADMM has not solved in ``ADMM_BUDGET`` iterations with Gauss-Seidel sweeps (as the NumPy
-# path), stage 3 runs the position correction (projected Gauss-Seidel), ``finish`` gives the next
-# state.  Every
+# runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes
+# ``rho``, stage 2 checks Coulomb's law itself (the residuals of the module docstring) when those are
+# small, stage 3 continues a state that ADMM has not solved in ``ADMM_BUDGET`` iterations with
+# Gauss-Seidel sweeps (as the NumPy path), stage 4 runs the position correction (projected
+# Gauss-Seidel), ``finish`` gives the next state.  Every
 # choice is arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program.
 
 _TINY = 1e-300
@@ -614,6 +615,7 @@ def _step_program(model, static, optional):
         g = (Jv + bias) * act
         G = P.G * act[:, None] * act[None, :]
         dmax = _vmax(np.diagonal(G))
+        trace = np.sum(np.diagonal(G))
         gmax = _vmax(_abs(g))
         e = np.ones(m)                                            # the largest eigenvalue: power iteration
         for _ in range(POWER_STEPS):
@@ -632,7 +634,7 @@ def _step_program(model, static, optional):
         cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
         K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, eta=PROXIMAL * lmax, lmax=lmax,
                                  gmax=gmax, dmax=dmax))
-        S = lay.pack(lay.S, dict(x=z, z=z, y=y, u=u, M=np.zeros(m * m), rho=RHO_START * lmax, it=0.0, conv=conv,
+        S = lay.pack(lay.S, dict(x=z, z=z, y=y, u=u, M=np.zeros(m * m), rho=RHO_START * trace / m + _TINY, it=0.0, conv=conv,
                                  res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0))
         return K, S
 
@@ -641,39 +643,54 @@ def _step_program(model, static, optional):
         G = K["G"].reshape(m, m)
         c = K["eta"][0] + S["rho"][0]
         S["M"] = _spd_inverse(G + c * np.eye(m))
-        return lay.pack(lay.S, S), 1.0 + 2.0 * S["conv"][0]        # converged already: skip the iterations
+        return lay.pack(lay.S, S), 1.0 + 3.0 * S["conv"][0]        # converged already: skip the iterations
 
     def iterate(q, v, tau, settings, warm, *rest):
         _, tol, max_it, _ = settings
         K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
-        G, g = K["G"].reshape(m, m), K["g"]
-        eta, lmax, rho = K["eta"][0], K["lmax"][0], S["rho"][0]
+        g, eta, lmax, rho = K["g"], K["eta"][0], K["lmax"][0], S["rho"][0]
         x, z, y = S["x"], S["z"], S["y"]
         s = np.zeros(m, dtype=object)
         s[norm_rows] = mu * _norms(y.reshape(nc, 3)[:, :2])      # De Saxcé's shift from the multiplier (_shift)
-        gs = g + s
-        xn = S["M"].reshape(m, m) @ (-gs + eta * x + rho * z - y)
+        xn = S["M"].reshape(m, m) @ (-(g + s) + eta * x + rho * z - y)
         xr = RELAX * xn + (1.0 - RELAX) * z                          # over-relaxation
         zn = _proj((xr + y / rho).reshape(nc, 3), mu).reshape(m)
         yn = y + rho * (xr - zn)
-        un = G @ zn + g
-        res = _traced_residuals(zn.reshape(nc, 3), xn.reshape(nc, 3), un.reshape(nc, 3), mu)
-        ls, vs = _traced_scales(zn, K["gmax"][0], K["dmax"][0])
-        conv = _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
+        # ADMM's own residuals (cheap): primal |x - z| [N s], dual rho |z - z_prev| [m/s]; below the
+        # tolerance they send the iterate to the stage that checks Coulomb's law itself
+        primal, dual = _vmax(_abs(xn - zn)), rho * _vmax(_abs(zn - z))
+        zmax, ymax = _vmax(_abs(zn)), _vmax(_abs(yn))
+        ls = _vmax([zmax, 1e-4 * K["gmax"][0] / (K["dmax"][0] + _TINY)])
+        check = _step(tol * ls - primal) * _step(tol * (K["gmax"][0] + ymax) - dual)
         it = S["it"][0] + 1.0
         budget = max_it - _relu(max_it - ADMM_BUDGET)               # min(max_iterations, ADMM_BUDGET)
-        stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - budget))
-        # adaptive rho (residual balancing as in solve_admm); a new rho needs a new factorization
-        rp = res[0] / (_vmax([_vmax(_abs(xn)), _vmax(_abs(zn))]) + _TINY)
-        rd = rho * _vmax(_abs(zn - z)) / (_vmax([_vmax(_abs(yn)), _vmax(_abs(gs))]) + _TINY)
+        out = (1.0 - check) * _step(it - budget)
+        # adaptive rho (residual balancing as in solve_admm); a new rho needs a new inverse
+        gs_max = _vmax(_abs(g + s))
+        rp, rd = primal / _vmax([zmax, _vmax(_abs(xn)), ls]), dual / (_vmax([ymax, gs_max]) + _TINY)
         valid = _step(rp - _TINY) * _step(rd - _TINY)
         ratio = valid * bk.sqrt(rp / (rd + (1.0 - valid))) + (1.0 - valid)
-        change = (_step(ratio - RHO_RATIO) + _step(1.0 / RHO_RATIO - ratio)) * (1.0 - stop)
+        change = (_step(ratio - RHO_RATIO) + _step(1.0 / RHO_RATIO - ratio)) * (1.0 - check) * (1.0 - out)
         new = rho * (change * ratio + (1.0 - change))
-        new = new + _relu(1e-8 * lmax - new) - _relu(new - 1e8 * lmax)
-        S.update(x=xn, z=zn, y=yn, u=un, rho=new, it=it, conv=conv, res=res, ls=ls, vs=vs)
-        # converged: past Gauss-Seidel (+2); out of iterations: on to Gauss-Seidel (+1); new rho: factorize (-1)
-        return lay.pack(lay.S, S), conv * 2.0 + (1.0 - conv) * (stop - (1.0 - stop) * change)
+        hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
+        new = lo + _relu(hi - _relu(hi - new) - lo)                 # clipped to [lo, hi] without cancellation
+        S.update(x=xn, z=zn, y=yn, rho=new, it=it)
+        # small residuals: check (+1); out of iterations: Gauss-Seidel (+2); new rho: invert again (-1)
+        return lay.pack(lay.S, S), check + 2.0 * out - change
+
+    def check(q, v, tau, settings, warm, *rest):
+        _, tol, max_it, _ = settings
+        K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
+        G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
+        u = G @ z + g
+        res = _traced_residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
+        ls, vs = _traced_scales(z, K["gmax"][0], K["dmax"][0])
+        conv = _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
+        budget = max_it - _relu(max_it - ADMM_BUDGET)
+        out = (1.0 - conv) * _step(S["it"][0] - budget)
+        S.update(u=u, conv=conv, res=res, ls=ls, vs=vs)
+        # converged: past Gauss-Seidel (+2); out of iterations: Gauss-Seidel (+1); else iterate on (-1)
+        return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out)
 
     def gauss_seidel(q, v, tau, settings, warm, *rest):
         _, tol, max_it, _ = settings
@@ -735,15 +752,18 @@ def _step_program(model, static, optional):
         return advance(model, q, dq), v_next, lam.reshape(nc, 3), S["u"].reshape(nc, 3), report
 
     name = contact_step_kernel.__kernel__.variant({"contacts": contacts}, tuple(opt)).name
-    return trace_loop(name, inputs, outputs, init, [factorize, iterate, gauss_seidel, correct], finish)
+    return trace_loop(name, inputs, outputs, init, [factorize, iterate, check, gauss_seidel, correct], finish)
 
 
 #: Power iterations for the largest eigenvalue of the Delassus matrix in the compiled step (its
 #: first penalty ``rho = RHO_START lambda_max`` and the proximal term's scale).
 POWER_STEPS = 8
-#: The compiled step's first ADMM penalty relative to the largest eigenvalue, and the ratio of the
-#: scaled residuals beyond which it changes ``rho`` (and factorizes again).
-RHO_START, RHO_RATIO = 1e-2, 3.0
+#: The compiled step's first ADMM penalty relative to the mean eigenvalue of ``G`` (its trace over
+#: its size), and the ratio of the scaled residuals beyond which it changes ``rho`` (and inverts again).
+RHO_START, RHO_RATIO = 0.03, 3.0
+#: The compiled step's range of ``rho`` relative to the largest eigenvalue of ``G`` (its inverse of
+#: ``G + (eta + rho) I`` stays well conditioned).
+RHO_RANGE = (1e-6, 1e6)
 #: Sweeps and relative tolerance of the position correction's Gauss-Seidel in the compiled step.
 CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 
@@ -901,6 +921,10 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     else:
         out = _numpy_step(kernels, q, v, tau, contacts, dt, tol, int(max_iterations), margin, solver, f_ext,
                           gravity, warm)
+    finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
+    if not finite.all():                             # never a NaN: such a state is solved again on NumPy
+        out = _refine(out, ~finite, kernels, q, v, tau, contacts, dt, tol, int(max_iterations), margin, f_ext,
+                      gravity, warm)
     rep = out.report
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
     iterations = rep[..., 3].astype(int)
@@ -956,6 +980,22 @@ def _numpy_step(kernels, q, v, tau, contacts, dt, tol, max_iterations, margin, s
                        np.any(gap < -PENETRATION_SLOP, -1)], -1).astype(float)
     return StepArrays(q_next.reshape(shape + (model.nq,)), v_next.reshape(shape + (nv,)), lam.reshape(shape + (nc, 3)),
                       sol.u.reshape(shape + (nc, 3)), report.reshape(shape + (8,)))
+
+
+def _refine(out, bad, kernels, q, v, tau, contacts, dt, tol, max_iterations, margin, f_ext, gravity, warm):
+    """``out`` with the states ``bad`` (a mask of the batch shape) solved on the NumPy path."""
+    shape = bad.shape
+    pick = (lambda x, tail: np.broadcast_to(x, shape + x.shape[x.ndim - tail:])[bad]) if shape else \
+        (lambda x, tail: np.asarray(x))
+    redo = _numpy_step(kernels, pick(np.asarray(q, float), 1), pick(np.asarray(v, float), 1),
+                       pick(np.asarray(tau, float), 1), contacts, dt, tol, max_iterations, margin, "admm",
+                       None if f_ext is None else pick(np.asarray(f_ext, float), 2), gravity, pick(np.asarray(warm, float), 2))
+    fixed = []
+    for a, b in zip(out, redo):
+        a = np.array(a, copy=True)
+        a[bad] = b
+        fixed.append(a)
+    return StepArrays(*fixed)
 
 
 def _merge(a, b, idx):

@@ -77,12 +77,14 @@ class LoopProgram:
         return tuple(int(np.prod(s, dtype=int)) for s in self.init.output_shapes)
 
     def flops(self, phase=None) -> dict:
-        """Operation counts of ``init``, one run of every stage and ``finish`` together (an
-        iteration's cost is that of its stages; how many run depends on the values)."""
+        """Operation counts of ``init``, one run of every stage and ``finish`` together (how many
+        stage runs a call makes depends on the values), and ``"stages"``: the total of one run of
+        every stage."""
         total = {}
         for p in self.programs:
             for k, n in p.flops(phase).items():
                 total[k] = total.get(k, 0) + n
+        total["stages"] = sum(p.flops(phase)["total"] for p in self.stages)
         return total
 
     def text(self) -> str:
