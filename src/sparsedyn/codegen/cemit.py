@@ -313,6 +313,12 @@ def emit_program(prog: Program, cname: str, variant: str = "single", chunk: int 
                                                                          ATAN2: "sd_vatan2", COPYSIGN: "sd_vcopysign"},
                                      chunk)
         tail = _batch_entry(cname, drv, nin, nout, nws, pub, checks)
+    return _units(funcs, tail, unit_size)
+
+
+def _units(funcs, tail, unit_size):
+    """The segment functions ``funcs`` (``(operations, source)``) grouped into translation units of
+    about ``unit_size`` operations, ``tail`` (the entry points) closing the last one."""
     units, cur, size = [], [], 0
     for n, f in funcs:
         if cur and size + n > unit_size:
@@ -464,16 +470,7 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     else:
         body += [f"SD_EXPORT int sd_{cname}_batch(long n, {pub}, int nthreads, int check)", "{",
                  "  if (check) return 2;", *omp, "  return 1;", "}"]
-    units, cur, size = [], [], 0
-    for n, f in funcs:
-        if cur and size + n > unit_size:
-            units.append("\n".join(cur))
-            cur, size = [], 0
-        cur.append(f)
-        size += n
-    cur += body
-    units.append("\n".join(cur))
-    return units
+    return _units(funcs, body, unit_size)
 
 
 def emit_unit(parts: list, key: str | None = None) -> str:
