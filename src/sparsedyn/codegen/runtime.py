@@ -353,15 +353,19 @@ class KernelSet:
             self._programs = None
         return single
 
-    def _fast_kernel(self, single, kname, fallback):
-        """A C fast-path callable for one state of ``kname`` (or ``None`` without the extension)."""
+    def _fast_kernel(self, single, kname, fallback, quaternions=False):
+        """A C fast-path callable for one state of ``kname`` (or ``None`` without the extension).
+        ``quaternions``: the fast path also checks the unit quaternions of the configuration inputs
+        (:func:`_input_checks`), leaving a state that fails to ``fallback``."""
         fast = _fast_module(self._compiler) if self.compiled else None
         if fast is None:
             return None
         spec = self._spec(kname)
         shapes = spec.shapes(self.model)
+        groups = _input_checks(self.model, spec)[1] if quaternions else ()
         return fast.Kernel(single.addr[kname], tuple(tuple(shapes[n]) for n in spec.inputs),
-                           tuple(tuple(shapes[n]) for n in spec.outputs), fallback)
+                           tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
+                           (_checks.QUAT_TOL, groups) if groups else None)
 
     def prepare_batch(self):
         """Build (or load) the vectorised batch library now instead of at the first batch call."""
