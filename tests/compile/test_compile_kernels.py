@@ -46,6 +46,7 @@ NOT_KERNELS = {
     "load_srdf": "reads a file",
     "contact_step": "the iterative kernel contact_step_kernel, plus the modes (strings) and a warning",
     "rollout": "a loop of contact_step calls (or a user's controller)",
+    "contact_step_derivatives": "a step (contact_step_kernel) differentiated in its modes around one traced program",
 }
 
 
