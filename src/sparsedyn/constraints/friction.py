@@ -950,6 +950,8 @@ def _numpy_step(kernels, q, v, tau, contacts, dt, tol, max_iterations, margin, s
     qb = np.broadcast_to(q, shape + (model.nq,))
     B = int(np.prod(shape, dtype=int))
     m = 3 * nc
+    if not B:                                    # an empty batch
+        return StepArrays(qb.copy(), v_free, np.zeros(shape + (nc, 3)), np.zeros(shape + (nc, 3)), np.zeros(shape + (8,)))
     G = P.G.reshape(B, m, m)
     gap = P.gap.reshape(B, nc)
     bias = np.zeros((B, nc, 3))
