@@ -755,8 +755,8 @@ def _step_program(model, static, optional):
     return trace_loop(name, inputs, outputs, init, [factorize, iterate, check, gauss_seidel, correct], finish)
 
 
-#: Power iterations for the largest eigenvalue of the Delassus matrix in the compiled step (its
-#: first penalty ``rho = RHO_START lambda_max`` and the proximal term's scale).
+#: Power iterations for the largest eigenvalue of the Delassus matrix in the compiled step (the scale
+#: of its proximal term and of the range of ``rho``).
 POWER_STEPS = 8
 #: The compiled step's first ADMM penalty relative to the mean eigenvalue of ``G`` (its trace over
 #: its size), and the ratio of the scaled residuals beyond which it changes ``rho`` (and inverts again).
