@@ -79,6 +79,14 @@ def test_next_stage_rule():
     assert [next_stage(2, f) for f in (0.0, 1.0, 2.2, -1.0, -7.0, 0.4, np.nan)] == [2, 3, 4, 1, 0, 2, 2]
 
 
+def test_an_iterative_kernel_has_no_derivative_program():
+    from sparsedyn.symbolic.ad import inline, jacobian_program
+    with pytest.raises(TypeError, match="iterative kernel"):
+        jacobian_program(newton_loop(), [0])
+    with pytest.raises(TypeError, match="iterative kernel"):
+        inline(newton_loop(), [np.ones(1)])
+
+
 def test_init_must_give_two_blocks():
     with pytest.raises(ValueError, match="init must return"):
         trace_loop("bad", [("a", (1,))], [("x", (1,))], lambda a: (a,), [], lambda a, K, S: a)
