@@ -259,10 +259,12 @@ def test_bad_input_is_refused_clearly():
 SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
 
 
-def test_solo12_stands_without_drift_under_a_holding_torque():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_solo12_stands_without_drift_under_a_holding_torque(compiled):
     """solo12 on its four point feet (mu = 0.7), standing under the torque that holds its posture
     (gravity compensation with the weight shared by the feet, plus a PD term): over one second the
-    feet and the base move by at most 1e-6 m and no foot goes below the ground."""
+    feet and the base move by at most 1e-6 m and no foot goes below the ground (NumPy and compiled
+    steps)."""
     model, _ = load_pair("solo12", True)
     feet = [sd.Contact(f, "3d", friction=0.7) for f in SOLO_FEET]
     q0 = _solo_standing(model)
@@ -277,7 +279,7 @@ def test_solo12_stands_without_drift_under_a_holding_torque():
     def controller(t, q, v):
         return hold + np.concatenate([np.zeros(6), 5.0 * (q0[7:] - q[7:]) - 0.2 * v[6:]])
 
-    R = sd.rollout(model, q0, np.zeros(model.nv), controller, feet, DT, 1000)
+    R = sd.rollout(sd.compile(model) if compiled else model, q0, np.zeros(model.nv), controller, feet, DT, 1000)
     feet_pos = np.stack([sd.frame_placement(model, R.q, name)[1] for name in SOLO_FEET], 1)
     assert np.abs(feet_pos - feet_pos[0]).max() <= 1e-6
     assert np.abs(R.q[:, :3] - q0[:3]).max() <= 1e-6
