@@ -85,8 +85,8 @@ def set_model_type(cls):
     global Model
     Model = cls
 
-__all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "METHODS", "model_method", "registered", "use_backend", "set_native", "set_model_type",
-           "BACKENDS"]
+__all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
+           "BACKENDS", "METHODS", "model_method"]
 
 #: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).

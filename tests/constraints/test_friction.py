@@ -472,7 +472,8 @@ def test_plain_calls_run_the_native_step_by_default():
 
 def test_the_compiled_step_on_the_box_follows_coulombs_law():
     """The analytic box cases on the compiled step: at rest it carries m g dt; pushed at 1.1 mu m g it
-    slides at 0.1 mu g dt; 1 mm inside the ground it is lifted back onto it at rest; on the pendulum with a contact on its axis (G = 0) no NaN, no warning."""
+    slides at 0.1 mu g dt; 1 mm inside the ground it is lifted back onto it at rest; on the pendulum
+    with a contact on its axis (G = 0) no NaN, no warning."""
     k = sd.compile(MODEL)
     s = sd.contact_step(k, Q0, Z, Z, corners(), DT)
     assert np.abs(s.v).max() <= 1e-8 * G * DT and list(s.modes) == ["stick"] * 4

@@ -409,11 +409,11 @@ _SCALAR_FNS = {SIN: "sin", COS: "cos", SQRT: "sqrt", ATAN2: "atan2", COPYSIGN: "
 def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     """The units of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`): its pieces'
     scalar functions and a driver that runs the stages as their flags say, updating the loop state
-    in place (a stage's changed elements are copied in after it ran).  ``single`` gives ``sd_K`` and ``sd_K_loop`` as for a
-    straight-line kernel; ``batch`` gives ``sd_K_batch`` running the scalar driver state by state on
-    OpenMP threads (states leave the loop after different numbers of iterations, so they are not
-    packed into vector lanes); it checks no input values (it returns 2 when asked to: the caller
-    checks them, then calls again)."""
+    in place (a stage's changed elements are copied in after it ran).  ``single`` gives ``sd_K`` and
+    ``sd_K_loop`` as for a straight-line kernel; ``batch`` gives ``sd_K_batch`` running the scalar
+    driver state by state on OpenMP threads (states leave the loop after different numbers of
+    iterations, so they are not packed into vector lanes); it checks no input values (it returns 2
+    when asked to: the caller checks them, then calls again)."""
     nin, nout = _sizes(prog.input_shapes), _sizes(prog.output_shapes)
     nK, nS = prog.sizes
     xs = [f"x{k}" for k in range(len(nin))]

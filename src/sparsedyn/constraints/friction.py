@@ -80,7 +80,8 @@ from ..sensors import Contact
 from ..spatial import pose, skew
 from .contact import ContactWarning, contact_jacobian
 
-__all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
+__all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
+           "ContactStepWarning", "Rollout", "contact_problem",
            "contact_step", "rollout", "point_contacts", "contact_basis", "SOLVERS"]
 
 #: The solvers of :func:`contact_step`.
@@ -634,7 +635,8 @@ def _step_program(model, static, optional):
         cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
         K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, eta=PROXIMAL * lmax, lmax=lmax,
                                  gmax=gmax, dmax=dmax))
-        S = lay.pack(lay.S, dict(x=z, z=z, y=y, u=u, M=np.zeros(m * m), rho=RHO_START * trace / m + _TINY, it=0.0, conv=conv,
+        S = lay.pack(lay.S, dict(x=z, z=z, y=y, u=u, M=np.zeros(m * m), rho=RHO_START * trace / m + _TINY, it=0.0,
+                                 conv=conv,
                                  res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0))
         return K, S
 
@@ -951,7 +953,8 @@ def _numpy_step(kernels, q, v, tau, contacts, dt, tol, max_iterations, margin, s
     B = int(np.prod(shape, dtype=int))
     m = 3 * nc
     if not B:                                    # an empty batch
-        return StepArrays(qb.copy(), v_free, np.zeros(shape + (nc, 3)), np.zeros(shape + (nc, 3)), np.zeros(shape + (8,)))
+        z = np.zeros(shape + (nc, 3))
+        return StepArrays(qb.copy(), v_free, z, z.copy(), np.zeros(shape + (8,)))
     G = P.G.reshape(B, m, m)
     gap = P.gap.reshape(B, nc)
     bias = np.zeros((B, nc, 3))
@@ -991,7 +994,8 @@ def _refine(out, bad, kernels, q, v, tau, contacts, dt, tol, max_iterations, mar
         (lambda x, tail: np.asarray(x))
     redo = _numpy_step(kernels, pick(np.asarray(q, float), 1), pick(np.asarray(v, float), 1),
                        pick(np.asarray(tau, float), 1), contacts, dt, tol, max_iterations, margin, "admm",
-                       None if f_ext is None else pick(np.asarray(f_ext, float), 2), gravity, pick(np.asarray(warm, float), 2))
+                       None if f_ext is None else pick(np.asarray(f_ext, float), 2), gravity,
+                       pick(np.asarray(warm, float), 2))
     fixed = []
     for a, b in zip(out, redo):
         a = np.array(a, copy=True)

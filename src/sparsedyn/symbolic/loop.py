@@ -88,7 +88,8 @@ class LoopProgram:
         return total
 
     def text(self) -> str:
-        return f"loop v{PROTOCOL} {self.name} cap {self.cap} stages {len(self.stages)}\n" + "".join(p.text() for p in self.programs)
+        head = f"loop v{PROTOCOL} {self.name} cap {self.cap} stages {len(self.stages)}\n"
+        return head + "".join(p.text() for p in self.programs)
 
     def digest(self) -> str:
         return hashlib.sha256(self.text().encode()).hexdigest()
