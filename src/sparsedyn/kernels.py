@@ -86,7 +86,7 @@ def set_model_type(cls):
     Model = cls
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
-           "BACKENDS"]
+           "BACKENDS", "METHODS", "model_method"]
 
 #: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).
@@ -436,6 +436,19 @@ def _dispatch(k, model, args, kwargs):
 def _named(k, out):
     """A native call's outputs (a plain tuple) in the kernel's named tuple, if it declares one."""
     return out if k.result is None or isinstance(out, k.result) else k.result(*out)
+
+
+#: name -> function: public functions that take a model first and are not kernels themselves but
+#: run kernels (a time step, a rollout); a compiled model has them as methods, ``k.f(...)`` being
+#: ``f(k, ...)`` (see :func:`model_method`).
+METHODS: dict = {}
+
+
+def model_method(fn):
+    """Declare ``fn(model, ...)`` (a function that runs kernels on ``model``) a method of compiled
+    models: ``sd.compile(model).f(...)`` is ``f(compiled, ...)``.  Returns ``fn`` unchanged."""
+    METHODS[fn.__name__] = fn
+    return fn
 
 
 def registered(fn):

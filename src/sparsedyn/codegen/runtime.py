@@ -46,7 +46,7 @@ _source_hash = None
 #: Modules whose code the traced kernels run (plus this subpackage): their sources are part of
 #: every model key, so an edited kernel is re-traced even in an editable install.
 TRACED_MODULES = ("backend.py", "_checks.py", "spatial.py", "joints.py", "model.py", "algorithms/*.py",
-                  "symbolic/*.py")
+                  "symbolic/*.py", "sensors.py", "constraints/*.py")
 
 
 def _package_source_hash() -> str:
@@ -410,6 +410,8 @@ class KernelSet:
         whole call for a time slice."""
         info = self.kernels.get(kname)
         flops = info.flops["total"] if info else 10000
+        if info and "stages" in info.flops:          # an iterative kernel: assume 30 runs of its stages
+            flops += 30 * info.flops["stages"]
         return max(1, min(int(self.threads), int(N * flops / 1e10 / 0.005)))
 
     def _run(self, group, kname, arrays, out=None, recheck=None):
