@@ -41,7 +41,10 @@ imports no physics: its ``__sparsedyn_kernels__()`` returns :class:`Owned`
 the model, for the build cache).  ``sparsedyn.compile(owner)`` builds them and
 returns a compiled kernel set (a method per kernel, one state or a batch), or,
 when the owner also has ``__sparsedyn_compiled__(compiled)``, what that returns
-(the owner's own wrapper around the compiled kernels).
+(the owner's own wrapper around the compiled kernels).  An owner whose kernels
+depend on choices made at run time (a constraint set: one kernel per partition
+of the coordinates, per integration step) hands them later, one at a time, to
+the compiled kernel set's ``add(kernel)``.
 
 **Which road a plain call takes.**  ``sd.rnea(model, q, v, a)`` on a model with
 numbers runs the model's native (compiled) kernel: the compiler registers itself
