@@ -227,3 +227,27 @@ def test_the_compiled_projection_is_the_smallest_change(name):
         s = np.linalg.svd(G, compute_uv=False)
         assert rel_err(v1, kkt) < 16 * nv * EPS * (s[0] / s[-1]) ** 2 * max(1.0, np.abs(v).max())
         assert np.allclose(Gv1, G @ v1, rtol=0, atol=16 * nv * EPS * np.abs(G).max() * np.abs(v1).max())
+
+
+def test_a_compiled_set_loads_its_kernels_without_tracing(monkeypatch):
+    """A set's fingerprint (its constraints' kinds and data, the package's sources) keys its kernels in
+    the build cache: compiled again (in another process, or here another compile), nothing is traced.
+    Equal sets share a fingerprint, a moved point changes it, and a user constraint's functions leave
+    none (its kernels are traced on every compile, as the build cache cannot identify them)."""
+    import sparsedyn.symbolic.trace as tracing
+    from sparsedyn.constraints import ConstraintSet, UserConstraint, four_bar
+    from sparsedyn.constraints.compiled import fingerprint
+    assert fingerprint(four_bar().constraints) == fingerprint(four_bar().constraints)
+    assert fingerprint(four_bar().constraints) != fingerprint(four_bar(coupler=0.36).constraints)
+    model = sd.serial_chain(3)
+    user = UserConstraint(model, lambda q: q[:1] - q[2:], lambda q: np.array([[1.0, 0.0, -1.0]]))
+    assert fingerprint(ConstraintSet(model, [user])) is None
+    mech = example("delta_robot")
+    cs, v0 = mech.constraints, np.zeros(mech.constraints.nv)
+    first = simulate(sd.compile(cs), mech.q0, v0, 0.003, 1e-3)          # builds (or loads) every kernel
+    traced = []
+    real = tracing.trace_function             # the one trace driver (every kernel is traced through it)
+    monkeypatch.setattr(tracing, "trace_function", lambda *a, **k: traced.append(k.get("name")) or real(*a, **k))
+    again = simulate(sd.compile(cs), mech.q0, v0, 0.003, 1e-3)
+    assert traced == []
+    assert np.array_equal(again.q, first.q) and np.array_equal(again.v, first.v)     # the same kernels
