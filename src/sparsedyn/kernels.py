@@ -89,7 +89,7 @@ def set_model_type(cls):
     Model = cls
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
-           "BACKENDS", "fingerprint", "feed", "Unkeyable"]
+           "BACKENDS", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
 #: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).
@@ -493,6 +493,23 @@ def feed(h, x, strict=False):
         raise Unkeyable(type(x).__name__)
     else:
         h.update(repr(x).encode())
+
+
+_sources = None
+
+
+def package_sources() -> str:
+    """SHA-256 of every Python source of the package, for an owner's fingerprint (its kernels may
+    run any of them); computed once per process."""
+    global _sources
+    if _sources is None:
+        from pathlib import Path
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for p in sorted(root.rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+        _sources = h.hexdigest()
+    return _sources
 
 
 def fingerprint(*values) -> str:

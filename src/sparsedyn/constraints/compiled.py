@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from pathlib import Path
 
 import numpy as np
 
 from ..algorithms.configuration import integrate
-from ..kernels import Kernel, Unkeyable, fingerprint as _fingerprint
+from ..kernels import Kernel, Unkeyable, fingerprint as _fingerprint, package_sources
 from ..symbolic.trace import UntraceableError
 from .forward import partitioned_forward
 from .partition import partition as choose_partition, unpivoted_min_norm
@@ -51,29 +50,13 @@ __all__ = ["compiled_set", "fingerprint", "PartitionedForward", "SimulationKerne
 CHECK_TOL = 1e-12
 
 
-_sources = None
-
-
-def _package_sources() -> str:
-    """SHA-256 of every Python source of the package (the kernels run the constraints, the
-    algorithms, the model and the spatial algebra)."""
-    global _sources
-    if _sources is None:
-        root = Path(__file__).resolve().parents[1]
-        h = hashlib.sha256()
-        for p in sorted(root.rglob("*.py")):
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
-        _sources = h.hexdigest()
-    return _sources
-
-
 def fingerprint(cs):
     """The fingerprint of ``cs``'s kernels beyond the model (:class:`~sparsedyn.kernels.Owned`): the
     constraints' kinds and data in order, and the package's sources; ``None`` when a constraint holds
     what no fingerprint identifies (a :class:`~.user.UserConstraint`'s functions: its kernels are then
     traced on every compile)."""
     try:
-        return _fingerprint("constraint set", _package_sources(),
+        return _fingerprint("constraint set", package_sources(),
                             [(type(c).__module__, type(c).__qualname__,
                               {k: v for k, v in vars(c).items() if k != "model"}) for c in cs])
     except Unkeyable:
