@@ -30,7 +30,7 @@ from .. import _checks
 from ..kernels import Kernel
 from . import build
 from .build import CompilerNotFoundWarning
-from .cemit import emit_program, emit_unit
+from .cemit import code_shape, emit_program, emit_unit, loop_threshold
 from .trace import as_kernel, trace
 
 __all__ = ["KernelSet", "KernelInfo", "model_fingerprint", "find_compiler_or_warn", "GENERATOR_VERSION"]
@@ -196,7 +196,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     if owner is not False:
         mkey = hashlib.sha256("\n".join([
             "model", variant, model_fingerprint(model), _package_source_hash(), __version__, GENERATOR_VERSION,
-            compiler.ident, " ".join(compiler.flags), ",".join(names)]
+            compiler.ident, " ".join(compiler.flags), ",".join(names), f"loops>={loop_threshold()}"]
             + ([] if owner is None else ["owner", owner])).encode()).hexdigest()[:40]
         manifest = d / f"m_{mkey}.json"
     t0 = time.perf_counter()
@@ -224,7 +224,8 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     checks = {s.name: _input_checks(model, s) for s in specs} if variant == "batch" else {}
     lkey = hashlib.sha256("\n".join(
         ["library", variant, __version__, GENERATOR_VERSION, compiler.ident, " ".join(compiler.flags)]
-        + [n + " " + progs[n].digest() + repr(checks.get(n)) for n in names]).encode()).hexdigest()[:40]
+        + [n + " " + progs[n].digest() + repr(checks.get(n)) + " " + code_shape(progs[n]) for n in names]
+    ).encode()).hexdigest()[:40]
     units = []
     for name in names:
         units += emit_program(progs[name], name, variant, checks=checks.get(name))
