@@ -264,10 +264,11 @@ _SYM = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
 _STACK_SLOTS = 16384
 #: Operations of a program from which it is emitted as loops over tables (:func:`_loop_functions`)
 #: rather than unrolled (``$SPARSEDYN_LOOP_THRESHOLD`` overrides it; see :func:`code_shape`).
-LOOP_THRESHOLD = 30000
+LOOP_THRESHOLD = 60000
 #: Operations of one statement of :func:`_statements` at most: a longer expression (a long dot
 #: product) is cut into statements of this size, whose shapes then repeat, whatever its length.
 _MAX_INLINE = 8
+_PLUS_MINUS = re.compile(r" [+-] ")      # the binary additions of a statement's template
 #: Longest repeated block of statements :func:`_blocks` looks for.
 _MAX_PERIOD = 48
 
@@ -392,7 +393,10 @@ def _loop_functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
     """
     stmts, slot, nws, consts, cslot = _statements(prog, fn)
     shapes = {}
-    sid = [shapes.setdefault(t, len(shapes)) for t, _, _, _ in stmts]
+    # Blocks are found up to the signs of additions: ``x - y`` is ``x + s * y`` with ``s = -1``
+    # exactly (the product by +-1 and the sum round once, as the difference does), so statements
+    # that differ in signs alone (the products of a matrix with signed entries) share a loop.
+    sid = [shapes.setdefault(_PLUS_MINUS.sub(" + ", t), len(shapes)) for t, _, _, _ in stmts]
     nin, nout = len(prog.input_shapes), len(prog.output_shapes)
     ptr = "const double" if T == "double" else "const sd_vd"
     optr = "double" if T == "double" else "sd_vd"
@@ -432,7 +436,17 @@ def _loop_functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
                     else:
                         idx.append(f"I[{len(table)}]")
                         table.append(col)
-                t, _, _, _ = stmts[p + s]
+                t = stmts[p + s][0]
+                signs = list(zip(*(_PLUS_MINUS.findall(stmts[p + j * k + s][0]) for j in range(r))))
+                if any(len(set(col)) > 1 for col in signs):
+                    parts = _PLUS_MINUS.split(t)
+                    t = parts[0]
+                    for col, part in zip(signs, parts[1:]):
+                        if len(set(col)) == 1:
+                            t += col[0] + part
+                        else:
+                            t += f" + (double)I[{len(table)}] * " + part
+                            table.append([1 if c == " + " else -1 for c in col])
                 body.append(f"    w[{idx[0]}] = {fill(t, idx[1:])};")
             head = [f"  for (int j = 0; j < {r}; j++) {{"]
             if table:
