@@ -10,6 +10,10 @@ Each (model, kernel) cell runs in its own process with a fresh build cache
 * ``trace``: tracing the kernel into the IR (:func:`sparsedyn.codegen.trace.trace`);
 * ``emit``: generating the C translation units (single-state variant);
 * ``cc``: the C compiler (all translation units, in parallel on the machine's cores) and the link;
+* ``cpu py``, ``cpu cc``: CPU seconds of the trace and emission (Python) and of the C compiler
+  processes: on a machine that other work shares, wall-clock times grow, CPU times hardly do (the
+  compiler's time spreads over the cores, ``cpu cc / cores`` is about its wall-clock time on an
+  otherwise idle machine);
 * ``mode``: the code shape chosen for the program (``unrolled`` or ``loops``: see
   ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units.
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -65,19 +70,23 @@ def cell(model_name, kernel_name):
     model = load(model_name)
     spec = kernel_of(model, kernel_name)
     compiler = build.find_compiler()
-    t0 = time.perf_counter()
+
+    def cpu():              # CPU seconds of this process and of the compiler processes it ran
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    c0, t0 = cpu(), time.perf_counter()
     prog = trace(model, spec)
     t1 = time.perf_counter()
     units = cemit.emit_program(prog, spec.name, "single")
     sources = [cemit.emit_unit([u]) for u in units] + [cemit.emit_unit([], key="0" * 40)]
-    t2 = time.perf_counter()
+    c2, t2 = cpu(), time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         os.chmod(d, 0o700)
         build.build_library("0" * 40, sources, compiler, directory=build.Path(d))
-    t3 = time.perf_counter()
+    c3, t3 = cpu(), time.perf_counter()
     return {"trace": t1 - t0, "emit": t2 - t1, "cc": t3 - t2, "nodes": len(prog.nodes), "units": len(units),
             "mode": cemit.code_shape(prog) if hasattr(cemit, "code_shape") else "unrolled",
-            "nv": model.nv}
+            "cpu_py": c2 - c0, "cpu_cc": c3 - c2}
 
 
 def run_cell(model_name, kernel_name, timeout):
@@ -110,7 +119,7 @@ def main(argv=None):
         return
     print(f"cold builds (fresh cache, one kernel per process), {os.cpu_count()} CPUs; seconds")
     print(f"{'model':<14}{'kernel':<20}{'mode':<10}{'nodes':>9}{'units':>6}{'trace':>8}{'emit':>7}{'cc':>8}"
-          f"{'total':>8}")
+          f"{'total':>8}{'cpu py':>8}{'cpu cc':>8}")
     for m in a.models:
         for k in a.kernels:
             r = run_cell(m, k, a.timeout)
@@ -122,7 +131,7 @@ def main(argv=None):
             else:
                 total = r["trace"] + r["emit"] + r["cc"]
                 print(f"{m:<14}{k:<20}{r['mode']:<10}{r['nodes']:>9}{r['units']:>6}{r['trace']:>8.2f}"
-                      f"{r['emit']:>7.2f}{r['cc']:>8.2f}{total:>8.2f}", flush=True)
+                      f"{r['emit']:>7.2f}{r['cc']:>8.2f}{total:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}", flush=True)
 
 
 if __name__ == "__main__":
