@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("compile_cache")
 
 MODELS = {"chain": lambda: sd.random_tree(7, branching=1.0, joint_types="all", seed=11),
           "tree": lambda: sd.random_tree(8, branching=2.0, joint_types="all", seed=12, floating_base=True)}
-KERNELS = ("rnea", "aba", "crba", "minv", "forward_kinematics", "rnea_derivatives")
+KERNELS = ("rnea", "aba", "minv", "rnea_derivatives")        # crba: test_large_workspace_on_the_heap
 
 
 def _args(model, name, rng, n=None):
@@ -50,7 +50,9 @@ def test_loops_equal_numpy(which, loops, rng):
     k = CompiledModel(model, build.find_compiler(), vectorize=which == "tree")
     for name in KERNELS:
         prog = trace(model, name)
-        assert cemit.code_shape(prog) == "loops"
+        src = "\n".join(cemit.emit_program(prog, name, "batch"))
+        # loops, some of whose additions take their signs from the tables
+        assert cemit.code_shape(prog) == "loops" and "for (int j = 0; j <" in src and "(double)I[" in src
         for n in (None, 3, 4 * 8):
             args = _args(model, name, rng, n)
             ref, got = REGISTRY[name].fn(model, *args), getattr(k, name)(*args)

@@ -36,6 +36,14 @@ prelude declares the four library functions it needs instead of including
 a single rounding (``-ffp-contract=off``; compiled results equal
 :meth:`~sparsedyn.symbolic.ir.Program.evaluate` bit for bit).
 
+Large programs (:func:`code_shape`: :data:`LOOP_THRESHOLD` operations or more,
+``$SPARSEDYN_LOOP_THRESHOLD``) are emitted as loops over tables instead
+(:func:`_loop_functions`): unrolled, their size, and the C compiler's time, grow
+with the number of bodies times the size of the result (minv of a 100-body chain:
+112,000 operations, 13 s of compiler CPU), while the loops grow with the number of
+distinct repeated blocks.  Same operations, same roundings; the unrolled code,
+which keeps values in registers, stays below the threshold, where it runs faster.
+
 Only numbers and generated identifiers appear in the source: constants are
 written as exact C99 hexadecimal floating-point literals, temporaries are
 ``tN``, kernel identifiers are checked against ``[a-z][a-z0-9_]*``, the cache
@@ -292,13 +300,15 @@ def code_shape(prog: Program) -> str:
 
 
 def _statements(prog: Program, fn: dict):
-    """The program as statements ``v[out] = expression of v[leaf]...``: one per operation whose
+    """The program as statements ``w[out] = expression of w[leaf]...``: one per operation whose
     value is used more than once or is an output, or that would make its user's expression longer
-    than :data:`_MAX_INLINE` operations (values used once are written inline, fully parenthesised).  Returns ``(stmts, slot, nslots, consts)``: ``stmts`` a list of
-    ``(template, out slot, leaf slots, operations)`` (``template``: the C expression with ``@``
-    for each leaf, in order), ``slot[i]`` the value slot of node ``i`` (inputs first, argument by
-    argument, then constants, then statements), ``consts`` the constant values in slot order,
-    ``cslot`` the slot of each constant (by its ``float.hex()``)."""
+    than :data:`_MAX_INLINE` operations (a value used once is written inline, fully parenthesised).
+
+    Returns ``(stmts, slot, nslots, consts, cslot)``: ``stmts`` a list of ``(template, out slot,
+    leaf slots, operations)`` (``template``: the C expression with ``@`` for each leaf, in order),
+    ``slot[i]`` the value slot of node ``i`` (the inputs first, argument by argument, then the
+    constants, then the statements), ``consts`` the constant values in slot order, ``cslot`` the
+    slot of each constant (by its ``float.hex()``)."""
     nodes = prog.nodes
     uses = [0] * len(nodes)
     for op, x, y in nodes:
