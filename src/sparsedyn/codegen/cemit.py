@@ -272,7 +272,7 @@ _SYM = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
 _STACK_SLOTS = 16384
 #: Operations of a program from which it is emitted as loops over tables (:func:`_loop_functions`)
 #: rather than unrolled (``$SPARSEDYN_LOOP_THRESHOLD`` overrides it; see :func:`code_shape`).
-LOOP_THRESHOLD = 60000
+LOOP_THRESHOLD = 40000
 #: Operations of one statement of :func:`_statements` at most: a longer expression (a long dot
 #: product) is cut into statements of this size, whose shapes then repeat, whatever its length.
 _MAX_INLINE = 8
