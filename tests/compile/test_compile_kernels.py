@@ -46,6 +46,7 @@ NOT_KERNELS = {
     "load_srdf": "reads a file",
     "contact_step": "an iterative solve whose iteration count depends on values; contact_problem is the kernel",
     "rollout": "a loop of contact_step calls (or a user's controller)",
+    "contact_step_derivatives": "implicit differentiation in the step's value-dependent modes around one traced per-state program",
 }
 
 

@@ -38,7 +38,6 @@ import time
 from ..symbolic.trace import UntraceableError
 from . import build
 from .compiled_model import CompiledModel
-from .constraints import compile_constraints
 from .owned import CompiledKernels, compile_owned
 from .problems import compile_problem, is_problem
 from .runtime import KernelInfo, KernelSet, _progress_fn, find_compiler_or_warn
@@ -86,8 +85,8 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
       :class:`~sparsedyn.codegen.problems.CompiledStructure` whose
       ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` returns what
       :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>` returns;
-    * a :class:`sparsedyn.constraints.ConstraintSet`: returns a copy that runs compiled (see
-      :func:`~sparsedyn.codegen.constraints.compile_constraints`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
+    * a :class:`sparsedyn.constraints.ConstraintSet` (an owner of kernels): returns a copy that runs
+      compiled (see :mod:`sparsedyn.constraints.compiled`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
     * an :class:`sparsedyn.estimation.EstimationProblem` (compiled here) or an
       :class:`~sparsedyn.estimation.Estimator`: returns a
       :class:`~sparsedyn.codegen.problems.CompiledEstimator` whose
@@ -105,10 +104,6 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
         if kernels:
             raise TypeError("compile: kernels= applies to models, not to owners of kernels")
         return compile_owned(model, find_compiler_or_warn(), progress, vectorize)
-    if _is_constraint_set(model):
-        if kernels:
-            raise TypeError("compile: kernels= applies to models, not to constraint sets")
-        return compile_constraints(model, find_compiler_or_warn(), _progress_fn(progress, model.model), vectorize)
     if is_problem(model):
         if kernels:
             raise TypeError("compile: kernels= applies to models, not to sparse problems or estimators")
@@ -153,7 +148,3 @@ def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True
         lines.append(f"traced in {wall:.2f} s")
     return "\n".join(lines)
 
-
-def _is_constraint_set(x) -> bool:
-    from ..constraints.base import ConstraintSet
-    return isinstance(x, ConstraintSet)
