@@ -249,8 +249,10 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
         units += emit_program(progs[name], name, variant, checks=checks.get(name))
     sources = [emit_unit([u]) for u in units] + [emit_unit([], key=lkey)]
     if progress:
+        shapes = sorted({code_shape(p) for p in progs.values()})
         progress(f"compiling {len(sources)} C translation units ({variant}, "
-                 f"{sum(len(p.nodes) for p in progs.values())} IR nodes) with {' '.join(compiler.argv)}")
+                 f"{sum(len(p.nodes) for p in progs.values())} IR nodes, {' and '.join(shapes)}) with "
+                 f"{' '.join(compiler.argv)}")
     lib, built = build.build_library(lkey, sources, compiler, progress, d)
     seconds = time.perf_counter() - t0
     if manifest is not None:
