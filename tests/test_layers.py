@@ -45,12 +45,7 @@ KNOWN = {
     ("codegen.constraints", "algorithms.ltdl"): "owners write their own kernels: constrained dynamics",
     ("codegen.constraints", "constraints.partition"): "owners write their own kernels: constrained dynamics",
     ("codegen.constraints", "constraints.simulate"): "owners write their own kernels: constrained dynamics",
-    ("codegen.problems", "algorithms.ltdl"): "owners write their own kernels: sparse solve, estimator",
-    ("codegen.problems", "estimation.problem"): "owners write their own kernels: sparse solve, estimator",
-    ("codegen.problems", "sparse"): "owners write their own kernels: sparse solve, estimator",
-    ("codegen.problems", "sparse.solver"): "owners write their own kernels: sparse solve, estimator",
     # edges that close a circle (same layer)
-    ("sparse.measurements", "sparse.solver"): "circle: Problem.analyze calls the solver module",
 }
 
 
