@@ -114,11 +114,15 @@ class CompiledKernels(KernelSet):
         chk, res = self._checkpos[name]
         N = int(np.prod(batch, dtype=np.int64))
         ok = np.ones(N, bool)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             for i in chk:
-                ok &= (outs[i].reshape(N, -1) > 0).all(-1)
-        for i in res:
-            ok &= np.isfinite(outs[i].reshape(N, -1)).all(-1)
+                c = outs[i].reshape(N, -1)
+                if c.shape[1]:
+                    ok &= c.min(-1) > 0                # NaN propagates through min (and is not > 0)
+            for i in res:
+                # one pass, no temporary: a row with a NaN or an infinity sums to one (a finite row whose sum
+                # overflows fails too: it goes to the NumPy path, which only costs time)
+                ok &= np.isfinite(outs[i].reshape(N, -1).sum(-1))
         return ~ok.reshape(batch)
 
     def run(self, name, *arrays, out=None):

@@ -13,8 +13,11 @@ tested at run time, and so is each such block's normwise backward error:
   bound that is more pessimistic than the float test passes (safety factors :data:`MARGIN`,
   :data:`BERR_MARGIN` for rounding):
 
-  - per checked pivot ``piv^2 - (MARGIN PIVOT_RTOL)^2 (piv^2 + init^2 + sum l^2 + sum u^2)``
-    (the sum of squares bounds the squared scale ``max(|piv|, |init|, max|l|, max|u|)^2``);
+  - per checked block, ``1/2 + sum_k (copysign(1, c_k) - 1)`` over its pivots, with
+    ``c_k = piv^2 - (MARGIN PIVOT_RTOL)^2 (piv^2 + init^2 + sum l^2 + sum u^2)`` (the sum of squares
+    bounds the squared scale ``max(|piv|, |init|, max|l|, max|u|)^2``): positive exactly when every
+    ``c_k`` is (a zero pivot, ``c_k = +0``, makes the result infinite, which fails too), one value
+    per block instead of one per pivot, so a batch writes and reads a few values per state;
   - per checked block (``m`` rows) and right-hand side
     ``c (sum (a z)^4 + sum rhs^4) - sum res^4`` with ``c = (BERR_TOL / BERR_MARGIN)^4 / (2 m)``
     (``res = A_K z - rhs``, ``a z`` the block's products: 4-norms bound the max-norms of the
@@ -31,6 +34,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .. import backend as bk
 from ..symbolic.ir import Sym
 
 __all__ = ["PIVOT_RTOL", "BERR_TOL", "MARGIN", "BERR_MARGIN", "Monitor", "Recorder", "checked_solve", "check_count",
@@ -116,7 +120,7 @@ class Recorder:
         return self._on and not blk.proven
 
     def pivot(self, blk, k, piv, init, lvals, uvals):
-        self.records.append((piv, init, lvals, uvals))
+        self.records.append((blk, piv, init, lvals, uvals))
 
     @contextmanager
     def phase(self, name):
@@ -151,9 +155,9 @@ def _recip(x):
 
 def check_count(st, nrhs=1) -> int:
     """How many check values :func:`checked_solve` returns for structure ``st`` (``nrhs``
-    right-hand sides per configuration)."""
-    blocks = [b for b in st.blocks if not b.proven]
-    return sum(b.size for b in blocks) + 2 * len(blocks) * nrhs
+    right-hand sides per configuration): per checked block, one for its pivots and two per
+    right-hand side for its backward error."""
+    return sum(1 + 2 * nrhs for b in st.blocks if not b.proven)
 
 
 def checked_solve(st, q, v, y, g, batch):
@@ -163,19 +167,23 @@ def checked_solve(st, q, v, y, g, batch):
     :func:`check_count` check values (see the module docstring) and the factors."""
     rec = Recorder()
     x, vals, b, W = st._kernel(q, v, y, g, batch, True, rec, rec.phase)
-    checks = []
     t2 = (MARGIN * PIVOT_RTOL) ** 2
-    for piv, init, lvals, uvals in rec.records:
+    signs = {}
+    for blk, piv, init, lvals, uvals in rec.records:
         T = piv * piv + init * init
         if lvals is not None and len(lvals):
             T = T + sumpow(lvals, 2)
         if uvals is not None and len(uvals):
             T = T + sumpow(uvals, 2)
-        checks += _flat(piv * piv - T * t2)
+        # copysign(1, c) - 1: 0 where c >= +0, -2 where c is negative (exact: the sum stays an integer)
+        s = bk.copysign(1.0, piv * piv - T * t2) - 1.0
+        signs[id(blk)] = signs.get(id(blk), 0.5) + s
+    checks = []
     cols = st.pattern.cols
     for blk in st.blocks:
         if blk.proven:
             continue
+        checks += _flat(signs.get(id(blk), 0.5))
         z = x[blk.cols]
         rhs = -b[blk.rows]                                # as the block solve forms it
         pos, es = blk.off
