@@ -37,13 +37,18 @@ def _best(f, repeat=3):
     return min(timeit.repeat(f, number=1, repeat=repeat))
 
 
-def run_case(name, problem, batch, loop, rng, log):
+def run_case(name, problem, batch, loop, rng, log, spread=None):
     import sparsedyn as sd
     from sparsedyn.estimation.casestudy import consistent_state, sample_noise
     log(f"{name}: analysis and compile")
     est = problem.analyze()
     k = sd.compile(est)                                  # builds the single and the batch library
-    q, v, a, w = consistent_state(problem, rng, batch=(batch,))
+    model = problem.model
+    Q = None
+    if spread is not None:                               # a recording: poses around standing
+        q0 = sd.humanoid_standing_configuration() if model.name == "humanoid" else model.neutral()
+        Q = sd.integrate(model, q0, spread * rng.normal(size=(batch, model.nv)))
+    q, v, a, w = consistent_state(problem, rng, q=Q, batch=(batch,))
     y, _ = problem.measurements(q, v, a, w)
     if not est.square:
         y = y + sample_noise(problem, rng, (batch,))
@@ -80,6 +85,9 @@ def main(argv=None):
     ap.add_argument("--cache", action="store_true", help="use the user's build cache (default: a fresh one)")
     ap.add_argument("--no-icub", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--spread", type=float, default=None,
+                    help="poses around standing (humanoid) or the neutral pose, this many rad of noise per "
+                         "joint, instead of uniformly random configurations")
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     log = lambda m: print(f"  .. {m}", file=sys.stderr, flush=True)   # noqa: E731
@@ -103,7 +111,7 @@ def main(argv=None):
             problems["icub 6 F/T"] = problem_from_file(icub, os.path.join(here, "..", "examples",
                                                                           "icub_feet_contacts.toml"))
         rng = np.random.default_rng(a.seed)
-        rows = [run_case(name, p, a.batch, a.loop, rng, log) for name, p in problems.items()]
+        rows = [run_case(name, p, a.batch, a.loop, rng, log, a.spread) for name, p in problems.items()]
         idt = None
         if not a.no_icub:
             try:
@@ -113,7 +121,8 @@ def main(argv=None):
         load = os.getloadavg()
         print(f"Batched estimation ({platform.machine()}, {os.cpu_count()} CPUs, load average {load[0]:.2f}; "
               f"Python {platform.python_version()}, NumPy {np.__version__}); batch of {a.batch} states, "
-              f"loop of {a.loop} single calls")
+              f"loop of {a.loop} single calls; configurations: "
+              + ("uniformly random" if a.spread is None else f"standing/neutral + {a.spread} rad noise"))
         print(f"{'problem':20s} {'kind':15s} {'n':>4s} | {'batch st/s':>10s} {'kernel st/s':>11s} "
               f"{'loop st/s':>9s} {'batch/loop':>10s} | {'us/state':>8s} {'iDynTree us':>11s} | "
               f"{'resolved':>8s} {'batch-single':>12s} | lanes threads")

@@ -125,15 +125,22 @@ class CompiledKernels(KernelSet):
                 ok &= np.isfinite(outs[i].reshape(N, -1).sum(-1))
         return ~ok.reshape(batch)
 
-    def run(self, name, *arrays, out=None):
-        """Kernel ``name`` on ``arrays`` (one per input, float, batch axes broadcast)."""
+    def run(self, name, *arrays, out=None, recheck=None):
+        """Kernel ``name`` on ``arrays`` (one per input, float, batch axes broadcast).
+
+        ``recheck``: for arrays whose values are not checked yet, a callable that checks them (raising
+        the caller's errors): the vectorised batch checks every input finite and the configurations'
+        quaternions of unit norm as it reads them and calls ``recheck`` only when one fails; a single
+        state or a looped batch calls it first."""
         k = self._specs.get(name)
         if k is None:
             raise AttributeError(f"{type(self.owner).__name__} has no kernel {name!r}; kernels: {', '.join(self.names)}")
         if len(arrays) != len(k.inputs):
             raise TypeError(f"{name}: expected {len(k.inputs)} arrays ({', '.join(k.inputs)}), got {len(arrays)}")
         if self.compiled:
-            return self._run("main", name, arrays, out)
+            return self._run("main", name, arrays, out, recheck)
+        if recheck is not None:
+            recheck()
         res = k.fn(self.model, **dict(zip(k.inputs, (np.asarray(a, dtype=float) for a in arrays))))
         if out is None:
             return res

@@ -132,10 +132,10 @@ class CompiledEstimator(CompiledOwner):
                 return Estimate(est.problem, out[0], None, np.zeros(()) if est.square else out[1][0], self._dof)
         if not self.compiled or covariance or gravity is not None:
             return est.solve(q, v, y, covariance=covariance, gravity=gravity)
-        q, v, y, batch = est._inputs(q, v, y)
+        q, v, y, batch = est._inputs(q, v, y, check_values=False)    # the kernel checks the values
         if 0 in batch:                                  # an empty batch: NumPy's empty Estimate
             return est.solve(q, v, y)
-        outs = self._call(*([q, v, y] if self._has_y else [q, v]))
+        outs = self._call(*([q, v, y] if self._has_y else [q, v]), recheck=lambda: est._inputs(q, v, y))
         d = outs[0]
         chi2 = np.zeros(batch) if est.square else outs[1][..., 0]
         bad = self._failed(outs, batch)

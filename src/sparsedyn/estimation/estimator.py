@@ -115,10 +115,13 @@ class Estimator:
         self._picked = np.arange(r0, r0 + k)
 
     # --- online ----------------------------------------------------------------------------
-    def _inputs(self, q, v, y):
-        q = _checks.configuration(self.model, q)
-        v = _checks.velocity(self.model, v, "v")
-        y = self.problem.check_measurements(y)
+    def _inputs(self, q, v, y, check_values=True):
+        """``q, v, y`` checked and broadcast to their common batch shape, and that shape;
+        ``check_values=False``: conversion and shapes only (a compiled batch checks the values as it
+        reads them, and calls this again to name what failed)."""
+        q = _checks.configuration(self.model, q, check_values=check_values)
+        v = _checks.vector(self.model, "v", v, self.model.nv, "nv joint velocities", check_values)
+        y = self.problem.check_measurements(y, check_values=check_values)
         batch = _checks.batch_shape(q=(q, 1), v=(v, 1), y=(y, 1))
         return (np.broadcast_to(q, batch + q.shape[-1:]), np.broadcast_to(v, batch + v.shape[-1:]),
                 np.broadcast_to(y, batch + y.shape[-1:]), batch)
@@ -262,21 +265,22 @@ class Estimator:
         g = _checks.gravity(self.model, gravity)
         kin, Xup = _kinematics(self.model, q, v)
         b = rhs_values(pat, q, v, p.sparse_values(y), g, Xup, kin.S, (), False)
-        if A.shape[0] == A.shape[1] and not want_cov:   # square: every row holds exactly, d = -A^-1 b
-            d = _solve_if_well_conditioned(A, -b)
-            if d is not None:
-                return d, None, 0.0
-        r, V = _rank(A, True)
-        if r < self.n:
-            dirs = "; ".join(p.describe_direction(v, q) for v in V.T)
-            raise StateSingularError(f"{p.name}: the system is singular at the state with batch index {idx} "
-                                     f"(rank {r} of {self.n}); unobservable there: {dirs}", [idx])
         soft_rows = np.zeros(pat.nrows, bool)
         off = self.problem.layout.nrows
         for e in p.entries + p.priors:
             if not e.exact:
                 soft_rows[off:off + e.size] = True
             off += e.size
+        if not want_cov:
+            d = self._sparse_state(A, b, soft_rows)
+            if d is not None:
+                r = A[soft_rows] @ d + b[soft_rows]
+                return d, None, float(r @ self.W @ r)
+        r, V = _rank(A, True)
+        if r < self.n:
+            dirs = "; ".join(p.describe_direction(v, q) for v in V.T)
+            raise StateSingularError(f"{p.name}: the system is singular at the state with batch index {idx} "
+                                     f"(rank {r} of {self.n}); unobservable there: {dirs}", [idx])
         # ordering of soft rows above equals self.soft's order (entries then priors)
         E, e_ = A[~soft_rows], b[~soft_rows]
         H, h = A[soft_rows], b[soft_rows]
@@ -293,6 +297,33 @@ class Estimator:
         d = dp + Z @ z
         rr = res - HZ @ z
         return d, Z @ np.linalg.inv(Gz) @ Z.T, float(rr @ self.W @ rr)
+
+    def _sparse_state(self, A, b, soft):
+        """``d`` of one state's system ``A d + b = 0`` (rows ``soft`` in the weighted least-squares
+        sense, the others exactly) by a sparse LU of the square system or of the augmented system of
+        the constrained problem (Bjorck, "Numerical Methods for Least Squares Problems", 1996)::
+
+            [ C    0   -H ] [rho]   [ h]        rho = W (H d + h),  C = W^-1 (the soft covariances)
+            [ 0    0    E ] [lam] = [-e]        E d + e = 0        (the exact rows)
+            [ H^T  E^T  0 ] [ d ]   [ 0]        H^T rho + E^T lam = 0
+
+        (conditioned like the problem, not like its normal equations), once the rank of ``A`` is known
+        to be full (the problem's rank test, the Newton-Euler rows eliminated first: what the verdict
+        uses); ``None`` where the conditioning or the rank leaves a doubt (the SVD then decides)."""
+        if A.shape[0] == A.shape[1]:                   # square: every row holds exactly
+            return _solve_if_well_conditioned(A, -b)
+        if self.problem._rank(A)[0] < self.n:
+            return None
+        E, e, H, h = A[~soft], b[~soft], A[soft], b[soft]
+        s, m, n = H.shape[0], E.shape[0], self.n
+        K = np.zeros((s + m + n, s + m + n))
+        K[:s, :s] = self.cov_soft
+        K[:s, s + m:] = -H
+        K[s:s + m, s + m:] = E
+        K[s + m:, :s] = H.T
+        K[s + m:, s:s + m] = E.T
+        sol = _solve_if_well_conditioned(K, np.concatenate([h, -e, np.zeros(n)]), certify=False)
+        return None if sol is None else sol[s + m:]
 
     def dense_reference(self, q, v, y, gravity=None):
         """Dense constrained weighted least squares at one state: ``(d, cov_d, chi2)`` (for tests)."""

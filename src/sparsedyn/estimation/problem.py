@@ -247,16 +247,17 @@ class EstimationProblem:
                       f"tau[{j}]", f"qdd[{j}]", f"f[{j}]") for i, j in enumerate(m.joint_names))
 
     # --- measurement vector --------------------------------------------------------------
-    def check_measurements(self, y, name="measurements"):
-        """``y`` as a float array (..., ny); errors name the sensor at fault."""
+    def check_measurements(self, y, name="measurements", check_values=True):
+        """``y`` as a float array (..., ny); errors name the sensor at fault (``check_values=False``:
+        the shape only)."""
         y = _checks.numeric(name, y, f"(..., {self.ny})")
         if y.dtype == object:                     # an object array of numbers
             y = y.astype(float)
         if y.ndim == 0 or y.shape[-1] != self.ny:
             raise ValueError(f"{name}: expected shape (..., {self.ny}) for {self.name}, got {y.shape}; layout: "
                              + self.layout_text())
-        bad = ~np.isfinite(y)
-        if np.any(bad):
+        bad = ~np.isfinite(y) if check_values else None
+        if check_values and np.any(bad):
             for e in self.entries:
                 b = bad[..., e.slot]
                 if np.any(b):

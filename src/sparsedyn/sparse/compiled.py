@@ -84,8 +84,8 @@ class CompiledOwner:
         outs = self._call(*arrays)
         return dict(zip(self.compiled_kernels._specs[self.kernel_name].outputs, outs))
 
-    def _call(self, *arrays):
-        out = self.compiled_kernels.run(self.kernel_name, *arrays)
+    def _call(self, *arrays, recheck=None):
+        out = self.compiled_kernels.run(self.kernel_name, *arrays, recheck=recheck)
         return out if isinstance(out, tuple) else (out,)
 
     def _failed(self, outs, batch):
