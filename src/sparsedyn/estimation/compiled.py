@@ -150,6 +150,5 @@ class CompiledEstimator(CompiledOwner):
                 for s, o in zip(e.states, orig):
                     msg = msg.replace(f"batch index {s}", f"batch index {o}")
                 raise StateSingularError(msg, orig) from None
-            d, chi2 = np.array(d), np.array(chi2)
-            d[bad], chi2[bad] = sub.d, sub.chi2
+            d[bad], chi2[bad] = sub.d, sub.chi2          # (the kernel's own output arrays: no copy)
         return Estimate(est.problem, d, None, chi2, self._dof)

@@ -157,6 +157,5 @@ class CompiledStructure(CompiledOwner):
         if bad == ():
             return st.solve(*full, check=check)
         if bad is not None:
-            d = np.array(d)
             d[bad] = st.solve(*(a[bad] for a in full), check=check)
         return d
