@@ -8,16 +8,27 @@ For each robot (example-robot-data, fixed-base panda and floating-base talos_red
 * flops of each derivative kernel's traced program next to its primal's (and, for RNEA and ABA,
   next to forward/reverse mode on the primal's program, ``sd.derivatives``), with the seconds
   the trace took;
-* median microseconds of one call from Python: the compiled kernel vs its Pinocchio counterpart
+* best microseconds of one call from Python, measured in alternation (so that both see the same
+  load on a shared machine): the compiled kernel vs its Pinocchio counterpart
   (the Pinocchio calls that compute the same matrices: e.g. ``computeForwardKinematicsDerivatives``
   then ``getFrameVelocityDerivatives``), and the NumPy path (the kernel run on NumPy arrays);
 * states per second on a batch of random states: a Pinocchio loop vs one batched compiled call,
   in the steady state (each is run once before timing: the first call on a new batch pays page
   faults and builds the batch form; the compiled call writes into the same ``out=`` arrays each
-  time, as Pinocchio writes into its ``Data``).
+  time, as Pinocchio writes into its ``Data``).  The compiled batch uses the threads the library
+  picks (up to the machine's cores); the Pinocchio loop runs on one.
 
-Nothing here is a test: numbers are reported, never asserted.
+Nothing here is a test: numbers are reported, never asserted.  Pinocchio runs on one OpenMP thread
+(``OMP_NUM_THREADS=1`` unless set).
 """
+
+import os
+
+# Pinocchio's dense products (computeABADerivatives) run on Eigen's OpenMP threads unless told otherwise:
+# on a shared machine that makes its one-call times depend on the load (46 vs 83 us for talos' ABA
+# derivatives, in one minute).  One thread is its stable, single-core time; our batch calls name their
+# threads themselves (OpenMP num_threads), so this limits Pinocchio alone.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
 import platform
@@ -34,6 +45,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 def _best(fn, number, repeat=5):
     fn()
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def _paired(fns, number, rounds=15):
+    """The best time per call of each of ``fns``, measured in alternation (``rounds`` times ``number``
+    calls each): on a shared machine both sides then see the same load."""
+    for f in fns:
+        f()
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for n, f in enumerate(fns):
+            best[n] = min(best[n], timeit.timeit(f, number=number) / number)
+    return best
 
 
 def _cases(model, pm, pin, ip, frame, pframe):
@@ -140,29 +163,36 @@ def run_robot(robot, floating, batch, log):
         args = _ours_args(model, names, x)
         f = getattr(cm, name)
         f(*args, **static)                                  # builds a static variant on first call
-        t_c = _best(lambda: f(*args, **static), 200)
-        t_p = _best(lambda: pfn(pm, pd, xp), 200)
+        t_c, t_p = _paired([lambda: f(*args, **static), lambda: pfn(pm, pd, xp)], 20, rounds=60)
         fn = getattr(sd, name)
-        t_n = _best(lambda: fn(model, *args, **static), 3, 3)
+        with sd.use_backend("numpy"):                       # a plain call would run the native kernel
+            t_n = _best(lambda: fn(model, *args, **static), 3, 3)
         log(f"| {name} | {t_c * 1e6:.1f} | {t_p * 1e6:.1f} | {t_c / t_p:.2f} | {t_n * 1e6:.0f} |")
 
     X = draw(batch)
     XP = [to_pin({k: X[k][i] for k in X}) for i in range(batch)]
-    log(f"\n| batch of {batch} (steady state) | compiled states/s | Pinocchio loop states/s | x Pinocchio loop |")
-    log("|---|---|---|---|")
+    threads = cm.threads
+    log(f"\n| batch of {batch} (steady state) | compiled states/s ({threads} threads) | compiled, 1 thread | "
+        f"Pinocchio loop states/s | x Pinocchio loop | x, 1 thread |")
+    log("|---|---|---|---|---|---|")
     for name in ("rnea_derivatives", "aba_derivatives"):
         names, static, pfn, _ = cases[name]
         args = _ours_args(model, names, X)
         f = getattr(cm, name)
         outs = tuple(np.empty(o.shape) for o in f(*args, **static))      # reused: no page faults per call
-        t_c = _best(lambda: f(*args, **static, out=outs), 1, 3)
+
+        def one_thread():
+            cm.threads = 1
+            f(*args, **static, out=outs)
+            cm.threads = threads
 
         def loop():
             for xp_ in XP:
                 pfn(pm, pd, xp_)
 
-        t_p = _best(loop, 1, 2)
-        log(f"| {name} | {batch / t_c:,.0f} | {batch / t_p:,.0f} | {t_p / t_c:.1f} |")
+        t_c, t_1, t_p = _paired([lambda: f(*args, **static, out=outs), one_thread, loop], 1, rounds=3)
+        log(f"| {name} | {batch / t_c:,.0f} | {batch / t_1:,.0f} | {batch / t_p:,.0f} | {t_p / t_c:.1f} | "
+            f"{t_p / t_1:.1f} |")
 
 
 def main(argv=None):

@@ -38,13 +38,6 @@ COMPILER_IMPORTS = {"foundation", "symbolic", "compile"}
 
 #: Today's violations, (importer, imported) -> the step of issue 21 that removes it.
 KNOWN = {
-    ("constraints.fileformat", "io.urdf"): "side moves: load_closed_loop (a URDF and its side file) moves into io/",
-    ("codegen.api", "constraints.base"): "owners hand their kernels through one protocol",
-    ("codegen.constraints", "algorithms.configuration"): "owners write their own kernels: constrained dynamics",
-    ("codegen.constraints", "algorithms.crba"): "owners write their own kernels: constrained dynamics",
-    ("codegen.constraints", "algorithms.ltdl"): "owners write their own kernels: constrained dynamics",
-    ("codegen.constraints", "constraints.partition"): "owners write their own kernels: constrained dynamics",
-    ("codegen.constraints", "constraints.simulate"): "owners write their own kernels: constrained dynamics",
     # edges that close a circle (same layer)
 }
 

@@ -28,7 +28,8 @@ from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobi
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
-from .model import Frame, JointDynamics, Mimic, Model, ModelBuilder, ModelError
+from .model import Frame, JointDynamics, Mimic, Model, ModelError
+from .builders import ModelBuilder
 from . import edit
 from .edit import append_model, reduce_model
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
@@ -62,6 +63,8 @@ from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, cont
                                   contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
 from .constraints.friction import (ContactProblem, ContactStep, ContactStepWarning, Rollout, contact_problem,
                                    contact_step, rollout)
+from .constraints.friction import StepArrays, contact_step_kernel
+from .constraints.friction_derivatives import ContactStepDerivatives, contact_step_derivatives
 from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
                                                 frame_velocity_derivatives)
 from .algorithms.centroidal_derivatives import centroidal_dynamics_derivatives
@@ -83,6 +86,11 @@ _LAZY = {
     "Srdf": ("sparsedyn.io.srdf", "Srdf"),
     "SrdfError": ("sparsedyn.io.srdf", "SrdfError"),
     "SrdfWarning": ("sparsedyn.io.srdf", "SrdfWarning"),
+    "load_closed_loop": ("sparsedyn.io.constraints", "load_closed_loop"),
+    "load_constraints": ("sparsedyn.io.constraints", "load_constraints"),
+    "save_constraints": ("sparsedyn.io.constraints", "save_constraints"),
+    "constraints_path": ("sparsedyn.io.constraints", "constraints_path"),
+    "ClosedLoop": ("sparsedyn.io.constraints", "ClosedLoop"),
     "sparse": ("sparsedyn.sparse", None),
     "sparse_inverse_dynamics": ("sparsedyn.sparse", "sparse_inverse_dynamics"),
     "sparse_forward_dynamics": ("sparsedyn.sparse", "sparse_forward_dynamics"),
@@ -171,9 +179,12 @@ __all__ = [
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",
     "constraints", "ConstraintSet", "PointCoincidence", "PointOnGround", "Weld", "JointCoupling",
     "constrained_inverse_dynamics", "constrained_forward_dynamics", "constrained_forward_dynamics_derivatives",
+    "load_closed_loop", "load_constraints", "save_constraints", "constraints_path", "ClosedLoop",
     "contact_dynamics", "impulse_dynamics", "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
     "ContactDynamics", "Impulse", "ContactWarning",
     "contact_problem", "contact_step", "rollout", "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout",
+    "contact_step_kernel", "StepArrays",
+    "contact_step_derivatives", "ContactStepDerivatives",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
     "use_backend",

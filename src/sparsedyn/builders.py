@@ -1,4 +1,6 @@
-"""Ready-made models: serial chains, seeded random trees and a humanoid.
+"""Building models: :class:`ModelBuilder` (bodies in any order, a depth-first :class:`~sparsedyn.model.Model`),
+:func:`as_transform` (a placement from a Transform, a pose pair or a 4 x 4 matrix), and ready-made
+models: serial chains, seeded random trees and a humanoid.
 
 * :func:`serial_chain` -- ``n`` identical links in a row;
 * :func:`random_tree` -- seeded random trees in the spirit of Featherstone's
@@ -8,7 +10,7 @@
 * :func:`humanoid` -- a 35-dof floating-base humanoid of anthropometric masses;
 * :data:`BUILTIN_MODELS` / :func:`builtin` -- the built-in models by name.
 
-Every model is built with :class:`~sparsedyn.model.ModelBuilder`, so bodies are
+Every model is built with :class:`ModelBuilder`, so bodies are
 in depth-first order.  Lengths in m, masses in kg, angles in rad, efforts in
 N m (N for prismatic dofs), velocities in rad/s.
 """
@@ -21,11 +23,216 @@ from functools import partial
 import numpy as np
 
 from .joints import JOINT_TYPES, Joint, make_joint, quat_exp
-from .model import Model, ModelBuilder
-from .spatial import Transform, from_pose, quat_to_rot, rotx, xlt
+from .model import MAX_LENGTH, MAX_MASS, FixedJoint, Frame, Mimic, Model, ModelError, _short
+from .spatial import Transform, from_pose, identity, mcI, quat_to_rot, rotx, xlt
 
-__all__ = ["serial_chain", "random_tree", "auto_tree", "humanoid", "humanoid_standing_configuration",
+__all__ = ["ModelBuilder", "as_transform", "serial_chain", "random_tree", "auto_tree", "humanoid", "humanoid_standing_configuration",
            "HUMANOID_STANDING_HEIGHT", "BUILTIN_MODELS", "builtin"]
+
+
+def as_transform(X, what="transform") -> Transform:
+    """A placement as a :class:`~sparsedyn.spatial.Transform` ``B_X_A`` (B: the new frame, A: the
+    frame it is placed in), from any of:
+
+    * a :class:`~sparsedyn.spatial.Transform` ``(E, r)`` (used as is);
+    * a pose pair ``(R, p)``: ``R`` (3, 3) the rotation of B's axes in A (B to A coordinates),
+      ``p`` (3,) B's origin in A [m];
+    * a 4 x 4 homogeneous matrix ``[[R, p], [0, 0, 0, 1]]`` of the same pose;
+    * ``None``: the identity.
+
+    ``what`` names the argument in errors (:class:`ModelError`).
+    """
+    if X is None:
+        return identity()
+    if isinstance(X, Transform):
+        R, p = np.swapaxes(np.asarray(X.E), -1, -2), X.r
+    elif isinstance(X, (tuple, list)) and len(X) == 2:
+        R, p = X
+    else:
+        try:
+            T = np.asarray(X, float)
+        except (TypeError, ValueError):
+            T = None
+        if T is None or T.shape != (4, 4):
+            raise ModelError(f"{what}: expected a Transform, a pose pair (R (3, 3), p (3,)) or a 4 x 4 homogeneous "
+                             f"matrix, got {type(X).__name__}" + (f" of shape {T.shape}" if T is not None else ""))
+        if not np.allclose(T[3], [0, 0, 0, 1], rtol=0, atol=1e-12):
+            raise ModelError(f"{what}: a homogeneous matrix's last row must be [0, 0, 0, 1], got {T[3].tolist()}")
+        R, p = T[:3, :3], T[:3, 3]
+    if isinstance(X, Transform) and (np.asarray(X.E).dtype == object or np.asarray(X.r).dtype == object):
+        return X                                  # symbolic entries: nothing numeric to check
+    try:
+        R, p = np.asarray(R, float), np.asarray(p, float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what}: rotation and position must be numbers") from None
+    if R.shape != (3, 3) or p.shape != (3,):
+        raise ModelError(f"{what}: expected a rotation of shape (3, 3) and a position of shape (3,), got "
+                         f"{R.shape} and {p.shape}")
+    if not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
+        raise ModelError(f"{what}: rotation and position must be finite")
+    if np.abs(R.T @ R - np.eye(3)).max() > 1e-6 or np.linalg.det(R) < 0:
+        raise ModelError(f"{what}: the 3 x 3 rotation is not a proper rotation (orthonormal, det +1): "
+                         f"|R^T R - I| = {np.abs(R.T @ R - np.eye(3)).max():.2g}, det = {np.linalg.det(R):.3g}")
+    return X if isinstance(X, Transform) else Transform(R.T.copy(), p.copy())
+
+
+class ModelBuilder:
+    """Collects bodies in any order and builds a depth-first :class:`Model`.
+
+    Children are visited in the order they were added.
+    """
+
+    def __init__(self, name="model", gravity=(0.0, 0.0, -9.81), root_name="world"):
+        self.name = name
+        self.gravity = gravity
+        self.root_name = root_name
+        self._bodies = {}     # name -> dict
+        self._order = []
+        self._frames = []     # (name, body name, X)
+        self._mimic = []      # (joint name, mimicked joint name, multiplier, offset)
+        self._fixed = []      # (name, body name, X, inertia, child body names, frame names)
+
+    def add_body(self, name, parent, joint, Xtree=None, inertia=None, *, mass=None, com=None,
+                 rot_inertia=None, joint_name=None, lower=None, upper=None, velocity_limit=None,
+                 effort_limit=None, armature=None):
+        """Add body ``name`` attached to ``parent`` (a body name, or ``None`` for the world).
+
+        ``Xtree``: placement joint_X_parent of the joint frame in the parent's frame at q = 0 (default
+        identity): a :class:`~sparsedyn.spatial.Transform`, a pose pair ``(R, p)`` or a 4 x 4
+        homogeneous matrix (see :func:`as_transform`).  ``joint``: a :class:`~sparsedyn.joints.Joint`
+        (:func:`~sparsedyn.joints.make_joint`).  Give
+        either ``inertia`` (6x6 about the body origin) or ``mass``, ``com``,
+        ``rot_inertia`` (about the CoM, body frame).  Limits are per joint
+        coordinate (nq) for positions and per dof (nv) for velocity/effort.
+        ``armature``: rotor inertia of the joint's dofs (a scalar or ``nv`` numbers;
+        default zero).
+        """
+        if name in self._bodies or name == self.root_name:
+            raise ModelError(f"model {self.name!r}: body name {name!r} is used twice")
+        if not isinstance(joint, Joint):
+            raise ModelError(f"model {self.name!r}: body {name!r}: joint must be a Joint, got {type(joint).__name__}")
+        if inertia is None:
+            for what, x, bound in (("mass", mass, MAX_MASS), ("com", com, MAX_LENGTH),
+                                   ("rot_inertia", rot_inertia, MAX_MASS * MAX_LENGTH ** 2)):
+                try:
+                    a = None if x is None else np.asarray(x, float)
+                except (TypeError, ValueError):
+                    raise ModelError(f"model {self.name!r}: body {_short(name)}: {what} must be numbers") from None
+                if a is not None and not (np.all(np.isfinite(a)) and np.abs(a).max(initial=0) <= bound):
+                    raise ModelError(f"model {self.name!r}: body {_short(name)}: {what} must be finite with "
+                                     f"magnitude at most {bound:g} (MAX_MASS = {MAX_MASS:g} kg, MAX_LENGTH = "
+                                     f"{MAX_LENGTH:g} m)")
+            inertia = mcI(0.0 if mass is None else mass, np.zeros(3) if com is None else com,
+                          np.zeros((3, 3)) if rot_inertia is None else rot_inertia)
+        Xtree = as_transform(Xtree, f"model {self.name!r}: body {name!r}: Xtree")
+        self._bodies[name] = dict(name=name, parent=parent, joint=joint, Xtree=Xtree,
+                                  inertia=np.asarray(inertia, float), joint_name=joint_name or name,
+                                  lower=lower, upper=upper, vel=velocity_limit, eff=effort_limit, arm=armature)
+        self._order.append(name)
+        return self
+
+    def add_frame(self, name, body, X=None):
+        """A named frame on ``body`` with placement ``X = frame_X_body`` (a Transform, a pose pair
+        ``(R, p)`` of the frame in the body, or a 4 x 4 homogeneous matrix; see :func:`as_transform`);
+        ``body=None``: a frame fixed to the world (``X = frame_X_world``)."""
+        self._frames.append((name, body, as_transform(X, f"model {self.name!r}: frame {name!r}: X")))
+        return self
+
+    def add_fixed_joint(self, name, body, X=None, inertia=None, children=(), frames=()):
+        """Record the fixed joint ``name`` merged into ``body`` (see :class:`~sparsedyn.model.FixedJoint`).
+
+        ``X = joint_X_body``; ``inertia`` (6, 6) of the child-side links in body
+        coordinates (default zero); ``children``: names of the moving bodies on the
+        child side; ``frames``: names of the frames on the child side.
+        """
+        self._fixed.append((name, body, as_transform(X, f"model {self.name!r}: fixed joint {name!r}: X"),
+                            np.zeros((6, 6)) if inertia is None else inertia,
+                            tuple(children), tuple(frames)))
+        return self
+
+    def add_mimic(self, joint_name, mimicked_joint_name, multiplier=1.0, offset=0.0):
+        """Record that ``joint_name`` follows ``multiplier * mimicked + offset`` (kept as data: the joints
+        stay independent coordinates of the model)."""
+        self._mimic.append((joint_name, mimicked_joint_name, float(multiplier), float(offset)))
+        return self
+
+    def build(self) -> Model:
+        """The frozen :class:`Model`: bodies renumbered depth-first (parents before children,
+        children in the order they were added), frames, fixed joints and mimic couplings resolved."""
+        children = {None: []}
+        for n in self._order:
+            children.setdefault(n, [])
+        for n in self._order:
+            p = self._bodies[n]["parent"]
+            if p is not None and p not in self._bodies:
+                raise ModelError(f"model {self.name!r}: body {n!r} has unknown parent {p!r}")
+            children[p].append(n)
+        order = []
+        stack = list(reversed(children[None]))
+        while stack:
+            n = stack.pop()
+            order.append(n)
+            stack.extend(reversed(children[n]))
+        if len(order) != len(self._order):
+            cyc = sorted(set(self._order) - set(order))
+            raise ModelError(f"model {self.name!r}: bodies {cyc} are not connected to the world (cycle)")
+        index = {n: i for i, n in enumerate(order)}
+        B = [self._bodies[n] for n in order]
+
+        def lim(key, size_attr, fill):
+            parts = []
+            for b in B:
+                n = getattr(b["joint"], size_attr)
+                val = b[key]
+                if val is None or np.ndim(val) == 0:            # the common case, without array calls
+                    parts += [fill if val is None else float(val)] * n
+                else:
+                    parts += list(np.broadcast_to(np.asarray(val, float), (n,)))
+            return np.array(parts, float)
+
+        joint_index = {b["joint_name"]: i for i, b in enumerate(B)}
+        mimic, leader = [], {}
+        for jn, mn, mul, off in self._mimic:
+            if jn not in joint_index or mn not in joint_index:
+                raise ModelError(f"model {self.name!r}: mimic refers to unknown joint {jn if jn not in joint_index else mn!r}")
+            if not (np.isfinite(mul) and np.isfinite(off)):
+                raise ModelError(f"model {self.name!r}: mimic of joint {jn!r}: multiplier and offset must be finite")
+            if jn == mn:
+                raise ModelError(f"model {self.name!r}: joint {jn!r} mimics itself; a mimic names another joint")
+            if jn in leader:
+                raise ModelError(f"model {self.name!r}: joint {jn!r} mimics two joints, {leader[jn]!r} and {mn!r}")
+            leader[jn] = mn
+            mimic.append(Mimic(joint_index[jn], joint_index[mn], mul, off))
+        for jn in leader:                           # q[a] = f(q[b]), q[b] = g(q[a]): no joint to follow
+            seen, k = [jn], leader[jn]
+            while k in leader and k not in seen:
+                seen.append(k)
+                k = leader[k]
+            if k in seen:
+                loop = seen[seen.index(k):] + [k]
+                raise ModelError(f"model {self.name!r}: mimic joints follow each other in a cycle "
+                                 f"({' -> '.join(map(repr, loop))}); one joint of the group must be independent")
+        frames = []
+        for fname, bname, X in self._frames:
+            if bname is not None and bname not in index:
+                raise ModelError(f"model {self.name!r}: frame {fname!r} is on unknown body {bname!r}")
+            frames.append(Frame(fname, -1 if bname is None else index[bname], X))
+        fixed = []
+        for fname, bname, X, inertia, kids, fnames in self._fixed:
+            for n in (bname,) + kids:
+                if n not in index:
+                    raise ModelError(f"model {self.name!r}: fixed joint {fname!r} refers to unknown body {n!r}")
+            fixed.append(FixedJoint(fname, index[bname], X, inertia, tuple(index[k] for k in kids), fnames))
+        return Model(
+            name=self.name, body_names=tuple(order), joint_names=tuple(b["joint_name"] for b in B),
+            parent=np.array([-1 if b["parent"] is None else index[b["parent"]] for b in B], int),
+            joints=tuple(b["joint"] for b in B), Xtree=tuple(b["Xtree"] for b in B),
+            inertia=np.array([b["inertia"] for b in B]).reshape(len(B), 6, 6), frames=tuple(frames),
+            gravity=np.asarray(self.gravity, float),
+            lower=lim("lower", "nq", -np.inf), upper=lim("upper", "nq", np.inf),
+            velocity_limit=lim("vel", "nv", np.inf), effort_limit=lim("eff", "nv", np.inf),
+            mimic=tuple(mimic), root_name=self.root_name, fixed_joints=tuple(fixed),
+            armature=lim("arm", "nv", 0.0))
 
 
 # --- rotational inertias about the centre of mass of simple solids -------------

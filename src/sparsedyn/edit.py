@@ -31,7 +31,8 @@ import warnings
 import numpy as np
 
 from . import _checks
-from .model import FixedJoint, Frame, JointDynamics, Mimic, Model, ModelError, as_transform
+from .builders import as_transform
+from .model import FixedJoint, Frame, JointDynamics, Mimic, Model, ModelError
 from .spatial import compose, identity, rigid_inertia, rigid_inertia_matrix, rigid_transform
 
 __all__ = ["reduce_model", "append_model", "ReductionWarning"]

@@ -86,7 +86,7 @@ def set_model_type(cls):
     Model = cls
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
-           "BACKENDS"]
+           "BACKENDS", "METHODS", "model_method"]
 
 #: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).
@@ -270,6 +270,28 @@ class Kernel:
                    {n: table[n] for n in names}, {n: table[n] for n, _ in outputs}, checks=tuple(checks))
 
 
+#: The state arrays a plain function ``fn(model, q, v, ...)`` of kernels may take after the model,
+#: with their shapes for one state: what ``sparsedyn.compile(model, kernels=[fn])`` and the CasADi
+#: and JAX bridges accept (other values are constants of the function: a closure, a partial).
+VOCABULARY = {"q": ("nq",), "q0": ("nq",), "q1": ("nq",), "v": ("nv",), "a": ("nv",), "tau": ("nv",),
+              "dq": ("nv",), "qdd": ("nv",), "f_ext": ("nb", 6), "gravity": (3,)}
+
+
+def state_arguments(fn, model, where="user kernel") -> list:
+    """``[(name, shape)]`` of the arguments after the model of a plain function ``fn(model, q, v, ...)``
+    (shapes for one state of ``model``, from :data:`VOCABULARY`); a :class:`TypeError` starting with
+    ``where`` names the first argument that is not a state array of the vocabulary."""
+    name = getattr(fn, "__name__", None)
+    out = []
+    for p in list(inspect.signature(fn).parameters.values())[1:]:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in VOCABULARY:
+            raise TypeError(f"{where}: argument {p.name!r} of {name!r} is not a state array of the vocabulary "
+                            f"({', '.join(VOCABULARY)}); other values must be constants of the function "
+                            f"(a closure or functools.partial)")
+        out.append((p.name, tuple(d if isinstance(d, int) else int(_SIZES[d](model)) for d in VOCABULARY[p.name])))
+    return out
+
+
 class Owned(NamedTuple):
     """What an owner's ``__sparsedyn_kernels__()`` returns (see the module docstring).
 
@@ -328,6 +350,26 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
     return register
 
 
+def signature_source(params, ns):
+    """The source of a generated function's parameter list with the parameters ``params``
+    (:class:`inspect.Parameter`, neither ``*args`` nor ``**kwargs``): ``(texts, keyword_only,
+    defaults)``, ``texts`` one string a parameter (``"*"`` before the first keyword-only one),
+    ``keyword_only`` whether there is one, ``defaults`` ``{name: "_d<j>"}`` of the parameters with a
+    default, which is entered in the namespace ``ns`` under that name."""
+    texts, keyword_only, defaults = [], False, {}
+    for j, p in enumerate(params):
+        if p.kind == p.KEYWORD_ONLY and not keyword_only:
+            texts.append("*")
+            keyword_only = True
+        if p.default is p.empty:
+            texts.append(p.name)
+        else:
+            defaults[p.name] = f"_d{j}"
+            ns[f"_d{j}"] = p.default
+            texts.append(f"{p.name}=_d{j}")
+    return texts, keyword_only, defaults
+
+
 def _public(k):
     """The public function of kernel ``k``: ``k.fn``'s signature (generated, so that a call costs
     one Python frame and no argument packing) in front of the dispatch.  A model whose native
@@ -341,18 +383,9 @@ def _public(k):
                         f"(no *args, **kwargs or positional-only arguments)")
     ns = {"_k": k, "_dispatch": _dispatch}
     native = "f({fast})" if k.result is None else "_k.result(*f({fast}))"
-    sig, defaults_ok, kwonly = [], [], False
-    for j, p in enumerate(params):
-        if p.kind == p.KEYWORD_ONLY and not kwonly:
-            sig.append("*")
-            kwonly = True
-        if p.default is p.empty:
-            sig.append(p.name)
-        else:
-            ns[f"_d{j}"] = p.default
-            sig.append(f"{p.name}=_d{j}")
-            if j and p.name not in k.inputs and p.name not in k.static:
-                defaults_ok.append(f"{p.name} is _d{j}")
+    sig, _, default = signature_source(params, ns)
+    defaults_ok = [f"{n} is {d}" for n, d in default.items()
+                   if n != params[0].name and n not in k.inputs and n not in k.static]
     names = [p.name for p in params[1:]]
     nin, nst = len(k.inputs), len(k.static)
     kinds = {p.name: p.kind for p in params}
@@ -406,6 +439,19 @@ def _dispatch(k, model, args, kwargs):
 def _named(k, out):
     """A native call's outputs (a plain tuple) in the kernel's named tuple, if it declares one."""
     return out if k.result is None or isinstance(out, k.result) else k.result(*out)
+
+
+#: name -> function: public functions that take a model first and are not kernels themselves but
+#: run kernels (a time step, a rollout); a compiled model has them as methods, ``k.f(...)`` being
+#: ``f(k, ...)`` (see :func:`model_method`).
+METHODS: dict = {}
+
+
+def model_method(fn):
+    """Declare ``fn(model, ...)`` (a function that runs kernels on ``model``) a method of compiled
+    models: ``sd.compile(model).f(...)`` is ``f(compiled, ...)``.  Returns ``fn`` unchanged."""
+    METHODS[fn.__name__] = fn
+    return fn
 
 
 def registered(fn):

@@ -134,7 +134,7 @@ def test_singular_partition_is_chosen_again():
     """At the dead centre (crank and rod aligned) the partition with the crank and the rod
     dependent is singular: the step kernel's check fails, the stepper chooses the partition again
     (pivoted QR) and steps with it, equal to the NumPy step."""
-    from sparsedyn.codegen.constraints import CHECK_TOL
+    from sparsedyn.constraints.compiled import CHECK_TOL
     from sparsedyn.constraints import consistent_velocity, partition
     from sparsedyn.constraints.simulate import _tableau, rk_step
     mech, cs, kc = _slider_crank()
@@ -163,7 +163,7 @@ def test_singular_partition_is_chosen_again():
 def test_failed_checks_take_the_numpy_path(monkeypatch):
     """With every check failing, each compiled step and projection hands over to the NumPy path,
     and the trajectory is the NumPy one."""
-    import sparsedyn.codegen.constraints as cc
+    import sparsedyn.constraints.compiled as cc
     mech, cs, kc = _slider_crank()
     tau, steps = np.array([0.5, 0.0, 0.0]), 10
     monkeypatch.setattr(cc, "CHECK_TOL", -1.0)

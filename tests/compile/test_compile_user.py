@@ -68,7 +68,7 @@ def test_untraceable_user_kernels_are_refused_clearly():
         sd.compile(model, kernels=[_truthy])
     with pytest.raises(UntraceableError, match="np.linalg"):
         sd.compile(model, kernels=[_linalg])
-    with pytest.raises(TypeError, match="'gain' is not a state array"):
+    with pytest.raises(TypeError, match="argument 'gain' of '<lambda>' is not a state array"):
         sd.compile(model, kernels=[lambda model, q, gain: q * gain])
 
 

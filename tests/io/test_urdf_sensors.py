@@ -15,7 +15,8 @@ from erd import robots_dir
 import sparsedyn as sd
 from sparsedyn import spatial as sp
 from sparsedyn.estimation import EstimationProblem
-from sparsedyn.model import FixedJoint, ModelBuilder, ModelError
+from sparsedyn.builders import ModelBuilder
+from sparsedyn.model import FixedJoint, ModelError
 from sparsedyn.sensors import ForceTorque
 from sparsedyn.io.urdf import UrdfError, UrdfWarning, load_urdf
 

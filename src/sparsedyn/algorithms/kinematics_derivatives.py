@@ -56,8 +56,10 @@ def stacked(parts, shape):
 class Levels:
     """Structure of a model for level-by-level passes (computed once per model): ``levels``, the
     bodies of each depth ``>= 1`` with their parents (``(L, P)`` index arrays, root side first);
-    ``roots``; ``root_of`` and ``parent_or_pad`` per body (``NB`` for "no parent": the index of an
-    appended zero row); ``dof_body`` and the motion subspaces stacked by dof, ``S`` (nv, 6)."""
+    ``roots`` and the other bodies, ``nonroot``; ``above`` (NB, NB), 1 where a body is an ancestor
+    or self of another (a sum over ancestors is one product with it: ascending body order, so a
+    traced sum is the recursion's chain of partial sums); ``root_of`` and ``parent_or_pad`` per
+    body (``NB`` for "no parent": the index of an appended zero row); ``dof_body`` and the motion subspaces stacked by dof, ``S`` (nv, 6)."""
 
     def __init__(self, model):
         NB = model.nbodies
@@ -65,6 +67,10 @@ class Levels:
         depth = np.asarray(model.depth, int)
         self.levels = [(np.flatnonzero(depth == d), parent[depth == d]) for d in range(1, int(depth.max(initial=0)) + 1)]
         self.roots = np.flatnonzero(parent < 0)
+        self.nonroot = np.flatnonzero(parent >= 0)
+        self.above = np.zeros((NB, NB), int)                # above[i, j] = 1: j is i or an ancestor of i
+        for i in range(NB):
+            self.above[i, model.ancestors(i)] = 1
         self.root_of = np.array([model.ancestors(i)[-1] for i in range(NB)], int)
         self.parent_or_pad = np.where(parent < 0, NB, parent)
         self.dof_body = np.asarray(model.dof_body, int)
@@ -151,9 +157,7 @@ def root_motion(model, q, v, a=None, a_root=None):
     K.Xr = Transform(E, r)
     K.xi = apply_motion_inv(body_transform(K.Xr, lv.dof_body), lv.S)
     vJ = segment_sum(K.xi * v[..., :, None], lv.dof_body, NB)
-    V = vJ.copy()
-    for L, P in lv.levels:
-        V[..., L, :] = V[..., P, :] + vJ[..., L, :]
+    V = lv.above @ vJ                                        # V_i = sum of vJ over i's ancestors and i
     K.V, K.Vl = V, with_pad(V)[..., lv.parent_or_pad, :]
     K.A = K.Al = None
     if a is not None:
@@ -161,8 +165,9 @@ def root_motion(model, q, v, a=None, a_root=None):
         if a_root is not None:
             for i in lv.roots:
                 A[..., i, :] = A[..., i, :] + apply_motion(body_transform(K.Xup, i), a_root)
-        for L, P in lv.levels:
-            A[..., L, :] = A[..., P, :] + A[..., L, :] + cross_motion(V[..., L, :], vJ[..., L, :])
+        nonroot = lv.nonroot
+        A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V[..., nonroot, :], vJ[..., nonroot, :])
+        A = lv.above @ A
         Al = with_pad(A)[..., lv.parent_or_pad, :]
         if a_root is not None:
             for i in lv.roots:

@@ -39,6 +39,8 @@ and ``D`` (..., n).  All functions accept leading batch axes and NumPy
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _checks
@@ -46,7 +48,7 @@ from .. import backend as bk
 from ..kernels import kernel
 
 __all__ = ["dof_lambda", "chain_lambda", "sparsity_pattern", "ltdl", "ltl", "ltdl_kernel", "ltl_kernel",
-           "mpyL", "mpyLt", "mpyLi", "mpyLit", "ltdl_solve", "ltl_solve", "spd_inverse"]
+           "mpyL", "mpyLt", "mpyLi", "mpyLit", "ltdl_solve", "ltl_solve", "spd_inverse", "ltdl_inverse_factor"]
 
 
 def dof_lambda(model_or_lambda) -> list:
@@ -97,19 +99,36 @@ def ltdl_kernel(lam, H, check=None):
     on values themselves).
     """
     H = H.copy()
+    plan = _ancestor_pairs(tuple(lam))
     for k in range(len(lam) - 1, -1, -1):
         if check is not None:
             check(k, H[..., k, k])
-        i = lam[k]
-        while i >= 0:
-            a = H[..., k, i] / H[..., k, k]
-            j = i
-            while j >= 0:
-                H[..., i, j] = H[..., i, j] - H[..., k, j] * a
-                j = lam[j]
-            H[..., k, i] = a
-            i = lam[i]
+        anc, I, J, pos = plan[k]
+        if not len(anc):
+            continue
+        # the two inner loops at once: every (i, j) with j an ancestor-or-self of i, both ancestors
+        # of k, reads only the not-yet-overwritten row k; same operations per entry as the loops
+        a = H[..., k, anc] / H[..., k, k, None]
+        H[..., I, J] = H[..., I, J] - H[..., k, J] * a[..., pos]
+        H[..., k, anc] = a
     return H
+
+
+@functools.lru_cache(maxsize=64)
+def _ancestor_pairs(lam):
+    """Per dof ``k`` of ``lam`` (a tuple): its proper ancestors ``anc`` (parent first) and the pairs
+    ``(I[p], J[p])`` of them with ``J[p]`` an ancestor-or-self of ``I[p]`` (``pos[p]``: the index of
+    ``I[p]`` in ``anc``), as index arrays."""
+    plan = []
+    for k in range(len(lam)):
+        anc, i = [], lam[k]
+        while i >= 0:
+            anc.append(i)
+            i = lam[i]
+        pairs = [(n, i, j) for n, i in enumerate(anc) for j in anc[n:]]      # ancestors of i: later in anc
+        pos, I, J = zip(*pairs) if pairs else ((), (), ())
+        plan.append(tuple(np.array(x, dtype=int) for x in (anc, I, J, pos)))
+    return plan
 
 
 def ltl_kernel(lam, H, check=None):
@@ -277,6 +296,24 @@ def ltl_solve(model_or_lambda, L, b):
     """``x = H^-1 b`` for ``H = L^T L`` (``L`` from :func:`ltl`)."""
     _, L, b = _prepare(model_or_lambda, L, b, "b")
     return mpyLi(model_or_lambda, L, mpyLit(model_or_lambda, L, b))
+
+
+def ltdl_inverse_factor(lam, P):
+    """``(W, Dinv)``: ``W = L^-1`` (..., n, n) and ``Dinv = D^-1`` (..., n) of the packed factor ``P``
+    of :func:`ltdl_kernel`, so that ``H^-1 = W diag(Dinv) W^T``.
+
+    On a tree ``L^-1`` keeps ``L``'s pattern (no fill-in): row ``i`` of ``W`` is
+    ``e_i - sum_{j in ancestors(i)} L[i, j] W[j, :]`` and is nonzero only on the ancestors of ``i``
+    and ``i`` itself, so the structural zeros stay exact zeros (a traced program never multiplies
+    them).  Then ``H^-1 B = W (Dinv * (W^T B))`` costs ``O(nnz(L))`` per column of ``B`` instead
+    of the ``n^2`` of a dense ``H^-1``.  One array operation per row (NumPy path).
+    """
+    W = np.zeros(P.shape, dtype=P.dtype)
+    for i, (anc, _, _, _) in enumerate(_ancestor_pairs(tuple(lam))):
+        W[..., i, i] = 1
+        if len(anc):
+            W[..., i, :] = W[..., i, :] - np.sum(P[..., i, anc, None] * W[..., anc, :], -2)
+    return W, 1 / _diagonal(P)
 
 
 def spd_inverse(A, check=None):

@@ -37,7 +37,6 @@ import time
 from ..symbolic.trace import UntraceableError
 from . import build
 from .compiled_model import CompiledModel
-from .constraints import compile_constraints
 from .owned import CompiledKernels, compile_owned
 from .runtime import KernelInfo, KernelSet, _progress_fn, find_compiler_or_warn
 from .trace import DEFAULT_KERNELS
@@ -84,8 +83,8 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
       :class:`~sparsedyn.sparse.compiled.CompiledStructure` whose
       ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` returns what
       :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>` returns;
-    * a :class:`sparsedyn.constraints.ConstraintSet`: returns a copy that runs compiled (see
-      :func:`~sparsedyn.codegen.constraints.compile_constraints`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
+    * a :class:`sparsedyn.constraints.ConstraintSet` (an owner of kernels): returns a copy that runs
+      compiled (see :mod:`sparsedyn.constraints.compiled`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
     * an :class:`sparsedyn.estimation.EstimationProblem` (analysed here) or an
       :class:`~sparsedyn.estimation.Estimator` (owners of kernels): returns a
       :class:`~sparsedyn.estimation.compiled.CompiledEstimator` whose
@@ -103,10 +102,6 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
         if kernels:
             raise TypeError("compile: kernels= applies to models, not to owners of kernels")
         return compile_owned(model, find_compiler_or_warn(), progress, vectorize)
-    if _is_constraint_set(model):
-        if kernels:
-            raise TypeError("compile: kernels= applies to models, not to constraint sets")
-        return compile_constraints(model, find_compiler_or_warn(), _progress_fn(progress, model.model), vectorize)
     if isinstance(kernels, str) or callable(kernels):
         kernels = (kernels,)
     compiler = find_compiler_or_warn()
@@ -146,7 +141,3 @@ def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True
         lines.append(f"traced in {wall:.2f} s")
     return "\n".join(lines)
 
-
-def _is_constraint_set(x) -> bool:
-    from ..constraints.base import ConstraintSet
-    return isinstance(x, ConstraintSet)

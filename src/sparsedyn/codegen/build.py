@@ -418,6 +418,19 @@ def library_paths(key: str, directory: Path | None = None):
     return d / f"sd_{key}.so", d / f"sd_{key}.sha256"
 
 
+def sealed_file(stem: str, suffix: str, make, directory: Path | None = None) -> Path:
+    """The cache file ``<stem><suffix>`` (a library or module that is not a kernel library), made by
+    ``make(path, side, directory)`` (build it, seal it with :func:`_seal` into ``side``) when it is
+    missing or not the one sealed for its name; other processes wait on its lock."""
+    d = cache_dir() if directory is None else directory
+    path, side = d / f"{stem}{suffix}", d / f"{stem}.sha256"
+    if not _valid(path, side):
+        with _locked(d / f"{stem}.lock"):
+            if not _valid(path, side):
+                make(path, side, d)
+    return path
+
+
 def lookup(key: str, directory: Path | None = None):
     """The loaded library of ``key`` if a valid one is cached, else ``None``."""
     so, side = library_paths(key, directory)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
+import types
 
 import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import REGISTRY, Kernel
+from ..kernels import METHODS, REGISTRY, Kernel, signature_source, state_arguments
 from ..symbolic.trace import trace_function
 from .runtime import (KernelInfo, KernelSet, _fast_module, _input_checks, _is_configuration, _out_arrays,
                       _progress_fn, find_compiler_or_warn, trace)
@@ -25,8 +26,6 @@ from .trace import variant
 
 __all__ = ["CompiledModel"]
 
-_VOCABULARY = {"q": "nq", "q0": "nq", "q1": "nq", "v": "nv", "a": "nv", "tau": "nv", "dq": "nv", "qdd": "nv",
-               "f_ext": ("nb", 6), "gravity": (3,)}
 
 
 class _Method:
@@ -130,6 +129,9 @@ class CompiledModel(KernelSet):
             m = self._make_method(name)
             self.__dict__[name] = m
             return m
+        if name in METHODS:
+            m = self.__dict__[name] = types.MethodType(METHODS[name], self)
+            return m
         return getattr(self.__dict__["model"], name)
 
     def __sparsedyn_kernel__(self, name, args, kwargs):
@@ -137,7 +139,7 @@ class CompiledModel(KernelSet):
         return (f if f is not None else getattr(self, name))(*args, **kwargs)
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(REGISTRY))
+        return sorted(set(super().__dir__()) | set(REGISTRY) | set(METHODS))
 
     def __repr__(self):
         state = "compiled" if self.compiled else "NumPy fallback"
@@ -284,20 +286,12 @@ class CompiledModel(KernelSet):
         """
         name = name or getattr(fn, "__name__", None)
         model = self.model
-        params = list(inspect.signature(fn).parameters.values())[1:]
-        inputs = []
-        for p in params:
-            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in _VOCABULARY:
-                raise TypeError(f"user kernel {name!r}: argument {p.name!r} is not a state array of the "
-                                f"vocabulary ({', '.join(_VOCABULARY)}); other values must be constants of "
-                                f"the function (a closure or functools.partial)")
-            inputs.append(p.name)
+        table = dict(state_arguments(fn, model, "user kernel"))
+        inputs = list(table)
         if not name or not name.isidentifier() or name in REGISTRY or name.startswith("__") \
                 or hasattr(type(self), name):
             raise ValueError(f"user kernel {name!r}: give it (name=) an identifier that is not the name of a "
                              f"library function or of an attribute of CompiledModel")
-        table = {n: tuple(REGISTRY_KERNEL_SIZE(model, d) for d in ((_VOCABULARY[n],) if isinstance(_VOCABULARY[n], str)
-                                                                      else _VOCABULARY[n])) for n in inputs}
         prog = trace_function(lambda *args: fn(model, *args), [(n, table[n]) for n in inputs], None, name,
                               explain=True)
         outputs = prog.output_names
@@ -322,10 +316,6 @@ class CompiledModel(KernelSet):
         if d is None:
             d = self.__dict__["_user_spec_table"] = {}
         return d
-
-
-def REGISTRY_KERNEL_SIZE(model, d):        # noqa: N802 - a size of the kernel vocabulary
-    return d if isinstance(d, int) else {"nq": model.nq, "nv": model.nv, "nb": model.nbodies}[d]
 
 
 def _checked(model, name, x, shape, check_values=True):
@@ -361,22 +351,11 @@ def _generate(cm, m, fn):
     goes through :meth:`CompiledModel._call`."""
     params = list(inspect.signature(fn).parameters.values())[1:]
     ns = {"_fast": m.fast, "_call": cm._call, "_name": m.name}
-    text, seen_kwonly = [], False
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        raise TypeError(f"{m.name}: a kernel cannot take *args or **kwargs")
+    text, seen_kwonly, default = signature_source(params, ns)
     declared = set(m.inputs) | set(m.optional) | set(m.static)
-    extra = []
-    for k, p in enumerate(params):
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise TypeError(f"{m.name}: a kernel cannot take *args or **kwargs")
-        if p.kind == p.KEYWORD_ONLY and not seen_kwonly:
-            text.append("*")
-            seen_kwonly = True
-        if p.default is p.empty:
-            text.append(p.name)
-        else:
-            ns[f"_d{k}"] = p.default
-            text.append(f"{p.name}=_d{k}")
-        if p.name not in declared:
-            extra.append((p.name, f"_d{k}" if p.default is not p.empty else None))
+    extra = [(p.name, default.get(p.name)) for p in params if p.name not in declared]
     if "out" not in {p.name for p in params}:
         text.append("out=None" if seen_kwonly else "*, out=None")
     ins = ", ".join(m.inputs)

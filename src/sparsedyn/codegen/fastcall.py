@@ -435,13 +435,8 @@ def load_fastcall(compiler):
             return _loaded[key]
         mod = None
         try:
-            d = build.cache_dir()
-            path = d / f"{modname}{suffix}"
-            side = d / f"{modname}.sha256"
-            if not build._valid(path, side):
-                with build._locked(d / f"{modname}.lock"):
-                    if not build._valid(path, side):
-                        _build(compiler, [include, np_include], modname, path, side, d)
+            path = build.sealed_file(modname, suffix, lambda path, side, d: _build(
+                compiler, [include, np_include], modname, path, side, d))
             spec = importlib.util.spec_from_file_location(modname, path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)

@@ -2,10 +2,13 @@
 ``__sparsedyn_kernels__()`` (see :mod:`sparsedyn.kernels`, *Owners*).
 
 The compiler knows nothing of the owner: it builds the kernels it is handed (one library, cached
-under the model fingerprint plus the owner's fingerprint), both the single-state and the
-vectorised batch form at ``compile`` time (so no later call builds behind the user's back), and
-exposes each kernel as a method that runs one state or a batch, with ``out=``.  Without a C
-compiler the methods call the kernels' NumPy functions.
+under the model fingerprint plus the owner's fingerprint) and exposes each as a method that runs
+one state or a batch, with ``out=``.  Without a C compiler the methods call the kernels' NumPy
+functions.  ``compile`` builds both the single-state and the vectorised batch form of the kernels
+handed over (so no later call builds behind the user's back).  An owner whose kernels depend on
+choices made at run time (a partition of the coordinates, a step size) hands them later, one at a
+time, to :meth:`CompiledKernels.add`.  An owner's wrapper pickles as "compile the owner again"
+(:meth:`CompiledKernels.compile_again`).
 
 What an owner's wrapper may use besides: :meth:`CompiledKernels.fast`, a C fast path for one
 clean state (every input finite, unit quaternions in the configuration inputs, float64 arrays of
@@ -18,6 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import Kernel
+from ..symbolic.trace import trace_kernel
+from .compiled_model import CompiledModel, _checked
 from .runtime import KernelInfo, KernelSet, _fast_module, _input_checks, _progress_fn, find_compiler_or_warn, trace
 
 __all__ = ["CompiledKernels", "compile_owned"]
@@ -44,6 +50,9 @@ class CompiledKernels(KernelSet):
         super().__init__(owned.model, compiler, progress, vectorize,
                          owner=False if owned.fingerprint is None else "owner " + owned.fingerprint)
         self.owner = owner
+        self._fingerprint = owned.fingerprint
+        self._added = {}
+        self._model_compiled = None
         ks = tuple(owned.kernels)
         self.names = tuple(k.name for k in ks)
         if len(set(self.names)) != len(ks):
@@ -54,7 +63,7 @@ class CompiledKernels(KernelSet):
             outs = list(k.outputs)
             self._checkpos[k.name] = ([i for i, n in enumerate(outs) if n in k.checks],
                                       [i for i, n in enumerate(outs) if n not in k.checks])
-        single = self._start(batch=vectorize is not False)
+        single = self._start(batch=vectorize is not False) if ks else None
         if single is not None:
             self.lanes = single.lanes
             fast = _fast_module(self._compiler)
@@ -68,12 +77,53 @@ class CompiledKernels(KernelSet):
             self.vectorize = True               # sd.compile builds everything the object will call
         return super()._start()
 
-    def __reduce__(self):
-        # Rebuilt in another process from the owner (its libraries load from the build cache there).
-        return _rebuild, (self.owner, self.vectorize, self.threads)
-
     def _group_specs(self, group):
+        if group != "main":                 # a kernel handed later (add): a library of its own
+            return [self._specs[group]]
         return [self._specs[n] for n in self.names]
+
+    def _owner_of(self, group):
+        if group == "main" or self._fingerprint is None:
+            return self._owner
+        return "owner " + self._fingerprint + " kernel " + group
+
+    def compile_again(self):
+        """``(callable, args)`` for the ``__reduce__`` of what ``sparsedyn.compile(owner)`` returned:
+        unpickled, it is ``sparsedyn.compile(owner)`` again (the owner pickled, its libraries loaded
+        from the build cache in the receiving process)."""
+        return _compile_again, (self.owner, self.vectorize)
+
+    @property
+    def compiled_model(self):
+        """The compiled model (:class:`~sparsedyn.codegen.compiled_model.CompiledModel`) of ``model``,
+        with this object's compiler, progress display and ``vectorize`` (made on first use)."""
+        if self._model_compiled is None:
+            self._model_compiled = CompiledModel(self.model, self._compiler, self._progress, self.vectorize)
+        return self._model_compiled
+
+    def add(self, kernel: Kernel):
+        """Trace ``kernel`` (a :class:`~sparsedyn.kernels.Kernel` of state arrays, e.g.
+        :meth:`~sparsedyn.kernels.Kernel.of_arrays`) now and build it on its first call, as a library of
+        its own; returns ``f(*arrays, out=None)``, which checks its inputs as the NumPy functions do
+        (an input named ``q...`` of size ``nq`` is a configuration, with unit quaternions) and runs one
+        state or a batch.  Raises :class:`~sparsedyn.symbolic.trace.UntraceableError` when the kernel
+        cannot be traced.  The same name twice returns the first kernel's function."""
+        name = kernel.name
+        f = self._added.get(name)
+        if f is not None:
+            return f
+        if name in self.names:
+            raise ValueError(f"{type(self.owner).__name__}: kernel {name!r} was handed already")
+        if not self.compiled:
+            f = _NumpyKernel(self.model, kernel)
+        else:
+            prog = trace_kernel(kernel, self.model, explain=True)   # UntraceableError now, not at the first call
+            spec = Kernel(name, kernel.fn, kernel.inputs, kernel.outputs, checks=kernel.checks,
+                          program=lambda model, static, optional, p=prog: p)
+            self._specs[name] = spec
+            f = _AddedKernel(self, spec)
+        self._added[name] = f
+        return f
 
     def _fast_kernel_checked(self, fast, single, spec):
         shapes = spec.shapes(self.model)
@@ -141,12 +191,7 @@ class CompiledKernels(KernelSet):
             return self._run("main", name, arrays, out, recheck)
         if recheck is not None:
             recheck()
-        res = k.fn(self.model, **dict(zip(k.inputs, (np.asarray(a, dtype=float) for a in arrays))))
-        if out is None:
-            return res
-        for o, r in zip(out if isinstance(out, tuple) else (out,), res if isinstance(res, tuple) else (res,)):
-            o[...] = r
-        return out
+        return _numpy_call(self.model, k, arrays, out)
 
     def flops(self, name, which="kernel") -> dict:
         """Operation counts of kernel ``name`` (dict by kind) from its IR: ``which="kernel"``
@@ -164,6 +209,7 @@ class CompiledKernels(KernelSet):
             return dict(res)
         return {k: info.flops[k] - res.get(k, 0) for k in info.flops}
 
+
     def __getattr__(self, name):
         specs = self.__dict__.get("_specs", {})
         if name in specs and name in self.__dict__.get("names", ()):
@@ -175,11 +221,54 @@ class CompiledKernels(KernelSet):
         return f"CompiledKernels({type(self.owner).__name__}, {', '.join(self.names)}, {state})"
 
 
-def _rebuild(owner, vectorize, threads):
-    owned = owner.__sparsedyn_kernels__()
-    k = CompiledKernels(owner, owned, find_compiler_or_warn(), None, vectorize)
-    k.threads = threads
-    return k
+class _AddedKernel:
+    """A kernel handed to :meth:`CompiledKernels.add`: one state through the C fast path (values
+    checked there: finite, unit quaternions), anything else through :meth:`__call__`'s checks."""
+
+    def __init__(self, ks, spec):
+        self.ks, self.spec, self.fast = ks, spec, None
+
+    def __call__(self, *arrays, out=None):
+        fast = self.fast
+        if fast is not None and out is None:
+            return fast(*arrays)
+        return self._general(*arrays, out=out)
+
+    def _general(self, *arrays, out=None):
+        ks, spec = self.ks, self.spec
+        if len(arrays) != len(spec.inputs):
+            raise TypeError(f"{spec.name}: expected {len(spec.inputs)} arrays ({', '.join(spec.inputs)}), "
+                            f"got {len(arrays)}")
+        shapes = spec.shapes(ks.model)
+        xs = [_checked(ks.model, n, x, shapes[n]) for n, x in zip(spec.inputs, arrays)]
+        res = ks._run(spec.name, spec.name, xs, out)
+        if self.fast is None:
+            self.fast = ks._fast_kernel(ks._library(spec.name, "single"), spec.name, self._general, quaternions=True)
+        return res
+
+
+def _numpy_call(model, k, arrays, out):
+    """Kernel ``k``'s NumPy function on ``arrays`` (the fallback without a compiler), into ``out``."""
+    res = k.fn(model, **dict(zip(k.inputs, (np.asarray(a, dtype=float) for a in arrays))))
+    if out is None:
+        return res
+    for o, r in zip(out if isinstance(out, tuple) else (out,), res if isinstance(res, tuple) else (res,)):
+        o[...] = r
+    return out
+
+
+class _NumpyKernel:
+    """A kernel handed to :meth:`CompiledKernels.add` without a compiler: its NumPy function."""
+
+    def __init__(self, model, kernel):
+        self.model, self.kernel = model, kernel
+
+    def __call__(self, *arrays, out=None):
+        return _numpy_call(self.model, self.kernel, arrays, out)
+
+
+def _compile_again(owner, vectorize):
+    return compile_owned(owner, find_compiler_or_warn(), None, vectorize)
 
 
 def compile_owned(owner, compiler, progress=None, vectorize=None):

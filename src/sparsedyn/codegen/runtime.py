@@ -23,6 +23,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,7 +46,7 @@ _source_hash = None
 #: Modules whose code the traced kernels run (plus this subpackage): their sources are part of
 #: every model key, so an edited kernel is re-traced even in an editable install.
 TRACED_MODULES = ("backend.py", "_checks.py", "spatial.py", "joints.py", "model.py", "algorithms/*.py",
-                  "symbolic/*.py")
+                  "symbolic/*.py", "sensors.py", "constraints/*.py")
 
 
 def _package_source_hash() -> str:
@@ -108,6 +109,23 @@ def model_fingerprint(model) -> str:
             h.update(f.encode())
             _feed(h, getattr(model, f))
     return h.hexdigest()
+
+
+class EntryPoints(NamedTuple):
+    """Addresses of a compiled kernel's C entry points (see :mod:`.cemit`) and what a caller needs to
+    call them: ``single`` ``void sd_K(x..., y...)``, ``loop`` ``void sd_K_loop(n, x..., y..., nthreads)``,
+    ``batch`` ``int sd_K_batch(n, x..., y..., nthreads, check)``; ``lanes`` (states per vector),
+    ``flops`` (per state, for the thread count), ``threads`` (at most), and the unit-quaternion checks
+    ``quaternion_tol``, ``quaternions`` ``((input index, offsets), ...)``."""
+
+    single: int
+    loop: int
+    batch: int
+    lanes: int
+    flops: int
+    threads: int
+    quaternion_tol: float
+    quaternions: tuple
 
 
 class KernelInfo:
@@ -353,15 +371,31 @@ class KernelSet:
             self._programs = None
         return single
 
-    def _fast_kernel(self, single, kname, fallback):
-        """A C fast-path callable for one state of ``kname`` (or ``None`` without the extension)."""
+    def _fast_kernel(self, single, kname, fallback, quaternions=False):
+        """A C fast-path callable for one state of ``kname`` (or ``None`` without the extension).
+        ``quaternions``: the fast path also checks the unit quaternions of the configuration inputs
+        (:func:`_input_checks`), leaving a state that fails to ``fallback``."""
         fast = _fast_module(self._compiler) if self.compiled else None
         if fast is None:
             return None
         spec = self._spec(kname)
         shapes = spec.shapes(self.model)
+        groups = _input_checks(self.model, spec)[1] if quaternions else ()
         return fast.Kernel(single.addr[kname], tuple(tuple(shapes[n]) for n in spec.inputs),
-                           tuple(tuple(shapes[n]) for n in spec.outputs), fallback)
+                           tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
+                           (_checks.QUAT_TOL, groups) if groups else None)
+
+    def entry_points(self, kname, group="main") -> "EntryPoints":
+        """The C entry points of kernel ``kname`` (of library ``group``) for a caller that calls them
+        without Python, such as an XLA custom call (:mod:`.xla_ffi`): builds or loads its single-state
+        and vectorised batch libraries now."""
+        single, batch = self._library(group, "single"), self._library(group, "batch")
+        spec = self._spec(kname)
+        info = self.kernels.get(kname)
+        addr = lambda f: int(ctypes.cast(f, ctypes.c_void_p).value)   # noqa: E731
+        return EntryPoints(addr(single.single[kname]), addr(single.loop[kname]), addr(batch.batch[kname]),
+                           batch.lanes, info.flops["total"] if info else 10000, int(self.threads),
+                           *_input_checks(self.model, spec))
 
     def prepare_batch(self):
         """Build (or load) the vectorised batch library now instead of at the first batch call."""
@@ -376,6 +410,8 @@ class KernelSet:
         whole call for a time slice."""
         info = self.kernels.get(kname)
         flops = info.flops["total"] if info else 10000
+        if info and "stages" in info.flops:          # an iterative kernel: assume 30 runs of its stages
+            flops += 30 * info.flops["stages"]
         return max(1, min(int(self.threads), int(N * flops / 1e10 / 0.005)))
 
     def _run(self, group, kname, arrays, out=None, recheck=None):

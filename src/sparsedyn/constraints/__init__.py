@@ -16,7 +16,7 @@ is solved by projecting onto the null space of ``G``:
 * :func:`constrained_inverse_dynamics` (fully / over- / under-actuated),
   :func:`constrained_forward_dynamics_derivatives`,
   :func:`constrained_forward_dynamics` (with Baumgarte terms), :func:`simulate`;
-* loop-closure files next to a URDF (:mod:`.fileformat`);
+* loop-closure files next to a URDF: :mod:`sparsedyn.io.constraints` (``sparsedyn.load_closed_loop``);
 * example mechanisms (:mod:`.examples`) and :func:`constraints_demo`;
 * robots in rigid contact with the world (:mod:`.contact`): :func:`contact_dynamics`,
   :func:`impulse_dynamics` and their derivatives, sparse kernels (no null-space projection).
@@ -37,7 +37,6 @@ from .inverse import InverseDynamics, actuation_matrix, constrained_inverse_dyna
 from .forward import ForwardDynamics, constrained_forward_dynamics
 from .derivatives import ForwardDynamicsDerivatives, constrained_forward_dynamics_derivatives
 from .simulate import Trajectory, mechanical_energy, rk_step, simulate
-from .fileformat import ClosedLoop, constraints_path, load_closed_loop, load_constraints, save_constraints
 from .examples import (EXAMPLES, Mechanism, delta_robot, example, five_bar, four_bar, humanoid_double_support,
                        slider_crank)
 from .demo import constraints_demo
@@ -55,7 +54,6 @@ __all__ = [
     "actuation_matrix", "InverseDynamics", "constrained_inverse_dynamics",
     "ForwardDynamics", "constrained_forward_dynamics",
     "Trajectory", "simulate", "rk_step", "mechanical_energy",
-    "ClosedLoop", "load_constraints", "save_constraints", "load_closed_loop", "constraints_path",
     "Mechanism", "EXAMPLES", "example", "four_bar", "slider_crank", "five_bar", "delta_robot",
     "humanoid_double_support", "constraints_demo",
     "ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",

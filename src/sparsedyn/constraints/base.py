@@ -29,6 +29,7 @@ import copy
 import numpy as np
 
 from .. import _checks
+from ..kernels import Owned
 from ._kinematics import kinematics
 from .errors import ConstraintError
 
@@ -76,7 +77,7 @@ class Constraint:
         return self.residual(kin, q), self.jacobian(kin, q), None if v is None else self.bias(kin, q, v)
 
     def to_dict(self) -> dict:
-        """The file-format entry of this constraint (see :mod:`.fileformat`)."""
+        """The file-format entry of this constraint (see :mod:`sparsedyn.io.constraints`)."""
         raise ConstraintError(f"constraint {self.name!r} ({self.kind}) cannot be written to a file")
 
     def __repr__(self):
@@ -148,6 +149,17 @@ class ConstraintSet:
 
     def __repr__(self):
         return f"ConstraintSet({self.model.name!r}, m={self.m}, {[c.name for c in self.constraints]})"
+
+    # --- the owner protocol of sparsedyn.compile (see sparsedyn.kernels) ----------------------
+    def __sparsedyn_kernels__(self):
+        """No kernel up front: the compiled set (:mod:`.compiled`) hands its kernels to the compiler
+        as it needs them (the evaluation when it is made, the dynamics per partition and step)."""
+        return Owned(self.model, ())
+
+    def __sparsedyn_compiled__(self, compiled):
+        """``sparsedyn.compile(cs)``: a copy of this set that runs compiled (:func:`.compiled.compiled_set`)."""
+        from .compiled import compiled_set
+        return compiled_set(self, compiled)
 
     # --- evaluation -----------------------------------------------------------
     def _stack(self, blocks, shape, tail):

@@ -1,6 +1,6 @@
 """Closed-loop mechanisms shipped with the library (used by the tests and the demo).
 
-Each is an open tree built with :class:`~sparsedyn.model.ModelBuilder` whose
+Each is an open tree built with :class:`~sparsedyn.builders.ModelBuilder` whose
 loops are closed by constraints, bundled as a :class:`Mechanism`:
 
 ============================  ====  ===  ====  ========================================================
@@ -32,7 +32,8 @@ import numpy as np
 
 from ..builders import humanoid, humanoid_standing_configuration
 from ..algorithms.kinematics import frame_placement
-from ..model import Model, ModelBuilder
+from ..builders import ModelBuilder
+from ..model import Model
 from ..spatial import Transform, rotz, xlt
 from ..joints import make_joint
 from .assembly import assemble, newton

@@ -27,10 +27,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..algorithms.crba import HandC
+from ..algorithms.ltdl import spd_inverse
 from .errors import ConstraintError
-from .partition import Partition, null_space, partition as choose_partition
+from .partition import Partition, null_space, partition as choose_partition, unpivoted_null_space
 
-__all__ = ["ForwardDynamics", "constrained_forward_dynamics"]
+__all__ = ["ForwardDynamics", "constrained_forward_dynamics", "accelerations_in_null_space", "partitioned_forward"]
 
 
 class ForwardDynamics(NamedTuple):
@@ -41,29 +42,57 @@ class ForwardDynamics(NamedTuple):
     partition: Partition
 
 
+def accelerations_in_null_space(H, C, tau, c, ns, solve=np.linalg.solve):
+    """``(a, lambda)`` of ``H a + C = tau + G^T lambda``, ``G a = -c`` (the module docstring's
+    equations) for the null space ``ns`` of ``G``: a :class:`~.partition.NullSpace`, or an
+    :class:`~.partition.UnpivotedNullSpace` with ``solve(A, y) = spd_inverse(A) @ y`` (traced).
+    ``solve(A, y)``: ``A^-1 y`` for the symmetric positive definite reduced inertia."""
+    dep = ns.partition.dependent
+    a_p = np.zeros(H.shape[-1], dtype=H.dtype)
+    a_p[dep] = -ns.solve_dependent(c)
+    gam = ns.gamma
+    Mr = gam.T @ H @ gam
+    a = gam @ solve(Mr, gam.T @ (tau - C - H @ a_p)) + a_p
+    lam = ns.multipliers((H @ a + C - tau)[dep])
+    return a, lam
+
+
+def _stabilised(G, b, g, v, baumgarte):
+    """``c = Gdot v`` plus Baumgarte's terms ``2 alpha G v + beta^2 g`` (``baumgarte=(alpha, beta)``)."""
+    if baumgarte is None:
+        return b
+    alpha, beta = baumgarte
+    return b + 2.0 * alpha * (G @ v) + beta * beta * g
+
+
+def _spd_solve(A, y):
+    return spd_inverse(A) @ y
+
+
+def partitioned_forward(cs, part, q, v, tau, f_ext=None, baumgarte=None):
+    """``(a, lambda, check)`` of the constrained forward dynamics for the partition ``part`` with
+    ``G`` of full row rank, written for the tracer (:mod:`.compiled`): the null space of
+    :func:`~.partition.unpivoted_null_space` (``check``: ``|G_dep G_dep^-1 - I|_F^2``), the reduced
+    inertia inverted by :func:`~sparsedyn.algorithms.ltdl.spd_inverse`; ``baumgarte=(alpha, beta)``
+    (numbers) adds the stabilisation terms."""
+    H, C = HandC(cs.model, q, v, f_ext)
+    g, G, b = cs.evaluate(q, v)
+    ns = unpivoted_null_space(G, part)
+    a, lam = accelerations_in_null_space(H, C, tau, _stabilised(G, b, g, v, baumgarte), ns, _spd_solve)
+    return a, lam, ns.check
+
+
 def _fd_one(cs, q, v, tau, f_ext, baumgarte, part):
-    model = cs.model
     fast = getattr(cs, "forward_dynamics_kernel", None)      # a compiled constraint set (sparsedyn.compile)
     if fast is not None and part is not None and f_ext is None and baumgarte is None:
         res = fast(part, q, v, tau)
         if res is not None:
             return ForwardDynamics(res[0], res[1], part)
-    H, C = HandC(model, q, v, f_ext)
+    H, C = HandC(cs.model, q, v, f_ext)
     g, G, b = cs.evaluate(q, v)
     if part is None:
         part = choose_partition(cs, q, G=G)
-    ns = null_space(G, part)
-    c = b
-    if baumgarte is not None:
-        alpha, beta = baumgarte
-        c = b + 2.0 * alpha * (G @ v) + beta * beta * g
-    a_p = np.zeros(model.nv)
-    a_p[part.dependent] = -ns.solve_dependent(c)
-    gam = ns.gamma
-    Mr = gam.T @ H @ gam
-    rhs = gam.T @ (tau - C - H @ a_p)
-    a = gam @ np.linalg.solve(Mr, rhs) + a_p
-    lam = ns.multipliers((H @ a + C - tau)[part.dependent])
+    a, lam = accelerations_in_null_space(H, C, tau, _stabilised(G, b, g, v, baumgarte), null_space(G, part))
     return ForwardDynamics(a, lam, part)
 
 

@@ -26,6 +26,13 @@ well conditioned; :func:`null_space` raises :class:`PartitionError` when it does
 These functions are for float arrays of one state (they use LAPACK).  Triangular
 systems are solved with ``numpy.linalg.solve``: SciPy's ``solve_triangular`` is
 orders of magnitude slower on these small matrices when OpenBLAS threads compete.
+
+*For the tracer* (compiled constraint sets, :mod:`.compiled`): :func:`unpivoted_null_space` and
+:func:`unpivoted_min_norm` are the same quantities through the normal equations, written without
+pivoting or LAPACK (``G_dep^-1 = G_dep^T (G_dep G_dep^T)^-1``, ``G^+ = G^T (G G^T)^-1``, the inverses
+by :func:`~sparsedyn.algorithms.ltdl.spd_inverse`), for ``G`` of full row rank.  Their rounding error
+grows as ``cond^2 eps``, so each also returns ``|A A^-1 - I|_F^2`` of the matrix it inverted, for
+the caller to check at run time.
 """
 
 from __future__ import annotations
@@ -34,9 +41,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..algorithms.ltdl import spd_inverse
 from .errors import OverconstrainedError, PartitionError
 
-__all__ = ["Partition", "NullSpace", "partition", "null_space", "dof_indices"]
+__all__ = ["Partition", "NullSpace", "partition", "null_space", "dof_indices", "UnpivotedNullSpace",
+           "unpivoted_null_space", "unpivoted_min_norm"]
 
 #: Pivots of the QR at most ``RANK_RTOL * max |R_kk|`` count as zero.
 RANK_RTOL = 1e-9
@@ -213,3 +222,50 @@ def null_space(G, part: Partition) -> NullSpace:
             f"choose a new partition at this configuration")
     gamma[dep] = -np.linalg.solve(R, QtGind)
     return NullSpace(gamma, Q, R, part)
+
+
+# --- the same, for the tracer (no pivoting, no LAPACK) --------------------------------------------
+
+def _inverse_check(A, Ainv):
+    """``|A Ainv - I|_F^2``: how far an unpivoted inverse is from one (a traced scalar)."""
+    E = A @ Ainv - np.eye(A.shape[-1])
+    return np.sum(E * E)
+
+
+class UnpivotedNullSpace(NamedTuple):
+    """``gamma`` and ``G_dep^-1`` by the normal equations (see the module docstring); the methods
+    of :class:`NullSpace`.  ``check``: ``|G_dep G_dep^-1 - I|_F^2``."""
+
+    gamma: np.ndarray
+    Ginv: np.ndarray
+    partition: Partition
+    check: object
+
+    def solve_dependent(self, rhs):
+        """``x_dep`` (r,) with ``G_dep x_dep = rhs``."""
+        return self.Ginv @ rhs
+
+    def multipliers(self, f_dep):
+        """``lambda`` (m,) with ``(G^T lambda)[dep] = f_dep``."""
+        return self.Ginv.T @ f_dep
+
+
+def unpivoted_null_space(G, part: Partition) -> UnpivotedNullSpace:
+    """:func:`null_space` for the tracer: ``G`` (m, nv) of full row rank (``part.rank == m``),
+    any array backend (object arrays of traced values)."""
+    nv, r = G.shape[-1], len(part.dependent)
+    dep, ind = np.asarray(part.dependent), np.asarray(part.independent)
+    Gd, Gi = G[:, dep], G[:, ind]
+    Ginv = Gd.T @ spd_inverse(Gd @ Gd.T)
+    gamma = np.zeros((nv, nv - r), dtype=object)
+    gamma[ind, np.arange(nv - r)] = 1
+    gamma[dep] = -(Ginv @ Gi)
+    return UnpivotedNullSpace(gamma, Ginv, part, _inverse_check(Gd, Ginv))
+
+
+def unpivoted_min_norm(G, y):
+    """``(G^+ y, check)`` for ``G`` (m, n) of full row rank: ``G^T (G G^T)^-1 y`` and
+    ``|G G^T (G G^T)^-1 - I|_F^2`` (for the tracer)."""
+    GGt = G @ G.T
+    W = spd_inverse(GGt)
+    return G.T @ (W @ y), _inverse_check(GGt, W)

@@ -41,7 +41,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..joints import Joint, make_joint
-from ..model import Model, ModelBuilder, ModelError
+from ..builders import ModelBuilder
+from ..model import Model, ModelError
 from ..spatial import from_pose, inertia_components, mcI, pose
 
 __all__ = [

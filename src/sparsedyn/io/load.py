@@ -50,13 +50,13 @@ def load_model(path, *, floating_base=False, invalid_inertia="error", sensors=Tr
     declares its floating base itself (a free joint), so ``floating_base=True``
     is refused.  ``geometry=True`` reads the visual and collision shapes (both formats).
     ``constraints=True`` is refused for a URDF (its loop closures
-    live in a side file: :func:`sparsedyn.constraints.load_closed_loop`).
+    live in a side file: :func:`sparsedyn.load_closed_loop`).
     """
     kind = model_format(path)
     if kind == "urdf":
         if constraints:
             raise ValueError(f"{os.fspath(path)}: constraints=True applies to MJCF files; a URDF's loop closures "
-                             f"are read by sparsedyn.constraints.load_closed_loop")
+                             f"are read by sparsedyn.load_closed_loop")
         from .urdf import load_urdf
         return load_urdf(path, floating_base=floating_base, invalid_inertia=invalid_inertia, sensors=sensors,
                          geometry=geometry)

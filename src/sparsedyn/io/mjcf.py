@@ -114,7 +114,8 @@ from pathlib import Path
 import numpy as np
 
 from ..joints import make_joint
-from ..model import JointDynamics, Model, ModelBuilder, ModelError
+from ..builders import ModelBuilder
+from ..model import JointDynamics, Model, ModelError
 from ..spatial import axis_rotation, from_pose, mcI, quat_to_rot
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]

@@ -70,8 +70,8 @@ class CompiledOwner:
         return getattr(self.wrapped, name)
 
     def __reduce__(self):
-        # the compiled kernels pickle as "compile the owner again" (libraries from the build cache)
-        return type(self), (self.wrapped, self.compiled_kernels)
+        # unpickled: sparsedyn.compile of the wrapped object again (its libraries from the build cache)
+        return self.compiled_kernels.compile_again()
 
     def _state(self):
         return f"compiled, {self.lanes} lanes" if self.compiled else "NumPy fallback"

@@ -121,7 +121,7 @@ def generic_chain(n, seed=0):
     their joint frame's z axis, general ``Xtree`` (random rotation and translation) and general
     inertias, so no transform or inertia entry is a structural zero or one by accident."""
     from ..joints import make_joint
-    from ..model import ModelBuilder
+    from ..builders import ModelBuilder
     from ..spatial import Transform, quat_to_rot
     rng = np.random.default_rng(seed)
     b = ModelBuilder(f"generic_chain{n}")

@@ -89,7 +89,7 @@ def trace_function(fn, inputs, outputs=None, name="kernel", checks=(), phases=Fa
         raise
 
 
-def trace_kernel(k, model, static=None, optional=()) -> Program:
+def trace_kernel(k, model, static=None, optional=(), explain=False) -> Program:
     """Trace kernel ``k`` (a :class:`sparsedyn.kernels.Kernel`: a registered one, a
     :meth:`~sparsedyn.kernels.Kernel.variant` of it, or an owner's kernel) for ``model``.
 
@@ -98,7 +98,8 @@ def trace_kernel(k, model, static=None, optional=()) -> Program:
     that become inputs of the program; the others are left at ``None`` so the
     kernel folds its defaults (``model.gravity``, no external force) into the
     trace.  Inputs are ordered: declared inputs, then ``optional`` in the
-    declared order.
+    declared order.  ``explain``: any failure of the kernel's function is an
+    :class:`UntraceableError` saying why (see :func:`trace_function`).
     """
     static = dict(static or {})
     if k.program is not None:                  # a derived kernel (a derivative) builds its own program
@@ -118,4 +119,4 @@ def trace_kernel(k, model, static=None, optional=()) -> Program:
         return k.fn(model, **dict(zip(names, args)), **static)
 
     suffix = "".join("_" + n for n in names[len(k.inputs):])
-    return trace_function(call, inputs, outputs, name=k.name + suffix, checks=k.checks)
+    return trace_function(call, inputs, outputs, name=k.name + suffix, checks=k.checks, explain=explain)

@@ -24,9 +24,9 @@ package on Python 3.10.  Example (JSON)::
       ]
     }
 
-Entries: ``type`` one of ``point`` (:class:`~.frames.PointCoincidence`),
-``weld`` (:class:`~.frames.Weld`), ``ground`` (:class:`~.frames.PointOnGround`),
-``coupling`` (:class:`~.coupling.JointCoupling`); ``name`` optional (default
+Entries: ``type`` one of ``point`` (:class:`~sparsedyn.constraints.PointCoincidence`),
+``weld`` (:class:`~sparsedyn.constraints.Weld`), ``ground`` (:class:`~sparsedyn.constraints.PointOnGround`),
+``coupling`` (:class:`~sparsedyn.constraints.JointCoupling`); ``name`` optional (default
 ``<type><index>``).  Frames are the model's frame names (URDF link names,
 including links merged through fixed joints, and joint names); a missing or
 ``null`` ``frame_b`` is the world.  Points are in their frame's coordinates, in
@@ -45,13 +45,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..io.files import clip, read_table, shorten
+from ..constraints.base import ConstraintSet
+from ..constraints.coupling import JointCoupling, mimic_constraints
+from ..constraints.errors import ConstraintError
+from ..constraints.frames import PointCoincidence, PointOnGround, Weld
 from ..model import ModelError
 from ..spatial import rpy_to_rot
-from .base import ConstraintSet
-from .coupling import JointCoupling, mimic_constraints
-from .errors import ConstraintError
-from .frames import PointCoincidence, PointOnGround, Weld
+from .files import clip, read_table, shorten
+from .urdf import load_urdf
 
 __all__ = ["load_constraints", "save_constraints", "load_closed_loop", "ClosedLoop", "constraints_path",
            "FORMAT", "VERSION"]
@@ -204,7 +205,6 @@ def load_closed_loop(urdf, constraints=None, *, floating_base=False, **urdf_opti
 
     Without a constraints file the URDF's ``<mimic>`` couplings are the only constraints.
     """
-    from ..io.urdf import load_urdf
     model = load_urdf(urdf, floating_base=floating_base, **urdf_options)
     path = constraints_path(urdf) if constraints is None else Path(constraints)
     if path is None:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.constraints import (ConstraintError, constrained_inverse_dynamics, constraints_path, four_bar,
-                                   load_closed_loop, load_constraints, save_constraints)
+from sparsedyn import constraints_path, load_closed_loop, load_constraints, save_constraints
+from sparsedyn.constraints import ConstraintError, constrained_inverse_dynamics, four_bar
 from sparsedyn.spatial import rpy_to_rot
 from conftest import rel_err
 

@@ -1,0 +1,329 @@
+"""Derivatives of a frictional contact step (:func:`~sparsedyn.contact_step`) in its current mode.
+
+The step (semi-implicit Euler; :mod:`sparsedyn.constraints.friction`) maps ``(q, v, tau)`` to::
+
+    H (v+ - v) = dt (tau - C(q, v)) + J^T lambda,        q+ = q (+) dt v+
+
+with the impulses ``lambda`` (contact frames ``[t_x, t_y, n]``) solving Coulomb's law.  Away from
+a change of mode the solution is a smooth function of the state, and the implicit function
+theorem differentiates it: each contact keeps the equations of its mode,
+
+* ``open``: ``lambda_i = 0``;
+* ``stick``: ``u_i = 0`` (the point's next velocity, all three directions; as impulse dynamics);
+* ``slide``: ``u_n = 0`` and ``lambda_t = -mu lambda_n t``, ``t = u_t / |u_t|`` the sliding
+  direction, whose derivative ``dt = (I - t t^T) du_t / |u_t|`` is part of the linearisation;
+
+with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, max(gap, 0) / dt]``.
+Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
+
+    dv+ = H^-1 (J^T dlambda - r_x dx)          r_q = dt dRNEA/dq - d(J^T lambda)/dq,
+                                               r_v = dt dRNEA/dv - H,   r_tau = -dt I
+    du  = G dlambda + c dx                     c = J dv+|_(dlambda=0) + d(J v+ + b)/dq
+
+and the mode equations give one small linear system ``(A + B G) dlambda = -B c dx`` (``m = 3 nc``
+unknowns), solved in the least-squares sense, so a redundant contact set (a box's four corners:
+``G`` singular) gives the unique ``dv+`` (``J^T dlambda`` is unique where ``v+`` is).  Where the
+Coulomb problem itself has a continuum of solutions (four corners sliding while the box turns: the
+normal impulses can be shared in many ways, and each sharing turns the box differently), the step
+returns one of them and the derivative is that of the minimum-norm change of the impulses.
+
+The per-state pieces are one traced program (cached per model and contact set; on
+``sd.compile(model)`` a user kernel of the compiled model, built once): the contact rows ``J`` and
+gaps, ``H^-1`` (:func:`~sparsedyn.minv`'s recursion), RNEA's analytic derivatives (Carpentier and
+Mansard, "Analytical derivatives of rigid body dynamics algorithms", 2018) and the tangent-space
+derivative of the rows ``dJ/dq`` (m, nv, nv) (the traced rows differentiated by the symbolic
+layer), contracted with ``v+`` and ``lambda`` for ``d(J v+)/dq`` and ``d(J^T lambda)/dq``.  Then
+``q+ = q (+) dt v+`` by :func:`~sparsedyn.integrate_derivatives`.  A penetration removed
+from the configuration (the split-impulse correction, a function of ``q`` alone) is differentiated
+the same way (its active normal rows held on the plane).
+
+Conventions: every derivative is ``(..., nv, nv)``; ``d/dq`` is on the tangent space
+(``d/d(dq) f(q (+) dq)`` at ``dq = 0``, as :func:`~sparsedyn.aba_derivatives`), and ``d q+`` is
+expressed on the tangent space at ``q+`` (``q+ (+) dq+``), as Pinocchio's ``dIntegrate``.  At a
+contact exactly on its plane (``gap = 0``) the step has a kink in ``q`` (the speculative term
+``max(gap, 0) / dt``): the derivative is the branch ``gap <= 0`` there (no speculative term).
+``f_ext`` and ``gravity`` are held constant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _checks
+from ..algorithms.configuration import integrate_derivatives
+from ..algorithms.derivatives import derivative_program
+from ..algorithms.dynamics_derivatives import rnea_derivative_kernel, rnea_derivatives
+from ..algorithms.minv import minv
+from ..kernels import Kernel
+from ..symbolic.ad import inline
+from ..symbolic.ir import Graph
+from ..symbolic.trace import trace_kernel
+from .contact import _cached, _run
+from .friction import (ContactStep, PENETRATION_SLOP, _model_and_kernels, _nonneg_lcp, _positive, contact_problem,
+                       contact_step, point_contacts)
+
+__all__ = ["ContactStepDerivatives", "contact_step_derivatives"]
+
+
+class ContactStepDerivatives(NamedTuple):
+    """Result of :func:`contact_step_derivatives` (batch shape ``...`` of the inputs).
+
+    ``dv_dq``, ``dv_dv``, ``dv_dtau``: derivatives of the next velocity ``v+``; ``dq_dq``,
+    ``dq_dv``, ``dq_dtau``: of the next configuration ``q+`` (on the tangent space at ``q+``);
+    each (..., nv, nv), ``d/dq`` on the tangent space at ``q``.  ``step``: the
+    :class:`~sparsedyn.ContactStep` they are taken at (its ``modes`` are the modes held).
+    """
+
+    dv_dq: np.ndarray
+    dv_dv: np.ndarray
+    dv_dtau: np.ndarray
+    dq_dq: np.ndarray
+    dq_dv: np.ndarray
+    dq_dtau: np.ndarray
+    step: ContactStep
+
+
+# --- the contact Jacobian's derivatives: the traced program of J(q), differentiated -------------
+
+def _rows(model, q, contacts):
+    """``(J, gap)``: the contact rows of :func:`contact_problem` (contact frames, ``[t_x, t_y, n]`` per
+    contact) and the gaps, at ``q`` (kernel use; the traced program keeps only what they need)."""
+    zero = np.zeros(q.shape[:-1] + (model.nv,), dtype=q.dtype)
+    P = contact_problem.__kernel__.fn(model, q, zero, zero, contacts)
+    return P.J, P.gap
+
+
+def _m(model, contacts, **_):
+    return 3 * len(tuple(contacts))
+
+
+def _nc(model, contacts, **_):
+    return len(tuple(contacts))
+
+
+_ROWS = Kernel("friction_contact_rows", _rows, {"q": ("nq",)}, {"J": (_m, "nv"), "gap": (_nc,)}, {}, ("contacts",))
+_OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJ_dq", "dint_dq", "dint_ddq")
+
+
+def _partials_program(model, contacts, with_f_ext):
+    """One program of every per-state piece of the derivatives, inputs ``q, v, a, dq, gravity[, f_ext]``
+    (the library's vocabulary): ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv``
+    at ``(q, v, a)`` (analytic, Carpentier and Mansard's recursion), ``dJ_dq`` (m, nv, nv), the
+    derivative of the contact rows on the tangent space (the traced rows, differentiated by the
+    symbolic layer; ``dJ_dq[i, j, k] = d J[i, j] / dq_k``), and the derivatives of ``q (+) dq``
+    (:func:`~sparsedyn.integrate_derivatives`)."""
+
+    def build():
+        nq, nv = model.nq, model.nv
+        shapes = [(nq,), (nv,), (nv,), (nv,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
+        g = Graph()
+        q, v, a, dq, grav, *fx = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        J, gap = inline(trace_kernel(_ROWS, model, {"contacts": contacts}), [q])
+        Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
+        Tq, Tv = rnea_derivative_kernel(model, q, v, a, fx[0] if fx else None, grav, want_da=False)
+        dJ = inline(derivative_program(_ROWS, model, ("q",), {"contacts": contacts}), [q])[0]
+        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dq])
+        names = ("q", "v", "a", "dq", "gravity") + (("f_ext",) if with_f_ext else ())
+        return g.program([J, gap, Minv, Tq, Tv, dJ, Dq, Dd], shapes, name="contact_step_partials",
+                         input_names=names, output_names=_OUTPUTS)
+    return _cached(("contact_step_partials", contacts, with_f_ext), model, build)
+
+
+# --- the step's derivatives ---------------------------------------------------------------------
+
+def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
+    """Derivatives of one :func:`~sparsedyn.contact_step` (a :class:`ContactStepDerivatives`).
+
+    Arguments as :func:`~sparsedyn.contact_step` (``q`` (..., nq), ``v``/``tau`` (..., nv), the
+    one-sided contacts, ``dt`` > 0, and its options ``tol``, ``max_iterations``, ``solver``,
+    ``f_ext``, ``gravity``, ``warm_start``, ``margin``); the step is taken, then differentiated in
+    the mode each contact is in (``step.modes``), by the implicit function theorem (module
+    docstring).  Returns ``dv_dq``, ``dv_dv``, ``dv_dtau``, ``dq_dq``, ``dq_dv``, ``dq_dtau``
+    (..., nv, nv) and ``step``.  ``d/dq`` is on the tangent space, ``dq+`` on the tangent space at
+    ``q+``; ``f_ext`` and ``gravity`` are held constant.  The derivatives are those of the exact
+    solution in the current modes; at a change of mode (a contact on the edge of its friction
+    cone, a point that just touches, a sliding velocity crossing zero) the step is not
+    differentiable and these are one-sided.  A batch of states (leading axes) is differentiated at
+    once; ``model`` may be ``sd.compile(model)``.
+
+    >>> import numpy as np, sparsedyn as sd
+    >>> puck = sd.ModelBuilder("puck").add_body("puck", None, sd.make_joint("free"), mass=1.0,
+    ...                                          rot_inertia=np.eye(3) / 100).add_frame("puck", "puck").build()
+    >>> d = sd.contact_step_derivatives(puck, np.array([0, 0, 0, 0, 0, 0, 1.0]), np.array([0, 0, 0, 1.0, 0, 0]),
+    ...                                 np.zeros(6), [sd.Contact("puck", "3d", friction=0.5)], 1e-3)
+    >>> d.step.modes.tolist(), round(float(d.dv_dv[3, 3]), 12)     # sliding: the speed carries over
+    (['slide'], 1.0)
+    """
+    who = "contact_step_derivatives"
+    model, kernels = _model_and_kernels(model, who)
+    contacts = point_contacts(model, contacts, who, friction=True)
+    dt = _positive(who, "dt", dt)
+    step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
+    return differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
+                              options.get("gravity"))
+
+
+def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None):
+    """The derivatives of a step already taken (``step``, :func:`contact_step` of these arguments) as
+    :func:`contact_step_derivatives`; ``model`` a Model, ``kernels`` where its kernels run (the model
+    or its compiled form), ``contacts`` checked.  (What :func:`contact_step_derivatives` costs beyond
+    the step.)"""
+    q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    nv, nq, nc = model.nv, model.nq, len(contacts)
+    m = 3 * nc
+    shape = step.v.shape[:-1]
+    B = int(np.prod(shape, dtype=int))
+    flat = lambda x, tail: np.broadcast_to(x, shape + tail).reshape((B,) + tail)      # noqa: E731
+    qb, vb = flat(q, (nq,)), flat(v, (nv,))
+    vp = step.v.reshape(B, nv)
+    lam = step.impulses.reshape(B, m)
+    fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
+
+    # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
+    a = (vp - vb) / dt
+    if nc:
+        P = _partials(model, kernels, contacts, qb, vb, a, vp, lam, gravity, fx, dt * vp)
+        Tq, Tv, Minv, Fq = P.dtau_dq, P.dtau_dv, P.Minv, P.dJTlam_dq
+    else:
+        Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
+        Minv, Fq = minv(kernels, qb), 0.0
+    I = np.eye(nv)
+    # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
+    W = np.concatenate([-(Minv @ (dt * Tq - Fq)), I - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
+    if nc:
+        W = W + _impulse_response(P, W, step, contacts, dt)
+    dv = W.reshape(shape + (nv, 3 * nv))
+    dv_dq, dv_dv, dv_dtau = dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:]
+
+    # q+ = q (+) dt (v+ + correction)
+    dcorr = np.zeros((B, nv, nv))
+    if not nc:
+        Dq, Dd = integrate_derivatives(kernels, qb, dt * vp)
+    else:
+        Dq, Dd = P.dint_dq, P.dint_ddq                          # at q (+) dt v+
+        pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
+        if pen.size:                                            # at the corrected step
+            corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, pen, dt)
+            Dq, Dd = Dq.copy(), Dd.copy()
+            Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
+    Dd = Dd.reshape(shape + (nv, nv))
+    dq_dq = Dq.reshape(shape + (nv, nv)) + dt * (Dd @ (dv_dq + dcorr.reshape(shape + (nv, nv))))
+    return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)
+
+
+def _impulse_response(P, W, step, contacts, dt):
+    """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations."""
+    B, nv = W.shape[0], W.shape[1]
+    nc = len(contacts)
+    m = 3 * nc
+    J, JMinv, G, gap, Uq = P.J, P.JMinv, P.G, P.gap, P.dJw_dq
+    vp = step.v.reshape(B, nv)
+    lam = step.impulses.reshape(B, nc, 3)
+    modes = np.asarray(step.modes).reshape(B, nc)
+    mu = np.array([c.friction for c in contacts])
+    # the contact velocities u = J v+ + b and their change c dx at fixed impulses
+    u = (J @ vp[..., None])[..., 0].reshape(B, nc, 3)
+    u[..., 2] += np.maximum(gap, 0.0) / dt
+    c = J @ W
+    c[..., :nv] += Uq
+    n_rows = 3 * np.arange(nc) + 2
+    c[..., n_rows, :nv] += (gap > 0)[..., None] * J[:, n_rows, :] / dt       # the speculative gap / dt
+    # the mode equations  A dlambda + Bm du = 0,  du = G dlambda + c dx, as 3 x 3 blocks per contact;
+    # the rows that hold velocities are scaled by 1 / max diag G (their unit becomes N s, as the others')
+    scale = 1.0 / np.maximum(np.max(np.diagonal(G, axis1=-2, axis2=-1), -1), np.finfo(float).tiny)
+    op, st, sl = ((modes == x)[..., None, None].astype(float) for x in ("open", "stick", "slide"))
+    speed = np.linalg.norm(u[..., :2], axis=-1)
+    safe = np.where(speed > 0, speed, 1.0)
+    t = u[..., :2] / safe[..., None]                                     # the sliding directions (B, nc, 2)
+    I2, E = np.eye(3)[:, :2] @ np.eye(3)[:2], np.zeros((3, 3))
+    E[2, 2] = 1.0
+    tn = np.zeros((B, nc, 3, 3))
+    tn[..., :2, 2] = mu[:, None] * t                                          # lambda_t + mu t lambda_n
+    tt = np.zeros((B, nc, 3, 3))
+    tt[..., :2, :2] = (mu * lam[..., 2] / safe)[..., None, None] * (np.eye(2) - t[..., :, None] * t[..., None, :])
+    A = op * np.eye(3) + sl * (I2 + tn)
+    Bm = scale[:, None, None, None] * (st * np.eye(3) + sl * E) + sl * tt
+    A, Bm = (np.einsum("biac,ij->biajc", x, np.eye(nc)).reshape(B, m, m) for x in (A, Bm))
+    K = A + Bm @ G
+    dlam = -(np.linalg.pinv(K, rcond=1e-12) @ (Bm @ c))
+    return np.swapaxes(JMinv, -1, -2) @ dlam
+
+
+def _correction_derivative(model, kernels, contacts, P, q, rows, dt):
+    """The split-impulse position correction of the penetrating states ``rows`` and its ``q``
+    derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``, ``dv_c = H^-1 J_A^T l`` with the active
+    normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``."""
+    nc, nv = len(contacts), model.nv
+    m = 3 * nc
+    k = rows.size
+    n_rows = 3 * np.arange(nc) + 2
+    J, JMinv, G, gap, Minv = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows], P.Minv[rows]
+    ln = _nonneg_lcp(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)       # as the step's correction
+    lam = np.zeros((k, nc, 3))
+    lam[..., 2] = ln
+    dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
+    zero = np.zeros((k, nv))
+    C = _partials(model, kernels, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None, zero)
+    Rq = C.dtau_dq - C.dJTlam_dq                            # d(H w - J^T l)/dq at w = dv_c
+    active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
+    Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
+    cq = (C.dJw_dq[:, n_rows, :] + J[:, n_rows, :] / dt - Jn @ (Minv @ Rq)) * active[..., None]
+    Gn = Jn @ np.swapaxes(JMinv[:, n_rows, :] * active[..., None], -1, -2)
+    dln = -(np.linalg.pinv(Gn, rcond=1e-12, hermitian=True) @ cq)
+    return dvc, Minv @ (np.swapaxes(Jn, -1, -2) @ dln - Rq)
+
+
+class _Partials(NamedTuple):
+    J: np.ndarray           # (B, m, nv)
+    gap: np.ndarray         # (B, nc)
+    Minv: np.ndarray        # (B, nv, nv)
+    dtau_dq: np.ndarray
+    dtau_dv: np.ndarray
+    dJw_dq: np.ndarray      # (B, m, nv): d(J w)/dq at fixed w
+    dJTlam_dq: np.ndarray   # (B, nv, nv): d(J^T lam)/dq at fixed lam
+    JMinv: np.ndarray       # (B, m, nv): J H^-1
+    G: np.ndarray           # (B, m, m): the Delassus matrix
+    dint_dq: np.ndarray     # (B, nv, nv): the derivatives of q (+) dq
+    dint_ddq: np.ndarray
+
+
+def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dq):
+    """The pieces of :func:`_partials_program` for a batch (B leading), with ``d(J w)/dq``,
+    ``d(J^T lam)/dq``, ``J H^-1`` and ``G``; on a compiled model the program runs compiled."""
+    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
+    args = [q, v, a, dq, g] + ([f_ext] if f_ext is not None else [])
+    if kernels is model:
+        out = _run(_partials_program(model, contacts, f_ext is not None), args)
+    elif q.shape[0] == 1:                   # one state: the compiled model's single-state fast path
+        out = [x[None] for x in _compiled_partials(kernels, model, contacts, f_ext is not None)(*(x[0] for x in args))]
+    else:
+        out = _compiled_partials(kernels, model, contacts, f_ext is not None)(*args)
+    J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
+    JMinv = J @ Minv
+    return _Partials(J, gap, Minv, Tq, Tv, np.einsum("bijk,bj->bik", dJ, w), np.einsum("bijk,bi->bjk", dJ, lam),
+                     JMinv, JMinv @ np.swapaxes(J, -1, -2), Dq, Dd)
+
+
+_COMPILED = weakref.WeakKeyDictionary()     # compiled model -> {(contacts, with_f_ext): method}
+
+
+def _compiled_partials(kernels, model, contacts, with_f_ext):
+    """The method of the compiled model ``kernels`` that runs :func:`_partials_program` (added once as
+    a user kernel, built on its first call and cached on disk like every kernel)."""
+    table = _COMPILED.setdefault(kernels, {})
+    key = (contacts, with_f_ext)
+    if key not in table:
+        prog = _partials_program(model, contacts, with_f_ext)
+        name = "contact_step_partials_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+        if with_f_ext:
+            def fn(model, q, v, a, dq, gravity, f_ext):
+                return tuple(_run(prog, [q, v, a, dq, gravity, f_ext]))
+        else:
+            def fn(model, q, v, a, dq, gravity):
+                return tuple(_run(prog, [q, v, a, dq, gravity]))
+        table[key] = kernels.add_kernel(fn, name=name)
+    return table[key]

@@ -1,0 +1,219 @@
+"""Derivatives of a frictional contact step (sparsedyn.constraints.friction_derivatives) against central
+differences of the step itself, on the tangent space, in sticking, sliding and separating states of a box
+on its corners (mu = 0.4, dt = 1 ms) and of solo12 on its feet, away from changes of mode.
+
+The differences: ``D(h) = (f(x (+) h e_k) - f(x (-) h e_k)) / 2h`` (``sd.integrate`` for ``q``;
+``sd.difference`` at the unperturbed ``q+`` for the next configuration), the step solved to ``tol =
+1e-12``.  ``D(h)`` differs from the derivative by its truncation error ``O(h^2)`` and by the solver's
+error divided by ``h``; the truncation error of ``D(h/2)`` is a third of ``D(h) - D(h/2)`` (Richardson), so
+the test is ``|D(h/2) - d| <= 2 |D(h) - D(h/2)| + noise`` with ``noise = 4 tol V / h`` (``V`` the step's
+velocity scale, the unit the solver's tolerance is relative to): nothing in it is fitted to the result.
+Every perturbed step is checked to keep the modes of the unperturbed one (away from mode switches).
+"""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rel_err, rounding_bound
+from erd import load_pair
+
+MU, DT, G, MASS, H = 0.4, 1e-3, 9.81, 2.0, 0.1
+TOL = 1e-12
+FIELDS = ("dv_dq", "dv_dv", "dv_dtau", "dq_dq", "dq_dv", "dq_dtau")
+
+
+def box_model():
+    I = MASS * (2 * H) ** 2 / 6 * np.eye(3)
+    b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=MASS, rot_inertia=I)
+    return b.add_frame("box", "box").build()
+
+
+BOX = box_model()
+CORNERS = [sd.Contact("box", "3d", friction=MU, point=(x, y, -H), name=f"c{i}")
+           for i, (x, y) in enumerate([(-H, -H), (H, -H), (-H, H), (H, H)])]
+Q0 = np.array([0, 0, H, 0, 0, 0, 1.0])
+Z = np.zeros(6)
+
+
+def steps(h):
+    """The difference steps of ``q``, ``v`` and ``tau``: ``tau`` by ``h / dt`` (a velocity change of the
+    order of ``h`` over one step)."""
+    return {"q": h, "v": h, "tau": h / DT}
+
+
+def central_differences(model, q, v, tau, contacts, h, **options):
+    """``{field: D(h)}`` and the modes of every perturbed step (one batched call of contact_step)."""
+    nv = model.nv
+    E, hs = np.eye(nv), steps(h)
+    Q = np.concatenate([sd.integrate(model, q, hs["q"] * E), sd.integrate(model, q, -hs["q"] * E),
+                        np.tile(q, (4 * nv, 1))])
+    V = np.concatenate([np.tile(v, (2 * nv, 1)), v + hs["v"] * E, v - hs["v"] * E, np.tile(v, (2 * nv, 1))])
+    T = np.concatenate([np.tile(tau, (4 * nv, 1)), tau + hs["tau"] * E, tau - hs["tau"] * E])
+    s = sd.contact_step(model, Q, V, T, contacts, DT, **options)
+    center = sd.contact_step(model, q, v, tau, contacts, DT, **options)
+    dq = sd.difference(model, center.q, s.q)
+    out = {}
+    for j, x in enumerate(("q", "v", "tau")):
+        plus, minus = slice(2 * j * nv, (2 * j + 1) * nv), slice((2 * j + 1) * nv, (2 * j + 2) * nv)
+        out["dv_d" + x] = ((s.v[plus] - s.v[minus]) / (2 * hs[x])).T
+        out["dq_d" + x] = ((dq[plus] - dq[minus]) / (2 * hs[x])).T
+    return out, s.modes, center
+
+
+#: The natural size of each derivative, in the box's units (mass 2 kg, dt 1 ms): the comparison must resolve
+#: a thousandth of it (or of the derivative, if larger).
+NATURAL = {"dv_dq": 1.0, "dv_dv": 1.0, "dv_dtau": DT / MASS, "dq_dq": 1.0, "dq_dv": DT, "dq_dtau": DT * DT / MASS}
+
+
+def check_against_differences(model, q, v, tau, contacts, h, extra_noise=None, tol=TOL, **options):
+    options["tol"] = tol
+    d = sd.contact_step_derivatives(model, q, v, tau, contacts, DT, **options)
+    D1, modes1, center = central_differences(model, q, v, tau, contacts, h, **options)
+    D2, modes2, _ = central_differences(model, q, v, tau, contacts, h / 2, **options)
+    assert (modes1 == d.step.modes).all() and (modes2 == d.step.modes).all(), "a perturbation changed a mode"
+    assert np.array_equal(d.step.v, center.v)
+    V = max(np.abs(v).max(), np.abs(center.v).max(), G * DT)
+    for name in FIELDS:
+        scale = DT if name.startswith("dq") else 1.0         # q+ moves by dt times the velocity's change
+        noise = 4 * tol * V / steps(h / 2)[name.split("_d")[1]] * scale + (extra_noise or {}).get(name, 0.0)
+        err = np.abs(D2[name] - getattr(d, name)).max()
+        bound = 2 * np.abs(D1[name] - D2[name]).max() + noise
+        assert err <= bound, (name, err, bound)
+        # the bound is a small part of the derivative: the comparison is not empty
+        assert bound <= 1e-3 * max(np.abs(D2[name]).max(), NATURAL[name]), (name, bound, np.abs(D2[name]).max())
+    return d
+
+
+def lifted(q, dz):
+    return q + np.array([0, 0, dz, 0, 0, 0, 0])
+
+
+# --- the box -----------------------------------------------------------------------------------
+
+def test_sliding_box():
+    """Sliding at (1, 0.3) m/s on its four corners, 10 um above the ground and closing: the derivative
+    of the next velocity along the sliding velocity is 1 (friction depends on its direction only)."""
+    v = np.array([0, 0, 0, 1.0, 0.3, -0.02])
+    d = check_against_differences(BOX, lifted(Q0, 1e-5), v, Z, CORNERS, 1e-6)
+    assert list(d.step.modes) == ["slide"] * 4
+    u = v[3:5] / np.linalg.norm(v[3:5])
+    assert abs(u @ d.dv_dv[3:5, 3:5] @ u - 1.0) <= 1e-9
+    # along the plane, the box keeps its momentum but for friction: dv/dtau is H^-1 along the slip direction
+    assert abs(u @ d.dv_dtau[3:5, 3:5] @ u - DT / MASS) <= 1e-9 * DT / MASS
+
+
+def test_sticking_box_pushed_below_the_friction_limit():
+    """Pushed at half mu m g, landing at 0.2 m/s 0.1 mm inside the ground: the corners stick; the next
+    velocity does not depend on the velocity or on small forces (dv/dv and dv/dtau vanish: the impulses
+    absorb them), and the penetration is lifted from the configuration (the split-impulse correction,
+    solved to 1e-6 of the gap, enters dq/dq: its error over the step h is part of the noise).
+
+    Four corners are a redundant set (12 rows, 6 dofs): above the plane (a speculative contact) the
+    differences' tilt makes the corners' gaps unequal, and sticking with unequal closing speeds is
+    inconsistent at second order (a corner slips at ~1e-8 m/s), so the sticking state is taken on the
+    plane's inside, where each corner's normal velocity is held at zero."""
+    f = np.zeros((1, 6))
+    f[0, 3:5] = 0.5 * MU * MASS * G * np.array([0.6, 0.8])
+    gap = 1e-4
+    d = check_against_differences(BOX, lifted(Q0, -gap), np.array([0, 0, 0, 0, 0, -0.2]), Z, CORNERS, 1e-6,
+                                  f_ext=f, extra_noise={"dq_dq": 4 * 1e-6 * gap / 5e-7})
+    assert list(d.step.modes) == ["stick"] * 4
+    assert np.abs(d.dv_dv).max() <= 1e-8 and np.abs(d.dv_dtau).max() <= 1e-8 * DT / MASS
+    # the configuration's change along the normal is lifted back onto the plane: q+ does not follow z
+    assert np.abs(d.dq_dq[5, 5]) <= 1e-6
+
+
+def test_separating_box_falls_freely():
+    """2 cm above the ground and rising: every contact is open and the step is free motion."""
+    v = np.array([0.3, 0.1, 0, 1.0, 0.3, 0.2])
+    d = check_against_differences(BOX, lifted(Q0, 0.02), v, Z, CORNERS, 1e-5)
+    assert list(d.step.modes) == ["open"] * 4
+    a = sd.aba_derivatives(BOX, lifted(Q0, 0.02), v, Z)
+    assert np.abs(d.dv_dv - (np.eye(6) + DT * a[1])).max() <= 1e-12
+    assert np.abs(d.dv_dtau - DT * a[2]).max() <= 1e-15
+    # free motion: the derivatives of v + dt aba(q, v, tau), with any gravity, and without contacts
+    g = np.array([1.0, -2.0, -9.0])
+    for contacts in (CORNERS, []):
+        d = sd.contact_step_derivatives(BOX, lifted(Q0, 0.02), v, Z, contacts, DT, gravity=g)
+        a = sd.aba_derivatives(BOX, lifted(Q0, 0.02), v, Z, gravity=g)
+        for x, ax in zip((d.dv_dq, d.dv_dv - np.eye(6), d.dv_dtau), a):
+            assert rel_err(x / DT, ax) <= rounding_bound(6, kappa=np.linalg.cond(sd.crba(BOX, Q0)))
+
+
+def test_tumbling_box_on_three_corners_slides_and_separates():
+    """Three corners (a regular contact set), the box turning: one corner lifts off, two slide."""
+    v = np.array([0.1, 0.05, 0.2, 1.0, 0.3, -0.02])
+    d = check_against_differences(BOX, lifted(Q0, 1e-5), v, Z, CORNERS[:3], 1e-6)
+    assert sorted(d.step.modes) == ["open", "slide", "slide"]
+
+
+def test_a_batch_equals_single_states():
+    v = np.array([[0, 0, 0, 1.0, 0.3, -0.02], [0, 0, 0, 0, 0, -0.02], [0.3, 0.1, 0, 1.0, 0.3, 0.2]])
+    q = np.stack([lifted(Q0, 1e-5), lifted(Q0, 1e-5), lifted(Q0, 0.02)])
+    d = sd.contact_step_derivatives(BOX, q, v, Z, CORNERS, DT, tol=TOL)
+    assert d.dv_dq.shape == (3, 6, 6) and d.step.v.shape == (3, 6)
+    for i in range(3):
+        di = sd.contact_step_derivatives(BOX, q[i], v[i], Z, CORNERS, DT, tol=TOL)
+        for name in FIELDS:
+            assert np.abs(getattr(d, name)[i] - getattr(di, name)).max() <= \
+                1e-9 * max(1.0, np.abs(getattr(di, name)).max()), name
+
+
+def test_a_compiled_model_gives_the_same_derivatives():
+    """On ``sd.compile(model)`` the per-state pieces run compiled (one user kernel on the compiled model):
+    the same derivatives of the same step up to rounding.  (The same step: on four corners the impulses'
+    split among the corners is not unique, and the compiled and NumPy solvers may pick different valid
+    splits, whose derivatives differ.)"""
+    from sparsedyn.constraints.friction_derivatives import differentiate_step
+    k = sd.compile(BOX)
+    for q, v in ((lifted(Q0, 1e-5), np.array([0, 0, 0, 1.0, 0.3, -0.02])),
+                 (lifted(Q0, -1e-4), np.array([0, 0, 0, 0, 0, -0.2]))):
+        step = sd.contact_step(BOX, q, v, Z, CORNERS, DT)
+        d = differentiate_step(BOX, BOX, q, v, Z, tuple(CORNERS), DT, step)
+        dk = differentiate_step(BOX, k, q, v, Z, tuple(CORNERS), DT, step)
+        for name in FIELDS:
+            scale = max(np.abs(getattr(d, name)).max(), NATURAL[name])
+            assert np.abs(getattr(dk, name) - getattr(d, name)).max() <= 1e-6 * scale, name
+
+
+def test_bad_input_is_refused_clearly():
+    with pytest.raises(ValueError, match="contact_step_derivatives: dt must be a finite number > 0"):
+        sd.contact_step_derivatives(BOX, Q0, Z, Z, CORNERS, 0.0)
+    with pytest.raises(ValueError, match="contact_step_derivatives: contact 'c' needs a friction coefficient"):
+        sd.contact_step_derivatives(BOX, Q0, Z, Z, [sd.Contact("box", "3d", friction=0.0, name="c")], DT)
+    with pytest.raises(KeyError, match="'nowhere'"):
+        sd.contact_step_derivatives(BOX, Q0, Z, Z, [sd.Contact("nowhere", "3d", friction=0.5)], DT)
+    with pytest.raises(ValueError, match="kind='3d'"):
+        sd.contact_step_derivatives(BOX, Q0, Z, Z, [sd.Contact("box")], DT)
+    with pytest.raises(ValueError, match="q: contains NaN"):
+        sd.contact_step_derivatives(BOX, np.full(7, np.nan), Z, Z, CORNERS, DT)
+    with pytest.raises(ValueError, match="tau"):
+        sd.contact_step_derivatives(BOX, Q0, Z, np.zeros(5), CORNERS, DT)
+
+
+# --- solo12 on its feet ----------------------------------------------------------------------------
+
+SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+
+
+def test_solo12_feet_pressed_down_and_pushed():
+    """solo12's feet 10 um above the ground, the base pressed down at random joint velocities and
+    torques: the feet stick or slide (both occur), and the derivatives equal central differences."""
+    model, _ = load_pair("solo12", True)
+    feet = [sd.Contact(f, "3d", friction=0.7) for f in SOLO_FEET]
+    q = np.zeros(model.nq)
+    q[6] = 1.0
+    q[7:] = np.tile([0.0, 0.8, -1.6], 4)
+    q[2] = 1e-5 - min(sd.frame_placement(model, q, f)[1][2] for f in SOLO_FEET)
+    rng = np.random.default_rng(2)
+    modes = set()
+    for _ in range(2):
+        v = rng.normal(size=model.nv)
+        v[:6] *= 0.3
+        v[5] -= 0.3
+        tau = 5 * rng.normal(size=model.nv)
+        tau[:6] = 0
+        d = check_against_differences(model, q, v, tau, feet, 1e-6)
+        modes |= set(d.step.modes)
+    assert {"stick", "slide"} <= modes
