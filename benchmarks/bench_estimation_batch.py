@@ -20,12 +20,11 @@ Nothing here is a test: numbers are reported, never asserted.
 """
 
 import argparse
+import contextlib
 import os
 import platform
-import shutil
 import sys
 import tempfile
-import time
 import timeit
 import warnings
 
@@ -91,12 +90,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     log = lambda m: print(f"  .. {m}", file=sys.stderr, flush=True)   # noqa: E731
-    tmp = None
-    if not a.cache:
-        tmp = tempfile.mkdtemp(prefix="sparsedyn-bench-")
-        os.chmod(tmp, 0o700)
-        os.environ["SPARSEDYN_CACHE_DIR"] = tmp
-    try:
+    with contextlib.ExitStack() as stack:
+        if not a.cache:                                  # a fresh private build cache (mode 0700)
+            os.environ["SPARSEDYN_CACHE_DIR"] = stack.enter_context(tempfile.TemporaryDirectory(prefix="sparsedyn-"))
         import sparsedyn as sd
         from sparsedyn.estimation import problem_from_file
         from sparsedyn.estimation.casestudy import case_problems
@@ -134,9 +130,6 @@ def main(argv=None):
         print("batch: one k.solve of the whole batch (validation, native call, re-solves, Estimate); kernel: "
               "k.raw (the native call alone); loop: k.solve per state; us/state: of the batch; resolved: states "
               "whose check values sent them to NumPy; batch-single: largest difference per state, relative.")
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
