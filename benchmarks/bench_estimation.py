@@ -66,7 +66,7 @@ def run_case(name, problem, batch, rng, log):
     row["kernel_sps"] = batch / _best(lambda: k.raw(*argsb), 1, 3)
     e1 = k.solve(q, qd, y)
     out = k.raw(*argsb)
-    row["flagged"] = int(k._checks.bad(out["chk"], out["d"]).sum()) if "chk" in out else 0
+    row["flagged"] = int(k.compiled_kernels.failed(k.kernel_name, tuple(out.values()), (batch,)).sum())
     diff = np.max(np.abs(e1.d - e0.d), -1) / np.maximum(1.0, np.max(np.abs(e0.d), -1))
     row["diff_max"], row["diff_med"] = float(diff.max()), float(np.median(diff))
     r, f = k.flops("result"), k.flops()

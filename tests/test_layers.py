@@ -38,12 +38,7 @@ COMPILER_IMPORTS = {"foundation", "symbolic", "compile"}
 
 #: Today's violations, (importer, imported) -> the step of issue 21 that removes it.
 KNOWN = {
-    ("codegen.problems", "algorithms.ltdl"): "owners write their own kernels: sparse solve, estimator",
-    ("codegen.problems", "estimation.problem"): "owners write their own kernels: sparse solve, estimator",
-    ("codegen.problems", "sparse"): "owners write their own kernels: sparse solve, estimator",
-    ("codegen.problems", "sparse.solver"): "owners write their own kernels: sparse solve, estimator",
     # edges that close a circle (same layer)
-    ("sparse.measurements", "sparse.solver"): "circle: Problem.analyze calls the solver module",
 }
 
 

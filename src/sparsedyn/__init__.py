@@ -114,6 +114,8 @@ _LAZY = {
     "estimation_demo": ("sparsedyn.estimation", "estimation_demo"),
     "codegen": ("sparsedyn.codegen", None),
     "CompiledModel": ("sparsedyn.codegen", "CompiledModel"),
+    "CompiledStructure": ("sparsedyn.sparse", "CompiledStructure"),        # sparsedyn.compile(structure)
+    "CompiledEstimator": ("sparsedyn.estimation", "CompiledEstimator"),    # sparsedyn.compile(estimator)
     "compile": ("sparsedyn.codegen", "compile"),          # sparsedyn.compile(model) -> CompiledModel
     "compile_report": ("sparsedyn.codegen", "compile_report"),
     "identification": ("sparsedyn.identification", None),

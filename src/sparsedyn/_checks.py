@@ -88,8 +88,17 @@ def vector(model, name, x, size, what, check_values=True):
                          f"got shape {x.shape}")
     xv = values(x) if check_values else None
     if xv is not None and not np.all(np.isfinite(xv)):
-        raise ValueError(f"{name}: contains NaN or infinite values")
+        raise ValueError(f"{name}: contains NaN or infinite values{first_bad(~np.all(np.isfinite(xv), -1))}")
     return x
+
+
+def first_bad(bad):
+    """``" at batch index (i, ...) (the first)"`` for a boolean array ``bad`` of the batch shape, or
+    ``""`` for one state: where a batched input first fails a check."""
+    bad = np.asarray(bad)
+    if bad.ndim == 0 or not bad.any():
+        return ""
+    return f" at batch index {tuple(int(i) for i in np.unravel_index(np.argmax(bad), bad.shape))} (the first)"
 
 
 _QUATERNIONS = weakref.WeakKeyDictionary()
@@ -132,7 +141,8 @@ def configuration(model, q, name="q", check_values=True):
                 i, stop = joints[k], int(idx[k, -1]) + 1
                 raise ValueError(f"{name}: the quaternion of joint {model.joint_names[i]!r} "
                                  f"(q[{stop - 4}:{stop}], [x, y, z, w]) is not of unit norm "
-                                 f"(| |q|^2 - 1 | up to {err.max():.3g}); normalise it with sparsedyn.normalize(model, {name})")
+                                 f"(| |q|^2 - 1 | up to {err.max():.3g}){first_bad(~np.all(err <= QUAT_TOL, -1))}; "
+                                 f"normalise it with sparsedyn.normalize(model, {name})")
     return q
 
 

@@ -303,11 +303,14 @@ class Owned(NamedTuple):
     ``fingerprint``: a string that identifies everything the kernels compute beyond the model
     (two owners with one fingerprint must trace to the same programs), or ``None`` when nothing
     identifies them safely (then they are traced on every compile; the library, keyed by the
-    programs, is still reused)."""
+    programs, is still reused); ``owner``: the object the kernels belong to when it is not the one
+    asked (a sparse problem hands over the kernels of its analysed structure): the compiled kernels
+    are wrapped by *its* ``__sparsedyn_compiled__``."""
 
     model: Any
     kernels: tuple
     fingerprint: str | None = None
+    owner: Any = None
 
 
 def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None):

@@ -15,7 +15,7 @@ holding, with the states along axis 0 (``N`` rows):
 The estimates are written in the same format (``.npz`` or Zarr) under the
 names of :func:`estimate_fields`: ``tau`` (N, nv), ``contact[<name>]`` (N, 6)
 per contact (the wrench on the robot in the contact frame, as
-:attr:`Estimate.contacts <sparsedyn.estimation.problem.Estimate.contacts>`), ``chi2``
+:attr:`Estimate.contacts <sparsedyn.estimation.Estimate.contacts>`), ``chi2``
 (N,) (the weighted residual; zero for a square problem) and, for a
 least-squares problem, ``residual`` (N, ny): the measurements minus their
 prediction from the estimate (a square problem fits them exactly).
@@ -385,7 +385,7 @@ def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progre
     """Estimate every state of ``recording`` and write the estimates to ``out`` (see the module docstring).
 
     ``problem``: an :class:`~sparsedyn.EstimationProblem` or its
-    :class:`~sparsedyn.estimation.problem.Estimator`.  ``workers``: 0 solves in this process (compiled,
+    :class:`~sparsedyn.estimation.Estimator`.  ``workers``: 0 solves in this process (compiled,
     ``threads`` threads: default all cores); ``N`` starts a local Dask cluster of ``N`` worker
     processes (one thread each); ``client``: a ``dask.distributed.Client`` of a running cluster
     instead.  ``chunk``: rows per batched call (default: the Zarr store's chunks, else

@@ -18,7 +18,9 @@ from conftest import near_singular_state, random_trees, rel_err, rounding_bound,
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
 from sparsedyn import sparse
 from sparsedyn.codegen import CompilerNotFoundWarning
-from sparsedyn.codegen.problems import CompiledEstimator, CompiledStructure
+from sparsedyn.estimation import CompiledEstimator
+from sparsedyn.sparse import CompiledStructure
+from sparsedyn.sparse.checks import check_count
 from sparsedyn.estimation import StateSingularError
 from sparsedyn.estimation.casestudy import case_problems, consistent_state, sample_noise
 from sparsedyn.sparse import SparsePivotWarning
@@ -29,6 +31,17 @@ pytestmark = pytest.mark.usefixtures("compile_cache")
 def per_state(x, y):
     x, y = np.asarray(x, float).reshape(len(x), -1), np.asarray(y, float).reshape(len(y), -1)
     return np.max(np.abs(x - y), axis=1) / np.maximum(1.0, np.max(np.abs(y), axis=1))
+
+
+def numpy_flags_every_state(est):
+    """``est._online`` whose sparse checks flag every state (so ``Estimator.solve`` re-solves densely)."""
+    online = est._online
+
+    def flagged(*args, **kw):
+        d, chi2, core, monitor = online(*args, **kw)
+        monitor.bad[...] = True
+        return d, chi2, core, monitor
+    return flagged
 
 
 def states(model, rng, n):
@@ -81,7 +94,7 @@ def test_compiled_sparse_dynamics_equals_numpy(tree, kind, rng):
     # flops from the IR next to the tracer's count (same kernels, different folding rules)
     f = k.flops()
     assert f["total"] > 0 and k.flops("result") == f                # proven pivots: no check values
-    assert st.proven and k._checks.size == 0
+    assert st.proven and check_count(st) == 0
 
 
 def test_compiled_robot_and_a_structure(rng):
@@ -112,7 +125,7 @@ def test_two_problems_on_one_model_do_not_share_a_library(rng):
     st_fd = sparse.forward_dynamics_problem(model).analyze()
     st_col = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
     ks = [sd.compile(s) for s in (st_id, st_fd, st_col)]
-    libs = {k._libs[("main", "single")].lib._name for k in ks}
+    libs = {k.compiled_kernels._libs[("main", "single")].lib._name for k in ks}
     assert len(libs) == 3
     q, v, a = states(model, rng, 3)
     for s, k, y in zip((st_id, st_fd, st_col), ks, (st_id.problem.values(qdd=a), st_fd.problem.values(tau=a),
@@ -120,8 +133,8 @@ def test_two_problems_on_one_model_do_not_share_a_library(rng):
         assert rel_err(k.solve(q, v, y), s.solve(q, v, y)) < 1e-9
     # compiling again loads the same library from the manifest, without tracing
     again = sd.compile(st_fd)
-    assert not again.built["single"] and again._libs[("main", "single")].lib._name == \
-        ks[1]._libs[("main", "single")].lib._name
+    assert not again.built["single"] and again.compiled_kernels._libs[("main", "single")].lib._name == \
+        ks[1].compiled_kernels._libs[("main", "single")].lib._name
 
 
 def test_measurement_bias_keys_the_manifest(rng):
@@ -129,7 +142,7 @@ def test_measurement_bias_keys_the_manifest(rng):
     elsewhere (its globals are unknown) disables the manifest, and the library, keyed by the IR, is
     still shared.  Either way the compiled solve equals the NumPy one (here with unproven pivots)."""
     from sparsedyn import sensors
-    from sparsedyn.codegen.problems import structure_fingerprint
+    from sparsedyn.sparse.fingerprint import structure_fingerprint
     from sparsedyn.estimation.problem import _Entry
     model = sd.serial_chain(5)
     layout = sparse.Layout(model)
@@ -152,7 +165,7 @@ def test_measurement_bias_keys_the_manifest(rng):
         y = st.problem.values(tau=a, **{"acc x": rng.normal(size=(6, 1))})
         ref = st.solve(q, v, y)
         assert np.all(per_state(k.solve(q, v, y), ref) <= structure_bound(st, q, ref))
-        libs.append(k._libs[("main", "single")].lib._name)
+        libs.append(k.compiled_kernels._libs[("main", "single")].lib._name)
     assert libs[0] == libs[1]
 
 
@@ -162,7 +175,7 @@ def test_names_do_not_reach_the_source(rng):
     from sparsedyn.codegen.trace import trace
     model = hostile_model()
     k = sd.compile(sparse.forward_dynamics_problem(model))
-    src = emit_unit(emit_program(trace(model, k._spec_main), k._kname, "single"))
+    src = emit_unit(emit_program(trace(model, k.compiled_kernels._specs[k.kernel_name]), k.kernel_name, "single"))
     for bad in ("MARKER", "*/ int", "\\slash", "stdio", "naïve", "model \"") + tuple(EVIL[:3]):
         assert bad not in src
     assert src.isascii()
@@ -177,7 +190,7 @@ def test_near_singular_static_pivot_gives_the_numpy_answer_with_its_warning(rng)
     st = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
     assert not st.proven
     k = sd.compile(st)
-    assert k._checks.size > 0 and k.flops("checks")["total"] > 0
+    assert check_count(st) > 0 and k.flops("checks")["total"] > 0
     found = near_singular_state(st, rng)
     assert found is not None
     q_bad = found[0]
@@ -187,8 +200,8 @@ def test_near_singular_static_pivot_gives_the_numpy_answer_with_its_warning(rng)
     assert rel_err(st.unpack(st.solve(Q, V, y, check="none"))["qdd"][1], sd.aba(model, Q[1], V[1], T[1])) > 1e-6
     with pytest.warns(SparsePivotWarning, match=r"colamd.*1 of 3 states.*partial pivoting"):
         ref = st.solve(Q, V, y)
-    out = k._run("main", k._kname, [Q, V, y])
-    assert k._checks.bad(out[1], out[0]).tolist() == [False, True, False]      # flagged by the kernel
+    out = k.compiled_kernels.run(k.kernel_name, Q, V, y)
+    assert k.compiled_kernels.failed(k.kernel_name, out, (3,)).tolist() == [False, True, False]   # flagged
     with pytest.warns(SparsePivotWarning, match=r"colamd.*partial pivoting"):
         d = k.solve(Q, V, y)
     bound = structure_bound(st, Q, ref)
@@ -297,19 +310,20 @@ def test_estimator_states_flagged_by_the_kernel_go_to_numpy(humanoid_cases):
     for solver in (k, est):
         with pytest.raises(ValueError, match="NaN"):
             solver.solve(q, qd, ynan)
-    out = k._run("main", k._kname, [q, qd, y])
-    assert not k._checks.bad(out[-1], out[0]).any()
+    ck = k.compiled_kernels
+    out = ck.run(k.kernel_name, q, qd, y)
+    assert not ck.failed(k.kernel_name, out, (4,)).any()
     calls = []
     solve = est.solve
-    k._checks.bad = lambda chk, d: np.arange(len(chk)) == 1        # pretend the kernel flags state 1
+    ck.failed = lambda name, outs, batch: np.arange(batch[0]) == 1        # pretend the kernel flags state 1
     est.solve = lambda *a, **kw: calls.append(len(a[0])) or solve(*a, **kw)
     try:
         e1 = k.solve(q, qd, y)
         assert calls == [1]
         assert rel_err(e1.d, solve(q, qd, y).d) < 1e-11
         # a state that is singular for the NumPy path too: its error names the caller's index
-        k._checks.bad = lambda chk, d: np.arange(len(chk)) == 2
-        est._sparse_solve = lambda st, q, qd, ys, g: (None, np.ones(q.shape[:-1], bool), None)
+        ck.failed = lambda name, outs, batch: np.arange(batch[0]) == 2
+        est._online = numpy_flags_every_state(est)
 
         def singular(q, qd, y, g, idx=(), want_cov=False):
             raise StateSingularError(f"{problem.name}: singular at the state with batch index {idx}", [idx])
@@ -318,7 +332,7 @@ def test_estimator_states_flagged_by_the_kernel_go_to_numpy(humanoid_cases):
             k.solve(q, qd, y)
         assert info.value.states == ((2,),)
     finally:
-        del k._checks.bad, est.solve, est._sparse_solve, est._dense_state
+        del ck.failed, est.solve, est._online, est._dense_state
 
 
 def test_without_a_compiler_everything_answers_through_numpy(tmp_path, monkeypatch, humanoid_cases, rng):
@@ -438,7 +452,7 @@ def test_one_state_estimate_equals_numpy_field_by_field(one_state, name):
     assert isinstance(k, CompiledEstimator) and k.compiled and k.square == (name == "tree-square")
     assert (est.k == 6) if name == "icub" else name == "tree-square" or est.k == 0
     from sparsedyn.codegen.runtime import _fast_module
-    assert (k._fast is not None) == (_fast_module(k._compiler) is not None)   # C fast path where it builds
+    assert k.fastcall == (_fast_module(k.compiled_kernels._compiler) is not None)   # C fast path where it builds
     rng = np.random.default_rng(11)
     q, qd, qdd, w = consistent_state(problem, rng, batch=(3,))
     y, truth = problem.measurements(q, qd, qdd, w)
@@ -534,12 +548,13 @@ def test_one_state_flagged_or_singular_goes_to_numpy(one_state, monkeypatch):
         mp.setattr(est, "solve", lambda *a, **kw: calls.append(np.shape(a[0])) or solve(*a, **kw))
         e1 = k.solve(q, qd, y)
         assert calls == []
-        mp.setattr(k._checks, "ok", lambda chk, d: False)         # pretend the kernel flags the state
-        mp.setattr(k._checks, "bad", lambda chk, d: np.ones(len(chk), bool))   # (the path without fast calls)
+        ck = k.compiled_kernels
+        mp.setattr(ck, "passed", lambda name, outs: False)         # pretend the kernel flags the state
+        mp.setattr(ck, "failed", lambda name, outs, batch: np.ones(batch, bool))   # (the path without fast calls)
         e2 = k.solve(q, qd, y)
         assert calls == [(problem.model.nq,)] and np.array_equal(e2.d, e0.d)
         assert rel_err(e1.d, e2.d) <= estimator_bound(problem, q[None], e2.d[None])[0]
-        mp.setattr(est, "_sparse_solve", lambda st, q, qd, ys, g: (None, np.ones(q.shape[:-1], bool), None))
+        mp.setattr(est, "_online", numpy_flags_every_state(est))
 
         def singular(q, qd, y, g, idx=(), want_cov=False):
             raise StateSingularError(f"{problem.name}: singular at the state with batch index {idx}", [idx])

@@ -6,7 +6,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.estimation.casestudy import case_problems
-from sparsedyn.estimation.problem import _rank
+from sparsedyn.estimation.verdict import _rank
 from sparsedyn.sparse.assembly import SystemPattern
 
 

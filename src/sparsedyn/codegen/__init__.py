@@ -6,9 +6,10 @@ symbolic scalars into straight-line programs (:mod:`sparsedyn.symbolic.ir`, :mod
 emits C (:mod:`.cemit`), builds a shared library in a user-private cache
 (:mod:`.build`) and returns a :class:`CompiledModel` whose methods
 ``k.rnea, k.bias, k.aba, k.crba, k.minv, k.fk`` take one state or a batch.
-``sparsedyn.compile`` of a sparse problem or an estimator traces their online
-phase the same way (:mod:`.problems`: :class:`CompiledStructure`,
-:class:`CompiledEstimator`, whose ``solve`` matches the NumPy one).
+``sparsedyn.compile`` of an owner of kernels (a sparse structure, an estimator:
+anything with ``__sparsedyn_kernels__``) builds the kernels it hands over the same
+way (:mod:`.owned`); the owner wraps them (``CompiledStructure``, ``CompiledEstimator``,
+written in the layers that own their mathematics).
 The compiler never re-implements dynamics: it only records what the kernels do.
 
 ``sparsedyn.compile`` is :func:`sparsedyn.codegen.api.compile`; this subpackage
@@ -19,12 +20,10 @@ holds the machinery (:mod:`sparsedyn.symbolic.ir`, :mod:`sparsedyn.codegen.trace
 from .api import CompiledModel, KernelInfo, compile, compile_report
 from .build import BuildError, CacheDirWarning, CompilerNotFoundWarning
 from ..symbolic.ir import Graph, Program, Sym
-from .problems import CompiledEstimator, CompiledStructure
 from .trace import DEFAULT_KERNELS, KERNELS, trace
 from .api import UntraceableError
 from .owned import CompiledKernels
 from . import native  # noqa: F401,E402 - registers the plain calls' native road (and compile's shared object)
 
-__all__ = ["compile", "compile_report", "CompiledModel", "CompiledStructure", "CompiledEstimator",
-           "CompiledKernels", "KernelInfo", "CompilerNotFoundWarning",
+__all__ = ["compile", "compile_report", "CompiledModel", "CompiledKernels", "KernelInfo", "CompilerNotFoundWarning",
            "CacheDirWarning", "BuildError", "Graph", "Program", "Sym", "trace", "DEFAULT_KERNELS", "KERNELS"]

@@ -24,11 +24,10 @@ NumPy functions, and :func:`compile` warns once per process
 (:class:`~sparsedyn.codegen.build.CompilerNotFoundWarning`).
 
 Sparse problems and estimators (``compile(problem | structure | estimation
-problem | estimator)``, :mod:`.problems`) go through the same machinery: their
-kernels are :class:`~sparsedyn.kernels.Kernel` objects of state arrays
-(:meth:`~sparsedyn.kernels.Kernel.of_arrays`), the
-shared base :class:`KernelSet` builds, caches and runs them, and the model key
-of the manifest is extended by a fingerprint of the problem's structure.
+problem | estimator)``) are owners of kernels: they hand their kernels over
+through ``__sparsedyn_kernels__`` (:mod:`sparsedyn.kernels`, *Owners*), which
+:mod:`.owned` builds, caches (the model key of the manifest extended by the
+owner's fingerprint) and runs on the shared :class:`KernelSet`.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from ..symbolic.trace import UntraceableError
 from . import build
 from .compiled_model import CompiledModel
 from .owned import CompiledKernels, compile_owned
-from .problems import compile_problem, is_problem
 from .runtime import KernelInfo, KernelSet, _progress_fn, find_compiler_or_warn
 from .trace import DEFAULT_KERNELS
 
@@ -81,15 +79,15 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
       returns a :class:`~sparsedyn.codegen.owned.CompiledKernels` (a method per kernel), or what the
       owner's ``__sparsedyn_compiled__`` makes of it;
     * a :class:`sparsedyn.sparse.Problem` (analysed here with the default ordering) or a
-      :class:`sparsedyn.sparse.Structure`: returns a
-      :class:`~sparsedyn.codegen.problems.CompiledStructure` whose
+      :class:`sparsedyn.sparse.Structure` (owners of kernels): returns a
+      :class:`~sparsedyn.sparse.compiled.CompiledStructure` whose
       ``solve(q, v, y=None, gravity=None, check="auto", info=False)`` returns what
       :meth:`Structure.solve <sparsedyn.sparse.Structure.solve>` returns;
     * a :class:`sparsedyn.constraints.ConstraintSet` (an owner of kernels): returns a copy that runs
       compiled (see :mod:`sparsedyn.constraints.compiled`), e.g. ``simulate(sd.compile(cs), q0, v0, 1.0, 1e-3)``;
-    * an :class:`sparsedyn.estimation.EstimationProblem` (compiled here) or an
-      :class:`~sparsedyn.estimation.Estimator`: returns a
-      :class:`~sparsedyn.codegen.problems.CompiledEstimator` whose
+    * an :class:`sparsedyn.estimation.EstimationProblem` (analysed here) or an
+      :class:`~sparsedyn.estimation.Estimator` (owners of kernels): returns a
+      :class:`~sparsedyn.estimation.compiled.CompiledEstimator` whose
       ``solve(q, v, y, covariance=False, gravity=None)`` returns what
       :meth:`Estimator.solve <sparsedyn.estimation.Estimator.solve>` returns.
 
@@ -104,11 +102,6 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
         if kernels:
             raise TypeError("compile: kernels= applies to models, not to owners of kernels")
         return compile_owned(model, find_compiler_or_warn(), progress, vectorize)
-    if is_problem(model):
-        if kernels:
-            raise TypeError("compile: kernels= applies to models, not to sparse problems or estimators")
-        compiler = find_compiler_or_warn()
-        return compile_problem(model, compiler, vectorize=vectorize, progress=progress)
     if isinstance(kernels, str) or callable(kernels):
         kernels = (kernels,)
     compiler = find_compiler_or_warn()

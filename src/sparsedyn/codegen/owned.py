@@ -4,9 +4,17 @@
 The compiler knows nothing of the owner: it builds the kernels it is handed (one library, cached
 under the model fingerprint plus the owner's fingerprint) and exposes each as a method that runs
 one state or a batch, with ``out=``.  Without a C compiler the methods call the kernels' NumPy
-functions.  An owner whose kernels depend on choices made at run time (a partition of the
-coordinates, a step size) hands them later, one at a time, to :meth:`CompiledKernels.add`.  An owner's
-wrapper pickles as "compile the owner again" (:meth:`CompiledKernels.compile_again`).
+functions.  ``compile`` builds both the single-state and the vectorised batch form of the kernels
+handed over (so no later call builds behind the user's back).  An owner whose kernels depend on
+choices made at run time (a partition of the coordinates, a step size) hands them later, one at a
+time, to :meth:`CompiledKernels.add`.  An owner's wrapper pickles as "compile the owner again"
+(:meth:`CompiledKernels.compile_again`).
+
+What an owner's wrapper may use besides: :meth:`CompiledKernels.fast`, a C fast path for one
+clean state (every input finite, unit quaternions in the configuration inputs, float64 arrays of
+the one-state shapes; anything else is declined with ``None``), and the decoding of *check*
+outputs (:meth:`CompiledKernels.failed`, :meth:`CompiledKernels.passed`): a state fails when one
+of its check values is not positive (NaN included) or one of its other outputs is not finite.
 """
 
 from __future__ import annotations
@@ -16,9 +24,16 @@ import numpy as np
 from ..kernels import Kernel
 from ..symbolic.trace import trace_kernel
 from .compiled_model import CompiledModel, _checked
-from .runtime import KernelInfo, KernelSet, _progress_fn, find_compiler_or_warn, trace
+from .runtime import KernelInfo, KernelSet, _fast_module, _input_checks, _progress_fn, find_compiler_or_warn, trace
 
 __all__ = ["CompiledKernels", "compile_owned"]
+
+_min = np.minimum.reduce
+
+
+def _decline(*args, **kwargs):
+    """The fast path's fallback: ``None`` tells the caller to take its checked path."""
+    return None
 
 
 class CompiledKernels(KernelSet):
@@ -26,7 +41,10 @@ class CompiledKernels(KernelSet):
     (arrays in the kernel's input order, leading batch axes broadcast; one array per output, a
     tuple for several), ``k.run(name, *arrays, out=None)`` the same by name, ``k.flops(name)``
     from the IR.  Attributes: ``owner``, ``model``, ``names`` (the kernels' names), ``compiled``
-    (False on the NumPy fallback), ``kernels`` (``{name: KernelInfo}`` of the kernels built)."""
+    (False on the NumPy fallback), ``kernels`` (``{name: KernelInfo}`` of the kernels built).
+
+    ``vectorize``: ``None`` (default) or ``True`` build the vectorised batch library with the
+    single-state one, ``False`` never (batches loop over the scalar code, in C, on all cores)."""
 
     def __init__(self, owner, owned, compiler, progress=None, vectorize=None):
         super().__init__(owned.model, compiler, progress, vectorize,
@@ -40,9 +58,24 @@ class CompiledKernels(KernelSet):
         if len(set(self.names)) != len(ks):
             raise ValueError(f"{type(owner).__name__}.__sparsedyn_kernels__: kernel names repeat: {self.names}")
         self._specs.update(zip(self.names, ks))
-        single = self._start() if ks else None
+        self._fast, self._checkpos = {}, {}
+        for k in ks:
+            outs = list(k.outputs)
+            self._checkpos[k.name] = ([i for i, n in enumerate(outs) if n in k.checks],
+                                      [i for i, n in enumerate(outs) if n not in k.checks])
+        single = self._start(batch=vectorize is not False) if ks else None
         if single is not None:
             self.lanes = single.lanes
+            fast = _fast_module(self._compiler)
+            if fast is not None:
+                for k in ks:
+                    self._fast[k.name] = self._fast_kernel_checked(fast, single, k)
+            self.fastcall = any(f is not None for f in self._fast.values())
+
+    def _start(self, batch=False):
+        if self.compiled and batch and self.vectorize is None:
+            self.vectorize = True               # sd.compile builds everything the object will call
+        return super()._start()
 
     def _group_specs(self, group):
         if group != "main":                 # a kernel handed later (add): a library of its own
@@ -102,22 +135,90 @@ class CompiledKernels(KernelSet):
         self._added[name] = f
         return f
 
-    def run(self, name, *arrays, out=None):
-        """Kernel ``name`` on ``arrays`` (one per input, float, batch axes broadcast)."""
+    def _fast_kernel_checked(self, fast, single, spec):
+        shapes = spec.shapes(self.model)
+        tol, groups = _input_checks(self.model, spec)
+        # a hair tighter than the NumPy check, so a quaternion accepted here is accepted there whatever
+        # the rounding of the two sums
+        quats = (tol * (1 - 1e-6), groups) if groups else None
+        try:
+            return fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
+                               tuple(tuple(shapes[n]) for n in spec.outputs), _decline, quats)
+        except (TypeError, ValueError):                # more arguments or quaternions than it takes
+            return None
+
+    def fast(self, name):
+        """A C callable for one state of kernel ``name`` (``None`` when there is none): it returns the
+        outputs (a tuple) for float64 arrays of the one-state shapes whose values are finite and
+        whose configuration quaternions have unit norm, and ``None`` for any other call."""
+        f = self._fast.get(name)
+        if f is None:
+            return None
+        if len(self._specs[name].outputs) == 1:
+            return lambda *arrays: (lambda r: r if r is None else (r,))(f(*arrays))
+        return f
+
+    def passed(self, name, outs) -> bool:
+        """Whether one state's outputs ``outs`` (a tuple, in the kernel's output order) pass: every
+        check value positive (NaN is not) and every other output finite."""
+        chk, res = self._checkpos[name]
+        for i in chk:
+            c = outs[i]
+            if c.size and not _min(c, axis=None) > 0:
+                return False
+        return all(outs[i].dot(np.zeros(outs[i].shape[-1:])) == 0 for i in res)   # 0 x == 0 iff x finite
+
+    def failed(self, name, outs, batch):
+        """``(batch)`` bool: the states whose outputs ``outs`` (a tuple, each ``batch + shape``) fail
+        (see :meth:`passed`)."""
+        chk, res = self._checkpos[name]
+        N = int(np.prod(batch, dtype=np.int64))
+        ok = np.ones(N, bool)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for i in chk:
+                c = outs[i].reshape(N, -1)
+                if c.shape[1]:
+                    ok &= c.min(-1) > 0                # NaN propagates through min (and is not > 0)
+            for i in res:
+                # one pass, no temporary: a row with a NaN or an infinity sums to one (a finite row whose sum
+                # overflows fails too: it goes to the NumPy path, which only costs time)
+                ok &= np.isfinite(outs[i].reshape(N, -1).sum(-1))
+        return ~ok.reshape(batch)
+
+    def run(self, name, *arrays, out=None, recheck=None):
+        """Kernel ``name`` on ``arrays`` (one per input, float, batch axes broadcast).
+
+        ``recheck``: for arrays whose values are not checked yet, a callable that checks them (raising
+        the caller's errors): the vectorised batch checks every input finite and the configurations'
+        quaternions of unit norm as it reads them and calls ``recheck`` only when one fails; a single
+        state or a looped batch calls it first."""
         k = self._specs.get(name)
         if k is None:
             raise AttributeError(f"{type(self.owner).__name__} has no kernel {name!r}; kernels: {', '.join(self.names)}")
         if len(arrays) != len(k.inputs):
             raise TypeError(f"{name}: expected {len(k.inputs)} arrays ({', '.join(k.inputs)}), got {len(arrays)}")
         if self.compiled:
-            return self._run("main", name, arrays, out)
+            return self._run("main", name, arrays, out, recheck)
+        if recheck is not None:
+            recheck()
         return _numpy_call(self.model, k, arrays, out)
 
-    def flops(self, name) -> dict:
-        """Operation counts of kernel ``name`` (dict by kind) from its IR."""
+    def flops(self, name, which="kernel") -> dict:
+        """Operation counts of kernel ``name`` (dict by kind) from its IR: ``which="kernel"``
+        (everything it computes), ``"result"`` (only what its non-check outputs depend on) or
+        ``"checks"`` (the difference).  Traced on demand on the NumPy fallback."""
+        if which not in ("kernel", "result", "checks"):
+            raise ValueError(f"which: expected 'kernel', 'result' or 'checks', got {which!r}")
         if name not in self.kernels:
             self.kernels[name] = KernelInfo.of(name, trace(self.model, self._specs[name]))
-        return dict(self.kernels[name].flops)
+        info = self.kernels[name]
+        res = info.result_flops or info.flops
+        if which == "kernel":
+            return dict(info.flops)
+        if which == "result":
+            return dict(res)
+        return {k: info.flops[k] - res.get(k, 0) for k in info.flops}
+
 
     def __getattr__(self, name):
         specs = self.__dict__.get("_specs", {})
@@ -182,8 +283,10 @@ def _compile_again(owner, vectorize):
 
 def compile_owned(owner, compiler, progress=None, vectorize=None):
     """``sparsedyn.compile(owner)``: the owner's kernels built, wrapped by its
-    ``__sparsedyn_compiled__`` when it has one."""
+    ``__sparsedyn_compiled__`` when it has one (the owner named by :class:`~sparsedyn.kernels.Owned`
+    when it hands over another object's kernels)."""
     owned = owner.__sparsedyn_kernels__()
+    owner = owner if owned.owner is None else owned.owner
     compiled = CompiledKernels(owner, owned, compiler, _progress_fn(progress, owned.model), vectorize)
     wrap = getattr(type(owner), "__sparsedyn_compiled__", None)
     return compiled if wrap is None else wrap(owner, compiled)

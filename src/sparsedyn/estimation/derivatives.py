@@ -1,8 +1,8 @@
 """Sensitivities of an estimate: ``d(q, v, y)`` differentiated with respect to ``q``, ``v``, ``y``.
 
-The online phase of an :class:`~sparsedyn.estimation.Estimator` (the sparse
-solve with its fixed elimination order, and for least squares the small normal
-equations and the refinement step) is generic NumPy code; it is traced once per
+The online phase of an :class:`~sparsedyn.estimation.Estimator` (its one online
+function: the sparse solve with its fixed elimination order, and for least squares the
+small normal equations and the refinement step) is generic NumPy code; it is traced once per
 estimator into a straight-line program and differentiated by
 :func:`sparsedyn.derivatives` (reverse or forward mode, whichever the
 Jacobian's shape favours).  ``dd/dy`` is how a measurement's error propagates
@@ -23,24 +23,19 @@ from ..algorithms.derivatives import derivatives
 __all__ = ["estimate_derivatives"]
 
 
+def _bare(st, q, v, ys, g, batch):
+    return st._kernel(q, v, ys, g, batch, True) + (None,)
+
 
 def _traced_estimate(est):
-    """``fn(model, q, v, y) -> d`` (n,): the estimator's online phase, one state, generic."""
-    p = est.problem
+    """``fn(model, q, v, y) -> d`` (n,): the estimator's online phase (:meth:`Estimator._online`), one
+    state, traced without checks."""
     g = _checks.gravity(est.model, None)
-    if est.square:
-        def fn(model, q, v, y):
-            return est.structure._kernel(q, v, p.sparse_values(y), g, (), True)[0]
-    else:
-        if est._basis is None:
-            est._build_basis()
-        k = est.k
+    if not est.square and est._basis is None:
+        est._build_basis()
 
-        def fn(model, q, v, y):
-            x, vals, b, W = est._basis._kernel(q[None, :], v[None, :], est._lsq_values(y), g, (k + 1,), True)
-            D = np.moveaxis(x, 0, -1)                                   # (k + 1, n)
-            d0, Nt, Jt, G, rhs, res0 = est._lsq_core(D, q, v, y)
-            return est._lsq_finish(d0, Nt, Jt, G, rhs, res0, est._lsq_refiner(vals, W, b, (k + 1,)))[0]
+    def fn(model, q, v, y):
+        return est._online(q, v, y, g, _bare)[0]
     fn.__name__ = f"estimate_{id(est):x}"
     return fn
 

@@ -20,7 +20,7 @@ Several results of one :func:`estimate` share one task per chunk.
 How a worker gets the compiled object
     A compiled object holds a loaded shared library and is not sent to the
     workers.  What is sent is what it was compiled from (the
-    :class:`~sparsedyn.Model`, or the :class:`~sparsedyn.estimation.problem.Estimator`,
+    :class:`~sparsedyn.Model`, or the :class:`~sparsedyn.estimation.Estimator`,
     both picklable); each worker process compiles it on its first chunk,
     with ``sparsedyn.compile``, and keeps it for the later chunks (a few
     objects per process).  ``sparsedyn.compile`` finds the native library in
@@ -216,8 +216,8 @@ def estimate(estimator, q, v, y, *, residual=None, threads=1):
     """Estimates of an estimation problem over Dask arrays, lazily: ``{name: Dask array}``.
 
     ``estimator``: an :class:`~sparsedyn.EstimationProblem`, its
-    :class:`~sparsedyn.estimation.problem.Estimator` or a compiled estimator; ``q`` (N, nq), ``v`` (N, nv),
-    ``y`` (N, ny) as for :meth:`Estimator.solve <sparsedyn.estimation.problem.Estimator.solve>`.  The
+    :class:`~sparsedyn.estimation.Estimator` or a compiled estimator; ``q`` (N, nq), ``v`` (N, nv),
+    ``y`` (N, ny) as for :meth:`Estimator.solve <sparsedyn.estimation.Estimator.solve>`.  The
     names are those of :func:`estimate_fields`: ``"tau"`` (N, nv),
     ``"contact[<name>]"`` (N, 6) per contact, ``"chi2"`` (N,) and, for a least-squares problem
     (or ``residual=True``), ``"residual"`` (N, ny), the measurements minus their prediction from

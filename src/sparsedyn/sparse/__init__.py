@@ -20,8 +20,10 @@ Modules: :mod:`.variables` (named variables and row blocks), :mod:`.measurements
 (measurement rows, problems), :mod:`sparsedyn.sparse.assembly` (worst-case pattern, value and
 right-hand-side kernels), :mod:`.matching` (matching, block triangular form),
 :mod:`.ordering` (static pivot orders, symbolic LU), :mod:`.articulated` (the numeric
-phase of articulated blocks, body by body), :mod:`.solver` (analysis, numeric phase), :mod:`.hybrid`
-(hybrid dynamics), :mod:`.flops` (exact operation counts), :mod:`.plots`
+phase of articulated blocks, body by body), :mod:`.solver` (analysis, numeric phase), :mod:`.checks`
+(the online phase's pivot and backward-error checks, float and traced), :mod:`.compiled` (the online
+phase as a kernel, ``sparsedyn.compile(structure)``), :mod:`.fingerprint` (its build-cache key),
+:mod:`.hybrid` (hybrid, inverse and forward dynamics), :mod:`.flops` (exact operation counts), :mod:`.plots`
 (pictures and the ``sparsedyn sparsity`` report).
 """
 
@@ -30,15 +32,16 @@ from .measurements import Kinematics, Measurement, Problem, forward_dynamics_pro
 from .assembly import SystemPattern
 from .ordering import ORDERINGS, BlockFactor
 from .solver import (BERR_TOL, PIVOT_RTOL, OverdeterminedError, SolveInfo, SparsePivotWarning, Structure,
-                     StructurallySingularError, analyze, sparse_forward_dynamics, sparse_inverse_dynamics)
-from .hybrid import hybrid_dynamics_problem, sparse_hybrid_dynamics
+                     StructurallySingularError, analyze)
+from .hybrid import hybrid_dynamics_problem, sparse_forward_dynamics, sparse_hybrid_dynamics, sparse_inverse_dynamics
+from .compiled import CompiledStructure
 
 __all__ = [
     "KINDS", "EQUATION_KINDS", "Variable", "Equation", "Layout", "Measurement", "Problem", "Kinematics",
     "inverse_dynamics_problem", "forward_dynamics_problem", "SystemPattern", "ORDERINGS", "BlockFactor",
     "analyze", "Structure", "SolveInfo", "StructurallySingularError", "OverdeterminedError", "SparsePivotWarning",
     "PIVOT_RTOL", "BERR_TOL", "sparse_inverse_dynamics", "sparse_forward_dynamics", "hybrid_dynamics_problem",
-    "sparse_hybrid_dynamics",
+    "sparse_hybrid_dynamics", "CompiledStructure",
 ]
 from .plots import plot_system, sparsity_report
 

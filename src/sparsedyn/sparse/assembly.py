@@ -49,8 +49,7 @@ import numpy as np
 from ..algorithms.kinematics import joint_transforms, velocity_pass
 from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix, mv, rigid_structure
 from ..symbolic.ir import Graph, Sym
-from .measurements import Kinematics
-from .variables import Equation
+from .variables import Equation, Kinematics
 
 __all__ = ["ONE", "CONST", "STATE", "SystemPattern", "TransformBlock", "traced_transforms", "transform_patterns", "d_values",
            "rhs_values"]

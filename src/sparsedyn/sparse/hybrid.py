@@ -1,4 +1,5 @@
-"""Hybrid dynamics as a sparse system: some joints' accelerations known, the others' forces.
+"""Hybrid dynamics as a sparse system: some joints' accelerations known, the others' forces (and its
+two extremes, inverse and forward dynamics: :func:`sparse_inverse_dynamics`, :func:`sparse_forward_dynamics`).
 
 Featherstone, *Rigid Body Dynamics Algorithms* (2008), chapter 9: given the
 state, the accelerations ``a_j`` of the joints in a set ``B`` and the forces
@@ -26,9 +27,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
-from .measurements import Problem
+from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem
 
-__all__ = ["hybrid_dynamics_problem", "sparse_hybrid_dynamics"]
+__all__ = ["hybrid_dynamics_problem", "sparse_hybrid_dynamics", "sparse_inverse_dynamics", "sparse_forward_dynamics"]
 
 
 def _joint_set(model, joints, what):
@@ -88,3 +89,46 @@ def sparse_hybrid_dynamics(model, q, v, a_known, tau_known, known_acceleration_j
     d = structure.solve(q, v, problem.values(qdd=a_known, tau=tau_known, fx=f_ext), g, check=check)
     out = structure.unpack(np.broadcast_to(d, shape + (structure.n,)))
     return out if full else (out["qdd"].copy(), out["tau"].copy())
+
+
+# --- the two extremes: every acceleration known (inverse dynamics), none (forward dynamics) ---------
+
+def _structure_for(model, structure, make, kind):
+    if structure is None:
+        return make(model).analyze()
+    if structure.model is not model:
+        raise ValueError(f"structure: analyzed for model {structure.model.name!r}, not {model.name!r}")
+    if [m.name for m in structure.problem.measurements] != [m.name for m in make(model).measurements]:
+        raise ValueError(f"structure: analyzed for {structure.problem.name!r}, not {kind}")
+    return structure
+
+
+def sparse_inverse_dynamics(model, q, v, a, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
+    """Inverse dynamics as the sparse system of Nori's eq. (9): ``tau`` (..., nv).
+
+    Same arguments and conventions as :func:`sparsedyn.rnea` (``a``: joint accelerations, the
+    known variables ``qdd_i`` of the system).  ``structure``: a
+    :class:`Structure` of ``inverse_dynamics_problem(model)`` to reuse (analysis
+    is done here otherwise).  ``full=True`` returns every variable,
+    ``{"a", "f", "tau", "fx", "qdd"}`` (``f[..., i, :]``: the wrench transmitted
+    through joint ``i``, body ``i`` coordinates).
+    """
+    q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
+    st = _structure_for(model, structure, inverse_dynamics_problem, "inverse dynamics")
+    d = st.solve(q, v, st.problem.values(qdd=a, fx=f_ext), g, check=check)
+    out = st.unpack(np.broadcast_to(d, shape + (st.n,)))
+    return out if full else out["tau"].copy()
+
+
+def sparse_forward_dynamics(model, q, v, tau, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
+    """Forward dynamics as the sparse system of Nori's eq. (15): the joint accelerations ``a``
+    (..., nv) (the unknowns ``qdd_i`` of the system).
+
+    Same arguments and conventions as :func:`sparsedyn.aba`; ``structure``,
+    ``full`` as in :func:`sparse_inverse_dynamics`.
+    """
+    q, v, tau, f_ext, g, shape, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    st = _structure_for(model, structure, forward_dynamics_problem, "forward dynamics")
+    d = st.solve(q, v, st.problem.values(tau=tau, fx=f_ext), g, check=check)
+    out = st.unpack(np.broadcast_to(d, shape + (st.n,)))
+    return out if full else out["qdd"].copy()

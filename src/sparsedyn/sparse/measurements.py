@@ -27,29 +27,13 @@ sensors of a Model own an address), so a solver sees one ``y`` (..., ny);
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 
-from .variables import KINDS, Layout, Variable
+from .variables import KINDS, Kinematics, Layout, Variable  # noqa: F401  (Kinematics: a bias reads it)
 
 __all__ = ["Measurement", "Problem", "Kinematics", "inverse_dynamics_problem", "forward_dynamics_problem"]
-
-
-class Kinematics(NamedTuple):
-    """Per-state kinematic quantities a measurement's ``bias`` may use.
-
-    ``Xup[i]`` = ``i_X_lambda(i)`` (:class:`~sparsedyn.spatial.Transform`), ``S[i]``
-    (6, nv_i), ``v[i]`` (..., 6) body velocity in body coordinates; ``q`` (..., nq),
-    ``qd`` (..., nv).
-    """
-
-    model: object
-    q: object
-    qd: object
-    Xup: list
-    S: list
-    v: list
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,6 +204,11 @@ class Problem:
         """Offline phase: see :func:`sparsedyn.sparse.analyze`."""
         from .solver import analyze
         return analyze(self, ordering=ordering, **kw)
+
+    def __sparsedyn_kernels__(self):
+        """``sparsedyn.compile(problem)``: the kernels of the structure analysed with the default ordering."""
+        st = self.analyze()
+        return st.__sparsedyn_kernels__()._replace(owner=st)
 
     def __repr__(self):
         return f"Problem({self.name!r}, model={self.model.name!r}, {len(self.measurements)} measurements, ny={self.ny})"

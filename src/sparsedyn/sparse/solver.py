@@ -58,23 +58,19 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
+from ..kernels import Owned
 from ..algorithms.configuration import difference, integrate
 from ..algorithms.kinematics import joint_transforms
 from ..spatial import apply_force_transpose, apply_motion
 from .articulated import articulated_plan, factor_articulated, substitute_articulated
 from .assembly import SystemPattern, d_values, rhs_values
+from .checks import BERR_TOL, PIVOT_RTOL, Monitor
 from .matching import block_triangular, overdetermined, preferred_matching, topological_order, undetermined
-from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem
 from .ordering import ORDERINGS, _SUPERLU, articulated_order, superlu_order, symbolic_lu
 
 __all__ = ["analyze", "Structure", "SolveInfo", "StructurallySingularError", "OverdeterminedError",
-           "SparsePivotWarning", "PIVOT_RTOL", "BERR_TOL", "sparse_inverse_dynamics", "sparse_forward_dynamics",
-           "describe_columns"]
+           "SparsePivotWarning", "PIVOT_RTOL", "BERR_TOL", "describe_columns"]
 
-#: A checked pivot at most this fraction of its scale marks the state for the pivoted fallback.
-PIVOT_RTOL = 1e-10
-#: A checked block solve with a larger normwise backward error marks the state.
-BERR_TOL = 1e-10
 
 
 class StructurallySingularError(ValueError):
@@ -137,44 +133,6 @@ def _describe_rows(pattern, rows, limit=12):
     parts = [e.describe() for e in groups]
     more = f", ... ({len(parts) - limit} more)" if len(parts) > limit else ""
     return ", ".join(parts[:limit]) + more
-
-
-class _Monitor:
-    """Float-only pivot and backward-error checks of one batched solve."""
-
-    def __init__(self, mode, batch):
-        self.mode = mode
-        self.bad = np.zeros(batch, bool)
-        self.ratio = np.full(batch, np.inf)
-        self.berr = np.zeros(batch)
-        self.checked = 0
-        self.first = None
-
-    def wants(self, blk):
-        return self.mode == "all" or (self.mode == "auto" and not blk.proven)
-
-    def pivot(self, blk, k, piv, init, lvals, uvals):
-        a = np.abs(piv)
-        scale = np.maximum(a, np.abs(init))
-        if lvals is not None and len(lvals):
-            scale = np.maximum(scale, np.max(np.abs(lvals), axis=0))
-        if uvals is not None and len(uvals):
-            scale = np.maximum(scale, np.max(np.abs(uvals), axis=0))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(scale > 0, a / np.where(scale > 0, scale, 1.0), 0.0)
-        ratio = np.where(np.isfinite(ratio), ratio, 0.0)     # NaN/inf pivots count as zero
-        bad = ~(ratio > PIVOT_RTOL) | ~np.isfinite(piv)
-        self.ratio = np.minimum(self.ratio, ratio)
-        if np.any(bad) and self.first is None:
-            self.first = (blk, k, float(np.min(ratio)))
-        self.bad |= bad
-
-    def backward(self, blk, err):
-        self.berr = np.maximum(self.berr, err)
-        bad = ~(err <= BERR_TOL)
-        if np.any(bad) and self.first is None:
-            self.first = (blk, None, float(np.max(err)))
-        self.bad |= bad
 
 
 def _factor(model, blocks, W, batch, Xup, monitor=None):
@@ -285,17 +243,7 @@ def _substitute(st, vals, W, b, batch, dtype, monitor=None, Xup=None):
                     z[upos] = z[upos] - W[us] * z[k]
         x[blk.cols] = z
         if check:
-            rl, cl = blk.entry_pos
-            Az = np.zeros((blk.size,) + batch)
-            aAz = np.zeros((blk.size,) + batch)
-            np.add.at(Az, rl, vals[blk.entries] * z[cl])
-            np.add.at(aAz, rl, np.abs(vals[blk.entries] * z[cl]))
-            # normwise backward error  max|A z - rhs| / (max(|A| |z|) + max|rhs|)
-            num = np.max(np.abs(Az - rhs), axis=0)
-            den = np.max(aAz, axis=0) + np.max(np.abs(rhs), axis=0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                err = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
-            monitor.backward(blk, np.where(np.isfinite(num), err, np.inf))
+            monitor.residual(blk, vals, z, rhs, batch)
     return x
 
 
@@ -420,13 +368,13 @@ class Structure:
         if check not in ("auto", "all", "none"):
             raise ValueError(f"check: expected 'auto', 'all' or 'none', got {check!r}")
         q, v, y, g, batch, symbolic = self._inputs(q, v, y, gravity)
-        monitor = None if symbolic or check == "none" else _Monitor(check, batch)
+        monitor = None if symbolic or check == "none" else Monitor(check, batch)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             x, vals, b, W = self._kernel(q, v, y, g, batch, symbolic, monitor)
         if monitor is not None and np.any(monitor.bad):
             x = self._fallback(x, vals, b, monitor)
         if monitor is None:
-            monitor = _Monitor("none", batch)
+            monitor = Monitor("none", batch)
         return (np.moveaxis(x, 0, -1), SolveInfo(monitor.bad.copy(), monitor.ratio, monitor.berr, monitor.checked),
                 (vals, W, b, batch))
 
@@ -547,6 +495,16 @@ class Structure:
     def unpack(self, d):
         """``{"a", "f", "tau", "fx", "qdd"}`` arrays of a solution ``d`` (see :meth:`Layout.unpack`)."""
         return self.layout.unpack(d)
+
+    # --- the compiler's view (sparsedyn.kernels, Owners): the online phase as one kernel --------------
+    def __sparsedyn_kernels__(self):
+        from .compiled import solve_kernel
+        from .fingerprint import structure_fingerprint
+        return Owned(self.model, (solve_kernel(self),), structure_fingerprint(self))
+
+    def __sparsedyn_compiled__(self, compiled):
+        from .compiled import CompiledStructure
+        return CompiledStructure(self, compiled)
 
     # --- reports ---------------------------------------------------------------------
     def summary(self) -> str:
@@ -679,7 +637,7 @@ def _merge_articulated(pattern, units, row_entries):
     return units if out is None else out
 
 
-def analyze(problem: Problem, ordering="auto", seed=0) -> Structure:
+def analyze(problem, ordering="auto", seed=0) -> Structure:
     """Offline phase for ``problem`` (structure only): a :class:`Structure` to solve with.
 
     ``ordering``: pivot order of the non-triangular blocks, one of
@@ -757,46 +715,3 @@ def analyze(problem: Problem, ordering="auto", seed=0) -> Structure:
         if bf.ordering == "articulated":
             bf.plan, slot = articulated_plan(pattern, bf, slot)
     return Structure(problem, pattern, blocks, slot, ordering, match_c)
-
-
-# --- the classical problems, solved as sparse systems --------------------------------
-
-def _structure_for(model, structure, make, kind):
-    if structure is None:
-        return make(model).analyze()
-    if structure.model is not model:
-        raise ValueError(f"structure: analyzed for model {structure.model.name!r}, not {model.name!r}")
-    if [m.name for m in structure.problem.measurements] != [m.name for m in make(model).measurements]:
-        raise ValueError(f"structure: analyzed for {structure.problem.name!r}, not {kind}")
-    return structure
-
-
-def sparse_inverse_dynamics(model, q, v, a, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
-    """Inverse dynamics as the sparse system of Nori's eq. (9): ``tau`` (..., nv).
-
-    Same arguments and conventions as :func:`sparsedyn.rnea` (``a``: joint accelerations, the
-    known variables ``qdd_i`` of the system).  ``structure``: a
-    :class:`Structure` of ``inverse_dynamics_problem(model)`` to reuse (analysis
-    is done here otherwise).  ``full=True`` returns every variable,
-    ``{"a", "f", "tau", "fx", "qdd"}`` (``f[..., i, :]``: the wrench transmitted
-    through joint ``i``, body ``i`` coordinates).
-    """
-    q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
-    st = _structure_for(model, structure, inverse_dynamics_problem, "inverse dynamics")
-    d = st.solve(q, v, st.problem.values(qdd=a, fx=f_ext), g, check=check)
-    out = st.unpack(np.broadcast_to(d, shape + (st.n,)))
-    return out if full else out["tau"].copy()
-
-
-def sparse_forward_dynamics(model, q, v, tau, f_ext=None, gravity=None, structure=None, full=False, check="auto"):
-    """Forward dynamics as the sparse system of Nori's eq. (15): the joint accelerations ``a``
-    (..., nv) (the unknowns ``qdd_i`` of the system).
-
-    Same arguments and conventions as :func:`sparsedyn.aba`; ``structure``,
-    ``full`` as in :func:`sparse_inverse_dynamics`.
-    """
-    q, v, tau, f_ext, g, shape, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
-    st = _structure_for(model, structure, forward_dynamics_problem, "forward dynamics")
-    d = st.solve(q, v, st.problem.values(tau=tau, fx=f_ext), g, check=check)
-    out = st.unpack(np.broadcast_to(d, shape + (st.n,)))
-    return out if full else out["qdd"].copy()

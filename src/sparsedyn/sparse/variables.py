@@ -46,8 +46,9 @@ the long forms used in messages ("row block c(3f) of l_ankle").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["KINDS", "EQUATION_KINDS", "Variable", "Equation", "Layout"]
+__all__ = ["KINDS", "EQUATION_KINDS", "Variable", "Equation", "Layout", "Kinematics"]
 
 #: Variable kinds, in the order of ``d``.
 KINDS = ("a", "f", "tau", "fx", "qdd")
@@ -189,3 +190,19 @@ class Layout:
 
     def __repr__(self):
         return f"Layout({self.model.name!r}: {self.n} variables, {self.nrows} Newton-Euler rows)"
+
+
+class Kinematics(NamedTuple):
+    """Per-state kinematic quantities a measurement's ``bias`` may use.
+
+    ``Xup[i]`` = ``i_X_lambda(i)`` (:class:`~sparsedyn.spatial.Transform`), ``S[i]``
+    (6, nv_i), ``v[i]`` (..., 6) body velocity in body coordinates; ``q`` (..., nq),
+    ``qd`` (..., nv).
+    """
+
+    model: object
+    q: object
+    qd: object
+    Xup: list
+    S: list
+    v: list

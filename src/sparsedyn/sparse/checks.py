@@ -1,0 +1,199 @@
+"""The safety checks of the online phase: pivot and backward-error tests, float and traced.
+
+The online phase (:meth:`Structure.solve <sparsedyn.sparse.Structure.solve>`) factors every
+block with a *static* pivot order.  A pivot that is not proven nonzero by the offline phase is
+tested at run time, and so is each such block's normwise backward error:
+
+* float input (:class:`Monitor`): a pivot ``|u_kk| <= PIVOT_RTOL *`` (the largest magnitude among
+  the pivot's original value, its L column and U row), or a block solve with
+  ``max|A_K z - r| / (max(|A_K| |z|) + max|r|) > BERR_TOL`` marks the state, which is then
+  re-solved with pivoting;
+* traced input (:func:`checked_solve`, what ``sparsedyn.compile`` builds): the IR has no ``abs`` or
+  ``max``, so the kernel returns per-state *check values*, one per test, each positive only when a
+  bound that is more pessimistic than the float test passes (safety factors :data:`MARGIN`,
+  :data:`BERR_MARGIN` for rounding):
+
+  - per checked block, ``1/2 + sum_k (copysign(1, c_k) - 1)`` over its pivots, with
+    ``c_k = piv^2 - (MARGIN PIVOT_RTOL)^2 (piv^2 + init^2 + sum l^2 + sum u^2)`` (the sum of squares
+    bounds the squared scale ``max(|piv|, |init|, max|l|, max|u|)^2``): positive exactly when every
+    ``c_k`` is (a zero pivot, ``c_k = +0``, makes the result infinite, which fails too), one value
+    per block instead of one per pivot, so a batch writes and reads a few values per state;
+  - per checked block (``m`` rows) and right-hand side
+    ``c (sum (a z)^4 + sum rhs^4) - sum res^4`` with ``c = (BERR_TOL / BERR_MARGIN)^4 / (2 m)``
+    (``res = A_K z - rhs``, ``a z`` the block's products: 4-norms bound the max-norms of the
+    backward error), and ``1 / (sum (a z)^4 + sum rhs^4 + sum res^4)`` (zero when those overflow).
+
+  A state with a check value that is not positive (NaN included) or a result that is not finite
+  goes back to the float path, which warns, falls back or raises as it does without compilation;
+  every other state passes the float tests too (up to the rounding the margins cover).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from .. import backend as bk
+from ..symbolic.ir import Sym
+
+__all__ = ["PIVOT_RTOL", "BERR_TOL", "MARGIN", "BERR_MARGIN", "Monitor", "Recorder", "checked_solve", "check_count",
+           "sumpow"]
+
+#: A checked pivot at most this fraction of its scale marks the state for the pivoted fallback.
+PIVOT_RTOL = 1e-10
+#: A checked block solve with a larger normwise backward error marks the state.
+BERR_TOL = 1e-10
+#: The safety factor of the traced pre-checks: a pivot ratio bound below ``MARGIN * PIVOT_RTOL`` (or a
+#: conditioning bound below ``MARGIN * RANK_RTOL``, least squares) sends the state to the float path.
+MARGIN = 4.0
+#: The same for a backward error bound above ``BERR_TOL / BERR_MARGIN`` (the 4-norm bound is already
+#: pessimistic by up to ``(2 m)^(1/4)``; a smaller factor spares false alarms).
+BERR_MARGIN = 2.0
+
+
+class Monitor:
+    """Float-only pivot and backward-error checks of one batched solve (``mode``: ``"auto"`` checks
+    the blocks with an unproven pivot, ``"all"`` every block, ``"none"`` none)."""
+
+    def __init__(self, mode, batch):
+        self.mode = mode
+        self.bad = np.zeros(batch, bool)
+        self.ratio = np.full(batch, np.inf)
+        self.berr = np.zeros(batch)
+        self.checked = 0
+        self.first = None
+
+    def wants(self, blk):
+        return self.mode == "all" or (self.mode == "auto" and not blk.proven)
+
+    def pivot(self, blk, k, piv, init, lvals, uvals):
+        a = np.abs(piv)
+        scale = np.maximum(a, np.abs(init))
+        if lvals is not None and len(lvals):
+            scale = np.maximum(scale, np.max(np.abs(lvals), axis=0))
+        if uvals is not None and len(uvals):
+            scale = np.maximum(scale, np.max(np.abs(uvals), axis=0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(scale > 0, a / np.where(scale > 0, scale, 1.0), 0.0)
+        ratio = np.where(np.isfinite(ratio), ratio, 0.0)     # NaN/inf pivots count as zero
+        bad = ~(ratio > PIVOT_RTOL) | ~np.isfinite(piv)
+        self.ratio = np.minimum(self.ratio, ratio)
+        if np.any(bad) and self.first is None:
+            self.first = (blk, k, float(np.min(ratio)))
+        self.bad |= bad
+
+    def backward(self, blk, err):
+        self.berr = np.maximum(self.berr, err)
+        bad = ~(err <= BERR_TOL)
+        if np.any(bad) and self.first is None:
+            self.first = (blk, None, float(np.max(err)))
+        self.bad |= bad
+
+    def residual(self, blk, vals, z, rhs, batch):
+        """The backward error of block ``blk``'s solve ``z`` of ``A_K z = rhs`` (float)."""
+        rl, cl = blk.entry_pos
+        Az = np.zeros((blk.size,) + batch)
+        aAz = np.zeros((blk.size,) + batch)
+        np.add.at(Az, rl, vals[blk.entries] * z[cl])
+        np.add.at(aAz, rl, np.abs(vals[blk.entries] * z[cl]))
+        num = np.max(np.abs(Az - rhs), axis=0)
+        den = np.max(aAz, axis=0) + np.max(np.abs(rhs), axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            err = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
+        self.backward(blk, np.where(np.isfinite(num), err, np.inf))
+
+
+class Recorder:
+    """The traced counterpart of :class:`Monitor` (``mode="auto"``): it records what the pivot
+    test reads; the backward-error test is formed afterwards from ``x``, ``vals`` and ``b``
+    (:func:`checked_solve`), so the recorder declines during the solve phase."""
+
+    mode = "auto"
+
+    def __init__(self):
+        self.checked = 0
+        self.records = []
+        self._on = True
+
+    def wants(self, blk):
+        return self._on and not blk.proven
+
+    def pivot(self, blk, k, piv, init, lvals, uvals):
+        self.records.append((blk, piv, init, lvals, uvals))
+
+    @contextmanager
+    def phase(self, name):
+        old, self._on = self._on, name != "solve"
+        try:
+            yield
+        finally:
+            self._on = old
+
+
+def _flat(x):
+    return list(np.asarray(x, dtype=object).reshape(-1))
+
+
+def sumpow(x, p):
+    """``sum x^p`` over the first axis (``p`` = 2 or 4), any backend."""
+    x = np.asarray(x, dtype=object)
+    if not x.shape[0]:
+        return np.zeros(x.shape[1:], dtype=object)
+    x2 = x * x
+    return (x2 if p == 2 else x2 * x2).sum(axis=0)
+
+
+def _recip(x):
+    """``1 / x`` elementwise (a constant zero gives ``inf``)."""
+    x = np.asarray(x, dtype=object)
+    out = np.empty(x.shape, dtype=object)
+    for i in np.ndindex(x.shape):
+        out[i] = float("inf") if (not isinstance(x[i], Sym) and x[i] == 0) else 1.0 / x[i]
+    return out
+
+
+def check_count(st, nrhs=1) -> int:
+    """How many check values :func:`checked_solve` returns for structure ``st`` (``nrhs``
+    right-hand sides per configuration): per checked block, one for its pivots and two per
+    right-hand side for its backward error."""
+    return sum(1 + 2 * nrhs for b in st.blocks if not b.proven)
+
+
+def checked_solve(st, q, v, y, g, batch):
+    """The online phase of ``st`` on traced (object) arrays with its check values.
+
+    Returns ``(x, checks, (vals, W, b, batch))``: ``x`` (n,) + batch, the list of
+    :func:`check_count` check values (see the module docstring) and the factors."""
+    rec = Recorder()
+    x, vals, b, W = st._kernel(q, v, y, g, batch, True, rec, rec.phase)
+    t2 = (MARGIN * PIVOT_RTOL) ** 2
+    signs = {}
+    for blk, piv, init, lvals, uvals in rec.records:
+        T = piv * piv + init * init
+        if lvals is not None and len(lvals):
+            T = T + sumpow(lvals, 2)
+        if uvals is not None and len(uvals):
+            T = T + sumpow(uvals, 2)
+        # copysign(1, c) - 1: 0 where c >= +0, -2 where c is negative (exact: the sum stays an integer)
+        s = bk.copysign(1.0, piv * piv - T * t2) - 1.0
+        signs[id(blk)] = signs.get(id(blk), 0.5) + s
+    checks = []
+    cols = st.pattern.cols
+    for blk in st.blocks:
+        if blk.proven:
+            continue
+        checks += _flat(signs.get(id(blk), 0.5))
+        z = x[blk.cols]
+        rhs = -b[blk.rows]                                # as the block solve forms it
+        pos, es = blk.off
+        if len(es):
+            np.subtract.at(rhs, pos, vals[es] * x[cols[es]])
+        rl, cl = blk.entry_pos
+        p = vals[blk.entries] * z[cl]
+        Az = np.zeros(rhs.shape, dtype=object)
+        np.add.at(Az, rl, p)
+        s_res, s_p, s_rhs = sumpow(Az - rhs, 4), sumpow(p, 4), sumpow(rhs, 4)
+        c = (BERR_TOL / BERR_MARGIN) ** 4 / (2 * blk.size)
+        checks += _flat((s_p + s_rhs) * c - s_res) + _flat(_recip(s_p + s_rhs + s_res))
+    return x, checks, (vals, W, b, batch)
