@@ -18,7 +18,8 @@ import pytest
 
 import sparsedyn as sd
 from erd import load_pair
-from sparsedyn.constraints.friction import ContactStepWarning, contact_basis, project_cone
+from sparsedyn.constraints.friction import ContactStepWarning, contact_basis
+from sparsedyn.constraints.friction_problem import project_cone
 
 MU, DT, G, MASS, H = 0.4, 1e-3, 9.81, 2.0, 0.1
 TOL = 1e-8

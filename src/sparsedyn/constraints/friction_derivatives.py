@@ -63,8 +63,9 @@ from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from .contact import _cached, _run
-from .friction import (ContactStep, PENETRATION_SLOP, _model_and_kernels, _nonneg_lcp, _positive, contact_problem,
-                       contact_step, point_contacts)
+from .friction import _positive, contact_step
+from .friction_problem import (PENETRATION_SLOP, ContactStep, _model_and_kernels, _nonneg_lcp, contact_problem,
+                               point_contacts)
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives"]
 
