@@ -14,7 +14,8 @@ built into its own shared library:
 ``batch``
     ``int sd_K_batch(long n, const double *x0, ..., double *y0, ..., int nthreads)``:
     the same ``n`` states processed in blocks of ``SD_W`` (the SIMD width: 8
-    with AVX-512, 4 with AVX, else 2).  A block is gathered into a
+    with AVX-512, 4 with AVX, else 2; 4 with AVX-512 for a kernel whose workspace
+    would not fit the L1 cache at 8).  A block is gathered into a
     structure-of-arrays buffer (one vector of ``SD_W`` doubles per input
     element), the *same* program runs on GCC/Clang vector types (one vector
     instruction per IR operation, across states; ``sin``/``cos`` from glibc's
@@ -323,12 +324,13 @@ def emit_program(prog: Program, cname: str, variant: str = "single", chunk: int 
                                      chunk)
         tail = _batch_entry(cname, drv, nin, nout, nws, pub, checks)
     units, cur, size = [], [], 0
-    # A batch kernel whose workspace passes 32 kB at 8 lanes (512 vectors) runs 4 lanes wide: its
-    # values then stay twice as long in the L1 cache, and such a kernel is bound by the traffic of its
-    # workspace, not by its arithmetic.  Measured on talos_reduced, 2000 states, one thread:
-    # rnea_derivatives (2216 vectors) 8.3-10.0 -> 7.0-7.1 us a state; rnea (308) stays at 8 lanes
-    # (4 lanes: 0.38 -> 0.47 us a state).
-    head = _NARROW if variant == "batch" and nws > 512 else ""
+    # A batch kernel whose workspace passes 48 kB at 8 lanes (768 vectors, a usual L1 data cache) runs
+    # 4 lanes wide: its values then stay twice as long in the L1 cache, and such a kernel is bound by
+    # the traffic of its workspace, not by its arithmetic.  Measured on talos_reduced, one thread,
+    # paired in one process: rnea_derivatives (2216 vectors) 7.5 -> 7.0 us a state, after the
+    # non-temporal stores below; aba (515 vectors, fits at 8 lanes) 0.60 -> 0.77 at 4 lanes, so it
+    # stays at 8, as does rnea (308: 0.38 -> 0.47 at 4 lanes).
+    head = _NARROW if variant == "batch" and nws > 768 else ""
     for n, f in funcs:
         if cur and size + n > unit_size:
             units.append(head + "\n".join(cur))
