@@ -19,15 +19,25 @@ STATIC_SAMPLES = {
 }
 
 
+#: Per kernel, sample values that replace those of STATIC_SAMPLES.  The contact step's point has
+#: friction and its plane lies 100 m below, so the point is open at any sample state and the step is
+#: the free motion whatever the solver (its solves are compared in tests/constraints/test_friction.py).
+KERNEL_STATIC_SAMPLES = {
+    "contact_step_kernel": {"contacts": lambda model: [(Contact(model.frames[-1].name, "3d", friction=0.5,
+                                                                plane=((0.0, 0.0, 1.0), -100.0)),)]},
+}
+
+
 def static_choices(model, name):
     """Every combination of sample values of the static arguments of kernel ``name`` (dicts)."""
     k = REGISTRY[name]
     combos = [{}]
     for s in k.static:
-        if s not in STATIC_SAMPLES:
+        samples = KERNEL_STATIC_SAMPLES.get(name, {}).get(s, STATIC_SAMPLES.get(s))
+        if samples is None:
             raise AssertionError(f"kernel {name!r}: no test values for static argument {s!r}; add them to "
                                  f"tests/kernel_args.py")
-        combos = [dict(c, **{s: x}) for c in combos for x in STATIC_SAMPLES[s](model)]
+        combos = [dict(c, **{s: x}) for c in combos for x in samples(model)]
     return combos
 
 
@@ -58,6 +68,8 @@ def arguments(model, name, rng, batch=(), optional=False, static=None):
             out[a] = L
         elif a == "D":
             out[a] = 1.0 + rng.random(batch + s)
+        elif a == "settings":                                   # a contact step: [dt, tol, max_iterations, margin]
+            out[a] = np.broadcast_to(np.array([1e-3, 1e-8, 100.0, 5e-3]), batch + s).copy()
         elif a == "gravity":
             out[a] = np.array([0.3, -1.0, -9.0]) + 0.1 * rng.normal(size=batch + s)
         else:

@@ -161,6 +161,52 @@ def test_an_owner_hands_its_kernels_through_the_protocol(compile_cache):
         sd.compile(_Scaler(model, 1.0), kernels=("rnea",))
 
 
+class _Late:
+    """A toy owner that hands its kernels at run time (as a constraint set does, per partition)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __sparsedyn_kernels__(self):
+        return Owned(self.model, ())
+
+    def __sparsedyn_compiled__(self, compiled):
+        return compiled
+
+
+def test_an_owner_hands_kernels_at_run_time(compile_cache):
+    """``CompiledKernels.add``: a kernel traced when handed (an untraceable one says so then), run on one
+    state (the C fast path) or a batch, with the NumPy functions' checks of its inputs (a configuration's
+    unit quaternions, finite values) and their errors."""
+    from sparsedyn.symbolic.trace import UntraceableError
+    model = sd.random_tree(3, floating_base=True, seed=1)
+    nq, nv = model.nq, model.nv
+    ks = sd.compile(_Late(model))
+    assert ks.names == () and ks.compiled
+    k = Kernel.of_arrays("speed_and_height", [("q", (nq,)), ("v", (nv,))], [("s", (1,)), ("z", (1,))],
+                         lambda q, v: ((v * v).sum(-1, keepdims=True), q[..., 2:3] * 2.0))
+    f = ks.add(k)
+    assert ks.add(k) is f                                    # handed twice: the same kernel
+    rng = np.random.default_rng(2)
+    q = np.stack([model.random_configuration(rng) for _ in range(6)])
+    v = rng.normal(size=(6, nv))
+    s, z = f(q[0], v[0])                                     # one state
+    assert np.allclose(s, [v[0] @ v[0]], rtol=nv * np.finfo(float).eps, atol=0) and z[0] == 2.0 * q[0, 2]
+    s, z = f(q, v)                                           # a batch
+    assert s.shape == (6, 1) and np.allclose(s[:, 0], (v * v).sum(-1), rtol=nv * np.finfo(float).eps, atol=0)
+    assert np.array_equal(z[:, 0], 2.0 * q[:, 2])
+    bad = q[0].copy()
+    bad[3:7] = [0.1, 0.2, 0.3, 0.5]
+    with pytest.raises(ValueError, match=r"q: the quaternion of joint .* is not of unit norm"):
+        f(bad, v[0])
+    bad = v[0].copy()
+    bad[1] = np.nan
+    with pytest.raises(ValueError, match="v: contains NaN"):
+        f(q[0], bad)
+    with pytest.raises(UntraceableError, match="np.linalg"):
+        ks.add(Kernel.of_arrays("solve", [("v", (nv,))], [("x", (nv,))], lambda v: np.linalg.solve(np.eye(nv), v)))
+
+
 @pytest.fixture
 def compile_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path / "cache"))

@@ -63,6 +63,7 @@ from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, cont
                                   contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
 from .constraints.friction import (ContactProblem, ContactStep, ContactStepWarning, Rollout, contact_problem,
                                    contact_step, rollout)
+from .constraints.friction import StepArrays, contact_step_kernel
 from .constraints.friction_derivatives import ContactStepDerivatives, contact_step_derivatives
 from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
                                                 frame_velocity_derivatives)
@@ -180,6 +181,7 @@ __all__ = [
     "contact_dynamics", "impulse_dynamics", "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
     "ContactDynamics", "Impulse", "ContactWarning",
     "contact_problem", "contact_step", "rollout", "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout",
+    "contact_step_kernel", "StepArrays",
     "contact_step_derivatives", "ContactStepDerivatives",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",

@@ -41,7 +41,10 @@ imports no physics: its ``__sparsedyn_kernels__()`` returns :class:`Owned`
 the model, for the build cache).  ``sparsedyn.compile(owner)`` builds them and
 returns a compiled kernel set (a method per kernel, one state or a batch), or,
 when the owner also has ``__sparsedyn_compiled__(compiled)``, what that returns
-(the owner's own wrapper around the compiled kernels).
+(the owner's own wrapper around the compiled kernels).  An owner whose kernels
+depend on choices made at run time (a constraint set: one kernel per partition
+of the coordinates, per integration step) hands them later, one at a time, to
+the compiled kernel set's ``add(kernel)``.
 
 **Which road a plain call takes.**  ``sd.rnea(model, q, v, a)`` on a model with
 numbers runs the model's native (compiled) kernel: the compiler registers itself
@@ -86,7 +89,7 @@ def set_model_type(cls):
     Model = cls
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
-           "BACKENDS"]
+           "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
 #: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).
@@ -438,6 +441,93 @@ def _named(k, out):
     return out if k.result is None or isinstance(out, k.result) else k.result(*out)
 
 
+#: name -> function: public functions that take a model first and are not kernels themselves but
+#: run kernels (a time step, a rollout); a compiled model has them as methods, ``k.f(...)`` being
+#: ``f(k, ...)`` (see :func:`model_method`).
+METHODS: dict = {}
+
+
+def model_method(fn):
+    """Declare ``fn(model, ...)`` (a function that runs kernels on ``model``) a method of compiled
+    models: ``sd.compile(model).f(...)`` is ``f(compiled, ...)``.  Returns ``fn`` unchanged."""
+    METHODS[fn.__name__] = fn
+    return fn
+
+
 def registered(fn):
     """The :class:`Kernel` declaration of ``fn`` (a public function), or ``None``."""
     return getattr(fn, "__kernel__", None)
+
+
+# --- fingerprints: the one scheme of the build cache's keys -------------------------------------
+
+class Unkeyable(Exception):
+    """A value that no fingerprint can identify (a function, an object of an unknown kind)."""
+
+
+def feed(h, x, strict=False):
+    """Feed a canonical, process-independent encoding of ``x`` to the hash ``h`` (``hashlib``): arrays
+    (dtype, shape, bytes; object arrays element by element), floats (hex), ints, strings, ``None``,
+    tuples and lists, dicts (by sorted key), dataclasses and plain objects (type name and fields).
+    A model's fingerprint (the compiler's key) and an owner's (:class:`Owned`) are made with it.
+    ``strict``: a function or any other callable, or a value of another kind, raises
+    :class:`Unkeyable` (an owner's fingerprint must identify everything); otherwise its ``repr``."""
+    import numpy as np
+    if isinstance(x, np.ndarray):
+        if x.dtype == object:
+            for e in x.reshape(-1):
+                feed(h, e, strict)
+            return
+        h.update(repr((x.dtype.str, x.shape)).encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    elif isinstance(x, float):
+        h.update(float(x).hex().encode())
+    elif isinstance(x, (str, int, bool, type(None), np.integer)):
+        h.update(repr(x).encode() + b"|")
+    elif isinstance(x, (tuple, list)):
+        h.update(b"(%d" % len(x))
+        for e in x:
+            feed(h, e, strict)
+        h.update(b")")
+    elif isinstance(x, dict):
+        feed(h, sorted(x.items(), key=lambda kv: repr(kv[0])), strict)
+    elif strict and (callable(x) or isinstance(x, type)):
+        raise Unkeyable(f"{type(x).__name__} {getattr(x, '__qualname__', '')}".strip())
+    elif hasattr(x, "__dataclass_fields__"):
+        h.update(type(x).__name__.encode())
+        for f in x.__dataclass_fields__:
+            feed(h, getattr(x, f), strict)
+    elif hasattr(x, "__dict__") or hasattr(x, "__slots__"):
+        h.update(type(x).__name__.encode())
+        names = sorted(vars(x)) if hasattr(x, "__dict__") else list(x.__slots__)
+        for f in names:
+            feed(h, getattr(x, f, None), strict)
+    elif strict:
+        raise Unkeyable(type(x).__name__)
+    else:
+        h.update(repr(x).encode())
+
+
+_sources = None
+
+
+def package_sources() -> str:
+    """SHA-256 of every Python source of the package, for an owner's fingerprint (its kernels may
+    run any of them); computed once per process."""
+    global _sources
+    if _sources is None:
+        from pathlib import Path
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for p in sorted(root.rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+        _sources = h.hexdigest()
+    return _sources
+
+
+def fingerprint(*values) -> str:
+    """SHA-256 of ``values`` by :func:`feed` (strict): for :class:`Owned`'s ``fingerprint``; raises
+    :class:`Unkeyable` when a value cannot be identified (then an owner hands ``None``)."""
+    h = hashlib.sha256()
+    feed(h, values, strict=True)
+    return h.hexdigest()

@@ -8,12 +8,14 @@ each state from both condition numbers (conftest.rounding_bound), never a fixed 
 
 import numpy as np
 import pytest
+import scipy.linalg
 
 import sparsedyn as sd
-from conftest import rel_err, rounding_bound
+from conftest import EPS, rel_err, rounding_bound
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
 from sparsedyn.constraints import constrained_forward_dynamics
 from sparsedyn.constraints.examples import example
+from sparsedyn.constraints.compiled import CHECK_TOL
 from sparsedyn.constraints.simulate import simulate
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -134,7 +136,6 @@ def test_singular_partition_is_chosen_again():
     """At the dead centre (crank and rod aligned) the partition with the crank and the rod
     dependent is singular: the step kernel's check fails, the stepper chooses the partition again
     (pivoted QR) and steps with it, equal to the NumPy step."""
-    from sparsedyn.constraints.compiled import CHECK_TOL
     from sparsedyn.constraints import consistent_velocity, partition
     from sparsedyn.constraints.simulate import _tableau, rk_step
     mech, cs, kc = _slider_crank()
@@ -202,3 +203,51 @@ def test_a_compiled_constraint_set_pickles_into_a_fresh_process():
     ref = k.evaluate(q, v)
     assert kind == "CompiledModel"
     assert all(np.array_equal(x, r) for x, r in zip((g, G, b), ref))
+
+
+@pytest.mark.parametrize("name", ["delta_robot", "slider_crank"])
+def test_the_compiled_projection_is_the_smallest_change(name):
+    """The compiled set projects through the normal equations (``v - G^T (G G^T)^-1 G v``), whose error grows
+    as ``cond(G)^2 eps``: the same velocity as SciPy's KKT solve of ``min |w - v|^2`` subject to
+    ``G w = 0`` to that bound (the NumPy projection's own test: tests/constraints/test_assembly.py)."""
+    mech = example(name)
+    kc = sd.compile(mech.constraints)
+    project = kc.simulation_kernels._velocity_kernel()
+    assert project is not None
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        cs, (q, _, _) = mech.constraints, mech.random_state(rng)
+        v = rng.normal(size=cs.nv)
+        G = cs.jacobian(q)
+        m, nv = G.shape
+        K = np.block([[np.eye(nv), G.T], [G, np.zeros((m, m))]])
+        kkt = scipy.linalg.lstsq(K, np.concatenate([v, np.zeros(m)]), cond=1e-12)[0][:nv]
+        v1, Gv1, check = project(q, v)
+        assert check[0] <= CHECK_TOL                          # the kernel's own test of its inverse passes
+        s = np.linalg.svd(G, compute_uv=False)
+        assert rel_err(v1, kkt) < 16 * nv * EPS * (s[0] / s[-1]) ** 2 * max(1.0, np.abs(v).max())
+        assert np.allclose(Gv1, G @ v1, rtol=0, atol=16 * nv * EPS * np.abs(G).max() * np.abs(v1).max())
+
+
+def test_a_compiled_set_loads_its_kernels_without_tracing(monkeypatch):
+    """A set's fingerprint (its constraints' kinds and data, the package's sources) keys its kernels in
+    the build cache: compiled again (in another process, or here another compile), nothing is traced.
+    Equal sets share a fingerprint, a moved point changes it, and a user constraint's functions leave
+    none (its kernels are traced on every compile, as the build cache cannot identify them)."""
+    import sparsedyn.symbolic.trace as tracing
+    from sparsedyn.constraints import ConstraintSet, UserConstraint, four_bar
+    from sparsedyn.constraints.compiled import fingerprint
+    assert fingerprint(four_bar().constraints) == fingerprint(four_bar().constraints)
+    assert fingerprint(four_bar().constraints) != fingerprint(four_bar(coupler=0.36).constraints)
+    model = sd.serial_chain(3)
+    user = UserConstraint(model, lambda q: q[:1] - q[2:], lambda q: np.array([[1.0, 0.0, -1.0]]))
+    assert fingerprint(ConstraintSet(model, [user])) is None
+    mech = example("delta_robot")
+    cs, v0 = mech.constraints, np.zeros(mech.constraints.nv)
+    first = simulate(sd.compile(cs), mech.q0, v0, 0.003, 1e-3)          # builds (or loads) every kernel
+    traced = []
+    real = tracing.trace_function             # the one trace driver (every kernel is traced through it)
+    monkeypatch.setattr(tracing, "trace_function", lambda *a, **k: traced.append(k.get("name")) or real(*a, **k))
+    again = simulate(sd.compile(cs), mech.q0, v0, 0.003, 1e-3)
+    assert traced == []
+    assert np.array_equal(again.q, first.q) and np.array_equal(again.v, first.v)     # the same kernels

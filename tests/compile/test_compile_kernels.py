@@ -44,9 +44,9 @@ NOT_KERNELS = {
     "reduce_model": "builds a Model (model layer): no state argument",
     "append_model": "builds a Model (model layer): no state argument",
     "load_srdf": "reads a file",
-    "contact_step": "an iterative solve whose iteration count depends on values; contact_problem is the kernel",
+    "contact_step": "the iterative kernel contact_step_kernel, plus the modes (strings) and a warning",
     "rollout": "a loop of contact_step calls (or a user's controller)",
-    "contact_step_derivatives": "implicit differentiation in the step's value-dependent modes around one traced per-state program",
+    "contact_step_derivatives": "a step (contact_step_kernel) differentiated in its modes around one traced program",
 }
 
 

@@ -259,10 +259,12 @@ def test_bad_input_is_refused_clearly():
 SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
 
 
-def test_solo12_stands_without_drift_under_a_holding_torque():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_solo12_stands_without_drift_under_a_holding_torque(compiled):
     """solo12 on its four point feet (mu = 0.7), standing under the torque that holds its posture
     (gravity compensation with the weight shared by the feet, plus a PD term): over one second the
-    feet and the base move by at most 1e-6 m and no foot goes below the ground."""
+    feet and the base move by at most 1e-6 m and no foot goes below the ground (NumPy and compiled
+    steps)."""
     model, _ = load_pair("solo12", True)
     feet = [sd.Contact(f, "3d", friction=0.7) for f in SOLO_FEET]
     q0 = _solo_standing(model)
@@ -277,7 +279,7 @@ def test_solo12_stands_without_drift_under_a_holding_torque():
     def controller(t, q, v):
         return hold + np.concatenate([np.zeros(6), 5.0 * (q0[7:] - q[7:]) - 0.2 * v[6:]])
 
-    R = sd.rollout(model, q0, np.zeros(model.nv), controller, feet, DT, 1000)
+    R = sd.rollout(sd.compile(model) if compiled else model, q0, np.zeros(model.nv), controller, feet, DT, 1000)
     feet_pos = np.stack([sd.frame_placement(model, R.q, name)[1] for name in SOLO_FEET], 1)
     assert np.abs(feet_pos - feet_pos[0]).max() <= 1e-6
     assert np.abs(R.q[:, :3] - q0[:3]).max() <= 1e-6
@@ -398,3 +400,103 @@ def test_a_point_that_cannot_move_gives_no_impulse_and_no_nan():
     H = sd.crba(model, 0 * one)[0, 0]                            # 0.26: the tip's effective mass is H / 1^2
     assert abs(s.v[0]) <= 1e-8 and list(s.modes) == ["stick"]
     assert abs(s.impulses[0, 2] - H * 1.0) <= 1e-8 * H and np.abs(s.impulses[0, :2]).max() <= 1e-8 * H
+
+
+# --- the compiled step ----------------------------------------------------------------------------
+
+def _solo_case():
+    model, _ = load_pair("solo12", True)
+    feet = [sd.Contact(f, "3d", friction=0.7) for f in SOLO_FEET]
+    q0 = _solo_standing(model)
+    rng = np.random.default_rng(11)
+    V = rng.normal(size=(17, model.nv))
+    V[:, :6] *= 0.3
+    V[:, 5] -= 0.3                                                # base pressed down: feet stick and slide
+    T = 5 * rng.normal(size=(17, model.nv))
+    T[:, :6] = 0
+    return model, feet, q0, V, T
+
+
+def _solution_bound(model, q, v, tau, feet, tol=TOL):
+    """How far two solutions of one step at tolerance ``tol`` can be apart in ``v+``: each solution's
+    contact velocities are within its residuals (``tol`` times the velocity scale, primal and dual) of
+    the exact ones, so the impulses differ by at most ``4 tol vscale |G^-1|`` and ``v+`` by that through
+    ``H^-1 J^T`` (four feet on the ground: ``G`` is regular)."""
+    with sd.use_backend("numpy"):
+        P = sd.contact_problem(model, q, v, tau, feet)
+    v_free = v + DT * P.a
+    vscale = np.abs(P.J @ v_free).max()
+    B = P.JMinv.T @ np.linalg.inv(P.G)
+    return 4 * tol * vscale * np.abs(B).sum(-1).max()
+
+
+def test_the_compiled_step_equals_the_numpy_step_and_a_batch_equals_single_steps():
+    """solo12's feet pressed down at random joint velocities (sticking, sliding and separating feet):
+    ``contact_step(sd.compile(model), ...)`` runs the whole step natively (one call per state) and
+    agrees with the NumPy step to the solution bound of the tolerance; a batch (17 states: more than
+    any vector width, so the batch entry runs) equals the single compiled steps."""
+    model, feet, q0, V, T = _solo_case()
+    k = sd.compile(model)
+    batch = sd.contact_step(k, q0, V, T, feet, DT)
+    modes = set()
+    for i in (0, 5, 11, 16):
+        with sd.use_backend("numpy"):
+            ref = sd.contact_step(model, q0, V[i], T[i], feet, DT)
+        one = sd.contact_step(k, q0, V[i], T[i], feet, DT)
+        bound = _solution_bound(model, q0, V[i], T[i], feet)
+        assert np.abs(one.v - ref.v).max() <= bound
+        assert np.abs(one.q - ref.q).max() <= DT * bound
+        assert np.array_equal(batch.v[i], one.v) and np.array_equal(batch.q[i], one.q)
+        assert np.array_equal(batch.impulses[i], one.impulses) and list(batch.modes[i]) == list(one.modes)
+        modes |= set(one.modes)
+        assert one.residuals.primal <= TOL * np.abs(one.impulses).max() + 1e-300
+    assert {"stick", "slide"} <= modes
+    assert batch.iterations.shape == (17,) and batch.iterations.max() > 0
+
+
+def test_plain_calls_run_the_native_step_by_default():
+    """On a model, ``sd.contact_step`` takes the native road like every plain call (deterministic: it
+    waits for the build), giving the compiled model's step exactly; ``k.contact_step`` and
+    ``k.rollout`` are methods of the compiled model."""
+    model, feet, q0, V, T = _solo_case()
+    with sd.use_backend("native", deterministic=True):
+        plain = sd.contact_step(model, q0, V[3], T[3], feet, DT)
+    k = sd.compile(model)
+    compiled = sd.contact_step(k, q0, V[3], T[3], feet, DT)
+    assert np.array_equal(plain.v, compiled.v) and np.array_equal(plain.iterations, compiled.iterations)
+    method = k.contact_step(q0, V[3], T[3], feet, DT)                 # the step is a method of the compiled model
+    assert np.array_equal(method.v, compiled.v) and np.array_equal(method.q, compiled.q)
+    R = k.rollout(q0, V[3], T[3], feet, DT, 2)
+    assert np.array_equal(R.v[1], compiled.v) and R.q.shape == (3, model.nq)
+
+
+def test_the_compiled_step_on_the_box_follows_coulombs_law():
+    """The analytic box cases on the compiled step: at rest it carries m g dt; pushed at 1.1 mu m g it
+    slides at 0.1 mu g dt; 1 mm inside the ground it is lifted back onto it at rest; on the pendulum
+    with a contact on its axis (G = 0) no NaN, no warning."""
+    k = sd.compile(MODEL)
+    s = sd.contact_step(k, Q0, Z, Z, corners(), DT)
+    assert np.abs(s.v).max() <= 1e-8 * G * DT and list(s.modes) == ["stick"] * 4
+    assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= TOL * MASS * G * DT
+    f = push(1.0, 1.1 * MU * MASS * G)
+    s = sd.contact_step(k, Q0, Z, Z, corners(), DT, f_ext=f)
+    want = 0.1 * MU * G * DT * np.array([np.cos(1.0), np.sin(1.0)])
+    assert np.abs(s.v[3:5] - want).max() <= 1e-8 * G * DT and list(s.modes) == ["slide"] * 4
+    s = sd.contact_step(k, Q0 - np.array([0, 0, 1e-3, 0, 0, 0, 0]), Z, Z, corners(), DT)     # 1 mm deep
+    # lifted to the correction's relative tolerance: corner heights within 1e-6 of the 1 mm, so a tilt
+    # of at most that over the half side
+    assert np.abs(s.v).max() <= 1e-8 and abs(s.q[2] - H) <= 1e-9 and np.abs(s.q[3:6]).max() <= 1e-6 * 1e-3 / H
+    b = sd.ModelBuilder("pendulum").add_body("link", None, sd.make_joint("revolute", axis=(0, 1, 0)), mass=1.0,
+                                             com=(0, 0, -0.5), rot_inertia=0.01 * np.eye(3))
+    pend = sd.compile(b.add_frame("pivot", "link").build())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = sd.contact_step(pend, np.zeros(1), np.ones(1), np.zeros(1), [sd.Contact("pivot", "3d", friction=0.5)], DT)
+    assert np.array_equal(s.impulses, np.zeros((1, 3))) and np.allclose(s.v, 1.0, rtol=0, atol=1e-15)
+
+
+def test_the_compiled_step_warns_with_the_residuals_when_it_stops_early():
+    model, feet, q0, V, T = _solo_case()
+    with pytest.warns(ContactStepWarning, match=r"stopped after \d+ iterations in 1 of 1 state\(s\).*primal"):
+        s = sd.contact_step(sd.compile(model), q0, V[0], T[0], feet, DT, max_iterations=1)
+    assert np.all(np.isfinite(s.v)) and s.iterations <= 1 + 10

@@ -162,13 +162,16 @@ def test_a_batch_equals_single_states():
 
 def test_a_compiled_model_gives_the_same_derivatives():
     """On ``sd.compile(model)`` the per-state pieces run compiled (one user kernel on the compiled model):
-    the same derivatives up to rounding, amplified by the step's solver tolerance (1e-8 of the scales)."""
+    the same derivatives of the same step up to rounding.  (The same step: on four corners the impulses'
+    split among the corners is not unique, and the compiled and NumPy solvers may pick different valid
+    splits, whose derivatives differ.)"""
+    from sparsedyn.constraints.friction_derivatives import differentiate_step
     k = sd.compile(BOX)
     for q, v in ((lifted(Q0, 1e-5), np.array([0, 0, 0, 1.0, 0.3, -0.02])),
                  (lifted(Q0, -1e-4), np.array([0, 0, 0, 0, 0, -0.2]))):
-        d = sd.contact_step_derivatives(BOX, q, v, Z, CORNERS, DT)
-        dk = sd.contact_step_derivatives(k, q, v, Z, CORNERS, DT)
-        assert list(dk.step.modes) == list(d.step.modes)
+        step = sd.contact_step(BOX, q, v, Z, CORNERS, DT)
+        d = differentiate_step(BOX, BOX, q, v, Z, tuple(CORNERS), DT, step)
+        dk = differentiate_step(BOX, k, q, v, Z, tuple(CORNERS), DT, step)
         for name in FIELDS:
             scale = max(np.abs(getattr(d, name)).max(), NATURAL[name])
             assert np.abs(getattr(dk, name) - getattr(d, name)).max() <= 1e-6 * scale, name

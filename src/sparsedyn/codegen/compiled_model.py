@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
+import types
 
 import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import REGISTRY, Kernel, signature_source, state_arguments
+from ..kernels import METHODS, REGISTRY, Kernel, signature_source, state_arguments
 from ..symbolic.trace import trace_function
 from .runtime import (KernelInfo, KernelSet, _fast_module, _input_checks, _is_configuration, _out_arrays,
                       _progress_fn, find_compiler_or_warn, trace)
@@ -128,6 +129,9 @@ class CompiledModel(KernelSet):
             m = self._make_method(name)
             self.__dict__[name] = m
             return m
+        if name in METHODS:
+            m = self.__dict__[name] = types.MethodType(METHODS[name], self)
+            return m
         return getattr(self.__dict__["model"], name)
 
     def __sparsedyn_kernel__(self, name, args, kwargs):
@@ -135,7 +139,7 @@ class CompiledModel(KernelSet):
         return (f if f is not None else getattr(self, name))(*args, **kwargs)
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(REGISTRY))
+        return sorted(set(super().__dir__()) | set(REGISTRY) | set(METHODS))
 
     def __repr__(self):
         state = "compiled" if self.compiled else "NumPy fallback"

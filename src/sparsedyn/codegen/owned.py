@@ -71,7 +71,9 @@ class CompiledKernels(KernelSet):
     def add(self, kernel: Kernel):
         """Trace ``kernel`` (a :class:`~sparsedyn.kernels.Kernel` of state arrays, e.g.
         :meth:`~sparsedyn.kernels.Kernel.of_arrays`) now and build it on its first call, as a library of
-        its own; returns ``f(*arrays, out=None)``, which checks its inputs as the NumPy functions do
+        its own (with the owner's fingerprint, built now, or loaded from the build cache without
+        tracing: its key is the fingerprint and the kernel's name, which must then name everything the
+        kernel computes beyond the owner); returns ``f(*arrays, out=None)``, which checks its inputs as the NumPy functions do
         (an input named ``q...`` of size ``nq`` is a configuration, with unit quaternions) and runs one
         state or a batch.  Raises :class:`~sparsedyn.symbolic.trace.UntraceableError` when the kernel
         cannot be traced.  The same name twice returns the first kernel's function."""
@@ -83,11 +85,19 @@ class CompiledKernels(KernelSet):
             raise ValueError(f"{type(self.owner).__name__}: kernel {name!r} was handed already")
         if not self.compiled:
             f = _NumpyKernel(self.model, kernel)
-        else:
+        elif self._fingerprint is None:
             prog = trace_kernel(kernel, self.model, explain=True)   # UntraceableError now, not at the first call
             spec = Kernel(name, kernel.fn, kernel.inputs, kernel.outputs, checks=kernel.checks,
                           program=lambda model, static, optional, p=prog: p)
             self._specs[name] = spec
+            f = _AddedKernel(self, spec)
+        else:
+            # Keyed by the owner's fingerprint and the kernel's name: built, or loaded from the build
+            # cache without tracing, now (so an UntraceableError comes now, not at the first call).
+            spec = Kernel(name, kernel.fn, kernel.inputs, kernel.outputs, checks=kernel.checks,
+                          program=lambda model, static, optional: trace_kernel(kernel, model, explain=True))
+            self._specs[name] = spec
+            self._library(name, "single")
             f = _AddedKernel(self, spec)
         self._added[name] = f
         return f

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _checks
-from ..kernels import Kernel
+from ..kernels import Kernel, feed
 from . import build
 from .build import CompilerNotFoundWarning
 from .cemit import emit_program, emit_unit
@@ -46,7 +46,7 @@ _source_hash = None
 #: Modules whose code the traced kernels run (plus this subpackage): their sources are part of
 #: every model key, so an edited kernel is re-traced even in an editable install.
 TRACED_MODULES = ("backend.py", "_checks.py", "spatial.py", "joints.py", "model.py", "algorithms/*.py",
-                  "symbolic/*.py")
+                  "symbolic/*.py", "sensors.py", "constraints/*.py")
 
 
 def _package_source_hash() -> str:
@@ -66,48 +66,16 @@ def _package_source_hash() -> str:
 _UNKEYED = frozenset(("lower", "upper", "velocity_limit", "effort_limit", "sensors", "joint_dynamics"))
 
 
-def _feed(h, x):
-    """Feed a canonical, process-independent encoding of ``x`` (model data) to hash ``h``."""
-    if isinstance(x, np.ndarray):
-        if x.dtype == object:
-            for e in x.reshape(-1):
-                _feed(h, e)
-            return
-        h.update(repr((x.dtype.str, x.shape)).encode())
-        h.update(np.ascontiguousarray(x).tobytes())
-    elif isinstance(x, float):
-        h.update(float(x).hex().encode())
-    elif isinstance(x, (str, int, bool, type(None), np.integer)):
-        h.update(repr(x).encode() + b"|")
-    elif isinstance(x, (tuple, list)):
-        h.update(b"(%d" % len(x))
-        for e in x:
-            _feed(h, e)
-        h.update(b")")
-    elif isinstance(x, dict):
-        _feed(h, sorted(x.items(), key=lambda kv: repr(kv[0])))
-    elif hasattr(x, "__dataclass_fields__"):
-        h.update(type(x).__name__.encode())
-        for f in x.__dataclass_fields__:
-            _feed(h, getattr(x, f))
-    elif hasattr(x, "__dict__") or hasattr(x, "__slots__"):
-        h.update(type(x).__name__.encode())
-        names = sorted(vars(x)) if hasattr(x, "__dict__") else list(x.__slots__)
-        for f in names:
-            _feed(h, getattr(x, f, None))
-    else:
-        h.update(repr(x).encode())
-
-
 def model_fingerprint(model) -> str:
     """SHA-256 over everything of ``model`` a kernel can depend on: every field (structure, joints,
     transforms, inertias, gravity, frames, mimic and fixed joints, names: a frame or body may be
-    looked up by name), except limits and sensors, which no kernel reads."""
+    looked up by name), except limits and sensors, which no kernel reads.  The encoding is the one of
+    owners' fingerprints (:func:`sparsedyn.kernels.feed`)."""
     h = hashlib.sha256()
     for f in type(model).__dataclass_fields__:
         if f not in _UNKEYED:
             h.update(f.encode())
-            _feed(h, getattr(model, f))
+            feed(h, getattr(model, f))
     return h.hexdigest()
 
 
@@ -410,6 +378,8 @@ class KernelSet:
         whole call for a time slice."""
         info = self.kernels.get(kname)
         flops = info.flops["total"] if info else 10000
+        if info and "stages" in info.flops:          # an iterative kernel: assume 30 runs of its stages
+            flops += 30 * info.flops["stages"]
         return max(1, min(int(self.threads), int(N * flops / 1e10 / 0.005)))
 
     def _run(self, group, kname, arrays, out=None, recheck=None):

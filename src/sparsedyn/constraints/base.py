@@ -153,8 +153,10 @@ class ConstraintSet:
     # --- the owner protocol of sparsedyn.compile (see sparsedyn.kernels) ----------------------
     def __sparsedyn_kernels__(self):
         """No kernel up front: the compiled set (:mod:`.compiled`) hands its kernels to the compiler
-        as it needs them (the evaluation when it is made, the dynamics per partition and step)."""
-        return Owned(self.model, ())
+        as it needs them (the evaluation when it is made, the dynamics per partition and step), under
+        the set's fingerprint (:func:`.compiled.fingerprint`)."""
+        from .compiled import fingerprint
+        return Owned(self.model, (), fingerprint(self))
 
     def __sparsedyn_compiled__(self, compiled):
         """``sparsedyn.compile(cs)``: a copy of this set that runs compiled (:func:`.compiled.compiled_set`)."""

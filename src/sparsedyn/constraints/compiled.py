@@ -37,17 +37,30 @@ import hashlib
 import numpy as np
 
 from ..algorithms.configuration import integrate
-from ..kernels import Kernel
+from ..kernels import Kernel, Unkeyable, fingerprint as _fingerprint, package_sources
 from ..symbolic.trace import UntraceableError
 from .forward import partitioned_forward
 from .partition import partition as choose_partition, unpivoted_min_norm
 from .simulate import rk_step
 
-__all__ = ["compiled_set", "PartitionedForward", "SimulationKernels", "CHECK_TOL"]
+__all__ = ["compiled_set", "fingerprint", "PartitionedForward", "SimulationKernels", "CHECK_TOL"]
 
 #: Largest ``|A A^-1 - I|_F^2`` a compiled kernel may report for the matrices it inverted
 #: (``|E|_F <= 1e-6``: about ``cond(A) eps``; beyond it the NumPy path runs instead).
 CHECK_TOL = 1e-12
+
+
+def fingerprint(cs):
+    """The fingerprint of ``cs``'s kernels beyond the model (:class:`~sparsedyn.kernels.Owned`): the
+    constraints' kinds and data in order, and the package's sources; ``None`` when a constraint holds
+    what no fingerprint identifies (a :class:`~.user.UserConstraint`'s functions: its kernels are then
+    traced on every compile)."""
+    try:
+        return _fingerprint("constraint set", package_sources(),
+                            [(type(c).__module__, type(c).__qualname__,
+                              {k: v for k, v in vars(c).items() if k != "model"}) for c in cs])
+    except Unkeyable:
+        return None
 
 
 def compiled_set(cs, ks):

@@ -104,6 +104,7 @@ def inline(prog: Program, args) -> list:
     """Outputs of ``prog`` applied to ``args`` (object arrays of Sym / numbers, or float arrays,
     one per input, of the input shapes): the program's operations are replayed through the
     graph of the symbols, with folding and CSE.  Returns object arrays of the output shapes."""
+    _straight(prog)
     values = []
     for j, (a, s) in enumerate(zip(args, prog.input_shapes)):
         a = np.asarray(a)
@@ -257,6 +258,13 @@ def choose_mode(prog, wrt, outputs=None) -> str:
     return "reverse" if m < n else "forward"
 
 
+def _straight(prog):
+    """Refuse an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`): it has no derivative program."""
+    if getattr(prog, "stages", None) is not None:
+        raise TypeError(f"{prog.name}: an iterative kernel (a loop whose iteration count depends on the values) "
+                        f"has no derivative program; differentiate its solution instead (implicit function theorem)")
+
+
 def jacobian_program(prog: Program, wrt, *, outputs=None, mode="auto", at=None, primal=False,
                      name=None, input_names=None, output_names=None) -> Program:
     """A program computing the Jacobians of ``prog``'s outputs with respect to inputs ``wrt``.
@@ -274,6 +282,7 @@ def jacobian_program(prog: Program, wrt, *, outputs=None, mode="auto", at=None, 
     used) and ``ad_seconds``; ``input_names`` (default: those of ``prog`` that are kept) and
     ``output_names`` name its arguments.
     """
+    _straight(prog)
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
     n_in = len(prog.input_shapes)
