@@ -327,20 +327,20 @@ def emit_program(prog: Program, cname: str, variant: str = "single", chunk: int 
                                                                          ATAN2: "sd_vatan2", COPYSIGN: "sd_vcopysign"},
                                      chunk)
         tail = _batch_entry(cname, drv, nin, nout, nws, pub, checks)
-    return _units(funcs, tail, unit_size)
-
-
-def _units(funcs, tail, unit_size):
-    """The segment functions ``funcs`` (``(operations, source)``) grouped into translation units of
-    about ``unit_size`` operations, ``tail`` (the entry points) closing the last one."""
-    units, cur, size = [], [], 0
     # A batch kernel whose workspace passes 48 kB at 8 lanes (768 vectors, a usual L1 data cache) runs
     # 4 lanes wide: its values then stay twice as long in the L1 cache, and such a kernel is bound by
     # the traffic of its workspace, not by its arithmetic.  Measured on talos_reduced, one thread,
     # paired in one process: rnea_derivatives (2216 vectors) 7.5 -> 7.0 us a state, after the
     # non-temporal stores below; aba (515 vectors, fits at 8 lanes) 0.60 -> 0.77 at 4 lanes, so it
     # stays at 8, as does rnea (308: 0.38 -> 0.47 at 4 lanes).
-    head = _NARROW if variant == "batch" and nws > 768 else ""
+    return _units(funcs, tail, unit_size, _NARROW if variant == "batch" and nws > 768 else "")
+
+
+def _units(funcs, tail, unit_size, head=""):
+    """The segment functions ``funcs`` (``(operations, source)``) grouped into translation units of
+    about ``unit_size`` operations, ``tail`` (the entry points) closing the last one; ``head`` opens
+    each unit."""
+    units, cur, size = [], [], 0
     for n, f in funcs:
         if cur and size + n > unit_size:
             units.append(head + "\n".join(cur))
