@@ -48,6 +48,22 @@ def solve_bound(A, x, c=2.0):
     return c * n * EPS * skeel
 
 
+@pytest.fixture(scope="session", autouse=True)
+def build_cache(tmp_path_factory):
+    """One private build cache for the whole test run (never the user's own cache): every test
+    that compiles shares its libraries, so a model and kernel compiled by one module load in a
+    moment in the next (tests that need a fresh cache set SPARSEDYN_CACHE_DIR themselves)."""
+    d = tmp_path_factory.mktemp("sparsedyn-cache")
+    os.chmod(d, 0o700)
+    old = os.environ.get("SPARSEDYN_CACHE_DIR")
+    os.environ["SPARSEDYN_CACHE_DIR"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("SPARSEDYN_CACHE_DIR", None)
+    else:
+        os.environ["SPARSEDYN_CACHE_DIR"] = old
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -7,17 +7,10 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def compile_cache(tmp_path_factory):
-    """One private build cache for the whole test session (never the user's own cache)."""
-    d = tmp_path_factory.mktemp("sparsedyn-cache")
-    os.chmod(d, 0o700)
-    old = os.environ.get("SPARSEDYN_CACHE_DIR")
-    os.environ["SPARSEDYN_CACHE_DIR"] = str(d)
-    yield d
-    if old is None:
-        os.environ.pop("SPARSEDYN_CACHE_DIR", None)
-    else:
-        os.environ["SPARSEDYN_CACHE_DIR"] = old
+def compile_cache(build_cache):
+    """The build cache of the test run (tests/conftest.py's ``build_cache``: one private directory
+    shared by every test, never the user's own cache)."""
+    return build_cache
 
 
 def subprocess_env(cache_dir):

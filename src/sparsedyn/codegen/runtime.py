@@ -31,7 +31,7 @@ from .. import _checks
 from ..kernels import Kernel, feed
 from . import build
 from .build import CompilerNotFoundWarning
-from .cemit import emit_program, emit_unit
+from .cemit import code_shape, emit_program, emit_unit, loop_threshold
 from .trace import as_kernel, trace
 
 __all__ = ["KernelSet", "KernelInfo", "model_fingerprint", "find_compiler_or_warn", "GENERATOR_VERSION"]
@@ -182,7 +182,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     if owner is not False:
         mkey = hashlib.sha256("\n".join([
             "model", variant, model_fingerprint(model), _package_source_hash(), __version__, GENERATOR_VERSION,
-            compiler.ident, " ".join(compiler.flags), ",".join(names)]
+            compiler.ident, " ".join(compiler.flags), ",".join(names), f"loops>={loop_threshold()}"]
             + ([] if owner is None else ["owner", owner])).encode()).hexdigest()[:40]
         manifest = d / f"m_{mkey}.json"
     t0 = time.perf_counter()
@@ -210,14 +210,17 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     checks = {s.name: _input_checks(model, s) for s in specs} if variant == "batch" else {}
     lkey = hashlib.sha256("\n".join(
         ["library", variant, __version__, GENERATOR_VERSION, compiler.ident, " ".join(compiler.flags)]
-        + [n + " " + progs[n].digest() + repr(checks.get(n)) for n in names]).encode()).hexdigest()[:40]
+        + [n + " " + progs[n].digest() + repr(checks.get(n)) + " " + code_shape(progs[n]) for n in names]
+    ).encode()).hexdigest()[:40]
     units = []
     for name in names:
         units += emit_program(progs[name], name, variant, checks=checks.get(name))
     sources = [emit_unit([u]) for u in units] + [emit_unit([], key=lkey)]
     if progress:
+        shapes = sorted({code_shape(p) for p in progs.values()})
         progress(f"compiling {len(sources)} C translation units ({variant}, "
-                 f"{sum(len(p.nodes) for p in progs.values())} IR nodes) with {' '.join(compiler.argv)}")
+                 f"{sum(len(p.nodes) for p in progs.values())} IR nodes, {' and '.join(shapes)}) with "
+                 f"{' '.join(compiler.argv)}")
     lib, built = build.build_library(lkey, sources, compiler, progress, d)
     seconds = time.perf_counter() - t0
     if manifest is not None:

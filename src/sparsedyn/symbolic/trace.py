@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .ir import Graph, Program
+from .ir import Graph, Program, paused_gc
 
 __all__ = ["trace_kernel", "trace_function", "UntraceableError"]
 
@@ -52,6 +52,11 @@ def trace_function(fn, inputs, outputs=None, name="kernel", checks=(), phases=Fa
     value, a NumPy routine that needs numbers) or an output that is not made of numbers raises
     :class:`UntraceableError` saying so (for functions written by users).
     """
+    with paused_gc():
+        return _trace_function(fn, inputs, outputs, name, checks, phases, explain)
+
+
+def _trace_function(fn, inputs, outputs, name, checks, phases, explain):
     inputs = list(inputs)
     g = Graph()
     args = [g.inputs(k, tuple(s)) for k, (_, s) in enumerate(inputs)]

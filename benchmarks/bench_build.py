@@ -1,0 +1,138 @@
+"""Cold build times of compiled kernels, split into trace / emit / C compile.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_build.py                      # the default table
+    nice -n 10 .venv/bin/python benchmarks/bench_build.py --models chain100 --kernels rnea aba --timeout 120
+
+Each (model, kernel) cell runs in its own process with a fresh build cache
+(``SPARSEDYN_CACHE_DIR`` a new temporary directory) and a wall-clock limit
+(``--timeout``, seconds; a cell that does not finish is reported as ``>T``):
+
+* ``trace``: tracing the kernel into the IR (:func:`sparsedyn.codegen.trace.trace`);
+* ``emit``: generating the C translation units (single-state variant);
+* ``cc``: the C compiler (all translation units, in parallel on the machine's cores) and the link;
+* ``cpu py``, ``cpu cc``: CPU seconds of the trace and emission (Python) and of the C compiler
+  processes: on a machine that other work shares, wall-clock times grow, CPU times hardly do (the
+  compiler's time spreads over the cores, ``cpu cc / cores`` is about its wall-clock time on an
+  otherwise idle machine);
+* ``mode``: the code shape chosen for the program (``unrolled`` or ``loops``: see
+  ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units.
+
+Models: ``chainN`` (:func:`sparsedyn.serial_chain`, N revolute links), ``treeN`` (a random
+branched tree of N bodies), ``humanoid`` (the built-in one), ``talos_reduced`` (38 dof) and
+``talos_full`` (50 dof) from example-robot-data, floating base.  Numbers are reported, never
+asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+KERNELS = ("rnea", "aba", "crba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics",
+           "frame_jacobian")
+MODELS = ("chain100", "talos_full", "chain400")
+
+_ERD = {"talos_reduced": "talos_data/robots/talos_reduced.urdf", "talos_full": "talos_data/robots/talos_full_v2.urdf"}
+
+
+def load(name):
+    import sparsedyn as sd
+    if name.startswith("chain") and name[5:].isdigit():
+        return sd.serial_chain(int(name[5:]), name=name)
+    if name.startswith("tree") and name[4:].isdigit():
+        return sd.random_tree(int(name[4:]), branching=2.0, joint_types="all", seed=5, name=name)
+    if name == "humanoid":
+        return sd.humanoid()
+    from sparsedyn.io.resolve import example_robot_data_dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sd.load_urdf(example_robot_data_dir() / _ERD[name], floating_base=True)
+
+
+def kernel_of(model, name):
+    from sparsedyn.codegen.trace import variant
+    if name == "frame_jacobian":             # the frame of the last body: the longest path
+        return variant(name, {"frame": model.frames[model.nbodies - 1].name})
+    return variant(name)
+
+
+def cell(model_name, kernel_name):
+    """Times of one cold build, in this process (a fresh cache directory)."""
+    from sparsedyn.codegen import build, cemit
+    from sparsedyn.codegen.trace import trace
+    model = load(model_name)
+    spec = kernel_of(model, kernel_name)
+    compiler = build.find_compiler()
+
+    def cpu():              # CPU seconds of this process and of the compiler processes it ran
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    c0, t0 = cpu(), time.perf_counter()
+    prog = trace(model, spec)
+    t1 = time.perf_counter()
+    units = cemit.emit_program(prog, spec.name, "single")
+    sources = [cemit.emit_unit([u]) for u in units] + [cemit.emit_unit([], key="0" * 40)]
+    c2, t2 = cpu(), time.perf_counter()
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o700)
+        build.build_library("0" * 40, sources, compiler, directory=build.Path(d))
+    c3, t3 = cpu(), time.perf_counter()
+    return {"trace": t1 - t0, "emit": t2 - t1, "cc": t3 - t2, "nodes": len(prog.nodes), "units": len(units),
+            "mode": cemit.code_shape(prog) if hasattr(cemit, "code_shape") else "unrolled",
+            "cpu_py": c2 - c0, "cpu_cc": c3 - c2}
+
+
+def run_cell(model_name, kernel_name, timeout):
+    with tempfile.TemporaryDirectory() as cache:
+        os.chmod(cache, 0o700)
+        env = dict(os.environ, SPARSEDYN_CACHE_DIR=cache)
+        t0 = time.perf_counter()
+        try:
+            r = subprocess.run([sys.executable, __file__, "--cell", model_name, kernel_name], env=env,
+                               capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"timeout": timeout}
+        wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out["wall"] = wall
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS))
+    ap.add_argument("--kernels", nargs="+", default=list(KERNELS))
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
+    ap.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.cell:
+        print(json.dumps(cell(*a.cell)))
+        return
+    print(f"cold builds (fresh cache, one kernel per process), {os.cpu_count()} CPUs; seconds")
+    print(f"{'model':<14}{'kernel':<20}{'mode':<10}{'nodes':>9}{'units':>6}{'trace':>8}{'emit':>7}{'cc':>8}"
+          f"{'total':>8}{'cpu py':>8}{'cpu cc':>8}")
+    for m in a.models:
+        for k in a.kernels:
+            r = run_cell(m, k, a.timeout)
+            if "timeout" in r:
+                print(f"{m:<14}{k:<20}{'':<10}{'':>9}{'':>6}{'':>8}{'':>7}{'':>8}{'>' + str(int(r['timeout'])):>8}",
+                      flush=True)
+            elif "error" in r:
+                print(f"{m:<14}{k:<20}error: {r['error']}", flush=True)
+            else:
+                total = r["trace"] + r["emit"] + r["cc"]
+                print(f"{m:<14}{k:<20}{r['mode']:<10}{r['nodes']:>9}{r['units']:>6}{r['trace']:>8.2f}"
+                      f"{r['emit']:>7.2f}{r['cc']:>8.2f}{total:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

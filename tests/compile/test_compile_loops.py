@@ -1,0 +1,96 @@
+"""Large programs as loops over tables (sparsedyn.codegen.cemit, code shape "loops").
+
+A program of :func:`~sparsedyn.codegen.cemit.loop_threshold` operations or more is emitted as
+loops over tables of slot numbers instead of straight-line code.  The tests force that shape on
+small models (``SPARSEDYN_LOOP_THRESHOLD=0``), so they build in a moment, and compare with the
+NumPy functions: the loops do the unrolled code's operations, so the results agree to the
+kernel's rounding bound (times the conditioning of ``H`` for the solves).
+"""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rel_err, rounding_bound
+from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
+from sparsedyn.codegen import build, cemit
+from sparsedyn.codegen.compiled_model import CompiledModel
+from sparsedyn.codegen.trace import trace
+from sparsedyn.kernels import REGISTRY
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+MODELS = {"chain": lambda: sd.random_tree(7, branching=1.0, joint_types="all", seed=11),
+          "tree": lambda: sd.random_tree(8, branching=2.0, joint_types="all", seed=12, floating_base=True)}
+KERNELS = ("rnea", "aba", "minv", "rnea_derivatives")        # crba: test_large_workspace_on_the_heap
+
+
+def _args(model, name, rng, n=None):
+    states = [model.random_configuration(rng) for _ in range(n or 1)]
+    q = np.stack(states) if n else states[0]
+    v, a = rng.normal(size=(2,) + q.shape[:-1] + (model.nv,))
+    return {"q": (q,), "v": (q, v), "a": (q, v, a)}["q" if name in ("crba", "minv", "forward_kinematics") else "a"]
+
+
+def _bound(model, q):
+    H = REGISTRY["crba"].fn(model, q)
+    return rounding_bound(model.nv + model.nbodies, float(np.max(np.linalg.cond(H))))
+
+
+@pytest.fixture
+def loops(monkeypatch):
+    monkeypatch.setenv("SPARSEDYN_LOOP_THRESHOLD", "0")
+
+
+@pytest.mark.parametrize("which", sorted(MODELS))
+def test_loops_equal_numpy(which, loops, rng):
+    """Every kernel of :data:`KERNELS` built as loops: one state, a loop over states and the
+    vectorised batch equal the NumPy function to rounding."""
+    model = MODELS[which]()
+    k = CompiledModel(model, build.find_compiler(), vectorize=which == "tree")
+    for name in KERNELS:
+        prog = trace(model, name)
+        src = "\n".join(cemit.emit_program(prog, name, "batch"))
+        # loops, some of whose additions take their signs from the tables
+        assert cemit.code_shape(prog) == "loops" and "for (int j = 0; j <" in src and "(double)I[" in src
+        for n in (None, 3, 4 * 8):
+            args = _args(model, name, rng, n)
+            ref, got = REGISTRY[name].fn(model, *args), getattr(k, name)(*args)
+            for g, r in zip(got if isinstance(got, tuple) else (got,), ref if isinstance(ref, tuple) else (ref,)):
+                assert g.shape == r.shape and rel_err(g, r) < _bound(model, args[0]), (name, n)
+
+
+def test_repeated_blocks_become_loops(loops):
+    """On a chain, the bodies' repeated statements are C loops (the code does not grow with the
+    number of bodies as the program does)."""
+    sizes = {}
+    for nb in (12, 24):
+        prog = trace(sd.serial_chain(nb), "minv")
+        src = "\n".join(cemit.emit_program(prog, "minv"))
+        assert "for (int j = 0; j <" in src
+        sizes[nb] = (len(prog.nodes), src.count(";"))
+    (n1, c1), (n2, c2) = sizes[12], sizes[24]
+    assert n2 > 3.5 * n1 and c2 < 2.5 * c1          # minv's program is quadratic in the chain's length
+
+
+def test_large_workspace_on_the_heap(loops, monkeypatch, tmp_path, rng):
+    """A workspace too large for the stack is allocated per call (one state and the state loop)."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cemit, "_STACK_SLOTS", 0)
+    model = MODELS["chain"]()
+    assert "aligned_alloc(64" in "\n".join(cemit.emit_program(trace(model, "crba"), "crba"))
+    k = CompiledModel(model, build.find_compiler(), vectorize=False)
+    for n in (None, 3):
+        (q,) = _args(model, "crba", rng, n)
+        assert rel_err(k.crba(q), REGISTRY["crba"].fn(model, q)) < _bound(model, q)
+
+
+def test_threshold_from_the_environment(monkeypatch):
+    prog = trace(sd.serial_chain(3), "rnea")
+    monkeypatch.setenv("SPARSEDYN_LOOP_THRESHOLD", str(len(prog.nodes) + 1))
+    assert cemit.code_shape(prog) == "unrolled"
+    monkeypatch.setenv("SPARSEDYN_LOOP_THRESHOLD", "1")
+    assert cemit.code_shape(prog) == "loops"
+    monkeypatch.setenv("SPARSEDYN_LOOP_THRESHOLD", "many")
+    with pytest.raises(ValueError, match="SPARSEDYN_LOOP_THRESHOLD='many': expected an integer"):
+        cemit.code_shape(prog)
