@@ -190,6 +190,29 @@ def test_vectorised_batches_check_every_state(rng, compile_cache):
                 k.rnea(args["q"], args["v"], A, f_ext=args["f_ext"], out=np.empty((n, model.nv)))
 
 
+def test_vectorised_batch_writes_large_results_to_memory_exactly(rng, compile_cache):
+    """A batch whose results pass 4 MiB (rnea_derivatives of a 27-dof tree, 773 states: full blocks and
+    a partial one) writes them past the caches; every element lands in its place: the same numbers,
+    bit for bit, as a short batch (ordinary stores) and, to rounding, as one state at a time."""
+    model = random_trees()[2]
+    k = sd.compile(model, vectorize=True)
+    n = 773
+    assert n * model.nv ** 2 >= 1 << 19
+    Q = np.stack([model.random_configuration(rng) for _ in range(n)])
+    V, A = rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
+    big = k.rnea_derivatives(Q, V, A)
+    for lo, hi in ((0, 19), (n - 19, n)):
+        for got, ref in zip(big, k.rnea_derivatives(Q[lo:hi], V[lo:hi], A[lo:hi])):
+            np.testing.assert_array_equal(got[lo:hi], ref)
+    outs = tuple(np.full_like(x, np.nan) for x in big)
+    k.rnea_derivatives(Q, V, A, out=outs)
+    for got, ref in zip(outs, big):
+        np.testing.assert_array_equal(got, ref)
+    tol = _bound(model, {"q": Q})
+    for i in range(0, n, 37):
+        _same(tuple(x[i] for x in big), k.rnea_derivatives(Q[i], V[i], A[i]), ("state", i), tol)
+
+
 def test_every_calling_convention_gives_the_numpy_result(compiled, rng):
     """Static arguments by position, by keyword or left to their defaults; arrays by keyword; a
     frame by index: the single-state fast path and its fallback agree with the NumPy function."""

@@ -14,7 +14,8 @@ built into its own shared library:
 ``batch``
     ``int sd_K_batch(long n, const double *x0, ..., double *y0, ..., int nthreads)``:
     the same ``n`` states processed in blocks of ``SD_W`` (the SIMD width: 8
-    with AVX-512, 4 with AVX, else 2).  A block is gathered into a
+    with AVX-512, 4 with AVX, else 2; 4 with AVX-512 for a kernel whose workspace
+    would not fit the L1 cache at 8).  A block is gathered into a
     structure-of-arrays buffer (one vector of ``SD_W`` doubles per input
     element), the *same* program runs on GCC/Clang vector types (one vector
     instruction per IR operation, across states; ``sin``/``cos`` from glibc's
@@ -71,7 +72,7 @@ double sin(double); double cos(double); double sqrt(double); double atan2(double
 #define copysign __builtin_copysign
 void *aligned_alloc(__SIZE_TYPE__, __SIZE_TYPE__); void free(void *);
 #ifndef SD_W
-#  if defined(__AVX512F__)
+#  if defined(__AVX512F__) && !defined(SD_NARROW)
 #    define SD_W 8
 #  elif defined(__AVX__)
 #    define SD_W 4
@@ -105,10 +106,23 @@ sd_vd _ZGVbN2v_sin(sd_vd); sd_vd _ZGVbN2v_cos(sd_vd);
 static inline sd_vd sd_vsin(sd_vd x) { sd_vd r; for (int k = 0; k < SD_W; k++) r[k] = sin(x[k]); return r; }
 static inline sd_vd sd_vcos(sd_vd x) { sd_vd r; for (int k = 0; k < SD_W; k++) r[k] = cos(x[k]); return r; }
 #endif
+/* A store that bypasses the caches (a write-combined line goes to memory without first being read
+   for ownership), for results too large to stay in a core's caches anyway. */
+#if defined(__x86_64__) && defined(__SSE2__)
+#  define SD_NTSTORE(p, v) do { double sd_v_ = (v); long long sd_u_; __builtin_memcpy(&sd_u_, &sd_v_, 8); \
+                                __builtin_ia32_movnti64((long long *)(p), sd_u_); } while (0)
+#  define SD_NTFENCE() __builtin_ia32_sfence()
+#else
+#  define SD_NTSTORE(p, v) (*(p) = (v))
+#  define SD_NTFENCE() ((void)0)
+#endif
 static inline sd_vd sd_vsqrt(sd_vd x) { sd_vd r; for (int k = 0; k < SD_W; k++) r[k] = sqrt(x[k]); return r; }
 static inline sd_vd sd_vatan2(sd_vd y, sd_vd x) { sd_vd r; for (int k = 0; k < SD_W; k++) r[k] = atan2(y[k], x[k]); return r; }
 static inline sd_vd sd_vcopysign(sd_vd x, sd_vd s) { sd_vd r; for (int k = 0; k < SD_W; k++) r[k] = __builtin_copysign(x[k], s[k]); return r; }
 """
+
+#: First line of a translation unit whose batch kernel runs on half-width vectors (AVX-512 machines).
+_NARROW = "#define SD_NARROW 1\n"
 
 _LANES = """
 SD_EXPORT int sd_lanes(void) { return SD_W; }
@@ -566,21 +580,28 @@ def _emit_program(prog, cname, variant, chunk, unit_size, checks):
         funcs, drv, nws = gen(prog, f"{cname}_v", "sd_vd", {SIN: "sd_vsin", COS: "sd_vcos", SQRT: "sd_vsqrt",
                                                              ATAN2: "sd_vatan2", COPYSIGN: "sd_vcopysign"}, chunk)
         tail = _batch_entry(cname, drv, nin, nout, nws, pub, checks)
-    return _units(funcs, tail, unit_size)
+    # A batch kernel whose workspace passes 48 kB at 8 lanes (768 vectors, a usual L1 data cache) runs
+    # 4 lanes wide: its values then stay twice as long in the L1 cache, and such a kernel is bound by
+    # the traffic of its workspace, not by its arithmetic.  Measured on talos_reduced, one thread,
+    # paired in one process: rnea_derivatives (2216 vectors) 7.5 -> 7.0 us a state, after the
+    # non-temporal stores below; aba (515 vectors, fits at 8 lanes) 0.60 -> 0.77 at 4 lanes, so it
+    # stays at 8, as does rnea (308: 0.38 -> 0.47 at 4 lanes).
+    return _units(funcs, tail, unit_size, _NARROW if variant == "batch" and nws > 768 else "")
 
 
-def _units(funcs, tail, unit_size):
+def _units(funcs, tail, unit_size, head=""):
     """The segment functions ``funcs`` (``(operations, source)``) grouped into translation units of
-    about ``unit_size`` operations, ``tail`` (the entry points) closing the last one."""
+    about ``unit_size`` operations, ``tail`` (the entry points) closing the last one; ``head`` opens
+    each unit."""
     units, cur, size = [], [], 0
     for n, f in funcs:
         if cur and size + n > unit_size:
-            units.append("\n".join(cur))
+            units.append(head + "\n".join(cur))
             cur, size = [], 0
         cur.append(f)
         size += n
     cur += tail
-    units.append("\n".join(cur))
+    units.append(head + "\n".join(cur))
     return units
 
 
@@ -645,14 +666,24 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None):
     # the L1 cache (<= 256 elements); larger outputs (crba, minv: 11.5 kB per state on talos_reduced)
     # are written element by element across the block's rows, because reading their vectors with a
     # stride was twice slower.  Measured on talos_reduced: rnea 1.3x faster state by state.
+    # A large output of a large batch (>= 4 MiB: beyond a core's caches) is written to memory: its
+    # ordinary stores first read every line for ownership, so that the batch ran at half the memory's
+    # write bandwidth (rnea_derivatives on talos_reduced writes 34.7 kB a state, and these stores took
+    # as long as the program itself).  It is then written state by state with non-temporal stores,
+    # each line filled by consecutive stores.  Measured on that scatter alone: 10.7 -> 6.5 us a state.
     for k, n in enumerate(nout):
         if n <= 256:
             b.append(f"        for (int s = 0; s < m; s++) {{ double *r = y{k} + (s0 + s) * {n}; "
                      f"for (long j = 0; j < {n}; j++) r[j] = Y{k}[j][s]; }}")
         else:
-            b.append(f"        for (long j = 0; j < {n}; j++) for (int s = 0; s < m; s++) "
+            b.append(f"        if (nt{k}) for (int s = 0; s < m; s++) {{ double *r = y{k} + (s0 + s) * {n}; "
+                     f"for (long j = 0; j < {n}; j++) SD_NTSTORE(r + j, Y{k}[j][s]); }}")
+            b.append(f"        else for (long j = 0; j < {n}; j++) for (int s = 0; s < m; s++) "
                      f"y{k}[(s0 + s) * {n} + j] = Y{k}[j][s];")
-    b += ["      }", "    free(buf);", "  }", "  return ok ? (bad ? 2 : 1) : 0;", "}"]
+    b += ["      }", "    SD_NTFENCE();", "    free(buf);", "  }", "  return ok ? (bad ? 2 : 1) : 0;", "}"]
+    at = b.index("  int ok = 1, bad = 0;") + 1
+    b[at:at] = [f"  const int nt{k} = (double)n * {n} >= 524288.0;   /* 4 MiB */"
+                for k, n in enumerate(nout) if n > 256]
     return b
 
 
@@ -729,6 +760,8 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
 def emit_unit(parts: list, key: str | None = None) -> str:
     """One translation unit: the prelude, the given sources and (if ``key``) ``sd_cache_key``."""
     src = [PRELUDE]
+    if any(p.startswith(_NARROW) for p in parts):      # the vector width is chosen before the prelude
+        src.insert(0, _NARROW)
     src += parts
     if key is not None:
         if not re.fullmatch(r"[0-9a-f]{16,128}", key):
