@@ -3,47 +3,32 @@
 A fingerprint identifies everything a traced kernel depends on beyond the model (the compiler keys
 the model itself): the pattern, the values of the constant entries, the measurement matrices and
 slots, the block pivot order and symbolic LU, the sources of the package, and every ``bias``
-callable's code and captured values.  A ``bias`` defined outside sparsedyn (its globals are unknown)
-cannot be identified: the fingerprint is then ``None`` and the kernel is traced on every compile
-(its library, keyed by the program, is still reused).
+callable's code and captured values.  Arrays and the package's sources are keyed as every owner's
+fingerprint is (:func:`sparsedyn.kernels.feed`, :func:`~sparsedyn.kernels.package_sources`); what
+this module adds is the key of a ``bias`` callable (its code, closure and defaults).  A ``bias``
+defined outside sparsedyn (its globals are unknown) cannot be identified: the fingerprint is then
+``None`` and the kernel is traced on every compile (its library, keyed by the program, is still
+reused).
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import numpy as np
+
+from ..kernels import Unkeyable, feed, package_sources
 
 __all__ = ["structure_fingerprint", "hash_structure", "hash_array", "value_key", "finish", "Unkeyable"]
 
 
-class Unkeyable(Exception):
-    """A value that no cache key can identify (a function defined outside sparsedyn, an object array)."""
-
-
-_tree_hash = None
-
-
-def _sources_hash() -> str:
-    """SHA-256 of every Python source of the package (a bias callable may use any of them)."""
-    global _tree_hash
-    if _tree_hash is None:
-        root = Path(__file__).resolve().parents[1]
-        h = hashlib.sha256()
-        for p in sorted(root.rglob("*.py")):
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
-        _tree_hash = h.hexdigest()
-    return _tree_hash
-
-
 def hash_array(h, a):
-    """Feed array ``a`` (dtype, shape, bytes) to ``h``; an object array is :class:`Unkeyable`."""
-    a = np.ascontiguousarray(a)
+    """Feed array ``a`` to ``h`` as the build cache's one scheme does (:func:`sparsedyn.kernels.feed`);
+    an object array is :class:`Unkeyable`."""
+    a = np.asarray(a)
     if a.dtype == object:
-        raise Unkeyable
-    h.update(repr((a.dtype.str, a.shape)).encode())
-    h.update(a.tobytes())
+        raise Unkeyable("an object array")
+    feed(h, a)
 
 
 def _code_key(co, depth=0):
@@ -125,7 +110,7 @@ def finish(h):
     """The hex digest of ``h`` after the package's sources and version (the traced code of an owner's
     kernel, and a ``bias`` callable, may use any module); the model is keyed by the compiler."""
     from .._version import __version__
-    h.update((_sources_hash() + __version__).encode())
+    h.update((package_sources() + __version__).encode())
     return h.hexdigest()
 
 
