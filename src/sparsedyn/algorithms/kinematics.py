@@ -16,9 +16,10 @@ from .. import backend as bk
 from ..spatial import (Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, identity, mv,
                        pose)
 
-__all__ = ["joint_transforms", "world_transforms", "root_transforms", "forward_kinematics", "frame_placement",
-           "frame_placements", "geometry_placements", "body_velocities", "frame_velocity", "frame_jacobian", "REFERENCES",
-           "body_accelerations", "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v"]
+__all__ = ["joint_transforms", "world_transforms", "frame_world_transform", "root_transforms", "forward_kinematics",
+           "frame_placement", "frame_placements", "geometry_placements", "body_velocities", "frame_velocity",
+           "frame_jacobian", "REFERENCES", "body_accelerations", "frame_acceleration", "frame_classical_acceleration",
+           "frame_jacobian_dot_v"]
 
 REFERENCES = ("local", "world", "local_world_aligned")
 
@@ -42,7 +43,6 @@ def world_transforms(model, Xup):
     return X0
 
 
-_world_transforms = world_transforms
 
 
 def root_transforms(model, Xup):
@@ -69,7 +69,7 @@ def forward_kinematics(model, q):
     """
     q = _checks.configuration(model, q)
     Xup, _ = joint_transforms(model, q)
-    X0 = _world_transforms(model, Xup)
+    X0 = world_transforms(model, Xup)
     if not X0:
         return np.zeros(q.shape[:-1] + (0, 3, 3)), np.zeros(q.shape[:-1] + (0, 3))
     shape = np.broadcast_shapes(*(X.E.shape[:-2] for X in X0), q.shape[:-1])
@@ -78,7 +78,8 @@ def forward_kinematics(model, q):
     return R, p
 
 
-def _frame_world_transform(model, X0, k):
+def frame_world_transform(model, X0, k):
+    """``frame_X_world`` of frame ``k`` from the bodies' ``X0`` (no checks; kernel use)."""
     f = model.frames[k]
     return f.X if f.body < 0 else compose(f.X, X0[f.body])        # a world frame: frame_X_world itself
 
@@ -89,8 +90,8 @@ def frame_placement(model, q, frame):
     q = _checks.configuration(model, q)
     k = model.frame(frame)
     Xup, _ = joint_transforms(model, q)
-    X0 = _world_transforms(model, Xup)
-    R, p = pose(_frame_world_transform(model, X0, k))
+    X0 = world_transforms(model, Xup)
+    R, p = pose(frame_world_transform(model, X0, k))
     shape = q.shape[:-1]
     return np.broadcast_to(R, shape + (3, 3)), np.broadcast_to(p, shape + (3,))
 
@@ -100,11 +101,11 @@ def frame_placements(model, q):
     """World poses of all frames: ``R`` (..., NF, 3, 3), ``p`` (..., NF, 3)."""
     q = _checks.configuration(model, q)
     Xup, _ = joint_transforms(model, q)
-    X0 = _world_transforms(model, Xup)
+    X0 = world_transforms(model, Xup)
     shape = q.shape[:-1]
     Rs, ps = [], []
     for k in range(len(model.frames)):
-        R, p = pose(_frame_world_transform(model, X0, k))
+        R, p = pose(frame_world_transform(model, X0, k))
         Rs.append(np.broadcast_to(R, shape + (3, 3)))
         ps.append(np.broadcast_to(p, shape + (3,)))
     return np.stack(Rs, -3), np.stack(ps, -2)
@@ -124,7 +125,7 @@ def geometry_placements(model, q, kind="visual"):
     q = _checks.configuration(model, q)
     geoms = model.geometry(kind)
     Xup, _ = joint_transforms(model, q)
-    X0 = _world_transforms(model, Xup)
+    X0 = world_transforms(model, Xup)
     shape = q.shape[:-1]
     Rs, ps = [], []
     for g in geoms:
@@ -166,7 +167,7 @@ def _express(model, X0, k, Jloc, reference):
     """Re-express a local (frame-origin, frame-axes) motion quantity (..., 6, n)."""
     if reference == "local":
         return Jloc
-    Xf = _frame_world_transform(model, X0, k)   # frame_X_world
+    Xf = frame_world_transform(model, X0, k)   # frame_X_world
     R = np.swapaxes(Xf.E, -1, -2)[..., None, :, :]
     Jt = np.swapaxes(Jloc, -1, -2)               # (..., n, 6)
     w = (R @ Jt[..., :3, None])[..., 0]
@@ -207,8 +208,8 @@ def frame_jacobian(model, q, frame, reference="local"):
     q = _checks.configuration(model, q)
     k = model.frame(frame)
     Xup, S = joint_transforms(model, q)
-    X0 = _world_transforms(model, Xup)
-    Xf = _frame_world_transform(model, X0, k)          # frame_X_world
+    X0 = world_transforms(model, Xup)
+    Xf = frame_world_transform(model, X0, k)          # frame_X_world
     shape = q.shape[:-1]
     cols = {}
     for j in model.ancestors(model.frames[k].body):
@@ -236,7 +237,7 @@ def frame_velocity(model, q, v, frame, reference="local"):
     v = _checks.velocity(model, v)
     k = model.frame(frame)
     Xup, S = joint_transforms(model, q)
-    X0 = _world_transforms(model, Xup)
+    X0 = world_transforms(model, Xup)
     vb, _ = velocity_pass(model, Xup, S, v)
     f = model.frames[k]
     vf = apply_motion(f.X, vb[f.body]) if f.body >= 0 else np.zeros(q.shape[:-1] + (6,), q.dtype)
@@ -273,7 +274,7 @@ def _frame_motion(model, q, v, a, frame, reference):
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
     k = model.frame(frame)
     Xup, S = joint_transforms(model, q)
-    X0 = _world_transforms(model, Xup)
+    X0 = world_transforms(model, Xup)
     vb, ab = body_accelerations(model, Xup, S, v, a)
     f = model.frames[k]
     # The frame is fixed on its body: its spatial velocity and acceleration are the body's, moved to it.

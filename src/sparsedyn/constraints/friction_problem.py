@@ -13,7 +13,7 @@ from .. import _checks
 from ..algorithms.configuration import integrate
 from ..algorithms.crba import bias_kernel, crba_kernel
 from ..algorithms.fd import ltdl_checker
-from ..algorithms.kinematics import _frame_world_transform, joint_transforms, world_transforms
+from ..algorithms.kinematics import frame_world_transform, joint_transforms, world_transforms
 from ..algorithms.ltdl import dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit
 from ..kernels import kernel
 from ..model import UnknownNameError
@@ -186,7 +186,7 @@ def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):
     for c in contacts:
         k = model.frame(c.frame)
         Jf = J6[..., 6 * frames.index(k):6 * frames.index(k) + 6, :]
-        R, o = pose(_frame_world_transform(model, X0, k))         # frame -> world, frame origin
+        R, o = pose(frame_world_transform(model, X0, k))         # frame -> world, frame origin
         Jp, x = Jf[..., 3:, :], o
         if c.point is not None:
             p = np.asarray(c.point, float)

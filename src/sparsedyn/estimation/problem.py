@@ -51,7 +51,7 @@ import numpy as np
 
 from .. import _checks
 from .. import sparse
-from ..algorithms.kinematics import _world_transforms, joint_transforms
+from ..algorithms.kinematics import joint_transforms, world_transforms
 from ..sparse.assembly import SystemPattern, d_values
 from ..spatial import apply_force, force_matrix, pose
 from ..model import UnknownNameError, unknown_name
@@ -427,7 +427,7 @@ class EstimationProblem:
         v = np.asarray(v, float)
         v = v / np.max(np.abs(v))
         Xup, _ = joint_transforms(model, q)
-        X0 = _world_transforms(model, Xup)
+        X0 = world_transforms(model, Xup)
         tol = 1e-6
         parts, wrenches = [], {}
         for c in self.contacts:
