@@ -157,9 +157,11 @@ def joint_terms(model, K, sums, shape, velocity=True):
     """Per dof (..., nv, 6): ``xi``; ``P = IC_k xi``; ``chi``; the columns
     ``Tq = IC_k chi + BC_k psi + xi x* F_k`` and, with ``velocity``, ``Tv = IC_k phi + BC_k xi``,
     ``psi``, ``phi`` and the rows ``Qw`` (angular part of ``BC_k^T xi``, (..., nv, 3)); ``k`` the
-    dof's body (see the module docstring)."""
+    dof's body (see the module docstring).  A dof of a one-dof joint has ``V_k = V_l + xi v``,
+    so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
-    db = levels(model).dof_body
+    lv = levels(model)
+    db = lv.dof_body
     x, Vl, Al = K.xi, K.Vl[..., db, :], K.Al[..., db, :]
     ICd = dof_rows(model, IC)
     chi = cross_motion(Al, x)                                            # chi = A_l x xi - psi x V_l
@@ -169,46 +171,79 @@ def joint_terms(model, K, sums, shape, velocity=True):
         B, L = B11[..., db, :, :], M[..., db, 3:]
         psi = cross_motion(Vl, x)                                        # psi = V_l x xi
         chi = chi - cross_motion(psi, Vl)
-        phi = cross_motion(Vl + K.V[..., db, :], x)                      # phi = (V_l + V_k) x xi
+        phi = 2 * psi                                                    # phi = (V_l + V_k) x xi
+        multi = _multi_dof(model)
+        if len(multi):
+            phi[..., multi, :] = cross_motion(Vl[..., multi, :] + K.V[..., db[multi], :], x[..., multi, :])
         Tq = Tq + _B_apply(B, L, psi)
         out.update(Tv=rigid_apply(ICd, phi) + _B_apply(B, L, x), Qw=_B_transpose(B, L, x), psi=psi, phi=phi)
     out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
     return {n: np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
 
 
-def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=True, velocity=True):
-    """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
-    ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
-    nv = model.nv
+def _multi_dof(model):
+    """The dofs (index array) of the joints with more than one dof."""
+    return np.array([d for i, j in enumerate(model.joints) if j.nv > 1
+                     for d in range(int(model.v_start[i]), int(model.v_start[i]) + j.nv)], dtype=int)
+
+
+def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
+    """``(T, shape, dtype)``: :func:`joint_terms` at state ``(q, v, a)``, with its batch shape and dtype."""
     g = model.gravity if gravity is None else gravity
     shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
                                 () if f_ext is None else f_ext.shape[:-2])
     dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
     K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))
-    T = joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity)
+    sums = subtree_sums(model, K, f_ext, velocity)
+    T = joint_terms(model, K, sums, shape, velocity)
+    T["F"] = np.broadcast_to(sums[1], shape + sums[1].shape[-2:])
+    return T, shape, dtype
+
+
+def _inertia_matrix(model, T, shape, dtype):
+    """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
+    on the diagonal."""
+    rd, cd, ra, ca, mirror = branch_pairs(model)
+    low = _dot(T["P"][..., rd, :], T["xi"][..., cd, :])
+    H = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
+    H[..., rd, cd] = low
+    H[..., ra, ca] = low[..., mirror]
+    if np.any(model.armature):
+        d = np.arange(model.nv)
+        H[..., d, d] = H[..., d, d] + model.armature
+    return H
+
+
+def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=True, velocity=True):
+    """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
+    ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
+    T, shape, dtype = _derivative_terms(model, q, v, a, f_ext, gravity, velocity)
+    out = _assemble(model, T, shape, dtype, velocity)
+    if not velocity:
+        return out[0]
+    return out + (_inertia_matrix(model, T, shape, dtype),) if want_da else out
+
+
+def _assemble(model, T, shape, dtype, velocity=True):
+    """``dtau_dq`` (and ``dtau_dv`` with ``velocity``) from :func:`joint_terms`' ``T``: two dot
+    products per pair of dofs on one branch (see the module docstring)."""
     xi, P, chi, Tq = T["xi"], T["P"], T["chi"], T["Tq"]
     rd, cd, ra, ca, _ = branch_pairs(model)
 
     def assemble(lower, upper):
-        out = np.zeros(shape + (nv, nv), dtype=dtype)
+        out = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
         out[..., rd, cd] = lower
         out[..., ra, ca] = upper
         return out
 
     low_q = _dot(P[..., rd, :], chi[..., cd, :])
     if not velocity:
-        return assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :]))
+        return (assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :])),)
     Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
     dq = assemble(low_q + _dot(Qw[..., rd, :], psi[..., cd, :]), _dot(xi[..., ra, :], Tq[..., ca, :]))
     dv = assemble(_dot(P[..., rd, :], phi[..., cd, :]) + _dot(Qw[..., rd, :], xi[..., cd, :3]),
                   _dot(xi[..., ra, :], Tv[..., ca, :]))
-    if not want_da:
-        return dq, dv
-    low_a = _dot(P[..., rd, :], xi[..., cd, :])
-    da = assemble(low_a, low_a[..., branch_pairs(model)[4]])
-    if np.any(model.armature):
-        da[..., np.arange(nv), np.arange(nv)] = da[..., np.arange(nv), np.arange(nv)] + model.armature
-    return dq, dv, da
+    return dq, dv
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional=_DYN_OPT,
@@ -240,18 +275,71 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     """
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
-    check = None if symbolic else float_checker(model)
-    qdd = aba_kernel(model, q, v, tau, f_ext, g, check=check)
-    dq, dv, H = rnea_derivative_kernel(model, q, v, qdd, f_ext, g)
     lam = dof_lambda(model)
-    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H))
+    if symbolic:          # traced: qdd from H's factor; the two passes share all but the accelerations
+        z = np.zeros(np.shape(v), dtype=v.dtype)
+        T, shp, dtype = _derivative_terms(model, q, v, z, f_ext, g, True)
+        H = _inertia_matrix(model, T, shp, dtype)
+        W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H))
+        tau0 = _dot(T["xi"], T["F"][..., levels(model).dof_body, :])        # rnea(q, v, 0)
+        qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
+        T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
+    else:                 # NumPy: ABA checks its pivots (a massless subtree is a clear error)
+        qdd = aba_kernel(model, q, v, tau, f_ext, g, check=float_checker(model))
+        T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
+        H = _inertia_matrix(model, T, shp, dtype)
+        W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H))
+    dq, dv = _assemble(model, T, shp, dtype)
     WD = W * Dinv[..., None, :]
-    Wt = np.swapaxes(W, -1, -2)
-    Minv = WD @ Wt                                       # H^-1 = W D^-1 W^T: upper triangle, mirrored
+    Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
     r, c = np.triu_indices(model.nv, 1)
     Minv[..., c, r] = Minv[..., r, c]
-    WD = -WD
-    return WD @ (Wt @ dq), WD @ (Wt @ dv), Minv
+    free, dofs, Sinv, armature = _free_roots(model)
+    rest = np.setdiff1d(np.arange(model.nv), np.concatenate(free) if free else [])
+    dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
+    dqdd_dv = np.zeros(dv.shape, dtype=dv.dtype)
+    dqdd_dq[..., rest] = -_solve(W, Dinv, dq[..., rest])
+    dqdd_dv[..., rest] = -_solve(W, Dinv, dv[..., rest])
+    for cols, rows, Si, arm in zip(free, dofs, Sinv, armature):
+        # a free root: dtau_dq[:, c] = P chi_c (psi_c = 0), dtau_dv[:, c] = P phi_c + Qw xi_c_w over the
+        # rows of its tree, and H[:, cols] = P S + diag(armature): H^-1 P = E S^-1 - Minv[:, cols] arm S^-1
+        Y = [Si @ np.swapaxes(T[n][..., cols, :], -1, -2) for n in ("chi", "phi")]       # S^-1 [chi_c], [phi_c]
+        Qw = np.zeros(shp + (model.nv, 3), dtype=dtype)
+        Qw[..., rows, :] = T["Qw"][..., rows, :]
+        dqdd_dv[..., cols] = -(_solve(W, Dinv, Qw) @ np.swapaxes(T["xi"][..., cols, :3], -1, -2))
+        for out, y in zip((dqdd_dq, dqdd_dv), Y):
+            out[..., cols[0]:cols[-1] + 1, cols] = out[..., cols[0]:cols[-1] + 1, cols] - y
+            if np.any(arm):
+                out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
+    return dqdd_dq, dqdd_dv, Minv
+
+
+def _solve(W, Dinv, X):
+    """``H^-1 X = W (D^-1 (W^T X))`` (..., nv, m): the products skip the structural zeros of ``W``
+    and ``X``."""
+    return W @ (Dinv[..., None] * (np.swapaxes(W, -1, -2) @ X))
+
+
+_FREE = weakref.WeakKeyDictionary()
+
+
+def _free_roots(model):
+    """``(cols, dofs, Sinv, armature)``: per root joint with six dofs, its dofs ``cols``, the dofs of
+    its tree ``dofs`` (index arrays), ``S^-1`` (6, 6) (its motion subspace is invertible:
+    ``H[:, cols] = P S + diag(armature)`` over the tree) and the armature of ``cols`` (6,)."""
+    out = _FREE.get(model)
+    if out is None:
+        cols, dofs, Sinv, arm = [], [], [], []
+        for i, j in enumerate(model.joints):
+            c = np.arange(int(model.v_start[i]), int(model.v_start[i]) + j.nv)
+            if model.parent[i] < 0 and j.nv == 6:
+                arm.append(np.asarray(model.armature, dtype=float)[c])
+                end = int(model.subtree_end[i])
+                cols.append(c)
+                dofs.append(np.arange(c[0], int(model.v_start[end]) if end < model.nbodies else model.nv))
+                Sinv.append(np.linalg.inv(np.asarray(j.motion_subspace(), dtype=float)))
+        out = _FREE[model] = (cols, dofs, Sinv, arm)
+    return out
 
 
 def _static(model, q, f_ext, gravity):
