@@ -27,9 +27,16 @@ kinematics)::
 (the rigid transport of the subtree's forces ``xi_c x* F_j`` cancels against the change
 of ``xi_r`` when ``j`` moves with ``k``).  The first kind is computed per row
 (``IC_j xi_r``, ``BC_j^T xi_r``), the second per column, and every pair of dofs on one
-branch costs two dot products.  ABA's derivatives follow from RNEA's at
-``a = aba(q, v, tau)`` (same paper): ``dqdd/dx = -H^-1 dtau/dx`` for ``x = q, v`` and
-``dqdd/dtau = H^-1``, with ``H = dtau/da`` factorized as ``L^T D L`` (see :func:`aba_derivatives`).
+branch costs two dot products.  For a one-dof joint ``V_k = V_l + xi_k v_k``, so
+``phi_k = 2 psi_k`` (``xi x xi = 0``).
+
+ABA's derivatives follow from RNEA's at ``qdd = aba(q, v, tau)`` (same paper):
+``dqdd/dx = -H^-1 dtau/dx`` for ``x = q, v`` and ``dqdd/dtau = H^-1``, with ``H = dtau/da``
+factorized as ``L^T D L`` (see :func:`aba_derivatives`).  A free root joint (``S`` (6, 6)
+invertible, ``psi = 0``) needs no solve for its columns: over its tree
+``dtau_dq[:, c] = P chi_c``, ``dtau_dv[:, c] = P phi_c + Qw xi_c_w`` and
+``H[:, root] = P S + diag(armature)``, so ``H^-1 P = E S^-1 - H^-1[:, root] diag(armature) S^-1``
+(``E``: the unit columns of the root's dofs): moving the whole tree only turns gravity.
 
 ``dq`` derivatives are on the tangent space: ``d/d(dq) f(integrate(q, dq))`` at ``dq = 0``.
 
@@ -89,16 +96,16 @@ def _dot(x, y):
     return np.sum(x * y, -1)
 
 
-def _B_apply(B11, l, psi):
-    """``B psi`` (..., n, 6) for subtree sums ``(B11, l)`` (..., n, 3, 3), (..., n, 3), one per twist
-    ``psi`` (..., n, 6)."""
+def _B_apply(B11, l2, psi):
+    """``B psi`` (..., n, 6) for subtree sums ``B11`` (..., n, 3, 3) and ``l2 = 2 l`` (..., n, 3)
+    (twice the linear momentum), one per twist ``psi`` (..., n, 6)."""
     w = psi[..., :3]
-    return np.concatenate([(B11 @ w[..., None])[..., 0], -2 * cross3(l, w)], -1)
+    return np.concatenate([(B11 @ w[..., None])[..., 0], -cross3(l2, w)], -1)
 
 
-def _B_transpose(B11, l, xi):
-    """Angular part (..., n, 3) of ``B^T xi`` (its linear part is zero)."""
-    return (np.swapaxes(B11, -1, -2) @ xi[..., :3, None])[..., 0] + 2 * cross3(l, xi[..., 3:])
+def _B_transpose(B11, l2, xi):
+    """Angular part (..., n, 3) of ``B^T xi`` (its linear part is zero); ``l2 = 2 l``."""
+    return (np.swapaxes(B11, -1, -2) @ xi[..., :3, None])[..., 0] + cross3(l2, xi[..., 3:])
 
 
 def _B11(RI: RigidInertia, V, k):
@@ -168,7 +175,7 @@ def joint_terms(model, K, sums, shape, velocity=True):
     Tq = cross_force(x, F[..., db, :])
     out = {}
     if velocity:
-        B, L = B11[..., db, :, :], M[..., db, 3:]
+        B, L = B11[..., db, :, :], (2 * M[..., 3:])[..., db, :]          # L = 2 l: twice the momentum
         psi = cross_motion(Vl, x)                                        # psi = V_l x xi
         chi = chi - cross_motion(psi, Vl)
         phi = 2 * psi                                                    # phi = (V_l + V_k) x xi
@@ -270,8 +277,11 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     (Featherstone, *Efficient factorization of the joint-space inertia matrix for branched kinematic
     trees*, 2005) gives ``H^-1 = W D^-1 W^T`` with ``W = L^-1`` as sparse as ``L``, and
     ``H^-1 dtau/dx = W (D^-1 (W^T dtau/dx))`` never multiplies a structural zero of ``W`` or of
-    ``dtau/dx`` (on talos_reduced the two products cost 54k flops, a dense ``H^-1`` times
-    ``dtau/dx`` 94k).
+    ``dtau/dx``; a free root's columns need no solve (module docstring).  Traced (compiled),
+    ``qdd = H^-1 (tau - rnea(q, v, 0))`` with the same factor: the pass at ``qdd`` shares all
+    but the accelerations with the one at ``0``, cheaper than a separate ABA; on NumPy arrays
+    ``qdd`` comes from ABA, which checks its pivots (a massless subtree is a clear error).
+    On talos_reduced: 99k flops, the products with ``W`` 45k of them.
     """
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
