@@ -55,17 +55,22 @@ def test_aba_derivatives_equal_ad_and_finite_differences(tree):
 def test_aba_derivatives_of_a_free_root_without_armature():
     """The free root's columns come from ``H^-1 H[:, root] = E`` (no solve), with and without
     armature on its dofs: against AD of ABA, on the NumPy path and in the traced program."""
-    from sparsedyn.kernels import REGISTRY
-    from sparsedyn.symbolic.trace import trace_kernel
     bare = sd.random_tree(**TREES["floating"])
     for model in (bare, bare.with_armature(np.where(np.arange(bare.nv) < 6, 0.2, 0.0))):
-        q, v, tau, f = state(model, 4)
-        ad = sd.derivatives(sd.aba)(model, q, v, tau, f)
-        with sd.use_backend("numpy"):
-            got = sd.aba_derivatives(model, q, v, tau, f)
-        traced = trace_kernel(REGISTRY["aba_derivatives"], model, optional=("f_ext",)).evaluate([q, v, tau, f])
-        for x, y, z in zip(got, traced, ad):
-            assert rel_err(x, z) < AD_TOL and rel_err(y, z) < AD_TOL
+        assert_aba_derivatives_equal_ad(model, 4)
+
+
+def assert_aba_derivatives_equal_ad(model, seed):
+    """The NumPy path and the traced program of ``aba_derivatives`` equal AD of ABA (with ``f_ext``)."""
+    from sparsedyn.kernels import REGISTRY
+    from sparsedyn.symbolic.trace import trace_kernel
+    q, v, tau, f = state(model, seed)
+    ad = sd.derivatives(sd.aba)(model, q, v, tau, f)
+    with sd.use_backend("numpy"):
+        got = sd.aba_derivatives(model, q, v, tau, f)
+    traced = trace_kernel(REGISTRY["aba_derivatives"], model, optional=("f_ext",)).evaluate([q, v, tau, f])
+    for x, y, z in zip(got, traced, ad):
+        assert rel_err(x, z) < AD_TOL and rel_err(y, z) < AD_TOL
 
 
 def test_aba_derivatives_of_a_forest():
@@ -73,8 +78,6 @@ def test_aba_derivatives_of_a_forest():
     free root with armature and a prismatic child (each free root's columns touch its own tree only)."""
     from sparsedyn.builders import ModelBuilder
     from sparsedyn.joints import make_joint
-    from sparsedyn.kernels import REGISTRY
-    from sparsedyn.symbolic.trace import trace_kernel
     rng = np.random.default_rng(0)
 
     def body(name, parent, joint, **kw):
@@ -89,14 +92,7 @@ def test_aba_derivatives_of_a_forest():
     body("c0", None, make_joint("revolute"))
     body("b0", None, make_joint("free"), armature=0.1)
     body("b1", "b0", make_joint("prismatic", axis=(1, 0, 0)))
-    model = b.build()
-    q, v, tau, f = state(model, 5)
-    ad = sd.derivatives(sd.aba)(model, q, v, tau, f)
-    with sd.use_backend("numpy"):
-        got = sd.aba_derivatives(model, q, v, tau, f)
-    traced = trace_kernel(REGISTRY["aba_derivatives"], model, optional=("f_ext",)).evaluate([q, v, tau, f])
-    for x, y, z in zip(got, traced, ad):
-        assert rel_err(x, z) < AD_TOL and rel_err(y, z) < AD_TOL
+    assert_aba_derivatives_equal_ad(b.build(), 5)
 
 
 def test_gravity_and_static_torque_derivatives(tree):
