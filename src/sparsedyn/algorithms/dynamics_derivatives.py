@@ -167,8 +167,7 @@ def joint_terms(model, K, sums, shape, velocity=True):
     dof's body (see the module docstring).  A dof of a one-dof joint has ``V_k = V_l + xi v``,
     so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
-    lv = levels(model)
-    db = lv.dof_body
+    db = levels(model).dof_body
     x, Vl, Al = K.xi, K.Vl[..., db, :], K.Al[..., db, :]
     ICd = dof_rows(model, IC)
     chi = cross_motion(Al, x)                                            # chi = A_l x xi - psi x V_l
@@ -178,7 +177,7 @@ def joint_terms(model, K, sums, shape, velocity=True):
         B, L = B11[..., db, :, :], (2 * M[..., 3:])[..., db, :]          # L = 2 l: twice the momentum
         psi = cross_motion(Vl, x)                                        # psi = V_l x xi
         chi = chi - cross_motion(psi, Vl)
-        phi = 2 * psi                                                    # phi = (V_l + V_k) x xi
+        phi = 2 * psi                                  # phi = (V_l + V_k) x xi: 2 psi for one dof
         multi = _multi_dof(model)
         if len(multi):
             phi[..., multi, :] = cross_motion(Vl[..., multi, :] + K.V[..., db[multi], :], x[..., multi, :])
