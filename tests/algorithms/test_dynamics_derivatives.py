@@ -151,6 +151,16 @@ def test_traced_program_equals_numpy():
             assert rel_err(g, w) < 1e-13
 
 
+def test_aba_derivatives_of_a_massless_subtree_name_the_joint():
+    """The factor of ``H`` is checked as ``fd_crb`` checks it: a massless leaf is a clear error."""
+    from test_aba import chain_with_leaf
+    model = chain_with_leaf()
+    q, v, tau, _ = state(model, 6)
+    with pytest.raises(sd.SingularInertiaError, match=r"joint 'wrist' \(body 'leaf'.*singular"):
+        with sd.use_backend("numpy"):
+            sd.aba_derivatives(model, q, v, tau)
+
+
 def test_bad_arguments():
     model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=5)
     q = model.random_configuration(1)

@@ -57,7 +57,7 @@ from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion,
                        rigid_apply, rigid_inertia, rigid_transform, skew)
-from .aba import aba_kernel, float_checker
+from .fd import ltdl_checker
 from .kinematics_derivatives import levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
 
@@ -200,10 +200,7 @@ def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
                                 () if f_ext is None else f_ext.shape[:-2])
     dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
     K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))
-    sums = subtree_sums(model, K, f_ext, velocity)
-    T = joint_terms(model, K, sums, shape, velocity)
-    T["F"] = np.broadcast_to(sums[1], shape + sums[1].shape[-2:])
-    return T, shape, dtype
+    return joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity), shape, dtype
 
 
 def _inertia_matrix(model, T, shape, dtype):
@@ -276,28 +273,20 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     (Featherstone, *Efficient factorization of the joint-space inertia matrix for branched kinematic
     trees*, 2005) gives ``H^-1 = W D^-1 W^T`` with ``W = L^-1`` as sparse as ``L``, and
     ``H^-1 dtau/dx = W (D^-1 (W^T dtau/dx))`` never multiplies a structural zero of ``W`` or of
-    ``dtau/dx``; a free root's columns need no solve (module docstring).  Traced (compiled),
-    ``qdd = H^-1 (tau - rnea(q, v, 0))`` with the same factor: the pass at ``qdd`` shares all
-    but the accelerations with the one at ``0``, cheaper than a separate ABA; on NumPy arrays
-    ``qdd`` comes from ABA, which checks its pivots (a massless subtree is a clear error).
-    On talos_reduced: 99k flops, the products with ``W`` 45k of them.
+    ``dtau/dx``; a free root's columns need no solve (module docstring).  ``qdd = H^-1 (tau -
+    rnea(q, v, 0))`` with the same factor (traced, the pass at ``qdd`` shares all but the
+    accelerations with the one at ``0``: cheaper than a separate ABA).  On float input the
+    factor's pivots are checked as :func:`~sparsedyn.fd_crb` checks them (a massless subtree
+    raises :class:`~sparsedyn.SingularInertiaError` naming the joint).  On talos_reduced: 99k
+    flops, the products with ``W`` 45k of them.
     """
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
     lam = dof_lambda(model)
-    if symbolic:          # traced: qdd from H's factor; the two passes share all but the accelerations
-        z = np.zeros(np.shape(v), dtype=v.dtype)
-        T, shp, dtype = _derivative_terms(model, q, v, z, f_ext, g, True)
-        H = _inertia_matrix(model, T, shp, dtype)
-        W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H))
-        tau0 = _dot(T["xi"], T["F"][..., levels(model).dof_body, :])        # rnea(q, v, 0)
-        qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
-        T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
-    else:                 # NumPy: ABA checks its pivots (a massless subtree is a clear error)
-        qdd = aba_kernel(model, q, v, tau, f_ext, g, check=float_checker(model))
-        T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
-        H = _inertia_matrix(model, T, shp, dtype)
-        W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H))
+    tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
+    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None if symbolic else ltdl_checker(model, H)))
+    qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
+    T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
     WD = W * Dinv[..., None, :]
     Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
@@ -321,6 +310,20 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
             if np.any(arm):
                 out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
     return dqdd_dq, dqdd_dv, Minv
+
+
+def _bias_and_inertia(model, q, v, f_ext, gravity):
+    """``(rnea(q, v, 0), H)``: the bias forces ``tau0 = xi_r^T F_j`` (..., nv) at ``a = 0`` and
+    ``H`` (..., nv, nv) from one root-frame pass."""
+    g = model.gravity if gravity is None else gravity
+    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], np.shape(g)[:-1],
+                                () if f_ext is None else f_ext.shape[:-2])
+    dtype = np.result_type(q, v, g, np.float64, *(() if f_ext is None else (f_ext,)))
+    K = root_motion(model, q, v, np.zeros(v.shape, dtype=v.dtype), -np.concatenate([0 * g, g], -1))
+    IC, F, _, _ = subtree_sums(model, K, f_ext)
+    T = {"xi": K.xi, "P": rigid_apply(dof_rows(model, IC), K.xi)}
+    T = {n: np.broadcast_to(x, shape + x.shape[-2:]) for n, x in T.items()}
+    return _dot(T["xi"], F[..., levels(model).dof_body, :]), _inertia_matrix(model, T, shape, dtype)
 
 
 def _solve(W, Dinv, X):
