@@ -344,12 +344,13 @@ def _free_roots(model):
         cols, dofs, Sinv, arm = [], [], [], []
         for i, j in enumerate(model.joints):
             c = np.arange(int(model.v_start[i]), int(model.v_start[i]) + j.nv)
-            if model.parent[i] < 0 and j.nv == 6:
+            S = np.asarray(j.motion_subspace(), dtype=float)
+            if model.parent[i] < 0 and j.nv == 6 and np.linalg.matrix_rank(S) == 6:
                 arm.append(np.asarray(model.armature, dtype=float)[c])
                 end = int(model.subtree_end[i])
                 cols.append(c)
                 dofs.append(np.arange(c[0], int(model.v_start[end]) if end < model.nbodies else model.nv))
-                Sinv.append(np.linalg.inv(np.asarray(j.motion_subspace(), dtype=float)))
+                Sinv.append(np.linalg.inv(S))
         out = _FREE[model] = (cols, dofs, Sinv, arm)
     return out
 
