@@ -52,6 +52,49 @@ def test_aba_derivatives_equal_ad_and_finite_differences(tree):
         assert rel_err(dtau, sd.minv(tree, q)) < 1e-10
 
 
+def test_aba_derivatives_of_a_free_root_without_armature():
+    """The free root's columns come from ``H^-1 H[:, root] = E`` (no solve), with and without
+    armature on its dofs: against AD of ABA, on the NumPy path and in the traced program."""
+    bare = sd.random_tree(**TREES["floating"])
+    for model in (bare, bare.with_armature(np.where(np.arange(bare.nv) < 6, 0.2, 0.0))):
+        assert_aba_derivatives_equal_ad(model, 4)
+
+
+def assert_aba_derivatives_equal_ad(model, seed):
+    """The NumPy path and the traced program of ``aba_derivatives`` equal AD of ABA (with ``f_ext``)."""
+    from sparsedyn.kernels import REGISTRY
+    from sparsedyn.symbolic.trace import trace_kernel
+    q, v, tau, f = state(model, seed)
+    ad = sd.derivatives(sd.aba)(model, q, v, tau, f)
+    with sd.use_backend("numpy"):
+        got = sd.aba_derivatives(model, q, v, tau, f)
+    traced = trace_kernel(REGISTRY["aba_derivatives"], model, optional=("f_ext",)).evaluate([q, v, tau, f])
+    for x, y, z in zip(got, traced, ad):
+        assert rel_err(x, z) < AD_TOL and rel_err(y, z) < AD_TOL
+
+
+def test_aba_derivatives_of_a_forest():
+    """Three trees in one model: a free root with a revolute and a spherical child, a revolute root, a
+    free root with armature and a prismatic child (each free root's columns touch its own tree only)."""
+    from sparsedyn.builders import ModelBuilder
+    from sparsedyn.joints import make_joint
+    rng = np.random.default_rng(0)
+
+    def body(name, parent, joint, **kw):
+        A = rng.normal(size=(3, 3))
+        b.add_body(name, parent, joint, mass=rng.uniform(1, 2), com=0.1 * rng.normal(size=3),
+                   rot_inertia=0.1 * A @ A.T + 0.05 * np.eye(3), **kw)
+
+    b = ModelBuilder("forest")
+    body("a0", None, make_joint("free"))
+    body("a1", "a0", make_joint("revolute", axis=(0, 1, 0)), Xtree=(np.eye(3), [0.2, 0, 0]))
+    body("a2", "a0", make_joint("spherical"), Xtree=(np.eye(3), [0, 0.2, 0]))
+    body("c0", None, make_joint("revolute"))
+    body("b0", None, make_joint("free"), armature=0.1)
+    body("b1", "b0", make_joint("prismatic", axis=(1, 0, 0)))
+    assert_aba_derivatives_equal_ad(b.build(), 5)
+
+
 def test_gravity_and_static_torque_derivatives(tree):
     q, _, _, f = state(tree, 3)
     g = np.array([1.0, 2.0, -9.0])
@@ -106,6 +149,16 @@ def test_traced_program_equals_numpy():
         want = getattr(sd, name)(model, *args)
         for g, w in zip(P.evaluate(list(args)), want if isinstance(want, tuple) else (want,)):
             assert rel_err(g, w) < 1e-13
+
+
+def test_aba_derivatives_of_a_massless_subtree_name_the_joint():
+    """The factor of ``H`` is checked as ``fd_crb`` checks it: a massless leaf is a clear error."""
+    from test_aba import chain_with_leaf
+    model = chain_with_leaf()
+    q, v, tau, _ = state(model, 6)
+    with pytest.raises(sd.SingularInertiaError, match=r"joint 'wrist' \(body 'leaf'.*singular"):
+        with sd.use_backend("numpy"):
+            sd.aba_derivatives(model, q, v, tau)
 
 
 def test_bad_arguments():

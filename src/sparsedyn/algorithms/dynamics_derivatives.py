@@ -27,9 +27,16 @@ kinematics)::
 (the rigid transport of the subtree's forces ``xi_c x* F_j`` cancels against the change
 of ``xi_r`` when ``j`` moves with ``k``).  The first kind is computed per row
 (``IC_j xi_r``, ``BC_j^T xi_r``), the second per column, and every pair of dofs on one
-branch costs two dot products.  ABA's derivatives follow from RNEA's at
-``a = aba(q, v, tau)`` (same paper): ``dqdd/dx = -H^-1 dtau/dx`` for ``x = q, v`` and
-``dqdd/dtau = H^-1``, with ``H = dtau/da`` factorized as ``L^T D L`` (see :func:`aba_derivatives`).
+branch costs two dot products.  For a one-dof joint ``V_k = V_l + xi_k v_k``, so
+``phi_k = 2 psi_k`` (``xi x xi = 0``).
+
+ABA's derivatives follow from RNEA's at ``qdd = aba(q, v, tau)`` (same paper):
+``dqdd/dx = -H^-1 dtau/dx`` for ``x = q, v`` and ``dqdd/dtau = H^-1``, with ``H = dtau/da``
+factorized as ``L^T D L`` (see :func:`aba_derivatives`).  A free root joint (``S`` (6, 6)
+invertible, ``psi = 0``) needs no solve for its columns: over its tree
+``dtau_dq[:, c] = P chi_c``, ``dtau_dv[:, c] = P phi_c + Qw xi_c_w`` and
+``H[:, root] = P S + diag(armature)``, so ``H^-1 P = E S^-1 - H^-1[:, root] diag(armature) S^-1``
+(``E``: the unit columns of the root's dofs): moving the whole tree only turns gravity.
 
 ``dq`` derivatives are on the tangent space: ``d/d(dq) f(integrate(q, dq))`` at ``dq = 0``.
 
@@ -50,7 +57,7 @@ from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion,
                        rigid_apply, rigid_inertia, rigid_transform, skew)
-from .aba import aba_kernel, float_checker
+from .fd import ltdl_checker
 from .kinematics_derivatives import levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
 
@@ -89,16 +96,16 @@ def _dot(x, y):
     return np.sum(x * y, -1)
 
 
-def _B_apply(B11, l, psi):
-    """``B psi`` (..., n, 6) for subtree sums ``(B11, l)`` (..., n, 3, 3), (..., n, 3), one per twist
-    ``psi`` (..., n, 6)."""
+def _B_apply(B11, l2, psi):
+    """``B psi`` (..., n, 6) for subtree sums ``B11`` (..., n, 3, 3) and ``l2 = 2 l`` (..., n, 3)
+    (twice the linear momentum), one per twist ``psi`` (..., n, 6)."""
     w = psi[..., :3]
-    return np.concatenate([(B11 @ w[..., None])[..., 0], -2 * cross3(l, w)], -1)
+    return np.concatenate([(B11 @ w[..., None])[..., 0], -cross3(l2, w)], -1)
 
 
-def _B_transpose(B11, l, xi):
-    """Angular part (..., n, 3) of ``B^T xi`` (its linear part is zero)."""
-    return (np.swapaxes(B11, -1, -2) @ xi[..., :3, None])[..., 0] + 2 * cross3(l, xi[..., 3:])
+def _B_transpose(B11, l2, xi):
+    """Angular part (..., n, 3) of ``B^T xi`` (its linear part is zero); ``l2 = 2 l``."""
+    return (np.swapaxes(B11, -1, -2) @ xi[..., :3, None])[..., 0] + cross3(l2, xi[..., 3:])
 
 
 def _B11(RI: RigidInertia, V, k):
@@ -157,7 +164,8 @@ def joint_terms(model, K, sums, shape, velocity=True):
     """Per dof (..., nv, 6): ``xi``; ``P = IC_k xi``; ``chi``; the columns
     ``Tq = IC_k chi + BC_k psi + xi x* F_k`` and, with ``velocity``, ``Tv = IC_k phi + BC_k xi``,
     ``psi``, ``phi`` and the rows ``Qw`` (angular part of ``BC_k^T xi``, (..., nv, 3)); ``k`` the
-    dof's body (see the module docstring)."""
+    dof's body (see the module docstring).  A dof of a one-dof joint has ``V_k = V_l + xi v``,
+    so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
     db = levels(model).dof_body
     x, Vl, Al = K.xi, K.Vl[..., db, :], K.Al[..., db, :]
@@ -166,49 +174,79 @@ def joint_terms(model, K, sums, shape, velocity=True):
     Tq = cross_force(x, F[..., db, :])
     out = {}
     if velocity:
-        B, L = B11[..., db, :, :], M[..., db, 3:]
+        B, L = B11[..., db, :, :], (2 * M[..., 3:])[..., db, :]          # L = 2 l: twice the momentum
         psi = cross_motion(Vl, x)                                        # psi = V_l x xi
         chi = chi - cross_motion(psi, Vl)
-        phi = cross_motion(Vl + K.V[..., db, :], x)                      # phi = (V_l + V_k) x xi
+        phi = 2 * psi                                  # phi = (V_l + V_k) x xi: 2 psi for one dof
+        multi = _multi_dof(model)
+        if len(multi):
+            phi[..., multi, :] = cross_motion(Vl[..., multi, :] + K.V[..., db[multi], :], x[..., multi, :])
         Tq = Tq + _B_apply(B, L, psi)
         out.update(Tv=rigid_apply(ICd, phi) + _B_apply(B, L, x), Qw=_B_transpose(B, L, x), psi=psi, phi=phi)
     out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
     return {n: np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
 
 
-def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=True, velocity=True):
-    """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
-    ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
-    nv = model.nv
+def _multi_dof(model):
+    """The dofs (index array) of the joints with more than one dof."""
+    return np.array([d for i, j in enumerate(model.joints) if j.nv > 1
+                     for d in range(int(model.v_start[i]), int(model.v_start[i]) + j.nv)], dtype=int)
+
+
+def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
+    """``(T, shape, dtype)``: :func:`joint_terms` at state ``(q, v, a)``, with its batch shape and dtype."""
     g = model.gravity if gravity is None else gravity
     shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
                                 () if f_ext is None else f_ext.shape[:-2])
     dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
     K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))
-    T = joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity)
+    return joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity), shape, dtype
+
+
+def _inertia_matrix(model, T, shape, dtype):
+    """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
+    on the diagonal."""
+    rd, cd, ra, ca, mirror = branch_pairs(model)
+    low = _dot(T["P"][..., rd, :], T["xi"][..., cd, :])
+    H = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
+    H[..., rd, cd] = low
+    H[..., ra, ca] = low[..., mirror]
+    if np.any(model.armature):
+        d = np.arange(model.nv)
+        H[..., d, d] = H[..., d, d] + model.armature
+    return H
+
+
+def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=True, velocity=True):
+    """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
+    ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
+    T, shape, dtype = _derivative_terms(model, q, v, a, f_ext, gravity, velocity)
+    out = _assemble(model, T, shape, dtype, velocity)
+    if not velocity:
+        return out[0]
+    return out + (_inertia_matrix(model, T, shape, dtype),) if want_da else out
+
+
+def _assemble(model, T, shape, dtype, velocity=True):
+    """``dtau_dq`` (and ``dtau_dv`` with ``velocity``) from :func:`joint_terms`' ``T``: two dot
+    products per pair of dofs on one branch (see the module docstring)."""
     xi, P, chi, Tq = T["xi"], T["P"], T["chi"], T["Tq"]
     rd, cd, ra, ca, _ = branch_pairs(model)
 
     def assemble(lower, upper):
-        out = np.zeros(shape + (nv, nv), dtype=dtype)
+        out = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
         out[..., rd, cd] = lower
         out[..., ra, ca] = upper
         return out
 
     low_q = _dot(P[..., rd, :], chi[..., cd, :])
     if not velocity:
-        return assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :]))
+        return (assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :])),)
     Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
     dq = assemble(low_q + _dot(Qw[..., rd, :], psi[..., cd, :]), _dot(xi[..., ra, :], Tq[..., ca, :]))
     dv = assemble(_dot(P[..., rd, :], phi[..., cd, :]) + _dot(Qw[..., rd, :], xi[..., cd, :3]),
                   _dot(xi[..., ra, :], Tv[..., ca, :]))
-    if not want_da:
-        return dq, dv
-    low_a = _dot(P[..., rd, :], xi[..., cd, :])
-    da = assemble(low_a, low_a[..., branch_pairs(model)[4]])
-    if np.any(model.armature):
-        da[..., np.arange(nv), np.arange(nv)] = da[..., np.arange(nv), np.arange(nv)] + model.armature
-    return dq, dv, da
+    return dq, dv
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional=_DYN_OPT,
@@ -235,23 +273,86 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     (Featherstone, *Efficient factorization of the joint-space inertia matrix for branched kinematic
     trees*, 2005) gives ``H^-1 = W D^-1 W^T`` with ``W = L^-1`` as sparse as ``L``, and
     ``H^-1 dtau/dx = W (D^-1 (W^T dtau/dx))`` never multiplies a structural zero of ``W`` or of
-    ``dtau/dx`` (on talos_reduced the two products cost 54k flops, a dense ``H^-1`` times
-    ``dtau/dx`` 94k).
+    ``dtau/dx``; a free root's columns need no solve (module docstring).  ``qdd = H^-1 (tau -
+    rnea(q, v, 0))`` with the same factor (traced, the pass at ``qdd`` shares all but the
+    accelerations with the one at ``0``: cheaper than a separate ABA).  On float input the
+    factor's pivots are checked as :func:`~sparsedyn.fd_crb` checks them (a massless subtree
+    raises :class:`~sparsedyn.SingularInertiaError` naming the joint).  On talos_reduced: 99k
+    flops, the products with ``W`` 45k of them.
     """
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
-    check = None if symbolic else float_checker(model)
-    qdd = aba_kernel(model, q, v, tau, f_ext, g, check=check)
-    dq, dv, H = rnea_derivative_kernel(model, q, v, qdd, f_ext, g)
     lam = dof_lambda(model)
-    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H))
+    tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
+    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None if symbolic else ltdl_checker(model, H)))
+    qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
+    T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
+    dq, dv = _assemble(model, T, shp, dtype)
     WD = W * Dinv[..., None, :]
-    Wt = np.swapaxes(W, -1, -2)
-    Minv = WD @ Wt                                       # H^-1 = W D^-1 W^T: upper triangle, mirrored
+    Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
     r, c = np.triu_indices(model.nv, 1)
     Minv[..., c, r] = Minv[..., r, c]
-    WD = -WD
-    return WD @ (Wt @ dq), WD @ (Wt @ dv), Minv
+    free, dofs, Sinv, armature = _free_roots(model)
+    rest = np.setdiff1d(np.arange(model.nv), np.concatenate(free) if free else [])
+    dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
+    dqdd_dv = np.zeros(dv.shape, dtype=dv.dtype)
+    dqdd_dq[..., rest] = -_solve(W, Dinv, dq[..., rest])
+    dqdd_dv[..., rest] = -_solve(W, Dinv, dv[..., rest])
+    for cols, rows, Si, arm in zip(free, dofs, Sinv, armature):
+        # a free root: dtau_dq[:, c] = P chi_c (psi_c = 0), dtau_dv[:, c] = P phi_c + Qw xi_c_w over the
+        # rows of its tree, and H[:, cols] = P S + diag(armature): H^-1 P = E S^-1 - Minv[:, cols] arm S^-1
+        Y = [Si @ np.swapaxes(T[n][..., cols, :], -1, -2) for n in ("chi", "phi")]       # S^-1 [chi_c], [phi_c]
+        Qw = np.zeros(shp + (model.nv, 3), dtype=dtype)
+        Qw[..., rows, :] = T["Qw"][..., rows, :]
+        dqdd_dv[..., cols] = -(_solve(W, Dinv, Qw) @ np.swapaxes(T["xi"][..., cols, :3], -1, -2))
+        for out, y in zip((dqdd_dq, dqdd_dv), Y):
+            out[..., cols[0]:cols[-1] + 1, cols] = out[..., cols[0]:cols[-1] + 1, cols] - y
+            if np.any(arm):
+                out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
+    return dqdd_dq, dqdd_dv, Minv
+
+
+def _bias_and_inertia(model, q, v, f_ext, gravity):
+    """``(rnea(q, v, 0), H)``: the bias forces ``tau0 = xi_r^T F_j`` (..., nv) at ``a = 0`` and
+    ``H`` (..., nv, nv) from one root-frame pass."""
+    g = model.gravity if gravity is None else gravity
+    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], np.shape(g)[:-1],
+                                () if f_ext is None else f_ext.shape[:-2])
+    dtype = np.result_type(q, v, g, np.float64, *(() if f_ext is None else (f_ext,)))
+    K = root_motion(model, q, v, np.zeros(v.shape, dtype=v.dtype), -np.concatenate([0 * g, g], -1))
+    IC, F, _, _ = subtree_sums(model, K, f_ext)
+    T = {"xi": K.xi, "P": rigid_apply(dof_rows(model, IC), K.xi)}
+    T = {n: np.broadcast_to(x, shape + x.shape[-2:]) for n, x in T.items()}
+    return _dot(T["xi"], F[..., levels(model).dof_body, :]), _inertia_matrix(model, T, shape, dtype)
+
+
+def _solve(W, Dinv, X):
+    """``H^-1 X = W (D^-1 (W^T X))`` (..., nv, m): the products skip the structural zeros of ``W``
+    and ``X``."""
+    return W @ (Dinv[..., None] * (np.swapaxes(W, -1, -2) @ X))
+
+
+_FREE = weakref.WeakKeyDictionary()
+
+
+def _free_roots(model):
+    """``(cols, dofs, Sinv, armature)``: per root joint with six dofs, its dofs ``cols``, the dofs of
+    its tree ``dofs`` (index arrays), ``S^-1`` (6, 6) (its motion subspace is invertible:
+    ``H[:, cols] = P S + diag(armature)`` over the tree) and the armature of ``cols`` (6,)."""
+    out = _FREE.get(model)
+    if out is None:
+        cols, dofs, Sinv, arm = [], [], [], []
+        for i, j in enumerate(model.joints):
+            c = np.arange(int(model.v_start[i]), int(model.v_start[i]) + j.nv)
+            S = np.asarray(j.motion_subspace(), dtype=float)
+            if model.parent[i] < 0 and j.nv == 6 and np.linalg.matrix_rank(S) == 6:
+                arm.append(np.asarray(model.armature, dtype=float)[c])
+                end = int(model.subtree_end[i])
+                cols.append(c)
+                dofs.append(np.arange(c[0], int(model.v_start[end]) if end < model.nbodies else model.nv))
+                Sinv.append(np.linalg.inv(S))
+        out = _FREE[model] = (cols, dofs, Sinv, arm)
+    return out
 
 
 def _static(model, q, f_ext, gravity):
