@@ -127,17 +127,13 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     if f_ext is not None:
         F = F - apply_force_transpose(K.Xr, f_ext)
     shape, NB = F.shape[:-2], model.nbodies
-    m = np.array(IC.m)
     parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
-    cores = [(3,), (3, 3), (6,)] + ([(3, 3), (6,)] if velocity else [])
-    X = np.concatenate([np.broadcast_to(x, shape + (NB,) + c).reshape(shape + (NB, int(np.prod(c))))
-                        for x, c in zip(parts, cores)], -1)          # one array: one sum per level
-    for L, P in reversed(lv.levels):                    # deepest first: children into their parents
-        np.add.at(m, P, m[L])
-        np.add.at(X, (Ellipsis, P, slice(None)), X[..., L, :])
+    cores = _SUM_CORES[:len(parts)]
+    X = np.concatenate([_flat(x, shape + (NB,), c) for x, c in zip(parts, cores)], -1)   # one array: one sum
+    m, X = _subtree_sum(lv, np.array(IC.m)), _subtree_sum(lv, X)
     out, k = [], 0
     for c in cores:
-        n = int(np.prod(c))
+        n = _SIZE[c]
         out.append(X[..., k:k + n].reshape(shape + (NB,) + c))
         k += n
     IC = RigidInertia(m, out[0], out[1])
@@ -145,6 +141,28 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     if velocity:
         B11, M = out[3], out[4]
     return IC, F, B11, M
+
+
+def _subtree_sum(lv, X):
+    """``X`` (..., NB, k) (or (NB,)) summed over each body's subtree.  Traced: level by level, the
+    children into their parents (the recursion's ``NB - 1`` additions per entry).  On float arrays:
+    one product with the 0/1 matrix ``below`` (one NumPy call instead of one per level; traced,
+    that product would add each body into every ancestor separately)."""
+    if not bk.is_symbolic(X):
+        return lv.below @ X
+    for L, P in reversed(lv.levels):                    # deepest first
+        np.add.at(X, (Ellipsis, P) + (slice(None),) * (X.ndim > 1), X[..., L, :] if X.ndim > 1 else X[L])
+    return X
+
+
+_SUM_CORES = [(3,), (3, 3), (6,), (3, 3), (6,)]
+_SIZE = {(3,): 3, (3, 3): 9, (6,): 6}
+
+
+def _flat(x, lead, core):
+    """``x`` (..., *core) broadcast to ``lead + core`` and flattened to ``lead + (size,)``."""
+    want = lead + core
+    return (x if x.shape == want else np.broadcast_to(x, want)).reshape(lead + (_SIZE[core],))
 
 
 def dof_rows(model, RI: RigidInertia):
