@@ -55,11 +55,12 @@ class Transform(NamedTuple):
 
 def skew(v):
     """3x3 cross-product matrix ``v x`` of ``v`` (..., 3)."""
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    o = 0 * x
-    return np.stack([np.stack([o, -z, y], -1),
-                     np.stack([z, o, -x], -1),
-                     np.stack([-y, x, o], -1)], -2)
+    v = bk.asarray(v)
+    x = np.concatenate([v, -v, 0 * v[..., :1]], -1)          # [x, y, z, -x, -y, -z, 0]
+    return x.take(_SKEW, -1).reshape(x.shape[:-1] + (3, 3))
+
+
+_SKEW = np.array([6, 5, 1, 2, 6, 3, 4, 0, 6])       # [[0, -z, y], [z, 0, -x], [-y, x, 0]] from [v, -v, 0]
 
 
 def cross3(a, b):
@@ -152,7 +153,7 @@ def axis_rotation(axis, theta):
     ``E = R(axis, theta)^T`` (..., 3, 3): it maps parent coordinates into the
     coordinates of the rotated frame, as Featherstone's ``rotx``/``roty``/``rotz``.
     """
-    P, aa, K = _axis_constants(tuple(float(x) for x in np.asarray(axis).reshape(3)))
+    P, aa, K = _axis_constants(tuple(np.asarray(axis, dtype=float).reshape(3).tolist()))
     c, s = bk.cos(theta)[..., None, None], bk.sin(theta)[..., None, None]
     # Rodrigues for R, then transpose: R^T = c (1 - a a^T) + a a^T - s K.  Written so that for an
     # axis along a coordinate axis the entries are exactly c, +-s, 0 and 1 (the tracer folds the rest).
@@ -186,14 +187,19 @@ def quat_to_rot(quat):
 
     ``R`` maps child coordinates into parent coordinates (a pose's rotation).
     """
-    x, y, z, w = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
-    xx, yy, zz = x * x, y * y, z * z
-    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
-    return np.stack([
-        np.stack([1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy)], -1),
-        np.stack([2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx)], -1),
-        np.stack([2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy)], -1),
-    ], -2)
+    # products [xx, yy, zz, xy, xz, yz, wx, wy, wz]; sums [yy+zz, xx+zz, xx+yy, xz+wy, xy+wz, yz+wx];
+    # differences [xy-wz, yz-wx, xz-wy]: R = [[1 - 2(yy+zz), 2(xy-wz), 2(xz+wy)], ...], each array
+    # operation once over all entries (the traced operations of the written-out formula)
+    p = quat.take(_Q_A, -1) * quat.take(_Q_B, -1)
+    t = 2 * np.concatenate([p.take(_Q_S0, -1) + p.take(_Q_S1, -1), p.take(_Q_D0, -1) - p.take(_Q_D1, -1)], -1)
+    e = np.concatenate([1 - t[..., :3], t[..., 3:]], -1)
+    return e.take(_Q_R, -1).reshape(e.shape[:-1] + (3, 3))
+
+
+_Q_A, _Q_B = np.array([0, 1, 2, 0, 0, 1, 3, 3, 3]), np.array([0, 1, 2, 1, 2, 2, 0, 1, 2])
+_Q_S0, _Q_S1 = np.array([1, 0, 0, 4, 3, 5]), np.array([2, 2, 1, 7, 8, 6])
+_Q_D0, _Q_D1 = np.array([3, 5, 4]), np.array([8, 6, 7])
+_Q_R = np.array([0, 6, 3, 4, 1, 7, 8, 5, 2])
 
 
 def rpy_to_rot(rpy):
@@ -349,11 +355,10 @@ def inertia_components(I):
 def _upper3(M):
     """The symmetric 3x3 matrices (..., 3, 3) whose upper triangle is that of ``M`` (the strict lower
     triangle of ``M`` is not read: traced, its computation is dead code)."""
-    return M[..., _LO, _HI]
+    return M.reshape(M.shape[:-2] + (9,)).take(_UPPER9, -1).reshape(M.shape)
 
 
-_LO = np.array([[0, 0, 0], [0, 1, 1], [0, 1, 2]])      # min(i, j)
-_HI = np.array([[0, 1, 2], [1, 1, 2], [2, 2, 2]])      # max(i, j)
+_UPPER9 = np.array([0, 1, 2, 1, 4, 5, 2, 5, 8])        # M[min(i, j), max(i, j)], row-major
 
 
 def rotate_symmetric(E, A):
@@ -454,7 +459,7 @@ def rigid_transform(X: Transform, RI: RigidInertia) -> RigidInertia:
     d = mtv(E, RI.h)
     hA = d + RI.m[..., None] * r
     C = d[..., :, None] * r[..., None, :] + r[..., :, None] * hA[..., None, :]            # d r^T + r h_A^T
-    s = np.sum(np.diagonal(C, 0, -2, -1), -1, keepdims=True)[..., None] * np.eye(3)    # (r.d + r.h_A) 1
+    s = C.diagonal(0, -2, -1).sum(-1, keepdims=True)[..., None] * np.eye(3)          # (r.d + r.h_A) 1
     return RigidInertia(RI.m, hA, _upper3(rotate_symmetric(E, RI.I) - C + s))
 
 

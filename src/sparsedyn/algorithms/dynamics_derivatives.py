@@ -86,7 +86,7 @@ def branch_pairs(model):
 
 
 def _dot(x, y):
-    return np.sum(x * y, -1)
+    return (x * y).sum(-1)
 
 
 def _B_apply(B11, l, psi):
@@ -107,7 +107,7 @@ def _B11(RI: RigidInertia, V, k):
     C = skew(w) @ RI.I
     uh = u[..., :, None] * h[..., None, :]
     return C + np.swapaxes(C, -1, -2) - (uh + np.swapaxes(uh, -1, -2)) \
-        + (2 * np.sum(u * h, -1, keepdims=True))[..., None] * np.eye(3) - skew(k)
+        + (2 * (u * h).sum(-1, keepdims=True))[..., None] * np.eye(3) - skew(k)
 
 
 def subtree_sums(model, K, f_ext=None, velocity=True):
@@ -168,7 +168,7 @@ def _flat(x, lead, core):
 def dof_rows(model, RI: RigidInertia):
     """A stacked-by-body inertia (..., NB) repeated for each dof of the body (..., nv)."""
     db = levels(model).dof_body
-    return RigidInertia(RI.m[..., db], RI.h[..., db, :], RI.I[..., db, :, :])
+    return RigidInertia(RI.m.take(db, -1), RI.h.take(db, -2), RI.I.take(db, -3))
 
 
 def joint_terms(model, K, sums, shape, velocity=True):
