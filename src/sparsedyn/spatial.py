@@ -81,7 +81,12 @@ def mv(A, x):
 
 def mtv(A, x):
     """Transposed matrix (..., n, m)^T times vector (..., n), over any backend."""
-    return (np.swapaxes(A, -1, -2) @ x[..., None])[..., 0]
+    return (_t(A) @ x[..., None])[..., 0]
+
+
+def _t(A):
+    """``A`` with its last two axes swapped (the ndarray method where it can: no Python wrapper)."""
+    return A.swapaxes(-1, -2) if isinstance(A, np.ndarray) else np.swapaxes(A, -1, -2)
 
 
 
@@ -364,7 +369,7 @@ _UPPER9 = np.array([0, 1, 2, 1, 4, 5, 2, 5, 8])        # M[min(i, j), max(i, j)]
 def rotate_symmetric(E, A):
     """``E^T A E`` for a symmetric ``A`` (..., 3, 3): the upper triangle is computed, then mirrored
     (27 + 18 multiplications instead of 54)."""
-    return _upper3(np.swapaxes(E, -1, -2) @ (A @ E))
+    return _upper3(_t(E) @ (A @ E))
 
 
 def transform_inertia(X: Transform, I):

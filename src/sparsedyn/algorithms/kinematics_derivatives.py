@@ -191,7 +191,7 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
     r = np.concatenate([rup, np.zeros(rup.shape[:-2] + (1, 3))], -2).take(lv.root_or_pad, -2)
     for J in lv.jumps:
         E2 = E.take(J, -3)                                   # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
-        r = r.take(J, -2) + (np.swapaxes(E2, -1, -2) @ r[..., None])[..., 0]
+        r = r.take(J, -2) + (E2.swapaxes(-1, -2) @ r[..., None])[..., 0]
         E = E @ E2
     return Transform(E[..., :NB, :, :], r[..., :NB, :])
 
@@ -239,16 +239,24 @@ def root_motion(model, q, v, a=None, a_root=None):
     return K
 
 
+_CHAINS = weakref.WeakKeyDictionary()
+
+
 def _chain_dofs(model, i):
-    """The bodies from the root down to ``i`` and their dofs (index array)."""
-    chain = model.ancestors(i)[::-1]
-    return chain, np.concatenate([np.arange(model.v_slice(j).start, model.v_slice(j).stop) for j in chain])
+    """The bodies from the root down to ``i``, their dofs (index array) and each dof's body
+    (cached per model and body)."""
+    chains = _CHAINS.setdefault(model, {})
+    if i not in chains:
+        chain = model.ancestors(i)[::-1]
+        cols = np.concatenate([np.arange(model.v_slice(j).start, model.v_slice(j).stop) for j in chain])
+        chains[i] = chain, cols, np.asarray(model.dof_body, int)[cols]
+    return chains[i]
 
 
 def _columns(model, shape, dtype, cols, M):
     """A (..., 6, nv) array holding the vectors ``M`` (..., n, 6) in columns ``cols``, zeros elsewhere."""
     out = np.zeros(shape + (6, model.nv), dtype=dtype)
-    out[..., :, cols] = np.swapaxes(np.broadcast_to(M, shape + M.shape[-2:]), -1, -2)
+    out[..., :, cols] = M.swapaxes(-1, -2)                 # the assignment broadcasts M's batch axes
     return out
 
 
@@ -265,8 +273,7 @@ class _Frame:
         _check_reference(reference)
         f = model.frames[k]
         self.reference, self.body = reference, f.body
-        self.chain, self.cols = _chain_dofs(model, f.body)
-        self.dof_body = np.asarray(model.dof_body, int)[self.cols]
+        self.chain, self.cols, self.dof_body = _chain_dofs(model, f.body)
         self.fXr = compose(f.X, body_transform(K.Xr, f.body))
         self.p = self.fXr.r
         self.Xw = body_transform(K.Xup, self.chain[0])
@@ -304,7 +311,7 @@ def _chain_terms(K, fr, shape):
     out = {"xi": K.xi[..., fr.cols, :], "Vl": K.Vl[..., body, :], "V": K.V[..., body, :]}
     if K.A is not None:
         out["Al"] = K.Al[..., body, :]
-    return {n: np.broadcast_to(x, shape + x.shape[-2:]) for n, x in out.items()}
+    return {n: _batch(x, shape, 2) for n, x in out.items()}
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("frame", "reference"), outputs={"dV_dq": (6, "nv"), "dV_dv": (6, "nv")})
