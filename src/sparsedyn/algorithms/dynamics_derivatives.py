@@ -49,7 +49,7 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion,
-                       rigid_apply, rigid_inertia, rigid_transform, skew)
+                       rigid_apply, rigid_transform, skew)
 from .aba import aba_kernel, float_checker
 from .kinematics_derivatives import levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
@@ -117,7 +117,7 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     and the momenta ``I_i V_i`` (..., NB, 6) (``B11``, ``M`` ``None`` without ``velocity``).
     ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
     lv = levels(model)
-    IC = rigid_transform(K.Xr, rigid_inertia(model.inertia))
+    IC = rigid_transform(K.Xr, lv.inertia)
     F = rigid_apply(IC, K.A)
     B11 = M = None
     if velocity:

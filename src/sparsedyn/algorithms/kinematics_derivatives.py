@@ -36,7 +36,7 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion
+from ..spatial import Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, rigid_inertia
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
@@ -70,7 +70,9 @@ class Levels:
     appended identity): ``jumps[k][i]`` is the ``2^k``-th ancestor of ``i`` or ``NB``, and
     ``root_or_pad``, ``i`` for a body with a parent and ``NB`` for a root (see
     :func:`root_transforms_stacked`).  ``group_order``: the bodies in the order of
-    ``joint_groups`` (``take(group_order)`` puts group-concatenated rows back in body order)."""
+    ``joint_groups`` (``take(group_order)`` puts group-concatenated rows back in body order);
+    ``Xtree``: the bodies' tree transforms, stacked; ``inertia``: the bodies' inertias, a
+    :class:`~sparsedyn.spatial.RigidInertia` of (NB,) arrays."""
 
     def __init__(self, model):
         NB = model.nbodies
@@ -101,6 +103,8 @@ class Levels:
                                                          for i in b]).reshape(len(b), j.nq),
                               Transform(np.stack([model.Xtree[i].E for i in b]), np.stack([model.Xtree[i].r for i in b])))
                              for j, b in groups.items()]
+        self.inertia = rigid_inertia(model.inertia)            # the model's (frozen) inertias as parameters
+        self.Xtree = Transform(np.stack([X.E for X in model.Xtree]), np.stack([X.r for X in model.Xtree])) if NB else None
         self.group_order = np.argsort(np.concatenate([b for _, b, _, _ in self.joint_groups]), kind="stable") \
             if NB else np.zeros(0, int)
 
@@ -155,15 +159,14 @@ def stacked_joint_transforms(model, q, shape, dtype):
     if not NB:
         return Transform(np.zeros(shape + (0, 3, 3), dtype=dtype), np.zeros(shape + (0, 3), dtype=dtype))
     E, r = [], []
-    for joint, _, qidx, Xtree in lv.joint_groups:
+    for joint, _, qidx, _ in lv.joint_groups:
         XJ, _ = joint.jcalc(q[..., qidx])
-        X = compose(XJ, Xtree)
-        E.append(_batch(X.E, shape, 3))
-        r.append(_batch(X.r, shape, 2))
+        E.append(_batch(XJ.E, shape, 3))
+        r.append(_batch(XJ.r, shape, 2))
     E = E[0] if len(E) == 1 else np.concatenate(E, -3)       # groups side by side, then in body order
     r = r[0] if len(r) == 1 else np.concatenate(r, -2)
-    return Transform(E.take(lv.group_order, -3).astype(dtype, copy=False),
-                     r.take(lv.group_order, -2).astype(dtype, copy=False))
+    XJ = Transform(E.take(lv.group_order, -3).astype(dtype, copy=False), r.take(lv.group_order, -2).astype(dtype, copy=False))
+    return compose(XJ, lv.Xtree)                              # one composition for all bodies
 
 
 def root_transforms_stacked(model, Xup: Transform) -> Transform:
