@@ -178,20 +178,20 @@ def joint_terms(model, K, sums, shape, velocity=True):
     dof's body (see the module docstring)."""
     IC, F, B11, M = sums
     db = levels(model).dof_body
-    x, Vl, Al = K.xi, K.Vl[..., db, :], K.Al[..., db, :]
+    x, Vl, Al = K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)
     ICd = dof_rows(model, IC)
     chi = cross_motion(Al, x)                                            # chi = A_l x xi - psi x V_l
-    Tq = cross_force(x, F[..., db, :])
+    Tq = cross_force(x, F.take(db, -2))
     out = {}
     if velocity:
-        B, L = B11[..., db, :, :], M[..., db, 3:]
+        B, L = B11.take(db, -3), M.take(db, -2)[..., 3:]
         psi = cross_motion(Vl, x)                                        # psi = V_l x xi
         chi = chi - cross_motion(psi, Vl)
-        phi = cross_motion(Vl + K.V[..., db, :], x)                      # phi = (V_l + V_k) x xi
+        phi = cross_motion(Vl + K.V.take(db, -2), x)                     # phi = (V_l + V_k) x xi
         Tq = Tq + _B_apply(B, L, psi)
         out.update(Tv=rigid_apply(ICd, phi) + _B_apply(B, L, x), Qw=_B_transpose(B, L, x), psi=psi, phi=phi)
     out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
-    return {n: np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+    return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
 
 
 def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=True, velocity=True):
@@ -213,17 +213,17 @@ def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=Tru
         out[..., ra, ca] = upper
         return out
 
-    low_q = _dot(P[..., rd, :], chi[..., cd, :])
+    low_q = _dot(P.take(rd, -2), chi.take(cd, -2))
     if not velocity:
-        return assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :]))
+        return assemble(low_q, _dot(xi.take(ra, -2), Tq.take(ca, -2)))
     Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
-    dq = assemble(low_q + _dot(Qw[..., rd, :], psi[..., cd, :]), _dot(xi[..., ra, :], Tq[..., ca, :]))
-    dv = assemble(_dot(P[..., rd, :], phi[..., cd, :]) + _dot(Qw[..., rd, :], xi[..., cd, :3]),
-                  _dot(xi[..., ra, :], Tv[..., ca, :]))
+    dq = assemble(low_q + _dot(Qw.take(rd, -2), psi.take(cd, -2)), _dot(xi.take(ra, -2), Tq.take(ca, -2)))
+    dv = assemble(_dot(P.take(rd, -2), phi.take(cd, -2)) + _dot(Qw.take(rd, -2), xi.take(cd, -2)[..., :3]),
+                  _dot(xi.take(ra, -2), Tv.take(ca, -2)))
     if not want_da:
         return dq, dv
-    low_a = _dot(P[..., rd, :], xi[..., cd, :])
-    da = assemble(low_a, low_a[..., branch_pairs(model)[4]])
+    low_a = _dot(P.take(rd, -2), xi.take(cd, -2))
+    da = assemble(low_a, low_a.take(branch_pairs(model)[4], -1))
     if np.any(model.armature):
         da[..., np.arange(nv), np.arange(nv)] = da[..., np.arange(nv), np.arange(nv)] + model.armature
     return dq, dv, da
