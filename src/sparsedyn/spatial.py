@@ -33,7 +33,7 @@ import numpy as np
 from . import backend as bk
 
 __all__ = [
-    "Transform", "skew", "cross3", "mv", "mtv", "crm", "crf", "cross_motion", "cross_force",
+    "Transform", "skew", "cross3", "inner", "mv", "mtv", "crm", "crf", "cross_motion", "cross_force",
     "rotx", "roty", "rotz", "axis_rotation", "quat_to_rot", "rot_to_quat", "rpy_to_rot",
     "xlt", "rot", "identity", "compose", "inverse", "apply_motion", "apply_force",
     "apply_motion_inv", "apply_force_inv", "apply_force_transpose",
@@ -82,6 +82,18 @@ def mv(A, x):
 def mtv(A, x):
     """Transposed matrix (..., n, m)^T times vector (..., n), over any backend."""
     return (_t(A) @ x[..., None])[..., 0]
+
+
+def inner(x, y):
+    """``sum(x * y, -1)``: the inner products of the vectors along the last axis (..., n).  On float
+    arrays one product with a vector of ones (NumPy's reduction over a short last axis costs two to
+    three times as much); traced, the sum itself (a product by ones would only fold away)."""
+    return _sum_last(x * y)
+
+
+def _sum_last(p):
+    """``p.sum(-1)`` (see :func:`inner`), an array also for one vector."""
+    return p.sum(-1, keepdims=True)[..., 0] if bk.is_symbolic(p) else p @ np.ones(p.shape[-1])
 
 
 def _t(A):
@@ -464,7 +476,7 @@ def rigid_transform(X: Transform, RI: RigidInertia) -> RigidInertia:
     d = mtv(E, RI.h)
     hA = d + RI.m[..., None] * r
     C = d[..., :, None] * r[..., None, :] + r[..., :, None] * hA[..., None, :]            # d r^T + r h_A^T
-    s = C.diagonal(0, -2, -1).sum(-1, keepdims=True)[..., None] * np.eye(3)          # (r.d + r.h_A) 1
+    s = _sum_last(C.diagonal(0, -2, -1))[..., None, None] * np.eye(3)                  # (r.d + r.h_A) 1
     return RigidInertia(RI.m, hA, _upper3(rotate_symmetric(E, RI.I) - C + s))
 
 

@@ -48,7 +48,7 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion,
+from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner,
                        rigid_apply, rigid_transform, skew)
 from .aba import aba_kernel, float_checker
 from .kinematics_derivatives import levels, root_motion
@@ -86,7 +86,7 @@ def branch_pairs(model):
 
 
 def _dot(x, y):
-    return (x * y).sum(-1)
+    return inner(x, y)
 
 
 def _B_apply(B11, l, psi):
@@ -107,7 +107,7 @@ def _B11(RI: RigidInertia, V, k):
     C = skew(w) @ RI.I
     uh = u[..., :, None] * h[..., None, :]
     return C + np.swapaxes(C, -1, -2) - (uh + np.swapaxes(uh, -1, -2)) \
-        + (2 * (u * h).sum(-1, keepdims=True))[..., None] * np.eye(3) - skew(k)
+        + (2 * inner(u, h))[..., None, None] * np.eye(3) - skew(k)
 
 
 def subtree_sums(model, K, f_ext=None, velocity=True):
