@@ -160,7 +160,7 @@ def stacked_joint_transforms(model, q, shape, dtype):
         return Transform(np.zeros(shape + (0, 3, 3), dtype=dtype), np.zeros(shape + (0, 3), dtype=dtype))
     E, r = [], []
     for joint, _, qidx, _ in lv.joint_groups:
-        XJ, _ = joint.jcalc(q[..., qidx])
+        XJ, _ = joint.jcalc(q.take(qidx, -1))
         E.append(_batch(XJ.E, shape, 3))
         r.append(_batch(XJ.r, shape, 2))
     E = E[0] if len(E) == 1 else np.concatenate(E, -3)       # groups side by side, then in body order
