@@ -56,11 +56,18 @@ class Transform(NamedTuple):
 def skew(v):
     """3x3 cross-product matrix ``v x`` of ``v`` (..., 3)."""
     v = bk.asarray(v)
+    if not bk.is_symbolic(v):                           # floats: one product with a 0/+-1 matrix (exact)
+        return (v @ _SKEW_MATRIX).reshape(v.shape[:-1] + (3, 3))
     x = np.concatenate([v, -v, 0 * v[..., :1]], -1)          # [x, y, z, -x, -y, -z, 0]
     return x.take(_SKEW, -1).reshape(x.shape[:-1] + (3, 3))
 
 
 _SKEW = np.array([6, 5, 1, 2, 6, 3, 4, 0, 6])       # [[0, -z, y], [z, 0, -x], [-y, x, 0]] from [v, -v, 0]
+_SKEW_MATRIX = np.zeros((3, 9))                     # the same entries as v @ _SKEW_MATRIX, row-major
+_SKEW_MATRIX[[2, 1, 2, 0, 1, 0], [1, 2, 3, 5, 6, 7]] = [-1, 1, 1, -1, -1, 1]
+_SKEW_MATRIX.flags.writeable = False
+_EYE3 = np.eye(3)
+_EYE3.flags.writeable = False
 
 
 def cross3(a, b):
@@ -476,7 +483,7 @@ def rigid_transform(X: Transform, RI: RigidInertia) -> RigidInertia:
     d = mtv(E, RI.h)
     hA = d + RI.m[..., None] * r
     C = d[..., :, None] * r[..., None, :] + r[..., :, None] * hA[..., None, :]            # d r^T + r h_A^T
-    s = _sum_last(C.diagonal(0, -2, -1))[..., None, None] * np.eye(3)                  # (r.d + r.h_A) 1
+    s = _sum_last(C.diagonal(0, -2, -1))[..., None, None] * _EYE3                      # (r.d + r.h_A) 1
     return RigidInertia(RI.m, hA, _upper3(rotate_symmetric(E, RI.I) - C + s))
 
 

@@ -107,7 +107,10 @@ def _B11(RI: RigidInertia, V, k):
     C = skew(w) @ RI.I
     uh = u[..., :, None] * h[..., None, :]
     return C + np.swapaxes(C, -1, -2) - (uh + np.swapaxes(uh, -1, -2)) \
-        + (2 * inner(u, h))[..., None, None] * np.eye(3) - skew(k)
+        + (2 * inner(u, h))[..., None, None] * _EYE3 - skew(k)
+
+
+_EYE3 = np.eye(3)
 
 
 def subtree_sums(model, K, f_ext=None, velocity=True):

@@ -193,7 +193,7 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
             E[..., L, :, :], r[..., L, :] = X.E, X.r
         return Transform(E, r)
     # rows: Xup for a body with a parent, the identity for a root and for the appended row NB
-    E = np.concatenate([Eup, np.zeros(Eup.shape[:-3] + (1, 3, 3)) + np.eye(3)], -3).take(lv.root_or_pad, -3)
+    E = np.concatenate([Eup, np.zeros(Eup.shape[:-3] + (1, 3, 3)) + _EYE3], -3).take(lv.root_or_pad, -3)
     r = np.concatenate([rup, np.zeros(rup.shape[:-2] + (1, 3))], -2).take(lv.root_or_pad, -2)
     for J in lv.jumps:
         E2 = E.take(J, -3)                                   # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
@@ -203,6 +203,7 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
 
 
 _JUMP_MAX_STATES = 16
+_EYE3 = np.eye(3)
 
 
 class RootMotion:
