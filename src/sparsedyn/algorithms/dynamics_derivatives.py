@@ -106,7 +106,7 @@ def _B11(RI: RigidInertia, V, k):
     w, u, h = V[..., :3], V[..., 3:], RI.h
     C = skew(w) @ RI.I
     uh = u[..., :, None] * h[..., None, :]
-    return C + np.swapaxes(C, -1, -2) - (uh + np.swapaxes(uh, -1, -2)) \
+    return C + C.swapaxes(-1, -2) - (uh + uh.swapaxes(-1, -2)) \
         + (2 * inner(u, h))[..., None, None] * _EYE3 - skew(k)
 
 
