@@ -147,21 +147,24 @@ def _cross6(v, m, index, single_first):
 
 def _crosses(v, m, index):
     """The cross products ``v[..., a:a+3] x m[..., b:b+3]`` for the pairs ``(a, b)`` of ``index``
-    (:func:`_cross6_index`), side by side (..., 3k): one multiplication and one subtraction."""
-    iv, im, d0, d1 = index
+    (:func:`_cross6_index`), side by side (..., 3k): one multiplication and one subtraction (the
+    products are gathered with the first terms of all differences before the second terms)."""
+    iv, im = index
     p = v.take(iv, -1) * m.take(im, -1)
-    return p.take(d0, -1) - p.take(d1, -1)
+    k = p.shape[-1] // 2
+    return p[..., :k] - p[..., k:]
 
 
 def _cross6_index(*pairs):
-    """Gathers for :func:`_crosses`: ``(iv, im)`` the factors of the products, ``(d0, d1)`` the
-    two terms of each difference."""
-    iv, im = [], []
+    """Gathers for :func:`_crosses`: ``(iv, im)`` the factors of the products ``a_yzx b_zxy`` of
+    every pair, then of the products ``a_zxy b_yzx``."""
+    first_v, first_m, second_v, second_m = [], [], [], []
     for a, b in pairs:
-        iv += [a + 1, a + 2, a, a + 2, a, a + 1]
-        im += [b + 2, b, b + 1, b + 1, b + 2, b]
-    d0 = [6 * k + j for k in range(len(pairs)) for j in range(3)]
-    return np.array(iv), np.array(im), np.array(d0), np.array(d0) + 3
+        first_v += [a + 1, a + 2, a]
+        first_m += [b + 2, b, b + 1]
+        second_v += [a + 2, a, a + 1]
+        second_m += [b + 1, b + 2, b]
+    return np.array(first_v + second_v), np.array(first_m + second_m)
 
 
 _CM = _cross6_index((0, 3), (3, 0), (0, 0))     # linear: w x m_u + u x m_w; angular: w x m_w
