@@ -33,7 +33,7 @@ import numpy as np
 from . import backend as bk
 
 __all__ = [
-    "Transform", "skew", "cross3", "mv", "mtv", "crm", "crf", "cross_motion", "cross_force",
+    "Transform", "skew", "cross3", "inner", "mv", "mtv", "crm", "crf", "cross_motion", "cross_force",
     "rotx", "roty", "rotz", "axis_rotation", "quat_to_rot", "rot_to_quat", "rpy_to_rot",
     "xlt", "rot", "identity", "compose", "inverse", "apply_motion", "apply_force",
     "apply_motion_inv", "apply_force_inv", "apply_force_transpose",
@@ -55,19 +55,30 @@ class Transform(NamedTuple):
 
 def skew(v):
     """3x3 cross-product matrix ``v x`` of ``v`` (..., 3)."""
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    o = 0 * x
-    return np.stack([np.stack([o, -z, y], -1),
-                     np.stack([z, o, -x], -1),
-                     np.stack([-y, x, o], -1)], -2)
+    v = bk.asarray(v)
+    if not bk.is_symbolic(v):                           # floats: one product with a 0/+-1 matrix (exact)
+        return (v @ _SKEW_MATRIX).reshape(v.shape[:-1] + (3, 3))
+    x = np.concatenate([v, -v, 0 * v[..., :1]], -1)          # [x, y, z, -x, -y, -z, 0]
+    return x.take(_SKEW, -1).reshape(x.shape[:-1] + (3, 3))
+
+
+_SKEW = np.array([6, 5, 1, 2, 6, 3, 4, 0, 6])       # [[0, -z, y], [z, 0, -x], [-y, x, 0]] from [v, -v, 0]
+_SKEW_MATRIX = np.zeros((3, 9))                     # the same entries as v @ _SKEW_MATRIX, row-major
+_SKEW_MATRIX[[2, 1, 2, 0, 1, 0], [1, 2, 3, 5, 6, 7]] = [-1, 1, 1, -1, -1, 1]
+_SKEW_MATRIX.flags.writeable = False
+_EYE3 = np.eye(3)
+_EYE3.flags.writeable = False
 
 
 def cross3(a, b):
-    """``a x b`` for (..., 3) arrays, written out (np.cross rejects object arrays)."""
-    return a[..., _YZX] * b[..., _ZXY] - a[..., _ZXY] * b[..., _YZX]
+    """``a x b`` for (..., 3) arrays, written out (np.cross rejects object arrays): the six products
+    in one array operation, then three differences (``take`` gathers: the fewest NumPy calls, which is
+    what one state costs on the NumPy path; the traced operations are the same 6 + 3)."""
+    p = a.take(_C3A, -1) * b.take(_C3B, -1)
+    return p[..., :3] - p[..., 3:]
 
 
-_YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])
+_C3A, _C3B = np.array([1, 2, 0, 2, 0, 1]), np.array([2, 0, 1, 1, 2, 0])       # a_yzx b_zxy - a_zxy b_yzx
 
 
 def mv(A, x):
@@ -77,7 +88,24 @@ def mv(A, x):
 
 def mtv(A, x):
     """Transposed matrix (..., n, m)^T times vector (..., n), over any backend."""
-    return (np.swapaxes(A, -1, -2) @ x[..., None])[..., 0]
+    return (_t(A) @ x[..., None])[..., 0]
+
+
+def inner(x, y):
+    """``sum(x * y, -1)``: the inner products of the vectors along the last axis (..., n).  On float
+    arrays one product with a vector of ones (NumPy's reduction over a short last axis costs two to
+    three times as much); traced, the sum itself (a product by ones would only fold away)."""
+    return _sum_last(x * y)
+
+
+def _sum_last(p):
+    """``p.sum(-1)`` (see :func:`inner`), an array also for one vector."""
+    return p.sum(-1, keepdims=True)[..., 0] if bk.is_symbolic(p) else p @ np.ones(p.shape[-1])
+
+
+def _t(A):
+    """``A`` with its last two axes swapped (the ndarray method where it can: no Python wrapper)."""
+    return A.swapaxes(-1, -2) if isinstance(A, np.ndarray) else np.swapaxes(A, -1, -2)
 
 
 
@@ -97,17 +125,50 @@ def crf(v):
 
 
 def cross_motion(v, m):
-    """``v x m`` without forming ``crm(v)``."""
-    w, u = v[..., :3], v[..., 3:]
-    return np.concatenate([cross3(w, m[..., :3]),
-                           cross3(w, m[..., 3:]) + cross3(u, m[..., :3])], -1)
+    """``v x m = [w x m_w; w x m_u + u x m_w]`` (``v = [w; u]``) without forming ``crm(v)``."""
+    return _cross6(v, m, _CM, True)
 
 
 def cross_force(v, f):
-    """``v x* f`` without forming ``crf(v)``."""
-    w, u = v[..., :3], v[..., 3:]
-    return np.concatenate([cross3(w, f[..., :3]) + cross3(u, f[..., 3:]),
-                           cross3(w, f[..., 3:])], -1)
+    """``v x* f = [w x f_n + u x f_f; w x f_f]`` without forming ``crf(v)``."""
+    return _cross6(v, f, _CF, False)
+
+
+def _cross6(v, m, index, single_first):
+    """The three 3D cross products of a spatial cross product: the 18 products in one array
+    operation, then the 9 differences and 3 sums of three :func:`cross3` calls and one addition
+    (the same traced operations in six NumPy calls instead of about thirty).  ``index``: the
+    gathers of ``v`` and ``m``; the first two products are summed, the third is alone, and
+    ``single_first``: it is the angular half of the result (else the linear one)."""
+    d = _crosses(v, m, index)                           # three cross products, (..., 9)
+    pair, single = d[..., :3] + d[..., 3:6], d[..., 6:]
+    return np.concatenate([single, pair] if single_first else [pair, single], -1)
+
+
+def _crosses(v, m, index):
+    """The cross products ``v[..., a:a+3] x m[..., b:b+3]`` for the pairs ``(a, b)`` of ``index``
+    (:func:`_cross6_index`), side by side (..., 3k): one multiplication and one subtraction (the
+    products are gathered with the first terms of all differences before the second terms)."""
+    iv, im = index
+    p = v.take(iv, -1) * m.take(im, -1)
+    k = p.shape[-1] // 2
+    return p[..., :k] - p[..., k:]
+
+
+def _cross6_index(*pairs):
+    """Gathers for :func:`_crosses`: ``(iv, im)`` the factors of the products ``a_yzx b_zxy`` of
+    every pair, then of the products ``a_zxy b_yzx``."""
+    first_v, first_m, second_v, second_m = [], [], [], []
+    for a, b in pairs:
+        first_v += [a + 1, a + 2, a]
+        first_m += [b + 2, b, b + 1]
+        second_v += [a + 2, a, a + 1]
+        second_m += [b + 1, b + 2, b]
+    return np.array(first_v + second_v), np.array(first_m + second_m)
+
+
+_CM = _cross6_index((0, 3), (3, 0), (0, 0))     # linear: w x m_u + u x m_w; angular: w x m_w
+_CF = _cross6_index((0, 0), (3, 3), (0, 3))     # angular: w x f_n + u x f_f; linear: w x f_f
 
 
 # --- rotations ----------------------------------------------------------------
@@ -119,7 +180,7 @@ def axis_rotation(axis, theta):
     ``E = R(axis, theta)^T`` (..., 3, 3): it maps parent coordinates into the
     coordinates of the rotated frame, as Featherstone's ``rotx``/``roty``/``rotz``.
     """
-    P, aa, K = _axis_constants(tuple(float(x) for x in np.asarray(axis).reshape(3)))
+    P, aa, K = _axis_constants(tuple(np.asarray(axis, dtype=float).reshape(3).tolist()))
     c, s = bk.cos(theta)[..., None, None], bk.sin(theta)[..., None, None]
     # Rodrigues for R, then transpose: R^T = c (1 - a a^T) + a a^T - s K.  Written so that for an
     # axis along a coordinate axis the entries are exactly c, +-s, 0 and 1 (the tracer folds the rest).
@@ -153,14 +214,19 @@ def quat_to_rot(quat):
 
     ``R`` maps child coordinates into parent coordinates (a pose's rotation).
     """
-    x, y, z, w = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
-    xx, yy, zz = x * x, y * y, z * z
-    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
-    return np.stack([
-        np.stack([1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy)], -1),
-        np.stack([2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx)], -1),
-        np.stack([2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy)], -1),
-    ], -2)
+    # products [xx, yy, zz, xy, xz, yz, wx, wy, wz]; sums [yy+zz, xx+zz, xx+yy, xz+wy, xy+wz, yz+wx];
+    # differences [xy-wz, yz-wx, xz-wy]: R = [[1 - 2(yy+zz), 2(xy-wz), 2(xz+wy)], ...], each array
+    # operation once over all entries (the traced operations of the written-out formula)
+    p = quat.take(_Q_A, -1) * quat.take(_Q_B, -1)
+    t = 2 * np.concatenate([p.take(_Q_S0, -1) + p.take(_Q_S1, -1), p.take(_Q_D0, -1) - p.take(_Q_D1, -1)], -1)
+    e = np.concatenate([1 - t[..., :3], t[..., 3:]], -1)
+    return e.take(_Q_R, -1).reshape(e.shape[:-1] + (3, 3))
+
+
+_Q_A, _Q_B = np.array([0, 1, 2, 0, 0, 1, 3, 3, 3]), np.array([0, 1, 2, 1, 2, 2, 0, 1, 2])
+_Q_S0, _Q_S1 = np.array([1, 0, 0, 4, 3, 5]), np.array([2, 2, 1, 7, 8, 6])
+_Q_D0, _Q_D1 = np.array([3, 5, 4]), np.array([8, 6, 7])
+_Q_R = np.array([0, 6, 3, 4, 1, 7, 8, 5, 2])
 
 
 def rpy_to_rot(rpy):
@@ -316,17 +382,16 @@ def inertia_components(I):
 def _upper3(M):
     """The symmetric 3x3 matrices (..., 3, 3) whose upper triangle is that of ``M`` (the strict lower
     triangle of ``M`` is not read: traced, its computation is dead code)."""
-    return M[..., _LO, _HI]
+    return M.reshape(M.shape[:-2] + (9,)).take(_UPPER9, -1).reshape(M.shape)
 
 
-_LO = np.array([[0, 0, 0], [0, 1, 1], [0, 1, 2]])      # min(i, j)
-_HI = np.array([[0, 1, 2], [1, 1, 2], [2, 2, 2]])      # max(i, j)
+_UPPER9 = np.array([0, 1, 2, 1, 4, 5, 2, 5, 8])        # M[min(i, j), max(i, j)], row-major
 
 
 def rotate_symmetric(E, A):
     """``E^T A E`` for a symmetric ``A`` (..., 3, 3): the upper triangle is computed, then mirrored
     (27 + 18 multiplications instead of 54)."""
-    return _upper3(np.swapaxes(E, -1, -2) @ (A @ E))
+    return _upper3(_t(E) @ (A @ E))
 
 
 def transform_inertia(X: Transform, I):
@@ -403,8 +468,11 @@ def rigid_add(A: RigidInertia, B: RigidInertia) -> RigidInertia:
 
 def rigid_apply(RI: RigidInertia, v):
     """``I v``: the momentum (force) of a rigid body moving with ``v`` (..., 6)."""
-    w, u = v[..., :3], v[..., 3:]
-    return np.concatenate([mv(RI.I, w) + cross3(RI.h, u), RI.m[..., None] * u - cross3(RI.h, w)], -1)
+    d = _crosses(RI.h, v, _HU_HW)                        # [h x u, h x w]
+    return np.concatenate([mv(RI.I, v[..., :3]) + d[..., :3], RI.m[..., None] * v[..., 3:] - d[..., 3:]], -1)
+
+
+_HU_HW = _cross6_index((0, 3), (0, 0))
 
 
 def rigid_transform(X: Transform, RI: RigidInertia) -> RigidInertia:
@@ -418,7 +486,7 @@ def rigid_transform(X: Transform, RI: RigidInertia) -> RigidInertia:
     d = mtv(E, RI.h)
     hA = d + RI.m[..., None] * r
     C = d[..., :, None] * r[..., None, :] + r[..., :, None] * hA[..., None, :]            # d r^T + r h_A^T
-    s = np.sum(np.diagonal(C, 0, -2, -1), -1, keepdims=True)[..., None] * np.eye(3)    # (r.d + r.h_A) 1
+    s = _sum_last(C.diagonal(0, -2, -1))[..., None, None] * _EYE3                      # (r.d + r.h_A) 1
     return RigidInertia(RI.m, hA, _upper3(rotate_symmetric(E, RI.I) - C + s))
 
 

@@ -25,11 +25,11 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import RigidInertia, apply_force_transpose, cross3, cross_force, rigid_apply, rigid_transform
+from ..spatial import RigidInertia, Transform, apply_force_transpose, cross3, cross_force, rigid_apply, rigid_transform
 from .centroidal import _about
 from .com import _total_mass
 from .dynamics_derivatives import dof_rows, joint_terms, subtree_sums
-from .kinematics_derivatives import body_transform, broadcast_columns, levels, root_motion, stacked
+from .kinematics_derivatives import body_transform, broadcast_columns, levels, root_motion
 
 __all__ = ["centroidal_dynamics_derivatives"]
 
@@ -52,22 +52,23 @@ def centroidal_dynamics_derivatives(model, q, v, a):
     sums = subtree_sums(model, K)
     IC, F, _, M = sums
     T = joint_terms(model, K, sums, shape)
-    roots = [i for i in range(model.nbodies) if model.parent[i] < 0]
+    roots = [int(i) for i in levels(model).roots]
     db = levels(model).dof_body
     dh = cross_force(T["xi"], M[..., db, :]) + rigid_apply(dof_rows(model, IC), T["psi"])
-
-    def world(X):
-        """Per-dof forces (..., nv, 6) from each tree's root frame to world coordinates."""
-        parts = []
-        for r in roots:
-            end = model.subtree_end[r]
-            dofs = slice(int(model.v_start[r]), int(model.v_start[end]) if end < model.nbodies else model.nv)
-            parts.append(apply_force_transpose(broadcast_columns(body_transform(K.Xup, r)), X[..., dofs, :]))
-        return stacked(parts, shape)
-
-    dh, dhd_q, dhd_v, P = world(dh), world(T["Tq"]), world(T["Tv"]), world(T["P"])
-    h = sum(apply_force_transpose(body_transform(K.Xup, r), M[..., r, :]) for r in roots)
-    hdot = sum(apply_force_transpose(body_transform(K.Xup, r), F[..., r, :]) for r in roots)
+    # the four per-dof force sets moved to world coordinates together (one transform per tree)
+    Y = np.stack([dh, T["Tq"], T["Tv"], T["P"]], -2)                       # (..., nv, 4, 6)
+    parts, ends = [], []
+    for r in roots:
+        end = model.subtree_end[r]
+        dofs = slice(int(model.v_start[r]), int(model.v_start[end]) if end < model.nbodies else model.nv)
+        X = body_transform(K.Xup, r)
+        parts.append(apply_force_transpose(Transform(X.E[..., None, None, :, :], X.r[..., None, None, :]), Y[..., dofs, :, :]))
+        # the subtree's momentum and force at the root, to world coordinates: h and hdot
+        ends.append(apply_force_transpose(broadcast_columns(X), np.stack([M[..., r, :], F[..., r, :]], -2)))
+    W = parts[0] if len(parts) == 1 else np.concatenate([np.broadcast_to(x, shape + x.shape[-3:]) for x in parts], -3)
+    dh, dhd_q, dhd_v, P = (W[..., k, :] for k in range(4))
+    h = sum(e[..., 0, :] for e in ends)
+    hdot = sum(e[..., 1, :] for e in ends)
     first = sum(rigid_transform(body_transform(K.Xup, r), RigidInertia(IC.m[..., r], IC.h[..., r, :], IC.I[..., r, :, :])).h
                 for r in roots)
     c = first * inv_m
@@ -80,5 +81,6 @@ def centroidal_dynamics_derivatives(model, q, v, a):
         return np.concatenate([D[..., :3] - cross3(cc, D[..., 3:]) - dl_term, D[..., 3:]], -1)
 
     out = (about(dh, cross3(dc, l)), about(dhd_q, cross3(dc, ldot)), _about(cc, dhd_v), _about(cc, P))
-    return tuple(np.swapaxes(np.broadcast_to(x, shape + x.shape[-2:]), -1, -2).copy() for x in out)
+    return tuple((x if x.shape[:-2] == shape else np.broadcast_to(x, shape + x.shape[-2:])).swapaxes(-1, -2).copy()
+                 for x in out)
 

@@ -55,8 +55,8 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion,
-                       rigid_apply, rigid_inertia, rigid_transform, skew)
+from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner,
+                       rigid_apply, rigid_transform, skew)
 from .fd import ltdl_checker
 from .kinematics_derivatives import levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
@@ -93,7 +93,7 @@ def branch_pairs(model):
 
 
 def _dot(x, y):
-    return np.sum(x * y, -1)
+    return inner(x, y)
 
 
 def _B_apply(B11, l2, psi):
@@ -113,8 +113,11 @@ def _B11(RI: RigidInertia, V, k):
     w, u, h = V[..., :3], V[..., 3:], RI.h
     C = skew(w) @ RI.I
     uh = u[..., :, None] * h[..., None, :]
-    return C + np.swapaxes(C, -1, -2) - (uh + np.swapaxes(uh, -1, -2)) \
-        + (2 * np.sum(u * h, -1, keepdims=True))[..., None] * np.eye(3) - skew(k)
+    return C + C.swapaxes(-1, -2) - (uh + uh.swapaxes(-1, -2)) \
+        + (2 * inner(u, h))[..., None, None] * _EYE3 - skew(k)
+
+
+_EYE3 = np.eye(3)
 
 
 def subtree_sums(model, K, f_ext=None, velocity=True):
@@ -124,7 +127,7 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     and the momenta ``I_i V_i`` (..., NB, 6) (``B11``, ``M`` ``None`` without ``velocity``).
     ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
     lv = levels(model)
-    IC = rigid_transform(K.Xr, rigid_inertia(model.inertia))
+    IC = rigid_transform(K.Xr, lv.inertia)
     F = rigid_apply(IC, K.A)
     B11 = M = None
     if velocity:
@@ -134,17 +137,13 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     if f_ext is not None:
         F = F - apply_force_transpose(K.Xr, f_ext)
     shape, NB = F.shape[:-2], model.nbodies
-    m = np.array(IC.m)
     parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
-    cores = [(3,), (3, 3), (6,)] + ([(3, 3), (6,)] if velocity else [])
-    X = np.concatenate([np.broadcast_to(x, shape + (NB,) + c).reshape(shape + (NB, int(np.prod(c))))
-                        for x, c in zip(parts, cores)], -1)          # one array: one sum per level
-    for L, P in reversed(lv.levels):                    # deepest first: children into their parents
-        np.add.at(m, P, m[L])
-        np.add.at(X, (Ellipsis, P, slice(None)), X[..., L, :])
+    cores = _SUM_CORES[:len(parts)]
+    X = np.concatenate([_flat(x, shape + (NB,), c) for x, c in zip(parts, cores)], -1)   # one array: one sum
+    m, X = _subtree_sum(lv, np.array(IC.m)), _subtree_sum(lv, X)
     out, k = [], 0
     for c in cores:
-        n = int(np.prod(c))
+        n = _SIZE[c]
         out.append(X[..., k:k + n].reshape(shape + (NB,) + c))
         k += n
     IC = RigidInertia(m, out[0], out[1])
@@ -154,10 +153,32 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     return IC, F, B11, M
 
 
+def _subtree_sum(lv, X):
+    """``X`` (..., NB, k) (or (NB,)) summed over each body's subtree.  Traced: level by level, the
+    children into their parents (the recursion's ``NB - 1`` additions per entry).  On float arrays:
+    one product with the 0/1 matrix ``below`` (one NumPy call instead of one per level; traced,
+    that product would add each body into every ancestor separately)."""
+    if not bk.is_symbolic(X):
+        return lv.below @ X
+    for L, P in reversed(lv.levels):                    # deepest first
+        np.add.at(X, (Ellipsis, P) + (slice(None),) * (X.ndim > 1), X[..., L, :] if X.ndim > 1 else X[L])
+    return X
+
+
+_SUM_CORES = [(3,), (3, 3), (6,), (3, 3), (6,)]
+_SIZE = {(3,): 3, (3, 3): 9, (6,): 6}
+
+
+def _flat(x, lead, core):
+    """``x`` (..., *core) broadcast to ``lead + core`` and flattened to ``lead + (size,)``."""
+    want = lead + core
+    return (x if x.shape == want else np.broadcast_to(x, want)).reshape(lead + (_SIZE[core],))
+
+
 def dof_rows(model, RI: RigidInertia):
     """A stacked-by-body inertia (..., NB) repeated for each dof of the body (..., nv)."""
     db = levels(model).dof_body
-    return RigidInertia(RI.m[..., db], RI.h[..., db, :], RI.I[..., db, :, :])
+    return RigidInertia(RI.m.take(db, -1), RI.h.take(db, -2), RI.I.take(db, -3))
 
 
 def joint_terms(model, K, sums, shape, velocity=True):
@@ -168,13 +189,13 @@ def joint_terms(model, K, sums, shape, velocity=True):
     so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
     db = levels(model).dof_body
-    x, Vl, Al = K.xi, K.Vl[..., db, :], K.Al[..., db, :]
+    x, Vl, Al = K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)
     ICd = dof_rows(model, IC)
     chi = cross_motion(Al, x)                                            # chi = A_l x xi - psi x V_l
-    Tq = cross_force(x, F[..., db, :])
+    Tq = cross_force(x, F.take(db, -2))
     out = {}
     if velocity:
-        B, L = B11[..., db, :, :], (2 * M[..., 3:])[..., db, :]          # L = 2 l: twice the momentum
+        B, L = B11.take(db, -3), (2 * M[..., 3:]).take(db, -2)          # L = 2 l: twice the momentum
         psi = cross_motion(Vl, x)                                        # psi = V_l x xi
         chi = chi - cross_motion(psi, Vl)
         phi = 2 * psi                                  # phi = (V_l + V_k) x xi: 2 psi for one dof
@@ -184,7 +205,7 @@ def joint_terms(model, K, sums, shape, velocity=True):
         Tq = Tq + _B_apply(B, L, psi)
         out.update(Tv=rigid_apply(ICd, phi) + _B_apply(B, L, x), Qw=_B_transpose(B, L, x), psi=psi, phi=phi)
     out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
-    return {n: np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+    return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
 
 
 def _multi_dof(model):
@@ -207,10 +228,10 @@ def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
     rd, cd, ra, ca, mirror = branch_pairs(model)
-    low = _dot(T["P"][..., rd, :], T["xi"][..., cd, :])
+    low = _dot(T["P"].take(rd, -2), T["xi"].take(cd, -2))
     H = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
     H[..., rd, cd] = low
-    H[..., ra, ca] = low[..., mirror]
+    H[..., ra, ca] = low.take(mirror, -1)
     if np.any(model.armature):
         d = np.arange(model.nv)
         H[..., d, d] = H[..., d, d] + model.armature
@@ -239,13 +260,13 @@ def _assemble(model, T, shape, dtype, velocity=True):
         out[..., ra, ca] = upper
         return out
 
-    low_q = _dot(P[..., rd, :], chi[..., cd, :])
+    low_q = _dot(P.take(rd, -2), chi.take(cd, -2))
     if not velocity:
-        return (assemble(low_q, _dot(xi[..., ra, :], Tq[..., ca, :])),)
+        return (assemble(low_q, _dot(xi.take(ra, -2), Tq.take(ca, -2))),)
     Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
-    dq = assemble(low_q + _dot(Qw[..., rd, :], psi[..., cd, :]), _dot(xi[..., ra, :], Tq[..., ca, :]))
-    dv = assemble(_dot(P[..., rd, :], phi[..., cd, :]) + _dot(Qw[..., rd, :], xi[..., cd, :3]),
-                  _dot(xi[..., ra, :], Tv[..., ca, :]))
+    dq = assemble(low_q + _dot(Qw.take(rd, -2), psi.take(cd, -2)), _dot(xi.take(ra, -2), Tq.take(ca, -2)))
+    dv = assemble(_dot(P.take(rd, -2), phi.take(cd, -2)) + _dot(Qw.take(rd, -2), xi.take(cd, -2)[..., :3]),
+                  _dot(xi.take(ra, -2), Tv.take(ca, -2)))
     return dq, dv
 
 

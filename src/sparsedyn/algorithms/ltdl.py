@@ -96,8 +96,19 @@ def ltdl_kernel(lam, H, check=None):
 
     ``check(k, D_k)``, if given, is called with each pivot before it is divided by
     (the checked wrappers use it to reject singular matrices; kernels never branch
-    on values themselves).
+    on values themselves).  Float input without ``check``: :func:`_ltdl_float` (LAPACK's
+    Cholesky, a few NumPy calls instead of several per dof), the loops if ``H`` is not positive
+    definite; traced: the loops.
     """
+    if check is None and not bk.is_symbolic(H):
+        P = _ltdl_float(lam, H)
+        if P is not None:
+            return P
+    return _ltdl_loop(lam, H, check)
+
+
+def _ltdl_loop(lam, H, check):
+    """:func:`ltdl_kernel` by the loops of the module docstring (any backend)."""
     H = H.copy()
     plan = _ancestor_pairs(tuple(lam))
     for k in range(len(lam) - 1, -1, -1):
@@ -112,6 +123,51 @@ def ltdl_kernel(lam, H, check=None):
         H[..., I, J] = H[..., I, J] - H[..., k, J] * a[..., pos]
         H[..., k, anc] = a
     return H
+
+
+def _ltdl_float(lam, H):
+    """The packed factor of a float ``H`` in a few NumPy calls (the loop costs one call per dof),
+    or ``None`` when ``H`` is not positive definite (the loop then factorizes it as it can).
+
+    ``H = L^T D L`` with ``L`` unit lower triangular is the Cholesky factorization taken from the
+    last row up: with ``J`` the reversal, ``J H J = C C^T`` (LAPACK, lower), ``G = J C J`` is upper
+    triangular with ``H = G G^T``, so ``L^T = G diag(G)^-1`` and ``D = diag(G)^2``.  Reversed, a
+    tree's order eliminates leaves first: no fill-in, and the products that would create it are
+    products by exact zeros, so ``L`` keeps the pattern's zeros exactly.  Only the lower triangle
+    of ``H`` within the pattern is read (the rest is replaced by zeros first)."""
+    n = len(lam)
+    if not n:
+        return H.copy()
+    li, lj, d, lower, _ = _float_plan(tuple(lam))
+    try:
+        C = np.linalg.cholesky(np.swapaxes(np.where(lower, H, 0.0), -1, -2)[..., ::-1, ::-1])
+    except np.linalg.LinAlgError:
+        return None
+    G = C[..., ::-1, ::-1]
+    g = np.diagonal(G, 0, -2, -1)
+    Lt = G / g[..., None, :]
+    P = H.copy()
+    P[..., li, lj] = Lt[..., lj, li]
+    P[..., d, d] = g * g
+    return P
+
+
+@functools.lru_cache(maxsize=64)
+def _float_plan(lam):
+    """For the float path: ``(li, lj)`` the strictly lower pattern entries, ``d`` the diagonal,
+    ``lower`` (n, n) bool, true on the lower pattern with the diagonal, and ``steps``: the number of factors
+    ``(1 + N^(2^k))`` that make ``sum_k N^k`` for a strictly lower ``N`` in the pattern (the most
+    proper ancestors of a dof, ``a``, needs ``2^steps > a``)."""
+    n = len(lam)
+    lower = np.tril(sparsity_pattern(list(lam)))
+    li, lj = np.nonzero(np.tril(lower, -1))
+    depth = [0] * n
+    for k, p in enumerate(lam):
+        depth[k] = 0 if p < 0 else depth[p] + 1
+    steps = 0
+    while (1 << steps) <= max(depth, default=0):
+        steps += 1
+    return li, lj, np.arange(n), lower, steps
 
 
 @functools.lru_cache(maxsize=64)
@@ -308,12 +364,30 @@ def ltdl_inverse_factor(lam, P):
     them).  Then ``H^-1 B = W (Dinv * (W^T B))`` costs ``O(nnz(L))`` per column of ``B`` instead
     of the ``n^2`` of a dense ``H^-1``.  One array operation per row (NumPy path).
     """
+    if not bk.is_symbolic(P):
+        return _inverse_factor_float(lam, P)
     W = np.zeros(P.shape, dtype=P.dtype)
     for i, (anc, _, _, _) in enumerate(_ancestor_pairs(tuple(lam))):
         W[..., i, i] = 1
         if len(anc):
             W[..., i, :] = W[..., i, :] - np.sum(P[..., i, anc, None] * W[..., anc, :], -2)
     return W, 1 / _diagonal(P)
+
+
+def _inverse_factor_float(lam, P):
+    """:func:`ltdl_inverse_factor` of a float ``P`` in a few matrix products (the row recursion
+    costs one NumPy call per dof): with ``L = 1 - N``, ``N`` strictly lower and nilpotent in the
+    pattern, ``L^-1 = sum_k N^k = (1 + N)(1 + N^2)(1 + N^4)...`` up to the tree's depth (talos_reduced:
+    4 factors for 16 levels of dofs).  Products of matrices in the pattern stay in it with exact
+    zeros elsewhere."""
+    li, lj, _, _, steps = _float_plan(tuple(lam))
+    N = np.zeros(P.shape)
+    N[..., li, lj] = -P[..., li, lj]
+    W = np.eye(len(lam)) + N
+    for _ in range(steps - 1):
+        N = N @ N
+        W = W + W @ N
+    return W, 1 / np.diagonal(P, 0, -2, -1)
 
 
 def spd_inverse(A, check=None):
@@ -330,7 +404,7 @@ def spd_inverse(A, check=None):
             check(0, A[..., 0, 0])
         return 1 / A
     lam = chain_lambda(n)
-    P = ltdl_kernel(lam, A, check)
+    P = _ltdl_loop(lam, A, check)                      # small blocks: the loop (no LAPACK call)
     L, D = _unpack(lam, P, unit=True), _diagonal(P)
     E = np.eye(n, dtype=int).astype(A.dtype)          # rows = unit vectors (structural 0/1)
     L = L[..., None, :, :]
