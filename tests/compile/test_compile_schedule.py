@@ -85,7 +85,7 @@ def test_the_emitter_moves_fewer_values_through_the_workspace():
 
 
 @pytest.mark.parametrize("aligned", [True, False])
-def test_large_batch_results_land_in_place_bit_for_bit(aligned, rng, compile_cache):
+def test_large_batch_results_land_in_place_bit_for_bit(aligned, rng):
     """Results of more than 256 elements, written through an in-register transposition of the
     block's vectors: past the caches (a batch beyond 4 MiB) when every row is 16-byte aligned (an
     even row length, an aligned array), else by ordinary or element-wise stores; full blocks and a
