@@ -1,0 +1,114 @@
+"""The order of a program's operations in its C code (sparsedyn.codegen.cemit.schedule) and the
+transposed, cache-bypassing stores of large batch results.
+
+:func:`~sparsedyn.codegen.cemit.schedule` reorders a program's operations (each value computed just
+before its first use, output after output): every operation keeps its operands, so the reordered
+program is a valid topological order and computes the same numbers bit for bit, which the tests
+check by interpreting both programs on random inputs (:meth:`Program.evaluate`).
+"""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import random_trees
+from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
+from sparsedyn.codegen import cemit
+from sparsedyn.codegen.trace import trace
+from sparsedyn.symbolic.ir import CONST
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+
+def _inputs(prog, model, rng, n):
+    xs = []
+    for shape in prog.input_shapes:
+        x = rng.normal(size=(n,) + tuple(shape))
+        if tuple(shape) == (model.nq,):
+            x = np.stack([model.random_configuration(rng) for _ in range(n)])
+        xs.append(x)
+    return xs
+
+
+@pytest.mark.parametrize("name", ["rnea", "aba", "rnea_derivatives", "aba_derivatives", "crba"])
+def test_schedule_is_a_topological_order_with_the_same_results(name, rng):
+    model = random_trees()[2]                           # floating base, every joint type
+    prog = trace(model, name)
+    again = cemit.schedule(prog)
+    assert len(again.nodes) == len(prog.nodes) and again.output_shapes == prog.output_shapes
+    ops = sorted(op for op, _, _ in prog.nodes)
+    assert sorted(op for op, _, _ in again.nodes) == ops
+    seen_op = False
+    for i, (op, x, y) in enumerate(again.nodes):
+        if op > CONST:
+            seen_op = True
+            assert 0 <= x < i and y < i, (i, op, x, y)      # operands come first
+        else:
+            assert not seen_op                               # inputs and constants lead
+    # the same operations on the same operands: the same values, bit for bit, on every output
+    xs = _inputs(prog, model, rng, 7)
+    for a, b in zip(prog.evaluate(xs), again.evaluate(xs)):
+        np.testing.assert_array_equal(a, b)
+    # an output that is a number stays that number; an output computed stays an operation's value
+    for row, row2 in zip(prog.outputs, again.outputs):
+        for (kind, v), (kind2, v2) in zip(row, row2):
+            assert kind == kind2 and (kind != "const" or v == v2)
+            assert kind != "node" or again.nodes[v2][0] == prog.nodes[v][0]
+
+
+def test_schedule_follows_the_outputs():
+    """Output after output: an output element that no operation uses is computed after those of the
+    elements before it (C order, output after output), each value at its first use."""
+    model = random_trees()[2]
+    again = cemit.schedule(trace(model, "rnea_derivatives"))
+    used = {a for op, x, y in again.nodes if op > CONST for a in (x, y)}
+    pos = [v for row in again.outputs for kind, v in row
+           if kind == "node" and again.nodes[v][0] > CONST and v not in used]
+    firsts = list(dict.fromkeys(pos))
+    assert len(firsts) > 100 and firsts == sorted(firsts)
+
+
+def test_the_emitter_moves_fewer_values_through_the_workspace():
+    """The emitted code takes the order (traced or scheduled) that passes fewer values between its
+    segments, so a derivative kernel's workspace traffic drops and a small kernel's does not grow."""
+    model = random_trees()[2]
+    for name in ("rnea", "rnea_derivatives"):
+        prog = trace(model, name)
+        counts = []
+        for p in (prog, cemit.schedule(prog)):
+            seg, slot, _ = cemit._chunks(p, 200)
+            counts.append(cemit._traffic(p, seg, slot))
+        src = "\n".join(cemit.emit_program(prog, name, "single"))
+        stored = src.count("  w[")                          # one store per value passed on
+        assert stored <= min(counts), (name, counts, stored)
+    assert counts[1] < counts[0]                            # rnea_derivatives: scheduled
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+def test_large_batch_results_land_in_place_bit_for_bit(aligned, rng):
+    """Results of more than 256 elements, written through an in-register transposition of the
+    block's vectors: past the caches (a batch beyond 4 MiB) when every row is 16-byte aligned (an
+    even row length, an aligned array), else by ordinary or element-wise stores; full blocks and a
+    partial one land in their places, equal bit for bit to short batches and one state at a time."""
+    model = sd.random_tree(26, branching=2.0, joint_types="all", seed=3)
+    assert model.nv % 2 == 0 and model.nv ** 2 > 256         # rows 16-byte aligned in an aligned array
+    k = sd.compile(model, vectorize=True)
+    n = (1 << 19) // model.nv ** 2 + 20
+    n += 1 - n % 2                                          # odd: a partial block at any width
+    Q = np.stack([model.random_configuration(rng) for _ in range(n)])
+    V, A = rng.normal(size=(2, n, model.nv))
+    shape = (n, model.nv, model.nv)
+    outs = []
+    for _ in range(3):
+        raw = np.full(int(np.prod(shape)) + 1, np.nan)
+        o = raw[1:] if (raw.ctypes.data % 16 == 0) != aligned else raw[:-1]
+        outs.append(o.reshape(shape))
+    assert all((o.ctypes.data % 16 == 0) == aligned for o in outs)
+    k.rnea_derivatives(Q, V, A, out=tuple(outs))
+    assert n * model.nv ** 2 >= 1 << 19
+    for lo, hi in ((0, 19), (n - 19, n)):                   # short batches: ordinary stores
+        for got, ref in zip(outs, k.rnea_derivatives(Q[lo:hi], V[lo:hi], A[lo:hi])):
+            np.testing.assert_array_equal(got[lo:hi], ref)
+    for i in (0, 1, n // 2, n - 1):
+        for got, ref in zip(outs, sd.rnea_derivatives(model, Q[i], V[i], A[i])):
+            np.testing.assert_allclose(got[i], ref, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(ref).max()))
