@@ -210,14 +210,14 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     checks = {s.name: _input_checks(model, s) for s in specs} if variant == "batch" else {}
     lkey = hashlib.sha256("\n".join(
         ["library", variant, __version__, GENERATOR_VERSION, compiler.ident, " ".join(compiler.flags)]
-        + [n + " " + progs[n].digest() + repr(checks.get(n)) + " " + code_shape(progs[n]) for n in names]
+        + [n + " " + progs[n].digest() + repr(checks.get(n)) + " " + code_shape(progs[n], variant) for n in names]
     ).encode()).hexdigest()[:40]
     units = []
     for name in names:
         units += emit_program(progs[name], name, variant, checks=checks.get(name))
     sources = [emit_unit([u]) for u in units] + [emit_unit([], key=lkey)]
     if progress:
-        shapes = sorted({code_shape(p) for p in progs.values()})
+        shapes = sorted({code_shape(p, variant) for p in progs.values()})
         progress(f"compiling {len(sources)} C translation units ({variant}, "
                  f"{sum(len(p.nodes) for p in progs.values())} IR nodes, {' and '.join(shapes)}) with "
                  f"{' '.join(compiler.argv)}")
