@@ -18,7 +18,7 @@ from .. import _checks
 from .. import sparse
 from ..kernels import Owned
 from ..algorithms.kinematics import joint_transforms, velocity_pass
-from ..sparse.assembly import SystemPattern, rhs_values
+from ..sparse.assembly import SystemPattern, d_values, rhs_values
 from ..sparse.checks import Monitor
 from ..sparse.measurements import Kinematics
 from .estimate import Estimate
@@ -261,9 +261,9 @@ class Estimator:
         if self._full_pattern is None:
             self._full_pattern = SystemPattern(p.sparse_problem())
         pat = self._full_pattern
-        A = p._dense(pat, q)
         g = _checks.gravity(self.model, gravity)
         kin, Xup = _kinematics(self.model, q, v)
+        A = pat.dense(d_values(pat, Xup, (), False))        # (problem._dense, the transforms computed once)
         b = rhs_values(pat, q, v, p.sparse_values(y), g, Xup, kin.S, (), False)
         soft_rows = np.zeros(pat.nrows, bool)
         off = self.problem.layout.nrows
