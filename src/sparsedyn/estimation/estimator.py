@@ -314,14 +314,12 @@ class Estimator:
             return _solve_if_well_conditioned(A, -b)
         if self.problem._rank(A)[0] < self.n:
             return None
-        E, e, H, h = A[~soft], b[~soft], A[soft], b[soft]
+        import scipy.sparse as sps
+        As = sps.csr_matrix(A)
+        E, e, H, h = As[~soft], b[~soft], As[soft], b[soft]
         s, m, n = H.shape[0], E.shape[0], self.n
-        K = np.zeros((s + m + n, s + m + n))
-        K[:s, :s] = self.cov_soft
-        K[:s, s + m:] = -H
-        K[s:s + m, s + m:] = E
-        K[s + m:, :s] = H.T
-        K[s + m:, s:s + m] = E.T
+        K = sps.bmat([[sps.csr_matrix(self.cov_soft), None, -H], [None, None, E], [H.T, E.T, None]],
+                     format="csc")                 # assembled sparse: no dense (s + m + n)^2 scan
         sol = _solve_if_well_conditioned(K, np.concatenate([h, -e, np.zeros(n)]), certify=False)
         return None if sol is None else sol[s + m:]
 
