@@ -106,7 +106,8 @@ def _solve_if_well_conditioned(A, rhs, certify=True):
     estimated reciprocal condition number leaves no doubt that :func:`_rank` finds ``A`` of full
     rank (``1 / (|A|_1 est|A^-1|_1) >= 1e3 n`` :data:`RANK_RTOL`: ``sigma_min / sigma_max >=
     rcond_1 / n``, with a factor 1e3 for the estimate); ``None`` otherwise (the caller then decides
-    with the SVD).  ``certify=False``: the caller knows the rank; ``None`` only where ``A`` is exactly singular."""
+    with the SVD).  ``certify=False``: the caller knows the rank; ``None`` only where ``A`` is
+    exactly singular."""
     import scipy.sparse
     import scipy.sparse.linalg as sla
     n = A.shape[0]
