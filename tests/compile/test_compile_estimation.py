@@ -148,3 +148,22 @@ def test_compile_builds_everything_the_estimator_calls(cases, monkeypatch):
     k.solve(q[0], qd[0], y[0])
     k.solve(np.concatenate([q] * 50), np.concatenate([qd] * 50), np.concatenate([y] * 50))
     assert builds == [] and len(msgs) == n
+
+
+@pytest.mark.parametrize("name", ("ankle-ft", "redundant"))
+def test_a_state_with_a_result_that_is_not_finite_fails(cases, name):
+    """``failed`` flags exactly the states with a NaN or an infinity among their results (a check
+    value that is not positive aside), whatever the array's memory order."""
+    problem, est, k, (q, qd, y) = cases[name]
+    ck = k.compiled_kernels
+    outs = ck.run(k.kernel_name, q, qd, y)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    B = len(q)
+    assert not ck.failed(k.kernel_name, outs, (B,)).any()
+    d = outs[0]
+    d[1, 7], d[4, -1], d[6, 0] = np.inf, np.nan, -np.inf
+    d[0, 3] = np.finfo(float).max                  # large but finite: passes
+    expect = np.isin(np.arange(B), [1, 4, 6])
+    assert ck.failed(k.kernel_name, outs, (B,)).tolist() == expect.tolist()
+    fortran = (np.asfortranarray(d),) + outs[1:]
+    assert ck.failed(k.kernel_name, fortran, (B,)).tolist() == expect.tolist()

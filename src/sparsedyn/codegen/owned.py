@@ -180,9 +180,16 @@ class CompiledKernels(KernelSet):
                 if c.shape[1]:
                     ok &= c.min(-1) > 0                # NaN propagates through min (and is not > 0)
             for i in res:
-                # one pass, no temporary: a row with a NaN or an infinity sums to one (a finite row whose sum
-                # overflows fails too: it goes to the NumPy path, which only costs time)
-                ok &= np.isfinite(outs[i].reshape(N, -1).sum(-1))
+                # one pass, no temporary: a row dotted with zeros is 0 exactly where it is finite (NaN where
+                # it holds a NaN or an infinity), as in passed(); for a C-contiguous array that is BLAS's
+                # row-by-row dot products on its threads (every term formed: no zero is skipped)
+                r = outs[i].reshape(N, -1)
+                if not r.shape[1]:
+                    continue
+                if r.flags.c_contiguous:
+                    ok &= r.dot(np.zeros(r.shape[1])) == 0
+                else:      # a row whose sum overflows fails too: it goes to the NumPy path (only time)
+                    ok &= np.isfinite(r.sum(-1))
         return ~ok.reshape(batch)
 
     def run(self, name, *arrays, out=None, recheck=None):

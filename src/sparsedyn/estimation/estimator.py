@@ -18,7 +18,7 @@ from .. import _checks
 from .. import sparse
 from ..kernels import Owned
 from ..algorithms.kinematics import joint_transforms, velocity_pass
-from ..sparse.assembly import SystemPattern, rhs_values
+from ..sparse.assembly import SystemPattern, d_values, rhs_values
 from ..sparse.checks import Monitor
 from ..sparse.measurements import Kinematics
 from .estimate import Estimate
@@ -261,9 +261,9 @@ class Estimator:
         if self._full_pattern is None:
             self._full_pattern = SystemPattern(p.sparse_problem())
         pat = self._full_pattern
-        A = p._dense(pat, q)
         g = _checks.gravity(self.model, gravity)
         kin, Xup = _kinematics(self.model, q, v)
+        A = pat.dense(d_values(pat, Xup, (), False))        # (problem._dense, the transforms computed once)
         b = rhs_values(pat, q, v, p.sparse_values(y), g, Xup, kin.S, (), False)
         soft_rows = np.zeros(pat.nrows, bool)
         off = self.problem.layout.nrows
@@ -314,14 +314,12 @@ class Estimator:
             return _solve_if_well_conditioned(A, -b)
         if self.problem._rank(A)[0] < self.n:
             return None
-        E, e, H, h = A[~soft], b[~soft], A[soft], b[soft]
+        import scipy.sparse as sps
+        As = sps.csr_matrix(A)
+        E, e, H, h = As[~soft], b[~soft], As[soft], b[soft]
         s, m, n = H.shape[0], E.shape[0], self.n
-        K = np.zeros((s + m + n, s + m + n))
-        K[:s, :s] = self.cov_soft
-        K[:s, s + m:] = -H
-        K[s:s + m, s + m:] = E
-        K[s + m:, :s] = H.T
-        K[s + m:, s:s + m] = E.T
+        K = sps.bmat([[sps.csr_matrix(self.cov_soft), None, -H], [None, None, E], [H.T, E.T, None]],
+                     format="csc")                 # assembled sparse: no dense (s + m + n)^2 scan
         sol = _solve_if_well_conditioned(K, np.concatenate([h, -e, np.zeros(n)]), certify=False)
         return None if sol is None else sol[s + m:]
 

@@ -101,12 +101,13 @@ def _rank(A, null=False):
 
 
 def _solve_if_well_conditioned(A, rhs, certify=True):
-    """``A^-1 rhs`` for a square sparse-patterned ``A`` (dense array) by SuperLU (sparse LU with threshold
-    partial pivoting, one thread) when the estimated reciprocal condition number leaves no doubt that
-    :func:`_rank` finds ``A`` of full rank (``1 / (|A|_1 est|A^-1|_1) >= 1e3 n`` :data:`RANK_RTOL`:
-    ``sigma_min / sigma_max >= rcond_1 / n``, with a factor 1e3 for the estimate); ``None`` otherwise
-    (the caller then decides with the SVD).  ``certify=False``: the caller knows the rank; ``None``
-    only where ``A`` is exactly singular."""
+    """``A^-1 rhs`` for a square sparse-patterned ``A`` (dense array; or SciPy sparse with
+    ``certify=False``) by SuperLU (sparse LU with threshold partial pivoting, one thread) when the
+    estimated reciprocal condition number leaves no doubt that :func:`_rank` finds ``A`` of full
+    rank (``1 / (|A|_1 est|A^-1|_1) >= 1e3 n`` :data:`RANK_RTOL`: ``sigma_min / sigma_max >=
+    rcond_1 / n``, with a factor 1e3 for the estimate); ``None`` otherwise (the caller then decides
+    with the SVD).  ``certify=False``: the caller knows the rank; ``None`` only where ``A`` is
+    exactly singular."""
     import scipy.sparse
     import scipy.sparse.linalg as sla
     n = A.shape[0]

@@ -52,43 +52,106 @@ MARGIN = 4.0
 BERR_MARGIN = 2.0
 
 
+#: Values the pending pivot tests of a :class:`Monitor` may hold before they are run (memory bound).
+_HOLD = 1 << 20
+
+
 class Monitor:
     """Float-only pivot and backward-error checks of one batched solve (``mode``: ``"auto"`` checks
-    the blocks with an unproven pivot, ``"all"`` every block, ``"none"`` none)."""
+    the blocks with an unproven pivot, ``"all"`` every block, ``"none"`` none).
+
+    Results: ``bad`` (batch) the states that failed a test, ``ratio`` the smallest ``|pivot| / scale``,
+    ``berr`` the largest backward error, ``first`` ``(block, pivot or None, value)`` of the first test
+    that failed (in the order the tests come), ``checked`` the blocks checked.
+
+    :meth:`pivot` records what it is shown; a block's pivots are tested together, in one vectorised
+    pass, when another block's pivot or a backward error comes, a result is read or they hold
+    :data:`_HOLD` values (a block of a few hundred pivots of a few states costs a few NumPy calls,
+    not a few thousand; the decisions and values are those of testing each pivot as it comes:
+    maxima are exact)."""
 
     def __init__(self, mode, batch):
         self.mode = mode
-        self.bad = np.zeros(batch, bool)
-        self.ratio = np.full(batch, np.inf)
+        self._bad = np.zeros(batch, bool)
+        self._ratio = np.full(batch, np.inf)
         self.berr = np.zeros(batch)
         self.checked = 0
-        self.first = None
+        self._first = None
+        self._pending = []                  # (blk, k, |piv|, |init|, lvals, uvals) of one block
+        self._held = 0                      # values they hold
 
     def wants(self, blk):
         return self.mode == "all" or (self.mode == "auto" and not blk.proven)
 
+    @property
+    def bad(self):
+        self._flush()
+        return self._bad
+
+    @property
+    def ratio(self):
+        self._flush()
+        return self._ratio
+
+    @property
+    def first(self):
+        self._flush()
+        return self._first
+
     def pivot(self, blk, k, piv, init, lvals, uvals):
+        """Pivot ``k`` of block ``blk``: its value ``piv`` and original value ``init`` (batch), the
+        entries of its L column ``lvals`` and U row ``uvals`` ((m,) + batch, or ``None``; arrays the
+        caller does not write afterwards), which set its scale ``max(|piv|, |init|, max|l|, max|u|)``;
+        the state fails where ``|piv| / scale <= PIVOT_RTOL`` or the pivot is not finite (a NaN
+        scale counts as a zero ratio)."""
+        if self._pending and self._pending[0][0] is not blk:
+            self._flush()
         a = np.abs(piv)
-        scale = np.maximum(a, np.abs(init))
-        if lvals is not None and len(lvals):
-            scale = np.maximum(scale, np.max(np.abs(lvals), axis=0))
-        if uvals is not None and len(uvals):
-            scale = np.maximum(scale, np.max(np.abs(uvals), axis=0))
+        self._pending.append((blk, k, a, np.abs(init), lvals, uvals))
+        self._held += a.size * (2 + sum(len(x) for x in (lvals, uvals) if x is not None))
+        if self._held > _HOLD:
+            self._flush()
+
+    def _flush(self):
+        pend, self._pending, self._held = self._pending, [], 0
+        if not pend:
+            return
+        shape = np.broadcast_shapes(*(x.shape for p in pend for x in p[2:4]),
+                                    *(x.shape[1:] for p in pend for x in p[4:] if x is not None))
+        fit = lambda x: x if x.shape[1:] == shape else np.broadcast_to(x, x.shape[:1] + shape)   # noqa: E731
+        # each pivot's segment of magnitudes, led by a row of zeros (never empty; |x| >= 0 leaves
+        # the maximum as it is, a NaN propagates): one concatenation, one segmented maximum
+        zero, parts, starts, n = np.zeros((1,) + shape), [], [], 0
+        for p in pend:
+            starts.append(n)
+            parts.append(zero)
+            n += 1
+            for x in p[4:]:
+                if x is not None and len(x):
+                    parts.append(fit(x))
+                    n += len(x)
+        M = np.maximum.reduceat(np.abs(np.concatenate(parts)), starts, axis=0)      # (K,) + batch
+        a, i = (np.stack([x if x.shape == shape else np.broadcast_to(x, shape) for x in xs])
+                for xs in zip(*((p[2], p[3]) for p in pend)))
+        scale = np.maximum(np.maximum(a, i), M)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = np.where(scale > 0, a / np.where(scale > 0, scale, 1.0), 0.0)
         ratio = np.where(np.isfinite(ratio), ratio, 0.0)     # NaN/inf pivots count as zero
-        bad = ~(ratio > PIVOT_RTOL) | ~np.isfinite(piv)
-        self.ratio = np.minimum(self.ratio, ratio)
-        if np.any(bad) and self.first is None:
-            self.first = (blk, k, float(np.min(ratio)))
-        self.bad |= bad
+        bad = ~(ratio > PIVOT_RTOL) | ~np.isfinite(a)
+        self._ratio = np.minimum(self._ratio, ratio.min(0))
+        any_k = bad.reshape(len(pend), -1).any(1)
+        if self._first is None and any_k.any():
+            j = int(np.argmax(any_k))
+            self._first = (pend[j][0], pend[j][1], float(np.min(ratio[j])))
+        self._bad |= bad.any(0)
 
     def backward(self, blk, err):
+        self._flush()
         self.berr = np.maximum(self.berr, err)
         bad = ~(err <= BERR_TOL)
-        if np.any(bad) and self.first is None:
-            self.first = (blk, None, float(np.max(err)))
-        self.bad |= bad
+        if np.any(bad) and self._first is None:
+            self._first = (blk, None, float(np.max(err)))
+        self._bad |= bad
 
     def residual(self, blk, vals, z, rhs, batch):
         """The backward error of block ``blk``'s solve ``z`` of ``A_K z = rhs`` (float)."""
