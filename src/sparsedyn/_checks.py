@@ -187,12 +187,33 @@ def gravity(model, g):
     return g
 
 
+def _plain(x, n):
+    """``x`` a float64 ndarray (..., n): the fast path of :func:`dynamics` may take it as it is."""
+    return type(x) is np.ndarray and x.dtype == np.float64 and x.ndim >= 1 and x.shape[-1] == n
+
+
+def _plain_values_ok(model, q, v, u):
+    """Whether plain float arrays pass :func:`dynamics`' value checks (finite values, unit quaternions),
+    in a few NumPy calls; ``False`` sends them through the full checks, which name what is wrong (a
+    sum that overflows only costs the full checks)."""
+    if not np.isfinite(q.sum() + v.sum() + u.sum()):
+        return False
+    _, idx = _quaternions(model)
+    if not len(idx):
+        return True
+    quat = q.take(idx.reshape(-1), -1)
+    return bool(np.all(np.abs((quat * quat).reshape(quat.shape[:-1] + (-1, 4)).sum(-1) - 1.0) <= QUAT_TOL))
+
+
 def dynamics(model, q, v, u, f_ext, g, u_name, u_what):
     """Checked arguments of a dynamics function ``f(model, q, v, u, f_ext, gravity)``.
 
     Returns ``(q, v, u, f_ext, g, batch shape, symbolic)``; ``symbolic`` is true
     when any input is an object array (then no value-dependent checks may run).
     """
+    if f_ext is None and g is None and _plain(q, model.nq) and _plain(v, model.nv) and _plain(u, model.nv) \
+            and q.shape[:-1] == v.shape[:-1] == u.shape[:-1] and _plain_values_ok(model, q, v, u):
+        return q, v, u, None, model.gravity, q.shape[:-1], False      # the checks below would all pass
     q = configuration(model, q)
     v = velocity(model, v, "v")
     u = vector(model, u_name, u, model.nv, u_what)

@@ -27,6 +27,7 @@ changes.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -104,6 +105,19 @@ class Joint:
 
 
 JOINT_TYPES: dict[str, type] = {}
+_SUBSPACES = weakref.WeakKeyDictionary()
+
+
+def _subspace(joint):
+    """``joint.motion_subspace()``, a constant of the (frozen) joint: cached per joint, read-only
+    (``jcalc`` returns it on every call)."""
+    S = _SUBSPACES.get(joint)
+    if S is None:
+        S = np.asarray(joint.motion_subspace())
+        S.flags.writeable = False
+        _SUBSPACES[joint] = S
+    return S
+
 
 
 def _register(cls):
@@ -123,7 +137,7 @@ class Revolute(Joint):
 
     def jcalc(self, q):
         E = axis_rotation(self.a, q[..., 0])
-        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), self.motion_subspace()
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), _subspace(self)
 
 
 @_register
@@ -144,7 +158,7 @@ class Prismatic(Joint):
 
     def jcalc(self, q):
         r = q[..., 0:1] * self.a
-        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), self.motion_subspace()
+        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), _subspace(self)
 
     def random(self, rng, lower=None, upper=None):
         lo = -1.0 if lower is None or not np.all(np.isfinite(lower)) else lower
@@ -166,7 +180,7 @@ class Helical(Joint):
 
     def jcalc(self, q):
         th = q[..., 0]
-        return Transform(axis_rotation(self.a, th), (self.pitch * q[..., 0:1]) * self.a), self.motion_subspace()
+        return Transform(axis_rotation(self.a, th), (self.pitch * q[..., 0:1]) * self.a), _subspace(self)
 
 
 @_register
@@ -183,7 +197,7 @@ class Cylindrical(Joint):
         return np.stack([np.concatenate([a, z]), np.concatenate([z, a])], -1)
 
     def jcalc(self, q):
-        return Transform(axis_rotation(self.a, q[..., 0]), q[..., 1:2] * self.a), self.motion_subspace()
+        return Transform(axis_rotation(self.a, q[..., 0]), q[..., 1:2] * self.a), _subspace(self)
 
     def random(self, rng, lower=None, upper=None):
         return np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-1.0, 1.0)])
@@ -229,7 +243,7 @@ class Planar(Joint):
     def jcalc(self, q):
         E = axis_rotation(np.array([0.0, 0.0, 1.0]), q[..., 2])
         r = np.stack([q[..., 0], q[..., 1], 0 * q[..., 0]], -1)
-        return Transform(E, r), self.motion_subspace()
+        return Transform(E, r), _subspace(self)
 
     def random(self, rng, lower=None, upper=None):
         return np.array([rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(-np.pi, np.pi)])
@@ -320,7 +334,7 @@ class Spherical(Joint):
 
     def jcalc(self, q):
         E = np.swapaxes(quat_to_rot(q), -1, -2)
-        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), self.motion_subspace()
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), _subspace(self)
 
     def neutral(self):
         return np.array([0.0, 0.0, 0.0, 1.0])
@@ -359,7 +373,7 @@ class Free(Joint):
         return np.eye(6)
 
     def jcalc(self, q):
-        return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), self.motion_subspace()
+        return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), _subspace(self)
 
     def neutral(self):
         return np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])

@@ -34,7 +34,7 @@ from . import backend as bk
 
 __all__ = [
     "Transform", "skew", "cross3", "inner", "mv", "mtv", "crm", "crf", "cross_motion", "cross_force",
-    "rotx", "roty", "rotz", "axis_rotation", "quat_to_rot", "rot_to_quat", "rpy_to_rot",
+    "rotx", "roty", "rotz", "axis_rotation", "axes_rotation", "axis_constants", "quat_to_rot", "rot_to_quat", "rpy_to_rot",
     "xlt", "rot", "identity", "compose", "inverse", "apply_motion", "apply_force",
     "apply_motion_inv", "apply_force_inv", "apply_force_transpose",
     "motion_matrix", "force_matrix", "mcI", "inertia_components",
@@ -180,21 +180,34 @@ def axis_rotation(axis, theta):
     ``E = R(axis, theta)^T`` (..., 3, 3): it maps parent coordinates into the
     coordinates of the rotated frame, as Featherstone's ``rotx``/``roty``/``rotz``.
     """
-    P, aa, K = _axis_constants(tuple(np.asarray(axis, dtype=float).reshape(3).tolist()))
+    return axes_rotation(_axis_constants(tuple(np.asarray(axis, dtype=float).reshape(3).tolist())), theta)
+
+
+def axes_rotation(constants, theta):
+    """:func:`axis_rotation` from ``constants = axis_constants(axes)`` (each (..., 3, 3)): several
+    constant axes (n, 3) turned by ``theta`` (..., n) in one array operation, (..., n, 3, 3)."""
+    P, aa, K = constants
     c, s = bk.cos(theta)[..., None, None], bk.sin(theta)[..., None, None]
     # Rodrigues for R, then transpose: R^T = c (1 - a a^T) + a a^T - s K.  Written so that for an
     # axis along a coordinate axis the entries are exactly c, +-s, 0 and 1 (the tracer folds the rest).
     return c * P + aa - s * K
 
 
-@functools.lru_cache(maxsize=256)
-def _axis_constants(axis):
-    """``(1 - a a^T, a a^T, a x)`` of a constant unit axis (read-only arrays)."""
-    a = np.array(axis)
-    out = (np.eye(3) - np.outer(a, a), np.outer(a, a), skew(a))
+def axis_constants(axes):
+    """``(1 - a a^T, a a^T, a x)``, each (..., 3, 3), of constant unit axes ``a`` (..., 3) (read-only
+    float arrays)."""
+    a = np.asarray(axes, dtype=float)
+    aa = a[..., :, None] * a[..., None, :]
+    out = (np.eye(3) - aa, aa, skew(a))
     for x in out:
         x.flags.writeable = False
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _axis_constants(axis):
+    """:func:`axis_constants` of one axis, cached by its tuple."""
+    return axis_constants(np.array(axis))
 
 
 def rotx(theta):

@@ -191,21 +191,29 @@ def joint_terms(model, K, sums, shape, velocity=True):
     db = levels(model).dof_body
     x, Vl, Al = K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)
     ICd = dof_rows(model, IC)
-    chi = cross_motion(Al, x)                                            # chi = A_l x xi - psi x V_l
     Tq = cross_force(x, F.take(db, -2))
     out = {}
-    if velocity:
+    if velocity:           # the same products stacked on a new first axis: one NumPy call for each kind
         B, L = B11.take(db, -3), (2 * M[..., 3:]).take(db, -2)          # L = 2 l: twice the momentum
-        psi = cross_motion(Vl, x)                                        # psi = V_l x xi
-        chi = chi - cross_motion(psi, Vl)
+        chi, psi = cross_motion(np.stack(_stack_broadcast(Al, Vl)), x)   # A_l x xi, psi = V_l x xi
+        chi = chi - cross_motion(psi, Vl)                                # chi = A_l x xi - psi x V_l
         phi = 2 * psi                                  # phi = (V_l + V_k) x xi: 2 psi for one dof
         multi = _multi_dof(model)
         if len(multi):
             phi[..., multi, :] = cross_motion(Vl[..., multi, :] + K.V[..., db[multi], :], x[..., multi, :])
-        Tq = Tq + _B_apply(B, L, psi)
-        out.update(Tv=rigid_apply(ICd, phi) + _B_apply(B, L, x), Qw=_B_transpose(B, L, x), psi=psi, phi=phi)
-    out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
+        Bpsi, Bx = _B_apply(B, L, np.stack(_stack_broadcast(psi, x)))
+        Iphi, P, Ichi = rigid_apply(ICd, np.stack(_stack_broadcast(phi, x, chi)))
+        out.update(Tv=Iphi + Bx, Qw=_B_transpose(B, L, x), psi=psi, phi=phi, xi=x, P=P, chi=chi,
+                   Tq=Ichi + (Tq + Bpsi))
+    else:
+        chi = cross_motion(Al, x)
+        out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
     return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+
+
+def _stack_broadcast(*xs):
+    """``xs`` broadcast to one shape (a tuple of arrays, to stack or unpack)."""
+    return xs if all(x.shape == xs[0].shape for x in xs) else np.broadcast_arrays(*xs)
 
 
 def _multi_dof(model):

@@ -36,7 +36,8 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, rigid_inertia
+from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
+                       cross_motion, rigid_inertia)
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
@@ -97,16 +98,37 @@ class Levels:
         self.root_or_pad = np.append(np.where(parent < 0, NB, np.arange(NB)), NB)
         self.S = np.concatenate([j.motion_subspace().T for j in model.joints], 0) if NB else np.zeros((0, 6))
         groups = {}
-        for i, j in enumerate(model.joints):              # equal joints (type, axis, pitch) share one jcalc
-            groups.setdefault(j, []).append(i)
+        for i, j in enumerate(model.joints):              # equal joints (type, axis, pitch) share one jcalc,
+            groups.setdefault("revolute" if j.type in _REVOLUTE else j, []).append(i)   # revolutes one
+        if "revolute" in groups:
+            groups["revolute"] = groups["revolute"], _Revolutes([model.joints[i].a for i in groups["revolute"]])
+        groups = [(j, b) if j != "revolute" else b[::-1] for j, b in groups.items()]
         self.joint_groups = [(j, np.array(b), np.array([np.arange(model.q_slice(i).start, model.q_slice(i).stop)
                                                          for i in b]).reshape(len(b), j.nq),
                               Transform(np.stack([model.Xtree[i].E for i in b]), np.stack([model.Xtree[i].r for i in b])))
-                             for j, b in groups.items()]
+                             for j, b in groups]
         self.inertia = rigid_inertia(model.inertia)            # the model's (frozen) inertias as parameters
         self.Xtree = Transform(np.stack([X.E for X in model.Xtree]), np.stack([X.r for X in model.Xtree])) if NB else None
         self.group_order = np.argsort(np.concatenate([b for _, b, _, _ in self.joint_groups]), kind="stable") \
             if NB else np.zeros(0, int)
+
+
+_REVOLUTE = ("revolute", "continuous")
+
+
+class _Revolutes:
+    """Revolute joints about different constant axes (n, 3) as one joint group: ``jcalc`` of the n
+    joints at once (the same operations per joint as their own ``jcalc``; one NumPy call for all)."""
+
+    nq = 1
+
+    def __init__(self, axes):
+        self.constants = axis_constants(np.stack(axes))
+
+    def jcalc(self, q):
+        """``(XJ, None)`` for coordinates ``q`` (..., n, 1): ``E`` (..., n, 3, 3), ``r = 0``."""
+        E = axes_rotation(self.constants, q[..., 0])
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), None
 
 
 _LEVELS = weakref.WeakKeyDictionary()
