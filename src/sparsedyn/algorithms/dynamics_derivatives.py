@@ -216,10 +216,19 @@ def _stack_broadcast(*xs):
     return xs if all(x.shape == xs[0].shape for x in xs) else np.broadcast_arrays(*xs)
 
 
+_MULTI = weakref.WeakKeyDictionary()
+
+
 def _multi_dof(model):
-    """The dofs (index array) of the joints with more than one dof."""
-    return np.array([d for i, j in enumerate(model.joints) if j.nv > 1
-                     for d in range(int(model.v_start[i]), int(model.v_start[i]) + j.nv)], dtype=int)
+    """The dofs (index array) of the joints with more than one dof (a constant of the frozen model,
+    cached per model as :func:`branch_pairs` is: ``joint_terms`` asks for it on every call)."""
+    multi = _MULTI.get(model)
+    if multi is None:
+        multi = np.array([d for i, j in enumerate(model.joints) if j.nv > 1
+                          for d in range(int(model.v_start[i]), int(model.v_start[i]) + j.nv)], dtype=int)
+        multi.flags.writeable = False
+        _MULTI[model] = multi
+    return multi
 
 
 def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
