@@ -176,6 +176,8 @@ typedef long long sd_vi __attribute__((vector_size(8 * SD_W)));
 #else
 #  define SD_NTSTORE2(p, a, b) do { (p)[0] = (a); (p)[1] = (b); } while (0)
 #endif
+/* Eight zero vectors: the source of sd_rows for a group of results that are constant zeros. */
+static const sd_vd sd_zeros[8];
 """ + "".join(_rows_function(w) for w in (2, 4, 8))
 
 #: First line of a translation unit whose batch kernel runs on half-width vectors (AVX-512 machines).
@@ -307,13 +309,15 @@ def _traffic(prog: Program, seg, slot) -> int:
     return len(slot) + len(loads)
 
 
-def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
+def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=None):
     """Segment functions ``{cname}_{k}`` and a driver ``{cname}`` computing ``prog`` on type ``T``.
 
     Values crossing segments go through a workspace ``w`` of ``T`` (``nslots`` entries);
     splitting keeps each function small, which keeps the C compiler's register
     allocator (superlinear in function size) fast.  The operations run in the traced order or
     in that of :func:`schedule`, whichever moves fewer values through the workspace.
+    ``hoist`` (a list): the outputs that are constants are not written by the driver but appended
+    to it as ``(output, element, value)`` (the batch entry point writes them once per thread).
     """
     seg, slot, nslots = _chunks(prog, chunk)
     again = schedule(prog)
@@ -401,7 +405,9 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
     tail = []
     for k, row in enumerate(prog.outputs):
         for j, (kind, v) in enumerate(row):
-            if kind == "const":
+            if kind == "const" and hoist is not None:
+                hoist.append((k, j, v))
+            elif kind == "const":
                 tail.append(f"  y{k}[{j}] = {_lit(v) if T == 'double' else f'(sd_vd){{0}} + {_lit(v)}'};")
             elif nodes[v][0] == INPUT:
                 tail.append(f"  y{k}[{j}] = x{int(nodes[v][1])}[{int(nodes[v][2])}];")
@@ -721,9 +727,11 @@ def _emit_program(prog, cname, variant, chunk, unit_size, checks):
                 "  for (long s = 0; s < n; s++) {", *alloc2,
                 f"    {cname}_s({sargs}, w);", *free2, "  }", "}"]
     else:
-        funcs, drv, nws = gen(prog, f"{cname}_v", "sd_vd", {SIN: "sd_vsin", COS: "sd_vcos", SQRT: "sd_vsqrt",
-                                                             ATAN2: "sd_vatan2", COPYSIGN: "sd_vcopysign"}, chunk)
-        tail = _batch_entry(cname, drv, nin, nout, nws, pub, checks)
+        vfn = {SIN: "sd_vsin", COS: "sd_vcos", SQRT: "sd_vsqrt", ATAN2: "sd_vatan2", COPYSIGN: "sd_vcopysign"}
+        consts = [] if gen is _functions else None
+        funcs, drv, nws = (_functions(prog, f"{cname}_v", "sd_vd", vfn, chunk, consts) if consts is not None
+                           else gen(prog, f"{cname}_v", "sd_vd", vfn, chunk))
+        tail = _batch_entry(cname, drv, nin, nout, nws, pub, checks, consts)
     # A batch kernel whose workspace passes 48 kB at 8 lanes (768 vectors, a usual L1 data cache) runs
     # 4 lanes wide: its values then stay twice as long in the L1 cache, and such a kernel is bound by
     # the traffic of its workspace, not by its arithmetic.  Measured on talos_reduced, one thread,
@@ -749,14 +757,17 @@ def _units(funcs, tail, unit_size, head=""):
     return units
 
 
-def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None):
+def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None, consts=None):
     """``sd_{cname}_batch``: blocks of SD_W states gathered into SoA vectors (the last, partial
     block padded by repeating its last state), the vector program, results scattered back.
 
     With ``check`` nonzero the gather also checks the inputs (every value finite, the unit
     quaternions of ``checks``) and the call returns 2, without finishing, when one fails: the
     caller then runs its own checks, which name the argument.  Returns 0 when a work buffer could
-    not be allocated, 1 otherwise."""
+    not be allocated, 1 otherwise.  ``consts``: the outputs that are constants, ``(output, element,
+    value)``, which the program does not write (:func:`_functions`' ``hoist``): they are written to
+    the blocks' buffers ``Y{k}`` once per thread, and a large output's groups of 8 elements that are
+    all zeros are written from ``sd_zeros`` rather than from ``Y{k}``."""
     tol, quats = checks if checks else (0.0, ())
     total = sum(nin) + sum(nout) + nws
     b = [f"/* batched kernel {cname}: workspace {nws} vectors */", drv,
@@ -777,6 +788,21 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None):
         b.append(f"    sd_vd *Y{k} = buf + {off};")
         off += n
     b.append(f"    sd_vd *W = buf + {off};")
+    # Constant results (rnea_derivatives of talos_reduced: 2,370 zeros of 4,332 elements) are the
+    # same in every block: written once here, not by the program for every block.
+    zg = {}
+    if consts:
+        b.append("    if (buf) {")
+        for k in sorted({k for k, _, _ in consts}):
+            zs = [j for kk, j, v in consts if kk == k and float(v) == 0.0]
+            if zs:
+                b += [f"      static const int z{k}[{len(zs)}] = {{{','.join(map(str, zs))}}};",
+                      f"      for (int i = 0; i < {len(zs)}; i++) Y{k}[z{k}[i]] = (sd_vd){{0}} + 0.0;"]
+            if nout[k] > 256:
+                zero = set(zs)
+                zg[k] = [int(all(j in zero for j in range(j0, min(j0 + 8, nout[k])))) for j0 in range(0, nout[k], 8)]
+        b += [f"      Y{k}[{j}] = (sd_vd){{0}} + {_lit(v)};" for k, j, v in consts if float(v) != 0.0]
+        b.append("    }")
     b += ["#ifdef _OPENMP",
           "    #pragma omp for schedule(static)",
           "#endif",
@@ -825,8 +851,12 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None):
             b.append(f"        for (int s = 0; s < m; s++) {{ double *r = y{k} + (s0 + s) * {n}; "
                      f"for (long j = 0; j < {n}; j++) r[j] = Y{k}[j][s]; }}")
         else:
+            src = f"(zg{k}[j >> 3] ? sd_zeros : Y{k} + j)" if any(zg.get(k, ())) else f"Y{k} + j"
+            if src != f"Y{k} + j":
+                b.insert(b.index("#ifdef _OPENMP", 3),
+                         f"  static const unsigned char zg{k}[{len(zg[k])}] = {{{','.join(map(str, zg[k]))}}};")
             b.append(f"        if (m == SD_W && (al{k} || !nt{k})) {{ for (long j = 0; j + SD_W <= {n}; j += SD_W) "
-                     f"sd_rows(y{k} + s0 * {n} + j, {n}, Y{k} + j, nt{k}); "
+                     f"sd_rows(y{k} + s0 * {n} + j, {n}, {src}, nt{k}); "
                      f"for (long j = {n} / SD_W * SD_W; j < {n}; j++) for (int s = 0; s < SD_W; s++) "
                      f"y{k}[(s0 + s) * {n} + j] = Y{k}[j][s]; }}")
             b.append(f"        else if (nt{k}) for (int s = 0; s < m; s++) {{ double *r = y{k} + (s0 + s) * {n}; "
