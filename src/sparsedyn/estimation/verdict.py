@@ -101,8 +101,8 @@ def _rank(A, null=False):
 
 
 def _solve_if_well_conditioned(A, rhs, certify=True):
-    """``A^-1 rhs`` for a square sparse-patterned ``A`` (dense array; or SciPy sparse with
-    ``certify=False``) by SuperLU (sparse LU with threshold partial pivoting, one thread) when the
+    """``A^-1 rhs`` for a square sparse-patterned ``A`` (dense array, or SciPy sparse without
+    explicit zeros: the same factorization) by SuperLU (sparse LU with threshold partial pivoting, one thread) when the
     estimated reciprocal condition number leaves no doubt that :func:`_rank` finds ``A`` of full
     rank (``1 / (|A|_1 est|A^-1|_1) >= 1e3 n`` :data:`RANK_RTOL`: ``sigma_min / sigma_max >=
     rcond_1 / n``, with a factor 1e3 for the estimate); ``None`` otherwise (the caller then decides
@@ -119,7 +119,7 @@ def _solve_if_well_conditioned(A, rhs, certify=True):
     if not certify:
         return lu.solve(rhs)
     inv = sla.LinearOperator((n, n), matvec=lu.solve, rmatvec=lambda x: lu.solve(x, trans="T"), dtype=float)
-    anorm = np.abs(A).sum(0).max()
+    anorm = abs(S).sum(0).max()                        # (column sums in row order, as of the dense A)
     rcond = 1.0 / (anorm * sla.onenormest(inv)) if anorm > 0 else 0.0
     if not rcond >= 1e3 * n * RANK_RTOL:
         return None
@@ -175,13 +175,14 @@ def _reduced_rank(A, n_ne, P, null=False):
     import scipy.sparse as sps                 # offline only: imported here
     m, n = A.shape
     R = np.setdiff1d(np.arange(n), P)
+    dense = lambda: A.toarray() if sps.issparse(A) else A       # noqa: E731  (A: dense or SciPy sparse)
     if n_ne != len(P):
-        return _rank(A, null)
+        return _rank(dense(), null)
     As = sps.csr_matrix(A)
     NE, Y = As[:n_ne], As[n_ne:]
     T = _unit_triangular_solve(NE[:, P].tocsr(), NE[:, R].toarray())      # N_P^-1 N_R
     if T is None:
-        return _rank(A, null)
+        return _rank(dense(), null)
     S = Y[:, R].toarray() - Y[:, P] @ T
     nz = S != 0
     single = nz.sum(1) == 1
