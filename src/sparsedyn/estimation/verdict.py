@@ -129,36 +129,46 @@ def _solve_if_well_conditioned(A, rhs, certify=True):
 def _unit_triangular_solve(N, B):
     """``N^-1 B`` for a sparse (k, k) ``N`` whose diagonal is nonzero and which is triangular up to a
     symmetric permutation (the Newton-Euler rows on their own variables: each row defines its
-    variable from its parent's, its children's or its own body's), by substitution in a
-    topological order: elementwise NumPy only (BLAS threads fight on a busy machine).
+    variable from its parent's, its children's or its own body's), by substitution: row ``r`` is
+    ``(B_r - sum_j N_rj T_j) / N_rr`` over its nonzero off-diagonal entries in stored order, once the
+    rows it reads are done.  Each row's arithmetic is fixed by that rule, so any order that respects
+    the dependencies gives the same result to the bit: the rows are done level by level (a row's
+    level: one more than its dependencies' highest), the ``p``-th terms of a level's rows in one
+    NumPy operation (elementwise only: BLAS threads fight on a busy machine).
     ``None`` if ``N`` is not of that form."""
     k = N.shape[0]
     diag = N.diagonal()
     if np.any(diag == 0):
         return None
-    indptr, indices, data = N.indptr, N.indices, N.data
-    deps = [[(int(j), float(x)) for j, x in zip(indices[indptr[r]:indptr[r + 1]], data[indptr[r]:indptr[r + 1]])
-             if j != r and x != 0] for r in range(k)]
-    users = [[] for _ in range(k)]
-    waiting = np.zeros(k, int)
-    for r, d in enumerate(deps):
-        waiting[r] = len(d)
-        for j, _ in d:
-            users[j].append(r)
-    ready = [r for r in range(k) if waiting[r] == 0]
+    N = N.tocsr()
+    rows = np.repeat(np.arange(k), np.diff(N.indptr))
+    keep = (N.indices != rows) & (N.data != 0)
+    r, c, x = rows[keep], N.indices[keep], N.data[keep]
+    level = np.zeros(k, dtype=np.int64)
+    for _ in range(k + 1):                              # longest dependency path; a cycle never settles
+        new = np.zeros(k, dtype=np.int64)
+        np.maximum.at(new, r, level[c] + 1)
+        if np.array_equal(new, level):
+            break
+        level = new
+    else:
+        return None
+    counts = np.bincount(r, minlength=k)
+    rank = np.arange(len(r)) - (np.cumsum(counts) - counts)[r]      # the term's place in its row
     T = np.array(B, float)
-    done = 0
-    while ready:
-        r = ready.pop()
-        for j, x in deps[r]:
-            T[r] -= x * T[j]
-        T[r] /= diag[r]
-        done += 1
-        for u in users[r]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                ready.append(u)
-    return T if done == k else None
+    col = (-1,) + (1,) * (T.ndim - 1)
+    order = np.lexsort((rank, level[r]))                # the terms by level, then by place in the row
+    lv, rk = level[r][order], rank[order]
+    groups = np.split(order, np.flatnonzero((np.diff(lv) != 0) | (np.diff(rk) != 0)) + 1) if len(r) else []
+    rows_at = np.split(np.argsort(level, kind="stable"), np.cumsum(np.bincount(level))[:-1])
+    g = 0
+    for L, rl in enumerate(rows_at):
+        while g < len(groups) and level[r[groups[g][0]]] == L:
+            e = groups[g]
+            T[r[e]] -= x[e].reshape(col) * T[c[e]]
+            g += 1
+        T[rl] /= diag[rl].reshape(col)
+    return T
 
 
 def _reduced_rank(A, n_ne, P, null=False):
