@@ -101,9 +101,9 @@ def _rank(A, null=False):
 
 
 def _solve_if_well_conditioned(A, rhs, certify=True):
-    """``A^-1 rhs`` for a square sparse-patterned ``A`` (dense array, or SciPy sparse without
-    explicit zeros: the same factorization) by SuperLU (sparse LU with threshold partial pivoting, one thread) when the
-    estimated reciprocal condition number leaves no doubt that :func:`_rank` finds ``A`` of full
+    """``A^-1 rhs`` for a square sparse-patterned ``A`` (dense array, or SciPy sparse without explicit
+    zeros: the same factorization) by SuperLU (sparse LU with threshold partial pivoting, one thread)
+    when the estimated reciprocal condition number leaves no doubt that :func:`_rank` finds ``A`` of full
     rank (``1 / (|A|_1 est|A^-1|_1) >= 1e3 n`` :data:`RANK_RTOL`: ``sigma_min / sigma_max >=
     rcond_1 / n``, with a factor 1e3 for the estimate); ``None`` otherwise (the caller then decides
     with the SVD).  ``certify=False``: the caller knows the rank; ``None`` only where ``A`` is
@@ -172,7 +172,8 @@ def _unit_triangular_solve(N, B):
 
 
 def _reduced_rank(A, n_ne, P, null=False):
-    """:func:`_rank` of the whole system ``A`` (m, n) by exact reductions first (much faster).
+    """:func:`_rank` of the whole system ``A`` (m, n; dense or SciPy sparse) by exact reductions first
+    (much faster).
 
     ``n_ne``: the Newton-Euler rows (first in ``A``); ``P``: the columns of the variables
     they define (``a_i``, ``f_i``, ``tau_i``), on which these rows form a square unit-triangular
