@@ -313,8 +313,8 @@ class Estimator:
 
     def _sparse_state(self, A, b, soft):
         """``d`` of one state's system ``A d + b = 0`` (``A``: SciPy sparse, :func:`_state_matrix`; rows
-        ``soft`` in the weighted least-squares sense, the others exactly) by a sparse LU of the square system or of the augmented system of
-        the constrained problem (Bjorck, "Numerical Methods for Least Squares Problems", 1996)::
+        ``soft`` in the weighted least-squares sense, the others exactly) by a sparse LU of the square
+        system or of the augmented system of the constrained problem (Bjorck, "Numerical Methods for Least Squares Problems", 1996)::
 
             [ C    0   -H ] [rho]   [ h]        rho = W (H d + h),  C = W^-1 (the soft covariances)
             [ 0    0    E ] [lam] = [-e]        E d + e = 0        (the exact rows)
