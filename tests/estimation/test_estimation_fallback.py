@@ -35,3 +35,23 @@ def test_sparse_fallback_equals_the_dense_reference(cases, name):
             assert rel_err(d, truth["d"][i]) < 1e-8
         else:
             assert chi2 > 0
+
+
+@pytest.mark.parametrize("name", ["ankle-ft", "redundant"])
+def test_state_matrix_is_the_dense_matrix_in_csc(cases, name):
+    """The fallback assembles ``A`` sparse: exactly the CSC matrix of the dense ``A`` (same nonzeros,
+    same order, duplicates summed, no explicit zeros), so SuperLU factors the same matrix."""
+    import scipy.sparse as sps
+    from sparsedyn.algorithms.kinematics import joint_transforms
+    from sparsedyn.estimation.estimator import _state_matrix
+    from sparsedyn.sparse.assembly import SystemPattern, d_values
+    problem = cases[name]
+    pat = SystemPattern(problem.sparse_problem())
+    q = problem.model.random_configuration(np.random.default_rng(3))
+    vals = d_values(pat, joint_transforms(problem.model, q)[0], (), False)
+    vals[::7] = 0.0                                   # zeros at this state: no explicit zeros kept
+    A, ref = _state_matrix(pat, vals), sps.csc_matrix(pat.dense(vals))
+    assert A.shape == ref.shape == (pat.nrows, pat.n)
+    assert np.array_equal(A.indptr, ref.indptr) and np.array_equal(A.indices, ref.indices)
+    assert np.array_equal(A.data, ref.data) and np.all(A.data != 0)
+    assert problem._rank(A)[0] == problem._rank(pat.dense(vals))[0]      # the rank test takes it sparse

@@ -39,6 +39,17 @@ def _monitored(st, q, v, ys, g, batch):
     return st._kernel(q, v, ys, g, batch, False, monitor) + (monitor,)
 
 
+def _state_matrix(pat, vals):
+    """One float state's ``A`` (nrows, n) as a SciPy CSC matrix without explicit zeros: the matrix
+    that ``scipy.sparse.csc_matrix(pat.dense(vals))`` gives (duplicates summed, the same nonzeros in
+    the same order), without the dense array and its scan."""
+    import scipy.sparse as sps
+    A = sps.csc_matrix((np.asarray(vals, float), (pat.rows, pat.cols)), shape=(pat.nrows, pat.n))
+    A.sum_duplicates()
+    A.eliminate_zeros()
+    return A
+
+
 class Estimator:
     """An analysed :class:`~sparsedyn.estimation.EstimationProblem` (offline phase done): :meth:`solve` is
     online only."""
@@ -263,7 +274,8 @@ class Estimator:
         pat = self._full_pattern
         g = _checks.gravity(self.model, gravity)
         kin, Xup = _kinematics(self.model, q, v)
-        A = pat.dense(d_values(pat, Xup, (), False))        # (problem._dense, the transforms computed once)
+        # A sparse (the transforms computed once; no dense scan), densified only for the SVD below
+        As = _state_matrix(pat, d_values(pat, Xup, (), False))
         b = rhs_values(pat, q, v, p.sparse_values(y), g, Xup, kin.S, (), False)
         soft_rows = np.zeros(pat.nrows, bool)
         off = self.problem.layout.nrows
@@ -272,10 +284,11 @@ class Estimator:
                 soft_rows[off:off + e.size] = True
             off += e.size
         if not want_cov:
-            d = self._sparse_state(A, b, soft_rows)
+            d = self._sparse_state(As, b, soft_rows)
             if d is not None:
-                r = A[soft_rows] @ d + b[soft_rows]
+                r = As.tocsr()[soft_rows] @ d + b[soft_rows]
                 return d, None, float(r @ self.W @ r)
+        A = As.toarray()
         r, V = _rank(A, True)
         if r < self.n:
             dirs = "; ".join(p.describe_direction(v, q) for v in V.T)
@@ -299,9 +312,9 @@ class Estimator:
         return d, Z @ np.linalg.inv(Gz) @ Z.T, float(rr @ self.W @ rr)
 
     def _sparse_state(self, A, b, soft):
-        """``d`` of one state's system ``A d + b = 0`` (rows ``soft`` in the weighted least-squares
-        sense, the others exactly) by a sparse LU of the square system or of the augmented system of
-        the constrained problem (Bjorck, "Numerical Methods for Least Squares Problems", 1996)::
+        """``d`` of one state's system ``A d + b = 0`` (``A``: SciPy sparse, :func:`_state_matrix`; rows
+        ``soft`` in the weighted least-squares sense, the others exactly) by a sparse LU of the square
+        system or of the augmented system of the constrained problem (Bjorck, "Numerical Methods for Least Squares Problems", 1996)::
 
             [ C    0   -H ] [rho]   [ h]        rho = W (H d + h),  C = W^-1 (the soft covariances)
             [ 0    0    E ] [lam] = [-e]        E d + e = 0        (the exact rows)
@@ -315,7 +328,7 @@ class Estimator:
         if self.problem._rank(A)[0] < self.n:
             return None
         import scipy.sparse as sps
-        As = sps.csr_matrix(A)
+        As = A.tocsr()
         E, e, H, h = As[~soft], b[~soft], As[soft], b[soft]
         s, m, n = H.shape[0], E.shape[0], self.n
         K = sps.bmat([[sps.csr_matrix(self.cov_soft), None, -H], [None, None, E], [H.T, E.T, None]],

@@ -101,9 +101,9 @@ def _rank(A, null=False):
 
 
 def _solve_if_well_conditioned(A, rhs, certify=True):
-    """``A^-1 rhs`` for a square sparse-patterned ``A`` (dense array; or SciPy sparse with
-    ``certify=False``) by SuperLU (sparse LU with threshold partial pivoting, one thread) when the
-    estimated reciprocal condition number leaves no doubt that :func:`_rank` finds ``A`` of full
+    """``A^-1 rhs`` for a square sparse-patterned ``A`` (dense array, or SciPy sparse without explicit
+    zeros: the same factorization) by SuperLU (sparse LU with threshold partial pivoting, one thread)
+    when the estimated reciprocal condition number leaves no doubt that :func:`_rank` finds ``A`` of full
     rank (``1 / (|A|_1 est|A^-1|_1) >= 1e3 n`` :data:`RANK_RTOL`: ``sigma_min / sigma_max >=
     rcond_1 / n``, with a factor 1e3 for the estimate); ``None`` otherwise (the caller then decides
     with the SVD).  ``certify=False``: the caller knows the rank; ``None`` only where ``A`` is
@@ -119,7 +119,7 @@ def _solve_if_well_conditioned(A, rhs, certify=True):
     if not certify:
         return lu.solve(rhs)
     inv = sla.LinearOperator((n, n), matvec=lu.solve, rmatvec=lambda x: lu.solve(x, trans="T"), dtype=float)
-    anorm = np.abs(A).sum(0).max()
+    anorm = abs(S).sum(0).max()                        # (column sums in row order, as of the dense A)
     rcond = 1.0 / (anorm * sla.onenormest(inv)) if anorm > 0 else 0.0
     if not rcond >= 1e3 * n * RANK_RTOL:
         return None
@@ -129,40 +129,51 @@ def _solve_if_well_conditioned(A, rhs, certify=True):
 def _unit_triangular_solve(N, B):
     """``N^-1 B`` for a sparse (k, k) ``N`` whose diagonal is nonzero and which is triangular up to a
     symmetric permutation (the Newton-Euler rows on their own variables: each row defines its
-    variable from its parent's, its children's or its own body's), by substitution in a
-    topological order: elementwise NumPy only (BLAS threads fight on a busy machine).
+    variable from its parent's, its children's or its own body's), by substitution: row ``r`` is
+    ``(B_r - sum_j N_rj T_j) / N_rr`` over its nonzero off-diagonal entries in stored order, once the
+    rows it reads are done.  Each row's arithmetic is fixed by that rule, so any order that respects
+    the dependencies gives the same result to the bit: the rows are done level by level (a row's
+    level: one more than its dependencies' highest), the ``p``-th terms of a level's rows in one
+    NumPy operation (elementwise only: BLAS threads fight on a busy machine).
     ``None`` if ``N`` is not of that form."""
     k = N.shape[0]
     diag = N.diagonal()
     if np.any(diag == 0):
         return None
-    indptr, indices, data = N.indptr, N.indices, N.data
-    deps = [[(int(j), float(x)) for j, x in zip(indices[indptr[r]:indptr[r + 1]], data[indptr[r]:indptr[r + 1]])
-             if j != r and x != 0] for r in range(k)]
-    users = [[] for _ in range(k)]
-    waiting = np.zeros(k, int)
-    for r, d in enumerate(deps):
-        waiting[r] = len(d)
-        for j, _ in d:
-            users[j].append(r)
-    ready = [r for r in range(k) if waiting[r] == 0]
+    N = N.tocsr()
+    rows = np.repeat(np.arange(k), np.diff(N.indptr))
+    keep = (N.indices != rows) & (N.data != 0)
+    r, c, x = rows[keep], N.indices[keep], N.data[keep]
+    level = np.zeros(k, dtype=np.int64)
+    for _ in range(k + 1):                              # longest dependency path; a cycle never settles
+        new = np.zeros(k, dtype=np.int64)
+        np.maximum.at(new, r, level[c] + 1)
+        if np.array_equal(new, level):
+            break
+        level = new
+    else:
+        return None
+    counts = np.bincount(r, minlength=k)
+    rank = np.arange(len(r)) - (np.cumsum(counts) - counts)[r]      # the term's place in its row
     T = np.array(B, float)
-    done = 0
-    while ready:
-        r = ready.pop()
-        for j, x in deps[r]:
-            T[r] -= x * T[j]
-        T[r] /= diag[r]
-        done += 1
-        for u in users[r]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                ready.append(u)
-    return T if done == k else None
+    col = (-1,) + (1,) * (T.ndim - 1)
+    order = np.lexsort((rank, level[r]))                # the terms by level, then by place in the row
+    lv, rk = level[r][order], rank[order]
+    groups = np.split(order, np.flatnonzero((np.diff(lv) != 0) | (np.diff(rk) != 0)) + 1) if len(r) else []
+    rows_at = np.split(np.argsort(level, kind="stable"), np.cumsum(np.bincount(level))[:-1])
+    g = 0
+    for L, rl in enumerate(rows_at):
+        while g < len(groups) and level[r[groups[g][0]]] == L:
+            e = groups[g]
+            T[r[e]] -= x[e].reshape(col) * T[c[e]]
+            g += 1
+        T[rl] /= diag[rl].reshape(col)
+    return T
 
 
 def _reduced_rank(A, n_ne, P, null=False):
-    """:func:`_rank` of the whole system ``A`` (m, n) by exact reductions first (much faster).
+    """:func:`_rank` of the whole system ``A`` (m, n; dense or SciPy sparse) by exact reductions first
+    (much faster).
 
     ``n_ne``: the Newton-Euler rows (first in ``A``); ``P``: the columns of the variables
     they define (``a_i``, ``f_i``, ``tau_i``), on which these rows form a square unit-triangular
@@ -175,13 +186,14 @@ def _reduced_rank(A, n_ne, P, null=False):
     import scipy.sparse as sps                 # offline only: imported here
     m, n = A.shape
     R = np.setdiff1d(np.arange(n), P)
+    dense = lambda: A.toarray() if sps.issparse(A) else A       # noqa: E731  (A: dense or SciPy sparse)
     if n_ne != len(P):
-        return _rank(A, null)
+        return _rank(dense(), null)
     As = sps.csr_matrix(A)
     NE, Y = As[:n_ne], As[n_ne:]
     T = _unit_triangular_solve(NE[:, P].tocsr(), NE[:, R].toarray())      # N_P^-1 N_R
     if T is None:
-        return _rank(A, null)
+        return _rank(dense(), null)
     S = Y[:, R].toarray() - Y[:, P] @ T
     nz = S != 0
     single = nz.sum(1) == 1

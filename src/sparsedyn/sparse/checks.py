@@ -106,9 +106,10 @@ class Monitor:
         scale counts as a zero ratio)."""
         if self._pending and self._pending[0][0] is not blk:
             self._flush()
-        a = np.abs(piv)
-        self._pending.append((blk, k, a, np.abs(init), lvals, uvals))
-        self._held += a.size * (2 + sum(len(x) for x in (lvals, uvals) if x is not None))
+        # magnitudes now for arrays (the caller may write them later), when tested for scalars (immutable)
+        fix = lambda x: x if isinstance(x, np.floating) else np.abs(x)          # noqa: E731
+        self._pending.append((blk, k, fix(piv), fix(init), lvals, uvals))
+        self._held += np.size(piv) * (2 + (0 if lvals is None else len(lvals)) + (0 if uvals is None else len(uvals)))
         if self._held > _HOLD:
             self._flush()
 
@@ -116,8 +117,8 @@ class Monitor:
         pend, self._pending, self._held = self._pending, [], 0
         if not pend:
             return
-        shape = np.broadcast_shapes(*(x.shape for p in pend for x in p[2:4]),
-                                    *(x.shape[1:] for p in pend for x in p[4:] if x is not None))
+        shape = np.broadcast_shapes(*{np.shape(x) for p in pend for x in p[2:4]},
+                                    *{x.shape[1:] for p in pend for x in p[4:] if x is not None})
         fit = lambda x: x if x.shape[1:] == shape else np.broadcast_to(x, x.shape[:1] + shape)   # noqa: E731
         # each pivot's segment of magnitudes, led by a row of zeros (never empty; |x| >= 0 leaves
         # the maximum as it is, a NaN propagates): one concatenation, one segmented maximum
@@ -131,7 +132,7 @@ class Monitor:
                     parts.append(fit(x))
                     n += len(x)
         M = np.maximum.reduceat(np.abs(np.concatenate(parts)), starts, axis=0)      # (K,) + batch
-        a, i = (np.stack([x if x.shape == shape else np.broadcast_to(x, shape) for x in xs])
+        a, i = (np.abs(np.stack([x if np.shape(x) == shape else np.broadcast_to(x, shape) for x in xs]))
                 for xs in zip(*((p[2], p[3]) for p in pend)))
         scale = np.maximum(np.maximum(a, i), M)
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -147,20 +147,23 @@ def _factor(model, blocks, W, batch, Xup, monitor=None):
             for k in range(blk.size):
                 st = blk.step_at.get(k)
                 piv = W[blk.piv[k]]
-                monitor.pivot(blk, k, piv, init[k], None if st is None else W[st[2]], W[blk.urow[k]])
+                lv = None if st is None else W[st[2]]    # (a copy: the monitor keeps it)
+                monitor.pivot(blk, k, piv, init[k], lv, W[blk.urow[k]])
                 if st is not None:
-                    _eliminate(W, piv, st, batch)
+                    _eliminate(W, piv, st, batch, lv)
         else:
             for st in blk.steps:
                 _eliminate(W, W[blk.piv[st[0]]], st, batch)
 
 
-def _eliminate(W, piv, st, batch):
-    """Pivot step ``st = (k, l_pos, l_slots, u_slots, upd_slots)``: multipliers, then the rank-1 update."""
+def _eliminate(W, piv, st, batch, lv=None):
+    """Pivot step ``st = (k, l_pos, l_slots, u_slots, upd_slots)``: multipliers, then the rank-1 update
+    (``lv``: ``W[l_slots]`` when the caller has read it already)."""
     _, _, ls, us, upd = st
-    W[ls] = W[ls] / piv                               # multipliers l_ik = a_ik / a_kk
+    l = (W[ls] if lv is None else lv) / piv          # multipliers l_ik = a_ik / a_kk
+    W[ls] = l
     if len(us):
-        W[upd] = W[upd] - (W[ls][:, None] * W[us][None, :]).reshape((len(upd),) + batch)
+        W[upd] = W[upd] - (l[:, None] * W[us][None, :]).reshape((len(upd),) + batch)
 
 
 def _transform_plan(pattern, blocks):
@@ -233,6 +236,8 @@ def _substitute(st, vals, W, b, batch, dtype, monitor=None, Xup=None):
             rhs = z.copy()
         if blk.plan is not None:
             substitute_articulated(st.model, blk, W, z)
+        elif blk.size == 1:                              # a 1x1 block (most of them): its pivot alone
+            z[0] = z[0] / W[blk.piv[0]]
         else:
             for k, lpos, ls in blk.fwd:                  # unit lower triangular L, by columns
                 z[lpos] = z[lpos] - W[ls] * z[k]
