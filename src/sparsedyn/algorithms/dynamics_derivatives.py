@@ -244,6 +244,13 @@ def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
 def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
+    if not bk.is_symbolic(T["P"]):
+        Dm, Um = _pair_masks(model)
+        PX = T["P"] @ T["xi"].swapaxes(-1, -2)
+        H = Dm * PX + Um * PX.swapaxes(-1, -2)
+        if np.any(model.armature):
+            H += np.diag(np.asarray(model.armature, dtype=float))
+        return H if H.shape[:-2] == shape else np.broadcast_to(H, shape + H.shape[-2:]).copy()
     rd, cd, ra, ca, mirror = branch_pairs(model)
     low = _dot(T["P"].take(rd, -2), T["xi"].take(cd, -2))
     H = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
@@ -269,6 +276,8 @@ def _assemble(model, T, shape, dtype, velocity=True):
     """``dtau_dq`` (and ``dtau_dv`` with ``velocity``) from :func:`joint_terms`' ``T``: two dot
     products per pair of dofs on one branch (see the module docstring)."""
     xi, P, chi, Tq = T["xi"], T["P"], T["chi"], T["Tq"]
+    if not bk.is_symbolic(P):
+        return _assemble_float(model, T, velocity)
     rd, cd, ra, ca, _ = branch_pairs(model)
 
     def assemble(lower, upper):
@@ -285,6 +294,41 @@ def _assemble(model, T, shape, dtype, velocity=True):
     dv = assemble(_dot(P.take(rd, -2), phi.take(cd, -2)) + _dot(Qw.take(rd, -2), xi.take(cd, -2)[..., :3]),
                   _dot(xi.take(ra, -2), Tv.take(ca, -2)))
     return dq, dv
+
+
+def _assemble_float(model, T, velocity):
+    """:func:`_assemble` on float arrays: the dot products of every pair of dofs as dense products
+    (..., nv, 9) @ (..., 9, nv) (a few BLAS calls instead of a gather and a product per term), the
+    pairs off the branches zeroed by :func:`_pair_masks` (the same sums of products, added in
+    another order: equal to rounding)."""
+    xi, P, Tq = T["xi"], T["P"], T["Tq"]
+    Dm, Um = _pair_masks(model)
+    if not velocity:
+        return (Dm * (P @ T["chi"].swapaxes(-1, -2)) + Um * (xi @ Tq.swapaxes(-1, -2)),)
+    n = xi.shape[-2]
+    row = np.concatenate([P, T["Qw"]], -1)                                        # [P_r, Qw_r]
+    col = np.concatenate([np.concatenate([T["chi"], T["psi"][..., :3]], -1),     # [chi_c, psi_c_w]
+                          np.concatenate([T["phi"], xi[..., :3]], -1)], -2)       # [phi_c, xi_c_w]
+    low = row @ col.swapaxes(-1, -2)
+    up = xi @ np.concatenate([Tq, T["Tv"]], -2).swapaxes(-1, -2)
+    return (Dm * low[..., :n] + Um * up[..., :n], Dm * low[..., n:] + Um * up[..., n:])
+
+
+_MASKS = weakref.WeakKeyDictionary()
+
+
+def _pair_masks(model):
+    """``(Dm, Um)`` (nv, nv) float: 1 on the pairs ``(rd, cd)`` and ``(ra, ca)`` of
+    :func:`branch_pairs`, 0 elsewhere (cached per model)."""
+    masks = _MASKS.get(model)
+    if masks is None:
+        rd, cd, ra, ca, _ = branch_pairs(model)
+        masks = np.zeros((2, model.nv, model.nv))
+        masks[0, rd, cd] = 1.0
+        masks[1, ra, ca] = 1.0
+        masks.flags.writeable = False
+        masks = _MASKS[model] = (masks[0], masks[1])
+    return masks
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional=_DYN_OPT,
