@@ -188,6 +188,8 @@ def joint_terms(model, K, sums, shape, velocity=True):
     dof's body (see the module docstring).  A dof of a one-dof joint has ``V_k = V_l + xi v``,
     so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
+    if velocity and not (bk.is_symbolic(K.xi) or bk.is_symbolic(F) or bk.is_symbolic(K.Al)):
+        return _float_terms(model, K, sums, shape)
     db = levels(model).dof_body
     x, Vl, Al = K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)
     ICd = dof_rows(model, IC)
@@ -209,6 +211,118 @@ def joint_terms(model, K, sums, shape, velocity=True):
         chi = cross_motion(Al, x)
         out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
     return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+
+
+def _float_terms(model, K, sums, shape):
+    """:func:`joint_terms` with ``velocity`` on float arrays, in fewer NumPy calls: ``A_l``, ``V_l``
+    and ``V_l + V_m`` (``m``: the dof's body for a joint with several dofs, its parent else, so that
+    ``phi = (V_l + V_m) x xi`` is ``2 psi`` for one dof) gathered per dof by one ``take`` and crossed
+    with ``xi`` by one :func:`cross_motion`; the inertia and ``B`` products by :func:`_products`."""
+    lead = K.Al.shape[:-2]
+    x = K.xi if K.xi.shape[:-2] == lead else np.broadcast_to(K.xi, lead + K.xi.shape[-2:])
+    body = np.concatenate([K.Al, K.Vl if K.Vl.shape[:-2] == lead else np.broadcast_to(K.Vl, K.Al.shape),
+                           K.V if K.V.shape[:-2] == lead else np.broadcast_to(K.V, K.Al.shape)], -2)
+    g = body.take(_gather_index(model), -2).reshape(lead + (3,) + x.shape[-2:])     # [A_l, V_l, V_m]
+    g[..., 2, :, :] += g[..., 1, :, :]
+    c = cross_motion(g, x[..., None, :, :])
+    chi, psi, phi = c[..., 0, :, :], c[..., 1, :, :], c[..., 2, :, :]
+    chi = chi - cross_motion(psi, g[..., 1, :, :])                     # chi = A_l x xi - psi x V_l
+    out = _products(model, sums, x, chi, psi, phi)
+    out.update(psi=psi, phi=phi, xi=x, chi=chi)
+    return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+
+
+_GATHER = weakref.WeakKeyDictionary()
+
+
+def _gather_index(model):
+    """Rows of ``[A_l; V_l; V]`` (..., 3 NB, 6) per dof for :func:`_float_terms` (cached per model):
+    ``A_l``, ``V_l`` of the dof's body, then ``V`` of the body for a multi-dof joint and ``V_l`` else."""
+    index = _GATHER.get(model)
+    if index is None:
+        NB, db = model.nbodies, levels(model).dof_body
+        m = np.where(np.isin(np.arange(model.nv), _multi_dof(model)), 2 * NB + db, NB + db)
+        index = _GATHER[model] = np.concatenate([db, NB + db, m])
+        index.flags.writeable = False
+    return index
+
+
+def _products(model, sums, xi, chi, psi, phi):
+    """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays:
+    one matrix ``G`` (21, 21) per dof, gathered from its body's sums by :func:`_product_table`, times
+    ``[xi, chi, psi_w, phi]`` (the products of the generic form, summed in another order: equal to
+    rounding; a few NumPy calls instead of some forty)."""
+    IC, F, B11, M = sums
+    lead = np.broadcast_shapes(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
+    nb = F.shape[-2]
+    parts = [IC.m[..., None], IC.h, IC.I.reshape(IC.I.shape[:-2] + (9,)), F, B11.reshape(B11.shape[:-2] + (9,)), M]
+    p = np.concatenate([x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts], -1)
+    index, coef = _product_table(model)
+    G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
+    G *= coef
+    zs = (xi, chi, psi[..., :3], phi)
+    zl = np.broadcast_shapes(*(x.shape[:-2] for x in zs))
+    z = np.concatenate([x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs], -1)
+    out = (G.reshape(lead + (-1, 21, 21)) @ z[..., None])[..., 0]
+    return {"P": out[..., :6], "Tq": out[..., 6:12], "Tv": out[..., 12:18], "Qw": out[..., 18:]}
+
+
+# the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
+_NPAR = 34
+_M, _H, _I, _N, _F, _B, _L = 0, 1, 4, 13, 16, 19, 31
+_TABLES = weakref.WeakKeyDictionary()
+
+
+def _product_table(model):
+    """``(index, coef)``: ``G[d] = p.flat[index[d]] * coef[d]`` (nv, 21, 21) per dof ``d`` from the
+    per-body parameters ``p`` (NB, 34) of :func:`_products` (``coef`` in 0, +-1, +-2), cached per model:
+    rows ``[P; Tq; Tv; Qw]``, columns ``[xi; chi; psi_w; phi]`` (see :func:`joint_terms`)::
+
+        P  = IC xi,   Tq = Xf xi + IC chi + Bw psi_w,   Tv = Bw xi_w + IC phi,   Qw = [B11^T, 2 lx] xi
+
+    with ``IC = [[I, hx], [hx^T, m]]``, ``Xf = [[-nx, -fx], [-fx, 0]]`` (``xi x* F``) and
+    ``Bw = [B11; -2 lx]``."""
+    table = _TABLES.get(model)
+    if table is None:
+        at, c = np.zeros((21, 21), int), np.zeros((21, 21))
+
+        def put(r, k, i, sign=1.0):
+            at[r, k], c[r, k] = i, sign
+
+        def skew(r, k, o, sign=1.0):          # the block o x (3, 3) at (r, k): [[0, -z, y], [z, 0, -x], [-y, x, 0]]
+            for i, j, e, s in ((0, 1, 2, -1), (0, 2, 1, 1), (1, 0, 2, 1), (1, 2, 0, -1), (2, 0, 1, -1), (2, 1, 0, 1)):
+                put(r + i, k + j, o + e, s * sign)
+
+        def inertia(r, k):
+            for i in range(3):
+                for j in range(3):
+                    put(r + i, k + j, _I + 3 * i + j)
+                put(r + 3 + i, k + 3 + i, _M)
+            skew(r, k + 3, _H)
+            skew(r + 3, k, _H, -1.0)          # hx^T = -hx
+
+        def bw(r, k):
+            for i in range(3):
+                for j in range(3):
+                    put(r + i, k + j, _B + 3 * i + j)
+            skew(r + 3, k, _L, -2.0)
+
+        inertia(0, 0)
+        skew(6, 0, _N, -1.0), skew(6, 3, _F, -1.0), skew(9, 0, _F, -1.0)
+        inertia(6, 6)
+        bw(6, 12)
+        bw(12, 0)
+        inertia(12, 15)
+        for i in range(3):
+            for j in range(3):
+                put(18 + i, j, _B + 3 * j + i)
+        skew(18, 3, _L, 2.0)
+        db = levels(model).dof_body
+        index = (db[:, None, None] * _NPAR + at).reshape(-1)
+        coef = np.broadcast_to(c, (len(db), 21, 21)).reshape(-1)
+        index.flags.writeable = coef.flags.writeable = False
+        table = _TABLES[model] = (index, coef)
+    return table
 
 
 def _stack_broadcast(*xs):
