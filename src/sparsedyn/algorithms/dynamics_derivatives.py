@@ -48,6 +48,7 @@ body frame (``fext_to_pinocchio``).
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
@@ -120,6 +121,73 @@ def _B11(RI: RigidInertia, V, k):
 _EYE3 = np.eye(3)
 
 
+def _body_terms(IC, V, A):
+    """``(f, B11, M)`` per body on float arrays (see :func:`subtree_sums`, before the sums): the
+    inertia as a 6x6 matrix gathered from its parameters times ``[A, V]`` (one product), then
+    ``[B11; V x* M] = Q(V) [I, h, M]`` with ``Q`` gathered from ``[w, u, 1]`` (:func:`_body_tables`):
+    the products of the generic form in a few NumPy calls, summed in another order (equal to rounding)."""
+    nb = V.shape[-2]
+    lead = IC.h.shape[:-2]
+    if not (V.shape[:-2] == A.shape[:-2] == lead):
+        lead = np.broadcast_shapes(lead, V.shape[:-2], A.shape[:-2])
+        V, A = (np.broadcast_to(x, lead + x.shape[-2:]) for x in (V, A))
+        IC = RigidInertia(IC.m, np.broadcast_to(IC.h, lead + IC.h.shape[-2:]), np.broadcast_to(IC.I, lead + IC.I.shape[-3:]))
+    (i6, c6), (iq, cq), one = _body_tables(nb)
+    I9, h = IC.I.reshape(lead + (nb, 9)), IC.h
+    m = IC.m[..., None]
+    p = np.concatenate([m if m.ndim == h.ndim else np.broadcast_to(m, lead + (nb, 1)), h, I9], -1)
+    IC6 = p.reshape(lead + (-1,)).take(i6, -1, mode="clip")               # in range: no checked gather
+    IC6 *= c6
+    IAM = np.concatenate([A, V], -1).reshape(lead + (nb, 2, 6)) @ IC6.reshape(lead + (nb, 6, 6))   # IC symmetric
+    M = IAM[..., 1, :]
+    src = np.concatenate([V, one if not lead else np.ones(lead + (nb, 1))], -1)
+    Q = src.reshape(lead + (-1,)).take(iq, -1, mode="clip")
+    Q *= cq
+    out = (Q.reshape(lead + (nb, 15, 18)) @ np.concatenate([I9, h, M], -1)[..., None])[..., 0]
+    return IAM[..., 0, :] + out[..., 9:], out[..., :9].reshape(lead + (nb, 3, 3)), M
+
+
+@functools.lru_cache(maxsize=64)
+def _body_tables(nb):
+    """Gather tables of :func:`_body_terms` for ``nb`` bodies, and a column of ones (nb, 1): the 6x6
+    inertia from ``[m, h, I]`` (13 per body) and ``Q`` (15, 18) from ``[w, u, 1]`` (7 per body), with
+    ``[B11; V x* M] = Q [I, h, k, l]`` (``M = [k; l]``, ``V x* M = [w x k + u x l; w x l]``)::
+
+        B11[a, b] = (wx I)[a, b] + (wx I)[b, a] - u_a h_b - h_a u_b + 2 d_ab (u.h) - (kx)[a, b]"""
+    t = _Table(6, 6)
+    t.inertia(0, 0)
+    q = _Table(15, 18)
+    sk = {(0, 1): (2, -1), (0, 2): (1, 1), (1, 0): (2, 1), (1, 2): (0, -1), (2, 0): (1, -1), (2, 1): (0, 1)}
+    for a in range(3):
+        for b in range(3):
+            r = 3 * a + b
+            for c in range(3):
+                if (a, c) in sk:                     # (wx)[a, c] I[c, b]
+                    e, sg = sk[(a, c)]
+                    q.put(r, 3 * c + b, e, sg)
+                if (b, c) in sk:                     # (wx)[b, c] I[c, a]
+                    e, sg = sk[(b, c)]
+                    q.put(r, 3 * c + a, e, sg)
+                if a != b and c in (a, b):           # on h_c: -u_a d_bc - d_ac u_b + 2 d_ab u_c
+                    q.put(r, 9 + c, 3 + (a if c == b else b), -1.0)
+                elif a == b and c != a:
+                    q.put(r, 9 + c, 3 + c, 2.0)
+            if (a, b) in sk:                         # -(kx)[a, b]
+                e, sg = sk[(a, b)]
+                q.put(r, 12 + e, 6, -sg)
+    # V x* M: rows 9-11 w x k + u x l, rows 12-14 w x l; (w x k)_a = (-kx w)_a: -(kx)[a, c] w_c
+    for a in range(3):
+        for c in range(3):
+            if (a, c) in sk:
+                e, sg = sk[(a, c)]                   # (kx)[a, c] = sg k_e: coefficient of k_e is -sg w_c
+                q.put(9 + a, 12 + e, c, -sg)
+                q.put(9 + a, 15 + e, 3 + c, -sg)
+                q.put(12 + a, 15 + e, c, -sg)
+    one = np.ones((nb, 1))
+    one.flags.writeable = False
+    return t.flat(np.arange(nb), 13), q.flat(np.arange(nb), 7), one
+
+
 def subtree_sums(model, K, f_ext=None, velocity=True):
     """``(IC, F, B11, M)``, stacked by body: the sums over each body's subtree, in root coordinates,
     of the inertias (a :class:`~sparsedyn.spatial.RigidInertia` of (..., NB) arrays), the forces
@@ -128,9 +196,11 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
     lv = levels(model)
     IC = rigid_transform(K.Xr, lv.inertia)
-    F = rigid_apply(IC, K.A)
+    F = K.A if velocity and not bk.is_symbolic(K.A) else rigid_apply(IC, K.A)
     B11 = M = None
-    if velocity:
+    if velocity and not (bk.is_symbolic(F) or bk.is_symbolic(K.V)):
+        F, B11, M = _body_terms(IC, K.V, K.A)
+    elif velocity:
         M = rigid_apply(IC, K.V)
         F = F + cross_force(K.V, M)
         B11 = _B11(IC, K.V, M[..., :3])
@@ -284,45 +354,62 @@ def _product_table(model):
     ``Bw = [B11; -2 lx]``."""
     table = _TABLES.get(model)
     if table is None:
-        at, c = np.zeros((21, 21), int), np.zeros((21, 21))
-
-        def put(r, k, i, sign=1.0):
-            at[r, k], c[r, k] = i, sign
-
-        def skew(r, k, o, sign=1.0):          # the block o x (3, 3) at (r, k): [[0, -z, y], [z, 0, -x], [-y, x, 0]]
-            for i, j, e, s in ((0, 1, 2, -1), (0, 2, 1, 1), (1, 0, 2, 1), (1, 2, 0, -1), (2, 0, 1, -1), (2, 1, 0, 1)):
-                put(r + i, k + j, o + e, s * sign)
-
-        def inertia(r, k):
-            for i in range(3):
-                for j in range(3):
-                    put(r + i, k + j, _I + 3 * i + j)
-                put(r + 3 + i, k + 3 + i, _M)
-            skew(r, k + 3, _H)
-            skew(r + 3, k, _H, -1.0)          # hx^T = -hx
-
-        def bw(r, k):
-            for i in range(3):
-                for j in range(3):
-                    put(r + i, k + j, _B + 3 * i + j)
-            skew(r + 3, k, _L, -2.0)
-
-        inertia(0, 0)
-        skew(6, 0, _N, -1.0), skew(6, 3, _F, -1.0), skew(9, 0, _F, -1.0)
-        inertia(6, 6)
-        bw(6, 12)
-        bw(12, 0)
-        inertia(12, 15)
+        t = _Table(21, 21)
+        t.inertia(0, 0)
+        t.skew(6, 0, _N, -1.0), t.skew(6, 3, _F, -1.0), t.skew(9, 0, _F, -1.0)
+        t.inertia(6, 6)
+        t.bw(6, 12)
+        t.bw(12, 0)
+        t.inertia(12, 15)
         for i in range(3):
             for j in range(3):
-                put(18 + i, j, _B + 3 * j + i)
-        skew(18, 3, _L, 2.0)
+                t.put(18 + i, j, _B + 3 * j + i)
+        t.skew(18, 3, _L, 2.0)
+        at, c = t.at, t.c
         db = levels(model).dof_body
         index = (db[:, None, None] * _NPAR + at).reshape(-1)
         coef = np.broadcast_to(c, (len(db), 21, 21)).reshape(-1)
         index.flags.writeable = coef.flags.writeable = False
         table = _TABLES[model] = (index, coef)
     return table
+
+
+class _Table:
+    """A gather table ``(at, c)``: the matrix ``M[r, k] = p[at[r, k]] * c[r, k]`` of a parameter
+    vector ``p`` (entries ``c = 0`` are structural zeros), filled block by block."""
+
+    def __init__(self, rows, cols):
+        self.at, self.c = np.zeros((rows, cols), int), np.zeros((rows, cols))
+
+    def put(self, r, k, i, sign=1.0):
+        self.at[r, k] = i
+        self.c[r, k] += sign
+
+    def skew(self, r, k, o, sign=1.0):      # the block (p[o:o+3]) x at (r, k): [[0, -z, y], [z, 0, -x], [-y, x, 0]]
+        for i, j, e, s in ((0, 1, 2, -1), (0, 2, 1, 1), (1, 0, 2, 1), (1, 2, 0, -1), (2, 0, 1, -1), (2, 1, 0, 1)):
+            self.put(r + i, k + j, o + e, s * sign)
+
+    def inertia(self, r, k):                # [[I, hx], [hx^T, m 1]] from p = [m, h, I, ...]
+        for i in range(3):
+            for j in range(3):
+                self.put(r + i, k + j, _I + 3 * i + j)
+            self.put(r + 3 + i, k + 3 + i, _M)
+        self.skew(r, k + 3, _H)
+        self.skew(r + 3, k, _H, -1.0)       # hx^T = -hx
+
+    def bw(self, r, k):                     # [B11; -2 lx]
+        for i in range(3):
+            for j in range(3):
+                self.put(r + i, k + j, _B + 3 * i + j)
+        self.skew(r + 3, k, _L, -2.0)
+
+    def flat(self, rows, width):
+        """``(index, coef)`` flat over the stacked parameter vectors (n, width) for the rows ``rows``
+        (index array): one table per row, side by side (read-only)."""
+        index = (np.asarray(rows)[:, None, None] * width + self.at).reshape(-1)
+        coef = np.broadcast_to(self.c, (len(rows),) + self.c.shape).reshape(-1)
+        index.flags.writeable = coef.flags.writeable = False
+        return index, coef
 
 
 def _stack_broadcast(*xs):
