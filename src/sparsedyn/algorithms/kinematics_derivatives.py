@@ -86,6 +86,7 @@ class Levels:
         for i in range(NB):
             self.above[i, model.ancestors(i)] = 1
         self.below = self.above.T.astype(float)
+        self.above_float = self.above.astype(float)
         self.root_of = np.array([model.ancestors(i)[-1] for i in range(NB)], int)
         self.parent_or_pad = np.where(parent < 0, NB, parent)
         self.dof_body = np.asarray(model.dof_body, int)
@@ -214,14 +215,19 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
             X = compose(Transform(Eup[..., L, :, :], rup[..., L, :]), Transform(E[..., P, :, :], r[..., P, :]))
             E[..., L, :, :], r[..., L, :] = X.E, X.r
         return Transform(E, r)
-    # rows: Xup for a body with a parent, the identity for a root and for the appended row NB
-    E = np.concatenate([Eup, np.zeros(Eup.shape[:-3] + (1, 3, 3)) + _EYE3], -3).take(lv.root_or_pad, -3)
-    r = np.concatenate([rup, np.zeros(rup.shape[:-2] + (1, 3))], -2).take(lv.root_or_pad, -2)
+    # rows: Xup for a body with a parent, the identity for a root and for the appended row NB, as
+    # homogeneous 4x4 matrices [[E, -E r], [0, 1]] (a composition is one product)
+    lead = Eup.shape[:-3] if Eup.shape[:-3] == rup.shape[:-2] else np.broadcast_shapes(Eup.shape[:-3], rup.shape[:-2])
+    T = np.zeros(lead + (NB + 1, 4, 4))
+    T[..., :NB, :3, :3] = Eup
+    T[..., :NB, :3, 3:] = Eup @ -rup[..., None]
+    T[..., NB, :3, :3] = _EYE3
+    T[..., 3, 3] = 1.0
+    T = T.take(lv.root_or_pad, -3)
     for J in lv.jumps:
-        E2 = E.take(J, -3)                                   # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
-        r = r.take(J, -2) + (E2.swapaxes(-1, -2) @ r[..., None])[..., 0]
-        E = E @ E2
-    return Transform(E[..., :NB, :, :], r[..., :NB, :])
+        T = T @ T.take(J, -3)                                # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
+    E = T[..., :NB, :3, :3]
+    return Transform(E, -(E.swapaxes(-1, -2) @ T[..., :NB, :3, 3:])[..., 0])
 
 
 _JUMP_MAX_STATES = 16
@@ -253,7 +259,8 @@ def root_motion(model, q, v, a=None, a_root=None):
     K.Xr = root_transforms_stacked(model, K.Xup)
     K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
     vJ = segment_sum(K.xi * v[..., :, None], lv.dof_body, NB, lv.dof_sum)
-    V = lv.above @ vJ                                        # V_i = sum of vJ over i's ancestors and i
+    above = lv.above if bk.is_symbolic(vJ) else lv.above_float
+    V = above @ vJ                                           # V_i = sum of vJ over i's ancestors and i
     K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
     K.A = K.Al = None
     if a is not None:
@@ -262,8 +269,11 @@ def root_motion(model, q, v, a=None, a_root=None):
         if a_root is not None:                               # the world's acceleration in each root's coordinates
             a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
             A[..., roots, :] = A[..., roots, :] + a0
-        A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
-        A = lv.above @ A
+        if bk.is_symbolic(V) or bk.is_symbolic(A):
+            A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
+        else:       # floats: a root's V x vJ (V = vJ) is exactly 0, so no gather and scatter of the others
+            A = A + cross_motion(V, vJ)
+        A = above @ A
         Al = with_pad(A).take(lv.parent_or_pad, -2)
         if a_root is not None:
             Al[..., roots, :] = a0
