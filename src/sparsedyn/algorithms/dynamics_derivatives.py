@@ -59,7 +59,7 @@ from ..kernels import kernel
 from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner,
                        rigid_apply, rigid_transform, skew)
 from .fd import ltdl_checker
-from .kinematics_derivatives import levels, root_motion
+from .kinematics_derivatives import common_shape, levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
@@ -129,7 +129,7 @@ def _body_terms(IC, V, A):
     nb = V.shape[-2]
     lead = IC.h.shape[:-2]
     if not (V.shape[:-2] == A.shape[:-2] == lead):
-        lead = np.broadcast_shapes(lead, V.shape[:-2], A.shape[:-2])
+        lead = common_shape(lead, V.shape[:-2], A.shape[:-2])
         V, A = (np.broadcast_to(x, lead + x.shape[-2:]) for x in (V, A))
         IC = RigidInertia(IC.m, np.broadcast_to(IC.h, lead + IC.h.shape[-2:]), np.broadcast_to(IC.I, lead + IC.I.shape[-3:]))
     (i6, c6), (iq, cq), one = _body_tables(nb)
@@ -323,7 +323,7 @@ def _products(model, sums, xi, chi, psi, phi):
     ``[xi, chi, psi_w, phi]`` (the products of the generic form, summed in another order: equal to
     rounding; a few NumPy calls instead of some forty)."""
     IC, F, B11, M = sums
-    lead = np.broadcast_shapes(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
+    lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
     nb = F.shape[-2]
     parts = [IC.m[..., None], IC.h, IC.I.reshape(IC.I.shape[:-2] + (9,)), F, B11.reshape(B11.shape[:-2] + (9,)), M]
     p = np.concatenate([x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts], -1)
@@ -331,7 +331,7 @@ def _products(model, sums, xi, chi, psi, phi):
     G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
     G *= coef
     zs = (xi, chi, psi[..., :3], phi)
-    zl = np.broadcast_shapes(*(x.shape[:-2] for x in zs))
+    zl = common_shape(*(x.shape[:-2] for x in zs))
     z = np.concatenate([x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs], -1)
     out = (G.reshape(lead + (-1, 21, 21)) @ z[..., None])[..., 0]
     return {"P": out[..., :6], "Tq": out[..., 6:12], "Tv": out[..., 12:18], "Qw": out[..., 18:]}
@@ -435,11 +435,37 @@ def _multi_dof(model):
 def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
     """``(T, shape, dtype)``: :func:`joint_terms` at state ``(q, v, a)``, with its batch shape and dtype."""
     g = model.gravity if gravity is None else gravity
-    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
-                                () if f_ext is None else f_ext.shape[:-2])
+    shape = common_shape(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
+                         *(() if f_ext is None else (f_ext.shape[:-2],)))
     dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
-    K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))
+    K = root_motion(model, q, v, a, _world_acceleration(model, g))
     return joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity), shape, dtype
+
+
+def _world_acceleration(model, g):
+    """``-[0; g]`` (..., 6): the acceleration of the world seen by the roots (RNEA's gravity);
+    the model's own gravity on float arrays from a per-model cache."""
+    if g is model.gravity and not bk.is_symbolic(g):
+        cached = _ARMATURE.get(model)
+        if cached is None:
+            cached = _armature_cache(model)
+        if cached[2] is g:
+            return cached[1]
+    return -np.concatenate([0 * g, g], -1)
+
+
+_ARMATURE = weakref.WeakKeyDictionary()
+
+
+def _armature_cache(model):
+    """``(diag(armature) or None, -[0; g], g)`` of a (frozen) model, cached: constants the NumPy path
+    asks for on every call."""
+    arm = np.asarray(model.armature, dtype=float)
+    g = model.gravity
+    a0 = -np.concatenate([0 * g, g], -1)
+    a0.flags.writeable = False
+    out = _ARMATURE[model] = (np.diag(arm) if np.any(arm) else None, a0, g)
+    return out
 
 
 def _inertia_matrix(model, T, shape, dtype):
@@ -449,8 +475,9 @@ def _inertia_matrix(model, T, shape, dtype):
         Dm, Um = _pair_masks(model)
         PX = T["P"] @ T["xi"].swapaxes(-1, -2)
         H = Dm * PX + Um * PX.swapaxes(-1, -2)
-        if np.any(model.armature):
-            H += np.diag(np.asarray(model.armature, dtype=float))
+        arm = (_ARMATURE.get(model) or _armature_cache(model))[0]
+        if arm is not None:
+            H += arm
         return H if H.shape[:-2] == shape else np.broadcast_to(H, shape + H.shape[-2:]).copy()
     rd, cd, ra, ca, mirror = branch_pairs(model)
     low = _dot(T["P"].take(rd, -2), T["xi"].take(cd, -2))

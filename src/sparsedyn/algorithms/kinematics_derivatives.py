@@ -41,7 +41,13 @@ from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation,
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
-           "RootMotion", "root_motion", "stacked", "broadcast_columns"]
+           "RootMotion", "root_motion", "stacked", "broadcast_columns", "common_shape"]
+
+
+def common_shape(*shapes):
+    """``np.broadcast_shapes(*shapes)``, without its cost when the shapes are equal (one state)."""
+    first = shapes[0]
+    return first if all(x == first for x in shapes[1:]) else np.broadcast_shapes(*shapes)
 
 
 def broadcast_columns(X: Transform):
@@ -217,7 +223,7 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
         return Transform(E, r)
     # rows: Xup for a body with a parent, the identity for a root and for the appended row NB, as
     # homogeneous 4x4 matrices [[E, -E r], [0, 1]] (a composition is one product)
-    lead = Eup.shape[:-3] if Eup.shape[:-3] == rup.shape[:-2] else np.broadcast_shapes(Eup.shape[:-3], rup.shape[:-2])
+    lead = common_shape(Eup.shape[:-3], rup.shape[:-2])
     T = np.zeros(lead + (NB + 1, 4, 4))
     T[..., :NB, :3, :3] = Eup
     T[..., :NB, :3, 3:] = Eup @ -rup[..., None]
@@ -254,7 +260,7 @@ def root_motion(model, q, v, a=None, a_root=None):
     lv, NB = levels(model), model.nbodies
     K = RootMotion()
     dtype = np.result_type(q, v, np.float64, *(() if a is None else (a,)))
-    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], () if a is None else a.shape[:-1])
+    shape = common_shape(q.shape[:-1], v.shape[:-1], *(() if a is None else (a.shape[:-1],)))
     K.Xup = stacked_joint_transforms(model, q, shape, dtype)
     K.Xr = root_transforms_stacked(model, K.Xup)
     K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
