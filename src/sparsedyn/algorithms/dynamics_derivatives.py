@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,7 +58,7 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner,
-                       rigid_apply, rigid_transform, skew)
+                       rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
 from .fd import ltdl_checker
 from .kinematics_derivatives import common_shape, levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
@@ -121,41 +122,49 @@ def _B11(RI: RigidInertia, V, k):
 _EYE3 = np.eye(3)
 
 
-def _body_terms(IC, V, A):
-    """``(f, B11, M)`` per body on float arrays (see :func:`subtree_sums`, before the sums): the
-    inertia as a 6x6 matrix gathered from its parameters times ``[A, V]`` (one product), then
-    ``[B11; V x* M] = Q(V) [I, h, M]`` with ``Q`` gathered from ``[w, u, 1]`` (:func:`_body_tables`):
+def _body_terms(model, Xr, V, A):
+    """``(hI, f, B11, M)`` per body on float arrays (see :func:`subtree_sums`, before the sums):
+    ``hI = [h, I]`` (..., NB, 12) of the inertia in root coordinates, read off ``IC = X^T I X``
+    (6x6 products, ``X`` gathered from ``E`` and ``E rx``), ``[IC A, IC V]`` (one product), then
+    ``[B11; V x* M] = Q(V) [h, I, M]`` with ``Q`` gathered from ``[w, u, 1]`` (:func:`_body_tables`):
     the products of the generic form in a few NumPy calls, summed in another order (equal to rounding)."""
+    E, r = Xr
     nb = V.shape[-2]
-    lead = IC.h.shape[:-2]
-    if not (V.shape[:-2] == A.shape[:-2] == lead):
-        lead = common_shape(lead, V.shape[:-2], A.shape[:-2])
-        V, A = (np.broadcast_to(x, lead + x.shape[-2:]) for x in (V, A))
-        IC = RigidInertia(IC.m, np.broadcast_to(IC.h, lead + IC.h.shape[-2:]), np.broadcast_to(IC.I, lead + IC.I.shape[-3:]))
-    (i6, c6), (iq, cq), one = _body_tables(nb)
-    I9, h = IC.I.reshape(lead + (nb, 9)), IC.h
-    m = IC.m[..., None]
-    p = np.concatenate([m if m.ndim == h.ndim else np.broadcast_to(m, lead + (nb, 1)), h, I9], -1)
-    IC6 = p.reshape(lead + (-1,)).take(i6, -1, mode="clip")               # in range: no checked gather
-    IC6 *= c6
-    IAM = np.concatenate([A, V], -1).reshape(lead + (nb, 2, 6)) @ IC6.reshape(lead + (nb, 6, 6))   # IC symmetric
+    lead = common_shape(E.shape[:-3], r.shape[:-2], V.shape[:-2], A.shape[:-2])
+    if not (V.shape[:-2] == A.shape[:-2] == E.shape[:-3] == r.shape[:-2]):
+        V, A, r = (np.broadcast_to(x, lead + x.shape[-2:]) for x in (V, A, r))
+        E = np.broadcast_to(E, lead + E.shape[-3:])
+    (ix, cx), (ih, iq, cq), one = _body_tables(nb)
+    src = np.concatenate([E.reshape(lead + (nb, 9)), (E @ skew(r)).reshape(lead + (nb, 9))], -1)
+    X = src.reshape(lead + (-1,)).take(ix, -1, mode="clip")               # in range: no checked gather
+    X *= cx
+    X = X.reshape(lead + (nb, 6, 6))                                      # [[E, 0], [-E rx, E]]
+    IC = X.swapaxes(-1, -2) @ (_constants(model).inertia6 @ X)
+    hI = IC.reshape(lead + (-1,)).take(ih, -1, mode="clip").reshape(lead + (nb, 12))
+    IAM = np.concatenate([A, V], -1).reshape(lead + (nb, 2, 6)) @ IC.swapaxes(-1, -2)   # rows (IC A)^T, (IC V)^T
     M = IAM[..., 1, :]
     src = np.concatenate([V, one if not lead else np.ones(lead + (nb, 1))], -1)
     Q = src.reshape(lead + (-1,)).take(iq, -1, mode="clip")
     Q *= cq
-    out = (Q.reshape(lead + (nb, 15, 18)) @ np.concatenate([I9, h, M], -1)[..., None])[..., 0]
-    return IAM[..., 0, :] + out[..., 9:], out[..., :9].reshape(lead + (nb, 3, 3)), M
+    out = (Q.reshape(lead + (nb, 15, 18)) @ np.concatenate([hI, M], -1)[..., None])[..., 0]
+    return hI, IAM[..., 0, :] + out[..., 9:], out[..., :9], M
 
 
 @functools.lru_cache(maxsize=64)
 def _body_tables(nb):
-    """Gather tables of :func:`_body_terms` for ``nb`` bodies, and a column of ones (nb, 1): the 6x6
-    inertia from ``[m, h, I]`` (13 per body) and ``Q`` (15, 18) from ``[w, u, 1]`` (7 per body), with
-    ``[B11; V x* M] = Q [I, h, k, l]`` (``M = [k; l]``, ``V x* M = [w x k + u x l; w x l]``)::
+    """Gather tables of :func:`_body_terms` for ``nb`` bodies, and a column of ones (nb, 1): ``X``
+    (6, 6) from ``[E, E rx]`` (18 per body); ``[h, I]`` from ``IC`` (36 per body); ``Q`` (15, 18)
+    from ``[w, u, 1]`` (7 per body), with ``[B11; V x* M] = Q [h, I, k, l]`` (``M = [k; l]``,
+    ``V x* M = [w x k + u x l; w x l]``)::
 
         B11[a, b] = (wx I)[a, b] + (wx I)[b, a] - u_a h_b - h_a u_b + 2 d_ab (u.h) - (kx)[a, b]"""
-    t = _Table(6, 6)
-    t.inertia(0, 0)
+    x = _Table(6, 6)
+    for i in range(3):
+        for j in range(3):
+            x.put(i, j, 3 * i + j)
+            x.put(3 + i, 3 + j, 3 * i + j)
+            x.put(3 + i, j, 9 + 3 * i + j, -1.0)
+    hI = np.array([2 * 6 + 4, 0 * 6 + 5, 1 * 6 + 3] + [6 * i + j for i in range(3) for j in range(3)])
     q = _Table(15, 18)
     sk = {(0, 1): (2, -1), (0, 2): (1, 1), (1, 0): (2, 1), (1, 2): (0, -1), (2, 0): (1, -1), (2, 1): (0, 1)}
     for a in range(3):
@@ -164,14 +173,14 @@ def _body_tables(nb):
             for c in range(3):
                 if (a, c) in sk:                     # (wx)[a, c] I[c, b]
                     e, sg = sk[(a, c)]
-                    q.put(r, 3 * c + b, e, sg)
+                    q.put(r, 3 + 3 * c + b, e, sg)
                 if (b, c) in sk:                     # (wx)[b, c] I[c, a]
                     e, sg = sk[(b, c)]
-                    q.put(r, 3 * c + a, e, sg)
+                    q.put(r, 3 + 3 * c + a, e, sg)
                 if a != b and c in (a, b):           # on h_c: -u_a d_bc - d_ac u_b + 2 d_ab u_c
-                    q.put(r, 9 + c, 3 + (a if c == b else b), -1.0)
+                    q.put(r, c, 3 + (a if c == b else b), -1.0)
                 elif a == b and c != a:
-                    q.put(r, 9 + c, 3 + c, 2.0)
+                    q.put(r, c, 3 + c, 2.0)
             if (a, b) in sk:                         # -(kx)[a, b]
                 e, sg = sk[(a, b)]
                 q.put(r, 12 + e, 6, -sg)
@@ -185,7 +194,10 @@ def _body_tables(nb):
                 q.put(12 + a, 15 + e, c, -sg)
     one = np.ones((nb, 1))
     one.flags.writeable = False
-    return t.flat(np.arange(nb), 13), q.flat(np.arange(nb), 7), one
+    rows = np.arange(nb)
+    ih = (rows[:, None] * 36 + hI).reshape(-1)
+    ih.flags.writeable = False
+    return x.flat(rows, 18), (ih,) + q.flat(rows, 7), one
 
 
 def subtree_sums(model, K, f_ext=None, velocity=True):
@@ -195,22 +207,31 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     and the momenta ``I_i V_i`` (..., NB, 6) (``B11``, ``M`` ``None`` without ``velocity``).
     ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
     lv = levels(model)
-    IC = rigid_transform(K.Xr, lv.inertia)
-    F = K.A if velocity and not bk.is_symbolic(K.A) else rigid_apply(IC, K.A)
-    B11 = M = None
-    if velocity and not (bk.is_symbolic(F) or bk.is_symbolic(K.V)):
-        F, B11, M = _body_terms(IC, K.V, K.A)
-    elif velocity:
-        M = rigid_apply(IC, K.V)
-        F = F + cross_force(K.V, M)
-        B11 = _B11(IC, K.V, M[..., :3])
-    if f_ext is not None:
-        F = F - apply_force_transpose(K.Xr, f_ext)
-    shape, NB = F.shape[:-2], model.nbodies
-    parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
-    cores = _SUM_CORES[:len(parts)]
-    X = np.concatenate([_flat(x, shape + (NB,), c) for x, c in zip(parts, cores)], -1)   # one array: one sum
-    m, X = _subtree_sum(lv, np.array(IC.m)), _subtree_sum(lv, X)
+    NB = model.nbodies
+    if velocity and not any(bk.is_symbolic(x) for x in (K.A, K.V, K.Xr.E, K.Xr.r)):
+        hI, F, B11, M = _body_terms(model, K.Xr, K.V, K.A)
+        if f_ext is not None:
+            F = F - apply_force_transpose(K.Xr, f_ext)
+        shape = F.shape[:-2]
+        parts = [hI, F, B11, M]
+        X = np.concatenate([x if x.shape[:-2] == shape else np.broadcast_to(x, shape + x.shape[-2:]) for x in parts], -1)
+        m, X = _constants(model).mass_sums, _subtree_sum(lv, X)
+        cores = _SUM_CORES
+    else:
+        IC = rigid_transform(K.Xr, lv.inertia)
+        F = rigid_apply(IC, K.A)
+        B11 = M = None
+        if velocity:
+            M = rigid_apply(IC, K.V)
+            F = F + cross_force(K.V, M)
+            B11 = _B11(IC, K.V, M[..., :3])
+        if f_ext is not None:
+            F = F - apply_force_transpose(K.Xr, f_ext)
+        shape = F.shape[:-2]
+        parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
+        cores = _SUM_CORES[:len(parts)]
+        X = np.concatenate([_flat(x, shape + (NB,), c) for x, c in zip(parts, cores)], -1)   # one array: one sum
+        m, X = _subtree_sum(lv, np.array(IC.m)), _subtree_sum(lv, X)
     out, k = [], 0
     for c in cores:
         n = _SIZE[c]
@@ -444,28 +465,42 @@ def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
 
 def _world_acceleration(model, g):
     """``-[0; g]`` (..., 6): the acceleration of the world seen by the roots (RNEA's gravity);
-    the model's own gravity on float arrays from a per-model cache."""
+    the model's own gravity on float arrays from the per-model cache."""
     if g is model.gravity and not bk.is_symbolic(g):
-        cached = _ARMATURE.get(model)
-        if cached is None:
-            cached = _armature_cache(model)
-        if cached[2] is g:
-            return cached[1]
+        c = _constants(model)
+        if c.gravity is g:
+            return c.world_acceleration
     return -np.concatenate([0 * g, g], -1)
 
 
-_ARMATURE = weakref.WeakKeyDictionary()
+class _Constants(NamedTuple):
+    """Constants of a (frozen) model that the NumPy path asks for on every call: ``armature``
+    (nv, nv) diagonal or ``None``; ``world_acceleration = -[0; g]`` of ``gravity``; the bodies'
+    inertias as 6x6 matrices ``inertia6`` (NB, 6, 6) and their subtree masses ``mass_sums`` (NB,)."""
+
+    armature: np.ndarray | None
+    world_acceleration: np.ndarray
+    gravity: np.ndarray
+    inertia6: np.ndarray
+    mass_sums: np.ndarray
 
 
-def _armature_cache(model):
-    """``(diag(armature) or None, -[0; g], g)`` of a (frozen) model, cached: constants the NumPy path
-    asks for on every call."""
-    arm = np.asarray(model.armature, dtype=float)
-    g = model.gravity
-    a0 = -np.concatenate([0 * g, g], -1)
-    a0.flags.writeable = False
-    out = _ARMATURE[model] = (np.diag(arm) if np.any(arm) else None, a0, g)
-    return out
+_CONSTANTS = weakref.WeakKeyDictionary()
+
+
+def _constants(model) -> _Constants:
+    c = _CONSTANTS.get(model)
+    if c is None:
+        arm = np.asarray(model.armature, dtype=float)
+        g = model.gravity
+        lv = levels(model)
+        c = _Constants(np.diag(arm) if np.any(arm) else None, -np.concatenate([0 * g, g], -1), g,
+                       rigid_inertia_matrix(lv.inertia), lv.below @ np.asarray(lv.inertia.m, dtype=float))
+        for x in c:
+            if isinstance(x, np.ndarray):
+                x.flags.writeable = False
+        _CONSTANTS[model] = c
+    return c
 
 
 def _inertia_matrix(model, T, shape, dtype):
@@ -475,7 +510,7 @@ def _inertia_matrix(model, T, shape, dtype):
         Dm, Um = _pair_masks(model)
         PX = T["P"] @ T["xi"].swapaxes(-1, -2)
         H = Dm * PX + Um * PX.swapaxes(-1, -2)
-        arm = (_ARMATURE.get(model) or _armature_cache(model))[0]
+        arm = _constants(model).armature
         if arm is not None:
             H += arm
         return H if H.shape[:-2] == shape else np.broadcast_to(H, shape + H.shape[-2:]).copy()
