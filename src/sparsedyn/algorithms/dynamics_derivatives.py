@@ -122,7 +122,7 @@ def _B11(RI: RigidInertia, V, k):
 _EYE3 = np.eye(3)
 
 
-def _body_terms(model, Xr, V, A):
+def _body_terms(model, Xr, V, A, EErx=None):
     """``(hI, f, B11, M)`` per body on float arrays (see :func:`subtree_sums`, before the sums):
     ``hI = [h, I]`` (..., NB, 12) of the inertia in root coordinates, read off ``IC = X^T I X``
     (6x6 products, ``X`` gathered from ``E`` and ``E rx``), ``[IC A, IC V]`` (one product), then
@@ -135,7 +135,8 @@ def _body_terms(model, Xr, V, A):
         V, A, r = (np.broadcast_to(x, lead + x.shape[-2:]) for x in (V, A, r))
         E = np.broadcast_to(E, lead + E.shape[-3:])
     (ix, cx), (ih, iq, cq), one = _body_tables(nb)
-    src = np.concatenate([E.reshape(lead + (nb, 9)), (E @ skew(r)).reshape(lead + (nb, 9))], -1)
+    src = EErx if EErx is not None and EErx.shape[:-2] == lead else \
+        np.concatenate([E.reshape(lead + (nb, 9)), (E @ skew(r)).reshape(lead + (nb, 9))], -1)
     X = src.reshape(lead + (-1,)).take(ix, -1, mode="clip")               # in range: no checked gather
     X *= cx
     X = X.reshape(lead + (nb, 6, 6))                                      # [[E, 0], [-E rx, E]]
@@ -209,7 +210,7 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     lv = levels(model)
     NB = model.nbodies
     if velocity and not any(bk.is_symbolic(x) for x in (K.A, K.V, K.Xr.E, K.Xr.r)):
-        hI, F, B11, M = _body_terms(model, K.Xr, K.V, K.A)
+        hI, F, B11, M = _body_terms(model, K.Xr, K.V, K.A, getattr(K, "EErx", None))
         if f_ext is not None:
             F = F - apply_force_transpose(K.Xr, f_ext)
         shape = F.shape[:-2]

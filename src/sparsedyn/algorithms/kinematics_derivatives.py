@@ -37,7 +37,7 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
-                       cross_motion, rigid_inertia)
+                       cross_motion, rigid_inertia, skew)
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
@@ -246,10 +246,11 @@ class RootMotion:
     ``Xup``: ``i_X_parent(i)`` of every body (:func:`stacked_joint_transforms`); ``Xr``: ``i_X_root`` of every body, a stacked Transform (E (..., NB, 3, 3), r (..., NB, 3));
     ``xi`` (..., nv, 6): the joints' twists, one row per dof; ``V``, ``A`` (..., NB, 6): body velocities
     and accelerations (``A`` includes ``a_root``); ``Vl``, ``Al`` (..., NB, 6): those of the parents
-    (for a root body ``0`` and ``a_root`` moved into its coordinates).
+    (for a root body ``0`` and ``a_root`` moved into its coordinates).  ``EErx`` (..., NB, 18): on
+    float arrays ``[E, E rx]`` of ``Xr`` flattened (the entries of its 6x6 matrices), else ``None``.
     """
 
-    __slots__ = ("Xup", "Xr", "xi", "V", "A", "Vl", "Al")
+    __slots__ = ("Xup", "Xr", "xi", "V", "A", "Vl", "Al", "EErx")
 
 
 def root_motion(model, q, v, a=None, a_root=None):
@@ -263,7 +264,14 @@ def root_motion(model, q, v, a=None, a_root=None):
     shape = common_shape(q.shape[:-1], v.shape[:-1], *(() if a is None else (a.shape[:-1],)))
     K.Xup = stacked_joint_transforms(model, q, shape, dtype)
     K.Xr = root_transforms_stacked(model, K.Xup)
-    K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
+    K.EErx = None
+    if bk.is_symbolic(K.Xr.E) or bk.is_symbolic(K.Xr.r):
+        K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
+    else:               # floats: xi_d = Xr^-1 S_d, linear in the entries of [E, E rx]: one product per dof
+        E, r = K.Xr
+        lead = E.shape[:-3]
+        K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), (E @ skew(r)).reshape(lead + (NB, 9))], -1)
+        K.xi = (_xi_map(model) @ K.EErx.take(lv.dof_body, -2)[..., None])[..., 0]
     vJ = segment_sum(K.xi * v[..., :, None], lv.dof_body, NB, lv.dof_sum)
     above = lv.above if bk.is_symbolic(vJ) else lv.above_float
     V = above @ vJ                                           # V_i = sum of vJ over i's ancestors and i
@@ -285,6 +293,27 @@ def root_motion(model, q, v, a=None, a_root=None):
             Al[..., roots, :] = a0
         K.A, K.Al = A, Al
     return K
+
+
+_XI_MAPS = weakref.WeakKeyDictionary()
+
+
+def _xi_map(model):
+    """``C`` (nv, 6, 18) with ``xi_d = C_d [E, E rx]`` (the entries of the dof's body's ``Xr``, row-major):
+    ``Xr^-1 = [[E^T, 0], [rx E^T, E^T]]`` (``rx E^T = -(E rx)^T``) times the dof's ``S_d``, folded
+    (cached per model)."""
+    C = _XI_MAPS.get(model)
+    if C is None:
+        S = levels(model).S
+        C = np.zeros((len(S), 6, 18))
+        for i in range(3):
+            for j in range(3):
+                C[:, i, 3 * j + i] += S[:, j]                 # E^T w
+                C[:, 3 + i, 3 * j + i] += S[:, 3 + j]         # E^T u
+                C[:, 3 + i, 9 + 3 * j + i] -= S[:, j]         # rx E^T w
+        C.flags.writeable = False
+        C = _XI_MAPS[model] = C
+    return C
 
 
 _CHAINS = weakref.WeakKeyDictionary()
