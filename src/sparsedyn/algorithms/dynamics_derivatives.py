@@ -356,7 +356,8 @@ def _products(model, sums, xi, chi, psi, phi):
     zl = common_shape(*(x.shape[:-2] for x in zs))
     z = np.concatenate([x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs], -1)
     out = (G.reshape(lead + (-1, 21, 21)) @ z[..., None])[..., 0]
-    return {"P": out[..., :6], "Tq": out[..., 6:12], "Tv": out[..., 12:18], "Qw": out[..., 18:]}
+    return {"P": out[..., :6], "Tq": out[..., 6:12], "Tv": out[..., 12:18], "Qw": out[..., 18:],
+            "_z": z, "_out": out}
 
 
 # the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
@@ -530,6 +531,8 @@ def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=Tru
     """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
     ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
     T, shape, dtype = _derivative_terms(model, q, v, a, f_ext, gravity, velocity)
+    if want_da and "_out" in T:
+        return _assemble_all(model, T)
     out = _assemble(model, T, shape, dtype, velocity)
     if not velocity:
         return out[0]
@@ -578,6 +581,33 @@ def _assemble_float(model, T, velocity):
     return (Dm * low[..., :n] + Um * up[..., :n], Dm * low[..., n:] + Um * up[..., n:])
 
 
+def _assemble_all(model, T):
+    """``(dtau_dq, dtau_dv, H)`` from :func:`_float_terms`' ``T`` in a few NumPy calls: with its
+    ``z = [xi, chi, psi_w, phi]`` and ``out = [P, Tq, Tv, Qw]`` per dof, the lower pairs are
+    ``[P, Qw]_r . [chi, psi_w]_c`` and ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones ``xi_r . Tq_c``,
+    ``xi_r . Tv_c``, and ``H`` is ``P_r . xi_c`` below, mirrored above: three dense products masked by
+    :func:`_pair_masks` (equal to rounding to :func:`_assemble` and :func:`_inertia_matrix`)."""
+    z, out, xi = T["_z"], T["_out"], T["xi"]
+    n = xi.shape[-2]
+    lead = out.shape[:-2]
+    Dm, Um = _pair_masks(model)
+    row = out.take(_ROW, -1)                                                      # [P, Qw]
+    col = z.take(_COL, -1).reshape(z.shape[:-1] + (2, 9))                        # [chi, psi_w], [phi, xi_w]
+    low = row[..., None, :, :] @ np.moveaxis(col, -3, -1)                        # (..., 2, n, n)
+    up = xi[..., None, :, :] @ np.moveaxis(out[..., :18].reshape(lead + (n, 3, 6)), -3, -1)   # xi . [P, Tq, Tv]
+    R = np.concatenate([low, up[..., :1, :, :].swapaxes(-1, -2)], -3)            # lower: low_q, low_v, P . xi
+    U = up.take(_UP, -3)                                                          # upper: Tq, Tv, (P . xi)^T
+    H = Dm * R
+    H += Um * U
+    arm = _constants(model).armature
+    if arm is not None:
+        H[..., 2, :, :] += arm
+    return H[..., 0, :, :], H[..., 1, :, :], H[..., 2, :, :]
+
+
+_ROW = np.r_[0:6, 18:21]
+_COL = np.r_[6:15, 15:21, 0:3]
+_UP = np.array([1, 2, 0])
 _MASKS = weakref.WeakKeyDictionary()
 
 

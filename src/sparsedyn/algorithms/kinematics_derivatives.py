@@ -281,7 +281,11 @@ def root_motion(model, q, v, a=None, a_root=None):
         A = segment_sum(K.xi * a[..., :, None], lv.dof_body, NB, lv.dof_sum)
         roots, nonroot = lv.roots, lv.nonroot
         if a_root is not None:                               # the world's acceleration in each root's coordinates
-            a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
+            if bk.is_symbolic(a_root) or bk.is_symbolic(K.Xup.E) or a_root[..., :3].any():
+                a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
+            else:            # floats, a pure linear acceleration (gravity): X [0; u] = [0; E u], exactly
+                lin = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0]
+                a0 = np.concatenate([np.zeros(lin.shape), lin], -1)
             A[..., roots, :] = A[..., roots, :] + a0
         if bk.is_symbolic(V) or bk.is_symbolic(A):
             A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
