@@ -59,6 +59,7 @@ from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner,
                        rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
+from .aba import PIVOT_RTOL, own_inertia_scales
 from .fd import ltdl_checker
 from .kinematics_derivatives import common_shape, levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
@@ -660,16 +661,14 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
                                                             "nv joint forces")
     lam = dof_lambda(model)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
-    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None if symbolic else ltdl_checker(model, H)))
+    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None) if symbolic else _checked_factor(model, lam, H))
     qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
     WD = W * Dinv[..., None, :]
     Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
-    r, c = np.triu_indices(model.nv, 1)
+    free, dofs, Sinv, armature, (r, c), rest = _free_roots(model)
     Minv[..., c, r] = Minv[..., r, c]
-    free, dofs, Sinv, armature = _free_roots(model)
-    rest = np.setdiff1d(np.arange(model.nv), np.concatenate(free) if free else [])
     dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
     dqdd_dv = np.zeros(dv.shape, dtype=dv.dtype)
     dqdd_dq[..., rest] = -_solve(W, Dinv, dq[..., rest])
@@ -686,6 +685,35 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
             if np.any(arm):
                 out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
     return dqdd_dq, dqdd_dv, Minv
+
+
+def _checked_factor(model, lam, H):
+    """The packed ``L^T D L`` factor of a float ``H`` with its pivots checked as
+    :func:`~sparsedyn.fd_crb` checks them: LAPACK's factor (:func:`ltdl_kernel` without a check) and
+    one vectorized test of its pivots against twice the threshold; a pivot that is not clearly
+    above it sends ``H`` through the checked loop, which raises naming the joint (or agrees)."""
+    P = ltdl_kernel(lam, H, None)
+    own, any_unowned = _pivot_scales(model)
+    scale = own if not any_unowned else \
+        np.where(np.isnan(own), np.max(np.abs(H), axis=(-2, -1), initial=0.0)[..., None], own)
+    if np.all(np.diagonal(P, 0, -2, -1) > 2 * PIVOT_RTOL * scale):
+        return P
+    return ltdl_kernel(lam, H, ltdl_checker(model, H))
+
+
+_SCALES = weakref.WeakKeyDictionary()
+
+
+def _pivot_scales(model):
+    """``(scale, any_nan)``: per dof the scale of :func:`~sparsedyn.algorithms.aba.own_inertia_scales`
+    of its body (nv,), NaN where the body has none (``max|H|`` is used there), cached per model."""
+    out = _SCALES.get(model)
+    if out is None:
+        own = own_inertia_scales(model)
+        scale = np.array([np.nan if own[int(i)] is None else own[int(i)] for i in model.dof_body], dtype=float)
+        scale.flags.writeable = False
+        out = _SCALES[model] = (scale, bool(np.isnan(scale).any()))
+    return out
 
 
 def _bias_and_inertia(model, q, v, f_ext, gravity):
@@ -712,9 +740,10 @@ _FREE = weakref.WeakKeyDictionary()
 
 
 def _free_roots(model):
-    """``(cols, dofs, Sinv, armature)``: per root joint with six dofs, its dofs ``cols``, the dofs of
-    its tree ``dofs`` (index arrays), ``S^-1`` (6, 6) (its motion subspace is invertible:
-    ``H[:, cols] = P S + diag(armature)`` over the tree) and the armature of ``cols`` (6,)."""
+    """``(cols, dofs, Sinv, armature, upper, rest)``: per root joint with six dofs, its dofs ``cols``,
+    the dofs of its tree ``dofs`` (index arrays), ``S^-1`` (6, 6) (its motion subspace is invertible:
+    ``H[:, cols] = P S + diag(armature)`` over the tree) and the armature of ``cols`` (6,); then the
+    model's ``upper = triu_indices(nv, 1)`` and ``rest``, the dofs of no such joint."""
     out = _FREE.get(model)
     if out is None:
         cols, dofs, Sinv, arm = [], [], [], []
@@ -727,7 +756,8 @@ def _free_roots(model):
                 cols.append(c)
                 dofs.append(np.arange(c[0], int(model.v_start[end]) if end < model.nbodies else model.nv))
                 Sinv.append(np.linalg.inv(S))
-        out = _FREE[model] = (cols, dofs, Sinv, arm)
+        rest = np.setdiff1d(np.arange(model.nv), np.concatenate(cols) if cols else [])
+        out = _FREE[model] = (cols, dofs, Sinv, arm, np.triu_indices(model.nv, 1), rest)
     return out
 
 
