@@ -692,7 +692,8 @@ def _checked_factor(model, lam, H):
     :func:`~sparsedyn.fd_crb` checks them: LAPACK's factor (:func:`ltdl_kernel` without a check) and
     one vectorized test of its pivots against twice the threshold; a pivot that is not clearly
     above it sends ``H`` through the checked loop, which raises naming the joint (or agrees)."""
-    P = ltdl_kernel(lam, H, None)
+    with np.errstate(divide="ignore", invalid="ignore"):     # a singular H: the checked loop below says so
+        P = ltdl_kernel(lam, H, None)
     own, any_unowned = _pivot_scales(model)
     scale = own if not any_unowned else \
         np.where(np.isnan(own), np.max(np.abs(H), axis=(-2, -1), initial=0.0)[..., None], own)
