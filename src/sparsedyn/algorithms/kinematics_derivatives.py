@@ -118,6 +118,27 @@ class Levels:
         self.Xtree = Transform(np.stack([X.E for X in model.Xtree]), np.stack([X.r for X in model.Xtree])) if NB else None
         self.group_order = np.argsort(np.concatenate([b for _, b, _, _ in self.joint_groups]), kind="stable") \
             if NB else np.zeros(0, int)
+        self.float_groups = [_float_group(j, b, qidx, Xt) for j, b, qidx, Xt in self.joint_groups]
+        self.homogeneous_pad = np.zeros((NB + 1, 4, 4))     # rows [[*, *], [0, 1]], the last the identity
+        self.homogeneous_pad[:, 3, 3] = 1.0
+        self.homogeneous_pad[NB, :3, :3] = np.eye(3)
+        self.homogeneous_pad.flags.writeable = False
+
+
+def _float_group(joint, bodies, qidx, Xt):
+    """A joint group for :func:`stacked_joint_transforms` on floats: ``(joint, where, qidx, consts)``,
+    ``where`` a slice for consecutive bodies; for revolutes ``consts`` = the axis constants times the
+    tree rotations (``E = (c P + aa - s K) E_tree``, ``r = r_tree``: no composition), else the tree
+    transforms, ``None`` when they are identities (composing with them is exact: skipped)."""
+    where = slice(int(bodies[0]), int(bodies[-1]) + 1) if len(bodies) and \
+        np.array_equal(bodies, np.arange(bodies[0], bodies[-1] + 1)) else bodies
+    if isinstance(joint, _Revolutes):
+        consts = tuple(c @ Xt.E for c in joint.constants)
+        for c in consts:
+            c.flags.writeable = False
+        return joint, where, qidx[:, 0], (consts, Xt.r)
+    identity = np.array_equal(Xt.E, np.broadcast_to(np.eye(3), Xt.E.shape)) and not np.any(Xt.r)
+    return joint, where, qidx, None if identity else Xt
 
 
 _REVOLUTE = ("revolute", "continuous")
@@ -187,6 +208,19 @@ def stacked_joint_transforms(model, q, shape, dtype):
     lv, NB = levels(model), model.nbodies
     if not NB:
         return Transform(np.zeros(shape + (0, 3, 3), dtype=dtype), np.zeros(shape + (0, 3), dtype=dtype))
+    if not bk.is_symbolic(q) and dtype == np.float64:     # floats: each group written in place
+        E, r = np.empty(shape + (NB, 3, 3)), np.empty(shape + (NB, 3))
+        for joint, where, qidx, consts in lv.float_groups:
+            if isinstance(joint, _Revolutes):
+                E[..., where, :, :] = axes_rotation(consts[0], q.take(qidx, -1))
+                r[..., where, :] = consts[1]
+            else:
+                XJ, _ = joint.jcalc(q.take(qidx, -1))
+                if consts is not None:
+                    XJ = compose(XJ, consts)
+                E[..., where, :, :] = XJ.E
+                r[..., where, :] = XJ.r
+        return Transform(E, r)
     E, r = [], []
     for joint, _, qidx, _ in lv.joint_groups:
         XJ, _ = joint.jcalc(q.take(qidx, -1))
@@ -224,11 +258,9 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
     # rows: Xup for a body with a parent, the identity for a root and for the appended row NB, as
     # homogeneous 4x4 matrices [[E, -E r], [0, 1]] (a composition is one product)
     lead = common_shape(Eup.shape[:-3], rup.shape[:-2])
-    T = np.zeros(lead + (NB + 1, 4, 4))
+    T = lv.homogeneous_pad.copy() if not lead else np.broadcast_to(lv.homogeneous_pad, lead + (NB + 1, 4, 4)).copy()
     T[..., :NB, :3, :3] = Eup
-    T[..., :NB, :3, 3:] = Eup @ -rup[..., None]
-    T[..., NB, :3, :3] = _EYE3
-    T[..., 3, 3] = 1.0
+    np.matmul(Eup, -rup[..., None], out=T[..., :NB, :3, 3:])
     T = T.take(lv.root_or_pad, -3)
     for J in lv.jumps:
         T = T @ T.take(J, -3)                                # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
