@@ -586,29 +586,49 @@ def _assemble_all(model, T):
     """``(dtau_dq, dtau_dv, H)`` from :func:`_float_terms`' ``T`` in a few NumPy calls: with its
     ``z = [xi, chi, psi_w, phi]`` and ``out = [P, Tq, Tv, Qw]`` per dof, the lower pairs are
     ``[P, Qw]_r . [chi, psi_w]_c`` and ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones ``xi_r . Tq_c``,
-    ``xi_r . Tv_c``, and ``H`` is ``P_r . xi_c`` below, mirrored above: three dense products masked by
-    :func:`_pair_masks` (equal to rounding to :func:`_assemble` and :func:`_inertia_matrix`)."""
-    z, out, xi = T["_z"], T["_out"], T["xi"]
-    n = xi.shape[-2]
-    lead = out.shape[:-2]
-    Dm, Um = _pair_masks(model)
-    row = out.take(_ROW, -1)                                                      # [P, Qw]
-    col = z.take(_COL, -1).reshape(z.shape[:-1] + (2, 9))                        # [chi, psi_w], [phi, xi_w]
-    low = row[..., None, :, :] @ np.moveaxis(col, -3, -1)                        # (..., 2, n, n)
-    up = xi[..., None, :, :] @ np.moveaxis(out[..., :18].reshape(lead + (n, 3, 6)), -3, -1)   # xi . [P, Tq, Tv]
-    R = np.concatenate([low, up[..., :1, :, :].swapaxes(-1, -2)], -3)            # lower: low_q, low_v, P . xi
-    U = up.take(_UP, -3)                                                          # upper: Tq, Tv, (P . xi)^T
-    H = Dm * R
-    H += Um * U
+    ``xi_r . Tv_c``, and ``H`` is ``P_r . xi_c`` below, mirrored above: five dense products
+    (..., 5, nv, 9) @ (..., 5, 9, nv) of rows gathered by one ``take`` each (:func:`_assemble_plan`),
+    masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble` and :func:`_inertia_matrix`)."""
+    z, out = T["_z"], T["_out"]
+    n = z.shape[-2]
+    lead = z.shape[:-2]
+    left, right, masks, upper_t = _assemble_plan(model)
+    src = np.concatenate([z, out, np.zeros(lead + (n, 1))], -1).reshape(lead + (n * 43,))
+    M = src.take(left, -1).reshape(lead + (5, n, 9)) @ src.take(right, -1).reshape(lead + (5, n, 9)).swapaxes(-1, -2)
+    Y = M * masks
+    D = Y[..., :2, :, :] + Y[..., 2:4, :, :]                                     # dtau_dq, dtau_dv
+    H = Y[..., 4, :, :] + (M[..., 4, :, :] * upper_t).swapaxes(-1, -2)
     arm = _constants(model).armature
     if arm is not None:
-        H[..., 2, :, :] += arm
-    return H[..., 0, :, :], H[..., 1, :, :], H[..., 2, :, :]
+        H += arm
+    return D[..., 0, :, :], D[..., 1, :, :], H
 
 
-_ROW = np.r_[0:6, 18:21]
-_COL = np.r_[6:15, 15:21, 0:3]
-_UP = np.array([1, 2, 0])
+_PLANS = weakref.WeakKeyDictionary()
+
+
+def _assemble_plan(model):
+    """``(left, right, masks, upper_t)`` of :func:`_assemble_all`, cached per model: flat gathers
+    (5 nv 9,) from ``[z, out, 0]`` (43 per dof) of the five products' left rows
+    ``[P, Qw], [P, Qw], [xi, 0], [xi, 0], [P, 0]`` and right rows ``[chi, psi_w], [phi, xi_w],
+    [Tq, 0], [Tv, 0], [xi, 0]``; the masks ``[Dm, Dm, Um, Um, Dm]`` (5, nv, nv) and ``Um^T``."""
+    plan = _PLANS.get(model)
+    if plan is None:
+        xi, chi, psi_w, phi = np.r_[0:6], np.r_[6:12], np.r_[12:15], np.r_[15:21]
+        P, Tq, Tv, Qw = np.r_[21:27], np.r_[27:33], np.r_[33:39], np.r_[39:42]
+        zero = np.full(3, 42)
+        lsel = [np.r_[P, Qw], np.r_[P, Qw], np.r_[xi, zero], np.r_[xi, zero], np.r_[P, zero]]
+        rsel = [np.r_[chi, psi_w], np.r_[phi, xi[:3]], np.r_[Tq, zero], np.r_[Tv, zero], np.r_[xi, zero]]
+        d = np.arange(model.nv)[None, :, None] * 43
+        left, right = ((d + np.array(sel)[:, None, :]).reshape(-1) for sel in (lsel, rsel))
+        Dm, Um = _pair_masks(model)
+        plan = (left, right, np.stack([Dm, Dm, Um, Um, Dm]), np.ascontiguousarray(Um.T))
+        for x in plan:
+            x.flags.writeable = False
+        _PLANS[model] = plan
+    return plan
+
+
 _MASKS = weakref.WeakKeyDictionary()
 
 
