@@ -309,7 +309,10 @@ def root_motion(model, q, v, a=None, a_root=None):
     V = above @ vJ                                           # V_i = sum of vJ over i's ancestors and i
     K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
     K.A = K.Al = None
-    if a is not None:
+    if a is not None and not (bk.is_symbolic(V) or bk.is_symbolic(a) or bk.is_symbolic(K.Xup.E)
+                              or a_root is not None and bk.is_symbolic(a_root)):
+        _float_accelerations(model, K, a, a_root, vJ)
+    elif a is not None:
         A = segment_sum(K.xi * a[..., :, None], lv.dof_body, NB, lv.dof_sum)
         roots, nonroot = lv.roots, lv.nonroot
         if a_root is not None:                               # the world's acceleration in each root's coordinates
@@ -329,6 +332,54 @@ def root_motion(model, q, v, a=None, a_root=None):
             Al[..., roots, :] = a0
         K.A, K.Al = A, Al
     return K
+
+
+def _float_accelerations(model, K, a, a_root, vJ):
+    """``K.A``, ``K.Al`` of :func:`root_motion` on float arrays: ``A = above (S a + V x vJ + a0)``
+    as one product of the per-model matrix ``[above dof_sum, above, above roots]`` with the stacked
+    ``[xi a; V x vJ; a0]`` (a root's ``V x vJ`` is exactly 0: ``V = vJ``; the same terms as the
+    level form, added in another order), ``Al`` gathered from ``[A; a0]``."""
+    lv = levels(model)
+    roots, V = lv.roots, K.V
+    parts = [K.xi * a[..., :, None], cross_motion(V, vJ)]
+    a0 = None
+    if a_root is not None:
+        if a_root[..., :3].any():
+            a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
+        else:            # a pure linear acceleration (gravity): X [0; u] = [0; E u], exactly
+            lin = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0]
+            a0 = np.concatenate([np.zeros(lin.shape), lin], -1)
+        parts.append(a0)
+    lead = common_shape(*(x.shape[:-2] for x in parts))
+    parts = [x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts]
+    big, parent_or_a0 = _acceleration_plan(model)
+    A = big[:, :sum(x.shape[-2] for x in parts)] @ np.concatenate(parts, -2)
+    K.A = A
+    if a0 is None:
+        K.Al = with_pad(A).take(lv.parent_or_pad, -2)
+    else:
+        K.Al = np.concatenate([A, parts[2]], -2).take(parent_or_a0, -2)
+
+
+_ACC_PLANS = weakref.WeakKeyDictionary()
+
+
+def _acceleration_plan(model):
+    """``(big, parent_or_a0)`` of :func:`_float_accelerations`, cached per model: ``[above dof_sum,
+    above, above R]`` (NB, nv + NB + roots), ``R`` the roots' columns, and per body the row of
+    ``[A; a0]`` holding its parent's acceleration (``NB + k`` for the ``k``-th root)."""
+    plan = _ACC_PLANS.get(model)
+    if plan is None:
+        lv, NB = levels(model), model.nbodies
+        R = np.zeros((NB, len(lv.roots)))
+        R[lv.roots, np.arange(len(lv.roots))] = 1.0
+        big = np.concatenate([lv.above_float @ lv.dof_sum, lv.above_float, lv.above_float @ R], 1)
+        parent_or_a0 = np.asarray(model.parent, int).copy()
+        parent_or_a0[lv.roots] = NB + np.arange(len(lv.roots))
+        for x in (big, parent_or_a0):
+            x.flags.writeable = False
+        plan = _ACC_PLANS[model] = (big, parent_or_a0)
+    return plan
 
 
 _XI_MAPS = weakref.WeakKeyDictionary()
