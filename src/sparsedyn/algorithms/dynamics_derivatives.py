@@ -40,6 +40,13 @@ invertible, ``psi = 0``) needs no solve for its columns: over its tree
 
 ``dq`` derivatives are on the tangent space: ``d/d(dq) f(integrate(q, dq))`` at ``dq = 0``.
 
+On float arrays (the NumPy path, where a call costs what its number of NumPy operations costs)
+the same quantities are computed in fewer, larger operations: per-body and per-dof matrices
+gathered from the parameters by per-model index tables (:class:`_Table`) and applied by one
+batched product each, the pair dot products as masked dense products (:func:`_assemble_all`).
+The sums are associated differently (equal to rounding); traced, the written-out form runs, so the
+compiled program is unchanged.
+
 Conversion to Pinocchio's layout: ``sparsedyn.interop.pinocchio.derivative_to_pinocchio``
 (rows ``tau``-like, columns ``v``-like; Pinocchio orders a free joint linear-first).
 Pinocchio's ``fext`` is per joint in the joint frame, which for sparsedyn models is the
