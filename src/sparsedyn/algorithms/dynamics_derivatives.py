@@ -72,7 +72,7 @@ from .kinematics_derivatives import common_shape, levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
-           "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms", "dof_rows"]
+           "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms", "dof_rows", "momentum_columns"]
 
 _NVxNV = ("nv", "nv")
 _DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
@@ -365,7 +365,7 @@ def _products(model, sums, xi, chi, psi, phi):
     z = np.concatenate([x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs], -1)
     out = (G.reshape(lead + (-1, 21, 21)) @ z[..., None])[..., 0]
     return {"P": out[..., :6], "Tq": out[..., 6:12], "Tv": out[..., 12:18], "Qw": out[..., 18:],
-            "_z": z, "_out": out}
+            "_z": z, "_out": out, "_p": p}
 
 
 # the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
@@ -441,6 +441,38 @@ class _Table:
         coef = np.broadcast_to(self.c, (len(rows),) + self.c.shape).reshape(-1)
         index.flags.writeable = coef.flags.writeable = False
         return index, coef
+
+
+def momentum_columns(model, T, sums):
+    """``xi x* M_k + IC_k psi`` (..., nv, 6) per dof (``k`` the dof's body; ``M``, ``IC`` the subtree
+    momenta and inertias of ``sums``, ``xi``, ``psi`` of :func:`joint_terms`' ``T``): the change of
+    the subtree momentum along the dof (:mod:`~sparsedyn.algorithms.centroidal_derivatives`).  On
+    float arrays one gathered (6, 12) matrix per dof times ``[xi, psi]`` (equal to rounding)."""
+    IC, _, _, M = sums
+    if "_p" not in T:
+        db = levels(model).dof_body
+        return cross_force(T["xi"], M.take(db, -2)) + rigid_apply(dof_rows(model, IC), T["psi"])
+    p = T["_p"]
+    index, coef = _momentum_table(model)
+    G = p.reshape(p.shape[:-2] + (-1,)).take(index, -1, mode="clip")
+    G *= coef
+    x = np.concatenate([T["xi"], T["psi"]], -1)
+    return (G.reshape(x.shape[:-2] + (-1, 6, 12)) @ x[..., None])[..., 0]
+
+
+_MOMENTUM = weakref.WeakKeyDictionary()
+
+
+def _momentum_table(model):
+    """Gather table of :func:`momentum_columns` from :func:`_products`' parameters (34 per body):
+    ``[Xm, IC]`` (6, 12) per dof, ``Xm = [[-kx, -lx], [-lx, 0]]`` (``xi x* M``, ``M = [k; l]``)."""
+    table = _MOMENTUM.get(model)
+    if table is None:
+        t = _Table(6, 12)
+        t.skew(0, 0, _L - 3, -1.0), t.skew(0, 3, _L, -1.0), t.skew(3, 0, _L, -1.0)
+        t.inertia(0, 6)
+        table = _MOMENTUM[model] = t.flat(levels(model).dof_body, _NPAR)
+    return table
 
 
 def _stack_broadcast(*xs):
