@@ -130,6 +130,17 @@ def _B11(RI: RigidInertia, V, k):
 _EYE3 = np.eye(3)
 
 
+def _few_states(x, nb):
+    """Whether ``x`` (..., nb, 6) holds at most ``_GATHER_MAX_STATES`` states: the gathered per-body
+    and per-dof matrices (:func:`_body_terms`, :func:`_products`, some 150 kB per state on
+    talos_reduced) pay off where a state costs its number of NumPy calls; larger batches take the
+    written-out form, whose arrays are a few times smaller."""
+    return x.size <= _GATHER_MAX_STATES * 6 * max(nb, 1)
+
+
+_GATHER_MAX_STATES = 16
+
+
 def _body_terms(model, Xr, V, A, EErx=None):
     """``(hI, f, B11, M)`` per body on float arrays (see :func:`subtree_sums`, before the sums):
     ``hI = [h, I]`` (..., NB, 12) of the inertia in root coordinates, read off ``IC = X^T I X``
@@ -217,7 +228,7 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
     lv = levels(model)
     NB = model.nbodies
-    if velocity and not any(bk.is_symbolic(x) for x in (K.A, K.V, K.Xr.E, K.Xr.r)):
+    if velocity and not any(bk.is_symbolic(x) for x in (K.A, K.V, K.Xr.E, K.Xr.r)) and _few_states(K.A, NB):
         hI, F, B11, M = _body_terms(model, K.Xr, K.V, K.A, getattr(K, "EErx", None))
         if f_ext is not None:
             F = F - apply_force_transpose(K.Xr, f_ext)
@@ -288,7 +299,8 @@ def joint_terms(model, K, sums, shape, velocity=True):
     dof's body (see the module docstring).  A dof of a one-dof joint has ``V_k = V_l + xi v``,
     so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
-    if velocity and not (bk.is_symbolic(K.xi) or bk.is_symbolic(F) or bk.is_symbolic(K.Al)):
+    if velocity and not (bk.is_symbolic(K.xi) or bk.is_symbolic(F) or bk.is_symbolic(K.Al)) \
+            and _few_states(K.Al, model.nbodies):
         return _float_terms(model, K, sums, shape)
     db = levels(model).dof_body
     x, Vl, Al = K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)
