@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -196,13 +197,30 @@ def _plain_values_ok(model, q, v, u):
     """Whether plain float arrays pass :func:`dynamics`' value checks (finite values, unit quaternions),
     in a few NumPy calls; ``False`` sends them through the full checks, which name what is wrong (a
     sum that overflows only costs the full checks)."""
-    if not np.isfinite(q.sum() + v.sum() + u.sum()):
+    if not math.isfinite(_add(q, None) + _add(v, None) + _add(u, None)):
         return False
     _, idx = _quaternions(model)
     if not len(idx):
         return True
     quat = q.take(idx.reshape(-1), -1)
-    return bool(np.all(np.abs((quat * quat).reshape(quat.shape[:-1] + (-1, 4)).sum(-1) - 1.0) <= QUAT_TOL))
+    norms = (quat * quat) @ _blocks_of_four(len(idx))          # |quat|^2 per block: one product
+    norms -= 1.0
+    return bool(np.abs(norms, out=norms).max() <= QUAT_TOL)
+
+
+_add = np.add.reduce
+
+
+def _blocks_of_four(k):
+    """(4k, k) float: 1 where row ``r`` belongs to block ``r // 4`` (sums of four consecutive entries)."""
+    b = _BLOCKS.get(k)
+    if b is None:
+        b = _BLOCKS[k] = np.repeat(np.eye(k), 4, axis=0)
+        b.flags.writeable = False
+    return b
+
+
+_BLOCKS = {}
 
 
 def dynamics(model, q, v, u, f_ext, g, u_name, u_what):

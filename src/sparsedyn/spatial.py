@@ -227,6 +227,13 @@ def quat_to_rot(quat):
 
     ``R`` maps child coordinates into parent coordinates (a pose's rotation).
     """
+    if not bk.is_symbolic(quat):         # floats: the entries are quadratic forms, one product (equal to rounding)
+        return ((quat.take(_QQ_A, -1) * quat.take(_QQ_B, -1)) @ _QQ_C + _QQ_0).reshape(quat.shape[:-1] + (3, 3))
+    return _quat_to_rot(quat)
+
+
+def _quat_to_rot(quat):
+    """:func:`quat_to_rot` as written out (any backend)."""
     # products [xx, yy, zz, xy, xz, yz, wx, wy, wz]; sums [yy+zz, xx+zz, xx+yy, xz+wy, xy+wz, yz+wx];
     # differences [xy-wz, yz-wx, xz-wy]: R = [[1 - 2(yy+zz), 2(xy-wz), 2(xz+wy)], ...], each array
     # operation once over all entries (the traced operations of the written-out formula)
@@ -240,6 +247,23 @@ _Q_A, _Q_B = np.array([0, 1, 2, 0, 0, 1, 3, 3, 3]), np.array([0, 1, 2, 1, 2, 2, 
 _Q_S0, _Q_S1 = np.array([1, 0, 0, 4, 3, 5]), np.array([2, 2, 1, 7, 8, 6])
 _Q_D0, _Q_D1 = np.array([3, 5, 4]), np.array([8, 6, 7])
 _Q_R = np.array([0, 6, 3, 4, 1, 7, 8, 5, 2])
+
+
+def _quadratic_form_table():
+    """``(A, B, C, c0)``: ``quat_to_rot(q).flat = (q[A] q[B]) @ C + c0`` (the products ``q_a q_b``,
+    ``a <= b``; ``C`` (10, 9) holds the formula's coefficients 0, +-2, read off the written-out form)."""
+    pairs = [(a, b) for a in range(4) for b in range(a, 4)]
+    e = np.eye(4)
+    c0 = _quat_to_rot(np.zeros(4)).reshape(9)
+    sq = [_quat_to_rot(e[a]).reshape(9) - c0 for a in range(4)]
+    C = np.array([sq[a] if a == b else _quat_to_rot(e[a] + e[b]).reshape(9) - c0 - sq[a] - sq[b] for a, b in pairs])
+    out = (np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]), C, c0)
+    for x in out:
+        x.flags.writeable = False
+    return out
+
+
+_QQ_A, _QQ_B, _QQ_C, _QQ_0 = _quadratic_form_table()
 
 
 def rpy_to_rot(rpy):

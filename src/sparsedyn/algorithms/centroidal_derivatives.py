@@ -25,10 +25,10 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import RigidInertia, Transform, apply_force_transpose, cross3, cross_force, rigid_apply, rigid_transform
+from ..spatial import RigidInertia, Transform, apply_force_transpose, cross3, rigid_transform
 from .centroidal import _about
 from .com import _total_mass
-from .dynamics_derivatives import dof_rows, joint_terms, subtree_sums
+from .dynamics_derivatives import joint_terms, momentum_columns, subtree_sums
 from .kinematics_derivatives import body_transform, broadcast_columns, levels, root_motion
 
 __all__ = ["centroidal_dynamics_derivatives"]
@@ -53,8 +53,7 @@ def centroidal_dynamics_derivatives(model, q, v, a):
     IC, F, _, M = sums
     T = joint_terms(model, K, sums, shape)
     roots = [int(i) for i in levels(model).roots]
-    db = levels(model).dof_body
-    dh = cross_force(T["xi"], M[..., db, :]) + rigid_apply(dof_rows(model, IC), T["psi"])
+    dh = momentum_columns(model, T, sums)
     # the four per-dof force sets moved to world coordinates together (one transform per tree)
     Y = np.stack([dh, T["Tq"], T["Tv"], T["P"]], -2)                       # (..., nv, 4, 6)
     parts, ends = [], []

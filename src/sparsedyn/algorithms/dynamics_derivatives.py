@@ -40,6 +40,13 @@ invertible, ``psi = 0``) needs no solve for its columns: over its tree
 
 ``dq`` derivatives are on the tangent space: ``d/d(dq) f(integrate(q, dq))`` at ``dq = 0``.
 
+On float arrays (the NumPy path, where a call costs what its number of NumPy operations costs)
+the same quantities are computed in fewer, larger operations: per-body and per-dof matrices
+gathered from the parameters by per-model index tables (:class:`_Table`) and applied by one
+batched product each, the pair dot products as masked dense products (:func:`_assemble_all`).
+The sums are associated differently (equal to rounding); traced, the written-out form runs, so the
+compiled program is unchanged.
+
 Conversion to Pinocchio's layout: ``sparsedyn.interop.pinocchio.derivative_to_pinocchio``
 (rows ``tau``-like, columns ``v``-like; Pinocchio orders a free joint linear-first).
 Pinocchio's ``fext`` is per joint in the joint frame, which for sparsedyn models is the
@@ -48,7 +55,9 @@ body frame (``fext_to_pinocchio``).
 
 from __future__ import annotations
 
+import functools
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,13 +65,14 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner,
-                       rigid_apply, rigid_transform, skew)
+                       rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
+from .aba import PIVOT_RTOL, own_inertia_scales
 from .fd import ltdl_checker
-from .kinematics_derivatives import levels, root_motion
+from .kinematics_derivatives import common_shape, levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
-           "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms", "dof_rows"]
+           "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms", "dof_rows", "momentum_columns"]
 
 _NVxNV = ("nv", "nv")
 _DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
@@ -120,6 +130,96 @@ def _B11(RI: RigidInertia, V, k):
 _EYE3 = np.eye(3)
 
 
+def _few_states(x, nb):
+    """Whether ``x`` (..., nb, 6) holds at most ``_GATHER_MAX_STATES`` states: the gathered per-body
+    and per-dof matrices (:func:`_body_terms`, :func:`_products`, some 150 kB per state on
+    talos_reduced) pay off where a state costs its number of NumPy calls; larger batches take the
+    written-out form, whose arrays are a few times smaller."""
+    return x.size <= _GATHER_MAX_STATES * 6 * max(nb, 1)
+
+
+_GATHER_MAX_STATES = 16
+
+
+def _body_terms(model, Xr, V, A, EErx=None):
+    """``(hI, f, B11, M)`` per body on float arrays (see :func:`subtree_sums`, before the sums):
+    ``hI = [h, I]`` (..., NB, 12) of the inertia in root coordinates, read off ``IC = X^T I X``
+    (6x6 products, ``X`` gathered from ``E`` and ``E rx``), ``[IC A, IC V]`` (one product), then
+    ``[B11; V x* M] = Q(V) [h, I, M]`` with ``Q`` gathered from ``[w, u, 1]`` (:func:`_body_tables`):
+    the products of the generic form in a few NumPy calls, summed in another order (equal to rounding)."""
+    E, r = Xr
+    nb = V.shape[-2]
+    lead = common_shape(E.shape[:-3], r.shape[:-2], V.shape[:-2], A.shape[:-2])
+    if not (V.shape[:-2] == A.shape[:-2] == E.shape[:-3] == r.shape[:-2]):
+        V, A, r = (np.broadcast_to(x, lead + x.shape[-2:]) for x in (V, A, r))
+        E = np.broadcast_to(E, lead + E.shape[-3:])
+    (ix, cx), (ih, iq, cq), one = _body_tables(nb)
+    src = EErx if EErx is not None and EErx.shape[:-2] == lead else \
+        np.concatenate([E.reshape(lead + (nb, 9)), (E @ skew(r)).reshape(lead + (nb, 9))], -1)
+    X = src.reshape(lead + (-1,)).take(ix, -1, mode="clip")               # in range: no checked gather
+    X *= cx
+    X = X.reshape(lead + (nb, 6, 6))                                      # [[E, 0], [-E rx, E]]
+    IC = X.swapaxes(-1, -2) @ (_constants(model).inertia6 @ X)
+    hI = IC.reshape(lead + (-1,)).take(ih, -1, mode="clip").reshape(lead + (nb, 12))
+    IAM = np.concatenate([A, V], -1).reshape(lead + (nb, 2, 6)) @ IC.swapaxes(-1, -2)   # rows (IC A)^T, (IC V)^T
+    M = IAM[..., 1, :]
+    src = np.concatenate([V, one if not lead else np.ones(lead + (nb, 1))], -1)
+    Q = src.reshape(lead + (-1,)).take(iq, -1, mode="clip")
+    Q *= cq
+    out = (Q.reshape(lead + (nb, 15, 18)) @ np.concatenate([hI, M], -1)[..., None])[..., 0]
+    return hI, IAM[..., 0, :] + out[..., 9:], out[..., :9], M
+
+
+@functools.lru_cache(maxsize=64)
+def _body_tables(nb):
+    """Gather tables of :func:`_body_terms` for ``nb`` bodies, and a column of ones (nb, 1): ``X``
+    (6, 6) from ``[E, E rx]`` (18 per body); ``[h, I]`` from ``IC`` (36 per body); ``Q`` (15, 18)
+    from ``[w, u, 1]`` (7 per body), with ``[B11; V x* M] = Q [h, I, k, l]`` (``M = [k; l]``,
+    ``V x* M = [w x k + u x l; w x l]``)::
+
+        B11[a, b] = (wx I)[a, b] + (wx I)[b, a] - u_a h_b - h_a u_b + 2 d_ab (u.h) - (kx)[a, b]"""
+    x = _Table(6, 6)
+    for i in range(3):
+        for j in range(3):
+            x.put(i, j, 3 * i + j)
+            x.put(3 + i, 3 + j, 3 * i + j)
+            x.put(3 + i, j, 9 + 3 * i + j, -1.0)
+    hI = np.array([2 * 6 + 4, 0 * 6 + 5, 1 * 6 + 3] + [6 * i + j for i in range(3) for j in range(3)])
+    q = _Table(15, 18)
+    sk = {(0, 1): (2, -1), (0, 2): (1, 1), (1, 0): (2, 1), (1, 2): (0, -1), (2, 0): (1, -1), (2, 1): (0, 1)}
+    for a in range(3):
+        for b in range(3):
+            r = 3 * a + b
+            for c in range(3):
+                if (a, c) in sk:                     # (wx)[a, c] I[c, b]
+                    e, sg = sk[(a, c)]
+                    q.put(r, 3 + 3 * c + b, e, sg)
+                if (b, c) in sk:                     # (wx)[b, c] I[c, a]
+                    e, sg = sk[(b, c)]
+                    q.put(r, 3 + 3 * c + a, e, sg)
+                if a != b and c in (a, b):           # on h_c: -u_a d_bc - d_ac u_b + 2 d_ab u_c
+                    q.put(r, c, 3 + (a if c == b else b), -1.0)
+                elif a == b and c != a:
+                    q.put(r, c, 3 + c, 2.0)
+            if (a, b) in sk:                         # -(kx)[a, b]
+                e, sg = sk[(a, b)]
+                q.put(r, 12 + e, 6, -sg)
+    # V x* M: rows 9-11 w x k + u x l, rows 12-14 w x l; (w x k)_a = (-kx w)_a: -(kx)[a, c] w_c
+    for a in range(3):
+        for c in range(3):
+            if (a, c) in sk:
+                e, sg = sk[(a, c)]                   # (kx)[a, c] = sg k_e: coefficient of k_e is -sg w_c
+                q.put(9 + a, 12 + e, c, -sg)
+                q.put(9 + a, 15 + e, 3 + c, -sg)
+                q.put(12 + a, 15 + e, c, -sg)
+    one = np.ones((nb, 1))
+    one.flags.writeable = False
+    rows = np.arange(nb)
+    ih = (rows[:, None] * 36 + hI).reshape(-1)
+    ih.flags.writeable = False
+    return x.flat(rows, 18), (ih,) + q.flat(rows, 7), one
+
+
 def subtree_sums(model, K, f_ext=None, velocity=True):
     """``(IC, F, B11, M)``, stacked by body: the sums over each body's subtree, in root coordinates,
     of the inertias (a :class:`~sparsedyn.spatial.RigidInertia` of (..., NB) arrays), the forces
@@ -127,20 +227,31 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     and the momenta ``I_i V_i`` (..., NB, 6) (``B11``, ``M`` ``None`` without ``velocity``).
     ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
     lv = levels(model)
-    IC = rigid_transform(K.Xr, lv.inertia)
-    F = rigid_apply(IC, K.A)
-    B11 = M = None
-    if velocity:
-        M = rigid_apply(IC, K.V)
-        F = F + cross_force(K.V, M)
-        B11 = _B11(IC, K.V, M[..., :3])
-    if f_ext is not None:
-        F = F - apply_force_transpose(K.Xr, f_ext)
-    shape, NB = F.shape[:-2], model.nbodies
-    parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
-    cores = _SUM_CORES[:len(parts)]
-    X = np.concatenate([_flat(x, shape + (NB,), c) for x, c in zip(parts, cores)], -1)   # one array: one sum
-    m, X = _subtree_sum(lv, np.array(IC.m)), _subtree_sum(lv, X)
+    NB = model.nbodies
+    if velocity and not any(bk.is_symbolic(x) for x in (K.A, K.V, K.Xr.E, K.Xr.r)) and _few_states(K.A, NB):
+        hI, F, B11, M = _body_terms(model, K.Xr, K.V, K.A, getattr(K, "EErx", None))
+        if f_ext is not None:
+            F = F - apply_force_transpose(K.Xr, f_ext)
+        shape = F.shape[:-2]
+        parts = [hI, F, B11, M]
+        X = np.concatenate([x if x.shape[:-2] == shape else np.broadcast_to(x, shape + x.shape[-2:]) for x in parts], -1)
+        m, X = _constants(model).mass_sums, _subtree_sum(lv, X)
+        cores = _SUM_CORES
+    else:
+        IC = rigid_transform(K.Xr, lv.inertia)
+        F = rigid_apply(IC, K.A)
+        B11 = M = None
+        if velocity:
+            M = rigid_apply(IC, K.V)
+            F = F + cross_force(K.V, M)
+            B11 = _B11(IC, K.V, M[..., :3])
+        if f_ext is not None:
+            F = F - apply_force_transpose(K.Xr, f_ext)
+        shape = F.shape[:-2]
+        parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
+        cores = _SUM_CORES[:len(parts)]
+        X = np.concatenate([_flat(x, shape + (NB,), c) for x, c in zip(parts, cores)], -1)   # one array: one sum
+        m, X = _subtree_sum(lv, np.array(IC.m)), _subtree_sum(lv, X)
     out, k = [], 0
     for c in cores:
         n = _SIZE[c]
@@ -188,6 +299,9 @@ def joint_terms(model, K, sums, shape, velocity=True):
     dof's body (see the module docstring).  A dof of a one-dof joint has ``V_k = V_l + xi v``,
     so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
+    if velocity and not (bk.is_symbolic(K.xi) or bk.is_symbolic(F) or bk.is_symbolic(K.Al)) \
+            and _few_states(K.Al, model.nbodies):
+        return _float_terms(model, K, sums, shape)
     db = levels(model).dof_body
     x, Vl, Al = K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)
     ICd = dof_rows(model, IC)
@@ -209,6 +323,168 @@ def joint_terms(model, K, sums, shape, velocity=True):
         chi = cross_motion(Al, x)
         out.update(xi=x, P=rigid_apply(ICd, x), chi=chi, Tq=rigid_apply(ICd, chi) + Tq)
     return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+
+
+def _float_terms(model, K, sums, shape):
+    """:func:`joint_terms` with ``velocity`` on float arrays, in fewer NumPy calls: ``A_l``, ``V_l``
+    and ``V_l + V_m`` (``m``: the dof's body for a joint with several dofs, its parent else, so that
+    ``phi = (V_l + V_m) x xi`` is ``2 psi`` for one dof) gathered per dof by one ``take`` and crossed
+    with ``xi`` by one :func:`cross_motion`; the inertia and ``B`` products by :func:`_products`."""
+    lead = K.Al.shape[:-2]
+    x = K.xi if K.xi.shape[:-2] == lead else np.broadcast_to(K.xi, lead + K.xi.shape[-2:])
+    body = np.concatenate([K.Al, K.Vl if K.Vl.shape[:-2] == lead else np.broadcast_to(K.Vl, K.Al.shape),
+                           K.V if K.V.shape[:-2] == lead else np.broadcast_to(K.V, K.Al.shape)], -2)
+    g = body.take(_gather_index(model), -2).reshape(lead + (3,) + x.shape[-2:])     # [A_l, V_l, V_m]
+    g[..., 2, :, :] += g[..., 1, :, :]
+    c = cross_motion(g, x[..., None, :, :])
+    chi, psi, phi = c[..., 0, :, :], c[..., 1, :, :], c[..., 2, :, :]
+    chi = chi - cross_motion(psi, g[..., 1, :, :])                     # chi = A_l x xi - psi x V_l
+    out = _products(model, sums, x, chi, psi, phi)
+    out.update(psi=psi, phi=phi, xi=x, chi=chi)
+    return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+
+
+_GATHER = weakref.WeakKeyDictionary()
+
+
+def _gather_index(model):
+    """Rows of ``[A_l; V_l; V]`` (..., 3 NB, 6) per dof for :func:`_float_terms` (cached per model):
+    ``A_l``, ``V_l`` of the dof's body, then ``V`` of the body for a multi-dof joint and ``V_l`` else."""
+    index = _GATHER.get(model)
+    if index is None:
+        NB, db = model.nbodies, levels(model).dof_body
+        m = np.where(np.isin(np.arange(model.nv), _multi_dof(model)), 2 * NB + db, NB + db)
+        index = _GATHER[model] = np.concatenate([db, NB + db, m])
+        index.flags.writeable = False
+    return index
+
+
+def _products(model, sums, xi, chi, psi, phi):
+    """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays:
+    one matrix ``G`` (21, 21) per dof, gathered from its body's sums by :func:`_product_table`, times
+    ``[xi, chi, psi_w, phi]`` (the products of the generic form, summed in another order: equal to
+    rounding; a few NumPy calls instead of some forty)."""
+    IC, F, B11, M = sums
+    lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
+    nb = F.shape[-2]
+    parts = [IC.m[..., None], IC.h, IC.I.reshape(IC.I.shape[:-2] + (9,)), F, B11.reshape(B11.shape[:-2] + (9,)), M]
+    p = np.concatenate([x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts], -1)
+    index, coef = _product_table(model)
+    G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
+    G *= coef
+    zs = (xi, chi, psi[..., :3], phi)
+    zl = common_shape(*(x.shape[:-2] for x in zs))
+    z = np.concatenate([x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs], -1)
+    out = (G.reshape(lead + (-1, 21, 21)) @ z[..., None])[..., 0]
+    return {"P": out[..., :6], "Tq": out[..., 6:12], "Tv": out[..., 12:18], "Qw": out[..., 18:],
+            "_z": z, "_out": out, "_p": p}
+
+
+# the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
+_NPAR = 34
+_M, _H, _I, _N, _F, _B, _L = 0, 1, 4, 13, 16, 19, 31
+_TABLES = weakref.WeakKeyDictionary()
+
+
+def _product_table(model):
+    """``(index, coef)``: ``G[d] = p.flat[index[d]] * coef[d]`` (nv, 21, 21) per dof ``d`` from the
+    per-body parameters ``p`` (NB, 34) of :func:`_products` (``coef`` in 0, +-1, +-2), cached per model:
+    rows ``[P; Tq; Tv; Qw]``, columns ``[xi; chi; psi_w; phi]`` (see :func:`joint_terms`)::
+
+        P  = IC xi,   Tq = Xf xi + IC chi + Bw psi_w,   Tv = Bw xi_w + IC phi,   Qw = [B11^T, 2 lx] xi
+
+    with ``IC = [[I, hx], [hx^T, m]]``, ``Xf = [[-nx, -fx], [-fx, 0]]`` (``xi x* F``) and
+    ``Bw = [B11; -2 lx]``."""
+    table = _TABLES.get(model)
+    if table is None:
+        t = _Table(21, 21)
+        t.inertia(0, 0)
+        t.skew(6, 0, _N, -1.0), t.skew(6, 3, _F, -1.0), t.skew(9, 0, _F, -1.0)
+        t.inertia(6, 6)
+        t.bw(6, 12)
+        t.bw(12, 0)
+        t.inertia(12, 15)
+        for i in range(3):
+            for j in range(3):
+                t.put(18 + i, j, _B + 3 * j + i)
+        t.skew(18, 3, _L, 2.0)
+        at, c = t.at, t.c
+        db = levels(model).dof_body
+        index = (db[:, None, None] * _NPAR + at).reshape(-1)
+        coef = np.broadcast_to(c, (len(db), 21, 21)).reshape(-1)
+        index.flags.writeable = coef.flags.writeable = False
+        table = _TABLES[model] = (index, coef)
+    return table
+
+
+class _Table:
+    """A gather table ``(at, c)``: the matrix ``M[r, k] = p[at[r, k]] * c[r, k]`` of a parameter
+    vector ``p`` (entries ``c = 0`` are structural zeros), filled block by block."""
+
+    def __init__(self, rows, cols):
+        self.at, self.c = np.zeros((rows, cols), int), np.zeros((rows, cols))
+
+    def put(self, r, k, i, sign=1.0):
+        self.at[r, k] = i
+        self.c[r, k] += sign
+
+    def skew(self, r, k, o, sign=1.0):      # the block (p[o:o+3]) x at (r, k): [[0, -z, y], [z, 0, -x], [-y, x, 0]]
+        for i, j, e, s in ((0, 1, 2, -1), (0, 2, 1, 1), (1, 0, 2, 1), (1, 2, 0, -1), (2, 0, 1, -1), (2, 1, 0, 1)):
+            self.put(r + i, k + j, o + e, s * sign)
+
+    def inertia(self, r, k):                # [[I, hx], [hx^T, m 1]] from p = [m, h, I, ...]
+        for i in range(3):
+            for j in range(3):
+                self.put(r + i, k + j, _I + 3 * i + j)
+            self.put(r + 3 + i, k + 3 + i, _M)
+        self.skew(r, k + 3, _H)
+        self.skew(r + 3, k, _H, -1.0)       # hx^T = -hx
+
+    def bw(self, r, k):                     # [B11; -2 lx]
+        for i in range(3):
+            for j in range(3):
+                self.put(r + i, k + j, _B + 3 * i + j)
+        self.skew(r + 3, k, _L, -2.0)
+
+    def flat(self, rows, width):
+        """``(index, coef)`` flat over the stacked parameter vectors (n, width) for the rows ``rows``
+        (index array): one table per row, side by side (read-only)."""
+        index = (np.asarray(rows)[:, None, None] * width + self.at).reshape(-1)
+        coef = np.broadcast_to(self.c, (len(rows),) + self.c.shape).reshape(-1)
+        index.flags.writeable = coef.flags.writeable = False
+        return index, coef
+
+
+def momentum_columns(model, T, sums):
+    """``xi x* M_k + IC_k psi`` (..., nv, 6) per dof (``k`` the dof's body; ``M``, ``IC`` the subtree
+    momenta and inertias of ``sums``, ``xi``, ``psi`` of :func:`joint_terms`' ``T``): the change of
+    the subtree momentum along the dof (:mod:`~sparsedyn.algorithms.centroidal_derivatives`).  On
+    float arrays one gathered (6, 12) matrix per dof times ``[xi, psi]`` (equal to rounding)."""
+    IC, _, _, M = sums
+    if "_p" not in T:
+        db = levels(model).dof_body
+        return cross_force(T["xi"], M.take(db, -2)) + rigid_apply(dof_rows(model, IC), T["psi"])
+    p = T["_p"]
+    index, coef = _momentum_table(model)
+    G = p.reshape(p.shape[:-2] + (-1,)).take(index, -1, mode="clip")
+    G *= coef
+    x = np.concatenate([T["xi"], T["psi"]], -1)
+    return (G.reshape(x.shape[:-2] + (-1, 6, 12)) @ x[..., None])[..., 0]
+
+
+_MOMENTUM = weakref.WeakKeyDictionary()
+
+
+def _momentum_table(model):
+    """Gather table of :func:`momentum_columns` from :func:`_products`' parameters (34 per body):
+    ``[Xm, IC]`` (6, 12) per dof, ``Xm = [[-kx, -lx], [-lx, 0]]`` (``xi x* M``, ``M = [k; l]``)."""
+    table = _MOMENTUM.get(model)
+    if table is None:
+        t = _Table(6, 12)
+        t.skew(0, 0, _L - 3, -1.0), t.skew(0, 3, _L, -1.0), t.skew(3, 0, _L, -1.0)
+        t.inertia(0, 6)
+        table = _MOMENTUM[model] = t.flat(levels(model).dof_body, _NPAR)
+    return table
 
 
 def _stack_broadcast(*xs):
@@ -234,16 +510,64 @@ def _multi_dof(model):
 def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
     """``(T, shape, dtype)``: :func:`joint_terms` at state ``(q, v, a)``, with its batch shape and dtype."""
     g = model.gravity if gravity is None else gravity
-    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
-                                () if f_ext is None else f_ext.shape[:-2])
+    shape = common_shape(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
+                         *(() if f_ext is None else (f_ext.shape[:-2],)))
     dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
-    K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))
+    K = root_motion(model, q, v, a, _world_acceleration(model, g))
     return joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity), shape, dtype
+
+
+def _world_acceleration(model, g):
+    """``-[0; g]`` (..., 6): the acceleration of the world seen by the roots (RNEA's gravity);
+    the model's own gravity on float arrays from the per-model cache."""
+    if g is model.gravity and not bk.is_symbolic(g):
+        c = _constants(model)
+        if c.gravity is g:
+            return c.world_acceleration
+    return -np.concatenate([0 * g, g], -1)
+
+
+class _Constants(NamedTuple):
+    """Constants of a (frozen) model that the NumPy path asks for on every call: ``armature``
+    (nv, nv) diagonal or ``None``; ``world_acceleration = -[0; g]`` of ``gravity``; the bodies'
+    inertias as 6x6 matrices ``inertia6`` (NB, 6, 6) and their subtree masses ``mass_sums`` (NB,)."""
+
+    armature: np.ndarray | None
+    world_acceleration: np.ndarray
+    gravity: np.ndarray
+    inertia6: np.ndarray
+    mass_sums: np.ndarray
+
+
+_CONSTANTS = weakref.WeakKeyDictionary()
+
+
+def _constants(model) -> _Constants:
+    c = _CONSTANTS.get(model)
+    if c is None:
+        arm = np.asarray(model.armature, dtype=float)
+        g = model.gravity
+        lv = levels(model)
+        c = _Constants(np.diag(arm) if np.any(arm) else None, -np.concatenate([0 * g, g], -1), g,
+                       rigid_inertia_matrix(lv.inertia), lv.below @ np.asarray(lv.inertia.m, dtype=float))
+        for x in c:
+            if isinstance(x, np.ndarray):
+                x.flags.writeable = False
+        _CONSTANTS[model] = c
+    return c
 
 
 def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
+    if not bk.is_symbolic(T["P"]):
+        Dm, Um = _pair_masks(model)
+        PX = T["P"] @ T["xi"].swapaxes(-1, -2)
+        H = Dm * PX + Um * PX.swapaxes(-1, -2)
+        arm = _constants(model).armature
+        if arm is not None:
+            H += arm
+        return H if H.shape[:-2] == shape else np.broadcast_to(H, shape + H.shape[-2:]).copy()
     rd, cd, ra, ca, mirror = branch_pairs(model)
     low = _dot(T["P"].take(rd, -2), T["xi"].take(cd, -2))
     H = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
@@ -259,6 +583,8 @@ def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=Tru
     """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
     ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
     T, shape, dtype = _derivative_terms(model, q, v, a, f_ext, gravity, velocity)
+    if want_da and "_out" in T:
+        return _assemble_all(model, T)
     out = _assemble(model, T, shape, dtype, velocity)
     if not velocity:
         return out[0]
@@ -269,6 +595,8 @@ def _assemble(model, T, shape, dtype, velocity=True):
     """``dtau_dq`` (and ``dtau_dv`` with ``velocity``) from :func:`joint_terms`' ``T``: two dot
     products per pair of dofs on one branch (see the module docstring)."""
     xi, P, chi, Tq = T["xi"], T["P"], T["chi"], T["Tq"]
+    if not bk.is_symbolic(P):
+        return _assemble_float(model, T, velocity)
     rd, cd, ra, ca, _ = branch_pairs(model)
 
     def assemble(lower, upper):
@@ -285,6 +613,88 @@ def _assemble(model, T, shape, dtype, velocity=True):
     dv = assemble(_dot(P.take(rd, -2), phi.take(cd, -2)) + _dot(Qw.take(rd, -2), xi.take(cd, -2)[..., :3]),
                   _dot(xi.take(ra, -2), Tv.take(ca, -2)))
     return dq, dv
+
+
+def _assemble_float(model, T, velocity):
+    """:func:`_assemble` on float arrays: the dot products of every pair of dofs as dense products
+    (..., nv, 9) @ (..., 9, nv) (a few BLAS calls instead of a gather and a product per term), the
+    pairs off the branches zeroed by :func:`_pair_masks` (the same sums of products, added in
+    another order: equal to rounding)."""
+    xi, P, Tq = T["xi"], T["P"], T["Tq"]
+    Dm, Um = _pair_masks(model)
+    if not velocity:
+        return (Dm * (P @ T["chi"].swapaxes(-1, -2)) + Um * (xi @ Tq.swapaxes(-1, -2)),)
+    n = xi.shape[-2]
+    row = np.concatenate([P, T["Qw"]], -1)                                        # [P_r, Qw_r]
+    col = np.concatenate([np.concatenate([T["chi"], T["psi"][..., :3]], -1),     # [chi_c, psi_c_w]
+                          np.concatenate([T["phi"], xi[..., :3]], -1)], -2)       # [phi_c, xi_c_w]
+    low = row @ col.swapaxes(-1, -2)
+    up = xi @ np.concatenate([Tq, T["Tv"]], -2).swapaxes(-1, -2)
+    return (Dm * low[..., :n] + Um * up[..., :n], Dm * low[..., n:] + Um * up[..., n:])
+
+
+def _assemble_all(model, T):
+    """``(dtau_dq, dtau_dv, H)`` from :func:`_float_terms`' ``T`` in a few NumPy calls: with its
+    ``z = [xi, chi, psi_w, phi]`` and ``out = [P, Tq, Tv, Qw]`` per dof, the lower pairs are
+    ``[P, Qw]_r . [chi, psi_w]_c`` and ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones ``xi_r . Tq_c``,
+    ``xi_r . Tv_c``, and ``H`` is ``P_r . xi_c`` below, mirrored above: five dense products
+    (..., 5, nv, 9) @ (..., 5, 9, nv) of rows gathered by one ``take`` each (:func:`_assemble_plan`),
+    masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble` and :func:`_inertia_matrix`)."""
+    z, out = T["_z"], T["_out"]
+    n = z.shape[-2]
+    lead = z.shape[:-2]
+    left, right, masks, upper_t = _assemble_plan(model)
+    src = np.concatenate([z, out, np.zeros(lead + (n, 1))], -1).reshape(lead + (n * 43,))
+    M = src.take(left, -1).reshape(lead + (5, n, 9)) @ src.take(right, -1).reshape(lead + (5, n, 9)).swapaxes(-1, -2)
+    Y = M * masks
+    D = Y[..., :2, :, :] + Y[..., 2:4, :, :]                                     # dtau_dq, dtau_dv
+    H = Y[..., 4, :, :] + (M[..., 4, :, :] * upper_t).swapaxes(-1, -2)
+    arm = _constants(model).armature
+    if arm is not None:
+        H += arm
+    return D[..., 0, :, :], D[..., 1, :, :], H
+
+
+_PLANS = weakref.WeakKeyDictionary()
+
+
+def _assemble_plan(model):
+    """``(left, right, masks, upper_t)`` of :func:`_assemble_all`, cached per model: flat gathers
+    (5 nv 9,) from ``[z, out, 0]`` (43 per dof) of the five products' left rows
+    ``[P, Qw], [P, Qw], [xi, 0], [xi, 0], [P, 0]`` and right rows ``[chi, psi_w], [phi, xi_w],
+    [Tq, 0], [Tv, 0], [xi, 0]``; the masks ``[Dm, Dm, Um, Um, Dm]`` (5, nv, nv) and ``Um^T``."""
+    plan = _PLANS.get(model)
+    if plan is None:
+        xi, chi, psi_w, phi = np.r_[0:6], np.r_[6:12], np.r_[12:15], np.r_[15:21]
+        P, Tq, Tv, Qw = np.r_[21:27], np.r_[27:33], np.r_[33:39], np.r_[39:42]
+        zero = np.full(3, 42)
+        lsel = [np.r_[P, Qw], np.r_[P, Qw], np.r_[xi, zero], np.r_[xi, zero], np.r_[P, zero]]
+        rsel = [np.r_[chi, psi_w], np.r_[phi, xi[:3]], np.r_[Tq, zero], np.r_[Tv, zero], np.r_[xi, zero]]
+        d = np.arange(model.nv)[None, :, None] * 43
+        left, right = ((d + np.array(sel)[:, None, :]).reshape(-1) for sel in (lsel, rsel))
+        Dm, Um = _pair_masks(model)
+        plan = (left, right, np.stack([Dm, Dm, Um, Um, Dm]), np.ascontiguousarray(Um.T))
+        for x in plan:
+            x.flags.writeable = False
+        _PLANS[model] = plan
+    return plan
+
+
+_MASKS = weakref.WeakKeyDictionary()
+
+
+def _pair_masks(model):
+    """``(Dm, Um)`` (nv, nv) float: 1 on the pairs ``(rd, cd)`` and ``(ra, ca)`` of
+    :func:`branch_pairs`, 0 elsewhere (cached per model)."""
+    masks = _MASKS.get(model)
+    if masks is None:
+        rd, cd, ra, ca, _ = branch_pairs(model)
+        masks = np.zeros((2, model.nv, model.nv))
+        masks[0, rd, cd] = 1.0
+        masks[1, ra, ca] = 1.0
+        masks.flags.writeable = False
+        masks = _MASKS[model] = (masks[0], masks[1])
+    return masks
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional=_DYN_OPT,
@@ -322,16 +732,14 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
                                                             "nv joint forces")
     lam = dof_lambda(model)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
-    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None if symbolic else ltdl_checker(model, H)))
+    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None) if symbolic else _checked_factor(model, lam, H))
     qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
     WD = W * Dinv[..., None, :]
     Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
-    r, c = np.triu_indices(model.nv, 1)
+    free, dofs, Sinv, armature, (r, c), rest = _free_roots(model)
     Minv[..., c, r] = Minv[..., r, c]
-    free, dofs, Sinv, armature = _free_roots(model)
-    rest = np.setdiff1d(np.arange(model.nv), np.concatenate(free) if free else [])
     dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
     dqdd_dv = np.zeros(dv.shape, dtype=dv.dtype)
     dqdd_dq[..., rest] = -_solve(W, Dinv, dq[..., rest])
@@ -348,6 +756,36 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
             if np.any(arm):
                 out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
     return dqdd_dq, dqdd_dv, Minv
+
+
+def _checked_factor(model, lam, H):
+    """The packed ``L^T D L`` factor of a float ``H`` with its pivots checked as
+    :func:`~sparsedyn.fd_crb` checks them: LAPACK's factor (:func:`ltdl_kernel` without a check) and
+    one vectorized test of its pivots against twice the threshold; a pivot that is not clearly
+    above it sends ``H`` through the checked loop, which raises naming the joint (or agrees)."""
+    with np.errstate(divide="ignore", invalid="ignore"):     # a singular H: the checked loop below says so
+        P = ltdl_kernel(lam, H, None)
+    own, any_unowned = _pivot_scales(model)
+    scale = own if not any_unowned else \
+        np.where(np.isnan(own), np.max(np.abs(H), axis=(-2, -1), initial=0.0)[..., None], own)
+    if np.all(np.diagonal(P, 0, -2, -1) > 2 * PIVOT_RTOL * scale):
+        return P
+    return ltdl_kernel(lam, H, ltdl_checker(model, H))
+
+
+_SCALES = weakref.WeakKeyDictionary()
+
+
+def _pivot_scales(model):
+    """``(scale, any_nan)``: per dof the scale of :func:`~sparsedyn.algorithms.aba.own_inertia_scales`
+    of its body (nv,), NaN where the body has none (``max|H|`` is used there), cached per model."""
+    out = _SCALES.get(model)
+    if out is None:
+        own = own_inertia_scales(model)
+        scale = np.array([np.nan if own[int(i)] is None else own[int(i)] for i in model.dof_body], dtype=float)
+        scale.flags.writeable = False
+        out = _SCALES[model] = (scale, bool(np.isnan(scale).any()))
+    return out
 
 
 def _bias_and_inertia(model, q, v, f_ext, gravity):
@@ -374,9 +812,10 @@ _FREE = weakref.WeakKeyDictionary()
 
 
 def _free_roots(model):
-    """``(cols, dofs, Sinv, armature)``: per root joint with six dofs, its dofs ``cols``, the dofs of
-    its tree ``dofs`` (index arrays), ``S^-1`` (6, 6) (its motion subspace is invertible:
-    ``H[:, cols] = P S + diag(armature)`` over the tree) and the armature of ``cols`` (6,)."""
+    """``(cols, dofs, Sinv, armature, upper, rest)``: per root joint with six dofs, its dofs ``cols``,
+    the dofs of its tree ``dofs`` (index arrays), ``S^-1`` (6, 6) (its motion subspace is invertible:
+    ``H[:, cols] = P S + diag(armature)`` over the tree) and the armature of ``cols`` (6,); then the
+    model's ``upper = triu_indices(nv, 1)`` and ``rest``, the dofs of no such joint."""
     out = _FREE.get(model)
     if out is None:
         cols, dofs, Sinv, arm = [], [], [], []
@@ -389,7 +828,8 @@ def _free_roots(model):
                 cols.append(c)
                 dofs.append(np.arange(c[0], int(model.v_start[end]) if end < model.nbodies else model.nv))
                 Sinv.append(np.linalg.inv(S))
-        out = _FREE[model] = (cols, dofs, Sinv, arm)
+        rest = np.setdiff1d(np.arange(model.nv), np.concatenate(cols) if cols else [])
+        out = _FREE[model] = (cols, dofs, Sinv, arm, np.triu_indices(model.nv, 1), rest)
     return out
 
 

@@ -37,11 +37,17 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
-                       cross_motion, rigid_inertia)
+                       cross_motion, rigid_inertia, skew)
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
-           "RootMotion", "root_motion", "stacked", "broadcast_columns"]
+           "RootMotion", "root_motion", "stacked", "broadcast_columns", "common_shape"]
+
+
+def common_shape(*shapes):
+    """``np.broadcast_shapes(*shapes)``, without its cost when the shapes are equal (one state)."""
+    first = shapes[0]
+    return first if all(x == first for x in shapes[1:]) else np.broadcast_shapes(*shapes)
 
 
 def broadcast_columns(X: Transform):
@@ -66,12 +72,16 @@ class Levels:
 
     For the NumPy path (float arrays, where one state costs what the number of array operations
     costs): ``below`` (NB, NB) float, ``above`` transposed (a subtree sum is one product with it);
+    ``above_float``, ``above`` as floats (a product without a conversion);
     ``dof_sum`` (NB, nv) float, 1 where a dof belongs to a body (a sum over each body's dofs);
     ``jumps``, the index arrays of pointer jumping over ``NB + 1`` rows (the last, ``NB``, an
     appended identity): ``jumps[k][i]`` is the ``2^k``-th ancestor of ``i`` or ``NB``, and
     ``root_or_pad``, ``i`` for a body with a parent and ``NB`` for a root (see
     :func:`root_transforms_stacked`).  ``group_order``: the bodies in the order of
     ``joint_groups`` (``take(group_order)`` puts group-concatenated rows back in body order);
+    ``float_groups``, the joint groups for :func:`stacked_joint_transforms` on floats
+    (:func:`_float_group`); ``homogeneous_pad`` (NB + 1, 4, 4), the constant parts of the
+    homogeneous matrices that :func:`root_transforms_stacked` jumps on floats;
     ``Xtree``: the bodies' tree transforms, stacked; ``inertia``: the bodies' inertias, a
     :class:`~sparsedyn.spatial.RigidInertia` of (NB,) arrays."""
 
@@ -86,6 +96,7 @@ class Levels:
         for i in range(NB):
             self.above[i, model.ancestors(i)] = 1
         self.below = self.above.T.astype(float)
+        self.above_float = self.above.astype(float)
         self.root_of = np.array([model.ancestors(i)[-1] for i in range(NB)], int)
         self.parent_or_pad = np.where(parent < 0, NB, parent)
         self.dof_body = np.asarray(model.dof_body, int)
@@ -111,6 +122,27 @@ class Levels:
         self.Xtree = Transform(np.stack([X.E for X in model.Xtree]), np.stack([X.r for X in model.Xtree])) if NB else None
         self.group_order = np.argsort(np.concatenate([b for _, b, _, _ in self.joint_groups]), kind="stable") \
             if NB else np.zeros(0, int)
+        self.float_groups = [_float_group(j, b, qidx, Xt) for j, b, qidx, Xt in self.joint_groups]
+        self.homogeneous_pad = np.zeros((NB + 1, 4, 4))     # rows [[*, *], [0, 1]], the last the identity
+        self.homogeneous_pad[:, 3, 3] = 1.0
+        self.homogeneous_pad[NB, :3, :3] = np.eye(3)
+        self.homogeneous_pad.flags.writeable = False
+
+
+def _float_group(joint, bodies, qidx, Xt):
+    """A joint group for :func:`stacked_joint_transforms` on floats: ``(joint, where, qidx, consts)``,
+    ``where`` a slice for consecutive bodies; for revolutes ``consts`` = the axis constants times the
+    tree rotations (``E = (c P + aa - s K) E_tree``, ``r = r_tree``: no composition), else the tree
+    transforms, ``None`` when they are identities (composing with them is exact: skipped)."""
+    where = slice(int(bodies[0]), int(bodies[-1]) + 1) if len(bodies) and \
+        np.array_equal(bodies, np.arange(bodies[0], bodies[-1] + 1)) else bodies
+    if isinstance(joint, _Revolutes):
+        consts = tuple(c @ Xt.E for c in joint.constants)
+        for c in consts:
+            c.flags.writeable = False
+        return joint, where, qidx[:, 0], (consts, Xt.r)
+    identity = np.array_equal(Xt.E, np.broadcast_to(np.eye(3), Xt.E.shape)) and not np.any(Xt.r)
+    return joint, where, qidx, None if identity else Xt
 
 
 _REVOLUTE = ("revolute", "continuous")
@@ -176,10 +208,25 @@ def _batch(x, shape, core):
 
 def stacked_joint_transforms(model, q, shape, dtype):
     """``Xup`` of every body as one stacked Transform (E (..., NB, 3, 3), r (..., NB, 3)): the joints
-    of one kind (type, axis, pitch) computed together by one ``jcalc`` (no checks; kernel use)."""
+    of one kind (type, axis, pitch) computed together by one ``jcalc`` (no checks; kernel use).
+    Float arrays: each group written into its rows, the revolutes' tree rotations folded into their
+    axis constants (equal to rounding), identity tree transforms not composed."""
     lv, NB = levels(model), model.nbodies
     if not NB:
         return Transform(np.zeros(shape + (0, 3, 3), dtype=dtype), np.zeros(shape + (0, 3), dtype=dtype))
+    if not bk.is_symbolic(q) and dtype == np.float64:     # floats: each group written in place
+        E, r = np.empty(shape + (NB, 3, 3)), np.empty(shape + (NB, 3))
+        for joint, where, qidx, consts in lv.float_groups:
+            if isinstance(joint, _Revolutes):
+                E[..., where, :, :] = axes_rotation(consts[0], q.take(qidx, -1))
+                r[..., where, :] = consts[1]
+            else:
+                XJ, _ = joint.jcalc(q.take(qidx, -1))
+                if consts is not None:
+                    XJ = compose(XJ, consts)
+                E[..., where, :, :] = XJ.E
+                r[..., where, :] = XJ.r
+        return Transform(E, r)
     E, r = [], []
     for joint, _, qidx, _ in lv.joint_groups:
         XJ, _ = joint.jcalc(q.take(qidx, -1))
@@ -201,7 +248,8 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
     takes ``ceil(log2(depth))`` array steps instead of one per level (talos_reduced: 4 instead of 10;
     a NumPy call costs more than the compositions it does).  The products are associated
     differently, which changes the results by rounding only.  Jumping composes every row at each
-    step (``NB log2(depth)`` compositions per state instead of ``NB``): beyond
+    step (``NB log2(depth)`` compositions per state instead of ``NB``; each a product of homogeneous
+    4x4 matrices ``[[E, -E r], [0, 1]]``, one NumPy call): beyond
     ``_JUMP_MAX_STATES`` states the arithmetic outweighs the calls and the levels are used again
     (talos_reduced, one core: jumping 3.6x faster for one state, on par near 16, 2.3x slower for 100)."""
     lv, NB = levels(model), model.nbodies
@@ -214,18 +262,20 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
             X = compose(Transform(Eup[..., L, :, :], rup[..., L, :]), Transform(E[..., P, :, :], r[..., P, :]))
             E[..., L, :, :], r[..., L, :] = X.E, X.r
         return Transform(E, r)
-    # rows: Xup for a body with a parent, the identity for a root and for the appended row NB
-    E = np.concatenate([Eup, np.zeros(Eup.shape[:-3] + (1, 3, 3)) + _EYE3], -3).take(lv.root_or_pad, -3)
-    r = np.concatenate([rup, np.zeros(rup.shape[:-2] + (1, 3))], -2).take(lv.root_or_pad, -2)
+    # rows: Xup for a body with a parent, the identity for a root and for the appended row NB, as
+    # homogeneous 4x4 matrices [[E, -E r], [0, 1]] (a composition is one product)
+    lead = common_shape(Eup.shape[:-3], rup.shape[:-2])
+    T = lv.homogeneous_pad.copy() if not lead else np.broadcast_to(lv.homogeneous_pad, lead + (NB + 1, 4, 4)).copy()
+    T[..., :NB, :3, :3] = Eup
+    np.matmul(Eup, -rup[..., None], out=T[..., :NB, :3, 3:])
+    T = T.take(lv.root_or_pad, -3)
     for J in lv.jumps:
-        E2 = E.take(J, -3)                                   # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
-        r = r.take(J, -2) + (E2.swapaxes(-1, -2) @ r[..., None])[..., 0]
-        E = E @ E2
-    return Transform(E[..., :NB, :, :], r[..., :NB, :])
+        T = T @ T.take(J, -3)                                # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
+    E = T[..., :NB, :3, :3]
+    return Transform(E, -(E.swapaxes(-1, -2) @ T[..., :NB, :3, 3:])[..., 0])
 
 
 _JUMP_MAX_STATES = 16
-_EYE3 = np.eye(3)
 
 
 class RootMotion:
@@ -234,10 +284,11 @@ class RootMotion:
     ``Xup``: ``i_X_parent(i)`` of every body (:func:`stacked_joint_transforms`); ``Xr``: ``i_X_root`` of every body, a stacked Transform (E (..., NB, 3, 3), r (..., NB, 3));
     ``xi`` (..., nv, 6): the joints' twists, one row per dof; ``V``, ``A`` (..., NB, 6): body velocities
     and accelerations (``A`` includes ``a_root``); ``Vl``, ``Al`` (..., NB, 6): those of the parents
-    (for a root body ``0`` and ``a_root`` moved into its coordinates).
+    (for a root body ``0`` and ``a_root`` moved into its coordinates).  ``EErx`` (..., NB, 18): on
+    float arrays ``[E, E rx]`` of ``Xr`` flattened (the entries of its 6x6 matrices), else ``None``.
     """
 
-    __slots__ = ("Xup", "Xr", "xi", "V", "A", "Vl", "Al")
+    __slots__ = ("Xup", "Xr", "xi", "V", "A", "Vl", "Al", "EErx")
 
 
 def root_motion(model, q, v, a=None, a_root=None):
@@ -248,27 +299,114 @@ def root_motion(model, q, v, a=None, a_root=None):
     lv, NB = levels(model), model.nbodies
     K = RootMotion()
     dtype = np.result_type(q, v, np.float64, *(() if a is None else (a,)))
-    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], () if a is None else a.shape[:-1])
+    shape = common_shape(q.shape[:-1], v.shape[:-1], *(() if a is None else (a.shape[:-1],)))
     K.Xup = stacked_joint_transforms(model, q, shape, dtype)
     K.Xr = root_transforms_stacked(model, K.Xup)
-    K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
+    K.EErx = None
+    if bk.is_symbolic(K.Xr.E) or bk.is_symbolic(K.Xr.r):
+        K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
+    else:               # floats: xi_d = Xr^-1 S_d, linear in the entries of [E, E rx]: one product per dof
+        E, r = K.Xr
+        lead = E.shape[:-3]
+        K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), (E @ skew(r)).reshape(lead + (NB, 9))], -1)
+        K.xi = (_xi_map(model) @ K.EErx.take(lv.dof_body, -2)[..., None])[..., 0]
     vJ = segment_sum(K.xi * v[..., :, None], lv.dof_body, NB, lv.dof_sum)
-    V = lv.above @ vJ                                        # V_i = sum of vJ over i's ancestors and i
+    above = lv.above if bk.is_symbolic(vJ) else lv.above_float
+    V = above @ vJ                                           # V_i = sum of vJ over i's ancestors and i
     K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
     K.A = K.Al = None
-    if a is not None:
+    if a is not None and not (bk.is_symbolic(V) or bk.is_symbolic(a) or bk.is_symbolic(K.Xup.E)
+                              or a_root is not None and bk.is_symbolic(a_root)):
+        _float_accelerations(model, K, a, a_root, vJ)
+    elif a is not None:
         A = segment_sum(K.xi * a[..., :, None], lv.dof_body, NB, lv.dof_sum)
         roots, nonroot = lv.roots, lv.nonroot
         if a_root is not None:                               # the world's acceleration in each root's coordinates
-            a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
+            if bk.is_symbolic(a_root) or bk.is_symbolic(K.Xup.E) or a_root[..., :3].any():
+                a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
+            else:            # floats, a pure linear acceleration (gravity): X [0; u] = [0; E u], exactly
+                lin = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0]
+                a0 = np.concatenate([np.zeros(lin.shape), lin], -1)
             A[..., roots, :] = A[..., roots, :] + a0
-        A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
-        A = lv.above @ A
+        if bk.is_symbolic(V) or bk.is_symbolic(A):
+            A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
+        else:       # floats: a root's V x vJ (V = vJ) is exactly 0, so no gather and scatter of the others
+            A = A + cross_motion(V, vJ)
+        A = above @ A
         Al = with_pad(A).take(lv.parent_or_pad, -2)
         if a_root is not None:
             Al[..., roots, :] = a0
         K.A, K.Al = A, Al
     return K
+
+
+def _float_accelerations(model, K, a, a_root, vJ):
+    """``K.A``, ``K.Al`` of :func:`root_motion` on float arrays: ``A = above (S a + V x vJ + a0)``
+    as one product of the per-model matrix ``[above dof_sum, above, above roots]`` with the stacked
+    ``[xi a; V x vJ; a0]`` (a root's ``V x vJ`` is exactly 0: ``V = vJ``; the same terms as the
+    level form, added in another order), ``Al`` gathered from ``[A; a0]``."""
+    lv = levels(model)
+    roots, V = lv.roots, K.V
+    parts = [K.xi * a[..., :, None], cross_motion(V, vJ)]
+    a0 = None
+    if a_root is not None:
+        if a_root[..., :3].any():
+            a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
+        else:            # a pure linear acceleration (gravity): X [0; u] = [0; E u], exactly
+            lin = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0]
+            a0 = np.concatenate([np.zeros(lin.shape), lin], -1)
+        parts.append(a0)
+    lead = common_shape(*(x.shape[:-2] for x in parts))
+    parts = [x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts]
+    big, parent_or_a0 = _acceleration_plan(model)
+    A = big[:, :sum(x.shape[-2] for x in parts)] @ np.concatenate(parts, -2)
+    K.A = A
+    if a0 is None:
+        K.Al = with_pad(A).take(lv.parent_or_pad, -2)
+    else:
+        K.Al = np.concatenate([A, parts[2]], -2).take(parent_or_a0, -2)
+
+
+_ACC_PLANS = weakref.WeakKeyDictionary()
+
+
+def _acceleration_plan(model):
+    """``(big, parent_or_a0)`` of :func:`_float_accelerations`, cached per model: ``[above dof_sum,
+    above, above R]`` (NB, nv + NB + roots), ``R`` the roots' columns, and per body the row of
+    ``[A; a0]`` holding its parent's acceleration (``NB + k`` for the ``k``-th root)."""
+    plan = _ACC_PLANS.get(model)
+    if plan is None:
+        lv, NB = levels(model), model.nbodies
+        R = np.zeros((NB, len(lv.roots)))
+        R[lv.roots, np.arange(len(lv.roots))] = 1.0
+        big = np.concatenate([lv.above_float @ lv.dof_sum, lv.above_float, lv.above_float @ R], 1)
+        parent_or_a0 = np.asarray(model.parent, int).copy()
+        parent_or_a0[lv.roots] = NB + np.arange(len(lv.roots))
+        for x in (big, parent_or_a0):
+            x.flags.writeable = False
+        plan = _ACC_PLANS[model] = (big, parent_or_a0)
+    return plan
+
+
+_XI_MAPS = weakref.WeakKeyDictionary()
+
+
+def _xi_map(model):
+    """``C`` (nv, 6, 18) with ``xi_d = C_d [E, E rx]`` (the entries of the dof's body's ``Xr``, row-major):
+    ``Xr^-1 = [[E^T, 0], [rx E^T, E^T]]`` (``rx E^T = -(E rx)^T``) times the dof's ``S_d``, folded
+    (cached per model)."""
+    C = _XI_MAPS.get(model)
+    if C is None:
+        S = levels(model).S
+        C = np.zeros((len(S), 6, 18))
+        for i in range(3):
+            for j in range(3):
+                C[:, i, 3 * j + i] += S[:, j]                 # E^T w
+                C[:, 3 + i, 3 * j + i] += S[:, 3 + j]         # E^T u
+                C[:, 3 + i, 9 + 3 * j + i] -= S[:, j]         # rx E^T w
+        C.flags.writeable = False
+        C = _XI_MAPS[model] = C
+    return C
 
 
 _CHAINS = weakref.WeakKeyDictionary()
