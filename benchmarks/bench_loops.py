@@ -34,7 +34,7 @@ def main(argv=None):
     ap.add_argument("--models", nargs="+", default=["talos_full", "chain30", "chain100"])
     ap.add_argument("--kernels", nargs="+", default=["rnea", "aba", "crba", "minv", "rnea_derivatives"])
     a = ap.parse_args(argv)
-    from sparsedyn.codegen import build, cemit
+    from sparsedyn.codegen import build
     from sparsedyn.codegen.compiled_model import CompiledModel
     from sparsedyn.codegen.trace import trace
     compiler = build.find_compiler()
