@@ -34,7 +34,7 @@ def main(argv=None):
     ap.add_argument("--models", nargs="+", default=["talos_full", "chain30", "chain100"])
     ap.add_argument("--kernels", nargs="+", default=["rnea", "aba", "crba", "minv", "rnea_derivatives"])
     a = ap.parse_args(argv)
-    from sparsedyn.codegen import build, cemit
+    from sparsedyn.codegen import build
     from sparsedyn.codegen.compiled_model import CompiledModel
     from sparsedyn.codegen.trace import trace
     compiler = build.find_compiler()
@@ -53,7 +53,8 @@ def main(argv=None):
                 os.environ["SPARSEDYN_LOOP_THRESHOLD"] = str(thr)
                 k = CompiledModel(model, compiler, vectorize=False)
                 args = {"rnea": (q, v, acc), "aba": (q, v, acc), "rnea_derivatives": (q, v, acc),
-                        "aba_derivatives": (q, v, acc)}.get(kn, (q,))
+                        "aba_derivatives": (q, v, acc),
+                        "centroidal_dynamics_derivatives": (q, v, acc)}.get(kn, (q,))
                 static = {"frame": model.frames[model.nbodies - 1].name} if kn == "frame_jacobian" else {}
                 f = getattr(k, kn)
                 c0 = _cpu()

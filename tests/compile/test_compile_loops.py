@@ -94,3 +94,23 @@ def test_threshold_from_the_environment(monkeypatch):
     monkeypatch.setenv("SPARSEDYN_LOOP_THRESHOLD", "many")
     with pytest.raises(ValueError, match="SPARSEDYN_LOOP_THRESHOLD='many': expected an integer"):
         cemit.code_shape(prog)
+
+
+def _program_of(nops):
+    """A program of exactly ``nops`` operations (a chain of additions), for the threshold alone."""
+    from sparsedyn.symbolic.ir import ADD, INPUT, Program
+    nodes = [(INPUT, 0, 0)] + [(ADD, k, 0) for k in range(nops)]
+    return Program("sum", nodes, [[("node", nops)]], [(1,)], [(1,)])
+
+
+def test_default_threshold(monkeypatch):
+    """Without ``$SPARSEDYN_LOOP_THRESHOLD``, single-state and batch code are unrolled below
+    :data:`~sparsedyn.codegen.cemit.LOOP_THRESHOLD` (160,000) operations and loops from it on, so a
+    derivative kernel of a humanoid (aba_derivatives of talos_reduced: about 100,000 operations;
+    unrolled it runs 1.6 times faster, benchmarks/bench_loops.py) is unrolled."""
+    monkeypatch.delenv("SPARSEDYN_LOOP_THRESHOLD", raising=False)
+    assert cemit.loop_threshold() == cemit.LOOP_THRESHOLD == 160000
+    for variant in ("single", "batch"):
+        assert cemit.code_shape(_program_of(100000), variant) == "unrolled"
+        assert cemit.code_shape(_program_of(159999), variant) == "unrolled"
+        assert cemit.code_shape(_program_of(160000), variant) == "loops"

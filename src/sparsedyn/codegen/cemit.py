@@ -45,16 +45,17 @@ a single rounding (``-ffp-contract=off``; compiled results equal
 :meth:`~sparsedyn.symbolic.ir.Program.evaluate` bit for bit).
 
 Large programs (:func:`code_shape`: :data:`LOOP_THRESHOLD` operations or more,
-``$SPARSEDYN_LOOP_THRESHOLD``) are emitted as loops over tables instead
+160,000; ``$SPARSEDYN_LOOP_THRESHOLD``) are emitted as loops over tables instead
 (:func:`_loop_functions`): unrolled, their size, and the C compiler's time, grow
 with the number of bodies times the size of the result (minv of a 100-body chain:
-112,000 operations, 13 s of compiler CPU), while the loops grow with the number of
-distinct repeated blocks.  Same operations, same roundings; the unrolled code,
-which keeps values in registers, stays below the threshold, where it runs faster.
-The batch variant stays unrolled up to :data:`BATCH_LOOP_FACTOR` times the
-threshold: its loops keep every value in its own slot of the workspace (a block of
-``SD_W`` states: 22,000 vectors, 700 kB, for aba_derivatives of talos_reduced), far
-beyond the caches.
+112,000 operations, 12 s of compiler CPU unrolled, 3.5 s as loops), while the loops
+grow with the number of distinct repeated blocks.  Same operations, same roundings;
+the unrolled code, which keeps values in registers, runs 1.1-2.3 times faster up to
+the threshold (measured from 40,000 to 182,000 operations), which bounds the cost of
+its cold build (about 0.12 ms of compiler CPU an operation).  The batch variant has
+the same threshold (:data:`BATCH_LOOP_FACTOR` is 1): its loops keep every value in
+its own slot of the workspace (a block of ``SD_W`` states: 22,000 vectors, 700 kB,
+for aba_derivatives of talos_reduced), far beyond the caches.
 
 Only numbers and generated identifiers appear in the source: constants are
 written as exact C99 hexadecimal floating-point literals, temporaries are
@@ -431,13 +432,22 @@ _SYM = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
 _STACK_SLOTS = 16384
 #: Operations of a program from which it is emitted as loops over tables (:func:`_loop_functions`)
 #: rather than unrolled (``$SPARSEDYN_LOOP_THRESHOLD`` overrides it; see :func:`code_shape`).
-LOOP_THRESHOLD = 40000
+#: ``benchmarks/bench_loops.py`` with the segmented, scheduled emitter (2026-11-27; one call, the
+#: best of many repeats, paired; cold-build CPU seconds): from 40,000 to 182,000 operations the
+#: unrolled code runs 1.1-2.3 times faster than the loops (aba_derivatives of talos_reduced, 100,299
+#: operations: 28.5 against 45.2 us; minv of a 100-body chain, 111,831: 51.8 against 74.8 us; aba_derivatives
+#: of a 30-body chain, 146,473: 65.5 against 73.5 us) and its cold build costs 1.5-5 times the CPU
+#: (about 0.12 ms of CPU an operation: 13.0 against 6.2 s; 11.6 against 3.5 s; 20.3 against 4.3 s).
+#: The threshold caps that cost at about 20 s of CPU (10 s on two cores) for one kernel; it is
+#: also the batch variant's (:data:`BATCH_LOOP_FACTOR`).
+LOOP_THRESHOLD = 160000
 #: The batch variant is emitted as loops from this many times :func:`loop_threshold` operations:
 #: its loops read and write every value in a workspace of one slot per statement, beyond the
 #: caches, while the unrolled code keeps most values in registers (aba_derivatives of talos_reduced,
 #: 117,500 operations, AVX2, one thread, 10,000 states: 21-27 -> 12 us a state unrolled and
-#: scheduled; its cold build 12-16 -> 16-21 s on two cores, paired on a loaded machine).
-BATCH_LOOP_FACTOR = 4
+#: scheduled; its cold build 12-16 -> 16-21 s on two cores, paired on a loaded machine).  It was 4
+#: while :data:`LOOP_THRESHOLD` was 40,000: the batch threshold is still 160,000 operations.
+BATCH_LOOP_FACTOR = 1
 #: Operations of one statement of :func:`_statements` at most: a longer expression (a long dot
 #: product) is cut into statements of this size, whose shapes then repeat, whatever its length.
 _MAX_INLINE = 8
