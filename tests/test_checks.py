@@ -89,3 +89,30 @@ def test_a_ragged_list_is_refused_naming_the_argument_in_every_kernel(name, arg)
     args[arg] = [[0.0], [0.0, 1.0], 0.0]
     with pytest.raises(ValueError, match=rf"^{arg}: expected a numeric array of shape .*ragged nested sequence"):
         k.fn(model, **args, **static)
+
+
+# Public functions of a model and a state that are not registered kernels (those are tested in
+# tests/test_kernels.py): each one's call with the model second, as in ``sd.rnea(q, model, v, a)``.
+_MODEL_SECOND = {
+    "sparse_inverse_dynamics": lambda w, m, q, v: sd.sparse_inverse_dynamics(w, m, v, v),
+    "sparse_forward_dynamics": lambda w, m, q, v: sd.sparse_forward_dynamics(w, m, v, v),
+    "sparse_hybrid_dynamics": lambda w, m, q, v: sd.sparse_hybrid_dynamics(w, m, v, v, v, [0]),
+    "identify": lambda w, m, q, v: sd.identify(w, m, v[None], v[None], v[None]),
+    "force_torque_regressor": lambda w, m, q, v: sd.force_torque_regressor(w, m, v, v, "ft"),
+    "base_parameters": lambda w, m, q, v: sd.base_parameters(w, m),
+    "imu_base_state": lambda w, m, q, v: sd.imu_base_state(w, m, "imu", v, v, [1, 0, 0, 0], v[:3], v[:3], v[:3]),
+    "contact_step": lambda w, m, q, v: sd.contact_step(w, m, v, v, [], 1e-3),
+    "contact_step_derivatives": lambda w, m, q, v: sd.contact_step_derivatives(w, m, v, v, [], 1e-3),
+    "rollout": lambda w, m, q, v: sd.rollout(w, m, v, v, [], 1e-3, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_MODEL_SECOND))
+def test_a_model_that_is_not_first_is_a_type_error_beyond_the_kernels(name, floating):
+    q, v, _ = state(floating)
+    with pytest.raises(TypeError, match=rf"^{name}: the model comes first, {name}\(model, .*got ndarray as the "
+                                        rf"first argument"):
+        _MODEL_SECOND[name](q, floating, q, v)
+    for wrong in (None, "model", [1.0, 2.0], 1.0):
+        with pytest.raises(TypeError, match=rf"^{name}: the model comes first.*got {type(wrong).__name__} as"):
+            _MODEL_SECOND[name](wrong, floating, q, v)

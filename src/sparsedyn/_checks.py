@@ -12,6 +12,15 @@ from . import backend as bk
 QUAT_TOL = 1e-5
 
 
+def model_first(name, model, params):
+    """``TypeError`` when ``model`` (the first argument of the public function ``name``, whose leading
+    parameters are ``params``) is an array, a number, a string, a sequence or ``None``: the model comes
+    first (``sd.f(q, model, ...)`` is the mistake this names, as the registered kernels do)."""
+    if model is None or isinstance(model, (np.ndarray, np.generic, int, float, complex, str, bytes, list, tuple)):
+        raise TypeError(f"{name}: the model comes first, {name}({params}, ...); got {type(model).__name__} "
+                        f"as the first argument")
+
+
 def numeric(name, x, expected):
     """``x`` as a float64 array, or an object array of traced symbols (left as it is).
 

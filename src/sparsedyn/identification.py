@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _checks
 from .algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
 from .sensors import ForceTorque
 from .spatial import Transform, force_matrix
@@ -150,6 +151,7 @@ def force_torque_regressor(model, q, v, a, sensor, gravity=None):
     ``pi = model.inertial_parameters()``.  It is the constant sensor map (frame, axes, direction)
     applied to rows of :func:`sparsedyn.joint_wrench_regressor`.
     """
+    _checks.model_first("force_torque_regressor", model, "model, q, v, a")
     sensor = _sensor(model, sensor)
     W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
     return _sensor_rows(model, sensor, W, _pieces(model, [sensor]))
@@ -237,6 +239,7 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     parameters); ``rtol``: a pivot of R below ``rtol`` times the largest is rank deficiency;
     ``gravity`` (3,): overrides ``model.gravity`` (its direction decides which first moments act).
     """
+    _checks.model_first("base_parameters", model, "model, sensors")
     from scipy.linalg import qr, solve_triangular
 
     sensors = [_sensor(model, s) for s in sensors]
@@ -655,6 +658,7 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     inputs does not grow with ``N``.  ``model`` may be a compiled model (``sparsedyn.compile(model)``),
     whose native regressors are many times faster on long recordings.
     """
+    _checks.model_first("identify", model, "model, q, v, a")
     q, v, a, N = _check_states(model, q, v, a)
     ft = dict(ft or {})
     data = IdentificationData(model, sensors=list(ft), joint_torques=tau is not None, sigma=sigma, base=base,

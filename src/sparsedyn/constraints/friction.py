@@ -154,6 +154,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     >>> bool(np.allclose(step.v, 0, atol=1e-10)), step.modes.tolist()
     (True, ['stick', 'stick', 'stick', 'stick'])
     """
+    _checks.model_first("contact_step", model, "model, q, v, tau")
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
     contacts = _frictional(model, contacts, who)
@@ -236,6 +237,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     initial states (..., nq) runs all environments at once; ``model`` may be ``sd.compile(model)``.  Each step is warm-started from the
     previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``, ``f_ext``, ...).
     """
+    _checks.model_first("rollout", model, "model, q0, v0, tau_or_controller")
     who = "rollout"
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"{who}: steps must be an integer >= 0, got {steps!r}")

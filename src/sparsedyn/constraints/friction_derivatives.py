@@ -159,6 +159,7 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     >>> d.step.modes.tolist(), round(float(d.dv_dv[3, 3]), 12)     # sliding: the speed carries over
     (['slide'], 1.0)
     """
+    _checks.model_first("contact_step_derivatives", model, "model, q, v, tau")
     who = "contact_step_derivatives"
     model, kernels = _model_and_kernels(model, who)
     contacts = point_contacts(model, contacts, who, friction=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _checks
 from ..algorithms.kinematics import frame_placement, frame_velocity
 from ..algorithms.proper_acceleration import frame_proper_acceleration
 from ..model import ModelError
@@ -72,6 +73,7 @@ def imu_base_state(model, frame, q, v, a, orientation, angular_velocity, proper_
         y = prob.pack(qdd=prob.known_accelerations(a), **force_torque_readings)
         e = prob.analyze().solve(q, v, y)
     """
+    _checks.model_first("imu_base_state", model, "model, frame, q, v")
     qs, vs = _base(model)
     q = np.array(q, float)
     v = np.array(v, float)

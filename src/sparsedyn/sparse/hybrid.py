@@ -75,6 +75,7 @@ def sparse_hybrid_dynamics(model, q, v, a_known, tau_known, known_acceleration_j
     returns every variable of ``d`` instead (``{"a", "f", "tau", "fx", "qdd"}``
     as :meth:`Structure.unpack`).
     """
+    _checks.model_first("sparse_hybrid_dynamics", model, "model, q, v, a_known")
     q, v, a_known, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a_known, f_ext, gravity, "a_known",
                                                          "nv joint accelerations")
     tau_known = _checks.vector(model, "tau_known", tau_known, model.nv, "nv joint forces")
@@ -113,6 +114,7 @@ def sparse_inverse_dynamics(model, q, v, a, f_ext=None, gravity=None, structure=
     ``{"a", "f", "tau", "fx", "qdd"}`` (``f[..., i, :]``: the wrench transmitted
     through joint ``i``, body ``i`` coordinates).
     """
+    _checks.model_first("sparse_inverse_dynamics", model, "model, q, v, a")
     q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
     st = _structure_for(model, structure, inverse_dynamics_problem, "inverse dynamics")
     d = st.solve(q, v, st.problem.values(qdd=a, fx=f_ext), g, check=check)
@@ -127,6 +129,7 @@ def sparse_forward_dynamics(model, q, v, tau, f_ext=None, gravity=None, structur
     Same arguments and conventions as :func:`sparsedyn.aba`; ``structure``,
     ``full`` as in :func:`sparse_inverse_dynamics`.
     """
+    _checks.model_first("sparse_forward_dynamics", model, "model, q, v, tau")
     q, v, tau, f_ext, g, shape, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
     st = _structure_for(model, structure, forward_dynamics_problem, "forward dynamics")
     d = st.solve(q, v, st.problem.values(tau=tau, fx=f_ext), g, check=check)
