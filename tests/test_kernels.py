@@ -161,6 +161,30 @@ def test_an_owner_hands_its_kernels_through_the_protocol(compile_cache):
         sd.compile(_Scaler(model, 1.0), kernels=("rnea",))
 
 
+def _scale_in_worker(k, v):
+    return type(k).__name__, k.compiled, k.scale(v)
+
+
+def test_compiled_kernels_of_an_owner_pickle_into_a_fresh_process(compile_cache):
+    """What ``sd.compile(owner)`` returns for an owner without ``__sparsedyn_compiled__`` (a
+    :class:`~sparsedyn.codegen.owned.CompiledKernels`) crosses a process boundary (spawn: a fresh
+    interpreter) as the owner's kernels compiled again there, the library loaded from the build cache:
+    the same program, so the same numbers, bit for bit."""
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+    model = sd.serial_chain(4)
+    v = np.random.default_rng(3).normal(size=(5, 4))
+    k = sd.compile(_Scaler(model, 2.5))
+    k2 = pickle.loads(pickle.dumps(k))
+    assert type(k2) is type(k) and k2.names == k.names and k2.owner.gain == 2.5
+    ref = k.scale(v)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        name, compiled, out = pool.submit(_scale_in_worker, k, v).result()
+    assert name == "CompiledKernels" and compiled == k.compiled
+    assert all(np.array_equal(x, r) for x, r in zip(out, ref))
+
+
 class _Late:
     """A toy owner that hands its kernels at run time (as a constraint set does, per partition)."""
 

@@ -93,6 +93,10 @@ class CompiledKernels(KernelSet):
         from the build cache in the receiving process)."""
         return _compile_again, (self.owner, self.vectorize)
 
+    def __reduce__(self):
+        # unpickled: the owner's kernels compiled again (libraries from the build cache), not wrapped
+        return _kernels_again, (self.owner, self.vectorize)
+
     @property
     def compiled_model(self):
         """The compiled model (:class:`~sparsedyn.codegen.compiled_model.CompiledModel`) of ``model``,
@@ -288,12 +292,20 @@ def _compile_again(owner, vectorize):
     return compile_owned(owner, find_compiler_or_warn(), None, vectorize)
 
 
+def _kernels_again(owner, vectorize):
+    return _compiled_kernels(owner, find_compiler_or_warn(), None, vectorize)[1]
+
+
+def _compiled_kernels(owner, compiler, progress, vectorize):
+    owned = owner.__sparsedyn_kernels__()
+    owner = owner if owned.owner is None else owned.owner
+    return owner, CompiledKernels(owner, owned, compiler, _progress_fn(progress, owned.model), vectorize)
+
+
 def compile_owned(owner, compiler, progress=None, vectorize=None):
     """``sparsedyn.compile(owner)``: the owner's kernels built, wrapped by its
     ``__sparsedyn_compiled__`` when it has one (the owner named by :class:`~sparsedyn.kernels.Owned`
     when it hands over another object's kernels)."""
-    owned = owner.__sparsedyn_kernels__()
-    owner = owner if owned.owner is None else owned.owner
-    compiled = CompiledKernels(owner, owned, compiler, _progress_fn(progress, owned.model), vectorize)
+    owner, compiled = _compiled_kernels(owner, compiler, progress, vectorize)
     wrap = getattr(type(owner), "__sparsedyn_compiled__", None)
     return compiled if wrap is None else wrap(owner, compiled)
