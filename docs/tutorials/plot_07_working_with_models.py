@@ -59,6 +59,11 @@ tau_legs = sd.rnea(lower_body, q_legs, v[keep_v], a[keep_v])
 print("max |tau_full - tau_reduced| =", np.abs(tau_full - tau_legs).max())
 print("mass:", talos.total_mass, "->", lower_body.total_mass, "kg (the upper body is carried as rigid mass)")
 print("centre of mass:", sd.center_of_mass(talos, q_half), sd.center_of_mass(lower_body, q_legs))
+# equal to rounding (the same sums in another order: 16 nv eps relative, as for any two RNEA evaluations)
+eps = np.finfo(float).eps
+assert np.abs(tau_full - tau_legs).max() <= 16 * talos.nv * eps * max(1.0, np.abs(tau_full).max())
+assert abs(talos.total_mass - lower_body.total_mass) <= 16 * talos.nbodies * eps * talos.total_mass
+assert np.abs(sd.center_of_mass(talos, q_half) - sd.center_of_mass(lower_body, q_legs)).max() <= 16 * talos.nv * eps
 
 # %%
 # Attach a gripper to the rigid left wrist
@@ -92,6 +97,13 @@ R, p = sd.frame_placement(robot, q_robot, "left_sole_link")
 R_goal, p_goal = sd.exp3(np.array([0.0, 0.0, 0.2])) @ R, p + np.array([0.05, 0.0, 0.02])
 err = sd.log6((R.T @ R_goal, R.T @ (p_goal - p)))      # the body twist that takes the foot to its goal
 print("foot error twist [omega; v]:", np.round(err, 4))
+assert np.abs(C @ v_robot - (sd.nonlinear_effects(robot, q_robot, v_robot) - sd.generalized_gravity(robot, q_robot))
+              ).max() <= 16 * robot.nv * eps * max(1.0, np.abs(sd.nonlinear_effects(robot, q_robot, v_robot)).max())
+# the rotation error is R^T exp3(w) R = exp3(R^T w): an angle of |w| = 0.2 rad about R^T w; exp6 of the
+# twist takes the foot to its goal
+assert np.allclose(err[:3], R.T @ [0.0, 0.0, 0.2], rtol=0, atol=16 * eps)
+R_back, p_back = sd.exp6(err)
+assert np.allclose(R @ R_back, R_goal, rtol=0, atol=16 * eps) and np.allclose(p + R @ p_back, p_goal, rtol=0, atol=16 * eps)
 
 # %%
 # Mass matrices side by side
