@@ -96,7 +96,14 @@ def test_normalize_matches_pinocchio(name, model):
         with pytest.raises(ValueError, match="sparsedyn.normalize"):
             sd.rnea(model, q, np.zeros(model.nv), np.zeros(model.nv))
     sd.rnea(model, out, np.zeros(model.nv), np.zeros(model.nv))
-    assert sd.normalize(model, np.stack([q, q])).shape == (2, model.nq)
+    # batched: each row is normalized on its own (a second, differently scaled row), the same bits as alone
+    q2 = model.random_configuration(rng)
+    q2[idx] *= rng.uniform(0.5, 2.0, size=(len(joints), 1))
+    both = sd.normalize(model, np.stack([q, q2]))
+    assert both.shape == (2, model.nq) and np.array_equal(both[0], out)
+    assert np.array_equal(both[1], sd.normalize(model, q2))
+    assert rel_err(ip.q_to_pinocchio(model, both[1]), pin.normalize(pm, ip.q_to_pinocchio(model, q2))) \
+        <= rounding_bound(8)
 
 
 def test_bad_input():

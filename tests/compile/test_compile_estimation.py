@@ -109,17 +109,27 @@ def test_repeated_and_concurrent_batches_are_bit_identical(cases, name):
 def test_bad_rows_of_a_batch_are_named(cases):
     problem, est, k, (q, qd, y) = cases["ankle-ft"]
     ynan = y.copy()
-    ynan[3, 2] = np.nan
+    ynan[3, 2] = ynan[6, 0] = np.nan            # two bad rows: the first is named
     qnan = q.copy()
     qnan[4, 8] = np.inf
     qquat = q.copy()
     qquat[2, 3:7] *= 1.1
+    qquat[5, 3:7] *= 0.9
+    # the first bad state, the sensor at fault in it and its own components (not those of later states)
+    last, (o, sz) = list(problem.addresses.items())[-1]
+    first = list(problem.addresses)[0]
+    ylate = y.copy()
+    ylate[5, 0] = ylate[1, o + sz - 1] = np.nan                # an earlier sensor bad in a later state
     for solver in (k, est):
-        with pytest.raises(ValueError, match=r"NaN.*batch index \(3,\)"):
+        with pytest.raises(ValueError, match=rf"NaN or infinite value from sensor '{first}' \(component\(s\) \[2\] "
+                                             rf"of y\[0:\d+\], batch index \(3,\) \(the first\)\)"):
             solver.solve(q, qd, ynan)
-        with pytest.raises(ValueError, match=r"q: contains NaN or infinite values at batch index \(4,\)"):
+        with pytest.raises(ValueError, match=rf"from sensor '{last}' \(component\(s\) \[{sz - 1}\] of "
+                                             rf"y\[{o}:{o + sz}\], batch index \(1,\) \(the first\)\)"):
+            solver.solve(q, qd, ylate)
+        with pytest.raises(ValueError, match=r"q: contains NaN or infinite values at batch index \(4,\) \(the first\)"):
             solver.solve(qnan, qd, y)
-        with pytest.raises(ValueError, match=r"quaternion of joint 'root_joint'.*batch index \(2,\)"):
+        with pytest.raises(ValueError, match=r"quaternion of joint .root_joint.*batch index \(2,\) \(the first\)"):
             solver.solve(qquat, qd, y)
         with pytest.raises(ValueError, match=r"measurements: expected shape \(\.\.\., 41\)"):
             solver.solve(q, qd, y[:, :-1])

@@ -258,14 +258,16 @@ class EstimationProblem:
                              + self.layout_text())
         bad = ~np.isfinite(y) if check_values else None
         if check_values and np.any(bad):
+            # the first bad state (batch order), then the sensors at fault in it, components of that state only
+            idx = tuple(int(x) for x in np.argwhere(np.any(bad, -1))[0]) if y.ndim > 1 else ()
+            row = bad[idx]
             for e in self.entries:
-                b = bad[..., e.slot]
+                b = row[e.slot]
                 if np.any(b):
-                    comp = sorted(set(np.nonzero(b)[-1].tolist()))
-                    idx = tuple(int(x) for x in np.argwhere(np.any(b, -1))[0]) if y.ndim > 1 else ()
+                    comp = np.nonzero(b)[0].tolist()
                     raise ValueError(f"{name}: NaN or infinite value from sensor {e.name!r} (component(s) {comp} "
-                                     f"of y[{e.slot.start}:{e.slot.stop}]" + (f", batch index {idx}" if idx else "")
-                                     + ")")
+                                     f"of y[{e.slot.start}:{e.slot.stop}]"
+                                     + (f", batch index {idx} (the first)" if idx else "") + ")")
         return y
 
     def layout_text(self) -> str:
