@@ -571,7 +571,9 @@ class Prior(Sensor):
     ``kind``: which dynamic variable of Nori's sparse system (:mod:`sparsedyn.sparse.variables`) the
     prior is on, each in its own body's coordinates, angular first:
 
-    * ``"a"``: the body's spatial acceleration ``a_i = [alpha; a]`` (6 per body);
+    * ``"a"``: the body's spatial acceleration ``a_i = [alpha; a]`` (6 per body) with gravity folded in,
+      as the sparse system carries it (the base's fictitious acceleration ``-g``; Pinocchio's ``a_gf``):
+      a body at rest has ``a_i = [0; -R_i^T g]``, ``R_i`` its orientation in the world;
     * ``"f"``: the wrench ``f_i = [n; f]`` the parent exerts on the body across its joint (6 per body);
     * ``"tau"``: the joint force ``tau_i`` (the joint's ``nv_i`` components, one for a revolute joint);
     * ``"fx"``: the external wrench ``fx_i`` on the body (6; the ``f_ext[i]`` of :func:`sparsedyn.rnea`,

@@ -17,8 +17,8 @@ from conftest import rel_err
 from erd import load_pair
 
 import sparsedyn as sd
-from sparsedyn.interop.pinocchio import (force_from_pinocchio, q_to_pinocchio, tau_from_pinocchio,
-                                         v_to_pinocchio)
+from sparsedyn.interop.pinocchio import (force_from_pinocchio, motion_from_pinocchio, q_to_pinocchio,
+                                         tau_from_pinocchio, v_to_pinocchio)
 
 L, R, H = "left_sole_link", "right_sole_link", "gripper_left_base_link"
 CELLS = [0, 1, 5]          # nx, ny, fz of [n; f]: the documented load-cell components
@@ -29,15 +29,21 @@ def talos():
     return load_pair("talos_reduced", True)
 
 
-def pin_torques(model, pm, q, v, a, wrenches):
-    """Pinocchio's RNEA with ``wrenches`` ({frame: [n; f] on the robot, frame axes, about its origin})."""
+def _pinocchio_data(model, pm, q, v, a, wrenches):
+    """Pinocchio's data after its RNEA with ``wrenches`` ({frame: [n; f] on the robot, frame axes,
+    about its origin})."""
     fext = [pin.Force.Zero() for _ in range(pm.njoints)]
     for name, w in wrenches.items():
         F = pm.frames[pm.getFrameId(name)]
         fext[F.parentJoint] += F.placement.act(pin.Force(w[3:], w[:3]))
     pd = pm.createData()
-    tau = pin.rnea(pm, pd, q_to_pinocchio(model, q), v_to_pinocchio(model, v), v_to_pinocchio(model, a), fext)
-    return tau_from_pinocchio(model, np.array(tau))
+    pin.rnea(pm, pd, q_to_pinocchio(model, q), v_to_pinocchio(model, v), v_to_pinocchio(model, a), fext)
+    return pd
+
+
+def pin_torques(model, pm, q, v, a, wrenches):
+    """Pinocchio's RNEA with ``wrenches`` ({frame: [n; f] on the robot, frame axes, about its origin})."""
+    return tau_from_pinocchio(model, np.array(_pinocchio_data(model, pm, q, v, a, wrenches).tau))
 
 
 def body_wrench(pm, frame, w):
@@ -98,3 +104,46 @@ def test_contact_wrenches_from_joint_torques_against_pinocchio(talos):
                                contacts=[L, R])
     e_bad = bad.analyze().solve(q, v, y)
     assert rel_err(e_bad.contacts[L], w_l) > 1e-3
+
+
+def test_prior_kinds_against_pinocchio(talos):
+    """A prior on each kind of variable (``f``, ``tau``, ``a``, ``qdd``; ``fx`` above), with its mean taken
+    from Pinocchio's RNEA by the documented convention, where the prior decides the answer: it must
+    agree with the exact sensors (the estimate is the truth), while the mean of a drifted convention
+    (halves swapped, gravity left out, an offset) moves the estimate.  ``f``/``tau``: the load cells'
+    problem, rank-deficient by one without the prior (the feet's squeeze); ``a``/``qdd``: joint
+    torques with the floating base's acceleration unknown.  ``a`` is Pinocchio's ``a_gf``: the body's
+    spatial acceleration with gravity folded in as the base's fictitious acceleration ``-g``."""
+    model, pm = talos
+    rng = np.random.default_rng(31)
+    q, v, a, w_l, w_r, w_h, tau = consistent_truth(model, pm, rng)
+    pd = _pinocchio_data(model, pm, q, v, a, {L: w_l, R: w_r, H: w_h})
+    knee = model.body_names.index("leg_left_4_link")
+    f_knee = force_from_pinocchio(np.array(pd.f[pm.getJointId(model.joint_names[knee])].vector))
+    a_base = motion_from_pinocchio(np.array(pd.a_gf[pm.getJointId(model.joint_names[0])].vector))
+    joints = [model.joint_names[i] for i in range(1, model.nbodies)]
+
+    def estimate(kind, where, mean, cells):
+        prior = sd.Prior("prior", kind, where, mean=mean, covariance=1e-6)
+        if cells:
+            prob = sd.EstimationProblem(model, sensors=[sd.ContactLoad("l_cells", L), sd.ContactLoad("r_cells", R),
+                                                        sd.KnownWrench("push", H), prior], contacts=[L, R])
+            y = prob.pack(qdd=prob.known_accelerations(a), l_cells=w_l[CELLS], r_cells=w_r[CELLS], push=w_h)
+        else:
+            prob = sd.EstimationProblem(model, sensors=[sd.JointTorque("tau", joints), sd.KnownWrench("push", H),
+                                                        prior], contacts=[L, R], unknown_accelerations=["root_joint"])
+            y = prob.pack(qdd=prob.known_accelerations(a), tau=tau[6:], push=w_h)
+        assert prob.verdict().kind == "over-determined"
+        return prob.analyze().solve(q, v, y)
+
+    tau_knee = tau[model.v_slice(knee)]
+    cases = [("f", model.body_names[knee], f_knee, np.r_[f_knee[3:], f_knee[:3]], True),
+             ("tau", model.joint_names[knee], tau_knee, tau_knee + 1.0, True),
+             ("a", model.body_names[0], a_base, a[:6], False),             # wrong: gravity left out
+             ("qdd", model.joint_names[0], a[:6], a[:6] + 0.1, False)]
+    for kind, where, mean, drifted, cells in cases:
+        e = estimate(kind, where, mean, cells)
+        assert rel_err(e.tau, tau) < 1e-7 and rel_err(e.contacts[L], w_l) < 1e-7, kind
+        if kind == "a":                          # the estimated base acceleration is Pinocchio's a_gf
+            assert rel_err(e.a[0], a_base) < 1e-7
+        assert rel_err(estimate(kind, where, drifted, cells).tau, tau) > 1e-3, kind

@@ -34,7 +34,8 @@ class Estimate:
 
     @functools.cached_property
     def a(self):
-        """Body accelerations (..., NB, 6) (body frames)."""
+        """Body accelerations (..., NB, 6) (body frames), with gravity folded in (the base's fictitious
+        acceleration ``-g``, as Pinocchio's ``a_gf``): a body at rest has ``[0; -R_i^T g]``."""
         return self._block("a")
 
     @functools.cached_property
