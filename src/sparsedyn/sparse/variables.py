@@ -14,9 +14,9 @@ and the row blocks (constraints)::
     c(3f_i):    f_i = I_i a_i + nu_i - fx_i + sum_{j in mu(i)} iX*_j f_j
     c(3tau_i):  tau_i = S_i^T f_i + armature_i qdd_i     (rotor inertia; no term where it is zero)
 
-Gravity enters as the base's fictitious acceleration ``a_0 = -g`` (Featherstone, *Rigid Body Dynamics
-Algorithms*, 2008, section 5.3), so
-``a_i`` is the body's acceleration minus gravity's (Pinocchio's ``a_gf``; ``[0; -R_i^T g]`` at rest).
+Gravity enters as the base's fictitious acceleration ``a_0 = -g`` (Featherstone, *Rigid Body
+Dynamics Algorithms*, 2008, section 5.3), so ``a_i`` is the body's acceleration minus gravity's
+(Pinocchio's ``a_gf``; ``[0; -R_i^T g]`` at rest).
 Every variable is expressed in its own body's coordinates (Nori's Remark 1),
 ``fx_i`` included: the external force ``f_ext[i]`` of :func:`sparsedyn.rnea`, the
 same convention as Pinocchio's ``fext``.  Sizes: ``a_i, f_i, fx_i`` have 6
