@@ -214,6 +214,28 @@ def test_long_build_answers_on_numpy_then_native(tmp_path, monkeypatch, capsys, 
         assert err.count("\n") == 1 and "sparsedyn: building native crba for model" in err and "background" not in err
 
 
+def test_a_compiled_models_later_builds_report_themselves(tmp_path, monkeypatch, rng):
+    """``sd.compile(model)`` builds each function at its first call and the batch form at the first
+    batch call: every such build reports itself through ``sd.compile``'s progress display (nothing is
+    built silently), and a call that needs nothing new reports nothing."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))         # a fresh cache: real builds
+    model = sd.random_tree(5, floating_base=True, seed=4242)
+    msgs = []
+    k = sd.compile(model, progress=msgs.append)
+    q = np.stack([model.random_configuration(rng) for _ in range(9)])
+    v = rng.normal(size=(len(q), model.nv))
+    steps = []
+    for args in ((q[0], v[0], v[0]), (q, v, v), (q[1], v[1], v[1]), (q, v, v)):
+        n = len(msgs)
+        k.rnea(*args)
+        steps.append(msgs[n:])
+    assert any("single kernels ready" in m and "(built)" in m for m in steps[0])
+    assert any(m.startswith("compiling") and "(batch" in m for m in steps[1])
+    assert any("batch kernels ready" in m and "(built)" in m for m in steps[1])
+    assert steps[2] == steps[3] == []
+    assert k.built == {"rnea-single": True, "rnea-batch": True}
+
+
 def test_numpy_backend_builds_nothing(monkeypatch, rng):
     model = sd.random_tree(5, seed=99)
     q = model.random_configuration(rng)
