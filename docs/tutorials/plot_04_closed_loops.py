@@ -18,10 +18,13 @@ delta = sc.delta_robot()
 cs = delta.constraints
 print(delta.model)
 print("constraints:", cs.m, " degrees of freedom:", delta.dof)
+# 12 joint velocities, 9 independent loop-closure rows: 3 degrees of freedom, one per motor
+assert delta.model.nv - np.linalg.matrix_rank(cs.jacobian(delta.q0)) == delta.dof == len(delta.actuated) == 3
 rng = np.random.default_rng(1)
 q, v, a = delta.random_state(rng)
 res = sd.constrained_inverse_dynamics(cs, q, v, a, actuated=delta.actuated)
 print("motor torques u =", np.round(res.u, 4), " regime:", res.regime)
+assert res.regime == "fully actuated" and res.u.shape == (3,)
 fwd = sd.constrained_forward_dynamics(cs, q, v, delta.B @ res.u)
 print("forward dynamics recovers a: max error", np.abs(fwd.a - a).max())
 assert np.abs(fwd.a - a).max() < 1e-8 * max(1.0, np.abs(a).max())      # rounding, times the conditioning
