@@ -104,6 +104,8 @@ _MODEL_SECOND = {
     "contact_step": lambda w, m, q, v: sd.contact_step(w, m, v, v, [], 1e-3),
     "contact_step_derivatives": lambda w, m, q, v: sd.contact_step_derivatives(w, m, v, v, [], 1e-3),
     "rollout": lambda w, m, q, v: sd.rollout(w, m, v, v, [], 1e-3, 1),
+    "reduce_model": lambda w, m, q, v: sd.reduce_model(w, m),
+    "append_model": lambda w, m, q, v: sd.append_model(w, m),
 }
 
 

@@ -82,6 +82,7 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
     ``reduce_model(model, [])`` is a copy of ``model`` with the same dynamics.  Locking the free
     joint of a floating base is refused (load the model with ``floating_base=False``).
     """
+    _checks.model_first("reduce_model", model, "model, joints")
     locked = _joint_indices(model, joints)
     q_ref = model.neutral() if q_ref is None else _checks.configuration(model, q_ref, "q_ref")
     q_ref = np.asarray(q_ref, float)
@@ -218,6 +219,7 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
     sensors come along (renamed); a free joint of ``other`` stays free (a mobile manipulator on a
     floating base, for instance).
     """
+    _checks.model_first("append_model", model, "model, other")
     if not isinstance(other, Model):
         raise TypeError(f"other: expected a Model, got {type(other).__name__}")
     X_place = as_transform(placement, "append_model: placement")
