@@ -106,6 +106,8 @@ _MODEL_SECOND = {
     "rollout": lambda w, m, q, v: sd.rollout(w, m, v, v, [], 1e-3, 1),
     "reduce_model": lambda w, m, q, v: sd.reduce_model(w, m),
     "append_model": lambda w, m, q, v: sd.append_model(w, m),
+    "compile": lambda w, m, q, v: sd.compile(w, m),
+    "mjcf_measurements": lambda w, m, q, v: sd.mjcf_measurements(w, m, v),
 }
 
 
@@ -118,3 +120,12 @@ def test_a_model_that_is_not_first_is_a_type_error_beyond_the_kernels(name, floa
     for wrong in (None, "model", [1.0, 2.0], 1.0):
         with pytest.raises(TypeError, match=rf"^{name}: the model comes first.*got {type(wrong).__name__} as"):
             _MODEL_SECOND[name](wrong, floating, q, v)
+
+
+@pytest.mark.parametrize("name", ["to_urdf", "subtree_masses"])
+def test_a_one_argument_model_function_given_no_model_is_a_type_error(name, floating):
+    q, _, _ = state(floating)
+    for wrong in (q, None, "model"):
+        with pytest.raises(TypeError, match=rf"^{name}: the model comes first, {name}\(model\); got "
+                                            rf"{type(wrong).__name__} as the first argument"):
+            getattr(sd, name)(wrong)

@@ -17,8 +17,8 @@ def model_first(name, model, params):
     parameters are ``params``) is an array, a number, a string, a sequence or ``None``: the model comes
     first (``sd.f(q, model, ...)`` is the mistake this names, as the registered kernels do)."""
     if model is None or isinstance(model, (np.ndarray, np.generic, int, float, complex, str, bytes, list, tuple)):
-        raise TypeError(f"{name}: the model comes first, {name}({params}, ...); got {type(model).__name__} "
-                        f"as the first argument")
+        call = f"{name}({params}, ...)" if "," in params else f"{name}({params})"
+        raise TypeError(f"{name}: the model comes first, {call}; got {type(model).__name__} as the first argument")
 
 
 def numeric(name, x, expected):

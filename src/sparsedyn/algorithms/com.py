@@ -56,6 +56,7 @@ def subtree_first_moments(model, hw):
 
 def subtree_masses(model) -> np.ndarray:
     """Mass of every subtree (NB,): body ``i`` and all its descendants (a model constant)."""
+    _checks.model_first("subtree_masses", model, "model")
     return np.array([model.mass[i:model.subtree_end[i]].sum() for i in range(model.nbodies)])
 
 

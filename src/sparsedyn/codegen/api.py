@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 
+from .. import _checks
 from ..symbolic.trace import UntraceableError
 from . import build
 from .compiled_model import CompiledModel
@@ -96,6 +97,7 @@ def compile(model, kernels=(), *, vectorize=None, progress=None):  # noqa: A001
     :class:`~sparsedyn.codegen.build.CompilerNotFoundWarning` is issued once per
     process.
     """
+    _checks.model_first("compile", model, "model, kernels")
     if isinstance(model, CompiledModel):
         model = model.model
     if getattr(type(model), "__sparsedyn_kernels__", None) is not None:     # an owner of kernels

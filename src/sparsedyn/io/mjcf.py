@@ -113,6 +113,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _checks
 from ..joints import make_joint
 from ..builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
@@ -562,6 +563,7 @@ def mjcf_measurements(model, mj_model, sensordata):
     ``model`` is a :func:`load_mjcf` model of ``mj_model``; each of its sensors
     is a MuJoCo sensor of the same name and size, taken in ``model.sensors`` order.
     """
+    _checks.model_first("mjcf_measurements", model, "model, mj_model, sensordata")
     sensordata = np.asarray(sensordata, float)
     parts = []
     for x in model.sensors:

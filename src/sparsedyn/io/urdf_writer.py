@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .. import spatial
+from .. import _checks, spatial
 from ..model import Model
 from .urdf_elements import DBL_MAX, INERTIA_KEYS
 
@@ -68,6 +68,7 @@ def to_urdf(model: Model) -> str:
     mimic couplings are written.  Inertias are written about the centre of mass
     in body axes; infinite limits as the largest double (see the module docstring).
     """
+    _checks.model_first("to_urdf", model, "model")
     for i, j in enumerate(model.joints):
         if j.type not in URDF_TYPE:
             raise ValueError(f"to_urdf: joint {model.joint_names[i]!r} of type {j.type!r} cannot be written as "
