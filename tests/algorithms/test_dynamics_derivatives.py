@@ -42,11 +42,12 @@ def test_rnea_derivatives_equal_ad_and_finite_differences(tree):
 
 def test_aba_derivatives_equal_ad_and_finite_differences(tree):
     q, v, tau, f = state(tree, 2)
-    for fext in (None, f):
-        dq, dv, dtau = sd.aba_derivatives(tree, q, v, tau, fext)
-        ad_q, ad_v, ad_tau = sd.derivatives(sd.aba)(tree, q, v, tau, fext)
+    g = np.array([0.3, -1.0, -9.0])
+    for fext, grav in ((None, None), (f, g)):
+        dq, dv, dtau = sd.aba_derivatives(tree, q, v, tau, fext, grav)
+        ad_q, ad_v, ad_tau = sd.derivatives(sd.aba)(tree, q, v, tau, fext, grav)
         assert rel_err(dq, ad_q) < AD_TOL and rel_err(dv, ad_v) < AD_TOL and rel_err(dtau, ad_tau) < AD_TOL
-        fd = lambda q_, v_, t_: sd.aba(tree, q_, v_, t_, fext)
+        fd = lambda q_, v_, t_: sd.aba(tree, q_, v_, t_, fext, grav)
         assert rel_err(dq, tangent_fd(tree, fd, q, v, tau)) < FD_TOL
         assert rel_err(dv, vector_fd(lambda v_: fd(q, v_, tau), v)) < FD_TOL
         assert rel_err(dtau, sd.minv(tree, q)) < 1e-10
