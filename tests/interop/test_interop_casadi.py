@@ -123,15 +123,15 @@ DERIVATIVE_KERNELS = ("rnea_derivatives", "aba_derivatives", "generalized_gravit
                       "difference_derivatives")
 
 
-def derivative_kernel_cases(model, name, rng, statics=None):
+def derivative_kernel_cases(model, name, rng, statics=None, folded=True):
     """``(static, optional, args)`` for kernel ``name``: the first ``statics`` static choices of
-    tests/kernel_args.py (all: every reference), without and with the optional arrays;
+    tests/kernel_args.py (all: every reference), with the optional arrays and (``folded``) without;
     ``integrate_derivatives`` also at a velocity of 1e-9 (the small-angle series of the joints'
     Jacobians, picked by a sign)."""
     from kernel_args import arguments, static_choices
     k = REGISTRY[name]
     for static in static_choices(model, name)[:statics]:
-        for optional in ((), tuple(k.optional)) if k.optional else ((),):
+        for optional in ([()] if folded or not k.optional else []) + ([tuple(k.optional)] if k.optional else []):
             args = arguments(model, name, rng, optional=bool(optional), static=static)
             yield static, optional, args
             if name == "integrate_derivatives":

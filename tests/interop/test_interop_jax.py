@@ -77,13 +77,13 @@ def test_jit_and_vmap_equal_numpy(floating, road):
 @pytest.mark.parametrize("name", DERIVATIVE_KERNELS)
 def test_analytical_derivative_kernels(floating, name):
     """Each derivative kernel through the registry as a JAX function on the road CPU users get
-    (``auto``: native) equals the NumPy function, one state and a batch under jit, with and without
-    its optional arrays (f_ext, gravity); one static choice (each builds a library: the references
-    are compared in tests/compile/test_compile_kernels.py and through CasADi)."""
+    (``auto``: native) equals the NumPy function, one state and a batch under jit, with its optional
+    arrays (f_ext, gravity).  One variant each (each builds a library): the references and the
+    folded optional arrays are compared in tests/compile/test_compile_kernels.py and through CasADi."""
     m = floating
     fn = getattr(sd, name)
     rng = np.random.default_rng(3)
-    for static, optional, args in derivative_kernel_cases(m, name, rng, statics=1):
+    for static, optional, args in derivative_kernel_cases(m, name, rng, statics=1, folded=False):
         f = function(fn, m, static=static, optional=optional)
         assert f.road() == "native"
         batch = {n: np.stack([x, arguments(m, name, rng, optional=True, static=static)[n]]) for n, x in args.items()}
