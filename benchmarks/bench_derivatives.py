@@ -12,7 +12,7 @@ For each robot (example-robot-data, fixed-base panda and floating-base talos_red
   load on a shared machine): the compiled kernel vs its Pinocchio counterpart
   (the Pinocchio calls that compute the same matrices: e.g. ``computeForwardKinematicsDerivatives``
   then ``getFrameVelocityDerivatives``), and the NumPy path (the kernel run on NumPy arrays);
-* states per second on a batch of random states: a Pinocchio loop vs one batched compiled call,
+* states per second on a batch of random states, for every kernel: a Pinocchio loop vs one batched compiled call,
   in the steady state (each is run once before timing: the first call on a new batch pays page
   faults and builds the batch form; the compiled call writes into the same ``out=`` arrays each
   time, as Pinocchio writes into its ``Data``).  The compiled batch uses the threads the library
@@ -175,11 +175,13 @@ def run_robot(robot, floating, batch, log):
     log(f"\n| batch of {batch} (steady state) | compiled states/s ({threads} threads) | compiled, 1 thread | "
         f"Pinocchio loop states/s | x Pinocchio loop | x, 1 thread |")
     log("|---|---|---|---|---|---|")
-    for name in ("rnea_derivatives", "aba_derivatives"):
-        names, static, pfn, _ = cases[name]
+    for name, (names, static, pfn, _) in cases.items():
         args = _ours_args(model, names, X)
         f = getattr(cm, name)
-        outs = tuple(np.empty(o.shape) for o in f(*args, **static))      # reused: no page faults per call
+        res = f(*args, **static)
+        res = res if isinstance(res, tuple) else (res,)
+        outs = tuple(np.empty(o.shape) for o in res)                    # reused: no page faults per call
+        outs = outs if len(outs) > 1 else outs[0]
 
         def one_thread():
             cm.threads = 1

@@ -41,6 +41,12 @@ PINOCCHIO = {
     "aba_derivatives": "computeABADerivatives",
     "generalized_gravity_derivatives": "computeGeneralizedGravityDerivatives",
     "static_torque_derivatives": "computeStaticTorqueDerivatives",
+    "frame_velocity_derivatives": "computeForwardKinematicsDerivatives + getFrameVelocityDerivatives",
+    "frame_acceleration_derivatives": "computeForwardKinematicsDerivatives + getFrameAccelerationDerivatives",
+    "frame_jacobian_time_variation": "computeJointJacobiansTimeVariation + getFrameJacobianTimeVariation",
+    "centroidal_dynamics_derivatives": "computeCentroidalDynamicsDerivatives (rows [l; k_G])",
+    "integrate_derivatives": "dIntegrate (ARG0, ARG1)",
+    "difference_derivatives": "dDifference (ARG0, ARG1)",
 }
 
 

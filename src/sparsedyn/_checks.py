@@ -247,6 +247,6 @@ def dynamics(model, q, v, u, f_ext, g, u_name, u_what):
     if f_ext is not None:
         f_ext = body_forces(model, f_ext)
     g = gravity(model, g)
-    shape = batch_shape(q=(q, 1), v=(v, 1), **{u_name: (u, 1)}, f_ext=(f_ext, 2))
+    shape = batch_shape(q=(q, 1), v=(v, 1), **{u_name: (u, 1)}, f_ext=(f_ext, 2), gravity=(g, 1))
     symbolic = any(bk.is_symbolic(x) for x in (q, v, u, f_ext, g) if x is not None)
     return q, v, u, f_ext, g, shape, symbolic

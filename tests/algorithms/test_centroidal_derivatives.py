@@ -10,7 +10,7 @@ import erd
 import sparsedyn as sd
 from conftest import rel_err
 from sparsedyn.interop import pinocchio as ip
-from test_derivatives import FD_TOL, TREES, state, tangent_fd, vector_fd
+from test_derivatives import FD_TOL, TREES, assert_clear_errors, assert_runs_on_numpy, state, tangent_fd, vector_fd
 
 AD_TOL = 1e-11
 
@@ -80,6 +80,15 @@ def test_agree_with_pinocchio(name, floating_base):
                                                    ip.v_to_pinocchio(model, a))
     for ours, theirs in zip(sd.centroidal_dynamics_derivatives(model, q, v, a), ref):
         assert rel_err(ip.jacobian_to_pinocchio(model, ours), theirs) < 1e-9
+
+
+def test_bad_arguments_and_the_numpy_path(monkeypatch):
+    """Clear errors naming the argument (shapes, values, quaternions, batches); the uncompiled path
+    runs the analytic algorithm in NumPy, no traced program."""
+    model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=5, floating_base=True)
+    q, v, a, _ = state(model, 5)
+    assert_clear_errors(sd.centroidal_dynamics_derivatives, model, {"q": q, "v": v, "a": a})
+    assert_runs_on_numpy(sd.centroidal_dynamics_derivatives, model, {"q": q, "v": v, "a": a}, {}, monkeypatch)
 
 
 def test_massless_model_is_refused():

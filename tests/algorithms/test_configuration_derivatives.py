@@ -9,9 +9,12 @@ import pytest
 import erd
 import sparsedyn as sd
 from conftest import rel_err
-from test_derivatives import FD_TOL, H_FD, TREES
+from test_derivatives import FD_TOL, H_FD, TREES, assert_clear_errors, assert_runs_on_numpy
 
 ARG0, ARG1 = pin.ArgumentPosition.ARG0, pin.ArgumentPosition.ARG1
+# Two evaluations of the same Jacobians in different operation orders (closed forms of the joints'
+# exponential and logarithm against the differentiated primal): rounding of a few dozen operations.
+AD_TOL = 1e-11
 
 
 @pytest.fixture(scope="module", params=sorted(TREES))
@@ -48,6 +51,50 @@ def test_finite_differences(tree, scale):
     col = lambda f: np.stack([(f(H_FD * e) - f(-H_FD * e)) / (2 * H_FD) for e in np.eye(tree.nv)], -1)
     assert rel_err(d0, col(lambda d: sd.difference(tree, sd.integrate(tree, q, d), at))) < FD_TOL
     assert rel_err(d1, col(lambda d: sd.difference(tree, q, sd.integrate(tree, at, d)))) < FD_TOL
+
+
+# AD of the primal.  sd.derivatives differentiates in ``q`` on the tangent space; the other
+# configuration arguments are constants of these user kernels, and an output that is a configuration
+# is measured by ``difference`` from the point where the derivative is taken (the tangent space
+# there: d difference(c, x)/dx at x = c is the identity).
+def _integrate_seen_from(model, q, v, q1):
+    return sd.difference(model, q1, sd.integrate(model, q, v))
+
+
+def _difference_from(model, q, q1):
+    return sd.difference(model, q, q1)
+
+
+def _difference_to(model, q, q0):
+    return sd.difference(model, q0, q)
+
+
+def test_equal_ad_of_the_primal(tree):
+    rng = np.random.default_rng(3)
+    q, q1, v = tree.random_configuration(rng), tree.random_configuration(rng), rng.normal(size=tree.nv)
+    decl = dict(outputs={"dq": ("nv",)})
+    at = sd.integrate(tree, q, v)
+    dq, dv = sd.derivatives(_integrate_seen_from, wrt=("q", "v"),
+                            inputs={"q": ("nq",), "v": ("nv",), "q1": ("nq",)}, **decl)(tree, q, v, at)
+    want = sd.integrate_derivatives(tree, q, v)
+    assert rel_err(want[0], dq) < AD_TOL and rel_err(want[1], dv) < AD_TOL
+    d0, d1 = sd.difference_derivatives(tree, q, q1)
+    assert rel_err(d0, sd.derivatives(_difference_from, wrt="q", inputs={"q": ("nq",), "q1": ("nq",)}, **decl)(
+        tree, q, q1)) < AD_TOL
+    assert rel_err(d1, sd.derivatives(_difference_to, wrt="q", inputs={"q": ("nq",), "q0": ("nq",)}, **decl)(
+        tree, q1, q)) < AD_TOL
+
+
+@pytest.mark.parametrize("name", ["integrate_derivatives", "difference_derivatives"])
+def test_bad_arguments_and_the_numpy_path(name, monkeypatch):
+    """Clear errors naming the argument (shapes, values, quaternions, batches); the uncompiled path
+    runs the joints' Jacobians in NumPy, no traced program."""
+    model = sd.random_tree(4, joint_types=("revolute", "spherical", "planar"), seed=5, floating_base=True)
+    rng = np.random.default_rng(5)
+    q0, q1, v = model.random_configuration(rng), model.random_configuration(rng), rng.normal(size=model.nv)
+    args = {"q": q0, "v": v} if name == "integrate_derivatives" else {"q0": q0, "q1": q1}
+    assert_clear_errors(getattr(sd, name), model, args)
+    assert_runs_on_numpy(getattr(sd, name), model, args, {}, monkeypatch)
 
 
 def test_batched_and_traced():

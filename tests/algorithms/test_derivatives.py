@@ -60,6 +60,69 @@ def test_trees_cover_every_joint_type():
     assert types == set(sd.JOINT_TYPES)
 
 
+def quaternion_start(model):
+    """Index in ``q`` of the first quaternion (free or spherical joint), or None."""
+    for i, j in enumerate(model.joints):
+        if j.type in ("free", "spherical"):
+            return model.q_slice(i).start + (3 if j.type == "free" else 0)
+    return None
+
+
+def assert_clear_errors(fn, model, args, static=None):
+    """``fn(model, **args, **static)`` runs on ``args`` and refuses bad input with an error that names
+    the argument: each array with its last axis one short, with a NaN, with an infinity; a
+    configuration whose quaternion is off unit norm; two batches that do not broadcast; an unknown
+    frame and an unknown reference (static arguments)."""
+    static = dict(static or {})
+    fn(model, **args, **static)
+    call = lambda **changed: fn(model, **dict(args, **changed), **static)       # noqa: E731
+    for name, x in args.items():
+        x = np.asarray(x, float)
+        with pytest.raises(ValueError, match=rf"^{name}: expected shape \(\.\.\., "):
+            call(**{name: x[..., :-1]})
+        for value in (np.nan, np.inf):
+            bad = x.copy()
+            bad.flat[bad.size // 2] = value
+            with pytest.raises(ValueError, match=rf"^{name}: contains NaN or infinite values"):
+                call(**{name: bad})
+        k = quaternion_start(model)
+        if name.startswith("q") and x.shape[-1] == model.nq and k is not None:
+            bad = x.copy()
+            bad[..., k:k + 4] *= 1.01
+            with pytest.raises(ValueError, match=rf"^{name}: the quaternion of joint .* is not of unit norm"):
+                call(**{name: bad})
+    (n0, x0), *others = args.items()
+    for n1, x1 in others:
+        with pytest.raises(ValueError, match=rf"batch shapes do not broadcast \(.*{n0}: \(2,\).*{n1}: \(3,\)"):
+            call(**{n0: np.stack([x0] * 2), n1: np.stack([x1] * 3)})
+    if "frame" in static:
+        with pytest.raises(KeyError, match="has no frame 'no_such_frame'"):
+            fn(model, **args, **dict(static, frame="no_such_frame"))
+    if "reference" in static:
+        with pytest.raises(ValueError, match=r"reference: expected one of \('local', 'world', 'local_world_aligned'\)"):
+            fn(model, **args, **dict(static, reference="global"))
+
+
+def assert_runs_on_numpy(fn, model, args, static, monkeypatch):
+    """The uncompiled path of ``fn`` evaluates its algorithm in NumPy: with tracing (a new Graph) and
+    program evaluation (Program.evaluate) made to fail, ``fn`` still gives the result it gave before,
+    bit for bit (one state and a batch of two)."""
+    from sparsedyn.symbolic import ir
+    with sd.use_backend("numpy"):
+        want = fn(model, **args, **static)
+        batch = {n: np.stack([x, x]) for n, x in args.items()}
+
+        def refuse(*a, **k):
+            raise AssertionError("the NumPy path traced or interpreted a program")
+        monkeypatch.setattr(ir.Graph, "__init__", refuse)
+        monkeypatch.setattr(ir.Program, "evaluate", refuse)
+        got, got2 = fn(model, **args, **static), fn(model, **batch, **static)
+        monkeypatch.undo()
+    for w, g, g2 in zip(*((x if isinstance(x, tuple) else (x,)) for x in (want, got, got2))):
+        np.testing.assert_array_equal(g, w)
+        assert g2.shape == (2,) + w.shape and np.all(g2[1] == g2[0])
+
+
 def state(model, seed):
     rng = np.random.default_rng(seed)
     return (model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv),

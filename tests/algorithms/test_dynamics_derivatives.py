@@ -12,7 +12,7 @@ import erd
 import sparsedyn as sd
 from conftest import rel_err
 from sparsedyn.interop import pinocchio as ip
-from test_derivatives import FD_TOL, TREES, state, tangent_fd, vector_fd
+from test_derivatives import FD_TOL, TREES, assert_clear_errors, assert_runs_on_numpy, state, tangent_fd, vector_fd
 
 # Two evaluations of the same derivatives in different operation orders (the analytic recursion and
 # the differentiated primal program) differ by rounding: a few hundred operations on O(1) numbers.
@@ -42,11 +42,12 @@ def test_rnea_derivatives_equal_ad_and_finite_differences(tree):
 
 def test_aba_derivatives_equal_ad_and_finite_differences(tree):
     q, v, tau, f = state(tree, 2)
-    for fext in (None, f):
-        dq, dv, dtau = sd.aba_derivatives(tree, q, v, tau, fext)
-        ad_q, ad_v, ad_tau = sd.derivatives(sd.aba)(tree, q, v, tau, fext)
+    g = np.array([0.3, -1.0, -9.0])
+    for fext, grav in ((None, None), (f, g)):
+        dq, dv, dtau = sd.aba_derivatives(tree, q, v, tau, fext, grav)
+        ad_q, ad_v, ad_tau = sd.derivatives(sd.aba)(tree, q, v, tau, fext, grav)
         assert rel_err(dq, ad_q) < AD_TOL and rel_err(dv, ad_v) < AD_TOL and rel_err(dtau, ad_tau) < AD_TOL
-        fd = lambda q_, v_, t_: sd.aba(tree, q_, v_, t_, fext)
+        fd = lambda q_, v_, t_: sd.aba(tree, q_, v_, t_, fext, grav)
         assert rel_err(dq, tangent_fd(tree, fd, q, v, tau)) < FD_TOL
         assert rel_err(dv, vector_fd(lambda v_: fd(q, v_, tau), v)) < FD_TOL
         assert rel_err(dtau, sd.minv(tree, q)) < 1e-10
@@ -101,12 +102,16 @@ def test_gravity_and_static_torque_derivatives(tree):
     dg = sd.generalized_gravity_derivatives(tree, q)
     assert rel_err(dg, sd.derivatives(sd.generalized_gravity, wrt="q")(tree, q)) < AD_TOL
     assert rel_err(dg, tangent_fd(tree, lambda q_: sd.generalized_gravity(tree, q_), q)) < FD_TOL
-    assert rel_err(sd.generalized_gravity_derivatives(tree, q, g),
-                   tangent_fd(tree, lambda q_: sd.generalized_gravity(tree, q_, g), q)) < FD_TOL
+    dg_g = sd.generalized_gravity_derivatives(tree, q, g)
+    assert rel_err(dg_g, sd.derivatives(sd.generalized_gravity, wrt="q")(tree, q, g)) < AD_TOL
+    assert rel_err(dg_g, tangent_fd(tree, lambda q_: sd.generalized_gravity(tree, q_, g), q)) < FD_TOL
     z = np.zeros(tree.nv)
     ds = sd.static_torque_derivatives(tree, q, f)
-    assert rel_err(ds, sd.rnea_derivatives(tree, q, z, z, f)[0]) < AD_TOL
+    assert rel_err(ds, sd.derivatives(sd.rnea, wrt="q")(tree, q, z, z, f)) < AD_TOL     # AD of the primal
     assert rel_err(ds, tangent_fd(tree, lambda q_: sd.rnea(tree, q_, z, z, f), q)) < FD_TOL
+    ds_g = sd.static_torque_derivatives(tree, q, f, g)
+    assert rel_err(ds_g, sd.derivatives(sd.rnea, wrt="q")(tree, q, z, z, f, g)) < AD_TOL
+    assert rel_err(ds_g, tangent_fd(tree, lambda q_: sd.rnea(tree, q_, z, z, f, g), q)) < FD_TOL
 
 
 def test_batched_states_equal_single_states():
@@ -161,18 +166,20 @@ def test_aba_derivatives_of_a_massless_subtree_name_the_joint():
             sd.aba_derivatives(model, q, v, tau)
 
 
-def test_bad_arguments():
-    model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=5)
-    q = model.random_configuration(1)
-    z = np.zeros(model.nv)
-    with pytest.raises(ValueError, match="v: expected shape"):
-        sd.rnea_derivatives(model, q, np.zeros(2), z)
-    with pytest.raises(ValueError, match="quaternion"):
-        sd.aba_derivatives(model, 2 * q, z, z)
-    with pytest.raises(ValueError, match="f_ext"):
-        sd.static_torque_derivatives(model, q, np.zeros((model.nbodies, 5)))
-    with pytest.raises(ValueError, match="gravity"):
-        sd.generalized_gravity_derivatives(model, q, [0.0, np.nan, 1.0])
+KERNELS = ("rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives")
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_bad_arguments_and_the_numpy_path(name, monkeypatch):
+    """Clear errors naming the argument (shapes, values, quaternions; optional arrays too); the
+    uncompiled path runs the analytic algorithm in NumPy, no traced program."""
+    model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=5, floating_base=True)
+    q, v, a, f = state(model, 5)
+    values = {"q": q, "v": v, "a": a, "tau": a, "f_ext": f, "gravity": np.array([0.3, -1.0, -9.0])}
+    k = getattr(sd, name).__kernel__
+    args = {n: values[n] for n in list(k.inputs) + list(k.optional)}
+    assert_clear_errors(getattr(sd, name), model, args)
+    assert_runs_on_numpy(getattr(sd, name), model, args, {}, monkeypatch)
 
 
 # --- Pinocchio ---------------------------------------------------------------------------

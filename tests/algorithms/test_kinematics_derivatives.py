@@ -2,6 +2,8 @@
 differences and forward/reverse mode on the traced primal (random trees of every joint type, every
 reference) and Pinocchio (example-robot-data robots, fixed and floating base)."""
 
+import dataclasses
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -9,16 +11,34 @@ import pytest
 import erd
 import sparsedyn as sd
 from conftest import rel_err
+from sparsedyn import spatial as sp
 from sparsedyn.interop import pinocchio as ip
-from test_derivatives import FD_TOL, H_FD, TREES, state, tangent_fd, vector_fd
+from test_derivatives import FD_TOL, H_FD, TREES, assert_clear_errors, assert_runs_on_numpy, state, tangent_fd, vector_fd
 
 AD_TOL = 1e-11
 REFS = ("local", "world", "local_world_aligned")
 
 
+def with_frames(model, seed=0):
+    """``model`` with a frame at a random pose on its last body (``tool``), one on the body half way
+    down the list (``mid``) and one fixed to the world (``ground``): a frame's offset from its body
+    enters every reference but ``world``."""
+    rng = np.random.default_rng(seed)
+
+    def pose():
+        u = rng.normal(size=4)
+        return sp.from_pose(sp.quat_to_rot(u / np.linalg.norm(u)), rng.normal(size=3))
+    extra = (sd.Frame("tool", model.nbodies - 1, pose()), sd.Frame("mid", model.nbodies // 2, pose()),
+             sd.Frame("ground", -1, pose()))
+    return dataclasses.replace(model, frames=model.frames + extra)
+
+
+TREE_FRAMES = ("tool", "mid")
+
+
 @pytest.fixture(scope="module", params=sorted(TREES))
 def tree(request):
-    return sd.random_tree(**TREES[request.param])
+    return with_frames(sd.random_tree(**TREES[request.param]))
 
 
 def frames_of(model):
@@ -29,7 +49,7 @@ def frames_of(model):
 @pytest.mark.parametrize("ref", REFS)
 def test_frame_velocity_derivatives(tree, ref):
     q, v, _, _ = state(tree, 1)
-    for frame in frames_of(tree):
+    for frame in TREE_FRAMES:
         dq, dv = sd.frame_velocity_derivatives(tree, q, v, frame, ref)
         assert rel_err(dq, tangent_fd(tree, lambda q_: sd.frame_velocity(tree, q_, v, frame, ref), q)) < FD_TOL
         ad_q, ad_v = sd.derivatives(sd.frame_velocity, wrt=("q", "v"))(tree, q, v, frame, reference=ref)
@@ -40,7 +60,7 @@ def test_frame_velocity_derivatives(tree, ref):
 @pytest.mark.parametrize("ref", REFS)
 def test_frame_acceleration_derivatives(tree, ref):
     q, v, a, _ = state(tree, 2)
-    for frame in frames_of(tree):
+    for frame in TREE_FRAMES:
         dq, dv, da = sd.frame_acceleration_derivatives(tree, q, v, a, frame, ref)
         acc = lambda q_, v_: sd.frame_acceleration(tree, q_, v_, a, frame, ref)
         assert rel_err(dq, tangent_fd(tree, lambda q_: acc(q_, v), q)) < FD_TOL
@@ -54,11 +74,25 @@ def test_frame_acceleration_derivatives(tree, ref):
 @pytest.mark.parametrize("ref", REFS)
 def test_frame_jacobian_time_variation(tree, ref):
     q, v, _, _ = state(tree, 3)
-    for frame in frames_of(tree):
+    for frame in TREE_FRAMES:
         dJ = sd.frame_jacobian_time_variation(tree, q, v, frame, ref)
         J = lambda s: sd.frame_jacobian(tree, sd.integrate(tree, q, s * v), frame, ref)
         assert rel_err(dJ, (J(H_FD) - J(-H_FD)) / (2 * H_FD)) < FD_TOL
+        # AD of the primal: dJ/dt = sum_k dJ/dq_k v_k (the tangent direction v is the motion)
+        assert rel_err(dJ, sd.derivatives(sd.frame_jacobian, wrt="q")(tree, q, frame, reference=ref) @ v) < AD_TOL
         assert rel_err(dJ @ v, sd.frame_jacobian_dot_v(tree, q, v, frame, ref)) < 1e-12
+
+
+def test_a_frame_fixed_to_the_world_does_not_move(tree):
+    """Its velocity, acceleration and Jacobian are zero at every state: so are their derivatives
+    (one state and a batch; the primal functions agree)."""
+    q, v, a, _ = state(tree, 4)
+    for ref in REFS:
+        assert not np.any(sd.frame_velocity(tree, q, v, "ground", ref))
+        for out, n in ((sd.frame_velocity_derivatives(tree, q, v, "ground", ref), 2),
+                       (sd.frame_acceleration_derivatives(tree, q, v, a, "ground", ref), 3),
+                       ((sd.frame_jacobian_time_variation(tree, np.stack([q, q]), v, "ground", ref),), 1)):
+            assert len(out) == n and all(x.shape[-2:] == (6, tree.nv) and not np.any(x) for x in out)
 
 
 def test_batched_and_traced():
@@ -81,15 +115,18 @@ def test_batched_and_traced():
                     assert b.shape == (4, 6, model.nv) and rel_err(b[i], t) < 1e-13
 
 
-def test_bad_arguments():
-    model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=5)
-    q, v = model.random_configuration(1), np.zeros(model.nv)
-    with pytest.raises(ValueError, match="reference"):
-        sd.frame_velocity_derivatives(model, q, v, model.body_names[-1], "global")
-    with pytest.raises(KeyError, match="no_such_frame"):
-        sd.frame_jacobian_time_variation(model, q, v, "no_such_frame")
-    with pytest.raises(ValueError, match="a: expected"):
-        sd.frame_acceleration_derivatives(model, q, v, np.zeros(1), model.body_names[-1])
+KERNELS = ("frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation")
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_bad_arguments_and_the_numpy_path(name, monkeypatch):
+    """Clear errors naming the argument (shapes, values, quaternions, frame names, reference values);
+    the uncompiled path runs the analytic algorithm in NumPy, no traced program."""
+    model = with_frames(sd.random_tree(4, joint_types=("revolute", "spherical"), seed=5, floating_base=True))
+    q, v, a, _ = state(model, 5)
+    args = dict(zip(("q", "v", "a"), (q, v, a)[:len(getattr(sd, name).__kernel__.inputs)]))
+    assert_clear_errors(getattr(sd, name), model, args, {"frame": "tool", "reference": "local_world_aligned"})
+    assert_runs_on_numpy(getattr(sd, name), model, args, {"frame": "tool", "reference": "world"}, monkeypatch)
 
 
 CASES = [(name, fb) for name in erd.ROBOTS for fb in (False, True)]

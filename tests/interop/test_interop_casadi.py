@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import rel_err
+from conftest import rel_err, rounding_bound
 from sparsedyn.interop.casadi import function
+from sparsedyn.kernels import REGISTRY
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "casadi_swing_up.py"
 
@@ -114,16 +115,47 @@ def test_swing_up_example():
         assert rel_err(x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), X[k + 1]) < 1e-7
 
 
-def test_analytical_derivative_kernels(floating):
-    """The optimal-control derivatives (level-by-level kernels, small-angle series picked by a sign)
-    replay in CasADi with the NumPy values."""
+#: The analytical derivative kernels of issue 23 (each is also compiled and tested in
+#: tests/compile/test_compile_kernels.py and against Pinocchio in tests/algorithms/).
+DERIVATIVE_KERNELS = ("rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
+                      "static_torque_derivatives", "frame_velocity_derivatives", "frame_acceleration_derivatives",
+                      "frame_jacobian_time_variation", "centroidal_dynamics_derivatives", "integrate_derivatives",
+                      "difference_derivatives")
+
+
+def derivative_kernel_cases(model, name, rng, statics=None, folded=True):
+    """``(static, optional, args)`` for kernel ``name``: the first ``statics`` static choices of
+    tests/kernel_args.py (all: every reference), with the optional arrays and (``folded``) without;
+    ``integrate_derivatives`` also at a velocity of 1e-9 (the small-angle series of the joints'
+    Jacobians, picked by a sign)."""
+    from kernel_args import arguments, static_choices
+    k = REGISTRY[name]
+    for static in static_choices(model, name)[:statics]:
+        for optional in ([()] if folded or not k.optional else []) + ([tuple(k.optional)] if k.optional else []):
+            args = arguments(model, name, rng, optional=bool(optional), static=static)
+            yield static, optional, args
+            if name == "integrate_derivatives":
+                yield static, optional, dict(args, v=1e-9 * args["v"])
+
+
+def bound(model, args):
+    """Rounding of two evaluations of one program in different libraries (conftest.rounding_bound),
+    times cond(H) (aba_derivatives solves with H)."""
+    q = args.get("q", args.get("q0"))
+    return rounding_bound(model.nv + model.nbodies, float(np.max(np.linalg.cond(sd.crba(model, q)))))
+
+
+@pytest.mark.parametrize("name", DERIVATIVE_KERNELS)
+def test_analytical_derivative_kernels(floating, name):
+    """Each derivative kernel through the registry as a CasADi function equals the NumPy function,
+    for every static choice, with and without its optional arrays (f_ext, gravity)."""
     m = floating
-    q, v, a, _ = state(m, 3)
-    q1 = m.random_configuration(4)
-    frame = {"frame": m.body_names[-1], "reference": "local_world_aligned"}
-    for fn, args, static in ((sd.integrate_derivatives, (q, 1e-9 * v), {}), (sd.difference_derivatives, (q, q1), {}),
-                             (sd.centroidal_dynamics_derivatives, (q, v, a), {}),
-                             (sd.frame_acceleration_derivatives, (q, v, a), frame)):
-        got = function(fn, m, static=static)(*args)
-        for g, w in zip(got, fn(m, *args, **static)):
-            assert rel_err(np.array(g), w) < 1e-13
+    fn = getattr(sd, name)
+    for static, optional, args in derivative_kernel_cases(m, name, np.random.default_rng(3)):
+        F = function(fn, m, static=static, optional=optional)
+        assert F.name_in() == list(args)
+        got, want = F(*args.values()), fn(m, **args, **static)
+        got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+        assert F.name_out() == list(REGISTRY[name].outputs) and len(got) == len(want)
+        for g, w in zip(got, want):
+            assert rel_err(np.array(g).reshape(w.shape), w) < bound(m, args), (static, optional)

@@ -10,6 +10,8 @@ import pytest
 
 import sparsedyn as sd
 from conftest import rel_err
+from kernel_args import arguments
+from test_interop_casadi import DERIVATIVE_KERNELS, bound, derivative_kernel_cases
 from sparsedyn.codegen.build import CompilerNotFoundWarning
 from sparsedyn.interop.jax import function, program_function
 from sparsedyn.symbolic.trace import trace_kernel
@@ -70,6 +72,27 @@ def test_jit_and_vmap_equal_numpy(floating, road):
     got = function(sd.rnea_derivatives, floating, backend=road)(q, v, a)
     for g, w in zip(got, sd.rnea_derivatives(floating, q, v, a)):
         assert rel_err(np.asarray(g), w) < 1e-12
+
+
+@pytest.mark.parametrize("name", DERIVATIVE_KERNELS)
+def test_analytical_derivative_kernels(floating, name):
+    """Each derivative kernel through the registry as a JAX function on the road CPU users get
+    (``auto``: native) equals the NumPy function, one state and a batch under jit, with its optional
+    arrays (f_ext, gravity).  One variant each (each builds a library): the references and the
+    folded optional arrays are compared in tests/compile/test_compile_kernels.py and through CasADi."""
+    m = floating
+    fn = getattr(sd, name)
+    rng = np.random.default_rng(3)
+    for static, optional, args in derivative_kernel_cases(m, name, rng, statics=1, folded=False):
+        f = function(fn, m, static=static, optional=optional)
+        assert f.road() == "native"
+        batch = {n: np.stack([x, arguments(m, name, rng, optional=True, static=static)[n]]) for n, x in args.items()}
+        for xs in (args, batch):
+            got, want = jax.jit(f)(*xs.values()), fn(m, **xs, **static)
+            got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert rel_err(np.asarray(g), w) < bound(m, xs), (static, optional)
 
 
 def test_auto_runs_native_on_cpu_and_static_arguments(floating):

@@ -843,7 +843,9 @@ def generalized_gravity_derivatives(model, q, gravity=None):
     """``dg/dq`` (..., nv, nv) of :func:`~sparsedyn.generalized_gravity`, on the tangent space
     (Pinocchio's ``computeGeneralizedGravityDerivatives``)."""
     q = _checks.configuration(model, q)
-    return _static(model, q, None, _checks.gravity(model, gravity))
+    g = _checks.gravity(model, gravity)
+    _checks.batch_shape(q=(q, 1), gravity=(g, 1))           # a clear error for batches that do not broadcast
+    return _static(model, q, None, g)
 
 
 @kernel(inputs={"q": ("nq",), "f_ext": ("nb", 6)}, optional={"gravity": (3,)}, outputs={"dtau_dq": _NVxNV})
@@ -853,4 +855,6 @@ def static_torque_derivatives(model, q, f_ext, gravity=None):
     frame, held constant), on the tangent space (Pinocchio's ``computeStaticTorqueDerivatives``)."""
     q = _checks.configuration(model, q)
     f_ext = _checks.body_forces(model, f_ext)
-    return _static(model, q, f_ext, _checks.gravity(model, gravity))
+    g = _checks.gravity(model, gravity)
+    _checks.batch_shape(q=(q, 1), f_ext=(f_ext, 2), gravity=(g, 1))
+    return _static(model, q, f_ext, g)

@@ -417,8 +417,9 @@ def _chain_dofs(model, i):
     (cached per model and body)."""
     chains = _CHAINS.setdefault(model, {})
     if i not in chains:
-        chain = model.ancestors(i)[::-1]
-        cols = np.concatenate([np.arange(model.v_slice(j).start, model.v_slice(j).stop) for j in chain])
+        chain = model.ancestors(i)[::-1]            # empty for the world (i = -1): no dof moves it
+        cols = np.concatenate([np.arange(model.v_slice(j).start, model.v_slice(j).stop) for j in chain] +
+                              [np.zeros(0, int)])
         chains[i] = chain, cols, np.asarray(model.dof_body, int)[cols]
     return chains[i]
 
@@ -444,6 +445,8 @@ class _Frame:
         f = model.frames[k]
         self.reference, self.body = reference, f.body
         self.chain, self.cols, self.dof_body = _chain_dofs(model, f.body)
+        if f.body < 0:                      # a frame fixed to the world: every derivative is zero
+            return
         self.fXr = compose(f.X, body_transform(K.Xr, f.body))
         self.p = self.fXr.r
         self.Xw = body_transform(K.Xup, self.chain[0])
@@ -474,6 +477,13 @@ def _frame_setup(model, q, v, a, frame, reference, names):
     return K, _Frame(model, K, model.frame(frame), reference), shape, dtype
 
 
+def _world_frame(model, shape, dtype, n):
+    """The derivatives of a frame fixed to the world: ``n`` zero (..., 6, nv) arrays (its velocity,
+    acceleration and Jacobian are zero whatever the state)."""
+    out = tuple(np.zeros(shape + (6, model.nv), dtype=dtype) for _ in range(n))
+    return out[0] if n == 1 else out
+
+
 def _chain_terms(K, fr, shape):
     """Per dof of the chain (..., n, 6): ``xi``, ``Vl`` and ``V`` (the velocities of the joint's
     parent and body), ``Al`` when accelerations were computed."""
@@ -490,6 +500,8 @@ def frame_velocity_derivatives(model, q, v, frame, reference="local"):
     (rows ``[omega; v]`` in ``reference``'s point and axes; ``dV_dq`` on the tangent space,
     ``dV_dv`` the frame Jacobian).  Pinocchio's ``getFrameVelocityDerivatives``."""
     K, fr, shape, dtype = _frame_setup(model, q, v, None, frame, reference, ("q", "v"))
+    if fr.body < 0:
+        return _world_frame(model, shape, dtype, 2)
     T = _chain_terms(K, fr, shape)
     xi, Vl, Vi = T["xi"], T["Vl"], K.V[..., fr.body, None, :]
     if reference == "local":                      # the frame moves with the joint: dV = fXr (V_l x xi)
@@ -516,6 +528,8 @@ def frame_acceleration_derivatives(model, q, v, a, frame, reference="local"):
     ``dA_dq`` on the tangent space, ``dA_da`` the frame Jacobian).  Pinocchio's
     ``getFrameAccelerationDerivatives`` (its ``a_partial_dq``, ``a_partial_dv``, ``a_partial_da``)."""
     K, fr, shape, dtype = _frame_setup(model, q, v, a, frame, reference, ("q", "v", "a"))
+    if fr.body < 0:
+        return _world_frame(model, shape, dtype, 3)
     T = _chain_terms(K, fr, shape)
     xi, Vl, Vk, Al = T["xi"], T["Vl"], T["V"], T["Al"]
     Vi, Ai = K.V[..., fr.body, None, :], K.A[..., fr.body, None, :]
@@ -539,6 +553,8 @@ def frame_jacobian_time_variation(model, q, v, frame, reference="local"):
     ``d/dt xi_k = V_k x xi_k``; in ``local`` axes the frame's own motion ``-V_f x`` adds to it,
     in ``local_world_aligned`` the moving point adds ``omega_k x v_p``."""
     K, fr, shape, dtype = _frame_setup(model, q, v, None, frame, reference, ("q", "v"))
+    if fr.body < 0:
+        return _world_frame(model, shape, dtype, 1)
     T = _chain_terms(K, fr, shape)
     xi, Vk, Vi = T["xi"], T["V"], K.V[..., fr.body, None, :]
     if reference == "local":
