@@ -140,9 +140,27 @@ def _cross6(v, m, index, single_first):
     (the same traced operations in six NumPy calls instead of about thirty).  ``index``: the
     gathers of ``v`` and ``m``; the first two products are summed, the third is alone, and
     ``single_first``: it is the angular half of the result (else the linear one)."""
+    if type(v) is np.ndarray and type(m) is np.ndarray and v.dtype == m.dtype == np.float64:
+        iv, im = index            # floats: the 18 products, then one product with their signs (exact +-1)
+        return (v.take(iv, -1) * m.take(im, -1)) @ (_CROSS6_SUM[0] if single_first else _CROSS6_SUM[1])
     d = _crosses(v, m, index)                           # three cross products, (..., 9)
     pair, single = d[..., :3] + d[..., 3:6], d[..., 6:]
     return np.concatenate([single, pair] if single_first else [pair, single], -1)
+
+
+def _cross6_sum(single_first):
+    """(18, 6): the signed sums of :func:`_cross6` on floats, from the 18 products of
+    :func:`_crosses` (the first terms of the three differences, then the second ones) to the
+    spatial cross product (the same terms added in another order: equal to rounding, four
+    products per pair row instead of six NumPy calls)."""
+    S = np.zeros((18, 6))
+    for j in range(9):                                  # entry j of the three 3D cross products
+        out = j - 6 if j >= 6 else 3 + j % 3            # single: its own half; the pair: the other
+        if not single_first:
+            out = (out + 3) % 6
+        S[j, out], S[9 + j, out] = 1.0, -1.0
+    S.flags.writeable = False
+    return S
 
 
 def _crosses(v, m, index):
@@ -169,6 +187,7 @@ def _cross6_index(*pairs):
 
 _CM = _cross6_index((0, 3), (3, 0), (0, 0))     # linear: w x m_u + u x m_w; angular: w x m_w
 _CF = _cross6_index((0, 0), (3, 3), (0, 3))     # angular: w x f_n + u x f_f; linear: w x f_f
+_CROSS6_SUM = (_cross6_sum(True), _cross6_sum(False))
 
 
 # --- rotations ----------------------------------------------------------------

@@ -362,7 +362,7 @@ def _gather_index(model):
 def _products(model, sums, xi, chi, psi, phi):
     """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays:
     one matrix ``G`` (21, 21) per dof, gathered from its body's sums by :func:`_product_table`, times
-    ``[xi, chi, psi_w, phi]`` (the products of the generic form, summed in another order: equal to
+    ``z = [chi, psi_w, phi, xi]``, giving ``out = [P, Qw, Tq, Tv]`` (the products of the generic form, summed in another order: equal to
     rounding; a few NumPy calls instead of some forty)."""
     IC, F, B11, M = sums
     lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
@@ -372,11 +372,11 @@ def _products(model, sums, xi, chi, psi, phi):
     index, coef = _product_table(model)
     G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
     G *= coef
-    zs = (xi, chi, psi[..., :3], phi)
+    zs = (chi, psi[..., :3], phi, xi)
     zl = common_shape(*(x.shape[:-2] for x in zs))
     z = np.concatenate([x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs], -1)
     out = (G.reshape(lead + (-1, 21, 21)) @ z[..., None])[..., 0]
-    return {"P": out[..., :6], "Tq": out[..., 6:12], "Tv": out[..., 12:18], "Qw": out[..., 18:],
+    return {"P": out[..., :6], "Qw": out[..., 6:9], "Tq": out[..., 9:15], "Tv": out[..., 15:],
             "_z": z, "_out": out, "_p": p}
 
 
@@ -389,7 +389,8 @@ _TABLES = weakref.WeakKeyDictionary()
 def _product_table(model):
     """``(index, coef)``: ``G[d] = p.flat[index[d]] * coef[d]`` (nv, 21, 21) per dof ``d`` from the
     per-body parameters ``p`` (NB, 34) of :func:`_products` (``coef`` in 0, +-1, +-2), cached per model:
-    rows ``[P; Tq; Tv; Qw]``, columns ``[xi; chi; psi_w; phi]`` (see :func:`joint_terms`)::
+    rows ``[P; Qw; Tq; Tv]``, columns ``[chi; psi_w; phi; xi]`` (see :func:`joint_terms`; in this
+    order the rows and columns that :func:`_branch_products` pairs are side by side)::
 
         P  = IC xi,   Tq = Xf xi + IC chi + Bw psi_w,   Tv = Bw xi_w + IC phi,   Qw = [B11^T, 2 lx] xi
 
@@ -397,17 +398,17 @@ def _product_table(model):
     ``Bw = [B11; -2 lx]``."""
     table = _TABLES.get(model)
     if table is None:
-        t = _Table(21, 21)
-        t.inertia(0, 0)
-        t.skew(6, 0, _N, -1.0), t.skew(6, 3, _F, -1.0), t.skew(9, 0, _F, -1.0)
-        t.inertia(6, 6)
-        t.bw(6, 12)
-        t.bw(12, 0)
-        t.inertia(12, 15)
+        t = _Table(21, 21)                  # rows P 0, Qw 6, Tq 9, Tv 15; columns chi 0, psi_w 6, phi 9, xi 15
+        t.inertia(0, 15)
+        t.skew(9, 15, _N, -1.0), t.skew(9, 18, _F, -1.0), t.skew(12, 15, _F, -1.0)
+        t.inertia(9, 0)
+        t.bw(9, 6)
+        t.bw(15, 15)
+        t.inertia(15, 9)
         for i in range(3):
             for j in range(3):
-                t.put(18 + i, j, _B + 3 * j + i)
-        t.skew(18, 3, _L, 2.0)
+                t.put(6 + i, 15 + j, _B + 3 * j + i)
+        t.skew(6, 18, _L, 2.0)
         at, c = t.at, t.c
         db = levels(model).dof_body
         index = (db[:, None, None] * _NPAR + at).reshape(-1)
@@ -561,7 +562,7 @@ def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
     if not bk.is_symbolic(T["P"]):
-        Dm, Um = _pair_masks(model)
+        Dm, Um, _ = _pair_masks(model)
         PX = T["P"] @ T["xi"].swapaxes(-1, -2)
         H = Dm * PX + Um * PX.swapaxes(-1, -2)
         arm = _constants(model).armature
@@ -620,8 +621,10 @@ def _assemble_float(model, T, velocity):
     (..., nv, 9) @ (..., 9, nv) (a few BLAS calls instead of a gather and a product per term), the
     pairs off the branches zeroed by :func:`_pair_masks` (the same sums of products, added in
     another order: equal to rounding)."""
+    if velocity and "_out" in T:
+        return _branch_products(model, T["_z"], T["_out"], False)
     xi, P, Tq = T["xi"], T["P"], T["Tq"]
-    Dm, Um = _pair_masks(model)
+    Dm, Um, _ = _pair_masks(model)
     if not velocity:
         return (Dm * (P @ T["chi"].swapaxes(-1, -2)) + Um * (xi @ Tq.swapaxes(-1, -2)),)
     n = xi.shape[-2]
@@ -634,66 +637,52 @@ def _assemble_float(model, T, velocity):
 
 
 def _assemble_all(model, T):
-    """``(dtau_dq, dtau_dv, H)`` from :func:`_float_terms`' ``T`` in a few NumPy calls: with its
-    ``z = [xi, chi, psi_w, phi]`` and ``out = [P, Tq, Tv, Qw]`` per dof, the lower pairs are
-    ``[P, Qw]_r . [chi, psi_w]_c`` and ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones ``xi_r . Tq_c``,
-    ``xi_r . Tv_c``, and ``H`` is ``P_r . xi_c`` below, mirrored above: five dense products
-    (..., 5, nv, 9) @ (..., 5, 9, nv) of rows gathered by one ``take`` each (:func:`_assemble_plan`),
-    masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble` and :func:`_inertia_matrix`)."""
-    z, out = T["_z"], T["_out"]
-    n = z.shape[-2]
-    lead = z.shape[:-2]
-    left, right, masks, upper_t = _assemble_plan(model)
-    src = np.concatenate([z, out, np.zeros(lead + (n, 1))], -1).reshape(lead + (n * 43,))
-    M = src.take(left, -1).reshape(lead + (5, n, 9)) @ src.take(right, -1).reshape(lead + (5, n, 9)).swapaxes(-1, -2)
-    Y = M * masks
-    D = Y[..., :2, :, :] + Y[..., 2:4, :, :]                                     # dtau_dq, dtau_dv
-    H = Y[..., 4, :, :] + (M[..., 4, :, :] * upper_t).swapaxes(-1, -2)
+    """``(dtau_dq, dtau_dv, H)`` from :func:`_float_terms`' ``T`` (see :func:`_branch_products`)."""
+    return _branch_products(model, T["_z"], T["_out"], True)
+
+
+def _branch_products(model, z, out, inertia):
+    """``(dtau_dq, dtau_dv)``, and ``H`` with ``inertia``, from :func:`_products`' ``z = [chi, psi_w,
+    phi, xi]`` and ``out = [P, Qw, Tq, Tv]`` per dof (..., nv, 21), in a few NumPy calls: the lower
+    pairs ``[P, Qw]_r . [chi, psi_w]_c`` and ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones
+    ``xi_r . Tq_c`` and ``xi_r . Tv_c``, ``H`` ``P_r . xi_c`` below, mirrored above: dense products
+    (..., nv, 9) @ (..., 9, nv) of adjacent columns (views, no gather), masked by :func:`_pair_masks`
+    (equal to rounding to :func:`_assemble` and :func:`_inertia_matrix`)."""
+    Dm, Um, UmT = _pair_masks(model)
+    xi, left = z[..., 15:], out[..., :9]
+    dq, dv = left @ z[..., :9].swapaxes(-1, -2), left @ z[..., 9:18].swapaxes(-1, -2)
+    for low, k in ((dq, 9), (dv, 15)):
+        up = xi @ out[..., k:k + 6].swapaxes(-1, -2)
+        low *= Dm
+        up *= Um
+        low += up
+    if not inertia:
+        return dq, dv
+    PX = out[..., :6] @ xi.swapaxes(-1, -2)
+    H = PX * Dm
+    PX *= UmT
+    H += PX.swapaxes(-1, -2)
     arm = _constants(model).armature
     if arm is not None:
         H += arm
-    return D[..., 0, :, :], D[..., 1, :, :], H
-
-
-_PLANS = weakref.WeakKeyDictionary()
-
-
-def _assemble_plan(model):
-    """``(left, right, masks, upper_t)`` of :func:`_assemble_all`, cached per model: flat gathers
-    (5 nv 9,) from ``[z, out, 0]`` (43 per dof) of the five products' left rows
-    ``[P, Qw], [P, Qw], [xi, 0], [xi, 0], [P, 0]`` and right rows ``[chi, psi_w], [phi, xi_w],
-    [Tq, 0], [Tv, 0], [xi, 0]``; the masks ``[Dm, Dm, Um, Um, Dm]`` (5, nv, nv) and ``Um^T``."""
-    plan = _PLANS.get(model)
-    if plan is None:
-        xi, chi, psi_w, phi = np.r_[0:6], np.r_[6:12], np.r_[12:15], np.r_[15:21]
-        P, Tq, Tv, Qw = np.r_[21:27], np.r_[27:33], np.r_[33:39], np.r_[39:42]
-        zero = np.full(3, 42)
-        lsel = [np.r_[P, Qw], np.r_[P, Qw], np.r_[xi, zero], np.r_[xi, zero], np.r_[P, zero]]
-        rsel = [np.r_[chi, psi_w], np.r_[phi, xi[:3]], np.r_[Tq, zero], np.r_[Tv, zero], np.r_[xi, zero]]
-        d = np.arange(model.nv)[None, :, None] * 43
-        left, right = ((d + np.array(sel)[:, None, :]).reshape(-1) for sel in (lsel, rsel))
-        Dm, Um = _pair_masks(model)
-        plan = (left, right, np.stack([Dm, Dm, Um, Um, Dm]), np.ascontiguousarray(Um.T))
-        for x in plan:
-            x.flags.writeable = False
-        _PLANS[model] = plan
-    return plan
+    return dq, dv, H
 
 
 _MASKS = weakref.WeakKeyDictionary()
 
 
 def _pair_masks(model):
-    """``(Dm, Um)`` (nv, nv) float: 1 on the pairs ``(rd, cd)`` and ``(ra, ca)`` of
-    :func:`branch_pairs`, 0 elsewhere (cached per model)."""
+    """``(Dm, Um, Um^T)`` (nv, nv) float: 1 on the pairs ``(rd, cd)`` and ``(ra, ca)`` of
+    :func:`branch_pairs`, 0 elsewhere, and ``Um`` transposed (cached per model)."""
     masks = _MASKS.get(model)
     if masks is None:
         rd, cd, ra, ca, _ = branch_pairs(model)
         masks = np.zeros((2, model.nv, model.nv))
         masks[0, rd, cd] = 1.0
         masks[1, ra, ca] = 1.0
-        masks.flags.writeable = False
-        masks = _MASKS[model] = (masks[0], masks[1])
+        upper_t = np.ascontiguousarray(masks[1].T)
+        masks.flags.writeable = upper_t.flags.writeable = False
+        masks = _MASKS[model] = (masks[0], masks[1], upper_t)
     return masks
 
 

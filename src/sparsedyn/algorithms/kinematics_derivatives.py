@@ -29,6 +29,7 @@ derivatives.  Tangent space as everywhere: ``d/d(dq) f(integrate(q, dq))`` at
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -122,27 +123,32 @@ class Levels:
         self.Xtree = Transform(np.stack([X.E for X in model.Xtree]), np.stack([X.r for X in model.Xtree])) if NB else None
         self.group_order = np.argsort(np.concatenate([b for _, b, _, _ in self.joint_groups]), kind="stable") \
             if NB else np.zeros(0, int)
-        self.float_groups = [_float_group(j, b, qidx, Xt) for j, b, qidx, Xt in self.joint_groups]
+        self.float_groups = [_float_group(j, b, qidx, Xt, parent) for j, b, qidx, Xt in self.joint_groups]
         self.homogeneous_pad = np.zeros((NB + 1, 4, 4))     # rows [[*, *], [0, 1]], the last the identity
         self.homogeneous_pad[:, 3, 3] = 1.0
         self.homogeneous_pad[NB, :3, :3] = np.eye(3)
         self.homogeneous_pad.flags.writeable = False
 
 
-def _float_group(joint, bodies, qidx, Xt):
-    """A joint group for :func:`stacked_joint_transforms` on floats: ``(joint, where, qidx, consts)``,
-    ``where`` a slice for consecutive bodies; for revolutes ``consts`` = the axis constants times the
-    tree rotations (``E = (c P + aa - s K) E_tree``, ``r = r_tree``: no composition), else the tree
-    transforms, ``None`` when they are identities (composing with them is exact: skipped)."""
+def _float_group(joint, bodies, qidx, Xt, parent):
+    """A joint group for :func:`stacked_joint_transforms` on floats: ``(joint, where, qidx, consts,
+    translate)``, ``where`` a slice for consecutive bodies; for revolutes ``consts`` = the axis
+    constants times the tree rotations and translations, (n, 3, 4) each (the rows
+    ``[E, -E r] = (c P + aa - s K) [E_tree, -E_tree r_tree]`` of the homogeneous matrices, no
+    composition; ``r = r_tree``), else the tree transforms, ``None`` when they are identities
+    (composing with them is exact: skipped); ``translate``: whether a body of the group has a parent
+    (only then does :func:`_joint_homogeneous` need its column ``-E r``)."""
     where = slice(int(bodies[0]), int(bodies[-1]) + 1) if len(bodies) and \
         np.array_equal(bodies, np.arange(bodies[0], bodies[-1] + 1)) else bodies
+    translate = bool(np.any(parent[bodies] >= 0))
     if isinstance(joint, _Revolutes):
-        consts = tuple(c @ Xt.E for c in joint.constants)
+        tree = np.concatenate([Xt.E, -(Xt.E @ Xt.r[..., None])], -1)
+        consts = tuple(c @ tree for c in joint.constants)
         for c in consts:
             c.flags.writeable = False
-        return joint, where, qidx[:, 0], (consts, Xt.r)
+        return joint, where, qidx[:, 0], (consts, Xt.r), translate
     identity = np.array_equal(Xt.E, np.broadcast_to(np.eye(3), Xt.E.shape)) and not np.any(Xt.r)
-    return joint, where, qidx, None if identity else Xt
+    return joint, where, qidx, None if identity else Xt, translate
 
 
 _REVOLUTE = ("revolute", "continuous")
@@ -215,18 +221,8 @@ def stacked_joint_transforms(model, q, shape, dtype):
     if not NB:
         return Transform(np.zeros(shape + (0, 3, 3), dtype=dtype), np.zeros(shape + (0, 3), dtype=dtype))
     if not bk.is_symbolic(q) and dtype == np.float64:     # floats: each group written in place
-        E, r = np.empty(shape + (NB, 3, 3)), np.empty(shape + (NB, 3))
-        for joint, where, qidx, consts in lv.float_groups:
-            if isinstance(joint, _Revolutes):
-                E[..., where, :, :] = axes_rotation(consts[0], q.take(qidx, -1))
-                r[..., where, :] = consts[1]
-            else:
-                XJ, _ = joint.jcalc(q.take(qidx, -1))
-                if consts is not None:
-                    XJ = compose(XJ, consts)
-                E[..., where, :, :] = XJ.E
-                r[..., where, :] = XJ.r
-        return Transform(E, r)
+        H, r = _joint_homogeneous(model, q, shape)
+        return Transform(H[..., :NB, :3, :3], r)
     E, r = [], []
     for joint, _, qidx, _ in lv.joint_groups:
         XJ, _ = joint.jcalc(q.take(qidx, -1))
@@ -236,6 +232,42 @@ def stacked_joint_transforms(model, q, shape, dtype):
     r = r[0] if len(r) == 1 else np.concatenate(r, -2)
     XJ = Transform(E.take(lv.group_order, -3).astype(dtype, copy=False), r.take(lv.group_order, -2).astype(dtype, copy=False))
     return compose(XJ, lv.Xtree)                              # one composition for all bodies
+
+
+def _joint_homogeneous(model, q, shape):
+    """``(H, r)`` of :func:`stacked_joint_transforms` on floats (q (..., nq) float64): ``H``
+    (..., NB + 1, 4, 4) the homogeneous matrices ``[[E, -E r], [0, 1]]`` of ``Xup``, the last row
+    the identity (:func:`_jump_to_roots` takes them as they are), ``r`` (..., NB, 3).  Each joint
+    group is written into its rows; the column ``-E r`` only where a body of the group has a parent
+    (a root's row is never read by :func:`_jump_to_roots`), the revolutes' from their constants."""
+    lv, NB = levels(model), model.nbodies
+    H = lv.homogeneous_pad.copy() if not shape else np.broadcast_to(lv.homogeneous_pad, shape + (NB + 1, 4, 4)).copy()
+    r = np.empty(shape + (NB, 3))
+    for joint, where, qidx, consts, translate in lv.float_groups:
+        if isinstance(joint, _Revolutes):
+            H[..., where, :3, :] = axes_rotation(consts[0], q.take(qidx, -1))
+            r[..., where, :] = consts[1]
+        else:
+            XJ, _ = joint.jcalc(q.take(qidx, -1))
+            if consts is not None:
+                XJ = compose(XJ, consts)
+            H[..., where, :3, :3] = XJ.E
+            r[..., where, :] = XJ.r
+            if translate:
+                H[..., where, :3, 3] = -(XJ.E @ XJ.r[..., None])[..., 0]
+    return H, r
+
+
+def _jump_to_roots(model, H):
+    """``Xr`` (:func:`root_transforms_stacked`) on floats by pointer jumping from ``H`` (..., NB + 1, 4, 4),
+    ``Xup`` as homogeneous matrices and the identity in the last row (:func:`_joint_homogeneous`;
+    the roots' rows are not read)."""
+    lv, NB = levels(model), model.nbodies
+    T = H.take(lv.root_or_pad, -3)                           # a root's row: the identity
+    for J in lv.jumps:
+        T = T @ T.take(J, -3)                                # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
+    E = T[..., :NB, :3, :3]
+    return Transform(E, -(E.swapaxes(-1, -2) @ T[..., :NB, :3, 3:])[..., 0])
 
 
 def root_transforms_stacked(model, Xup: Transform) -> Transform:
@@ -268,11 +300,7 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
     T = lv.homogeneous_pad.copy() if not lead else np.broadcast_to(lv.homogeneous_pad, lead + (NB + 1, 4, 4)).copy()
     T[..., :NB, :3, :3] = Eup
     np.matmul(Eup, -rup[..., None], out=T[..., :NB, :3, 3:])
-    T = T.take(lv.root_or_pad, -3)
-    for J in lv.jumps:
-        T = T @ T.take(J, -3)                                # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
-    E = T[..., :NB, :3, :3]
-    return Transform(E, -(E.swapaxes(-1, -2) @ T[..., :NB, :3, 3:])[..., 0])
+    return _jump_to_roots(model, T)
 
 
 _JUMP_MAX_STATES = 16
@@ -300,8 +328,13 @@ def root_motion(model, q, v, a=None, a_root=None):
     K = RootMotion()
     dtype = np.result_type(q, v, np.float64, *(() if a is None else (a,)))
     shape = common_shape(q.shape[:-1], v.shape[:-1], *(() if a is None else (a.shape[:-1],)))
-    K.Xup = stacked_joint_transforms(model, q, shape, dtype)
-    K.Xr = root_transforms_stacked(model, K.Xup)
+    if NB and dtype == np.float64 and not bk.is_symbolic(q) and math.prod(shape) <= _JUMP_MAX_STATES:
+        H, r = _joint_homogeneous(model, q, shape)          # floats: Xup's homogeneous rows, jumped as they are
+        K.Xup = Transform(H[..., :NB, :3, :3], r)
+        K.Xr = _jump_to_roots(model, H)
+    else:
+        K.Xup = stacked_joint_transforms(model, q, shape, dtype)
+        K.Xr = root_transforms_stacked(model, K.Xup)
     K.EErx = None
     if bk.is_symbolic(K.Xr.E) or bk.is_symbolic(K.Xr.r):
         K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
