@@ -360,10 +360,13 @@ def _gather_index(model):
 
 
 def _products(model, sums, xi, chi, psi, phi):
-    """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays:
-    one matrix ``G`` (21, 21) per dof, gathered from its body's sums by :func:`_product_table`, times
-    ``z = [chi, psi_w, phi, xi]``, giving ``out = [P, Qw, Tq, Tv]`` (the products of the generic form, summed in another order: equal to
-    rounding; a few NumPy calls instead of some forty)."""
+    """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays,
+    from two small matrices per dof gathered from its body's sums by :func:`_product_table`:
+    ``G1 = [IC, Bw]`` (6, 9) times ``[[xi, chi, phi], [0, psi_w, xi_w]]`` (9, 3) gives ``P``,
+    ``Tq - Xf xi`` and ``Tv``; ``G2 = [Xf; B11^T, 2 lx]`` (9, 6) times ``xi`` gives ``Xf xi`` and ``Qw``
+    (the products of the generic form, summed in another order: equal to rounding; a few NumPy calls
+    instead of some forty).  Also returned: ``z = [chi, psi_w, phi, xi]`` and ``out = [P, Qw, Tq, Tv]``
+    (..., nv, 21) for :func:`_branch_products`, and the parameters ``p`` (..., NB, 34)."""
     IC, F, B11, M = sums
     lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
     nb = F.shape[-2]
@@ -372,14 +375,21 @@ def _products(model, sums, xi, chi, psi, phi):
     index, coef = _product_table(model)
     G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
     G *= coef
+    G = G.reshape(lead + (-1, 108))
     zs = (chi, psi[..., :3], phi, xi)
     zl = common_shape(*(x.shape[:-2] for x in zs))
-    z = np.concatenate([x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs], -1)
-    out = (G.reshape(lead + (-1, 21, 21)) @ z[..., None])[..., 0]
+    zs = [x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs]
+    z = np.concatenate(zs + [np.zeros(zl + xi.shape[-2:-1] + (1,))], -1)       # and a zero
+    A = G[..., :54].reshape(G.shape[:-1] + (6, 9)) @ z.take(_ZR, -1).reshape(z.shape[:-1] + (9, 3))
+    R = (G[..., 54:].reshape(G.shape[:-1] + (9, 6)) @ z[..., 15:21, None])[..., 0]
+    out = np.concatenate([A[..., 0], R[..., 6:], A[..., 1] + R[..., :6], A[..., 2]], -1)
     return {"P": out[..., :6], "Qw": out[..., 6:9], "Tq": out[..., 9:15], "Tv": out[..., 15:],
-            "_z": z, "_out": out, "_p": p}
+            "_z": z[..., :21], "_out": out, "_p": p}
 
 
+# [[xi, chi, phi], [0, psi_w, xi_w]] (9, 3) of _products from z = [chi, psi_w, phi, xi, 0] (22)
+_ZR = np.array([[15 + i, i, 9 + i] for i in range(6)] + [[21, 6 + i, 15 + i] for i in range(3)]).reshape(-1)
+_ZR.flags.writeable = False
 # the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
 _NPAR = 34
 _M, _H, _I, _N, _F, _B, _L = 0, 1, 4, 13, 16, 19, 31
@@ -387,10 +397,9 @@ _TABLES = weakref.WeakKeyDictionary()
 
 
 def _product_table(model):
-    """``(index, coef)``: ``G[d] = p.flat[index[d]] * coef[d]`` (nv, 21, 21) per dof ``d`` from the
+    """``(index, coef)``: ``[G1, G2] = p.flat[index[d]] * coef[d]`` (nv, 108) per dof ``d`` from the
     per-body parameters ``p`` (NB, 34) of :func:`_products` (``coef`` in 0, +-1, +-2), cached per model:
-    rows ``[P; Qw; Tq; Tv]``, columns ``[chi; psi_w; phi; xi]`` (see :func:`joint_terms`; in this
-    order the rows and columns that :func:`_branch_products` pairs are side by side)::
+    ``G1 = [IC, Bw]`` (6, 9) and ``G2 = [Xf; B11^T, 2 lx]`` (9, 6), row-major (see :func:`joint_terms`)::
 
         P  = IC xi,   Tq = Xf xi + IC chi + Bw psi_w,   Tv = Bw xi_w + IC phi,   Qw = [B11^T, 2 lx] xi
 
@@ -398,21 +407,19 @@ def _product_table(model):
     ``Bw = [B11; -2 lx]``."""
     table = _TABLES.get(model)
     if table is None:
-        t = _Table(21, 21)                  # rows P 0, Qw 6, Tq 9, Tv 15; columns chi 0, psi_w 6, phi 9, xi 15
-        t.inertia(0, 15)
-        t.skew(9, 15, _N, -1.0), t.skew(9, 18, _F, -1.0), t.skew(12, 15, _F, -1.0)
-        t.inertia(9, 0)
-        t.bw(9, 6)
-        t.bw(15, 15)
-        t.inertia(15, 9)
+        g1, g2 = _Table(6, 9), _Table(9, 6)
+        g1.inertia(0, 0)
+        g1.bw(0, 6)
+        g2.skew(0, 0, _N, -1.0), g2.skew(0, 3, _F, -1.0), g2.skew(3, 0, _F, -1.0)
         for i in range(3):
             for j in range(3):
-                t.put(6 + i, 15 + j, _B + 3 * j + i)
-        t.skew(6, 18, _L, 2.0)
-        at, c = t.at, t.c
+                g2.put(6 + i, j, _B + 3 * j + i)
+        g2.skew(6, 3, _L, 2.0)
+        at = np.concatenate([g1.at.reshape(-1), g2.at.reshape(-1)])
+        c = np.concatenate([g1.c.reshape(-1), g2.c.reshape(-1)])
         db = levels(model).dof_body
-        index = (db[:, None, None] * _NPAR + at).reshape(-1)
-        coef = np.broadcast_to(c, (len(db), 21, 21)).reshape(-1)
+        index = (db[:, None] * _NPAR + at).reshape(-1)
+        coef = np.broadcast_to(c, (len(db), len(c))).reshape(-1)
         index.flags.writeable = coef.flags.writeable = False
         table = _TABLES[model] = (index, coef)
     return table

@@ -343,10 +343,15 @@ def root_motion(model, q, v, a=None, a_root=None):
         lead = E.shape[:-3]
         K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), (E @ skew(r)).reshape(lead + (NB, 9))], -1)
         K.xi = (_xi_map(model) @ K.EErx.take(lv.dof_body, -2)[..., None])[..., 0]
-    vJ = segment_sum(K.xi * v[..., :, None], lv.dof_body, NB, lv.dof_sum)
-    above = lv.above if bk.is_symbolic(vJ) else lv.above_float
-    V = above @ vJ                                           # V_i = sum of vJ over i's ancestors and i
-    K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
+    xv = K.xi * v[..., :, None]
+    if not bk.is_symbolic(xv):           # floats: [V; V_l; vJ] in one product (the same sums)
+        X = _acceleration_plan(model)[1] @ xv
+        K.V, K.Vl, vJ = X[..., :NB, :], X[..., NB:2 * NB, :], X[..., 2 * NB:, :]
+        V = K.V
+    else:
+        vJ = segment_sum(xv, lv.dof_body, NB, lv.dof_sum)
+        V = lv.above @ vJ                                    # V_i = sum of vJ over i's ancestors and i
+        K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
     K.A = K.Al = None
     if a is not None and not (bk.is_symbolic(V) or bk.is_symbolic(a) or bk.is_symbolic(K.Xup.E)
                               or a_root is not None and bk.is_symbolic(a_root)):
@@ -365,7 +370,7 @@ def root_motion(model, q, v, a=None, a_root=None):
             A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
         else:       # floats: a root's V x vJ (V = vJ) is exactly 0, so no gather and scatter of the others
             A = A + cross_motion(V, vJ)
-        A = above @ A
+        A = lv.above @ A
         Al = with_pad(A).take(lv.parent_or_pad, -2)
         if a_root is not None:
             Al[..., roots, :] = a0
@@ -377,7 +382,8 @@ def _float_accelerations(model, K, a, a_root, vJ):
     """``K.A``, ``K.Al`` of :func:`root_motion` on float arrays: ``A = above (S a + V x vJ + a0)``
     as one product of the per-model matrix ``[above dof_sum, above, above roots]`` with the stacked
     ``[xi a; V x vJ; a0]`` (a root's ``V x vJ`` is exactly 0: ``V = vJ``; the same terms as the
-    level form, added in another order), ``Al`` gathered from ``[A; a0]``."""
+    level form, added in another order), ``Al`` by the same product with the parents' rows of that
+    matrix (a root's: its ``a0``), stacked below it."""
     lv = levels(model)
     roots, V = lv.roots, K.V
     parts = [K.xi * a[..., :, None], cross_motion(V, vJ)]
@@ -391,33 +397,37 @@ def _float_accelerations(model, K, a, a_root, vJ):
         parts.append(a0)
     lead = common_shape(*(x.shape[:-2] for x in parts))
     parts = [x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts]
-    big, parent_or_a0 = _acceleration_plan(model)
-    A = big[:, :sum(x.shape[-2] for x in parts)] @ np.concatenate(parts, -2)
-    K.A = A
-    if a0 is None:
-        K.Al = with_pad(A).take(lv.parent_or_pad, -2)
-    else:
-        K.Al = np.concatenate([A, parts[2]], -2).take(parent_or_a0, -2)
+    big = _acceleration_plan(model)[0]
+    AAl = big[:, :sum(x.shape[-2] for x in parts)] @ np.concatenate(parts, -2)
+    NB = model.nbodies
+    K.A, K.Al = AAl[..., :NB, :], AAl[..., NB:, :]
 
 
 _ACC_PLANS = weakref.WeakKeyDictionary()
 
 
 def _acceleration_plan(model):
-    """``(big, parent_or_a0)`` of :func:`_float_accelerations`, cached per model: ``[above dof_sum,
-    above, above R]`` (NB, nv + NB + roots), ``R`` the roots' columns, and per body the row of
-    ``[A; a0]`` holding its parent's acceleration (``NB + k`` for the ``k``-th root)."""
+    """``(big, vel)`` of :func:`_float_accelerations` and :func:`root_motion`, cached per model:
+    ``big`` (2 NB, nv + NB + roots), ``[above dof_sum, above, above R]`` (``R`` the roots' columns)
+    over the same rows of the parents (``A_l``; a root's row: the unit row of its ``a0``);
+    ``vel`` (3 NB, nv), ``[above dof_sum; its parents' rows (0 for a root); dof_sum]``
+    (``[V; V_l; vJ] = vel (xi v)``)."""
     plan = _ACC_PLANS.get(model)
     if plan is None:
         lv, NB = levels(model), model.nbodies
-        R = np.zeros((NB, len(lv.roots)))
-        R[lv.roots, np.arange(len(lv.roots))] = 1.0
+        nr = len(lv.roots)
+        R = np.zeros((NB, nr))
+        R[lv.roots, np.arange(nr)] = 1.0
         big = np.concatenate([lv.above_float @ lv.dof_sum, lv.above_float, lv.above_float @ R], 1)
         parent_or_a0 = np.asarray(model.parent, int).copy()
-        parent_or_a0[lv.roots] = NB + np.arange(len(lv.roots))
-        for x in (big, parent_or_a0):
+        parent_or_a0[lv.roots] = NB + np.arange(nr)
+        unit = np.concatenate([np.zeros((nr, big.shape[1] - nr)), np.eye(nr)], 1)
+        big = np.concatenate([big, np.concatenate([big, unit], 0)[parent_or_a0]], 0)
+        ad = lv.above_float @ lv.dof_sum
+        vel = np.concatenate([ad, np.concatenate([ad, np.zeros((1, model.nv))], 0)[lv.parent_or_pad], lv.dof_sum], 0)
+        for x in (big, vel):
             x.flags.writeable = False
-        plan = _ACC_PLANS[model] = (big, parent_or_a0)
+        plan = _ACC_PLANS[model] = (big, vel)
     return plan
 
 
