@@ -233,11 +233,12 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
         if f_ext is not None:
             F = F - apply_force_transpose(K.Xr, f_ext)
         shape = F.shape[:-2]
-        parts = [hI, F, B11, M]
+        parts = [_constants(model).masses, hI, F, B11, M]
         X = np.concatenate([x if x.shape[:-2] == shape else np.broadcast_to(x, shape + x.shape[-2:]) for x in parts], -1)
-        m, X = _constants(model).mass_sums, _subtree_sum(lv, X)
-        cores = _SUM_CORES
+        p = _subtree_sum(lv, X)                      # the parameters of _products, [m, h, I, F, B11, M]
+        m, X, cores = p[..., 0], p[..., 1:], _SUM_CORES
     else:
+        p = None
         IC = rigid_transform(K.Xr, lv.inertia)
         F = rigid_apply(IC, K.A)
         B11 = M = None
@@ -261,7 +262,16 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     F = out[2]
     if velocity:
         B11, M = out[3], out[4]
-    return IC, F, B11, M
+    if p is None:
+        return IC, F, B11, M
+    sums = _Sums((IC, F, B11, M))
+    sums.p = p
+    return sums
+
+
+class _Sums(tuple):
+    """:func:`subtree_sums`' ``(IC, F, B11, M)`` on float arrays, with ``p`` (..., NB, 34): the same
+    sums side by side, ``[m, h, I, F, B11, M]``, that :func:`_products` gathers from (views of it)."""
 
 
 def _subtree_sum(lv, X):
@@ -368,10 +378,12 @@ def _products(model, sums, xi, chi, psi, phi):
     instead of some forty).  Also returned: ``z = [chi, psi_w, phi, xi]`` and ``out = [P, Qw, Tq, Tv]``
     (..., nv, 21) for :func:`_branch_products`, and the parameters ``p`` (..., NB, 34)."""
     IC, F, B11, M = sums
-    lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
-    nb = F.shape[-2]
-    parts = [IC.m[..., None], IC.h, IC.I.reshape(IC.I.shape[:-2] + (9,)), F, B11.reshape(B11.shape[:-2] + (9,)), M]
-    p = np.concatenate([x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts], -1)
+    p = getattr(sums, "p", None)
+    if p is None:
+        lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
+        parts = [IC.m[..., None], IC.h, IC.I.reshape(IC.I.shape[:-2] + (9,)), F, B11.reshape(B11.shape[:-2] + (9,)), M]
+        p = np.concatenate([x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts], -1)
+    lead, nb = p.shape[:-2], p.shape[-2]
     index, coef = _product_table(model)
     G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
     G *= coef
@@ -538,13 +550,13 @@ def _world_acceleration(model, g):
 class _Constants(NamedTuple):
     """Constants of a (frozen) model that the NumPy path asks for on every call: ``armature``
     (nv, nv) diagonal or ``None``; ``world_acceleration = -[0; g]`` of ``gravity``; the bodies'
-    inertias as 6x6 matrices ``inertia6`` (NB, 6, 6) and their subtree masses ``mass_sums`` (NB,)."""
+    inertias as 6x6 matrices ``inertia6`` (NB, 6, 6) and their masses ``masses`` (NB, 1)."""
 
     armature: np.ndarray | None
     world_acceleration: np.ndarray
     gravity: np.ndarray
     inertia6: np.ndarray
-    mass_sums: np.ndarray
+    masses: np.ndarray
 
 
 _CONSTANTS = weakref.WeakKeyDictionary()
@@ -557,7 +569,7 @@ def _constants(model) -> _Constants:
         g = model.gravity
         lv = levels(model)
         c = _Constants(np.diag(arm) if np.any(arm) else None, -np.concatenate([0 * g, g], -1), g,
-                       rigid_inertia_matrix(lv.inertia), lv.below @ np.asarray(lv.inertia.m, dtype=float))
+                       rigid_inertia_matrix(lv.inertia), np.asarray(lv.inertia.m, dtype=float).reshape(-1, 1))
         for x in c:
             if isinstance(x, np.ndarray):
                 x.flags.writeable = False

@@ -389,11 +389,10 @@ def _float_accelerations(model, K, a, a_root, vJ):
     parts = [K.xi * a[..., :, None], cross_motion(V, vJ)]
     a0 = None
     if a_root is not None:
-        if a_root[..., :3].any():
+        if a_root[0] or a_root[1] or a_root[2] if a_root.ndim == 1 else a_root[..., :3].any():
             a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
         else:            # a pure linear acceleration (gravity): X [0; u] = [0; E u], exactly
-            lin = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0]
-            a0 = np.concatenate([np.zeros(lin.shape), lin], -1)
+            a0 = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0] @ _LINEAR_PART
         parts.append(a0)
     lead = common_shape(*(x.shape[:-2] for x in parts))
     parts = [x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts]
@@ -404,6 +403,8 @@ def _float_accelerations(model, K, a, a_root, vJ):
 
 
 _ACC_PLANS = weakref.WeakKeyDictionary()
+_LINEAR_PART = np.concatenate([np.zeros((3, 3)), np.eye(3)], 1)      # u -> [0; u] (exact)
+_LINEAR_PART.flags.writeable = False
 
 
 def _acceleration_plan(model):
