@@ -351,7 +351,8 @@ def _float_terms(model, K, sums, shape):
     chi = chi - cross_motion(psi, g[..., 1, :, :])                     # chi = A_l x xi - psi x V_l
     out = _products(model, sums, x, chi, psi, phi)
     out.update(psi=psi, phi=phi, xi=x, chi=chi)
-    return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+    return {n: t if t.shape[:t.ndim - c] == shape else np.broadcast_to(t, shape + t.shape[t.ndim - c:])
+            for n, t, c in ((n, t, 3 if n == "_out" else 2) for n, t in out.items())}
 
 
 _GATHER = weakref.WeakKeyDictionary()
@@ -371,12 +372,17 @@ def _gather_index(model):
 
 def _products(model, sums, xi, chi, psi, phi):
     """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays,
-    from two small matrices per dof gathered from its body's sums by :func:`_product_table`:
-    ``G1 = [IC, Bw]`` (6, 9) times ``[[xi, chi, phi], [0, psi_w, xi_w]]`` (9, 3) gives ``P``,
-    ``Tq - Xf xi`` and ``Tv``; ``G2 = [Xf; B11^T, 2 lx]`` (9, 6) times ``xi`` gives ``Xf xi`` and ``Qw``
-    (the products of the generic form, summed in another order: equal to rounding; a few NumPy calls
-    instead of some forty).  Also returned: ``z = [chi, psi_w, phi, xi]`` and ``out = [P, Qw, Tq, Tv]``
-    (..., nv, 21) for :func:`_branch_products`, and the parameters ``p`` (..., NB, 34)."""
+    by one product per dof of small matrices gathered from ``z = [chi, psi_w, phi, xi, 0]`` and
+    from the dof's body's sums (:func:`_product_table`)::
+
+        [xi,  0,      0 ]   [IC^T  Qrow^T]   [P^T   Qw^T]
+        [chi, psi_w,  xi] @ [Bw^T  0     ] = [Tq^T  *   ]        (3, 15) @ (15, 9)
+        [phi, xi_w,   0 ]   [Xf^T  0     ]   [Tv^T  *   ]
+
+    (``Qrow = [B11^T, 2 lx]``; the products of the generic form, summed in another order: equal to
+    rounding; a few NumPy calls instead of some forty).  Also returned: ``_z``, ``z`` without its
+    zero (..., nv, 21), ``_out`` the product (..., nv, 3, 9) for :func:`_branch_products`, and the
+    parameters ``_p`` (..., NB, 34)."""
     IC, F, B11, M = sums
     p = getattr(sums, "p", None)
     if p is None:
@@ -387,21 +393,19 @@ def _products(model, sums, xi, chi, psi, phi):
     index, coef = _product_table(model)
     G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
     G *= coef
-    G = G.reshape(lead + (-1, 108))
     zs = (chi, psi[..., :3], phi, xi)
     zl = common_shape(*(x.shape[:-2] for x in zs))
     zs = [x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs]
     z = np.concatenate(zs + [np.zeros(zl + xi.shape[-2:-1] + (1,))], -1)       # and a zero
-    A = G[..., :54].reshape(G.shape[:-1] + (6, 9)) @ z.take(_ZR, -1).reshape(z.shape[:-1] + (9, 3))
-    R = (G[..., 54:].reshape(G.shape[:-1] + (9, 6)) @ z[..., 15:21, None])[..., 0]
-    out = np.concatenate([A[..., 0], R[..., 6:], A[..., 1] + R[..., :6], A[..., 2]], -1)
-    return {"P": out[..., :6], "Qw": out[..., 6:9], "Tq": out[..., 9:15], "Tv": out[..., 15:],
+    out = z.take(_ZL, -1).reshape(z.shape[:-1] + (3, 15)) @ G.reshape(lead + (-1, 15, 9))
+    return {"P": out[..., 0, :6], "Qw": out[..., 0, 6:], "Tq": out[..., 1, :6], "Tv": out[..., 2, :6],
             "_z": z[..., :21], "_out": out, "_p": p}
 
 
-# [[xi, chi, phi], [0, psi_w, xi_w]] (9, 3) of _products from z = [chi, psi_w, phi, xi, 0] (22)
-_ZR = np.array([[15 + i, i, 9 + i] for i in range(6)] + [[21, 6 + i, 15 + i] for i in range(3)]).reshape(-1)
-_ZR.flags.writeable = False
+# the left factor (3, 15) of _products from z = [chi, psi_w, phi, xi, 0] (22 per dof), row-major
+_ZL = np.array([list(range(15, 21)) + [21] * 9, list(range(0, 9)) + list(range(15, 21)),
+                list(range(9, 15)) + [15, 16, 17] + [21] * 6]).reshape(-1)
+_ZL.flags.writeable = False
 # the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
 _NPAR = 34
 _M, _H, _I, _N, _F, _B, _L = 0, 1, 4, 13, 16, 19, 31
@@ -409,26 +413,25 @@ _TABLES = weakref.WeakKeyDictionary()
 
 
 def _product_table(model):
-    """``(index, coef)``: ``[G1, G2] = p.flat[index[d]] * coef[d]`` (nv, 108) per dof ``d`` from the
-    per-body parameters ``p`` (NB, 34) of :func:`_products` (``coef`` in 0, +-1, +-2), cached per model:
-    ``G1 = [IC, Bw]`` (6, 9) and ``G2 = [Xf; B11^T, 2 lx]`` (9, 6), row-major (see :func:`joint_terms`)::
+    """``(index, coef)``: the right factor ``p.flat[index[d]] * coef[d]`` (15, 9) of :func:`_products`
+    per dof ``d`` (flat, (nv 135,)) from the per-body parameters ``p`` (NB, 34) (``coef`` in 0, +-1,
+    +-2), cached per model: ``[[IC^T, Qrow^T], [Bw^T, 0], [Xf^T, 0]]`` with (see :func:`joint_terms`)::
 
         P  = IC xi,   Tq = Xf xi + IC chi + Bw psi_w,   Tv = Bw xi_w + IC phi,   Qw = [B11^T, 2 lx] xi
 
-    with ``IC = [[I, hx], [hx^T, m]]``, ``Xf = [[-nx, -fx], [-fx, 0]]`` (``xi x* F``) and
-    ``Bw = [B11; -2 lx]``."""
+    ``IC = [[I, hx], [hx^T, m]]``, ``Xf = [[-nx, -fx], [-fx, 0]]`` (``xi x* F``), ``Bw = [B11; -2 lx]``
+    (written as the untransposed blocks, then transposed)."""
     table = _TABLES.get(model)
     if table is None:
-        g1, g2 = _Table(6, 9), _Table(9, 6)
-        g1.inertia(0, 0)
-        g1.bw(0, 6)
-        g2.skew(0, 0, _N, -1.0), g2.skew(0, 3, _F, -1.0), g2.skew(3, 0, _F, -1.0)
+        g = _Table(9, 15)                   # [[IC, Bw, Xf], [Qrow, 0, 0]], the transpose of the factor
+        g.inertia(0, 0)
+        g.bw(0, 6)
+        g.skew(0, 9, _N, -1.0), g.skew(0, 12, _F, -1.0), g.skew(3, 9, _F, -1.0)
         for i in range(3):
             for j in range(3):
-                g2.put(6 + i, j, _B + 3 * j + i)
-        g2.skew(6, 3, _L, 2.0)
-        at = np.concatenate([g1.at.reshape(-1), g2.at.reshape(-1)])
-        c = np.concatenate([g1.c.reshape(-1), g2.c.reshape(-1)])
+                g.put(6 + i, j, _B + 3 * j + i)
+        g.skew(6, 3, _L, 2.0)
+        at, c = g.at.T.reshape(-1), g.c.T.reshape(-1)
         db = levels(model).dof_body
         index = (db[:, None] * _NPAR + at).reshape(-1)
         coef = np.broadcast_to(c, (len(db), len(c))).reshape(-1)
@@ -662,22 +665,23 @@ def _assemble_all(model, T):
 
 def _branch_products(model, z, out, inertia):
     """``(dtau_dq, dtau_dv)``, and ``H`` with ``inertia``, from :func:`_products`' ``z = [chi, psi_w,
-    phi, xi]`` and ``out = [P, Qw, Tq, Tv]`` per dof (..., nv, 21), in a few NumPy calls: the lower
-    pairs ``[P, Qw]_r . [chi, psi_w]_c`` and ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones
-    ``xi_r . Tq_c`` and ``xi_r . Tv_c``, ``H`` ``P_r . xi_c`` below, mirrored above: dense products
-    (..., nv, 9) @ (..., 9, nv) of adjacent columns (views, no gather), masked by :func:`_pair_masks`
-    (equal to rounding to :func:`_assemble` and :func:`_inertia_matrix`)."""
+    phi, xi]`` (..., nv, 21) and ``out`` (..., nv, 3, 9), whose rows are ``[P, Qw]``, ``[Tq, *]`` and
+    ``[Tv, *]``, in a few NumPy calls: the lower pairs ``[P, Qw]_r . [chi, psi_w]_c`` and
+    ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones ``xi_r . Tq_c`` and ``xi_r . Tv_c``, ``H``
+    ``P_r . xi_c`` below, mirrored above: dense products (..., nv, 9) @ (..., 9, nv) of adjacent
+    columns (views, no gather), masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble`
+    and :func:`_inertia_matrix`)."""
     Dm, Um, UmT = _pair_masks(model)
-    xi, left = z[..., 15:], out[..., :9]
+    xi, left = z[..., 15:], out[..., 0, :]
     dq, dv = left @ z[..., :9].swapaxes(-1, -2), left @ z[..., 9:18].swapaxes(-1, -2)
-    for low, k in ((dq, 9), (dv, 15)):
-        up = xi @ out[..., k:k + 6].swapaxes(-1, -2)
+    for low, k in ((dq, 1), (dv, 2)):
+        up = xi @ out[..., k, :6].swapaxes(-1, -2)
         low *= Dm
         up *= Um
         low += up
     if not inertia:
         return dq, dv
-    PX = out[..., :6] @ xi.swapaxes(-1, -2)
+    PX = out[..., 0, :6] @ xi.swapaxes(-1, -2)
     H = PX * Dm
     PX *= UmT
     H += PX.swapaxes(-1, -2)
