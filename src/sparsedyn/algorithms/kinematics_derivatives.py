@@ -221,8 +221,18 @@ def stacked_joint_transforms(model, q, shape, dtype):
     if not NB:
         return Transform(np.zeros(shape + (0, 3, 3), dtype=dtype), np.zeros(shape + (0, 3), dtype=dtype))
     if not bk.is_symbolic(q) and dtype == np.float64:     # floats: each group written in place
-        H, r = _joint_homogeneous(model, q, shape)
-        return Transform(H[..., :NB, :3, :3], r)
+        E, r = np.empty(shape + (NB, 3, 3)), np.empty(shape + (NB, 3))
+        for joint, where, qidx, consts, _ in lv.float_groups:
+            if isinstance(joint, _Revolutes):
+                E[..., where, :, :] = axes_rotation(tuple(c[..., :3] for c in consts[0]), q.take(qidx, -1))
+                r[..., where, :] = consts[1]
+            else:
+                XJ, _ = joint.jcalc(q.take(qidx, -1))
+                if consts is not None:
+                    XJ = compose(XJ, consts)
+                E[..., where, :, :] = XJ.E
+                r[..., where, :] = XJ.r
+        return Transform(E, r)
     E, r = [], []
     for joint, _, qidx, _ in lv.joint_groups:
         XJ, _ = joint.jcalc(q.take(qidx, -1))
@@ -344,13 +354,13 @@ def root_motion(model, q, v, a=None, a_root=None):
         K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), (E @ skew(r)).reshape(lead + (NB, 9))], -1)
         K.xi = (_xi_map(model) @ K.EErx.take(lv.dof_body, -2)[..., None])[..., 0]
     xv = K.xi * v[..., :, None]
-    if not bk.is_symbolic(xv):           # floats: [V; V_l; vJ] in one product (the same sums)
-        X = _acceleration_plan(model)[1] @ xv
+    if not bk.is_symbolic(xv) and math.prod(xv.shape[:-2]) <= _JUMP_MAX_STATES:
+        X = _acceleration_plan(model)[2] @ xv         # few float states: [V; V_l; vJ] in one product
         K.V, K.Vl, vJ = X[..., :NB, :], X[..., NB:2 * NB, :], X[..., 2 * NB:, :]
         V = K.V
     else:
         vJ = segment_sum(xv, lv.dof_body, NB, lv.dof_sum)
-        V = lv.above @ vJ                                    # V_i = sum of vJ over i's ancestors and i
+        V = (lv.above if bk.is_symbolic(vJ) else lv.above_float) @ vJ   # V_i: the sum of vJ over i's ancestors and i
         K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
     K.A = K.Al = None
     if a is not None and not (bk.is_symbolic(V) or bk.is_symbolic(a) or bk.is_symbolic(K.Xup.E)
@@ -383,7 +393,7 @@ def _float_accelerations(model, K, a, a_root, vJ):
     as one product of the per-model matrix ``[above dof_sum, above, above roots]`` with the stacked
     ``[xi a; V x vJ; a0]`` (a root's ``V x vJ`` is exactly 0: ``V = vJ``; the same terms as the
     level form, added in another order), ``Al`` by the same product with the parents' rows of that
-    matrix (a root's: its ``a0``), stacked below it."""
+    matrix (a root's: its ``a0``) stacked below it for a few states, else gathered from ``[A; a0]``."""
     lv = levels(model)
     roots, V = lv.roots, K.V
     parts = [K.xi * a[..., :, None], cross_motion(V, vJ)]
@@ -396,10 +406,17 @@ def _float_accelerations(model, K, a, a_root, vJ):
         parts.append(a0)
     lead = common_shape(*(x.shape[:-2] for x in parts))
     parts = [x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts]
-    big = _acceleration_plan(model)[0]
-    AAl = big[:, :sum(x.shape[-2] for x in parts)] @ np.concatenate(parts, -2)
-    NB = model.nbodies
-    K.A, K.Al = AAl[..., :NB, :], AAl[..., NB:, :]
+    big, parent_or_a0, _ = _acceleration_plan(model)
+    NB, ncol = model.nbodies, sum(x.shape[-2] for x in parts)
+    if math.prod(lead) <= _JUMP_MAX_STATES:             # few states: A_l by the same product
+        AAl = big[:, :ncol] @ np.concatenate(parts, -2)
+        K.A, K.Al = AAl[..., :NB, :], AAl[..., NB:, :]
+        return
+    K.A = A = big[:NB, :ncol] @ np.concatenate(parts, -2)
+    if a0 is None:
+        K.Al = with_pad(A).take(lv.parent_or_pad, -2)
+    else:
+        K.Al = np.concatenate([A, parts[2]], -2).take(parent_or_a0, -2)
 
 
 _ACC_PLANS = weakref.WeakKeyDictionary()
@@ -408,11 +425,13 @@ _LINEAR_PART.flags.writeable = False
 
 
 def _acceleration_plan(model):
-    """``(big, vel)`` of :func:`_float_accelerations` and :func:`root_motion`, cached per model:
-    ``big`` (2 NB, nv + NB + roots), ``[above dof_sum, above, above R]`` (``R`` the roots' columns)
-    over the same rows of the parents (``A_l``; a root's row: the unit row of its ``a0``);
-    ``vel`` (3 NB, nv), ``[above dof_sum; its parents' rows (0 for a root); dof_sum]``
-    (``[V; V_l; vJ] = vel (xi v)``)."""
+    """``(big, parent_or_a0, vel)`` of :func:`_float_accelerations` and :func:`root_motion`, cached
+    per model: ``big`` (2 NB, nv + NB + roots), ``[above dof_sum, above, above R]`` (``R`` the roots'
+    columns) over the same rows of the parents (``A_l``; a root's row: the unit row of its ``a0``);
+    per body the row of ``[A; a0]`` holding its parent's acceleration (``NB + k`` for the ``k``-th
+    root); ``vel`` (3 NB, nv), ``[above dof_sum; its parents' rows (0 for a root); dof_sum]``
+    (``[V; V_l; vJ] = vel (xi v)``).  The stacked rows serve a few states; for more, a gather
+    from ``A`` costs less than their arithmetic."""
     plan = _ACC_PLANS.get(model)
     if plan is None:
         lv, NB = levels(model), model.nbodies
@@ -426,9 +445,9 @@ def _acceleration_plan(model):
         big = np.concatenate([big, np.concatenate([big, unit], 0)[parent_or_a0]], 0)
         ad = lv.above_float @ lv.dof_sum
         vel = np.concatenate([ad, np.concatenate([ad, np.zeros((1, model.nv))], 0)[lv.parent_or_pad], lv.dof_sum], 0)
-        for x in (big, vel):
+        for x in (big, parent_or_a0, vel):
             x.flags.writeable = False
-        plan = _ACC_PLANS[model] = (big, vel)
+        plan = _ACC_PLANS[model] = (big, parent_or_a0, vel)
     return plan
 
 
