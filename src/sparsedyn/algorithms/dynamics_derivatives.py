@@ -351,6 +351,8 @@ def _float_terms(model, K, sums, shape):
     chi = chi - cross_motion(psi, g[..., 1, :, :])                     # chi = A_l x xi - psi x V_l
     out = _products(model, sums, x, chi, psi, phi)
     out.update(psi=psi, phi=phi, xi=x, chi=chi)
+    if lead == shape and out["_p"].shape[:-2] == shape:
+        return out
     return {n: t if t.shape[:t.ndim - c] == shape else np.broadcast_to(t, shape + t.shape[t.ndim - c:])
             for n, t, c in ((n, t, 3 if n == "_out" else 2) for n, t in out.items())}
 

@@ -38,7 +38,7 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
-                       cross_motion, rigid_inertia, skew)
+                       cross_motion, rigid_inertia)
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
@@ -351,7 +351,8 @@ def root_motion(model, q, v, a=None, a_root=None):
     else:               # floats: xi_d = Xr^-1 S_d, linear in the entries of [E, E rx]: one product per dof
         E, r = K.Xr
         lead = E.shape[:-3]
-        K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), (E @ skew(r)).reshape(lead + (NB, 9))], -1)
+        Erx = cross3(E, r[..., None, :])                      # E rx: row i of E crossed with r
+        K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), Erx.reshape(lead + (NB, 9))], -1)
         K.xi = (_xi_map(model) @ K.EErx.take(lv.dof_body, -2)[..., None])[..., 0]
     xv = K.xi * v[..., :, None]
     if not bk.is_symbolic(xv) and math.prod(xv.shape[:-2]) <= _JUMP_MAX_STATES:
