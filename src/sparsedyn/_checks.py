@@ -197,7 +197,8 @@ def _plain_values_ok(model, q, v, u):
     """Whether plain float arrays pass :func:`dynamics`' value checks (finite values, unit quaternions),
     in a few NumPy calls; ``False`` sends them through the full checks, which name what is wrong (a
     sum that overflows only costs the full checks)."""
-    if q.ndim == 1:                 # one state: |x|^2 (finite only if every entry is; an overflow only costs the full checks)
+    if q.ndim == 1:                 # one state: |x|^2, finite only if every entry is (an overflow
+        # only costs the full checks)
         if not math.isfinite(_dot(q, q) + _dot(v, v) + _dot(u, u)):
             return False
     elif not math.isfinite(_add(q, None) + _add(v, None) + _add(u, None)):

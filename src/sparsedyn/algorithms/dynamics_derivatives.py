@@ -64,8 +64,8 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner,
-                       rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
+from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, cross_motion_products,
+                       inner, rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
 from .aba import PIVOT_RTOL, own_inertia_scales
 from .fd import ltdl_checker
 from .kinematics_derivatives import common_shape, levels, root_motion
@@ -339,16 +339,17 @@ def _float_terms(model, K, sums, shape):
     """:func:`joint_terms` with ``velocity`` on float arrays, in fewer NumPy calls: ``A_l``, ``V_l``
     and ``V_l + V_m`` (``m``: the dof's body for a joint with several dofs, its parent else, so that
     ``phi = (V_l + V_m) x xi`` is ``2 psi`` for one dof) gathered per dof by one ``take`` and crossed
-    with ``xi`` by one :func:`cross_motion`; the inertia and ``B`` products by :func:`_products`."""
+    with ``xi`` by one :func:`~sparsedyn.spatial.cross_motion_products`; the inertia and ``B`` products by
+    :func:`_products`."""
     lead = K.Al.shape[:-2]
     x = K.xi if K.xi.shape[:-2] == lead else np.broadcast_to(K.xi, lead + K.xi.shape[-2:])
     body = np.concatenate([K.Al, K.Vl if K.Vl.shape[:-2] == lead else np.broadcast_to(K.Vl, K.Al.shape),
                            K.V if K.V.shape[:-2] == lead else np.broadcast_to(K.V, K.Al.shape)], -2)
     g = body.take(_gather_index(model), -2).reshape(lead + (3,) + x.shape[-2:])     # [A_l, V_l, V_m]
     g[..., 2, :, :] += g[..., 1, :, :]
-    c = cross_motion(g, x[..., None, :, :])
+    c = cross_motion_products(g, x[..., None, :, :])
     chi, psi, phi = c[..., 0, :, :], c[..., 1, :, :], c[..., 2, :, :]
-    chi = chi - cross_motion(psi, g[..., 1, :, :])                     # chi = A_l x xi - psi x V_l
+    chi = chi - cross_motion_products(psi, g[..., 1, :, :])          # chi = A_l x xi - psi x V_l
     out = _products(model, sums, x, chi, psi, phi)
     out.update(psi=psi, phi=phi, xi=x, chi=chi)
     if lead == shape and out["_p"].shape[:-2] == shape:

@@ -38,7 +38,7 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
-                       cross_motion, rigid_inertia)
+                       cross_motion, cross_motion_products, rigid_inertia)
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
@@ -251,7 +251,8 @@ def _joint_homogeneous(model, q, shape):
     group is written into its rows; the column ``-E r`` only where a body of the group has a parent
     (a root's row is never read by :func:`_jump_to_roots`), the revolutes' from their constants."""
     lv, NB = levels(model), model.nbodies
-    H = lv.homogeneous_pad.copy() if not shape else np.broadcast_to(lv.homogeneous_pad, shape + (NB + 1, 4, 4)).copy()
+    pad = lv.homogeneous_pad
+    H = pad.copy() if not shape else np.broadcast_to(pad, shape + pad.shape).copy()
     r = np.empty(shape + (NB, 3))
     for joint, where, qidx, consts, translate in lv.float_groups:
         if isinstance(joint, _Revolutes):
@@ -397,7 +398,7 @@ def _float_accelerations(model, K, a, a_root, vJ):
     matrix (a root's: its ``a0``) stacked below it for a few states, else gathered from ``[A; a0]``."""
     lv = levels(model)
     roots, V = lv.roots, K.V
-    parts = [K.xi * a[..., :, None], cross_motion(V, vJ)]
+    parts = [K.xi * a[..., :, None], cross_motion_products(V, vJ)]
     a0 = None
     if a_root is not None:
         if a_root[0] or a_root[1] or a_root[2] if a_root.ndim == 1 else a_root[..., :3].any():
