@@ -587,7 +587,7 @@ def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
     if not bk.is_symbolic(T["P"]):
-        Dm, Um, _ = _pair_masks(model)
+        Dm, Um, _, _ = _pair_masks(model)
         PX = T["P"] @ T["xi"].swapaxes(-1, -2)
         H = Dm * PX + Um * PX.swapaxes(-1, -2)
         arm = _constants(model).armature
@@ -649,7 +649,7 @@ def _assemble_float(model, T, velocity):
     if velocity and "_out" in T:
         return _branch_products(model, T["_z"], T["_out"], False)
     xi, P, Tq = T["xi"], T["P"], T["Tq"]
-    Dm, Um, _ = _pair_masks(model)
+    Dm, Um, _, _ = _pair_masks(model)
     if not velocity:
         return (Dm * (P @ T["chi"].swapaxes(-1, -2)) + Um * (xi @ Tq.swapaxes(-1, -2)),)
     n = xi.shape[-2]
@@ -674,41 +674,42 @@ def _branch_products(model, z, out, inertia):
     ``P_r . xi_c`` below, mirrored above: dense products (..., nv, 9) @ (..., 9, nv) of adjacent
     columns (views, no gather), masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble`
     and :func:`_inertia_matrix`)."""
-    Dm, Um, UmT = _pair_masks(model)
+    _, _, lower, branch = _pair_masks(model)
     xi, left = z[..., 15:], out[..., 0, :]
-    dq, dv = left @ z[..., :9].swapaxes(-1, -2), left @ z[..., 9:18].swapaxes(-1, -2)
-    for low, k in ((dq, 1), (dv, 2)):
-        up = xi @ out[..., k, :6].swapaxes(-1, -2)
-        low *= Dm
-        up *= Um
-        low += up
+    D = []
+    for k in (1, 2):
+        d = xi @ out[..., k, :6].swapaxes(-1, -2)                        # the upper pairs' values
+        np.copyto(d, left @ z[..., 9 * k - 9:9 * k].swapaxes(-1, -2), where=lower)   # the lower ones'
+        d *= branch                                                      # 0 off the branches
+        D.append(d)
     if not inertia:
-        return dq, dv
+        return tuple(D)
     PX = out[..., 0, :6] @ xi.swapaxes(-1, -2)
-    H = PX * Dm
-    PX *= UmT
-    H += PX.swapaxes(-1, -2)
+    H = np.where(lower, PX, PX.swapaxes(-1, -2))                        # mirrored above
+    H *= branch
     arm = _constants(model).armature
     if arm is not None:
         H += arm
-    return dq, dv, H
+    return D[0], D[1], H
 
 
 _MASKS = weakref.WeakKeyDictionary()
 
 
 def _pair_masks(model):
-    """``(Dm, Um, Um^T)`` (nv, nv) float: 1 on the pairs ``(rd, cd)`` and ``(ra, ca)`` of
-    :func:`branch_pairs`, 0 elsewhere, and ``Um`` transposed (cached per model)."""
+    """``(Dm, Um, lower, branch)`` (nv, nv): ``Dm``, ``Um`` float, 1 on the pairs ``(rd, cd)`` and
+    ``(ra, ca)`` of :func:`branch_pairs`, 0 elsewhere; ``lower`` where ``Dm`` is 1 (bool) and
+    ``branch = Dm + Um`` (cached per model)."""
     masks = _MASKS.get(model)
     if masks is None:
         rd, cd, ra, ca, _ = branch_pairs(model)
         masks = np.zeros((2, model.nv, model.nv))
         masks[0, rd, cd] = 1.0
         masks[1, ra, ca] = 1.0
-        upper_t = np.ascontiguousarray(masks[1].T)
-        masks.flags.writeable = upper_t.flags.writeable = False
-        masks = _MASKS[model] = (masks[0], masks[1], upper_t)
+        lower, branch = masks[0] > 0, masks[0] + masks[1]
+        for x in (masks, lower, branch):
+            x.flags.writeable = False
+        masks = _MASKS[model] = (masks[0], masks[1], lower, branch)
     return masks
 
 
