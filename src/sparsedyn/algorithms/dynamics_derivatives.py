@@ -56,7 +56,6 @@ body frame (``fext_to_pinocchio``).
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -68,7 +67,7 @@ from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force,
                        inner, rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
 from .aba import PIVOT_RTOL, own_inertia_scales
 from .fd import ltdl_checker
-from .kinematics_derivatives import common_shape, levels, root_motion
+from .kinematics_derivatives import ModelCache, common_shape, levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
@@ -76,7 +75,7 @@ __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivativ
 
 _NVxNV = ("nv", "nv")
 _DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
-_PAIRS = weakref.WeakKeyDictionary()
+_PAIRS = ModelCache()
 
 
 def branch_pairs(model):
@@ -358,7 +357,7 @@ def _float_terms(model, K, sums, shape):
             for n, t, c in ((n, t, 3 if n == "_out" else 2) for n, t in out.items())}
 
 
-_GATHER = weakref.WeakKeyDictionary()
+_GATHER = ModelCache()
 
 
 def _gather_index(model):
@@ -412,7 +411,7 @@ _ZL.flags.writeable = False
 # the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
 _NPAR = 34
 _M, _H, _I, _N, _F, _B, _L = 0, 1, 4, 13, 16, 19, 31
-_TABLES = weakref.WeakKeyDictionary()
+_TABLES = ModelCache()
 
 
 def _product_table(model):
@@ -498,7 +497,7 @@ def momentum_columns(model, T, sums):
     return (G.reshape(x.shape[:-2] + (-1, 6, 12)) @ x[..., None])[..., 0]
 
 
-_MOMENTUM = weakref.WeakKeyDictionary()
+_MOMENTUM = ModelCache()
 
 
 def _momentum_table(model):
@@ -518,7 +517,7 @@ def _stack_broadcast(*xs):
     return xs if all(x.shape == xs[0].shape for x in xs) else np.broadcast_arrays(*xs)
 
 
-_MULTI = weakref.WeakKeyDictionary()
+_MULTI = ModelCache()
 
 
 def _multi_dof(model):
@@ -565,7 +564,7 @@ class _Constants(NamedTuple):
     masses: np.ndarray
 
 
-_CONSTANTS = weakref.WeakKeyDictionary()
+_CONSTANTS = ModelCache()
 
 
 def _constants(model) -> _Constants:
@@ -693,7 +692,7 @@ def _branch_products(model, z, out, inertia):
     return D[0], D[1], H
 
 
-_MASKS = weakref.WeakKeyDictionary()
+_MASKS = ModelCache()
 
 
 def _pair_masks(model):
@@ -789,7 +788,7 @@ def _checked_factor(model, lam, H):
     return ltdl_kernel(lam, H, ltdl_checker(model, H))
 
 
-_SCALES = weakref.WeakKeyDictionary()
+_SCALES = ModelCache()
 
 
 def _pivot_scales(model):
@@ -824,7 +823,7 @@ def _solve(W, Dinv, X):
     return W @ (Dinv[..., None] * (np.swapaxes(W, -1, -2) @ X))
 
 
-_FREE = weakref.WeakKeyDictionary()
+_FREE = ModelCache()
 
 
 def _free_roots(model):

@@ -45,6 +45,40 @@ __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "fram
            "RootMotion", "root_motion", "stacked", "broadcast_columns", "common_shape"]
 
 
+class ModelCache:
+    """Per-model constants (a frozen model's index tables and plans), held weakly like a
+    ``WeakKeyDictionary`` (``get``, item assignment), with the last model's entry in front: the NumPy
+    path asks for a dozen of them on every call, most often for the model it was last asked about."""
+
+    __slots__ = ("_data", "_last")
+
+    def __init__(self):
+        self._data = weakref.WeakKeyDictionary()
+        self._last = (_dead_ref, None)
+
+    def get(self, model, default=None):
+        ref, value = self._last
+        if ref() is model:
+            return value
+        value = self._data.get(model, default)
+        if value is not default:
+            self._last = (weakref.ref(model, self._forget), value)
+        return value
+
+    def __setitem__(self, model, value):
+        self._data[model] = value
+        self._last = (weakref.ref(model, self._forget), value)
+
+    def _forget(self, ref):
+        """The last model is gone: drop its entry (held strongly in front)."""
+        if self._last[0] is ref:
+            self._last = (_dead_ref, None)
+
+
+def _dead_ref():
+    return None
+
+
 def common_shape(*shapes):
     """``np.broadcast_shapes(*shapes)``, without its cost when the shapes are equal (one state)."""
     first = shapes[0]
@@ -169,7 +203,7 @@ class _Revolutes:
         return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), None
 
 
-_LEVELS = weakref.WeakKeyDictionary()
+_LEVELS = ModelCache()
 
 
 def levels(model) -> Levels:
@@ -421,7 +455,7 @@ def _float_accelerations(model, K, a, a_root, vJ):
         K.Al = np.concatenate([A, parts[2]], -2).take(parent_or_a0, -2)
 
 
-_ACC_PLANS = weakref.WeakKeyDictionary()
+_ACC_PLANS = ModelCache()
 _LINEAR_PART = np.concatenate([np.zeros((3, 3)), np.eye(3)], 1)      # u -> [0; u] (exact)
 _LINEAR_PART.flags.writeable = False
 
@@ -453,7 +487,7 @@ def _acceleration_plan(model):
     return plan
 
 
-_XI_MAPS = weakref.WeakKeyDictionary()
+_XI_MAPS = ModelCache()
 
 
 def _xi_map(model):
