@@ -382,9 +382,9 @@ def _products(model, sums, xi, chi, psi, phi):
         [phi, xi_w,   0 ]   [Xf^T  0     ]   [Tv^T  *   ]
 
     (``Qrow = [B11^T, 2 lx]``; the products of the generic form, summed in another order: equal to
-    rounding; a few NumPy calls instead of some forty).  Also returned: ``_z``, ``z`` without its
-    zero (..., nv, 21), ``_out`` the product (..., nv, 3, 9) for :func:`_branch_products`, and the
-    parameters ``_p`` (..., NB, 34)."""
+    rounding; a few NumPy calls instead of some forty).  Also returned: ``_z``, ``z`` (..., nv, 22),
+    ``_out`` the product (..., nv, 3, 9) for :func:`_branch_products`, and the parameters ``_p``
+    (..., NB, 34)."""
     IC, F, B11, M = sums
     p = getattr(sums, "p", None)
     if p is None:
@@ -401,7 +401,7 @@ def _products(model, sums, xi, chi, psi, phi):
     z = np.concatenate(zs + [np.zeros(zl + xi.shape[-2:-1] + (1,))], -1)       # and a zero
     out = z.take(_ZL, -1).reshape(z.shape[:-1] + (3, 15)) @ G.reshape(lead + (-1, 15, 9))
     return {"P": out[..., 0, :6], "Qw": out[..., 0, 6:], "Tq": out[..., 1, :6], "Tv": out[..., 2, :6],
-            "_z": z[..., :21], "_out": out, "_p": p}
+            "_z": z, "_out": out, "_p": p}
 
 
 # the left factor (3, 15) of _products from z = [chi, psi_w, phi, xi, 0] (22 per dof), row-major
@@ -667,29 +667,33 @@ def _assemble_all(model, T):
 
 def _branch_products(model, z, out, inertia):
     """``(dtau_dq, dtau_dv)``, and ``H`` with ``inertia``, from :func:`_products`' ``z = [chi, psi_w,
-    phi, xi]`` (..., nv, 21) and ``out`` (..., nv, 3, 9), whose rows are ``[P, Qw]``, ``[Tq, *]`` and
-    ``[Tv, *]``, in a few NumPy calls: the lower pairs ``[P, Qw]_r . [chi, psi_w]_c`` and
-    ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones ``xi_r . Tq_c`` and ``xi_r . Tv_c``, ``H``
-    ``P_r . xi_c`` below, mirrored above: dense products (..., nv, 9) @ (..., 9, nv) of adjacent
-    columns (views, no gather), masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble`
-    and :func:`_inertia_matrix`)."""
+    phi, xi, 0]`` (..., nv, 22) and ``out`` (..., nv, 3, 9), whose rows are ``[P, Qw]``, ``[Tq, *]``
+    and ``[Tv, *]``, in a few NumPy calls: the lower pairs ``[P, Qw]_r . [chi, psi_w]_c`` and
+    ``[P, Qw]_r . [phi, xi_w]_c`` and ``H``'s ``[P, Qw]_r . [xi, 0]_c`` (mirrored above) by one
+    product (..., nv, 9) @ (..., 3, 9, nv), the upper pairs ``xi_r . Tq_c`` and ``xi_r . Tv_c`` by
+    another, masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble` and
+    :func:`_inertia_matrix`)."""
     _, _, lower, branch = _pair_masks(model)
-    xi, left = z[..., 15:], out[..., 0, :]
-    D = []
-    for k in (1, 2):
-        d = xi @ out[..., k, :6].swapaxes(-1, -2)                        # the upper pairs' values
-        np.copyto(d, left @ z[..., 9 * k - 9:9 * k].swapaxes(-1, -2), where=lower)   # the lower ones'
-        d *= branch                                                      # 0 off the branches
-        D.append(d)
+    right = z.take(_BRANCH_RIGHT, -1).reshape(z.shape[:-1] + (3, 9)).swapaxes(-3, -2).swapaxes(-1, -2)
+    low = out[..., 0, :][..., None, :, :] @ right                          # (..., 3, nv, nv)
+    D = z[..., 15:21][..., None, :, :] @ out[..., 1:, :6].swapaxes(-3, -2).swapaxes(-1, -2)   # the upper pairs
+    np.copyto(D, low[..., :2, :, :], where=lower)                          # the lower ones'
+    D *= branch                                                            # 0 off the branches
     if not inertia:
-        return tuple(D)
-    PX = out[..., 0, :6] @ xi.swapaxes(-1, -2)
-    H = np.where(lower, PX, PX.swapaxes(-1, -2))                        # mirrored above
+        return D[..., 0, :, :], D[..., 1, :, :]
+    PX = low[..., 2, :, :]
+    H = np.where(lower, PX, PX.swapaxes(-1, -2))                           # mirrored above
     H *= branch
     arm = _constants(model).armature
     if arm is not None:
         H += arm
-    return D[0], D[1], H
+    return D[..., 0, :, :], D[..., 1, :, :], H
+
+
+# the right factors of _branch_products per dof from z = [chi, psi_w, phi, xi, 0]:
+# [chi, psi_w], [phi, xi_w], [xi, 0]
+_BRANCH_RIGHT = np.r_[0:9, 9:18, 15:21, 21, 21, 21]
+_BRANCH_RIGHT.flags.writeable = False
 
 
 _MASKS = ModelCache()
