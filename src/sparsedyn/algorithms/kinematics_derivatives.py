@@ -38,7 +38,7 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
-                       cross_motion, cross_motion_products, rigid_inertia)
+                       cross_motion, cross_motion_products, rigid_inertia, skew)
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
@@ -169,7 +169,7 @@ def _float_group(joint, bodies, qidx, Xt, parent):
     translate)``, ``where`` a slice for consecutive bodies; for revolutes ``consts`` = the axis
     constants times the tree rotations and translations, (n, 3, 4) each (the rows
     ``[E, -E r] = (c P + aa - s K) [E_tree, -E_tree r_tree]`` of the homogeneous matrices, no
-    composition; ``r = r_tree``), else the tree transforms, ``None`` when they are identities
+    composition), their first three columns (for ``E`` alone) and ``r = r_tree``, else the tree transforms, ``None`` when they are identities
     (composing with them is exact: skipped); ``translate``: whether a body of the group has a parent
     (only then does :func:`_joint_homogeneous` need its column ``-E r``)."""
     where = slice(int(bodies[0]), int(bodies[-1]) + 1) if len(bodies) and \
@@ -177,10 +177,11 @@ def _float_group(joint, bodies, qidx, Xt, parent):
     translate = bool(np.any(parent[bodies] >= 0))
     if isinstance(joint, _Revolutes):
         tree = np.concatenate([Xt.E, -(Xt.E @ Xt.r[..., None])], -1)
-        consts = tuple(c @ tree for c in joint.constants)
-        for c in consts:
+        rows = tuple(c @ tree for c in joint.constants)
+        rotations = tuple(np.ascontiguousarray(c[..., :3]) for c in rows)      # E alone (contiguous)
+        for c in rows + rotations:
             c.flags.writeable = False
-        return joint, where, qidx[:, 0], (consts, Xt.r), translate
+        return joint, where, qidx[:, 0], (rows, rotations, Xt.r), translate
     identity = np.array_equal(Xt.E, np.broadcast_to(np.eye(3), Xt.E.shape)) and not np.any(Xt.r)
     return joint, where, qidx, None if identity else Xt, translate
 
@@ -258,8 +259,8 @@ def stacked_joint_transforms(model, q, shape, dtype):
         E, r = np.empty(shape + (NB, 3, 3)), np.empty(shape + (NB, 3))
         for joint, where, qidx, consts, _ in lv.float_groups:
             if isinstance(joint, _Revolutes):
-                E[..., where, :, :] = axes_rotation(tuple(c[..., :3] for c in consts[0]), q.take(qidx, -1))
-                r[..., where, :] = consts[1]
+                E[..., where, :, :] = axes_rotation(consts[1], q.take(qidx, -1))
+                r[..., where, :] = consts[2]
             else:
                 XJ, _ = joint.jcalc(q.take(qidx, -1))
                 if consts is not None:
@@ -291,7 +292,7 @@ def _joint_homogeneous(model, q, shape):
     for joint, where, qidx, consts, translate in lv.float_groups:
         if isinstance(joint, _Revolutes):
             H[..., where, :3, :] = axes_rotation(consts[0], q.take(qidx, -1))
-            r[..., where, :] = consts[1]
+            r[..., where, :] = consts[2]
         else:
             XJ, _ = joint.jcalc(q.take(qidx, -1))
             if consts is not None:
@@ -386,7 +387,8 @@ def root_motion(model, q, v, a=None, a_root=None):
     else:               # floats: xi_d = Xr^-1 S_d, linear in the entries of [E, E rx]: one product per dof
         E, r = K.Xr
         lead = E.shape[:-3]
-        Erx = cross3(E, r[..., None, :])                      # E rx: row i of E crossed with r
+        # E rx: a few states, row i of E crossed with r (no stacked product); more, the product
+        Erx = cross3(E, r[..., None, :]) if math.prod(lead) <= _JUMP_MAX_STATES else E @ skew(r)
         K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), Erx.reshape(lead + (NB, 9))], -1)
         K.xi = (_xi_map(model) @ K.EErx.take(lv.dof_body, -2)[..., None])[..., 0]
     xv = K.xi * v[..., :, None]
