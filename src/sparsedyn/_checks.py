@@ -206,11 +206,18 @@ def _plain_values_ok(model, q, v, u):
     """Whether plain float arrays pass :func:`dynamics`' value checks (finite values, unit quaternions),
     in a few NumPy calls; ``False`` sends them through the full checks, which name what is wrong (a
     sum that overflows only costs the full checks)."""
-    if not math.isfinite(_add(q, None) + _add(v, None) + _add(u, None)):
+    if q.ndim == 1:                 # one state: |x|^2, finite only if every entry is (an overflow
+        # only costs the full checks)
+        if not math.isfinite(_dot(q, q) + _dot(v, v) + _dot(u, u)):
+            return False
+    elif not math.isfinite(_add(q, None) + _add(v, None) + _add(u, None)):
         return False
     _, idx = _quaternions(model)
     if not len(idx):
         return True
+    if q.ndim == 1 and len(idx) == 1:
+        quat = q.take(idx[0])
+        return bool(abs(_dot(quat, quat) - 1.0) <= QUAT_TOL)
     quat = q.take(idx.reshape(-1), -1)
     norms = (quat * quat) @ _blocks_of_four(len(idx))          # |quat|^2 per block: one product
     norms -= 1.0
@@ -218,6 +225,7 @@ def _plain_values_ok(model, q, v, u):
 
 
 _add = np.add.reduce
+_dot = np.dot
 
 
 def _blocks_of_four(k):

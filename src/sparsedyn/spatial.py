@@ -145,6 +145,28 @@ def _cross6(v, m, index, single_first):
     return np.concatenate([single, pair] if single_first else [pair, single], -1)
 
 
+def cross_motion_products(v, m):
+    """:func:`cross_motion` of float64 arrays in three NumPy calls: the 18 products of
+    :func:`_crosses`, then one matrix product with their signs (exact +-1) that adds them (the same
+    terms, added in another order: equal to rounding).  The sums run in BLAS, whose order may change
+    with the arrays' shapes (a batch and its single states can differ by rounding): for the NumPy
+    path of kernels that sum by products anyway (the analytical derivatives)."""
+    iv, im = _CM
+    return (v.take(iv, -1) * m.take(im, -1)) @ _CM_SUM
+
+
+def _cm_sum():
+    """(18, 6): the signed sums of :func:`cross_motion_products`, from the 18 products of
+    :func:`_crosses` (the first terms of ``w x m_u``, ``u x m_w``, ``w x m_w``, then the second
+    ones) to ``[w x m_w; w x m_u + u x m_w]``."""
+    S = np.zeros((18, 6))
+    for j in range(9):                                  # entry j of the three 3D cross products
+        out = j - 6 if j >= 6 else 3 + j % 3
+        S[j, out], S[9 + j, out] = 1.0, -1.0
+    S.flags.writeable = False
+    return S
+
+
 def _crosses(v, m, index):
     """The cross products ``v[..., a:a+3] x m[..., b:b+3]`` for the pairs ``(a, b)`` of ``index``
     (:func:`_cross6_index`), side by side (..., 3k): one multiplication and one subtraction (the
@@ -169,6 +191,7 @@ def _cross6_index(*pairs):
 
 _CM = _cross6_index((0, 3), (3, 0), (0, 0))     # linear: w x m_u + u x m_w; angular: w x m_w
 _CF = _cross6_index((0, 0), (3, 3), (0, 3))     # angular: w x f_n + u x f_f; linear: w x f_f
+_CM_SUM = _cm_sum()
 
 
 # --- rotations ----------------------------------------------------------------

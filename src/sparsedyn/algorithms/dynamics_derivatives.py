@@ -56,7 +56,6 @@ body frame (``fext_to_pinocchio``).
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -64,11 +63,11 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner,
-                       rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
+from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, cross_motion_products,
+                       inner, rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
 from .aba import PIVOT_RTOL, own_inertia_scales
 from .fd import ltdl_checker
-from .kinematics_derivatives import common_shape, levels, root_motion
+from .kinematics_derivatives import ModelCache, common_shape, levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
@@ -76,7 +75,7 @@ __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivativ
 
 _NVxNV = ("nv", "nv")
 _DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
-_PAIRS = weakref.WeakKeyDictionary()
+_PAIRS = ModelCache()
 
 
 def branch_pairs(model):
@@ -233,11 +232,12 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
         if f_ext is not None:
             F = F - apply_force_transpose(K.Xr, f_ext)
         shape = F.shape[:-2]
-        parts = [hI, F, B11, M]
+        parts = [_constants(model).masses, hI, F, B11, M]
         X = np.concatenate([x if x.shape[:-2] == shape else np.broadcast_to(x, shape + x.shape[-2:]) for x in parts], -1)
-        m, X = _constants(model).mass_sums, _subtree_sum(lv, X)
-        cores = _SUM_CORES
+        p = _subtree_sum(lv, X)                      # the parameters of _products, [m, h, I, F, B11, M]
+        m, X, cores = p[..., 0], p[..., 1:], _SUM_CORES
     else:
+        p = None
         IC = rigid_transform(K.Xr, lv.inertia)
         F = rigid_apply(IC, K.A)
         B11 = M = None
@@ -261,7 +261,16 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     F = out[2]
     if velocity:
         B11, M = out[3], out[4]
-    return IC, F, B11, M
+    if p is None:
+        return IC, F, B11, M
+    sums = _Sums((IC, F, B11, M))
+    sums.p = p
+    return sums
+
+
+class _Sums(tuple):
+    """:func:`subtree_sums`' ``(IC, F, B11, M)`` on float arrays, with ``p`` (..., NB, 34): the same
+    sums side by side, ``[m, h, I, F, B11, M]``, that :func:`_products` gathers from (views of it)."""
 
 
 def _subtree_sum(lv, X):
@@ -329,22 +338,26 @@ def _float_terms(model, K, sums, shape):
     """:func:`joint_terms` with ``velocity`` on float arrays, in fewer NumPy calls: ``A_l``, ``V_l``
     and ``V_l + V_m`` (``m``: the dof's body for a joint with several dofs, its parent else, so that
     ``phi = (V_l + V_m) x xi`` is ``2 psi`` for one dof) gathered per dof by one ``take`` and crossed
-    with ``xi`` by one :func:`cross_motion`; the inertia and ``B`` products by :func:`_products`."""
+    with ``xi`` by one :func:`~sparsedyn.spatial.cross_motion_products`; the inertia and ``B`` products by
+    :func:`_products`."""
     lead = K.Al.shape[:-2]
     x = K.xi if K.xi.shape[:-2] == lead else np.broadcast_to(K.xi, lead + K.xi.shape[-2:])
     body = np.concatenate([K.Al, K.Vl if K.Vl.shape[:-2] == lead else np.broadcast_to(K.Vl, K.Al.shape),
                            K.V if K.V.shape[:-2] == lead else np.broadcast_to(K.V, K.Al.shape)], -2)
     g = body.take(_gather_index(model), -2).reshape(lead + (3,) + x.shape[-2:])     # [A_l, V_l, V_m]
     g[..., 2, :, :] += g[..., 1, :, :]
-    c = cross_motion(g, x[..., None, :, :])
+    c = cross_motion_products(g, x[..., None, :, :])
     chi, psi, phi = c[..., 0, :, :], c[..., 1, :, :], c[..., 2, :, :]
-    chi = chi - cross_motion(psi, g[..., 1, :, :])                     # chi = A_l x xi - psi x V_l
+    chi = chi - cross_motion_products(psi, g[..., 1, :, :])          # chi = A_l x xi - psi x V_l
     out = _products(model, sums, x, chi, psi, phi)
     out.update(psi=psi, phi=phi, xi=x, chi=chi)
-    return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
+    if lead == shape and out["_p"].shape[:-2] == shape:
+        return out
+    return {n: t if t.shape[:t.ndim - c] == shape else np.broadcast_to(t, shape + t.shape[t.ndim - c:])
+            for n, t, c in ((n, t, 3 if n == "_out" else 2) for n, t in out.items())}
 
 
-_GATHER = weakref.WeakKeyDictionary()
+_GATHER = ModelCache()
 
 
 def _gather_index(model):
@@ -360,58 +373,70 @@ def _gather_index(model):
 
 
 def _products(model, sums, xi, chi, psi, phi):
-    """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays:
-    one matrix ``G`` (21, 21) per dof, gathered from its body's sums by :func:`_product_table`, times
-    ``[xi, chi, psi_w, phi]`` (the products of the generic form, summed in another order: equal to
-    rounding; a few NumPy calls instead of some forty)."""
+    """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays,
+    by one product per dof of small matrices gathered from ``z = [chi, psi_w, phi, xi, 0]`` and
+    from the dof's body's sums (:func:`_product_table`)::
+
+        [xi,  0,      0 ]   [IC^T  Qrow^T]   [P^T   Qw^T]
+        [chi, psi_w,  xi] @ [Bw^T  0     ] = [Tq^T  *   ]        (3, 15) @ (15, 9)
+        [phi, xi_w,   0 ]   [Xf^T  0     ]   [Tv^T  *   ]
+
+    (``Qrow = [B11^T, 2 lx]``; the products of the generic form, summed in another order: equal to
+    rounding; a few NumPy calls instead of some forty).  Also returned: ``_z``, ``z`` (..., nv, 22),
+    ``_out`` the product (..., nv, 3, 9) for :func:`_branch_products`, and the parameters ``_p``
+    (..., NB, 34)."""
     IC, F, B11, M = sums
-    lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
-    nb = F.shape[-2]
-    parts = [IC.m[..., None], IC.h, IC.I.reshape(IC.I.shape[:-2] + (9,)), F, B11.reshape(B11.shape[:-2] + (9,)), M]
-    p = np.concatenate([x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts], -1)
+    p = getattr(sums, "p", None)
+    if p is None:
+        lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
+        parts = [IC.m[..., None], IC.h, IC.I.reshape(IC.I.shape[:-2] + (9,)), F, B11.reshape(B11.shape[:-2] + (9,)), M]
+        p = np.concatenate([x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts], -1)
+    lead, nb = p.shape[:-2], p.shape[-2]
     index, coef = _product_table(model)
     G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
     G *= coef
-    zs = (xi, chi, psi[..., :3], phi)
+    zs = (chi, psi[..., :3], phi, xi)
     zl = common_shape(*(x.shape[:-2] for x in zs))
-    z = np.concatenate([x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs], -1)
-    out = (G.reshape(lead + (-1, 21, 21)) @ z[..., None])[..., 0]
-    return {"P": out[..., :6], "Tq": out[..., 6:12], "Tv": out[..., 12:18], "Qw": out[..., 18:],
+    zs = [x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs]
+    z = np.concatenate(zs + [np.zeros(zl + xi.shape[-2:-1] + (1,))], -1)       # and a zero
+    out = z.take(_ZL, -1).reshape(z.shape[:-1] + (3, 15)) @ G.reshape(lead + (-1, 15, 9))
+    return {"P": out[..., 0, :6], "Qw": out[..., 0, 6:], "Tq": out[..., 1, :6], "Tv": out[..., 2, :6],
             "_z": z, "_out": out, "_p": p}
 
 
+# the left factor (3, 15) of _products from z = [chi, psi_w, phi, xi, 0] (22 per dof), row-major
+_ZL = np.array([list(range(15, 21)) + [21] * 9, list(range(0, 9)) + list(range(15, 21)),
+                list(range(9, 15)) + [15, 16, 17] + [21] * 6]).reshape(-1)
+_ZL.flags.writeable = False
 # the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
 _NPAR = 34
 _M, _H, _I, _N, _F, _B, _L = 0, 1, 4, 13, 16, 19, 31
-_TABLES = weakref.WeakKeyDictionary()
+_TABLES = ModelCache()
 
 
 def _product_table(model):
-    """``(index, coef)``: ``G[d] = p.flat[index[d]] * coef[d]`` (nv, 21, 21) per dof ``d`` from the
-    per-body parameters ``p`` (NB, 34) of :func:`_products` (``coef`` in 0, +-1, +-2), cached per model:
-    rows ``[P; Tq; Tv; Qw]``, columns ``[xi; chi; psi_w; phi]`` (see :func:`joint_terms`)::
+    """``(index, coef)``: the right factor ``p.flat[index[d]] * coef[d]`` (15, 9) of :func:`_products`
+    per dof ``d`` (flat, (nv 135,)) from the per-body parameters ``p`` (NB, 34) (``coef`` in 0, +-1,
+    +-2), cached per model: ``[[IC^T, Qrow^T], [Bw^T, 0], [Xf^T, 0]]`` with (see :func:`joint_terms`)::
 
         P  = IC xi,   Tq = Xf xi + IC chi + Bw psi_w,   Tv = Bw xi_w + IC phi,   Qw = [B11^T, 2 lx] xi
 
-    with ``IC = [[I, hx], [hx^T, m]]``, ``Xf = [[-nx, -fx], [-fx, 0]]`` (``xi x* F``) and
-    ``Bw = [B11; -2 lx]``."""
+    ``IC = [[I, hx], [hx^T, m]]``, ``Xf = [[-nx, -fx], [-fx, 0]]`` (``xi x* F``), ``Bw = [B11; -2 lx]``
+    (written as the untransposed blocks, then transposed)."""
     table = _TABLES.get(model)
     if table is None:
-        t = _Table(21, 21)
-        t.inertia(0, 0)
-        t.skew(6, 0, _N, -1.0), t.skew(6, 3, _F, -1.0), t.skew(9, 0, _F, -1.0)
-        t.inertia(6, 6)
-        t.bw(6, 12)
-        t.bw(12, 0)
-        t.inertia(12, 15)
+        g = _Table(9, 15)                   # [[IC, Bw, Xf], [Qrow, 0, 0]], the transpose of the factor
+        g.inertia(0, 0)
+        g.bw(0, 6)
+        g.skew(0, 9, _N, -1.0), g.skew(0, 12, _F, -1.0), g.skew(3, 9, _F, -1.0)
         for i in range(3):
             for j in range(3):
-                t.put(18 + i, j, _B + 3 * j + i)
-        t.skew(18, 3, _L, 2.0)
-        at, c = t.at, t.c
+                g.put(6 + i, j, _B + 3 * j + i)
+        g.skew(6, 3, _L, 2.0)
+        at, c = g.at.T.reshape(-1), g.c.T.reshape(-1)
         db = levels(model).dof_body
-        index = (db[:, None, None] * _NPAR + at).reshape(-1)
-        coef = np.broadcast_to(c, (len(db), 21, 21)).reshape(-1)
+        index = (db[:, None] * _NPAR + at).reshape(-1)
+        coef = np.broadcast_to(c, (len(db), len(c))).reshape(-1)
         index.flags.writeable = coef.flags.writeable = False
         table = _TABLES[model] = (index, coef)
     return table
@@ -472,7 +497,7 @@ def momentum_columns(model, T, sums):
     return (G.reshape(x.shape[:-2] + (-1, 6, 12)) @ x[..., None])[..., 0]
 
 
-_MOMENTUM = weakref.WeakKeyDictionary()
+_MOMENTUM = ModelCache()
 
 
 def _momentum_table(model):
@@ -492,7 +517,7 @@ def _stack_broadcast(*xs):
     return xs if all(x.shape == xs[0].shape for x in xs) else np.broadcast_arrays(*xs)
 
 
-_MULTI = weakref.WeakKeyDictionary()
+_MULTI = ModelCache()
 
 
 def _multi_dof(model):
@@ -530,16 +555,16 @@ def _world_acceleration(model, g):
 class _Constants(NamedTuple):
     """Constants of a (frozen) model that the NumPy path asks for on every call: ``armature``
     (nv, nv) diagonal or ``None``; ``world_acceleration = -[0; g]`` of ``gravity``; the bodies'
-    inertias as 6x6 matrices ``inertia6`` (NB, 6, 6) and their subtree masses ``mass_sums`` (NB,)."""
+    inertias as 6x6 matrices ``inertia6`` (NB, 6, 6) and their masses ``masses`` (NB, 1)."""
 
     armature: np.ndarray | None
     world_acceleration: np.ndarray
     gravity: np.ndarray
     inertia6: np.ndarray
-    mass_sums: np.ndarray
+    masses: np.ndarray
 
 
-_CONSTANTS = weakref.WeakKeyDictionary()
+_CONSTANTS = ModelCache()
 
 
 def _constants(model) -> _Constants:
@@ -549,7 +574,7 @@ def _constants(model) -> _Constants:
         g = model.gravity
         lv = levels(model)
         c = _Constants(np.diag(arm) if np.any(arm) else None, -np.concatenate([0 * g, g], -1), g,
-                       rigid_inertia_matrix(lv.inertia), lv.below @ np.asarray(lv.inertia.m, dtype=float))
+                       rigid_inertia_matrix(lv.inertia), np.asarray(lv.inertia.m, dtype=float).reshape(-1, 1))
         for x in c:
             if isinstance(x, np.ndarray):
                 x.flags.writeable = False
@@ -561,7 +586,7 @@ def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
     if not bk.is_symbolic(T["P"]):
-        Dm, Um = _pair_masks(model)
+        Dm, Um, _, _ = _pair_masks(model)
         PX = T["P"] @ T["xi"].swapaxes(-1, -2)
         H = Dm * PX + Um * PX.swapaxes(-1, -2)
         arm = _constants(model).armature
@@ -620,8 +645,10 @@ def _assemble_float(model, T, velocity):
     (..., nv, 9) @ (..., 9, nv) (a few BLAS calls instead of a gather and a product per term), the
     pairs off the branches zeroed by :func:`_pair_masks` (the same sums of products, added in
     another order: equal to rounding)."""
+    if velocity and "_out" in T:
+        return _branch_products(model, T["_z"], T["_out"], False)
     xi, P, Tq = T["xi"], T["P"], T["Tq"]
-    Dm, Um = _pair_masks(model)
+    Dm, Um, _, _ = _pair_masks(model)
     if not velocity:
         return (Dm * (P @ T["chi"].swapaxes(-1, -2)) + Um * (xi @ Tq.swapaxes(-1, -2)),)
     n = xi.shape[-2]
@@ -634,66 +661,58 @@ def _assemble_float(model, T, velocity):
 
 
 def _assemble_all(model, T):
-    """``(dtau_dq, dtau_dv, H)`` from :func:`_float_terms`' ``T`` in a few NumPy calls: with its
-    ``z = [xi, chi, psi_w, phi]`` and ``out = [P, Tq, Tv, Qw]`` per dof, the lower pairs are
-    ``[P, Qw]_r . [chi, psi_w]_c`` and ``[P, Qw]_r . [phi, xi_w]_c``, the upper ones ``xi_r . Tq_c``,
-    ``xi_r . Tv_c``, and ``H`` is ``P_r . xi_c`` below, mirrored above: five dense products
-    (..., 5, nv, 9) @ (..., 5, 9, nv) of rows gathered by one ``take`` each (:func:`_assemble_plan`),
-    masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble` and :func:`_inertia_matrix`)."""
-    z, out = T["_z"], T["_out"]
-    n = z.shape[-2]
-    lead = z.shape[:-2]
-    left, right, masks, upper_t = _assemble_plan(model)
-    src = np.concatenate([z, out, np.zeros(lead + (n, 1))], -1).reshape(lead + (n * 43,))
-    M = src.take(left, -1).reshape(lead + (5, n, 9)) @ src.take(right, -1).reshape(lead + (5, n, 9)).swapaxes(-1, -2)
-    Y = M * masks
-    D = Y[..., :2, :, :] + Y[..., 2:4, :, :]                                     # dtau_dq, dtau_dv
-    H = Y[..., 4, :, :] + (M[..., 4, :, :] * upper_t).swapaxes(-1, -2)
+    """``(dtau_dq, dtau_dv, H)`` from :func:`_float_terms`' ``T`` (see :func:`_branch_products`)."""
+    return _branch_products(model, T["_z"], T["_out"], True)
+
+
+def _branch_products(model, z, out, inertia):
+    """``(dtau_dq, dtau_dv)``, and ``H`` with ``inertia``, from :func:`_products`' ``z = [chi, psi_w,
+    phi, xi, 0]`` (..., nv, 22) and ``out`` (..., nv, 3, 9), whose rows are ``[P, Qw]``, ``[Tq, *]``
+    and ``[Tv, *]``, in a few NumPy calls: the lower pairs ``[P, Qw]_r . [chi, psi_w]_c`` and
+    ``[P, Qw]_r . [phi, xi_w]_c`` and ``H``'s ``[P, Qw]_r . [xi, 0]_c`` (mirrored above) by one
+    product (..., nv, 9) @ (..., 3, 9, nv), the upper pairs ``xi_r . Tq_c`` and ``xi_r . Tv_c`` by
+    another, masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble` and
+    :func:`_inertia_matrix`)."""
+    _, _, lower, branch = _pair_masks(model)
+    right = z.take(_BRANCH_RIGHT, -1).reshape(z.shape[:-1] + (3, 9)).swapaxes(-3, -2).swapaxes(-1, -2)
+    low = out[..., 0, :][..., None, :, :] @ right                          # (..., 3, nv, nv)
+    D = z[..., 15:21][..., None, :, :] @ out[..., 1:, :6].swapaxes(-3, -2).swapaxes(-1, -2)   # the upper pairs
+    np.copyto(D, low[..., :2, :, :], where=lower)                          # the lower ones'
+    D *= branch                                                            # 0 off the branches
+    if not inertia:
+        return D[..., 0, :, :], D[..., 1, :, :]
+    PX = low[..., 2, :, :]
+    H = np.where(lower, PX, PX.swapaxes(-1, -2))                           # mirrored above
+    H *= branch
     arm = _constants(model).armature
     if arm is not None:
         H += arm
     return D[..., 0, :, :], D[..., 1, :, :], H
 
 
-_PLANS = weakref.WeakKeyDictionary()
+# the right factors of _branch_products per dof from z = [chi, psi_w, phi, xi, 0]:
+# [chi, psi_w], [phi, xi_w], [xi, 0]
+_BRANCH_RIGHT = np.r_[0:9, 9:18, 15:21, 21, 21, 21]
+_BRANCH_RIGHT.flags.writeable = False
 
 
-def _assemble_plan(model):
-    """``(left, right, masks, upper_t)`` of :func:`_assemble_all`, cached per model: flat gathers
-    (5 nv 9,) from ``[z, out, 0]`` (43 per dof) of the five products' left rows
-    ``[P, Qw], [P, Qw], [xi, 0], [xi, 0], [P, 0]`` and right rows ``[chi, psi_w], [phi, xi_w],
-    [Tq, 0], [Tv, 0], [xi, 0]``; the masks ``[Dm, Dm, Um, Um, Dm]`` (5, nv, nv) and ``Um^T``."""
-    plan = _PLANS.get(model)
-    if plan is None:
-        xi, chi, psi_w, phi = np.r_[0:6], np.r_[6:12], np.r_[12:15], np.r_[15:21]
-        P, Tq, Tv, Qw = np.r_[21:27], np.r_[27:33], np.r_[33:39], np.r_[39:42]
-        zero = np.full(3, 42)
-        lsel = [np.r_[P, Qw], np.r_[P, Qw], np.r_[xi, zero], np.r_[xi, zero], np.r_[P, zero]]
-        rsel = [np.r_[chi, psi_w], np.r_[phi, xi[:3]], np.r_[Tq, zero], np.r_[Tv, zero], np.r_[xi, zero]]
-        d = np.arange(model.nv)[None, :, None] * 43
-        left, right = ((d + np.array(sel)[:, None, :]).reshape(-1) for sel in (lsel, rsel))
-        Dm, Um = _pair_masks(model)
-        plan = (left, right, np.stack([Dm, Dm, Um, Um, Dm]), np.ascontiguousarray(Um.T))
-        for x in plan:
-            x.flags.writeable = False
-        _PLANS[model] = plan
-    return plan
-
-
-_MASKS = weakref.WeakKeyDictionary()
+_MASKS = ModelCache()
 
 
 def _pair_masks(model):
-    """``(Dm, Um)`` (nv, nv) float: 1 on the pairs ``(rd, cd)`` and ``(ra, ca)`` of
-    :func:`branch_pairs`, 0 elsewhere (cached per model)."""
+    """``(Dm, Um, lower, branch)`` (nv, nv): ``Dm``, ``Um`` float, 1 on the pairs ``(rd, cd)`` and
+    ``(ra, ca)`` of :func:`branch_pairs`, 0 elsewhere; ``lower`` where ``Dm`` is 1 (bool) and
+    ``branch = Dm + Um`` (cached per model)."""
     masks = _MASKS.get(model)
     if masks is None:
         rd, cd, ra, ca, _ = branch_pairs(model)
         masks = np.zeros((2, model.nv, model.nv))
         masks[0, rd, cd] = 1.0
         masks[1, ra, ca] = 1.0
-        masks.flags.writeable = False
-        masks = _MASKS[model] = (masks[0], masks[1])
+        lower, branch = masks[0] > 0, masks[0] + masks[1]
+        for x in (masks, lower, branch):
+            x.flags.writeable = False
+        masks = _MASKS[model] = (masks[0], masks[1], lower, branch)
     return masks
 
 
@@ -773,7 +792,7 @@ def _checked_factor(model, lam, H):
     return ltdl_kernel(lam, H, ltdl_checker(model, H))
 
 
-_SCALES = weakref.WeakKeyDictionary()
+_SCALES = ModelCache()
 
 
 def _pivot_scales(model):
@@ -808,7 +827,7 @@ def _solve(W, Dinv, X):
     return W @ (Dinv[..., None] * (np.swapaxes(W, -1, -2) @ X))
 
 
-_FREE = weakref.WeakKeyDictionary()
+_FREE = ModelCache()
 
 
 def _free_roots(model):

@@ -29,6 +29,7 @@ derivatives.  Tangent space as everywhere: ``d/d(dq) f(integrate(q, dq))`` at
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -37,11 +38,45 @@ from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
-                       cross_motion, rigid_inertia, skew)
+                       cross_motion, cross_motion_products, rigid_inertia, skew)
 from .kinematics import _check_reference
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
            "RootMotion", "root_motion", "stacked", "broadcast_columns", "common_shape"]
+
+
+class ModelCache:
+    """Per-model constants (a frozen model's index tables and plans), held weakly like a
+    ``WeakKeyDictionary`` (``get``, item assignment), with the last model's entry in front: the NumPy
+    path asks for a dozen of them on every call, most often for the model it was last asked about."""
+
+    __slots__ = ("_data", "_last")
+
+    def __init__(self):
+        self._data = weakref.WeakKeyDictionary()
+        self._last = (_dead_ref, None)
+
+    def get(self, model, default=None):
+        ref, value = self._last
+        if ref() is model:
+            return value
+        value = self._data.get(model, default)
+        if value is not default:
+            self._last = (weakref.ref(model, self._forget), value)
+        return value
+
+    def __setitem__(self, model, value):
+        self._data[model] = value
+        self._last = (weakref.ref(model, self._forget), value)
+
+    def _forget(self, ref):
+        """The last model is gone: drop its entry (held strongly in front)."""
+        if self._last[0] is ref:
+            self._last = (_dead_ref, None)
+
+
+def _dead_ref():
+    return None
 
 
 def common_shape(*shapes):
@@ -122,27 +157,33 @@ class Levels:
         self.Xtree = Transform(np.stack([X.E for X in model.Xtree]), np.stack([X.r for X in model.Xtree])) if NB else None
         self.group_order = np.argsort(np.concatenate([b for _, b, _, _ in self.joint_groups]), kind="stable") \
             if NB else np.zeros(0, int)
-        self.float_groups = [_float_group(j, b, qidx, Xt) for j, b, qidx, Xt in self.joint_groups]
+        self.float_groups = [_float_group(j, b, qidx, Xt, parent) for j, b, qidx, Xt in self.joint_groups]
         self.homogeneous_pad = np.zeros((NB + 1, 4, 4))     # rows [[*, *], [0, 1]], the last the identity
         self.homogeneous_pad[:, 3, 3] = 1.0
         self.homogeneous_pad[NB, :3, :3] = np.eye(3)
         self.homogeneous_pad.flags.writeable = False
 
 
-def _float_group(joint, bodies, qidx, Xt):
-    """A joint group for :func:`stacked_joint_transforms` on floats: ``(joint, where, qidx, consts)``,
-    ``where`` a slice for consecutive bodies; for revolutes ``consts`` = the axis constants times the
-    tree rotations (``E = (c P + aa - s K) E_tree``, ``r = r_tree``: no composition), else the tree
-    transforms, ``None`` when they are identities (composing with them is exact: skipped)."""
+def _float_group(joint, bodies, qidx, Xt, parent):
+    """A joint group for :func:`stacked_joint_transforms` on floats: ``(joint, where, qidx, consts,
+    translate)``, ``where`` a slice for consecutive bodies; for revolutes ``consts`` = the axis
+    constants times the tree rotations and translations, (n, 3, 4) each (the rows
+    ``[E, -E r] = (c P + aa - s K) [E_tree, -E_tree r_tree]`` of the homogeneous matrices, no
+    composition), their first three columns (for ``E`` alone) and ``r = r_tree``, else the tree transforms, ``None`` when they are identities
+    (composing with them is exact: skipped); ``translate``: whether a body of the group has a parent
+    (only then does :func:`_joint_homogeneous` need its column ``-E r``)."""
     where = slice(int(bodies[0]), int(bodies[-1]) + 1) if len(bodies) and \
         np.array_equal(bodies, np.arange(bodies[0], bodies[-1] + 1)) else bodies
+    translate = bool(np.any(parent[bodies] >= 0))
     if isinstance(joint, _Revolutes):
-        consts = tuple(c @ Xt.E for c in joint.constants)
-        for c in consts:
+        tree = np.concatenate([Xt.E, -(Xt.E @ Xt.r[..., None])], -1)
+        rows = tuple(c @ tree for c in joint.constants)
+        rotations = tuple(np.ascontiguousarray(c[..., :3]) for c in rows)      # E alone (contiguous)
+        for c in rows + rotations:
             c.flags.writeable = False
-        return joint, where, qidx[:, 0], (consts, Xt.r)
+        return joint, where, qidx[:, 0], (rows, rotations, Xt.r), translate
     identity = np.array_equal(Xt.E, np.broadcast_to(np.eye(3), Xt.E.shape)) and not np.any(Xt.r)
-    return joint, where, qidx, None if identity else Xt
+    return joint, where, qidx, None if identity else Xt, translate
 
 
 _REVOLUTE = ("revolute", "continuous")
@@ -163,7 +204,7 @@ class _Revolutes:
         return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), None
 
 
-_LEVELS = weakref.WeakKeyDictionary()
+_LEVELS = ModelCache()
 
 
 def levels(model) -> Levels:
@@ -216,10 +257,10 @@ def stacked_joint_transforms(model, q, shape, dtype):
         return Transform(np.zeros(shape + (0, 3, 3), dtype=dtype), np.zeros(shape + (0, 3), dtype=dtype))
     if not bk.is_symbolic(q) and dtype == np.float64:     # floats: each group written in place
         E, r = np.empty(shape + (NB, 3, 3)), np.empty(shape + (NB, 3))
-        for joint, where, qidx, consts in lv.float_groups:
+        for joint, where, qidx, consts, _ in lv.float_groups:
             if isinstance(joint, _Revolutes):
-                E[..., where, :, :] = axes_rotation(consts[0], q.take(qidx, -1))
-                r[..., where, :] = consts[1]
+                E[..., where, :, :] = axes_rotation(consts[1], q.take(qidx, -1))
+                r[..., where, :] = consts[2]
             else:
                 XJ, _ = joint.jcalc(q.take(qidx, -1))
                 if consts is not None:
@@ -236,6 +277,43 @@ def stacked_joint_transforms(model, q, shape, dtype):
     r = r[0] if len(r) == 1 else np.concatenate(r, -2)
     XJ = Transform(E.take(lv.group_order, -3).astype(dtype, copy=False), r.take(lv.group_order, -2).astype(dtype, copy=False))
     return compose(XJ, lv.Xtree)                              # one composition for all bodies
+
+
+def _joint_homogeneous(model, q, shape):
+    """``(H, r)`` of :func:`stacked_joint_transforms` on floats (q (..., nq) float64): ``H``
+    (..., NB + 1, 4, 4) the homogeneous matrices ``[[E, -E r], [0, 1]]`` of ``Xup``, the last row
+    the identity (:func:`_jump_to_roots` takes them as they are), ``r`` (..., NB, 3).  Each joint
+    group is written into its rows; the column ``-E r`` only where a body of the group has a parent
+    (a root's row is never read by :func:`_jump_to_roots`), the revolutes' from their constants."""
+    lv, NB = levels(model), model.nbodies
+    pad = lv.homogeneous_pad
+    H = pad.copy() if not shape else np.broadcast_to(pad, shape + pad.shape).copy()
+    r = np.empty(shape + (NB, 3))
+    for joint, where, qidx, consts, translate in lv.float_groups:
+        if isinstance(joint, _Revolutes):
+            H[..., where, :3, :] = axes_rotation(consts[0], q.take(qidx, -1))
+            r[..., where, :] = consts[2]
+        else:
+            XJ, _ = joint.jcalc(q.take(qidx, -1))
+            if consts is not None:
+                XJ = compose(XJ, consts)
+            H[..., where, :3, :3] = XJ.E
+            r[..., where, :] = XJ.r
+            if translate:
+                H[..., where, :3, 3] = -(XJ.E @ XJ.r[..., None])[..., 0]
+    return H, r
+
+
+def _jump_to_roots(model, H):
+    """``Xr`` (:func:`root_transforms_stacked`) on floats by pointer jumping from ``H`` (..., NB + 1, 4, 4),
+    ``Xup`` as homogeneous matrices and the identity in the last row (:func:`_joint_homogeneous`;
+    the roots' rows are not read)."""
+    lv, NB = levels(model), model.nbodies
+    T = H.take(lv.root_or_pad, -3)                           # a root's row: the identity
+    for J in lv.jumps:
+        T = T @ T.take(J, -3)                                # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
+    E = T[..., :NB, :3, :3]
+    return Transform(E, -(E.swapaxes(-1, -2) @ T[..., :NB, :3, 3:])[..., 0])
 
 
 def root_transforms_stacked(model, Xup: Transform) -> Transform:
@@ -268,11 +346,7 @@ def root_transforms_stacked(model, Xup: Transform) -> Transform:
     T = lv.homogeneous_pad.copy() if not lead else np.broadcast_to(lv.homogeneous_pad, lead + (NB + 1, 4, 4)).copy()
     T[..., :NB, :3, :3] = Eup
     np.matmul(Eup, -rup[..., None], out=T[..., :NB, :3, 3:])
-    T = T.take(lv.root_or_pad, -3)
-    for J in lv.jumps:
-        T = T @ T.take(J, -3)                                # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
-    E = T[..., :NB, :3, :3]
-    return Transform(E, -(E.swapaxes(-1, -2) @ T[..., :NB, :3, 3:])[..., 0])
+    return _jump_to_roots(model, T)
 
 
 _JUMP_MAX_STATES = 16
@@ -300,20 +374,32 @@ def root_motion(model, q, v, a=None, a_root=None):
     K = RootMotion()
     dtype = np.result_type(q, v, np.float64, *(() if a is None else (a,)))
     shape = common_shape(q.shape[:-1], v.shape[:-1], *(() if a is None else (a.shape[:-1],)))
-    K.Xup = stacked_joint_transforms(model, q, shape, dtype)
-    K.Xr = root_transforms_stacked(model, K.Xup)
+    if NB and dtype == np.float64 and not bk.is_symbolic(q) and math.prod(shape) <= _JUMP_MAX_STATES:
+        H, r = _joint_homogeneous(model, q, shape)          # floats: Xup's homogeneous rows, jumped as they are
+        K.Xup = Transform(H[..., :NB, :3, :3], r)
+        K.Xr = _jump_to_roots(model, H)
+    else:
+        K.Xup = stacked_joint_transforms(model, q, shape, dtype)
+        K.Xr = root_transforms_stacked(model, K.Xup)
     K.EErx = None
     if bk.is_symbolic(K.Xr.E) or bk.is_symbolic(K.Xr.r):
         K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
     else:               # floats: xi_d = Xr^-1 S_d, linear in the entries of [E, E rx]: one product per dof
         E, r = K.Xr
         lead = E.shape[:-3]
-        K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), (E @ skew(r)).reshape(lead + (NB, 9))], -1)
+        # E rx: a few states, row i of E crossed with r (no stacked product); more, the product
+        Erx = cross3(E, r[..., None, :]) if math.prod(lead) <= _JUMP_MAX_STATES else E @ skew(r)
+        K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), Erx.reshape(lead + (NB, 9))], -1)
         K.xi = (_xi_map(model) @ K.EErx.take(lv.dof_body, -2)[..., None])[..., 0]
-    vJ = segment_sum(K.xi * v[..., :, None], lv.dof_body, NB, lv.dof_sum)
-    above = lv.above if bk.is_symbolic(vJ) else lv.above_float
-    V = above @ vJ                                           # V_i = sum of vJ over i's ancestors and i
-    K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
+    xv = K.xi * v[..., :, None]
+    if not bk.is_symbolic(xv) and math.prod(xv.shape[:-2]) <= _JUMP_MAX_STATES:
+        X = _acceleration_plan(model)[2] @ xv         # few float states: [V; V_l; vJ] in one product
+        K.V, K.Vl, vJ = X[..., :NB, :], X[..., NB:2 * NB, :], X[..., 2 * NB:, :]
+        V = K.V
+    else:
+        vJ = segment_sum(xv, lv.dof_body, NB, lv.dof_sum)
+        V = (lv.above if bk.is_symbolic(vJ) else lv.above_float) @ vJ   # V_i: the sum of vJ over i's ancestors and i
+        K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
     K.A = K.Al = None
     if a is not None and not (bk.is_symbolic(V) or bk.is_symbolic(a) or bk.is_symbolic(K.Xup.E)
                               or a_root is not None and bk.is_symbolic(a_root)):
@@ -332,7 +418,7 @@ def root_motion(model, q, v, a=None, a_root=None):
             A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
         else:       # floats: a root's V x vJ (V = vJ) is exactly 0, so no gather and scatter of the others
             A = A + cross_motion(V, vJ)
-        A = above @ A
+        A = lv.above @ A
         Al = with_pad(A).take(lv.parent_or_pad, -2)
         if a_root is not None:
             Al[..., roots, :] = a0
@@ -344,51 +430,66 @@ def _float_accelerations(model, K, a, a_root, vJ):
     """``K.A``, ``K.Al`` of :func:`root_motion` on float arrays: ``A = above (S a + V x vJ + a0)``
     as one product of the per-model matrix ``[above dof_sum, above, above roots]`` with the stacked
     ``[xi a; V x vJ; a0]`` (a root's ``V x vJ`` is exactly 0: ``V = vJ``; the same terms as the
-    level form, added in another order), ``Al`` gathered from ``[A; a0]``."""
+    level form, added in another order), ``Al`` by the same product with the parents' rows of that
+    matrix (a root's: its ``a0``) stacked below it for a few states, else gathered from ``[A; a0]``."""
     lv = levels(model)
     roots, V = lv.roots, K.V
-    parts = [K.xi * a[..., :, None], cross_motion(V, vJ)]
+    parts = [K.xi * a[..., :, None], cross_motion_products(V, vJ)]
     a0 = None
     if a_root is not None:
-        if a_root[..., :3].any():
+        if a_root[0] or a_root[1] or a_root[2] if a_root.ndim == 1 else a_root[..., :3].any():
             a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
         else:            # a pure linear acceleration (gravity): X [0; u] = [0; E u], exactly
-            lin = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0]
-            a0 = np.concatenate([np.zeros(lin.shape), lin], -1)
+            a0 = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0] @ _LINEAR_PART
         parts.append(a0)
     lead = common_shape(*(x.shape[:-2] for x in parts))
     parts = [x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts]
-    big, parent_or_a0 = _acceleration_plan(model)
-    A = big[:, :sum(x.shape[-2] for x in parts)] @ np.concatenate(parts, -2)
-    K.A = A
+    big, parent_or_a0, _ = _acceleration_plan(model)
+    NB, ncol = model.nbodies, sum(x.shape[-2] for x in parts)
+    if math.prod(lead) <= _JUMP_MAX_STATES:             # few states: A_l by the same product
+        AAl = big[:, :ncol] @ np.concatenate(parts, -2)
+        K.A, K.Al = AAl[..., :NB, :], AAl[..., NB:, :]
+        return
+    K.A = A = big[:NB, :ncol] @ np.concatenate(parts, -2)
     if a0 is None:
         K.Al = with_pad(A).take(lv.parent_or_pad, -2)
     else:
         K.Al = np.concatenate([A, parts[2]], -2).take(parent_or_a0, -2)
 
 
-_ACC_PLANS = weakref.WeakKeyDictionary()
+_ACC_PLANS = ModelCache()
+_LINEAR_PART = np.concatenate([np.zeros((3, 3)), np.eye(3)], 1)      # u -> [0; u] (exact)
+_LINEAR_PART.flags.writeable = False
 
 
 def _acceleration_plan(model):
-    """``(big, parent_or_a0)`` of :func:`_float_accelerations`, cached per model: ``[above dof_sum,
-    above, above R]`` (NB, nv + NB + roots), ``R`` the roots' columns, and per body the row of
-    ``[A; a0]`` holding its parent's acceleration (``NB + k`` for the ``k``-th root)."""
+    """``(big, parent_or_a0, vel)`` of :func:`_float_accelerations` and :func:`root_motion`, cached
+    per model: ``big`` (2 NB, nv + NB + roots), ``[above dof_sum, above, above R]`` (``R`` the roots'
+    columns) over the same rows of the parents (``A_l``; a root's row: the unit row of its ``a0``);
+    per body the row of ``[A; a0]`` holding its parent's acceleration (``NB + k`` for the ``k``-th
+    root); ``vel`` (3 NB, nv), ``[above dof_sum; its parents' rows (0 for a root); dof_sum]``
+    (``[V; V_l; vJ] = vel (xi v)``).  The stacked rows serve a few states; for more, a gather
+    from ``A`` costs less than their arithmetic."""
     plan = _ACC_PLANS.get(model)
     if plan is None:
         lv, NB = levels(model), model.nbodies
-        R = np.zeros((NB, len(lv.roots)))
-        R[lv.roots, np.arange(len(lv.roots))] = 1.0
+        nr = len(lv.roots)
+        R = np.zeros((NB, nr))
+        R[lv.roots, np.arange(nr)] = 1.0
         big = np.concatenate([lv.above_float @ lv.dof_sum, lv.above_float, lv.above_float @ R], 1)
         parent_or_a0 = np.asarray(model.parent, int).copy()
-        parent_or_a0[lv.roots] = NB + np.arange(len(lv.roots))
-        for x in (big, parent_or_a0):
+        parent_or_a0[lv.roots] = NB + np.arange(nr)
+        unit = np.concatenate([np.zeros((nr, big.shape[1] - nr)), np.eye(nr)], 1)
+        big = np.concatenate([big, np.concatenate([big, unit], 0)[parent_or_a0]], 0)
+        ad = lv.above_float @ lv.dof_sum
+        vel = np.concatenate([ad, np.concatenate([ad, np.zeros((1, model.nv))], 0)[lv.parent_or_pad], lv.dof_sum], 0)
+        for x in (big, parent_or_a0, vel):
             x.flags.writeable = False
-        plan = _ACC_PLANS[model] = (big, parent_or_a0)
+        plan = _ACC_PLANS[model] = (big, parent_or_a0, vel)
     return plan
 
 
-_XI_MAPS = weakref.WeakKeyDictionary()
+_XI_MAPS = ModelCache()
 
 
 def _xi_map(model):
