@@ -74,7 +74,8 @@ class Estimator:
         self.W = np.linalg.inv(C) if self.s else C
         self._basis = None
         self._seed = seed
-        self._full_pattern = None
+        # the whole system's pattern (every sensor's rows; the square structure's own when it is square)
+        self._full_pattern = self.structure.pattern if self.square else None
         if not self.square:
             self._build_basis()
 
@@ -147,8 +148,14 @@ class Estimator:
         lsq = not self.square or covariance
         if lsq and self._basis is None:
             self._build_basis()
+        systems = []                                   # (vals, b) of the square system, as formed here
+
+        def monitored(st, q, v, ys, g, batch):
+            out = _monitored(st, q, v, ys, g, batch)
+            systems.append(out[1:3])
+            return out
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):    # bad states are redone below
-            d, chi2, (Nt, G), monitor = self._online(q, v, y, g, _monitored, lsq)
+            d, chi2, (Nt, G), monitor = self._online(q, v, y, g, monitored, lsq)
         bad = monitor.bad if not lsq else np.any(monitor.bad, -1)
         if lsq and self.k:                             # k = 0: the exact rows alone fix d (G is 0 x 0)
             ev = np.linalg.eigvalsh(np.where(np.isfinite(G), G, 0.0))
@@ -164,7 +171,11 @@ class Estimator:
         if np.any(bad):
             d, chi2 = np.array(d), np.array(chi2, dtype=float)
             where = [i for i in np.ndindex(*batch) if bad[i]]            # () for one state
-            vals, b = self._dense_systems(*(np.stack([x[i] for i in where]) for x in (q, v, y)), gravity)
+            if not lsq and len(systems) == 1:          # the square system: the values formed above
+                at = np.ravel_multi_index(tuple(zip(*where)), batch) if batch else [0]
+                vals, b = (np.broadcast_to(x, x.shape[:1] + batch).reshape(len(x), -1)[:, at] for x in systems[0])
+            else:
+                vals, b = self._dense_systems(*(np.stack([x[i] for i in where]) for x in (q, v, y)), gravity)
             for j, idx in enumerate(where):
                 out = self._dense_state(q[idx], v[idx], y[idx], gravity, idx, covariance, (vals[:, j], b[:, j]))
                 d[idx] = out[0]
