@@ -292,7 +292,7 @@ def _substitute(st, vals, W, b, batch, dtype, monitor=None, Xup=None):
     stage by stage (:func:`_solve_stages`; the LU blocks' substitutions too), traced ones block by block."""
     pattern = st.pattern
     x = np.zeros((pattern.n,) + batch, dtype=dtype)
-    levels = dtype is not object and (monitor is None or monitor.mode != "all")
+    levels = np.dtype(dtype) != object and (monitor is None or monitor.mode != "all")
     transforms = Xup is not None
     tv = np.zeros((6 * len(pattern.transform_blocks),) + batch, dtype=dtype) if transforms else None
     for sg in st._solve_stages(transforms, levels):
