@@ -325,7 +325,7 @@ def test_estimator_states_flagged_by_the_kernel_go_to_numpy(humanoid_cases):
         ck.failed = lambda name, outs, batch: np.arange(batch[0]) == 2
         est._online = numpy_flags_every_state(est)
 
-        def singular(q, qd, y, g, idx=(), want_cov=False):
+        def singular(q, qd, y, g, idx=(), want_cov=False, system=None):
             raise StateSingularError(f"{problem.name}: singular at the state with batch index {idx}", [idx])
         est._dense_state = singular
         with pytest.raises(StateSingularError, match=r"batch index \(2,\)") as info:
@@ -556,7 +556,7 @@ def test_one_state_flagged_or_singular_goes_to_numpy(one_state, monkeypatch):
         assert rel_err(e1.d, e2.d) <= estimator_bound(problem, q[None], e2.d[None])[0]
         mp.setattr(est, "_online", numpy_flags_every_state(est))
 
-        def singular(q, qd, y, g, idx=(), want_cov=False):
+        def singular(q, qd, y, g, idx=(), want_cov=False, system=None):
             raise StateSingularError(f"{problem.name}: singular at the state with batch index {idx}", [idx])
         mp.setattr(est, "_dense_state", singular)
         with pytest.raises(StateSingularError, match=r"batch index \(\)") as info:

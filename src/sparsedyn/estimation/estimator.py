@@ -74,7 +74,8 @@ class Estimator:
         self.W = np.linalg.inv(C) if self.s else C
         self._basis = None
         self._seed = seed
-        self._full_pattern = None
+        # the whole system's pattern (every sensor's rows; the square structure's own when it is square)
+        self._full_pattern = self.structure.pattern if self.square else None
         if not self.square:
             self._build_basis()
 
@@ -147,8 +148,14 @@ class Estimator:
         lsq = not self.square or covariance
         if lsq and self._basis is None:
             self._build_basis()
+        systems = []                                   # (vals, b) of the square system, as formed here
+
+        def monitored(st, q, v, ys, g, batch):
+            out = _monitored(st, q, v, ys, g, batch)
+            systems.append(out[1:3])
+            return out
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):    # bad states are redone below
-            d, chi2, (Nt, G), monitor = self._online(q, v, y, g, _monitored, lsq)
+            d, chi2, (Nt, G), monitor = self._online(q, v, y, g, monitored, lsq)
         bad = monitor.bad if not lsq else np.any(monitor.bad, -1)
         if lsq and self.k:                             # k = 0: the exact rows alone fix d (G is 0 x 0)
             ev = np.linalg.eigvalsh(np.where(np.isfinite(G), G, 0.0))
@@ -163,8 +170,14 @@ class Estimator:
         chi2 = np.zeros(batch) if chi2 is None else chi2
         if np.any(bad):
             d, chi2 = np.array(d), np.array(chi2, dtype=float)
-            for idx in (i for i in np.ndindex(*batch) if bad[i]):     # () for one state
-                out = self._dense_state(q[idx], v[idx], y[idx], gravity, idx, covariance)
+            where = [i for i in np.ndindex(*batch) if bad[i]]            # () for one state
+            if not lsq and len(systems) == 1:          # the square system: the values formed above
+                at = np.ravel_multi_index(tuple(zip(*where)), batch) if batch else [0]
+                vals, b = (np.broadcast_to(x, x.shape[:1] + batch).reshape(len(x), -1)[:, at] for x in systems[0])
+            else:
+                vals, b = self._dense_systems(*(np.stack([x[i] for i in where]) for x in (q, v, y)), gravity)
+            for j, idx in enumerate(where):
+                out = self._dense_state(q[idx], v[idx], y[idx], gravity, idx, covariance, (vals[:, j], b[:, j]))
                 d[idx] = out[0]
                 if lsq:
                     chi2[idx] = out[2]
@@ -266,17 +279,31 @@ class Estimator:
         chi2 = ((res @ self.W) * res).sum(-1)
         return d, chi2
 
-    def _dense_state(self, q, v, y, gravity, idx=(), want_cov=False):
-        """One state by dense linear algebra (fallback and reference): constrained weighted LS."""
+    def _dense_systems(self, q, v, y, gravity):
+        """The values of the whole system ``A`` (nnz, N) and ``b`` (nrows, N) (every sensor's rows, in
+        :attr:`_full_pattern`'s entry order) at the states ``q`` (N, nq), ``v``, ``y``: what
+        :meth:`_dense_state` solves, for all the states it is given at once (the same values as one by one:
+        the arithmetic is elementwise per state)."""
         p = self.problem
         if self._full_pattern is None:
             self._full_pattern = SystemPattern(p.sparse_problem())
         pat = self._full_pattern
         g = _checks.gravity(self.model, gravity)
         kin, Xup = _kinematics(self.model, q, v)
+        batch = q.shape[:-1]
+        vals = np.broadcast_to(d_values(pat, Xup, batch, False), (pat.nnz,) + batch)
+        return vals, rhs_values(pat, q, v, p.sparse_values(y), g, Xup, kin.S, batch, False)
+
+    def _dense_state(self, q, v, y, gravity, idx=(), want_cov=False, system=None):
+        """One state by dense linear algebra (fallback and reference): constrained weighted LS.
+        ``system``: its ``(vals, b)`` from :meth:`_dense_systems`, if computed already."""
+        p = self.problem
+        if system is None:
+            system = tuple(x[:, 0] for x in self._dense_systems(q[None], v[None], y[None], gravity))
+        pat = self._full_pattern
         # A sparse (the transforms computed once; no dense scan), densified only for the SVD below
-        As = _state_matrix(pat, d_values(pat, Xup, (), False))
-        b = rhs_values(pat, q, v, p.sparse_values(y), g, Xup, kin.S, (), False)
+        As = _state_matrix(pat, system[0])
+        b = system[1]
         soft_rows = np.zeros(pat.nrows, bool)
         off = self.problem.layout.nrows
         for e in p.entries + p.priors:

@@ -6,6 +6,7 @@ directions in words; and the errors raised when a problem or a state cannot be s
 
 from __future__ import annotations
 
+import functools
 import textwrap
 
 import numpy as np
@@ -133,8 +134,9 @@ def _unit_triangular_solve(N, B):
     ``(B_r - sum_j N_rj T_j) / N_rr`` over its nonzero off-diagonal entries in stored order, once the
     rows it reads are done.  Each row's arithmetic is fixed by that rule, so any order that respects
     the dependencies gives the same result to the bit: the rows are done level by level (a row's
-    level: one more than its dependencies' highest), the ``p``-th terms of a level's rows in one
-    NumPy operation (elementwise only: BLAS threads fight on a busy machine).
+    level: one more than its dependencies' highest), all the terms of a level's rows in one ``ufunc.at``
+    (which takes them in order: a row's in stored order), elementwise only (BLAS threads fight on a busy
+    machine); the levels depend on the structure only and are computed once per pattern.
     ``None`` if ``N`` is not of that form."""
     k = N.shape[0]
     diag = N.diagonal()
@@ -144,6 +146,24 @@ def _unit_triangular_solve(N, B):
     rows = np.repeat(np.arange(k), np.diff(N.indptr))
     keep = (N.indices != rows) & (N.data != 0)
     r, c, x = rows[keep], N.indices[keep], N.data[keep]
+    plan = _triangular_levels(k, r.astype(np.int64).tobytes(), c.astype(np.int64).tobytes())
+    if plan is None:
+        return None
+    T = np.array(B, float)
+    col = (-1,) + (1,) * (T.ndim - 1)
+    for terms, rl in plan:
+        if len(terms):                                   # a row's terms in their order (ufunc.at)
+            np.subtract.at(T, r[terms], x[terms].reshape(col) * T[c[terms]])
+        T[rl] /= diag[rl].reshape(col)
+    return T
+
+
+@functools.lru_cache(maxsize=64)
+def _triangular_levels(k, r, c):
+    """The levels of :func:`_unit_triangular_solve` for the off-diagonal terms at rows ``r``, columns
+    ``c`` (int64 bytes): per level, the terms (indices, each row's in stored order) and the rows;
+    ``None`` for a cycle.  Depends on the structure only, so it is computed once per pattern."""
+    r, c = np.frombuffer(r, np.int64), np.frombuffer(c, np.int64)
     level = np.zeros(k, dtype=np.int64)
     for _ in range(k + 1):                              # longest dependency path; a cycle never settles
         new = np.zeros(k, dtype=np.int64)
@@ -155,20 +175,12 @@ def _unit_triangular_solve(N, B):
         return None
     counts = np.bincount(r, minlength=k)
     rank = np.arange(len(r)) - (np.cumsum(counts) - counts)[r]      # the term's place in its row
-    T = np.array(B, float)
-    col = (-1,) + (1,) * (T.ndim - 1)
     order = np.lexsort((rank, level[r]))                # the terms by level, then by place in the row
-    lv, rk = level[r][order], rank[order]
-    groups = np.split(order, np.flatnonzero((np.diff(lv) != 0) | (np.diff(rk) != 0)) + 1) if len(r) else []
+    if not k:
+        return []
+    ends = np.searchsorted(level[r][order], np.arange(level.max() + 2))
     rows_at = np.split(np.argsort(level, kind="stable"), np.cumsum(np.bincount(level))[:-1])
-    g = 0
-    for L, rl in enumerate(rows_at):
-        while g < len(groups) and level[r[groups[g][0]]] == L:
-            e = groups[g]
-            T[r[e]] -= x[e].reshape(col) * T[c[e]]
-            g += 1
-        T[rl] /= diag[rl].reshape(col)
-    return T
+    return [(order[ends[L]:ends[L + 1]], rl) for L, rl in enumerate(rows_at)]
 
 
 def _reduced_rank(A, n_ne, P, null=False):

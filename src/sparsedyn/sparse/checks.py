@@ -104,8 +104,7 @@ class Monitor:
         caller does not write afterwards), which set its scale ``max(|piv|, |init|, max|l|, max|u|)``;
         the state fails where ``|piv| / scale <= PIVOT_RTOL`` or the pivot is not finite (a NaN
         scale counts as a zero ratio)."""
-        if self._pending and self._pending[0][0] is not blk:
-            self._flush()
+        self._hold(blk)
         # magnitudes now for arrays (the caller may write them later), when tested for scalars (immutable)
         fix = lambda x: x if isinstance(x, np.floating) else np.abs(x)          # noqa: E731
         self._pending.append((blk, k, fix(piv), fix(init), lvals, uvals))
@@ -113,10 +112,54 @@ class Monitor:
         if self._held > _HOLD:
             self._flush()
 
+    def pivots(self, blk, sg, piv, init, lvals, uvals):
+        """The pivots of stage ``sg`` (:class:`~sparsedyn.sparse.ordering.FactorStage`) of block ``blk``
+        at once, as :meth:`pivot` would test them one by one: ``piv``, ``init`` (K,) + batch, ``lvals``
+        the stage's L columns (``W[sg.ls]``) and ``uvals`` its U rows (``W[sg.urow]``)."""
+        self._hold(blk)
+        order, starts = sg.seg
+        zero = np.zeros((len(sg.ks),) + piv.shape[1:])
+        M = np.maximum.reduceat(np.abs(np.concatenate([zero, lvals, uvals])[order]), starts, axis=0)
+        self._pending.append((blk, sg.ks, np.abs(piv), np.abs(init), M))
+        self._held += 3 * piv.size
+        if self._held > _HOLD:
+            self._flush()
+
+    def _hold(self, blk):
+        """Test what is pending when a pivot of another block comes."""
+        if self._pending and self._pending[0][0] is not blk:
+            self._flush()
+
     def _flush(self):
         pend, self._pending, self._held = self._pending, [], 0
         if not pend:
             return
+        if len(pend[0]) == 5:              # stages (pivots): their scales reduced already
+            ks = np.concatenate([p[1] for p in pend])
+            a, i, M = (np.concatenate([p[j] for p in pend]) for j in (2, 3, 4))
+        else:
+            ks, a, i, M = self._reduce(pend)
+        scale = np.maximum(np.maximum(a, i), M)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(scale > 0, a / np.where(scale > 0, scale, 1.0), 0.0)
+        ratio = np.where(np.isfinite(ratio), ratio, 0.0)     # NaN/inf pivots count as zero
+        bad = ~(ratio > PIVOT_RTOL) | ~np.isfinite(a)
+        self._ratio = np.minimum(self._ratio, ratio.min(0))
+        any_k = bad.reshape(len(ks), -1).any(1)
+        if any_k.any():
+            # the first failing test in pivot order; stages come out of pivot order, so a later flush of
+            # the same block's stages may hold a lower failing pivot (a block's pivot tests come together,
+            # before any backward error)
+            blk, staged = pend[0][0], len(pend[0]) == 5
+            j = int(np.argmin(np.where(any_k, ks, np.iinfo(np.int64).max))) if staged else int(np.argmax(any_k))
+            if self._first is None or (staged and self._first[0] is blk and self._first[1] is not None
+                                       and ks[j] < self._first[1]):
+                self._first = (blk, int(ks[j]), float(np.min(ratio[j])))
+        self._bad |= bad.any(0)
+
+    @staticmethod
+    def _reduce(pend):
+        """``(ks, |piv|, |init|, max(|l|, |u|))`` of pivots given one by one (:meth:`pivot`)."""
         shape = np.broadcast_shapes(*{np.shape(x) for p in pend for x in p[2:4]},
                                     *{x.shape[1:] for p in pend for x in p[4:] if x is not None})
         fit = lambda x: x if x.shape[1:] == shape else np.broadcast_to(x, x.shape[:1] + shape)   # noqa: E731
@@ -134,17 +177,7 @@ class Monitor:
         M = np.maximum.reduceat(np.abs(np.concatenate(parts)), starts, axis=0)      # (K,) + batch
         a, i = (np.abs(np.stack([x if np.shape(x) == shape else np.broadcast_to(x, shape) for x in xs]))
                 for xs in zip(*((p[2], p[3]) for p in pend)))
-        scale = np.maximum(np.maximum(a, i), M)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(scale > 0, a / np.where(scale > 0, scale, 1.0), 0.0)
-        ratio = np.where(np.isfinite(ratio), ratio, 0.0)     # NaN/inf pivots count as zero
-        bad = ~(ratio > PIVOT_RTOL) | ~np.isfinite(a)
-        self._ratio = np.minimum(self._ratio, ratio.min(0))
-        any_k = bad.reshape(len(pend), -1).any(1)
-        if self._first is None and any_k.any():
-            j = int(np.argmax(any_k))
-            self._first = (pend[j][0], pend[j][1], float(np.min(ratio[j])))
-        self._bad |= bad.any(0)
+        return np.array([p[1] for p in pend], dtype=np.int64), a, i, M
 
     def backward(self, blk, err):
         self._flush()
@@ -185,6 +218,13 @@ class Recorder:
 
     def pivot(self, blk, k, piv, init, lvals, uvals):
         self.records.append((blk, piv, init, lvals, uvals))
+
+    def pivots(self, blk, sg, piv, init, lvals, uvals):
+        """A stage's pivots (see :meth:`Monitor.pivots`), recorded one by one."""
+        l0, u0 = sg.lptr, sg.uptr
+        for j, k in enumerate(sg.ks.tolist()):
+            lv = lvals[l0[j]:l0[j + 1]]
+            self.pivot(blk, k, piv[j], init[j], lv if len(lv) else None, uvals[u0[j]:u0[j + 1]])
 
     @contextmanager
     def phase(self, name):

@@ -66,7 +66,8 @@ import numpy as np
 
 from .assembly import CONST, ONE
 
-__all__ = ["ORDERINGS", "BlockFactor", "articulated_order", "superlu_order", "symbolic_lu", "ARTICULATED_RTOL"]
+__all__ = ["ORDERINGS", "BlockFactor", "articulated_order", "superlu_order", "symbolic_lu", "ARTICULATED_RTOL",
+           "stage_levels", "stage_groups"]
 
 ORDERINGS = ("auto", "articulated", "colamd", "mmd_ata", "mmd_at_plus_a", "natural", "matching")
 _SUPERLU = {"colamd": "COLAMD", "mmd_ata": "MMD_ATA", "mmd_at_plus_a": "MMD_AT_PLUS_A", "natural": "NATURAL"}
@@ -119,6 +120,40 @@ class BlockFactor:
                 ur[k].append(s)
         self.urow = [np.array(u, dtype=np.int64) for u in ur]
         self.fwd = [(k, lpos, ls) for k, (lpos, ls) in enumerate(self.lcol) if len(ls)]
+        self._stages = {}
+
+    def factor_stages(self, levels):
+        """The elimination steps of :func:`~sparsedyn.sparse.solver._factor` grouped into
+        :class:`FactorStage` s: one per pivot, in order (``levels=False``: what a trace records), or
+        the pivots of each :func:`stage_levels` level together (float arrays: the same arithmetic to
+        the bit in a few NumPy operations per stage instead of per pivot)."""
+        key = ("factor", bool(levels))
+        if key not in self._stages:
+            m = self.size
+            empty = np.zeros(0, np.int64)
+            step = [self.step_at.get(k, (k, empty, empty, empty, empty)) for k in range(m)]
+            reads = [[int(self.piv[k])] + st[2].tolist() + self.urow[k].tolist() for k, st in enumerate(step)]
+            writes = [st[2].tolist() + st[4].tolist() for st in step]
+            self._stages[key] = [FactorStage.of(self, [step[k] for k in ks])
+                                 for ks in stage_groups(reads, writes, levels)]
+        return self._stages[key]
+
+    def solve_stages(self, levels):
+        """The forward (unit ``L``, by columns) and back (``U``, by columns, last first) substitution
+        steps grouped as :meth:`factor_stages` does: two lists of :class:`SubstituteStage`."""
+        key = ("solve", bool(levels))
+        if key not in self._stages:
+            m = self.size
+            fwd = [k for k in range(m) if len(self.lcol[k][1])]
+            stages = [[SubstituteStage.of([fwd[s] for s in g], None, [self.lcol[fwd[s]] for s in g])
+                       for g in stage_groups([[k] for k in fwd], [self.lcol[k][0].tolist() for k in fwd], levels)]]
+            back = list(range(m - 1, -1, -1))
+            stages.append([SubstituteStage.of([back[s] for s in g], self.piv[[back[s] for s in g]],
+                                              [self.ucol[back[s]] for s in g])
+                           for g in stage_groups([[k] for k in back], [[k] + self.ucol[k][0].tolist() for k in back],
+                                                 levels)])
+            self._stages[key] = stages
+        return self._stages[key]
 
     @property
     def size(self) -> int:
@@ -127,6 +162,109 @@ class BlockFactor:
     @property
     def proven(self) -> bool:
         return all(self.proof)
+
+
+def stage_levels(reads, writes):
+    """Stage numbers of a sequence of steps such that running it stage by stage gives the same result to
+    the bit: step ``s`` reads the keys ``reads[s]`` and then writes (assigns, or updates from the old
+    value) the keys ``writes[s]``.  A step goes to a later stage than every earlier step that writes a key
+    it reads or reads a key it writes, and to no earlier stage than every earlier step that writes a key
+    it writes.  So within a stage no step reads what another one writes, and a stage that does its steps'
+    reads, then their writes in step order (``ufunc.at`` for the updates of a key written by several),
+    applies the same operations to every key in the same order."""
+    last_w, last_r, out = {}, {}, []
+    for r, w in zip(reads, writes):
+        level = 0
+        for x in r:
+            if x in last_w:
+                level = max(level, last_w[x] + 1)
+        for x in w:
+            level = max(level, last_w.get(x, 0), last_r.get(x, -1) + 1)
+        for x in r:
+            last_r[x] = max(last_r.get(x, 0), level)
+        for x in w:
+            last_w[x] = level
+        out.append(level)
+    return out
+
+
+def stage_groups(reads, writes, levels=True):
+    """The steps of each stage of :func:`stage_levels`, in step order (``levels=False``: one step a stage)."""
+    if not levels:
+        return [[s] for s in range(len(reads))]
+    groups = {}
+    for s, level in enumerate(stage_levels(reads, writes)):
+        groups.setdefault(level, []).append(s)
+    return [groups[level] for level in sorted(groups)]
+
+
+def _cat(parts):
+    return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
+
+
+@dataclass(eq=False)
+class FactorStage:
+    """Pivots of one stage of the elimination (:meth:`BlockFactor.factor_stages`), all index arrays.
+
+    ``ks`` (K,) pivot numbers, ``piv`` their slots; ``ls`` the slots of their L columns one after the
+    other, ``lk`` the pivot (0..K-1) of each; ``upd`` the slots of the rank-1 updates in step order,
+    ``ul`` the multiplier (index into ``ls``) and ``us`` the U slot of each, ``dup``: a slot is updated
+    more than once; ``urow`` the U rows' slots; ``lptr``, ``uptr`` (K + 1): where each pivot's L column
+    and U row start in ``ls`` and ``urow``; ``seg = (order, starts)``: each pivot's scale segment of
+    ``[0 (K rows); W[ls]; W[urow]]`` (a zero row, its L column, its U row) for the checks."""
+
+    ks: np.ndarray
+    piv: np.ndarray
+    ls: np.ndarray
+    lk: np.ndarray
+    ul: np.ndarray
+    us: np.ndarray
+    upd: np.ndarray
+    dup: bool
+    urow: np.ndarray
+    lptr: np.ndarray
+    uptr: np.ndarray
+    seg: tuple
+
+    @classmethod
+    def of(cls, blk, steps):
+        K = len(steps)
+        nl = np.array([len(st[2]) for st in steps], dtype=np.int64)
+        l0 = np.concatenate([[0], np.cumsum(nl)]).astype(np.int64)
+        nu = [len(blk.urow[st[0]]) for st in steps]
+        u0 = np.concatenate([[0], np.cumsum(nu)]).astype(np.int64)
+        ul = _cat([np.repeat(np.arange(l0[j], l0[j + 1]), len(st[3])) for j, st in enumerate(steps)])
+        us = _cat([np.tile(st[3], len(st[2])) for st in steps])
+        upd = _cat([st[4] for st in steps])
+        order = _cat([np.concatenate([[j], K + np.arange(l0[j], l0[j + 1]), K + l0[K] + np.arange(u0[j], u0[j + 1])])
+                      for j in range(K)])
+        starts = np.concatenate([[0], np.cumsum(1 + nl + np.array(nu, dtype=np.int64))[:-1]]).astype(np.int64)
+        return cls(ks=_cat([[st[0] for st in steps]]), piv=blk.piv[[st[0] for st in steps]],
+                   ls=_cat([st[2] for st in steps]), lk=np.repeat(np.arange(K), nl), ul=ul, us=us, upd=upd,
+                   dup=len(np.unique(upd)) < len(upd), urow=_cat([blk.urow[st[0]] for st in steps]),
+                   lptr=l0, uptr=u0, seg=(order, starts))
+
+
+@dataclass(eq=False)
+class SubstituteStage:
+    """Columns of one stage of a triangular substitution (:meth:`BlockFactor.solve_stages`): ``ks``
+    (K,) the positions solved, ``piv`` their pivots' slots (``None``: unit diagonal); ``pos`` the
+    positions updated by them, ``slots`` the factor slots and ``src`` the solved position (index
+    into the block) of each update, in step order; ``dup``: a position is updated more than once."""
+
+    ks: np.ndarray
+    piv: np.ndarray | None
+    pos: np.ndarray
+    slots: np.ndarray
+    src: np.ndarray
+    dup: bool
+
+    @classmethod
+    def of(cls, ks, piv, cols):
+        pos = _cat([p for p, _ in cols])
+        return cls(ks=_cat([ks]), piv=piv, pos=pos, slots=_cat([s for _, s in cols]),
+                   src=_cat([np.full(len(p), k) for k, (p, _) in zip(ks, cols)]),
+                   dup=len(np.unique(pos)) < len(pos))
 
 
 def articulated_order(pattern, rows, cols):

@@ -66,7 +66,7 @@ from .articulated import articulated_plan, factor_articulated, substitute_articu
 from .assembly import SystemPattern, d_values, rhs_values
 from .checks import BERR_TOL, PIVOT_RTOL, Monitor
 from .matching import block_triangular, overdetermined, preferred_matching, topological_order, undetermined
-from .ordering import ORDERINGS, _SUPERLU, articulated_order, superlu_order, symbolic_lu
+from .ordering import ORDERINGS, _SUPERLU, articulated_order, stage_groups, superlu_order, symbolic_lu
 
 __all__ = ["analyze", "Structure", "SolveInfo", "StructurallySingularError", "OverdeterminedError",
            "SparsePivotWarning", "PIVOT_RTOL", "BERR_TOL", "describe_columns"]
@@ -137,33 +137,41 @@ def _describe_rows(pattern, rows, limit=12):
 
 def _factor(model, blocks, W, batch, Xup, monitor=None):
     """In-place LU of every block's slots of ``W`` (nslots,) + batch with the fixed order
-    (articulated blocks body by body, :mod:`.articulated`; ``Xup``: the state's joint transforms)."""
+    (articulated blocks body by body, :mod:`.articulated`; ``Xup``: the state's joint transforms).
+
+    The scalar LU runs stage by stage (:meth:`~.ordering.BlockFactor.factor_stages`): on float arrays
+    the pivots of a level together, which does the same arithmetic to the bit as pivot by pivot; traced
+    (object arrays), one pivot a stage, in order."""
+    levels = W.dtype != object
     for blk in blocks:
         if blk.plan is not None:
             factor_articulated(model, blk, W, Xup, monitor)
-        elif monitor is not None and monitor.wants(blk):
+            continue
+        check = monitor is not None and monitor.wants(blk)
+        if check:
             monitor.checked += 1
-            init = W[blk.piv].copy()
-            for k in range(blk.size):
-                st = blk.step_at.get(k)
-                piv = W[blk.piv[k]]
-                lv = None if st is None else W[st[2]]    # (a copy: the monitor keeps it)
-                monitor.pivot(blk, k, piv, init[k], lv, W[blk.urow[k]])
-                if st is not None:
-                    _eliminate(W, piv, st, batch, lv)
+            init = W[blk.piv]
+        for sg in blk.factor_stages(levels):
+            if not (check or len(sg.ls)):
+                continue
+            piv, lv = W[sg.piv], W[sg.ls]
+            if check:
+                monitor.pivots(blk, sg, piv, init[sg.ks], lv, W[sg.urow])
+            _eliminate(W, sg, piv, lv)
+
+
+def _eliminate(W, sg, piv, lv):
+    """Stage ``sg`` (:class:`~.ordering.FactorStage`) of the elimination, from its pivots ``piv`` and the
+    L columns' values ``lv = W[sg.ls]``: multipliers ``l_ik = a_ik / a_kk``, then the rank-1 updates
+    ``a_ij -= l_ik u_kj`` (a slot updated by several pivots of the stage: in pivot order)."""
+    l = lv / piv[sg.lk]
+    W[sg.ls] = l
+    if len(sg.upd):
+        p = l[sg.ul] * W[sg.us]
+        if sg.dup:
+            np.subtract.at(W, sg.upd, p)
         else:
-            for st in blk.steps:
-                _eliminate(W, W[blk.piv[st[0]]], st, batch)
-
-
-def _eliminate(W, piv, st, batch, lv=None):
-    """Pivot step ``st = (k, l_pos, l_slots, u_slots, upd_slots)``: multipliers, then the rank-1 update
-    (``lv``: ``W[l_slots]`` when the caller has read it already)."""
-    _, _, ls, us, upd = st
-    l = (W[ls] if lv is None else lv) / piv          # multipliers l_ik = a_ik / a_kk
-    W[ls] = l
-    if len(us):
-        W[upd] = W[upd] - (l[:, None] * W[us][None, :]).reshape((len(upd),) + batch)
+            W[sg.upd] = W[sg.upd] - p
 
 
 def _transform_plan(pattern, blocks):
@@ -211,45 +219,120 @@ def _apply_transform(tb, X, x, batch):
     return np.moveaxis(np.broadcast_to(t, batch + (6,)), -1, 0)
 
 
+class _SolveStage(NamedTuple):
+    """Blocks solved together by :func:`_substitute`: ``block``, one block (any kind), or ``None`` for
+    several 1x1 blocks, unchecked; ``rows``, ``cols`` their rows and columns (pivot order), ``piv`` the
+    pivots' slots of 1x1 blocks; ``off = (positions, entry numbers)`` of their rows' entries in earlier
+    blocks' columns (in entry order per row); ``tnew`` the transform blocks (:func:`_transform_plan`)
+    to apply first, ``tpos``, ``tidx`` the positions and transform values (``6 t + row``) subtracted
+    then, in the order of each row's contributions."""
+
+    block: object
+    rows: np.ndarray
+    cols: np.ndarray
+    piv: np.ndarray
+    off: tuple
+    tnew: list
+    tpos: np.ndarray
+    tidx: np.ndarray
+
+
+def _solve_stages(st, transforms, levels):
+    """The :class:`_SolveStage` s of :func:`_substitute` (``transforms``: with the transform plan,
+    else entry by entry): one block a stage in block order (``levels=False``: traced, or every block
+    checked), or the proven 1x1 blocks of each :func:`~.ordering.stage_levels` level together (every
+    other block alone), which does the same arithmetic to the bit (a row's contributions keep their
+    order)."""
+    pattern, blocks = st.pattern, st.blocks
+    first, trows, toff = st._tplan if transforms else (None, None, None)
+    reads, writes = [], []
+    for K, blk in enumerate(blocks):
+        es = (toff[K] if transforms else blk.off)[1]
+        cols = set(pattern.cols[es].tolist())
+        for t, _ in (trows[K] if transforms else ()):
+            tb = pattern.transform_blocks[t]
+            cols.update(range(tb.col0, tb.col0 + 6))
+        reads.append(sorted(cols))
+        writes.append(blk.cols.tolist())
+    groups = []
+    for g in stage_groups(reads, writes, levels):
+        alone = [K for K in g if blocks[K].size != 1 or not blocks[K].proven]
+        together = [K for K in g if K not in alone]
+        groups += ([together] if together else []) + [[K] for K in alone]
+    done, stages = set(), []
+    for g in groups:
+        pos, es, tnew, tpos, tidx = [], [], [], [], []
+        at = 0
+        for K in g:
+            blk = blocks[K]
+            p, e = toff[K] if transforms else blk.off
+            pos.append(p + at)
+            es.append(e)
+            for t, k in (trows[K] if transforms else ()):
+                if t not in done:
+                    done.add(t)
+                    tnew.append(t)
+                tpos.append(at)
+                tidx.append(6 * t + k)
+            at += blk.size
+        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)   # noqa: E731
+        one = len(g) == 1 and (blocks[g[0]].size != 1 or not blocks[g[0]].proven or not levels)
+        stages.append(_SolveStage(
+            blocks[g[0]] if one else None, cat([blocks[K].rows for K in g]), cat([blocks[K].cols for K in g]),
+            cat([blocks[K].piv for K in g if blocks[K].size == 1]), (cat(pos), cat(es)), tnew,
+            np.array(tpos, dtype=np.int64), np.array(tidx, dtype=np.int64)))
+    return stages
+
+
 def _substitute(st, vals, W, b, batch, dtype, monitor=None, Xup=None):
     """Block forward substitution: ``x[K] = (L_K U_K)^-1 (-b[K] - A[K, earlier] x[earlier])``.
 
     ``Xup``: the joint transforms of the state; with them, the transform blocks of
-    :func:`_transform_plan` are applied as transforms (without, entry by entry)."""
+    :func:`_transform_plan` are applied as transforms (without, entry by entry).  Float arrays go
+    stage by stage (:func:`_solve_stages`; the LU blocks' substitutions too), traced ones block by block."""
     pattern = st.pattern
     x = np.zeros((pattern.n,) + batch, dtype=dtype)
-    first, trows, toff = st._tplan if Xup is not None else (None, None, None)
-    tval = {}
-    for K, blk in enumerate(st.blocks):
-        z = -b[blk.rows]
-        pos, es = blk.off if Xup is None else toff[K]
+    levels = np.dtype(dtype) != object and (monitor is None or monitor.mode != "all")
+    transforms = Xup is not None
+    tv = np.zeros((6 * len(pattern.transform_blocks),) + batch, dtype=dtype) if transforms else None
+    for sg in st._solve_stages(transforms, levels):
+        z = -b[sg.rows]
+        pos, es = sg.off
         if len(es):
             np.subtract.at(z, pos, vals[es] * x[pattern.cols[es]])
-        if Xup is not None:
-            for t in first[K]:
-                tb = pattern.transform_blocks[t]
-                tval[t] = _apply_transform(tb, Xup[tb.body], x, batch)
-            for t, k in trows[K]:
-                z[0] = z[0] - tval[t][k]
-        check = monitor is not None and monitor.wants(blk)
+        for t in sg.tnew:
+            tb = pattern.transform_blocks[t]
+            tv[6 * t:6 * t + 6] = _apply_transform(tb, Xup[tb.body], x, batch)
+        if len(sg.tpos):
+            np.subtract.at(z, sg.tpos, tv[sg.tidx])
+        blk = sg.block
+        check = blk is not None and monitor is not None and monitor.wants(blk)
         if check:
             rhs = z.copy()
-        if blk.plan is not None:
+        if blk is None or blk.size == 1:                 # 1x1 blocks (most of them): their pivots alone
+            z = z / W[sg.piv]
+        elif blk.plan is not None:
             substitute_articulated(st.model, blk, W, z)
-        elif blk.size == 1:                              # a 1x1 block (most of them): its pivot alone
-            z[0] = z[0] / W[blk.piv[0]]
         else:
-            for k, lpos, ls in blk.fwd:                  # unit lower triangular L, by columns
-                z[lpos] = z[lpos] - W[ls] * z[k]
-            for k in range(blk.size - 1, -1, -1):        # upper triangular U, by columns
-                z[k] = z[k] / W[blk.piv[k]]
-                upos, us = blk.ucol[k]
-                if len(us):
-                    z[upos] = z[upos] - W[us] * z[k]
-        x[blk.cols] = z
+            fwd, back = blk.solve_stages(levels)
+            for ss in fwd:                               # unit lower triangular L, by columns
+                _update(z, ss, W[ss.slots] * z[ss.src])
+            for ss in back:                              # upper triangular U, by columns
+                z[ss.ks] = z[ss.ks] / W[ss.piv]
+                if len(ss.pos):
+                    _update(z, ss, W[ss.slots] * z[ss.src])
+        x[sg.cols] = z
         if check:
             monitor.residual(blk, vals, z, rhs, batch)
     return x
+
+
+def _update(z, ss, p):
+    """``z[ss.pos] -= p`` (:class:`~.ordering.SubstituteStage`; a position updated twice: in order)."""
+    if ss.dup:
+        np.subtract.at(z, ss.pos, p)
+    else:
+        z[ss.pos] = z[ss.pos] - p
 
 
 @contextmanager
@@ -284,6 +367,14 @@ class Structure:
         self.csc_indices = pattern.rows[order]
         self.csc_indptr = np.searchsorted(pattern.cols[order], np.arange(self.n + 1))
         self._tplan = _transform_plan(pattern, self.blocks)
+        self._stages = {}
+
+    def _solve_stages(self, transforms, levels):
+        """The stages of the substitution (:func:`_solve_stages`), computed once."""
+        key = (bool(transforms), bool(levels))
+        if key not in self._stages:
+            self._stages[key] = _solve_stages(self, transforms, levels)
+        return self._stages[key]
 
     # --- summary properties ------------------------------------------------------
     @property
