@@ -114,8 +114,9 @@ def test_gravity_and_static_torque_derivatives(tree):
     assert rel_err(ds_g, tangent_fd(tree, lambda q_: sd.rnea(tree, q_, z, z, f, g), q)) < FD_TOL
 
 
-def test_batched_states_equal_single_states():
-    model = sd.random_tree(6, branching=1.5, joint_types="all", seed=21, floating_base=True)
+@pytest.mark.parametrize("nb, seed", [(6, 21), (10, 3)])   # seed 3: joint groups of non-consecutive bodies
+def test_batched_states_equal_single_states(nb, seed):
+    model = sd.random_tree(nb, branching=1.5, joint_types="all", seed=seed, floating_base=True)
     rng = np.random.default_rng(0)
     q = np.stack([model.random_configuration(rng) for _ in range(6)]).reshape(2, 3, model.nq)
     v, a = rng.normal(size=(2, 3, model.nv)), rng.normal(size=(model.nv,))

@@ -300,7 +300,9 @@ def _joint_homogeneous(model, q, shape):
             H[..., where, :3, :3] = XJ.E
             r[..., where, :] = XJ.r
             if translate:
-                H[..., where, :3, 3] = -(XJ.E @ XJ.r[..., None])[..., 0]
+                # the column as a slice (3:): an integer index after the slice :3 would, with an array
+                # `where`, move the bodies' axis in front of the batch axes
+                H[..., where, :3, 3:] = -(XJ.E @ XJ.r[..., None])
     return H, r
 
 
