@@ -80,7 +80,7 @@ def main(argv=None):
                                                   "bench_friction_derivatives.md"))
     a = ap.parse_args(argv)
     import sparsedyn as sd
-    from sparsedyn.constraints.friction_derivatives import differentiate_step
+    from sparsedyn.contact.friction_derivatives import differentiate_step
     from test_friction_derivatives import central_differences
     lines = []
 

@@ -29,6 +29,7 @@ LAYERS = [
     ("sparse", ["sparse"]),
     ("estimation", ["estimation", "identification"]),
     ("constraints", ["constraints"]),
+    ("contact", ["contact"]),
     ("compile", ["codegen"]),
     ("io", ["io", "interop"]),      # readers of files (a file's model, sensors, constraints), other libraries' layouts
     ("user", ["cli", "plots", "viewer", "recording", "__main__", ""]),

@@ -59,12 +59,12 @@ from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 from .algorithms.derivatives import derivatives
 from .algorithms.dynamics_derivatives import (aba_derivatives, generalized_gravity_derivatives, rnea_derivatives,
                                               static_torque_derivatives)
-from .constraints.contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics,
-                                  contact_dynamics_derivatives, impulse_dynamics, impulse_dynamics_derivatives)
-from .constraints.friction import (ContactProblem, ContactStep, ContactStepWarning, Rollout, contact_problem,
-                                   contact_step, rollout)
-from .constraints.friction import StepArrays, contact_step_kernel
-from .constraints.friction_derivatives import ContactStepDerivatives, contact_step_derivatives
+from .contact.dynamics import (ContactDynamics, ContactWarning, Impulse, contact_dynamics, contact_dynamics_derivatives,
+                               impulse_dynamics, impulse_dynamics_derivatives)
+from .contact.friction import (ContactProblem, ContactStep, ContactStepWarning, Rollout, contact_problem, contact_step,
+                               rollout)
+from .contact.friction import StepArrays, contact_step_kernel
+from .contact.friction_derivatives import ContactStepDerivatives, contact_step_derivatives
 from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
                                                 frame_velocity_derivatives)
 from .algorithms.centroidal_derivatives import centroidal_dynamics_derivatives

@@ -1,4 +1,4 @@
-"""Holonomic constraints: closed loops, contacts and couplings on a tree model.
+"""Holonomic constraints: closed loops and couplings on a tree model.
 
 The dynamics of a tree with ``nv`` dofs and ``m`` holonomic constraints
 (*Inverse dynamics with holonomic constraints*, cassie-ik-id documentation)::
@@ -18,8 +18,9 @@ is solved by projecting onto the null space of ``G``:
   :func:`constrained_forward_dynamics` (with Baumgarte terms), :func:`simulate`;
 * loop-closure files next to a URDF: :mod:`sparsedyn.io.constraints` (``sparsedyn.load_closed_loop``);
 * example mechanisms (:mod:`.examples`) and :func:`constraints_demo`;
-* robots in rigid contact with the world (:mod:`.contact`): :func:`contact_dynamics`,
-  :func:`impulse_dynamics` and their derivatives, sparse kernels (no null-space projection).
+
+Robots in contact with the world (contact and impulse dynamics, the frictional step) live in
+:mod:`sparsedyn.contact`.
 
 Conventions: world axes for kinematic residuals, angular rows first for welds,
 velocities as everywhere in sparsedyn (free joint ``v = [omega; v]`` in the body frame).
@@ -40,8 +41,6 @@ from .simulate import Trajectory, mechanical_energy, rk_step, simulate
 from .examples import (EXAMPLES, Mechanism, delta_robot, example, five_bar, four_bar, humanoid_double_support,
                        slider_crank)
 from .demo import constraints_demo
-from .contact import (ContactDynamics, ContactWarning, Impulse, contact_dynamics, contact_dynamics_derivatives,
-                      impulse_dynamics, impulse_dynamics_derivatives)
 
 __all__ = [
     "ForwardDynamicsDerivatives", "constrained_forward_dynamics_derivatives",
@@ -56,6 +55,4 @@ __all__ = [
     "Trajectory", "simulate", "rk_step", "mechanical_energy",
     "Mechanism", "EXAMPLES", "example", "four_bar", "slider_crank", "five_bar", "delta_robot",
     "humanoid_double_support", "constraints_demo",
-    "ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
-    "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
 ]

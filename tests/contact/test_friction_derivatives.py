@@ -1,4 +1,4 @@
-"""Derivatives of a frictional contact step (sparsedyn.constraints.friction_derivatives) against central
+"""Derivatives of a frictional contact step (sparsedyn.contact.friction_derivatives) against central
 differences of the step itself, on the tangent space, in sticking, sliding and separating states of a box
 on its corners (mu = 0.4, dt = 1 ms) and of solo12 on its feet, away from changes of mode.
 
@@ -165,7 +165,7 @@ def test_a_compiled_model_gives_the_same_derivatives():
     the same derivatives of the same step up to rounding.  (The same step: on four corners the impulses'
     split among the corners is not unique, and the compiled and NumPy solvers may pick different valid
     splits, whose derivatives differ.)"""
-    from sparsedyn.constraints.friction_derivatives import differentiate_step
+    from sparsedyn.contact.friction_derivatives import differentiate_step
     k = sd.compile(BOX)
     for q, v in ((lifted(Q0, 1e-5), np.array([0, 0, 0, 1.0, 0.3, -0.02])),
                  (lifted(Q0, -1e-4), np.array([0, 0, 0, 0, 0, -0.2]))):

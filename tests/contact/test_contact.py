@@ -1,4 +1,4 @@
-"""Contact dynamics and impulses (sparsedyn.constraints.contact) against Pinocchio and identities."""
+"""Contact dynamics and impulses (sparsedyn.contact.dynamics) against Pinocchio and identities."""
 
 import warnings
 
@@ -8,7 +8,7 @@ import pytest
 import sparsedyn as sd
 from conftest import EPS, random_state, rel_err, solve_bound
 from contact_oracle import ROBOTS, Oracle, pair
-from sparsedyn.constraints.contact import ContactWarning, contact_drift, contact_jacobian
+from sparsedyn.contact.dynamics import ContactWarning, contact_drift, contact_jacobian
 from sparsedyn.algorithms.kinematics import joint_transforms
 
 
@@ -197,7 +197,7 @@ def test_redundant_contacts_without_damping_are_refused_by_the_traced_kernel():
     forces of a zero pivot; a plain call then answers on the NumPy path (minimum-norm forces, warned),
     and a set that is only redundant at some states (two soles in 6D) is not refused."""
     from sparsedyn.algorithms.kinematics import joint_transforms
-    from sparsedyn.constraints.contact import RedundantContactsError, contact_jacobian, structurally_redundant
+    from sparsedyn.contact.dynamics import RedundantContactsError, contact_jacobian, structurally_redundant
     from sparsedyn.symbolic.ir import Graph
     model = pair("solo12")[0]
     feet6 = tuple(sd.Contact(f) for f in ROBOTS["solo12"][0])

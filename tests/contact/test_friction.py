@@ -1,4 +1,4 @@
-"""One-sided frictional contact steps (sparsedyn.constraints.friction): a box on its four corners
+"""One-sided frictional contact steps (sparsedyn.contact.friction): a box on its four corners
 against Coulomb's law derived by hand, physical checks on a quadruped, bad input.
 
 The box (mass m, half side h) stands on four corner contacts, friction mu = 0.4, dt = 1 ms.  By
@@ -18,8 +18,8 @@ import pytest
 
 import sparsedyn as sd
 from erd import load_pair
-from sparsedyn.constraints.friction import ContactStepWarning, contact_basis
-from sparsedyn.constraints.friction_problem import project_cone
+from sparsedyn.contact.friction import ContactStepWarning, contact_basis
+from sparsedyn.contact.friction_problem import project_cone
 
 MU, DT, G, MASS, H = 0.4, 1e-3, 9.81, 2.0, 0.1
 TOL = 1e-8

@@ -19,7 +19,7 @@ from ..kernels import kernel
 from ..model import UnknownNameError
 from ..sensors import Contact
 from ..spatial import pose, skew
-from .contact import ContactWarning, contact_jacobian
+from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
            "point_contacts", "contact_basis", "project_cone", "solve_admm", "solve_pgs", "SOLVERS", "StepArrays"]

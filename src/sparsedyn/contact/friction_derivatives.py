@@ -62,7 +62,7 @@ from ..kernels import Kernel
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
-from .contact import _cached, _run
+from .dynamics import _cached, _run
 from .friction import _positive, contact_step
 from .friction_problem import (PENETRATION_SLOP, ContactStep, _model_and_kernels, _nonneg_lcp, contact_problem,
                                point_contacts)
