@@ -59,8 +59,8 @@ Residuals of a solution ``lambda`` (the largest over the contacts): ``primal`` t
 solve stops when they are below ``tol`` times the impulse scale (the largest impulse), the velocity
 scale (the largest free contact velocity ``|J v_free + b|``) and their product.
 
-This module holds the step and the rollout; :mod:`~sparsedyn.constraints.friction_problem` the problem,
-the cones and the NumPy solvers; :mod:`~sparsedyn.constraints.friction_kernel` the compiled step.
+This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_problem` the problem,
+the cones and the NumPy solvers; :mod:`~sparsedyn.contact.friction_kernel` the compiled step.
 """
 
 from __future__ import annotations

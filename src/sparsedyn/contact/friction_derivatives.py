@@ -1,6 +1,6 @@
 """Derivatives of a frictional contact step (:func:`~sparsedyn.contact_step`) in its current mode.
 
-The step (semi-implicit Euler; :mod:`sparsedyn.constraints.friction`) maps ``(q, v, tau)`` to::
+The step (semi-implicit Euler; :mod:`sparsedyn.contact.friction`) maps ``(q, v, tau)`` to::
 
     H (v+ - v) = dt (tau - C(q, v)) + J^T lambda,        q+ = q (+) dt v+
 

@@ -1,4 +1,4 @@
-"""The compiled contact step (see :mod:`sparsedyn.constraints.friction` for the method): the same ADMM as
+"""The compiled contact step (see :mod:`sparsedyn.contact.friction` for the method): the same ADMM as
 straight-line stages of one iterative kernel, :func:`contact_step_kernel`, which the compiler runs as a loop
 steered by the stages' flags (:mod:`sparsedyn.symbolic.loop`)."""
 

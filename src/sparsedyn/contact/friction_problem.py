@@ -1,4 +1,4 @@
-"""The frictional contact problem of one time step and its NumPy solvers (see :mod:`sparsedyn.constraints.friction`
+"""The frictional contact problem of one time step and its NumPy solvers (see :mod:`sparsedyn.contact.friction`
 for the method): the contact set's structure, the kernel :func:`contact_problem` (Delassus matrix, free
 contact velocities), the friction cones and De Saxcé's correction, ADMM and projected Gauss-Seidel
 vectorised over a batch of states."""
