@@ -167,3 +167,31 @@ def test_geometry_placements_traced_equal_numpy(rng):
         got = trace_kernel(REGISTRY["geometry_placements"], shaped, {"kind": kind}).evaluate([q])
         for a, c in zip(got, want):
             assert a.shape == c.shape and rel_err(a, c) <= rounding_bound(tree.nbodies + 2)
+
+
+def test_reference_in_any_case_and_as_pinocchios_enum_on_the_native_road(rng):
+    """``"LOCAL_WORLD_ALIGNED"`` and ``pin.ReferenceFrame.LOCAL_WORLD_ALIGNED`` are accepted by the
+    plain (native) call and give Pinocchio's ``getFrameJacobian`` in that reference."""
+    import pinocchio as pin
+    from erd import load_pair, pin_frames
+    model, pm = load_pair("panda", False)
+    pd = pm.createData()
+    q = model.random_configuration(rng)
+    pin.computeJointJacobians(pm, pd, q)
+    pin.updateFramePlacements(pm, pd)
+    kf = pin_frames(pm)["panda_hand"]
+    bound = rounding_bound(model.nv)
+    with sd.use_backend("native", deterministic=True):
+        for ref, pref in (("LOCAL_WORLD_ALIGNED", pin.LOCAL_WORLD_ALIGNED), ("World", pin.WORLD),
+                          (pin.ReferenceFrame.LOCAL_WORLD_ALIGNED, pin.LOCAL_WORLD_ALIGNED),
+                          (pin.ReferenceFrame.LOCAL, pin.LOCAL)):
+            want = pin.getFrameJacobian(pm, pd, kf, pref)
+            got = sd.frame_jacobian(model, list(q), "panda_hand", ref)
+            # Pinocchio orders [v; omega], ours [omega; v].
+            assert rel_err(got, np.vstack([want[3:], want[:3]])) < bound, ref
+            v = rng.normal(size=model.nv)
+            assert rel_err(sd.frame_velocity(model, q, v, "panda_hand", ref), got @ v) < bound, ref
+    with pytest.raises(ValueError, match=r"reference: expected one of .*got 'lokal'"):
+        sd.frame_jacobian(model, q, "panda_hand", "lokal")
+    with pytest.raises(ValueError, match=r"reference: expected one of .*got 2"):
+        sd.frame_jacobian(model, q, "panda_hand", 2)

@@ -180,8 +180,15 @@ def _express(model, X0, k, Jloc, reference):
 
 
 def _check_reference(reference):
-    if reference not in REFERENCES:
-        raise ValueError(f"reference: expected one of {REFERENCES}, got {reference!r}")
+    """The canonical name (one of :data:`REFERENCES`) of ``reference``: a string in any case
+    (``"LOCAL_WORLD_ALIGNED"``) or an enumeration member with such a ``name``, such as Pinocchio's
+    ``pin.ReferenceFrame.LOCAL_WORLD_ALIGNED`` (read by its name: Pinocchio is not imported)."""
+    name = reference if isinstance(reference, str) else getattr(reference, "name", None)
+    canonical = name.lower() if isinstance(name, str) else None
+    if canonical not in REFERENCES:
+        raise ValueError(f"reference: expected one of {REFERENCES} (any case) or Pinocchio's ReferenceFrame "
+                         f"(WORLD, LOCAL, LOCAL_WORLD_ALIGNED), got {reference!r}")
+    return canonical
 
 
 @kernel(inputs={"q": ("nq",)}, static=("frame", "reference"), outputs={"J": (6, "nv")})
@@ -194,6 +201,8 @@ def frame_jacobian(model, q, frame, reference="local"):
     * ``"world"``: spatial velocity at the world origin, world axes (Pinocchio ``WORLD``);
     * ``"local_world_aligned"``: velocity of the frame origin, world axes.
 
+    in any case (``"LOCAL_WORLD_ALIGNED"``), or as Pinocchio's ``pin.ReferenceFrame`` member.
+
     >>> import numpy as np, sparsedyn as sd
     >>> model = sd.humanoid()
     >>> q = model.random_configuration(0)
@@ -204,7 +213,7 @@ def frame_jacobian(model, q, frame, reference="local"):
     >>> bool(np.allclose(J @ v, sd.frame_velocity(model, q, v, "r_hand", "local_world_aligned")))
     True
     """
-    _check_reference(reference)
+    reference = _check_reference(reference)
     q = _checks.configuration(model, q)
     k = model.frame(frame)
     Xup, S = joint_transforms(model, q)
@@ -232,7 +241,7 @@ def frame_jacobian(model, q, frame, reference="local"):
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("frame", "reference"), outputs={"v_frame": (6,)})
 def frame_velocity(model, q, v, frame, reference="local"):
     """Spatial velocity (..., 6) of a frame, in the same ``reference`` choices as :func:`frame_jacobian`."""
-    _check_reference(reference)
+    reference = _check_reference(reference)
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v)
     k = model.frame(frame)
@@ -267,7 +276,7 @@ def body_accelerations(model, Xup, S, v, a, a_root=None):
 
 def _frame_motion(model, q, v, a, frame, reference):
     """``(v_frame, a_frame)`` (..., 6) of a frame, both spatial, expressed as ``reference`` says."""
-    _check_reference(reference)
+    reference = _check_reference(reference)
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v)
     a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
@@ -329,6 +338,7 @@ def frame_jacobian_dot_v(model, q, v, frame, reference="local"):
     acceleration: ``Jdot v = frame_classical_acceleration(q, v, 0)`` (as Pinocchio's
     ``getFrameJacobianTimeVariation`` times ``v``).
     """
+    reference = _check_reference(reference)
     v = _checks.velocity(model, v)
     vf, af = _frame_motion(model, q, v, bk.zeros(v.shape, like=v), frame, reference)
     return _classical(vf, af) if reference == "local_world_aligned" else af

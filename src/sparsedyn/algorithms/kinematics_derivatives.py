@@ -544,7 +544,7 @@ class _Frame:
     (root coordinates), the root's ``Xw`` (root_X_world) and the chain of bodies above it."""
 
     def __init__(self, model, K, k, reference):
-        _check_reference(reference)
+        reference = _check_reference(reference)
         f = model.frames[k]
         self.reference, self.body = reference, f.body
         self.chain, self.cols, self.dof_body = _chain_dofs(model, f.body)
@@ -602,6 +602,7 @@ def frame_velocity_derivatives(model, q, v, frame, reference="local"):
     """Partial derivatives ``(dV_dq, dV_dv)`` (..., 6, nv) each of :func:`~sparsedyn.frame_velocity`
     (rows ``[omega; v]`` in ``reference``'s point and axes; ``dV_dq`` on the tangent space,
     ``dV_dv`` the frame Jacobian).  Pinocchio's ``getFrameVelocityDerivatives``."""
+    reference = _check_reference(reference)
     K, fr, shape, dtype = _frame_setup(model, q, v, None, frame, reference, ("q", "v"))
     if fr.body < 0:
         return _world_frame(model, shape, dtype, 2)
@@ -630,6 +631,7 @@ def frame_acceleration_derivatives(model, q, v, a, frame, reference="local"):
     :func:`~sparsedyn.frame_acceleration` (rows ``[omega_dot; a_lin]``, ``reference`` as there;
     ``dA_dq`` on the tangent space, ``dA_da`` the frame Jacobian).  Pinocchio's
     ``getFrameAccelerationDerivatives`` (its ``a_partial_dq``, ``a_partial_dv``, ``a_partial_da``)."""
+    reference = _check_reference(reference)
     K, fr, shape, dtype = _frame_setup(model, q, v, a, frame, reference, ("q", "v", "a"))
     if fr.body < 0:
         return _world_frame(model, shape, dtype, 3)
@@ -655,6 +657,7 @@ def frame_jacobian_time_variation(model, q, v, frame, reference="local"):
     :func:`~sparsedyn.frame_jacobian_dot_v`.  A column of joint ``k`` changes with the body,
     ``d/dt xi_k = V_k x xi_k``; in ``local`` axes the frame's own motion ``-V_f x`` adds to it,
     in ``local_world_aligned`` the moving point adds ``omega_k x v_p``."""
+    reference = _check_reference(reference)
     K, fr, shape, dtype = _frame_setup(model, q, v, None, frame, reference, ("q", "v"))
     if fr.body < 0:
         return _world_frame(model, shape, dtype, 1)
