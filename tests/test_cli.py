@@ -241,3 +241,20 @@ def test_view_saves_a_standalone_page_of_a_recording(tmp_path, capsys):
 def test_view_serves_the_page(capsys):
     assert cli.main(["view", "humanoid", "--seconds", "0.2", "--port", "8300"]) == 0
     assert "viewer of 'humanoid' at http://127.0.0.1:" in capsys.readouterr().out
+
+
+def test_demo_build_lines_come_after_its_report_when_piped(tmp_path):
+    """On the default (native) road with an empty build cache, stdout and stderr into one pipe: the
+    lines announcing the builds follow the report instead of cutting it."""
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "SPARSEDYN_BACKEND"}
+    env["SPARSEDYN_CACHE_DIR"] = str(tmp_path / "cache")
+    r = subprocess.run([sys.executable, "-m", "sparsedyn", "demo", "--plot", ""], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout
+    lines = r.stdout.splitlines()
+    builds = [k for k, line in enumerate(lines) if line.startswith("sparsedyn: building")]
+    report = [k for k, line in enumerate(lines) if not line.startswith("sparsedyn: building")]
+    assert builds, "an empty cache builds native code"
+    assert min(builds) > max(report), lines[min(builds) - 2:min(builds) + 2]
+    assert lines[0].startswith("sparsedyn demo: built-in humanoid")

@@ -545,8 +545,10 @@ def main(argv=None) -> int:
         elif args.command == "view":
             return view(args)
         else:
-            for line in demo_lines(args.seed, args.plot or None):
-                print(line, flush=True)
+            from .codegen.native import announcements_held
+            with announcements_held():       # the builds' lines after the report, not inside it
+                for line in demo_lines(args.seed, args.plot or None):
+                    print(line, flush=True)
     except UsageError as e:
         parser.print_usage(sys.stderr)
         print(f"sparsedyn: error: {_error_line(e)}", file=sys.stderr)

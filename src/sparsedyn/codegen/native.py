@@ -155,14 +155,42 @@ def _await(jobs, key, work, what, model, wait=False):
         raise _BuildFailed(e) from e
 
 
+#: ``None``: build announcements go to stderr as they happen; a list (:func:`announcements_held`)
+#: keeps them for a report that must not be cut by them.
+_held = None
+
+
+def announcements_held():
+    """A context: the build announcements of plain calls made within are kept and printed (to
+    stderr) on leaving it, after the report the block printed (``sparsedyn demo``)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def held():
+        global _held
+        outer, _held = _held, []
+        try:
+            yield
+        finally:
+            lines, _held = _held, outer
+            for line in lines:
+                print(line, file=sys.stderr, flush=True)
+    return held()
+
+
 def _announce(fut, what, model, background):
     with _lock:
         if fut.announced:
             return
         fut.announced = True
     how = " in the background (NumPy answers meanwhile)" if background else ""
-    print(f"sparsedyn: building {what} for model {model.name!r} (nv={model.nv}){how}; cached in "
-          f"{build.cache_dir()}", file=sys.stderr, flush=True)
+    line = f"sparsedyn: building {what} for model {model.name!r} (nv={model.nv}){how}; cached in {build.cache_dir()}"
+    held = _held
+    if held is not None:
+        held.append(line)
+        return
+    sys.stdout.flush()            # what was printed before the build comes before its line
+    print(line, file=sys.stderr, flush=True)
 
 
 class SharedModel(CompiledModel):
