@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import weakref
 
 import numpy as np
@@ -10,6 +11,17 @@ import numpy as np
 from . import backend as bk
 
 QUAT_TOL = 1e-5
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning its caller issues
+    (``warnings.warn(..., stacklevel=user_stacklevel())``) to the first frame outside the package:
+    the user's line, however deep in the library the warning arose.  Frames are the package's by
+    their module's ``__name__`` (so the generated wrappers of kernels count as the package's)."""
+    f, level = sys._getframe(1), 1
+    while f.f_back is not None and f.f_globals.get("__name__", "").partition(".")[0] == "sparsedyn":
+        f, level = f.f_back, level + 1
+    return level
 
 
 def model_first(name, model, params):

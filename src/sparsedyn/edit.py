@@ -160,7 +160,7 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
         if is_locked[m.joint] or is_locked[m.mimicked]:
             warnings.warn(f"reduce_model: the mimic coupling of joint {model.joint_names[m.joint]!r} on "
                           f"{model.joint_names[m.mimicked]!r} involves a locked joint; it is dropped",
-                          ReductionWarning, stacklevel=2)
+                          ReductionWarning, stacklevel=_checks.user_stacklevel())
         else:
             mimic.append(Mimic(new[m.joint], new[m.mimicked], m.multiplier, m.offset))
     locked_names = {model.joint_names[k] for k in locked}
@@ -195,7 +195,8 @@ def _reduced_sensors(model, locked_names, dropped_frames):
         gone = [n for n in names if n in locked_names]
         left = [n for n in names if n not in locked_names]
         warnings.warn(f"reduce_model: sensor {x.name!r} measured the locked joint(s) {gone}; "
-                      + (f"it keeps {left}" if left else "it is dropped"), ReductionWarning, stacklevel=3)
+                      + (f"it keeps {left}" if left else "it is dropped"), ReductionWarning,
+                      stacklevel=_checks.user_stacklevel())
         if left:
             y = copy.copy(x)
             y.joints = left

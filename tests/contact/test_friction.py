@@ -501,3 +501,14 @@ def test_the_compiled_step_warns_with_the_residuals_when_it_stops_early():
     with pytest.warns(ContactStepWarning, match=r"stopped after \d+ iterations in 1 of 1 state\(s\).*primal"):
         s = sd.contact_step(sd.compile(model), q0, V[0], T[0], feet, DT, max_iterations=1)
     assert np.all(np.isfinite(s.v)) and s.iterations <= 1 + 10
+
+
+def test_contact_step_warning_points_at_the_users_line():
+    """On the default (native) road, a step and a rollout that stop early warn from the caller's line
+    (this file), not from the library's."""
+    with sd.use_backend("native", deterministic=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sd.contact_step(MODEL, Q0, [0, 0, 0, 1.0, 0.5, 0], Z, corners(), DT, max_iterations=1, solver="pgs")
+        sd.rollout(MODEL, Q0, [0, 0, 0, 1.0, 0.5, 0], Z, corners(), DT, 2, max_iterations=1, solver="pgs")
+    steps = [w for w in caught if issubclass(w.category, ContactStepWarning)]
+    assert len(steps) >= 2 and {w.filename for w in steps} == {__file__}

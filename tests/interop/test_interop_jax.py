@@ -244,3 +244,20 @@ def test_traced_values_passed_to_a_kernel_point_to_the_bridge(floating):
         jax.jacfwd(lambda v_: sd.rnea(floating, q, v_, a))(v)
     with pytest.raises(TypeError, match="complex"):
         sd.rnea(floating, q, v + 1e-20j, a)
+
+
+def test_the_first_build_is_announced_like_plain_calls(monkeypatch, tmp_path, capsys):
+    """A JAX kernel built on first use (an empty build cache) says so in one line on stderr, as the
+    plain calls' builds do; a second function of the same kernel loads it from the cache silently."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+    model = sd.random_tree(3, seed=11)
+    q, v, a = state(model, 1)
+    f = function(sd.rnea, model)
+    assert rel_err(np.asarray(jax.jit(f)(q, v, a)), sd.rnea(model, q, v, a)) < 1e-12
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("sparsedyn: building native")]
+    assert lines == [f"sparsedyn: building native rnea for JAX for model {model.name!r} (nv={model.nv}); cached in "
+                     f"{tmp_path}"], err
+    g = function(sd.rnea, model)
+    assert rel_err(np.asarray(jax.jit(g)(q, v, a)), sd.rnea(model, q, v, a)) < 1e-12
+    assert "sparsedyn: building native" not in capsys.readouterr().err

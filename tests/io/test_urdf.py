@@ -310,10 +310,27 @@ def test_skipped_mimic_warns():
     text = robot(link("base"), link("a"), link("b"), link("c"),
                  joint("j1", "base", "a"), joint("j2", "a", "b", extra='<mimic joint="ghost"/>'),
                  joint("j3", "b", "c", "fixed", extra='<mimic joint="j1" multiplier="2"/>'))
-    with pytest.warns(UrdfWarning, match=r"<mimic> ignored on joints 'j2' \(mimics missing joint 'ghost'\), "
-                                         r"'j3' \(a fixed joint\)"):
+    with pytest.warns(UrdfWarning, match=r"<mimic> ignored on joints 'j2' \(mimics missing joint 'ghost'\); "
+                                         r"on 1 fixed joint \(nothing to follow\): j3$"):
         m = load_urdf(text)
     assert m.mimic == () and m.nv == 2
+
+
+def test_talos_mimic_note_is_one_warning_naming_each_joint_once_at_the_users_line():
+    """talos_reduced's 12 fixed gripper joints carry <mimic>: one warning, each joint named once,
+    attributed to this file's line (through load_model, as a user calls it)."""
+    from erd import robot_path
+    path = robot_path("talos_reduced")
+    fixed = [j.get("name") for j in DET.parse(path).getroot().iter("joint")
+             if j.get("type") == "fixed" and j.find("mimic") is not None]
+    assert len(fixed) == 12
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sd.load_model(path)
+    notes = [w for w in caught if "<mimic>" in str(w.message)]
+    assert len(notes) == 1 and notes[0].filename == __file__
+    text = str(notes[0].message)
+    assert "12 fixed joints" in text and all(text.count(name) == 1 for name in fixed)
 
 
 # --- errors ----------------------------------------------------------------------------

@@ -231,10 +231,15 @@ def load_handler(compiler, include_dir):
 
 def _build(cxx, include_dir, path, side, d):
     import subprocess
+    import sys
     import tempfile
 
     from . import build
 
+    # Seconds of C++: said as plain calls say their builds (once per machine and JAX version).
+    sys.stdout.flush()
+    print(f"sparsedyn: building the XLA FFI handler for JAX (once per JAX version); cached in {d}", file=sys.stderr,
+          flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=d))
     try:
         (tmp / "sd_xla_ffi.cc").write_text(SOURCE)

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _checks
 from ..algorithms.rnea import rnea
 from .errors import ConstraintError, InfeasibleActuationError, InfeasibleActuationWarning, PartitionError
 from .partition import Partition, dof_indices, null_space, partition as choose_partition
@@ -150,7 +151,7 @@ def _id_one(cs, q, v, a, B, f_ext, weights, part, on_infeasible):
                f"({', '.join(f'{cs.dof_names[i]} {residual[i]:+.3g}' for i in worst)})")
         if on_infeasible == "raise":
             raise InfeasibleActuationError(msg)
-        warnings.warn(msg, InfeasibleActuationWarning, stacklevel=3)
+        warnings.warn(msg, InfeasibleActuationWarning, stacklevel=_checks.user_stacklevel())
     return InverseDynamics(u, lam, a, residual, regime, bool(feasible), part)
 
 

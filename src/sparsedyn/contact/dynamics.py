@@ -271,7 +271,7 @@ def _solve_forces(sys, rhs, mu, symbolic, who, contacts):
     warnings.warn(f"{who}: the contact set {list(contacts)} is redundant or singular (a pivot of the Delassus "
                   f"matrix J H^-1 J^T + {mu:g} I is below {DELASSUS_RTOL:g} times its largest diagonal "
                   "entry); returning the minimum-norm forces.  Drop the redundant contacts or pass damping > 0.",
-                  ContactWarning, stacklevel=3)
+                  ContactWarning, stacklevel=_checks.user_stacklevel())
     A = sys.G + mu * np.eye(sys.G.shape[-1])
     return (np.linalg.pinv(A, rcond=DELASSUS_RTOL, hermitian=True) @ rhs[..., None])[..., 0]
 

@@ -202,7 +202,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
                       f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "
                       f"complementarity {res.complementarity.max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
-                      f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=2)
+                      f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
     modes = _modes(out.impulses, out.velocities, rep[..., 5], rep[..., 6], tol)
     return ContactStep(out.q_next, out.v_next, out.impulses, modes, res, iterations)
 

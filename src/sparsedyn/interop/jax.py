@@ -194,6 +194,22 @@ class _Owner:
         return Owned(self.model, (self.spec,), self.fingerprint)
 
 
+def _announcer(model, name):
+    """The ``progress`` of a JAX kernel's compilation: its first step (a trace, so the build cache had
+    no library) prints one line as the builds of plain calls do; a library from the cache is silent."""
+    said = []
+
+    def progress(msg):
+        if not said:
+            said.append(msg)
+            import sys
+            from ..codegen import build
+            sys.stdout.flush()
+            print(f"sparsedyn: building native {name} for JAX for model {model.name!r} (nv={model.nv}); cached in "
+                  f"{build.cache_dir()}", file=sys.stderr, flush=True)
+    return progress
+
+
 class _Native:
     """One kernel spec of one model compiled (``sparsedyn.compile`` of a one-kernel owner), and the
     attributes with which the FFI handler calls its entry points."""
@@ -202,7 +218,7 @@ class _Native:
         from ..codegen.api import compile as compile_
         self.model, self.spec = model, spec
         # Single-state and batch libraries both (whether vmap will batch is not known when tracing).
-        self.ck = compile_(_Owner(model, spec, fingerprint), vectorize=True)
+        self.ck = compile_(_Owner(model, spec, fingerprint), vectorize=True, progress=_announcer(model, spec.name))
         e = self.ck.entry_points(spec.name)
         shapes = spec.shapes(model)
         sizes = [int(np.prod(shapes[n], dtype=int)) for n in list(spec.inputs) + list(spec.outputs)]

@@ -255,7 +255,7 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     notes = notes + eq_notes
     if notes:
         warnings.warn(f"{label}: MJCF elements the model does not represent: " + "; ".join(notes),
-                      MjcfWarning, stacklevel=2)
+                      MjcfWarning, stacklevel=_checks.user_stacklevel())
     return (model, cs) if constraints else model
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import defusedxml.ElementTree as DET
 import numpy as np
 
+from .. import _checks
 from .._checks import QUAT_TOL
 from ..model import Model, ModelError
 from .files import clip, clip_list, read_bytes, shorten, xml_errors
@@ -226,7 +227,7 @@ def load_srdf(model: Model, path, max_bytes=None) -> Srdf:
         groups[name(g)] = tuple(name(j) for j in g.findall("joint"))
     if unknown:
         warnings.warn(f"{label}: model {model.name!r} has no joint {clip_list(unknown)}; "
-                      f"the SRDF's values for them are ignored", SrdfWarning, stacklevel=2)
+                      f"the SRDF's values for them are ignored", SrdfWarning, stacklevel=_checks.user_stacklevel())
     return Srdf(model, label, root.get("name", ""), refs, rotor, gear, tuple(pairs), groups, tuple(unknown))
 
 

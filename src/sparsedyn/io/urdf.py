@@ -120,6 +120,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _checks
 from .. import spatial
 from ..joints import make_joint
 from ..builders import ModelBuilder
@@ -307,7 +308,7 @@ def _attach_sensors(P, model, specs, joints):
                                rotation=rotation))
     if skipped:
         warnings.warn(f"{P.label}: force_torque sensors not supported, skipped: " + "; ".join(skipped),
-                      UrdfWarning, stacklevel=3)
+                      UrdfWarning, stacklevel=_checks.user_stacklevel())
     try:
         return model.with_sensors(*out)
     except ModelError as e:
@@ -513,21 +514,27 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     if specs:
         _sensor_frames(builder, specs, joints, body_of, X_in_body,
                        set(links) | set(joints) | {f[0] for f in frames})
-    skipped = []
+    fixed, skipped = [], []
     for j in joints.values():
         if j.mimic is None:
             continue
         mimicked, multiplier, offset = j.mimic
         if j.type is None:
-            skipped.append(f"{j.name!r} (a fixed joint)")
+            fixed.append(j.name)
         elif mimicked not in joints or joints[mimicked].type is None:
             skipped.append(f"{j.name!r} (mimics {'missing' if mimicked not in joints else 'fixed'} joint {mimicked!r})")
         elif mimicked == j.name:
             P.fail(f"joint {j.name!r} <mimic>", "the joint mimics itself; <mimic joint=...> names another joint")
         else:
             builder.add_mimic(j.name, mimicked, multiplier, offset)
-    if skipped:
-        warnings.warn(f"{label}: <mimic> ignored on joints {', '.join(skipped)}", UrdfWarning, stacklevel=2)
+    if fixed or skipped:
+        # One warning a file, each joint named once (a hand's fixed joints often all carry the tag).
+        parts = [f"joints {', '.join(skipped)}"] if skipped else []
+        if fixed:
+            parts.append(f"{len(fixed)} fixed joint{'s' if len(fixed) > 1 else ''} (nothing to follow): "
+                         f"{', '.join(fixed)}")
+        warnings.warn(f"{label}: <mimic> ignored on {'; on '.join(parts)}", UrdfWarning,
+                      stacklevel=_checks.user_stacklevel())
     try:
         model = builder.build()
     except ModelError as e:

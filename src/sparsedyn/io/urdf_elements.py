@@ -13,6 +13,7 @@ import warnings
 import defusedxml.ElementTree as DET
 import numpy as np
 
+from .. import _checks
 from .. import spatial
 from ..model import MAX_LENGTH, MAX_MASS, ModelError
 from .files import clip, max_file_bytes, read_bytes, shorten, xml_errors
@@ -197,11 +198,12 @@ def _check_moments(P, moments, invalid_inertia):
     if negative:
         warnings.warn(f"{P.label}: inertia matrices with a negative eigenvalue (not a physical rigid body; "
                       f"loaded as written, dynamics involving them are meaningless) on links: "
-                      f"{', '.join(negative)}", UrdfWarning, stacklevel=3)
+                      f"{', '.join(negative)}", UrdfWarning, stacklevel=_checks.user_stacklevel())
     bad = [name for name, (a, b, c) in moments.items() if c > noise and a + b < c * (1 - TRIANGLE_TOL)]
     if bad:
         warnings.warn(f"{P.label}: principal moments of inertia violate the triangle inequality a + b >= c "
-                      f"(not a physical rigid body) on links: {', '.join(bad)}", UrdfWarning, stacklevel=3)
+                      f"(not a physical rigid body) on links: {', '.join(bad)}", UrdfWarning,
+                      stacklevel=_checks.user_stacklevel())
 
 
 class _JointSpec:

@@ -527,7 +527,8 @@ class Structure:
         warnings.warn(SparsePivotWarning(
             f"{self.problem.name} of model {self.model.name!r}: the static {blk.ordering!r} order of a "
             f"{blk.size}x{blk.size} block failed at {len(bad)} of {int(np.prod(batch, dtype=int))} states "
-            f"({where}); those states were solved by dense LU with partial pivoting"), stacklevel=3)
+            f"({where}); those states were solved by dense LU with partial pivoting"),
+            stacklevel=_checks.user_stacklevel())
         return X.reshape(x.shape)
 
     def pivots(self, q):

@@ -185,10 +185,12 @@ class Viewer:
                                                      opacity=None if rgba[3] >= 1 else rgba[3], **place))
         if missing:
             warnings.warn(f"model {model.name!r}: {len(missing)} {kind} mesh file(s) not found, not drawn: "
-                          + ", ".join(f"{g.mesh} ({g.name})" for g in missing), ViewerWarning, stacklevel=4)
+                          + ", ".join(f"{g.mesh} ({g.name})" for g in missing), ViewerWarning,
+                          stacklevel=_checks.user_stacklevel())
         if unreadable:
             warnings.warn(f"model {model.name!r}: {len(unreadable)} {kind} mesh file(s) cannot be read, drawn as "
-                          f"labelled boxes: " + "; ".join(why for _, why in unreadable), ViewerWarning, stacklevel=4)
+                          f"labelled boxes: " + "; ".join(why for _, why in unreadable), ViewerWarning,
+                          stacklevel=_checks.user_stacklevel())
         return handles
 
     def _skeleton(self, kind):
