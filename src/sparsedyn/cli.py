@@ -470,16 +470,21 @@ def view(args) -> int:
     viewer = Viewer(model, kind="collision" if args.collision else "visual", port=args.port, verbose=False,
                     q=None if motion is None else motion[0][0])
     try:
+        if motion is None and any(p < 0 and j.type == "free" for p, j in zip(model.parent, model.joints)):
+            viewer.stand()                   # a floating base on the floor, not at z = 0
         if args.save:
+            progress = _progress_line() if motion is not None and len(motion[0]) > 1 else None
             if motion is None:
                 viewer.record(args.save)
             else:
-                viewer.record(args.save, motion[0], motion[1], contacts=motion[2])
-            print(f"sparsedyn: wrote {args.save}")
+                viewer.record(args.save, motion[0], motion[1], contacts=motion[2], progress=progress)
+            if progress is not None:
+                progress.done()
+            print(f"sparsedyn: wrote {args.save}", flush=True)
             return EXIT_OK
+        print(f"sparsedyn: viewer of {model.name!r} at {viewer.url} (Ctrl-C to stop)", flush=True)
         if motion is not None and len(motion[0]) > 1:
             viewer.play(motion[0], motion[1], contacts=motion[2])
-        print(f"sparsedyn: viewer of {model.name!r} at {viewer.url} (Ctrl-C to stop)", flush=True)
         end = None if args.seconds is None else time.monotonic() + args.seconds
         try:
             while end is None or time.monotonic() < end:

@@ -369,3 +369,145 @@ def test_contact_forces_of_an_estimate_are_drawn_at_their_frames():
             np.testing.assert_allclose(pts[k, 1], p + 0.002 * R @ f, rtol=0, atol=1e-5)
     finally:
         viewer.close()
+
+
+def _robot_pixels(img):
+    """Where a picture on the white page is not background."""
+    return np.any(np.asarray(img, int) < 230, axis=-1)
+
+
+def test_screenshot_is_the_page_white_and_the_camera_frames_the_robot(browser, panda):
+    """With the defaults, the picture ``screenshot()`` returns shows the panda on the white page (not on
+    black) and the camera framing it: the robot spans most of the picture's height, clear of the
+    edges."""
+    v = sd.Viewer(panda, ground=False, compiled=False)
+    page = Page(browser, v.url)
+    try:
+        page.settled()
+        img = v.screenshot(400, 300)
+        assert img.shape == (300, 400, 3) and img.dtype == np.uint8
+        for corner in (img[:10, :10], img[:10, -10:], img[-10:, :10], img[-10:, -10:]):
+            assert corner.min() >= 250                                # the page's white
+        robot = _robot_pixels(img)
+        rows, cols = np.flatnonzero(robot.any(1)), np.flatnonzero(robot.any(0))
+        assert rows[-1] - rows[0] + 1 >= 0.5 * img.shape[0], (rows[0], rows[-1])
+        assert rows[0] > 0 and rows[-1] < img.shape[0] - 1 and cols[0] > 0 and cols[-1] < img.shape[1] - 1
+        assert robot.mean() > 0.04
+        assert page.errors == []
+    finally:
+        page.close()
+        v.close()
+
+
+def test_the_viewer_guide_example_runs_as_printed_and_looks_right(browser, tmp_path, monkeypatch):
+    """docs/guide/viewer.rst's blocks, run as printed up to the last line (``viewer.close()``): the
+    trajectory keeps every joint within its limits (the fingers at the hand), and the page shows the
+    robot."""
+    from test_docs import ROOT, rst_python_blocks
+    monkeypatch.chdir(tmp_path)
+    blocks = rst_python_blocks((ROOT / "docs" / "guide" / "viewer.rst").read_text())
+    ns = {"__name__": "__docs__"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.UrdfWarning)
+        exec(compile(blocks[0], "viewer.rst, Python block 1", "exec"), ns)
+    body, last = blocks[1].rstrip().rsplit("\n", 1)
+    assert last == "viewer.close()"
+    exec(compile(body, "viewer.rst, Python block 2", "exec"), ns)
+    model, qs, viewer = ns["model"], ns["qs"], ns["viewer"]
+    try:
+        assert np.all(qs >= model.lower) and np.all(qs <= model.upper)
+        _, hand = sd.frame_placement(model, qs, "panda_hand")
+        for finger in ("panda_leftfinger", "panda_rightfinger"):
+            assert np.linalg.norm(sd.frame_placement(model, qs, finger)[1] - hand, axis=-1).max() < 0.1
+        assert (tmp_path / "wave.html").stat().st_size > 0
+        page = Page(browser, viewer.url)
+        try:
+            page.settled()
+            img = viewer.screenshot(400, 300)
+            assert _robot_pixels(img).mean() > 0.02 and img[:10, :10].min() >= 250
+            assert page.errors == []
+        finally:
+            page.close()
+    finally:
+        exec(compile(last, "viewer.rst, Python block 2", "exec"), ns)
+
+
+def test_stand_puts_the_lowest_point_of_the_shapes_on_the_floor():
+    """talos_reduced with a floating base, through ``sparsedyn view`` without a motion: the lowest
+    vertex of its shapes, posed by geometry_placements, is at z = 0."""
+    from sparsedyn import cli
+    from sparsedyn.viewer import shape_mesh
+    shown = {}
+    close = sd.Viewer.close
+
+    def record_close(self):
+        shown.setdefault("q", self.q)
+        close(self)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(sd.Viewer, "close", record_close)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sd.UrdfWarning)
+            assert cli.main(["view", "talos_reduced", "--floating-base", "--seconds", "0", "--port", "8470"]) == 0
+            model = sd.load_model("talos_reduced", floating_base=True, geometry=True)
+    finally:
+        mp.undo()
+    q = shown["q"]
+    R, p = sd.geometry_placements(model, q, "visual")
+    low = min(float(np.min(np.asarray(shape_mesh(g).vertices) @ R[k].T[:, 2] + p[k, 2]))
+              for k, g in enumerate(model.geometry("visual")))
+    assert abs(low) < 1e-12 and q[2] > 0.9                          # standing, the base about 1 m up
+    v = sd.Viewer(sd.load_urdf(robot_path("panda")), compiled=False)
+    try:
+        with pytest.raises(ValueError, match="stand: model 'panda' has no floating base"):
+            v.stand()
+    finally:
+        v.close()
+
+
+def test_viewer_is_quiet_and_cli_prints_its_url_first_when_piped(tmp_path, capfd):
+    """Without verbose=True nothing of viser's is printed; ``sparsedyn view`` into a pipe prints its URL
+    line, and only that, at once; ``--save`` of a motion tells its progress."""
+    import subprocess
+    import sys
+    v = sd.Viewer(sd.humanoid(), compiled=False)
+    v.close()
+    out = capfd.readouterr()
+    assert "viser" not in out.out + out.err
+    r = subprocess.Popen([sys.executable, "-m", "sparsedyn", "view", "humanoid", "--seconds", "60", "--port", "8480"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = r.stdout.readline()                  # arrives while the viewer serves, not at its exit
+        assert first.startswith("sparsedyn: viewer of 'humanoid' at http://127.0.0.1:") and r.poll() is None
+    finally:
+        r.terminate()
+        rest, err = r.communicate(timeout=60)
+    assert "viser" not in rest + err
+    from sparsedyn import cli
+    model = sd.humanoid()
+    qs = np.tile(model.neutral(), (200, 1))
+    np.save(tmp_path / "m.npy", qs)
+    assert cli.main(["view", "humanoid", "--q", str(tmp_path / "m.npy"), "--dt", "0.01",
+                     "--save", str(tmp_path / "m.html")]) == 0
+    out = capfd.readouterr()
+    assert ".. record: frame 1 of 60" in out.err and f"sparsedyn: wrote {tmp_path / 'm.html'}" in out.out
+
+
+def test_contact_arrows_are_drawn_to_the_robots_scale():
+    """The humanoid's weight on one sole: an arrow longer than a quarter of the robot's height, and
+    thicker than a tenth of that length (it was 0.5 m and 8 mm whatever the robot)."""
+    model = sd.humanoid()
+    q = sd.humanoid_standing_configuration()
+    v = sd.Viewer(model, compiled=False, q=q)
+    try:
+        weight = model.total_mass * 9.81
+        v.show_contacts({"l_sole": np.array([0.0, 0, 0, 0, 0, weight])})
+        pts = np.asarray(v._contact_handles[1].points, float)
+        _, p = sd.frame_placements(model, q)
+        height = p[:, 2].max() - p[:, 2].min()
+        length = np.linalg.norm(pts[0, 1] - pts[0, 0])
+        assert length > 0.25 * height
+        np.testing.assert_allclose((pts[0, 1] - pts[0, 0]) / length, [0, 0, 1], atol=1e-6)    # sole axes = world
+        assert v._contact_handles[1].shaft_radius > 0.01 * length
+    finally:
+        v.close()

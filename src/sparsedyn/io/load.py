@@ -42,13 +42,13 @@ def model_format(path) -> str:
 
 def _robot_file(path):
     """``path``, or, for a bare name that is no file (``"solo12"``, ``"talos"``), the URDF of that
-    robot of example-robot-data (:func:`sparsedyn.io.resolve.find_example_robot`); a bare name that
+    robot of example-robot-data (:func:`sparsedyn.io.robots.find_example_robot`); a bare name that
     names neither is a :class:`ModelError` listing the closest names."""
     label = os.fspath(path)
     if not isinstance(label, str) or os.path.exists(label) or Path(label).suffix or "/" in label \
             or os.sep in label or not label:
         return path
-    from .resolve import example_robot_hint, find_example_robot
+    from .robots import example_robot_hint, find_example_robot
     found = find_example_robot(label)
     if found is None:
         raise ModelError(f"{label!r}: no such file, nor a robot of example-robot-data{example_robot_hint(label)}")
@@ -59,7 +59,7 @@ def load_model(path, *, floating_base=False, invalid_inertia="error", sensors=Tr
                geometry=False):
     """A :class:`~sparsedyn.model.Model` from a URDF or an MJCF file (see :func:`model_format`), or
     from a robot of example-robot-data named as its URDF is (``"talos_reduced"``) or as Pinocchio's
-    loader names it (``"talos"``, ``"solo12"``: :func:`sparsedyn.io.resolve.find_example_robot`;
+    loader names it (``"talos"``, ``"solo12"``: :func:`sparsedyn.io.robots.find_example_robot`;
     ``floating_base`` stays yours to choose, where that loader adds a free flyer to legged robots).
 
     URDF: :func:`sparsedyn.load_urdf` with ``floating_base``, ``invalid_inertia``

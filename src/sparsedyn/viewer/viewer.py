@@ -9,6 +9,7 @@ body origin and a rod to each child joint.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import threading
@@ -22,7 +23,9 @@ from ..algorithms.com import center_of_mass
 from ..algorithms.kinematics import forward_kinematics, frame_placements
 from ..model import GEOMETRY_KINDS
 from ..spatial import pose
+from .framing import camera_pose, posed_points, shape_parts, standing
 from .meshes import need, shape_meshes
+from .overlays import Animation, contact_forces, contact_items
 
 __all__ = ["Viewer", "ViewerWarning", "Animation"]
 
@@ -64,7 +67,11 @@ class Viewer:
     for each.  ``q``: the first configuration (default: the model's neutral one).  ``ground``: a grid
     in the plane z = 0.  ``compiled``: pose the bodies with the compiled forward kinematics
     (:func:`sparsedyn.compile`, built in the background on first use; NumPy's until it is ready).
-    ``verbose``: print the address (viser's banner).
+    ``verbose``: let viser print its banner, a line per browser connection and one when it stops
+    (quiet by default).
+
+    New pages open with the camera framed on the shapes at the first configuration; :meth:`stand`
+    puts a floating-base robot on the floor.
 
     A missing mesh file gives one :class:`ViewerWarning` naming every such file, and the other shapes
     are drawn; a file that cannot be read (unsupported format, corrupt) is drawn as a red wire box
@@ -72,13 +79,16 @@ class Viewer:
     """
 
     def __init__(self, model, *, kind="visual", host="127.0.0.1", port=8080, q=None, frames=False, com=False,
-                 joint_names=False, ground=True, compiled=True, verbose=True):
+                 joint_names=False, ground=True, compiled=True, verbose=False):
         if kind not in GEOMETRY_KINDS:
             raise ValueError(f"kind: expected one of {GEOMETRY_KINDS}, got {kind!r}")
         viser = _viser()
         self.model = model
+        self._verbose = bool(verbose)
         with contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO()):
             self._server = server = viser.ViserServer(host=host, port=port, verbose=verbose)   # prints its address
+        atexit.unregister(server.stop)             # stopped by close(), at exit too, quietly unless verbose
+        atexit.register(self.close)
         shown = "localhost" if host in ("", "0.0.0.0", "::") else host
         #: The address of the page.
         self.url = f"http://{shown}:{server.get_port()}"
@@ -94,8 +104,10 @@ class Viewer:
                         for i in range(model.nbodies)]
         self._com = scene.add_icosphere("/overlay/com", radius=0.03, color=(230, 30, 30), visible=com)
         self._shapes = {}
+        self._parts = {}                 # kind -> [(body, points in body coordinates)]: framing, standing
         self._contacts = None            # (frames, forces (nc, 3) or (nc, 6)) of the current contact overlay
         self._contact_scale = None
+        self._size = 1.0                 # the robot's size [m], set with the camera (_frame_camera)
         self._contact_handles = ()
         self._q = model.neutral() if q is None else _checks.configuration(model, q)
         self._kind = None
@@ -115,14 +127,27 @@ class Viewer:
             threading.Thread(target=self._compile, name="sparsedyn-viewer-compile", daemon=True).start()
 
     def _frame_camera(self):
-        """Point the camera of new pages at the model as it stands at the first configuration."""
-        _, p = forward_kinematics(self.model, self._q)
-        pts = np.concatenate([p, np.zeros((1, 3))]) if len(p) else np.zeros((1, 3))
-        centre = (pts.min(0) + pts.max(0)) / 2
-        size = max(float(np.max(pts.max(0) - pts.min(0))), 0.3)
+        """Point the camera of new pages at the shapes shown, posed at the configuration shown: the
+        sphere about their bounding box's centre fills the view."""
         cam = self._server.initial_camera
-        cam.look_at = tuple(centre)
-        cam.position = tuple(centre + 1.6 * size * np.array([1.0, -1.0, 0.5]) + np.array([0.5, -0.5, 0.3]))
+        points = posed_points(self.model, self._q, self._parts[self._kind])
+        position, look_at = camera_pose(points, cam.fov)
+        # The robot's size (its bounding box's diagonal) scales the contact arrows.
+        self._size = max(float(np.linalg.norm(points.max(0) - points.min(0))), 0.1) if len(points) else 1.0
+        cam.look_at = tuple(look_at)
+        cam.position = tuple(position)
+
+    def stand(self, q=None):
+        """Show ``q`` (default: the configuration shown) with the floating base moved vertically so
+        that the lowest point of the shapes shown touches the floor (z = 0), and frame the camera of
+        new pages on it; returns that configuration.  ``ValueError`` for a model without a free root
+        joint."""
+        q = self._q if q is None else _checks.configuration(self.model, q)
+        with self._lock:
+            q = standing(self.model, q, self._parts[self._kind])
+            self.display(q)
+            self._frame_camera()
+        return q
 
     def _compile(self):
         """Build the compiled forward kinematics (background thread); without a C compiler, or when
@@ -164,6 +189,7 @@ class Viewer:
         if not geoms:
             return self._skeleton(kind)
         meshes, missing, unreadable = shape_meshes(geoms)
+        self._parts[kind] = shape_parts(geoms, meshes)
         bad = {id(g): why for g, why in unreadable}
         for k, (g, mesh) in enumerate(zip(geoms, meshes)):
             R, p = pose(g.X)
@@ -201,6 +227,7 @@ class Viewer:
         c = need("trimesh").creation
         ball = c.icosphere(subdivisions=2, radius=0.025)
         handles = []
+        self._parts[kind] = [(i, np.asarray(ball.vertices, float)) for i in range(model.nbodies)]
 
         def rod(node, name, r):
             if float(np.linalg.norm(r)) > 1e-9:
@@ -299,7 +326,8 @@ class Viewer:
         robot at the frame's origin, in the frame's axes (the estimation layer's convention), or an
         estimate (:class:`~sparsedyn.estimation.Estimate`, its contacts at their frames); ``None``
         removes the overlay.  Each arrow starts at the contact point and is ``scale`` metres per
-        newton long (default: the robot's weight is 0.5 m).  Red balls mark the points.
+        newton long (default: the robot's weight is half the robot's size, the diagonal of its
+        bounding box), as thick as the robot's size says.  Red balls mark the points.
         """
         with self._lock:
             if forces is None:
@@ -308,7 +336,7 @@ class Viewer:
                     h.remove()
                 self._contact_handles = ()
                 return
-            self._contacts = _contact_forces(self.model, forces)
+            self._contacts = contact_forces(self.model, forces)
             if scale is not None:
                 self._contact_scale = float(scale)
             self._draw_contacts()
@@ -319,16 +347,17 @@ class Viewer:
         idx = [self.model.frame(n) for n in names]
         f = F[:, 3:] if F.shape[-1] == 6 else F
         weight = max(self.model.total_mass * float(np.linalg.norm(self.model.gravity)), 1e-9)
-        scale = self._contact_scale or 0.5 / weight
+        size = self._size
+        scale = self._contact_scale or 0.5 * size / weight
         start = pf[idx]
         end = start + scale * (Rf[idx] @ f[..., None])[..., 0]
         scene = self._server.scene
         self._contact_handles = (
             scene.add_point_cloud("/overlay/contacts/points", start.astype(np.float32), colors=(230, 30, 30),
-                                  point_size=0.03, point_shape="circle"),
+                                  point_size=0.03 * size, point_shape="circle"),
             scene.add_arrows("/overlay/contacts/arrows", np.stack([start, end], 1).astype(np.float32),
-                                          colors=(230, 120, 30), shaft_radius=0.008, head_radius=0.02,
-                             head_length=0.04))
+                             colors=(230, 120, 30), shaft_radius=0.008 * size, head_radius=0.02 * size,
+                             head_length=0.05 * size))
 
     # --- trajectories -----------------------------------------------------------------------
     def play(self, qs, dt, *, contacts=None, fps=30.0, speed=1.0, loop=True, block=False):
@@ -354,7 +383,7 @@ class Viewer:
         per_frame = None
         if contacts is not None:
             per_frame = {}
-            for name, F in _contact_items(self.model, contacts):
+            for name, F in contact_items(self.model, contacts):
                 F = np.asarray(F, float)
                 if F.ndim != 2 or len(F) != len(qs):
                     raise ValueError(f"play: contacts[{name!r}] must have one force per sample, shape "
@@ -478,9 +507,9 @@ class Viewer:
             self._clock = (time.perf_counter(), self.time)
 
     # --- output -----------------------------------------------------------------------------
-    def _recorded(self, qs, dt, contacts, fps, what):
+    def _recorded(self, qs, dt, contacts, fps, what, progress=None):
         """A viser serializer holding the scene and the trajectory (``qs``, or the one :meth:`play` got),
-        one frame per ``1 / fps`` seconds."""
+        one frame per ``1 / fps`` seconds; ``progress(message)`` is told every 30th frame."""
         with self._lock:
             was = self._playing
             self._playing = False
@@ -491,7 +520,10 @@ class Viewer:
                 self._playing = False
             serializer = self._server.get_scene_serializer()
             if self._traj is not None:
-                for k in range(len(self._traj[0])):
+                n = len(self._traj[0])
+                for k in range(n):
+                    if progress is not None and k % 30 == 0:
+                        progress(f"{what}: frame {k + 1} of {n}")
                     self._seek_frame(k)
                     serializer.insert_sleep(1.0 / self._traj[2])
             else:
@@ -499,17 +531,19 @@ class Viewer:
             self._playing = was and qs is None
         return serializer
 
-    def record(self, path, qs=None, dt=None, *, contacts=None, fps=30.0):
+    def record(self, path, qs=None, dt=None, *, contacts=None, fps=30.0, progress=None):
         """Write the scene and a trajectory to a standalone file a colleague can open: ``.html`` (one
         page with everything inside, opened by any browser without Python) or ``.viser`` (viser's
         recording format).  ``qs``, ``dt``, ``contacts``, ``fps`` as in :meth:`play`; without ``qs``
-        the trajectory given to :meth:`play` (or the configuration shown) is recorded.  Returns the path.
+        the trajectory given to :meth:`play` (or the configuration shown) is recorded.
+        ``progress``: a callable told ``"record: frame k of n"`` every 30 frames (a long recording
+        takes seconds).  Returns the path.
         """
         from pathlib import Path
         path = Path(path)
         if path.suffix not in (".html", ".viser"):
             raise ValueError(f"record: {path}: the file name must end in .html (a standalone page) or .viser")
-        serializer = self._recorded(qs, dt, contacts, fps, "record")
+        serializer = self._recorded(qs, dt, contacts, fps, "record", progress)
         if path.suffix == ".html":
             path.write_text(serializer.as_html(), encoding="utf-8")
         else:
@@ -523,13 +557,19 @@ class Viewer:
 
     def screenshot(self, width=800, height=600, timeout=30.0) -> np.ndarray:
         """The picture (height, width, 3) uint8 a browser showing :attr:`url` renders now (viser asks the
-        first connected page to render).  Raises ``RuntimeError`` when no page is connected."""
+        first connected page to render), on the page's white background.  Raises ``RuntimeError``
+        when no page is connected."""
         clients = self._server.get_clients()
         if not clients:
             raise RuntimeError(f"screenshot: no browser shows the viewer; open {self.url} first")
         client = clients[min(clients)]
-        return np.asarray(client.get_render(height=int(height), width=int(width), transport_format="png",
-                                            timeout=timeout))[..., :3]
+        rgba = np.asarray(client.get_render(height=int(height), width=int(width), transport_format="png",
+                                            timeout=timeout), float)
+        if rgba.shape[-1] == 3:
+            return rgba.astype(np.uint8)
+        # The canvas is transparent where nothing is drawn, and the page behind it is white.
+        alpha = rgba[..., 3:] / 255.0
+        return np.rint(rgba[..., :3] * alpha + 255.0 * (1.0 - alpha)).astype(np.uint8)
 
     def _repr_html_(self):
         return (f'<iframe src="{self.url}" width="100%" height="500" style="border:none"></iframe>'
@@ -537,8 +577,13 @@ class Viewer:
 
     def close(self):
         """Stop playing and stop the web server."""
+        atexit.unregister(self.close)
+        if self._closed:
+            return
         self._closed = True
-        self._server.stop()
+        # viser says "Server stopped" from its thread, which stop() joins.
+        with contextlib.nullcontext() if self._verbose else contextlib.redirect_stdout(io.StringIO()):
+            self._server.stop()
 
     def __enter__(self):
         return self
@@ -548,52 +593,3 @@ class Viewer:
 
     def __repr__(self):
         return f"Viewer({self.model.name!r}, {self.url}, {self._kind})"
-
-
-class Animation:
-    """A recorded scene and trajectory as one standalone HTML page (:meth:`Viewer.animation`): shown
-    inline by notebooks and sphinx-gallery (``_repr_html_``), written with :meth:`save`."""
-
-    def __init__(self, html, height=400):
-        self.html, self.height = html, int(height)
-
-    def save(self, path):
-        """Write the page to ``path`` (opened by any browser, without Python); returns the path."""
-        from pathlib import Path
-        path = Path(path)
-        path.write_text(self.html, encoding="utf-8")
-        return path
-
-    def _repr_html_(self):
-        import html
-        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" width="100%" height="{self.height}" '
-                f'style="border:1px solid #ddd"></iframe>')
-
-    def __repr__(self):
-        return f"Animation({len(self.html)} characters of HTML)"
-
-
-def _contact_items(model, forces):
-    """``[(frame name, forces)]`` from a dict or an estimate (its contacts at their frames)."""
-    problem = getattr(forces, "problem", None)
-    if problem is not None and hasattr(forces, "contacts"):
-        by_name = {c.name: c.frame for c in problem.contacts}
-        return [(by_name[name], w) for name, w in forces.contacts.items()]
-    if not isinstance(forces, dict):
-        raise TypeError(f"contacts: expected {{frame name: force}} or an estimate, got {type(forces).__name__}")
-    for name in forces:
-        model.frame(name)                            # a clear error naming the frame
-    return list(forces.items())
-
-
-def _contact_forces(model, forces):
-    """``(frame names, forces (nc, 3 or 6))`` of one configuration."""
-    items = _contact_items(model, forces)
-    names, rows = [], []
-    for name, F in items:
-        F = np.asarray(F, float)
-        if F.shape not in ((6,), (3,)) or not np.all(np.isfinite(F)):
-            raise ValueError(f"contacts[{name!r}]: expected a finite wrench (6,) or force (3,), got shape {F.shape}")
-        names.append(name)
-        rows.append(F if F.shape == (6,) else np.concatenate([np.zeros(3), F]))
-    return names, np.array(rows).reshape(len(rows), 6)
