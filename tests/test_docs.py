@@ -121,3 +121,16 @@ def test_tutorial_runs(path, tmp_path, monkeypatch):
     runpy.run_path(str(path), run_name="__main__")
     assert plt.get_fignums(), f"{path.name} drew no figure"      # every tutorial shows its result
     plt.close("all")
+
+
+def test_the_install_page_lists_every_extra_of_pyproject():
+    """docs/install.rst's table of extras names exactly the extras pyproject.toml declares."""
+    try:
+        import tomllib
+    except ImportError:                          # Python 3.10
+        import tomli as tomllib
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    text = (ROOT / "docs" / "install.rst").read_text()
+    table = text.split("extra          what it adds")[1].split("\n\n")[0]
+    listed = set(re.findall(r"^``([\w-]+)``", table, re.M))
+    assert listed == declared, f"missing from the page: {declared - listed}; not an extra: {listed - declared}"

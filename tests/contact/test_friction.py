@@ -512,3 +512,24 @@ def test_contact_step_warning_points_at_the_users_line():
         sd.rollout(MODEL, Q0, [0, 0, 0, 1.0, 0.5, 0], Z, corners(), DT, 2, max_iterations=1, solver="pgs")
     steps = [w for w in caught if issubclass(w.category, ContactStepWarning)]
     assert len(steps) >= 2 and {w.filename for w in steps} == {__file__}
+
+
+def test_rollout_limits_as_documented():
+    """Only the listed points touch the ground, and joint limits bind nothing: the box carried by the
+    corners of one bottom edge tips about it, its other corners through the floor; a pendulum with
+    limits of +-0.1 rad swings past them (as docs/guide/friction.rst says)."""
+    two = corners()[:2]                                            # the edge y = -h
+    R = sd.rollout(MODEL, Q0, Z, Z, two, DT, 400)
+    Rb, pb = sd.frame_placement(MODEL, R.q[-1], "box")
+    assert (pb + Rb @ np.array([0.0, H, -H]))[2] < -0.01          # an unlisted corner below the floor
+    assert np.all(np.asarray(R.modes)[-1] != "open")              # the listed ones still on it
+    urdf = """<robot name="p"><link name="base"/>
+      <joint name="j" type="revolute"><parent link="base"/><child link="l"/><axis xyz="0 1 0"/>
+        <origin xyz="0 0 1"/><limit lower="-0.1" upper="0.1" effort="10" velocity="10"/></joint>
+      <link name="l"><inertial><origin xyz="0.5 0 0"/><mass value="1"/>
+        <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link></robot>"""
+    pend = sd.load_urdf(urdf)
+    assert pend.upper[0] == 0.1
+    pivot = [sd.Contact("l", "3d", friction=0.5)]                  # 1 m above the floor: never touches it
+    P = sd.rollout(pend, [0.0], [0.0], [0.0], pivot, DT, 400)
+    assert P.q[-1, 0] > 0.5                       # gravity on the mass at +x turns it about +y, past 0.1

@@ -392,7 +392,7 @@ def test_screenshot_is_the_page_white_and_the_camera_frames_the_robot(browser, p
         rows, cols = np.flatnonzero(robot.any(1)), np.flatnonzero(robot.any(0))
         assert rows[-1] - rows[0] + 1 >= 0.5 * img.shape[0], (rows[0], rows[-1])
         assert rows[0] > 0 and rows[-1] < img.shape[0] - 1 and cols[0] > 0 and cols[-1] < img.shape[1] - 1
-        assert robot.mean() > 0.04
+        assert robot.mean() > 0.02                                  # its shading: the panda is white
         assert page.errors == []
     finally:
         page.close()

@@ -236,6 +236,9 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     callable ``controller(t, q, v) -> tau`` called before each step (``t = k dt``).  A batch of
     initial states (..., nq) runs all environments at once; ``model`` may be ``sd.compile(model)``.  Each step is warm-started from the
     previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``, ``f_ext``, ...).
+
+    Only the points of ``contacts`` touch the ground (the rest of the robot passes through it), and
+    joint limits are not enforced (the model's ``lower``/``upper`` bound nothing here).
     """
     _checks.model_first("rollout", model, "model, q0, v0, tau_or_controller")
     who = "rollout"
