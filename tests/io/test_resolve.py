@@ -59,7 +59,8 @@ def test_load_model_takes_loader_names_as_pinocchio_does():
     import warnings
 
     import pinocchio as pin
-    for name, file in (("talos", "talos_data/robots/talos_reduced.urdf"), ("solo12", "solo_description/robots/solo12.urdf")):
+    for name, file in (("talos", "talos_data/robots/talos_reduced.urdf"),
+                       ("solo12", "solo_description/robots/solo12.urdf")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", sd.UrdfWarning)
             m = sd.load_model(name, floating_base=True)

@@ -34,6 +34,7 @@ kernel:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -160,22 +161,18 @@ def _await(jobs, key, work, what, model, wait=False):
 _held = None
 
 
+@contextlib.contextmanager
 def announcements_held():
     """A context: the build announcements of plain calls made within are kept and printed (to
     stderr) on leaving it, after the report the block printed (``sparsedyn demo``)."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def held():
-        global _held
-        outer, _held = _held, []
-        try:
-            yield
-        finally:
-            lines, _held = _held, outer
-            for line in lines:
-                print(line, file=sys.stderr, flush=True)
-    return held()
+    global _held
+    outer, _held = _held, []
+    try:
+        yield
+    finally:
+        lines, _held = _held, outer
+        for line in lines:
+            print(line, file=sys.stderr, flush=True)
 
 
 def _announce(fut, what, model, background):

@@ -205,8 +205,9 @@ def _announcer(model, name):
             import sys
             from ..codegen import build
             sys.stdout.flush()
-            print(f"sparsedyn: building native {re.sub(r'_s[0-9a-f]{10}$', '', name)} for JAX for model {model.name!r} (nv={model.nv}); cached in "
-                  f"{build.cache_dir()}", file=sys.stderr, flush=True)
+            kernel = re.sub(r"_s[0-9a-f]{10}$", "", name)        # without a variant's suffix
+            print(f"sparsedyn: building native {kernel} for JAX for model {model.name!r} (nv={model.nv}); "
+                  f"cached in {build.cache_dir()}", file=sys.stderr, flush=True)
     return progress
 
 
