@@ -3,8 +3,9 @@
 :func:`resolve_model` accepts a built-in model name (``humanoid``, ``chain7``, ...), a URDF or
 MJCF file, or the name of a URDF of the ``example-robot-data`` package (``panda``,
 ``talos_reduced``, ...) or the short name by which Pinocchio's loader knows it
-(``example_robot_data.load("talos")``: :data:`EXAMPLE_ROBOT_NAMES`), found by
-:func:`find_example_robot` in :func:`example_robot_data_dir` (:mod:`sparsedyn.io.robots`).
+(``example_robot_data.load("talos")``: :data:`~sparsedyn.io.robots.EXAMPLE_ROBOT_NAMES`), found by
+:func:`~sparsedyn.io.robots.find_example_robot` in
+:func:`~sparsedyn.io.robots.example_robot_data_dir` (:mod:`sparsedyn.io.robots`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def resolve_model(spec: str, floating_base: bool = False, invalid_inertia: str =
                   geometry: bool = False):
     """A :class:`~sparsedyn.model.Model` from ``spec``: a built-in model name, a URDF or MJCF file
     (:func:`sparsedyn.load_model`), or the name of a robot of ``example-robot-data``
-    (:func:`find_example_robot`).
+    (:func:`~sparsedyn.io.robots.find_example_robot`).
     ``floating_base``, ``invalid_inertia`` and ``geometry``: see :func:`sparsedyn.load_urdf`.
     Raises ``error`` (a :class:`~sparsedyn.model.ModelError` by default) when ``spec`` is none of
     these, naming the closest example-robot-data URDFs."""

@@ -56,8 +56,9 @@ def example_robot_data_dir():
 
 def find_example_robot(name: str):
     """Path of the URDF called ``name`` (e.g. ``"panda"``, ``"talos_reduced"``), or known to
-    Pinocchio's loader by ``name`` (``"talos"``, ``"solo8"``: :data:`EXAMPLE_ROBOT_NAMES`), in the
-    installed ``example-robot-data`` package (see :func:`example_robot_data_dir`), or ``None``."""
+    Pinocchio's loader by ``name`` (``"talos"``, ``"solo8"``:
+    :data:`~sparsedyn.io.robots.EXAMPLE_ROBOT_NAMES`), in the installed ``example-robot-data``
+    package (see :func:`~sparsedyn.io.robots.example_robot_data_dir`), or ``None``."""
     d = example_robot_data_dir()
     if d is None or not name or "/" in name or "\\" in name:
         return None
@@ -68,8 +69,8 @@ def find_example_robot(name: str):
 
 
 def example_robot_hint(name: str) -> str:
-    """What to say of a ``name`` that :func:`find_example_robot` does not find: ``"; "`` and the
-    closest names of example-robot-data (its URDFs and the loader's names), why a loader name is no
+    """What to say of a ``name`` that :func:`~sparsedyn.io.robots.find_example_robot` does not find:
+    ``"; "`` and the closest names of example-robot-data (its URDFs and the loader's names), why a loader name is no
     URDF, or how to install the package; ``""`` when nothing is close."""
     if name in _NOT_URDF:
         return f"; example-robot-data's {name!r} is {_NOT_URDF[name]}"

@@ -551,7 +551,7 @@ class Viewer:
         return path
 
     def animation(self, qs=None, dt=None, *, contacts=None, fps=30.0, height=400):
-        """The standalone page of :meth:`record` as an :class:`Animation`, which notebooks and the
+        """The standalone page of :meth:`record` as an :class:`~sparsedyn.viewer.Animation`, which notebooks and the
         documentation's tutorials show inline (``height`` pixels high)."""
         return Animation(self._recorded(qs, dt, contacts, fps, "animation").as_html(), height)
 
