@@ -293,7 +293,8 @@ def _coal_geometry(scene, k):
     elif s.vertices is not None:
         g = coal.BVHModelOBBRSS()
         g.beginModel(len(s.faces), len(s.vertices))
-        g.addSubModel(list(np.asarray(s.vertices) * size), [coal.Triangle(*map(int, f)) for f in s.faces])
+        g.addVertices(np.asarray(s.vertices) * size)
+        g.addTriangles(np.asarray(s.faces, np.int64))
         g.endModel()
     else:
         try:
@@ -306,9 +307,10 @@ def _coal_geometry(scene, k):
 
 
 def _coal_pairs(scene, ks, R, p):
-    """Hits of pairs ``ks`` from coal: ``distance`` for the closest points; where the pair is within
-    the margin, ``collide`` (with the margin as its security margin) and, for two convex shapes, the
-    contact patch's points."""
+    """Hits of pairs ``ks`` from coal.  Two convex shapes: ``collide`` with the margin as its
+    security margin, then the points of coal's contact patch.  A mesh (a BVH of triangles, as
+    Pinocchio loads it): ``collide`` (up to four triangle contacts, each with its own depth) where the
+    shapes intersect, else ``distance`` (the closest pair)."""
     coal = _coal()
     tf = [coal.Transform3s(R[k], p[k]) for k in range(len(p))]
     blocks = []
@@ -317,16 +319,18 @@ def _coal_pairs(scene, ks, R, p):
         gi, gj = _coal_geometry(scene, i), _coal_geometry(scene, j)
         bvh = isinstance(gi, coal.BVHModelBase) or isinstance(gj, coal.BVHModelBase)
         creq = coal.CollisionRequest()
-        creq.security_margin = scene.margin
+        creq.security_margin = 0.0 if bvh else scene.margin
         creq.num_max_contacts = 4 if bvh else 1
         cres = coal.CollisionResult()
-        if not coal.collide(gi, tf[i], gj, tf[j], creq, cres):
-            continue
-        if bvh:
+        if coal.collide(gi, tf[i], gj, tf[j], creq, cres):
             got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
-                   for c in cres.getContacts()]
+                   for c in cres.getContacts()] if bvh else _patch(coal, gi, tf[i], gj, tf[j], cres)
+        elif bvh:
+            dres = coal.DistanceResult()
+            d = coal.distance(gi, tf[i], gj, tf[j], coal.DistanceRequest(), dres)
+            got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < scene.margin else []
         else:
-            got = _patch(coal, gi, tf[i], gj, tf[j], cres)
+            got = []
         for w1, w2, nc, d in got:
             blocks.append((k, d, np.array(w1, float), np.array(w2, float), -np.array(nc, float)))
     if not blocks:

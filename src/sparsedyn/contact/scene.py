@@ -64,14 +64,14 @@ class Scene:
             if isinstance(disabled, (str, bytes)) or not hasattr(disabled, "__iter__"):
                 raise TypeError("Scene: srdf must be what sd.load_srdf(model, path) returns or (link1, link2) pairs, "
                                 f"got {type(srdf).__name__}")
-            links = {s.link for s in shapes} | set(model.body_names)
+            links = {s.link for s in shapes} | set(model.body_names) | {f.name for f in model.frames}
             drop = set()
             for entry in disabled:
                 a, b = tuple(entry)[:2]
                 for x in (a, b):
                     if x not in links:
-                        raise ValueError(f"Scene: srdf: the disabled pair ({a!r}, {b!r}) names the link {x!r}, "
-                                         f"which has no collision shape in model {model.name!r}")
+                        raise ValueError(f"Scene: srdf: the disabled pair ({a!r}, {b!r}) names {x!r}, which is "
+                                         f"no link of model {model.name!r}")
                 drop |= {(a, b), (b, a)}
             keep = [(i, j) for i, j in pairs if (shapes[i].link, shapes[j].link) not in drop]
             self._set(model, shapes, keep, friction, margin)

@@ -1,0 +1,169 @@
+"""Collision detection (sparsedyn.contact.collision) against coal's own ``distance``: a free body
+carrying one shape against a world shape, or two bodies, at random poses, for every pair kind the
+scene supports (closed forms and the pairs handed to coal).
+
+coal's ``distance`` gives the signed distance (negative: penetration), the witness points on each
+shape and the normal from shape 1 to shape 2; ours the normal from b to a.  Where a pair gives
+several hits (a box's corners on a plane, the ends of a capsule), the deepest is coal's closest pair.
+"""
+
+import warnings
+
+import coal
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.interop.pinocchio import q_to_pinocchio
+from sparsedyn.spatial import Transform
+
+from erd import ROBOTS, robots_dir
+
+# shape kinds and sizes used below
+SIZES = {"sphere": (0.3,), "capsule": (0.2, 0.5), "cylinder": (0.25, 0.6), "box": (0.3, 0.5, 0.4),
+         "ellipsoid": (0.2, 0.3, 0.4), "plane": ()}
+
+
+def cube_mesh(half):
+    V = np.array([[x, y, z] for x in (-half, half) for y in (-half, half) for z in (-half, half)], float)
+    F = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return V, F
+
+
+def free_body_scene(kind_a, kind_b, margin=10.0, mesh_a=None, world_pose=None):
+    """A free body carrying a ``kind_a`` shape, against a world ``kind_b`` shape."""
+    b = sd.ModelBuilder("one").add_body("body", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    V, F = mesh_a if mesh_a is not None else (None, None)
+    g = sd.Geometry("a", 0, Transform(np.eye(3), np.zeros(3)), kind_a,
+                    SIZES.get(kind_a, (1.0, 1.0, 1.0)) if kind_a != "plane" else (0.0, 0.0), "collision",
+                    vertices=V, faces=F)
+    world = sd.Shape(kind_b, SIZES[kind_b], placement=world_pose, name="b")
+    return sd.Scene(b.build().with_geometry(g), world=[world], margin=margin)
+
+
+def coal_shape(kind, size):
+    if kind == "sphere":
+        return coal.Sphere(*size)
+    if kind == "capsule":
+        return coal.Capsule(*size)
+    if kind == "cylinder":
+        return coal.Cylinder(*size)
+    if kind == "box":
+        return coal.Box(*size)
+    if kind == "ellipsoid":
+        return coal.Ellipsoid(*size)
+    return coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
+
+
+def random_pose(rng, spread):
+    Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    R = Q * np.sign(np.linalg.det(Q))
+    return R, rng.uniform(-spread, spread, 3)
+
+
+def quat(R):
+    """[x, y, z, w] of the rotation R (our free joint's convention)."""
+    w = np.sqrt(max(0.0, 1 + np.trace(R))) / 2
+    if w > 1e-3:
+        return np.array([(R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w), w])
+    raise ValueError("pick another rotation")
+
+
+def body_q(R, p):
+    # our free joint: q = [p (world), quaternion of R (body to world)]
+    return np.concatenate([p, quat(R)])
+
+
+PAIRS = [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "sphere"), ("capsule", "capsule"),
+         ("sphere", "box"), ("box", "sphere"), ("sphere", "plane"), ("capsule", "plane"), ("box", "plane"),
+         ("cylinder", "plane"),
+         # pairs handed to coal
+         ("box", "box"), ("capsule", "box"), ("cylinder", "sphere"), ("cylinder", "box"), ("ellipsoid", "plane"),
+         ("ellipsoid", "sphere")]
+
+
+@pytest.mark.parametrize("kind_a, kind_b", PAIRS)
+def test_deepest_hit_is_coals_closest_pair(kind_a, kind_b):
+    rng = np.random.default_rng(hash((kind_a, kind_b)) % 2**32)
+    scene = free_body_scene(kind_a, kind_b)
+    ga, gb = coal_shape(kind_a, SIZES[kind_a]), coal_shape(kind_b, SIZES[kind_b])
+    checked = penetrating = 0
+    while checked < 40:
+        R, p = random_pose(rng, 0.6)
+        try:
+            q = body_q(R, p)
+        except ValueError:
+            continue
+        Rg, pg = sd.geometry_placements(scene.model, q, "collision")
+        assert np.allclose(Rg[0], R, atol=1e-12) and np.allclose(pg[0], p, atol=1e-12)
+        req, res = coal.DistanceRequest(), coal.DistanceResult()
+        d = coal.distance(ga, coal.Transform3s(R, p), gb, coal.Transform3s(np.eye(3), np.zeros(3)), req, res)
+        hits = sd.collide(scene, q)
+        if d >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        assert len(hits.distances) >= 1 and all(pair == ("a", "b") for pair in hits.pairs)
+        assert abs(hits.distances.min() - d) <= 1e-9, (q, hits.distances.min(), d)
+        # the deepest hits: one of them (a face on a face ties its corners) is coal's closest pair
+        deepest = np.flatnonzero(hits.distances <= d + 1e-9)
+        err = [max(np.abs(hits.witness_a[k] - res.getNearestPoint1()).max(),
+                   np.abs(hits.witness_b[k] - res.getNearestPoint2()).max(),
+                   np.abs(hits.normals[k] + np.asarray(res.normal)).max()) for k in deepest]
+        assert min(err) <= 1e-9, (kind_a, kind_b, q, err)
+        # every hit: unit normal, w_a - w_b = d n
+        assert np.allclose(np.linalg.norm(hits.normals, axis=1), 1, atol=1e-12)
+        checked += 1
+        penetrating += d < 0
+    assert penetrating >= 3 and checked - penetrating >= 3          # both sides of the surface were tested
+
+
+# --- robots' collision models against Pinocchio's computeCollisions --------------------------------
+
+ROBOT_SRDF = {"ur5": "ur_description/srdf/ur5.srdf", "panda": "panda_description/srdf/panda.srdf",
+              "solo12": "solo_description/srdf/solo.srdf", "talos_reduced": "talos_data/srdf/talos.srdf"}
+
+
+def pin_geometry(path, srdf, floating):
+    """Pinocchio's model and collision model, all pairs less the SRDF's (example-robot-data's loader)."""
+    share = str(robots_dir().parent.parent)          # .../share, which holds the example-robot-data package
+    args = (str(path), [share]) + ((pin.JointModelFreeFlyer(),) if floating else ())
+    pm, gm, _ = pin.buildModelsFromUrdf(*args)
+    gm.addAllCollisionPairs()
+    pin.removeCollisionPairs(pm, gm, str(srdf))
+    return pm, gm
+
+
+def pin_collisions(pm, gm, q_pin):
+    """{frozenset of the two geometry names: whether they collide} for every pair of ``gm``."""
+    gd = pin.GeometryData(gm)
+    pin.computeCollisions(pm, pm.createData(), gm, gd, q_pin, False)
+    names = [g.name for g in gm.geometryObjects]
+    return {frozenset((names[p.first], names[p.second])): gd.collisionResults[k].isCollision()
+            for k, p in enumerate(gm.collisionPairs)}
+
+
+@pytest.mark.parametrize("robot", ["ur5", "panda", "solo12", "talos_reduced"])
+def test_pairs_that_touch_are_pinocchios(robot):
+    floating = robot in ("solo12", "talos_reduced")
+    path = robots_dir() / ROBOTS[robot]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(path, floating_base=floating, geometry=True)
+        srdf = sd.load_srdf(model, robots_dir() / ROBOT_SRDF[robot])
+    scene = sd.Scene(model, srdf=srdf, margin=0.0)
+    pm, gm = pin_geometry(path, robots_dir() / ROBOT_SRDF[robot], floating)
+    rng = np.random.default_rng(7)
+    touched = 0
+    for _ in range(5 if robot == "talos_reduced" else 40):
+        q = model.random_configuration(rng)
+        ref = pin_collisions(pm, gm, q_to_pinocchio(model, q))
+        hits = sd.collide(scene, q)
+        ours = {frozenset(p) for p, d in zip(hits.pairs, hits.distances) if d < 0}
+        for pair in scene.pairs:
+            key = frozenset(pair)
+            assert key in ref, (pair, "a pair Pinocchio does not check")
+            assert (key in ours) == ref[key], (robot, pair, key in ours, ref[key])
+        touched += len(ours)
+    assert touched > 0                 # random configurations of these robots do bring links together
