@@ -11,9 +11,10 @@ for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsu
 against a plane; coal (Pinocchio's collision library: GJK and EPA, BVHs for meshes) for the other
 pairs.  Where a resting contact is a segment or a face, one pair gives several hits: a capsule or a
 cylinder on a plane each end (cylinders: four points of each rim), a box on a plane each corner
-within the margin, and two convex shapes that coal finds touching the points of coal's contact
-patch (a box on a box: the corners of the face in contact).  The deepest of them is the closest
-pair of points (coal's ``distance``).
+within the margin, and, beside coal's closest pair, a box's corners against another box and a
+capsule's end spheres against a box (closed forms: a point against a box).  The deepest of a
+pair's hits is its closest pair of points (coal's ``distance``).  coal's contact patches are not
+used: their points carry the depth of the closest pair, not their own.
 """
 
 from __future__ import annotations
@@ -151,6 +152,26 @@ def cylinder_plane(Ra, pa, ha, ra, nb, pb):
     return _on_plane(np.concatenate(pts), np.zeros(8 * k), np.tile(nb, (8, 1)), np.tile(pb, (8, 1)))
 
 
+def box_box_corners(Ra, pa, ha, Rb, pb, hb):
+    """Two boxes: the corners of each against the other (a point against a box), sixteen hits a pair:
+    the corners of a face resting on a face (the closest pair, an edge on an edge, is coal's)."""
+    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
+    k = len(pa)
+    ca = (pa + np.einsum("kij,ckj->cki", Ra, signs[:, None, :] * ha)).reshape(-1, 3)
+    cb = (pb + np.einsum("kij,ckj->cki", Rb, signs[:, None, :] * hb)).reshape(-1, 3)
+    z = np.zeros(8 * k)
+    d1, wa1, wb1, n1 = sphere_box(ca, z, np.tile(Rb, (8, 1, 1)), np.tile(pb, (8, 1)), np.tile(hb, (8, 1)))
+    d2, wb2, wa2, n2 = sphere_box(cb, z, np.tile(Ra, (8, 1, 1)), np.tile(pa, (8, 1)), np.tile(ha, (8, 1)))
+    return np.concatenate([d1, d2]), np.concatenate([wa1, wa2]), np.concatenate([wb1, wb2]), np.concatenate([n1, -n2])
+
+
+def capsule_box_ends(pa, ua, ha, ra, Rb, pb, hb):
+    """A capsule and a box: the capsule's two end spheres against the box, two hits a pair (a
+    capsule lying on a face)."""
+    ends = np.concatenate([pa - ha[:, None] * ua, pa + ha[:, None] * ua])
+    return sphere_box(ends, np.tile(ra, 2), np.tile(Rb, (2, 1, 1)), np.tile(pb, (2, 1)), np.tile(hb, (2, 1)))
+
+
 def _axis(R):
     return R[:, :, 2]
 
@@ -170,6 +191,14 @@ CLOSED_FORM = {
     ("box", "plane"): (lambda Ra, pa, sa, Rb, pb, sb: box_plane(Ra, pa, sa / 2, _axis(Rb), pb), 8),
     ("cylinder", "plane"): (lambda Ra, pa, sa, Rb, pb, sb:
                             cylinder_plane(Ra, pa, sa[:, 1] / 2, sa[:, 0], _axis(Rb), pb), 8),
+}
+
+
+# Pairs that coal answers, and the closed-form hits added to coal's closest pair where it is within the margin
+FEATURES = {
+    ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box_corners(Ra, pa, sa / 2, Rb, pb, sb / 2), 16),
+    ("capsule", "box"): (lambda Ra, pa, sa, Rb, pb, sb:
+                         capsule_box_ends(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], Rb, pb, sb / 2), 2),
 }
 
 
@@ -236,8 +265,8 @@ def _bounds(scene):
     return c, r
 
 
-def _closed_form(scene, key, ks, R, p):
-    f, per = CLOSED_FORM[key]
+def _closed_form(scene, key, ks, R, p, table=None):
+    f, per = (CLOSED_FORM if table is None else table)[key]
     idx = scene.index[ks]
     swap = (scene.shapes[idx[0, 0]].kind, scene.shapes[idx[0, 1]].kind) != key
     ia, ib = (idx[:, 1], idx[:, 0]) if swap else (idx[:, 0], idx[:, 1])
@@ -256,10 +285,19 @@ def _hits(scene, blocks):
         return Hits([], z, z.copy(), np.zeros(0), np.zeros(0, int))
     k, d, wa, wb, n = (np.concatenate(x) for x in zip(*blocks))
     keep = np.flatnonzero(d < scene.margin)
+    # one hit per point: coal's closest pair is often one of the closed-form corners (a repeated
+    # contact makes the contact problem degenerate); the deeper one is kept
+    keep = keep[np.argsort(d[keep], kind="stable")]
+    _, first = np.unique(np.column_stack([k[keep], np.round(wa[keep] / SAME_POINT)]), axis=0, return_index=True)
+    keep = np.sort(keep[first])
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
     names = scene.pairs
     return Hits([names[x] for x in k], (wa + wb) / 2, n, d, k)
+
+
+#: Hits of one pair whose witness points on ``a`` round to the same multiple of this [m] are one hit.
+SAME_POINT = 1e-7
 
 
 # --- coal -----------------------------------------------------------------------------------------
@@ -307,50 +345,37 @@ def _coal_geometry(scene, k):
 
 
 def _coal_pairs(scene, ks, R, p):
-    """Hits of pairs ``ks`` from coal.  Two convex shapes: ``collide`` with the margin as its
-    security margin, then the points of coal's contact patch.  A mesh (a BVH of triangles, as
-    Pinocchio loads it): ``collide`` (up to four triangle contacts, each with its own depth) where the
-    shapes intersect, else ``distance`` (the closest pair)."""
+    """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
+    they overlap) for the closest pair, and for a box the closed-form hits of the features that rest
+    on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` (up
+    to four triangle contacts, each with its own depth) where the shapes intersect, else ``distance``."""
     coal = _coal()
     tf = [coal.Transform3s(R[k], p[k]) for k in range(len(p))]
-    blocks = []
+    blocks, near = [], []
     for k in ks:
         i, j = scene.index[k]
         gi, gj = _coal_geometry(scene, i), _coal_geometry(scene, j)
-        bvh = isinstance(gi, coal.BVHModelBase) or isinstance(gj, coal.BVHModelBase)
-        creq = coal.CollisionRequest()
-        creq.security_margin = 0.0 if bvh else scene.margin
-        creq.num_max_contacts = 4 if bvh else 1
-        cres = coal.CollisionResult()
-        if coal.collide(gi, tf[i], gj, tf[j], creq, cres):
-            got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
-                   for c in cres.getContacts()] if bvh else _patch(coal, gi, tf[i], gj, tf[j], cres)
-        elif bvh:
+        got = []
+        if isinstance(gi, coal.BVHModelBase) or isinstance(gj, coal.BVHModelBase):
+            creq = coal.CollisionRequest()
+            creq.num_max_contacts = 4
+            cres = coal.CollisionResult()
+            if coal.collide(gi, tf[i], gj, tf[j], creq, cres):
+                got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
+                       for c in cres.getContacts()]
+        if not got:
             dres = coal.DistanceResult()
             d = coal.distance(gi, tf[i], gj, tf[j], coal.DistanceRequest(), dres)
             got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < scene.margin else []
-        else:
-            got = []
+            near += [k] if got else []
         for w1, w2, nc, d in got:
             blocks.append((k, d, np.array(w1, float), np.array(w2, float), -np.array(nc, float)))
-    if not blocks:
+    out = [tuple(np.array(x) for x in zip(*blocks))] if blocks else []
+    kinds = [s.kind for s in scene.shapes]
+    for key in FEATURES:
+        mine = [k for k in near if (kinds[scene.index[k][0]], kinds[scene.index[k][1]]) in (key, key[::-1])]
+        if mine:
+            out.append(_closed_form(scene, key, np.array(mine), R, p, FEATURES))
+    if not out:
         return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
-    k, d, wa, wb, n = zip(*blocks)
-    return np.array(k), np.array(d, float), np.array(wa), np.array(wb), np.array(n)
-
-
-def _patch(coal, gi, Ti, gj, Tj, cres):
-    """``(w_1, w_2, normal from 1 to 2, d)`` of coal's contact: the closest pair, then the other
-    points of its contact patch (the corners of a face resting on a face)."""
-    c = cres.getContact(0)
-    out = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)]
-    preq = coal.ContactPatchRequest()
-    pres = coal.ContactPatchResult(preq)
-    coal.computeContactPatch(gi, Ti, gj, Tj, cres, preq, pres)
-    nc = np.asarray(c.normal, float)
-    for m in range(pres.numContactPatches()):
-        patch = pres.getContactPatch(m)
-        for t in range(patch.size()):
-            w1, w2 = np.asarray(patch.getPointShape1(t), float), np.asarray(patch.getPointShape2(t), float)
-            out.append((w1, w2, nc, float(nc @ (w2 - w1))))
-    return out
+    return tuple(np.concatenate(x) for x in zip(*out))
