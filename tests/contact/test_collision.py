@@ -157,6 +157,11 @@ def test_pairs_that_touch_are_pinocchios(robot):
         srdf = sd.load_srdf(model, robots_dir() / ROBOT_SRDF[robot])
     scene = sd.Scene(model, srdf=srdf, margin=0.0)
     pm, gm = pin_geometry(path, robots_dir() / ROBOT_SRDF[robot], floating)
+    # the pairs Pinocchio checks and we do not are those of a parent and a child link
+    ours_pairs = {frozenset(p) for p in scene.pairs}
+    for key in set(pin_collisions(pm, gm, pin.neutral(pm))) - ours_pairs:
+        a, b = (scene.shape(n).body for n in key)
+        assert a == b or (a >= 0 and model.parent[a] == b) or (b >= 0 and model.parent[b] == a), key
     rng = np.random.default_rng(7)
     touched = 0
     for _ in range(5 if robot == "talos_reduced" else 40):
