@@ -100,6 +100,8 @@ def test_deepest_hit_is_coals_closest_pair(kind_a, kind_b, seed):
         Rg, pg = sd.geometry_placements(scene.model, q, "collision")
         assert np.allclose(Rg[0], R, atol=1e-12) and np.allclose(pg[0], p, atol=1e-12)
         req, res = coal.DistanceRequest(), coal.DistanceResult()
+        req.gjk_tolerance = req.epa_tolerance = 1e-11      # coal's default, 1e-6, is the accuracy of its iterations
+        req.gjk_max_iterations = req.epa_max_iterations = 1000
         # coal gets our placement (equal to R, p to rounding): GJK's witness points move by up to the
         # square root of its tolerance under a rounding-size change of the input
         d = coal.distance(ga, coal.Transform3s(Rg[0], pg[0]), gb, coal.Transform3s(np.eye(3), np.zeros(3)), req, res)
@@ -114,7 +116,11 @@ def test_deepest_hit_is_coals_closest_pair(kind_a, kind_b, seed):
         err = [max(np.abs(hits.witness_a[k] - res.getNearestPoint1()).max(),
                    np.abs(hits.witness_b[k] - res.getNearestPoint2()).max(),
                    np.abs(hits.normals[k] + np.asarray(res.normal)).max()) for k in deepest]
-        assert min(err) <= 1e-9, (kind_a, kind_b, q, err)
+        # where coal iterates (GJK, EPA) and we add closed-form corners or ends (box-box, capsule-box), a
+        # corner can be the deepest hit: its witness points are exact, coal's EPA witness points converge
+        # more slowly than its depth (to about sqrt(tolerance))
+        assert min(err) <= (1e-9 if (kind_a, kind_b) not in (("box", "box"), ("capsule", "box")) else 1e-5), \
+            (kind_a, kind_b, q, err)
         # every hit: unit normal, w_a - w_b = d n
         assert np.allclose(np.linalg.norm(hits.normals, axis=1), 1, atol=1e-12)
         checked += 1

@@ -298,6 +298,17 @@ def _hits(scene, blocks):
 
 #: Hits of one pair whose witness points on ``a`` round to the same multiple of this [m] are one hit.
 SAME_POINT = 1e-7
+#: The tolerance of coal's GJK and EPA iterations here (coal's default, 1e-6, leaves witness points and
+#: depths that far from the closed forms) [m], and of the test that a feature is as deep as coal's pair.
+COAL_TOLERANCE = 1e-11
+SAME_DEPTH = 10 * COAL_TOLERANCE
+
+
+def _distance_request(coal):
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = COAL_TOLERANCE
+    req.gjk_max_iterations, req.epa_max_iterations = 1000, 1000
+    return req
 
 
 # --- coal -----------------------------------------------------------------------------------------
@@ -365,17 +376,24 @@ def _coal_pairs(scene, ks, R, p):
                        for c in cres.getContacts()]
         if not got:
             dres = coal.DistanceResult()
-            d = coal.distance(gi, tf[i], gj, tf[j], coal.DistanceRequest(), dres)
+            d = coal.distance(gi, tf[i], gj, tf[j], _distance_request(coal), dres)
             got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < scene.margin else []
             near += [k] if got else []
         for w1, w2, nc, d in got:
             blocks.append((k, d, np.array(w1, float), np.array(w2, float), -np.array(nc, float)))
-    out = [tuple(np.array(x) for x in zip(*blocks))] if blocks else []
     kinds = [s.kind for s in scene.shapes]
+    extra = []
     for key in FEATURES:
         mine = [k for k in near if (kinds[scene.index[k][0]], kinds[scene.index[k][1]]) in (key, key[::-1])]
         if mine:
-            out.append(_closed_form(scene, key, np.array(mine), R, p, FEATURES))
+            extra.append(_closed_form(scene, key, np.array(mine), R, p, FEATURES))
+    if extra:
+        # coal's closest pair is left out where a feature is as deep (within coal's GJK tolerance):
+        # it lies on the face the features hold, and a repeated contact makes the problem degenerate
+        kf, df = (np.concatenate(x) for x in list(zip(*extra))[:2])
+        deepest = {k: df[kf == k].min() for k in set(kf.tolist())}
+        blocks = [b for b in blocks if not (b[0] in deepest and deepest[b[0]] <= b[1] + SAME_DEPTH)]
+    out = ([tuple(np.array(x) for x in zip(*blocks))] if blocks else []) + extra
     if not out:
         return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
     return tuple(np.concatenate(x) for x in zip(*out))
