@@ -8,13 +8,16 @@ several hits (a box's corners on a plane, the ends of a capsule), the deepest is
 """
 
 import warnings
+from pathlib import Path
 
 import coal
+import dm_control
 import numpy as np
 import pinocchio as pin
 import pytest
 
 import sparsedyn as sd
+from sparsedyn.contact.collision import placements
 from sparsedyn.interop.pinocchio import q_to_pinocchio
 from sparsedyn.spatial import Transform
 
@@ -181,3 +184,61 @@ def test_pairs_that_touch_are_pinocchios(robot):
             assert (key in ours) == ref[key], (robot, pair, key in ours, ref[key])
         touched += len(ours)
     assert touched > 0                 # random configurations of these robots do bring links together
+
+
+def mixed_scene():
+    """Two free bodies carrying every closed-form kind, so that pairs of one kind come in both orders
+    (a sphere of body 0 against a capsule of body 1, a capsule of body 0 against a sphere of body 1)."""
+    b = sd.ModelBuilder("two")
+    for name in ("one", "two"):
+        b.add_body(name, None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    model = b.build()
+    geoms = []
+    for body in (0, 1):
+        for k, kind in enumerate(("sphere", "capsule", "box", "cylinder")):
+            X = Transform(np.eye(3), np.array([0.3 * k - 0.45, 0.1 * body, 0.0]))
+            geoms.append(sd.Geometry(f"{kind}{body}", body, X, kind, SIZES[kind], "collision", link=f"b{body}"))
+    world = [sd.Shape("plane", name="floor"), sd.Shape("box", (0.5, 0.5, 0.5), placement=(np.eye(3), [0.6, 0, 0]),
+                                                        name="crate")]
+    return sd.Scene(model.with_geometry(*geoms), world=world, margin=0.05)
+
+
+@pytest.mark.parametrize("which", ["mixed", "humanoid"])
+def test_every_pair_of_a_scene_is_coals(which):
+    if which == "humanoid":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = sd.load_mjcf(Path(dm_control.__file__).parent / "suite" / "humanoid.xml", geometry=True)
+        scene = sd.Scene(model, margin=0.05)
+    else:
+        scene = mixed_scene()
+    model = scene.model
+    rng = np.random.default_rng(3)
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = 1e-11
+    req.gjk_max_iterations = req.epa_max_iterations = 1000
+    kinds = set()
+    for _ in range(20):
+        q = model.random_configuration(rng)
+        q[:3] = rng.uniform(-0.3, 0.3, 3)                # the (first) free body near the floor and the others
+        if which == "mixed":
+            q[7:10] = q[:3] + rng.uniform(-0.3, 0.3, 3)
+        hits = sd.collide(scene, q)
+        R, p = placements(scene, q)
+        for k, (a, b) in enumerate(scene.pairs):
+            i, j = scene.names[a], scene.names[b]
+            sa, sb = scene.shapes[i], scene.shapes[j]
+            res = coal.DistanceResult()
+            d = coal.distance(coal_shape(sa.kind, sa.size), coal.Transform3s(R[i], p[i]),
+                              coal_shape(sb.kind, sb.size), coal.Transform3s(R[j], p[j]), req, res)
+            mine = np.flatnonzero(hits.pair == k)
+            if d >= scene.margin:
+                assert len(mine) == 0, (a, b, d)
+                continue
+            assert len(mine) and abs(hits.distances[mine].min() - d) <= 1e-9, (a, b, d)
+            exact = {"box", "capsule"} != {sa.kind, sb.kind} and (sa.kind, sb.kind) != ("box", "box")
+            err = [max(np.abs(hits.witness_a[m] - res.getNearestPoint1()).max(),
+                       np.abs(hits.witness_b[m] - res.getNearestPoint2()).max()) for m in mine]
+            assert min(err) <= (1e-9 if exact else 1e-5), (a, b, err)
+            kinds.add(frozenset((sa.kind, sb.kind)))
+    assert len(kinds) >= (4 if which == "mixed" else 2)

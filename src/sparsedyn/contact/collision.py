@@ -1,4 +1,4 @@
-"""Collision detection in a :class:`~sparsedyn.contact.scene.Scene`: :func:`collide`.
+"""Collision detection in a :class:`~sparsedyn.Scene`: :func:`collide`.
 
 Each checked pair ``(a, b)`` gives zero or more *hits*: a signed distance ``d`` (negative:
 penetration), a unit normal ``n`` in world axes pointing from ``b`` towards ``a``, and the point
@@ -223,25 +223,51 @@ def collide(scene, q) -> Hits:
     if q.ndim != 1:
         raise ValueError(f"collide: q must be one configuration of shape (nq,) = ({model.nq},), got shape {q.shape}")
     R, p = placements(scene, q)
-    idx = scene.index
+    plan = _plan(scene)
     out = []                                       # (pair indices, d, w_a, w_b, n) blocks
-    if len(idx):
-        ia, ib = idx[:, 0], idx[:, 1]
-        c, r = _bounds(scene)
+    if len(scene.index):
+        ia, ib, c, r = plan["ia"], plan["ib"], plan["c"], plan["r"]
         ca, cb = p[ia] + np.einsum("kij,kj->ki", R[ia], c[ia]), p[ib] + np.einsum("kij,kj->ki", R[ib], c[ib])
         with np.errstate(invalid="ignore"):
             near = np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < scene.margin
-        near = np.flatnonzero(near | ~np.isfinite(r[ia] + r[ib]))
-        kinds = [s.kind for s in scene.shapes]
-        groups: dict = {}
-        for k in near:
-            i, j = idx[k]
-            key = (kinds[i], kinds[j])
-            groups.setdefault(key if key in CLOSED_FORM or key[::-1] not in CLOSED_FORM else key[::-1], []).append(k)
-        for key, ks in groups.items():
-            ks = np.array(ks)
-            out.append(_closed_form(scene, key, ks, R, p) if key in CLOSED_FORM else _coal_pairs(scene, ks, R, p))
+        near |= ~np.isfinite(r[ia] + r[ib])
+        for key, ks, sa, sb in plan["groups"]:
+            m = near[ks]
+            if not m.any():
+                continue
+            if key in CLOSED_FORM:
+                out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
+            else:
+                out.append(_coal_pairs(scene, ks[m], R, p))
     return _hits(scene, out)
+
+
+def _plan(scene):
+    """What :func:`collide` needs of a scene at every call, computed once and kept by the scene: the
+    pairs' shape indices, bounding spheres, the pairs grouped by kinds with their sizes."""
+    plan = scene.coal_geometries.get("plan")
+    if plan is not None:
+        return plan
+    idx = scene.index
+    kinds = [s.kind for s in scene.shapes]
+    by_key: dict = {}                              # (kinds of the pair function, the pair's order) -> pairs
+    for k, (i, j) in enumerate(idx):
+        key = (kinds[i], kinds[j])
+        swap = key not in CLOSED_FORM and key[::-1] in CLOSED_FORM
+        by_key.setdefault((key[::-1] if swap else key, swap), []).append(k)
+    groups = []
+    for (key, swap), ks in by_key.items():
+        ks = np.array(ks, int)
+        sa = sb = None
+        if key in CLOSED_FORM:
+            ia, ib = (idx[ks, 1], idx[ks, 0]) if swap else (idx[ks, 0], idx[ks, 1])
+            sa = np.array([scene.shapes[i].size for i in ia]).reshape(len(ks), -1)
+            sb = np.array([scene.shapes[i].size for i in ib]).reshape(len(ks), -1)
+        groups.append((key, ks, sa, sb))
+    c, r = _bounds(scene)
+    plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups}
+    scene.coal_geometries["plan"] = plan
+    return plan
 
 
 def placements(scene, q):
@@ -265,14 +291,16 @@ def _bounds(scene):
     return c, r
 
 
-def _closed_form(scene, key, ks, R, p, table=None):
+def _closed_form(scene, key, ks, R, p, table=None, sizes=None):
+    """The hits of the pairs ``ks`` by the closed form of ``key``; all pairs in one order, ``key`` or
+    its reverse (a shape pair of two equal kinds is in ``key``'s order)."""
     f, per = (CLOSED_FORM if table is None else table)[key]
     idx = scene.index[ks]
     swap = (scene.shapes[idx[0, 0]].kind, scene.shapes[idx[0, 1]].kind) != key
     ia, ib = (idx[:, 1], idx[:, 0]) if swap else (idx[:, 0], idx[:, 1])
-    sa = np.array([scene.shapes[i].size for i in ia])
-    sb = np.array([scene.shapes[i].size for i in ib])
-    d, wa, wb, n = f(R[ia], p[ia], sa, R[ib], p[ib], sb)
+    if sizes is None:
+        sizes = (np.array([scene.shapes[i].size for i in ia]), np.array([scene.shapes[i].size for i in ib]))
+    d, wa, wb, n = f(R[ia], p[ia], sizes[0], R[ib], p[ib], sizes[1])
     n = np.broadcast_to(n, wa.shape)
     if swap:
         wa, wb, n = wb, wa, -n
@@ -292,7 +320,7 @@ def _hits(scene, blocks):
     keep = np.sort(keep[first])
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
-    names = scene.pairs
+    names = scene.pair_names
     return Hits([names[x] for x in k], (wa + wb) / 2, n, d, k)
 
 
@@ -384,9 +412,10 @@ def _coal_pairs(scene, ks, R, p):
     kinds = [s.kind for s in scene.shapes]
     extra = []
     for key in FEATURES:
-        mine = [k for k in near if (kinds[scene.index[k][0]], kinds[scene.index[k][1]]) in (key, key[::-1])]
-        if mine:
-            extra.append(_closed_form(scene, key, np.array(mine), R, p, FEATURES))
+        for order in {key, key[::-1]}:             # one call per order of the pair's kinds
+            mine = [k for k in near if (kinds[scene.index[k][0]], kinds[scene.index[k][1]]) == order]
+            if mine:
+                extra.append(_closed_form(scene, key, np.array(mine), R, p, FEATURES))
     if extra:
         # coal's closest pair is left out where a feature is as deep (within coal's GJK tolerance):
         # it lies on the face the features hold, and a repeated contact makes the problem degenerate

@@ -86,7 +86,9 @@ class Scene:
         mu.flags.writeable = False
         d["pair_friction"] = mu
         d["names"] = {s.name: k for k, s in enumerate(shapes)}
-        d.setdefault("coal_geometries", {})     # shape index -> coal object, built on first use by collide
+        d["pair_names"] = tuple((shapes[i].name, shapes[j].name) for i, j in index)
+        # what collide builds on first use and keeps: shape index -> coal object, "plan" -> the pairs' groups
+        d["coal_geometries"] = {}
 
     def __setattr__(self, key, value):
         raise AttributeError(f"Scene is immutable (cannot set {key!r}); use with_pairs or make a new one")
@@ -94,7 +96,7 @@ class Scene:
     @property
     def pairs(self) -> list:
         """The checked pairs ``[(name_a, name_b)]``."""
-        return [(self.shapes[i].name, self.shapes[j].name) for i, j in self.index]
+        return list(self.pair_names)
 
     def shape(self, name) -> Shape:
         """The shape called ``name``."""
@@ -127,7 +129,6 @@ class Scene:
                         p = _ordered(self.shapes, i, j, what)
                         pairs.add(p) if what == "add" else pairs.discard(p)
         out = object.__new__(Scene)
-        out.__dict__["coal_geometries"] = self.coal_geometries
         out._set(self.model, self.shapes, sorted(pairs), self.friction, self.margin)
         return out
 

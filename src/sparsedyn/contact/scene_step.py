@@ -4,12 +4,12 @@ Each step runs :func:`~sparsedyn.contact.collision.collide` at ``q`` and turns e
 robot shape ``a`` against a world shape ``b`` into a one-sided point contact
 (:class:`~sparsedyn.sensors.Contact`): the witness point ``w_a`` fixed in a frame of ``a``'s body,
 against the plane through ``w_b`` of normal ``n`` (from ``b`` towards ``a``), with the pair's
-friction; its gap is the hit's signed distance.  The step is then :func:`contact_step`'s with that
+friction; its gap is the hit's signed distance.  The step is then :func:`~sparsedyn.contact_step`'s with that
 contact list.
 
 The compiled step takes its contact list as a static argument (a new list is a new build), and the
 list changes from step to step here, so a scene's step runs on the NumPy path.  Hits of two robot
-shapes (self-collision) are found by :func:`collide` but not yet passed to the step: a point
+shapes (self-collision) are found by :func:`~sparsedyn.collide` but not yet passed to the step: a point
 contact holds a robot point against a fixed plane, and two moving bodies need a two-body contact.
 """
 
@@ -35,7 +35,7 @@ def _body_frames(model):
 
 def scene_contacts(scene, q, hits=None) -> list:
     """The point contacts (:class:`~sparsedyn.Contact`, ``"3d"``) of the robot-world hits of
-    ``scene`` at ``q`` (nq,) (module docstring); ``hits``: :func:`collide`'s result at ``q`` if known."""
+    ``scene`` at ``q`` (nq,) (module docstring); ``hits``: :func:`~sparsedyn.collide`'s result at ``q`` if known."""
     if hits is None:
         hits = collide(scene, q)
     model = scene.model
@@ -60,7 +60,7 @@ def scene_contacts(scene, q, hits=None) -> list:
 
 
 def scene_step(step, model, q, v, tau, scene, dt, **options):
-    """``step(model, q, v, tau, contacts, dt, **options)`` (:func:`contact_step`) with the contacts of
+    """``step(model, q, v, tau, contacts, dt, **options)`` (:func:`~sparsedyn.contact_step`) with the contacts of
     ``scene`` at ``q``, on the NumPy path (module docstring).  One state: ``q`` (nq,)."""
     inner = getattr(model, "model", model)
     if inner is not scene.model:
