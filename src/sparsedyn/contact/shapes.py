@@ -9,7 +9,8 @@ the half-space z <= 0 (unbounded, as MuJoCo and coal's ``Halfspace`` take it); `
 (``mesh=(vertices (V, 3), faces (F, 3))``).
 
 ``placement``: the shape's frame in its parent's (the world for a world shape, the body for a
-robot's shape) as ``(R (3, 3), p (3,))`` or a 4x4 homogeneous matrix; default the identity.
+robot's shape) as ``(R (3, 3), p (3,))``, a 4x4 homogeneous matrix or a
+:class:`~sparsedyn.spatial.Transform`; default the identity.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 
 import numpy as np
 
+from ..builders import as_transform
 from ..model import GEOMETRY_SHAPES
 
 __all__ = ["Shape", "SHAPE_KINDS"]
@@ -127,26 +129,9 @@ def _size(who, kind, size):
 
 
 def _placement(who, placement):
-    if placement is None:
-        return _frozen(np.eye(3)), _frozen(np.zeros(3))
-    try:
-        if isinstance(placement, (tuple, list)) and len(placement) == 2:
-            R, p = np.asarray(placement[0], float), np.asarray(placement[1], float)
-        else:
-            T = np.asarray(placement, float)
-            if T.shape != (4, 4):
-                raise ValueError
-            R, p = T[:3, :3], T[:3, 3]
-    except (TypeError, ValueError):
-        raise ValueError(f"{who}: placement must be (R (3, 3), p (3,)) or a 4x4 matrix, got {placement!r}") from None
-    if R.shape != (3, 3) or p.shape != (3,):
-        raise ValueError(f"{who}: placement must be (R (3, 3), p (3,)) or a 4x4 matrix; got shapes "
-                         f"{R.shape} and {p.shape}")
-    if not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
-        raise ValueError(f"{who}: placement must be finite, got R={R.tolist()}, p={p.tolist()}")
-    if not np.allclose(R.T @ R, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
-        raise ValueError(f"{who}: placement's R must be a rotation matrix (R^T R = I, det R = 1), got {R.tolist()}")
-    return _frozen(R), _frozen(p)
+    """``(R, p)`` of a placement (anything :func:`~sparsedyn.builders.as_transform` takes), read-only."""
+    X = as_transform(placement, f"{who}: placement")
+    return _frozen(np.swapaxes(X.E, -1, -2)), _frozen(X.r)
 
 
 def _mesh(who, kind, mesh):
