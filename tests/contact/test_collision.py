@@ -242,3 +242,35 @@ def test_every_pair_of_a_scene_is_coals(which):
             assert min(err) <= (1e-9 if exact else 1e-5), (a, b, err)
             kinds.add(frozenset((sa.kind, sb.kind)))
     assert len(kinds) >= (4 if which == "mixed" else 2)
+
+
+def test_mesh_on_a_plane_is_coals_convex_hull_on_a_half_space():
+    """A robot mesh (solo12's lower leg, an STL file) against a plane: the deepest hit is coal's
+    distance from the mesh's convex hull (coal's own ``buildConvexHull``) to the half-space."""
+    path = robots_dir() / "solo_description" / "meshes" / "stl" / "solo12" / "solo12_lower_leg_left_side.stl"
+    b = sd.ModelBuilder("leg").add_body("leg", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    g = sd.Geometry("shin", 0, Transform(np.eye(3), np.zeros(3)), "mesh", (1.0, 1.0, 1.0), "collision", mesh=str(path))
+    scene = sd.Scene(b.build().with_geometry(g), world=[sd.Shape("plane", name="floor")], margin=0.01)
+    bvh = coal.MeshLoader().load(str(path), np.ones(3))
+    bvh.buildConvexHull(True, "Qt")
+    rng = np.random.default_rng(5)
+    seen = 0
+    while seen < 20:
+        R, p = random_pose(rng, 0.1)
+        try:
+            q = body_q(R, p)
+        except ValueError:
+            continue
+        Rg, pg = sd.geometry_placements(scene.model, q, "collision")
+        res = coal.DistanceResult()
+        d = coal.distance(bvh.convex, coal.Transform3s(Rg[0], pg[0]), coal_shape("plane", ()),
+                          coal.Transform3s(np.eye(3), np.zeros(3)), coal.DistanceRequest(), res)
+        hits = sd.collide(scene, q)
+        if d >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        k = int(np.argmin(hits.distances))
+        assert abs(hits.distances[k] - d) <= 1e-9 and 1 <= len(hits.distances) <= 5
+        assert np.allclose(hits.witness_a[k], res.getNearestPoint1(), rtol=0, atol=1e-9)
+        assert np.allclose(hits.normals, [0, 0, 1], rtol=0, atol=1e-15)
+        seen += 1

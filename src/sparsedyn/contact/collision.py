@@ -8,7 +8,8 @@ below the scene's margin.
 
 Broad phase: bounding spheres.  Narrow phase: closed forms, vectorised over the pairs of one kind,
 for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
-against a plane; coal (Pinocchio's collision library: GJK and EPA, BVHs for meshes) for the other
+against a plane; a mesh against a plane by the vertices of its convex hull (up to five hits: the
+deepest and the extreme ones along the plane within the margin); coal (Pinocchio's collision library: GJK and EPA, BVHs for meshes) for the other
 pairs.  Where a resting contact is a segment or a face, one pair gives several hits: a capsule or a
 cylinder on a plane each end (cylinders: four points of each rim), a box on a plane each corner
 within the margin, and, beside coal's closest pair, a box's corners against another box and a
@@ -172,6 +173,23 @@ def capsule_box_ends(pa, ua, ha, ra, Rb, pb, hb):
     return sphere_box(ends, np.tile(ra, 2), np.tile(Rb, (2, 1, 1)), np.tile(pb, (2, 1)), np.tile(hb, (2, 1)))
 
 
+def mesh_plane(V, nb, pb, margin):
+    """A mesh of world vertices ``V`` (N, 3) (those of its convex hull suffice) and the plane through
+    ``pb`` of unit normal ``nb``: the deepest vertex, and of the vertices within ``margin`` those
+    farthest along the plane's two tangents each way (a face resting on the plane: its corners),
+    at most five hits."""
+    h = (V - pb) @ nb
+    close = np.flatnonzero(h < margin)
+    if not len(close):
+        return np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
+    t1 = np.cross(nb, [1.0, 0, 0] if abs(nb[0]) < 0.9 else [0, 1.0, 0])
+    t2 = np.cross(nb, t1)
+    along = V[close] @ np.stack([t1, t2], 1)                            # (m, 2)
+    pick = np.unique(close[[np.argmin(h[close]), *np.argmin(along, 0), *np.argmax(along, 0)]])
+    d = h[pick]
+    return d, V[pick], V[pick] - d[:, None] * nb, np.broadcast_to(nb, (len(pick), 3))
+
+
 def _axis(R):
     return R[:, :, 2]
 
@@ -237,6 +255,8 @@ def collide(scene, q) -> Hits:
                 continue
             if key in CLOSED_FORM:
                 out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
+            elif set(key) == {"mesh", "plane"}:
+                out.append(_mesh_plane_pairs(scene, ks[m], R, p))
             else:
                 out.append(_coal_pairs(scene, ks[m], R, p))
     return _hits(scene, out)
@@ -305,6 +325,37 @@ def _closed_form(scene, key, ks, R, p, table=None, sizes=None):
     if swap:
         wa, wb, n = wb, wa, -n
     return np.tile(ks, per), d, wa, wb, n
+
+
+def _hull_vertices(scene, k):
+    """The vertices (V, 3) of the convex hull of mesh shape ``k`` in its frame, scaled; kept by the scene."""
+    key = ("hull", k)
+    cache = scene.coal_geometries
+    if key not in cache:
+        from scipy.spatial import ConvexHull, QhullError
+        s = scene.shapes[k]
+        V = np.asarray(s.vertices, float) * s.size if s.vertices is not None else \
+            np.asarray(_coal_geometry(scene, k).vertices(), float)
+        try:
+            V = V[ConvexHull(V).vertices]
+        except (QhullError, ValueError):           # flat or degenerate: every vertex
+            pass
+        cache[key] = V
+    return cache[key]
+
+
+def _mesh_plane_pairs(scene, ks, R, p):
+    """Hits of mesh-plane pairs ``ks`` (:func:`mesh_plane`, in the pair's order)."""
+    blocks = []
+    for k in ks:
+        i, j = scene.index[k]
+        swap = scene.shapes[i].kind == "plane"
+        m, pl = (j, i) if swap else (i, j)
+        d, wa, wb, n = mesh_plane(_hull_vertices(scene, m) @ R[m].T + p[m], R[pl][:, 2], p[pl], scene.margin)
+        if swap:
+            wa, wb, n = wb, wa, -n
+        blocks.append((np.full(len(d), k), d, wa, wb, n))
+    return tuple(np.concatenate(x) for x in zip(*blocks))
 
 
 def _hits(scene, blocks):
@@ -386,23 +437,22 @@ def _coal_geometry(scene, k):
 def _coal_pairs(scene, ks, R, p):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
     they overlap) for the closest pair, and for a box the closed-form hits of the features that rest
-    on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` (up
-    to four triangle contacts, each with its own depth) where the shapes intersect, else ``distance``."""
+    on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
+    the margin as coal's security margin: up to four triangle contacts, each with its own signed distance."""
     coal = _coal()
     tf = [coal.Transform3s(R[k], p[k]) for k in range(len(p))]
     blocks, near = [], []
     for k in ks:
         i, j = scene.index[k]
         gi, gj = _coal_geometry(scene, i), _coal_geometry(scene, j)
-        got = []
         if isinstance(gi, coal.BVHModelBase) or isinstance(gj, coal.BVHModelBase):
+            # a BVH's distance query is slow (milliseconds): collide within the margin instead
             creq = coal.CollisionRequest()
-            creq.num_max_contacts = 4
+            creq.num_max_contacts, creq.security_margin = 4, scene.margin
             cres = coal.CollisionResult()
-            if coal.collide(gi, tf[i], gj, tf[j], creq, cres):
-                got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
-                       for c in cres.getContacts()]
-        if not got:
+            got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
+                   for c in cres.getContacts()] if coal.collide(gi, tf[i], gj, tf[j], creq, cres) else []
+        else:
             dres = coal.DistanceResult()
             d = coal.distance(gi, tf[i], gj, tf[j], _distance_request(coal), dres)
             got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < scene.margin else []
