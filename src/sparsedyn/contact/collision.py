@@ -265,7 +265,7 @@ def collide(scene, q) -> Hits:
 def _plan(scene):
     """What :func:`collide` needs of a scene at every call, computed once and kept by the scene: the
     pairs' shape indices, bounding spheres, the pairs grouped by kinds with their sizes."""
-    plan = scene.coal_geometries.get("plan")
+    plan = scene.cache.get("plan")
     if plan is not None:
         return plan
     idx = scene.index
@@ -286,7 +286,7 @@ def _plan(scene):
         groups.append((key, ks, sa, sb))
     c, r = _bounds(scene)
     plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups}
-    scene.coal_geometries["plan"] = plan
+    scene.cache["plan"] = plan
     return plan
 
 
@@ -330,7 +330,7 @@ def _closed_form(scene, key, ks, R, p, table=None, sizes=None):
 def _hull_vertices(scene, k):
     """The vertices (V, 3) of the convex hull of mesh shape ``k`` in its frame, scaled; kept by the scene."""
     key = ("hull", k)
-    cache = scene.coal_geometries
+    cache = scene.cache
     if key not in cache:
         from scipy.spatial import ConvexHull, QhullError
         s = scene.shapes[k]
@@ -403,7 +403,7 @@ def _coal():
 
 def _coal_geometry(scene, k):
     """The coal object of shape ``k``, built on first use and kept by the scene."""
-    cache = scene.coal_geometries
+    cache = scene.cache
     if k in cache:
         return cache[k]
     coal, s = _coal(), scene.shapes[k]

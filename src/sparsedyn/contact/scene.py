@@ -36,8 +36,10 @@ class Scene:
     leave out; ``margin`` [m]: pairs closer than this are reported (contacts about to touch).
 
     Attributes: ``model``, ``shapes`` (tuple of :class:`Shape`, robot shapes first; names unique),
-    ``pairs`` (``[(name_a, name_b)]``, the checked pairs), ``friction``, ``margin``, ``pair_friction``
-    (P,).  A scene is immutable: :meth:`with_pairs` gives a scene with pairs added or removed.
+    ``pairs`` (``[(name_a, name_b)]``, the checked pairs), ``index`` (P, 2) (their shape indices),
+    ``friction``, ``margin``, ``pair_friction`` (P,), ``cache`` (what :func:`~sparsedyn.collide` derives
+    from the scene once: coal objects, convex hulls, the pairs grouped by kind).  A scene is
+    immutable: :meth:`with_pairs` gives a scene with pairs added or removed.
     """
 
     def __init__(self, model, world=(), *, friction=0.8, self_collision=True, srdf=None, margin=0.005):
@@ -87,8 +89,7 @@ class Scene:
         d["pair_friction"] = mu
         d["names"] = {s.name: k for k, s in enumerate(shapes)}
         d["pair_names"] = tuple((shapes[i].name, shapes[j].name) for i, j in index)
-        # what collide builds on first use and keeps: shape index -> coal object, "plan" -> the pairs' groups
-        d["coal_geometries"] = {}
+        d["cache"] = {}                              # filled by collide on first use
 
     def __setattr__(self, key, value):
         raise AttributeError(f"Scene is immutable (cannot set {key!r}); use with_pairs or make a new one")
