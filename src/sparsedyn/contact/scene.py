@@ -9,7 +9,7 @@ link, stay) followed by the world shapes the user adds.  The checked pairs are
   (adjacent links touch at their joint by construction);
 
 less the pairs of links an SRDF disables (``<disable_collisions>``, links named as in the model file).
-Two world shapes never collide.  In a pair ``(a, b)``, ``a`` is a robot shape and ``b`` a world shape,
+Two world shapes never collide, nor two planes (unbounded, they always would).  In a pair ``(a, b)``, ``a`` is a robot shape and ``b`` a world shape,
 or both are robot shapes in scene order; hits' normals point from ``b`` towards ``a``.
 
 Friction of a pair: the larger of the two shapes' coefficients where both give one (MuJoCo's
@@ -166,9 +166,9 @@ def _unique_names(shapes):
 
 def _ordered(shapes, i, j, who):
     a, b = shapes[i], shapes[j]
-    if i == j or (a.body < 0 and b.body < 0):
+    if i == j or (a.body < 0 and b.body < 0) or a.kind == b.kind == "plane":
         raise ValueError(f"Scene.with_pairs: {who}: ({a.name!r}, {b.name!r}) is not a pair that can touch "
-                         f"(a shape with itself, or two world shapes)")
+                         f"(a shape with itself, two world shapes or two planes)")
     if a.body < 0 or (b.body >= 0 and j < i):
         i, j = j, i
     return i, j
@@ -177,14 +177,15 @@ def _ordered(shapes, i, j, who):
 def _default_pairs(model, shapes, self_collision):
     robot = [k for k, s in enumerate(shapes) if s.body >= 0]
     world = [k for k, s in enumerate(shapes) if s.body < 0]
-    pairs = [(i, j) for i in robot for j in world]
+    pairs = [(i, j) for i in robot for j in world if (shapes[i].kind, shapes[j].kind) != ("plane", "plane")]
     if self_collision:
         parent = model.parent
         for x, i in enumerate(robot):
             bi = shapes[i].body
             for j in robot[x + 1:]:
                 bj = shapes[j].body
-                if bi != bj and parent[bi] != bj and parent[bj] != bi:
+                if bi != bj and parent[bi] != bj and parent[bj] != bi and \
+                        (shapes[i].kind, shapes[j].kind) != ("plane", "plane"):
                     pairs.append((i, j))
     return pairs
 
