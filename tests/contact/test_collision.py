@@ -60,23 +60,15 @@ def coal_shape(kind, size):
     return coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
 
 
-def random_pose(rng, spread):
-    Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
-    R = Q * np.sign(np.linalg.det(Q))
-    return R, rng.uniform(-spread, spread, 3)
-
-
-def quat(R):
-    """[x, y, z, w] of the rotation R (our free joint's convention)."""
-    w = np.sqrt(max(0.0, 1 + np.trace(R))) / 2
-    if w > 1e-3:
-        return np.array([(R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w), w])
-    raise ValueError("pick another rotation")
-
-
-def body_q(R, p):
-    # our free joint: q = [p (world), quaternion of R (body to world)]
-    return np.concatenate([p, quat(R)])
+def random_body_q(rng, spread):
+    """A random pose ``(R, p)`` of a free body and its configuration ``q = [p, quaternion x y z w]``."""
+    while True:
+        Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        R, p = Q * np.sign(np.linalg.det(Q)), rng.uniform(-spread, spread, 3)
+        w = np.sqrt(max(0.0, 1 + np.trace(R))) / 2
+        if w > 1e-3:                                       # away from half turns, where this formula fails
+            quat = [(R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w), w]
+            return R, p, np.concatenate([p, quat])
 
 
 PAIRS = [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "sphere"), ("capsule", "capsule"),
@@ -95,11 +87,7 @@ def test_deepest_hit_is_coals_closest_pair(kind_a, kind_b, seed):
     ga, gb = coal_shape(kind_a, SIZES[kind_a]), coal_shape(kind_b, SIZES[kind_b])
     checked = penetrating = 0
     while checked < 40:
-        R, p = random_pose(rng, 0.6)
-        try:
-            q = body_q(R, p)
-        except ValueError:
-            continue
+        R, p, q = random_body_q(rng, 0.6)
         Rg, pg = sd.geometry_placements(scene.model, q, "collision")
         assert np.allclose(Rg[0], R, atol=1e-12) and np.allclose(pg[0], p, atol=1e-12)
         req, res = coal.DistanceRequest(), coal.DistanceResult()
@@ -256,11 +244,7 @@ def test_mesh_on_a_plane_is_coals_convex_hull_on_a_half_space():
     rng = np.random.default_rng(5)
     seen = 0
     while seen < 20:
-        R, p = random_pose(rng, 0.1)
-        try:
-            q = body_q(R, p)
-        except ValueError:
-            continue
+        _, _, q = random_body_q(rng, 0.1)
         Rg, pg = sd.geometry_placements(scene.model, q, "collision")
         res = coal.DistanceResult()
         d = coal.distance(bvh.convex, coal.Transform3s(Rg[0], pg[0]), coal_shape("plane", ()),
