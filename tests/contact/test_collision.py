@@ -60,6 +60,22 @@ def coal_shape(kind, size):
     return coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
 
 
+def coal_distance(ga, Ta, gb, Tb):
+    """coal's signed distance and DistanceResult, at tolerance 1e-11 (coal's default, 1e-6, is the
+    accuracy of its GJK/EPA iterations), or at coal's default where EPA fails at 1e-11 (it then
+    reports -DBL_MAX: a curved shape deep in another)."""
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = 1e-11
+    req.gjk_max_iterations = req.epa_max_iterations = 1000
+    res = coal.DistanceResult()
+    d = coal.distance(ga, Ta, gb, Tb, req, res)
+    if d < -1e300:
+        res = coal.DistanceResult()
+        d = coal.distance(ga, Ta, gb, Tb, coal.DistanceRequest(), res)
+    assert -1e300 < d < np.inf
+    return d, res
+
+
 def random_body_q(rng, spread):
     """A random pose ``(R, p)`` of a free body and its configuration ``q = [p, quaternion x y z w]``."""
     while True:
@@ -90,12 +106,9 @@ def test_deepest_hit_is_coals_closest_pair(kind_a, kind_b, seed):
         R, p, q = random_body_q(rng, 0.6)
         Rg, pg = sd.geometry_placements(scene.model, q, "collision")
         assert np.allclose(Rg[0], R, atol=1e-12) and np.allclose(pg[0], p, atol=1e-12)
-        req, res = coal.DistanceRequest(), coal.DistanceResult()
-        req.gjk_tolerance = req.epa_tolerance = 1e-11      # coal's default, 1e-6, is the accuracy of its iterations
-        req.gjk_max_iterations = req.epa_max_iterations = 1000
         # coal gets our placement (equal to R, p to rounding): GJK's witness points move by up to the
         # square root of its tolerance under a rounding-size change of the input
-        d = coal.distance(ga, coal.Transform3s(Rg[0], pg[0]), gb, coal.Transform3s(np.eye(3), np.zeros(3)), req, res)
+        d, res = coal_distance(ga, coal.Transform3s(Rg[0], pg[0]), gb, coal.Transform3s(np.eye(3), np.zeros(3)))
         hits = sd.collide(scene, q)
         if d >= scene.margin:
             assert len(hits.distances) == 0
@@ -202,9 +215,6 @@ def test_every_pair_of_a_scene_is_coals(which):
         scene = mixed_scene()
     model = scene.model
     rng = np.random.default_rng(3)
-    req = coal.DistanceRequest()
-    req.gjk_tolerance = req.epa_tolerance = 1e-11
-    req.gjk_max_iterations = req.epa_max_iterations = 1000
     kinds = set()
     for _ in range(20):
         q = model.random_configuration(rng)
@@ -216,9 +226,8 @@ def test_every_pair_of_a_scene_is_coals(which):
         for k, (a, b) in enumerate(scene.pairs):
             i, j = scene.names[a], scene.names[b]
             sa, sb = scene.shapes[i], scene.shapes[j]
-            res = coal.DistanceResult()
-            d = coal.distance(coal_shape(sa.kind, sa.size), coal.Transform3s(R[i], p[i]),
-                              coal_shape(sb.kind, sb.size), coal.Transform3s(R[j], p[j]), req, res)
+            d, res = coal_distance(coal_shape(sa.kind, sa.size), coal.Transform3s(R[i], p[i]),
+                                   coal_shape(sb.kind, sb.size), coal.Transform3s(R[j], p[j]))
             mine = np.flatnonzero(hits.pair == k)
             if d >= scene.margin:
                 assert len(mine) == 0, (a, b, d)

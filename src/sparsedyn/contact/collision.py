@@ -390,6 +390,20 @@ def _distance_request(coal):
     return req
 
 
+def _coal_distance(coal, gi, Ti, gj, Tj, name_i, name_j):
+    """``(signed distance, coal's DistanceResult)`` of two convex shapes: at :data:`COAL_TOLERANCE`, or
+    where EPA fails to reach it (it reports -DBL_MAX on a curved shape deep in another) at coal's
+    default tolerance."""
+    for req in (_distance_request(coal), coal.DistanceRequest()):
+        res = coal.DistanceResult()
+        d = coal.distance(gi, Ti, gj, Tj, req, res)
+        if -1e300 < d < np.inf and np.all(np.isfinite(res.getNearestPoint1())) and \
+                np.all(np.isfinite(res.getNearestPoint2())):
+            return d, res
+    raise RuntimeError(f"collide: coal's distance failed between shapes {name_i!r} and {name_j!r} "
+                       f"(GJK/EPA did not converge)")
+
+
 # --- coal -----------------------------------------------------------------------------------------
 
 def _coal():
@@ -453,8 +467,7 @@ def _coal_pairs(scene, ks, R, p):
             got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
                    for c in cres.getContacts()] if coal.collide(gi, tf[i], gj, tf[j], creq, cres) else []
         else:
-            dres = coal.DistanceResult()
-            d = coal.distance(gi, tf[i], gj, tf[j], _distance_request(coal), dres)
+            d, dres = _coal_distance(coal, gi, tf[i], gj, tf[j], scene.shapes[i].name, scene.shapes[j].name)
             got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < scene.margin else []
             near += [k] if got else []
         for w1, w2, nc, d in got:
