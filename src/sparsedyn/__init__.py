@@ -65,6 +65,9 @@ from .contact.friction import (ContactProblem, ContactStep, ContactStepWarning, 
                                rollout)
 from .contact.friction import StepArrays, contact_step_kernel
 from .contact.friction_derivatives import ContactStepDerivatives, contact_step_derivatives
+from .contact.shapes import Shape
+from .contact.scene import Scene
+from .contact.collision import Hits, collide
 from .algorithms.kinematics_derivatives import (frame_acceleration_derivatives, frame_jacobian_time_variation,
                                                 frame_velocity_derivatives)
 from .algorithms.centroidal_derivatives import centroidal_dynamics_derivatives
@@ -185,6 +188,7 @@ __all__ = [
     "contact_problem", "contact_step", "rollout", "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout",
     "contact_step_kernel", "StepArrays",
     "contact_step_derivatives", "ContactStepDerivatives",
+    "Shape", "Scene", "Hits", "collide",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
     "use_backend",

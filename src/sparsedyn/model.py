@@ -160,7 +160,8 @@ class Geometry(NamedTuple):
 
     ``kind``: ``"visual"`` or ``"collision"``; ``rgba``: colour (4 numbers in [0, 1]) or ``None``;
     ``link``: the link (URDF) or body (MJCF) of the file that declared it, whose frame may have been
-    merged into ``body`` through fixed joints.
+    merged into ``body`` through fixed joints; ``friction``: the Coulomb coefficient the file gave it
+    (MJCF: the geom's sliding friction), or ``None``.
     """
 
     name: str
@@ -174,6 +175,7 @@ class Geometry(NamedTuple):
     link: str = ""
     vertices: np.ndarray | None = None
     faces: np.ndarray | None = None
+    friction: float | None = None
 
 
 class Mimic(NamedTuple):
@@ -478,8 +480,12 @@ class Model:
                 raise ModelError(f"{who}: rgba must be 4 numbers in [0, 1], got {g.rgba}")
             verts = None if g.vertices is None else _frozen(g.vertices)
             faces = None if g.faces is None else _frozen(g.faces, int)
+            friction = None if g.friction is None else float(g.friction)
+            if friction is not None and not (np.isfinite(friction) and friction >= 0):
+                raise ModelError(f"{who}: friction must be a finite number >= 0, got {g.friction!r}")
             out.append(Geometry(str(g.name), int(g.body), Transform(_frozen(g.X.E), _frozen(g.X.r)), g.shape,
-                                tuple(float(x) for x in size), g.kind, g.mesh, rgba, str(g.link), verts, faces))
+                                tuple(float(x) for x in size), g.kind, g.mesh, rgba, str(g.link), verts, faces,
+                                friction))
         return tuple(out)
 
     def geometry(self, kind="visual") -> tuple:

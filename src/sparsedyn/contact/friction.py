@@ -75,6 +75,8 @@ from ..algorithms.configuration import integrate
 from ..kernels import model_method
 from ..sensors import Contact
 from .friction_kernel import contact_step_kernel
+from .scene import Scene
+from .scene_step import scene_step
 from .friction_problem import (SOLVERS, _SOLVE, ContactProblem, ContactResiduals, ContactStep, ContactStepWarning,
                                Rollout, StepArrays, _model_and_kernels, _modes, _numpy_step, contact_basis,
                                contact_problem, point_contacts)
@@ -153,8 +155,15 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     >>> step = sd.contact_step(model, q, np.zeros(6), np.zeros(6), corners, 1e-3)
     >>> bool(np.allclose(step.v, 0, atol=1e-10)), step.modes.tolist()
     (True, ['stick', 'stick', 'stick', 'stick'])
+
+    ``contacts`` may be a :class:`~sparsedyn.Scene`: the contacts are then those
+    :func:`~sparsedyn.collide` finds at ``q`` between the robot and the world
+    (:mod:`~sparsedyn.contact.scene_step`; one state, on the NumPy path).
     """
     _checks.model_first("contact_step", model, "model, q, v, tau")
+    if isinstance(contacts, Scene):
+        return scene_step(contact_step, model, q, v, tau, contacts, dt, tol=tol, max_iterations=max_iterations,
+                          solver=solver, f_ext=f_ext, gravity=gravity, warm_start=warm_start, margin=margin)
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
     contacts = _frictional(model, contacts, who)
@@ -237,8 +246,10 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     initial states (..., nq) runs all environments at once; ``model`` may be ``sd.compile(model)``.  Each step is warm-started from the
     previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``, ``f_ext``, ...).
 
-    Only the points of ``contacts`` touch the ground (the rest of the robot passes through it), and
-    joint limits are not enforced (the model's ``lower``/``upper`` bound nothing here).
+    With a list of contacts, only their points touch the ground (the rest of the robot passes through
+    it); a :class:`~sparsedyn.Scene` finds the contacts from the collision shapes at every step (one
+    initial state), so ``impulses`` and ``modes`` are then lists, one array (nc_k, 3) and (nc_k,) per
+    step.  Joint limits are not enforced (the model's ``lower``/``upper`` bound nothing here).
     """
     _checks.model_first("rollout", model, "model, q0, v0, tau_or_controller")
     who = "rollout"
@@ -247,7 +258,9 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     dt = _positive(who, "dt", dt)
     runner = model
     model, _ = _model_and_kernels(model, who)
-    contacts = point_contacts(model, contacts, who, friction=True)
+    scene = contacts if isinstance(contacts, Scene) else None
+    if scene is None:
+        contacts = point_contacts(model, contacts, who, friction=True)
     controller: Callable = tau_or_controller if callable(tau_or_controller) else None
     if controller is None:
         taus = _checks.numeric("tau_or_controller", tau_or_controller, "joint forces (..., nv) or (steps, ..., nv)")
@@ -264,6 +277,8 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
         q, v, warm = s.q, s.v, s.impulses
         qs.append(q), vs.append(v), imps.append(s.impulses), modes.append(s.modes), its.append(s.iterations)
     shape = np.broadcast_shapes(*(x.shape[:-1] for x in qs[-1:] + vs[-1:]))
+    if scene is not None:
+        return Rollout(np.stack(qs), np.stack(vs), imps, modes, np.array(its, int))
     stack = (lambda xs, tail: np.stack([np.broadcast_to(x, shape + tail) for x in xs]) if xs else
              np.zeros((0,) + shape + tail))
     return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), stack(imps, (len(contacts), 3)),

@@ -87,7 +87,7 @@ body it is rigidly attached to (-1: the world) at its compiled pose: ``sphere``,
 (the compiled triangles, in the geom's frame, as ``vertices`` / ``faces``).  As MuJoCo's viewer shows
 groups 0 to 2 by default, geoms of those groups are ``"visual"``; geoms that collide (``contype`` or
 ``conaffinity`` non-zero) are ``"collision"``; a geom may be both.  Colours: the geom's ``rgba``, or its
-material's when the geom keeps the default one.  Height fields and SDF geoms are listed in the warning.
+material's when the geom keeps the default one.  ``friction``: the geom's sliding friction.  Height fields and SDF geoms are listed in the warning.
 
 Equality constraints and what is left out
 -----------------------------------------
@@ -451,7 +451,7 @@ def _geometries(m, model, extra):
                              ("collision", int(m.geom_contype[g]) != 0 or int(m.geom_conaffinity[g]) != 0)):
             if member:
                 out.append(Geometry(name, body, _transform(T), shape, tuple(size), kind, None, rgba,
-                                    extra["body_names"][b], vertices, faces))
+                                    extra["body_names"][b], vertices, faces, float(m.geom_friction[g][0])))
     return out, skipped
 
 

@@ -1,0 +1,160 @@
+"""Collision shapes of a scene: :class:`Shape`.
+
+A shape has the vocabulary of :class:`~sparsedyn.model.Geometry` (sizes in metres, in the shape's
+own frame): ``"box"`` full edge lengths (x, y, z), centred; ``"sphere"`` (radius,); ``"capsule"``
+and ``"cylinder"`` (radius, length) along z, centred (a capsule's length is that of its cylindrical
+part); ``"ellipsoid"`` the three radii; ``"plane"`` the xy plane of its frame, normal +z, taken as
+the half-space z <= 0 (unbounded, as MuJoCo and coal's ``Halfspace`` take it); ``"mesh"`` a mesh file
+(``mesh="path"``, ``size`` its scale (x, y, z), default 1) or triangles
+(``mesh=(vertices (V, 3), faces (F, 3))``).
+
+``placement``: the shape's frame in its parent's (the world for a world shape, the body for a
+robot's shape) as ``(R (3, 3), p (3,))``, a 4x4 homogeneous matrix or a
+:class:`~sparsedyn.spatial.Transform`; default the identity.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..builders import as_transform
+from ..model import GEOMETRY_SHAPES
+
+__all__ = ["Shape", "SHAPE_KINDS"]
+
+#: The kinds of :class:`Shape` and the number of ``size`` entries each takes.
+SHAPE_KINDS = {k: n for k, n in GEOMETRY_SHAPES.items()}
+
+
+def _frozen(x, dtype=float):
+    x = np.array(x, dtype)
+    x.flags.writeable = False
+    return x
+
+
+class Shape:
+    """A collision shape: ``Shape(kind, size=(), *, placement=None, friction=None, name=None, mesh=None)``
+    (module docstring for the kinds and sizes).
+
+    ``friction``: the Coulomb coefficient (>= 0) of this shape's contacts, default the scene's;
+    ``name``: default the kind.  Attributes: ``kind``, ``size`` (tuple), ``R`` (3, 3) and ``p`` (3,)
+    (the placement, read-only arrays), ``friction``, ``name``, ``mesh`` (a path or None),
+    ``vertices`` (V, 3) / ``faces`` (F, 3) (or None), ``body`` (the body index of a robot's shape,
+    -1 for the world) and ``link`` (the link the model file put it on).  A shape is immutable.
+
+    >>> import sparsedyn as sd
+    >>> sd.Shape("box", (0.4, 0.4, 0.1), placement=([[1, 0, 0], [0, 1, 0], [0, 0, 1]], [1, 0, 0.05]),
+    ...          friction=0.6, name="step")
+    Shape('box', (0.4, 0.4, 0.1), name='step', friction=0.6)
+    """
+
+    __slots__ = ("kind", "size", "R", "p", "friction", "name", "mesh", "vertices", "faces", "body", "link")
+
+    def __init__(self, kind, size=(), *, placement=None, friction=None, name=None, mesh=None, body=-1, link=""):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"Shape: name must be a non-empty string, got {name!r}")
+        who = f"Shape {name or kind!r}"
+        if kind not in SHAPE_KINDS:
+            raise ValueError(f"{who}: kind must be one of {tuple(SHAPE_KINDS)}, got {kind!r}")
+        size = _size(who, kind, size)
+        R, p = _placement(who, placement)
+        if friction is not None:
+            if isinstance(friction, bool) or not isinstance(friction, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(friction) or friction < 0:
+                raise ValueError(f"{who}: friction must be a finite number >= 0, got {friction!r}")
+            friction = float(friction)
+        path, vertices, faces = _mesh(who, kind, mesh)
+        for k, x in zip(self.__slots__, (kind, size, R, p, friction, name or kind, path, vertices, faces,
+                                         int(body), str(link))):
+            object.__setattr__(self, k, x)
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"Shape is immutable (cannot set {key!r}); make a new one")
+
+    @classmethod
+    def from_geometry(cls, g, friction=None):
+        """The shape of a model's :class:`~sparsedyn.model.Geometry` ``g`` (on its body, or the world)."""
+        R, p = np.swapaxes(g.X.E, -1, -2), g.X.r
+        if friction is None:
+            friction = getattr(g, "friction", None)
+        mesh = g.mesh if g.vertices is None else (g.vertices, g.faces)
+        size = () if g.shape == "plane" else g.size
+        return cls(g.shape, size, placement=(R, p), friction=friction, name=g.name, mesh=mesh, body=g.body,
+                   link=g.link)
+
+    @property
+    def bounding_radius(self) -> float:
+        """Radius of a sphere about the frame's origin that holds the shape (inf for a plane)."""
+        s = self.size
+        if self.kind == "sphere":
+            return s[0]
+        if self.kind == "capsule":
+            return s[0] + s[1] / 2
+        if self.kind == "cylinder":
+            return float(np.hypot(s[0], s[1] / 2))
+        if self.kind in ("box", "ellipsoid"):
+            return float(np.linalg.norm(s) / 2) if self.kind == "box" else max(s)
+        if self.kind == "plane":
+            return np.inf
+        if self.vertices is None:
+            return np.inf                     # a mesh file: coal's own bounds decide
+        return float(np.max(np.linalg.norm(self.vertices * np.asarray(s), axis=-1), initial=0.0))
+
+    def __repr__(self):
+        f = "" if self.friction is None else f", friction={self.friction:g}"
+        m = "" if self.mesh is None else f", mesh={self.mesh!r}"
+        b = "" if self.body < 0 else f", body={self.body}"
+        return f"Shape({self.kind!r}, {self.size}, name={self.name!r}{f}{m}{b})"
+
+
+def _size(who, kind, size):
+    n = SHAPE_KINDS[kind]
+    if kind == "plane" and (size is None or len(size) == 0):
+        return (0.0, 0.0)
+    if kind == "mesh" and (size is None or len(size) == 0):
+        return (1.0, 1.0, 1.0)
+    try:
+        s = np.array(size, float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: size must be {n} numbers, got {size!r}") from None
+    if s.shape != (n,) or not np.all(np.isfinite(s)):
+        raise ValueError(f"{who}: a {kind} takes {n} finite sizes, got {size!r}")
+    if kind == "plane" and np.any(s < 0) or kind == "mesh" and np.any(s == 0) or \
+            kind not in ("plane", "mesh") and np.any(s <= 0):
+        what = "non-negative" if kind == "plane" else "non-zero" if kind == "mesh" else "positive"
+        raise ValueError(f"{who}: a {kind}'s sizes must be {what}, got {tuple(float(x) for x in s)}")
+    return tuple(float(x) for x in s)
+
+
+def _placement(who, placement):
+    """``(R, p)`` of a placement (anything :func:`~sparsedyn.builders.as_transform` takes), read-only."""
+    X = as_transform(placement, f"{who}: placement")
+    return _frozen(np.swapaxes(X.E, -1, -2)), _frozen(X.r)
+
+
+def _mesh(who, kind, mesh):
+    if kind != "mesh":
+        if mesh is not None:
+            raise ValueError(f"{who}: mesh= is for kind 'mesh', got kind {kind!r}")
+        return None, None, None
+    if mesh is None:
+        raise ValueError(f"{who}: a mesh needs mesh='path' or mesh=(vertices (V, 3), faces (F, 3))")
+    if isinstance(mesh, (str, os.PathLike)):
+        path = os.fspath(mesh)
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise ValueError(f"{who}: cannot read the mesh file {path!r} (no such readable file)")
+        return path, None, None
+    try:
+        V, F = mesh
+        V, F = np.asarray(V, float), np.asarray(F)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: mesh must be a path or (vertices (V, 3), faces (F, 3)), got {type(mesh).__name__}") \
+            from None
+    if V.ndim != 2 or V.shape[1] != 3 or len(V) < 4 or not np.all(np.isfinite(V)):
+        raise ValueError(f"{who}: mesh vertices must be finite, of shape (V >= 4, 3), got shape {V.shape}")
+    if F.ndim != 2 or F.shape[1] != 3 or len(F) == 0 or F.dtype.kind not in "iu" or F.min() < 0 or F.max() >= len(V):
+        raise ValueError(f"{who}: mesh faces must be vertex indices in [0, {len(V)}) of shape (F, 3), got shape "
+                         f"{F.shape}")
+    return None, _frozen(V), _frozen(F, int)

@@ -1,0 +1,269 @@
+"""Collision detection (sparsedyn.contact.collision) against coal's own ``distance``: a free body
+carrying one shape against a world shape, or two bodies, at random poses, for every pair kind the
+scene supports (closed forms and the pairs handed to coal).
+
+coal's ``distance`` gives the signed distance (negative: penetration), the witness points on each
+shape and the normal from shape 1 to shape 2; ours the normal from b to a.  Where a pair gives
+several hits (a box's corners on a plane, the ends of a capsule), the deepest is coal's closest pair.
+"""
+
+import warnings
+from pathlib import Path
+
+import coal
+import dm_control
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact.collision import placements
+from sparsedyn.interop.pinocchio import q_to_pinocchio
+from sparsedyn.spatial import Transform
+
+from erd import ROBOTS, robots_dir
+
+# shape kinds and sizes used below
+SIZES = {"sphere": (0.3,), "capsule": (0.2, 0.5), "cylinder": (0.25, 0.6), "box": (0.3, 0.5, 0.4),
+         "ellipsoid": (0.2, 0.3, 0.4), "plane": ()}
+
+
+def cube_mesh(half):
+    V = np.array([[x, y, z] for x in (-half, half) for y in (-half, half) for z in (-half, half)], float)
+    F = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return V, F
+
+
+def free_body_scene(kind_a, kind_b, margin=10.0, mesh_a=None, world_pose=None):
+    """A free body carrying a ``kind_a`` shape, against a world ``kind_b`` shape."""
+    b = sd.ModelBuilder("one").add_body("body", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    V, F = mesh_a if mesh_a is not None else (None, None)
+    g = sd.Geometry("a", 0, Transform(np.eye(3), np.zeros(3)), kind_a,
+                    SIZES.get(kind_a, (1.0, 1.0, 1.0)) if kind_a != "plane" else (0.0, 0.0), "collision",
+                    vertices=V, faces=F)
+    world = sd.Shape(kind_b, SIZES[kind_b], placement=world_pose, name="b")
+    return sd.Scene(b.build().with_geometry(g), world=[world], margin=margin)
+
+
+def coal_shape(kind, size):
+    if kind == "sphere":
+        return coal.Sphere(*size)
+    if kind == "capsule":
+        return coal.Capsule(*size)
+    if kind == "cylinder":
+        return coal.Cylinder(*size)
+    if kind == "box":
+        return coal.Box(*size)
+    if kind == "ellipsoid":
+        return coal.Ellipsoid(*size)
+    return coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
+
+
+def coal_distance(ga, Ta, gb, Tb):
+    """coal's signed distance and DistanceResult, at tolerance 1e-11 (coal's default, 1e-6, is the
+    accuracy of its GJK/EPA iterations), or at coal's default where EPA fails at 1e-11 (it then
+    reports -DBL_MAX: a curved shape deep in another)."""
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = 1e-11
+    req.gjk_max_iterations = req.epa_max_iterations = 1000
+    res = coal.DistanceResult()
+    d = coal.distance(ga, Ta, gb, Tb, req, res)
+    if d < -1e300:
+        res = coal.DistanceResult()
+        d = coal.distance(ga, Ta, gb, Tb, coal.DistanceRequest(), res)
+    assert -1e300 < d < np.inf
+    return d, res
+
+
+def random_body_q(rng, spread):
+    """A random pose ``(R, p)`` of a free body and its configuration ``q = [p, quaternion x y z w]``."""
+    while True:
+        Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        R, p = Q * np.sign(np.linalg.det(Q)), rng.uniform(-spread, spread, 3)
+        w = np.sqrt(max(0.0, 1 + np.trace(R))) / 2
+        if w > 1e-3:                                       # away from half turns, where this formula fails
+            quat = [(R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w), w]
+            return R, p, np.concatenate([p, quat])
+
+
+PAIRS = [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "sphere"), ("capsule", "capsule"),
+         ("sphere", "box"), ("box", "sphere"), ("sphere", "plane"), ("capsule", "plane"), ("box", "plane"),
+         ("cylinder", "plane"),
+         # pairs handed to coal
+         ("box", "box"), ("capsule", "box"), ("cylinder", "sphere"), ("cylinder", "box"), ("ellipsoid", "plane"),
+         ("ellipsoid", "sphere")]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("kind_a, kind_b", PAIRS)
+def test_deepest_hit_is_coals_closest_pair(kind_a, kind_b, seed):
+    rng = np.random.default_rng([seed, PAIRS.index((kind_a, kind_b))])
+    scene = free_body_scene(kind_a, kind_b)
+    ga, gb = coal_shape(kind_a, SIZES[kind_a]), coal_shape(kind_b, SIZES[kind_b])
+    checked = penetrating = 0
+    while checked < 40:
+        R, p, q = random_body_q(rng, 0.6)
+        Rg, pg = sd.geometry_placements(scene.model, q, "collision")
+        assert np.allclose(Rg[0], R, atol=1e-12) and np.allclose(pg[0], p, atol=1e-12)
+        # coal gets our placement (equal to R, p to rounding): GJK's witness points move by up to the
+        # square root of its tolerance under a rounding-size change of the input
+        d, res = coal_distance(ga, coal.Transform3s(Rg[0], pg[0]), gb, coal.Transform3s(np.eye(3), np.zeros(3)))
+        hits = sd.collide(scene, q)
+        if d >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        assert len(hits.distances) >= 1 and all(pair == ("a", "b") for pair in hits.pairs)
+        assert abs(hits.distances.min() - d) <= 1e-9, (q, hits.distances.min(), d)
+        # the deepest hits: one of them (a face on a face ties its corners) is coal's closest pair
+        deepest = np.flatnonzero(hits.distances <= d + 1e-9)
+        err = [max(np.abs(hits.witness_a[k] - res.getNearestPoint1()).max(),
+                   np.abs(hits.witness_b[k] - res.getNearestPoint2()).max(),
+                   np.abs(hits.normals[k] + np.asarray(res.normal)).max()) for k in deepest]
+        # where coal iterates (GJK, EPA) and we add closed-form corners or ends (box-box, capsule-box), a
+        # corner can be the deepest hit: its witness points are exact, coal's EPA witness points converge
+        # more slowly than its depth (to about sqrt(tolerance))
+        assert min(err) <= (1e-9 if (kind_a, kind_b) not in (("box", "box"), ("capsule", "box")) else 1e-5), \
+            (kind_a, kind_b, q, err)
+        # every hit: unit normal, w_a - w_b = d n
+        assert np.allclose(np.linalg.norm(hits.normals, axis=1), 1, atol=1e-12)
+        checked += 1
+        penetrating += d < 0
+    assert penetrating >= 3 and checked - penetrating >= 3          # both sides of the surface were tested
+
+
+# --- robots' collision models against Pinocchio's computeCollisions --------------------------------
+
+ROBOT_SRDF = {"ur5": "ur_description/srdf/ur5.srdf", "panda": "panda_description/srdf/panda.srdf",
+              "solo12": "solo_description/srdf/solo.srdf", "talos_reduced": "talos_data/srdf/talos.srdf"}
+
+
+def pin_geometry(path, srdf, floating):
+    """Pinocchio's model and collision model, all pairs less the SRDF's (example-robot-data's loader)."""
+    share = str(robots_dir().parent.parent)          # .../share, which holds the example-robot-data package
+    args = (str(path), [share]) + ((pin.JointModelFreeFlyer(),) if floating else ())
+    pm, gm, _ = pin.buildModelsFromUrdf(*args)
+    gm.addAllCollisionPairs()
+    pin.removeCollisionPairs(pm, gm, str(srdf))
+    return pm, gm
+
+
+def pin_collisions(pm, gm, q_pin):
+    """{frozenset of the two geometry names: whether they collide} for every pair of ``gm``."""
+    gd = pin.GeometryData(gm)
+    pin.computeCollisions(pm, pm.createData(), gm, gd, q_pin, False)
+    names = [g.name for g in gm.geometryObjects]
+    return {frozenset((names[p.first], names[p.second])): gd.collisionResults[k].isCollision()
+            for k, p in enumerate(gm.collisionPairs)}
+
+
+@pytest.mark.parametrize("robot", ["ur5", "panda", "solo12", "talos_reduced"])
+def test_pairs_that_touch_are_pinocchios(robot):
+    floating = robot in ("solo12", "talos_reduced")
+    path = robots_dir() / ROBOTS[robot]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(path, floating_base=floating, geometry=True)
+        srdf = sd.load_srdf(model, robots_dir() / ROBOT_SRDF[robot])
+    scene = sd.Scene(model, srdf=srdf, margin=0.0)
+    pm, gm = pin_geometry(path, robots_dir() / ROBOT_SRDF[robot], floating)
+    # the pairs Pinocchio checks and we do not are those of a parent and a child link
+    ours_pairs = {frozenset(p) for p in scene.pairs}
+    for key in set(pin_collisions(pm, gm, pin.neutral(pm))) - ours_pairs:
+        a, b = (scene.shape(n).body for n in key)
+        assert a == b or (a >= 0 and model.parent[a] == b) or (b >= 0 and model.parent[b] == a), key
+    rng = np.random.default_rng(7)
+    touched = 0
+    for _ in range(5 if robot == "talos_reduced" else 40):
+        q = model.random_configuration(rng)
+        ref = pin_collisions(pm, gm, q_to_pinocchio(model, q))
+        hits = sd.collide(scene, q)
+        ours = {frozenset(p) for p, d in zip(hits.pairs, hits.distances) if d < 0}
+        for pair in scene.pairs:
+            key = frozenset(pair)
+            assert key in ref, (pair, "a pair Pinocchio does not check")
+            assert (key in ours) == ref[key], (robot, pair, key in ours, ref[key])
+        touched += len(ours)
+    assert touched > 0                 # random configurations of these robots do bring links together
+
+
+def mixed_scene():
+    """Two free bodies carrying every closed-form kind, so that pairs of one kind come in both orders
+    (a sphere of body 0 against a capsule of body 1, a capsule of body 0 against a sphere of body 1)."""
+    b = sd.ModelBuilder("two")
+    for name in ("one", "two"):
+        b.add_body(name, None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    model = b.build()
+    geoms = []
+    for body in (0, 1):
+        for k, kind in enumerate(("sphere", "capsule", "box", "cylinder")):
+            X = Transform(np.eye(3), np.array([0.3 * k - 0.45, 0.1 * body, 0.0]))
+            geoms.append(sd.Geometry(f"{kind}{body}", body, X, kind, SIZES[kind], "collision", link=f"b{body}"))
+    world = [sd.Shape("plane", name="floor"), sd.Shape("box", (0.5, 0.5, 0.5), placement=(np.eye(3), [0.6, 0, 0]),
+                                                        name="crate")]
+    return sd.Scene(model.with_geometry(*geoms), world=world, margin=0.05)
+
+
+@pytest.mark.parametrize("which", ["mixed", "humanoid"])
+def test_every_pair_of_a_scene_is_coals(which):
+    if which == "humanoid":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = sd.load_mjcf(Path(dm_control.__file__).parent / "suite" / "humanoid.xml", geometry=True)
+        scene = sd.Scene(model, margin=0.05)
+    else:
+        scene = mixed_scene()
+    model = scene.model
+    rng = np.random.default_rng(3)
+    kinds = set()
+    for _ in range(20):
+        q = model.random_configuration(rng)
+        q[:3] = rng.uniform(-0.3, 0.3, 3)                # the (first) free body near the floor and the others
+        if which == "mixed":
+            q[7:10] = q[:3] + rng.uniform(-0.3, 0.3, 3)
+        hits = sd.collide(scene, q)
+        R, p = placements(scene, q)
+        for k, (a, b) in enumerate(scene.pairs):
+            i, j = scene.names[a], scene.names[b]
+            sa, sb = scene.shapes[i], scene.shapes[j]
+            d, res = coal_distance(coal_shape(sa.kind, sa.size), coal.Transform3s(R[i], p[i]),
+                                   coal_shape(sb.kind, sb.size), coal.Transform3s(R[j], p[j]))
+            mine = np.flatnonzero(hits.pair == k)
+            if d >= scene.margin:
+                assert len(mine) == 0, (a, b, d)
+                continue
+            assert len(mine) and abs(hits.distances[mine].min() - d) <= 1e-9, (a, b, d)
+            exact = {"box", "capsule"} != {sa.kind, sb.kind} and (sa.kind, sb.kind) != ("box", "box")
+            err = [max(np.abs(hits.witness_a[m] - res.getNearestPoint1()).max(),
+                       np.abs(hits.witness_b[m] - res.getNearestPoint2()).max()) for m in mine]
+            assert min(err) <= (1e-9 if exact else 1e-5), (a, b, err)
+            kinds.add(frozenset((sa.kind, sb.kind)))
+    assert len(kinds) >= (4 if which == "mixed" else 2)
+
+
+def test_mesh_on_a_plane_is_coals_convex_hull_on_a_half_space():
+    """A robot mesh (solo12's lower leg, an STL file) against a plane: the deepest hit is coal's
+    distance from the mesh's convex hull (coal's own ``buildConvexHull``) to the half-space."""
+    path = robots_dir() / "solo_description" / "meshes" / "stl" / "solo12" / "solo12_lower_leg_left_side.stl"
+    b = sd.ModelBuilder("leg").add_body("leg", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    g = sd.Geometry("shin", 0, Transform(np.eye(3), np.zeros(3)), "mesh", (1.0, 1.0, 1.0), "collision", mesh=str(path))
+    scene = sd.Scene(b.build().with_geometry(g), world=[sd.Shape("plane", name="floor")], margin=0.01)
+    bvh = coal.MeshLoader().load(str(path), np.ones(3))
+    bvh.buildConvexHull(True, "Qt")
+    rng = np.random.default_rng(5)
+    seen = 0
+    while seen < 20:
+        _, _, q = random_body_q(rng, 0.1)
+        Rg, pg = sd.geometry_placements(scene.model, q, "collision")
+        res = coal.DistanceResult()
+        d = coal.distance(bvh.convex, coal.Transform3s(Rg[0], pg[0]), coal_shape("plane", ()),
+                          coal.Transform3s(np.eye(3), np.zeros(3)), coal.DistanceRequest(), res)
+        hits = sd.collide(scene, q)
+        if d >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        k = int(np.argmin(hits.distances))
+        assert abs(hits.distances[k] - d) <= 1e-9 and 1 <= len(hits.distances) <= 5
+        assert np.allclose(hits.witness_a[k], res.getNearestPoint1(), rtol=0, atol=1e-9)
+        assert np.allclose(hits.normals, [0, 0, 1], rtol=0, atol=1e-15)
+        seen += 1
