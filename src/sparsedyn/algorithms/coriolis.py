@@ -96,4 +96,5 @@ def coriolis_matrix(model, q, v):
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v, "v")
     _checks.batch_shape(q=(q, 1), v=(v, 1))
+    _checks.constant_subspaces(model, "coriolis_matrix")
     return coriolis_matrix_kernel(model, q, v)

@@ -245,8 +245,31 @@ def _unbounded_unaligned(pin, axis):
     return pin.buildModelFromXML(xml).joints[1]
 
 
+def _pin_composite(pin, parts, where):
+    """A ``JointModelComposite`` of the Pinocchio joints of ``parts`` (no placements between them)."""
+    for j in parts:
+        if j.type in ("continuous", "planar", "free", "composite"):
+            raise ModelError(f"{where}: a composite joint with a {j.type} part is not exported to Pinocchio "
+                             f"(its coordinates inside a JointModelComposite differ from ours)")
+    composite = pin.JointModelComposite(_pin_joint(pin, parts[0], where))
+    for j in parts[1:]:
+        composite.addJoint(_pin_joint(pin, j, where))
+    return composite
+
+
 def _pin_joint(pin, joint: Joint, where: str):
     axis = np.array(joint.axis)
+    if joint.type == "helical" and joint.translation_axis is not None:
+        raise ModelError(f"{where}: a helical joint whose translation axis {joint.translation_axis} differs from "
+                         f"its rotation axis has no Pinocchio equivalent")
+    if joint.type == "spherical_zyx":
+        return pin.JointModelSphericalZYX()
+    if joint.type == "translation":
+        return pin.JointModelTranslation()
+    if joint.type == "universal":
+        return pin.JointModelUniversal(np.array(joint.axes[0]), np.array(joint.axes[1]))
+    if joint.type == "composite" or joint.type.startswith("spherical_"):
+        return _pin_composite(pin, joint.joints, where)
     if joint.type in _ALIGNED:
         aligned = [k for k in range(3) if axis[k] == 1.0]
         if aligned:
