@@ -26,6 +26,7 @@ from . import kernels as _kernels
 from .kernels import use_backend
 from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
+from . import joint_types as _joint_types       # registers the multi-axis joint types (imported with the package)
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
 from .model import Frame, JointDynamics, Mimic, Model, ModelError

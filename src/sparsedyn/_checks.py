@@ -115,8 +115,8 @@ _QUATERNIONS = weakref.WeakKeyDictionary()
 
 
 def quaternion_blocks(model):
-    """``(joint indices, index array (k, 4) into q)`` of the quaternions of ``model``'s spherical and
-    free joints."""
+    """``(joint indices, index array (k, 4) into q)`` of the quaternions of ``model``'s joints
+    (:meth:`~sparsedyn.Joint.quaternions`: spherical and free joints, composite joints with such parts)."""
     return _quaternions(model)
 
 
@@ -127,8 +127,9 @@ def _quaternions(model):
         return _QUATERNIONS[model]
     except (KeyError, TypeError):
         pass
-    joints = [i for i, j in enumerate(model.joints) if j.type in ("spherical", "free")]
-    idx = np.array([np.arange(model.q_slice(i).stop - 4, model.q_slice(i).stop) for i in joints], int).reshape(-1, 4)
+    blocks = [(i, model.q_slice(i).start + k) for i, j in enumerate(model.joints) for k in j.quaternions()]
+    joints = [i for i, _ in blocks]
+    idx = np.array([np.arange(k, k + 4) for _, k in blocks], int).reshape(-1, 4)
     try:
         _QUATERNIONS[model] = (joints, idx)
     except TypeError:

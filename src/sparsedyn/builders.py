@@ -316,6 +316,18 @@ def _random_axis(rng):
     return a / np.linalg.norm(a)
 
 
+def _random_joint(rng, kind, axis, pitch):
+    """A joint of type ``kind``; a universal joint gets two random axes, a composite joint a revolute,
+    a prismatic and an Euler-angle part about and along random axes (drawn here, after the
+    draws of the other types, so that those stay what they were)."""
+    if kind == "universal":
+        return make_joint(kind, axes=(_random_axis(rng), _random_axis(rng) + 0.1 * rng.normal(size=3)))
+    if kind == "composite":
+        return make_joint(kind, joints=(make_joint("revolute", _random_axis(rng)),
+                                        make_joint("prismatic", _random_axis(rng)), make_joint("spherical_zxy")))
+    return make_joint(kind, axis, pitch)
+
+
 def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("revolute",), seed=0,
                 floating_base=False, nframes=0, name=None) -> Model:
     """A seeded random kinematic tree, after Featherstone's ``autoTree(NB, bf, skew, taper)``.
@@ -363,7 +375,7 @@ def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("re
         Rc = _random_rotation(rng, 0.3)
         Ic = Rc @ _box(mass, L, dy, dz) @ Rc.T
         Xtree = None if pk == 0 else Transform(rotx(skew), np.array([taper ** (pk - 1), 0.0, 0.0]))
-        b.add_body(f"body{k}", None if pk == 0 else f"body{pk}", make_joint(kind, axis, pitch), Xtree,
+        b.add_body(f"body{k}", None if pk == 0 else f"body{pk}", _random_joint(rng, kind, axis, pitch), Xtree,
                    mass=mass, com=com, rot_inertia=Ic, joint_name=f"joint{k}")
     for f in range(1, int(nframes) + 1):
         k = int(rng.integers(1, nbodies + 1))

@@ -140,6 +140,9 @@ class Composite(Joint):
             c = None if not terms else sum(terms[1:], terms[0])
         return c
 
+    def quaternions(self):
+        return tuple(qs.start + k for j, qs, _ in self._slices for k in j.quaternions())
+
     def neutral(self):
         return np.concatenate([j.neutral() for j in self.joints])
 
@@ -192,6 +195,15 @@ class _VectorChain(Composite):
         return Joint.random(self, rng, lower, upper)
 
 
+def _euler_random(self, rng, lower=None, upper=None):
+    """Outer angles in [-pi, pi], the middle one in [-1.2, 1.2] (a random orientation kept away from
+    the singularity at +-pi/2); finite limits are honoured instead."""
+    q = Joint.random(self, rng, lower, upper)
+    if lower is None or not np.all(np.isfinite(lower)) or upper is None or not np.all(np.isfinite(upper)):
+        q[1] = rng.uniform(-1.2, 1.2)
+    return q
+
+
 def _euler(name, order):
     def _parts(self):
         return tuple(Revolute(axis=_UNIT[c]) for c in order)
@@ -199,6 +211,7 @@ def _euler(name, order):
            f"``parent_R_child = {' '.join('R' + c for c in order)}``; v = qdot (Pinocchio's and RBDL's "
            f"convention).  Singular where the middle angle is +-pi/2.")
     cls = type(f"Spherical{order.upper()}", (_VectorChain,), {"__doc__": doc, "type": name, "_parts": _parts,
+                                                           "random": _euler_random,
                                                            "__annotations__": {"type": ClassVar[str]}})
     return _register(dataclass(frozen=True)(cls))
 

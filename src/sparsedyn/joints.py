@@ -87,6 +87,11 @@ class Joint:
         """``(XJ, S)`` for joint coordinates ``q`` (..., nq)."""
         raise NotImplementedError
 
+    def quaternions(self):
+        """The offsets in this joint's ``q`` of its unit quaternions ``[x, y, z, w]`` (checked and
+        normalised by the library)."""
+        return ()
+
     def neutral(self):
         """The neutral configuration (nq,) of this joint (zeros; identity quaternions)."""
         return np.zeros(self.nq)
@@ -334,6 +339,9 @@ class Spherical(Joint):
     def motion_subspace(self):
         return np.concatenate([np.eye(3), np.zeros((3, 3))], 0)
 
+    def quaternions(self):
+        return (0,)
+
     def jcalc(self, q):
         E = np.swapaxes(quat_to_rot(q), -1, -2)
         return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), _subspace(self)
@@ -373,6 +381,9 @@ class Free(Joint):
 
     def motion_subspace(self):
         return np.eye(6)
+
+    def quaternions(self):
+        return (3,)
 
     def jcalc(self, q):
         return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), _subspace(self)
@@ -574,6 +585,3 @@ def make_joint(type: str, axis=(0.0, 0.0, 1.0), pitch: float = 0.0, **options) -
 def jcalc(joint: Joint, q):
     """Joint transform ``XJ`` (child_X_parent) and motion subspace ``S`` (6, nv) or (..., 6, nv)."""
     return joint.jcalc(q)
-
-
-from . import joint_types as _joint_types  # noqa: E402,F401  (registers the joint types built on these)
