@@ -316,15 +316,22 @@ def _random_axis(rng):
     return a / np.linalg.norm(a)
 
 
+def _random_axes(rng):
+    """Two perpendicular axes (a universal joint's): the first as :func:`_random_axis`."""
+    a = _random_axis(rng)
+    b = np.cross(a, rng.normal(size=3))
+    return a, b / np.linalg.norm(b)
+
+
 def _random_joint(rng, kind, axis, pitch):
-    """A joint of type ``kind``; a universal joint gets two random axes, a composite joint a revolute,
-    a prismatic and an Euler-angle part about and along random axes (drawn here, after the
-    draws of the other types, so that those stay what they were)."""
+    """A joint of type ``kind``; a universal joint gets two random axes, a composite joint a prismatic
+    and a universal part along and about random axes (drawn here, after the draws of the other types,
+    so that those stay what they were)."""
     if kind == "universal":
-        return make_joint(kind, axes=(_random_axis(rng), _random_axis(rng) + 0.1 * rng.normal(size=3)))
+        return make_joint(kind, axes=_random_axes(rng))
     if kind == "composite":
-        return make_joint(kind, joints=(make_joint("revolute", _random_axis(rng)),
-                                        make_joint("prismatic", _random_axis(rng)), make_joint("spherical_zxy")))
+        return make_joint(kind, joints=(make_joint("prismatic", _random_axis(rng)),
+                                        make_joint("universal", axes=_random_axes(rng))))
     return make_joint(kind, axis, pitch)
 
 
