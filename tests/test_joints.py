@@ -58,9 +58,10 @@ def test_bias_is_the_rate_of_S(joint, rng):
         Sdot = (jcalc(joint, joint.integrate(q, h * qd))[1] - jcalc(joint, joint.integrate(q, -h * qd))[1]) / (2 * h)
         c = joint.bias(q, qd)
         if joint.constant_subspace:
-            assert c is None and np.all(Sdot == 0)
+            assert c is None and joint.subspace_rate(q, qd) is None and np.all(Sdot == 0)
         else:
             np.testing.assert_allclose(c, Sdot @ qd, atol=1e-7)
+            np.testing.assert_allclose(joint.subspace_rate(q, qd), Sdot, atol=1e-7)
             Q, QD = np.stack([q, q]), np.stack([qd, 2 * qd])           # batched: one state per row
             np.testing.assert_allclose(joint.bias(Q, QD), [c, 4 * c], atol=1e-14)
 

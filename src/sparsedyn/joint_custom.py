@@ -92,6 +92,12 @@ class CustomJoint(Joint):
     def constant_subspace(self):
         return self._fns[1] is None
 
+    def subspace_rate(self, q, qd):
+        if self.constant_subspace:
+            return None
+        raise NotImplementedError(f"CustomJoint {self.name!r}: Sdot as a matrix (the Coriolis matrix needs it) is "
+                                  f"not available for a custom joint, only Sdot qd (its bias)")
+
     def motion_subspace(self):
         return np.array(self.jcalc(self.neutral())[1], dtype=float)
 

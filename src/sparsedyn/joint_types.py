@@ -143,6 +143,23 @@ class Composite(Joint):
     def quaternions(self):
         return tuple(qs.start + k for j, qs, _ in self._slices for k in j.quaternions())
 
+    def subspace_rate(self, q, qd):
+        # Each later part m carries the blocks before it into its frame and moves against the
+        # previous frame with vJ_m: d/dt (X_m B) = X_m Bdot - vJ_m x (X_m B).
+        S, Sd = [], []
+        for j, qs, vs in self._slices:
+            Xk, Sk = j.jcalc(q[..., qs])
+            vJ = mv(Sk, qd[..., vs])
+            if S:
+                S = [move_columns(Xk, B) for B in S]
+                Sd = [(B if B is None else move_columns(Xk, B)) for B in Sd]
+                Sd = [(0 * C if B is None else B) - _cross_columns(vJ, C) for B, C in zip(Sd, S)]
+            S.append(Sk)
+            Sd.append(j.subspace_rate(q[..., qs], qd[..., vs]))
+        Sd = [0 * np.broadcast_to(C, np.broadcast_shapes(C.shape, qd.shape[:-1] + (1, 1))) if B is None else B
+              for B, C in zip(Sd, S)]
+        return _concat(Sd)
+
     def neutral(self):
         return np.concatenate([j.neutral() for j in self.joints])
 
@@ -170,6 +187,11 @@ class Composite(Joint):
     def difference_jacobians(self, q0, q1):
         parts = self._each("difference_jacobians", q0, q1, "q")
         return tuple(_block_diagonal([np.asarray(p[k]) for p in parts]) for k in range(2))
+
+
+def _cross_columns(v, B):
+    """``v x B``: the motion cross product of ``v`` (..., 6) with each column of ``B`` (..., 6, n)."""
+    return np.swapaxes(cross_motion(v[..., None, :], np.swapaxes(B, -1, -2)), -1, -2)
 
 
 def _concat_vectors(parts):
@@ -311,10 +333,14 @@ class Helical(Joint):
         ang = np.broadcast_to(self.a, lin.shape)
         return Transform(E, (self.pitch * q[..., 0:1]) * t), np.concatenate([ang, lin], -1)[..., None]
 
-    def bias(self, q, qd):
+    def subspace_rate(self, q, qd):
         if self.translation_axis is None:
             return None
         Et = axis_rotation(self.a, q[..., 0]) @ np.array(self.translation_axis)
-        lin = -(self.pitch * qd[..., 0:1] * qd[..., 0:1]) * cross3(np.broadcast_to(self.a, Et.shape), Et)
-        return np.concatenate([0 * lin, lin], -1)
+        lin = -(self.pitch * qd[..., 0:1]) * cross3(np.broadcast_to(self.a, Et.shape), Et)
+        return np.concatenate([0 * lin, lin], -1)[..., None]
+
+    def bias(self, q, qd):
+        Sd = self.subspace_rate(q, qd)
+        return None if Sd is None else Sd[..., 0] * qd[..., 0:1]
 

@@ -83,6 +83,11 @@ class Joint:
         (every joint with a constant ``S``)."""
         return None
 
+    def subspace_rate(self, q, qd):
+        """``Sdot`` (..., 6, nv): the rate of change of the child-frame components of ``S`` along
+        ``qd`` (``bias = Sdot qd``), or ``None`` for a constant ``S``."""
+        return None
+
     def jcalc(self, q):
         """``(XJ, S)`` for joint coordinates ``q`` (..., nq)."""
         raise NotImplementedError
