@@ -69,6 +69,14 @@ def rng():
     return np.random.default_rng(1234)
 
 
+def constant_subspace_types():
+    """The joint types whose motion subspace does not depend on q: those the sparse system, the
+    constraint and the contact layers take (they refuse the others by name)."""
+    from sparsedyn.joint_types import Composite, Universal
+    return tuple(t for t, cls in sd.JOINT_TYPES.items()
+                 if not issubclass(cls, (Composite, Universal)) and sd.make_joint(t).constant_subspace)
+
+
 def random_trees():
     """Seeded random trees covering chains and branched trees, every joint type, fixed and floating."""
     from sparsedyn.builders import random_tree
