@@ -185,6 +185,14 @@ def test_native_road_equals_numpy_batched_and_with_lists():
         assert rel_err(sd.rnea(model, q, v, a), tau[0]) < rounding_bound(model.nv)
 
 
+@pytest.mark.parametrize("jtype", NEW)
+def test_urdf_export_refuses_what_urdf_cannot_say(jtype):
+    joint = next(j for j in TREES["new"].joints if j.type == jtype)
+    model = sd.ModelBuilder("one").add_body("b", None, joint, mass=1.0, rot_inertia=np.eye(3), joint_name="j").build()
+    with pytest.raises(ValueError, match=rf"to_urdf: joint 'j' of type '{jtype}' cannot be written as URDF .* one axis"):
+        sd.to_urdf(model)
+
+
 def test_layers_that_need_a_constant_subspace_refuse_clearly():
     model = TREES["new"]
     q, v, a = _states(model, 1)[0]
