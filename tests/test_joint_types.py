@@ -201,3 +201,21 @@ def test_layers_that_need_a_constant_subspace_refuse_clearly():
     frame = model.frames[0].name
     with pytest.raises(NotImplementedError, match=r"contact dynamics: joint '\w+' .* depends on q"):
         sd.contact_dynamics(model, q, v, np.zeros(model.nv), [sd.Contact(frame, "6d")])
+
+
+def test_humanoid_with_euler_hips_against_pinocchio():
+    """The built-in humanoid with spherical_zyx hips: same mass and dofs; RNEA and ABA equal Pinocchio's."""
+    model, ref = sd.humanoid(hips="spherical_zyx"), sd.humanoid()
+    assert (model.nv, model.nbodies) == (ref.nv, ref.nbodies - 4)
+    assert abs(model.inertia[:, 5, 5].sum() - ref.inertia[:, 5, 5].sum()) < 1e-12 * ref.inertia[:, 5, 5].sum()
+    assert [model.joints[model.joint(s + "hip")].type for s in ("l_", "r_")] == ["spherical_zyx"] * 2
+    pm = ip.to_pinocchio(model)
+    pd = pm.createData()
+    for q, v, a in _states(model, 2, seed=11):
+        qp, vp, ap = ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v), ip.v_to_pinocchio(model, a)
+        tau = sd.rnea(model, q, v, a)
+        assert rel_err(tau, ip.tau_from_pinocchio(model, pin.rnea(pm, pd, qp, vp, ap))) < rounding_bound(model.nv)
+        qdd = ip.v_from_pinocchio(model, pin.aba(pm, pd, qp, vp, ip.tau_to_pinocchio(model, tau)))
+        assert rel_err(sd.aba(model, q, v, tau), qdd) <= solve_bound(sd.crba(model, q), a, c=16.0)
+    with pytest.raises(ValueError, match="hips: expected 'revolute' or an Euler-angle spherical joint type"):
+        sd.humanoid(hips="spherical")
