@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .joints import Joint, Revolute, _register, _subspace
+from .joints import Joint, Revolute, _register, _subspace, random_displacement
 from .spatial import (Transform, apply_motion, axis_rotation, compose, cross3, cross_motion, mv)
 
 __all__ = ["Composite", "Translation", "Universal", "Helical", "EULER_ORDERS"]
@@ -290,9 +290,7 @@ class Translation(Joint):
         return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), _subspace(self)
 
     def random(self, rng, lower=None, upper=None):
-        lo = -1.0 if lower is None or not np.all(np.isfinite(lower)) else lower
-        hi = 1.0 if upper is None or not np.all(np.isfinite(upper)) else upper
-        return rng.uniform(lo, hi, size=3)
+        return random_displacement(rng, lower, upper, 3)
 @_register
 @dataclass(frozen=True)
 class Helical(Joint):

@@ -190,9 +190,14 @@ class Prismatic(Joint):
         return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), _subspace(self)
 
     def random(self, rng, lower=None, upper=None):
-        lo = -1.0 if lower is None or not np.all(np.isfinite(lower)) else lower
-        hi = 1.0 if upper is None or not np.all(np.isfinite(upper)) else upper
-        return rng.uniform(lo, hi, size=1)
+        return random_displacement(rng, lower, upper, 1)
+
+
+def random_displacement(rng, lower, upper, size):
+    """Uniform displacements (size,) within finite limits, else in [-1, 1]."""
+    lo = -1.0 if lower is None or not np.all(np.isfinite(lower)) else lower
+    hi = 1.0 if upper is None or not np.all(np.isfinite(upper)) else upper
+    return rng.uniform(lo, hi, size=size)
 
 
 @_register
