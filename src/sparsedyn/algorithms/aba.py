@@ -4,7 +4,7 @@
 in O(NB) (F. Nori, *Inverse, forward and other dynamic computations computationally optimized
 with sparse matrix factorizations*, 2017, section V-A and appendix A)::
 
-    pass 1 (i = 0 .. NB-1):  v_i = Xup_i v_lambda(i) + S_i qd_i ;  c_i = v_i x S_i qd_i
+    pass 1 (i = 0 .. NB-1):  v_i = Xup_i v_lambda(i) + S_i qd_i ;  c_i = v_i x S_i qd_i + cJ_i
                              IA_i = I_i ;  pA_i = v_i x* I_i v_i - f_ext_i
     pass 2 (i = NB-1 .. 0):  U_i = IA_i S_i ;  D_i = S_i^T U_i + diag(armature_i)
                              u_i = tau_i - S_i^T pA_i
@@ -14,8 +14,9 @@ with sparse matrix factorizations*, 2017, section V-A and appendix A)::
     pass 3 (i = 0 .. NB-1):  a'_i = Xup_i a_lambda(i) + c_i      (a_world = -a_grav)
                              qdd_i = D_i^-1 (u_i - U_i^T a'_i) ;  a_i = a'_i + S_i qdd_i
 
-Every joint type here has a constant ``S_i`` in the child frame, so ``cJ = 0``
-and ``c_i`` is the velocity-product term only.  ``Ia`` is symmetric with ``Ia S_i = 0``:
+Most joint types have a constant ``S_i`` in the child frame, so ``cJ_i = 0``; the others
+(:mod:`sparsedyn.joint_types`) add ``cJ_i = Sdot_i qd_i`` (:func:`~sparsedyn.algorithms.kinematics.velocity_products`).
+``Ia`` is symmetric with ``Ia S_i = 0``:
 only its upper triangle is computed, the row and column along a joint axis
 that is a frame axis are structural zeros (:func:`articulated_transmitted`),
 and ``Xup_i^T Ia Xup_i`` uses the 3x3 block formula of
