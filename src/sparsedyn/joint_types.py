@@ -39,7 +39,7 @@ from .spatial import (Transform, apply_motion, axis_rotation, compose, cross3, c
 
 __all__ = ["Composite", "Translation", "Universal", "Helical", "EULER_ORDERS"]
 
-#: The Euler-angle spherical joints: type -> the axes of its three rotations, parent side first.
+#: The Euler-angle spherical joint types and the axes of their three rotations (parent side first).
 EULER_ORDERS = {"spherical_zyx": "zyx", "spherical_xyz": "xyz", "spherical_yxz": "yxz", "spherical_zxy": "zxy"}
 _UNIT = {"x": (1.0, 0.0, 0.0), "y": (0.0, 1.0, 0.0), "z": (0.0, 0.0, 1.0)}
 

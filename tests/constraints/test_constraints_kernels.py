@@ -34,7 +34,7 @@ def random_tree_with_constraints(seed):
     Constraints sit on body frames plus random points and placements, on
     different bodies chosen at random (possibly an ancestor of the other).
     """
-    model = sd.random_tree(9, branching=1.6, joint_types=constant_subspace_types(), seed=seed, floating_base=True)
+    model = sd.random_tree(10, branching=1.6, joint_types=constant_subspace_types(), seed=seed, floating_base=True)
     rng = np.random.default_rng(seed)
 
     def two_bodies():
