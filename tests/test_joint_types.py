@@ -183,6 +183,15 @@ def test_native_road_equals_numpy_batched_and_with_lists():
         assert rel_err(sd.aba(model, Q, V, A), qdd) <= max(solve_bound(h, x, c=16.0) for h, x in zip(H, qdd))
         q, v, a = (x.tolist() for x in states[0])
         assert rel_err(sd.rnea(model, q, v, a), tau[0]) < rounding_bound(model.nv)
+        frame = model.frames[0].name
+        for fn, args in ((sd.minv, (Q,)), (sd.frame_jacobian, (Q, frame, "world")), (sd.integrate, (Q, V)),
+                         (sd.coriolis_matrix, (Q, V)), (sd.rnea_derivatives, (Q, V, A))):
+            with sd.use_backend("numpy"):
+                ref = fn(model, *args)
+            got = fn(model, *args)
+            kappa = max(np.linalg.cond(h) for h in H) if fn in (sd.minv, sd.rnea_derivatives) else 1.0
+            for g, r in zip(got if isinstance(got, tuple) else (got,), ref if isinstance(ref, tuple) else (ref,)):
+                assert rel_err(g, r) < rounding_bound(model.nv + model.nbodies, kappa), fn.__name__
 
 
 @pytest.mark.parametrize("jtype", NEW)
