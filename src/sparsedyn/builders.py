@@ -354,7 +354,9 @@ def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("re
     Joints: types are drawn from ``joint_types`` (names from
     :data:`~sparsedyn.joints.JOINT_TYPES`, or ``"all"``); every listed type
     appears at least once when there are enough bodies.  Axes are random
-    (coordinate axes and non-aligned ones), helical pitches random.
+    (coordinate axes and non-aligned ones), helical pitches random; a universal
+    joint gets two perpendicular random axes, a composite joint a prismatic and a
+    universal part.
     ``floating_base=True`` makes the first body's joint ``free``.
 
     ``nframes`` extra frames ``frame1..`` are placed at random on random bodies.
