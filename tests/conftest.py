@@ -69,13 +69,22 @@ def rng():
     return np.random.default_rng(1234)
 
 
-def random_trees():
-    """Seeded random trees covering chains and branched trees, every joint type, fixed and floating."""
+def constant_subspace_types():
+    """The joint types whose motion subspace does not depend on q: those the sparse system, the
+    constraint and the contact layers take (they refuse the others by name)."""
+    from sparsedyn.joint_types import Composite, Universal
+    return tuple(t for t, cls in sd.JOINT_TYPES.items()
+                 if not issubclass(cls, (Composite, Universal)) and sd.make_joint(t).constant_subspace)
+
+
+def random_trees(joint_types="all"):
+    """Seeded random trees covering chains and branched trees, every joint type (or those of
+    ``joint_types``), fixed and floating."""
     from sparsedyn.builders import random_tree
     return [
-        random_tree(8, branching=1.0, joint_types="all", seed=1),
-        random_tree(12, branching=2.0, skew=0.4, taper=0.9, joint_types="all", seed=2),
-        random_tree(10, branching=1.5, joint_types="all", seed=3, floating_base=True),
+        random_tree(8, branching=1.0, joint_types=joint_types, seed=1),
+        random_tree(12, branching=2.0, skew=0.4, taper=0.9, joint_types=joint_types, seed=2),
+        random_tree(10, branching=1.5, joint_types=joint_types, seed=3, floating_base=True),
         random_tree(9, branching=3.0, joint_types=("revolute", "prismatic"), seed=4, floating_base=True),
     ]
 

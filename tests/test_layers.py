@@ -24,7 +24,7 @@ LAYERS = [
     ("foundation", ["backend", "_checks", "kernels", "_version", "io.files"]),
     ("spatial", ["spatial"]),
     ("symbolic", ["symbolic"]),
-    ("model", ["joints", "model", "builders", "sensors", "edit"]),
+    ("model", ["joints", "joint_types", "joint_custom", "model", "builders", "sensors", "edit"]),
     ("algorithms", ["algorithms"]),
     ("sparse", ["sparse"]),
     ("estimation", ["estimation", "identification"]),

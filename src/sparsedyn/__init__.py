@@ -26,6 +26,8 @@ from . import kernels as _kernels
 from .kernels import use_backend
 from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
+from . import joint_types as _joint_types       # registers the multi-axis joint types (imported with the package)
+from .joint_custom import CustomJoint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
 from .model import Frame, JointDynamics, Mimic, Model, ModelError
@@ -156,7 +158,7 @@ def __dir__():
 
 __all__ = [
     "spatial", "exp3", "log3", "exp3_jacobian", "log3_jacobian", "exp6", "log6", "exp6_jacobian", "log6_jacobian",
-    "JOINT_TYPES", "Joint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
+    "JOINT_TYPES", "Joint", "CustomJoint", "jcalc", "make_joint", "Model", "ModelBuilder", "ModelError",
     "Frame", "Mimic", "JointDynamics", "edit", "reduce_model", "append_model", "forward_kinematics", "frame_placement", "frame_placements", "frame_jacobian",
     "frame_velocity", "body_velocities", "rnea", "generalized_gravity", "nonlinear_effects", "coriolis_matrix",
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",

@@ -127,8 +127,8 @@ _QUATERNIONS = weakref.WeakKeyDictionary()
 
 
 def quaternion_blocks(model):
-    """``(joint indices, index array (k, 4) into q)`` of the quaternions of ``model``'s spherical and
-    free joints."""
+    """``(joint indices, index array (k, 4) into q)`` of the quaternions of ``model``'s joints
+    (:meth:`~sparsedyn.Joint.quaternions`: spherical and free joints, composite joints with such parts)."""
     return _quaternions(model)
 
 
@@ -139,8 +139,9 @@ def _quaternions(model):
         return _QUATERNIONS[model]
     except (KeyError, TypeError):
         pass
-    joints = [i for i, j in enumerate(model.joints) if j.type in ("spherical", "free")]
-    idx = np.array([np.arange(model.q_slice(i).stop - 4, model.q_slice(i).stop) for i in joints], int).reshape(-1, 4)
+    blocks = [(i, model.q_slice(i).start + k) for i, j in enumerate(model.joints) for k in j.quaternions()]
+    joints = [i for i, _ in blocks]
+    idx = np.array([np.arange(k, k + 4) for _, k in blocks], int).reshape(-1, 4)
     try:
         _QUATERNIONS[model] = (joints, idx)
     except TypeError:
@@ -270,3 +271,15 @@ def dynamics(model, q, v, u, f_ext, g, u_name, u_what):
     shape = batch_shape(q=(q, 1), v=(v, 1), **{u_name: (u, 1)}, f_ext=(f_ext, 2), gravity=(g, 1))
     symbolic = any(bk.is_symbolic(x) for x in (q, v, u, f_ext, g) if x is not None)
     return q, v, u, f_ext, g, shape, symbolic
+
+
+def constant_subspaces(model, what):
+    """Refuse a model with a joint whose motion subspace depends on ``q`` (Euler-angle, universal,
+    composite, custom joints, a screw with its own translation axis) in ``what``, a computation
+    written for constant subspaces only: a ``NotImplementedError`` naming the joint."""
+    for i, j in enumerate(model.joints):
+        if not j.constant_subspace:
+            raise NotImplementedError(
+                f"{what}: joint {model.joint_names[i]!r} of model {model.name!r} is a {j.type} joint, whose "
+                f"motion subspace S depends on q; {what} supports only joints with a constant S (revolute, "
+                f"prismatic, helical along its axis, cylindrical, planar, spherical, free, translation)")

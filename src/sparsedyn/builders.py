@@ -316,6 +316,25 @@ def _random_axis(rng):
     return a / np.linalg.norm(a)
 
 
+def _random_axes(rng):
+    """Two perpendicular axes (a universal joint's): the first as :func:`_random_axis`."""
+    a = _random_axis(rng)
+    b = np.cross(a, rng.normal(size=3))
+    return a, b / np.linalg.norm(b)
+
+
+def _random_joint(rng, kind, axis, pitch):
+    """A joint of type ``kind``; a universal joint gets two random axes, a composite joint a prismatic
+    and a universal part along and about random axes (drawn here, after the draws of the other types,
+    so that those stay what they were)."""
+    if kind == "universal":
+        return make_joint(kind, axes=_random_axes(rng))
+    if kind == "composite":
+        return make_joint(kind, joints=(make_joint("prismatic", _random_axis(rng)),
+                                        make_joint("universal", axes=_random_axes(rng))))
+    return make_joint(kind, axis, pitch)
+
+
 def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("revolute",), seed=0,
                 floating_base=False, nframes=0, name=None) -> Model:
     """A seeded random kinematic tree, after Featherstone's ``autoTree(NB, bf, skew, taper)``.
@@ -335,7 +354,9 @@ def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("re
     Joints: types are drawn from ``joint_types`` (names from
     :data:`~sparsedyn.joints.JOINT_TYPES`, or ``"all"``); every listed type
     appears at least once when there are enough bodies.  Axes are random
-    (coordinate axes and non-aligned ones), helical pitches random.
+    (coordinate axes and non-aligned ones), helical pitches random; a universal
+    joint gets two perpendicular random axes, a composite joint a prismatic and a
+    universal part.
     ``floating_base=True`` makes the first body's joint ``free``.
 
     ``nframes`` extra frames ``frame1..`` are placed at random on random bodies.
@@ -363,7 +384,7 @@ def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("re
         Rc = _random_rotation(rng, 0.3)
         Ic = Rc @ _box(mass, L, dy, dz) @ Rc.T
         Xtree = None if pk == 0 else Transform(rotx(skew), np.array([taper ** (pk - 1), 0.0, 0.0]))
-        b.add_body(f"body{k}", None if pk == 0 else f"body{pk}", make_joint(kind, axis, pitch), Xtree,
+        b.add_body(f"body{k}", None if pk == 0 else f"body{pk}", _random_joint(rng, kind, axis, pitch), Xtree,
                    mass=mass, com=com, rot_inertia=Ic, joint_name=f"joint{k}")
     for f in range(1, int(nframes) + 1):
         k = int(rng.integers(1, nbodies + 1))
@@ -426,8 +447,12 @@ def _mirror_limits(lo, hi, side):
     return (lo, hi) if side > 0 else (-hi, -lo)
 
 
-def humanoid() -> Model:
+def humanoid(hips="revolute") -> Model:
     """A 35-dof humanoid (72 kg, 1.75 m), floating base.
+
+    ``hips``: ``"revolute"`` (three revolute joints per hip, below) or an Euler-angle spherical
+    joint type (``"spherical_zyx"``, ...): each hip is then one joint ``l_hip``/``r_hip`` of that
+    type carrying the thigh, which takes the two small hip links' mass (same nv, two bodies fewer).
 
     Tree: ``pelvis`` (free joint ``root_joint``); per leg (prefix ``l_``/``r_``)
     ``hip_yaw, hip_roll, hip_pitch, knee, ankle_pitch, ankle_roll``; ``torso_yaw``;
@@ -444,7 +469,10 @@ def humanoid() -> Model:
     :func:`humanoid_standing_configuration`) the robot stands upright with
     both soles flat on z = 0.
     """
-    b = ModelBuilder("humanoid")
+    if hips != "revolute" and not (str(hips).startswith("spherical_") and hips in JOINT_TYPES):
+        raise ValueError(f"hips: expected 'revolute' or an Euler-angle spherical joint type "
+                         f"('spherical_zyx', ...), got {hips!r}")
+    b = ModelBuilder("humanoid" if hips == "revolute" else f"humanoid_{hips}_hips")
     rev = {"yaw": make_joint("revolute", (0, 0, 1)), "roll": make_joint("revolute", (1, 0, 0)),
            "pitch": make_joint("revolute", (0, 1, 0))}
 
@@ -458,12 +486,21 @@ def humanoid() -> Model:
     for s, side in (("l_", 1.0), ("r_", -1.0)):
         m = partial(_mirror_limits, side=side)
         hip = (_HIP[0], side * _HIP[1], _HIP[2])
-        add(s + "hip_yaw_link", "pelvis", s + "hip_yaw", "yaw", hip, 0.4, (0, 0, 0), _sphere(0.4, 0.05),
-            m(-0.6, 0.8), 100.0, 7.0)
-        add(s + "hip_roll_link", s + "hip_yaw_link", s + "hip_roll", "roll", (0, 0, 0), 0.4, (0, 0, 0),
-            _sphere(0.4, 0.05), m(-0.4, 0.8), 150.0, 7.0)
-        add(s + "thigh", s + "hip_roll_link", s + "hip_pitch", "pitch", (0, 0, 0), 9.4,
-            (0, 0, -0.41 * _THIGH), _cylinder(9.4, 0.075, _THIGH, 2), (-2.0, 0.5), 200.0, 8.0)
+        if hips == "revolute":
+            add(s + "hip_yaw_link", "pelvis", s + "hip_yaw", "yaw", hip, 0.4, (0, 0, 0), _sphere(0.4, 0.05),
+                m(-0.6, 0.8), 100.0, 7.0)
+            add(s + "hip_roll_link", s + "hip_yaw_link", s + "hip_roll", "roll", (0, 0, 0), 0.4, (0, 0, 0),
+                _sphere(0.4, 0.05), m(-0.4, 0.8), 150.0, 7.0)
+            add(s + "thigh", s + "hip_roll_link", s + "hip_pitch", "pitch", (0, 0, 0), 9.4,
+                (0, 0, -0.41 * _THIGH), _cylinder(9.4, 0.075, _THIGH, 2), (-2.0, 0.5), 200.0, 8.0)
+        else:
+            lim = {"z": m(-0.6, 0.8), "x": m(-0.4, 0.8), "y": (-2.0, 0.5)}
+            order = hips.split("_")[1]
+            I = (mcI(9.4, np.array([0, 0, -0.41 * _THIGH]), _cylinder(9.4, 0.075, _THIGH, 2))
+                 + 2 * mcI(0.4, np.zeros(3), _sphere(0.4, 0.05)))
+            b.add_body(s + "thigh", "pelvis", make_joint(hips), xlt(np.array(hip, float)), I, joint_name=s + "hip",
+                       lower=[lim[c][0] for c in order], upper=[lim[c][1] for c in order],
+                       effort_limit=200.0, velocity_limit=8.0)
         add(s + "shank", s + "thigh", s + "knee", "pitch", (0, 0, -_THIGH), 3.1,
             (0, 0, -0.44 * _SHANK), _cylinder(3.1, 0.05, _SHANK, 2), (0.0, 2.4), 250.0, 10.0)
         add(s + "ankle_link", s + "shank", s + "ankle_pitch", "pitch", (0, 0, -_SHANK), 0.1, (0, 0, 0),

@@ -1,9 +1,13 @@
 """Joint registry: ``jcalc(joint, q) -> (XJ, S)``.
 
 Every joint type is one small class.  ``XJ = child_X_parent`` is the joint
-transform (a :class:`~sparsedyn.spatial.Transform`), ``S`` (6, nv) the motion
-subspace expressed in the child (successor) frame.  All joint types here have a
-constant ``S`` (velocities are taken in the child frame), so ``cJ = 0``.
+transform (a :class:`~sparsedyn.spatial.Transform`), ``S`` (6, nv) (or (..., 6, nv)) the
+motion subspace expressed in the child (successor) frame.  The joint types of this module
+have a constant ``S`` (velocities are taken in the child frame), so ``cJ = 0``; those of
+:mod:`sparsedyn.joint_types` (Euler-angle spherical joints, universal, composite and custom
+joints, a screw with its own translation axis) have an ``S(q)`` and a velocity-product term
+``cJ = Sdot qd`` (:meth:`Joint.bias`, the apparent derivative in the child frame, RBDA
+section 4.4), which every algorithm adds to ``v x vJ``.
 
 Configuration conventions:
 
@@ -13,7 +17,8 @@ type            nq    nv    q / v
 revolute        1     1     angle about ``axis`` (limits kept on the model)
 continuous      1     1     same as revolute, unbounded
 prismatic       1     1     displacement along ``axis``
-helical         1     1     angle; translation ``pitch * angle`` along ``axis``
+helical         1     1     angle; translation ``pitch * angle`` along ``axis`` (or along
+                            ``translation_axis``, parent frame)
 cylindrical     2     2     ``[angle, displacement]`` about / along ``axis``
 planar          3     3     q ``[x, y, theta]`` in the parent's xy plane;
                             v ``[omega_z, vx, vy]`` in the child frame
@@ -21,8 +26,8 @@ spherical       4     3     q unit quaternion ``[qx, qy, qz, qw]``; v ``omega`` 
 free            7     6     q ``[x, y, z, qx, qy, qz, qw]``; v ``[omega; v]`` in child frame
 ==============  ====  ====  =======================================================
 
-Adding a joint type means adding a class here and registering it; no algorithm
-changes.
+Adding a joint type means adding a class and registering it; no algorithm
+changes.  The other joint types and their conventions: :mod:`sparsedyn.joint_types`.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class Joint:
     type: ClassVar[str] = ""
     nq: ClassVar[int] = 0
     nv: ClassVar[int] = 0
+    options: ClassVar[tuple] = ()             # the type's own fields that make_joint passes on
 
     def __post_init__(self):
         a = np.asarray(self.axis, dtype=float).reshape(-1)
@@ -61,12 +67,35 @@ class Joint:
         return np.array(self.axis)
 
     def motion_subspace(self):
-        """The constant motion subspace ``S`` (6, nv) in the child frame, angular rows first."""
+        """The motion subspace ``S`` (6, nv) in the child frame, angular rows first: the constant
+        one, or for a joint whose ``S`` depends on ``q`` (:attr:`constant_subspace` false) its value
+        at :meth:`neutral` (for scales and structure only)."""
         raise NotImplementedError
+
+    @property
+    def constant_subspace(self) -> bool:
+        """Whether ``S`` is the same at every ``q`` (then ``cJ = 0``)."""
+        return True
+
+    def bias(self, q, qd):
+        """``cJ = Sdot(q, qd) qd`` (..., 6), the joint's velocity-product acceleration in the child
+        frame (``d/dt`` of the child-frame components of ``S``), or ``None`` where it is zero
+        (every joint with a constant ``S``)."""
+        return None
+
+    def subspace_rate(self, q, qd):
+        """``Sdot`` (..., 6, nv): the rate of change of the child-frame components of ``S`` along
+        ``qd`` (``bias = Sdot qd``), or ``None`` for a constant ``S``."""
+        return None
 
     def jcalc(self, q):
         """``(XJ, S)`` for joint coordinates ``q`` (..., nq)."""
         raise NotImplementedError
+
+    def quaternions(self):
+        """The offsets in this joint's ``q`` of its unit quaternions ``[x, y, z, w]`` (checked and
+        normalised by the library)."""
+        return ()
 
     def neutral(self):
         """The neutral configuration (nq,) of this joint (zeros; identity quaternions)."""
@@ -161,26 +190,14 @@ class Prismatic(Joint):
         return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), _subspace(self)
 
     def random(self, rng, lower=None, upper=None):
-        lo = -1.0 if lower is None or not np.all(np.isfinite(lower)) else lower
-        hi = 1.0 if upper is None or not np.all(np.isfinite(upper)) else upper
-        return rng.uniform(lo, hi, size=1)
+        return random_displacement(rng, lower, upper, 1)
 
 
-@_register
-@dataclass(frozen=True)
-class Helical(Joint):
-    """Screw joint: rotation ``theta`` about ``axis`` with translation ``pitch * theta``."""
-
-    type: ClassVar[str] = "helical"
-    nq: ClassVar[int] = 1
-    nv: ClassVar[int] = 1
-
-    def motion_subspace(self):
-        return np.concatenate([self.a, self.pitch * self.a])[:, None]
-
-    def jcalc(self, q):
-        th = q[..., 0]
-        return Transform(axis_rotation(self.a, th), (self.pitch * q[..., 0:1]) * self.a), _subspace(self)
+def random_displacement(rng, lower, upper, size):
+    """Uniform displacements (size,) within finite limits, else in [-1, 1]."""
+    lo = -1.0 if lower is None or not np.all(np.isfinite(lower)) else lower
+    hi = 1.0 if upper is None or not np.all(np.isfinite(upper)) else upper
+    return rng.uniform(lo, hi, size=size)
 
 
 @_register
@@ -332,6 +349,9 @@ class Spherical(Joint):
     def motion_subspace(self):
         return np.concatenate([np.eye(3), np.zeros((3, 3))], 0)
 
+    def quaternions(self):
+        return (0,)
+
     def jcalc(self, q):
         E = np.swapaxes(quat_to_rot(q), -1, -2)
         return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), _subspace(self)
@@ -371,6 +391,9 @@ class Free(Joint):
 
     def motion_subspace(self):
         return np.eye(6)
+
+    def quaternions(self):
+        return (3,)
 
     def jcalc(self, q):
         return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), _subspace(self)
@@ -550,15 +573,25 @@ def _se2_right_jacobian_inverse(nu):
     return _mat3([[one, zero, zero], [-(i00 * gx + i01 * gy), i00, i01], [-(i10 * gx + i11 * gy), i10, i11]])
 
 
-def make_joint(type: str, axis=(0.0, 0.0, 1.0), pitch: float = 0.0) -> Joint:
-    """Build a joint of a registered ``type`` (see ``JOINT_TYPES``)."""
+def make_joint(type: str, axis=(0.0, 0.0, 1.0), pitch: float = 0.0, **options) -> Joint:
+    """Build a joint of a registered ``type`` (see ``JOINT_TYPES``).
+
+    ``options`` are the type's own fields: ``translation_axis`` (``"helical"``), ``axes``
+    (``"universal"``: two axes), ``joints`` (``"composite"``: a sequence of joints), see
+    :mod:`sparsedyn.joint_types`.
+    """
     try:
         cls = JOINT_TYPES[type]
     except KeyError:
         raise ValueError(f"unknown joint type {type!r}; known types: {', '.join(sorted(JOINT_TYPES))}") from None
-    return cls(axis=axis, pitch=pitch)
+    known = set(cls.options)
+    bad = sorted(set(options) - known)
+    if bad:
+        raise ValueError(f"make_joint: joint type {type!r} takes no option {', '.join(map(repr, bad))}; "
+                         f"its options: {', '.join(sorted(known)) or 'none beyond axis and pitch'}")
+    return cls(axis=axis, pitch=pitch, **options)
 
 
 def jcalc(joint: Joint, q):
-    """Joint transform ``XJ`` (child_X_parent) and motion subspace ``S`` (6, nv)."""
+    """Joint transform ``XJ`` (child_X_parent) and motion subspace ``S`` (6, nv) or (..., 6, nv)."""
     return joint.jcalc(q)

@@ -155,7 +155,7 @@ def test_bad_arguments_are_named(tree):
         with pytest.raises(ValueError, match=rf"v: expected shape \(\.\.\., {tree.nv}\)"):
             fn(tree, q, z[:-1], z)
         with pytest.raises(ValueError, match=rf"q: expected shape \(\.\.\., {tree.nq}\)"):
-            fn(tree, z, z, z)
+            fn(tree, np.zeros(tree.nq + 1), z, z)
         with pytest.raises(ValueError, match=rf"f_ext: expected shape \(\.\.\., {tree.nbodies}, 6\)"):
             fn(tree, q, z, z, np.zeros(6))
         with pytest.raises(TypeError, match="tau: expected an array"):

@@ -46,7 +46,8 @@ FD_TOL = 1e-6
 
 TREES = {"chain": dict(nbodies=7, joint_types="all", seed=1),
          "branched": dict(nbodies=8, branching=2.0, skew=0.4, joint_types="all", seed=2),
-         "floating": dict(nbodies=7, branching=1.5, joint_types="all", seed=3, floating_base=True)}
+         "floating": dict(nbodies=7, branching=1.5, joint_types="all", seed=3, floating_base=True),
+         "all": dict(nbodies=15, branching=1.5, joint_types="all", seed=6)}
 
 
 @pytest.fixture(scope="module", params=sorted(TREES))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import random_trees, rel_err, random_state, rounding_bound
+from conftest import constant_subspace_types, random_trees, rel_err, random_state, rounding_bound
 from erd import load_pair
 from kernel_args import arguments, static_choices
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
@@ -73,7 +73,7 @@ def compiled(request, compile_cache):
     if request.param == "panda":
         model, _ = load_pair("panda", False)
         return model, sd.compile(model, vectorize=False)
-    model = random_trees()[0 if request.param.startswith("chain") else 2]
+    model = random_trees(constant_subspace_types())[0 if request.param.startswith("chain") else 2]
     # the floating tree also exercises the vectorised batch library
     return model, sd.compile(model, vectorize=True if request.param.startswith("floating") else False)
 
@@ -145,7 +145,7 @@ def test_fast_path_is_used_and_checks_like_numpy(compiled, rng):
 
 
 def test_quaternions_of_wrong_norm_are_refused(rng, compile_cache):
-    model = random_trees()[2]                 # floating base: q[3:7] is a quaternion
+    model = random_trees(constant_subspace_types())[2]                 # floating base: q[3:7] is a quaternion
     k = sd.compile(model)
     q, v, a = random_state(model, rng)
     k.rnea(q, v, a)                           # builds and installs the fast path
@@ -163,7 +163,7 @@ def test_quaternions_of_wrong_norm_are_refused(rng, compile_cache):
 def test_vectorised_batches_check_every_state(rng, compile_cache):
     """The vectorised batch kernel checks the values as it reads them (no NumPy pass): one bad state
     anywhere in a batch gives the NumPy function's error, and a good batch its results."""
-    model = random_trees()[2]                 # floating base: q[3:7] is a quaternion
+    model = random_trees(constant_subspace_types())[2]                 # floating base: q[3:7] is a quaternion
     k = sd.compile(model, vectorize=True)
     n = 8 * k.lanes + 3                       # full blocks and a partial one
     Q = np.stack([model.random_configuration(rng) for _ in range(n)])
@@ -194,7 +194,7 @@ def test_vectorised_batch_writes_large_results_to_memory_exactly(rng, compile_ca
     """A batch whose results pass 4 MiB (rnea_derivatives of a 27-dof tree, 773 states: full blocks and
     a partial one) writes them past the caches; every element lands in its place: the same numbers,
     bit for bit, as a short batch (ordinary stores) and, to rounding, as one state at a time."""
-    model = random_trees()[2]
+    model = random_trees(constant_subspace_types())[2]
     k = sd.compile(model, vectorize=True)
     n = 773
     assert n * model.nv ** 2 >= 1 << 19
@@ -302,7 +302,7 @@ def test_model_without_moving_bodies(compile_cache):
 def test_out_is_checked_on_the_numpy_fallback(tmp_path, monkeypatch, rng):
     from sparsedyn.codegen import CompilerNotFoundWarning
     monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
-    model = random_trees()[0]
+    model = random_trees(constant_subspace_types())[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompilerNotFoundWarning)
         k = sd.compile(model)
@@ -334,7 +334,7 @@ def test_one_conversion_on_both_paths(compiled, rng):
 
 def test_armature_compiled_and_keyed(rng, compile_cache):
     """Armature is traced into the kernels, and a model differing only by armature gets its own build."""
-    model = random_trees()[0]
+    model = random_trees(constant_subspace_types())[0]
     arm = np.zeros(model.nv)
     arm[1::2] = rng.uniform(0.1, 1.0, len(arm[1::2]))
     k0 = sd.compile(model)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import near_singular_state, random_trees, rel_err, rounding_bound, solve_bound
+from conftest import constant_subspace_types, near_singular_state, random_trees, rel_err, rounding_bound, solve_bound
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
 from sparsedyn import sparse
 from sparsedyn.codegen import CompilerNotFoundWarning
@@ -26,6 +26,12 @@ from sparsedyn.estimation.casestudy import case_problems, consistent_state, samp
 from sparsedyn.sparse import SparsePivotWarning
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
+
+
+@pytest.fixture(params=range(4), ids=["chain", "binary", "floating", "floating-bf3"], scope="module")
+def tree(request):
+    """The suite's random trees with the joint types this layer takes (a constant motion subspace)."""
+    return random_trees(constant_subspace_types())[request.param]
 
 
 def per_state(x, y):
@@ -120,7 +126,7 @@ def test_compiled_robot_and_a_structure(rng):
 
 
 def test_two_problems_on_one_model_do_not_share_a_library(rng):
-    model = random_trees()[1]
+    model = random_trees(constant_subspace_types())[1]
     st_id = sparse.inverse_dynamics_problem(model).analyze()
     st_fd = sparse.forward_dynamics_problem(model).analyze()
     st_col = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
@@ -339,7 +345,7 @@ def test_without_a_compiler_everything_answers_through_numpy(tmp_path, monkeypat
     import sparsedyn.codegen.runtime as runtime
     monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setattr(runtime, "_warned_no_compiler", set())
-    model = random_trees()[2]
+    model = random_trees(constant_subspace_types())[2]
     st = sparse.forward_dynamics_problem(model).analyze()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -378,7 +384,7 @@ def one_state_cases():
     from sparsedyn.sensors import JointTorque
     icub = sd.load_urdf(robots_dir() / "icub_description/robots/icub.urdf", floating_base=True)
     toml = Path(__file__).resolve().parents[2] / "examples" / "icub_feet_contacts.toml"
-    trees = random_trees()
+    trees = random_trees(constant_subspace_types())
 
     def leaf(m):
         return next(m.body_names[i] for i in range(m.nbodies) if i not in m.parent)
@@ -529,7 +535,7 @@ def test_one_state_bad_input_fails_as_numpy(one_state):
         assert str(got.value) == str(ref.value)
     # a problem the sensors cannot determine is refused as by NumPy (both soles of a tree, nothing else)
     from sparsedyn.estimation import EstimationProblem, IllPosedError
-    t3 = random_trees()[3]
+    t3 = random_trees(constant_subspace_types())[3]
     leaves = [t3.body_names[i] for i in range(t3.nbodies) if i not in t3.parent][:2]
     with pytest.raises(IllPosedError, match="ILL-POSED"):
         sd.compile(EstimationProblem(t3, contacts=leaves))

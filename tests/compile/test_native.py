@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import random_trees, rel_err, rounding_bound
+from conftest import constant_subspace_types, random_trees, rel_err, rounding_bound
 from erd import load_pair
 from kernel_args import arguments, static_choices
 from sdcompile_helpers import compile_cache, subprocess_env  # noqa: F401  (fixture)
@@ -58,8 +58,8 @@ def _bound(model, args):
 def _robot(name):
     # The floating tree of every joint type and panda are the models test_compile_kernels.py compiles
     # every kernel of: in a run of the suite their libraries come from the session's build cache.
-    if name == "random-tree":
-        return random_trees()[2]
+    if name == "random-tree":          # every kernel: the joint types every layer takes (constant S)
+        return random_trees(constant_subspace_types())[2]
     return load_pair(name, name == "talos_reduced")[0]
 
 

@@ -6,10 +6,16 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import EPS, random_state, rel_err, solve_bound
+from conftest import EPS, constant_subspace_types, random_state, random_trees, rel_err, solve_bound
 from contact_oracle import ROBOTS, Oracle, pair
 from sparsedyn.contact.dynamics import ContactWarning, contact_drift, contact_jacobian
 from sparsedyn.algorithms.kinematics import joint_transforms
+
+
+@pytest.fixture(params=range(4), ids=["chain", "binary", "floating", "floating-bf3"], scope="module")
+def tree(request):
+    """The suite's random trees with the joint types this layer takes (a constant motion subspace)."""
+    return random_trees(constant_subspace_types())[request.param]
 
 
 def contacts_of(robot):

@@ -117,10 +117,16 @@ def test_continuous_difference_is_not_wrapped():
     assert np.allclose(sp.q_from_pinocchio(m, sp.q_to_pinocchio(m, np.array([4.0]))), [4.0 - 2 * np.pi])
 
 
+OPTIONS = {"universal": {"axes": ((0.0, 0.6, 0.8), (1.0, 0.2, 0.0))},
+           "composite": {"joints": (sd.make_joint("prismatic", (0.0, 0.6, 0.8)), sd.make_joint("spherical"),
+                                    sd.make_joint("universal"), sd.make_joint("spherical_yxz"))}}
+
+
 @pytest.mark.parametrize("jtype", sorted(sd.JOINT_TYPES))
 def test_single_joint_conventions(jtype):
-    """One joint behind a turned, offset placement: placement and body twist agree with Pinocchio."""
-    joint = sd.make_joint(jtype, axis=(0.3, -0.5, 0.8), pitch=0.37)
+    """One joint behind a turned, offset placement: placement and body twist agree with Pinocchio
+    (Euler orders other than ZYX and composite joints as Pinocchio composites)."""
+    joint = sd.make_joint(jtype, axis=(0.3, -0.5, 0.8), pitch=0.37, **OPTIONS.get(jtype, {}))
     Xtree = spatial.from_pose(spatial.quat_to_rot(np.array([0.1, 0.2, -0.3, 0.9]) / np.sqrt(0.95)), [0.1, -0.2, 0.3])
     m = sd.ModelBuilder("one").add_body("b", None, joint, Xtree, mass=1.0, rot_inertia=np.eye(3)).build()
     pm = sp.to_pinocchio(m)
@@ -256,9 +262,25 @@ def test_from_pinocchio_of_a_pinocchio_model():
 
 def test_from_pinocchio_rejects_unsupported_joints():
     pm = pin.Model()
-    pm.addJoint(0, pin.JointModelSphericalZYX(), pin.SE3.Identity(), "zyx")
-    with pytest.raises(sd.ModelError, match="JointModelSphericalZYX"):
+    pm.addJoint(0, pin.JointModelRX(), pin.SE3.Identity(), "r")
+    composite = pin.JointModelComposite(pin.JointModelRX())
+    composite.addJoint(pin.JointModelPY(), pin.SE3(np.eye(3), np.array([0.0, 0.0, 1.0])))
+    pm.addJoint(1, composite, pin.SE3.Identity(), "offset_composite")
+    with pytest.raises(sd.ModelError, match="JointModelComposite has no sparsedyn equivalent"):
         sp.from_pinocchio(pm)
+
+
+def test_new_joint_types_round_trip_through_pinocchio():
+    """SphericalZYX, Translation, Universal and composite joints come back as the joints written."""
+    joints = [sd.make_joint("spherical_zyx"), sd.make_joint("translation"),
+              sd.make_joint("universal", axes=((0.0, 0.6, 0.8), (1.0, 0.0, 0.0))), sd.make_joint("spherical_xyz"),
+              sd.make_joint("composite", joints=[sd.make_joint("prismatic", (1, 0, 0)), sd.make_joint("spherical")])]
+    b = sd.ModelBuilder("new")
+    for k, j in enumerate(joints):
+        b.add_body(f"b{k}", None if k == 0 else f"b{k - 1}", j, mass=1.0, rot_inertia=np.eye(3))
+    m = b.build()
+    back = sp.from_pinocchio(sp.to_pinocchio(m))
+    assert back.joints == m.joints
 
 
 # --- errors and optional dependency ---------------------------------------------------

@@ -16,7 +16,7 @@ import sparsedyn as sd
 from sparsedyn import spatial as sp
 from sparsedyn.algorithms.kinematics import joint_transforms
 from erd import ROBOTS, load_pair
-from conftest import random_trees
+from conftest import constant_subspace_types, random_trees
 
 
 def rnea_intermediates(model, q, qd, qdd, f_ext=None, gravity=None):
@@ -110,7 +110,7 @@ def robot(name, fb):
 
 def all_models():
     """``(id, model)`` for the random trees of conftest and every example robot, fixed and floating."""
-    out = [(f"tree{k}", m) for k, m in enumerate(random_trees())]
+    out = [(f"tree{k}", m) for k, m in enumerate(random_trees(constant_subspace_types()))]
     out += [(f"{n}-{'floating' if fb else 'fixed'}", robot(n, fb)) for n, fb in robot_cases()]
     return out
 

@@ -11,7 +11,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn import sparse
 
-from conftest import random_trees
+from conftest import constant_subspace_types, random_trees
 from erd import load_model
 
 EPS = np.finfo(float).eps
@@ -63,7 +63,7 @@ def subsets(model, rng):
 
 @pytest.mark.parametrize("k", range(4), ids=["chain", "binary", "floating", "floating-bf3"])
 def test_random_trees_every_joint_type(k):
-    model = random_trees()[k]
+    model = random_trees(constant_subspace_types())[k]
     rng = np.random.default_rng(40 + k)
     for B in subsets(model, rng):
         check(model, B, rng, f_ext=(k % 2 == 0))
@@ -71,7 +71,7 @@ def test_random_trees_every_joint_type(k):
 
 def test_extremes_are_inverse_and_forward_dynamics():
     """All accelerations known: the structure of inverse dynamics (triangular); none: forward dynamics."""
-    model = random_trees()[2]
+    model = random_trees(constant_subspace_types())[2]
     rng = np.random.default_rng(1)
     st = check(model, list(range(model.nbodies)), rng, n=1)
     assert st.triangular and st.fill == 0

@@ -11,11 +11,17 @@ import pytest
 import sparsedyn as sd
 from sparsedyn import sparse
 from sparsedyn.sparse import Measurement, Problem, SparsePivotWarning, StructurallySingularError
-from conftest import near_singular_state, rel_err
+from conftest import constant_subspace_types, near_singular_state, random_trees, rel_err
 from sparse_oracles import all_models, fd_singular, random_states, rnea_intermediates, robot, robot_cases
 
 TOL = 1e-9
 EPS = np.finfo(float).eps
+
+
+@pytest.fixture(params=range(4), ids=["chain", "binary", "floating", "floating-bf3"], scope="module")
+def tree(request):
+    """The suite's random trees with the joint types this layer takes (a constant motion subspace)."""
+    return random_trees(constant_subspace_types())[request.param]
 
 
 def per_state_rel_err(x, y):
@@ -161,7 +167,7 @@ def test_hybrid_dynamics(k, rng):
     """Some accelerations known, the other joints' torques known: the articulated order still applies
     (locked joints pass IA_i on whole) and the solution agrees with ABA/RNEA."""
     from conftest import random_trees
-    model = random_trees()[k]
+    model = random_trees(constant_subspace_types())[k]
     q, v, _ = (x[0] for x in random_states(model, rng, 1))
     tau = rng.normal(size=model.nv)
     qdd = sd.aba(model, q, v, tau)
@@ -258,7 +264,7 @@ def test_bisection_along_paths_finds_no_vanishing_pivot_of_the_articulated_order
     positive; the same hunt on COLAMD's order does find vanishing pivots."""
     rng = np.random.default_rng(99)
     from conftest import random_trees
-    models = random_trees() + [robot("panda", False), robot("anymal_c", True)]
+    models = random_trees(constant_subspace_types()) + [robot("panda", False), robot("anymal_c", True)]
     colamd_hits = 0
     for model in models:
         st = sparse.forward_dynamics_problem(model).analyze()

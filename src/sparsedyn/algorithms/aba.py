@@ -4,7 +4,7 @@
 in O(NB) (F. Nori, *Inverse, forward and other dynamic computations computationally optimized
 with sparse matrix factorizations*, 2017, section V-A and appendix A)::
 
-    pass 1 (i = 0 .. NB-1):  v_i = Xup_i v_lambda(i) + S_i qd_i ;  c_i = v_i x S_i qd_i
+    pass 1 (i = 0 .. NB-1):  v_i = Xup_i v_lambda(i) + S_i qd_i ;  c_i = v_i x S_i qd_i + cJ_i
                              IA_i = I_i ;  pA_i = v_i x* I_i v_i - f_ext_i
     pass 2 (i = NB-1 .. 0):  U_i = IA_i S_i ;  D_i = S_i^T U_i + diag(armature_i)
                              u_i = tau_i - S_i^T pA_i
@@ -14,8 +14,9 @@ with sparse matrix factorizations*, 2017, section V-A and appendix A)::
     pass 3 (i = 0 .. NB-1):  a'_i = Xup_i a_lambda(i) + c_i      (a_world = -a_grav)
                              qdd_i = D_i^-1 (u_i - U_i^T a'_i) ;  a_i = a'_i + S_i qdd_i
 
-Every joint type here has a constant ``S_i`` in the child frame, so ``cJ = 0``
-and ``c_i`` is the velocity-product term only.  ``Ia`` is symmetric with ``Ia S_i = 0``:
+Most joint types have a constant ``S_i`` in the child frame, so ``cJ_i = 0``; the others
+(:mod:`sparsedyn.joint_types`) add ``cJ_i = Sdot_i qd_i`` (:func:`~sparsedyn.algorithms.kinematics.velocity_products`).
+``Ia`` is symmetric with ``Ia S_i = 0``:
 only its upper triangle is computed, the row and column along a joint axis
 that is a frame axis are structural zeros (:func:`articulated_transmitted`),
 and ``Xup_i^T Ia Xup_i`` uses the 3x3 block formula of
@@ -39,14 +40,14 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from .kinematics import joint_transforms, velocity_pass
+from .kinematics import joint_transforms, velocity_pass, velocity_products
 from .ltdl import spd_inverse
 from .rnea import armature_of
-from ..spatial import (apply_force_transpose, apply_motion, cross_force, cross_motion, mv, rigid_structure,
+from ..spatial import (apply_force_transpose, apply_motion, cross_force, mv, rigid_structure,
                        transform_inertia)
 
 __all__ = ["aba", "aba_kernel", "articulated_transmitted", "mirror_upper", "SingularInertiaError", "PIVOT_RTOL",
-           "own_inertia_scales",
+           "own_inertia_scales", "constant_subspace",
            "pivot_checker", "float_checker"]
 
 #: A pivot of ``D_i = S_i^T IA_i S_i`` at most ``PIVOT_RTOL * max|IA_i|`` counts as singular.
@@ -83,6 +84,11 @@ def mirror_upper(M):
     return M
 
 
+def constant_subspace(model, i, S):
+    """``S[i]`` where joint ``i``'s motion subspace is constant, else ``None``."""
+    return S[i] if model.joints[i].constant_subspace else None
+
+
 def articulated_transmitted(IA, UDinv, U, S, armature=None):
     """``Ia = IA - U D^-1 U^T`` (..., 6, 6), the articulated inertia transmitted across a joint.
 
@@ -91,9 +97,12 @@ def articulated_transmitted(IA, UDinv, U, S, armature=None):
     without armature.  For such a column of ``S`` along a coordinate axis ``e_k`` (revolute and
     prismatic joints about frame axes, the spherical, planar and free joints), row and column
     ``k`` of ``Ia`` are exactly zero and are written as structural zeros (RBDA section 7.3), so
-    transforming ``Ia`` costs less.  ``armature`` (nv_i,) or ``None`` (zero).
+    transforming ``Ia`` costs less.  ``armature`` (nv_i,) or ``None`` (zero).  ``S``: the joint's
+    constant motion subspace, or ``None`` for a joint whose ``S`` depends on ``q`` (no structural zeros).
     """
     Ia = mirror_upper(IA - UDinv @ np.swapaxes(U, -1, -2))
+    if S is None:
+        return Ia
     S = np.asarray(S)
     for k, col in enumerate(S.T):
         nz = np.flatnonzero(col)
@@ -114,13 +123,9 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
     NB = model.nbodies
     Xup, S = joint_transforms(model, q)
     v, vJ = velocity_pass(model, Xup, S, qd)
-    c, IA, pA = [None] * NB, [None] * NB, [None] * NB
+    c = velocity_products(model, q, qd, v, vJ)          # None: a structural zero (a root's vJ x vJ)
+    IA, pA = [None] * NB, [None] * NB
     for i in range(NB):
-        p = model.parent[i]
-        if p < 0:
-            c[i] = None                                   # structural zero: vJ x vJ
-        else:
-            c[i] = cross_motion(v[i], vJ[i])
         IA[i] = rigid_structure(model.inertia[i])
         pA[i] = cross_force(v[i], mv(IA[i], v[i]))
         if f_ext is not None:
@@ -129,23 +134,23 @@ def aba_kernel(model, q, qd, tau, f_ext=None, gravity=None, check=None):
     for i in range(NB - 1, -1, -1):
         U[i] = IA[i] @ S[i]                                   # (..., 6, nv_i)
         arm = armature_of(model, i)
-        D = S[i].T @ U[i] if arm is None else S[i].T @ U[i] + np.diag(arm)    # (..., nv_i, nv_i)
+        St = np.swapaxes(S[i], -1, -2)
+        D = St @ U[i] if arm is None else St @ U[i] + np.diag(arm)    # (..., nv_i, nv_i)
         Dinv[i] = spd_inverse(D, None if check is None else check(i, IA[i]))
-        u[i] = tau[..., model.v_slice(i)] - mv(S[i].T, pA[i])
+        u[i] = tau[..., model.v_slice(i)] - mv(St, pA[i])
         p = model.parent[i]
         if p >= 0:
             UDinv = U[i] @ Dinv[i]
-            Ia = articulated_transmitted(IA[i], UDinv, U[i], S[i], arm)
-            pa = pA[i] + mv(Ia, c[i]) + mv(UDinv, u[i])
+            Ia = articulated_transmitted(IA[i], UDinv, U[i], constant_subspace(model, i, S), arm)
+            pa = pA[i] + mv(UDinv, u[i]) if c[i] is None else pA[i] + mv(Ia, c[i]) + mv(UDinv, u[i])
             IA[p] = IA[p] + transform_inertia(Xup[i], Ia)
             pA[p] = pA[p] + apply_force_transpose(Xup[i], pa)
     a, qdd = [None] * NB, [None] * NB
     for i in range(NB):
         p = model.parent[i]
-        if p < 0:
-            a1 = apply_motion(Xup[i], -a_grav)
-        else:
-            a1 = apply_motion(Xup[i], a[p]) + c[i]
+        a1 = apply_motion(Xup[i], -a_grav if p < 0 else a[p])
+        if c[i] is not None:
+            a1 = a1 + c[i]
         qdd[i] = mv(Dinv[i], u[i] - mv(np.swapaxes(U[i], -1, -2), a1))
         a[i] = a1 + mv(S[i], qdd[i])
     if NB == 0:                                   # no moving body: nv = 0
@@ -180,7 +185,7 @@ def own_inertia_scales(model):
         scale = float(np.max(np.abs(I), initial=0.0)) * Smax ** 2
         own = S.T @ I @ S
         ok = own.size == 0 or (scale > 0 and np.linalg.eigvalsh(own).min() > 1e3 * PIVOT_RTOL * scale)
-        out.append(scale if ok and scale > 0 else None)
+        out.append(scale if ok and scale > 0 and joint.constant_subspace else None)
     _OWN_SCALES[model] = out
     return out
 

@@ -48,7 +48,7 @@ def _momentum_and_rate(model, q, v, a):
     if a is None:
         vb, ab = velocity_pass(model, Xup, S, v)[0], None
     else:
-        vb, ab = body_accelerations(model, Xup, S, v, a)
+        vb, ab = body_accelerations(model, Xup, S, v, a, q=q)
     I = [rigid_inertia(model.inertia[i]) for i in range(model.nbodies)]
     p = [rigid_apply(I[i], vb[i]) for i in range(model.nbodies)]
     h_O = sum(apply_force_transpose(X0[i], p[i]) for i in range(model.nbodies))

@@ -26,7 +26,8 @@ import numpy as np
 from .. import _checks
 from ..kernels import kernel
 from ..spatial import RigidInertia, Transform, apply_force_transpose, cross3, rigid_transform
-from .centroidal import _about
+from .centroidal import _about, centroidal_momentum_rate
+from .derivatives import derivatives, varying_subspaces
 from .com import _total_mass
 from .dynamics_derivatives import joint_terms, momentum_columns, subtree_sums
 from .kinematics_derivatives import body_transform, broadcast_columns, levels, root_motion
@@ -47,7 +48,10 @@ def centroidal_dynamics_derivatives(model, q, v, a):
     v = _checks.velocity(model, v)
     a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
-    inv_m = 1.0 / _total_mass(model)              # a massless model has no centre of mass: a clear error
+    inv_m = 1.0 / _total_mass(model)
+    if varying_subspaces(model):
+        (dh, _, _), rate = derivatives(centroidal_momentum_rate, ("q", "v", "a"))(model, q, v, a)
+        return (dh,) + tuple(rate)              # a massless model has no centre of mass: a clear error
     K = root_motion(model, q, v, a)
     sums = subtree_sums(model, K)
     IC, F, _, M = sums

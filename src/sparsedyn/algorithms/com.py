@@ -126,7 +126,7 @@ def center_of_mass_acceleration(model, q, v, a):
     a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
     Xup, S, X0, _, com = _com(model, q)
-    vb, ab = body_accelerations(model, Xup, S, v, a)
+    vb, ab = body_accelerations(model, Xup, S, v, a, q=q)
     M = _total_mass(model)
     I = [rigid_inertia(model.inertia[i]) for i in range(model.nbodies)]
     p = [rigid_apply(I[i], vb[i]) for i in range(model.nbodies)]

@@ -155,10 +155,10 @@ def normalize(model, q):
                              f"direction to normalise to")
     parts = []
     for i, j in enumerate(model.joints):
-        qi = q[..., model.q_slice(i)]
-        if j.type in ("spherical", "free"):
-            quat = qi[..., -4:]
-            quat = quat / bk.sqrt(np.sum(quat * quat, -1, keepdims=True))
-            qi = np.concatenate([qi[..., :-4], quat], -1)
-        parts.append(qi)
+        qi, start = q[..., model.q_slice(i)], 0
+        for k in j.quaternions():
+            quat = qi[..., k:k + 4]
+            parts += [qi[..., start:k], quat / bk.sqrt(np.sum(quat * quat, -1, keepdims=True))]
+            start = k + 4
+        parts.append(qi[..., start:])
     return _joined(model, parts, q.shape[:-1], model.nq)

@@ -54,7 +54,9 @@ def coriolis_matrix_kernel(model, q, v):
         vJ = (S[i] @ v[..., model.v_slice(i), None])[..., 0]
         p = model.parent[i]
         vb[i] = vJ if p < 0 else apply_motion(Xup[i], vb[p]) + vJ
-        Sd[i] = _columns(cross_motion, vb[i], S[i])                 # v_i x S_i
+        Sd[i] = _columns(cross_motion, vb[i], S[i])                 # v_i x S_i (+ Sdot_i where S_i varies)
+        if not model.joints[i].constant_subspace:
+            Sd[i] = Sd[i] + model.joints[i].subspace_rate(q[..., model.q_slice(i)], v[..., model.v_slice(i)])
         I = rigid_structure(model.inertia[i])
         G = _columns(cross_force, vb[i], I)                         # (v_i x*) I_i
         BsC[i] = 0.5 * (G + np.swapaxes(G, -1, -2))
@@ -74,13 +76,13 @@ def coriolis_matrix_kernel(model, q, v):
         F1 = IC[i] @ Sd[i] + BsS + hS                       # (IC Sd + BC S), forces (..., 6, nv_i)
         F2 = IC[i] @ S[i]                                   # IC S
         F3 = BsS - hS                                       # BC^T S
-        C[..., si, si] = S[i].T @ F1
+        C[..., si, si] = np.swapaxes(S[i], -1, -2) @ F1
         j = i
         while model.parent[j] >= 0:
             F1, F2, F3 = (apply_columns(apply_force_transpose, Xup[j], F) for F in (F1, F2, F3))
             j = model.parent[j]
             sj = model.v_slice(j)
-            C[..., sj, si] = S[j].T @ F1
+            C[..., sj, si] = np.swapaxes(S[j], -1, -2) @ F1
             C[..., si, sj] = np.swapaxes(F2, -1, -2) @ Sd[j] + np.swapaxes(F3, -1, -2) @ S[j]
     return C
 

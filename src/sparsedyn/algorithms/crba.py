@@ -77,7 +77,8 @@ def crba_kernel(model, q):
         si = model.v_slice(i)
         F = inertia_columns(IC[i], S[i])                    # (..., 6, nv_i)
         arm = armature_of(model, i)
-        H[..., si, si] = S[i].T @ F if arm is None else S[i].T @ F + np.diag(arm)
+        StF = np.swapaxes(S[i], -1, -2) @ F
+        H[..., si, si] = StF if arm is None else StF + np.diag(arm)
         j = i
         while model.parent[j] >= 0:
             F = apply_columns(apply_force_transpose, Xup[j], F)   # parent(j)_X_j^* F

@@ -62,7 +62,7 @@ from ..kernels import Kernel, registered
 from ..symbolic.ad import MODES, inline, jacobian_program
 from ..symbolic.ir import Graph, Sym
 from ..symbolic.trace import trace_function, trace_kernel
-__all__ = ["derivatives", "derivative_program", "retract"]
+__all__ = ["derivatives", "derivative_program", "retract", "varying_subspaces"]
 
 _PROGRAMS = weakref.WeakKeyDictionary()   # model -> {key: Program}
 _LOCK = threading.Lock()
@@ -74,6 +74,13 @@ def retract(model, q, dq):
         return q
     return np.concatenate([j.retract(q[..., model.q_slice(i)], dq[..., model.v_slice(i)])
                            for i, j in enumerate(model.joints)], -1)
+
+
+def varying_subspaces(model):
+    """Whether a joint of ``model`` has a motion subspace that depends on ``q``: the analytical
+    derivative kernels (written for constant subspaces) then return the derivatives of the traced
+    program (:func:`derivatives`) instead."""
+    return not all(j.constant_subspace for j in model.joints)
 
 
 def _kernel_of(fn, inputs=None, outputs=None, optional=None, static=()):

@@ -65,7 +65,9 @@ from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, cross_motion_products,
                        inner, rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
-from .aba import PIVOT_RTOL, own_inertia_scales
+from .aba import PIVOT_RTOL, aba, own_inertia_scales
+from .derivatives import derivatives, varying_subspaces
+from .rnea import rnea
 from .fd import ltdl_checker
 from .kinematics_derivatives import ModelCache, common_shape, levels, root_motion
 from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
@@ -726,6 +728,8 @@ def rnea_derivatives(model, q, v, a, f_ext=None, gravity=None):
     ``gravity`` are held constant.  Pinocchio's ``computeRNEADerivatives``.
     """
     q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
+    if varying_subspaces(model):
+        return derivatives(rnea, ("q", "v", "a"))(model, q, v, a, f_ext=f_ext, gravity=gravity)
     return rnea_derivative_kernel(model, q, v, a, f_ext, g)
 
 
@@ -749,6 +753,8 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     """
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
+    if varying_subspaces(model):
+        return derivatives(aba, ("q", "v", "tau"))(model, q, v, tau, f_ext=f_ext, gravity=gravity)
     lam = dof_lambda(model)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
     W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None) if symbolic else _checked_factor(model, lam, H))
@@ -854,6 +860,8 @@ def _free_roots(model):
 
 def _static(model, q, f_ext, gravity):
     z = bk.zeros(q.shape[:-1] + (model.nv,), like=q)
+    if varying_subspaces(model):
+        return derivatives(rnea, "q")(model, q, z, z, f_ext=f_ext, gravity=gravity)
     return rnea_derivative_kernel(model, q, z, z, f_ext, gravity, velocity=False)
 
 

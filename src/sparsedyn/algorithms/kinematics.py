@@ -19,7 +19,7 @@ from ..spatial import (Transform, apply_motion, apply_motion_inv, compose, cross
 __all__ = ["joint_transforms", "world_transforms", "frame_world_transform", "root_transforms", "forward_kinematics",
            "frame_placement", "frame_placements", "geometry_placements", "body_velocities", "frame_velocity",
            "frame_jacobian", "REFERENCES", "body_accelerations", "frame_acceleration", "frame_classical_acceleration",
-           "frame_jacobian_dot_v"]
+           "frame_jacobian_dot_v", "velocity_products"]
 
 REFERENCES = ("local", "world", "local_world_aligned")
 
@@ -150,6 +150,21 @@ def velocity_pass(model, Xup, S, v):
     return vb, vJ
 
 
+def velocity_products(model, q, v, vb, vJ):
+    """``c[i] = v_i x vJ_i + cJ_i`` (..., 6) by body, the acceleration a joint's motion makes at zero
+    ``qdd`` (RBDA Table 5.1's ``c_i``): ``cJ_i = Sdot_i qd_i`` (:meth:`~sparsedyn.Joint.bias`) for a
+    joint whose ``S`` depends on ``q``, the first term for a body with a parent; ``None`` where both
+    are structural zeros.  ``vb``, ``vJ`` from :func:`velocity_pass` (no checks; kernel use)."""
+    c = []
+    for i, joint in enumerate(model.joints):
+        ci = None if model.parent[i] < 0 else cross_motion(vb[i], vJ[i])
+        if not joint.constant_subspace:
+            cJ = joint.bias(q[..., model.q_slice(i)], v[..., model.v_slice(i)])
+            ci = cJ if ci is None else ci + cJ
+        c.append(ci)
+    return c
+
+
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, outputs={"v_bodies": ("nb", 6)})
 def body_velocities(model, q, v):
     """Spatial velocity of every body in its own frame, (..., NB, 6), ``[omega; v]``."""
@@ -255,14 +270,18 @@ def frame_velocity(model, q, v, frame, reference="local"):
 
 # --- accelerations ------------------------------------------------------------------
 
-def body_accelerations(model, Xup, S, v, a, a_root=None):
+def body_accelerations(model, Xup, S, v, a, a_root=None, q=None):
     """``(vb, ab)``: spatial velocity and acceleration of every body in its own frame (lists by
-    body), RBDA Table 5.1's forward pass: ``a_i = Xup_i a_parent + S_i a + v_i x S_i v``.
+    body), RBDA Table 5.1's forward pass: ``a_i = Xup_i a_parent + S_i a + v_i x S_i v + cJ_i``.
 
     ``a_root`` (..., 6): the acceleration of the world seen by the roots (``-[0; g]`` makes
-    gravity a fictitious base acceleration, as RNEA does); ``None`` for zero (no checks; kernel use).
+    gravity a fictitious base acceleration, as RNEA does); ``None`` for zero.  ``q``: the
+    configuration, needed where a joint's ``S`` depends on it (``cJ``) (no checks; kernel use).
     """
     vb, vJ = velocity_pass(model, Xup, S, v)
+    if q is None and not all(j.constant_subspace for j in model.joints):
+        raise ValueError("body_accelerations: q is needed for joints whose motion subspace depends on q")
+    c = velocity_products(model, q, v, vb, vJ)
     ab = []
     for i in range(model.nbodies):
         aJ = mv(S[i], a[..., model.v_slice(i)])
@@ -270,7 +289,9 @@ def body_accelerations(model, Xup, S, v, a, a_root=None):
         if p < 0:
             ab.append(aJ if a_root is None else apply_motion(Xup[i], a_root) + aJ)
         else:
-            ab.append(apply_motion(Xup[i], ab[p]) + aJ + cross_motion(vb[i], vJ[i]))
+            ab.append(apply_motion(Xup[i], ab[p]) + aJ)
+        if c[i] is not None:
+            ab[i] = ab[i] + c[i]
     return vb, ab
 
 
@@ -284,7 +305,7 @@ def _frame_motion(model, q, v, a, frame, reference):
     k = model.frame(frame)
     Xup, S = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
-    vb, ab = body_accelerations(model, Xup, S, v, a)
+    vb, ab = body_accelerations(model, Xup, S, v, a, q=q)
     f = model.frames[k]
     # The frame is fixed on its body: its spatial velocity and acceleration are the body's, moved to it.
     if f.body < 0:                                      # a world frame does not move

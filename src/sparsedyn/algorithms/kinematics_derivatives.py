@@ -39,7 +39,8 @@ from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
                        cross_motion, cross_motion_products, rigid_inertia, skew)
-from .kinematics import _check_reference
+from .derivatives import derivatives, varying_subspaces
+from .kinematics import _check_reference, frame_acceleration, frame_jacobian, frame_velocity
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
            "RootMotion", "root_motion", "stacked", "broadcast_columns", "common_shape"]
@@ -603,6 +604,8 @@ def frame_velocity_derivatives(model, q, v, frame, reference="local"):
     (rows ``[omega; v]`` in ``reference``'s point and axes; ``dV_dq`` on the tangent space,
     ``dV_dv`` the frame Jacobian).  Pinocchio's ``getFrameVelocityDerivatives``."""
     reference = _check_reference(reference)
+    if varying_subspaces(model):
+        return derivatives(frame_velocity, ("q", "v"))(model, q, v, frame=frame, reference=reference)
     K, fr, shape, dtype = _frame_setup(model, q, v, None, frame, reference, ("q", "v"))
     if fr.body < 0:
         return _world_frame(model, shape, dtype, 2)
@@ -632,6 +635,8 @@ def frame_acceleration_derivatives(model, q, v, a, frame, reference="local"):
     ``dA_dq`` on the tangent space, ``dA_da`` the frame Jacobian).  Pinocchio's
     ``getFrameAccelerationDerivatives`` (its ``a_partial_dq``, ``a_partial_dv``, ``a_partial_da``)."""
     reference = _check_reference(reference)
+    if varying_subspaces(model):
+        return derivatives(frame_acceleration, ("q", "v", "a"))(model, q, v, a, frame=frame, reference=reference)
     K, fr, shape, dtype = _frame_setup(model, q, v, a, frame, reference, ("q", "v", "a"))
     if fr.body < 0:
         return _world_frame(model, shape, dtype, 3)
@@ -658,6 +663,9 @@ def frame_jacobian_time_variation(model, q, v, frame, reference="local"):
     ``d/dt xi_k = V_k x xi_k``; in ``local`` axes the frame's own motion ``-V_f x`` adds to it,
     in ``local_world_aligned`` the moving point adds ``omega_k x v_p``."""
     reference = _check_reference(reference)
+    if varying_subspaces(model):                  # dJ/dt = dJ/dq v (q on the tangent space)
+        v = _checks.velocity(model, v)
+        return (derivatives(frame_jacobian, "q")(model, q, frame=frame, reference=reference) @ v[..., None, :, None])[..., 0]
     K, fr, shape, dtype = _frame_setup(model, q, v, None, frame, reference, ("q", "v"))
     if fr.body < 0:
         return _world_frame(model, shape, dtype, 1)

@@ -43,7 +43,7 @@ import numpy as np
 from .. import _checks
 from ..kernels import kernel
 from .. import backend as bk
-from .aba import articulated_transmitted, float_checker
+from .aba import articulated_transmitted, constant_subspace, float_checker
 from .crba import apply_columns, result_dtype
 from .kinematics import joint_transforms, root_transforms
 from .ltdl import spd_inverse
@@ -74,7 +74,8 @@ def minv_kernel(model, q, check=None):
         below = slice(si.stop, sub.stop)                    # dofs of the proper subtree
         U = IA[i] @ S[i]
         arm = armature_of(model, i)
-        D = S[i].T @ U if arm is None else S[i].T @ U + np.diag(arm)
+        StU = np.swapaxes(S[i], -1, -2) @ U
+        D = StU if arm is None else StU + np.diag(arm)
         Dinv = spd_inverse(D, None if check is None else check(i, IA[i]))
         S0[i] = apply_columns(apply_motion_inv, X0[i], S[i])
         U0 = apply_columns(apply_force_transpose, X0[i], U)
@@ -84,7 +85,8 @@ def minv_kernel(model, q, check=None):
         p = model.parent[i]
         if p >= 0:
             F[..., :, sub] = F[..., :, sub] + U0 @ Minv[..., si, sub]
-            IA[p] = IA[p] + transform_inertia(Xup[i], articulated_transmitted(IA[i], U @ Dinv, U, S[i], arm))
+            Ia = articulated_transmitted(IA[i], U @ Dinv, U, constant_subspace(model, i, S), arm)
+            IA[p] = IA[p] + transform_inertia(Xup[i], Ia)
     P = [None] * NB                           # P[i]: columns ``cols`` (i's first dof .. end of its root's tree)
     for i in range(NB):
         si, v0 = model.v_slice(i), int(model.v_start[i])

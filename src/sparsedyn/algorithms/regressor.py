@@ -69,7 +69,7 @@ def _joint_wrench_blocks(model, q, v, a, gravity):
     multiplies ``pi_j``, for ``j`` in the subtree of ``i``; ``(F, S, shape)``."""
     g = model.gravity if gravity is None else gravity
     Xup, S = joint_transforms(model, q)
-    vb, ab = body_accelerations(model, Xup, S, v, a, -np.concatenate([0 * g, g], -1))
+    vb, ab = body_accelerations(model, Xup, S, v, a, -np.concatenate([0 * g, g], -1), q=q)
     F = [dict() for _ in range(model.nbodies)]
     for j in range(model.nbodies):
         Fj = body_regressor(vb[j], ab[j])
@@ -94,7 +94,7 @@ def joint_torque_regressor(model, q, v, a, gravity=None):
     Y = np.zeros(shape + (model.nv, NPARAM * model.nbodies), dtype=result_dtype(q))
     for i in range(model.nbodies):
         for j, Fij in F[i].items():
-            Y[..., model.v_slice(i), NPARAM * j:NPARAM * (j + 1)] = S[i].T @ Fij
+            Y[..., model.v_slice(i), NPARAM * j:NPARAM * (j + 1)] = np.swapaxes(S[i], -1, -2) @ Fij
     return Y
 
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from .kinematics import joint_transforms, velocity_pass
-from ..spatial import apply_force_transpose, apply_motion, cross_force, cross_motion, mv, rigid_structure
+from .kinematics import joint_transforms, velocity_pass, velocity_products
+from ..spatial import apply_force_transpose, apply_motion, cross_force, mtv, mv, rigid_structure
 
 __all__ = ["rnea", "generalized_gravity", "nonlinear_effects", "rnea_kernel", "rnea_passes", "armature_of",
            "armature_force"]
@@ -49,6 +49,7 @@ def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
     a_grav = np.concatenate([0 * g, g], -1)
     Xup, S = joint_transforms(model, q)
     v, vJ = velocity_pass(model, Xup, S, qd)
+    c = velocity_products(model, q, qd, v, vJ)
     a, f = [None] * model.nbodies, [None] * model.nbodies
     for i in range(model.nbodies):
         aJ = mv(S[i], qdd[..., model.v_slice(i)])
@@ -56,14 +57,16 @@ def rnea_passes(model, q, qd, qdd, f_ext=None, gravity=None):
         if p < 0:
             a[i] = apply_motion(Xup[i], -a_grav) + aJ
         else:
-            a[i] = apply_motion(Xup[i], a[p]) + aJ + cross_motion(v[i], vJ[i])
+            a[i] = apply_motion(Xup[i], a[p]) + aJ
+        if c[i] is not None:
+            a[i] = a[i] + c[i]
         I = rigid_structure(model.inertia[i])
         f[i] = mv(I, a[i]) + cross_force(v[i], mv(I, v[i]))
         if f_ext is not None:
             f[i] = f[i] - f_ext[..., i, :]
     tau = [None] * model.nbodies
     for i in range(model.nbodies - 1, -1, -1):
-        tau[i] = mv(S[i].T, f[i])
+        tau[i] = mtv(S[i], f[i])
         rotor = armature_force(model, i, qdd)
         if rotor is not None:
             tau[i] = tau[i] + rotor

@@ -451,7 +451,7 @@ def _input_checks(model, spec):
 
 
 def _quaternion_offsets(model):
-    return tuple(int(model.q_slice(i).stop) - 4 for i, j in enumerate(model.joints) if j.type in ("spherical", "free"))
+    return tuple(int(model.q_slice(i).start) + k for i, j in enumerate(model.joints) for k in j.quaternions())
 
 
 def find_compiler_or_warn(stacklevel=3):

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _checks
 from ..algorithms.kinematics import joint_transforms
 from ..spatial import compose, cross3, cross_motion, mtv
 
@@ -80,6 +81,7 @@ def kinematics(model, q, v=None, jacobians=True) -> Kinematics:
 
     ``jacobians=False`` (and no ``v``) computes only the transforms (for residuals).
     """
+    _checks.constant_subspaces(model, "constraint kinematics")
     Xup, S = joint_transforms(model, q)
     X0 = []
     for i in range(model.nbodies):

@@ -178,6 +178,7 @@ def _columns(T):
 def contact_drift(model, Xup, S, v, contacts):
     """``Jdot v`` (..., m): the contacts' accelerations at ``a = 0`` without gravity (spatial for 6D,
     classical for a point: ``a_lin + omega x v_p``), frame axes (no checks; kernel use)."""
+    _checks.constant_subspaces(model, "contact dynamics")
     vb, ab = body_accelerations(model, Xup, S, v, bk.zeros(v.shape, like=v))
     out = []
     for c in contacts:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..joints import Joint, make_joint
+from ..joints import JOINT_TYPES, Joint, make_joint
 from ..builders import ModelBuilder
 from ..model import Model, ModelError
 from ..spatial import from_pose, inertia_components, mcI, pose
@@ -245,8 +245,31 @@ def _unbounded_unaligned(pin, axis):
     return pin.buildModelFromXML(xml).joints[1]
 
 
+def _pin_composite(pin, parts, where):
+    """A ``JointModelComposite`` of the Pinocchio joints of ``parts`` (no placements between them)."""
+    for j in parts:
+        if j.type in ("continuous", "planar", "free", "composite"):
+            raise ModelError(f"{where}: a composite joint with a {j.type} part is not exported to Pinocchio "
+                             f"(its coordinates inside a JointModelComposite differ from ours)")
+    composite = pin.JointModelComposite(_pin_joint(pin, parts[0], where))
+    for j in parts[1:]:
+        composite.addJoint(_pin_joint(pin, j, where))
+    return composite
+
+
 def _pin_joint(pin, joint: Joint, where: str):
     axis = np.array(joint.axis)
+    if joint.type == "helical" and joint.translation_axis is not None:
+        raise ModelError(f"{where}: a helical joint whose translation axis {joint.translation_axis} differs from "
+                         f"its rotation axis has no Pinocchio equivalent")
+    if joint.type == "spherical_zyx":
+        return pin.JointModelSphericalZYX()
+    if joint.type == "translation":
+        return pin.JointModelTranslation()
+    if joint.type == "universal":
+        return pin.JointModelUniversal(np.array(joint.axes[0]), np.array(joint.axes[1]))
+    if joint.type == "composite" or joint.type.startswith("spherical_"):
+        return _pin_composite(pin, joint.joints, where)
     if joint.type in _ALIGNED:
         aligned = [k for k in range(3) if axis[k] == 1.0]
         if aligned:
@@ -338,9 +361,14 @@ _PIN_TYPES = {
 
 def _joint_from_pin(jmodel, q_neutral, where) -> Joint:
     """Our joint for a Pinocchio joint model; axes and pitch are read off its motion subspace."""
+    return _joint_from_pin_q(jmodel, q_neutral[jmodel.idx_q:jmodel.idx_q + jmodel.nq], where)
+
+
+def _joint_from_pin_q(jmodel, q_local, where) -> Joint:
+    """:func:`_joint_from_pin` with the joint's own neutral coordinates ``q_local``."""
     name = jmodel.shortname()
     jdata = jmodel.createData()
-    jmodel.calc(jdata, q_neutral[jmodel.idx_q:jmodel.idx_q + jmodel.nq])
+    jmodel.calc(jdata, q_local)
     S = np.array(jdata.S).reshape(6, jmodel.nv)   # Pinocchio rows: [v; omega]
     for kind, names in _PIN_TYPES.items():
         if name in names:
@@ -351,13 +379,32 @@ def _joint_from_pin(jmodel, q_neutral, where) -> Joint:
             if kind == "helical":
                 return make_joint(kind, S[3:, 0], float(S[:3, 0] @ S[3:, 0]))
             return make_joint(kind)
+    simple = {"JointModelSphericalZYX": "spherical_zyx", "JointModelTranslation": "translation"}
+    if name in simple:
+        return make_joint(simple[name])
+    if name == "JointModelUniversal":
+        inner = jmodel.extract() if hasattr(jmodel, "extract") else jmodel
+        return make_joint("universal", axes=(np.array(inner.axis1), np.array(inner.axis2)))
     if name == "JointModelComposite":
-        inner = jmodel.extract()
+        inner = jmodel.extract() if hasattr(jmodel, "extract") else jmodel
         kinds = [j.shortname() for j in inner.joints]
+        aligned = all(np.allclose(P.homogeneous, np.eye(4), atol=1e-12) for P in inner.jointPlacements)
         if (len(kinds) == 2 and kinds[0] in _PIN_TYPES["revolute"] and kinds[1] in _PIN_TYPES["prismatic"]
-                and all(np.allclose(P.homogeneous, np.eye(4), atol=1e-12) for P in inner.jointPlacements)
-                and np.allclose(S[3:, 0], S[:3, 1], atol=1e-12)):
+                and aligned and np.allclose(S[3:, 0], S[:3, 1], atol=1e-12)):
             return make_joint("cylindrical", S[3:, 0])
+        if aligned:
+            parts, k = [], 0
+            for j in inner.joints:
+                parts.append(_joint_from_pin_q(j, q_local[k:k + j.nq], where))
+                k += j.nq
+            if any(p.type in ("continuous", "planar", "free") for p in parts):
+                raise ModelError(f"{where}: a Pinocchio composite joint with a {kinds} part has no sparsedyn "
+                                 f"equivalent (its coordinates differ)")
+            order = "".join("xyz"[int(np.argmax(p.axis))] if p.type == "revolute" and max(p.axis) == 1.0 else "?"
+                            for p in parts)
+            if "spherical_" + order in JOINT_TYPES:          # our Euler-angle joints are written so
+                return make_joint("spherical_" + order)
+            return make_joint("composite", joints=parts)
     raise ModelError(f"{where}: Pinocchio joint {name} has no sparsedyn equivalent")
 
 
@@ -371,8 +418,10 @@ def from_pinocchio(pin_model, name=None) -> Model:
     """A :class:`~sparsedyn.model.Model` of a ``pinocchio.Model``.
 
     Supported joints: revolute (RX/RY/RZ/unaligned), unbounded revolute
-    (continuous), prismatic, helical, spherical, free flyer, planar and the
-    revolute+prismatic composite of :func:`to_pinocchio` (cylindrical).  Body
+    (continuous), prismatic, helical, spherical, free flyer, planar, SphericalZYX,
+    Translation, Universal and composite joints without placements between their parts
+    (the revolute+prismatic one of :func:`to_pinocchio` becomes cylindrical, three revolute
+    joints about frame axes an Euler-angle spherical joint).  Body
     ``i`` is Pinocchio's joint ``i + 1``; a body is named after the first
     ``BODY`` frame placed at its joint frame (else after its joint).  Other
     ``OP_FRAME``/``BODY``/``SENSOR`` frames become named frames (the first of

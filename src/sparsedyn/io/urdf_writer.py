@@ -72,7 +72,8 @@ def to_urdf(model: Model) -> str:
     for i, j in enumerate(model.joints):
         if j.type not in URDF_TYPE:
             raise ValueError(f"to_urdf: joint {model.joint_names[i]!r} of type {j.type!r} cannot be written as "
-                             f"URDF (supported: {', '.join(sorted(URDF_TYPE))})")
+                             f"URDF (supported: {', '.join(sorted(URDF_TYPE))}; URDF has one axis per joint and no "
+                             f"screw or user-defined joint)")
     if len(set(model.joint_names)) != model.nbodies:
         raise ValueError(f"to_urdf: model {model.name!r} has repeated joint names; URDF joint names are unique")
     roots = [i for i in range(model.nbodies) if model.parent[i] < 0]
