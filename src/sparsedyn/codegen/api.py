@@ -122,7 +122,7 @@ def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True
     lines = [f"model {model.name!r}: {model.nbodies} bodies, nq={model.nq}, nv={model.nv}"]
     if cm.compiled:
         c = cm._compiler
-        lines.append(f"compiler: {' '.join(c.argv)} ({c.ident.split(' | ')[0]}); flags: {' '.join(c.flags)}")
+        lines.append(f"compiler: {build.describe(c)}; flags: {' '.join(c.flags)}; target: {build.target()}")
         lines.append(f"batch: {cm.lanes} states per vector, OpenMP {'on' if c.openmp else 'off'}, "
                      f"single calls via {'the C fast path' if cm.fastcall else 'ctypes'}")
     else:

@@ -2,9 +2,19 @@
 
 Compiler
     ``$SPARSEDYN_CC`` if set (a path or a command name; no shell syntax), else
-    ``$CC``, else the first of ``cc``, ``gcc``, ``clang`` on ``PATH``.  Its
-    identity (``--version`` first line and the target it resolves
-    ``-march=native`` to) is part of every cache key.
+    ``$CC``, else the first of ``cc``, ``gcc``, ``clang`` on ``PATH``; when none
+    is found there, or the one found cannot build a shared library (a compiler
+    without the C library's headers), the *pip compiler*: clang as ``zig cc`` from
+    the ``ziglang`` package, which installs with sparsedyn (:func:`pip_compiler`).
+    It has no OpenMP runtime: batches run on one thread.  The compiler's identity
+    (``--version`` first line) and flags are part of every library key.
+
+Target
+    :func:`target`: the platform and the CPU's instruction-set features (``-march=native``
+    code runs only where they are all present).  It is part of every key, and a
+    kernel manifest records it: a cache directory copied to a machine of the same
+    platform and CPU features is used there (whichever compiler built it); on
+    another one its entries are not found, or refused, and rebuilt.
 
 Flags
     :data:`DEFAULT_FLAGS`: ``-O1 -ffp-contract=off -fno-math-errno`` plus
@@ -60,8 +70,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "cache_dir", "build_library",
-           "DEFAULT_FLAGS", "BuildError"]
+__all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "pip_compiler", "describe",
+           "target", "cache_dir", "build_library", "DEFAULT_FLAGS", "BuildError"]
 
 #: Optimisation and floating-point flags (see the module docstring).
 DEFAULT_FLAGS = ("-O1", "-ffp-contract=off", "-fno-math-errno")
@@ -108,24 +118,104 @@ class Compiler:
         return r
 
 
-_PROBE_VERSION = 4
+_PROBE_VERSION = 5
 _probe_lock = threading.Lock()
 _probed: dict = {}
 
 
-def _compiler_command():
+def pip_compiler():
+    """``[zig, "cc"]``: the C compiler of the ``ziglang`` package (clang, with the C libraries of
+    every platform it targets), or ``None`` when the package is not installed."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("ziglang")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for d in spec.submodule_search_locations:
+        for name in ("zig", "zig.exe"):
+            exe = Path(d) / name
+            if exe.is_file() and os.access(exe, os.X_OK):
+                return [str(exe), "cc"]
+    return None
+
+
+def _system_compiler():
+    """The command of ``$SPARSEDYN_CC`` / ``$CC`` (``None`` when it names nothing runnable), or the
+    first of ``cc``, ``gcc``, ``clang`` on ``PATH``; second item: whether it was set explicitly."""
     spec = os.environ.get("SPARSEDYN_CC") or os.environ.get("CC")
     if spec:
         argv = shlex.split(spec)
-        if not argv:
-            return None
-        exe = shutil.which(argv[0])
-        return [exe] + argv[1:] if exe else None
+        exe = shutil.which(argv[0]) if argv else None
+        return ([exe] + argv[1:] if exe else None), True
     for name in ("cc", "gcc", "clang"):
         exe = shutil.which(name)
         if exe:
-            return [exe]
-    return None
+            return [exe], False
+    return None, False
+
+
+def _compiler_command():
+    """The command of the compiler to try first (see the module docstring), or ``None``."""
+    argv, explicit = _system_compiler()
+    if argv is None and not explicit:
+        return pip_compiler()
+    return argv
+
+
+def is_pip_compiler(compiler) -> bool:
+    """Whether ``compiler`` (a :class:`Compiler` or an argv list) is the pip compiler."""
+    argv = getattr(compiler, "argv", compiler) or []
+    pip = pip_compiler()
+    return pip is not None and list(argv[:2]) == pip
+
+
+def describe(compiler) -> str:
+    """One line naming ``compiler``: its ``--version`` line and command, and whether it is the
+    system's or the pip compiler (``"none"`` for ``None``)."""
+    if compiler is None:
+        return "none"
+    name = compiler.ident.split(" | ")[0]
+    where = "pip compiler (ziglang)" if is_pip_compiler(compiler) else "system compiler"
+    return f"{name} [{where}: {' '.join(compiler.argv)}]"
+
+
+_target = None
+
+
+def target() -> str:
+    """The platform and the CPU's instruction-set features, as ``"<system>-<machine> cpu:<hash>"``:
+    where ``-march=native`` code built here runs (the CPU's feature flags: ``flags`` or ``Features``
+    of ``/proc/cpuinfo`` on Linux, ``sysctl machdep.cpu`` / ``hw.optional`` on macOS, the
+    processor's name elsewhere).  The hash is over the sorted flags, so two machines of one CPU
+    level share it whatever their host names, clock speeds or core counts."""
+    global _target
+    if _target is None:
+        import platform
+        feats = set()
+        try:
+            with open("/proc/cpuinfo", "rb") as f:
+                for line in f:
+                    if line.startswith((b"flags", b"Features", b"isa", b"cpu model")):
+                        feats.update(line.split(b":", 1)[-1].decode(errors="replace").split())
+                    elif not line.strip() and feats:
+                        break                  # the first processor's block is enough
+        except OSError:
+            pass
+        if not feats and sys.platform == "darwin":
+            for args in (["sysctl", "-n", "machdep.cpu.features", "machdep.cpu.leaf7_features"],
+                         ["sysctl", "hw.optional"]):
+                try:
+                    r = subprocess.run(args, capture_output=True, text=True, timeout=10)
+                    feats.update(r.stdout.split())
+                except (OSError, subprocess.SubprocessError):
+                    pass
+        if not feats:
+            feats.add(platform.processor() or "unknown")
+        h = hashlib.sha256(" ".join(sorted(feats)).encode()).hexdigest()[:16]
+        _target = f"{platform.system()}-{platform.machine()} cpu:{h}"
+    return _target
 
 
 def _probe(argv, tmp):
@@ -136,14 +226,22 @@ def _probe(argv, tmp):
         return None
     if ver.returncode != 0:
         return None
-    ident = [ver.stdout.splitlines()[0] if ver.stdout else "unknown"]
+    name = ver.stdout.splitlines()[0].strip() if ver.stdout.strip() else "unknown"
+    if is_pip_compiler(argv):
+        zv = subprocess.run(argv[:1] + ["version"], capture_output=True, text=True)
+        name = f"zig cc {zv.stdout.strip()} ({name})"
+    # The CPU features -march=native resolves to (so caches never mix CPUs).
+    ident = [name, target()]
     src = Path(tmp) / "probe.c"
     src.write_text("#include <math.h>\ndouble sd_probe(double x) { return sin(x) + sqrt(x); }\n")
     opt = tuple(shlex.split(os.environ["SPARSEDYN_CFLAGS"])) if os.environ.get("SPARSEDYN_CFLAGS") else DEFAULT_FLAGS
+    # Undefined symbols are errors at link time (a library that cannot load is no use): an OpenMP
+    # the compiler accepts but has no runtime for (zig cc) is refused here, not at dlopen.
+    strict = ["-Wl,--no-undefined"] if sys.platform.startswith("linux") else []
 
-    def ok(flags):
-        r = subprocess.run(argv + list(_BASE_FLAGS) + list(flags) + ["-shared", "-o", "probe.so", "probe.c", "-lm"],
-                           cwd=tmp, capture_output=True, text=True)
+    def ok(flags, name="probe", libs=("-lm",)):
+        r = subprocess.run(argv + list(_BASE_FLAGS) + list(flags) + ["-shared"] + strict
+                           + ["-o", f"{name}.so", f"{name}.c"] + list(libs), cwd=tmp, capture_output=True, text=True)
         return r.returncode == 0
 
     if not ok(opt):
@@ -153,14 +251,10 @@ def _probe(argv, tmp):
         flags += list(SKIP_PASSES)
     if ok(flags + ["-march=native"]):
         flags.append("-march=native")
-        # What -march=native means on this machine (so caches never mix CPUs).
-        r = subprocess.run(argv + ["-march=native", "-Q", "--help=target"], capture_output=True, text=True)
-        if r.returncode == 0:
-            ident.append(hashlib.sha256(r.stdout.encode()).hexdigest()[:16])
-        else:
-            with open("/proc/cpuinfo", "rb") if os.path.exists("/proc/cpuinfo") else open(os.devnull, "rb") as f:
-                ident.append(hashlib.sha256(f.read()).hexdigest()[:16])
-    openmp = ok(flags + ["-fopenmp"])
+    (Path(tmp) / "omp.c").write_text(
+        "void sd_probe3(int n, double *x) {\n#pragma omp parallel for\n"
+        "  for (int i = 0; i < n; i++) x[i] *= 2;\n}\n")
+    openmp = ok(flags + ["-fopenmp"], "omp")
     if openmp:
         flags.append("-fopenmp")
     libs = ["-lm"]
@@ -169,10 +263,7 @@ def _probe(argv, tmp):
         "typedef double v2 __attribute__((vector_size(16)));\n"
         "v2 _ZGVbN2v_sin(v2); v2 _ZGVbN2v_cos(v2);\n"
         "v2 sd_probe2(v2 x) { return _ZGVbN2v_sin(x) + _ZGVbN2v_cos(x); }\n")
-    r = subprocess.run(argv + list(_BASE_FLAGS) + flags + ["-shared", "-Wl,--no-undefined", "-o", "mvec.so",
-                                                            "mvec.c", "-lmvec", "-lm"],
-                       cwd=tmp, capture_output=True, text=True)
-    if r.returncode == 0:
+    if strict and ok(flags, "mvec", ("-lmvec", "-lm")):
         flags.append("-DSD_LIBMVEC")
         libs.insert(0, "-lmvec")
     return Compiler(argv, " | ".join(ident), list(_BASE_FLAGS) + flags, openmp, libs)
@@ -193,17 +284,24 @@ def _machine_id() -> str:
 
 
 def find_compiler():
-    """The :class:`Compiler` to use, or ``None``.
+    """The :class:`Compiler` to use, or ``None``: the system's (``$SPARSEDYN_CC``, ``$CC`` or the
+    ``PATH``'s), else, unless one was named explicitly, the pip compiler (:func:`pip_compiler`).
 
-    Probing runs the compiler a few times (about 0.2 s), so its result is kept
-    per process and in the cache directory (``probe_<hash>.json``), keyed by the
-    command, the executable's size and modification time, ``$SPARSEDYN_CFLAGS``
-    and the machine; a failed probe is not cached on disk.
+    Probing runs the compiler a few times (about 0.2 s; the pip compiler's first run on a machine
+    prepares its C library, several seconds), so its result is kept per process and in the cache
+    directory (``probe_<hash>.json``), keyed by the command, the executable's size and modification
+    time, ``$SPARSEDYN_CFLAGS`` and the machine; a failed probe is not cached on disk.
     """
+    argv, explicit = _system_compiler()
+    comp = _probed_compiler(argv) if argv is not None else None
+    if comp is None and not explicit:
+        pip = pip_compiler()
+        comp = _probed_compiler(pip) if pip is not None else None
+    return comp
+
+
+def _probed_compiler(argv):
     import json
-    argv = _compiler_command()
-    if argv is None:
-        return None
     try:
         st = os.stat(argv[0])
         exe = (st.st_size, st.st_mtime_ns)
@@ -227,7 +325,7 @@ def find_compiler():
             comp = None
         if comp is None:
             with tempfile.TemporaryDirectory(prefix="sparsedyn-probe-") as tmp:
-                comp = _probe(argv, tmp)
+                comp = _probe(list(argv), tmp)
             if comp is not None:
                 fd, tmpname = tempfile.mkstemp(prefix="probe_", suffix=".tmp", dir=d)
                 with os.fdopen(fd, "w") as f:
