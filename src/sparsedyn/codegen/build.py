@@ -83,6 +83,12 @@ DEFAULT_FLAGS = ("-O1", "-ffp-contract=off", "-fno-math-errno")
 #: single state and batched).  Dropped when the compiler rejects them.
 SKIP_PASSES = ("-fno-tree-dse", "-fno-dse", "-fno-tree-dominator-opts", "-fno-tree-fre", "-fno-tree-ccp",
                "-fno-tree-pta")
+#: For clang as ``zig cc``, which compiles ``-O1`` as clang's ``-O2`` with debug information and frame
+#: pointers: no debug information (a third of its time), no SLP vectorizer (two thirds of the rest on
+#: straight-line kernels; it reassociates nothing, so results stay equal), the frame pointer's
+#: register back for the kernels.  Measured on g1's rnea_derivatives, one translation unit: 1.27 ->
+#: 0.29 s of compiler CPU (gcc: 0.24 s).  Dropped when the compiler rejects them (gcc).
+CLANG_FLAGS = ("-g0", "-fno-slp-vectorize", "-fomit-frame-pointer")
 _BASE_FLAGS = ("-fPIC", "-std=gnu11", "-w")
 
 
@@ -118,7 +124,7 @@ class Compiler:
         return r
 
 
-_PROBE_VERSION = 5
+_PROBE_VERSION = 6
 _probe_lock = threading.Lock()
 _probed: dict = {}
 
@@ -247,8 +253,10 @@ def _probe(argv, tmp):
     if not ok(opt):
         return None
     flags = list(opt)
-    if not os.environ.get("SPARSEDYN_CFLAGS") and ok(flags + list(SKIP_PASSES)):
-        flags += list(SKIP_PASSES)
+    if not os.environ.get("SPARSEDYN_CFLAGS"):
+        for extra in (SKIP_PASSES, CLANG_FLAGS):
+            if ok(flags + list(extra)):
+                flags += list(extra)
     if ok(flags + ["-march=native"]):
         flags.append("-march=native")
     (Path(tmp) / "omp.c").write_text(

@@ -234,8 +234,8 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
             json.dump(data, f)
         os.replace(tmp, manifest)
     if progress:
-        progress(f"{variant} kernels ready in {seconds:.2f} s ("
-                 f"{'built by ' + build.describe(compiler) if built else 'library from the cache'})")
+        progress(f"{variant} kernels ready in {seconds:.2f} s "
+                 + (f"(built) by {build.describe(compiler)}" if built else "(library from the cache)"))
     return _Library(lib, specs, variant), kinfo, seconds, built
 
 
