@@ -21,7 +21,7 @@ import pytest
 
 import sparsedyn as sd
 from sdcompile_helpers import compile_cache, subprocess_env  # noqa: F401  (fixture)
-from sparsedyn.codegen import build
+from sparsedyn.codegen import build, toolchain
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -163,7 +163,7 @@ def test_an_entry_of_another_cpu_is_refused_and_rebuilt(tmp_path, monkeypatch):
     recorded = json.loads(manifest.read_text())
     assert recorded["target"] == build.target() and recorded["compiler"] == build.describe(build.find_compiler())
     with monkeypatch.context() as mp:
-        mp.setattr(build, "_target", build.target().split(" cpu:")[0] + " cpu:0123456789abcdef")
+        mp.setattr(toolchain, "_target", build.target().split(" cpu:")[0] + " cpu:0123456789abcdef")
         other = sd.compile(m, kernels=("rnea",))
         assert other.built == {"rnea-single": True}                   # rebuilt for that CPU
         assert other.rnea(q, q, q).tobytes() == want.tobytes()

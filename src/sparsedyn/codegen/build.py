@@ -70,6 +70,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from .toolchain import describe, is_pip_compiler, pip_compiler, target  # noqa: F401 (re-exported)
+
 __all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "pip_compiler", "describe",
            "target", "cache_dir", "build_library", "DEFAULT_FLAGS", "BuildError"]
 
@@ -133,24 +135,6 @@ _probe_lock = threading.Lock()
 _probed: dict = {}
 
 
-def pip_compiler():
-    """``[zig, "cc"]``: the C compiler of the ``ziglang`` package (clang, with the C libraries of
-    every platform it targets), or ``None`` when the package is not installed."""
-    import importlib.util
-    try:
-        spec = importlib.util.find_spec("ziglang")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for d in spec.submodule_search_locations:
-        for name in ("zig", "zig.exe"):
-            exe = Path(d) / name
-            if exe.is_file() and os.access(exe, os.X_OK):
-                return [str(exe), "cc"]
-    return None
-
-
 def _system_compiler():
     """The command of ``$SPARSEDYN_CC`` / ``$CC`` (``None`` when it names nothing runnable), or the
     first of ``cc``, ``gcc``, ``clang`` on ``PATH``; second item: whether it was set explicitly."""
@@ -172,60 +156,6 @@ def _compiler_command():
     if argv is None and not explicit:
         return pip_compiler()
     return argv
-
-
-def is_pip_compiler(compiler) -> bool:
-    """Whether ``compiler`` (a :class:`Compiler` or an argv list) is the pip compiler."""
-    argv = getattr(compiler, "argv", compiler) or []
-    pip = pip_compiler()
-    return pip is not None and list(argv[:2]) == pip
-
-
-def describe(compiler) -> str:
-    """One line naming ``compiler``: its ``--version`` line and command, and whether it is the
-    system's or the pip compiler (``"none"`` for ``None``)."""
-    if compiler is None:
-        return "none"
-    name = compiler.ident.split(" | ")[0]
-    where = "pip compiler (ziglang)" if is_pip_compiler(compiler) else "system compiler"
-    return f"{name} [{where}: {' '.join(compiler.argv)}]"
-
-
-_target = None
-
-
-def target() -> str:
-    """The platform and the CPU's instruction-set features, as ``"<system>-<machine> cpu:<hash>"``:
-    where ``-march=native`` code built here runs (the CPU's feature flags: ``flags`` or ``Features``
-    of ``/proc/cpuinfo`` on Linux, ``sysctl machdep.cpu`` / ``hw.optional`` on macOS, the
-    processor's name elsewhere).  The hash is over the sorted flags, so two machines of one CPU
-    level share it whatever their host names, clock speeds or core counts."""
-    global _target
-    if _target is None:
-        import platform
-        feats = set()
-        try:
-            with open("/proc/cpuinfo", "rb") as f:
-                for line in f:
-                    if line.startswith((b"flags", b"Features", b"isa", b"cpu model")):
-                        feats.update(line.split(b":", 1)[-1].decode(errors="replace").split())
-                    elif not line.strip() and feats:
-                        break                  # the first processor's block is enough
-        except OSError:
-            pass
-        if not feats and sys.platform == "darwin":
-            for args in (["sysctl", "-n", "machdep.cpu.features", "machdep.cpu.leaf7_features"],
-                         ["sysctl", "hw.optional"]):
-                try:
-                    r = subprocess.run(args, capture_output=True, text=True, timeout=10)
-                    feats.update(r.stdout.split())
-                except (OSError, subprocess.SubprocessError):
-                    pass
-        if not feats:
-            feats.add(platform.processor() or "unknown")
-        h = hashlib.sha256(" ".join(sorted(feats)).encode()).hexdigest()[:16]
-        _target = f"{platform.system()}-{platform.machine()} cpu:{h}"
-    return _target
 
 
 def _probe(argv, tmp):
