@@ -188,3 +188,21 @@ def test_cli_says_which_compiler_builds(tmp_path, monkeypatch, capsys):
     # Functions of static arguments are built per argument on first use: refused with the reason.
     assert main(["build", "chain7", "--kernels", "frame_jacobian", "--cache-dir", str(tmp_path / "c2")]) == 1
     assert "'frame_jacobian' takes frame" in capsys.readouterr().err
+
+
+def test_a_system_compiler_that_cannot_build_gives_way_to_the_pip_compiler(tmp_path, monkeypatch):
+    """A ``cc`` on the PATH that cannot build a shared library (a compiler without the C library's
+    headers) is passed over for the pip compiler; one named explicitly is not (no compiler then)."""
+    fake = tmp_path / "bin" / "cc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'cc (broken) 1.0'\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    for var in ("CC", "SPARSEDYN_CC", "SPARSEDYN_CFLAGS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "_probed", {})
+    c = build.find_compiler()
+    assert c is not None and c.argv == build.pip_compiler() and "pip compiler (ziglang)" in build.describe(c)
+    monkeypatch.setenv("SPARSEDYN_CC", str(fake))
+    assert build.find_compiler() is None
