@@ -2,6 +2,7 @@
 
     nice -n 10 .venv/bin/python benchmarks/bench_build.py                      # the default table
     nice -n 10 .venv/bin/python benchmarks/bench_build.py --models chain100 --kernels rnea aba --timeout 120
+    nice -n 10 .venv/bin/python benchmarks/bench_build.py --models g1 --compilers system pip   # zig cc beside cc
 
 Each (model, kernel) cell runs in its own process with a fresh build cache
 (``SPARSEDYN_CACHE_DIR`` a new temporary directory) and a wall-clock limit
@@ -14,12 +15,17 @@ Each (model, kernel) cell runs in its own process with a fresh build cache
   processes: on a machine that other work shares, wall-clock times grow, CPU times hardly do (the
   compiler's time spreads over the cores, ``cpu cc / cores`` is about its wall-clock time on an
   otherwise idle machine);
+* ``wall``: the cell's wall-clock seconds, the process's start and imports included;
 * ``mode``: the code shape chosen for the program (``unrolled`` or ``loops``: see
-  ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units.
+  ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units;
+* ``compiler``: ``system`` (the first of ``cc``, ``gcc``, ``clang`` on ``PATH``) or ``pip``
+  (``zig cc`` of the ``ziglang`` package: the compiler of a machine without one).  zig keeps its own
+  cache of compiled objects; each cell's sources carry a unique comment so that it compiles them
+  afresh (its once-per-machine setup of the C library is not counted).
 
 Models: ``chainN`` (:func:`sparsedyn.serial_chain`, N revolute links), ``treeN`` (a random
-branched tree of N bodies), ``humanoid`` (the built-in one), ``talos_reduced`` (38 dof) and
-``talos_full`` (50 dof) from example-robot-data, floating base.  Numbers are reported, never
+branched tree of N bodies), ``humanoid`` (the built-in one), ``g1`` (Unitree G1, 35 dof),
+``talos_reduced`` (38 dof) and ``talos_full`` (50 dof) from example-robot-data, floating base.  Numbers are reported, never
 asserted.
 """
 
@@ -39,7 +45,8 @@ KERNELS = ("rnea", "aba", "crba", "minv", "rnea_derivatives", "aba_derivatives",
            "frame_jacobian")
 MODELS = ("chain100", "talos_full", "chain400")
 
-_ERD = {"talos_reduced": "talos_data/robots/talos_reduced.urdf", "talos_full": "talos_data/robots/talos_full_v2.urdf"}
+_ERD = {"talos_reduced": "talos_data/robots/talos_reduced.urdf", "talos_full": "talos_data/robots/talos_full_v2.urdf",
+        "g1": "g1_description/urdf/g1_29dof_rev_1_0.urdf"}
 
 
 def load(name):
@@ -63,13 +70,15 @@ def kernel_of(model, name):
     return variant(name)
 
 
-def cell(model_name, kernel_name):
+def cell(model_name, kernel_name, variant="single"):
     """Times of one cold build, in this process (a fresh cache directory)."""
+    import uuid
     from sparsedyn.codegen import build, cemit
     from sparsedyn.codegen.trace import trace
     model = load(model_name)
     spec = kernel_of(model, kernel_name)
     compiler = build.find_compiler()
+    salt = f"/* {uuid.uuid4()} */\n"            # a source zig's object cache has not seen
 
     def cpu():              # CPU seconds of this process and of the compiler processes it ran
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -77,25 +86,38 @@ def cell(model_name, kernel_name):
     c0, t0 = cpu(), time.perf_counter()
     prog = trace(model, spec)
     t1 = time.perf_counter()
-    units = cemit.emit_program(prog, spec.name, "single")
-    sources = [cemit.emit_unit([u]) for u in units] + [cemit.emit_unit([], key="0" * 40)]
+    units = cemit.emit_program(prog, spec.name, variant)
+    sources = [salt + cemit.emit_unit([u]) for u in units] + [salt + cemit.emit_unit([], key="0" * 40)]
     c2, t2 = cpu(), time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         os.chmod(d, 0o700)
         build.build_library("0" * 40, sources, compiler, directory=build.Path(d))
     c3, t3 = cpu(), time.perf_counter()
     return {"trace": t1 - t0, "emit": t2 - t1, "cc": t3 - t2, "nodes": len(prog.nodes), "units": len(units),
-            "mode": cemit.code_shape(prog) if hasattr(cemit, "code_shape") else "unrolled",
-            "cpu_py": c2 - c0, "cpu_cc": c3 - c2}
+            "mode": cemit.code_shape(prog, variant), "cpu_py": c2 - c0, "cpu_cc": c3 - c2,
+            "compiler": build.describe(compiler)}
 
 
-def run_cell(model_name, kernel_name, timeout):
+def compiler_env(which):
+    """The environment of a cell built by the ``system`` or the ``pip`` compiler."""
+    env = dict(os.environ)
+    if which == "pip":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+        from sparsedyn.codegen import build
+        zig = build.pip_compiler()
+        if zig is None:
+            raise SystemExit("the pip compiler is not installed (pip install ziglang)")
+        env["SPARSEDYN_CC"] = " ".join(zig)
+    return env
+
+
+def run_cell(model_name, kernel_name, timeout, which="system", variant="single"):
     with tempfile.TemporaryDirectory() as cache:
         os.chmod(cache, 0o700)
-        env = dict(os.environ, SPARSEDYN_CACHE_DIR=cache)
+        env = dict(compiler_env(which), SPARSEDYN_CACHE_DIR=cache)
         t0 = time.perf_counter()
         try:
-            r = subprocess.run([sys.executable, __file__, "--cell", model_name, kernel_name], env=env,
+            r = subprocess.run([sys.executable, __file__, "--cell", model_name, kernel_name, variant], env=env,
                                capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"timeout": timeout}
@@ -112,26 +134,34 @@ def main(argv=None):
     ap.add_argument("--models", nargs="+", default=list(MODELS))
     ap.add_argument("--kernels", nargs="+", default=list(KERNELS))
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
-    ap.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--compilers", nargs="+", choices=("system", "pip"), default=["system"])
+    ap.add_argument("--variant", choices=("single", "batch"), default="single")
+    ap.add_argument("--cell", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.cell:
         print(json.dumps(cell(*a.cell)))
         return
-    print(f"cold builds (fresh cache, one kernel per process), {os.cpu_count()} CPUs; seconds")
-    print(f"{'model':<14}{'kernel':<20}{'mode':<10}{'nodes':>9}{'units':>6}{'trace':>8}{'emit':>7}{'cc':>8}"
-          f"{'total':>8}{'cpu py':>8}{'cpu cc':>8}")
+    print(f"cold builds ({a.variant} variant, fresh cache, one kernel per process), {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}; seconds")
+    print(f"{'model':<14}{'kernel':<20}{'cc':<7}{'mode':<9}{'nodes':>9}{'units':>6}{'trace':>7}{'emit':>7}{'cc':>8}"
+          f"{'wall':>8}{'cpu py':>8}{'cpu cc':>8}")
+    used = {}
     for m in a.models:
         for k in a.kernels:
-            r = run_cell(m, k, a.timeout)
-            if "timeout" in r:
-                print(f"{m:<14}{k:<20}{'':<10}{'':>9}{'':>6}{'':>8}{'':>7}{'':>8}{'>' + str(int(r['timeout'])):>8}",
-                      flush=True)
-            elif "error" in r:
-                print(f"{m:<14}{k:<20}error: {r['error']}", flush=True)
-            else:
-                total = r["trace"] + r["emit"] + r["cc"]
-                print(f"{m:<14}{k:<20}{r['mode']:<10}{r['nodes']:>9}{r['units']:>6}{r['trace']:>8.2f}"
-                      f"{r['emit']:>7.2f}{r['cc']:>8.2f}{total:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}", flush=True)
+            for c in a.compilers:
+                r = run_cell(m, k, a.timeout, c, a.variant)
+                head = f"{m:<14}{k:<20}{c:<7}"
+                if "timeout" in r:
+                    print(f"{head}{'':<9}{'':>9}{'':>6}{'':>7}{'':>7}{'':>8}{'>' + str(int(r['timeout'])):>8}",
+                          flush=True)
+                elif "error" in r:
+                    print(f"{head}error: {r['error']}", flush=True)
+                else:
+                    used[c] = r["compiler"]
+                    print(f"{head}{r['mode']:<9}{r['nodes']:>9}{r['units']:>6}{r['trace']:>7.2f}{r['emit']:>7.2f}"
+                          f"{r['cc']:>8.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}", flush=True)
+    for c, desc in used.items():
+        print(f"{c}: {desc}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Command line: ``sparsedyn info | sparsity | estimate | identify | compile | bench | demo | view``.
+"""Command line: ``sparsedyn info | sparsity | estimate | identify | compile | build | bench | demo | view``.
 
 Exit codes: 0 success; 1 an error of the library or of the input (one line on
 stderr, ``sparsedyn: error: ...``); 2 a usage error (bad arguments, unknown model
@@ -312,6 +312,8 @@ def _parser() -> argparse.ArgumentParser:
                         "parameters and disabled collision pairs")
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
                         help="inertia matrices with a negative eigenvalue: refuse (default) or load as written")
+    p_info.add_argument("--build", action="store_true", help="also say how native kernels are built here: the C "
+                                                             "compiler (system or pip), the CPU target, the cache")
     p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
                                            "fill-in, pivot safety, flops, and a picture")
     p_sp.add_argument("model", help=model_help)
@@ -349,6 +351,16 @@ def _parser() -> argparse.ArgumentParser:
     p_comp.add_argument("model", help=model_help)
     p_comp.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp.add_argument("--no-batch", action="store_true", help="build only the single-state library")
+    p_build = sub.add_parser("build", help="prebuild a model's native kernels into a build cache (for a cluster "
+                                           "image or a robot's computer of the same platform and CPU)")
+    p_build.add_argument("model", help=model_help)
+    p_build.add_argument("--kernels", nargs="+", default=None, metavar="NAME",
+                         help="functions to build (default: rnea nonlinear_effects aba crba minv forward_kinematics)")
+    p_build.add_argument("--cache-dir", default=None, metavar="DIR",
+                         help="the cache to fill (default: SPARSEDYN_CACHE_DIR or ~/.cache/sparsedyn); point "
+                              "SPARSEDYN_CACHE_DIR at it where it is used")
+    p_build.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_build.add_argument("--no-batch", action="store_true", help="build only the single-state libraries")
     p_bench = sub.add_parser("bench", help="compiled sparsedyn vs Pinocchio (and MuJoCo), side by side in one run "
                                           "(a few minutes)")
     p_bench.add_argument("--models", nargs="+", help="model names or URDF paths (default: panda, talos_reduced, "
@@ -513,6 +525,9 @@ def main(argv=None) -> int:
             if args.srdf:
                 from .io.srdf import load_srdf
                 print(load_srdf(model, args.srdf).summary())
+            if args.build:
+                from .codegen.api import build_info
+                print("native kernels:\n" + "\n".join("  " + ln for ln in build_info().splitlines()))
         elif args.command == "estimate" and (args.recording or args.out):
             if not (args.recording and args.out):
                 raise UsageError("--recording and --out go together")
@@ -539,6 +554,14 @@ def main(argv=None) -> int:
             from .codegen import compile_report
             print(compile_report(load_model(args.model, args.floating_base), progress=True,
                                  vectorize=not args.no_batch))
+        elif args.command == "build":
+            import os
+            from .codegen.api import prebuild_report
+            from .codegen.trace import DEFAULT_KERNELS
+            if args.cache_dir:
+                os.environ["SPARSEDYN_CACHE_DIR"] = os.path.abspath(args.cache_dir)
+            print(prebuild_report(load_model(args.model, args.floating_base), args.kernels or DEFAULT_KERNELS,
+                                  progress=True, vectorize=not args.no_batch))
         elif args.command == "bench":
             bench = benchmark_module("bench_compiled")
             DEFAULT_MODELS, bench_report = bench.DEFAULT_MODELS, bench.bench_report

@@ -222,7 +222,8 @@ def test_a_compiled_models_later_builds_report_themselves(tmp_path, monkeypatch,
     model = sd.random_tree(5, floating_base=True, seed=4242)
     msgs = []
     k = sd.compile(model, progress=msgs.append)
-    q = np.stack([model.random_configuration(rng) for _ in range(9)])
+    # 17 states: at least two vectors of 8 lanes (AVX-512), so the batch runs the vectorised library
+    q = np.stack([model.random_configuration(rng) for _ in range(17)])
     v = rng.normal(size=(len(q), model.nv))
     steps = []
     for args in ((q[0], v[0], v[0]), (q, v, v), (q[1], v[1], v[1]), (q, v, v)):

@@ -1,4 +1,4 @@
-"""The XLA FFI handler's build: found compilers, clear reasons when it cannot be built (its calls are
+"""The XLA FFI handler's build: plain C by the kernels' C compiler, clear reasons when it cannot be built (its calls are
 tested through the JAX bridge, tests/interop/test_interop_jax.py)."""
 
 import shutil
@@ -6,21 +6,27 @@ import shutil
 from sparsedyn.codegen import build, xla_ffi
 
 
-def test_cxx_command_follows_the_environment_and_the_c_compiler(monkeypatch):
-    monkeypatch.setenv("SPARSEDYN_CXX", "g++ -fno-exceptions")
-    assert xla_ffi.cxx_command(None) == ["g++", "-fno-exceptions"]
-    monkeypatch.delenv("SPARSEDYN_CXX")
-    monkeypatch.delenv("CXX", raising=False)
-    cxx = xla_ffi.cxx_command(build.find_compiler())
-    assert cxx is not None and shutil.which(cxx[0]) is not None
+def test_the_handler_is_plain_c_built_by_the_c_compiler(tmp_path, monkeypatch):
+    """The handler needs XLA's C API alone (no C++ compiler, no C++ runtime): the C compiler that
+    builds the kernels builds it, the pip compiler too, into the build cache."""
+    import jax
+    assert "#include <" in xla_ffi.SOURCE and "c_api.h" in xla_ffi.SOURCE and "ffi.h\"" not in xla_ffi.SOURCE
+    assert "std::" not in xla_ffi.SOURCE and "namespace" not in xla_ffi.SOURCE
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+    for compiler in (build.find_compiler(), build._probed_compiler(build.pip_compiler())):
+        lib, why = xla_ffi.load_handler(compiler, jax.ffi.include_dir())
+        assert why is None and lib.sd_xla_call is not None
+    assert len(list(tmp_path.glob("sd_xla_ffi_*.so"))) == 2
 
 
 def test_reasons_when_the_handler_cannot_be_built(monkeypatch, tmp_path):
     lib, why = xla_ffi.load_handler(build.find_compiler(), tmp_path)
-    assert lib is None and "XLA FFI headers are missing" in why and "ffi.h" in why
+    assert lib is None and "XLA FFI headers are missing" in why and "c_api.h" in why
     import jax
-    monkeypatch.setenv("SPARSEDYN_CXX", shutil.which("false"))
-    lib, why = xla_ffi.load_handler(build.find_compiler(), jax.ffi.include_dir())
+    lib, why = xla_ffi.load_handler(None, jax.ffi.include_dir())
+    assert lib is None and why.startswith("no C compiler")
+    broken = build.Compiler([shutil.which("false")], "false", (), False)
+    lib, why = xla_ffi.load_handler(broken, jax.ffi.include_dir())
     assert lib is None and why.startswith("the FFI handler did not build") and "false" in why
 
 

@@ -43,7 +43,7 @@ from .runtime import KernelInfo, KernelSet, _progress_fn, find_compiler_or_warn
 from .trace import DEFAULT_KERNELS
 
 __all__ = ["compile", "CompiledModel", "CompiledKernels", "KernelSet", "KernelInfo", "UntraceableError",
-           "compile_report"]
+           "compile_report", "build_info", "prebuild_report"]
 
 
 #: ``model -> CompiledModel`` of plain calls, set by :mod:`.native` (imported with this package).
@@ -122,7 +122,7 @@ def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True
     lines = [f"model {model.name!r}: {model.nbodies} bodies, nq={model.nq}, nv={model.nv}"]
     if cm.compiled:
         c = cm._compiler
-        lines.append(f"compiler: {' '.join(c.argv)} ({c.ident.split(' | ')[0]}); flags: {' '.join(c.flags)}")
+        lines.append(f"compiler: {build.describe(c)}; flags: {' '.join(c.flags)}; target: {build.target()}")
         lines.append(f"batch: {cm.lanes} states per vector, OpenMP {'on' if c.openmp else 'off'}, "
                      f"single calls via {'the C fast path' if cm.fastcall else 'ctypes'}")
     else:
@@ -143,3 +143,29 @@ def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True
         lines.append(f"traced in {wall:.2f} s")
     return "\n".join(lines)
 
+
+
+def build_info() -> str:
+    """Lines saying how native kernels are built here: the compiler (the system's or the pip
+    compiler, or none: NumPy answers), the target (platform and CPU features) and the cache."""
+    c = build.find_compiler()
+    lines = [f"compiler: {build.describe(c)}" + ("" if c is None else f"; OpenMP {'on' if c.openmp else 'off'}")]
+    if c is None:
+        lines.append("  no C compiler: plain calls answer on NumPy (install gcc or clang, or pip install ziglang)")
+    lines += [f"target: {build.target()}", f"cache: {build.cache_dir()}"]
+    return "\n".join(lines)
+
+
+def prebuild_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True) -> str:
+    """Text for ``sparsedyn build MODEL``: build (or find) the single-state and batch libraries of
+    ``kernels`` in the cache, the ones plain calls and :func:`compile` load, and say what was done.
+    Functions with static arguments (a frame...) build per argument on first use: refused here."""
+    from ..kernels import REGISTRY
+    for n in kernels:
+        base = n[:-4] if n.endswith("_ext") and n[:-4] in REGISTRY else n
+        if base not in REGISTRY:
+            raise ValueError(f"--kernels: unknown function {n!r}; registered: {', '.join(REGISTRY)}")
+        if REGISTRY[base].static:
+            raise ValueError(f"--kernels: {n!r} takes {', '.join(REGISTRY[base].static)}: it is built per value on "
+                             f"its first call, not prebuilt")
+    return compile_report(model, tuple(kernels), progress, vectorize)

@@ -2,9 +2,19 @@
 
 Compiler
     ``$SPARSEDYN_CC`` if set (a path or a command name; no shell syntax), else
-    ``$CC``, else the first of ``cc``, ``gcc``, ``clang`` on ``PATH``.  Its
-    identity (``--version`` first line and the target it resolves
-    ``-march=native`` to) is part of every cache key.
+    ``$CC``, else the first of ``cc``, ``gcc``, ``clang`` on ``PATH``; when none
+    is found there, or the one found cannot build a shared library (a compiler
+    without the C library's headers), the *pip compiler*: clang as ``zig cc`` from
+    the ``ziglang`` package, which installs with sparsedyn (:func:`pip_compiler`).
+    It has no OpenMP runtime: batches run on one thread.  The compiler's identity
+    (``--version`` first line) and flags are part of every library key.
+
+Target
+    :func:`target`: the platform and the CPU's instruction-set features (``-march=native``
+    code runs only where they are all present).  It is part of every key, and a
+    kernel manifest records it: a cache directory copied to a machine of the same
+    platform and CPU features is used there (whichever compiler built it); on
+    another one its entries are not found, or refused, and rebuilt.
 
 Flags
     :data:`DEFAULT_FLAGS`: ``-O1 -ffp-contract=off -fno-math-errno`` plus
@@ -60,8 +70,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "cache_dir", "build_library",
-           "DEFAULT_FLAGS", "BuildError"]
+from .toolchain import describe, is_pip_compiler, pip_compiler, target  # noqa: F401 (re-exported)
+
+__all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "pip_compiler", "describe",
+           "target", "cache_dir", "build_library", "DEFAULT_FLAGS", "BuildError"]
 
 #: Optimisation and floating-point flags (see the module docstring).
 DEFAULT_FLAGS = ("-O1", "-ffp-contract=off", "-fno-math-errno")
@@ -70,9 +82,19 @@ DEFAULT_FLAGS = ("-O1", "-ffp-contract=off", "-fno-math-errno")
 #: (measured on talos_reduced: 9.0 -> 5.7 s of compiler CPU, same run time); and points-to
 #: analysis, which has nothing to find in code whose only pointers are the arguments (chain100's
 #: minv: 0.65 -> 0.51 s per translation unit; talos_reduced's rnea, aba and minv run as fast,
-#: single state and batched).  Dropped when the compiler rejects them.
+#: single state and batched); and the interprocedural analyses of side effects, which learn nothing
+#: about segment functions that only read their arguments and write their workspace (g1's
+#: aba_derivatives, 23 units: 4.2 -> 3.7 s of compiler CPU; its kernels run as fast, results equal
+#: bit for bit).  Dropped when the compiler rejects them.
 SKIP_PASSES = ("-fno-tree-dse", "-fno-dse", "-fno-tree-dominator-opts", "-fno-tree-fre", "-fno-tree-ccp",
-               "-fno-tree-pta")
+               "-fno-tree-pta", "-fno-ipa-modref", "-fno-ipa-pure-const", "-fno-ipa-reference",
+               "-fno-ipa-reference-addressable")
+#: For clang as ``zig cc``, which compiles ``-O1`` as clang's ``-O2`` with debug information and frame
+#: pointers: no debug information (a third of its time), no SLP vectorizer (two thirds of the rest on
+#: straight-line kernels; it reassociates nothing, so results stay equal), the frame pointer's
+#: register back for the kernels.  Measured on g1's rnea_derivatives, one translation unit: 1.27 ->
+#: 0.29 s of compiler CPU (gcc: 0.24 s).  Dropped when the compiler rejects them (gcc).
+CLANG_FLAGS = ("-g0", "-fno-slp-vectorize", "-fomit-frame-pointer")
 _BASE_FLAGS = ("-fPIC", "-std=gnu11", "-w")
 
 
@@ -108,24 +130,32 @@ class Compiler:
         return r
 
 
-_PROBE_VERSION = 4
+_PROBE_VERSION = 7
 _probe_lock = threading.Lock()
 _probed: dict = {}
 
 
-def _compiler_command():
+def _system_compiler():
+    """The command of ``$SPARSEDYN_CC`` / ``$CC`` (``None`` when it names nothing runnable), or the
+    first of ``cc``, ``gcc``, ``clang`` on ``PATH``; second item: whether it was set explicitly."""
     spec = os.environ.get("SPARSEDYN_CC") or os.environ.get("CC")
     if spec:
         argv = shlex.split(spec)
-        if not argv:
-            return None
-        exe = shutil.which(argv[0])
-        return [exe] + argv[1:] if exe else None
+        exe = shutil.which(argv[0]) if argv else None
+        return ([exe] + argv[1:] if exe else None), True
     for name in ("cc", "gcc", "clang"):
         exe = shutil.which(name)
         if exe:
-            return [exe]
-    return None
+            return [exe], False
+    return None, False
+
+
+def _compiler_command():
+    """The command of the compiler to try first (see the module docstring), or ``None``."""
+    argv, explicit = _system_compiler()
+    if argv is None and not explicit:
+        return pip_compiler()
+    return argv
 
 
 def _probe(argv, tmp):
@@ -136,31 +166,37 @@ def _probe(argv, tmp):
         return None
     if ver.returncode != 0:
         return None
-    ident = [ver.stdout.splitlines()[0] if ver.stdout else "unknown"]
+    name = ver.stdout.splitlines()[0].strip() if ver.stdout.strip() else "unknown"
+    if is_pip_compiler(argv):
+        zv = subprocess.run(argv[:1] + ["version"], capture_output=True, text=True)
+        name = f"zig cc {zv.stdout.strip()} ({name})"
+    # The CPU features -march=native resolves to (so caches never mix CPUs).
+    ident = [name, target()]
     src = Path(tmp) / "probe.c"
     src.write_text("#include <math.h>\ndouble sd_probe(double x) { return sin(x) + sqrt(x); }\n")
     opt = tuple(shlex.split(os.environ["SPARSEDYN_CFLAGS"])) if os.environ.get("SPARSEDYN_CFLAGS") else DEFAULT_FLAGS
+    # Undefined symbols are errors at link time (a library that cannot load is no use): an OpenMP
+    # the compiler accepts but has no runtime for (zig cc) is refused here, not at dlopen.
+    strict = ["-Wl,--no-undefined"] if sys.platform.startswith("linux") else []
 
-    def ok(flags):
-        r = subprocess.run(argv + list(_BASE_FLAGS) + list(flags) + ["-shared", "-o", "probe.so", "probe.c", "-lm"],
-                           cwd=tmp, capture_output=True, text=True)
+    def ok(flags, name="probe", libs=("-lm",)):
+        r = subprocess.run(argv + list(_BASE_FLAGS) + list(flags) + ["-shared"] + strict
+                           + ["-o", f"{name}.so", f"{name}.c"] + list(libs), cwd=tmp, capture_output=True, text=True)
         return r.returncode == 0
 
     if not ok(opt):
         return None
     flags = list(opt)
-    if not os.environ.get("SPARSEDYN_CFLAGS") and ok(flags + list(SKIP_PASSES)):
-        flags += list(SKIP_PASSES)
+    if not os.environ.get("SPARSEDYN_CFLAGS"):
+        for extra in (SKIP_PASSES, CLANG_FLAGS):
+            if ok(flags + list(extra)):
+                flags += list(extra)
     if ok(flags + ["-march=native"]):
         flags.append("-march=native")
-        # What -march=native means on this machine (so caches never mix CPUs).
-        r = subprocess.run(argv + ["-march=native", "-Q", "--help=target"], capture_output=True, text=True)
-        if r.returncode == 0:
-            ident.append(hashlib.sha256(r.stdout.encode()).hexdigest()[:16])
-        else:
-            with open("/proc/cpuinfo", "rb") if os.path.exists("/proc/cpuinfo") else open(os.devnull, "rb") as f:
-                ident.append(hashlib.sha256(f.read()).hexdigest()[:16])
-    openmp = ok(flags + ["-fopenmp"])
+    (Path(tmp) / "omp.c").write_text(
+        "void sd_probe3(int n, double *x) {\n#pragma omp parallel for\n"
+        "  for (int i = 0; i < n; i++) x[i] *= 2;\n}\n")
+    openmp = ok(flags + ["-fopenmp"], "omp")
     if openmp:
         flags.append("-fopenmp")
     libs = ["-lm"]
@@ -169,10 +205,7 @@ def _probe(argv, tmp):
         "typedef double v2 __attribute__((vector_size(16)));\n"
         "v2 _ZGVbN2v_sin(v2); v2 _ZGVbN2v_cos(v2);\n"
         "v2 sd_probe2(v2 x) { return _ZGVbN2v_sin(x) + _ZGVbN2v_cos(x); }\n")
-    r = subprocess.run(argv + list(_BASE_FLAGS) + flags + ["-shared", "-Wl,--no-undefined", "-o", "mvec.so",
-                                                            "mvec.c", "-lmvec", "-lm"],
-                       cwd=tmp, capture_output=True, text=True)
-    if r.returncode == 0:
+    if strict and ok(flags, "mvec", ("-lmvec", "-lm")):
         flags.append("-DSD_LIBMVEC")
         libs.insert(0, "-lmvec")
     return Compiler(argv, " | ".join(ident), list(_BASE_FLAGS) + flags, openmp, libs)
@@ -193,17 +226,24 @@ def _machine_id() -> str:
 
 
 def find_compiler():
-    """The :class:`Compiler` to use, or ``None``.
+    """The :class:`Compiler` to use, or ``None``: the system's (``$SPARSEDYN_CC``, ``$CC`` or the
+    ``PATH``'s), else, unless one was named explicitly, the pip compiler (:func:`pip_compiler`).
 
-    Probing runs the compiler a few times (about 0.2 s), so its result is kept
-    per process and in the cache directory (``probe_<hash>.json``), keyed by the
-    command, the executable's size and modification time, ``$SPARSEDYN_CFLAGS``
-    and the machine; a failed probe is not cached on disk.
+    Probing runs the compiler a few times (about 0.2 s; the pip compiler's first run on a machine
+    prepares its C library, several seconds), so its result is kept per process and in the cache
+    directory (``probe_<hash>.json``), keyed by the command, the executable's size and modification
+    time, ``$SPARSEDYN_CFLAGS`` and the machine; a failed probe is not cached on disk.
     """
+    argv, explicit = _system_compiler()
+    comp = _probed_compiler(argv) if argv is not None else None
+    if comp is None and not explicit:
+        pip = pip_compiler()
+        comp = _probed_compiler(pip) if pip is not None else None
+    return comp
+
+
+def _probed_compiler(argv):
     import json
-    argv = _compiler_command()
-    if argv is None:
-        return None
     try:
         st = os.stat(argv[0])
         exe = (st.st_size, st.st_mtime_ns)
@@ -227,7 +267,7 @@ def find_compiler():
             comp = None
         if comp is None:
             with tempfile.TemporaryDirectory(prefix="sparsedyn-probe-") as tmp:
-                comp = _probe(argv, tmp)
+                comp = _probe(list(argv), tmp)
             if comp is not None:
                 fd, tmpname = tempfile.mkstemp(prefix="probe_", suffix=".tmp", dir=d)
                 with os.fdopen(fd, "w") as f:

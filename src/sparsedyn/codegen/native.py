@@ -127,7 +127,7 @@ def _run_job(fut, work):
             fut.set_exception(e)
 
 
-def _await(jobs, key, work, what, model, wait=False):
+def _await(jobs, key, work, what, model, wait=False, by=None):
     """The result of ``work()``, run once per ``jobs[key]`` in a background thread; raises
     :class:`_NotReady` when it is not done within the plain call's moment (unless ``wait`` or
     deterministic mode), :class:`_BuildFailed` when it failed."""
@@ -146,7 +146,7 @@ def _await(jobs, key, work, what, model, wait=False):
             return fut.result(moment)
         except _Timeout:
             background = not (wait or _registry.use_backend.is_deterministic())
-            _announce(fut, what, model, background)
+            _announce(fut, what, model, background, by)
             if background:
                 raise _NotReady() from None
             return fut.result()
@@ -175,13 +175,15 @@ def announcements_held():
             print(line, file=sys.stderr, flush=True)
 
 
-def _announce(fut, what, model, background):
+def _announce(fut, what, model, background, by=None):
     with _lock:
         if fut.announced:
             return
         fut.announced = True
     how = " in the background (NumPy answers meanwhile)" if background else ""
-    line = f"sparsedyn: building {what} for model {model.name!r} (nv={model.nv}){how}; cached in {build.cache_dir()}"
+    with_ = f" with {by}" if by else ""
+    line = (f"sparsedyn: building {what} for model {model.name!r} (nv={model.nv}){with_}{how}; cached in "
+            f"{build.cache_dir()}")
     held = _held
     if held is not None:
         held.append(line)
@@ -205,7 +207,7 @@ class SharedModel(CompiledModel):
             return super()._library(group, variant)
         what = f"native {getattr(_tls, 'kname', None) or group}" + (" (batch)" if variant == "batch" else "")
         return _await(self._jobs, (group, variant), functools.partial(super()._library, group, variant), what,
-                      self.model)
+                      self.model, by=build.describe(self._compiler))
 
 
 class _Entry:

@@ -182,14 +182,17 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
     if owner is not False:
         mkey = hashlib.sha256("\n".join([
             "model", variant, model_fingerprint(model), _package_source_hash(), __version__, GENERATOR_VERSION,
-            compiler.ident, " ".join(compiler.flags), ",".join(names), f"loops>={loop_threshold()}"]
+            build.target(), _chosen_compiler(), ",".join(names), f"loops>={loop_threshold()}"]
             + ([] if owner is None else ["owner", owner])).encode()).hexdigest()[:40]
         manifest = d / f"m_{mkey}.json"
     t0 = time.perf_counter()
     try:
         info = json.loads(manifest.read_text()) if manifest is not None else None
-        lib = build.lookup(info["library"], d) if info is not None else None
+        # An entry recorded for another platform or CPU (a cache copied from elsewhere) is refused.
+        lib = build.lookup(info["library"], d) if info is not None and info.get("target") == build.target() else None
         if lib is not None and sorted(info["kernels"]) == sorted(names):
+            if progress:
+                progress(f"{variant} kernels from the cache (built by {info.get('compiler', '?')})")
             kinfo = {n: KernelInfo(n, k["flops"], k["nodes"], k["trace_seconds"], k.get("result_flops"))
                      for n, k in info["kernels"].items()}
             return _Library(lib, specs, variant), kinfo, time.perf_counter() - t0, False
@@ -209,7 +212,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
         kinfo[name] = KernelInfo.of(name, p)
     checks = {s.name: _input_checks(model, s) for s in specs} if variant == "batch" else {}
     lkey = hashlib.sha256("\n".join(
-        ["library", variant, __version__, GENERATOR_VERSION, compiler.ident, " ".join(compiler.flags)]
+        ["library", variant, __version__, GENERATOR_VERSION, build.target(), compiler.ident, " ".join(compiler.flags)]
         + [n + " " + progs[n].digest() + repr(checks.get(n)) + " " + code_shape(progs[n], variant) for n in names]
     ).encode()).hexdigest()[:40]
     units = []
@@ -220,19 +223,28 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
         shapes = sorted({code_shape(p, variant) for p in progs.values()})
         progress(f"compiling {len(sources)} C translation units ({variant}, "
                  f"{sum(len(p.nodes) for p in progs.values())} IR nodes, {' and '.join(shapes)}) with "
-                 f"{' '.join(compiler.argv)}")
+                 f"{build.describe(compiler)}")
     lib, built = build.build_library(lkey, sources, compiler, progress, d)
     seconds = time.perf_counter() - t0
     if manifest is not None:
-        data = {"library": lkey, "kernels": {n: {"flops": i.flops, "nodes": i.nodes, "trace_seconds": i.trace_seconds,
+        data = {"library": lkey, "target": build.target(), "compiler": build.describe(compiler), "kernels": {n: {"flops": i.flops, "nodes": i.nodes, "trace_seconds": i.trace_seconds,
                                                  "result_flops": i.result_flops} for n, i in kinfo.items()}}
         fd, tmp = tempfile.mkstemp(prefix="m_", suffix=".tmp", dir=d)
         with os.fdopen(fd, "w") as f:
             json.dump(data, f)
         os.replace(tmp, manifest)
     if progress:
-        progress(f"{variant} kernels ready in {seconds:.2f} s ({'built' if built else 'library from the cache'})")
+        progress(f"{variant} kernels ready in {seconds:.2f} s "
+                 + (f"(built) by {build.describe(compiler)}" if built else "(library from the cache)"))
     return _Library(lib, specs, variant), kinfo, seconds, built
+
+
+def _chosen_compiler() -> str:
+    """The compiler named by ``$SPARSEDYN_CC`` / ``$CC`` and ``$SPARSEDYN_CFLAGS``: part of the manifest
+    key, so that a chosen compiler or flags get their own libraries, while the default (the first
+    compiler found) shares every library of this platform and CPU, whichever compiler built it."""
+    return "cc=" + (os.environ.get("SPARSEDYN_CC") or os.environ.get("CC") or "") + \
+        " cflags=" + os.environ.get("SPARSEDYN_CFLAGS", "")
 
 
 def _out_arrays(out, names, wants):
@@ -468,6 +480,7 @@ def find_compiler_or_warn(stacklevel=3):
                 "sparsedyn.compile: no working C compiler was found ("
                 + (f"{' '.join(cmd)} cannot build a shared library" if cmd else f"none on {what}")
                 + "); the compiled kernels fall back to the NumPy kernels (same results, much slower). "
-                  "Install gcc or clang, or point SPARSEDYN_CC at one.", CompilerNotFoundWarning,
+                  "Install gcc or clang, or the pip compiler (pip install ziglang), or point SPARSEDYN_CC at "
+                  "one.", CompilerNotFoundWarning,
                 stacklevel=stacklevel)
     return compiler

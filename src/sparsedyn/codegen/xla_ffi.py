@@ -1,9 +1,11 @@
 """A handler of XLA's foreign-function interface (FFI) that runs a compiled kernel.
 
-One generic C++ handler, ``sd_xla_call``, compiled once per machine against the XLA FFI headers
-that JAX ships (``jax.ffi.include_dir()``) and cached in the build cache.  It knows no model and
-no kernel: the attributes of each call say which compiled entry points to call (their addresses
-in a library built by :mod:`.runtime`), the size of one state of every argument, and what to check.
+One generic handler, ``sd_xla_call``, written in C against XLA's C API (``xla/ffi/api/c_api.h``,
+among the headers JAX ships: ``jax.ffi.include_dir()``), built by the C compiler that builds the
+kernels (the pip compiler too) in a fraction of a second, and cached in the build cache.  It knows
+no model and no kernel: the attributes of each call say which compiled entry points to call (their
+addresses in a library built by :mod:`.runtime`), the size of one state of every argument, and
+what to check.
 
 Per call (``n`` buffers, inputs first, all float64):
 
@@ -17,8 +19,10 @@ Per call (``n`` buffers, inputs first, all float64):
   the loop entry ``sd_K_loop``; the thread count follows the kernel's flop count as
   :meth:`.runtime.KernelSet._threads_for` chooses it.
 
-:func:`load_handler` returns the loaded library (its symbol ``sd_xla_call`` is the handler), or
-``None`` with the reason when no C++ compiler or no headers are available.
+The handler answers XLA's metadata query (the FFI version of the headers it was built against)
+as the C++ binding of ``xla/ffi/api/ffi.h`` does.  :func:`load_handler` returns the loaded library
+(its symbol ``sd_xla_call`` is the handler), or ``None`` with the reason when no C compiler or no
+headers are available.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import shutil
 import threading
 from pathlib import Path
 
-__all__ = ["load_handler", "cxx_command", "MAX_BUFFERS"]
+__all__ = ["load_handler", "MAX_BUFFERS"]
 
 #: Most buffers (inputs and outputs together) one kernel call passes.
 MAX_BUFFERS = 24
@@ -43,7 +47,7 @@ def _dispatch_source() -> str:
     for kind, ret, pre, post in (("single", "void", "", ""), ("loop", "void", "long, ", ", int"),
                                  ("batch", "int", "long, ", ", int, int")):
         args = "long N, int t, " if kind != "single" else ""
-        out.append(f"static {ret} call_{kind}(std::intptr_t f, {args}int n, P *p) {{")
+        out.append(f"static {ret} call_{kind}(intptr_t f, {args}int n, P *p) {{")
         out.append("  switch (n) {")
         for n in range(1, MAX_BUFFERS + 1):
             ps = ", ".join(["P"] * n)
@@ -59,161 +63,171 @@ def _dispatch_source() -> str:
 
 
 SOURCE = r"""
-#include <cmath>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <vector>
-#include "xla/ffi/api/ffi.h"
-
-namespace ffi = xla::ffi;
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "xla/ffi/api/c_api.h"
 
 DISPATCH
 
-static std::string item(std::string_view list, size_t k) {
+typedef XLA_FFI_CallFrame Frame;
+
+/* The attribute ``name`` of type ``type`` (NULL when missing). */
+static const void *attr(const Frame *cf, const char *name, XLA_FFI_AttrType type) {
+  const size_t n = strlen(name);
+  for (int64_t i = 0; i < cf->attrs.size; i++) {
+    const XLA_FFI_ByteSpan *s = cf->attrs.names[i];
+    if (s->len == n && memcmp(s->ptr, name, n) == 0 && cf->attrs.types[i] == type) return cf->attrs.attrs[i];
+  }
+  return NULL;
+}
+
+static int scalar(const Frame *cf, const char *name, XLA_FFI_DataType dtype, void *out, size_t size) {
+  const XLA_FFI_Scalar *a = (const XLA_FFI_Scalar *)attr(cf, name, XLA_FFI_AttrType_SCALAR);
+  if (!a || a->dtype != dtype) return 0;
+  memcpy(out, a->value, size);
+  return 1;
+}
+
+static const XLA_FFI_Array *array(const Frame *cf, const char *name) {
+  const XLA_FFI_Array *a = (const XLA_FFI_Array *)attr(cf, name, XLA_FFI_AttrType_ARRAY);
+  return a && a->dtype == XLA_FFI_DataType_S64 ? a : NULL;
+}
+
+static XLA_FFI_ByteSpan string(const Frame *cf, const char *name) {
+  const XLA_FFI_ByteSpan *a = (const XLA_FFI_ByteSpan *)attr(cf, name, XLA_FFI_AttrType_STRING);
+  XLA_FFI_ByteSpan none = {"?", 1};
+  return a ? *a : none;
+}
+
+/* Line ``k`` of ``list`` into ``buf``. */
+static const char *item(XLA_FFI_ByteSpan list, size_t k, char *buf, size_t cap) {
   size_t start = 0;
   for (size_t j = 0; j < k; j++) {
-    start = list.find('\n', start);
-    if (start == std::string_view::npos) return "?";
+    while (start < list.len && list.ptr[start] != '\n') start++;
+    if (start >= list.len) { snprintf(buf, cap, "?"); return buf; }
     start++;
   }
-  size_t stop = list.find('\n', start);
-  return std::string(list.substr(start, stop == std::string_view::npos ? std::string_view::npos : stop - start));
+  size_t stop = start;
+  while (stop < list.len && list.ptr[stop] != '\n') stop++;
+  snprintf(buf, cap, "%.*s", (int)(stop - start), list.ptr + start);
+  return buf;
 }
 
-static ffi::Error bad(std::string_view kernel, const std::string &what) {
-  return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string(kernel) + ": " + what);
+static XLA_FFI_Error *fail(const Frame *cf, XLA_FFI_Error_Code code, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  XLA_FFI_Error_Create_Args e = {XLA_FFI_Error_Create_Args_STRUCT_SIZE, NULL, msg, code};
+  return cf->api->XLA_FFI_Error_Create(&e);
 }
 
-static ffi::Error SdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t f_single, int64_t f_loop,
-                         int64_t f_batch, int64_t lanes, ffi::Span<const int64_t> sizes, int64_t flops,
-                         int64_t max_threads, ffi::Span<const int64_t> qins, ffi::Span<const int64_t> quats,
-                         double tol, std::string_view kernel, std::string_view names, std::string_view joints) {
-  const size_t nin = args.size(), nout = rets.size(), n = nin + nout;
-  if (n < 1 || n > MAXBUF || sizes.size() != n)
-    return bad(kernel, "the compiled call got " + std::to_string(n) + " buffers for " +
-                       std::to_string(sizes.size()) + " arguments");
+/* XLA asks for the FFI version the handler was built against before its first call. */
+static XLA_FFI_Error *metadata(const Frame *cf) {
+  XLA_FFI_Metadata_Extension *ext = (XLA_FFI_Metadata_Extension *)cf->extension_start;
+  XLA_FFI_Api_Version v = {XLA_FFI_Api_Version_STRUCT_SIZE, NULL, XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR};
+  ext->metadata->api_version = v;
+  ext->metadata->traits = 0;
+  return NULL;
+}
+
+#define BAD(...) fail(cf, XLA_FFI_Error_Code_INVALID_ARGUMENT, __VA_ARGS__)
+
+__attribute__((visibility("default"))) XLA_FFI_Error *sd_xla_call(XLA_FFI_CallFrame *cf) {
+  if (cf->extension_start && cf->extension_start->type == XLA_FFI_Extension_Metadata) return metadata(cf);
+  if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+  int64_t f_single = 0, f_loop = 0, f_batch = 0, lanes = 1, flops = 0, max_threads = 1;
+  double tol = 0.0;
+  const XLA_FFI_Array *sz = array(cf, "sizes"), *qa = array(cf, "qins"), *qo = array(cf, "quats");
+  XLA_FFI_ByteSpan kernel = string(cf, "kernel"), names = string(cf, "names"), joints = string(cf, "joints");
+  char a[256], b[256];
+  if (!(scalar(cf, "f_single", XLA_FFI_DataType_S64, &f_single, 8) && scalar(cf, "f_loop", XLA_FFI_DataType_S64, &f_loop, 8)
+        && scalar(cf, "f_batch", XLA_FFI_DataType_S64, &f_batch, 8) && scalar(cf, "lanes", XLA_FFI_DataType_S64, &lanes, 8)
+        && scalar(cf, "flops", XLA_FFI_DataType_S64, &flops, 8)
+        && scalar(cf, "max_threads", XLA_FFI_DataType_S64, &max_threads, 8)
+        && scalar(cf, "tol", XLA_FFI_DataType_F64, &tol, 8) && sz && qa && qo))
+    return BAD("%.*s: the compiled call is missing attributes", (int)kernel.len, kernel.ptr);
+  const int64_t *sizes = (const int64_t *)sz->data, *qins = (const int64_t *)qa->data, *quats = (const int64_t *)qo->data;
+  const size_t nin = (size_t)cf->args.size, nout = (size_t)cf->rets.size, n = nin + nout;
+  if (n < 1 || n > MAXBUF || sz->size != n)
+    return BAD("%.*s: the compiled call got %zu buffers for %zu arguments", (int)kernel.len, kernel.ptr, n, sz->size);
   P p[MAXBUF];
   long N = -1;
   for (size_t i = 0; i < n; i++) {
-    size_t count;
-    ffi::DataType type;
-    if (i < nin) {
-      auto b = args.get<ffi::AnyBuffer>(i);
-      if (!b.has_value()) return b.error();
-      p[i] = static_cast<P>(b->untyped_data());
-      count = b->element_count();
-      type = b->element_type();
-    } else {
-      auto b = rets.get<ffi::AnyBuffer>(i - nin);
-      if (!b.has_value()) return b.error();
-      p[i] = static_cast<P>((*b)->untyped_data());
-      count = (*b)->element_count();
-      type = (*b)->element_type();
-    }
-    if (type != ffi::DataType::F64) return bad(kernel, item(names, i) + ": the compiled kernel takes float64 arrays");
+    const XLA_FFI_Buffer *buf = (const XLA_FFI_Buffer *)(i < nin ? cf->args.args[i] : cf->rets.rets[i - nin]);
+    size_t count = 1;
+    for (int64_t d = 0; d < buf->rank; d++) count *= (size_t)buf->dims[d];
+    p[i] = (P)buf->data;
+    if (buf->dtype != XLA_FFI_DataType_F64)
+      return BAD("%.*s: %s: the compiled kernel takes float64 arrays", (int)kernel.len, kernel.ptr,
+                 item(names, i, a, sizeof a));
     if (sizes[i] > 0) {
       long m = (long)(count / (size_t)sizes[i]);
       if ((size_t)m * (size_t)sizes[i] != count || (N >= 0 && m != N))
-        return bad(kernel, item(names, i) + ": " + std::to_string(count) + " elements are not whole states of " +
-                           std::to_string(sizes[i]) + " like the other arguments");
+        return BAD("%.*s: %s: %zu elements are not whole states of %lld like the other arguments", (int)kernel.len,
+                   kernel.ptr, item(names, i, a, sizeof a), count, (long long)sizes[i]);
       N = m;
     }
   }
-  if (N <= 0) return ffi::Error::Success();
+  if (N <= 0) return NULL;
   for (size_t i = 0; i < nin; i++) {
-    const long m = N * sizes[i];
+    const long m = N * (long)sizes[i];
     for (long k = 0; k < m; k++)
-      if (!std::isfinite(p[i][k]))
-        return bad(kernel, item(names, i) + ": contains NaN or infinite values (state " + std::to_string(k / sizes[i]) +
-                           ", element " + std::to_string(k % sizes[i]) + ")");
+      if (!isfinite(p[i][k]))
+        return BAD("%.*s: %s: contains NaN or infinite values (state %ld, element %ld)", (int)kernel.len, kernel.ptr,
+                   item(names, i, a, sizeof a), k / (long)sizes[i], k % (long)sizes[i]);
   }
-  for (size_t g = 0; g < qins.size(); g++) {
+  for (size_t g = 0; g < qa->size; g++) {
     const int64_t i = qins[g];
     if (i < 0 || (size_t)i >= nin) continue;
     for (long s = 0; s < N; s++)
-      for (size_t j = 0; j < quats.size(); j++) {
+      for (size_t j = 0; j < qo->size; j++) {
         const double *x = p[i] + s * sizes[i] + quats[j];
-        const double e = std::fabs(x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] - 1.0);
+        const double e = fabs(x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] - 1.0);
         if (!(e <= tol))
-          return bad(kernel, item(names, i) + ": the quaternion of joint '" + item(joints, j) + "' (" + item(names, i) +
-                             "[" + std::to_string(quats[j]) + ":" + std::to_string(quats[j] + 4) + "], [x, y, z, w]) of state " +
-                             std::to_string(s) + " is not of unit norm; normalise it with sparsedyn.normalize");
+          return BAD("%.*s: %s: the quaternion of joint '%s' (%s[%lld:%lld], [x, y, z, w]) of state %ld is not of unit "
+                     "norm; normalise it with sparsedyn.normalize", (int)kernel.len, kernel.ptr,
+                     item(names, (size_t)i, a, sizeof a), item(joints, j, b, sizeof b), a, (long long)quats[j],
+                     (long long)quats[j] + 4, s);
       }
   }
   if (N == 1) {
     call_single(f_single, (int)n, p);
-    return ffi::Error::Success();
+    return NULL;
   }
   double want = (double)N * (double)flops / 1e10 / 0.005;
   int t = want < 1.0 ? 1 : (want > (double)max_threads ? (int)max_threads : (int)want);
   if (t < 1) t = 1;
   if (f_batch != 0 && N >= 2 * lanes) {
     if (!call_batch(f_batch, N, t, (int)n, p))
-      return ffi::Error(ffi::ErrorCode::kResourceExhausted, std::string(kernel) + ": the batched kernel could not "
-                        "allocate its work space");
+      return fail(cf, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "%.*s: the batched kernel could not allocate its work "
+                  "space", (int)kernel.len, kernel.ptr);
   } else {
     call_loop(f_loop, N, t, (int)n, p);
   }
-  return ffi::Error::Success();
+  return NULL;
 }
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(sd_xla_call, SdCall,
-                              ffi::Ffi::Bind()
-                                  .RemainingArgs()
-                                  .RemainingRets()
-                                  .Attr<int64_t>("f_single")
-                                  .Attr<int64_t>("f_loop")
-                                  .Attr<int64_t>("f_batch")
-                                  .Attr<int64_t>("lanes")
-                                  .Attr<ffi::Span<const int64_t>>("sizes")
-                                  .Attr<int64_t>("flops")
-                                  .Attr<int64_t>("max_threads")
-                                  .Attr<ffi::Span<const int64_t>>("qins")
-                                  .Attr<ffi::Span<const int64_t>>("quats")
-                                  .Attr<double>("tol")
-                                  .Attr<std::string_view>("kernel")
-                                  .Attr<std::string_view>("names")
-                                  .Attr<std::string_view>("joints"));
 """.replace("DISPATCH", _dispatch_source()).replace("MAXBUF", str(MAX_BUFFERS))
 
 _lock = threading.Lock()
 _loaded: dict = {}
 
 
-def cxx_command(compiler):
-    """The C++ compiler beside C compiler ``compiler`` (``$SPARSEDYN_CXX``, ``$CXX``, else ``g++`` for
-    ``gcc``, ``clang++`` for ``clang``, ``c++``), as an argv list, or ``None``."""
-    for env in ("SPARSEDYN_CXX", "CXX"):
-        if os.environ.get(env):
-            return os.environ[env].split()
-    names = []
-    if compiler is not None:
-        base = os.path.basename(compiler.argv[0])
-        for c, cxx in (("clang", "clang++"), ("gcc", "g++"), ("cc", "c++")):
-            if c in base:
-                names.append(os.path.join(os.path.dirname(compiler.argv[0]), base.replace(c, cxx)))
-                break
-    names += ["c++", "g++", "clang++"]
-    for name in names:
-        path = shutil.which(name)
-        if path:
-            return [path]
-    return None
-
-
 def load_handler(compiler, include_dir):
-    """``(ctypes library, None)`` holding ``sd_xla_call`` (built once per machine and headers into the
-    build cache), or ``(None, reason)`` when it cannot be built (no C++ compiler, no FFI headers)."""
+    """``(ctypes library, None)`` holding ``sd_xla_call`` (built once per compiler and headers into the
+    build cache), or ``(None, reason)`` when it cannot be built (no C compiler, no FFI headers)."""
     from . import build
 
-    header = Path(include_dir, "xla", "ffi", "api", "ffi.h")
+    header = Path(include_dir, "xla", "ffi", "api", "c_api.h")
     if not header.is_file():
         return None, f"the XLA FFI headers are missing ({header})"
-    cxx = cxx_command(compiler)
-    if cxx is None:
-        return None, "no C++ compiler (set SPARSEDYN_CXX or CXX)"
-    ident = "\n".join([SOURCE, " ".join(cxx), str(include_dir),
+    if compiler is None:
+        return None, "no C compiler (install gcc or clang, or pip install ziglang, or set SPARSEDYN_CC)"
+    ident = "\n".join([SOURCE, " ".join(compiler.argv), compiler.ident, str(include_dir),
                        hashlib.sha256(header.read_bytes()).hexdigest()])
     key = hashlib.sha256(ident.encode()).hexdigest()[:32]
     with _lock:
@@ -221,7 +235,7 @@ def load_handler(compiler, include_dir):
             return _loaded[key]
         try:
             path = build.sealed_file(f"sd_xla_ffi_{key[:16]}", ".so",
-                                     lambda path, side, d: _build(cxx, include_dir, path, side, d))
+                                     lambda path, side, d: _build(compiler, include_dir, path, side, d))
             result = ctypes.CDLL(str(path)), None
         except (OSError, build.BuildError) as e:
             result = None, f"the FFI handler did not build: {e}"
@@ -229,24 +243,22 @@ def load_handler(compiler, include_dir):
         return result
 
 
-def _build(cxx, include_dir, path, side, d):
-    import subprocess
+def _build(compiler, include_dir, path, side, d):
     import sys
     import tempfile
 
     from . import build
 
-    # Seconds of C++: said as plain calls say their builds (once per machine and JAX version).
+    # A build of the handler is said as plain calls say their builds (once per machine and JAX version).
     sys.stdout.flush()
     print(f"sparsedyn: building the XLA FFI handler for JAX (once per JAX version); cached in {d}", file=sys.stderr,
           flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=d))
     try:
-        (tmp / "sd_xla_ffi.cc").write_text(SOURCE)
-        cmd = cxx + ["-std=c++17", "-O2", "-fPIC", "-shared", f"-I{include_dir}", "-o", "mod.so", "sd_xla_ffi.cc"]
-        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise build.BuildError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+        (tmp / "sd_xla_ffi.c").write_text(SOURCE)
+        flags = [f for f in compiler.flags if f not in ("-fopenmp", "-O1")]
+        compiler.run(flags + ["-O2", f"-I{include_dir}", "-shared", "-o", "mod.so", "sd_xla_ffi.c"] + list(compiler.libs),
+                     cwd=tmp)
         build._seal(tmp / "mod.so", tmp / "mod.sha256", path)
         os.replace(tmp / "mod.so", path)
         os.replace(tmp / "mod.sha256", side)

@@ -6,7 +6,7 @@ and works for derivative kernels (``sd.rnea_derivatives``...) and user functions
 takes one of three roads, chosen when it is traced (``backend=``, see :func:`function`):
 
 * ``native`` (CPU): the compiled kernel (:mod:`sparsedyn.codegen`) called by XLA through its
-  foreign-function interface, one generic C++ handler (:mod:`sparsedyn.codegen.xla_ffi`)
+  foreign-function interface, one generic C handler (:mod:`sparsedyn.codegen.xla_ffi`)
   registered once per process as the custom call ``sparsedyn_kernel``; ``vmap`` and batch axes
   become one call of the vectorised batch kernel (``vmap_method="broadcast_all"``).  Its
   derivative rule (``jax.custom_jvp``, so forward and reverse mode) takes the Jacobians from the
@@ -496,14 +496,14 @@ def function(fn, model, *, static=None, optional=(), style="auto", backend="auto
     ``backend`` (chosen when the function is traced, i.e. at each ``jax.jit`` compilation):
 
     * ``"native"``: the compiled kernel, called by XLA through its foreign-function interface
-      (a generic C++ handler, built once per machine); one call per batch: under ``jax.vmap`` or
+      (a generic C handler, built once per machine); one call per batch: under ``jax.vmap`` or
       with leading batch axes all states go to the vectorised batch kernel in one call.
       ``jax.jvp``/``jacfwd``/``jacrev``/``grad`` use the library's derivative kernels
       (``rnea_derivatives``, ``aba_derivatives``...; any other kernel: AD on its traced program,
       compiled too); see the module docstring for ``q``.  CPU only, float64
       (``jax_enable_x64``).
     * ``"callback"``: the same compiled kernels through ``jax.pure_callback`` (vectorised: one call
-      per batch), for a JAX whose FFI headers or a machine whose C++ compiler is missing.
+      per batch), for a JAX without its FFI headers.
     * ``"replay"``: the traced program replayed with ``jax.numpy`` operations (``style``: see
       :func:`program_function`); runs on any device, with JAX's own differentiation.
     * ``"auto"`` (default): ``"native"`` on a CPU default backend with ``jax_enable_x64`` and a C
