@@ -75,9 +75,9 @@ from ..algorithms.configuration import integrate
 from ..kernels import model_method
 from ..sensors import Contact
 from .friction_kernel import contact_step_kernel
-from .friction_problem import (SOLVERS, _SOLVE, ContactProblem, ContactResiduals, ContactStep, ContactStepWarning,
-                               Rollout, StepArrays, _model_and_kernels, _modes, _numpy_step, contact_basis,
-                               contact_problem, point_contacts)
+from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
+                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
+                               contact_data, contact_problem, point_contacts)
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
            "ContactStepWarning", "Rollout", "contact_problem",
@@ -89,8 +89,9 @@ _CHECKED: dict = {}
 
 
 def _frictional(model, contacts, who):
-    """:func:`point_contacts` with ``friction``, remembered for the last few (model, contacts) pairs
-    (a step checks its contacts once per trajectory, not once per step)."""
+    """``(contacts, contact_data(contacts))``: :func:`point_contacts` with ``friction`` and their data,
+    remembered for the last few (model, contacts) pairs (a step checks its contacts once per
+    trajectory, not once per step)."""
     try:
         key = (id(model), tuple(contacts) if not isinstance(contacts, Contact) else (contacts,))
         hit = _CHECKED.get(key)
@@ -99,6 +100,7 @@ def _frictional(model, contacts, who):
     if hit is not None and hit[0] is model:
         return hit[1]
     checked = point_contacts(model, contacts, who, friction=True)
+    checked = (checked, contact_data(model, checked))
     if key is not None:
         if len(_CHECKED) >= 64:
             _CHECKED.clear()
@@ -157,11 +159,11 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     _checks.model_first("contact_step", model, "model, q, v, tau")
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    contacts = _frictional(model, contacts, who)
+    contacts, (frames, mu, points, planes) = _frictional(model, contacts, who)
     dt = _positive(who, "dt", dt)
     tol = _positive(who, "tol", tol)
     margin = _positive(who, "margin", margin)
-    if solver not in _SOLVE:
+    if solver not in SOLVERS:
         raise ValueError(f"{who}: solver must be one of {SOLVERS}, got {solver!r}")
     if max_iterations is None:
         max_iterations = 1000 if solver == "admm" else 10000
@@ -183,16 +185,15 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                            ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
     warm = np.zeros((nc, 3)) if warm_start is None else warm_start
-    if solver == "admm":
-        out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, float(max_iterations), margin]), warm,
-                                  contacts, f_ext=f_ext, gravity=gravity)
-    else:
-        out = _numpy_step(kernels, q, v, tau, contacts, dt, tol, int(max_iterations), margin, solver, f_ext,
-                          gravity, warm)
+    budget = (min(int(max_iterations), ADMM_BUDGET), 10.0 * max_iterations) if solver == "admm" else \
+        (0, float(max_iterations))
+    out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, mu, points,
+                              planes, frames, f_ext=f_ext, gravity=gravity)
     finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
-    if not finite.all():                             # never a NaN: such a state is solved again on NumPy
-        out = _refine(out, ~finite, kernels, q, v, tau, contacts, dt, tol, int(max_iterations), margin, f_ext,
-                      gravity, warm)
+    if not finite.all():
+        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not finite "
+                                 f"(the first at batch index {np.argwhere(~finite)[0].tolist()}); its contact "
+                                 f"problem overflows")
     rep = out.report
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
     iterations = rep[..., 3].astype(int)
@@ -205,25 +206,6 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=2)
     modes = _modes(out.impulses, out.velocities, rep[..., 5], rep[..., 6], tol)
     return ContactStep(out.q_next, out.v_next, out.impulses, modes, res, iterations)
-
-
-def _refine(out, bad, kernels, q, v, tau, contacts, dt, tol, max_iterations, margin, f_ext, gravity, warm):
-    """``out`` with the states ``bad`` (a mask of the batch shape) solved on the NumPy path."""
-    shape = bad.shape
-    pick = (lambda x, tail: np.broadcast_to(x, shape + x.shape[x.ndim - tail:])[bad]) if shape else \
-        (lambda x, tail: np.asarray(x))
-    redo = _numpy_step(kernels, pick(np.asarray(q, float), 1), pick(np.asarray(v, float), 1),
-                       pick(np.asarray(tau, float), 1), contacts, dt, tol, max_iterations, margin, "admm",
-                       None if f_ext is None else pick(np.asarray(f_ext, float), 2), gravity,
-                       pick(np.asarray(warm, float), 2))
-    fixed = []
-    for a, b in zip(out, redo):
-        a = np.array(a, copy=True)
-        a[bad] = b
-        fixed.append(a)
-    return StepArrays(*fixed)
-
-
 
 
 # --- trajectories --------------------------------------------------------------------------------
@@ -244,7 +226,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     dt = _positive(who, "dt", dt)
     runner = model
     model, _ = _model_and_kernels(model, who)
-    contacts = point_contacts(model, contacts, who, friction=True)
+    contacts = _frictional(model, contacts, who)[0]
     controller: Callable = tau_or_controller if callable(tau_or_controller) else None
     if controller is None:
         taus = _checks.numeric("tau_or_controller", tau_or_controller, "joint forces (..., nv) or (steps, ..., nv)")

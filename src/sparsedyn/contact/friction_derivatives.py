@@ -64,8 +64,8 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from .dynamics import _cached, _run
 from .friction import _positive, contact_step
-from .friction_problem import (PENETRATION_SLOP, ContactStep, _model_and_kernels, _nonneg_lcp, contact_problem,
-                               point_contacts)
+from .friction_kernel import correction_impulses
+from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives"]
 
@@ -264,7 +264,7 @@ def _correction_derivative(model, kernels, contacts, P, q, rows, dt):
     k = rows.size
     n_rows = 3 * np.arange(nc) + 2
     J, JMinv, G, gap, Minv = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows], P.Minv[rows]
-    ln = _nonneg_lcp(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)       # as the step's correction
+    ln = correction_impulses(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)      # the step's own sweeps
     lam = np.zeros((k, nc, 3))
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
