@@ -45,12 +45,16 @@ def main(argv=None):
 
     def timed(what, k, q, v, tau, contacts):
         n0, t0 = count[0], time.perf_counter()
-        sd.contact_step(k, q, v, tau, contacts, 1e-3)
+        try:
+            sd.contact_step(k, q, v, tau, contacts, 1e-3)
+        except ValueError as e:
+            print(f"| {what} | refused: {str(e)[:60]} | |", flush=True)
+            return
         print(f"| {what} | {count[0] - n0} | {time.perf_counter() - t0:.2f} |", flush=True)
 
     print("| change | libraries built | first step [s] |\n|---|---|---|")
     model, _ = load_pair("solo12", True)
-    q = sd.neutral(model)
+    q = model.neutral()
     feet = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
     k = sd.compile(model)
     Z = np.zeros(model.nv)
