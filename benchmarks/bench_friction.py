@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "constraints"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "contact"))
 
 MU, DT = 0.7, 1e-3
 SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
