@@ -56,11 +56,12 @@ def test_the_numpy_road_runs_the_compiled_iterations_to_rounding(case):
 
 
 def test_new_friction_points_and_planes_never_rebuild_the_step(monkeypatch):
-    """On one compiled box, a new friction coefficient, frictionless contacts on a tilted plane and
-    other contact points are data of the same native step: no library is assembled for them, and
+    """On one compiled box, a new friction coefficient, frictionless contacts on a tilted plane,
+    other contact points and fewer of them are data of the same native step (the box's four slots):
+    no library is assembled for them, and
     each gives its own physics (pushed at 0.3 m g it sticks at mu = 0.4 and slides at
     ``(0.3 - mu) g dt`` at mu = 0.2; frictionless on a slope of 0.3 rad it gains ``g sin 0.3 dt``;
-    on its four half-size corners it carries ``m g dt``)."""
+    on its four half-size corners, or three corners, it carries ``m g dt``)."""
     k = sd.compile(MODEL)
     f = push(0.0, 0.3 * MASS * G)
     s = sd.contact_step(k, Q0, Z, Z, corners(), DT, f_ext=f)
@@ -77,6 +78,8 @@ def test_new_friction_points_and_planes_never_rebuild_the_step(monkeypatch):
     half = [sd.Contact("box", "3d", friction=MU, point=(c.point[0] / 2, c.point[1] / 2, c.point[2])) for c in corners()]
     s = sd.contact_step(k, Q0, Z, Z, half, DT, f_ext=none)
     assert list(s.modes) == ["stick"] * 4 and abs(s.impulses[:, 2].sum() - MASS * G * DT) <= 1e-8 * MASS * G * DT
+    s = sd.contact_step(k, Q0, Z, Z, corners()[1:], DT, f_ext=none)         # three corners: in the same slots
+    assert s.impulses.shape == (3, 3) and abs(s.impulses[:, 2].sum() - MASS * G * DT) <= 1e-8 * MASS * G * DT
     assert built == []
 
 

@@ -3,7 +3,7 @@
 A one-sided contact (:class:`~sparsedyn.sensors.Contact` with ``kind="3d"``, ``friction=mu``,
 ``point=p``, ``plane=(n, offset)``) is a point ``p`` fixed in a frame of the robot (frame axes;
 default the frame's origin) against the plane ``{x : n . x = offset}`` (default the ground z = 0)
-with Coulomb friction ``mu``.  Its *contact frame* has z along the plane's unit normal and x, y
+with Coulomb friction ``mu >= 0`` (``mu = 0``: a frictionless one-sided contact).  Its *contact frame* has z along the plane's unit normal and x, y
 tangent (world x and y for a horizontal plane; otherwise x is the world x axis, or y if x is
 nearly normal, projected onto the plane, and y = z cross x).  Impulses and contact velocities are
 expressed in it, three numbers per contact ``[t_x, t_y, n]``, applied *on the robot*.
@@ -42,9 +42,11 @@ The iteration count depends on the values, so the whole step is an *iterative ke
 with :func:`contact_problem`; ``(G + (eta + rho) I)^-1`` from its Cholesky factor, again when
 ``rho`` changes; one ADMM iteration; one Gauss-Seidel sweep; one sweep of the position correction;
 the next state) that the compiler runs in a loop steered by the stages' flags: one native call per
-state, a batch state by state on the batch runtime's threads.  Its NumPy reference (under
-``sd.use_backend("numpy")``) diagonalises ``G`` once per state (``np.linalg.eigh``, so a new
-``rho`` costs nothing) and runs ADMM vectorised over a batch of states.
+state, a batch state by state on the batch runtime's threads.  The NumPy reference (under
+``sd.use_backend("numpy")``) runs the same stage functions on floats in the same loop, so the two
+roads make the same iterations and agree to rounding.  The kernel is built per tuple of contact
+frames; the friction coefficients, the points and the planes are its data, so new values (a
+contact set found by collision detection at each step) never rebuild it.
 
 **Penetration** (left by the linearised kinematics of a rotating body, or by solver tolerance)
 is removed from the *configuration only*: a normal pseudo-velocity ``dv = H^-1 J_n^T lambda'``
@@ -59,8 +61,8 @@ Residuals of a solution ``lambda`` (the largest over the contacts): ``primal`` t
 solve stops when they are below ``tol`` times the impulse scale (the largest impulse), the velocity
 scale (the largest free contact velocity ``|J v_free + b|``) and their product.
 
-This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_problem` the problem,
-the cones and the NumPy solvers; :mod:`~sparsedyn.contact.friction_kernel` the compiled step.
+This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_problem` the problem;
+:mod:`~sparsedyn.contact.friction_kernel` the solver's stages and the kernel of the step.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ from ..sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
                                ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
-                               contact_data, contact_problem, point_contacts)
+                               contact_problem, contact_slots, point_contacts)
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
            "ContactStepWarning", "Rollout", "contact_problem",
@@ -89,7 +91,7 @@ _CHECKED: dict = {}
 
 
 def _frictional(model, contacts, who):
-    """``(contacts, contact_data(contacts))``: :func:`point_contacts` with ``friction`` and their data,
+    """``(contacts, contact_slots(contacts))``: :func:`point_contacts` with ``friction`` and their slots,
     remembered for the last few (model, contacts) pairs (a step checks its contacts once per
     trajectory, not once per step)."""
     try:
@@ -100,7 +102,7 @@ def _frictional(model, contacts, who):
     if hit is not None and hit[0] is model:
         return hit[1]
     checked = point_contacts(model, contacts, who, friction=True)
-    checked = (checked, contact_data(model, checked))
+    checked = (checked, contact_slots(model, checked))
     if key is not None:
         if len(_CHECKED) >= 64:
             _CHECKED.clear()
@@ -126,7 +128,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     NumPy path's milliseconds);
     ``q`` (..., nq), ``v``/``tau`` (..., nv): the state and the joint forces held over the step;
     ``contacts``: point contacts ``Contact(frame, "3d", friction=mu, point=p, plane=(n, offset))``
-    (``mu > 0``; ``point`` in the frame's axes, default its origin; ``plane`` default the ground
+    (``mu >= 0``, 0: frictionless; ``point`` in the frame's axes, default its origin; ``plane`` default the ground
     z = 0); ``dt`` > 0 [s].  ``tol``: the residuals' stopping test, relative to the impulse and
     velocity scales of the problem (``max |lambda|`` and ``max |J v_free|``); ``max_iterations``
     (default 1000 for ADMM, 10000 for PGS): after it a :class:`ContactStepWarning` gives the
@@ -140,10 +142,11 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     The next state is ``v+ = v + dt H^-1 (tau - C) + H^-1 J^T impulses``, ``q+ = q (+) dt v+`` (semi-implicit
     Euler), the impulses the solution of Coulomb's law with De Saxcé's correction; the method (and
     the position correction of a penetrating point) is in the module docstring.  With ``solver="admm"``
-    the whole step is the kernel :func:`contact_step_kernel`: on a model (native by default, like the
-    other plain calls) or ``sd.compile(model)`` one native call per state (a batch runs state by
-    state on the batch runtime's threads), under ``sd.use_backend("numpy")`` the NumPy reference
-    (ADMM vectorised over the batch, the Gauss-Seidel fallback).  ``solver="pgs"`` runs on NumPy.
+    the whole step is the kernel :func:`contact_step_kernel` (``solver="pgs"`` the same kernel with no
+    ADMM iteration): on a model (native by default, like the other plain calls) or ``sd.compile(model)``
+    one native call per state (a batch runs state by state on the batch runtime's threads), under
+    ``sd.use_backend("numpy")`` the same stages on floats, state by state.  It is built once per tuple
+    of contact frames; new friction coefficients, points and planes are data.
 
     >>> import numpy as np, sparsedyn as sd
     >>> b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=1.0,
@@ -159,7 +162,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     _checks.model_first("contact_step", model, "model, q, v, tau")
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    contacts, (frames, mu, points, planes) = _frictional(model, contacts, who)
+    contacts, slots = _frictional(model, contacts, who)
     dt = _positive(who, "dt", dt)
     tol = _positive(who, "tol", tol)
     margin = _positive(who, "margin", margin)
@@ -184,11 +187,15 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                            np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),
                            ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
-    warm = np.zeros((nc, 3)) if warm_start is None else warm_start
+    warm = np.zeros((len(slots.frames), 3))
+    if warm_start is not None:
+        warm = np.zeros(warm_start.shape[:-2] + warm.shape)
+        warm[..., slots.index, :] = warm_start
     budget = (min(int(max_iterations), ADMM_BUDGET), 10.0 * max_iterations) if solver == "admm" else \
         (0, float(max_iterations))
-    out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, mu, points,
-                              planes, frames, f_ext=f_ext, gravity=gravity)
+    out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, slots.friction,
+                              slots.points, slots.planes, slots.frames, f_ext=f_ext, gravity=gravity)
+    out = out._replace(impulses=out.impulses[..., slots.index, :], velocities=out.velocities[..., slots.index, :])
     finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
     if not finite.all():
         raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not finite "

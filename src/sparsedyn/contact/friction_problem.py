@@ -22,7 +22,7 @@ from ..spatial import pose, skew
 from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
-           "point_contacts", "contact_basis", "contact_data", "plane_basis", "SOLVERS", "StepArrays"]
+           "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS", "StepArrays"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -167,6 +167,55 @@ def contact_data(model, contacts):
     planes = np.array([(*c.plane[0], c.plane[1]) if c.plane is not None else (0.0, 0.0, 1.0, 0.0)
                        for c in contacts], float).reshape(-1, 4)
     return frames, mu, points, planes
+
+
+class ContactSlots(NamedTuple):
+    """A contact set laid out for the compiled step (:func:`contact_slots`): ``frames`` the structure
+    (a body frame per slot, a tuple); ``index`` (nc,) the slot of each contact; ``friction`` (ns,),
+    ``points`` (ns, 3) (in the slots' frames), ``planes`` (ns, 4): the data, free slots open."""
+
+    frames: tuple
+    index: np.ndarray
+    friction: np.ndarray
+    points: np.ndarray
+    planes: np.ndarray
+
+
+#: The plane of a free slot: 1000 km below its point, so the slot is open and leaves the problem.
+FREE_PLANE = (0.0, 0.0, 1.0, -1e6)
+
+
+def contact_slots(model, contacts):
+    """The checked point ``contacts`` as :class:`ContactSlots`: each moved onto the frame of its body
+    (its point in the body's axes), the contacts of a body in ``2^k`` slots (the fewest that hold
+    them), the bodies in index order.  So the compiled step, built per tuple of slot frames, is
+    reused by every contact set that fits the same slots: other frames on the same bodies, other
+    points, planes and friction coefficients, fewer contacts on a body."""
+    frames, mu, points, planes = contact_data(model, contacts)
+    keys, moved = [], []
+    for k, p in zip(frames, points):
+        f = model.frames[k]
+        own = model.frames[f.body] if 0 <= f.body < len(model.frames) else None
+        if own is not None and own.body == f.body and np.array_equal(own.X.E, np.eye(3)) and not own.X.r.any():
+            keys.append(f.body)
+            moved.append(f.X.r + f.X.E.T @ p)                    # frame axes -> body axes
+        else:                                                    # a world frame: its own structure
+            keys.append(k)
+            moved.append(p)
+    slots, index, first = [], np.zeros(len(keys), int), {}
+    for key in sorted(set(keys)):
+        first[key] = len(slots)
+        n = keys.count(key)
+        slots += [key] * (1 << (n - 1).bit_length())
+    taken = dict.fromkeys(first, 0)
+    for i, key in enumerate(keys):
+        index[i] = first[key] + taken[key]
+        taken[key] += 1
+    ns = len(slots)
+    data = (np.zeros(ns), np.zeros((ns, 3)), np.tile(np.array(FREE_PLANE), (ns, 1)))
+    for x, y in zip(data, (mu, np.array(moved).reshape(-1, 3), planes)):
+        x[index] = y
+    return ContactSlots(tuple(slots), index, *data)
 
 
 def plane_basis(plane):
