@@ -66,10 +66,8 @@ def arguments(model, name, rng, batch=(), optional=False, static=None):
             out[a] = 1.0 + rng.random(batch + s)
         elif a == "settings":            # a contact step: [dt, tol, admm_iterations, sweeps, margin]
             out[a] = np.broadcast_to(np.array([1e-3, 1e-8, 100.0, 1000.0, 5e-3]), batch + s).copy()
-        elif a == "friction":
-            out[a] = np.full(batch + s, 0.5)
-        elif a == "planes":              # 100 m below: the contact step's point is open at any sample state
-            out[a] = np.broadcast_to(np.array([0.0, 0.0, 1.0, -100.0]), batch + s).copy()
+        elif a == "contact_data":        # mu 0.5, the plane 100 m below: the point is open at any sample state
+            out[a] = np.broadcast_to(np.array([0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, -100.0]), batch + s).copy()
         elif a == "gravity":
             out[a] = np.array([0.3, -1.0, -9.0]) + 0.1 * rng.normal(size=batch + s)
         else:

@@ -85,7 +85,7 @@ def test_new_friction_points_and_planes_never_rebuild_the_step(monkeypatch):
 
 def test_a_list_of_frames_is_the_structure_of_the_step():
     """The compiled step is built per tuple of frames: contacts given as lists or tuples, by frame name
-    or index, run one kernel; the kernel takes friction, points and planes as arrays, and an array
+    or index, run one kernel; the kernel takes friction, points and planes as one array, and an array
     call equals the step."""
     k = sd.compile(MODEL)
     c = corners()
@@ -93,6 +93,6 @@ def test_a_list_of_frames_is_the_structure_of_the_step():
     b = sd.contact_step(k, Q0, Z, Z, tuple(sd.Contact(0, "3d", friction=x.friction, point=x.point) for x in c), DT)
     assert np.array_equal(a.v, b.v) and np.array_equal(a.impulses, b.impulses)
     settings = np.array([DT, 1e-8, 300.0, 10000.0, 0.005])
-    out = sd.contact_step_kernel(k, Q0, Z, Z, settings, np.zeros((4, 3)), [MU] * 4, [x.point for x in c],
-                                 [[0.0, 0.0, 1.0, 0.0]] * 4, ["box"] * 4)
+    data = [[MU, *x.point, 0.0, 0.0, 1.0, 0.0] for x in c]
+    out = sd.contact_step_kernel(k, Q0, Z, Z, settings, np.zeros((4, 3)), data, ("box",) * 4)
     assert np.array_equal(out.v_next, a.v) and np.array_equal(out.impulses, a.impulses)

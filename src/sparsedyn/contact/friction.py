@@ -187,15 +187,17 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                            np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),
                            ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
-    warm = np.zeros((len(slots.frames), 3))
-    if warm_start is not None:
+    same = slots.index is None                   # the contacts fill their slots in order
+    warm = np.zeros((len(slots.frames), 3)) if warm_start is None or not same else warm_start
+    if warm_start is not None and not same:
         warm = np.zeros(warm_start.shape[:-2] + warm.shape)
         warm[..., slots.index, :] = warm_start
     budget = (min(int(max_iterations), ADMM_BUDGET), 10.0 * max_iterations) if solver == "admm" else \
         (0, float(max_iterations))
-    out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, slots.friction,
-                              slots.points, slots.planes, slots.frames, f_ext=f_ext, gravity=gravity)
-    out = out._replace(impulses=out.impulses[..., slots.index, :], velocities=out.velocities[..., slots.index, :])
+    out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, slots.data,
+                              slots.frames, f_ext=f_ext, gravity=gravity)
+    if not same:
+        out = out._replace(impulses=out.impulses[..., slots.index, :], velocities=out.velocities[..., slots.index, :])
     finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
     if not finite.all():
         raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not finite "

@@ -13,7 +13,8 @@ are small, stage 3 continues a state that ADMM has not solved in its budget with
 so each stage is one traced program, and the same function of floats.
 
 The contact set's structure is its frames (a static argument: one build per tuple of frames); the
-friction coefficients, the points and the planes are arrays of the kernel (a new value never rebuilds).
+friction coefficients, the points and the planes are one array of the kernel, ``contact_data`` (nc, 8)
+``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (a new value never rebuilds).
 """
 
 from __future__ import annotations
@@ -200,18 +201,19 @@ class _Layout:
 
     def unpack(self, X):
         """``(settings, mu, K, S)`` of a stage's arguments ``X`` (the kernel's inputs, then ``K``, ``S``)."""
-        return X[3], X[5], {n: X[-2][s] for n, s in self.K.items()}, {n: X[-1][s] for n, s in self.S.items()}
+        return X[3], X[5][:, 0], {n: X[-2][s] for n, s in self.K.items()}, {n: X[-1][s] for n, s in self.S.items()}
 
     @staticmethod
     def pack(table, parts):
         return np.concatenate([np.reshape(np.asarray(parts[n]), -1) for n in table])
 
 
-def _init(lay, q, v, tau, settings, warm, mu, points, planes, *extra):
+def _init(lay, q, v, tau, settings, warm, data, *extra):
     """``(K, S)``: the problem of the step, its scales and the first iterate (the warm start)."""
     dt, tol, margin = settings[0], settings[1], settings[4]
     nc, m, rows = lay.nc, lay.m, lay.normal
-    P = problem_of(lay.model, q, v, tau, lay.frames, points, planes, **dict(zip(lay.opt, extra)))
+    mu = data[:, 0]
+    P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:], **dict(zip(lay.opt, extra)))
     v_free = v + dt * P.a
     Jv = P.J @ v_free
     closing = _relu(-Jv[rows])
@@ -390,13 +392,12 @@ def _step_program(model, static, optional):
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",), "settings": (5,), "warm_start": (_nc, 3),
-                "friction": (_nc,), "points": (_nc, 3), "planes": (_nc, 4)},
+                "contact_data": (_nc, 8)},
         optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",),
         outputs={"q_next": ("nq",), "v_next": ("nv",), "impulses": (_nc, 3), "velocities": (_nc, 3),
                  "report": (8,)},
         program=_step_program, result=StepArrays)
-def contact_step_kernel(model, q, v, tau, settings, warm_start, friction, points, planes, frames, *, f_ext=None,
-                        gravity=None):
+def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, frames, *, f_ext=None, gravity=None):
     """:func:`contact_step` as arrays (a :class:`StepArrays`): the iterative kernel (see
     :mod:`sparsedyn.symbolic.loop`) that a compiled model runs as one native call per state, and that
     the NumPy road runs on floats, state by state, in the same loop.
@@ -404,14 +405,15 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, friction, points
     ``frames``: the contacts' frames (indices or names; the structure, one build per tuple);
     ``settings`` (..., 5): ``[dt, tol, admm_iterations, sweeps, margin]`` (ADMM for at most
     ``admm_iterations``, then Gauss-Seidel up to ``sweeps`` more; 0 ADMM iterations: Gauss-Seidel
-    alone); ``warm_start`` (..., nc, 3); ``friction`` (..., nc) (``>= 0``); ``points`` (..., nc, 3): the
-    contact points in their frames' axes; ``planes`` (..., nc, 4): ``[n_x, n_y, n_z, offset]``, the
-    plane ``n . x = offset`` (``n`` not zero, need not be unit); the rest as :func:`contact_step`."""
+    alone); ``warm_start`` (..., nc, 3); ``contact_data`` (..., nc, 8): per contact
+    ``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]``, the friction coefficient (``>= 0``), the contact
+    point in its frame's axes and the plane ``n . x = offset`` (``n`` not zero, need not be unit); the
+    rest as :func:`contact_step`."""
     m = getattr(model, "model", model)
     frames = tuple(m.frame(f) for f in frames)
     nc = len(frames)
-    arrays = {"settings": (5,), "warm_start": (nc, 3), "friction": (nc,), "points": (nc, 3), "planes": (nc, 4)}
-    given = dict(settings=settings, warm_start=warm_start, friction=friction, points=points, planes=planes)
+    arrays = {"settings": (5,), "warm_start": (nc, 3), "contact_data": (nc, 8)}
+    given = dict(settings=settings, warm_start=warm_start, contact_data=contact_data)
     for name, tail in arrays.items():
         given[name] = _checks.numeric(name, given[name], f"(..., {', '.join(map(str, tail))})")
         if given[name].shape[given[name].ndim - len(tail):] != tail or given[name].ndim < len(tail):

@@ -171,14 +171,13 @@ def contact_data(model, contacts):
 
 class ContactSlots(NamedTuple):
     """A contact set laid out for the compiled step (:func:`contact_slots`): ``frames`` the structure
-    (a body frame per slot, a tuple); ``index`` (nc,) the slot of each contact; ``friction`` (ns,),
-    ``points`` (ns, 3) (in the slots' frames), ``planes`` (ns, 4): the data, free slots open."""
+    (a body frame per slot, a tuple); ``index`` (nc,) the slot of each contact (``None`` where contact
+    ``i`` is in slot ``i`` and there are no free slots); ``data`` (ns, 8) per
+    slot ``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (the point in the slot's frame), free slots open."""
 
     frames: tuple
     index: np.ndarray
-    friction: np.ndarray
-    points: np.ndarray
-    planes: np.ndarray
+    data: np.ndarray
 
 
 #: The plane of a free slot: 1000 km below its point, so the slot is open and leaves the problem.
@@ -211,11 +210,11 @@ def contact_slots(model, contacts):
     for i, key in enumerate(keys):
         index[i] = first[key] + taken[key]
         taken[key] += 1
-    ns = len(slots)
-    data = (np.zeros(ns), np.zeros((ns, 3)), np.tile(np.array(FREE_PLANE), (ns, 1)))
-    for x, y in zip(data, (mu, np.array(moved).reshape(-1, 3), planes)):
-        x[index] = y
-    return ContactSlots(tuple(slots), index, *data)
+    data = np.zeros((len(slots), 8))
+    data[:, 4:] = FREE_PLANE
+    data[index] = np.concatenate([mu[:, None], np.array(moved).reshape(-1, 3), planes], -1)
+    same = len(slots) == len(index) and np.array_equal(index, np.arange(len(index)))
+    return ContactSlots(tuple(slots), None if same else index, data)
 
 
 def plane_basis(plane):
