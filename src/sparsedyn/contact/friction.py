@@ -179,13 +179,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
     if not nc:
-        q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
-        P = contact_problem(kernels, q, v, tau, contacts, f_ext=f_ext, gravity=gravity)
-        v_free = v + dt * P.a
-        shape = v_free.shape[:-1]
-        return ContactStep(integrate(kernels, np.broadcast_to(q, shape + (model.nq,)), dt * v_free), v_free,
-                           np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),
-                           ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
+        return _free_step(model, kernels, q, v, tau, dt, f_ext, gravity)
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
     same = slots.index is None                   # the contacts fill their slots in order
     warm = np.zeros((len(slots.frames), 3)) if warm_start is None or not same else warm_start
@@ -198,6 +192,23 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                               slots.frames, f_ext=f_ext, gravity=gravity)
     if not same:
         out = out._replace(impulses=out.impulses[..., slots.index, :], velocities=out.velocities[..., slots.index, :])
+    return _result(who, solver, tol, out)
+
+
+def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
+    """The step without contacts: the free motion."""
+    q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    P = contact_problem(kernels, q, v, tau, (), f_ext=f_ext, gravity=gravity)
+    v_free = v + dt * P.a
+    shape = v_free.shape[:-1]
+    return ContactStep(integrate(kernels, np.broadcast_to(q, shape + (model.nq,)), dt * v_free), v_free,
+                       np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),
+                       ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
+
+
+def _result(who, solver, tol, out):
+    """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
+    never a NaN)."""
     finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
     if not finite.all():
         raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not finite "
@@ -212,7 +223,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
                       f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "
                       f"complementarity {res.complementarity.max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
-                      f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=2)
+                      f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=3)
     modes = _modes(out.impulses, out.velocities, rep[..., 5], rep[..., 6], tol)
     return ContactStep(out.q_next, out.v_next, out.impulses, modes, res, iterations)
 
