@@ -96,3 +96,27 @@ def test_a_list_of_frames_is_the_structure_of_the_step():
     data = [[MU, *x.point, 0.0, 0.0, 1.0, 0.0] for x in c]
     out = sd.contact_step_kernel(k, Q0, Z, Z, settings, np.zeros((4, 3)), data, ("box",) * 4)
     assert np.array_equal(out.v_next, a.v) and np.array_equal(out.impulses, a.impulses)
+
+
+def test_contact_slots_move_each_point_onto_its_body_and_pad_each_body_to_a_power_of_two():
+    """solo12: a point given in a foot frame lands on the same world point from its body's frame
+    (``frame_placement`` of both, at a random configuration); three contacts on one body take four
+    slots (the fourth free: zero friction, its plane far below), the bodies in index order."""
+    from erd import load_pair
+    from sparsedyn.contact.friction_problem import FREE_PLANE, contact_slots
+    model, _ = load_pair("solo12", True)
+    q = model.random_configuration(np.random.default_rng(5))
+    foot = model.frames[model.frame("FL_FOOT")]
+    body = model.frames[foot.body].name
+    p = np.array([0.01, -0.02, 0.03])
+    c = [sd.Contact("HR_FOOT", "3d", friction=0.3), sd.Contact("FL_FOOT", "3d", friction=0.5, point=p),
+         sd.Contact(body, "3d", friction=0.6), sd.Contact("FL_FOOT", "3d", friction=0.7)]
+    s = contact_slots(model, c)
+    assert [model.frames[k].body for k in s.frames] == [foot.body] * 4 + [model.frames[model.frame("HR_FOOT")].body]
+    assert list(s.index) == [4, 0, 1, 2]
+    R, o = sd.frame_placement(model, q, "FL_FOOT")
+    Rb, ob = sd.frame_placement(model, q, body)
+    world = o + R @ p
+    assert np.abs(ob + Rb @ s.data[0, 1:4] - world).max() <= 16 * EPS * max(1.0, np.abs(world).max())
+    assert np.array_equal(s.data[:4, 0], [0.5, 0.6, 0.7, 0.0]) and np.array_equal(s.data[3, 4:], FREE_PLANE)
+    assert np.array_equal(s.data[4], [0.3, *model.frames[model.frame("HR_FOOT")].X.r, 0.0, 0.0, 1.0, 0.0])

@@ -191,12 +191,15 @@ def contact_slots(model, contacts):
     reused by every contact set that fits the same slots: other frames on the same bodies, other
     points, planes and friction coefficients, fewer contacts on a body."""
     frames, mu, points, planes = contact_data(model, contacts)
+    own = {}                                                     # body -> its own frame (identity placement)
+    for j, f in enumerate(model.frames):
+        if f.body >= 0 and f.body not in own and np.array_equal(f.X.E, np.eye(3)) and not np.any(f.X.r):
+            own[f.body] = j
     keys, moved = [], []
     for k, p in zip(frames, points):
         f = model.frames[k]
-        own = model.frames[f.body] if 0 <= f.body < len(model.frames) else None
-        if own is not None and own.body == f.body and np.array_equal(own.X.E, np.eye(3)) and not own.X.r.any():
-            keys.append(f.body)
+        if f.body in own:
+            keys.append(own[f.body])
             moved.append(f.X.r + f.X.E.T @ p)                    # frame axes -> body axes
         else:                                                    # a world frame: its own structure
             keys.append(k)
