@@ -61,7 +61,7 @@ class ContactStep(NamedTuple):
 
     ``q`` (..., nq), ``v`` (..., nv): the next state; ``impulses`` (..., nc, 3): the contact
     impulses on the robot over the step [N s], contact frame ``[t_x, t_y, n]``; ``modes``
-    (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a :class:`ContactResiduals`;
+    (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a :class:`~sparsedyn.contact.friction_problem.ContactResiduals`;
     ``iterations`` (...): solver iterations.
     """
 
@@ -273,7 +273,8 @@ def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):
         gap = n . (o + R p) - offset
 
     ``f_ext`` (..., NB, 6) and ``gravity`` (3,) as in :func:`~sparsedyn.aba`.  The contact step runs
-    the same computation with the points and planes as data (:func:`problem_of`).
+    the same computation with the points and planes as data
+    (:func:`~sparsedyn.contact.friction_problem.problem_of`).
     """
     frames, _, points, planes = contact_data(model, point_contacts(model, contacts, "contact_problem"))
     return problem_of(model, q, v, tau, frames, points, planes, f_ext, gravity)
