@@ -3,9 +3,10 @@
 A one-sided contact (:class:`~sparsedyn.sensors.Contact` with ``kind="3d"``, ``friction=mu``,
 ``point=p``, ``plane=(n, offset)``) is a point ``p`` fixed in a frame of the robot (frame axes;
 default the frame's origin) against the plane ``{x : n . x = offset}`` (default the ground z = 0)
-with Coulomb friction ``mu >= 0`` (``mu = 0``: a frictionless one-sided contact).  Its *contact frame* has z along the plane's unit normal and x, y
-tangent (world x and y for a horizontal plane; otherwise x is the world x axis, or y if x is
-nearly normal, projected onto the plane, and y = z cross x).  Impulses and contact velocities are
+with Coulomb friction ``mu >= 0`` (``mu = 0``: a frictionless one-sided contact).  Its *contact
+frame* has z along the plane's unit normal and x, y tangent (world x and y for a horizontal plane;
+otherwise x is the world x axis, or y if x is nearly normal, projected onto the plane, and
+y = z cross x).  Impulses and contact velocities are
 expressed in it, three numbers per contact ``[t_x, t_y, n]``, applied *on the robot*.
 
 **The step** (semi-implicit Euler, velocity level, as Moreau's time stepping; Stewart and

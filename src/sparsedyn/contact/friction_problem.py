@@ -22,7 +22,8 @@ from ..spatial import pose, skew
 from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
-           "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS", "StepArrays"]
+           "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
+           "StepArrays"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -61,8 +62,8 @@ class ContactStep(NamedTuple):
 
     ``q`` (..., nq), ``v`` (..., nv): the next state; ``impulses`` (..., nc, 3): the contact
     impulses on the robot over the step [N s], contact frame ``[t_x, t_y, n]``; ``modes``
-    (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a :class:`~sparsedyn.contact.friction_problem.ContactResiduals`;
-    ``iterations`` (...): solver iterations.
+    (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a
+    :class:`~sparsedyn.contact.friction_problem.ContactResiduals`; ``iterations`` (...): solver iterations.
     """
 
     q: np.ndarray
