@@ -120,3 +120,19 @@ def test_contact_slots_move_each_point_onto_its_body_and_pad_each_body_to_a_powe
     assert np.abs(ob + Rb @ s.data[0, 1:4] - world).max() <= 16 * EPS * max(1.0, np.abs(world).max())
     assert np.array_equal(s.data[:4, 0], [0.5, 0.6, 0.7, 0.0]) and np.array_equal(s.data[3, 4:], FREE_PLANE)
     assert np.array_equal(s.data[4], [0.3, *model.frames[model.frame("HR_FOOT")].X.r, 0.0, 0.0, 1.0, 0.0])
+
+
+def test_a_new_friction_coefficient_never_rebuilds_the_derivatives(monkeypatch):
+    """``contact_step_derivatives`` on a compiled box: its per-state program depends on the points and
+    planes only, so another friction coefficient assembles no library; sliding at mu = 0.2 the
+    derivative of the speed along the push with respect to the speed is 1 (the friction impulse is
+    mu m g dt whatever the speed)."""
+    k = sd.compile(MODEL)
+    v0 = np.array([0, 0, 0, 0.5, 0, 0])
+    sd.contact_step_derivatives(k, Q0, v0, Z, corners(), DT)
+    built = []
+    real = build.build_library
+    monkeypatch.setattr(build, "build_library", lambda *a, **kw: built.append(a[0]) or real(*a, **kw))
+    d = sd.contact_step_derivatives(k, Q0, v0, Z, corners(mu=0.2), DT)
+    assert list(d.step.modes) == ["slide"] * 4 and abs(d.dv_dv[3, 3] - 1.0) <= 1e-8
+    assert built == []
