@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "constraints"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "contact"))
 
 ROBOTS = {"talos_reduced": (("left_sole_link", "right_sole_link"), "6d"),
           "solo12": (("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"), "3d")}

@@ -12,7 +12,7 @@ torques (sticking, sliding and separating points): median microseconds per step 
   matrix), ``ADMMConstraintSolver`` (tolerance 1e-8), ``v+`` (NumPy ``solve``); constraint models
   built once per state, outside the timing;
 * sparsedyn ``contact_step`` (tol 1e-8): on the NumPy path (``sd.use_backend("numpy")``: the kernel
-  ``contact_problem`` and the ADMM solve in NumPy) and (unless ``--no-native``) compiled
+  ``contact_problem`` and the stages of the step run on floats, state by state) and (unless ``--no-native``) compiled
   (``contact_step(sd.compile(model), ...)``: the whole step, ADMM included, is one native call of the
   iterative kernel ``contact_step_kernel``), and the compiled ``contact_problem`` alone.
 
@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "constraints"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "contact"))
 
 MU, DT = 0.7, 1e-3
 SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "constraints"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "contact"))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_friction import _median_us                                      # noqa: E402

@@ -13,19 +13,15 @@ STATIC_SAMPLES = {
     "unit": lambda model: [False, True],
     "kind": lambda model: ["visual", "collision"],
     "contacts": lambda model: [(Contact(model.frames[-1].name, "3d"),)],
+    "frames": lambda model: [(model.frames[-1].name,)],
     "baumgarte": lambda model: [1.5],
     "damping": lambda model: [0.0],
     "restitution": lambda model: [0.5],
 }
 
 
-#: Per kernel, sample values that replace those of STATIC_SAMPLES.  The contact step's point has
-#: friction and its plane lies 100 m below, so the point is open at any sample state and the step is
-#: the free motion whatever the solver (its solves are compared in tests/constraints/test_friction.py).
-KERNEL_STATIC_SAMPLES = {
-    "contact_step_kernel": {"contacts": lambda model: [(Contact(model.frames[-1].name, "3d", friction=0.5,
-                                                                plane=((0.0, 0.0, 1.0), -100.0)),)]},
-}
+#: Per kernel, sample values that replace those of STATIC_SAMPLES.
+KERNEL_STATIC_SAMPLES = {}
 
 
 def static_choices(model, name):
@@ -68,8 +64,10 @@ def arguments(model, name, rng, batch=(), optional=False, static=None):
             out[a] = L
         elif a == "D":
             out[a] = 1.0 + rng.random(batch + s)
-        elif a == "settings":                                   # a contact step: [dt, tol, max_iterations, margin]
-            out[a] = np.broadcast_to(np.array([1e-3, 1e-8, 100.0, 5e-3]), batch + s).copy()
+        elif a == "settings":            # a contact step: [dt, tol, admm_iterations, sweeps, margin]
+            out[a] = np.broadcast_to(np.array([1e-3, 1e-8, 100.0, 1000.0, 5e-3]), batch + s).copy()
+        elif a == "contact_data":        # mu 0.5, the plane 100 m below: the point is open at any sample state
+            out[a] = np.broadcast_to(np.array([0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, -100.0]), batch + s).copy()
         elif a == "gravity":
             out[a] = np.array([0.3, -1.0, -9.0]) + 0.1 * rng.normal(size=batch + s)
         else:

@@ -181,7 +181,7 @@ def test_bad_input_is_refused_clearly():
     with pytest.raises(ValueError, match="contact_step_derivatives: dt must be a finite number > 0"):
         sd.contact_step_derivatives(BOX, Q0, Z, Z, CORNERS, 0.0)
     with pytest.raises(ValueError, match="contact_step_derivatives: contact 'c' needs a friction coefficient"):
-        sd.contact_step_derivatives(BOX, Q0, Z, Z, [sd.Contact("box", "3d", friction=0.0, name="c")], DT)
+        sd.contact_step_derivatives(BOX, Q0, Z, Z, [sd.Contact("box", "3d", name="c")], DT)
     with pytest.raises(KeyError, match="'nowhere'"):
         sd.contact_step_derivatives(BOX, Q0, Z, Z, [sd.Contact("nowhere", "3d", friction=0.5)], DT)
     with pytest.raises(ValueError, match="kind='3d'"):

@@ -3,9 +3,10 @@
 A one-sided contact (:class:`~sparsedyn.sensors.Contact` with ``kind="3d"``, ``friction=mu``,
 ``point=p``, ``plane=(n, offset)``) is a point ``p`` fixed in a frame of the robot (frame axes;
 default the frame's origin) against the plane ``{x : n . x = offset}`` (default the ground z = 0)
-with Coulomb friction ``mu``.  Its *contact frame* has z along the plane's unit normal and x, y
-tangent (world x and y for a horizontal plane; otherwise x is the world x axis, or y if x is
-nearly normal, projected onto the plane, and y = z cross x).  Impulses and contact velocities are
+with Coulomb friction ``mu >= 0`` (``mu = 0``: a frictionless one-sided contact).  Its *contact
+frame* has z along the plane's unit normal and x, y tangent (world x and y for a horizontal plane;
+otherwise x is the world x axis, or y if x is nearly normal, projected onto the plane, and
+y = z cross x).  Impulses and contact velocities are
 expressed in it, three numbers per contact ``[t_x, t_y, n]``, applied *on the robot*.
 
 **The step** (semi-implicit Euler, velocity level, as Moreau's time stepping; Stewart and
@@ -42,9 +43,11 @@ The iteration count depends on the values, so the whole step is an *iterative ke
 with :func:`contact_problem`; ``(G + (eta + rho) I)^-1`` from its Cholesky factor, again when
 ``rho`` changes; one ADMM iteration; one Gauss-Seidel sweep; one sweep of the position correction;
 the next state) that the compiler runs in a loop steered by the stages' flags: one native call per
-state, a batch state by state on the batch runtime's threads.  Its NumPy reference (under
-``sd.use_backend("numpy")``) diagonalises ``G`` once per state (``np.linalg.eigh``, so a new
-``rho`` costs nothing) and runs ADMM vectorised over a batch of states.
+state, a batch state by state on the batch runtime's threads.  The NumPy reference (under
+``sd.use_backend("numpy")``) runs the same stage functions on floats in the same loop, so the two
+roads make the same iterations and agree to rounding.  The kernel is built per tuple of contact
+frames; the friction coefficients, the points and the planes are its data, so new values (a
+contact set found by collision detection at each step) never rebuild it.
 
 **Penetration** (left by the linearised kinematics of a rotating body, or by solver tolerance)
 is removed from the *configuration only*: a normal pseudo-velocity ``dv = H^-1 J_n^T lambda'``
@@ -59,8 +62,8 @@ Residuals of a solution ``lambda`` (the largest over the contacts): ``primal`` t
 solve stops when they are below ``tol`` times the impulse scale (the largest impulse), the velocity
 scale (the largest free contact velocity ``|J v_free + b|``) and their product.
 
-This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_problem` the problem,
-the cones and the NumPy solvers; :mod:`~sparsedyn.contact.friction_kernel` the compiled step.
+This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_problem` the problem;
+:mod:`~sparsedyn.contact.friction_kernel` the solver's stages and the kernel of the step.
 """
 
 from __future__ import annotations
@@ -75,11 +78,11 @@ from ..algorithms.configuration import integrate
 from ..kernels import model_method
 from ..sensors import Contact
 from .friction_kernel import contact_step_kernel
+from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
+                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
+                               contact_problem, contact_slots, point_contacts)
 from .scene import Scene
 from .scene_step import scene_step
-from .friction_problem import (SOLVERS, _SOLVE, ContactProblem, ContactResiduals, ContactStep, ContactStepWarning,
-                               Rollout, StepArrays, _model_and_kernels, _modes, _numpy_step, contact_basis,
-                               contact_problem, point_contacts)
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
            "ContactStepWarning", "Rollout", "contact_problem",
@@ -91,8 +94,9 @@ _CHECKED: dict = {}
 
 
 def _frictional(model, contacts, who):
-    """:func:`point_contacts` with ``friction``, remembered for the last few (model, contacts) pairs
-    (a step checks its contacts once per trajectory, not once per step)."""
+    """``(contacts, contact_slots(contacts))``: :func:`point_contacts` with ``friction`` and their slots,
+    remembered for the last few (model, contacts) pairs (a step checks its contacts once per
+    trajectory, not once per step)."""
     try:
         key = (id(model), tuple(contacts) if not isinstance(contacts, Contact) else (contacts,))
         hit = _CHECKED.get(key)
@@ -101,6 +105,7 @@ def _frictional(model, contacts, who):
     if hit is not None and hit[0] is model:
         return hit[1]
     checked = point_contacts(model, contacts, who, friction=True)
+    checked = (checked, contact_slots(model, checked))
     if key is not None:
         if len(_CHECKED) >= 64:
             _CHECKED.clear()
@@ -126,7 +131,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     NumPy path's milliseconds);
     ``q`` (..., nq), ``v``/``tau`` (..., nv): the state and the joint forces held over the step;
     ``contacts``: point contacts ``Contact(frame, "3d", friction=mu, point=p, plane=(n, offset))``
-    (``mu > 0``; ``point`` in the frame's axes, default its origin; ``plane`` default the ground
+    (``mu >= 0``, 0: frictionless; ``point`` in the frame's axes, default its origin; ``plane`` default the ground
     z = 0); ``dt`` > 0 [s].  ``tol``: the residuals' stopping test, relative to the impulse and
     velocity scales of the problem (``max |lambda|`` and ``max |J v_free|``); ``max_iterations``
     (default 1000 for ADMM, 10000 for PGS): after it a :class:`ContactStepWarning` gives the
@@ -140,10 +145,11 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     The next state is ``v+ = v + dt H^-1 (tau - C) + H^-1 J^T impulses``, ``q+ = q (+) dt v+`` (semi-implicit
     Euler), the impulses the solution of Coulomb's law with De Saxcé's correction; the method (and
     the position correction of a penetrating point) is in the module docstring.  With ``solver="admm"``
-    the whole step is the kernel :func:`contact_step_kernel`: on a model (native by default, like the
-    other plain calls) or ``sd.compile(model)`` one native call per state (a batch runs state by
-    state on the batch runtime's threads), under ``sd.use_backend("numpy")`` the NumPy reference
-    (ADMM vectorised over the batch, the Gauss-Seidel fallback).  ``solver="pgs"`` runs on NumPy.
+    the whole step is the kernel :func:`contact_step_kernel` (``solver="pgs"`` the same kernel with no
+    ADMM iteration): on a model (native by default, like the other plain calls) or ``sd.compile(model)``
+    one native call per state (a batch runs state by state on the batch runtime's threads), under
+    ``sd.use_backend("numpy")`` the same stages on floats, state by state.  It is built once per tuple
+    of contact frames; new friction coefficients, points and planes are data.
 
     >>> import numpy as np, sparsedyn as sd
     >>> b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=1.0,
@@ -166,11 +172,11 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                           solver=solver, f_ext=f_ext, gravity=gravity, warm_start=warm_start, margin=margin)
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    contacts = _frictional(model, contacts, who)
+    contacts, slots = _frictional(model, contacts, who)
     dt = _positive(who, "dt", dt)
     tol = _positive(who, "tol", tol)
     margin = _positive(who, "margin", margin)
-    if solver not in _SOLVE:
+    if solver not in SOLVERS:
         raise ValueError(f"{who}: solver must be one of {SOLVERS}, got {solver!r}")
     if max_iterations is None:
         max_iterations = 1000 if solver == "admm" else 10000
@@ -183,25 +189,41 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
     if not nc:
-        q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
-        P = contact_problem(kernels, q, v, tau, contacts, f_ext=f_ext, gravity=gravity)
-        v_free = v + dt * P.a
-        shape = v_free.shape[:-1]
-        return ContactStep(integrate(kernels, np.broadcast_to(q, shape + (model.nq,)), dt * v_free), v_free,
-                           np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),
-                           ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
+        return _free_step(model, kernels, q, v, tau, dt, f_ext, gravity)
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
-    warm = np.zeros((nc, 3)) if warm_start is None else warm_start
-    if solver == "admm":
-        out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, float(max_iterations), margin]), warm,
-                                  contacts, f_ext=f_ext, gravity=gravity)
-    else:
-        out = _numpy_step(kernels, q, v, tau, contacts, dt, tol, int(max_iterations), margin, solver, f_ext,
-                          gravity, warm)
+    same = slots.index is None                   # the contacts fill their slots in order
+    warm = np.zeros((len(slots.frames), 3)) if warm_start is None or not same else warm_start
+    if warm_start is not None and not same:
+        warm = np.zeros(warm_start.shape[:-2] + warm.shape)
+        warm[..., slots.index, :] = warm_start
+    budget = (min(int(max_iterations), ADMM_BUDGET), 10.0 * max_iterations) if solver == "admm" else \
+        (0, float(max_iterations))
+    out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, slots.data,
+                              slots.frames, f_ext=f_ext, gravity=gravity)
+    if not same:
+        out = out._replace(impulses=out.impulses[..., slots.index, :], velocities=out.velocities[..., slots.index, :])
+    return _result(who, solver, tol, out)
+
+
+def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
+    """The step without contacts: the free motion."""
+    q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    P = contact_problem(kernels, q, v, tau, (), f_ext=f_ext, gravity=gravity)
+    v_free = v + dt * P.a
+    shape = v_free.shape[:-1]
+    return ContactStep(integrate(kernels, np.broadcast_to(q, shape + (model.nq,)), dt * v_free), v_free,
+                       np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),
+                       ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
+
+
+def _result(who, solver, tol, out):
+    """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
+    never a NaN)."""
     finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
-    if not finite.all():                             # never a NaN: such a state is solved again on NumPy
-        out = _refine(out, ~finite, kernels, q, v, tau, contacts, dt, tol, int(max_iterations), margin, f_ext,
-                      gravity, warm)
+    if not finite.all():
+        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not finite "
+                                 f"(the first at batch index {np.argwhere(~finite)[0].tolist()}); its contact "
+                                 f"problem overflows")
     rep = out.report
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
     iterations = rep[..., 3].astype(int)
@@ -214,25 +236,6 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
     modes = _modes(out.impulses, out.velocities, rep[..., 5], rep[..., 6], tol)
     return ContactStep(out.q_next, out.v_next, out.impulses, modes, res, iterations)
-
-
-def _refine(out, bad, kernels, q, v, tau, contacts, dt, tol, max_iterations, margin, f_ext, gravity, warm):
-    """``out`` with the states ``bad`` (a mask of the batch shape) solved on the NumPy path."""
-    shape = bad.shape
-    pick = (lambda x, tail: np.broadcast_to(x, shape + x.shape[x.ndim - tail:])[bad]) if shape else \
-        (lambda x, tail: np.asarray(x))
-    redo = _numpy_step(kernels, pick(np.asarray(q, float), 1), pick(np.asarray(v, float), 1),
-                       pick(np.asarray(tau, float), 1), contacts, dt, tol, max_iterations, margin, "admm",
-                       None if f_ext is None else pick(np.asarray(f_ext, float), 2), gravity,
-                       pick(np.asarray(warm, float), 2))
-    fixed = []
-    for a, b in zip(out, redo):
-        a = np.array(a, copy=True)
-        a[bad] = b
-        fixed.append(a)
-    return StepArrays(*fixed)
-
-
 
 
 # --- trajectories --------------------------------------------------------------------------------
@@ -260,7 +263,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     model, _ = _model_and_kernels(model, who)
     scene = contacts if isinstance(contacts, Scene) else None
     if scene is None:
-        contacts = point_contacts(model, contacts, who, friction=True)
+        contacts = _frictional(model, contacts, who)[0]
     controller: Callable = tau_or_controller if callable(tau_or_controller) else None
     if controller is None:
         taus = _checks.numeric("tau_or_controller", tau_or_controller, "joint forces (..., nv) or (steps, ..., nv)")

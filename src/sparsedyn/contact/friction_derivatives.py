@@ -62,10 +62,11 @@ from ..kernels import Kernel
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
+from ..sensors import Contact
 from .dynamics import _cached, _run
 from .friction import _positive, contact_step
-from .friction_problem import (PENETRATION_SLOP, ContactStep, _model_and_kernels, _nonneg_lcp, contact_problem,
-                               point_contacts)
+from .friction_kernel import correction_impulses
+from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives"]
 
@@ -264,7 +265,7 @@ def _correction_derivative(model, kernels, contacts, P, q, rows, dt):
     k = rows.size
     n_rows = 3 * np.arange(nc) + 2
     J, JMinv, G, gap, Minv = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows], P.Minv[rows]
-    ln = _nonneg_lcp(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)       # as the step's correction
+    ln = correction_impulses(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)      # the step's own sweeps
     lam = np.zeros((k, nc, 3))
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
@@ -296,6 +297,8 @@ class _Partials(NamedTuple):
 def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dq):
     """The pieces of :func:`_partials_program` for a batch (B leading), with ``d(J w)/dq``,
     ``d(J^T lam)/dq``, ``J H^-1`` and ``G``; on a compiled model the program runs compiled."""
+    # the pieces depend on the points and planes, not on friction: one program for every coefficient
+    contacts = tuple(Contact(c.frame, "3d", point=c.point, plane=c.plane) for c in contacts)
     g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
     args = [q, v, a, dq, g] + ([f_ext] if f_ext is not None else [])
     if kernels is model:

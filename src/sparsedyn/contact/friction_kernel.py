@@ -1,8 +1,25 @@
-"""The compiled contact step (see :mod:`sparsedyn.contact.friction` for the method): the same ADMM as
-straight-line stages of one iterative kernel, :func:`contact_step_kernel`, which the compiler runs as a loop
-steered by the stages' flags (:mod:`sparsedyn.symbolic.loop`)."""
+"""The contact step's solver, written once (see :mod:`sparsedyn.contact.friction` for the method): the
+stages of one iterative kernel, :func:`contact_step_kernel`, which the compiler traces and runs as a loop
+steered by the stages' flags (:mod:`sparsedyn.symbolic.loop`), and which its NumPy reference runs on
+floats in the same loop (:func:`~sparsedyn.symbolic.loop.run_stages`), state by state.
+
+``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity,
+open contacts, scales, warm start), stage 0 inverts ``G + (eta + rho) I`` (Cholesky), stage 1 runs one
+ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes ``rho``,
+stage 2 checks Coulomb's law itself (the residuals of :mod:`~sparsedyn.contact.friction`) when those
+are small, stage 3 continues a state that ADMM has not solved in its budget with Gauss-Seidel sweeps
+(the whole solve for ``solver="pgs"``), stage 4 runs the position correction (projected Gauss-Seidel),
+``finish`` gives the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``),
+so each stage is one traced program, and the same function of floats.
+
+The contact set's structure is its frames (a static argument: one build per tuple of frames); the
+friction coefficients, the points and the planes are one array of the kernel, ``contact_data`` (nc, 8)
+``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (a new value never rebuilds).
+"""
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -10,81 +27,85 @@ from .. import _checks
 from .. import backend as bk
 from ..algorithms.configuration import integrate
 from ..kernels import kernel
-from .friction_problem import (ADMM_BUDGET, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _nc, _numpy_step,
-                               contact_problem, point_contacts)
+from ..symbolic.loop import run_stages
+from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
+                               _vmax, problem_of)
 
-__all__ = ["contact_step_kernel"]
+__all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 
-# --- the compiled step: the same method as straight-line stages of one iterative kernel -----------
-#
-# ADMM needs a value-dependent number of iterations, so the compiled step is an iterative kernel
-# (:mod:`sparsedyn.symbolic.loop`): ``init`` computes the problem (contact_problem, free velocity,
-# open contacts, scales, warm start), stage 0 inverts ``G + (eta + rho) I`` (Cholesky), stage 1
-# runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes
-# ``rho``, stage 2 checks Coulomb's law itself (the residuals of the module docstring) when those are
-# small, stage 3 continues a state that ADMM has not solved in ``ADMM_BUDGET`` iterations with
-# Gauss-Seidel sweeps (as the NumPy path), stage 4 runs the position correction (projected
-# Gauss-Seidel), ``finish`` gives the next state.  Every
-# choice is arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program.
-
-_TINY = 1e-300
-
-
-def _abs(x):
-    return bk.copysign(x, 1.0)
+#: Power iterations for the largest eigenvalue of the Delassus matrix (the scale of the proximal term
+#: and of the range of ``rho``).
+POWER_STEPS = 8
+#: The first ADMM penalty relative to the mean eigenvalue of ``G`` (its trace over its size), and the
+#: ratio of the scaled residuals beyond which ``rho`` changes (and ``G + (eta + rho) I`` is inverted again).
+RHO_START, RHO_RATIO = 0.03, 3.0
+#: The range of ``rho`` relative to the largest eigenvalue of ``G`` (the inverse of
+#: ``G + (eta + rho) I`` stays well conditioned).
+RHO_RANGE = (1e-6, 1e6)
+#: Sweeps and relative tolerance of the position correction's Gauss-Seidel.
+CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 
 
-def _relu(x):
-    return 0.5 * (x + _abs(x))
+def _zeros(n, like):
+    """Zeros (n,) of ``like``'s kind: object for traced values, float for numbers."""
+    return np.zeros(n, dtype=object if bk.is_symbolic(like) else float)
 
 
-def _step(x):
-    """1 where ``x >= 0``, else 0 (elementwise; ``-0.0`` counts as negative)."""
-    return 0.5 * (1.0 + bk.copysign(1.0, x))
+def _array(xs, like):
+    return np.asarray(xs, dtype=object if bk.is_symbolic(like) else float)
 
 
-def _vmax(xs):
-    """The largest of the values ``xs`` (a max without branching: ``a + relu(b - a)``)."""
-    xs = list(np.asarray(xs, dtype=object).reshape(-1))
-    while len(xs) > 1:                                          # pairwise: a short dependency chain
-        xs = [a + _relu(b - a) for a, b in zip(xs[::2], xs[1::2])] + xs[len(xs) - len(xs) % 2:]
-    return xs[0]
+# --- the cones and the residuals ---------------------------------------------------------------------
 
-
-def _norms(t):
-    """``|t|`` per row of ``t`` (k, 2)."""
-    return bk.sqrt(t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1])
-
-
-def _proj(x, mu):
-    """:func:`project_cone` of ``x`` (nc, 3) written without branches."""
-    t, n = x[:, :2], x[:, 2]
+def project_cone(x, mu):
+    """Projection of ``x`` (..., nc, 3) ``[t_x, t_y, n]`` onto the friction cones ``|t| <= mu n``
+    (``mu`` (nc,), ``mu >= 0``; ``mu = 0``: the normal half-line), without branches."""
+    t, n = x[..., :2], x[..., 2]
     r = _norms(t)
     inside = _step(mu * n - r)
     nb = _relu((mu * r + n) / (1.0 + mu * mu))                # boundary, or the apex (0) below the dual cone
     scale = mu * nb / (r + _TINY)
-    out = np.concatenate([t * scale[:, None], nb[:, None]], -1)
-    return inside[:, None] * x + (1.0 - inside[:, None]) * out
+    out = np.concatenate([t * scale[..., None], nb[..., None]], -1)
+    return inside[..., None] * x + (1.0 - inside[..., None]) * out
 
 
-def _traced_residuals(z, x, u, mu):
+def _project_dual(w, mu):
+    """Projection of ``w`` (nc, 3) onto the dual cones ``mu |t| <= n`` (``mu = 0``: the half-space
+    ``n >= 0``): onto the ray ``(t / |t|, mu)`` by ``(|t| + mu n) / (1 + mu^2)``, 0 below it."""
+    t, n = w[..., :2], w[..., 2]
+    r = _norms(t)
+    inside = _step(n - mu * r)
+    s = _relu(r + mu * n) / (1.0 + mu * mu)
+    out = np.concatenate([t * (s / (r + _TINY))[..., None], (mu * s)[..., None]], -1)
+    return inside[..., None] * w + (1.0 - inside[..., None]) * out
+
+
+def _residuals(z, x, u, mu):
     """``(primal, dual, complementarity)`` of impulses ``z`` (nc, 3), the ADMM ``x`` and the contact
-    velocities ``u = G z + g`` (nc, 3), as :func:`_residuals`."""
+    velocities ``u = G z + g`` (nc, 3): ``|x - z|``, the distance of ``u + Phi(u)`` from the dual
+    cones, ``|z . (u + Phi(u))|`` (the largest over the contacts)."""
     w = u.copy()
     w[:, 2] = w[:, 2] + mu * _norms(u[:, :2])
-    d = w - _proj(w, 1.0 / mu)
+    d = w - _project_dual(w, mu)
     dual = _vmax(bk.sqrt(np.sum(d * d, -1)))
     comp = _vmax(_abs(np.sum(z * w, -1)))
     return _vmax(_abs(x - z)), dual, comp
 
 
-def _traced_scales(z, gmax, dmax):
-    """:func:`_scales` of impulses ``z`` given ``max |g|`` and ``max diag G``."""
-    tiny = np.finfo(float).tiny
-    ls = _vmax([_vmax(_abs(z)), 1e-4 * gmax / (dmax + (1.0 - _step(dmax - tiny)))])
-    vs = gmax + (1.0 - _step(gmax - tiny)) * dmax * ls
-    return _vmax([ls, tiny]), _vmax([vs, tiny])
+def _scales(z, gmax, dmax):
+    """Impulse and velocity scales of the stopping tests: the largest impulse of ``z`` (at least 1e-4
+    of the one that would stop the free motion of a contact) and the largest free contact velocity
+    ``gmax`` (``max diag G`` times the impulse scale where it is zero)."""
+    ls = _vmax([_vmax(_abs(z)), 1e-4 * gmax / (dmax + (1.0 - _step(dmax - _TINY)))])
+    vs = gmax + (1.0 - _step(gmax - _TINY)) * dmax * ls
+    return _vmax([ls, _TINY]), _vmax([vs, _TINY])
 
+
+def _converged(res, ls, vs, tol):
+    return _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
+
+
+# --- dense linear algebra of one state -----------------------------------------------------------------
 
 def _cholesky(A):
     """Lower Cholesky factor of the positive definite ``A`` (n, n): ``(rows, inverse diagonal)``, the
@@ -112,7 +133,7 @@ def _spd_inverse(A):
     whose every row waits for the previous one)."""
     L, inv = _cholesky(A)
     n = len(inv)
-    Li = np.zeros((n, n), dtype=object)                         # L^-1, lower triangular
+    Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)      # L^-1, lower triangular
     for j in range(n):
         Li[j, j] = inv[j]
         for i in range(j + 1, n):
@@ -123,12 +144,48 @@ def _spd_inverse(A):
     return Li.T @ Li
 
 
-class _Layout:
-    """Where things are in the iterative kernel's constant block ``K`` and loop state ``S``."""
+def _correction_sweep(A, c, l0, sweeps):
+    """One projected Gauss-Seidel sweep of the position correction ``l >= 0 ⊥ A l + c >= 0`` from
+    ``l0`` (nc,): ``(l, stop)``, ``stop`` 1 when ``l`` solves it to :data:`CORRECTION_RTOL` or this
+    was sweep :data:`CORRECTION_SWEEPS` (``sweeps`` the ones before)."""
+    nc = len(c)
+    act = _step(np.diagonal(A) - _TINY)
+    l = list(l0)
+    for i in range(nc):
+        w = sum(A[i, j] * l[j] for j in range(nc)) + c[i]
+        l[i] = _relu(l[i] - act[i] * w / (A[i, i] + (1.0 - act[i])))
+    l = _array(l, A)
+    w = A @ l + c
+    done = _step(CORRECTION_RTOL * _vmax(_relu(-c)) - _vmax(_relu(-w))) * \
+        _step(CORRECTION_RTOL * _vmax(l) - _vmax(_abs(l - l0)))
+    return l, 1.0 - (1.0 - done) * (1.0 - _step(sweeps + 1.0 - CORRECTION_SWEEPS))
 
-    def __init__(self, nc, nv):
+
+def correction_impulses(A, c):
+    """The position correction's normal impulses (B, nc) of the step for ``A`` (B, nc, nc) (``G``'s
+    normal block) and ``c`` (B, nc) (``gap / dt``): the sweeps of the step's own stage, on floats."""
+    out = np.zeros(c.shape)
+    for b in range(c.shape[0]):
+        l, stop, sweeps = np.zeros(c.shape[1]), 0.0, 0.0
+        while stop < 0.5:
+            l, stop = _correction_sweep(A[b], c[b], l, sweeps)
+            sweeps += 1.0
+        out[b] = l
+    return out
+
+
+# --- the stages ----------------------------------------------------------------------------------------
+
+class _Layout:
+    """The structure of one step: sizes, the frames, and where things are in the iterative kernel's
+    constant block ``K`` and loop state ``S``."""
+
+    def __init__(self, model, frames, opt):
+        nc, nv = len(frames), model.nv
         m = 3 * nc
+        self.model, self.frames, self.opt = model, frames, opt
         self.nc, self.m, self.nv = nc, m, nv
+        self.normal = np.arange(nc) * 3 + 2                           # the rows of the normal impulses
         self.K = self._table([("G", m * m), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc), ("pen", 1),
                               ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1)])
         self.S = self._table([("x", m), ("z", m), ("y", m), ("u", m), ("M", m * m), ("rho", 1), ("it", 1),
@@ -142,219 +199,238 @@ class _Layout:
             k += size
         return out
 
-    def unpack(self, table, arr):
-        return {n: arr[s] for n, s in table.items()}
+    def unpack(self, X):
+        """``(settings, mu, K, S)`` of a stage's arguments ``X`` (the kernel's inputs, then ``K``, ``S``)."""
+        return X[3], X[5][:, 0], {n: X[-2][s] for n, s in self.K.items()}, {n: X[-1][s] for n, s in self.S.items()}
 
-    def pack(self, table, parts):
-        return np.concatenate([np.asarray(parts[n], dtype=object).reshape(-1) for n in table])
+    @staticmethod
+    def pack(table, parts):
+        return np.concatenate([np.reshape(np.asarray(parts[n]), -1) for n in table])
+
+
+def _init(lay, q, v, tau, settings, warm, data, *extra):
+    """``(K, S)``: the problem of the step, its scales and the first iterate (the warm start)."""
+    dt, tol, margin = settings[0], settings[1], settings[4]
+    nc, m, rows = lay.nc, lay.m, lay.normal
+    mu = data[:, 0]
+    P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:], **dict(zip(lay.opt, extra)))
+    v_free = v + dt * P.a
+    Jv = P.J @ v_free
+    closing = _relu(-Jv[rows])
+    # a contact that stays above its plane by more than the margin even at its free velocity is open:
+    # its rows leave the problem (zero rows of G and g keep its impulse at zero)
+    act = np.repeat(_step(margin - (P.gap - dt * closing)), 3)
+    bias = _zeros(m, Jv)
+    bias[rows] = _relu(P.gap) / dt                                 # speculative contact: close the gap, no more
+    g = (Jv + bias) * act
+    G = P.G * act[:, None] * act[None, :]
+    dmax, gmax = _vmax(np.diagonal(G)), _vmax(_abs(g))
+    e = np.ones(m)                                                  # the largest eigenvalue: power iteration
+    for _ in range(POWER_STEPS):
+        e = G @ e
+        e = e / (bk.sqrt(e @ e) + _TINY)
+    lmax = _vmax([bk.sqrt((G @ e) @ (G @ e)), dmax]) + _TINY
+    z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
+    u = G @ z + g
+    w = u.reshape(nc, 3).copy()
+    w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
+    res = _residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
+    ls, vs = _scales(z, gmax, dmax)
+    pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))             # 1 where some point penetrates
+    cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
+    K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, eta=PROXIMAL * lmax,
+                             lmax=lmax, gmax=gmax, dmax=dmax))
+    rho = RHO_START * np.sum(np.diagonal(G)) / m + _TINY
+    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), u=u, M=np.zeros(m * m), rho=rho, it=0.0,
+                             conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0))
+    return K, S
+
+
+def _factorize(lay, *X):
+    """``(G + (eta + rho) I)^-1``; converged already: on to the correction (+4); no ADMM budget
+    (``solver="pgs"``): on to Gauss-Seidel (+3); else iterate (+1)."""
+    settings, _, K, S = lay.unpack(X)
+    m = lay.m
+    S["M"] = _spd_inverse(K["G"].reshape(m, m) + (K["eta"][0] + S["rho"][0]) * np.eye(m))
+    conv, none = S["conv"][0], _step(0.5 - settings[2])
+    return lay.pack(lay.S, S), 1.0 + 3.0 * conv + 2.0 * (1.0 - conv) * none
+
+
+def _iterate(lay, *X):
+    """One ADMM iteration (x-step, over-relaxation, projection onto the cones, multiplier), De Saxcé's
+    shift from the multiplier, and the adaptive ``rho`` (residual balancing)."""
+    settings, mu, K, S = lay.unpack(X)
+    tol, budget = settings[1], settings[2]
+    nc, m = lay.nc, lay.m
+    g, eta, lmax, rho = K["g"], K["eta"][0], K["lmax"][0], S["rho"][0]
+    x, z, y = S["x"], S["z"], S["y"]
+    s = _zeros(m, y)
+    s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
+    xn = S["M"].reshape(m, m) @ (-(g + s) + eta * x + rho * z - y)
+    xr = RELAX * xn + (1.0 - RELAX) * z                            # over-relaxation
+    zn = project_cone((xr + y / rho).reshape(nc, 3), mu).reshape(m)
+    yn = y + rho * (xr - zn)
+    # ADMM's own residuals (cheap): primal |x - z| [N s], dual rho |z - z_prev| [m/s]; below the
+    # tolerance they send the iterate to the stage that checks Coulomb's law itself
+    primal, dual = _vmax(_abs(xn - zn)), rho * _vmax(_abs(zn - z))
+    zmax, ymax = _vmax(_abs(zn)), _vmax(_abs(yn))
+    ls = _vmax([zmax, 1e-4 * K["gmax"][0] / (K["dmax"][0] + _TINY)])
+    check = _step(tol * ls - primal) * _step(tol * (K["gmax"][0] + ymax) - dual)
+    it = S["it"][0] + 1.0
+    out = (1.0 - check) * _step(it - budget)
+    # adaptive rho: residual balancing, normalised as in OSQP (Stellato et al., "OSQP: an operator
+    # splitting solver for quadratic programs", 2020); a new rho needs a new inverse
+    rp, rd = primal / _vmax([zmax, _vmax(_abs(xn)), ls]), dual / (_vmax([ymax, _vmax(_abs(g + s))]) + _TINY)
+    valid = _step(rp - _TINY) * _step(rd - _TINY)
+    ratio = valid * bk.sqrt(rp / (rd + (1.0 - valid))) + (1.0 - valid)
+    change = (_step(ratio - RHO_RATIO) + _step(1.0 / RHO_RATIO - ratio)) * (1.0 - check) * (1.0 - out)
+    new = rho * (change * ratio + (1.0 - change))
+    hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
+    new = lo + _relu(hi - _relu(hi - new) - lo)                     # clipped to [lo, hi] without cancellation
+    S.update(x=xn, z=zn, y=yn, rho=new, it=it)
+    # small residuals: check (+1); out of iterations: Gauss-Seidel (+2); new rho: invert again (-1)
+    return lay.pack(lay.S, S), check + 2.0 * out - change
+
+
+def _check(lay, *X):
+    """Coulomb's law's residuals at the iterate: converged, past Gauss-Seidel (+2); out of ADMM
+    iterations, Gauss-Seidel (+1); else iterate on (-1)."""
+    settings, mu, K, S = lay.unpack(X)
+    tol, budget = settings[1], settings[2]
+    nc, m = lay.nc, lay.m
+    G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
+    u = G @ z + g
+    res = _residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
+    ls, vs = _scales(z, K["gmax"][0], K["dmax"][0])
+    conv = _converged(res, ls, vs, tol)
+    out = (1.0 - conv) * _step(S["it"][0] - budget)
+    S.update(u=u, conv=conv, res=res, ls=ls, vs=vs)
+    return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out)
+
+
+def _gauss_seidel(lay, *X):
+    """One projected Gauss-Seidel sweep (contact by contact: the normal impulse from the normal
+    velocity, then the tangential one projected onto the friction disc); stops when converged or
+    after ``settings[3]`` sweeps."""
+    settings, mu, K, S = lay.unpack(X)
+    tol, budget, sweeps = settings[1], settings[2], settings[3]
+    nc, m = lay.nc, lay.m
+    G, g = K["G"].reshape(m, m), K["g"]
+    lam = list(S["z"])
+    for i in range(nc):
+        t0, n = 3 * i, 3 * i + 2
+        u = [sum(G[r, j] * lam[j] for j in range(m)) + g[r] for r in (t0, t0 + 1, n)]
+        ln = _relu(lam[n] - u[2] / (_relu(G[n, n]) + _TINY))
+        a, b, d = G[t0, t0], G[t0, t0 + 1], G[t0 + 1, t0 + 1]
+        top = 0.5 * (a + d) + bk.sqrt(0.25 * (a - d) * (a - d) + b * b)    # largest eigenvalue of G_tt
+        h = 1.0 / (_relu(top) + _TINY)
+        lt = [lam[t0 + k] - h * (u[k] + G[t0 + k, n] * (ln - lam[n])) for k in range(2)]
+        r = bk.sqrt(lt[0] * lt[0] + lt[1] * lt[1])
+        cap = mu[i] * ln
+        f = (cap + _TINY) / (_vmax([r, cap]) + _TINY)                # onto the friction disc
+        lam[t0], lam[t0 + 1], lam[n] = lt[0] * f, lt[1] * f, ln
+    lam = _array(lam, G)
+    u = G @ lam + g
+    res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
+    ls, vs = _scales(lam, K["gmax"][0], K["dmax"][0])
+    conv = _converged(res, ls, vs, tol)
+    it = S["it"][0] + 1.0
+    stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - budget - sweeps))
+    S.update(x=lam, z=lam, u=u, it=it, conv=conv, res=res, ls=ls, vs=vs)
+    return lay.pack(lay.S, S), stop
+
+
+def _correct(lay, *X):
+    """One sweep of the position correction (split impulse) on the normal block of ``G``."""
+    _, _, K, S = lay.unpack(X)
+    m, rows = lay.m, lay.normal
+    A = K["G"].reshape(m, m)[rows[:, None], rows[None, :]]
+    l, stop = _correction_sweep(A, K["cn"], S["l"], S["sweeps"][0])
+    S.update(l=l, sweeps=S["sweeps"][0] + 1.0)
+    return lay.pack(lay.S, S), stop
+
+
+def _finish(lay, q, v, tau, settings, *X):
+    """The next state: ``v+ = v_free + H^-1 J^T lambda``, ``q+ = q (+) dt (v+ + H^-1 J_n^T l)``."""
+    dt = settings[0]
+    _, _, K, S = lay.unpack((q, v, tau, settings) + X)
+    m, nv, nc = lay.m, lay.nv, lay.nc
+    JMinv = K["JMinv"].reshape(m, nv)
+    lam = S["z"]
+    v_next = K["v_free"] + lam @ JMinv
+    dq = dt * v_next + dt * (S["l"] @ JMinv[lay.normal])
+    report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"], S["conv"], S["ls"], S["vs"],
+                                                                     K["pen"])])
+    return integrate.__kernel__.fn(lay.model, q, dq), v_next, lam.reshape(nc, 3), S["u"].reshape(nc, 3), report
+
+
+def _pieces(model, frames, opt):
+    """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
+    lay = _Layout(model, frames, opt)
+    return (partial(_init, lay), [partial(f, lay) for f in (_factorize, _iterate, _check, _gauss_seidel, _correct)],
+            partial(_finish, lay))
+
+
+# --- the kernel: traced for the compiler, run on floats as the reference ---------------------------------
+
+def _nc(model, frames, **_):
+    return len(tuple(frames))
 
 
 def _step_program(model, static, optional):
-    """The :class:`~sparsedyn.symbolic.loop.LoopProgram` of :func:`contact_step_kernel` for
-    ``static["contacts"]`` (the optional arrays ``optional`` as inputs)."""
+    """The :class:`~sparsedyn.symbolic.loop.LoopProgram` of :func:`contact_step_kernel` at
+    ``static["frames"]`` (the optional arrays ``optional`` as inputs)."""
     from ..symbolic.loop import trace_loop
-    contacts = point_contacts(model, static["contacts"], "contact_step", friction=True)
-    nc, nv, nq = len(contacts), model.nv, model.nq
-    lay = _Layout(nc, nv)
-    m = lay.m
-    mu = np.array([c.friction for c in contacts])
-    opt = [n for n in ("f_ext", "gravity") if n in optional]
-    shapes = contact_step_kernel.__kernel__.shapes(model, contacts=contacts)
-    inputs = [(n, shapes[n]) for n in ("q", "v", "tau", "settings", "warm_start")] + [(n, shapes[n]) for n in opt]
-    outputs = [(n, shapes[n]) for n in contact_step_kernel.__kernel__.outputs]
-    problem = contact_problem.__kernel__.fn
-    advance = integrate.__kernel__.fn
-    norm_rows = np.arange(nc) * 3 + 2
-
-    def init(q, v, tau, settings, warm, *extra):
-        dt, tol, _, margin = settings
-        P = problem(model, q, v, tau, contacts, **dict(zip(opt, extra)))
-        v_free = v + dt * P.a
-        Jv = P.J @ v_free
-        closing = _relu(-Jv[norm_rows])
-        act = np.repeat(_step(margin - (P.gap - dt * closing)), 3)
-        bias = np.zeros(m, dtype=object)
-        bias[norm_rows] = _relu(P.gap) / dt
-        g = (Jv + bias) * act
-        G = P.G * act[:, None] * act[None, :]
-        dmax = _vmax(np.diagonal(G))
-        trace = np.sum(np.diagonal(G))
-        gmax = _vmax(_abs(g))
-        e = np.ones(m)                                            # the largest eigenvalue: power iteration
-        for _ in range(POWER_STEPS):
-            e = G @ e
-            e = e / (bk.sqrt(e @ e) + _TINY)
-        lmax = _vmax([bk.sqrt((G @ e) @ (G @ e)), dmax]) + _TINY
-        z = _proj((warm * act.reshape(nc, 3)), mu).reshape(m)
-        u = G @ z + g
-        w = u.reshape(nc, 3).copy()
-        w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
-        y = -w.reshape(m)                                          # the multiplier of the NCP at z
-        res = _traced_residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
-        ls, vs = _traced_scales(z, gmax, dmax)
-        conv = _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
-        pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))       # 1 where some point penetrates
-        cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
-        K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, eta=PROXIMAL * lmax, lmax=lmax,
-                                 gmax=gmax, dmax=dmax))
-        S = lay.pack(lay.S, dict(x=z, z=z, y=y, u=u, M=np.zeros(m * m), rho=RHO_START * trace / m + _TINY, it=0.0,
-                                 conv=conv,
-                                 res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0))
-        return K, S
-
-    def factorize(q, v, tau, settings, warm, *rest):
-        K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
-        G = K["G"].reshape(m, m)
-        c = K["eta"][0] + S["rho"][0]
-        S["M"] = _spd_inverse(G + c * np.eye(m))
-        return lay.pack(lay.S, S), 1.0 + 3.0 * S["conv"][0]        # converged already: skip the iterations
-
-    def iterate(q, v, tau, settings, warm, *rest):
-        _, tol, max_it, _ = settings
-        K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
-        g, eta, lmax, rho = K["g"], K["eta"][0], K["lmax"][0], S["rho"][0]
-        x, z, y = S["x"], S["z"], S["y"]
-        s = np.zeros(m, dtype=object)
-        s[norm_rows] = mu * _norms(y.reshape(nc, 3)[:, :2])      # De Saxcé's shift from the multiplier (_shift)
-        xn = S["M"].reshape(m, m) @ (-(g + s) + eta * x + rho * z - y)
-        xr = RELAX * xn + (1.0 - RELAX) * z                          # over-relaxation
-        zn = _proj((xr + y / rho).reshape(nc, 3), mu).reshape(m)
-        yn = y + rho * (xr - zn)
-        # ADMM's own residuals (cheap): primal |x - z| [N s], dual rho |z - z_prev| [m/s]; below the
-        # tolerance they send the iterate to the stage that checks Coulomb's law itself
-        primal, dual = _vmax(_abs(xn - zn)), rho * _vmax(_abs(zn - z))
-        zmax, ymax = _vmax(_abs(zn)), _vmax(_abs(yn))
-        ls = _vmax([zmax, 1e-4 * K["gmax"][0] / (K["dmax"][0] + _TINY)])
-        check = _step(tol * ls - primal) * _step(tol * (K["gmax"][0] + ymax) - dual)
-        it = S["it"][0] + 1.0
-        budget = max_it - _relu(max_it - ADMM_BUDGET)               # min(max_iterations, ADMM_BUDGET)
-        out = (1.0 - check) * _step(it - budget)
-        # adaptive rho (residual balancing as in solve_admm); a new rho needs a new inverse
-        gs_max = _vmax(_abs(g + s))
-        rp, rd = primal / _vmax([zmax, _vmax(_abs(xn)), ls]), dual / (_vmax([ymax, gs_max]) + _TINY)
-        valid = _step(rp - _TINY) * _step(rd - _TINY)
-        ratio = valid * bk.sqrt(rp / (rd + (1.0 - valid))) + (1.0 - valid)
-        change = (_step(ratio - RHO_RATIO) + _step(1.0 / RHO_RATIO - ratio)) * (1.0 - check) * (1.0 - out)
-        new = rho * (change * ratio + (1.0 - change))
-        hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
-        new = lo + _relu(hi - _relu(hi - new) - lo)                 # clipped to [lo, hi] without cancellation
-        S.update(x=xn, z=zn, y=yn, rho=new, it=it)
-        # small residuals: check (+1); out of iterations: Gauss-Seidel (+2); new rho: invert again (-1)
-        return lay.pack(lay.S, S), check + 2.0 * out - change
-
-    def check(q, v, tau, settings, warm, *rest):
-        _, tol, max_it, _ = settings
-        K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
-        G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
-        u = G @ z + g
-        res = _traced_residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
-        ls, vs = _traced_scales(z, K["gmax"][0], K["dmax"][0])
-        conv = _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
-        budget = max_it - _relu(max_it - ADMM_BUDGET)
-        out = (1.0 - conv) * _step(S["it"][0] - budget)
-        S.update(u=u, conv=conv, res=res, ls=ls, vs=vs)
-        # converged: past Gauss-Seidel (+2); out of iterations: Gauss-Seidel (+1); else iterate on (-1)
-        return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out)
-
-    def gauss_seidel(q, v, tau, settings, warm, *rest):
-        _, tol, max_it, _ = settings
-        K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
-        G, g = K["G"].reshape(m, m), K["g"]
-        lam = list(S["z"])
-        for i in range(nc):                                          # one sweep of solve_pgs
-            t0, n = 3 * i, 3 * i + 2
-            u = [sum(G[r, j] * lam[j] for j in range(m)) + g[r] for r in (t0, t0 + 1, n)]
-            ln = _relu(lam[n] - u[2] / (_relu(G[n, n]) + _TINY))
-            a, b, d = G[t0, t0], G[t0, t0 + 1], G[t0 + 1, t0 + 1]
-            top = 0.5 * (a + d) + bk.sqrt(0.25 * (a - d) * (a - d) + b * b)    # largest eigenvalue of G_tt
-            h = 1.0 / (_relu(top) + _TINY)
-            lt = [lam[t0 + k] - h * (u[k] + G[t0 + k, n] * (ln - lam[n])) for k in range(2)]
-            r = bk.sqrt(lt[0] * lt[0] + lt[1] * lt[1])
-            cap = mu[i] * ln
-            f = (cap + _TINY) / (_vmax([r, cap]) + _TINY)              # onto the friction disc
-            lam[t0], lam[t0 + 1], lam[n] = lt[0] * f, lt[1] * f, ln
-        lam = np.array(lam, dtype=object)
-        u = G @ lam + g
-        res = _traced_residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
-        ls, vs = _traced_scales(lam, K["gmax"][0], K["dmax"][0])
-        conv = _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
-        it = S["it"][0] + 1.0
-        budget = max_it - _relu(max_it - ADMM_BUDGET)
-        stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - budget - 10.0 * max_it))
-        S.update(x=lam, z=lam, u=u, it=it, conv=conv, res=res, ls=ls, vs=vs)
-        return lay.pack(lay.S, S), stop
-
-    def correct(q, v, tau, settings, warm, *rest):
-        K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
-        G = K["G"].reshape(m, m)
-        A = G[norm_rows[:, None], norm_rows[None, :]]
-        c = K["cn"]
-        l0 = S["l"]
-        act = _step(np.diagonal(A) - _TINY)
-        l = list(l0)
-        for i in range(nc):                                          # one Gauss-Seidel sweep
-            w = sum(A[i, j] * l[j] for j in range(nc)) + c[i]
-            l[i] = _relu(l[i] - act[i] * w / (A[i, i] + (1.0 - act[i])))
-        l = np.array(l, dtype=object)
-        w = A @ l + c
-        scale = _vmax(_relu(-c))
-        sweeps = S["sweeps"][0] + 1.0
-        done = _step(CORRECTION_RTOL * scale - _vmax(_relu(-w))) * \
-            _step(CORRECTION_RTOL * _vmax(l) - _vmax(_abs(l - l0)))
-        stop = 1.0 - (1.0 - done) * (1.0 - _step(sweeps - CORRECTION_SWEEPS))
-        S.update(l=l, sweeps=sweeps)
-        return lay.pack(lay.S, S), stop
-
-    def finish(q, v, tau, settings, warm, *rest):
-        dt = settings[0]
-        K, S = lay.unpack(lay.K, rest[-2]), lay.unpack(lay.S, rest[-1])
-        JMinv = K["JMinv"].reshape(m, nv)
-        lam = S["z"]
-        v_next = K["v_free"] + lam @ JMinv
-        dq = dt * v_next + dt * (S["l"] @ JMinv[norm_rows])
-        report = np.concatenate([S["res"], S["it"], S["conv"], S["ls"], S["vs"], K["pen"]])
-        return advance(model, q, dq), v_next, lam.reshape(nc, 3), S["u"].reshape(nc, 3), report
-
-    name = contact_step_kernel.__kernel__.variant({"contacts": contacts}, tuple(opt)).name
-    return trace_loop(name, inputs, outputs, init, [factorize, iterate, check, gauss_seidel, correct], finish)
+    frames = tuple(model.frame(f) for f in static["frames"])
+    opt = tuple(n for n in ("f_ext", "gravity") if n in optional)
+    k = contact_step_kernel.__kernel__
+    shapes = k.shapes(model, frames=frames)
+    inputs = [(n, shapes[n]) for n in list(k.inputs) + list(opt)]
+    outputs = [(n, shapes[n]) for n in k.outputs]
+    init, stages, finish = _pieces(model, frames, opt)
+    return trace_loop(k.variant({"frames": frames}, opt).name, inputs, outputs, init, stages, finish)
 
 
-#: Power iterations for the largest eigenvalue of the Delassus matrix in the compiled step (the scale
-#: of its proximal term and of the range of ``rho``).
-POWER_STEPS = 8
-#: The compiled step's first ADMM penalty relative to the mean eigenvalue of ``G`` (its trace over
-#: its size), and the ratio of the scaled residuals beyond which it changes ``rho`` (and inverts again).
-RHO_START, RHO_RATIO = 0.03, 3.0
-#: The compiled step's range of ``rho`` relative to the largest eigenvalue of ``G`` (its inverse of
-#: ``G + (eta + rho) I`` stays well conditioned).
-RHO_RANGE = (1e-6, 1e6)
-#: Sweeps and relative tolerance of the position correction's Gauss-Seidel in the compiled step.
-CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
-
-
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",), "settings": (4,), "warm_start": (_nc, 3)},
-        optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("contacts",),
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",), "settings": (5,), "warm_start": (_nc, 3),
+                "contact_data": (_nc, 8)},
+        optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",),
         outputs={"q_next": ("nq",), "v_next": ("nv",), "impulses": (_nc, 3), "velocities": (_nc, 3),
                  "report": (8,)},
         program=_step_program, result=StepArrays)
-def contact_step_kernel(model, q, v, tau, settings, warm_start, contacts, *, f_ext=None, gravity=None):
-    """:func:`contact_step` as arrays (a :class:`StepArrays`): the kernel that a compiled model runs
-    as one native call per state (ADMM only; the iteration is an iterative kernel, see
-    :mod:`sparsedyn.symbolic.loop`), and its NumPy reference (``solve_admm`` with the Gauss-Seidel
-    fallback).  ``settings`` (..., 4): ``[dt, tol, max_iterations, margin]``; ``warm_start``
-    (..., nc, 3); the rest as :func:`contact_step` (checked there)."""
-    who = "contact_step_kernel"
-    nc = len(point_contacts(getattr(model, "model", model), contacts, who, friction=True))
-    settings = _checks.numeric("settings", settings, "(..., 4): [dt, tol, max_iterations, margin]")
-    warm_start = _checks.numeric("warm_start", warm_start, f"(..., {nc}, 3) impulses")
-    if settings.shape[-1:] != (4,) or warm_start.shape[-2:] != (nc, 3):
-        raise ValueError(f"{who}: settings must have shape (..., 4) and warm_start (..., {nc}, 3); got "
-                         f"{settings.shape} and {warm_start.shape}")
-    s = settings.reshape(-1, 4)
-    if not np.all(s == s[:1]) or not (s[0, 0] > 0 and s[0, 1] > 0 and s[0, 2] >= 1 and s[0, 3] > 0):
-        raise ValueError(f"{who}: the NumPy path takes one settings vector [dt > 0, tol > 0, max_iterations >= 1, "
-                         f"margin > 0] for the whole batch, got {settings}")
-    dt, tol, max_it, margin = s[0]
-    return _numpy_step(model, q, v, tau, contacts, dt, tol, int(max_it), margin, "admm", f_ext, gravity, warm_start)
+def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, frames, *, f_ext=None, gravity=None):
+    """:func:`contact_step` as arrays (a :class:`StepArrays`): the iterative kernel (see
+    :mod:`sparsedyn.symbolic.loop`) that a compiled model runs as one native call per state, and that
+    the NumPy road runs on floats, state by state, in the same loop.
 
-
+    ``frames``: the contacts' frames (indices or names; the structure, one build per tuple);
+    ``settings`` (..., 5): ``[dt, tol, admm_iterations, sweeps, margin]`` (ADMM for at most
+    ``admm_iterations``, then Gauss-Seidel up to ``sweeps`` more; 0 ADMM iterations: Gauss-Seidel
+    alone); ``warm_start`` (..., nc, 3); ``contact_data`` (..., nc, 8): per contact
+    ``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]``, the friction coefficient (``>= 0``), the contact
+    point in its frame's axes and the plane ``n . x = offset`` (``n`` not zero, need not be unit); the
+    rest as :func:`contact_step`."""
+    m = getattr(model, "model", model)
+    frames = tuple(m.frame(f) for f in frames)
+    nc = len(frames)
+    arrays = {"settings": (5,), "warm_start": (nc, 3), "contact_data": (nc, 8)}
+    given = dict(settings=settings, warm_start=warm_start, contact_data=contact_data)
+    for name, tail in arrays.items():
+        given[name] = _checks.numeric(name, given[name], f"(..., {', '.join(map(str, tail))})")
+        if given[name].shape[given[name].ndim - len(tail):] != tail or given[name].ndim < len(tail):
+            raise ValueError(f"contact_step_kernel: {name} must have shape (..., {', '.join(map(str, tail))}), got "
+                             f"{given[name].shape}")
+    q, v, tau, f_ext, _, _, _ = _checks.dynamics(m, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
+    extra = dict(f_ext=f_ext, gravity=None if gravity is None else np.asarray(gravity, float))
+    opt = tuple(n for n in ("f_ext", "gravity") if extra[n] is not None)
+    init, stages, finish = _pieces(m, frames, opt)
+    tails = [(m.nq,), (m.nv,), (m.nv,)] + list(arrays.values()) + [extra[n].shape[-2:] if n == "f_ext" else (3,)
+                                                                    for n in opt]
+    xs = [q, v, tau] + list(given.values()) + [extra[n] for n in opt]
+    shape = np.broadcast_shapes(*(x.shape[:x.ndim - len(t)] for x, t in zip(xs, tails)))
+    flat = [np.broadcast_to(x, shape + tuple(t)).reshape((-1,) + tuple(t)) for x, t in zip(xs, tails)]
+    B = int(np.prod(shape, dtype=int))
+    outs = [np.empty((B, m.nq)), np.empty((B, m.nv)), np.empty((B, nc, 3)), np.empty((B, nc, 3)), np.empty((B, 8))]
+    for b in range(B):
+        for o, r in zip(outs, run_stages(init, stages, finish, [x[b] for x in flat])[0]):
+            o[b] = r
+    return StepArrays(*(o.reshape(shape + o.shape[1:]) for o in outs))

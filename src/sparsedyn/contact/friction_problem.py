@@ -1,7 +1,7 @@
-"""The frictional contact problem of one time step and its NumPy solvers (see :mod:`sparsedyn.contact.friction`
-for the method): the contact set's structure, the kernel :func:`contact_problem` (Delassus matrix, free
-contact velocities), the friction cones and De Saxcé's correction, ADMM and projected Gauss-Seidel
-vectorised over a batch of states."""
+"""The frictional contact problem of one time step (see :mod:`sparsedyn.contact.friction` for the
+method): the contact set as structure (the frames) and data (friction, points, planes), the kernel
+:func:`contact_problem` (Delassus matrix, free contact velocities) and the branch-free arithmetic
+(``_step``, ``_relu``, ``_vmax``) that the solver's stages are written in."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _checks
-from ..algorithms.configuration import integrate
+from .. import backend as bk
 from ..algorithms.crba import bias_kernel, crba_kernel
 from ..algorithms.fd import ltdl_checker
 from ..algorithms.kinematics import frame_world_transform, joint_transforms, world_transforms
@@ -22,7 +22,8 @@ from ..spatial import pose, skew
 from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
-           "point_contacts", "contact_basis", "project_cone", "solve_admm", "solve_pgs", "SOLVERS", "StepArrays"]
+           "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
+           "StepArrays"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -61,8 +62,8 @@ class ContactStep(NamedTuple):
 
     ``q`` (..., nq), ``v`` (..., nv): the next state; ``impulses`` (..., nc, 3): the contact
     impulses on the robot over the step [N s], contact frame ``[t_x, t_y, n]``; ``modes``
-    (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a :class:`ContactResiduals`;
-    ``iterations`` (...): solver iterations.
+    (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a
+    :class:`~sparsedyn.contact.friction_problem.ContactResiduals`; ``iterations`` (...): solver iterations.
     """
 
     q: np.ndarray
@@ -97,11 +98,43 @@ class StepArrays(NamedTuple):
     report: np.ndarray
 
 
-# --- the contact set: structure -------------------------------------------------------------------
+# --- branch-free arithmetic: a choice on a value is a product with a 0/1 step ------------------------
+
+_TINY = 1e-300
+
+
+def _abs(x):
+    return bk.copysign(x, 1.0)
+
+
+def _relu(x):
+    return 0.5 * (x + _abs(x))
+
+
+def _step(x):
+    """1 where ``x >= 0``, else 0 (elementwise; ``-0.0`` counts as negative)."""
+    return 0.5 * (1.0 + bk.copysign(1.0, x))
+
+
+def _vmax(xs):
+    """The largest of the values ``xs`` (a max without branching: ``a + relu(b - a)``)."""
+    xs = list(np.asarray(xs, dtype=object).reshape(-1))
+    while len(xs) > 1:                                          # pairwise: a short dependency chain
+        xs = [a + _relu(b - a) for a, b in zip(xs[::2], xs[1::2])] + xs[len(xs) - len(xs) % 2:]
+    return xs[0]
+
+
+def _norms(t):
+    """``|t|`` over the last axis of ``t`` (..., 2)."""
+    return bk.sqrt(t[..., 0] * t[..., 0] + t[..., 1] * t[..., 1])
+
+
+# --- the contact set: structure (frames) and data (friction, points, planes) ------------------------
 
 def point_contacts(model, contacts, who="contacts", friction=False):
     """``contacts`` as a tuple of point contacts (:class:`~sparsedyn.sensors.Contact` with
-    ``kind="3d"``), checked against ``model``; with ``friction``, each must have ``friction > 0``."""
+    ``kind="3d"``), checked against ``model``; with ``friction``, each must have a friction
+    coefficient (``friction >= 0``; 0 is a frictionless one-sided contact)."""
     if isinstance(contacts, Contact):
         contacts = (contacts,)
     try:
@@ -118,23 +151,98 @@ def point_contacts(model, contacts, who="contacts", friction=False):
             model.frame(c.frame)
         except (KeyError, IndexError) as e:
             raise UnknownNameError(f"{who}: contact {c.name!r}: {e}") from None
-        if friction and (c.friction is None or not c.friction > 0):
-            raise ValueError(f"{who}: contact {c.name!r} needs a friction coefficient friction > 0, got "
-                             f"{c.friction!r} (bilateral contacts: sparsedyn.contact_dynamics)")
+        if friction and c.friction is None:
+            raise ValueError(f"{who}: contact {c.name!r} needs a friction coefficient friction >= 0 (0: "
+                             f"frictionless), got None")
     return tuple(contacts)
 
 
+def contact_data(model, contacts):
+    """``(frames, friction, points, planes)`` of checked point contacts: the structure of a contact step
+    (the frame indices, a tuple: what its compiled form is built for) and its data, ``friction`` (nc,),
+    ``points`` (nc, 3) in the frames' axes, ``planes`` (nc, 4) ``[n_x, n_y, n_z, offset]`` (the plane
+    ``n . x = offset``; default the ground z = 0)."""
+    frames = tuple(model.frame(c.frame) for c in contacts)
+    mu = np.array([0.0 if c.friction is None else c.friction for c in contacts], float)
+    points = np.array([c.point if c.point is not None else (0.0, 0.0, 0.0) for c in contacts], float).reshape(-1, 3)
+    planes = np.array([(*c.plane[0], c.plane[1]) if c.plane is not None else (0.0, 0.0, 1.0, 0.0)
+                       for c in contacts], float).reshape(-1, 4)
+    return frames, mu, points, planes
+
+
+class ContactSlots(NamedTuple):
+    """A contact set laid out for the compiled step (:func:`contact_slots`): ``frames`` the structure
+    (a body frame per slot, a tuple); ``index`` (nc,) the slot of each contact (``None`` where contact
+    ``i`` is in slot ``i`` and there are no free slots); ``data`` (ns, 8) per
+    slot ``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (the point in the slot's frame), free slots open."""
+
+    frames: tuple
+    index: np.ndarray
+    data: np.ndarray
+
+
+#: The plane of a free slot: 1000 km below its point, so the slot is open and leaves the problem.
+FREE_PLANE = (0.0, 0.0, 1.0, -1e6)
+
+
+def contact_slots(model, contacts):
+    """The checked point ``contacts`` as :class:`ContactSlots`: each moved onto the frame of its body
+    (its point in the body's axes), the contacts of a body in ``2^k`` slots (the fewest that hold
+    them), the bodies in index order.  So the compiled step, built per tuple of slot frames, is
+    reused by every contact set that fits the same slots: other frames on the same bodies, other
+    points, planes and friction coefficients, fewer contacts on a body."""
+    frames, mu, points, planes = contact_data(model, contacts)
+    own = {}                                                     # body -> its own frame (identity placement)
+    for j, f in enumerate(model.frames):
+        if f.body >= 0 and f.body not in own and np.array_equal(f.X.E, np.eye(3)) and not np.any(f.X.r):
+            own[f.body] = j
+    keys, moved = [], []
+    for k, p in zip(frames, points):
+        f = model.frames[k]
+        if f.body in own:
+            keys.append(own[f.body])
+            moved.append(f.X.r + f.X.E.T @ p)                    # frame axes -> body axes
+        else:                                                    # a world frame: its own structure
+            keys.append(k)
+            moved.append(p)
+    slots, index, first = [], np.zeros(len(keys), int), {}
+    for key in sorted(set(keys)):
+        first[key] = len(slots)
+        n = keys.count(key)
+        slots += [key] * (1 << (n - 1).bit_length())
+    taken = dict.fromkeys(first, 0)
+    for i, key in enumerate(keys):
+        index[i] = first[key] + taken[key]
+        taken[key] += 1
+    data = np.zeros((len(slots), 8))
+    data[:, 4:] = FREE_PLANE
+    data[index] = np.concatenate([mu[:, None], np.array(moved).reshape(-1, 3), planes], -1)
+    same = len(slots) == len(index) and np.array_equal(index, np.arange(len(index)))
+    return ContactSlots(tuple(slots), None if same else index, data)
+
+
+def plane_basis(plane):
+    """``(R, n, offset)`` of a plane ``[n_x, n_y, n_z, offset]`` (..., 4) (``n`` need not be unit): the
+    contact frame's axes (..., 3, 3) as columns ``[t_x, t_y, n]`` in the world (``t_x`` the world x axis
+    projected onto the plane, or y where the normal is within 26 degrees of x), the unit normal and the
+    offset along it (the plane is ``n . x = offset``).  Branch-free (a kernel's data)."""
+    size = bk.sqrt(plane[..., 0] * plane[..., 0] + plane[..., 1] * plane[..., 1] + plane[..., 2] * plane[..., 2])
+    n = [plane[..., k] / size for k in range(3)]
+    w = _step(_abs(n[0]) - 0.9)                                   # 1: project the y axis
+    en = (1.0 - w) * n[0] + w * n[1]
+    t = [(1.0 - w) - en * n[0], w - en * n[1], -en * n[2]]
+    r = bk.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2])
+    t = [x / r for x in t]
+    b = [n[1] * t[2] - n[2] * t[1], n[2] * t[0] - n[0] * t[2], n[0] * t[1] - n[1] * t[0]]
+    R = np.stack([np.stack([t[k], b[k], n[k]], -1) for k in range(3)], -2)
+    return R, np.stack(n, -1), plane[..., 3] / size
+
+
 def contact_basis(contact):
-    """``(R, n, offset)``: the contact frame's axes (3, 3) as columns ``[t_x, t_y, n]`` in the world,
-    the plane's unit normal (3,) and its offset along it (the plane is ``n . x = offset``)."""
+    """``(R, n, offset)`` of a :class:`~sparsedyn.sensors.Contact`'s plane (:func:`plane_basis`)."""
     normal, offset = contact.plane if contact.plane is not None else ((0.0, 0.0, 1.0), 0.0)
-    normal = np.asarray(normal, float)
-    size = np.linalg.norm(normal)
-    n = normal / size
-    e = np.eye(3)[0] if abs(n[0]) < 0.9 else np.eye(3)[1]
-    tx = e - (e @ n) * n
-    tx = tx / np.linalg.norm(tx)
-    return np.stack([tx, np.cross(n, tx), n], -1), n, float(offset) / size
+    R, n, off = plane_basis(np.array([*normal, offset], float))
+    return R, n, float(off)
 
 
 def _m(model, contacts, **_):
@@ -165,12 +273,21 @@ def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):
         Y = L^-T J^T,  G = Y D^-1 Y^T,  J H^-1 = (L^-1 D^-1 Y)^T
         gap = n . (o + R p) - offset
 
-    ``f_ext`` (..., NB, 6) and ``gravity`` (3,) as in :func:`~sparsedyn.aba`.
+    ``f_ext`` (..., NB, 6) and ``gravity`` (3,) as in :func:`~sparsedyn.aba`.  The contact step runs
+    the same computation with the points and planes as data
+    (:func:`~sparsedyn.contact.friction_problem.problem_of`).
     """
+    frames, _, points, planes = contact_data(model, point_contacts(model, contacts, "contact_problem"))
+    return problem_of(model, q, v, tau, frames, points, planes, f_ext, gravity)
+
+
+def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=None):
+    """:func:`contact_problem` of the contacts at the frames ``frames`` (indices, the structure) with
+    the points ``points`` (nc, 3) and planes ``planes`` (nc, 4) (:func:`contact_data`; values or
+    traced data)."""
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
-    contacts = point_contacts(model, contacts, "contact_problem")
-    nv, nc = model.nv, len(contacts)
+    nv, nc = model.nv, len(frames)
     lam = dof_lambda(model)
     Xup, S = joint_transforms(model, q)
     H = crba_kernel(model, q)
@@ -179,22 +296,19 @@ def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):
     if not nc:
         z = np.zeros(shape + (0, nv))
         return ContactProblem(_out(a, shape, (nv,)), z, z.copy(), np.zeros(shape + (0, 0)), np.zeros(shape + (0,)))
-    frames = list(dict.fromkeys(model.frame(c.frame) for c in contacts))
-    J6 = contact_jacobian(model, Xup, S, tuple(Contact(k, "6d") for k in frames))
+    unique = list(dict.fromkeys(frames))
+    J6 = contact_jacobian(model, Xup, S, tuple(Contact(k, "6d") for k in unique))
     X0 = world_transforms(model, Xup)
     rows, gaps = [], []
-    for c in contacts:
-        k = model.frame(c.frame)
-        Jf = J6[..., 6 * frames.index(k):6 * frames.index(k) + 6, :]
+    for i, k in enumerate(frames):
+        j = unique.index(k)
+        Jf = J6[..., 6 * j:6 * j + 6, :]
         R, o = pose(frame_world_transform(model, X0, k))         # frame -> world, frame origin
-        Jp, x = Jf[..., 3:, :], o
-        if c.point is not None:
-            p = np.asarray(c.point, float)
-            Jp = Jp - skew(p) @ Jf[..., :3, :]                    # v_p = v_o + omega x p
-            x = o + (R @ p)
-        Rc, n, offset = contact_basis(c)
+        p = points[i]
+        Jp = Jf[..., 3:, :] - skew(p) @ Jf[..., :3, :]            # v_p = v_o + omega x p
+        Rc, n, offset = plane_basis(planes[i])
         rows.append((Rc.T @ R) @ Jp)
-        gaps.append(x @ n - offset)
+        gaps.append((o + R @ p) @ n - offset)
     J = np.concatenate(rows, -2)
     Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
     YD = Y / D[..., None, :]
@@ -205,166 +319,7 @@ def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):
                           _out(G, shape, (3 * nc, 3 * nc)), gap)
 
 
-# --- cones ------------------------------------------------------------------------------------------
-
-def project_cone(x, mu):
-    """Projection of ``x`` (..., nc, 3) ``[t_x, t_y, n]`` onto the cones ``|t| <= mu n`` (mu (nc,))."""
-    t, n = x[..., :2], x[..., 2]
-    r = np.sqrt(np.sum(t * t, -1))
-    inside = r <= mu * n
-    below = mu * r <= -n
-    n_b = (mu * r + n) / (1.0 + mu * mu)                        # onto the boundary
-    scale = np.where(r > 0, mu * n_b / np.where(r > 0, r, 1.0), 0.0)
-    out = np.concatenate([t * scale[..., None], n_b[..., None]], -1)
-    out = np.where(inside[..., None], x, out)
-    return np.where(below[..., None], 0.0, out)
-
-
-def _desaxce(u, mu):
-    """``u + Phi(u)``: the normal entry of each contact velocity (..., nc, 3) raised by ``mu |u_t|``."""
-    s = np.zeros_like(u)
-    s[..., 2] = mu * np.sqrt(np.sum(u[..., :2] ** 2, -1))
-    return u + s
-
-
-def _shift(y, mu):
-    """De Saxcé's shift ``s`` (B, m) taken from the ADMM multiplier ``y`` (B, m), the iterate's estimate
-    of ``-(u + Phi(u))``: zero but the normal entries, ``mu |y_t|`` (taken from the multiplier rather
-    than from ``G z + g``, the iteration converges on redundant contact sets too, where ``G`` is
-    singular; Carpentier, Le Lidec, Montaut 2024 shift by their dual variable likewise)."""
-    yt = y.reshape(y.shape[0], -1, 3)
-    s = np.zeros_like(yt)
-    s[..., 2] = mu * np.sqrt(yt[..., 0] ** 2 + yt[..., 1] ** 2)
-    return s.reshape(y.shape)
-
-
-def _residuals(lam, x, G, g, mu):
-    """``(primal, dual, complementarity)`` (B,) of impulses ``lam`` (B, nc, 3) and the ADMM ``x``."""
-    B, nc = lam.shape[:2]
-    u = (G @ lam.reshape(B, -1, 1)).reshape(B, nc, 3) + g.reshape(B, nc, 3)
-    w = _desaxce(u, mu)
-    dual = np.max(np.linalg.norm(w - project_cone(w, 1.0 / mu), axis=-1), -1)      # K_mu* = K_(1/mu)
-    comp = np.max(np.abs(np.sum(lam * w, -1)), -1)
-    primal = np.max(np.abs(x - lam).reshape(B, -1), -1)
-    return primal, dual, comp, u
-
-
-def _scales(G, g, lam):
-    """Impulse and velocity scales (B,) of the problems, the stopping tests are relative to them:
-    the largest impulse (at least 1e-4 of the one that would stop the free motion of a contact) and
-    the largest free contact velocity ``|J v_free + b|``."""
-    B = G.shape[0]
-    dmax = np.max(np.diagonal(G, axis1=-2, axis2=-1), -1)
-    gmax = np.max(np.abs(g), -1)
-    lmax = np.max(np.abs(lam.reshape(B, -1)), -1)
-    ls = np.maximum(lmax, 1e-4 * gmax / np.where(dmax > 0, dmax, 1.0))
-    vs = np.where(gmax > 0, gmax, dmax * ls)
-    tiny = np.finfo(float).tiny
-    return np.maximum(ls, tiny), np.maximum(vs, tiny)
-
-
-class _Solution(NamedTuple):
-    lam: np.ndarray        # (B, nc, 3)
-    u: np.ndarray          # (B, nc, 3)
-    primal: np.ndarray
-    dual: np.ndarray
-    comp: np.ndarray
-    iterations: np.ndarray
-    converged: np.ndarray
-    vscale: np.ndarray
-    lscale: np.ndarray
-
-
-def _converged(res, ls, vs, tol):
-    primal, dual, comp = res[:3]
-    return (primal <= tol * ls) & (dual <= tol * vs) & (comp <= tol * ls * vs)
-
-
-def solve_admm(G, g, mu, lam0, tol, max_iterations):
-    """ADMM on the contact NCP with De Saxcé's correction (module docstring); batched over B.
-
-    ``G`` (B, m, m), ``g`` (B, m), ``mu`` (nc,), ``lam0`` (B, nc, 3) the warm start."""
-    B, m = g.shape
-    nc = m // 3
-    ev, V = np.linalg.eigh(G)
-    ev = np.maximum(ev, 0.0)
-    lmax = np.maximum(ev[:, -1], np.finfo(float).tiny)
-    eta = PROXIMAL * lmax                                       # proximal term
-    rho = np.sqrt(np.maximum(ev[:, 0], RHO_FLOOR * lmax) * lmax)     # sqrt(lambda_min lambda_max)
-    z = project_cone(lam0, mu).reshape(B, m)
-    x = z.copy()
-    y = -_desaxce((G @ z[..., None])[..., 0].reshape(B, nc, 3) + g.reshape(B, nc, 3), mu).reshape(B, m)
-    it = np.zeros(B, int)
-    done = np.zeros(B, bool)
-    res = _residuals(z.reshape(B, nc, 3), x.reshape(B, nc, 3), G, g, mu)
-    ls, vs = _scales(G, g, z)
-    done = _converged(res, ls, vs, tol)
-    for k in range(max_iterations):
-        if done.all():
-            break
-        a = ~done
-        Ga, ga, Va, eva = G[a], g[a], V[a], ev[a]
-        za, xa, ya, rhoa, etaa = z[a], x[a], y[a], rho[a], eta[a]
-        s = _shift(ya, mu)
-        rhs = -(ga + s) + etaa[:, None] * xa + rhoa[:, None] * za - ya
-        xa = (Va @ ((np.swapaxes(Va, -1, -2) @ rhs[..., None])[..., 0] / (eva + (etaa + rhoa)[:, None]))[..., None])[..., 0]
-        z_old = za
-        xr = RELAX * xa + (1.0 - RELAX) * z_old                    # over-relaxation
-        za = project_cone((xr + ya / rhoa[:, None]).reshape(-1, nc, 3), mu).reshape(-1, m)
-        ya = ya + rhoa[:, None] * (xr - za)
-        # adaptive rho: residual balancing, normalised as in OSQP (Stellato et al., "OSQP: an operator
-        # splitting solver for quadratic programs", 2020)
-        tiny = np.finfo(float).tiny
-        rp = np.max(np.abs(xa - za), -1) / np.maximum(np.maximum(np.abs(xa).max(-1), np.abs(za).max(-1)), tiny)
-        rd = rhoa * np.max(np.abs(za - z_old), -1) / np.maximum(np.maximum(
-            np.abs(ya).max(-1), np.abs(ga + s).max(-1)), tiny)
-        ratio = np.sqrt(np.where((rp > 0) & (rd > 0), rp / np.where(rd > 0, rd, 1.0), 1.0))
-        rhoa = np.where((ratio > 3) | (ratio < 1 / 3), rhoa * ratio, rhoa)
-        rhoa = np.clip(rhoa, 1e-8 * lmax[a], 1e8 * lmax[a])
-        z[a], x[a], y[a], rho[a] = za, xa, ya, rhoa
-        it[a] = k + 1
-        r = _residuals(za.reshape(-1, nc, 3), xa.reshape(-1, nc, 3), Ga, ga, mu)
-        lsa, vsa = _scales(Ga, ga, za)
-        idx = np.flatnonzero(a)
-        done[idx] = _converged(r, lsa, vsa, tol)
-    return _finish(G, g, mu, z.reshape(B, nc, 3), x.reshape(B, nc, 3), it, tol)
-
-
-def solve_pgs(G, g, mu, lam0, tol, max_iterations):
-    """Projected Gauss-Seidel on Coulomb's law (contact by contact: the normal impulse from the normal
-    velocity, then the tangential one projected onto the friction disc); batched over B."""
-    B, m = g.shape
-    nc = m // 3
-    lam = project_cone(lam0, mu).reshape(B, m).copy()
-    it = np.zeros(B, int)
-    tiny = np.finfo(float).tiny
-    for k in range(max_iterations + 1):
-        res = _residuals(lam.reshape(B, nc, 3), lam.reshape(B, nc, 3), G, g, mu)
-        ls, vs = _scales(G, g, lam)
-        if _converged(res, ls, vs, tol).all() or k == max_iterations:
-            break
-        for i in range(nc):
-            t, n = slice(3 * i, 3 * i + 2), 3 * i + 2
-            u = (G[:, 3 * i:3 * i + 3, :] @ lam[..., None])[..., 0] + g[:, 3 * i:3 * i + 3]
-            Gnn = np.maximum(G[:, n, n], tiny)
-            ln = np.maximum(lam[:, n] - u[:, 2] / Gnn, 0.0)
-            ut = u[:, :2] + G[:, t, n] * (ln - lam[:, n])[:, None]
-            lam[:, n] = ln
-            Gtt = G[:, t, t]
-            step = 1.0 / np.maximum(np.linalg.eigvalsh(Gtt)[:, -1], tiny)
-            lt = lam[:, t] - step[:, None] * ut
-            r = np.linalg.norm(lt, axis=-1)
-            lam[:, t] = lt * np.where(r > mu[i] * ln, mu[i] * ln / np.maximum(r, tiny), 1.0)[:, None]
-        it[:] = k + 1
-    return _finish(G, g, mu, lam.reshape(B, nc, 3), lam.reshape(B, nc, 3), it, tol)
-
-
-def _finish(G, g, mu, lam, x, it, tol):
-    primal, dual, comp, u = _residuals(lam, x, G, g, mu)
-    ls, vs = _scales(G, g, lam)
-    ok = _converged((primal, dual, comp), ls, vs, tol)
-    return _Solution(lam, u, primal, dual, comp, it, ok, vs, ls)
-
+# --- the constants of the solver ----------------------------------------------------------------------
 
 #: Penetration [m] below which the configuration is left as it is (rounding of a resting contact).
 PENETRATION_SLOP = 1e-9
@@ -373,39 +328,14 @@ PENETRATION_SLOP = 1e-9
 #: a few states in a thousand random solo12 steps).
 ADMM_BUDGET = 300
 
-#: ADMM's proximal term and the floor of the smallest eigenvalue in its first penalty, relative to
-#: the largest eigenvalue of the Delassus matrix.
-PROXIMAL, RHO_FLOOR = 1e-8, 1e-4
+#: ADMM's proximal term relative to the largest eigenvalue of the Delassus matrix.
+PROXIMAL = 1e-8
 
 #: ADMM's over-relaxation factor (1: none; 1.5 to 1.8 usually speeds it up).
 RELAX = 1.6
 
-_SOLVE = {"admm": solve_admm, "pgs": solve_pgs}
 
-
-def _nonneg_lcp(A, c, max_iterations=1000, rtol=1e-6):
-    """``x >= 0 ⊥ A x + c >= 0`` for PSD ``A`` (B, k, k) by ADMM, to ``rtol`` of ``max(-c)`` (the
-    split-impulse position correction)."""
-    B, k = c.shape
-    ev, V = np.linalg.eigh(A)
-    ev = np.maximum(ev, 0.0)
-    lmax = np.maximum(ev[:, -1:], np.finfo(float).tiny)
-    rho = lmax.copy()
-    x = z = y = np.zeros((B, k))
-    scale = np.max(np.maximum(-c, 0.0), -1)
-    for _ in range(max_iterations):
-        rhs = -c + rho * z - y
-        x = (V @ ((np.swapaxes(V, -1, -2) @ rhs[..., None])[..., 0] / (ev + rho + 1e-10 * lmax))[..., None])[..., 0]
-        z_old, z = z, np.maximum(x + y / rho, 0.0)
-        y = y + rho * (x - z)
-        w = (A @ z[..., None])[..., 0] + c
-        if np.all(np.max(np.maximum(-w, 0.0), -1) <= rtol * scale) and \
-                np.all(np.abs(z - z_old).max(-1) <= rtol * np.abs(z).max(-1)):
-            break
-    return z
-
-
-# --- the NumPy reference of the whole step (vectorised over a batch of states) ---------------------
+# --- the step on its own: the model and where its kernels run, the modes --------------------------
 
 def _model_and_kernels(model, who):
     """``(model, where the kernels run)``: a :class:`~sparsedyn.Model` runs them itself; a compiled
@@ -414,66 +344,6 @@ def _model_and_kernels(model, who):
     if inner is not None and getattr(type(model), "__sparsedyn_kernel__", None) is not None:
         return inner, model
     return model, model
-
-
-def _numpy_step(kernels, q, v, tau, contacts, dt, tol, max_iterations, margin, solver, f_ext, gravity, warm_start):
-    """The step on the NumPy solvers, vectorised over the batch (a :class:`StepArrays`)."""
-    model, kernels = _model_and_kernels(kernels, "contact_step")
-    contacts = point_contacts(model, contacts, "contact_step", friction=True)
-    nc, nv = len(contacts), model.nv
-    P = contact_problem(kernels, q, v, tau, contacts, f_ext=f_ext, gravity=gravity)
-    v_free = v + dt * P.a
-    shape = v_free.shape[:-1]
-    qb = np.broadcast_to(q, shape + (model.nq,))
-    B = int(np.prod(shape, dtype=int))
-    m = 3 * nc
-    if not B:                                    # an empty batch
-        z = np.zeros(shape + (nc, 3))
-        return StepArrays(qb.copy(), v_free, z, z.copy(), np.zeros(shape + (8,)))
-    G = P.G.reshape(B, m, m)
-    gap = P.gap.reshape(B, nc)
-    bias = np.zeros((B, nc, 3))
-    bias[..., 2] = np.maximum(gap, 0.0) / dt                     # speculative contact: close the gap, no more
-    gvec = (P.J.reshape(B, m, nv) @ v_free.reshape(B, nv, 1))[..., 0] + bias.reshape(B, m)
-    mu = np.array([c.friction for c in contacts])
-    lam0 = np.broadcast_to(warm_start, shape + (nc, 3)).reshape(B, nc, 3)
-    # a contact that stays above the plane by more than the margin even if it keeps its free normal
-    # velocity is open: its rows leave the problem (zero rows of G and g keep its impulse at zero)
-    closing = np.maximum(0.0, -(gvec.reshape(B, nc, 3)[..., 2] - bias[..., 2]))
-    active = np.repeat(gap - dt * closing <= margin, 3, -1).astype(float)
-    G, gvec, lam0 = G * active[:, :, None] * active[:, None, :], gvec * active, lam0 * active.reshape(B, nc, 3)
-    first = min(int(max_iterations), ADMM_BUDGET) if solver == "admm" else int(max_iterations)
-    sol = _SOLVE[solver](G, gvec, mu, lam0, tol, first)
-    if solver == "admm" and not sol.converged.all():            # ADMM stalled: finish with Gauss-Seidel
-        bad = np.flatnonzero(~sol.converged)
-        redo = solve_pgs(G[bad], gvec[bad], mu, sol.lam[bad], tol, 10 * int(max_iterations))
-        redo = redo._replace(iterations=redo.iterations + sol.iterations[bad])
-        sol = _Solution(*(_merge(a, b, bad) for a, b in zip(sol, redo)))
-    lam = sol.lam
-    v_next = v_free.reshape(B, nv) + (lam.reshape(B, 1, m) @ P.JMinv.reshape(B, m, nv))[:, 0]
-    dq = dt * v_next
-    rows = np.flatnonzero(np.any(gap < -PENETRATION_SLOP, -1))
-    if rows.size:
-        dq[rows] += dt * _correction(P.JMinv.reshape(B, m, nv)[rows], G[rows], gap[rows], dt)
-    q_next = integrate(kernels, qb.reshape(B, model.nq), dq)
-    report = np.stack([sol.primal, sol.dual, sol.comp, sol.iterations, sol.converged, sol.lscale, sol.vscale,
-                       np.any(gap < -PENETRATION_SLOP, -1)], -1).astype(float)
-    return StepArrays(q_next.reshape(shape + (model.nq,)), v_next.reshape(shape + (nv,)), lam.reshape(shape + (nc, 3)),
-                      sol.u.reshape(shape + (nc, 3)), report.reshape(shape + (8,)))
-
-
-def _merge(a, b, idx):
-    out = a.copy()
-    out[idx] = b
-    return out
-
-
-def _correction(JMinv, G, gap, dt):
-    """Pseudo-velocity (B, nv) that lifts the penetrating points onto their planes (split impulse):
-    normal impulses ``l >= 0 ⊥ G_nn l + gap / dt >= 0``, applied through ``H^-1 J_n^T``."""
-    nrm = np.arange(gap.shape[-1]) * 3 + 2
-    lam = _nonneg_lcp(G[:, nrm[:, None], nrm[None, :]], gap / dt)
-    return (lam[:, None, :] @ JMinv[:, nrm, :])[:, 0]
 
 
 def _modes(lam, u, lscale, vscale, tol):

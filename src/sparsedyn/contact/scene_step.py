@@ -7,8 +7,10 @@ against the plane through ``w_b`` of normal ``n`` (from ``b`` towards ``a``), wi
 friction; its gap is the hit's signed distance.  The step is then :func:`~sparsedyn.contact_step`'s with that
 contact list.
 
-The compiled step takes its contact list as a static argument (a new list is a new build), and the
-list changes from step to step here, so a scene's step runs on the NumPy path.  Hits of two robot
+The compiled step keeps its library for new points, planes and frictions on the bodies it was built
+for (:func:`~sparsedyn.contact.friction_problem.contact_slots`), but a new set of touching bodies, or
+more contacts on a body than its slots, is a new build; the set of touching bodies changes from step
+to step here, so a scene's step runs on the NumPy path.  Hits of two robot
 shapes (self-collision) are found by :func:`~sparsedyn.collide` but not yet passed to the step: a point
 contact holds a robot point against a fixed plane, and two moving bodies need a two-body contact.
 """

@@ -30,7 +30,7 @@ import numpy as np
 from .ir import Program
 from .trace import trace_function
 
-__all__ = ["LoopProgram", "trace_loop", "next_stage"]
+__all__ = ["LoopProgram", "trace_loop", "next_stage", "run_stages"]
 
 #: Version of the loop's protocol (what a driver does between stages): part of :meth:`LoopProgram.text`,
 #: so that compiled loops are rebuilt when it changes.
@@ -42,6 +42,20 @@ def next_stage(stage: int, flag: float) -> int:
     that is not a number repeats the stage, a stage before the first is the first)."""
     step = int(flag + 0.5) if flag > 0.5 else (-int(-flag + 0.5) if flag < -0.5 else 0)
     return max(0, stage + step)
+
+
+def run_stages(init, stages, finish, inputs, cap=1_000_000):
+    """Run an iterative kernel's pieces (functions, or the ``evaluate`` of traced programs) on one
+    state's values ``inputs``: ``(outputs, stage runs)``, the driver of the module docstring (what the
+    compiled loop does between stages).  The NumPy reference of an iterative kernel runs its stage
+    functions here on floats; :meth:`LoopProgram.run` runs the traced programs."""
+    K, S = init(*inputs)
+    stage, runs = 0, 0
+    while stage < len(stages) and runs < cap:
+        S, flag = stages[stage](*inputs, K, S)
+        runs += 1
+        stage = next_stage(stage, float(np.reshape(flag, -1)[0]))
+    return finish(*inputs, K, S), runs
 
 
 @dataclass
@@ -96,13 +110,9 @@ class LoopProgram:
 
     def run(self, inputs):
         """One state: ``(outputs, stage runs)`` from float ``inputs`` (one array per input)."""
-        K, S = self.init.evaluate(inputs)
-        stage, runs = 0, 0
-        while stage < len(self.stages) and runs < self.cap:
-            S, flag = self.stages[stage].evaluate(list(inputs) + [K, S])
-            runs += 1
-            stage = next_stage(stage, float(flag[0]))
-        return self.finish.evaluate(list(inputs) + [K, S]), runs
+        return run_stages(lambda *x: self.init.evaluate(list(x)),
+                          [lambda *x, p=p: p.evaluate(list(x)) for p in self.stages],
+                          lambda *x: self.finish.evaluate(list(x)), list(inputs), self.cap)
 
     def evaluate(self, inputs):
         """Interpret the loop with NumPy on float inputs (leading batch axes broadcast, state by

@@ -1,0 +1,138 @@
+"""The contact step's solver written once (sparsedyn.contact.friction_kernel): the NumPy road runs the
+stage functions that the compiler traces, so both roads make the same iterations and agree to rounding;
+friction, points and planes are data of the compiled step (a new value never rebuilds it)."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import EPS, rounding_bound, solve_bound
+from sparsedyn.codegen import build
+from test_friction import DT, G, MASS, MODEL, MU, Q0, Z, _solo_case, corners, push, tilted
+
+from sparsedyn.contact.friction_kernel import RHO_START
+
+
+def _rounding(model, q, v, tau, contacts, f_ext, step):
+    """How far two evaluations of one step that differ only in rounding (operation order, fused
+    multiply-add) can be apart, relative to ``max(1, |v+|)`` and to the largest impulse: the free
+    motion's solve with ``H`` (Skeel's condition, :func:`solve_bound`) times ``dt |a|``, and the
+    ADMM's x-step, a product with ``(G + rho I)^-1`` (m rows), whose rounding the converging iteration
+    carries at most amplified by that matrix's condition (``rho`` the first penalty)."""
+    with sd.use_backend("numpy"):
+        P = sd.contact_problem(model, q, v, tau, contacts, f_ext=f_ext)
+        H = sd.crba(model, q)
+    m = P.G.shape[-1]
+    A = P.G + (RHO_START * np.trace(P.G) / m) * np.eye(m)
+    free = solve_bound(H, P.a) * DT * np.abs(P.a).max() / max(1.0, np.abs(step.v).max())
+    return free + rounding_bound(m, np.linalg.cond(A))
+
+
+def _cases():
+    model, feet, q0, V, T = _solo_case()
+    for i in (0, 2, 6, 11, 16):
+        yield model, q0, V[i], T[i], feet, None
+    for angle, mag, v0 in ((0.0, 0.0, Z), (1.0, 0.5, Z), (1.0, 1.1, Z), (2.0, 0.0, np.array([0, 0, 0, 0.3, 0.1, 0]))):
+        yield MODEL, Q0, v0, Z, corners(), push(angle, mag * MU * MASS * G)
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_the_numpy_road_runs_the_compiled_iterations_to_rounding(case):
+    """solo12 (four feet pressed down at random velocities: sticking, sliding, separating) and the box
+    on four corners (at rest, pushed below and above the friction limit, sliding and turning): the
+    NumPy road and the default (native) road make the same number of iterations, find the same
+    modes, and agree on ``v+``, ``q+`` and the impulses to the rounding bound of the step."""
+    model, q, v, tau, contacts, f_ext = list(_cases())[case]
+    with sd.use_backend("numpy"):
+        ref = sd.contact_step(model, q, v, tau, contacts, DT, f_ext=f_ext)
+    with sd.use_backend("native", deterministic=True):
+        one = sd.contact_step(model, q, v, tau, contacts, DT, f_ext=f_ext)
+    bound = _rounding(model, q, v, tau, contacts, f_ext, ref)
+    assert int(one.iterations) == int(ref.iterations)
+    assert list(one.modes) == list(ref.modes)
+    assert np.abs(one.v - ref.v).max() <= bound * max(1.0, np.abs(ref.v).max())
+    assert np.abs(one.q - ref.q).max() <= DT * bound * max(1.0, np.abs(ref.v).max()) + 4 * EPS * np.abs(ref.q).max()
+    assert np.abs(one.impulses - ref.impulses).max() <= bound * np.abs(ref.impulses).max()
+
+
+def test_new_friction_points_and_planes_never_rebuild_the_step(monkeypatch):
+    """On one compiled box, a new friction coefficient, frictionless contacts on a tilted plane,
+    other contact points and fewer of them are data of the same native step (the box's four slots):
+    no library is assembled for them, and
+    each gives its own physics (pushed at 0.3 m g it sticks at mu = 0.4 and slides at
+    ``(0.3 - mu) g dt`` at mu = 0.2; frictionless on a slope of 0.3 rad it gains ``g sin 0.3 dt``;
+    on its four half-size corners, or three corners, it carries ``m g dt``)."""
+    k = sd.compile(MODEL)
+    f = push(0.0, 0.3 * MASS * G)
+    s = sd.contact_step(k, Q0, Z, Z, corners(), DT, f_ext=f)
+    assert list(s.modes) == ["stick"] * 4
+    built = []
+    real = build.build_library
+    monkeypatch.setattr(build, "build_library", lambda *a, **kw: built.append(a[0]) or real(*a, **kw))
+    s = sd.contact_step(k, Q0, Z, Z, corners(mu=0.2), DT, f_ext=f)
+    assert list(s.modes) == ["slide"] * 4 and abs(s.v[3] - 0.1 * G * DT) <= 1e-8 * G * DT
+    q, slope, _ = tilted(0.3, mu=0.0)
+    none = np.zeros((1, 6))                             # f_ext given in every call: one variant of the step
+    s = sd.contact_step(k, q, Z, Z, slope, DT, f_ext=none)
+    assert abs(s.v[3] - G * np.sin(0.3) * DT) <= 1e-8 * G * DT
+    half = [sd.Contact("box", "3d", friction=MU, point=(c.point[0] / 2, c.point[1] / 2, c.point[2])) for c in corners()]
+    s = sd.contact_step(k, Q0, Z, Z, half, DT, f_ext=none)
+    assert list(s.modes) == ["stick"] * 4 and abs(s.impulses[:, 2].sum() - MASS * G * DT) <= 1e-8 * MASS * G * DT
+    s = sd.contact_step(k, Q0, Z, Z, corners()[1:], DT, f_ext=none)         # three corners: in the same slots
+    assert s.impulses.shape == (3, 3) and abs(s.impulses[:, 2].sum() - MASS * G * DT) <= 1e-8 * MASS * G * DT
+    assert built == []
+
+
+def test_a_list_of_frames_is_the_structure_of_the_step():
+    """The compiled step is built per tuple of frames: contacts given as lists or tuples, by frame name
+    or index, run one kernel; the kernel takes friction, points and planes as one array, and an array
+    call equals the step."""
+    k = sd.compile(MODEL)
+    c = corners()
+    a = sd.contact_step(k, Q0, Z, Z, c, DT)
+    b = sd.contact_step(k, Q0, Z, Z, tuple(sd.Contact(0, "3d", friction=x.friction, point=x.point) for x in c), DT)
+    assert np.array_equal(a.v, b.v) and np.array_equal(a.impulses, b.impulses)
+    settings = np.array([DT, 1e-8, 300.0, 10000.0, 0.005])
+    data = [[MU, *x.point, 0.0, 0.0, 1.0, 0.0] for x in c]
+    out = sd.contact_step_kernel(k, Q0, Z, Z, settings, np.zeros((4, 3)), data, ("box",) * 4)
+    assert np.array_equal(out.v_next, a.v) and np.array_equal(out.impulses, a.impulses)
+
+
+def test_contact_slots_move_each_point_onto_its_body_and_pad_each_body_to_a_power_of_two():
+    """solo12: a point given in a foot frame lands on the same world point from its body's frame
+    (``frame_placement`` of both, at a random configuration); three contacts on one body take four
+    slots (the fourth free: zero friction, its plane far below), the bodies in index order."""
+    from erd import load_pair
+    from sparsedyn.contact.friction_problem import FREE_PLANE, contact_slots
+    model, _ = load_pair("solo12", True)
+    q = model.random_configuration(np.random.default_rng(5))
+    foot = model.frames[model.frame("FL_FOOT")]
+    body = model.frames[foot.body].name
+    p = np.array([0.01, -0.02, 0.03])
+    c = [sd.Contact("HR_FOOT", "3d", friction=0.3), sd.Contact("FL_FOOT", "3d", friction=0.5, point=p),
+         sd.Contact(body, "3d", friction=0.6), sd.Contact("FL_FOOT", "3d", friction=0.7)]
+    s = contact_slots(model, c)
+    assert [model.frames[k].body for k in s.frames] == [foot.body] * 4 + [model.frames[model.frame("HR_FOOT")].body]
+    assert list(s.index) == [4, 0, 1, 2]
+    R, o = sd.frame_placement(model, q, "FL_FOOT")
+    Rb, ob = sd.frame_placement(model, q, body)
+    world = o + R @ p
+    assert np.abs(ob + Rb @ s.data[0, 1:4] - world).max() <= 16 * EPS * max(1.0, np.abs(world).max())
+    assert np.array_equal(s.data[:4, 0], [0.5, 0.6, 0.7, 0.0]) and np.array_equal(s.data[3, 4:], FREE_PLANE)
+    assert np.array_equal(s.data[4], [0.3, *model.frames[model.frame("HR_FOOT")].X.r, 0.0, 0.0, 1.0, 0.0])
+
+
+def test_a_new_friction_coefficient_never_rebuilds_the_derivatives(monkeypatch):
+    """``contact_step_derivatives`` on a compiled box: its per-state program depends on the points and
+    planes only, so another friction coefficient assembles no library; sliding at mu = 0.2 the
+    derivative of the speed along the push with respect to the speed is 1 (the friction impulse is
+    mu m g dt whatever the speed)."""
+    k = sd.compile(MODEL)
+    v0 = np.array([0, 0, 0, 0.5, 0, 0])
+    sd.contact_step_derivatives(k, Q0, v0, Z, corners(), DT)
+    built = []
+    real = build.build_library
+    monkeypatch.setattr(build, "build_library", lambda *a, **kw: built.append(a[0]) or real(*a, **kw))
+    d = sd.contact_step_derivatives(k, Q0, v0, Z, corners(mu=0.2), DT)
+    assert list(d.step.modes) == ["slide"] * 4 and abs(d.dv_dv[3, 3] - 1.0) <= 1e-8
+    assert built == []
