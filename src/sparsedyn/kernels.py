@@ -21,6 +21,9 @@ differentiate it, without a list kept by hand anywhere else::
   state, and they are part of the key of a traced or compiled form.
 * ``outputs``: the outputs in return order.  A function returning one array
   has one output; several outputs are returned as a tuple.
+* ``unnormalized``: the configuration inputs whose quaternions may have any
+  norm (``normalize`` takes them so).  Every other configuration input (a
+  ``q...`` of shape ``(nq,)``) is checked for unit quaternions, on every road.
 
 A shape entry is an int, one of the model sizes ``"nq"``, ``"nv"``, ``"nb"``
 (bodies), ``"nf"`` (frames), or a callable ``(model, **static) -> int``.
@@ -203,6 +206,8 @@ class Kernel:
     result: Callable = None         # a named tuple type the outputs are handed back in (else a plain tuple)
     #: outputs that only carry run-time check quantities (not part of the result's flops)
     checks: tuple = ()
+    #: configuration inputs whose quaternions need not be of unit norm (not checked so)
+    unnormalized: tuple = ()
 
     def _dim(self, model, d, static):
         if isinstance(d, int):
@@ -250,7 +255,7 @@ class Kernel:
         program = self.program
         return Kernel(cname, lambda model, **arrays: fn(model, **arrays, **static), inputs, outputs,
                       program=None if program is None else (lambda model, s, o: program(model, static, optional)),
-                      checks=self.checks)
+                      checks=self.checks, unnormalized=self.unnormalized)
 
     @classmethod
     def of_arrays(cls, name, inputs, outputs, fn, checks=()) -> "Kernel":
@@ -313,7 +318,7 @@ class Owned(NamedTuple):
     owner: Any = None
 
 
-def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None):
+def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None, unnormalized=()):
     """Declare a public numeric function as a kernel (see the module docstring).
 
     ``program``: for a function that is not itself traced but derived from the
@@ -333,6 +338,9 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
 
     ``result``: for a function returning a named tuple, its type; a compiled model's
     outputs (a plain tuple) are handed back as ``result(*outputs)``.
+
+    ``unnormalized``: names of configuration inputs whose quaternions may have any norm
+    (the compiled kernels then check them finite only, as the function does).
     """
     def register(fn):
         params = inspect.signature(fn).parameters
@@ -341,8 +349,11 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
         if missing:
             raise TypeError(f"kernel {fn.__name__}: declared arguments {missing} are not parameters "
                             f"of {fn.__name__}{inspect.signature(fn)}")
+        if not set(unnormalized) <= set(inputs):
+            raise TypeError(f"kernel {fn.__name__}: unnormalized {sorted(set(unnormalized) - set(inputs))} "
+                            f"are not inputs")
         k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program,
-                   result)
+                   result, unnormalized=tuple(unnormalized))
         kname = k.name
 
         public = _public(k)

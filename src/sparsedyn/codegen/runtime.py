@@ -436,8 +436,11 @@ class KernelSet:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _is_configuration(name, shape, model):
-    return name.startswith("q") and tuple(shape) == (model.nq,)
+def _unit_configuration(spec, name, shape, model):
+    """Whether input ``name`` (of kernel ``spec``, if given) is a configuration whose quaternions must
+    be of unit norm: a ``q...`` of shape (nq,) that the kernel does not declare ``unnormalized``."""
+    return (name.startswith("q") and tuple(shape) == (model.nq,)
+            and (spec is None or name not in spec.unnormalized))
 
 
 def _input_checks(model, spec):
@@ -446,7 +449,7 @@ def _input_checks(model, spec):
     shapes = spec.shapes(model)
     quats = _quaternion_offsets(model)
     groups = tuple((k, quats) for k, n in enumerate(spec.inputs)
-                   if quats and _is_configuration(n, shapes[n], model))
+                   if quats and _unit_configuration(spec, n, shapes[n], model))
     return _checks.QUAT_TOL, groups
 
 
