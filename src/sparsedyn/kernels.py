@@ -19,6 +19,9 @@ differentiate it, without a list kept by hand anywhere else::
 * ``static``: the other arguments (a frame name, a reference frame, a flag).
   They select the structure of the computation, never a value that varies per
   state, and they are part of the key of a traced or compiled form.
+* ``sequences``: the static arguments that are sequences (a contact set).  The
+  public function takes them as tuples, so a list selects the same compiled
+  kernel as the tuple of its items.
 * ``outputs``: the outputs in return order.  A function returning one array
   has one output; several outputs are returned as a tuple.
 * ``unnormalized``: the configuration inputs whose quaternions may have any
@@ -77,6 +80,7 @@ import inspect
 import os
 import re
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any, Callable, NamedTuple
 
 
@@ -208,6 +212,8 @@ class Kernel:
     checks: tuple = ()
     #: configuration inputs whose quaternions need not be of unit norm (not checked so)
     unnormalized: tuple = ()
+    #: static arguments that are sequences, taken as tuples (a list is the tuple of its items)
+    sequences: tuple = ()
 
     def _dim(self, model, d, static):
         if isinstance(d, int):
@@ -318,7 +324,8 @@ class Owned(NamedTuple):
     owner: Any = None
 
 
-def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None, unnormalized=()):
+def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None, unnormalized=(),
+           sequences=()):
     """Declare a public numeric function as a kernel (see the module docstring).
 
     ``program``: for a function that is not itself traced but derived from the
@@ -341,6 +348,9 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
 
     ``unnormalized``: names of configuration inputs whose quaternions may have any norm
     (the compiled kernels then check them finite only, as the function does).
+
+    ``sequences``: names of static arguments that are sequences; the public function hands
+    a list (or another iterator) on as a tuple (:func:`as_tuple`), on every road.
     """
     def register(fn):
         params = inspect.signature(fn).parameters
@@ -352,8 +362,11 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
         if not set(unnormalized) <= set(inputs):
             raise TypeError(f"kernel {fn.__name__}: unnormalized {sorted(set(unnormalized) - set(inputs))} "
                             f"are not inputs")
+        if not set(sequences) <= set(static):
+            raise TypeError(f"kernel {fn.__name__}: sequences {sorted(set(sequences) - set(static))} "
+                            f"are not static arguments")
         k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program,
-                   result, unnormalized=tuple(unnormalized))
+                   result, unnormalized=tuple(unnormalized), sequences=tuple(sequences))
         kname = k.name
 
         public = _public(k)
@@ -384,6 +397,19 @@ def signature_source(params, ns):
     return texts, keyword_only, defaults
 
 
+def as_tuple(x):
+    """A sequence static argument as a tuple: a list or an iterator becomes the tuple of its items
+    (the same key of a compiled kernel as that tuple); anything else (a tuple, one item) is left as it is
+    (the function checks it)."""
+    return tuple(x) if isinstance(x, (list, Iterator)) else x
+
+
+def sequence_source(names) -> list:
+    """Source lines of a generated function that take the sequence static arguments ``names`` as
+    tuples (:func:`as_tuple`, in the namespace as ``_as_tuple``): one type test on a tuple."""
+    return [f"    if type({n}) is not tuple:\n        {n} = _as_tuple({n})" for n in names]
+
+
 def _public(k):
     """The public function of kernel ``k``: ``k.fn``'s signature (generated, so that a call costs
     one Python frame and no argument packing) in front of the dispatch.  A model whose native
@@ -395,7 +421,7 @@ def _public(k):
     if not params or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in params):
         raise TypeError(f"kernel {fn.__name__}: a kernel takes the model first and named arguments "
                         f"(no *args, **kwargs or positional-only arguments)")
-    ns = {"_k": k, "_dispatch": _dispatch}
+    ns = {"_k": k, "_dispatch": _dispatch, "_as_tuple": as_tuple}
     native = "f({fast})" if k.result is None else "_k.result(*f({fast}))"
     sig, _, default = signature_source(params, ns)
     defaults_ok = [f"{n} is {d}" for n, d in default.items()
@@ -413,6 +439,7 @@ def _public(k):
     m = params[0].name
     src = "\n".join([
         f"def {fn.__name__}({', '.join(sig)}):",
+        *sequence_source(k.sequences),
         f"    if type({m}) is Model and not _numpy:",
         f"        calls = {m}._native_calls",
         "        if calls is not None:",

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import METHODS, REGISTRY, Kernel, signature_source, state_arguments
+from ..kernels import METHODS, REGISTRY, Kernel, as_tuple, sequence_source, signature_source, state_arguments
 from ..symbolic.trace import trace_function
 from .runtime import (KernelInfo, KernelSet, _fast_module, _input_checks, _out_arrays, _unit_configuration,
                       _progress_fn, find_compiler_or_warn, trace)
@@ -33,10 +33,11 @@ class _Method:
     arguments, outputs), the NumPy function (reference and fallback), and the fast single-state
     callables already built, by static arguments."""
 
-    def __init__(self, name, fn, inputs, optional, static, outputs, user=False):
+    def __init__(self, name, fn, inputs, optional, static, outputs, user=False, sequences=()):
         self.name, self.fn = name, fn
         self.inputs, self.optional, self.static, self.outputs = tuple(inputs), tuple(optional), tuple(static), \
             tuple(outputs)
+        self.sequences = tuple(sequences)       # static arguments taken as tuples (kernels.as_tuple)
         self.user = user
         self.fast = {}
         self.ns = None          # namespace of the generated method (its ``_f0``: the fast callable)
@@ -189,7 +190,8 @@ class CompiledModel(KernelSet):
         m = self._methods.get(name)
         if m is None:
             k = REGISTRY[name]
-            m = self._methods[name] = _Method(name, k.fn, k.inputs, k.optional, k.static, k.outputs)
+            m = self._methods[name] = _Method(name, k.fn, k.inputs, k.optional, k.static, k.outputs,
+                                              sequences=k.sequences)
         return m
 
     def _make_method(self, name):
@@ -354,7 +356,7 @@ def _generate(cm, m, fn):
     without optional arrays goes straight to the fast C callable of its static arguments; the rest
     goes through :meth:`CompiledModel._call`."""
     params = list(inspect.signature(fn).parameters.values())[1:]
-    ns = {"_fast": m.fast, "_call": cm._call, "_name": m.name}
+    ns = {"_fast": m.fast, "_call": cm._call, "_name": m.name, "_as_tuple": as_tuple}
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         raise TypeError(f"{m.name}: a kernel cannot take *args or **kwargs")
     text, seen_kwonly, default = signature_source(params, ns)
@@ -378,6 +380,7 @@ def _generate(cm, m, fn):
     ns["_f0"] = None
     m.ns = ns
     body = [f"def {m.name}({', '.join(text)}):",
+            *sequence_source(m.sequences),
             f"    if {cond}:",
             *lookup,
             "        if f is not None:",

@@ -333,7 +333,7 @@ CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",), "settings": (4,), "warm_start": (_nc, 3)},
-        optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("contacts",),
+        optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("contacts",), sequences=("contacts",),
         outputs={"q_next": ("nq",), "v_next": ("nv",), "impulses": (_nc, 3), "velocities": (_nc, 3),
                  "report": (8,)},
         program=_step_program, result=StepArrays)
