@@ -63,13 +63,14 @@ def _package_source_hash() -> str:
     return _source_hash
 
 
-_UNKEYED = frozenset(("lower", "upper", "velocity_limit", "effort_limit", "sensors", "joint_dynamics"))
+_UNKEYED = frozenset(("lower", "upper", "velocity_limit", "effort_limit", "sensors", "joint_dynamics",
+                      "world_inertia"))
 
 
 def model_fingerprint(model) -> str:
     """SHA-256 over everything of ``model`` a kernel can depend on: every field (structure, joints,
     transforms, inertias, gravity, frames, mimic and fixed joints, names: a frame or body may be
-    looked up by name), except limits and sensors, which no kernel reads.  The encoding is the one of
+    looked up by name), except limits, sensors and the world's inertia, which no kernel reads.  The encoding is the one of
     owners' fingerprints (:func:`sparsedyn.kernels.feed`)."""
     h = hashlib.sha256()
     for f in type(model).__dataclass_fields__:
