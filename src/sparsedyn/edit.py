@@ -71,7 +71,7 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
     neutral configuration), as Pinocchio's ``buildReducedModel``.
 
     Returns a new :class:`~sparsedyn.model.Model` whose q and v hold the kept joints in their original
-    order (``q_ref[keep]`` of the old layout, see :attr:`~sparsedyn.model.Model.joint_names`).  See the
+    order (``q_ref[keep]`` of the old layout, see :attr:`~sparsedyn.Model.joint_names`).  See the
     module docstring for what happens to bodies, inertias, frames and fixed joints.  Sensors that
     name a locked joint: a :class:`~sparsedyn.sensors.ForceTorque` sensor stays (the joint is now a
     fixed joint); joint torque / acceleration sensors lose the locked joints (a sensor left with no

@@ -98,7 +98,7 @@ def set_model_type(cls):
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
            "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
-#: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
+#: The backends a plain call can use, ``"native"`` (the default; compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).
 BACKENDS = ("native", "numpy")
 
@@ -350,7 +350,7 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
     (the compiled kernels then check them finite only, as the function does).
 
     ``sequences``: names of static arguments that are sequences; the public function hands
-    a list (or another iterator) on as a tuple (:func:`as_tuple`), on every road.
+    a list (or another iterator) on as a tuple (``as_tuple``), on every road.
     """
     def register(fn):
         params = inspect.signature(fn).parameters
@@ -406,7 +406,7 @@ def as_tuple(x):
 
 def sequence_source(names) -> list:
     """Source lines of a generated function that take the sequence static arguments ``names`` as
-    tuples (:func:`as_tuple`, in the namespace as ``_as_tuple``): one type test on a tuple."""
+    tuples (``as_tuple``, in the namespace as ``_as_tuple``): one type test on a tuple."""
     return [f"    if type({n}) is not tuple:\n        {n} = _as_tuple({n})" for n in names]
 
 
@@ -482,9 +482,9 @@ def _named(k, out):
     return out if k.result is None or isinstance(out, k.result) else k.result(*out)
 
 
-#: name -> function: public functions that take a model first and are not kernels themselves but
-#: run kernels (a time step, a rollout); a compiled model has them as methods, ``k.f(...)`` being
-#: ``f(k, ...)`` (see :func:`model_method`).
+#: The public functions (``name -> function``) that take a model first and are not kernels
+#: themselves but run kernels (a time step, a rollout).  A compiled model has them as methods,
+#: ``k.f(...)`` being ``f(k, ...)`` (see :func:`model_method`).
 METHODS: dict = {}
 
 

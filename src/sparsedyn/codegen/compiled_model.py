@@ -287,7 +287,7 @@ class CompiledModel(KernelSet):
         (NB, 6); ``gravity``: (3,)); its results (one array or a tuple) get their shapes from the
         trace.  The method runs one state or a batch, like the library's own.  A function that
         branches on a value or calls a routine that cannot see traced values (``np.linalg``...)
-        raises :class:`UntraceableError`.
+        raises :class:`~sparsedyn.symbolic.trace.UntraceableError`.
         """
         name = name or getattr(fn, "__name__", None)
         model = self.model

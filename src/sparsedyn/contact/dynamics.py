@@ -39,7 +39,7 @@ Impacts (:func:`impulse_dynamics`): ``H (v+ - v) = J^T Lambda``, ``J v+ = -e J v
 factorization with ``(G + mu I) Lambda = -(1 + e) J v``.
 
 Derivatives (:func:`contact_dynamics_derivatives`, :func:`impulse_dynamics_derivatives`) are the
-traced programs differentiated by the symbolic layer (:func:`sparsedyn.derivative_program`), on
+traced programs differentiated by the symbolic layer (:func:`~sparsedyn.algorithms.derivatives.derivative_program`), on
 the tangent space, as :func:`~sparsedyn.aba_derivatives`.
 """
 

@@ -61,7 +61,7 @@ class ContactStep(NamedTuple):
 
     ``q`` (..., nq), ``v`` (..., nv): the next state; ``impulses`` (..., nc, 3): the contact
     impulses on the robot over the step [N s], contact frame ``[t_x, t_y, n]``; ``modes``
-    (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a :class:`ContactResiduals`;
+    (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a :class:`~sparsedyn.contact.friction_problem.ContactResiduals`;
     ``iterations`` (...): solver iterations.
     """
 
