@@ -79,8 +79,8 @@ import hashlib
 import inspect
 import os
 import re
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 
