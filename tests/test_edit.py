@@ -128,6 +128,36 @@ def test_reduce_model_matches_pinocchio_on_random_trees(seed):
         assert rel_err(R1, R0) < TOL and rel_err(p1, p0) < TOL
 
 
+def spatial_from_pinocchio(I):
+    """Our (6, 6) spatial inertia ``[angular; linear]`` of a ``pinocchio.Inertia`` (``[linear; angular]``)."""
+    P = np.r_[3:6, 0:3]
+    return np.array(I.matrix())[np.ix_(P, P)]
+
+
+def test_reduce_model_keeps_the_frames_of_bodies_welded_to_the_world():
+    """Locking the first joints of a fixed-base arm welds their bodies to the world: their frames stay,
+    as world frames where Pinocchio's buildReducedModel puts them (on the universe), and their inertia
+    goes to the world's, which equals Pinocchio's universe inertia (with the file's base link)."""
+    model, _ = quiet_pair("ur5", False)
+    pm = pin_model(model)
+    rng = np.random.default_rng(2)
+    q_ref = model.random_configuration(rng)
+    locks = ["shoulder_pan_joint", "shoulder_lift_joint", "wrist_2_joint"]
+    red = sd.reduce_model(model, locks, q_ref)
+    pred = pin.buildReducedModel(pm, [pm.getJointId(n) for n in locks], ip.q_to_pinocchio(model, q_ref))
+    welded = {"shoulder_link", "upper_arm_link", "shoulder_pan_joint", "shoulder_lift_joint"}
+    assert welded <= {f.name for f in red.frames if f.body < 0}
+    assert set(red.frame_names) == set(model.frame_names)
+    assert welded <= {f.name for f in pred.frames if f.parentJoint == 0}
+    compare_frames(red, pred, rng)
+    for name in welded:                                          # where they were at q_ref, for good
+        R0, p0 = sd.frame_placement(model, q_ref, name)
+        R1, p1 = sd.frame_placement(red, red.random_configuration(rng), name)
+        assert rel_err(R1, R0) < TOL and rel_err(p1, p0) < TOL
+    assert rel_err(red.world_inertia, spatial_from_pinocchio(pred.inertias[0])) < TOL
+    compare_dynamics(red, pred, rng)
+
+
 def test_reduce_model_with_no_joint_is_the_same_model():
     model = sd.humanoid()
     red = sd.reduce_model(model, [], model.random_configuration(0))
@@ -241,6 +271,27 @@ def test_append_model_matches_pinocchio(base):
     Rw, pw = Rf @ R, pf + Rf @ p
     Rg, pg = sd.frame_placement(out, q, "tool")
     assert rel_err(Rg, Rw @ Rt) < TOL and rel_err(pg, pw + Rw @ pt) < TOL
+
+
+@pytest.mark.parametrize("arm", ["kinova_description/robots/kinova.urdf", "xarm_description/urdf/xarm7.urdf"])
+def test_append_model_welds_a_fixed_base_arms_root_link(arm):
+    """A fixed-base arm on a floating quadruped: what the arm's file welds to its world (kinova: the
+    root link itself; xarm7: a link fixed to the root) is welded to the frame it is attached at, as
+    Pinocchio's appendModel adds the universe's inertia there: the same total mass and dynamics."""
+    base, pb = quiet_pair("hyq_description/robots/hyq_no_sensors.urdf", True)
+    other, po = quiet_pair(arm, False)
+    assert po.inertias[0].mass > 0.4
+    assert rel_err(other.world_inertia, spatial_from_pinocchio(po.inertias[0])) < TOL
+    R, p = placement(np.random.default_rng(8))
+    out = sd.append_model(base, other, "base_link", (R, p))
+    pout = pin.appendModel(pb, po, pb.getFrameId("base_link"), pin.SE3(R, p))
+    assert out.total_mass == pytest.approx(sum(I.mass for I in pout.inertias), rel=rounding_bound(out.nbodies))
+    assert out.total_mass == pytest.approx(base.total_mass + other.total_mass + po.inertias[0].mass,
+                                           rel=rounding_bound(out.nbodies))
+    compare_dynamics_named(out, ip.from_pinocchio(pout), np.random.default_rng(9))
+    # at the world: the arm's welded links go to the world's inertia
+    both = sd.append_model(other, other, None, (R, p), prefix="second_")
+    assert both.world_inertia[5, 5] == pytest.approx(2 * po.inertias[0].mass, rel=rounding_bound(2))
 
 
 def compare_dynamics_named(model, ref, rng):

@@ -1,6 +1,6 @@
 """
 Touching the world: a quadruped dropped on the ground, a box sliding to rest, a thousand robots pushed
-=====================================================================================================
+======================================================================================================
 
 One-sided frictional contact (:func:`sparsedyn.contact_step`): solo12 is dropped from 5 cm onto its
 four feet and settles under a joint PD controller, its contact impulses and modes plotted over time;

@@ -149,14 +149,21 @@ def _quaternions(model):
     return joints, idx
 
 
-def configuration(model, q, name="q", check_values=True):
+def configuration(model, q, name="q", check_values=True, unit=True):
     """Checked configuration; quaternion blocks must be unit quaternions (float input).
-    ``check_values=False``: conversion and shape only (a compiled batch checks the values itself)."""
+    ``check_values=False``: conversion and shape only (a compiled batch checks the values itself);
+    ``unit=False``: quaternions of any norm but zero (what :func:`~sparsedyn.normalize` takes)."""
     q = vector(model, name, q, model.nq, "nq joint coordinates", check_values)
     qv = values(q) if check_values else None
     if qv is not None:
         joints, idx = _quaternions(model)
-        if joints:
+        if joints and not unit:
+            norm2 = np.sum(qv[..., idx] ** 2, -1)                      # (..., k)
+            if not np.all(norm2 > 1e-200):
+                k = int(np.argmin(np.min(norm2.reshape(-1, len(joints)), 0)))
+                raise ValueError(f"{name}: the quaternion of joint {model.joint_names[joints[k]]!r} is zero"
+                                 f"{first_bad(~np.all(norm2 > 1e-200, -1))}; it has no direction to normalise to")
+        elif joints:
             quat = qv[..., idx]                                        # (..., k, 4)
             err = np.abs(np.sum(quat * quat, -1) - 1.0)
             if not np.all(err <= QUAT_TOL):

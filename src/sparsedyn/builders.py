@@ -24,7 +24,7 @@ import numpy as np
 
 from .joints import JOINT_TYPES, Joint, make_joint, quat_exp
 from .model import MAX_LENGTH, MAX_MASS, FixedJoint, Frame, Mimic, Model, ModelError, _short
-from .spatial import Transform, from_pose, identity, mcI, quat_to_rot, rotx, xlt
+from .spatial import Transform, from_pose, identity, mcI, quat_to_rot, rotx, transform_inertia, xlt
 
 __all__ = ["ModelBuilder", "as_transform", "serial_chain", "random_tree", "auto_tree", "humanoid", "humanoid_standing_configuration",
            "HUMANOID_STANDING_HEIGHT", "BUILTIN_MODELS", "builtin"]
@@ -91,6 +91,7 @@ class ModelBuilder:
         self._frames = []     # (name, body name, X)
         self._mimic = []      # (joint name, mimicked joint name, multiplier, offset)
         self._fixed = []      # (name, body name, X, inertia, child body names, frame names)
+        self._world_inertia = np.zeros((6, 6))
 
     def add_body(self, name, parent, joint, Xtree=None, inertia=None, *, mass=None, com=None,
                  rot_inertia=None, joint_name=None, lower=None, upper=None, velocity_limit=None,
@@ -136,6 +137,13 @@ class ModelBuilder:
         ``(R, p)`` of the frame in the body, or a 4 x 4 homogeneous matrix; see :func:`as_transform`);
         ``body=None``: a frame fixed to the world (``X = frame_X_world``)."""
         self._frames.append((name, body, as_transform(X, f"model {self.name!r}: frame {name!r}: X")))
+        return self
+
+    def add_world_inertia(self, inertia, X=None):
+        """Add the spatial inertia (6, 6) of a link welded to the world, given in the link's frame
+        placed by ``X = link_X_world`` (default the identity), to ``model.world_inertia``."""
+        X = as_transform(X, f"model {self.name!r}: world inertia: X")
+        self._world_inertia = self._world_inertia + transform_inertia(X, np.asarray(inertia, float))
         return self
 
     def add_fixed_joint(self, name, body, X=None, inertia=None, children=(), frames=()):
@@ -232,7 +240,7 @@ class ModelBuilder:
             lower=lim("lower", "nq", -np.inf), upper=lim("upper", "nq", np.inf),
             velocity_limit=lim("vel", "nv", np.inf), effort_limit=lim("eff", "nv", np.inf),
             mimic=tuple(mimic), root_name=self.root_name, fixed_joints=tuple(fixed),
-            armature=lim("arm", "nv", 0.0))
+            armature=lim("arm", "nv", 0.0), world_inertia=self._world_inertia)
 
 
 # --- rotational inertias about the centre of mass of simple solids -------------

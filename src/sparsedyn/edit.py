@@ -19,9 +19,10 @@ exactly as a URDF ``fixed`` joint is merged (:mod:`sparsedyn.io.urdf`):
 * visual and collision shapes (``model.geometries``) move with their bodies (to the world when the
   chain is locked all the way down).
 
-A body whose chain to the world is locked all the way is attached to the fixed world: its mass and
-frames no longer take part in any dynamics and are dropped (as Pinocchio does), and so is a fixed
-joint whose parent side is the world.
+A body whose chain to the world is locked all the way is welded to the fixed world, as Pinocchio's
+``buildReducedModel`` welds it to the universe: its inertia goes to ``model.world_inertia`` (no part
+in any dynamics), its frames stay as frames fixed to the world (``Frame.body == -1``), and a fixed
+joint whose parent side is the world is dropped.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
     neutral configuration), as Pinocchio's ``buildReducedModel``.
 
     Returns a new :class:`~sparsedyn.model.Model` whose q and v hold the kept joints in their original
-    order (``q_ref[keep]`` of the old layout, see :attr:`~sparsedyn.model.Model.joint_names`).  See the
+    order (``q_ref[keep]`` of the old layout, see :attr:`~sparsedyn.Model.joint_names`).  See the
     module docstring for what happens to bodies, inertias, frames and fixed joints.  Sensors that
     name a locked joint: a :class:`~sparsedyn.sensors.ForceTorque` sensor stays (the joint is now a
     fixed joint); joint torque / acceleration sensors lose the locked joints (a sensor left with no
@@ -117,11 +118,16 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
         return tuple(f.name for f in model.frames if f.body in bodies)
 
     inertia = np.array(model.inertia, float)
+    world_inertia = np.array(model.world_inertia, float)
     for k in locked:
         if host[k] >= 0:
             inertia[host[k]] = inertia[host[k]] + _inertia_in(X[k], model.inertia[k])
-    frames = [Frame(f.name, new[host[f.body]], compose(f.X, X[f.body])) for f in model.frames if host[f.body] >= 0]
-    dropped_frames = [f.name for f in model.frames if host[f.body] < 0]
+        else:
+            world_inertia = world_inertia + _inertia_in(X[k], model.inertia[k])
+    # a frame of a body welded to the world stays, as a world frame (X: frame_X_world)
+    frames = [f if f.body < 0 else Frame(f.name, -1 if host[f.body] < 0 else new[host[f.body]],
+                                         compose(f.X, X[f.body])) for f in model.frames]
+    welded_frames = [f.name for f in model.frames if f.body >= 0 and host[f.body] < 0]
 
     fixed = []
     records = [(fj.name, fj.body, fj.X, fj.inertia, fj.children, fj.frames) for fj in model.fixed_joints]
@@ -164,7 +170,7 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
         else:
             mimic.append(Mimic(new[m.joint], new[m.mimicked], m.multiplier, m.offset))
     locked_names = {model.joint_names[k] for k in locked}
-    sensors = _reduced_sensors(model, locked_names, set(dropped_frames))
+    sensors = _reduced_sensors(model, locked_names, set(welded_frames))
     geometries = tuple(g if g.body < 0 else g._replace(body=-1 if host[g.body] < 0 else new[host[g.body]],
                                                          X=compose(g.X, X[g.body]))
                        for g in model.geometries)
@@ -176,16 +182,17 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
         velocity_limit=model.velocity_limit[vs], effort_limit=model.effort_limit[vs], mimic=tuple(mimic),
         root_name=model.root_name, sensors=sensors, fixed_joints=tuple(fixed), armature=model.armature[vs],
         joint_dynamics=JointDynamics(jd.damping[vs], jd.stiffness[vs], jd.frictionloss[vs],
-                                     jd.spring_reference[qs], jd.reference[qs]), geometries=geometries)
+                                     jd.spring_reference[qs], jd.reference[qs]), geometries=geometries,
+        world_inertia=world_inertia)
 
 
 
-def _reduced_sensors(model, locked_names, dropped_frames):
+def _reduced_sensors(model, locked_names, welded_frames):
     """The model's sensors for the reduced model (see :func:`reduce_model`)."""
     import copy
     out = []
     for x in model.sensors:
-        if getattr(x, "frame", None) in dropped_frames:
+        if getattr(x, "frame", None) in welded_frames:
             raise ModelError(f"reduce_model: sensor {x.name!r} is on frame {x.frame!r}, which the locked joints "
                              f"weld to the world; remove the sensor (model.sensors) or lock fewer joints")
         names = getattr(x, "joints", None)
@@ -218,7 +225,9 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
     of ``frame``'s body (depth-first order), so ``model``'s bodies before them keep their q and v
     slices.  ``other``'s limits, armature, passive joint data, mimic couplings, fixed joints and
     sensors come along (renamed); a free joint of ``other`` stays free (a mobile manipulator on a
-    floating base, for instance).
+    floating base, for instance).  What ``other`` welds to its world (its ``world_inertia``, the
+    root link of a fixed-base arm, and its frames fixed to the world) is welded to ``frame``'s body,
+    as Pinocchio's ``appendModel`` does with the universe's inertia and frames.
     """
     _checks.model_first("append_model", model, "model, other")
     if not isinstance(other, Model):
@@ -271,8 +280,17 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
                 parts[idx[k]] = np.asarray(x)[sl]
         return np.concatenate(parts) if parts else np.zeros(0)
 
-    frames = [Frame(f.name, int(idx_a[f.body]), f.X) for f in model.frames]
-    frames += [Frame(ren(f.name), int(idx_o[f.body]), f.X) for f in other.frames]
+    # other's world is welded to `body` (model's world when body < 0) at X_att = other-world_X_body
+    at_body = body if body < 0 else int(idx_a[body])
+    frames = [f if f.body < 0 else Frame(f.name, int(idx_a[f.body]), f.X) for f in model.frames]
+    frames += [Frame(ren(f.name), at_body, compose(f.X, X_att)) if f.body < 0 else
+               Frame(ren(f.name), int(idx_o[f.body]), f.X) for f in other.frames]
+    welded = _inertia_in(X_att, other.world_inertia)
+    world_inertia = np.array(model.world_inertia, float)
+    if body < 0:
+        world_inertia = world_inertia + welded
+    else:
+        inertia[at_body] = inertia[at_body] + welded
     fixed = [fj._replace(body=int(idx_a[fj.body]), children=tuple(int(idx_a[c]) for c in fj.children))
              for fj in model.fixed_joints]
     fixed += [fj._replace(name=ren(fj.name), body=int(idx_o[fj.body]), children=tuple(int(idx_o[c]) for c in fj.children),
@@ -280,7 +298,7 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
     mimic = [m._replace(joint=int(idx_a[m.joint]), mimicked=int(idx_a[m.mimicked])) for m in model.mimic]
     mimic += [m._replace(joint=int(idx_o[m.joint]), mimicked=int(idx_o[m.mimicked])) for m in other.mimic]
     geometries = tuple(g if g.body < 0 else g._replace(body=int(idx_a[g.body])) for g in model.geometries)
-    geometries += tuple(g._replace(name=ren(g.name), body=body if body < 0 else int(idx_a[body]), X=compose(g.X, X_att))
+    geometries += tuple(g._replace(name=ren(g.name), body=at_body, X=compose(g.X, X_att))
                         if g.body < 0 else g._replace(name=ren(g.name), body=int(idx_o[g.body]))
                         for g in other.geometries)
     ja, jo = model.joint_dynamics, other.joint_dynamics
@@ -292,7 +310,8 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
         velocity_limit=cat(model.velocity_limit, other.velocity_limit, "v"),
         effort_limit=cat(model.effort_limit, other.effort_limit, "v"), mimic=tuple(mimic), root_name=model.root_name,
         sensors=model.sensors + tuple(_renamed_sensor(x, ren) for x in other.sensors), fixed_joints=tuple(fixed),
-        armature=cat(model.armature, other.armature, "v"), joint_dynamics=jd, geometries=geometries)
+        armature=cat(model.armature, other.armature, "v"), joint_dynamics=jd, geometries=geometries,
+        world_inertia=world_inertia)
 
 
 def _renamed_sensor(x, ren):

@@ -19,8 +19,14 @@ differentiate it, without a list kept by hand anywhere else::
 * ``static``: the other arguments (a frame name, a reference frame, a flag).
   They select the structure of the computation, never a value that varies per
   state, and they are part of the key of a traced or compiled form.
+* ``sequences``: the static arguments that are sequences (a contact set).  The
+  public function takes them as tuples, so a list selects the same compiled
+  kernel as the tuple of its items.
 * ``outputs``: the outputs in return order.  A function returning one array
   has one output; several outputs are returned as a tuple.
+* ``unnormalized``: the configuration inputs whose quaternions may have any
+  norm (``normalize`` takes them so).  Every other configuration input (a
+  ``q...`` of shape ``(nq,)``) is checked for unit quaternions, on every road.
 
 A shape entry is an int, one of the model sizes ``"nq"``, ``"nv"``, ``"nb"``
 (bodies), ``"nf"`` (frames), or a callable ``(model, **static) -> int``.
@@ -73,6 +79,7 @@ import hashlib
 import inspect
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -91,7 +98,7 @@ def set_model_type(cls):
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "set_model_type",
            "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
-#: The backends a plain call can use: ``"native"`` (the default: compiled kernels, built on
+#: The backends a plain call can use, ``"native"`` (the default; compiled kernels, built on
 #: first use and cached) and ``"numpy"`` (the NumPy functions, the reference).
 BACKENDS = ("native", "numpy")
 
@@ -203,6 +210,10 @@ class Kernel:
     result: Callable = None         # a named tuple type the outputs are handed back in (else a plain tuple)
     #: outputs that only carry run-time check quantities (not part of the result's flops)
     checks: tuple = ()
+    #: configuration inputs whose quaternions need not be of unit norm (not checked so)
+    unnormalized: tuple = ()
+    #: static arguments that are sequences, taken as tuples (a list is the tuple of its items)
+    sequences: tuple = ()
 
     def _dim(self, model, d, static):
         if isinstance(d, int):
@@ -250,7 +261,7 @@ class Kernel:
         program = self.program
         return Kernel(cname, lambda model, **arrays: fn(model, **arrays, **static), inputs, outputs,
                       program=None if program is None else (lambda model, s, o: program(model, static, optional)),
-                      checks=self.checks)
+                      checks=self.checks, unnormalized=self.unnormalized)
 
     @classmethod
     def of_arrays(cls, name, inputs, outputs, fn, checks=()) -> "Kernel":
@@ -313,7 +324,8 @@ class Owned(NamedTuple):
     owner: Any = None
 
 
-def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None):
+def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None, result=None, unnormalized=(),
+           sequences=()):
     """Declare a public numeric function as a kernel (see the module docstring).
 
     ``program``: for a function that is not itself traced but derived from the
@@ -333,6 +345,12 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
 
     ``result``: for a function returning a named tuple, its type; a compiled model's
     outputs (a plain tuple) are handed back as ``result(*outputs)``.
+
+    ``unnormalized``: names of configuration inputs whose quaternions may have any norm
+    (the compiled kernels then check them finite only, as the function does).
+
+    ``sequences``: names of static arguments that are sequences; the public function hands
+    a list (or another iterator) on as a tuple (``as_tuple``), on every road.
     """
     def register(fn):
         params = inspect.signature(fn).parameters
@@ -341,8 +359,14 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
         if missing:
             raise TypeError(f"kernel {fn.__name__}: declared arguments {missing} are not parameters "
                             f"of {fn.__name__}{inspect.signature(fn)}")
+        if not set(unnormalized) <= set(inputs):
+            raise TypeError(f"kernel {fn.__name__}: unnormalized {sorted(set(unnormalized) - set(inputs))} "
+                            f"are not inputs")
+        if not set(sequences) <= set(static):
+            raise TypeError(f"kernel {fn.__name__}: sequences {sorted(set(sequences) - set(static))} "
+                            f"are not static arguments")
         k = Kernel(name or fn.__name__, fn, dict(inputs), dict(outputs), dict(optional or {}), tuple(static), program,
-                   result)
+                   result, unnormalized=tuple(unnormalized), sequences=tuple(sequences))
         kname = k.name
 
         public = _public(k)
@@ -373,6 +397,19 @@ def signature_source(params, ns):
     return texts, keyword_only, defaults
 
 
+def as_tuple(x):
+    """A sequence static argument as a tuple: a list or an iterator becomes the tuple of its items
+    (the same key of a compiled kernel as that tuple); anything else (a tuple, one item) is left as it is
+    (the function checks it)."""
+    return tuple(x) if isinstance(x, (list, Iterator)) else x
+
+
+def sequence_source(names) -> list:
+    """Source lines of a generated function that take the sequence static arguments ``names`` as
+    tuples (``as_tuple``, in the namespace as ``_as_tuple``): one type test on a tuple."""
+    return [f"    if type({n}) is not tuple:\n        {n} = _as_tuple({n})" for n in names]
+
+
 def _public(k):
     """The public function of kernel ``k``: ``k.fn``'s signature (generated, so that a call costs
     one Python frame and no argument packing) in front of the dispatch.  A model whose native
@@ -384,7 +421,7 @@ def _public(k):
     if not params or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in params):
         raise TypeError(f"kernel {fn.__name__}: a kernel takes the model first and named arguments "
                         f"(no *args, **kwargs or positional-only arguments)")
-    ns = {"_k": k, "_dispatch": _dispatch}
+    ns = {"_k": k, "_dispatch": _dispatch, "_as_tuple": as_tuple}
     native = "f({fast})" if k.result is None else "_k.result(*f({fast}))"
     sig, _, default = signature_source(params, ns)
     defaults_ok = [f"{n} is {d}" for n, d in default.items()
@@ -402,6 +439,7 @@ def _public(k):
     m = params[0].name
     src = "\n".join([
         f"def {fn.__name__}({', '.join(sig)}):",
+        *sequence_source(k.sequences),
         f"    if type({m}) is Model and not _numpy:",
         f"        calls = {m}._native_calls",
         "        if calls is not None:",
@@ -444,9 +482,9 @@ def _named(k, out):
     return out if k.result is None or isinstance(out, k.result) else k.result(*out)
 
 
-#: name -> function: public functions that take a model first and are not kernels themselves but
-#: run kernels (a time step, a rollout); a compiled model has them as methods, ``k.f(...)`` being
-#: ``f(k, ...)`` (see :func:`model_method`).
+#: The public functions (``name -> function``) that take a model first and are not kernels
+#: themselves but run kernels (a time step, a rollout).  A compiled model has them as methods,
+#: ``k.f(...)`` being ``f(k, ...)`` (see :func:`model_method`).
 METHODS: dict = {}
 
 

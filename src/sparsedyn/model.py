@@ -246,6 +246,10 @@ class Model:
     armature: np.ndarray | None = None
     joint_dynamics: JointDynamics | None = None
     geometries: tuple = ()
+    #: spatial inertia (6, 6) in world coordinates of the links welded to the world (a fixed-base
+    #: file's root link and the links fixed to it): no part in the dynamics; :func:`~sparsedyn.append_model`
+    #: carries it onto the body it attaches the model to (Pinocchio's universe inertia).  Default zero.
+    world_inertia: np.ndarray | None = None
     # structure-derived, filled in __post_init__
     nbodies: int = field(init=False)
     nq: int = field(init=False)
@@ -271,6 +275,10 @@ class Model:
         s = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         s("parent", _frozen(self.parent, int))
         s("inertia", _frozen(self.inertia))
+        s("world_inertia", _frozen(np.zeros((6, 6)) if self.world_inertia is None else self.world_inertia))
+        if self.world_inertia.shape != (6, 6) or not np.all(np.isfinite(self.world_inertia)):
+            raise ModelError(f"model {self.name!r}: world_inertia must be a finite (6, 6) spatial inertia, got "
+                             f"shape {self.world_inertia.shape}")
         s("gravity", _frozen(self.gravity))
         for name, n in (("body_names", NB), ("joint_names", NB), ("joints", NB), ("Xtree", NB)):
             if len(getattr(self, name)) != NB:

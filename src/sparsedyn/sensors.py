@@ -175,7 +175,7 @@ class Contact:
 
     @property
     def size(self) -> int:
-        """Number of unknowns: 6 (``"6d"``) or 3 (``"3d"``)."""
+        """The number of unknowns, 6 (``"6d"``) or 3 (``"3d"``)."""
         return 6 if self.kind == "6d" else 3
 
     @property

@@ -130,6 +130,35 @@ def test_bad_input_keeps_its_errors(native_backend, rng):
         assert str(got.value).split(":")[0] == str(ref.value).split(":")[0], (str(got.value), str(ref.value))
 
 
+def test_normalize_takes_non_unit_quaternions_natively(native_backend, rng):
+    """``normalize`` is for quaternions off the unit sphere: on the native road it takes them (one
+    state, a list, a small batch and a vectorised batch) and returns each quaternion divided by its
+    norm, the other coordinates unchanged (by hand), from its compiled kernel."""
+    model = random_trees()[2]                       # a free joint and spherical joints
+    k = sd.compile(model)
+    quats = [np.arange(model.q_slice(i).stop - 4, model.q_slice(i).stop)
+             for i, j in enumerate(model.joints) if j.type in ("spherical", "free")]
+    assert len(quats) >= 2
+    n = 4 * max(k.lanes, 1)
+    q = np.stack([model.random_configuration(rng) for _ in range(n)])
+    for j, idx in enumerate(quats):
+        q[:, idx] *= (1.01 + 0.5 * j) * rng.uniform(0.5, 2.0, size=(n, 1))
+    expected = q.copy()
+    for idx in quats:
+        expected[:, idx] /= np.linalg.norm(q[:, idx], axis=-1, keepdims=True)
+    for x, ref in ((q[0], expected[0]), (list(q[1]), expected[1]), (q[:3], expected[:3]), (q, expected)):
+        got = sd.normalize(model, x)
+        assert got.shape == ref.shape and rel_err(got, ref) < rounding_bound(4)
+    assert variant("normalize").name in k.kernels                        # it ran native
+    bad = q[0].copy()
+    bad[quats[0]] = 0.0
+    with pytest.raises(ValueError, match="is zero"):
+        sd.normalize(model, bad)
+    bad[quats[0]] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        sd.normalize(model, bad)
+
+
 def test_traced_inputs_go_through_numpy(native_backend, rng):
     """A user kernel calling plain functions is traced through them (object arrays take the NumPy
     path even when the native kernels are ready), and so is a kernel that calls other kernels."""
@@ -222,14 +251,20 @@ def test_a_compiled_models_later_builds_report_themselves(tmp_path, monkeypatch,
     model = sd.random_tree(5, floating_base=True, seed=4242)
     msgs = []
     k = sd.compile(model, progress=msgs.append)
-    # 17 states: at least two vectors of 8 lanes (AVX-512), so the batch runs the vectorised library
-    q = np.stack([model.random_configuration(rng) for _ in range(17)])
-    v = rng.normal(size=(len(q), model.nv))
+    q = np.stack([model.random_configuration(rng) for _ in range(2)])
     steps = []
-    for args in ((q[0], v[0], v[0]), (q, v, v), (q[1], v[1], v[1]), (q, v, v)):
+
+    def call(q, v):
         n = len(msgs)
-        k.rnea(*args)
+        k.rnea(q, v, v)
         steps.append(msgs[n:])
+    call(q[0], rng.normal(size=model.nv))
+    # A batch takes the vectorised form from two vectors of states on (the lanes of this CPU's
+    # vectors, known once the first library is built): enough states for it on any CPU.
+    q = np.stack([model.random_configuration(rng) for _ in range(2 * max(k.lanes, 1))])
+    v = rng.normal(size=(len(q), model.nv))
+    for args in ((q, v), (q[1], v[1]), (q, v)):
+        call(*args)
     assert any("single kernels ready" in m and "(built)" in m for m in steps[0])
     assert any(m.startswith("compiling") and "(batch" in m for m in steps[1])
     assert any("batch kernels ready" in m and "(built)" in m for m in steps[1])

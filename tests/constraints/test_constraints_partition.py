@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.constraints import (AssemblyError, ConstraintError, ConstraintSet, OverconstrainedError,
-                                   PartitionError, PointCoincidence, Weld, assemble, consistent_acceleration,
-                                   consistent_velocity, constrained_inverse_dynamics, delta_robot, five_bar,
-                                   four_bar, null_space, partition, project_velocity, slider_crank)
+from sparsedyn.constraints import (AssemblyError, ConstraintError, ConstraintSet, PartitionError,
+                                   PointCoincidence, Weld, assemble, consistent_acceleration, consistent_velocity,
+                                   constrained_inverse_dynamics, delta_robot, five_bar, four_bar, null_space,
+                                   partition, project_velocity, slider_crank)
 
 
 def test_four_bar_3d_closure_is_rank_deficient_and_the_z_row_is_redundant():
@@ -73,14 +73,39 @@ def test_singular_dependent_set_is_rejected_with_the_coordinates_named():
         null_space(loop.jacobian(straight), part)
 
 
-def test_more_constraints_than_dofs_is_rejected():
-    chain = sd.serial_chain(3)
-    cs = ConstraintSet(chain, [Weld(chain, "link3", None, name="clamp")])
-    q = np.array([0.3, -0.5, 0.9])
-    with pytest.raises(OverconstrainedError, match=r"6 constraint rows for 3 dofs \(more constraints than dofs\)"):
-        partition(cs, q)
-    with pytest.raises(OverconstrainedError, match="no degree of freedom"):
-        constrained_inverse_dynamics(cs, q, np.zeros(3), np.zeros(3))
+def test_a_locked_mechanism_has_the_determined_answer():
+    """Constraints that leave no degree of freedom (rank G = nv) determine the motion: a = 0 at rest, and
+    the constraint forces from the equations.  By hand: a 1 kg pendulum (mass at its tip, l from the
+    pivot, at angle th) leaning on the ground carries m g on its tip whatever th, less the push of a
+    joint torque tau: lambda = m g - tau / (l sin th) (moments about the pivot).  A chain clamped to the
+    world by a weld (6 rows, rank 3 = nv): G^T lambda = g(q) - tau."""
+    from conftest import pendulum, rel_err, rounding_bound
+    from sparsedyn.constraints import PointOnGround, constrained_forward_dynamics
+    m, l, th, tau = 1.0, 0.5, 0.7, 0.3
+    model, _ = pendulum(m=m, l=l, Iy=1e-3)
+    cs = ConstraintSet(model, [PointOnGround(model, "link", point=[0, 0, -l], height=-l * np.cos(th))])
+    q, zero = np.array([th]), np.zeros(1)
+    part = partition(cs, q)
+    assert part.rank == 1 and list(part.dependent) == [0] and part.independent.size == 0
+    fd = constrained_forward_dynamics(cs, q, zero, zero)
+    assert np.array_equal(fd.a, zero) and rel_err(fd.lam, [9.81 * m]) < rounding_bound(4)
+    fd = constrained_forward_dynamics(cs, q, zero, np.array([tau]))
+    assert np.array_equal(fd.a, zero) and rel_err(fd.lam, [9.81 * m - tau / (l * np.sin(th))]) < rounding_bound(4)
+    unactuated = constrained_inverse_dynamics(cs, q, zero, zero, actuated=[])
+    assert unactuated.u.shape == (0,) and unactuated.feasible and rel_err(unactuated.lam, [9.81 * m]) < rounding_bound(4)
+    actuated = constrained_inverse_dynamics(cs, q, zero, zero)          # the minimum-norm effort: none
+    assert np.array_equal(actuated.u, zero) and rel_err(actuated.lam, [9.81 * m]) < rounding_bound(4)
+
+    chain = sd.serial_chain(3, axis=(0.0, 1.0, 0.0))                  # in the vertical plane: gravity acts
+    clamp = ConstraintSet(chain, [Weld(chain, "link3", None, name="clamp")])
+    q3, tau3 = np.array([0.3, -0.5, 0.9]), np.array([0.4, -1.0, 2.0])
+    assert partition(clamp, q3).rank == 3
+    fd = constrained_forward_dynamics(clamp, q3, np.zeros(3), tau3)
+    G, g = clamp.jacobian(q3), sd.generalized_gravity(chain, q3)
+    assert np.array_equal(fd.a, np.zeros(3))
+    assert rel_err(G.T @ fd.lam, g - tau3) < rounding_bound(6, np.linalg.cond(G))
+    inv = constrained_inverse_dynamics(clamp, q3, np.zeros(3), np.zeros(3), actuated=[])
+    assert inv.feasible and rel_err(G.T @ inv.lam, g) < rounding_bound(6, np.linalg.cond(G))
 
 
 def test_unreachable_configuration_is_reported():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import EPS, constant_subspace_types, random_state, random_trees, rel_err, solve_bound
+from conftest import EPS, constant_subspace_types, random_state, random_trees, rel_err, rounding_bound, solve_bound
 from contact_oracle import ROBOTS, Oracle, pair
 from sparsedyn.contact.dynamics import ContactWarning, contact_drift, contact_jacobian
 from sparsedyn.algorithms.kinematics import joint_transforms
@@ -404,3 +404,39 @@ def test_casadi_and_jax_bridges_through_the_registry():
     vp, imp = sd.impulse_dynamics(model, q, v, contacts)
     vp_j, imp_j = (np.asarray(x) for x in g(q, v))
     assert rel_err(np.concatenate([vp_j, imp_j]), np.concatenate([vp, imp])) <= b
+
+
+@pytest.mark.usefixtures("build_cache")
+@pytest.mark.parametrize("name", ["contact_dynamics", "contact_dynamics_derivatives", "impulse_dynamics",
+                                  "impulse_dynamics_derivatives"])
+def test_a_list_of_contacts_runs_the_native_kernel_of_the_tuple(name):
+    """Contacts given as a list, on the native road: the compiled kernel of the tuple of the same
+    contacts runs (the list is called first, and the tuple's kernel is the one built), with the
+    tuple's results bit for bit, one state and a batch, as a plain call and as a compiled method;
+    and they equal the NumPy function to the KKT solve's rounding bound."""
+    from conftest import random_trees
+    from kernel_args import arguments, static_choices
+    from sparsedyn.codegen.trace import variant
+    from sparsedyn.kernels import REGISTRY
+    model = random_trees()[2]            # the floating tree whose kernels tests/compile builds (shared cache)
+    static = static_choices(model, name)[0]
+    contacts = static.pop("contacts")
+    assert isinstance(contacts, tuple)
+    rng = np.random.default_rng(11)
+    public = getattr(sd, name)
+    with sd.use_backend("native", deterministic=True):
+        k = sd.compile(model)
+        for batch in ((), (3,)):
+            args = arguments(model, name, rng, batch=batch, static={"contacts": contacts, **static})
+            by_list = public(model, **args, contacts=list(contacts), **static)
+            assert variant(name, {"contacts": contacts, **static}).name in k.kernels        # it ran native
+            n = len(k.kernels)
+            by_tuple = public(model, **args, contacts=contacts, **static)
+            by_method = getattr(k, name)(**args, contacts=list(contacts), **static)
+            assert len(k.kernels) == n                                  # the list built nothing of its own
+            ref = REGISTRY[name].fn(model, **args, contacts=contacts, **static)
+            # the bound of tests/compile/test_native.py: a recursion over the tree times cond(H)
+            tol = rounding_bound(model.nv + model.nbodies, float(np.max(np.linalg.cond(sd.crba(model, args["q"])))))
+            for x, y, z, r in zip(by_list, by_tuple, by_method, ref):
+                assert np.array_equal(x, y) and np.array_equal(x, z)
+                assert rel_err(x, r) < tol

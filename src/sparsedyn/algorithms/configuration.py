@@ -140,19 +140,11 @@ def interpolate(model, q0, q1, t):
     return _joined(model, parts, shape, model.nq)
 
 
-@kernel(inputs={"q": ("nq",)}, outputs={"q": ("nq",)})
+@kernel(inputs={"q": ("nq",)}, outputs={"q": ("nq",)}, unnormalized=("q",))
 def normalize(model, q):
     """``q`` (..., nq) with every quaternion (spherical and free joints) scaled to unit norm; the
     other coordinates unchanged (Pinocchio's ``normalize``).  A zero quaternion is refused."""
-    q = _checks.vector(model, "q", q, model.nq, "nq joint coordinates")
-    joints, idx = _checks.quaternion_blocks(model)
-    qv = _checks.values(q)
-    if qv is not None and joints:
-        norm2 = np.sum(qv[..., idx] ** 2, -1)
-        if not np.all(norm2 > 1e-200):
-            k = int(np.argmin(np.min(norm2.reshape(-1, len(joints)), 0)))
-            raise ValueError(f"q: the quaternion of joint {model.joint_names[joints[k]]!r} is zero; it has no "
-                             f"direction to normalise to")
+    q = _checks.configuration(model, q, unit=False)
     parts = []
     for i, j in enumerate(model.joints):
         qi, start = q[..., model.q_slice(i)], 0

@@ -18,9 +18,9 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import METHODS, REGISTRY, Kernel, signature_source, state_arguments
+from ..kernels import METHODS, REGISTRY, Kernel, as_tuple, sequence_source, signature_source, state_arguments
 from ..symbolic.trace import trace_function
-from .runtime import (KernelInfo, KernelSet, _fast_module, _input_checks, _is_configuration, _out_arrays,
+from .runtime import (KernelInfo, KernelSet, _fast_module, _input_checks, _out_arrays, _unit_configuration,
                       _progress_fn, find_compiler_or_warn, trace)
 from .trace import variant
 
@@ -33,10 +33,11 @@ class _Method:
     arguments, outputs), the NumPy function (reference and fallback), and the fast single-state
     callables already built, by static arguments."""
 
-    def __init__(self, name, fn, inputs, optional, static, outputs, user=False):
+    def __init__(self, name, fn, inputs, optional, static, outputs, user=False, sequences=()):
         self.name, self.fn = name, fn
         self.inputs, self.optional, self.static, self.outputs = tuple(inputs), tuple(optional), tuple(static), \
             tuple(outputs)
+        self.sequences = tuple(sequences)       # static arguments taken as tuples (kernels.as_tuple)
         self.user = user
         self.fast = {}
         self.ns = None          # namespace of the generated method (its ``_f0``: the fast callable)
@@ -189,7 +190,8 @@ class CompiledModel(KernelSet):
         m = self._methods.get(name)
         if m is None:
             k = REGISTRY[name]
-            m = self._methods[name] = _Method(name, k.fn, k.inputs, k.optional, k.static, k.outputs)
+            m = self._methods[name] = _Method(name, k.fn, k.inputs, k.optional, k.static, k.outputs,
+                                              sequences=k.sequences)
         return m
 
     def _make_method(self, name):
@@ -219,12 +221,13 @@ class CompiledModel(KernelSet):
         shapes = spec.shapes(model)
         named = list(inputs.items()) + [(n, optional[n]) for n in given]
         # Conversions and shapes now; the values (finite, unit quaternions) are checked by the
-        # vectorised batch kernel as it reads them, or by ``recheck`` before the other paths.
-        arrays = [_checked(model, n, x, shapes[n], False) for n, x in named]
+        # vectorised batch kernel as it reads them, or by ``recheck`` before the other paths.  The
+        # compiled checks know unit quaternions only: a kernel taking others is checked here.
+        arrays = [_checked(model, n, x, shapes[n], bool(spec.unnormalized), spec) for n, x in named]
 
         def recheck():
             for (n, _), x in zip(named, arrays):
-                _checked(model, n, x, shapes[n])
+                _checked(model, n, x, shapes[n], spec=spec)
         res = self._run(spec.name, spec.name, arrays, out, recheck)
         if not given and out is None:
             self._install_fast(m, spec, static)
@@ -237,14 +240,16 @@ class CompiledModel(KernelSet):
         shapes = k.shapes(self.model, **static)
         if any(int(np.prod(shapes[n])) for n in m.outputs):
             return None
-        xs = {n: _checked(self.model, n, x, shapes[n]) for n, x in inputs.items()}
-        xs.update({n: _checked(self.model, n, optional[n], shapes[n]) for n in given})
+        xs = {n: _checked(self.model, n, x, shapes[n], spec=k) for n, x in inputs.items()}
+        xs.update({n: _checked(self.model, n, optional[n], shapes[n], spec=k) for n in given})
         batch = _checks.batch_shape(**{n: (x, len(shapes[n])) for n, x in xs.items()})
         outs = _out_arrays(out, m.outputs, [batch + tuple(shapes[n]) for n in m.outputs])
         return tuple(outs) if len(outs) > 1 else outs[0]
 
     def _install_fast(self, m, spec, static):
         key = tuple(static[n] for n in m.static) if m.static else ()
+        if spec.unnormalized:                        # the C fast path checks unit quaternions only
+            return
         try:
             if key in m.fast:
                 return
@@ -282,7 +287,7 @@ class CompiledModel(KernelSet):
         (NB, 6); ``gravity``: (3,)); its results (one array or a tuple) get their shapes from the
         trace.  The method runs one state or a batch, like the library's own.  A function that
         branches on a value or calls a routine that cannot see traced values (``np.linalg``...)
-        raises :class:`UntraceableError`.
+        raises :class:`~sparsedyn.symbolic.trace.UntraceableError`.
         """
         name = name or getattr(fn, "__name__", None)
         model = self.model
@@ -318,12 +323,13 @@ class CompiledModel(KernelSet):
         return d
 
 
-def _checked(model, name, x, shape, check_values=True):
+def _checked(model, name, x, shape, check_values=True, spec=None):
     """``x`` checked and converted as the NumPy functions do (``_checks``), as a float64 array;
-    ``check_values=False``: conversion and shape only."""
+    ``check_values=False``: conversion and shape only; ``spec``: the kernel ``x`` is an input of
+    (a configuration it declares ``unnormalized`` is checked as a vector)."""
     shape = tuple(shape)
-    if len(shape) == 1 and _is_configuration(name, shape, model):
-        x = _checks.configuration(model, x, name, check_values)
+    if len(shape) == 1 and _unit_configuration(None, name, shape, model):
+        x = _checks.configuration(model, x, name, check_values, _unit_configuration(spec, name, shape, model))
     elif len(shape) == 1:
         x = _checks.vector(model, name, x, shape[0], "one value per " + ("dof" if shape[0] == model.nv else "entry"),
                            check_values)
@@ -350,7 +356,7 @@ def _generate(cm, m, fn):
     without optional arrays goes straight to the fast C callable of its static arguments; the rest
     goes through :meth:`CompiledModel._call`."""
     params = list(inspect.signature(fn).parameters.values())[1:]
-    ns = {"_fast": m.fast, "_call": cm._call, "_name": m.name}
+    ns = {"_fast": m.fast, "_call": cm._call, "_name": m.name, "_as_tuple": as_tuple}
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         raise TypeError(f"{m.name}: a kernel cannot take *args or **kwargs")
     text, seen_kwonly, default = signature_source(params, ns)
@@ -374,6 +380,7 @@ def _generate(cm, m, fn):
     ns["_f0"] = None
     m.ns = ns
     body = [f"def {m.name}({', '.join(text)}):",
+            *sequence_source(m.sequences),
             f"    if {cond}:",
             *lookup,
             "        if f is not None:",

@@ -261,7 +261,7 @@ class _AddedKernel:
             raise TypeError(f"{spec.name}: expected {len(spec.inputs)} arrays ({', '.join(spec.inputs)}), "
                             f"got {len(arrays)}")
         shapes = spec.shapes(ks.model)
-        xs = [_checked(ks.model, n, x, shapes[n]) for n, x in zip(spec.inputs, arrays)]
+        xs = [_checked(ks.model, n, x, shapes[n], spec=spec) for n, x in zip(spec.inputs, arrays)]
         res = ks._run(spec.name, spec.name, xs, out)
         if self.fast is None:
             self.fast = ks._fast_kernel(ks._library(spec.name, "single"), spec.name, self._general, quaternions=True)

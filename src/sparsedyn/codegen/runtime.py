@@ -63,13 +63,14 @@ def _package_source_hash() -> str:
     return _source_hash
 
 
-_UNKEYED = frozenset(("lower", "upper", "velocity_limit", "effort_limit", "sensors", "joint_dynamics"))
+_UNKEYED = frozenset(("lower", "upper", "velocity_limit", "effort_limit", "sensors", "joint_dynamics",
+                      "world_inertia"))
 
 
 def model_fingerprint(model) -> str:
     """SHA-256 over everything of ``model`` a kernel can depend on: every field (structure, joints,
     transforms, inertias, gravity, frames, mimic and fixed joints, names: a frame or body may be
-    looked up by name), except limits and sensors, which no kernel reads.  The encoding is the one of
+    looked up by name), except limits, sensors and the world's inertia, which no kernel reads.  The encoding is the one of
     owners' fingerprints (:func:`sparsedyn.kernels.feed`)."""
     h = hashlib.sha256()
     for f in type(model).__dataclass_fields__:
@@ -448,8 +449,11 @@ class KernelSet:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _is_configuration(name, shape, model):
-    return name.startswith("q") and tuple(shape) == (model.nq,)
+def _unit_configuration(spec, name, shape, model):
+    """Whether input ``name`` (of kernel ``spec``, if given) is a configuration whose quaternions must
+    be of unit norm: a ``q...`` of shape (nq,) that the kernel does not declare ``unnormalized``."""
+    return (name.startswith("q") and tuple(shape) == (model.nq,)
+            and (spec is None or name not in spec.unnormalized))
 
 
 def _input_checks(model, spec):
@@ -458,7 +462,7 @@ def _input_checks(model, spec):
     shapes = spec.shapes(model)
     quats = _quaternion_offsets(model)
     groups = tuple((k, quats) for k, n in enumerate(spec.inputs)
-                   if quats and _is_configuration(n, shapes[n], model))
+                   if quats and _unit_configuration(spec, n, shapes[n], model))
     return _checks.QUAT_TOL, groups
 
 

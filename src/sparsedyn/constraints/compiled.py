@@ -142,7 +142,9 @@ class PartitionedForward(_Kernels):
         if key in self.kernels:
             return self.kernels[key]
         cs = self.cs
-        if not (part.rank == cs.m and part.rank > 0 and self.ks.compiled):
+        # traced for G of full row rank and at least one independent coordinate (a locked mechanism,
+        # rank G = nv, has no reduced inertia to invert: the NumPy path)
+        if not (part.rank == cs.m and 0 < part.rank < cs.nv and self.ks.compiled):
             self.kernels[key] = None
             return None
         nq, nv, m = self._sizes()

@@ -23,7 +23,8 @@ class PartitionError(ConstraintError):
 
 
 class OverconstrainedError(PartitionError):
-    """The constraints leave no degree of freedom (``rank G = nv``): the mechanism is a structure."""
+    """Kept for code that catches it: constraints that leave no degree of freedom (``rank G = nv``) are
+    solved (the motion is the constraints' alone), so the library no longer raises it."""
 
 
 class InfeasibleActuationError(ConstraintError):

@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..algorithms.ltdl import spd_inverse
-from .errors import OverconstrainedError, PartitionError
+from .errors import PartitionError
 
 __all__ = ["Partition", "NullSpace", "partition", "null_space", "dof_indices", "UnpivotedNullSpace",
            "unpivoted_null_space", "unpivoted_min_norm"]
@@ -129,8 +129,9 @@ def partition(cs, q, *, independent=None, dependent=None, G=None) -> Partition:
     ``cs``: a :class:`~.base.ConstraintSet`.  ``independent``: coordinates that
     must be independent (joint names or dof indices; e.g. the actuated joints),
     the rest are chosen by column-pivoted QR.  ``dependent``: impose the whole
-    dependent set instead (checked).  Raises :class:`OverconstrainedError` when
-    the constraints leave no degree of freedom and :class:`PartitionError` when
+    dependent set instead (checked).  Constraints that leave no degree of freedom
+    (``rank G = nv``, a locked mechanism) make every coordinate dependent: the motion
+    is then determined by the constraints alone.  Raises :class:`PartitionError` when
     the requested coordinates cannot be dependent/independent (``G_dep`` singular).
     ``G``: the Jacobian at ``q`` when already computed (then ``q`` is not used).
     """
@@ -147,11 +148,6 @@ def partition(cs, q, *, independent=None, dependent=None, G=None) -> Partition:
         redundant = tuple(cs.rows[k] for k in sorted(rpiv[r:]))
     else:
         r, redundant = 0, ()
-    if r >= nv:
-        more = f"{m} constraint rows for {nv} dofs" + (" (more constraints than dofs)" if m > nv else "")
-        raise OverconstrainedError(
-            f"model {model.name!r}: {more}; rank G = {r} leaves no degree of freedom, the mechanism is locked "
-            f"(a structure). Remove constraints or rows (e.g. PointCoincidence(axes=...)), or free joints")
     ind_forced = dof_indices(model, independent, "partition(independent=...)")
     if dependent is not None:
         dep = np.sort(dof_indices(model, dependent, "partition(dependent=...)"))

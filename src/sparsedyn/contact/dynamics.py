@@ -39,7 +39,7 @@ Impacts (:func:`impulse_dynamics`): ``H (v+ - v) = J^T Lambda``, ``J v+ = -e J v
 factorization with ``(G + mu I) Lambda = -(1 + e) J v``.
 
 Derivatives (:func:`contact_dynamics_derivatives`, :func:`impulse_dynamics_derivatives`) are the
-traced programs differentiated by the symbolic layer (:func:`sparsedyn.derivative_program`), on
+traced programs differentiated by the symbolic layer (:func:`~sparsedyn.algorithms.derivatives.derivative_program`), on
 the tangent space, as :func:`~sparsedyn.aba_derivatives`.
 """
 
@@ -294,8 +294,8 @@ _OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional=_OPT,
-        static=("contacts", "baumgarte", "damping"), outputs={"a": ("nv",), "forces": (_m,)},
-        result=ContactDynamics)
+        static=("contacts", "baumgarte", "damping"), sequences=("contacts",),
+        outputs={"a": ("nv",), "forces": (_m,)}, result=ContactDynamics)
 def contact_dynamics(model, q, v, tau, contacts, *, baumgarte=None, damping=0.0, f_ext=None, gravity=None):
     """Forward dynamics in rigid contact: ``(a, forces)`` (a :class:`ContactDynamics`).
 
@@ -350,6 +350,7 @@ def _out(x, shape, n):
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
+        sequences=("contacts",),
         outputs={"v_plus": ("nv",), "impulses": (_m,)}, result=Impulse)
 def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
     """Velocities after an impact on rigid contacts: ``(v, impulses)`` (an :class:`Impulse`).
@@ -532,7 +533,7 @@ _MxNV = (_m, "nv")
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional=_OPT,
-        static=("contacts", "baumgarte", "damping"),
+        static=("contacts", "baumgarte", "damping"), sequences=("contacts",),
         outputs={"da_dq": _NVxNV, "da_dv": _NVxNV, "da_dtau": _NVxNV,
                  "df_dq": _MxNV, "df_dv": _MxNV, "df_dtau": _MxNV},
         program=_dynamics_derivatives_program)
@@ -560,6 +561,7 @@ def contact_dynamics_derivatives(model, q, v, tau, contacts, *, baumgarte=None, 
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
+        sequences=("contacts",),
         outputs={"dv_dq": _NVxNV, "dv_dv": _NVxNV, "dimpulses_dq": _MxNV, "dimpulses_dv": _MxNV},
         program=_impulse_derivatives_program)
 def impulse_dynamics_derivatives(model, q, v, contacts, restitution=0.0, damping=0.0):

@@ -393,7 +393,7 @@ def _step_program(model, static, optional):
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",), "settings": (5,), "warm_start": (_nc, 3),
                 "contact_data": (_nc, 8)},
-        optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",),
+        optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",), sequences=("frames",),
         outputs={"q_next": ("nq",), "v_next": ("nv",), "impulses": (_nc, 3), "velocities": (_nc, 3),
                  "report": (8,)},
         program=_step_program, result=StepArrays)

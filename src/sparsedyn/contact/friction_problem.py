@@ -258,7 +258,7 @@ def _out(x, shape, tail):
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional={"f_ext": ("nb", 6), "gravity": (3,)},
-        static=("contacts",),
+        static=("contacts",), sequences=("contacts",),
         outputs={"a": ("nv",), "J": (_m, "nv"), "JMinv": (_m, "nv"), "G": (_m, _m), "gap": (_nc,)},
         result=ContactProblem)
 def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):

@@ -311,7 +311,8 @@ def to_pinocchio(model: Model):
     an ``OP_FRAME`` on the body's joint.  Infinite limits become Pinocchio's
     ``numpy.finfo(float).max``; the position limits of continuous and planar
     joints (whose Pinocchio coordinates differ) are left unbounded.  The rotor
-    inertia ``model.armature`` becomes Pinocchio's ``armature`` (its v order).
+    inertia ``model.armature`` becomes Pinocchio's ``armature`` (its v order), and
+    ``model.world_inertia`` the universe's inertia.
     """
     import pinocchio as pin
 
@@ -345,6 +346,9 @@ def to_pinocchio(model: Model):
         # Frame.X is frame_X_body, so its pose is the frame's placement in the body (= joint) frame.
         pm.addFrame(pin.Frame(f.name, joint_ids[f.body], joint_frames[f.body], _se3(pin, f.X), ftype), False)
     pm.armature = np.array(model.armature[perm], dtype=float)
+    if np.any(model.world_inertia):             # the links welded to the world: the universe's inertia
+        m, c, Ic = inertia_components(model.world_inertia)
+        pm.inertias[0] = pin.Inertia(float(m), c, Ic)
     return pm
 
 
@@ -426,7 +430,7 @@ def from_pinocchio(pin_model, name=None) -> Model:
     ``BODY`` frame placed at its joint frame (else after its joint).  Other
     ``OP_FRAME``/``BODY``/``SENSOR`` frames become named frames (the first of
     a name wins); ``JOINT``/``FIXED_JOINT`` frames and frames fixed to the
-    universe are dropped.  Pinocchio's joints must be in depth-first order, so
+    universe are dropped; the universe's inertia becomes ``model.world_inertia``.  Pinocchio's joints must be in depth-first order, so
     that both models share their q and v layouts.  Pinocchio's ``armature``
     becomes ``model.armature``.
     """
@@ -446,6 +450,8 @@ def from_pinocchio(pin_model, name=None) -> Model:
     velocity = _limits(pin_model.velocityLimit)[inv]
     lower, upper = _limits(pin_model.lowerPositionLimit), _limits(pin_model.upperPositionLimit)
     b = ModelBuilder(name or pin_model.name or "model", gravity=np.array(pin_model.gravity.linear))
+    U = pin_model.inertias[0]
+    b.add_world_inertia(mcI(U.mass, np.array(U.lever), np.array(U.inertia)))
     v0 = 0
     for i, j in enumerate(joints, start=1):
         jm = pin_model.joints[i]

@@ -32,7 +32,9 @@ Frames and conventions
   force/torque sensor on it needs; the body numbering is not affected.
 * The root link is the one link that is no joint's child.  With
   ``floating_base=False`` it is the fixed world (``model.root_name``); links
-  fixed to it have no body, so their mass and frames are dropped.  With
+  fixed to it have no body: their frames are dropped and their inertia is
+  kept, summed, as ``model.world_inertia`` (no part in the dynamics; see
+  :func:`~sparsedyn.append_model`).  With
   ``floating_base=True`` it becomes body 0 on a ``free`` joint called
   ``'root_joint'`` (Pinocchio's name) with identity ``Xtree``.
 * Bodies are numbered as Pinocchio's ``buildModelFromUrdf`` numbers its joints:
@@ -481,6 +483,7 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
         add_moving(root, None, "root_joint", make_joint("free"), spatial.identity(), (None,) * 4)
     else:
         body_of[root], X_in_body[root] = None, spatial.identity()
+        builder.add_world_inertia(links[root])
     # Depth-first walk, explicit stack so that long chains do not hit the recursion limit.
     stack = list(reversed(children[root]))
     while stack:
@@ -489,7 +492,9 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
         X = spatial.compose(j.X, X_parent)                        # child frame relative to that body
         if j.type is None:
             body_of[j.child], X_in_body[j.child] = body, X
-            if body is not None:
+            if body is None:                     # welded to the world: kept as the world's inertia
+                builder.add_world_inertia(links[j.child], X)
+            else:
                 merged.append(j)
                 # Spatial inertia of the child link re-expressed in the body frame: X^T I X.
                 bodies[body]["inertia"] += spatial.transform_inertia(X, links[j.child])

@@ -44,7 +44,7 @@ __all__ = ["PIVOT_RTOL", "BERR_TOL", "MARGIN", "BERR_MARGIN", "Monitor", "Record
 PIVOT_RTOL = 1e-10
 #: A checked block solve with a larger normwise backward error marks the state.
 BERR_TOL = 1e-10
-#: The safety factor of the traced pre-checks: a pivot ratio bound below ``MARGIN * PIVOT_RTOL`` (or a
+#: The safety factor of the traced pre-checks.  A pivot ratio bound below ``MARGIN * PIVOT_RTOL`` (or a
 #: conditioning bound below ``MARGIN * RANK_RTOL``, least squares) sends the state to the float path.
 MARGIN = 4.0
 #: The same for a backward error bound above ``BERR_TOL / BERR_MARGIN`` (the 4-norm bound is already

@@ -1,0 +1,129 @@
+"""Every public registered function, called the way users call it, on both roads.
+
+Generated from the kernel registry (``sparsedyn.kernels.REGISTRY``): each function is called as
+``sd.f(model, ...)`` on the default (native) road and on the NumPy road (the reference), for one
+state and a batch of 3, with its optional arrays and without, and the roads agree to the rounding
+bound of the kernels (a chain of ``nv + nb`` steps times ``cond(H)``, as in
+tests/compile/test_native.py).  Beside the arrays:
+
+* a sequence static argument (a contact set) given as a list runs the compiled kernel of the tuple
+  of the same items and gives its results bit for bit;
+* a configuration that a function declares it takes unnormalized (``normalize``) gets quaternions
+  off the unit sphere, and every other configuration input refuses them on both roads with the same
+  error.
+
+The model is the floating tree of every joint type whose kernels tests/compile builds (one build
+cache for the test run), so the native road costs no extra build in a run of the suite.
+"""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import random_trees, rel_err, rounding_bound
+from kernel_args import arguments, static_choices
+from sparsedyn.codegen.trace import variant
+from sparsedyn.kernels import REGISTRY
+
+NAMES = sorted(REGISTRY)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return random_trees()[2]
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _bound(model, args):
+    q = args.get("q", args.get("q0"))
+    if q is not None:
+        q = REGISTRY["normalize"].fn(model, q)          # normalize's input is off the unit sphere
+    H = REGISTRY["crba"].fn(model, q) if q is not None else next(
+        np.asarray(x) for x in args.values() if np.ndim(x) >= 2 and np.shape(x)[-1] == np.shape(x)[-2])
+    kappa = float(np.max(np.linalg.cond(H))) if H.shape[-1] else 1.0
+    return rounding_bound(model.nv + model.nbodies, kappa)
+
+
+def _roads(name, model, args, static):
+    """``(native, numpy)`` results of the plain call ``sd.name(model, **args, **static)``."""
+    public = getattr(sd, name)
+    with sd.use_backend("native", deterministic=True):
+        native = public(model, **args, **static)
+    with sd.use_backend("numpy"):
+        reference = public(model, **args, **static)
+    return _as_tuple(native), _as_tuple(reference)
+
+
+def _unnormalized(model, q, rng):
+    """``q`` with every quaternion block scaled off the unit sphere (factors in [0.5, 2], not 1)."""
+    q = np.array(q, float)
+    for i, j in enumerate(model.joints):
+        if j.type in ("spherical", "free"):
+            sl = slice(model.q_slice(i).stop - 4, model.q_slice(i).stop)
+            q[..., sl] *= rng.choice([0.5, 0.9, 1.01, 2.0], size=q.shape[:-1] + (1,))
+    return q
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_both_roads_agree(model, name, rng):
+    """The native road equals the NumPy road to rounding, one state and a batch, with and without
+    the optional arrays, and the native road ran the compiled kernel of these arguments."""
+    k = REGISTRY[name]
+    compiled = sd.compile(model)            # the compiled model plain calls use
+    for static in static_choices(model, name):
+        for batch in ((), (3,)):
+            for optional in ((False, True) if k.optional else (False,)):
+                args = arguments(model, name, rng, batch=batch, optional=optional, static=static)
+                for n in k.unnormalized:
+                    args[n] = _unnormalized(model, args[n], rng)
+                native, reference = _roads(name, model, args, static)
+                assert len(native) == len(reference)
+                for g, r in zip(native, reference):
+                    assert isinstance(g, np.ndarray) and g.dtype == np.float64 and g.shape == r.shape, name
+                    assert rel_err(g, r) < _bound(model, args), (name, static, batch, optional)
+                given = tuple(n for n in k.optional if optional)
+                assert variant(name, static, given).name in compiled.kernels, (name, static, given)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if REGISTRY[n].sequences])
+def test_a_list_runs_the_kernel_of_the_tuple(model, name, rng):
+    """A sequence static argument given as a list: the tuple's compiled kernel and its results."""
+    k = REGISTRY[name]
+    compiled = sd.compile(model)
+    public = getattr(sd, name)
+    for static in static_choices(model, name):
+        as_lists = {n: list(x) if n in k.sequences else x for n, x in static.items()}
+        assert any(isinstance(x, list) for x in as_lists.values())
+        for batch in ((), (3,)):
+            args = arguments(model, name, rng, batch=batch, static=static)
+            with sd.use_backend("native", deterministic=True):
+                by_tuple = _as_tuple(public(model, **args, **static))
+                built = set(compiled.kernels)
+                by_list = _as_tuple(public(model, **args, **as_lists))
+            assert set(compiled.kernels) == built, name                # nothing of its own
+            assert all(np.array_equal(a, b) for a, b in zip(by_list, by_tuple)), name
+            with sd.use_backend("numpy"):
+                reference = _as_tuple(public(model, **args, **as_lists))
+            assert all(rel_err(a, b) < _bound(model, args) for a, b in zip(by_list, reference)), name
+
+
+CONFIGURATION_INPUTS = [n for n in NAMES for a, s in REGISTRY[n].inputs.items()
+                        if a.startswith("q") and s == ("nq",) and a not in REGISTRY[n].unnormalized]
+
+
+@pytest.mark.parametrize("name", sorted(set(CONFIGURATION_INPUTS)))
+def test_a_quaternion_off_the_unit_sphere_is_refused_on_both_roads(model, name, rng):
+    """A function that takes unit quaternions refuses others, on both roads, naming the argument."""
+    k = REGISTRY[name]
+    static = static_choices(model, name)[0]
+    args = arguments(model, name, rng, static=static)
+    target = next(a for a, s in k.inputs.items() if a.startswith("q") and s == ("nq",) and a not in k.unnormalized)
+    args[target] = _unnormalized(model, args[target], rng)
+    public = getattr(sd, name)
+    for backend in ("native", "numpy"):
+        with sd.use_backend(backend, deterministic=True), \
+                pytest.raises(ValueError, match=f"^{target}: the quaternion of joint .* is not of unit norm"):
+            public(model, **args, **static)
