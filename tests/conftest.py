@@ -89,6 +89,23 @@ def random_trees(joint_types="all"):
     ]
 
 
+#: Layers that take only joints with a constant motion subspace (they refuse the others by name).
+CONSTANT_SUBSPACE_LAYERS = ("sparsedyn.contact", "sparsedyn.sparse", "sparsedyn.constraints", "sparsedyn.estimation")
+
+
+def tree_for_kernel(k, index):
+    """``random_trees()[index]``, or its seeded twin drawn from the constant-subspace joint types where
+    kernel ``k``'s layer refuses joints whose S depends on q."""
+    if k.fn.__module__.startswith(CONSTANT_SUBSPACE_LAYERS):
+        return random_trees(constant_subspace_types())[index]
+    return random_trees()[index]
+
+
+def quaternion_blocks(model):
+    """The index arrays (4,) of every unit quaternion in ``model``'s q (free, spherical, composite parts)."""
+    return [np.arange(4) + model.q_slice(i).start + o for i, j in enumerate(model.joints) for o in j.quaternions()]
+
+
 @pytest.fixture(params=range(4), ids=["chain", "binary", "floating", "floating-bf3"], scope="module")
 def tree(request):
     return random_trees()[request.param]

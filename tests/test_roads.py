@@ -12,15 +12,17 @@ tests/compile/test_native.py).  Beside the arrays:
   off the unit sphere, and every other configuration input refuses them on both roads with the same
   error.
 
-The model is the floating tree of every joint type whose kernels tests/compile builds (one build
-cache for the test run), so the native road costs no extra build in a run of the suite.
+The model is the floating tree of every joint type (of those its layer takes) whose kernels
+tests/compile builds (one build cache for the test run): the native road costs no extra build.
 """
+
+import functools
 
 import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import random_trees, rel_err, rounding_bound
+from conftest import quaternion_blocks, rel_err, rounding_bound, tree_for_kernel
 from kernel_args import arguments, static_choices
 from sparsedyn.codegen.trace import variant
 from sparsedyn.kernels import REGISTRY
@@ -28,9 +30,10 @@ from sparsedyn.kernels import REGISTRY
 NAMES = sorted(REGISTRY)
 
 
-@pytest.fixture(scope="module")
-def model():
-    return random_trees()[2]
+@functools.lru_cache(maxsize=None)
+def model_for(name):
+    """The floating random tree (index 2), of the joint types kernel ``name``'s layer takes."""
+    return tree_for_kernel(REGISTRY[name], 2)
 
 
 def _as_tuple(x):
@@ -60,18 +63,16 @@ def _roads(name, model, args, static):
 def _unnormalized(model, q, rng):
     """``q`` with every quaternion block scaled off the unit sphere (factors in [0.5, 2], not 1)."""
     q = np.array(q, float)
-    for i, j in enumerate(model.joints):
-        if j.type in ("spherical", "free"):
-            sl = slice(model.q_slice(i).stop - 4, model.q_slice(i).stop)
-            q[..., sl] *= rng.choice([0.5, 0.9, 1.01, 2.0], size=q.shape[:-1] + (1,))
+    for sl in quaternion_blocks(model):
+        q[..., sl] *= rng.choice([0.5, 0.9, 1.01, 2.0], size=q.shape[:-1] + (1,))
     return q
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_both_roads_agree(model, name, rng):
+def test_both_roads_agree(name, rng):
     """The native road equals the NumPy road to rounding, one state and a batch, with and without
     the optional arrays, and the native road ran the compiled kernel of these arguments."""
-    k = REGISTRY[name]
+    k, model = REGISTRY[name], model_for(name)
     compiled = sd.compile(model)            # the compiled model plain calls use
     for static in static_choices(model, name):
         for batch in ((), (3,)):
@@ -89,9 +90,9 @@ def test_both_roads_agree(model, name, rng):
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if REGISTRY[n].sequences])
-def test_a_list_runs_the_kernel_of_the_tuple(model, name, rng):
+def test_a_list_runs_the_kernel_of_the_tuple(name, rng):
     """A sequence static argument given as a list: the tuple's compiled kernel and its results."""
-    k = REGISTRY[name]
+    k, model = REGISTRY[name], model_for(name)
     compiled = sd.compile(model)
     public = getattr(sd, name)
     for static in static_choices(model, name):
@@ -115,9 +116,9 @@ CONFIGURATION_INPUTS = [n for n in NAMES for a, s in REGISTRY[n].inputs.items()
 
 
 @pytest.mark.parametrize("name", sorted(set(CONFIGURATION_INPUTS)))
-def test_a_quaternion_off_the_unit_sphere_is_refused_on_both_roads(model, name, rng):
+def test_a_quaternion_off_the_unit_sphere_is_refused_on_both_roads(name, rng):
     """A function that takes unit quaternions refuses others, on both roads, naming the argument."""
-    k = REGISTRY[name]
+    k, model = REGISTRY[name], model_for(name)
     static = static_choices(model, name)[0]
     args = arguments(model, name, rng, static=static)
     target = next(a for a, s in k.inputs.items() if a.startswith("q") and s == ("nq",) and a not in k.unnormalized)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import constant_subspace_types, random_trees, rel_err, rounding_bound
+from conftest import constant_subspace_types, quaternion_blocks, random_trees, rel_err, rounding_bound
 from erd import load_pair
 from kernel_args import arguments, static_choices
 from sdcompile_helpers import compile_cache, subprocess_env  # noqa: F401  (fixture)
@@ -134,10 +134,9 @@ def test_normalize_takes_non_unit_quaternions_natively(native_backend, rng):
     """``normalize`` is for quaternions off the unit sphere: on the native road it takes them (one
     state, a list, a small batch and a vectorised batch) and returns each quaternion divided by its
     norm, the other coordinates unchanged (by hand), from its compiled kernel."""
-    model = random_trees()[2]                       # a free joint and spherical joints
+    model = random_trees(constant_subspace_types())[2]    # a free joint and spherical joints
     k = sd.compile(model)
-    quats = [np.arange(model.q_slice(i).stop - 4, model.q_slice(i).stop)
-             for i, j in enumerate(model.joints) if j.type in ("spherical", "free")]
+    quats = quaternion_blocks(model)
     assert len(quats) >= 2
     n = 4 * max(k.lanes, 1)
     q = np.stack([model.random_configuration(rng) for _ in range(n)])

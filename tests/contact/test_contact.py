@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import EPS, constant_subspace_types, random_state, random_trees, rel_err, rounding_bound, solve_bound
+from conftest import (EPS, constant_subspace_types, random_state, random_trees, rel_err, rounding_bound, solve_bound,
+                      tree_for_kernel)
 from contact_oracle import ROBOTS, Oracle, pair
 from sparsedyn.contact.dynamics import ContactWarning, contact_drift, contact_jacobian
 from sparsedyn.algorithms.kinematics import joint_transforms
@@ -414,11 +415,10 @@ def test_a_list_of_contacts_runs_the_native_kernel_of_the_tuple(name):
     contacts runs (the list is called first, and the tuple's kernel is the one built), with the
     tuple's results bit for bit, one state and a batch, as a plain call and as a compiled method;
     and they equal the NumPy function to the KKT solve's rounding bound."""
-    from conftest import random_trees
     from kernel_args import arguments, static_choices
     from sparsedyn.codegen.trace import variant
     from sparsedyn.kernels import REGISTRY
-    model = random_trees()[2]            # the floating tree whose kernels tests/compile builds (shared cache)
+    model = tree_for_kernel(REGISTRY[name], 2)   # the floating tree whose kernels tests/compile builds (shared cache)
     static = static_choices(model, name)[0]
     contacts = static.pop("contacts")
     assert isinstance(contacts, tuple)

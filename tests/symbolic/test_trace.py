@@ -7,25 +7,14 @@ import sparsedyn as sd
 from sparsedyn.kernels import REGISTRY, kernel
 from sparsedyn.symbolic.trace import trace_kernel
 
-from conftest import constant_subspace_types, random_state, random_trees, rel_err
+from conftest import random_state, rel_err, tree_for_kernel
 from kernel_args import arguments, static_choices
-
-#: Layers that take only joints with a constant motion subspace (they refuse the others by name).
-CONSTANT_SUBSPACE_LAYERS = ("sparsedyn.contact", "sparsedyn.sparse", "sparsedyn.constraints", "sparsedyn.estimation")
-
-
-def tree_for(k, tree, index):
-    """``tree``, or its seeded twin drawn from the constant-subspace joint types where kernel ``k``'s
-    layer refuses joints whose S depends on q."""
-    if k.fn.__module__.startswith(CONSTANT_SUBSPACE_LAYERS) and not all(j.constant_subspace for j in tree.joints):
-        return random_trees(constant_subspace_types())[index]
-    return tree
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_registered_kernel_traces_to_numpy_result(tree, name, rng, request):
     k = REGISTRY[name]
-    tree = tree_for(k, tree, request.node.callspec.params["tree"])
+    tree = tree_for_kernel(k, request.node.callspec.params["tree"])
     for static in static_choices(tree, name):
         prog = trace_kernel(k, tree, static)
         args = arguments(tree, name, rng, static=static)
