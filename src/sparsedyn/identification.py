@@ -37,11 +37,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
+from .algorithms.kinematics_derivatives import ModelCache
 from .algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
+from .model import Model
 from .sensors import ForceTorque
 from .spatial import Transform, force_matrix
 
 __all__ = ["PARAMETER_NAMES", "BaseParameters", "base_parameters", "random_states", "force_torque_regressor",
+           "force_torque_parameters",
            "fixed_joint_parameters", "inertia_parameters", "model_parameters", "parameter_names",
            "pseudo_inertia", "parameters_from_pseudo_inertia", "Identification", "IdentificationData", "identify"]
 
@@ -96,8 +99,21 @@ def fixed_joint_parameters(model, joint):
     return inertia_parameters(model.fixed_joint(joint).inertia)
 
 
+def _sensor_joint(model, sensor):
+    """Index of the moving joint whose wrench ``sensor`` reads: its own, or the one of the body its fixed
+    joint was merged into."""
+    fj = _fixed(model, sensor)
+    if fj is not None:
+        return fj.body
+    try:
+        return model.joint(sensor.joint)
+    except KeyError as e:
+        raise KeyError(f"sensor {sensor.name!r}: {e.args[0]}") from None
+
+
 def _sensor_rows(model, sensor, W, pieces):
-    """Rows (..., 6, 10 NB + 10 len(pieces)) of a :class:`ForceTorque` from the joint-wrench regressor ``W``.
+    """Rows (..., 6, 10 NB + 10 len(pieces)) of a :class:`ForceTorque` from ``W`` (..., 6, 10 NB), the
+    joint-wrench regressor of the joint :func:`_sensor_joint` names.
 
     Moving joint ``i``: ``y = F f_i`` with ``F`` the constant sensor map.  Fixed joint merged into body
     ``B`` (see :class:`~sparsedyn.sensors.ForceTorque`): the child-side piece ``P`` (parameters
@@ -108,17 +124,13 @@ def _sensor_rows(model, sensor, W, pieces):
     who = f"sensor {sensor.name!r}"
     sign = 1.0 if sensor.direction == "parent_to_child" else -1.0
     nb = model.nbodies
-    shape = W.shape[:-3] + (6, NPARAM * (nb + len(pieces)))
-    rows = np.zeros(shape)
+    rows = np.zeros(W.shape[:-2] + (6, NPARAM * (nb + len(pieces))))
     fj = _fixed(model, sensor)
     if fj is None:
-        try:
-            i = model.joint(sensor.joint)
-        except KeyError as e:
-            raise KeyError(f"{who}: {e.args[0]}") from None
+        i = _sensor_joint(model, sensor)
         X = sensor._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
                                       f"the child body of joint {sensor.joint!r}")
-        rows[..., :NPARAM * nb] = sign * force_matrix(X) @ W[..., i, :, :]
+        rows[..., :NPARAM * nb] = sign * force_matrix(X) @ W
         return rows
     b = fj.body
     X = sensor._measurement_frame(model, who, b, fj.X, f"the body fixed joint {sensor.joint!r} was merged into")
@@ -129,32 +141,62 @@ def _sensor_rows(model, sensor, W, pieces):
                          f"{model.body_names[b]!r}; the wrench across it is not a function of its body's and the "
                          f"child side's parameters alone")
     blk = slice(NPARAM * b, NPARAM * (b + 1))
-    A_B = W[..., b, :, blk]
     if fj.children:                                  # every moving child of B beyond the sensor
-        rows[..., :NPARAM * nb] = F @ W[..., b, :, :]
+        rows[..., :NPARAM * nb] = F @ W
         rows[..., blk] = 0.0                         # f_B - A_B pi_B: the children's wrenches only
     k = nb + pieces.index(fj.name)
-    rows[..., NPARAM * k:NPARAM * (k + 1)] = F @ A_B
+    rows[..., NPARAM * k:NPARAM * (k + 1)] = F @ W[..., blk]
     return rows
 
 
+#: States per chunk of :func:`force_torque_regressor` (its working memory beyond the result is about
+#: ``FT_CHUNK * 6 * 10 NB * 8`` bytes: 15 MB for 32 bodies).
+FT_CHUNK = 1000
+
+
 def force_torque_regressor(model, q, v, a, sensor, gravity=None):
-    """Regressor of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its name on
+    """Regressor ``Y_s`` of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its name on
     ``model``): what the sensor reads at state ``(q, v, a)`` when no external wrench acts beyond it is
+    ``Y_s @ force_torque_parameters(model, sensor)``:
 
-    * on a moving joint: ``Y_s @ pi``, ``Y_s`` (..., 6, 10 NB);
-    * on a merged fixed joint: ``Y_s @ concatenate([pi, pi_P])``, ``Y_s`` (..., 6, 10 NB + 10), where
-      ``pi_P`` are the 10 parameters of the links on the joint's child side
-      (:func:`fixed_joint_parameters`), which are part of the parameters of the body the joint was
-      merged into.
+    * on a moving joint: ``Y_s`` (..., 6, 10 NB), the parameters are ``model.inertial_parameters()``;
+    * on a merged fixed joint: ``Y_s`` (..., 6, 10 NB + 10), the parameters are followed by the 10 of
+      the links on the joint's child side (:func:`fixed_joint_parameters`), which are part of the
+      parameters of the body the joint was merged into (what the sensor reads depends on how that
+      body's mass splits across it, which ``model.inertial_parameters()`` does not tell).
 
-    ``pi = model.inertial_parameters()``.  It is the constant sensor map (frame, axes, direction)
-    applied to rows of :func:`sparsedyn.joint_wrench_regressor`.
+    It is the constant sensor map (frame, axes, direction) applied to the rows of the sensor's joint
+    in :func:`sparsedyn.joint_wrench_regressor` (compiled, like every kernel, on the default road),
+    computed :data:`FT_CHUNK` states at a time: the memory beyond the result does not grow with the
+    number of states.
     """
     _checks.model_first("force_torque_regressor", model, "model, q, v, a")
     sensor = _sensor(model, sensor)
-    W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
-    return _sensor_rows(model, sensor, W, _pieces(model, [sensor]))
+    pieces = _pieces(model, [sensor])
+    i = _sensor_joint(model, sensor)
+    if any(np.asarray(x).dtype == object for x in (q, v, a)):          # traced: one piece
+        W = joint_wrench_regressor(model, q, v, a, gravity=gravity, joints=(i,))
+        return _sensor_rows(model, sensor, W[..., 0, :, :], pieces)
+    q, v, a = (np.asarray(x, float) for x in (q, v, a))
+    lead = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1])
+    if not lead:
+        W = joint_wrench_regressor(model, q, v, a, gravity=gravity, joints=(i,))
+        return _sensor_rows(model, sensor, W[0], pieces)
+    qf, vf, af = (np.broadcast_to(x, lead + x.shape[-1:]).reshape(-1, x.shape[-1]) for x in (q, v, a))
+    out = np.empty((len(qf), 6, NPARAM * (model.nbodies + len(pieces))))
+    for k in range(0, len(qf), FT_CHUNK):
+        sl = slice(k, k + FT_CHUNK)
+        W = joint_wrench_regressor(model, qf[sl], vf[sl], af[sl], gravity=gravity, joints=(i,))
+        out[sl] = _sensor_rows(model, sensor, W[:, 0], pieces)
+    return out.reshape(lead + out.shape[1:])
+
+
+def force_torque_parameters(model, sensor):
+    """The parameters the columns of :func:`force_torque_regressor` ``(model, ..., sensor)`` multiply:
+    ``model.inertial_parameters()`` (10 NB,) for a sensor on a moving joint; followed by the 10
+    parameters of the links on the child side of a merged fixed joint (:func:`fixed_joint_parameters`)
+    for a sensor on one (10 NB + 10,)."""
+    return model_parameters(model, _pieces(model, [_sensor(model, sensor)]))
 
 
 # --- base parameters ---------------------------------------------------------------------
@@ -222,12 +264,23 @@ def _stack(model, q, v, a, joint_torques, sensors, gravity=None):
         Y = joint_torque_regressor(model, q, v, a, gravity=gravity)
         rows.append(np.concatenate([Y, np.zeros(Y.shape[:-1] + (NPARAM * len(pieces),))], -1))
     if sensors:
-        W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
-        for s in sensors:
-            rows.append(_sensor_rows(model, s, W, pieces))
+        joints = [_sensor_joint(model, s) for s in sensors]
+        W = joint_wrench_regressor(model, q, v, a, gravity=gravity, joints=tuple(joints))
+        for k, s in enumerate(sensors):
+            rows.append(_sensor_rows(model, s, W[..., k, :, :], pieces))
     if not rows:
         raise ValueError("no measurements: give joint torques and/or F/T sensors")
     return np.concatenate(rows, -2)
+
+
+def _sensor_key(s):
+    R = None if s.rotation is None else np.asarray(s.rotation, float).tobytes()
+    return (type(s).__name__, s.name, s.joint, s.frame, s.direction, R)
+
+
+#: Base parameters already computed, per model (a structural analysis: computed once per model and
+#: measurement set, whatever the number of calls of identify on it).
+_BASES = ModelCache()
 
 
 def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, rtol=1e-10,
@@ -238,11 +291,29 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     ``states``: number of random states stacked (default: enough for three times as many rows as
     parameters); ``rtol``: a pivot of R below ``rtol`` times the largest is rank deficiency;
     ``gravity`` (3,): overrides ``model.gravity`` (its direction decides which first moments act).
+
+    The analysis is done once per model (a compiled model shares its model's) and set of arguments;
+    later calls return the same (read-only) result.
     """
     _checks.model_first("base_parameters", model, "model, sensors")
+    sensors = [_sensor(model, s) for s in sensors]
+    owner = model if isinstance(model, Model) else getattr(model, "model", model)
+    key = (tuple(map(_sensor_key, sensors)), bool(joint_torques), states, seed, rtol,
+           None if gravity is None else tuple(np.asarray(gravity, float).ravel()))
+    table = _BASES.get(owner)
+    if table is None:
+        table = {}
+        _BASES[owner] = table
+    bp = table.get(key)
+    if bp is None:
+        bp = table[key] = _analyse(model, sensors, joint_torques, states, seed, rtol, gravity)
+    return bp
+
+
+def _analyse(model, sensors, joint_torques, states, seed, rtol, gravity):
+    """:func:`base_parameters`, computed: a pivoted QR of regressors stacked from random states."""
     from scipy.linalg import qr, solve_triangular
 
-    sensors = [_sensor(model, s) for s in sensors]
     pieces = _pieces(model, sensors)
     n = NPARAM * (model.nbodies + len(pieces))
     rows_per_state = (model.nv if joint_torques else 0) + 6 * len(sensors)
@@ -270,7 +341,10 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     for k, c in enumerate(indep):
         terms = [names[c]] + [f"{K[k, j]:+.6g} {names[dep[j]]}" for j in np.flatnonzero(K[k])]
         combos.append(" ".join(terms))
-    return BaseParameters(np.asarray(indep), np.asarray(dep), K, tuple(combos), pieces)
+    arrays = [np.array(indep), np.array(dep), K]
+    for x in arrays:
+        x.setflags(write=False)                        # shared by every later call
+    return BaseParameters(*arrays, tuple(combos), pieces)
 
 
 # --- physical consistency -------------------------------------------------------------------
@@ -370,87 +444,37 @@ def _check_states(model, q, v, a):
     return q, v, a, N
 
 
-#: Memory for the regressor rows of one chunk of states (bytes): what streaming holds beyond the inputs.
-CHUNK_BYTES = 24 * 2 ** 20
-
-
-def _chunk_factor(M, b, max_cond=1e5):
-    """Upper-triangular ``F`` (r + 1, r + 1) with ``F^T F = [M b]^T [M b]`` (the R factor of the rows
-    ``M`` (m, r) augmented by their right-hand side ``b`` (m,); its last diagonal entry is the norm of
-    the least-squares residual of these rows).
-
-    Tall, well-conditioned rows take the Cholesky QR algorithm run twice (Fukaya, Nakatsukasa, Yanagisawa
-    and Yamamoto, *CholeskyQR2: a simple and communication-avoiding algorithm for computing a tall-skinny
-    QR factorization*, 2014): four BLAS-3 products instead of Householder reflections, as accurate as
-    Householder QR when the column-scaled condition number is below about ``eps^-1/2``; other rows (few,
-    rank deficient, or worse conditioned than ``max_cond``) take Householder QR.
-    """
-    from scipy.linalg import LinAlgError, cholesky, qr, solve_triangular
-    from scipy.linalg.blas import dsyrk
-    from scipy.linalg.lapack import dtrtri
-
-    m, r = M.shape
-    out = np.zeros((r + 1, r + 1))
-    if m >= 2 * r and r:
-        G = dsyrk(1.0, M.T)                                   # M^T M (upper triangle)
-        d = np.sqrt(np.diag(G))
-        try:
-            R1 = cholesky(G, check_finite=False) if np.all(d > 0) else None
-        except LinAlgError:
-            R1 = None
-        if R1 is not None:
-            R1inv, info = dtrtri(R1)
-            # 1-norm condition number of the column-scaled factor (scaling changes neither algorithm)
-            cond = np.abs(R1 / d).sum(0).max() * np.abs(R1inv * d[:, None]).sum(0).max()
-            if info == 0 and np.isfinite(cond) and cond < max_cond:
-                Q1 = M @ R1inv
-                R2 = cholesky(dsyrk(1.0, Q1.T), check_finite=False)
-                c = solve_triangular(R2, b @ Q1, trans="T", check_finite=False)           # Q^T b
-                res = b - Q1 @ solve_triangular(R2, c, check_finite=False)              # b - Q Q^T b
-                out[:r, :r] = R2 @ R1
-                out[:r, r] = c
-                out[r, r] = np.linalg.norm(res)
-                return out
-    F = qr(np.column_stack([M, b]), mode="r", check_finite=False)[0]
-    k = min(F.shape[0], r + 1)
-    out[:k] = F[:k]
-    return out
-
-
-def _merge_factors(*F):
-    """The R factor of the rows whose R factors are ``F`` (each (k, k), upper triangular)."""
-    from scipy.linalg import qr
-
-    out = qr(np.vstack(F), mode="r", check_finite=False)[0][:F[0].shape[0]]
-    return out
+#: Memory for the measurement rows of one chunk of states (bytes): what streaming holds beyond the inputs.
+CHUNK_BYTES = 32 * 2 ** 20
 
 
 class IdentificationData:
-    """What :func:`identify` keeps of the measurements: the R factor of the whitened base-regressor rows
-    and their right-hand side, accumulated chunk by chunk, so that a recording of any length is
-    identified in memory independent of its length (a CLI reading a log file, one accumulator per
-    Dask partition merged at the end)::
+    """What :func:`identify` keeps of the measurements: the Gram matrix of the whitened base-regressor
+    rows augmented by their right-hand side, accumulated chunk by chunk, so that a recording of any
+    length is identified in memory independent of its length (a CLI reading a log file, one
+    accumulator per Dask partition merged at the end)::
 
         data = IdentificationData(model, joint_torques=True, sigma=0.1)
         for q, v, a, tau in chunks_of_a_recording:
             data.add(q, v, a, tau)
         result = data.solve()                 # an Identification, as identify() returns
 
-    ``model``: a :class:`~sparsedyn.Model`, or a compiled one (``sparsedyn.compile(model)``: the
-    regressors then run as native code, many times faster for long recordings); ``sensors``:
-    :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on the model) whose readings
-    :meth:`add` is given, whitened with each sensor's covariance; ``joint_torques``: whether
+    ``model``: a :class:`~sparsedyn.Model`, or a compiled one (``sparsedyn.compile(model)``);
+    ``sensors``: :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on the model) whose
+    readings :meth:`add` is given, whitened with each sensor's covariance; ``joint_torques``: whether
     :meth:`add` is given joint forces; ``sigma``, ``base``, ``gravity``: as in :func:`identify`.
 
     The measurement rows ``A_1 beta ~ b`` (``A_1`` the base regressor, ``m x r``) are reduced to the
-    upper-triangular ``F = [[R, c], [0, rho]]`` ((r + 1) x (r + 1)) of the QR factorization of
-    ``[A_1 b]``: ``R`` is the R factor of ``A_1``, ``c = Q^T b`` and ``rho`` the norm of the
-    least-squares residual.  Adding rows replaces ``F`` by the R factor of ``[F; F_chunk]``, which is
-    the R factor of all the rows so far (the Q factors are never kept); :meth:`merge` does the same with
-    the factors of other accumulators.  The result equals that of all rows at once up to rounding.
+    normal equations: ``gram`` ((r + 1) x (r + 1), upper triangle) is ``[A_1 b]^T [A_1 b]``, one BLAS
+    ``syrk`` per chunk of states on the chunk's stacked rows; :meth:`merge` adds the matrices of
+    other accumulators.  :meth:`solve` factors it once (Cholesky of the column-scaled matrix).  The
+    normal equations square the condition number: the rounding error of ``beta`` is about ``eps
+    kappa^2`` for ``kappa`` the column-scaled condition number of ``A_1`` (10 to 40 for random
+    states of the robots of example-robot-data, 1e2 to 1e4 for typical excitation trajectories),
+    which is why :meth:`solve` refuses ``kappa`` beyond ``1 / rcond`` = 1e7.
 
-    Attributes: ``model``, ``sensors``, ``base``, ``factor`` (F above), ``rows`` (measurement rows so
-    far), ``states``.
+    Attributes: ``model``, ``sensors``, ``base``, ``gram``, ``rows`` (measurement rows so far),
+    ``states``.
     """
 
     def __init__(self, model, *, sensors=(), joint_torques=True, sigma=None, base=None, gravity=None):
@@ -471,8 +495,9 @@ class IdentificationData:
         self._s = _rows_sigma(sigma, model.nv, "sigma") if self.joint_torques else None
         # whitening of each sensor's reading: C^-1 = Linv^T Linv
         self._Linv = [np.linalg.inv(np.linalg.cholesky(s.covariance(6))) for s in self.sensors]
-        r = base.rank
-        self.factor = np.zeros((r + 1, r + 1))
+        # the moving joint whose wrench each sensor reads (the body a fixed joint was merged into)
+        self._joints = tuple(sorted({_sensor_joint(model, s) for s in self.sensors}))
+        self.gram = np.zeros((base.rank + 1, base.rank + 1))
         self.rows = 0
         self.states = 0
 
@@ -486,12 +511,12 @@ class IdentificationData:
 
     @property
     def _chunk(self):
-        """States per chunk: the regressors of a chunk fit :data:`CHUNK_BYTES`."""
+        """States per chunk: the regressors and rows of a chunk fit :data:`CHUNK_BYTES`."""
         m, r = self.model, self.base.rank
         n = NPARAM * (m.nbodies + len(self.base.pieces))
-        per = 8 * ((m.nv * NPARAM * m.nbodies if self.joint_torques else 0)
-                   + (6 * m.nbodies * NPARAM * m.nbodies + 6 * n) * bool(self.sensors)
-                   + 3 * (m.nv * self.joint_torques + 6 * len(self.sensors)) * (r + 1))
+        rows = m.nv * self.joint_torques + 6 * len(self.sensors)
+        per = 8 * (m.nv * NPARAM * m.nbodies * self.joint_torques + len(self._joints) * 6 * NPARAM * m.nbodies
+                   + 6 * n * bool(self.sensors) + rows * (r + 1))
         return max(1, CHUNK_BYTES // per)
 
     def add(self, q, v, a, tau=None, ft=None, *, first_row=0):
@@ -499,6 +524,8 @@ class IdentificationData:
         (when ``joint_torques``); ``ft``: ``{sensor: y (N, 6)}`` for every sensor (objects or names).
         Large inputs are worked through in chunks of states.  ``first_row``: the index of the first
         state in the whole recording (errors name rows by it).  Returns ``self``."""
+        from scipy.linalg.blas import dsyrk
+
         model = self.model
         q, v, a, N = _check_states(model, q, v, a)
         if self.joint_torques:
@@ -529,41 +556,44 @@ class IdentificationData:
                 if bad.any():
                     raise ValueError(f"{what}: row {first_row + k + int(np.argmax(bad))} contains NaN or "
                                      f"infinite values")
-            M, b = self._rows(parts["q"], parts["v"], parts["a"], parts.get("tau"), [y[sl] for y in ys])
-            self.factor = _merge_factors(self.factor, _chunk_factor(M, b))
-            self.rows += len(b)
+            Mb = self._rows(parts["q"], parts["v"], parts["a"], parts.get("tau"), [y[sl] for y in ys])
+            # [A_1 b]^T [A_1 b]: the C-ordered rows are the Fortran-ordered transpose (no copy)
+            self.gram += dsyrk(1.0, Mb.T)
+            self.rows += len(Mb)
         self.states += N
         return self
 
     def _rows(self, q, v, a, tau, ys):
-        """Whitened base-regressor rows (m, r) and right-hand side (m,) of a chunk of states."""
+        """Whitened base-regressor rows of a chunk of ``n`` states with their right-hand side in the last
+        column, (n nv + 6 n len(sensors), r + 1): the joint forces' rows first, then each sensor's."""
         model, base = self.model, self.base
-        cols = base.independent
+        cols, r, n = base.independent, base.rank, len(q)
         nP = NPARAM * model.nbodies
-        blocks, rhs = [], []
+        Mb = np.empty((n * (model.nv * self.joint_torques + 6 * len(self.sensors)), r + 1))
+        at = 0
         if self.joint_torques:
             Y = joint_torque_regressor(model, q, v, a, gravity=self.gravity)
+            T = Mb[:n * model.nv].reshape(n, model.nv, r + 1)
             own = cols < nP                                   # the child-side pieces move no joint force
             if own.all():
-                A = np.take(Y, cols, axis=-1)
+                np.take(Y, cols, axis=-1, out=T[..., :r], mode="clip")
             else:
-                A = np.zeros(Y.shape[:-1] + (len(cols),))
-                A[..., own] = Y[..., cols[own]]
+                T[..., :r] = 0.0
+                T[..., np.flatnonzero(own)] = Y[..., cols[own]]
             del Y
+            T[..., r] = tau
             if np.any(self._s != 1.0):
-                A /= self._s[:, None]
-                tau = tau / self._s
-            blocks.append(A)
-            rhs.append(tau)
+                T /= self._s[:, None]
+            at = n * model.nv
         if self.sensors:
-            pieces = base.pieces
-            W = joint_wrench_regressor(model, q, v, a, gravity=self.gravity)
+            W = joint_wrench_regressor(model, q, v, a, gravity=self.gravity, joints=self._joints)
             for s, y, Linv in zip(self.sensors, ys, self._Linv):
-                blocks.append(Linv @ _sensor_rows(model, s, W, pieces)[..., cols])
-                rhs.append(y @ Linv.T)
-        if len(blocks) == 1:
-            return blocks[0].reshape(-1, len(cols)), rhs[0].reshape(-1)
-        return np.concatenate(blocks, -2).reshape(-1, len(cols)), np.concatenate(rhs, -1).reshape(-1)
+                S = Mb[at:at + 6 * n].reshape(n, 6, r + 1)
+                Ws = W[..., self._joints.index(_sensor_joint(model, s)), :, :]
+                S[..., :r] = Linv @ _sensor_rows(model, s, Ws, base.pieces)[..., cols]
+                S[..., r] = y @ Linv.T
+                at += 6 * n
+        return Mb
 
     def merge(self, *others):
         """A new accumulator holding the measurements of ``self`` and ``others`` (accumulators made for
@@ -574,7 +604,7 @@ class IdentificationData:
                                  f"base parameters, got {o!r}")
         out = object.__new__(IdentificationData)
         out.__dict__.update(self.__dict__)
-        out.factor = _merge_factors(self.factor, *(o.factor for o in others))
+        out.gram = self.gram + sum(o.gram for o in others)
         out.rows = self.rows + sum(o.rows for o in others)
         out.states = self.states + sum(o.states for o in others)
         return out
@@ -583,8 +613,37 @@ class IdentificationData:
         return (f"IdentificationData({self.model.name!r}, {self.states} states, {self.rows} rows, "
                 f"{self.base.rank} base parameters)")
 
+    def _factor(self, rcond):
+        """``(R, c, rho)``: the R factor (r, r) of the whitened base regressor, ``c = R^-T A_1^T b`` and the
+        norm of the least-squares residual, from :attr:`gram`; ``ValueError`` when the states do not
+        excite every base parameter."""
+        from scipy.linalg import LinAlgError, cholesky, solve_triangular
+
+        base, r = self.base, self.base.rank
+        G = np.triu(self.gram) + np.triu(self.gram, 1).T
+        d = np.sqrt(np.maximum(np.diag(G)[:r], 0.0))
+        Rs, cond = None, np.inf
+        if np.all(d > 0):
+            try:
+                Rs = cholesky(G[:r, :r] / d / d[:, None], check_finite=False)
+                cond = np.linalg.cond(Rs) if r else 1.0
+            except LinAlgError:
+                Rs = None
+        if Rs is None or not cond < 1 / rcond:
+            weak = [base.names[k] for k in np.flatnonzero(d == 0)] or (
+                [base.names[int(np.argmin(np.abs(np.diag(Rs))))]] if Rs is not None else [])
+            eg = f", e.g. {weak[0]!r}" if weak else ""
+            number = f" (condition number {cond:.3g} of the scaled base regressor)" if Rs is not None else ""
+            raise ValueError(f"identify: the {self.states} states do not excite every base parameter{number}{eg}; "
+                             f"record more varied motion (every joint moving, accelerating, in several "
+                             f"configurations)")
+        R = Rs * d                                            # A = D Rs^T Rs D
+        c = solve_triangular(R, G[:r, r], trans="T", check_finite=False)
+        rho = np.sqrt(max(G[r, r] - c @ c, 0.0))
+        return R, c, rho
+
     def solve(self, *, physically_consistent=False, reference=None, regularization=1e-6,
-              known_noise=None, rcond=1e-12) -> Identification:
+              known_noise=None, rcond=1e-7) -> Identification:
         """The :class:`Identification` of the measurements added so far (arguments as in
         :func:`identify`).  Raises ``ValueError`` when there are fewer rows than base parameters, or
         when the states do not excite every base parameter (the column-scaled condition number of the
@@ -596,15 +655,7 @@ class IdentificationData:
         dof = self.rows - r
         if dof < 0:
             raise ValueError(f"identify: {self.rows} measurements for {r} base parameters; give more states")
-        R, c, rho = self.factor[:r, :r], self.factor[:r, r], abs(self.factor[r, r])
-        norms = np.linalg.norm(R, axis=0)
-        cond = np.linalg.cond(R / np.where(norms > 0, norms, 1.0)) if r else 1.0
-        if r and (not np.all(norms > 0) or not cond < 1 / rcond):
-            weak = [base.names[k] for k in np.flatnonzero(norms == 0)] or [
-                base.names[int(np.argmin(np.abs(np.diag(R)) / norms))]]
-            raise ValueError(f"identify: the {self.states} states do not excite every base parameter (condition "
-                             f"number {cond:.3g} of the scaled base regressor), e.g. {weak[0]!r}; record more "
-                             f"varied motion (every joint moving, accelerating, in several configurations)")
+        R, c, rho = self._factor(rcond)
         beta = solve_triangular(R, c)
         known = self.sigma is not None if known_noise is None else bool(known_noise)
         sigma2 = 1.0 if known else float(rho ** 2 / max(dof, 1))
