@@ -4,7 +4,10 @@ Joint forces and the wrenches F/T sensors measure are linear in the inertial
 parameters ``pi`` (10 per body, :meth:`sparsedyn.Model.inertial_parameters`)::
 
     tau = Y(q, v, a) pi                    (:func:`sparsedyn.joint_torque_regressor`)
-    y_s = Y_s(q, v, a) pi                  (:func:`force_torque_regressor`)
+    y_s = Y_s(q, v, a) pi_s                (:func:`force_torque_regressor`, :func:`force_torque_parameters`)
+
+(``pi_s`` is ``pi`` followed, for a sensor on a merged fixed joint, by the 10 parameters of the links
+on its child side.)
 
 Not every parameter moves these measurements: some columns of ``Y`` are zero for
 every state, others are combinations of the rest.  The *base parameters* are the
