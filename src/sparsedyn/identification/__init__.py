@@ -31,6 +31,9 @@ is positive semidefinite: a convex problem (a linear matrix inequality per body)
 a log-barrier interior-point method (Boyd and Vandenberghe, *Convex Optimization*, 2004,
 chapter 11) with Newton steps on the barrier problem.  SciPy is imported when these functions run, not when
 :mod:`sparsedyn` is imported.
+
+Modules: this one (base parameters, the streamed least squares), :mod:`.force_torque` (F/T sensor
+regressors), :mod:`.consistency` (pseudo-inertias, the constrained fit).
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
-from .algorithms.kinematics_derivatives import ModelCache
-from .algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
-from .model import Model
-from .sensors import ForceTorque
-from .spatial import Transform, force_matrix
+from .. import _checks
+from ..algorithms.kinematics_derivatives import ModelCache
+from ..algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
+from ..model import Model
+from .consistency import _consistent_fit, parameters_from_pseudo_inertia, pseudo_inertia
+from .force_torque import (_pieces, _sensor, _sensor_joint, _sensor_rows, fixed_joint_parameters,  # noqa: F401
+                           force_torque_parameters, force_torque_regressor, inertia_parameters, model_parameters)
 
 __all__ = ["PARAMETER_NAMES", "BaseParameters", "base_parameters", "random_states", "force_torque_regressor",
            "force_torque_parameters",
@@ -63,145 +67,6 @@ def random_states(model, n, seed=0):
     return q, rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
 
 
-# --- F/T sensors ------------------------------------------------------------------------
-
-def _sensor(model, sensor):
-    if isinstance(sensor, str):
-        sensor = model.sensor(sensor)
-    if not isinstance(sensor, ForceTorque):
-        raise TypeError(f"sensor: expected a ForceTorque sensor (or the name of one on model {model.name!r}), "
-                        f"got {sensor!r}")
-    return sensor
-
-
-def _fixed(model, sensor):
-    return next((f for f in model.fixed_joints if f.name == sensor.joint), None)
-
-
-def _pieces(model, sensors):
-    """Names of the fixed joints carrying a sensor (each adds a child-side piece: 10 parameters)."""
-    out = []
-    for s in sensors:
-        fj = _fixed(model, s)
-        if fj is not None and fj.name not in out:
-            out.append(fj.name)
-    return tuple(out)
-
-
-def inertia_parameters(I6):
-    """The 10 parameters (..., 10) of spatial inertias (..., 6, 6) (order of
-    :meth:`sparsedyn.Model.inertial_parameters`)."""
-    I = np.asarray(I6, float)
-    return np.stack([I[..., 5, 5], I[..., 2, 4], I[..., 0, 5], I[..., 1, 3], I[..., 0, 0], I[..., 0, 1],
-                     I[..., 1, 1], I[..., 0, 2], I[..., 1, 2], I[..., 2, 2]], -1)
-
-
-def fixed_joint_parameters(model, joint):
-    """The 10 parameters of the links on the child side of the merged fixed joint ``joint`` (part of its
-    body's parameters; recorded by the URDF loader as ``FixedJoint.inertia``)."""
-    return inertia_parameters(model.fixed_joint(joint).inertia)
-
-
-def _sensor_joint(model, sensor):
-    """Index of the moving joint whose wrench ``sensor`` reads: its own, or the one of the body its fixed
-    joint was merged into."""
-    fj = _fixed(model, sensor)
-    if fj is not None:
-        return fj.body
-    try:
-        return model.joint(sensor.joint)
-    except KeyError as e:
-        raise KeyError(f"sensor {sensor.name!r}: {e.args[0]}") from None
-
-
-def _sensor_rows(model, sensor, W, pieces):
-    """Rows (..., 6, 10 NB + 10 len(pieces)) of a :class:`ForceTorque` from ``W`` (..., 6, 10 NB), the
-    joint-wrench regressor of the joint :func:`_sensor_joint` names.
-
-    Moving joint ``i``: ``y = F f_i`` with ``F`` the constant sensor map.  Fixed joint merged into body
-    ``B`` (see :class:`~sparsedyn.sensors.ForceTorque`): the child-side piece ``P`` (parameters
-    ``pi_P``) moves with ``B``, whose Newton-Euler regressor is ``A_B`` (the diagonal block of ``W``);
-    with no moving body on ``P``, ``y = F A_B pi_P``; with every moving child of ``B`` on ``P``,
-    ``y = F (f_B - A_B (pi_B - pi_P))``.  No external wrench may act on ``P`` and beyond.
-    """
-    who = f"sensor {sensor.name!r}"
-    sign = 1.0 if sensor.direction == "parent_to_child" else -1.0
-    nb = model.nbodies
-    rows = np.zeros(W.shape[:-2] + (6, NPARAM * (nb + len(pieces))))
-    fj = _fixed(model, sensor)
-    if fj is None:
-        i = _sensor_joint(model, sensor)
-        X = sensor._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
-                                      f"the child body of joint {sensor.joint!r}")
-        rows[..., :NPARAM * nb] = sign * force_matrix(X) @ W
-        return rows
-    b = fj.body
-    X = sensor._measurement_frame(model, who, b, fj.X, f"the body fixed joint {sensor.joint!r} was merged into")
-    F = sign * force_matrix(X)
-    other = [c for c in range(b + 1, nb) if model.parent[c] == b and c not in fj.children]
-    if fj.children and other:
-        raise ValueError(f"{who}: fixed joint {sensor.joint!r} has moving bodies on both sides inside body "
-                         f"{model.body_names[b]!r}; the wrench across it is not a function of its body's and the "
-                         f"child side's parameters alone")
-    blk = slice(NPARAM * b, NPARAM * (b + 1))
-    if fj.children:                                  # every moving child of B beyond the sensor
-        rows[..., :NPARAM * nb] = F @ W
-        rows[..., blk] = 0.0                         # f_B - A_B pi_B: the children's wrenches only
-    k = nb + pieces.index(fj.name)
-    rows[..., NPARAM * k:NPARAM * (k + 1)] = F @ W[..., blk]
-    return rows
-
-
-#: States per chunk of :func:`force_torque_regressor` (its working memory beyond the result is about
-#: ``FT_CHUNK * 6 * 10 NB * 8`` bytes: 15 MB for 32 bodies).
-FT_CHUNK = 1000
-
-
-def force_torque_regressor(model, q, v, a, sensor, gravity=None):
-    """Regressor ``Y_s`` of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its name on
-    ``model``): what the sensor reads at state ``(q, v, a)`` when no external wrench acts beyond it is
-    ``Y_s @ force_torque_parameters(model, sensor)``:
-
-    * on a moving joint: ``Y_s`` (..., 6, 10 NB), the parameters are ``model.inertial_parameters()``;
-    * on a merged fixed joint: ``Y_s`` (..., 6, 10 NB + 10), the parameters are followed by the 10 of
-      the links on the joint's child side (:func:`fixed_joint_parameters`), which are part of the
-      parameters of the body the joint was merged into (what the sensor reads depends on how that
-      body's mass splits across it, which ``model.inertial_parameters()`` does not tell).
-
-    It is the constant sensor map (frame, axes, direction) applied to the rows of the sensor's joint
-    in :func:`sparsedyn.joint_wrench_regressor` (compiled, like every kernel, on the default road),
-    computed :data:`FT_CHUNK` states at a time: the memory beyond the result does not grow with the
-    number of states.
-    """
-    _checks.model_first("force_torque_regressor", model, "model, q, v, a")
-    sensor = _sensor(model, sensor)
-    pieces = _pieces(model, [sensor])
-    i = _sensor_joint(model, sensor)
-    if any(np.asarray(x).dtype == object for x in (q, v, a)):          # traced: one piece
-        W = joint_wrench_regressor(model, q, v, a, gravity=gravity, joints=(i,))
-        return _sensor_rows(model, sensor, W[..., 0, :, :], pieces)
-    q, v, a = (np.asarray(x, float) for x in (q, v, a))
-    lead = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1])
-    if not lead:
-        W = joint_wrench_regressor(model, q, v, a, gravity=gravity, joints=(i,))
-        return _sensor_rows(model, sensor, W[0], pieces)
-    qf, vf, af = (np.broadcast_to(x, lead + x.shape[-1:]).reshape(-1, x.shape[-1]) for x in (q, v, a))
-    out = np.empty((len(qf), 6, NPARAM * (model.nbodies + len(pieces))))
-    for k in range(0, len(qf), FT_CHUNK):
-        sl = slice(k, k + FT_CHUNK)
-        W = joint_wrench_regressor(model, qf[sl], vf[sl], af[sl], gravity=gravity, joints=(i,))
-        out[sl] = _sensor_rows(model, sensor, W[:, 0], pieces)
-    return out.reshape(lead + out.shape[1:])
-
-
-def force_torque_parameters(model, sensor):
-    """The parameters the columns of :func:`force_torque_regressor` ``(model, ..., sensor)`` multiply:
-    ``model.inertial_parameters()`` (10 NB,) for a sensor on a moving joint; followed by the 10
-    parameters of the links on the child side of a merged fixed joint (:func:`fixed_joint_parameters`)
-    for a sensor on one (10 NB + 10,)."""
-    return model_parameters(model, _pieces(model, [_sensor(model, sensor)]))
-
-
 # --- base parameters ---------------------------------------------------------------------
 
 def parameter_names(model, pieces=()):
@@ -209,11 +74,6 @@ def parameter_names(model, pieces=()):
     for the child-side piece of each fixed joint in ``pieces``."""
     return ([f"{b}.{p}" for b in model.body_names for p in PARAMETER_NAMES]
             + [f"{j}[child side].{p}" for j in pieces for p in PARAMETER_NAMES])
-
-
-def model_parameters(model, pieces=()):
-    """``model.inertial_parameters()`` followed by the child-side parameters of the fixed joints ``pieces``."""
-    return np.concatenate([model.inertial_parameters()] + [fixed_joint_parameters(model, j) for j in pieces])
 
 
 @dataclass(frozen=True)
@@ -348,43 +208,6 @@ def _analyse(model, sensors, joint_torques, states, seed, rtol, gravity):
     for x in arrays:
         x.setflags(write=False)                        # shared by every later call
     return BaseParameters(*arrays, tuple(combos), pieces)
-
-
-# --- physical consistency -------------------------------------------------------------------
-
-def pseudo_inertia(pi):
-    """Pseudo-inertia matrices (..., NB, 4, 4) ``[[Sigma, h], [h^T, m]]`` of parameters ``pi`` (..., 10 NB)
-    (``Sigma = tr(I)/2 1 - I`` is the second moment of mass about the body origin)."""
-    P = np.asarray(pi, float).reshape(np.shape(pi)[:-1] + (-1, NPARAM))
-    m, h = P[..., 0], P[..., 1:4]
-    Ixx, Ixy, Iyy, Ixz, Iyz, Izz = np.moveaxis(P[..., 4:], -1, 0)
-    I = np.stack([np.stack([Ixx, Ixy, Ixz], -1), np.stack([Ixy, Iyy, Iyz], -1), np.stack([Ixz, Iyz, Izz], -1)], -2)
-    Sigma = 0.5 * np.trace(I, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - I
-    top = np.concatenate([Sigma, h[..., :, None]], -1)
-    bottom = np.concatenate([h, m[..., None]], -1)[..., None, :]
-    return np.concatenate([top, bottom], -2)
-
-
-def parameters_from_pseudo_inertia(J):
-    """Inverse of :func:`pseudo_inertia`: parameters (..., 10 NB) of pseudo-inertias (..., NB, 4, 4)."""
-    J = np.asarray(J, float)
-    Sigma, h, m = J[..., :3, :3], J[..., :3, 3], J[..., 3, 3]
-    I = np.trace(Sigma, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - Sigma
-    P = np.concatenate([m[..., None], h, np.stack([I[..., 0, 0], I[..., 0, 1], I[..., 1, 1], I[..., 0, 2],
-                                                   I[..., 1, 2], I[..., 2, 2]], -1)], -1)
-    return P.reshape(P.shape[:-2] + (-1,))
-
-
-#: ``E[k]`` (10, 4, 4): the pseudo-inertia is ``J = sum_k pi_k E[k]`` (it is linear in the parameters).
-_E = pseudo_inertia(np.eye(NPARAM))[:, 0]
-
-
-def _lift(pi, nb, rel=1e-6):
-    """Parameters whose pseudo-inertias are ``J`` with every eigenvalue raised to at least ``rel`` times the
-    largest (a strictly feasible point for the barrier)."""
-    w, V = np.linalg.eigh(pseudo_inertia(pi))
-    floor = rel * np.maximum(np.abs(w).max(-1, keepdims=True), 1e-9)
-    return parameters_from_pseudo_inertia((V * np.maximum(w, floor)[..., None, :]) @ np.swapaxes(V, -1, -2))
 
 
 # --- least squares ---------------------------------------------------------------------------
@@ -734,63 +557,3 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     data.add(q, v, a, tau, ft)
     return data.solve(physically_consistent=physically_consistent, reference=reference,
                       regularization=regularization, known_noise=known_noise)
-
-
-def _consistent_fit(R, c, pi0, ref, lam2, nb, tol=1e-10):
-    """``min |R pi - c|^2 + lam2 |pi - ref|^2`` subject to ``J_j(pi) >= 0`` for every body (``R`` (k, n),
-    ``c`` (k,): a factor of the measurement rows, ``|A pi - b|^2 = |R pi - c|^2 + const``), by the
-    barrier method: minimise ``t f(pi) - sum_j log det J_j(pi)`` by Newton's method for increasing
-    ``t``; the gap to the optimum is at most ``4 NB / t``."""
-    from scipy.linalg import cho_factor, cho_solve
-
-    n = R.shape[1]
-    Hf = 2 * (R.T @ R + lam2 * np.eye(n))
-    gf0 = 2 * (R.T @ c + lam2 * ref)
-
-    def f(pi):
-        return float(np.sum((R @ pi - c) ** 2) + lam2 * np.sum((pi - ref) ** 2))
-
-    def barrier(pi):
-        """``(-sum log det J, gradient, block Hessian (NB, 10, 10))``, or None outside the cone."""
-        J = pseudo_inertia(pi)
-        try:
-            L = np.linalg.cholesky(J)
-        except np.linalg.LinAlgError:
-            return None
-        phi = -2 * np.sum(np.log(np.diagonal(L, 0, -2, -1)))
-        G = np.linalg.inv(J)[:, None] @ _E                         # J^-1 E_k  (NB, 10, 4, 4)
-        g = -np.trace(G, axis1=-2, axis2=-1).reshape(-1)
-        H = np.einsum("jkab,jlba->jkl", G, G)
-        return phi, g, H
-
-    starts = [_lift(pi0, nb), _lift(ref, nb)]
-    pi = min(starts, key=f)
-    m = 4 * nb                                                      # barrier parameter (4 x 4 cones)
-    t = m / max(f(pi), 1e-12)
-    for _ in range(60):                                             # outer: t grows tenfold each time
-        for _ in range(50):                                         # Newton on t f + phi
-            phi, gb, Hb = barrier(pi)
-            g = t * (Hf @ pi - gf0) + gb
-            H = t * Hf
-            for j in range(nb):
-                H[NPARAM * j:NPARAM * (j + 1), NPARAM * j:NPARAM * (j + 1)] += Hb[j]
-            step = -cho_solve(cho_factor(H), g)
-            dec = -g @ step                                         # Newton decrement squared
-            if dec < 1e-10:
-                break
-            F0, s = t * f(pi) + phi, 1.0
-            while True:                                             # backtracking, staying inside the cone
-                new = pi + s * step
-                bn = barrier(new)
-                if bn is not None and t * f(new) + bn[0] <= F0 - 0.25 * s * dec:
-                    break
-                s *= 0.5
-                if s < 1e-12:
-                    break
-            if s < 1e-12:
-                break
-            pi = new
-        if m / t < tol * max(1.0, f(pi)):
-            break
-        t *= 10.0
-    return pi
