@@ -47,6 +47,7 @@ from ..algorithms.kinematics_derivatives import ModelCache
 from ..algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
 from ..model import Model
 from .consistency import _consistent_fit, parameters_from_pseudo_inertia, pseudo_inertia
+from .gram import add_gram, row_groups
 from .force_torque import (_pieces, _sensor, _sensor_joint, _sensor_rows, fixed_joint_parameters,  # noqa: F401
                            force_torque_parameters, force_torque_regressor, inertia_parameters, model_parameters)
 
@@ -327,6 +328,7 @@ class IdentificationData:
         # each goes in the base order
         self._perm = np.argsort(base.independent, kind="stable")
         self._G = np.zeros((base.rank + 1, base.rank + 1))    # upper triangle, columns in increasing order
+        self._groups = None                                   # the rows' groups (gram.row_groups), on first use
         self.rows = 0
         self.states = 0
 
@@ -386,11 +388,33 @@ class IdentificationData:
                     raise ValueError(f"{what}: row {first_row + k + int(np.argmax(bad))} contains NaN or "
                                      f"infinite values")
             Mb = self._rows(parts["q"], parts["v"], parts["a"], parts.get("tau"), [y[sl] for y in ys])
-            # [A_1 b]^T [A_1 b]: the C-ordered rows are the Fortran-ordered transpose (no copy)
-            self._G += dsyrk(1.0, Mb.T)
+            if len(self._row_groups()) == 1:
+                # [A_1 b]^T [A_1 b]: the C-ordered rows are the Fortran-ordered transpose (no copy)
+                self._G += dsyrk(1.0, Mb.T)
+            else:
+                add_gram(self._G, self._blocks(Mb, sl.stop - sl.start), self._groups)
             self.rows += len(Mb)
         self.states += N
         return self
+
+    def _blocks(self, Mb, n):
+        """The rows ``Mb`` of ``n`` states by kind: one (n, 1, r + 1) per joint force, (n, 6, r + 1) per sensor."""
+        nv, c = self.model.nv * self.joint_torques, Mb.shape[1]
+        T = Mb[:n * nv].reshape(n, nv, c)
+        return [T[:, j:j + 1] for j in range(nv)] + [Mb[n * (nv + 6 * k):n * (nv + 6 * k + 6)].reshape(n, 6, c)
+                                                      for k in range(len(self.sensors))]
+
+    def _row_groups(self):
+        """:func:`.gram.row_groups` of the kinds of rows, from the columns their rows touch at two random
+        states (a structural zero of the regressor is an exact zero)."""
+        if self._groups is None:
+            m = self.model
+            q, v, a = random_states(m, 2, seed=1)
+            Mb = self._rows(q, v, a, np.zeros((2, m.nv)) if self.joint_torques else None,
+                            [np.zeros((2, 6)) for _ in self.sensors])
+            supports = [np.append(np.any(B[..., :-1] != 0, axis=(0, 1)), True) for B in self._blocks(Mb, 2)]
+            self._groups = row_groups(supports)
+        return self._groups
 
     def _rows(self, q, v, a, tau, ys):
         """Whitened base-regressor rows of a chunk of ``n`` states with their right-hand side in the last
