@@ -11,9 +11,10 @@ joint torques (noise 0.01 N m) and, with ``+ft``, sensor readings (noise 0.01 N,
 * ``sd.identify`` on the default (native) road: states/s of wall-clock time and of this process's
   CPU time (``time.process_time``, every thread of it: on a shared machine the wall clock includes
   other jobs' turns, and a BLAS with several threads adds theirs);
-* beside it, what the same arithmetic costs alone: the regressors of every state (the joint-torque
-  regressor, and with ``+ft`` the joint wrenches of the sensors' joints) and the Gram matrix of their
-  rows (one ``syrk`` per chunk of 2,000 states), and the ratio of the two (CPU time);
+* beside it, what the arithmetic costs alone when done densely: the regressors of every state (the
+  joint-torque regressor, and with ``+ft`` the joint wrenches of the sensors' joints) and the Gram
+  matrix of all their rows (one dense ``syrk`` per chunk of 2,000 states; ``sd.identify`` skips the
+  regressor's structural zeros, so it may take less), and the ratio of the two (CPU time);
 * the peak memory beyond the inputs while identifying (``tracemalloc``, in a separate call on at
   most 5,000 states: the streaming keeps it independent of ``N``).
 

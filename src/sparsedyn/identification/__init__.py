@@ -292,9 +292,10 @@ class IdentificationData:
     :meth:`add` is given joint forces; ``sigma``, ``base``, ``gravity``: as in :func:`identify`.
 
     The measurement rows ``A_1 beta ~ b`` (``A_1`` the base regressor, ``m x r``) are reduced to the
-    normal equations: ``gram`` ((r + 1) x (r + 1), upper triangle) is ``[A_1 b]^T [A_1 b]``, one BLAS
-    ``syrk`` per chunk of states on the chunk's stacked rows; :meth:`merge` adds the matrices of
-    other accumulators.  :meth:`solve` factors it once (Cholesky of the column-scaled matrix).  The
+    normal equations: ``gram`` ((r + 1) x (r + 1)) is ``[A_1 b]^T [A_1 b]``, added chunk by chunk of
+    states with one BLAS ``syrk`` per group of rows restricted to the columns they touch
+    (:mod:`.gram`: the regressor's structural zeros; a single group, the whole rows, on a chain);
+    :meth:`merge` adds the matrices of other accumulators.  :meth:`solve` factors it once (Cholesky of the column-scaled matrix).  The
     normal equations square the condition number: the rounding error of ``beta`` is about ``eps
     kappa^2`` for ``kappa`` the column-scaled condition number of ``A_1`` (10 to 40 for random
     states of the robots of example-robot-data; larger for motion that excites the parameters less),
