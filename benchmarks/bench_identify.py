@@ -87,7 +87,8 @@ def run(spec):
         base = sd.base_parameters(model, sensors)
         k = min(N, 2000)                                        # builds the kernels, finds the analysis done
         sd.identify(model, q[:k], v[:k], a[:k], tau[:k], ft={s: y[:k] for s, y in ys.items()})
-        joints = tuple(sorted({idn._sensor_joint(model, s) for s in sensors}))
+        fixed = {f.name: f.body for f in model.fixed_joints}             # the body a fixed joint is merged into
+        joints = tuple(sorted({fixed[s.joint] if s.joint in fixed else model.joint(s.joint) for s in sensors}))
         _regressors_and_gram(model, q[:k], v[:k], a[:k], joints)
         res, dt, dc = _timed(lambda: sd.identify(model, q, v, a, tau, ft=ys))
         _, dt0, dc0 = _timed(lambda: _regressors_and_gram(model, q, v, a, joints))

@@ -177,7 +177,7 @@ def test_chunks_equal_all_rows_at_once(robot, base, monkeypatch):
     b = (tau / s).reshape(-1)
     beta, res, *_ = np.linalg.lstsq(A, b, rcond=None)
     kappa = np.linalg.cond(A)
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)            # one state per chunk
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 1)            # one state per chunk
     data = idn.IdentificationData(robot, sigma=s, base=base)
     for part in np.array_split(np.arange(60), [7, 8, 30]):
         data.add(q[part], v[part], a[part], tau[part])
@@ -223,7 +223,7 @@ def test_streamed_physically_consistent_fit_matches_all_at_once(monkeypatch):
     q, v, a = idn.random_states(robot, 15, seed=4)
     noisy = sd.rnea(robot, q, v, a) + 3.0 * rng.normal(size=(15, robot.nv))
     once = sd.identify(robot, q, v, a, noisy, sigma=3.0, physically_consistent=True)
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 1)
     chunked = sd.identify(robot, q, v, a, noisy, sigma=3.0, physically_consistent=True)
     assert np.linalg.eigvalsh(chunked.pseudo_inertias).min() > -1e-9 * np.abs(chunked.pseudo_inertias).max()
     assert rel_err(chunked.parameters, once.parameters) < 1e-8      # the barrier stops at a gap of 1e-10
@@ -237,7 +237,7 @@ def test_streamed_force_torque_sensors(icub, monkeypatch):
     q, v, a = idn.random_states(model, 12, seed=10)
     ft = {s.name: idn.force_torque_regressor(model, q, v, a, s) @ idn.model_parameters(model, (s.joint,))
           for s in sensors}
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 1)
     data = idn.IdentificationData(model, sensors=sensors, joint_torques=False, base=bp)
     data.add(q[:5], v[:5], a[:5], ft={k: y[:5] for k, y in ft.items()})
     data.add(q[5:], v[5:], a[5:], ft={k: y[5:] for k, y in ft.items()})
@@ -255,7 +255,7 @@ def test_gram_is_that_of_the_whitened_augmented_rows(robot, base, monkeypatch):
     A = (base.regressor(sd.joint_torque_regressor(robot, q, v, a)) / s[:, None]).reshape(-1, base.rank)
     Ab = np.column_stack([A, (tau / s).reshape(-1)])
     G = Ab.T @ Ab
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 1)
     data = idn.IdentificationData(robot, sigma=s, base=base).add(q, v, a, tau)
     scale = np.sqrt(np.outer(np.diag(G), np.diag(G)))                # |[A b]_i| |[A b]_j|
     assert np.all(np.abs(data.gram - G) <= rounding_bound(len(Ab)) * scale)
@@ -287,7 +287,7 @@ def test_memory_beyond_the_inputs_does_not_grow_with_the_states(monkeypatch):
     for 4x more states, far below the stacked regressor of all of them."""
     import tracemalloc
     robot = sd.random_tree(6, branching=1.0, joint_types="all", seed=11)
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 2 ** 20)
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 2 ** 20)
     base = idn.base_parameters(robot)
     peaks = []
     for n in (2000, 8000):
