@@ -234,7 +234,7 @@ def _check_states(model, q, v, a):
     return q, v, a, N
 
 
-#: Memory for the measurement rows of one chunk of states (bytes): what streaming holds beyond the inputs.
+#: Bytes of measurement rows and regressors a chunk of states may hold (what streaming holds beyond the inputs).
 CHUNK_BYTES = 32 * 2 ** 20
 
 
