@@ -348,3 +348,44 @@ def test_example_script_fits_within_its_covariance():
     assert fit < nominal
     smallest = float(re.search(r"physically consistent fit: smallest eigenvalue ([-+\d.e]+)", text).group(1))
     assert smallest >= -1e-9
+
+
+def test_base_parameters_are_analysed_once_per_model():
+    """A second call (identify's own) returns the analysis already made, read-only; other measurements,
+    another model (even equal) or a compiled model of the same model are keyed apart or shared as
+    they should: the compiled model shares its model's."""
+    robot = sd.random_tree(4, branching=1.0, joint_types="all", seed=14)
+    first = idn.base_parameters(robot)
+    assert idn.base_parameters(robot) is first and not first.K.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        first.independent[0] = 0
+    s = ForceTorque("ft", robot.joint_names[1])
+    assert idn.base_parameters(robot, [s]) is not first and idn.base_parameters(robot, [s]).rank >= first.rank
+    assert idn.base_parameters(sd.compile(robot, kernels=["joint_torque_regressor"])) is first
+    other = sd.random_tree(4, branching=1.0, joint_types="all", seed=14)
+    again = idn.base_parameters(other)
+    assert again is not first and np.array_equal(again.independent, first.independent)
+
+
+def test_identify_with_sensors_on_the_native_road_equals_numpy(icub):
+    """The road users take: plain calls (compiled kernels, built on first use), states as lists, F/T
+    readings keyed by name; the same fit as the NumPy functions' to rounding."""
+    model, sensors = icub
+    q, v, a = idn.random_states(model, 40, seed=12)
+    rng = np.random.default_rng(3)
+    with sd.use_backend("numpy"):
+        tau = sd.rnea(model, q, v, a) + 0.01 * rng.normal(size=(40, model.nv))
+        ft = {s.name: idn.force_torque_regressor(model, q, v, a, s) @ idn.force_torque_parameters(model, s)
+              for s in sensors}
+        data = idn.IdentificationData(model, sensors=list(ft)).add(q, v, a, tau, ft=ft)
+        ref = data.solve()
+    with sd.use_backend("native", deterministic=True):
+        got = sd.identify(model, q.tolist(), v.tolist(), a.tolist(), tau.tolist(), ft=ft)
+    # the normal equations: rounding of the rows amplified by the condition number of the scaled matrix
+    r = ref.base.rank
+    G = data.gram[:r, :r]
+    d = np.sqrt(np.diag(G))
+    bound = rounding_bound(data.rows, np.linalg.cond(G / np.outer(d, d)))
+    assert rel_err(got.beta, ref.beta) < bound
+    b2 = data.gram[r, r]                                          # |b|^2: the residual's rounding scale
+    assert abs(got.residual_rms ** 2 - ref.residual_rms ** 2) * data.rows < bound * b2
