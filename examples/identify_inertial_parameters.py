@@ -60,7 +60,7 @@ def main():
     revolute = [i for i, j in enumerate(model.joints) if j.type in ("revolute", "continuous")]
     ft = ForceTorque("wrist_ft", model.joint_names[revolute[-1]],
                      covariance=[0.05 ** 2] * 3 + [0.5 ** 2] * 3)
-    y = idn.force_torque_regressor(model, q, v, a, ft) @ pi
+    y = sd.force_torque_regressor(model, q, v, a, ft) @ sd.force_torque_parameters(model, ft)
     y = y + rng.normal(size=y.shape) * np.sqrt(np.diag(ft.covariance(6)))
 
     # What a user starts from: CAD values, here the truth with every parameter off by up to 30 %.

@@ -85,3 +85,16 @@ def pin_frames(pm):
     """``{frame name: Pinocchio frame index}``; where Pinocchio names a joint frame and a link frame
     alike, the link frame (ours are the link and merged-link frames)."""
     return {f.name: k for k, f in reversed(list(enumerate(pm.frames))) if f.type != pin.JOINT}
+
+
+def icub_with_sensors():
+    """``(model, sensors)``: iCub (reduced, floating base) with its six F/T sensors, all on merged fixed
+    joints: the leg and arm sensors have the moving bodies beyond them on their child side, the foot
+    sensors none."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = load_urdf(robots_dir() / "icub_description/robots/icub_reduced.urdf", floating_base=True)
+    sensors = [s for s in model.sensors if s.kind == "force_torque"]
+    assert len(sensors) == 6 and {len(model.fixed_joint(s.joint).children) for s in sensors} == {0, 1}
+    return model, sensors

@@ -17,6 +17,8 @@ STATIC_SAMPLES = {
     "baumgarte": lambda model: [1.5],
     "damping": lambda model: [0.0],
     "restitution": lambda model: [0.5],
+    # every joint (the default), and two joints named, the last first (order kept)
+    "joints": lambda model: [None, (model.joint_names[-1], 0)],
 }
 
 

@@ -1,6 +1,7 @@
 """Inertial-parameter regressors on random trees: Y pi = rnea, W pi = the joint wrenches of RNEA,
 linearity in the parameters (a model with other parameters), batched and object arrays."""
 import numpy as np
+import pytest
 
 import sparsedyn as sd
 from sparsedyn.algorithms.rnea import rnea_passes
@@ -40,3 +41,32 @@ def test_batched_equals_single_and_object_arrays(tree, rng):
         assert rel_err(Y[k], sd.joint_torque_regressor(tree, q[k], v[k], a[k])) < 1e-15
     o = lambda x: np.asarray(x[0], dtype=object)  # noqa: E731
     assert rel_err(np.asarray(sd.joint_torque_regressor(tree, o(q), o(v), o(a)), float), Y[0]) < 1e-12
+
+
+def test_wrench_regressor_of_some_joints_is_pinocchio_joint_wrench(build_cache):
+    """``joints=`` (names or indices, a list as a user writes it) gives those joints' rows alone, in the
+    order given: ``W pi`` is Pinocchio's ``data.f`` of RNEA (joint frame, [f; n] there, [n; f] here),
+    on the native road (the compiled kernel) and on NumPy alike."""
+    import pinocchio as pin
+    from erd import load_pair
+    model, pm = load_pair("panda", False)
+    rng = np.random.default_rng(4)
+    q, v, a = (np.stack([model.random_configuration(rng) for _ in range(3)]), rng.normal(size=(3, model.nv)),
+               rng.normal(size=(3, model.nv)))
+    data = pm.createData()
+    joints = [model.joint_names[5], 2]
+    pi = model.inertial_parameters()
+    for backend in ("native", "numpy"):
+        with sd.use_backend(backend, deterministic=True):
+            W = sd.joint_wrench_regressor(model, q.tolist(), v, a, joints=joints)
+        assert W.shape == (3, 2, 6, 10 * model.nbodies)
+        for k in range(3):
+            pin.rnea(pm, data, q[k], v[k], a[k])
+            for w, i in zip(W[k], (5, 2)):
+                f = data.f[pm.getJointId(model.joint_names[i])]
+                assert rel_err(w @ pi, np.concatenate([f.angular, f.linear])) < 1e-12
+    with sd.use_backend("numpy"):
+        with pytest.raises(KeyError, match="no moving joint 'nope'"):
+            sd.joint_wrench_regressor(model, q, v, a, joints=("nope",))
+        with pytest.raises(ValueError, match=r"joints: expected names or indices \(0..8\) of moving joints, got 99"):
+            sd.joint_wrench_regressor(model, q, v, a, joints=(99,))

@@ -40,6 +40,7 @@ NOT_KERNELS = {
     "identify": "a fit over a data set (SciPy least squares), not a function of one state",
     "base_parameters": "a structural analysis of stacked regressors (SciPy pivoted QR)",
     "force_torque_regressor": "a constant sensor map applied to joint_wrench_regressor, which is the kernel",
+    "force_torque_parameters": "the model's constants (no state argument)",
     "imu_base_state": "quaternion extraction branches on values; frame_proper_acceleration is the kernel",
     "reduce_model": "builds a Model (model layer): no state argument",
     "append_model": "builds a Model (model layer): no state argument",

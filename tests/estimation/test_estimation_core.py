@@ -254,6 +254,8 @@ def test_accelerometer_in_least_squares(humanoid):
     assert rel_err(e.qdd, qdd) < 1e-9
 
 
+# the superposition's pieces load the free joint on purpose (the final measurements do not)
+@pytest.mark.filterwarnings("ignore::sparsedyn.estimation.ModelViolationWarning")
 def test_joint_torque_sensors_and_known_wrench(humanoid):
     """Hands pushed by a known wrench; torque sensors on all leg joints replace foot sensing."""
     legs = [j for j in humanoid.joint_names if j.startswith(("l_hip", "l_knee", "l_ankle"))]
@@ -389,3 +391,30 @@ def test_estimate_fields_are_the_blocks_of_d(cases, solvers, case):
             assert named[key].shape == x.shape and np.array_equal(named[key], x), key
         assert e.torque("l_knee").shape == batch + (1,)
         assert np.array_equal(e.wrench("l_knee"), e.f[..., m.joint("l_knee"), :])
+
+
+def test_measurements_of_data_the_model_cannot_have_warn(cases, solvers, humanoid):
+    """Random contact wrenches on a floating base need a force on its free joint, which the problem
+    takes as zero: ``measurements`` says so (at the caller's line), and indeed the square problem fits
+    those data with a chi-square of 0 and other torques.  Consistent data (the free joint's force
+    zero, by superposition) are silent and recovered; a moment given to a point contact warns too."""
+    prob, solver = cases["ankle-ft"], solvers["ankle-ft"]
+    rng = np.random.default_rng(8)
+    q, qd, qdd, w = consistent_state(prob, rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y, truth = prob.measurements(q, qd, qdd, w)
+    assert rel_err(solver.solve(q, qd, y).tau, truth["tau"]) < 1e-9
+    bad = {c: x + rng.normal(size=6) * 50 for c, x in w.items()}
+    with pytest.warns(est.ModelViolationWarning, match=r"force of up to [\d.e+]+ \(N, N m\) on the free joint "
+                                                         r"'root_joint'.*square problem with a chi-square of 0") as rec:
+        y, truth = prob.measurements(q, qd, qdd, bad)
+    assert rec[0].filename == __file__
+    e = solver.solve(q, qd, y)
+    assert e.chi2 < rounding_bound(humanoid.nv) * (y @ y) and rel_err(e.tau, truth["tau"]) > 1e-3
+    # a point contact carries no moment about its point
+    point = est.EstimationProblem(humanoid, [], [est.Contact("l_sole", "3d"), "r_sole"])
+    q, qd, qdd, w = consistent_state(point, rng)
+    w["l_sole"] = w["l_sole"] + np.array([1.0, 0, 0, 0, 0, 0])
+    with pytest.warns(est.ModelViolationWarning, match="point contact 'l_sole' has a moment of up to"):
+        point.measurements(q, qd, qdd, w)

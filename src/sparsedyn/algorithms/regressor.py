@@ -64,24 +64,52 @@ def body_regressor(v, a):
     return momentum_regressor(a) + np.swapaxes(cross_force(vx, np.swapaxes(K, -1, -2)), -1, -2)
 
 
-def _joint_wrench_blocks(model, q, v, a, gravity):
+def _joint_wrench_blocks(model, q, v, a, gravity, joints=None):
     """``F[i][j]`` (..., 6, 10): the part of ``f_i`` (joint ``i``'s wrench, body ``i`` frame) that
-    multiplies ``pi_j``, for ``j`` in the subtree of ``i``; ``(F, S, shape)``."""
+    multiplies ``pi_j``, for ``j`` in the subtree of ``i`` (for ``i`` in ``joints``, indices, when
+    given: a body's columns travel up no further than its highest ancestor among them); ``(F, S)``."""
     g = model.gravity if gravity is None else gravity
     Xup, S = joint_transforms(model, q)
     vb, ab = body_accelerations(model, Xup, S, v, a, -np.concatenate([0 * g, g], -1), q=q)
+    want = set(range(model.nbodies)) if joints is None else set(joints)
+    top = [-1] * model.nbodies                 # per body: its highest ancestor-or-self in ``want``
+    for j in range(model.nbodies):
+        p = model.parent[j]
+        top[j] = top[p] if p >= 0 and top[p] >= 0 else (j if j in want else -1)
     F = [dict() for _ in range(model.nbodies)]
     for j in range(model.nbodies):
+        if top[j] < 0:
+            continue
         Fj = body_regressor(vb[j], ab[j])
         i = j
         while True:
-            F[i][j] = Fj
-            p = model.parent[i]
-            if p < 0:
+            if i in want:
+                F[i][j] = Fj
+            if i == top[j]:
                 break
             Fj = apply_columns(apply_force_transpose, Xup[i], Fj)      # parent_X_i^* (columns)
-            i = p
+            i = model.parent[i]
     return F, S
+
+
+def _joint_indices(model, joints):
+    """Indices of ``joints`` (moving joints' names or indices), checked."""
+    out = []
+    for j in joints:
+        if isinstance(j, str):
+            try:
+                j = model.joint_names.index(j)
+            except ValueError:
+                raise KeyError(f"joints: model {model.name!r} has no moving joint {j!r} (fixed joints are merged "
+                               f"into their parent body: a wrench across one is force_torque_regressor's)") from None
+        elif not isinstance(j, (int, np.integer)) or isinstance(j, bool) or not 0 <= j < model.nbodies:
+            raise ValueError(f"joints: expected names or indices (0..{model.nbodies - 1}) of moving joints, got {j!r}")
+        out.append(int(j))
+    return out
+
+
+def _wrench_rows(model, joints=None):
+    return model.nbodies if joints is None else len(joints)
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional={"gravity": (3,)},
@@ -98,17 +126,22 @@ def joint_torque_regressor(model, q, v, a, gravity=None):
     return Y
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional={"gravity": (3,)},
-        outputs={"W": ("nb", 6, lambda m: NPARAM * m.nbodies)})
-def joint_wrench_regressor(model, q, v, a, gravity=None):
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional={"gravity": (3,)}, static=("joints",),
+        outputs={"W": (_wrench_rows, 6, lambda m, **_: NPARAM * m.nbodies)})
+def joint_wrench_regressor(model, q, v, a, gravity=None, joints=None):
     """Joint-wrench regressor ``W`` (..., NB, 6, 10 NB): ``W[..., i, :, :] @ pi`` is the spatial force
     ``f_i = [n; f]`` the parent exerts on body ``i`` across joint ``i`` (body ``i`` frame), at state
     ``(q, v, a)`` without external forces (RNEA's ``f_i``; what a 6-axis F/T sensor in joint ``i``
-    measures).  ``joint_torque_regressor`` is ``S_i^T W_i``."""
+    measures).  ``joint_torque_regressor`` is ``S_i^T W_i``.
+
+    ``joints``: a tuple of moving joints (names or indices): ``W`` (..., len(joints), 6, 10 NB) holds
+    their wrenches alone, in that order, computed without the others' (a few sensors' rows of a long
+    recording: ``6 len(joints)`` rows a state instead of ``6 NB``)."""
     q, v, a, _, g, shape, _ = _checks.dynamics(model, q, v, a, None, gravity, "a", "nv joint accelerations")
-    F, _ = _joint_wrench_blocks(model, q, v, a, g)
-    W = np.zeros(shape + (model.nbodies, 6, NPARAM * model.nbodies), dtype=result_dtype(q))
-    for i in range(model.nbodies):
+    idx = list(range(model.nbodies)) if joints is None else _joint_indices(model, joints)
+    F, _ = _joint_wrench_blocks(model, q, v, a, g, idx)
+    W = np.zeros(shape + (len(idx), 6, NPARAM * model.nbodies), dtype=result_dtype(q))
+    for k, i in enumerate(idx):
         for j, Fij in F[i].items():
-            W[..., i, :, NPARAM * j:NPARAM * (j + 1)] = Fij
+            W[..., k, :, NPARAM * j:NPARAM * (j + 1)] = Fij
     return W

@@ -23,7 +23,7 @@ from ..sensors import (COMPONENTS, LOAD_CELLS, Accelerometer, Contact, ContactLo
 from .verdict import RANK_RTOL, IllPosedError, StateSingularError, Verdict
 from .estimate import Estimate
 from .estimator import Estimator
-from .problem import EstimationProblem
+from .problem import EstimationProblem, ModelViolationWarning
 from .compiled import CompiledEstimator
 from .truth import newton_euler, pack_d
 from .files import SensorFileError, load_sensors, problem_from_file
@@ -35,4 +35,4 @@ __all__ = ["estimate_derivatives", "COMPONENTS", "LOAD_CELLS", "Sensor", "ForceT
            "KnownWrench", "Accelerometer", "Prior", "Contact", "EstimationProblem", "Estimator", "Estimate",
            "Verdict", "IllPosedError", "StateSingularError", "RANK_RTOL", "newton_euler", "pack_d",
            "SensorFileError", "load_sensors", "problem_from_file", "case_problems", "estimate_report", "estimation_demo",
-           "imu_base_state", "frame_proper_acceleration", "CompiledEstimator"]
+           "imu_base_state", "frame_proper_acceleration", "CompiledEstimator", "ModelViolationWarning"]

@@ -62,7 +62,13 @@ from .estimate import Estimate
 from .estimator import Estimator, _kinematics
 
 __all__ = ["EstimationProblem", "Estimator", "Estimate", "Verdict", "IllPosedError", "StateSingularError",
-           "RANK_RTOL"]
+           "RANK_RTOL", "ModelViolationWarning"]
+
+
+class ModelViolationWarning(UserWarning):
+    """Simulated measurements (:meth:`EstimationProblem.measurements`) of a state and wrenches that the
+    problem's model cannot have: an estimate from them fits other values (with a square problem, a
+    chi-square of zero) and does not recover the truth they came from."""
 
 class _Entry:
     """One sensor resolved against the model: rows ``terms``, ``size``, ``bias``; ``slot`` in ``y``."""
@@ -330,7 +336,9 @@ class EstimationProblem:
         ``contact_wrenches``: ``{contact name: wrench at its frame (..., 6)}`` (missing: zero);
         ``known_wrenches``: ``{frame: wrench at the frame}`` for :class:`~sparsedyn.sensors.KnownWrench`
         sensors.  Returns ``(y, truth)``; ``truth`` is :func:`newton_euler`'s dict plus
-        ``"d"`` and ``"contacts"``.
+        ``"d"`` and ``"contacts"``.  Data the problem's model cannot have (a force on a free joint: the
+        contact wrenches do not carry the motion; a moment at a point contact) raise a
+        :class:`ModelViolationWarning`: estimates from them do not recover ``truth``.
         """
         q, v, a = (np.asarray(x, float) for x in (q, v, a))
         shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1])
@@ -344,7 +352,33 @@ class EstimationProblem:
         truth["d"] = pack_d(truth)
         truth["contacts"] = {c.name: apply_force(self.contact_X[c.name], truth["fx"][..., self.contact_body[c.name], :])
                              for c in self.contacts}
+        self._check_truth(truth)
         return self.predict(q, v, truth["d"]), truth
+
+    def _check_truth(self, truth, rtol=1e-9):
+        """:class:`ModelViolationWarning` when the ground truth breaks what the problem takes as known:
+        a force on an unactuated (free) joint, a moment at a point contact.  Both are zero up to the
+        rounding of the recursion, relative to the largest force or moment of the state."""
+        scale = max(np.abs(truth["f"]).max(initial=0.0), np.abs(truth["fx"]).max(initial=0.0),
+                    np.abs(truth["tau"]).max(initial=0.0))
+        tol = rtol * max(scale, 1e-300)
+        bad = []
+        for i in self.unactuated:
+            t = np.abs(truth["tau"][..., self.model.v_slice(i)])
+            if t.size and t.max() > tol:
+                bad.append(f"the states and wrenches need a force of up to {t.max():.3g} (N, N m) on the free "
+                           f"joint {self.model.joint_names[i]!r}, which the problem takes as zero (unactuated): "
+                           f"give the contact wrenches that carry the motion (e.g. "
+                           f"sparsedyn.estimation.casestudy.consistent_state), or declare contacts that can")
+        for c in self.contacts:
+            n = np.abs(truth["contacts"][c.name][..., :3]) if c.kind == "3d" else np.zeros(0)
+            if n.size and n.max() > tol:
+                bad.append(f"the wrench given for point contact {c.name!r} has a moment of up to {n.max():.3g} N m "
+                           f"about its point, which a point contact cannot carry (the problem takes it as zero)")
+        if bad:
+            warnings.warn(f"{self.name}: measurements: " + "; ".join(bad) + ". An estimate from these data fits "
+                          "other values (a square problem with a chi-square of 0) and does not recover this truth.",
+                          ModelViolationWarning, stacklevel=3)
 
     # --- offline ------------------------------------------------------------------------
     def _dense(self, pattern, q):

@@ -1,5 +1,5 @@
 """Inertial-parameter identification: base parameters, least squares and its covariance, physically
-consistent fits, F/T sensor regressors."""
+consistent fits, streaming (IdentificationData), F/T sensors' readings identified."""
 import numpy as np
 import pytest
 from scipy.stats import chi2
@@ -7,7 +7,6 @@ from scipy.stats import chi2
 import sparsedyn as sd
 from sparsedyn import identification as idn
 from sparsedyn.sensors import ForceTorque
-from sparsedyn.spatial import rotx
 from conftest import pendulum, rel_err, rounding_bound
 import erd
 
@@ -110,23 +109,6 @@ def test_pseudo_inertia_round_trip(robot):
 
 
 
-def test_force_torque_regressor_matches_the_estimation_model():
-    """The F/T regressor times pi is what the estimation module simulates for the sensor."""
-    model = sd.random_tree(5, branching=1.0, joint_types=("revolute", "prismatic", "spherical"), seed=21)
-    joint = model.joint_names[2]
-    frame = model.body_names[2]
-    R = rotx(0.4)
-    sensors = [ForceTorque("ft", joint), ForceTorque("ft_rot", joint, frame=frame, rotation=R,
-                                                     direction="child_to_parent")]
-    prob = sd.EstimationProblem(model, sensors=sensors + [sd.estimation.JointTorque("tau", model.joint_names)])
-    q, v, a = idn.random_states(model, 3, seed=7)
-    y = prob.unpack(prob.measurements(q, v, a)[0])
-    pi = model.inertial_parameters()
-    for s in sensors:
-        assert rel_err(idn.force_torque_regressor(model, q, v, a, s) @ pi, y[s.name]) < 1e-12
-    assert rel_err(sd.joint_torque_regressor(model, q, v, a) @ pi, y["tau"]) < 1e-12
-
-
 def test_identify_from_force_torque_sensor():
     """A sensor in joint 2 sees the subtree beyond it: its base parameters are recovered exactly."""
     model = sd.random_tree(5, branching=1.0, joint_types=("revolute", "prismatic", "spherical"), seed=21)
@@ -160,27 +142,7 @@ def test_bad_input(robot):
 
 @pytest.fixture(scope="module")
 def icub():
-    """iCub with its six F/T sensors, all on merged fixed joints: the leg and arm sensors have the
-    moving bodies beyond them on their child side, the foot sensors none."""
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = sd.load_urdf(erd.robots_dir() / "icub_description/robots/icub_reduced.urdf", floating_base=True)
-    sensors = [s for s in model.sensors if s.kind == "force_torque"]
-    assert len(sensors) == 6 and {len(model.fixed_joint(s.joint).children) for s in sensors} == {0, 1}
-    return model, sensors
-
-
-def test_fixed_joint_force_torque_regressor_matches_the_estimation_model(icub):
-    model, sensors = icub
-    prob = sd.EstimationProblem(model, sensors=sensors)
-    q, v, a = idn.random_states(model, 2, seed=9)
-    y = prob.unpack(prob.measurements(q, v, a)[0])
-    for s in sensors:
-        Ys = idn.force_torque_regressor(model, q, v, a, s)
-        assert Ys.shape == (2, 6, 10 * model.nbodies + 10)
-        pi = idn.model_parameters(model, (s.joint,))
-        assert rel_err(Ys @ pi, y[s.name]) < 1e-12
+    return erd.icub_with_sensors()
 
 
 def test_identify_from_fixed_joint_force_torque_sensors(icub):
@@ -196,20 +158,6 @@ def test_identify_from_fixed_joint_force_torque_sensors(icub):
     truth = bp.of_model(model)
     assert rel_err(res.beta, truth) < 1e-8
     assert set(res.child_sides) == set(bp.pieces)
-
-
-def test_fixed_joint_sensor_with_moving_bodies_on_both_sides_is_refused():
-    b = sd.ModelBuilder("m")
-    rev = sd.make_joint("revolute", (0, 0, 1))
-    b.add_body("a", None, rev, mass=1.0, com=[0.1, 0, 0], rot_inertia=0.01 * np.eye(3))
-    b.add_body("c1", "a", rev, mass=1.0).add_body("c2", "a", rev, mass=1.0)
-    b.add_fixed_joint("ft_joint", "a", inertia=np.zeros((6, 6)), children=["c1"])
-    model = b.build()
-    q, v, a = idn.random_states(model, 2)
-    with pytest.raises(ValueError, match="'ft_joint' has moving bodies on both sides"):
-        idn.force_torque_regressor(model, q, v, a, ForceTorque("ft", "ft_joint"))
-    with pytest.raises(KeyError, match="has no sensor 'nope'"):
-        idn.force_torque_regressor(model, q, v, a, "nope")
 
 
 # --- streaming: IdentificationData -------------------------------------------------------------
@@ -229,7 +177,7 @@ def test_chunks_equal_all_rows_at_once(robot, base, monkeypatch):
     b = (tau / s).reshape(-1)
     beta, res, *_ = np.linalg.lstsq(A, b, rcond=None)
     kappa = np.linalg.cond(A)
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)            # one state per chunk
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 1)            # one state per chunk
     data = idn.IdentificationData(robot, sigma=s, base=base)
     for part in np.array_split(np.arange(60), [7, 8, 30]):
         data.add(q[part], v[part], a[part], tau[part])
@@ -237,7 +185,9 @@ def test_chunks_equal_all_rows_at_once(robot, base, monkeypatch):
     assert data.states == 60 and data.rows == 60 * robot.nv and out.dof == 60 * robot.nv - base.rank
     assert rel_err(out.beta, beta) < rounding_bound(A.shape[0], kappa) and rel_err(out.beta, beta) < 1e-10
     assert rel_err(out.covariance, np.linalg.inv(A.T @ A)) < 1e-10 * kappa
-    assert abs(out.residual_rms - np.sqrt(res[0] / A.shape[0])) < 1e-10 * out.residual_rms
+    # the residual of the normal equations: b^T b - c^T c, rounded relative to b^T b
+    b2 = b @ b
+    assert abs(out.residual_rms ** 2 * A.shape[0] - res[0]) < rounding_bound(A.shape[0], kappa ** 2) * b2
     # noise-free torques, one state per chunk: the truth, and the torques of other states, to 1e-8
     exact = sd.identify(robot, q, v, a, sd.rnea(robot, q, v, a), base=base)
     assert rel_err(exact.beta, base.base(robot.inertial_parameters())) < 1e-8
@@ -259,7 +209,9 @@ def test_merged_accumulators_and_pickle(robot, base):
     whole = sd.identify(robot, q, v, a, tau, base=base)
     out = merged.solve()
     assert merged.states == 45
-    assert rel_err(out.beta, whole.beta) < 1e-10 and abs(out.sigma2 - whole.sigma2) < 1e-10 * whole.sigma2
+    # sigma2 = (b^T b - c^T c) / dof: summed in another order, it differs by rounding relative to b^T b
+    b2 = np.sum(tau ** 2)
+    assert rel_err(out.beta, whole.beta) < 1e-10 and abs(out.sigma2 - whole.sigma2) < rounding_bound(tau.size) * b2 / out.dof
     with pytest.raises(ValueError, match="merge: expected IdentificationData of the same model"):
         parts[0].merge(idn.IdentificationData(robot, base=base, sigma=2.0))
 
@@ -271,7 +223,7 @@ def test_streamed_physically_consistent_fit_matches_all_at_once(monkeypatch):
     q, v, a = idn.random_states(robot, 15, seed=4)
     noisy = sd.rnea(robot, q, v, a) + 3.0 * rng.normal(size=(15, robot.nv))
     once = sd.identify(robot, q, v, a, noisy, sigma=3.0, physically_consistent=True)
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 1)
     chunked = sd.identify(robot, q, v, a, noisy, sigma=3.0, physically_consistent=True)
     assert np.linalg.eigvalsh(chunked.pseudo_inertias).min() > -1e-9 * np.abs(chunked.pseudo_inertias).max()
     assert rel_err(chunked.parameters, once.parameters) < 1e-8      # the barrier stops at a gap of 1e-10
@@ -285,7 +237,7 @@ def test_streamed_force_torque_sensors(icub, monkeypatch):
     q, v, a = idn.random_states(model, 12, seed=10)
     ft = {s.name: idn.force_torque_regressor(model, q, v, a, s) @ idn.model_parameters(model, (s.joint,))
           for s in sensors}
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 1)
     data = idn.IdentificationData(model, sensors=sensors, joint_torques=False, base=bp)
     data.add(q[:5], v[:5], a[:5], ft={k: y[:5] for k, y in ft.items()})
     data.add(q[5:], v[5:], a[5:], ft={k: y[5:] for k, y in ft.items()})
@@ -294,27 +246,23 @@ def test_streamed_force_torque_sensors(icub, monkeypatch):
         data.add(q, v, a, ft={sensors[0]: ft[sensors[0].name]})
 
 
-def test_chunk_factor_is_the_r_factor_of_the_augmented_rows():
-    """Both paths (Cholesky QR twice, Householder for the ill-conditioned or short) give F with
-    F^T F = [M b]^T [M b] and the residual norm of least squares in the corner."""
-    from scipy.linalg import qr
-    rng = np.random.default_rng(3)
-    for m, r, spread in ((400, 12, 1e3), (400, 12, 1e9), (7, 12, 1.0), (400, 12, 0.0)):
-        M = rng.normal(size=(m, r)) * np.logspace(0, np.log10(spread) if spread else 0, r)
-        if spread == 0.0:
-            M[:, 3] = 0.0                                       # a column moved by nothing
-        b = rng.normal(size=m)
-        F = idn._chunk_factor(M, b)
-        Mb = np.column_stack([M, b])
-        ref = qr(Mb, mode="r")[0]
-        assert np.allclose(np.abs(np.diag(F))[:min(m, r + 1)], np.abs(np.diag(ref))[:min(m, r + 1)],
-                           rtol=1e-10 * (spread if spread > 1e6 else 1), atol=1e-12 * np.abs(Mb).max())
-        G = Mb.T @ Mb
-        assert np.abs(F.T @ F - G).max() < 1e-12 * np.abs(G).max() * max(1.0, spread if spread < 1e6 else 1)
-        if m > r:
-            x, res, *_ = np.linalg.lstsq(M, b, rcond=None)
-            if spread != 0.0:
-                assert abs(abs(F[r, r]) - np.sqrt(res[0])) < 1e-9 * np.sqrt(res[0])
+def test_gram_is_that_of_the_whitened_augmented_rows(robot, base, monkeypatch):
+    """The accumulated matrix is [A_1 b]^T [A_1 b] of every whitened base-regressor row with its
+    torque (NumPy's product of the stacked rows), whatever the chunks; the solve is the normal
+    equations' (NumPy's solve of them)."""
+    q, v, a, tau = _noisy(robot, 40, seed=35)
+    s = 0.05 * (1 + np.arange(robot.nv) / robot.nv)
+    A = (base.regressor(sd.joint_torque_regressor(robot, q, v, a)) / s[:, None]).reshape(-1, base.rank)
+    Ab = np.column_stack([A, (tau / s).reshape(-1)])
+    G = Ab.T @ Ab
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 1)
+    data = idn.IdentificationData(robot, sigma=s, base=base).add(q, v, a, tau)
+    scale = np.sqrt(np.outer(np.diag(G), np.diag(G)))                # |[A b]_i| |[A b]_j|
+    assert np.all(np.abs(data.gram - G) <= rounding_bound(len(Ab)) * scale)
+    r = base.rank
+    kappa = np.linalg.cond(A / np.linalg.norm(A, axis=0))
+    beta = np.linalg.solve(G[:r, :r], G[:r, r])
+    assert rel_err(data.solve().beta, beta) < rounding_bound(len(Ab), kappa ** 2)
 
 
 def test_states_that_do_not_excite_the_parameters_are_ill_posed(robot, base):
@@ -339,7 +287,7 @@ def test_memory_beyond_the_inputs_does_not_grow_with_the_states(monkeypatch):
     for 4x more states, far below the stacked regressor of all of them."""
     import tracemalloc
     robot = sd.random_tree(6, branching=1.0, joint_types="all", seed=11)
-    monkeypatch.setattr(idn, "CHUNK_BYTES", 2 ** 20)
+    monkeypatch.setattr(idn.least_squares, "CHUNK_BYTES", 2 ** 20)
     base = idn.base_parameters(robot)
     peaks = []
     for n in (2000, 8000):
@@ -389,7 +337,7 @@ def test_example_script_fits_within_its_covariance():
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parents[1] / "examples" / "identify_inertial_parameters.py"
+    script = Path(__file__).resolve().parents[2] / "examples" / "identify_inertial_parameters.py"
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "SPARSEDYN_BACKEND": "numpy"})
     assert out.returncode == 0, out.stderr
@@ -400,3 +348,44 @@ def test_example_script_fits_within_its_covariance():
     assert fit < nominal
     smallest = float(re.search(r"physically consistent fit: smallest eigenvalue ([-+\d.e]+)", text).group(1))
     assert smallest >= -1e-9
+
+
+def test_base_parameters_are_analysed_once_per_model():
+    """A second call (identify's own) returns the analysis already made, read-only; other measurements,
+    another model (even equal) or a compiled model of the same model are keyed apart or shared as
+    they should: the compiled model shares its model's."""
+    robot = sd.random_tree(4, branching=1.0, joint_types="all", seed=14)
+    first = idn.base_parameters(robot)
+    assert idn.base_parameters(robot) is first and not first.K.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        first.independent[0] = 0
+    s = ForceTorque("ft", robot.joint_names[1])
+    assert idn.base_parameters(robot, [s]) is not first and idn.base_parameters(robot, [s]).rank >= first.rank
+    assert idn.base_parameters(sd.compile(robot, kernels=["joint_torque_regressor"])) is first
+    other = sd.random_tree(4, branching=1.0, joint_types="all", seed=14)
+    again = idn.base_parameters(other)
+    assert again is not first and np.array_equal(again.independent, first.independent)
+
+
+def test_identify_with_sensors_on_the_native_road_equals_numpy(icub):
+    """The road users take: plain calls (compiled kernels, built on first use), states as lists, F/T
+    readings keyed by name; the same fit as the NumPy functions' to rounding."""
+    model, sensors = icub
+    q, v, a = idn.random_states(model, 40, seed=12)
+    rng = np.random.default_rng(3)
+    with sd.use_backend("numpy"):
+        tau = sd.rnea(model, q, v, a) + 0.01 * rng.normal(size=(40, model.nv))
+        ft = {s.name: idn.force_torque_regressor(model, q, v, a, s) @ idn.force_torque_parameters(model, s)
+              for s in sensors}
+        data = idn.IdentificationData(model, sensors=list(ft)).add(q, v, a, tau, ft=ft)
+        ref = data.solve()
+    with sd.use_backend("native", deterministic=True):
+        got = sd.identify(model, q.tolist(), v.tolist(), a.tolist(), tau.tolist(), ft=ft)
+    # the normal equations: rounding of the rows amplified by the condition number of the scaled matrix
+    r = ref.base.rank
+    G = data.gram[:r, :r]
+    d = np.sqrt(np.diag(G))
+    bound = rounding_bound(data.rows, np.linalg.cond(G / np.outer(d, d)))
+    assert rel_err(got.beta, ref.beta) < bound
+    b2 = data.gram[r, r]                                          # |b|^2: the residual's rounding scale
+    assert abs(got.residual_rms ** 2 - ref.residual_rms ** 2) * data.rows < bound * b2

@@ -1,34 +1,6 @@
-"""Inertial-parameter identification: base parameters, least squares, physical consistency.
-
-Joint forces and the wrenches F/T sensors measure are linear in the inertial
-parameters ``pi`` (10 per body, :meth:`sparsedyn.Model.inertial_parameters`)::
-
-    tau = Y(q, v, a) pi                    (:func:`sparsedyn.joint_torque_regressor`)
-    y_s = Y_s(q, v, a) pi                  (:func:`force_torque_regressor`)
-
-Not every parameter moves these measurements: some columns of ``Y`` are zero for
-every state, others are combinations of the rest.  The *base parameters* are the
-identifiable combinations (Gautier, *Numerical calculation of the base inertial
-parameters of robots*, 1991): a QR decomposition with column pivoting of
-regressors stacked from random states (joint limits ignored: they are data, not
-structure) splits ``pi`` into independent ``pi_1`` and dependent ``pi_2`` with
-``Y_2 = Y_1 K`` for every state, so ``Y pi = Y_1 beta`` with::
-
-    beta = pi_1 + K pi_2                   (:meth:`BaseParameters.base`)
-
-:func:`identify` solves the (weighted) least squares for ``beta`` and returns its
-covariance; with ``physically_consistent=True`` it instead fits the full ``pi``
-under the constraint that every body's pseudo-inertia (Wensing, Kim and Slotine,
-*Linear matrix inequalities for physically consistent inertial parameter
-identification*, 2017)::
-
-    J = [[Sigma, h], [h^T, m]],  Sigma = tr(I)/2 1 - I    (I about the body origin)
-
-is positive semidefinite: a convex problem (a linear matrix inequality per body), solved by
-a log-barrier interior-point method (Boyd and Vandenberghe, *Convex Optimization*, 2004,
-chapter 11) with Newton steps on the barrier problem.  SciPy is imported when these functions run, not when
-:mod:`sparsedyn` is imported.
-"""
+"""Base parameters and the streamed weighted least squares of :mod:`sparsedyn.identification`
+(Gautier, *Numerical calculation of the base inertial parameters of robots*, 1991, for the base
+parameters)."""
 
 from __future__ import annotations
 
@@ -36,14 +8,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
-from .algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
-from .sensors import ForceTorque
-from .spatial import Transform, force_matrix
+from .. import _checks
+from ..algorithms.kinematics_derivatives import ModelCache
+from ..algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
+from ..model import Model
+from .consistency import _consistent_fit, pseudo_inertia
+from .gram import add_gram, row_groups
+from .force_torque import _pieces, _sensor, _sensor_joint, _sensor_rows, fixed_joint_parameters, model_parameters
 
-__all__ = ["PARAMETER_NAMES", "BaseParameters", "base_parameters", "random_states", "force_torque_regressor",
-           "fixed_joint_parameters", "inertia_parameters", "model_parameters", "parameter_names",
-           "pseudo_inertia", "parameters_from_pseudo_inertia", "Identification", "IdentificationData", "identify"]
+__all__ = ["PARAMETER_NAMES", "BaseParameters", "base_parameters", "random_states", "parameter_names", "Identification",
+           "IdentificationData", "identify", "CHUNK_BYTES"]
 
 #: Names of the 10 parameters of a body, in order.
 PARAMETER_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
@@ -57,106 +31,6 @@ def random_states(model, n, seed=0):
     return q, rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
 
 
-# --- F/T sensors ------------------------------------------------------------------------
-
-def _sensor(model, sensor):
-    if isinstance(sensor, str):
-        sensor = model.sensor(sensor)
-    if not isinstance(sensor, ForceTorque):
-        raise TypeError(f"sensor: expected a ForceTorque sensor (or the name of one on model {model.name!r}), "
-                        f"got {sensor!r}")
-    return sensor
-
-
-def _fixed(model, sensor):
-    return next((f for f in model.fixed_joints if f.name == sensor.joint), None)
-
-
-def _pieces(model, sensors):
-    """Names of the fixed joints carrying a sensor (each adds a child-side piece: 10 parameters)."""
-    out = []
-    for s in sensors:
-        fj = _fixed(model, s)
-        if fj is not None and fj.name not in out:
-            out.append(fj.name)
-    return tuple(out)
-
-
-def inertia_parameters(I6):
-    """The 10 parameters (..., 10) of spatial inertias (..., 6, 6) (order of
-    :meth:`sparsedyn.Model.inertial_parameters`)."""
-    I = np.asarray(I6, float)
-    return np.stack([I[..., 5, 5], I[..., 2, 4], I[..., 0, 5], I[..., 1, 3], I[..., 0, 0], I[..., 0, 1],
-                     I[..., 1, 1], I[..., 0, 2], I[..., 1, 2], I[..., 2, 2]], -1)
-
-
-def fixed_joint_parameters(model, joint):
-    """The 10 parameters of the links on the child side of the merged fixed joint ``joint`` (part of its
-    body's parameters; recorded by the URDF loader as ``FixedJoint.inertia``)."""
-    return inertia_parameters(model.fixed_joint(joint).inertia)
-
-
-def _sensor_rows(model, sensor, W, pieces):
-    """Rows (..., 6, 10 NB + 10 len(pieces)) of a :class:`ForceTorque` from the joint-wrench regressor ``W``.
-
-    Moving joint ``i``: ``y = F f_i`` with ``F`` the constant sensor map.  Fixed joint merged into body
-    ``B`` (see :class:`~sparsedyn.sensors.ForceTorque`): the child-side piece ``P`` (parameters
-    ``pi_P``) moves with ``B``, whose Newton-Euler regressor is ``A_B`` (the diagonal block of ``W``);
-    with no moving body on ``P``, ``y = F A_B pi_P``; with every moving child of ``B`` on ``P``,
-    ``y = F (f_B - A_B (pi_B - pi_P))``.  No external wrench may act on ``P`` and beyond.
-    """
-    who = f"sensor {sensor.name!r}"
-    sign = 1.0 if sensor.direction == "parent_to_child" else -1.0
-    nb = model.nbodies
-    shape = W.shape[:-3] + (6, NPARAM * (nb + len(pieces)))
-    rows = np.zeros(shape)
-    fj = _fixed(model, sensor)
-    if fj is None:
-        try:
-            i = model.joint(sensor.joint)
-        except KeyError as e:
-            raise KeyError(f"{who}: {e.args[0]}") from None
-        X = sensor._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
-                                      f"the child body of joint {sensor.joint!r}")
-        rows[..., :NPARAM * nb] = sign * force_matrix(X) @ W[..., i, :, :]
-        return rows
-    b = fj.body
-    X = sensor._measurement_frame(model, who, b, fj.X, f"the body fixed joint {sensor.joint!r} was merged into")
-    F = sign * force_matrix(X)
-    other = [c for c in range(b + 1, nb) if model.parent[c] == b and c not in fj.children]
-    if fj.children and other:
-        raise ValueError(f"{who}: fixed joint {sensor.joint!r} has moving bodies on both sides inside body "
-                         f"{model.body_names[b]!r}; the wrench across it is not a function of its body's and the "
-                         f"child side's parameters alone")
-    blk = slice(NPARAM * b, NPARAM * (b + 1))
-    A_B = W[..., b, :, blk]
-    if fj.children:                                  # every moving child of B beyond the sensor
-        rows[..., :NPARAM * nb] = F @ W[..., b, :, :]
-        rows[..., blk] = 0.0                         # f_B - A_B pi_B: the children's wrenches only
-    k = nb + pieces.index(fj.name)
-    rows[..., NPARAM * k:NPARAM * (k + 1)] = F @ A_B
-    return rows
-
-
-def force_torque_regressor(model, q, v, a, sensor, gravity=None):
-    """Regressor of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its name on
-    ``model``): what the sensor reads at state ``(q, v, a)`` when no external wrench acts beyond it is
-
-    * on a moving joint: ``Y_s @ pi``, ``Y_s`` (..., 6, 10 NB);
-    * on a merged fixed joint: ``Y_s @ concatenate([pi, pi_P])``, ``Y_s`` (..., 6, 10 NB + 10), where
-      ``pi_P`` are the 10 parameters of the links on the joint's child side
-      (:func:`fixed_joint_parameters`), which are part of the parameters of the body the joint was
-      merged into.
-
-    ``pi = model.inertial_parameters()``.  It is the constant sensor map (frame, axes, direction)
-    applied to rows of :func:`sparsedyn.joint_wrench_regressor`.
-    """
-    _checks.model_first("force_torque_regressor", model, "model, q, v, a")
-    sensor = _sensor(model, sensor)
-    W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
-    return _sensor_rows(model, sensor, W, _pieces(model, [sensor]))
-
-
 # --- base parameters ---------------------------------------------------------------------
 
 def parameter_names(model, pieces=()):
@@ -164,11 +38,6 @@ def parameter_names(model, pieces=()):
     for the child-side piece of each fixed joint in ``pieces``."""
     return ([f"{b}.{p}" for b in model.body_names for p in PARAMETER_NAMES]
             + [f"{j}[child side].{p}" for j in pieces for p in PARAMETER_NAMES])
-
-
-def model_parameters(model, pieces=()):
-    """``model.inertial_parameters()`` followed by the child-side parameters of the fixed joints ``pieces``."""
-    return np.concatenate([model.inertial_parameters()] + [fixed_joint_parameters(model, j) for j in pieces])
 
 
 @dataclass(frozen=True)
@@ -222,12 +91,23 @@ def _stack(model, q, v, a, joint_torques, sensors, gravity=None):
         Y = joint_torque_regressor(model, q, v, a, gravity=gravity)
         rows.append(np.concatenate([Y, np.zeros(Y.shape[:-1] + (NPARAM * len(pieces),))], -1))
     if sensors:
-        W = joint_wrench_regressor(model, q, v, a, gravity=gravity)
-        for s in sensors:
-            rows.append(_sensor_rows(model, s, W, pieces))
+        joints = [_sensor_joint(model, s) for s in sensors]
+        W = joint_wrench_regressor(model, q, v, a, gravity=gravity, joints=tuple(joints))
+        for k, s in enumerate(sensors):
+            rows.append(_sensor_rows(model, s, W[..., k, :, :], pieces))
     if not rows:
         raise ValueError("no measurements: give joint torques and/or F/T sensors")
     return np.concatenate(rows, -2)
+
+
+def _sensor_key(s):
+    R = None if s.rotation is None else np.asarray(s.rotation, float).tobytes()
+    return (type(s).__name__, s.name, s.joint, s.frame, s.direction, R)
+
+
+#: Base parameters already computed, per model (a structural analysis: computed once per model and
+#: measurement set, whatever the number of calls of identify on it).
+_BASES = ModelCache()
 
 
 def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, rtol=1e-10,
@@ -238,11 +118,29 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     ``states``: number of random states stacked (default: enough for three times as many rows as
     parameters); ``rtol``: a pivot of R below ``rtol`` times the largest is rank deficiency;
     ``gravity`` (3,): overrides ``model.gravity`` (its direction decides which first moments act).
+
+    The analysis is done once per model (a compiled model shares its model's) and set of arguments;
+    later calls return the same (read-only) result.
     """
     _checks.model_first("base_parameters", model, "model, sensors")
+    sensors = [_sensor(model, s) for s in sensors]
+    owner = model if isinstance(model, Model) else getattr(model, "model", model)
+    key = (tuple(map(_sensor_key, sensors)), bool(joint_torques), states, seed, rtol,
+           None if gravity is None else tuple(np.asarray(gravity, float).ravel()))
+    table = _BASES.get(owner)
+    if table is None:
+        table = {}
+        _BASES[owner] = table
+    bp = table.get(key)
+    if bp is None:
+        bp = table[key] = _analyse(model, sensors, joint_torques, states, seed, rtol, gravity)
+    return bp
+
+
+def _analyse(model, sensors, joint_torques, states, seed, rtol, gravity):
+    """:func:`base_parameters`, computed: a pivoted QR of regressors stacked from random states."""
     from scipy.linalg import qr, solve_triangular
 
-    sensors = [_sensor(model, s) for s in sensors]
     pieces = _pieces(model, sensors)
     n = NPARAM * (model.nbodies + len(pieces))
     rows_per_state = (model.nv if joint_torques else 0) + 6 * len(sensors)
@@ -270,44 +168,10 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     for k, c in enumerate(indep):
         terms = [names[c]] + [f"{K[k, j]:+.6g} {names[dep[j]]}" for j in np.flatnonzero(K[k])]
         combos.append(" ".join(terms))
-    return BaseParameters(np.asarray(indep), np.asarray(dep), K, tuple(combos), pieces)
-
-
-# --- physical consistency -------------------------------------------------------------------
-
-def pseudo_inertia(pi):
-    """Pseudo-inertia matrices (..., NB, 4, 4) ``[[Sigma, h], [h^T, m]]`` of parameters ``pi`` (..., 10 NB)
-    (``Sigma = tr(I)/2 1 - I`` is the second moment of mass about the body origin)."""
-    P = np.asarray(pi, float).reshape(np.shape(pi)[:-1] + (-1, NPARAM))
-    m, h = P[..., 0], P[..., 1:4]
-    Ixx, Ixy, Iyy, Ixz, Iyz, Izz = np.moveaxis(P[..., 4:], -1, 0)
-    I = np.stack([np.stack([Ixx, Ixy, Ixz], -1), np.stack([Ixy, Iyy, Iyz], -1), np.stack([Ixz, Iyz, Izz], -1)], -2)
-    Sigma = 0.5 * np.trace(I, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - I
-    top = np.concatenate([Sigma, h[..., :, None]], -1)
-    bottom = np.concatenate([h, m[..., None]], -1)[..., None, :]
-    return np.concatenate([top, bottom], -2)
-
-
-def parameters_from_pseudo_inertia(J):
-    """Inverse of :func:`pseudo_inertia`: parameters (..., 10 NB) of pseudo-inertias (..., NB, 4, 4)."""
-    J = np.asarray(J, float)
-    Sigma, h, m = J[..., :3, :3], J[..., :3, 3], J[..., 3, 3]
-    I = np.trace(Sigma, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - Sigma
-    P = np.concatenate([m[..., None], h, np.stack([I[..., 0, 0], I[..., 0, 1], I[..., 1, 1], I[..., 0, 2],
-                                                   I[..., 1, 2], I[..., 2, 2]], -1)], -1)
-    return P.reshape(P.shape[:-2] + (-1,))
-
-
-#: ``E[k]`` (10, 4, 4): the pseudo-inertia is ``J = sum_k pi_k E[k]`` (it is linear in the parameters).
-_E = pseudo_inertia(np.eye(NPARAM))[:, 0]
-
-
-def _lift(pi, nb, rel=1e-6):
-    """Parameters whose pseudo-inertias are ``J`` with every eigenvalue raised to at least ``rel`` times the
-    largest (a strictly feasible point for the barrier)."""
-    w, V = np.linalg.eigh(pseudo_inertia(pi))
-    floor = rel * np.maximum(np.abs(w).max(-1, keepdims=True), 1e-9)
-    return parameters_from_pseudo_inertia((V * np.maximum(w, floor)[..., None, :]) @ np.swapaxes(V, -1, -2))
+    arrays = [np.array(indep), np.array(dep), K]
+    for x in arrays:
+        x.setflags(write=False)                        # shared by every later call
+    return BaseParameters(*arrays, tuple(combos), pieces)
 
 
 # --- least squares ---------------------------------------------------------------------------
@@ -370,87 +234,38 @@ def _check_states(model, q, v, a):
     return q, v, a, N
 
 
-#: Memory for the regressor rows of one chunk of states (bytes): what streaming holds beyond the inputs.
-CHUNK_BYTES = 24 * 2 ** 20
-
-
-def _chunk_factor(M, b, max_cond=1e5):
-    """Upper-triangular ``F`` (r + 1, r + 1) with ``F^T F = [M b]^T [M b]`` (the R factor of the rows
-    ``M`` (m, r) augmented by their right-hand side ``b`` (m,); its last diagonal entry is the norm of
-    the least-squares residual of these rows).
-
-    Tall, well-conditioned rows take the Cholesky QR algorithm run twice (Fukaya, Nakatsukasa, Yanagisawa
-    and Yamamoto, *CholeskyQR2: a simple and communication-avoiding algorithm for computing a tall-skinny
-    QR factorization*, 2014): four BLAS-3 products instead of Householder reflections, as accurate as
-    Householder QR when the column-scaled condition number is below about ``eps^-1/2``; other rows (few,
-    rank deficient, or worse conditioned than ``max_cond``) take Householder QR.
-    """
-    from scipy.linalg import LinAlgError, cholesky, qr, solve_triangular
-    from scipy.linalg.blas import dsyrk
-    from scipy.linalg.lapack import dtrtri
-
-    m, r = M.shape
-    out = np.zeros((r + 1, r + 1))
-    if m >= 2 * r and r:
-        G = dsyrk(1.0, M.T)                                   # M^T M (upper triangle)
-        d = np.sqrt(np.diag(G))
-        try:
-            R1 = cholesky(G, check_finite=False) if np.all(d > 0) else None
-        except LinAlgError:
-            R1 = None
-        if R1 is not None:
-            R1inv, info = dtrtri(R1)
-            # 1-norm condition number of the column-scaled factor (scaling changes neither algorithm)
-            cond = np.abs(R1 / d).sum(0).max() * np.abs(R1inv * d[:, None]).sum(0).max()
-            if info == 0 and np.isfinite(cond) and cond < max_cond:
-                Q1 = M @ R1inv
-                R2 = cholesky(dsyrk(1.0, Q1.T), check_finite=False)
-                c = solve_triangular(R2, b @ Q1, trans="T", check_finite=False)           # Q^T b
-                res = b - Q1 @ solve_triangular(R2, c, check_finite=False)              # b - Q Q^T b
-                out[:r, :r] = R2 @ R1
-                out[:r, r] = c
-                out[r, r] = np.linalg.norm(res)
-                return out
-    F = qr(np.column_stack([M, b]), mode="r", check_finite=False)[0]
-    k = min(F.shape[0], r + 1)
-    out[:k] = F[:k]
-    return out
-
-
-def _merge_factors(*F):
-    """The R factor of the rows whose R factors are ``F`` (each (k, k), upper triangular)."""
-    from scipy.linalg import qr
-
-    out = qr(np.vstack(F), mode="r", check_finite=False)[0][:F[0].shape[0]]
-    return out
+#: Bytes of measurement rows and regressors a chunk of states may hold (what streaming holds beyond the inputs).
+CHUNK_BYTES = 32 * 2 ** 20
 
 
 class IdentificationData:
-    """What :func:`identify` keeps of the measurements: the R factor of the whitened base-regressor rows
-    and their right-hand side, accumulated chunk by chunk, so that a recording of any length is
-    identified in memory independent of its length (a CLI reading a log file, one accumulator per
-    Dask partition merged at the end)::
+    """What :func:`identify` keeps of the measurements: the Gram matrix of the whitened base-regressor
+    rows augmented by their right-hand side, accumulated chunk by chunk, so that a recording of any
+    length is identified in memory independent of its length (a CLI reading a log file, one
+    accumulator per Dask partition merged at the end)::
 
         data = IdentificationData(model, joint_torques=True, sigma=0.1)
         for q, v, a, tau in chunks_of_a_recording:
             data.add(q, v, a, tau)
         result = data.solve()                 # an Identification, as identify() returns
 
-    ``model``: a :class:`~sparsedyn.Model`, or a compiled one (``sparsedyn.compile(model)``: the
-    regressors then run as native code, many times faster for long recordings); ``sensors``:
-    :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on the model) whose readings
-    :meth:`add` is given, whitened with each sensor's covariance; ``joint_torques``: whether
+    ``model``: a :class:`~sparsedyn.Model`, or a compiled one (``sparsedyn.compile(model)``);
+    ``sensors``: :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on the model) whose
+    readings :meth:`add` is given, whitened with each sensor's covariance; ``joint_torques``: whether
     :meth:`add` is given joint forces; ``sigma``, ``base``, ``gravity``: as in :func:`identify`.
 
     The measurement rows ``A_1 beta ~ b`` (``A_1`` the base regressor, ``m x r``) are reduced to the
-    upper-triangular ``F = [[R, c], [0, rho]]`` ((r + 1) x (r + 1)) of the QR factorization of
-    ``[A_1 b]``: ``R`` is the R factor of ``A_1``, ``c = Q^T b`` and ``rho`` the norm of the
-    least-squares residual.  Adding rows replaces ``F`` by the R factor of ``[F; F_chunk]``, which is
-    the R factor of all the rows so far (the Q factors are never kept); :meth:`merge` does the same with
-    the factors of other accumulators.  The result equals that of all rows at once up to rounding.
+    normal equations: ``gram`` ((r + 1) x (r + 1)) is ``[A_1 b]^T [A_1 b]``, added chunk by chunk of
+    states with one BLAS ``syrk`` per group of rows restricted to the columns they touch
+    (:mod:`.gram`: the regressor's structural zeros; a single group, the whole rows, on a chain);
+    :meth:`merge` adds the matrices of other accumulators.  :meth:`solve` factors it once (Cholesky of the column-scaled matrix).  The
+    normal equations square the condition number: the rounding error of ``beta`` is about ``eps
+    kappa^2`` for ``kappa`` the column-scaled condition number of ``A_1`` (10 to 40 for random
+    states of the robots of example-robot-data; larger for motion that excites the parameters less),
+    which is why :meth:`solve` refuses ``kappa`` beyond ``1 / rcond`` = 1e7.
 
-    Attributes: ``model``, ``sensors``, ``base``, ``factor`` (F above), ``rows`` (measurement rows so
-    far), ``states``.
+    Attributes: ``model``, ``sensors``, ``base``, ``gram``, ``rows`` (measurement rows so far),
+    ``states``.
     """
 
     def __init__(self, model, *, sensors=(), joint_torques=True, sigma=None, base=None, gravity=None):
@@ -471,8 +286,13 @@ class IdentificationData:
         self._s = _rows_sigma(sigma, model.nv, "sigma") if self.joint_torques else None
         # whitening of each sensor's reading: C^-1 = Linv^T Linv
         self._Linv = [np.linalg.inv(np.linalg.cholesky(s.covariance(6))) for s in self.sensors]
-        r = base.rank
-        self.factor = np.zeros((r + 1, r + 1))
+        # the moving joint whose wrench each sensor reads (the body a fixed joint was merged into)
+        self._joints = tuple(sorted({_sensor_joint(model, s) for s in self.sensors}))
+        # the base columns in increasing order (a gather from the regressor twice as fast) and where
+        # each goes in the base order
+        self._perm = np.argsort(base.independent, kind="stable")
+        self._G = np.zeros((base.rank + 1, base.rank + 1))    # upper triangle, columns in increasing order
+        self._groups = None                                   # the rows' groups (gram.row_groups), on first use
         self.rows = 0
         self.states = 0
 
@@ -486,12 +306,12 @@ class IdentificationData:
 
     @property
     def _chunk(self):
-        """States per chunk: the regressors of a chunk fit :data:`CHUNK_BYTES`."""
+        """States per chunk: the regressors and rows of a chunk fit :data:`CHUNK_BYTES`."""
         m, r = self.model, self.base.rank
         n = NPARAM * (m.nbodies + len(self.base.pieces))
-        per = 8 * ((m.nv * NPARAM * m.nbodies if self.joint_torques else 0)
-                   + (6 * m.nbodies * NPARAM * m.nbodies + 6 * n) * bool(self.sensors)
-                   + 3 * (m.nv * self.joint_torques + 6 * len(self.sensors)) * (r + 1))
+        rows = m.nv * self.joint_torques + 6 * len(self.sensors)
+        per = 8 * (m.nv * NPARAM * m.nbodies * self.joint_torques + len(self._joints) * 6 * NPARAM * m.nbodies
+                   + 6 * n * bool(self.sensors) + rows * (r + 1))
         return max(1, CHUNK_BYTES // per)
 
     def add(self, q, v, a, tau=None, ft=None, *, first_row=0):
@@ -499,6 +319,8 @@ class IdentificationData:
         (when ``joint_torques``); ``ft``: ``{sensor: y (N, 6)}`` for every sensor (objects or names).
         Large inputs are worked through in chunks of states.  ``first_row``: the index of the first
         state in the whole recording (errors name rows by it).  Returns ``self``."""
+        from scipy.linalg.blas import dsyrk
+
         model = self.model
         q, v, a, N = _check_states(model, q, v, a)
         if self.joint_torques:
@@ -529,41 +351,66 @@ class IdentificationData:
                 if bad.any():
                     raise ValueError(f"{what}: row {first_row + k + int(np.argmax(bad))} contains NaN or "
                                      f"infinite values")
-            M, b = self._rows(parts["q"], parts["v"], parts["a"], parts.get("tau"), [y[sl] for y in ys])
-            self.factor = _merge_factors(self.factor, _chunk_factor(M, b))
-            self.rows += len(b)
+            Mb = self._rows(parts["q"], parts["v"], parts["a"], parts.get("tau"), [y[sl] for y in ys])
+            if len(self._row_groups()) == 1:
+                # [A_1 b]^T [A_1 b]: the C-ordered rows are the Fortran-ordered transpose (no copy)
+                self._G += dsyrk(1.0, Mb.T)
+            else:
+                add_gram(self._G, self._blocks(Mb, sl.stop - sl.start), self._groups)
+            self.rows += len(Mb)
         self.states += N
         return self
 
+    def _blocks(self, Mb, n):
+        """The rows ``Mb`` of ``n`` states by kind: one (n, 1, r + 1) per joint force, (n, 6, r + 1) per sensor."""
+        nv, c = self.model.nv * self.joint_torques, Mb.shape[1]
+        T = Mb[:n * nv].reshape(n, nv, c)
+        return [T[:, j:j + 1] for j in range(nv)] + [Mb[n * (nv + 6 * k):n * (nv + 6 * k + 6)].reshape(n, 6, c)
+                                                      for k in range(len(self.sensors))]
+
+    def _row_groups(self):
+        """:func:`.gram.row_groups` of the kinds of rows, from the columns their rows touch at two random
+        states (a structural zero of the regressor is an exact zero)."""
+        if self._groups is None:
+            m = self.model
+            q, v, a = random_states(m, 2, seed=1)
+            Mb = self._rows(q, v, a, np.zeros((2, m.nv)) if self.joint_torques else None,
+                            [np.zeros((2, 6)) for _ in self.sensors])
+            supports = [np.append(np.any(B[..., :-1] != 0, axis=(0, 1)), True) for B in self._blocks(Mb, 2)]
+            self._groups = row_groups(supports)
+        return self._groups
+
     def _rows(self, q, v, a, tau, ys):
-        """Whitened base-regressor rows (m, r) and right-hand side (m,) of a chunk of states."""
+        """Whitened base-regressor rows of a chunk of ``n`` states with their right-hand side in the last
+        column, (n nv + 6 n len(sensors), r + 1): the joint forces' rows first, then each sensor's."""
         model, base = self.model, self.base
-        cols = base.independent
+        cols, r, n = base.independent[self._perm], base.rank, len(q)
         nP = NPARAM * model.nbodies
-        blocks, rhs = [], []
+        Mb = np.empty((n * (model.nv * self.joint_torques + 6 * len(self.sensors)), r + 1))
+        at = 0
         if self.joint_torques:
             Y = joint_torque_regressor(model, q, v, a, gravity=self.gravity)
+            T = Mb[:n * model.nv].reshape(n, model.nv, r + 1)
             own = cols < nP                                   # the child-side pieces move no joint force
             if own.all():
-                A = np.take(Y, cols, axis=-1)
+                np.take(Y, cols, axis=-1, out=T[..., :r], mode="clip")
             else:
-                A = np.zeros(Y.shape[:-1] + (len(cols),))
-                A[..., own] = Y[..., cols[own]]
+                T[..., :r] = 0.0
+                T[..., np.flatnonzero(own)] = Y[..., cols[own]]
             del Y
+            T[..., r] = tau
             if np.any(self._s != 1.0):
-                A /= self._s[:, None]
-                tau = tau / self._s
-            blocks.append(A)
-            rhs.append(tau)
+                T /= self._s[:, None]
+            at = n * model.nv
         if self.sensors:
-            pieces = base.pieces
-            W = joint_wrench_regressor(model, q, v, a, gravity=self.gravity)
+            W = joint_wrench_regressor(model, q, v, a, gravity=self.gravity, joints=self._joints)
             for s, y, Linv in zip(self.sensors, ys, self._Linv):
-                blocks.append(Linv @ _sensor_rows(model, s, W, pieces)[..., cols])
-                rhs.append(y @ Linv.T)
-        if len(blocks) == 1:
-            return blocks[0].reshape(-1, len(cols)), rhs[0].reshape(-1)
-        return np.concatenate(blocks, -2).reshape(-1, len(cols)), np.concatenate(rhs, -1).reshape(-1)
+                S = Mb[at:at + 6 * n].reshape(n, 6, r + 1)
+                Ws = W[..., self._joints.index(_sensor_joint(model, s)), :, :]
+                S[..., :r] = Linv @ _sensor_rows(model, s, Ws, base.pieces)[..., cols]
+                S[..., r] = y @ Linv.T
+                at += 6 * n
+        return Mb
 
     def merge(self, *others):
         """A new accumulator holding the measurements of ``self`` and ``others`` (accumulators made for
@@ -574,7 +421,7 @@ class IdentificationData:
                                  f"base parameters, got {o!r}")
         out = object.__new__(IdentificationData)
         out.__dict__.update(self.__dict__)
-        out.factor = _merge_factors(self.factor, *(o.factor for o in others))
+        out._G = self._G + sum(o._G for o in others)
         out.rows = self.rows + sum(o.rows for o in others)
         out.states = self.states + sum(o.states for o in others)
         return out
@@ -583,12 +430,54 @@ class IdentificationData:
         return (f"IdentificationData({self.model.name!r}, {self.states} states, {self.rows} rows, "
                 f"{self.base.rank} base parameters)")
 
+    @property
+    def gram(self):
+        """``[A_1 b]^T [A_1 b]`` ((r + 1) x (r + 1)): the Gram matrix of the whitened base-regressor rows
+        (base parameters in the order of ``base.independent``) augmented by their right-hand side."""
+        r = self.base.rank
+        G = np.triu(self._G) + np.triu(self._G, 1).T
+        out = np.empty_like(G)
+        order = np.append(self._perm, r)
+        out[np.ix_(order, order)] = G
+        return out
+
+    def _factor(self, rcond):
+        """``(R, c, rho)``: the R factor (r, r) of the whitened base regressor, ``c = R^-T A_1^T b`` and the
+        norm of the least-squares residual, from :attr:`gram`; ``ValueError`` when the states do not
+        excite every base parameter."""
+        from scipy.linalg import LinAlgError, cholesky, solve_triangular
+        from scipy.linalg.lapack import dtrcon
+
+        base, r = self.base, self.base.rank
+        G = self.gram
+        d = np.sqrt(np.maximum(np.diag(G)[:r], 0.0))
+        Rs, cond = None, np.inf
+        if np.all(d > 0):
+            try:
+                Rs = cholesky(G[:r, :r] / d / d[:, None], check_finite=False)
+                # LAPACK's estimate of the 1-norm condition number (an SVD costs more than the rest)
+                cond = 1.0 / dtrcon(Rs, norm="1")[0] if r else 1.0
+            except LinAlgError:
+                Rs = None
+        if Rs is None or not cond < 1 / rcond:
+            weak = [base.names[k] for k in np.flatnonzero(d == 0)] or (
+                [base.names[int(np.argmin(np.abs(np.diag(Rs))))]] if Rs is not None else [])
+            eg = f", e.g. {weak[0]!r}" if weak else ""
+            number = f" (condition number {cond:.3g} of the scaled base regressor)" if Rs is not None else ""
+            raise ValueError(f"identify: the {self.states} states do not excite every base parameter{number}{eg}; "
+                             f"record more varied motion (every joint moving, accelerating, in several "
+                             f"configurations)")
+        R = Rs * d                                            # A = D Rs^T Rs D
+        c = solve_triangular(R, G[:r, r], trans="T", check_finite=False)
+        rho = np.sqrt(max(G[r, r] - c @ c, 0.0))
+        return R, c, rho
+
     def solve(self, *, physically_consistent=False, reference=None, regularization=1e-6,
-              known_noise=None, rcond=1e-12) -> Identification:
+              known_noise=None, rcond=1e-7) -> Identification:
         """The :class:`Identification` of the measurements added so far (arguments as in
         :func:`identify`).  Raises ``ValueError`` when there are fewer rows than base parameters, or
         when the states do not excite every base parameter (the column-scaled condition number of the
-        base regressor exceeds ``1 / rcond``)."""
+        base regressor, LAPACK's 1-norm estimate, exceeds ``1 / rcond``)."""
         from scipy.linalg import solve_triangular
 
         model, base = self.model, self.base
@@ -596,15 +485,7 @@ class IdentificationData:
         dof = self.rows - r
         if dof < 0:
             raise ValueError(f"identify: {self.rows} measurements for {r} base parameters; give more states")
-        R, c, rho = self.factor[:r, :r], self.factor[:r, r], abs(self.factor[r, r])
-        norms = np.linalg.norm(R, axis=0)
-        cond = np.linalg.cond(R / np.where(norms > 0, norms, 1.0)) if r else 1.0
-        if r and (not np.all(norms > 0) or not cond < 1 / rcond):
-            weak = [base.names[k] for k in np.flatnonzero(norms == 0)] or [
-                base.names[int(np.argmin(np.abs(np.diag(R)) / norms))]]
-            raise ValueError(f"identify: the {self.states} states do not excite every base parameter (condition "
-                             f"number {cond:.3g} of the scaled base regressor), e.g. {weak[0]!r}; record more "
-                             f"varied motion (every joint moving, accelerating, in several configurations)")
+        R, c, rho = self._factor(rcond)
         beta = solve_triangular(R, c)
         known = self.sigma is not None if known_noise is None else bool(known_noise)
         sigma2 = 1.0 if known else float(rho ** 2 / max(dof, 1))
@@ -666,63 +547,3 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     data.add(q, v, a, tau, ft)
     return data.solve(physically_consistent=physically_consistent, reference=reference,
                       regularization=regularization, known_noise=known_noise)
-
-
-def _consistent_fit(R, c, pi0, ref, lam2, nb, tol=1e-10):
-    """``min |R pi - c|^2 + lam2 |pi - ref|^2`` subject to ``J_j(pi) >= 0`` for every body (``R`` (k, n),
-    ``c`` (k,): a factor of the measurement rows, ``|A pi - b|^2 = |R pi - c|^2 + const``), by the
-    barrier method: minimise ``t f(pi) - sum_j log det J_j(pi)`` by Newton's method for increasing
-    ``t``; the gap to the optimum is at most ``4 NB / t``."""
-    from scipy.linalg import cho_factor, cho_solve
-
-    n = R.shape[1]
-    Hf = 2 * (R.T @ R + lam2 * np.eye(n))
-    gf0 = 2 * (R.T @ c + lam2 * ref)
-
-    def f(pi):
-        return float(np.sum((R @ pi - c) ** 2) + lam2 * np.sum((pi - ref) ** 2))
-
-    def barrier(pi):
-        """``(-sum log det J, gradient, block Hessian (NB, 10, 10))``, or None outside the cone."""
-        J = pseudo_inertia(pi)
-        try:
-            L = np.linalg.cholesky(J)
-        except np.linalg.LinAlgError:
-            return None
-        phi = -2 * np.sum(np.log(np.diagonal(L, 0, -2, -1)))
-        G = np.linalg.inv(J)[:, None] @ _E                         # J^-1 E_k  (NB, 10, 4, 4)
-        g = -np.trace(G, axis1=-2, axis2=-1).reshape(-1)
-        H = np.einsum("jkab,jlba->jkl", G, G)
-        return phi, g, H
-
-    starts = [_lift(pi0, nb), _lift(ref, nb)]
-    pi = min(starts, key=f)
-    m = 4 * nb                                                      # barrier parameter (4 x 4 cones)
-    t = m / max(f(pi), 1e-12)
-    for _ in range(60):                                             # outer: t grows tenfold each time
-        for _ in range(50):                                         # Newton on t f + phi
-            phi, gb, Hb = barrier(pi)
-            g = t * (Hf @ pi - gf0) + gb
-            H = t * Hf
-            for j in range(nb):
-                H[NPARAM * j:NPARAM * (j + 1), NPARAM * j:NPARAM * (j + 1)] += Hb[j]
-            step = -cho_solve(cho_factor(H), g)
-            dec = -g @ step                                         # Newton decrement squared
-            if dec < 1e-10:
-                break
-            F0, s = t * f(pi) + phi, 1.0
-            while True:                                             # backtracking, staying inside the cone
-                new = pi + s * step
-                bn = barrier(new)
-                if bn is not None and t * f(new) + bn[0] <= F0 - 0.25 * s * dec:
-                    break
-                s *= 0.5
-                if s < 1e-12:
-                    break
-            if s < 1e-12:
-                break
-            pi = new
-        if m / t < tol * max(1.0, f(pi)):
-            break
-        t *= 10.0
-    return pi
