@@ -3,7 +3,11 @@
 A contact (:class:`~sparsedyn.sensors.Contact`) holds a frame of the robot still against the
 world: ``kind="6d"`` constrains the frame's spatial acceleration ``[omega_dot; a]`` (frame axes,
 at its origin; 6 unknowns, the wrench ``[n; f]``), ``kind="3d"`` the classical acceleration of
-its origin (frame axes; 3 unknowns, the force ``f``).  With ``J`` (m, nv) the contact Jacobian
+its origin (frame axes; 3 unknowns, the force ``f``), ``kind="1d"`` the classical acceleration
+of its origin along a fixed world direction ``n`` (1 unknown, the force ``lambda n`` on the robot,
+``n`` normalised: a frictionless normal contact; its row is ``n^T R_f J_lin`` with ``R_f`` the
+frame's orientation, so the direction turns in the frame as the robot moves).  With ``J`` (m, nv)
+the contact Jacobian
 (rows in the order of the contacts) and ``lambda`` (m) the contact forces applied *on the robot*
 (frame axes, about the frame origin)::
 
@@ -35,8 +39,9 @@ few contacts; compiled, the tracer folds every structural zero (a foot's row has
 other legs).  This is Pinocchio's route too (a sparse Cholesky of the contact KKT system; Carpentier,
 Budhiraja and Mansard, "Proximal and sparse resolution of constrained dynamic equations", 2021).
 
-Impacts (:func:`impulse_dynamics`): ``H (v+ - v) = J^T Lambda``, ``J v+ = -e J v``; the same
-factorization with ``(G + mu I) Lambda = -(1 + e) J v``.
+Impacts (:func:`impulse_dynamics`): ``H (v+ - v) = J^T Lambda``, ``J v+ = -e J v + w`` (``w`` the
+target contact velocity, default 0); the same factorization with
+``(G + mu I) Lambda = w - (1 + e) J v``.
 
 Derivatives (:func:`contact_dynamics_derivatives`, :func:`impulse_dynamics_derivatives`) are the
 traced programs differentiated by the symbolic layer (:func:`sparsedyn.derivative_program`), on
@@ -151,7 +156,9 @@ def contact_jacobian(model, Xup, S, contacts):
     """Contact Jacobian (..., m, nv) in the contacts' frames (no checks; kernel use).
 
     For each contact the transform ``T = frame_X_j`` walks from the contact's body to the root;
-    joint ``j``'s columns are ``T S_j`` (6D) or their linear rows (3D): only ancestors get entries.
+    joint ``j``'s columns are ``T S_j`` (6D) or their linear rows (3D), or those projected on the
+    world normal (1D: ``n_f^T`` times the linear rows, ``n_f`` the normal in frame axes, from
+    ``T = frame_X_world`` at the end of the walk): only ancestors get entries.
     """
     rows = []
     for c in contacts:
@@ -166,8 +173,33 @@ def contact_jacobian(model, Xup, S, contacts):
         Jc = np.zeros(shape + (6, model.nv), dtype=dtype)
         for j, x in cols.items():
             Jc[..., :, model.v_slice(j)] = np.swapaxes(x, -1, -2)
-        rows.append(Jc if c.kind == "6d" else Jc[..., 3:, :])
+        if c.kind == "1d":
+            rows.append(_rotated(T, c)[..., None, :] @ Jc[..., 3:, :] if cols else Jc[..., :1, :])
+        else:
+            rows.append(Jc if c.kind == "6d" else Jc[..., 3:, :])
     return np.concatenate(rows, -2)
+
+
+def _unit(c):
+    """The unit world normal (3,) of a one-direction contact."""
+    n = np.asarray(c.normal, float)
+    return n / np.linalg.norm(n)
+
+
+def _rotated(T, c):
+    """``c``'s unit world normal in the axes of ``T = frame_X_world`` (..., 3)."""
+    return (T.E @ _unit(c)[:, None])[..., 0]
+
+
+def normal_in_frame(model, Xup, c):
+    """The unit world normal of the one-direction contact ``c`` in its frame's axes (..., 3)
+    (``frame_X_world`` composed from ``Xup``; no checks, kernel use)."""
+    fr = model.frames[model.frame(c.frame)]
+    T, j = fr.X, fr.body
+    while j >= 0:
+        T = compose(T, Xup[j])
+        j = model.parent[j]
+    return _rotated(T, c)
 
 
 def _columns(T):
@@ -177,13 +209,18 @@ def _columns(T):
 
 def contact_drift(model, Xup, S, v, contacts):
     """``Jdot v`` (..., m): the contacts' accelerations at ``a = 0`` without gravity (spatial for 6D,
-    classical for a point: ``a_lin + omega x v_p``), frame axes (no checks; kernel use)."""
+    classical for a point: ``a_lin + omega x v_p``), frame axes; for 1D the classical one along the
+    world normal (``n`` is fixed in the world, so ``d/dt (n . v_p) = n . a_p``) (no checks; kernel use)."""
     vb, ab = body_accelerations(model, Xup, S, v, bk.zeros(v.shape, like=v))
     out = []
     for c in contacts:
         fr = model.frames[model.frame(c.frame)]
         vf, af = apply_motion(fr.X, vb[fr.body]), apply_motion(fr.X, ab[fr.body])
-        out.append(af if c.kind == "6d" else af[..., 3:] + cross3(vf[..., :3], vf[..., 3:]))
+        if c.kind == "6d":
+            out.append(af)
+            continue
+        ap = af[..., 3:] + cross3(vf[..., :3], vf[..., 3:])       # classical, frame axes
+        out.append(ap if c.kind == "3d" else (normal_in_frame(model, Xup, c)[..., None, :] @ ap[..., :, None])[..., 0])
     shape = np.broadcast_shapes(*(x.shape[:-1] for x in out))
     return np.concatenate([np.broadcast_to(x, shape + x.shape[-1:]) for x in out], -1)
 
@@ -348,9 +385,28 @@ def _out(x, shape, n):
     return np.broadcast_to(x, shape + (n,)).copy()
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
+_TARGET = {"target_velocity": (_m,)}
+
+
+def _target(target_velocity, contacts, who):
+    """The target contact velocity (..., m) as an array, checked (``None`` stays ``None``)."""
+    if target_velocity is None or bk.is_symbolic(target_velocity):
+        return target_velocity
+    m = contact_size(contacts)
+    try:
+        t = np.asarray(target_velocity, float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: target_velocity must be numbers, one per contact row ({m}), "
+                         f"got {target_velocity!r}") from None
+    if t.shape[-1:] != (m,) or not np.all(np.isfinite(t)):
+        raise ValueError(f"{who}: target_velocity must be (..., {m}) finite numbers, one per contact row "
+                         f"({', '.join(f'{c.name}: {c.size}' for c in contacts)}), got shape {t.shape}")
+    return t
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, optional=_TARGET, static=("contacts", "restitution", "damping"),
         outputs={"v_plus": ("nv",), "impulses": (_m,)}, result=Impulse)
-def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
+def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0, *, target_velocity=None):
     """Velocities after an impact on rigid contacts: ``(v, impulses)`` (an :class:`Impulse`).
 
     The contacts (as in :func:`contact_dynamics`) are hit at state ``(q, v)`` (``v`` the
@@ -359,6 +415,10 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
     ``H^-1 J^T Lambda`` so that the contacts' velocities become ``-restitution`` times what they
     were (0: a plastic impact, they stop; 1: elastic).  ``damping``: the proximal ``mu`` as in
     :func:`contact_dynamics` (Pinocchio's ``impulseDynamics``).
+
+    ``target_velocity`` (..., m): the contact velocities wanted after the impact, one per contact
+    row (frame axes as the impulses; along the normal for a 1D contact), added to the restitution's:
+    ``J v+ = -restitution J v + target_velocity`` (RBDL's ``v_plus`` of a constraint set).
     """
     who = "impulse_dynamics"
     q = _checks.configuration(model, q)
@@ -366,10 +426,14 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
     symbolic = bk.is_symbolic(q) or bk.is_symbolic(v)
     contacts, e, mu = _settings(model, contacts, restitution, damping, who, "restitution")
+    target = _target(target_velocity, contacts, who)
+    if target is not None:
+        shape = np.broadcast_shapes(shape, target.shape[:-1])
     if not contacts:
         return Impulse(_out(v, shape, model.nv), _out(v[..., :0], shape, 0))
     sys, _ = _system(model, q, contacts, _checker(model, symbolic))
-    impulses = _solve_forces(sys, -(1.0 + e) * _mv(sys.J, v), mu, symbolic, who, contacts)
+    rhs = -(1.0 + e) * _mv(sys.J, v)
+    impulses = _solve_forces(sys, rhs if target is None else rhs + target, mu, symbolic, who, contacts)
     v_plus = v + _hinv_jt(sys, impulses)
     return Impulse(_out(v_plus, shape, model.nv), _out(impulses, shape, contact_size(contacts)))
 
@@ -377,25 +441,41 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
 # --- derivatives: the implicit function theorem on the traced programs ---------------------------
 #
 # The contact dynamics solve  r1 = rnea(q, v, a, f_ext + X^T lambda) - tau = 0  (the contact wrenches
-# are body-fixed: X^T lambda is constant in the body frame) and  r2 = J a + drift + K_d J v + mu lambda
+# are body-fixed: X^T lambda is constant in the body frame; a 1D contact's direction is world-fixed, its
+# J_1(q)^T lambda is differentiated apart) and  r2 = J a + drift + K_d J v + mu lambda
 # = 0.  Differentiating,  [H  -J^T; J  mu I] [da; dlambda] = -[dr1; dr2],  so with M = H^-1:
 #     dlambda = (G + mu I)^-1 (J M dr1 - dr2),        da = M (J^T dlambda - dr1).
 # dr1 comes from RNEA's analytical derivatives (Carpentier and Mansard, 2018), dr2 from the derivative
 # program of the contact acceleration (traced and differentiated by the symbolic layer); the rest is
-# sparse solves with H and products with the small inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) + mu Lambda.
+# sparse solves with H and products with the small inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) - w + mu Lambda.
 
-def _contact_wrenches(model, contacts, forces, f_ext=None):
-    """Body wrenches (..., NB, 6) of the contact forces (..., m) (body frames), plus ``f_ext``."""
+def _contact_wrenches(model, contacts, forces, f_ext=None, Xup=None):
+    """Body wrenches (..., NB, 6) of the contact forces (..., m) (body frames), plus ``f_ext``.
+
+    A one-direction contact's force turns in its body with the configuration: with ``Xup`` it is
+    included (``n_f lambda``); without, it is left out (the caller accounts for it)."""
     shape = forces.shape[:-1]
     out = np.zeros(shape + (model.nbodies, 6), dtype=forces.dtype) if f_ext is None else f_ext + 0
     r = 0
     for c in contacts:
         fr = model.frames[model.frame(c.frame)]
-        w = forces[..., r:r + 6] if c.kind == "6d" else \
-            np.concatenate([np.zeros(shape + (3,), dtype=forces.dtype), forces[..., r:r + 3]], -1)
+        r, f = r + c.size, forces[..., r:r + c.size]
+        if c.kind == "1d":
+            if Xup is None:
+                continue
+            f = normal_in_frame(model, Xup, c) * f
+        w = f if c.kind == "6d" else np.concatenate([np.zeros(f.shape[:-1] + (3,), dtype=f.dtype), f], -1)
         out[..., fr.body, :] = out[..., fr.body, :] + apply_force_transpose(fr.X, w)
-        r += c.size
     return out
+
+
+def _normal_forces(model, q, forces, contacts):
+    """``J_1(q)^T lambda_1`` (..., nv): the generalised force of the one-direction contacts alone
+    (kernel use; its derivative in ``q`` adds the turning of their world-fixed directions in the
+    bodies to RNEA's derivative with body-fixed wrenches)."""
+    rows = [r for r, c in zip(np.cumsum([0] + [c.size for c in contacts]), contacts) if c.kind == "1d"]
+    J = _jacobian(model, q, contacts)
+    return (forces[..., rows][..., None, :] @ J[..., rows, :])[..., 0, :]
 
 
 def _acceleration(model, q, v, a, contacts, baumgarte=None):
@@ -420,7 +500,9 @@ def _velocity(model, q, w, contacts):
 def _impulse_balance(model, q, w, impulses, contacts):
     """``H(q) w - J(q)^T impulses`` (..., nv): RNEA without velocity and gravity (kernel use)."""
     z = np.zeros(3, dtype=q.dtype)
-    return rnea_kernel(model, q, bk.zeros(w.shape, like=w), w, _contact_wrenches(model, contacts, impulses), z)
+    Xup, _ = joint_transforms(model, q)
+    return rnea_kernel(model, q, bk.zeros(w.shape, like=w), w, _contact_wrenches(model, contacts, impulses, Xup=Xup),
+                       z)
 
 
 _NV, _NQ = ("nv",), ("nq",)
@@ -428,6 +510,8 @@ _ACC = Kernel("contact_acceleration", _acceleration, {"q": _NQ, "v": _NV, "a": _
               ("contacts", "baumgarte"))
 _VEL = Kernel("contact_velocity", _velocity, {"q": _NQ, "w": _NV}, {"c": (_m,)}, {}, ("contacts",))
 _BAL = Kernel("impulse_balance", _impulse_balance, {"q": _NQ, "w": _NV, "impulses": (_m,)}, {"r": _NV}, {},
+              ("contacts",))
+_NRM = Kernel("normal_contact_forces", _normal_forces, {"q": _NQ, "forces": (_m,)}, {"r": _NV}, {},
               ("contacts",))
 
 
@@ -484,6 +568,8 @@ def _dynamics_derivatives_program(model, static, optional):
         a, lam = inline(trace_kernel(contact_dynamics.__kernel__, model, st, optional), args)
         f_tot = _contact_wrenches(model, contacts, lam, opt.get("f_ext"))
         r1q, r1v = rnea_derivative_kernel(model, q, v, a, f_tot, opt.get("gravity"), want_da=False)
+        if any(c.kind == "1d" for c in contacts):        # r1 -= J_1(q)^T lambda_1, left out of f_tot
+            r1q = r1q - inline(derivative_program(_NRM, model, ("q",), {"contacts": contacts}), [q, lam])[0]
         r2q, r2v = inline(derivative_program(_ACC, model, ("q", "v"), {"contacts": contacts, "baumgarte": kd}),
                           [q, v, a])
         solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
@@ -507,13 +593,15 @@ def _dynamics_derivatives_program(model, static, optional):
 def _impulse_derivatives_program(model, static, optional=()):
     contacts = contacts_of(model, static["contacts"])
     e, mu = float(static.get("restitution") or 0.0), float(static.get("damping") or 0.0)
+    optional = tuple(n for n in _TARGET if n in set(optional))
 
     def build():
         nv = model.nv
         g = Graph()
         q, v = g.inputs(0, (model.nq,)), g.inputs(1, (nv,))
+        extra = [g.inputs(2, (contact_size(contacts),))] if optional else []
         st = {"contacts": contacts, "restitution": e, "damping": mu}
-        vp, imp = inline(trace_kernel(impulse_dynamics.__kernel__, model, st), [q, v])
+        vp, imp = inline(trace_kernel(impulse_dynamics.__kernel__, model, st, optional), [q, v] + extra)
         r1q, = inline(derivative_program(_BAL, model, ("q",), {"contacts": contacts}), [q, vp - v, imp])
         r2q, = inline(derivative_program(_VEL, model, ("q",), {"contacts": contacts}), [q, vp + e * v])
         solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
@@ -521,9 +609,11 @@ def _impulse_derivatives_program(model, static, optional=()):
         dv_q = solve(J.T @ dimp_q - r1q)
         dimp_v = -(1.0 + e) * (Gi @ J)                 # r1 = -H dv, r2 = e J dv
         dv_v = MJt @ dimp_v + np.eye(nv, dtype=int)
-        return g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)], name="impulse_dynamics_derivatives",
-                         input_names=("q", "v"), output_names=("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv"))
-    return _cached(("impulse_dynamics_derivatives", contacts, e, mu), model, build)
+        return g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)] + [(contact_size(contacts),)] * len(extra),
+                         name="impulse_dynamics_derivatives" + "".join("_" + n for n in optional),
+                         input_names=("q", "v") + optional,
+                         output_names=("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv"))
+    return _cached(("impulse_dynamics_derivatives", contacts, e, mu, optional), model, build)
 
 
 _NVxNV = ("nv", "nv")
@@ -558,26 +648,30 @@ def contact_dynamics_derivatives(model, q, v, tau, contacts, *, baumgarte=None, 
     return tuple(_run(prog, [q, v, tau] + [x for x in (f_ext, g if gravity is not None else None) if x is not None]))
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, optional=_TARGET, static=("contacts", "restitution", "damping"),
         outputs={"dv_dq": _NVxNV, "dv_dv": _NVxNV, "dimpulses_dq": _MxNV, "dimpulses_dv": _MxNV},
         program=_impulse_derivatives_program)
-def impulse_dynamics_derivatives(model, q, v, contacts, restitution=0.0, damping=0.0):
+def impulse_dynamics_derivatives(model, q, v, contacts, restitution=0.0, damping=0.0, *, target_velocity=None):
     """Partial derivatives of :func:`impulse_dynamics`: ``(dv_dq, dv_dv, dimpulses_dq, dimpulses_dv)``
     of the post-impact velocity and the impulses, shapes (..., nv, nv) and (..., m, nv), ``d/dq`` on
     the tangent space.  Analytic (the implicit function theorem, as :func:`contact_dynamics_derivatives`).
     Pinocchio's ``computeImpulseDynamicsDerivatives`` returns ``dv_dv - I`` (the derivative of the jump).
+    ``target_velocity`` as in :func:`impulse_dynamics` (held constant).
     """
     who = "impulse_dynamics_derivatives"
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v, "v")
     contacts, e, mu = _settings(model, contacts, restitution, damping, who, "restitution")
+    target = _target(target_velocity, contacts, who)
     if not contacts:
         shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
         z = np.zeros(shape + (0, model.nv))
         return np.zeros(shape + (model.nv, model.nv)), np.broadcast_to(np.eye(model.nv), shape + (model.nv,) * 2).copy(), z, z
     _warn_if_singular(model, q, contacts, mu, who)
-    prog = _impulse_derivatives_program(model, {"contacts": contacts, "restitution": e, "damping": mu})
-    return tuple(_run(prog, [q, v]))
+    st = {"contacts": contacts, "restitution": e, "damping": mu}
+    if target is None:
+        return tuple(_run(_impulse_derivatives_program(model, st), [q, v]))
+    return tuple(_run(_impulse_derivatives_program(model, st, tuple(_TARGET)), [q, v, target]))
 
 
 def _warn_if_singular(model, q, contacts, mu, who):
