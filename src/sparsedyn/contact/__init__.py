@@ -4,7 +4,9 @@
   :func:`impulse_dynamics` and their derivatives), sparse kernels without a null-space projection;
 * :mod:`.friction_problem`, :mod:`.friction_kernel`, :mod:`.friction`: one time step with one-sided
   contacts and exact Coulomb friction (:func:`contact_step`, :func:`rollout`);
-* :mod:`.friction_derivatives`: derivatives of that step (:func:`contact_step_derivatives`).
+* :mod:`.friction_derivatives`: derivatives of that step (:func:`contact_step_derivatives`);
+* :mod:`.pressure`: centre of pressure, zero-moment point and support polygon from contact wrenches
+  (:func:`center_of_pressure`, :func:`zero_moment_point`, :func:`support_polygon`).
 
 Closed kinematic loops and other holonomic constraints live in :mod:`sparsedyn.constraints`.
 Contact forces are those applied on the robot, in the contact frame's axes about its origin.
@@ -15,10 +17,12 @@ from .dynamics import (ContactDynamics, ContactWarning, Impulse, contact_dynamic
 from .friction import (ContactProblem, ContactStep, ContactStepWarning, Rollout, contact_problem, contact_step,
                        rollout)
 from .friction_derivatives import ContactStepDerivatives, contact_step_derivatives
+from .pressure import CentersOfPressure, ZeroMomentPoint, center_of_pressure, support_polygon, zero_moment_point
 
 __all__ = [
     "ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
     "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
     "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout", "contact_problem", "contact_step", "rollout",
     "ContactStepDerivatives", "contact_step_derivatives",
+    "CentersOfPressure", "ZeroMomentPoint", "center_of_pressure", "support_polygon", "zero_moment_point",
 ]
