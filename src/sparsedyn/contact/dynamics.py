@@ -330,7 +330,8 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0, *, tar
 #     dlambda = (G + mu I)^-1 (J M dr1 - dr2),        da = M (J^T dlambda - dr1).
 # dr1 comes from RNEA's analytical derivatives (Carpentier and Mansard, 2018), dr2 from the derivative
 # program of the contact acceleration (traced and differentiated by the symbolic layer); the rest is
-# sparse solves with H and products with the small inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) - w + mu Lambda.
+# sparse solves with H and products with the small inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,
+# r2 = J (v+ + e v) - w + mu Lambda (w the target velocity).
 
 def _contact_wrenches(model, contacts, forces, f_ext=None, Xup=None):
     """Body wrenches (..., NB, 6) of the contact forces (..., m) (body frames), plus ``f_ext``.
