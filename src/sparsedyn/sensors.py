@@ -187,7 +187,7 @@ class Contact:
 
     @property
     def size(self) -> int:
-        """Number of unknowns: 6 (``"6d"``), 3 (``"3d"``) or 1 (``"1d"``)."""
+        """The number of unknowns, 6 (``"6d"``), 3 (``"3d"``) or 1 (``"1d"``)."""
         return {"6d": 6, "3d": 3, "1d": 1}[self.kind]
 
     @property
