@@ -222,7 +222,8 @@ def contact_dynamics(model, q, v, tau, contacts, *, baumgarte=None, damping=0.0,
     :class:`~sparsedyn.sensors.Contact` (frame names are 6D contacts; a tuple is fastest on a
     compiled model).  ``a`` (..., nv): the joint accelerations; ``forces`` (..., m): the contact
     forces applied on the robot, in the order of ``contacts``: ``[n; f]`` (6) per 6D contact,
-    ``f`` (3) per point contact, in the contact frame's axes about its origin.
+    ``f`` (3) per point contact, in the contact frame's axes about its origin; ``lambda`` (1) per
+    one-direction contact (``Contact(frame, "1d", normal=n)``: the force ``lambda n``, world ``n``).
 
     Each contact's acceleration is held at ``-K_d`` times its velocity (``baumgarte=K_d`` [1/s],
     default 0: the frame's spatial acceleration, or a point's classical acceleration, is zero
