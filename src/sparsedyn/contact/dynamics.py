@@ -44,7 +44,7 @@ target contact velocity, default 0); the same factorization with
 ``(G + mu I) Lambda = w - (1 + e) J v``.
 
 Derivatives (:func:`contact_dynamics_derivatives`, :func:`impulse_dynamics_derivatives`) are the
-traced programs differentiated by the symbolic layer (:func:`sparsedyn.derivative_program`), on
+traced programs differentiated by the symbolic layer (:func:`~sparsedyn.algorithms.derivatives.derivative_program`), on
 the tangent space, as :func:`~sparsedyn.aba_derivatives`.
 """
 
