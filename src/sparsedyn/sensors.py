@@ -118,14 +118,19 @@ def _selection(who, components):
     return np.eye(6)[rows]
 
 
-#: Kinds of :class:`Contact`: ``"6d"`` (an unknown wrench ``[n; f]``) and ``"3d"`` (a point: an unknown force ``f``).
-CONTACT_KINDS = ("6d", "3d")
+#: Kinds of :class:`Contact`: ``"6d"`` (an unknown wrench ``[n; f]``), ``"3d"`` (a point: an unknown force ``f``)
+#: and ``"1d"`` (a frictionless point: an unknown force along a fixed world direction).
+CONTACT_KINDS = ("6d", "3d", "1d")
 
 
 class Contact:
     """A contact at ``frame``: an unknown wrench ``[n; f]`` (``kind="6d"``, 6 unknowns) or an
     unknown force ``f`` at the frame origin (``kind="3d"``, a point contact, 3 unknowns), applied
-    *on the robot* and expressed in the frame's axes (about its origin).
+    *on the robot* and expressed in the frame's axes (about its origin); or, with ``kind="1d"``
+    and ``normal`` (3,) in *world* axes, one unknown: the force ``lambda normal/|normal|`` at the
+    frame origin (a frictionless point contact holding the origin's velocity along the normal:
+    RBDL's contact on one axis, MuJoCo's ``condim=1``).  ``normal`` is kept as given; the
+    functions that use it normalise it.
 
     One vocabulary for estimation (:class:`~sparsedyn.estimation.EstimationProblem`) and contact
     dynamics (:func:`~sparsedyn.contact_dynamics`).  ``frame``: a frame name or index; ``name``:
@@ -137,9 +142,9 @@ class Contact:
     validated here, and the functions that do not model one-sided contact refuse them.
     """
 
-    __slots__ = ("frame", "kind", "name", "friction", "point", "plane")
+    __slots__ = ("frame", "kind", "name", "friction", "point", "plane", "normal")
 
-    def __init__(self, frame, kind="6d", *, name=None, friction=None, point=None, plane=None):
+    def __init__(self, frame, kind="6d", *, name=None, friction=None, point=None, plane=None, normal=None):
         if not isinstance(frame, (str, int, np.integer)) or isinstance(frame, bool) or frame == "":
             raise TypeError(f"Contact: frame must be a frame name or index, got {frame!r}")
         if kind not in CONTACT_KINDS:
@@ -149,6 +154,13 @@ class Contact:
         if (friction, point, plane) != (None, None, None) and kind != "3d":
             raise ValueError(f"Contact({frame!r}): friction, point and plane describe a one-sided point "
                              f"contact; they need kind='3d', got kind={kind!r}")
+        if (kind == "1d") != (normal is not None):
+            raise ValueError(f"Contact({frame!r}): a one-direction contact (kind='1d') needs its world "
+                             f"normal=(x, y, z), and only it takes one; got kind={kind!r}, normal={normal!r}")
+        if normal is not None:
+            normal = _finite_tuple(f"Contact({frame!r}): normal", normal, 3)
+            if not any(normal):
+                raise ValueError(f"Contact({frame!r}): the normal must not be zero")
         if friction is not None:
             if isinstance(friction, bool) or not isinstance(friction, (int, float, np.floating, np.integer)) \
                     or not np.isfinite(friction) or friction < 0:
@@ -167,7 +179,7 @@ class Contact:
             offset = _finite_tuple(f"Contact({frame!r}): plane offset", [offset], 1)[0]
             plane = (normal, offset)
         frame = frame if isinstance(frame, str) else int(frame)
-        for k, x in zip(self.__slots__, (frame, kind, name or str(frame), friction, point, plane)):
+        for k, x in zip(self.__slots__, (frame, kind, name or str(frame), friction, point, plane, normal)):
             object.__setattr__(self, k, x)
 
     def __setattr__(self, key, value):
@@ -175,8 +187,8 @@ class Contact:
 
     @property
     def size(self) -> int:
-        """The number of unknowns, 6 (``"6d"``) or 3 (``"3d"``)."""
-        return 6 if self.kind == "6d" else 3
+        """The number of unknowns, 6 (``"6d"``), 3 (``"3d"``) or 1 (``"1d"``)."""
+        return {"6d": 6, "3d": 3, "1d": 1}[self.kind]
 
     @property
     def one_sided(self) -> bool:
@@ -184,7 +196,7 @@ class Contact:
         return (self.friction, self.point, self.plane) != (None, None, None)
 
     def _key(self):
-        return (self.frame, self.kind, self.name, self.friction, self.point, self.plane)
+        return (self.frame, self.kind, self.name, self.friction, self.point, self.plane, self.normal)
 
     def __eq__(self, other):
         return isinstance(other, Contact) and self._key() == other._key()
@@ -204,14 +216,14 @@ class Contact:
         extra = "" if self.kind == "6d" else f", kind={self.kind!r}"
         if self.name != str(self.frame):
             extra += f", name={self.name!r}"
-        for k in ("friction", "point", "plane"):
+        for k in ("friction", "point", "plane", "normal"):
             if getattr(self, k) is not None:
                 extra += f", {k}={getattr(self, k)!r}"
         return f"Contact({self.frame!r}{extra})"
 
 
-def _contact(frame, kind, name, friction, point, plane):
-    return Contact(frame, kind, name=name, friction=friction, point=point, plane=plane)
+def _contact(frame, kind, name, friction, point, plane, normal=None):
+    return Contact(frame, kind, name=name, friction=friction, point=point, plane=plane, normal=normal)
 
 
 def _finite_tuple(who, x, n):

@@ -8,7 +8,8 @@ of their frame.  All residuals and Jacobian rows use world axes:
 constraint            rows  g(q)
 ====================  ====  ============================================================
 ``Weld``              6     ``[log3(R_A R_T^T); p_A - p_T]`` (angular first); ``T`` is
-                            the target pose: frame B composed with ``placement``
+                            the target pose: frame B composed with ``placement``; on
+                            chosen ``directions``, those rows in frame A's axes
 ``PointCoincidence``  1-3   ``(p_A - p_B)[axes]`` (a spherical loop closure)
 ``PointOnGround``     1     ``n . p_A - height`` (slides on the plane ``n . x = height``)
 ====================  ====  ============================================================
@@ -28,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..joints import quat_log
-from ..spatial import rot_to_quat
+from ..spatial import cross3, rot_to_quat
 from . import _kinematics as K
 from .base import Constraint
 from .errors import ConstraintError
@@ -147,20 +148,56 @@ def _log3(R):
     return quat_log(rot_to_quat(R))
 
 
+_DIRECTIONS = ("rx", "ry", "rz", "x", "y", "z")
+
+
+def _directions(directions, what):
+    """The row indices (sorted, into ``rx ry rz x y z``) of a weld's ``directions``."""
+    if isinstance(directions, str):
+        directions = (directions,)
+    try:
+        names = list(directions)
+    except TypeError:
+        raise ConstraintError(f"{what}: directions must be names among {_DIRECTIONS}, got {directions!r}") from None
+    bad = [d for d in names if not isinstance(d, str) or d not in _DIRECTIONS]
+    if not names or bad:
+        raise ConstraintError(f"{what}: directions must be a nonempty set of names among {_DIRECTIONS} "
+                              f"(frame_a's axes), got {directions!r}")
+    if len(set(names)) != len(names):
+        raise ConstraintError(f"{what}: directions name an axis twice: {directions!r}")
+    return sorted(_DIRECTIONS.index(d) for d in names)
+
+
 class Weld(_TwoPoints):
-    """Frame ``frame_a`` is rigidly attached to ``frame_b`` (or to the world for ``None``).
+    """Frame ``frame_a`` is rigidly attached to ``frame_b`` (or to the world for ``None``), on all
+    six relative motion directions or on the chosen ``directions``.
 
     ``placement = (R, p)``: the pose of frame A in frame B (or in the world) that
     the weld holds, default the identity (the frames coincide).  Six rows,
     angular first: ``[log3(R_A R_T^T); p_A - p_T]`` in world axes, ``T`` being
     the target frame ``B * placement`` (see the module docstring for ``G``).
+
+    ``directions``: a subset of ``("rx", "ry", "rz", "x", "y", "z")``, the rotations
+    about and translations along frame A's axes that the closure fixes (RBDL's loop
+    constraints on chosen axes of the predecessor frame): a revolute closure about
+    A's z fixes ``("rx", "ry", "x", "y", "z")``, a spherical one ``("x", "y", "z")``,
+    and in a loop moving in A's xy plane a revolute closure fixes ``("x", "y")``
+    and a rigid one ``("x", "y", "rz")``.  The rows are then in frame A's axes,
+    in that order: ``log3(R_T^T R_A)`` (the orientation error in A's axes) and
+    ``R_A^T (p_A - p_T)``.  The translation rows' ``G`` is their exact derivative
+    (``R_A^T (v_A - v_T - omega_A x (p_A - p_T))``, the velocity of the point of A
+    at ``p_T`` relative to B); the rotation rows' ``G = R_A^T (omega_A - omega_B)``
+    is the relative angular velocity in A's axes, the exact velocity constraint of
+    a fixed rotation direction and, off the manifold, the quasi-Newton Jacobian
+    of the orientation error.  ``None`` (default) or all six: the full weld in
+    world axes above.
     """
 
     kind = "weld"
     size = 6
-    labels = ("rx", "ry", "rz", "x", "y", "z")
+    labels = _DIRECTIONS
 
-    def __init__(self, model, frame_a, frame_b=None, placement=None, name=None):
+    def __init__(self, model, frame_a, frame_b=None, placement=None, name=None, directions=None):
         super().__init__(model, name)
         w = f"weld {self.name!r}"
         if frame_a is None:
@@ -183,31 +220,68 @@ class Weld(_TwoPoints):
         self.r_b = ob + Rb @ po               # target frame origin in body-B coordinates
         if self.body_a == self.body_b:
             raise ConstraintError(f"{w}: both frames are on body {model.body_names[self.body_a]!r}")
+        index = list(range(6)) if directions is None else _directions(directions, w)
+        #: whether the rows are a subset in frame A's axes (the full weld stays in world axes)
+        self.local = len(index) < 6
+        self.index = index
+        self.directions = tuple(_DIRECTIONS[k] for k in index)
+        self.size = len(index)
+        self.labels = self.directions
+
+    def _rotations(self, kin):
+        return (K.body_rotation(kin, self.body_a) @ self.Ra, K.body_rotation(kin, self.body_b) @ self.Rb)
 
     def residual(self, kin, q):
         pa, pb = self._points(kin)
-        RA = K.body_rotation(kin, self.body_a) @ self.Ra
-        RT = K.body_rotation(kin, self.body_b) @ self.Rb
+        RA, RT = self._rotations(kin)
+        if self.local:
+            d = (np.swapaxes(RA, -1, -2) @ (pa - pb)[..., None])[..., 0]
+            return np.concatenate([_log3(np.swapaxes(RT, -1, -2) @ RA), d], -1)[..., self.index]
         return np.concatenate([_log3(RA @ np.swapaxes(RT, -1, -2)), pa - pb], -1)
 
     def jacobian(self, kin, q):
-        pa, pb = self._points(kin)
-        return self._jac(kin, pa, pb)
+        return self.evaluate(kin, q)[1]
 
     def bias(self, kin, q, v):
-        return np.concatenate(self._acc(kin), -1)
+        return self.evaluate(kin, q, v)[2]
 
     def evaluate(self, kin, q, v=None):
+        if self.local:
+            return self._evaluate_local(kin, v)
         pa, pb, J, acc = self._all(kin, v)
-        RA = K.body_rotation(kin, self.body_a) @ self.Ra
-        RT = K.body_rotation(kin, self.body_b) @ self.Rb
-        g = np.concatenate([_log3(RA @ np.swapaxes(RT, -1, -2)), pa - pb], -1)
-        return g, J, None if acc is None else np.concatenate(acc, -1)
+        return self.residual(kin, None), J, None if acc is None else np.concatenate(acc, -1)
+
+    def _evaluate_local(self, kin, v):
+        """The chosen rows in frame A's axes (see the class docstring)."""
+        pa, pb = self._points(kin)
+        At = np.swapaxes(self._rotations(kin)[0], -1, -2)
+        d = pa - pb
+        JA = K.point_jacobian(self.model, kin, self.body_a, pa)
+        JB = K.point_jacobian(self.model, kin, self.body_b, pb)
+        dxw = np.swapaxes(cross3(np.broadcast_to(d[..., None, :], JA.shape[:-2] + (JA.shape[-1], 3)),
+                                   np.swapaxes(JA[..., :3, :], -1, -2)), -1, -2)       # d x omega_A columns
+        G = np.concatenate([At @ (JA[..., :3, :] - JB[..., :3, :]), At @ (JA[..., 3:, :] - JB[..., 3:, :] + dxw)],
+                           -2)
+        b = None
+        if v is not None:
+            wa, va = K.point_velocity(kin, self.body_a, self.r_a)
+            wb, vb = K.point_velocity(kin, self.body_b, self.r_b)
+            (ala, aa), (alb, ab) = (K.point_bias_acceleration(kin, self.body_a, self.r_a),
+                                    K.point_bias_acceleration(kin, self.body_b, self.r_b))
+            # d/dt of R_A^T (.) adds -omega_A x (.) to the world-axes derivative
+            ang = ala - alb - cross3(wa, wa - wb)
+            lin = (aa - ab - cross3(ala, d) - 2.0 * cross3(wa, va - vb) + cross3(wa, cross3(wa, d)))
+            b = (At @ np.concatenate([ang[..., None], lin[..., None]], -1))
+            b = np.concatenate([b[..., 0], b[..., 1]], -1)
+        return self.residual(kin, None), G[..., self.index, :], None if b is None else b[..., self.index]
 
     def to_dict(self):
         R, p = self.placement
-        return {"type": "weld", "name": self.name, "frame_a": self.frame_a, "frame_b": self.frame_b,
-                "placement": {"rotation": R.tolist(), "position": p.tolist()}}
+        out = {"type": "weld", "name": self.name, "frame_a": self.frame_a, "frame_b": self.frame_b,
+               "placement": {"rotation": R.tolist(), "position": p.tolist()}}
+        if self.local:
+            out["directions"] = list(self.directions)
+        return out
 
 
 class PointOnGround(Constraint):

@@ -3,7 +3,11 @@
 A contact (:class:`~sparsedyn.sensors.Contact`) holds a frame of the robot still against the
 world: ``kind="6d"`` constrains the frame's spatial acceleration ``[omega_dot; a]`` (frame axes,
 at its origin; 6 unknowns, the wrench ``[n; f]``), ``kind="3d"`` the classical acceleration of
-its origin (frame axes; 3 unknowns, the force ``f``).  With ``J`` (m, nv) the contact Jacobian
+its origin (frame axes; 3 unknowns, the force ``f``), ``kind="1d"`` the classical acceleration
+of its origin along a fixed world direction ``n`` (1 unknown, the force ``lambda n`` on the robot,
+``n`` normalised: a frictionless normal contact; its row is ``n^T R_f J_lin`` with ``R_f`` the
+frame's orientation, so the direction turns in the frame as the robot moves).  With ``J`` (m, nv)
+the contact Jacobian
 (rows in the order of the contacts) and ``lambda`` (m) the contact forces applied *on the robot*
 (frame axes, about the frame origin)::
 
@@ -35,8 +39,9 @@ few contacts; compiled, the tracer folds every structural zero (a foot's row has
 other legs).  This is Pinocchio's route too (a sparse Cholesky of the contact KKT system; Carpentier,
 Budhiraja and Mansard, "Proximal and sparse resolution of constrained dynamic equations", 2021).
 
-Impacts (:func:`impulse_dynamics`): ``H (v+ - v) = J^T Lambda``, ``J v+ = -e J v``; the same
-factorization with ``(G + mu I) Lambda = -(1 + e) J v``.
+Impacts (:func:`impulse_dynamics`): ``H (v+ - v) = J^T Lambda``, ``J v+ = -e J v + w`` (``w`` the
+target contact velocity, default 0); the same factorization with
+``(G + mu I) Lambda = w - (1 + e) J v``.
 
 Derivatives (:func:`contact_dynamics_derivatives`, :func:`impulse_dynamics_derivatives`) are the
 traced programs differentiated by the symbolic layer (:func:`~sparsedyn.algorithms.derivatives.derivative_program`), on
@@ -60,15 +65,14 @@ from ..algorithms.minv import minv
 from ..algorithms.dynamics_derivatives import rnea_derivative_kernel
 from ..algorithms.rnea import rnea_kernel
 from ..algorithms.fd import fd_crb_kernel, ltdl_checker
-from ..algorithms.kinematics import body_accelerations, joint_transforms
+from ..algorithms.kinematics import joint_transforms
 from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
 from ..kernels import Kernel, kernel
-from ..model import UnknownNameError
-from ..sensors import Contact
-from ..spatial import apply_force_transpose, apply_motion, compose, cross3
+from ..spatial import apply_force_transpose
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
+from .rows import _m, contact_drift, contact_jacobian, contact_size, contacts_of, normal_in_frame
 
 __all__ = ["ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
            "contact_dynamics_derivatives", "impulse_dynamics_derivatives", "contact_jacobian", "contacts_of",
@@ -102,92 +106,7 @@ class Impulse(NamedTuple):
     impulses: np.ndarray
 
 
-# --- the contact set (static: its structure selects the program) ----------------------------
-
-def contacts_of(model, contacts, who="contacts"):
-    """``contacts`` as a tuple of :class:`~sparsedyn.sensors.Contact` (frame names become 6D
-    contacts), checked against ``model``: known frames, no contact twice, no one-sided contact."""
-    if isinstance(contacts, (Contact, str)):
-        contacts = (contacts,)
-    try:
-        contacts = tuple(contacts)
-    except TypeError:
-        raise TypeError(f"{who}: expected a sequence of Contact objects or frame names, got {contacts!r}") from None
-    out, seen = [], {}
-    for c in contacts:
-        if isinstance(c, str):
-            c = Contact(c)
-        if not isinstance(c, Contact):
-            raise TypeError(f"{who}: expected Contact objects or frame names, got {c!r}")
-        if c.one_sided:
-            raise NotImplementedError(f"{who}: {c!r} is a one-sided contact (friction, point or plane); "
-                                      "contact dynamics handles bilateral (rigid) contacts only")
-        try:
-            k = model.frame(c.frame)
-        except (KeyError, IndexError) as e:
-            raise UnknownNameError(f"{who}: contact {c.name!r}: {e}") from None
-        if k in seen:
-            raise ValueError(f"{who}: frame {model.frames[k].name!r} has two contacts ({seen[k]!r} and {c!r}); "
-                             "give each frame one contact")
-        seen[k] = c
-        out.append(c)
-    return tuple(out)
-
-
-def contact_size(contacts) -> int:
-    """Number of contact unknowns ``m`` (6 per 6D contact, 3 per point contact)."""
-    return sum(c.size for c in contacts)
-
-
-def _m(model, contacts, **_):
-    """``m`` for a kernel's shapes (cheap: called on every compiled call; the contacts are checked
-    by the kernels themselves)."""
-    if isinstance(contacts, (Contact, str)):
-        contacts = (contacts,)
-    return contact_size(c if isinstance(c, Contact) else Contact(c) for c in contacts)
-
-
-def contact_jacobian(model, Xup, S, contacts):
-    """Contact Jacobian (..., m, nv) in the contacts' frames (no checks; kernel use).
-
-    For each contact the transform ``T = frame_X_j`` walks from the contact's body to the root;
-    joint ``j``'s columns are ``T S_j`` (6D) or their linear rows (3D): only ancestors get entries.
-    """
-    rows = []
-    for c in contacts:
-        fr = model.frames[model.frame(c.frame)]
-        cols, T, j = {}, fr.X, fr.body
-        while j >= 0:
-            cols[j] = apply_motion(_columns(T), np.swapaxes(S[j], -1, -2))     # (..., nv_j, 6)
-            T = compose(T, Xup[j])
-            j = model.parent[j]
-        shape = np.broadcast_shapes(*(x.shape[:-2] for x in cols.values())) if cols else ()
-        dtype = np.result_type(*(x.dtype for x in cols.values())) if cols else float
-        Jc = np.zeros(shape + (6, model.nv), dtype=dtype)
-        for j, x in cols.items():
-            Jc[..., :, model.v_slice(j)] = np.swapaxes(x, -1, -2)
-        rows.append(Jc if c.kind == "6d" else Jc[..., 3:, :])
-    return np.concatenate(rows, -2)
-
-
-def _columns(T):
-    """A transform applied to a stack of columns (..., k, 6)."""
-    return type(T)(T.E[..., None, :, :], T.r[..., None, :])
-
-
-def contact_drift(model, Xup, S, v, contacts):
-    """``Jdot v`` (..., m): the contacts' accelerations at ``a = 0`` without gravity (spatial for 6D,
-    classical for a point: ``a_lin + omega x v_p``), frame axes (no checks; kernel use)."""
-    _checks.constant_subspaces(model, "contact dynamics")
-    vb, ab = body_accelerations(model, Xup, S, v, bk.zeros(v.shape, like=v))
-    out = []
-    for c in contacts:
-        fr = model.frames[model.frame(c.frame)]
-        vf, af = apply_motion(fr.X, vb[fr.body]), apply_motion(fr.X, ab[fr.body])
-        out.append(af if c.kind == "6d" else af[..., 3:] + cross3(vf[..., :3], vf[..., 3:]))
-    shape = np.broadcast_shapes(*(x.shape[:-1] for x in out))
-    return np.concatenate([np.broadcast_to(x, shape + x.shape[-1:]) for x in out], -1)
-
+# the contact set and its rows (Jacobian, drift): .rows
 
 # --- the solve ----------------------------------------------------------------------------------
 
@@ -303,7 +222,8 @@ def contact_dynamics(model, q, v, tau, contacts, *, baumgarte=None, damping=0.0,
     :class:`~sparsedyn.sensors.Contact` (frame names are 6D contacts; a tuple is fastest on a
     compiled model).  ``a`` (..., nv): the joint accelerations; ``forces`` (..., m): the contact
     forces applied on the robot, in the order of ``contacts``: ``[n; f]`` (6) per 6D contact,
-    ``f`` (3) per point contact, in the contact frame's axes about its origin.
+    ``f`` (3) per point contact, in the contact frame's axes about its origin; ``lambda`` (1) per
+    one-direction contact (``Contact(frame, "1d", normal=n)``: the force ``lambda n``, world ``n``).
 
     Each contact's acceleration is held at ``-K_d`` times its velocity (``baumgarte=K_d`` [1/s],
     default 0: the frame's spatial acceleration, or a point's classical acceleration, is zero
@@ -349,10 +269,29 @@ def _out(x, shape, n):
     return np.broadcast_to(x, shape + (n,)).copy()
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
+_TARGET = {"target_velocity": (_m,)}
+
+
+def _target(target_velocity, contacts, who):
+    """The target contact velocity (..., m) as an array, checked (``None`` stays ``None``)."""
+    if target_velocity is None or bk.is_symbolic(target_velocity):
+        return target_velocity
+    m = contact_size(contacts)
+    try:
+        t = np.asarray(target_velocity, float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: target_velocity must be numbers, one per contact row ({m}), "
+                         f"got {target_velocity!r}") from None
+    if t.shape[-1:] != (m,) or not np.all(np.isfinite(t)):
+        raise ValueError(f"{who}: target_velocity must be (..., {m}) finite numbers, one per contact row "
+                         f"({', '.join(f'{c.name}: {c.size}' for c in contacts)}), got shape {t.shape}")
+    return t
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, optional=_TARGET, static=("contacts", "restitution", "damping"),
         sequences=("contacts",),
         outputs={"v_plus": ("nv",), "impulses": (_m,)}, result=Impulse)
-def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
+def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0, *, target_velocity=None):
     """Velocities after an impact on rigid contacts: ``(v, impulses)`` (an :class:`Impulse`).
 
     The contacts (as in :func:`contact_dynamics`) are hit at state ``(q, v)`` (``v`` the
@@ -361,6 +300,10 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
     ``H^-1 J^T Lambda`` so that the contacts' velocities become ``-restitution`` times what they
     were (0: a plastic impact, they stop; 1: elastic).  ``damping``: the proximal ``mu`` as in
     :func:`contact_dynamics` (Pinocchio's ``impulseDynamics``).
+
+    ``target_velocity`` (..., m): the contact velocities wanted after the impact, one per contact
+    row (frame axes as the impulses; along the normal for a 1D contact), added to the restitution's:
+    ``J v+ = -restitution J v + target_velocity`` (RBDL's ``v_plus`` of a constraint set).
     """
     who = "impulse_dynamics"
     q = _checks.configuration(model, q)
@@ -368,10 +311,14 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
     symbolic = bk.is_symbolic(q) or bk.is_symbolic(v)
     contacts, e, mu = _settings(model, contacts, restitution, damping, who, "restitution")
+    target = _target(target_velocity, contacts, who)
+    if target is not None:
+        shape = np.broadcast_shapes(shape, target.shape[:-1])
     if not contacts:
         return Impulse(_out(v, shape, model.nv), _out(v[..., :0], shape, 0))
     sys, _ = _system(model, q, contacts, _checker(model, symbolic))
-    impulses = _solve_forces(sys, -(1.0 + e) * _mv(sys.J, v), mu, symbolic, who, contacts)
+    rhs = -(1.0 + e) * _mv(sys.J, v)
+    impulses = _solve_forces(sys, rhs if target is None else rhs + target, mu, symbolic, who, contacts)
     v_plus = v + _hinv_jt(sys, impulses)
     return Impulse(_out(v_plus, shape, model.nv), _out(impulses, shape, contact_size(contacts)))
 
@@ -379,25 +326,42 @@ def impulse_dynamics(model, q, v, contacts, restitution=0.0, damping=0.0):
 # --- derivatives: the implicit function theorem on the traced programs ---------------------------
 #
 # The contact dynamics solve  r1 = rnea(q, v, a, f_ext + X^T lambda) - tau = 0  (the contact wrenches
-# are body-fixed: X^T lambda is constant in the body frame) and  r2 = J a + drift + K_d J v + mu lambda
+# are body-fixed: X^T lambda is constant in the body frame; a 1D contact's direction is world-fixed, its
+# J_1(q)^T lambda is differentiated apart) and  r2 = J a + drift + K_d J v + mu lambda
 # = 0.  Differentiating,  [H  -J^T; J  mu I] [da; dlambda] = -[dr1; dr2],  so with M = H^-1:
 #     dlambda = (G + mu I)^-1 (J M dr1 - dr2),        da = M (J^T dlambda - dr1).
 # dr1 comes from RNEA's analytical derivatives (Carpentier and Mansard, 2018), dr2 from the derivative
 # program of the contact acceleration (traced and differentiated by the symbolic layer); the rest is
-# sparse solves with H and products with the small inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,  r2 = J (v+ + e v) + mu Lambda.
+# sparse solves with H and products with the small inverse.  Impacts:  r1 = H (v+ - v) - J^T Lambda,
+# r2 = J (v+ + e v) - w + mu Lambda (w the target velocity).
 
-def _contact_wrenches(model, contacts, forces, f_ext=None):
-    """Body wrenches (..., NB, 6) of the contact forces (..., m) (body frames), plus ``f_ext``."""
+def _contact_wrenches(model, contacts, forces, f_ext=None, Xup=None):
+    """Body wrenches (..., NB, 6) of the contact forces (..., m) (body frames), plus ``f_ext``.
+
+    A one-direction contact's force turns in its body with the configuration: with ``Xup`` it is
+    included (``n_f lambda``); without, it is left out (the caller accounts for it)."""
     shape = forces.shape[:-1]
     out = np.zeros(shape + (model.nbodies, 6), dtype=forces.dtype) if f_ext is None else f_ext + 0
     r = 0
     for c in contacts:
         fr = model.frames[model.frame(c.frame)]
-        w = forces[..., r:r + 6] if c.kind == "6d" else \
-            np.concatenate([np.zeros(shape + (3,), dtype=forces.dtype), forces[..., r:r + 3]], -1)
+        r, f = r + c.size, forces[..., r:r + c.size]
+        if c.kind == "1d":
+            if Xup is None:
+                continue
+            f = normal_in_frame(model, Xup, c) * f
+        w = f if c.kind == "6d" else np.concatenate([np.zeros(f.shape[:-1] + (3,), dtype=f.dtype), f], -1)
         out[..., fr.body, :] = out[..., fr.body, :] + apply_force_transpose(fr.X, w)
-        r += c.size
     return out
+
+
+def _normal_forces(model, q, forces, contacts):
+    """``J_1(q)^T lambda_1`` (..., nv): the generalised force of the one-direction contacts alone
+    (kernel use; its derivative in ``q`` adds the turning of their world-fixed directions in the
+    bodies to RNEA's derivative with body-fixed wrenches)."""
+    rows = [r for r, c in zip(np.cumsum([0] + [c.size for c in contacts]), contacts) if c.kind == "1d"]
+    J = _jacobian(model, q, contacts)
+    return (forces[..., rows][..., None, :] @ J[..., rows, :])[..., 0, :]
 
 
 def _acceleration(model, q, v, a, contacts, baumgarte=None):
@@ -422,7 +386,9 @@ def _velocity(model, q, w, contacts):
 def _impulse_balance(model, q, w, impulses, contacts):
     """``H(q) w - J(q)^T impulses`` (..., nv): RNEA without velocity and gravity (kernel use)."""
     z = np.zeros(3, dtype=q.dtype)
-    return rnea_kernel(model, q, bk.zeros(w.shape, like=w), w, _contact_wrenches(model, contacts, impulses), z)
+    Xup, _ = joint_transforms(model, q)
+    return rnea_kernel(model, q, bk.zeros(w.shape, like=w), w, _contact_wrenches(model, contacts, impulses, Xup=Xup),
+                       z)
 
 
 _NV, _NQ = ("nv",), ("nq",)
@@ -430,6 +396,8 @@ _ACC = Kernel("contact_acceleration", _acceleration, {"q": _NQ, "v": _NV, "a": _
               ("contacts", "baumgarte"))
 _VEL = Kernel("contact_velocity", _velocity, {"q": _NQ, "w": _NV}, {"c": (_m,)}, {}, ("contacts",))
 _BAL = Kernel("impulse_balance", _impulse_balance, {"q": _NQ, "w": _NV, "impulses": (_m,)}, {"r": _NV}, {},
+              ("contacts",))
+_NRM = Kernel("normal_contact_forces", _normal_forces, {"q": _NQ, "forces": (_m,)}, {"r": _NV}, {},
               ("contacts",))
 
 
@@ -486,6 +454,8 @@ def _dynamics_derivatives_program(model, static, optional):
         a, lam = inline(trace_kernel(contact_dynamics.__kernel__, model, st, optional), args)
         f_tot = _contact_wrenches(model, contacts, lam, opt.get("f_ext"))
         r1q, r1v = rnea_derivative_kernel(model, q, v, a, f_tot, opt.get("gravity"), want_da=False)
+        if any(c.kind == "1d" for c in contacts):        # r1 -= J_1(q)^T lambda_1, left out of f_tot
+            r1q = r1q - inline(derivative_program(_NRM, model, ("q",), {"contacts": contacts}), [q, lam])[0]
         r2q, r2v = inline(derivative_program(_ACC, model, ("q", "v"), {"contacts": contacts, "baumgarte": kd}),
                           [q, v, a])
         solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
@@ -509,13 +479,15 @@ def _dynamics_derivatives_program(model, static, optional):
 def _impulse_derivatives_program(model, static, optional=()):
     contacts = contacts_of(model, static["contacts"])
     e, mu = float(static.get("restitution") or 0.0), float(static.get("damping") or 0.0)
+    optional = tuple(n for n in _TARGET if n in set(optional))
 
     def build():
         nv = model.nv
         g = Graph()
         q, v = g.inputs(0, (model.nq,)), g.inputs(1, (nv,))
+        extra = [g.inputs(2, (contact_size(contacts),))] if optional else []
         st = {"contacts": contacts, "restitution": e, "damping": mu}
-        vp, imp = inline(trace_kernel(impulse_dynamics.__kernel__, model, st), [q, v])
+        vp, imp = inline(trace_kernel(impulse_dynamics.__kernel__, model, st, optional), [q, v] + extra)
         r1q, = inline(derivative_program(_BAL, model, ("q",), {"contacts": contacts}), [q, vp - v, imp])
         r2q, = inline(derivative_program(_VEL, model, ("q",), {"contacts": contacts}), [q, vp + e * v])
         solve, J, MJt, Gi = _kkt_pieces(model, q, contacts, mu)
@@ -523,9 +495,11 @@ def _impulse_derivatives_program(model, static, optional=()):
         dv_q = solve(J.T @ dimp_q - r1q)
         dimp_v = -(1.0 + e) * (Gi @ J)                 # r1 = -H dv, r2 = e J dv
         dv_v = MJt @ dimp_v + np.eye(nv, dtype=int)
-        return g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)], name="impulse_dynamics_derivatives",
-                         input_names=("q", "v"), output_names=("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv"))
-    return _cached(("impulse_dynamics_derivatives", contacts, e, mu), model, build)
+        return g.program([dv_q, dv_v, dimp_q, dimp_v], [(model.nq,), (nv,)] + [(contact_size(contacts),)] * len(extra),
+                         name="impulse_dynamics_derivatives" + "".join("_" + n for n in optional),
+                         input_names=("q", "v") + optional,
+                         output_names=("dv_dq", "dv_dv", "dimpulses_dq", "dimpulses_dv"))
+    return _cached(("impulse_dynamics_derivatives", contacts, e, mu, optional), model, build)
 
 
 _NVxNV = ("nv", "nv")
@@ -560,27 +534,31 @@ def contact_dynamics_derivatives(model, q, v, tau, contacts, *, baumgarte=None, 
     return tuple(_run(prog, [q, v, tau] + [x for x in (f_ext, g if gravity is not None else None) if x is not None]))
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",)}, static=("contacts", "restitution", "damping"),
+@kernel(inputs={"q": ("nq",), "v": ("nv",)}, optional=_TARGET, static=("contacts", "restitution", "damping"),
         sequences=("contacts",),
         outputs={"dv_dq": _NVxNV, "dv_dv": _NVxNV, "dimpulses_dq": _MxNV, "dimpulses_dv": _MxNV},
         program=_impulse_derivatives_program)
-def impulse_dynamics_derivatives(model, q, v, contacts, restitution=0.0, damping=0.0):
+def impulse_dynamics_derivatives(model, q, v, contacts, restitution=0.0, damping=0.0, *, target_velocity=None):
     """Partial derivatives of :func:`impulse_dynamics`: ``(dv_dq, dv_dv, dimpulses_dq, dimpulses_dv)``
     of the post-impact velocity and the impulses, shapes (..., nv, nv) and (..., m, nv), ``d/dq`` on
     the tangent space.  Analytic (the implicit function theorem, as :func:`contact_dynamics_derivatives`).
     Pinocchio's ``computeImpulseDynamicsDerivatives`` returns ``dv_dv - I`` (the derivative of the jump).
+    ``target_velocity`` as in :func:`impulse_dynamics` (held constant).
     """
     who = "impulse_dynamics_derivatives"
     q = _checks.configuration(model, q)
     v = _checks.velocity(model, v, "v")
     contacts, e, mu = _settings(model, contacts, restitution, damping, who, "restitution")
+    target = _target(target_velocity, contacts, who)
     if not contacts:
         shape = _checks.batch_shape(q=(q, 1), v=(v, 1))
         z = np.zeros(shape + (0, model.nv))
         return np.zeros(shape + (model.nv, model.nv)), np.broadcast_to(np.eye(model.nv), shape + (model.nv,) * 2).copy(), z, z
     _warn_if_singular(model, q, contacts, mu, who)
-    prog = _impulse_derivatives_program(model, {"contacts": contacts, "restitution": e, "damping": mu})
-    return tuple(_run(prog, [q, v]))
+    st = {"contacts": contacts, "restitution": e, "damping": mu}
+    if target is None:
+        return tuple(_run(_impulse_derivatives_program(model, st), [q, v]))
+    return tuple(_run(_impulse_derivatives_program(model, st, tuple(_TARGET)), [q, v, target]))
 
 
 def _warn_if_singular(model, q, contacts, mu, who):

@@ -120,6 +120,10 @@ class EstimationProblem:
             if not isinstance(s, Sensor):
                 raise TypeError(f"sensors: expected Sensor objects, got {type(s).__name__}")
         self.contacts = [c if isinstance(c, Contact) else Contact(c) for c in contacts]
+        for c in self.contacts:
+            if c.kind == "1d":
+                raise ValueError(f"{self.name}: {c!r} is a one-direction contact; estimation takes 6D and "
+                                 f"point (3D) contact wrenches")
         names = [s.name for s in sensors] + [c.name for c in self.contacts]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

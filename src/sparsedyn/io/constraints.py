@@ -32,7 +32,9 @@ including links merged through fixed joints, and joint names); a missing or
 ``null`` ``frame_b`` is the world.  Points are in their frame's coordinates, in
 metres.  A weld ``placement`` (pose of frame A in frame B or in the world) is
 either ``{"xyz", "rpy"}`` (URDF convention ``R = Rz(yaw) Ry(pitch) Rx(roll)``) or
-``{"position", "rotation"}`` (a 3x3 matrix, rows first).  Unknown keys are
+``{"position", "rotation"}`` (a 3x3 matrix, rows first); its optional ``directions``
+(a list among ``"rx", "ry", "rz", "x", "y", "z"``, frame A's axes) fixes only those
+relative motions (a revolute or planar loop closure).  Unknown keys are
 errors, so that a typo never silently drops a constraint.
 """
 
@@ -62,7 +64,7 @@ _SUFFIXES = (".constraints.json", ".constraints.toml")
 _TOP = {"format", "version", "gravity", "actuated", "mimic", "constraints"}
 _KEYS = {
     "point": ({"frame_a"}, {"type", "name", "frame_a", "point_a", "frame_b", "point_b", "axes"}),
-    "weld": ({"frame_a"}, {"type", "name", "frame_a", "frame_b", "placement"}),
+    "weld": ({"frame_a"}, {"type", "name", "frame_a", "frame_b", "placement", "directions"}),
     "ground": ({"frame"}, {"type", "name", "frame", "point", "normal", "height"}),
     "coupling": ({"joint", "mimicked"}, {"type", "name", "joint", "mimicked", "multiplier", "offset"}),
 }
@@ -136,7 +138,7 @@ def _entry(model, k, e, where):
                                     e.get("axes", "xyz"), name=name)
         if kind == "weld":
             return Weld(model, e["frame_a"], e.get("frame_b"), _placement(f"{where}.placement", e.get("placement")),
-                        name=name)
+                        name=name, directions=e.get("directions"))
         if kind == "ground":
             return PointOnGround(model, e["frame"], e.get("point"), e.get("normal", (0.0, 0.0, 1.0)),
                                  e.get("height", 0.0), name=name)
