@@ -12,7 +12,7 @@ import pinocchio as pin
 import pytest
 
 import sparsedyn as sd
-from conftest import rel_err, solve_bound
+from conftest import constant_subspace_types, rel_err, solve_bound
 from contact_oracle import pair
 from sparsedyn.interop import pinocchio as ip
 from sparsedyn.spatial import xlt
@@ -72,7 +72,7 @@ def test_one_direction_contacts_equal_pinocchio_with_its_own_jacobian(rng):
 
 
 def random_case(seed):
-    model = sd.random_tree(8, joint_types="all", seed=seed, floating_base=True)
+    model = sd.random_tree(8, joint_types=constant_subspace_types(), seed=seed, floating_base=True)
     rng = np.random.default_rng(seed)
     frames = [model.frame_names[k] for k in rng.choice(len(model.frame_names), 3, replace=False)]
     contacts = [sd.Contact(frames[0], "1d", normal=rng.normal(size=3)), sd.Contact(frames[1], "3d"),
