@@ -42,9 +42,16 @@ __all__ = ["mujoco_nq", "q_to_mujoco", "q_from_mujoco", "velocity_map", "v_to_mu
 _MJ_NQ = {"revolute": 1, "continuous": 1, "prismatic": 1, "cylindrical": 2, "planar": 3, "spherical": 4, "free": 7}
 
 
+def _expressible(j):
+    # a composite of hinges, slides and balls: MuJoCo's several joints of one body, in order
+    if j.type == "composite":
+        return all(p.type in ("revolute", "continuous", "prismatic", "spherical") for p in j.joints)
+    return j.type in _MJ_NQ
+
+
 def _check_expressible(model):
     for i, j in enumerate(model.joints):
-        if j.type not in _MJ_NQ:
+        if not _expressible(j):
             raise ValueError(f"joint {model.joint_names[i]!r} of model {model.name!r}: MuJoCo has no "
                              f"{j.type} joint")
 
@@ -73,9 +80,10 @@ def _map_quaternions(model, q, f):
     """Copy of ``q`` with ``f`` applied to the quaternion block of every spherical and free joint."""
     q = q.copy()
     for i, j in enumerate(model.joints):
-        if j.type in ("spherical", "free"):
-            s = model.q_slice(i)
-            q[..., s.stop - 4:s.stop] = f(q[..., s.stop - 4:s.stop])
+        if j.type in ("spherical", "free", "composite"):
+            for k in j.quaternions():
+                s = int(model.q_start[i]) + k
+                q[..., s:s + 4] = f(q[..., s:s + 4])
     return q
 
 

@@ -215,7 +215,8 @@ def _list(items, n=6):
     return ", ".join(map(str, items[:n])) + (f", ... ({len(items)} in all)" if len(items) > n else "")
 
 
-def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None, geometry=False):
+def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None, geometry=False,
+              composite_joints=True):
     """A :class:`~sparsedyn.model.Model` of an MJCF file or string, compiled by MuJoCo.
 
     ``source``: a path, or an XML string starting with ``<`` (then relative
@@ -235,7 +236,7 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     mujoco = _mujoco()
     label, m = _compile(mujoco, source, assets)
     try:
-        model, extra = _translate(mujoco, m, label, name, sensors)
+        model, extra = _translate(mujoco, m, label, name, sensors, composite_joints)
     except MjcfError:
         raise
     except (ModelError, ValueError) as e:     # a compiled model the Model cannot hold: name the file
@@ -259,7 +260,7 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     return (model, cs) if constraints else model
 
 
-def _translate(mujoco, m, label, name, read_sensors):
+def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
     """``(Model, extra)``; ``extra``: per MuJoCo body its host body name and pose, notes, ..."""
     notes = []
     nb = m.nbody
@@ -279,6 +280,7 @@ def _translate(mujoco, m, label, name, read_sensors):
     free_armature = []
     ball_limits = []
     qpos0 = np.array(m.qpos0, float)
+    chained = _named_joints(m, read_sensors)
     for b in range(1, nb):
         pb = int(m.body_parentid[b])
         T0 = T_host[pb] @ _pose(_quat_wxyz(m.body_quat[b]), m.body_pos[b])
@@ -289,6 +291,10 @@ def _translate(mujoco, m, label, name, read_sensors):
             host[b], T_host[b] = host[pb], T0
             if host[pb] is not None:
                 welded.append(b)
+        elif nj > 1 and composite_joints and _composite_ok(m, b, chained):
+            _composite_body(m, b, body_names, joint_names, host[pb], T0, specs, ball_limits)
+            host[b], T_host[b] = body_names[b], _pose(p=-specs[-1]["anchor"])
+            inertia[body_names[b]] = np.zeros((6, 6))
         else:
             parent, prev = host[pb], None
             for k, j in enumerate(range(j0, j0 + nj)):
@@ -324,7 +330,7 @@ def _translate(mujoco, m, label, name, read_sensors):
                 last = k == nj - 1
                 bn = body_names[b] if last else bnames.take(f"{body_names[b]}/{jn}")
                 specs.append(dict(name=bn, parent=parent, joint=joint, X=X, jn=jn, lower=lower, upper=upper,
-                                  arm=arm, mj_body=b, mj_joint=j))
+                                  arm=arm, mj_body=b, mj_joint=j, mj_joints=[j]))
                 inertia[bn] = np.zeros((6, 6))
                 parent, prev = bn, p
             host[b], T_host[b] = parent, _pose(p=-prev)
@@ -386,8 +392,9 @@ def _translate(mujoco, m, label, name, read_sensors):
     from ..interop import mujoco as mjx
     jd = _joint_dynamics(m, model, specs, mjx)
     model = dataclasses.replace(model, joint_dynamics=jd)
+    our_joint = {j: sp["jn"] for sp in specs for j in sp["mj_joints"]}
     extra = dict(host=host, T_host=T_host, body_frame=body_frame, site_frame=site_frame, fixed_name=fixed_name,
-                 body_names=body_names, joint_names=joint_names, specs=specs)
+                 body_names=body_names, joint_names=joint_names, specs=specs, our_joint=our_joint)
     sensor_list, sensor_notes = _sensors(m, model, extra) if read_sensors else ([], [])
     if sensor_list:
         model = model.with_sensors(*sensor_list)
@@ -469,6 +476,60 @@ def _subtree(children_of, b):
     return out
 
 
+def _named_joints(m, read_sensors):
+    """MuJoCo joint ids that a mapped constraint or sensor names one by one (kept as their own joints)."""
+    out = set()
+    for e in range(m.neq):
+        if int(m.eq_type[e]) == _EQ_JOINT:
+            out.update(int(o) for o in (m.eq_obj1id[e], m.eq_obj2id[e]) if int(o) >= 0)
+    if read_sensors:
+        import mujoco
+        out.update(int(m.sensor_objid[s]) for s in range(m.nsensor)
+                   if int(m.sensor_type[s]) == int(mujoco.mjtSensor.mjSENS_JOINTACTFRC))
+    return out
+
+
+def _composite_ok(m, b, chained):
+    """Whether the joints of MuJoCo body ``b`` are exactly one composite joint (module docstring)."""
+    js = range(int(m.body_jntadr[b]), int(m.body_jntadr[b]) + int(m.body_jntnum[b]))
+    if any(int(m.jnt_type[j]) == _FREE or j in chained for j in js):
+        return False
+    anchors = np.array([m.jnt_pos[j] for j in js if int(m.jnt_type[j]) in (_HINGE, _BALL)], float)
+    if len(anchors) and np.abs(anchors - anchors[0]).max() > 1e-12 * max(1.0, np.abs(anchors).max()):
+        return False
+    # a reference position (ref) moves the part's frame: possible only before the first part
+    return all(float(m.qpos0[m.jnt_qposadr[j]]) == 0.0 for j in js[1:] if int(m.jnt_type[j]) in (_HINGE, _SLIDE))
+
+
+def _composite_body(m, b, body_names, joint_names, parent, T0, specs, ball_limits):
+    """Append the spec of MuJoCo body ``b`` moved by one composite joint of its joints, in file order."""
+    js = list(range(int(m.body_jntadr[b]), int(m.body_jntadr[b]) + int(m.body_jntnum[b])))
+    rot = [j for j in js if int(m.jnt_type[j]) in (_HINGE, _BALL)]
+    anchor = np.array(m.jnt_pos[rot[0] if rot else js[0]], float)
+    parts, lower, upper = [], [], []
+    for j in js:
+        jt, axis = int(m.jnt_type[j]), np.array(m.jnt_axis[j], float)
+        part = make_joint({_HINGE: "revolute", _SLIDE: "prismatic", _BALL: "spherical"}[jt], axis)
+        limited = jt in (_HINGE, _SLIDE) and bool(m.jnt_limited[j])
+        lower += [float(m.jnt_range[j][0]) if limited else -np.inf] * part.nq
+        upper += [float(m.jnt_range[j][1]) if limited else np.inf] * part.nq
+        if jt == _BALL and m.jnt_limited[j]:
+            ball_limits.append(joint_names[j])
+        parts.append(part)
+    # the first part's reference position, folded into the placement as for a single joint
+    j, r = js[0], float(m.qpos0[m.jnt_qposadr[js[0]]])
+    C = _pose(axis_rotation(np.array(parts[0].axis), np.float64(r))) if int(m.jnt_type[j]) == _HINGE else \
+        _pose(p=-r * np.array(parts[0].axis)) if int(m.jnt_type[j]) == _SLIDE else np.eye(4)
+    joint = make_joint("composite", joints=parts)
+    da = int(m.jnt_dofadr[j])
+    bounded = np.isfinite(lower).any()
+    specs.append(dict(name=body_names[b], parent=parent, joint=joint, X=T0 @ _pose(p=anchor) @ C,
+                      jn="+".join(joint_names[k] for k in js), lower=np.array(lower) if bounded else None,
+                      upper=np.array(upper) if bounded else None,
+                      arm=np.array(m.dof_armature[da:da + joint.nv], float), mj_body=b, mj_joint=j, mj_joints=js,
+                      anchor=anchor))
+
+
 def _first_body(specs, mj_body):
     for sp in specs:
         if sp["mj_body"] == mj_body:
@@ -495,9 +556,10 @@ def _joint_dynamics(m, model, specs, mjx):
             perm[v0:v0 + 6] = v0 + np.array([3, 4, 5, 0, 1, 2])
     stiff = np.zeros(model.nv)
     for sp in specs:
-        j = sp["mj_joint"]
-        v0 = int(m.jnt_dofadr[j])
-        stiff[v0:v0 + sp["joint"].nv] = float(m.jnt_stiffness[j])
+        parts = sp["joint"].joints if sp["joint"].type == "composite" else (sp["joint"],)
+        for j, part in zip(sp["mj_joints"], parts):
+            v0 = int(m.jnt_dofadr[j])
+            stiff[v0:v0 + part.nv] = float(m.jnt_stiffness[j])
     return JointDynamics(damping=np.array(m.dof_damping, float)[perm], stiffness=stiff,
                          frictionloss=np.array(m.dof_frictionloss, float)[perm],
                          spring_reference=mjx.q_from_mujoco(model, np.array(m.qpos_spring, float)),
@@ -533,7 +595,7 @@ def _sensors(m, model, extra):
             else:
                 b = int(m.site_bodyid[obj])
                 if int(m.body_jntnum[b]) > 0:
-                    joint = extra["joint_names"][int(m.body_jntadr[b]) + int(m.body_jntnum[b]) - 1]
+                    joint = extra["our_joint"][int(m.body_jntadr[b]) + int(m.body_jntnum[b]) - 1]
                 elif b in fixed_name:
                     joint = fixed_name[b]
                 else:
