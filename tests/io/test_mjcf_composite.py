@@ -197,3 +197,18 @@ def test_native_road_equals_numpy_on_composite_joints():
     assert rel_err(out[0], ref[0]) <= rounding_bound(n, 1.0 + np.abs(H).max())
     assert rel_err(out[1], ref[1]) <= rounding_bound(n)
     assert rel_err(out[2], ref[2]) <= solve_bound(H, ref[2], c=2.0 * n)
+
+
+LOOPED = """<mujoco><worldbody><body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="1 0 0"/>
+  <joint name="j2" type="hinge" axis="0 1 0"/><geom size="0.1" pos="0.3 0 0" mass="1"/></body></worldbody>
+  <equality><connect body1="a" anchor="0.3 0 0"/></equality></mujoco>"""
+
+
+def test_constraints_default_to_chains_which_the_constraint_layer_takes():
+    model, cs = _load(LOOPED, constraints=True)
+    assert model.joint_names == ("j1", "j2") and model.body_names == ("a/j1", "a")
+    sd.constrained_forward_dynamics(cs, model.neutral(), [0.0, 0.0], [0.0, 0.0])
+    model, cs = _load(LOOPED, constraints=True, composite_joints=True)
+    assert model.joint_names == ("j1+j2",)
+    with pytest.raises(NotImplementedError, match=r"joint 'j1\+j2'.*composite joint"):
+        sd.constrained_forward_dynamics(cs, model.neutral(), [0.0, 0.0], [0.0, 0.0])

@@ -10,15 +10,35 @@ resolved, is translated.
 Bodies, joints and coordinates
 ------------------------------
 
-* Every MuJoCo body with joints becomes one body of the Model per joint: a body
-  with several joints (a hip with three hinges) is a chain of bodies, the first
-  ones massless and named ``"<body>/<joint>"``, the last one named after the
-  MuJoCo body and carrying its inertia, sites and children.
+* A MuJoCo body with several joints (a hip with three hinges) becomes ONE body
+  moved by a ``"composite"`` joint (:class:`~sparsedyn.joint_types.Composite`)
+  whose parts are its joints in file order: MuJoCo applies a body's joints one
+  after the other, each about its own anchor ``jnt_pos`` in the frame the
+  previous ones moved, which is the composite's rule when the anchors coincide.
+  The composite joint is named ``"<joint 1>+<joint 2>+..."`` (its parts' MJCF
+  names in order; its ``q`` and ``v`` are theirs one after the other, at the
+  same ``qpos`` / ``qvel`` addresses).  It is exact, and used, where (a) every
+  hinge and ball of the body turns about one anchor (slides may sit anywhere:
+  a translation does not depend on its anchor), (b) only the first joint has
+  a ``ref`` (it is folded into ``Xtree``; a later one would sit between two
+  parts), (c) no free joint is among them, and (d) no joint equality and no
+  ``jointactuatorfrc`` sensor names one of the joints (those map to objects
+  that address one 1-dof joint by its name).  Otherwise the body is a chain of
+  bodies, one per joint, the first ones massless and named
+  ``"<body>/<joint>"``, the last one named after the MuJoCo body and carrying
+  its inertia, sites and children (dm_control's humanoid: hips, shoulders and
+  abdomen are composites, the ankles, whose two hinges sit at different
+  anchors, chains).  ``load_mjcf(..., composite_joints=False)`` gives chains
+  everywhere, and is the default with ``constraints=True``: a composite's
+  motion subspace depends on ``q``, which the constraint, contact-dynamics and
+  sparse-system (estimation) layers refuse, naming the joint.
 * A body's frame is its joint's frame (as for every Model): it sits at the
-  joint's ``pos`` (``jnt_pos``) with the MuJoCo body's orientation.  The MuJoCo
-  body frame itself is the named frame of the body's name (``model.frame(name)``),
-  offset by ``-jnt_pos`` of its last joint; it coincides with the body frame
-  when the joints sit at the body origin.
+  joint's ``pos`` (``jnt_pos``; a composite's: the common anchor of its
+  hinges and balls, else its first joint's) with the MuJoCo body's
+  orientation.  The MuJoCo body frame itself is the named frame of the body's
+  name (``model.frame(name)``), offset by ``-jnt_pos`` of its last joint (of
+  the composite's anchor); it coincides with the body frame when the joints
+  sit at the body origin.
 * Joints: ``hinge`` -> ``revolute``, ``slide`` -> ``prismatic`` (axes as
   compiled), ``ball`` -> ``spherical``, ``free`` -> ``free`` (only on bodies
   attached to the world, as MuJoCo places a free body by its world pose).
@@ -64,7 +84,8 @@ when the file gives a noise, else unit variance):
 
 * ``force`` / ``torque`` at a site -> :class:`~sparsedyn.sensors.ForceTorque`
   with ``components`` ``("fx", "fy", "fz")`` / ``("nx", "ny", "nz")`` at the
-  site's frame, across the joint of the site's body (its last joint) or, for a
+  site's frame, across the joint of the site's body (its last joint, or its
+  composite joint) or, for a
   welded body, across its fixed joint: MuJoCo's ``cfrc_int``, the wrench the
   parent exerts on the body's subtree, in site axes about the site;
 * ``accelerometer`` -> :class:`~sparsedyn.sensors.Accelerometer` (proper
@@ -216,7 +237,7 @@ def _list(items, n=6):
 
 
 def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None, geometry=False,
-              composite_joints=True):
+              composite_joints=None):
     """A :class:`~sparsedyn.model.Model` of an MJCF file or string, compiled by MuJoCo.
 
     ``source``: a path, or an XML string starting with ``<`` (then relative
@@ -225,6 +246,10 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     constraint_set)`` with the file's active equality constraints as a
     :class:`~sparsedyn.constraints.ConstraintSet`.  ``sensors=False`` reads no
     sensors.  ``geometry=True`` keeps the geoms in ``model.geometries`` (module docstring).
+    ``composite_joints``: whether a body with several joints is one body moved by one composite
+    joint (``True``) or a chain of massless bodies (``False``); the default is ``True`` except with
+    ``constraints=True``, as the constraint layer takes joints with a constant motion subspace
+    only (module docstring, "Bodies, joints and coordinates").
     See the module docstring for every convention (q is MuJoCo's
     qpos with ``[x, y, z, w]`` quaternions).
 
@@ -235,6 +260,8 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     """
     mujoco = _mujoco()
     label, m = _compile(mujoco, source, assets)
+    if composite_joints is None:
+        composite_joints = not constraints
     try:
         model, extra = _translate(mujoco, m, label, name, sensors, composite_joints)
     except MjcfError:
