@@ -207,7 +207,11 @@ LOOPED = """<mujoco><worldbody><body name="a" pos="0 0 1"><joint name="j1" type=
 def test_constraints_default_to_chains_which_the_constraint_layer_takes():
     model, cs = _load(LOOPED, constraints=True)
     assert model.joint_names == ("j1", "j2") and model.body_names == ("a/j1", "a")
-    sd.constrained_forward_dynamics(cs, model.neutral(), [0.0, 0.0], [0.0, 0.0])
+    # the mass sits on the connect point, which lies on j1's axis: at rest it stays, the constraint
+    # carrying its weight
+    fd = sd.constrained_forward_dynamics(cs, model.neutral(), [0.0, 0.0], [0.0, 0.0])
+    assert np.abs(fd.a).max() <= rounding_bound(4, 9.81)
+    assert abs(np.linalg.norm(fd.lam) - 9.81) <= rounding_bound(4, 9.81)
     model, cs = _load(LOOPED, constraints=True, composite_joints=True)
     assert model.joint_names == ("j1+j2",)
     with pytest.raises(NotImplementedError, match=r"joint 'j1\+j2'.*composite joint"):
