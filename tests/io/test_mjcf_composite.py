@@ -73,9 +73,10 @@ def _mj(source):
     return mm
 
 
-def assert_dynamics_match_mujoco(model, mm, seeds=range(3)):
+def assert_dynamics_match_mujoco(model, mm, seeds=range(3), frames=True):
     """Mass matrix, bias forces and forward dynamics against MuJoCo at random states, to the
-    bounds of two float64 evaluations that differ only in rounding (conftest)."""
+    bounds of two float64 evaluations that differ only in rounding (conftest); ``frames``: and
+    each MuJoCo body's pose against the Model's frame of its name."""
     md = mujoco.MjData(mm)
     for seed in seeds:
         rng = np.random.default_rng(seed)
@@ -96,7 +97,7 @@ def assert_dynamics_match_mujoco(model, mm, seeds=range(3)):
         assert rel_err(sd.rnea(model, q, v, a0), bias) <= rounding_bound(n, 1.0 + np.abs(H).max()), seed
         qacc = mjx.a_to_mujoco(model, q, v, sd.aba(model, q, v, tau))
         assert rel_err(qacc, md.qacc) <= solve_bound(M, md.qacc, c=2.0 * n), seed
-        for b in range(1, mm.nbody):              # every MuJoCo body where MuJoCo puts it
+        for b in range(1, mm.nbody if frames else 1):       # every MuJoCo body where MuJoCo puts it
             R, p = sd.frame_placement(model, q, mm.body(b).name)
             assert rel_err(p, md.xpos[b]) <= rounding_bound(n) and rel_err(R, md.xmat[b].reshape(3, 3)) \
                 <= rounding_bound(n), (seed, mm.body(b).name)
@@ -122,6 +123,12 @@ def test_several_joints_in_a_body_are_one_composite_joint():
     assert model.joint_dynamics.stiffness.tolist() == [0.0] * 8 + [2.0] + [0.0] * 9
     assert abs(model.total_mass - mm.body_mass.sum()) <= 1e-14 * mm.body_mass.sum()
     assert_dynamics_match_mujoco(model, mm)
+    # exported back to MJCF: the same joints in the same bodies
+    back = mjx.load_mujoco(model)
+    assert [back.joint(j).name for j in range(back.njnt)] == [mm.joint(j).name for j in range(mm.njnt)]
+    assert back.body_jntnum.tolist() == mm.body_jntnum.tolist()
+    back.opt.disableflags |= RIGID_ONLY
+    assert_dynamics_match_mujoco(model, back, seeds=[0], frames=False)   # its bodies sit at our body frames
 
 
 def test_force_sensor_on_a_composite_body_measures_its_joint():

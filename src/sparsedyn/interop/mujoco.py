@@ -221,7 +221,7 @@ def to_mjcf(model: Model) -> str:
         if groups and np.ptp(arm[groups]) != 0:
             raise ValueError(f"joint {jn!r} of model {model.name!r}: MuJoCo has one armature per joint; this "
                              f"{j.type} joint has different armatures on its dofs {arm.tolist()}")
-        joints = {
+        joints = _composite_mjcf(model, i, arm) if j.type == "composite" else {
             "revolute": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"{A(0)}/>'],
             "continuous": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"{A(0)}/>'],
             "prismatic": [f'<joint name={quoteattr(jn)} type="slide" axis="{ax}"{A(0)}/>'],
@@ -241,6 +241,29 @@ def to_mjcf(model: Model) -> str:
     roots = "".join(body_xml[i] for i in range(model.nbodies) if model.parent[i] < 0)
     return (f'<mujoco model={quoteattr(model.name)}><compiler angle="radian" autolimits="true"/>'
             f'<option gravity="{_f(model.gravity)}"/><worldbody>{roots}</worldbody></mujoco>')
+
+
+def _composite_mjcf(model, i, arm):
+    """MuJoCo joints of one body for the composite joint of body ``i``, in order, about the body
+    origin (the composite's parts all turn about it); named after the parts of a name
+    ``"a+b+..."`` (``load_mjcf``'s rule), else ``"<name>_<k>"``."""
+    from xml.sax.saxutils import quoteattr
+    j, jn = model.joints[i], model.joint_names[i]
+    names = jn.split("+")
+    if len(names) != len(j.joints) or len(set(names)) != len(names):
+        names = [f"{jn}_{k}" for k in range(len(j.joints))]
+    out, k = [], 0
+    for name, part in zip(names, j.joints):
+        a = arm[k:k + part.nv]
+        if np.ptp(a) != 0:
+            raise ValueError(f"joint {jn!r} of model {model.name!r}: MuJoCo has one armature per joint; its part "
+                             f"{name!r} has different armatures on its dofs {a.tolist()}")
+        kind = {"spherical": "ball", "prismatic": "slide"}.get(part.type, "hinge")
+        axis = "" if kind == "ball" else f' axis="{_f(part.axis)}"'
+        A = f' armature="{float(a[0])!r}"' if a[0] else ""
+        out.append(f'<joint name={quoteattr(name)} type="{kind}"{axis}{A}/>')
+        k += part.nv
+    return out
 
 
 def load_mujoco(model: Model):
