@@ -16,6 +16,10 @@ spherical      ``ball``                            q ``[x, y, z, w]`` vs ``[w, x
 free           ``free``                            q ``[p, x, y, z, w]`` vs ``[p, w, x, y, z]``;
                                                    ours ``v = [w; v]`` body frame, MuJoCo
                                                    ``[v; w]``, linear part in the world frame
+composite      several joints of one body          parts revolute, prismatic or spherical: each
+               (``load_mjcf`` names the composite  its own MuJoCo joint, in order, as above;
+               ``"a+b+..."``)                      to_mjcf names them ``a``, ``b``, ... (else
+                                                   ``<name>_<k>``)
 helical        (none)                              not expressible
 =============  ==================================  ==============================================
 
