@@ -139,6 +139,7 @@ from ..joints import make_joint
 from ..builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
 from ..spatial import axis_rotation, from_pose, mcI, quat_to_rot
+from ._mjcf_joints import _BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok, named_joints
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]
 
@@ -146,9 +147,8 @@ __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_I
 MJCF_INSTALL_HINT = "pip install 'sparsedyn[mjcf]' (or: pip install 'mujoco>=3.2')"
 
 # MuJoCo enum values (mjtJoint, mjtTrn, mjtEq, mjtObj), stable across versions.
-_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _TRN_JOINT, _TRN_JOINTINPARENT = 0, 1
-_EQ_CONNECT, _EQ_WELD, _EQ_JOINT = 0, 1, 2
+_EQ_CONNECT, _EQ_WELD = 0, 1
 _OBJ_BODY, _OBJ_SITE = 1, 6
 
 
@@ -185,15 +185,6 @@ def _compile(mujoco, source, assets):
     except Exception as e:   # MuJoCo reports compiler errors as ValueError; keep its message whatever the type
         msg = " ".join(str(e).split())
         raise MjcfError(f"{label}: MuJoCo's compiler rejected the model: {msg}") from None
-
-
-def _pose(R=None, p=None):
-    T = np.eye(4)
-    if R is not None:
-        T[:3, :3] = R
-    if p is not None:
-        T[:3, 3] = p
-    return T
 
 
 def _quat_wxyz(q):
@@ -307,7 +298,6 @@ def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
     free_armature = []
     ball_limits = []
     qpos0 = np.array(m.qpos0, float)
-    from ._mjcf_composite import composite_body, composite_ok, named_joints
     chained = named_joints(m, read_sensors)
     for b in range(1, nb):
         pb = int(m.body_parentid[b])

@@ -1,4 +1,4 @@
-"""MJCF bodies with several joints as one composite joint (the rule: :mod:`sparsedyn.io.mjcf`).
+"""MuJoCo joints of a body: several of them as one composite joint (the rule: :mod:`sparsedyn.io.mjcf`).
 
 MuJoCo applies a body's joints one after the other, each about its own anchor ``jnt_pos`` in the
 frame the previous ones moved: ``B = B0 T(p1) J1 T(-p1) T(p2) J2 T(-p2) ...``.  With one anchor
@@ -12,7 +12,20 @@ import numpy as np
 
 from ..joints import make_joint
 from ..spatial import axis_rotation
-from .mjcf import _BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose
+
+# MuJoCo enum values (mjtJoint; mjtEq's joint equality), stable across versions.
+_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+_EQ_JOINT = 2
+
+
+def _pose(R=None, p=None):
+    """The 4x4 pose of rotation ``R`` (default identity) and position ``p`` (default zero)."""
+    T = np.eye(4)
+    if R is not None:
+        T[:3, :3] = R
+    if p is not None:
+        T[:3, 3] = p
+    return T
 
 
 def named_joints(m, read_sensors):
