@@ -22,8 +22,8 @@ Bodies, joints and coordinates
   a translation does not depend on its anchor), (b) only the first joint has
   a ``ref`` (it is folded into ``Xtree``; a later one would sit between two
   parts), (c) no free joint is among them, and (d) no joint equality and no
-  ``jointactuatorfrc`` sensor names one of the joints (those map to objects
-  that address one 1-dof joint by its name).  Otherwise the body is a chain of
+  ``jointactuatorfrc`` sensor (when sensors are read) names one of the joints
+  (those map to objects that address one 1-dof joint by its name).  Otherwise the body is a chain of
   bodies, one per joint, the first ones massless and named
   ``"<body>/<joint>"``, the last one named after the MuJoCo body and carrying
   its inertia, sites and children (dm_control's humanoid: hips, shoulders and
