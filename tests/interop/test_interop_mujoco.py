@@ -92,3 +92,41 @@ def test_inexpressible_models_are_refused():
         mj.to_mjcf(b.build())
     with pytest.raises(ValueError, match=r"qvel: expected shape \(\.\.\., 1\)"):
         mj.v_from_mujoco(b.build(), [0.0], [0.0, 1.0])
+
+
+def composite_model():
+    """A floating base and two bodies moved by composite joints (MuJoCo: several joints in one body)."""
+    b = sd.ModelBuilder("composites")
+    b.add_body("base", None, sd.make_joint("free"), mass=3.0, com=[0.1, 0, 0], rot_inertia=np.diag([0.1, 0.2, 0.3]))
+    parts = [sd.make_joint("revolute", [0.0, 0.6, 0.8]), sd.make_joint("prismatic", [1.0, 0, 0]),
+             sd.make_joint("spherical")]
+    b.add_body("hip", "base", sd.make_joint("composite", joints=parts), ([[0, -1, 0], [1, 0, 0], [0, 0, 1]],
+               [0.2, 0.1, -0.1]), mass=1.5, com=[0, 0.05, -0.2], rot_inertia=np.diag([0.05, 0.04, 0.02]),
+               joint_name="hz+hx+hball", armature=[0.1, 0.2, 0.3, 0.3, 0.3])
+    b.add_body("slider", "hip", sd.make_joint("composite", joints=[sd.make_joint("prismatic", [0, 0, 1]),
+               sd.make_joint("revolute", [1, 0, 0])]), ([[1, 0, 0], [0, 1, 0], [0, 0, 1]], [0, 0, -0.4]),
+               mass=0.7, com=[0.02, 0, -0.1], rot_inertia=np.diag([0.01, 0.02, 0.01]), joint_name="s")
+    return b.build()
+
+
+def test_composite_joints_export_as_several_joints_of_one_body():
+    model = composite_model()
+    mm = mj.load_mujoco(model)
+    assert mm.nbody == 4 and mm.njnt == 1 + 3 + 2
+    assert [mm.joint(j).name for j in range(mm.njnt)] == ["base", "hz", "hx", "hball", "s_0", "s_1"]
+    assert mm.dof_armature.tolist() == [0.0] * 6 + [0.1, 0.2, 0.3, 0.3, 0.3, 0.0, 0.0]
+    d = mujoco.MjData(mm)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        q, v, a = model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
+        qpos = mj.q_to_mujoco(model, q)
+        assert np.array_equal(qpos[9:13], q[[12, 9, 10, 11]])            # the ball's [w, x, y, z]
+        d.qpos[:], d.qvel[:], d.qacc[:] = qpos, mj.v_to_mujoco(model, q, v), mj.a_to_mujoco(model, q, v, a)
+        mujoco.mj_inverse(mm, d)
+        R, p = sd.forward_kinematics(model, q)
+        assert rel_err(d.xpos[1:], p) < 1e-12 and rel_err(d.xmat[1:].reshape(-1, 3, 3), R) < 1e-12
+        assert rel_err(mj.tau_from_mujoco(model, d.qpos, d.qfrc_inverse), sd.rnea(model, q, v, a)) < 1e-9
+        M = np.zeros((model.nv, model.nv))
+        mujoco.mj_fullM(mm, d, M)
+        T = mj.velocity_map(model, q)
+        assert rel_err(T.T @ M @ T, sd.crba(model, q)) < 1e-9

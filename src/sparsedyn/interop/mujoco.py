@@ -16,6 +16,10 @@ spherical      ``ball``                            q ``[x, y, z, w]`` vs ``[w, x
 free           ``free``                            q ``[p, x, y, z, w]`` vs ``[p, w, x, y, z]``;
                                                    ours ``v = [w; v]`` body frame, MuJoCo
                                                    ``[v; w]``, linear part in the world frame
+composite      several joints of one body          parts revolute, prismatic or spherical: each
+               (``load_mjcf`` names the composite  its own MuJoCo joint, in order, as above;
+               ``"a+b+..."``)                      to_mjcf names them ``a``, ``b``, ... (else
+                                                   ``<name>_<k>``)
 helical        (none)                              not expressible
 =============  ==================================  ==============================================
 
@@ -42,9 +46,16 @@ __all__ = ["mujoco_nq", "q_to_mujoco", "q_from_mujoco", "velocity_map", "v_to_mu
 _MJ_NQ = {"revolute": 1, "continuous": 1, "prismatic": 1, "cylindrical": 2, "planar": 3, "spherical": 4, "free": 7}
 
 
+def _expressible(j):
+    # a composite of hinges, slides and balls: MuJoCo's several joints of one body, in order
+    if j.type == "composite":
+        return all(p.type in ("revolute", "continuous", "prismatic", "spherical") for p in j.joints)
+    return j.type in _MJ_NQ
+
+
 def _check_expressible(model):
     for i, j in enumerate(model.joints):
-        if j.type not in _MJ_NQ:
+        if not _expressible(j):
             raise ValueError(f"joint {model.joint_names[i]!r} of model {model.name!r}: MuJoCo has no "
                              f"{j.type} joint")
 
@@ -73,9 +84,10 @@ def _map_quaternions(model, q, f):
     """Copy of ``q`` with ``f`` applied to the quaternion block of every spherical and free joint."""
     q = q.copy()
     for i, j in enumerate(model.joints):
-        if j.type in ("spherical", "free"):
-            s = model.q_slice(i)
-            q[..., s.stop - 4:s.stop] = f(q[..., s.stop - 4:s.stop])
+        if j.type in ("spherical", "free", "composite"):
+            for k in j.quaternions():
+                s = int(model.q_start[i]) + k
+                q[..., s:s + 4] = f(q[..., s:s + 4])
     return q
 
 
@@ -213,7 +225,7 @@ def to_mjcf(model: Model) -> str:
         if groups and np.ptp(arm[groups]) != 0:
             raise ValueError(f"joint {jn!r} of model {model.name!r}: MuJoCo has one armature per joint; this "
                              f"{j.type} joint has different armatures on its dofs {arm.tolist()}")
-        joints = {
+        joints = _composite_mjcf(model, i, arm) if j.type == "composite" else {
             "revolute": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"{A(0)}/>'],
             "continuous": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"{A(0)}/>'],
             "prismatic": [f'<joint name={quoteattr(jn)} type="slide" axis="{ax}"{A(0)}/>'],
@@ -233,6 +245,29 @@ def to_mjcf(model: Model) -> str:
     roots = "".join(body_xml[i] for i in range(model.nbodies) if model.parent[i] < 0)
     return (f'<mujoco model={quoteattr(model.name)}><compiler angle="radian" autolimits="true"/>'
             f'<option gravity="{_f(model.gravity)}"/><worldbody>{roots}</worldbody></mujoco>')
+
+
+def _composite_mjcf(model, i, arm):
+    """MuJoCo joints of one body for the composite joint of body ``i``, in order, about the body
+    origin (the composite's parts all turn about it); named after the parts of a name
+    ``"a+b+..."`` (``load_mjcf``'s rule), else ``"<name>_<k>"``."""
+    from xml.sax.saxutils import quoteattr
+    j, jn = model.joints[i], model.joint_names[i]
+    names = jn.split("+")
+    if len(names) != len(j.joints) or len(set(names)) != len(names):
+        names = [f"{jn}_{k}" for k in range(len(j.joints))]
+    out, k = [], 0
+    for name, part in zip(names, j.joints):
+        a = arm[k:k + part.nv]
+        if np.ptp(a) != 0:
+            raise ValueError(f"joint {jn!r} of model {model.name!r}: MuJoCo has one armature per joint; its part "
+                             f"{name!r} has different armatures on its dofs {a.tolist()}")
+        kind = {"spherical": "ball", "prismatic": "slide"}.get(part.type, "hinge")
+        axis = "" if kind == "ball" else f' axis="{_f(part.axis)}"'
+        A = f' armature="{float(a[0])!r}"' if a[0] else ""
+        out.append(f'<joint name={quoteattr(name)} type="{kind}"{axis}{A}/>')
+        k += part.nv
+    return out
 
 
 def load_mujoco(model: Model):

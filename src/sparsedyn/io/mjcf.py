@@ -10,15 +10,35 @@ resolved, is translated.
 Bodies, joints and coordinates
 ------------------------------
 
-* Every MuJoCo body with joints becomes one body of the Model per joint: a body
-  with several joints (a hip with three hinges) is a chain of bodies, the first
-  ones massless and named ``"<body>/<joint>"``, the last one named after the
-  MuJoCo body and carrying its inertia, sites and children.
+* A MuJoCo body with several joints (a hip with three hinges) becomes ONE body
+  moved by a ``"composite"`` joint (:class:`~sparsedyn.joint_types.Composite`)
+  whose parts are its joints in file order: MuJoCo applies a body's joints one
+  after the other, each about its own anchor ``jnt_pos`` in the frame the
+  previous ones moved, which is the composite's rule when the anchors coincide.
+  The composite joint is named ``"<joint 1>+<joint 2>+..."`` (its parts' MJCF
+  names in order; its ``q`` and ``v`` are theirs one after the other, at the
+  same ``qpos`` / ``qvel`` addresses).  It is exact, and used, where (a) every
+  hinge and ball of the body turns about one anchor (slides may sit anywhere:
+  a translation does not depend on its anchor), (b) only the first joint has
+  a ``ref`` (it is folded into ``Xtree``; a later one would sit between two
+  parts), (c) no free joint is among them, and (d) no joint equality and no
+  ``jointactuatorfrc`` sensor (when sensors are read) names one of the joints
+  (those map to objects that address one 1-dof joint by its name).  Otherwise the body is a chain of
+  bodies, one per joint, the first ones massless and named
+  ``"<body>/<joint>"``, the last one named after the MuJoCo body and carrying
+  its inertia, sites and children (dm_control's humanoid: hips, shoulders and
+  abdomen are composites, the ankles, whose two hinges sit at different
+  anchors, chains).  ``load_mjcf(..., composite_joints=False)`` gives chains
+  everywhere, and is the default with ``constraints=True``: a composite's
+  motion subspace depends on ``q``, which the constraint, contact-dynamics and
+  sparse-system (estimation) layers refuse, naming the joint.
 * A body's frame is its joint's frame (as for every Model): it sits at the
-  joint's ``pos`` (``jnt_pos``) with the MuJoCo body's orientation.  The MuJoCo
-  body frame itself is the named frame of the body's name (``model.frame(name)``),
-  offset by ``-jnt_pos`` of its last joint; it coincides with the body frame
-  when the joints sit at the body origin.
+  joint's ``pos`` (``jnt_pos``; a composite's: the common anchor of its
+  hinges and balls, else its first joint's) with the MuJoCo body's
+  orientation.  The MuJoCo body frame itself is the named frame of the body's
+  name (``model.frame(name)``), offset by ``-jnt_pos`` of its last joint (of
+  the composite's anchor); it coincides with the body frame when the joints
+  sit at the body origin.
 * Joints: ``hinge`` -> ``revolute``, ``slide`` -> ``prismatic`` (axes as
   compiled), ``ball`` -> ``spherical``, ``free`` -> ``free`` (only on bodies
   attached to the world, as MuJoCo places a free body by its world pose).
@@ -64,7 +84,8 @@ when the file gives a noise, else unit variance):
 
 * ``force`` / ``torque`` at a site -> :class:`~sparsedyn.sensors.ForceTorque`
   with ``components`` ``("fx", "fy", "fz")`` / ``("nx", "ny", "nz")`` at the
-  site's frame, across the joint of the site's body (its last joint) or, for a
+  site's frame, across the joint of the site's body (its last joint, or its
+  composite joint) or, for a
   welded body, across its fixed joint: MuJoCo's ``cfrc_int``, the wrench the
   parent exerts on the body's subtree, in site axes about the site;
 * ``accelerometer`` -> :class:`~sparsedyn.sensors.Accelerometer` (proper
@@ -118,6 +139,7 @@ from ..joints import make_joint
 from ..builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
 from ..spatial import axis_rotation, from_pose, mcI, quat_to_rot
+from ._mjcf_joints import _BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok, named_joints
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]
 
@@ -125,9 +147,8 @@ __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_I
 MJCF_INSTALL_HINT = "pip install 'sparsedyn[mjcf]' (or: pip install 'mujoco>=3.2')"
 
 # MuJoCo enum values (mjtJoint, mjtTrn, mjtEq, mjtObj), stable across versions.
-_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _TRN_JOINT, _TRN_JOINTINPARENT = 0, 1
-_EQ_CONNECT, _EQ_WELD, _EQ_JOINT = 0, 1, 2
+_EQ_CONNECT, _EQ_WELD = 0, 1
 _OBJ_BODY, _OBJ_SITE = 1, 6
 
 
@@ -164,15 +185,6 @@ def _compile(mujoco, source, assets):
     except Exception as e:   # MuJoCo reports compiler errors as ValueError; keep its message whatever the type
         msg = " ".join(str(e).split())
         raise MjcfError(f"{label}: MuJoCo's compiler rejected the model: {msg}") from None
-
-
-def _pose(R=None, p=None):
-    T = np.eye(4)
-    if R is not None:
-        T[:3, :3] = R
-    if p is not None:
-        T[:3, 3] = p
-    return T
 
 
 def _quat_wxyz(q):
@@ -215,7 +227,8 @@ def _list(items, n=6):
     return ", ".join(map(str, items[:n])) + (f", ... ({len(items)} in all)" if len(items) > n else "")
 
 
-def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None, geometry=False):
+def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None, geometry=False,
+              composite_joints=None):
     """A :class:`~sparsedyn.model.Model` of an MJCF file or string, compiled by MuJoCo.
 
     ``source``: a path, or an XML string starting with ``<`` (then relative
@@ -224,6 +237,10 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     constraint_set)`` with the file's active equality constraints as a
     :class:`~sparsedyn.constraints.ConstraintSet`.  ``sensors=False`` reads no
     sensors.  ``geometry=True`` keeps the geoms in ``model.geometries`` (module docstring).
+    ``composite_joints``: whether a body with several joints is one body moved by one composite
+    joint (``True``) or a chain of massless bodies (``False``); the default is ``True`` except with
+    ``constraints=True``, as the constraint layer takes joints with a constant motion subspace
+    only (module docstring, "Bodies, joints and coordinates").
     See the module docstring for every convention (q is MuJoCo's
     qpos with ``[x, y, z, w]`` quaternions).
 
@@ -234,8 +251,10 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     """
     mujoco = _mujoco()
     label, m = _compile(mujoco, source, assets)
+    if composite_joints is None:
+        composite_joints = not constraints
     try:
-        model, extra = _translate(mujoco, m, label, name, sensors)
+        model, extra = _translate(mujoco, m, label, name, sensors, composite_joints)
     except MjcfError:
         raise
     except (ModelError, ValueError) as e:     # a compiled model the Model cannot hold: name the file
@@ -259,7 +278,7 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
     return (model, cs) if constraints else model
 
 
-def _translate(mujoco, m, label, name, read_sensors):
+def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
     """``(Model, extra)``; ``extra``: per MuJoCo body its host body name and pose, notes, ..."""
     notes = []
     nb = m.nbody
@@ -279,6 +298,7 @@ def _translate(mujoco, m, label, name, read_sensors):
     free_armature = []
     ball_limits = []
     qpos0 = np.array(m.qpos0, float)
+    chained = named_joints(m, read_sensors)
     for b in range(1, nb):
         pb = int(m.body_parentid[b])
         T0 = T_host[pb] @ _pose(_quat_wxyz(m.body_quat[b]), m.body_pos[b])
@@ -289,6 +309,10 @@ def _translate(mujoco, m, label, name, read_sensors):
             host[b], T_host[b] = host[pb], T0
             if host[pb] is not None:
                 welded.append(b)
+        elif nj > 1 and composite_joints and composite_ok(m, b, chained):
+            composite_body(m, b, body_names, joint_names, host[pb], T0, specs, ball_limits)
+            host[b], T_host[b] = body_names[b], _pose(p=-specs[-1]["anchor"])
+            inertia[body_names[b]] = np.zeros((6, 6))
         else:
             parent, prev = host[pb], None
             for k, j in enumerate(range(j0, j0 + nj)):
@@ -324,7 +348,7 @@ def _translate(mujoco, m, label, name, read_sensors):
                 last = k == nj - 1
                 bn = body_names[b] if last else bnames.take(f"{body_names[b]}/{jn}")
                 specs.append(dict(name=bn, parent=parent, joint=joint, X=X, jn=jn, lower=lower, upper=upper,
-                                  arm=arm, mj_body=b, mj_joint=j))
+                                  arm=arm, mj_body=b, mj_joint=j, mj_joints=[j]))
                 inertia[bn] = np.zeros((6, 6))
                 parent, prev = bn, p
             host[b], T_host[b] = parent, _pose(p=-prev)
@@ -386,8 +410,9 @@ def _translate(mujoco, m, label, name, read_sensors):
     from ..interop import mujoco as mjx
     jd = _joint_dynamics(m, model, specs, mjx)
     model = dataclasses.replace(model, joint_dynamics=jd)
+    our_joint = {j: sp["jn"] for sp in specs for j in sp["mj_joints"]}
     extra = dict(host=host, T_host=T_host, body_frame=body_frame, site_frame=site_frame, fixed_name=fixed_name,
-                 body_names=body_names, joint_names=joint_names, specs=specs)
+                 body_names=body_names, joint_names=joint_names, specs=specs, our_joint=our_joint)
     sensor_list, sensor_notes = _sensors(m, model, extra) if read_sensors else ([], [])
     if sensor_list:
         model = model.with_sensors(*sensor_list)
@@ -495,9 +520,10 @@ def _joint_dynamics(m, model, specs, mjx):
             perm[v0:v0 + 6] = v0 + np.array([3, 4, 5, 0, 1, 2])
     stiff = np.zeros(model.nv)
     for sp in specs:
-        j = sp["mj_joint"]
-        v0 = int(m.jnt_dofadr[j])
-        stiff[v0:v0 + sp["joint"].nv] = float(m.jnt_stiffness[j])
+        parts = sp["joint"].joints if sp["joint"].type == "composite" else (sp["joint"],)
+        for j, part in zip(sp["mj_joints"], parts):
+            v0 = int(m.jnt_dofadr[j])
+            stiff[v0:v0 + part.nv] = float(m.jnt_stiffness[j])
     return JointDynamics(damping=np.array(m.dof_damping, float)[perm], stiffness=stiff,
                          frictionloss=np.array(m.dof_frictionloss, float)[perm],
                          spring_reference=mjx.q_from_mujoco(model, np.array(m.qpos_spring, float)),
@@ -533,7 +559,7 @@ def _sensors(m, model, extra):
             else:
                 b = int(m.site_bodyid[obj])
                 if int(m.body_jntnum[b]) > 0:
-                    joint = extra["joint_names"][int(m.body_jntadr[b]) + int(m.body_jntnum[b]) - 1]
+                    joint = extra["our_joint"][int(m.body_jntadr[b]) + int(m.body_jntnum[b]) - 1]
                 elif b in fixed_name:
                     joint = fixed_name[b]
                 else:

@@ -1,0 +1,82 @@
+"""MuJoCo joints of a body: several of them as one composite joint (the rule: :mod:`sparsedyn.io.mjcf`).
+
+MuJoCo applies a body's joints one after the other, each about its own anchor ``jnt_pos`` in the
+frame the previous ones moved: ``B = B0 T(p1) J1 T(-p1) T(p2) J2 T(-p2) ...``.  With one anchor
+``p`` for every hinge and ball (a slide commutes with the translations), that is
+``B0 T(p) J1 J2 ... T(-p)``, a composite joint placed at ``p`` whose body frame sits at ``p``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..joints import make_joint
+from ..spatial import axis_rotation
+
+# MuJoCo enum values (mjtJoint; mjtEq's joint equality), stable across versions.
+_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+_EQ_JOINT = 2
+
+
+def _pose(R=None, p=None):
+    """The 4x4 pose of rotation ``R`` (default identity) and position ``p`` (default zero)."""
+    T = np.eye(4)
+    if R is not None:
+        T[:3, :3] = R
+    if p is not None:
+        T[:3, 3] = p
+    return T
+
+
+def named_joints(m, read_sensors):
+    """MuJoCo joint ids that a mapped constraint or sensor names one by one (kept as their own joints)."""
+    out = set()
+    for e in range(m.neq):
+        if int(m.eq_type[e]) == _EQ_JOINT:
+            out.update(int(o) for o in (m.eq_obj1id[e], m.eq_obj2id[e]) if int(o) >= 0)
+    if read_sensors:
+        import mujoco
+        out.update(int(m.sensor_objid[s]) for s in range(m.nsensor)
+                   if int(m.sensor_type[s]) == int(mujoco.mjtSensor.mjSENS_JOINTACTFRC))
+    return out
+
+
+def composite_ok(m, b, chained):
+    """Whether the joints of MuJoCo body ``b`` are exactly one composite joint (module docstring)."""
+    js = range(int(m.body_jntadr[b]), int(m.body_jntadr[b]) + int(m.body_jntnum[b]))
+    if any(int(m.jnt_type[j]) == _FREE or j in chained for j in js):
+        return False
+    anchors = np.array([m.jnt_pos[j] for j in js if int(m.jnt_type[j]) in (_HINGE, _BALL)], float)
+    if len(anchors) and np.abs(anchors - anchors[0]).max() > 1e-12 * max(1.0, np.abs(anchors).max()):
+        return False
+    # a reference position (ref) moves the part's frame: possible only before the first part
+    return all(float(m.qpos0[m.jnt_qposadr[j]]) == 0.0 for j in js[1:] if int(m.jnt_type[j]) in (_HINGE, _SLIDE))
+
+
+def composite_body(m, b, body_names, joint_names, parent, T0, specs, ball_limits):
+    """Append the spec of MuJoCo body ``b`` moved by one composite joint of its joints, in file order."""
+    js = list(range(int(m.body_jntadr[b]), int(m.body_jntadr[b]) + int(m.body_jntnum[b])))
+    rot = [j for j in js if int(m.jnt_type[j]) in (_HINGE, _BALL)]
+    anchor = np.array(m.jnt_pos[rot[0] if rot else js[0]], float)
+    parts, lower, upper = [], [], []
+    for j in js:
+        jt, axis = int(m.jnt_type[j]), np.array(m.jnt_axis[j], float)
+        part = make_joint({_HINGE: "revolute", _SLIDE: "prismatic", _BALL: "spherical"}[jt], axis)
+        limited = jt in (_HINGE, _SLIDE) and bool(m.jnt_limited[j])
+        lower += [float(m.jnt_range[j][0]) if limited else -np.inf] * part.nq
+        upper += [float(m.jnt_range[j][1]) if limited else np.inf] * part.nq
+        if jt == _BALL and m.jnt_limited[j]:
+            ball_limits.append(joint_names[j])
+        parts.append(part)
+    # the first part's reference position, folded into the placement as for a single joint
+    j, r = js[0], float(m.qpos0[m.jnt_qposadr[js[0]]])
+    C = _pose(axis_rotation(np.array(parts[0].axis), np.float64(r))) if int(m.jnt_type[j]) == _HINGE else \
+        _pose(p=-r * np.array(parts[0].axis)) if int(m.jnt_type[j]) == _SLIDE else np.eye(4)
+    joint = make_joint("composite", joints=parts)
+    da = int(m.jnt_dofadr[j])
+    bounded = np.isfinite(lower).any()
+    specs.append(dict(name=body_names[b], parent=parent, joint=joint, X=T0 @ _pose(p=anchor) @ C,
+                      jn="+".join(joint_names[k] for k in js), lower=np.array(lower) if bounded else None,
+                      upper=np.array(upper) if bounded else None,
+                      arm=np.array(m.dof_armature[da:da + joint.nv], float), mj_body=b, mj_joint=j, mj_joints=js,
+                      anchor=anchor))
