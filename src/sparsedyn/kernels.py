@@ -579,14 +579,14 @@ _sources = None
 
 
 def package_sources() -> str:
-    """SHA-256 of every Python source of the package, for an owner's fingerprint (its kernels may
-    run any of them); computed once per process."""
+    """SHA-256 of every Python source of the package and of the C headers it emits code with, for
+    an owner's fingerprint (its kernels may run any of them); computed once per process."""
     global _sources
     if _sources is None:
         from pathlib import Path
         root = Path(__file__).resolve().parent
         h = hashlib.sha256()
-        for p in sorted(root.rglob("*.py")):
+        for p in sorted(root.rglob("*.py")) + sorted(root.rglob("*.h")):
             h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
         _sources = h.hexdigest()
     return _sources
