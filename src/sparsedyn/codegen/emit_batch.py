@@ -47,7 +47,6 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None, consts=None):
     value)``, which the program does not write (:func:`_functions`' ``hoist``): they are written to
     the blocks' buffers ``Y{k}`` once per thread, and a large output's groups of 8 elements that are
     all zeros are written from ``sd_zeros`` rather than from ``Y{k}``."""
-    tol, quats = checks if checks else (0.0, ())
     total = sum(nin) + sum(nout) + nws
     b = [f"/* batched kernel {cname}: workspace {nws} vectors */", drv,
          f"SD_EXPORT int sd_{cname}_batch({'long n, ' + pub}, int nthreads, int check)", "{",
@@ -67,9 +66,44 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None, consts=None):
         b.append(f"    sd_vd *Y{k} = buf + {off};")
         off += n
     b.append(f"    sd_vd *W = buf + {off};")
+    lines, zg = _constant_results(consts, nout)
+    b += lines
+    b += ["#ifdef _OPENMP",
+          "    #pragma omp for schedule(static)",
+          "#endif",
+          "      for (long blk = 0; blk < nblk; blk++) {",
+          "        if (!buf) continue;",
+          "        const long s0 = blk * SD_W;",
+          "        const int m = (n - s0) < SD_W ? (int)(n - s0) : SD_W;",
+          "        double acc = 0.0;       /* x - x is 0 only for a finite x */"]
+    b += _gather(nin, checks)
+    b += ["        if (check && acc != 0.0) {",
+          "#ifdef _OPENMP",
+          "          #pragma omp atomic write",
+          "#endif",
+          "          bad = 1;",
+          "          continue;",
+          "        }"]
+    b.append(f"        {cname}_v({', '.join([f'X{k}' for k in range(len(nin))] + [f'Y{k}' for k in range(len(nout))])}, W);")
+    statics, scatter = _scatter(nout, zg)
+    b += scatter
+    at = b.index("#ifdef _OPENMP", 3)
+    b[at:at] = statics
+    b += ["      }", "    SD_NTFENCE();", "    free(buf);", "  }", "  return ok ? (bad ? 2 : 1) : 0;", "}"]
+    at = b.index("  int ok = 1, bad = 0;") + 1
+    b[at:at] = [f"  const int nt{k} = (double)n * {n} >= 524288.0, al{k} = "
+                + (f"((unsigned long)y{k} & 15) == 0;" if n % 2 == 0 else "0;") + "   /* 4 MiB; rows 16-byte aligned */"
+                for k, n in enumerate(nout) if n > 256]
+    return b
+
+
+def _constant_results(consts, nout):
+    """``(lines, zg)``: the statements writing the constant results ``consts`` (``(output, element,
+    value)``) to the blocks' buffers once per thread, and per output of more than 256 elements the
+    flags of its groups of 8 elements that are all zeros."""
+    b, zg = [], {}
     # Constant results (rnea_derivatives of talos_reduced: 2,370 zeros of 4,332 elements) are the
     # same in every block: written once here, not by the program for every block.
-    zg = {}
     if consts:
         b.append("    if (buf) {")
         for k in sorted({k for k, _, _ in consts}):
@@ -82,14 +116,15 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None, consts=None):
                 zg[k] = [int(all(j in zero for j in range(j0, min(j0 + 8, nout[k])))) for j0 in range(0, nout[k], 8)]
         b += [f"      Y{k}[{j}] = (sd_vd){{0}} + {_lit(v)};" for k, j, v in consts if float(v) != 0.0]
         b.append("    }")
-    b += ["#ifdef _OPENMP",
-          "    #pragma omp for schedule(static)",
-          "#endif",
-          "      for (long blk = 0; blk < nblk; blk++) {",
-          "        if (!buf) continue;",
-          "        const long s0 = blk * SD_W;",
-          "        const int m = (n - s0) < SD_W ? (int)(n - s0) : SD_W;",
-          "        double acc = 0.0;       /* x - x is 0 only for a finite x */"]
+    return b, zg
+
+
+def _gather(nin, checks):
+    """The statements gathering a block's inputs (sizes ``nin``) into the vectors ``X{k}``, adding
+    ``inf`` to ``acc`` for a value that is not finite and, with ``check``, for a quaternion of
+    ``checks`` off the unit sphere."""
+    tol, quats = checks if checks else (0.0, ())
+    b = []
     # Reads state by state (each state's row is contiguous: the hardware prefetcher follows it) and
     # prefetches the next block's rows; measured on talos_reduced's rnea at 20,000 states, 1 thread:
     # element by element across the block's rows is ~1.3x slower once the batch leaves the L2 cache.
@@ -103,14 +138,13 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None, consts=None):
                  + (f" if (check) {{{qchk} }}" if qchk else "") + " }")
         b.append(f"        for (long j = (s0 + SD_W) * {n}; j < (s0 + 2 * SD_W) * {n} && j < n * {n}; j += 8) "
                  f"__builtin_prefetch(x{k} + j, 0, 0);")
-    b += ["        if (check && acc != 0.0) {",
-          "#ifdef _OPENMP",
-          "          #pragma omp atomic write",
-          "#endif",
-          "          bad = 1;",
-          "          continue;",
-          "        }"]
-    b.append(f"        {cname}_v({', '.join([f'X{k}' for k in range(len(nin))] + [f'Y{k}' for k in range(len(nout))])}, W);")
+    return b
+
+
+def _scatter(nout, zg):
+    """``(statics, lines)``: the statements writing a block's results ``Y{k}`` (sizes ``nout``) to
+    their rows, and the tables of all-zero groups ``zg`` they read (declared before the threads)."""
+    statics, b = [], []
     # Results are written state by state (sequential stores) while the block's output vectors fit in
     # the L1 cache (<= 256 elements); larger outputs (crba, minv: 11.5 kB per state on talos_reduced)
     # are written element by element across the block's rows, because reading their vectors with a
@@ -132,8 +166,7 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None, consts=None):
         else:
             src = f"(zg{k}[j >> 3] ? sd_zeros : Y{k} + j)" if any(zg.get(k, ())) else f"Y{k} + j"
             if src != f"Y{k} + j":
-                b.insert(b.index("#ifdef _OPENMP", 3),
-                         f"  static const unsigned char zg{k}[{len(zg[k])}] = {{{','.join(map(str, zg[k]))}}};")
+                statics.append(f"  static const unsigned char zg{k}[{len(zg[k])}] = {{{','.join(map(str, zg[k]))}}};")
             b.append(f"        if (m == SD_W && (al{k} || !nt{k})) {{ for (long j = 0; j + SD_W <= {n}; j += SD_W) "
                      f"sd_rows(y{k} + s0 * {n} + j, {n}, {src}, nt{k}); "
                      f"for (long j = {n} / SD_W * SD_W; j < {n}; j++) for (int s = 0; s < SD_W; s++) "
@@ -142,9 +175,4 @@ def _batch_entry(cname, drv, nin, nout, nws, pub, checks=None, consts=None):
                      f"for (long j = 0; j < {n}; j++) SD_NTSTORE(r + j, Y{k}[j][s]); }}")
             b.append(f"        else for (long j = 0; j < {n}; j++) for (int s = 0; s < m; s++) "
                      f"y{k}[(s0 + s) * {n} + j] = Y{k}[j][s];")
-    b += ["      }", "    SD_NTFENCE();", "    free(buf);", "  }", "  return ok ? (bad ? 2 : 1) : 0;", "}"]
-    at = b.index("  int ok = 1, bad = 0;") + 1
-    b[at:at] = [f"  const int nt{k} = (double)n * {n} >= 524288.0, al{k} = "
-                + (f"((unsigned long)y{k} & 15) == 0;" if n % 2 == 0 else "0;") + "   /* 4 MiB; rows 16-byte aligned */"
-                for k, n in enumerate(nout) if n > 256]
-    return b
+    return statics, b

@@ -127,8 +127,6 @@ def _loop_functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
     # exactly (the product by +-1 and the sum round once, as the difference does), so statements
     # that differ in signs alone (the products of a matrix with signed entries) share a loop.
     sid = [shapes.setdefault(_PLUS_MINUS.sub(" + ", t), len(shapes)) for t, _, _, _ in stmts]
-    nin, nout = len(prog.input_shapes), len(prog.output_shapes)
-    ptr = "const double" if T == "double" else "const sd_vd"
     optr = "double" if T == "double" else "sd_vd"
     funcs, names, cur, size = [], [], [], 0
 
@@ -142,53 +140,72 @@ def _loop_functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
                                            *[c for c in cur if not c.startswith("static")], "}"])))
         cur, size = [], 0
 
-    def fill(template, idx):
-        parts = template.split("@")
-        return "".join(p + (f"w[{idx[k]}]" if k < len(idx) else "") for k, p in enumerate(parts))
-
     for b, (p, k, r) in enumerate(_blocks(sid)):
         if r == 1:
             t, o, lv, n = stmts[p]
-            cur.append(f"  w[{o}] = {fill(t, lv)};")
+            cur.append(f"  w[{o}] = {_fill(t, lv)};")
             size += n
         else:
-            cols = []                   # per statement: the out slot's and the leaves' columns over j
-            for s in range(k):
-                cols.append([[stmts[p + j * k + s][1] for j in range(r)]]
-                            + [[stmts[p + j * k + s][2][m] for j in range(r)] for m in range(len(stmts[p + s][2]))])
-            table, body = [], []
-            for s in range(k):
-                idx = []
-                for col in cols[s]:
-                    d = col[1] - col[0]
-                    if all(col[j + 1] - col[j] == d for j in range(r - 1)):
-                        idx.append(f"{col[0]}" if d == 0 else f"{col[0]} + j" if d == 1 else f"{col[0]} + j * {d}")
-                    else:
-                        idx.append(f"I[{len(table)}]")
-                        table.append(col)
-                t = stmts[p + s][0]
-                signs = list(zip(*(_PLUS_MINUS.findall(stmts[p + j * k + s][0]) for j in range(r))))
-                if any(len(set(col)) > 1 for col in signs):
-                    parts = _PLUS_MINUS.split(t)
-                    t = parts[0]
-                    for col, part in zip(signs, parts[1:]):
-                        if len(set(col)) == 1:
-                            t += col[0] + part
-                        else:
-                            t += f" + (double)I[{len(table)}] * " + part
-                            table.append([1 if c == " + " else -1 for c in col])
-                body.append(f"    w[{idx[0]}] = {fill(t, idx[1:])};")
-            head = [f"  for (int j = 0; j < {r}; j++) {{"]
-            if table:
-                m = len(table)
-                data = ",".join(str(table[c][j]) for j in range(r) for c in range(m))
-                cur.append(f"static const int {cname}_t{b}[{r * m}] = {{{data}}};")
-                head.append(f"    const int *I = {cname}_t{b} + j * {m};")
-            cur += head + body + ["  }"]
-            size += sum(stmts[p + s][3] for s in range(k)) + len(table) * r // 16
+            lines, n = _loop(stmts, p, k, r, f"{cname}_t{b}")
+            cur += lines
+            size += n
         if size >= chunk:
             flush()
     flush()
+    return funcs, _driver(prog, cname, T, names, consts, slot, cslot), max(nws, 1)
+
+
+def _fill(template, idx):
+    """``template`` with its ``@`` replaced by ``w[idx[0]]``, ``w[idx[1]]``..."""
+    parts = template.split("@")
+    return "".join(p + (f"w[{idx[k]}]" if k < len(idx) else "") for k, p in enumerate(parts))
+
+
+def _loop(stmts, p, k, r, table_name):
+    """``(lines, size)``: the C loop of the block of ``k`` statements from ``stmts[p]`` repeated
+    ``r`` times, its slots affine in ``j`` where they are, else read from the table
+    ``table_name`` (declared before the loop), as are the signs of additions that differ."""
+    cols = []                   # per statement: the out slot's and the leaves' columns over j
+    for s in range(k):
+        cols.append([[stmts[p + j * k + s][1] for j in range(r)]]
+                    + [[stmts[p + j * k + s][2][m] for j in range(r)] for m in range(len(stmts[p + s][2]))])
+    table, body = [], []
+    for s in range(k):
+        idx = []
+        for col in cols[s]:
+            d = col[1] - col[0]
+            if all(col[j + 1] - col[j] == d for j in range(r - 1)):
+                idx.append(f"{col[0]}" if d == 0 else f"{col[0]} + j" if d == 1 else f"{col[0]} + j * {d}")
+            else:
+                idx.append(f"I[{len(table)}]")
+                table.append(col)
+        t = stmts[p + s][0]
+        signs = list(zip(*(_PLUS_MINUS.findall(stmts[p + j * k + s][0]) for j in range(r))))
+        if any(len(set(col)) > 1 for col in signs):
+            parts = _PLUS_MINUS.split(t)
+            t = parts[0]
+            for col, part in zip(signs, parts[1:]):
+                if len(set(col)) == 1:
+                    t += col[0] + part
+                else:
+                    t += f" + (double)I[{len(table)}] * " + part
+                    table.append([1 if c == " + " else -1 for c in col])
+        body.append(f"    w[{idx[0]}] = {_fill(t, idx[1:])};")
+    lines, head = [], [f"  for (int j = 0; j < {r}; j++) {{"]
+    if table:
+        m = len(table)
+        data = ",".join(str(table[c][j]) for j in range(r) for c in range(m))
+        lines.append(f"static const int {table_name}[{r * m}] = {{{data}}};")
+        head.append(f"    const int *I = {table_name} + j * {m};")
+    return lines + head + body + ["  }"], sum(stmts[p + s][3] for s in range(k)) + len(table) * r // 16
+
+
+def _driver(prog, cname, T, names, consts, slot, cslot) -> str:
+    """The driver ``{cname}`` of the loop functions ``names``: the inputs and the constants copied
+    into the workspace, the functions run, the outputs gathered from their slots."""
+    nin, nout = len(prog.input_shapes), len(prog.output_shapes)
+    ptr = "const double" if T == "double" else "const sd_vd"
+    optr = "double" if T == "double" else "sd_vd"
     params = ", ".join([f"{ptr} *restrict x{k}" for k in range(nin)] + [f"{optr} *restrict y{k}" for k in range(nout)]
                        + [f"{optr} *restrict w"])
     drv = [f"SD_HIDDEN void {n}({optr} *restrict w);" for n in names]
@@ -214,4 +231,4 @@ def _loop_functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
         if where:
             drv.append(f"  for (long e = 0; e < {len(where)}; e++) y{k}[e] = w[{cname}_o{k}[e]];")
     drv.append("}")
-    return funcs, "\n".join(drv), max(nws, 1)
+    return "\n".join(drv)

@@ -136,11 +136,7 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     ``hoist`` (a list): the outputs that are constants are not written by the driver but appended
     to it as ``(output, element, value)`` (the batch entry point writes them once per thread).
     """
-    seg, slot, nslots = _chunks(prog, chunk)
-    again = schedule(prog)
-    seg2, slot2, nslots2 = _chunks(again, chunk)
-    if _traffic(again, seg2, slot2) < _traffic(prog, seg, slot):
-        prog, seg, slot, nslots = again, seg2, slot2, nslots2
+    prog, seg, slot, nslots = _segmented(prog, chunk)
     nodes = prog.nodes
     out_at = {}
     for k, row in enumerate(prog.outputs):
@@ -160,20 +156,7 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     for s in range(nseg):
         local[s] = {}
 
-    # A value used exactly once, by an operation of its own segment, and neither an output nor
-    # passed to a later segment is written inline into its user's expression (fully
-    # parenthesised, so the same operations round the same way): fewer declarations for the
-    # C front end to parse and fewer names for its SSA passes.
-    uses = [0] * len(nodes)
-    user = [-1] * len(nodes)
-    for i, (op, x, y) in enumerate(nodes):
-        if op > CONST:
-            for a in (x, y):
-                if a >= 0:
-                    uses[a] += 1
-                    user[a] = i
-    inline = [op > CONST and uses[i] == 1 and seg[user[i]] == seg[i] and i not in slot and i not in out_at
-              for i, (op, _, _) in enumerate(nodes)]
+    inline = _inlined(nodes, seg, slot, out_at)
     expr = {}
 
     def ref(a, s):
@@ -196,19 +179,7 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
         if op <= CONST:
             continue
         s = seg[i]
-        if op == NEG:
-            e = f"-{ref(x, s)}"
-        elif op in (ADD, SUB, MUL, DIV):
-            e = f"{ref(x, s)} {_SYM[op]} {ref(y, s)}"
-        elif op in (SIN, COS, SQRT):
-            e = f"{fn[op]}({ref(x, s)})"
-        elif op in (ATAN2, COPYSIGN):
-            # a constant operand of a vector function is broadcast explicitly (arithmetic does it implicitly)
-            a, b = (ref(z, s) if nodes[z][0] != CONST or T == "double" else f"((sd_vd){{0}} + {ref(z, s)})"
-                    for z in (x, y))
-            e = f"{fn[op]}({a}, {b})"
-        else:                                        # pragma: no cover
-            raise ValueError(f"unknown opcode {op}")
+        e = _expression(op, x, y, fn, T, nodes, lambda z: ref(z, s))
         if inline[i]:
             expr[i] = e
             continue
@@ -218,16 +189,7 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
             body[s].append(f"  w[{slot[i]}] = t{i};")
         for k, j in out_at.get(i, ()):
             body[s].append(f"  y{k}[{j}] = t{i};")
-    # Outputs that are inputs or constants.
-    tail = []
-    for k, row in enumerate(prog.outputs):
-        for j, (kind, v) in enumerate(row):
-            if kind == "const" and hoist is not None:
-                hoist.append((k, j, v))
-            elif kind == "const":
-                tail.append(f"  y{k}[{j}] = {_lit(v) if T == 'double' else f'(sd_vd){{0}} + {_lit(v)}'};")
-            elif nodes[v][0] == INPUT:
-                tail.append(f"  y{k}[{j}] = x{int(nodes[v][1])}[{int(nodes[v][2])}];")
+    tail = _tail(prog, T, hoist)
     nops = [0] * nseg
     for i, (op, _, _) in enumerate(nodes):
         if op > CONST:
@@ -239,3 +201,63 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     drv += [f"  {cname}_{s}({args});" for s in range(nseg)]
     drv += tail + ["}"]
     return funcs, "\n".join(drv), max(nslots, 1)
+
+
+def _segmented(prog: Program, chunk: int):
+    """``(prog, seg, slot, nslots)`` (:func:`_chunks`) of ``prog`` in the traced order or in that of
+    :func:`schedule`, whichever moves fewer values through the workspace."""
+    seg, slot, nslots = _chunks(prog, chunk)
+    again = schedule(prog)
+    seg2, slot2, nslots2 = _chunks(again, chunk)
+    if _traffic(again, seg2, slot2) < _traffic(prog, seg, slot):
+        return again, seg2, slot2, nslots2
+    return prog, seg, slot, nslots
+
+
+def _inlined(nodes, seg, slot, out_at) -> list:
+    """Per node, whether it is written inline into its user's expression."""
+    # A value used exactly once, by an operation of its own segment, and neither an output nor
+    # passed to a later segment is written inline into its user's expression (fully
+    # parenthesised, so the same operations round the same way): fewer declarations for the
+    # C front end to parse and fewer names for its SSA passes.
+    uses = [0] * len(nodes)
+    user = [-1] * len(nodes)
+    for i, (op, x, y) in enumerate(nodes):
+        if op > CONST:
+            for a in (x, y):
+                if a >= 0:
+                    uses[a] += 1
+                    user[a] = i
+    return [op > CONST and uses[i] == 1 and seg[user[i]] == seg[i] and i not in slot and i not in out_at
+            for i, (op, _, _) in enumerate(nodes)]
+
+
+def _tail(prog: Program, T: str, hoist) -> list:
+    """The driver's statements writing the outputs that are inputs or constants (the constants
+    appended to ``hoist`` instead when it is a list)."""
+    nodes, tail = prog.nodes, []
+    for k, row in enumerate(prog.outputs):
+        for j, (kind, v) in enumerate(row):
+            if kind == "const" and hoist is not None:
+                hoist.append((k, j, v))
+            elif kind == "const":
+                tail.append(f"  y{k}[{j}] = {_lit(v) if T == 'double' else f'(sd_vd){{0}} + {_lit(v)}'};")
+            elif nodes[v][0] == INPUT:
+                tail.append(f"  y{k}[{j}] = x{int(nodes[v][1])}[{int(nodes[v][2])}];")
+    return tail
+
+
+def _expression(op, x, y, fn, T, nodes, ref) -> str:
+    """The C expression of operation ``op`` on the operands ``x``, ``y`` (``ref(z)`` names operand
+    ``z``, first ``x`` then ``y``) on type ``T``, the functions named by ``fn``."""
+    if op == NEG:
+        return f"-{ref(x)}"
+    if op in (ADD, SUB, MUL, DIV):
+        return f"{ref(x)} {_SYM[op]} {ref(y)}"
+    if op in (SIN, COS, SQRT):
+        return f"{fn[op]}({ref(x)})"
+    if op in (ATAN2, COPYSIGN):
+        # a constant operand of a vector function is broadcast explicitly (arithmetic does it implicitly)
+        a, b = (ref(z) if nodes[z][0] != CONST or T == "double" else f"((sd_vd){{0}} + {ref(z)})" for z in (x, y))
+        return f"{fn[op]}({a}, {b})"
+    raise ValueError(f"unknown opcode {op}")                # pragma: no cover
