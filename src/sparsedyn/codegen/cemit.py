@@ -84,7 +84,8 @@ __all__ = ["emit_program", "emit_unit", "PRELUDE", "code_shape", "loop_threshold
            "schedule"]
 
 #: The C prelude of every translation unit: ``prelude.h`` (the library functions and vector types
-#: used, the vector width ``SD_W``, export macros) and the register transposes ``sd_rows``.
+#: used, the vector width ``SD_W``, export macros; emitted verbatim, so its first line is the
+#: generated file's banner) and the register transposes ``sd_rows``.
 PRELUDE = resources.files(__package__).joinpath("prelude.h").read_text(encoding="utf-8") \
     + "".join(_rows_function(w) for w in (2, 4, 8))
 
