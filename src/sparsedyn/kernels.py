@@ -447,7 +447,7 @@ def _public(k):
     if not params or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in params):
         raise TypeError(f"kernel {fn.__name__}: a kernel takes the model first and named arguments "
                         f"(no *args, **kwargs or positional-only arguments)")
-    ns = {"_k": k, "_dispatch": _dispatch, "_as_tuple": as_tuple, "_table": _calls.get, "_id": id}
+    ns = {"_k": k, "_dispatch": _dispatch, "_as_tuple": as_tuple, "_table": _calls, "_id": id}
     native = "f({fast})" if k.result is None else "_k.result(*f({fast}))"
     sig, _, default = signature_source(params, ns)
     defaults_ok = [f"{n} is {d}" for n, d in default.items()
@@ -467,11 +467,12 @@ def _public(k):
         f"def {fn.__name__}({', '.join(sig)}):",
         *sequence_source(k.sequences),
         f"    if type({m}) is Model and not _numpy:",
-        f"        calls = _table(_id({m}))",
-        "        if calls is not None:",
-        f"            f = calls.get({k.name!r})",
-        f"            if {cond}:",
-        f"                return {native.format(fast=fast)}",
+        "        try:",                       # subscripts, not .get(): one call fewer (~40 ns)
+        f"            f = _table[_id({m})][{k.name!r}]",
+        "        except KeyError:",
+        "            f = None",
+        f"        if {cond}:",
+        f"            return {native.format(fast=fast)}",
         f"    return _dispatch(_k, {m}, ({''.join(n + ', ' for n in k.inputs)}), "
         f"{{{', '.join(f'{n!r}: {n}' for n in rest)}}})"])
     factory = f"def _factory({', '.join(ns)}):\n" + "\n".join("    " + line for line in src.split("\n")) \
