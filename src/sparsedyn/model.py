@@ -261,15 +261,6 @@ class Model:
     dof_parent: np.ndarray = field(init=False)
     dof_body: np.ndarray = field(init=False)
     mass: np.ndarray = field(init=False)
-    #: ``{kernel name: native callable}`` of this model's plain calls, set by the compiler on the
-    #: first plain call (see :mod:`sparsedyn.kernels`); not part of the model's value (not pickled).
-    _native_calls = None
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.pop("_native_calls", None)
-        return state
-
     def __post_init__(self):
         NB = len(self.parent)
         s = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731

@@ -3,10 +3,12 @@
 import hashlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -232,3 +234,29 @@ def test_altered_library_with_a_rewritten_hash_file_is_rebuilt(tmp_path):
     assert p.returncode == 0, f"the child died ({p.returncode}): {err}"
     assert out.split() == ["OK", "True"], out + err
     assert build._valid(so, so.with_suffix(".sha256"))
+
+
+def test_an_edit_of_the_c_prelude_changes_the_cache_keys(tmp_path, monkeypatch):
+    """The C prelude (``codegen/prelude.h``) is part of the package sources of every cache key: a
+    copy of the package hashes as the package does, and the same copy with an edited prelude
+    gets other keys (so that its kernels are rebuilt)."""
+    from sparsedyn import kernels
+    from sparsedyn.codegen import runtime
+    pkg = Path(runtime.__file__).resolve().parents[1]
+    monkeypatch.setattr(runtime, "_source_hash", None)          # hashed now, from the files as they are
+    monkeypatch.setattr(kernels, "_sources", None)
+    here = (runtime._package_source_hash(), kernels.package_sources())
+    copy = tmp_path / "sparsedyn"
+    shutil.copytree(pkg, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    prelude = copy / "codegen" / "prelude.h"
+    assert "typedef double sd_vd" in prelude.read_text()
+    monkeypatch.setattr(runtime, "__file__", str(copy / "codegen" / "runtime.py"))
+    monkeypatch.setattr(kernels, "__file__", str(copy / "kernels.py"))
+    keys = []
+    for edit in ("", "/* edited */\n"):
+        prelude.write_text(prelude.read_text() + edit)
+        monkeypatch.setattr(runtime, "_source_hash", None)
+        monkeypatch.setattr(kernels, "_sources", None)
+        keys.append((runtime._package_source_hash(), kernels.package_sources()))
+    assert keys[0] == here
+    assert keys[1][0] != here[0] and keys[1][1] != here[1]

@@ -10,11 +10,14 @@ agree to the rounding bound of the kernel times the conditioning of ``H``.
 """
 
 import dataclasses
+import gc
+import pickle
 import subprocess
 import sys
 import threading
 import time
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -103,6 +106,26 @@ def test_one_compiled_model_per_fingerprint(native_backend):
     assert sd.compile(heavier) is not k
     g1, g2 = sd.generalized_gravity(m1, q), sd.generalized_gravity(heavier, q)
     assert rel_err(g2, 2.0 * g1) < rounding_bound(m1.nv + m1.nbodies)       # gravity is linear in mass
+
+
+def test_native_kernels_are_held_beside_the_model_not_on_it(native_backend, rng):
+    """The plain calls' native callables live in the registry's table, not on the frozen Model:
+    the model's attributes and its pickle are the same before and after native calls, and a model
+    that dies leaves no entry behind (nor is it kept alive by the table)."""
+    model = random_trees()[0]
+    q, v, a = (model.random_configuration(rng), rng.standard_normal(model.nv), rng.standard_normal(model.nv))
+    before = dict(vars(model))
+    pickled = pickle.dumps(model)
+    tau = sd.rnea(model, list(q), tuple(v), a)
+    assert rel_err(tau, REGISTRY["rnea"].fn(model, q, v, a)) < _bound(model, {"q": q})
+    assert vars(model).keys() == before.keys() and all(vars(model)[n] is x for n, x in before.items())
+    assert pickle.dumps(model) == pickled
+    calls = sd.kernels.native_calls(model)
+    assert calls is not None and callable(calls["rnea"])
+    key, alive = id(model), weakref.ref(model)
+    del model, calls
+    gc.collect()
+    assert alive() is None and key not in sd.kernels._calls
 
 
 def test_bad_input_keeps_its_errors(native_backend, rng):
@@ -280,7 +303,7 @@ def test_numpy_backend_builds_nothing(monkeypatch, rng):
     with sd.use_backend("numpy"):
         assert sd.use_backend.current() == "numpy"
         assert np.array_equal(sd.crba(model, q), REGISTRY["crba"].fn(model, q))
-    assert calls == [] and model._native_calls is None
+    assert calls == [] and sd.kernels.native_calls(model) is None
 
 
 _NO_COMPILER = """

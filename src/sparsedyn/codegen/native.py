@@ -35,6 +35,7 @@ kernel:
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import os
@@ -215,7 +216,9 @@ class _Entry:
     the compiler and its C extension, once per machine)."""
 
     def __init__(self, model, key):
-        self.model, self.key = model, key
+        # A copy (equal fingerprint, shared arrays): the entry outlives the model in the plain-call
+        # table of each model that uses it, which must not keep that model alive.
+        self.model, self.key = copy.copy(model), key
         self.cm = None
         self.jobs = {}
         self._singular = None
@@ -254,7 +257,7 @@ def _entry(model) -> _Entry:
     model's own one (its plain calls') if it has that key, even when no longer kept."""
     cmd = build._compiler_command()
     key = (model_fingerprint(model), tuple(cmd) if cmd else None, os.environ.get("SPARSEDYN_CFLAGS", ""))
-    own = (model._native_calls or {}).get(None)
+    own = (_registry.native_calls(model) or {}).get(None)
     with _lock:
         e = _entries.get(key)
         if e is None:
@@ -266,14 +269,13 @@ def _entry(model) -> _Entry:
 
 
 def _calls(model) -> dict:
-    """The model's table of plain-call callables (made on first use; see ``Model._native_calls``)."""
-    calls = model._native_calls
+    """The model's table of plain-call callables (made on first use; held by the registry,
+    :func:`sparsedyn.kernels.native_calls`, as long as the model lives)."""
+    calls = _registry.native_calls(model)
     if calls is None:
-        calls = {None: _entry(model)}
+        entry = _entry(model)
         with _lock:
-            if model._native_calls is None:
-                object.__setattr__(model, "_native_calls", calls)
-        calls = model._native_calls
+            calls = _registry.native_calls(model, lambda: {None: entry})
     return calls
 
 
@@ -344,7 +346,7 @@ def _plain_method(cm, k):
 
 def plain_call(k, model, args, kwargs):
     """The registry's hook: a plain call of kernel ``k`` on ``model`` that found no ready callable
-    in ``model._native_calls`` (see the module docstring)."""
+    in the model's table (see the module docstring)."""
     if getattr(_tls, "reference", False) or not _numeric(k, args, kwargs):
         return k.fn(model, *args, **kwargs)
     calls = _calls(model)

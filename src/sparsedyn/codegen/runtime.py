@@ -50,12 +50,14 @@ TRACED_MODULES = ("backend.py", "_checks.py", "spatial.py", "joints.py", "model.
 
 
 def _package_source_hash() -> str:
-    """SHA-256 of the sources of :data:`TRACED_MODULES` and of ``sparsedyn.codegen``."""
+    """SHA-256 of the sources of :data:`TRACED_MODULES` and of ``sparsedyn.codegen`` (its Python
+    modules and the C prelude, ``prelude.h``)."""
     global _source_hash
     if _source_hash is None:
         root = Path(__file__).resolve().parents[1]
         files = [p for m in TRACED_MODULES for p in sorted(root.glob(m))]
-        files += sorted(Path(__file__).resolve().parent.glob("*.py"))
+        here = Path(__file__).resolve().parent
+        files += sorted(here.glob("*.py")) + sorted(here.glob("*.h"))
         h = hashlib.sha256()
         for p in files:
             h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")

@@ -1,0 +1,44 @@
+"""Pieces shared by the C emitters (:mod:`.cemit`): literals, sizes, operators, translation units."""
+
+from __future__ import annotations
+
+from ..symbolic.ir import ADD, ATAN2, COPYSIGN, COS, DIV, MUL, SIN, SQRT, SUB
+
+__all__ = []
+
+
+def _lit(v: float) -> str:
+    v = float(v)
+    if v != v or v in (float("inf"), float("-inf")):
+        return {"nan": "(0.0 / 0.0)", "inf": "(1.0 / 0.0)", "-inf": "(-1.0 / 0.0)"}[repr(v)]
+    return f"({v.hex()})" if v < 0 else v.hex()
+
+
+_SYM = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
+_SCALAR_FNS = {SIN: "sin", COS: "cos", SQRT: "sqrt", ATAN2: "atan2", COPYSIGN: "copysign"}
+
+
+def _sizes(shapes):
+    out = []
+    for s in shapes:
+        n = 1
+        for d in s:
+            n *= int(d)
+        out.append(n)
+    return out
+
+
+def _units(funcs, tail, unit_size, head=""):
+    """The segment functions ``funcs`` (``(operations, source)``) grouped into translation units of
+    about ``unit_size`` operations, ``tail`` (the entry points) closing the last one; ``head`` opens
+    each unit."""
+    units, cur, size = [], [], 0
+    for n, f in funcs:
+        if cur and size + n > unit_size:
+            units.append(head + "\n".join(cur))
+            cur, size = [], 0
+        cur.append(f)
+        size += n
+    cur += tail
+    units.append(head + "\n".join(cur))
+    return units

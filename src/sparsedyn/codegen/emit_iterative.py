@@ -1,0 +1,81 @@
+"""C code of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`, the code shape of
+the frictional step): its pieces as straight-line functions and a driver that runs the stages as
+their flags say."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..symbolic.ir import INPUT
+from ..symbolic.loop import LoopProgram
+from .emit_common import _SCALAR_FNS, _sizes, _units
+from .emit_unrolled import _functions
+
+__all__ = []
+
+
+def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
+    """The units of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`): its pieces'
+    scalar functions and a driver that runs the stages as their flags say, updating the loop state
+    in place (a stage's changed elements are copied in after it ran).  ``single`` gives ``sd_K`` and
+    ``sd_K_loop`` as for a straight-line kernel; ``batch`` gives ``sd_K_batch`` running the scalar
+    driver state by state on OpenMP threads (states leave the loop after different numbers of
+    iterations, so they are not packed into vector lanes); it checks no input values (it returns 2
+    when asked to: the caller checks them, then calls again)."""
+    nin, nout = _sizes(prog.input_shapes), _sizes(prog.output_shapes)
+    nK, nS = prog.sizes
+    xs = [f"x{k}" for k in range(len(nin))]
+    ys = [f"y{k}" for k in range(len(nout))]
+    pub = ", ".join([f"const double *{x}" for x in xs] + [f"double *{y}" for y in ys])
+    funcs, drivers, nws = [], [], 1
+    # A stage updates the loop state in place: it writes the elements it changes to T (compact) and
+    # the driver copies them into S after the run; an element it passes through costs nothing.
+    stages, scatter = [], []
+    for p in prog.stages:
+        s_in = len(p.input_shapes) - 1
+        changed = [j for j, (kind, v) in enumerate(p.outputs[0])
+                   if not (kind == "node" and tuple(p.nodes[v]) == (INPUT, s_in, j))]
+        stages.append(dataclasses.replace(p, outputs=[[p.outputs[0][j] for j in changed], p.outputs[1]],
+                                          output_shapes=[(len(changed),), (1,)], _text=None))
+        scatter.append(changed)
+    for tag, p in [("init", prog.init)] + [(f"g{k}", p) for k, p in enumerate(stages)] + [("fin", prog.finish)]:
+        f, d, n = _functions(p, f"{cname}_{tag}", "double", _SCALAR_FNS, chunk)
+        funcs += f
+        drivers.append(d)
+        nws = max(nws, n)
+    nst = len(prog.stages)
+    X = "".join(x + ", " for x in xs)
+    tables = [f"static const int {cname}_c{k}[{max(len(c), 1)}] = {{{', '.join(map(str, c)) or '0'}}};"
+              for k, c in enumerate(scatter)]
+    cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); "
+                     f"for (int j = 0; j < {len(c)}; j++) S[{cname}_c{k}[j]] = T[j]; break;"
+                     for k, c in enumerate(scatter))
+    body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
+            *drivers, *tables,
+            f"static void {cname}_run({pub})", "{",
+            f"  double K[{max(nK, 1)}], S[{max(nS, 1)}], T[{max(nS, 1)}], F[1], w[{nws}];",
+            f"  {cname}_init({X}K, S, w);",
+            "  long runs = 0;",
+            "  int stage = 0;",
+            f"  while (stage < {nst} && runs < {int(prog.cap)}L) {{",
+            f"    switch (stage) {{ {cases} }}",
+            "    runs++;",
+            "    const double f = F[0];",
+            f"    stage += f > 0.5 ? (f > {nst + 1}.0 ? {nst + 1} : (int)(f + 0.5)) : "
+            f"(f < -0.5 ? (f < -{nst + 1}.0 ? -{nst + 1} : -(int)(-f + 0.5)) : 0);",
+            "    if (stage < 0) stage = 0;",
+            "  }",
+            f"  {cname}_fin({X}K, S, {', '.join(ys)}, w);", "}"]
+    sargs = ", ".join([f"x{k} + s * {n}" for k, n in enumerate(nin)] + [f"y{k} + s * {n}" for k, n in enumerate(nout)])
+    omp = ["#ifdef _OPENMP",
+           "  #pragma omp parallel for schedule(dynamic, 4) num_threads(nthreads > 0 ? nthreads : 1) "
+           "if (nthreads > 1 && n > 1)",
+           "#endif",
+           f"  for (long s = 0; s < n; s++) {cname}_run({sargs});"]
+    if variant == "single":
+        body += [f"SD_EXPORT void sd_{cname}({pub})", "{", f"  {cname}_run({', '.join(xs + ys)});", "}",
+                 f"SD_EXPORT void sd_{cname}_loop(long n, {pub}, int nthreads)", "{", *omp, "}"]
+    else:
+        body += [f"SD_EXPORT int sd_{cname}_batch(long n, {pub}, int nthreads, int check)", "{",
+                 "  if (check) return 2;", *omp, "  return 1;", "}"]
+    return _units(funcs, body, unit_size)

@@ -1,0 +1,234 @@
+"""C code of a large :class:`~sparsedyn.symbolic.ir.Program` as loops over tables (the ``loops`` code
+shape of :mod:`.cemit`): statements on one workspace, blocks of statements that repeat in a row
+written once as a C loop, their slot numbers affine in the iteration or read from tables."""
+
+from __future__ import annotations
+
+import re
+
+from ..symbolic.ir import CONST, INPUT, NEG, Program
+from .emit_common import _SYM, _lit, _sizes
+
+__all__ = []
+
+#: Operations of one statement of :func:`_statements` at most: a longer expression (a long dot
+#: product) is cut into statements of this size, whose shapes then repeat, whatever its length.
+_MAX_INLINE = 8
+_PLUS_MINUS = re.compile(r" [+-] ")      # the binary additions of a statement's template
+#: Longest repeated block of statements :func:`_blocks` looks for.
+_MAX_PERIOD = 48
+
+
+def _statements(prog: Program, fn: dict):
+    """The program as statements ``w[out] = expression of w[leaf]...``: one per operation whose
+    value is used more than once or is an output, or that would make its user's expression longer
+    than :data:`_MAX_INLINE` operations (a value used once is written inline, fully parenthesised).
+
+    Returns ``(stmts, slot, nslots, consts, cslot)``: ``stmts`` a list of ``(template, out slot,
+    leaf slots, operations)`` (``template``: the C expression with ``@`` for each leaf, in order),
+    ``slot[i]`` the value slot of node ``i`` (the inputs first, argument by argument, then the
+    constants, then the statements), ``consts`` the constant values in slot order, ``cslot`` the
+    slot of each constant (by its ``float.hex()``)."""
+    nodes = prog.nodes
+    uses = [0] * len(nodes)
+    for op, x, y in nodes:
+        if op > CONST:
+            uses[x] += 1
+            if y >= 0:
+                uses[y] += 1
+    outs = {v for row in prog.outputs for kind, v in row if kind == "node"}
+    off, base = [], 0
+    for n in _sizes(prog.input_shapes):
+        off.append(base)
+        base += n
+    slot = [-1] * len(nodes)
+    consts, cslot = [], {}
+    out_consts = [v for row in prog.outputs for kind, v in row if kind == "const"]
+    for i, (op, x, y) in enumerate(nodes):
+        if op == INPUT:
+            slot[i] = off[int(x)] + int(y)
+    for v in [x for op, x, _ in nodes if op == CONST] + out_consts:
+        key = float(v).hex()
+        if key not in cslot:
+            cslot[key] = base + len(consts)
+            consts.append(float(v))
+    for i, (op, x, y) in enumerate(nodes):
+        if op == CONST:
+            slot[i] = cslot[float(x).hex()]
+    nxt = base + len(consts)
+    expr = {}                           # inlined node -> (template, leaves, operations)
+    stmts = []
+
+    def leaf(a):
+        e = expr.pop(a, None)
+        return ("@", [slot[a]], 0) if e is None else ("(" + e[0] + ")", e[1], e[2])
+
+    for i, (op, x, y) in enumerate(nodes):
+        if op <= CONST:
+            continue
+        tx, lx, nx = leaf(x)
+        if op == NEG:
+            t, lv, n = "-" + tx, lx, nx + 1
+        else:
+            ty, ly, ny = leaf(y) if y >= 0 else ("", [], 0)
+            if op in _SYM:
+                t = f"{tx} {_SYM[op]} {ty}"
+            elif y >= 0:
+                t = f"{fn[op]}({tx}, {ty})"
+            else:
+                t = f"{fn[op]}({tx})"
+            lv, n = lx + ly, nx + ny + 1
+        if uses[i] == 1 and i not in outs and n < _MAX_INLINE:
+            expr[i] = (t, lv, n)
+        else:
+            slot[i] = nxt
+            nxt += 1
+            stmts.append((t, slot[i], lv, n))
+    return stmts, slot, nxt, consts, cslot
+
+
+def _blocks(shapes):
+    """Cover the list ``shapes`` (one hashable per statement) with ``(start, period, repeats)``: a
+    block of ``period`` consecutive statements repeated ``repeats`` times in a row (greedy, the
+    longest cover first), or a single statement (``period = repeats = 1``)."""
+    n = len(shapes)
+    out, p = [], 0
+    while p < n:
+        best = (1, 1)
+        for k in range(1, min(_MAX_PERIOD, (n - p) // 2) + 1):
+            if shapes[p + k] != shapes[p] or shapes[p + k:p + 2 * k] != shapes[p:p + k]:
+                continue
+            r = 2
+            while p + (r + 1) * k <= n and shapes[p + r * k:p + (r + 1) * k] == shapes[p:p + k]:
+                r += 1
+            if r * k > best[0] * best[1]:
+                best = (k, r)
+        out.append((p,) + best)
+        p += best[0] * best[1]
+    return out
+
+
+def _loop_functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
+    """:func:`_functions`' counterpart for large programs: loops over tables.
+
+    Every value used more than once lives in one slot of the workspace ``w`` (the inputs and
+    the constants are copied there first), and the program is a list of statements
+    ``w[out] = expression of w[leaf]...`` (:func:`_statements`).  A block of statements whose
+    expressions repeat, the same block over and over in a row (one body after the other, one
+    column of a matrix product after the other), becomes one C loop; the slot numbers of its
+    ``repeats`` copies are affine in the iteration (``b + j * s``) or read from a table of
+    integers.  The code's size then grows with the number of distinct blocks, not with the
+    program's, and the model's numbers are data (the constants' table).  The operations, and
+    so every rounding, are those of the unrolled code.
+    """
+    stmts, slot, nws, consts, cslot = _statements(prog, fn)
+    shapes = {}
+    # Blocks are found up to the signs of additions: ``x - y`` is ``x + s * y`` with ``s = -1``
+    # exactly (the product by +-1 and the sum round once, as the difference does), so statements
+    # that differ in signs alone (the products of a matrix with signed entries) share a loop.
+    sid = [shapes.setdefault(_PLUS_MINUS.sub(" + ", t), len(shapes)) for t, _, _, _ in stmts]
+    optr = "double" if T == "double" else "sd_vd"
+    funcs, names, cur, size = [], [], [], 0
+
+    def flush():
+        nonlocal cur, size
+        if cur:
+            name = f"{cname}_{len(names)}"
+            names.append(name)
+            funcs.append((size, "\n".join([*[c for c in cur if c.startswith("static")],
+                                           f"SD_HIDDEN void {name}({optr} *restrict w)", "{",
+                                           *[c for c in cur if not c.startswith("static")], "}"])))
+        cur, size = [], 0
+
+    for b, (p, k, r) in enumerate(_blocks(sid)):
+        if r == 1:
+            t, o, lv, n = stmts[p]
+            cur.append(f"  w[{o}] = {_fill(t, lv)};")
+            size += n
+        else:
+            lines, n = _loop(stmts, p, k, r, f"{cname}_t{b}")
+            cur += lines
+            size += n
+        if size >= chunk:
+            flush()
+    flush()
+    return funcs, _driver(prog, cname, T, names, consts, slot, cslot), max(nws, 1)
+
+
+def _fill(template, idx):
+    """``template`` with its ``@`` replaced by ``w[idx[0]]``, ``w[idx[1]]``..."""
+    parts = template.split("@")
+    return "".join(p + (f"w[{idx[k]}]" if k < len(idx) else "") for k, p in enumerate(parts))
+
+
+def _loop(stmts, p, k, r, table_name):
+    """``(lines, size)``: the C loop of the block of ``k`` statements from ``stmts[p]`` repeated
+    ``r`` times, its slots affine in ``j`` where they are, else read from the table
+    ``table_name`` (declared before the loop), as are the signs of additions that differ."""
+    cols = []                   # per statement: the out slot's and the leaves' columns over j
+    for s in range(k):
+        cols.append([[stmts[p + j * k + s][1] for j in range(r)]]
+                    + [[stmts[p + j * k + s][2][m] for j in range(r)] for m in range(len(stmts[p + s][2]))])
+    table, body = [], []
+    for s in range(k):
+        idx = []
+        for col in cols[s]:
+            d = col[1] - col[0]
+            if all(col[j + 1] - col[j] == d for j in range(r - 1)):
+                idx.append(f"{col[0]}" if d == 0 else f"{col[0]} + j" if d == 1 else f"{col[0]} + j * {d}")
+            else:
+                idx.append(f"I[{len(table)}]")
+                table.append(col)
+        t = stmts[p + s][0]
+        signs = list(zip(*(_PLUS_MINUS.findall(stmts[p + j * k + s][0]) for j in range(r))))
+        if any(len(set(col)) > 1 for col in signs):
+            parts = _PLUS_MINUS.split(t)
+            t = parts[0]
+            for col, part in zip(signs, parts[1:]):
+                if len(set(col)) == 1:
+                    t += col[0] + part
+                else:
+                    t += f" + (double)I[{len(table)}] * " + part
+                    table.append([1 if c == " + " else -1 for c in col])
+        body.append(f"    w[{idx[0]}] = {_fill(t, idx[1:])};")
+    lines, head = [], [f"  for (int j = 0; j < {r}; j++) {{"]
+    if table:
+        m = len(table)
+        data = ",".join(str(table[c][j]) for j in range(r) for c in range(m))
+        lines.append(f"static const int {table_name}[{r * m}] = {{{data}}};")
+        head.append(f"    const int *I = {table_name} + j * {m};")
+    return lines + head + body + ["  }"], sum(stmts[p + s][3] for s in range(k)) + len(table) * r // 16
+
+
+def _driver(prog, cname, T, names, consts, slot, cslot) -> str:
+    """The driver ``{cname}`` of the loop functions ``names``: the inputs and the constants copied
+    into the workspace, the functions run, the outputs gathered from their slots."""
+    nin, nout = len(prog.input_shapes), len(prog.output_shapes)
+    ptr = "const double" if T == "double" else "const sd_vd"
+    optr = "double" if T == "double" else "sd_vd"
+    params = ", ".join([f"{ptr} *restrict x{k}" for k in range(nin)] + [f"{optr} *restrict y{k}" for k in range(nout)]
+                       + [f"{optr} *restrict w"])
+    drv = [f"SD_HIDDEN void {n}({optr} *restrict w);" for n in names]
+    if consts:
+        drv.append(f"static const double {cname}_c[{len(consts)}] = {{{','.join(_lit(c) for c in consts)}}};")
+    outs = []
+    for k, row in enumerate(prog.outputs):
+        where = [slot[v] if kind == "node" else cslot[float(v).hex()] for kind, v in row]
+        outs.append(where)
+    for k, where in enumerate(outs):
+        if where:
+            drv.append(f"static const int {cname}_o{k}[{len(where)}] = {{{','.join(map(str, where))}}};")
+    drv += [f"static void {cname}({params})", "{"]
+    base = 0
+    for k, n in enumerate(_sizes(prog.input_shapes)):
+        drv.append(f"  for (long e = 0; e < {n}; e++) w[{base} + e] = x{k}[e];")
+        base += n
+    if consts:
+        cv = f"{cname}_c[e]" if T == "double" else f"(sd_vd){{0}} + {cname}_c[e]"
+        drv.append(f"  for (long e = 0; e < {len(consts)}; e++) w[{base} + e] = {cv};")
+    drv += [f"  {n}(w);" for n in names]
+    for k, where in enumerate(outs):
+        if where:
+            drv.append(f"  for (long e = 0; e < {len(where)}; e++) y{k}[e] = w[{cname}_o{k}[e]];")
+    drv.append("}")
+    return "\n".join(drv)
