@@ -25,9 +25,12 @@ Arrays are read a chunk of rows at a time (Zarr stores by their chunks; a
 whole), checked (every value finite; an error names the array and its first
 bad row) and solved in one batched call of the compiled estimator, in this
 process or, with ``workers``, on a local Dask cluster (see
-:mod:`sparsedyn.interop.dask`).  The output is written under a temporary name
-next to ``out`` and renamed when complete: an interrupted or failed run leaves
-no output (and an existing ``out`` untouched).
+:mod:`sparsedyn.interop.dask`).  Reading is safe against damaged or hostile
+files (:mod:`sparsedyn.io.recordings`).  The output is written under a temporary
+name next to ``out`` and renamed when complete: an interrupted or failed run
+leaves no output (and an existing ``out`` untouched); an existing ``out`` is
+replaced only with ``force=True`` (``--force``), the recording itself never
+(:mod:`sparsedyn.io.output`).
 """
 
 from __future__ import annotations
