@@ -258,3 +258,30 @@ def dynamics(model, q, v, u, f_ext, g, u_name, u_what):
     shape = batch_shape(q=(q, 1), v=(v, 1), **{u_name: (u, 1)}, f_ext=(f_ext, 2), gravity=(g, 1))
     symbolic = any(bk.is_symbolic(x) for x in (q, v, u, f_ext, g) if x is not None)
     return q, v, u, f_ext, g, shape, symbolic
+
+
+class NonFiniteResultError(FloatingPointError, ValueError):
+    """A function computed NaN or infinite values from finite inputs: they overflow double precision
+    (a velocity of 1e200 squared in the bias forces ...).  Raised instead of handing NaN back."""
+
+
+def finite_result(name, result, core_ndims):
+    """``result`` (an array or a tuple of arrays) unchanged when every value is finite; else
+    :class:`NonFiniteResultError` naming the function ``name``, the output and the first state of a
+    batch (``core_ndims``: per output, the number of trailing axes of one state).  Object arrays
+    (traced symbols) and non-arrays pass."""
+    outs = result if isinstance(result, tuple) else (result,)
+    for j, x in enumerate(outs):
+        if type(x) is not np.ndarray or x.dtype.kind != "f" or not x.size:
+            continue
+        ok = np.isfinite(x)
+        if ok.all():
+            continue
+        core = core_ndims[j] if j < len(core_ndims) else 0
+        bad = ~ok.reshape(ok.shape[:ok.ndim - core] + (-1,)).all(-1) if core <= ok.ndim else ~ok
+        fields = getattr(result, "_fields", None)
+        what = f" (output {fields[j]!r})" if fields else f" (output {j})" if len(outs) > 1 else ""
+        raise NonFiniteResultError(
+            f"{name}: the result{what} is not finite for finite inputs{first_bad(bad)}: the inputs are too large "
+            f"for double precision (a product or square of them overflows); scale them to physical magnitudes")
+    return result

@@ -73,8 +73,11 @@ import hashlib
 import inspect
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
+
+from ._checks import finite_result as _finite
 
 
 class Model:
@@ -431,12 +434,28 @@ def _dispatch(k, model, args, kwargs):
         raise TypeError(f"{k.name}: the model comes first, {k.name}({', '.join(list(k.signature.parameters)[:4])}"
                         f", ...); got {type(model).__name__} as the first argument")
     if _numpy:
-        return k.fn(model, *args, **kwargs)
+        return _outermost(k, model, args, kwargs)
     if _native is None and native_loader is not None:
         native_loader()                     # the compiler registers itself (set_native) on import
     if _native is None:
-        return k.fn(model, *args, **kwargs)
+        return _outermost(k, model, args, kwargs)
     return _named(k, _native(k, model, args, kwargs))
+
+
+_inside = threading.local()
+
+
+def _outermost(k, model, args, kwargs):
+    """``k.fn``'s NumPy answer; the outermost call checks that it is finite (its inputs are: an
+    overflow is an error naming the function the user called, never NaN handed back)."""
+    if getattr(_inside, "on", False):
+        return k.fn(model, *args, **kwargs)
+    _inside.on = True
+    try:
+        res = k.fn(model, *args, **kwargs)
+    finally:
+        _inside.on = False
+    return _finite(k.name, res, tuple(len(s) for s in k.outputs.values()))
 
 
 def _named(k, out):
