@@ -221,7 +221,7 @@ def _plain_values_ok(model, q, v, u):
     quat = q.take(idx.reshape(-1), -1)
     norms = (quat * quat) @ _blocks_of_four(len(idx))          # |quat|^2 per block: one product
     norms -= 1.0
-    return bool(np.abs(norms, out=norms).max() <= QUAT_TOL)
+    return bool(np.abs(norms, out=norms).max(initial=0.0) <= QUAT_TOL)      # no state: nothing to refuse
 
 
 _add = np.add.reduce
@@ -285,3 +285,17 @@ def finite_result(name, result, core_ndims):
             f"{name}: the result{what} is not finite for finite inputs{first_bad(bad)}: the inputs are too large "
             f"for double precision (a product or square of them overflows); scale them to physical magnitudes")
     return result
+
+
+def plain_floats(who, name, x, expected):
+    """``x`` as a float64 array for a function that runs on numbers only (a time step, a rollout):
+    :func:`numeric`'s conversions and errors (ragged lists, complex ...), and an object array of plain
+    numbers converted; traced symbols are refused with a ``TypeError`` naming ``who`` and ``name``."""
+    x = numeric(f"{who}: {name}", x, expected)
+    if x.dtype == object:
+        xv = values(x)
+        if xv is None:
+            raise TypeError(f"{who}: {name}: expected numbers, shape {expected}; got an object array of traced "
+                            f"symbols (trace the kernels this function runs instead)")
+        x = xv
+    return x
