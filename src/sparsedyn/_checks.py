@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import weakref
 
 import numpy as np
@@ -299,3 +300,22 @@ def plain_floats(who, name, x, expected):
                             f"symbols (trace the kernels this function runs instead)")
         x = xv
     return x
+
+
+class BatchMemoryError(MemoryError, ValueError):
+    """A call whose batch needs more memory than the machine has (a broadcast view of 1e9 states):
+    refused before anything is allocated, naming the function and the size."""
+
+
+def batch_memory(name, states, doubles_per_state):
+    """Raise :class:`BatchMemoryError` when ``states`` states of ``doubles_per_state`` float64 results
+    each need more bytes than the machine's physical memory (nothing checked where it is unknown)."""
+    need = int(states) * int(doubles_per_state) * 8
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):    # pragma: no cover - not a POSIX system
+        return
+    if need > have > 0:
+        raise BatchMemoryError(f"{name}: a batch of {int(states)} states needs {need / 2 ** 30:.1f} GiB for its "
+                               f"results alone, more than this machine's {have / 2 ** 30:.1f} GiB of memory; "
+                               f"split it into smaller batches")

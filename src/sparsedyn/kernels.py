@@ -77,7 +77,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from ._checks import finite_result as _finite
+from ._checks import BatchMemoryError as _BatchMemoryError, finite_result as _finite
 
 
 class Model:
@@ -453,6 +453,11 @@ def _outermost(k, model, args, kwargs):
     _inside.on = True
     try:
         res = k.fn(model, *args, **kwargs)
+    except MemoryError as e:                # NumPy's "Unable to allocate 142 GiB": said as ours
+        if isinstance(e, ValueError):
+            raise
+        raise _BatchMemoryError(f"{k.name}: not enough memory for this call ({e}); split the batch into smaller "
+                                f"ones") from None
     finally:
         _inside.on = False
     return _finite(k.name, res, tuple(len(s) for s in k.outputs.values()))

@@ -221,6 +221,10 @@ class CompiledModel(KernelSet):
         # Conversions and shapes now; the values (finite, unit quaternions) are checked by the
         # vectorised batch kernel as it reads them, or by ``recheck`` before the other paths.
         arrays = [_checked(model, n, x, shapes[n], False) for n, x in named]
+        batch = _checks.batch_shape(**{n: (x, len(shapes[n])) for (n, _), x in zip(named, arrays)})
+        if batch:                                    # before the outputs are allocated
+            _checks.batch_memory(m.name, np.prod(batch, dtype=object),
+                                 sum(int(np.prod(shapes[n])) for n in spec.outputs))
 
         def recheck():
             for (n, _), x in zip(named, arrays):
