@@ -22,7 +22,8 @@ from pathlib import Path
 
 import defusedxml
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "max_file_bytes", "checked_path", "read_bytes", "read_table", "clip", "clip_list", "shorten",
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "max_file_bytes", "checked_path", "read_bytes",
+           "read_table", "clip", "clip_list", "shorten",
            "xml_errors"]
 
 #: Default size limit of an input file (bytes); see :func:`max_file_bytes`.

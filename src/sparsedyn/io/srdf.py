@@ -23,7 +23,6 @@ the file, the line and the element.
 from __future__ import annotations
 
 import math
-import os
 import re
 import textwrap
 import warnings
