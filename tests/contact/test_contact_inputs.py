@@ -78,3 +78,13 @@ def test_ragged_lists_to_rollout_name_the_argument():
         sd.rollout(model, Q, [[0], [0, 0]], np.zeros(6), corners(), 1e-3, 3)
     r = sd.rollout(model, Q.tolist(), [0.0] * 6, np.zeros(6), corners(), 1e-3, 2)     # plain lists
     assert r.q.shape == (3, 7) and np.allclose(r.v, 0, atol=1e-10)
+
+
+def test_derivatives_that_overflow_are_an_error_naming_the_function():
+    """Found by the fuzzing harness: a velocity of 1e150 gives a finite (absurd) step whose
+    configuration derivatives overflow; the function says so instead of handing back inf/NaN."""
+    from sparsedyn._checks import NonFiniteResultError
+    v = np.array([-0.66, 1e150, -6e-4, -0.099, 0.27, 0.23])
+    with sd.use_backend("numpy"), pytest.raises(NonFiniteResultError, match=r"^contact_step_derivatives: the "
+                                                                         r"result \(output 'dq_dq'\) is not finite"):
+        sd.contact_step_derivatives(box(), Q, v, np.zeros(6), [sd.Contact("box", "3d", friction=0.5)], 1e-3)

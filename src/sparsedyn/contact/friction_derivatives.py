@@ -174,8 +174,10 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
         raise ValueError(f"{who}: dt must be at least {MIN_DT:g} s (the derivatives divide the velocity change by "
                          f"dt, which loses every digit below it), got {dt!r}")
     step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
-    return differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
-                              options.get("gravity"))
+    d = differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
+                           options.get("gravity"))
+    _checks.finite_result(who, d, (2,) * 6)          # an overflow (a velocity of 1e150) is an error, not NaN
+    return d
 
 
 def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None):
