@@ -328,3 +328,16 @@ def test_a_full_disk_while_estimating_leaves_nothing(chain, tmp_path, fmt):
     assert r.returncode == 1, r.stderr
     assert f"output '{out}': cannot write it" in r.stdout and "partial" not in r.stdout
     assert list(out.parent.iterdir()) == []
+
+
+def test_a_zarr_store_declaring_rows_it_does_not_hold_is_refused_before_anything_is_written(chain, tmp_path):
+    """Metadata claiming 10**10 rows with no chunk stored once allocated a 560 GB output and failed: the
+    missing chunks are found first, and nothing is written."""
+    _, problem, _ = chain
+    g = zarr.open_group(str(tmp_path / "rec.zarr"), mode="w")
+    for name, cols in (("q", 7), ("v", 7), ("y", 14)):
+        g.create_array(name, shape=(10 ** 10, cols), chunks=(10 ** 6, cols), dtype="f8")
+    (tmp_path / "out").mkdir()
+    with pytest.raises(RecordingError, match=r"array 'q': 10000 of its 10000 chunks are missing"):
+        estimate_recording(problem, tmp_path / "rec.zarr", tmp_path / "out" / "est.npz")
+    assert list((tmp_path / "out").iterdir()) == []

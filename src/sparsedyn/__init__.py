@@ -24,6 +24,7 @@ import importlib as _importlib
 from . import spatial
 from . import kernels as _kernels
 from .kernels import use_backend
+from ._checks import BatchMemoryError, NonFiniteResultError
 from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
@@ -187,6 +188,6 @@ __all__ = [
     "contact_step_derivatives", "ContactStepDerivatives",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
-    "use_backend",
+    "use_backend", "NonFiniteResultError", "BatchMemoryError",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

@@ -65,6 +65,7 @@ def _check_shapes(rec: Recording, want: dict, n, hint=None):
                                  + ", ".join(f"{k} (N, {c})" for k, c in want.items()))
         shape = rec.shape(name)
         rec.check_dtype(name)
+        rec.check_complete(name)
         if len(shape) != 2 or shape[1] != cols or shape[0] != n:
             raise RecordingError(f"{where}: array {name!r} has shape {shape}, expected ({n}, {cols}) "
                                  f"(states along axis 0){(hint or {}).get(name, '')}")

@@ -56,7 +56,8 @@ from .spatial import (Transform, apply_force, apply_motion, compose, cross3, cro
                       motion_matrix, mv)
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque", "ContactLoad", "JointTorque",
-           "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "CONTACT_KINDS", "LOAD_CELLS", "sensor_from_dict"]
+           "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "CONTACT_KINDS", "LOAD_CELLS",
+           "sensor_from_dict", "MIN_NORMAL2", "MAX_NORMAL2", "MAX_CONTACT_LENGTH"]
 
 #: Component names of a wrench (angular first).
 COMPONENTS = ("nx", "ny", "nz", "fx", "fy", "fz")

@@ -67,7 +67,7 @@ from .friction import _positive, contact_step
 from .friction_problem import (PENETRATION_SLOP, ContactStep, _model_and_kernels, _nonneg_lcp, contact_problem,
                                point_contacts)
 
-__all__ = ["ContactStepDerivatives", "contact_step_derivatives"]
+__all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
 
 #: Smallest time step [s] of :func:`contact_step_derivatives`: the acceleration ``(v+ - v) / dt`` it

@@ -209,8 +209,13 @@ class Recording:
                            np.empty(a.shape, a.dtype))
         return a.array
 
-    def _check_chunks(self, name, z):
-        """A Zarr array with every chunk stored (a missing one would read as the fill value)."""
+    def check_complete(self, name):
+        """Raise unless every chunk of Zarr array ``name`` is stored (a missing one would read as the
+        fill value; a store declaring 10**10 rows it does not hold is refused before anything is
+        allocated for them).  Nothing to do for a ``.npz``, whose sizes are checked on opening."""
+        if self.format != "zarr" or name in self._complete:
+            return
+        z = self._arrays[name]
         try:
             have, want = z.nchunks_initialized, z.nchunks
         except Exception as e:                        # a store that cannot be listed
@@ -219,14 +224,13 @@ class Recording:
             raise RecordingError(f"{self._where(name)}: {want - have} of its {want} chunks are missing (Zarr would "
                                  f"read them as the fill value; a writer must store every chunk: "
                                  f"write_empty_chunks=True)")
+        self._complete.add(name)
 
     def rows(self, name, start, stop) -> np.ndarray:
         """Rows ``start:stop`` of array ``name`` as float64 (integers converted exactly)."""
         self.check_dtype(name)
+        self.check_complete(name)
         a = self._arrays[name]
-        if self.format == "zarr" and name not in self._complete:
-            self._check_chunks(name, a)
-            self._complete.add(name)
         try:
             x = np.asarray(self._array(name)[start:stop])
         except RecordingError:
