@@ -12,11 +12,9 @@ multiplies the number of cases by N (a longer run, e.g. before a release).
 import io
 import os
 import shutil
-import signal
 import warnings
 import traceback
 import zipfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -24,26 +22,13 @@ import pytest
 import zarr
 
 import sparsedyn as sd
+from conftest import time_limit
 from sparsedyn import cli
 from sparsedyn.io.recordings import Recording, RecordingError
 
 PACKAGE = str(Path(sd.__file__).resolve().parent)
 BUDGET = max(1, int(os.environ.get("SPARSEDYN_FUZZ_BUDGET", "1") or 1))
 SECONDS_PER_CASE = 20
-
-
-@contextmanager
-def bounded(case):
-    """A hang is a failure: SIGALRM after SECONDS_PER_CASE."""
-    def expire(signum, frame):
-        raise TimeoutError(f"case {case} did not finish in {SECONDS_PER_CASE} s")
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(SECONDS_PER_CASE)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def ours(e: BaseException) -> bool:
@@ -56,7 +41,7 @@ def ours(e: BaseException) -> bool:
 
 def run_case(case, fn):
     """``fn()``'s result, or ``None`` when it raised a library error; a foreign error fails the test."""
-    with bounded(case):
+    with time_limit(SECONDS_PER_CASE, f"case {case}"):
         try:
             return fn()
         except Exception as e:                      # noqa: BLE001 - classified right here
