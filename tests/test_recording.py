@@ -341,3 +341,23 @@ def test_a_zarr_store_declaring_rows_it_does_not_hold_is_refused_before_anything
     with pytest.raises(RecordingError, match=r"array 'q': 10000 of its 10000 chunks are missing"):
         estimate_recording(problem, tmp_path / "rec.zarr", tmp_path / "out" / "est.npz")
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_values_so_large_that_the_solve_overflows_are_an_error_not_inf(chain, tmp_path, capsys):
+    """y = 1e300 once wrote chi2 = inf, and identify with tau = 1e300 non-finite covariances, with exit 0."""
+    _, problem, sensors = chain
+    q, v, a, y = states(problem, 300)
+    y[123, 8] = 1e300                                 # a force/torque reading of ft2
+    np.savez(tmp_path / "rec.npz", q=q, v=v, y=y)
+    out = tmp_path / "est.npz"
+    with pytest.raises(RecordingError, match=r"row 123: the estimate '\w+' is not finite"):
+        estimate_recording(problem, tmp_path / "rec.npz", out, chunk=100)
+    assert leftovers(tmp_path) == [] and not out.exists()
+    from sparsedyn import identification as idn
+    model = builtin("chain7")
+    q, v, a = idn.random_states(model, 200, seed=2)
+    np.savez(tmp_path / "id.npz", q=q, v=v, a=a, tau=np.full((200, model.nv), 1e300))
+    assert cli.main(["identify", "chain7", "--recording", str(tmp_path / "id.npz"), "--out", str(tmp_path / "p.npz")]) \
+        == 1
+    err = capsys.readouterr().err
+    assert "is not finite" in err and "nothing written" in err and not (tmp_path / "p.npz").exists()

@@ -220,11 +220,13 @@ def _contact(frame, kind, name, friction, point, plane):
     return Contact(frame, kind, name=name, friction=friction, point=point, plane=plane)
 
 
-#: Bounds of a plane normal's squared length: it is normalised by dividing by its length, which must
-#: neither underflow to zero nor overflow (the smallest normal double and the largest, with a margin).
-MIN_NORMAL2, MAX_NORMAL2 = 1e-300, 1e300
-#: Largest coordinate of a contact point in its frame and largest plane offset, in metres: a thousand
-#: kilometres, far beyond any robot; larger values overflow the contact problem's products.
+#: Smallest squared length of a plane normal.  A normal is divided by its length, whose square must
+#: not underflow to zero (the smallest normal double is 2.2e-308, kept with a margin).
+MIN_NORMAL2 = 1e-300
+#: Largest squared length of a plane normal (its square must not overflow to inf).
+MAX_NORMAL2 = 1e300
+#: Largest coordinate of a contact point in its frame, and largest plane offset, in metres.  A thousand
+#: kilometres is far beyond any robot, and larger values overflow the contact problem's products.
 MAX_CONTACT_LENGTH = 1e6
 
 
