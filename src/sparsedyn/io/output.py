@@ -22,6 +22,7 @@ import signal
 import stat
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -153,4 +154,21 @@ def atomic_output(out, *, force=False, sources=(), error=OutputError):
             raise error(f"output {label!r}: cannot write it ({e.strerror or e}); nothing was written") from None
         finally:
             if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
+                _remove_tree(tmp)
+
+
+def _remove_tree(tmp: Path):
+    """Remove ``tmp`` and everything in it.  A writer's threads (Zarr writes chunks concurrently) may
+    still be finishing a write that failed when the error reached here, and add a file while the tree is
+    being removed, or create its folder again: remove it until it stays gone for a while (0.1 s; a few
+    seconds at most in all)."""
+    absent = 0
+    for _ in range(100):
+        if os.path.lexists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+            absent = 0
+        else:
+            absent += 1
+            if absent >= 5:
+                return
+        time.sleep(0.02)
