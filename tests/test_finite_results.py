@@ -71,5 +71,5 @@ def test_a_broadcast_batch_too_large_for_memory_is_refused_naming_its_size():
     q = np.broadcast_to(np.zeros(model.nq), (10 ** 12, model.nq))
     with pytest.raises(BatchMemoryError, match=r"rnea: a batch of 1000000000000 states needs 52154\.1 GiB"):
         k.rnea(q, q, q)
-    with sd.use_backend("numpy"), pytest.raises(BatchMemoryError, match=r"^rnea: not enough memory"):
+    with sd.use_backend("numpy"), pytest.raises(BatchMemoryError, match=r"^rnea: a batch of 1000000000000 "):
         sd.rnea(model, q, q, q)

@@ -71,13 +71,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import math
 import os
 import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from ._checks import BatchMemoryError as _BatchMemoryError, finite_result as _finite
+from ._checks import BatchMemoryError as _BatchMemoryError
+from ._checks import batch_memory as _batch_memory, finite_result as _finite
 
 
 class Model:
@@ -450,6 +452,7 @@ def _outermost(k, model, args, kwargs):
     overflow is an error naming the function the user called, never NaN handed back)."""
     if getattr(_inside, "on", False):
         return k.fn(model, *args, **kwargs)
+    _large_batch(k, model, args, kwargs)
     _inside.on = True
     try:
         res = k.fn(model, *args, **kwargs)
@@ -461,6 +464,24 @@ def _outermost(k, model, args, kwargs):
     finally:
         _inside.on = False
     return _finite(k.name, res, tuple(len(s) for s in k.outputs.values()))
+
+
+def _large_batch(k, model, args, kwargs):
+    """Refuse, before any check reads them, a batch of states whose results cannot fit in memory (a
+    broadcast view of 1e12 states costs nothing to make and hours to check)."""
+    states = 0
+    for x, core in zip(args, k.inputs.values()):
+        shape = getattr(x, "shape", None)
+        if isinstance(shape, tuple) and len(shape) > len(core):
+            states = max(states, math.prod(shape[:len(shape) - len(core)]))
+    if states < 1 << 20:
+        return
+    try:
+        table = k.shapes(model, **{n: kwargs[n] for n in k.static if n in kwargs})
+        doubles = sum(math.prod(table[n]) for n in k.outputs)
+    except Exception:                            # a static argument the function will refuse itself
+        doubles = 1
+    _batch_memory(k.name, states, doubles)
 
 
 def _named(k, out):
