@@ -1,4 +1,6 @@
+import contextlib
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -149,3 +151,17 @@ def near_singular_state(st, rng, target=1e-13):
                 if abs(st.pivots(q)[k]) > target * typical:
                     return q, h
     return None
+
+
+@contextlib.contextmanager
+def time_limit(seconds, what):
+    """A hang is a failure: ``TimeoutError`` naming ``what`` after ``seconds`` (SIGALRM; fuzzing cases)."""
+    def handler(signum, frame):
+        raise TimeoutError(f"took more than {seconds} s: {what}")
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -214,7 +214,7 @@ def test_an_interrupted_run_leaves_no_output_and_keeps_an_old_one(chain, tmp_pat
 
     np.savez(rec, q=q, v=2 * v, y=y)
     with pytest.raises(KeyboardInterrupt):
-        estimate_recording(problem, rec, out, chunk=250, progress=stop)
+        estimate_recording(problem, rec, out, chunk=250, progress=stop, force=True)
     after = np.asarray((np.load(out) if fmt == "npz" else zarr.open_group(str(out), mode="r"))["tau"][:])
     assert np.array_equal(before, after) and leftovers(tmp_path) == []
 
@@ -262,3 +262,102 @@ def test_identify_a_recording_in_process_and_on_workers(tmp_path, client, capsys
     with pytest.raises(RecordingError, match=r"no array 'tau'"):
         identify_recording(model, tmp_path / "short.npz", tmp_path / "never.npz")
     assert not (tmp_path / "never.npz").exists() and leftovers(tmp_path) == []
+
+
+def test_out_never_destroys_an_existing_directory_file_or_the_recording(chain, tmp_path, capsys):
+    """``--out`` naming an existing directory of other files, an existing output, or the recording itself
+    is one error line naming it; nothing is changed.  ``--force`` replaces an earlier output only."""
+    _, problem, sensors = chain
+    q, v, a, y = states(problem, 50)
+    rec = tmp_path / "rec.npz"
+    np.savez(rec, q=q, v=v, y=y)
+    (tmp_path / "results.zarr").mkdir()
+    (tmp_path / "results.zarr" / "notes.txt").write_text("x")
+    est = ["estimate", "chain7", "--sensors", str(sensors), "--recording", str(rec), "--out"]
+    for out in ("results.zarr", "rec.npz"):
+        for force in ([], ["--force"]):
+            assert cli.main(est + [str(tmp_path / out)] + force) == 1
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and f"output '{tmp_path / out}'" in err, err
+    assert (tmp_path / "results.zarr" / "notes.txt").read_text() == "x"
+    assert sorted(np.load(rec).files) == ["q", "v", "y"]
+    assert cli.main(est + [str(tmp_path / "est.npz")]) == 0
+    first = np.load(tmp_path / "est.npz")["tau"]
+    np.savez(rec, q=q, v=2 * v, y=y)
+    assert cli.main(est + [str(tmp_path / "est.npz")]) == 1
+    assert "already exists" in capsys.readouterr().err
+    assert np.array_equal(np.load(tmp_path / "est.npz")["tau"], first)
+    assert cli.main(est + [str(tmp_path / "est.npz"), "--force"]) == 0
+    assert not np.array_equal(np.load(tmp_path / "est.npz")["tau"], first)
+    ident = ["identify", "chain7", "--recording", str(rec), "--out"]
+    assert cli.main(ident + [str(rec), "--force"]) == 1 and "is the input" in capsys.readouterr().err
+    assert cli.main(ident + [str(tmp_path / "missing" / "p.npz")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert leftovers(tmp_path) == []
+
+
+LIMITED_RUN = """
+import resource, sys
+from sparsedyn.estimation import problem_from_file
+from sparsedyn.builders import builtin
+from sparsedyn.recording import estimate_recording
+problem = problem_from_file(builtin("chain7"), sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))  # per file: below one chunk
+try:
+    estimate_recording(problem, sys.argv[2], sys.argv[3], chunk=5000)
+except Exception as e:
+    print(type(e).__name__, e)
+    sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("fmt", ["npz", "zarr"])
+def test_a_full_disk_while_estimating_leaves_nothing(chain, tmp_path, fmt):
+    """A file size limit (RLIMIT_FSIZE, in a subprocess) stands for a full disk: the run fails with an error
+    naming the output, and leaves no temporary file."""
+    _, problem, sensors = chain
+    q, v, a, y = states(problem, 5000)
+    (tmp_path / "in").mkdir()
+    rec = tmp_path / "in" / "rec.npz"
+    np.savez(rec, q=q, v=v, y=y)
+    out = tmp_path / "out" / f"est.{fmt}"
+    out.parent.mkdir()
+    env = dict(os.environ, PYTHONPATH=SRC)
+    r = subprocess.run([sys.executable, "-c", LIMITED_RUN, str(sensors), str(rec), str(out)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 1, r.stderr
+    assert f"output '{out}': cannot write it" in r.stdout and "partial" not in r.stdout
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_zarr_store_declaring_rows_it_does_not_hold_is_refused_before_anything_is_written(chain, tmp_path):
+    """Metadata claiming 10**10 rows with no chunk stored once allocated a 560 GB output and failed: the
+    missing chunks are found first, and nothing is written."""
+    _, problem, _ = chain
+    g = zarr.open_group(str(tmp_path / "rec.zarr"), mode="w")
+    for name, cols in (("q", 7), ("v", 7), ("y", 14)):
+        g.create_array(name, shape=(10 ** 10, cols), chunks=(10 ** 6, cols), dtype="f8")
+    (tmp_path / "out").mkdir()
+    with pytest.raises(RecordingError, match=r"array 'q': 10000 of its 10000 chunks are missing"):
+        estimate_recording(problem, tmp_path / "rec.zarr", tmp_path / "out" / "est.npz")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_values_so_large_that_the_solve_overflows_are_an_error_not_inf(chain, tmp_path, capsys):
+    """y = 1e300 once wrote chi2 = inf, and identify with tau = 1e300 non-finite covariances, with exit 0."""
+    _, problem, sensors = chain
+    q, v, a, y = states(problem, 300)
+    y[123, 8] = 1e300                                 # a force/torque reading of ft2
+    np.savez(tmp_path / "rec.npz", q=q, v=v, y=y)
+    out = tmp_path / "est.npz"
+    with pytest.raises(RecordingError, match=r"row 123: the estimate '\w+' is not finite"):
+        estimate_recording(problem, tmp_path / "rec.npz", out, chunk=100)
+    assert leftovers(tmp_path) == [] and not out.exists()
+    from sparsedyn import identification as idn
+    model = builtin("chain7")
+    q, v, a = idn.random_states(model, 200, seed=2)
+    np.savez(tmp_path / "id.npz", q=q, v=v, a=a, tau=np.full((200, model.nv), 1e300))
+    assert cli.main(["identify", "chain7", "--recording", str(tmp_path / "id.npz"), "--out", str(tmp_path / "p.npz")]) \
+        == 1
+    err = capsys.readouterr().err
+    assert "is not finite" in err and "nothing written" in err and not (tmp_path / "p.npz").exists()

@@ -24,6 +24,7 @@ import importlib as _importlib
 from . import spatial
 from . import kernels as _kernels
 from .kernels import use_backend
+from ._checks import BatchMemoryError, NonFiniteResultError
 from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .joints import JOINT_TYPES, Joint, jcalc, make_joint
 from . import joint_types as _joint_types       # registers the multi-axis joint types (imported with the package)
@@ -197,6 +198,6 @@ __all__ = [
     "center_of_pressure", "zero_moment_point", "support_polygon", "CentersOfPressure", "ZeroMomentPoint",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
-    "use_backend",
+    "use_backend", "NonFiniteResultError", "BatchMemoryError",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

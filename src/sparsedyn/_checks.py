@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import weakref
 
@@ -241,7 +242,7 @@ def _plain_values_ok(model, q, v, u):
     quat = q.take(idx.reshape(-1), -1)
     norms = (quat * quat) @ _blocks_of_four(len(idx))          # |quat|^2 per block: one product
     norms -= 1.0
-    return bool(np.abs(norms, out=norms).max() <= QUAT_TOL)
+    return bool(np.abs(norms, out=norms).max(initial=0.0) <= QUAT_TOL)      # no state: nothing to refuse
 
 
 _add = np.add.reduce
@@ -290,3 +291,63 @@ def constant_subspaces(model, what):
                 f"{what}: joint {model.joint_names[i]!r} of model {model.name!r} is a {j.type} joint, whose "
                 f"motion subspace S depends on q; {what} supports only joints with a constant S (revolute, "
                 f"prismatic, helical along its axis, cylindrical, planar, spherical, free, translation)")
+
+
+class NonFiniteResultError(FloatingPointError, ValueError):
+    """A function computed NaN or infinite values from finite inputs: they overflow double precision
+    (a velocity of 1e200 squared in the bias forces ...).  Raised instead of handing NaN back."""
+
+
+def finite_result(name, result, core_ndims):
+    """``result`` (an array or a tuple of arrays) unchanged when every value is finite; else
+    :class:`NonFiniteResultError` naming the function ``name``, the output and the first state of a
+    batch (``core_ndims``: per output, the number of trailing axes of one state).  Object arrays
+    (traced symbols) and non-arrays pass."""
+    outs = result if isinstance(result, tuple) else (result,)
+    for j, x in enumerate(outs):
+        if type(x) is not np.ndarray or x.dtype.kind != "f" or not x.size:
+            continue
+        ok = np.isfinite(x)
+        if ok.all():
+            continue
+        core = core_ndims[j] if j < len(core_ndims) else 0
+        bad = ~ok.reshape(ok.shape[:ok.ndim - core] + (-1,)).all(-1) if core <= ok.ndim else ~ok
+        fields = getattr(result, "_fields", None)
+        what = f" (output {fields[j]!r})" if fields else f" (output {j})" if len(outs) > 1 else ""
+        raise NonFiniteResultError(
+            f"{name}: the result{what} is not finite for finite inputs{first_bad(bad)}: the inputs are too large "
+            f"for double precision (a product or square of them overflows); scale them to physical magnitudes")
+    return result
+
+
+def plain_floats(who, name, x, expected):
+    """``x`` as a float64 array for a function that runs on numbers only (a time step, a rollout):
+    :func:`numeric`'s conversions and errors (ragged lists, complex ...), and an object array of plain
+    numbers converted; traced symbols are refused with a ``TypeError`` naming ``who`` and ``name``."""
+    x = numeric(f"{who}: {name}", x, expected)
+    if x.dtype == object:
+        xv = values(x)
+        if xv is None:
+            raise TypeError(f"{who}: {name}: expected numbers, shape {expected}; got an object array of traced "
+                            f"symbols (trace the kernels this function runs instead)")
+        x = xv
+    return x
+
+
+class BatchMemoryError(MemoryError, ValueError):
+    """A call whose batch needs more memory than the machine has (a broadcast view of 1e9 states):
+    refused before anything is allocated, naming the function and the size."""
+
+
+def batch_memory(name, states, doubles_per_state):
+    """Raise :class:`BatchMemoryError` when ``states`` states of ``doubles_per_state`` float64 results
+    each need more bytes than the machine's physical memory (nothing checked where it is unknown)."""
+    need = int(states) * int(doubles_per_state) * 8
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):    # pragma: no cover - not a POSIX system
+        return
+    if need > have > 0:
+        raise BatchMemoryError(f"{name}: a batch of {int(states)} states needs {need / 2 ** 30:.1f} GiB for its "
+                               f"results alone, more than this machine's {have / 2 ** 30:.1f} GiB of memory; "
+                               f"split it into smaller batches")

@@ -333,6 +333,7 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
                                                              "machine (default 0: in this process)")
     p_est.add_argument("--chunk", type=int, default=None, help="with --recording: states per batched call")
+    p_est.add_argument("--force", action="store_true", help="with --out: replace an existing output")
     p_id = sub.add_parser("identify", help="inertial parameters from a recording of states and joint forces "
                                            "(.npz or Zarr with q, v, a, tau)")
     p_id.add_argument("model", help=model_help)
@@ -345,6 +346,7 @@ def _parser() -> argparse.ArgumentParser:
     p_id.add_argument("--physically-consistent", action="store_true", help="a physically consistent fit")
     p_id.add_argument("--workers", type=int, default=0, help="Dask worker processes on this machine (default 0)")
     p_id.add_argument("--chunk", type=int, default=None, help="states per chunk")
+    p_id.add_argument("--force", action="store_true", help="replace an existing --out")
     p_id.add_argument("--floating-base", action="store_true", help=fb_help)
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
@@ -533,12 +535,12 @@ def main(argv=None) -> int:
                 raise UsageError("--recording and --out go together")
             from .recording import recording_report
             print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
-                                   args.out, workers=args.workers, chunk=args.chunk))
+                                   args.out, workers=args.workers, chunk=args.chunk, force=args.force))
         elif args.command == "identify":
             from .recording import identify_report
             print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
                                   sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
-                                  workers=args.workers, chunk=args.chunk))
+                                  workers=args.workers, chunk=args.chunk, force=args.force))
         elif args.command == "estimate":
             from .estimation import estimate_report
             text = estimate_report(load_model(args.model, args.floating_base), args.sensors,

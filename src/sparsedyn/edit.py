@@ -47,10 +47,16 @@ def _joint_indices(model, joints):
     """Body indices of the joints named in ``joints`` (a name or an iterable of names)."""
     if isinstance(joints, str):
         joints = [joints]
+    elif not hasattr(joints, "__iter__"):
+        raise TypeError(f"reduce_model: joints: expected a joint name or a sequence of joint names (e.g. "
+                        f"[{model.joint_names[0] if model.joint_names else 'name'!r}]), got {type(joints).__name__}")
     out = []
     for name in joints:
         if isinstance(name, (int, np.integer)):
             raise TypeError(f"joints: give joint names (e.g. {model.joint_names[0]!r}), got the number {name}")
+        if not isinstance(name, str):
+            raise TypeError(f"reduce_model: joints: expected joint names (str), got {type(name).__name__} "
+                            f"{str(name)[:60]!r}")
         i = model.joint(name)                         # UnknownNameError listing the closest names
         if model.joints[i].type == "free":
             raise ModelError(f"reduce_model: joint {name!r} is the free-floating base of model {model.name!r}; "
@@ -232,6 +238,9 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
     _checks.model_first("append_model", model, "model, other")
     if not isinstance(other, Model):
         raise TypeError(f"other: expected a Model, got {type(other).__name__}")
+    if not isinstance(prefix, str):
+        raise TypeError(f"append_model: prefix: expected a string put in front of the appended names, got "
+                        f"{type(prefix).__name__} {str(prefix)[:60]!r}")
     X_place = as_transform(placement, "append_model: placement")
     if frame is None or frame == model.root_name:
         body, X_att = -1, X_place                   # other's world in model's world

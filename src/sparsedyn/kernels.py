@@ -77,12 +77,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import math
 import os
 import re
+import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
+
+from ._checks import BatchMemoryError as _BatchMemoryError
+from ._checks import batch_memory as _batch_memory, finite_result as _finite
 
 
 class Model:
@@ -496,12 +501,52 @@ def _dispatch(k, model, args, kwargs):
         raise TypeError(f"{k.name}: the model comes first, {k.name}({', '.join(list(k.signature.parameters)[:4])}"
                         f", ...); got {type(model).__name__} as the first argument")
     if _numpy:
-        return k.fn(model, *args, **kwargs)
+        return _outermost(k, model, args, kwargs)
     if _native is None and native_loader is not None:
         native_loader()                     # the compiler registers itself (set_native) on import
     if _native is None:
-        return k.fn(model, *args, **kwargs)
+        return _outermost(k, model, args, kwargs)
     return _named(k, _native(k, model, args, kwargs))
+
+
+_inside = threading.local()
+
+
+def _outermost(k, model, args, kwargs):
+    """``k.fn``'s NumPy answer; the outermost call checks that it is finite (its inputs are: an
+    overflow is an error naming the function the user called, never NaN handed back)."""
+    if getattr(_inside, "on", False):
+        return k.fn(model, *args, **kwargs)
+    _large_batch(k, model, args, kwargs)
+    _inside.on = True
+    try:
+        res = k.fn(model, *args, **kwargs)
+    except MemoryError as e:                # NumPy's "Unable to allocate 142 GiB": said as ours
+        if isinstance(e, ValueError):
+            raise
+        raise _BatchMemoryError(f"{k.name}: not enough memory for this call ({e}); split the batch into smaller "
+                                f"ones") from None
+    finally:
+        _inside.on = False
+    return _finite(k.name, res, tuple(len(s) for s in k.outputs.values()))
+
+
+def _large_batch(k, model, args, kwargs):
+    """Refuse, before any check reads them, a batch of states whose results cannot fit in memory (a
+    broadcast view of 1e12 states costs nothing to make and hours to check)."""
+    states = 0
+    for x, core in zip(args, k.inputs.values()):
+        shape = getattr(x, "shape", None)
+        if isinstance(shape, tuple) and len(shape) > len(core):
+            states = max(states, math.prod(shape[:len(shape) - len(core)]))
+    if states < 1 << 20:
+        return
+    try:
+        table = k.shapes(model, **{n: kwargs[n] for n in k.static if n in kwargs})
+        doubles = sum(math.prod(table[n]) for n in k.outputs)
+    except Exception:                            # a static argument the function will refuse itself
+        doubles = 1
+    _batch_memory(k.name, states, doubles)
 
 
 def _named(k, out):

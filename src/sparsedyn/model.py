@@ -349,10 +349,14 @@ class Model:
             arm = np.array(self.armature, dtype=float)
         except (TypeError, ValueError):
             raise ModelError(f"model {self.name!r}: armature must be {self.nv} numbers (one per dof)") from None
-        if arm.shape != (self.nv,) or not np.all(np.isfinite(arm)) or np.any(arm < 0):
+        if arm.shape != (self.nv,):
             raise ModelError(f"model {self.name!r}: armature must be {self.nv} finite non-negative numbers "
-                             f"(one per dof), got shape {arm.shape}"
-                             + ("" if arm.shape != (self.nv,) else f" with values {arm[~(arm >= 0)][:5]}"))
+                             f"(one per dof), got shape {arm.shape}")
+        bad = np.flatnonzero(~(np.isfinite(arm) & (arm >= 0)))
+        if len(bad):
+            listed = ", ".join(f"dof {k} ({self.joint_names[self.dof_body[k]]!r}): {arm[k]:g}" for k in bad[:5])
+            raise ModelError(f"model {self.name!r}: armature must be {self.nv} finite non-negative numbers (one per "
+                             f"dof); got {listed}" + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
         return _frozen(arm)
 
     def _checked_joint_dynamics(self):

@@ -25,9 +25,12 @@ Arrays are read a chunk of rows at a time (Zarr stores by their chunks; a
 whole), checked (every value finite; an error names the array and its first
 bad row) and solved in one batched call of the compiled estimator, in this
 process or, with ``workers``, on a local Dask cluster (see
-:mod:`sparsedyn.interop.dask`).  The output is written under a temporary name
-next to ``out`` and renamed when complete: an interrupted or failed run leaves
-no output (and an existing ``out`` untouched).
+:mod:`sparsedyn.interop.dask`).  Reading is safe against damaged or hostile
+files (:mod:`sparsedyn.io.recordings`).  The output is written under a temporary
+name next to ``out`` and renamed when complete: an interrupted or failed run
+leaves no output (and an existing ``out`` untouched); an existing ``out`` is
+replaced only with ``force=True`` (``--force``), the recording itself never
+(:mod:`sparsedyn.io.output`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -43,6 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from .interop.dask import estimate_fields, field_shapes
+from .io.output import atomic_output, check_destination
+from .io.recordings import Recording, RecordingError, open_recording
 
 __all__ = ["RecordingError", "Recording", "open_recording", "estimate_fields", "field_shapes", "DEFAULT_CHUNK",
            "estimate_recording", "write_recording", "TerminalProgress", "recording_report",
@@ -50,116 +54,6 @@ __all__ = ["RecordingError", "Recording", "open_recording", "estimate_fields", "
 
 #: Rows per chunk when the recording does not say (a Zarr store's chunks do).
 DEFAULT_CHUNK = 20_000
-
-
-class RecordingError(ValueError):
-    """A recording that cannot be read or does not match the estimation problem."""
-
-
-# --- reading -------------------------------------------------------------------------
-
-def _is_zarr(path: Path) -> bool:
-    return path.is_dir() or path.suffix == ".zarr"
-
-
-def _npy_header(f):
-    """``(shape, fortran_order, dtype)`` of the ``.npy`` data at the file position."""
-    version = np.lib.format.read_magic(f)
-    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    return read(f)
-
-
-def _npz_memmap(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo):
-    """The ``.npy`` member ``info`` of an uncompressed ``.npz`` as a read-only memory map (``None``
-    when it cannot be mapped)."""
-    if info.compress_type != zipfile.ZIP_STORED:
-        return None
-    with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        head = f.read(30)
-        if head[:4] != b"PK\x03\x04":
-            return None
-        start = info.header_offset + 30 + int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
-        f.seek(start)
-        shape, fortran, dtype = _npy_header(f)
-        if dtype.hasobject:
-            return None
-        offset = f.tell()
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
-
-
-class Recording:
-    """The arrays of a recording, read lazily: ``names``, ``shape(name)``, ``rows(name, start, stop)``.
-
-    Pickles as its path (a Dask worker opens the file again)."""
-
-    def __init__(self, path):
-        self.path = Path(path)
-        self._arrays = {}
-        if not self.path.exists():
-            raise RecordingError(f"recording {str(self.path)!r}: no such file or directory")
-        if _is_zarr(self.path):
-            self.format = "zarr"
-            try:
-                import zarr
-            except ImportError:
-                raise ImportError("reading a Zarr recording needs zarr: pip install zarr") from None
-            try:
-                g = zarr.open_group(str(self.path), mode="r")
-                self._arrays = {n: g[n] for n in g.array_keys()}
-            except Exception as e:          # zarr raises several kinds for a directory that is no store
-                raise RecordingError(f"recording {str(self.path)!r}: not a Zarr group ({type(e).__name__}: {e})") \
-                    from None
-        elif self.path.suffix == ".npz":
-            self.format = "npz"
-            try:
-                with zipfile.ZipFile(self.path) as zf:
-                    for info in zf.infolist():
-                        if info.filename.endswith(".npy"):
-                            self._arrays[info.filename[:-4]] = _npz_memmap(self.path, zf, info)
-            except (zipfile.BadZipFile, OSError, ValueError) as e:
-                raise RecordingError(f"recording {str(self.path)!r}: not a readable .npz file ({e})") from None
-        else:
-            raise RecordingError(f"recording {str(self.path)!r}: expected a .npz file or a Zarr store (a directory)")
-
-    def __reduce__(self):
-        return Recording, (str(self.path),)
-
-    @property
-    def names(self):
-        return list(self._arrays)
-
-    def _array(self, name):
-        a = self._arrays[name]
-        if a is None:                      # a compressed .npz member: read whole, once
-            with np.load(self.path) as z:
-                a = self._arrays[name] = z[name]
-        return a
-
-    def shape(self, name) -> tuple:
-        a = self._arrays[name]
-        if a is None:
-            with zipfile.ZipFile(self.path) as zf, zf.open(name + ".npy") as f:
-                return tuple(_npy_header(f)[0])
-        return tuple(a.shape)
-
-    def dtype(self, name):
-        a = self._arrays[name]
-        return np.dtype(a.dtype) if a is not None else self._array(name).dtype
-
-    def rows(self, name, start, stop) -> np.ndarray:
-        """Rows ``start:stop`` of array ``name`` as float64."""
-        return np.asarray(self._array(name)[start:stop], dtype=float)
-
-    def storage_chunk(self, name):
-        """Rows per stored chunk (Zarr), or ``None``."""
-        a = self._arrays[name]
-        return int(a.chunks[0]) if self.format == "zarr" and a is not None else None
-
-
-def open_recording(path) -> Recording:
-    """A :class:`Recording` of a ``.npz`` file or a Zarr store."""
-    return Recording(path)
 
 
 def _check_shapes(rec: Recording, want: dict, n, hint=None):
@@ -170,8 +64,8 @@ def _check_shapes(rec: Recording, want: dict, n, hint=None):
             raise RecordingError(f"{where}: no array {name!r} (it has {sorted(rec.names) or 'none'}); expected "
                                  + ", ".join(f"{k} (N, {c})" for k, c in want.items()))
         shape = rec.shape(name)
-        if not np.issubdtype(rec.dtype(name), np.number):
-            raise RecordingError(f"{where}: array {name!r} has dtype {rec.dtype(name)}; expected numbers")
+        rec.check_dtype(name)
+        rec.check_complete(name)
         if len(shape) != 2 or shape[1] != cols or shape[0] != n:
             raise RecordingError(f"{where}: array {name!r} has shape {shape}, expected ({n}, {cols}) "
                                  f"(states along axis 0){(hint or {}).get(name, '')}")
@@ -236,54 +130,23 @@ class _Layout:
 
 # --- writing --------------------------------------------------------------------------------
 
-def _temporary(out: Path) -> Path:
-    return out.with_name(f".{out.name}.partial-{os.getpid()}")
-
-
-def _remove(p: Path):
-    if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)
-    else:
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-
-
-def _replace(tmp: Path, out: Path):
-    """Move the finished ``tmp`` (a file or a Zarr directory) to ``out``, replacing what is there."""
-    if not tmp.is_dir():
-        os.replace(tmp, out)
-        return
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        _remove(old)
-
-
 class _Output:
-    """Arrays ``{name: (n,) + shape}`` written by row ranges (in any order) under a temporary name,
-    renamed to ``out`` by :meth:`commit`; :meth:`abort` removes everything."""
+    """Arrays ``{name: (n,) + shape}`` written by row ranges (in any order) to ``path`` (inside the
+    private temporary directory ``tmp`` of :func:`~sparsedyn.io.output.atomic_output`); :meth:`close`
+    finishes the file."""
 
-    def __init__(self, out, fields, n, chunk):
-        self.out = Path(out)
-        self.format = "zarr" if _is_zarr(self.out) else "npz"
-        if self.format == "npz" and self.out.suffix != ".npz":
-            raise RecordingError(f"output {str(self.out)!r}: expected a name ending in .npz or .zarr")
-        self.tmp = _temporary(self.out)
-        _remove(self.tmp)
-        self.fields = list(fields)
+    def __init__(self, tmp: Path, path: Path, fields, n, chunk):
+        self.path, self.fields = path, list(fields)
+        self.format = "zarr" if path.suffix == ".zarr" else "npz"
         if self.format == "zarr":
             import zarr
-            g = zarr.open_group(str(self.tmp), mode="w")
+            g = zarr.open_group(str(path), mode="w")
             self.arrays = {name: g.create_array(name, shape=(n,) + tuple(s), chunks=(max(1, min(chunk, n)),) + tuple(s),
-                                                dtype="f8") for name, s in self.fields}
+                                                dtype="f8", config={"write_empty_chunks": True})
+                           for name, s in self.fields}
         else:
-            self.dir = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
-            self.arrays = {name: np.lib.format.open_memmap(self.dir / f"{k}.npy", mode="w+", dtype=float,
+            self.dir = tmp
+            self.arrays = {name: np.lib.format.open_memmap(tmp / f"{k}.npy", mode="w+", dtype=float,
                                                            shape=(n,) + tuple(s))
                            for k, (name, s) in enumerate(self.fields)}
 
@@ -292,51 +155,35 @@ class _Output:
             x = values[name]
             self.arrays[name][start:start + len(x)] = x
 
-    def commit(self):
+    def close(self):
         if self.format == "npz":
             for a in self.arrays.values():
                 a.flush()
             self.arrays = {}
-            with zipfile.ZipFile(self.tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+            with zipfile.ZipFile(self.path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
                 for k, (name, _) in enumerate(self.fields):
                     with open(self.dir / f"{k}.npy", "rb") as src, zf.open(name + ".npy", "w", force_zip64=True) as dst:
                         shutil.copyfileobj(src, dst, 1 << 22)
-            shutil.rmtree(self.dir, ignore_errors=True)
-            os.replace(self.tmp, self.out)
-        else:
-            _replace(self.tmp, self.out)
-
-    def abort(self):
+                    os.unlink(self.dir / f"{k}.npy")
         self.arrays = {}
-        _remove(self.tmp)
-        if self.format == "npz":
-            shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def write_recording(path, arrays: dict, chunk=DEFAULT_CHUNK):
+def write_recording(path, arrays: dict, chunk=DEFAULT_CHUNK, *, force=False):
     """Write ``{name: array}`` (float arrays of any shape; Zarr chunks of ``chunk`` rows) as a ``.npz``
-    file or a Zarr store (by the name of ``path``), under a temporary name renamed at the end."""
-    path = Path(path)
-    if not _is_zarr(path) and path.suffix != ".npz":
-        raise RecordingError(f"output {str(path)!r}: expected a name ending in .npz or .zarr")
+    file or a Zarr store (by the name of ``path``), under a temporary name renamed at the end.
+    An existing ``path`` is replaced only with ``force=True`` (see :func:`~sparsedyn.io.output.atomic_output`)."""
     arrays = {k: np.asarray(v, float) for k, v in arrays.items()}
-    tmp = _temporary(path)
-    _remove(tmp)
-    try:
-        if _is_zarr(path):
+    with atomic_output(path, force=force, error=RecordingError) as (_, tmp):
+        if tmp.suffix == ".zarr":
             import zarr
             g = zarr.open_group(str(tmp), mode="w")
             for k, x in arrays.items():
-                z = g.create_array(k, shape=x.shape, dtype="f8",
+                z = g.create_array(k, shape=x.shape, dtype="f8", config={"write_empty_chunks": True},
                                    chunks=((max(1, min(chunk, x.shape[0])),) + x.shape[1:]) if x.ndim else ())
                 z[...] = x
         else:
             with open(tmp, "wb") as f:
                 np.savez(f, **arrays)
-        _replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
 
 
 # --- progress -------------------------------------------------------------------------------
@@ -372,16 +219,23 @@ def _chunk_task(recipe, rec, start, stop, residual):
 
 def _solve_chunk(k, rec, start, q, v, y, residual):
     try:
-        return estimate_fields(k, q, v, y, residual)
+        values = estimate_fields(k, q, v, y, residual)
     except RecordingError:
         raise
     except ValueError as e:                  # the estimator's own checks (q's quaternions ...)
         raise RecordingError(f"recording {str(rec.path)!r}: rows {start}..{start + len(q) - 1}: {e} (batch index "
                              f"counted from row {start})") from None
+    for name, x in values.items():           # finite inputs so large that the solve overflows
+        bad = ~np.isfinite(np.reshape(x, (len(x), -1))).all(axis=1)
+        if bad.any():
+            row = start + int(np.argmax(bad))
+            raise RecordingError(f"recording {str(rec.path)!r}: row {row}: the estimate {name!r} is not finite: the "
+                                 f"row's values are too large for double precision (they overflow in the solve)")
+    return values
 
 
 def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progress=None, client=None,
-                       residual=None, threads=None) -> dict:
+                       residual=None, threads=None, force=False) -> dict:
     """Estimate every state of ``recording`` and write the estimates to ``out`` (see the module docstring).
 
     ``problem``: an :class:`~sparsedyn.EstimationProblem` or its
@@ -392,8 +246,13 @@ def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progre
     :data:`DEFAULT_CHUNK`).  ``progress``: a callable ``(rows, total_rows, chunks, total_chunks,
     seconds)`` called after each chunk (:class:`TerminalProgress` draws a bar).
 
+    ``force``: replace an existing ``out`` (never the recording itself; see
+    :func:`~sparsedyn.io.output.atomic_output`).
+
     Returns ``{"states", "chunks", "seconds", "out"}``.  Raises :class:`RecordingError` (nothing
-    written) for a recording that does not match the problem or holds a non-finite value.
+    written) for a recording that does not match the problem or holds a non-finite value, for an
+    estimate that is not finite, and for an ``out`` that exists (without ``force``) or cannot be
+    written.
     """
     from .estimation import EstimationProblem
     est = problem.analyze() if isinstance(problem, EstimationProblem) else problem
@@ -406,17 +265,17 @@ def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progre
     starts = list(range(0, n, chunk))
     fields = field_shapes(est, residual)
     t0 = time.perf_counter()
-    output = _Output(out, fields, n, chunk)
     done = [0, 0]
+    with atomic_output(out, force=force, sources=[rec.path], error=RecordingError) as (tmp, path):
+        output = _Output(tmp, path, fields, n, chunk)
 
-    def record(start, values):
-        output.write(start, values)
-        done[0] += len(values["tau"])
-        done[1] += 1
-        if progress:
-            progress(done[0], n, done[1], len(starts), time.perf_counter() - t0)
+        def record(start, values):
+            output.write(start, values)
+            done[0] += len(values["tau"])
+            done[1] += 1
+            if progress:
+                progress(done[0], n, done[1], len(starts), time.perf_counter() - t0)
 
-    try:
         if workers or client is not None:
             _run_dask(est, rec, starts, chunk, n, residual, workers, client, record)
         else:
@@ -427,10 +286,7 @@ def estimate_recording(problem, recording, out, *, workers=0, chunk=None, progre
             for s in starts:
                 q, v, y = layout.read(rec, s, min(s + chunk, n))
                 record(s, _solve_chunk(k, rec, s, q, v, y, residual))
-        output.commit()
-    except BaseException:
-        output.abort()
-        raise
+        output.close()
     return {"states": n, "chunks": len(starts), "seconds": time.perf_counter() - t0, "out": str(out)}
 
 
@@ -495,14 +351,15 @@ def _close(own, client):
         own.close()
 
 
-def recording_report(model, sensors, recording, out, *, workers=0, chunk=None, progress=None) -> str:
+def recording_report(model, sensors, recording, out, *, workers=0, chunk=None, progress=None, force=False) -> str:
     """``sparsedyn estimate MODEL --sensors FILE --recording REC --out OUT``: the run's summary line.
     ``progress``: ``None`` draws :class:`TerminalProgress` when stderr is a terminal."""
     from .estimation import problem_from_file
     problem = problem_from_file(model, sensors)
     if progress is None and sys.stderr.isatty():
         progress = TerminalProgress()
-    s = estimate_recording(problem, recording, out, workers=workers, chunk=chunk, progress=progress or None)
+    s = estimate_recording(problem, recording, out, workers=workers, chunk=chunk, progress=progress or None,
+                           force=force)
     where = f"{workers} Dask worker process(es)" if workers else "this process"
     names = ", ".join(name for name, _ in field_shapes(problem.analyze()))
     return (f"{s['states']} states of {recording} in {s['chunks']} chunk(s) on {where}: {s['seconds']:.1f} s "
@@ -525,7 +382,7 @@ def _identify_chunk(model, rec, start, stop, sensors, sigma, base):
 
 
 def identify_recording(model, recording, out, *, sensors=(), sigma=None, physically_consistent=False,
-                       workers=0, chunk=None, progress=None, client=None) -> dict:
+                       workers=0, chunk=None, progress=None, client=None, force=False) -> dict:
     """Identify the inertial parameters of ``model`` from a recording and write them to ``out``.
 
     The recording holds ``q`` (N, nq), ``v``, ``a``, ``tau`` (N, nv) and, for each name in
@@ -534,11 +391,14 @@ def identify_recording(model, recording, out, *, sensors=(), sigma=None, physica
     or on Dask workers (``workers``, ``client`` as in :func:`estimate_recording`), merged and solved.
     ``out`` (``.npz`` or Zarr) receives ``beta`` (r,), ``std`` (r,), ``covariance`` (r, r),
     ``parameters`` (10 NB,), ``residual_rms`` and ``sigma2`` (scalars); see
-    :class:`~sparsedyn.identification.Identification`.  Returns ``{"states", "chunks", "seconds",
-    "out", "result"}`` (``result`` the Identification).
+    :class:`~sparsedyn.identification.Identification`; an existing ``out`` is replaced only with
+    ``force``, never the recording itself.  Returns ``{"states", "chunks", "seconds", "out",
+    "result"}`` (``result`` the Identification).  A result that is not finite (values so large
+    that the normal equations overflow) raises :class:`RecordingError`, nothing written.
     """
     from .identification import base_parameters
     rec = recording if isinstance(recording, Recording) else Recording(recording)
+    check_destination(out, force=force, sources=[rec.path], error=RecordingError)   # before any work
     sensors = tuple(sensors)
     if "q" not in rec.names or len(rec.shape("q")) != 2:
         _check_shapes(rec, {"q": model.nq}, None)
@@ -578,21 +438,26 @@ def identify_recording(model, recording, out, *, sensors=(), sigma=None, physica
             record(_identify_chunk(model, rec, s, min(s + chunk, n), sensors, sigma, base))
     parts = [d for _, d in sorted(parts, key=lambda x: x[0])]      # merged in row order, however they came
     result = parts[0].merge(*parts[1:]).solve(physically_consistent=physically_consistent)
-    write_recording(out, {"beta": result.beta, "std": result.std, "covariance": result.covariance,
-                          "parameters": result.parameters, "residual_rms": result.residual_rms,
-                          "sigma2": result.sigma2})
+    fields = {"beta": result.beta, "std": result.std, "covariance": result.covariance,
+              "parameters": result.parameters, "residual_rms": result.residual_rms, "sigma2": result.sigma2}
+    for name, x in fields.items():
+        if not np.all(np.isfinite(x)):
+            raise RecordingError(f"recording {str(rec.path)!r}: the identification's {name} is not finite: the "
+                                 f"recording's values are too large for double precision (they overflow in the "
+                                 f"normal equations); nothing written")
+    write_recording(out, fields, force=force)
     return {"states": n, "chunks": len(starts), "seconds": time.perf_counter() - t0, "out": str(out),
             "result": result}
 
 
 def identify_report(model, recording, out, *, sensors=(), sigma=None, physically_consistent=False, workers=0,
-                    chunk=None, progress=None) -> str:
+                    chunk=None, progress=None, force=False) -> str:
     """``sparsedyn identify MODEL --recording REC --out OUT``: the run's summary."""
     if progress is None and sys.stderr.isatty():
         progress = TerminalProgress()
     s = identify_recording(model, recording, out, sensors=sensors, sigma=sigma,
                            physically_consistent=physically_consistent, workers=workers, chunk=chunk,
-                           progress=progress or None)
+                           progress=progress or None, force=force)
     r = s["result"]
     where = f"{workers} Dask worker process(es)" if workers else "this process"
     return (f"{s['states']} states of {recording} in {s['chunks']} chunk(s) on {where}: {s['seconds']:.1f} s; "

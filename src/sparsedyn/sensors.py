@@ -56,7 +56,8 @@ from .spatial import (Transform, apply_force, apply_motion, compose, cross3, cro
                       motion_matrix, mv)
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque", "ContactLoad", "JointTorque",
-           "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "CONTACT_KINDS", "LOAD_CELLS", "sensor_from_dict"]
+           "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "CONTACT_KINDS", "LOAD_CELLS",
+           "sensor_from_dict", "MIN_NORMAL2", "MAX_NORMAL2", "MAX_CONTACT_LENGTH"]
 
 #: Component names of a wrench (angular first).
 COMPONENTS = ("nx", "ny", "nz", "fx", "fy", "fz")
@@ -167,7 +168,7 @@ class Contact:
                 raise ValueError(f"Contact({frame!r}): friction must be a finite number >= 0, got {friction!r}")
             friction = float(friction)
         if point is not None:
-            point = _finite_tuple(f"Contact({frame!r}): point", point, 3)
+            point = _length_tuple(f"Contact({frame!r}): point", point, 3)
         if plane is not None:
             try:
                 normal, offset = plane
@@ -176,7 +177,12 @@ class Contact:
             normal = _finite_tuple(f"Contact({frame!r}): plane normal", normal, 3)
             if not any(normal):
                 raise ValueError(f"Contact({frame!r}): the plane normal must not be zero")
-            offset = _finite_tuple(f"Contact({frame!r}): plane offset", [offset], 1)[0]
+            n2 = sum(c * c for c in normal)               # Python floats: inf on overflow, no warning
+            if not MIN_NORMAL2 <= n2 <= MAX_NORMAL2:
+                raise ValueError(f"Contact({frame!r}): the plane normal {normal} cannot be normalised in double "
+                                 f"precision (its squared length {n2:.3g} is outside [{MIN_NORMAL2:.3g}, "
+                                 f"{MAX_NORMAL2:.3g}]); give a normal of ordinary length, e.g. a unit vector")
+            offset = _length_tuple(f"Contact({frame!r}): plane offset", [offset], 1)[0]
             plane = (normal, offset)
         frame = frame if isinstance(frame, str) else int(frame)
         for k, x in zip(self.__slots__, (frame, kind, name or str(frame), friction, point, plane, normal)):
@@ -224,6 +230,25 @@ class Contact:
 
 def _contact(frame, kind, name, friction, point, plane, normal=None):
     return Contact(frame, kind, name=name, friction=friction, point=point, plane=plane, normal=normal)
+
+
+#: Smallest squared length of a plane normal.  A normal is divided by its length, whose square must
+#: not underflow to zero (the smallest normal double is 2.2e-308, kept with a margin).
+MIN_NORMAL2 = 1e-300
+#: Largest squared length of a plane normal (its square must not overflow to inf).
+MAX_NORMAL2 = 1e300
+#: Largest coordinate of a contact point in its frame, and largest plane offset, in metres.  A thousand
+#: kilometres is far beyond any robot, and larger values overflow the contact problem's products.
+MAX_CONTACT_LENGTH = 1e6
+
+
+def _length_tuple(who, x, n):
+    """:func:`_finite_tuple` of lengths in metres, each at most :data:`MAX_CONTACT_LENGTH` in magnitude."""
+    t = _finite_tuple(who, x, n)
+    if max(abs(c) for c in t) > MAX_CONTACT_LENGTH:
+        raise ValueError(f"{who}: expected lengths in metres of at most {MAX_CONTACT_LENGTH:g} in magnitude, "
+                         f"got {t if n > 1 else t[0]}")
+    return t
 
 
 def _finite_tuple(who, x, n):

@@ -11,15 +11,14 @@ duplicated elements, elements moved to the wrong parent, truncated files, encodi
 
 import json
 import re
-import signal
 import warnings
 import xml.etree.ElementTree as ET
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
 
 import sparsedyn as sd
+from conftest import time_limit
 from sparsedyn.algorithms.aba import SingularInertiaError
 from sparsedyn.estimation import SensorFileError, problem_from_file
 from sparsedyn.io.urdf import UrdfError, load_urdf
@@ -77,19 +76,6 @@ BASE_URDF = f"""<?xml version="1.0" encoding="utf-8"?>
 BAD_NUMBERS = ["nan", "NaN", "inf", "-inf", "1e308", "1e400", "-1", "-1e9", "0", "1e-300", "5e-324", "abc", "",
                "1 2", "1e154 1e154 1e154", "   ", "9" * 400, "0x10", "1_0", "1e9", "-0", "1e19 1e19 1e19",
                "1 2 3 4", "--1", "1.2.3", "\u0661", "1e-9 1e-9 1e-9", "3e20"]
-
-
-@contextmanager
-def time_limit(seconds, what):
-    def handler(signum, frame):
-        raise TimeoutError(f"mutant took more than {seconds} s: {what}")
-    old = signal.signal(signal.SIGALRM, handler)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def mutate_urdf(rng):

@@ -209,7 +209,7 @@ class CompiledModel(KernelSet):
                 empty = self._empty(m, inputs, optional, given, static, out)
                 if empty is not None:
                     return empty
-            res = m.fn(model, **kw)
+            res = _checks.finite_result(m.name, m.fn(model, **kw), self._core_ndims(m, static))
             if out is None:
                 return res
             many = isinstance(res, tuple)
@@ -224,14 +224,30 @@ class CompiledModel(KernelSet):
         # vectorised batch kernel as it reads them, or by ``recheck`` before the other paths.  The
         # compiled checks know unit quaternions only: a kernel taking others is checked here.
         arrays = [_checked(model, n, x, shapes[n], bool(spec.unnormalized), spec) for n, x in named]
+        batch = _checks.batch_shape(**{n: (x, len(shapes[n])) for (n, _), x in zip(named, arrays)})
+        if batch:                                    # before the outputs are allocated
+            _checks.batch_memory(m.name, np.prod(batch, dtype=object),
+                                 sum(int(np.prod(shapes[n])) for n in spec.outputs))
 
         def recheck():
             for (n, _), x in zip(named, arrays):
                 _checked(model, n, x, shapes[n], spec=spec)
-        res = self._run(spec.name, spec.name, arrays, out, recheck)
+        res = _checks.finite_result(m.name, self._run(spec.name, spec.name, arrays, out, recheck),
+                                    tuple(len(shapes[n]) for n in spec.outputs))
         if not given and out is None:
             self._install_fast(m, spec, static)
         return res
+
+    def _core_ndims(self, m, static):
+        """Per output of method ``m``: the number of axes of one state."""
+        k = REGISTRY.get(m.name)
+        if k is None or m.user:
+            return ()
+        try:
+            shapes = k.shapes(self.model, **static)
+        except Exception:                           # a static argument the NumPy function will refuse
+            return ()
+        return tuple(len(shapes[n]) for n in k.outputs)
 
     def _empty(self, m, inputs, optional, given, static, out):
         """The results of a model without moving bodies when all are empty (checked inputs, batch

@@ -162,6 +162,14 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given
     case 11: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]); break;
     default: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]); break;
     }
+    /* a NaN or inf computed from finite inputs (an overflow): the checked path raises, naming it */
+    for (int k = 0; k < self->nout; k++) {
+        const double *y = (const double *)p[self->nin + k];
+        npy_intp n = PyArray_SIZE((PyArrayObject *)out[k]);
+        double acc = 0.0;
+        for (npy_intp j = 0; j < n; j++) acc += y[j] - y[j];
+        if (acc != 0.0) { for (int j = 0; j < self->nout; j++) Py_DECREF(out[j]); return NULL; }
+    }
     if (self->nout == 1) return out[0];
     if (given) {                                /* the caller's tuple, as the Python path returns it */
         for (int k = 0; k < self->nout; k++) Py_DECREF(out[k]);

@@ -173,6 +173,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
     contacts, slots = _frictional(model, contacts, who)
+    q = _checks.plain_floats(who, "q", q, f"(..., {model.nq})")
+    v, tau = (_checks.plain_floats(who, n, x, f"(..., {model.nv})") for n, x in (("v", v), ("tau", tau)))
     dt = _positive(who, "dt", dt)
     tol = _positive(who, "tol", tol)
     margin = _positive(who, "margin", margin)
@@ -271,7 +273,8 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
             raise ValueError(f"{who}: tau_or_controller must be joint forces of shape (nv,) = ({model.nv},), "
                              f"(steps, ..., nv) or a callable controller(t, q, v); got shape {taus.shape}")
         seq = taus.ndim >= 2 and taus.shape[0] == steps and steps > 0
-    q, v = np.asarray(q0, float), np.asarray(v0, float)
+    q = _checks.plain_floats(who, "q0", q0, f"(..., {model.nq})")
+    v = _checks.plain_floats(who, "v0", v0, f"(..., {model.nv})")
     qs, vs, imps, modes, its = [q], [v], [], [], []
     warm = options.pop("warm_start", None)
     for k in range(steps):

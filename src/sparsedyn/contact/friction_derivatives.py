@@ -68,7 +68,13 @@ from .friction import _positive, contact_step
 from .friction_kernel import correction_impulses
 from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 
-__all__ = ["ContactStepDerivatives", "contact_step_derivatives"]
+__all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
+
+
+#: Smallest time step [s] of :func:`contact_step_derivatives`: the acceleration ``(v+ - v) / dt`` it
+#: differentiates has a relative rounding error of about ``eps |v| / (dt |a|)``, 2e-8 at a nanosecond
+#: for ordinary velocities and accelerations, and no digit left a few decades below.
+MIN_DT = 1e-9
 
 
 class ContactStepDerivatives(NamedTuple):
@@ -141,7 +147,7 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     """Derivatives of one :func:`~sparsedyn.contact_step` (a :class:`ContactStepDerivatives`).
 
     Arguments as :func:`~sparsedyn.contact_step` (``q`` (..., nq), ``v``/``tau`` (..., nv), the
-    one-sided contacts, ``dt`` > 0, and its options ``tol``, ``max_iterations``, ``solver``,
+    one-sided contacts, ``dt`` >= :data:`MIN_DT`, and its options ``tol``, ``max_iterations``, ``solver``,
     ``f_ext``, ``gravity``, ``warm_start``, ``margin``); the step is taken, then differentiated in
     the mode each contact is in (``step.modes``), by the implicit function theorem (module
     docstring).  Returns ``dv_dq``, ``dv_dv``, ``dv_dtau``, ``dq_dq``, ``dq_dv``, ``dq_dtau``
@@ -165,9 +171,14 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     model, kernels = _model_and_kernels(model, who)
     contacts = point_contacts(model, contacts, who, friction=True)
     dt = _positive(who, "dt", dt)
+    if dt < MIN_DT:
+        raise ValueError(f"{who}: dt must be at least {MIN_DT:g} s (the derivatives divide the velocity change by "
+                         f"dt, which loses every digit below it), got {dt!r}")
     step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
-    return differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
-                              options.get("gravity"))
+    d = differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
+                           options.get("gravity"))
+    _checks.finite_result(who, d, (2,) * 6)          # an overflow (a velocity of 1e150) is an error, not NaN
+    return d
 
 
 def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None):
@@ -180,6 +191,8 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     m = 3 * nc
     shape = step.v.shape[:-1]
     B = int(np.prod(shape, dtype=int))
+    if B == 0:                                       # no state: empty derivatives of the batch shape
+        return ContactStepDerivatives(*(np.zeros(shape + (nv, nv)),) * 6, step)
     flat = lambda x, tail: np.broadcast_to(x, shape + tail).reshape((B,) + tail)      # noqa: E731
     qb, vb = flat(q, (nq,)), flat(v, (nv,))
     vp = step.v.reshape(B, nv)

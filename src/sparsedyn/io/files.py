@@ -22,7 +22,8 @@ from pathlib import Path
 
 import defusedxml
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "max_file_bytes", "read_bytes", "read_table", "clip", "clip_list", "shorten",
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "max_file_bytes", "checked_path", "read_bytes",
+           "read_table", "clip", "clip_list", "shorten",
            "xml_errors"]
 
 #: Default size limit of an input file (bytes); see :func:`max_file_bytes`.
@@ -77,13 +78,28 @@ def clip_list(names, n=8) -> str:
     return shown + (f" ... and {len(names) - n} more" if len(names) > n else "")
 
 
+def checked_path(path, error=ValueError, what="file") -> str:
+    """``path`` (a str, bytes or os.PathLike) as a str; ``error`` for anything else and for a path
+    holding a NUL character (which no file name can)."""
+    try:
+        label = os.fspath(path)
+    except TypeError:
+        raise error(f"{what}: expected a path (str or os.PathLike), got {clip(path)} "
+                    f"({type(path).__name__})") from None
+    if isinstance(label, bytes):
+        label = os.fsdecode(label)
+    if "\0" in label:
+        raise error(f"{clip(label)}: the path of the {what} holds a NUL character; no file name can")
+    return label
+
+
 def read_bytes(path, error=ValueError, what="file", max_bytes=None) -> bytes:
     """The bytes of the regular file ``path``, at most :func:`max_file_bytes` of them.
 
     Raises ``error`` naming the file for a missing, unreadable or non-regular file (a FIFO is
     opened without blocking and refused) and for one over the size limit.
     """
-    label = os.fspath(path)
+    label = checked_path(path, error, what)
     limit = max_file_bytes(max_bytes)
     try:
         fd = os.open(label, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))

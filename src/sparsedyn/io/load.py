@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..model import ModelError
+from .files import checked_path
 
 __all__ = ["load_model", "model_format"]
 
@@ -17,7 +18,7 @@ _TAG = re.compile(rb"<\s*([A-Za-z_][\w.:-]*)")
 def model_format(path) -> str:
     """``"urdf"`` or ``"mjcf"``: by extension (``.urdf``; ``.mjcf``) or, for ``.xml`` and others,
     by the root element (``<robot>``: URDF, ``<mujoco>``: MJCF)."""
-    label = os.fspath(path)
+    label = checked_path(path, ModelError, "model file")
     ext = Path(label).suffix.lower()
     if ext == ".urdf":
         return "urdf"

@@ -23,7 +23,6 @@ the file, the line and the element.
 from __future__ import annotations
 
 import math
-import os
 import re
 import textwrap
 import warnings
@@ -36,7 +35,7 @@ import numpy as np
 from .. import _checks
 from .._checks import QUAT_TOL
 from ..model import Model, ModelError
-from .files import clip, clip_list, read_bytes, shorten, xml_errors
+from .files import checked_path, clip, clip_list, read_bytes, shorten, xml_errors
 
 __all__ = ["load_srdf", "Srdf", "SrdfError", "SrdfWarning"]
 
@@ -120,9 +119,7 @@ class Srdf:
 
 def _parse(source, max_bytes):
     """``(label, root, line)``: ``line(element)`` is the line where ``element`` starts."""
-    label = os.fspath(source)
-    if not isinstance(label, str):
-        label = os.fsdecode(label)
+    label = checked_path(source, SrdfError, "SRDF file")
     text = read_bytes(label, SrdfError, "SRDF file", max_bytes)
     lines = {}
 
@@ -215,6 +212,9 @@ def load_srdf(model: Model, path, max_bytes=None) -> Srdf:
             m, g = numbers(jel, "mass", 1)[0], numbers(jel, "gear_ratio", 1)[0]
             if m < 0:
                 fail(jel, f"mass={m:g}: a rotor inertia must be non-negative")
+            if not np.isfinite(m * g * g):
+                fail(jel, f"mass={m:g}, gear_ratio={g:g}: the armature mass * gear_ratio**2 = {m * g * g:g} is "
+                          f"not finite")
             rotor[model.v_slice(i)], gear[model.v_slice(i)] = m, g
     pairs = []
     for dc in root.iter("disable_collisions"):

@@ -340,7 +340,11 @@ def _materials(P, robot):
 def _package_roots(package_dirs):
     """Folders that may hold ROS packages, in search order: ``package_dirs``, ``$ROS_PACKAGE_PATH``,
     ``$AMENT_PREFIX_PATH/share``."""
-    roots = [Path(d) for d in ([package_dirs] if isinstance(package_dirs, (str, os.PathLike)) else package_dirs or ())]
+    dirs = [package_dirs] if isinstance(package_dirs, (str, os.PathLike)) else package_dirs or ()
+    if not hasattr(dirs, "__iter__") or not all(isinstance(d, (str, os.PathLike)) for d in dirs):
+        raise TypeError(f"package_dirs: expected a folder or a sequence of folders (str or os.PathLike), got "
+                        f"{clip(package_dirs)}")
+    roots = [Path(d) for d in dirs]
     roots += [Path(d) for d in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if d]
     roots += [Path(d) / "share" for d in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if d]
     return roots
@@ -367,7 +371,15 @@ def resolve_mesh(uri, base=None, package_dirs=()):
         candidates = [Path(uri)]
     else:
         candidates = [base / uri]
-    return next((str(c) for c in candidates if c.is_file()), uri)
+    return next((str(c) for c in candidates if _is_file(c)), uri)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a name the system cannot look up (too long, a NUL character) is none."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _geometries(P, robot, model, body_of, X_in_body, package_dirs):
@@ -435,6 +447,7 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     """
     if invalid_inertia not in ("error", "warn"):
         raise ValueError(f"invalid_inertia: expected 'error' or 'warn', got {invalid_inertia!r}")
+    _package_roots(package_dirs)                     # a bad argument is named now, not at the first mesh
     label, robot = _read_xml(source, max_bytes)
     P = _Parser(label)
     links, rot, joints = {}, {}, {}
