@@ -277,11 +277,7 @@ def _target(target_velocity, contacts, who):
     if target_velocity is None or bk.is_symbolic(target_velocity):
         return target_velocity
     m = contact_size(contacts)
-    try:
-        t = np.asarray(target_velocity, float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{who}: target_velocity must be numbers, one per contact row ({m}), "
-                         f"got {target_velocity!r}") from None
+    t = _checks.numeric("target_velocity", target_velocity, f"(..., {m}), one per contact row")
     if t.shape[-1:] != (m,) or not np.all(np.isfinite(t)):
         raise ValueError(f"{who}: target_velocity must be (..., {m}) finite numbers, one per contact row "
                          f"({', '.join(f'{c.name}: {c.size}' for c in contacts)}), got shape {t.shape}")

@@ -45,7 +45,7 @@ def _robot_file(path):
     """``path``, or, for a bare name that is no file (``"solo12"``, ``"talos"``), the URDF of that
     robot of example-robot-data (:func:`sparsedyn.io.robots.find_example_robot`); a bare name that
     names neither is a :class:`ModelError` listing the closest names."""
-    label = os.fspath(path)
+    label = checked_path(path, ModelError, "model file")
     if not isinstance(label, str) or os.path.exists(label) or Path(label).suffix or "/" in label \
             or os.sep in label or not label:
         return path
