@@ -187,7 +187,9 @@ def joint_terms(model, K, sums, shape, velocity=True):
     so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
     db = levels(model).dof_body
-    x, Vl, Al = K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)
+    # to the batch shape first: the products below stack their operands on a new first axis
+    x, Vl, Al = (t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:])
+                 for t in (K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)))
     ICd = dof_rows(model, IC)
     Tq = cross_force(x, F.take(db, -2))
     out = {}

@@ -47,7 +47,7 @@ __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "fram
 class ModelCache:
     """Per-model constants (a frozen model's index tables and plans), held weakly like a
     ``WeakKeyDictionary`` (``get``, item assignment), with the last model's entry in front: the NumPy
-    path asks for a dozen of them on every call, most often for the model it was last asked about."""
+    path asks for them on every call, most often for the model it was last asked about."""
 
     __slots__ = ("_data", "_last")
 
@@ -264,6 +264,9 @@ def root_motion(model, q, v, a=None, a_root=None):
         roots, nonroot = lv.roots, lv.nonroot
         if a_root is not None:                               # the world's acceleration in each root's coordinates
             a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
+            lead = common_shape(A.shape[:-2], a0.shape[:-2])
+            if A.shape[:-2] != lead:                         # a batch of gravities for one state
+                A = np.broadcast_to(A, lead + A.shape[-2:]).copy()
             A[..., roots, :] = A[..., roots, :] + a0
         A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
         A = lv.above @ A
