@@ -10,7 +10,7 @@ import pytest
 
 import erd
 import sparsedyn as sd
-from conftest import rel_err
+from conftest import rel_err, rounding_bound
 from sparsedyn.interop import pinocchio as ip
 from test_derivatives import FD_TOL, TREES, assert_clear_errors, assert_runs_on_numpy, state, tangent_fd, vector_fd
 
@@ -222,3 +222,29 @@ def test_agree_with_pinocchio(name, floating_base, record_property):
     ds_dq = pin.computeStaticTorqueDerivatives(pm, pd, qp, fp)
     assert rel_err(to_pin(sd.static_torque_derivatives(model, q, f_ext)), ds_dq) < TOL
     record_property("seconds", round(time.perf_counter() - t0, 2))
+
+
+def test_one_state_with_a_batch_of_gravities_or_forces_equals_its_elements():
+    """One state with a batch of gravities (a plain list) or of external forces: each element of the
+    answer equals the call with that element alone (the batch axis comes from the optional input)."""
+    model = sd.humanoid()
+    q, v, a, _ = state(model, 11)
+    rng = np.random.default_rng(12)
+    gs = rng.normal(size=(3, 3)).tolist()
+    fs = rng.normal(size=(2, model.nbodies, 6))
+    bound = rounding_bound(model.nv)
+    kappa = np.linalg.cond(sd.crba(model, q))                # aba's derivatives solve with H
+    with sd.use_backend("numpy"):
+        for fn, k in ((sd.rnea_derivatives, 1.0), (sd.aba_derivatives, kappa)):
+            out = fn(model, q, v, a, gravity=gs)
+            for i, g in enumerate(gs):
+                for x, y in zip(out, fn(model, q, v, a, gravity=g)):
+                    assert x.shape == (3, model.nv, model.nv)
+                    assert rel_err(x[i], y) <= bound * k
+            out = fn(model, q, v, a, f_ext=fs)
+            for i in range(len(fs)):
+                for x, y in zip(out, fn(model, q, v, a, f_ext=fs[i])):
+                    assert rel_err(x[i], y) <= bound * k
+        dg = sd.generalized_gravity_derivatives(model, q, gravity=gs)
+        for i, g in enumerate(gs):
+            assert rel_err(dg[i], sd.generalized_gravity_derivatives(model, q, gravity=g)) <= bound

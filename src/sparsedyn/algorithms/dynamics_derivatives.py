@@ -40,13 +40,6 @@ invertible, ``psi = 0``) needs no solve for its columns: over its tree
 
 ``dq`` derivatives are on the tangent space: ``d/d(dq) f(integrate(q, dq))`` at ``dq = 0``.
 
-On float arrays (the NumPy path, where a call costs what its number of NumPy operations costs)
-the same quantities are computed in fewer, larger operations: per-body and per-dof matrices
-gathered from the parameters by per-model index tables (:class:`_Table`) and applied by one
-batched product each, the pair dot products as masked dense products (:func:`_assemble_all`).
-The sums are associated differently (equal to rounding); traced, the written-out form runs, so the
-compiled program is unchanged.
-
 Conversion to Pinocchio's layout: ``sparsedyn.interop.pinocchio.derivative_to_pinocchio``
 (rows ``tau``-like, columns ``v``-like; Pinocchio orders a free joint linear-first).
 Pinocchio's ``fext`` is per joint in the joint frame, which for sparsedyn models is the
@@ -55,17 +48,14 @@ body frame (``fext_to_pinocchio``).
 
 from __future__ import annotations
 
-import functools
-from typing import NamedTuple
-
 import numpy as np
 
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, cross_motion_products,
-                       inner, rigid_apply, rigid_inertia_matrix, rigid_transform, skew)
-from .aba import PIVOT_RTOL, aba, own_inertia_scales
+from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner, rigid_apply,
+                       rigid_transform, skew)
+from .aba import aba
 from .derivatives import derivatives, varying_subspaces
 from .rnea import rnea
 from .fd import ltdl_checker
@@ -131,96 +121,6 @@ def _B11(RI: RigidInertia, V, k):
 _EYE3 = np.eye(3)
 
 
-def _few_states(x, nb):
-    """Whether ``x`` (..., nb, 6) holds at most ``_GATHER_MAX_STATES`` states: the gathered per-body
-    and per-dof matrices (:func:`_body_terms`, :func:`_products`, some 150 kB per state on
-    talos_reduced) pay off where a state costs its number of NumPy calls; larger batches take the
-    written-out form, whose arrays are a few times smaller."""
-    return x.size <= _GATHER_MAX_STATES * 6 * max(nb, 1)
-
-
-_GATHER_MAX_STATES = 16
-
-
-def _body_terms(model, Xr, V, A, EErx=None):
-    """``(hI, f, B11, M)`` per body on float arrays (see :func:`subtree_sums`, before the sums):
-    ``hI = [h, I]`` (..., NB, 12) of the inertia in root coordinates, read off ``IC = X^T I X``
-    (6x6 products, ``X`` gathered from ``E`` and ``E rx``), ``[IC A, IC V]`` (one product), then
-    ``[B11; V x* M] = Q(V) [h, I, M]`` with ``Q`` gathered from ``[w, u, 1]`` (:func:`_body_tables`):
-    the products of the generic form in a few NumPy calls, summed in another order (equal to rounding)."""
-    E, r = Xr
-    nb = V.shape[-2]
-    lead = common_shape(E.shape[:-3], r.shape[:-2], V.shape[:-2], A.shape[:-2])
-    if not (V.shape[:-2] == A.shape[:-2] == E.shape[:-3] == r.shape[:-2]):
-        V, A, r = (np.broadcast_to(x, lead + x.shape[-2:]) for x in (V, A, r))
-        E = np.broadcast_to(E, lead + E.shape[-3:])
-    (ix, cx), (ih, iq, cq), one = _body_tables(nb)
-    src = EErx if EErx is not None and EErx.shape[:-2] == lead else \
-        np.concatenate([E.reshape(lead + (nb, 9)), (E @ skew(r)).reshape(lead + (nb, 9))], -1)
-    X = src.reshape(lead + (-1,)).take(ix, -1, mode="clip")               # in range: no checked gather
-    X *= cx
-    X = X.reshape(lead + (nb, 6, 6))                                      # [[E, 0], [-E rx, E]]
-    IC = X.swapaxes(-1, -2) @ (_constants(model).inertia6 @ X)
-    hI = IC.reshape(lead + (-1,)).take(ih, -1, mode="clip").reshape(lead + (nb, 12))
-    IAM = np.concatenate([A, V], -1).reshape(lead + (nb, 2, 6)) @ IC.swapaxes(-1, -2)   # rows (IC A)^T, (IC V)^T
-    M = IAM[..., 1, :]
-    src = np.concatenate([V, one if not lead else np.ones(lead + (nb, 1))], -1)
-    Q = src.reshape(lead + (-1,)).take(iq, -1, mode="clip")
-    Q *= cq
-    out = (Q.reshape(lead + (nb, 15, 18)) @ np.concatenate([hI, M], -1)[..., None])[..., 0]
-    return hI, IAM[..., 0, :] + out[..., 9:], out[..., :9], M
-
-
-@functools.lru_cache(maxsize=64)
-def _body_tables(nb):
-    """Gather tables of :func:`_body_terms` for ``nb`` bodies, and a column of ones (nb, 1): ``X``
-    (6, 6) from ``[E, E rx]`` (18 per body); ``[h, I]`` from ``IC`` (36 per body); ``Q`` (15, 18)
-    from ``[w, u, 1]`` (7 per body), with ``[B11; V x* M] = Q [h, I, k, l]`` (``M = [k; l]``,
-    ``V x* M = [w x k + u x l; w x l]``)::
-
-        B11[a, b] = (wx I)[a, b] + (wx I)[b, a] - u_a h_b - h_a u_b + 2 d_ab (u.h) - (kx)[a, b]"""
-    x = _Table(6, 6)
-    for i in range(3):
-        for j in range(3):
-            x.put(i, j, 3 * i + j)
-            x.put(3 + i, 3 + j, 3 * i + j)
-            x.put(3 + i, j, 9 + 3 * i + j, -1.0)
-    hI = np.array([2 * 6 + 4, 0 * 6 + 5, 1 * 6 + 3] + [6 * i + j for i in range(3) for j in range(3)])
-    q = _Table(15, 18)
-    sk = {(0, 1): (2, -1), (0, 2): (1, 1), (1, 0): (2, 1), (1, 2): (0, -1), (2, 0): (1, -1), (2, 1): (0, 1)}
-    for a in range(3):
-        for b in range(3):
-            r = 3 * a + b
-            for c in range(3):
-                if (a, c) in sk:                     # (wx)[a, c] I[c, b]
-                    e, sg = sk[(a, c)]
-                    q.put(r, 3 + 3 * c + b, e, sg)
-                if (b, c) in sk:                     # (wx)[b, c] I[c, a]
-                    e, sg = sk[(b, c)]
-                    q.put(r, 3 + 3 * c + a, e, sg)
-                if a != b and c in (a, b):           # on h_c: -u_a d_bc - d_ac u_b + 2 d_ab u_c
-                    q.put(r, c, 3 + (a if c == b else b), -1.0)
-                elif a == b and c != a:
-                    q.put(r, c, 3 + c, 2.0)
-            if (a, b) in sk:                         # -(kx)[a, b]
-                e, sg = sk[(a, b)]
-                q.put(r, 12 + e, 6, -sg)
-    # V x* M: rows 9-11 w x k + u x l, rows 12-14 w x l; (w x k)_a = (-kx w)_a: -(kx)[a, c] w_c
-    for a in range(3):
-        for c in range(3):
-            if (a, c) in sk:
-                e, sg = sk[(a, c)]                   # (kx)[a, c] = sg k_e: coefficient of k_e is -sg w_c
-                q.put(9 + a, 12 + e, c, -sg)
-                q.put(9 + a, 15 + e, 3 + c, -sg)
-                q.put(12 + a, 15 + e, c, -sg)
-    one = np.ones((nb, 1))
-    one.flags.writeable = False
-    rows = np.arange(nb)
-    ih = (rows[:, None] * 36 + hI).reshape(-1)
-    ih.flags.writeable = False
-    return x.flat(rows, 18), (ih,) + q.flat(rows, 7), one
-
-
 def subtree_sums(model, K, f_ext=None, velocity=True):
     """``(IC, F, B11, M)``, stacked by body: the sums over each body's subtree, in root coordinates,
     of the inertias (a :class:`~sparsedyn.spatial.RigidInertia` of (..., NB) arrays), the forces
@@ -229,31 +129,20 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""
     lv = levels(model)
     NB = model.nbodies
-    if velocity and not any(bk.is_symbolic(x) for x in (K.A, K.V, K.Xr.E, K.Xr.r)) and _few_states(K.A, NB):
-        hI, F, B11, M = _body_terms(model, K.Xr, K.V, K.A, getattr(K, "EErx", None))
-        if f_ext is not None:
-            F = F - apply_force_transpose(K.Xr, f_ext)
-        shape = F.shape[:-2]
-        parts = [_constants(model).masses, hI, F, B11, M]
-        X = np.concatenate([x if x.shape[:-2] == shape else np.broadcast_to(x, shape + x.shape[-2:]) for x in parts], -1)
-        p = _subtree_sum(lv, X)                      # the parameters of _products, [m, h, I, F, B11, M]
-        m, X, cores = p[..., 0], p[..., 1:], _SUM_CORES
-    else:
-        p = None
-        IC = rigid_transform(K.Xr, lv.inertia)
-        F = rigid_apply(IC, K.A)
-        B11 = M = None
-        if velocity:
-            M = rigid_apply(IC, K.V)
-            F = F + cross_force(K.V, M)
-            B11 = _B11(IC, K.V, M[..., :3])
-        if f_ext is not None:
-            F = F - apply_force_transpose(K.Xr, f_ext)
-        shape = F.shape[:-2]
-        parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
-        cores = _SUM_CORES[:len(parts)]
-        X = np.concatenate([_flat(x, shape + (NB,), c) for x, c in zip(parts, cores)], -1)   # one array: one sum
-        m, X = _subtree_sum(lv, np.array(IC.m)), _subtree_sum(lv, X)
+    IC = rigid_transform(K.Xr, lv.inertia)
+    F = rigid_apply(IC, K.A)
+    B11 = M = None
+    if velocity:
+        M = rigid_apply(IC, K.V)
+        F = F + cross_force(K.V, M)
+        B11 = _B11(IC, K.V, M[..., :3])
+    if f_ext is not None:
+        F = F - apply_force_transpose(K.Xr, f_ext)
+    shape = F.shape[:-2]
+    parts = [IC.h, IC.I, F] + ([B11, M] if velocity else [])
+    cores = _SUM_CORES[:len(parts)]
+    X = np.concatenate([_flat(x, shape + (NB,), c) for x, c in zip(parts, cores)], -1)   # one array: one sum
+    m, X = lv.below @ np.array(IC.m), _subtree_sum(lv, X)        # the subtree masses: model constants
     out, k = [], 0
     for c in cores:
         n = _SIZE[c]
@@ -263,27 +152,14 @@ def subtree_sums(model, K, f_ext=None, velocity=True):
     F = out[2]
     if velocity:
         B11, M = out[3], out[4]
-    if p is None:
-        return IC, F, B11, M
-    sums = _Sums((IC, F, B11, M))
-    sums.p = p
-    return sums
-
-
-class _Sums(tuple):
-    """:func:`subtree_sums`' ``(IC, F, B11, M)`` on float arrays, with ``p`` (..., NB, 34): the same
-    sums side by side, ``[m, h, I, F, B11, M]``, that :func:`_products` gathers from (views of it)."""
+    return IC, F, B11, M
 
 
 def _subtree_sum(lv, X):
-    """``X`` (..., NB, k) (or (NB,)) summed over each body's subtree.  Traced: level by level, the
-    children into their parents (the recursion's ``NB - 1`` additions per entry).  On float arrays:
-    one product with the 0/1 matrix ``below`` (one NumPy call instead of one per level; traced,
-    that product would add each body into every ancestor separately)."""
-    if not bk.is_symbolic(X):
-        return lv.below @ X
+    """``X`` (..., NB, k) summed over each body's subtree, in place: level by level, the children
+    into their parents (the recursion's ``NB - 1`` additions per entry)."""
     for L, P in reversed(lv.levels):                    # deepest first
-        np.add.at(X, (Ellipsis, P) + (slice(None),) * (X.ndim > 1), X[..., L, :] if X.ndim > 1 else X[L])
+        np.add.at(X, (Ellipsis, P, slice(None)), X[..., L, :])
     return X
 
 
@@ -310,11 +186,10 @@ def joint_terms(model, K, sums, shape, velocity=True):
     dof's body (see the module docstring).  A dof of a one-dof joint has ``V_k = V_l + xi v``,
     so ``phi = 2 psi`` (``xi x xi = 0``)."""
     IC, F, B11, M = sums
-    if velocity and not (bk.is_symbolic(K.xi) or bk.is_symbolic(F) or bk.is_symbolic(K.Al)) \
-            and _few_states(K.Al, model.nbodies):
-        return _float_terms(model, K, sums, shape)
     db = levels(model).dof_body
-    x, Vl, Al = K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)
+    # to the batch shape first: the products below stack their operands on a new first axis
+    x, Vl, Al = (t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:])
+                 for t in (K.xi, K.Vl.take(db, -2), K.Al.take(db, -2)))
     ICd = dof_rows(model, IC)
     Tq = cross_force(x, F.take(db, -2))
     out = {}
@@ -336,182 +211,13 @@ def joint_terms(model, K, sums, shape, velocity=True):
     return {n: t if t.shape[:-2] == shape else np.broadcast_to(t, shape + t.shape[-2:]) for n, t in out.items()}
 
 
-def _float_terms(model, K, sums, shape):
-    """:func:`joint_terms` with ``velocity`` on float arrays, in fewer NumPy calls: ``A_l``, ``V_l``
-    and ``V_l + V_m`` (``m``: the dof's body for a joint with several dofs, its parent else, so that
-    ``phi = (V_l + V_m) x xi`` is ``2 psi`` for one dof) gathered per dof by one ``take`` and crossed
-    with ``xi`` by one :func:`~sparsedyn.spatial.cross_motion_products`; the inertia and ``B`` products by
-    :func:`_products`."""
-    lead = K.Al.shape[:-2]
-    x = K.xi if K.xi.shape[:-2] == lead else np.broadcast_to(K.xi, lead + K.xi.shape[-2:])
-    body = np.concatenate([K.Al, K.Vl if K.Vl.shape[:-2] == lead else np.broadcast_to(K.Vl, K.Al.shape),
-                           K.V if K.V.shape[:-2] == lead else np.broadcast_to(K.V, K.Al.shape)], -2)
-    g = body.take(_gather_index(model), -2).reshape(lead + (3,) + x.shape[-2:])     # [A_l, V_l, V_m]
-    g[..., 2, :, :] += g[..., 1, :, :]
-    c = cross_motion_products(g, x[..., None, :, :])
-    chi, psi, phi = c[..., 0, :, :], c[..., 1, :, :], c[..., 2, :, :]
-    chi = chi - cross_motion_products(psi, g[..., 1, :, :])          # chi = A_l x xi - psi x V_l
-    out = _products(model, sums, x, chi, psi, phi)
-    out.update(psi=psi, phi=phi, xi=x, chi=chi)
-    if lead == shape and out["_p"].shape[:-2] == shape:
-        return out
-    return {n: t if t.shape[:t.ndim - c] == shape else np.broadcast_to(t, shape + t.shape[t.ndim - c:])
-            for n, t, c in ((n, t, 3 if n == "_out" else 2) for n, t in out.items())}
-
-
-_GATHER = ModelCache()
-
-
-def _gather_index(model):
-    """Rows of ``[A_l; V_l; V]`` (..., 3 NB, 6) per dof for :func:`_float_terms` (cached per model):
-    ``A_l``, ``V_l`` of the dof's body, then ``V`` of the body for a multi-dof joint and ``V_l`` else."""
-    index = _GATHER.get(model)
-    if index is None:
-        NB, db = model.nbodies, levels(model).dof_body
-        m = np.where(np.isin(np.arange(model.nv), _multi_dof(model)), 2 * NB + db, NB + db)
-        index = _GATHER[model] = np.concatenate([db, NB + db, m])
-        index.flags.writeable = False
-    return index
-
-
-def _products(model, sums, xi, chi, psi, phi):
-    """``P``, ``Tq``, ``Tv`` (..., nv, 6) and ``Qw`` (..., nv, 3) of :func:`joint_terms` on float arrays,
-    by one product per dof of small matrices gathered from ``z = [chi, psi_w, phi, xi, 0]`` and
-    from the dof's body's sums (:func:`_product_table`)::
-
-        [xi,  0,      0 ]   [IC^T  Qrow^T]   [P^T   Qw^T]
-        [chi, psi_w,  xi] @ [Bw^T  0     ] = [Tq^T  *   ]        (3, 15) @ (15, 9)
-        [phi, xi_w,   0 ]   [Xf^T  0     ]   [Tv^T  *   ]
-
-    (``Qrow = [B11^T, 2 lx]``; the products of the generic form, summed in another order: equal to
-    rounding; a few NumPy calls instead of some forty).  Also returned: ``_z``, ``z`` (..., nv, 22),
-    ``_out`` the product (..., nv, 3, 9) for :func:`_branch_products`, and the parameters ``_p``
-    (..., NB, 34)."""
-    IC, F, B11, M = sums
-    p = getattr(sums, "p", None)
-    if p is None:
-        lead = common_shape(IC.h.shape[:-2], F.shape[:-2], B11.shape[:-3], M.shape[:-2])
-        parts = [IC.m[..., None], IC.h, IC.I.reshape(IC.I.shape[:-2] + (9,)), F, B11.reshape(B11.shape[:-2] + (9,)), M]
-        p = np.concatenate([x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts], -1)
-    lead, nb = p.shape[:-2], p.shape[-2]
-    index, coef = _product_table(model)
-    G = p.reshape(lead + (nb * _NPAR,)).take(index, -1, mode="clip")      # in range: no checked gather
-    G *= coef
-    zs = (chi, psi[..., :3], phi, xi)
-    zl = common_shape(*(x.shape[:-2] for x in zs))
-    zs = [x if x.shape[:-2] == zl else np.broadcast_to(x, zl + x.shape[-2:]) for x in zs]
-    z = np.concatenate(zs + [np.zeros(zl + xi.shape[-2:-1] + (1,))], -1)       # and a zero
-    out = z.take(_ZL, -1).reshape(z.shape[:-1] + (3, 15)) @ G.reshape(lead + (-1, 15, 9))
-    return {"P": out[..., 0, :6], "Qw": out[..., 0, 6:], "Tq": out[..., 1, :6], "Tv": out[..., 2, :6],
-            "_z": z, "_out": out, "_p": p}
-
-
-# the left factor (3, 15) of _products from z = [chi, psi_w, phi, xi, 0] (22 per dof), row-major
-_ZL = np.array([list(range(15, 21)) + [21] * 9, list(range(0, 9)) + list(range(15, 21)),
-                list(range(9, 15)) + [15, 16, 17] + [21] * 6]).reshape(-1)
-_ZL.flags.writeable = False
-# the per-body parameters of _products: m, h (3), I (9), F = [n; f], B11 (9), M = [k; l]
-_NPAR = 34
-_M, _H, _I, _N, _F, _B, _L = 0, 1, 4, 13, 16, 19, 31
-_TABLES = ModelCache()
-
-
-def _product_table(model):
-    """``(index, coef)``: the right factor ``p.flat[index[d]] * coef[d]`` (15, 9) of :func:`_products`
-    per dof ``d`` (flat, (nv 135,)) from the per-body parameters ``p`` (NB, 34) (``coef`` in 0, +-1,
-    +-2), cached per model: ``[[IC^T, Qrow^T], [Bw^T, 0], [Xf^T, 0]]`` with (see :func:`joint_terms`)::
-
-        P  = IC xi,   Tq = Xf xi + IC chi + Bw psi_w,   Tv = Bw xi_w + IC phi,   Qw = [B11^T, 2 lx] xi
-
-    ``IC = [[I, hx], [hx^T, m]]``, ``Xf = [[-nx, -fx], [-fx, 0]]`` (``xi x* F``), ``Bw = [B11; -2 lx]``
-    (written as the untransposed blocks, then transposed)."""
-    table = _TABLES.get(model)
-    if table is None:
-        g = _Table(9, 15)                   # [[IC, Bw, Xf], [Qrow, 0, 0]], the transpose of the factor
-        g.inertia(0, 0)
-        g.bw(0, 6)
-        g.skew(0, 9, _N, -1.0), g.skew(0, 12, _F, -1.0), g.skew(3, 9, _F, -1.0)
-        for i in range(3):
-            for j in range(3):
-                g.put(6 + i, j, _B + 3 * j + i)
-        g.skew(6, 3, _L, 2.0)
-        at, c = g.at.T.reshape(-1), g.c.T.reshape(-1)
-        db = levels(model).dof_body
-        index = (db[:, None] * _NPAR + at).reshape(-1)
-        coef = np.broadcast_to(c, (len(db), len(c))).reshape(-1)
-        index.flags.writeable = coef.flags.writeable = False
-        table = _TABLES[model] = (index, coef)
-    return table
-
-
-class _Table:
-    """A gather table ``(at, c)``: the matrix ``M[r, k] = p[at[r, k]] * c[r, k]`` of a parameter
-    vector ``p`` (entries ``c = 0`` are structural zeros), filled block by block."""
-
-    def __init__(self, rows, cols):
-        self.at, self.c = np.zeros((rows, cols), int), np.zeros((rows, cols))
-
-    def put(self, r, k, i, sign=1.0):
-        self.at[r, k] = i
-        self.c[r, k] += sign
-
-    def skew(self, r, k, o, sign=1.0):      # the block (p[o:o+3]) x at (r, k): [[0, -z, y], [z, 0, -x], [-y, x, 0]]
-        for i, j, e, s in ((0, 1, 2, -1), (0, 2, 1, 1), (1, 0, 2, 1), (1, 2, 0, -1), (2, 0, 1, -1), (2, 1, 0, 1)):
-            self.put(r + i, k + j, o + e, s * sign)
-
-    def inertia(self, r, k):                # [[I, hx], [hx^T, m 1]] from p = [m, h, I, ...]
-        for i in range(3):
-            for j in range(3):
-                self.put(r + i, k + j, _I + 3 * i + j)
-            self.put(r + 3 + i, k + 3 + i, _M)
-        self.skew(r, k + 3, _H)
-        self.skew(r + 3, k, _H, -1.0)       # hx^T = -hx
-
-    def bw(self, r, k):                     # [B11; -2 lx]
-        for i in range(3):
-            for j in range(3):
-                self.put(r + i, k + j, _B + 3 * i + j)
-        self.skew(r + 3, k, _L, -2.0)
-
-    def flat(self, rows, width):
-        """``(index, coef)`` flat over the stacked parameter vectors (n, width) for the rows ``rows``
-        (index array): one table per row, side by side (read-only)."""
-        index = (np.asarray(rows)[:, None, None] * width + self.at).reshape(-1)
-        coef = np.broadcast_to(self.c, (len(rows),) + self.c.shape).reshape(-1)
-        index.flags.writeable = coef.flags.writeable = False
-        return index, coef
-
-
 def momentum_columns(model, T, sums):
     """``xi x* M_k + IC_k psi`` (..., nv, 6) per dof (``k`` the dof's body; ``M``, ``IC`` the subtree
     momenta and inertias of ``sums``, ``xi``, ``psi`` of :func:`joint_terms`' ``T``): the change of
-    the subtree momentum along the dof (:mod:`~sparsedyn.algorithms.centroidal_derivatives`).  On
-    float arrays one gathered (6, 12) matrix per dof times ``[xi, psi]`` (equal to rounding)."""
+    the subtree momentum along the dof (:mod:`~sparsedyn.algorithms.centroidal_derivatives`)."""
     IC, _, _, M = sums
-    if "_p" not in T:
-        db = levels(model).dof_body
-        return cross_force(T["xi"], M.take(db, -2)) + rigid_apply(dof_rows(model, IC), T["psi"])
-    p = T["_p"]
-    index, coef = _momentum_table(model)
-    G = p.reshape(p.shape[:-2] + (-1,)).take(index, -1, mode="clip")
-    G *= coef
-    x = np.concatenate([T["xi"], T["psi"]], -1)
-    return (G.reshape(x.shape[:-2] + (-1, 6, 12)) @ x[..., None])[..., 0]
-
-
-_MOMENTUM = ModelCache()
-
-
-def _momentum_table(model):
-    """Gather table of :func:`momentum_columns` from :func:`_products`' parameters (34 per body):
-    ``[Xm, IC]`` (6, 12) per dof, ``Xm = [[-kx, -lx], [-lx, 0]]`` (``xi x* M``, ``M = [k; l]``)."""
-    table = _MOMENTUM.get(model)
-    if table is None:
-        t = _Table(6, 12)
-        t.skew(0, 0, _L - 3, -1.0), t.skew(0, 3, _L, -1.0), t.skew(3, 0, _L, -1.0)
-        t.inertia(0, 6)
-        table = _MOMENTUM[model] = t.flat(levels(model).dof_body, _NPAR)
-    return table
+    db = levels(model).dof_body
+    return cross_force(T["xi"], M.take(db, -2)) + rigid_apply(dof_rows(model, IC), T["psi"])
 
 
 def _stack_broadcast(*xs):
@@ -540,61 +246,13 @@ def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
     shape = common_shape(q.shape[:-1], v.shape[:-1], a.shape[:-1], np.shape(g)[:-1],
                          *(() if f_ext is None else (f_ext.shape[:-2],)))
     dtype = np.result_type(q, v, a, g, np.float64, *(() if f_ext is None else (f_ext,)))
-    K = root_motion(model, q, v, a, _world_acceleration(model, g))
+    K = root_motion(model, q, v, a, -np.concatenate([0 * g, g], -1))     # RNEA's gravity: the world accelerates
     return joint_terms(model, K, subtree_sums(model, K, f_ext, velocity), shape, velocity), shape, dtype
-
-
-def _world_acceleration(model, g):
-    """``-[0; g]`` (..., 6): the acceleration of the world seen by the roots (RNEA's gravity);
-    the model's own gravity on float arrays from the per-model cache."""
-    if g is model.gravity and not bk.is_symbolic(g):
-        c = _constants(model)
-        if c.gravity is g:
-            return c.world_acceleration
-    return -np.concatenate([0 * g, g], -1)
-
-
-class _Constants(NamedTuple):
-    """Constants of a (frozen) model that the NumPy path asks for on every call: ``armature``
-    (nv, nv) diagonal or ``None``; ``world_acceleration = -[0; g]`` of ``gravity``; the bodies'
-    inertias as 6x6 matrices ``inertia6`` (NB, 6, 6) and their masses ``masses`` (NB, 1)."""
-
-    armature: np.ndarray | None
-    world_acceleration: np.ndarray
-    gravity: np.ndarray
-    inertia6: np.ndarray
-    masses: np.ndarray
-
-
-_CONSTANTS = ModelCache()
-
-
-def _constants(model) -> _Constants:
-    c = _CONSTANTS.get(model)
-    if c is None:
-        arm = np.asarray(model.armature, dtype=float)
-        g = model.gravity
-        lv = levels(model)
-        c = _Constants(np.diag(arm) if np.any(arm) else None, -np.concatenate([0 * g, g], -1), g,
-                       rigid_inertia_matrix(lv.inertia), np.asarray(lv.inertia.m, dtype=float).reshape(-1, 1))
-        for x in c:
-            if isinstance(x, np.ndarray):
-                x.flags.writeable = False
-        _CONSTANTS[model] = c
-    return c
 
 
 def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
-    if not bk.is_symbolic(T["P"]):
-        Dm, Um, _, _ = _pair_masks(model)
-        PX = T["P"] @ T["xi"].swapaxes(-1, -2)
-        H = Dm * PX + Um * PX.swapaxes(-1, -2)
-        arm = _constants(model).armature
-        if arm is not None:
-            H += arm
-        return H if H.shape[:-2] == shape else np.broadcast_to(H, shape + H.shape[-2:]).copy()
     rd, cd, ra, ca, mirror = branch_pairs(model)
     low = _dot(T["P"].take(rd, -2), T["xi"].take(cd, -2))
     H = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
@@ -610,8 +268,6 @@ def rnea_derivative_kernel(model, q, v, a, f_ext=None, gravity=None, want_da=Tru
     """Unchecked ``(dtau_dq, dtau_dv, dtau_da)`` (..., nv, nv) (``dtau_da`` only with ``want_da``;
     ``velocity=False``: ``v`` and ``a`` are zero, only ``dtau_dq`` is returned)."""
     T, shape, dtype = _derivative_terms(model, q, v, a, f_ext, gravity, velocity)
-    if want_da and "_out" in T:
-        return _assemble_all(model, T)
     out = _assemble(model, T, shape, dtype, velocity)
     if not velocity:
         return out[0]
@@ -622,8 +278,6 @@ def _assemble(model, T, shape, dtype, velocity=True):
     """``dtau_dq`` (and ``dtau_dv`` with ``velocity``) from :func:`joint_terms`' ``T``: two dot
     products per pair of dofs on one branch (see the module docstring)."""
     xi, P, chi, Tq = T["xi"], T["P"], T["chi"], T["Tq"]
-    if not bk.is_symbolic(P):
-        return _assemble_float(model, T, velocity)
     rd, cd, ra, ca, _ = branch_pairs(model)
 
     def assemble(lower, upper):
@@ -640,82 +294,6 @@ def _assemble(model, T, shape, dtype, velocity=True):
     dv = assemble(_dot(P.take(rd, -2), phi.take(cd, -2)) + _dot(Qw.take(rd, -2), xi.take(cd, -2)[..., :3]),
                   _dot(xi.take(ra, -2), Tv.take(ca, -2)))
     return dq, dv
-
-
-def _assemble_float(model, T, velocity):
-    """:func:`_assemble` on float arrays: the dot products of every pair of dofs as dense products
-    (..., nv, 9) @ (..., 9, nv) (a few BLAS calls instead of a gather and a product per term), the
-    pairs off the branches zeroed by :func:`_pair_masks` (the same sums of products, added in
-    another order: equal to rounding)."""
-    if velocity and "_out" in T:
-        return _branch_products(model, T["_z"], T["_out"], False)
-    xi, P, Tq = T["xi"], T["P"], T["Tq"]
-    Dm, Um, _, _ = _pair_masks(model)
-    if not velocity:
-        return (Dm * (P @ T["chi"].swapaxes(-1, -2)) + Um * (xi @ Tq.swapaxes(-1, -2)),)
-    n = xi.shape[-2]
-    row = np.concatenate([P, T["Qw"]], -1)                                        # [P_r, Qw_r]
-    col = np.concatenate([np.concatenate([T["chi"], T["psi"][..., :3]], -1),     # [chi_c, psi_c_w]
-                          np.concatenate([T["phi"], xi[..., :3]], -1)], -2)       # [phi_c, xi_c_w]
-    low = row @ col.swapaxes(-1, -2)
-    up = xi @ np.concatenate([Tq, T["Tv"]], -2).swapaxes(-1, -2)
-    return (Dm * low[..., :n] + Um * up[..., :n], Dm * low[..., n:] + Um * up[..., n:])
-
-
-def _assemble_all(model, T):
-    """``(dtau_dq, dtau_dv, H)`` from :func:`_float_terms`' ``T`` (see :func:`_branch_products`)."""
-    return _branch_products(model, T["_z"], T["_out"], True)
-
-
-def _branch_products(model, z, out, inertia):
-    """``(dtau_dq, dtau_dv)``, and ``H`` with ``inertia``, from :func:`_products`' ``z = [chi, psi_w,
-    phi, xi, 0]`` (..., nv, 22) and ``out`` (..., nv, 3, 9), whose rows are ``[P, Qw]``, ``[Tq, *]``
-    and ``[Tv, *]``, in a few NumPy calls: the lower pairs ``[P, Qw]_r . [chi, psi_w]_c`` and
-    ``[P, Qw]_r . [phi, xi_w]_c`` and ``H``'s ``[P, Qw]_r . [xi, 0]_c`` (mirrored above) by one
-    product (..., nv, 9) @ (..., 3, 9, nv), the upper pairs ``xi_r . Tq_c`` and ``xi_r . Tv_c`` by
-    another, masked by :func:`_pair_masks` (equal to rounding to :func:`_assemble` and
-    :func:`_inertia_matrix`)."""
-    _, _, lower, branch = _pair_masks(model)
-    right = z.take(_BRANCH_RIGHT, -1).reshape(z.shape[:-1] + (3, 9)).swapaxes(-3, -2).swapaxes(-1, -2)
-    low = out[..., 0, :][..., None, :, :] @ right                          # (..., 3, nv, nv)
-    D = z[..., 15:21][..., None, :, :] @ out[..., 1:, :6].swapaxes(-3, -2).swapaxes(-1, -2)   # the upper pairs
-    np.copyto(D, low[..., :2, :, :], where=lower)                          # the lower ones'
-    D *= branch                                                            # 0 off the branches
-    if not inertia:
-        return D[..., 0, :, :], D[..., 1, :, :]
-    PX = low[..., 2, :, :]
-    H = np.where(lower, PX, PX.swapaxes(-1, -2))                           # mirrored above
-    H *= branch
-    arm = _constants(model).armature
-    if arm is not None:
-        H += arm
-    return D[..., 0, :, :], D[..., 1, :, :], H
-
-
-# the right factors of _branch_products per dof from z = [chi, psi_w, phi, xi, 0]:
-# [chi, psi_w], [phi, xi_w], [xi, 0]
-_BRANCH_RIGHT = np.r_[0:9, 9:18, 15:21, 21, 21, 21]
-_BRANCH_RIGHT.flags.writeable = False
-
-
-_MASKS = ModelCache()
-
-
-def _pair_masks(model):
-    """``(Dm, Um, lower, branch)`` (nv, nv): ``Dm``, ``Um`` float, 1 on the pairs ``(rd, cd)`` and
-    ``(ra, ca)`` of :func:`branch_pairs`, 0 elsewhere; ``lower`` where ``Dm`` is 1 (bool) and
-    ``branch = Dm + Um`` (cached per model)."""
-    masks = _MASKS.get(model)
-    if masks is None:
-        rd, cd, ra, ca, _ = branch_pairs(model)
-        masks = np.zeros((2, model.nv, model.nv))
-        masks[0, rd, cd] = 1.0
-        masks[1, ra, ca] = 1.0
-        lower, branch = masks[0] > 0, masks[0] + masks[1]
-        for x in (masks, lower, branch):
-            x.flags.writeable = False
-        masks = _MASKS[model] = (masks[0], masks[1], lower, branch)
-    return masks
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",)}, optional=_DYN_OPT,
@@ -757,7 +335,7 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
         return derivatives(aba, ("q", "v", "tau"))(model, q, v, tau, f_ext=f_ext, gravity=gravity)
     lam = dof_lambda(model)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
-    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None) if symbolic else _checked_factor(model, lam, H))
+    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None if symbolic else ltdl_checker(model, H)))
     qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
@@ -781,36 +359,6 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
             if np.any(arm):
                 out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
     return dqdd_dq, dqdd_dv, Minv
-
-
-def _checked_factor(model, lam, H):
-    """The packed ``L^T D L`` factor of a float ``H`` with its pivots checked as
-    :func:`~sparsedyn.fd_crb` checks them: LAPACK's factor (:func:`ltdl_kernel` without a check) and
-    one vectorized test of its pivots against twice the threshold; a pivot that is not clearly
-    above it sends ``H`` through the checked loop, which raises naming the joint (or agrees)."""
-    with np.errstate(divide="ignore", invalid="ignore"):     # a singular H: the checked loop below says so
-        P = ltdl_kernel(lam, H, None)
-    own, any_unowned = _pivot_scales(model)
-    scale = own if not any_unowned else \
-        np.where(np.isnan(own), np.max(np.abs(H), axis=(-2, -1), initial=0.0)[..., None], own)
-    if np.all(np.diagonal(P, 0, -2, -1) > 2 * PIVOT_RTOL * scale):
-        return P
-    return ltdl_kernel(lam, H, ltdl_checker(model, H))
-
-
-_SCALES = ModelCache()
-
-
-def _pivot_scales(model):
-    """``(scale, any_nan)``: per dof the scale of :func:`~sparsedyn.algorithms.aba.own_inertia_scales`
-    of its body (nv,), NaN where the body has none (``max|H|`` is used there), cached per model."""
-    out = _SCALES.get(model)
-    if out is None:
-        own = own_inertia_scales(model)
-        scale = np.array([np.nan if own[int(i)] is None else own[int(i)] for i in model.dof_body], dtype=float)
-        scale.flags.writeable = False
-        out = _SCALES[model] = (scale, bool(np.isnan(scale).any()))
-    return out
 
 
 def _bias_and_inertia(model, q, v, f_ext, gravity):

@@ -29,16 +29,14 @@ derivatives.  Tangent space as everywhere: ``d/d(dq) f(integrate(q, dq))`` at
 
 from __future__ import annotations
 
-import math
 import weakref
 
 import numpy as np
 
 from .. import _checks
-from .. import backend as bk
 from ..kernels import kernel
 from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
-                       cross_motion, cross_motion_products, rigid_inertia, skew)
+                       cross_motion, rigid_inertia)
 from .derivatives import derivatives, varying_subspaces
 from .kinematics import _check_reference, frame_acceleration, frame_jacobian, frame_velocity
 
@@ -49,7 +47,7 @@ __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "fram
 class ModelCache:
     """Per-model constants (a frozen model's index tables and plans), held weakly like a
     ``WeakKeyDictionary`` (``get``, item assignment), with the last model's entry in front: the NumPy
-    path asks for a dozen of them on every call, most often for the model it was last asked about."""
+    path asks for them on every call, most often for the model it was last asked about."""
 
     __slots__ = ("_data", "_last")
 
@@ -106,18 +104,9 @@ class Levels:
     body (``NB`` for "no parent": the index of an appended zero row); ``dof_body`` and the motion
     subspaces stacked by dof, ``S`` (nv, 6).
 
-    For the NumPy path (float arrays, where one state costs what the number of array operations
-    costs): ``below`` (NB, NB) float, ``above`` transposed (a subtree sum is one product with it);
-    ``above_float``, ``above`` as floats (a product without a conversion);
-    ``dof_sum`` (NB, nv) float, 1 where a dof belongs to a body (a sum over each body's dofs);
-    ``jumps``, the index arrays of pointer jumping over ``NB + 1`` rows (the last, ``NB``, an
-    appended identity): ``jumps[k][i]`` is the ``2^k``-th ancestor of ``i`` or ``NB``, and
-    ``root_or_pad``, ``i`` for a body with a parent and ``NB`` for a root (see
-    :func:`root_transforms_stacked`).  ``group_order``: the bodies in the order of
-    ``joint_groups`` (``take(group_order)`` puts group-concatenated rows back in body order);
-    ``float_groups``, the joint groups for :func:`stacked_joint_transforms` on floats
-    (:func:`_float_group`); ``homogeneous_pad`` (NB + 1, 4, 4), the constant parts of the
-    homogeneous matrices that :func:`root_transforms_stacked` jumps on floats;
+    ``below`` (NB, NB) float, ``above`` transposed (the subtree sums of constants such as the
+    masses: one product); ``group_order``: the bodies in the order of ``joint_groups``
+    (``take(group_order)`` puts group-concatenated rows back in body order);
     ``Xtree``: the bodies' tree transforms, stacked; ``inertia``: the bodies' inertias, a
     :class:`~sparsedyn.spatial.RigidInertia` of (NB,) arrays."""
 
@@ -132,17 +121,9 @@ class Levels:
         for i in range(NB):
             self.above[i, model.ancestors(i)] = 1
         self.below = self.above.T.astype(float)
-        self.above_float = self.above.astype(float)
         self.root_of = np.array([model.ancestors(i)[-1] for i in range(NB)], int)
         self.parent_or_pad = np.where(parent < 0, NB, parent)
         self.dof_body = np.asarray(model.dof_body, int)
-        self.dof_sum = (self.dof_body[None, :] == np.arange(NB)[:, None]).astype(float)
-        jump = np.append(self.parent_or_pad, NB)
-        self.jumps = []
-        while 1 << len(self.jumps) < len(self.levels):    # 2^k factors cover a chain of depth <= 2^k
-            self.jumps.append(jump)
-            jump = jump[jump]
-        self.root_or_pad = np.append(np.where(parent < 0, NB, np.arange(NB)), NB)
         self.S = np.concatenate([j.motion_subspace().T for j in model.joints], 0) if NB else np.zeros((0, 6))
         groups = {}
         for i, j in enumerate(model.joints):              # equal joints (type, axis, pitch) share one jcalc,
@@ -158,33 +139,6 @@ class Levels:
         self.Xtree = Transform(np.stack([X.E for X in model.Xtree]), np.stack([X.r for X in model.Xtree])) if NB else None
         self.group_order = np.argsort(np.concatenate([b for _, b, _, _ in self.joint_groups]), kind="stable") \
             if NB else np.zeros(0, int)
-        self.float_groups = [_float_group(j, b, qidx, Xt, parent) for j, b, qidx, Xt in self.joint_groups]
-        self.homogeneous_pad = np.zeros((NB + 1, 4, 4))     # rows [[*, *], [0, 1]], the last the identity
-        self.homogeneous_pad[:, 3, 3] = 1.0
-        self.homogeneous_pad[NB, :3, :3] = np.eye(3)
-        self.homogeneous_pad.flags.writeable = False
-
-
-def _float_group(joint, bodies, qidx, Xt, parent):
-    """A joint group for :func:`stacked_joint_transforms` on floats: ``(joint, where, qidx, consts,
-    translate)``, ``where`` a slice for consecutive bodies; for revolutes ``consts`` = the axis
-    constants times the tree rotations and translations, (n, 3, 4) each (the rows
-    ``[E, -E r] = (c P + aa - s K) [E_tree, -E_tree r_tree]`` of the homogeneous matrices, no
-    composition), their first three columns (for ``E`` alone) and ``r = r_tree``, else the tree transforms, ``None`` when they are identities
-    (composing with them is exact: skipped); ``translate``: whether a body of the group has a parent
-    (only then does :func:`_joint_homogeneous` need its column ``-E r``)."""
-    where = slice(int(bodies[0]), int(bodies[-1]) + 1) if len(bodies) and \
-        np.array_equal(bodies, np.arange(bodies[0], bodies[-1] + 1)) else bodies
-    translate = bool(np.any(parent[bodies] >= 0))
-    if isinstance(joint, _Revolutes):
-        tree = np.concatenate([Xt.E, -(Xt.E @ Xt.r[..., None])], -1)
-        rows = tuple(c @ tree for c in joint.constants)
-        rotations = tuple(np.ascontiguousarray(c[..., :3]) for c in rows)      # E alone (contiguous)
-        for c in rows + rotations:
-            c.flags.writeable = False
-        return joint, where, qidx[:, 0], (rows, rotations, Xt.r), translate
-    identity = np.array_equal(Xt.E, np.broadcast_to(np.eye(3), Xt.E.shape)) and not np.any(Xt.r)
-    return joint, where, qidx, None if identity else Xt, translate
 
 
 _REVOLUTE = ("revolute", "continuous")
@@ -226,12 +180,8 @@ def _take(X: Transform, index):
     return Transform(X.E.take(index, -3), X.r.take(index, -2))
 
 
-def segment_sum(x, index, n, matrix=None):
-    """``out[..., k, :] = sum of x[..., d, :] over d with index[d] = k`` (..., n, m).  ``matrix``
-    (n, len(index)) float, 1 where ``index[d] = k``: on float arrays the sum is one product with it
-    (one array operation; a traced program keeps ``add.at``'s additions, no product by zero)."""
-    if matrix is not None and not bk.is_symbolic(x):
-        return matrix @ x
+def segment_sum(x, index, n):
+    """``out[..., k, :] = sum of x[..., d, :] over d with index[d] = k`` (..., n, m)."""
     out = np.zeros(x.shape[:-2] + (n,) + x.shape[-1:], dtype=x.dtype)
     np.add.at(out, (Ellipsis, index, slice(None)), x)
     return out
@@ -250,25 +200,10 @@ def _batch(x, shape, core):
 
 def stacked_joint_transforms(model, q, shape, dtype):
     """``Xup`` of every body as one stacked Transform (E (..., NB, 3, 3), r (..., NB, 3)): the joints
-    of one kind (type, axis, pitch) computed together by one ``jcalc`` (no checks; kernel use).
-    Float arrays: each group written into its rows, the revolutes' tree rotations folded into their
-    axis constants (equal to rounding), identity tree transforms not composed."""
+    of one kind (type, axis, pitch) computed together by one ``jcalc`` (no checks; kernel use)."""
     lv, NB = levels(model), model.nbodies
     if not NB:
         return Transform(np.zeros(shape + (0, 3, 3), dtype=dtype), np.zeros(shape + (0, 3), dtype=dtype))
-    if not bk.is_symbolic(q) and dtype == np.float64:     # floats: each group written in place
-        E, r = np.empty(shape + (NB, 3, 3)), np.empty(shape + (NB, 3))
-        for joint, where, qidx, consts, _ in lv.float_groups:
-            if isinstance(joint, _Revolutes):
-                E[..., where, :, :] = axes_rotation(consts[1], q.take(qidx, -1))
-                r[..., where, :] = consts[2]
-            else:
-                XJ, _ = joint.jcalc(q.take(qidx, -1))
-                if consts is not None:
-                    XJ = compose(XJ, consts)
-                E[..., where, :, :] = XJ.E
-                r[..., where, :] = XJ.r
-        return Transform(E, r)
     E, r = [], []
     for joint, _, qidx, _ in lv.joint_groups:
         XJ, _ = joint.jcalc(q.take(qidx, -1))
@@ -280,79 +215,20 @@ def stacked_joint_transforms(model, q, shape, dtype):
     return compose(XJ, lv.Xtree)                              # one composition for all bodies
 
 
-def _joint_homogeneous(model, q, shape):
-    """``(H, r)`` of :func:`stacked_joint_transforms` on floats (q (..., nq) float64): ``H``
-    (..., NB + 1, 4, 4) the homogeneous matrices ``[[E, -E r], [0, 1]]`` of ``Xup``, the last row
-    the identity (:func:`_jump_to_roots` takes them as they are), ``r`` (..., NB, 3).  Each joint
-    group is written into its rows; the column ``-E r`` only where a body of the group has a parent
-    (a root's row is never read by :func:`_jump_to_roots`), the revolutes' from their constants."""
-    lv, NB = levels(model), model.nbodies
-    pad = lv.homogeneous_pad
-    H = pad.copy() if not shape else np.broadcast_to(pad, shape + pad.shape).copy()
-    r = np.empty(shape + (NB, 3))
-    for joint, where, qidx, consts, translate in lv.float_groups:
-        if isinstance(joint, _Revolutes):
-            H[..., where, :3, :] = axes_rotation(consts[0], q.take(qidx, -1))
-            r[..., where, :] = consts[2]
-        else:
-            XJ, _ = joint.jcalc(q.take(qidx, -1))
-            if consts is not None:
-                XJ = compose(XJ, consts)
-            H[..., where, :3, :3] = XJ.E
-            r[..., where, :] = XJ.r
-            if translate:
-                # the column as a slice (3:): an integer index after the slice :3 would, with an array
-                # `where`, move the bodies' axis in front of the batch axes
-                H[..., where, :3, 3:] = -(XJ.E @ XJ.r[..., None])
-    return H, r
-
-
-def _jump_to_roots(model, H):
-    """``Xr`` (:func:`root_transforms_stacked`) on floats by pointer jumping from ``H`` (..., NB + 1, 4, 4),
-    ``Xup`` as homogeneous matrices and the identity in the last row (:func:`_joint_homogeneous`;
-    the roots' rows are not read)."""
-    lv, NB = levels(model), model.nbodies
-    T = H.take(lv.root_or_pad, -3)                           # a root's row: the identity
-    for J in lv.jumps:
-        T = T @ T.take(J, -3)                                # Z_i <- Z_i Z_J(i): compose(Z_i, Z_J(i))
-    E = T[..., :NB, :3, :3]
-    return Transform(E, -(E.swapaxes(-1, -2) @ T[..., :NB, :3, 3:])[..., 0])
-
-
 def root_transforms_stacked(model, Xup: Transform) -> Transform:
     """``Xr[i] = i_X_root`` of every body, stacked (E (..., NB, 3, 3), r (..., NB, 3)), from ``Xup``
     (:func:`~sparsedyn.algorithms.kinematics.root_transforms` for stacked arrays; the identity for a root).
 
-    Traced: level by level, the recursion ``Xr_i = Xup_i Xr_parent`` (one composition per body).
-    On float arrays by pointer jumping (Hillis and Steele, *Data parallel algorithms*, 1986): after
-    step ``k`` each row holds the product of the ``2^k`` transforms up its chain, so the whole tree
-    takes ``ceil(log2(depth))`` array steps instead of one per level (talos_reduced: 4 instead of 10;
-    a NumPy call costs more than the compositions it does).  The products are associated
-    differently, which changes the results by rounding only.  Jumping composes every row at each
-    step (``NB log2(depth)`` compositions per state instead of ``NB``; each a product of homogeneous
-    4x4 matrices ``[[E, -E r], [0, 1]]``, one NumPy call): beyond
-    ``_JUMP_MAX_STATES`` states the arithmetic outweighs the calls and the levels are used again
-    (talos_reduced, one core: jumping 3.6x faster for one state, on par near 16, 2.3x slower for 100)."""
+    Level by level, the recursion ``Xr_i = Xup_i Xr_parent`` (one composition per body)."""
     lv, NB = levels(model), model.nbodies
     Eup, rup = Xup
-    if bk.is_symbolic(Eup) or bk.is_symbolic(rup) or Eup.size > _JUMP_MAX_STATES * 9 * NB:
-        E = np.zeros(Eup.shape, dtype=Eup.dtype)
-        r = np.zeros(rup.shape, dtype=rup.dtype)
-        E[..., lv.roots, :, :] = np.eye(3)
-        for L, P in lv.levels:                               # Xr_i = Xup_i Xr_parent
-            X = compose(Transform(Eup[..., L, :, :], rup[..., L, :]), Transform(E[..., P, :, :], r[..., P, :]))
-            E[..., L, :, :], r[..., L, :] = X.E, X.r
-        return Transform(E, r)
-    # rows: Xup for a body with a parent, the identity for a root and for the appended row NB, as
-    # homogeneous 4x4 matrices [[E, -E r], [0, 1]] (a composition is one product)
-    lead = common_shape(Eup.shape[:-3], rup.shape[:-2])
-    T = lv.homogeneous_pad.copy() if not lead else np.broadcast_to(lv.homogeneous_pad, lead + (NB + 1, 4, 4)).copy()
-    T[..., :NB, :3, :3] = Eup
-    np.matmul(Eup, -rup[..., None], out=T[..., :NB, :3, 3:])
-    return _jump_to_roots(model, T)
-
-
-_JUMP_MAX_STATES = 16
+    E = np.zeros(Eup.shape, dtype=Eup.dtype)
+    r = np.zeros(rup.shape, dtype=rup.dtype)
+    E[..., lv.roots, :, :] = np.eye(3)
+    for L, P in lv.levels:                               # Xr_i = Xup_i Xr_parent
+        X = compose(Transform(Eup[..., L, :, :], rup[..., L, :]), Transform(E[..., P, :, :], r[..., P, :]))
+        E[..., L, :, :], r[..., L, :] = X.E, X.r
+    return Transform(E, r)
 
 
 class RootMotion:
@@ -361,11 +237,10 @@ class RootMotion:
     ``Xup``: ``i_X_parent(i)`` of every body (:func:`stacked_joint_transforms`); ``Xr``: ``i_X_root`` of every body, a stacked Transform (E (..., NB, 3, 3), r (..., NB, 3));
     ``xi`` (..., nv, 6): the joints' twists, one row per dof; ``V``, ``A`` (..., NB, 6): body velocities
     and accelerations (``A`` includes ``a_root``); ``Vl``, ``Al`` (..., NB, 6): those of the parents
-    (for a root body ``0`` and ``a_root`` moved into its coordinates).  ``EErx`` (..., NB, 18): on
-    float arrays ``[E, E rx]`` of ``Xr`` flattened (the entries of its 6x6 matrices), else ``None``.
+    (for a root body ``0`` and ``a_root`` moved into its coordinates).
     """
 
-    __slots__ = ("Xup", "Xr", "xi", "V", "A", "Vl", "Al", "EErx")
+    __slots__ = ("Xup", "Xr", "xi", "V", "A", "Vl", "Al")
 
 
 def root_motion(model, q, v, a=None, a_root=None):
@@ -377,140 +252,29 @@ def root_motion(model, q, v, a=None, a_root=None):
     K = RootMotion()
     dtype = np.result_type(q, v, np.float64, *(() if a is None else (a,)))
     shape = common_shape(q.shape[:-1], v.shape[:-1], *(() if a is None else (a.shape[:-1],)))
-    if NB and dtype == np.float64 and not bk.is_symbolic(q) and math.prod(shape) <= _JUMP_MAX_STATES:
-        H, r = _joint_homogeneous(model, q, shape)          # floats: Xup's homogeneous rows, jumped as they are
-        K.Xup = Transform(H[..., :NB, :3, :3], r)
-        K.Xr = _jump_to_roots(model, H)
-    else:
-        K.Xup = stacked_joint_transforms(model, q, shape, dtype)
-        K.Xr = root_transforms_stacked(model, K.Xup)
-    K.EErx = None
-    if bk.is_symbolic(K.Xr.E) or bk.is_symbolic(K.Xr.r):
-        K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
-    else:               # floats: xi_d = Xr^-1 S_d, linear in the entries of [E, E rx]: one product per dof
-        E, r = K.Xr
-        lead = E.shape[:-3]
-        # E rx: a few states, row i of E crossed with r (no stacked product); more, the product
-        Erx = cross3(E, r[..., None, :]) if math.prod(lead) <= _JUMP_MAX_STATES else E @ skew(r)
-        K.EErx = np.concatenate([E.reshape(lead + (NB, 9)), Erx.reshape(lead + (NB, 9))], -1)
-        K.xi = (_xi_map(model) @ K.EErx.take(lv.dof_body, -2)[..., None])[..., 0]
-    xv = K.xi * v[..., :, None]
-    if not bk.is_symbolic(xv) and math.prod(xv.shape[:-2]) <= _JUMP_MAX_STATES:
-        X = _acceleration_plan(model)[2] @ xv         # few float states: [V; V_l; vJ] in one product
-        K.V, K.Vl, vJ = X[..., :NB, :], X[..., NB:2 * NB, :], X[..., 2 * NB:, :]
-        V = K.V
-    else:
-        vJ = segment_sum(xv, lv.dof_body, NB, lv.dof_sum)
-        V = (lv.above if bk.is_symbolic(vJ) else lv.above_float) @ vJ   # V_i: the sum of vJ over i's ancestors and i
-        K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
+    K.Xup = stacked_joint_transforms(model, q, shape, dtype)
+    K.Xr = root_transforms_stacked(model, K.Xup)
+    K.xi = apply_motion_inv(_take(K.Xr, lv.dof_body), lv.S)
+    vJ = segment_sum(K.xi * v[..., :, None], lv.dof_body, NB)
+    V = lv.above @ vJ                                        # V_i: the sum of vJ over i's ancestors and i
+    K.V, K.Vl = V, with_pad(V).take(lv.parent_or_pad, -2)
     K.A = K.Al = None
-    if a is not None and not (bk.is_symbolic(V) or bk.is_symbolic(a) or bk.is_symbolic(K.Xup.E)
-                              or a_root is not None and bk.is_symbolic(a_root)):
-        _float_accelerations(model, K, a, a_root, vJ)
-    elif a is not None:
-        A = segment_sum(K.xi * a[..., :, None], lv.dof_body, NB, lv.dof_sum)
+    if a is not None:
+        A = segment_sum(K.xi * a[..., :, None], lv.dof_body, NB)
         roots, nonroot = lv.roots, lv.nonroot
         if a_root is not None:                               # the world's acceleration in each root's coordinates
-            if bk.is_symbolic(a_root) or bk.is_symbolic(K.Xup.E) or a_root[..., :3].any():
-                a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
-            else:            # floats, a pure linear acceleration (gravity): X [0; u] = [0; E u], exactly
-                lin = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0]
-                a0 = np.concatenate([np.zeros(lin.shape), lin], -1)
+            a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
+            lead = common_shape(A.shape[:-2], a0.shape[:-2])
+            if A.shape[:-2] != lead:                         # a batch of gravities for one state
+                A = np.broadcast_to(A, lead + A.shape[-2:]).copy()
             A[..., roots, :] = A[..., roots, :] + a0
-        if bk.is_symbolic(V) or bk.is_symbolic(A):
-            A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
-        else:       # floats: a root's V x vJ (V = vJ) is exactly 0, so no gather and scatter of the others
-            A = A + cross_motion(V, vJ)
+        A[..., nonroot, :] = A[..., nonroot, :] + cross_motion(V.take(nonroot, -2), vJ.take(nonroot, -2))
         A = lv.above @ A
         Al = with_pad(A).take(lv.parent_or_pad, -2)
         if a_root is not None:
             Al[..., roots, :] = a0
         K.A, K.Al = A, Al
     return K
-
-
-def _float_accelerations(model, K, a, a_root, vJ):
-    """``K.A``, ``K.Al`` of :func:`root_motion` on float arrays: ``A = above (S a + V x vJ + a0)``
-    as one product of the per-model matrix ``[above dof_sum, above, above roots]`` with the stacked
-    ``[xi a; V x vJ; a0]`` (a root's ``V x vJ`` is exactly 0: ``V = vJ``; the same terms as the
-    level form, added in another order), ``Al`` by the same product with the parents' rows of that
-    matrix (a root's: its ``a0``) stacked below it for a few states, else gathered from ``[A; a0]``."""
-    lv = levels(model)
-    roots, V = lv.roots, K.V
-    parts = [K.xi * a[..., :, None], cross_motion_products(V, vJ)]
-    a0 = None
-    if a_root is not None:
-        if a_root[0] or a_root[1] or a_root[2] if a_root.ndim == 1 else a_root[..., :3].any():
-            a0 = apply_motion(_take(K.Xup, roots), a_root[..., None, :])
-        else:            # a pure linear acceleration (gravity): X [0; u] = [0; E u], exactly
-            a0 = (K.Xup.E.take(roots, -3) @ a_root[..., None, 3:, None])[..., 0] @ _LINEAR_PART
-        parts.append(a0)
-    lead = common_shape(*(x.shape[:-2] for x in parts))
-    parts = [x if x.shape[:-2] == lead else np.broadcast_to(x, lead + x.shape[-2:]) for x in parts]
-    big, parent_or_a0, _ = _acceleration_plan(model)
-    NB, ncol = model.nbodies, sum(x.shape[-2] for x in parts)
-    if math.prod(lead) <= _JUMP_MAX_STATES:             # few states: A_l by the same product
-        AAl = big[:, :ncol] @ np.concatenate(parts, -2)
-        K.A, K.Al = AAl[..., :NB, :], AAl[..., NB:, :]
-        return
-    K.A = A = big[:NB, :ncol] @ np.concatenate(parts, -2)
-    if a0 is None:
-        K.Al = with_pad(A).take(lv.parent_or_pad, -2)
-    else:
-        K.Al = np.concatenate([A, parts[2]], -2).take(parent_or_a0, -2)
-
-
-_ACC_PLANS = ModelCache()
-_LINEAR_PART = np.concatenate([np.zeros((3, 3)), np.eye(3)], 1)      # u -> [0; u] (exact)
-_LINEAR_PART.flags.writeable = False
-
-
-def _acceleration_plan(model):
-    """``(big, parent_or_a0, vel)`` of :func:`_float_accelerations` and :func:`root_motion`, cached
-    per model: ``big`` (2 NB, nv + NB + roots), ``[above dof_sum, above, above R]`` (``R`` the roots'
-    columns) over the same rows of the parents (``A_l``; a root's row: the unit row of its ``a0``);
-    per body the row of ``[A; a0]`` holding its parent's acceleration (``NB + k`` for the ``k``-th
-    root); ``vel`` (3 NB, nv), ``[above dof_sum; its parents' rows (0 for a root); dof_sum]``
-    (``[V; V_l; vJ] = vel (xi v)``).  The stacked rows serve a few states; for more, a gather
-    from ``A`` costs less than their arithmetic."""
-    plan = _ACC_PLANS.get(model)
-    if plan is None:
-        lv, NB = levels(model), model.nbodies
-        nr = len(lv.roots)
-        R = np.zeros((NB, nr))
-        R[lv.roots, np.arange(nr)] = 1.0
-        big = np.concatenate([lv.above_float @ lv.dof_sum, lv.above_float, lv.above_float @ R], 1)
-        parent_or_a0 = np.asarray(model.parent, int).copy()
-        parent_or_a0[lv.roots] = NB + np.arange(nr)
-        unit = np.concatenate([np.zeros((nr, big.shape[1] - nr)), np.eye(nr)], 1)
-        big = np.concatenate([big, np.concatenate([big, unit], 0)[parent_or_a0]], 0)
-        ad = lv.above_float @ lv.dof_sum
-        vel = np.concatenate([ad, np.concatenate([ad, np.zeros((1, model.nv))], 0)[lv.parent_or_pad], lv.dof_sum], 0)
-        for x in (big, parent_or_a0, vel):
-            x.flags.writeable = False
-        plan = _ACC_PLANS[model] = (big, parent_or_a0, vel)
-    return plan
-
-
-_XI_MAPS = ModelCache()
-
-
-def _xi_map(model):
-    """``C`` (nv, 6, 18) with ``xi_d = C_d [E, E rx]`` (the entries of the dof's body's ``Xr``, row-major):
-    ``Xr^-1 = [[E^T, 0], [rx E^T, E^T]]`` (``rx E^T = -(E rx)^T``) times the dof's ``S_d``, folded
-    (cached per model)."""
-    C = _XI_MAPS.get(model)
-    if C is None:
-        S = levels(model).S
-        C = np.zeros((len(S), 6, 18))
-        for i in range(3):
-            for j in range(3):
-                C[:, i, 3 * j + i] += S[:, j]                 # E^T w
-                C[:, 3 + i, 3 * j + i] += S[:, 3 + j]         # E^T u
-                C[:, 3 + i, 9 + 3 * j + i] -= S[:, j]         # rx E^T w
-        C.flags.writeable = False
-        C = _XI_MAPS[model] = C
-    return C
 
 
 _CHAINS = weakref.WeakKeyDictionary()
