@@ -61,6 +61,31 @@ def test_equals_pinocchio_constraint_dynamics(robot):
             assert err <= min(1e-9, bound(model, q, v, contacts, a_p, f_p)), (robot, kd, err)
 
 
+#: A tree of the joints whose motion subspace depends on q that Pinocchio has (JointModelSphericalZYX,
+#: Universal, Translation), with contacts on two branches.
+VARYING = sd.random_tree(8, branching=1.5, joint_types=("spherical_zyx", "universal", "translation"), seed=5,
+                         nframes=2)
+VARYING_CONTACTS = ((("frame2", "3d"), ("body8", "6d")), (("body7", "3d"), ("frame1", "6d")))
+
+
+@pytest.mark.parametrize("pairs", VARYING_CONTACTS, ids=["point+6d", "6d+point"])
+def test_varying_subspaces_equal_pinocchio(pairs):
+    """Contact dynamics and impulses where the joints' S depends on q (the drift carries cJ = Sdot qd)."""
+    model, contacts = VARYING, tuple(sd.Contact(f, k) for f, k in pairs)
+    rng = np.random.default_rng(5)
+    for kd in (0.0, 3.0):
+        oracle = Oracle(model, pairs, kd=kd)
+        q, v, tau = random_state(model, rng)
+        a, f = sd.contact_dynamics(model, q, v, 5 * tau, contacts, baumgarte=kd)
+        a_p, f_p = oracle.dynamics(q, v, 5 * tau)
+        err = rel_err(np.concatenate([a, f]), np.concatenate([a_p, f_p]))
+        assert err <= bound(model, q, v, contacts, a_p, f_p), (kd, err)
+        vp, imp = sd.impulse_dynamics(model, q, v, contacts)
+        vp_p, imp_p = oracle.impulse(q, v)
+        err = rel_err(np.concatenate([vp, imp]), np.concatenate([vp_p, imp_p]))
+        assert err <= bound(model, q, v, contacts, vp_p, imp_p), (kd, err)
+
+
 def robot_case(robot):
     """``(model, contacts, oracle)``: the robot, its feet or soles as contacts, and Pinocchio on them."""
     model, contacts = pair(robot)[0], contacts_of(robot)
