@@ -49,3 +49,14 @@ def test_dropped_euler_angle_box_never_gains_energy_and_never_sinks():
     assert min(np.min(p[:, 2] + (Rb @ np.array(c.point))[:, 2]) for c in corners()) >= -1e-4
     assert (R.modes == "open").all(axis=1)[:10].all() and (R.modes[-1] != "open").all()      # falls, then lands
     assert E[-1] < E0
+
+
+def test_derivatives_of_a_tumbling_euler_angle_box_are_central_differences():
+    """Yawed, pitched and turning on three corners, 10 um above the ground: one corner lifts off, two
+    slide; the step's derivatives (RNEA's from the traced program here) against central differences."""
+    from test_friction_derivatives import check_against_differences
+    q = np.array([0.0, 0.0, H + 1e-5, 0.7, 0.0, 0.0])
+    v = np.array([1.0, 0.3, -0.02, 0.2, 0.05, 0.1])
+    d = check_against_differences(EULER, q, v, Z, [sd.Contact(c.frame, "3d", friction=c.friction, point=c.point,
+                                                              name=c.name) for c in corners()[:3]], 1e-6)
+    assert sorted(d.step.modes) == ["open", "slide", "slide"]
