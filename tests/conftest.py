@@ -72,8 +72,8 @@ def rng():
 
 
 def constant_subspace_types():
-    """The joint types whose motion subspace does not depend on q: those the sparse system, the
-    constraint and the contact layers take (they refuse the others by name)."""
+    """The joint types whose motion subspace does not depend on q: those the sparse system and the
+    estimation layer take (they refuse the others by name)."""
     from sparsedyn.joint_types import Composite, Universal
     return tuple(t for t, cls in sd.JOINT_TYPES.items()
                  if not issubclass(cls, (Composite, Universal)) and sd.make_joint(t).constant_subspace)
@@ -92,7 +92,7 @@ def random_trees(joint_types="all"):
 
 
 #: Layers that take only joints with a constant motion subspace (they refuse the others by name).
-CONSTANT_SUBSPACE_LAYERS = ("sparsedyn.contact", "sparsedyn.sparse", "sparsedyn.constraints", "sparsedyn.estimation")
+CONSTANT_SUBSPACE_LAYERS = ("sparsedyn.sparse", "sparsedyn.estimation")
 
 
 def tree_for_kernel(k, index):

@@ -202,14 +202,11 @@ def test_urdf_export_refuses_what_urdf_cannot_say(jtype):
         sd.to_urdf(model)
 
 
-def test_layers_that_need_a_constant_subspace_refuse_clearly():
+def test_the_sparse_system_refuses_a_varying_subspace_clearly():
     model = TREES["new"]
     q, v, a = _states(model, 1)[0]
     with pytest.raises(NotImplementedError, match=r"the sparse system: joint '\w+' of model .* depends on q"):
         sd.sparse_inverse_dynamics(model, q, v, a)
-    frame = model.frames[0].name
-    with pytest.raises(NotImplementedError, match=r"contact dynamics: joint '\w+' .* depends on q"):
-        sd.contact_dynamics(model, q, v, np.zeros(model.nv), [sd.Contact(frame, "6d")])
 
 
 def test_humanoid_with_euler_hips_against_pinocchio():

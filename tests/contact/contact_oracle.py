@@ -27,10 +27,15 @@ def pair(robot):
 
 class Oracle:
     """Pinocchio's ``constraintDynamics`` / ``impulseDynamics`` and their derivatives on ``contacts``
-    (``(frame, kind)`` pairs), LOCAL reference (the contact frame's axes, as ours)."""
+    (``(frame, kind)`` pairs), LOCAL reference (the contact frame's axes, as ours).  ``robot``: a name
+    of :data:`ROBOTS`, or one of our models (exported by :func:`sparsedyn.interop.pinocchio.to_pinocchio`)."""
 
     def __init__(self, robot, contacts, kd=0.0):
-        self.model, self.pm, pf = pair(robot)
+        if isinstance(robot, str):
+            self.model, self.pm, pf = pair(robot)
+        else:
+            self.model, self.pm = robot, ip.to_pinocchio(robot)
+            pf = erd.pin_frames(self.pm)
         self.kinds = [k for _, k in contacts]
         self.cms = []
         for f, k in contacts:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import (EPS, constant_subspace_types, random_state, random_trees, rel_err, rounding_bound, solve_bound,
+from conftest import (EPS, random_state, random_trees, rel_err, rounding_bound, solve_bound,
                       tree_for_kernel)
 from contact_oracle import ROBOTS, Oracle, pair
 from sparsedyn.contact.dynamics import ContactWarning, contact_drift, contact_jacobian
@@ -15,8 +15,8 @@ from sparsedyn.algorithms.kinematics import joint_transforms
 
 @pytest.fixture(params=range(4), ids=["chain", "binary", "floating", "floating-bf3"], scope="module")
 def tree(request):
-    """The suite's random trees with the joint types this layer takes (a constant motion subspace)."""
-    return random_trees(constant_subspace_types())[request.param]
+    """The suite's random trees, every joint type (those whose motion subspace depends on q too)."""
+    return random_trees()[request.param]
 
 
 def contacts_of(robot):
@@ -59,6 +59,31 @@ def test_equals_pinocchio_constraint_dynamics(robot):
             a_p, f_p = oracle.dynamics(q, v, tau)
             err = rel_err(np.concatenate([a, f]), np.concatenate([a_p, f_p]))
             assert err <= min(1e-9, bound(model, q, v, contacts, a_p, f_p)), (robot, kd, err)
+
+
+#: A tree of the joints whose motion subspace depends on q that Pinocchio has (JointModelSphericalZYX,
+#: Universal, Translation), with contacts on two branches.
+VARYING = sd.random_tree(8, branching=1.5, joint_types=("spherical_zyx", "universal", "translation"), seed=5,
+                         nframes=2)
+VARYING_CONTACTS = ((("frame2", "3d"), ("body8", "6d")), (("body7", "3d"), ("frame1", "6d")))
+
+
+@pytest.mark.parametrize("pairs", VARYING_CONTACTS, ids=["point+6d", "6d+point"])
+def test_varying_subspaces_equal_pinocchio(pairs):
+    """Contact dynamics and impulses where the joints' S depends on q (the drift carries cJ = Sdot qd)."""
+    model, contacts = VARYING, tuple(sd.Contact(f, k) for f, k in pairs)
+    rng = np.random.default_rng(5)
+    for kd in (0.0, 3.0):
+        oracle = Oracle(model, pairs, kd=kd)
+        q, v, tau = random_state(model, rng)
+        a, f = sd.contact_dynamics(model, q, v, 5 * tau, contacts, baumgarte=kd)
+        a_p, f_p = oracle.dynamics(q, v, 5 * tau)
+        err = rel_err(np.concatenate([a, f]), np.concatenate([a_p, f_p]))
+        assert err <= bound(model, q, v, contacts, a_p, f_p), (kd, err)
+        vp, imp = sd.impulse_dynamics(model, q, v, contacts)
+        vp_p, imp_p = oracle.impulse(q, v)
+        err = rel_err(np.concatenate([vp, imp]), np.concatenate([vp_p, imp_p]))
+        assert err <= bound(model, q, v, contacts, vp_p, imp_p), (kd, err)
 
 
 def robot_case(robot):
@@ -142,7 +167,7 @@ def test_identities_on_random_trees(tree, rng):
         # the kernel's own Jacobian and drift are the public frame kernels'
         Xup, S = joint_transforms(tree, q)
         assert rel_err(contact_jacobian(tree, Xup, S, contacts), J) <= 64 * tree.nv * EPS
-        assert rel_err(contact_drift(tree, Xup, S, v, contacts), drift(tree, q, v, contacts)) <= 64 * tree.nv * EPS
+        assert rel_err(contact_drift(tree, Xup, S, v, contacts, q), drift(tree, q, v, contacts)) <= 64 * tree.nv * EPS
 
 
 def test_no_contact_is_forward_dynamics(tree, rng):

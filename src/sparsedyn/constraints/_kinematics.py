@@ -12,7 +12,9 @@ bodies and dofs instead of recursed:
   over the joints ``j`` that support body ``i``;
 * ``A`` (..., NB, 6): their *bias* accelerations, with ``a = 0`` and gravity
   off.  A motion subspace fixed in body ``j`` moves with it, ``d/dt S_j = V_j x S_j``,
-  so ``A_i = sum_{j <= i} V_parent(j) x (J0_j v_j)``.
+  so ``A_i = sum_{j <= i} V_parent(j) x (J0_j v_j) + cJ_j`` with ``cJ_j = Sdot_j qd_j``
+  (:meth:`~sparsedyn.Joint.bias`, moved to the world origin) for a joint whose ``S``
+  depends on ``q``.
 
 From these, a body point at world position ``p`` has the world-aligned Jacobian
 ``[omega; v_O + omega x p]`` (Pinocchio's ``LOCAL_WORLD_ALIGNED`` at that point),
@@ -32,9 +34,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _checks
 from ..algorithms.kinematics import joint_transforms
-from ..spatial import compose, cross3, cross_motion, mtv
+from ..spatial import apply_motion_inv, compose, cross3, cross_motion, mtv
 
 __all__ = ["Kinematics", "kinematics", "body_rotation", "point_position", "point_jacobian",
            "point_velocity", "point_bias_acceleration"]
@@ -81,7 +82,6 @@ def kinematics(model, q, v=None, jacobians=True) -> Kinematics:
 
     ``jacobians=False`` (and no ``v``) computes only the transforms (for residuals).
     """
-    _checks.constant_subspaces(model, "constraint kinematics")
     Xup, S = joint_transforms(model, q)
     X0 = []
     for i in range(model.nbodies):
@@ -98,9 +98,10 @@ def kinematics(model, q, v=None, jacobians=True) -> Kinematics:
     b = model.dof_body
     Et = np.stack([np.broadcast_to(np.swapaxes(X.E, -1, -2), qs + (3, 3)) for X in X0], -3)[..., b, :, :]
     o = np.stack([np.broadcast_to(X.r, qs + (3,)) for X in X0], -2)[..., b, :]
-    Scol = np.concatenate(S, -1).T                                                # (nv, 6)
-    w = (Et @ Scol[:, :3, None])[..., 0]                                          # (..., nv, 3)
-    vO = (Et @ Scol[:, 3:, None])[..., 0] + cross3(o, w)
+    # S_j depends on q for some joints: broadcast all to q's batch, dofs as rows (..., nv, 6)
+    Scol = np.swapaxes(np.concatenate([np.broadcast_to(x, qs + x.shape[-2:]) for x in S], -1), -1, -2)
+    w = (Et @ Scol[..., :3, None])[..., 0]                                        # (..., nv, 3)
+    vO = (Et @ Scol[..., 3:, None])[..., 0] + cross3(o, w)
     J0 = np.swapaxes(np.concatenate([w, vO], -1), -1, -2)                         # (..., 6, nv)
     if v is None:
         return Kinematics(tuple(X0), J0, None, None, shape, model.nv, st.dofs)
@@ -109,8 +110,22 @@ def kinematics(model, q, v=None, jacobians=True) -> Kinematics:
     V = st.support @ vJ                                                           # body velocities
     has_parent = (model.parent >= 0).astype(int)[:, None]      # 0/1 ints: structural for the tracer
     Vp = V[..., np.where(model.parent >= 0, model.parent, 0), :] * has_parent    # parent velocities
-    A = st.support @ cross_motion(Vp, vJ)
+    A = st.support @ (cross_motion(Vp, vJ) + _joint_biases(model, q, v, X0))
     return Kinematics(tuple(X0), J0, V, A, shape, model.nv, st.dofs)
+
+
+def _joint_biases(model, q, v, X0):
+    """``cJ_j = Sdot_j qd_j`` of every joint at the world origin, world axes (..., NB, 6): zero
+    (the integer 0, structural) where every ``S`` is constant."""
+    if all(j.constant_subspace for j in model.joints):
+        return 0
+    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1])
+    cJ = np.zeros(shape + (model.nbodies, 6), dtype=np.result_type(q, v))
+    for i, joint in enumerate(model.joints):
+        if not joint.constant_subspace:
+            c = joint.bias(q[..., model.q_slice(i)], v[..., model.v_slice(i)])
+            cJ[..., i, :] = apply_motion_inv(X0[i], c)
+    return cJ
 
 
 def body_rotation(kin, body):

@@ -60,10 +60,10 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..algorithms.crba import bias_kernel, crba_kernel
-from ..algorithms.derivatives import derivative_program
+from ..algorithms.derivatives import derivative_program, varying_subspaces
 from ..algorithms.minv import minv
 from ..algorithms.dynamics_derivatives import rnea_derivative_kernel
-from ..algorithms.rnea import rnea_kernel
+from ..algorithms.rnea import rnea, rnea_kernel
 from ..algorithms.fd import fd_crb_kernel, ltdl_checker
 from ..algorithms.kinematics import joint_transforms
 from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
@@ -253,7 +253,7 @@ def contact_dynamics(model, q, v, tau, contacts, *, baumgarte=None, damping=0.0,
         return ContactDynamics(_out(a, shape, model.nv), _out(a[..., :0], shape, 0))
     sys, (Xup, S) = _system(model, q, contacts, check)
     a0 = ltdl_solve(sys.lam, sys.L, sys.D, tau - C)
-    gamma = contact_drift(model, Xup, S, v, contacts)
+    gamma = contact_drift(model, Xup, S, v, contacts, q)
     if kd:
         gamma = gamma + kd * _mv(sys.J, v)
     forces = _solve_forces(sys, -(_mv(sys.J, a0) + gamma), mu, symbolic, who, contacts)
@@ -364,7 +364,7 @@ def _acceleration(model, q, v, a, contacts, baumgarte=None):
     """The contacts' accelerations ``J a + drift + K_d J v`` (..., m) (kernel use)."""
     Xup, S = joint_transforms(model, q)
     J = contact_jacobian(model, Xup, S, contacts)
-    c = _mv(J, a) + contact_drift(model, Xup, S, v, contacts)
+    c = _mv(J, a) + contact_drift(model, Xup, S, v, contacts, q)
     return c + baumgarte * _mv(J, v) if baumgarte else c
 
 
@@ -434,6 +434,17 @@ def _run(prog, arrays):
     return prog.evaluate(arrays)
 
 
+def rnea_partials(model, q, v, a, f_ext=None, gravity=None):
+    """RNEA's ``(dtau_dq, dtau_dv)`` (graph arrays; ``f_ext`` body wrenches held constant): the
+    analytical kernel (written for constant motion subspaces), or the traced program's derivatives
+    where a joint's ``S`` depends on ``q`` (kernel use)."""
+    if not varying_subspaces(model):
+        return rnea_derivative_kernel(model, q, v, a, f_ext, gravity, want_da=False)
+    given = [(n, x) for n, x in (("f_ext", f_ext), ("gravity", gravity)) if x is not None]
+    prog = derivative_program(rnea, model, ("q", "v"), optional=tuple(n for n, _ in given))
+    return tuple(inline(prog, [q, v, a] + [x for _, x in given]))
+
+
 def _dynamics_derivatives_program(model, static, optional):
     contacts = contacts_of(model, static["contacts"])
     kd, mu = float(static.get("baumgarte") or 0.0), float(static.get("damping") or 0.0)
@@ -449,7 +460,7 @@ def _dynamics_derivatives_program(model, static, optional):
         st = {"contacts": contacts, "baumgarte": kd, "damping": mu}
         a, lam = inline(trace_kernel(contact_dynamics.__kernel__, model, st, optional), args)
         f_tot = _contact_wrenches(model, contacts, lam, opt.get("f_ext"))
-        r1q, r1v = rnea_derivative_kernel(model, q, v, a, f_tot, opt.get("gravity"), want_da=False)
+        r1q, r1v = rnea_partials(model, q, v, a, f_tot, opt.get("gravity"))
         if any(c.kind == "1d" for c in contacts):        # r1 -= J_1(q)^T lambda_1, left out of f_tot
             r1q = r1q - inline(derivative_program(_NRM, model, ("q",), {"contacts": contacts}), [q, lam])[0]
         r2q, r2v = inline(derivative_program(_ACC, model, ("q", "v"), {"contacts": contacts, "baumgarte": kd}),

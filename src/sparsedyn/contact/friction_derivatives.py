@@ -56,14 +56,14 @@ import numpy as np
 from .. import _checks
 from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
-from ..algorithms.dynamics_derivatives import rnea_derivative_kernel, rnea_derivatives
+from ..algorithms.dynamics_derivatives import rnea_derivatives
 from ..algorithms.minv import minv
 from ..kernels import Kernel
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from ..sensors import Contact
-from .dynamics import _cached, _run
+from .dynamics import _cached, _run, rnea_partials
 from .friction import _positive, contact_step
 from .friction_kernel import correction_impulses
 from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
@@ -120,7 +120,7 @@ _OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJ_dq", "dint_dq", "dint_
 def _partials_program(model, contacts, with_f_ext):
     """One program of every per-state piece of the derivatives, inputs ``q, v, a, dq, gravity[, f_ext]``
     (the library's vocabulary): ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv``
-    at ``(q, v, a)`` (analytic, Carpentier and Mansard's recursion), ``dJ_dq`` (m, nv, nv), the
+    at ``(q, v, a)`` (``rnea_partials``), ``dJ_dq`` (m, nv, nv), the
     derivative of the contact rows on the tangent space (the traced rows, differentiated by the
     symbolic layer; ``dJ_dq[i, j, k] = d J[i, j] / dq_k``), and the derivatives of ``q (+) dq``
     (:func:`~sparsedyn.integrate_derivatives`)."""
@@ -132,7 +132,7 @@ def _partials_program(model, contacts, with_f_ext):
         q, v, a, dq, grav, *fx = [g.inputs(j, s) for j, s in enumerate(shapes)]
         J, gap = inline(trace_kernel(_ROWS, model, {"contacts": contacts}), [q])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
-        Tq, Tv = rnea_derivative_kernel(model, q, v, a, fx[0] if fx else None, grav, want_da=False)
+        Tq, Tv = rnea_partials(model, q, v, a, fx[0] if fx else None, grav)
         dJ = inline(derivative_program(_ROWS, model, ("q",), {"contacts": contacts}), [q])[0]
         Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dq])
         names = ("q", "v", "a", "dq", "gravity") + (("f_ext",) if with_f_ext else ())

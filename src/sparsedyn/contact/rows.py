@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _checks
 from .. import backend as bk
 from ..algorithms.kinematics import body_accelerations
 from ..model import UnknownNameError
@@ -117,12 +116,13 @@ def _columns(T):
     return type(T)(T.E[..., None, :, :], T.r[..., None, :])
 
 
-def contact_drift(model, Xup, S, v, contacts):
+def contact_drift(model, Xup, S, v, contacts, q=None):
     """``Jdot v`` (..., m): the contacts' accelerations at ``a = 0`` without gravity (spatial for 6D,
     classical for a point: ``a_lin + omega x v_p``), frame axes; for 1D the classical one along the
-    world normal (``n`` is fixed in the world, so ``d/dt (n . v_p) = n . a_p``) (no checks; kernel use)."""
-    _checks.constant_subspaces(model, "contact dynamics")
-    vb, ab = body_accelerations(model, Xup, S, v, bk.zeros(v.shape, like=v))
+    world normal (``n`` is fixed in the world, so ``d/dt (n . v_p) = n . a_p``).  ``q``: the
+    configuration, needed where a joint's ``S`` depends on it (its ``cJ = Sdot qd`` is part of the
+    drift) (no checks; kernel use)."""
+    vb, ab = body_accelerations(model, Xup, S, v, bk.zeros(v.shape, like=v), q=q)
     out = []
     for c in contacts:
         fr = model.frames[model.frame(c.frame)]
