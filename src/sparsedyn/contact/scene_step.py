@@ -9,8 +9,12 @@ contact list.
 
 The compiled step keeps its library for new points, planes and frictions on the bodies it was built
 for (:func:`~sparsedyn.contact.friction_problem.contact_slots`), but a new set of touching bodies, or
-more contacts on a body than its slots, is a new build; the set of touching bodies changes from step
-to step here, so a scene's step runs on the NumPy path.  Hits of two robot
+more contacts on a body than its slots, is a new build.  So the step's structure is the scene's, not
+the step's (:func:`scene_slots`): every body with a shape that may touch the world holds a fixed
+number of slots (a power of two, at least four), whether it touches or not; a slot without a hit is
+free, its point 1000 km above its plane, open and out of the solve.  A step runs on the default road
+(native once built) with one build per scene; a body that ever has more hits than its slots gets
+twice as many (one more build), so a trajectory settles on one structure.  Hits of two robot
 shapes (self-collision) are found by :func:`~sparsedyn.collide` but not yet passed to the step: a point
 contact holds a robot point against a fixed plane, and two moving bodies need a two-body contact.
 """
@@ -20,11 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.kinematics import frame_placements
-from ..kernels import use_backend
 from ..sensors import Contact
 from .collision import collide
+from .friction_problem import FREE_PLANE, ContactSlots, contact_slots
 
-__all__ = ["scene_contacts", "scene_step"]
+__all__ = ["scene_contacts", "scene_slots", "scene_step"]
+
+#: The fewest slots a body of a scene holds (four: a box's face, a capsule's two ends with room).
+MIN_SLOTS = 4
 
 
 def _body_frames(model):
@@ -61,9 +68,53 @@ def scene_contacts(scene, q, hits=None) -> list:
     return out
 
 
+def _layout(scene):
+    """The scene's slot layout, kept in its cache: ``{slot key: number of slots}`` for every body of a
+    shape paired with a world shape, the key the frame :func:`contact_slots` gives the body's contacts."""
+    layout = scene.cache.get("step_slots")
+    if layout is None:
+        frames = _body_frames(scene.model)
+        bodies = sorted({scene.shapes[i].body for i, j in scene.index if scene.shapes[j].body < 0
+                         and scene.shapes[i].body >= 0 and scene.shapes[i].body in frames})
+        if bodies:
+            probe = contact_slots(scene.model, [Contact(frames[b], "3d", friction=0.0) for b in bodies])
+            layout = dict.fromkeys(probe.frames, MIN_SLOTS)
+        else:
+            layout = {}
+        scene.cache["step_slots"] = layout
+    return layout
+
+
+def scene_slots(scene, contacts) -> ContactSlots:
+    """The point ``contacts`` of :func:`scene_contacts` laid out in the scene's slots (module
+    docstring): :func:`~sparsedyn.contact.friction_problem.contact_slots`'s data, each body's contacts in the
+    first of its slots, the free ones open.  A body with more contacts than its slots doubles them."""
+    own = contact_slots(scene.model, contacts)
+    where = np.arange(len(contacts)) if own.index is None else own.index
+    keys = [own.frames[k] for k in where]
+    layout = _layout(scene)
+    for key in set(keys):
+        need = keys.count(key)
+        while layout.get(key, 0) < need:
+            layout[key] = max(MIN_SLOTS, 2 * layout.get(key, 0))
+    order = sorted(layout)
+    first = dict(zip(order, np.cumsum([0] + [layout[k] for k in order[:-1]])))
+    frames = tuple(k for k in order for _ in range(layout[k]))
+    index = np.zeros(len(contacts), int)
+    taken = dict.fromkeys(order, 0)
+    for i, key in enumerate(keys):
+        index[i] = first[key] + taken[key]
+        taken[key] += 1
+    data = np.zeros((len(frames), 8))
+    data[:, 4:] = FREE_PLANE
+    data[index] = own.data[where]
+    return ContactSlots(frames, index, data)
+
+
 def scene_step(step, model, q, v, tau, scene, dt, **options):
-    """``step(model, q, v, tau, contacts, dt, **options)`` (:func:`~sparsedyn.contact_step`) with the contacts of
-    ``scene`` at ``q``, on the NumPy path (module docstring).  One state: ``q`` (nq,)."""
+    """``step(model, q, v, tau, contacts, slots, dt, **options)`` (:func:`~sparsedyn.contact_step` laid out
+    in slots) with the contacts of ``scene`` at ``q`` in the scene's slots (:func:`scene_slots`), on the
+    default road.  One state: ``q`` (nq,)."""
     inner = getattr(model, "model", model)
     if inner is not scene.model:
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
@@ -75,5 +126,4 @@ def scene_step(step, model, q, v, tau, scene, dt, **options):
     contacts = scene_contacts(scene, qa)
     if options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
-    with use_backend("numpy"):
-        return step(inner, qa, v, tau, contacts, dt, **options)
+    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options)
