@@ -26,7 +26,7 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from ..sensors import Contact
 from .collision import collide
-from .friction_problem import FREE_PLANE, ContactSlots, contact_slots
+from .friction_problem import ContactSlots, contact_slots, fill_slots
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step"]
 
@@ -97,18 +97,7 @@ def scene_slots(scene, contacts) -> ContactSlots:
         need = keys.count(key)
         while layout.get(key, 0) < need:
             layout[key] = max(MIN_SLOTS, 2 * layout.get(key, 0))
-    order = sorted(layout)
-    first = dict(zip(order, np.cumsum([0] + [layout[k] for k in order[:-1]])))
-    frames = tuple(k for k in order for _ in range(layout[k]))
-    index = np.zeros(len(contacts), int)
-    taken = dict.fromkeys(order, 0)
-    for i, key in enumerate(keys):
-        index[i] = first[key] + taken[key]
-        taken[key] += 1
-    data = np.zeros((len(frames), 8))
-    data[:, 4:] = FREE_PLANE
-    data[index] = own.data[where]
-    return ContactSlots(frames, index, data)
+    return ContactSlots(*fill_slots(keys, layout, own.data[where]))
 
 
 def scene_step(step, model, q, v, tau, scene, dt, **options):
