@@ -10,7 +10,7 @@ microseconds of
 * ``sd.collide(scene, q)`` beside MuJoCo's ``mj_collision`` (hits / ``ncon`` printed: MuJoCo counts
   the robot's self-contacts its contype/conaffinity let through, the scene its own pairs);
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
-  timing; one structure per scene: each world-touching body's slots) beside ``mj_step``, both at
+  timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
   MuJoCo's settled state and time step.
 
 Nothing here is a test: numbers are reported, never asserted.

@@ -1,14 +1,14 @@
 """Steps in a scene on the default road (sparsedyn.contact.scene_step): the compiled step's structure
-is the scene's (each body that may touch the world holds a fixed number of slots), so the native
-step equals the NumPy step to rounding with the same iterations, and a trajectory whose contacts come
-and go builds one step."""
+is the scene's (each body that has touched the world keeps the slots its most contacts needed), so
+the native step equals the NumPy step to rounding with the same iterations, and a trajectory whose
+contacts come and go within those slots builds nothing."""
 
 import numpy as np
 import pytest
 
 import sparsedyn as sd
 from sparsedyn.codegen import build, native
-from sparsedyn.contact.scene_step import MIN_SLOTS, scene_contacts, scene_slots
+from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 from test_friction_kernel import _rounding
 from test_scene import DT, G, MASS, SIDE, box_model
 
@@ -32,7 +32,7 @@ def test_free_slots_are_open_and_hold_the_contacts_in_body_order():
     edge_q = [0, 0, SIDE / 2 * (c + s) + 1e-4, s, 0, 0, c]                   # on one edge (rotated 0.4 rad about x)
     contacts = scene_contacts(scene, edge_q)
     edge = scene_slots(scene, contacts)
-    assert len(flat.frames) == len(edge.frames) == MIN_SLOTS and flat.frames == edge.frames
+    assert len(flat.frames) == len(edge.frames) == 4 and flat.frames == edge.frames
     assert len(contacts) == 2 and sorted(edge.index) == [0, 1]
     assert np.all(edge.data[2:, 4:] == [0, 0, 1, -1e6])
     with sd.use_backend("numpy"):
@@ -65,16 +65,18 @@ def test_native_scene_step_equals_the_numpy_scene_step(on_table):
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
 def test_native_rollout_in_a_scene_builds_one_step(monkeypatch):
-    """A tilted box dropped on the table: free fall (no hit), one corner, an edge, then the face; the
-    whole rollout runs the one native step its first step built (no library assembled after it) and
-    ends at rest on its face carrying its weight (``m g dt`` a step)."""
+    """A tilted box dropped on the table after one step resting on its face (four slots): free fall
+    (no hit), one corner, an edge, then the face all fit those slots, so the whole rollout runs that
+    one native step (no library assembled) and ends at rest on its face carrying its weight
+    (``m g dt`` a step)."""
     scene = _scene(True)
     axis = np.array([1.0, 1.0, 0]) / np.sqrt(2)
     q0 = np.r_[0, 0, 0.2 + 0.15, np.sin(0.15) * axis, np.cos(0.15)]
     built = []
     real = build.build_library
     with sd.use_backend("native", deterministic=True):
-        sd.contact_step(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT)   # builds what the steps run
+        rest = [0, 0, 0.2 + SIDE / 2, 0, 0, 0, 1]
+        sd.contact_step(scene.model, rest, np.zeros(6), np.zeros(6), scene, DT)   # builds what the steps run
         monkeypatch.setattr(build, "build_library", lambda *a, **kw: built.append(a[0]) or real(*a, **kw))
         r = sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT, 400)
     counts = {len(imp) for imp in r.impulses}

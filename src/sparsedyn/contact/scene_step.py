@@ -9,12 +9,15 @@ contact list.
 
 The compiled step keeps its library for new points, planes and frictions on the bodies it was built
 for (:func:`~sparsedyn.contact.friction_problem.contact_slots`), but a new set of touching bodies, or
-more contacts on a body than its slots, is a new build.  So the step's structure is the scene's, not
-the step's (:func:`scene_slots`): every body with a shape that may touch the world holds a fixed
-number of slots (a power of two, at least four), whether it touches or not; a slot without a hit is
-free, its point 1000 km above its plane, open and out of the solve.  A step runs on the default road
-(native once built) with one build per scene; a body that ever has more hits than its slots gets
-twice as many (one more build), so a trajectory settles on one structure.  Hits of two robot
+more contacts on a body than its slots, is a new build.  So a scene keeps its own layout of slots
+(:func:`scene_slots`), the union of those its steps have needed: each body that has touched the
+world holds the power of two of slots that held its most contacts so far, whether it touches now or
+not; a slot without a hit is free, its point 1000 km above its plane, open.  A step runs on the
+default road (native once built); a trajectory builds a new step only when a body touches for the
+first time or outgrows its slots, so its builds are bounded by the bodies that touch and the
+doublings of their slots.  Free slots are not free of cost: the step's problem keeps their rows
+(open, with zero impulse), so a layout larger than the contacts of the moment costs time and
+iterations (the ADMM's penalty scales with the problem's size).  Hits of two robot
 shapes (self-collision) are found by :func:`~sparsedyn.collide` but not yet passed to the step: a point
 contact holds a robot point against a fixed plane, and two moving bodies need a two-body contact.
 """
@@ -29,9 +32,6 @@ from .collision import collide
 from .friction_problem import ContactSlots, contact_slots, fill_slots
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step"]
-
-#: The fewest slots a body of a scene holds (four: a box's face, a capsule's two ends with room).
-MIN_SLOTS = 4
 
 
 def _body_frames(model):
@@ -68,35 +68,17 @@ def scene_contacts(scene, q, hits=None) -> list:
     return out
 
 
-def _layout(scene):
-    """The scene's slot layout, kept in its cache: ``{slot key: number of slots}`` for every body of a
-    shape paired with a world shape, the key the frame :func:`contact_slots` gives the body's contacts."""
-    layout = scene.cache.get("step_slots")
-    if layout is None:
-        frames = _body_frames(scene.model)
-        bodies = sorted({scene.shapes[i].body for i, j in scene.index if scene.shapes[j].body < 0
-                         and scene.shapes[i].body >= 0 and scene.shapes[i].body in frames})
-        if bodies:
-            probe = contact_slots(scene.model, [Contact(frames[b], "3d", friction=0.0) for b in bodies])
-            layout = dict.fromkeys(probe.frames, MIN_SLOTS)
-        else:
-            layout = {}
-        scene.cache["step_slots"] = layout
-    return layout
-
-
 def scene_slots(scene, contacts) -> ContactSlots:
     """The point ``contacts`` of :func:`scene_contacts` laid out in the scene's slots (module
     docstring): :func:`~sparsedyn.contact.friction_problem.contact_slots`'s data, each body's contacts in the
-    first of its slots, the free ones open.  A body with more contacts than its slots doubles them."""
+    first of its slots, the free ones open.  The layout only grows: a body that touches for the first
+    time, or with more contacts than its slots, gets the power of two that holds them."""
     own = contact_slots(scene.model, contacts)
     where = np.arange(len(contacts)) if own.index is None else own.index
     keys = [own.frames[k] for k in where]
-    layout = _layout(scene)
+    layout = scene.cache.setdefault("step_slots", {})             # slot key -> its number of slots; only grows
     for key in set(keys):
-        need = keys.count(key)
-        while layout.get(key, 0) < need:
-            layout[key] = max(MIN_SLOTS, 2 * layout.get(key, 0))
+        layout[key] = max(layout.get(key, 0), 1 << (keys.count(key) - 1).bit_length())
     return ContactSlots(*fill_slots(keys, layout, own.data[where]))
 
 
