@@ -164,15 +164,24 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
 
     ``contacts`` may be a :class:`~sparsedyn.Scene`: the contacts are then those
     :func:`~sparsedyn.collide` finds at ``q`` between the robot and the world
-    (:mod:`~sparsedyn.contact.scene_step`; one state, on the NumPy path).
+    (:mod:`~sparsedyn.contact.scene_step`; one state, on the default road: a new build only when a body
+    touches for the first time or outgrows its contact slots).
     """
     _checks.model_first("contact_step", model, "model, q, v, tau")
+    options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
+                   warm_start=warm_start, margin=margin)
     if isinstance(contacts, Scene):
-        return scene_step(contact_step, model, q, v, tau, contacts, dt, tol=tol, max_iterations=max_iterations,
-                          solver=solver, f_ext=f_ext, gravity=gravity, warm_start=warm_start, margin=margin)
+        return scene_step(_slotted_step, model, q, v, tau, contacts, dt, **options)
+    contacts, slots = _frictional(_model_and_kernels(model, "contact_step")[0], contacts, "contact_step")
+    return _slotted_step(model, q, v, tau, contacts, slots, dt, **options)
+
+
+def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations, solver, f_ext, gravity, warm_start,
+                  margin):
+    """:func:`contact_step` with checked ``contacts`` laid out in ``slots`` (a
+    :class:`~sparsedyn.contact.friction_problem.ContactSlots`)."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    contacts, slots = _frictional(model, contacts, who)
     q = _checks.plain_floats(who, "q", q, f"(..., {model.nq})")
     v, tau = (_checks.plain_floats(who, n, x, f"(..., {model.nv})") for n, x in (("v", v), ("tau", tau)))
     dt = _positive(who, "dt", dt)
@@ -190,7 +199,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
         if warm_start.shape[-2:] != (nc, 3) or not np.all(np.isfinite(warm_start)):
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
-    if not nc:
+    if not len(slots.frames):                     # no slot (a scene may hold free slots only)
         return _free_step(model, kernels, q, v, tau, dt, f_ext, gravity)
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
     same = slots.index is None                   # the contacts fill their slots in order

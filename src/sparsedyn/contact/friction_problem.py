@@ -205,20 +205,28 @@ def contact_slots(model, contacts):
         else:                                                    # a world frame: its own structure
             keys.append(k)
             moved.append(p)
-    slots, index, first = [], np.zeros(len(keys), int), {}
-    for key in sorted(set(keys)):
-        first[key] = len(slots)
-        n = keys.count(key)
-        slots += [key] * (1 << (n - 1).bit_length())
-    taken = dict.fromkeys(first, 0)
+    sizes = {key: 1 << (keys.count(key) - 1).bit_length() for key in set(keys)}
+    slots, index, data = fill_slots(keys, sizes, np.concatenate([mu[:, None], np.array(moved).reshape(-1, 3), planes],
+                                                               -1))
+    same = len(slots) == len(index) and np.array_equal(index, np.arange(len(index)))
+    return ContactSlots(slots, None if same else index, data)
+
+
+def fill_slots(keys, sizes, rows):
+    """``(frames, index, data)``: ``sizes[key]`` slots per key in key order (a tuple), the slot
+    (nc,) of each contact (those of a key in its first slots, in order) and the slots' data (ns, 8),
+    ``rows`` (nc, 8) in the contacts' slots, the free slots open (:data:`FREE_PLANE`)."""
+    order = sorted(sizes)
+    slots = tuple(key for key in order for _ in range(sizes[key]))
+    first = dict(zip(order, np.cumsum([0] + [sizes[key] for key in order[:-1]]).tolist()))
+    index = np.zeros(len(keys), int)
     for i, key in enumerate(keys):
-        index[i] = first[key] + taken[key]
-        taken[key] += 1
+        index[i] = first[key]
+        first[key] += 1
     data = np.zeros((len(slots), 8))
     data[:, 4:] = FREE_PLANE
-    data[index] = np.concatenate([mu[:, None], np.array(moved).reshape(-1, 3), planes], -1)
-    same = len(slots) == len(index) and np.array_equal(index, np.arange(len(index)))
-    return ContactSlots(tuple(slots), None if same else index, data)
+    data[index] = rows
+    return slots, index, data
 
 
 def plane_basis(plane):

@@ -9,8 +9,15 @@ contact list.
 
 The compiled step keeps its library for new points, planes and frictions on the bodies it was built
 for (:func:`~sparsedyn.contact.friction_problem.contact_slots`), but a new set of touching bodies, or
-more contacts on a body than its slots, is a new build; the set of touching bodies changes from step
-to step here, so a scene's step runs on the NumPy path.  Hits of two robot
+more contacts on a body than its slots, is a new build.  So a scene keeps its own layout of slots
+(:func:`scene_slots`), the union of those its steps have needed: each body that has touched the
+world holds the power of two of slots that held its most contacts so far, whether it touches now or
+not; a slot without a hit is free, its point 1000 km above its plane, open.  A step runs on the
+default road (native once built); a trajectory builds a new step only when a body touches for the
+first time or outgrows its slots, so its builds are bounded by the bodies that touch and the
+doublings of their slots.  Free slots are not free of cost: the step's problem keeps their rows
+(open, with zero impulse), so a layout larger than the contacts of the moment costs time and
+iterations (the ADMM's penalty scales with the problem's size).  Hits of two robot
 shapes (self-collision) are found by :func:`~sparsedyn.collide` but not yet passed to the step: a point
 contact holds a robot point against a fixed plane, and two moving bodies need a two-body contact.
 """
@@ -20,11 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.kinematics import frame_placements
-from ..kernels import use_backend
 from ..sensors import Contact
 from .collision import collide
+from .friction_problem import ContactSlots, contact_slots, fill_slots
 
-__all__ = ["scene_contacts", "scene_step"]
+__all__ = ["scene_contacts", "scene_slots", "scene_step"]
 
 
 def _body_frames(model):
@@ -61,9 +68,24 @@ def scene_contacts(scene, q, hits=None) -> list:
     return out
 
 
+def scene_slots(scene, contacts) -> ContactSlots:
+    """The point ``contacts`` of :func:`scene_contacts` laid out in the scene's slots (module
+    docstring): :func:`~sparsedyn.contact.friction_problem.contact_slots`'s data, each body's contacts in the
+    first of its slots, the free ones open.  The layout only grows: a body that touches for the first
+    time, or with more contacts than its slots, gets the power of two that holds them."""
+    own = contact_slots(scene.model, contacts)
+    where = np.arange(len(contacts)) if own.index is None else own.index
+    keys = [own.frames[k] for k in where]
+    layout = scene.cache.setdefault("step_slots", {})             # slot key -> its number of slots; only grows
+    for key in set(keys):
+        layout[key] = max(layout.get(key, 0), 1 << (keys.count(key) - 1).bit_length())
+    return ContactSlots(*fill_slots(keys, layout, own.data[where]))
+
+
 def scene_step(step, model, q, v, tau, scene, dt, **options):
-    """``step(model, q, v, tau, contacts, dt, **options)`` (:func:`~sparsedyn.contact_step`) with the contacts of
-    ``scene`` at ``q``, on the NumPy path (module docstring).  One state: ``q`` (nq,)."""
+    """``step(model, q, v, tau, contacts, slots, dt, **options)`` (:func:`~sparsedyn.contact_step` laid out
+    in slots) with the contacts of ``scene`` at ``q`` in the scene's slots (:func:`scene_slots`), on the
+    default road.  One state: ``q`` (nq,)."""
     inner = getattr(model, "model", model)
     if inner is not scene.model:
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
@@ -75,5 +97,4 @@ def scene_step(step, model, q, v, tau, scene, dt, **options):
     contacts = scene_contacts(scene, qa)
     if options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
-    with use_backend("numpy"):
-        return step(inner, qa, v, tau, contacts, dt, **options)
+    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options)
