@@ -195,12 +195,13 @@ class _Owner:
 
 
 def _announcer(model, name):
-    """The ``progress`` of a JAX kernel's compilation: its first step (a trace, so the build cache had
-    no library) prints one line as the builds of plain calls do; a library from the cache is silent."""
+    """The ``progress`` of a JAX kernel's compilation: its first step of a build (a trace, so the build
+    cache had no library) prints one line as the builds of plain calls do; a library from the cache is
+    silent."""
     said = []
 
     def progress(msg):
-        if not said:
+        if not said and "from the cache" not in msg:      # a library loaded from the cache says so
             said.append(msg)
             import sys
             from ..codegen import build
