@@ -8,7 +8,7 @@ import pytest
 import sparsedyn as sd
 from conftest import EPS, rounding_bound, solve_bound
 from sparsedyn.codegen import build
-from test_friction import DT, G, MASS, MODEL, MU, Q0, Z, _solo_case, corners, push, tilted
+from test_friction import DT, G, H, MASS, MODEL, MU, Q0, Z, _solo_case, box_model, corners, push, tilted
 
 from sparsedyn.contact.friction_kernel import RHO_START
 
@@ -136,3 +136,23 @@ def test_a_new_friction_coefficient_never_rebuilds_the_derivatives(monkeypatch):
     d = sd.contact_step_derivatives(k, Q0, v0, Z, corners(mu=0.2), DT)
     assert list(d.step.modes) == ["slide"] * 4 and abs(d.dv_dv[3, 3] - 1.0) <= 1e-8
     assert built == []
+
+
+def test_a_contact_set_beyond_the_compiled_size_answers_on_numpy_at_once():
+    """More contact slots than ``MAX_COMPILED_CONTACTS`` (33 points on the box's bottom face: 64
+    slots): the compiled step refuses before tracing with the library's error naming the limit, and
+    the plain call on the native road warns and answers the NumPy step, which carries the box's
+    weight ``m g dt`` (by hand) with no rebuild attempted (nothing assembled)."""
+    from sparsedyn.contact.friction_kernel import MAX_COMPILED_CONTACTS, CompiledStepSizeError
+    n = MAX_COMPILED_CONTACTS + 1
+    xs = np.linspace(-H, H, n)
+    face = [sd.Contact("box", "3d", friction=MU, point=(x, 0.5 * H * np.sin(7 * x / H), -H)) for x in xs]
+    with pytest.raises(CompiledStepSizeError, match=f"at most {MAX_COMPILED_CONTACTS}"):
+        sd.compile(MODEL).contact_step(Q0, Z, Z, face, DT)
+    model = box_model()                     # a model of its own: its plain calls' native table starts empty
+    with sd.use_backend("native", deterministic=True), pytest.warns(RuntimeWarning, match="CompiledStepSizeError"):
+        s = sd.contact_step(model, Q0, Z, Z, face, DT)
+    assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= 1e-6 * MASS * G * DT
+    with sd.use_backend("numpy"):
+        r = sd.contact_step(model, Q0, Z, Z, face, DT)
+    assert np.array_equal(s.v, r.v) and np.array_equal(s.impulses, r.impulses)

@@ -377,11 +377,26 @@ def _nc(model, frames, **_):
     return len(tuple(frames))
 
 
+#: The most contact slots a compiled step is built for (the explicit inverse of the Delassus
+#: matrix makes its program grow with the cube of the contacts).
+MAX_COMPILED_CONTACTS = 32
+
+
+class CompiledStepSizeError(ValueError):
+    """A contact set too large for the compiled step (:data:`MAX_COMPILED_CONTACTS`): its build is
+    refused before tracing; plain calls then answer on the NumPy road."""
+
+
 def _step_program(model, static, optional):
     """The :class:`~sparsedyn.symbolic.loop.LoopProgram` of :func:`contact_step_kernel` at
     ``static["frames"]`` (the optional arrays ``optional`` as inputs)."""
     from ..symbolic.loop import trace_loop
     frames = tuple(model.frame(f) for f in static["frames"])
+    if len(frames) > MAX_COMPILED_CONTACTS:
+        raise CompiledStepSizeError(
+            f"contact_step: {len(frames)} contact slots; the compiled step is built for at most "
+            f"{MAX_COMPILED_CONTACTS} (its program grows with the cube of the contacts: 32 took minutes and "
+            f"100 exhaust the memory); plain calls answer on NumPy (sparsedyn.use_backend('numpy'))")
     opt = tuple(n for n in ("f_ext", "gravity") if n in optional)
     k = contact_step_kernel.__kernel__
     shapes = k.shapes(model, frames=frames)
