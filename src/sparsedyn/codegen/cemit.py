@@ -83,9 +83,9 @@ from .emit_unrolled import _chunks, _functions, _traffic, schedule  # noqa: F401
 __all__ = ["emit_program", "emit_unit", "PRELUDE", "code_shape", "loop_threshold", "LOOP_THRESHOLD", "BATCH_LOOP_FACTOR",
            "schedule"]
 
-#: The C prelude of every translation unit: ``prelude.h`` (the library functions and vector types
+#: The C prelude of every translation unit, ``prelude.h`` (the library functions and vector types
 #: used, the vector width ``SD_W``, export macros; emitted verbatim, so its first line is the
-#: generated file's banner) and the register transposes ``sd_rows``.
+#: generated file's banner) followed by the register transposes ``sd_rows``.
 PRELUDE = resources.files(__package__).joinpath("prelude.h").read_text(encoding="utf-8") \
     + "".join(_rows_function(w) for w in (2, 4, 8))
 
