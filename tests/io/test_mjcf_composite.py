@@ -211,7 +211,7 @@ LOOPED = """<mujoco><worldbody><body name="a" pos="0 0 1"><joint name="j1" type=
   <equality><connect body1="a" anchor="0.3 0 0"/></equality></mujoco>"""
 
 
-def test_constraints_default_to_chains_which_the_constraint_layer_takes():
+def test_constraints_default_to_chains_and_the_composite_gives_the_same_answer():
     model, cs = _load(LOOPED, constraints=True)
     assert model.joint_names == ("j1", "j2") and model.body_names == ("a/j1", "a")
     # the mass sits on the connect point, which lies on j1's axis: at rest it stays, the constraint
@@ -219,7 +219,10 @@ def test_constraints_default_to_chains_which_the_constraint_layer_takes():
     fd = sd.constrained_forward_dynamics(cs, model.neutral(), [0.0, 0.0], [0.0, 0.0])
     assert np.abs(fd.a).max() <= rounding_bound(4, 9.81)
     assert abs(np.linalg.norm(fd.lam) - 9.81) <= rounding_bound(4, 9.81)
+    chain = fd
     model, cs = _load(LOOPED, constraints=True, composite_joints=True)
     assert model.joint_names == ("j1+j2",)
-    with pytest.raises(NotImplementedError, match=r"joint 'j1\+j2'.*composite joint"):
-        sd.constrained_forward_dynamics(cs, model.neutral(), [0.0, 0.0], [0.0, 0.0])
+    # the constraint layer takes the composite joint too (its S varies with q): the same answer
+    fd = sd.constrained_forward_dynamics(cs, model.neutral(), [0.0, 0.0], [0.0, 0.0])
+    assert np.abs(fd.a).max() <= rounding_bound(4, 9.81)
+    assert abs(np.linalg.norm(fd.lam) - np.linalg.norm(chain.lam)) <= rounding_bound(4, 9.81)

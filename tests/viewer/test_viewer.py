@@ -118,15 +118,17 @@ def test_page_renders_the_robot_and_follows_display(browser, viewer, panda):
         empty = page.settled(shown)
         viewer._server.scene.set_global_visibility(True)
         again = page.settled(empty)
-        assert changed(shown, empty) > 0.01                          # the robot covers > 1% of the canvas
-        assert changed(again, shown) < 0.002                         # and comes back the same
+        covered = changed(shown, empty)
+        assert covered > 0.01                                        # the robot covers > 1% of the canvas
+        # and comes back the same, up to the anti-aliasing of its outline (a few % of its own pixels)
+        assert changed(again, shown) < 0.05 * covered
         q = panda.neutral()
         q[1], q[3] = -1.2, -2.5                                      # shoulder and elbow
         viewer.display(q)
         moved = page.settled(shown)
         assert changed(moved, shown) > 0.005
         viewer.display(panda.neutral())
-        assert changed(page.settled(moved), shown) < 0.002
+        assert changed(page.settled(moved), shown) < 0.05 * covered
         # overlays and the collision shapes change the picture too
         viewer.set_geometry("collision")
         assert viewer.kind == "collision" and changed(page.settled(shown), shown) > 0.001
