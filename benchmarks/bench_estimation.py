@@ -127,7 +127,7 @@ def main(argv=None):
         os.chmod(tmp, 0o700)
         os.environ["SPARSEDYN_CACHE_DIR"] = tmp
     try:
-        from sparsedyn.builders import humanoid
+        from sparsedyn.model.builders import humanoid
         from sparsedyn.estimation.casestudy import case_problems
         problems = case_problems(humanoid())
         rng = np.random.default_rng(a.seed)

@@ -33,7 +33,7 @@ def worst_errors(mujoco, model, mm, states):
     rng = np.random.default_rng(0)
     rel = lambda e, r: float(np.max(np.abs(e))) / max(1.0, float(np.max(np.abs(r), initial=0.0)))  # noqa: E731
     err = dict.fromkeys(("rnea", "crba", "aba", "frames", "sensors"), 0.0)
-    sensors = [x for x in model.sensors if not isinstance(x, sd.sensors.JointTorque)]
+    sensors = [x for x in model.sensors if not isinstance(x, sd.model.sensors.JointTorque)]
     index = {n: k for k, n in enumerate(model.frame_names)}
     for _ in range(states):
         q = model.random_configuration(rng)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import sparsedyn as sd                                    # noqa: E402
 from sparsedyn import sparse                              # noqa: E402
 from sparsedyn.sparse import flops                        # noqa: E402
-from sparsedyn.spatial import motion_matrix               # noqa: E402
+from sparsedyn.model.spatial import motion_matrix               # noqa: E402
 from sparsedyn.algorithms.kinematics import joint_transforms   # noqa: E402
 
 NATURAL_MAX = 12

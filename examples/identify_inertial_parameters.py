@@ -18,7 +18,7 @@ import numpy as np
 
 import sparsedyn as sd
 from sparsedyn import identification as idn
-from sparsedyn.sensors import ForceTorque
+from sparsedyn.model.sensors import ForceTorque
 
 
 def robot():

@@ -74,7 +74,7 @@ def rng():
 def constant_subspace_types():
     """The joint types whose motion subspace does not depend on q: those the sparse system and the
     estimation layer take (they refuse the others by name)."""
-    from sparsedyn.joint_types import Composite, Universal
+    from sparsedyn.model.joint_types import Composite, Universal
     return tuple(t for t, cls in sd.JOINT_TYPES.items()
                  if not issubclass(cls, (Composite, Universal)) and sd.make_joint(t).constant_subspace)
 
@@ -82,7 +82,7 @@ def constant_subspace_types():
 def random_trees(joint_types="all"):
     """Seeded random trees covering chains and branched trees, every joint type (or those of
     ``joint_types``), fixed and floating."""
-    from sparsedyn.builders import random_tree
+    from sparsedyn.model.builders import random_tree
     return [
         random_tree(8, branching=1.0, joint_types=joint_types, seed=1),
         random_tree(12, branching=2.0, skew=0.4, taper=0.9, joint_types=joint_types, seed=2),

@@ -4,7 +4,7 @@ every function of the registry: tracing, compiled forms)."""
 import numpy as np
 
 from sparsedyn.kernels import REGISTRY
-from sparsedyn.sensors import Contact
+from sparsedyn.model.sensors import Contact
 
 #: Values to try for each static argument; a new static argument needs an entry here.
 STATIC_SAMPLES = {

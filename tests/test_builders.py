@@ -5,7 +5,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn import spatial
-from sparsedyn.builders import (BUILTIN_MODELS, HUMANOID_STANDING_HEIGHT, builtin, humanoid,
+from sparsedyn.model.builders import (BUILTIN_MODELS, HUMANOID_STANDING_HEIGHT, builtin, humanoid,
                                 humanoid_standing_configuration, random_tree, serial_chain)
 
 

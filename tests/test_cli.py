@@ -6,7 +6,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn import cli
-from sparsedyn.builders import humanoid
+from sparsedyn.model.builders import humanoid
 
 
 def run(*args):

@@ -241,7 +241,7 @@ def gripper(armature=0.01):
 
 
 def placement(rng):
-    return sd.spatial.quat_to_rot(sd.joints.quat_exp(rng.normal(size=3))), rng.normal(size=3)
+    return sd.spatial.quat_to_rot(sd.model.joints.quat_exp(rng.normal(size=3))), rng.normal(size=3)
 
 
 @pytest.mark.parametrize("base", ["panda", "talos_reduced", "random"])

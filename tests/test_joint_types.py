@@ -1,4 +1,4 @@
-"""The joints of sparsedyn.joint_types (Euler-angle spherical, translation, universal, composite, a screw
+"""The joints of sparsedyn.model.joint_types (Euler-angle spherical, translation, universal, composite, a screw
 with its own translation axis) in the algorithms: against Pinocchio (SphericalZYX, Translation, Universal,
 Composite) on random trees mixing every joint type, against central differences, and the identities
 (H = H^T > 0, dE/dt = v . tau, integrate(difference) = id); the compiled road."""

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sparsedyn import spatial as sp
-from sparsedyn.joints import JOINT_TYPES, jcalc, make_joint
+from sparsedyn.model.joints import JOINT_TYPES, jcalc, make_joint
 
 EXPECTED = {"revolute": (1, 1), "continuous": (1, 1), "prismatic": (1, 1), "helical": (1, 1),
             "cylindrical": (2, 2), "planar": (3, 3), "spherical": (4, 3), "free": (7, 6),

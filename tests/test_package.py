@@ -29,15 +29,15 @@ def test_lazy_names_resolve_to_the_objects_of_their_modules():
     assert sparsedyn.load_urdf is load_urdf
     assert sparsedyn.EstimationProblem is EstimationProblem
     assert sparsedyn.compile is codegen_compile
-    assert sparsedyn.ForceTorque is importlib.import_module("sparsedyn.sensors").ForceTorque
+    assert sparsedyn.ForceTorque is importlib.import_module("sparsedyn.model.sensors").ForceTorque
     with pytest.raises(AttributeError, match="no_such_name"):
         sparsedyn.no_such_name
     for name in sparsedyn.__all__:
         assert getattr(sparsedyn, name) is not None, name
 
 
-PUBLIC_MODULES = ("sparsedyn", "sparsedyn.estimation", "sparsedyn.constraints", "sparsedyn.sensors",
-                  "sparsedyn.cli", "sparsedyn.plots", "sparsedyn.model", "sparsedyn.builders")
+PUBLIC_MODULES = ("sparsedyn", "sparsedyn.estimation", "sparsedyn.constraints", "sparsedyn.model.sensors",
+                  "sparsedyn.cli", "sparsedyn.plots", "sparsedyn.model", "sparsedyn.model.builders")
 
 
 def _public(module_name):

@@ -14,7 +14,7 @@ import zarr
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
 from sparsedyn import cli
-from sparsedyn.builders import builtin
+from sparsedyn.model.builders import builtin
 from sparsedyn.estimation import problem_from_file
 from sparsedyn.recording import RecordingError, estimate_recording, local_cluster, open_recording, write_recording
 
@@ -299,7 +299,7 @@ def test_out_never_destroys_an_existing_directory_file_or_the_recording(chain, t
 LIMITED_RUN = """
 import resource, sys
 from sparsedyn.estimation import problem_from_file
-from sparsedyn.builders import builtin
+from sparsedyn.model.builders import builtin
 from sparsedyn.recording import estimate_recording
 problem = problem_from_file(builtin("chain7"), sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))  # per file: below one chunk

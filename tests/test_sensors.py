@@ -6,7 +6,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.estimation import EstimationProblem
 from sparsedyn.estimation.casestudy import consistent_state
-from sparsedyn.sensors import ContactLoad, ForceTorque, JointTorque
+from sparsedyn.model.sensors import ContactLoad, ForceTorque, JointTorque
 
 
 def test_sensors_live_on_the_model_and_estimation_uses_them():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sparsedyn import spatial as sp
-from sparsedyn.joints import quat_exp
+from sparsedyn.model.joints import quat_exp
 
 
 def random_transform(rng, batch=()):

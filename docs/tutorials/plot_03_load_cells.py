@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import sparsedyn as sd
-from sparsedyn.sensors import LOAD_CELLS, ContactLoad
+from sparsedyn.model.sensors import LOAD_CELLS, ContactLoad
 from sparsedyn.sparse.assembly import SystemPattern
 
 model = sd.humanoid()

@@ -10,8 +10,8 @@ Quick use::
     tau = sd.rnea(model, q, v, a)              # (nv,)
 
 Conventions (angular-first spatial vectors, quaternions ``[x, y, z, w]``, floating
-base ``v = [omega; v]`` in the body frame) are documented in :mod:`sparsedyn.spatial`
-and :mod:`sparsedyn.joints`.  Arguments are named ``q, v, a, tau, f_ext`` everywhere.
+base ``v = [omega; v]`` in the body frame) are documented in :mod:`sparsedyn.model.spatial`
+and :mod:`sparsedyn.model.joints`.  Arguments are named ``q, v, a, tau, f_ext`` everywhere.
 
 The model layer and the classical algorithms are imported with the package; the
 URDF reader, the sparse layer, estimation, constraints and the compiler are imported
@@ -21,22 +21,22 @@ on first use of one of their names (``sd.load_urdf``, ``sd.EstimationProblem``,
 
 import importlib as _importlib
 
-from . import spatial
+from .model import spatial
 from . import kernels as _kernels
 from .kernels import use_backend
 from ._checks import BatchMemoryError, NonFiniteResultError
-from .spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
-from .joints import JOINT_TYPES, Joint, jcalc, make_joint
-from . import joint_types as _joint_types       # registers the multi-axis joint types (imported with the package)
-from .joint_custom import CustomJoint
+from .model.spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
+from .model.joints import JOINT_TYPES, Joint, jcalc, make_joint
+from .model import joint_types as _joint_types       # registers the multi-axis joint types (imported with the package)
+from .model.joint_custom import CustomJoint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
 from .model import Frame, JointDynamics, Mimic, Model, ModelError
-from .builders import ModelBuilder
-from . import edit
-from .edit import append_model, reduce_model
+from .model.builders import ModelBuilder
+from .model import edit
+from .model.edit import append_model, reduce_model
 from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
-from .builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
+from .model.builders import (BUILTIN_MODELS, auto_tree, builtin, humanoid, humanoid_standing_configuration, random_tree,
                        serial_chain)
 from .algorithms.crba import HandC, crba
 from .algorithms.configuration import (difference, difference_derivatives, integrate, integrate_derivatives,
@@ -47,7 +47,7 @@ from .algorithms.ltdl import (ltdl, ltdl_solve, ltl, ltl_solve, mpyL, mpyLi, mpy
 from .algorithms.aba import SingularInertiaError, aba
 from .algorithms.fd import fd_crb
 from .algorithms.minv import minv
-from .sensors import (Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration, JointTorque,
+from .model.sensors import (Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration, JointTorque,
                       KnownWrench, Prior, Sensor)
 from .algorithms.kinematics import frame_acceleration, frame_classical_acceleration, frame_jacobian_dot_v
 from .algorithms.kinematics import geometry_placements

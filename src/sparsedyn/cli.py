@@ -137,7 +137,7 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     """Yields the lines of ``sparsedyn demo`` as they are computed: the classical algorithms on the
     built-in humanoid, closed loops, and the estimation case study.  ``plot``: PNG path for H's
     sparsity picture (None: no file).  Lines are at most 100 characters."""
-    from . import builders
+    from .model import builders
     from .algorithms.aba import aba
     from .algorithms.crba import HandC
     from .algorithms.fd import fd_crb

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.spatial import inertia_components
+from sparsedyn.model.spatial import inertia_components
 from conftest import random_state, rel_err
 
 

@@ -77,8 +77,8 @@ def assert_aba_derivatives_equal_ad(model, seed):
 def test_aba_derivatives_of_a_forest():
     """Three trees in one model: a free root with a revolute and a spherical child, a revolute root, a
     free root with armature and a prismatic child (each free root's columns touch its own tree only)."""
-    from sparsedyn.builders import ModelBuilder
-    from sparsedyn.joints import make_joint
+    from sparsedyn.model.builders import ModelBuilder
+    from sparsedyn.model.joints import make_joint
     rng = np.random.default_rng(0)
 
     def body(name, parent, joint, **kw):

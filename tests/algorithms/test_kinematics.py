@@ -117,7 +117,7 @@ def test_bad_arguments_are_named(tree):
 
 
 def test_non_unit_quaternion_is_refused():
-    from sparsedyn.builders import random_tree
+    from sparsedyn.model.builders import random_tree
     m = random_tree(3, joint_types=("revolute",), floating_base=True, seed=0)
     q = m.neutral()
     q[3:7] = [0, 0, 0, 2.0]

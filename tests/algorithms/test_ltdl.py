@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.builders import random_tree, serial_chain
+from sparsedyn.model.builders import random_tree, serial_chain
 from sparsedyn.algorithms.ltdl import chain_lambda, dof_lambda, ltdl_inverse_factor, ltdl_kernel, ltl_kernel, spd_inverse
 from sparsedyn.symbolic.ir import Graph
 from conftest import random_state, rel_err, rounding_bound, solve_bound
@@ -274,7 +274,7 @@ def test_ltdl_operation_count_on_a_chain(n):
 BRANCHED = [
     lambda: random_tree(31, branching=2.0, seed=5),
     lambda: random_tree(40, branching=3.0, joint_types="all", seed=6, floating_base=True),
-    lambda: sd.builders.humanoid(),
+    lambda: sd.model.builders.humanoid(),
 ]
 
 

@@ -20,7 +20,7 @@ from sparsedyn.codegen import runtime
 from sparsedyn.codegen.owned import CompiledKernels
 from sparsedyn.estimation import EstimationProblem
 from sparsedyn.estimation.casestudy import case_problems, consistent_state, sample_noise
-from sparsedyn.sensors import JointTorque, Prior
+from sparsedyn.model.sensors import JointTorque, Prior
 from test_compile_sparse import estimator_bound
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -52,7 +52,7 @@ def cases():
         k = sd.compile(est)
         n = 2 * k.lanes + 3                       # whole vectors and a partial one
         if problem.model.name == "humanoid":
-            from sparsedyn.builders import humanoid_standing_configuration
+            from sparsedyn.model.builders import humanoid_standing_configuration
             q0 = humanoid_standing_configuration()
             Q = np.stack([sd.integrate(problem.model, q0, 0.2 * rng.normal(size=problem.model.nv)) for _ in range(n)])
             q, qd, qdd, w = consistent_state(problem, rng, q=Q, batch=(n,))

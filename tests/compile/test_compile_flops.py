@@ -57,8 +57,8 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.codegen.trace import trace
-from sparsedyn.joints import quat_exp
-from sparsedyn.spatial import Transform, from_pose, quat_to_rot, rotx
+from sparsedyn.model.joints import quat_exp
+from sparsedyn.model.spatial import Transform, from_pose, quat_to_rot, rotx
 
 FEATHERSTONE = {
     "rnea": (lambda n: 93 * n - 108, lambda n: 81 * n - 100),

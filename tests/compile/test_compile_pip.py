@@ -33,8 +33,8 @@ CALLS = textwrap.dedent("""
     import numpy as np, sparsedyn as sd
 
     def model(name):
-        if name in sd.builders.BUILTIN_MODELS:          # what `sparsedyn build NAME` builds
-            return sd.builders.builtin(name)
+        if name in sd.model.builders.BUILTIN_MODELS:          # what `sparsedyn build NAME` builds
+            return sd.model.builders.builtin(name)
         # conftest.random_trees()[2]: every joint type, floating base (quaternions)
         return sd.random_tree(10, branching=1.5, joint_types="all", seed=3, floating_base=True)
 

@@ -227,7 +227,7 @@ CASES = ("eq23-nz", "ankle-ft", "redundant")
 
 @pytest.fixture(scope="module")
 def humanoid_cases():
-    from sparsedyn.builders import humanoid
+    from sparsedyn.model.builders import humanoid
     model = humanoid()
     probs = case_problems(model)
     return model, {name: probs[name] for name in CASES}
@@ -245,7 +245,7 @@ def estimator_bound(problem, q, d):
 
 
 def near_standing(model, problem, rng, n):
-    from sparsedyn.builders import humanoid_standing_configuration
+    from sparsedyn.model.builders import humanoid_standing_configuration
     q0 = humanoid_standing_configuration()
     Q = np.stack([sd.integrate(model, q0, 0.2 * rng.normal(size=model.nv)) for _ in range(n)])
     return consistent_state(problem, rng, q=Q, batch=(n,))
@@ -381,7 +381,7 @@ def one_state_cases():
 
     from erd import robots_dir
     from sparsedyn.estimation import EstimationProblem, problem_from_file
-    from sparsedyn.sensors import JointTorque
+    from sparsedyn.model.sensors import JointTorque
     icub = sd.load_urdf(robots_dir() / "icub_description/robots/icub.urdf", floating_base=True)
     toml = Path(__file__).resolve().parents[2] / "examples" / "icub_feet_contacts.toml"
     trees = random_trees(constant_subspace_types())
@@ -411,7 +411,7 @@ def assert_estimates_agree(problem, est, e1, e0, q):
     the rounding bound of a solve (``estimator_bound``), carried through the linear maps that make the
     other fields from ``d``; the blocks, the contact wrenches and the named view of ``e1`` are those of
     its own ``d`` by their definitions."""
-    from sparsedyn.spatial import apply_force, force_matrix
+    from sparsedyn.model.spatial import apply_force, force_matrix
     model = problem.model
     assert e1.d.shape == e0.d.shape == (est.n,) and e1.dof == e0.dof and e1.cov_d is None is e0.cov_d
     dabs = estimator_bound(problem, q[None], e0.d[None])[0] * max(1.0, np.max(np.abs(e0.d)))

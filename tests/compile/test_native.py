@@ -346,7 +346,7 @@ def test_singular_model_keeps_its_error(native_backend, rng):
     """A massless leaf makes the mass matrix singular at every state: aba and minv still raise
     SingularInertiaError naming the joint (the compiled kernels would return inf/nan), while the
     kernels that do not divide by its pivots run native."""
-    import sparsedyn.spatial as sp
+    import sparsedyn.model.spatial as sp
     b = sd.ModelBuilder("leafy")
     b.add_body("l0", None, sd.make_joint("revolute", (0, 1, 0)), sp.xlt(np.zeros(3)), mass=1.0, com=[0, 0, 0.2],
                rot_inertia=0.01 * np.eye(3))

@@ -12,8 +12,8 @@ import sparsedyn as sd
 from conftest import constant_subspace_types
 from sparsedyn.constraints import (EXAMPLES, ConstraintError, ConstraintSet, JointCoupling, PointCoincidence,
                                    PointOnGround, UserConstraint, Weld, mimic_constraints)
-from sparsedyn.spatial import from_pose, quat_to_rot
-from sparsedyn.joints import quat_exp
+from sparsedyn.model.spatial import from_pose, quat_to_rot
+from sparsedyn.model.joints import quat_exp
 
 H = 1e-6
 

@@ -7,7 +7,7 @@ import pytest
 import sparsedyn as sd
 from conftest import solve_bound
 from sparsedyn.constraints import ConstraintSet, PointCoincidence, assemble, constrained_forward_dynamics
-from sparsedyn.spatial import xlt
+from sparsedyn.model.spatial import xlt
 
 
 def bar(m, L, w=0.02):

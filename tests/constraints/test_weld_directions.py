@@ -17,8 +17,8 @@ from sparsedyn.constraints import (ConstraintError, ConstraintSet, PointCoincide
 from sparsedyn.constraints.examples import four_bar
 from sparsedyn.constraints.simulate import simulate
 from sparsedyn.io.constraints import load_constraints, save_constraints
-from sparsedyn.joints import quat_exp
-from sparsedyn.spatial import quat_to_rot
+from sparsedyn.model.joints import quat_exp
+from sparsedyn.model.spatial import quat_to_rot
 from test_constraints_kernels import fd_bias, fd_residual
 
 

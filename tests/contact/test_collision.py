@@ -19,7 +19,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.contact.collision import placements
 from sparsedyn.interop.pinocchio import q_to_pinocchio
-from sparsedyn.spatial import Transform
+from sparsedyn.model.spatial import Transform
 
 from erd import ROBOTS, robots_dir
 

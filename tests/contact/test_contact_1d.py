@@ -15,7 +15,7 @@ import sparsedyn as sd
 from conftest import constant_subspace_types, rel_err, solve_bound
 from contact_oracle import pair
 from sparsedyn.interop import pinocchio as ip
-from sparsedyn.spatial import xlt
+from sparsedyn.model.spatial import xlt
 
 FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
 NORMALS = ((0.0, 0.0, 1.0), (0.3, -0.2, 1.0), (1.0, 0.0, 0.0))

@@ -8,7 +8,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.contact.friction_derivatives import MIN_DT
-from sparsedyn.sensors import MAX_CONTACT_LENGTH
+from sparsedyn.model.sensors import MAX_CONTACT_LENGTH
 
 
 def box():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.spatial import rot_to_quat
+from sparsedyn.model.spatial import rot_to_quat
 from test_friction import DT, G, H, MASS, MODEL, TOL, Z, corners
 
 

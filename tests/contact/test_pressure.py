@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.spatial import xlt
+from sparsedyn.model.spatial import xlt
 
 M, G, DX, ZC, H = 2.0, 9.81, 0.02, 0.15, 0.5
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.spatial import Transform
+from sparsedyn.model.spatial import Transform
 
 G, DT, TOL = 9.81, 1e-3, 1e-8
 MASS, SIDE = 2.0, 0.2

@@ -9,7 +9,7 @@ from conftest import rel_err, rounding_bound
 import sparsedyn as sd
 from sparsedyn import estimation as est
 from sparsedyn.estimation.casestudy import consistent_state, sample_noise
-from sparsedyn.spatial import apply_force, force_matrix
+from sparsedyn.model.spatial import apply_force, force_matrix
 
 WELL_POSED = ["eq23-nz", "eq23-fz", "ankle-ft", "ankle-ft-imu", "eq23-fz-allqdd", "eq23-nz-allqdd"]
 

@@ -20,7 +20,7 @@ from sparsedyn.estimation import EstimationProblem
 from sparsedyn.estimation.files import parse_sensors
 from sparsedyn.estimation.casestudy import consistent_state
 from sparsedyn.interop.pinocchio import force_from_pinocchio, q_to_pinocchio, v_to_pinocchio
-from sparsedyn.sensors import ForceTorque, KnownWrench
+from sparsedyn.model.sensors import ForceTorque, KnownWrench
 
 ICUB = "icub_description/robots/icub.urdf"
 UNFIXED = ("l_leg_ft_sensor", "l_foot_ft_sensor")

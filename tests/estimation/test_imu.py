@@ -10,7 +10,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.estimation import imu_base_state
-from sparsedyn.spatial import quat_to_rot, rot_to_quat, rotx, rotz
+from sparsedyn.model.spatial import quat_to_rot, rot_to_quat, rotx, rotz
 
 H = 1e-4
 TOL = 1e-6

@@ -6,8 +6,8 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn import identification as idn
-from sparsedyn.sensors import ForceTorque
-from sparsedyn.spatial import rotx
+from sparsedyn.model.sensors import ForceTorque
+from sparsedyn.model.spatial import rotx
 from conftest import rel_err
 import erd
 

@@ -6,7 +6,7 @@ from scipy.stats import chi2
 
 import sparsedyn as sd
 from sparsedyn import identification as idn
-from sparsedyn.sensors import ForceTorque
+from sparsedyn.model.sensors import ForceTorque
 from conftest import pendulum, rel_err, rounding_bound
 import erd
 

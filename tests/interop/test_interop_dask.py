@@ -27,7 +27,7 @@ from dask.distributed import Client, LocalCluster
 
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
-from sparsedyn.builders import builtin
+from sparsedyn.model.builders import builtin
 from sparsedyn.estimation import ForceTorque, EstimationProblem
 from sparsedyn.interop import dask as sdd
 from sparsedyn.recording import estimate_fields

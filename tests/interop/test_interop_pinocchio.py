@@ -13,7 +13,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn import spatial
-from sparsedyn.builders import humanoid, random_tree, serial_chain
+from sparsedyn.model.builders import humanoid, random_tree, serial_chain
 from sparsedyn.interop import pinocchio as sp
 
 TOL = 1e-9
@@ -306,7 +306,7 @@ def test_shape_errors_name_the_argument():
 def test_array_conversions_work_without_pinocchio():
     code = ("import sys; sys.modules['pinocchio'] = None\n"
             "import numpy as np\n"
-            "from sparsedyn.builders import random_tree\n"
+            "from sparsedyn.model.builders import random_tree\n"
             "from sparsedyn.interop import pinocchio as sp\n"
             "m = random_tree(8, joint_types='all', seed=0)\n"
             "q = m.random_configuration(0)\n"

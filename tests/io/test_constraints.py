@@ -8,7 +8,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn import constraints_path, load_closed_loop, load_constraints, save_constraints
 from sparsedyn.constraints import ConstraintError, constrained_inverse_dynamics, four_bar
-from sparsedyn.spatial import rpy_to_rot
+from sparsedyn.model.spatial import rpy_to_rot
 from conftest import rel_err
 
 FOUR_BAR_TOML = """

@@ -58,7 +58,7 @@ def compare_with_mujoco(model, mm, seed=0):
     mujoco.mj_forward(mm, md)
     err["aba"] = _rel(mjx.a_to_mujoco(model, q, v, sd.aba(model, q, v, tau)) - md.qacc, md.qacc)
     # the file's force, torque and accelerometer sensors, predicted from (q, v, a) as MuJoCo measures them
-    sensors = [x for x in model.sensors if not isinstance(x, sd.sensors.JointTorque)]
+    sensors = [x for x in model.sensors if not isinstance(x, sd.model.sensors.JointTorque)]
     if sensors:
         a_mj = mjx.a_from_mujoco(model, md.qpos, md.qvel, md.qacc)
         y, _ = sd.EstimationProblem(model, sensors=sensors).measurements(q, v, a_mj)

@@ -15,9 +15,9 @@ from erd import robots_dir
 import sparsedyn as sd
 from sparsedyn import spatial as sp
 from sparsedyn.estimation import EstimationProblem
-from sparsedyn.builders import ModelBuilder
+from sparsedyn.model.builders import ModelBuilder
 from sparsedyn.model import FixedJoint, ModelError
-from sparsedyn.sensors import ForceTorque
+from sparsedyn.model.sensors import ForceTorque
 from sparsedyn.io.urdf import UrdfError, UrdfWarning, load_urdf
 
 G = 9.81

@@ -23,7 +23,7 @@ from conftest import constant_subspace_types
 from sparsedyn import sparse
 from sparsedyn.algorithms.kinematics import joint_transforms
 from sparsedyn.sparse.assembly import CONST, ONE, STATE, transform_patterns
-from sparsedyn.spatial import motion_matrix
+from sparsedyn.model.spatial import motion_matrix
 
 from erd import load_model, urdf_files
 from sparse_oracles import dense_newton_euler, fd_singular

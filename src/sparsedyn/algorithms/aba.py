@@ -15,12 +15,12 @@ with sparse matrix factorizations*, 2017, section V-A and appendix A)::
                              qdd_i = D_i^-1 (u_i - U_i^T a'_i) ;  a_i = a'_i + S_i qdd_i
 
 Most joint types have a constant ``S_i`` in the child frame, so ``cJ_i = 0``; the others
-(:mod:`sparsedyn.joint_types`) add ``cJ_i = Sdot_i qd_i`` (:func:`~sparsedyn.algorithms.kinematics.velocity_products`).
+(:mod:`sparsedyn.model.joint_types`) add ``cJ_i = Sdot_i qd_i`` (:func:`~sparsedyn.algorithms.kinematics.velocity_products`).
 ``Ia`` is symmetric with ``Ia S_i = 0``:
 only its upper triangle is computed, the row and column along a joint axis
 that is a frame axis are structural zeros (:func:`articulated_transmitted`),
 and ``Xup_i^T Ia Xup_i`` uses the 3x3 block formula of
-:func:`sparsedyn.spatial.transform_inertia`, not 6x6 matrix products.  ``D_i`` is
+:func:`sparsedyn.model.spatial.transform_inertia`, not 6x6 matrix products.  ``D_i`` is
 an ``nv_i x nv_i`` symmetric positive definite matrix inverted by
 :func:`sparsedyn.algorithms.ltdl.spd_inverse`.
 
@@ -43,7 +43,7 @@ from ..kernels import kernel
 from .kinematics import joint_transforms, velocity_pass, velocity_products
 from .ltdl import spd_inverse
 from .rnea import armature_of
-from ..spatial import (apply_force_transpose, apply_motion, cross_force, mv, rigid_structure,
+from ..model.spatial import (apply_force_transpose, apply_motion, cross_force, mv, rigid_structure,
                        transform_inertia)
 
 __all__ = ["aba", "aba_kernel", "articulated_transmitted", "mirror_upper", "SingularInertiaError", "PIVOT_RTOL",

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import (RigidInertia, Transform, apply_force_transpose, cross3, cross_force, rigid_add, rigid_apply, rigid_inertia,
+from ..model.spatial import (RigidInertia, Transform, apply_force_transpose, cross3, cross_force, rigid_add, rigid_apply, rigid_inertia,
                        rigid_inertia_matrix, rigid_transform)
 from .. import backend as bk
 from .com import _com, _roots

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import RigidInertia, Transform, apply_force_transpose, cross3, rigid_transform
+from ..model.spatial import RigidInertia, Transform, apply_force_transpose, cross3, rigid_transform
 from .centroidal import _about, centroidal_momentum_rate
 from .derivatives import derivatives, varying_subspaces
 from .com import _total_mass

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import apply_motion_inv, cross3, cross_force, rigid_apply, rigid_inertia
+from ..model.spatial import apply_motion_inv, cross3, cross_force, rigid_apply, rigid_inertia
 from .crba import apply_columns, result_dtype
 from .kinematics import body_accelerations, joint_transforms, velocity_pass, world_transforms
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..joints import Joint
+from ..model.joints import Joint
 from ..kernels import kernel
 
 __all__ = ["integrate", "difference", "integrate_derivatives", "difference_derivatives", "interpolate", "normalize"]
@@ -74,7 +74,7 @@ _CONSTANT_BLOCKS = weakref.WeakKeyDictionary()
 
 def _constant_blocks(model, method):
     """``(rows, cols, values, others)`` of ``model`` (cached): the entries of the blocks of the joints
-    whose ``method`` is :class:`~sparsedyn.joints.Joint`'s own (they do not read the state), with the
+    whose ``method`` is :class:`~sparsedyn.model.joints.Joint`'s own (they do not read the state), with the
     values of each of the two matrices, and the indices of the other joints."""
     cache = _CONSTANT_BLOCKS.setdefault(model, {})
     if method not in cache:

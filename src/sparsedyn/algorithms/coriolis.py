@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import (apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_inertia_matrix,
+from ..model.spatial import (apply_force_transpose, apply_motion, cross_force, cross_motion, rigid_inertia_matrix,
                        rigid_structure, transform_inertia)
 from .crba import apply_columns, composite_inertias, result_dtype
 from .kinematics import joint_transforms

@@ -10,8 +10,8 @@ lecture notes)::
                                    H_ij = F^T S_j ; H_ji = H_ij^T
 
 The composite inertias are rigid-body inertias, kept as their 10 parameters
-(:class:`sparsedyn.spatial.RigidInertia`), so ``jX_i^T IC_j jX_i`` is
-:func:`~sparsedyn.spatial.rigid_transform` (about 80 multiplications for a
+(:class:`sparsedyn.model.spatial.RigidInertia`), so ``jX_i^T IC_j jX_i`` is
+:func:`~sparsedyn.model.spatial.rigid_transform` (about 80 multiplications for a
 general transform, instead of two 6x6 matrix products) and ``F = IC_i S_i``
 reads columns of ``IC_i`` for a joint about a frame axis.
 
@@ -33,7 +33,7 @@ from ..kernels import kernel
 from .. import backend as bk
 from .kinematics import joint_transforms
 from .rnea import armature_of, rnea_kernel
-from ..spatial import (RigidInertia, Transform, apply_force_transpose, rigid_add, rigid_inertia, rigid_inertia_matrix,
+from ..model.spatial import (RigidInertia, Transform, apply_force_transpose, rigid_add, rigid_inertia, rigid_inertia_matrix,
                       rigid_transform)
 
 __all__ = ["crba", "HandC", "crba_kernel", "bias_kernel", "composite_inertias", "apply_columns",
@@ -53,8 +53,8 @@ def result_dtype(x):
 
 def composite_inertias(model, Xup):
     """``IC[i]``: inertia of the composite body formed by the subtree of ``i``, in frame ``i``, as a
-    :class:`~sparsedyn.spatial.RigidInertia` (10 parameters, so ``jX_i^T IC_j jX_i`` is
-    :func:`~sparsedyn.spatial.rigid_transform`, not a product of 6x6 matrices)."""
+    :class:`~sparsedyn.model.spatial.RigidInertia` (10 parameters, so ``jX_i^T IC_j jX_i`` is
+    :func:`~sparsedyn.model.spatial.rigid_transform`, not a product of 6x6 matrices)."""
     IC = [rigid_inertia(model.inertia[i]) for i in range(model.nbodies)]
     for i in range(model.nbodies - 1, -1, -1):
         p = model.parent[i]

@@ -53,7 +53,7 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
-from ..spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner, rigid_apply,
+from ..model.spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner, rigid_apply,
                        rigid_transform, skew)
 from .aba import aba
 from .derivatives import derivatives, varying_subspaces
@@ -123,7 +123,7 @@ _EYE3 = np.eye(3)
 
 def subtree_sums(model, K, f_ext=None, velocity=True):
     """``(IC, F, B11, M)``, stacked by body: the sums over each body's subtree, in root coordinates,
-    of the inertias (a :class:`~sparsedyn.spatial.RigidInertia` of (..., NB) arrays), the forces
+    of the inertias (a :class:`~sparsedyn.model.spatial.RigidInertia` of (..., NB) arrays), the forces
     ``f_i = I_i A_i + V_i x* I_i V_i - f_ext_i`` (..., NB, 6), the ``B11`` blocks (..., NB, 3, 3)
     and the momenta ``I_i V_i`` (..., NB, 6) (``B11``, ``M`` ``None`` without ``velocity``).
     ``K``: :func:`~sparsedyn.algorithms.kinematics_derivatives.root_motion` with accelerations."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import rigid_apply, rigid_inertia
+from ..model.spatial import rigid_apply, rigid_inertia
 from .com import world_first_moments
 from .kinematics import joint_transforms, velocity_pass, world_transforms
 

@@ -11,9 +11,9 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..joints import jcalc
+from ..model.joints import jcalc
 from .. import backend as bk
-from ..spatial import (Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, identity, mv,
+from ..model.spatial import (Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion, identity, mv,
                        pose)
 
 __all__ = ["joint_transforms", "world_transforms", "frame_world_transform", "root_transforms", "forward_kinematics",

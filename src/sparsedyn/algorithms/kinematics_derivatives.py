@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
+from ..model.spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
                        cross_motion, rigid_inertia)
 from .derivatives import derivatives, varying_subspaces
 from .kinematics import _check_reference, frame_acceleration, frame_jacobian, frame_velocity
@@ -108,7 +108,7 @@ class Levels:
     masses: one product); ``group_order``: the bodies in the order of ``joint_groups``
     (``take(group_order)`` puts group-concatenated rows back in body order);
     ``Xtree``: the bodies' tree transforms, stacked; ``inertia``: the bodies' inertias, a
-    :class:`~sparsedyn.spatial.RigidInertia` of (NB,) arrays."""
+    :class:`~sparsedyn.model.spatial.RigidInertia` of (NB,) arrays."""
 
     def __init__(self, model):
         NB = model.nbodies

@@ -48,7 +48,7 @@ from .crba import apply_columns, result_dtype
 from .kinematics import joint_transforms, root_transforms
 from .ltdl import spd_inverse
 from .rnea import armature_of
-from ..spatial import apply_force_transpose, apply_motion_inv, rigid_structure, transform_inertia
+from ..model.spatial import apply_force_transpose, apply_motion_inv, rigid_structure, transform_inertia
 
 __all__ = ["minv", "minv_kernel"]
 

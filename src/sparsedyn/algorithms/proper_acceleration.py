@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import cross3
+from ..model.spatial import cross3
 from .rnea import rnea_passes
 
 __all__ = ["frame_proper_acceleration"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..spatial import apply_force_transpose, cross_force
+from ..model.spatial import apply_force_transpose, cross_force
 from .crba import apply_columns, result_dtype
 from .kinematics import body_accelerations, joint_transforms
 

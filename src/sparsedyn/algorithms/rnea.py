@@ -19,7 +19,7 @@ import numpy as np
 from .. import _checks
 from ..kernels import kernel
 from .kinematics import joint_transforms, velocity_pass, velocity_products
-from ..spatial import apply_force_transpose, apply_motion, cross_force, mtv, mv, rigid_structure
+from ..model.spatial import apply_force_transpose, apply_motion, cross_force, mtv, mv, rigid_structure
 
 __all__ = ["rnea", "generalized_gravity", "nonlinear_effects", "rnea_kernel", "rnea_passes", "armature_of",
            "armature_force"]

@@ -1,7 +1,7 @@
 """Kinematic workspace shared by the constraint kernels (world-frame formulation).
 
 One pass over the tree gives ``X0[i] = i_X_world`` for every body
-(a :class:`~sparsedyn.spatial.Transform`: ``E`` rotates world coordinates into
+(a :class:`~sparsedyn.model.spatial.Transform`: ``E`` rotates world coordinates into
 body coordinates, ``r`` is the body origin in the world).  Everything else is in
 world axes, with spatial vectors taken at the world origin, and vectorised over
 bodies and dofs instead of recursed:
@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..algorithms.kinematics import joint_transforms
-from ..spatial import apply_motion_inv, compose, cross3, cross_motion, mtv
+from ..model.spatial import apply_motion_inv, compose, cross3, cross_motion, mtv
 
 __all__ = ["Kinematics", "kinematics", "body_rotation", "point_position", "point_jacobian",
            "point_velocity", "point_bias_acceleration"]

@@ -1,6 +1,6 @@
 """Closed-loop mechanisms shipped with the library (used by the tests and the demo).
 
-Each is an open tree built with :class:`~sparsedyn.builders.ModelBuilder` whose
+Each is an open tree built with :class:`~sparsedyn.model.builders.ModelBuilder` whose
 loops are closed by constraints, bundled as a :class:`Mechanism`:
 
 ============================  ====  ===  ====  ========================================================
@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..builders import humanoid, humanoid_standing_configuration
+from ..model.builders import humanoid, humanoid_standing_configuration
 from ..algorithms.kinematics import frame_placement
-from ..builders import ModelBuilder
+from ..model.builders import ModelBuilder
 from ..model import Model
-from ..spatial import Transform, rotz, xlt
-from ..joints import make_joint
+from ..model.spatial import Transform, rotz, xlt
+from ..model.joints import make_joint
 from .assembly import assemble, newton
 from .base import ConstraintSet
 from .errors import AssemblyError, PartitionError

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..joints import quat_log
-from ..spatial import cross3, rot_to_quat
+from ..model.joints import quat_log
+from ..model.spatial import cross3, rot_to_quat
 from . import _kinematics as K
 from .base import Constraint
 from .errors import ConstraintError

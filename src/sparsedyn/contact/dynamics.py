@@ -1,6 +1,6 @@
 """Robots in contact: forward dynamics and impacts with rigid contacts, as sparse solves.
 
-A contact (:class:`~sparsedyn.sensors.Contact`) holds a frame of the robot still against the
+A contact (:class:`~sparsedyn.model.sensors.Contact`) holds a frame of the robot still against the
 world: ``kind="6d"`` constrains the frame's spatial acceleration ``[omega_dot; a]`` (frame axes,
 at its origin; 6 unknowns, the wrench ``[n; f]``), ``kind="3d"`` the classical acceleration of
 its origin (frame axes; 3 unknowns, the force ``f``), ``kind="1d"`` the classical acceleration
@@ -68,7 +68,7 @@ from ..algorithms.fd import fd_crb_kernel, ltdl_checker
 from ..algorithms.kinematics import joint_transforms
 from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
 from ..kernels import Kernel, kernel
-from ..spatial import apply_force_transpose
+from ..model.spatial import apply_force_transpose
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
@@ -219,7 +219,7 @@ def contact_dynamics(model, q, v, tau, contacts, *, baumgarte=None, damping=0.0,
     """Forward dynamics in rigid contact: ``(a, forces)`` (a :class:`ContactDynamics`).
 
     ``q`` (..., nq), ``v``/``tau`` (..., nv); ``contacts``: a sequence of
-    :class:`~sparsedyn.sensors.Contact` (frame names are 6D contacts; a tuple is fastest on a
+    :class:`~sparsedyn.model.sensors.Contact` (frame names are 6D contacts; a tuple is fastest on a
     compiled model).  ``a`` (..., nv): the joint accelerations; ``forces`` (..., m): the contact
     forces applied on the robot, in the order of ``contacts``: ``[n; f]`` (6) per 6D contact,
     ``f`` (3) per point contact, in the contact frame's axes about its origin; ``lambda`` (1) per

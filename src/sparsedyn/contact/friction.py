@@ -1,6 +1,6 @@
 """One-sided frictional contact and time stepping: robots that touch the world.
 
-A one-sided contact (:class:`~sparsedyn.sensors.Contact` with ``kind="3d"``, ``friction=mu``,
+A one-sided contact (:class:`~sparsedyn.model.sensors.Contact` with ``kind="3d"``, ``friction=mu``,
 ``point=p``, ``plane=(n, offset)``) is a point ``p`` fixed in a frame of the robot (frame axes;
 default the frame's origin) against the plane ``{x : n . x = offset}`` (default the ground z = 0)
 with Coulomb friction ``mu >= 0`` (``mu = 0``: a frictionless one-sided contact).  Its *contact
@@ -76,7 +76,7 @@ import numpy as np
 from .. import _checks
 from ..algorithms.configuration import integrate
 from ..kernels import model_method
-from ..sensors import Contact
+from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
                                ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,

@@ -62,7 +62,7 @@ from ..kernels import Kernel
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
-from ..sensors import Contact
+from ..model.sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
 from .friction import _positive, contact_step
 from .friction_kernel import correction_impulses

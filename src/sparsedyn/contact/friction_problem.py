@@ -17,8 +17,8 @@ from ..algorithms.kinematics import frame_world_transform, joint_transforms, wor
 from ..algorithms.ltdl import dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit
 from ..kernels import kernel
 from ..model import UnknownNameError
-from ..sensors import Contact
-from ..spatial import pose, skew
+from ..model.sensors import Contact
+from ..model.spatial import pose, skew
 from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
@@ -132,7 +132,7 @@ def _norms(t):
 # --- the contact set: structure (frames) and data (friction, points, planes) ------------------------
 
 def point_contacts(model, contacts, who="contacts", friction=False):
-    """``contacts`` as a tuple of point contacts (:class:`~sparsedyn.sensors.Contact` with
+    """``contacts`` as a tuple of point contacts (:class:`~sparsedyn.model.sensors.Contact` with
     ``kind="3d"``), checked against ``model``; with ``friction``, each must have a friction
     coefficient (``friction >= 0``; 0 is a frictionless one-sided contact)."""
     if isinstance(contacts, Contact):
@@ -247,7 +247,7 @@ def plane_basis(plane):
 
 
 def contact_basis(contact):
-    """``(R, n, offset)`` of a :class:`~sparsedyn.sensors.Contact`'s plane (:func:`plane_basis`)."""
+    """``(R, n, offset)`` of a :class:`~sparsedyn.model.sensors.Contact`'s plane (:func:`plane_basis`)."""
     normal, offset = contact.plane if contact.plane is not None else ((0.0, 0.0, 1.0), 0.0)
     R, n, off = plane_basis(np.array([*normal, offset], float))
     return R, n, float(off)

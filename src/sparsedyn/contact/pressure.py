@@ -1,7 +1,7 @@
 """Centre of pressure and zero-moment point from contact wrenches (measured, estimated or simulated).
 
 A contact's wrench ``[n; f]`` (on the robot, contact frame axes, about the frame origin ``o``; see
-:class:`~sparsedyn.sensors.Contact`) is moved to world axes, ``n_w = R n``, ``f_w = R f``.  On a
+:class:`~sparsedyn.model.sensors.Contact`) is moved to world axes, ``n_w = R n``, ``f_w = R f``.  On a
 plane through ``p0`` with unit normal ``u`` the point where the wrench has no moment parallel to the
 plane is (the moment about ``p`` is ``N_p = N_0 - (p - p0) x F``; ``u x N_p = 0`` gives)::
 
@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..algorithms.kinematics import frame_placement
-from ..spatial import cross3
+from ..model.spatial import cross3
 from .rows import contact_size, contacts_of
 
 __all__ = ["center_of_pressure", "zero_moment_point", "support_polygon", "ZeroMomentPoint", "CentersOfPressure"]
@@ -112,7 +112,7 @@ def _plane_point(p0, u, N0, F):
 def center_of_pressure(model, q, contacts, wrenches) -> CentersOfPressure:
     """The centre of pressure of each contact, in the world (see the module docstring).
 
-    ``q`` (..., nq); ``contacts``: :class:`~sparsedyn.sensors.Contact` objects or frame names (6D);
+    ``q`` (..., nq); ``contacts``: :class:`~sparsedyn.model.sensors.Contact` objects or frame names (6D);
     ``wrenches``: the contact wrenches on the robot, (..., m) as :func:`~sparsedyn.contact_dynamics`
     returns its ``forces`` (``[n; f]`` per 6D contact, ``f`` per point, the force along the normal
     per 1D contact), or a dict ``{contact name: wrench}`` whose wrenches are of that size or 6

@@ -10,8 +10,8 @@ import numpy as np
 from .. import backend as bk
 from ..algorithms.kinematics import body_accelerations
 from ..model import UnknownNameError
-from ..sensors import Contact
-from ..spatial import apply_motion, compose, cross3
+from ..model.sensors import Contact
+from ..model.spatial import apply_motion, compose, cross3
 
 __all__ = ["contacts_of", "contact_size", "contact_jacobian", "contact_drift", "normal_in_frame"]
 
@@ -19,7 +19,7 @@ __all__ = ["contacts_of", "contact_size", "contact_jacobian", "contact_drift", "
 # --- the contact set (static: its structure selects the program) ----------------------------
 
 def contacts_of(model, contacts, who="contacts"):
-    """``contacts`` as a tuple of :class:`~sparsedyn.sensors.Contact` (frame names become 6D
+    """``contacts`` as a tuple of :class:`~sparsedyn.model.sensors.Contact` (frame names become 6D
     contacts), checked against ``model``: known frames, no contact twice, no one-sided contact."""
     if isinstance(contacts, (Contact, str)):
         contacts = (contacts,)

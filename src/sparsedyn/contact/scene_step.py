@@ -2,7 +2,7 @@
 
 Each step runs :func:`~sparsedyn.contact.collision.collide` at ``q`` and turns every hit of a
 robot shape ``a`` against a world shape ``b`` into a one-sided point contact
-(:class:`~sparsedyn.sensors.Contact`): the witness point ``w_a`` fixed in a frame of ``a``'s body,
+(:class:`~sparsedyn.model.sensors.Contact`): the witness point ``w_a`` fixed in a frame of ``a``'s body,
 against the plane through ``w_b`` of normal ``n`` (from ``b`` towards ``a``), with the pair's
 friction; its gap is the hit's signed distance.  The step is then :func:`~sparsedyn.contact_step`'s with that
 contact list.
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.kinematics import frame_placements
-from ..sensors import Contact
+from ..model.sensors import Contact
 from .collision import collide
 from .friction_problem import ContactSlots, contact_slots, fill_slots
 

@@ -10,7 +10,7 @@ the half-space z <= 0 (unbounded, as MuJoCo and coal's ``Halfspace`` take it); `
 
 ``placement``: the shape's frame in its parent's (the world for a world shape, the body for a
 robot's shape) as ``(R (3, 3), p (3,))``, a 4x4 homogeneous matrix or a
-:class:`~sparsedyn.spatial.Transform`; default the identity.
+:class:`~sparsedyn.model.spatial.Transform`; default the identity.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from ..builders import as_transform
+from ..model.builders import as_transform
 from ..model import GEOMETRY_SHAPES
 
 __all__ = ["Shape", "SHAPE_KINDS"]
@@ -129,7 +129,7 @@ def _size(who, kind, size):
 
 
 def _placement(who, placement):
-    """``(R, p)`` of a placement (anything :func:`~sparsedyn.builders.as_transform` takes), read-only."""
+    """``(R, p)`` of a placement (anything :func:`~sparsedyn.model.builders.as_transform` takes), read-only."""
     X = as_transform(placement, f"{who}: placement")
     return _frozen(np.swapaxes(X.E, -1, -2)), _frozen(X.r)
 

@@ -10,7 +10,7 @@ verdict before any data, and its online phase solves one state or a batch::
     solver = prob.analyze()                      # raises IllPosedError if ill-posed
     e = solver.solve(q, v, y)                   # e.tau, e.f, e.contacts[...], e.named()
 
-Modules: :mod:`sparsedyn.sensors` (sensor kinds, contacts; model entries), :mod:`sparsedyn.estimation.files` (sensor files),
+Modules: :mod:`sparsedyn.model.sensors` (sensor kinds, contacts; model entries), :mod:`sparsedyn.estimation.files` (sensor files),
 :mod:`.problem` (problem, least squares), :mod:`.verdict` (well-posedness), :mod:`.estimator`
 (the offline phase done, the one online function), :mod:`.estimate` (results), :mod:`.compiled`
 (the online function as a kernel, ``sparsedyn.compile(estimator)``), :mod:`.imu` (the floating base's
@@ -18,7 +18,7 @@ state from an IMU), :mod:`.truth`
 (classical ground truth), :mod:`.casestudy` (Nori's humanoid case study, CLI reports).
 """
 
-from ..sensors import (COMPONENTS, LOAD_CELLS, Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration,
+from ..model.sensors import (COMPONENTS, LOAD_CELLS, Accelerometer, Contact, ContactLoad, ForceTorque, JointAcceleration,
                       JointTorque, KnownWrench, Prior, Sensor)
 from .verdict import RANK_RTOL, IllPosedError, StateSingularError, Verdict
 from .estimate import Estimate

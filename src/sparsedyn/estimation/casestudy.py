@@ -31,7 +31,7 @@ import numpy as np
 
 from ..algorithms.configuration import integrate
 from .problem import EstimationProblem, ModelViolationWarning
-from ..sensors import LOAD_CELLS, ContactLoad, ForceTorque, JointTorque
+from ..model.sensors import LOAD_CELLS, ContactLoad, ForceTorque, JointTorque
 
 __all__ = ["FEET", "PAPER", "DEMO_CASES", "case_problems", "consistent_state", "sample_noise", "estimate_report",
            "estimation_demo", "estimation_demo_lines"]
@@ -254,7 +254,7 @@ class _index:
 
 def estimation_demo_lines(model=None, feet=None, seed=0, flops=True, cases=None):
     """The lines of :func:`estimation_demo`, yielded as they are computed (the CLI prints them at once)."""
-    from ..builders import humanoid, humanoid_standing_configuration
+    from ..model.builders import humanoid, humanoid_standing_configuration
     t0 = time.perf_counter()
     if model is None:
         model, q_stand = humanoid(), humanoid_standing_configuration()

@@ -54,7 +54,7 @@ import math
 from pathlib import Path
 
 from ..io.files import clip, read_table, shorten
-from ..sensors import _TYPES, Contact, sensor_from_dict
+from ..model.sensors import _TYPES, Contact, sensor_from_dict
 
 __all__ = ["load_sensors", "problem_from_file", "parse_sensors", "SensorFileError"]
 

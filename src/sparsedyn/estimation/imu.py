@@ -36,7 +36,7 @@ from .. import _checks
 from ..algorithms.kinematics import frame_placement, frame_velocity
 from ..algorithms.proper_acceleration import frame_proper_acceleration
 from ..model import ModelError
-from ..spatial import quat_to_rot, rot_to_quat
+from ..model.spatial import quat_to_rot, rot_to_quat
 
 __all__ = ["imu_base_state", "frame_proper_acceleration"]
 

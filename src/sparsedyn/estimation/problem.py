@@ -17,7 +17,7 @@ The system is Nori's eq. (16), ``[D; D_Y] d + [b; b_Y] = 0``, built on
 * *exact*: the Newton-Euler rows, zero external wrench on bodies without a contact,
   zero force on unactuated (floating-base) joints, and exact sensors (known joint
   accelerations and known wrenches by default);
-* *soft*: every other sensor, with its covariance (and :class:`~sparsedyn.sensors.Prior` rows).
+* *soft*: every other sensor, with its covariance (and :class:`~sparsedyn.model.sensors.Prior` rows).
 
 Verdict (offline, :meth:`EstimationProblem.verdict`): the sparse layer's maximum
 matching gives the structural rank; the numeric rank of the dense system at a
@@ -53,9 +53,9 @@ from .. import _checks
 from .. import sparse
 from ..algorithms.kinematics import joint_transforms, world_transforms
 from ..sparse.assembly import SystemPattern, d_values
-from ..spatial import apply_force, force_matrix, pose
+from ..model.spatial import apply_force, force_matrix, pose
 from ..model import UnknownNameError, unknown_name
-from ..sensors import Contact, JointAcceleration, KnownWrench, Sensor, SensorContext
+from ..model.sensors import Contact, JointAcceleration, KnownWrench, Sensor, SensorContext
 from .truth import contact_forces_to_bodies, newton_euler, pack_d
 from .verdict import RANK_RTOL, IllPosedError, StateSingularError, Verdict, _reduced_rank  # noqa: F401
 from .estimate import Estimate
@@ -97,16 +97,16 @@ class _Entry:
 class EstimationProblem:
     """A model, sensors (each an address into one flat measurement vector) and unknowns.
 
-    ``sensors``: :class:`~sparsedyn.sensors.Sensor` objects (:class:`~sparsedyn.sensors.Prior`
-    ones have no address); default ``model.sensors`` (see :meth:`Model.with_sensors`).  ``contacts``: :class:`~sparsedyn.sensors.Contact` objects or frame
+    ``sensors``: :class:`~sparsedyn.model.sensors.Sensor` objects (:class:`~sparsedyn.model.sensors.Prior`
+    ones have no address); default ``model.sensors`` (see :meth:`Model.with_sensors`).  ``contacts``: :class:`~sparsedyn.model.sensors.Contact` objects or frame
     names: unknown contact wrenches (at most one per body); a point contact (``kind="3d"``) is a
     wrench without moment about its point (its ``contacts`` entry has a zero moment).
     ``unknown_accelerations``: joint names whose acceleration is unknown.  Every
-    other joint acceleration not measured by a :class:`~sparsedyn.sensors.JointAcceleration`
+    other joint acceleration not measured by a :class:`~sparsedyn.model.sensors.JointAcceleration`
     sensor is known exactly and gets the implicit entry ``"qdd"`` at the front of
     the measurement vector.  Bodies with neither a contact nor a known wrench have
     zero external wrench; floating-base (free) joints have zero joint force.
-    ``context`` (:class:`~sparsedyn.sensors.SensorContext`): the frames carrying an
+    ``context`` (:class:`~sparsedyn.model.sensors.SensorContext`): the frames carrying an
     external wrench per body, given to every sensor's rows (an F/T sensor on a
     fixed joint needs the side of the joint each body's external wrench acts on).
     """
@@ -233,7 +233,7 @@ class EstimationProblem:
         (6 per contact, in ``contacts`` order) and the transpose of the block-diagonal matrix of their
         force transforms ``X*`` from body to contact frame, so that ``d[..., idx] @ XT`` is every contact
         wrench at once."""
-        from ..spatial import force_matrix
+        from ..model.spatial import force_matrix
         start = self._d_blocks["fx"][0]
         idx = np.array([start + 6 * self.contact_body[c.name] + r for c in self.contacts for r in range(6)], int)
         XT = np.zeros((len(idx), len(idx)))
@@ -304,7 +304,7 @@ class EstimationProblem:
     def known_accelerations(self, a) -> np.ndarray:
         """The implicit ``"qdd"`` entry of ``y`` from the full joint acceleration ``a`` (..., nv): the
         accelerations of the joints in ``known_joints`` (neither unknown nor measured by a
-        :class:`~sparsedyn.sensors.JointAcceleration` sensor), in that order.  Use it with
+        :class:`~sparsedyn.model.sensors.JointAcceleration` sensor), in that order.  Use it with
         :meth:`pack`: ``y = prob.pack(qdd=prob.known_accelerations(a), **sensor_values)``."""
         a = np.asarray(a, float)
         if a.ndim == 0 or a.shape[-1] != self.model.nv:
@@ -338,7 +338,7 @@ class EstimationProblem:
         """Ground truth by the classical recursion and the noise-free measurement vector.
 
         ``contact_wrenches``: ``{contact name: wrench at its frame (..., 6)}`` (missing: zero);
-        ``known_wrenches``: ``{frame: wrench at the frame}`` for :class:`~sparsedyn.sensors.KnownWrench`
+        ``known_wrenches``: ``{frame: wrench at the frame}`` for :class:`~sparsedyn.model.sensors.KnownWrench`
         sensors.  Returns ``(y, truth)``; ``truth`` is :func:`newton_euler`'s dict plus
         ``"d"`` and ``"contacts"``.  Data the problem's model cannot have (a force on a free joint: the
         contact wrenches do not carry the motion; a moment at a point contact) raise a
@@ -537,7 +537,7 @@ class EstimationProblem:
 
     @staticmethod
     def _components(w):
-        from ..sensors import COMPONENTS
+        from ..model.sensors import COMPONENTS
         w = w / np.max(np.abs(w))
         return "[" + ", ".join(f"{c}={x:+.2f}" for c, x in zip(COMPONENTS, w) if abs(x) > 1e-6) + "]"
 

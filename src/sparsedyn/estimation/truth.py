@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.rnea import rnea_passes
-from ..spatial import apply_force, inverse
+from ..model.spatial import apply_force, inverse
 
 __all__ = ["newton_euler", "pack_d", "contact_forces_to_bodies"]
 

@@ -1,4 +1,4 @@
-"""F/T sensor regressors: the wrench a :class:`~sparsedyn.sensors.ForceTorque` reads is linear in the
+"""F/T sensor regressors: the wrench a :class:`~sparsedyn.model.sensors.ForceTorque` reads is linear in the
 inertial parameters (see :mod:`sparsedyn.identification`)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.regressor import NPARAM, joint_wrench_regressor
-from ..sensors import ForceTorque
-from ..spatial import Transform, force_matrix
+from ..model.sensors import ForceTorque
+from ..model.spatial import Transform, force_matrix
 
 __all__ = ["force_torque_regressor", "force_torque_parameters", "fixed_joint_parameters", "inertia_parameters",
            "model_parameters", "FT_CHUNK"]
@@ -68,7 +68,7 @@ def _sensor_rows(model, sensor, W, pieces):
     joint-wrench regressor of the joint :func:`_sensor_joint` names.
 
     Moving joint ``i``: ``y = F f_i`` with ``F`` the constant sensor map.  Fixed joint merged into body
-    ``B`` (see :class:`~sparsedyn.sensors.ForceTorque`): the child-side piece ``P`` (parameters
+    ``B`` (see :class:`~sparsedyn.model.sensors.ForceTorque`): the child-side piece ``P`` (parameters
     ``pi_P``) moves with ``B``, whose Newton-Euler regressor is ``A_B`` (the diagonal block of ``W``);
     with no moving body on ``P``, ``y = F A_B pi_P``; with every moving child of ``B`` on ``P``,
     ``y = F (f_B - A_B (pi_B - pi_P))``.  No external wrench may act on ``P`` and beyond.
@@ -107,7 +107,7 @@ FT_CHUNK = 1000
 
 
 def force_torque_regressor(model, q, v, a, sensor, gravity=None):
-    """Regressor ``Y_s`` of a 6-axis F/T sensor (:class:`sparsedyn.sensors.ForceTorque`, or its name on
+    """Regressor ``Y_s`` of a 6-axis F/T sensor (:class:`sparsedyn.model.sensors.ForceTorque`, or its name on
     ``model``): what the sensor reads at state ``(q, v, a)`` when no external wrench acts beyond it is
     ``Y_s @ force_torque_parameters(model, sensor)``:
 

@@ -113,7 +113,7 @@ _BASES = ModelCache()
 def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, rtol=1e-10,
                     gravity=None) -> BaseParameters:
     """The base parameters of ``model`` for joint-torque measurements (``joint_torques``) and the
-    :class:`~sparsedyn.sensors.ForceTorque` ``sensors`` (objects or names on the model).
+    :class:`~sparsedyn.model.sensors.ForceTorque` ``sensors`` (objects or names on the model).
 
     ``states``: number of random states stacked (default: enough for three times as many rows as
     parameters); ``rtol``: a pivot of R below ``rtol`` times the largest is rank deficiency;
@@ -250,7 +250,7 @@ class IdentificationData:
         result = data.solve()                 # an Identification, as identify() returns
 
     ``model``: a :class:`~sparsedyn.Model`, or a compiled one (``sparsedyn.compile(model)``);
-    ``sensors``: :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on the model) whose
+    ``sensors``: :class:`~sparsedyn.model.sensors.ForceTorque` sensors (objects or names on the model) whose
     readings :meth:`add` is given, whitened with each sensor's covariance; ``joint_torques``: whether
     :meth:`add` is given joint forces; ``sigma``, ``base``, ``gravity``: as in :func:`identify`.
 
@@ -519,7 +519,7 @@ def identify(model, q, v, a, tau=None, *, sigma=None, ft=None, base=None, physic
     """Identify the base inertial parameters of ``model`` from measured motion and forces.
 
     ``q`` (N, nq), ``v``, ``a`` (N, nv): the states; ``tau`` (N, nv): measured joint forces (or None);
-    ``ft``: ``{sensor: y}`` with :class:`~sparsedyn.sensors.ForceTorque` sensors (objects or names on
+    ``ft``: ``{sensor: y}`` with :class:`~sparsedyn.model.sensors.ForceTorque` sensors (objects or names on
     the model, on moving or merged fixed joints, nothing touching the bodies beyond them) and their
     readings ``y`` (N, 6), whitened with the sensor's covariance; a sensor on a fixed joint adds the
     10 parameters of the links on its child side (``child_sides`` of the result; their reference

@@ -446,7 +446,7 @@ def _chart_inverse(model):
     ``(J^T J)^-1 J^T`` of the chart's derivative ``J = d retract(q, dq)/d dq`` at ``dq = 0``, traced
     from the joint's :meth:`~sparsedyn.Joint.retract` (the small L^T D L solve written out)."""
     from ..algorithms.ltdl import chain_lambda, ltdl, ltdl_solve
-    from ..joints import Joint
+    from ..model.joints import Joint
     from ..kernels import Kernel
     from ..symbolic.ad import inline, jacobian_program
     from ..symbolic.ir import Graph

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import spatial
+from ..model import spatial
 from ..model import Model
 
 __all__ = ["mujoco_nq", "q_to_mujoco", "q_from_mujoco", "velocity_map", "v_to_mujoco", "v_from_mujoco",

@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..joints import JOINT_TYPES, Joint, make_joint
-from ..builders import ModelBuilder
+from ..model.joints import JOINT_TYPES, Joint, make_joint
+from ..model.builders import ModelBuilder
 from ..model import Model, ModelError
-from ..spatial import from_pose, inertia_components, mcI, pose
+from ..model.spatial import from_pose, inertia_components, mcI, pose
 
 __all__ = [
     "pinocchio_nq", "q_to_pinocchio", "q_from_pinocchio", "v_to_pinocchio", "v_from_pinocchio",

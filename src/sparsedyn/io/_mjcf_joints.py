@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..joints import make_joint
-from ..spatial import axis_rotation
+from ..model.joints import make_joint
+from ..model.spatial import axis_rotation
 
 # MuJoCo enum values (mjtJoint; mjtEq's joint equality), stable across versions.
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3

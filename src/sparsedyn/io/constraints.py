@@ -52,7 +52,7 @@ from ..constraints.coupling import JointCoupling, mimic_constraints
 from ..constraints.errors import ConstraintError
 from ..constraints.frames import PointCoincidence, PointOnGround, Weld
 from ..model import ModelError
-from ..spatial import rpy_to_rot
+from ..model.spatial import rpy_to_rot
 from .files import clip, read_table, shorten
 from .urdf import load_urdf
 

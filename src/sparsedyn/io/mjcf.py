@@ -11,7 +11,7 @@ Bodies, joints and coordinates
 ------------------------------
 
 * A MuJoCo body with several joints (a hip with three hinges) becomes ONE body
-  moved by a ``"composite"`` joint (:class:`~sparsedyn.joint_types.Composite`)
+  moved by a ``"composite"`` joint (:class:`~sparsedyn.model.joint_types.Composite`)
   whose parts are its joints in file order: MuJoCo applies a body's joints one
   after the other, each about its own anchor ``jnt_pos`` in the frame the
   previous ones moved, which is the composite's rule when the anchors coincide.
@@ -82,15 +82,15 @@ MuJoCo sensors that measure what the estimation layer's sensors measure become
 ``model.sensors`` (named as in the file, in file order, covariance ``noise**2``
 when the file gives a noise, else unit variance):
 
-* ``force`` / ``torque`` at a site -> :class:`~sparsedyn.sensors.ForceTorque`
+* ``force`` / ``torque`` at a site -> :class:`~sparsedyn.model.sensors.ForceTorque`
   with ``components`` ``("fx", "fy", "fz")`` / ``("nx", "ny", "nz")`` at the
   site's frame, across the joint of the site's body (its last joint, or its
   composite joint) or, for a
   welded body, across its fixed joint: MuJoCo's ``cfrc_int``, the wrench the
   parent exerts on the body's subtree, in site axes about the site;
-* ``accelerometer`` -> :class:`~sparsedyn.sensors.Accelerometer` (proper
+* ``accelerometer`` -> :class:`~sparsedyn.model.sensors.Accelerometer` (proper
   acceleration in site axes);
-* ``jointactuatorfrc`` -> :class:`~sparsedyn.sensors.JointTorque` (the joint
+* ``jointactuatorfrc`` -> :class:`~sparsedyn.model.sensors.JointTorque` (the joint
   force when actuators are the joint's only forces).
 
 ``gyro``, ``jointpos``, ``jointvel`` and the other kinematic sensors measure the
@@ -135,10 +135,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import _checks
-from ..joints import make_joint
-from ..builders import ModelBuilder
+from ..model.joints import make_joint
+from ..model.builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
-from ..spatial import axis_rotation, from_pose, mcI, quat_to_rot
+from ..model.spatial import axis_rotation, from_pose, mcI, quat_to_rot
 from ._mjcf_joints import _BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok, named_joints
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]
@@ -539,7 +539,7 @@ _STATE_SENSORS = {"jointpos", "jointvel", "gyro", "velocimeter", "framepos", "fr
                   "magnetometer", "clock"}
 
 def _sensors(m, model, extra):
-    from ..sensors import Accelerometer, ForceTorque, JointTorque
+    from ..model.sensors import Accelerometer, ForceTorque, JointTorque
     import mujoco
     T = mujoco.mjtSensor
     out, skipped = [], {}

@@ -27,7 +27,7 @@ def resolve_model(spec: str, floating_base: bool = False, invalid_inertia: str =
     ``floating_base``, ``invalid_inertia`` and ``geometry``: see :func:`sparsedyn.load_urdf`.
     Raises ``error`` (a :class:`~sparsedyn.model.ModelError` by default) when ``spec`` is none of
     these, naming the closest example-robot-data URDFs."""
-    from ..builders import BUILTIN_MODELS, builtin
+    from ..model.builders import BUILTIN_MODELS, builtin
     if spec in BUILTIN_MODELS:
         return builtin(spec)
     path = spec if (spec.endswith((".urdf", ".xml", ".mjcf")) or os.path.sep in spec or "/" in spec

@@ -51,7 +51,7 @@ Frames and conventions
 * ``<mimic>`` is kept as :class:`~sparsedyn.model.Mimic` data; the mimicking
   joint stays an independent joint (Pinocchio's default build).
 * Force/torque sensors become ``model.sensors``
-  (:class:`~sparsedyn.sensors.ForceTorque`, on a moving or a fixed joint), from
+  (:class:`~sparsedyn.model.sensors.ForceTorque`, on a moving or a fixed joint), from
   Gazebo's tags::
 
       <gazebo reference="l_leg_ft_sensor">          <!-- a joint -->
@@ -123,11 +123,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import _checks
-from .. import spatial
-from ..joints import make_joint
-from ..builders import ModelBuilder
-from ..model import MAX_LENGTH, Model, ModelError
-from ..sensors import ForceTorque
+from ..model import spatial
+from ..model.joints import make_joint
+from ..model.builders import ModelBuilder
+from ..model.model import MAX_LENGTH, Model, ModelError
+from ..model.sensors import ForceTorque
 from .files import clip, clip_list
 from .urdf_elements import _NUMBER, UrdfError, UrdfWarning, _check_moments, _JointSpec, _parse_link, _Parser, _read_xml
 from .urdf_writer import to_urdf

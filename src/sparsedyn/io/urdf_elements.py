@@ -14,8 +14,8 @@ import defusedxml.ElementTree as DET
 import numpy as np
 
 from .. import _checks
-from .. import spatial
-from ..model import MAX_LENGTH, MAX_MASS, ModelError
+from ..model import spatial
+from ..model.model import MAX_LENGTH, MAX_MASS, ModelError
 from .files import clip, max_file_bytes, read_bytes, shorten, xml_errors
 
 __all__ = ["UrdfError", "UrdfWarning"]
@@ -169,7 +169,7 @@ def _parse_link(P, el):
 
 
 def _spatial_inertia(m, c, Ic):
-    """:func:`sparsedyn.spatial.mcI` for one float body, the same operations without batch machinery
+    """:func:`sparsedyn.model.spatial.mcI` for one float body, the same operations without batch machinery
     (a URDF of thousands of links calls it once per link)."""
     cx, cy, cz = c
     C = np.array([[0.0, -cz, cy], [cz, 0.0, -cx], [-cy, cx, 0.0]])

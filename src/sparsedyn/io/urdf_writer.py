@@ -8,7 +8,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .. import _checks, spatial
+from .. import _checks
+from ..model import spatial
 from ..model import Model
 from .urdf_elements import DBL_MAX, INERTIA_KEYS
 

@@ -11,7 +11,7 @@ Featherstone, "Rigid Body Dynamics Algorithms", 2008, Table 7.1):
 * the transforms are applied as ``Xup_i = (E, r)``, never as 6x6 matrices;
 * the Schur complement that eliminating body ``i`` adds to its parent's ``c(3f), a`` block is
   symmetric, ``Xup_i^T Ia_i Xup_i`` with ``Ia_i = IA_i - U_i D_i^-1 U_i^T`` (``U_i = IA_i S_i``,
-  ``D_i = S_i^T U_i``), and is formed by :func:`sparsedyn.spatial.transform_inertia`;
+  ``D_i = S_i^T U_i``), and is formed by :func:`sparsedyn.model.spatial.transform_inertia`;
   ``Ia_i S_i = 0`` gives exact zeros (:func:`sparsedyn.algorithms.aba.articulated_transmitted`);
 * the multipliers ``-Xup_i^T``, ``-Xup_i^T IA_i``, ``Xup_i^T U_i D_i^-1`` of the scalar LU are never
   stored: the substitutions apply them as products with these factors.
@@ -43,7 +43,7 @@ import numpy as np
 from ..algorithms.aba import articulated_transmitted
 from ..algorithms.rnea import armature_of
 from ..algorithms.ltdl import spd_inverse
-from ..spatial import Transform, apply_force_transpose, apply_motion, mv, rigid_structure, transform_inertia
+from ..model.spatial import Transform, apply_force_transpose, apply_motion, mv, rigid_structure, transform_inertia
 
 __all__ = ["BodyStep", "articulated_plan", "factor_articulated", "substitute_articulated"]
 

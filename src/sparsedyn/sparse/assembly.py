@@ -47,7 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..algorithms.kinematics import joint_transforms, velocity_pass
-from ..spatial import apply_motion, cross_force, cross_motion, motion_matrix, mv, rigid_structure
+from ..model.spatial import apply_motion, cross_force, cross_motion, motion_matrix, mv, rigid_structure
 from ..symbolic.ir import Graph, Sym
 from .variables import Equation, Kinematics
 

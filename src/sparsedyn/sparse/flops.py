@@ -120,9 +120,9 @@ def generic_chain(n, seed=0):
     """A serial chain in the setting of the published counts: ``n`` revolute joints about
     their joint frame's z axis, general ``Xtree`` (random rotation and translation) and general
     inertias, so no transform or inertia entry is a structural zero or one by accident."""
-    from ..joints import make_joint
-    from ..builders import ModelBuilder
-    from ..spatial import Transform, quat_to_rot
+    from ..model.joints import make_joint
+    from ..model.builders import ModelBuilder
+    from ..model.spatial import Transform, quat_to_rot
     rng = np.random.default_rng(seed)
     b = ModelBuilder(f"generic_chain{n}")
     for i in range(1, int(n) + 1):
@@ -137,7 +137,7 @@ def generic_chain(n, seed=0):
 
 
 def _serial_chain(n):
-    from ..builders import serial_chain
+    from ..model.builders import serial_chain
     return serial_chain(n)
 
 
@@ -148,7 +148,7 @@ def chain_flops(n, orderings=("articulated", "colamd"), chain="generic") -> dict
     """Counts for a serial chain of ``n`` revolute links.
 
     ``chain``: ``"generic"`` (:func:`generic_chain`, the published counts' setting) or
-    ``"serial_chain"`` (:func:`sparsedyn.builders.serial_chain`: z axes, links along x, a
+    ``"serial_chain"`` (:func:`sparsedyn.model.builders.serial_chain`: z axes, links along x, a
     planar mechanism in which many entries fold).  Returns ``{"n", "id": phases,
     "id_fill", "rnea": totals, "aba": totals, "fd": {ordering: phases of the qdd outputs},
     "fd_all": {ordering: totals for all of d}, "fill": {ordering: fill-in}}``.

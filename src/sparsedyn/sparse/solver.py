@@ -30,7 +30,7 @@ the recursions cost (Featherstone, "Rigid Body Dynamics Algorithms", 2008, secti
 * an articulated block (forward and hybrid dynamics) is factored body by body
   (:mod:`~sparsedyn.sparse.articulated`): the same pivots as the scalar LU, with
   the transforms applied as ``(E, r)`` and the symmetric Schur complements
-  ``Xup^T Ia Xup`` formed by :func:`~sparsedyn.spatial.transform_inertia`;
+  ``Xup^T Ia Xup`` formed by :func:`~sparsedyn.model.spatial.transform_inertia`;
 * a transform block ``Xup_i`` (rows ``c(3a_i)``) or ``Xup_j^T`` (rows ``c(3f_i)``)
   whose rows are 1x1 blocks solved after all its columns (inverse dynamics: the
   block order is chosen so) is applied as ``apply_motion`` / ``apply_force_transpose``
@@ -61,7 +61,7 @@ from .. import backend as bk
 from ..kernels import Owned
 from ..algorithms.configuration import difference, integrate
 from ..algorithms.kinematics import joint_transforms
-from ..spatial import apply_force_transpose, apply_motion
+from ..model.spatial import apply_force_transpose, apply_motion
 from .articulated import articulated_plan, factor_articulated, substitute_articulated
 from .assembly import SystemPattern, d_values, rhs_values
 from .checks import BERR_TOL, PIVOT_RTOL, Monitor

@@ -198,7 +198,7 @@ class Layout:
 class Kinematics(NamedTuple):
     """Per-state kinematic quantities a measurement's ``bias`` may use.
 
-    ``Xup[i]`` = ``i_X_lambda(i)`` (:class:`~sparsedyn.spatial.Transform`), ``S[i]``
+    ``Xup[i]`` = ``i_X_lambda(i)`` (:class:`~sparsedyn.model.spatial.Transform`), ``S[i]``
     (6, nv_i), ``v[i]`` (..., 6) body velocity in body coordinates; ``q`` (..., nq),
     ``qd`` (..., nv).
     """

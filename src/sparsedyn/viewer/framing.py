@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.kinematics import forward_kinematics
-from ..spatial import pose
+from ..model.spatial import pose
 
 __all__ = ["shape_parts", "posed_points", "camera_pose", "standing"]
 

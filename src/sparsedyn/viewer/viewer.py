@@ -22,7 +22,7 @@ from .. import _checks
 from ..algorithms.com import center_of_mass
 from ..algorithms.kinematics import forward_kinematics, frame_placements
 from ..model import GEOMETRY_KINDS
-from ..spatial import pose
+from ..model.spatial import pose
 from .framing import camera_pose, posed_points, shape_parts, standing
 from .meshes import need, shape_meshes
 from .overlays import Animation, contact_forces, contact_items
@@ -222,7 +222,7 @@ class Viewer:
     def _skeleton(self, kind):
         """A ball at every body origin, a rod from each body to its children's joints, and from a body
         without children to its centre of mass."""
-        from ..spatial import inertia_components
+        from ..model.spatial import inertia_components
         scene, model = self._server.scene, self.model
         c = need("trimesh").creation
         ball = c.icosphere(subdivisions=2, radius=0.025)

@@ -13,7 +13,7 @@ exactly as a URDF ``fixed`` joint is merged (:mod:`sparsedyn.io.urdf`):
 * children of a locked body are re-attached to the host with the composed ``Xtree``;
 * the locked body's own frame and its named frames stay, as frames on the host (same names);
 * the locked joint becomes a :class:`~sparsedyn.model.FixedJoint` (so a
-  :class:`~sparsedyn.sensors.ForceTorque` sensor on it keeps working), and fixed joints recorded
+  :class:`~sparsedyn.model.sensors.ForceTorque` sensor on it keeps working), and fixed joints recorded
   on merged bodies are re-attached to the host;
 * the locked dofs' armature, limits and passive joint data are dropped; the kept joints keep theirs;
 * visual and collision shapes (``model.geometries``) move with their bodies (to the world when the
@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from . import _checks
+from .. import _checks
 from .builders import as_transform
 from .model import FixedJoint, Frame, JointDynamics, Mimic, Model, ModelError
 from .spatial import compose, identity, rigid_inertia, rigid_inertia_matrix, rigid_transform
@@ -79,7 +79,7 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
     Returns a new :class:`~sparsedyn.model.Model` whose q and v hold the kept joints in their original
     order (``q_ref[keep]`` of the old layout, see :attr:`~sparsedyn.Model.joint_names`).  See the
     module docstring for what happens to bodies, inertias, frames and fixed joints.  Sensors that
-    name a locked joint: a :class:`~sparsedyn.sensors.ForceTorque` sensor stays (the joint is now a
+    name a locked joint: a :class:`~sparsedyn.model.sensors.ForceTorque` sensor stays (the joint is now a
     fixed joint); joint torque / acceleration sensors lose the locked joints (a sensor left with no
     joint is dropped) with a :class:`ReductionWarning`.  Mimic couplings that involve a locked joint
     are dropped with a warning.  Frames and sensors keep their names, so a
@@ -222,7 +222,7 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
 
     ``frame``: a frame of ``model`` (name or index), or ``None`` / ``model.root_name`` for the world.
     ``placement``: the pose of ``other``'s world frame in ``frame``, a pose pair ``(R, p)``, a 4 x 4
-    homogeneous matrix or a :class:`~sparsedyn.spatial.Transform` (default the identity; a matrix
+    homogeneous matrix or a :class:`~sparsedyn.model.spatial.Transform` (default the identity; a matrix
     that is not a rotation is refused).  ``prefix`` is put in front of every body, joint, frame,
     fixed-joint and sensor name of ``other``; names that still clash raise :class:`ModelError`
     listing them.

@@ -1,10 +1,10 @@
 """Joint registry: ``jcalc(joint, q) -> (XJ, S)``.
 
 Every joint type is one small class.  ``XJ = child_X_parent`` is the joint
-transform (a :class:`~sparsedyn.spatial.Transform`), ``S`` (6, nv) (or (..., 6, nv)) the
+transform (a :class:`~sparsedyn.model.spatial.Transform`), ``S`` (6, nv) (or (..., 6, nv)) the
 motion subspace expressed in the child (successor) frame.  The joint types of this module
 have a constant ``S`` (velocities are taken in the child frame), so ``cJ = 0``; those of
-:mod:`sparsedyn.joint_types` (Euler-angle spherical joints, universal, composite and custom
+:mod:`sparsedyn.model.joint_types` (Euler-angle spherical joints, universal, composite and custom
 joints, a screw with its own translation axis) have an ``S(q)`` and a velocity-product term
 ``cJ = Sdot qd`` (:meth:`Joint.bias`, the apparent derivative in the child frame, RBDA
 section 4.4), which every algorithm adds to ``v x vJ``.
@@ -27,7 +27,7 @@ free            7     6     q ``[x, y, z, qx, qy, qz, qw]``; v ``[omega; v]`` in
 ==============  ====  ====  =======================================================
 
 Adding a joint type means adding a class and registering it; no algorithm
-changes.  The other joint types and their conventions: :mod:`sparsedyn.joint_types`.
+changes.  The other joint types and their conventions: :mod:`sparsedyn.model.joint_types`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import backend as bk
+from .. import backend as bk
 from .spatial import Transform, axis_rotation, cross3, quat_to_rot, skew
 
 __all__ = ["Joint", "JOINT_TYPES", "make_joint", "jcalc", "quat_multiply", "quat_exp", "quat_log"]
@@ -578,7 +578,7 @@ def make_joint(type: str, axis=(0.0, 0.0, 1.0), pitch: float = 0.0, **options) -
 
     ``options`` are the type's own fields: ``translation_axis`` (``"helical"``), ``axes``
     (``"universal"``: two axes), ``joints`` (``"composite"``: a sequence of joints), see
-    :mod:`sparsedyn.joint_types`.
+    :mod:`sparsedyn.model.joint_types`.
     """
     try:
         cls = JOINT_TYPES[type]

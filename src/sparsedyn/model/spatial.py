@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import backend as bk
+from .. import backend as bk
 
 __all__ = [
     "Transform", "skew", "cross3", "inner", "mv", "mtv", "crm", "crf", "cross_motion", "cross_force",

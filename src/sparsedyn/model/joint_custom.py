@@ -1,7 +1,7 @@
 """A joint whose ``jcalc`` the user writes: :class:`CustomJoint`.
 
 The user's functions are written over arrays with the library's array-generic functions
-(:mod:`sparsedyn.spatial`, :mod:`sparsedyn.backend`: ``bk.sin``, ``bk.cos``, ``bk.sqrt`` ...), as
+(:mod:`sparsedyn.model.spatial`, :mod:`sparsedyn.backend`: ``bk.sin``, ``bk.cos``, ``bk.sqrt`` ...), as
 the built-in joints are, so that they run on float arrays with leading batch axes and on the
 tracer's object arrays: a model with a custom joint compiles like any other.  The joint is
 checked when it is made: it must trace, return arrays of the declared shapes, and its ``S`` and
@@ -20,7 +20,7 @@ import numpy as np
 
 from .joints import Joint
 from .spatial import Transform, pose
-from .symbolic.trace import UntraceableError, trace_function
+from ..symbolic.trace import UntraceableError, trace_function
 
 __all__ = ["CustomJoint"]
 
@@ -29,7 +29,7 @@ __all__ = ["CustomJoint"]
 class CustomJoint(Joint):
     """A joint with ``nq`` coordinates and ``nv`` velocities defined by user functions.
 
-    ``jcalc(q) -> (XJ, S)``: ``q`` (..., nq); ``XJ`` a :class:`~sparsedyn.spatial.Transform`
+    ``jcalc(q) -> (XJ, S)``: ``q`` (..., nq); ``XJ`` a :class:`~sparsedyn.model.spatial.Transform`
     ``child_X_parent`` (``E`` (..., 3, 3) turns parent coordinates into child ones, ``r`` (..., 3)
     is the child origin in the parent frame) or a pair ``(E, r)``; ``S`` (6, nv) or (..., 6, nv)
     the motion subspace in the child frame, angular rows first.
@@ -145,7 +145,7 @@ def _check_shapes(joint, where, q, qd):
     except (TypeError, ValueError, IndexError) as e:
         raise ValueError(f"{where}: jcalc(q) failed for q of shape ({joint.nq},): {type(e).__name__}: {e}") from e
     if not ok:
-        raise ValueError(f"{where}: jcalc(q) must return (XJ, S) with XJ a sparsedyn.spatial.Transform or a pair "
+        raise ValueError(f"{where}: jcalc(q) must return (XJ, S) with XJ a sparsedyn.model.spatial.Transform or a pair "
                          f"(E, r), got {type(out).__name__}")
     parts = _flat(joint, q, qd)
     want = [(3, 3), (3,), (6, joint.nv)] + ([(6,)] if len(parts) == 4 else [])

@@ -31,10 +31,10 @@ __all__ = ["ModelBuilder", "as_transform", "serial_chain", "random_tree", "auto_
 
 
 def as_transform(X, what="transform") -> Transform:
-    """A placement as a :class:`~sparsedyn.spatial.Transform` ``B_X_A`` (B: the new frame, A: the
+    """A placement as a :class:`~sparsedyn.model.spatial.Transform` ``B_X_A`` (B: the new frame, A: the
     frame it is placed in), from any of:
 
-    * a :class:`~sparsedyn.spatial.Transform` ``(E, r)`` (used as is);
+    * a :class:`~sparsedyn.model.spatial.Transform` ``(E, r)`` (used as is);
     * a pose pair ``(R, p)``: ``R`` (3, 3) the rotation of B's axes in A (B to A coordinates),
       ``p`` (3,) B's origin in A [m];
     * a 4 x 4 homogeneous matrix ``[[R, p], [0, 0, 0, 1]]`` of the same pose;
@@ -99,9 +99,9 @@ class ModelBuilder:
         """Add body ``name`` attached to ``parent`` (a body name, or ``None`` for the world).
 
         ``Xtree``: placement joint_X_parent of the joint frame in the parent's frame at q = 0 (default
-        identity): a :class:`~sparsedyn.spatial.Transform`, a pose pair ``(R, p)`` or a 4 x 4
-        homogeneous matrix (see :func:`as_transform`).  ``joint``: a :class:`~sparsedyn.joints.Joint`
-        (:func:`~sparsedyn.joints.make_joint`).  Give
+        identity): a :class:`~sparsedyn.model.spatial.Transform`, a pose pair ``(R, p)`` or a 4 x 4
+        homogeneous matrix (see :func:`as_transform`).  ``joint``: a :class:`~sparsedyn.model.joints.Joint`
+        (:func:`~sparsedyn.model.joints.make_joint`).  Give
         either ``inertia`` (6x6 about the body origin) or ``mass``, ``com``,
         ``rot_inertia`` (about the CoM, body frame).  Limits are per joint
         coordinate (nq) for positions and per dof (nv) for velocity/effort.
@@ -267,7 +267,7 @@ def serial_chain(n, joint="revolute", axis=(0.0, 0.0, 1.0), length=0.3, mass=1.0
     """``n`` identical slender links in a row (bodies ``link1..linkn``, joints ``joint1..jointn``).
 
     ``joint`` is a registered joint type name (made with ``axis``) or a
-    :class:`~sparsedyn.joints.Joint` instance used for every link.  Each link is
+    :class:`~sparsedyn.model.joints.Joint` instance used for every link.  Each link is
     a solid cylinder of radius ``length / 20`` along its x axis with its centre
     of mass at ``[length / 2, 0, 0]``; the joint of link ``i + 1`` sits at the
     far end of link ``i`` (``Xtree`` translates by ``length`` along x).
@@ -360,7 +360,7 @@ def random_tree(nbodies, *, branching=1.0, skew=0.0, taper=1.0, joint_types=("re
     link, turned by ``skew`` about that link's x axis: ``Xtree = rotx(skew) xlt([len, 0, 0])``.
 
     Joints: types are drawn from ``joint_types`` (names from
-    :data:`~sparsedyn.joints.JOINT_TYPES`, or ``"all"``); every listed type
+    :data:`~sparsedyn.model.joints.JOINT_TYPES`, or ``"all"``); every listed type
     appears at least once when there are enough bodies.  Axes are random
     (coordinate axes and non-aligned ones), helical pitches random; a universal
     joint gets two perpendicular random axes, a composite joint a prismatic and a

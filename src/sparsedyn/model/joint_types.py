@@ -1,6 +1,6 @@
 """Joints whose motion subspace depends on ``q``, and the 3-dof translation.
 
-Built on the registry of :mod:`sparsedyn.joints` (``jcalc(joint, q) -> (XJ, S)``).  For these
+Built on the registry of :mod:`sparsedyn.model.joints` (``jcalc(joint, q) -> (XJ, S)``).  For these
 joints ``S(q)`` (..., 6, nv) is expressed in the child frame and changes with ``q``, so the
 joint adds the velocity-product acceleration ``cJ = Sdot qd`` (:meth:`~sparsedyn.Joint.bias`,
 the time derivative of the child-frame components of ``S``; Featherstone, *Rigid Body Dynamics

@@ -63,7 +63,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import kernels as _kernels
+from .. import kernels as _kernels
 from .spatial import Transform, identity
 
 __all__ = ["Model", "Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelError", "UnknownNameError", "unknown_name",
@@ -224,7 +224,7 @@ def _frozen(a, dtype=float):
 
 @dataclass(frozen=True, eq=False)
 class Model:
-    """Immutable kinematic tree.  Build it with :class:`~sparsedyn.builders.ModelBuilder` or a parser."""
+    """Immutable kinematic tree.  Build it with :class:`~sparsedyn.model.builders.ModelBuilder` or a parser."""
 
     name: str
     body_names: tuple
@@ -502,7 +502,7 @@ class Model:
         return dataclasses.replace(self, geometries=self.geometries + tuple(geometries))
 
     def with_sensors(self, *sensors) -> "Model":
-        """A copy of this model carrying ``sensors`` (:mod:`sparsedyn.sensors`) after its own.
+        """A copy of this model carrying ``sensors`` (:mod:`sparsedyn.model.sensors`) after its own.
 
         Sensors are model entries (as in MuJoCo): an estimation problem built on the
         model without an explicit sensor list measures these, each at an address

@@ -1,0 +1,19 @@
+"""The model layer: spatial algebra, joints, the frozen :class:`Model`, builders, sensors and editing.
+
+``spatial``      3D/6D vectors, Plücker transforms, spatial inertias (angular-first)
+``joints``       the joint registry (``jcalc(joint, q) -> (XJ, S)``) and the elementary joints
+``joint_types``  multi-axis joints: Euler-angle spherical, translation, universal, composite
+``joint_custom`` :class:`~sparsedyn.CustomJoint`, a joint whose ``jcalc`` the user writes
+``model``        :class:`Model` (topology and constant parameters, frozen), frames, geometry
+``builders``     building models by hand, random trees, the built-in models
+``sensors``      sensors and contacts as model entries
+``edit``         ``reduce_model`` and ``append_model``
+
+The parsers (URDF, MJCF, SRDF) live in :mod:`sparsedyn.io`; they build a Model and nothing else.
+"""
+
+from .model import (GEOMETRY_KINDS, GEOMETRY_SHAPES, FixedJoint, Frame, Geometry, JointDynamics, Mimic, Model,
+                    ModelError, UnknownNameError, unknown_name)
+
+__all__ = ["Model", "Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelError", "UnknownNameError", "unknown_name",
+           "Geometry", "GEOMETRY_KINDS", "GEOMETRY_SHAPES"]
