@@ -79,13 +79,17 @@ def markdown_python_blocks(text):
 
 
 def _run_blocks(blocks, where, tmp_path, monkeypatch):
+    """Run ``blocks`` in one namespace on the road a reader's copy takes: the default backend
+    (native plain calls once their builds are ready, NumPy while they build), not the suite's
+    NumPy setting."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     monkeypatch.chdir(tmp_path)                 # an example writes nothing into the repository
     namespace = {"__name__": "__docs__"}
-    for k, block in enumerate(blocks):
-        exec(compile(block, f"{where}, Python block {k + 1}", "exec"), namespace)
+    with sparsedyn.use_backend("native"):
+        for k, block in enumerate(blocks):
+            exec(compile(block, f"{where}, Python block {k + 1}", "exec"), namespace)
     plt.close("all")
     return namespace
 
