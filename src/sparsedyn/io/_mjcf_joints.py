@@ -18,6 +18,28 @@ _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _EQ_JOINT = 2
 
 
+def wxyz(quat):
+    """Quaternions ``[x, y, z, w]`` (ours, last axis) as MuJoCo's ``[w, x, y, z]``."""
+    return np.concatenate([quat[..., 3:], quat[..., :3]], -1)
+
+
+def xyzw(quat):
+    """MuJoCo's quaternions ``[w, x, y, z]`` (last axis) as ours, ``[x, y, z, w]``."""
+    return np.concatenate([quat[..., 1:], quat[..., :1]], -1)
+
+
+def map_quaternions(model, q, f):
+    """Copy of ``q`` (..., nq) with ``f`` (:func:`wxyz` or :func:`xyzw`) applied to the quaternion block of
+    every spherical, free and composite joint: MuJoCo's ``qpos`` from our ``q`` and back."""
+    q = q.copy()
+    for i, j in enumerate(model.joints):
+        if j.type in ("spherical", "free", "composite"):
+            for k in j.quaternions():
+                s = int(model.q_start[i]) + k
+                q[..., s:s + 4] = f(q[..., s:s + 4])
+    return q
+
+
 def _pose(R=None, p=None):
     """The 4x4 pose of rotation ``R`` (default identity) and position ``p`` (default zero)."""
     T = np.eye(4)
