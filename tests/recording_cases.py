@@ -4,6 +4,7 @@ tests/test_cli_recordings.py): chain7 with a least-squares sensor set, states an
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import sparsedyn as sd
 
@@ -26,10 +27,12 @@ std = 0.05
 """
 
 
-def chain_case(d: Path):
-    """``(model, problem, sensor file)`` of chain7 with :data:`SENSORS`, the file written in ``d``."""
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """``(model, problem, sensor file)`` of chain7 with :data:`SENSORS` (a fixture: import it)."""
     from sparsedyn.estimation import problem_from_file
     from sparsedyn.model.builders import builtin
+    d = tmp_path_factory.mktemp("chain")
     (d / "chain.toml").write_text(SENSORS)
     model = builtin("chain7")
     return model, problem_from_file(model, d / "chain.toml"), d / "chain.toml"

@@ -6,14 +6,9 @@ import io
 import numpy as np
 import pytest
 
-from recording_cases import chain_case, leftovers, states
+from recording_cases import chain, leftovers, states  # noqa: F401 (chain: a fixture)
 from sparsedyn import cli
 from sparsedyn.cli_recordings import TerminalProgress
-
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory):
-    return chain_case(tmp_path_factory.mktemp("chain"))
 
 
 def test_cli_bad_recording_is_one_error_line(chain, tmp_path, capsys):

@@ -13,14 +13,9 @@ import zarr
 
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
-from recording_cases import SRC, chain_case, leftovers, states
+from recording_cases import SRC, chain, leftovers, states  # noqa: F401 (chain: a fixture)
 from sparsedyn.estimation.recordings import InProcess, estimate_recording
 from sparsedyn.io.recordings import RecordingError, open_recording
-
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory):
-    return chain_case(tmp_path_factory.mktemp("chain"))
 
 
 def test_a_measurement_vector_without_qdd_takes_the_known_accelerations_from_a(chain, tmp_path):

@@ -12,7 +12,7 @@ import zarr
 
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
-from recording_cases import SRC, chain_case, leftovers, states
+from recording_cases import SRC, chain, leftovers, states  # noqa: F401 (chain: a fixture)
 from sparsedyn import cli
 from sparsedyn import identification as idn
 from sparsedyn.estimation.recordings import estimate_recording
@@ -38,11 +38,6 @@ def client():
     yield c
     c.close()
     cluster.close()
-
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory):
-    return chain_case(tmp_path_factory.mktemp("chain"))
 
 
 def test_cli_on_two_worker_processes_equals_the_in_process_solve(chain, tmp_path, capsys):
