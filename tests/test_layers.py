@@ -39,7 +39,7 @@ LAYERS = [
     ("constraints", ["constraints"]),
     ("contact", ["contact"]),
     # readers whose files hold constraints too (MJCF equalities, closed-loop side files: a
-    # ConstraintSet; MuJoCo's joints and quaternion order), and load_model / resolve_model
+    # ConstraintSet; MuJoCo's joints and quaternion order: mjcf_joints), and load_model / resolve_model
     ("loaders", ["io"]),
     ("compile", ["codegen"]),
     # other libraries: their layouts and models, and the compiler's bridges (CasADi, JAX, Dask)

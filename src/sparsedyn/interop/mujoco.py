@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..io._mjcf_joints import map_quaternions as _map_quaternions, wxyz as _wxyz, xyzw as _xyzw
+from ..io.mjcf_joints import map_quaternions as _map_quaternions, wxyz as _wxyz, xyzw as _xyzw
 from ..model import spatial
 from ..model import Model
 

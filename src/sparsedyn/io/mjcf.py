@@ -139,7 +139,7 @@ from ..model.joints import make_joint
 from ..model.builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
 from ..model.spatial import axis_rotation, from_pose, mcI, quat_to_rot
-from ._mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok,
+from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok,
                            map_quaternions, named_joints, xyzw)
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]

@@ -1,4 +1,6 @@
-"""MuJoCo joints of a body: several of them as one composite joint (the rule: :mod:`sparsedyn.io.mjcf`).
+"""MuJoCo's joints: its quaternion order in ``qpos`` (:func:`map_quaternions`, also behind
+:mod:`sparsedyn.interop.mujoco`'s layout maps), and several joints of a body as one composite joint
+(the rule: :mod:`sparsedyn.io.mjcf`).
 
 MuJoCo applies a body's joints one after the other, each about its own anchor ``jnt_pos`` in the
 frame the previous ones moved: ``B = B0 T(p1) J1 T(-p1) T(p2) J2 T(-p2) ...``.  With one anchor
