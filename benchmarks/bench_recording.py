@@ -10,10 +10,10 @@ noise-free measurements, repeated to ``--states`` rows, written as an uncompress
 
 1. one in-process batched call: the compiled estimator's ``solve`` on all states at once
    (arrays in memory, all cores), plus reading the contact wrenches;
-2. ``estimate_recording(..., workers=N)`` (what ``--workers N`` runs): a local cluster of
+2. ``estimate_recording(..., runner=DaskRunner(workers=N))`` (what ``--workers N`` runs): a local cluster of
    N worker processes, one thread each, reading, solving and writing the output ``.npz``;
    timed with the cluster start and, separately, on an already started cluster;
-3. ``estimate_recording(..., workers=0)``: the same chunks in this process (all cores, then one
+3. ``estimate_recording(...)``: the same chunks in this process (all cores, then one
    thread: on a loaded machine a fork-join over cores waits for its slowest thread);
 4. the in-process batched call again (the machine's drift between 1 and 4).
 
@@ -46,7 +46,8 @@ def main(argv=None):
     import sparsedyn as sd
     from sparsedyn.estimation import problem_from_file
     from sparsedyn.estimation.casestudy import consistent_state
-    from sparsedyn.recording import estimate_recording, local_cluster
+    from sparsedyn.estimation.recordings import estimate_recording
+    from sparsedyn.interop.dask import DaskRunner, local_cluster
 
     log = []
 
@@ -90,7 +91,8 @@ def main(argv=None):
         batched("1. one in-process batched call (k.solve on all states, all cores)")
         t0 = time.perf_counter()
         cluster, client = local_cluster(args.workers)        # what --workers starts
-        s = estimate_recording(est, rec, Path(tmp) / "dask.npz", client=client, chunk=args.chunk)
+        s = estimate_recording(est, rec, Path(tmp) / "dask.npz", runner=DaskRunner(client=client),
+                               chunk=args.chunk)
         dt_all = time.perf_counter() - t0
         client.close()
         cluster.close()

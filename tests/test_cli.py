@@ -219,7 +219,7 @@ def test_view_saves_a_standalone_page_of_a_recording(tmp_path, capsys):
     qs = np.tile(model.neutral(), (T, 1))
     qs[:, 1] = np.linspace(0.0, -1.0, T)
     rec, est = tmp_path / "motion.npz", tmp_path / "estimates.npz"
-    np.savez(rec, q=qs)                                  # a recording (sparsedyn.recording) and its estimates
+    np.savez(rec, q=qs)                                  # a recording (sparsedyn.io.recordings) and its estimates
     np.savez(est, tau=np.zeros((T, model.nv)), **{"contact[panda_hand]": np.tile([0, 0, 0, 0, 0, 20.0], (T, 1))})
     out = tmp_path / "motion.html"
     assert cli.main(["view", "panda", "--recording", str(rec), "--estimates", str(est), "--dt", str(dt),

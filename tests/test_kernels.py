@@ -161,6 +161,19 @@ def test_an_owner_hands_its_kernels_through_the_protocol(compile_cache):
         sd.compile(_Scaler(model, 1.0), kernels=("rnea",))
 
 
+def test_layers_below_the_compiler_compile_an_owner_through_the_registry(compile_cache):
+    """``kernels.compile_owner`` is ``sparsedyn.compile`` for the layers below the compiler (which
+    registered itself): the same compiled kernels, the owner's own wrapper included."""
+    model = sd.serial_chain(4)
+    v = np.random.default_rng(2).normal(size=(3, 4))
+    k = kernels.compile_owner(_Scaler(model, 1.5))
+    assert k.names == ("scale",) and k.compiled
+    w, s = k.scale(v)
+    assert np.array_equal(w, 1.5 * v) and np.array_equal(w, sd.compile(_Scaler(model, 1.5)).scale(v)[0])
+    tag, inner = kernels.compile_owner(_Wrapped(model, 1.0))
+    assert tag == "wrapped" and np.array_equal(inner.scale(v)[0], v)
+
+
 def _scale_in_worker(k, v):
     return type(k).__name__, k.compiled, k.scale(v)
 

@@ -137,6 +137,12 @@ _LAZY = {
     "interop": ("sparsedyn.interop", None),
     "Viewer": ("sparsedyn.viewer", "Viewer"),
     "io": ("sparsedyn.io", None),
+    "Recording": ("sparsedyn.io.recordings", "Recording"),
+    "RecordingError": ("sparsedyn.io.recordings", "RecordingError"),
+    "open_recording": ("sparsedyn.io.recordings", "open_recording"),
+    "write_recording": ("sparsedyn.io.recordings", "write_recording"),
+    "estimate_recording": ("sparsedyn.estimation.recordings", "estimate_recording"),
+    "identify_recording": ("sparsedyn.identification.recordings", "identify_recording"),
 }
 
 
@@ -198,6 +204,7 @@ __all__ = [
     "center_of_pressure", "zero_moment_point", "support_polygon", "CentersOfPressure", "ZeroMomentPoint",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",
     "estimate_derivatives",
+    "Recording", "RecordingError", "open_recording", "write_recording", "estimate_recording", "identify_recording",
     "use_backend", "NonFiniteResultError", "BatchMemoryError",
     "codegen", "CompiledModel", "compile_report",   # not "compile": * must not shadow Python's builtin
 ]

@@ -328,7 +328,7 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; format in the README)")
     p_est.add_argument("--floating-base", action="store_true", help=fb_help)
     p_est.add_argument("--recording", default=None, help="estimate every state of a recording (.npz or Zarr store "
-                                                         "with q, v, y; see sparsedyn.recording) into --out")
+                                                         "with q, v, y; see sparsedyn.estimate_recording) into --out")
     p_est.add_argument("--out", default=None, help="with --recording: where to write the estimates (.npz or .zarr)")
     p_est.add_argument("--workers", type=int, default=0, help="with --recording: Dask worker processes on this "
                                                              "machine (default 0: in this process)")
@@ -375,7 +375,7 @@ def _parser() -> argparse.ArgumentParser:
     src = p_view.add_mutually_exclusive_group()
     src.add_argument("--q", metavar="FILE", help="a configuration (nq numbers) or a trajectory (one per row) in "
                                                  "a .npy, .txt or .csv file")
-    src.add_argument("--recording", metavar="REC", help="a recording (.npz or Zarr store, see sparsedyn.recording): "
+    src.add_argument("--recording", metavar="REC", help="a recording (.npz or Zarr store, sparsedyn.io.recordings): "
                                                         "its states q, and contact[<frame>] forces if it has them")
     p_view.add_argument("--estimates", metavar="EST", help="with --recording: the estimates of its states (the "
                                                            "output of sparsedyn estimate --recording), contact forces "
@@ -430,7 +430,7 @@ def _error_line(e: BaseException) -> str:
 
 def read_motion(model, q_file=None, recording=None, dt=None, estimates=None):
     """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``: ``--q FILE`` (one configuration or
-    one per row: .npy, .txt, .csv), or ``--recording REC`` (a recording of :mod:`sparsedyn.recording`,
+    one per row: .npy, .txt, .csv), or ``--recording REC`` (a recording of :mod:`sparsedyn.io.recordings`,
     its ``q``), with contact forces ``contact[<frame>]`` (T, 6) from the recording or from ``estimates``
     (the output of ``sparsedyn estimate --recording``).  ``dt``: seconds between rows (default 0.01).
     Errors name the file and what was expected."""
@@ -440,7 +440,7 @@ def read_motion(model, q_file=None, recording=None, dt=None, estimates=None):
         raise ValueError(f"--dt: expected a positive number of seconds, got {dt}")
     contacts = None
     if recording is not None:
-        from .recording import open_recording
+        from .io.recordings import open_recording
         rec, source = open_recording(recording), recording
         if "q" not in rec.names:
             raise ValueError(f"{recording}: a recording holds the configurations 'q' (T, nq); it has {rec.names}")
@@ -533,11 +533,11 @@ def main(argv=None) -> int:
         elif args.command == "estimate" and (args.recording or args.out):
             if not (args.recording and args.out):
                 raise UsageError("--recording and --out go together")
-            from .recording import recording_report
+            from .cli_recordings import recording_report
             print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
                                    args.out, workers=args.workers, chunk=args.chunk, force=args.force))
         elif args.command == "identify":
-            from .recording import identify_report
+            from .cli_recordings import identify_report
             print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
                                   sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
                                   workers=args.workers, chunk=args.chunk, force=args.force))

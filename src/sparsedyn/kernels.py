@@ -102,7 +102,7 @@ def set_model_type(cls):
     Model = cls
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "native_calls",
-           "set_model_type",
+           "set_compiler", "compile_owner", "set_model_type",
            "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
 #: The backends a plain call can use, ``"native"`` (the default; compiled kernels, built on
@@ -165,6 +165,29 @@ def _forget(key, calls):
     # Called as the model dies (before its id can be reused); the check guards a table replaced since.
     if _calls.get(key) is calls:
         del _calls[key]
+
+
+#: The compiler's ``compile(owner, kernels)`` (``sparsedyn.compile``), set by :func:`set_compiler`.
+_compile = None
+
+
+def set_compiler(fn):
+    """Register ``fn(owner, kernels)``, what :func:`compile_owner` calls (the compiler calls this
+    when it is imported, with :func:`set_native`)."""
+    global _compile
+    _compile = fn
+
+
+def compile_owner(owner, kernels=()):
+    """``sparsedyn.compile(owner, kernels)`` for the layers below the compiler (a recording's chunked
+    solve compiles its estimator): an owner of kernels (see *Owners* above) compiled by the compiler
+    that registered itself (:func:`set_compiler`), imported on first use like the plain calls'."""
+    if _compile is None and native_loader is not None:
+        native_loader()
+    if _compile is None:
+        raise RuntimeError("sparsedyn.kernels.compile_owner: no compiler registered itself (sparsedyn.codegen "
+                           "does when it is imported)")
+    return _compile(owner, kernels)
 
 
 class use_backend:

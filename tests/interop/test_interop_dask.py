@@ -30,7 +30,7 @@ from conftest import rel_err, rounding_bound
 from sparsedyn.model.builders import builtin
 from sparsedyn.estimation import ForceTorque, EstimationProblem
 from sparsedyn.interop import dask as sdd
-from sparsedyn.recording import estimate_fields
+from sparsedyn.estimation.recordings import estimate_fields
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dask_estimation.py"
 

@@ -81,7 +81,7 @@ def test_a_failure_inside_the_block_leaves_nothing_and_keeps_the_old_output(tmp_
 
 SIZE_LIMITED = """
 import resource, sys, numpy as np
-from sparsedyn.recording import write_recording
+from sparsedyn.io.recordings import write_recording
 resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
 try:
     write_recording(sys.argv[1], {"x": np.random.default_rng(0).random((100_000, 4))}, force=True)  # incompressible
@@ -122,7 +122,7 @@ def test_sigterm_while_writing_leaves_nothing(tmp_path):
 
 
 def test_write_recording_refuses_an_existing_output(tmp_path):
-    from sparsedyn.recording import RecordingError, write_recording
+    from sparsedyn.io.recordings import RecordingError, write_recording
     write_recording(tmp_path / "r.npz", {"x": np.arange(3.0)})
     with pytest.raises(RecordingError, match="already exists"):
         write_recording(tmp_path / "r.npz", {"x": np.zeros(3)})

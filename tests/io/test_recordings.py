@@ -14,7 +14,7 @@ import pytest
 import zarr
 
 import sparsedyn as sd
-from sparsedyn.io.recordings import Recording, RecordingError
+from sparsedyn.io.recordings import Recording, RecordingError, open_recording, write_recording
 
 SRC = str(Path(sd.__file__).resolve().parents[1])
 Q = np.arange(200 * 7, dtype=float).reshape(200, 7) / 7.0
@@ -159,3 +159,13 @@ def test_bad_paths_are_errors_naming_them(tmp_path):
     (tmp_path / "rec.txt").write_text("x")
     with pytest.raises(RecordingError, match=r"expected a \.npz file or a Zarr store"):
         Recording(tmp_path / "rec.txt")
+
+
+def test_write_recording_round_trip(tmp_path):
+    x = np.arange(12.0).reshape(6, 2)
+    for name in ("r.npz", "r.zarr"):
+        write_recording(tmp_path / name, {"q": x, "y": 2 * x}, chunk=4)
+        rec = open_recording(tmp_path / name)
+        assert sorted(rec.names) == ["q", "y"] and rec.shape("y") == (6, 2)
+        assert np.array_equal(rec.rows("y", 1, 5), 2 * x[1:5])
+    assert open_recording(tmp_path / "r.zarr").storage_chunk("q") == 4

@@ -390,4 +390,5 @@ def plain_call(k, model, args, kwargs):
 
 
 _registry.set_native(plain_call)
+_registry.set_compiler(api.compile)
 api.shared_model = shared

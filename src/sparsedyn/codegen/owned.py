@@ -172,6 +172,10 @@ class CompiledKernels(KernelSet):
                 return False
         return all(outs[i].dot(np.zeros(outs[i].shape[-1:])) == 0 for i in res)   # 0 x == 0 iff x finite
 
+    def output_names(self, name) -> tuple:
+        """The names of kernel ``name``'s outputs, in the order :meth:`run` returns them."""
+        return tuple(self._specs[name].outputs)
+
     def failed(self, name, outs, batch):
         """``(batch)`` bool: the states whose outputs ``outs`` (a tuple, each ``batch + shape``) fail
         (see :meth:`passed`)."""

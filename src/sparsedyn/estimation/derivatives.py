@@ -24,7 +24,7 @@ __all__ = ["estimate_derivatives"]
 
 
 def _bare(st, q, v, ys, g, batch):
-    return st._kernel(q, v, ys, g, batch, True) + (None,)
+    return st.online(q, v, ys, g, batch, True) + (None,)
 
 
 def _traced_estimate(est):

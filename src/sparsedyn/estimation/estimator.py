@@ -36,7 +36,7 @@ def _kinematics(model, q, v):
 def _monitored(st, q, v, ys, g, batch):
     """The float online phase of ``st`` with the checks of ``check="auto"`` (the monitor is returned)."""
     monitor = Monitor("auto", batch)
-    return st._kernel(q, v, ys, g, batch, False, monitor) + (monitor,)
+    return st.online(q, v, ys, g, batch, False, monitor) + (monitor,)
 
 
 def _state_matrix(pat, vals):
@@ -249,9 +249,9 @@ class Estimator:
         vals0, W0, b0, batch0 = vals[..., 0], W[..., 0], b[..., 0], batch[:-1]
 
         def refine(d):
-            r = st._residual(vals0, b0, np.moveaxis(d, -1, 0))
+            r = st.residual(vals0, b0, np.moveaxis(d, -1, 0))
             r[picked] = 0
-            return np.moveaxis(st._substitute(vals0, W0, r, batch0), 0, -1)
+            return np.moveaxis(st.substitute(vals0, W0, r, batch0), 0, -1)
         return refine
 
     def _lsq_finish(self, d0, Nt, Jt, G, rhs, res0, refine=None):

@@ -54,7 +54,7 @@ import math
 from pathlib import Path
 
 from ..io.files import clip, read_table, shorten
-from ..model.sensors import _TYPES, Contact, sensor_from_dict
+from ..model.sensors import SENSOR_TYPES, Contact, sensor_from_dict
 
 __all__ = ["load_sensors", "problem_from_file", "parse_sensors", "SensorFileError"]
 
@@ -150,8 +150,8 @@ def _sensor(k, e, label):
     name = e.get("name")
     where += f" {clip(name)}" if isinstance(name, str) else ""
     kind = e.get("type")
-    if not isinstance(kind, str) or kind not in _TYPES:
-        _fail(where, f"type must be one of {sorted(_TYPES)}, got {clip(kind)}")
+    if not isinstance(kind, str) or kind not in SENSOR_TYPES:
+        _fail(where, f"type must be one of {sorted(SENSOR_TYPES)}, got {clip(kind)}")
     required, optional = _KEYS[_ALIAS.get(kind, kind)]
     unknown = set(e) - _COMMON - required - optional - {"variance"}
     if unknown:

@@ -80,12 +80,12 @@ def _sensor_rows(model, sensor, W, pieces):
     fj = _fixed(model, sensor)
     if fj is None:
         i = _sensor_joint(model, sensor)
-        X = sensor._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
-                                      f"the child body of joint {sensor.joint!r}")
+        X = sensor.measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
+                                     f"the child body of joint {sensor.joint!r}")
         rows[..., :NPARAM * nb] = sign * force_matrix(X) @ W
         return rows
     b = fj.body
-    X = sensor._measurement_frame(model, who, b, fj.X, f"the body fixed joint {sensor.joint!r} was merged into")
+    X = sensor.measurement_frame(model, who, b, fj.X, f"the body fixed joint {sensor.joint!r} was merged into")
     F = sign * force_matrix(X)
     other = [c for c in range(b + 1, nb) if model.parent[c] == b and c not in fj.children]
     if fj.children and other:

@@ -42,12 +42,17 @@ How a worker gets the compiled object
     chunks are the same batches (see the tests) and NumPy's BLAS runs the same
     number of threads: the rare states the compiled kernel flags are re-solved
     by NumPy and LAPACK, whose rounding can depend on it, and Dask's workers
-    set it to 1 by default (:func:`sparsedyn.recording.local_cluster` keeps the
-    client's).
+    set it to 1 by default (:func:`local_cluster` keeps the client's).
 
 Threads
     A worker's compiled calls use ``threads`` threads (default 1, since Dask
     runs one task per worker thread already); pass ``threads=`` to use more.
+
+Recordings on workers
+    :class:`DaskRunner` is a runner of :mod:`sparsedyn.estimation.recordings`: it solves the chunks
+    of a recording on a cluster (``estimate_recording(problem, rec, out,
+    runner=DaskRunner(workers=4))``, ``sparsedyn estimate --recording ... --workers 4``), each
+    worker reading its own chunks from the file.
 """
 
 from __future__ import annotations
@@ -57,7 +62,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-__all__ = ["call", "estimate", "warm", "compiled"]
+from ..estimation.recordings import estimate_fields, field_shapes
+
+__all__ = ["call", "estimate", "warm", "compiled", "DaskRunner", "local_cluster"]
 
 
 def _da():
@@ -237,31 +244,67 @@ class _Estimates:
         return estimate_fields(k, q, v, y, self.residual)
 
 
-# --- the estimates of a batch, by name (also what sparsedyn.recording writes) -----------------
+# --- a runner of recordings' chunks (sparsedyn.estimation.recordings) --------------------------
 
-def _wants_residual(estimator, residual):
-    return (not estimator.square) if residual is None else bool(residual)
+def local_cluster(workers, **kwargs):
+    """``(cluster, client)``: a Dask ``LocalCluster`` of ``workers`` processes with one thread each, as
+    ``--workers`` starts it.  Unlike Dask's default, the workers keep this process's BLAS and OpenMP
+    thread settings (Dask sets them to 1): the rare states the compiled estimator hands back to NumPy
+    are then solved by LAPACK with the same threads, so the results equal this process's bit for bit.
+    ``kwargs`` go to ``LocalCluster`` (``memory_limit=`` ...)."""
+    try:
+        import dask
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise ImportError("--workers needs Dask: pip install 'sparsedyn[dask]'") from None
+    env = {k: v for k, v in dict(dask.config.get("distributed.nanny.pre-spawn-environ", {})).items()
+           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+        own = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None,
+                           **kwargs)
+    return own, Client(own)
 
 
-def field_shapes(estimator, residual=None) -> list:
-    """``[(name, per-state shape)]`` of :func:`estimate_fields` for ``estimator`` (an Estimator or a
-    compiled one)."""
-    p = estimator.problem
-    out = [("tau", (p.model.nv,))] + [(f"contact[{c.name}]", (6,)) for c in p.contacts] + [("chi2", ())]
-    if _wants_residual(estimator, residual):
-        out.append(("residual", (p.ny,)))
-    return out
+def _compiled_task(task, recipe, *item):
+    """``task(k, *item)`` on a worker, ``k`` the recipe's compiled object (built there once)."""
+    return task(compiled(recipe), *item)
 
 
-def estimate_fields(estimator, q, v, y, residual=None) -> dict:
-    """``{name: array}``: the estimates of a batch (see the module docstring) from
-    ``estimator.solve(q, v, y)`` (an Estimator or a compiled one); ``residual``: ``None`` for
-    least-squares problems only, or ``True`` / ``False``."""
-    e = estimator.solve(q, v, y)
-    out = {"tau": e.tau}
-    out.update({f"contact[{name}]": w for name, w in e.contacts.items()})
-    out["chi2"] = np.broadcast_to(np.asarray(e.chi2, float), np.shape(e.tau)[:-1])
-    if _wants_residual(estimator, residual):
-        p = estimator.problem
-        out["residual"] = y - p.predict(q, v, e.d)
-    return out
+class DaskRunner:
+    """A runner of :mod:`sparsedyn.estimation.recordings` on Dask: ``DaskRunner(workers=N)`` starts a
+    :func:`local_cluster` of ``N`` worker processes for each run (and stops it after);
+    ``DaskRunner(client=client)`` uses a running cluster.  A bounded number of chunks is in flight
+    (two per worker); the results come back as they complete."""
+
+    def __init__(self, workers=0, client=None):
+        if client is None and int(workers) < 1:
+            raise ValueError(f"workers: expected a positive number of worker processes (or 0: this process), "
+                             f"got {workers}")
+        self.workers, self.client = int(workers), client
+
+    def map(self, task, items, compiled=None):
+        own, client = (None, self.client) if self.client is not None else local_cluster(self.workers)
+        try:
+            from dask.distributed import as_completed
+            if compiled is not None:        # each worker compiles it once; hashing it would cost seconds
+                recipe = client.scatter(Recipe(compiled, (), threads=1), broadcast=True, hash=False)
+                task, items = _compiled_task, [(task, recipe) + tuple(item) for item in items]
+            nworkers = max(1, len(client.scheduler_info().get("workers", {})) or self.workers or 1)
+            pending, ac = iter(items), as_completed()
+
+            def submit():
+                item = next(pending, None)
+                if item is not None:
+                    ac.add(client.submit(task, *item, pure=False))
+
+            for _ in range(2 * nworkers):
+                submit()
+            for fut in ac:
+                result = fut.result()
+                fut.release()
+                submit()
+                yield result
+        finally:
+            if own is not None:
+                client.close()
+                own.close()

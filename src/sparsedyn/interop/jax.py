@@ -108,7 +108,7 @@ def program_function(prog, style="auto"):
 
 def _levels_function(prog):
     jnp = _jnp()
-    plan = prog._plan()
+    plan = prog.plan()
     in_shapes = [tuple(s) for s in prog.input_shapes]
     out_shapes = [tuple(s) for s in prog.output_shapes]
     groups = [(getattr(jnp, f.__name__), k0, k1, xs, ys) for f, k0, k1, xs, ys in plan.groups]

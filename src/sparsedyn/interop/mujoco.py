@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..io.mjcf_joints import map_quaternions as _map_quaternions, wxyz as _wxyz, xyzw as _xyzw
 from ..model import spatial
 from ..model import Model
 
@@ -70,25 +71,6 @@ def _last(name, x, n, what):
     if x.ndim == 0 or x.shape[-1] != n:
         raise ValueError(f"{name}: expected shape (..., {n}) ({what}), got {x.shape}")
     return x
-
-
-def _wxyz(quat):
-    return np.concatenate([quat[..., 3:], quat[..., :3]], -1)
-
-
-def _xyzw(quat):
-    return np.concatenate([quat[..., 1:], quat[..., :1]], -1)
-
-
-def _map_quaternions(model, q, f):
-    """Copy of ``q`` with ``f`` applied to the quaternion block of every spherical and free joint."""
-    q = q.copy()
-    for i, j in enumerate(model.joints):
-        if j.type in ("spherical", "free", "composite"):
-            for k in j.quaternions():
-                s = int(model.q_start[i]) + k
-                q[..., s:s + 4] = f(q[..., s:s + 4])
-    return q
 
 
 def q_to_mujoco(model: Model, q) -> np.ndarray:

@@ -139,7 +139,8 @@ from ..model.joints import make_joint
 from ..model.builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
 from ..model.spatial import axis_rotation, from_pose, mcI, quat_to_rot
-from ._mjcf_joints import _BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok, named_joints
+from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok,
+                           map_quaternions, named_joints, xyzw)
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]
 
@@ -407,8 +408,7 @@ def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
     model = builder.build()
     _check_layout(m, model, specs, label)
     # per-dof and per-q data, our layout
-    from ..interop import mujoco as mjx
-    jd = _joint_dynamics(m, model, specs, mjx)
+    jd = _joint_dynamics(m, model, specs)
     model = dataclasses.replace(model, joint_dynamics=jd)
     our_joint = {j: sp["jn"] for sp in specs for j in sp["mj_joints"]}
     extra = dict(host=host, T_host=T_host, body_frame=body_frame, site_frame=site_frame, fixed_name=fixed_name,
@@ -511,7 +511,7 @@ def _check_layout(m, model, specs, label):
                             f"not follow MuJoCo's qpos layout")
 
 
-def _joint_dynamics(m, model, specs, mjx):
+def _joint_dynamics(m, model, specs):
     """:class:`JointDynamics` in our layout (free joints: angular dofs first)."""
     perm = np.arange(model.nv)
     for sp in specs:
@@ -526,8 +526,8 @@ def _joint_dynamics(m, model, specs, mjx):
             stiff[v0:v0 + part.nv] = float(m.jnt_stiffness[j])
     return JointDynamics(damping=np.array(m.dof_damping, float)[perm], stiffness=stiff,
                          frictionloss=np.array(m.dof_frictionloss, float)[perm],
-                         spring_reference=mjx.q_from_mujoco(model, np.array(m.qpos_spring, float)),
-                         reference=mjx.q_from_mujoco(model, np.array(m.qpos0, float)))
+                         spring_reference=map_quaternions(model, np.array(m.qpos_spring, float), xyzw),
+                         reference=map_quaternions(model, np.array(m.qpos0, float), xyzw))
 
 
 # --- sensors ---------------------------------------------------------------------------

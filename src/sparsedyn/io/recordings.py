@@ -14,11 +14,15 @@ A recording is someone else's file.  :class:`Recording` therefore
   refused); complex, boolean, date/time, string and object arrays are refused, naming the array;
 * turns every reader's failure (a corrupt archive, a bad decompression, a truncated file) into a
   :class:`RecordingError` naming the recording and the array.
+
+Writing: :func:`write_recording` (arrays at once) and :class:`RecordingWriter` (rows written by ranges,
+in any order), both under a temporary name renamed when complete (:mod:`sparsedyn.io.output`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import zipfile
 import zlib
@@ -26,7 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RecordingError", "Recording", "open_recording"]
+from .output import atomic_output
+
+__all__ = ["RecordingError", "Recording", "open_recording", "write_recording", "RecordingWriter", "DEFAULT_CHUNK"]
+
+#: Rows per chunk when the recording does not say (a Zarr store's chunks do).
+DEFAULT_CHUNK = 20_000
 
 #: Largest integer that converts to float64 exactly (and every one below it).
 _EXACT_INT = 2 ** 53
@@ -153,16 +162,19 @@ class Recording:
 
     @property
     def names(self):
+        """The names of the recording's arrays."""
         return list(self._arrays)
 
     def _where(self, name):
         return f"{self.label}: array {name!r}"
 
     def shape(self, name) -> tuple:
+        """The shape of array ``name`` (rows first)."""
         a = self._arrays[name]
         return a.shape if isinstance(a, _Member) else tuple(a.shape)
 
     def dtype(self, name):
+        """The dtype of array ``name`` as stored."""
         return np.dtype(self._arrays[name].dtype)
 
     def check_dtype(self, name):
@@ -243,6 +255,34 @@ class Recording:
                                  f"convert to float64 exactly")
         return np.asarray(x, dtype=float)
 
+    def require(self, want: dict, n, hint=None):
+        """Raise unless every array ``name`` of ``want`` is present, numeric, complete and of shape
+        ``(n, want[name])`` (``n``: the row count, or ``None`` for any); ``hint``: ``{name: text}``
+        appended to a shape error."""
+        for name, cols in want.items():
+            if name not in self._arrays:
+                raise RecordingError(f"{self.label}: no array {name!r} (it has {sorted(self.names) or 'none'}); "
+                                     f"expected " + ", ".join(f"{k} (N, {c})" for k, c in want.items()))
+            shape = self.shape(name)
+            self.check_dtype(name)
+            self.check_complete(name)
+            if len(shape) != 2 or shape[1] != cols or shape[0] != n:
+                raise RecordingError(f"{self._where(name)} has shape {shape}, expected ({n}, {cols}) "
+                                     f"(states along axis 0){(hint or {}).get(name, '')}")
+
+    def finite_rows(self, names, start, stop) -> dict:
+        """``{name: rows start:stop}`` of each array of ``names``; a non-finite value raises, naming the
+        array, its row and columns."""
+        arrays = {name: self.rows(name, start, stop) for name in names}
+        for name, x in arrays.items():
+            bad = ~np.all(np.isfinite(x), axis=1)
+            if bad.any():
+                row = start + int(np.argmax(bad))
+                cols = np.nonzero(~np.isfinite(x[row - start]))[0].tolist()
+                raise RecordingError(f"{self._where(name)}: row {row} is not finite (NaN or infinite in "
+                                     f"column(s) {cols[:8]})")
+        return arrays
+
     def storage_chunk(self, name):
         """Rows per stored chunk (Zarr), or ``None``."""
         a = self._arrays[name]
@@ -252,3 +292,63 @@ class Recording:
 def open_recording(path) -> Recording:
     """A :class:`Recording` of a ``.npz`` file or a Zarr store."""
     return Recording(path)
+
+
+# --- writing --------------------------------------------------------------------------------
+
+class RecordingWriter:
+    """Arrays ``{name: (n,) + shape}`` (``fields``: ``[(name, per-row shape)]``) written by row ranges,
+    in any order, to ``path`` inside the private temporary directory ``tmp`` of
+    :func:`~sparsedyn.io.output.atomic_output` (a ``.npz`` through ``.npy`` memory maps there, a Zarr
+    store in chunks of ``chunk`` rows); :meth:`close` finishes the file."""
+
+    def __init__(self, tmp: Path, path: Path, fields, n, chunk):
+        self.path, self.fields = Path(path), list(fields)
+        self.format = "zarr" if self.path.suffix == ".zarr" else "npz"
+        if self.format == "zarr":
+            import zarr
+            g = zarr.open_group(str(path), mode="w")
+            self.arrays = {name: g.create_array(name, shape=(n,) + tuple(s), chunks=(max(1, min(chunk, n)),) + tuple(s),
+                                                dtype="f8", config={"write_empty_chunks": True})
+                           for name, s in self.fields}
+        else:
+            self.dir = Path(tmp)
+            self.arrays = {name: np.lib.format.open_memmap(self.dir / f"{k}.npy", mode="w+", dtype=float,
+                                                           shape=(n,) + tuple(s))
+                           for k, (name, s) in enumerate(self.fields)}
+
+    def write(self, start, values: dict):
+        """Rows ``start:start + len(values[name])`` of every field."""
+        for name, _ in self.fields:
+            x = values[name]
+            self.arrays[name][start:start + len(x)] = x
+
+    def close(self):
+        if self.format == "npz":
+            for a in self.arrays.values():
+                a.flush()
+            self.arrays = {}
+            with zipfile.ZipFile(self.path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for k, (name, _) in enumerate(self.fields):
+                    with open(self.dir / f"{k}.npy", "rb") as src, zf.open(name + ".npy", "w", force_zip64=True) as dst:
+                        shutil.copyfileobj(src, dst, 1 << 22)
+                    os.unlink(self.dir / f"{k}.npy")
+        self.arrays = {}
+
+
+def write_recording(path, arrays: dict, chunk=DEFAULT_CHUNK, *, force=False):
+    """Write ``{name: array}`` (float arrays of any shape; Zarr chunks of ``chunk`` rows) as a ``.npz``
+    file or a Zarr store (by the name of ``path``), under a temporary name renamed at the end.
+    An existing ``path`` is replaced only with ``force=True`` (see :func:`~sparsedyn.io.output.atomic_output`)."""
+    arrays = {k: np.asarray(v, float) for k, v in arrays.items()}
+    with atomic_output(path, force=force, error=RecordingError) as (_, tmp):
+        if tmp.suffix == ".zarr":
+            import zarr
+            g = zarr.open_group(str(tmp), mode="w")
+            for k, x in arrays.items():
+                z = g.create_array(k, shape=x.shape, dtype="f8", config={"write_empty_chunks": True},
+                                   chunks=((max(1, min(chunk, x.shape[0])),) + x.shape[1:]) if x.ndim else ())
+                z[...] = x
+        else:
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)

@@ -57,7 +57,7 @@ from .spatial import (Transform, apply_force, apply_motion, compose, cross3, cro
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "Sensor", "SensorContext", "ForceTorque", "ContactLoad", "JointTorque",
            "JointAcceleration", "KnownWrench", "Accelerometer", "Prior", "Contact", "CONTACT_KINDS", "LOAD_CELLS",
-           "sensor_from_dict", "MIN_NORMAL2", "MAX_NORMAL2", "MAX_CONTACT_LENGTH"]
+           "sensor_from_dict", "SENSOR_TYPES", "MIN_NORMAL2", "MAX_NORMAL2", "MAX_CONTACT_LENGTH"]
 
 #: Component names of a wrench (angular first).
 COMPONENTS = ("nx", "ny", "nz", "fx", "fy", "fz")
@@ -387,8 +387,10 @@ class ForceTorque(Sensor):
             R.setflags(write=False)
         self.joint, self.frame, self.direction, self.rotation = joint, frame, direction, R
 
-    def _measurement_frame(self, model, who, body, X_default, what):
-        """``S_X_body``: ``frame`` (default ``X_default``) with its axes turned by ``rotation``."""
+    def measurement_frame(self, model, who, body, X_default, what):
+        """``S_X_body``: the sensor's frame relative to ``body``: ``frame`` (default ``X_default``) with its axes
+        turned by ``rotation``; ``who`` and ``what`` name the sensor and the body in an error (``frame`` on
+        another body)."""
         X = X_default
         if self.frame is not None:
             fr = _frame(model, who, self.frame)
@@ -406,11 +408,11 @@ class ForceTorque(Sensor):
         fj = next((f for f in model.fixed_joints if f.name == self.joint), None)   # else a moving joint
         if fj is None:
             i = _joint(model, who, self.joint)
-            X = self._measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
-                                        f"the child body of joint {self.joint!r}")
+            X = self.measurement_frame(model, who, i, Transform(np.eye(3), np.zeros(3)),
+                                       f"the child body of joint {self.joint!r}")
             return self._selected([(layout.var("f", i), sign * force_matrix(X))], 6, None)
         b = fj.body
-        X = self._measurement_frame(model, who, b, fj.X, f"the body fixed joint {self.joint!r} was merged into")
+        X = self.measurement_frame(model, who, b, fj.X, f"the body fixed joint {self.joint!r} was merged into")
         F = sign * force_matrix(X)
         other = [c for c in range(b + 1, model.nbodies) if model.parent[c] == b and c not in fj.children]
         if fj.children and other:
@@ -654,7 +656,8 @@ class Prior(Sensor):
         return f"prior on {self.var_kind} of {len(self.bodies_)} bodies/joints"
 
 
-_TYPES = {"force_torque": ForceTorque, "ft": ForceTorque, "contact_load": ContactLoad, "load_cells": ContactLoad,
+#: The sensor kinds of a sensor file's ``type`` entry (and their aliases): name -> class.
+SENSOR_TYPES = {"force_torque": ForceTorque, "ft": ForceTorque, "contact_load": ContactLoad, "load_cells": ContactLoad,
           "wrench_selection": ContactLoad, "joint_torque": JointTorque, "joint_acceleration": JointAcceleration,
           "known_wrench": KnownWrench, "accelerometer": Accelerometer}
 
@@ -664,9 +667,9 @@ def sensor_from_dict(entry: dict, where="sensor file") -> Sensor:
     e = dict(entry)
     t = e.pop("type", None)
     name = e.get("name", "?")
-    if t not in _TYPES:
-        raise ValueError(f"{where}: sensor {name!r} has type {t!r}; expected one of {sorted(_TYPES)}")
-    cls = _TYPES[t]
+    if t not in SENSOR_TYPES:
+        raise ValueError(f"{where}: sensor {name!r} has type {t!r}; expected one of {sorted(SENSOR_TYPES)}")
+    cls = SENSOR_TYPES[t]
     if "std" in e:
         if "covariance" in e:
             raise ValueError(f"{where}: sensor {name!r}: give std or covariance, not both")

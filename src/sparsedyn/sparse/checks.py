@@ -270,7 +270,7 @@ def checked_solve(st, q, v, y, g, batch):
     Returns ``(x, checks, (vals, W, b, batch))``: ``x`` (n,) + batch, the list of
     :func:`check_count` check values (see the module docstring) and the factors."""
     rec = Recorder()
-    x, vals, b, W = st._kernel(q, v, y, g, batch, True, rec, rec.phase)
+    x, vals, b, W = st.online(q, v, y, g, batch, True, rec, rec.phase)
     t2 = (MARGIN * PIVOT_RTOL) ** 2
     signs = {}
     for blk, piv, init, lvals, uvals in rec.records:

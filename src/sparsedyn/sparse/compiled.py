@@ -82,7 +82,7 @@ class CompiledOwner:
         if not self.compiled:
             raise RuntimeError("raw: not compiled (no C compiler); use solve")
         outs = self._call(*arrays)
-        return dict(zip(self.compiled_kernels._specs[self.kernel_name].outputs, outs))
+        return dict(zip(self.compiled_kernels.output_names(self.kernel_name), outs))
 
     def _call(self, *arrays, recheck=None):
         out = self.compiled_kernels.run(self.kernel_name, *arrays, recheck=recheck)

@@ -1,6 +1,6 @@
 """Exact operation counts of the numeric phase, from the one symbolic layer.
 
-A sparse solve (:meth:`Structure._kernel <sparsedyn.sparse.Structure._kernel>`),
+A sparse solve (:meth:`Structure.online <sparsedyn.sparse.Structure.online>`),
 RNEA and ABA are traced on symbolic scalars by :mod:`sparsedyn.symbolic` (the
 same trace the compiler emits code from) and counted by
 :meth:`Program.flops <sparsedyn.symbolic.ir.Program.flops>`, whose docstring
@@ -53,7 +53,7 @@ def trace_solve(structure, outputs=None):
         for m, slot in zip(problem.measurements, problem.slots):
             if m.known == "fx":
                 y[slot] = 0                                 # structural zeros: no external forces
-        d, _, _, _ = structure._kernel(q, v, y, grav, (), True, None, phase)
+        d, _, _, _ = structure.online(q, v, y, grav, (), True, None, phase)
         if outputs is not None:
             parts = structure.unpack(d)
             d = np.concatenate([np.asarray(parts[k], dtype=object).reshape(-1) for k in outputs])

@@ -460,13 +460,13 @@ class Structure:
 
     def _solve(self, q, v, y, gravity, check):
         """:meth:`solve` returning ``(d, SolveInfo, (vals, W, b, batch))``: the factors let a caller
-        refine ``d`` or solve more right-hand sides (:meth:`_residual`, :meth:`_substitute`)."""
+        refine ``d`` or solve more right-hand sides (:meth:`residual`, :meth:`substitute`)."""
         if check not in ("auto", "all", "none"):
             raise ValueError(f"check: expected 'auto', 'all' or 'none', got {check!r}")
         q, v, y, g, batch, symbolic = self._inputs(q, v, y, gravity)
         monitor = None if symbolic or check == "none" else Monitor(check, batch)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            x, vals, b, W = self._kernel(q, v, y, g, batch, symbolic, monitor)
+            x, vals, b, W = self.online(q, v, y, g, batch, symbolic, monitor)
         if monitor is not None and np.any(monitor.bad):
             x = self._fallback(x, vals, b, monitor)
         if monitor is None:
@@ -474,18 +474,18 @@ class Structure:
         return (np.moveaxis(x, 0, -1), SolveInfo(monitor.bad.copy(), monitor.ratio, monitor.berr, monitor.checked),
                 (vals, W, b, batch))
 
-    def _residual(self, vals, b, x):
+    def residual(self, vals, b, x):
         """``A x + b`` (nrows,) + batch for ``x`` (n,) + batch (entry-first, any backend)."""
         p = self.pattern
         r = b.copy()
         np.add.at(r, p.rows, vals * x[p.cols])
         return r
 
-    def _substitute(self, vals, W, b, batch):
-        """``x`` (n,) + batch with ``A x + b = 0`` for the factors ``W`` of :meth:`_kernel` (unchecked)."""
+    def substitute(self, vals, W, b, batch):
+        """``x`` (n,) + batch with ``A x + b = 0`` for the factors ``W`` of :meth:`online` (unchecked)."""
         return _substitute(self, vals, W, b, batch, b.dtype)
 
-    def _kernel(self, q, qd, y, g, batch, symbolic, monitor=None, phase=None):
+    def online(self, q, qd, y, g, batch, symbolic, monitor=None, phase=None):
         """The online phase, unchecked: ``(x, vals, b, W)`` entry-first (``W``: the LU factors, shaped
         by the configurations' batch).  ``phase(name)``: a context manager tagging the operations of
         each phase (flop counting); a no-op by default."""

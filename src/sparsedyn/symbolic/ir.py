@@ -505,7 +505,7 @@ class Program:
 
         ``inputs[k]`` has shape ``batch + input_shapes[k]`` (batch shapes broadcast; ``()`` for
         one state); the outputs have shapes ``batch + output_shapes[k]``.  Nodes are grouped by
-        depth and operation once per program (:meth:`_plan`), so one evaluation is a few NumPy
+        depth and operation once per program (:meth:`plan`), so one evaluation is a few NumPy
         calls per depth level, each over all the nodes of that level and all the states;
         large batches are processed in chunks to bound memory.
         """
@@ -523,7 +523,7 @@ class Program:
         B = int(np.prod(shape, dtype=int))
         flat = [np.broadcast_to(x, shape + tuple(s)).reshape(B, -1).T if np.prod(s, dtype=int) else
                 np.zeros((0, B)) for x, s in zip(arrs, self.input_shapes)]
-        plan = self._plan()
+        plan = self.plan()
         n = max(len(self.nodes), 1)
         chunk = max(1, min(B, (1 << 24) // n))      # about 128 MB of node values per chunk
         outs = [np.empty((len(row), B)) for row in self.outputs]
@@ -569,7 +569,9 @@ class Program:
                 val[i] = unary[op](val[x])
         return val
 
-    def _plan(self):
+    def plan(self):
+        """The program's level schedule for vectorised interpretation (its ``groups``: one NumPy call
+        per depth level and operation), made on first use and kept with the program."""
         plan = getattr(self, "_eval_plan", None)
         if plan is None:
             plan = self._eval_plan = _EvalPlan(self)

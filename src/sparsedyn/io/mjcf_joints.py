@@ -1,4 +1,6 @@
-"""MuJoCo joints of a body: several of them as one composite joint (the rule: :mod:`sparsedyn.io.mjcf`).
+"""MuJoCo's joints: its quaternion order in ``qpos`` (:func:`map_quaternions`, also behind
+:mod:`sparsedyn.interop.mujoco`'s layout maps), and several joints of a body as one composite joint
+(the rule: :mod:`sparsedyn.io.mjcf`).
 
 MuJoCo applies a body's joints one after the other, each about its own anchor ``jnt_pos`` in the
 frame the previous ones moved: ``B = B0 T(p1) J1 T(-p1) T(p2) J2 T(-p2) ...``.  With one anchor
@@ -16,6 +18,28 @@ from ..model.spatial import axis_rotation
 # MuJoCo enum values (mjtJoint; mjtEq's joint equality), stable across versions.
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _EQ_JOINT = 2
+
+
+def wxyz(quat):
+    """Quaternions ``[x, y, z, w]`` (ours, last axis) as MuJoCo's ``[w, x, y, z]``."""
+    return np.concatenate([quat[..., 3:], quat[..., :3]], -1)
+
+
+def xyzw(quat):
+    """MuJoCo's quaternions ``[w, x, y, z]`` (last axis) as ours, ``[x, y, z, w]``."""
+    return np.concatenate([quat[..., 1:], quat[..., :1]], -1)
+
+
+def map_quaternions(model, q, f):
+    """Copy of ``q`` (..., nq) with ``f`` (:func:`wxyz` or :func:`xyzw`) applied to the quaternion block of
+    every spherical, free and composite joint: MuJoCo's ``qpos`` from our ``q`` and back."""
+    q = q.copy()
+    for i, j in enumerate(model.joints):
+        if j.type in ("spherical", "free", "composite"):
+            for k in j.quaternions():
+                s = int(model.q_start[i]) + k
+                q[..., s:s + 4] = f(q[..., s:s + 4])
+    return q
 
 
 def _pose(R=None, p=None):
