@@ -23,7 +23,7 @@ from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
            "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
-           "StepArrays"]
+           "StepArrays", "BodyContact", "slot_frames", "slot_structure"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -157,12 +157,53 @@ def point_contacts(model, contacts, who="contacts", friction=False):
     return tuple(contacts)
 
 
+class BodyContact(NamedTuple):
+    """A point contact between two bodies of the robot (self-collision): the point ``point`` fixed in
+    frame ``frame`` (index; frame axes) of body ``a`` against the plane ``plane = (normal, offset)``
+    through the witness point of body ``b`` (world, at the current configuration; ``normal`` from
+    ``b`` towards ``a``), ``other`` a frame (index) of ``b``.  Its rows are the velocity of ``a``'s
+    point relative to the point of ``b`` at the same place, ``J_a(x) - J_b(x)``; its impulse acts
+    on ``a`` and the opposite one on ``b`` (the step's ``impulses`` are those on ``a``).  Friction
+    ``friction >= 0``; ``kind`` is always ``"3d"``."""
+
+    frame: int
+    other: int
+    friction: float
+    point: tuple
+    plane: tuple
+    name: str = "body contact"
+    kind: str = "3d"
+
+
+def slot_frames(f):
+    """``(frame_a, frame_b)`` of a slot's structure ``f``: a frame index (a point against the fixed
+    world: ``frame_b`` is None) or a pair of them (a :class:`BodyContact`)."""
+    return (f[0], f[1]) if isinstance(f, tuple) else (f, None)
+
+
+def slot_structure(model, f):
+    """The structure of one slot as the step is built for it: a frame (name or index) as its index,
+    a pair of frames ``(frame_a, frame_b)`` (a two-body contact) as the pair of their indices."""
+    if isinstance(f, (tuple, list)):
+        if len(f) != 2:
+            raise ValueError(f"contact_step: a two-body contact slot is a pair of frames (frame_a, frame_b), got {f!r}")
+        return (model.frame(f[0]), model.frame(f[1]))
+    return model.frame(f)
+
+
+def _slot_order(f):
+    a, b = slot_frames(f)
+    return (a, -1 if b is None else b)
+
+
 def contact_data(model, contacts):
     """``(frames, friction, points, planes)`` of checked point contacts: the structure of a contact step
-    (the frame indices, a tuple: what its compiled form is built for) and its data, ``friction`` (nc,),
+    (the frame indices, a tuple: what its compiled form is built for; a pair ``(frame, other)`` for a
+    :class:`BodyContact`) and its data, ``friction`` (nc,),
     ``points`` (nc, 3) in the frames' axes, ``planes`` (nc, 4) ``[n_x, n_y, n_z, offset]`` (the plane
     ``n . x = offset``; default the ground z = 0)."""
-    frames = tuple(model.frame(c.frame) for c in contacts)
+    frames = tuple(model.frame(c.frame) if getattr(c, "other", None) is None else
+                   (model.frame(c.frame), model.frame(c.other)) for c in contacts)
     mu = np.array([0.0 if c.friction is None else c.friction for c in contacts], float)
     points = np.array([c.point if c.point is not None else (0.0, 0.0, 0.0) for c in contacts], float).reshape(-1, 3)
     planes = np.array([(*c.plane[0], c.plane[1]) if c.plane is not None else (0.0, 0.0, 1.0, 0.0)
@@ -172,7 +213,7 @@ def contact_data(model, contacts):
 
 class ContactSlots(NamedTuple):
     """A contact set laid out for the compiled step (:func:`contact_slots`): ``frames`` the structure
-    (a body frame per slot, a tuple); ``index`` (nc,) the slot of each contact (``None`` where contact
+    (a body frame per slot, or a pair of them for a two-body contact, a tuple); ``index`` (nc,) the slot of each contact (``None`` where contact
     ``i`` is in slot ``i`` and there are no free slots); ``data`` (ns, 8) per
     slot ``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (the point in the slot's frame), free slots open."""
 
@@ -198,13 +239,16 @@ def contact_slots(model, contacts):
             own[f.body] = j
     keys, moved = [], []
     for k, p in zip(frames, points):
-        f = model.frames[k]
+        ka, kb = slot_frames(k)
+        f = model.frames[ka]
         if f.body in own:
-            keys.append(own[f.body])
+            key = own[f.body]
             moved.append(f.X.r + f.X.E.T @ p)                    # frame axes -> body axes
         else:                                                    # a world frame: its own structure
-            keys.append(k)
+            key = ka
             moved.append(p)
+        # b's rows are taken at a's point in the world: any frame of b's body gives them
+        keys.append(key if kb is None else (key, own.get(model.frames[kb].body, kb)))
     sizes = {key: 1 << (keys.count(key) - 1).bit_length() for key in set(keys)}
     slots, index, data = fill_slots(keys, sizes, np.concatenate([mu[:, None], np.array(moved).reshape(-1, 3), planes],
                                                                -1))
@@ -216,7 +260,7 @@ def fill_slots(keys, sizes, rows):
     """``(frames, index, data)``: ``sizes[key]`` slots per key in key order (a tuple), the slot
     (nc,) of each contact (those of a key in its first slots, in order) and the slots' data (ns, 8),
     ``rows`` (nc, 8) in the contacts' slots, the free slots open (:data:`FREE_PLANE`)."""
-    order = sorted(sizes)
+    order = sorted(sizes, key=_slot_order)
     slots = tuple(key for key in order for _ in range(sizes[key]))
     first = dict(zip(order, np.cumsum([0] + [sizes[key] for key in order[:-1]]).tolist()))
     index = np.zeros(len(keys), int)
@@ -304,19 +348,29 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     if not nc:
         z = np.zeros(shape + (0, nv))
         return ContactProblem(_out(a, shape, (nv,)), z, z.copy(), np.zeros(shape + (0, 0)), np.zeros(shape + (0,)))
-    unique = list(dict.fromkeys(frames))
+    pairs = [slot_frames(f) for f in frames]
+    unique = list(dict.fromkeys(k for ka, kb in pairs for k in (ka, kb) if k is not None))
     J6 = contact_jacobian(model, Xup, S, tuple(Contact(k, "6d") for k in unique))
     X0 = world_transforms(model, Xup)
-    rows, gaps = [], []
-    for i, k in enumerate(frames):
+
+    def velocity_rows(k, p):
+        """World rows (3, nv) of the velocity of the point ``p`` (frame ``k``'s axes) of ``k``'s body."""
         j = unique.index(k)
         Jf = J6[..., 6 * j:6 * j + 6, :]
+        return Jf[..., 3:, :] - skew(p) @ Jf[..., :3, :]          # v_p = v_o + omega x p, frame axes
+
+    rows, gaps = [], []
+    for i, (k, kb) in enumerate(pairs):
         R, o = pose(frame_world_transform(model, X0, k))         # frame -> world, frame origin
         p = points[i]
-        Jp = Jf[..., 3:, :] - skew(p) @ Jf[..., :3, :]            # v_p = v_o + omega x p
+        x = o + R @ p
         Rc, n, offset = plane_basis(planes[i])
-        rows.append((Rc.T @ R) @ Jp)
-        gaps.append((o + R @ p) @ n - offset)
+        row = (Rc.T @ R) @ velocity_rows(k, p)
+        if kb is not None:                                       # less the velocity of b's point at x
+            Rb, ob = pose(frame_world_transform(model, X0, kb))
+            row = row - (Rc.T @ Rb) @ velocity_rows(kb, Rb.T @ (x - ob))
+        rows.append(row)
+        gaps.append(x @ n - offset)
     J = np.concatenate(rows, -2)
     Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
     YD = Y / D[..., None, :]

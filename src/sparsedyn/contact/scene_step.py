@@ -17,9 +17,15 @@ default road (native once built); a trajectory builds a new step only when a bod
 first time or outgrows its slots, so its builds are bounded by the bodies that touch and the
 doublings of their slots.  Free slots are not free of cost: the step's problem keeps their rows
 (open, with zero impulse), so a layout larger than the contacts of the moment costs time and
-iterations (the ADMM's penalty scales with the problem's size).  Hits of two robot
-shapes (self-collision) are found by :func:`~sparsedyn.collide` but not yet passed to the step: a point
-contact holds a robot point against a fixed plane, and two moving bodies need a two-body contact.
+iterations (the ADMM's penalty scales with the problem's size).
+
+A hit of two robot shapes ``a`` and ``b`` (self-collision) is a two-body contact
+(:class:`~sparsedyn.contact.friction_problem.BodyContact`): ``w_a`` fixed in a frame of ``a``'s body
+against the plane through ``w_b`` of normal ``n``, its rows the velocity of ``w_a`` relative to the
+point of ``b``'s body at the same place (``J_a - J_b``), so its impulse pushes ``a`` and pulls
+``b`` equally and the pair's internal impulses carry no net wrench.  The normal row is the rate of
+the gap ``n . (w_a - w_b)`` exactly (``n`` turning with ``b``); its slots are keyed by the pair of
+bodies.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from ..sensors import Contact
 from .collision import collide
-from .friction_problem import ContactSlots, contact_slots, fill_slots
+from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step"]
 
@@ -43,8 +49,10 @@ def _body_frames(model):
 
 
 def scene_contacts(scene, q, hits=None) -> list:
-    """The point contacts (:class:`~sparsedyn.Contact`, ``"3d"``) of the robot-world hits of
-    ``scene`` at ``q`` (nq,) (module docstring); ``hits``: :func:`~sparsedyn.collide`'s result at ``q`` if known."""
+    """The point contacts of the hits of ``scene`` at ``q`` (nq,) (module docstring), in the hits'
+    order: a :class:`~sparsedyn.Contact` (``"3d"``) for a robot-world hit, a
+    :class:`~sparsedyn.contact.friction_problem.BodyContact` for a hit of two robot shapes;
+    ``hits``: :func:`~sparsedyn.collide`'s result at ``q`` if known."""
     if hits is None:
         hits = collide(scene, q)
     model = scene.model
@@ -54,18 +62,25 @@ def scene_contacts(scene, q, hits=None) -> list:
     for k in range(len(hits.distances)):
         i, j = scene.index[hits.pair[k]]
         a, b = scene.shapes[i], scene.shapes[j]
-        if b.body >= 0:                           # self-collision: no two-body contact yet (module docstring)
-            continue
-        f = frames.get(a.body)
-        if f is None:
-            raise ValueError(f"scene step: body {model.body_names[a.body]!r} of shape {a.name!r} has no frame to "
-                             f"hold a contact")
+        f, fb = (_frame_of(model, frames, s) for s in (a, b))
         n = hits.normals[k]
         wa, wb = hits.witness_a[k], hits.witness_b[k]
-        point = Rf[f].T @ (wa - pf[f])
-        out.append(Contact(int(f), "3d", friction=float(scene.pair_friction[hits.pair[k]]), point=point,
-                           plane=(n, float(n @ wb)), name=f"{a.name}/{b.name}#{k}"))
+        point, plane = Rf[f].T @ (wa - pf[f]), (n, float(n @ wb))
+        mu, name = float(scene.pair_friction[hits.pair[k]]), f"{a.name}/{b.name}#{k}"
+        out.append(Contact(int(f), "3d", friction=mu, point=point, plane=plane, name=name) if fb is None else
+                   BodyContact(int(f), int(fb), mu, tuple(point), plane, name))
     return out
+
+
+def _frame_of(model, frames, shape):
+    """The frame that holds the contacts of ``shape``'s body (None for a world shape)."""
+    if shape.body < 0:
+        return None
+    f = frames.get(shape.body)
+    if f is None:
+        raise ValueError(f"scene step: body {model.body_names[shape.body]!r} of shape {shape.name!r} has no frame to "
+                         f"hold a contact")
+    return f
 
 
 def scene_slots(scene, contacts) -> ContactSlots:
