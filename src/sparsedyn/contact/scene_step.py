@@ -35,9 +35,9 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from ..sensors import Contact
 from .collision import collide
-from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots
+from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 
-__all__ = ["scene_contacts", "scene_slots", "scene_step"]
+__all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "WARM_RADIUS"]
 
 
 def _body_frames(model):
@@ -97,19 +97,97 @@ def scene_slots(scene, contacts) -> ContactSlots:
     return ContactSlots(*fill_slots(keys, layout, own.data[where]))
 
 
-def scene_step(step, model, q, v, tau, scene, dt, **options):
-    """``step(model, q, v, tau, contacts, slots, dt, **options)`` (:func:`~sparsedyn.contact_step` laid out
-    in slots) with the contacts of ``scene`` at ``q`` in the scene's slots (:func:`scene_slots`), on the
-    default road.  One state: ``q`` (nq,)."""
+#: How far [m] a contact's point (in its body's axes) may move between two steps and still be the same
+#: contact for the warm start: more than a step's sliding or rolling at ordinary speeds (1 m/s over a
+#: millisecond: 1 mm), less than the distance between a box's corners or a mesh's features.
+WARM_RADIUS = 0.01
+
+
+def _pair_of(c):
+    """The pair of shapes of a contact of :func:`scene_contacts` (its name up to ``#``)."""
+    return c.name.rpartition("#")[0]
+
+
+def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
+    """Impulses (nc, 3) to start a step at ``contacts`` from, given the contacts ``previous`` of the step
+    before and their ``impulses`` (np, 3): each contact takes the impulse of the nearest previous
+    contact of the same pair of shapes whose point (body axes) lies within :data:`WARM_RADIUS`, turned
+    from that contact's frame into its own; the others start from zero."""
+    out = np.zeros((len(contacts), 3))
+    impulses = np.asarray(impulses, float).reshape(-1, 3)
+    if not len(previous) or not len(contacts) or len(impulses) != len(previous):
+        return out
+    frames = [c.frame for c in previous]
+    points = np.array([c.point for c in previous], float).reshape(-1, 3)
+    pairs = np.array([_pair_of(c) for c in previous], dtype=object)
+    free = np.ones(len(previous), bool)
+    turn = []
+    for i, c in enumerate(contacts):
+        d = np.linalg.norm(points - np.asarray(c.point, float), axis=-1)
+        d[~free | (pairs != _pair_of(c)) | np.array([f != c.frame for f in frames])] = np.inf
+        j = int(np.argmin(d))
+        if d[j] <= WARM_RADIUS:
+            free[j] = False
+            turn.append((i, j))
+    if turn:
+        i, j = (np.array(x) for x in zip(*turn))
+        R1 = plane_basis(np.array([(*contacts[k].plane[0], contacts[k].plane[1]) for k in i], float))[0]
+        R0 = plane_basis(np.array([(*previous[k].plane[0], previous[k].plane[1]) for k in j], float))[0]
+        out[i] = np.einsum("kji,kjl,kl->ki", R1, R0, impulses[j])           # R1^T R0 lambda
+    return out
+
+
+def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, **options):
+    """``(result, contacts)``: ``step(model, q, v, tau, contacts, slots, dt, **options)``
+    (:func:`~sparsedyn.contact_step` laid out in slots) with the contacts of ``scene`` at ``q`` in the
+    scene's slots (:func:`scene_slots`), on the default road, and those contacts.
+
+    ``q`` (nq,): one state; (B, nq): a batch (``v``, ``tau`` (B, nv) or (nv,)), its contacts found state
+    by state and laid out in one layout (the union of their slots), so the batch is one call of the
+    step (the native kernel runs it on the batch runtime's threads); its ``impulses`` and ``modes``
+    are then lists, one array (nc_b, 3) and (nc_b,) per state, and ``contacts`` a list per state.
+    ``previous``: the ``(contacts, impulses)`` of the step before (a list of them for a batch): the
+    step starts from them where a contact persists (:func:`matched_warm_start`); else a
+    ``warm_start`` of the contacts' shape is taken as given, in the contacts' order."""
     inner = getattr(model, "model", model)
     if inner is not scene.model:
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
                          f"passed ({getattr(inner, 'name', type(inner).__name__)!r})")
     qa = np.asarray(q, float)
-    if qa.ndim != 1:
-        raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), got "
-                         f"shape {qa.shape}; step the states of a batch one by one")
+    if qa.ndim not in (1, 2) or qa.shape[-1:] != (inner.nq,):
+        raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), or a "
+                         f"batch (B, nq); got shape {qa.shape}")
+    if qa.ndim == 2:
+        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
     contacts = scene_contacts(scene, qa)
-    if options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
+    if previous is not None:
+        options["warm_start"] = matched_warm_start(*previous, contacts)
+    elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
-    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options)
+    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options), contacts
+
+
+def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
+    """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``."""
+    B = len(q)
+    contacts = [scene_contacts(scene, x) for x in q]
+    for c in contacts:
+        scene_slots(scene, c)                     # grow the layout to hold every state's contacts
+    slots = [scene_slots(scene, c) for c in contacts]
+    frames, ns = slots[0].frames, len(slots[0].frames)
+    index = [np.arange(len(c)) if s.index is None else s.index for c, s in zip(contacts, slots)]
+    given = options.pop("warm_start", None)
+    if previous is not None and len(previous) != B:
+        raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
+    warm = np.zeros((B, ns, 3))
+    for b in range(B):
+        if previous is not None:
+            warm[b, index[b]] = matched_warm_start(*previous[b], contacts[b])
+        elif given is not None and len(given) == B and np.shape(given[b]) == (len(contacts[b]), 3):
+            warm[b, index[b]] = given[b]
+    data = np.stack([s.data for s in slots]) if ns else np.zeros((B, 0, 8))
+    out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm, **options)
+    if out.impulses.shape[-2] == ns:              # (the free step has no slot)
+        out = out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
+                           modes=[out.modes[b][index[b]] for b in range(B)])
+    return out, contacts
