@@ -24,8 +24,14 @@ A hit of two robot shapes ``a`` and ``b`` (self-collision) is a two-body contact
 against the plane through ``w_b`` of normal ``n``, its rows the velocity of ``w_a`` relative to the
 point of ``b``'s body at the same place (``J_a - J_b``), so its impulse pushes ``a`` and pulls
 ``b`` equally and the pair's internal impulses carry no net wrench.  The normal row is the rate of
-the gap ``n . (w_a - w_b)`` exactly (``n`` turning with ``b``); its slots are keyed by the pair of
-bodies.
+the gap ``n . (w_a - w_b)`` for a normal fixed in ``b`` (``n . (v_b(w_a) - v_b(w_b)) = 0``); its
+slots are keyed by the pair of bodies.
+
+A batch of states is one call of the step: each state's contacts are found alone, the layout grows
+to hold them all, and every state is laid out in it (so a state's step equals its single step in the
+same layout).  Along a trajectory a step starts from the impulses of the step before where a contact
+persists (:func:`matched_warm_start`): contacts are matched by their pair of shapes and the nearest
+point, not by their order, which changes as contacts come and go.
 """
 
 from __future__ import annotations
