@@ -23,7 +23,7 @@ from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
            "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
-           "StepArrays", "BodyContact", "slot_frames", "slot_structure"]
+           "StepArrays", "BodyContact", "slot_frames", "slot_structure", "moving_rows"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -349,27 +349,14 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
         z = np.zeros(shape + (0, nv))
         return ContactProblem(_out(a, shape, (nv,)), z, z.copy(), np.zeros(shape + (0, 0)), np.zeros(shape + (0,)))
     pairs = [slot_frames(f) for f in frames]
-    unique = list(dict.fromkeys(k for ka, kb in pairs for k in (ka, kb) if k is not None))
-    J6 = contact_jacobian(model, Xup, S, tuple(Contact(k, "6d") for k in unique))
-    X0 = world_transforms(model, Xup)
-
-    def velocity_rows(k, p):
-        """World rows (3, nv) of the velocity of the point ``p`` (frame ``k``'s axes) of ``k``'s body."""
-        j = unique.index(k)
-        Jf = J6[..., 6 * j:6 * j + 6, :]
-        return Jf[..., 3:, :] - skew(p) @ Jf[..., :3, :]          # v_p = v_o + omega x p, frame axes
-
+    pts = _Points(model, Xup, S, [k for ka, kb in pairs for k in (ka, kb)])
     rows, gaps = [], []
     for i, (k, kb) in enumerate(pairs):
-        R, o = pose(frame_world_transform(model, X0, k))         # frame -> world, frame origin
+        R, o = pts.pose[k]                                       # frame -> world, frame origin
         p = points[i]
         x = o + R @ p
         Rc, n, offset = plane_basis(planes[i])
-        row = (Rc.T @ R) @ velocity_rows(k, p)
-        if kb is not None:                                       # less the velocity of b's point at x
-            Rb, ob = pose(frame_world_transform(model, X0, kb))
-            row = row - (Rc.T @ Rb) @ velocity_rows(kb, Rb.T @ (x - ob))
-        rows.append(row)
+        rows.append(pts.relative(Rc, k, kb, p, x))
         gaps.append(x @ n - offset)
     J = np.concatenate(rows, -2)
     Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
@@ -379,6 +366,68 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     gap = np.stack([np.broadcast_to(x, shape) for x in gaps], -1)
     return ContactProblem(_out(a, shape, (nv,)), _out(J, shape, (3 * nc, nv)), _out(JMinv, shape, (3 * nc, nv)),
                           _out(G, shape, (3 * nc, 3 * nc)), gap)
+
+
+class _Points:
+    """The velocities of points of the bodies of ``frames`` (indices; None: the fixed world) at one
+    state (kernel use): ``pose[k]`` the frame's ``(R, o)`` (frame -> world, its origin)."""
+
+    def __init__(self, model, Xup, S, frames):
+        self.unique = list(dict.fromkeys(k for k in frames if k is not None))
+        self.J6 = contact_jacobian(model, Xup, S, tuple(Contact(k, "6d") for k in self.unique))
+        X0 = world_transforms(model, Xup)
+        self.pose = {k: pose(frame_world_transform(model, X0, k)) for k in self.unique}
+
+    def velocity(self, k, p):
+        """Rows (3, nv) of the velocity of the point ``p`` (frame ``k``'s axes) of ``k``'s body, frame axes."""
+        j = self.unique.index(k)
+        Jf = self.J6[..., 6 * j:6 * j + 6, :]
+        return Jf[..., 3:, :] - skew(p) @ Jf[..., :3, :]          # v_p = v_o + omega x p
+
+    def relative(self, Rc, k, kb, p, x):
+        """Rows (3, nv) in the contact frame ``Rc`` (world axes, columns) of the velocity of the point
+        ``p`` of frame ``k`` (at ``x`` in the world) relative to the point of ``kb``'s body there."""
+        row = (Rc.T @ self.pose[k][0]) @ self.velocity(k, p)
+        if kb is not None:                                       # less the velocity of b's point at x
+            Rb, ob = self.pose[kb]
+            Rbt = np.swapaxes(Rb, -1, -2)
+            row = row - (Rc.T @ Rb) @ self.velocity(kb, (Rbt @ (x - ob)[..., None])[..., 0])
+        return row
+
+
+def moving_rows(model, q, geometry, structure):
+    """``(J (m, nv), gap (nc,))``: the contact rows and gaps of contacts whose points and normals move
+    with ``q`` (:func:`~sparsedyn.contact.scene_step.scene_geometry`: ``structure`` per contact
+    ``(frame_a, frame_b, kind)``, ``geometry`` (nc, 11) ``[c_a, r_a, c_b, r_b, n]``); at the
+    configuration the geometry was found at, the rows and gaps of the step (no checks; kernel use)::
+
+        pp:  n = (x_a - x_b) / |x_a - x_b|     gap = |x_a - x_b| - r_a - r_b     x = x_a - r_a n
+        pb:  n = R_b n_b                       gap = n . (x_a - x_b) - r_a       x = x_a - r_a n
+        ap:  n = R_a n_a                       gap = n . (x_a - x_b) - r_b       x = x_b + (r_b + gap) n
+
+    with ``x_a = o_a + R_a c_a``, ``x_b = o_b + R_b c_b`` (``c_b`` in the world where ``frame_b`` is
+    None) and the rows those of ``a``'s point at ``x`` relative to ``b``'s, in the contact frame of
+    ``n`` (:func:`plane_basis`).  One state: ``q`` (nq,)."""
+    Xup, S = joint_transforms(model, q)
+    pts = _Points(model, Xup, S, [k for ka, kb, _ in structure for k in (ka, kb)])
+    eye = (np.eye(3), np.zeros(3))
+    rows, gaps = [], []
+    for i, (ka, kb, kind) in enumerate(structure):
+        g = geometry[i]
+        (Ra, oa), (Rb, ob) = pts.pose[ka], (eye if kb is None else pts.pose[kb])
+        xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
+        if kind == "pp":
+            d = xa - xb
+            size = bk.sqrt(d @ d)
+            n, gap = d / size, size - g[3] - g[7]
+        else:
+            n = (Rb if kind == "pb" else Ra) @ g[8:11]
+            gap = n @ (xa - xb) - (g[3] if kind == "pb" else g[7])
+        x = xb + (g[7] + gap) * n if kind == "ap" else xa - g[3] * n
+        Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
+        rows.append(pts.relative(Rc, ka, kb, Ra.T @ (x - oa), x))
+        gaps.append(gap)
+    return np.concatenate(rows, -2), np.stack(gaps, -1)
 
 
 # --- the constants of the solver ----------------------------------------------------------------------
