@@ -186,8 +186,9 @@ def test_the_forearm_swinging_into_the_torso_stays_out():
 
 def test_native_step_with_a_two_body_contact_and_a_floor_equals_the_numpy_step():
     """The arm lying on a floor (each capsule touches it) with the forearm's tip on the torso: world
-    and two-body contacts in one step.  The default (native) road makes the NumPy road's iterations
-    and modes and agrees on ``v+`` and the impulses to the rounding bound of the step."""
+    and two-body contacts in one step.  The default (native) road, and ``sd.compile(model)`` (which
+    holds a copy of the scene's model), make the NumPy road's iterations and modes and agree on ``v+``
+    and the impulses to the rounding bound of the step."""
     floor = sd.Shape("plane", placement=(np.eye(3), [0, 0, -R]), name="floor")
     scene = sd.Scene(MODEL, world=[floor], friction=0.5)
     q, v = list(Q_TOUCH), [0.05, -0.02, 0.01, 0.1, 0.0, -0.05, 0.3, 3.0]        # plain lists
@@ -199,6 +200,7 @@ def test_native_step_with_a_two_body_contact_and_a_floor_equals_the_numpy_step()
         ref = sd.contact_step(MODEL, q, v, tau, scene, DT)
     with sd.use_backend("native", deterministic=True):
         one = sd.contact_step(MODEL, q, v, tau, scene, DT)
+        compiled = sd.contact_step(sd.compile(MODEL), q, v, tau, scene, DT)     # its copy of the model: the same
     _, _, P = _rows(MODEL, np.array(q), contacts)
     m = P.G.shape[-1]
     A = P.G + (RHO_START * np.trace(P.G) / m) * np.eye(m)
@@ -209,6 +211,8 @@ def test_native_step_with_a_two_body_contact_and_a_floor_equals_the_numpy_step()
     assert int(one.iterations) == int(ref.iterations) and list(one.modes) == list(ref.modes)
     assert np.abs(one.v - ref.v).max() <= bound * max(1.0, np.abs(ref.v).max())
     assert np.abs(one.impulses - ref.impulses).max() <= bound * np.abs(ref.impulses).max()
+    assert int(compiled.iterations) == int(one.iterations)
+    assert np.abs(compiled.v - one.v).max() <= bound * max(1.0, np.abs(ref.v).max())
 
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")

@@ -156,7 +156,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, **options):
     step starts from them where a contact persists (:func:`matched_warm_start`); else a
     ``warm_start`` of the contacts' shape is taken as given, in the contacts' order."""
     inner = getattr(model, "model", model)
-    if inner is not scene.model:
+    if not _same_model(inner, scene.model):
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
                          f"passed ({getattr(inner, 'name', type(inner).__name__)!r})")
     qa = np.asarray(q, float)
@@ -171,6 +171,14 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, **options):
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
     return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options), contacts
+
+
+def _same_model(a, b):
+    """Whether ``a`` is the model ``b`` or a shallow copy of it (a compiled model holds one)."""
+    if a is b:
+        return True
+    fields = getattr(type(b), "__dataclass_fields__", None)
+    return type(a) is type(b) and fields is not None and all(getattr(a, f) is getattr(b, f) for f in fields)
 
 
 def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
