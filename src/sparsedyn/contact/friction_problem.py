@@ -213,8 +213,8 @@ def contact_data(model, contacts):
 
 class ContactSlots(NamedTuple):
     """A contact set laid out for the compiled step (:func:`contact_slots`): ``frames`` the structure
-    (a body frame per slot, or a pair of them for a two-body contact, a tuple); ``index`` (nc,) the slot of each contact (``None`` where contact
-    ``i`` is in slot ``i`` and there are no free slots); ``data`` (ns, 8) per
+    (a body frame per slot, or a pair of them for a two-body contact, a tuple); ``index`` (nc,) the
+    slot of each contact (``None`` where contact ``i`` is in slot ``i`` and there are no free slots); ``data`` (ns, 8) per
     slot ``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (the point in the slot's frame), free slots open."""
 
     frames: tuple
