@@ -65,12 +65,12 @@ from ..symbolic.trace import trace_kernel
 from ..sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
 from .collision import collide
-from .friction import _positive, contact_step
+from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
 from .friction_problem import (PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, moving_rows,
                                point_contacts)
 from .scene import Scene
-from .scene_step import scene_contacts, scene_geometry
+from .scene_step import scene_geometry, scene_step
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
@@ -215,9 +215,10 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
         if q.ndim != 1:
             raise ValueError(f"{who}: a step in a scene is differentiated one state at a time, q of shape (nq,) = "
                              f"({model.nq},), got shape {q.shape}")
-        step = contact_step(kernels, q, v, tau, scene, dt, **options)      # checks the other arguments
-        hits = collide(scene, q)
-        contacts, moving = scene_contacts(scene, q, hits), scene_geometry(scene, q, hits)
+        hits = collide(scene, q)                                          # once: for the step and its geometry
+        step, contacts = scene_step(_slotted_step, kernels, q, v, tau, scene, dt, hits=hits,
+                                    **_options(options, options.get("warm_start")))
+        moving = scene_geometry(scene, q, hits)
     else:
         step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
     d = differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),

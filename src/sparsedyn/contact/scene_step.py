@@ -143,7 +143,7 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     return out
 
 
-def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, **options):
+def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, **options):
     """``(result, contacts)``: ``step(model, q, v, tau, contacts, slots, dt, **options)``
     (:func:`~sparsedyn.contact_step` laid out in slots) with the contacts of ``scene`` at ``q`` in the
     scene's slots (:func:`scene_slots`), on the default road, and those contacts.
@@ -154,7 +154,8 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, **options):
     are then lists, one array (nc_b, 3) and (nc_b,) per state, and ``contacts`` a list per state.
     ``previous``: the ``(contacts, impulses)`` of the step before (a list of them for a batch): the
     step starts from them where a contact persists (:func:`matched_warm_start`); else a
-    ``warm_start`` of the contacts' shape is taken as given, in the contacts' order."""
+    ``warm_start`` of the contacts' shape is taken as given, in the contacts' order.  ``hits``:
+    :func:`~sparsedyn.collide`'s result at ``q`` if known (one state)."""
     inner = getattr(model, "model", model)
     if not _same_model(inner, scene.model):
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
@@ -165,7 +166,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, **options):
                          f"batch (B, nq); got shape {qa.shape}")
     if qa.ndim == 2:
         return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
-    contacts = scene_contacts(scene, qa)
+    contacts = scene_contacts(scene, qa, hits)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
