@@ -22,8 +22,8 @@ iterations (the ADMM's penalty scales with the problem's size).
 A hit of two robot shapes ``a`` and ``b`` (self-collision) is a two-body contact
 (:class:`~sparsedyn.contact.friction_problem.BodyContact`): ``w_a`` fixed in a frame of ``a``'s body
 against the plane through ``w_b`` of normal ``n``, its rows the velocity of ``w_a`` relative to the
-point of ``b``'s body at the same place (``J_a - J_b``), so its impulse pushes ``a`` and pulls
-``b`` equally and the pair's internal impulses carry no net wrench.  The normal row is the rate of
+point of ``b``'s body at the same place (``J_a - J_b``), so its impulse pushes ``a`` along ``n``
+and ``b`` as much the other way, and the pair's internal impulses carry no net wrench.  The normal row is the rate of
 the gap ``n . (w_a - w_b)`` for a normal fixed in ``b`` (``n . (v_b(w_a) - v_b(w_b)) = 0``); its
 slots are keyed by the pair of bodies.
 
