@@ -217,3 +217,74 @@ def test_solo12_feet_pressed_down_and_pushed():
         d = check_against_differences(model, q, v, tau, feet, 1e-6)
         modes |= set(d.step.modes)
     assert {"stick", "slide"} <= modes
+
+
+# --- a step in a scene: the contacts come from the geometry and move with q ----------------------------
+
+def _ball_scene(offset=0.02, r=0.1):
+    """A ball of radius r whose sphere is ``offset`` off its body's origin (so the contact point moves in
+    the body as it rolls), on the floor."""
+    from sparsedyn.model.spatial import Transform
+    b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0,
+                                         rot_inertia=np.eye(3) * 0.4 * r * r)
+    model = b.add_frame("ball", "ball").build().with_geometry(
+        sd.Geometry("ball", 0, Transform(np.eye(3), np.array([offset, 0, 0])), "sphere", (r,), "collision"))
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], friction=0.3)
+    q = np.array([0, 0, 0, np.sin(0.15), 0, 0, np.cos(0.15)])        # turned 0.3 rad about x
+    R, p = sd.frame_placements(model, q)
+    q[2] = r - 1e-5 - (p[0] + R[0] @ [offset, 0, 0])[2]                   # the sphere 10 um above the floor
+    return model, scene, q
+
+
+def test_scene_step_of_a_ball_rolling_and_sliding_differentiates_with_its_moving_contact_point():
+    """A spinning ball sliding on the floor (its sphere off the body's origin): the contact point is the
+    sphere's lowest point, which moves in the body as it turns, and the derivatives with respect to q
+    follow it (the central differences re-run the collision at every perturbed state).  Holding the
+    point fixed in the body, as a point contact does, misses a turn's effect on it: its dv/dq is off by
+    more than the derivative's own size."""
+    from sparsedyn.contact.scene_step import scene_contacts
+    model, scene, q = _ball_scene()
+    v = np.array([1.0, 0.5, -0.1, 0.5, -0.3, -0.05])
+    d = check_against_differences(model, q, v, np.zeros(6), scene, 1e-6)
+    assert list(d.step.modes) == ["slide"]
+    fixed = sd.contact_step_derivatives(model, q, v, np.zeros(6), scene_contacts(scene, q), DT, tol=TOL)
+    assert np.abs(fixed.dv_dv - d.dv_dv).max() <= 1e-9                      # v enters both alike
+    assert np.abs(fixed.dv_dq - d.dv_dq).max() > np.abs(d.dv_dq).max()
+
+
+def test_scene_step_with_a_self_collision_differentiates_with_both_bodies_moving():
+    """A hand (a sphere on the forearm's tip) pressed by the elbow's torque onto the torso's side (a box
+    face): a two-body contact, the plane moving with the torso and the sphere with the forearm, 4 um
+    deep (the position correction acts), sticking; no gravity.  Against central differences."""
+    from sparsedyn.model.spatial import Transform
+    b = sd.ModelBuilder("hand")
+    b.add_body("torso", None, sd.make_joint("free"), mass=4.0, rot_inertia=np.diag([0.01, 0.06, 0.06]),
+               com=[0.2, 0, 0])
+    b.add_body("fore", "torso", sd.make_joint("revolute", axis=[0, 0, 1]), mass=1.0,
+               rot_inertia=np.diag([1e-3, 0.015, 0.015]), Xtree=(np.eye(3), [0.4, 0.1, 0]), com=[0.2, 0, 0])
+    model = b.build().with_geometry(
+        sd.Geometry("torso", 0, Transform(np.eye(3), np.array([0.15, 0, 0])), "box", (0.5, 0.06, 0.06), "collision"),
+        sd.Geometry("hand", 1, Transform(np.eye(3), np.array([0.4, 0, 0])), "sphere", (0.03,), "collision"))
+    scene = sd.Scene(model, friction=0.5).with_pairs(add=[("torso", "hand")])      # parent and child: by hand
+    q = np.r_[0, 0, 0, 0, 0, 0, 1, np.pi + np.arcsin(0.1) + 1e-5]            # the hand 4 um into the torso
+    v, tau = np.r_[0, 0, 0, 0.02, 0, 0, 0.05], np.r_[0, 0, 0, 0, 0, 0, 2.0]
+    d = check_against_differences(model, q, v, tau, scene, 1e-6, gravity=np.zeros(3))
+    assert list(d.step.modes) == ["stick"] and d.step.impulses[0, 2] > 0
+
+
+def test_scene_step_of_a_box_sliding_on_a_box_differentiates_corner_by_corner():
+    """The box sliding on a table (a world box): its four corners on the table's top face."""
+    from sparsedyn.model.spatial import Transform
+    model = box_model().with_geometry(sd.Geometry("box", 0, Transform(np.eye(3), np.zeros(3)), "box", (2 * H,) * 3,
+                                                  "collision"))
+    table = sd.Shape("box", (1.0, 1.0, 0.2), placement=(np.eye(3), [0, 0, 0.1]), name="table")
+    scene = sd.Scene(model, world=[table], friction=MU)
+    v = np.array([0, 0, 0, 1.0, 0.3, -0.02])
+    d = check_against_differences(model, lifted(Q0, 0.2 + 1e-5), v, Z, scene, 1e-6)
+    assert list(d.step.modes) == ["slide"] * 4
+
+
+def test_scene_derivatives_take_one_state():
+    model, scene, q = _ball_scene()
+    with pytest.raises(ValueError, match="one state at a time"):
+        sd.contact_step_derivatives(model, np.stack([q, q]), np.zeros(6), np.zeros(6), scene, DT)

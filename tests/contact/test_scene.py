@@ -176,10 +176,10 @@ def test_dropped_box_comes_to_rest_carrying_its_weight(table):
     assert len(on) >= 4 and min(on) >= -TOL * SIDE                          # no penetration
 
 
-def test_scene_step_refuses_a_batch_and_another_model():
+def test_scene_step_refuses_a_batch_of_two_axes_and_another_model():
     scene = floor_scene()
-    with pytest.raises(ValueError, match="one state"):
-        sd.contact_step(scene.model, np.zeros((2, 7)) + [0, 0, 1, 0, 0, 0, 1], np.zeros(6), np.zeros(6), scene, DT)
+    with pytest.raises(ValueError, match=r"one state.*or a\s+batch \(B, nq\)"):
+        sd.contact_step(scene.model, np.zeros((2, 2, 7)) + [0, 0, 1, 0, 0, 0, 1], np.zeros(6), np.zeros(6), scene, DT)
     with pytest.raises(ValueError, match="scene was built on model"):
         sd.contact_step(box_model(), [0, 0, 1, 0, 0, 0, 1], np.zeros(6), np.zeros(6), scene, DT)
 

@@ -85,3 +85,107 @@ def test_native_rollout_in_a_scene_builds_one_step(monkeypatch):
     assert built == []
     assert np.abs(r.v[-1]).max() <= 1e-6 and abs(r.q[-1][2] - 0.2 - SIDE / 2) <= 1e-6
     assert abs(r.impulses[-1][:, 2].sum() - MASS * G * DT) <= 1e-6 * MASS * G * DT
+
+
+def test_matched_warm_start_follows_each_contact_and_turns_its_impulse_into_the_new_frame():
+    """By hand: the previous step had contacts A, B (box/floor) and C (box/table); the new one has C'
+    (C's point moved 1 mm, its plane's normal turned from +z to +y), B (the same) and D (a new point of
+    the pair of A, farther than the radius from A): C' takes C's impulse turned into its frame, B keeps
+    its own, D starts from zero, and A (gone) gives nothing.  A normal +z -> +y turns the contact frame
+    [t_x, t_y, n] = [x, y, z] into [x, -z, y] (plane_basis: t_x the world x projected, t_y = n x t_x),
+    so C's world impulse (1, 2, 3) reads (1, -3, 2)."""
+    from sparsedyn.contact.scene_step import WARM_RADIUS, matched_warm_start
+    up = ((0, 0, 1.0), 0.0)
+    A = sd.Contact(0, "3d", friction=0.5, point=(0.1, 0.1, -0.1), plane=up, name="box/floor#0")
+    B = sd.Contact(0, "3d", friction=0.5, point=(-0.1, 0.1, -0.1), plane=up, name="box/floor#1")
+    C = sd.Contact(0, "3d", friction=0.5, point=(0.1, -0.1, -0.1), plane=up, name="box/table#2")
+    C2 = sd.Contact(0, "3d", friction=0.5, point=(0.1, -0.099, -0.1), plane=((0, 1.0, 0), 0.0), name="box/table#0")
+    D = sd.Contact(0, "3d", friction=0.5, point=(0.1, 0.1 + 2 * WARM_RADIUS, -0.1), plane=up, name="box/floor#2")
+    previous = [A, B, C]
+    impulses = np.array([[0.5, 0.5, 4.0], [0.1, 0.2, 5.0], [1.0, 2.0, 3.0]])
+    warm = matched_warm_start(previous, impulses, [C2, B, D])
+    np.testing.assert_allclose(warm, [[1.0, -3.0, 2.0], [0.1, 0.2, 5.0], [0, 0, 0]], atol=4 * np.finfo(float).eps)
+    assert not matched_warm_start([], np.zeros((0, 3)), [B]).any()
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_rollout_warm_starts_persisting_contacts_same_answer_fewer_iterations():
+    """The tilted box dropped on the table (one corner, then its face; contacts come and go): each step
+    of the rollout, warm-started from the matched impulses of the step before, gives the cold step's
+    ``v+`` from the same state to the solver's tolerance (each is within ``tol`` of Coulomb's law: 100 tol
+    times the velocity scale leaves room for the conditioning of the step), and the warm steps take
+    fewer iterations in all.  Steps where either solve stopped at its iteration limit are left out
+    (their answers are only as good as the residuals the warning reports), and so is the face's impact
+    on four corners while the box slides and turns, where Coulomb's law has a continuum of solutions
+    (the normal impulses can be shared in many ways): there the two solves find different modes."""
+    scene = _scene(True)
+    axis = np.array([1.0, 1.0, 0]) / np.sqrt(2)
+    q0 = np.r_[0, 0, 0.2 + 0.15, np.sin(0.15) * axis, np.cos(0.15)]
+    warm, cold, other = [], [], []
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT, 300)
+        limit = 1000 * 10 + 300                                                # ADMM budget, then Gauss-Seidel
+        for k in range(300):
+            if not len(r.impulses[k]):
+                continue
+            c = sd.contact_step(scene.model, r.q[k], r.v[k], np.zeros(6), scene, DT)
+            if max(int(c.iterations), int(r.iterations[k])) >= limit:
+                continue
+            if list(c.modes) != list(r.modes[k]):
+                other.append(k)
+                continue
+            scale = max(1.0, np.abs(r.v[k]).max())
+            assert np.abs(c.v - r.v[k + 1]).max() <= 100 * 1e-8 * scale
+            warm.append(int(r.iterations[k])), cold.append(int(c.iterations))
+    assert len(warm) > 200 and len(other) <= 2
+    assert sum(warm) < sum(cold)
+
+
+def test_a_batch_of_scene_steps_equals_the_single_steps():
+    """Four boxes in one call: sliding and spinning on the floor, on an edge, in free fall (no hit) and
+    pressed onto the table; the batch lays them in one layout of slots, so each state's step, taken
+    alone afterwards (the scene's layout only grows), makes the same iterations and modes and agrees
+    with it to the rounding bound of the step."""
+    scene = _scene(True)
+    s, c = np.sin(0.2), np.cos(0.2)
+    Q = np.array([[2, 0, SIDE / 2, 0, 0, 0, 1], [2, 0, SIDE / 2 * (c + s) + 1e-4, s, 0, 0, c],
+                  [0, 0, 1.0, 0, 0, 0, 1], [0.1, 0, 0.2 + SIDE / 2, 0, 0, 0, 1]])
+    V = np.array([[0, 0, 0.5, 0.3, 0, 0], [0, 0, 0, 0, 0, -0.1], [0, 0, 0, 0, 0, 0], [0.1, 0, 0, 0, 0, -0.2]])
+    with sd.use_backend("native", deterministic=True):
+        batch = sd.contact_step(scene.model, Q, V, np.zeros(6), scene, DT)
+        ones = [sd.contact_step(scene.model, Q[i], V[i], np.zeros(6), scene, DT) for i in range(len(Q))]
+    assert [len(x) for x in batch.impulses] == [4, 2, 0, 4]
+    for i, one in enumerate(ones):
+        assert int(batch.iterations[i]) == int(one.iterations) and list(batch.modes[i]) == list(one.modes)
+        bound = max(1.0, np.abs(one.v).max()) * (4 * np.finfo(float).eps if not len(one.impulses) else
+                                                  _rounding(scene.model, Q[i], V[i], np.zeros(6),
+                                                            scene_contacts(scene, Q[i]), None, one))
+        assert np.abs(batch.v[i] - one.v).max() <= bound
+        assert np.abs(batch.q[i] - one.q).max() <= DT * bound + 4 * np.finfo(float).eps
+        if len(one.impulses):
+            assert np.abs(batch.impulses[i] - one.impulses).max() <= bound * np.abs(one.impulses).max()
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_batch_rollout_in_a_scene_equals_the_single_rollouts():
+    """Two boxes dropped at once (one flat on the floor, one tilted onto the table): the batch rollout's
+    states, per step, are those of each box's own rollout in the same layout of slots (a first run lays
+    it out: the tilted box lands on more corners than four for a while, and free slots change the
+    iterations), to rounding."""
+    scene = _scene(True)
+    axis = np.array([1.0, 1.0, 0]) / np.sqrt(2)
+    Q0 = [[2, 0, SIDE / 2 + 0.05, 0, 0, 0, 1], list(np.r_[0, 0, 0.2 + 0.15, np.sin(0.15) * axis, np.cos(0.15)])]
+    with sd.use_backend("native", deterministic=True):
+        sd.rollout(scene.model, Q0, np.zeros(6), np.zeros(6), scene, DT, 150)
+        layout = dict(scene.cache["step_slots"])
+        batch = sd.rollout(scene.model, Q0, np.zeros(6), np.zeros(6), scene, DT, 150)
+        ones = [sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT, 150) for q0 in Q0]
+    assert batch.q.shape == (151, 2, 7) and len(batch.impulses[-1]) == 2 and scene.cache["step_slots"] == layout
+    for i, one in enumerate(ones):
+        assert np.array_equal(batch.iterations[:, i], one.iterations)
+        # each step differs at most by the rounding bound of the step (at the resting state, where the
+        # Delassus matrix of four corners is the worst conditioned), carried at most linearly
+        last = sd.contact_step(scene.model, one.q[-2], one.v[-2], np.zeros(6), scene, DT)
+        step = _rounding(scene.model, one.q[-2], one.v[-2], np.zeros(6), scene_contacts(scene, one.q[-2]), None, last)
+        assert np.abs(batch.v[:, i] - one.v).max() <= 150 * step * max(1.0, np.abs(one.v).max())
+        assert [len(x[i]) for x in batch.impulses] == [len(x) for x in one.impulses]

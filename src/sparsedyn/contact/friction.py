@@ -68,6 +68,7 @@ This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_pr
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Callable
 
@@ -111,6 +112,14 @@ def _frictional(model, contacts, who):
             _CHECKED.clear()
         _CHECKED[key] = (model, checked)
     return checked
+
+
+def _options(options, warm_start):
+    """:func:`contact_step`'s options for :func:`_slotted_step` (its defaults where not given)."""
+    out = {n: p.default for n, p in inspect.signature(contact_step).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    out.update(options)
+    out["warm_start"] = warm_start
+    return out
 
 
 def _positive(who, name, x):
@@ -163,15 +172,18 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     (True, ['stick', 'stick', 'stick', 'stick'])
 
     ``contacts`` may be a :class:`~sparsedyn.Scene`: the contacts are then those
-    :func:`~sparsedyn.collide` finds at ``q`` between the robot and the world
-    (:mod:`~sparsedyn.contact.scene_step`; one state, on the default road: a new build only when a body
-    touches for the first time or outgrows its contact slots).
+    :func:`~sparsedyn.collide` finds at ``q``, between the robot and the world and between two of the
+    robot's bodies (self-collision: the impulse acts on the pair's first shape and the opposite one on
+    the second) (:mod:`~sparsedyn.contact.scene_step`; on the default road: a new build only when a body
+    touches for the first time or outgrows its contact slots).  ``q`` is then one state (nq,) or a batch
+    (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one array per
+    state, and ``warm_start`` a list of each state's impulses).
     """
     _checks.model_first("contact_step", model, "model, q, v, tau")
     options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                    warm_start=warm_start, margin=margin)
     if isinstance(contacts, Scene):
-        return scene_step(_slotted_step, model, q, v, tau, contacts, dt, **options)
+        return scene_step(_slotted_step, model, q, v, tau, contacts, dt, **options)[0]
     contacts, slots = _frictional(_model_and_kernels(model, "contact_step")[0], contacts, "contact_step")
     return _slotted_step(model, q, v, tau, contacts, slots, dt, **options)
 
@@ -261,9 +273,12 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``, ``f_ext``, ...).
 
     With a list of contacts, only their points touch the ground (the rest of the robot passes through
-    it); a :class:`~sparsedyn.Scene` finds the contacts from the collision shapes at every step (one
-    initial state), so ``impulses`` and ``modes`` are then lists, one array (nc_k, 3) and (nc_k,) per
-    step.  Joint limits are not enforced (the model's ``lower``/``upper`` bound nothing here).
+    it); a :class:`~sparsedyn.Scene` finds the contacts from the collision shapes at every step, so
+    ``impulses`` and ``modes`` are then lists, one array (nc_k, 3) and (nc_k,) per step (for a batch of
+    initial states (B, nq), a list of B of them per step), and each step starts from the impulses of
+    the contacts that persist from the step before (the same pair of shapes, the point moved by less
+    than :data:`~sparsedyn.contact.scene_step.WARM_RADIUS`).  Joint limits are not enforced (the
+    model's ``lower``/``upper`` bound nothing here).
     """
     _checks.model_first("rollout", model, "model, q0, v0, tau_or_controller")
     who = "rollout"
@@ -286,16 +301,22 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     v = _checks.plain_floats(who, "v0", v0, f"(..., {model.nv})")
     qs, vs, imps, modes, its = [q], [v], [], [], []
     warm = options.pop("warm_start", None)
+    previous = None
     for k in range(steps):
         tau = controller(k * dt, q, v) if controller is not None else (taus[k] if seq else taus)
-        s = contact_step(runner, q, v, tau, contacts, dt, warm_start=warm, **options)
+        if scene is not None:                    # warm-started where a contact persists
+            s, found = scene_step(_slotted_step, runner, q, v, tau, scene, dt, previous=previous,
+                                  **_options(options, warm))
+            previous = (found, s.impulses) if q.ndim == 1 else list(zip(found, s.impulses))
+        else:
+            s = contact_step(runner, q, v, tau, contacts, dt, warm_start=warm, **options)
         q, v, warm = s.q, s.v, s.impulses
         qs.append(q), vs.append(v), imps.append(s.impulses), modes.append(s.modes), its.append(s.iterations)
     shape = np.broadcast_shapes(*(x.shape[:-1] for x in qs[-1:] + vs[-1:]))
-    if scene is not None:
-        return Rollout(np.stack(qs), np.stack(vs), imps, modes, np.array(its, int))
     stack = (lambda xs, tail: np.stack([np.broadcast_to(x, shape + tail) for x in xs]) if xs else
              np.zeros((0,) + shape + tail))
+    if scene is not None:
+        return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), imps, modes, np.array(its, int))
     return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), stack(imps, (len(contacts), 3)),
                    np.stack(modes) if modes else np.zeros((0,) + shape + (len(contacts),), "<U5"),
                    np.stack(its) if its else np.zeros((0,) + shape, int))

@@ -64,9 +64,13 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from ..model.sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
-from .friction import _positive, contact_step
+from .collision import collide
+from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
-from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
+from .friction_problem import (PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, moving_rows,
+                               point_contacts)
+from .scene import Scene
+from .scene_step import scene_geometry, scene_step
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
@@ -114,31 +118,52 @@ def _nc(model, contacts, **_):
 
 
 _ROWS = Kernel("friction_contact_rows", _rows, {"q": ("nq",)}, {"J": (_m, "nv"), "gap": (_nc,)}, {}, ("contacts",))
+
+
+def _ms(model, structure, **_):
+    return 3 * len(structure)
+
+
+def _ns(model, structure, **_):
+    return len(structure)
+
+
+#: The rows of contacts whose points and normals move with q (a scene's: moving_rows), their
+#: geometry an input (one program per structure).
+_MOVING_ROWS = Kernel("friction_moving_rows", moving_rows, {"q": ("nq",), "geometry": (_ns, 11)},
+                      {"J": (_ms, "nv"), "gap": (_ns,)}, {}, ("structure",))
 _OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJ_dq", "dint_dq", "dint_ddq")
 
 
-def _partials_program(model, contacts, with_f_ext):
+def _partials_program(model, contacts, with_f_ext, moving=False):
     """One program of every per-state piece of the derivatives, inputs ``q, v, a, dq, gravity[, f_ext]``
     (the library's vocabulary): ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv``
     at ``(q, v, a)`` (``rnea_partials``), ``dJ_dq`` (m, nv, nv), the
     derivative of the contact rows on the tangent space (the traced rows, differentiated by the
     symbolic layer; ``dJ_dq[i, j, k] = d J[i, j] / dq_k``), and the derivatives of ``q (+) dq``
-    (:func:`~sparsedyn.integrate_derivatives`)."""
+    (:func:`~sparsedyn.integrate_derivatives`).  ``moving``: ``contacts`` is the structure of
+    :func:`~sparsedyn.contact.friction_problem.moving_rows`, whose geometry (nc, 11) is an input after
+    ``gravity``."""
 
     def build():
         nq, nv = model.nq, model.nv
-        shapes = [(nq,), (nv,), (nv,), (nv,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
+        shapes = [(nq,), (nv,), (nv,), (nv,), (3,)] + ([(len(contacts), 11)] if moving else []) + \
+            ([(model.nbodies, 6)] if with_f_ext else [])
         g = Graph()
-        q, v, a, dq, grav, *fx = [g.inputs(j, s) for j, s in enumerate(shapes)]
-        J, gap = inline(trace_kernel(_ROWS, model, {"contacts": contacts}), [q])
+        q, v, a, dq, grav, *rest = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        geometry = rest.pop(0) if moving else None
+        rows, static, args = (_MOVING_ROWS, {"structure": contacts}, [q, geometry]) if moving else \
+            (_ROWS, {"contacts": contacts}, [q])
+        J, gap = inline(trace_kernel(rows, model, static), args)
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
-        Tq, Tv = rnea_partials(model, q, v, a, fx[0] if fx else None, grav)
-        dJ = inline(derivative_program(_ROWS, model, ("q",), {"contacts": contacts}), [q])[0]
+        Tq, Tv = rnea_partials(model, q, v, a, rest[0] if rest else None, grav)
+        dJ = inline(derivative_program(rows, model, ("q",), static), args)[0]
         Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dq])
-        names = ("q", "v", "a", "dq", "gravity") + (("f_ext",) if with_f_ext else ())
+        names = ("q", "v", "a", "dq", "gravity") + (("geometry",) if moving else ()) + \
+            (("f_ext",) if with_f_ext else ())
         return g.program([J, gap, Minv, Tq, Tv, dJ, Dq, Dd], shapes, name="contact_step_partials",
                          input_names=names, output_names=_OUTPUTS)
-    return _cached(("contact_step_partials", contacts, with_f_ext), model, build)
+    return _cached(("contact_step_partials", contacts, with_f_ext, moving), model, build)
 
 
 # --- the step's derivatives ---------------------------------------------------------------------
@@ -158,6 +183,14 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     differentiable and these are one-sided.  A batch of states (leading axes) is differentiated at
     once; ``model`` may be ``sd.compile(model)``.
 
+    ``contacts`` may be a :class:`~sparsedyn.Scene` (one state ``q`` (nq,)): the step is the scene's
+    and the derivatives include how its contact points and normals move with ``q``
+    (:func:`~sparsedyn.contact.scene_step.scene_geometry`: exact for a sphere, a capsule's end or a
+    vertex against a plane, a face or a sphere; a point on a capsule's side, an edge or a cylinder's
+    rim is held where it was found), with the active pairs held (a pair that starts or stops touching
+    under the perturbation is a change of mode).  The pieces then run on NumPy around the program,
+    also for ``sd.compile(model)``.
+
     >>> import numpy as np, sparsedyn as sd
     >>> puck = sd.ModelBuilder("puck").add_body("puck", None, sd.make_joint("free"), mass=1.0,
     ...                                          rot_inertia=np.eye(3) / 100).add_frame("puck", "puck").build()
@@ -169,23 +202,37 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     _checks.model_first("contact_step_derivatives", model, "model, q, v, tau")
     who = "contact_step_derivatives"
     model, kernels = _model_and_kernels(model, who)
-    contacts = point_contacts(model, contacts, who, friction=True)
+    scene = contacts if isinstance(contacts, Scene) else None
+    if scene is None:
+        contacts = point_contacts(model, contacts, who, friction=True)
     dt = _positive(who, "dt", dt)
     if dt < MIN_DT:
         raise ValueError(f"{who}: dt must be at least {MIN_DT:g} s (the derivatives divide the velocity change by "
                          f"dt, which loses every digit below it), got {dt!r}")
-    step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
+    moving = None
+    if scene is not None:
+        q = _checks.plain_floats(who, "q", q, f"({model.nq},)")
+        if q.ndim != 1:
+            raise ValueError(f"{who}: a step in a scene is differentiated one state at a time, q of shape (nq,) = "
+                             f"({model.nq},), got shape {q.shape}")
+        hits = collide(scene, q)                                          # once: for the step and its geometry
+        step, contacts = scene_step(_slotted_step, kernels, q, v, tau, scene, dt, hits=hits,
+                                    **_options(options, options.get("warm_start")))
+        moving = scene_geometry(scene, q, hits)
+    else:
+        step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
     d = differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
-                           options.get("gravity"))
+                           options.get("gravity"), moving)
     _checks.finite_result(who, d, (2,) * 6)          # an overflow (a velocity of 1e150) is an error, not NaN
     return d
 
 
-def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None):
+def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, moving=None):
     """The derivatives of a step already taken (``step``, :func:`contact_step` of these arguments) as
     :func:`contact_step_derivatives`; ``model`` a Model, ``kernels`` where its kernels run (the model
     or its compiled form), ``contacts`` checked.  (What :func:`contact_step_derivatives` costs beyond
-    the step.)"""
+    the step.)  ``moving``: ``(structure, geometry (nc, 11))`` where the contacts' points and normals
+    move with ``q`` (:func:`~sparsedyn.contact.scene_step.scene_geometry`; one state)."""
     q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
     nv, nq, nc = model.nv, model.nq, len(contacts)
     m = 3 * nc
@@ -202,7 +249,9 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
     a = (vp - vb) / dt
     if nc:
-        P = _partials(model, kernels, contacts, qb, vb, a, vp, lam, gravity, fx, dt * vp)
+        if moving is not None:
+            moving = (moving[0], flat(moving[1], moving[1].shape[-2:]))
+        P = _partials(model, kernels, contacts, qb, vb, a, vp, lam, gravity, fx, dt * vp, moving)
         Tq, Tv, Minv, Fq = P.dtau_dq, P.dtau_dv, P.Minv, P.dJTlam_dq
     else:
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
@@ -223,7 +272,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
         Dq, Dd = P.dint_dq, P.dint_ddq                          # at q (+) dt v+
         pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
         if pen.size:                                            # at the corrected step
-            corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, pen, dt)
+            corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, pen, dt, moving)
             Dq, Dd = Dq.copy(), Dd.copy()
             Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
     Dd = Dd.reshape(shape + (nv, nv))
@@ -269,7 +318,7 @@ def _impulse_response(P, W, step, contacts, dt):
     return np.swapaxes(JMinv, -1, -2) @ dlam
 
 
-def _correction_derivative(model, kernels, contacts, P, q, rows, dt):
+def _correction_derivative(model, kernels, contacts, P, q, rows, dt, moving=None):
     """The split-impulse position correction of the penetrating states ``rows`` and its ``q``
     derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``, ``dv_c = H^-1 J_A^T l`` with the active
     normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``."""
@@ -283,7 +332,9 @@ def _correction_derivative(model, kernels, contacts, P, q, rows, dt):
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
     zero = np.zeros((k, nv))
-    C = _partials(model, kernels, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None, zero)
+    moving = None if moving is None else (moving[0], moving[1][rows])
+    C = _partials(model, kernels, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None, zero,
+                  moving)
     Rq = C.dtau_dq - C.dJTlam_dq                            # d(H w - J^T l)/dq at w = dv_c
     active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
     Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
@@ -307,12 +358,18 @@ class _Partials(NamedTuple):
     dint_ddq: np.ndarray
 
 
-def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dq):
+def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dq, moving=None):
     """The pieces of :func:`_partials_program` for a batch (B leading), with ``d(J w)/dq``,
-    ``d(J^T lam)/dq``, ``J H^-1`` and ``G``; on a compiled model the program runs compiled."""
+    ``d(J^T lam)/dq``, ``J H^-1`` and ``G``; on a compiled model the program runs compiled.
+    ``moving``: ``(structure, geometry (B, nc, 11))`` of contacts whose points and normals move with
+    ``q`` (then ``contacts`` plays no part; the program runs on NumPy)."""
+    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
+    if moving is not None:
+        args = [q, v, a, dq, g, moving[1]] + ([f_ext] if f_ext is not None else [])
+        out = _run(_partials_program(model, moving[0], f_ext is not None, True), args)
+        return _assemble(out, w, lam)
     # the pieces depend on the points and planes, not on friction: one program for every coefficient
     contacts = tuple(Contact(c.frame, "3d", point=c.point, plane=c.plane) for c in contacts)
-    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
     args = [q, v, a, dq, g] + ([f_ext] if f_ext is not None else [])
     if kernels is model:
         out = _run(_partials_program(model, contacts, f_ext is not None), args)
@@ -320,6 +377,11 @@ def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dq):
         out = [x[None] for x in _compiled_partials(kernels, model, contacts, f_ext is not None)(*(x[0] for x in args))]
     else:
         out = _compiled_partials(kernels, model, contacts, f_ext is not None)(*args)
+    return _assemble(out, w, lam)
+
+
+def _assemble(out, w, lam):
+    """:class:`_Partials` of the program's outputs ``out``."""
     J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
     JMinv = J @ Minv
     return _Partials(J, gap, Minv, Tq, Tv, np.einsum("bijk,bj->bik", dJ, w), np.einsum("bijk,bi->bjk", dJ, lam),

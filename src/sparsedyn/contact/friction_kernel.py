@@ -29,7 +29,7 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
-                               _vmax, problem_of)
+                               _vmax, problem_of, slot_structure)
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 
@@ -391,7 +391,7 @@ def _step_program(model, static, optional):
     """The :class:`~sparsedyn.symbolic.loop.LoopProgram` of :func:`contact_step_kernel` at
     ``static["frames"]`` (the optional arrays ``optional`` as inputs)."""
     from ..symbolic.loop import trace_loop
-    frames = tuple(model.frame(f) for f in static["frames"])
+    frames = tuple(slot_structure(model, f) for f in static["frames"])
     if len(frames) > MAX_COMPILED_CONTACTS:
         raise CompiledStepSizeError(
             f"contact_step: {len(frames)} contact slots; the compiled step is built for at most "
@@ -417,7 +417,10 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, fr
     :mod:`sparsedyn.symbolic.loop`) that a compiled model runs as one native call per state, and that
     the NumPy road runs on floats, state by state, in the same loop.
 
-    ``frames``: the contacts' frames (indices or names; the structure, one build per tuple);
+    ``frames``: the contacts' frames (indices or names; the structure, one build per tuple), or for a
+    contact between two bodies of the robot a pair ``(frame_a, frame_b)`` (its point is fixed in
+    ``frame_a``, its plane moves with ``frame_b``'s body: rows ``J_a - J_b`` at the point, impulses on
+    ``a`` and opposite on ``b``; :class:`~sparsedyn.contact.friction_problem.BodyContact`);
     ``settings`` (..., 5): ``[dt, tol, admm_iterations, sweeps, margin]`` (ADMM for at most
     ``admm_iterations``, then Gauss-Seidel up to ``sweeps`` more; 0 ADMM iterations: Gauss-Seidel
     alone); ``warm_start`` (..., nc, 3); ``contact_data`` (..., nc, 8): per contact
@@ -425,7 +428,7 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, fr
     point in its frame's axes and the plane ``n . x = offset`` (``n`` not zero, need not be unit); the
     rest as :func:`contact_step`."""
     m = getattr(model, "model", model)
-    frames = tuple(m.frame(f) for f in frames)
+    frames = tuple(slot_structure(m, f) for f in frames)
     nc = len(frames)
     arrays = {"settings": (5,), "warm_start": (nc, 3), "contact_data": (nc, 8)}
     given = dict(settings=settings, warm_start=warm_start, contact_data=contact_data)

@@ -23,7 +23,7 @@ from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
            "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
-           "StepArrays"]
+           "StepArrays", "BodyContact", "slot_frames", "slot_structure", "moving_rows"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -157,12 +157,53 @@ def point_contacts(model, contacts, who="contacts", friction=False):
     return tuple(contacts)
 
 
+class BodyContact(NamedTuple):
+    """A point contact between two bodies of the robot (self-collision): the point ``point`` fixed in
+    frame ``frame`` (index; frame axes) of body ``a`` against the plane ``plane = (normal, offset)``
+    through the witness point of body ``b`` (world, at the current configuration; ``normal`` from
+    ``b`` towards ``a``), ``other`` a frame (index) of ``b``.  Its rows are the velocity of ``a``'s
+    point relative to the point of ``b`` at the same place, ``J_a(x) - J_b(x)``; its impulse acts
+    on ``a`` and the opposite one on ``b`` (the step's ``impulses`` are those on ``a``).  Friction
+    ``friction >= 0``; ``kind`` is always ``"3d"``."""
+
+    frame: int
+    other: int
+    friction: float
+    point: tuple
+    plane: tuple
+    name: str = "body contact"
+    kind: str = "3d"
+
+
+def slot_frames(f):
+    """``(frame_a, frame_b)`` of a slot's structure ``f``: a frame index (a point against the fixed
+    world: ``frame_b`` is None) or a pair of them (a :class:`BodyContact`)."""
+    return (f[0], f[1]) if isinstance(f, tuple) else (f, None)
+
+
+def slot_structure(model, f):
+    """The structure of one slot as the step is built for it: a frame (name or index) as its index,
+    a pair of frames ``(frame_a, frame_b)`` (a two-body contact) as the pair of their indices."""
+    if isinstance(f, (tuple, list)):
+        if len(f) != 2:
+            raise ValueError(f"contact_step: a two-body contact slot is a pair of frames (frame_a, frame_b), got {f!r}")
+        return (model.frame(f[0]), model.frame(f[1]))
+    return model.frame(f)
+
+
+def _slot_order(f):
+    a, b = slot_frames(f)
+    return (a, -1 if b is None else b)
+
+
 def contact_data(model, contacts):
     """``(frames, friction, points, planes)`` of checked point contacts: the structure of a contact step
-    (the frame indices, a tuple: what its compiled form is built for) and its data, ``friction`` (nc,),
+    (the frame indices, a tuple: what its compiled form is built for; a pair ``(frame, other)`` for a
+    :class:`BodyContact`) and its data, ``friction`` (nc,),
     ``points`` (nc, 3) in the frames' axes, ``planes`` (nc, 4) ``[n_x, n_y, n_z, offset]`` (the plane
     ``n . x = offset``; default the ground z = 0)."""
-    frames = tuple(model.frame(c.frame) for c in contacts)
+    frames = tuple(model.frame(c.frame) if getattr(c, "other", None) is None else
+                   (model.frame(c.frame), model.frame(c.other)) for c in contacts)
     mu = np.array([0.0 if c.friction is None else c.friction for c in contacts], float)
     points = np.array([c.point if c.point is not None else (0.0, 0.0, 0.0) for c in contacts], float).reshape(-1, 3)
     planes = np.array([(*c.plane[0], c.plane[1]) if c.plane is not None else (0.0, 0.0, 1.0, 0.0)
@@ -172,8 +213,8 @@ def contact_data(model, contacts):
 
 class ContactSlots(NamedTuple):
     """A contact set laid out for the compiled step (:func:`contact_slots`): ``frames`` the structure
-    (a body frame per slot, a tuple); ``index`` (nc,) the slot of each contact (``None`` where contact
-    ``i`` is in slot ``i`` and there are no free slots); ``data`` (ns, 8) per
+    (a body frame per slot, or a pair of them for a two-body contact, a tuple); ``index`` (nc,) the
+    slot of each contact (``None`` where contact ``i`` is in slot ``i`` and there are no free slots); ``data`` (ns, 8) per
     slot ``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (the point in the slot's frame), free slots open."""
 
     frames: tuple
@@ -198,13 +239,16 @@ def contact_slots(model, contacts):
             own[f.body] = j
     keys, moved = [], []
     for k, p in zip(frames, points):
-        f = model.frames[k]
+        ka, kb = slot_frames(k)
+        f = model.frames[ka]
         if f.body in own:
-            keys.append(own[f.body])
+            key = own[f.body]
             moved.append(f.X.r + f.X.E.T @ p)                    # frame axes -> body axes
         else:                                                    # a world frame: its own structure
-            keys.append(k)
+            key = ka
             moved.append(p)
+        # b's rows are taken at a's point in the world: any frame of b's body gives them
+        keys.append(key if kb is None else (key, own.get(model.frames[kb].body, kb)))
     sizes = {key: 1 << (keys.count(key) - 1).bit_length() for key in set(keys)}
     slots, index, data = fill_slots(keys, sizes, np.concatenate([mu[:, None], np.array(moved).reshape(-1, 3), planes],
                                                                -1))
@@ -216,7 +260,7 @@ def fill_slots(keys, sizes, rows):
     """``(frames, index, data)``: ``sizes[key]`` slots per key in key order (a tuple), the slot
     (nc,) of each contact (those of a key in its first slots, in order) and the slots' data (ns, 8),
     ``rows`` (nc, 8) in the contacts' slots, the free slots open (:data:`FREE_PLANE`)."""
-    order = sorted(sizes)
+    order = sorted(sizes, key=_slot_order)
     slots = tuple(key for key in order for _ in range(sizes[key]))
     first = dict(zip(order, np.cumsum([0] + [sizes[key] for key in order[:-1]]).tolist()))
     index = np.zeros(len(keys), int)
@@ -304,19 +348,16 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     if not nc:
         z = np.zeros(shape + (0, nv))
         return ContactProblem(_out(a, shape, (nv,)), z, z.copy(), np.zeros(shape + (0, 0)), np.zeros(shape + (0,)))
-    unique = list(dict.fromkeys(frames))
-    J6 = contact_jacobian(model, Xup, S, tuple(Contact(k, "6d") for k in unique))
-    X0 = world_transforms(model, Xup)
+    pairs = [slot_frames(f) for f in frames]
+    pts = _Points(model, Xup, S, [k for ka, kb in pairs for k in (ka, kb)])
     rows, gaps = [], []
-    for i, k in enumerate(frames):
-        j = unique.index(k)
-        Jf = J6[..., 6 * j:6 * j + 6, :]
-        R, o = pose(frame_world_transform(model, X0, k))         # frame -> world, frame origin
+    for i, (k, kb) in enumerate(pairs):
+        R, o = pts.pose[k]                                       # frame -> world, frame origin
         p = points[i]
-        Jp = Jf[..., 3:, :] - skew(p) @ Jf[..., :3, :]            # v_p = v_o + omega x p
+        x = o + R @ p
         Rc, n, offset = plane_basis(planes[i])
-        rows.append((Rc.T @ R) @ Jp)
-        gaps.append((o + R @ p) @ n - offset)
+        rows.append(pts.relative(Rc, k, kb, p, x))
+        gaps.append(x @ n - offset)
     J = np.concatenate(rows, -2)
     Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
     YD = Y / D[..., None, :]
@@ -325,6 +366,68 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     gap = np.stack([np.broadcast_to(x, shape) for x in gaps], -1)
     return ContactProblem(_out(a, shape, (nv,)), _out(J, shape, (3 * nc, nv)), _out(JMinv, shape, (3 * nc, nv)),
                           _out(G, shape, (3 * nc, 3 * nc)), gap)
+
+
+class _Points:
+    """The velocities of points of the bodies of ``frames`` (indices; None: the fixed world) at one
+    state (kernel use): ``pose[k]`` the frame's ``(R, o)`` (frame -> world, its origin)."""
+
+    def __init__(self, model, Xup, S, frames):
+        self.unique = list(dict.fromkeys(k for k in frames if k is not None))
+        self.J6 = contact_jacobian(model, Xup, S, tuple(Contact(k, "6d") for k in self.unique))
+        X0 = world_transforms(model, Xup)
+        self.pose = {k: pose(frame_world_transform(model, X0, k)) for k in self.unique}
+
+    def velocity(self, k, p):
+        """Rows (3, nv) of the velocity of the point ``p`` (frame ``k``'s axes) of ``k``'s body, frame axes."""
+        j = self.unique.index(k)
+        Jf = self.J6[..., 6 * j:6 * j + 6, :]
+        return Jf[..., 3:, :] - skew(p) @ Jf[..., :3, :]          # v_p = v_o + omega x p
+
+    def relative(self, Rc, k, kb, p, x):
+        """Rows (3, nv) in the contact frame ``Rc`` (world axes, columns) of the velocity of the point
+        ``p`` of frame ``k`` (at ``x`` in the world) relative to the point of ``kb``'s body there."""
+        row = (Rc.T @ self.pose[k][0]) @ self.velocity(k, p)
+        if kb is not None:                                       # less the velocity of b's point at x
+            Rb, ob = self.pose[kb]
+            Rbt = np.swapaxes(Rb, -1, -2)
+            row = row - (Rc.T @ Rb) @ self.velocity(kb, (Rbt @ (x - ob)[..., None])[..., 0])
+        return row
+
+
+def moving_rows(model, q, geometry, structure):
+    """``(J (m, nv), gap (nc,))``: the contact rows and gaps of contacts whose points and normals move
+    with ``q`` (:func:`~sparsedyn.contact.scene_step.scene_geometry`: ``structure`` per contact
+    ``(frame_a, frame_b, kind)``, ``geometry`` (nc, 11) ``[c_a, r_a, c_b, r_b, n]``); at the
+    configuration the geometry was found at, the rows and gaps of the step (no checks; kernel use)::
+
+        pp:  n = (x_a - x_b) / |x_a - x_b|     gap = |x_a - x_b| - r_a - r_b     x = x_a - r_a n
+        pb:  n = R_b n_b                       gap = n . (x_a - x_b) - r_a       x = x_a - r_a n
+        ap:  n = R_a n_a                       gap = n . (x_a - x_b) - r_b       x = x_b + (r_b + gap) n
+
+    with ``x_a = o_a + R_a c_a``, ``x_b = o_b + R_b c_b`` (``c_b`` in the world where ``frame_b`` is
+    None) and the rows those of ``a``'s point at ``x`` relative to ``b``'s, in the contact frame of
+    ``n`` (:func:`plane_basis`).  One state: ``q`` (nq,)."""
+    Xup, S = joint_transforms(model, q)
+    pts = _Points(model, Xup, S, [k for ka, kb, _ in structure for k in (ka, kb)])
+    eye = (np.eye(3), np.zeros(3))
+    rows, gaps = [], []
+    for i, (ka, kb, kind) in enumerate(structure):
+        g = geometry[i]
+        (Ra, oa), (Rb, ob) = pts.pose[ka], (eye if kb is None else pts.pose[kb])
+        xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
+        if kind == "pp":
+            d = xa - xb
+            size = bk.sqrt(d @ d)
+            n, gap = d / size, size - g[3] - g[7]
+        else:
+            n = (Rb if kind == "pb" else Ra) @ g[8:11]
+            gap = n @ (xa - xb) - (g[3] if kind == "pb" else g[7])
+        x = xb + (g[7] + gap) * n if kind == "ap" else xa - g[3] * n
+        Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
+        rows.append(pts.relative(Rc, ka, kb, Ra.T @ (x - oa), x))
+        gaps.append(gap)
+    return np.concatenate(rows, -2), np.stack(gaps, -1)
 
 
 # --- the constants of the solver ----------------------------------------------------------------------

@@ -17,9 +17,21 @@ default road (native once built); a trajectory builds a new step only when a bod
 first time or outgrows its slots, so its builds are bounded by the bodies that touch and the
 doublings of their slots.  Free slots are not free of cost: the step's problem keeps their rows
 (open, with zero impulse), so a layout larger than the contacts of the moment costs time and
-iterations (the ADMM's penalty scales with the problem's size).  Hits of two robot
-shapes (self-collision) are found by :func:`~sparsedyn.collide` but not yet passed to the step: a point
-contact holds a robot point against a fixed plane, and two moving bodies need a two-body contact.
+iterations (the ADMM's penalty scales with the problem's size).
+
+A hit of two robot shapes ``a`` and ``b`` (self-collision) is a two-body contact
+(:class:`~sparsedyn.contact.friction_problem.BodyContact`): ``w_a`` fixed in a frame of ``a``'s body
+against the plane through ``w_b`` of normal ``n``, its rows the velocity of ``w_a`` relative to the
+point of ``b``'s body at the same place (``J_a - J_b``), so its impulse pushes ``a`` along ``n``
+and ``b`` as much the other way, and the pair's internal impulses carry no net wrench.  The normal row is the rate of
+the gap ``n . (w_a - w_b)`` for a normal fixed in ``b`` (``n . (v_b(w_a) - v_b(w_b)) = 0``); its
+slots are keyed by the pair of bodies.
+
+A batch of states is one call of the step: each state's contacts are found alone, the layout grows
+to hold them all, and every state is laid out in it (so a state's step equals its single step in the
+same layout).  Along a trajectory a step starts from the impulses of the step before where a contact
+persists (:func:`matched_warm_start`): contacts are matched by their pair of shapes and the nearest
+point, not by their order, which changes as contacts come and go.
 """
 
 from __future__ import annotations
@@ -28,10 +40,10 @@ import numpy as np
 
 from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
-from .collision import collide
-from .friction_problem import ContactSlots, contact_slots, fill_slots
+from .collision import collide, placements
+from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 
-__all__ = ["scene_contacts", "scene_slots", "scene_step"]
+__all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "WARM_RADIUS", "scene_geometry"]
 
 
 def _body_frames(model):
@@ -43,8 +55,10 @@ def _body_frames(model):
 
 
 def scene_contacts(scene, q, hits=None) -> list:
-    """The point contacts (:class:`~sparsedyn.Contact`, ``"3d"``) of the robot-world hits of
-    ``scene`` at ``q`` (nq,) (module docstring); ``hits``: :func:`~sparsedyn.collide`'s result at ``q`` if known."""
+    """The point contacts of the hits of ``scene`` at ``q`` (nq,) (module docstring), in the hits'
+    order: a :class:`~sparsedyn.Contact` (``"3d"``) for a robot-world hit, a
+    :class:`~sparsedyn.contact.friction_problem.BodyContact` for a hit of two robot shapes;
+    ``hits``: :func:`~sparsedyn.collide`'s result at ``q`` if known."""
     if hits is None:
         hits = collide(scene, q)
     model = scene.model
@@ -54,18 +68,25 @@ def scene_contacts(scene, q, hits=None) -> list:
     for k in range(len(hits.distances)):
         i, j = scene.index[hits.pair[k]]
         a, b = scene.shapes[i], scene.shapes[j]
-        if b.body >= 0:                           # self-collision: no two-body contact yet (module docstring)
-            continue
-        f = frames.get(a.body)
-        if f is None:
-            raise ValueError(f"scene step: body {model.body_names[a.body]!r} of shape {a.name!r} has no frame to "
-                             f"hold a contact")
+        f, fb = (_frame_of(model, frames, s) for s in (a, b))
         n = hits.normals[k]
         wa, wb = hits.witness_a[k], hits.witness_b[k]
-        point = Rf[f].T @ (wa - pf[f])
-        out.append(Contact(int(f), "3d", friction=float(scene.pair_friction[hits.pair[k]]), point=point,
-                           plane=(n, float(n @ wb)), name=f"{a.name}/{b.name}#{k}"))
+        point, plane = Rf[f].T @ (wa - pf[f]), (n, float(n @ wb))
+        mu, name = float(scene.pair_friction[hits.pair[k]]), f"{a.name}/{b.name}#{k}"
+        out.append(Contact(int(f), "3d", friction=mu, point=point, plane=plane, name=name) if fb is None else
+                   BodyContact(int(f), int(fb), mu, tuple(point), plane, name))
     return out
+
+
+def _frame_of(model, frames, shape):
+    """The frame that holds the contacts of ``shape``'s body (None for a world shape)."""
+    if shape.body < 0:
+        return None
+    f = frames.get(shape.body)
+    if f is None:
+        raise ValueError(f"scene step: body {model.body_names[shape.body]!r} of shape {shape.name!r} has no frame to "
+                         f"hold a contact")
+    return f
 
 
 def scene_slots(scene, contacts) -> ContactSlots:
@@ -82,19 +103,164 @@ def scene_slots(scene, contacts) -> ContactSlots:
     return ContactSlots(*fill_slots(keys, layout, own.data[where]))
 
 
-def scene_step(step, model, q, v, tau, scene, dt, **options):
-    """``step(model, q, v, tau, contacts, slots, dt, **options)`` (:func:`~sparsedyn.contact_step` laid out
-    in slots) with the contacts of ``scene`` at ``q`` in the scene's slots (:func:`scene_slots`), on the
-    default road.  One state: ``q`` (nq,)."""
+#: How far [m] a contact's point (in its body's axes) may move between two steps and still be the same
+#: contact for the warm start: more than a step's sliding or rolling at ordinary speeds (1 m/s over a
+#: millisecond: 1 mm), less than the distance between a box's corners or a mesh's features.
+WARM_RADIUS = 0.01
+
+
+def _pair_of(c):
+    """The pair of shapes of a contact of :func:`scene_contacts` (its name up to ``#``)."""
+    return c.name.rpartition("#")[0]
+
+
+def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
+    """Impulses (nc, 3) to start a step at ``contacts`` from, given the contacts ``previous`` of the step
+    before and their ``impulses`` (np, 3): each contact takes the impulse of the nearest previous
+    contact of the same pair of shapes whose point (body axes) lies within :data:`WARM_RADIUS`, turned
+    from that contact's frame into its own; the others start from zero."""
+    out = np.zeros((len(contacts), 3))
+    impulses = np.asarray(impulses, float).reshape(-1, 3)
+    if not len(previous) or not len(contacts) or len(impulses) != len(previous):
+        return out
+    frames = [c.frame for c in previous]
+    points = np.array([c.point for c in previous], float).reshape(-1, 3)
+    pairs = np.array([_pair_of(c) for c in previous], dtype=object)
+    free = np.ones(len(previous), bool)
+    turn = []
+    for i, c in enumerate(contacts):
+        d = np.linalg.norm(points - np.asarray(c.point, float), axis=-1)
+        d[~free | (pairs != _pair_of(c)) | np.array([f != c.frame for f in frames])] = np.inf
+        j = int(np.argmin(d))
+        if d[j] <= WARM_RADIUS:
+            free[j] = False
+            turn.append((i, j))
+    if turn:
+        i, j = (np.array(x) for x in zip(*turn))
+        R1 = plane_basis(np.array([(*contacts[k].plane[0], contacts[k].plane[1]) for k in i], float))[0]
+        R0 = plane_basis(np.array([(*previous[k].plane[0], previous[k].plane[1]) for k in j], float))[0]
+        out[i] = np.einsum("kji,kjl,kl->ki", R1, R0, impulses[j])           # R1^T R0 lambda
+    return out
+
+
+def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, **options):
+    """``(result, contacts)``: ``step(model, q, v, tau, contacts, slots, dt, **options)``
+    (:func:`~sparsedyn.contact_step` laid out in slots) with the contacts of ``scene`` at ``q`` in the
+    scene's slots (:func:`scene_slots`), on the default road, and those contacts.
+
+    ``q`` (nq,): one state; (B, nq): a batch (``v``, ``tau`` (B, nv) or (nv,)), its contacts found state
+    by state and laid out in one layout (the union of their slots), so the batch is one call of the
+    step (the native kernel runs it on the batch runtime's threads); its ``impulses`` and ``modes``
+    are then lists, one array (nc_b, 3) and (nc_b,) per state, and ``contacts`` a list per state.
+    ``previous``: the ``(contacts, impulses)`` of the step before (a list of them for a batch): the
+    step starts from them where a contact persists (:func:`matched_warm_start`); else a
+    ``warm_start`` of the contacts' shape is taken as given, in the contacts' order.  ``hits``:
+    :func:`~sparsedyn.collide`'s result at ``q`` if known (one state)."""
     inner = getattr(model, "model", model)
-    if inner is not scene.model:
+    if not _same_model(inner, scene.model):
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
                          f"passed ({getattr(inner, 'name', type(inner).__name__)!r})")
     qa = np.asarray(q, float)
-    if qa.ndim != 1:
-        raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), got "
-                         f"shape {qa.shape}; step the states of a batch one by one")
-    contacts = scene_contacts(scene, qa)
-    if options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
+    if qa.ndim not in (1, 2) or qa.shape[-1:] != (inner.nq,):
+        raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), or a "
+                         f"batch (B, nq); got shape {qa.shape}")
+    if qa.ndim == 2:
+        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
+    contacts = scene_contacts(scene, qa, hits)
+    if previous is not None:
+        options["warm_start"] = matched_warm_start(*previous, contacts)
+    elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
-    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options)
+    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options), contacts
+
+
+def _same_model(a, b):
+    """Whether ``a`` is the model ``b`` or a shallow copy of it (a compiled model holds one)."""
+    if a is b:
+        return True
+    fields = getattr(type(b), "__dataclass_fields__", None)
+    return type(a) is type(b) and fields is not None and all(getattr(a, f) is getattr(b, f) for f in fields)
+
+
+def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
+    """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``."""
+    B = len(q)
+    contacts = [scene_contacts(scene, x) for x in q]
+    for c in contacts:
+        scene_slots(scene, c)                     # grow the layout to hold every state's contacts
+    slots = [scene_slots(scene, c) for c in contacts]
+    frames, ns = slots[0].frames, len(slots[0].frames)
+    index = [np.arange(len(c)) if s.index is None else s.index for c, s in zip(contacts, slots)]
+    given = options.pop("warm_start", None)
+    if previous is not None and len(previous) != B:
+        raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
+    warm = np.zeros((B, ns, 3))
+    for b in range(B):
+        if previous is not None:
+            warm[b, index[b]] = matched_warm_start(*previous[b], contacts[b])
+        elif given is not None and len(given) == B and np.shape(given[b]) == (len(contacts[b]), 3):
+            warm[b, index[b]] = given[b]
+    data = np.stack([s.data for s in slots]) if ns else np.zeros((B, 0, 8))
+    out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm, **options)
+    if out.impulses.shape[-2] == ns:              # (the free step has no slot)
+        out = out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
+                           modes=[out.modes[b][index[b]] for b in range(B)])
+    return out, contacts
+
+
+# --- how the contacts move with q: the geometry the derivatives of a step differentiate -----------
+
+#: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
+ROUND = ("sphere", "capsule")
+
+
+def scene_geometry(scene, q, hits=None):
+    """``(structure, data)``: for each contact of :func:`scene_contacts` at ``q`` (same order), how
+    its point and normal move with the configuration, for the derivatives of a step.
+
+    ``structure``: per contact ``(frame_a, frame_b, kind)`` (``frame_b`` None against a world shape;
+    the frames those of :func:`scene_contacts`); ``data`` (nc, 11): ``[c_a, r_a, c_b, r_b, n]``.
+    ``kind`` ``"pp"``: two spheres, centres ``c_a``, ``c_b`` fixed in their frames, radii ``r_a``,
+    ``r_b``, the normal along the centres; ``"pb"``: a sphere (or a vertex, radius 0) of ``a`` against
+    a plane fixed in ``b`` through ``c_b`` with normal ``n`` (``b``'s axes); ``"ap"``: a plane fixed
+    in ``a`` (through ``c_a``, normal ``n`` in ``a``'s axes, from ``b`` towards ``a``) against a
+    sphere or vertex of ``b``.  A sphere, a capsule's end, a box's or a mesh's vertex against a
+    plane, a face or a sphere move so exactly; a capsule's side, an edge or a cylinder's rim are held
+    at the point found at ``q`` (their contact point slides on the shape as it turns)."""
+    if hits is None:
+        hits = collide(scene, q)
+    model = scene.model
+    frames = _body_frames(model)
+    Rf, pf = frame_placements(model, q)
+    Rs, ps = placements(scene, q)
+    structure, data = [], np.zeros((len(hits.distances), 11))
+    for k in range(len(hits.distances)):
+        i, j = scene.index[hits.pair[k]]
+        a, b = scene.shapes[i], scene.shapes[j]
+        fa, fb = (_frame_of(model, frames, s) for s in (a, b))
+        n, wa, wb = hits.normals[k], hits.witness_a[k], hits.witness_b[k]
+        ra = a.size[0] if a.kind in ROUND else 0.0
+        rb = b.size[0] if b.kind in ROUND else 0.0
+        if a.kind in ROUND and b.kind in ROUND:
+            kind = "pp"
+        elif a.kind in ROUND or b.kind == "plane":
+            kind = "pb"
+        elif b.kind in ROUND:
+            kind = "ap"
+        elif a.kind == b.kind == "box":                          # a corner of a on b's face, or b's on a's
+            kind = "pb" if _corner(a, Rs[i], ps[i], wa) else "ap"
+        else:
+            kind = "pb"
+        ca, cb = wa + ra * n, wb - rb * n                        # the centres (the witness points for a vertex)
+        local = (lambda f, x: x if f is None else Rf[f].T @ (x - pf[f]))
+        axes = (lambda f, x: x if f is None else Rf[f].T @ x)
+        normal = axes(fb, n) if kind == "pb" else axes(fa, n)
+        data[k] = [*local(fa, ca), ra, *local(fb, cb), rb, *normal]
+        structure.append((int(fa), None if fb is None else int(fb), kind))
+    return tuple(structure), data
+
+
+def _corner(shape, R, p, x):
+    """Whether the world point ``x`` is a corner of the box ``shape`` placed at ``(R, p)``."""
+    h = np.asarray(shape.size, float) / 2
+    return bool(np.all(np.abs(np.abs(R.T @ (x - p)) - h) <= 1e-9 * max(1.0, h.max())))
