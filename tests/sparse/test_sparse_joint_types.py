@@ -11,48 +11,15 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn import sparse
-from sparsedyn import spatial as sp
 from sparsedyn.sparse.assembly import ONE, STATE
 from conftest import random_trees, rel_err, rounding_bound, solve_bound
+from custom_joints import custom_universal, with_joints
 
-EX, EY = np.eye(3)[0], np.eye(3)[1]
 VARYING = ("spherical_zyx", "spherical_xyz", "spherical_yxz", "spherical_zxy", "universal", "composite")
-
-
-def xy_jcalc(q):
-    """A universal joint written by hand: parent_R_child = Rx(q0) Ry(q1); omega (child frame) =
-    Ry^T e_x qd0 + e_y qd1, so S = [Ey e_x, e_y; 0, 0] with Ey = Ry^T."""
-    Ex, Ey = sp.axis_rotation(EX, q[..., 0]), sp.axis_rotation(EY, q[..., 1])
-    c0 = sp.mv(Ey, np.broadcast_to(EX, q.shape[:-1] + (3,)))
-    S = np.concatenate([np.stack([c0, np.broadcast_to(EY, c0.shape)], -1), np.zeros(q.shape[:-1] + (3, 2))], -2)
-    return sp.Transform(Ey @ Ex, 0 * c0), S
-
-
-def xy_bias(q, qd):
-    """``Sdot qd`` by hand: d/dt (Ey e_x) = -qd1 e_y x (Ey e_x); the second column is constant."""
-    Ey = sp.axis_rotation(EY, q[..., 1])
-    c0 = sp.mv(Ey, np.broadcast_to(EX, q.shape[:-1] + (3,)))
-    w = -(qd[..., 1:2] * qd[..., 0:1]) * sp.cross3(np.broadcast_to(EY, c0.shape), c0)
-    return np.concatenate([w, 0 * w], -1)
-
-
-def with_custom_joints(base):
-    """``base`` with two more bodies on custom joints (one on a leaf, one on the root)."""
-    b = sd.ModelBuilder(base.name + "_custom", gravity=base.gravity)
-    for i in range(base.nbodies):
-        b.add_body(base.body_names[i], None if base.parent[i] < 0 else base.body_names[base.parent[i]],
-                   base.joints[i], base.Xtree[i], base.inertia[i], joint_name=base.joint_names[i])
-    rng = np.random.default_rng(7)
-    for k, parent in enumerate((base.body_names[-1], base.body_names[0])):
-        b.add_body(f"custom{k}", parent, sd.CustomJoint(2, 2, xy_jcalc, xy_bias, name="my_universal"),
-                   sp.Transform(sp.rotx(0.3 + k), rng.normal(size=3)), mass=1.0 + k, com=rng.normal(size=3) / 5,
-                   rot_inertia=np.diag([0.1, 0.2, 0.15]))
-    return b.build()
-
 
 MODELS = [(f"tree{k}", m) for k, m in enumerate(random_trees()[:3])] + [
     ("varying", sd.random_tree(9, branching=1.5, joint_types=VARYING, seed=21, floating_base=True)),
-    ("custom", with_custom_joints(random_trees()[0])),
+    ("custom", with_joints(random_trees()[0], custom_universal())),
 ]
 
 
