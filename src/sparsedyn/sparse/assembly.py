@@ -104,6 +104,59 @@ class TransformBlock(NamedTuple):
     entries: np.ndarray
 
 
+class _Entries:
+    """The entries of ``A`` as :class:`SystemPattern` lists them: ``rows``, ``cols``, ``cls``, ``const``,
+    ``source`` and the transform blocks ``tblocks``; ``Mt``, ``St``, ``masks``: the traced transforms
+    and subspaces (:func:`traced_transforms`) and the transforms' worst-case patterns."""
+
+    def __init__(self, model, Mt, St, masks):
+        self.model, self.Mt, self.St, self.masks = model, Mt, St, masks
+        self.rows, self.cols, self.cls, self.const, self.source, self.tblocks = [], [], [], [], [], []
+
+    def add(self, r, c, value=None, src=-1):
+        self.rows.append(r)
+        self.cols.append(c)
+        if src >= 0:
+            self.cls.append(STATE)
+            self.const.append(np.nan)
+        else:
+            self.cls.append(ONE if abs(value) == 1.0 else CONST)
+            self.const.append(float(value))
+        self.source.append(src)
+
+    def matrix(self, r0, c0, M):
+        """The nonzeros of the constant matrix ``M`` at rows ``r0 ..``, columns ``c0 ..``."""
+        for r, c in zip(*np.nonzero(M)):
+            self.add(r0 + r, c0 + c, M[r, c])
+
+    def subspace(self, r0, c0, i, transpose):
+        """``S_i`` (eq. 4a) or ``S_i^T`` (eq. 4e): a traced entry is STATE (gathered online from ``S_i``,
+        source ``36 NB + 6 k + r`` for element ``(r, k - first dof of i)``), a folded one a constant."""
+        model = self.model
+        k0 = model.v_slice(i).start
+        for (r, c), x in np.ndenumerate(self.St[i].T if transpose else self.St[i]):
+            if _structural_zero(x):
+                continue
+            rr, cc = (c, r) if transpose else (r, c)
+            if isinstance(x, Sym):
+                self.add(r0 + r, c0 + c, src=36 * model.nbodies + 6 * (k0 + cc) + rr)
+            else:
+                self.add(r0 + r, c0 + c, float(x))
+
+    def transform(self, r0, c0, i, transpose):
+        """``motion_matrix(Xup_i)`` (eq. 4a) or its transpose (eq. 4d): a traced entry is STATE (gathered
+        online), a folded one a constant; the whole block is recorded as a :class:`TransformBlock`."""
+        e0 = len(self.rows)
+        for rr, cc in zip(*np.nonzero(self.masks[i])):
+            x = self.Mt[i][rr, cc]
+            r, c = (cc, rr) if transpose else (rr, cc)
+            if isinstance(x, Sym):
+                self.add(r0 + r, c0 + c, src=36 * i + 6 * rr + cc)
+            else:
+                self.add(r0 + r, c0 + c, float(x))
+        self.tblocks.append((i, "XT" if transpose else "X", r0, c0, range(e0, len(self.rows))))
+
+
 class SystemPattern:
     """Worst-case scalar pattern of ``A = [D; D_Y]`` for a :class:`~sparsedyn.sparse.Problem`.
 
@@ -128,50 +181,7 @@ class SystemPattern:
         Mt, St = traced_transforms(model)
         self.masks = np.array([[[not _structural_zero(x) for x in row] for row in Mi] for Mi in Mt],
                               dtype=bool).reshape(model.nbodies, 6, 6)
-        rows, cols, cls, const, source = [], [], [], [], []
-
-        def add(r, c, value=None, src=-1):
-            rows.append(r)
-            cols.append(c)
-            if src >= 0:
-                cls.append(STATE)
-                const.append(np.nan)
-            else:
-                cls.append(ONE if abs(value) == 1.0 else CONST)
-                const.append(float(value))
-            source.append(src)
-
-        def add_matrix(r0, c0, M):
-            for r, c in zip(*np.nonzero(M)):
-                add(r0 + r, c0 + c, M[r, c])
-
-        def add_subspace(r0, c0, i, transpose):
-            # S_i (eq. 4a) or S_i^T (eq. 4e): a traced entry is STATE (gathered online from S_i, source
-            # 36 NB + 6 k + r for element (r, column k - first dof of i)), a folded one a constant
-            k0 = model.v_slice(i).start
-            for (r, c), x in np.ndenumerate(St[i].T if transpose else St[i]):
-                if _structural_zero(x):
-                    continue
-                rr, cc = (c, r) if transpose else (r, c)
-                if isinstance(x, Sym):
-                    add(r0 + r, c0 + c, src=36 * model.nbodies + 6 * (k0 + cc) + rr)
-                else:
-                    add(r0 + r, c0 + c, float(x))
-
-        def add_transform(r0, c0, i, transpose):
-            # a traced entry is STATE (gathered online from motion_matrix(Xup_i)) or a folded constant
-            e0 = len(rows)
-            for rr, cc in zip(*np.nonzero(self.masks[i])):
-                x = Mt[i][rr, cc]
-                r, c = (cc, rr) if transpose else (rr, cc)
-                if isinstance(x, Sym):
-                    add(r0 + r, c0 + c, src=36 * i + 6 * rr + cc)
-                else:
-                    add(r0 + r, c0 + c, float(x))
-            # the whole block, applied as a transform by substitutions that can (TransformBlock)
-            tblocks.append((i, "XT" if transpose else "X", r0, c0, range(e0, len(rows))))
-
-        tblocks = []
+        E = _Entries(model, Mt, St, self.masks)
         children = [[] for _ in range(model.nbodies)]
         for i in range(model.nbodies):
             if model.parent[i] >= 0:
@@ -180,24 +190,24 @@ class SystemPattern:
             a, f, tau, fx, qdd = (L.var(k, i).offset for k in ("a", "f", "tau", "fx", "qdd"))
             # c(3a_i): -a_i + iX_lambda a_lambda + S_i qdd_i (+ c_i in b)          (4a, 4b)
             r = L.eq("3a", i).offset
-            add_matrix(r, a, -np.eye(6))
+            E.matrix(r, a, -np.eye(6))
             p = model.parent[i]
             if p >= 0:
-                add_transform(r, L.var("a", p).offset, i, False)
-            add_subspace(r, qdd, i, False)
+                E.transform(r, L.var("a", p).offset, i, False)
+            E.subspace(r, qdd, i, False)
             # c(3f_i): -f_i + I_i a_i - fx_i + sum_j iX*_j f_j (+ nu_i in b)       (4c, 4d)
             r = L.eq("3f", i).offset
-            add_matrix(r, f, -np.eye(6))
-            add_matrix(r, a, rigid_structure(model.inertia[i]))   # exact zeros, as RNEA and ABA use it
-            add_matrix(r, fx, -np.eye(6))
+            E.matrix(r, f, -np.eye(6))
+            E.matrix(r, a, rigid_structure(model.inertia[i]))   # exact zeros, as RNEA and ABA use it
+            E.matrix(r, fx, -np.eye(6))
             for j in children[i]:
                 # iX*_j = (jX_i)^T: element (rr, cc) is element (cc, rr) of motion_matrix(Xup_j)
-                add_transform(r, L.var("f", j).offset, j, True)
+                E.transform(r, L.var("f", j).offset, j, True)
             # c(3tau_i): -tau_i + S_i^T f_i + armature_i qdd_i                       (4e; rotor inertia)
             r = L.eq("3tau", i).offset
-            add_matrix(r, tau, -np.eye(model.joints[i].nv))
-            add_subspace(r, f, i, True)
-            add_matrix(r, qdd, np.diag(model.armature[model.v_slice(i)]))   # zero armature: no entry
+            E.matrix(r, tau, -np.eye(model.joints[i].nv))
+            E.subspace(r, f, i, True)
+            E.matrix(r, qdd, np.diag(model.armature[model.v_slice(i)]))   # zero armature: no entry
         # measurement rows: sum_k M_k d[var_k] (- y + bias in b_Y)
         equations = list(L.equations)
         r = L.nrows
@@ -207,20 +217,24 @@ class SystemPattern:
             for var, M in m.terms:                       # several terms on one variable add up
                 blocks[var] = blocks.get(var, 0) + M
             for var, M in blocks.items():
-                add_matrix(r, var.offset, M)
+                E.matrix(r, var.offset, M)
             r += m.size
         self.nrows = r
         self.equations = tuple(equations)
         self._row_owner = [e for e in self.equations for _ in range(e.size)]
-        self.rows = np.array(rows, dtype=np.int64)
-        self.cols = np.array(cols, dtype=np.int64)
-        self.cls = np.array(cls, dtype=np.int8)
-        self.const = np.array(const, dtype=float)
-        self.source = np.array(source, dtype=np.int64)
-        self.nnz = len(rows)
+        self.rows = np.array(E.rows, dtype=np.int64)
+        self.cols = np.array(E.cols, dtype=np.int64)
+        self.cls = np.array(E.cls, dtype=np.int8)
+        self.const = np.array(E.const, dtype=float)
+        self.source = np.array(E.source, dtype=np.int64)
+        self.nnz = len(E.rows)
         self.transform_blocks = tuple(TransformBlock(j, kind, r0, c0, np.array(es, dtype=np.int64))
-                                      for j, kind, r0, c0, es in tblocks if len(es))
-        # fixed gathers of the value kernel
+                                      for j, kind, r0, c0, es in E.tblocks if len(es))
+        self._gathers(model)
+
+    def _gathers(self, model):
+        """The fixed gathers of the value kernel: constant entries, and the ``STATE`` entries by the
+        body transform or joint subspace they come from."""
         self.const_pos = np.nonzero(self.cls != STATE)[0]
         self.const_values = self.const[self.const_pos]
         self.const_objects = np.empty(len(self.const_pos), dtype=object)
