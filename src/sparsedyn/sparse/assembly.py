@@ -310,12 +310,12 @@ def rhs_values(pattern, q, qd, y, gravity, Xup, S, batch, symbolic):
 
         b[c(3a_i)] = c_i = v_i x S_i qd_i + cJ_i         (iX_0 a_0 + cJ_i for a root body, a_0 = -a_grav;
                                                            its vJ x vJ vanishes identically)
-
-    ``cJ_i = Sdot_i qd_i`` is the velocity-product term of a joint whose ``S`` depends on ``q``
-    (:meth:`~sparsedyn.Joint.bias`; RBDA section 4.4), the term RNEA and ABA add too.
         b[c(3f_i)] = nu_i = v_i x* I_i v_i
         b[c(3tau_i)] = 0
         b[y_m] = bias_m(kin) - y[slot_m]
+
+    ``cJ_i = Sdot_i qd_i`` is the velocity-product term of a joint whose ``S`` depends on ``q``
+    (:meth:`~sparsedyn.Joint.bias`; RBDA section 4.4), the term RNEA and ABA add too.
     """
     problem = pattern.problem
     model, L = problem.model, problem.layout
