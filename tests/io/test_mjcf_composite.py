@@ -220,8 +220,14 @@ def test_composite_joints_false_keeps_the_chain():
     assert_dynamics_match_mujoco(model, _mj(MULTI), seeds=[0])
 
 
-def test_native_road_equals_numpy_on_composite_joints():
-    model = _load(MULTI)
+PLACED = _one_body('<joint name="a" type="slide" axis="0 1 1" pos="0.2 0 0" ref="0.1"/><joint name="b" '
+                   'type="hinge" axis="1 0.3 0" pos="0 0.1 0.2" ref="-0.4"/><joint name="d" type="ball" '
+                   'pos="0.05 -0.1 0"/>')
+
+
+@pytest.mark.parametrize("source", [MULTI, PLACED], ids=["multi", "parts-placed-apart"])
+def test_native_road_equals_numpy_on_composite_joints(source):
+    model = _load(source)
     rng = np.random.default_rng(3)
     q, v, tau = model.random_configuration(rng), *rng.normal(size=(2, model.nv))
     ref = (sd.rnea(model, q, v, tau), sd.crba(model, q), sd.aba(model, q, v, tau))
