@@ -77,7 +77,7 @@ class Composite(Joint):
     ``q``, ``v`` are the parts' coordinates one after the other (nq, nv: their sums).
 
     ``placements`` (optional, one per part): the fixed placement of each part's frame in the frame
-    the previous part moved (the joint frame for the first), a :class:`~sparsedyn.spatial.Transform`
+    the previous part moved (the joint frame for the first), a ``sparsedyn.spatial.Transform``
     ``part_X_previous`` (``sparsedyn.spatial.xlt(p)``: a part whose axis passes through ``p``) or
     ``None`` (coincident; the default for every part), as Pinocchio's ``JointModelComposite``
     joint placements: ``XJ = XJ_n P_n ... XJ_1 P_1``.  MuJoCo's several joints of one body at
@@ -125,7 +125,7 @@ class Composite(Joint):
 
     @property
     def part_placements(self):
-        """The parts' placements as :class:`~sparsedyn.spatial.Transform` (``None``: coincident)."""
+        """The parts' placements as ``sparsedyn.spatial.Transform`` (``None``: coincident)."""
         return self._placed
 
     def _part(self, k, q):
