@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_plain.py                   # talos_reduced, the user's build cache
     .venv/bin/python benchmarks/bench_plain.py --models panda talos_reduced
+    .venv/bin/python benchmarks/bench_plain.py --models humanoid humanoid_spherical_zyx_hips --functions rnea aba
 
 For each function: the first plain call of the process (with a warm build cache: loading the
 native kernel; a cold cache builds it, in the background after half a second), then the best
@@ -47,7 +48,7 @@ def interleaved(fs, rounds=400, target=1e-4):
     return best
 
 
-def rows_for(name, rng):
+def rows_for(name, rng, functions=None):
     import pinocchio as pin
 
     import sparsedyn as sd
@@ -76,6 +77,8 @@ def rows_for(name, rng):
     ]
     rows = []
     for fname, plain, meth, args, theirs in cases:
+        if functions and fname not in functions:
+            continue
         t0 = time.perf_counter()
         plain()
         first = time.perf_counter() - t0
@@ -83,7 +86,8 @@ def rows_for(name, rng):
         method = getattr(k, meth)
         t_plain, t_k, t_pin = interleaved([plain, lambda: method(*args), theirs])
         rows.append((name, fname, first, t_plain, t_k, t_pin))
-    return model, rows
+    kinds = sorted({pm.joints[j].shortname() for j in range(1, pm.njoints)})
+    return model, rows, kinds
 
 
 def dispatch(model, rng, rounds=3000):
@@ -99,7 +103,10 @@ def dispatch(model, rng, rounds=3000):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", nargs="+", default=["talos_reduced"])
+    ap.add_argument("--models", nargs="+", default=["talos_reduced"],
+                    help="example-robot-data names, chainN, humanoid, humanoid_spherical_zyx_hips (Euler-angle "
+                         "hips: Pinocchio's JointModelSphericalZYX), a built-in name or a URDF path")
+    ap.add_argument("--functions", nargs="+", default=None, help="only these functions (default: all)")
     args = ap.parse_args(argv)
     import sparsedyn as sd
     sd.use_backend("native", deterministic=True)
@@ -107,8 +114,8 @@ def main(argv=None):
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; "
           f"Python {platform.python_version()}")
     for name in args.models:
-        model, rows = rows_for(name, rng)
-        print(f"\n{name}: {model.nbodies} bodies, nq={model.nq}, nv={model.nv}")
+        model, rows, kinds = rows_for(name, rng, args.functions)
+        print(f"\n{name}: {model.nbodies} bodies, nq={model.nq}, nv={model.nv}; Pinocchio joints: {', '.join(kinds)}")
         print(f"| function | first plain call, ms | plain call, us | k.method, us | dispatch, us | Pinocchio, us "
               f"| plain / Pinocchio |")
         print("|---|---:|---:|---:|---:|---:|---:|")

@@ -72,8 +72,8 @@ def rng():
 
 
 def constant_subspace_types():
-    """The joint types whose motion subspace does not depend on q: those the sparse system and the
-    estimation layer take (they refuse the others by name)."""
+    """The joint types whose motion subspace does not depend on q (no composite or universal joint):
+    the seeded trees of tests written before the joints with an ``S(q)``."""
     from sparsedyn.model.joint_types import Composite, Universal
     return tuple(t for t, cls in sd.JOINT_TYPES.items()
                  if not issubclass(cls, (Composite, Universal)) and sd.make_joint(t).constant_subspace)
@@ -89,18 +89,6 @@ def random_trees(joint_types="all"):
         random_tree(10, branching=1.5, joint_types=joint_types, seed=3, floating_base=True),
         random_tree(9, branching=3.0, joint_types=("revolute", "prismatic"), seed=4, floating_base=True),
     ]
-
-
-#: Layers that take only joints with a constant motion subspace (they refuse the others by name).
-CONSTANT_SUBSPACE_LAYERS = ("sparsedyn.sparse", "sparsedyn.estimation")
-
-
-def tree_for_kernel(k, index):
-    """``random_trees()[index]``, or its seeded twin drawn from the constant-subspace joint types where
-    kernel ``k``'s layer refuses joints whose S depends on q."""
-    if k.fn.__module__.startswith(CONSTANT_SUBSPACE_LAYERS):
-        return random_trees(constant_subspace_types())[index]
-    return random_trees()[index]
 
 
 def quaternion_blocks(model):

@@ -77,6 +77,33 @@ def test_custom_joints_give_the_builtin_numbers(backend):
         assert rel_err(sd.rnea(CUSTOM, Q, V, A), sd.rnea(BUILTIN, Q, V, A)) < rounding_bound(4)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_custom_joint_coriolis_matrix(backend):
+    """Sdot of a custom joint comes from its bias and S: C equals the built-in joint's (built from its own
+    Sdot), C v is the velocity part of the bias forces and dH/dt - 2 C is skew-symmetric."""
+    h = 1e-4            # central differences of H along v: truncation ~ h^2 |d3H|, far below 1e-6 |H| |v|
+    with sd.use_backend(backend, deterministic=True):
+        for q, v, _ in _states():
+            C = sd.coriolis_matrix(CUSTOM, q, v)
+            assert rel_err(C, sd.coriolis_matrix(BUILTIN, q, v)) < rounding_bound(4, c=64)
+            bias = sd.nonlinear_effects(CUSTOM, q, v) - sd.generalized_gravity(CUSTOM, q)
+            assert rel_err(C @ v, bias) < rounding_bound(4, c=64) * max(1.0, np.abs(v).max())
+            dH = (sd.crba(CUSTOM, q + h * v) - sd.crba(CUSTOM, q - h * v)) / (2 * h)
+            N = dH - 2 * C
+            scale = np.abs(sd.crba(CUSTOM, q)).max() * max(1.0, np.abs(v).max())
+            assert np.abs(N + N.T).max() < 1e-6 * scale and np.abs(N).max() > 1e-3 * scale
+
+
+def test_coriolis_matrix_of_a_custom_joint_with_its_own_integrate_is_refused():
+    """Along a user's integrate the directions need not commute: Sdot cannot be had from the bias."""
+    joint = sd.CustomJoint(3, 3, zyx_jcalc, zyx_bias, name="my_zyx", integrate=lambda q, v: q + v,
+                           difference=lambda q0, q1: q1 - q0)
+    model = two_bodies(joint, sd.make_joint("revolute", AXIS))
+    q, v, _ = _states(1)[0]
+    with pytest.raises(NotImplementedError, match="CustomJoint 'my_zyx'.*own integrate"):
+        sd.coriolis_matrix(model, q, v)
+
+
 def test_custom_joint_derivatives_and_energy():
     q, v, a = _states(1)[0]
     for x, y in zip(sd.rnea_derivatives(CUSTOM, q, v, a), sd.rnea_derivatives(BUILTIN, q, v, a)):

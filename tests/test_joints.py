@@ -141,6 +141,13 @@ def test_bad_multi_axis_joints():
         make_joint("composite", joints=[])
     with pytest.raises(ValueError, match=r"composite joint: joints\[1\] is a str, expected a joint"):
         make_joint("composite", joints=[make_joint("revolute"), "prismatic"])
+    two = [make_joint("revolute"), make_joint("prismatic")]
+    with pytest.raises(ValueError, match="composite joint: placements must hold one placement .* per part, 2"):
+        make_joint("composite", joints=two, placements=[None])
+    with pytest.raises(ValueError, match=r"composite joint: placements\[1\] must be a Transform with E a 3x3 rotation"):
+        make_joint("composite", joints=two, placements=[None, sp.Transform(2 * np.eye(3), np.zeros(3))])
+    with pytest.raises(ValueError, match=r"composite joint: placements\[0\] must be a sparsedyn.model.spatial.Transform"):
+        make_joint("composite", joints=two, placements=[3.0, None])
     with pytest.raises(ValueError, match="universal joint: axes .* are parallel"):
         make_joint("universal", axes=((1, 0, 0), (2, 0, 0)))
     with pytest.raises(ValueError, match="universal joint: axes must be two 3-vectors"):

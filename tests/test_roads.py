@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import quaternion_blocks, rel_err, rounding_bound, tree_for_kernel
+from conftest import quaternion_blocks, random_trees, rel_err, rounding_bound
 from kernel_args import arguments, static_choices
 from sparsedyn.codegen.trace import variant
 from sparsedyn.kernels import REGISTRY
@@ -32,8 +32,8 @@ NAMES = sorted(REGISTRY)
 
 @functools.lru_cache(maxsize=None)
 def model_for(name):
-    """The floating random tree (index 2), of the joint types kernel ``name``'s layer takes."""
-    return tree_for_kernel(REGISTRY[name], 2)
+    """The floating random tree (index 2) (one model per kernel, cached)."""
+    return random_trees()[2]
 
 
 def _as_tuple(x):

@@ -281,18 +281,6 @@ def dynamics(model, q, v, u, f_ext, g, u_name, u_what):
     return q, v, u, f_ext, g, shape, symbolic
 
 
-def constant_subspaces(model, what):
-    """Refuse a model with a joint whose motion subspace depends on ``q`` (Euler-angle, universal,
-    composite, custom joints, a screw with its own translation axis) in ``what``, a computation
-    written for constant subspaces only: a ``NotImplementedError`` naming the joint."""
-    for i, j in enumerate(model.joints):
-        if not j.constant_subspace:
-            raise NotImplementedError(
-                f"{what}: joint {model.joint_names[i]!r} of model {model.name!r} is a {j.type} joint, whose "
-                f"motion subspace S depends on q; {what} supports only joints with a constant S (revolute, "
-                f"prismatic, helical along its axis, cylindrical, planar, spherical, free, translation)")
-
-
 class NonFiniteResultError(FloatingPointError, ValueError):
     """A function computed NaN or infinite values from finite inputs: they overflow double precision
     (a velocity of 1e200 squared in the bias forces ...).  Raised instead of handing NaN back."""

@@ -1,5 +1,5 @@
 """coriolis_matrix: against Pinocchio's computeCoriolisMatrix (robots of example-robot-data with an
-SRDF, random trees of every joint type), and its identities: C v = nonlinear_effects - gravity,
+SRDF, random trees of every joint type; a custom joint against the built-in joint it mimics), and its identities: C v = nonlinear_effects - gravity,
 dH/dt - 2 C skew-symmetric (dH/dt by central differences along v), batches, armature."""
 
 import warnings
@@ -11,6 +11,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.interop import pinocchio as ip
 from conftest import random_trees, rel_err, rounding_bound
+from custom_joints import custom_universal, with_joints
 import erd
 
 TOL = 1e-9
@@ -67,7 +68,8 @@ def test_coriolis_matrix_matches_pinocchio(name, model):
         assert rel_err(C @ v, ref) <= rounding_bound(model.nv + model.nbodies, c=64) * max(1.0, np.abs(v).max())
 
 
-@pytest.mark.parametrize("model", random_trees()[1:3] + [sd.humanoid()], ids=["binary", "floating", "humanoid"])
+@pytest.mark.parametrize("model", random_trees()[1:3] + [sd.humanoid(), with_joints(random_trees()[2], custom_universal())],
+                         ids=["binary", "floating", "humanoid", "custom"])
 def test_dH_dt_minus_2C_is_skew_symmetric(model):
     """dH/dt = (H(q (+) h v) - H(q (+) -h v)) / (2h) + O(h^2): with h = 1e-4 the truncation error
     (h^2/6 |d3H/dt3| ~ 1e-9 |H| for these models' unit-size states) and the rounding error

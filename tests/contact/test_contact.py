@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import (EPS, random_state, random_trees, rel_err, rounding_bound, solve_bound,
-                      tree_for_kernel)
+from conftest import EPS, random_state, random_trees, rel_err, rounding_bound, solve_bound
 from contact_oracle import ROBOTS, Oracle, pair
 from sparsedyn.contact.dynamics import ContactWarning, contact_drift, contact_jacobian
 from sparsedyn.algorithms.kinematics import joint_transforms
@@ -443,7 +442,7 @@ def test_a_list_of_contacts_runs_the_native_kernel_of_the_tuple(name):
     from kernel_args import arguments, static_choices
     from sparsedyn.codegen.trace import variant
     from sparsedyn.kernels import REGISTRY
-    model = tree_for_kernel(REGISTRY[name], 2)   # the floating tree whose kernels tests/compile builds (shared cache)
+    model = random_trees()[2]   # the floating tree whose kernels tests/compile builds (shared cache)
     static = static_choices(model, name)[0]
     contacts = static.pop("contacts")
     assert isinstance(contacts, tuple)

@@ -264,10 +264,44 @@ def test_from_pinocchio_rejects_unsupported_joints():
     pm = pin.Model()
     pm.addJoint(0, pin.JointModelRX(), pin.SE3.Identity(), "r")
     composite = pin.JointModelComposite(pin.JointModelRX())
-    composite.addJoint(pin.JointModelPY(), pin.SE3(np.eye(3), np.array([0.0, 0.0, 1.0])))
-    pm.addJoint(1, composite, pin.SE3.Identity(), "offset_composite")
-    with pytest.raises(sd.ModelError, match="JointModelComposite has no sparsedyn equivalent"):
+    composite.addJoint(pin.JointModelPlanar(), pin.SE3(np.eye(3), np.array([0.0, 0.0, 1.0])))
+    pm.addJoint(1, composite, pin.SE3.Identity(), "planar_composite")
+    with pytest.raises(sd.ModelError, match="composite joint with a .*JointModelPlanar.* part has no sparsedyn"):
         sp.from_pinocchio(pm)
+
+
+def test_composite_with_placements_against_pinocchio():
+    """Parts placed apart (Pinocchio's JointModelComposite joint placements): RNEA, CRBA, ABA and a frame
+    Jacobian equal Pinocchio's on a random tree carrying two such joints, and the joint comes back."""
+    from conftest import random_trees, rounding_bound, solve_bound
+    from custom_joints import with_joints
+    parts = [sd.make_joint("prismatic", (0, 0.6, 0.8)), sd.make_joint("spherical"), sd.make_joint("prismatic", (1, 0, 0))]
+    placements = [spatial.xlt([0.0, 0.1, 0.0]),
+                  spatial.from_pose(spatial.rotx(0.5) @ spatial.rotz(-0.3), np.array([0.0, -0.1, 0.3])),
+                  spatial.xlt([0.2, 0.0, -0.1])]
+    m = with_joints(random_trees()[2], sd.make_joint("composite", joints=parts, placements=placements))
+    pm = sp.to_pinocchio(m)
+    pd = pm.createData()
+    assert pm.joints[m.nbodies].shortname() == "JointModelComposite"
+    rng = np.random.default_rng(3)
+    fid = pm.getFrameId(m.body_names[-1], pin.FrameType.BODY)
+    for _ in range(3):
+        q, v, a = m.random_configuration(rng), *rng.normal(size=(2, m.nv))
+        qp, vp, ap = sp.q_to_pinocchio(m, q), sp.v_to_pinocchio(m, v), sp.v_to_pinocchio(m, a)
+        n = m.nv + m.nbodies
+        tau = sd.rnea(m, q, v, a)
+        assert rel(tau, sp.tau_from_pinocchio(m, np.array(pin.rnea(pm, pd, qp, vp, ap)))) <= rounding_bound(n)
+        H = sd.crba(m, q)
+        Hp = np.array(pin.crba(pm, pd, qp))
+        Hp = np.triu(Hp) + np.triu(Hp, 1).T
+        assert rel(H, sp.tau_from_pinocchio(m, sp.v_from_pinocchio(m, Hp).T).T) <= rounding_bound(n)
+        ap2 = sp.v_from_pinocchio(m, np.array(pin.aba(pm, pd, qp, vp, sp.tau_to_pinocchio(m, tau))))
+        assert rel(ap2, a) <= solve_bound(H, a, c=2.0 * n)
+        J = sd.frame_jacobian(m, q, m.body_names[-1], "local")
+        Jp = np.array(pin.computeFrameJacobian(pm, pd, qp, fid, pin.ReferenceFrame.LOCAL))
+        assert rel(J, sp.jacobian_from_pinocchio(m, Jp)) <= rounding_bound(n)
+    back = sp.from_pinocchio(pm)
+    assert back.joints == m.joints
 
 
 def test_new_joint_types_round_trip_through_pinocchio():

@@ -185,7 +185,7 @@ ODD = """
 
 
 def test_several_joints_per_body_refs_offsets_and_welds():
-    model, warned = _load(ODD)
+    model, warned = _load(ODD, composite_joints=False)        # the chain of massless bodies
     mm = mujoco.MjModel.from_xml_string(ODD)
     # the only note: the site named like its body, renamed (its pose is checked against site_xpos below)
     assert len(warned) == 1 and warned[0].endswith("sites named like another frame, renamed (cover -> site:cover)")
@@ -212,6 +212,17 @@ def test_several_joints_per_body_refs_offsets_and_welds():
     assert model.body_names[fj.body] == "hip" and set(fj.frames) == {"cover", "site:cover"}
     for seed in range(3):
         err = compare_with_mujoco(model, mm, seed)
+        assert max(err.values()) <= TOL, err
+    # by default one composite joint, its parts at their anchors with their references
+    comp, _ = _load(ODD)
+    assert comp.joint_names == ("root", "hx+hy+hs", "knee") and comp.body_names == ("base", "hip", "shin")
+    ref = comp.joint_dynamics.reference
+    assert np.allclose(mjx.q_to_mujoco(comp, ref), mm.qpos0)
+    for b in range(1, mm.nbody):
+        R, p = sd.frame_placement(comp, ref, mm.body(b).name)
+        assert np.allclose(p, md.xpos[b], atol=1e-12) and np.allclose(R, md.xmat[b].reshape(3, 3), atol=1e-12)
+    for seed in range(3):
+        err = compare_with_mujoco(comp, mm, seed)
         assert max(err.values()) <= TOL, err
 
 

@@ -151,14 +151,14 @@ def test_dm_control_humanoid_hips_shoulders_and_abdomen():
     model = _load(HUMANOID)
     chain = _load(HUMANOID, composite_joints=False)
     mm = _mj(HUMANOID)
-    # abdomen (2 hinges), hips (3 each), shoulders (2 each) about one anchor: 7 massless bodies fewer;
-    # the ankles' two hinges sit at different anchors and stay chains
-    assert chain.nbodies - model.nbodies == 1 + 2 * 2 + 2 * 1
-    ankles = ["right_foot/right_ankle_y", "left_foot/left_ankle_y"]
-    assert [n for n in model.body_names if "/" in n] == ankles
-    assert [n for n, m in zip(model.body_names, model.mass) if m == 0] == ankles      # the only massless ones
+    # abdomen (2 hinges), hips (3 each), shoulders (2 each) about one anchor, and the ankles, whose two
+    # hinges sit at different anchors (placements between the parts): 9 massless bodies fewer
+    assert chain.nbodies - model.nbodies == 1 + 2 * 2 + 2 * 1 + 2 * 1
+    assert not [n for n in model.body_names if "/" in n] and np.all(model.mass > 0)     # no massless bodies
     assert int(sum(mm.body_jntnum[b] > 1 for b in range(mm.nbody))) == 7
     assert "abdomen_z+abdomen_y" in model.joint_names and "right_hip_x+right_hip_z+right_hip_y" in model.joint_names
+    ankle = model.joints[model.joint("right_ankle_y+right_ankle_x")]
+    assert ankle.part_placements[0] is None and ankle.part_placements[1] is not None
     assert "abdomen_y" in chain.joint_names
     assert_dynamics_match_mujoco(model, mm)
     # the chain and the composite are the same mechanism
@@ -166,21 +166,51 @@ def test_dm_control_humanoid_hips_shoulders_and_abdomen():
     assert rel_err(sd.crba(model, q), sd.crba(chain, q)) <= rounding_bound(chain.nv + chain.nbodies)
 
 
+def _one_body(xml, eq=""):
+    return (f'<mujoco><compiler angle="radian"/><worldbody><body name="w" pos="0 0 1">{xml}'
+            f'<geom size="0.1" pos="0.1 0.2 0" mass="1"/></body></worldbody>{eq}</mujoco>')
+
+
+def test_chain_kept_where_a_joint_equality_names_a_part():
+    src = _one_body('<joint name="a" type="hinge" axis="1 0 0"/><joint name="b" type="hinge" axis="0 1 0"/>',
+                    '<equality><joint joint1="a" joint2="b"/></equality>')
+    model = _load(src)
+    assert model.body_names == ("w/a", "w") and model.joint_names == ("a", "b")
+    assert_dynamics_match_mujoco(model, _mj(src), seeds=[0])
+
+
 @pytest.mark.parametrize("what, xml", [
     ("anchors differ", '<joint name="a" type="hinge" axis="1 0 0"/><joint name="b" type="hinge" axis="0 1 0" '
                        'pos="0 0 0.1"/>'),
     ("a later reference", '<joint name="a" type="hinge" axis="1 0 0"/><joint name="b" type="hinge" '
                           'axis="0 1 0" ref="0.3"/>'),
-    ("named by a joint equality", '<joint name="a" type="hinge" axis="1 0 0"/><joint name="b" type="hinge" '
-                                  'axis="0 1 0"/>'),
+    ("anchors, references and a ball", '<joint name="a" type="slide" axis="0 1 1" pos="0.2 0 0" ref="0.1"/>'
+     '<joint name="b" type="hinge" axis="1 0.3 0" pos="0 0.1 0.2" ref="-0.4"/><joint name="d" type="ball" '
+     'pos="0.05 -0.1 0"/>'
+     '<joint name="e" type="slide" axis="1 0 0" pos="0.3 0.3 0" ref="-0.2"/>'),
 ])
-def test_chain_kept_where_one_composite_is_not_the_file(what, xml):
-    eq = '<equality><joint joint1="a" joint2="b"/></equality>' if "equality" in what else ""
-    src = (f'<mujoco><compiler angle="radian"/><worldbody><body name="w" pos="0 0 1">{xml}'
-           f'<geom size="0.1" pos="0.1 0.2 0" mass="1"/></body></worldbody>{eq}</mujoco>')
+def test_parts_at_their_own_anchors_are_one_composite_joint(what, xml):
+    """MuJoCo's B0 T(p1) J1 T(-p1) T(p2) J2 ...: one composite joint whose parts sit at T(pk - p(k-1))
+    (their placements; a part's ref folded in), the MuJoCo body frame at the last anchor."""
+    src = _one_body(xml)
     model = _load(src)
-    assert model.body_names == ("w/a", "w") and model.joint_names == ("a", "b")
-    assert_dynamics_match_mujoco(model, _mj(src), seeds=[0])
+    names = [n for n in "abcde" if f'name="{n}"' in xml]
+    assert model.body_names == ("w",) and model.joint_names == ("+".join(names),)
+    assert model.joints[0].type == "composite" and any(P is not None for P in model.joints[0].part_placements)
+    assert_dynamics_match_mujoco(model, _mj(src))
+    # the same mechanism as the chain of massless bodies
+    chain = _load(src, composite_joints=False)
+    q = model.random_configuration(np.random.default_rng(4))
+    assert rel_err(sd.crba(model, q), sd.crba(chain, q)) <= rounding_bound(chain.nv + chain.nbodies)
+    # exported back: anchors where the placements are translations; a rotated placement (a later ref) is refused
+    if "ref" not in xml:
+        back = mjx.load_mujoco(model)
+        assert back.body_jntnum.tolist() == [0, len(names)]
+        back.opt.disableflags |= RIGID_ONLY
+        assert_dynamics_match_mujoco(model, back, seeds=[0], frames=False)
+    else:
+        with pytest.raises(ValueError, match=r"joint '[a-e+]+' of model .*placed with a rotation"):
+            mjx.to_mjcf(model)
 
 
 def test_composite_joints_false_keeps_the_chain():
@@ -190,8 +220,14 @@ def test_composite_joints_false_keeps_the_chain():
     assert_dynamics_match_mujoco(model, _mj(MULTI), seeds=[0])
 
 
-def test_native_road_equals_numpy_on_composite_joints():
-    model = _load(MULTI)
+PLACED = _one_body('<joint name="a" type="slide" axis="0 1 1" pos="0.2 0 0" ref="0.1"/><joint name="b" '
+                   'type="hinge" axis="1 0.3 0" pos="0 0.1 0.2" ref="-0.4"/><joint name="d" type="ball" '
+                   'pos="0.05 -0.1 0"/>')
+
+
+@pytest.mark.parametrize("source", [MULTI, PLACED], ids=["multi", "parts-placed-apart"])
+def test_native_road_equals_numpy_on_composite_joints(source):
+    model = _load(source)
     rng = np.random.default_rng(3)
     q, v, tau = model.random_configuration(rng), *rng.normal(size=(2, model.nv))
     ref = (sd.rnea(model, q, v, tau), sd.crba(model, q), sd.aba(model, q, v, tau))

@@ -16,7 +16,29 @@ import sparsedyn as sd
 from sparsedyn import spatial as sp
 from sparsedyn.algorithms.kinematics import joint_transforms
 from erd import ROBOTS, load_pair
-from conftest import constant_subspace_types, random_trees
+from conftest import random_trees
+
+
+def joint_bias(model, i, q, qd):
+    """``cJ_i = Sdot_i qd_i`` (..., 6) of joint ``i`` (the joint's own term; 0 for a constant S)."""
+    cJ = model.joints[i].bias(q[..., model.q_slice(i)], qd[..., model.v_slice(i)])
+    return 0.0 if cJ is None else cJ
+
+
+def varying_dof_pivots(model, known=()):
+    """``{"qdd[joint]", ...}``: the dof pivots of the articulated order that cannot be proven nonzero
+    offline, those of ``D_i = S_i^T IA_i S_i`` of a joint whose ``S`` depends on ``q`` (it loses rank at
+    some states: an Euler-angle joint's gimbal lock) whose acceleration is not among ``known``
+    (body indices or joint names).  The unproven pivots of a structure are ``{col.rsplit(".", 1)[0]
+    for _, col in st.unproven_pivots()}``."""
+    known = {model.joint_names.index(i) if isinstance(i, str) else int(i) for i in known}
+    return {f"qdd[{model.joint_names[i]}]" for i, j in enumerate(model.joints)
+            if i not in known and j.nv and not j.constant_subspace}
+
+
+def unproven(st):
+    """The variables of ``st``'s unproven pivots (``"qdd[joint]"``, ...)."""
+    return {col.rsplit(".", 1)[0] for _, col in st.unproven_pivots()}
 
 
 def rnea_intermediates(model, q, qd, qdd, f_ext=None, gravity=None):
@@ -28,7 +50,7 @@ def rnea_intermediates(model, q, qd, qdd, f_ext=None, gravity=None):
     v, a, f = [None] * NB, [None] * NB, [None] * NB
     for i in range(NB):
         vJ = (S[i] @ qd[..., model.v_slice(i), None])[..., 0]
-        aJ = (S[i] @ qdd[..., model.v_slice(i), None])[..., 0]
+        aJ = (S[i] @ qdd[..., model.v_slice(i), None])[..., 0] + joint_bias(model, i, q, qd)
         X = sp.motion_matrix(Xup[i])
         p = model.parent[i]
         if p < 0:
@@ -48,7 +70,7 @@ def rnea_intermediates(model, q, qd, qdd, f_ext=None, gravity=None):
     shape = np.broadcast_shapes(*(x.shape[:-1] for x in a + f))
     A = np.stack([np.broadcast_to(x, shape + (6,)) for x in a], -2)
     F = np.stack([np.broadcast_to(x, shape + (6,)) for x in f], -2)
-    tau = np.concatenate([(S[i].T @ F[..., i, :, None])[..., 0] for i in range(NB)], -1)
+    tau = np.concatenate([(np.swapaxes(S[i], -1, -2) @ F[..., i, :, None])[..., 0] for i in range(NB)], -1)
     return A, F, tau
 
 
@@ -77,11 +99,11 @@ def dense_newton_euler(model, q, qd, gravity=None):
         D[r, cq + sv.start:cq + sv.stop] = Si
         if p < 0:
             v[i] = vJ
-            b[r] = X @ a0
+            b[r] = X @ a0 + joint_bias(model, i, q, qd)
         else:
             v[i] = X @ v[p] + vJ
             D[r, ca + 6 * p:ca + 6 * p + 6] = X
-            b[r] = sp.crm(v[i]) @ vJ
+            b[r] = sp.crm(v[i]) @ vJ + joint_bias(model, i, q, qd)
             rp = slice(rf + 6 * p, rf + 6 * p + 6)
             D[rp, cf + 6 * i:cf + 6 * i + 6] = np.asarray(sp.force_matrix(sp.inverse(Xup[i])), float)
         r = slice(rf + 6 * i, rf + 6 * i + 6)
@@ -110,7 +132,7 @@ def robot(name, fb):
 
 def all_models():
     """``(id, model)`` for the random trees of conftest and every example robot, fixed and floating."""
-    out = [(f"tree{k}", m) for k, m in enumerate(random_trees(constant_subspace_types()))]
+    out = [(f"tree{k}", m) for k, m in enumerate(random_trees())]
     out += [(f"{n}-{'floating' if fb else 'fixed'}", robot(n, fb)) for n, fb in robot_cases()]
     return out
 

@@ -20,7 +20,6 @@ import pytest
 import sparsedyn as sd
 from sparsedyn import kernels, sparse
 from sparsedyn.sparse import flops
-from conftest import constant_subspace_types
 from sparsedyn.symbolic.trace import trace_kernel
 from erd import robots_dir
 
@@ -118,7 +117,7 @@ def test_sparse_solves_cost_no_more_than_aba_and_rnea_on_robots(path, fb):
     assert fd is None or r_fd <= 1.1
 
 
-TREES = [(t, fb) for t in sorted(constant_subspace_types()) for fb in (False, True)]
+TREES = [(t, fb) for t in sorted(sd.JOINT_TYPES) for fb in (False, True)]
 
 
 @pytest.mark.parametrize("joint_type,fb", TREES, ids=[f"{t}-{'floating' if fb else 'fixed'}" for t, fb in TREES])

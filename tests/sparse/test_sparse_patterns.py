@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import constant_subspace_types
 from sparsedyn import sparse
 from sparsedyn.algorithms.kinematics import joint_transforms
 from sparsedyn.sparse.assembly import CONST, ONE, STATE, transform_patterns
@@ -133,7 +132,7 @@ def test_centauro_wheels_turned():
 
 def limited_tree(lower, upper, **kw):
     """random_tree(8, every joint type) with the given limits on every 1-dof joint."""
-    base = sd.random_tree(8, branching=1.5, joint_types=constant_subspace_types(), seed=11, **kw)
+    base = sd.random_tree(8, branching=1.5, joint_types="all", seed=11, **kw)
     b = sd.ModelBuilder(base.name + "_limited", gravity=base.gravity)
     for i in range(base.nbodies):
         j = base.joints[i]

@@ -11,8 +11,9 @@ import pytest
 import sparsedyn as sd
 from sparsedyn import sparse
 from sparsedyn.sparse import Measurement, Problem, SparsePivotWarning, StructurallySingularError
-from conftest import constant_subspace_types, near_singular_state, random_trees, rel_err
-from sparse_oracles import all_models, fd_singular, random_states, rnea_intermediates, robot, robot_cases
+from conftest import near_singular_state, random_trees, rel_err
+from sparse_oracles import (all_models, fd_singular, random_states, rnea_intermediates, robot, robot_cases, unproven,
+                            varying_dof_pivots)
 
 TOL = 1e-9
 EPS = np.finfo(float).eps
@@ -20,8 +21,8 @@ EPS = np.finfo(float).eps
 
 @pytest.fixture(params=range(4), ids=["chain", "binary", "floating", "floating-bf3"], scope="module")
 def tree(request):
-    """The suite's random trees with the joint types this layer takes (a constant motion subspace)."""
-    return random_trees(constant_subspace_types())[request.param]
+    """The suite's random trees (every joint type, those whose S depends on q included)."""
+    return random_trees()[request.param]
 
 
 def per_state_rel_err(x, y):
@@ -167,7 +168,7 @@ def test_hybrid_dynamics(k, rng):
     """Some accelerations known, the other joints' torques known: the articulated order still applies
     (locked joints pass IA_i on whole) and the solution agrees with ABA/RNEA."""
     from conftest import random_trees
-    model = random_trees(constant_subspace_types())[k]
+    model = random_trees()[k]
     q, v, _ = (x[0] for x in random_states(model, rng, 1))
     tau = rng.normal(size=model.nv)
     qdd = sd.aba(model, q, v, tau)
@@ -175,7 +176,7 @@ def test_hybrid_dynamics(k, rng):
     free = [i for i in range(model.nbodies) if i % 3 != 1]
     problem = Problem(model, name="hybrid dynamics").known("fx").known("qdd", locked).known("tau", free)
     st = problem.analyze()
-    assert st.proven and any(b.ordering == "articulated" for b in st.blocks)
+    assert unproven(st) == varying_dof_pivots(model, locked) and any(b.ordering == "articulated" for b in st.blocks)
     out = st.unpack(st.solve(q, v, problem.values(qdd=qdd, tau=tau)))
     assert rel_err(out["qdd"], qdd) < TOL and rel_err(out["tau"], tau) < TOL
 
@@ -264,11 +265,11 @@ def test_bisection_along_paths_finds_no_vanishing_pivot_of_the_articulated_order
     positive; the same hunt on COLAMD's order does find vanishing pivots."""
     rng = np.random.default_rng(99)
     from conftest import random_trees
-    models = random_trees(constant_subspace_types()) + [robot("panda", False), robot("anymal_c", True)]
+    models = random_trees() + [robot("panda", False), robot("anymal_c", True)]
     colamd_hits = 0
     for model in models:
         st = sparse.forward_dynamics_problem(model).analyze()
-        assert st.proven
+        assert unproven(st) == varying_dof_pivots(model)        # S(q) loses rank somewhere: checked
         proofs = np.array(st.pivot_proofs())
         for _ in range(8):
             q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
@@ -278,6 +279,7 @@ def test_bisection_along_paths_finds_no_vanishing_pivot_of_the_articulated_order
             const = P[:, proofs == "constant"]
             assert np.all(const == const[0]) and np.all(const != 0)
             assert np.all(P[:, proofs == "articulated"] > 0)
+            assert np.all(P[:, proofs == ""] > 0)        # D_i of an S(q) is positive but at its singular q
         other = sparse.forward_dynamics_problem(model).analyze(ordering="colamd")
         q0, q1 = model.random_configuration(rng), model.random_configuration(rng)
         colamd_hits += len(other.hunt_vanishing_pivots(q0, q1, samples=33))
@@ -317,8 +319,8 @@ def test_several_right_hand_sides_factor_once_per_state(tree, rng, monkeypatch):
     T = rng.normal(size=(3, 4, tree.nv))
     shapes = []
     real = sparse.solver._factor
-    monkeypatch.setattr(sparse.solver, "_factor", lambda model, blocks, W, batch, Xup, mon=None: (
-        shapes.append(W.shape[1:]), real(model, blocks, W, batch, Xup, mon)))
+    monkeypatch.setattr(sparse.solver, "_factor", lambda model, blocks, W, batch, Xup, S, mon=None: (
+        shapes.append(W.shape[1:]), real(model, blocks, W, batch, Xup, S, mon)))
     d = st.solve(Q[:, None, :], V[:, None, :], st.problem.values(tau=T))
     assert shapes == [(3, 1)]
     ref = sd.aba(tree, np.repeat(Q[:, None], 4, 1), np.repeat(V[:, None], 4, 1), T)

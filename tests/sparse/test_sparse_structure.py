@@ -81,12 +81,16 @@ def test_pattern_values_and_rhs_equal_a_dense_assembly(mid, model, rng):
     C = p.class_matrix()
     assert np.all(np.abs(p.const[p.cls == ONE]) == 1.0)
     assert np.all(p.const[p.cls == CONST] != 0) and np.all(np.isnan(p.const[p.cls == STATE]))
-    # state-dependent entries are exactly the transform blocks (4a) and (4d)
+    # state-dependent entries are exactly the transform blocks (4a) and (4d), and S_i (4a) and S_i^T
+    # (4e) of the joints whose S depends on q
     L = st.layout
-    for e in np.nonzero(p.cls == STATE)[0][:200]:
+    for e in np.nonzero(p.cls == STATE)[0][:400]:
         row, col = p.row_owner(p.rows[e]), L.column_owner(p.cols[e])
-        assert (row.kind, col.kind) in (("3a", "a"), ("3f", "f"))
-        assert col.body != row.body
+        if (row.kind, col.kind) in (("3a", "qdd"), ("3tau", "f")):
+            assert col.body == row.body and not model.joints[row.body].constant_subspace
+        else:
+            assert (row.kind, col.kind) in (("3a", "a"), ("3f", "f"))
+            assert col.body != row.body
     assert C.shape == (p.nrows, p.n)
 
 

@@ -7,14 +7,13 @@ import sparsedyn as sd
 from sparsedyn.kernels import REGISTRY, kernel
 from sparsedyn.symbolic.trace import trace_kernel
 
-from conftest import random_state, rel_err, tree_for_kernel
+from conftest import random_state, rel_err
 from kernel_args import arguments, static_choices
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_registered_kernel_traces_to_numpy_result(tree, name, rng, request):
     k = REGISTRY[name]
-    tree = tree_for_kernel(k, request.node.callspec.params["tree"])
     for static in static_choices(tree, name):
         prog = trace_kernel(k, tree, static)
         args = arguments(tree, name, rng, static=static)

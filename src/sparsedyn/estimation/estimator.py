@@ -291,7 +291,7 @@ class Estimator:
         g = _checks.gravity(self.model, gravity)
         kin, Xup = _kinematics(self.model, q, v)
         batch = q.shape[:-1]
-        vals = np.broadcast_to(d_values(pat, Xup, batch, False), (pat.nnz,) + batch)
+        vals = np.broadcast_to(d_values(pat, Xup, batch, False, kin.S), (pat.nnz,) + batch)
         return vals, rhs_values(pat, q, v, p.sparse_values(y), g, Xup, kin.S, batch, False)
 
     def _dense_state(self, q, v, y, gravity, idx=(), want_cov=False, system=None):

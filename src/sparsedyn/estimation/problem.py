@@ -386,8 +386,8 @@ class EstimationProblem:
 
     # --- offline ------------------------------------------------------------------------
     def _dense(self, pattern, q):
-        Xup, _ = joint_transforms(self.model, q)
-        return pattern.dense(d_values(pattern, Xup, (), False))
+        Xup, S = joint_transforms(self.model, q)
+        return pattern.dense(d_values(pattern, Xup, (), False, S))
 
     def _rank(self, A, null=False):
         """Numeric rank of the whole system's matrix ``A`` (and null vectors): :func:`_reduced_rank`."""

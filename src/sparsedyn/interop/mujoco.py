@@ -17,8 +17,10 @@ free           ``free``                            q ``[p, x, y, z, w]`` vs ``[p
                                                    ours ``v = [w; v]`` body frame, MuJoCo
                                                    ``[v; w]``, linear part in the world frame
 composite      several joints of one body          parts revolute, prismatic or spherical: each
-               (``load_mjcf`` names the composite  its own MuJoCo joint, in order, as above;
-               ``"a+b+..."``)                      to_mjcf names them ``a``, ``b``, ... (else
+               (``load_mjcf`` names the composite  its own MuJoCo joint, in order, as above, at
+               ``"a+b+..."``)                      its anchor (parts placed by translations;
+                                                   a rotated placement has no MJCF form);
+                                                   to_mjcf names them ``a``, ``b``, ... (else
                                                    ``<name>_<k>``)
 helical        (none)                              not expressible
 =============  ==================================  ==============================================
@@ -197,6 +199,9 @@ def to_mjcf(model: Model) -> str:
             raise ValueError(f"body {name!r} of model {model.name!r}: MuJoCo needs a positive mass on moving bodies")
         R, p = spatial.pose(model.Xtree[i])
         jn = model.joint_names[i]
+        shift, anchors = _composite_anchors(model, i) if j.type == "composite" else (None, None)
+        if shift is not None:                # MuJoCo's first anchor sits where our first part is placed
+            p = p + R @ shift
         ax = _f(j.axis)
         arm = model.armature[model.v_slice(i)]
         A = lambda k: f' armature="{float(arm[k])!r}"' if k < len(arm) and arm[k] else ""   # noqa: E731
@@ -207,7 +212,7 @@ def to_mjcf(model: Model) -> str:
         if groups and np.ptp(arm[groups]) != 0:
             raise ValueError(f"joint {jn!r} of model {model.name!r}: MuJoCo has one armature per joint; this "
                              f"{j.type} joint has different armatures on its dofs {arm.tolist()}")
-        joints = _composite_mjcf(model, i, arm) if j.type == "composite" else {
+        joints = _composite_mjcf(model, i, arm, anchors) if j.type == "composite" else {
             "revolute": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"{A(0)}/>'],
             "continuous": [f'<joint name={quoteattr(jn)} type="hinge" axis="{ax}"{A(0)}/>'],
             "prismatic": [f'<joint name={quoteattr(jn)} type="slide" axis="{ax}"{A(0)}/>'],
@@ -229,17 +234,37 @@ def to_mjcf(model: Model) -> str:
             f'<option gravity="{_f(model.gravity)}"/><worldbody>{roots}</worldbody></mujoco>')
 
 
-def _composite_mjcf(model, i, arm):
-    """MuJoCo joints of one body for the composite joint of body ``i``, in order, about the body
-    origin (the composite's parts all turn about it); named after the parts of a name
-    ``"a+b+..."`` (``load_mjcf``'s rule), else ``"<name>_<k>"``."""
+def _composite_anchors(model, i):
+    """``(shift (3,), anchors (n, 3))`` of the composite joint of body ``i``: MuJoCo applies a body's
+    joints ``T(p1) J1 T(p2 - p1) J2 ... T(pn - p(n-1)) Jn T(-pn)`` in the body frame, ours
+    ``P1 J1 P2 J2 ... Pn Jn`` (the parts' placements) from ``Xtree``: with translations ``Pk = T(dk)``,
+    the anchors ``pk = -(d(k+1) + ... + dn)`` and the body's MJCF position moved by ``d1 - p1`` (the
+    body frames coincide).  A rotated placement has no MJCF form: refused, naming the joint."""
+    j = model.joints[i]
+    d = []
+    for k, P in enumerate(j.part_placements):
+        if P is not None and not np.array_equal(np.asarray(P.E), np.eye(3)):
+            raise ValueError(f"joint {model.joint_names[i]!r} of model {model.name!r}: part {k} of the composite "
+                             f"joint is placed with a rotation, which MJCF's joints (an anchor and an axis in "
+                             f"the body frame) cannot say")
+        d.append(np.zeros(3) if P is None else np.asarray(P.r, float))
+    anchors = [np.zeros(3)]
+    for dk in reversed(d[1:]):
+        anchors.insert(0, anchors[0] - dk)
+    return d[0] - anchors[0], anchors
+
+
+def _composite_mjcf(model, i, arm, anchors):
+    """MuJoCo joints of one body for the composite joint of body ``i``, in order, each at its anchor
+    (:func:`_composite_anchors`; all at the body origin for parts without placements); named after
+    the parts of a name ``"a+b+..."`` (``load_mjcf``'s rule), else ``"<name>_<k>"``."""
     from xml.sax.saxutils import quoteattr
     j, jn = model.joints[i], model.joint_names[i]
     names = jn.split("+")
     if len(names) != len(j.joints) or len(set(names)) != len(names):
         names = [f"{jn}_{k}" for k in range(len(j.joints))]
     out, k = [], 0
-    for name, part in zip(names, j.joints):
+    for name, part, anchor in zip(names, j.joints, anchors):
         a = arm[k:k + part.nv]
         if np.ptp(a) != 0:
             raise ValueError(f"joint {jn!r} of model {model.name!r}: MuJoCo has one armature per joint; its part "
@@ -247,7 +272,8 @@ def _composite_mjcf(model, i, arm):
         kind = {"spherical": "ball", "prismatic": "slide"}.get(part.type, "hinge")
         axis = "" if kind == "ball" else f' axis="{_f(part.axis)}"'
         A = f' armature="{float(a[0])!r}"' if a[0] else ""
-        out.append(f'<joint name={quoteattr(name)} type="{kind}"{axis}{A}/>')
+        pos = f' pos="{_f(anchor)}"' if np.any(anchor) else ""
+        out.append(f'<joint name={quoteattr(name)} type="{kind}"{axis}{pos}{A}/>')
         k += part.nv
     return out
 

@@ -245,15 +245,17 @@ def _unbounded_unaligned(pin, axis):
     return pin.buildModelFromXML(xml).joints[1]
 
 
-def _pin_composite(pin, parts, where):
-    """A ``JointModelComposite`` of the Pinocchio joints of ``parts`` (no placements between them)."""
+def _pin_composite(pin, parts, where, placements=None):
+    """A ``JointModelComposite`` of the Pinocchio joints of ``parts``, each at its placement in the
+    previous part's frame (``placements``: Transforms or None, Pinocchio's joint placements)."""
     for j in parts:
         if j.type in ("continuous", "planar", "free", "composite"):
             raise ModelError(f"{where}: a composite joint with a {j.type} part is not exported to Pinocchio "
                              f"(its coordinates inside a JointModelComposite differ from ours)")
-    composite = pin.JointModelComposite(_pin_joint(pin, parts[0], where))
-    for j in parts[1:]:
-        composite.addJoint(_pin_joint(pin, j, where))
+    M = [pin.SE3.Identity() if X is None else _se3(pin, X) for X in (placements or (None,) * len(parts))]
+    composite = pin.JointModelComposite(_pin_joint(pin, parts[0], where), M[0])
+    for j, Mk in zip(parts[1:], M[1:]):
+        composite.addJoint(_pin_joint(pin, j, where), Mk)
     return composite
 
 
@@ -269,7 +271,7 @@ def _pin_joint(pin, joint: Joint, where: str):
     if joint.type == "universal":
         return pin.JointModelUniversal(np.array(joint.axes[0]), np.array(joint.axes[1]))
     if joint.type == "composite" or joint.type.startswith("spherical_"):
-        return _pin_composite(pin, joint.joints, where)
+        return _pin_composite(pin, joint.joints, where, getattr(joint, "part_placements", None))
     if joint.type in _ALIGNED:
         aligned = [k for k in range(3) if axis[k] == 1.0]
         if aligned:
@@ -396,19 +398,19 @@ def _joint_from_pin_q(jmodel, q_local, where) -> Joint:
         if (len(kinds) == 2 and kinds[0] in _PIN_TYPES["revolute"] and kinds[1] in _PIN_TYPES["prismatic"]
                 and aligned and np.allclose(S[3:, 0], S[:3, 1], atol=1e-12)):
             return make_joint("cylindrical", S[3:, 0])
-        if aligned:
-            parts, k = [], 0
-            for j in inner.joints:
-                parts.append(_joint_from_pin_q(j, q_local[k:k + j.nq], where))
-                k += j.nq
-            if any(p.type in ("continuous", "planar", "free") for p in parts):
-                raise ModelError(f"{where}: a Pinocchio composite joint with a {kinds} part has no sparsedyn "
-                                 f"equivalent (its coordinates differ)")
-            order = "".join("xyz"[int(np.argmax(p.axis))] if p.type == "revolute" and max(p.axis) == 1.0 else "?"
-                            for p in parts)
-            if "spherical_" + order in JOINT_TYPES:          # our Euler-angle joints are written so
-                return make_joint("spherical_" + order)
-            return make_joint("composite", joints=parts)
+        parts, k = [], 0
+        for j in inner.joints:
+            parts.append(_joint_from_pin_q(j, q_local[k:k + j.nq], where))
+            k += j.nq
+        if any(p.type in ("continuous", "planar", "free") for p in parts):
+            raise ModelError(f"{where}: a Pinocchio composite joint with a {kinds} part has no sparsedyn "
+                             f"equivalent (its coordinates differ)")
+        order = "".join("xyz"[int(np.argmax(p.axis))] if p.type == "revolute" and max(p.axis) == 1.0 else "?"
+                        for p in parts)
+        if aligned and "spherical_" + order in JOINT_TYPES:          # our Euler-angle joints are written so
+            return make_joint("spherical_" + order)
+        placements = [from_pose(np.array(P.rotation), np.array(P.translation)) for P in inner.jointPlacements]
+        return make_joint("composite", joints=parts, placements=None if aligned else placements)
     raise ModelError(f"{where}: Pinocchio joint {name} has no sparsedyn equivalent")
 
 
@@ -423,8 +425,8 @@ def from_pinocchio(pin_model, name=None) -> Model:
 
     Supported joints: revolute (RX/RY/RZ/unaligned), unbounded revolute
     (continuous), prismatic, helical, spherical, free flyer, planar, SphericalZYX,
-    Translation, Universal and composite joints without placements between their parts
-    (the revolute+prismatic one of :func:`to_pinocchio` becomes cylindrical, three revolute
+    Translation, Universal and composite joints (with their parts' placements;
+    the revolute+prismatic one of :func:`to_pinocchio` becomes cylindrical, three revolute
     joints about frame axes an Euler-angle spherical joint).  Body
     ``i`` is Pinocchio's joint ``i + 1``; a body is named after the first
     ``BODY`` frame placed at its joint frame (else after its joint).  Other

@@ -14,31 +14,27 @@ Bodies, joints and coordinates
   moved by a ``"composite"`` joint (:class:`~sparsedyn.model.joint_types.Composite`)
   whose parts are its joints in file order: MuJoCo applies a body's joints one
   after the other, each about its own anchor ``jnt_pos`` in the frame the
-  previous ones moved, which is the composite's rule when the anchors coincide.
-  The composite joint is named ``"<joint 1>+<joint 2>+..."`` (its parts' MJCF
-  names in order; its ``q`` and ``v`` are theirs one after the other, at the
-  same ``qpos`` / ``qvel`` addresses).  It is exact, and used, where (a) every
-  hinge and ball of the body turns about one anchor (slides may sit anywhere:
-  a translation does not depend on its anchor), (b) only the first joint has
-  a ``ref`` (it is folded into ``Xtree``; a later one would sit between two
-  parts), (c) no free joint is among them, and (d) no joint equality and no
-  ``jointactuatorfrc`` sensor (when sensors are read) names one of the joints
-  (those map to objects that address one 1-dof joint by its name).  Otherwise the body is a chain of
+  previous ones moved, which is the composite's rule with each part placed at
+  its anchor's offset from the previous one (the parts' placements; none where
+  the hinges and balls share one anchor, as a slide may sit anywhere).  A
+  part's ``ref`` is folded into its placement (the first part's into
+  ``Xtree``).  The composite joint is named ``"<joint 1>+<joint 2>+..."`` (its
+  parts' MJCF names in order; its ``q`` and ``v`` are theirs one after the
+  other, at the same ``qpos`` / ``qvel`` addresses).  It is used unless (a) a
+  free joint is among them, or (b) a joint equality or a ``jointactuatorfrc``
+  sensor (when sensors are read) names one of the joints (those map to objects
+  that address one 1-dof joint by its name).  Then the body is a chain of
   bodies, one per joint, the first ones massless and named
   ``"<body>/<joint>"``, the last one named after the MuJoCo body and carrying
-  its inertia, sites and children (dm_control's humanoid: hips, shoulders and
-  abdomen are composites, the ankles, whose two hinges sit at different
-  anchors, chains).  ``load_mjcf(..., composite_joints=False)`` gives chains
-  everywhere, and is the default with ``constraints=True``: a composite's
-  motion subspace depends on ``q``, which the constraint, contact-dynamics and
-  sparse-system (estimation) layers refuse, naming the joint.
+  its inertia, sites and children.  ``load_mjcf(..., composite_joints=False)``
+  gives chains everywhere, and is the default with ``constraints=True``.
 * A body's frame is its joint's frame (as for every Model): it sits at the
-  joint's ``pos`` (``jnt_pos``; a composite's: the common anchor of its
-  hinges and balls, else its first joint's) with the MuJoCo body's
-  orientation.  The MuJoCo body frame itself is the named frame of the body's
-  name (``model.frame(name)``), offset by ``-jnt_pos`` of its last joint (of
-  the composite's anchor); it coincides with the body frame when the joints
-  sit at the body origin.
+  joint's ``pos`` (``jnt_pos``; a composite's: its first part's anchor, the
+  common anchor of its hinges and balls where they share one) with the MuJoCo
+  body's orientation.  The MuJoCo body frame itself is the named frame of the
+  body's name (``model.frame(name)``), offset by ``-jnt_pos`` of its last joint
+  (of the composite's last part); it coincides with the body frame when the
+  joints sit at the body origin.
 * Joints: ``hinge`` -> ``revolute``, ``slide`` -> ``prismatic`` (axes as
   compiled), ``ball`` -> ``spherical``, ``free`` -> ``free`` (only on bodies
   attached to the world, as MuJoCo places a free body by its world pose).
@@ -138,9 +134,9 @@ from .. import _checks
 from ..model.joints import make_joint
 from ..model.builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
-from ..model.spatial import axis_rotation, from_pose, mcI, quat_to_rot
-from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok,
-                           map_quaternions, named_joints, xyzw)
+from ..model.spatial import axis_rotation, mcI, quat_to_rot
+from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, _transform, composite_body, composite_ok,
+                          map_quaternions, named_joints, xyzw)
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]
 
@@ -191,11 +187,6 @@ def _compile(mujoco, source, assets):
 def _quat_wxyz(q):
     q = np.asarray(q, float)
     return quat_to_rot(np.array([q[1], q[2], q[3], q[0]]) / np.linalg.norm(q))
-
-
-def _transform(T):
-    """Plücker ``child_X_parent`` of the pose ``T`` (4x4) of the child frame in the parent frame."""
-    return from_pose(T[:3, :3], T[:3, 3])
 
 
 def _inertia_in(T, mass, com, Ic):

@@ -6,6 +6,11 @@ MuJoCo applies a body's joints one after the other, each about its own anchor ``
 frame the previous ones moved: ``B = B0 T(p1) J1 T(-p1) T(p2) J2 T(-p2) ...``.  With one anchor
 ``p`` for every hinge and ball (a slide commutes with the translations), that is
 ``B0 T(p) J1 J2 ... T(-p)``, a composite joint placed at ``p`` whose body frame sits at ``p``.
+Otherwise it is ``B0 T(p1) J1 T(p2 - p1) J2 ... T(pn - p(n-1)) Jn T(-pn)``: a composite joint placed
+at ``p1`` whose part ``k`` sits at ``T(pk - p(k-1))`` in the frame part ``k - 1`` moved (its
+placement), with the body frame at ``pn``.  A part's reference position (``ref``: MuJoCo moves a
+joint by ``qpos - qpos0``) turns or shifts its frame by ``-ref`` along its own axis, which commutes
+with its motion: it is folded into its placement (the first part's into the joint's ``Xtree``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.joints import make_joint
-from ..model.spatial import axis_rotation
+from ..model.spatial import axis_rotation, from_pose
 
 # MuJoCo enum values (mjtJoint; mjtEq's joint equality), stable across versions.
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
@@ -42,6 +47,11 @@ def map_quaternions(model, q, f):
     return q
 
 
+def _transform(T):
+    """The Transform ``child_X_parent`` of the 4x4 pose ``T`` of a child frame in its parent."""
+    return from_pose(T[:3, :3], T[:3, 3])
+
+
 def _pose(R=None, p=None):
     """The 4x4 pose of rotation ``R`` (default identity) and position ``p`` (default zero)."""
     T = np.eye(4)
@@ -66,22 +76,35 @@ def named_joints(m, read_sensors):
 
 
 def composite_ok(m, b, chained):
-    """Whether the joints of MuJoCo body ``b`` are exactly one composite joint (module docstring)."""
+    """Whether the joints of MuJoCo body ``b`` are exactly one composite joint: no free joint, and no
+    joint that a constraint or sensor names by itself (module docstring)."""
     js = range(int(m.body_jntadr[b]), int(m.body_jntadr[b]) + int(m.body_jntnum[b]))
-    if any(int(m.jnt_type[j]) == _FREE or j in chained for j in js):
-        return False
-    anchors = np.array([m.jnt_pos[j] for j in js if int(m.jnt_type[j]) in (_HINGE, _BALL)], float)
-    if len(anchors) and np.abs(anchors - anchors[0]).max() > 1e-12 * max(1.0, np.abs(anchors).max()):
-        return False
-    # a reference position (ref) moves the part's frame: possible only before the first part
-    return all(float(m.qpos0[m.jnt_qposadr[j]]) == 0.0 for j in js[1:] if int(m.jnt_type[j]) in (_HINGE, _SLIDE))
+    return not any(int(m.jnt_type[j]) == _FREE or j in chained for j in js)
+
+
+def _anchors(m, js):
+    """Each joint's anchor (3,): the common anchor of the hinges and balls for all where they share one
+    (a slide's anchor does not matter), else every joint's own ``jnt_pos``."""
+    pos = [np.array(m.jnt_pos[j], float) for j in js]
+    rot = [p for j, p in zip(js, pos) if int(m.jnt_type[j]) in (_HINGE, _BALL)]
+    common = rot[0] if rot else pos[0]
+    if all(np.abs(p - common).max() <= 1e-12 * max(1.0, np.abs(common).max()) for p in rot):
+        return [common] * len(js)
+    return pos
+
+
+def _reference(m, j, part):
+    """The 4x4 pose of part ``part`` (MuJoCo joint ``j``) moved by ``-ref`` along its axis."""
+    r, jt = float(m.qpos0[m.jnt_qposadr[j]]), int(m.jnt_type[j])
+    if jt == _HINGE:
+        return _pose(axis_rotation(np.array(part.axis), np.float64(r)))
+    return _pose(p=-r * np.array(part.axis)) if jt == _SLIDE else np.eye(4)
 
 
 def composite_body(m, b, body_names, joint_names, parent, T0, specs, ball_limits):
     """Append the spec of MuJoCo body ``b`` moved by one composite joint of its joints, in file order."""
     js = list(range(int(m.body_jntadr[b]), int(m.body_jntadr[b]) + int(m.body_jntnum[b])))
-    rot = [j for j in js if int(m.jnt_type[j]) in (_HINGE, _BALL)]
-    anchor = np.array(m.jnt_pos[rot[0] if rot else js[0]], float)
+    anchors = _anchors(m, js)
     parts, lower, upper = [], [], []
     for j in js:
         jt, axis = int(m.jnt_type[j]), np.array(m.jnt_axis[j], float)
@@ -92,15 +115,17 @@ def composite_body(m, b, body_names, joint_names, parent, T0, specs, ball_limits
         if jt == _BALL and m.jnt_limited[j]:
             ball_limits.append(joint_names[j])
         parts.append(part)
-    # the first part's reference position, folded into the placement as for a single joint
-    j, r = js[0], float(m.qpos0[m.jnt_qposadr[js[0]]])
-    C = _pose(axis_rotation(np.array(parts[0].axis), np.float64(r))) if int(m.jnt_type[j]) == _HINGE else \
-        _pose(p=-r * np.array(parts[0].axis)) if int(m.jnt_type[j]) == _SLIDE else np.eye(4)
-    joint = make_joint("composite", joints=parts)
+    # the first part's reference position folded into Xtree as for a single joint, the others' and the
+    # anchors' offsets into the parts' placements
+    placements = [None] + [_transform(_pose(p=anchors[k] - anchors[k - 1]) @ _reference(m, js[k], parts[k]))
+                           for k in range(1, len(js))]
+    joint = make_joint("composite", joints=parts, placements=placements)
+    j = js[0]
     da = int(m.jnt_dofadr[j])
     bounded = np.isfinite(lower).any()
-    specs.append(dict(name=body_names[b], parent=parent, joint=joint, X=T0 @ _pose(p=anchor) @ C,
+    specs.append(dict(name=body_names[b], parent=parent, joint=joint,
+                      X=T0 @ _pose(p=anchors[0]) @ _reference(m, j, parts[0]),
                       jn="+".join(joint_names[k] for k in js), lower=np.array(lower) if bounded else None,
                       upper=np.array(upper) if bounded else None,
                       arm=np.array(m.dof_armature[da:da + joint.nv], float), mj_body=b, mj_joint=j, mj_joints=js,
-                      anchor=anchor))
+                      anchor=anchors[-1]))

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from .joints import Joint
-from .spatial import Transform, pose
+from .spatial import Transform, cross_motion, mv, pose
 from ..symbolic.trace import UntraceableError, trace_function
 
 __all__ = ["CustomJoint"]
@@ -93,10 +93,31 @@ class CustomJoint(Joint):
         return self._fns[1] is None
 
     def subspace_rate(self, q, qd):
+        """``Sdot`` (..., 6, nv) from the user's ``bias`` and ``S``.
+
+        ``bias(q, u) = sum_kj T_kj u_k u_j`` with ``T_kj = d_k S_j`` (column ``j`` of ``S`` along
+        coordinate ``k``) gives the symmetric part ``T_kj + T_jk`` (polarisation); the antisymmetric
+        part is ``d_k S_j - d_j S_k = S_j x S_k``, since ``S`` is the child-frame Jacobian
+        ``g^-1 dg/dq`` of the placement (Maurer-Cartan equation: ``d_k (g^-1 d_j g) - d_j (g^-1 d_k g)``
+        is the Lie bracket of the two columns).  So column ``j`` of ``Sdot = sum_k T_kj qd_k`` is
+        ``(bias(q, qd + e_j) - bias(q, qd) - bias(q, e_j)) / 2 + S_j x (S qd) / 2``.  This needs ``q``
+        to be coordinates (the default ``integrate``, ``q + v``); along a user's ``integrate`` the
+        directions do not commute and the bracket has another term.
+        """
         if self.constant_subspace:
             return None
-        raise NotImplementedError(f"CustomJoint {self.name!r}: Sdot as a matrix (the Coriolis matrix needs it) is "
-                                  f"not available for a custom joint, only Sdot qd (its bias)")
+        if self._fns[2] is not None:
+            raise NotImplementedError(f"CustomJoint {self.name!r}: Sdot as a matrix (the Coriolis matrix needs it) "
+                                      f"is only available for a joint whose q adds like a vector (no integrate "
+                                      f"given); this one has its own integrate")
+        S = self.jcalc(q)[1]
+        b0 = self.bias(q, qd)
+        vJ = mv(S, qd)
+        cols = []
+        for j, e in enumerate(np.eye(self.nv)):
+            sym = self.bias(q, qd + e) - b0 - self.bias(q, 0 * qd + e)
+            cols.append(0.5 * sym + 0.5 * cross_motion(S[..., :, j], vJ))
+        return np.stack(cols, -1)
 
     def motion_subspace(self):
         return np.array(self.jcalc(self.neutral())[1], dtype=float)

@@ -74,11 +74,19 @@ def _block_diagonal(blocks):
 class Composite(Joint):
     """A sequence of joints without bodies between them: ``joints[0]`` moves against the parent,
     each next one against the frame the previous one moved, the last one carries the child.
-    ``q``, ``v`` are the parts' coordinates one after the other (nq, nv: their sums)."""
+    ``q``, ``v`` are the parts' coordinates one after the other (nq, nv: their sums).
+
+    ``placements`` (optional, one per part): the fixed placement of each part's frame in the frame
+    the previous part moved (the joint frame for the first), a ``sparsedyn.spatial.Transform``
+    ``part_X_previous`` (``sparsedyn.spatial.xlt(p)``: a part whose axis passes through ``p``) or
+    ``None`` (coincident; the default for every part), as Pinocchio's ``JointModelComposite``
+    joint placements: ``XJ = XJ_n P_n ... XJ_1 P_1``.  MuJoCo's several joints of one body at
+    different anchors are such a joint."""
 
     joints: tuple = ()
+    placements: tuple = ()
     type: ClassVar[str] = "composite"
-    options: ClassVar[tuple] = ("joints",)
+    options: ClassVar[tuple] = ("joints", "placements")
 
     def __post_init__(self):
         super().__post_init__()
@@ -93,6 +101,10 @@ class Composite(Joint):
                 raise ValueError(f"{self.type} joint: joints[{k}] is a {type(j).__name__}, expected a joint "
                                  f"(sparsedyn.make_joint or sparsedyn.CustomJoint)")
         object.__setattr__(self, "joints", parts)
+        placed = _placements(self.type, self.placements, len(parts))
+        object.__setattr__(self, "placements", tuple(None if X is None else (tuple(X.E.reshape(-1).tolist()),
+                                                                             tuple(X.r.tolist())) for X in placed))
+        object.__setattr__(self, "_placed", placed)
         object.__setattr__(self, "nq", sum(j.nq for j in parts))
         object.__setattr__(self, "nv", sum(j.nv for j in parts))
         qs, vs, a, b = [], [], 0, 0
@@ -111,10 +123,22 @@ class Composite(Joint):
     def motion_subspace(self):
         return np.asarray(self.jcalc(self.neutral())[1], dtype=float)
 
+    @property
+    def part_placements(self):
+        """The parts' placements as ``sparsedyn.spatial.Transform`` (``None``: coincident)."""
+        return self._placed
+
+    def _part(self, k, q):
+        """``(X_k, S_k)`` of part ``k`` at its coordinates ``q``: ``X_k = XJ_k P_k`` (its placement, then
+        its own motion), ``S_k`` in its child frame."""
+        Xk, Sk = self.joints[k].jcalc(q)
+        P = self._placed[k]
+        return (Xk if P is None else compose(Xk, P)), Sk
+
     def jcalc(self, q):
         X, S = None, []
-        for j, qs, _ in self._slices:
-            Xk, Sk = j.jcalc(q[..., qs])
+        for k, (j, qs, _) in enumerate(self._slices):
+            Xk, Sk = self._part(k, q[..., qs])
             if X is None:
                 X = Xk
             else:
@@ -127,8 +151,8 @@ class Composite(Joint):
         # RNEA's forward pass over the massless chain at qdd = 0, the parent at rest:
         # v_k = X_k v_(k-1) + S_k qd_k,  c_k = X_k c_(k-1) + cJ_k + v_k x (S_k qd_k).
         v = c = None
-        for j, qs, vs in self._slices:
-            Xk, Sk = j.jcalc(q[..., qs])
+        for k, (j, qs, vs) in enumerate(self._slices):
+            Xk, Sk = self._part(k, q[..., qs])
             vJ = mv(Sk, qd[..., vs])
             terms = [j.bias(q[..., qs], qd[..., vs])]
             if v is not None:
@@ -147,8 +171,8 @@ class Composite(Joint):
         # Each later part m carries the blocks before it into its frame and moves against the
         # previous frame with vJ_m: d/dt (X_m B) = X_m Bdot - vJ_m x (X_m B).
         S, Sd = [], []
-        for j, qs, vs in self._slices:
-            Xk, Sk = j.jcalc(q[..., qs])
+        for k, (j, qs, vs) in enumerate(self._slices):
+            Xk, Sk = self._part(k, q[..., qs])      # a constant placement P_k moves the blocks, no rate
             vJ = mv(Sk, qd[..., vs])
             if S:
                 S = [move_columns(Xk, B) for B in S]
@@ -187,6 +211,33 @@ class Composite(Joint):
     def difference_jacobians(self, q0, q1):
         parts = self._each("difference_jacobians", q0, q1, "q")
         return tuple(_block_diagonal([np.asarray(p[k]) for p in parts]) for k in range(2))
+
+
+def _placements(what, placements, n):
+    """``n`` placements (``Transform`` or ``None``; an identity one becomes ``None``) from the user's
+    sequence (empty or ``None``: all ``None``), checked: rotations, finite translations."""
+    if placements is None or (hasattr(placements, "__len__") and len(placements) == 0):
+        return (None,) * n
+    if isinstance(placements, Transform) or not hasattr(placements, "__len__") or len(placements) != n:
+        raise ValueError(f"{what} joint: placements must hold one placement (a sparsedyn.spatial.Transform or None) "
+                         f"per part, {n}, got {placements!r}")
+    out = []
+    for k, X in enumerate(placements):
+        if X is None:
+            out.append(None)
+            continue
+        try:
+            E, r = (np.asarray(x, dtype=float) for x in X)
+            E = E.reshape(3, 3) if E.size == 9 else E          # the stored form: E's nine entries
+        except (TypeError, ValueError):
+            raise ValueError(f"{what} joint: placements[{k}] must be a sparsedyn.spatial.Transform (E, r) or None, "
+                             f"got {X!r}") from None
+        if E.shape != (3, 3) or r.shape != (3,) or not (np.all(np.isfinite(E)) and np.all(np.isfinite(r))) \
+                or not np.allclose(E @ E.T, np.eye(3), rtol=0, atol=1e-9) or np.linalg.det(E) <= 0:
+            raise ValueError(f"{what} joint: placements[{k}] must be a Transform with E a 3x3 rotation and r a "
+                             f"finite 3-vector, got E of shape {E.shape}, r of shape {r.shape}")
+        out.append(None if np.array_equal(E, np.eye(3)) and not r.any() else Transform(E, r))
+    return tuple(out)
 
 
 def _cross_columns(v, B):

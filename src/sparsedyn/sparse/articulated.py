@@ -29,7 +29,8 @@ the rows read ``-f_i + I_i a_i + sum_j Xup_j^T f_j = r_f``, ``-a_i + Xup_i a_lam
 The pivots of ``D_i`` are those of its ``L^T D L`` factorization
 (:func:`sparsedyn.algorithms.ltdl.spd_inverse`), which are the scalar LU's pivots for the articulated
 order's dof sequence (a joint's dofs are pivoted last to first).  Everything the substitutions
-need (``IA_i``, ``Ia_i``, ``U_i``, ``D_i^-1``, ``U_i D_i^-1``, ``Xup_i``) is kept in slots of the
+need (``IA_i``, ``Ia_i``, ``U_i``, ``D_i^-1``, ``U_i D_i^-1``, ``Xup_i``, and ``S_i`` where it depends
+on ``q``) is kept in slots of the
 factor array ``W`` after the scalar LU's slots, so a factorization can be reused for several
 right-hand sides.  Generic over backends (NumPy floats with batch axes, object arrays).
 """
@@ -55,7 +56,8 @@ class BodyStep:
     ``body``, ``parent`` (global indices; ``parent_in``: the parent belongs to the block);
     ``zf``, ``za``, ``zq``: block positions (pivot order) of ``f_i``, ``a_i`` (6 each) and
     ``qdd_i`` (``nv_i``, by dof; none when ``qdd_i`` is known, ``nv = 0``: hybrid dynamics);
-    ``slots``: ``{name: first slot}`` of ``IA``, ``U``, ``Dinv`` and (with a parent in the block)
+    ``slots``: ``{name: first slot}`` of ``IA``, ``U``, ``Dinv``, ``S`` (a joint whose ``S`` depends
+    on ``q``) and (with a parent in the block)
     ``Ia``, ``UDinv``, ``E``, ``r`` in ``W``; ``nv``: the joint's dofs.
     """
 
@@ -92,6 +94,8 @@ def articulated_plan(pattern, blk, slot_base):
         sizes = {"IA": 36}
         if nv:
             sizes.update(U=6 * nv, Dinv=nv * nv)
+            if not model.joints[i].constant_subspace:
+                sizes.update(S=6 * nv)           # S_i(q), for the substitutions
         if p in inblock:
             if nv:
                 sizes.update(Ia=36, UDinv=6 * nv)
@@ -116,9 +120,21 @@ def _get(W, start, shape):
     return np.moveaxis(W[start:start + n], 0, -1).reshape(W.shape[1:] + shape)
 
 
-def factor_articulated(model, blk, W, Xup, monitor=None):
-    """Factor articulated block ``blk`` (``blk.plan``) into ``W`` (nslots,) + batch; ``Xup``: the state's
-    joint transforms.  Writes the dof pivots ``D`` into ``W[blk.piv]``; ``monitor`` (float checks)
+def _subspace(model, i, S):
+    """Joint ``i``'s motion subspace: the constant one (its structural zeros kept), else ``S[i]`` of the state."""
+    joint = model.joints[i]
+    return joint.motion_subspace() if joint.constant_subspace else S[i]
+
+
+def _stored_subspace(model, st, W):
+    """The ``S_i`` of body step ``st``: the constant one, or the state's, as :func:`factor_articulated` stored it."""
+    return _get(W, st.slots["S"], (6, st.nv)) if "S" in st.slots else model.joints[st.body].motion_subspace()
+
+
+def factor_articulated(model, blk, W, Xup, S, monitor=None):
+    """Factor articulated block ``blk`` (``blk.plan``) into ``W`` (nslots,) + batch; ``Xup``, ``S``: the
+    state's joint transforms and motion subspaces (a joint's ``S_i(q)`` is kept in ``W`` for the
+    substitutions where it depends on ``q``).  Writes the dof pivots ``D`` into ``W[blk.piv]``; ``monitor`` (float checks)
     sees each of them with the entries of ``U_i = IA_i S_i`` as its scale."""
     check = monitor is not None and monitor.wants(blk)
     if check:
@@ -127,7 +143,7 @@ def factor_articulated(model, blk, W, Xup, monitor=None):
     IA = {}
     for st in blk.plan:
         i = st.body
-        S = model.joints[i].motion_subspace()
+        Si = _subspace(model, i, S)
         IAi = IA.pop(i, 0) + rigid_structure(model.inertia[i])
         _put(W, st.slots["IA"], IAi, (6, 6))
         if not st.nv:                  # a known qdd_i: the whole IA_i is passed on (Ia_i = IA_i)
@@ -139,9 +155,10 @@ def factor_articulated(model, blk, W, Xup, monitor=None):
                 for k in sorted(st.zf.tolist() + st.za.tolist()):
                     monitor.pivot(blk, k, W[blk.piv[k]], W[blk.piv[k]], None, None)
             continue
-        U = IAi @ S
+        U = IAi @ Si
         arm = armature_of(model, i)                  # rotor inertia: the armature_i qdd_i of the tau rows
-        D = S.T @ U if arm is None else S.T @ U + np.diag(arm)
+        St = np.swapaxes(Si, -1, -2)
+        D = St @ U if arm is None else St @ U + np.diag(arm)
         piv = {}
         Dinv = spd_inverse(D, check=lambda k, d: piv.__setitem__(k, d))
         for k in range(st.nv):
@@ -155,10 +172,12 @@ def factor_articulated(model, blk, W, Xup, monitor=None):
                 monitor.pivot(blk, k, val, val, scale if k in st.zq else None, None)
         _put(W, st.slots["U"], U, (6, st.nv))
         _put(W, st.slots["Dinv"], Dinv, (st.nv, st.nv))
+        if "S" in st.slots:
+            _put(W, st.slots["S"], Si, (6, st.nv))
         if st.parent_in:
             X = Xup[i]
             UDinv = U @ Dinv
-            Ia = articulated_transmitted(IAi, UDinv, U, S, arm)
+            Ia = articulated_transmitted(IAi, UDinv, U, None if "S" in st.slots else Si, arm)
             IA[st.parent] = IA.get(st.parent, 0) + transform_inertia(X, Ia)
             _put(W, st.slots["Ia"], Ia, (6, 6))
             _put(W, st.slots["UDinv"], UDinv, (6, st.nv))
@@ -174,10 +193,9 @@ def substitute_articulated(model, blk, W, z):
     u = {}
     for st in blk.plan:                               # forward: articulated bias forces, leaves to root
         i = st.body
-        S = model.joints[i].motion_subspace()
         pA[i] = acc.pop(i, 0) - rhs(st.zf)
         if st.nv:
-            u[i] = rhs(st.zq) - mv(S.T, pA[i])
+            u[i] = rhs(st.zq) - mv(np.swapaxes(_stored_subspace(model, st, W), -1, -2), pA[i])
         if st.parent_in:
             if st.nv:
                 Ia = _get(W, st.slots["Ia"], (6, 6))
@@ -190,7 +208,6 @@ def substitute_articulated(model, blk, W, z):
     a = {}
     for st in reversed(blk.plan):                     # backward: accelerations, root to leaves
         i = st.body
-        S = model.joints[i].motion_subspace()
         a1 = -rhs(st.za)
         if st.parent_in:
             X = Transform(_get(W, st.slots["E"], (3, 3)), _get(W, st.slots["r"], (3,)))
@@ -199,7 +216,7 @@ def substitute_articulated(model, blk, W, z):
         if st.nv:
             U = _get(W, st.slots["U"], (6, st.nv))
             qdd = mv(_get(W, st.slots["Dinv"], (st.nv, st.nv)), u[i] - mv(np.swapaxes(U, -1, -2), a1))
-            a[i] = a1 + mv(S, qdd)
+            a[i] = a1 + mv(_stored_subspace(model, st, W), qdd)
             out.append((st.zq, qdd))
         else:
             a[i] = a1

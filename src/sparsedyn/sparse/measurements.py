@@ -31,7 +31,6 @@ from typing import Callable
 
 import numpy as np
 
-from .. import _checks
 from .variables import KINDS, Kinematics, Layout, Variable  # noqa: F401  (Kinematics: a bias reads it)
 
 __all__ = ["Measurement", "Problem", "Kinematics", "inverse_dynamics_problem", "forward_dynamics_problem"]
@@ -95,7 +94,6 @@ class Problem:
     """
 
     def __init__(self, model, measurements=(), name=None, layout=None):
-        _checks.constant_subspaces(model, "the sparse system")
         self.model = model
         self.layout = layout if layout is not None else Layout(model)
         self.measurements = tuple(measurements)

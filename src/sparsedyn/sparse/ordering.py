@@ -10,7 +10,7 @@ every pivot must be nonzero at *every* state.  A pivot is **proven** when
   known offline; it is proven when it is not a cancellation (above
   ``CONSTANT_RTOL`` times the terms that formed it); or
 * it is a pivot of ``D_i = S_i^T IA_i S_i`` in the articulated-body order below,
-  and ``S_i^T I_i S_i`` is positive definite: the articulated inertia is the
+  ``S_i`` is constant, and ``S_i^T I_i S_i`` is positive definite: the articulated inertia is the
   body's own inertia plus positive semidefinite terms from its subtree
   (``IA_i = I_i + sum_j jX_i^T Ia_j jX_i``, for physically consistent, i.e.
   positive semidefinite, inertias), so ``D_i >= S_i^T I_i S_i > 0`` at every
@@ -302,10 +302,13 @@ def articulated_order(pattern, rows, cols):
         pivots += [(ef.offset + k, f.offset + k) for k in range(6)]
         pivots += [(ea.offset + k, a.offset + k) for k in range(6)]
         if has_q:
-            S = model.joints[i].motion_subspace()
-            I = model.inertia[i]
+            joint, I = model.joints[i], model.inertia[i]
+            S = joint.motion_subspace()
             D0 = S.T @ I @ S
-            ok = float(np.min(np.linalg.eigvalsh(D0))) > ARTICULATED_RTOL * max(float(np.max(np.abs(I))), 1e-300)
+            # an S(q) (Euler angles, universal, composite joints) can lose rank at some q (gimbal
+            # lock): its pivots stay unproven, checked at run time
+            ok = joint.constant_subspace and \
+                float(np.min(np.linalg.eigvalsh(D0))) > ARTICULATED_RTOL * max(float(np.max(np.abs(I))), 1e-300)
             for k in reversed(range(qdd.size)):       # last dof first: the pivots of L^T D L
                 if ok:
                     spd[len(pivots)] = i

@@ -135,9 +135,10 @@ def _describe_rows(pattern, rows, limit=12):
     return ", ".join(parts[:limit]) + more
 
 
-def _factor(model, blocks, W, batch, Xup, monitor=None):
+def _factor(model, blocks, W, batch, Xup, S, monitor=None):
     """In-place LU of every block's slots of ``W`` (nslots,) + batch with the fixed order
-    (articulated blocks body by body, :mod:`.articulated`; ``Xup``: the state's joint transforms).
+    (articulated blocks body by body, :mod:`.articulated`; ``Xup``, ``S``: the state's joint transforms
+    and motion subspaces).
 
     The scalar LU runs stage by stage (:meth:`~.ordering.BlockFactor.factor_stages`): on float arrays
     the pivots of a level together, which does the same arithmetic to the bit as pivot by pivot; traced
@@ -145,7 +146,7 @@ def _factor(model, blocks, W, batch, Xup, monitor=None):
     levels = W.dtype != object
     for blk in blocks:
         if blk.plan is not None:
-            factor_articulated(model, blk, W, Xup, monitor)
+            factor_articulated(model, blk, W, Xup, S, monitor)
             continue
         check = monitor is not None and monitor.wants(blk)
         if check:
@@ -422,8 +423,8 @@ class Structure:
     def values(self, q):
         """Values (..., nnz) of ``A`` in entry order (see :meth:`csc_data` for the CSC order)."""
         q = _checks.configuration(self.model, q)
-        Xup, _ = joint_transforms(self.model, q)
-        return np.moveaxis(d_values(self.pattern, Xup, q.shape[:-1], bk.is_symbolic(q)), 0, -1)
+        Xup, S = joint_transforms(self.model, q)
+        return np.moveaxis(d_values(self.pattern, Xup, q.shape[:-1], bk.is_symbolic(q), S), 0, -1)
 
     def csc_data(self, q):
         """``data`` (..., nnz) of ``A`` for the fixed ``(csc_indptr, csc_indices)``."""
@@ -496,12 +497,12 @@ class Structure:
         fbatch = (1,) * (len(batch) - (q.ndim - 1)) + q.shape[:-1]
         with ph("transforms"):
             Xup, S = joint_transforms(self.model, q)
-            vals = d_values(self.pattern, Xup, fbatch, symbolic)
+            vals = d_values(self.pattern, Xup, fbatch, symbolic, S)
         with ph("b"):
             b = rhs_values(self.pattern, q, qd, y, g, Xup, S, batch, symbolic)
         W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + fbatch, dtype=dtype)])
         with ph("factor"):
-            _factor(self.model, self.blocks, W, fbatch, Xup, monitor)
+            _factor(self.model, self.blocks, W, fbatch, Xup, S, monitor)
         with ph("solve"):
             x = _substitute(self, vals, W, b, batch, dtype, monitor, Xup)
         return x, vals, b, W
@@ -536,11 +537,11 @@ class Structure:
         configurations ``q`` (float): what the runtime check and the bisection tests look at."""
         q = _checks.configuration(self.model, q)
         batch = q.shape[:-1]
-        Xup, _ = joint_transforms(self.model, q)
-        vals = d_values(self.pattern, Xup, batch, False)
+        Xup, S = joint_transforms(self.model, q)
+        vals = d_values(self.pattern, Xup, batch, False, S)
         W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + batch)])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            _factor(self.model, self.blocks, W, batch, Xup)
+            _factor(self.model, self.blocks, W, batch, Xup, S)
         return np.moveaxis(W[np.concatenate([b.piv for b in self.blocks])], 0, -1)
 
     def hunt_vanishing_pivots(self, q0, q1, samples=65, iters=55):
@@ -635,8 +636,8 @@ def _sample_values(pattern, seed):
     SuperLU's threshold pivoting looks at when it picks a static order.  Not used for structure."""
     model = pattern.problem.model
     q = model.random_configuration(np.random.default_rng(seed + 1), limits=False)
-    Xup, _ = joint_transforms(model, q)
-    return d_values(pattern, Xup, (), False)
+    Xup, S = joint_transforms(model, q)
+    return d_values(pattern, Xup, (), False, S)
 
 
 def _topological(units, pattern, row_entries, whole_transforms=False):
