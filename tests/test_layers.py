@@ -314,14 +314,14 @@ def test_the_private_member_scan_sees_every_form():
     alone (a test of the test)."""
     assert ("interop.jax", "_levels_function") not in private_reach_ins()[0]      # its own function
     fake = "import x\nfrom .solver import _SUPERLU\nfrom . import _kinematics\n" \
-           "def f(st, self):\n    st._kernel(); getattr(st, '_substitute'); self._own()\n"
+           "def f(st, self):\n    st._kernel(); getattr(st, '_fallback'); self._own()\n"
     TREES["sparse.fake"], MODULES["sparse.fake"] = ast.parse(fake), ROOT / "sparse" / "fake.py"
     try:
         found = {(n, tuple(sorted(w))) for n, _, w in private_uses("sparse.fake")}
     finally:
         del TREES["sparse.fake"], MODULES["sparse.fake"]
     assert ("_SUPERLU", ("sparse.solver",)) in found and ("_kinematics", ("constraints",)) not in found
-    assert {n for n, _ in found} == {"_SUPERLU", "_kernel", "_substitute"}        # not self._own
+    assert {n for n, _ in found} == {"_SUPERLU", "_kernel", "_fallback"}        # not self._own
     assert "_kinematics" in PRIVATE_MODULES and "_checks" in PRIVATE_MODULES
 
 

@@ -318,8 +318,8 @@ def test_several_right_hand_sides_factor_once_per_state(tree, rng, monkeypatch):
     Q, V, _ = random_states(tree, rng, 3)
     T = rng.normal(size=(3, 4, tree.nv))
     shapes = []
-    real = sparse.solver._factor
-    monkeypatch.setattr(sparse.solver, "_factor", lambda model, blocks, W, batch, Xup, S, mon=None: (
+    real = sparse.solver.factor_blocks
+    monkeypatch.setattr(sparse.solver, "factor_blocks", lambda model, blocks, W, batch, Xup, S, mon=None: (
         shapes.append(W.shape[1:]), real(model, blocks, W, batch, Xup, S, mon)))
     d = st.solve(Q[:, None, :], V[:, None, :], st.problem.values(tau=T))
     assert shapes == [(3, 1)]

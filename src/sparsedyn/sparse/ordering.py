@@ -123,7 +123,7 @@ class BlockFactor:
         self._stages = {}
 
     def factor_stages(self, levels):
-        """The elimination steps of :func:`~sparsedyn.sparse.solver._factor` grouped into
+        """The elimination steps of :func:`~sparsedyn.sparse.block_lu.factor_blocks` grouped into
         :class:`FactorStage` s: one per pivot, in order (``levels=False``: what a trace records), or
         the pivots of each :func:`stage_levels` level together (float arrays: the same arithmetic to
         the bit in a few NumPy operations per stage instead of per pivot)."""

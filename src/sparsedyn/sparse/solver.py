@@ -34,7 +34,7 @@ the recursions cost (Featherstone, "Rigid Body Dynamics Algorithms", 2008, secti
 * a transform block ``Xup_i`` (rows ``c(3a_i)``) or ``Xup_j^T`` (rows ``c(3f_i)``)
   whose rows are 1x1 blocks solved after all its columns (inverse dynamics: the
   block order is chosen so) is applied as ``apply_motion`` / ``apply_force_transpose``
-  rather than entry by entry (:func:`_transform_plan`);
+  rather than entry by entry (:func:`~sparsedyn.sparse.block_lu.transform_plan`);
 * every other block uses the scalar LU factors.
 
 Runtime checks (float input only; ``check="auto"``: blocks with an unproven
@@ -61,12 +61,13 @@ from .. import backend as bk
 from ..kernels import Owned
 from ..algorithms.configuration import difference, integrate
 from ..algorithms.kinematics import joint_transforms
-from ..model.spatial import apply_force_transpose, apply_motion
-from .articulated import articulated_plan, factor_articulated, substitute_articulated
+from .articulated import articulated_plan
+from .block_lu import factor_blocks, solve_stages, substitute, transform_plan
+from .units import block_order, merge_articulated
 from .assembly import SystemPattern, d_values, rhs_values
 from .checks import BERR_TOL, PIVOT_RTOL, Monitor
-from .matching import block_triangular, overdetermined, preferred_matching, topological_order, undetermined
-from .ordering import ORDERINGS, _SUPERLU, articulated_order, stage_groups, superlu_order, symbolic_lu
+from .matching import block_triangular, overdetermined, preferred_matching, undetermined
+from .ordering import ORDERINGS, _SUPERLU, superlu_order, symbolic_lu
 
 __all__ = ["analyze", "Structure", "SolveInfo", "StructurallySingularError", "OverdeterminedError",
            "SparsePivotWarning", "PIVOT_RTOL", "BERR_TOL", "describe_columns"]
@@ -135,207 +136,6 @@ def _describe_rows(pattern, rows, limit=12):
     return ", ".join(parts[:limit]) + more
 
 
-def _factor(model, blocks, W, batch, Xup, S, monitor=None):
-    """In-place LU of every block's slots of ``W`` (nslots,) + batch with the fixed order
-    (articulated blocks body by body, :mod:`.articulated`; ``Xup``, ``S``: the state's joint transforms
-    and motion subspaces).
-
-    The scalar LU runs stage by stage (:meth:`~.ordering.BlockFactor.factor_stages`): on float arrays
-    the pivots of a level together, which does the same arithmetic to the bit as pivot by pivot; traced
-    (object arrays), one pivot a stage, in order."""
-    levels = W.dtype != object
-    for blk in blocks:
-        if blk.plan is not None:
-            factor_articulated(model, blk, W, Xup, S, monitor)
-            continue
-        check = monitor is not None and monitor.wants(blk)
-        if check:
-            monitor.checked += 1
-            init = W[blk.piv]
-        for sg in blk.factor_stages(levels):
-            if not (check or len(sg.ls)):
-                continue
-            piv, lv = W[sg.piv], W[sg.ls]
-            if check:
-                monitor.pivots(blk, sg, piv, init[sg.ks], lv, W[sg.urow])
-            _eliminate(W, sg, piv, lv)
-
-
-def _eliminate(W, sg, piv, lv):
-    """Stage ``sg`` (:class:`~.ordering.FactorStage`) of the elimination, from its pivots ``piv`` and the
-    L columns' values ``lv = W[sg.ls]``: multipliers ``l_ik = a_ik / a_kk``, then the rank-1 updates
-    ``a_ij -= l_ik u_kj`` (a slot updated by several pivots of the stage: in pivot order)."""
-    l = lv / piv[sg.lk]
-    W[sg.ls] = l
-    if len(sg.upd):
-        p = l[sg.ul] * W[sg.us]
-        if sg.dup:
-            np.subtract.at(W, sg.upd, p)
-        else:
-            W[sg.upd] = W[sg.upd] - p
-
-
-def _transform_plan(pattern, blocks):
-    """Which transform blocks of ``A`` (:class:`~sparsedyn.sparse.assembly.TransformBlock`) the
-    substitution applies as transforms: those whose rows lie in 1x1 blocks solved after every block
-    holding one of its six columns (inverse dynamics: ``X a_lambda`` and ``X^T f_j`` once ``a_lambda``,
-    ``f_j`` are known).  Applying ``Xup`` as ``(E, r)`` costs fewer operations than its 6x6 matrix
-    (``E (v - r x w)`` against the entries of ``-E rx(r)``, RBDA section 2.8).
-
-    Returns ``(first, rows, off)``: ``first[K]``: transform blocks to apply before block ``K``;
-    ``rows[K]``: ``(transform block number, local row)`` contributions to block ``K``'s rows;
-    ``off[K]``: block ``K``'s remaining scalar off-block entries ``(positions, entry numbers)``.
-    """
-    nb = len(blocks)
-    row_block, col_block = {}, {}
-    for K, blk in enumerate(blocks):
-        for r in blk.rows.tolist():
-            row_block[r] = K
-        for c in blk.cols.tolist():
-            col_block[c] = K
-    first, rows = [[] for _ in range(nb)], [[] for _ in range(nb)]
-    taken = set()
-    for t, tb in enumerate(pattern.transform_blocks):
-        ers = sorted(set(pattern.rows[tb.entries].tolist()))
-        rb = [row_block[r] for r in ers]
-        cb = [col_block[c] for c in range(tb.col0, tb.col0 + 6)]
-        if any(blocks[K].size != 1 for K in rb) or max(cb) >= min(rb):
-            continue
-        first[min(rb)].append(t)
-        for r, K in zip(ers, rb):
-            rows[K].append((t, r - tb.row0))
-        taken.update(tb.entries.tolist())
-    off = []
-    for blk in blocks:
-        pos, es = blk.off
-        keep = np.array([e not in taken for e in es.tolist()], dtype=bool)
-        off.append((pos[keep], es[keep]) if len(es) else (pos, es))
-    return first, rows, off
-
-
-def _apply_transform(tb, X, x, batch):
-    """``T x[cols]`` (6,) + batch of transform block ``tb`` (``X``: the body's ``Xup``)."""
-    xc = np.moveaxis(x[tb.col0:tb.col0 + 6], 0, -1)
-    t = apply_motion(X, xc) if tb.kind == "X" else apply_force_transpose(X, xc)
-    return np.moveaxis(np.broadcast_to(t, batch + (6,)), -1, 0)
-
-
-class _SolveStage(NamedTuple):
-    """Blocks solved together by :func:`_substitute`: ``block``, one block (any kind), or ``None`` for
-    several 1x1 blocks, unchecked; ``rows``, ``cols`` their rows and columns (pivot order), ``piv`` the
-    pivots' slots of 1x1 blocks; ``off = (positions, entry numbers)`` of their rows' entries in earlier
-    blocks' columns (in entry order per row); ``tnew`` the transform blocks (:func:`_transform_plan`)
-    to apply first, ``tpos``, ``tidx`` the positions and transform values (``6 t + row``) subtracted
-    then, in the order of each row's contributions."""
-
-    block: object
-    rows: np.ndarray
-    cols: np.ndarray
-    piv: np.ndarray
-    off: tuple
-    tnew: list
-    tpos: np.ndarray
-    tidx: np.ndarray
-
-
-def _solve_stages(st, transforms, levels):
-    """The :class:`_SolveStage` s of :func:`_substitute` (``transforms``: with the transform plan,
-    else entry by entry): one block a stage in block order (``levels=False``: traced, or every block
-    checked), or the proven 1x1 blocks of each :func:`~.ordering.stage_levels` level together (every
-    other block alone), which does the same arithmetic to the bit (a row's contributions keep their
-    order)."""
-    pattern, blocks = st.pattern, st.blocks
-    first, trows, toff = st._tplan if transforms else (None, None, None)
-    reads, writes = [], []
-    for K, blk in enumerate(blocks):
-        es = (toff[K] if transforms else blk.off)[1]
-        cols = set(pattern.cols[es].tolist())
-        for t, _ in (trows[K] if transforms else ()):
-            tb = pattern.transform_blocks[t]
-            cols.update(range(tb.col0, tb.col0 + 6))
-        reads.append(sorted(cols))
-        writes.append(blk.cols.tolist())
-    groups = []
-    for g in stage_groups(reads, writes, levels):
-        alone = [K for K in g if blocks[K].size != 1 or not blocks[K].proven]
-        together = [K for K in g if K not in alone]
-        groups += ([together] if together else []) + [[K] for K in alone]
-    done, stages = set(), []
-    for g in groups:
-        pos, es, tnew, tpos, tidx = [], [], [], [], []
-        at = 0
-        for K in g:
-            blk = blocks[K]
-            p, e = toff[K] if transforms else blk.off
-            pos.append(p + at)
-            es.append(e)
-            for t, k in (trows[K] if transforms else ()):
-                if t not in done:
-                    done.add(t)
-                    tnew.append(t)
-                tpos.append(at)
-                tidx.append(6 * t + k)
-            at += blk.size
-        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)   # noqa: E731
-        one = len(g) == 1 and (blocks[g[0]].size != 1 or not blocks[g[0]].proven or not levels)
-        stages.append(_SolveStage(
-            blocks[g[0]] if one else None, cat([blocks[K].rows for K in g]), cat([blocks[K].cols for K in g]),
-            cat([blocks[K].piv for K in g if blocks[K].size == 1]), (cat(pos), cat(es)), tnew,
-            np.array(tpos, dtype=np.int64), np.array(tidx, dtype=np.int64)))
-    return stages
-
-
-def _substitute(st, vals, W, b, batch, dtype, monitor=None, Xup=None):
-    """Block forward substitution: ``x[K] = (L_K U_K)^-1 (-b[K] - A[K, earlier] x[earlier])``.
-
-    ``Xup``: the joint transforms of the state; with them, the transform blocks of
-    :func:`_transform_plan` are applied as transforms (without, entry by entry).  Float arrays go
-    stage by stage (:func:`_solve_stages`; the LU blocks' substitutions too), traced ones block by block."""
-    pattern = st.pattern
-    x = np.zeros((pattern.n,) + batch, dtype=dtype)
-    levels = np.dtype(dtype) != object and (monitor is None or monitor.mode != "all")
-    transforms = Xup is not None
-    tv = np.zeros((6 * len(pattern.transform_blocks),) + batch, dtype=dtype) if transforms else None
-    for sg in st._solve_stages(transforms, levels):
-        z = -b[sg.rows]
-        pos, es = sg.off
-        if len(es):
-            np.subtract.at(z, pos, vals[es] * x[pattern.cols[es]])
-        for t in sg.tnew:
-            tb = pattern.transform_blocks[t]
-            tv[6 * t:6 * t + 6] = _apply_transform(tb, Xup[tb.body], x, batch)
-        if len(sg.tpos):
-            np.subtract.at(z, sg.tpos, tv[sg.tidx])
-        blk = sg.block
-        check = blk is not None and monitor is not None and monitor.wants(blk)
-        if check:
-            rhs = z.copy()
-        if blk is None or blk.size == 1:                 # 1x1 blocks (most of them): their pivots alone
-            z = z / W[sg.piv]
-        elif blk.plan is not None:
-            substitute_articulated(st.model, blk, W, z)
-        else:
-            fwd, back = blk.solve_stages(levels)
-            for ss in fwd:                               # unit lower triangular L, by columns
-                _update(z, ss, W[ss.slots] * z[ss.src])
-            for ss in back:                              # upper triangular U, by columns
-                z[ss.ks] = z[ss.ks] / W[ss.piv]
-                if len(ss.pos):
-                    _update(z, ss, W[ss.slots] * z[ss.src])
-        x[sg.cols] = z
-        if check:
-            monitor.residual(blk, vals, z, rhs, batch)
-    return x
-
-
-def _update(z, ss, p):
-    """``z[ss.pos] -= p`` (:class:`~.ordering.SubstituteStage`; a position updated twice: in order)."""
-    if ss.dup:
-        np.subtract.at(z, ss.pos, p)
-    else:
-        z[ss.pos] = z[ss.pos] - p
-
-
 @contextmanager
 def _no_phase(name):
     yield
@@ -367,14 +167,14 @@ class Structure:
         self.csc_order = order
         self.csc_indices = pattern.rows[order]
         self.csc_indptr = np.searchsorted(pattern.cols[order], np.arange(self.n + 1))
-        self._tplan = _transform_plan(pattern, self.blocks)
+        self.transform_plan = transform_plan(pattern, self.blocks)
         self._stages = {}
 
-    def _solve_stages(self, transforms, levels):
-        """The stages of the substitution (:func:`_solve_stages`), computed once."""
+    def solve_stages(self, transforms, levels):
+        """The stages of the substitution (:func:`~sparsedyn.sparse.block_lu.solve_stages`), computed once."""
         key = (bool(transforms), bool(levels))
         if key not in self._stages:
-            self._stages[key] = _solve_stages(self, transforms, levels)
+            self._stages[key] = solve_stages(self, transforms, levels)
         return self._stages[key]
 
     # --- summary properties ------------------------------------------------------
@@ -484,7 +284,7 @@ class Structure:
 
     def substitute(self, vals, W, b, batch):
         """``x`` (n,) + batch with ``A x + b = 0`` for the factors ``W`` of :meth:`online` (unchecked)."""
-        return _substitute(self, vals, W, b, batch, b.dtype)
+        return substitute(self, vals, W, b, batch, b.dtype)
 
     def online(self, q, qd, y, g, batch, symbolic, monitor=None, phase=None):
         """The online phase, unchecked: ``(x, vals, b, W)`` entry-first (``W``: the LU factors, shaped
@@ -502,9 +302,9 @@ class Structure:
             b = rhs_values(self.pattern, q, qd, y, g, Xup, S, batch, symbolic)
         W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + fbatch, dtype=dtype)])
         with ph("factor"):
-            _factor(self.model, self.blocks, W, fbatch, Xup, S, monitor)
+            factor_blocks(self.model, self.blocks, W, fbatch, Xup, S, monitor)
         with ph("solve"):
-            x = _substitute(self, vals, W, b, batch, dtype, monitor, Xup)
+            x = substitute(self, vals, W, b, batch, dtype, monitor, Xup)
         return x, vals, b, W
 
     def _fallback(self, x, vals, b, monitor):
@@ -541,7 +341,7 @@ class Structure:
         vals = d_values(self.pattern, Xup, batch, False, S)
         W = np.concatenate([vals, np.zeros((self.nslots - self.nnz,) + batch)])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            _factor(self.model, self.blocks, W, batch, Xup, S)
+            factor_blocks(self.model, self.blocks, W, batch, Xup, S)
         return np.moveaxis(W[np.concatenate([b.piv for b in self.blocks])], 0, -1)
 
     def hunt_vanishing_pivots(self, q0, q1, samples=65, iters=55):
@@ -640,101 +440,6 @@ def _sample_values(pattern, seed):
     return d_values(pattern, Xup, (), False, S)
 
 
-def _topological(units, pattern, row_entries, whole_transforms=False):
-    """Order ``units`` (dicts with rows/cols) so that ``A`` is block lower triangular; ``None`` if cyclic.
-
-    ``whole_transforms``: a unit with a row of a transform block of ``A`` also waits for the units of
-    all six columns of that block (so that the substitution can apply it as a transform)."""
-    n = pattern.n
-    owner = np.empty(n, dtype=np.int64)
-    for K, u in enumerate(units):
-        owner[u["cols"]] = K
-    deps = [set() for _ in units]
-    users = [set() for _ in units]
-    for K, u in enumerate(units):
-        for r in u["rows"]:
-            for e in row_entries[r]:
-                J = int(owner[pattern.cols[e]])
-                if J != K:
-                    deps[K].add(J)
-                    users[J].add(K)
-    if whole_transforms:
-        row_unit = {r: K for K, u in enumerate(units) for r in u["rows"]}
-        for tb in pattern.transform_blocks:
-            for r in set(pattern.rows[tb.entries].tolist()):
-                K = row_unit[r]
-                for c in range(tb.col0, tb.col0 + 6):
-                    J = int(owner[c])
-                    if J != K:
-                        deps[K].add(J)
-                        users[J].add(K)
-    order = topological_order(deps, users, key=lambda K: min(units[K]["cols"]))
-    return [units[K] for K in order] if len(order) == len(units) else None
-
-
-def _merge_articulated(pattern, units, row_entries):
-    """Merge the Newton-Euler-only blocks around each non-triangular one into articulated blocks.
-
-    The fine block triangular form splits forward dynamics further than the
-    bodies (a leaf's wrench components selected by ``S_i^T`` follow from
-    ``tau_i`` alone, say), so its irreducible blocks are rarely whole bodies.
-    Every group of blocks whose rows are ``c(3a), c(3f), c(3tau)`` and whose
-    columns are ``a, f, qdd``, connected by entries or by sharing a body, and
-    which contains a block larger than 1x1,
-    is merged into one block when it consists of whole bodies (the articulated
-    form) and the merged blocks still have a block triangular order; the
-    articulated order is then proven safe on it (:mod:`.ordering`).  Triangular
-    groups (inverse dynamics) are left alone.
-    """
-    L = pattern.layout
-    ne = [all(L.column_owner(c).kind in ("a", "f", "qdd") for c in u["cols"]) and
-          all(pattern.row_owner(r).kind in ("3a", "3f", "3tau") for r in u["rows"]) for u in units]
-    owner = np.empty(pattern.n, dtype=np.int64)
-    for K, u in enumerate(units):
-        owner[u["cols"]] = K
-    root = list(range(len(units)))
-
-    def find(k):
-        while root[k] != k:
-            root[k] = root[root[k]]
-            k = root[k]
-        return k
-
-    by_body = {}
-    for K, u in enumerate(units):
-        if ne[K]:
-            for r in u["rows"]:
-                by_body.setdefault(pattern.row_owner(r).body, []).append(K)
-                for e in row_entries[r]:
-                    J = int(owner[pattern.cols[e]])
-                    if ne[J]:
-                        root[find(K)] = find(J)
-            for c in u["cols"]:
-                by_body.setdefault(L.column_owner(c).body, []).append(K)
-    for Ks in by_body.values():                 # a body's blocks belong together (whole bodies)
-        for K in Ks[1:]:
-            root[find(K)] = find(Ks[0])
-    groups = {}
-    for K in range(len(units)):
-        if ne[K]:
-            groups.setdefault(find(K), []).append(K)
-    merged, used = [], set()
-    for members in groups.values():
-        if all(len(units[K]["cols"]) == 1 for K in members):
-            continue
-        rows = sorted(r for K in members for r in units[K]["rows"])
-        cols = sorted(c for K in members for c in units[K]["cols"])
-        art = articulated_order(pattern, rows, cols)
-        if art is None:
-            continue
-        merged.append(dict(rows=rows, cols=cols, pivots=art[0], spd=art[1], name="articulated"))
-        used.update(members)
-    if not merged:
-        return units
-    out = _topological([u for K, u in enumerate(units) if K not in used] + merged, pattern, row_entries)
-    return units if out is None else out
-
-
 def analyze(problem, ordering="auto", seed=0) -> Structure:
     """Offline phase for ``problem`` (structure only): a :class:`Structure` to solve with.
 
@@ -777,10 +482,10 @@ def analyze(problem, ordering="auto", seed=0) -> Structure:
     units = [dict(rows=[match_c[c] for c in cols], cols=list(cols), pivots=None, spd={}, name=None)
              for cols in blocks_cols]
     if ordering in ("auto", "articulated"):
-        units = _merge_articulated(pattern, units, row_entries)
+        units = merge_articulated(pattern, units, row_entries)
     # a block order in which each transform block's columns are all known before its rows are solved,
     # where one exists (inverse dynamics): the substitution then applies it as a transform
-    units = _topological(units, pattern, row_entries, whole_transforms=True) or units
+    units = block_order(units, pattern, row_entries, whole_transforms=True) or units
     col_block = np.empty(n, dtype=np.int64)
     for K, u in enumerate(units):
         col_block[u["cols"]] = K
