@@ -30,6 +30,7 @@ from ..algorithms.kinematics import frame_placements
 from ..sensors import Contact
 from .collision import collide
 from .friction_problem import ContactSlots, contact_slots, fill_slots
+from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step"]
 
@@ -94,7 +95,12 @@ def scene_step(step, model, q, v, tau, scene, dt, **options):
     if qa.ndim != 1:
         raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), got "
                          f"shape {qa.shape}; step the states of a batch one by one")
-    contacts = scene_contacts(scene, qa)
+    fast = scene_slot_data(scene, qa)
+    if fast is None:
+        contacts = scene_contacts(scene, qa)
+        slots = scene_slots(scene, contacts)
+    else:
+        contacts, slots = range(fast[0]), fast[1]    # the step reads the number of contacts only
     if options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
-    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options)
+    return step(model, qa, v, tau, contacts, slots, dt, **options)
