@@ -255,8 +255,9 @@ def collide(scene, q) -> Hits:
         kp = kernel_plan(scene)
         if kp.pairs:
             c = collision_candidates(model, q, kp.shapes, kp.pairs)
-            sel = np.flatnonzero(c[:, 0] < scene.margin)
-            k, d, wa, wb, n = kp.pair[sel], c[sel, 0], c[sel, 1:4], c[sel, 4:7], c[sel, 7:10]
+            sel = (c[:, 0] < scene.margin).nonzero()[0]
+            c = c[sel]
+            k, d, wa, wb, n = kp.pair[sel], c[:, 0], c[:, 1:4], c[:, 4:7], c[:, 7:10]
             if kp.inside.all():                    # the kernel's hits are the vectorised road's (MIN_FEATURE)
                 names = scene.pair_names
                 return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)

@@ -36,7 +36,7 @@ def _slot_frames(model):
 
 def _plan(scene):
     """``(kernel plan, slot key, E, r, friction)`` per candidate (``E``, ``r``: the slot frame in the
-    body), or None where the scene's robot-world pairs are not all the kernel's or a touching body
+    body) and whether a slot frame is not its body's, or None where the scene's robot-world pairs are not all the kernel's or a touching body
     has no frame."""
     key = "slot data plan"
     if key in scene.cache:
@@ -48,15 +48,16 @@ def _plan(scene):
     plan = None
     if kp.pairs and kp.inside[world].all() and all(b in frames for b in bodies):
         f = [frames[b] for b in bodies]
-        plan = (kp, np.array([x[0] for x in f], int), np.array([x[1] for x in f]).reshape(-1, 3, 3),
-                np.array([x[2] for x in f]).reshape(-1, 3), scene.pair_friction[kp.pair])
+        E, r = np.array([x[1] for x in f]).reshape(-1, 3, 3), np.array([x[2] for x in f]).reshape(-1, 3)
+        moved = not (np.array_equal(E, np.broadcast_to(np.eye(3), E.shape)) and not r.any())
+        plan = (kp, np.array([x[0] for x in f], int), E, r, scene.pair_friction[kp.pair], moved)
     scene.cache[key] = plan
     return plan
 
 
 def _filler(scene, layout):
     """``(slots, first slot per key, free data)`` of the scene's slot layout, kept while it stays."""
-    snap = tuple(sorted(layout.items()))
+    snap = (len(layout), sum(layout.values()))            # the layout only grows: this changes with it
     got = scene.cache.get("slot filler")
     if got is None or got[0] != snap:
         slots, _, data = fill_slots([], layout, np.zeros((0, 8)))
@@ -78,27 +79,28 @@ def scene_slot_data(scene, q):
     plan = _plan(scene)
     if plan is None:
         return None
-    kp, key, E, r, mu = plan
+    kp, key, E, r, mu, moved = plan
     c = collision_candidates(scene.model, q, kp.shapes, kp.pairs)
-    sel = np.flatnonzero(c[:, 0] < scene.margin)
-    c = c[sel]
-    rows = np.empty((len(sel), 8))
-    rows[:, 0] = mu[sel]
-    rows[:, 1:4] = np.einsum("kij,kj->ki", E[sel], c[:, 10:13] - r[sel])      # body axes -> the slot frame's
-    rows[:, 4:7] = c[:, 7:10]
-    rows[:, 7] = np.einsum("ij,ij->i", c[:, 7:10], c[:, 4:7])
+    sel = (c[:, 0] < scene.margin).nonzero()[0]
     keys = key[sel].tolist()
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     counts: dict = {}
     for k in keys:
         counts[k] = counts.get(k, 0) + 1
     for k, n in counts.items():
-        layout[k] = max(layout.get(k, 0), 1 << (n - 1).bit_length())
+        if layout.get(k, 0) < n:
+            layout[k] = max(layout.get(k, 0), 1 << (n - 1).bit_length())
     slots, first, free = _filler(scene, layout)
-    index, nxt = np.empty(len(keys), int), dict(first)
-    for i, k in enumerate(keys):
-        index[i] = nxt[k]
+    index, nxt = [], first.copy()
+    for k in keys:
+        index.append(nxt[k])
         nxt[k] += 1
+    index = np.array(index, int)
+    c = c[sel]
     data = free.copy()
-    data[index] = rows
+    data[index, 0] = mu[sel]
+    # the witness point: body axes -> the slot frame's (the frame's placement in the body: E, r)
+    data[index, 1:4] = np.einsum("kij,kj->ki", E[sel], c[:, 10:13] - r[sel]) if moved else c[:, 10:13]
+    data[index, 4:7] = c[:, 7:10]
+    data[index, 7] = np.einsum("ij,ij->i", c[:, 7:10], c[:, 4:7])
     return len(keys), ContactSlots(slots, index, data)
