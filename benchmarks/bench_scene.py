@@ -30,6 +30,7 @@ import mujoco
 import numpy as np
 
 import sparsedyn as sd
+from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
 from sparsedyn.contact.friction_kernel import contact_step_kernel
 from sparsedyn.contact.scene_data import scene_slot_data
@@ -65,7 +66,10 @@ def case(name, xml_path, xml, settle, repeat):
                 f.write(xml)
             model = sd.load_mjcf(f.name, geometry=True)
     scene = sd.Scene(model)
-    q, v, tau, dt = d.qpos.copy(), d.qvel.copy(), np.zeros(model.nv), m.opt.timestep
+    qpos, qvel = d.qpos.copy(), d.qvel.copy()
+    # MuJoCo's layout (quaternion w x y z, a free joint's linear velocity in the world) -> the model's
+    q, v = q_from_mujoco(model, qpos), v_from_mujoco(model, qpos, qvel)
+    tau, dt = np.zeros(model.nv), m.opt.timestep
     with sd.use_backend("numpy"):
         hits = sd.collide(scene, q)
         contacts = scene_contacts(scene, q, hits)
@@ -94,12 +98,12 @@ def case(name, xml_path, xml, settle, repeat):
     d2 = mujoco.MjData(m)
 
     def mj_collision():
-        d2.qpos[:], d2.qvel[:] = q, v
+        d2.qpos[:], d2.qvel[:] = qpos, qvel
         mujoco.mj_kinematics(m, d2)
         mujoco.mj_collision(m, d2)
 
     def mj_step():
-        d2.qpos[:], d2.qvel[:] = q, v
+        d2.qpos[:], d2.qvel[:] = qpos, qvel
         mujoco.mj_step(m, d2)
 
     mj = {"collide": ("mj_kinematics+mj_collision", median_us(mj_collision, repeat)),
