@@ -15,7 +15,9 @@ microseconds of
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
   MuJoCo's settled state and time step, and its phases: the step's contact data from the collision
   kernel (``scene_slot_data``; beside it the same data from Contact objects, the general road), the
-  native solve (``contact_step_kernel``) and the rest (argument checks, the result's modes and checks).
+  native solve (``contact_step_kernel``, cold) and the rest (argument checks, the result's modes and checks);
+  and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
+  its last solution too, ``qacc_warmstart``).
 
 Nothing here is a test: numbers are reported, never asserted.
 """
@@ -80,6 +82,10 @@ def case(name, xml_path, xml, settle, repeat):
         sd.contact_step(model, q, v, tau, scene, dt)                        # the builds (timed apart)
         print(f"  first native step (builds): {time.perf_counter() - t:.1f} s")
         kp = kernel_plan(scene)
+        first = sd.contact_step(model, q, v, tau, scene, dt)
+        warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too
+        print(f"  solver iterations: {int(first.iterations)} cold, "
+              f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
         n, slots = scene_slot_data(scene, q)
         settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
         warm = np.zeros((len(slots.frames), 3))
@@ -87,6 +93,7 @@ def case(name, xml_path, xml, settle, repeat):
             "collide": lambda: sd.collide(scene, q),
             "  collision kernel (one native call)": lambda: collision_candidates(model, q, kp.shapes, kp.pairs),
             "contact_step": lambda: sd.contact_step(model, q, v, tau, scene, dt),
+            "contact_step, warm-started": lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start),
             "  contact data from the kernel": lambda: scene_slot_data(scene, q),
             "  contact data from Contact objects": lambda: scene_slots(scene, scene_contacts(scene, q)),
             "  native solve (contact_step_kernel)": lambda: contact_step_kernel(model, q, v, tau, settings, warm,
@@ -108,8 +115,10 @@ def case(name, xml_path, xml, settle, repeat):
 
     mj = {"collide": ("mj_kinematics+mj_collision", median_us(mj_collision, repeat)),
           "contact_step": ("mj_step", median_us(mj_step, repeat))}
+    mj["contact_step, warm-started"] = mj["contact_step"]
     rest = times["contact_step"] - times["  contact data from the kernel"] - times["  native solve (contact_step_kernel)"]
     order = ["collide", "  collision kernel (one native call)", "  collide on the NumPy road", "contact_step",
+             "contact_step, warm-started",
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects"]
     print(f"  {'phase':40s} {'sparsedyn':>10s}   {'MuJoCo':28s} {'ratio':>7s}")
