@@ -17,7 +17,9 @@ microseconds of
   kernel (``scene_slot_data``; beside it the same data from Contact objects, the general road), the
   native solve (``contact_step_kernel``, cold) and the rest (argument checks, the result's modes and checks);
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
-  its last solution too, ``qacc_warmstart``).
+  its last solution too, ``qacc_warmstart``);
+* the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
+  threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states.
 
 Nothing here is a test: numbers are reported, never asserted.
 """
@@ -32,13 +34,14 @@ import mujoco
 import numpy as np
 
 import sparsedyn as sd
-from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
+from sparsedyn.interop.mujoco import q_from_mujoco, q_to_mujoco, v_from_mujoco
 from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
 from sparsedyn.contact.friction_kernel import contact_step_kernel
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
+BATCH = 1000
 BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
 <body name="box" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="2"/></body></worldbody></mujoco>"""
 
@@ -100,6 +103,13 @@ def case(name, xml_path, xml, settle, repeat):
                                                                                 slots.data, slots.frames),
         }
         times = {k: median_us(f, repeat) for k, f in ours.items()}
+        # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
+        rng = np.random.default_rng(0)
+        Q = np.repeat(q[None], BATCH, 0)
+        Q[:, 7:] += 0.05 * rng.standard_normal((BATCH, model.nq - 7)) if model.nq > 7 else 0.0
+        collision_candidates(model, Q, kp.shapes, kp.pairs)                 # builds the batch form
+        times[f"collision kernel, {BATCH} states"] = median_us(
+            lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20))
     with sd.use_backend("numpy"):
         times["  collide on the NumPy road"] = median_us(lambda: sd.collide(scene, q), repeat)
     d2 = mujoco.MjData(m)
@@ -116,11 +126,20 @@ def case(name, xml_path, xml, settle, repeat):
     mj = {"collide": ("mj_kinematics+mj_collision", median_us(mj_collision, repeat)),
           "contact_step": ("mj_step", median_us(mj_step, repeat))}
     mj["contact_step, warm-started"] = mj["contact_step"]
+    qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
+
+    def mj_collision_loop():
+        for x in qpos_batch:
+            d2.qpos[:] = x
+            mujoco.mj_kinematics(m, d2)
+            mujoco.mj_collision(m, d2)
+
+    mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20)))
     rest = times["contact_step"] - times["  contact data from the kernel"] - times["  native solve (contact_step_kernel)"]
     order = ["collide", "  collision kernel (one native call)", "  collide on the NumPy road", "contact_step",
              "contact_step, warm-started",
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
-             "  contact data from Contact objects"]
+             "  contact data from Contact objects", f"collision kernel, {BATCH} states"]
     print(f"  {'phase':40s} {'sparsedyn':>10s}   {'MuJoCo':28s} {'ratio':>7s}")
     for k in order:
         if k is None:
@@ -128,6 +147,9 @@ def case(name, xml_path, xml, settle, repeat):
             continue
         name, t = mj.get(k, ("", None))
         mj_col = f"{name:17s} {t:7.1f} us" if t else ""
+        if k.endswith("states"):
+            print(f"  {k:40s} {times[k] / 1e3:8.2f} ms   {name:17s} {t / 1e3:7.2f} ms {times[k] / t:7.2f}")
+            continue
         ratio = f"{times[k] / t:7.1f}" if t else ""
         print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}")
 

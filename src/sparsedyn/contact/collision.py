@@ -257,8 +257,8 @@ def collide(scene, q) -> Hits:
             c = collision_candidates(model, q, kp.shapes, kp.pairs)
             sel = (c[:, 0] < scene.margin).nonzero()[0]
             c = c[sel]
-            k, d, wa, wb, n = kp.pair[sel], c[:, 0], c[:, 1:4], c[:, 4:7], c[:, 7:10]
-            if kp.inside.all():                    # the kernel's hits are the vectorised road's (MIN_FEATURE)
+            k, d, wa, wb, n = kp.pair[sel], c[:, 0], c[:, 1:4], c[:, 4:7], c[:, 10:13]
+            if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
                 names = scene.pair_names
                 return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
             out.append((k, d, wa, wb, n))

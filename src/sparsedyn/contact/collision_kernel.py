@@ -28,16 +28,17 @@ from ..kernels import kernel
 from ..spatial import compose, from_pose, pose
 from .friction_problem import _TINY, _step
 
-__all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS"]
+__all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATURE", "KernelPlan", "kernel_plan"]
 
 #: ``(kind_a, kind_b) -> candidates per pair`` of the pairs :func:`collision_candidates` computes (either
 #: order of the kinds).
 CANDIDATES = {("sphere", "plane"): 1, ("capsule", "plane"): 2, ("box", "plane"): 8, ("cylinder", "plane"): 8,
               ("sphere", "sphere"): 1, ("sphere", "capsule"): 1, ("capsule", "capsule"): 1}
 
-#: The columns of a candidate: ``d``, the witness points ``w_a``, ``w_b`` (world), the unit normal
-#: ``n`` from ``b`` towards ``a`` (world), ``w_a`` in the axes of ``a``'s body about its origin.
-CANDIDATE_COLUMNS = 13
+#: The columns of a candidate: ``d``, the witness points ``w_a``, ``w_b`` (world), ``w_a`` in the axes
+#: of ``a``'s body about its origin, the unit normal ``n`` from ``b`` towards ``a`` (world) and ``n . w_b``
+#: (the plane through ``w_b`` is ``n . x = n . w_b``).
+CANDIDATE_COLUMNS = 14
 
 _EZ = np.array([0.0, 0.0, 1.0])
 _SIGNS = [(sx, sy, sz) for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)]
@@ -177,8 +178,9 @@ def _check_pairs(model, pairs):
 @kernel(inputs={"q": ("nq",), "shapes": (_shape_count, 15)}, static=("pairs",), sequences=("pairs",),
         outputs={"candidates": (_candidate_count, CANDIDATE_COLUMNS)})
 def collision_candidates(model, q, shapes, pairs):
-    """Signed distances and witness points of closed-form shape pairs at ``q`` (module docstring):
-    ``candidates`` (..., K, 13), per candidate ``[d, w_a (3), w_b (3), n (3), w_a in body a (3)]``
+    """Signed distances and witness points of closed-form shape pairs at ``q``
+    (:mod:`~sparsedyn.contact.collision_kernel`):
+    ``candidates`` (..., K, 14), per candidate ``[d, w_a (3), w_b (3), w_a in body a (3), n (3), n . w_b]``
     (world; ``n`` unit, from ``b`` towards ``a``; ``d`` negative: penetration), the pairs in order and
     the candidates of a pair as :mod:`~sparsedyn.contact.collision` orders its hits.
 
@@ -193,8 +195,8 @@ def collision_candidates(model, q, shapes, pairs):
     ...                                       rot_inertia=np.eye(3) * 0.004)
     >>> shapes = np.zeros((2, 15)); shapes[:, [0, 4, 8]] = 1; shapes[0, 12] = 0.1    # a ball, a floor
     >>> c = sd.collision_candidates(b.build(), [0, 0, 0.09, 0, 0, 0, 1], shapes, [("sphere", "plane", 0, 1, 0, -1)])
-    >>> c[:, 0].round(12).tolist(), c[:, 7:10].tolist(), c[:, 10:].round(12).tolist()
-    ([-0.01], [[0.0, 0.0, 1.0]], [[0.0, 0.0, -0.1]])
+    >>> c[:, 0].round(12).tolist(), c[:, 7:10].round(12).tolist(), c[:, 10:13].tolist()
+    ([-0.01], [[0.0, 0.0, -0.1]], [[0.0, 0.0, 1.0]])
     """
     pairs = tuple(pairs)
     _check_pairs(model, pairs)
@@ -239,7 +241,8 @@ def collision_candidates(model, q, shapes, pairs):
             if swap:
                 wa, wb, n = wb, wa, -n
             local = (wa - ob) @ Rb if ja >= 0 else wa
-            rows.append(np.concatenate([np.reshape(d, (1,)), wa, wb, np.broadcast_to(n, (3,)), local]))
+            n = np.broadcast_to(n, (3,))
+            rows.append(np.concatenate([np.reshape(d, (1,)), wa, wb, local, n, np.reshape(_dot(n, wb), (1,))]))
     if not rows:
         return np.zeros((0, CANDIDATE_COLUMNS), dtype=object if bk.is_symbolic(q) else float)
     return np.stack(rows)
@@ -256,12 +259,14 @@ MIN_FEATURE = 1e-6
 class KernelPlan:
     """What the kernel road of a scene needs, computed once and kept by the scene
     (:func:`kernel_plan`): ``pairs`` (the static argument), ``shapes`` (S, 15), ``pair`` (K,) the
-    scene pair of each candidate, ``inside`` (P,) bool, whether each scene pair is in the kernel."""
+    scene pair of each candidate, ``inside`` (P,) bool, whether each scene pair is in the kernel,
+    ``complete``: whether all are."""
 
-    __slots__ = ("pairs", "shapes", "pair", "inside")
+    __slots__ = ("pairs", "shapes", "pair", "inside", "complete")
 
     def __init__(self, pairs, shapes, pair, inside):
         self.pairs, self.shapes, self.pair, self.inside = pairs, shapes, pair, inside
+        self.complete = bool(inside.all())
 
 
 def _separated(s):

@@ -35,9 +35,9 @@ def _slot_frames(model):
 
 
 def _plan(scene):
-    """``(kernel plan, slot key, E, r, friction)`` per candidate (``E``, ``r``: the slot frame in the
-    body) and whether a slot frame is not its body's, or None where the scene's robot-world pairs are not all the kernel's or a touching body
-    has no frame."""
+    """``(kernel plan, slot key, E, r, a row [mu, 0 ...] (8,))`` per candidate (``E``, ``r``: the slot
+    frame in the body) and whether a slot frame is not its body's; or None where the scene's
+    robot-world pairs are not all the kernel's or a touching body has no frame."""
     key = "slot data plan"
     if key in scene.cache:
         return scene.cache[key]
@@ -50,7 +50,9 @@ def _plan(scene):
         f = [frames[b] for b in bodies]
         E, r = np.array([x[1] for x in f]).reshape(-1, 3, 3), np.array([x[2] for x in f]).reshape(-1, 3)
         moved = not (np.array_equal(E, np.broadcast_to(np.eye(3), E.shape)) and not r.any())
-        plan = (kp, np.array([x[0] for x in f], int), E, r, scene.pair_friction[kp.pair], moved)
+        base = np.zeros((len(bodies), 8))
+        base[:, 0] = scene.pair_friction[kp.pair]
+        plan = (kp, np.array([x[0] for x in f], int), E, r, base, moved)
     scene.cache[key] = plan
     return plan
 
@@ -79,7 +81,7 @@ def scene_slot_data(scene, q):
     plan = _plan(scene)
     if plan is None:
         return None
-    kp, key, E, r, mu, moved = plan
+    kp, key, E, r, base, moved = plan
     c = collision_candidates(scene.model, q, kp.shapes, kp.pairs)
     sel = (c[:, 0] < scene.margin).nonzero()[0]
     keys = key[sel].tolist()
@@ -97,10 +99,10 @@ def scene_slot_data(scene, q):
         nxt[k] += 1
     index = np.array(index, int)
     c = c[sel]
-    data = free.copy()
-    data[index, 0] = mu[sel]
+    rows = base[sel]                                       # (n, 8): the friction, the rest set below
     # the witness point: body axes -> the slot frame's (the frame's placement in the body: E, r)
-    data[index, 1:4] = np.einsum("kij,kj->ki", E[sel], c[:, 10:13] - r[sel]) if moved else c[:, 10:13]
-    data[index, 4:7] = c[:, 7:10]
-    data[index, 7] = np.einsum("ij,ij->i", c[:, 7:10], c[:, 4:7])
+    rows[:, 1:4] = np.einsum("kij,kj->ki", E[sel], c[:, 7:10] - r[sel]) if moved else c[:, 7:10]
+    rows[:, 4:8] = c[:, 10:14]                             # the plane n . x = n . w_b
+    data = free.copy()
+    data[index] = rows
     return len(keys), ContactSlots(slots, index, data)
