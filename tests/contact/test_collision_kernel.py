@@ -163,3 +163,19 @@ def test_native_collide_refuses_a_nan_configuration(native_backend):
     sd.collide(scene, np.array([0, 0, 1, 0, 0, 0, 1.0]))
     with pytest.raises(ValueError, match="q"):
         sd.collide(scene, np.array([0, 0, np.nan, 0, 0, 0, 1.0]))
+
+
+def test_plain_lists_give_what_arrays_and_tuples_give(native_backend):
+    """A ball 1 cm into the floor: d = -0.01, w_a the ball's lowest point, 0.1 m below its centre in
+    its body's axes, n = +z, n . w_b = 0 (by hand); lists of lists as tuples and arrays."""
+    b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    model = b.build()
+    shapes = np.zeros((2, 15))
+    shapes[:, [0, 4, 8]] = 1.0
+    shapes[0, 12] = 0.1
+    want = [-0.01, 0.3, -0.2, -0.01, 0.3, -0.2, 0.0, 0.0, 0.0, -0.1, 0.0, 0.0, 1.0, 0.0]
+    q = [0.3, -0.2, 0.09, 0, 0, 0, 1]
+    for args in ((q, shapes.tolist(), [["sphere", "plane", 0, 1, 0, -1]]),
+                 (np.array(q, float), shapes, (("sphere", "plane", 0, 1, 0, -1),))):
+        got = sd.collision_candidates(model, *args)
+        assert got.shape == (1, 14) and np.abs(got[0] - want).max() <= rounding_bound(8)

@@ -198,7 +198,7 @@ def collision_candidates(model, q, shapes, pairs):
     >>> c[:, 0].round(12).tolist(), c[:, 7:10].round(12).tolist(), c[:, 10:13].tolist()
     ([-0.01], [[0.0, 0.0, -0.1]], [[0.0, 0.0, 1.0]])
     """
-    pairs = tuple(pairs)
+    pairs = tuple(tuple(p) if isinstance(p, list) else p for p in pairs)
     _check_pairs(model, pairs)
     q = _checks.configuration(model, q)
     S = _shape_count(model, pairs)
