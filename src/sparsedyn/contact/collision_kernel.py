@@ -35,9 +35,9 @@ __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATU
 CANDIDATES = {("sphere", "plane"): 1, ("capsule", "plane"): 2, ("box", "plane"): 8, ("cylinder", "plane"): 8,
               ("sphere", "sphere"): 1, ("sphere", "capsule"): 1, ("capsule", "capsule"): 1}
 
-#: The columns of a candidate: ``d``, the witness points ``w_a``, ``w_b`` (world), ``w_a`` in the axes
-#: of ``a``'s body about its origin, the unit normal ``n`` from ``b`` towards ``a`` (world) and ``n . w_b``
-#: (the plane through ``w_b`` is ``n . x = n . w_b``).
+#: The number of columns of a candidate, in order ``d``, the witness points ``w_a`` and ``w_b`` (world),
+#: ``w_a`` in the axes of ``a``'s body about its origin, the unit normal ``n`` from ``b`` towards ``a``
+#: (world) and ``n . w_b`` (the plane through ``w_b`` is ``n . x = n . w_b``).
 CANDIDATE_COLUMNS = 14
 
 _EZ = np.array([0.0, 0.0, 1.0])
