@@ -1,17 +1,25 @@
-"""Steps and collision detection in a scene beside MuJoCo, paired in one process.
+"""Steps and collision detection in a scene beside MuJoCo, paired in one process, phase by phase.
 
     .venv/bin/python benchmarks/bench_scene.py            # the dm_control humanoid lying on the floor, a box
-    .venv/bin/python benchmarks/bench_scene.py --repeat 50
+    .venv/bin/python benchmarks/bench_scene.py --repeat 200
 
 The dm_control suite's humanoid (``sd.Scene(sd.load_mjcf(humanoid.xml, geometry=True))``), dropped in
 MuJoCo and settled for 1.5 s so it lies on the floor, and a 0.2 m box resting on a plane: median
 microseconds of
 
-* ``sd.collide(scene, q)`` beside MuJoCo's ``mj_collision`` (hits / ``ncon`` printed: MuJoCo counts
-  the robot's self-contacts its contype/conaffinity let through, the scene its own pairs);
+* ``sd.collide(scene, q)`` beside MuJoCo's ``mj_kinematics`` + ``mj_collision`` (hits / ``ncon`` printed:
+  MuJoCo counts the robot's self-contacts its contype/conaffinity let through, the scene its own
+  pairs), and its phases: the native collision kernel alone (``collision_candidates`` on the scene's
+  closed-form pairs) and, for comparison, ``collide`` on the NumPy road (the vectorised closed forms);
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
-  MuJoCo's settled state and time step.
+  MuJoCo's settled state and time step, and its phases: the step's contact data from the collision
+  kernel (``scene_slot_data``; beside it the same data from Contact objects, the general road), the
+  native solve (``contact_step_kernel``, cold) and the rest (argument checks, the result's modes and checks);
+  and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
+  its last solution too, ``qacc_warmstart``);
+* the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
+  threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states.
 
 Nothing here is a test: numbers are reported, never asserted.
 """
@@ -26,9 +34,14 @@ import mujoco
 import numpy as np
 
 import sparsedyn as sd
+from sparsedyn.interop.mujoco import q_from_mujoco, q_to_mujoco, v_from_mujoco
+from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
+from sparsedyn.contact.friction_kernel import contact_step_kernel
+from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
+BATCH = 1000
 BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
 <body name="box" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="2"/></body></worldbody></mujoco>"""
 
@@ -58,36 +71,92 @@ def case(name, xml_path, xml, settle, repeat):
                 f.write(xml)
             model = sd.load_mjcf(f.name, geometry=True)
     scene = sd.Scene(model)
-    q, v, tau, dt = d.qpos.copy(), d.qvel.copy(), np.zeros(model.nv), m.opt.timestep
-    hits = sd.collide(scene, q)
-    contacts = scene_contacts(scene, q, hits)
+    qpos, qvel = d.qpos.copy(), d.qvel.copy()
+    # MuJoCo's layout (quaternion w x y z, a free joint's linear velocity in the world) -> the model's
+    q, v = q_from_mujoco(model, qpos), v_from_mujoco(model, qpos, qvel)
+    tau, dt = np.zeros(model.nv), m.opt.timestep
+    with sd.use_backend("numpy"):
+        hits = sd.collide(scene, q)
+        contacts = scene_contacts(scene, q, hits)
     print(f"{name}: nv={model.nv}; sparsedyn hits {len(hits.distances)} (robot-world contacts {len(contacts)}, "
           f"slots {len(scene_slots(scene, contacts).frames)}); MuJoCo ncon {d.ncon}")
     with sd.use_backend("native", deterministic=True):
         t = time.perf_counter()
-        sd.contact_step(model, q, v, tau, scene, dt)                        # the build (timed apart)
+        sd.contact_step(model, q, v, tau, scene, dt)                        # the builds (timed apart)
         print(f"  first native step (builds): {time.perf_counter() - t:.1f} s")
-        ours_c = median_us(lambda: sd.collide(scene, q), repeat)
-        ours_s = median_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
+        kp = kernel_plan(scene)
+        first = sd.contact_step(model, q, v, tau, scene, dt)
+        warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too
+        print(f"  solver iterations: {int(first.iterations)} cold, "
+              f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
+        n, slots = scene_slot_data(scene, q)
+        settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
+        warm = np.zeros((len(slots.frames), 3))
+        ours = {
+            "collide": lambda: sd.collide(scene, q),
+            "  collision kernel (one native call)": lambda: collision_candidates(model, q, kp.shapes, kp.pairs),
+            "contact_step": lambda: sd.contact_step(model, q, v, tau, scene, dt),
+            "contact_step, warm-started": lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start),
+            "  contact data from the kernel": lambda: scene_slot_data(scene, q),
+            "  contact data from Contact objects": lambda: scene_slots(scene, scene_contacts(scene, q)),
+            "  native solve (contact_step_kernel)": lambda: contact_step_kernel(model, q, v, tau, settings, warm,
+                                                                                slots.data, slots.frames),
+        }
+        times = {k: median_us(f, repeat) for k, f in ours.items()}
+        # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
+        rng = np.random.default_rng(0)
+        Q = np.repeat(q[None], BATCH, 0)
+        Q[:, 7:] += 0.05 * rng.standard_normal((BATCH, model.nq - 7)) if model.nq > 7 else 0.0
+        collision_candidates(model, Q, kp.shapes, kp.pairs)                 # builds the batch form
+        times[f"collision kernel, {BATCH} states"] = median_us(
+            lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20))
+    with sd.use_backend("numpy"):
+        times["  collide on the NumPy road"] = median_us(lambda: sd.collide(scene, q), repeat)
     d2 = mujoco.MjData(m)
 
     def mj_collision():
-        d2.qpos[:], d2.qvel[:] = q, v
+        d2.qpos[:], d2.qvel[:] = qpos, qvel
         mujoco.mj_kinematics(m, d2)
         mujoco.mj_collision(m, d2)
 
     def mj_step():
-        d2.qpos[:], d2.qvel[:] = q, v
+        d2.qpos[:], d2.qvel[:] = qpos, qvel
         mujoco.mj_step(m, d2)
 
-    mj_c, mj_s = median_us(mj_collision, repeat), median_us(mj_step, repeat)
-    print(f"  collide       {ours_c:10.1f} us   mj_kinematics+mj_collision {mj_c:8.1f} us   ratio {ours_c / mj_c:7.1f}")
-    print(f"  contact_step  {ours_s:10.1f} us   mj_step                    {mj_s:8.1f} us   ratio {ours_s / mj_s:7.1f}")
+    mj = {"collide": ("mj_kinematics+mj_collision", median_us(mj_collision, repeat)),
+          "contact_step": ("mj_step", median_us(mj_step, repeat))}
+    mj["contact_step, warm-started"] = mj["contact_step"]
+    qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
+
+    def mj_collision_loop():
+        for x in qpos_batch:
+            d2.qpos[:] = x
+            mujoco.mj_kinematics(m, d2)
+            mujoco.mj_collision(m, d2)
+
+    mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20)))
+    rest = times["contact_step"] - times["  contact data from the kernel"] - times["  native solve (contact_step_kernel)"]
+    order = ["collide", "  collision kernel (one native call)", "  collide on the NumPy road", "contact_step",
+             "contact_step, warm-started",
+             "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
+             "  contact data from Contact objects", f"collision kernel, {BATCH} states"]
+    print(f"  {'phase':40s} {'sparsedyn':>10s}   {'MuJoCo':28s} {'ratio':>7s}")
+    for k in order:
+        if k is None:
+            print(f"  {'  the rest (checks, modes, wrappers)':40s} {rest:8.1f} us")
+            continue
+        name, t = mj.get(k, ("", None))
+        mj_col = f"{name:17s} {t:7.1f} us" if t else ""
+        if k.endswith("states"):
+            print(f"  {k:40s} {times[k] / 1e3:8.2f} ms   {name:17s} {t / 1e3:7.2f} ms {times[k] / t:7.2f}")
+            continue
+        ratio = f"{times[k] / t:7.1f}" if t else ""
+        print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--repeat", type=int, default=200)
     a = p.parse_args()
     case("box", None, BOX, 200, a.repeat)
     case("humanoid", HUMANOID, None, 1500, a.repeat)

@@ -14,6 +14,9 @@ STATIC_SAMPLES = {
     "kind": lambda model: ["visual", "collision"],
     "contacts": lambda model: [(Contact(model.frames[-1].name, "3d"),)],
     "frames": lambda model: [(model.frames[-1].name,)],
+    # a shape on the last body against a world plane, and against a shape on the first body
+    "pairs": lambda model: [(("sphere", "plane", 0, 1, model.nbodies - 1, -1),
+                             ("capsule", "sphere", 0, 2, model.nbodies - 1, 0))],
     "baumgarte": lambda model: [1.5],
     "damping": lambda model: [0.0],
     "restitution": lambda model: [0.5],

@@ -16,6 +16,11 @@ within the margin, and, beside coal's closest pair, a box's corners against anot
 capsule's end spheres against a box (closed forms: a point against a box).  The deepest of a
 pair's hits is its closest pair of points (coal's ``distance``).  coal's contact patches are not
 used: their points carry the depth of the closest pair, not their own.
+
+On the default (native) road the closed-form pairs against a plane and between spheres and capsules
+are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_kernel`: the same closed
+forms without branches, every candidate of every such pair in one native call); the hits are the same
+to rounding.  ``sd.use_backend("numpy")`` takes the vectorised closed forms above.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
+from ..kernels import use_backend
+from .collision_kernel import collision_candidates, kernel_plan
 from .scene import Scene
 
 __all__ = ["Hits", "collide", "sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane",
@@ -237,18 +244,35 @@ def collide(scene, q) -> Hits:
     if not isinstance(scene, Scene):
         raise TypeError(f"collide: scene must be a sd.Scene, got {type(scene).__name__}")
     model = scene.model
-    q = _checks.configuration(model, q)
-    if q.ndim != 1:
-        raise ValueError(f"collide: q must be one configuration of shape (nq,) = ({model.nq},), got shape {q.shape}")
+    if not (type(q) is np.ndarray and q.dtype == np.float64 and q.shape == (model.nq,)):
+        q = _checks.configuration(model, q)       # else the kernel checks it (one native call)
+        if q.ndim != 1:
+            raise ValueError(f"collide: q must be one configuration of shape (nq,) = ({model.nq},), got shape "
+                             f"{q.shape}")
+    out = []                                       # (pair indices, d, w_a, w_b, n) blocks
+    inside = None
+    if use_backend.current() != "numpy":
+        kp = kernel_plan(scene)
+        if kp.pairs:
+            c = collision_candidates(model, q, kp.shapes, kp.pairs)
+            sel = (c[:, 0] < scene.margin).nonzero()[0]
+            c = c[sel]
+            k, d, wa, wb, n = kp.pair[sel], c[:, 0], c[:, 1:4], c[:, 4:7], c[:, 10:13]
+            if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
+                names = scene.pair_names
+                return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
+            out.append((k, d, wa, wb, n))
+            inside = kp.inside
     R, p = placements(scene, q)
     plan = _plan(scene)
-    out = []                                       # (pair indices, d, w_a, w_b, n) blocks
     if len(scene.index):
         ia, ib, c, r = plan["ia"], plan["ib"], plan["c"], plan["r"]
         ca, cb = p[ia] + np.einsum("kij,kj->ki", R[ia], c[ia]), p[ib] + np.einsum("kij,kj->ki", R[ib], c[ib])
         with np.errstate(invalid="ignore"):
             near = np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < scene.margin
         near |= ~np.isfinite(r[ia] + r[ib])
+        if inside is not None:
+            near &= ~inside                        # those are the kernel's
         for key, ks, sa, sb in plan["groups"]:
             m = near[ks]
             if not m.any():

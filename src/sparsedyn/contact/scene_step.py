@@ -42,6 +42,7 @@ from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide, placements
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
+from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "WARM_RADIUS", "scene_geometry"]
 
@@ -143,7 +144,8 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     return out
 
 
-def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, **options):
+def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, want_contacts=False,
+               **options):
     """``(result, contacts)``: ``step(model, q, v, tau, contacts, slots, dt, **options)``
     (:func:`~sparsedyn.contact_step` laid out in slots) with the contacts of ``scene`` at ``q`` in the
     scene's slots (:func:`scene_slots`), on the default road, and those contacts.
@@ -155,7 +157,10 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, *
     ``previous``: the ``(contacts, impulses)`` of the step before (a list of them for a batch): the
     step starts from them where a contact persists (:func:`matched_warm_start`); else a
     ``warm_start`` of the contacts' shape is taken as given, in the contacts' order.  ``hits``:
-    :func:`~sparsedyn.collide`'s result at ``q`` if known (one state)."""
+    :func:`~sparsedyn.collide`'s result at ``q`` if known (one state).  Without ``previous``, ``hits``
+    or ``want_contacts``, a state whose contacts are all robot-world pairs of the collision kernel
+    (:func:`~sparsedyn.contact.scene_data.scene_slot_data`) is laid out with no Contact object per
+    hit, and ``contacts`` is then None."""
     inner = getattr(model, "model", model)
     if not _same_model(inner, scene.model):
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
@@ -166,12 +171,27 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, *
                          f"batch (B, nq); got shape {qa.shape}")
     if qa.ndim == 2:
         return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
+    if not want_contacts and previous is None and hits is None and not _self_pairs(scene):
+        fast = scene_slot_data(scene, qa)             # no Contact object per hit (the native road)
+        if fast is not None:
+            nc, slots = fast
+            if options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (nc, 3):
+                options["warm_start"] = None
+            return step(model, qa, v, tau, range(nc), slots, dt, **options), None   # step reads len() only
     contacts = scene_contacts(scene, qa, hits)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
     return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options), contacts
+
+
+def _self_pairs(scene):
+    """Whether ``scene`` checks pairs of two robot shapes (their contacts take the two-body road)."""
+    if "self pairs" not in scene.cache:
+        scene.cache["self pairs"] = any(scene.shapes[i].body >= 0 and scene.shapes[j].body >= 0
+                                        for i, j in scene.index.tolist())
+    return scene.cache["self pairs"]
 
 
 def _same_model(a, b):

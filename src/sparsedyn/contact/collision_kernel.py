@@ -1,0 +1,304 @@
+"""The closed-form pairs of a scene as one kernel: :func:`collision_candidates`.
+
+:func:`~sparsedyn.collide` finds the hits of primitive pairs with closed forms vectorised over the
+pairs of a kind (:mod:`~sparsedyn.contact.collision`), a few dozen NumPy calls a query.  The same
+closed forms written on 3-vectors without a branch (a choice is a product with a 0/1 step, as in the
+contact step's solver) make one straight-line program of ``q``: the shapes' world poses (the forward
+kinematics of :func:`~sparsedyn.geometry_placements`) and, for every pair, a fixed number of
+*candidates* (a sphere or a capsule's end against a plane, a box's eight corners, the eight rim
+points of a cylinder, the closest points of two spheres or capsules), each with its signed
+distance.  The compiler traces it and a plain call runs it as one native call; a hit is a candidate
+closer than the scene's margin.  Every candidate's distance is at least the pair's, so computing all
+of them leaves out no broad phase: the hits are those of the vectorised closed forms.
+
+The pairs are the static argument (their kinds, shape indices and bodies: the structure); the
+shapes' placements in their bodies (or the world) and their sizes are data, ``shapes`` (S, 15)
+``[R (3, 3) row by row, p (3,), size (up to 3, zero padded)]``, so a scene with other sizes or world
+poses reuses the build.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks
+from .. import backend as bk
+from ..algorithms.kinematics import joint_transforms, world_transforms
+from ..kernels import kernel
+from ..model.spatial import compose, from_pose, pose
+from .friction_problem import _TINY, _step
+
+__all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATURE", "KernelPlan", "kernel_plan"]
+
+#: ``(kind_a, kind_b) -> candidates per pair`` of the pairs :func:`collision_candidates` computes (either
+#: order of the kinds).
+CANDIDATES = {("sphere", "plane"): 1, ("capsule", "plane"): 2, ("box", "plane"): 8, ("cylinder", "plane"): 8,
+              ("sphere", "sphere"): 1, ("sphere", "capsule"): 1, ("capsule", "capsule"): 1}
+
+#: The number of columns of a candidate, in order ``d``, the witness points ``w_a`` and ``w_b`` (world),
+#: ``w_a`` in the axes of ``a``'s body about its origin, the unit normal ``n`` from ``b`` towards ``a``
+#: (world) and ``n . w_b`` (the plane through ``w_b`` is ``n . x = n . w_b``).
+CANDIDATE_COLUMNS = 14
+
+_EZ = np.array([0.0, 0.0, 1.0])
+_SIGNS = [(sx, sy, sz) for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)]
+
+
+# --- branch-free arithmetic on 3-vectors (floats or traced values) -------------------------------------
+
+def _pick(c, a, b):
+    """``a`` where ``c`` is 1, ``b`` where it is 0 (exact: the other term is a product with 0)."""
+    return c * a + (1.0 - c) * b
+
+
+def _clip(x, lo, hi):
+    x = _pick(_step(x - lo), x, lo)
+    return _pick(_step(hi - x), x, hi)
+
+
+def _clip01(x):
+    """``_clip(x, 0, 1)`` in fewer operations (a product with 0 or 1 stays exact)."""
+    x = _step(x) * x
+    s = _step(1.0 - x)
+    return s * x + (1.0 - s)
+
+
+def _dot(x, y):
+    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]
+
+
+def _mv(R, x):
+    return np.array([R[i, 0] * x[0] + R[i, 1] * x[1] + R[i, 2] * x[2] for i in range(3)], dtype=R.dtype)
+
+
+def _cross(x, y):
+    return np.array([x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]],
+                    dtype=np.result_type(x, y))
+
+
+# --- the closed forms: each returns [(d, w_a, w_b, n)], n from b towards a (those of collision.py) ------
+
+def _sphere_sphere(ca, ra, cb, rb):
+    w = ca - cb
+    L = bk.sqrt(_dot(w, w))
+    pos = _step(L - _TINY)
+    n = pos * (w / _pick(pos, L, 1.0)) + (1.0 - pos) * _EZ
+    return [(L - ra - rb, ca - ra * n, cb + rb * n, n)]
+
+
+def _sphere_capsule(ca, ra, pb, ub, hb, rb):
+    t = _clip(_dot(ca - pb, ub), -hb, hb)
+    return _sphere_sphere(ca, ra, pb + t * ub, rb)
+
+
+def _capsule_capsule(pa, ua, ha, ra, pb, ub, hb, rb):
+    """Ericson, "Real-Time Collision Detection", 2005, section 5.1.9, as in ``collision.capsule_capsule``."""
+    P0, d1 = pa - ha * ua, (2 * ha) * ua
+    Q0, d2 = pb - hb * ub, (2 * hb) * ub
+    r = P0 - Q0
+    a, e, f, c, b = _dot(d1, d1), _dot(d2, d2), _dot(d2, r), _dot(d1, r), _dot(d1, d2)
+    den = a * e - b * b
+    par = _step(1e-12 * a * e - den)                              # parallel segments
+    s = (1.0 - par) * _clip01((b * f - c * e) / _pick(par, 1.0, den))
+    t = (b * s + f) / e
+    below, above = 1.0 - _step(t), 1.0 - _step(1.0 - t)
+    s = _pick(below, _clip01(-c / a), _pick(above, _clip01((b - c) / a), s))
+    t = _clip01(t)
+    return _sphere_sphere(P0 + s * d1, ra, Q0 + t * d2, rb)
+
+
+def _on_plane(x, r, nb, pb):
+    h = _dot(x - pb, nb)
+    return h - r, x - r * nb, x - h * nb, nb
+
+
+def _shape_plane(kind, R, p, size, nb, pb):
+    """The candidates of a ``kind`` shape of pose ``(R, p)`` against the plane ``(nb, pb)``."""
+    if kind == "sphere":
+        return [_on_plane(p, size[0], nb, pb)]
+    if kind == "capsule":
+        h, u = size[1] / 2, R[:, 2]
+        return [_on_plane(p - h * u, size[0], nb, pb), _on_plane(p + h * u, size[0], nb, pb)]
+    if kind == "box":
+        half = [size[0] / 2, size[1] / 2, size[2] / 2]
+        return [_on_plane(p + _mv(R, np.array([sx * half[0], sy * half[1], sz * half[2]], dtype=R.dtype)), 0.0, nb,
+                          pb) for sx, sy, sz in _SIGNS]
+    # a cylinder: four points of each rim (collision.cylinder_plane)
+    u, h, r = R[:, 2], size[1] / 2, size[0]
+    w = nb - _dot(nb, u) * u
+    L = bk.sqrt(_dot(w, w))
+    up = _step(1e-12 - L)                                         # upright: any radial direction
+    w = _pick(up, R[:, 0], w / _pick(up, 1.0, L))
+    v = _cross(u, w)
+    return [_on_plane(p + (s * h) * u + r * d, 0.0, nb, pb) for s in (-1.0, 1.0) for d in (-w, w, v, -v)]
+
+
+def _pair(kind_a, kind_b, A, B):
+    """The candidates of shapes ``A = (R, p, size)`` of ``kind_a`` and ``B`` of ``kind_b`` (a key of
+    :data:`CANDIDATES` in this order)."""
+    (Ra, pa, sa), (Rb, pb, sb) = A, B
+    if kind_b == "plane":
+        return _shape_plane(kind_a, Ra, pa, sa, Rb[:, 2], pb)
+    if kind_b == "sphere":
+        return _sphere_sphere(pa, sa[0], pb, sb[0])
+    if kind_a == "sphere":
+        return _sphere_capsule(pa, sa[0], pb, Rb[:, 2], sb[1] / 2, sb[0])
+    return _capsule_capsule(pa, Ra[:, 2], sa[1] / 2, sa[0], pb, Rb[:, 2], sb[1] / 2, sb[0])
+
+
+# --- the kernel --------------------------------------------------------------------------------------
+
+def _shape_count(model, pairs, **_):
+    return 1 + max((max(p[2], p[3]) for p in pairs), default=-1)
+
+
+def _candidate_count(model, pairs, **_):
+    return sum(_per_pair(p) for p in pairs)
+
+
+def _per_pair(p):
+    n = CANDIDATES.get((p[0], p[1]), CANDIDATES.get((p[1], p[0])))
+    if n is None:
+        raise ValueError(f"collision_candidates: pair {p!r}: kinds ({p[0]!r}, {p[1]!r}) have no closed form here "
+                         f"(pairs of {sorted({k for key in CANDIDATES for k in key})}: {list(CANDIDATES)})")
+    return n
+
+
+def _check_pairs(model, pairs):
+    for p in pairs:
+        if not (isinstance(p, tuple) and len(p) == 6 and all(isinstance(x, (int, np.integer)) for x in p[2:])):
+            raise ValueError(f"collision_candidates: each pair is (kind_a, kind_b, shape_a, shape_b, body_a, body_b) "
+                             f"(two kinds, four integers), got {p!r}")
+        _per_pair(p)
+        if min(p[2], p[3]) < 0 or p[2] == p[3] or not -1 <= min(p[4], p[5]) <= max(p[4], p[5]) < model.nbodies:
+            raise ValueError(f"collision_candidates: pair {p!r}: shape indices must be distinct and >= 0 and bodies "
+                             f"in [-1, {model.nbodies}) (-1: the world)")
+
+
+@kernel(inputs={"q": ("nq",), "shapes": (_shape_count, 15)}, static=("pairs",), sequences=("pairs",),
+        outputs={"candidates": (_candidate_count, CANDIDATE_COLUMNS)})
+def collision_candidates(model, q, shapes, pairs):
+    """Signed distances and witness points of closed-form shape pairs at ``q``
+    (:mod:`~sparsedyn.contact.collision_kernel`):
+    ``candidates`` (..., K, 14), per candidate ``[d, w_a (3), w_b (3), w_a in body a (3), n (3), n . w_b]``
+    (world; ``n`` unit, from ``b`` towards ``a``; ``d`` negative: penetration), the pairs in order and
+    the candidates of a pair as :mod:`~sparsedyn.contact.collision` orders its hits.
+
+    ``q`` (..., nq); ``shapes`` (..., S, 15): per shape its placement in its body (or the world)
+    ``[R row by row (9), p (3)]`` and its size (the :class:`~sparsedyn.Shape` vocabulary, zero
+    padded to 3); ``pairs`` (static): ``(kind_a, kind_b, shape_a, shape_b, body_a, body_b)``, kinds
+    among :data:`CANDIDATES` (either order), rows of ``shapes`` and bodies (-1: the world).  ``w_a``
+    in body a: in the body's axes about its origin (the world's for body -1).
+
+    >>> import numpy as np, sparsedyn as sd
+    >>> b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0,
+    ...                                       rot_inertia=np.eye(3) * 0.004)
+    >>> shapes = np.zeros((2, 15)); shapes[:, [0, 4, 8]] = 1; shapes[0, 12] = 0.1    # a ball, a floor
+    >>> c = sd.collision_candidates(b.build(), [0, 0, 0.09, 0, 0, 0, 1], shapes, [("sphere", "plane", 0, 1, 0, -1)])
+    >>> c[:, 0].round(12).tolist(), c[:, 7:10].round(12).tolist(), c[:, 10:13].tolist()
+    ([-0.01], [[0.0, 0.0, -0.1]], [[0.0, 0.0, 1.0]])
+    """
+    pairs = tuple(tuple(p) if isinstance(p, list) else p for p in pairs)
+    _check_pairs(model, pairs)
+    q = _checks.configuration(model, q)
+    S = _shape_count(model, pairs)
+    shapes = _checks.numeric("shapes", shapes, f"shape placements and sizes (..., {S}, 15)")
+    if shapes.shape[-2:] != (S, 15):
+        raise ValueError(f"collision_candidates: shapes must have shape (..., {S}, 15), got {shapes.shape}")
+    if not bk.is_symbolic(shapes) and not np.all(np.isfinite(shapes)):
+        raise ValueError(f"collision_candidates: shapes must be finite, got a non-finite value in row "
+                         f"{int(np.argwhere(~np.isfinite(shapes))[0][-2])}")
+    batch = np.broadcast_shapes(q.shape[:-1], shapes.shape[:-2])
+    if batch:                                     # one state at a time (the compiled form batches itself)
+        qb, sb = np.broadcast_to(q, batch + q.shape[-1:]), np.broadcast_to(shapes, batch + (S, 15))
+        return np.stack([collision_candidates.__kernel__.fn(model, qb[i], sb[i], pairs)
+                         for i in np.ndindex(batch)]).reshape(batch + (-1, CANDIDATE_COLUMNS))
+    Xup, _ = joint_transforms(model, q)
+    X0 = world_transforms(model, Xup)
+    bodies = {}                                   # body -> (R, o) world pose
+    placed = {}                                   # shape -> (R, p, size) world pose and size
+
+    def body(j):
+        if j not in bodies:
+            bodies[j] = pose(X0[j])
+        return bodies[j]
+
+    def shape(i, j):
+        if i not in placed:
+            R, p = shapes[i, :9].reshape(3, 3), shapes[i, 9:12]
+            if j >= 0:
+                R, p = pose(compose(from_pose(R, p), X0[j]))
+            placed[i] = (R, p, shapes[i, 12:15])
+        return placed[i]
+
+    rows = []
+    for kind_a, kind_b, a, b, ja, jb in pairs:
+        A, B = shape(a, ja), shape(b, jb)
+        swap = (kind_a, kind_b) not in CANDIDATES
+        got = _pair(kind_b, kind_a, B, A) if swap else _pair(kind_a, kind_b, A, B)
+        Rb, ob = body(ja) if ja >= 0 else (np.eye(3), np.zeros(3))
+        for d, wa, wb, n in got:
+            if swap:
+                wa, wb, n = wb, wa, -n
+            local = (wa - ob) @ Rb if ja >= 0 else wa
+            n = np.broadcast_to(n, (3,))
+            rows.append(np.concatenate([np.reshape(d, (1,)), wa, wb, local, n, np.reshape(_dot(n, wb), (1,))]))
+    if not rows:
+        return np.zeros((0, CANDIDATE_COLUMNS), dtype=object if bk.is_symbolic(q) else float)
+    return np.stack(rows)
+
+
+# --- a scene's pairs for the kernel ----------------------------------------------------------------------
+
+#: A shape with several candidates (a capsule's ends, a box's corners, a cylinder's rim points) goes to
+#: the kernel only where they are farther apart than this [m]: then no two round to one hit (collision's
+#: ``SAME_POINT``), so the kernel's candidates are the vectorised road's hits without its merge of close points.
+MIN_FEATURE = 1e-6
+
+
+class KernelPlan:
+    """What the kernel road of a scene needs, computed once and kept by the scene
+    (:func:`kernel_plan`): ``pairs`` (the static argument), ``shapes`` (S, 15), ``pair`` (K,) the
+    scene pair of each candidate, ``inside`` (P,) bool, whether each scene pair is in the kernel,
+    ``complete``: whether all are."""
+
+    __slots__ = ("pairs", "shapes", "pair", "inside", "complete")
+
+    def __init__(self, pairs, shapes, pair, inside):
+        self.pairs, self.shapes, self.pair, self.inside = pairs, shapes, pair, inside
+        self.complete = bool(inside.all())
+
+
+def _separated(s):
+    """Whether the candidates of shape ``s`` against a plane are :data:`MIN_FEATURE` apart."""
+    if s.kind == "capsule":
+        return s.size[1] >= MIN_FEATURE
+    if s.kind in ("box", "cylinder"):
+        return min(s.size) >= MIN_FEATURE
+    return True
+
+
+def kernel_plan(scene, world_only=False) -> KernelPlan:
+    """The pairs of ``scene`` (with ``world_only``, its robot-world pairs) that :func:`collision_candidates`
+    computes: those of :data:`CANDIDATES`' kinds whose shapes' candidates are :data:`MIN_FEATURE` apart."""
+    key = ("kernel plan", world_only)
+    plan = scene.cache.get(key)
+    if plan is not None:
+        return plan
+    shapes = scene.shapes
+    pairs, pair, inside = [], [], np.zeros(len(scene.index), bool)
+    for k, (i, j) in enumerate(scene.index.tolist()):
+        a, b = shapes[i], shapes[j]
+        kinds = (a.kind, b.kind)
+        n = CANDIDATES.get(kinds, CANDIDATES.get(kinds[::-1]))
+        if n is None or (world_only and b.body >= 0) or not (_separated(a) and _separated(b)):
+            continue
+        pairs.append((a.kind, b.kind, i, j, a.body, b.body))
+        pair += [k] * n
+        inside[k] = True
+    table = np.zeros((_shape_count(None, pairs), 15))
+    for i in range(len(table)):
+        s = shapes[i]
+        table[i, :9], table[i, 9:12], table[i, 12:12 + len(s.size)] = s.R.reshape(-1), s.p, s.size
+    plan = scene.cache[key] = KernelPlan(tuple(pairs), table, np.array(pair, int), inside)
+    return plan

@@ -1,0 +1,108 @@
+"""A scene's contacts as the compiled step's data, straight from the collision kernel: :func:`scene_slot_data`.
+
+:func:`~sparsedyn.contact.scene_step.scene_slots` lays out :class:`~sparsedyn.Contact` objects made
+from :func:`~sparsedyn.collide`'s hits; on the default (native) road this module gives the same
+:class:`~sparsedyn.contact.friction_problem.ContactSlots` with no object per hit: one native call of
+:func:`~sparsedyn.contact.collision_kernel.collision_candidates` on the scene's robot-world pairs
+(the witness point already in its body's axes), the candidates within the margin as rows
+``[mu, p (3), n (3), n . w_b]``, placed in the scene's slots (the same growing layout, kept in
+``scene.cache``) by a table kept while the layout stays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import use_backend
+from .collision_kernel import collision_candidates, kernel_plan
+from .friction_problem import ContactSlots, fill_slots
+
+__all__ = ["scene_slot_data"]
+
+
+def _slot_frames(model):
+    """Body -> ``(frame, E, r)``: the frame that holds its contacts' slots (as
+    :func:`~sparsedyn.contact.friction_problem.contact_slots` chooses it: the body's first frame of
+    identity placement, else its first frame) and that frame's placement in the body (``E``, ``r``)."""
+    own, first = {}, {}
+    for j, f in enumerate(model.frames):
+        if f.body < 0:
+            continue
+        first.setdefault(f.body, (j, f.X.E, f.X.r))
+        if f.body not in own and np.array_equal(f.X.E, np.eye(3)) and not np.any(f.X.r):
+            own[f.body] = (j, np.eye(3), np.zeros(3))
+    return {**first, **own}
+
+
+def _plan(scene):
+    """``(kernel plan, slot key, E, r, a row [mu, 0 ...] (8,))`` per candidate (``E``, ``r``: the slot
+    frame in the body) and whether a slot frame is not its body's; or None where the scene's
+    robot-world pairs are not all the kernel's or a touching body has no frame."""
+    key = "slot data plan"
+    if key in scene.cache:
+        return scene.cache[key]
+    kp = kernel_plan(scene, world_only=True)
+    world = np.array([scene.shapes[j].body < 0 for _, j in scene.index.tolist()], bool)
+    frames = _slot_frames(scene.model)
+    bodies = [scene.shapes[scene.index[k][0]].body for k in kp.pair.tolist()]
+    plan = None
+    if kp.pairs and kp.inside[world].all() and all(b in frames for b in bodies):
+        f = [frames[b] for b in bodies]
+        E, r = np.array([x[1] for x in f]).reshape(-1, 3, 3), np.array([x[2] for x in f]).reshape(-1, 3)
+        moved = not (np.array_equal(E, np.broadcast_to(np.eye(3), E.shape)) and not r.any())
+        base = np.zeros((len(bodies), 8))
+        base[:, 0] = scene.pair_friction[kp.pair]
+        plan = (kp, np.array([x[0] for x in f], int), E, r, base, moved)
+    scene.cache[key] = plan
+    return plan
+
+
+def _filler(scene, layout):
+    """``(slots, first slot per key, free data)`` of the scene's slot layout, kept while it stays."""
+    snap = (len(layout), sum(layout.values()))            # the layout only grows: this changes with it
+    got = scene.cache.get("slot filler")
+    if got is None or got[0] != snap:
+        slots, _, data = fill_slots([], layout, np.zeros((0, 8)))
+        first = {}
+        for i, k in enumerate(slots):
+            first.setdefault(k, i)
+        got = scene.cache["slot filler"] = (snap, slots, first, data)
+    return got[1:]
+
+
+def scene_slot_data(scene, q):
+    """``(nc, slots)``: the number of robot-world contacts of ``scene`` at ``q`` (nq,) and their
+    :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
+    ``scene_slots(scene, scene_contacts(scene, q))`` to rounding, the layout grown as there), or
+    ``None`` where this road does not apply (the NumPy backend, a robot-world pair of a kind without a
+    closed form in the kernel, a touching body with no frame of its own): then take that road."""
+    if use_backend.current() == "numpy":
+        return None
+    plan = _plan(scene)
+    if plan is None:
+        return None
+    kp, key, E, r, base, moved = plan
+    c = collision_candidates(scene.model, q, kp.shapes, kp.pairs)
+    sel = (c[:, 0] < scene.margin).nonzero()[0]
+    keys = key[sel].tolist()
+    layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
+    counts: dict = {}
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    for k, n in counts.items():
+        if layout.get(k, 0) < n:
+            layout[k] = max(layout.get(k, 0), 1 << (n - 1).bit_length())
+    slots, first, free = _filler(scene, layout)
+    index, nxt = [], first.copy()
+    for k in keys:
+        index.append(nxt[k])
+        nxt[k] += 1
+    index = np.array(index, int)
+    c = c[sel]
+    rows = base[sel]                                       # (n, 8): the friction, the rest set below
+    # the witness point: body axes -> the slot frame's (the frame's placement in the body: E, r)
+    rows[:, 1:4] = np.einsum("kij,kj->ki", E[sel], c[:, 7:10] - r[sel]) if moved else c[:, 7:10]
+    rows[:, 4:8] = c[:, 10:14]                             # the plane n . x = n . w_b
+    data = free.copy()
+    data[index] = rows
+    return len(keys), ContactSlots(slots, index, data)

@@ -1,0 +1,181 @@
+"""The closed-form pairs as one compiled kernel (sparsedyn.contact.collision_kernel) and the step's
+data made from it (sparsedyn.contact.scene_data), on the native road they take by default.
+
+``collide`` on the native road equals the vectorised NumPy road (the reference, what the rest of
+the suite runs) hit for hit, to the rounding of the closed forms, and its deepest hit is coal's
+closest pair; ``scene_slot_data`` equals the slots laid out from Contact objects
+(``scene_slots(scene, scene_contacts(scene, q))``).  The closed forms are a few dozen dependent
+operations on lengths of order one, so two evaluations differ by ``rounding_bound(64)`` times the
+size of the values (metres).
+"""
+
+import warnings
+from pathlib import Path
+
+import coal
+import dm_control
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rounding_bound
+from sparsedyn.codegen import native
+from sparsedyn.contact.collision_kernel import CANDIDATES, kernel_plan
+from sparsedyn.contact.scene_data import scene_slot_data
+from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from test_collision import SIZES, coal_distance, coal_shape, free_body_scene, random_body_q
+
+HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
+KERNEL_PAIRS = [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "sphere"), ("capsule", "capsule"),
+                ("sphere", "plane"), ("capsule", "plane"), ("box", "plane"), ("cylinder", "plane")]
+
+
+@pytest.fixture
+def native_backend():
+    with sd.use_backend("native", deterministic=True):
+        yield
+
+
+def _bound(*arrays):
+    return rounding_bound(64) * max(1.0, max((np.abs(x).max(initial=0.0) for x in arrays), default=1.0))
+
+
+def assert_same_hits(got, want):
+    assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
+    for x, y in zip(got[1:4], want[1:4]):
+        assert x.shape == y.shape and np.abs(x - y).max(initial=0.0) <= _bound(y)
+
+
+def _ran_native(model):
+    return [n for n in native.shared(model).kernels if n.startswith("collision_candidates")]
+
+
+@pytest.mark.parametrize("kind_a, kind_b", KERNEL_PAIRS)
+def test_native_collide_is_the_numpy_road_and_coals_closest_pair(kind_a, kind_b, native_backend):
+    """Random poses of a free body's shape against a world shape (margin 10 m: every candidate is a
+    hit): the kernel's hits are the vectorised road's, the deepest coal's distance and witness points."""
+    rng = np.random.default_rng(KERNEL_PAIRS.index((kind_a, kind_b)))
+    scene = free_body_scene(kind_a, kind_b)
+    ga, gb = coal_shape(kind_a, SIZES[kind_a]), coal_shape(kind_b, SIZES[kind_b])
+    for _ in range(20):
+        R, p, q = random_body_q(rng, 0.6)
+        got = sd.collide(scene, list(q))                                    # a plain list
+        with sd.use_backend("numpy"):
+            want = sd.collide(scene, q)
+        assert_same_hits(got, want)
+        assert len(got.distances) == CANDIDATES.get((kind_a, kind_b), CANDIDATES.get((kind_b, kind_a)))
+        d, res = coal_distance(ga, coal.Transform3s(R, p), gb, coal.Transform3s(np.eye(3), np.zeros(3)))
+        k = int(np.argmin(got.distances))
+        assert abs(got.distances[k] - d) <= 1e-9
+        if (kind_a, kind_b) not in (("box", "plane"), ("cylinder", "plane")):   # a corner tie: any of them
+            assert np.abs(got.witness_a[k] - res.getNearestPoint1()).max() <= 1e-9
+            assert np.abs(got.witness_b[k] - res.getNearestPoint2()).max() <= 1e-9
+    assert _ran_native(scene.model)
+
+
+def _humanoid():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                  # the file's sites and sensors the model leaves out
+        return sd.load_mjcf(str(HUMANOID), geometry=True)
+
+
+def test_native_collide_on_the_humanoid_is_the_numpy_road(native_backend):
+    """dm_control's humanoid (capsules and spheres, 165 pairs, self-collision among them) at random
+    configurations near the floor: every pair is the kernel's, and the hits are the NumPy road's."""
+    model = _humanoid()
+    scene = sd.Scene(model)
+    assert kernel_plan(scene).inside.all()
+    rng = np.random.default_rng(3)
+    self_hits = world_hits = 0
+    for _ in range(25):
+        q = model.random_configuration(rng)
+        q[2] = rng.uniform(0.0, 0.5)
+        got = sd.collide(scene, q)
+        with sd.use_backend("numpy"):
+            want = sd.collide(scene, q)
+        assert_same_hits(got, want)
+        world_hits += sum(b == "floor" for _, b in got.pairs)
+        self_hits += sum(b != "floor" for _, b in got.pairs)
+    assert world_hits >= 10 and self_hits >= 10                       # both kinds of pair were compared
+    assert _ran_native(model)
+
+
+def test_a_scene_with_pairs_for_coal_merges_both_roads(native_backend):
+    """A box on the floor and on a table (box-box: coal and its corners): the kernel answers the
+    floor pair, the vectorised road the table pair, together the NumPy road's hits in its order."""
+    from test_scene_step import TABLE, _scene
+    scene = _scene(True)
+    assert list(kernel_plan(scene).inside) == [True, False]
+    seen = set()
+    for z in (0.3, 0.05, 0.29):
+        q = [0.3, 0.45, z, 0.1, 0.05, 0, np.sqrt(1 - 0.0125)]
+        got = sd.collide(scene, q)
+        with sd.use_backend("numpy"):
+            want = sd.collide(scene, q)
+        assert_same_hits(got, want)
+        seen |= {b for _, b in got.pairs}
+    assert seen == {TABLE.name, "floor"}
+
+
+@pytest.mark.parametrize("which", ["box", "humanoid"])
+def test_slot_data_are_the_slots_of_the_contact_objects(which, native_backend):
+    """The step's data straight from the kernel equal those laid out from Contact objects: the same
+    slots (frames), the same slot per contact, the same rows to rounding; the humanoid's contacts on
+    bodies whose first frame is not the body's own (points in that frame's axes)."""
+    from test_scene_step import _scene
+    scene = _scene(False) if which == "box" else sd.Scene(_humanoid())
+    rng = np.random.default_rng(5)
+    compared = 0
+    for t in range(12):
+        if which == "box":
+            _, _, q = random_body_q(rng, 0.05)
+            q[2] = 0.08 + 0.05 * rng.random()
+        else:
+            q = scene.model.random_configuration(rng)
+            q[2] = rng.uniform(0.05, 0.3)
+        fast = scene_slot_data(scene, q)
+        with sd.use_backend("numpy"):
+            contacts = scene_contacts(scene, q)
+            want = scene_slots(scene, contacts)
+        n, got = fast
+        assert n == len(contacts) and got.frames == want.frames and np.array_equal(got.index, want.index)
+        assert np.abs(got.data - want.data).max(initial=0.0) <= _bound(want.data[:, :4], want.data[:, 4:7])
+        compared += n
+    assert compared >= 12
+
+
+@pytest.mark.parametrize("pairs, shapes, message", [
+    ([("box", "box", 0, 1, 0, -1)], np.zeros((2, 15)), "no closed form"),
+    ([("sphere", "plane", 0, 0, 0, -1)], np.zeros((1, 15)), "distinct"),
+    ([("sphere", "plane", 0, 1, 3, -1)], np.zeros((2, 15)), "bodies"),
+    ([("sphere", "plane", 0, 1)], np.zeros((2, 15)), "four integers"),
+    ([("sphere", "plane", 0, 1, 0, -1)], np.zeros((3, 15)), r"shapes must have shape \(\.\.\., 2, 15\)"),
+    ([("sphere", "plane", 0, 1, 0, -1)], np.full((2, 15), np.nan), "shapes must be finite"),
+])
+def test_bad_input_is_named(pairs, shapes, message):
+    b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    with pytest.raises(ValueError, match=message):
+        sd.collision_candidates(b.build(), [0, 0, 1, 0, 0, 0, 1], shapes, pairs)
+
+
+def test_native_collide_refuses_a_nan_configuration(native_backend):
+    scene = free_body_scene("sphere", "plane")
+    sd.collide(scene, np.array([0, 0, 1, 0, 0, 0, 1.0]))
+    with pytest.raises(ValueError, match="q"):
+        sd.collide(scene, np.array([0, 0, np.nan, 0, 0, 0, 1.0]))
+
+
+def test_plain_lists_give_what_arrays_and_tuples_give(native_backend):
+    """A ball 1 cm into the floor: d = -0.01, w_a the ball's lowest point, 0.1 m below its centre in
+    its body's axes, n = +z, n . w_b = 0 (by hand); lists of lists as tuples and arrays."""
+    b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    model = b.build()
+    shapes = np.zeros((2, 15))
+    shapes[:, [0, 4, 8]] = 1.0
+    shapes[0, 12] = 0.1
+    want = [-0.01, 0.3, -0.2, -0.01, 0.3, -0.2, 0.0, 0.0, 0.0, -0.1, 0.0, 0.0, 1.0, 0.0]
+    q = [0.3, -0.2, 0.09, 0, 0, 0, 1]
+    for args in ((q, shapes.tolist(), [["sphere", "plane", 0, 1, 0, -1]]),
+                 (np.array(q, float), shapes, (("sphere", "plane", 0, 1, 0, -1),))):
+        got = sd.collision_candidates(model, *args)
+        assert got.shape == (1, 14) and np.abs(got[0] - want).max() <= rounding_bound(8)
