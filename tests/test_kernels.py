@@ -54,7 +54,7 @@ def test_use_backend_setter_and_context_manager(monkeypatch):
     def hook(k, m, args, kwargs):
         seen.append(k.name)
         return "native"
-    monkeypatch.setattr(kernels, "_native", hook)
+    monkeypatch.setattr(kernels.dispatch, "_native", hook)
     before = sd.use_backend.current()
     try:
         sd.use_backend("native")

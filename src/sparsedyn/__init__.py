@@ -141,7 +141,7 @@ _LAZY = {
 
 
 # The compiler registers itself with the registry when imported: on the first plain call.
-_kernels.native_loader = lambda: _importlib.import_module("sparsedyn.codegen.native")
+_kernels.dispatch.native_loader = lambda: _importlib.import_module("sparsedyn.codegen.native")
 
 
 def __getattr__(name):

@@ -125,7 +125,7 @@ def test_native_kernels_are_held_beside_the_model_not_on_it(native_backend, rng)
     key, alive = id(model), weakref.ref(model)
     del model, calls
     gc.collect()
-    assert alive() is None and key not in sd.kernels._calls
+    assert alive() is None and key not in sd.kernels.dispatch._calls
 
 
 def test_bad_input_keeps_its_errors(native_backend, rng):
