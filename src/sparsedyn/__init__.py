@@ -25,7 +25,7 @@ from .model import spatial
 from . import kernels as _kernels
 from .kernels import use_backend
 from ._checks import BatchMemoryError, NonFiniteResultError
-from .model.spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
+from .model.lie import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .model.joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .model import joint_types as _joint_types       # registers the multi-axis joint types (imported with the package)
 from .model.joint_custom import CustomJoint

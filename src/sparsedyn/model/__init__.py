@@ -1,6 +1,7 @@
 """The model layer: spatial algebra, joints, the frozen :class:`Model`, builders, sensors and editing.
 
 ``spatial``      3D/6D vectors, Plücker transforms, spatial inertias (angular-first)
+``lie``          SO(3) and SE(3): exponential, logarithm and their Jacobians
 ``joints``       the joint registry (``jcalc(joint, q) -> (XJ, S)``) and the elementary joints
 ``joint_types``  multi-axis joints: Euler-angle spherical, translation, universal, composite
 ``joint_custom`` :class:`~sparsedyn.CustomJoint`, a joint whose ``jcalc`` the user writes
