@@ -299,7 +299,7 @@ def test_numpy_backend_builds_nothing(monkeypatch, rng):
     q = model.random_configuration(rng)
     calls = []
     monkeypatch.setattr(native, "plain_call", lambda *a: calls.append(a))
-    monkeypatch.setattr(sd.kernels, "_native", lambda *a: calls.append(a))
+    monkeypatch.setattr(sd.kernels.dispatch, "_native", lambda *a: calls.append(a))
     with sd.use_backend("numpy"):
         assert sd.use_backend.current() == "numpy"
         assert np.array_equal(sd.crba(model, q), REGISTRY["crba"].fn(model, q))
