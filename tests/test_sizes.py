@@ -19,6 +19,7 @@ KNOWN = {
     "sparse/solver.py",
     "io/mjcf.py",
     "io/mjcf.py::_translate",
+    "sparse/assembly.py::SystemPattern.__init__",
 }
 
 
