@@ -220,8 +220,8 @@ def kernel(*, inputs, outputs, optional=None, static=(), name=None, program=None
     ``(model, static, optional) -> Program`` that builds its program; by default
     the function is traced by calling it on object arrays of symbols.
 
-    The public function returned is ``fn`` behind a thin dispatch (see the
-    module docstring): on a model, the native kernel when it is ready; when its
+    The public function returned is ``fn`` behind a thin dispatch (see
+    :mod:`sparsedyn.kernels.dispatch`): on a model, the native kernel when it is ready; when its
     first argument is not a Model but an object with a
     ``__sparsedyn_kernel__(name, args, kwargs)`` method (a compiled model), the
     call goes to that method, so ``f(compiled, ...)`` runs the compiled form of
