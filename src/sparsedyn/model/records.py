@@ -14,7 +14,7 @@ import numpy as np
 from .spatial import Transform
 
 __all__ = ["Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelError", "UnknownNameError", "unknown_name",
-           "Geometry", "GEOMETRY_KINDS", "GEOMETRY_SHAPES", "MAX_LENGTH", "MAX_MASS"]
+           "Geometry", "GEOMETRY_KINDS", "GEOMETRY_SHAPES"]
 
 
 #: Largest length (m) a model may hold (joint placements, centres of mass): far beyond any
