@@ -26,6 +26,41 @@ def test_public_function_has_the_kernels_signature(name):
     assert public.__doc__ == k.fn.__doc__ and public.__name__ == k.fn.__name__ and public.__kernel__ is k
 
 
+def _wrong_calls(k, model):
+    """Calls of kernel ``k`` that do not fit its signature, as ``(what, args, kwargs)`` (the values
+    are never looked at: binding fails first)."""
+    params = list(k.signature.parameters.values())
+    positional = [p for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+    required = [p for p in positional if p.default is p.empty]
+    x = object()
+    calls = [("an unknown keyword", (model,) + (x,) * (len(required) - 1), {"bogus_argument": 1}),
+             ("one positional too many", (model,) + (x,) * len(positional), {}),
+             ("nothing", (), {})]
+    if len(required) > 1:
+        calls.append(("the last required argument left out", (model,) + (x,) * (len(required) - 2), {}))
+        calls.append(("an argument twice", (model, x), {required[1].name: x}))
+        calls.append(("the model by name, the rest left out", (), {params[0].name: model}))
+    return calls
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_a_wrong_call_gets_pythons_own_error_on_every_road(name):
+    """A call that does not fit the signature raises the TypeError Python raises for the kernel
+    function itself (the oracle: CPython's binding of ``k.fn``, which has the public signature),
+    on the native road (the default) and on NumPy."""
+    model = random_trees()[0]
+    k = REGISTRY[name]
+    public = getattr(sd, name)
+    for backend in ("native", "numpy"):
+        with sd.use_backend(backend):
+            for what, args, kwargs in _wrong_calls(k, model):
+                with pytest.raises(TypeError) as expected:
+                    k.fn(*args, **kwargs)
+                with pytest.raises(TypeError) as got:
+                    public(*args, **kwargs)
+                assert str(got.value) == str(expected.value), (backend, what)
+
+
 #: The functions of a dof tree take a model or a parent array first (``model_or_lambda``).
 TAKE_A_MODEL = sorted(n for n, k in REGISTRY.items() if next(iter(k.signature.parameters)) == "model")
 
@@ -54,7 +89,7 @@ def test_use_backend_setter_and_context_manager(monkeypatch):
     def hook(k, m, args, kwargs):
         seen.append(k.name)
         return "native"
-    monkeypatch.setattr(kernels, "_native", hook)
+    monkeypatch.setattr(kernels.dispatch, "_native", hook)
     before = sd.use_backend.current()
     try:
         sd.use_backend("native")

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from sparsedyn import spatial as sp
+from sparsedyn.model import lie
 from sparsedyn.model.joints import quat_exp
 
 
@@ -309,7 +310,7 @@ def test_small_angle_coefficients_are_exact_to_rounding():
         return sum((-1) ** m * Fraction(t) ** (2 * m) / math.factorial(2 * m + k0) for m in range(n))
 
     for t in (1e-12, 1e-6, 1e-3, 0.1, 1.0, 3.1, 9.0, 20.0):
-        c, f = sp._c_f(np.array(t))
+        c, f = lie._c_f(np.array(t))
         cm = series(t, 3)
         fm = (cm - Fraction(1, 6)) / Fraction(t) ** 2
         assert abs(Fraction(float(c)) - cm) <= 8 * EPS * abs(cm), t

@@ -25,7 +25,7 @@ from .model import spatial
 from . import kernels as _kernels
 from .kernels import use_backend
 from ._checks import BatchMemoryError, NonFiniteResultError
-from .model.spatial import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
+from .model.lie import exp3, exp3_jacobian, exp6, exp6_jacobian, log3, log3_jacobian, log6, log6_jacobian
 from .model.joints import JOINT_TYPES, Joint, jcalc, make_joint
 from .model import joint_types as _joint_types       # registers the multi-axis joint types (imported with the package)
 from .model.joint_custom import CustomJoint
@@ -148,7 +148,7 @@ _LAZY = {
 
 
 # The compiler registers itself with the registry when imported: on the first plain call.
-_kernels.native_loader = lambda: _importlib.import_module("sparsedyn.codegen.native")
+_kernels.dispatch.native_loader = lambda: _importlib.import_module("sparsedyn.codegen.native")
 
 
 def __getattr__(name):

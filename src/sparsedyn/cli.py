@@ -137,14 +137,8 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     """Yields the lines of ``sparsedyn demo`` as they are computed: the classical algorithms on the
     built-in humanoid, closed loops, and the estimation case study.  ``plot``: PNG path for H's
     sparsity picture (None: no file).  Lines are at most 100 characters."""
-    from .model import builders
-    from .algorithms.aba import aba
     from .algorithms.crba import HandC
-    from .algorithms.fd import fd_crb
-    from .algorithms.kinematics import body_velocities, frame_jacobian, frame_placement, frame_velocity
-    from .algorithms.ltdl import ltdl, sparsity_pattern
-    from .algorithms.minv import minv
-    from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
+    from .model import builders
 
     model = builders.humanoid()
     rng = np.random.default_rng(seed)
@@ -153,6 +147,27 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     a = rng.standard_normal(model.nv)
     yield (f"sparsedyn demo: built-in humanoid ({model.nbodies} bodies, nq={model.nq}, nv={model.nv}, "
            f"{model.total_mass:.1f} kg)")
+    yield from _kinematics_and_rnea_lines(model, q, v, a, rng)
+    yield from plain_call_lines(model, q, v, a)
+    H, C = HandC(model, q, v)
+    labels = [f"{model.joint_names[model.dof_body[k]]}" + (f"[{k - model.v_start[model.dof_body[k]]}]"
+              if model.joints[model.dof_body[k]].nv > 1 else "") for k in range(model.nv)]
+    yield from _sparsity_lines(model, q, H, labels, plot)
+    yield from _forward_dynamics_lines(model, q, v, a, H, C, labels, rng)
+
+    from .constraints.demo import constraints_demo_lines
+    from .estimation.casestudy import estimation_demo_lines
+    yield ""
+    yield from constraints_demo_lines()
+    yield ""
+    yield from estimation_demo_lines()
+
+
+def _kinematics_and_rnea_lines(model, q, v, a, rng):
+    """The demo's frame positions, gravity wrench, inverse dynamics, its checks and a batch."""
+    from .algorithms.kinematics import body_velocities, frame_jacobian, frame_placement, frame_velocity
+    from .algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
+
     yield ""
     yield "Standing configuration, frame positions in the world [m]:"
     for name in ("l_sole", "r_sole", "l_hand", "r_hand"):
@@ -182,18 +197,19 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
     Q = np.stack([model.random_configuration(rng) for _ in range(100)])
     T = rnea(model, Q, np.zeros(model.nv), np.zeros(model.nv))
     yield f"Batched: gravity torques for {Q.shape[0]} random configurations in one call -> {T.shape}"
-    yield from plain_call_lines(model, q, v, a)
 
-    # Joint-space inertia matrix, its branch-induced sparsity and the LTDL factor.
-    H, C = HandC(model, q, v)
+
+def _sparsity_lines(model, q, H, labels, plot):
+    """The demo's joint-space inertia matrix, its branch-induced sparsity and the LTDL factor."""
+    from .algorithms.ltdl import ltdl, sparsity_pattern
+    from .algorithms.minv import minv
+
     pattern = sparsity_pattern(model)
     L, D = ltdl(model, H)
     # Fill-in counted independently of the sparse kernel: a dense Cholesky factor in the same
     # (reversed) elimination order, H = Ld^T Ld, has no entry outside H's pattern.
     Ld = np.linalg.cholesky(H[::-1, ::-1])[::-1, ::-1].T
     fill = int(np.count_nonzero((np.abs(Ld) > 1e-12 * np.abs(Ld).max()) & ~pattern))
-    labels = [f"{model.joint_names[model.dof_body[k]]}" + (f"[{k - model.v_start[model.dof_body[k]]}]"
-              if model.joints[model.dof_body[k]].nv > 1 else "") for k in range(model.nv)]
     yield ""
     yield (f"Joint-space inertia H ({model.nv} x {model.nv}) by CRBA: {int(pattern.sum())} structural "
            f"nonzeros of {model.nv ** 2} ({100 * pattern.mean():.0f}%),")
@@ -213,7 +229,13 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
         except ImportError:
             yield "Sparsity picture skipped: matplotlib is not installed (pip install 'sparsedyn[plot]')"
 
-    # Forward dynamics two ways, side by side.
+
+def _forward_dynamics_lines(model, q, v, a, H, C, labels, rng):
+    """The demo's forward dynamics two ways, side by side: ABA and CRBA + LTDL."""
+    from .algorithms.aba import aba
+    from .algorithms.fd import fd_crb
+    from .algorithms.rnea import rnea
+
     tau_fd = rnea(model, q, v, a) + 5.0 * rng.standard_normal(model.nv) * (np.arange(model.nv) >= 6)
     a_aba, a_crb = aba(model, q, v, tau_fd), fd_crb(model, q, v, tau_fd)
     yield ""
@@ -223,13 +245,6 @@ def demo_lines(seed: int = 0, plot: str | None = "humanoid_H_sparsity.png"):
         yield f"  {labels[k]:18s} {a_aba[k]:+11.5f} {a_crb[k]:+11.5f}"
     yield (f"  max |ABA - CRBA+LTDL| over all {model.nv} dofs = {np.abs(a_aba - a_crb).max():.1e};  "
            f"|H a + C - tau| = {np.abs(H @ a_aba + C - tau_fd).max():.1e}")
-
-    from .constraints.demo import constraints_demo_lines
-    from .estimation.casestudy import estimation_demo_lines
-    yield ""
-    yield from constraints_demo_lines()
-    yield ""
-    yield from estimation_demo_lines()
 
 
 def compiled_estimate_lines(solver, q, v, y, repeat=5) -> list:
@@ -303,11 +318,22 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"sparsedyn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
-    model_help = "a built-in model name, a URDF or MJCF file, or an example-robot-data name (e.g. panda)"
-    fb_help = "attach a URDF's root link by a free joint (floating base)"
+    _model_commands(sub)
+    _recording_commands(sub)
+    _build_commands(sub)
+    _view_and_demo_commands(sub)
+    return parser
+
+
+MODEL_HELP = "a built-in model name, a URDF or MJCF file, or an example-robot-data name (e.g. panda)"
+FLOATING_BASE_HELP = "attach a URDF's root link by a free joint (floating base)"
+
+
+def _model_commands(sub):
+    """``info`` and ``sparsity``: what a model is."""
     p_info = sub.add_parser("info", help="a model's tree, dofs per joint, masses, frames and sensors")
-    p_info.add_argument("model", help=model_help)
-    p_info.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_info.add_argument("model", help=MODEL_HELP)
+    p_info.add_argument("--floating-base", action="store_true", help=FLOATING_BASE_HELP)
     p_info.add_argument("--srdf", default=None, help="an SRDF file: show its reference configurations, rotor "
                         "parameters and disabled collision pairs")
     p_info.add_argument("--invalid-inertia", choices=("error", "warn"), default="error",
@@ -316,17 +342,21 @@ def _parser() -> argparse.ArgumentParser:
                                                              "compiler (system or pip), the CPU target, the cache")
     p_sp = sub.add_parser("sparsity", help="the sparse Newton-Euler system of a model: structure, orderings, "
                                            "fill-in, pivot safety, flops, and a picture")
-    p_sp.add_argument("model", help=model_help)
+    p_sp.add_argument("model", help=MODEL_HELP)
     p_sp.add_argument("--problem", choices=("id", "fd"), default="id", help="inverse or forward dynamics")
     p_sp.add_argument("--ordering", default="auto", help="elimination order of non-triangular blocks "
                                                          "(auto, articulated, colamd, mmd_ata, mmd_at_plus_a, natural)")
     p_sp.add_argument("--plot", default=None, help="PNG file for the before/after sparsity picture")
-    p_sp.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_sp.add_argument("--floating-base", action="store_true", help=FLOATING_BASE_HELP)
+
+
+def _recording_commands(sub):
+    """``estimate`` and ``identify``: a sensor file or a recording on a model."""
     p_est = sub.add_parser("estimate", help="well-posedness verdict, unknowns and flops of an estimation problem, "
                                             "and a solve of a simulated sample")
-    p_est.add_argument("model", help=model_help)
+    p_est.add_argument("model", help=MODEL_HELP)
     p_est.add_argument("--sensors", required=True, help="sensor file (.toml or .json; format in the README)")
-    p_est.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_est.add_argument("--floating-base", action="store_true", help=FLOATING_BASE_HELP)
     p_est.add_argument("--recording", default=None, help="estimate every state of a recording (.npz or Zarr store "
                                                          "with q, v, y; see sparsedyn.estimate_recording) into --out")
     p_est.add_argument("--out", default=None, help="with --recording: where to write the estimates (.npz or .zarr)")
@@ -336,7 +366,7 @@ def _parser() -> argparse.ArgumentParser:
     p_est.add_argument("--force", action="store_true", help="with --out: replace an existing output")
     p_id = sub.add_parser("identify", help="inertial parameters from a recording of states and joint forces "
                                            "(.npz or Zarr with q, v, a, tau)")
-    p_id.add_argument("model", help=model_help)
+    p_id.add_argument("model", help=MODEL_HELP)
     p_id.add_argument("--recording", required=True, help="the recording: q, v, a, tau (N, ...) and an (N, 6) array "
                                                          "per --ft sensor")
     p_id.add_argument("--out", required=True, help="where to write the parameters (.npz or .zarr)")
@@ -347,21 +377,25 @@ def _parser() -> argparse.ArgumentParser:
     p_id.add_argument("--workers", type=int, default=0, help="Dask worker processes on this machine (default 0)")
     p_id.add_argument("--chunk", type=int, default=None, help="states per chunk")
     p_id.add_argument("--force", action="store_true", help="replace an existing --out")
-    p_id.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_id.add_argument("--floating-base", action="store_true", help=FLOATING_BASE_HELP)
+
+
+def _build_commands(sub):
+    """``compile``, ``build`` and ``bench``: native kernels."""
     p_comp = sub.add_parser("compile", help="compile a model's kernels to native code (C compiler: CC or "
                                             "SPARSEDYN_CC); print flop counts and build times")
-    p_comp.add_argument("model", help=model_help)
-    p_comp.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_comp.add_argument("model", help=MODEL_HELP)
+    p_comp.add_argument("--floating-base", action="store_true", help=FLOATING_BASE_HELP)
     p_comp.add_argument("--no-batch", action="store_true", help="build only the single-state library")
     p_build = sub.add_parser("build", help="prebuild a model's native kernels into a build cache (for a cluster "
                                            "image or a robot's computer of the same platform and CPU)")
-    p_build.add_argument("model", help=model_help)
+    p_build.add_argument("model", help=MODEL_HELP)
     p_build.add_argument("--kernels", nargs="+", default=None, metavar="NAME",
                          help="functions to build (default: rnea nonlinear_effects aba crba minv forward_kinematics)")
     p_build.add_argument("--cache-dir", default=None, metavar="DIR",
                          help="the cache to fill (default: SPARSEDYN_CACHE_DIR or ~/.cache/sparsedyn); point "
                               "SPARSEDYN_CACHE_DIR at it where it is used")
-    p_build.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_build.add_argument("--floating-base", action="store_true", help=FLOATING_BASE_HELP)
     p_build.add_argument("--no-batch", action="store_true", help="build only the single-state libraries")
     p_bench = sub.add_parser("bench", help="compiled sparsedyn vs Pinocchio (and MuJoCo), side by side in one run "
                                           "(a few minutes)")
@@ -369,9 +403,13 @@ def _parser() -> argparse.ArgumentParser:
                                                      "chains of 10, 30, 100 links)")
     p_bench.add_argument("--batch", type=int, default=10000, help="states per batch (default: %(default)s)")
     p_bench.add_argument("--cache", action="store_true", help="reuse the user's build cache (default: a fresh one)")
+
+
+def _view_and_demo_commands(sub):
+    """``view`` (the browser viewer) and ``demo``."""
     p_view = sub.add_parser("view", help="the model in the browser: a configuration, a trajectory or a recording "
                                          "(pip install 'sparsedyn[viewer]')")
-    p_view.add_argument("model", help=model_help)
+    p_view.add_argument("model", help=MODEL_HELP)
     src = p_view.add_mutually_exclusive_group()
     src.add_argument("--q", metavar="FILE", help="a configuration (nq numbers) or a trajectory (one per row) in "
                                                  "a .npy, .txt or .csv file")
@@ -385,12 +423,11 @@ def _parser() -> argparse.ArgumentParser:
     p_view.add_argument("--port", type=int, default=8080, help="first port to try (default: %(default)s)")
     p_view.add_argument("--save", metavar="FILE", help="write a standalone page (.html) or .viser file and exit")
     p_view.add_argument("--seconds", type=float, default=None, help="serve this long (default: until Ctrl-C)")
-    p_view.add_argument("--floating-base", action="store_true", help=fb_help)
+    p_view.add_argument("--floating-base", action="store_true", help=FLOATING_BASE_HELP)
     p_demo = sub.add_parser("demo", help="a tour on the built-in humanoid (about 10 s)")
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--plot", default="humanoid_H_sparsity.png",
                         help="PNG file for the sparsity picture of H (default: %(default)s; '' for none)")
-    return parser
 
 
 def _progress_line():
@@ -428,56 +465,11 @@ def _error_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def read_motion(model, q_file=None, recording=None, dt=None, estimates=None):
-    """``(qs (T, nq), dt, contacts or None)`` of ``sparsedyn view``: ``--q FILE`` (one configuration or
-    one per row: .npy, .txt, .csv), or ``--recording REC`` (a recording of :mod:`sparsedyn.io.recordings`,
-    its ``q``), with contact forces ``contact[<frame>]`` (T, 6) from the recording or from ``estimates``
-    (the output of ``sparsedyn estimate --recording``).  ``dt``: seconds between rows (default 0.01).
-    Errors name the file and what was expected."""
-    from pathlib import Path
-    dt = 0.01 if dt is None else float(dt)
-    if not (np.isfinite(dt) and dt > 0):
-        raise ValueError(f"--dt: expected a positive number of seconds, got {dt}")
-    contacts = None
-    if recording is not None:
-        from .io.recordings import open_recording
-        rec, source = open_recording(recording), recording
-        if "q" not in rec.names:
-            raise ValueError(f"{recording}: a recording holds the configurations 'q' (T, nq); it has {rec.names}")
-        qs = rec.rows("q", 0, rec.shape("q")[0])
-        contacts = {}
-        for f in [rec] + ([open_recording(estimates)] if estimates else []):
-            for n in f.names:
-                if n.startswith("contact[") and n.endswith("]"):
-                    contacts[n[len("contact["):-1]] = f.rows(n, 0, f.shape(n)[0])
-        contacts = contacts or None
-    else:
-        if estimates:
-            raise ValueError("--estimates goes with --recording (the estimates of its states)")
-        source = q_file
-        try:
-            qs = np.load(q_file) if Path(q_file).suffix == ".npy" else \
-                np.loadtxt(q_file, delimiter="," if Path(q_file).suffix == ".csv" else None, ndmin=2)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{q_file}: cannot read configurations (.npy, or numbers in .txt / .csv): {e}") from None
-    qs = np.atleast_2d(np.asarray(qs, float))
-    if qs.ndim != 2 or qs.shape[1] != model.nq:
-        raise ValueError(f"{source}: expected configurations of model {model.name!r} with nq = {model.nq} numbers "
-                         f"per row, got an array of shape {np.shape(qs)}")
-    for name, F in (contacts or {}).items():
-        if name not in model.frame_names:
-            raise ValueError(f"{estimates or source}: contact[{name}]: {name!r} is no frame of model {model.name!r} "
-                             f"(the viewer draws a contact at the frame of its name)")
-        if np.shape(F) != (len(qs), 6):
-            raise ValueError(f"{estimates or source}: contact[{name}] has shape {np.shape(F)}, expected "
-                             f"({len(qs)}, 6): one wrench per configuration")
-    return qs, dt, contacts
-
-
 def view(args) -> int:
     """``sparsedyn view``: serve the viewer (or write ``--save``) for a model and an optional motion."""
     import time
     from .viewer import Viewer
+    from .viewer.motion import read_motion
     model = load_model(args.model, args.floating_base, geometry=True)
     motion = read_motion(model, args.q, args.recording, args.dt, args.estimates) if (args.q or args.recording) \
         else None
@@ -510,6 +502,69 @@ def view(args) -> int:
         viewer.close()
 
 
+def _run(args) -> int:
+    """Run the parsed command ``args``; returns the exit code."""
+    if args.command == "info":
+        model = load_model(args.model, args.floating_base, args.invalid_inertia)
+        print(info(model))
+        if args.srdf:
+            from .io.srdf import load_srdf
+            print(load_srdf(model, args.srdf).summary())
+        if args.build:
+            from .codegen.api import build_info
+            print("native kernels:\n" + "\n".join("  " + ln for ln in build_info().splitlines()))
+    elif args.command == "estimate" and (args.recording or args.out):
+        if not (args.recording and args.out):
+            raise UsageError("--recording and --out go together")
+        from .cli_recordings import recording_report
+        print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
+                               args.out, workers=args.workers, chunk=args.chunk, force=args.force))
+    elif args.command == "identify":
+        from .cli_recordings import identify_report
+        print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
+                              sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
+                              workers=args.workers, chunk=args.chunk, force=args.force))
+    elif args.command == "estimate":
+        from .estimation import estimate_report
+        text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
+                               extra=compiled_estimate_lines)
+        print(text)
+        return EXIT_ILL_POSED if "ILL-POSED" in text.splitlines()[0] else EXIT_OK
+    elif args.command == "sparsity":
+        from .sparse import sparsity_report
+        text = sparsity_report(load_model(args.model, args.floating_base), args.problem, args.plot, args.ordering)
+        print(text)
+        return EXIT_ILL_POSED if text.startswith("structurally singular") else EXIT_OK
+    elif args.command == "compile":
+        from .codegen import compile_report
+        print(compile_report(load_model(args.model, args.floating_base), progress=True,
+                             vectorize=not args.no_batch))
+    elif args.command == "build":
+        import os
+        from .codegen.api import prebuild_report
+        from .codegen.trace import DEFAULT_KERNELS
+        if args.cache_dir:
+            os.environ["SPARSEDYN_CACHE_DIR"] = os.path.abspath(args.cache_dir)
+        print(prebuild_report(load_model(args.model, args.floating_base), args.kernels or DEFAULT_KERNELS,
+                              progress=True, vectorize=not args.no_batch))
+    elif args.command == "bench":
+        bench = benchmark_module("bench_compiled")
+        DEFAULT_MODELS, bench_report = bench.DEFAULT_MODELS, bench.bench_report
+        progress = _progress_line()
+        text = bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
+                            progress=progress)
+        progress.done()
+        print(_fit(text))
+    elif args.command == "view":
+        return view(args)
+    else:
+        from .codegen.native import announcements_held
+        with announcements_held():       # the builds' lines after the report, not inside it
+            for line in demo_lines(args.seed, args.plot or None):
+                print(line, flush=True)
+    return EXIT_OK
+
+
 def main(argv=None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _parser()
@@ -521,64 +576,7 @@ def main(argv=None) -> int:
     # One line per warning on the command line, without Python's source-line echo.
     warnings.formatwarning = lambda message, category, *rest, **kw: f"sparsedyn: warning: {message}\n"
     try:
-        if args.command == "info":
-            model = load_model(args.model, args.floating_base, args.invalid_inertia)
-            print(info(model))
-            if args.srdf:
-                from .io.srdf import load_srdf
-                print(load_srdf(model, args.srdf).summary())
-            if args.build:
-                from .codegen.api import build_info
-                print("native kernels:\n" + "\n".join("  " + ln for ln in build_info().splitlines()))
-        elif args.command == "estimate" and (args.recording or args.out):
-            if not (args.recording and args.out):
-                raise UsageError("--recording and --out go together")
-            from .cli_recordings import recording_report
-            print(recording_report(load_model(args.model, args.floating_base), args.sensors, args.recording,
-                                   args.out, workers=args.workers, chunk=args.chunk, force=args.force))
-        elif args.command == "identify":
-            from .cli_recordings import identify_report
-            print(identify_report(load_model(args.model, args.floating_base), args.recording, args.out,
-                                  sensors=args.ft, sigma=args.sigma, physically_consistent=args.physically_consistent,
-                                  workers=args.workers, chunk=args.chunk, force=args.force))
-        elif args.command == "estimate":
-            from .estimation import estimate_report
-            text = estimate_report(load_model(args.model, args.floating_base), args.sensors,
-                                   extra=compiled_estimate_lines)
-            print(text)
-            return EXIT_ILL_POSED if "ILL-POSED" in text.splitlines()[0] else EXIT_OK
-        elif args.command == "sparsity":
-            from .sparse import sparsity_report
-            text = sparsity_report(load_model(args.model, args.floating_base), args.problem, args.plot, args.ordering)
-            print(text)
-            return EXIT_ILL_POSED if text.startswith("structurally singular") else EXIT_OK
-        elif args.command == "compile":
-            from .codegen import compile_report
-            print(compile_report(load_model(args.model, args.floating_base), progress=True,
-                                 vectorize=not args.no_batch))
-        elif args.command == "build":
-            import os
-            from .codegen.api import prebuild_report
-            from .codegen.trace import DEFAULT_KERNELS
-            if args.cache_dir:
-                os.environ["SPARSEDYN_CACHE_DIR"] = os.path.abspath(args.cache_dir)
-            print(prebuild_report(load_model(args.model, args.floating_base), args.kernels or DEFAULT_KERNELS,
-                                  progress=True, vectorize=not args.no_batch))
-        elif args.command == "bench":
-            bench = benchmark_module("bench_compiled")
-            DEFAULT_MODELS, bench_report = bench.DEFAULT_MODELS, bench.bench_report
-            progress = _progress_line()
-            text = bench_report(args.models or DEFAULT_MODELS, batch=args.batch, cold=not args.cache,
-                                progress=progress)
-            progress.done()
-            print(_fit(text))
-        elif args.command == "view":
-            return view(args)
-        else:
-            from .codegen.native import announcements_held
-            with announcements_held():       # the builds' lines after the report, not inside it
-                for line in demo_lines(args.seed, args.plot or None):
-                    print(line, flush=True)
+        return _run(args)
     except UsageError as e:
         parser.print_usage(sys.stderr)
         print(f"sparsedyn: error: {_error_line(e)}", file=sys.stderr)
@@ -593,7 +591,6 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("sparsedyn: interrupted", file=sys.stderr)
         return 130
-    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -240,7 +240,7 @@ def test_an_edit_of_the_c_prelude_changes_the_cache_keys(tmp_path, monkeypatch):
     """The C prelude (``codegen/prelude.h``) is part of the package sources of every cache key: a
     copy of the package hashes as the package does, and the same copy with an edited prelude
     gets other keys (so that its kernels are rebuilt)."""
-    from sparsedyn import kernels
+    from sparsedyn.kernels import fingerprints as kernels
     from sparsedyn.codegen import runtime
     pkg = Path(runtime.__file__).resolve().parents[1]
     monkeypatch.setattr(runtime, "_source_hash", None)          # hashed now, from the files as they are
@@ -251,7 +251,7 @@ def test_an_edit_of_the_c_prelude_changes_the_cache_keys(tmp_path, monkeypatch):
     prelude = copy / "codegen" / "prelude.h"
     assert "typedef double sd_vd" in prelude.read_text()
     monkeypatch.setattr(runtime, "__file__", str(copy / "codegen" / "runtime.py"))
-    monkeypatch.setattr(kernels, "__file__", str(copy / "kernels.py"))
+    monkeypatch.setattr(kernels, "__file__", str(copy / "kernels" / "fingerprints.py"))
     keys = []
     for edit in ("", "/* edited */\n"):
         prelude.write_text(prelude.read_text() + edit)

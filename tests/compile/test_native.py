@@ -125,7 +125,7 @@ def test_native_kernels_are_held_beside_the_model_not_on_it(native_backend, rng)
     key, alive = id(model), weakref.ref(model)
     del model, calls
     gc.collect()
-    assert alive() is None and key not in sd.kernels._calls
+    assert alive() is None and key not in sd.kernels.dispatch._calls
 
 
 def test_bad_input_keeps_its_errors(native_backend, rng):
@@ -299,7 +299,7 @@ def test_numpy_backend_builds_nothing(monkeypatch, rng):
     q = model.random_configuration(rng)
     calls = []
     monkeypatch.setattr(native, "plain_call", lambda *a: calls.append(a))
-    monkeypatch.setattr(sd.kernels, "_native", lambda *a: calls.append(a))
+    monkeypatch.setattr(sd.kernels.dispatch, "_native", lambda *a: calls.append(a))
     with sd.use_backend("numpy"):
         assert sd.use_backend.current() == "numpy"
         assert np.array_equal(sd.crba(model, q), REGISTRY["crba"].fn(model, q))

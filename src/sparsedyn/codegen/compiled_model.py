@@ -1,7 +1,7 @@
 """The compiled model: ``sparsedyn.compile(model)`` (:class:`CompiledModel`).
 
 Every function of the kernel registry is a method of the compiled model with the NumPy
-function's signature (generated from it) plus ``out=``; one state goes through the C fast-call
+function's signature plus ``out=``; one state goes through the C fast-call
 extension (:mod:`.fastcall`) without a Python frame in between, anything else through
 :meth:`CompiledModel._call`, which checks arguments as the NumPy functions do.  User kernels
 (:meth:`CompiledModel.add_kernel`) are traced and built the same way.
@@ -18,7 +18,8 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import METHODS, REGISTRY, Kernel, as_tuple, sequence_source, signature_source, state_arguments
+from ..kernels import METHODS, REGISTRY, Kernel, as_tuple, state_arguments
+from ..kernels.arguments import Parameters
 from ..symbolic.trace import trace_function
 from .runtime import (KernelInfo, KernelSet, _fast_module, _input_checks, _out_arrays, _unit_configuration,
                       _progress_fn, find_compiler_or_warn, trace)
@@ -39,8 +40,7 @@ class _Method:
             tuple(outputs)
         self.sequences = tuple(sequences)       # static arguments taken as tuples (kernels.as_tuple)
         self.user = user
-        self.fast = {}
-        self.ns = None          # namespace of the generated method (its ``_f0``: the fast callable)
+        self.fast = {}          # static arguments (a tuple) -> the fast single-state callable, or None
 
 
 class CompiledModel(KernelSet):
@@ -289,9 +289,6 @@ class CompiledModel(KernelSet):
                                       (_checks.QUAT_TOL, groups) if groups else None)
         except ValueError:                           # more arrays than the fast path passes: the general path
             m.fast[key] = None
-            return
-        if key == () and getattr(m, "ns", None) is not None:
-            m.ns["_f0"] = m.fast[key]
 
     # --- user kernels -----------------------------------------------------------------------
     def add_kernel(self, fn, name=None):
@@ -368,48 +365,58 @@ def _checked(model, name, x, shape, check_values=True, spec=None):
 
 
 def _generate(cm, m, fn):
-    """A Python function with the signature of ``fn`` (without ``model``) plus ``out=``: one state
-    without optional arrays goes straight to the fast C callable of its static arguments; the rest
-    goes through :meth:`CompiledModel._call`."""
+    """The method of ``fn`` (a function ``fn(model, ...)``) on ``cm``: ``fn``'s signature without
+    ``model``, plus ``out=``.  One state without optional arrays goes straight to the fast C
+    callable of its static arguments (``m.fast``); the rest goes through :meth:`CompiledModel._call`."""
     params = list(inspect.signature(fn).parameters.values())[1:]
-    ns = {"_fast": m.fast, "_call": cm._call, "_name": m.name, "_as_tuple": as_tuple}
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         raise TypeError(f"{m.name}: a kernel cannot take *args or **kwargs")
-    text, seen_kwonly, default = signature_source(params, ns)
     declared = set(m.inputs) | set(m.optional) | set(m.static)
-    extra = [(p.name, default.get(p.name)) for p in params if p.name not in declared]
+    # the other arguments, with their defaults: a call that changes one takes the general path
+    extra = [(p.name, p.default) for p in params if p.name not in declared]
+    empty = inspect.Parameter.empty
     if "out" not in {p.name for p in params}:
-        text.append("out=None" if seen_kwonly else "*, out=None")
-    ins = ", ".join(m.inputs)
-    opt_none = " and ".join(f"{n} is None" for n in m.optional)
-    cond = "out is None" + (f" and {opt_none}" if opt_none else "")
-    for n, d in extra:
-        cond += f" and {n} is {d}" if d else ""
-    key = "(" + "".join(f"{n}, " for n in m.static) + ")"
-    if m.static:
-        lookup = ["        try:",
-                  f"            f = _fast.get({key})",
-                  "        except TypeError:",
-                  "            f = None"]
-    else:                                           # the fast callable itself, set once it is built
-        lookup = ["        f = _f0"]
-    ns["_f0"] = None
-    m.ns = ns
-    body = [f"def {m.name}({', '.join(text)}):",
-            *sequence_source(m.sequences),
-            f"    if {cond}:",
-            *lookup,
-            "        if f is not None:",
-            f"            return f({ins})",
-            f"    return _call(_name, {{{', '.join(f'{n!r}: {n}' for n in m.inputs)}}}, "
-            f"{{{', '.join(f'{n!r}: {n}' for n in m.optional)}}}, {{{', '.join(f'{n!r}: {n}' for n in m.static)}}}, "
-            f"{{{', '.join(f'{n!r}: ({n}, {d})' for n, d in extra)}}}, out)"]
-    exec("\n".join(body), ns)                       # noqa: S102 - source generated from a signature
-    f = ns[m.name]
-    f.__doc__ = fn.__doc__
-    f.__qualname__ = f"CompiledModel.{m.name}"
-    f.__module__ = getattr(fn, "__module__", __name__)
-    return _native_method(cm, m, f, params)
+        params.append(inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None))
+    arguments = Parameters(f"CompiledModel.{m.name}", params)
+    names = [p.name for p in params]
+    nin, nst = len(m.inputs), len(m.static)
+    # a call of the inputs and the static arguments, all by position (the common one), needs no binding
+    positional = names[:nin + nst] == list(m.inputs) + list(m.static) and not m.sequences \
+        and all(p.kind == p.POSITIONAL_OR_KEYWORD for p in params[:nin + nst])
+
+    def method(*args, **kwargs):
+        if positional and not kwargs and len(args) == nin + nst:
+            f = _fast_callable(m, args[nin:])
+            if f is not None:
+                return f(*args[:nin])
+        values = arguments.bind(args, kwargs)
+        for n in m.sequences:
+            if type(values[n]) is not tuple:
+                values[n] = as_tuple(values[n])
+        out = values["out"]
+        if out is None and all(values[n] is None for n in m.optional) \
+                and all(values[n] is d for n, d in extra if d is not empty):
+            f = _fast_callable(m, tuple(values[n] for n in m.static))
+            if f is not None:
+                return f(*[values[n] for n in m.inputs])
+        return cm._call(m.name, {n: values[n] for n in m.inputs}, {n: values[n] for n in m.optional},
+                        {n: values[n] for n in m.static},
+                        {n: (values[n], None if d is empty else d) for n, d in extra}, out)
+
+    method.__name__, method.__doc__ = m.name, fn.__doc__
+    method.__qualname__ = f"CompiledModel.{m.name}"
+    method.__module__ = getattr(fn, "__module__", __name__)
+    method.__signature__ = inspect.Signature(params)
+    return _native_method(cm, m, method, params)
+
+
+def _fast_callable(m, key):
+    """The fast single-state callable of method ``m`` for the static arguments ``key`` (a tuple),
+    or ``None`` (not built yet, none, or an unhashable static argument)."""
+    try:
+        return m.fast.get(key)
+    except TypeError:
+        return None
 
 
 def _native_method(cm, m, f, params):

@@ -45,7 +45,7 @@ _source_hash = None
 
 #: Modules whose code the traced kernels run (plus this subpackage): their sources are part of
 #: every model key, so an edited kernel is re-traced even in an editable install.
-TRACED_MODULES = ("backend.py", "_checks.py", "kernels.py", "model/*.py", "algorithms/*.py", "symbolic/*.py",
+TRACED_MODULES = ("backend.py", "_checks.py", "kernels/*.py", "model/*.py", "algorithms/*.py", "symbolic/*.py",
                   "sparse/*.py", "estimation/*.py", "constraints/*.py", "contact/*.py")
 
 

@@ -48,33 +48,11 @@ def _base(model):
     return model.q_slice(0), model.v_slice(0)
 
 
-def imu_base_state(model, frame, q, v, a, orientation, angular_velocity, proper_acceleration,
-                   angular_acceleration, rotation=None, base_position=None, base_linear_velocity=None):
-    """``(q, v, a)`` with the floating base's part filled in from IMU readings.
-
-    ``model``: a model whose first joint is a free joint (floating base).  ``frame``: the
-    name of the model frame the IMU is attached to (on any body).  ``q`` (..., nq), ``v``,
-    ``a`` (..., nv): the state, whose joint part is used (from encoders; ``a``: the joint
-    accelerations) and whose base part is ignored and replaced.  IMU readings, in the IMU's
-    axes: ``orientation`` (..., 4) unit quaternion ``[x, y, z, w]`` of the IMU axes in the
-    world (world from IMU), ``angular_velocity`` (..., 3) [rad/s], ``proper_acceleration``
-    (..., 3) [m/s^2] (accelerometer: classical acceleration minus gravity), and
-    ``angular_acceleration`` (..., 3) [rad/s^2] (not measured by an IMU: the derivative of
-    the gyroscope signal, or 0 knowingly).  ``rotation`` (3, 3): the IMU axes in the frame's
-    axes (default: the frame's axes).  ``base_position`` (..., 3) and ``base_linear_velocity``
-    (..., 3, base axes): not seen by an IMU and without effect on estimated torques and
-    wrenches (default 0; see the module docstring).
-
-    Returns ``(q, v, a)`` (copies): base quaternion world from base, base ``[omega; v]`` and
-    ``[domega; dv]`` in the base frame (the free joint's convention).  Then, for an
-    :class:`~sparsedyn.estimation.EstimationProblem` ``prob`` with the base acceleration known::
-
-        q, v, a = imu_base_state(model, "imu_link", q_enc, v_enc, a_enc, quat, gyro, acc, dgyro)
-        y = prob.pack(qdd=prob.known_accelerations(a), **force_torque_readings)
-        e = prob.analyze().solve(q, v, y)
-    """
-    _checks.model_first("imu_base_state", model, "model, frame, q, v")
-    qs, vs = _base(model)
+def _checked_inputs(model, q, v, a, orientation, angular_velocity, proper_acceleration, angular_acceleration,
+                    rotation):
+    """:func:`imu_base_state`'s inputs checked: ``(q, v, a, quat, norm, readings, R_fs, shape)``, the
+    state as float copies broadcast to the batch ``shape``, the orientation and its norm, the
+    readings ``{name: (..., 3)}``, the IMU axes in the frame's ``R_fs``."""
     q = np.array(q, float)
     v = np.array(v, float)
     a = np.array(a, float)
@@ -104,6 +82,38 @@ def imu_base_state(model, frame, q, v, a, orientation, angular_velocity, proper_
     shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], a.shape[:-1], quat.shape[:-1],
                                 *(x.shape[:-1] for x in readings.values()))
     q, v, a = (np.array(np.broadcast_to(x, shape + x.shape[-1:])) for x in (q, v, a))
+    return q, v, a, quat, norm, readings, R_fs, shape
+
+
+def imu_base_state(model, frame, q, v, a, orientation, angular_velocity, proper_acceleration,
+                   angular_acceleration, rotation=None, base_position=None, base_linear_velocity=None):
+    """``(q, v, a)`` with the floating base's part filled in from IMU readings.
+
+    ``model``: a model whose first joint is a free joint (floating base).  ``frame``: the
+    name of the model frame the IMU is attached to (on any body).  ``q`` (..., nq), ``v``,
+    ``a`` (..., nv): the state, whose joint part is used (from encoders; ``a``: the joint
+    accelerations) and whose base part is ignored and replaced.  IMU readings, in the IMU's
+    axes: ``orientation`` (..., 4) unit quaternion ``[x, y, z, w]`` of the IMU axes in the
+    world (world from IMU), ``angular_velocity`` (..., 3) [rad/s], ``proper_acceleration``
+    (..., 3) [m/s^2] (accelerometer: classical acceleration minus gravity), and
+    ``angular_acceleration`` (..., 3) [rad/s^2] (not measured by an IMU: the derivative of
+    the gyroscope signal, or 0 knowingly).  ``rotation`` (3, 3): the IMU axes in the frame's
+    axes (default: the frame's axes).  ``base_position`` (..., 3) and ``base_linear_velocity``
+    (..., 3, base axes): not seen by an IMU and without effect on estimated torques and
+    wrenches (default 0; see the module docstring).
+
+    Returns ``(q, v, a)`` (copies): base quaternion world from base, base ``[omega; v]`` and
+    ``[domega; dv]`` in the base frame (the free joint's convention).  Then, for an
+    :class:`~sparsedyn.estimation.EstimationProblem` ``prob`` with the base acceleration known::
+
+        q, v, a = imu_base_state(model, "imu_link", q_enc, v_enc, a_enc, quat, gyro, acc, dgyro)
+        y = prob.pack(qdd=prob.known_accelerations(a), **force_torque_readings)
+        e = prob.analyze().solve(q, v, y)
+    """
+    _checks.model_first("imu_base_state", model, "model, frame, q, v")
+    qs, vs = _base(model)
+    q, v, a, quat, norm, readings, R_fs, shape = _checked_inputs(
+        model, q, v, a, orientation, angular_velocity, proper_acceleration, angular_acceleration, rotation)
     to_frame = lambda x: x @ R_fs.T                  # noqa: E731  IMU axes -> frame axes (row vectors)
 
     # orientation: world from IMU = world from base . base from frame . frame from IMU

@@ -128,7 +128,19 @@ class EstimationProblem:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"{self.name}: names used twice among sensors and contacts: {dup}")
-        # contacts
+        self._resolve_contacts(model)
+        contact_bodies = set(self.contact_body.values())
+        all_sensors = self._joint_accelerations(model, sensors, unknown_accelerations)
+        self.context = self._wrench_frames(model, sensors)
+        known_wrench_bodies = self._address(model, all_sensors, contact_bodies)
+        self.addresses = {e.name: (e.slot.start, e.size) for e in self.entries}
+        self.zero_fx = [i for i in range(model.nbodies) if i not in contact_bodies and i not in known_wrench_bodies]
+        self.unactuated = [i for i in range(model.nbodies) if model.joints[i].type == "free"]
+        self._verdict = None
+        self._structure = None
+
+    def _resolve_contacts(self, model):
+        """``contact_body``, ``contact_X``: each contact's body and frame placement (one per body)."""
         self.contact_body = {}
         self.contact_X = {}
         for c in self.contacts:
@@ -138,8 +150,10 @@ class EstimationProblem:
                 raise ValueError(f"contact {c.name!r}: body {model.body_names[i]!r} already has the unknown contact "
                                  f"{other!r}; one unknown wrench per body (their sum is all the dynamics sees)")
             self.contact_body[c.name], self.contact_X[c.name] = i, X
-        contact_bodies = set(self.contact_body.values())
-        # unknown accelerations
+
+    def _joint_accelerations(self, model, sensors, unknown_accelerations):
+        """``unknown_accelerations`` and ``known_joints`` (every joint acceleration neither unknown nor
+        measured); returns the sensors with the implicit ``"qdd"`` one of the known ones first."""
         self.unknown_accelerations = []
         for j in unknown_accelerations:
             try:
@@ -157,8 +171,10 @@ class EstimationProblem:
         known = [i for i in range(model.nbodies) if model.joints[i].nv and i not in measured_qdd
                  and i not in self.unknown_accelerations]
         self.known_joints = tuple(known)
-        all_sensors = ([JointAcceleration("qdd", [model.joint_names[i] for i in known])] if known else []) + sensors
-        # where external wrenches act (a sensor on a fixed joint needs the side of each)
+        return ([JointAcceleration("qdd", [model.joint_names[i] for i in known])] if known else []) + sensors
+
+    def _wrench_frames(self, model, sensors) -> SensorContext:
+        """Where external wrenches act (a sensor on a fixed joint needs the side of each)."""
         wrench_frames = {}
         for c in self.contacts:
             wrench_frames.setdefault(self.contact_body[c.name], []).append(model.frames[model.frame(c.frame)].name)
@@ -166,8 +182,11 @@ class EstimationProblem:
             if isinstance(s, KnownWrench):
                 fr = s.resolve_frame(model)
                 wrench_frames.setdefault(fr.body, []).append(fr.name)
-        self.context = SensorContext({b: tuple(f) for b, f in wrench_frames.items()})
-        # resolve sensors into addressed entries
+        return SensorContext({b: tuple(f) for b, f in wrench_frames.items()})
+
+    def _address(self, model, all_sensors, contact_bodies) -> set:
+        """The sensors resolved into addressed ``entries`` (and unaddressed ``priors``), ``ny``;
+        returns the bodies with a known wrench."""
         self.entries, self.priors, off = [], [], 0
         known_wrench_bodies = set()
         for s in all_sensors:
@@ -188,11 +207,7 @@ class EstimationProblem:
             else:
                 self.priors.append(_Entry(s, terms, size, bias, None))
         self.ny = off
-        self.addresses = {e.name: (e.slot.start, e.size) for e in self.entries}
-        self.zero_fx = [i for i in range(model.nbodies) if i not in contact_bodies and i not in known_wrench_bodies]
-        self.unactuated = [i for i in range(model.nbodies) if model.joints[i].type == "free"]
-        self._verdict = None
-        self._structure = None
+        return known_wrench_bodies
 
     # --- the sparse systems ------------------------------------------------------------
     def _implicit(self, p):

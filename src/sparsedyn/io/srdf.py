@@ -150,85 +150,110 @@ def load_srdf(model: Model, path, max_bytes=None) -> Srdf:
     if not isinstance(model, Model):
         raise TypeError(f"load_srdf: model must be a Model, got {type(model).__name__}")
     label, root, line = _parse(path, max_bytes)
+    read = _Reader(model, label, line)
+    refs = read.reference_configurations(root)
+    rotor, gear = read.rotor_params(root)
+    pairs = read.disabled_collisions(root)
+    groups = {}
+    for g in root.findall("group"):         # top level (a <group name=.../> inside one refers to another)
+        groups[read.name(g)] = tuple(read.name(j) for j in g.findall("joint"))
+    if read.unknown:
+        warnings.warn(f"{label}: model {model.name!r} has no joint {clip_list(read.unknown)}; "
+                      f"the SRDF's values for them are ignored", SrdfWarning, stacklevel=_checks.user_stacklevel())
+    return Srdf(model, label, root.get("name", ""), refs, rotor, gear, tuple(pairs), groups, tuple(read.unknown))
 
-    def fail(el, problem):
-        raise SrdfError(f"{label}, line {line(el)}: <{el.tag}{_name_attr(el)}>: {problem}")
 
-    def numbers(el, attr, n=None):
+class _Reader:
+    """The elements of one SRDF file for ``model``: errors name the file (``label``), the line
+    (``line(element)``) and the element; ``unknown`` collects the joint names the model lacks."""
+
+    def __init__(self, model, label, line):
+        self.model, self.label, self.line = model, label, line
+        self.moving = set(model.joint_names)
+        self.fixed = {fj.name for fj in model.fixed_joints}
+        self.unknown = []
+
+    def fail(self, el, problem):
+        raise SrdfError(f"{self.label}, line {self.line(el)}: <{el.tag}{_name_attr(el)}>: {problem}")
+
+    def numbers(self, el, attr, n=None):
         text = el.get(attr)
         if text is None:
-            fail(el, f"missing required attribute {attr!r}")
+            self.fail(el, f"missing required attribute {attr!r}")
         tokens = text.split()
         if n is not None and len(tokens) != n:
-            fail(el, f"{attr}={clip(text)}: expected {n} number{'s' if n != 1 else ''}, got "
-                     f"{len(tokens) if len(tokens) < 100 else 'more'}")
+            self.fail(el, f"{attr}={clip(text)}: expected {n} number{'s' if n != 1 else ''}, got "
+                          f"{len(tokens) if len(tokens) < 100 else 'more'}")
         out = []
         for t in tokens:
             if not _NUMBER.match(t) or not math.isfinite(float(t)):
-                fail(el, f"{attr}={clip(text)}: {clip(t, 40)} is not a finite number")
+                self.fail(el, f"{attr}={clip(text)}: {clip(t, 40)} is not a finite number")
             out.append(float(t))
         return out
 
-    def name(el):
+    def name(self, el):
         n = el.get("name")
         if not n:
-            fail(el, "missing required attribute 'name'")
+            self.fail(el, "missing required attribute 'name'")
         return n
 
-    moving = set(model.joint_names)
-    fixed = {fj.name for fj in model.fixed_joints}
-    unknown = []
-
-    def joint_of(el):
-        n = name(el)
-        if n in moving:
-            return model.joint(n)
-        if n not in fixed and n not in unknown:
-            unknown.append(n)
+    def joint_of(self, el):
+        """The model's index of the joint ``el`` names, or ``None`` (a fixed joint, or one it lacks)."""
+        n = self.name(el)
+        if n in self.moving:
+            return self.model.joint(n)
+        if n not in self.fixed and n not in self.unknown:
+            self.unknown.append(n)
         return None
 
-    refs = {}
-    for gs in root.iter("group_state"):
-        q = model.neutral()
-        for jel in gs.findall("joint"):
-            i = joint_of(jel)
-            if i is None:
-                continue
-            j = model.joints[i]
-            vals = np.array(numbers(jel, "value", j.nq))
-            if j.type in ("spherical", "free"):
-                quat = vals[-4:]
-                if abs(quat @ quat - 1.0) > QUAT_TOL:
-                    fail(jel, f"the quaternion [x, y, z, w] {quat.tolist()} of joint {j.type!r} is not of unit norm")
-                vals[-4:] = quat / np.linalg.norm(quat)
-            q[model.q_slice(i)] = vals
-        refs[name(gs)] = q
-    rotor, gear = np.zeros(model.nv), np.ones(model.nv)
-    for rp in root.iter("rotor_params"):
-        for jel in rp.findall("joint"):
-            i = joint_of(jel)
-            if i is None:
-                continue
-            m, g = numbers(jel, "mass", 1)[0], numbers(jel, "gear_ratio", 1)[0]
-            if m < 0:
-                fail(jel, f"mass={m:g}: a rotor inertia must be non-negative")
-            if not np.isfinite(m * g * g):
-                fail(jel, f"mass={m:g}, gear_ratio={g:g}: the armature mass * gear_ratio**2 = {m * g * g:g} is "
-                          f"not finite")
-            rotor[model.v_slice(i)], gear[model.v_slice(i)] = m, g
-    pairs = []
-    for dc in root.iter("disable_collisions"):
-        l1, l2 = dc.get("link1"), dc.get("link2")
-        if not l1 or not l2:
-            fail(dc, "expected attributes 'link1' and 'link2'")
-        pairs.append((l1, l2, dc.get("reason", "")))
-    groups = {}
-    for g in root.findall("group"):         # top level (a <group name=.../> inside one refers to another)
-        groups[name(g)] = tuple(name(j) for j in g.findall("joint"))
-    if unknown:
-        warnings.warn(f"{label}: model {model.name!r} has no joint {clip_list(unknown)}; "
-                      f"the SRDF's values for them are ignored", SrdfWarning, stacklevel=_checks.user_stacklevel())
-    return Srdf(model, label, root.get("name", ""), refs, rotor, gear, tuple(pairs), groups, tuple(unknown))
+    def reference_configurations(self, root) -> dict:
+        """``{name: q}`` of the ``<group_state>`` elements (the neutral configuration elsewhere)."""
+        model, refs = self.model, {}
+        for gs in root.iter("group_state"):
+            q = model.neutral()
+            for jel in gs.findall("joint"):
+                i = self.joint_of(jel)
+                if i is None:
+                    continue
+                j = model.joints[i]
+                vals = np.array(self.numbers(jel, "value", j.nq))
+                if j.type in ("spherical", "free"):
+                    quat = vals[-4:]
+                    if abs(quat @ quat - 1.0) > QUAT_TOL:
+                        self.fail(jel, f"the quaternion [x, y, z, w] {quat.tolist()} of joint {j.type!r} is not "
+                                       f"of unit norm")
+                    vals[-4:] = quat / np.linalg.norm(quat)
+                q[model.q_slice(i)] = vals
+            refs[self.name(gs)] = q
+        return refs
+
+    def rotor_params(self, root):
+        """``(rotor mass, gear ratio)`` (nv,) each of the ``<rotor_params>`` elements."""
+        model = self.model
+        rotor, gear = np.zeros(model.nv), np.ones(model.nv)
+        for rp in root.iter("rotor_params"):
+            for jel in rp.findall("joint"):
+                i = self.joint_of(jel)
+                if i is None:
+                    continue
+                m, g = self.numbers(jel, "mass", 1)[0], self.numbers(jel, "gear_ratio", 1)[0]
+                if m < 0:
+                    self.fail(jel, f"mass={m:g}: a rotor inertia must be non-negative")
+                if not np.isfinite(m * g * g):
+                    self.fail(jel, f"mass={m:g}, gear_ratio={g:g}: the armature mass * gear_ratio**2 = "
+                                   f"{m * g * g:g} is not finite")
+                rotor[model.v_slice(i)], gear[model.v_slice(i)] = m, g
+        return rotor, gear
+
+    def disabled_collisions(self, root) -> list:
+        """``[(link1, link2, reason)]`` of the ``<disable_collisions>`` elements."""
+        pairs = []
+        for dc in root.iter("disable_collisions"):
+            l1, l2 = dc.get("link1"), dc.get("link2")
+            if not l1 or not l2:
+                self.fail(dc, "expected attributes 'link1' and 'link2'")
+            pairs.append((l1, l2, dc.get("reason", "")))
+        return pairs
 
 
 def _fmt(x):

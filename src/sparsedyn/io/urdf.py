@@ -450,6 +450,37 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     _package_roots(package_dirs)                     # a bad argument is named now, not at the first mesh
     label, robot = _read_xml(source, max_bytes)
     P = _Parser(label)
+    links, joints, root, children = _links_and_joints(P, robot, invalid_inertia)
+
+    # With a floating base the root link is a body, so the world needs another name.
+    builder = ModelBuilder(name or robot.get("name") or (Path(label).stem if label != "<string>" else "robot"),
+                           root_name=("universe" if root == "world" else "world") if floating_base else root)
+    bodies, frames, body_of, X_in_body, merged = _walk(builder, links, root, children, floating_base)
+    for link, b in bodies.items():
+        builder.add_body(link, b.pop("parent"), b.pop("joint"), **b)
+    for frame in frames:
+        builder.add_frame(*frame)
+    for j in merged:
+        _add_fixed_joint(builder, j, links, children, body_of, X_in_body)
+    specs = _ft_sensors(P, robot, links, joints, body_of) if sensors else []
+    if specs:
+        _sensor_frames(builder, specs, joints, body_of, X_in_body,
+                       set(links) | set(joints) | {f[0] for f in frames})
+    _add_mimics(P, builder, joints, label)
+    try:
+        model = builder.build()
+    except ModelError as e:
+        raise UrdfError(f"{label}: {e}") from None
+    if specs:
+        model = _attach_sensors(P, model, specs, joints)
+    if geometry:
+        model = model.with_geometry(*_geometries(P, robot, model, body_of, X_in_body, package_dirs))
+    return model
+
+
+def _links_and_joints(P, robot, invalid_inertia):
+    """``(links, joints, root, children)`` of a URDF's ``<robot>``: each link's spatial inertia and
+    each joint's :class:`_JointSpec` by name, the root link and each link's child joints."""
     links, rot, joints = {}, {}, {}
     for el in robot.findall("link"):
         link_name, inertia, I = _parse_link(P, el)
@@ -466,10 +497,13 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
     if not links:
         P.fail("<robot>", "empty robot: no <link> elements")
     root, children = _topology(P, links, joints)
+    return links, joints, root, children
 
-    # With a floating base the root link is a body, so the world needs another name.
-    builder = ModelBuilder(name or robot.get("name") or (Path(label).stem if label != "<string>" else "robot"),
-                           root_name=("universe" if root == "world" else "world") if floating_base else root)
+
+def _walk(builder, links, root, children, floating_base):
+    """The depth-first walk of the tree from ``root`` (Pinocchio's joint order): ``(bodies, frames,
+    body_of, X_in_body, merged)``, the moving bodies' ``add_body`` arguments by link, the frames,
+    each link's body and placement in it, and the fixed joints merged into a body."""
     bodies = {}      # body name -> add_body arguments; insertion order = Pinocchio's joint order
     frames = []      # (frame name, body name, frame_X_body)
     body_of, X_in_body = {}, {}   # link -> (body it belongs to or None for the world, link_X_body)
@@ -521,17 +555,12 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
                 add_moving(j.child, body, j.name, joint_of(j.type, j.axis), X,
                            (j.lower, j.upper, j.velocity, j.effort))
         stack.extend(reversed(children[j.child]))
+    return bodies, frames, body_of, X_in_body, merged
 
-    for link, b in bodies.items():
-        builder.add_body(link, b.pop("parent"), b.pop("joint"), **b)
-    for frame in frames:
-        builder.add_frame(*frame)
-    for j in merged:
-        _add_fixed_joint(builder, j, links, children, body_of, X_in_body)
-    specs = _ft_sensors(P, robot, links, joints, body_of) if sensors else []
-    if specs:
-        _sensor_frames(builder, specs, joints, body_of, X_in_body,
-                       set(links) | set(joints) | {f[0] for f in frames})
+
+def _add_mimics(P, builder, joints, label):
+    """The ``<mimic>`` tags of the moving joints as the model's mimic couplings; one warning names
+    the ones that were skipped (on fixed joints, or mimicking a missing or fixed joint)."""
     fixed, skipped = [], []
     for j in joints.values():
         if j.mimic is None:
@@ -553,12 +582,3 @@ def load_urdf(source, floating_base=False, *, name=None, invalid_inertia="error"
                          f"{', '.join(fixed)}")
         warnings.warn(f"{label}: <mimic> ignored on {'; on '.join(parts)}", UrdfWarning,
                       stacklevel=_checks.user_stacklevel())
-    try:
-        model = builder.build()
-    except ModelError as e:
-        raise UrdfError(f"{label}: {e}") from None
-    if specs:
-        model = _attach_sensors(P, model, specs, joints)
-    if geometry:
-        model = model.with_geometry(*_geometries(P, robot, model, body_of, X_in_body, package_dirs))
-    return model

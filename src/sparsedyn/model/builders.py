@@ -492,50 +492,11 @@ def humanoid(hips="revolute") -> Model:
     b.add_body("pelvis", None, make_joint("free"), mass=8.0, com=np.zeros(3),
                rot_inertia=_box(8.0, 0.18, 0.30, 0.16), joint_name="root_joint")
     for s, side in (("l_", 1.0), ("r_", -1.0)):
-        m = partial(_mirror_limits, side=side)
-        hip = (_HIP[0], side * _HIP[1], _HIP[2])
-        if hips == "revolute":
-            add(s + "hip_yaw_link", "pelvis", s + "hip_yaw", "yaw", hip, 0.4, (0, 0, 0), _sphere(0.4, 0.05),
-                m(-0.6, 0.8), 100.0, 7.0)
-            add(s + "hip_roll_link", s + "hip_yaw_link", s + "hip_roll", "roll", (0, 0, 0), 0.4, (0, 0, 0),
-                _sphere(0.4, 0.05), m(-0.4, 0.8), 150.0, 7.0)
-            add(s + "thigh", s + "hip_roll_link", s + "hip_pitch", "pitch", (0, 0, 0), 9.4,
-                (0, 0, -0.41 * _THIGH), _cylinder(9.4, 0.075, _THIGH, 2), (-2.0, 0.5), 200.0, 8.0)
-        else:
-            lim = {"z": m(-0.6, 0.8), "x": m(-0.4, 0.8), "y": (-2.0, 0.5)}
-            order = hips.split("_")[1]
-            I = (mcI(9.4, np.array([0, 0, -0.41 * _THIGH]), _cylinder(9.4, 0.075, _THIGH, 2))
-                 + 2 * mcI(0.4, np.zeros(3), _sphere(0.4, 0.05)))
-            b.add_body(s + "thigh", "pelvis", make_joint(hips), xlt(np.array(hip, float)), I, joint_name=s + "hip",
-                       lower=[lim[c][0] for c in order], upper=[lim[c][1] for c in order],
-                       effort_limit=200.0, velocity_limit=8.0)
-        add(s + "shank", s + "thigh", s + "knee", "pitch", (0, 0, -_THIGH), 3.1,
-            (0, 0, -0.44 * _SHANK), _cylinder(3.1, 0.05, _SHANK, 2), (0.0, 2.4), 250.0, 10.0)
-        add(s + "ankle_link", s + "shank", s + "ankle_pitch", "pitch", (0, 0, -_SHANK), 0.1, (0, 0, 0),
-            _sphere(0.1, 0.03), (-0.6, 0.9), 120.0, 8.0)
-        add(s + "foot", s + "ankle_link", s + "ankle_roll", "roll", (0, 0, 0), 0.9,
-            (0.06, 0, -_ANKLE / 2), _box(0.9, 0.26, 0.10, _ANKLE), m(-0.4, 0.4), 60.0, 8.0)
-        b.add_frame(s + "sole", s + "foot", xlt(np.array([0.0, 0.0, -_ANKLE])))
+        _humanoid_leg(b, add, s, side, hips)
     add("torso", "pelvis", "torso_yaw", "yaw", _WAIST, 23.2, (0, 0, 0.22), _box(23.2, 0.20, 0.34, 0.50),
         (-0.8, 0.8), 150.0, 5.0)
     for s, side in (("l_", 1.0), ("r_", -1.0)):
-        m = partial(_mirror_limits, side=side)
-        sh = (_SHOULDER[0], side * _SHOULDER[1], _SHOULDER[2])
-        add(s + "shoulder_pitch_link", "torso", s + "shoulder_pitch", "pitch", sh, 0.15, (0, 0, 0),
-            _sphere(0.15, 0.04), (-3.1, 1.0), 80.0, 8.0)
-        add(s + "shoulder_roll_link", s + "shoulder_pitch_link", s + "shoulder_roll", "roll", (0, 0, 0), 0.15,
-            (0, 0, 0), _sphere(0.15, 0.04), m(-0.3, 2.8), 80.0, 8.0)
-        add(s + "upper_arm", s + "shoulder_roll_link", s + "shoulder_yaw", "yaw", (0, 0, 0), 1.65,
-            (0, 0, -0.577 * _UPPER_ARM), _cylinder(1.65, 0.045, _UPPER_ARM, 2), m(-1.5, 1.5), 40.0, 8.0)
-        add(s + "forearm", s + "upper_arm", s + "elbow", "pitch", (0, 0, -_UPPER_ARM), 1.1,
-            (0, 0, -0.457 * _FOREARM), _cylinder(1.1, 0.035, _FOREARM, 2), (-2.5, 0.0), 40.0, 10.0)
-        add(s + "wrist_yaw_link", s + "forearm", s + "wrist_yaw", "yaw", (0, 0, -_FOREARM), 0.05, (0, 0, 0),
-            _sphere(0.05, 0.02), m(-1.5, 1.5), 10.0, 10.0)
-        add(s + "wrist_pitch_link", s + "wrist_yaw_link", s + "wrist_pitch", "pitch", (0, 0, 0), 0.05, (0, 0, 0),
-            _sphere(0.05, 0.02), (-1.2, 1.2), 10.0, 10.0)
-        add(s + "hand_link", s + "wrist_pitch_link", s + "wrist_roll", "roll", (0, 0, 0), 0.42, (0, 0, -0.07),
-            _box(0.42, 0.03, 0.08, 0.18), m(-0.4, 0.6), 10.0, 10.0)
-        b.add_frame(s + "hand", s + "hand_link", xlt(np.array([0.0, 0.0, -0.08])))
+        _humanoid_arm(b, add, s, side)
     add("neck_link", "torso", "neck_yaw", "yaw", _NECK, 0.2, (0, 0, 0), _sphere(0.2, 0.04), (-1.2, 1.2), 10.0, 6.0)
     add("head", "neck_link", "neck_pitch", "pitch", (0, 0, 0), 4.8, (0, 0, 0.11), _sphere(4.8, 0.10),
         (-0.6, 0.9), 10.0, 6.0)
@@ -543,6 +504,55 @@ def humanoid(hips="revolute") -> Model:
     R_cam = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
     b.add_frame("head_camera", "head", from_pose(R_cam, np.array([0.09, 0.0, 0.12])))
     return b.build()
+
+
+def _humanoid_leg(b, add, s, side, hips):
+    """One leg of :func:`humanoid` (prefix ``s``, ``side`` +1 left, -1 right): hip, knee, ankle, sole."""
+    m = partial(_mirror_limits, side=side)
+    hip = (_HIP[0], side * _HIP[1], _HIP[2])
+    if hips == "revolute":
+        add(s + "hip_yaw_link", "pelvis", s + "hip_yaw", "yaw", hip, 0.4, (0, 0, 0), _sphere(0.4, 0.05),
+            m(-0.6, 0.8), 100.0, 7.0)
+        add(s + "hip_roll_link", s + "hip_yaw_link", s + "hip_roll", "roll", (0, 0, 0), 0.4, (0, 0, 0),
+            _sphere(0.4, 0.05), m(-0.4, 0.8), 150.0, 7.0)
+        add(s + "thigh", s + "hip_roll_link", s + "hip_pitch", "pitch", (0, 0, 0), 9.4,
+            (0, 0, -0.41 * _THIGH), _cylinder(9.4, 0.075, _THIGH, 2), (-2.0, 0.5), 200.0, 8.0)
+    else:
+        lim = {"z": m(-0.6, 0.8), "x": m(-0.4, 0.8), "y": (-2.0, 0.5)}
+        order = hips.split("_")[1]
+        I = (mcI(9.4, np.array([0, 0, -0.41 * _THIGH]), _cylinder(9.4, 0.075, _THIGH, 2))
+             + 2 * mcI(0.4, np.zeros(3), _sphere(0.4, 0.05)))
+        b.add_body(s + "thigh", "pelvis", make_joint(hips), xlt(np.array(hip, float)), I, joint_name=s + "hip",
+                   lower=[lim[c][0] for c in order], upper=[lim[c][1] for c in order],
+                   effort_limit=200.0, velocity_limit=8.0)
+    add(s + "shank", s + "thigh", s + "knee", "pitch", (0, 0, -_THIGH), 3.1,
+        (0, 0, -0.44 * _SHANK), _cylinder(3.1, 0.05, _SHANK, 2), (0.0, 2.4), 250.0, 10.0)
+    add(s + "ankle_link", s + "shank", s + "ankle_pitch", "pitch", (0, 0, -_SHANK), 0.1, (0, 0, 0),
+        _sphere(0.1, 0.03), (-0.6, 0.9), 120.0, 8.0)
+    add(s + "foot", s + "ankle_link", s + "ankle_roll", "roll", (0, 0, 0), 0.9,
+        (0.06, 0, -_ANKLE / 2), _box(0.9, 0.26, 0.10, _ANKLE), m(-0.4, 0.4), 60.0, 8.0)
+    b.add_frame(s + "sole", s + "foot", xlt(np.array([0.0, 0.0, -_ANKLE])))
+
+
+def _humanoid_arm(b, add, s, side):
+    """One arm of :func:`humanoid` (prefix ``s``, ``side`` +1 left, -1 right): shoulder, elbow, wrist, hand."""
+    m = partial(_mirror_limits, side=side)
+    sh = (_SHOULDER[0], side * _SHOULDER[1], _SHOULDER[2])
+    add(s + "shoulder_pitch_link", "torso", s + "shoulder_pitch", "pitch", sh, 0.15, (0, 0, 0),
+        _sphere(0.15, 0.04), (-3.1, 1.0), 80.0, 8.0)
+    add(s + "shoulder_roll_link", s + "shoulder_pitch_link", s + "shoulder_roll", "roll", (0, 0, 0), 0.15,
+        (0, 0, 0), _sphere(0.15, 0.04), m(-0.3, 2.8), 80.0, 8.0)
+    add(s + "upper_arm", s + "shoulder_roll_link", s + "shoulder_yaw", "yaw", (0, 0, 0), 1.65,
+        (0, 0, -0.577 * _UPPER_ARM), _cylinder(1.65, 0.045, _UPPER_ARM, 2), m(-1.5, 1.5), 40.0, 8.0)
+    add(s + "forearm", s + "upper_arm", s + "elbow", "pitch", (0, 0, -_UPPER_ARM), 1.1,
+        (0, 0, -0.457 * _FOREARM), _cylinder(1.1, 0.035, _FOREARM, 2), (-2.5, 0.0), 40.0, 10.0)
+    add(s + "wrist_yaw_link", s + "forearm", s + "wrist_yaw", "yaw", (0, 0, -_FOREARM), 0.05, (0, 0, 0),
+        _sphere(0.05, 0.02), m(-1.5, 1.5), 10.0, 10.0)
+    add(s + "wrist_pitch_link", s + "wrist_yaw_link", s + "wrist_pitch", "pitch", (0, 0, 0), 0.05, (0, 0, 0),
+        _sphere(0.05, 0.02), (-1.2, 1.2), 10.0, 10.0)
+    add(s + "hand_link", s + "wrist_pitch_link", s + "wrist_roll", "roll", (0, 0, 0), 0.42, (0, 0, -0.07),
+        _box(0.42, 0.03, 0.08, 0.18), m(-0.4, 0.6), 10.0, 10.0)
+    b.add_frame(s + "hand", s + "hand_link", xlt(np.array([0.0, 0.0, -0.08])))
 
 
 def humanoid_standing_configuration() -> np.ndarray:

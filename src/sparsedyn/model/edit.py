@@ -98,30 +98,9 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
     NB = model.nbodies
     is_locked = np.zeros(NB, bool)
     is_locked[locked] = True
-    # host[k]: the kept body that body k ends up in (-1: the world); X[k] = k_X_host at q_ref.
-    host, X, Xup = [0] * NB, [None] * NB, [None] * NB
-    for k in range(NB):
-        p = model.parent[k]
-        if not is_locked[k]:
-            host[k], X[k] = k, identity()
-            continue
-        XJ, _ = model.joints[k].jcalc(q_ref[model.q_slice(k)])
-        Xup[k] = compose(XJ, model.Xtree[k])                       # k_X_parent at q_ref
-        host[k] = -1 if p < 0 else host[p]
-        X[k] = Xup[k] if p < 0 else compose(Xup[k], X[p])
+    host, X, Xup = _hosts(model, is_locked, q_ref)
     keep = [k for k in range(NB) if not is_locked[k]]
     new = {k: n for n, k in enumerate(keep)}
-
-    def merged(c):
-        """Body ``c`` and its descendants reached through locked joints only (they share c's host)."""
-        out = [c]
-        for k in range(c + 1, model.subtree_end[c]):
-            if is_locked[k] and model.parent[k] in out:
-                out.append(k)
-        return out
-
-    def frames_of(bodies):
-        return tuple(f.name for f in model.frames if f.body in bodies)
 
     inertia = np.array(model.inertia, float)
     world_inertia = np.array(model.world_inertia, float)
@@ -134,6 +113,68 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
     frames = [f if f.body < 0 else Frame(f.name, -1 if host[f.body] < 0 else new[host[f.body]],
                                          compose(f.X, X[f.body])) for f in model.frames]
     welded_frames = [f.name for f in model.frames if f.body >= 0 and host[f.body] < 0]
+
+    fixed = _reduced_fixed_joints(model, locked, is_locked, host, X, Xup, keep, new)
+
+    parent, Xtree = [], []
+    for k in keep:
+        p = model.parent[k]
+        parent.append(-1 if p < 0 or host[p] < 0 else new[host[p]])
+        Xtree.append(model.Xtree[k] if p < 0 else compose(model.Xtree[k], X[p]))
+    qs = np.concatenate([np.arange(model.nq)[model.q_slice(k)] for k in keep]).astype(int) if keep else \
+        np.zeros(0, int)
+    vs = np.concatenate([np.arange(model.nv)[model.v_slice(k)] for k in keep]).astype(int) if keep else \
+        np.zeros(0, int)
+    jd = model.joint_dynamics
+    mimic = _reduced_mimics(model, is_locked, new)
+    locked_names = {model.joint_names[k] for k in locked}
+    sensors = _reduced_sensors(model, locked_names, set(welded_frames))
+    geometries = tuple(g if g.body < 0 else g._replace(body=-1 if host[g.body] < 0 else new[host[g.body]],
+                                                         X=compose(g.X, X[g.body]))
+                       for g in model.geometries)
+    return Model(
+        name=model.name, body_names=tuple(model.body_names[k] for k in keep),
+        joint_names=tuple(model.joint_names[k] for k in keep), parent=np.array(parent, int),
+        joints=tuple(model.joints[k] for k in keep), Xtree=tuple(Xtree), inertia=inertia[keep].reshape(-1, 6, 6),
+        frames=tuple(frames), gravity=model.gravity, lower=model.lower[qs], upper=model.upper[qs],
+        velocity_limit=model.velocity_limit[vs], effort_limit=model.effort_limit[vs], mimic=tuple(mimic),
+        root_name=model.root_name, sensors=sensors, fixed_joints=tuple(fixed), armature=model.armature[vs],
+        joint_dynamics=JointDynamics(jd.damping[vs], jd.stiffness[vs], jd.frictionloss[vs],
+                                     jd.spring_reference[qs], jd.reference[qs]), geometries=geometries,
+        world_inertia=world_inertia)
+
+
+def _hosts(model, is_locked, q_ref):
+    """``(host, X, Xup)`` by body ``k``: the kept body ``k`` ends up in (-1: the world), ``X[k] =
+    k_X_host`` and, for a locked ``k``, ``Xup[k] = k_X_parent``, at ``q_ref``."""
+    NB = model.nbodies
+    host, X, Xup = [0] * NB, [None] * NB, [None] * NB
+    for k in range(NB):
+        p = model.parent[k]
+        if not is_locked[k]:
+            host[k], X[k] = k, identity()
+            continue
+        XJ, _ = model.joints[k].jcalc(q_ref[model.q_slice(k)])
+        Xup[k] = compose(XJ, model.Xtree[k])                       # k_X_parent at q_ref
+        host[k] = -1 if p < 0 else host[p]
+        X[k] = Xup[k] if p < 0 else compose(Xup[k], X[p])
+    return host, X, Xup
+
+
+def _reduced_fixed_joints(model, locked, is_locked, host, X, Xup, keep, new) -> list:
+    """The reduced model's fixed joints: the model's own and the locked joints, on their hosts, with
+    the inertias, child bodies and frames of the links merged across them."""
+
+    def merged(c):
+        """Body ``c`` and its descendants reached through locked joints only (they share c's host)."""
+        out = [c]
+        for k in range(c + 1, model.subtree_end[c]):
+            if is_locked[k] and model.parent[k] in out:
+                out.append(k)
+        return out
+
+    def frames_of(bodies):
+        return tuple(f.name for f in model.frames if f.body in bodies)
 
     fixed = []
     records = [(fj.name, fj.body, fj.X, fj.inertia, fj.children, fj.frames) for fj in model.fixed_joints]
@@ -156,17 +197,11 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
             kids += [new[k] for k in keep if model.parent[k] in M]
             fnames += list(frames_of(M))
         fixed.append(FixedJoint(name, new[h], compose(Xj, X[b]), I_new, tuple(kids), tuple(fnames)))
+    return fixed
 
-    parent, Xtree = [], []
-    for k in keep:
-        p = model.parent[k]
-        parent.append(-1 if p < 0 or host[p] < 0 else new[host[p]])
-        Xtree.append(model.Xtree[k] if p < 0 else compose(model.Xtree[k], X[p]))
-    qs = np.concatenate([np.arange(model.nq)[model.q_slice(k)] for k in keep]).astype(int) if keep else \
-        np.zeros(0, int)
-    vs = np.concatenate([np.arange(model.nv)[model.v_slice(k)] for k in keep]).astype(int) if keep else \
-        np.zeros(0, int)
-    jd = model.joint_dynamics
+
+def _reduced_mimics(model, is_locked, new) -> list:
+    """The mimic couplings between kept joints (renumbered); the others are dropped with a warning."""
     mimic = []
     for m in model.mimic:
         if is_locked[m.joint] or is_locked[m.mimicked]:
@@ -175,22 +210,7 @@ def reduce_model(model: Model, joints, q_ref=None) -> Model:
                           ReductionWarning, stacklevel=_checks.user_stacklevel())
         else:
             mimic.append(Mimic(new[m.joint], new[m.mimicked], m.multiplier, m.offset))
-    locked_names = {model.joint_names[k] for k in locked}
-    sensors = _reduced_sensors(model, locked_names, set(welded_frames))
-    geometries = tuple(g if g.body < 0 else g._replace(body=-1 if host[g.body] < 0 else new[host[g.body]],
-                                                         X=compose(g.X, X[g.body]))
-                       for g in model.geometries)
-    return Model(
-        name=model.name, body_names=tuple(model.body_names[k] for k in keep),
-        joint_names=tuple(model.joint_names[k] for k in keep), parent=np.array(parent, int),
-        joints=tuple(model.joints[k] for k in keep), Xtree=tuple(Xtree), inertia=inertia[keep].reshape(-1, 6, 6),
-        frames=tuple(frames), gravity=model.gravity, lower=model.lower[qs], upper=model.upper[qs],
-        velocity_limit=model.velocity_limit[vs], effort_limit=model.effort_limit[vs], mimic=tuple(mimic),
-        root_name=model.root_name, sensors=sensors, fixed_joints=tuple(fixed), armature=model.armature[vs],
-        joint_dynamics=JointDynamics(jd.damping[vs], jd.stiffness[vs], jd.frictionloss[vs],
-                                     jd.spring_reference[qs], jd.reference[qs]), geometries=geometries,
-        world_inertia=world_inertia)
-
+    return mimic
 
 
 def _reduced_sensors(model, locked_names, welded_frames):
@@ -241,25 +261,9 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
     if not isinstance(prefix, str):
         raise TypeError(f"append_model: prefix: expected a string put in front of the appended names, got "
                         f"{type(prefix).__name__} {str(prefix)[:60]!r}")
-    X_place = as_transform(placement, "append_model: placement")
-    if frame is None or frame == model.root_name:
-        body, X_att = -1, X_place                   # other's world in model's world
-    else:
-        f = model.frames[model.frame(frame)]
-        body, X_att = f.body, compose(X_place, f.X)  # other-world_X_body
+    body, X_att = _attachment(model, frame, placement)
     ren = (lambda n: prefix + n) if prefix else (lambda n: n)
-    clashes = []
-    for what, mine, theirs in (("body", model.body_names, other.body_names),
-                               ("joint", model.joint_names + tuple(fj.name for fj in model.fixed_joints),
-                                other.joint_names + tuple(fj.name for fj in other.fixed_joints)),
-                               ("frame", model.frame_names, other.frame_names),
-                               ("sensor", tuple(x.name for x in model.sensors), tuple(x.name for x in other.sensors))):
-        both = sorted(set(mine) & {ren(n) for n in theirs})
-        if both:
-            clashes.append(f"{what}s {', '.join(map(repr, both[:8]))}" + (" ..." if len(both) > 8 else ""))
-    if clashes:
-        raise ModelError(f"append_model: models {model.name!r} and {other.name!r} share the names of "
-                         f"{'; '.join(clashes)}; pass prefix= to rename the appended model's names")
+    _refuse_name_clashes(model, other, ren)
     NA, NO = model.nbodies, other.nbodies
     at = NA if body < 0 else int(model.subtree_end[body])       # other's bodies are inserted here
     old_a = list(range(at)) + list(range(at + NO, NA + NO))
@@ -282,12 +286,7 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
             body_names[n], joint_names[n] = rn(src.body_names[k]), rn(src.joint_names[k])
 
     def cat(fa, fo, size):      # per-q or per-v arrays, in the new body order
-        parts = [None] * N
-        for src, idx, x in ((model, idx_a, fa), (other, idx_o, fo)):
-            for k in range(src.nbodies):
-                sl = src.q_slice(k) if size == "q" else src.v_slice(k)
-                parts[idx[k]] = np.asarray(x)[sl]
-        return np.concatenate(parts) if parts else np.zeros(0)
+        return _in_body_order(((model, idx_a, fa), (other, idx_o, fo)), N, size)
 
     # other's world is welded to `body` (model's world when body < 0) at X_att = other-world_X_body
     at_body = body if body < 0 else int(idx_a[body])
@@ -300,16 +299,7 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
         world_inertia = world_inertia + welded
     else:
         inertia[at_body] = inertia[at_body] + welded
-    fixed = [fj._replace(body=int(idx_a[fj.body]), children=tuple(int(idx_a[c]) for c in fj.children))
-             for fj in model.fixed_joints]
-    fixed += [fj._replace(name=ren(fj.name), body=int(idx_o[fj.body]), children=tuple(int(idx_o[c]) for c in fj.children),
-                          frames=tuple(ren(n) for n in fj.frames)) for fj in other.fixed_joints]
-    mimic = [m._replace(joint=int(idx_a[m.joint]), mimicked=int(idx_a[m.mimicked])) for m in model.mimic]
-    mimic += [m._replace(joint=int(idx_o[m.joint]), mimicked=int(idx_o[m.mimicked])) for m in other.mimic]
-    geometries = tuple(g if g.body < 0 else g._replace(body=int(idx_a[g.body])) for g in model.geometries)
-    geometries += tuple(g._replace(name=ren(g.name), body=at_body, X=compose(g.X, X_att))
-                        if g.body < 0 else g._replace(name=ren(g.name), body=int(idx_o[g.body]))
-                        for g in other.geometries)
+    fixed, mimic, geometries = _renumbered_records(model, other, idx_a, idx_o, at_body, X_att, ren)
     ja, jo = model.joint_dynamics, other.joint_dynamics
     jd = JointDynamics(*(cat(a, o, "v" if i < 3 else "q") for i, (a, o) in enumerate(zip(ja, jo))))
     return Model(
@@ -321,6 +311,59 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
         sensors=model.sensors + tuple(_renamed_sensor(x, ren) for x in other.sensors), fixed_joints=tuple(fixed),
         armature=cat(model.armature, other.armature, "v"), joint_dynamics=jd, geometries=geometries,
         world_inertia=world_inertia)
+
+
+def _attachment(model, frame, placement):
+    """``(body, X_att)``: the body of ``model`` the appended model's world is welded to (-1: the
+    world) and ``X_att = other-world_X_body`` (see :func:`append_model`)."""
+    X_place = as_transform(placement, "append_model: placement")
+    if frame is None or frame == model.root_name:
+        return -1, X_place                           # other's world in model's world
+    f = model.frames[model.frame(frame)]
+    return f.body, compose(X_place, f.X)             # other-world_X_body
+
+
+def _refuse_name_clashes(model, other, ren):
+    """:class:`ModelError` listing the names of ``model`` that ``other``'s (renamed by ``ren``) repeat."""
+    clashes = []
+    for what, mine, theirs in (("body", model.body_names, other.body_names),
+                               ("joint", model.joint_names + tuple(fj.name for fj in model.fixed_joints),
+                                other.joint_names + tuple(fj.name for fj in other.fixed_joints)),
+                               ("frame", model.frame_names, other.frame_names),
+                               ("sensor", tuple(x.name for x in model.sensors), tuple(x.name for x in other.sensors))):
+        both = sorted(set(mine) & {ren(n) for n in theirs})
+        if both:
+            clashes.append(f"{what}s {', '.join(map(repr, both[:8]))}" + (" ..." if len(both) > 8 else ""))
+    if clashes:
+        raise ModelError(f"append_model: models {model.name!r} and {other.name!r} share the names of "
+                         f"{'; '.join(clashes)}; pass prefix= to rename the appended model's names")
+
+
+def _in_body_order(sources, N, size):
+    """One per-q (``size="q"``) or per-v array of ``N`` bodies from ``sources``, triples ``(model,
+    new index of each of its bodies, its array)``."""
+    parts = [None] * N
+    for src, idx, x in sources:
+        for k in range(src.nbodies):
+            sl = src.q_slice(k) if size == "q" else src.v_slice(k)
+            parts[idx[k]] = np.asarray(x)[sl]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _renumbered_records(model, other, idx_a, idx_o, at_body, X_att, ren):
+    """``(fixed joints, mimic couplings, geometries)`` of both models on the new body numbers
+    (``idx_a``, ``idx_o``), ``other``'s renamed by ``ren`` and its world's welded to ``at_body``."""
+    fixed = [fj._replace(body=int(idx_a[fj.body]), children=tuple(int(idx_a[c]) for c in fj.children))
+             for fj in model.fixed_joints]
+    fixed += [fj._replace(name=ren(fj.name), body=int(idx_o[fj.body]), children=tuple(int(idx_o[c]) for c in fj.children),
+                          frames=tuple(ren(n) for n in fj.frames)) for fj in other.fixed_joints]
+    mimic = [m._replace(joint=int(idx_a[m.joint]), mimicked=int(idx_a[m.mimicked])) for m in model.mimic]
+    mimic += [m._replace(joint=int(idx_o[m.joint]), mimicked=int(idx_o[m.mimicked])) for m in other.mimic]
+    geometries = tuple(g if g.body < 0 else g._replace(body=int(idx_a[g.body])) for g in model.geometries)
+    geometries += tuple(g._replace(name=ren(g.name), body=at_body, X=compose(g.X, X_att))
+                        if g.body < 0 else g._replace(name=ren(g.name), body=int(idx_o[g.body]))
+                        for g in other.geometries)
+    return fixed, mimic, geometries
 
 
 def _renamed_sensor(x, ren):

@@ -342,24 +342,12 @@ def superlu_order(pattern, rows, cols, vals, spec):
     return [(rows[inv_r[k]], cols[inv_c[k]]) for k in range(m)], lu
 
 
-def symbolic_lu(pattern, pivots, row_entries, slot_base, ordering, spd=None, col_block=None, block=None):
-    """Symbolic LU of the block with pivot sequence ``pivots`` (global ``(row, col)`` pairs).
-
-    ``row_entries[r]``: entry numbers of ``A`` in row ``r``; fill slots are
-    numbered from ``slot_base``.  ``spd``: pivot indices proven by the
-    articulated argument.  ``col_block``/``block``: block number of every column
-    and of this block (its rows' entries outside its own columns must lie in
-    earlier blocks: block lower triangular).
-    Returns ``(BlockFactor, next free slot)``.
-    """
-    spd = spd or {}
-    m = len(pivots)
-    rows = np.array([r for r, _ in pivots], dtype=np.int64)
-    cols = np.array([c for _, c in pivots], dtype=np.int64)
-    rpos = {int(r): k for k, r in enumerate(rows)}
-    cpos = {int(c): k for k, c in enumerate(cols)}
-    if len(rpos) != m or len(cpos) != m:
-        raise ValueError(f"ordering {ordering!r}: a row or column is pivoted twice")
+def _scatter(pattern, rpos, cpos, row_entries, col_block, block):
+    """The entries of ``A`` in a block's rows (positions ``rpos``, ``cpos`` by global row and column):
+    ``(slot, rowpat, colpat, (entries, rows, cols), (off rows, off entries))``, ``slot[i, j]`` the
+    entry at block position ``(i, j)``, the row and column patterns, the entries inside the block
+    and those left of it (in earlier blocks)."""
+    m = len(rpos)
     slot = {}
     rowpat = [set() for _ in range(m)]
     colpat = [set() for _ in range(m)]
@@ -381,6 +369,37 @@ def symbolic_lu(pattern, pivots, row_entries, slot_base, ordering, spd=None, col
                     raise AssertionError("block rows reach a later block: not block lower triangular")
                 off_pos.append(i)
                 off_e.append(e)
+    return slot, rowpat, colpat, (entries, epos_r, epos_c), (off_pos, off_e)
+
+
+def _proof(cp, scale, articulated) -> str:
+    """Why a pivot is nonzero at every state: ``"constant"`` (its constant value ``cp`` is not a
+    cancellation of terms of size ``scale``), ``"articulated"``, or ``""`` (checked at run time)."""
+    if cp is not None and abs(cp) > CONSTANT_RTOL * scale:
+        return "constant"
+    return "articulated" if articulated else ""
+
+
+def symbolic_lu(pattern, pivots, row_entries, slot_base, ordering, spd=None, col_block=None, block=None):
+    """Symbolic LU of the block with pivot sequence ``pivots`` (global ``(row, col)`` pairs).
+
+    ``row_entries[r]``: entry numbers of ``A`` in row ``r``; fill slots are
+    numbered from ``slot_base``.  ``spd``: pivot indices proven by the
+    articulated argument.  ``col_block``/``block``: block number of every column
+    and of this block (its rows' entries outside its own columns must lie in
+    earlier blocks: block lower triangular).
+    Returns ``(BlockFactor, next free slot)``.
+    """
+    spd = spd or {}
+    m = len(pivots)
+    rows = np.array([r for r, _ in pivots], dtype=np.int64)
+    cols = np.array([c for _, c in pivots], dtype=np.int64)
+    rpos = {int(r): k for k, r in enumerate(rows)}
+    cpos = {int(c): k for k, c in enumerate(cols)}
+    if len(rpos) != m or len(cpos) != m:
+        raise ValueError(f"ordering {ordering!r}: a row or column is pivoted twice")
+    slot, rowpat, colpat, (entries, epos_r, epos_c), (off_pos, off_e) = _scatter(
+        pattern, rpos, cpos, row_entries, col_block, block)
     # constant propagation: the value of every slot that depends on model constants only
     cval, scale = {}, {}
     for (i, j), e in slot.items():
@@ -395,12 +414,7 @@ def symbolic_lu(pattern, pivots, row_entries, slot_base, ordering, spd=None, col
                              f"{pattern.col_label(int(cols[k]))}) is a structural zero at its turn")
         p = slot[k, k]
         cp = cval[p]
-        if cp is not None and abs(cp) > CONSTANT_RTOL * scale[p]:
-            proof.append("constant")
-        elif k in spd:
-            proof.append("articulated")
-        else:
-            proof.append("")
+        proof.append(_proof(cp, scale[p], k in spd))
         U = sorted(j for j in rowpat[k] if j > k)
         Lr = sorted(i for i in colpat[k] if i > k)
         u_slots = [slot[k, j] for j in U]

@@ -265,6 +265,39 @@ def _straight(prog):
                         f"has no derivative program; differentiate its solution instead (implicit function theorem)")
 
 
+def _jacobians(prog, val, partial, wrt, outputs, mode) -> dict:
+    """``{(k, j): object array (output k's size, input j's size)}``: the Jacobian entries of
+    :func:`jacobian_program`, by forward tangents or reverse adjoints through ``prog`` (re-emitted
+    values ``val``, local ``partial`` derivatives)."""
+    jac = {}     # (k, j) -> object array out_shape + in_shape
+    for k in outputs:
+        for j in wrt:
+            jac[(k, j)] = np.zeros((len(prog.outputs[k]), int(np.prod(prog.input_shapes[j], dtype=int))),
+                                   dtype=object)
+    if mode == "forward":
+        seeds = {}
+        for j in wrt:
+            for e in range(int(np.prod(prog.input_shapes[j], dtype=int))):
+                seeds[(j, e)] = {(j, e): 1.0}
+        tan = _forward(prog, val, seeds, partial)
+        for k in outputs:
+            for r, (t, v) in enumerate(prog.outputs[k]):
+                if t != "node" or not tan[v]:
+                    continue
+                for (j, e), d in tan[v].items():
+                    jac[(k, j)][r, e] = d
+    elif mode == "reverse":
+        active = _active(prog, set(wrt))
+        out_seeds = [(v, (k, r)) for k in outputs for r, (t, v) in enumerate(prog.outputs[k]) if t == "node"]
+        grads = _reverse(prog, val, out_seeds, active, partial)
+        for (j, e), a in grads.items():
+            if j not in wrt:
+                continue
+            for (k, r), d in a.items():
+                jac[(k, j)][r, e] = d
+    return jac
+
+
 def jacobian_program(prog: Program, wrt, *, outputs=None, mode="auto", at=None, primal=False,
                      name=None, input_names=None, output_names=None) -> Program:
     """A program computing the Jacobians of ``prog``'s outputs with respect to inputs ``wrt``.
@@ -318,32 +351,7 @@ def jacobian_program(prog: Program, wrt, *, outputs=None, mode="auto", at=None, 
         t, v = entry
         return val[v] if t == "node" else v
 
-    jac = {}     # (k, j) -> object array out_shape + in_shape
-    for k in outputs:
-        for j in wrt:
-            jac[(k, j)] = np.zeros((len(prog.outputs[k]), int(np.prod(prog.input_shapes[j], dtype=int))),
-                                   dtype=object)
-    if mode == "forward":
-        seeds = {}
-        for j in wrt:
-            for e in range(int(np.prod(prog.input_shapes[j], dtype=int))):
-                seeds[(j, e)] = {(j, e): 1.0}
-        tan = _forward(prog, val, seeds, partial)
-        for k in outputs:
-            for r, (t, v) in enumerate(prog.outputs[k]):
-                if t != "node" or not tan[v]:
-                    continue
-                for (j, e), d in tan[v].items():
-                    jac[(k, j)][r, e] = d
-    elif mode == "reverse":
-        active = _active(prog, set(wrt))
-        out_seeds = [(v, (k, r)) for k in outputs for r, (t, v) in enumerate(prog.outputs[k]) if t == "node"]
-        grads = _reverse(prog, val, out_seeds, active, partial)
-        for (j, e), a in grads.items():
-            if j not in wrt:
-                continue
-            for (k, r), d in a.items():
-                jac[(k, j)][r, e] = d
+    jac = _jacobians(prog, val, partial, wrt, outputs, mode)     # (k, j) -> out_shape + in_shape
     outs, shapes = [], []
     if primal:
         for k in outputs:

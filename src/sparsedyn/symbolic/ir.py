@@ -53,150 +53,19 @@ counts one phase, :meth:`Program.phase_flops` all of them.
 
 from __future__ import annotations
 
-import gc
 import hashlib
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .eval_plan import EvalPlan
+from .gc_pause import paused_gc
+from .ops import (ADD, ATAN2, CONST, COPYSIGN, COS, DIV, FLOP_KINDS, INPUT, MUL, NEG, OPS, SIN, SQRT, SUB,
+                  UNARY as _UNARY)
+from .sym import Sym, _is_num
+
 __all__ = ["Sym", "Graph", "Program", "OPS", "FLOP_KINDS"]
-
-# Opcodes.  INPUT nodes carry (argument index, flat element index); CONST nodes a float.
-# ATAN2 (y, x) and COPYSIGN (magnitude, sign) are binary; COPYSIGN is a sign operation (no flop),
-# the one way a kernel picks a branch by sign without branching (e.g. the shortest rotation).
-INPUT, CONST, NEG, ADD, SUB, MUL, DIV, SIN, COS, SQRT, ATAN2, COPYSIGN = range(12)
-OPS = ("input", "const", "neg", "add", "sub", "mul", "div", "sin", "cos", "sqrt", "atan2", "copysign")
-#: Flop categories reported by :meth:`Program.flops` (``neg`` is a sign flip, not a flop).
-FLOP_KINDS = ("mul", "add", "div", "sqrt", "sin", "cos", "atan2", "neg")
-_UNARY = (NEG, SIN, COS, SQRT)
-
-
-_NUM_TYPES = frozenset((int, float, np.float64))
-
-_gc_lock = threading.Lock()
-_gc_pauses = [0, False]         # active pauses, whether the collector was enabled before the first
-
-
-@contextmanager
-def paused_gc():
-    """Python's cyclic garbage collector off inside the block (nesting and threads share one
-    pause).  Tracing and emitting make millions of small acyclic objects (nodes, tuples), which
-    trigger full collections that find nothing: a third of the time of a large trace."""
-    with _gc_lock:
-        if _gc_pauses[0] == 0:
-            _gc_pauses[1] = gc.isenabled()
-            gc.disable()
-        _gc_pauses[0] += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses[1]:
-                gc.enable()
-
-
-def _is_num(x):
-    # booleans count as 0 / 1 (a structural mask such as ``has_parent`` multiplies like numbers)
-    return isinstance(x, (int, float, np.integer, np.floating, np.bool_))
-
-
-class Sym:
-    """A symbolic scalar: node ``i`` of graph ``g``.  Supports ``+ - * /``, unary ``-``,
-    and the ``sin``/``cos``/``sqrt`` methods NumPy's object loops call."""
-
-    __slots__ = ("g", "i")
-
-    def __init__(self, g, i):
-        self.g = g
-        self.i = i
-
-    def __repr__(self):
-        return f"Sym(t{self.i})"
-
-    # NumPy object arrays and the kernels never compare or branch on values.
-    def __bool__(self):
-        raise TypeError("a traced value has no truth value: kernels must not branch on values")
-
-    def __add__(self, o):
-        if o.__class__ is Sym:
-            return self.g.add(self.i, o.i)
-        if o.__class__ not in _NUM_TYPES and not _is_num(o):
-            return NotImplemented
-        if o == 0:
-            return self
-        return self.g.add_const(self.i, float(o))
-
-    __radd__ = __add__
-
-    def __sub__(self, o):
-        if o.__class__ is Sym:
-            return self.g.sub(self.i, o.i)
-        if o.__class__ not in _NUM_TYPES and not _is_num(o):
-            return NotImplemented
-        if o == 0:
-            return self
-        return self.g.add_const(self.i, -float(o))
-
-    def __rsub__(self, o):
-        if o.__class__ not in _NUM_TYPES and not _is_num(o):
-            return NotImplemented
-        if o == 0:
-            return self.g.neg(self.i)
-        return self.g.const_sub(float(o), self.i)
-
-    def __mul__(self, o):
-        if o.__class__ is Sym:
-            return self.g.mul(self.i, o.i)
-        if o.__class__ not in _NUM_TYPES and not _is_num(o):
-            return NotImplemented
-        if o == 0:
-            return 0
-        return self.g.mul_const(self.i, float(o))
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, o):
-        if o.__class__ is Sym:
-            return self.g.div(self.i, o.i)
-        if o.__class__ not in _NUM_TYPES and not _is_num(o):
-            return NotImplemented
-        if o == 0:
-            raise ZeroDivisionError("traced division by a constant zero")
-        return self.g.div_const(self.i, float(o))
-
-    def __rtruediv__(self, o):
-        if o.__class__ not in _NUM_TYPES and not _is_num(o):
-            return NotImplemented
-        if o == 0:
-            return 0
-        return self.g.const_div(float(o), self.i)
-
-    def __neg__(self):
-        return self.g.neg(self.i)
-
-    def __pos__(self):
-        return self
-
-    def sin(self):
-        return self.g.unary(SIN, self.i)
-
-    def cos(self):
-        return self.g.unary(COS, self.i)
-
-    def sqrt(self):
-        return self.g.unary(SQRT, self.i)
-
-    def atan2(self, x):
-        """``atan2(self, x)`` (``x`` a symbol or a number)."""
-        return self.g.binary(ATAN2, self.i, self.g.operand(x))
-
-    def copysign(self, s):
-        """``|self|`` with the sign of ``s``."""
-        return self.g.binary(COPYSIGN, self.i, self.g.operand(s))
-
 
 class Graph:
     """A growing SSA graph with hash-consing and constant folding (see the module docstring).
@@ -574,81 +443,5 @@ class Program:
         per depth level and operation), made on first use and kept with the program."""
         plan = getattr(self, "_eval_plan", None)
         if plan is None:
-            plan = self._eval_plan = _EvalPlan(self)
+            plan = self._eval_plan = EvalPlan(self)
         return plan
-
-
-class _EvalPlan:
-    """Level schedule of a :class:`Program` for vectorised interpretation.
-
-    Nodes are renumbered by (depth, operation) so each group's results are one contiguous
-    slice of the value array; each group is then a gather of its operands and one ufunc call.
-    """
-
-    _UFUNC = {NEG: np.negative, ADD: np.add, SUB: np.subtract, MUL: np.multiply, DIV: np.divide,
-              SIN: np.sin, COS: np.cos, SQRT: np.sqrt, ATAN2: np.arctan2, COPYSIGN: np.copysign}
-
-    def __init__(self, prog):
-        nodes = prog.nodes
-        N = len(nodes)
-        op = np.fromiter((n[0] for n in nodes), dtype=np.int64, count=N)
-        depth = np.zeros(N, dtype=np.int64)
-        for i, (o, x, y) in enumerate(nodes):
-            if o > CONST:
-                d = depth[x]
-                if y >= 0 and depth[y] > d:
-                    d = depth[y]
-                depth[i] = d + 1
-        order = np.lexsort((op, depth))           # inputs and constants (depth 0) first
-        pos = np.empty(N, dtype=np.int64)
-        pos[order] = np.arange(N)
-        self.n = N
-        inp = [i for i in order if nodes[i][0] == INPUT]
-        self.input_slots = pos[inp] if inp else np.zeros(0, dtype=np.int64)
-        self.input_src = [(nodes[i][1], nodes[i][2]) for i in inp]
-        const = [i for i in order if nodes[i][0] == CONST]
-        self.const_slots = pos[const] if const else np.zeros(0, dtype=np.int64)
-        self.const_vals = np.array([nodes[i][1] for i in const], dtype=float)
-        by_arg = {}
-        for slot, (a, e) in zip(self.input_slots, self.input_src):
-            by_arg.setdefault(a, ([], []))
-            by_arg[a][0].append(slot)
-            by_arg[a][1].append(e)
-        self.by_arg = {a: (np.array(s), np.array(e)) for a, (s, e) in by_arg.items()}
-        groups = []
-        ordered = [order[k] for k in range(N)]
-        k = 0
-        while k < N:
-            i = ordered[k]
-            o = nodes[i][0]
-            if o <= CONST:
-                k += 1
-                continue
-            d = depth[i]
-            k1 = k
-            while k1 < N and depth[ordered[k1]] == d and nodes[ordered[k1]][0] == o:
-                k1 += 1
-            xs = pos[[nodes[j][1] for j in ordered[k:k1]]]
-            ys = pos[[nodes[j][2] for j in ordered[k:k1]]] if o not in _UNARY else None
-            groups.append((self._UFUNC[o], k, k1, xs, ys))
-            k = k1
-        self.groups = groups
-        self.outputs = []
-        for row in prog.outputs:
-            idx = np.array([r for r, (t, _) in enumerate(row) if t == "node"], dtype=np.int64)
-            slots = np.array([pos[v] for t, v in row if t == "node"], dtype=np.int64)
-            cidx = np.array([r for r, (t, _) in enumerate(row) if t != "node"], dtype=np.int64)
-            cval = np.array([v for t, v in row if t != "node"], dtype=float)
-            self.outputs.append((idx, slots, cidx, cval))
-
-    def run(self, flat, B):
-        vals = np.empty((self.n, B))
-        for a, (slots, elems) in self.by_arg.items():
-            vals[slots] = flat[a][elems]
-        vals[self.const_slots] = self.const_vals[:, None]
-        for f, k0, k1, xs, ys in self.groups:
-            if ys is None:
-                f(vals[xs], out=vals[k0:k1])
-            else:
-                f(vals[xs], vals[ys], out=vals[k0:k1])
-        return vals
