@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -254,3 +255,55 @@ def test_the_pip_compiler_links_without_compiler_rt_unless_a_library_needs_it(tm
     f.restype, f.argtypes = ctypes.c_longlong, [ctypes.c_longlong] * 3
     a, b, c = 3 << 60, 5 << 57, (1 << 62) + 1                # the product needs 121 bits
     assert f(a, b, c) == (a * b) // c
+
+
+def test_batches_built_by_the_pip_compiler_run_on_several_threads(tmp_path, monkeypatch):
+    """The pip compiler has no OpenMP: a plain batched call on the native road splits its states over
+    threads in the runtime instead, and gives what the same library gives on one thread, bit for bit,
+    and what one-state calls give (bit for bit for the scalar loop; within rounding of the vector
+    code, whose sin and cos come from the vector math library)."""
+    from sparsedyn.codegen import native, runtime
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SPARSEDYN_CC", " ".join(build.pip_compiler()))
+    monkeypatch.setattr(build, "_probed", {})
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 4)      # four threads whatever this machine has
+    chunks = []
+    in_threads = runtime._in_threads
+
+    def spy(call, N, *a):
+        # Each chunk waits for the others before it runs: they finish only if they all run at once.
+        meet = threading.Barrier(a[-2], timeout=120)
+        return in_threads(lambda n, p: chunks.append((n, threading.current_thread().name, meet.wait()))
+                          or call(n, p), N, *a)
+    monkeypatch.setattr(runtime, "_in_threads", spy)
+    m = sd.random_tree(8, branching=1.5, joint_types="all", seed=11, floating_base=True)
+    rng = np.random.default_rng(5)
+    k = sd.compile(m)
+    assert k is native.shared(m) and not k._compiler.openmp and k.threads == 4
+    with sd.use_backend("native", deterministic=True):
+        sd.aba(m, m.random_configuration(rng), np.zeros(m.nv), np.zeros(m.nv))     # builds the kernels
+    flops = k.kernels["aba"].flops["total"]
+    N = int(4 * 1e10 * 0.005 / flops) + 4 * k.lanes          # enough work for four threads (runtime's rule)
+    Q = [m.random_configuration(rng).tolist() for _ in range(N)]           # plain lists, as users pass them
+    V, T = rng.normal(size=(N, m.nv)), rng.normal(size=(N, m.nv))
+    with sd.use_backend("native", deterministic=True):
+        got = sd.aba(m, Q, V, T)
+    assert len(chunks) == 4 and sum(n for n, _, _ in chunks) == N
+    assert len({name for _, name, _ in chunks}) == 4 and all(n.startswith("sparsedyn-batch") for _, n, _ in chunks)
+    k.threads = 1                                # the object plain calls use
+    chunks.clear()
+    with sd.use_backend("native", deterministic=True):
+        one = sd.aba(m, Q, V, T)
+    assert not chunks and got.tobytes() == one.tobytes()
+    from conftest import rel_err, rounding_bound
+    for i in range(0, N, max(1, N // 50)):
+        single = k.aba(Q[i], V[i], T[i])
+        H = sd.crba(m, np.asarray(Q[i]))
+        assert rel_err(got[i], single) <= rounding_bound(m.nv + m.nbodies, np.linalg.cond(H)), i
+    # The scalar loop (no vector code): chunks of the same function, equal to one-state calls bit for bit.
+    loop = sd.compile(m, vectorize=False)
+    loop.threads = 4
+    chunks.clear()
+    got = loop.aba(np.asarray(Q), V, T)
+    assert len(chunks) == 4
+    assert all(got[i].tobytes() == loop.aba(Q[i], V[i], T[i]).tobytes() for i in range(0, N, max(1, N // 50)))
