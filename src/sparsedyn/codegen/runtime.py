@@ -371,16 +371,18 @@ class KernelSet:
                            tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
                            (_checks.QUAT_TOL, groups) if groups else None)
 
-    def entry_points(self, kname, group="main") -> "EntryPoints":
+    def entry_points(self, kname, group="main", batch=True) -> "EntryPoints":
         """The C entry points of kernel ``kname`` (of library ``group``) for a caller that calls them
         without Python, such as an XLA custom call (:mod:`.xla_ffi`): builds or loads its single-state
-        and vectorised batch libraries now."""
-        single, batch = self._library(group, "single"), self._library(group, "batch")
+        and (``batch``) vectorised batch libraries now; without ``batch``, ``EntryPoints.batch`` is 0
+        (batches run the loop entry)."""
+        single = self._library(group, "single")
+        vec = self._library(group, "batch") if batch else None
         spec = self._spec(kname)
         info = self.kernels.get(kname)
         addr = lambda f: int(ctypes.cast(f, ctypes.c_void_p).value)   # noqa: E731
-        return EntryPoints(addr(single.single[kname]), addr(single.loop[kname]), addr(batch.batch[kname]),
-                           batch.lanes, info.flops["total"] if info else 10000, int(self.threads),
+        return EntryPoints(addr(single.single[kname]), addr(single.loop[kname]), addr(vec.batch[kname]) if vec else 0,
+                           (vec or single).lanes, info.flops["total"] if info else 10000, int(self.threads),
                            *_input_checks(self.model, spec))
 
     def prepare_batch(self):
