@@ -261,3 +261,20 @@ def test_the_first_build_is_announced_like_plain_calls(monkeypatch, tmp_path, ca
     g = function(sd.rnea, model)
     assert rel_err(np.asarray(jax.jit(g)(q, v, a)), sd.rnea(model, q, v, a)) < 1e-12
     assert "sparsedyn: building native" not in capsys.readouterr().err
+
+
+def test_a_first_jit_builds_one_library_and_vmap_the_vectorised_one(monkeypatch, tmp_path):
+    """The first jit of one state builds the kernel's single-state library alone (a user waits for one
+    build); a jit of ``vmap`` (its mapped axis hidden from the function) builds the vectorised library
+    and runs it: its results are the compiled model's batch call, bit for bit (the same vector code)."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+    model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=12)
+    q, v, a = state(model, 1, (20,))
+    kernels = lambda: sorted(p.name for p in tmp_path.glob("sd_*.so") if not p.name.startswith("sd_xla"))  # noqa
+    f = function(sd.rnea, model)
+    assert rel_err(np.asarray(jax.jit(f)(q[0], v[0], a[0])), sd.rnea(model, q[0], v[0], a[0])) < 1e-12
+    assert len(kernels()) == 1
+    got = np.asarray(jax.jit(jax.vmap(f))(q, v, a))
+    assert len(kernels()) == 2
+    want = sd.compile(model).rnea(q, v, a)
+    assert got.tobytes() == want.tobytes()
