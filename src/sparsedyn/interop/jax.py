@@ -219,7 +219,7 @@ class _Native:
     def __init__(self, model, spec, fingerprint, compiler):
         from ..codegen.owned import CompiledKernels
         from ..kernels import Owned
-        self.model, self.spec = model, spec
+        self.model, self.spec, self.openmp = model, spec, compiler.openmp
         # The single-state library now; the vectorised one when a call is batched (its build would
         # double a first jit's wait); no fast path for one-state calls from Python (XLA calls C).
         self.ck = CompiledKernels(_Owner(model, spec, fingerprint), Owned(model, (spec,), fingerprint), compiler,
@@ -247,6 +247,7 @@ class _Native:
         return dict(
             f_single=np.int64(e.single), f_loop=np.int64(e.loop), f_batch=np.int64(e.batch), lanes=np.int64(e.lanes),
             sizes=ints(sizes), flops=np.int64(e.flops), max_threads=np.int64(e.threads),
+            split=np.int64(not self.openmp),           # without OpenMP the handler runs the threads
             qins=ints(k for k, _ in e.quaternions), quats=ints(e.quaternions[0][1] if e.quaternions else [0]),
             tol=np.float64(e.quaternion_tol), kernel=spec.name,
             names="\n".join(list(spec.inputs) + list(spec.outputs)), joints="\n".join(qjoints))
