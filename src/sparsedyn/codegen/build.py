@@ -6,7 +6,7 @@ Compiler
     is found there, or the one found cannot build a shared library (a compiler
     without the C library's headers), the *pip compiler*: clang as ``zig cc`` from
     the ``ziglang`` package, which installs with sparsedyn (:func:`pip_compiler`).
-    It has no OpenMP runtime: batches run on one thread.  The compiler's identity
+    It has no OpenMP runtime: the runtime splits batches over threads.  The compiler's identity
     (``--version`` first line) and flags are part of every library key.
 
 Target

@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["pip_compiler", "is_pip_compiler", "describe", "target", "compiler_env", "zig_cache_dir"]
+__all__ = ["pip_compiler", "is_pip_compiler", "describe", "batch_threads", "target", "compiler_env", "zig_cache_dir"]
 
 
 def pip_compiler():
@@ -97,6 +97,12 @@ def compiler_env(argv, cwd, root):
         return None
     return dict(os.environ, ZIG_GLOBAL_CACHE_DIR=str(zig_cache_dir(root)),
                 ZIG_LOCAL_CACHE_DIR=str(Path(cwd) / "zig-local"))
+
+
+def batch_threads(compiler) -> str:
+    """Who runs a batch's threads for kernels of ``compiler``: OpenMP where it has it, else
+    sparsedyn (the runtime's thread pool, or the XLA handler's threads), one per core either way."""
+    return "OpenMP" if compiler.openmp else "sparsedyn's (no OpenMP)"
 
 
 _target = None
