@@ -288,6 +288,7 @@ def test_batches_built_by_the_pip_compiler_run_on_several_threads(tmp_path, monk
     V, T = rng.normal(size=(N, m.nv)), rng.normal(size=(N, m.nv))
     with sd.use_backend("native", deterministic=True):
         got = sd.aba(m, Q, V, T)
+    plain = got
     assert len(chunks) == 4 and sum(n for n, _, _ in chunks) == N
     assert len({name for _, name, _ in chunks}) == 4 and all(n.startswith("sparsedyn-batch") for _, n, _ in chunks)
     k.threads = 1                                # the object plain calls use
@@ -307,3 +308,8 @@ def test_batches_built_by_the_pip_compiler_run_on_several_threads(tmp_path, monk
     got = loop.aba(np.asarray(Q), V, T)
     assert len(chunks) == 4
     assert all(got[i].tobytes() == loop.aba(Q[i], V[i], T[i]).tobytes() for i in range(0, N, max(1, N // 50)))
+    # A compiled object of its own whose first call is a batch: the same vector code, the same results.
+    vec = sd.compile(m, vectorize=True)
+    vec.threads = 4
+    chunks.clear()
+    assert vec.aba(np.asarray(Q), V, T).tobytes() == plain.tobytes() and len(chunks) == 4

@@ -451,12 +451,13 @@ class KernelSet:
             else:
                 _in_threads(lambda n, p: f(n, *p, 1), N, ptrs, sizes, threads, 1)
         elif N > 1:
-            fb = self._library(group, "batch").batch[kname]
+            vec = self._library(group, "batch")
+            fb = vec.batch[kname]
 
             def batch(check):
                 if sizes is None:
                     return fb(N, *ptrs, threads, check)
-                status = _in_threads(lambda n, p: fb(n, *p, 1, check), N, ptrs, sizes, threads, self.lanes)
+                status = _in_threads(lambda n, p: fb(n, *p, 1, check), N, ptrs, sizes, threads, max(1, vec.lanes))
                 return 0 if 0 in status else 2 if 2 in status else 1
 
             status = batch(recheck is not None)
