@@ -71,7 +71,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import toolchain
-from .toolchain import describe, is_pip_compiler, pip_compiler, target  # noqa: F401 (re-exported)
+from .toolchain import describe, is_pip_compiler, machine_id, pip_compiler, target  # noqa: F401 (re-exported)
 
 __all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "pip_compiler", "describe",
            "target", "cache_dir", "build_library", "DEFAULT_FLAGS", "BuildError"]
@@ -232,20 +232,6 @@ def _probe(argv, tmp):
     return Compiler(argv, " | ".join(ident), list(_BASE_FLAGS) + flags, openmp, libs)
 
 
-def _machine_id() -> str:
-    """What identifies this machine's CPU and compiler installation for the probe cache."""
-    import platform
-    h = hashlib.sha256(platform.node().encode() + platform.machine().encode())
-    try:
-        with open("/proc/cpuinfo", "rb") as f:
-            for line in f:
-                if line.startswith((b"model name", b"flags", b"Features")):
-                    h.update(line)
-    except OSError:
-        h.update(platform.processor().encode())
-    return h.hexdigest()
-
-
 def find_compiler():
     """The :class:`Compiler` to use, or ``None``: the system's (``$SPARSEDYN_CC``, ``$CC`` or the
     ``PATH``'s), else, unless one was named explicitly, the pip compiler (:func:`pip_compiler`).
@@ -275,7 +261,7 @@ def _probed_compiler(argv):
         if key in _probed:
             return _probed[key]
         d = cache_dir()
-        pkey = hashlib.sha256(repr((key, _machine_id(), sys.version, _PROBE_VERSION)).encode()).hexdigest()[:32]
+        pkey = hashlib.sha256(repr((key, machine_id(), sys.version, _PROBE_VERSION)).encode()).hexdigest()[:32]
         pfile = d / f"probe_{pkey}.json"
         comp = None
         try:

@@ -5,6 +5,7 @@
 * :func:`target`: the platform and the CPU's instruction-set features, where ``-march=native`` code
   built here runs: part of every key, recorded in every kernel manifest;
 * :func:`describe`: one line naming a compiler, for build lines and reports;
+* :func:`machine_id`: the machine's CPU and name, which key the cached probes of compilers;
 * :func:`compiler_env`: the environment the pip compiler runs in: zig's caches inside sparsedyn's
   build cache, never the user's ``~/.cache/zig``.
 
@@ -28,7 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["pip_compiler", "is_pip_compiler", "describe", "batch_threads", "target", "compiler_env", "zig_cache_dir"]
+__all__ = ["pip_compiler", "is_pip_compiler", "describe", "batch_threads", "target", "compiler_env", "zig_cache_dir",
+           "machine_id"]
 
 
 def pip_compiler():
@@ -103,6 +105,20 @@ def batch_threads(compiler) -> str:
     """Who runs a batch's threads for kernels of ``compiler``: OpenMP where it has it, else
     sparsedyn (the runtime's thread pool, or the XLA handler's threads), one per core either way."""
     return "OpenMP" if compiler.openmp else "sparsedyn's (no OpenMP)"
+
+
+def machine_id() -> str:
+    """What identifies this machine's CPU and compiler installation for the probe cache."""
+    import platform
+    h = hashlib.sha256(platform.node().encode() + platform.machine().encode())
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            for line in f:
+                if line.startswith((b"model name", b"flags", b"Features")):
+                    h.update(line)
+    except OSError:
+        h.update(platform.processor().encode())
+    return h.hexdigest()
 
 
 _target = None
