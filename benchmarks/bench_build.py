@@ -2,7 +2,8 @@
 
     nice -n 10 .venv/bin/python benchmarks/bench_build.py                      # the default table
     nice -n 10 .venv/bin/python benchmarks/bench_build.py --models chain100 --kernels rnea aba --timeout 120
-    nice -n 10 .venv/bin/python benchmarks/bench_build.py --models g1 --compilers system pip   # zig cc beside cc
+    nice -n 10 .venv/bin/python benchmarks/bench_build.py --models g1 --compilers system pip \
+        --kernels rnea minv rnea_derivatives aba_derivatives         # zig cc beside cc, compilers hidden
 
 Each (model, kernel) cell runs in its own process with a fresh build cache
 (``SPARSEDYN_CACHE_DIR`` a new temporary directory) and a wall-clock limit
@@ -18,10 +19,15 @@ Each (model, kernel) cell runs in its own process with a fresh build cache
 * ``wall``: the cell's wall-clock seconds, the process's start and imports included;
 * ``mode``: the code shape chosen for the program (``unrolled`` or ``loops``: see
   ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units;
+* ``run us``: microseconds of one state through the built library's loop entry (``sd_K_loop``, 200
+  states, one thread: no Python in the timing; best of 20 rounds), or with ``--variant batch`` of one
+  state of the vectorised entry (``sd_K_batch``, 256 states, one thread);
 * ``compiler``: ``system`` (the first of ``cc``, ``gcc``, ``clang`` on ``PATH``) or ``pip``
-  (``zig cc`` of the ``ziglang`` package: the compiler of a machine without one).  zig keeps its own
-  cache of compiled objects; each cell's sources carry a unique comment so that it compiles them
-  afresh (its once-per-machine setup of the C library is not counted).
+  (``zig cc`` of the ``ziglang`` package), run as on a machine without a C compiler: the cell's
+  ``PATH`` an empty directory and ``CC`` unset, as the suite's test of the pip compiler runs it.
+  zig's once-per-machine setup (the C library's stubs, in the fresh cache's ``zig-<version>``) is
+  part of the probe, before the timed build, and reported apart as ``setup``: the compiler's
+  probe, in seconds of wall clock.
 
 Models: ``chainN`` (:func:`sparsedyn.serial_chain`, N revolute links), ``treeN`` (a random
 branched tree of N bodies), ``humanoid`` (the built-in one), ``g1`` (Unitree G1, 35 dof),
@@ -77,8 +83,10 @@ def cell(model_name, kernel_name, variant="single"):
     from sparsedyn.codegen.trace import trace
     model = load(model_name)
     spec = kernel_of(model, kernel_name)
+    t_probe = time.perf_counter()
     compiler = build.find_compiler()
-    salt = f"/* {uuid.uuid4()} */\n"            # a source zig's object cache has not seen
+    setup = time.perf_counter() - t_probe
+    salt = f"/* {uuid.uuid4()} */\n"            # a source no compiler cache has seen
 
     def cpu():              # CPU seconds of this process and of the compiler processes it ran
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -91,11 +99,44 @@ def cell(model_name, kernel_name, variant="single"):
     c2, t2 = cpu(), time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         os.chmod(d, 0o700)
-        build.build_library("0" * 40, sources, compiler, directory=build.Path(d))
-    c3, t3 = cpu(), time.perf_counter()
+        lib, _ = build.build_library("0" * 40, sources, compiler, directory=build.Path(d))
+        c3, t3 = cpu(), time.perf_counter()
+        run = run_time(lib, model, spec, variant)
     return {"trace": t1 - t0, "emit": t2 - t1, "cc": t3 - t2, "nodes": len(prog.nodes), "units": len(units),
-            "mode": cemit.code_shape(prog, variant), "cpu_py": c2 - c0, "cpu_cc": c3 - c2,
-            "compiler": build.describe(compiler)}
+            "mode": cemit.code_shape(prog, variant), "cpu_py": c2 - c0, "cpu_cc": c3 - c2, "setup": setup,
+            "run": run, "compiler": build.describe(compiler)}
+
+
+def run_time(lib, model, spec, variant):
+    """Seconds of one state through the library's loop entry (``single``) or its vectorised batch
+    entry (``batch``), one thread, best of 20 rounds."""
+    import ctypes
+
+    import numpy as np
+    rng = np.random.default_rng(0)
+    n = 200 if variant == "single" else 256
+    shapes = spec.shapes(model)
+    xs = []
+    for name in spec.inputs:
+        shape = tuple(shapes[name])
+        one = (lambda: model.random_configuration(rng)) if shape == (model.nq,) and name.startswith("q") \
+            else (lambda: rng.normal(size=shape))
+        xs.append(np.ascontiguousarray(np.stack([one() for _ in range(n)])))
+    ys = [np.zeros((n,) + tuple(shapes[name])) for name in spec.outputs]
+    ptrs = [ctypes.c_void_p(a.ctypes.data) for a in xs + ys]
+    if variant == "single":
+        f = getattr(lib, f"sd_{spec.name}_loop")
+        call = lambda: f(ctypes.c_long(n), *ptrs, ctypes.c_int(1))                 # noqa: E731
+    else:
+        f = getattr(lib, f"sd_{spec.name}_batch")
+        call = lambda: f(ctypes.c_long(n), *ptrs, ctypes.c_int(1), ctypes.c_int(0))  # noqa: E731
+    call()
+    best = float("inf")
+    for _ in range(20):
+        t0 = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - t0)
+    return best / n
 
 
 def compiler_env(which):
@@ -104,10 +145,12 @@ def compiler_env(which):
     if which == "pip":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
         from sparsedyn.codegen import build
-        zig = build.pip_compiler()
-        if zig is None:
+        if build.pip_compiler() is None:
             raise SystemExit("the pip compiler is not installed (pip install ziglang)")
-        env["SPARSEDYN_CC"] = " ".join(zig)
+        for var in ("CC", "SPARSEDYN_CC", "SPARSEDYN_CFLAGS", "ZIG_GLOBAL_CACHE_DIR", "ZIG_LOCAL_CACHE_DIR"):
+            env.pop(var, None)
+        empty = tempfile.mkdtemp(prefix="sparsedyn-no-compiler-")      # a PATH without cc, gcc, clang
+        env["PATH"] = empty
     return env
 
 
@@ -142,10 +185,10 @@ def main(argv=None):
         print(json.dumps(cell(*a.cell)))
         return
     print(f"cold builds ({a.variant} variant, fresh cache, one kernel per process), {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}; seconds")
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; seconds")
     print(f"{'model':<14}{'kernel':<20}{'cc':<7}{'mode':<9}{'nodes':>9}{'units':>6}{'trace':>7}{'emit':>7}{'cc':>8}"
-          f"{'wall':>8}{'cpu py':>8}{'cpu cc':>8}")
-    used = {}
+          f"{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'setup':>7}{'run us':>9}")
+    used, rows = {}, {}
     for m in a.models:
         for k in a.kernels:
             for c in a.compilers:
@@ -157,11 +200,21 @@ def main(argv=None):
                 elif "error" in r:
                     print(f"{head}error: {r['error']}", flush=True)
                 else:
-                    used[c] = r["compiler"]
+                    used[c], rows[(m, k, c)] = r["compiler"], r
                     print(f"{head}{r['mode']:<9}{r['nodes']:>9}{r['units']:>6}{r['trace']:>7.2f}{r['emit']:>7.2f}"
-                          f"{r['cc']:>8.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}", flush=True)
+                          f"{r['cc']:>8.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}{r['setup']:>7.2f}"
+                          f"{r['run'] * 1e6:>9.2f}", flush=True)
     for c, desc in used.items():
         print(f"{c}: {desc}")
+    if {"system", "pip"} <= set(a.compilers):
+        print("pip / system:  cc wall, cpu cc, run")
+        for m in a.models:
+            for k in a.kernels:
+                s, p = rows.get((m, k, "system")), rows.get((m, k, "pip"))
+                if s and p:
+                    print(f"{m:<14}{k:<20}{p['cc'] / s['cc']:>6.2f}{p['cpu_cc'] / s['cpu_cc']:>8.2f}"
+                          f"{p['run'] / s['run']:>6.2f}")
+    print(f"load average at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,14 @@ compiled kernel through ``jax.pure_callback``; ``replay``: the traced program as
   mapped to the tangent space by the chart, see ``sparsedyn.interop.jax``).
 
 Numbers are reported, never asserted (the machine may be loaded: minimum over short rounds).
+
+``--cold``: instead, the wait of a user's first ``jax.jit``, each in a fresh process: *empty cache*
+(a new build cache: the compiler's probe, the FFI handler and the model's kernel are built), *warm
+cache* (a new process, the same cache: everything loads), then a *later* jit in that process (another
+kernel's function, its library from the cache), as wall-clock and CPU seconds (the process and its
+compiler processes); ``--compilers system pip`` as in ``bench_build.py``.
+
+    .venv/bin/python benchmarks/bench_jax.py --cold --models humanoid talos_reduced --compilers system pip
 """
 
 import argparse
@@ -93,13 +101,67 @@ def _fmt(r):
             f"| {sb / nb:.2f} | {err:.1e} | {jj:.2f} | {tj:.1f} | {nj:.1f} | {rel:.1e} |")
 
 
+COLD = """
+import os, resource, sys, time
+def cpu():
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+import numpy as np, jax
+jax.config.update("jax_enable_x64", True)
+import sparsedyn as sd
+from sparsedyn.interop import jax as sdj
+sys.path.insert(0, sys.argv[2])
+from bench_compiled import load_bench_model
+model = load_bench_model(sys.argv[1])
+rng = np.random.default_rng(0)
+q, v, a = model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
+out = []
+for name in ("rnea", "aba"):
+    c0, t0 = cpu(), time.perf_counter()
+    jax.jit(sdj.function(getattr(sd, name), model))(q, v, a).block_until_ready()
+    out += [time.perf_counter() - t0, cpu() - c0]
+print(" ".join(f"{x:.3f}" for x in out))
+"""
+
+
+def cold(models, compilers):
+    """The first jit with an empty build cache, with a warm one, and a later jit (see the docstring)."""
+    import subprocess
+    import tempfile
+
+    from bench_build import compiler_env
+    print(f"first jax.jit, {os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
+          "seconds, wall / CPU")
+    print("| model | compiler | empty cache: first jit | warm cache: first jit | later jit |\n|---|---|---|---|---|")
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in models:
+        for which in compilers:
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(compiler_env(which), SPARSEDYN_CACHE_DIR=cache)
+                rows = []
+                for _ in range(2):
+                    r = subprocess.run([sys.executable, "-c", COLD, name, here], env=env, capture_output=True,
+                                       text=True)
+                    if r.returncode != 0:
+                        raise SystemExit(r.stderr[-3000:])
+                    rows.append([float(x) for x in r.stdout.split()[-4:]])
+            (w0, c0, _, _), (w1, c1, w2, c2) = rows
+            print(f"| {name} | {which} | {w0:.2f} / {c0:.2f} | {w1:.2f} / {c1:.2f} | {w2:.2f} / {c2:.2f} |",
+                  flush=True)
+    print(f"load average at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["talos_reduced"])
     ap.add_argument("--kernels", nargs="+", default=["rnea", "aba"], choices=sorted(DERIV))
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--replay", action="store_true", help="also time the jax.numpy replay road (jit takes seconds)")
+    ap.add_argument("--cold", action="store_true", help="the first jit with an empty / a warm build cache")
+    ap.add_argument("--compilers", nargs="+", choices=("system", "pip"), default=["system"])
     args = ap.parse_args(argv)
+    if args.cold:
+        return cold(args.models, args.compilers)
     import jax
     jax.config.update("jax_enable_x64", True)
     roads = ["native", "callback"] + (["replay"] if args.replay else [])

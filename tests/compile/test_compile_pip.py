@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -69,21 +70,34 @@ CHILD = CALLS + textwrap.dedent("""
     cm = sd.compile(m)
     print(json.dumps({"hidden": hidden, "CC": os.environ.get("CC"), "compiled": cm.compiled, "built": cm.built,
                       "argv": cm._compiler.argv if cm.compiled else None,
-                      "pip": build.pip_compiler(), "openmp": cm._compiler.openmp if cm.compiled else None}))
+                      "pip": build.pip_compiler(), "openmp": cm._compiler.openmp if cm.compiled else None,
+                      "ziglang": __import__("importlib.metadata").metadata.version("ziglang")}))
 """)
 
 
 def _without_compilers(cache):
     """The environment of a child process on a machine without a C compiler: ``PATH`` an empty
     directory (the child is started by the interpreter's absolute path), ``CC``, ``CXX`` and their
-    sparsedyn counterparts unset, ``cache`` its build cache."""
+    sparsedyn counterparts unset, ``cache`` its build cache; ``HOME`` a fresh directory (where zig
+    would keep its own cache, ``~/.cache/zig``, were it not pointed into the build cache)."""
     env = subprocess_env(cache)
-    for var in ("CC", "CXX", "SPARSEDYN_CC", "SPARSEDYN_CXX", "SPARSEDYN_CFLAGS"):
+    for var in ("CC", "CXX", "SPARSEDYN_CC", "SPARSEDYN_CXX", "SPARSEDYN_CFLAGS", "XDG_CACHE_HOME",
+                "ZIG_GLOBAL_CACHE_DIR", "ZIG_LOCAL_CACHE_DIR"):
         env.pop(var, None)
     empty = Path(cache).parent / "empty-path"
     empty.mkdir(exist_ok=True)
     env["PATH"] = str(empty)
+    home = Path(cache).parent / "home"
+    home.mkdir(exist_ok=True)
+    env["HOME"] = str(home)
     return env
+
+
+def _zig_files(cache):
+    """The files zig left: in the child's home (``~/.cache``) and in the build cache ``cache``."""
+    home = Path(cache).parent / "home"
+    return sorted(p for p in home.rglob("*")), sorted(p for p in Path(cache).rglob("*") if p.is_file()
+                                                       and any(q.name.startswith("zig") for q in p.parents))
 
 
 def _run_child(tmp_path, cache, kernels, model="floating-tree"):
@@ -128,6 +142,16 @@ def test_without_a_system_compiler_the_pip_compiler_builds_native_kernels_equal_
     assert sorted(ours) == sorted(zig)
     differ = [k for k in ours if ours[k].shape != zig[k].shape or ours[k].tobytes() != zig[k].tobytes()]
     assert not differ, f"{build.describe(build.find_compiler())} and the pip compiler differ on {differ}"
+    # zig kept its cache inside the build cache, not in the user's home, and kept no copy of what
+    # it compiled (no object, no library: its local cache went with each build's temporary
+    # directory), only the C library's stubs of its first link.
+    home, kept = _zig_files(tmp_path / "cache")
+    assert home == [] and kept, (home, kept)
+    assert {p.relative_to(tmp_path / "cache").parts[0] for p in kept} == {f"zig-{info['ziglang']}"}
+    assert not [p for p in kept if p.suffix == ".o" and p.name.startswith("u") or p.name in ("lib.so", "mod.so")]
+    assert {p.name for p in kept if p.suffix == ".so" or ".so." in p.name} <= {
+        "libc.so.6", "libm.so.6", "libmvec.so.1", "libld.so.2", "libresolv.so.2", "libpthread.so.0", "libdl.so.2",
+        "librt.so.1", "libutil.so.1"}
 
 
 def test_a_cache_travels_to_a_machine_without_a_compiler(tmp_path, monkeypatch, capsys):
@@ -206,3 +230,86 @@ def test_a_system_compiler_that_cannot_build_gives_way_to_the_pip_compiler(tmp_p
     assert c is not None and c.argv == build.pip_compiler() and "pip compiler (ziglang)" in build.describe(c)
     monkeypatch.setenv("SPARSEDYN_CC", str(fake))
     assert build.find_compiler() is None
+
+
+def test_the_pip_compiler_links_without_compiler_rt_unless_a_library_needs_it(tmp_path, monkeypatch):
+    """zig's compiler-rt (built on its first use: seconds of CPU) is left out of the link; a library
+    that calls one of its functions (here a 128-bit division: ``__divti3``) is linked again with it,
+    loads, and computes what the C semantics give."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "_probed", {})
+    zig = build._probed_compiler(build.pip_compiler())
+    assert zig is not None and build.NO_RTLIB in zig.libs
+    assert not list((tmp_path / "cache").glob("zig-*/o/*/libcompiler_rt.a"))    # the probe did without it
+    key = "1" * 40
+    src = textwrap.dedent("""
+        __attribute__((visibility("default"))) const char *sd_cache_key(void) { return "KEY"; }
+        __attribute__((visibility("default"))) long long sd_div(long long a, long long b, long long c) {
+          return (long long)(((__int128)a * b) / c);
+        }
+    """).replace("KEY", key)
+    lib, built = build.build_library(key, [src], zig)
+    assert built and list((tmp_path / "cache").glob("zig-*/o/*/libcompiler_rt.a"))
+    import ctypes
+    f = lib.sd_div
+    f.restype, f.argtypes = ctypes.c_longlong, [ctypes.c_longlong] * 3
+    a, b, c = 3 << 60, 5 << 57, (1 << 62) + 1                # the product needs 121 bits
+    assert f(a, b, c) == (a * b) // c
+
+
+def test_batches_built_by_the_pip_compiler_run_on_several_threads(tmp_path, monkeypatch):
+    """The pip compiler has no OpenMP: a plain batched call on the native road splits its states over
+    threads in the runtime instead, and gives what the same library gives on one thread, bit for bit,
+    and what one-state calls give (bit for bit for the scalar loop; within rounding of the vector
+    code, whose sin and cos come from the vector math library)."""
+    from sparsedyn.codegen import native, runtime
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SPARSEDYN_CC", " ".join(build.pip_compiler()))
+    monkeypatch.setattr(build, "_probed", {})
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 4)      # four threads whatever this machine has
+    chunks = []
+    in_threads = runtime._in_threads
+
+    def spy(call, N, *a):
+        # Each chunk waits for the others before it runs: they finish only if they all run at once.
+        meet = threading.Barrier(a[-2], timeout=120)
+        return in_threads(lambda n, p: chunks.append((n, threading.current_thread().name, meet.wait()))
+                          or call(n, p), N, *a)
+    monkeypatch.setattr(runtime, "_in_threads", spy)
+    m = sd.random_tree(8, branching=1.5, joint_types="all", seed=11, floating_base=True)
+    rng = np.random.default_rng(5)
+    k = sd.compile(m)
+    assert k is native.shared(m) and not k._compiler.openmp and k.threads == 4
+    with sd.use_backend("native", deterministic=True):
+        sd.aba(m, m.random_configuration(rng), np.zeros(m.nv), np.zeros(m.nv))     # builds the kernels
+    flops = k.kernels["aba"].flops["total"]
+    N = int(4 * 1e10 * 0.005 / flops) + 4 * k.lanes          # enough work for four threads (runtime's rule)
+    Q = [m.random_configuration(rng).tolist() for _ in range(N)]           # plain lists, as users pass them
+    V, T = rng.normal(size=(N, m.nv)), rng.normal(size=(N, m.nv))
+    with sd.use_backend("native", deterministic=True):
+        got = sd.aba(m, Q, V, T)
+    plain = got
+    assert len(chunks) == 4 and sum(n for n, _, _ in chunks) == N
+    assert len({name for _, name, _ in chunks}) == 4 and all(n.startswith("sparsedyn-batch") for _, n, _ in chunks)
+    k.threads = 1                                # the object plain calls use
+    chunks.clear()
+    with sd.use_backend("native", deterministic=True):
+        one = sd.aba(m, Q, V, T)
+    assert not chunks and got.tobytes() == one.tobytes()
+    from conftest import rel_err, rounding_bound
+    for i in range(0, N, max(1, N // 50)):
+        single = k.aba(Q[i], V[i], T[i])
+        H = sd.crba(m, np.asarray(Q[i]))
+        assert rel_err(got[i], single) <= rounding_bound(m.nv + m.nbodies, np.linalg.cond(H)), i
+    # The scalar loop (no vector code): chunks of the same function, equal to one-state calls bit for bit.
+    loop = sd.compile(m, vectorize=False)
+    loop.threads = 4
+    chunks.clear()
+    got = loop.aba(np.asarray(Q), V, T)
+    assert len(chunks) == 4
+    assert all(got[i].tobytes() == loop.aba(Q[i], V[i], T[i]).tobytes() for i in range(0, N, max(1, N // 50)))
+    # A compiled object of its own whose first call is a batch: the same vector code, the same results.
+    vec = sd.compile(m, vectorize=True)
+    vec.threads = 4
+    chunks.clear()
+    assert vec.aba(np.asarray(Q), V, T).tobytes() == plain.tobytes() and len(chunks) == 4

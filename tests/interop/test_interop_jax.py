@@ -261,3 +261,45 @@ def test_the_first_build_is_announced_like_plain_calls(monkeypatch, tmp_path, ca
     g = function(sd.rnea, model)
     assert rel_err(np.asarray(jax.jit(g)(q, v, a)), sd.rnea(model, q, v, a)) < 1e-12
     assert "sparsedyn: building native" not in capsys.readouterr().err
+
+
+def test_a_first_jit_builds_one_library_and_vmap_the_vectorised_one(monkeypatch, tmp_path):
+    """The first jit of one state builds the kernel's single-state library alone (a user waits for one
+    build); a jit of ``vmap`` (its mapped axis hidden from the function) builds the vectorised library
+    and runs it: its results are the compiled model's batch call, bit for bit (the same vector code)."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+    model = sd.random_tree(4, joint_types=("revolute", "spherical"), seed=12)
+    q, v, a = state(model, 1, (20,))
+    kernels = lambda: sorted(p.name for p in tmp_path.glob("sd_*.so") if not p.name.startswith("sd_xla"))  # noqa
+    f = function(sd.rnea, model)
+    assert rel_err(np.asarray(jax.jit(f)(q[0], v[0], a[0])), sd.rnea(model, q[0], v[0], a[0])) < 1e-12
+    assert len(kernels()) == 1
+    got = np.asarray(jax.jit(jax.vmap(f))(q, v, a))
+    assert len(kernels()) == 2
+    want = sd.compile(model).rnea(q, v, a)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_kernels_of_the_pip_compiler_run_batches_on_the_handlers_threads(monkeypatch, tmp_path):
+    """Kernels built without OpenMP (the pip compiler) under ``vmap``: the FFI handler splits the
+    states over threads itself (four here, whatever this machine has), in chunks of whole vectors;
+    the results are the compiled batch call's, which runs the same library on one thread, bit for bit."""
+    from sparsedyn.codegen import build, runtime
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SPARSEDYN_CC", " ".join(build.pip_compiler()))
+    monkeypatch.setattr(build, "_probed", {})
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 4)
+    model = sd.random_tree(5, joint_types=("revolute", "spherical"), seed=13, floating_base=True)
+    k = sd.compile(model)
+    assert not k._compiler.openmp
+    f = function(sd.aba, model)
+    jax.jit(f)(*state(model, 2))                                   # builds the single-state library
+    flops = k.kernels["aba"].flops["total"] if "aba" in k.kernels else None
+    if flops is None:
+        k.aba(*state(model, 2))
+        flops = k.kernels["aba"].flops["total"]
+    N = int(4 * 1e10 * 0.005 / flops) + 37                # four threads' worth (the handler's rule), a ragged end
+    q, v, tau = state(model, 3, (N,))
+    got = np.asarray(jax.jit(jax.vmap(f))(q, v, tau))
+    k.threads = 1
+    assert got.tobytes() == k.aba(q, v, tau).tobytes()

@@ -36,7 +36,7 @@ import time
 
 from .. import _checks
 from ..symbolic.trace import UntraceableError
-from . import build
+from . import build, toolchain
 from .compiled_model import CompiledModel
 from .owned import CompiledKernels, compile_owned
 from .runtime import KernelInfo, KernelSet, _progress_fn, find_compiler_or_warn
@@ -123,7 +123,7 @@ def compile_report(model, kernels=DEFAULT_KERNELS, progress=None, vectorize=True
     if cm.compiled:
         c = cm._compiler
         lines.append(f"compiler: {build.describe(c)}; flags: {' '.join(c.flags)}; target: {build.target()}")
-        lines.append(f"batch: {cm.lanes} states per vector, OpenMP {'on' if c.openmp else 'off'}, "
+        lines.append(f"batch: {cm.lanes} states per vector, threads: {toolchain.batch_threads(c)}, "
                      f"single calls via {'the C fast path' if cm.fastcall else 'ctypes'}")
     else:
         lines.append("no C compiler: NumPy fallback (flop counts below are still from the IR)")
@@ -149,7 +149,7 @@ def build_info() -> str:
     """Lines saying how native kernels are built here: the compiler (the system's or the pip
     compiler, or none: NumPy answers), the target (platform and CPU features) and the cache."""
     c = build.find_compiler()
-    lines = [f"compiler: {build.describe(c)}" + ("" if c is None else f"; OpenMP {'on' if c.openmp else 'off'}")]
+    lines = [f"compiler: {build.describe(c)}" + ("" if c is None else f"; batch threads: {toolchain.batch_threads(c)}")]
     if c is None:
         lines.append("  no C compiler: plain calls answer on NumPy (install gcc or clang, or pip install ziglang)")
     lines += [f"target: {build.target()}", f"cache: {build.cache_dir()}"]

@@ -6,7 +6,7 @@ Compiler
     is found there, or the one found cannot build a shared library (a compiler
     without the C library's headers), the *pip compiler*: clang as ``zig cc`` from
     the ``ziglang`` package, which installs with sparsedyn (:func:`pip_compiler`).
-    It has no OpenMP runtime: batches run on one thread.  The compiler's identity
+    It has no OpenMP runtime: the runtime splits batches over threads.  The compiler's identity
     (``--version`` first line) and flags are part of every library key.
 
 Target
@@ -70,7 +70,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from .toolchain import describe, is_pip_compiler, pip_compiler, target  # noqa: F401 (re-exported)
+from . import toolchain
+from .toolchain import describe, is_pip_compiler, machine_id, pip_compiler, target  # noqa: F401 (re-exported)
 
 __all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "pip_compiler", "describe",
            "target", "cache_dir", "build_library", "DEFAULT_FLAGS", "BuildError"]
@@ -93,8 +94,14 @@ SKIP_PASSES = ("-fno-tree-dse", "-fno-dse", "-fno-tree-dominator-opts", "-fno-tr
 #: pointers: no debug information (a third of its time), no SLP vectorizer (two thirds of the rest on
 #: straight-line kernels; it reassociates nothing, so results stay equal), the frame pointer's
 #: register back for the kernels.  Measured on g1's rnea_derivatives, one translation unit: 1.27 ->
-#: 0.29 s of compiler CPU (gcc: 0.24 s).  Dropped when the compiler rejects them (gcc).
-CLANG_FLAGS = ("-g0", "-fno-slp-vectorize", "-fomit-frame-pointer")
+#: 0.29 s of compiler CPU (gcc: 0.24 s).  ``-Xclang=-O1``: clang's own ``-O1`` pipeline after zig's
+#: ``-O2`` (no GVN, lighter scheduling): g1's rnea, minv, rnea_derivatives and aba_derivatives build
+#: in 12 % less compiler CPU, run as fast, single state and batched, with equal results bit for bit.
+#: Dropped when the compiler rejects them (gcc).
+CLANG_FLAGS = ("-g0", "-fno-slp-vectorize", "-fomit-frame-pointer", "-Xclang=-O1")
+#: Link flag of the pip compiler: no compiler-rt (see :mod:`.toolchain`); kept when a probe links
+#: without it under ``--no-undefined``, and dropped for a link that needs it.
+NO_RTLIB = "-rtlib=none"
 _BASE_FLAGS = ("-fPIC", "-std=gnu11", "-w")
 
 
@@ -124,13 +131,16 @@ class Compiler:
         return f"Compiler({' '.join(self.argv)!r}, flags={' '.join(self.flags)!r}, openmp={self.openmp})"
 
     def run(self, args, cwd):
-        r = subprocess.run(self.argv + list(args), cwd=cwd, capture_output=True, text=True)
+        """Run the compiler with ``args`` in ``cwd`` (a private temporary directory of the build cache,
+        where the pip compiler also keeps its local cache); :class:`BuildError` when it fails."""
+        r = subprocess.run(self.argv + list(args), cwd=cwd, capture_output=True, text=True,
+                           env=toolchain.compiler_env(self.argv, cwd, cache_dir()))
         if r.returncode != 0:
             raise BuildError(f"{' '.join(self.argv + list(args))} failed:\n{r.stderr[-4000:]}")
         return r
 
 
-_PROBE_VERSION = 7
+_PROBE_VERSION = 8
 _probe_lock = threading.Lock()
 _probed: dict = {}
 
@@ -160,15 +170,18 @@ def _compiler_command():
 
 def _probe(argv, tmp):
     """``Compiler`` for ``argv`` or ``None`` when it cannot build a shared library."""
+    pip = is_pip_compiler(argv)
+    env = toolchain.compiler_env(argv, tmp, cache_dir())
     try:
-        ver = subprocess.run(argv + ["--version"], capture_output=True, text=True, timeout=60)
+        ver = subprocess.run(argv + ["--version"], capture_output=True, text=True, timeout=60, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
     if ver.returncode != 0:
         return None
     name = ver.stdout.splitlines()[0].strip() if ver.stdout.strip() else "unknown"
-    if is_pip_compiler(argv):
-        zv = subprocess.run(argv[:1] + ["version"], capture_output=True, text=True)
+    if pip:
+        toolchain.prune_zig_caches(cache_dir())
+        zv = subprocess.run(argv[:1] + ["version"], capture_output=True, text=True, env=env)
         name = f"zig cc {zv.stdout.strip()} ({name})"
     # The CPU features -march=native resolves to (so caches never mix CPUs).
     ident = [name, target()]
@@ -179,12 +192,20 @@ def _probe(argv, tmp):
     # the compiler accepts but has no runtime for (zig cc) is refused here, not at dlopen.
     strict = ["-Wl,--no-undefined"] if sys.platform.startswith("linux") else []
 
+    rt = []
+
     def ok(flags, name="probe", libs=("-lm",)):
         r = subprocess.run(argv + list(_BASE_FLAGS) + list(flags) + ["-shared"] + strict
-                           + ["-o", f"{name}.so", f"{name}.c"] + list(libs), cwd=tmp, capture_output=True, text=True)
+                           + ["-o", f"{name}.so", f"{name}.c"] + rt + list(libs), cwd=tmp, capture_output=True,
+                           text=True, env=env)
         return r.returncode == 0
 
-    if not ok(opt):
+    # The pip compiler without compiler-rt where the probe links without it (see .toolchain).
+    if pip and strict:
+        rt.append(NO_RTLIB)
+        if not ok(opt):
+            rt.clear()
+    if not rt and not ok(opt):
         return None
     flags = list(opt)
     if not os.environ.get("SPARSEDYN_CFLAGS"):
@@ -199,7 +220,7 @@ def _probe(argv, tmp):
     openmp = ok(flags + ["-fopenmp"], "omp")
     if openmp:
         flags.append("-fopenmp")
-    libs = ["-lm"]
+    libs = rt + ["-lm"]
     # glibc's libmvec (vector sin/cos for the batched kernels), x86-64 only.
     (Path(tmp) / "mvec.c").write_text(
         "typedef double v2 __attribute__((vector_size(16)));\n"
@@ -207,22 +228,8 @@ def _probe(argv, tmp):
         "v2 sd_probe2(v2 x) { return _ZGVbN2v_sin(x) + _ZGVbN2v_cos(x); }\n")
     if strict and ok(flags, "mvec", ("-lmvec", "-lm")):
         flags.append("-DSD_LIBMVEC")
-        libs.insert(0, "-lmvec")
+        libs.insert(len(rt), "-lmvec")
     return Compiler(argv, " | ".join(ident), list(_BASE_FLAGS) + flags, openmp, libs)
-
-
-def _machine_id() -> str:
-    """What identifies this machine's CPU and compiler installation for the probe cache."""
-    import platform
-    h = hashlib.sha256(platform.node().encode() + platform.machine().encode())
-    try:
-        with open("/proc/cpuinfo", "rb") as f:
-            for line in f:
-                if line.startswith((b"model name", b"flags", b"Features")):
-                    h.update(line)
-    except OSError:
-        h.update(platform.processor().encode())
-    return h.hexdigest()
 
 
 def find_compiler():
@@ -254,7 +261,7 @@ def _probed_compiler(argv):
         if key in _probed:
             return _probed[key]
         d = cache_dir()
-        pkey = hashlib.sha256(repr((key, _machine_id(), sys.version, _PROBE_VERSION)).encode()).hexdigest()[:32]
+        pkey = hashlib.sha256(repr((key, machine_id(), sys.version, _PROBE_VERSION)).encode()).hexdigest()[:32]
         pfile = d / f"probe_{pkey}.json"
         comp = None
         try:
@@ -560,8 +567,7 @@ def _build_library(key, sources, compiler, progress=None, directory=None):
             order = sorted(range(len(names)), key=lambda k: -len(sources[k]))
             with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
                 list(pool.map(cc, [names[k] for k in order]))
-            link = list(compiler.flags) + ["-shared", "-o", "lib.so"] + [f"{n}.o" for n in names] + list(compiler.libs)
-            compiler.run(link, cwd=tmp)
+            _link(compiler, ["-shared", "-o", "lib.so"] + [f"{n}.o" for n in names], tmp)
             _seal(tmp / "lib.so", tmp / "lib.sha256", so)
             os.chmod(tmp / "lib.so", 0o700)
             os.replace(tmp / "lib.so", so)
@@ -572,6 +578,18 @@ def _build_library(key, sources, compiler, progress=None, directory=None):
         if lib is None:
             raise BuildError(f"the freshly built library {so} does not verify")
         return lib, True
+
+
+def _link(compiler, args, cwd):
+    """Link with ``compiler``'s flags and libraries; without compiler-rt (``-rtlib=none``, the pip
+    compiler) every symbol must resolve (``--no-undefined``), else the link is made again with it."""
+    libs = list(compiler.libs)
+    if NO_RTLIB in libs:
+        try:
+            return compiler.run(list(compiler.flags) + args + ["-Wl,--no-undefined"] + libs, cwd=cwd)
+        except BuildError:
+            libs.remove(NO_RTLIB)
+    return compiler.run(list(compiler.flags) + args + libs, cwd=cwd)
 
 
 def python_tag() -> str:

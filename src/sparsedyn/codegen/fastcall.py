@@ -492,7 +492,10 @@ def _build(compiler, includes, modname, path, side, d):
     try:
         (tmp / "fastcall.c").write_text(FASTCALL_SOURCE.replace("MODNAME", modname))
         flags = [f for f in compiler.flags if f != "-fopenmp"]
-        compiler.run(flags + ["-O2"] + [f"-I{i}" for i in includes] + ["-shared", "-o", "mod.so", "fastcall.c"],
+        # No compiler-rt for the pip compiler's link either (see .toolchain); not --no-undefined: an
+        # extension module leaves Python's symbols to the interpreter.
+        rt = [f for f in compiler.libs if f == build.NO_RTLIB]
+        compiler.run(flags + ["-O2"] + [f"-I{i}" for i in includes] + ["-shared", "-o", "mod.so", "fastcall.c"] + rt,
                      cwd=tmp)
         build._seal(tmp / "mod.so", tmp / "mod.sha256", path)
         os.replace(tmp / "mod.so", path)

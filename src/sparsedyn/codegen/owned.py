@@ -44,9 +44,11 @@ class CompiledKernels(KernelSet):
     (False on the NumPy fallback), ``kernels`` (``{name: KernelInfo}`` of the kernels built).
 
     ``vectorize``: ``None`` (default) or ``True`` build the vectorised batch library with the
-    single-state one, ``False`` never (batches loop over the scalar code, in C, on all cores)."""
+    single-state one, ``False`` never (batches loop over the scalar code, in C, on all cores).
+    ``fastcall=False``: no C fast path for one-state calls (for a caller that calls the entry points
+    without Python, such as XLA: its extension module is not built)."""
 
-    def __init__(self, owner, owned, compiler, progress=None, vectorize=None):
+    def __init__(self, owner, owned, compiler, progress=None, vectorize=None, fastcall=True):
         super().__init__(owned.model, compiler, progress, vectorize,
                          owner=False if owned.fingerprint is None else "owner " + owned.fingerprint)
         self.owner = owner
@@ -66,7 +68,7 @@ class CompiledKernels(KernelSet):
         single = self._start(batch=vectorize is not False) if ks else None
         if single is not None:
             self.lanes = single.lanes
-            fast = _fast_module(self._compiler)
+            fast = _fast_module(self._compiler) if fastcall else None
             if fast is not None:
                 for k in ks:
                     self._fast[k.name] = self._fast_kernel_checked(fast, single, k)

@@ -371,16 +371,18 @@ class KernelSet:
                            tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
                            (_checks.QUAT_TOL, groups) if groups else None)
 
-    def entry_points(self, kname, group="main") -> "EntryPoints":
+    def entry_points(self, kname, group="main", batch=True) -> "EntryPoints":
         """The C entry points of kernel ``kname`` (of library ``group``) for a caller that calls them
         without Python, such as an XLA custom call (:mod:`.xla_ffi`): builds or loads its single-state
-        and vectorised batch libraries now."""
-        single, batch = self._library(group, "single"), self._library(group, "batch")
+        and (``batch``) vectorised batch libraries now; without ``batch``, ``EntryPoints.batch`` is 0
+        (batches run the loop entry)."""
+        single = self._library(group, "single")
+        vec = self._library(group, "batch") if batch else None
         spec = self._spec(kname)
         info = self.kernels.get(kname)
         addr = lambda f: int(ctypes.cast(f, ctypes.c_void_p).value)   # noqa: E731
-        return EntryPoints(addr(single.single[kname]), addr(single.loop[kname]), addr(batch.batch[kname]),
-                           batch.lanes, info.flops["total"] if info else 10000, int(self.threads),
+        return EntryPoints(addr(single.single[kname]), addr(single.loop[kname]), addr(vec.batch[kname]) if vec else 0,
+                           (vec or single).lanes, info.flops["total"] if info else 10000, int(self.threads),
                            *_input_checks(self.model, spec))
 
     def prepare_batch(self):
@@ -434,21 +436,63 @@ class KernelSet:
         single = self._library(group, "single")
         threads = self._threads_for(kname, N)
         vectorized = N > 1 and self.vectorize is not False and N >= 2 * self.lanes
+        # Without OpenMP (the pip compiler has none) the states are split over threads here.
+        sizes = None if threads < 2 or self._compiler.openmp else \
+            [int(np.prod(c, dtype=np.int64)) for c in core] + [int(np.prod(shapes[n], dtype=np.int64))
+                                                               for n in spec.outputs]
         if recheck is not None and not vectorized:
             recheck()
         if N == 1:
             single.single[kname](*ptrs)
         elif N > 1 and not vectorized:
-            single.loop[kname](N, *ptrs, threads)
+            f = single.loop[kname]
+            if sizes is None:
+                f(N, *ptrs, threads)
+            else:
+                _in_threads(lambda n, p: f(n, *p, 1), N, ptrs, sizes, threads, 1)
         elif N > 1:
-            fb = self._library(group, "batch").batch[kname]
-            status = fb(N, *ptrs, threads, recheck is not None)
+            vec = self._library(group, "batch")
+            fb = vec.batch[kname]
+
+            def batch(check):
+                if sizes is None:
+                    return fb(N, *ptrs, threads, check)
+                status = _in_threads(lambda n, p: fb(n, *p, 1, check), N, ptrs, sizes, threads, max(1, vec.lanes))
+                return 0 if 0 in status else 2 if 2 in status else 1
+
+            status = batch(recheck is not None)
             if status == 2:                      # a value failed the kernel's checks: say which
                 recheck()
-                status = fb(N, *ptrs, threads, 0)
+                status = batch(0)
             if not status:
                 raise MemoryError(f"{kname}: the batched kernel could not allocate its work space")
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _in_threads(call, N, ptrs, sizes, threads, step):
+    """``call(n, pointers)`` on ``threads`` contiguous chunks of the ``N`` states at once (each chunk
+    starting at a multiple of ``step`` states; ``ptrs``: the arrays' addresses, ``sizes``: their
+    float64 elements per state); returns the calls' results.  The calls run on a pool of threads
+    shared by all compiled objects (ctypes releases the GIL while C runs): the batch threads of a
+    library built without OpenMP."""
+    global _pool
+    per = -(-N // threads)
+    per = -(-per // step) * step
+    chunks = [(s, min(per, N - s)) for s in range(0, N, per)]
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < len(chunks):
+            from concurrent.futures import ThreadPoolExecutor
+            if _pool is not None:
+                _pool.shutdown(wait=False)       # its running calls finish; new ones go to the larger pool
+            _pool = ThreadPoolExecutor(max_workers=max(len(chunks), os.cpu_count() or 1),
+                                       thread_name_prefix="sparsedyn-batch")
+        pool = _pool
+    futures = [pool.submit(call, n, [p + s * z * 8 for p, z in zip(ptrs, sizes)]) for s, n in chunks]
+    return [f.result() for f in futures]
 
 
 def _unit_configuration(spec, name, shape, model):

@@ -17,7 +17,9 @@ Per call (``n`` buffers, inputs first, all float64):
 * ``N = 1`` calls the single-state entry ``sd_K``; a batch of at least two vector widths calls
   the vectorised batch entry ``sd_K_batch`` (lanes across states, OpenMP threads), a shorter one
   the loop entry ``sd_K_loop``; the thread count follows the kernel's flop count as
-  :meth:`.runtime.KernelSet._threads_for` chooses it.
+  :meth:`.runtime.KernelSet._threads_for` chooses it.  Kernels built without OpenMP (attribute
+  ``split``: the pip compiler has none) get their states split over POSIX threads by the handler,
+  contiguous chunks starting at multiples of the vector width, each entry called on one thread.
 
 The handler answers XLA's metadata query (the FFI version of the headers it was built against)
 as the C++ binding of ``xla/ffi/api/ffi.h`` does.  :func:`load_handler` returns the loaded library
@@ -64,6 +66,7 @@ def _dispatch_source() -> str:
 
 SOURCE = r"""
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +76,41 @@ SOURCE = r"""
 DISPATCH
 
 typedef XLA_FFI_CallFrame Frame;
+
+/* A chunk of states for one thread: the batch entry (kind 1) or the loop entry (kind 0). */
+typedef struct { int kind, nb, ret; intptr_t f; long n; P p[MAXBUF]; } Job;
+
+static void *run_job(void *arg) {
+  Job *j = (Job *)arg;
+  if (j->kind) j->ret = call_batch(j->f, j->n, 1, j->nb, j->p);
+  else { call_loop(j->f, j->n, 1, j->nb, j->p); j->ret = 1; }
+  return NULL;
+}
+
+/* N states in t contiguous chunks (starting at multiples of step) on t threads, this one included;
+   0 when a chunk's batch entry could not allocate its work space. */
+static int in_threads(int kind, intptr_t f, long N, int t, int nb, P *p, const int64_t *sizes, long step) {
+  enum { MAXT = 64 };
+  Job jobs[MAXT];
+  pthread_t th[MAXT];
+  int started[MAXT] = {0}, k = 0, ok = 1;
+  if (t > MAXT) t = MAXT;
+  long per = (N + t - 1) / t;
+  per = (per + step - 1) / step * step;
+  for (long s = 0; s < N && k < t; s += per, k++) {
+    jobs[k].kind = kind; jobs[k].f = f; jobs[k].nb = nb; jobs[k].ret = 0;
+    jobs[k].n = N - s < per ? N - s : per;
+    for (int i = 0; i < nb; i++) jobs[k].p[i] = p[i] + s * (sizes[i] > 0 ? sizes[i] : 0);
+  }
+  for (int i = 1; i < k; i++) started[i] = pthread_create(&th[i], NULL, run_job, &jobs[i]) == 0;
+  run_job(&jobs[0]);
+  for (int i = 1; i < k; i++) {
+    if (started[i]) pthread_join(th[i], NULL);
+    else run_job(&jobs[i]);                 /* no thread to be had: this one runs the chunk */
+  }
+  for (int i = 0; i < k; i++) ok &= jobs[i].ret != 0;
+  return ok;
+}
 
 /* The attribute ``name`` of type ``type`` (NULL when missing). */
 static const void *attr(const Frame *cf, const char *name, XLA_FFI_AttrType type) {
@@ -140,7 +178,7 @@ static XLA_FFI_Error *metadata(const Frame *cf) {
 __attribute__((visibility("default"))) XLA_FFI_Error *sd_xla_call(XLA_FFI_CallFrame *cf) {
   if (cf->extension_start && cf->extension_start->type == XLA_FFI_Extension_Metadata) return metadata(cf);
   if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
-  int64_t f_single = 0, f_loop = 0, f_batch = 0, lanes = 1, flops = 0, max_threads = 1;
+  int64_t f_single = 0, f_loop = 0, f_batch = 0, lanes = 1, flops = 0, max_threads = 1, split = 0;
   double tol = 0.0;
   const XLA_FFI_Array *sz = array(cf, "sizes"), *qa = array(cf, "qins"), *qo = array(cf, "quats");
   XLA_FFI_ByteSpan kernel = string(cf, "kernel"), names = string(cf, "names"), joints = string(cf, "joints");
@@ -149,6 +187,7 @@ __attribute__((visibility("default"))) XLA_FFI_Error *sd_xla_call(XLA_FFI_CallFr
         && scalar(cf, "f_batch", XLA_FFI_DataType_S64, &f_batch, 8) && scalar(cf, "lanes", XLA_FFI_DataType_S64, &lanes, 8)
         && scalar(cf, "flops", XLA_FFI_DataType_S64, &flops, 8)
         && scalar(cf, "max_threads", XLA_FFI_DataType_S64, &max_threads, 8)
+        && scalar(cf, "split", XLA_FFI_DataType_S64, &split, 8)
         && scalar(cf, "tol", XLA_FFI_DataType_F64, &tol, 8) && sz && qa && qo))
     return BAD("%.*s: the compiled call is missing attributes", (int)kernel.len, kernel.ptr);
   const int64_t *sizes = (const int64_t *)sz->data, *qins = (const int64_t *)qa->data, *quats = (const int64_t *)qo->data;
@@ -202,13 +241,12 @@ __attribute__((visibility("default"))) XLA_FFI_Error *sd_xla_call(XLA_FFI_CallFr
   double want = (double)N * (double)flops / 1e10 / 0.005;
   int t = want < 1.0 ? 1 : (want > (double)max_threads ? (int)max_threads : (int)want);
   if (t < 1) t = 1;
-  if (f_batch != 0 && N >= 2 * lanes) {
-    if (!call_batch(f_batch, N, t, (int)n, p))
-      return fail(cf, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "%.*s: the batched kernel could not allocate its work "
-                  "space", (int)kernel.len, kernel.ptr);
-  } else {
-    call_loop(f_loop, N, t, (int)n, p);
-  }
+  const int vec = f_batch != 0 && N >= 2 * lanes;
+  const int ok = split && t > 1 ? in_threads(vec, vec ? f_batch : f_loop, N, t, (int)n, p, sizes, vec ? lanes : 1)
+                 : vec ? call_batch(f_batch, N, t, (int)n, p) : (call_loop(f_loop, N, t, (int)n, p), 1);
+  if (!ok)
+    return fail(cf, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "%.*s: the batched kernel could not allocate its work "
+                "space", (int)kernel.len, kernel.ptr);
   return NULL;
 }
 """.replace("DISPATCH", _dispatch_source()).replace("MAXBUF", str(MAX_BUFFERS))
@@ -257,7 +295,8 @@ def _build(compiler, include_dir, path, side, d):
     try:
         (tmp / "sd_xla_ffi.c").write_text(SOURCE)
         flags = [f for f in compiler.flags if f not in ("-fopenmp", "-O1")]
-        compiler.run(flags + ["-O2", f"-I{include_dir}", "-shared", "-o", "mod.so", "sd_xla_ffi.c"] + list(compiler.libs),
+        compiler.run(flags + ["-O2", "-pthread", f"-I{include_dir}", "-shared", "-o", "mod.so", "sd_xla_ffi.c"]
+                     + list(compiler.libs),
                      cwd=tmp)
         build._seal(tmp / "mod.so", tmp / "mod.sha256", path)
         os.replace(tmp / "mod.so", path)

@@ -213,22 +213,41 @@ def _announcer(model, name):
 
 
 class _Native:
-    """One kernel spec of one model compiled (``sparsedyn.compile`` of a one-kernel owner), and the
-    attributes with which the FFI handler calls its entry points."""
+    """One kernel spec of one model compiled (the compiled kernels of a one-kernel owner), and the
+    attributes with which the FFI handler calls its entry points (:meth:`attrs`)."""
 
-    def __init__(self, model, spec, fingerprint):
-        from ..codegen.api import compile as compile_
-        self.model, self.spec = model, spec
-        # Single-state and batch libraries both (whether vmap will batch is not known when tracing).
-        self.ck = compile_(_Owner(model, spec, fingerprint), vectorize=True, progress=_announcer(model, spec.name))
-        e = self.ck.entry_points(spec.name)
+    def __init__(self, model, spec, fingerprint, compiler):
+        from ..codegen.owned import CompiledKernels
+        from ..kernels import Owned
+        self.model, self.spec, self.openmp = model, spec, compiler.openmp
+        # The single-state library now; the vectorised one when a call is batched (its build would
+        # double a first jit's wait); no fast path for one-state calls from Python (XLA calls C).
+        self.ck = CompiledKernels(_Owner(model, spec, fingerprint), Owned(model, (spec,), fingerprint), compiler,
+                                  _announcer(model, spec.name), vectorize=False, fastcall=False)
+        self.ck.vectorize = True                  # the callback road's batches: the vectorised library
+        self._attrs = {}
+        self._lock = threading.Lock()
+
+    def attrs(self, batched):
+        """The handler's attributes: the entry points (the vectorised batch entry when ``batched``, its
+        library built now; else 0: the handler then loops over the scalar entry), the size of one state
+        of every argument, the thread policy and the checks."""
+        with self._lock:
+            if batched not in self._attrs:
+                self._attrs[batched] = self._make_attrs(batched)
+            return self._attrs[batched]
+
+    def _make_attrs(self, batched):
+        model, spec = self.model, self.spec
+        e = self.ck.entry_points(spec.name, batch=batched)
         shapes = spec.shapes(model)
         sizes = [int(np.prod(shapes[n], dtype=int)) for n in list(spec.inputs) + list(spec.outputs)]
         qjoints = [model.joint_names[i] for i, j in enumerate(model.joints) if j.type in ("spherical", "free")]
         ints = lambda xs: np.array(list(xs) or [-1], dtype=np.int64)   # noqa: E731  (never an empty array)
-        self.attrs = dict(
+        return dict(
             f_single=np.int64(e.single), f_loop=np.int64(e.loop), f_batch=np.int64(e.batch), lanes=np.int64(e.lanes),
             sizes=ints(sizes), flops=np.int64(e.flops), max_threads=np.int64(e.threads),
+            split=np.int64(not self.openmp),           # without OpenMP the handler runs the threads
             qins=ints(k for k, _ in e.quaternions), quats=ints(e.quaternions[0][1] if e.quaternions else [0]),
             tol=np.float64(e.quaternion_tol), kernel=spec.name,
             names="\n".join(list(spec.inputs) + list(spec.outputs)), joints="\n".join(qjoints))
@@ -265,7 +284,7 @@ class _Function:
         if self.backend == "auto":
             if jax.default_backend() != "cpu" or not x64 or self.model.nbodies == 0 or self.model.nv == 0:
                 return "replay"
-            if self._compiled() is None:
+            if self._compiled_beside_handler() is None:
                 return "replay"
             if _ffi_target()[0] is not None:
                 return "native"
@@ -273,7 +292,7 @@ class _Function:
         if not x64:
             raise ValueError(f"{self.kname}: backend={self.backend!r} computes in float64: enable "
                              "jax.config.update('jax_enable_x64', True), or use backend='replay'")
-        if self._compiled() is None:
+        if (self._compiled_beside_handler() if self.backend == "native" else self._compiled()) is None:
             raise RuntimeError(f"{self.kname}: backend={self.backend!r} needs a C compiler (none was found, see "
                                "the CompilerNotFoundWarning); backend='replay' runs without one")
         if self.backend == "native":
@@ -283,14 +302,27 @@ class _Function:
                                    "backend='callback' runs the compiled kernel without it")
         return self.backend
 
+    def _compiled_beside_handler(self):
+        """:meth:`_compiled`, while the FFI handler is built or loaded (once per process) in another
+        thread: on a machine's first jit both builds share its cores."""
+        if _registered_target or self._native is not None:
+            return self._compiled()
+        handler = threading.Thread(target=_ffi_target, name="sparsedyn-ffi-handler", daemon=True)
+        handler.start()
+        try:
+            return self._compiled()
+        finally:
+            handler.join()
+
     def _compiled(self):
         """The :class:`_Native` kernel (built or loaded on first use), or ``None`` without a compiler."""
         if self._native is None:
             with self._lock:
                 if self._native is None:
                     from ..codegen.runtime import find_compiler_or_warn
-                    self._native = False if find_compiler_or_warn() is None else \
-                        _Native(self.model, self.spec, self.fingerprint)
+                    compiler = find_compiler_or_warn()
+                    self._native = False if compiler is None else \
+                        _Native(self.model, self.spec, self.fingerprint, compiler)
         return self._native or None
 
     # --- the calls ----------------------------------------------------------------------------------
@@ -340,7 +372,11 @@ class _Function:
         batch = arrays[0].shape[:arrays[0].ndim - len(self.in_shapes[0])] if arrays else ()
         shapes = [jax.ShapeDtypeStruct(batch + s, np.float64) for s in self.out_shapes]
         if road == "native":
-            return tuple(jax.ffi.ffi_call(_TARGET, shapes, vmap_method="broadcast_all")(*arrays, **nat.attrs))
+            # Batched: batch axes here, or a vmap around (its tracers hide the mapped axis); JAX's
+            # tracer class is recognised by name (no import of JAX's private modules).
+            batched = bool(batch) or any(type(a).__name__ == "BatchTracer" for a in arrays)
+            return tuple(jax.ffi.ffi_call(_TARGET, shapes, vmap_method="broadcast_all")(*arrays,
+                                                                                       **nat.attrs(batched)))
         def host(*xs):
             self._check_values(xs)
             return nat.numpy(*xs)
