@@ -109,6 +109,9 @@ body it is rigidly attached to (-1: the world) at its compiled pose: ``sphere``,
 groups 0 to 2 by default, geoms of those groups are ``"visual"``; geoms that collide (``contype`` or
 ``conaffinity`` non-zero) are ``"collision"``; a geom may be both.  Colours: the geom's ``rgba``, or its
 material's when the geom keeps the default one.  ``friction``: the geom's sliding friction.  Height fields and SDF geoms are listed in the warning.
+Collision geometries carry MuJoCo's collision filter (``contype``, ``conaffinity``, the parent-child
+filter and ``<contact><exclude>`` as ``exclude``, ``<contact><pair>`` as ``pairs``;
+:mod:`sparsedyn.io.mjcf_geometry`), so that a :class:`~sparsedyn.Scene` checks the pairs MuJoCo checks.
 
 Equality constraints and what is left out
 -----------------------------------------
@@ -262,10 +265,10 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
         raise MjcfError(f"{label}: {e}") from None
     notes = extra["notes"]
     if geometry:
-        geoms, skipped = _geometries(m, model, extra)
+        from .mjcf_geometry import geometries           # it reads this module's helpers
+        geoms, geom_notes = geometries(m, model, extra)
         model = model.with_geometry(*geoms)
-        if skipped:
-            notes = notes + [f"{len(skipped)} height field or SDF geom(s) ({_list(skipped)})"]
+        notes = notes + geom_notes
     cs, eq_notes = None, []
     if constraints:
         cs, eq_notes = _constraints(m, model, extra, label)
@@ -441,43 +444,6 @@ def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
         notes.append(f"sites named like another frame, renamed ({_list(renamed_sites)})")
     extra["notes"] = notes + sensor_notes
     return model, extra
-
-
-# mjtGeom values -> our shape names (height fields and SDFs have none)
-_GEOM_SHAPES = {0: "plane", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box", 7: "mesh"}
-_DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
-
-
-def _geometries(m, model, extra):
-    """``(geometries, names of geoms that have no shape here)`` of the compiled model (module docstring)."""
-    from ..model import Geometry
-    out, skipped = [], []
-    for g in range(m.ngeom):
-        name, t = _name(m, "geom", g), int(m.geom_type[g])
-        if t not in _GEOM_SHAPES:
-            skipped.append(name)
-            continue
-        b = int(m.geom_bodyid[g])
-        host, T = extra["host"][b], extra["T_host"][b] @ _pose(_quat_wxyz(m.geom_quat[g]), m.geom_pos[g])
-        size = np.array(m.geom_size[g], float)
-        shape, vertices, faces = _GEOM_SHAPES[t], None, None
-        size = {"plane": 2 * size[:2], "sphere": size[:1], "capsule": [size[0], 2 * size[1]], "ellipsoid": size,
-                "cylinder": [size[0], 2 * size[1]], "box": 2 * size, "mesh": np.ones(3)}[shape]
-        if shape == "mesh":
-            k = int(m.geom_dataid[g])
-            v0, f0 = int(m.mesh_vertadr[k]), int(m.mesh_faceadr[k])
-            vertices = np.array(m.mesh_vert[v0:v0 + int(m.mesh_vertnum[k])], float)
-            faces = np.array(m.mesh_face[f0:f0 + int(m.mesh_facenum[k])], int)
-        rgba = tuple(float(c) for c in m.geom_rgba[g])
-        if int(m.geom_matid[g]) >= 0 and np.allclose(rgba, _DEFAULT_RGBA, rtol=0, atol=1e-6):
-            rgba = tuple(float(c) for c in m.mat_rgba[int(m.geom_matid[g])])
-        body = -1 if host is None else model.body(host)
-        for kind, member in (("visual", int(m.geom_group[g]) <= 2),
-                             ("collision", int(m.geom_contype[g]) != 0 or int(m.geom_conaffinity[g]) != 0)):
-            if member:
-                out.append(Geometry(name, body, _transform(T), shape, tuple(size), kind, None, rgba,
-                                    extra["body_names"][b], vertices, faces, float(m.geom_friction[g][0])))
-    return out, skipped
 
 
 def _model_name(m):
