@@ -141,9 +141,10 @@ from .. import _checks
 from ..model.joints import make_joint
 from ..model.builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
-from ..model.spatial import axis_rotation, from_pose, mcI, quat_to_rot
-from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, composite_body, composite_ok,
-                           map_quaternions, named_joints, xyzw)
+from ..model.spatial import axis_rotation, mcI
+from .mjcf_geometry import geometries
+from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _list, _name, _pose, _quat_wxyz, _transform,
+                           composite_body, composite_ok, map_quaternions, named_joints, xyzw)
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]
 
@@ -191,16 +192,6 @@ def _compile(mujoco, source, assets):
         raise MjcfError(f"{label}: MuJoCo's compiler rejected the model: {msg}") from None
 
 
-def _quat_wxyz(q):
-    q = np.asarray(q, float)
-    return quat_to_rot(np.array([q[1], q[2], q[3], q[0]]) / np.linalg.norm(q))
-
-
-def _transform(T):
-    """Plücker ``child_X_parent`` of the pose ``T`` (4x4) of the child frame in the parent frame."""
-    return from_pose(T[:3, :3], T[:3, 3])
-
-
 def _inertia_in(T, mass, com, Ic):
     """Spatial inertia (6, 6), about the origin of a frame in which the body frame has pose ``T``."""
     R, p = T[:3, :3], T[:3, 3]
@@ -219,16 +210,6 @@ class _Names:
             name, k = f"{base}#{k}", k + 1
         self.used.add(name)
         return name
-
-
-def _name(m, kind, i):
-    n = getattr(m, kind)(i).name
-    return n if n else f"{kind}{i}"
-
-
-def _list(items, n=6):
-    items = list(items)
-    return ", ".join(map(str, items[:n])) + (f", ... ({len(items)} in all)" if len(items) > n else "")
 
 
 def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None, geometry=False,
@@ -265,7 +246,6 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
         raise MjcfError(f"{label}: {e}") from None
     notes = extra["notes"]
     if geometry:
-        from .mjcf_geometry import geometries           # it reads this module's helpers
         geoms, geom_notes = geometries(m, model, extra)
         model = model.with_geometry(*geoms)
         notes = notes + geom_notes

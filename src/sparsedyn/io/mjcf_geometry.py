@@ -25,8 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Geometry
-from .mjcf import _list, _name, _quat_wxyz, _transform
-from .mjcf_joints import _pose
+from .mjcf_joints import _list, _name, _pose, _quat_wxyz, _transform
 
 __all__ = ["geometries"]
 
