@@ -67,7 +67,7 @@ def geometries(m, model, extra):
 
 
 def _geometry(m, model, extra, g, name):
-    """The visual :class:`Geometry` of geom ``g``."""
+    """The visual :class:`~sparsedyn.model.Geometry` of geom ``g``."""
     b = int(m.geom_bodyid[g])
     host, T = extra["host"][b], extra["T_host"][b] @ _pose(_quat_wxyz(m.geom_quat[g]), m.geom_pos[g])
     size = np.array(m.geom_size[g], float)

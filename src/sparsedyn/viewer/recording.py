@@ -15,7 +15,7 @@ class Recording:
     the viewer's server, lock, player and trajectory)."""
 
     def _recorded(self, qs, dt, contacts, fps, what, progress=None):
-        """A viser serializer holding the scene and the trajectory (``qs``, or the one :meth:`play` got),
+        """A viser serializer holding the scene and the trajectory (``qs``, or the one :meth:`~sparsedyn.Viewer.play` got),
         one frame per ``1 / fps`` seconds; ``progress(message)`` is told every 30th frame."""
         with self._lock:
             was = self._playing
@@ -41,8 +41,8 @@ class Recording:
     def record(self, path, qs=None, dt=None, *, contacts=None, fps=30.0, progress=None):
         """Write the scene and a trajectory to a standalone file a colleague can open: ``.html`` (one
         page with everything inside, opened by any browser without Python) or ``.viser`` (viser's
-        recording format).  ``qs``, ``dt``, ``contacts``, ``fps`` as in :meth:`play`; without ``qs``
-        the trajectory given to :meth:`play` (or the configuration shown) is recorded.
+        recording format).  ``qs``, ``dt``, ``contacts``, ``fps`` as in :meth:`~sparsedyn.Viewer.play`; without ``qs``
+        the trajectory given to :meth:`~sparsedyn.Viewer.play` (or the configuration shown) is recorded.
         ``progress``: a callable told ``"record: frame k of n"`` every 30 frames (a long recording
         takes seconds).  Returns the path.
         """
@@ -63,7 +63,7 @@ class Recording:
         return Animation(self._recorded(qs, dt, contacts, fps, "animation").as_html(), height)
 
     def screenshot(self, width=800, height=600, timeout=30.0) -> np.ndarray:
-        """The picture (height, width, 3) uint8 a browser showing :attr:`url` renders now (viser asks the
+        """The picture (height, width, 3) uint8 a browser showing :attr:`~sparsedyn.Viewer.url` renders now (viser asks the
         first connected page to render), on the page's white background.  Raises ``RuntimeError``
         when no page is connected."""
         clients = self._server.get_clients()
