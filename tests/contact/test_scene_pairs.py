@@ -83,6 +83,41 @@ def test_dm_control_scenes_check_the_pairs_mujoco_checks(file):
     assert len(scene.pairs) == len(expected)                              # each pair once
 
 
+@pytest.mark.parametrize("file", ["humanoid.xml", "cheetah.xml"])
+def test_pairs_that_touch_at_random_low_poses_are_the_pairs_mujoco_finds_touching(file, rng):
+    """The filter and the distances together: at random configurations with the base low (limbs
+    through each other and through the floor), the geom pairs that overlap by ``sd.collide`` are those
+    that overlap by ``mj_collision``.  These files hold planes, spheres and capsules, whose distances
+    both compute in closed form, so the two agree to rounding: a band of 1e-9 m about contact keeps a
+    pair grazing within rounding from deciding the comparison."""
+    from sparsedyn.interop import mujoco as mjx
+    path = SUITE / file
+    model = load(path)
+    scene = sd.Scene(model)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    assert set(m.geom_type) <= {0, 2, 3} and not m.geom_margin.any()       # planes, spheres, capsules
+    d = mujoco.MjData(m)
+    name = lambda g: mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g)  # noqa: E731
+    touching = 0
+    for _ in range(6):
+        q = model.random_configuration(rng)
+        if model.joints[0].type == "free":
+            q[2] = 0.3 * rng.random()
+        d.qpos[:] = mjx.q_to_mujoco(model, q)
+        mujoco.mj_forward(m, d)
+        theirs, ours = {}, {}
+        for c in d.contact[:d.ncon]:
+            key = frozenset((name(c.geom[0]), name(c.geom[1])))
+            theirs[key] = min(theirs.get(key, np.inf), c.dist)
+        hits = sd.collide(scene, q)
+        for pair, dist in zip(hits.pairs, hits.distances):
+            ours[frozenset(pair)] = min(ours.get(frozenset(pair), np.inf), dist)
+        for a, b in ((theirs, ours), (ours, theirs)):
+            assert {k for k, x in a.items() if x < -1e-9} <= {k for k, x in b.items() if x < 1e-9}
+        touching += sum(x < -1e-9 for x in ours.values())
+    assert touching >= 10                                  # the poses did put pairs in contact
+
+
 def test_walkers_masks_leave_out_self_collision():
     # walker.xml: the robot's geoms have contype 1, conaffinity 0 (1 & 0 | 1 & 0 = 0 between two of
     # them), the floor conaffinity 1: only robot-floor pairs
