@@ -41,7 +41,8 @@ class Scene:
 
     Attributes: ``model``, ``shapes`` (tuple of :class:`Shape`, robot shapes first; names unique),
     ``pairs`` (``[(name_a, name_b)]``, the checked pairs), ``index`` (P, 2) (their shape indices),
-    ``friction``, ``margin``, ``pair_friction`` (P,), ``cache`` (what :func:`~sparsedyn.collide` derives
+    ``friction``, ``margin``, ``pair_friction`` (P,), ``explicit`` (``{(i, j): friction}`` of the model
+    file's own pairs, MJCF ``<contact><pair>``), ``cache`` (what :func:`~sparsedyn.collide` derives
     from the scene once: coal objects, convex hulls, the pairs grouped by kind).  A scene is
     immutable: :meth:`with_pairs` gives a scene with pairs added or removed.
     """
