@@ -106,6 +106,10 @@ def test_rollout_contacts_are_drawn_at_the_points_with_the_impulse_over_dt(viewe
         np.testing.assert_allclose(lam.sum(0) / DT, [0, 0, weight], rtol=0, atol=1e-6 * weight)
     v.seek(steps * DT)                                       # the last sample: no step after it, no contacts
     assert v._contact_handles == ()
+    v.seek(0.0)
+    v.play(traj.q, DT, loop=False)                           # a plain trajectory: the rollout's contacts go
+    v.pause()
+    assert v._contact_handles == ()
 
 
 def test_scene_of_another_model_and_rollout_without_its_scene_are_refused(viewer_and_scene):

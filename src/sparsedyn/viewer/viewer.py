@@ -441,6 +441,8 @@ class Viewer(Recording):
                                      f"({len(qs)}, 6) or ({len(qs)}, 3), got {F.shape}")
                 per_frame[name] = F[idx]
         with self._lock:
+            if not isinstance(per_frame, list) and isinstance(self._contacts, WorldContacts):
+                self.show_contacts(None)               # a previous rollout's contacts belong to its frames
             self._traj = (qs[idx], per_frame, float(fps))
             self._speed, self._loop = float(speed), bool(loop)
             self._timeline(n, fps)
