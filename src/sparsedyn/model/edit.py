@@ -307,8 +307,9 @@ def append_model(model: Model, other: Model, frame=None, placement=None, prefix:
     mimic = [m._replace(joint=int(idx_a[m.joint]), mimicked=int(idx_a[m.mimicked])) for m in model.mimic]
     mimic += [m._replace(joint=int(idx_o[m.joint]), mimicked=int(idx_o[m.mimicked])) for m in other.mimic]
     geometries = tuple(g if g.body < 0 else g._replace(body=int(idx_a[g.body])) for g in model.geometries)
-    geometries += tuple(g._replace(name=ren(g.name), body=at_body, X=compose(g.X, X_att), **_renamed_filter(g, ren))
-                        if g.body < 0 else g._replace(name=ren(g.name), body=int(idx_o[g.body]), **_renamed_filter(g, ren))
+    geometries += tuple(g._replace(name=ren(g.name), **_renamed_filter(g, ren),
+                                   **(dict(body=at_body, X=compose(g.X, X_att)) if g.body < 0 else
+                                      dict(body=int(idx_o[g.body]))))
                         for g in other.geometries)
     ja, jo = model.joint_dynamics, other.joint_dynamics
     jd = JointDynamics(*(cat(a, o, "v" if i < 3 else "q") for i, (a, o) in enumerate(zip(ja, jo))))
