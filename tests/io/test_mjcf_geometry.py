@@ -62,6 +62,10 @@ def test_geom_poses_equal_mujoco(file, rng):
     supported = {n for g, n in enumerate(names) if mm.geom_type[g] not in (1, 8)}
     assert visual == {n for g, n in enumerate(names) if mm.geom_group[g] <= 2} & supported
     assert collision == {n for g, n in enumerate(names) if mm.geom_contype[g] or mm.geom_conaffinity[g]} & supported
+    # each collision shape carries MuJoCo's bit masks (the pairs they give: tests/contact/test_scene_pairs.py)
+    for g in model.geometry("collision"):
+        k = names.index(g.name)
+        assert (g.contype, g.conaffinity) == (mm.geom_contype[k], mm.geom_conaffinity[k])
 
 
 SHAPES = """<mujoco model="shapes">

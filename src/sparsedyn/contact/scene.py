@@ -7,13 +7,16 @@ link, stay) followed by the world shapes the user adds.  The checked pairs are
 * every robot shape with every world shape;
 * with ``self_collision``: every two robot shapes on different bodies that are not parent and child
   (adjacent links touch at their joint by construction);
+* for a model whose shapes carry MuJoCo's collision filter (an MJCF file's), the pairs MuJoCo checks
+  instead: bit masks, its parent-child filter, ``<contact><exclude>`` and ``<contact><pair>``
+  (:mod:`sparsedyn.contact.scene_pairs`);
 
 less the pairs of links an SRDF disables (``<disable_collisions>``, links named as in the model file).
 Two world shapes never collide, nor two planes (unbounded, they always would).  In a pair ``(a, b)``, ``a`` is a robot shape and ``b`` a world shape,
 or both are robot shapes in scene order; hits' normals point from ``b`` towards ``a``.
 
-Friction of a pair: the larger of the two shapes' coefficients where both give one (MuJoCo's
-rule), the one given where one does, else the scene's ``friction``.
+Friction of a pair: an MJCF ``<pair>``'s own; else the larger of the two shapes' coefficients where
+both give one (MuJoCo's rule), the one given where one does, else the scene's ``friction``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model
+from .scene_pairs import default_pairs
 from .shapes import Shape
 
 __all__ = ["Scene"]
@@ -37,7 +41,8 @@ class Scene:
 
     Attributes: ``model``, ``shapes`` (tuple of :class:`Shape`, robot shapes first; names unique),
     ``pairs`` (``[(name_a, name_b)]``, the checked pairs), ``index`` (P, 2) (their shape indices),
-    ``friction``, ``margin``, ``pair_friction`` (P,), ``cache`` (what :func:`~sparsedyn.collide` derives
+    ``friction``, ``margin``, ``pair_friction`` (P,), ``explicit`` (``{(i, j): friction}`` of the model
+    file's own pairs, MJCF ``<contact><pair>``), ``cache`` (what :func:`~sparsedyn.collide` derives
     from the scene once: coal objects, convex hulls, the pairs grouped by kind).  A scene is
     immutable: :meth:`with_pairs` gives a scene with pairs added or removed.
     """
@@ -59,8 +64,8 @@ class Scene:
                              f"(sd.load_urdf(path, geometry=True), sd.load_mjcf(path, geometry=True))")
         world = [s if s.body < 0 else _on_world(s) for s in world]
         shapes = _unique_names(robot + world)
-        pairs = _default_pairs(model, shapes, self_collision)
-        self._set(model, shapes, pairs, friction, margin)
+        pairs, explicit = default_pairs(model, shapes, self_collision)
+        self._set(model, shapes, pairs, friction, margin, explicit)
         if srdf is not None:
             disabled = getattr(srdf, "disabled_collisions", srdf)
             if isinstance(disabled, (str, bytes)) or not hasattr(disabled, "__iter__"):
@@ -76,15 +81,17 @@ class Scene:
                                          f"no link of model {model.name!r}")
                 drop |= {(a, b), (b, a)}
             keep = [(i, j) for i, j in pairs if (shapes[i].link, shapes[j].link) not in drop]
-            self._set(model, shapes, keep, friction, margin)
+            self._set(model, shapes, keep, friction, margin, explicit)
 
-    def _set(self, model, shapes, pairs, friction, margin):
+    def _set(self, model, shapes, pairs, friction, margin, explicit):
         d = self.__dict__
+        d["explicit"] = explicit                     # {(i, j): friction} of the model file's own pairs
         d["model"], d["shapes"], d["friction"], d["margin"] = model, tuple(shapes), friction, margin
         index = np.array(sorted(set(pairs)), int).reshape(-1, 2)
         index.flags.writeable = False
         d["index"] = index
-        mu = np.array([_pair_friction(shapes[i].friction, shapes[j].friction, friction) for i, j in index], float)
+        mu = np.array([explicit[(i, j)] if (i, j) in explicit else
+                       _pair_friction(shapes[i].friction, shapes[j].friction, friction) for i, j in index], float)
         mu.flags.writeable = False
         d["pair_friction"] = mu
         d["names"] = {s.name: k for k, s in enumerate(shapes)}
@@ -130,7 +137,7 @@ class Scene:
                         p = _ordered(self.shapes, i, j, what)
                         pairs.add(p) if what == "add" else pairs.discard(p)
         out = object.__new__(Scene)
-        out._set(self.model, self.shapes, sorted(pairs), self.friction, self.margin)
+        out._set(self.model, self.shapes, sorted(pairs), self.friction, self.margin, self.explicit)
         return out
 
     def __repr__(self):
@@ -172,22 +179,6 @@ def _ordered(shapes, i, j, who):
     if a.body < 0 or (b.body >= 0 and j < i):
         i, j = j, i
     return i, j
-
-
-def _default_pairs(model, shapes, self_collision):
-    robot = [k for k, s in enumerate(shapes) if s.body >= 0]
-    world = [k for k, s in enumerate(shapes) if s.body < 0]
-    pairs = [(i, j) for i in robot for j in world if (shapes[i].kind, shapes[j].kind) != ("plane", "plane")]
-    if self_collision:
-        parent = model.parent
-        for x, i in enumerate(robot):
-            bi = shapes[i].body
-            for j in robot[x + 1:]:
-                bj = shapes[j].body
-                if bi != bj and parent[bi] != bj and parent[bj] != bi and \
-                        (shapes[i].kind, shapes[j].kind) != ("plane", "plane"):
-                    pairs.append((i, j))
-    return pairs
 
 
 def _pair_friction(ma, mb, default):

@@ -105,6 +105,9 @@ body it is rigidly attached to (-1: the world) at its compiled pose: ``sphere``,
 groups 0 to 2 by default, geoms of those groups are ``"visual"``; geoms that collide (``contype`` or
 ``conaffinity`` non-zero) are ``"collision"``; a geom may be both.  Colours: the geom's ``rgba``, or its
 material's when the geom keeps the default one.  ``friction``: the geom's sliding friction.  Height fields and SDF geoms are listed in the warning.
+Collision geometries carry MuJoCo's collision filter (``contype``, ``conaffinity``, the parent-child
+filter and ``<contact><exclude>`` as ``exclude``, ``<contact><pair>`` as ``pairs``;
+:mod:`sparsedyn.io.mjcf_geometry`), so that a :class:`~sparsedyn.Scene` checks the pairs MuJoCo checks.
 
 Equality constraints and what is left out
 -----------------------------------------
@@ -134,9 +137,10 @@ from .. import _checks
 from ..model.joints import make_joint
 from ..model.builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
-from ..model.spatial import axis_rotation, mcI, quat_to_rot
-from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _pose, _transform, composite_body, composite_ok,
-                          map_quaternions, named_joints, xyzw)
+from ..model.spatial import axis_rotation, mcI
+from .mjcf_geometry import geometries
+from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _list, _name, _pose, _quat_wxyz, _transform,
+                           composite_body, composite_ok, map_quaternions, named_joints, xyzw)
 
 __all__ = ["load_mjcf", "MjcfError", "MjcfWarning", "mjcf_measurements", "MJCF_INSTALL_HINT"]
 
@@ -184,11 +188,6 @@ def _compile(mujoco, source, assets):
         raise MjcfError(f"{label}: MuJoCo's compiler rejected the model: {msg}") from None
 
 
-def _quat_wxyz(q):
-    q = np.asarray(q, float)
-    return quat_to_rot(np.array([q[1], q[2], q[3], q[0]]) / np.linalg.norm(q))
-
-
 def _inertia_in(T, mass, com, Ic):
     """Spatial inertia (6, 6), about the origin of a frame in which the body frame has pose ``T``."""
     R, p = T[:3, :3], T[:3, 3]
@@ -207,16 +206,6 @@ class _Names:
             name, k = f"{base}#{k}", k + 1
         self.used.add(name)
         return name
-
-
-def _name(m, kind, i):
-    n = getattr(m, kind)(i).name
-    return n if n else f"{kind}{i}"
-
-
-def _list(items, n=6):
-    items = list(items)
-    return ", ".join(map(str, items[:n])) + (f", ... ({len(items)} in all)" if len(items) > n else "")
 
 
 def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None, geometry=False,
@@ -253,10 +242,9 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
         raise MjcfError(f"{label}: {e}") from None
     notes = extra["notes"]
     if geometry:
-        geoms, skipped = _geometries(m, model, extra)
+        geoms, geom_notes = geometries(m, model, extra)
         model = model.with_geometry(*geoms)
-        if skipped:
-            notes = notes + [f"{len(skipped)} height field or SDF geom(s) ({_list(skipped)})"]
+        notes = notes + geom_notes
     cs, eq_notes = None, []
     if constraints:
         cs, eq_notes = _constraints(m, model, extra, label)
@@ -432,43 +420,6 @@ def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
         notes.append(f"sites named like another frame, renamed ({_list(renamed_sites)})")
     extra["notes"] = notes + sensor_notes
     return model, extra
-
-
-# mjtGeom values -> our shape names (height fields and SDFs have none)
-_GEOM_SHAPES = {0: "plane", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box", 7: "mesh"}
-_DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
-
-
-def _geometries(m, model, extra):
-    """``(geometries, names of geoms that have no shape here)`` of the compiled model (module docstring)."""
-    from ..model import Geometry
-    out, skipped = [], []
-    for g in range(m.ngeom):
-        name, t = _name(m, "geom", g), int(m.geom_type[g])
-        if t not in _GEOM_SHAPES:
-            skipped.append(name)
-            continue
-        b = int(m.geom_bodyid[g])
-        host, T = extra["host"][b], extra["T_host"][b] @ _pose(_quat_wxyz(m.geom_quat[g]), m.geom_pos[g])
-        size = np.array(m.geom_size[g], float)
-        shape, vertices, faces = _GEOM_SHAPES[t], None, None
-        size = {"plane": 2 * size[:2], "sphere": size[:1], "capsule": [size[0], 2 * size[1]], "ellipsoid": size,
-                "cylinder": [size[0], 2 * size[1]], "box": 2 * size, "mesh": np.ones(3)}[shape]
-        if shape == "mesh":
-            k = int(m.geom_dataid[g])
-            v0, f0 = int(m.mesh_vertadr[k]), int(m.mesh_faceadr[k])
-            vertices = np.array(m.mesh_vert[v0:v0 + int(m.mesh_vertnum[k])], float)
-            faces = np.array(m.mesh_face[f0:f0 + int(m.mesh_facenum[k])], int)
-        rgba = tuple(float(c) for c in m.geom_rgba[g])
-        if int(m.geom_matid[g]) >= 0 and np.allclose(rgba, _DEFAULT_RGBA, rtol=0, atol=1e-6):
-            rgba = tuple(float(c) for c in m.mat_rgba[int(m.geom_matid[g])])
-        body = -1 if host is None else model.body(host)
-        for kind, member in (("visual", int(m.geom_group[g]) <= 2),
-                             ("collision", int(m.geom_contype[g]) != 0 or int(m.geom_conaffinity[g]) != 0)):
-            if member:
-                out.append(Geometry(name, body, _transform(T), shape, tuple(size), kind, None, rgba,
-                                    extra["body_names"][b], vertices, faces, float(m.geom_friction[g][0])))
-    return out, skipped
 
 
 def _model_name(m):

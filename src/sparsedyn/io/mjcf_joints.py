@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.joints import make_joint
-from ..model.spatial import axis_rotation, from_pose
+from ..model.spatial import axis_rotation, from_pose, quat_to_rot
 
 # MuJoCo enum values (mjtJoint; mjtEq's joint equality), stable across versions.
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
@@ -129,3 +129,18 @@ def composite_body(m, b, body_names, joint_names, parent, T0, specs, ball_limits
                       upper=np.array(upper) if bounded else None,
                       arm=np.array(m.dof_armature[da:da + joint.nv], float), mj_body=b, mj_joint=j, mj_joints=js,
                       anchor=anchors[-1]))
+
+
+def _quat_wxyz(q):
+    q = np.asarray(q, float)
+    return quat_to_rot(np.array([q[1], q[2], q[3], q[0]]) / np.linalg.norm(q))
+
+
+def _name(m, kind, i):
+    n = getattr(m, kind)(i).name
+    return n if n else f"{kind}{i}"
+
+
+def _list(items, n=6):
+    items = list(items)
+    return ", ".join(map(str, items[:n])) + (f", ... ({len(items)} in all)" if len(items) > n else "")

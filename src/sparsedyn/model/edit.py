@@ -360,8 +360,9 @@ def _renumbered_records(model, other, idx_a, idx_o, at_body, X_att, ren):
     mimic = [m._replace(joint=int(idx_a[m.joint]), mimicked=int(idx_a[m.mimicked])) for m in model.mimic]
     mimic += [m._replace(joint=int(idx_o[m.joint]), mimicked=int(idx_o[m.mimicked])) for m in other.mimic]
     geometries = tuple(g if g.body < 0 else g._replace(body=int(idx_a[g.body])) for g in model.geometries)
-    geometries += tuple(g._replace(name=ren(g.name), body=at_body, X=compose(g.X, X_att))
-                        if g.body < 0 else g._replace(name=ren(g.name), body=int(idx_o[g.body]))
+    geometries += tuple(g._replace(name=ren(g.name), **_renamed_filter(g, ren),
+                                   **(dict(body=at_body, X=compose(g.X, X_att)) if g.body < 0 else
+                                      dict(body=int(idx_o[g.body]))))
                         for g in other.geometries)
     return fixed, mimic, geometries
 
@@ -377,3 +378,8 @@ def _renamed_sensor(x, ren):
     if getattr(x, "joints", None) is not None:
         y.joints = [ren(n) for n in x.joints]
     return y
+
+
+def _renamed_filter(g, ren):
+    """The collision filter of geometry ``g`` naming the other geometries by their new names."""
+    return dict(exclude=tuple(map(ren, g.exclude)), pairs=tuple((ren(n), mu) for n, mu in g.pairs))

@@ -63,7 +63,7 @@ import numpy as np
 
 from .. import kernels as _kernels
 from .records import (GEOMETRY_KINDS, GEOMETRY_SHAPES, MAX_LENGTH, MAX_MASS, FixedJoint, Frame, Geometry,
-                      JointDynamics, Mimic, ModelError, UnknownNameError, _short, unknown_name)
+                      JointDynamics, Mimic, ModelError, UnknownNameError, _short, collision_filter, unknown_name)
 from .spatial import Transform, identity
 
 __all__ = ["Model", "Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelError", "UnknownNameError", "unknown_name",
@@ -342,7 +342,13 @@ class Model:
                 raise ModelError(f"{who}: friction must be a finite number >= 0, got {g.friction!r}")
             out.append(Geometry(str(g.name), int(g.body), Transform(_frozen(g.X.E), _frozen(g.X.r)), g.shape,
                                 tuple(float(x) for x in size), g.kind, g.mesh, rgba, str(g.link), verts, faces,
-                                friction))
+                                friction, *collision_filter(who, g)))
+        names = {g.name for g in out}
+        for g in out:
+            for other, _ in g.pairs:
+                if other not in names:
+                    raise ModelError(f"model {self.name!r}: geometry {g.name!r}: its pair names no geometry "
+                                     f"{other!r}")
         return tuple(out)
 
     def geometry(self, kind="visual") -> tuple:

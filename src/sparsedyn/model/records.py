@@ -109,6 +109,13 @@ class Geometry(NamedTuple):
     ``link``: the link (URDF) or body (MJCF) of the file that declared it, whose frame may have been
     merged into ``body`` through fixed joints; ``friction``: the Coulomb coefficient the file gave it
     (MJCF: the geom's sliding friction), or ``None``.
+
+    Which pairs a scene (:class:`~sparsedyn.Scene`) checks, as MuJoCo decides them (MJCF): ``contype``
+    and ``conaffinity``, the collision bit masks (two shapes may touch when ``contype_a & conaffinity_b``
+    or ``contype_b & conaffinity_a`` is non-zero; ``None``: no masks, the URDF rule); ``exclude``: the
+    names of the geometries never paired with this one (MuJoCo's parent-child filter and
+    ``<contact><exclude>``); ``pairs``: ``((geometry name, friction), ...)``, pairs checked whatever the
+    masks and exclusions, with their own Coulomb coefficient (``<contact><pair>``).
     """
 
     name: str
@@ -123,6 +130,10 @@ class Geometry(NamedTuple):
     vertices: np.ndarray | None = None
     faces: np.ndarray | None = None
     friction: float | None = None
+    contype: int | None = None
+    conaffinity: int | None = None
+    exclude: tuple = ()
+    pairs: tuple = ()
 
 
 class Mimic(NamedTuple):
@@ -161,3 +172,29 @@ def _short(name, n=80):
     """``repr(name)``, clipped to about ``n`` characters for error messages."""
     r = repr(name)
     return r if len(r) <= n else f"{r[:n - 20]}...{r[-12:]} ({len(str(name))} characters)"
+
+
+def collision_filter(who, g):
+    """``(contype, conaffinity, exclude, pairs)`` of geometry ``g``, checked (:class:`Geometry`)."""
+    masks = []
+    for key in ("contype", "conaffinity"):
+        x = getattr(g, key)
+        if x is not None and (isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 0 <= x < 2 ** 32):
+            raise ModelError(f"{who}: {key} must be a bit mask (an integer in [0, 2**32)) or None, got {x!r}")
+        masks.append(None if x is None else int(x))
+    if (masks[0] is None) != (masks[1] is None):
+        raise ModelError(f"{who}: contype and conaffinity are given together or not at all, got "
+                         f"{g.contype!r} and {g.conaffinity!r}")
+    if isinstance(g.exclude, str) or not all(isinstance(n, str) for n in g.exclude):
+        raise ModelError(f"{who}: exclude must be geometry names, got {g.exclude!r}")
+    pairs = []
+    for entry in g.pairs:
+        try:
+            other, mu = entry
+            mu = float(mu)
+        except (TypeError, ValueError):
+            raise ModelError(f"{who}: pairs takes (geometry name, friction) entries, got {entry!r}") from None
+        if not isinstance(other, str) or not (np.isfinite(mu) and mu >= 0):
+            raise ModelError(f"{who}: pairs takes (geometry name, friction >= 0) entries, got {entry!r}")
+        pairs.append((other, mu))
+    return masks[0], masks[1], tuple(g.exclude), tuple(pairs)

@@ -75,8 +75,9 @@ def shape_mesh(g):
     if g.shape == "plane":
         return c.box(extents=(s[0] or 20.0, s[1] or 20.0, 1e-3))     # an unbounded plane: 20 m wide
     if g.vertices is not None:
-        return trimesh.Trimesh(g.vertices, g.faces, process=False)
-    mesh = read_mesh(g.mesh).copy()
+        mesh = trimesh.Trimesh(g.vertices, g.faces, process=False)
+    else:
+        mesh = read_mesh(g.mesh).copy()
     scale = np.asarray(s, float)
     if np.any(scale != 1.0):
         mesh.apply_transform(np.diag(np.append(scale, 1.0)))            # a negative scale mirrors

@@ -9,7 +9,7 @@ __all__ = ["Animation", "contact_items", "contact_forces"]
 
 
 class Animation:
-    """A recorded scene and trajectory as one standalone HTML page (:meth:`~sparsedyn.viewer.Viewer.animation`): shown
+    """A recorded scene and trajectory as one standalone HTML page (:meth:`~sparsedyn.viewer.recording.Recording.animation`): shown
     inline by notebooks and sphinx-gallery (``_repr_html_``), written with :meth:`save`."""
 
     def __init__(self, html, height=400):

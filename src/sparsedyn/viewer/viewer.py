@@ -26,6 +26,8 @@ from ..model.spatial import pose
 from .framing import camera_pose, posed_points, shape_parts, standing
 from .meshes import need, shape_meshes
 from .overlays import Animation, contact_forces, contact_items
+from .recording import Recording
+from .scene_view import WorldContacts, checked_scene, rollout_contacts, world_geometries
 
 __all__ = ["Viewer", "ViewerWarning", "Animation"]
 
@@ -51,7 +53,7 @@ def _rgb(rgba):
     return tuple(int(round(255 * c)) for c in rgba[:3])
 
 
-class Viewer:
+class Viewer(Recording):
     """A model in a local web page (viser): ``display(q)``, ``play(qs, dt)``, overlays, animations::
 
         viewer = sd.Viewer(sd.load_urdf(path, geometry=True))
@@ -68,7 +70,10 @@ class Viewer:
     in the plane z = 0.  ``compiled``: pose the bodies with the compiled forward kinematics
     (:func:`sparsedyn.compile`, built in the background on first use; NumPy's until it is ready).
     ``verbose``: let viser print its banner, a line per browser connection and one when it stops
-    (quiet by default).
+    (quiet by default).  ``scene``: a :class:`~sparsedyn.Scene` of ``model`` whose world shapes are
+    drawn (:meth:`show_scene`), and in which :meth:`play` draws a rollout's contacts.  Recordings and
+    screenshots: :class:`~sparsedyn.viewer.recording.Recording`'s methods (``record``, ``animation``,
+    ``screenshot``).
 
     New pages open with the camera framed on the shapes at the first configuration; :meth:`stand`
     puts a floating-base robot on the floor.
@@ -79,11 +84,12 @@ class Viewer:
     """
 
     def __init__(self, model, *, kind="visual", host="127.0.0.1", port=8080, q=None, frames=False, com=False,
-                 joint_names=False, ground=True, compiled=True, verbose=False):
+                 joint_names=False, ground=True, compiled=True, verbose=False, scene=None):
         if kind not in GEOMETRY_KINDS:
             raise ValueError(f"kind: expected one of {GEOMETRY_KINDS}, got {kind!r}")
         viser = _viser()
         self.model = model
+        world = scene                              # the name scene is viser's scene graph below
         self._verbose = bool(verbose)
         with contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO()):
             self._server = server = viser.ViserServer(host=host, port=port, verbose=verbose)   # prints its address
@@ -119,7 +125,10 @@ class Viewer:
         self._clock = None
         self._closed = False
         self._kinematics = model                  # the compiled model once its build is done
+        self._scene, self._scene_handles = None, ()
         self._gui()
+        if world is not None:
+            self.show_scene(world)
         self.set_geometry(kind)
         self.display(self._q)
         self._frame_camera()
@@ -245,6 +254,30 @@ class Viewer:
                 rod(self._node(i), "com", inertia_components(model.inertia[i])[1])
         return handles
 
+    def show_scene(self, scene):
+        """Draw the world shapes of ``scene`` (a :class:`~sparsedyn.Scene` of this viewer's model) beside
+        the model's own, in grey, replacing the scene drawn before; :meth:`play` then draws the contacts of
+        a rollout in it."""
+        scene = checked_scene(self.model, scene)
+        with self._lock:
+            for h in self._scene_handles:
+                h.remove()
+            handles = []
+            geoms = world_geometries(scene)
+            meshes, missing, unreadable = shape_meshes(geoms)
+            for k, (g, mesh) in enumerate(zip(geoms, meshes)):
+                if mesh is None:
+                    continue
+                R, p = pose(g.X)
+                handles.append(self._server.scene.add_mesh_simple(
+                    f"/scene/{k}", np.asarray(mesh.vertices, np.float32), np.asarray(mesh.faces, np.uint32),
+                    color=_rgb(g.rgba), wxyz=_wxyz(R), position=np.asarray(p, float)))
+            if missing or unreadable:
+                warnings.warn(f"scene: {len(missing) + len(unreadable)} world mesh(es) cannot be read, not drawn: "
+                              + ", ".join(g.name for g in missing + [g for g, _ in unreadable]), ViewerWarning,
+                              stacklevel=_checks.user_stacklevel())
+            self._scene, self._scene_handles = scene, tuple(handles)
+
     def set_geometry(self, kind):
         """Show the ``"visual"`` or the ``"collision"`` shapes (read on first use)."""
         if kind not in GEOMETRY_KINDS:
@@ -342,16 +375,24 @@ class Viewer:
             self._draw_contacts()
 
     def _draw_contacts(self):
-        names, F = self._contacts
-        Rf, pf = frame_placements(self.model, self._q)
-        idx = [self.model.frame(n) for n in names]
-        f = F[:, 3:] if F.shape[-1] == 6 else F
+        if isinstance(self._contacts, WorldContacts):          # a scene's contacts: points, forces in the world
+            start, force = self._contacts
+        else:
+            names, F = self._contacts
+            Rf, pf = frame_placements(self.model, self._q)
+            idx = [self.model.frame(n) for n in names]
+            f = F[:, 3:] if F.shape[-1] == 6 else F
+            start, force = pf[idx], (Rf[idx] @ f[..., None])[..., 0]
         weight = max(self.model.total_mass * float(np.linalg.norm(self.model.gravity)), 1e-9)
         size = self._size
         scale = self._contact_scale or 0.5 * size / weight
-        start = pf[idx]
-        end = start + scale * (Rf[idx] @ f[..., None])[..., 0]
+        end = start + scale * force
         scene = self._server.scene
+        for h in self._contact_handles:
+            h.remove()
+        if not len(start):
+            self._contact_handles = ()
+            return
         self._contact_handles = (
             scene.add_point_cloud("/overlay/contacts/points", start.astype(np.float32), colors=(230, 30, 30),
                                   point_size=0.03 * size, point_shape="circle"),
@@ -366,10 +407,20 @@ class Viewer:
 
         The trajectory is subsampled to ``fps`` frames per second of trajectory time (a 10 s, 1 kHz
         trajectory shows 300 frames).  ``contacts``: ``{frame: forces (T, 6) or (T, 3)}`` drawn with
-        each frame (see :meth:`show_contacts`).  ``block=True`` returns when the trajectory has played
+        each frame (see :meth:`show_contacts`).  ``qs`` may be a :func:`~sparsedyn.rollout`'s result; one in
+        the scene shown (:meth:`show_scene`) draws its contacts with each frame: a ball at each contact
+        point and an arrow of the contact force, the step's impulse over ``dt``.  ``block=True`` returns when the trajectory has played
         once (``loop`` is then ignored); otherwise it plays in the background (:meth:`pause`,
         :meth:`resume`, :meth:`seek`).
         """
+        world = None
+        if hasattr(qs, "impulses") and hasattr(qs, "q"):               # a rollout
+            if isinstance(qs.impulses, list):                          # in a scene
+                if self._scene is None:
+                    raise ValueError("play: a rollout in a scene draws its contacts in that scene; give it to the "
+                                     "viewer first (Viewer(model, scene=scene) or viewer.show_scene(scene))")
+                world = rollout_contacts(self._scene, np.asarray(qs.q, float), qs.impulses, float(dt))
+            qs = qs.q
         qs = np.asarray(qs, float)
         if qs.ndim != 2 or qs.shape[1] != self.model.nq or len(qs) == 0:
             raise ValueError(f"play: qs must have shape (T, {self.model.nq}) with T >= 1, got {qs.shape}")
@@ -380,7 +431,7 @@ class Viewer:
         duration = (len(qs) - 1) * dt
         n = int(np.floor(duration * fps + 1e-9)) + 1
         idx = np.minimum(np.rint(np.arange(n) / fps / dt).astype(int), len(qs) - 1)
-        per_frame = None
+        per_frame = None if world is None else [world[k] for k in idx]
         if contacts is not None:
             per_frame = {}
             for name, F in contact_items(self.model, contacts):
@@ -390,6 +441,8 @@ class Viewer:
                                      f"({len(qs)}, 6) or ({len(qs)}, 3), got {F.shape}")
                 per_frame[name] = F[idx]
         with self._lock:
+            if not isinstance(per_frame, list) and isinstance(self._contacts, WorldContacts):
+                self.show_contacts(None)               # a previous rollout's contacts belong to its frames
             self._traj = (qs[idx], per_frame, float(fps))
             self._speed, self._loop = float(speed), bool(loop)
             self._timeline(n, fps)
@@ -441,7 +494,11 @@ class Viewer:
         qs, contacts, _ = self._traj
         k = int(min(max(k, 0), len(qs) - 1))
         self._frame = k
-        self.display(qs[k], None if contacts is None else {n: F[k] for n, F in contacts.items()})
+        if isinstance(contacts, list):                 # a scene's contacts (world points and forces) per frame
+            self._contacts = contacts[k]
+            self.display(qs[k])
+        else:
+            self.display(qs[k], None if contacts is None else {n: F[k] for n, F in contacts.items()})
 
     def _seek_frame(self, k):
         self._show_frame(k)
@@ -505,75 +562,6 @@ class Viewer:
                 raise RuntimeError("seek: no trajectory; call play(qs, dt) first")
             self._seek_frame(int(round(float(t) * self._traj[2])))
             self._clock = (time.perf_counter(), self.time)
-
-    # --- output -----------------------------------------------------------------------------
-    def _recorded(self, qs, dt, contacts, fps, what, progress=None):
-        """A viser serializer holding the scene and the trajectory (``qs``, or the one :meth:`play` got),
-        one frame per ``1 / fps`` seconds; ``progress(message)`` is told every 30th frame."""
-        with self._lock:
-            was = self._playing
-            self._playing = False
-            if qs is not None:
-                if dt is None:
-                    raise ValueError(f"{what}: give dt (seconds between the samples of qs)")
-                self.play(qs, dt, contacts=contacts, fps=fps, loop=False)
-                self._playing = False
-            serializer = self._server.get_scene_serializer()
-            if self._traj is not None:
-                n = len(self._traj[0])
-                for k in range(n):
-                    if progress is not None and k % 30 == 0:
-                        progress(f"{what}: frame {k + 1} of {n}")
-                    self._seek_frame(k)
-                    serializer.insert_sleep(1.0 / self._traj[2])
-            else:
-                serializer.insert_sleep(1.0)
-            self._playing = was and qs is None
-        return serializer
-
-    def record(self, path, qs=None, dt=None, *, contacts=None, fps=30.0, progress=None):
-        """Write the scene and a trajectory to a standalone file a colleague can open: ``.html`` (one
-        page with everything inside, opened by any browser without Python) or ``.viser`` (viser's
-        recording format).  ``qs``, ``dt``, ``contacts``, ``fps`` as in :meth:`play`; without ``qs``
-        the trajectory given to :meth:`play` (or the configuration shown) is recorded.
-        ``progress``: a callable told ``"record: frame k of n"`` every 30 frames (a long recording
-        takes seconds).  Returns the path.
-        """
-        from pathlib import Path
-        path = Path(path)
-        if path.suffix not in (".html", ".viser"):
-            raise ValueError(f"record: {path}: the file name must end in .html (a standalone page) or .viser")
-        serializer = self._recorded(qs, dt, contacts, fps, "record", progress)
-        if path.suffix == ".html":
-            path.write_text(serializer.as_html(), encoding="utf-8")
-        else:
-            path.write_bytes(serializer.serialize())
-        return path
-
-    def animation(self, qs=None, dt=None, *, contacts=None, fps=30.0, height=400):
-        """The standalone page of :meth:`record` as an :class:`~sparsedyn.viewer.Animation`, which notebooks and the
-        documentation's tutorials show inline (``height`` pixels high)."""
-        return Animation(self._recorded(qs, dt, contacts, fps, "animation").as_html(), height)
-
-    def screenshot(self, width=800, height=600, timeout=30.0) -> np.ndarray:
-        """The picture (height, width, 3) uint8 a browser showing :attr:`url` renders now (viser asks the
-        first connected page to render), on the page's white background.  Raises ``RuntimeError``
-        when no page is connected."""
-        clients = self._server.get_clients()
-        if not clients:
-            raise RuntimeError(f"screenshot: no browser shows the viewer; open {self.url} first")
-        client = clients[min(clients)]
-        rgba = np.asarray(client.get_render(height=int(height), width=int(width), transport_format="png",
-                                            timeout=timeout), float)
-        if rgba.shape[-1] == 3:
-            return rgba.astype(np.uint8)
-        # The canvas is transparent where nothing is drawn, and the page behind it is white.
-        alpha = rgba[..., 3:] / 255.0
-        return np.rint(rgba[..., :3] * alpha + 255.0 * (1.0 - alpha)).astype(np.uint8)
-
-    def _repr_html_(self):
-        return (f'<iframe src="{self.url}" width="100%" height="500" style="border:none"></iframe>'
-                f'<p>sparsedyn viewer: <a href="{self.url}" target="_blank">{self.url}</a></p>')
 
     def close(self):
         """Stop playing and stop the web server."""

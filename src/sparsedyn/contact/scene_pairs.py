@@ -1,0 +1,54 @@
+"""The pairs a :class:`~sparsedyn.Scene` checks by default: :func:`default_pairs`.
+
+Two rules, by what the model file said of its collision shapes:
+
+* shapes without bit masks (URDF, shapes built by hand): every robot shape with every world shape,
+  and every two robot shapes on different bodies that are not parent and child (adjacent links touch
+  at their joint by construction);
+* shapes with MuJoCo's collision filter (MJCF, :class:`~sparsedyn.model.Geometry`'s ``contype``,
+  ``conaffinity``, ``exclude`` and ``pairs``): the pairs MuJoCo's ``mj_collision`` checks, i.e. two
+  shapes on different bodies whose masks match (``contype_a & conaffinity_b | contype_b &
+  conaffinity_a``), neither excluding the other, plus the explicit pairs whatever their masks.
+
+A world shape the user adds (no masks) meets every robot shape.  Two world shapes never collide, nor
+two planes.  ``self_collision=False`` drops every pair of two robot shapes, explicit ones too.
+"""
+
+from __future__ import annotations
+
+__all__ = ["default_pairs"]
+
+
+def default_pairs(model, shapes, self_collision):
+    """``(pairs [(i, j)], explicit {(i, j): friction})`` over ``shapes`` (robot shapes first, then
+    world shapes; the first ``len(model.geometry("collision"))`` are the model's, in that order).  In
+    a pair, ``i`` is a robot shape and ``j`` a world shape, or both are robot shapes and ``i < j``."""
+    geoms = model.geometry("collision")
+    info = [geoms[k] if k < len(geoms) else None for k in range(len(shapes))]
+    masked = [g is not None and g.contype is not None for g in info]
+    index = {g.name: k for k, g in enumerate(info) if g is not None}
+    exclude = [frozenset(index[n] for n in g.exclude if n in index) if g is not None else frozenset() for g in info]
+    parent = model.parent
+
+    def checked(i, j):
+        a, b = shapes[i], shapes[j]
+        if a.kind == b.kind == "plane" or (b.body >= 0 and not self_collision) or a.body == b.body:
+            return False
+        if j in exclude[i] or i in exclude[j]:
+            return False
+        if masked[i] and masked[j]:
+            return bool(info[i].contype & info[j].conaffinity or info[j].contype & info[i].conaffinity)
+        return b.body < 0 or (parent[a.body] != b.body and parent[b.body] != a.body)
+
+    robot = [k for k, s in enumerate(shapes) if s.body >= 0]
+    world = [k for k, s in enumerate(shapes) if s.body < 0]
+    pairs = [(i, j) for x, i in enumerate(robot) for j in robot[x + 1:] + world if checked(i, j)]
+    explicit = {}
+    for i, g in enumerate(info):
+        for name, mu in (g.pairs if g is not None else ()):
+            a, b = i, index[name]
+            if shapes[a].body < 0 or (shapes[b].body >= 0 and b < a):
+                a, b = b, a
+            if shapes[a].body >= 0 and (shapes[b].body < 0 or self_collision):
+                explicit[(a, b)] = mu
+    return pairs + list(explicit), explicit
