@@ -139,6 +139,7 @@ from ..model.builders import ModelBuilder
 from ..model import JointDynamics, Model, ModelError
 from ..model.spatial import axis_rotation, mcI
 from .mjcf_geometry import geometries
+from .mjcf_sensors import mjcf_measurements, sensors_of
 from .mjcf_joints import (_BALL, _EQ_JOINT, _FREE, _HINGE, _SLIDE, _list, _name, _pose, _quat_wxyz, _transform,
                            composite_body, composite_ok, map_quaternions, named_joints, xyzw)
 
@@ -260,92 +261,118 @@ def load_mjcf(source, *, constraints=False, sensors=True, name=None, assets=None
 
 def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
     """``(Model, extra)``; ``extra``: per MuJoCo body its host body name and pose, notes, ..."""
-    notes = []
-    nb = m.nbody
-    body_names = [_name(m, "body", b) for b in range(nb)]
+    body_names = [_name(m, "body", b) for b in range(m.nbody)]
     joint_names = [_name(m, "joint", j) for j in range(m.njnt)]
     model_name = name or _model_name(m) or Path(label).stem
     gravity = np.zeros(3) if m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_GRAVITY) else np.array(m.opt.gravity)
+    t = _bodies(m, label, body_names, joint_names, named_joints(m, read_sensors), composite_joints)
+    host, T_host, specs = t["host"], t["T_host"], t["specs"]
+    builder = ModelBuilder(model_name, gravity=gravity, root_name=body_names[0] or "world")
+    for sp in specs:
+        builder.add_body(sp["name"], sp["parent"], sp["joint"], _transform(sp["X"]), t["inertia"][sp["name"]],
+                         joint_name=sp["jn"], lower=sp["lower"], upper=sp["upper"], armature=sp["arm"])
+    body_frame, site_frame, renamed_sites = _frames(builder, m, body_names, host, T_host, specs)
+    fixed_name = _welds(builder, m, body_names, t, body_frame, site_frame)
+    model = builder.build()
+    _check_layout(m, model, specs, label)
+    # per-dof and per-q data, our layout
+    model = dataclasses.replace(model, joint_dynamics=_joint_dynamics(m, model, specs))
+    our_joint = {j: sp["jn"] for sp in specs for j in sp["mj_joints"]}
+    extra = dict(host=host, T_host=T_host, body_frame=body_frame, site_frame=site_frame, fixed_name=fixed_name,
+                 body_names=body_names, joint_names=joint_names, specs=specs, our_joint=our_joint)
+    sensor_list, sensor_notes = sensors_of(m, model, extra) if read_sensors else ([], [])
+    if sensor_list:
+        model = model.with_sensors(*sensor_list)
+    extra["notes"] = _left_out(m, body_names, t, renamed_sites) + sensor_notes
+    return model, extra
+
+
+def _bodies(m, label, body_names, joint_names, chained, composite_joints):
+    """The tree of the file's bodies: ``host`` (the body each MuJoCo body is rigidly attached to, None:
+    the world) and ``T_host`` (its pose there) per MuJoCo body, ``specs`` (our bodies: name, parent,
+    joint, X, jn, lower, upper, arm, ...), ``inertia`` (our body name -> (6, 6) in its frame),
+    ``welded`` (MuJoCo bodies welded to a moving host), and what the notes name (``mocap``,
+    ``free_armature``, ``ball_limits``)."""
+    nb = m.nbody
+    t = dict(host=[None] * nb, T_host=[np.eye(4)] * nb, specs=[], inertia={}, welded=[], mocap=[],
+             free_armature=[], ball_limits=[])
+    host, T_host, specs, inertia = t["host"], t["T_host"], t["specs"], t["inertia"]
     bnames = _Names()
-    for n in body_names[1:]:
-        bnames.used.add(n)
-    host = [None] * nb            # sparsedyn body name each MuJoCo body is rigidly attached to (None: world)
-    T_host = [np.eye(4)] * nb     # pose of the MuJoCo body frame in its host's frame
-    specs = []                    # sparsedyn bodies: dict(name, parent, joint, X, jn, lower, upper, arm)
-    inertia = {}                  # sparsedyn body name -> (6, 6) in its frame
-    welded = []                   # (MuJoCo body id) of bodies welded to a moving host
-    mocap = []
-    free_armature = []
-    ball_limits = []
-    qpos0 = np.array(m.qpos0, float)
-    chained = named_joints(m, read_sensors)
+    bnames.used.update(body_names[1:])
     for b in range(1, nb):
         pb = int(m.body_parentid[b])
         T0 = T_host[pb] @ _pose(_quat_wxyz(m.body_quat[b]), m.body_pos[b])
-        j0, nj = int(m.body_jntadr[b]), int(m.body_jntnum[b])
+        nj = int(m.body_jntnum[b])
         if m.body_mocapid[b] >= 0:
-            mocap.append(body_names[b])
+            t["mocap"].append(body_names[b])
         if nj == 0:
             host[b], T_host[b] = host[pb], T0
             if host[pb] is not None:
-                welded.append(b)
+                t["welded"].append(b)
         elif nj > 1 and composite_joints and composite_ok(m, b, chained):
-            composite_body(m, b, body_names, joint_names, host[pb], T0, specs, ball_limits)
+            composite_body(m, b, body_names, joint_names, host[pb], T0, specs, t["ball_limits"])
             host[b], T_host[b] = body_names[b], _pose(p=-specs[-1]["anchor"])
             inertia[body_names[b]] = np.zeros((6, 6))
         else:
-            parent, prev = host[pb], None
-            for k, j in enumerate(range(j0, j0 + nj)):
-                jt, jn = int(m.jnt_type[j]), joint_names[j]
-                qa, da = int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])
-                axis = np.array(m.jnt_axis[j], float)
-                lower = upper = None
-                if jt == _FREE:
-                    if parent is not None or nj != 1:
-                        raise MjcfError(f"{label}: body {body_names[b]!r}: a free joint is representable only "
-                                        f"as the one joint of a body attached to the world")
-                    p, C, joint = np.zeros(3), np.eye(4), make_joint("free")
-                    X = np.eye(4)
-                    arm = np.array(m.dof_armature[da:da + 6], float)[[3, 4, 5, 0, 1, 2]]
-                    if np.any(arm):
-                        free_armature.append(jn)
-                else:
-                    p = np.array(m.jnt_pos[j], float)
-                    if jt == _HINGE:
-                        # the rotation by -ref about the axis: R(axis, -ref) = R(axis, ref)^T
-                        joint = make_joint("revolute", axis)
-                        C = _pose(axis_rotation(np.array(joint.axis), np.float64(qpos0[qa])))
-                    elif jt == _SLIDE:
-                        joint, C = make_joint("prismatic", axis), _pose(p=-qpos0[qa] * axis / np.linalg.norm(axis))
-                    else:
-                        joint, C = make_joint("spherical"), np.eye(4)
-                        if m.jnt_limited[j]:
-                            ball_limits.append(jn)
-                    if jt in (_HINGE, _SLIDE) and m.jnt_limited[j]:
-                        lower, upper = float(m.jnt_range[j][0]), float(m.jnt_range[j][1])
-                    X = (T0 @ _pose(p=p) if prev is None else _pose(p=p - prev)) @ C
-                    arm = np.array(m.dof_armature[da:da + joint.nv], float)
-                last = k == nj - 1
-                bn = body_names[b] if last else bnames.take(f"{body_names[b]}/{jn}")
-                specs.append(dict(name=bn, parent=parent, joint=joint, X=X, jn=jn, lower=lower, upper=upper,
-                                  arm=arm, mj_body=b, mj_joint=j, mj_joints=[j]))
-                inertia[bn] = np.zeros((6, 6))
-                parent, prev = bn, p
-            host[b], T_host[b] = parent, _pose(p=-prev)
+            host[b], T_host[b] = _joint_chain(m, label, b, body_names, joint_names, host[pb], T0, bnames, t)
         if host[b] is not None:
             mass, com = float(m.body_mass[b]), np.array(m.body_ipos[b], float)
             Rc = _quat_wxyz(m.body_iquat[b])
             Ic = Rc @ np.diag(np.array(m.body_inertia[b], float)) @ Rc.T
             inertia[host[b]] = inertia[host[b]] + _inertia_in(T_host[b], mass, com, Ic)
-    builder = ModelBuilder(model_name, gravity=gravity, root_name=body_names[0] or "world")
-    for sp in specs:
-        builder.add_body(sp["name"], sp["parent"], sp["joint"], _transform(sp["X"]), inertia[sp["name"]],
-                         joint_name=sp["jn"], lower=sp["lower"], upper=sp["upper"], armature=sp["arm"])
-    # frames: moving MuJoCo bodies (offset from their joint frame), then sites
+    return t
+
+
+def _joint_chain(m, label, b, body_names, joint_names, parent, T0, bnames, t):
+    """The joints of MuJoCo body ``b`` as a chain of our bodies (massless but the last), appended to
+    ``t["specs"]``; returns ``(host, T_host)`` of ``b``: the last body and ``b``'s pose in it."""
+    j0, nj = int(m.body_jntadr[b]), int(m.body_jntnum[b])
+    qpos0 = m.qpos0
+    prev = None
+    for k, j in enumerate(range(j0, j0 + nj)):
+        jt, jn = int(m.jnt_type[j]), joint_names[j]
+        qa, da = int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])
+        axis = np.array(m.jnt_axis[j], float)
+        lower = upper = None
+        if jt == _FREE:
+            if parent is not None or nj != 1:
+                raise MjcfError(f"{label}: body {body_names[b]!r}: a free joint is representable only "
+                                f"as the one joint of a body attached to the world")
+            p, joint, X = np.zeros(3), make_joint("free"), np.eye(4)
+            arm = np.array(m.dof_armature[da:da + 6], float)[[3, 4, 5, 0, 1, 2]]
+            if np.any(arm):
+                t["free_armature"].append(jn)
+        else:
+            p = np.array(m.jnt_pos[j], float)
+            if jt == _HINGE:
+                # the rotation by -ref about the axis: R(axis, -ref) = R(axis, ref)^T
+                joint = make_joint("revolute", axis)
+                C = _pose(axis_rotation(np.array(joint.axis), np.float64(qpos0[qa])))
+            elif jt == _SLIDE:
+                joint, C = make_joint("prismatic", axis), _pose(p=-qpos0[qa] * axis / np.linalg.norm(axis))
+            else:
+                joint, C = make_joint("spherical"), np.eye(4)
+                if m.jnt_limited[j]:
+                    t["ball_limits"].append(jn)
+            if jt in (_HINGE, _SLIDE) and m.jnt_limited[j]:
+                lower, upper = float(m.jnt_range[j][0]), float(m.jnt_range[j][1])
+            X = (T0 @ _pose(p=p) if prev is None else _pose(p=p - prev)) @ C
+            arm = np.array(m.dof_armature[da:da + joint.nv], float)
+        bn = body_names[b] if k == nj - 1 else bnames.take(f"{body_names[b]}/{jn}")
+        t["specs"].append(dict(name=bn, parent=parent, joint=joint, X=X, jn=jn, lower=lower, upper=upper,
+                               arm=arm, mj_body=b, mj_joint=j, mj_joints=[j]))
+        t["inertia"][bn] = np.zeros((6, 6))
+        parent, prev = bn, p
+    return parent, _pose(p=-prev)
+
+
+def _frames(builder, m, body_names, host, T_host, specs):
+    """Frames of the moving MuJoCo bodies (offset from their joint frame), then of the sites:
+    ``(body_frame, site_frame, renamed_sites)``."""
     fnames = _Names()
     fnames.used.update(sp["name"] for sp in specs)
     body_frame = {}
-    for b in range(1, nb):
+    for b in range(1, m.nbody):
         if host[b] is None:
             continue
         if body_names[b] != host[b] or np.any(T_host[b] != np.eye(4)):
@@ -365,14 +392,19 @@ def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
         T = _world_pose(m, b) if host[b] is None else T_host[b]
         builder.add_frame(fn, host[b], _transform(T @ _pose(_quat_wxyz(m.site_quat[s]), m.site_pos[s])))
         site_frame[s] = fn
-    # welds between a welded body and its moving host
+    return body_frame, site_frame, renamed_sites
+
+
+def _welds(builder, m, body_names, t, body_frame, site_frame):
+    """Fixed joints between each welded body and its moving host; ``{MuJoCo body: fixed joint name}``."""
+    host, T_host, specs = t["host"], t["T_host"], t["specs"]
     jnames = _Names()
     jnames.used.update(sp["jn"] for sp in specs)
     fixed_name = {}
-    children_of = [[] for _ in range(nb)]
-    for b in range(1, nb):
+    children_of = [[] for _ in range(m.nbody)]
+    for b in range(1, m.nbody):
         children_of[int(m.body_parentid[b])].append(b)
-    for b in welded:
+    for b in t["welded"]:
         sub = _subtree(children_of, b)
         child_side = [c for c in sub if host[c] == host[b]]            # welded to the same host
         I = sum((_inertia_in(T_host[c], float(m.body_mass[c]), np.array(m.body_ipos[c], float),
@@ -381,23 +413,16 @@ def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
         moving = [_first_body(specs, c) for c in sub if host[c] != host[b] and host[int(m.body_parentid[c])] == host[b]]
         frames = [body_frame[c] for c in child_side if c in body_frame]
         frames += [site_frame[s] for s in range(m.nsite) if int(m.site_bodyid[s]) in child_side and s in site_frame]
-        fj = jnames.take(body_names[b])
-        fixed_name[b] = fj
-        builder.add_fixed_joint(fj, host[b], _transform(T_host[b]), I, moving, frames)
-    model = builder.build()
-    _check_layout(m, model, specs, label)
-    # per-dof and per-q data, our layout
-    jd = _joint_dynamics(m, model, specs)
-    model = dataclasses.replace(model, joint_dynamics=jd)
-    our_joint = {j: sp["jn"] for sp in specs for j in sp["mj_joints"]}
-    extra = dict(host=host, T_host=T_host, body_frame=body_frame, site_frame=site_frame, fixed_name=fixed_name,
-                 body_names=body_names, joint_names=joint_names, specs=specs, our_joint=our_joint)
-    sensor_list, sensor_notes = _sensors(m, model, extra) if read_sensors else ([], [])
-    if sensor_list:
-        model = model.with_sensors(*sensor_list)
+        fixed_name[b] = jnames.take(body_names[b])
+        builder.add_fixed_joint(fixed_name[b], host[b], _transform(T_host[b]), I, moving, frames)
+    return fixed_name
+
+
+def _left_out(m, body_names, t, renamed_sites):
+    """Notes on what the file holds that the model leaves out or changes (for :class:`MjcfWarning`)."""
     notes = []
     if m.ntendon:
-        notes.append(f"{m.ntendon} tendon(s) ({_list(_name(m, 'tendon', t) for t in range(m.ntendon))})")
+        notes.append(f"{m.ntendon} tendon(s) ({_list(_name(m, 'tendon', k) for k in range(m.ntendon))})")
     other_trn = [_name(m, "actuator", a) for a in range(m.nu) if int(m.actuator_trntype[a]) not in
                  (_TRN_JOINT, _TRN_JOINTINPARENT)]
     if other_trn:
@@ -406,20 +431,19 @@ def _translate(mujoco, m, label, name, read_sensors, composite_joints=True):
         notes.append(f"{m.nflex} flex(es)")
     if getattr(m, "nplugin", 0):
         notes.append(f"{m.nplugin} plugin instance(s)")
-    gc = [body_names[b] for b in range(1, nb) if getattr(m, "body_gravcomp", np.zeros(nb))[b] != 0]
+    gc = [body_names[b] for b in range(1, m.nbody) if getattr(m, "body_gravcomp", np.zeros(m.nbody))[b] != 0]
     if gc:
         notes.append(f"gravity compensation on {_list(gc)}")
-    if ball_limits:
-        notes.append(f"cone limits of ball joints ({_list(ball_limits)})")
-    if free_armature:
-        notes.append(f"armature on free joints ({_list(free_armature)}): kept on our body-frame dofs, where "
+    if t["ball_limits"]:
+        notes.append(f"cone limits of ball joints ({_list(t['ball_limits'])})")
+    if t["free_armature"]:
+        notes.append(f"armature on free joints ({_list(t['free_armature'])}): kept on our body-frame dofs, where "
                      f"MuJoCo applies it to the world-frame linear velocity (the two differ by a velocity term)")
-    if mocap:
-        notes.append(f"mocap bodies ({_list(mocap)}), kept fixed at their reference pose")
+    if t["mocap"]:
+        notes.append(f"mocap bodies ({_list(t['mocap'])}), kept fixed at their reference pose")
     if renamed_sites:
         notes.append(f"sites named like another frame, renamed ({_list(renamed_sites)})")
-    extra["notes"] = notes + sensor_notes
-    return model, extra
+    return notes
 
 
 def _model_name(m):
@@ -475,74 +499,6 @@ def _joint_dynamics(m, model, specs):
 # --- sensors ---------------------------------------------------------------------------
 
 #: MuJoCo sensor kinds that are functions of the configuration and velocity alone.
-_STATE_SENSORS = {"jointpos", "jointvel", "gyro", "velocimeter", "framepos", "framequat", "framexaxis",
-                  "frameyaxis", "framezaxis", "framelinvel", "frameangvel", "subtreecom", "subtreelinvel",
-                  "subtreeangmom", "ballquat", "ballangvel", "actuatorpos", "actuatorvel", "tendonpos", "tendonvel",
-                  "magnetometer", "clock"}
-
-def _sensors(m, model, extra):
-    from ..model.sensors import Accelerometer, ForceTorque, JointTorque
-    import mujoco
-    T = mujoco.mjtSensor
-    out, skipped = [], {}
-    host, site_frame, fixed_name = extra["host"], extra["site_frame"], extra["fixed_name"]
-    for s in range(m.nsensor):
-        st, obj, dim = int(m.sensor_type[s]), int(m.sensor_objid[s]), int(m.sensor_dim[s])
-        sname = _name(m, "sensor", s)
-        noise = float(m.sensor_noise[s])
-        cov = noise ** 2 if noise > 0 else None
-        kind = T(st).name.replace("mjSENS_", "").lower()
-        why = None
-        if st in (int(T.mjSENS_FORCE), int(T.mjSENS_TORQUE), int(T.mjSENS_ACCELEROMETER)):
-            if extra["host"][int(m.site_bodyid[obj])] is None:
-                why = "at a site fixed to the world"
-            elif st == int(T.mjSENS_ACCELEROMETER):
-                out.append(Accelerometer(sname, site_frame[obj], covariance=cov))
-            else:
-                b = int(m.site_bodyid[obj])
-                if int(m.body_jntnum[b]) > 0:
-                    joint = extra["our_joint"][int(m.body_jntadr[b]) + int(m.body_jntnum[b]) - 1]
-                elif b in fixed_name:
-                    joint = fixed_name[b]
-                else:
-                    joint = None
-                    why = "on a body welded to the world"
-                if joint is not None:
-                    comp = ("fx", "fy", "fz") if st == int(T.mjSENS_FORCE) else ("nx", "ny", "nz")
-                    out.append(ForceTorque(sname, joint, frame=site_frame[obj], components=comp, covariance=cov))
-        elif st == int(T.mjSENS_JOINTACTFRC) and int(m.jnt_type[obj]) in (_HINGE, _SLIDE):
-            out.append(JointTorque(sname, [extra["joint_names"][obj]], covariance=cov))
-        elif kind in _STATE_SENSORS:
-            why = "measures the state (q, v), which estimation takes as given"
-        else:
-            why = "not modelled"
-        if why is not None:
-            skipped.setdefault((kind, why), []).append(sname)
-    notes = []
-    if skipped:
-        notes = ["sensors not mapped to model sensors (" + "; ".join(f"{kind} {_list(n)}: {w}"
-                                                                   for (kind, w), n in skipped.items()) + ")"]
-    return out, notes
-
-
-def mjcf_measurements(model, mj_model, sensordata):
-    """The measurement vector ``y`` (..., ny) of ``model.sensors`` from MuJoCo's ``sensordata`` (..., nsensordata).
-
-    ``model`` is a :func:`load_mjcf` model of ``mj_model``; each of its sensors
-    is a MuJoCo sensor of the same name and size, taken in ``model.sensors`` order.
-    """
-    _checks.model_first("mjcf_measurements", model, "model, mj_model, sensordata")
-    sensordata = np.asarray(sensordata, float)
-    parts = []
-    for x in model.sensors:
-        try:
-            s = mj_model.sensor(x.name)
-        except KeyError:
-            raise KeyError(f"MuJoCo model has no sensor {x.name!r} (model {model.name!r})") from None
-        parts.append(sensordata[..., int(s.adr[0]):int(s.adr[0]) + int(s.dim[0])])
-    return np.concatenate(parts, -1) if parts else sensordata[..., :0]
-
-
 # --- equality constraints -------------------------------------------------------------
 
 def _frame_ref(model, extra, m, objtype, obj, local_pose):
