@@ -77,8 +77,8 @@ class Composite(Joint):
     ``q``, ``v`` are the parts' coordinates one after the other (nq, nv: their sums).
 
     ``placements`` (optional, one per part): the fixed placement of each part's frame in the frame
-    the previous part moved (the joint frame for the first), a ``sparsedyn.spatial.Transform``
-    ``part_X_previous`` (``sparsedyn.spatial.xlt(p)``: a part whose axis passes through ``p``) or
+    the previous part moved (the joint frame for the first), a ``sparsedyn.model.spatial.Transform``
+    ``part_X_previous`` (``sparsedyn.model.spatial.xlt(p)``: a part whose axis passes through ``p``) or
     ``None`` (coincident; the default for every part), as Pinocchio's ``JointModelComposite``
     joint placements: ``XJ = XJ_n P_n ... XJ_1 P_1``.  MuJoCo's several joints of one body at
     different anchors are such a joint."""
@@ -125,7 +125,7 @@ class Composite(Joint):
 
     @property
     def part_placements(self):
-        """The parts' placements as ``sparsedyn.spatial.Transform`` (``None``: coincident)."""
+        """The parts' placements as ``sparsedyn.model.spatial.Transform`` (``None``: coincident)."""
         return self._placed
 
     def _part(self, k, q):
@@ -219,7 +219,7 @@ def _placements(what, placements, n):
     if placements is None or (hasattr(placements, "__len__") and len(placements) == 0):
         return (None,) * n
     if isinstance(placements, Transform) or not hasattr(placements, "__len__") or len(placements) != n:
-        raise ValueError(f"{what} joint: placements must hold one placement (a sparsedyn.spatial.Transform or None) "
+        raise ValueError(f"{what} joint: placements must hold one placement (a sparsedyn.model.spatial.Transform or None) "
                          f"per part, {n}, got {placements!r}")
     out = []
     for k, X in enumerate(placements):
@@ -230,7 +230,7 @@ def _placements(what, placements, n):
             E, r = (np.asarray(x, dtype=float) for x in X)
             E = E.reshape(3, 3) if E.size == 9 else E          # the stored form: E's nine entries
         except (TypeError, ValueError):
-            raise ValueError(f"{what} joint: placements[{k}] must be a sparsedyn.spatial.Transform (E, r) or None, "
+            raise ValueError(f"{what} joint: placements[{k}] must be a sparsedyn.model.spatial.Transform (E, r) or None, "
                              f"got {X!r}") from None
         if E.shape != (3, 3) or r.shape != (3,) or not (np.all(np.isfinite(E)) and np.all(np.isfinite(r))) \
                 or not np.allclose(E @ E.T, np.eye(3), rtol=0, atol=1e-9) or np.linalg.det(E) <= 0:
