@@ -102,6 +102,7 @@ def set_model_type(cls):
     Model = cls
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "native_calls",
+           "model_store",
            "set_model_type",
            "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
@@ -165,6 +166,34 @@ def _forget(key, calls):
     # Called as the model dies (before its id can be reused); the check guards a table replaced since.
     if _calls.get(key) is calls:
         del _calls[key]
+
+
+#: ``{id(model): {kind: table}}``: what is derived once from each live model and is neither its
+#: structure (the model's own :class:`~sparsedyn.model.topology.Topology`) nor a state: traced
+#: programs, methods compiled for it, analyses (:func:`model_store`).
+_stores: dict = {}
+
+
+def model_store(model, kind) -> dict:
+    """The table ``kind`` (a dict the caller fills) of what is derived once from ``model`` (a Model or
+    a compiled model) and is neither structure nor state: derivative programs traced for it, methods
+    compiled for it, structural analyses.  Kept for as long as ``model`` lives, keyed by ``id`` like
+    :func:`native_calls` and emptied by ``weakref.finalize`` when it dies, so the frozen Model
+    carries none of it.  The one place such tables live (``tests/test_state.py`` checks that no
+    module keeps its own)."""
+    key = id(model)
+    tables = _stores.get(key)
+    if tables is None:
+        tables = {}
+        if _stores.setdefault(key, tables) is tables:           # this thread made it
+            weakref.finalize(model, _forget_store, key, tables)
+        tables = _stores[key]
+    return tables.setdefault(kind, {})
+
+
+def _forget_store(key, tables):
+    if _stores.get(key) is tables:
+        del _stores[key]
 
 
 class use_backend:

@@ -32,8 +32,8 @@ changes.  The other joint types and their conventions: :mod:`sparsedyn.model.joi
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
@@ -71,6 +71,14 @@ class Joint:
         one, or for a joint whose ``S`` depends on ``q`` (:attr:`constant_subspace` false) its value
         at :meth:`neutral` (for scales and structure only)."""
         raise NotImplementedError
+
+    @cached_property
+    def subspace(self) -> np.ndarray:
+        """:meth:`motion_subspace` as a read-only array, computed once (the joint is frozen; it is
+        no field, so equality, hashing and copies ignore it)."""
+        S = np.asarray(self.motion_subspace())
+        S.flags.writeable = False
+        return S
 
     @property
     def constant_subspace(self) -> bool:
@@ -134,19 +142,12 @@ class Joint:
 
 
 JOINT_TYPES: dict[str, type] = {}
-_SUBSPACES = weakref.WeakKeyDictionary()
 
 
 def _subspace(joint):
-    """``joint.motion_subspace()``, a constant of the (frozen) joint: cached per joint, read-only
-    (``jcalc`` returns it on every call)."""
-    S = _SUBSPACES.get(joint)
-    if S is None:
-        S = np.asarray(joint.motion_subspace())
-        S.flags.writeable = False
-        _SUBSPACES[joint] = S
-    return S
-
+    """``joint.motion_subspace()`` as read-only array, a constant of the (frozen) joint
+    (:attr:`Joint.subspace`, computed once per joint: ``jcalc`` returns it on every call)."""
+    return joint.subspace
 
 
 def _register(cls):

@@ -65,6 +65,7 @@ import numpy as np
 
 from .. import kernels as _kernels
 from .spatial import Transform, identity
+from .topology import Topology
 
 __all__ = ["Model", "Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelError", "UnknownNameError", "unknown_name",
            "Geometry", "GEOMETRY_KINDS", "GEOMETRY_SHAPES"]
@@ -224,7 +225,12 @@ def _frozen(a, dtype=float):
 
 @dataclass(frozen=True, eq=False)
 class Model:
-    """Immutable kinematic tree.  Build it with :class:`~sparsedyn.model.builders.ModelBuilder` or a parser."""
+    """Immutable kinematic tree.  Build it with :class:`~sparsedyn.model.builders.ModelBuilder` or a parser.
+
+    ``topology``: the tables derived from the model (index tables, ancestor sets, its constants
+    stacked for array passes), a :class:`~sparsedyn.model.topology.Topology` made when the model is
+    built, each table computed on its first use.
+    """
 
     name: str
     body_names: tuple
@@ -261,6 +267,10 @@ class Model:
     dof_parent: np.ndarray = field(init=False)
     dof_body: np.ndarray = field(init=False)
     mass: np.ndarray = field(init=False)
+    # ``topology`` (:class:`~sparsedyn.model.topology.Topology`), set in __post_init__: the tables
+    # derived from this model.  Not a field: derived from the fields, it is no part of the model's
+    # identity (its fingerprint, a copy with ``dataclasses.replace``).
+
     def __post_init__(self):
         NB = len(self.parent)
         s = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -341,6 +351,7 @@ class Model:
         s("fixed_joints", self._checked_fixed_joints())
         self._check_sensors()
         s("geometries", self._checked_geometries())
+        s("topology", Topology(self))
 
     def _checked_armature(self):
         if self.armature is None:
