@@ -179,8 +179,8 @@ def model_store(model, kind) -> dict:
     a compiled model) and is neither structure nor state: derivative programs traced for it, methods
     compiled for it, structural analyses.  Kept for as long as ``model`` lives, keyed by ``id`` like
     :func:`native_calls` and emptied by ``weakref.finalize`` when it dies, so the frozen Model
-    carries none of it.  The one place such tables live (``tests/test_state.py`` checks that no
-    module keeps its own)."""
+    carries none of it.  The one place such tables live (a test of the package reads every module
+    for tables of its own)."""
     key = id(model)
     tables = _stores.get(key)
     if tables is None:

@@ -39,6 +39,8 @@ and ``D`` (..., n).  All functions accept leading batch axes and NumPy
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _checks
@@ -94,8 +96,8 @@ def _tree(model_or_lambda):
     """``(lambda, plan)``: the expanded-tree parent array and, per dof, the entries the inner loops
     visit (:func:`~sparsedyn.model.topology.dof_ancestors`): a model's own (its
     :class:`~sparsedyn.model.topology.Topology`), or derived from a parent array on each call."""
-    topology = model_or_lambda if isinstance(model_or_lambda, Topology) else getattr(model_or_lambda, "topology", None)
-    if topology is not None:
+    topology = getattr(model_or_lambda, "topology", model_or_lambda)
+    if isinstance(topology, Topology):
         return topology.dof_parent, topology.ltdl_plan
     lam = dof_lambda(model_or_lambda)
     return lam, dof_ancestors(lam)
@@ -107,11 +109,15 @@ def ltdl_kernel(model_or_lambda, H, check=None):
 
     ``check(k, D_k)``, if given, is called with each pivot before it is divided by
     (the checked wrappers use it to reject singular matrices; kernels never branch
-    on values themselves).  The loops of the module docstring, the two inner ones as one array
-    operation: every ``(i, j)`` with ``j`` an ancestor-or-self of ``i``, both ancestors of ``k``,
-    reads only the not-yet-overwritten row ``k``, so the operations per entry are the book's.
+    on values themselves).
     """
-    lam, plan = _tree(model_or_lambda)
+    return _factor(*_tree(model_or_lambda), H, check)
+
+
+def _factor(lam, plan, H, check):
+    """The loops of the module docstring, the two inner ones as one array operation: every ``(i, j)``
+    with ``j`` an ancestor-or-self of ``i``, both ancestors of ``k``, reads only the not-yet-overwritten
+    row ``k``, so the operations per entry are the book's.  ``plan``: :func:`_tree`'s."""
     H = H.copy()
     for k in range(len(lam) - 1, -1, -1):
         if check is not None:
@@ -122,6 +128,14 @@ def ltdl_kernel(model_or_lambda, H, check=None):
             H[..., I, J] = H[..., I, J] - H[..., k, J] * a[..., pos]      # H[i, j] -= H[k, j] a
             H[..., k, anc] = a
     return H
+
+
+@functools.lru_cache(maxsize=None)
+def _chain(n):
+    """``(lambda, plan)`` of a dense ``n x n`` block (a chain of ``n`` dofs): a function of ``n`` alone,
+    kept per size for :func:`spd_inverse`, which the kernels call for every joint's small block."""
+    lam = tuple(chain_lambda(n))
+    return lam, dof_ancestors(lam)
 
 
 def ltl_kernel(lam, H, check=None):
@@ -323,8 +337,8 @@ def spd_inverse(A, check=None):
         if check is not None:
             check(0, A[..., 0, 0])
         return 1 / A
-    lam = chain_lambda(n)
-    P = ltdl_kernel(lam, A, check)
+    lam, plan = _chain(n)
+    P = _factor(lam, plan, A, check)
     L, D = _unpack(lam, P, unit=True), _diagonal(P)
     E = np.eye(n, dtype=int).astype(A.dtype)          # rows = unit vectors (structural 0/1)
     L = L[..., None, :, :]

@@ -633,11 +633,7 @@ class Model:
 
     def ancestors(self, i) -> list:
         """Bodies from ``i`` up to the root, ``i`` first."""
-        out = []
-        while i >= 0:
-            out.append(int(i))
-            i = self.parent[i]
-        return out
+        return self.topology.ancestors(i)
 
     # --- configurations -----------------------------------------------------
     def neutral(self) -> np.ndarray:

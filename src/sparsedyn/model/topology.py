@@ -7,7 +7,7 @@ the joints' motion subspaces and the model's constants stacked for array passes)
 and only here.  The Model makes its :class:`Topology` when it is built; each table is computed on
 its first use (a property computed once: the model is frozen, so it never changes) and lives as
 long as the model.  Algorithms derive their own small tables from these per call, or read them
-directly; no module keeps tables per model anywhere else (``tests/test_state.py`` checks it).
+directly; no module keeps tables per model anywhere else (a test of the package reads every module for such tables).
 State-dependent results are never kept here.
 
 Names (Featherstone's where the book has one): ``lambda`` (``dof_parent``) is the parent of each
@@ -48,9 +48,10 @@ def dof_ancestors(lam) -> tuple:
         while i >= 0:
             anc.append(i)
             i = lam[i]
-        n, m = np.triu_indices(len(anc))                 # anc is one path: its later entries are ancestors
-        anc = np.array(anc, dtype=int)
-        plan.append(_readonly(anc, anc[n], anc[m], n.astype(int)))
+        # anc is one path: the ancestors of anc[n] are its later entries
+        pairs = [(n, i, j) for n, i in enumerate(anc) for j in anc[n:]]
+        pos, I, J = zip(*pairs) if pairs else ((), (), ())
+        plan.append(_readonly(*(np.array(x, dtype=int) for x in (anc, I, J, pos))))
     return tuple(plan)
 
 
@@ -147,10 +148,10 @@ class Topology:
         return _readonly(self.above.astype(float))
 
     @cached_property
-    def levels(self) -> list:
+    def levels(self) -> tuple:
         parent, depth = np.asarray(self.parent, int), np.asarray(self.depth, int)
-        return [_readonly(np.flatnonzero(depth == d), parent[depth == d])
-                for d in range(1, int(depth.max(initial=0)) + 1)]
+        return tuple(_readonly(np.flatnonzero(depth == d), parent[depth == d])
+                     for d in range(1, int(depth.max(initial=0)) + 1))
 
     @cached_property
     def roots(self) -> np.ndarray:
@@ -177,7 +178,7 @@ class Topology:
         for i in list(range(self.nbodies)) + [-1]:
             chain = self.ancestors(i)[::-1]
             cols = np.concatenate([self._dof_range(j) for j in chain] + [np.zeros(0, int)])
-            out.append((chain,) + _readonly(cols, np.asarray(self.dof_body, int)[cols]))
+            out.append((tuple(chain),) + _readonly(cols, np.asarray(self.dof_body, int)[cols]))
         return tuple(out)
 
     # --- dofs -----------------------------------------------------------------------------------
@@ -235,7 +236,8 @@ class Topology:
                 dofs.append(np.arange(c[0], int(self.v_start[end]) if end < self.nbodies else self.nv))
                 Sinv.append(np.linalg.inv(S))
         rest = np.setdiff1d(np.arange(self.nv), np.concatenate(cols) if cols else [])
-        return cols, dofs, Sinv, arm, np.triu_indices(self.nv, 1), rest
+        _readonly(*cols, *dofs, *Sinv, *arm, rest)
+        return tuple(cols), tuple(dofs), tuple(Sinv), tuple(arm), _readonly(*np.triu_indices(self.nv, 1)), rest
 
     @cached_property
     def S(self) -> np.ndarray:
@@ -250,7 +252,7 @@ class Topology:
         (:meth:`~sparsedyn.Joint.quaternions`)."""
         blocks = [(i, int(self.q_start[i]) + k) for i, j in enumerate(self.joints) for k in j.quaternions()]
         idx = np.array([np.arange(k, k + 4) for _, k in blocks], int).reshape(-1, 4)
-        return [i for i, _ in blocks], _readonly(idx)
+        return tuple(i for i, _ in blocks), _readonly(idx)
 
     @cached_property
     def quaternion_sums(self) -> np.ndarray:
@@ -289,7 +291,7 @@ class Topology:
 
     # --- constants stacked for array passes -----------------------------------------------------
     @cached_property
-    def joint_groups(self) -> list:
+    def joint_groups(self) -> tuple:
         """:class:`JointGroup` s: equal joints (type, axis, pitch) share one ``jcalc``, revolutes one."""
         groups = {}
         for i, j in enumerate(self.joints):
@@ -297,10 +299,10 @@ class Topology:
         if "revolute" in groups:
             groups["revolute"] = groups["revolute"], Revolutes([self.joints[i].a for i in groups["revolute"]])
         groups = [(j, b) if j != "revolute" else b[::-1] for j, b in groups.items()]
-        return [JointGroup(j, np.array(b), np.array([np.arange(int(self.q_start[i]), int(self.q_start[i]) + j.nq)
+        return tuple(JointGroup(j, np.array(b), np.array([np.arange(int(self.q_start[i]), int(self.q_start[i]) + j.nq)
                                                      for i in b]).reshape(len(b), j.nq),
                            Transform(np.stack([self._Xtree[i].E for i in b]), np.stack([self._Xtree[i].r for i in b])))
-                for j, b in groups]
+                for j, b in groups)
 
     @cached_property
     def group_order(self) -> np.ndarray:
