@@ -80,6 +80,13 @@ class Joint:
         S.flags.writeable = False
         return S
 
+    def __getstate__(self):
+        """Pickled without :attr:`subspace` (computed again on first use): a joint's pickle is the
+        same before and after it was used."""
+        state = dict(self.__dict__)
+        state.pop("subspace", None)
+        return state
+
     @property
     def constant_subspace(self) -> bool:
         """Whether ``S`` is the same at every ``q`` (then ``cJ = 0``)."""
