@@ -220,6 +220,22 @@ def test_topology_is_made_with_the_model_and_is_no_part_of_its_identity():
     np.testing.assert_array_equal(other.topology.free_roots[3][0], np.full(6, 0.1))
 
 
+def test_a_models_pickle_is_the_same_after_use():
+    """The tables computed on use (the topology's, the joints' subspaces) are not part of what a model
+    is: its pickle is the same bytes before and after the algorithms ran on it."""
+    import pickle
+    model = random_tree(6, seed=7, floating_base=True, joint_types=("revolute", "spherical", "planar"))
+    before = pickle.dumps(model)
+    q, z = model.neutral(), np.zeros(model.nv)
+    with sd.use_backend("numpy"):
+        sd.aba_derivatives(model, q, z, z)
+        sd.frame_velocity_derivatives(model, q, z, frame=model.frame_names[-1])
+    assert "above" in vars(model.topology) and "subspace" in vars(model.joints[0])     # computed ...
+    assert pickle.dumps(model) == before                                                 # ... not pickled
+    copy = pickle.loads(before)
+    np.testing.assert_array_equal(copy.topology.above, model.topology.above)
+
+
 def test_model_store_lives_as_long_as_its_model():
     """What :func:`~sparsedyn.kernels.model_store` keeps for a model goes when the model goes (no
     table outlives its model to be handed to a new one that reuses its id)."""

@@ -25,7 +25,7 @@ import numpy as np
 from .joints import Joint
 from .spatial import Transform, axes_rotation, axis_constants, rigid_inertia, rigid_structure
 
-__all__ = ["Topology", "dof_ancestors"]
+__all__ = ["Topology", "JointGroup", "Revolutes", "dof_ancestors"]
 
 
 def _readonly(*arrays):
