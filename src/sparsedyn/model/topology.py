@@ -256,8 +256,8 @@ class Topology:
 
     @cached_property
     def quaternion_sums(self) -> np.ndarray:
-        """(4k, k) float: 1 where entry ``r`` of the quaternions' coordinates belongs to block ``r // 4``
-        (``|quat|^2`` of every block in one product)."""
+        """The float matrix (4k, k) with 1 where entry ``r`` of the quaternions' coordinates belongs to
+        block ``r // 4`` (``|quat|^2`` of every block in one product)."""
         return _readonly(np.repeat(np.eye(len(self.quaternions[0])), 4, axis=0))
 
     def constant_blocks(self, method) -> tuple:
