@@ -102,7 +102,6 @@ def set_model_type(cls):
     Model = cls
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "native_calls",
-           "model_store",
            "set_model_type",
            "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
@@ -141,33 +140,6 @@ native_loader = None
 _calls: dict = {}
 
 
-def set_native(hook):
-    """Register the native road: ``hook(kernel, model, args, kwargs)`` answers a plain call on a
-    :class:`~sparsedyn.Model` that has no ready native kernel yet (the compiler calls this when
-    it is imported)."""
-    global _native
-    _native = hook
-
-
-def native_calls(model, make=None) -> dict | None:
-    """The table ``{kernel name: native callable}`` of ``model``'s plain calls, or ``None`` when it
-    has none; with ``make`` (a function of no arguments returning a new table) a missing one is
-    made and kept for as long as ``model`` lives.  The wrappers call a ready callable directly; the
-    compiler fills the table.  Not thread-safe on its own: the compiler makes tables under its lock."""
-    key = id(model)
-    calls = _calls.get(key)
-    if calls is None and make is not None:
-        calls = _calls[key] = make()
-        weakref.finalize(model, _forget, key, calls)
-    return calls
-
-
-def _forget(key, calls):
-    # Called as the model dies (before its id can be reused); the check guards a table replaced since.
-    if _calls.get(key) is calls:
-        del _calls[key]
-
-
 #: ``{id(model): {kind: table}}``: what is derived once from each live model and is neither its
 #: structure (the model's own :class:`~sparsedyn.model.topology.Topology`) nor a state: traced
 #: programs, methods compiled for it, analyses (:func:`model_store`).
@@ -194,6 +166,36 @@ def model_store(model, kind) -> dict:
 def _forget_store(key, tables):
     if _stores.get(key) is tables:
         del _stores[key]
+
+
+__all__ += ["model_store"]
+
+
+def set_native(hook):
+    """Register the native road: ``hook(kernel, model, args, kwargs)`` answers a plain call on a
+    :class:`~sparsedyn.Model` that has no ready native kernel yet (the compiler calls this when
+    it is imported)."""
+    global _native
+    _native = hook
+
+
+def native_calls(model, make=None) -> dict | None:
+    """The table ``{kernel name: native callable}`` of ``model``'s plain calls, or ``None`` when it
+    has none; with ``make`` (a function of no arguments returning a new table) a missing one is
+    made and kept for as long as ``model`` lives.  The wrappers call a ready callable directly; the
+    compiler fills the table.  Not thread-safe on its own: the compiler makes tables under its lock."""
+    key = id(model)
+    calls = _calls.get(key)
+    if calls is None and make is not None:
+        calls = _calls[key] = make()
+        weakref.finalize(model, _forget, key, calls)
+    return calls
+
+
+def _forget(key, calls):
+    # Called as the model dies (before its id can be reused); the check guards a table replaced since.
+    if _calls.get(key) is calls:
+        del _calls[key]
 
 
 class use_backend:
