@@ -3,7 +3,7 @@ from structure is computed once when the model is built; per-state quantities ar
 
 What is derived from a model lives in one of two owners: the model's own
 :class:`~sparsedyn.model.topology.Topology` (index tables, ancestor sets, stacked constants) and
-:func:`sparsedyn.kernels.model_store` (traced programs, compiled methods, analyses, for as long as
+:func:`sparsedyn.model.topology.model_store` (traced programs, compiled methods, analyses, for as long as
 the model lives).  This test reads every module of the package (its syntax tree, not its behaviour)
 and fails on any other module-level container that a function fills at run time, and on any
 ``functools.lru_cache``/``cache``, unless the allowlist below names it with the reason it is no
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn import kernels
+from sparsedyn.model import topology
 from sparsedyn.model.builders import random_tree
 
 ROOT = Path(sd.__file__).resolve().parent
@@ -33,7 +33,7 @@ CACHES = {"lru_cache", "cache"}
 #: (module, name) -> why it is no per-model table.  Keep it short: each entry is a reviewed exception.
 ALLOWED = {
     # the two owners
-    ("kernels", "_stores"): "the one store of what is derived once per model (model_store)",
+    ("model.topology", "_stores"): "the one store of what is derived once per model (model_store)",
     ("kernels", "_calls"): "the compiler's native callables per live model (native_calls), emptied by finalize",
     ("codegen.native", "_entries"): "the compiler's compiled models by model fingerprint (the last KEEP)",
     # registries, filled when a module is imported (a decorator or a register call), not per model
@@ -142,7 +142,7 @@ def test_no_module_level_tables_outside_the_two_owners():
     found = hidden_state(ROOT)
     new = {k: v for k, v in found.items() if k not in ALLOWED}
     assert not new, ("module-level state per model (put structure-derived tables on "
-                     "sparsedyn.model.topology.Topology, other derived objects in sparsedyn.kernels.model_store):\n"
+                     "sparsedyn.model.topology.Topology, other derived objects in sparsedyn.model.topology.model_store):\n"
                      + "\n".join(sorted(new.values())))
     stale = sorted(set(ALLOWED) - set(found))
     assert not stale, f"allowlist entries that no longer exist (delete them): {stale}"
@@ -237,18 +237,18 @@ def test_a_models_pickle_is_the_same_after_use():
 
 
 def test_model_store_lives_as_long_as_its_model():
-    """What :func:`~sparsedyn.kernels.model_store` keeps for a model goes when the model goes (no
+    """What :func:`~sparsedyn.model.topology.model_store` keeps for a model goes when the model goes (no
     table outlives its model to be handed to a new one that reuses its id)."""
     import gc
     model = random_tree(4, seed=2)
-    table = kernels.model_store(model, "a test's table")
+    table = topology.model_store(model, "a test's table")
     table["x"] = 1
-    assert kernels.model_store(model, "a test's table") is table
-    assert kernels.model_store(model, "another") == {}
+    assert topology.model_store(model, "a test's table") is table
+    assert topology.model_store(model, "another") == {}
     key = id(model)
     del model
     gc.collect()
-    assert key not in kernels._stores
+    assert key not in topology._stores
 
 
 @pytest.mark.parametrize("road", ["numpy", "native"])
@@ -260,7 +260,7 @@ def test_derivative_programs_are_kept_per_model_in_the_store(road):
     q = model.random_configuration(rng)
     with sd.use_backend(road):
         d1 = sd.derivatives(sd.frame_placement, wrt="q")(model, q, frame=model.frame_names[-1])
-    programs = kernels.model_store(model, "derivative programs")
+    programs = topology.model_store(model, "derivative programs")
     assert len(programs) == 1
     prog = next(iter(programs.values()))
     with sd.use_backend(road):

@@ -140,37 +140,6 @@ native_loader = None
 _calls: dict = {}
 
 
-#: ``{id(model): {kind: table}}``: what is derived once from each live model and is neither its
-#: structure (the model's own :class:`~sparsedyn.model.topology.Topology`) nor a state: traced
-#: programs, methods compiled for it, analyses (:func:`model_store`).
-_stores: dict = {}
-
-
-def model_store(model, kind) -> dict:
-    """The table ``kind`` (a dict the caller fills) of what is derived once from ``model`` (a Model or
-    a compiled model) and is neither structure nor state: derivative programs traced for it, methods
-    compiled for it, structural analyses.  Kept for as long as ``model`` lives, keyed by ``id`` like
-    :func:`native_calls` and emptied by ``weakref.finalize`` when it dies, so the frozen Model
-    carries none of it.  The one place such tables live (a test of the package reads every module
-    for tables of its own)."""
-    key = id(model)
-    tables = _stores.get(key)
-    if tables is None:
-        tables = {}
-        if _stores.setdefault(key, tables) is tables:           # this thread made it
-            weakref.finalize(model, _forget_store, key, tables)
-        tables = _stores[key]
-    return tables.setdefault(kind, {})
-
-
-def _forget_store(key, tables):
-    if _stores.get(key) is tables:
-        del _stores[key]
-
-
-__all__ += ["model_store"]
-
-
 def set_native(hook):
     """Register the native road: ``hook(kernel, model, args, kwargs)`` answers a plain call on a
     :class:`~sparsedyn.Model` that has no ready native kernel yet (the compiler calls this when

@@ -4,7 +4,7 @@ A registered kernel (:mod:`sparsedyn.kernels`) is traced once per model (and
 static arguments) into a straight-line program; :mod:`sparsedyn.symbolic.ad`
 differentiates that program in forward or reverse mode into a new program,
 which is kept per (model, kernel, static arguments, optional inputs, ``wrt``) in the model's
-:func:`~sparsedyn.kernels.model_store`
+:func:`~sparsedyn.model.topology.model_store`
 and evaluated with NumPy over any leading batch axes.  State-dependent results
 are never cached.  The derivative functions are kernels themselves (declared
 with ``program=``), so everything that compiles or bridges a kernel (C, CasADi,
@@ -59,7 +59,8 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..kernels import Kernel, model_store, registered
+from ..kernels import Kernel, registered
+from ..model.topology import model_store
 from ..symbolic.ad import MODES, inline, jacobian_program
 from ..symbolic.ir import Graph, Sym
 from ..symbolic.trace import trace_function, trace_kernel

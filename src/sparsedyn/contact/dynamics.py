@@ -65,7 +65,8 @@ from ..algorithms.rnea import rnea, rnea_kernel
 from ..algorithms.fd import fd_crb_kernel, ltdl_checker
 from ..algorithms.kinematics import joint_transforms
 from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
-from ..kernels import Kernel, kernel, model_store
+from ..kernels import Kernel, kernel
+from ..model.topology import model_store
 from ..model.spatial import apply_force_transpose
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
@@ -412,7 +413,7 @@ def _kkt_pieces(model, q, contacts, mu):
 
 
 def _cached(key, model, build):
-    """The program ``key`` of ``model`` (its :func:`~sparsedyn.kernels.model_store`), built once."""
+    """The program ``key`` of ``model`` (its :func:`~sparsedyn.model.topology.model_store`), built once."""
     programs = model_store(model, "contact dynamics programs")
     prog = programs.get(key)
     if prog is None:

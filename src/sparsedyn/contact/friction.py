@@ -75,7 +75,8 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.configuration import integrate
-from ..kernels import model_method, model_store
+from ..kernels import model_method
+from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
@@ -92,7 +93,7 @@ __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel",
 
 def _frictional(model, contacts, who):
     """``(contacts, contact_slots(contacts))``: :func:`point_contacts` with ``friction`` and their slots,
-    remembered in the model's :func:`~sparsedyn.kernels.model_store` for its last few contact sets (a
+    remembered in the model's :func:`~sparsedyn.model.topology.model_store` for its last few contact sets (a
     step checks its contacts once per trajectory, not once per step)."""
     checked_sets = model_store(model, "frictional contacts")
     try:

@@ -57,7 +57,8 @@ from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
 from ..algorithms.dynamics_derivatives import rnea_derivatives
 from ..algorithms.minv import minv
-from ..kernels import Kernel, model_store
+from ..kernels import Kernel
+from ..model.topology import model_store
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel

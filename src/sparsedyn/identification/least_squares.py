@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _checks
-from ..kernels import model_store
+from ..model.topology import model_store
 from ..algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
 from ..model import Model
 from .consistency import _consistent_fit, pseudo_inertia

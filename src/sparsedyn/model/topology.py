@@ -7,7 +7,9 @@ the joints' motion subspaces and the model's constants stacked for array passes)
 and only here.  The Model makes its :class:`Topology` when it is built; each table is computed on
 its first use (a property computed once: the model is frozen, so it never changes) and lives as
 long as the model.  Algorithms derive their own small tables from these per call, or read them
-directly; no module keeps tables per model anywhere else (a test of the package reads every module for such tables).
+directly.  What is derived once from a model and is neither structure nor state (derivative programs
+traced for it, methods compiled for it, analyses) lives in :func:`model_store`.  No module keeps
+tables per model anywhere else (a test of the package reads every module for such tables).
 State-dependent results are never kept here.
 
 Names (Featherstone's where the book has one): ``lambda`` (``dof_parent``) is the parent of each
@@ -17,6 +19,7 @@ dof in the expanded tree, ``above[i, j] = 1`` when body ``j`` is ``i`` or an anc
 
 from __future__ import annotations
 
+import weakref
 from functools import cached_property
 from typing import NamedTuple
 
@@ -25,7 +28,7 @@ import numpy as np
 from .joints import Joint
 from .spatial import Transform, axes_rotation, axis_constants, rigid_inertia, rigid_structure
 
-__all__ = ["Topology", "JointGroup", "Revolutes", "dof_ancestors"]
+__all__ = ["Topology", "JointGroup", "Revolutes", "dof_ancestors", "model_store"]
 
 
 def _readonly(*arrays):
@@ -82,6 +85,32 @@ class Revolutes:
 
 
 _REVOLUTE = ("revolute", "continuous")
+
+#: ``{id(model): {kind: table}}``: what is derived once from each live model and is neither its
+#: structure (its :class:`Topology`) nor a state (:func:`model_store`).
+_stores: dict = {}
+
+
+def model_store(model, kind) -> dict:
+    """The table ``kind`` (a dict the caller fills) of what is derived once from ``model`` (a Model or
+    a compiled model) and is neither structure nor state: derivative programs traced for it, methods
+    compiled for it, structural analyses.  Kept for as long as ``model`` lives, keyed by ``id`` (as
+    the compiler's table of native callables, :func:`sparsedyn.kernels.native_calls`) and emptied by
+    ``weakref.finalize`` when it dies, so the frozen Model carries none of it."""
+    key = id(model)
+    tables = _stores.get(key)
+    if tables is None:
+        tables = {}
+        if _stores.setdefault(key, tables) is tables:           # this thread made it
+            weakref.finalize(model, _forget_store, key, tables)
+        tables = _stores[key]
+    return tables.setdefault(kind, {})
+
+
+def _forget_store(key, tables):
+    # called as the model dies, before its id can be reused
+    if _stores.get(key) is tables:
+        del _stores[key]
 
 
 class Topology:
