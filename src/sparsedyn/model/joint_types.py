@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .joints import Joint, Revolute, _register, _subspace, random_displacement
+from .joints import Joint, Revolute, _register, random_displacement
 from .spatial import (Transform, apply_motion, axis_rotation, compose, cross3, cross_motion, mv)
 
 __all__ = ["Composite", "Translation", "Universal", "Helical", "EULER_ORDERS"]
@@ -105,10 +105,10 @@ class Composite(Joint):
         return self.joints
 
     @property
-    def constant_subspace(self):
+    def constantself.subspace:
         return len(self.joints) == 1 and self.joints[0].constant_subspace
 
-    def motion_subspace(self):
+    def motionself.subspace:
         return np.asarray(self.jcalc(self.neutral())[1], dtype=float)
 
     def jcalc(self, q):
@@ -282,12 +282,12 @@ class Translation(Joint):
     nq: ClassVar[int] = 3
     nv: ClassVar[int] = 3
 
-    def motion_subspace(self):
+    def motionself.subspace:
         return np.concatenate([np.zeros((3, 3)), np.eye(3)], 0)
 
     def jcalc(self, q):
         r = q[..., 0:3]
-        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), _subspace(self)
+        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), self.subspace
 
     def random(self, rng, lower=None, upper=None):
         return random_displacement(rng, lower, upper, 3)
@@ -315,17 +315,17 @@ class Helical(Joint):
             object.__setattr__(self, "translation_axis", tuple(float(x) for x in t / np.linalg.norm(t)))
 
     @property
-    def constant_subspace(self):
+    def constantself.subspace:
         return self.translation_axis is None
 
-    def motion_subspace(self):
+    def motionself.subspace:
         t = self.a if self.translation_axis is None else np.array(self.translation_axis)
         return np.concatenate([self.a, self.pitch * t])[:, None]
 
     def jcalc(self, q):
         E = axis_rotation(self.a, q[..., 0])
         if self.translation_axis is None:
-            return Transform(E, (self.pitch * q[..., 0:1]) * self.a), _subspace(self)
+            return Transform(E, (self.pitch * q[..., 0:1]) * self.a), self.subspace
         t = np.array(self.translation_axis)
         lin = self.pitch * (E @ t)
         ang = np.broadcast_to(self.a, lin.shape)

@@ -66,7 +66,7 @@ class Joint:
         """The joint axis (3,) as a float array, in the joint (child) frame."""
         return np.array(self.axis)
 
-    def motion_subspace(self):
+    def motionself.subspace:
         """The motion subspace ``S`` (6, nv) in the child frame, angular rows first: the constant
         one, or for a joint whose ``S`` depends on ``q`` (:attr:`constant_subspace` false) its value
         at :meth:`neutral` (for scales and structure only)."""
@@ -81,14 +81,13 @@ class Joint:
         return S
 
     def __getstate__(self):
-        """Pickled without :attr:`subspace` (computed again on first use): a joint's pickle is the
-        same before and after it was used."""
+        """Pickled without :attr:`subspace`: the same bytes before and after the joint was used."""
         state = dict(self.__dict__)
         state.pop("subspace", None)
         return state
 
     @property
-    def constant_subspace(self) -> bool:
+    def constantself.subspace -> bool:
         """Whether ``S`` is the same at every ``q`` (then ``cJ = 0``)."""
         return True
 
@@ -151,12 +150,6 @@ class Joint:
 JOINT_TYPES: dict[str, type] = {}
 
 
-def _subspace(joint):
-    """``joint.motion_subspace()`` as read-only array, a constant of the (frozen) joint
-    (:attr:`Joint.subspace`, computed once per joint: ``jcalc`` returns it on every call)."""
-    return joint.subspace
-
-
 def _register(cls):
     JOINT_TYPES[cls.type] = cls
     return cls
@@ -169,12 +162,12 @@ class Revolute(Joint):
     nq: ClassVar[int] = 1
     nv: ClassVar[int] = 1
 
-    def motion_subspace(self):
+    def motionself.subspace:
         return np.concatenate([self.a, np.zeros(3)])[:, None]
 
     def jcalc(self, q):
         E = axis_rotation(self.a, q[..., 0])
-        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), _subspace(self)
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), self.subspace
 
 
 @_register
@@ -190,12 +183,12 @@ class Prismatic(Joint):
     nq: ClassVar[int] = 1
     nv: ClassVar[int] = 1
 
-    def motion_subspace(self):
+    def motionself.subspace:
         return np.concatenate([np.zeros(3), self.a])[:, None]
 
     def jcalc(self, q):
         r = q[..., 0:1] * self.a
-        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), _subspace(self)
+        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), self.subspace
 
     def random(self, rng, lower=None, upper=None):
         return random_displacement(rng, lower, upper, 1)
@@ -217,12 +210,12 @@ class Cylindrical(Joint):
     nq: ClassVar[int] = 2
     nv: ClassVar[int] = 2
 
-    def motion_subspace(self):
+    def motionself.subspace:
         a, z = self.a, np.zeros(3)
         return np.stack([np.concatenate([a, z]), np.concatenate([z, a])], -1)
 
     def jcalc(self, q):
-        return Transform(axis_rotation(self.a, q[..., 0]), q[..., 1:2] * self.a), _subspace(self)
+        return Transform(axis_rotation(self.a, q[..., 0]), q[..., 1:2] * self.a), self.subspace
 
     def random(self, rng, lower=None, upper=None):
         return np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-1.0, 1.0)])
@@ -260,7 +253,7 @@ class Planar(Joint):
     nq: ClassVar[int] = 3
     nv: ClassVar[int] = 3
 
-    def motion_subspace(self):
+    def motionself.subspace:
         S = np.zeros((6, 3))
         S[2, 0] = S[3, 1] = S[4, 2] = 1.0
         return S
@@ -268,7 +261,7 @@ class Planar(Joint):
     def jcalc(self, q):
         E = axis_rotation(np.array([0.0, 0.0, 1.0]), q[..., 2])
         r = np.stack([q[..., 0], q[..., 1], 0 * q[..., 0]], -1)
-        return Transform(E, r), _subspace(self)
+        return Transform(E, r), self.subspace
 
     def random(self, rng, lower=None, upper=None):
         return np.array([rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(-np.pi, np.pi)])
@@ -354,7 +347,7 @@ class Spherical(Joint):
     nq: ClassVar[int] = 4
     nv: ClassVar[int] = 3
 
-    def motion_subspace(self):
+    def motionself.subspace:
         return np.concatenate([np.eye(3), np.zeros((3, 3))], 0)
 
     def quaternions(self):
@@ -362,7 +355,7 @@ class Spherical(Joint):
 
     def jcalc(self, q):
         E = np.swapaxes(quat_to_rot(q), -1, -2)
-        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), _subspace(self)
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), self.subspace
 
     def neutral(self):
         return np.array([0.0, 0.0, 0.0, 1.0])
@@ -397,14 +390,14 @@ class Free(Joint):
     nq: ClassVar[int] = 7
     nv: ClassVar[int] = 6
 
-    def motion_subspace(self):
+    def motionself.subspace:
         return np.eye(6)
 
     def quaternions(self):
         return (3,)
 
     def jcalc(self, q):
-        return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), _subspace(self)
+        return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), self.subspace
 
     def neutral(self):
         return np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])

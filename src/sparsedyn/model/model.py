@@ -344,14 +344,17 @@ class Model:
         s("mimic", tuple(self.mimic))
         s("sensors", tuple(self.sensors))
         s("frames", tuple(Frame(f.name, int(f.body), Transform(_frozen(f.X.E), _frozen(f.X.r))) for f in self.frames))
-        for f in self.frames:
-            if not -1 <= f.body < self.nbodies:
-                raise ModelError(f"model {self.name!r}: frame {f.name!r}: body index {f.body} out of range "
-                                 f"-1..{self.nbodies - 1} (-1: fixed to the world)")
+        self._check_frames()
         s("fixed_joints", self._checked_fixed_joints())
         self._check_sensors()
         s("geometries", self._checked_geometries())
         s("topology", Topology(self))
+
+    def _check_frames(self):
+        for f in self.frames:
+            if not -1 <= f.body < self.nbodies:
+                raise ModelError(f"model {self.name!r}: frame {f.name!r}: body index {f.body} out of range "
+                                 f"-1..{self.nbodies - 1} (-1: fixed to the world)")
 
     def _checked_armature(self):
         if self.armature is None:
