@@ -105,10 +105,10 @@ class Composite(Joint):
         return self.joints
 
     @property
-    def constantself.subspace:
+    def constant_subspace(self):
         return len(self.joints) == 1 and self.joints[0].constant_subspace
 
-    def motionself.subspace:
+    def motion_subspace(self):
         return np.asarray(self.jcalc(self.neutral())[1], dtype=float)
 
     def jcalc(self, q):
@@ -282,7 +282,7 @@ class Translation(Joint):
     nq: ClassVar[int] = 3
     nv: ClassVar[int] = 3
 
-    def motionself.subspace:
+    def motion_subspace(self):
         return np.concatenate([np.zeros((3, 3)), np.eye(3)], 0)
 
     def jcalc(self, q):
@@ -315,10 +315,10 @@ class Helical(Joint):
             object.__setattr__(self, "translation_axis", tuple(float(x) for x in t / np.linalg.norm(t)))
 
     @property
-    def constantself.subspace:
+    def constant_subspace(self):
         return self.translation_axis is None
 
-    def motionself.subspace:
+    def motion_subspace(self):
         t = self.a if self.translation_axis is None else np.array(self.translation_axis)
         return np.concatenate([self.a, self.pitch * t])[:, None]
 

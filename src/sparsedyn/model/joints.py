@@ -66,7 +66,7 @@ class Joint:
         """The joint axis (3,) as a float array, in the joint (child) frame."""
         return np.array(self.axis)
 
-    def motionself.subspace:
+    def motion_subspace(self):
         """The motion subspace ``S`` (6, nv) in the child frame, angular rows first: the constant
         one, or for a joint whose ``S`` depends on ``q`` (:attr:`constant_subspace` false) its value
         at :meth:`neutral` (for scales and structure only)."""
@@ -87,7 +87,7 @@ class Joint:
         return state
 
     @property
-    def constantself.subspace -> bool:
+    def constant_subspace(self) -> bool:
         """Whether ``S`` is the same at every ``q`` (then ``cJ = 0``)."""
         return True
 
@@ -162,7 +162,7 @@ class Revolute(Joint):
     nq: ClassVar[int] = 1
     nv: ClassVar[int] = 1
 
-    def motionself.subspace:
+    def motion_subspace(self):
         return np.concatenate([self.a, np.zeros(3)])[:, None]
 
     def jcalc(self, q):
@@ -183,7 +183,7 @@ class Prismatic(Joint):
     nq: ClassVar[int] = 1
     nv: ClassVar[int] = 1
 
-    def motionself.subspace:
+    def motion_subspace(self):
         return np.concatenate([np.zeros(3), self.a])[:, None]
 
     def jcalc(self, q):
@@ -210,7 +210,7 @@ class Cylindrical(Joint):
     nq: ClassVar[int] = 2
     nv: ClassVar[int] = 2
 
-    def motionself.subspace:
+    def motion_subspace(self):
         a, z = self.a, np.zeros(3)
         return np.stack([np.concatenate([a, z]), np.concatenate([z, a])], -1)
 
@@ -253,7 +253,7 @@ class Planar(Joint):
     nq: ClassVar[int] = 3
     nv: ClassVar[int] = 3
 
-    def motionself.subspace:
+    def motion_subspace(self):
         S = np.zeros((6, 3))
         S[2, 0] = S[3, 1] = S[4, 2] = 1.0
         return S
@@ -347,7 +347,7 @@ class Spherical(Joint):
     nq: ClassVar[int] = 4
     nv: ClassVar[int] = 3
 
-    def motionself.subspace:
+    def motion_subspace(self):
         return np.concatenate([np.eye(3), np.zeros((3, 3))], 0)
 
     def quaternions(self):
@@ -390,7 +390,7 @@ class Free(Joint):
     nq: ClassVar[int] = 7
     nv: ClassVar[int] = 6
 
-    def motionself.subspace:
+    def motion_subspace(self):
         return np.eye(6)
 
     def quaternions(self):
