@@ -34,7 +34,6 @@ motion), ``D_i`` is singular and forward dynamics is undefined;
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .. import _checks
