@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import weakref
 
 import numpy as np
 
@@ -124,30 +123,12 @@ def first_bad(bad):
     return f" at batch index {tuple(int(i) for i in np.unravel_index(np.argmax(bad), bad.shape))} (the first)"
 
 
-_QUATERNIONS = weakref.WeakKeyDictionary()
-
-
 def quaternion_blocks(model):
     """``(joint indices, index array (k, 4) into q)`` of the quaternions of ``model``'s joints
-    (:meth:`~sparsedyn.Joint.quaternions`: spherical and free joints, composite joints with such parts)."""
-    return _quaternions(model)
+    (:meth:`~sparsedyn.Joint.quaternions`: spherical and free joints, composite joints with such parts),
+    from the model's :class:`~sparsedyn.model.topology.Topology`."""
+    return model.topology.quaternions
 
-
-def _quaternions(model):
-    """``(joint indices, index array (k, 4) into q)`` of the model's quaternion blocks (cached: the
-    model is frozen)."""
-    try:
-        return _QUATERNIONS[model]
-    except (KeyError, TypeError):
-        pass
-    blocks = [(i, model.q_slice(i).start + k) for i, j in enumerate(model.joints) for k in j.quaternions()]
-    joints = [i for i, _ in blocks]
-    idx = np.array([np.arange(k, k + 4) for _, k in blocks], int).reshape(-1, 4)
-    try:
-        _QUATERNIONS[model] = (joints, idx)
-    except TypeError:
-        pass
-    return joints, idx
 
 
 def configuration(model, q, name="q", check_values=True, unit=True):
@@ -157,7 +138,7 @@ def configuration(model, q, name="q", check_values=True, unit=True):
     q = vector(model, name, q, model.nq, "nq joint coordinates", check_values)
     qv = values(q) if check_values else None
     if qv is not None:
-        joints, idx = _quaternions(model)
+        joints, idx = quaternion_blocks(model)
         if joints and not unit:
             norm2 = np.sum(qv[..., idx] ** 2, -1)                      # (..., k)
             if not np.all(norm2 > 1e-200):
@@ -233,32 +214,20 @@ def _plain_values_ok(model, q, v, u):
             return False
     elif not math.isfinite(_add(q, None) + _add(v, None) + _add(u, None)):
         return False
-    _, idx = _quaternions(model)
+    _, idx = quaternion_blocks(model)
     if not len(idx):
         return True
     if q.ndim == 1 and len(idx) == 1:
         quat = q.take(idx[0])
         return bool(abs(_dot(quat, quat) - 1.0) <= QUAT_TOL)
     quat = q.take(idx.reshape(-1), -1)
-    norms = (quat * quat) @ _blocks_of_four(len(idx))          # |quat|^2 per block: one product
+    norms = (quat * quat) @ model.topology.quaternion_sums          # |quat|^2 per block: one product
     norms -= 1.0
     return bool(np.abs(norms, out=norms).max(initial=0.0) <= QUAT_TOL)      # no state: nothing to refuse
 
 
 _add = np.add.reduce
 _dot = np.dot
-
-
-def _blocks_of_four(k):
-    """(4k, k) float: 1 where row ``r`` belongs to block ``r // 4`` (sums of four consecutive entries)."""
-    b = _BLOCKS.get(k)
-    if b is None:
-        b = _BLOCKS[k] = np.repeat(np.eye(k), 4, axis=0)
-        b.flags.writeable = False
-    return b
-
-
-_BLOCKS = {}
 
 
 def dynamics(model, q, v, u, f_ext, g, u_name, u_what):

@@ -34,8 +34,6 @@ motion), ``D_i`` is singular and forward dynamics is undefined;
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from .. import _checks
@@ -172,25 +170,10 @@ def own_inertia_scales(model):
     articulated inertia entry (the far end of a long chain makes that entry grow like ``L^3``
     while the pivot stays the size of one link).  Only a joint whose body has no inertia along its
     motion can have ``D_i`` vanish, and only through the children; those pivots are compared with
-    ``max|IA_i|``.  Model constants: computed once per model.
+    ``max|IA_i|``.  From the model's constants (:attr:`~sparsedyn.model.topology.Topology.own_inertia`).
     """
-    cached = _OWN_SCALES.get(model)
-    if cached is not None:
-        return cached
-    out = []
-    for i, joint in enumerate(model.joints):
-        S = np.asarray(joint.motion_subspace(), dtype=float)
-        Smax = max(1.0, float(np.max(np.abs(S), initial=0.0)))
-        I = np.asarray(rigid_structure(model.inertia[i]), dtype=float)
-        scale = float(np.max(np.abs(I), initial=0.0)) * Smax ** 2
-        own = S.T @ I @ S
-        ok = own.size == 0 or (scale > 0 and np.linalg.eigvalsh(own).min() > 1e3 * PIVOT_RTOL * scale)
-        out.append(scale if ok and scale > 0 and joint.constant_subspace else None)
-    _OWN_SCALES[model] = out
-    return out
-
-
-_OWN_SCALES = weakref.WeakKeyDictionary()      # model -> own_inertia_scales (models are frozen)
+    return [scale if scale > 0 and smallest > 1e3 * PIVOT_RTOL * scale and joint.constant_subspace else None
+            for (scale, smallest), joint in zip(model.topology.own_inertia, model.joints)]
 
 
 def float_checker(model):

@@ -9,13 +9,11 @@ rotations up to pi.
 
 from __future__ import annotations
 
-import weakref
 
 import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..model.joints import Joint
 from ..kernels import kernel
 
 __all__ = ["integrate", "difference", "integrate_derivatives", "difference_derivatives", "interpolate", "normalize"]
@@ -56,10 +54,10 @@ def _joint_jacobians(model, method, x, y, shape, y_slice):
     """The two block-diagonal (..., nv, nv) matrices of ``joint.<method>(x_i, y_i)`` joint by joint
     (``x`` a configuration, ``y`` sliced by ``y_slice``).  The joints that keep the base class's
     method (vector joints: constant blocks, the state unread) are written in one assignment per
-    matrix (:func:`_constant_blocks`), the others one by one."""
+    matrix (:meth:`~sparsedyn.model.topology.Topology.constant_blocks`), the others one by one."""
     dtype = np.result_type(x, y, np.float64)
     out = (np.zeros(shape + (model.nv, model.nv), dtype=dtype), np.zeros(shape + (model.nv, model.nv), dtype=dtype))
-    rows, cols, values, others = _constant_blocks(model, method)
+    rows, cols, values, others = model.topology.constant_blocks(method)
     for o, val in zip(out, values):
         o[..., rows, cols] = val
     for i in others:
@@ -67,30 +65,6 @@ def _joint_jacobians(model, method, x, y, shape, y_slice):
         for o, B in zip(out, getattr(j, method)(x[..., model.q_slice(i)], y[..., y_slice(i)])):
             o[..., sl, sl] = B
     return out
-
-
-_CONSTANT_BLOCKS = weakref.WeakKeyDictionary()
-
-
-def _constant_blocks(model, method):
-    """``(rows, cols, values, others)`` of ``model`` (cached): the entries of the blocks of the joints
-    whose ``method`` is :class:`~sparsedyn.model.joints.Joint`'s own (they do not read the state), with the
-    values of each of the two matrices, and the indices of the other joints."""
-    cache = _CONSTANT_BLOCKS.setdefault(model, {})
-    if method not in cache:
-        rows, cols, values, others = [], [], ([], []), []
-        for i, j in enumerate(model.joints):
-            if getattr(type(j), method) is not getattr(Joint, method):
-                others.append(i)
-                continue
-            start = model.v_slice(i).start
-            r, c = np.meshgrid(np.arange(j.nv) + start, np.arange(j.nv) + start, indexing="ij")
-            rows.append(r.ravel()), cols.append(c.ravel())
-            for vals, B in zip(values, getattr(j, method)(None, None)):
-                vals.append(np.asarray(B, dtype=float).ravel())
-        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, int)
-        cache[method] = (cat(rows).astype(int), cat(cols).astype(int), tuple(cat(v) for v in values), others)
-    return cache[method]
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, outputs={"d_dq": ("nv", "nv"), "d_dv": ("nv", "nv")})

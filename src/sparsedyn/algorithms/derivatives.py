@@ -3,7 +3,8 @@
 A registered kernel (:mod:`sparsedyn.kernels`) is traced once per model (and
 static arguments) into a straight-line program; :mod:`sparsedyn.symbolic.ad`
 differentiates that program in forward or reverse mode into a new program,
-which is cached per (model, kernel, static arguments, optional inputs, ``wrt``)
+which is kept per (model, kernel, static arguments, optional inputs, ``wrt``) in the model's
+:func:`~sparsedyn.model.topology.model_store`
 and evaluated with NumPy over any leading batch axes.  State-dependent results
 are never cached.  The derivative functions are kernels themselves (declared
 with ``program=``), so everything that compiles or bridges a kernel (C, CasADi,
@@ -59,12 +60,12 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import Kernel, registered
+from ..model.topology import model_store
 from ..symbolic.ad import MODES, inline, jacobian_program
 from ..symbolic.ir import Graph, Sym
 from ..symbolic.trace import trace_function, trace_kernel
 __all__ = ["derivatives", "derivative_program", "retract", "varying_subspaces"]
 
-_PROGRAMS = weakref.WeakKeyDictionary()   # model -> {key: Program}
 _LOCK = threading.Lock()
 
 
@@ -136,7 +137,7 @@ def derivative_program(fn, model, wrt=None, static=None, optional=(), mode="auto
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
     key = (k.name, id(k.fn), tuple(sorted((n, _hashable(v)) for n, v in static.items())), optional, wrt, mode)
     with _LOCK:
-        cache = (_PROGRAMS if _store is None else _store).setdefault(model, {})
+        cache = model_store(model, "derivative programs") if _store is None else _store.setdefault(model, {})
         prog = cache.get(key)
     if prog is not None:
         return prog

@@ -59,38 +59,21 @@ from .aba import aba
 from .derivatives import derivatives, varying_subspaces
 from .rnea import rnea
 from .fd import ltdl_checker
-from .kinematics_derivatives import ModelCache, common_shape, levels, root_motion
-from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
+from .kinematics_derivatives import common_shape, levels, root_motion
+from .ltdl import ltdl_inverse_factor, ltdl_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
            "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms", "dof_rows", "momentum_columns"]
 
 _NVxNV = ("nv", "nv")
 _DYN_OPT = {"f_ext": ("nb", 6), "gravity": (3,)}
-_PAIRS = ModelCache()
-
-
 def branch_pairs(model):
     """``(rd, cd, ra, ca, mirror)``: the dof pairs on one branch, as index arrays.  ``(rd, cd)``: the
     column's body is an ancestor of the row's or the same body; ``(ra, ca)``: the row's body is a strict
     ancestor of the column's (``mirror``: the index of ``(ca, ra)`` among the first kind).  Every other
-    pair is a structural zero of the derivatives."""
-    pairs = _PAIRS.get(model)
-    if pairs is None:
-        rd, cd, ra, ca = [], [], [], []
-        for r in range(model.nv):
-            j = int(model.dof_body[r])
-            for k in model.ancestors(j):
-                cols = range(int(model.v_start[k]), int(model.v_start[k]) + model.joints[k].nv)
-                for c in cols:
-                    rd.append(r), cd.append(c)
-                    if k != j:
-                        ra.append(c), ca.append(r)
-        where = {(r, c): n for n, (r, c) in enumerate(zip(rd, cd))}
-        mirror = [where[(c, r)] for r, c in zip(ra, ca)]
-        pairs = tuple(np.array(x, dtype=int) for x in (rd, cd, ra, ca, mirror))
-        _PAIRS[model] = pairs
-    return pairs
+    pair is a structural zero of the derivatives (the model's
+    :attr:`~sparsedyn.model.topology.Topology.branch_pairs`)."""
+    return model.topology.branch_pairs
 
 
 def _dot(x, y):
@@ -225,19 +208,9 @@ def _stack_broadcast(*xs):
     return xs if all(x.shape == xs[0].shape for x in xs) else np.broadcast_arrays(*xs)
 
 
-_MULTI = ModelCache()
-
-
 def _multi_dof(model):
-    """The dofs (index array) of the joints with more than one dof (a constant of the frozen model,
-    cached per model as :func:`branch_pairs` is: ``joint_terms`` asks for it on every call)."""
-    multi = _MULTI.get(model)
-    if multi is None:
-        multi = np.array([d for i, j in enumerate(model.joints) if j.nv > 1
-                          for d in range(int(model.v_start[i]), int(model.v_start[i]) + j.nv)], dtype=int)
-        multi.flags.writeable = False
-        _MULTI[model] = multi
-    return multi
+    """The dofs (index array) of the joints with more than one dof."""
+    return model.topology.multi_dof
 
 
 def _derivative_terms(model, q, v, a, f_ext, gravity, velocity):
@@ -333,9 +306,8 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
                                                             "nv joint forces")
     if varying_subspaces(model):
         return derivatives(aba, ("q", "v", "tau"))(model, q, v, tau, f_ext=f_ext, gravity=gravity)
-    lam = dof_lambda(model)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
-    W, Dinv = ltdl_inverse_factor(lam, ltdl_kernel(lam, H, None if symbolic else ltdl_checker(model, H)))
+    W, Dinv = ltdl_inverse_factor(model, ltdl_kernel(model, H, None if symbolic else ltdl_checker(model, H)))
     qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
@@ -381,29 +353,13 @@ def _solve(W, Dinv, X):
     return W @ (Dinv[..., None] * (np.swapaxes(W, -1, -2) @ X))
 
 
-_FREE = ModelCache()
-
-
 def _free_roots(model):
     """``(cols, dofs, Sinv, armature, upper, rest)``: per root joint with six dofs, its dofs ``cols``,
     the dofs of its tree ``dofs`` (index arrays), ``S^-1`` (6, 6) (its motion subspace is invertible:
     ``H[:, cols] = P S + diag(armature)`` over the tree) and the armature of ``cols`` (6,); then the
-    model's ``upper = triu_indices(nv, 1)`` and ``rest``, the dofs of no such joint."""
-    out = _FREE.get(model)
-    if out is None:
-        cols, dofs, Sinv, arm = [], [], [], []
-        for i, j in enumerate(model.joints):
-            c = np.arange(int(model.v_start[i]), int(model.v_start[i]) + j.nv)
-            S = np.asarray(j.motion_subspace(), dtype=float)
-            if model.parent[i] < 0 and j.nv == 6 and np.linalg.matrix_rank(S) == 6:
-                arm.append(np.asarray(model.armature, dtype=float)[c])
-                end = int(model.subtree_end[i])
-                cols.append(c)
-                dofs.append(np.arange(c[0], int(model.v_start[end]) if end < model.nbodies else model.nv))
-                Sinv.append(np.linalg.inv(S))
-        rest = np.setdiff1d(np.arange(model.nv), np.concatenate(cols) if cols else [])
-        out = _FREE[model] = (cols, dofs, Sinv, arm, np.triu_indices(model.nv, 1), rest)
-    return out
+    model's ``upper = triu_indices(nv, 1)`` and ``rest``, the dofs of no such joint
+    (:attr:`~sparsedyn.model.topology.Topology.free_roots`)."""
+    return model.topology.free_roots
 
 
 def _static(model, q, f_ext, gravity):

@@ -31,7 +31,7 @@ def fd_crb_kernel(model, q, v, tau, f_ext=None, gravity=None, check=None):
     lam = dof_lambda(model)
     H = crba_kernel(model, q)
     C = bias_kernel(model, q, v, f_ext, gravity)
-    L, D = ltdl(lam, H, None if check is None else check(H))
+    L, D = ltdl(model.topology, H, None if check is None else check(H))
     return ltdl_solve(lam, L, D, tau - C)
 
 

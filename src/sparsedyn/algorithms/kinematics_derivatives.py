@@ -29,53 +29,16 @@ derivatives.  Tangent space as everywhere: ``d/d(dq) f(integrate(q, dq))`` at
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from .. import _checks
 from ..kernels import kernel
-from ..model.spatial import (Transform, apply_motion, apply_motion_inv, axes_rotation, axis_constants, compose, cross3,
-                       cross_motion, rigid_inertia)
+from ..model.spatial import Transform, apply_motion, apply_motion_inv, compose, cross3, cross_motion
 from .derivatives import derivatives, varying_subspaces
 from .kinematics import _check_reference, frame_acceleration, frame_jacobian, frame_velocity
 
 __all__ = ["frame_velocity_derivatives", "frame_acceleration_derivatives", "frame_jacobian_time_variation",
            "RootMotion", "root_motion", "stacked", "broadcast_columns", "common_shape"]
-
-
-class ModelCache:
-    """Per-model constants (a frozen model's index tables and plans), held weakly like a
-    ``WeakKeyDictionary`` (``get``, item assignment), with the last model's entry in front: the NumPy
-    path asks for them on every call, most often for the model it was last asked about."""
-
-    __slots__ = ("_data", "_last")
-
-    def __init__(self):
-        self._data = weakref.WeakKeyDictionary()
-        self._last = (_dead_ref, None)
-
-    def get(self, model, default=None):
-        ref, value = self._last
-        if ref() is model:
-            return value
-        value = self._data.get(model, default)
-        if value is not default:
-            self._last = (weakref.ref(model, self._forget), value)
-        return value
-
-    def __setitem__(self, model, value):
-        self._data[model] = value
-        self._last = (weakref.ref(model, self._forget), value)
-
-    def _forget(self, ref):
-        """The last model is gone: drop its entry (held strongly in front)."""
-        if self._last[0] is ref:
-            self._last = (_dead_ref, None)
-
-
-def _dead_ref():
-    return None
 
 
 def common_shape(*shapes):
@@ -95,79 +58,13 @@ def stacked(parts, shape):
     return np.concatenate(parts, -2)
 
 
-class Levels:
-    """Structure of a model for level-by-level passes (computed once per model): ``levels``, the
-    bodies of each depth ``>= 1`` with their parents (``(L, P)`` index arrays, root side first);
-    ``roots`` and the other bodies, ``nonroot``; ``above`` (NB, NB), 1 where a body is an ancestor
-    or self of another (a sum over ancestors is one product with it: ascending body order, so a
-    traced sum is the recursion's chain of partial sums); ``root_of`` and ``parent_or_pad`` per
-    body (``NB`` for "no parent": the index of an appended zero row); ``dof_body`` and the motion
-    subspaces stacked by dof, ``S`` (nv, 6).
-
-    ``below`` (NB, NB) float, ``above`` transposed (the subtree sums of constants such as the
-    masses: one product); ``group_order``: the bodies in the order of ``joint_groups``
-    (``take(group_order)`` puts group-concatenated rows back in body order);
-    ``Xtree``: the bodies' tree transforms, stacked; ``inertia``: the bodies' inertias, a
-    :class:`~sparsedyn.model.spatial.RigidInertia` of (NB,) arrays."""
-
-    def __init__(self, model):
-        NB = model.nbodies
-        parent = np.asarray(model.parent, int)
-        depth = np.asarray(model.depth, int)
-        self.levels = [(np.flatnonzero(depth == d), parent[depth == d]) for d in range(1, int(depth.max(initial=0)) + 1)]
-        self.roots = np.flatnonzero(parent < 0)
-        self.nonroot = np.flatnonzero(parent >= 0)
-        self.above = np.zeros((NB, NB), int)                # above[i, j] = 1: j is i or an ancestor of i
-        for i in range(NB):
-            self.above[i, model.ancestors(i)] = 1
-        self.below = self.above.T.astype(float)
-        self.root_of = np.array([model.ancestors(i)[-1] for i in range(NB)], int)
-        self.parent_or_pad = np.where(parent < 0, NB, parent)
-        self.dof_body = np.asarray(model.dof_body, int)
-        self.S = np.concatenate([j.motion_subspace().T for j in model.joints], 0) if NB else np.zeros((0, 6))
-        groups = {}
-        for i, j in enumerate(model.joints):              # equal joints (type, axis, pitch) share one jcalc,
-            groups.setdefault("revolute" if j.type in _REVOLUTE else j, []).append(i)   # revolutes one
-        if "revolute" in groups:
-            groups["revolute"] = groups["revolute"], _Revolutes([model.joints[i].a for i in groups["revolute"]])
-        groups = [(j, b) if j != "revolute" else b[::-1] for j, b in groups.items()]
-        self.joint_groups = [(j, np.array(b), np.array([np.arange(model.q_slice(i).start, model.q_slice(i).stop)
-                                                         for i in b]).reshape(len(b), j.nq),
-                              Transform(np.stack([model.Xtree[i].E for i in b]), np.stack([model.Xtree[i].r for i in b])))
-                             for j, b in groups]
-        self.inertia = rigid_inertia(model.inertia)            # the model's (frozen) inertias as parameters
-        self.Xtree = Transform(np.stack([X.E for X in model.Xtree]), np.stack([X.r for X in model.Xtree])) if NB else None
-        self.group_order = np.argsort(np.concatenate([b for _, b, _, _ in self.joint_groups]), kind="stable") \
-            if NB else np.zeros(0, int)
-
-
-_REVOLUTE = ("revolute", "continuous")
-
-
-class _Revolutes:
-    """Revolute joints about different constant axes (n, 3) as one joint group: ``jcalc`` of the n
-    joints at once (the same operations per joint as their own ``jcalc``; one NumPy call for all)."""
-
-    nq = 1
-
-    def __init__(self, axes):
-        self.constants = axis_constants(np.stack(axes))
-
-    def jcalc(self, q):
-        """``(XJ, None)`` for coordinates ``q`` (..., n, 1): ``E`` (..., n, 3, 3), ``r = 0``."""
-        E = axes_rotation(self.constants, q[..., 0])
-        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), None
-
-
-_LEVELS = ModelCache()
-
-
-def levels(model) -> Levels:
-    """The (cached) :class:`Levels` of ``model``."""
-    lv = _LEVELS.get(model)
-    if lv is None:
-        lv = _LEVELS[model] = Levels(model)
-    return lv
+def levels(model):
+    """The tables of level-by-level passes over ``model``: its
+    :class:`~sparsedyn.model.topology.Topology` (``levels``, ``roots``, ``nonroot``, ``above``,
+    ``below``, ``parent_or_pad``, ``dof_body``, ``S``, ``joint_groups``, ``group_order``, ``Xtree``,
+    ``inertia``).  A sum over ancestors is one product with ``above`` (ascending body order, so a
+    traced sum is the recursion's chain of partial sums)."""
+    return model.topology
 
 
 def body_transform(X: Transform, i):
@@ -277,19 +174,10 @@ def root_motion(model, q, v, a=None, a_root=None):
     return K
 
 
-_CHAINS = weakref.WeakKeyDictionary()
-
-
 def _chain_dofs(model, i):
-    """The bodies from the root down to ``i``, their dofs (index array) and each dof's body
-    (cached per model and body)."""
-    chains = _CHAINS.setdefault(model, {})
-    if i not in chains:
-        chain = model.ancestors(i)[::-1]            # empty for the world (i = -1): no dof moves it
-        cols = np.concatenate([np.arange(model.v_slice(j).start, model.v_slice(j).stop) for j in chain] +
-                              [np.zeros(0, int)])
-        chains[i] = chain, cols, np.asarray(model.dof_body, int)[cols]
-    return chains[i]
+    """The bodies from the root down to ``i`` (empty for the world, ``i = -1``: no dof moves it),
+    their dofs (index array) and each dof's body."""
+    return model.topology.chains[i]
 
 
 def _columns(model, shape, dtype, cols, M):

@@ -46,6 +46,7 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..kernels import kernel
+from ..model.topology import Topology, dof_ancestors
 
 __all__ = ["dof_lambda", "chain_lambda", "sparsity_pattern", "ltdl", "ltl", "ltdl_kernel", "ltl_kernel",
            "mpyL", "mpyLt", "mpyLi", "mpyLit", "ltdl_solve", "ltl_solve", "spd_inverse", "ltdl_inverse_factor"]
@@ -91,100 +92,50 @@ def _check_square(H, n, name="H"):
                          f"got shape {H.shape}")
 
 
-def ltdl_kernel(lam, H, check=None):
-    """Packed ``L^T D L`` factor of ``H`` (..., n, n) (see the module docstring).
+def _tree(model_or_lambda):
+    """``(lambda, plan)``: the expanded-tree parent array and, per dof, the entries the inner loops
+    visit (:func:`~sparsedyn.model.topology.dof_ancestors`): a model's own (its
+    :class:`~sparsedyn.model.topology.Topology`), or derived from a parent array on each call."""
+    topology = getattr(model_or_lambda, "topology", model_or_lambda)
+    if isinstance(topology, Topology):
+        return topology.dof_parent, topology.ltdl_plan
+    lam = dof_lambda(model_or_lambda)
+    return lam, dof_ancestors(lam)
+
+
+def ltdl_kernel(model_or_lambda, H, check=None):
+    """Packed ``L^T D L`` factor of ``H`` (..., n, n) (see the module docstring), for a Model, its
+    :class:`~sparsedyn.model.topology.Topology` or a parent array ``lambda``.
 
     ``check(k, D_k)``, if given, is called with each pivot before it is divided by
     (the checked wrappers use it to reject singular matrices; kernels never branch
-    on values themselves).  Float input without ``check``: :func:`_ltdl_float` (LAPACK's
-    Cholesky, a few NumPy calls instead of several per dof), the loops if ``H`` is not positive
-    definite; traced: the loops.
+    on values themselves).
     """
-    if check is None and not bk.is_symbolic(H):
-        P = _ltdl_float(lam, H)
-        if P is not None:
-            return P
-    return _ltdl_loop(lam, H, check)
+    return _factor(*_tree(model_or_lambda), H, check)
 
 
-def _ltdl_loop(lam, H, check):
-    """:func:`ltdl_kernel` by the loops of the module docstring (any backend)."""
+def _factor(lam, plan, H, check):
+    """The loops of the module docstring, the two inner ones as one array operation: every ``(i, j)``
+    with ``j`` an ancestor-or-self of ``i``, both ancestors of ``k``, reads only the not-yet-overwritten
+    row ``k``, so the operations per entry are the book's.  ``plan``: :func:`_tree`'s."""
     H = H.copy()
-    plan = _ancestor_pairs(tuple(lam))
     for k in range(len(lam) - 1, -1, -1):
         if check is not None:
             check(k, H[..., k, k])
-        anc, I, J, pos = plan[k]
-        if not len(anc):
-            continue
-        # the two inner loops at once: every (i, j) with j an ancestor-or-self of i, both ancestors
-        # of k, reads only the not-yet-overwritten row k; same operations per entry as the loops
-        a = H[..., k, anc] / H[..., k, k, None]
-        H[..., I, J] = H[..., I, J] - H[..., k, J] * a[..., pos]
-        H[..., k, anc] = a
+        anc, I, J, pos = plan[k]                  # i = lambda(k), lambda(i), ...; the pairs (i, j)
+        if len(anc):
+            a = H[..., k, anc] / H[..., k, k, None]                       # a = H[k, i] / H[k, k]
+            H[..., I, J] = H[..., I, J] - H[..., k, J] * a[..., pos]      # H[i, j] -= H[k, j] a
+            H[..., k, anc] = a
     return H
 
 
-def _ltdl_float(lam, H):
-    """The packed factor of a float ``H`` in a few NumPy calls (the loop costs one call per dof),
-    or ``None`` when ``H`` is not positive definite (the loop then factorizes it as it can).
-
-    ``H = L^T D L`` with ``L`` unit lower triangular is the Cholesky factorization taken from the
-    last row up: with ``J`` the reversal, ``J H J = C C^T`` (LAPACK, lower), ``G = J C J`` is upper
-    triangular with ``H = G G^T``, so ``L^T = G diag(G)^-1`` and ``D = diag(G)^2``.  Reversed, a
-    tree's order eliminates leaves first: no fill-in, and the products that would create it are
-    products by exact zeros, so ``L`` keeps the pattern's zeros exactly.  Only the lower triangle
-    of ``H`` within the pattern is read (the rest is replaced by zeros first)."""
-    n = len(lam)
-    if not n:
-        return H.copy()
-    li, lj, d, lower, _ = _float_plan(tuple(lam))
-    try:
-        C = np.linalg.cholesky(np.swapaxes(np.where(lower, H, 0.0), -1, -2)[..., ::-1, ::-1])
-    except np.linalg.LinAlgError:
-        return None
-    G = C[..., ::-1, ::-1]
-    g = np.diagonal(G, 0, -2, -1)
-    Lt = G / g[..., None, :]
-    P = H.copy()
-    P[..., li, lj] = Lt[..., lj, li]
-    P[..., d, d] = g * g
-    return P
-
-
-@functools.lru_cache(maxsize=64)
-def _float_plan(lam):
-    """For the float path: ``(li, lj)`` the strictly lower pattern entries, ``d`` the diagonal,
-    ``lower`` (n, n) bool, true on the lower pattern with the diagonal, and ``steps``: the number of factors
-    ``(1 + N^(2^k))`` that make ``sum_k N^k`` for a strictly lower ``N`` in the pattern (the most
-    proper ancestors of a dof, ``a``, needs ``2^steps > a``)."""
-    n = len(lam)
-    lower = np.tril(sparsity_pattern(list(lam)))
-    li, lj = np.nonzero(np.tril(lower, -1))
-    depth = [0] * n
-    for k, p in enumerate(lam):
-        depth[k] = 0 if p < 0 else depth[p] + 1
-    steps = 0
-    while (1 << steps) <= max(depth, default=0):
-        steps += 1
-    return li, lj, np.arange(n), lower, steps
-
-
-@functools.lru_cache(maxsize=64)
-def _ancestor_pairs(lam):
-    """Per dof ``k`` of ``lam`` (a tuple): its proper ancestors ``anc`` (parent first) and the pairs
-    ``(I[p], J[p])`` of them with ``J[p]`` an ancestor-or-self of ``I[p]`` (``pos[p]``: the index of
-    ``I[p]`` in ``anc``), as index arrays."""
-    plan = []
-    for k in range(len(lam)):
-        anc, i = [], lam[k]
-        while i >= 0:
-            anc.append(i)
-            i = lam[i]
-        pairs = [(n, i, j) for n, i in enumerate(anc) for j in anc[n:]]      # ancestors of i: later in anc
-        pos, I, J = zip(*pairs) if pairs else ((), (), ())
-        plan.append(tuple(np.array(x, dtype=int) for x in (anc, I, J, pos)))
-    return plan
+@functools.lru_cache(maxsize=None)
+def _chain(n):
+    """``(lambda, plan)`` of a dense ``n x n`` block (a chain of ``n`` dofs): a function of ``n`` alone,
+    kept per size for :func:`spd_inverse`, which the kernels call for every joint's small block."""
+    lam = tuple(chain_lambda(n))
+    return lam, dof_ancestors(lam)
 
 
 def ltl_kernel(lam, H, check=None):
@@ -239,7 +190,7 @@ def ltdl(model_or_lambda, H, check=None):
     lam = dof_lambda(model_or_lambda)
     H = _square("H", H, len(lam))
     _check_square(H, len(lam))
-    P = ltdl_kernel(lam, H, check)
+    P = ltdl_kernel(model_or_lambda, H, check)
     return _unpack(lam, P, unit=True), _diagonal(P)
 
 
@@ -354,7 +305,7 @@ def ltl_solve(model_or_lambda, L, b):
     return mpyLi(model_or_lambda, L, mpyLit(model_or_lambda, L, b))
 
 
-def ltdl_inverse_factor(lam, P):
+def ltdl_inverse_factor(model_or_lambda, P):
     """``(W, Dinv)``: ``W = L^-1`` (..., n, n) and ``Dinv = D^-1`` (..., n) of the packed factor ``P``
     of :func:`ltdl_kernel`, so that ``H^-1 = W diag(Dinv) W^T``.
 
@@ -362,32 +313,15 @@ def ltdl_inverse_factor(lam, P):
     ``e_i - sum_{j in ancestors(i)} L[i, j] W[j, :]`` and is nonzero only on the ancestors of ``i``
     and ``i`` itself, so the structural zeros stay exact zeros (a traced program never multiplies
     them).  Then ``H^-1 B = W (Dinv * (W^T B))`` costs ``O(nnz(L))`` per column of ``B`` instead
-    of the ``n^2`` of a dense ``H^-1``.  One array operation per row (NumPy path).
+    of the ``n^2`` of a dense ``H^-1``.  One array operation per row.
     """
-    if not bk.is_symbolic(P):
-        return _inverse_factor_float(lam, P)
+    _, plan = _tree(model_or_lambda)
     W = np.zeros(P.shape, dtype=P.dtype)
-    for i, (anc, _, _, _) in enumerate(_ancestor_pairs(tuple(lam))):
+    for i, (anc, _, _, _) in enumerate(plan):
         W[..., i, i] = 1
         if len(anc):
             W[..., i, :] = W[..., i, :] - np.sum(P[..., i, anc, None] * W[..., anc, :], -2)
     return W, 1 / _diagonal(P)
-
-
-def _inverse_factor_float(lam, P):
-    """:func:`ltdl_inverse_factor` of a float ``P`` in a few matrix products (the row recursion
-    costs one NumPy call per dof): with ``L = 1 - N``, ``N`` strictly lower and nilpotent in the
-    pattern, ``L^-1 = sum_k N^k = (1 + N)(1 + N^2)(1 + N^4)...`` up to the tree's depth (talos_reduced:
-    4 factors for 16 levels of dofs).  Products of matrices in the pattern stay in it with exact
-    zeros elsewhere."""
-    li, lj, _, _, steps = _float_plan(tuple(lam))
-    N = np.zeros(P.shape)
-    N[..., li, lj] = -P[..., li, lj]
-    W = np.eye(len(lam)) + N
-    for _ in range(steps - 1):
-        N = N @ N
-        W = W + W @ N
-    return W, 1 / np.diagonal(P, 0, -2, -1)
 
 
 def spd_inverse(A, check=None):
@@ -403,8 +337,8 @@ def spd_inverse(A, check=None):
         if check is not None:
             check(0, A[..., 0, 0])
         return 1 / A
-    lam = chain_lambda(n)
-    P = _ltdl_loop(lam, A, check)                      # small blocks: the loop (no LAPACK call)
+    lam, plan = _chain(n)
+    P = _factor(lam, plan, A, check)
     L, D = _unpack(lam, P, unit=True), _diagonal(P)
     E = np.eye(n, dtype=int).astype(A.dtype)          # rows = unit vectors (structural 0/1)
     L = L[..., None, :, :]

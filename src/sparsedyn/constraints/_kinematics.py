@@ -29,7 +29,6 @@ model.  Kernels accept leading batch axes.
 
 from __future__ import annotations
 
-import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -41,30 +40,11 @@ __all__ = ["Kinematics", "kinematics", "body_rotation", "point_position", "point
            "point_velocity", "point_bias_acceleration"]
 
 
-class _Structure(NamedTuple):
-    support: np.ndarray      # (NB, NB): 1 where joint j moves body i (j is i or an ancestor of i)
-    dof_to_body: np.ndarray  # (nv, NB): 1 where dof k belongs to the joint of body i
-    dofs: tuple              # per body, the dof indices of the joints that move it
-
-
-_STRUCTURE = weakref.WeakKeyDictionary()
-
-
-def structure(model) -> _Structure:
-    """The support pattern of ``model`` (derived from the structure once per model)."""
-    s = _STRUCTURE.get(model)
-    if s is None:
-        NB = model.nbodies
-        support = np.zeros((NB, NB))
-        for i in range(NB):
-            if model.parent[i] >= 0:
-                support[i] = support[model.parent[i]]
-            support[i, i] = 1.0
-        d2b = np.zeros((model.nv, NB))
-        d2b[np.arange(model.nv), model.dof_body] = 1.0
-        dofs = tuple(np.flatnonzero(support[i][model.dof_body]) for i in range(NB))
-        s = _STRUCTURE[model] = _Structure(support, d2b, dofs)
-    return s
+def structure(model):
+    """The support pattern of ``model``: its :class:`~sparsedyn.model.topology.Topology`, whose
+    ``support`` (NB, NB) is 1 where joint j moves body i (j is i or an ancestor of i), ``dof_to_body``
+    (nv, NB) 1 where dof k belongs to the joint of body i, ``dofs`` per body the dofs that move it."""
+    return model.topology
 
 
 class Kinematics(NamedTuple):

@@ -50,9 +50,7 @@ the tangent space, as :func:`~sparsedyn.aba_derivatives`.
 
 from __future__ import annotations
 
-import threading
 import warnings
-import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -68,6 +66,7 @@ from ..algorithms.fd import fd_crb_kernel, ltdl_checker
 from ..algorithms.kinematics import joint_transforms
 from ..algorithms.ltdl import chain_lambda, dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit, spd_inverse
 from ..kernels import Kernel, kernel
+from ..model.topology import model_store
 from ..model.spatial import apply_force_transpose
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
@@ -124,7 +123,7 @@ def _system(model, q, contacts, check=None):
     lam = dof_lambda(model)
     Xup, S = joint_transforms(model, q)
     H = crba_kernel(model, q)
-    L, D = ltdl(lam, H, None if check is None else check(H))
+    L, D = ltdl(model.topology, H, None if check is None else check(H))
     J = contact_jacobian(model, Xup, S, contacts)
     Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
     G = (Y / D[..., None, :]) @ np.swapaxes(Y, -1, -2)
@@ -413,17 +412,12 @@ def _kkt_pieces(model, q, contacts, mu):
     return solve, sys.J, MJt, spd_inverse(G)
 
 
-_PROGRAMS = weakref.WeakKeyDictionary()       # model -> {key: Program}
-_LOCK = threading.Lock()
-
-
 def _cached(key, model, build):
-    with _LOCK:
-        prog = _PROGRAMS.setdefault(model, {}).get(key)
+    """The program ``key`` of ``model`` (its :func:`~sparsedyn.model.topology.model_store`), built once."""
+    programs = model_store(model, "contact dynamics programs")
+    prog = programs.get(key)
     if prog is None:
-        prog = build()
-        with _LOCK:
-            _PROGRAMS[model][key] = prog
+        prog = programs.setdefault(key, build())
     return prog
 
 

@@ -77,6 +77,7 @@ import numpy as np
 from .. import _checks
 from ..algorithms.configuration import integrate
 from ..kernels import model_method
+from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
@@ -91,26 +92,24 @@ __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel",
 
 # --- the step ------------------------------------------------------------------------------------
 
-_CHECKED: dict = {}
-
-
 def _frictional(model, contacts, who):
     """``(contacts, contact_slots(contacts))``: :func:`point_contacts` with ``friction`` and their slots,
-    remembered for the last few (model, contacts) pairs (a step checks its contacts once per
-    trajectory, not once per step)."""
+    remembered in the model's :func:`~sparsedyn.model.topology.model_store` for its last few contact sets (a
+    step checks its contacts once per trajectory, not once per step)."""
+    checked_sets = model_store(model, "frictional contacts")
     try:
-        key = (id(model), tuple(contacts) if not isinstance(contacts, Contact) else (contacts,))
-        hit = _CHECKED.get(key)
+        key = tuple(contacts) if not isinstance(contacts, Contact) else (contacts,)
+        hit = checked_sets.get(key)
     except TypeError:
         key = hit = None
-    if hit is not None and hit[0] is model:
-        return hit[1]
+    if hit is not None:
+        return hit
     checked = point_contacts(model, contacts, who, friction=True)
     checked = (checked, contact_slots(model, checked))
     if key is not None:
-        if len(_CHECKED) >= 64:
-            _CHECKED.clear()
-        _CHECKED[key] = (model, checked)
+        if len(checked_sets) >= 64:
+            checked_sets.clear()
+        checked_sets[key] = checked
     return checked
 
 

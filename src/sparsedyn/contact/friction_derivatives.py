@@ -48,7 +48,6 @@ contact exactly on its plane (``gap = 0``) the step has a kink in ``q`` (the spe
 from __future__ import annotations
 
 import hashlib
-import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -59,6 +58,7 @@ from ..algorithms.derivatives import derivative_program
 from ..algorithms.dynamics_derivatives import rnea_derivatives
 from ..algorithms.minv import minv
 from ..kernels import Kernel
+from ..model.topology import model_store
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
@@ -388,13 +388,10 @@ def _assemble(out, w, lam):
                      JMinv, JMinv @ np.swapaxes(J, -1, -2), Dq, Dd)
 
 
-_COMPILED = weakref.WeakKeyDictionary()     # compiled model -> {(contacts, with_f_ext): method}
-
-
 def _compiled_partials(kernels, model, contacts, with_f_ext):
     """The method of the compiled model ``kernels`` that runs :func:`_partials_program` (added once as
     a user kernel, built on its first call and cached on disk like every kernel)."""
-    table = _COMPILED.setdefault(kernels, {})
+    table = model_store(kernels, "contact step partials")
     key = (contacts, with_f_ext)
     if key not in table:
         prog = _partials_program(model, contacts, with_f_ext)

@@ -343,7 +343,7 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     lam = dof_lambda(model)
     Xup, S = joint_transforms(model, q)
     H = crba_kernel(model, q)
-    L, D = ltdl(lam, H, None if symbolic else ltdl_checker(model, H))
+    L, D = ltdl(model.topology, H, None if symbolic else ltdl_checker(model, H))
     a = ltdl_solve(lam, L, D, tau - bias_kernel(model, q, v, f_ext, g))
     if not nc:
         z = np.zeros(shape + (0, nv))

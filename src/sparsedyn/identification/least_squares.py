@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _checks
-from ..algorithms.kinematics_derivatives import ModelCache
+from ..model.topology import model_store
 from ..algorithms.regressor import NPARAM, joint_torque_regressor, joint_wrench_regressor
 from ..model import Model
 from .consistency import _consistent_fit, pseudo_inertia
@@ -105,11 +105,6 @@ def _sensor_key(s):
     return (type(s).__name__, s.name, s.joint, s.frame, s.direction, R)
 
 
-#: Base parameters already computed, per model (a structural analysis: computed once per model and
-#: measurement set, whatever the number of calls of identify on it).
-_BASES = ModelCache()
-
-
 def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, rtol=1e-10,
                     gravity=None) -> BaseParameters:
     """The base parameters of ``model`` for joint-torque measurements (``joint_torques``) and the
@@ -127,10 +122,7 @@ def base_parameters(model, sensors=(), joint_torques=True, states=None, seed=0, 
     owner = model if isinstance(model, Model) else getattr(model, "model", model)
     key = (tuple(map(_sensor_key, sensors)), bool(joint_torques), states, seed, rtol,
            None if gravity is None else tuple(np.asarray(gravity, float).ravel()))
-    table = _BASES.get(owner)
-    if table is None:
-        table = {}
-        _BASES[owner] = table
+    table = model_store(owner, "base parameters")      # a structural analysis: once per model and arguments
     bp = table.get(key)
     if bp is None:
         bp = table[key] = _analyse(model, sensors, joint_torques, states, seed, rtol, gravity)

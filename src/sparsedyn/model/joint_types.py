@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .joints import Joint, Revolute, _register, _subspace, random_displacement
+from .joints import Joint, Revolute, _register, random_displacement
 from .spatial import (Transform, apply_motion, axis_rotation, compose, cross3, cross_motion, mv)
 
 __all__ = ["Composite", "Translation", "Universal", "Helical", "EULER_ORDERS"]
@@ -338,7 +338,7 @@ class Translation(Joint):
 
     def jcalc(self, q):
         r = q[..., 0:3]
-        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), _subspace(self)
+        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), self.subspace
 
     def random(self, rng, lower=None, upper=None):
         return random_displacement(rng, lower, upper, 3)
@@ -376,7 +376,7 @@ class Helical(Joint):
     def jcalc(self, q):
         E = axis_rotation(self.a, q[..., 0])
         if self.translation_axis is None:
-            return Transform(E, (self.pitch * q[..., 0:1]) * self.a), _subspace(self)
+            return Transform(E, (self.pitch * q[..., 0:1]) * self.a), self.subspace
         t = np.array(self.translation_axis)
         lin = self.pitch * (E @ t)
         ang = np.broadcast_to(self.a, lin.shape)

@@ -32,8 +32,8 @@ changes.  The other joint types and their conventions: :mod:`sparsedyn.model.joi
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
@@ -71,6 +71,20 @@ class Joint:
         one, or for a joint whose ``S`` depends on ``q`` (:attr:`constant_subspace` false) its value
         at :meth:`neutral` (for scales and structure only)."""
         raise NotImplementedError
+
+    @cached_property
+    def subspace(self) -> np.ndarray:
+        """:meth:`motion_subspace` as a read-only array, computed once (the joint is frozen; it is
+        no field, so equality, hashing and copies ignore it)."""
+        S = np.asarray(self.motion_subspace())
+        S.flags.writeable = False
+        return S
+
+    def __getstate__(self):
+        """Pickled without :attr:`subspace`: the same bytes before and after the joint was used."""
+        state = dict(self.__dict__)
+        state.pop("subspace", None)
+        return state
 
     @property
     def constant_subspace(self) -> bool:
@@ -134,19 +148,6 @@ class Joint:
 
 
 JOINT_TYPES: dict[str, type] = {}
-_SUBSPACES = weakref.WeakKeyDictionary()
-
-
-def _subspace(joint):
-    """``joint.motion_subspace()``, a constant of the (frozen) joint: cached per joint, read-only
-    (``jcalc`` returns it on every call)."""
-    S = _SUBSPACES.get(joint)
-    if S is None:
-        S = np.asarray(joint.motion_subspace())
-        S.flags.writeable = False
-        _SUBSPACES[joint] = S
-    return S
-
 
 
 def _register(cls):
@@ -166,7 +167,7 @@ class Revolute(Joint):
 
     def jcalc(self, q):
         E = axis_rotation(self.a, q[..., 0])
-        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), _subspace(self)
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), self.subspace
 
 
 @_register
@@ -187,7 +188,7 @@ class Prismatic(Joint):
 
     def jcalc(self, q):
         r = q[..., 0:1] * self.a
-        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), _subspace(self)
+        return Transform(np.broadcast_to(np.eye(3), r.shape[:-1] + (3, 3)), r), self.subspace
 
     def random(self, rng, lower=None, upper=None):
         return random_displacement(rng, lower, upper, 1)
@@ -214,7 +215,7 @@ class Cylindrical(Joint):
         return np.stack([np.concatenate([a, z]), np.concatenate([z, a])], -1)
 
     def jcalc(self, q):
-        return Transform(axis_rotation(self.a, q[..., 0]), q[..., 1:2] * self.a), _subspace(self)
+        return Transform(axis_rotation(self.a, q[..., 0]), q[..., 1:2] * self.a), self.subspace
 
     def random(self, rng, lower=None, upper=None):
         return np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-1.0, 1.0)])
@@ -260,7 +261,7 @@ class Planar(Joint):
     def jcalc(self, q):
         E = axis_rotation(np.array([0.0, 0.0, 1.0]), q[..., 2])
         r = np.stack([q[..., 0], q[..., 1], 0 * q[..., 0]], -1)
-        return Transform(E, r), _subspace(self)
+        return Transform(E, r), self.subspace
 
     def random(self, rng, lower=None, upper=None):
         return np.array([rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(-np.pi, np.pi)])
@@ -354,7 +355,7 @@ class Spherical(Joint):
 
     def jcalc(self, q):
         E = np.swapaxes(quat_to_rot(q), -1, -2)
-        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), _subspace(self)
+        return Transform(E, np.zeros(E.shape[:-1], dtype=E.dtype)), self.subspace
 
     def neutral(self):
         return np.array([0.0, 0.0, 0.0, 1.0])
@@ -396,7 +397,7 @@ class Free(Joint):
         return (3,)
 
     def jcalc(self, q):
-        return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), _subspace(self)
+        return Transform(np.swapaxes(quat_to_rot(q[..., 3:7]), -1, -2), q[..., 0:3]), self.subspace
 
     def neutral(self):
         return np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])

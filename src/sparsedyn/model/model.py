@@ -65,6 +65,7 @@ from .. import kernels as _kernels
 from .records import (GEOMETRY_KINDS, GEOMETRY_SHAPES, MAX_LENGTH, MAX_MASS, FixedJoint, Frame, Geometry,
                       JointDynamics, Mimic, ModelError, UnknownNameError, _short, collision_filter, unknown_name)
 from .spatial import Transform, identity
+from .topology import Topology
 
 __all__ = ["Model", "Frame", "FixedJoint", "Mimic", "JointDynamics", "ModelError", "UnknownNameError", "unknown_name",
            "Geometry", "GEOMETRY_KINDS", "GEOMETRY_SHAPES"]
@@ -78,7 +79,12 @@ def _frozen(a, dtype=float):
 
 @dataclass(frozen=True, eq=False)
 class Model:
-    """Immutable kinematic tree.  Build it with :class:`~sparsedyn.model.builders.ModelBuilder` or a parser."""
+    """Immutable kinematic tree.  Build it with :class:`~sparsedyn.model.builders.ModelBuilder` or a parser.
+
+    ``topology``: the tables derived from the model (index tables, ancestor sets, its constants
+    stacked for array passes), a :class:`~sparsedyn.model.topology.Topology` made when the model is
+    built, each table computed on its first use.
+    """
 
     name: str
     body_names: tuple
@@ -115,6 +121,10 @@ class Model:
     dof_parent: np.ndarray = field(init=False)
     dof_body: np.ndarray = field(init=False)
     mass: np.ndarray = field(init=False)
+    # ``topology`` (:class:`~sparsedyn.model.topology.Topology`), set in __post_init__: the tables
+    # derived from this model.  Not a field: derived from the fields, it is no part of the model's
+    # identity (its fingerprint, a copy with ``dataclasses.replace``).
+
     def __post_init__(self):
         NB = len(self.parent)
         s = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -188,13 +198,17 @@ class Model:
         s("mimic", tuple(self.mimic))
         s("sensors", tuple(self.sensors))
         s("frames", tuple(Frame(f.name, int(f.body), Transform(_frozen(f.X.E), _frozen(f.X.r))) for f in self.frames))
+        self._check_frames()
+        s("fixed_joints", self._checked_fixed_joints())
+        self._check_sensors()
+        s("geometries", self._checked_geometries())
+        s("topology", Topology(self))
+
+    def _check_frames(self):
         for f in self.frames:
             if not -1 <= f.body < self.nbodies:
                 raise ModelError(f"model {self.name!r}: frame {f.name!r}: body index {f.body} out of range "
                                  f"-1..{self.nbodies - 1} (-1: fixed to the world)")
-        s("fixed_joints", self._checked_fixed_joints())
-        self._check_sensors()
-        s("geometries", self._checked_geometries())
 
     def _checked_armature(self):
         if self.armature is None:
@@ -482,11 +496,7 @@ class Model:
 
     def ancestors(self, i) -> list:
         """Bodies from ``i`` up to the root, ``i`` first."""
-        out = []
-        while i >= 0:
-            out.append(int(i))
-            i = self.parent[i]
-        return out
+        return self.topology.ancestors(i)
 
     # --- configurations -----------------------------------------------------
     def neutral(self) -> np.ndarray:
