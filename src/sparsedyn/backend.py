@@ -17,7 +17,11 @@ import math
 
 import numpy as np
 
-__all__ = ["sin", "cos", "sqrt", "atan2", "copysign", "asarray", "is_symbolic", "zeros"]
+__all__ = ["sin", "cos", "sqrt", "atan2", "copysign", "asarray", "is_symbolic", "zeros", "matmul", "BLOCK_MIN_PAIRS"]
+
+#: Products (multiplications that are not by a structural zero) from which a traced :func:`matmul`
+#: is recorded as one dense block (a loop in the compiled code) rather than element by element.
+BLOCK_MIN_PAIRS = 32768
 
 
 def _scalar(name, fallback):
@@ -119,3 +123,20 @@ def zeros(shape, like):
     """Zeros of ``shape`` with the dtype of ``like`` (object zeros stay the int 0,
     a structural zero the tracer folds)."""
     return np.zeros(shape, dtype=like.dtype)
+
+
+def matmul(A, B):
+    """``A @ B`` of matrices ``A`` (n, k) and ``B`` (k, m).  Traced (object arrays of symbols), a
+    product of :data:`BLOCK_MIN_PAIRS` multiplications or more, counted from the operands'
+    structural zeros, is recorded as one dense block product (the graph's ``matmul``: the compiled
+    program then grows with ``n k + k m + n m``, not with ``n k m``); same values either way."""
+    if is_symbolic(A) or is_symbolic(B):
+        A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
+        if A.ndim == 2 and B.ndim == 2:
+            g = next((x.g for x in (*A.flat, *B.flat) if hasattr(x, "g") and hasattr(x.g, "matmul")), None)
+            if g is not None:
+                nz = np.frompyfunc(lambda x: hasattr(x, "g") or x != 0, 1, 1)
+                pairs = np.asarray(nz(A), dtype=float) @ np.asarray(nz(B), dtype=float)
+                if pairs.sum() >= BLOCK_MIN_PAIRS:
+                    return g.matmul(A, B)
+    return A @ B

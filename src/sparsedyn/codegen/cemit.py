@@ -132,8 +132,11 @@ def loop_threshold() -> int:
 
 def code_shape(prog: Program, variant: str = "single") -> str:
     """``"unrolled"`` (straight-line code, :func:`_functions`) for a program of fewer operations
-    than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant), else
-    ``"loops"`` (:func:`_loop_functions`)."""
+    than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant) without
+    dense block products (:meth:`~sparsedyn.symbolic.ir.Graph.matmul`), else ``"loops"``
+    (:func:`_loop_functions`)."""
+    if getattr(prog, "blocks", None):         # a block product is a loop (:func:`_loop_functions`)
+        return "loops"
     nops = sum(1 for op, _, _ in prog.nodes if op > CONST)
     return "loops" if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1) else "unrolled"
 

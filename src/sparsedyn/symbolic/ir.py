@@ -61,13 +61,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Sym", "Graph", "Program", "OPS", "FLOP_KINDS"]
+__all__ = ["Sym", "Graph", "Program", "Block", "OPS", "FLOP_KINDS", "MATMUL"]
 
 # Opcodes.  INPUT nodes carry (argument index, flat element index); CONST nodes a float.
 # ATAN2 (y, x) and COPYSIGN (magnitude, sign) are binary; COPYSIGN is a sign operation (no flop),
 # the one way a kernel picks a branch by sign without branching (e.g. the shortest rotation).
-INPUT, CONST, NEG, ADD, SUB, MUL, DIV, SIN, COS, SQRT, ATAN2, COPYSIGN = range(12)
-OPS = ("input", "const", "neg", "add", "sub", "mul", "div", "sin", "cos", "sqrt", "atan2", "copysign")
+# MATMUL (block, element) is an element of a dense block product (:meth:`Graph.matmul`): its operands
+# are the block's, listed in ``blocks``, not in ``x``, ``y``.
+INPUT, CONST, NEG, ADD, SUB, MUL, DIV, SIN, COS, SQRT, ATAN2, COPYSIGN, MATMUL = range(13)
+OPS = ("input", "const", "neg", "add", "sub", "mul", "div", "sin", "cos", "sqrt", "atan2", "copysign", "matmul")
 #: Flop categories reported by :meth:`Program.flops` (``neg`` is a sign flip, not a flop).
 FLOP_KINDS = ("mul", "add", "div", "sqrt", "sin", "cos", "atan2", "neg")
 _UNARY = (NEG, SIN, COS, SQRT)
@@ -215,6 +217,7 @@ class Graph:
         self._table = {}
         self._neg_of = {}       # node id -> id of its negation's operand (for NEG nodes)
         self._phase = self.DEFAULT_PHASE
+        self.blocks = []        # the dense block products (:meth:`matmul`)
 
     @contextmanager
     def phase(self, name):
@@ -379,6 +382,16 @@ class Graph:
                 return Sym(self, m) if n[1] >= 0 else self.neg(m)
         return self._sym((op, a, b))
 
+    def matmul(self, A, B):
+        """``A @ B`` (n, m) of object arrays ``A`` (n, k) and ``B`` (k, m) (symbols and numbers) as one
+        dense block product: an element is a ``MATMUL`` node, the sum in ``k`` order of the products
+        of the pairs that are not structural zeros (NumPy's object ``@`` computes the same), the first
+        product first; an element without such a pair is the structural zero ``0``.  The program stays
+        of the size of the operands and the result, not of the ``n k m`` operations (the emitter
+        writes the product as a loop); see :mod:`sparsedyn.symbolic.block`."""
+        from .block import record
+        return record(self, A, B)
+
     # --- the program ------------------------------------------------------------
     def program(self, outputs, input_shapes, name="kernel", **about):
         """Dead-code-eliminated :class:`Program` computing ``outputs``.
@@ -393,25 +406,38 @@ class Graph:
         for i in stack:
             live[i] = 1
         nodes = self.nodes
+        blocks = {}                 # live block -> its number in the program (in the graph's order)
         while stack:
             op, x, y = nodes[stack.pop()]
-            if op > CONST:
+            if op == MATMUL:
+                if x not in blocks:
+                    blocks[x] = -1
+                    stack += [k for k in self.blocks[x].operands() if not live[k]]
+                    for k in self.blocks[x].operands():
+                        live[k] = 1
+            elif op > CONST:
                 for k in (x, y):
                     if k >= 0 and not live[k]:
                         live[k] = 1
                         stack.append(k)
+        blocks = {b: k for k, b in enumerate(sorted(blocks))}
         new = {}
         prog, phases = [], []
         for i, n in enumerate(nodes):
             if not live[i]:
                 continue
             op, x, y = n
-            if op > CONST:
+            if op == MATMUL:
+                x = blocks[x]
+            elif op > CONST:
                 x = new[x]
                 y = new[y] if y >= 0 else -1
             new[i] = len(prog)
             prog.append((op, x, y))
             phases.append(self.phases[i])
+        if blocks:
+            from .block import renumber
+            about["blocks"] = renumber([self.blocks[b] for b in sorted(blocks)], new, prog)
         outs = []
         for f in flat:
             row = []
@@ -434,6 +460,24 @@ _FLOP_NAMES = {NEG: "neg", ADD: "add", SUB: "add", MUL: "mul", DIV: "div", SIN: 
 
 def _sorted(a, b):
     return (a, b) if a <= b else (b, a)
+
+
+@dataclass
+class Block:
+    """A dense block product ``A @ B`` of :meth:`Graph.matmul`: ``A`` (n, k) and ``B`` (k, m) the node
+    ids of the operands (``-1``: a structural zero), ``phase`` the phase it was recorded in,
+    ``pairs`` the products of one element (n, m) (``int``: the structural pairs), of which the
+    elements no output needs are left out in a :class:`Program`."""
+
+    A: np.ndarray
+    B: np.ndarray
+    phase: str
+    pairs: np.ndarray
+
+    def operands(self):
+        """The distinct node ids read by the product."""
+        ids = np.union1d(self.A.reshape(-1), self.B.reshape(-1))
+        return [int(i) for i in ids if i >= 0]
 
 
 @dataclass
@@ -462,6 +506,7 @@ class Program:
     graph_nodes: int = field(default=0, repr=False)
     ad_mode: str | None = field(default=None, repr=False)
     ad_seconds: float = field(default=0.0, repr=False)
+    blocks: list = field(default_factory=list, repr=False)
 
     def flops(self, phase=None) -> dict:
         """Operation counts by kind (:data:`FLOP_KINDS`, plus ``total``) by the counting rule of the
@@ -471,20 +516,30 @@ class Program:
             name = _FLOP_NAMES.get(op[0])
             if name is not None and (phase is None or self.phases[k] == phase):
                 count[name] += 1
+        for b in self.blocks:               # the operations a block product stands for
+            if phase is None or b.phase == phase:
+                count["mul"] += int(b.pairs.sum())
+                count["add"] += int(b.pairs.sum() - (b.pairs > 0).sum())
         count["total"] = sum(count[k] for k in FLOP_KINDS if k != "neg")
         return count
 
     def phase_flops(self) -> dict:
         """``{phase: flops(phase)}`` for every phase that has operations, in order of first use."""
-        names = dict.fromkeys(p for p, (op, _, _) in zip(self.phases, self.nodes) if op in _FLOP_NAMES)
+        names = dict.fromkeys([p for p, (op, _, _) in zip(self.phases, self.nodes) if op in _FLOP_NAMES]
+                              + [b.phase for b in self.blocks])
         return {p: self.flops(p) for p in names}
 
     def text(self) -> str:
         """Canonical text of the program (the content the build cache hashes)."""
         if self._text is None:
             lines = [f"program {self.name} inputs {self.input_shapes} outputs {self.output_shapes}"]
+            for k, b in enumerate(self.blocks):
+                lines.append(f"block{k} {b.A.shape} {b.B.shape} A " + " ".join(map(str, b.A.reshape(-1).tolist()))
+                             + " B " + " ".join(map(str, b.B.reshape(-1).tolist())))
             for i, (op, x, y) in enumerate(self.nodes):
-                if op == CONST:
+                if op == MATMUL:
+                    lines.append(f"t{i} = matmul block{x} {y}")
+                elif op == CONST:
                     lines.append(f"t{i} = const {float(x).hex()}")
                 elif op == INPUT:
                     lines.append(f"t{i} = input {x} {y}")
@@ -509,6 +564,8 @@ class Program:
         calls per depth level, each over all the nodes of that level and all the states;
         large batches are processed in chunks to bound memory.
         """
+        if self.blocks:
+            return self.expanded().evaluate(inputs)
         arrs = [np.asarray(x, dtype=float) for x in inputs]
         if len(arrs) != len(self.input_shapes):
             raise ValueError(f"program {self.name!r}: expected {len(self.input_shapes)} inputs, got {len(arrs)}")
@@ -545,6 +602,11 @@ class Program:
         arithmetic is Python's operators).  Returns one value per node; an output row's entry
         ``("node", i)`` is value ``i``, ``("const", c)`` the number ``c``.
         """
+        if self.blocks:             # the block products as their scalar operations, values per node of self
+            from .block import expand
+            flat, new = expand(self)
+            val = flat.replay(element, fns)
+            return [val[k] for k in new]
         unary = {SIN: fns["sin"], COS: fns["cos"], SQRT: fns["sqrt"]}
         binary = {ATAN2: fns["atan2"], COPYSIGN: fns["copysign"]}
         val = [None] * len(self.nodes)
@@ -569,10 +631,19 @@ class Program:
                 val[i] = unary[op](val[x])
         return val
 
+    def expanded(self) -> "Program":
+        """This program with its block products (:meth:`Graph.matmul`) written out as the scalar
+        operations they stand for (the program itself when it has none): what the interpreters and
+        differentiation read.  Same values, same roundings."""
+        if not self.blocks:
+            return self
+        from .block import expand
+        return expand(self)[0]
+
     def _plan(self):
         plan = getattr(self, "_eval_plan", None)
         if plan is None:
-            plan = self._eval_plan = _EvalPlan(self)
+            plan = self._eval_plan = _EvalPlan(self.expanded())
         return plan
 
 
