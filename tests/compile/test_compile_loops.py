@@ -114,3 +114,33 @@ def test_default_threshold(monkeypatch):
         assert cemit.code_shape(_program_of(100000), variant) == "unrolled"
         assert cemit.code_shape(_program_of(159999), variant) == "unrolled"
         assert cemit.code_shape(_program_of(160000), variant) == "loops"
+
+
+def _blocky(model, q, v):
+    """``H^-1 X`` with ``X = v v^T`` but for a structural zero column: a dense block product once
+    :data:`~sparsedyn.backend.BLOCK_MIN_PAIRS` is lowered (a user kernel: the road users take)."""
+    from sparsedyn import backend as bk
+    X = v[..., :, None] * v[..., None, :]
+    X[..., :, 0] = 0
+    return bk.matmul(sd.minv(model, q), X) - v[..., :, None]
+
+
+def test_block_products_compile_to_the_interpreted_values(monkeypatch, rng):
+    """A program with a dense block product (``Graph.matmul``) is emitted as loops; one state, a loop
+    over states equal the interpreted program bit for bit (the same products summed in the same
+    order), and they and the vectorised batch (its sin and cos are the vector library's) NumPy's
+    float ``@`` to rounding."""
+    from sparsedyn import backend as bk
+    from sparsedyn.symbolic.trace import trace_function
+    monkeypatch.setattr(bk, "BLOCK_MIN_PAIRS", 1)
+    model = MODELS["chain"]()
+    prog = trace_function(lambda q, v: _blocky(model, q, v), [("q", (model.nq,)), ("v", (model.nv,))])
+    assert len(prog.blocks) == 1 and cemit.code_shape(prog) == "loops"
+    k = sd.compile(model, kernels=[_blocky], vectorize=True)
+    for n in (None, 3, 4 * 8 + 1):
+        q, v = _args(model, "a", rng, n)[:2]
+        got = k._blocky(q, v)
+        assert n is not None and n > 8 or np.array_equal(got, prog.evaluate([q, v])[0]), n
+        ref = np.linalg.inv(REGISTRY["crba"].fn(model, q)) @ np.where(np.arange(model.nv) == 0, 0.0,
+                                                                       v[..., :, None] * v[..., None, :])
+        assert rel_err(got, ref - v[..., :, None]) < _bound(model, q), n
