@@ -98,6 +98,20 @@ def _dot(x, y):
     return inner(x, y)
 
 
+def _pair_dot(X, Y, r, c):
+    """``X[..., r[p], :] . Y[..., c[p], :]`` (..., len(r)) for the dof pairs ``(r, c)``.  Traced, when
+    the pairs are at least a quarter of all (a long chain) and their products
+    :data:`~sparsedyn.backend.BLOCK_MIN_PAIRS` or more, as the elements of one dense block
+    ``X Y^T`` (:func:`~sparsedyn.backend.matmul`: the same products summed in the same order, a
+    program of ``n^2`` elements, not of ``6 n^2`` operations; the elements of no pair are dead)."""
+    n = X.shape[-2]
+    if bk.is_symbolic(X) and X.ndim == Y.ndim == 2 and 4 * len(r) >= n * n:
+        Yt = Y.T
+        if bk.block_pairs(X, Yt) >= bk.BLOCK_MIN_PAIRS:
+            return bk.matmul(X, Yt)[r, c]
+    return _dot(X.take(r, -2), Y.take(c, -2))
+
+
 def _B_apply(B11, l2, psi):
     """``B psi`` (..., n, 6) for subtree sums ``B11`` (..., n, 3, 3) and ``l2 = 2 l`` (..., n, 3)
     (twice the linear momentum), one per twist ``psi`` (..., n, 6)."""
@@ -255,7 +269,7 @@ def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
     rd, cd, ra, ca, mirror = branch_pairs(model)
-    low = _dot(T["P"].take(rd, -2), T["xi"].take(cd, -2))
+    low = _pair_dot(T["P"], T["xi"], rd, cd)
     H = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
     H[..., rd, cd] = low
     H[..., ra, ca] = low.take(mirror, -1)
@@ -287,13 +301,12 @@ def _assemble(model, T, shape, dtype, velocity=True):
         out[..., ra, ca] = upper
         return out
 
-    low_q = _dot(P.take(rd, -2), chi.take(cd, -2))
+    low_q = _pair_dot(P, chi, rd, cd)
     if not velocity:
-        return (assemble(low_q, _dot(xi.take(ra, -2), Tq.take(ca, -2))),)
+        return (assemble(low_q, _pair_dot(xi, Tq, ra, ca)),)
     Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
-    dq = assemble(low_q + _dot(Qw.take(rd, -2), psi.take(cd, -2)), _dot(xi.take(ra, -2), Tq.take(ca, -2)))
-    dv = assemble(_dot(P.take(rd, -2), phi.take(cd, -2)) + _dot(Qw.take(rd, -2), xi.take(cd, -2)[..., :3]),
-                  _dot(xi.take(ra, -2), Tv.take(ca, -2)))
+    dq = assemble(low_q + _pair_dot(Qw, psi, rd, cd), _pair_dot(xi, Tq, ra, ca))
+    dv = assemble(_pair_dot(P, phi, rd, cd) + _pair_dot(Qw, xi[..., :3], rd, cd), _pair_dot(xi, Tv, ra, ca))
     return dq, dv
 
 
@@ -397,9 +410,10 @@ def _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic):
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
     Minv = np.broadcast_to(Minv, shp + Minv.shape[-2:])
+    nM = -Minv                  # (-a) b = -(a b) exactly: one negation per entry of H^-1, not two per product
     if Minv.ndim == 2:
-        return -bk.matmul(Minv, dq), -bk.matmul(Minv, dv), Minv.copy()
-    return -(Minv @ dq), -(Minv @ dv), Minv.copy()
+        return bk.matmul(nM, dq), bk.matmul(nM, dv), Minv.copy()
+    return nM @ dq, nM @ dv, Minv.copy()
 
 
 def _bias_and_inertia(model, q, v, f_ext, gravity):
