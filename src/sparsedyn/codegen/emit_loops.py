@@ -113,22 +113,33 @@ def _block_lines(stmt, name, T):
     """``(lines, size)``: the C code of a block statement (:func:`_block_statement`): the gathers,
     then ``C[i, :] = A[i, 0] B[0, :]`` and ``C[i, :] = C[i, :] + A[i, l] B[l, :]`` for ``l = 1, 2 ...``:
     every element summed in ``l`` order, the first product first (same roundings as the scalar
-    program where the operands are finite: the structural zeros add ``+-0``)."""
+    program where the operands are finite: the structural zeros add ``+-0``).  The product is a
+    function of its own, which GCC vectorizes along the rows (``-O1`` alone does not): each element
+    still sees the same operations in the same order, as ``-ffp-contract=off`` forbids fusing them."""
     _, _, (abase, bbase, cbase, _), (sa, sb, (n, k, m)) = stmt
+    fn = "\n".join([
+        f"static void {name}(const {T} *restrict a, const {T} *restrict b, {T} *restrict c);",
+        "#if defined(__GNUC__) && !defined(__clang__)",
+        "#pragma GCC push_options",
+        '#pragma GCC optimize("tree-vectorize")',
+        "#endif",
+        f"static void {name}(const {T} *restrict a, const {T} *restrict b, {T} *restrict c)",
+        "{",
+        f"  for (int i = 0; i < {n}; i++, a += {k}, c += {m}) {{",
+        f"    for (int j = 0; j < {m}; j++) c[j] = a[0] * b[j];",
+        f"    for (int l = 1; l < {k}; l++) {{",
+        f"      const {T} x = a[l];",
+        f"      const {T} *restrict r = b + l * {m};",
+        f"      for (int j = 0; j < {m}; j++) c[j] = c[j] + x * r[j];",
+        "    }", "  }", "}",
+        "#if defined(__GNUC__) && !defined(__clang__)",
+        "#pragma GCC pop_options",
+        "#endif"])
     lines = [f"static const int {name}_a[{n * k}] = {{{','.join(map(str, sa))}}};",
-             f"static const int {name}_b[{k * m}] = {{{','.join(map(str, sb))}}};",
-             "  {",
-             f"    for (int e = 0; e < {n * k}; e++) w[{abase} + e] = w[{name}_a[e]];",
-             f"    for (int e = 0; e < {k * m}; e++) w[{bbase} + e] = w[{name}_b[e]];",
-             f"    for (int i = 0; i < {n}; i++) {{",
-             f"      {T} *restrict c = w + {cbase} + i * {m};",
-             f"      const {T} *restrict a = w + {abase} + i * {k};",
-             f"      for (int j = 0; j < {m}; j++) c[j] = a[0] * w[{bbase} + j];",
-             f"      for (int l = 1; l < {k}; l++) {{",
-             f"        const {T} x = a[l];",
-             f"        const {T} *restrict b = w + {bbase} + l * {m};",
-             f"        for (int j = 0; j < {m}; j++) c[j] = c[j] + x * b[j];",
-             "      }", "    }", "  }"]
+             f"static const int {name}_b[{k * m}] = {{{','.join(map(str, sb))}}};", fn,
+             f"  for (int e = 0; e < {n * k}; e++) w[{abase} + e] = w[{name}_a[e]];",
+             f"  for (int e = 0; e < {k * m}; e++) w[{bbase} + e] = w[{name}_b[e]];",
+             f"  {name}(w + {abase}, w + {bbase}, w + {cbase});"]
     return lines, (n * k + k * m) // 16 + 16
 
 
