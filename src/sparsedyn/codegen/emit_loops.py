@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 from ..symbolic.ir import CONST, INPUT, MATMUL, NEG, Program
-from .emit_common import _SYM, _lit, _sizes
+from .emit_common import _SCALAR_FNS, _SYM, _lit, _sizes
 
-__all__ = []
+__all__ = ["statement_shapes"]
 
 #: Operations of one statement of :func:`_statements` at most: a longer expression (a long dot
 #: product) is cut into statements of this size, whose shapes then repeat, whatever its length.
@@ -96,6 +96,17 @@ def _statements(prog: Program, fn: dict):
             nxt += 1
             stmts.append((t, slot[i], lv, n))
     return stmts, slot, nxt, consts, cslot
+
+
+def statement_shapes(prog: Program) -> int:
+    """The number of distinct statement shapes of ``prog`` (:func:`_statements`; shapes that differ in
+    the signs of additions alone count once, as :func:`_loop_functions` folds them into one loop),
+    kept on the program (a property of its nodes alone)."""
+    n = getattr(prog, "_statement_shapes", None)
+    if n is None:
+        n = len({_PLUS_MINUS.sub(" + ", t) for t, _, _, _ in _statements(prog, _SCALAR_FNS)[0] if t is not None})
+        prog._statement_shapes = n
+    return n
 
 
 def _block_statement(block, b, base, slot, zero):
