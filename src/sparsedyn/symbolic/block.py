@@ -5,7 +5,7 @@ A product of a dense ``n x k`` matrix by a dense ``k x m`` one, traced element b
 program, its trace, its C source and the C compiler's time grow with the cube of the size (the
 derivatives of forward dynamics on a 100-body chain: 5 million operations, most of them in
 ``H^-1 dtau/dq``).  :meth:`~sparsedyn.symbolic.ir.Graph.matmul` records the product as a
-:class:`~sparsedyn.symbolic.ir.Block` instead: the ids of its operands (``A``, ``B``) and one
+:class:`Block` instead: the ids of its operands (``A``, ``B``) and one
 ``MATMUL`` node per element that is not a structural zero; the emitter writes it as a loop
 (:mod:`sparsedyn.codegen.emit_loops`), so the program grows with the operands and the result.
 
@@ -19,11 +19,31 @@ are finite, the sign of a zero sum aside.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .ir import ADD, CONST, MATMUL, MUL, Block, Sym
+from .ir import ADD, CONST, MATMUL, MUL, Sym
 
-__all__ = ["record", "renumber", "expand", "pairs"]
+__all__ = ["Block", "record", "renumber", "expand", "pairs"]
+
+
+@dataclass
+class Block:
+    """A dense block product ``A @ B`` of :meth:`~sparsedyn.symbolic.ir.Graph.matmul`: ``A`` (n, k)
+    and ``B`` (k, m) the node ids of the operands (``-1``: a structural zero), ``phase`` the phase it
+    was recorded in, ``pairs`` the products of each element (n, m) that are not by a structural
+    zero (in a :class:`~sparsedyn.symbolic.ir.Program`, 0 for the elements no output needs)."""
+
+    A: np.ndarray
+    B: np.ndarray
+    phase: str
+    pairs: np.ndarray
+
+    def operands(self):
+        """The distinct node ids read by the product."""
+        ids = np.union1d(self.A.reshape(-1), self.B.reshape(-1))
+        return [int(i) for i in ids if i >= 0]
 
 
 def _ids(g, X):

@@ -45,6 +45,8 @@ one operation per node of the dead-code-free program, by kind: ``mul``,
   (folded), and a negation is a sign flip (``neg``, reported, not in ``total``);
 * a value computed twice is counted once (hash-consing), and an operation no
   output depends on is not counted (dead code).
+* a dense block product (:meth:`Graph.matmul`) counts the multiplications and
+  additions it stands for, those of the elements some output depends on.
 
 Phases: :meth:`Graph.phase` tags the nodes created inside a ``with`` block
 (a node keeps the phase in which it was first created); :meth:`Program.flops`
@@ -61,7 +63,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Sym", "Graph", "Program", "Block", "OPS", "FLOP_KINDS", "MATMUL"]
+__all__ = ["Sym", "Graph", "Program", "OPS", "FLOP_KINDS", "MATMUL"]
 
 # Opcodes.  INPUT nodes carry (argument index, flat element index); CONST nodes a float.
 # ATAN2 (y, x) and COPYSIGN (magnitude, sign) are binary; COPYSIGN is a sign operation (no flop),
@@ -463,24 +465,6 @@ def _sorted(a, b):
 
 
 @dataclass
-class Block:
-    """A dense block product ``A @ B`` of :meth:`Graph.matmul`: ``A`` (n, k) and ``B`` (k, m) the node
-    ids of the operands (``-1``: a structural zero), ``phase`` the phase it was recorded in,
-    ``pairs`` the products of one element (n, m) (``int``: the structural pairs), of which the
-    elements no output needs are left out in a :class:`Program`."""
-
-    A: np.ndarray
-    B: np.ndarray
-    phase: str
-    pairs: np.ndarray
-
-    def operands(self):
-        """The distinct node ids read by the product."""
-        ids = np.union1d(self.A.reshape(-1), self.B.reshape(-1))
-        return [int(i) for i in ids if i >= 0]
-
-
-@dataclass
 class Program:
     """A straight-line program: ``nodes`` in topological order, ``outputs[k][j]`` the value of
     element ``j`` (C order) of output ``k`` as ``("node", id)`` or ``("const", value)``.
@@ -490,7 +474,9 @@ class Program:
     ``None`` when unnamed); ``result_flops``: the flop counts of the outputs that are not run-time
     check quantities (``None`` when there are no checks); ``trace_seconds``, ``graph_nodes`` (nodes
     recorded, dead ones included); ``ad_mode``, ``ad_seconds``: for a Jacobian program, the mode and time of the
-    differentiation."""
+    differentiation.  ``blocks`` (part of :meth:`text`): the dense block products (:class:`~sparsedyn.symbolic.block.Block`)
+    that the ``MATMUL`` nodes are elements of (:meth:`Graph.matmul`; their operations count as the
+    scalar ones they stand for)."""
 
     name: str
     nodes: list
