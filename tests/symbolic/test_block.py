@@ -106,3 +106,18 @@ def test_backend_matmul_records_large_products_only():
     assert len(g.blocks) == 1
     x = np.arange(6.0).reshape(2, 3)
     assert np.array_equal(bk.matmul(x, x.T), x @ x.T)
+
+
+def test_replay_reads_the_expansion():
+    """``Program.replay`` (the interpreter behind inlining and the CasADi and JAX bridges) gives a value
+    per node of the block program: run on floats, its outputs equal the interpreted program's."""
+    import math
+    blk = _product(True)
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=12), rng.normal(size=15)
+    val = blk.replay(lambda j, k: (a, b)[j][k], {"sin": math.sin, "cos": math.cos, "sqrt": math.sqrt,
+                                                 "atan2": math.atan2, "copysign": math.copysign})
+    assert len(val) == len(blk.nodes)
+    for row, want in zip(blk.outputs, blk.evaluate([a, b])):
+        got = [val[v] if kind == "node" else v for kind, v in row]
+        assert np.array_equal(np.reshape(got, np.shape(want)), want)
