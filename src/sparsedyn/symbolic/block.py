@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import ADD, CONST, MATMUL, MUL, Sym
+from .opcodes import ADD, CONST, MATMUL, MUL
 
 __all__ = ["Block", "record", "renumber", "expand", "pairs"]
 
@@ -46,12 +46,18 @@ class Block:
         return [int(i) for i in ids if i >= 0]
 
 
+def _is_symbol(x):
+    """Whether ``x`` is a traced scalar (a :class:`~sparsedyn.symbolic.ir.Sym`: node ``i`` of graph ``g``),
+    not a number."""
+    return hasattr(x, "g") and hasattr(x, "i")
+
+
 def _ids(g, X):
     """Node ids (int64, ``X``'s shape) of the entries of an object or number matrix ``X``: a symbol
     its node, a nonzero number a constant node, a structural zero ``-1``."""
     out = np.full(X.shape, -1, dtype=np.int64)
     for idx, x in np.ndenumerate(X):
-        if x.__class__ is Sym:
+        if _is_symbol(x):
             if x.g is not g:
                 raise ValueError("matmul: an operand holds a symbol of another trace")
             out[idx] = x.i
@@ -63,8 +69,8 @@ def _ids(g, X):
 def pairs(A, B) -> np.ndarray:
     """The products of each element of ``A @ B`` (n, m) that are not structural zeros (``A`` (n, k),
     ``B`` (k, m) matrices of symbols and numbers, or of node ids with ``-1`` for a zero)."""
-    za = (A >= 0) if A.dtype == np.int64 else np.vectorize(lambda x: x.__class__ is Sym or x != 0, otypes=[bool])(A)
-    zb = (B >= 0) if B.dtype == np.int64 else np.vectorize(lambda x: x.__class__ is Sym or x != 0, otypes=[bool])(B)
+    za = (A >= 0) if A.dtype == np.int64 else np.vectorize(lambda x: _is_symbol(x) or x != 0, otypes=[bool])(A)
+    zb = (B >= 0) if B.dtype == np.int64 else np.vectorize(lambda x: _is_symbol(x) or x != 0, otypes=[bool])(B)
     return np.rint(za.astype(float) @ zb.astype(float)).astype(np.int64)
 
 
@@ -81,7 +87,7 @@ def record(g, A, B):
     out = np.zeros(P.shape, dtype=object)
     m = P.shape[1]
     for i, j in zip(*np.nonzero(P)):
-        out[i, j] = Sym(g, g._node((MATMUL, b, int(i) * m + int(j))))
+        out[i, j] = g._sym((MATMUL, b, int(i) * m + int(j)))
     return out
 
 

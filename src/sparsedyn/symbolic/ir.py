@@ -65,13 +65,8 @@ import numpy as np
 
 __all__ = ["Sym", "Graph", "Program", "OPS", "FLOP_KINDS", "MATMUL"]
 
-# Opcodes.  INPUT nodes carry (argument index, flat element index); CONST nodes a float.
-# ATAN2 (y, x) and COPYSIGN (magnitude, sign) are binary; COPYSIGN is a sign operation (no flop),
-# the one way a kernel picks a branch by sign without branching (e.g. the shortest rotation).
-# MATMUL (block, element) is an element of a dense block product (:meth:`Graph.matmul`): its operands
-# are the block's, listed in ``blocks``, not in ``x``, ``y``.
-INPUT, CONST, NEG, ADD, SUB, MUL, DIV, SIN, COS, SQRT, ATAN2, COPYSIGN, MATMUL = range(13)
-OPS = ("input", "const", "neg", "add", "sub", "mul", "div", "sin", "cos", "sqrt", "atan2", "copysign", "matmul")
+from .block import expand, record, renumber
+from .opcodes import ADD, ATAN2, CONST, COPYSIGN, COS, DIV, INPUT, MATMUL, MUL, NEG, OPS, SIN, SQRT, SUB
 #: Flop categories reported by :meth:`Program.flops` (``neg`` is a sign flip, not a flop).
 FLOP_KINDS = ("mul", "add", "div", "sqrt", "sin", "cos", "atan2", "neg")
 _UNARY = (NEG, SIN, COS, SQRT)
@@ -391,7 +386,6 @@ class Graph:
         product first; an element without such a pair is the structural zero ``0``.  The program stays
         of the size of the operands and the result, not of the ``n k m`` operations (the emitter
         writes the product as a loop); see :mod:`sparsedyn.symbolic.block`."""
-        from .block import record
         return record(self, A, B)
 
     # --- the program ------------------------------------------------------------
@@ -438,7 +432,6 @@ class Graph:
             prog.append((op, x, y))
             phases.append(self.phases[i])
         if blocks:
-            from .block import renumber
             about["blocks"] = renumber([self.blocks[b] for b in sorted(blocks)], new, prog)
         outs = []
         for f in flat:
@@ -589,7 +582,6 @@ class Program:
         ``("node", i)`` is value ``i``, ``("const", c)`` the number ``c``.
         """
         if self.blocks:             # the block products as their scalar operations, values per node of self
-            from .block import expand
             flat, new = expand(self)
             val = flat.replay(element, fns)
             return [val[k] for k in new]
@@ -623,7 +615,6 @@ class Program:
         differentiation read.  Same values, same roundings."""
         if not self.blocks:
             return self
-        from .block import expand
         return expand(self)[0]
 
     def _plan(self):
