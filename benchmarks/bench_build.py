@@ -16,6 +16,9 @@ Each (model, kernel) cell runs in its own process with a fresh build cache
   processes: on a machine that other work shares, wall-clock times grow, CPU times hardly do (the
   compiler's time spreads over the cores, ``cpu cc / cores`` is about its wall-clock time on an
   otherwise idle machine);
+* ``idle``: ``cpu py + cpu cc / cores``, about the wall-clock seconds of the trace, emission and
+  compilation on this machine idle (without the process's start and imports): the figure to read
+  when the machine is loaded;
 * ``wall``: the cell's wall-clock seconds, the process's start and imports included;
 * ``mode``: the code shape chosen for the program (``unrolled`` or ``loops``: see
   ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units;
@@ -187,8 +190,8 @@ def main(argv=None):
     print(f"cold builds ({a.variant} variant, fresh cache, one kernel per process), {os.cpu_count()} CPUs, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; seconds")
     print(f"{'model':<14}{'kernel':<20}{'cc':<7}{'mode':<9}{'nodes':>9}{'units':>6}{'trace':>7}{'emit':>7}{'cc':>8}"
-          f"{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'setup':>7}{'run us':>9}")
-    used, rows = {}, {}
+          f"{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'idle':>7}{'setup':>7}{'run us':>9}")
+    used, rows, cores = {}, {}, os.cpu_count() or 1
     for m in a.models:
         for k in a.kernels:
             for c in a.compilers:
@@ -202,7 +205,8 @@ def main(argv=None):
                 else:
                     used[c], rows[(m, k, c)] = r["compiler"], r
                     print(f"{head}{r['mode']:<9}{r['nodes']:>9}{r['units']:>6}{r['trace']:>7.2f}{r['emit']:>7.2f}"
-                          f"{r['cc']:>8.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}{r['setup']:>7.2f}"
+                          f"{r['cc']:>8.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}"
+                          f"{r['cpu_py'] + r['cpu_cc'] / cores:>7.2f}{r['setup']:>7.2f}"
                           f"{r['run'] * 1e6:>9.2f}", flush=True)
     for c, desc in used.items():
         print(f"{c}: {desc}")

@@ -17,7 +17,12 @@ import math
 
 import numpy as np
 
-__all__ = ["sin", "cos", "sqrt", "atan2", "copysign", "asarray", "is_symbolic", "zeros"]
+__all__ = ["sin", "cos", "sqrt", "atan2", "copysign", "asarray", "is_symbolic", "zeros", "matmul", "block_pairs",
+           "BLOCK_MIN_PAIRS"]
+
+#: Products (multiplications that are not by a structural zero) from which a traced :func:`matmul`
+#: is recorded as one dense block (a loop in the compiled code) rather than element by element.
+BLOCK_MIN_PAIRS = 32768
 
 
 def _scalar(name, fallback):
@@ -119,3 +124,28 @@ def zeros(shape, like):
     """Zeros of ``shape`` with the dtype of ``like`` (object zeros stay the int 0,
     a structural zero the tracer folds)."""
     return np.zeros(shape, dtype=like.dtype)
+
+
+def matmul(A, B):
+    """``A @ B`` of matrices ``A`` (n, k) and ``B`` (k, m).  Traced (object arrays of symbols), a
+    product of :data:`BLOCK_MIN_PAIRS` multiplications or more, counted from the operands'
+    structural zeros, is recorded as one dense block product (the graph's ``matmul``: the compiled
+    program then grows with ``n k + k m + n m``, not with ``n k m``); same values either way."""
+    g = _block_graph(A, B)
+    return g.matmul(A, B) if g is not None else A @ B
+
+
+def _block_graph(A, B):
+    """The graph that records ``A @ B`` as a block (see :func:`matmul`), or ``None``."""
+    if not (is_symbolic(A) or is_symbolic(B)) or np.ndim(A) != 2 or np.ndim(B) != 2:
+        return None
+    A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
+    g = next((x.g for x in (*A.flat, *B.flat) if hasattr(x, "g") and hasattr(x.g, "matmul")), None)
+    return g if g is not None and block_pairs(A, B) >= BLOCK_MIN_PAIRS else None
+
+
+def block_pairs(A, B) -> int:
+    """The multiplications of ``A @ B`` (matrices of symbols and numbers) that are not by a structural
+    zero (an exact ``0``)."""
+    nz = np.frompyfunc(lambda x: hasattr(x, "g") or x != 0, 1, 1)
+    return int(np.asarray(nz(A), dtype=float).sum(0) @ np.asarray(nz(B), dtype=float).sum(1))

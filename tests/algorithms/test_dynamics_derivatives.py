@@ -248,3 +248,67 @@ def test_one_state_with_a_batch_of_gravities_or_forces_equals_its_elements():
         dg = sd.generalized_gravity_derivatives(model, q, gravity=gs)
         for i, g in enumerate(gs):
             assert rel_err(dg[i], sd.generalized_gravity_derivatives(model, q, gravity=g)) <= bound
+
+
+# --- long chains: H^-1 from minv, its products with dtau/dx as dense blocks --------------------------
+
+def _long_chain_pair(n, floating_base):
+    """(our model, Pinocchio model) of a chain of ``n`` revolute links with a random armature, both read
+    from one URDF (so that the dof orders agree)."""
+    urdf = sd.to_urdf(sd.serial_chain(n))
+    pm = pin.buildModelFromXML(urdf, pin.JointModelFreeFlyer()) if floating_base else pin.buildModelFromXML(urdf)
+    model = sd.load_urdf(urdf, floating_base=floating_base)
+    arm = np.random.default_rng(n).uniform(0.0, 0.2, model.nv)
+    pm.armature = ip.v_to_pinocchio(model, arm)
+    return model.with_armature(arm), pm
+
+
+@pytest.mark.parametrize("floating_base", [False, True], ids=["fixed", "floating"])
+def test_long_chain_aba_derivatives_agree_with_pinocchio(floating_base, build_cache):
+    """A chain deep enough for the route through ``minv`` (``-Minv dtau/dx``), on NumPy and native (its
+    compiled program holds the two products as dense blocks, so it grows with the square of the chain,
+    not the cube): Pinocchio's ``computeABADerivatives``, to the rounding of a solve with ``H``."""
+    from sparsedyn.algorithms.dynamics_derivatives import _by_minv
+    from sparsedyn.codegen.trace import trace
+    model, pm = _long_chain_pair(40, floating_base)
+    assert _by_minv(model)
+    rng = np.random.default_rng(4)
+    q = model.random_configuration(rng)
+    v, tau = rng.normal(size=model.nv), 10 * rng.normal(size=model.nv)
+    f_ext = rng.normal(size=(model.nbodies, 6))
+    pd = pm.createData()
+    bound = rounding_bound(model.nv, float(np.linalg.cond(sd.crba(model, q))))
+    to_pin = lambda J: ip.derivative_to_pinocchio(model, J)
+    prog = trace(model, "aba_derivatives")
+    assert len(prog.blocks) == 2 and len(prog.nodes) < model.nv ** 3
+    for fext, fpin in ((None, ()), (f_ext, (ip.fext_to_pinocchio(model, f_ext),))):
+        pin.computeABADerivatives(pm, pd, ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v),
+                                  ip.tau_to_pinocchio(model, tau), *fpin)
+        refs = (pd.ddq_dq, pd.ddq_dv, upper_to_symmetric(pd.Minv))
+        for backend in ("numpy", "native"):
+            with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
+                ours = sd.aba_derivatives(model, q.tolist(), list(v), tau, fext)
+            for J, ref in zip(ours, refs):
+                assert rel_err(to_pin(J), ref) < bound, backend
+
+
+def test_long_chain_of_every_joint_type_equals_ad_and_finite_differences():
+    """The route through ``minv`` on a chain of every joint type with a constant motion subspace
+    (armature on every other dof): the reverse-mode derivatives of the traced ABA and central
+    differences."""
+    from sparsedyn.algorithms.derivatives import varying_subspaces
+    from sparsedyn.algorithms.dynamics_derivatives import _by_minv
+    types = ("revolute", "continuous", "prismatic", "helical", "cylindrical", "planar", "spherical", "translation",
+             "free")
+    m = sd.random_tree(14, branching=1.0, joint_types=types, seed=9)
+    model = m.with_armature(np.where(np.arange(m.nv) % 2 == 0, 0.3, 0.0))
+    assert _by_minv(model) and not varying_subspaces(model)
+    q, v, tau, f = state(model, 8)
+    kappa = float(np.linalg.cond(sd.crba(model, q)))
+    dq, dv, dtau = sd.aba_derivatives(model, q, v, tau, f)
+    ad_q, ad_v, ad_tau = sd.derivatives(sd.aba)(model, q, v, tau, f)
+    for x, y in ((dq, ad_q), (dv, ad_v), (dtau, ad_tau)):
+        assert rel_err(x, y) < rounding_bound(model.nv, kappa)
+    fd = lambda q_, v_, t_: sd.aba(model, q_, v_, t_, f)
+    assert rel_err(dq, tangent_fd(model, fd, q, v, tau)) < FD_TOL
+    assert rel_err(dv, vector_fd(lambda v_: fd(q, v_, tau), v)) < FD_TOL

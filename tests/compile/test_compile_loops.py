@@ -13,7 +13,7 @@ import pytest
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
-from sparsedyn.codegen import build, cemit
+from sparsedyn.codegen import build, cemit, emit_loops
 from sparsedyn.codegen.compiled_model import CompiledModel
 from sparsedyn.codegen.trace import trace
 from sparsedyn.kernels import REGISTRY
@@ -107,10 +107,60 @@ def test_default_threshold(monkeypatch):
     """Without ``$SPARSEDYN_LOOP_THRESHOLD``, single-state and batch code are unrolled below
     :data:`~sparsedyn.codegen.cemit.LOOP_THRESHOLD` (160,000) operations and loops from it on, so a
     derivative kernel of a humanoid (aba_derivatives of talos_reduced: about 100,000 operations;
-    unrolled it runs 1.6 times faster, benchmarks/bench_loops.py) is unrolled."""
+    unrolled it runs 1.6 times faster, benchmarks/bench_loops.py) is unrolled.  (The synthetic
+    programs here repeat one statement: the rule of repeated shapes is set aside.)"""
     monkeypatch.delenv("SPARSEDYN_LOOP_THRESHOLD", raising=False)
+    monkeypatch.setattr(cemit, "REPEATED_MIN_OPS", 1 << 62)
     assert cemit.loop_threshold() == cemit.LOOP_THRESHOLD == 160000
     for variant in ("single", "batch"):
         assert cemit.code_shape(_program_of(100000), variant) == "unrolled"
         assert cemit.code_shape(_program_of(159999), variant) == "unrolled"
         assert cemit.code_shape(_program_of(160000), variant) == "loops"
+
+
+def test_programs_of_few_repeated_shapes_are_loops_below_the_threshold(monkeypatch):
+    """A chain's program, a few dozen statement shapes repeated body after body, is emitted as loops
+    from :data:`~sparsedyn.codegen.cemit.REPEATED_MIN_OPS` operations; a humanoid's derivative kernel,
+    as large but of a hundred shapes and more, stays unrolled, as does any program when
+    ``$SPARSEDYN_LOOP_THRESHOLD`` is set."""
+    import erd
+    monkeypatch.delenv("SPARSEDYN_LOOP_THRESHOLD", raising=False)
+    chain = trace(sd.serial_chain(100), "minv")
+    humanoid = trace(erd.load_pair("talos_reduced", True)[0], "aba_derivatives")
+    nops = [sum(1 for op, _, _ in p.nodes if op > 1) for p in (chain, humanoid)]
+    assert all(cemit.REPEATED_MIN_OPS <= n < cemit.LOOP_THRESHOLD for n in nops)
+    assert emit_loops.statement_shapes(chain) <= cemit.REPEATED_SHAPES < emit_loops.statement_shapes(humanoid)
+    for variant in ("single", "batch"):
+        assert cemit.code_shape(chain, variant) == "loops" and cemit.code_shape(humanoid, variant) == "unrolled"
+    monkeypatch.setenv("SPARSEDYN_LOOP_THRESHOLD", str(cemit.LOOP_THRESHOLD))
+    assert cemit.code_shape(chain) == "unrolled"
+
+
+def _blocky(model, q, v):
+    """``H^-1 X`` with ``X = v v^T`` but for a structural zero column: a dense block product once
+    :data:`~sparsedyn.backend.BLOCK_MIN_PAIRS` is lowered (a user kernel: the road users take)."""
+    from sparsedyn import backend as bk
+    X = v[..., :, None] * v[..., None, :]
+    X[..., :, 0] = 0
+    return bk.matmul(sd.minv(model, q), X) - v[..., :, None]
+
+
+def test_block_products_compile_to_the_interpreted_values(monkeypatch, rng):
+    """A program with a dense block product (``Graph.matmul``) is emitted as loops; one state, a loop
+    over states equal the interpreted program bit for bit (the same products summed in the same
+    order), and they and the vectorised batch (its sin and cos are the vector library's) NumPy's
+    float ``@`` to rounding."""
+    from sparsedyn import backend as bk
+    from sparsedyn.symbolic.trace import trace_function
+    monkeypatch.setattr(bk, "BLOCK_MIN_PAIRS", 1)
+    model = MODELS["chain"]()
+    prog = trace_function(lambda q, v: _blocky(model, q, v), [("q", (model.nq,)), ("v", (model.nv,))])
+    assert len(prog.blocks) == 1 and cemit.code_shape(prog) == "loops"
+    k = sd.compile(model, kernels=[_blocky], vectorize=True)
+    for n in (None, 3, 4 * 8 + 1):
+        q, v = _args(model, "a", rng, n)[:2]
+        got = k._blocky(q, v)
+        assert n is not None and n > 8 or np.array_equal(got, prog.evaluate([q, v])[0]), n
+        ref = np.linalg.inv(REGISTRY["crba"].fn(model, q)) @ np.where(np.arange(model.nv) == 0, 0.0,
+                                                                       v[..., :, None] * v[..., None, :])
+        assert rel_err(got, ref - v[..., :, None]) < _bound(model, q), n

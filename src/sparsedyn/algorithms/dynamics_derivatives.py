@@ -55,12 +55,13 @@ from .. import backend as bk
 from ..kernels import kernel
 from ..model.spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner, rigid_apply,
                        rigid_transform, skew)
-from .aba import aba
+from .aba import aba, aba_kernel, float_checker
+from .minv import minv_kernel
 from .derivatives import derivatives, varying_subspaces
 from .rnea import rnea
 from .fd import ltdl_checker
 from .kinematics_derivatives import common_shape, levels, root_motion
-from .ltdl import ltdl_inverse_factor, ltdl_kernel
+from .ltdl import dof_lambda, ltdl_inverse_factor, ltdl_kernel
 
 __all__ = ["rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives",
            "rnea_derivative_kernel", "branch_pairs", "subtree_sums", "joint_terms", "dof_rows", "momentum_columns"]
@@ -78,6 +79,20 @@ def branch_pairs(model):
 
 def _dot(x, y):
     return inner(x, y)
+
+
+def _pair_dot(X, Y, r, c):
+    """``X[..., r[p], :] . Y[..., c[p], :]`` (..., len(r)) for the dof pairs ``(r, c)``.  Traced, when
+    the pairs are at least a quarter of all (a long chain) and their products
+    :data:`~sparsedyn.backend.BLOCK_MIN_PAIRS` or more, as the elements of one dense block
+    ``X Y^T`` (:func:`~sparsedyn.backend.matmul`: the same products summed in the same order, a
+    program of ``n^2`` elements, not of ``6 n^2`` operations; the elements of no pair are dead)."""
+    n = X.shape[-2]
+    if bk.is_symbolic(X) and X.ndim == Y.ndim == 2 and 4 * len(r) >= n * n:
+        Yt = Y.T
+        if bk.block_pairs(X, Yt) >= bk.BLOCK_MIN_PAIRS:
+            return bk.matmul(X, Yt)[r, c]
+    return _dot(X.take(r, -2), Y.take(c, -2))
 
 
 def _B_apply(B11, l2, psi):
@@ -227,7 +242,7 @@ def _inertia_matrix(model, T, shape, dtype):
     """``H = dtau/da`` (..., nv, nv): ``H[r, c] = xi_r^T IC_j xi_c`` on the branch pairs, armature
     on the diagonal."""
     rd, cd, ra, ca, mirror = branch_pairs(model)
-    low = _dot(T["P"].take(rd, -2), T["xi"].take(cd, -2))
+    low = _pair_dot(T["P"], T["xi"], rd, cd)
     H = np.zeros(shape + (model.nv, model.nv), dtype=dtype)
     H[..., rd, cd] = low
     H[..., ra, ca] = low.take(mirror, -1)
@@ -259,13 +274,12 @@ def _assemble(model, T, shape, dtype, velocity=True):
         out[..., ra, ca] = upper
         return out
 
-    low_q = _dot(P.take(rd, -2), chi.take(cd, -2))
+    low_q = _pair_dot(P, chi, rd, cd)
     if not velocity:
-        return (assemble(low_q, _dot(xi.take(ra, -2), Tq.take(ca, -2))),)
+        return (assemble(low_q, _pair_dot(xi, Tq, ra, ca)),)
     Qw, psi, phi, Tv = T["Qw"], T["psi"][..., :3], T["phi"], T["Tv"]
-    dq = assemble(low_q + _dot(Qw.take(rd, -2), psi.take(cd, -2)), _dot(xi.take(ra, -2), Tq.take(ca, -2)))
-    dv = assemble(_dot(P.take(rd, -2), phi.take(cd, -2)) + _dot(Qw.take(rd, -2), xi.take(cd, -2)[..., :3]),
-                  _dot(xi.take(ra, -2), Tv.take(ca, -2)))
+    dq = assemble(low_q + _pair_dot(Qw, psi, rd, cd), _pair_dot(xi, Tq, ra, ca))
+    dv = assemble(_pair_dot(P, phi, rd, cd) + _pair_dot(Qw, xi[..., :3], rd, cd), _pair_dot(xi, Tv, ra, ca))
     return dq, dv
 
 
@@ -300,12 +314,18 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     accelerations with the one at ``0``: cheaper than a separate ABA).  On float input the
     factor's pivots are checked as :func:`~sparsedyn.fd_crb` checks them (a massless subtree
     raises :class:`~sparsedyn.SingularInertiaError` naming the joint).  On talos_reduced: 99k
-    flops, the products with ``W`` 45k of them.
+    flops, the products with ``W`` 45k of them.  On a model with a path of 24 dofs or more from
+    the root (a long chain), where the factor and its inverse cost the depth squared per dof,
+    ``H^-1`` comes from :func:`~sparsedyn.minv` instead (its cost: the depth per dof), ``qdd`` from
+    ABA, and the products ``-H^-1 dtau/dx`` are dense blocks of the traced program
+    (:func:`~sparsedyn.backend.matmul`): a 100-body chain's program has 225,000 nodes, not 5 million.
     """
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
     if varying_subspaces(model):
         return derivatives(aba, ("q", "v", "tau"))(model, q, v, tau, f_ext=f_ext, gravity=gravity)
+    if _by_minv(model):
+        return _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
     W, Dinv = ltdl_inverse_factor(model, ltdl_kernel(model, H, None if symbolic else ltdl_checker(model, H)))
     qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
@@ -331,6 +351,45 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
             if np.any(arm):
                 out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
     return dqdd_dq, dqdd_dv, Minv
+
+
+def _by_minv(model):
+    """Whether :func:`aba_derivatives` takes ``H^-1`` from :func:`~sparsedyn.minv` and multiplies it
+    by ``dtau/dx`` as dense blocks (:func:`_aba_derivatives_minv`) rather than by the factor ``W``."""
+    return max(_depths(model)) >= _MINV_DEPTH
+
+
+#: The depth (dofs on one path from the root) from which :func:`aba_derivatives` takes the
+#: :func:`_aba_derivatives_minv` route: its program grows with ``n d`` (``n^2`` with the blocks),
+#: the factor's with ``n d^2``.  Traced, a 30-dof chain: 125,000 operations against 146,000;
+#: Unitree G1 (35 dofs, depth 16): 135,000 against 89,000.
+_MINV_DEPTH = 24
+
+
+def _depths(model):
+    """The number of dofs on the path from the root to each dof, itself included."""
+    d = []
+    for p in dof_lambda(model):
+        d.append(1 if p < 0 else d[p] + 1)
+    return d or [0]
+
+
+def _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic):
+    """:func:`aba_derivatives` as ``dqdd/dx = -H^-1 dtau/dx`` with ``H^-1`` from the recursive
+    :func:`~sparsedyn.minv` (Carpentier and Mansard, 2018: ``O(n d)`` operations and a program of
+    that size, where the factorization ``L^T D L`` and its inverse cost ``O(n d^2)`` each) and
+    ``qdd`` from ABA.  On a long chain ``H^-1`` and ``dtau/dx`` are dense: each product, ``n^3``
+    multiplications, is traced as one dense block (:func:`~sparsedyn.backend.matmul`), so that the
+    compiled program grows with ``n^2``, not ``n^3``."""
+    Minv = minv_kernel(model, q, check=None if symbolic else float_checker(model))
+    qdd = aba_kernel(model, q, v, tau, f_ext, g, check=None if symbolic else float_checker(model))
+    T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
+    dq, dv = _assemble(model, T, shp, dtype)
+    Minv = np.broadcast_to(Minv, shp + Minv.shape[-2:])
+    nM = -Minv                  # (-a) b = -(a b) exactly: one negation per entry of H^-1, not two per product
+    if Minv.ndim == 2:
+        return bk.matmul(nM, dq), bk.matmul(nM, dv), Minv.copy()
+    return nM @ dq, nM @ dv, Minv.copy()
 
 
 def _bias_and_inertia(model, q, v, f_ext, gravity):

@@ -77,11 +77,11 @@ from ..symbolic.loop import LoopProgram
 from .emit_batch import _batch_entry, _rows_function
 from .emit_common import _sizes, _units
 from .emit_iterative import _emit_loop
-from .emit_loops import _loop_functions
+from .emit_loops import _loop_functions, statement_shapes
 from .emit_unrolled import _chunks, _functions, _traffic, schedule  # noqa: F401  (_chunks, _traffic: tests)
 
 __all__ = ["emit_program", "emit_unit", "PRELUDE", "code_shape", "loop_threshold", "LOOP_THRESHOLD", "BATCH_LOOP_FACTOR",
-           "schedule"]
+           "REPEATED_MIN_OPS", "REPEATED_SHAPES", "schedule"]
 
 #: The C prelude of every translation unit, ``prelude.h`` (the library functions and vector types
 #: used, the vector width ``SD_W``, export macros; emitted verbatim, so its first line is the
@@ -117,6 +117,16 @@ LOOP_THRESHOLD = 160000
 #: scheduled; its cold build 12-16 -> 16-21 s on two cores, paired on a loaded machine).  It was 4
 #: while :data:`LOOP_THRESHOLD` was 40,000: the batch threshold is still 160,000 operations.
 BATCH_LOOP_FACTOR = 1
+#: A program of :data:`REPEATED_MIN_OPS` operations or more whose statements (:func:`_statements`)
+#: take at most :data:`REPEATED_SHAPES` distinct shapes is emitted as loops below the threshold too:
+#: the program of a chain of like bodies, which its loops fold into a few dozen blocks, where a
+#: humanoid's derivative kernels take 128-210 shapes (g1, talos_full) and stay unrolled.  Cold-build
+#: CPU seconds, Python and the C compiler, unrolled -> loops, one kernel per process on a loaded
+#: 2-core machine (``benchmarks/bench_build.py``): a 100-body chain's minv (29 shapes) 6.5 -> 1.7,
+#: rnea_derivatives (32 shapes) 6.3 -> 2.3; the loops run about 1.45 times longer (minv of a 100-body
+#: chain, see :data:`LOOP_THRESHOLD`).  Not applied when ``$SPARSEDYN_LOOP_THRESHOLD`` is set.
+REPEATED_MIN_OPS = 40000
+REPEATED_SHAPES = 64
 
 
 def loop_threshold() -> int:
@@ -132,10 +142,18 @@ def loop_threshold() -> int:
 
 def code_shape(prog: Program, variant: str = "single") -> str:
     """``"unrolled"`` (straight-line code, :func:`_functions`) for a program of fewer operations
-    than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant), else
-    ``"loops"`` (:func:`_loop_functions`)."""
+    than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant) without
+    dense block products (:meth:`~sparsedyn.symbolic.ir.Graph.matmul`) and not made of a few
+    repeated statement shapes (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`)."""
+    if getattr(prog, "blocks", None):         # a block product is a loop (:func:`_loop_functions`)
+        return "loops"
     nops = sum(1 for op, _, _ in prog.nodes if op > CONST)
-    return "loops" if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1) else "unrolled"
+    if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1):
+        return "loops"
+    if nops >= REPEATED_MIN_OPS and not os.environ.get("SPARSEDYN_LOOP_THRESHOLD") \
+            and statement_shapes(prog) <= REPEATED_SHAPES:
+        return "loops"
+    return "unrolled"
 
 
 def emit_program(prog: Program, cname: str, variant: str = "single", chunk: int = 200,

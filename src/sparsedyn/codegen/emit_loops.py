@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from ..symbolic.ir import CONST, INPUT, NEG, Program
-from .emit_common import _SYM, _lit, _sizes
+from ..symbolic.ir import CONST, INPUT, MATMUL, NEG, Program
+from .emit_common import _SCALAR_FNS, _SYM, _lit, _sizes
 
-__all__ = []
+__all__ = ["statement_shapes"]
 
 #: Operations of one statement of :func:`_statements` at most: a longer expression (a long dot
 #: product) is cut into statements of this size, whose shapes then repeat, whatever its length.
@@ -32,10 +32,13 @@ def _statements(prog: Program, fn: dict):
     nodes = prog.nodes
     uses = [0] * len(nodes)
     for op, x, y in nodes:
-        if op > CONST:
+        if op > CONST and op != MATMUL:
             uses[x] += 1
             if y >= 0:
                 uses[y] += 1
+    for b in prog.blocks:               # a block reads its operands from their slots
+        for a in b.operands():
+            uses[a] += 2
     outs = {v for row in prog.outputs for kind, v in row if kind == "node"}
     off, base = [], 0
     for n in _sizes(prog.input_shapes):
@@ -43,7 +46,7 @@ def _statements(prog: Program, fn: dict):
         base += n
     slot = [-1] * len(nodes)
     consts, cslot = [], {}
-    out_consts = [v for row in prog.outputs for kind, v in row if kind == "const"]
+    out_consts = [v for row in prog.outputs for kind, v in row if kind == "const"] + ([0.0] if prog.blocks else [])
     for i, (op, x, y) in enumerate(nodes):
         if op == INPUT:
             slot[i] = off[int(x)] + int(y)
@@ -63,8 +66,16 @@ def _statements(prog: Program, fn: dict):
         e = expr.pop(a, None)
         return ("@", [slot[a]], 0) if e is None else ("(" + e[0] + ")", e[1], e[2])
 
+    placed = {}                         # block -> its statement
     for i, (op, x, y) in enumerate(nodes):
         if op <= CONST:
+            continue
+        if op == MATMUL:
+            if x not in placed:
+                placed[x] = _block_statement(prog.blocks[x], x, nxt, slot, cslot[float(0).hex()])
+                nxt = placed[x][2][-1]
+                stmts.append(placed[x])
+            slot[i] = placed[x][2][2] + y
             continue
         tx, lx, nx = leaf(x)
         if op == NEG:
@@ -85,6 +96,62 @@ def _statements(prog: Program, fn: dict):
             nxt += 1
             stmts.append((t, slot[i], lv, n))
     return stmts, slot, nxt, consts, cslot
+
+
+def statement_shapes(prog: Program) -> int:
+    """The number of distinct statement shapes of ``prog`` (:func:`_statements`; shapes that differ in
+    the signs of additions alone count once, as :func:`_loop_functions` folds them into one loop),
+    kept on the program (a property of its nodes alone)."""
+    n = getattr(prog, "_statement_shapes", None)
+    if n is None:
+        n = len({_PLUS_MINUS.sub(" + ", t) for t, _, _, _ in _statements(prog, _SCALAR_FNS)[0] if t is not None})
+        prog._statement_shapes = n
+    return n
+
+
+def _block_statement(block, b, base, slot, zero):
+    """The statement of block product ``b`` (``(None, b, (abase, bbase, cbase, end), (A slots,
+    B slots, (n, k, m)))``): its operands gathered into ``A`` (n, k) at ``abase`` and ``B`` (k, m) at
+    ``bbase`` (a structural zero reads the slot ``zero`` of ``0.0``), ``C`` (n, m) at ``cbase``, the
+    workspace's slots in use up to ``end``."""
+    (n, k), m = block.A.shape, block.B.shape[1]
+    at = [[slot[a] if a >= 0 else zero for a in X.reshape(-1).tolist()] for X in (block.A, block.B)]
+    abase, bbase, cbase = base, base + n * k, base + n * k + k * m
+    return None, b, (abase, bbase, cbase, cbase + n * m), (at[0], at[1], (n, k, m))
+
+
+def _block_lines(stmt, name, T):
+    """``(lines, size)``: the C code of a block statement (:func:`_block_statement`): the gathers,
+    then ``C[i, :] = A[i, 0] B[0, :]`` and ``C[i, :] = C[i, :] + A[i, l] B[l, :]`` for ``l = 1, 2 ...``:
+    every element summed in ``l`` order, the first product first (same roundings as the scalar
+    program where the operands are finite: the structural zeros add ``+-0``).  The product is a
+    function of its own, which GCC vectorizes along the rows (``-O1`` alone does not): each element
+    still sees the same operations in the same order, as ``-ffp-contract=off`` forbids fusing them."""
+    _, _, (abase, bbase, cbase, _), (sa, sb, (n, k, m)) = stmt
+    fn = "\n".join([
+        f"static void {name}(const {T} *restrict a, const {T} *restrict b, {T} *restrict c);",
+        "#if defined(__GNUC__) && !defined(__clang__)",
+        "#pragma GCC push_options",
+        '#pragma GCC optimize("tree-vectorize")',
+        "#endif",
+        f"static void {name}(const {T} *restrict a, const {T} *restrict b, {T} *restrict c)",
+        "{",
+        f"  for (int i = 0; i < {n}; i++, a += {k}, c += {m}) {{",
+        f"    for (int j = 0; j < {m}; j++) c[j] = a[0] * b[j];",
+        f"    for (int l = 1; l < {k}; l++) {{",
+        f"      const {T} x = a[l];",
+        f"      const {T} *restrict r = b + l * {m};",
+        f"      for (int j = 0; j < {m}; j++) c[j] = c[j] + x * r[j];",
+        "    }", "  }", "}",
+        "#if defined(__GNUC__) && !defined(__clang__)",
+        "#pragma GCC pop_options",
+        "#endif"])
+    lines = [f"static const int {name}_a[{n * k}] = {{{','.join(map(str, sa))}}};",
+             f"static const int {name}_b[{k * m}] = {{{','.join(map(str, sb))}}};", fn,
+             f"  for (int e = 0; e < {n * k}; e++) w[{abase} + e] = w[{name}_a[e]];",
+             f"  for (int e = 0; e < {k * m}; e++) w[{bbase} + e] = w[{name}_b[e]];",
+             f"  {name}(w + {abase}, w + {bbase}, w + {cbase});"]
+    return lines, (n * k + k * m) // 16 + 16
 
 
 def _blocks(shapes):
@@ -126,7 +193,8 @@ def _loop_functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
     # Blocks are found up to the signs of additions: ``x - y`` is ``x + s * y`` with ``s = -1``
     # exactly (the product by +-1 and the sum round once, as the difference does), so statements
     # that differ in signs alone (the products of a matrix with signed entries) share a loop.
-    sid = [shapes.setdefault(_PLUS_MINUS.sub(" + ", t), len(shapes)) for t, _, _, _ in stmts]
+    sid = [shapes.setdefault(_PLUS_MINUS.sub(" + ", t) if t is not None else ("block", o), len(shapes))
+           for t, o, _, _ in stmts]
     optr = "double" if T == "double" else "sd_vd"
     funcs, names, cur, size = [], [], [], 0
 
@@ -141,7 +209,11 @@ def _loop_functions(prog: Program, cname: str, T: str, fn: dict, chunk: int):
         cur, size = [], 0
 
     for b, (p, k, r) in enumerate(_blocks(sid)):
-        if r == 1:
+        if r == 1 and stmts[p][0] is None:
+            lines, n = _block_lines(stmts[p], f"{cname}_m{b}", optr)
+            cur += lines
+            size += n
+        elif r == 1:
             t, o, lv, n = stmts[p]
             cur.append(f"  w[{o}] = {_fill(t, lv)};")
             size += n

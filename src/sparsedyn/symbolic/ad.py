@@ -316,6 +316,7 @@ def jacobian_program(prog: Program, wrt, *, outputs=None, mode="auto", at=None, 
     ``output_names`` name its arguments.
     """
     _straight(prog)
+    prog = prog.expanded()                  # block products as the scalar operations they stand for
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
     n_in = len(prog.input_shapes)

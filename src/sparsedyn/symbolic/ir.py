@@ -45,6 +45,8 @@ one operation per node of the dead-code-free program, by kind: ``mul``,
   (folded), and a negation is a sign flip (``neg``, reported, not in ``total``);
 * a value computed twice is counted once (hash-consing), and an operation no
   output depends on is not counted (dead code).
+* a dense block product (:meth:`Graph.matmul`) counts the multiplications and
+  additions it stands for, those of the elements some output depends on.
 
 Phases: :meth:`Graph.phase` tags the nodes created inside a ``with`` block
 (a node keeps the phase in which it was first created); :meth:`Program.flops`
@@ -59,13 +61,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .block import expand, record, renumber
 from .eval_plan import EvalPlan
 from .gc_pause import paused_gc
-from .ops import (ADD, ATAN2, CONST, COPYSIGN, COS, DIV, FLOP_KINDS, INPUT, MUL, NEG, OPS, SIN, SQRT, SUB,
+from .ops import (ADD, ATAN2, CONST, COPYSIGN, COS, DIV, FLOP_KINDS, INPUT, MATMUL, MUL, NEG, OPS, SIN, SQRT, SUB,
                   UNARY as _UNARY)
 from .sym import Sym, _is_num
 
-__all__ = ["Sym", "Graph", "Program", "OPS", "FLOP_KINDS"]
+__all__ = ["Sym", "Graph", "Program", "OPS", "FLOP_KINDS", "MATMUL"]
 
 class Graph:
     """A growing SSA graph with hash-consing and constant folding (see the module docstring).
@@ -84,6 +87,7 @@ class Graph:
         self._table = {}
         self._neg_of = {}       # node id -> id of its negation's operand (for NEG nodes)
         self._phase = self.DEFAULT_PHASE
+        self.blocks = []        # the dense block products (:meth:`matmul`)
 
     @contextmanager
     def phase(self, name):
@@ -248,6 +252,15 @@ class Graph:
                 return Sym(self, m) if n[1] >= 0 else self.neg(m)
         return self._sym((op, a, b))
 
+    def matmul(self, A, B):
+        """``A @ B`` (n, m) of object arrays ``A`` (n, k) and ``B`` (k, m) (symbols and numbers) as one
+        dense block product: an element is a ``MATMUL`` node, the sum in ``k`` order of the products
+        of the pairs that are not structural zeros (NumPy's object ``@`` computes the same), the first
+        product first; an element without such a pair is the structural zero ``0``.  The program stays
+        of the size of the operands and the result, not of the ``n k m`` operations (the emitter
+        writes the product as a loop); see :mod:`sparsedyn.symbolic.block`."""
+        return record(self, A, B)
+
     # --- the program ------------------------------------------------------------
     def program(self, outputs, input_shapes, name="kernel", **about):
         """Dead-code-eliminated :class:`Program` computing ``outputs``.
@@ -262,25 +275,37 @@ class Graph:
         for i in stack:
             live[i] = 1
         nodes = self.nodes
+        blocks = {}                 # live block -> its number in the program (in the graph's order)
         while stack:
             op, x, y = nodes[stack.pop()]
-            if op > CONST:
+            if op == MATMUL:
+                if x not in blocks:
+                    blocks[x] = -1
+                    stack += [k for k in self.blocks[x].operands() if not live[k]]
+                    for k in self.blocks[x].operands():
+                        live[k] = 1
+            elif op > CONST:
                 for k in (x, y):
                     if k >= 0 and not live[k]:
                         live[k] = 1
                         stack.append(k)
+        blocks = {b: k for k, b in enumerate(sorted(blocks))}
         new = {}
         prog, phases = [], []
         for i, n in enumerate(nodes):
             if not live[i]:
                 continue
             op, x, y = n
-            if op > CONST:
+            if op == MATMUL:
+                x = blocks[x]
+            elif op > CONST:
                 x = new[x]
                 y = new[y] if y >= 0 else -1
             new[i] = len(prog)
             prog.append((op, x, y))
             phases.append(self.phases[i])
+        if blocks:
+            about["blocks"] = renumber([self.blocks[b] for b in sorted(blocks)], new, prog)
         outs = []
         for f in flat:
             row = []
@@ -315,7 +340,9 @@ class Program:
     ``None`` when unnamed); ``result_flops``: the flop counts of the outputs that are not run-time
     check quantities (``None`` when there are no checks); ``trace_seconds``, ``graph_nodes`` (nodes
     recorded, dead ones included); ``ad_mode``, ``ad_seconds``: for a Jacobian program, the mode and time of the
-    differentiation."""
+    differentiation.  ``blocks`` (part of :meth:`text`): the dense block products (:class:`~sparsedyn.symbolic.block.Block`)
+    that the ``MATMUL`` nodes are elements of (:meth:`Graph.matmul`; their operations count as the
+    scalar ones they stand for)."""
 
     name: str
     nodes: list
@@ -331,6 +358,7 @@ class Program:
     graph_nodes: int = field(default=0, repr=False)
     ad_mode: str | None = field(default=None, repr=False)
     ad_seconds: float = field(default=0.0, repr=False)
+    blocks: list = field(default_factory=list, repr=False)
 
     def flops(self, phase=None) -> dict:
         """Operation counts by kind (:data:`FLOP_KINDS`, plus ``total``) by the counting rule of the
@@ -340,20 +368,30 @@ class Program:
             name = _FLOP_NAMES.get(op[0])
             if name is not None and (phase is None or self.phases[k] == phase):
                 count[name] += 1
+        for b in self.blocks:               # the operations a block product stands for
+            if phase is None or b.phase == phase:
+                count["mul"] += int(b.pairs.sum())
+                count["add"] += int(b.pairs.sum() - (b.pairs > 0).sum())
         count["total"] = sum(count[k] for k in FLOP_KINDS if k != "neg")
         return count
 
     def phase_flops(self) -> dict:
         """``{phase: flops(phase)}`` for every phase that has operations, in order of first use."""
-        names = dict.fromkeys(p for p, (op, _, _) in zip(self.phases, self.nodes) if op in _FLOP_NAMES)
+        names = dict.fromkeys([p for p, (op, _, _) in zip(self.phases, self.nodes) if op in _FLOP_NAMES]
+                              + [b.phase for b in self.blocks])
         return {p: self.flops(p) for p in names}
 
     def text(self) -> str:
         """Canonical text of the program (the content the build cache hashes)."""
         if self._text is None:
             lines = [f"program {self.name} inputs {self.input_shapes} outputs {self.output_shapes}"]
+            for k, b in enumerate(self.blocks):
+                lines.append(f"block{k} {b.A.shape} {b.B.shape} A " + " ".join(map(str, b.A.reshape(-1).tolist()))
+                             + " B " + " ".join(map(str, b.B.reshape(-1).tolist())))
             for i, (op, x, y) in enumerate(self.nodes):
-                if op == CONST:
+                if op == MATMUL:
+                    lines.append(f"t{i} = matmul block{x} {y}")
+                elif op == CONST:
                     lines.append(f"t{i} = const {float(x).hex()}")
                 elif op == INPUT:
                     lines.append(f"t{i} = input {x} {y}")
@@ -378,6 +416,8 @@ class Program:
         calls per depth level, each over all the nodes of that level and all the states;
         large batches are processed in chunks to bound memory.
         """
+        if self.blocks:
+            return self.expanded().evaluate(inputs)
         arrs = [np.asarray(x, dtype=float) for x in inputs]
         if len(arrs) != len(self.input_shapes):
             raise ValueError(f"program {self.name!r}: expected {len(self.input_shapes)} inputs, got {len(arrs)}")
@@ -414,6 +454,10 @@ class Program:
         arithmetic is Python's operators).  Returns one value per node; an output row's entry
         ``("node", i)`` is value ``i``, ``("const", c)`` the number ``c``.
         """
+        if self.blocks:             # the block products as their scalar operations, values per node of self
+            flat, new = expand(self)
+            val = flat.replay(element, fns)
+            return [val[k] for k in new]
         unary = {SIN: fns["sin"], COS: fns["cos"], SQRT: fns["sqrt"]}
         binary = {ATAN2: fns["atan2"], COPYSIGN: fns["copysign"]}
         val = [None] * len(self.nodes)
@@ -438,10 +482,19 @@ class Program:
                 val[i] = unary[op](val[x])
         return val
 
+    def expanded(self) -> "Program":
+        """This program with its block products (:meth:`Graph.matmul`) written out as the scalar
+        operations they stand for (the program itself when it has none): what the interpreters and
+        differentiation read.  Same values, same roundings."""
+        if not self.blocks:
+            return self
+        return expand(self)[0]
+
     def plan(self):
         """The program's level schedule for vectorised interpretation (its ``groups``: one NumPy call
-        per depth level and operation), made on first use and kept with the program."""
+        per depth level and operation, of the program :meth:`expanded`), made on first use and kept
+        with the program."""
         plan = getattr(self, "_eval_plan", None)
         if plan is None:
-            plan = self._eval_plan = EvalPlan(self)
+            plan = self._eval_plan = EvalPlan(self.expanded())
         return plan
