@@ -3,9 +3,10 @@
 :func:`~sparsedyn.contact.scene_step.scene_slots` lays out :class:`~sparsedyn.Contact` objects made
 from :func:`~sparsedyn.collide`'s hits; on the default (native) road this module gives the same
 :class:`~sparsedyn.contact.friction_problem.ContactSlots` with no object per hit: one native call of
-:func:`~sparsedyn.contact.collision_kernel.collision_candidates` on the scene's robot-world pairs
+:func:`~sparsedyn.contact.collision_kernel.collision_candidates` on the scene's pairs
 (the witness point already in its body's axes), the candidates within the margin as rows
-``[mu, p (3), n (3), n . w_b]``, placed in the scene's slots (the same growing layout, kept in
+``[mu, p (3), n (3), n . w_b]`` (a pair of two robot shapes, self-collision, in a two-body slot
+keyed by the pair of its bodies' slot frames), placed in the scene's slots (the same growing layout, kept in
 ``scene.cache``) by a table kept while the layout stays.
 """
 
@@ -35,24 +36,28 @@ def _slot_frames(model):
 
 
 def _plan(scene):
-    """``(kernel plan, slot key, E, r, a row [mu, 0 ...] (8,))`` per candidate (``E``, ``r``: the slot
-    frame in the body) and whether a slot frame is not its body's; or None where the scene's
-    robot-world pairs are not all the kernel's or a touching body has no frame."""
+    """``(kernel plan, slot key per candidate (a list), E, r, a row [mu, 0 ...] (8,), moved)`` (``E``,
+    ``r``: the slot frame of ``a``'s body in the body, ``moved``: whether one is not the body's own),
+    or None where the scene's pairs are not all the kernel's or a touching body has no frame.  A
+    candidate of a robot-world pair is keyed by the slot frame of ``a``'s body, one of two robot
+    shapes by the pair of slot frames ``(frame_a, frame_b)`` (a two-body slot, as
+    :func:`~sparsedyn.contact.friction_problem.contact_slots` keys a
+    :class:`~sparsedyn.contact.friction_problem.BodyContact`)."""
     key = "slot data plan"
     if key in scene.cache:
         return scene.cache[key]
-    kp = kernel_plan(scene, world_only=True)
-    world = np.array([scene.shapes[j].body < 0 for _, j in scene.index.tolist()], bool)
+    kp = kernel_plan(scene)
     frames = _slot_frames(scene.model)
-    bodies = [scene.shapes[scene.index[k][0]].body for k in kp.pair.tolist()]
+    ends = [(scene.shapes[i].body, scene.shapes[j].body) for i, j in scene.index[kp.pair].tolist()]
     plan = None
-    if kp.pairs and kp.inside[world].all() and all(b in frames for b in bodies):
-        f = [frames[b] for b in bodies]
+    if kp.pairs and kp.complete and all(a in frames and (b < 0 or b in frames) for a, b in ends):
+        f = [frames[a] for a, _ in ends]
+        keys = [x[0] if b < 0 else (x[0], frames[b][0]) for x, (_, b) in zip(f, ends)]
         E, r = np.array([x[1] for x in f]).reshape(-1, 3, 3), np.array([x[2] for x in f]).reshape(-1, 3)
         moved = not (np.array_equal(E, np.broadcast_to(np.eye(3), E.shape)) and not r.any())
-        base = np.zeros((len(bodies), 8))
+        base = np.zeros((len(ends), 8))
         base[:, 0] = scene.pair_friction[kp.pair]
-        plan = (kp, np.array([x[0] for x in f], int), E, r, base, moved)
+        plan = (kp, keys, E, r, base, moved)
     scene.cache[key] = plan
     return plan
 
@@ -71,11 +76,11 @@ def _filler(scene, layout):
 
 
 def scene_slot_data(scene, q):
-    """``(nc, slots)``: the number of robot-world contacts of ``scene`` at ``q`` (nq,) and their
+    """``(nc, slots)``: the number of contacts of ``scene`` at ``q`` (nq,) and their
     :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
     ``scene_slots(scene, scene_contacts(scene, q))`` to rounding, the layout grown as there), or
-    ``None`` where this road does not apply (the NumPy backend, a robot-world pair of a kind without a
-    closed form in the kernel, a touching body with no frame of its own): then take that road."""
+    ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
+    in the kernel, a touching body with no frame): then take that road."""
     if use_backend.current() == "numpy":
         return None
     plan = _plan(scene)
@@ -84,7 +89,7 @@ def scene_slot_data(scene, q):
     kp, key, E, r, base, moved = plan
     c = collision_candidates(scene.model, q, kp.shapes, kp.pairs)
     sel = (c[:, 0] < scene.margin).nonzero()[0]
-    keys = key[sel].tolist()
+    keys = [key[i] for i in sel.tolist()]
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     counts: dict = {}
     for k in keys:

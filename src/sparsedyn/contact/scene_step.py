@@ -158,7 +158,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     step starts from them where a contact persists (:func:`matched_warm_start`); else a
     ``warm_start`` of the contacts' shape is taken as given, in the contacts' order.  ``hits``:
     :func:`~sparsedyn.collide`'s result at ``q`` if known (one state).  Without ``previous``, ``hits``
-    or ``want_contacts``, a state whose contacts are all robot-world pairs of the collision kernel
+    or ``want_contacts``, a state in a scene whose pairs are all the collision kernel's
     (:func:`~sparsedyn.contact.scene_data.scene_slot_data`) is laid out with no Contact object per
     hit, and ``contacts`` is then None."""
     inner = getattr(model, "model", model)
@@ -171,7 +171,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
                          f"batch (B, nq); got shape {qa.shape}")
     if qa.ndim == 2:
         return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
-    if not want_contacts and previous is None and hits is None and not _self_pairs(scene):
+    if not want_contacts and previous is None and hits is None:
         fast = scene_slot_data(scene, qa)             # no Contact object per hit (the native road)
         if fast is not None:
             nc, slots = fast
@@ -184,14 +184,6 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
     return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options), contacts
-
-
-def _self_pairs(scene):
-    """Whether ``scene`` checks pairs of two robot shapes (their contacts take the two-body road)."""
-    if "self pairs" not in scene.cache:
-        scene.cache["self pairs"] = any(scene.shapes[i].body >= 0 and scene.shapes[j].body >= 0
-                                        for i, j in scene.index.tolist())
-    return scene.cache["self pairs"]
 
 
 def _same_model(a, b):
