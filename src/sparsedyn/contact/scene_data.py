@@ -36,9 +36,9 @@ def _slot_frames(model):
 
 
 def _plan(scene):
-    """``(kernel plan, slot key per candidate (a list), E, r, a row [mu, 0 ...] (8,), moved)`` (``E``,
-    ``r``: the slot frame of ``a``'s body in the body, ``moved``: whether one is not the body's own),
-    or None where the scene's pairs are not all the kernel's or a touching body has no frame.  A
+    """``(kernel plan, key id per candidate (K,), the slot keys, E, r, a row [mu, 0 ...] (8,), moved)``
+    (``E``, ``r``: the slot frame of ``a``'s body in the body, ``moved``: whether one is not the body's
+    own), or None where the scene's pairs are not all the kernel's or a touching body has no frame.  A
     candidate of a robot-world pair is keyed by the slot frame of ``a``'s body, one of two robot
     shapes by the pair of slot frames ``(frame_a, frame_b)`` (a two-body slot, as
     :func:`~sparsedyn.contact.friction_problem.contact_slots` keys a
@@ -53,26 +53,44 @@ def _plan(scene):
     if kp.pairs and kp.complete and all(a in frames and (b < 0 or b in frames) for a, b in ends):
         f = [frames[a] for a, _ in ends]
         keys = [x[0] if b < 0 else (x[0], frames[b][0]) for x, (_, b) in zip(f, ends)]
+        ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
         E, r = np.array([x[1] for x in f]).reshape(-1, 3, 3), np.array([x[2] for x in f]).reshape(-1, 3)
         moved = not (np.array_equal(E, np.broadcast_to(np.eye(3), E.shape)) and not r.any())
         base = np.zeros((len(ends), 8))
         base[:, 0] = scene.pair_friction[kp.pair]
-        plan = (kp, keys, E, r, base, moved)
+        plan = (kp, np.array([ids[k] for k in keys], int), list(ids), E, r, base, moved)
     scene.cache[key] = plan
     return plan
 
 
-def _filler(scene, layout):
-    """``(slots, first slot per key, free data)`` of the scene's slot layout, kept while it stays."""
+def _filler(scene, keys, layout):
+    """``(slots, first, end, free data)`` of the scene's slot layout, kept while it stays: per slot key
+    of ``keys`` its first slot and the one after its last (both 0 where it has none)."""
     snap = (len(layout), sum(layout.values()))            # the layout only grows: this changes with it
     got = scene.cache.get("slot filler")
     if got is None or got[0] != snap:
         slots, _, data = fill_slots([], layout, np.zeros((0, 8)))
-        first = {}
+        at = {}
         for i, k in enumerate(slots):
-            first.setdefault(k, i)
-        got = scene.cache["slot filler"] = (snap, slots, first, data)
+            at.setdefault(k, i)
+        first = [at.get(k, 0) for k in keys]
+        got = scene.cache["slot filler"] = (snap, slots, first, [f + layout.get(k, 0) for f, k in zip(first, keys)],
+                                            data)
     return got[1:]
+
+
+def _slot_index(ids, first, end):
+    """The slot of each candidate of key ids ``ids`` (a list), those of a key in its slots in order, or
+    None where a key has more than its slots."""
+    nxt = first.copy()
+    index = []
+    for k in ids:
+        i = nxt[k]
+        if i >= end[k]:
+            return None
+        nxt[k] = i + 1
+        index.append(i)
+    return index
 
 
 def scene_slot_data(scene, q):
@@ -86,23 +104,20 @@ def scene_slot_data(scene, q):
     plan = _plan(scene)
     if plan is None:
         return None
-    kp, key, E, r, base, moved = plan
+    kp, kid, keys, E, r, base, moved = plan
     c = collision_candidates(scene.model, q, kp.shapes, kp.pairs)
     sel = (c[:, 0] < scene.margin).nonzero()[0]
-    keys = [key[i] for i in sel.tolist()]
+    ids = kid[sel].tolist()
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
-    counts: dict = {}
-    for k in keys:
-        counts[k] = counts.get(k, 0) + 1
-    for k, n in counts.items():
-        if layout.get(k, 0) < n:
-            layout[k] = max(layout.get(k, 0), 1 << (n - 1).bit_length())
-    slots, first, free = _filler(scene, layout)
-    index, nxt = [], first.copy()
-    for k in keys:
-        index.append(nxt[k])
-        nxt[k] += 1
-    index = np.array(index, int)
+    slots, first, end, free = _filler(scene, keys, layout)
+    index = _slot_index(ids, first, end)
+    if index is None:                                      # a key outgrew its slots: the layout grows
+        for k in set(ids):
+            n = ids.count(k)
+            if layout.get(keys[k], 0) < n:
+                layout[keys[k]] = 1 << (n - 1).bit_length()
+        slots, first, end, free = _filler(scene, keys, layout)
+        index = _slot_index(ids, first, end)
     c = c[sel]
     rows = base[sel]                                       # (n, 8): the friction, the rest set below
     # the witness point: body axes -> the slot frame's (the frame's placement in the body: E, r)
@@ -110,4 +125,4 @@ def scene_slot_data(scene, q):
     rows[:, 4:8] = c[:, 10:14]                             # the plane n . x = n . w_b
     data = free.copy()
     data[index] = rows
-    return len(keys), ContactSlots(slots, index, data)
+    return len(ids), ContactSlots(slots, np.array(index, int), data)
