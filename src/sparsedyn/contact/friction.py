@@ -69,7 +69,6 @@ This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_pr
 from __future__ import annotations
 
 import inspect
-import math
 import warnings
 from typing import Callable
 
@@ -244,17 +243,15 @@ def _result(who, solver, tol, out):
     """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
     never a NaN)."""
     rep = out.report
-    # a sum is finite where all its terms are (a sum of finite ones may overflow: then look closer)
-    if not math.isfinite(out.v_next.sum() + out.q_next.sum() + rep.sum()):
+    if not (np.isfinite(out.v_next).all() and np.isfinite(out.q_next).all() and np.isfinite(rep).all()):
         finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(rep).all(-1)
-        if not finite.all():
-            raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not "
-                                     f"finite (the first at batch index {np.argwhere(~finite)[0].tolist()}); its "
-                                     f"contact problem overflows")
+        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not "
+                                 f"finite (the first at batch index {np.argwhere(~finite)[0].tolist()}); its "
+                                 f"contact problem overflows")
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
     iterations = rep[..., 3].astype(int)
     converged = rep[..., 4] > 0.5
-    if rep[..., 4].min() <= 0.5:
+    if not converged.all():
         warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
                       f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "

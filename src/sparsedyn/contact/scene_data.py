@@ -36,7 +36,7 @@ def _slot_frames(model):
 
 
 def _plan(scene):
-    """``(kernel plan, key id per candidate (K,), the slot keys, E, r, a row [mu, 0 ...] (8,), moved)``
+    """``(kernel plan, key id per candidate (K,), the slot keys, E, r, friction per candidate, moved)``
     (``E``, ``r``: the slot frame of ``a``'s body in the body, ``moved``: whether one is not the body's
     own), or None where the scene's pairs are not all the kernel's or a touching body has no frame.  A
     candidate of a robot-world pair is keyed by the slot frame of ``a``'s body, one of two robot
@@ -56,9 +56,7 @@ def _plan(scene):
         ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
         E, r = np.array([x[1] for x in f]).reshape(-1, 3, 3), np.array([x[2] for x in f]).reshape(-1, 3)
         moved = not (np.array_equal(E, np.broadcast_to(np.eye(3), E.shape)) and not r.any())
-        base = np.zeros((len(ends), 8))
-        base[:, 0] = scene.pair_friction[kp.pair]
-        plan = (kp, np.array([ids[k] for k in keys], int), list(ids), E, r, base, moved)
+        plan = (kp, np.array([ids[k] for k in keys], int), list(ids), E, r, scene.pair_friction[kp.pair], moved)
     scene.cache[key] = plan
     return plan
 
@@ -104,7 +102,7 @@ def scene_slot_data(scene, q):
     plan = _plan(scene)
     if plan is None:
         return None
-    kp, kid, keys, E, r, base, moved = plan
+    kp, kid, keys, E, r, mu, moved = plan
     c = collision_candidates(scene.model, q, kp.shapes, kp.pairs)
     sel = (c[:, 0] < scene.margin).nonzero()[0]
     ids = kid[sel].tolist()
@@ -118,11 +116,10 @@ def scene_slot_data(scene, q):
                 layout[keys[k]] = 1 << (n - 1).bit_length()
         slots, first, end, free = _filler(scene, keys, layout)
         index = _slot_index(ids, first, end)
-    c = c[sel]
-    rows = base[sel]                                       # (n, 8): the friction, the rest set below
-    # the witness point: body axes -> the slot frame's (the frame's placement in the body: E, r)
-    rows[:, 1:4] = np.einsum("kij,kj->ki", E[sel], c[:, 7:10] - r[sel]) if moved else c[:, 7:10]
-    rows[:, 4:8] = c[:, 10:14]                             # the plane n . x = n . w_b
+    rows = c[sel, 6:14]                                    # [w_b z, w_a in body a (3), n (3), n . w_b]
+    rows[:, 0] = mu[sel]                                   # -> [mu, p (3), n (3), offset]
+    if moved:                                              # body axes -> the slot frame's (E, r in the body)
+        rows[:, 1:4] = np.einsum("kij,kj->ki", E[sel], rows[:, 1:4] - r[sel])
     data = free.copy()
     data[index] = rows
     return len(ids), ContactSlots(slots, np.array(index, int), data)
