@@ -89,7 +89,7 @@ def case(name, xml_path, xml, settle, repeat):
         warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too
         print(f"  solver iterations: {int(first.iterations)} cold, "
               f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
-        n, slots = scene_slot_data(scene, q)
+        _, slots = scene_slot_data(scene, q)
         settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
         warm = np.zeros((len(slots.frames), 3))
         ours = {

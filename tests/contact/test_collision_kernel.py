@@ -24,7 +24,7 @@ from sparsedyn.contact.friction_problem import BodyContact, contact_data, proble
 from sparsedyn.contact.collision_kernel import CANDIDATES, kernel_plan
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.friction import _options, _slotted_step
-from sparsedyn.contact.scene_step import scene_contacts, scene_slots, scene_step
+from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots, scene_step
 from test_collision import SIZES, coal_distance, coal_shape, free_body_scene, random_body_q
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
@@ -140,10 +140,11 @@ def test_slot_data_are_the_slots_of_the_contact_objects(which, native_backend):
         with sd.use_backend("numpy"):            # every contact: robot-world and self-collision
             contacts = scene_contacts(scene, q)
             want = scene_slots(scene, contacts)
-        n, got = fast
-        assert n == len(contacts) and got.frames == want.frames and np.array_equal(got.index, want.index)
+        pair, got = fast
+        assert ["/".join(scene.pairs[k]) for k in pair.tolist()] == [c.name.rpartition("#")[0] for c in contacts]
+        assert got.frames == want.frames and np.array_equal(got.index, want.index)
         assert np.abs(got.data - want.data).max(initial=0.0) <= _bound(want.data[:, :4], want.data[:, 4:7])
-        compared += n
+        compared += len(pair)
         two_body += sum(isinstance(c, BodyContact) for c in contacts)
     assert compared >= 12
     assert which == "box" or two_body >= 5                # the two-body slots were compared
@@ -183,8 +184,8 @@ def test_a_humanoid_step_with_self_contacts_is_the_same_on_both_roads(native_bac
     assert kinds == {True, False}
     v = 0.3 * rng.standard_normal(model.nv)
     tau = np.zeros(model.nv)
-    fast, none = scene_step(_slotted_step, model, list(q), v, tau, scene, DT, **_options({}, None))
-    assert none is None                                   # the kernel's road: no Contact object
+    fast, found = scene_step(_slotted_step, model, list(q), v, tau, scene, DT, **_options({}, None))
+    assert isinstance(found, FoundContacts)               # the kernel's road: no Contact object
     slow, objects = scene_step(_slotted_step, model, q, v, tau, scene, DT, want_contacts=True, **_options({}, None))
     assert objects is not None and len(objects) == len(contacts)
     bound = _step_rounding(model, q, v, tau, contacts, slow)

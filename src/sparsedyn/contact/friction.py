@@ -305,7 +305,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     for k in range(steps):
         tau = controller(k * dt, q, v) if controller is not None else (taus[k] if seq else taus)
         if scene is not None:                    # warm-started where a contact persists
-            s, found = scene_step(_slotted_step, runner, q, v, tau, scene, dt, previous=previous, want_contacts=True,
+            s, found = scene_step(_slotted_step, runner, q, v, tau, scene, dt, previous=previous,
                                   **_options(options, warm))
             previous = (found, s.impulses) if q.ndim == 1 else list(zip(found, s.impulses))
         else:

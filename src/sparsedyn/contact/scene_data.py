@@ -92,8 +92,8 @@ def _slot_index(ids, first, end):
 
 
 def scene_slot_data(scene, q):
-    """``(nc, slots)``: the number of contacts of ``scene`` at ``q`` (nq,) and their
-    :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
+    """``(pair, slots)``: the scene pair (an index of ``scene.pairs``) of each contact of ``scene`` at
+    ``q`` (nq,) (nc,) and their :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
     ``scene_slots(scene, scene_contacts(scene, q))`` to rounding, the layout grown as there), or
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
     in the kernel, a touching body with no frame): then take that road."""
@@ -122,4 +122,4 @@ def scene_slot_data(scene, q):
         rows[:, 1:4] = np.einsum("kij,kj->ki", E[sel], rows[:, 1:4] - r[sel])
     data = free.copy()
     data[index] = rows
-    return len(ids), ContactSlots(slots, np.array(index, int), data)
+    return kp.pair[sel], ContactSlots(slots, np.array(index, int), data)
