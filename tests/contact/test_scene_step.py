@@ -9,6 +9,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.codegen import build, native
 from sparsedyn.contact import scene_step as scene_step_module
+from sparsedyn.contact.friction_problem import ContactSlots
 from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots
 from test_friction_kernel import _rounding
 from test_scene import DT, G, MASS, SIDE, box_model
@@ -141,9 +142,12 @@ def test_matched_warm_start_follows_each_contact_and_turns_its_impulse_into_the_
     np.testing.assert_allclose(warm, [[1.0, -3.0, 2.0], [0.1, 0.2, 5.0], [0, 0, 0]], atol=4 * np.finfo(float).eps)
     assert not matched_warm_start([], np.zeros((0, 3)), [B]).any()
     # the same contacts as the kernel's road keeps them (pair 0: box/floor, 1: box/table), and mixed: none
-    found = [FoundContacts(np.array(pair), np.array([c.point for c in cs], float),
-                           np.array([(*c.plane[0], c.plane[1]) for c in cs], float))
-             for pair, cs in (([0, 0, 1], previous), ([1, 0, 0], [C2, B, D]))]
+    found = []
+    for pair, cs in (([0, 0, 1], previous), ([1, 0, 0], [C2, B, D])):
+        data, index = np.zeros((4, 8)), np.array([3, 1, 0])                 # in slots 3, 1, 0; slot 2 free
+        data[:, 4:] = (0, 0, 1, -1e6)
+        data[index] = [[0.5, *c.point, *c.plane[0], c.plane[1]] for c in cs]
+        found.append(FoundContacts(np.array(pair), ContactSlots((0,) * 4, index, data)))
     np.testing.assert_allclose(matched_warm_start(found[0], impulses, found[1]), warm, atol=0)
     assert not matched_warm_start(previous, impulses, found[1]).any()
     assert not matched_warm_start(found[0], impulses, [C2, B, D]).any()

@@ -115,16 +115,25 @@ class FoundContacts:
     """The contacts of a step on the collision kernel's road (:func:`scene_step`; no Contact object
     per hit), as much of them as :func:`matched_warm_start` needs: ``pair`` (nc,) each contact's
     scene pair (an index of ``scene.pairs``), ``points`` (nc, 3) its point in the axes of its body's
-    slot frame, ``planes`` (nc, 4) its plane ``[n (3), offset]`` (world, ``n . x = offset``).
+    slot frame, ``planes`` (nc, 4) its plane ``[n (3), offset]`` (world, ``n . x = offset``), read
+    from the step's :class:`~sparsedyn.contact.friction_problem.ContactSlots` ``slots`` when asked.
     ``len()`` is the number of contacts."""
 
-    __slots__ = ("pair", "points", "planes")
+    __slots__ = ("pair", "slots")
 
-    def __init__(self, pair, points, planes):
-        self.pair, self.points, self.planes = pair, points, planes
+    def __init__(self, pair, slots):
+        self.pair, self.slots = pair, slots
 
     def __len__(self):
         return len(self.pair)
+
+    @property
+    def points(self):
+        return self.slots.data[self.slots.index, 1:4]
+
+    @property
+    def planes(self):
+        return self.slots.data[self.slots.index, 4:]
 
 
 def _pair_of(c):
@@ -202,14 +211,12 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
         fast = scene_slot_data(scene, qa)             # no Contact object per hit (the native road)
         if fast is not None:
-            pair, slots = fast
-            rows = slots.data[slots.index]
-            found = FoundContacts(pair, rows[:, 1:4], rows[:, 4:])
+            found = FoundContacts(*fast)
             if previous is not None:
                 options["warm_start"] = matched_warm_start(*previous, found)
-            elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(pair), 3):
+            elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
-            return step(model, qa, v, tau, found, slots, dt, **options), found      # step reads len() only
+            return step(model, qa, v, tau, found, found.slots, dt, **options), found   # step reads len() only
     contacts = scene_contacts(scene, qa, hits)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
