@@ -116,10 +116,10 @@ def scene_slot_data(scene, q):
                 layout[keys[k]] = 1 << (n - 1).bit_length()
         slots, first, end, free = _filler(scene, keys, layout)
         index = _slot_index(ids, first, end)
-    rows = c[sel, 6:14]                                    # [w_b z, w_a in body a (3), n (3), n . w_b]
+    rows = c.take(sel, 0)[:, 6:14]                         # [w_b z, w_a in body a (3), n (3), n . w_b]
     rows[:, 0] = mu[sel]                                   # -> [mu, p (3), n (3), offset]
     if moved:                                              # body axes -> the slot frame's (E, r in the body)
         rows[:, 1:4] = np.einsum("kij,kj->ki", E[sel], rows[:, 1:4] - r[sel])
-    data = free.copy()
+    data, index = free.copy(), np.array(index, int)
     data[index] = rows
-    return kp.pair[sel], ContactSlots(slots, np.array(index, int), data)
+    return kp.pair[sel], ContactSlots(slots, index, data)
