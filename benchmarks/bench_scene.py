@@ -17,7 +17,7 @@ microseconds of
   kernel (``scene_slot_data``; beside it the same data from Contact objects, the general road), the
   native solve (``contact_step_kernel``, cold) and the rest (argument checks, the result's modes and checks);
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
-  its last solution too, ``qacc_warmstart``);
+  its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step;
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
   threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states.
 
@@ -42,6 +42,7 @@ from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
 BATCH = 1000
+ROLLOUT = 20
 BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
 <body name="box" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="2"/></body></worldbody></mujoco>"""
 
@@ -78,7 +79,7 @@ def case(name, xml_path, xml, settle, repeat):
     with sd.use_backend("numpy"):
         hits = sd.collide(scene, q)
         contacts = scene_contacts(scene, q, hits)
-    print(f"{name}: nv={model.nv}; sparsedyn hits {len(hits.distances)} (robot-world contacts {len(contacts)}, "
+    print(f"{name}: nv={model.nv}; sparsedyn hits {len(hits.distances)} (contacts {len(contacts)}, "
           f"slots {len(scene_slots(scene, contacts).frames)}); MuJoCo ncon {d.ncon}")
     with sd.use_backend("native", deterministic=True):
         t = time.perf_counter()
@@ -89,7 +90,7 @@ def case(name, xml_path, xml, settle, repeat):
         warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too
         print(f"  solver iterations: {int(first.iterations)} cold, "
               f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
-        n, slots = scene_slot_data(scene, q)
+        _, slots = scene_slot_data(scene, q)
         settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
         warm = np.zeros((len(slots.frames), 3))
         ours = {
@@ -103,6 +104,9 @@ def case(name, xml_path, xml, settle, repeat):
                                                                                 slots.data, slots.frames),
         }
         times = {k: median_us(f, repeat) for k, f in ours.items()}
+        # a trajectory: each step warm-started from the matched impulses of the step before
+        times[f"rollout, per step ({ROLLOUT} steps)"] = median_us(
+            lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT), max(3, repeat // 10)) / ROLLOUT
         # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
         rng = np.random.default_rng(0)
         Q = np.repeat(q[None], BATCH, 0)
@@ -125,7 +129,7 @@ def case(name, xml_path, xml, settle, repeat):
 
     mj = {"collide": ("mj_kinematics+mj_collision", median_us(mj_collision, repeat)),
           "contact_step": ("mj_step", median_us(mj_step, repeat))}
-    mj["contact_step, warm-started"] = mj["contact_step"]
+    mj["contact_step, warm-started"] = mj[f"rollout, per step ({ROLLOUT} steps)"] = mj["contact_step"]
     qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
 
     def mj_collision_loop():
@@ -137,7 +141,7 @@ def case(name, xml_path, xml, settle, repeat):
     mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20)))
     rest = times["contact_step"] - times["  contact data from the kernel"] - times["  native solve (contact_step_kernel)"]
     order = ["collide", "  collision kernel (one native call)", "  collide on the NumPy road", "contact_step",
-             "contact_step, warm-started",
+             "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)",
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects", f"collision kernel, {BATCH} states"]
     print(f"  {'phase':40s} {'sparsedyn':>10s}   {'MuJoCo':28s} {'ratio':>7s}")

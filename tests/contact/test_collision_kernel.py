@@ -20,10 +20,11 @@ import pytest
 import sparsedyn as sd
 from conftest import rounding_bound
 from sparsedyn.codegen import native
-from sparsedyn.contact.friction_problem import BodyContact
+from sparsedyn.contact.friction_problem import BodyContact, contact_data, problem_of
 from sparsedyn.contact.collision_kernel import CANDIDATES, kernel_plan
 from sparsedyn.contact.scene_data import scene_slot_data
-from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from sparsedyn.contact.friction import _options, _slotted_step
+from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots, scene_step
 from test_collision import SIZES, coal_distance, coal_shape, free_body_scene, random_body_q
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
@@ -122,11 +123,12 @@ def test_a_scene_with_pairs_for_coal_merges_both_roads(native_backend):
 def test_slot_data_are_the_slots_of_the_contact_objects(which, native_backend):
     """The step's data straight from the kernel equal those laid out from Contact objects: the same
     slots (frames), the same slot per contact, the same rows to rounding; the humanoid's contacts on
-    bodies whose first frame is not the body's own (points in that frame's axes)."""
+    bodies whose first frame is not the body's own (points in that frame's axes), and its
+    self-collision contacts (two-body slots keyed by the pair of frames)."""
     from test_scene_step import _scene
     scene = _scene(False) if which == "box" else sd.Scene(_humanoid())
     rng = np.random.default_rng(5)
-    compared = 0
+    compared, two_body = 0, 0
     for t in range(12):
         if which == "box":
             _, _, q = random_body_q(rng, 0.05)
@@ -135,14 +137,62 @@ def test_slot_data_are_the_slots_of_the_contact_objects(which, native_backend):
             q = scene.model.random_configuration(rng)
             q[2] = rng.uniform(0.05, 0.3)
         fast = scene_slot_data(scene, q)
-        with sd.use_backend("numpy"):            # the robot-world contacts (the kernel's road)
-            contacts = [c for c in scene_contacts(scene, q) if not isinstance(c, BodyContact)]
+        with sd.use_backend("numpy"):            # every contact: robot-world and self-collision
+            contacts = scene_contacts(scene, q)
             want = scene_slots(scene, contacts)
-        n, got = fast
-        assert n == len(contacts) and got.frames == want.frames and np.array_equal(got.index, want.index)
+        pair, got = fast
+        assert ["/".join(scene.pairs[k]) for k in pair.tolist()] == [c.name.rpartition("#")[0] for c in contacts]
+        assert got.frames == want.frames and np.array_equal(got.index, want.index)
         assert np.abs(got.data - want.data).max(initial=0.0) <= _bound(want.data[:, :4], want.data[:, 4:7])
-        compared += n
+        compared += len(pair)
+        two_body += sum(isinstance(c, BodyContact) for c in contacts)
     assert compared >= 12
+    assert which == "box" or two_body >= 5                # the two-body slots were compared
+
+
+def _step_rounding(model, q, v, tau, contacts, step):
+    """test_friction_kernel's rounding bound of a step (the free motion's solve with ``H``, the
+    ADMM's product with ``(G + rho I)^-1``), its problem built with two-body contacts too."""
+    from test_friction_kernel import DT, RHO_START, solve_bound
+    frames, _, points, planes = contact_data(model, contacts)
+    with sd.use_backend("numpy"):
+        P = problem_of(model, q, v, tau, frames, points, planes)
+        H = sd.crba(model, q)
+    m = P.G.shape[-1]
+    A = P.G + (RHO_START * np.trace(P.G) / m) * np.eye(m)
+    free = solve_bound(H, P.a) * DT * np.abs(P.a).max() / max(1.0, np.abs(step.v).max())
+    return free + rounding_bound(m, np.linalg.cond(A))
+
+
+def test_a_humanoid_step_with_self_contacts_is_the_same_on_both_roads(native_backend):
+    """dm_control's humanoid near the floor, its limbs through each other (robot-world and
+    self-collision contacts): the step from the kernel's slot data (no Contact object) equals the
+    step laid out from Contact objects, both native (the same compiled step), to the rounding of the
+    slot data carried through the solve."""
+    from test_friction_kernel import DT
+    scene = sd.Scene(_humanoid())
+    model = scene.model
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        q = model.random_configuration(rng)
+        q[2] = 0.25
+        with sd.use_backend("numpy"):
+            contacts = scene_contacts(scene, q)
+        if sum(isinstance(c, BodyContact) for c in contacts) >= 1 and len(contacts) >= 3:
+            break
+    kinds = {isinstance(c, BodyContact) for c in contacts}
+    assert kinds == {True, False}
+    v = 0.3 * rng.standard_normal(model.nv)
+    tau = np.zeros(model.nv)
+    fast, found = scene_step(_slotted_step, model, list(q), v, tau, scene, DT, **_options({}, None))
+    assert isinstance(found, FoundContacts)               # the kernel's road: no Contact object
+    slow, objects = scene_step(_slotted_step, model, q, v, tau, scene, DT, want_contacts=True, **_options({}, None))
+    assert objects is not None and len(objects) == len(contacts)
+    bound = _step_rounding(model, q, v, tau, contacts, slow)
+    assert fast.impulses.shape == (len(contacts), 3)
+    assert list(fast.modes) == list(slow.modes) and int(fast.iterations) == int(slow.iterations)
+    assert np.abs(fast.v - slow.v).max() <= bound * max(1.0, np.abs(slow.v).max())
+    assert np.abs(fast.impulses - slow.impulses).max() <= bound * max(1e-12, np.abs(slow.impulses).max())
 
 
 @pytest.mark.parametrize("pairs, shapes, message", [

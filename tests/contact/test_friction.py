@@ -556,3 +556,40 @@ def test_rollout_limits_as_documented():
     pivot = [sd.Contact("l", "3d", friction=0.5)]                  # 1 m above the floor: never touches it
     P = sd.rollout(pend, [0.0], [0.0], [0.0], pivot, DT, 400)
     assert P.q[-1, 0] > 0.5                       # gravity on the mass at +x turns it about +y, past 0.1
+
+
+def _arrays(v_next, impulses, velocities, scales=(1.0, 1.0)):
+    from sparsedyn.contact.friction_problem import StepArrays
+    report = np.array([0.0, 0.0, 0.0, 12.0, 1.0, *scales, 0.0])
+    return StepArrays(np.r_[Q0], np.asarray(v_next, float), np.asarray(impulses, float),
+                      np.asarray(velocities, float), report)
+
+
+def test_a_non_finite_step_is_an_error_naming_its_state():
+    """Velocities of 1e308 (finite, absurd) are returned as they are; a NaN or an inf in ``v+`` of
+    one state of a batch of three is an error naming that state."""
+    from sparsedyn.contact.friction import _result
+    lam, u = np.zeros((1, 3)), np.zeros((1, 3))
+    big = _result("contact_step", "admm", TOL, _arrays([1e308, 1e308, 0, 0, 0, 0], lam, u))
+    assert big.v.tolist() == [1e308, 1e308, 0, 0, 0, 0] and int(big.iterations) == 12
+    s = _arrays(np.zeros(6), lam, u)
+    three = s._replace(**{f: np.stack([x] * 3) for f, x in zip(s._fields, s)})
+    for bad in (np.nan, np.inf):
+        three.v_next[1, 1] = bad
+        with pytest.raises(FloatingPointError, match=r"contact_step: the step of 1 of 3 state\(s\) is not finite "
+                                                     r"\(the first at batch index \[1\]\)"):
+            _result("contact_step", "admm", TOL, three)
+
+
+def test_modes_of_one_state_are_those_of_a_batch_and_of_the_definition():
+    """Modes by definition (impulse scale 1, velocity scale 1, tol 1e-8): open where the normal
+    impulse is at most 1e-8, else stick where the tangential speed is at most 1e-6, else slide; one
+    state (the Python road) and the same state in a batch of two (the array road) say the same."""
+    from sparsedyn.contact.friction import _result
+    lam = [[0.1, 0, 1e-8], [0.1, 0, 2e-8], [0.0, 0, 1.0], [0, 0, 1.0], [0, 0, 0]]
+    u = [[1.0, 0, 0], [1.0, 0, 0], [6e-7, 8e-7, 0], [6e-7, 8.1e-7, 0], [0, 0, 0]]
+    want = ["open", "slide", "stick", "slide", "open"]
+    one = _result("contact_step", "admm", TOL, _arrays(np.zeros(6), lam, u))
+    s = _arrays(np.zeros(6), lam, u)
+    two = _result("contact_step", "admm", TOL, s._replace(**{f: np.stack([x, x]) for f, x in zip(s._fields, s)}))
+    assert one.modes.tolist() == want and two.modes.tolist() == [want, want]

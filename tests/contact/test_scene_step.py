@@ -8,7 +8,9 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.codegen import build, native
-from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from sparsedyn.contact import scene_step as scene_step_module
+from sparsedyn.contact.friction_problem import ContactSlots
+from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots
 from test_friction_kernel import _rounding
 from test_scene import DT, G, MASS, SIDE, box_model
 
@@ -87,6 +89,39 @@ def test_native_rollout_in_a_scene_builds_one_step(monkeypatch):
     assert abs(r.impulses[-1][:, 2].sum() - MASS * G * DT) <= 1e-6 * MASS * G * DT
 
 
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_native_rollout_takes_the_kernels_road_with_the_matched_warm_start(monkeypatch):
+    """The tilted box dropped on the floor (every pair the collision kernel's): the rollout makes no
+    Contact object, and each of its steps is the step laid out from Contact objects, warm-started
+    from the matched impulses of the step before as :func:`matched_warm_start` matches them (the
+    general road, run here step by step from the rollout's own states): the same iterations (which
+    the warm start sets) and modes, ``v+`` to the solver's tolerance (100 tol times the velocity
+    scale, as the warm and cold steps of the rollout test below)."""
+    from sparsedyn.contact.friction import _options, _slotted_step
+    scene = _scene(False)
+    axis = np.array([1.0, 1.0, 0]) / np.sqrt(2)
+    q0 = np.r_[0, 0, 0.15, np.sin(0.15) * axis, np.cos(0.15)]
+    made = []
+    objects = scene_step_module.scene_contacts
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, [0, 0, SIDE / 2, 0, 0, 0, 1], np.zeros(6), np.zeros(6), scene, DT)
+        monkeypatch.setattr(scene_step_module, "scene_contacts", lambda *a: made.append(1) or objects(*a))
+        r = sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT, 200)
+        assert made == []
+        previous, compared = None, 0
+        for k in range(200):
+            s, found = scene_step_module.scene_step(_slotted_step, scene.model, r.q[k], r.v[k], np.zeros(6), scene,
+                                                    DT, previous=previous, want_contacts=True,
+                                                    **_options({}, r.impulses[k - 1] if k else None))
+            previous = (found, r.impulses[k])                # the rollout's impulses start the next step
+            assert len(found) == len(r.impulses[k]) and list(s.modes) == list(r.modes[k])
+            assert int(s.iterations) == int(r.iterations[k])
+            # both solve one problem (data equal to rounding) to the tolerance from one warm start
+            assert np.abs(s.v - r.v[k + 1]).max() <= 100 * 1e-8 * max(1.0, np.abs(r.v[k]).max())
+            compared += int(s.iterations) > 0
+    assert compared >= 100 and {len(x) for x in r.impulses} >= {1, 4}
+
+
 def test_matched_warm_start_follows_each_contact_and_turns_its_impulse_into_the_new_frame():
     """By hand: the previous step had contacts A, B (box/floor) and C (box/table); the new one has C'
     (C's point moved 1 mm, its plane's normal turned from +z to +y), B (the same) and D (a new point of
@@ -106,6 +141,16 @@ def test_matched_warm_start_follows_each_contact_and_turns_its_impulse_into_the_
     warm = matched_warm_start(previous, impulses, [C2, B, D])
     np.testing.assert_allclose(warm, [[1.0, -3.0, 2.0], [0.1, 0.2, 5.0], [0, 0, 0]], atol=4 * np.finfo(float).eps)
     assert not matched_warm_start([], np.zeros((0, 3)), [B]).any()
+    # the same contacts as the kernel's road keeps them (pair 0: box/floor, 1: box/table), and mixed: none
+    found = []
+    for pair, cs in (([0, 0, 1], previous), ([1, 0, 0], [C2, B, D])):
+        data, index = np.zeros((4, 8)), np.array([3, 1, 0])                 # in slots 3, 1, 0; slot 2 free
+        data[:, 4:] = (0, 0, 1, -1e6)
+        data[index] = [[0.5, *c.point, *c.plane[0], c.plane[1]] for c in cs]
+        found.append(FoundContacts(np.array(pair), ContactSlots((0,) * 4, index, data)))
+    np.testing.assert_allclose(matched_warm_start(found[0], impulses, found[1]), warm, atol=0)
+    assert not matched_warm_start(previous, impulses, found[1]).any()
+    assert not matched_warm_start(found[0], impulses, [C2, B, D]).any()
 
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")

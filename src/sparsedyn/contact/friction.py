@@ -223,7 +223,8 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, slots.data,
                               slots.frames, f_ext=f_ext, gravity=gravity)
     if not same:
-        out = out._replace(impulses=out.impulses[..., slots.index, :], velocities=out.velocities[..., slots.index, :])
+        out = StepArrays(out.q_next, out.v_next, out.impulses.take(slots.index, -2),
+                         out.velocities.take(slots.index, -2), out.report)
     return _result(who, solver, tol, out)
 
 
@@ -241,16 +242,18 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
 def _result(who, solver, tol, out):
     """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
     never a NaN)."""
-    finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
-    if not finite.all():
-        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not finite "
-                                 f"(the first at batch index {np.argwhere(~finite)[0].tolist()}); its contact "
-                                 f"problem overflows")
     rep = out.report
+    every = np.logical_and.reduce                 # (not ndarray.all: its Python wrapper costs as much again)
+    if not (every(np.isfinite(out.v_next), None) and every(np.isfinite(out.q_next), None)
+            and every(np.isfinite(rep), None)):
+        finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(rep).all(-1)
+        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not "
+                                 f"finite (the first at batch index {np.argwhere(~finite)[0].tolist()}); its "
+                                 f"contact problem overflows")
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
     iterations = rep[..., 3].astype(int)
     converged = rep[..., 4] > 0.5
-    if not converged.all():
+    if not every(converged, None):
         warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
                       f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "
@@ -304,7 +307,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     for k in range(steps):
         tau = controller(k * dt, q, v) if controller is not None else (taus[k] if seq else taus)
         if scene is not None:                    # warm-started where a contact persists
-            s, found = scene_step(_slotted_step, runner, q, v, tau, scene, dt, previous=previous, want_contacts=True,
+            s, found = scene_step(_slotted_step, runner, q, v, tau, scene, dt, previous=previous,
                                   **_options(options, warm))
             previous = (found, s.impulses) if q.ndim == 1 else list(zip(found, s.impulses))
         else:

@@ -460,6 +460,10 @@ def _model_and_kernels(model, who):
 def _modes(lam, u, lscale, vscale, tol):
     """``"open"`` where the normal impulse is zero, ``"stick"`` where the tangential velocity is, else
     ``"slide"``: impulses ``lam`` and velocities ``u`` (..., nc, 3), scales (...)."""
+    if lam.ndim == 2:                             # one state: on Python floats (a few contacts: faster)
+        lo, vo = tol * float(lscale), (100 * tol * float(vscale)) ** 2
+        return np.array(["open" if l[2] <= lo else "stick" if x[0] ** 2 + x[1] ** 2 <= vo else "slide"
+                         for l, x in zip(lam.tolist(), u.tolist())], "<U5")
     open_ = lam[..., 2] <= tol * lscale[..., None]
     stick = u[..., 0] ** 2 + u[..., 1] ** 2 <= (100 * tol * vscale[..., None]) ** 2
     return _MODE_NAMES[np.where(open_, 2, stick.astype(np.intp))]

@@ -44,7 +44,8 @@ from .collision import collide, placements
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 from .scene_data import scene_slot_data
 
-__all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "WARM_RADIUS", "scene_geometry"]
+__all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
+           "scene_geometry"]
 
 
 def _body_frames(model):
@@ -110,36 +111,71 @@ def scene_slots(scene, contacts) -> ContactSlots:
 WARM_RADIUS = 0.01
 
 
+class FoundContacts:
+    """The contacts of a step on the collision kernel's road (:func:`scene_step`; no Contact object
+    per hit), as much of them as :func:`matched_warm_start` needs: ``pair`` (nc,) each contact's
+    scene pair (an index of ``scene.pairs``), ``points`` (nc, 3) its point in the axes of its body's
+    slot frame, ``planes`` (nc, 4) its plane ``[n (3), offset]`` (world, ``n . x = offset``), read
+    from the step's :class:`~sparsedyn.contact.friction_problem.ContactSlots` ``slots`` when asked.
+    ``len()`` is the number of contacts."""
+
+    __slots__ = ("pair", "slots")
+
+    def __init__(self, pair, slots):
+        self.pair, self.slots = pair, slots
+
+    def __len__(self):
+        return len(self.pair)
+
+    @property
+    def points(self):
+        return self.slots.data[self.slots.index, 1:4]
+
+    @property
+    def planes(self):
+        return self.slots.data[self.slots.index, 4:]
+
+
 def _pair_of(c):
     """The pair of shapes of a contact of :func:`scene_contacts` (its name up to ``#``)."""
     return c.name.rpartition("#")[0]
 
 
+def _matching(contacts):
+    """``(labels, points, planes)`` of contacts (a list of :func:`scene_contacts`' or a
+    :class:`FoundContacts`): two contacts may match where their labels are equal (the pair of shapes
+    and the frame of the point)."""
+    if isinstance(contacts, FoundContacts):
+        return contacts.pair, contacts.points, contacts.planes
+    labels = np.array([f"{_pair_of(c)}@{c.frame}" for c in contacts], dtype=object)
+    points = np.array([c.point for c in contacts], float).reshape(-1, 3)
+    return labels, points, np.array([(*c.plane[0], c.plane[1]) for c in contacts], float).reshape(-1, 4)
+
+
 def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     """Impulses (nc, 3) to start a step at ``contacts`` from, given the contacts ``previous`` of the step
-    before and their ``impulses`` (np, 3): each contact takes the impulse of the nearest previous
-    contact of the same pair of shapes whose point (body axes) lies within :data:`WARM_RADIUS`, turned
-    from that contact's frame into its own; the others start from zero."""
+    before and their ``impulses`` (np, 3): each contact, in order, takes the impulse of the nearest
+    previous contact of the same pair of shapes whose point (body axes) lies within
+    :data:`WARM_RADIUS` and that no contact before it took, turned from that contact's frame into
+    its own; the others start from zero.  Both a list of :func:`scene_contacts` or both a
+    :class:`FoundContacts` (else nothing matches)."""
     out = np.zeros((len(contacts), 3))
     impulses = np.asarray(impulses, float).reshape(-1, 3)
-    if not len(previous) or not len(contacts) or len(impulses) != len(previous):
+    if (not len(previous) or not len(contacts) or len(impulses) != len(previous)
+            or isinstance(previous, FoundContacts) != isinstance(contacts, FoundContacts)):
         return out
-    frames = [c.frame for c in previous]
-    points = np.array([c.point for c in previous], float).reshape(-1, 3)
-    pairs = np.array([_pair_of(c) for c in previous], dtype=object)
-    free = np.ones(len(previous), bool)
+    (l0, p0, planes0), (l1, p1, planes1) = _matching(previous), _matching(contacts)
+    D = np.linalg.norm(p1[:, None] - p0[None], axis=-1)
+    D[l1[:, None] != l0[None]] = np.inf
     turn = []
-    for i, c in enumerate(contacts):
-        d = np.linalg.norm(points - np.asarray(c.point, float), axis=-1)
-        d[~free | (pairs != _pair_of(c)) | np.array([f != c.frame for f in frames])] = np.inf
-        j = int(np.argmin(d))
-        if d[j] <= WARM_RADIUS:
-            free[j] = False
+    for i in range(len(D)):
+        j = int(np.argmin(D[i]))
+        if D[i, j] <= WARM_RADIUS:
+            D[:, j] = np.inf                     # taken
             turn.append((i, j))
     if turn:
         i, j = (np.array(x) for x in zip(*turn))
-        R1 = plane_basis(np.array([(*contacts[k].plane[0], contacts[k].plane[1]) for k in i], float))[0]
-        R0 = plane_basis(np.array([(*previous[k].plane[0], previous[k].plane[1]) for k in j], float))[0]
+        R1, R0 = plane_basis(planes1[i])[0], plane_basis(planes0[j])[0]
         out[i] = np.einsum("kji,kjl,kl->ki", R1, R0, impulses[j])           # R1^T R0 lambda
     return out
 
@@ -157,10 +193,11 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     ``previous``: the ``(contacts, impulses)`` of the step before (a list of them for a batch): the
     step starts from them where a contact persists (:func:`matched_warm_start`); else a
     ``warm_start`` of the contacts' shape is taken as given, in the contacts' order.  ``hits``:
-    :func:`~sparsedyn.collide`'s result at ``q`` if known (one state).  Without ``previous``, ``hits``
-    or ``want_contacts``, a state whose contacts are all robot-world pairs of the collision kernel
-    (:func:`~sparsedyn.contact.scene_data.scene_slot_data`) is laid out with no Contact object per
-    hit, and ``contacts`` is then None."""
+    :func:`~sparsedyn.collide`'s result at ``q`` if known (one state).  Without ``hits`` or
+    ``want_contacts``, and with ``previous`` of this road or none, a state in a scene whose pairs are
+    all the collision kernel's (:func:`~sparsedyn.contact.scene_data.scene_slot_data`) is laid out
+    with no Contact object per hit, and ``contacts`` is then a :class:`FoundContacts` (what
+    ``previous`` needs of them)."""
     inner = getattr(model, "model", model)
     if not _same_model(inner, scene.model):
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
@@ -171,27 +208,21 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
                          f"batch (B, nq); got shape {qa.shape}")
     if qa.ndim == 2:
         return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
-    if not want_contacts and previous is None and hits is None and not _self_pairs(scene):
+    if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
         fast = scene_slot_data(scene, qa)             # no Contact object per hit (the native road)
         if fast is not None:
-            nc, slots = fast
-            if options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (nc, 3):
+            found = FoundContacts(*fast)
+            if previous is not None:
+                options["warm_start"] = matched_warm_start(*previous, found)
+            elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
-            return step(model, qa, v, tau, range(nc), slots, dt, **options), None   # step reads len() only
+            return step(model, qa, v, tau, found, found.slots, dt, **options), found   # step reads len() only
     contacts = scene_contacts(scene, qa, hits)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
     return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options), contacts
-
-
-def _self_pairs(scene):
-    """Whether ``scene`` checks pairs of two robot shapes (their contacts take the two-body road)."""
-    if "self pairs" not in scene.cache:
-        scene.cache["self pairs"] = any(scene.shapes[i].body >= 0 and scene.shapes[j].body >= 0
-                                        for i, j in scene.index.tolist())
-    return scene.cache["self pairs"]
 
 
 def _same_model(a, b):
