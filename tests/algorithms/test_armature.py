@@ -43,13 +43,9 @@ def test_identities_with_armature(model):
     assert np.abs(sd.fd_crb(m, q, v, tau) - a).max() <= tol * scale
     assert np.abs(sd.minv(m, q) @ H - np.eye(m.nv)).max() <= tol
     assert np.abs(np.einsum("...ij,...j->...i", H, a) + sd.nonlinear_effects(m, q, v) - tau).max() <= 1e-12 * np.abs(tau).max()
-    # the sparse system's tau rows (it refuses joints whose motion subspace depends on q, by name)
-    if all(j.constant_subspace for j in m.joints):
-        assert np.abs(sd.sparse_inverse_dynamics(m, q[0], v[0], a[0]) - tau[0]).max() <= 1e-11 * np.abs(tau).max()
-        assert np.abs(sd.sparse_forward_dynamics(m, q[0], v[0], tau[0]) - a[0]).max() <= tol * scale
-    else:
-        with pytest.raises(NotImplementedError, match="the sparse system: joint .* whose motion subspace S depends"):
-            sd.sparse_inverse_dynamics(m, q[0], v[0], a[0])
+    # the sparse system's tau rows (joints whose motion subspace depends on q included)
+    assert np.abs(sd.sparse_inverse_dynamics(m, q[0], v[0], a[0]) - tau[0]).max() <= 1e-11 * np.abs(tau).max()
+    assert np.abs(sd.sparse_forward_dynamics(m, q[0], v[0], tau[0]) - a[0]).max() <= tol * scale
 
 
 @pytest.mark.parametrize("model", TREES, ids=lambda m: m.name)

@@ -38,6 +38,7 @@ NOT_KERNELS = {
     "subtree_masses": "structure only: no state argument",
     "mjcf_measurements": "picks values out of MuJoCo's sensordata: a layout conversion",
     "identify": "a fit over a data set (SciPy least squares), not a function of one state",
+    "identify_recording": "identify over a recording's chunks (files in, files out): its kernels are the regressors'",
     "base_parameters": "a structural analysis of stacked regressors (SciPy pivoted QR)",
     "force_torque_regressor": "a constant sensor map applied to joint_wrench_regressor, which is the kernel",
     "force_torque_parameters": "the model's constants (no state argument)",

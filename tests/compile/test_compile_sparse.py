@@ -149,7 +149,7 @@ def test_measurement_bias_keys_the_manifest(rng):
     """A ``bias`` written in sparsedyn (an accelerometer's) is part of the manifest key; one defined
     elsewhere (its globals are unknown) disables the manifest, and the library, keyed by the IR, is
     still shared.  Either way the compiled solve equals the NumPy one (here with unproven pivots)."""
-    from sparsedyn import sensors
+    from sparsedyn.model import sensors
     from sparsedyn.sparse.fingerprint import structure_fingerprint
     from sparsedyn.estimation.problem import _Entry
     model = sd.serial_chain(5)
