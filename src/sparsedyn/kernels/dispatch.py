@@ -86,6 +86,11 @@ native_loader = None
 #: dictionary lookup, no hashing of the model) and emptied by ``weakref.finalize`` when the model
 #: dies, so the frozen Model carries none of it.
 _calls: dict = {}
+#: The table the public wrappers read: :data:`_calls` on the native backend, an empty one on NumPy.
+#: Only live models' ids are keys (``weakref.finalize`` removes a model's entry before its id can be
+#: reused), so a hit is a :class:`~sparsedyn.Model`'s table: the wrappers need no type check.
+_NONE: dict = {}
+_ready: dict = _NONE if _numpy else _calls
 
 
 def set_native(hook):
@@ -138,6 +143,11 @@ def _forget(key, calls):
         del _calls[key]
 
 
+def _set_ready():
+    global _ready
+    _ready = _NONE if _numpy else _calls
+
+
 class use_backend:
     """Select the backend of plain calls: ``"native"`` (default) or ``"numpy"`` (the reference).
 
@@ -161,6 +171,7 @@ class use_backend:
         self.name = name
         self.previous = (_backend, _deterministic)
         _backend, _numpy = name, name == "numpy"
+        _set_ready()
         if deterministic is not None:
             _deterministic = bool(deterministic)
         self.deterministic = _deterministic
@@ -182,6 +193,7 @@ class use_backend:
         global _backend, _numpy, _deterministic
         _backend, _deterministic = self.previous
         _numpy = _backend == "numpy"
+        _set_ready()
         return False
 
     def __repr__(self):
@@ -228,17 +240,16 @@ def _plain_public(k, arguments, fast):
     nmin, nfast, keywords_fit = fast
 
     def public(model=_BY_NAME, /, *args, **kwargs):
-        if type(model) is Model and not _numpy:
-            try:
-                f = _calls[id(model)][name]
-            except KeyError:
-                pass                            # no native callable ready: _dispatch
-            else:
-                if not kwargs:                  # f(*args): no empty dictionary passed on
-                    if nmin <= len(args) <= nfast:
-                        return f(*args)
-                elif keywords_fit(len(args), kwargs):
-                    return f(*args, **kwargs)
+        try:
+            f = _ready[id(model)][name]
+        except KeyError:
+            pass                                # no native callable ready, or NumPy: _dispatch
+        else:
+            if not kwargs:                      # f(*args): no empty dictionary passed on
+                if nmin <= len(args) <= nfast:
+                    return f(*args)
+            elif keywords_fit(len(args), kwargs):
+                return f(*args, **kwargs)
         return _dispatch(k, arguments, model, args, kwargs)
     return public
 
@@ -255,17 +266,16 @@ def _contact_set_public(k, arguments, fast, sequences):
             if type(args[j] if 0 <= j < len(args) else kwargs.get(n, ())) is not tuple:
                 args, kwargs = _as_tuples(sequences, args, kwargs)
                 break
-        if type(model) is Model and not _numpy:
-            try:
-                f = _calls[id(model)][name]
-            except KeyError:
-                pass
-            else:
-                if not kwargs:
-                    if nmin <= len(args) <= nfast:
-                        return f(*args) if result is None else result(*f(*args))
-                elif keywords_fit(len(args), kwargs):
-                    return f(*args, **kwargs) if result is None else result(*f(*args, **kwargs))
+        try:
+            f = _ready[id(model)][name]
+        except KeyError:
+            pass
+        else:
+            if not kwargs:
+                if nmin <= len(args) <= nfast:
+                    return f(*args) if result is None else result(*f(*args))
+            elif keywords_fit(len(args), kwargs):
+                return f(*args, **kwargs) if result is None else result(*f(*args, **kwargs))
         return _dispatch(k, arguments, model, args, kwargs)
     return public
 
