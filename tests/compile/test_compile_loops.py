@@ -7,6 +7,8 @@ NumPy functions: the loops do the unrolled code's operations, so the results agr
 kernel's rounding bound (times the conditioning of ``H`` for the solves).
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -164,3 +166,17 @@ def test_block_products_compile_to_the_interpreted_values(monkeypatch, rng):
         ref = np.linalg.inv(REGISTRY["crba"].fn(model, q)) @ np.where(np.arange(model.nv) == 0, 0.0,
                                                                        v[..., :, None] * v[..., None, :])
         assert rel_err(got, ref - v[..., :, None]) < _bound(model, q), n
+
+
+def test_an_iterative_kernel_keeps_its_own_code_shape(monkeypatch):
+    """An iterative kernel (the frictional step) is driven by its own loop over straight-line pieces:
+    the straight-line programs' rules (a large program of few statement shapes, a block product)
+    do not apply to it, whatever its size (the humanoid's step with self-collision slots is over
+    their size threshold), and its C is the iterative emitter's."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "symbolic"))
+    from test_loop import newton_loop
+    monkeypatch.setattr(cemit, "REPEATED_MIN_OPS", 0)        # as if it were that large
+    prog = newton_loop()
+    assert cemit.code_shape(prog) == "iterative" and cemit.code_shape(prog, "batch") == "iterative"
+    src = "\n".join(cemit.emit_program(prog, "newton"))
+    assert "iterative kernel newton" in src and "SD_EXPORT void sd_newton(" in src

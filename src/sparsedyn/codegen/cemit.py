@@ -144,7 +144,11 @@ def code_shape(prog: Program, variant: str = "single") -> str:
     """``"unrolled"`` (straight-line code, :func:`_functions`) for a program of fewer operations
     than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant) without
     dense block products (:meth:`~sparsedyn.symbolic.ir.Graph.matmul`) and not made of a few
-    repeated statement shapes (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`)."""
+    repeated statement shapes (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`).
+    An iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`) is ``"iterative"``: its
+    pieces are straight-line functions driven by a loop (:mod:`.emit_iterative`)."""
+    if isinstance(prog, LoopProgram):
+        return "iterative"
     if getattr(prog, "blocks", None):         # a block product is a loop (:func:`_loop_functions`)
         return "loops"
     nops = sum(1 for op, _, _ in prog.nodes if op > CONST)
