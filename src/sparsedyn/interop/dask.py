@@ -62,6 +62,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..kernels import compile_owner
 from ..estimation.recordings import estimate_fields, field_shapes
 
 __all__ = ["call", "estimate", "warm", "compiled", "DaskRunner", "local_cluster"]
@@ -94,8 +95,7 @@ def compiled(recipe: Recipe):
     first call, then kept)."""
     k = _compiled.get(recipe.token)
     if k is None:
-        from ..codegen import compile
-        k = compile(recipe.source, recipe.kernels)
+        k = compile_owner(recipe.source, recipe.kernels)
         k.threads = recipe.threads
         _compiled[recipe.token] = k
         while len(_compiled) > _KEEP:
@@ -125,8 +125,7 @@ def _source(obj):
 def warm(obj, kernels=()):
     """Compile ``obj`` in this process (so that its library is in this machine's build cache):
     ``client.run(warm, estimator)`` builds it on every worker before a computation."""
-    from ..codegen import compile
-    compile(_source(obj), tuple(kernels))
+    compile_owner(_source(obj), tuple(kernels))
 
 
 def _batched(arrays, names):

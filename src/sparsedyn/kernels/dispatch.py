@@ -112,16 +112,17 @@ def set_compiler(fn):
     _compile = fn
 
 
-def compile_owner(owner, kernels=()):
+def compile_owner(owner, kernels=(), **options):
     """``sparsedyn.compile(owner, kernels)`` for the layers below the compiler (a recording's chunked
     solve compiles its estimator): an owner of kernels (see :mod:`sparsedyn.kernels`) compiled by the
-    compiler that registered itself (:func:`set_compiler`), imported on first use like the plain calls'."""
+    compiler that registered itself (:func:`set_compiler`), imported on first use like the plain calls';
+    ``options`` go to it (``progress=``, ``vectorize=``)."""
     if _compile is None and native_loader is not None:
         native_loader()
     if _compile is None:
         raise RuntimeError("sparsedyn.kernels.compile_owner: no compiler registered itself (sparsedyn.codegen "
                            "does when it is imported)")
-    return _compile(owner, kernels)
+    return _compile(owner, kernels, **options)
 
 
 def native_calls(model, make=None) -> dict | None:

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from .. import _checks
+from ..kernels import compile_owner
 from ..algorithms.com import center_of_mass
 from ..algorithms.kinematics import forward_kinematics, frame_placements
 from ..model import GEOMETRY_KINDS
@@ -159,15 +160,11 @@ class Viewer(Recording):
         return q
 
     def _compile(self):
-        """Build the compiled forward kinematics (background thread); without a C compiler, or when
-        the build fails, NumPy's kinematics stay."""
+        """Build the compiled forward kinematics (background thread), through the compiler's public
+        hook (:func:`~sparsedyn.kernels.compile_owner`); when the build fails, NumPy's kinematics stay."""
         try:
-            from ..codegen import compile as compile_model
-            from ..codegen.build import find_compiler
-            if find_compiler() is None:
-                return
             with np.errstate(all="ignore"):             # thread-local: constant folding of the trace
-                k = compile_model(self.model, progress=False)
+                k = compile_owner(self.model, progress=False)
                 k.forward_kinematics(self.model.neutral())
             self._kinematics = k
         except Exception:                                # noqa: BLE001 - the NumPy path answers
