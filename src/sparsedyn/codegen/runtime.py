@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -435,7 +436,13 @@ class KernelSet:
         ptrs = [x.ctypes.data for x in xs] + [o.ctypes.data for o in outs]
         single = self._library(group, "single")
         threads = self._threads_for(kname, N)
-        vectorized = N > 1 and self.vectorize is not False and N >= 2 * self.lanes
+        # An iterative kernel's batch entry is its scalar driver state by state (states leave the loop
+        # after different numbers of iterations): the single library's loop entry is the same code, so
+        # a batch of it runs there rather than in a second library (the humanoid's contact step: 100 s
+        # more of building for nothing).
+        info = self.kernels.get(kname)
+        iterative = info is not None and "stages" in info.flops
+        vectorized = N > 1 and self.vectorize is not False and N >= 2 * self.lanes and not iterative
         # Without OpenMP (the pip compiler has none) the states are split over threads here.
         sizes = None if threads < 2 or self._compiler.openmp else \
             [int(np.prod(c, dtype=np.int64)) for c in core] + [int(np.prod(shapes[n], dtype=np.int64))
@@ -448,6 +455,8 @@ class KernelSet:
             f = single.loop[kname]
             if sizes is None:
                 f(N, *ptrs, threads)
+            elif iterative:                      # uneven states: small chunks, taken as threads come free
+                _in_threads_dynamic(lambda n, p: f(n, *p, 1), N, ptrs, sizes, threads)
             else:
                 _in_threads(lambda n, p: f(n, *p, 1), N, ptrs, sizes, threads, 1)
         elif N > 1:
@@ -493,6 +502,29 @@ def _in_threads(call, N, ptrs, sizes, threads, step):
         pool = _pool
     futures = [pool.submit(call, n, [p + s * z * 8 for p, z in zip(ptrs, sizes)]) for s, n in chunks]
     return [f.result() for f in futures]
+
+
+#: Chunks per thread of :func:`_in_threads_dynamic`: a state of the contact step may take a hundred times
+#: the iterations of another, so equal chunks of states are far from equal work.
+DYNAMIC_CHUNKS = 16
+
+
+def _in_threads_dynamic(call, N, ptrs, sizes, threads):
+    """``call(n, pointers)`` on chunks of the ``N`` states, about :data:`DYNAMIC_CHUNKS` per thread,
+    which ``threads`` workers of :func:`_in_threads`' pool take in order as each comes free (OpenMP's
+    ``schedule(dynamic)``; ``ptrs``, ``sizes``: as there); returns the calls' results in order."""
+    per = max(1, -(-N // (threads * DYNAMIC_CHUNKS)))
+    chunks = [(s, min(per, N - s)) for s in range(0, N, per)]
+    taken = itertools.count()                    # next() of a count is atomic under the GIL
+    results = [None] * len(chunks)
+
+    def worker(_, __):
+        while (k := next(taken)) < len(chunks):
+            s, n = chunks[k]
+            results[k] = call(n, [p + s * z * 8 for p, z in zip(ptrs, sizes)])
+
+    _in_threads(worker, threads, [], [], threads, 1)
+    return results
 
 
 def _unit_configuration(spec, name, shape, model):

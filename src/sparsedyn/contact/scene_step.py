@@ -42,6 +42,7 @@ from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide, placements
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
+from .scene_batch import scene_batch_slot_data
 from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
@@ -234,24 +235,36 @@ def _same_model(a, b):
 
 
 def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
-    """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``."""
+    """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``.
+    On the collision kernel's road (:func:`~sparsedyn.contact.scene_batch.scene_batch_slot_data`) the
+    contacts of all states are found and laid out without Python work per state, and ``contacts`` is a
+    :class:`FoundContacts` per state; else a list of :func:`scene_contacts`' per state."""
     B = len(q)
-    contacts = [scene_contacts(scene, x) for x in q]
-    for c in contacts:
-        scene_slots(scene, c)                     # grow the layout to hold every state's contacts
-    slots = [scene_slots(scene, c) for c in contacts]
-    frames, ns = slots[0].frames, len(slots[0].frames)
-    index = [np.arange(len(c)) if s.index is None else s.index for c, s in zip(contacts, slots)]
-    given = options.pop("warm_start", None)
     if previous is not None and len(previous) != B:
         raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
+    fast = None
+    if previous is None or all(isinstance(p[0], FoundContacts) for p in previous):
+        fast = scene_batch_slot_data(scene, q)
+    if fast is not None:
+        pairs, index, slots = fast
+        contacts = [FoundContacts(p, ContactSlots(slots.frames, i, d)) for p, i, d in zip(pairs, index, slots.data)]
+        frames, data = slots.frames, slots.data
+    else:
+        contacts = [scene_contacts(scene, x) for x in q]
+        for c in contacts:
+            scene_slots(scene, c)                 # grow the layout to hold every state's contacts
+        each = [scene_slots(scene, c) for c in contacts]
+        frames = each[0].frames
+        index = [np.arange(len(c)) if s.index is None else s.index for c, s in zip(contacts, each)]
+        data = np.stack([s.data for s in each]) if len(frames) else np.zeros((B, 0, 8))
+    ns = len(frames)
+    given = options.pop("warm_start", None)
     warm = np.zeros((B, ns, 3))
-    for b in range(B):
+    for b in range(B) if previous is not None or given is not None else ():
         if previous is not None:
             warm[b, index[b]] = matched_warm_start(*previous[b], contacts[b])
-        elif given is not None and len(given) == B and np.shape(given[b]) == (len(contacts[b]), 3):
+        elif len(given) == B and np.shape(given[b]) == (len(contacts[b]), 3):
             warm[b, index[b]] = given[b]
-    data = np.stack([s.data for s in slots]) if ns else np.zeros((B, 0, 8))
     out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm, **options)
     if out.impulses.shape[-2] == ns:              # (the free step has no slot)
         out = out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
