@@ -1,0 +1,248 @@
+"""A batch of states of a scene on the collision kernel's road (sparsedyn.contact.scene_batch): the
+contacts of all states from one call of the kernel, laid out in the scene's slots by array operations.
+Each state's data equal those laid out from Contact objects found on the NumPy road (the vectorised
+closed forms), the layout grows as the single steps of the states would grow it, and the batch step
+equals the single steps (the existing batch test runs a scene with a pair for coal, which takes the
+road of Contact objects)."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rounding_bound
+from sparsedyn.codegen import native, runtime
+from sparsedyn.contact import scene_step as scene_step_module
+from sparsedyn.contact.friction import _options, _slotted_step
+from sparsedyn.contact.scene_batch import scene_batch_slot_data
+from sparsedyn.model.spatial import Transform
+from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots
+from test_collision_kernel import _step_rounding
+from test_friction_kernel import _rounding
+from test_scene import DT, G, MASS, SIDE
+from test_scene_step_bodies import MODEL as ARM, Q_TOUCH, R
+
+S, C = np.sin(0.2), np.cos(0.2)
+#: Box states (plain lists): flat on the floor (4 corners), on an edge (2), in free fall (0), on a corner
+#: (1, tilted about x and y), pressed flat 1 mm into the floor (4).
+BOX_Q = [[2, 0, SIDE / 2, 0, 0, 0, 1], [2, 0, SIDE / 2 * (C + S) + 1e-4, S, 0, 0, C], [0, 0, 1.0, 0, 0, 0, 1],
+         [0, 0.5, 0.17, 0.3, 0.2, 0, float(np.sqrt(1 - 0.13))], [0.1, 0, SIDE / 2 - 1e-3, 0, 0, 0, 1]]
+BOX_V = [[0, 0, 0.5, 0.3, 0, 0], [0, 0, 0, 0, 0, -0.1], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0.1, 0, -0.2],
+         [0.1, 0, 0, 0, 0, -0.2]]
+BOX_CONTACTS = [4, 2, 0, 1, 4]
+
+
+def box_model(frame=None):
+    """test_scene's box; ``frame``: the pose of its only frame in the body (the slot frame: its
+    contacts' points are then in that frame's axes)."""
+    I = MASS * SIDE ** 2 / 6 * np.eye(3)
+    b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=MASS, rot_inertia=I)
+    model = b.add_frame("box", "box", frame).build()
+    return model.with_geometry(sd.Geometry("box", 0, Transform(np.eye(3), np.zeros(3)), "box", (SIDE,) * 3,
+                                           "collision"))
+
+
+def _tilted():
+    a = 0.3
+    return np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]]), np.array([0.01, 0.02, 0.03])
+
+
+def _box_scene(frame=None):
+    return sd.Scene(box_model(frame), world=[sd.Shape("plane", name="floor")], friction=0.5)
+
+
+def _arm_scene():
+    """The arm of test_scene_step_bodies lying on a floor, its forearm's tip on its torso: world and
+    two-body (self-collision) contacts."""
+    floor = sd.Shape("plane", placement=(np.eye(3), [0, 0, -R]), name="floor")
+    return sd.Scene(ARM, world=[floor], friction=0.5)
+
+
+def _arm_states():
+    """Arm states (plain lists): the tip on the torso and both capsules on the floor, lifted off the
+    floor (the tip only), swung away (the floor only), and both lifted and swung away (none)."""
+    up = np.r_[0, 0, 0.05, np.zeros(6)]
+    away = np.r_[np.zeros(8), -0.3]
+    return [list(Q_TOUCH), list(Q_TOUCH + up), list(Q_TOUCH + away), list(Q_TOUCH + up + away)]
+
+
+def _bound(*arrays):
+    return rounding_bound(64) * max(1.0, max((np.abs(x).max(initial=0.0) for x in arrays), default=1.0))
+
+
+@pytest.mark.parametrize("which", ["box", "box, tilted frame", "arm"])
+def test_batch_slot_data_are_each_states_slots_from_contact_objects(which):
+    """The batch's data, state by state, equal the slots laid out from the Contact objects that the
+    NumPy road finds at that state (the vectorised closed forms, not the kernel) in the grown layout:
+    the same slot frames, the same slot for each contact, the same scene pairs, the same rows to
+    rounding (a point in the axes of a slot frame that is not the body's own; two-body slots of the
+    self-collision pair); the free slots' rows are the layout's free rows."""
+    scene = _arm_scene() if which == "arm" else _box_scene(_tilted() if "tilted" in which else None)
+    Q = _arm_states() if which == "arm" else BOX_Q
+    with sd.use_backend("native", deterministic=True):
+        pairs, index, slots = scene_batch_slot_data(scene, Q)
+    assert slots.data.shape == (len(Q), len(slots.frames), 8) and slots.index is None
+    counts = []
+    for b, q in enumerate(Q):
+        with sd.use_backend("numpy"):
+            contacts = scene_contacts(scene, np.array(q))
+            want = scene_slots(scene, contacts)
+        counts.append(len(contacts))
+        assert want.frames == slots.frames                          # the layout already holds every state
+        assert np.array_equal(index[b], np.arange(len(contacts)) if want.index is None else want.index)
+        assert ["/".join(scene.pairs[k]) for k in pairs[b].tolist()] == [c.name.rpartition("#")[0] for c in contacts]
+        assert np.abs(slots.data[b] - want.data).max(initial=0.0) <= _bound(want.data[:, :4], want.data[:, 4:7])
+    if which == "arm":
+        assert counts[0] >= 3 and counts[-1] == 0 and len(set(counts)) >= 3
+        assert any(isinstance(k, tuple) for k in slots.frames)      # a two-body slot
+    else:
+        assert counts == BOX_CONTACTS
+
+
+def test_the_batch_grows_the_layout_as_the_single_steps_of_its_states():
+    """A fresh scene: the layout a batch of states lays out is the one that single steps of the same
+    states, one after the other, grow in another fresh scene (each body's slots the power of two that
+    holds its most contacts)."""
+    batch, single = _box_scene(), _box_scene()
+    with sd.use_backend("native", deterministic=True):
+        scene_batch_slot_data(batch, BOX_Q[1:4])                    # 2, 0, 1 contacts: two slots
+        assert list(batch.cache["step_slots"].values()) == [2]
+        scene_batch_slot_data(batch, BOX_Q)                         # 4 contacts: four
+        for q in BOX_Q[1:4] + BOX_Q:
+            sd.contact_step(single.model, q, np.zeros(6), np.zeros(6), single, DT)
+    assert batch.cache["step_slots"] == single.cache["step_slots"] and list(single.cache["step_slots"].values()) == [4]
+
+
+def _forbid_contact_objects(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("the batch took the road of Contact objects")
+    monkeypatch.setattr(scene_step_module, "scene_contacts", refuse)
+
+
+@pytest.mark.parametrize("which", ["box", "arm"])
+def test_a_batch_of_scene_steps_on_the_kernel_road_equals_the_single_steps(which, monkeypatch):
+    """States whose contact counts differ (box: 4, 2, 0, 1, 4; the arm: world and self-collision
+    contacts, then fewer, then none), given as plain lists: the batch (no Contact object made) makes
+    each state's single step's iterations and modes, and agrees with it on ``v+``, ``q+`` and the
+    impulses to the rounding bound of the step (test_collision_kernel's, two-body contacts too)."""
+    scene = _arm_scene() if which == "arm" else _box_scene()
+    model = scene.model
+    if which == "arm":
+        Q = _arm_states()
+        V = [[0.05, -0.02, 0.01, 0.1, 0.0, -0.05, 0.3, 3.0]] * len(Q)
+    else:
+        Q, V = BOX_Q, BOX_V
+    tau = [0.0] * model.nv
+    with sd.use_backend("native", deterministic=True):
+        with monkeypatch.context() as m:
+            _forbid_contact_objects(m)
+            batch, found = scene_step_module.scene_step(_slotted_step, model, Q, V, tau, scene, DT,
+                                                        **_options({}, None))
+        ones = [sd.contact_step(model, Q[i], V[i], tau, scene, DT) for i in range(len(Q))]
+    assert all(isinstance(f, FoundContacts) for f in found)
+    assert [len(x) for x in batch.impulses] == [len(f) for f in found]
+    assert which == "arm" or [len(f) for f in found] == BOX_CONTACTS
+    for i, one in enumerate(ones):
+        assert int(batch.iterations[i]) == int(one.iterations) and list(batch.modes[i]) == list(one.modes)
+        q = np.array(Q[i])
+        bound = max(1.0, np.abs(one.v).max()) * (4 * np.finfo(float).eps if not len(one.impulses) else
+                                                  _step_rounding(model, q, np.array(V[i]), np.zeros(model.nv),
+                                                                 scene_contacts(scene, q), one))
+        assert np.abs(batch.v[i] - one.v).max() <= bound
+        assert np.abs(batch.q[i] - one.q).max() <= DT * bound + 4 * np.finfo(float).eps
+        if len(one.impulses):
+            assert np.abs(batch.impulses[i] - one.impulses).max() <= bound * np.abs(one.impulses).max()
+
+
+def test_the_public_batch_step_takes_plain_lists_and_runs_no_contact_object(monkeypatch):
+    """``sd.contact_step`` with a scene and a batch of plain lists: the states' impulses and modes per
+    state, each state's count its own, with no Contact object made."""
+    scene = _box_scene()
+    with sd.use_backend("native", deterministic=True):
+        _forbid_contact_objects(monkeypatch)
+        s = sd.contact_step(scene.model, BOX_Q, BOX_V, [0.0] * 6, scene, DT)
+    assert [len(x) for x in s.impulses] == BOX_CONTACTS == [len(x) for x in s.modes]
+    assert s.v.shape == (5, 6) and list(s.modes[2]) == []
+    # the falling box's step is free fall: v+ = v + dt g (a free joint's v: angular, then linear)
+    np.testing.assert_allclose(s.v[2], [0, 0, 0, 0, 0, -G * DT], rtol=0, atol=4 * np.finfo(float).eps)
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_batch_rollout_on_the_kernel_road_equals_the_single_rollouts(monkeypatch):
+    """Two boxes dropped on the floor at once (one flat, one tilted onto a corner): the batch rollout,
+    warm-started state by state from the kernel road's contacts, makes each box's own rollout's
+    iterations and contact counts, and its velocities to rounding carried linearly over the steps."""
+    scene = _box_scene()
+    axis = np.array([1.0, 1.0, 0]) / np.sqrt(2)
+    Q0 = [[2, 0, SIDE / 2 + 0.02, 0, 0, 0, 1], list(np.r_[0, 0, SIDE / 2 * 1.3, np.sin(0.3) * axis, np.cos(0.3)])]
+    steps = 120
+    with sd.use_backend("native", deterministic=True):
+        sd.rollout(scene.model, Q0, np.zeros(6), np.zeros(6), scene, DT, steps)           # lays out the slots
+        with monkeypatch.context() as m:
+            _forbid_contact_objects(m)
+            batch = sd.rollout(scene.model, Q0, np.zeros(6), np.zeros(6), scene, DT, steps)
+        ones = [sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT, steps) for q0 in Q0]
+    assert batch.q.shape == (steps + 1, 2, 7)
+    for i, one in enumerate(ones):
+        assert [len(x[i]) for x in batch.impulses] == [len(x) for x in one.impulses]
+        assert max(len(x) for x in one.impulses) >= 1
+        assert np.array_equal(batch.iterations[:, i], one.iterations)
+        last = sd.contact_step(scene.model, one.q[-2], one.v[-2], np.zeros(6), scene, DT)
+        step = _rounding(scene.model, one.q[-2], one.v[-2], np.zeros(6), scene_contacts(scene, one.q[-2]), None, last)
+        assert np.abs(batch.v[:, i] - one.v).max() <= steps * step * max(1.0, np.abs(one.v).max())
+
+
+def test_a_batch_of_the_iterative_step_builds_no_second_library():
+    """The contact step is an iterative kernel: its batch (more states than two vectors' lanes, which
+    a straight-line kernel runs in its vectorised batch library) runs the single library's loop entry
+    (the same scalar driver), so a batch builds no batch library of it."""
+    scene = _box_scene()
+    cm = native.shared(scene.model)
+    Q, V = BOX_Q * 8, BOX_V * 8
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, BOX_Q[0], BOX_V[0], np.zeros(6), scene, DT)      # builds the step
+        assert len(Q) >= 2 * cm.lanes
+        sd.contact_step(scene.model, Q, V, np.zeros(6), scene, DT)
+    step_tags = [t for t in cm.built if t.startswith("contact_step_kernel")]
+    assert step_tags and not [t for t in step_tags if t.endswith("batch")]
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_without_openmp_the_step_batch_runs_in_chunks_on_threads_and_equals_openmps(monkeypatch):
+    """A library built without OpenMP (the pip compiler's) runs an iterative kernel's batch in chunks
+    that two threads take as they come free; each state runs the same scalar code as under OpenMP, so
+    the results are equal bit for bit."""
+    scene = _box_scene()
+    Q, V = BOX_Q * 8, BOX_V * 8
+    with sd.use_backend("native", deterministic=True):
+        ref = sd.contact_step(scene.model, Q, V, np.zeros(6), scene, DT)
+        cm = native.shared(scene.model)
+        monkeypatch.setattr(cm._compiler, "openmp", False)
+        monkeypatch.setattr(cm, "_threads_for", lambda kname, N: 2)
+        calls, dynamic = [], runtime._in_threads_dynamic
+        monkeypatch.setattr(runtime, "_in_threads_dynamic", lambda call, N, *a: calls.append(N) or dynamic(call, N, *a))
+        got = sd.contact_step(scene.model, Q, V, np.zeros(6), scene, DT)
+    assert calls == [len(Q)]
+    assert got.v.tobytes() == ref.v.tobytes() and got.q.tobytes() == ref.q.tobytes()
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got.impulses, ref.impulses))
+
+
+def test_dynamic_threads_run_every_state_once_in_chunks():
+    """Without OpenMP an iterative kernel's batch runs in chunks that threads take as they come free:
+    every state is passed exactly once, at its own address (pointer plus the state's offset), each
+    array advanced by its own size, the results in chunk order."""
+    N, sizes, base = 1003, [7, 3], [1000, 500000]
+    seen = []
+
+    def call(n, p):
+        s = (p[0] - base[0]) // (8 * sizes[0])
+        assert p[1] == base[1] + s * 8 * sizes[1]
+        seen.append((s, n))
+        return s
+
+    got = runtime._in_threads_dynamic(call, N, base, sizes, 2)
+    starts = sorted(s for s, _ in seen)
+    assert got == starts and len(got) >= 2 * runtime.DYNAMIC_CHUNKS - 1
+    covered = np.zeros(N, int)
+    for s, n in seen:
+        covered[s:s + n] += 1
+    assert np.all(covered == 1)
