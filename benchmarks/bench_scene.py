@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_scene.py            # the dm_control humanoid lying on the floor, a box
     .venv/bin/python benchmarks/bench_scene.py --repeat 200
+    .venv/bin/python benchmarks/bench_scene.py --no-batch-step      # without the batch-step rows (seconds each)
 
 The dm_control suite's humanoid (``sd.Scene(sd.load_mjcf(humanoid.xml, geometry=True))``), dropped in
 MuJoCo and settled for 1.5 s so it lies on the floor, and a 0.2 m box resting on a plane: median
@@ -19,7 +20,12 @@ microseconds of
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
   its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step;
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
-  threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states.
+  threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states;
+* ``sd.contact_step`` on a batch of 1000 states in one call (the batch runtime's threads) beside a loop of
+  1000 single calls and a loop of ``mj_step`` over the same states (qpos and qvel set, one step each): the
+  states of the collision row (the joints moved 0.05 rad: limbs pressed into the floor) with the settled
+  velocity, and the last 1000 states of MuJoCo's own settling (the box: its resting state, repeated).
+  Whole-batch wall milliseconds, and ours' process CPU time (on a shared machine the threads may wait).
 
 Nothing here is a test: numbers are reported, never asserted.
 """
@@ -57,11 +63,13 @@ def median_us(fn, repeat):
     return 1e6 * float(np.median(times))
 
 
-def case(name, xml_path, xml, settle, repeat):
+def case(name, xml_path, xml, settle, repeat, batch_step=True):
     m = mujoco.MjModel.from_xml_path(str(xml_path)) if xml_path else mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
+    trajectory = []                                    # MuJoCo's own states on the way (the batch-step rows)
     for _ in range(settle):
         mujoco.mj_step(m, d)
+        trajectory.append((d.qpos.copy(), d.qvel.copy()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if xml_path:
@@ -156,14 +164,68 @@ def case(name, xml_path, xml, settle, repeat):
             continue
         ratio = f"{times[k] / t:7.1f}" if t else ""
         print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}")
+    if batch_step:
+        states = {"the collision row's (joints moved 0.05 rad), the settled v": (qpos_batch, np.repeat(qvel[None], BATCH, 0)),
+                  f"the last {BATCH} states of MuJoCo's settling": _last(trajectory, BATCH)}
+        for label, (qp, qv) in states.items():
+            _batch_step_rows(label, m, model, qp, qv, dt, max(1, repeat // 100))
+
+
+def _last(trajectory, n):
+    """The last ``n`` states ``(qpos (n, nq), qvel (n, nv))`` of ``trajectory`` (repeated when shorter)."""
+    take = [trajectory[-1 - (k % len(trajectory))] for k in range(n)][::-1]
+    return np.array([x for x, _ in take]), np.array([y for _, y in take])
+
+
+def _batch_step_rows(label, m, model, qpos, qvel, dt, repeat):
+    """``sd.contact_step`` on a batch of states (one call) beside a loop of single calls and a loop of
+    ``mj_step`` (qpos, qvel set, one step each) over the same states: whole-batch wall milliseconds (the
+    median of ``repeat``) and, for ours, the process's CPU milliseconds (both threads).  A scene of its
+    own: its slot layout is what these states need (free slots cost time)."""
+    scene = sd.Scene(model)
+    Q = np.array([q_from_mujoco(model, x) for x in qpos])
+    V = np.array([v_from_mujoco(model, x, y) for x, y in zip(qpos, qvel)])
+    tau = np.zeros(model.nv)
+    d = mujoco.MjData(m)
+
+    def mj_loop():
+        for x, y in zip(qpos, qvel):
+            d.qpos[:], d.qvel[:] = x, y
+            mujoco.mj_step(m, d)
+
+    def timed(fn):
+        wall, cpu = [], []
+        for _ in range(repeat):
+            t, c = time.perf_counter(), time.process_time()
+            fn()
+            wall.append(time.perf_counter() - t), cpu.append(time.process_time() - c)
+        return 1e3 * float(np.median(wall)), 1e3 * float(np.median(cpu))
+
+    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
+        warnings.simplefilter("ignore", sd.ContactStepWarning)
+        s = sd.contact_step(model, Q, V, tau, scene, dt)                 # grows the layout, builds its step
+        ours = timed(lambda: sd.contact_step(model, Q, V, tau, scene, dt))
+        singles = timed(lambda: [sd.contact_step(model, Q[i], V[i], tau, scene, dt) for i in range(len(Q))])
+    mj_loop()
+    mj = timed(mj_loop)
+    counts = [len(x) for x in s.impulses]
+    print(f"  batch step, {len(Q)} states: {label}")
+    print(f"    contacts per state {np.mean(counts):.1f} (max {max(counts)}), slots {len(scene.cache['step_slots'])} "
+          f"bodies / {sum(scene.cache['step_slots'].values())} slots, iterations mean {s.iterations.mean():.0f} "
+          f"(max {s.iterations.max()})")
+    print(f"    {'contact_step, one call':38s} {ours[0]:9.1f} ms (cpu {ours[1]:8.1f} ms)   mj_step loop {mj[0]:7.1f} ms "
+          f"{ours[0] / mj[0]:7.2f}")
+    print(f"    {'contact_step, a loop of single calls':38s} {singles[0]:9.1f} ms (cpu {singles[1]:8.1f} ms)   "
+          f"mj_step loop {mj[0]:7.1f} ms {singles[0] / mj[0]:7.2f}")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=200)
+    p.add_argument("--no-batch-step", action="store_true", help="leave out the batch-step rows (seconds each)")
     a = p.parse_args()
-    case("box", None, BOX, 200, a.repeat)
-    case("humanoid", HUMANOID, None, 1500, a.repeat)
+    case("box", None, BOX, 200, a.repeat, not a.no_batch_step)
+    case("humanoid", HUMANOID, None, 1500, a.repeat, not a.no_batch_step)
 
 
 if __name__ == "__main__":
