@@ -32,10 +32,11 @@ BOX_CONTACTS = [4, 2, 0, 1, 4]
 
 
 def box_model(frame=None):
-    """test_scene's box; ``frame``: the pose of its only frame in the body (the slot frame: its
+    """test_scene's box, under a name of its own (the layouts built here are not test_scene_step's, which
+    counts its step's builds); ``frame``: the pose of its only frame in the body (the slot frame: its
     contacts' points are then in that frame's axes)."""
     I = MASS * SIDE ** 2 / 6 * np.eye(3)
-    b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=MASS, rot_inertia=I)
+    b = sd.ModelBuilder("batch box").add_body("box", None, sd.make_joint("free"), mass=MASS, rot_inertia=I)
     model = b.add_frame("box", "box", frame).build()
     return model.with_geometry(sd.Geometry("box", 0, Transform(np.eye(3), np.zeros(3)), "box", (SIDE,) * 3,
                                            "collision"))
@@ -79,8 +80,10 @@ def test_batch_slot_data_are_each_states_slots_from_contact_objects(which):
     scene = _arm_scene() if which == "arm" else _box_scene(_tilted() if "tilted" in which else None)
     Q = _arm_states() if which == "arm" else BOX_Q
     with sd.use_backend("native", deterministic=True):
-        pairs, index, slots = scene_batch_slot_data(scene, Q)
+        pair, slot, ends, slots = scene_batch_slot_data(scene, Q)
     assert slots.data.shape == (len(Q), len(slots.frames), 8) and slots.index is None
+    assert ends[0] == 0 and ends[-1] == len(pair) == len(slot) and len(ends) == len(Q) + 1
+    pairs, index = ([x[ends[b]:ends[b + 1]] for b in range(len(Q))] for x in (pair, slot))
     counts = []
     for b, q in enumerate(Q):
         with sd.use_backend("numpy"):

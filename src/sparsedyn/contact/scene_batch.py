@@ -45,12 +45,13 @@ def _ranks(group, sizes):
 
 
 def scene_batch_slot_data(scene, Q):
-    """``(pairs, index, slots)`` of the states ``Q`` (B, nq) of ``scene``: per state the scene pair
-    of each of its contacts (a list of B arrays (nc_b,)) and the slot of each (a list of B arrays
-    (nc_b,)), and :class:`~sparsedyn.contact.friction_problem.ContactSlots` of all (``frames``: the
-    scene's grown layout, ``index`` None, ``data`` (B, ns, 8), each state's free slots open), state
-    ``b``'s data those of ``scene_slot_data(scene, Q[b])`` in the same layout.  ``None`` where the
-    collision kernel's road does not apply (as for
+    """``(pair, slot, ends, slots)`` of the states ``Q`` (B, nq) of ``scene``: the contacts of all
+    states in order, state by state, each its scene pair (an index of ``scene.pairs``) in ``pair``
+    (n,) and its slot in ``slot`` (n,), state ``b``'s contacts those from ``ends[b]`` to ``ends[b + 1]``
+    (``ends`` (B + 1,)); and :class:`~sparsedyn.contact.friction_problem.ContactSlots` of all
+    (``frames``: the scene's grown layout, ``index`` None, ``data`` (B, ns, 8), each state's free
+    slots open), state ``b``'s data those of ``scene_slot_data(scene, Q[b])`` in the same layout.
+    ``None`` where the collision kernel's road does not apply (as for
     :func:`~sparsedyn.contact.scene_data.scene_slot_data`)."""
     if use_backend.current() == "numpy":
         return None
@@ -72,5 +73,5 @@ def scene_batch_slot_data(scene, Q):
         rows[:, 1:4] = np.einsum("kij,kj->ki", E[j], rows[:, 1:4] - r[j])
     data = np.repeat(free[None], B, 0)
     data[b, slot] = rows
-    cut = np.cumsum(np.bincount(b, minlength=B))[:-1]
-    return np.split(kp.pair[j], cut), np.split(slot, cut), ContactSlots(frames, None, data)
+    ends = np.concatenate([[0], np.cumsum(np.bincount(b, minlength=B))])
+    return kp.pair[j], slot, ends, ContactSlots(frames, None, data)

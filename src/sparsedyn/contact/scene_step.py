@@ -36,6 +36,8 @@ point, not by their order, which changes as contacts come and go.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..algorithms.kinematics import frame_placements
@@ -234,11 +236,30 @@ def _same_model(a, b):
     return type(a) is type(b) and fields is not None and all(getattr(a, f) is getattr(b, f) for f in fields)
 
 
+class _FoundBatch(Sequence):
+    """The contacts of a batch on the collision kernel's road: a sequence of B :class:`FoundContacts`,
+    made when asked (:func:`~sparsedyn.contact.scene_batch.scene_batch_slot_data`'s ``pair``, ``slot``,
+    ``ends``, ``slots``)."""
+
+    def __init__(self, pair, slot, ends, slots):
+        self.pair, self.slot, self.ends, self.slots = pair, slot, ends.tolist(), slots
+
+    def __len__(self):
+        return len(self.ends) - 1
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[k] for k in range(*b.indices(len(self)))]
+        b = range(len(self))[b]
+        i, j = self.ends[b], self.ends[b + 1]
+        return FoundContacts(self.pair[i:j], ContactSlots(self.slots.frames, self.slot[i:j], self.slots.data[b]))
+
+
 def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``.
     On the collision kernel's road (:func:`~sparsedyn.contact.scene_batch.scene_batch_slot_data`) the
     contacts of all states are found and laid out without Python work per state, and ``contacts`` is a
-    :class:`FoundContacts` per state; else a list of :func:`scene_contacts`' per state."""
+    sequence of :class:`FoundContacts`, one per state; else a list of :func:`scene_contacts`' per state."""
     B = len(q)
     if previous is not None and len(previous) != B:
         raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
@@ -246,9 +267,9 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     if previous is None or all(isinstance(p[0], FoundContacts) for p in previous):
         fast = scene_batch_slot_data(scene, q)
     if fast is not None:
-        pairs, index, slots = fast
-        contacts = [FoundContacts(p, ContactSlots(slots.frames, i, d)) for p, i, d in zip(pairs, index, slots.data)]
-        frames, data = slots.frames, slots.data
+        contacts = _FoundBatch(*fast)
+        ends, frames, data = contacts.ends, fast[3].frames, fast[3].data
+        index = [fast[1][ends[b]:ends[b + 1]] for b in range(B)]
     else:
         contacts = [scene_contacts(scene, x) for x in q]
         for c in contacts:
@@ -266,10 +287,15 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
         elif len(given) == B and np.shape(given[b]) == (len(contacts[b]), 3):
             warm[b, index[b]] = given[b]
     out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm, **options)
-    if out.impulses.shape[-2] == ns:              # (the free step has no slot)
-        out = out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
-                           modes=[out.modes[b][index[b]] for b in range(B)])
-    return out, contacts
+    if out.impulses.shape[-2] != ns:              # (the free step has no slot)
+        return out, contacts
+    if fast is None:
+        return out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
+                            modes=[out.modes[b][index[b]] for b in range(B)]), contacts
+    at = (np.repeat(np.arange(B), np.diff(ends)), fast[1])    # each contact's state and slot, in order
+    impulses, modes = out.impulses[at], out.modes[at]
+    return out._replace(impulses=[impulses[ends[b]:ends[b + 1]] for b in range(B)],
+                        modes=[modes[ends[b]:ends[b + 1]] for b in range(B)]), contacts
 
 
 # --- how the contacts move with q: the geometry the derivatives of a step differentiate -----------
