@@ -13,6 +13,7 @@ from conftest import rounding_bound
 from sparsedyn.codegen import native, runtime
 from sparsedyn.contact import scene_step as scene_step_module
 from sparsedyn.contact.friction import _options, _slotted_step
+from sparsedyn.contact.friction_problem import ContactSlots
 from sparsedyn.contact.scene_batch import scene_batch_slot_data
 from sparsedyn.model.spatial import Transform
 from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots
@@ -249,3 +250,58 @@ def test_dynamic_threads_run_every_state_once_in_chunks():
     for s, n in seen:
         covered[s:s + n] += 1
     assert np.all(covered == 1)
+
+
+def _flat(found):
+    """``(state, pair, points, planes)`` of per-state FoundContacts, all states in order."""
+    state = np.concatenate([np.full(len(f), b) for b, f in enumerate(found)]).astype(int)
+    return (state, np.concatenate([f.pair for f in found]).astype(int),
+            np.concatenate([f.points for f in found]).reshape(-1, 3), np.concatenate([f.planes for f in found]).reshape(-1, 4))
+
+
+def _found(pair, points, planes):
+    n = len(pair)
+    data = np.zeros((n, 8))
+    data[:, 1:4], data[:, 4:] = points, planes
+    return FoundContacts(np.array(pair, int), ContactSlots((0,) * n, np.arange(n), data))
+
+
+def test_batch_warm_start_by_hand_takes_the_nearest_not_taken():
+    """By hand (one pair, the floor's plane: the impulses keep their frame): before, A at the origin and
+    B 8 mm along x; now c1 4 mm along x (as near A as B: the first, A, is taken) and c2 3 mm along x
+    (A taken: B, 5 mm away, within the radius); in a second state the same with c2 first: c2 takes A,
+    c1 then B."""
+    from sparsedyn.contact.scene_batch import batch_warm_start
+    from sparsedyn.contact.scene_step import WARM_RADIUS
+    up = [0, 0, 1.0, 0]
+    A, B, c1, c2 = [0, 0, 0], [0.008, 0, 0], [0.004, 0, 0], [0.003, 0, 0]
+    before = [_found([0, 0], [A, B], [up, up])] * 2
+    now = [_found([0, 0], [c1, c2], [up, up]), _found([0, 0], [c2, c1], [up, up])]
+    lam = np.array([[1.0, 2, 3], [4, 5, 6], [1, 2, 3], [4, 5, 6]])
+    got = batch_warm_start(_flat(before), lam, _flat(now), WARM_RADIUS)
+    assert got.tolist() == [[1, 2, 3], [4, 5, 6], [1, 2, 3], [4, 5, 6]]
+
+
+def test_batch_warm_start_equals_the_single_matching_state_by_state(monkeypatch):
+    """Random states (0 to 5 contacts before and now, two pairs, points within about a radius so that
+    contacts compete for the same one before, random planes): the batch's warm start equals
+    matched_warm_start state by state, to the rounding of two 3 x 3 rotations of the impulse; states
+    where two contacts have the same nearest one before were met (and matched in order)."""
+    from sparsedyn.contact import scene_batch
+    from sparsedyn.contact.scene_step import WARM_RADIUS, matched_warm_start
+    greedy, in_order = [], scene_batch._greedy
+    monkeypatch.setattr(scene_batch, "_greedy", lambda *a: greedy.append(1) or in_order(*a))
+    rng = np.random.default_rng(3)
+    before, now, lam = [], [], []
+    for _ in range(100):
+        for out in (before, now):
+            n = int(rng.integers(0, 6))
+            normals = rng.normal(size=(n, 3))
+            normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+            out.append(_found(rng.integers(0, 2, n), WARM_RADIUS * rng.random((n, 3)),
+                              np.c_[normals, rng.normal(size=n)]))
+        lam.append(rng.normal(size=(len(before[-1]), 3)))
+    got = scene_batch.batch_warm_start(_flat(before), np.concatenate(lam), _flat(now), WARM_RADIUS)
+    want = np.concatenate([matched_warm_start(b, x, c) for b, x, c in zip(before, lam, now)])
+    assert np.abs(got - want).max() <= rounding_bound(9) * np.abs(np.concatenate(lam)).max()
+    assert np.count_nonzero(want.any(axis=1)) >= 100 and len(greedy) >= 5

@@ -84,7 +84,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
                                contact_problem, contact_slots, point_contacts)
 from .scene import Scene
-from .scene_step import scene_step
+from .scene_step import batch_previous, scene_step
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
            "ContactStepWarning", "Rollout", "contact_problem",
@@ -309,7 +309,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
         if scene is not None:                    # warm-started where a contact persists
             s, found = scene_step(_slotted_step, runner, q, v, tau, scene, dt, previous=previous,
                                   **_options(options, warm))
-            previous = (found, s.impulses) if q.ndim == 1 else list(zip(found, s.impulses))
+            previous = (found, s.impulses) if q.ndim == 1 else batch_previous(found, s.impulses)
         else:
             s = contact_step(runner, q, v, tau, contacts, dt, warm_start=warm, **options)
         q, v, warm = s.q, s.v, s.impulses

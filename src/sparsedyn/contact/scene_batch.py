@@ -16,10 +16,10 @@ import numpy as np
 
 from ..kernels import use_backend
 from .collision_kernel import collision_candidates
-from .friction_problem import ContactSlots
+from .friction_problem import ContactSlots, plane_basis
 from .scene_data import _filler, _plan
 
-__all__ = ["scene_batch_slot_data"]
+__all__ = ["scene_batch_slot_data", "batch_warm_start"]
 
 
 def _grow(scene, keys, counts):
@@ -75,3 +75,65 @@ def scene_batch_slot_data(scene, Q):
     data[b, slot] = rows
     ends = np.concatenate([[0], np.cumsum(np.bincount(b, minlength=B))])
     return kp.pair[j], slot, ends, ContactSlots(frames, None, data)
+
+
+def _nearest(rows, cols, d):
+    """Per row of the candidate matches ``(rows, cols, d)``: the first of its nearest (the lowest
+    ``col`` among equal distances), as ``(rows, cols, d)`` of the rows that have candidates."""
+    order = np.lexsort((cols, d, rows))
+    rows, cols, d = rows[order], cols[order], d[order]
+    first = np.r_[True, rows[1:] != rows[:-1]] if len(rows) else np.zeros(0, bool)
+    return rows[first], cols[first], d[first]
+
+
+def _greedy(rows, cols, d, radius):
+    """:func:`~sparsedyn.contact.scene_step.matched_warm_start`'s matching of one state's candidates:
+    each row in order takes its nearest column within ``radius`` that no row before it took."""
+    taken, out = set(), []
+    for i in np.unique(rows).tolist():
+        at = (rows == i) & (d <= radius) & ~np.isin(cols, list(taken))
+        if at.any():
+            r, c, _ = _nearest(rows[at], cols[at], d[at])
+            taken.add(int(c[0]))
+            out.append((i, int(c[0])))
+    return out
+
+
+def batch_warm_start(before, impulses, now, radius):
+    """Impulses (n1, 3) to start the contacts ``now`` of a batch from, given the contacts ``before`` of
+    the step before and their ``impulses`` (n0, 3): each contact as
+    :func:`~sparsedyn.contact.scene_step.matched_warm_start` starts it, state by state, for all states
+    at once.  ``before``, ``now``: ``(state, pair, points, planes)`` of the contacts of a batch in order
+    (their state (n,), scene pair (n,), point (n, 3) in their body's slot frame and plane (n, 4)).
+    Where two contacts of a state have the same nearest contact before, that state is matched in
+    order as the single step matches it (the first takes it)."""
+    (s0, l0, p0, planes0), (s1, l1, p1, planes1) = before, now
+    out = np.zeros((len(s1), 3))
+    if not len(s0) or not len(s1):
+        return out
+    width = int(max(l0.max(), l1.max())) + 1
+    key0, key1 = s0 * width + l0, s1 * width + l1           # a match is within one state and one pair
+    order = np.argsort(key0, kind="stable")
+    lo = np.searchsorted(key0[order], key1, "left")
+    count = np.searchsorted(key0[order], key1, "right") - lo
+    rows = np.repeat(np.arange(len(s1)), count)
+    cols = order[np.repeat(lo, count) + np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)]
+    d = np.linalg.norm(p1[rows] - p0[cols], axis=-1)
+    i, j, dij = _nearest(rows, cols, d)
+    keep = dij <= radius
+    i, j = i[keep], j[keep]
+    seen, times = np.unique(j, return_counts=True)
+    clash = np.unique(s1[i][np.isin(j, seen[times > 1])])   # (a contact before is of one state only)
+    if len(clash):                                          # taken twice: those states in order
+        alone = ~np.isin(s1[i], clash)
+        pairs = [(i[alone], j[alone])]
+        for state in clash.tolist():
+            at = s1[rows] == state
+            got = _greedy(rows[at], cols[at], d[at], radius)
+            pairs.append((np.array([a for a, _ in got], int), np.array([b for _, b in got], int)))
+        i, j = (np.concatenate(x) for x in zip(*pairs))
+    if len(i):
+        R1, R0 = plane_basis(planes1[i])[0], plane_basis(planes0[j])[0]
+        lam = np.asarray(impulses, float).reshape(-1, 3)[j, :, None]
+        out[i] = (np.swapaxes(R1, -1, -2) @ (R0 @ lam))[..., 0]           # R1^T R0 lambda
+    return out

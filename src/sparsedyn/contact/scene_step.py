@@ -44,11 +44,11 @@ from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide, placements
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
-from .scene_batch import scene_batch_slot_data
+from .scene_batch import batch_warm_start, scene_batch_slot_data
 from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
-           "scene_geometry"]
+           "scene_geometry", "batch_previous"]
 
 
 def _body_frames(model):
@@ -254,6 +254,38 @@ class _FoundBatch(Sequence):
         i, j = self.ends[b], self.ends[b + 1]
         return FoundContacts(self.pair[i:j], ContactSlots(self.slots.frames, self.slot[i:j], self.slots.data[b]))
 
+    def at(self):
+        """``(state, slot)`` (n,) of every contact in order."""
+        return np.repeat(np.arange(len(self)), np.diff(self.ends)), self.slot
+
+    def flat(self):
+        """``(state, pair, points, planes)`` of every contact in order (:func:`batch_warm_start`)."""
+        at = self.at()
+        return at[0], self.pair, self.slots.data[at][:, 1:4], self.slots.data[at][:, 4:]
+
+
+class _BatchPrevious(Sequence):
+    """The ``previous`` of a batch's next step (:func:`batch_previous`): state ``b``'s ``(contacts,
+    impulses)``, and the batch's contacts whole (a warm start for all states at once)."""
+
+    def __init__(self, found, impulses):
+        self.found, self.impulses = found, impulses
+
+    def __len__(self):
+        return len(self.found)
+
+    def __getitem__(self, b):
+        return self.found[b], self.impulses[b]
+
+
+def batch_previous(contacts, impulses):
+    """The ``previous`` of :func:`scene_step` for the next step of a batch whose step gave
+    ``contacts`` (one per state) and ``impulses`` (one array per state): a sequence of each state's
+    ``(contacts, impulses)``."""
+    if isinstance(contacts, _FoundBatch):
+        return _BatchPrevious(contacts, impulses)
+    return list(zip(contacts, impulses))
+
 
 def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``.
@@ -264,12 +296,18 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     if previous is not None and len(previous) != B:
         raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
     fast = None
-    if previous is None or all(isinstance(p[0], FoundContacts) for p in previous):
+    whole = isinstance(previous, _BatchPrevious)
+    if previous is None or whole or all(isinstance(p[0], FoundContacts) for p in previous):
         fast = scene_batch_slot_data(scene, q)
     if fast is not None:
         contacts = _FoundBatch(*fast)
         ends, frames, data = contacts.ends, fast[3].frames, fast[3].data
         index = [fast[1][ends[b]:ends[b + 1]] for b in range(B)]
+        if whole:                                 # all states' warm start at once
+            warm = np.zeros((B, len(frames), 3))
+            imp = np.concatenate(previous.impulses) if B else np.zeros((0, 3))      # each (nc_b, 3)
+            warm[contacts.at()] = batch_warm_start(previous.found.flat(), imp, contacts.flat(), WARM_RADIUS)
+            previous, options["warm_start"] = None, None
     else:
         contacts = [scene_contacts(scene, x) for x in q]
         for c in contacts:
@@ -280,7 +318,8 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
         data = np.stack([s.data for s in each]) if len(frames) else np.zeros((B, 0, 8))
     ns = len(frames)
     given = options.pop("warm_start", None)
-    warm = np.zeros((B, ns, 3))
+    if not whole or fast is None:
+        warm = np.zeros((B, ns, 3))
     for b in range(B) if previous is not None or given is not None else ():
         if previous is not None:
             warm[b, index[b]] = matched_warm_start(*previous[b], contacts[b])
@@ -292,7 +331,7 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     if fast is None:
         return out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
                             modes=[out.modes[b][index[b]] for b in range(B)]), contacts
-    at = (np.repeat(np.arange(B), np.diff(ends)), fast[1])    # each contact's state and slot, in order
+    at = contacts.at()                            # each contact's state and slot, in order
     impulses, modes = out.impulses[at], out.modes[at]
     return out._replace(impulses=[impulses[ends[b]:ends[b + 1]] for b in range(B)],
                         modes=[modes[ends[b]:ends[b + 1]] for b in range(B)]), contacts
