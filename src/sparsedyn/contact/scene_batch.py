@@ -53,9 +53,7 @@ def scene_batch_slot_data(scene, Q):
     slots open), state ``b``'s data those of ``scene_slot_data(scene, Q[b])`` in the same layout.
     ``None`` where the collision kernel's road does not apply (as for
     :func:`~sparsedyn.contact.scene_data.scene_slot_data`)."""
-    if use_backend.current() == "numpy":
-        return None
-    plan = _plan(scene)
+    plan = _plan(scene) if use_backend.current() != "numpy" else None
     if plan is None:
         return None
     kp, kid, keys, E, r, mu, moved = plan
