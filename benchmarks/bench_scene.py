@@ -165,7 +165,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
         ratio = f"{times[k] / t:7.1f}" if t else ""
         print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}")
     if batch_step:
-        states = {"the collision row's (joints moved 0.05 rad), the settled v": (qpos_batch, np.repeat(qvel[None], BATCH, 0)),
+        moved = (qpos_batch, np.repeat(qvel[None], BATCH, 0))
+        states = {"the collision row's (joints moved 0.05 rad), the settled v": moved,
                   f"the last {BATCH} states of MuJoCo's settling": _last(trajectory, BATCH)}
         for label, (qp, qv) in states.items():
             _batch_step_rows(label, m, model, qp, qv, dt, max(1, repeat // 100))
@@ -213,8 +214,8 @@ def _batch_step_rows(label, m, model, qpos, qvel, dt, repeat):
     print(f"    contacts per state {np.mean(counts):.1f} (max {max(counts)}), slots {len(scene.cache['step_slots'])} "
           f"bodies / {sum(scene.cache['step_slots'].values())} slots, iterations mean {s.iterations.mean():.0f} "
           f"(max {s.iterations.max()})")
-    print(f"    {'contact_step, one call':38s} {ours[0]:9.1f} ms (cpu {ours[1]:8.1f} ms)   mj_step loop {mj[0]:7.1f} ms "
-          f"{ours[0] / mj[0]:7.2f}")
+    print(f"    {'contact_step, one call':38s} {ours[0]:9.1f} ms (cpu {ours[1]:8.1f} ms)   "
+          f"mj_step loop {mj[0]:7.1f} ms {ours[0] / mj[0]:7.2f}")
     print(f"    {'contact_step, a loop of single calls':38s} {singles[0]:9.1f} ms (cpu {singles[1]:8.1f} ms)   "
           f"mj_step loop {mj[0]:7.1f} ms {singles[0] / mj[0]:7.2f}")
 

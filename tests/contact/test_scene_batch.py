@@ -256,7 +256,8 @@ def _flat(found):
     """``(state, pair, points, planes)`` of per-state FoundContacts, all states in order."""
     state = np.concatenate([np.full(len(f), b) for b, f in enumerate(found)]).astype(int)
     return (state, np.concatenate([f.pair for f in found]).astype(int),
-            np.concatenate([f.points for f in found]).reshape(-1, 3), np.concatenate([f.planes for f in found]).reshape(-1, 4))
+            np.concatenate([f.points for f in found]).reshape(-1, 3),
+            np.concatenate([f.planes for f in found]).reshape(-1, 4))
 
 
 def _found(pair, points, planes):

@@ -30,9 +30,10 @@ slots are keyed by the pair of bodies.
 A batch of states is one call of the step: each state's contacts are found alone, the layout grows
 to hold them all, and every state is laid out in it (so a state's step equals its single step in the
 same layout); on the collision kernel's road, for all states at once with no Python work per state
-(:mod:`~sparsedyn.contact.scene_batch`), the solve on the batch runtime's threads.  Along a trajectory a step starts from the impulses of the step before where a contact
-persists (:func:`matched_warm_start`): contacts are matched by their pair of shapes and the nearest
-point, not by their order, which changes as contacts come and go.
+(:mod:`~sparsedyn.contact.scene_batch`), the solve on the batch runtime's threads.  Along a
+trajectory a step starts from the impulses of the step before where a contact persists
+(:func:`matched_warm_start`): contacts are matched by their pair of shapes and the nearest point, not
+by their order, which changes as contacts come and go.
 """
 
 from __future__ import annotations
@@ -193,9 +194,10 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     ``q`` (nq,): one state; (B, nq): a batch (``v``, ``tau`` (B, nv) or (nv,)), its contacts found for
     each state and laid out in one layout (the union of their slots), so the batch is one call of the
     step (the native kernel runs it on the batch runtime's threads); its ``impulses`` and ``modes``
-    are then lists, one array (nc_b, 3) and (nc_b,) per state, and ``contacts`` a sequence, one per
-    state.  ``previous``: the ``(contacts, impulses)`` of the step before (for a batch, a sequence of
-    them, :func:`batch_previous`, which on the kernel's road warm-starts all states at once): the step starts from them where a contact persists (:func:`matched_warm_start`); else a
+    are then lists, one array (nc_b, 3) and (nc_b,) per state, and ``contacts`` a sequence per state.
+    ``previous``: the ``(contacts, impulses)`` of the step before (for a batch, :func:`batch_previous`
+    of them, which on the kernel's road warm-starts all states at once): the
+    step starts from them where a contact persists (:func:`matched_warm_start`); else a
     ``warm_start`` of the contacts' shape is taken as given, in the contacts' order.  ``hits``:
     :func:`~sparsedyn.collide`'s result at ``q`` if known (one state).  Without ``hits`` or
     ``want_contacts``, and with ``previous`` of this road or none, a state in a scene whose pairs are
