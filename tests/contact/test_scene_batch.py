@@ -159,7 +159,8 @@ def test_a_batch_of_scene_steps_on_the_kernel_road_equals_the_single_steps(which
 
 def test_the_public_batch_step_takes_plain_lists_and_runs_no_contact_object(monkeypatch):
     """``sd.contact_step`` with a scene and a batch of plain lists: the states' impulses and modes per
-    state, each state's count its own, with no Contact object made."""
+    state, each state's count its own, with no Contact object made; an empty batch (B = 0) answers an
+    empty batch."""
     scene = _box_scene()
     with sd.use_backend("native", deterministic=True):
         _forbid_contact_objects(monkeypatch)
@@ -168,6 +169,9 @@ def test_the_public_batch_step_takes_plain_lists_and_runs_no_contact_object(monk
     assert s.v.shape == (5, 6) and list(s.modes[2]) == []
     # the falling box's step is free fall: v+ = v + dt g (a free joint's v: angular, then linear)
     np.testing.assert_allclose(s.v[2], [0, 0, 0, 0, 0, -G * DT], rtol=0, atol=4 * np.finfo(float).eps)
+    with sd.use_backend("native", deterministic=True):                   # an empty batch: an empty answer
+        empty = sd.contact_step(scene.model, np.zeros((0, 7)), np.zeros((0, 6)), [0.0] * 6, scene, DT)
+    assert empty.v.shape == (0, 6) and empty.q.shape == (0, 7) and list(empty.impulses) == []
 
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")

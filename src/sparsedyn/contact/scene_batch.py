@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
-from .collision_kernel import collision_candidates
+from .collision_kernel import CANDIDATE_COLUMNS, collision_candidates
 from .friction_problem import ContactSlots, plane_basis
 from .scene_data import _filler, _plan
 
@@ -58,7 +58,7 @@ def scene_batch_slot_data(scene, Q):
         return None
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
-    c = collision_candidates(scene.model, Q, kp.shapes, kp.pairs).reshape(B, len(kid), -1)
+    c = collision_candidates(scene.model, Q, kp.shapes, kp.pairs).reshape(B, len(kid), CANDIDATE_COLUMNS)
     b, j = (c[..., 0] < scene.margin).nonzero()           # by state, then in the candidates' order
     group = b * nk + kid[j]
     counts = np.bincount(group, minlength=B * nk)
