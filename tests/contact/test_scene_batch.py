@@ -310,3 +310,24 @@ def test_batch_warm_start_equals_the_single_matching_state_by_state(monkeypatch)
     want = np.concatenate([matched_warm_start(b, x, c) for b, x, c in zip(before, lam, now)])
     assert np.abs(got - want).max() <= rounding_bound(9) * np.abs(np.concatenate(lam)).max()
     assert np.count_nonzero(want.any(axis=1)) >= 100 and len(greedy) >= 5
+
+
+def test_bad_batches_are_refused_naming_the_argument():
+    """A batch with a NaN position or velocity, a quaternion off the unit sphere, or a ``previous`` of
+    another number of states: the library's errors, naming the argument (no NaN step, no NumPy error)."""
+    scene = _box_scene()
+    nan_q = [list(q) for q in BOX_Q]
+    nan_q[3][2] = float("nan")
+    long_q = [list(q) for q in BOX_Q]
+    long_q[1][6] = 2.0
+    with sd.use_backend("native", deterministic=True):
+        for Q, V, what in ((nan_q, BOX_V, "q: contains NaN"), (BOX_Q, np.full((5, 6), np.nan), "v: contains NaN"),
+                           (long_q, BOX_V, "q: the quaternion of joint 'box'")):
+            with pytest.raises(ValueError, match=what):
+                sd.contact_step(scene.model, Q, V, np.zeros(6), scene, DT)
+        s, found = scene_step_module.scene_step(_slotted_step, scene.model, BOX_Q, BOX_V, np.zeros(6), scene, DT,
+                                                **_options({}, None))
+        with pytest.raises(ValueError, match="previous holds 5 states for a batch of 2"):
+            scene_step_module.scene_step(_slotted_step, scene.model, BOX_Q[:2], BOX_V[:2], np.zeros(6), scene, DT,
+                                         previous=scene_step_module.batch_previous(found, s.impulses),
+                                         **_options({}, None))
