@@ -1,0 +1,223 @@
+"""The per-state pieces of the derivatives of a step in a scene, as one kernel on the step's slots.
+
+A step in a :class:`~sparsedyn.Scene` lays its contacts out in the scene's slots
+(:func:`~sparsedyn.contact.scene_step.scene_slots`: a body frame per slot, or a pair of them for a
+self-collision); its derivatives (:func:`~sparsedyn.contact_step_derivatives`) need, per state, the
+contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, their
+derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``.  They are
+one traced program, :func:`scene_step_partials`, built per tuple of slot frames (so once per layout,
+as the step), the geometry of each slot its data (:func:`slot_geometry`), the kind of each contact
+among them, so a new contact set in the same slots is not a new build.
+
+Each slot's geometry (14,) is ``[c_a (3), r_a, c_b (3), r_b, n (3), w_pp, w_pb, w_ap]``: a centre
+``c_a`` fixed in the slot's frame ``a`` (a sphere's centre of radius ``r_a``, or a vertex: ``r_a =
+0``), one ``c_b`` fixed in ``b`` (the world where the slot has no second frame), a normal ``n`` and
+the weights of its kind (one of them 1, the others 0; a kernel has no branch)::
+
+    pp:  n = (x_a - x_b) / |x_a - x_b|    two spheres: the normal along the centres
+    pb:  n = R_b n_b                      a sphere or vertex of a against a plane fixed in b
+    ap:  n = R_a n_a                      a plane fixed in a against a sphere or vertex of b
+    gap = n . (x_a - x_b) - (w_pp + w_pb) r_a - (w_pp + w_ap) r_b
+    x = x_a - r_a n  (pp, pb)             x = x_b + (r_b + gap) n  (ap)
+
+with ``x_a = o_a + R_a c_a``, ``x_b = o_b + R_b c_b``; the rows are those of ``a``'s point at ``x``
+relative to ``b``'s point there, in the contact frame of ``n``
+(:func:`~sparsedyn.contact.friction_problem.plane_basis`).  A sphere, a capsule's end, a box's or a
+mesh's vertex against a plane, a face or a sphere move so exactly; a capsule's side, an edge or a
+cylinder's rim are held at the point found at ``q`` (their contact point slides on the shape as it
+turns).  A free slot has the geometry of a vertex on a plane below it (its rows finite; it is open).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import backend as bk
+from ..algorithms.configuration import integrate_derivatives
+from ..algorithms.derivatives import derivative_program
+from ..algorithms.kinematics import frame_placements, joint_transforms
+from ..algorithms.minv import minv
+from ..kernels import Kernel, kernel
+from ..symbolic.ad import inline
+from ..symbolic.ir import Graph
+from ..symbolic.trace import trace_kernel
+from .collision import placements
+from .dynamics import _cached, _run, rnea_partials
+from .friction_problem import _TINY, _Points, plane_basis, slot_frames, slot_structure
+
+__all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "GEOMETRY"]
+
+#: The width of a slot's geometry (module docstring).
+GEOMETRY = 14
+
+#: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
+ROUND = ("sphere", "capsule")
+
+
+def slot_rows(model, q, geometry, frames):
+    """``(J (3 ns, nv), gap (ns,))``: the contact rows (contact frames ``[t_x, t_y, n]``) and gaps of
+    the slots ``frames`` (the step's slot frames: a frame index, or a pair ``(frame_a, frame_b)``)
+    whose geometry (ns, 14) is given (module docstring); at the configuration the geometry was found
+    at, the rows and gaps of the step.  One state (kernel use; no checks)."""
+    Xup, S = joint_transforms(model, q)
+    ends = [slot_frames(f) for f in frames]
+    pts = _Points(model, Xup, S, [k for e in ends for k in e])
+    eye = (np.eye(3), np.zeros(3))
+    rows, gaps = [], []
+    for i, (ka, kb) in enumerate(ends):
+        g = geometry[i]
+        (Ra, oa), (Rb, ob) = pts.pose[ka], (eye if kb is None else pts.pose[kb])
+        xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
+        d = xa - xb
+        size = bk.sqrt(d @ d + _TINY)                                  # (not zero: a slot of another kind)
+        n = g[11] * (d / size) + g[12] * (Rb @ g[8:11]) + g[13] * (Ra @ g[8:11])
+        gap = n @ d - (g[11] + g[12]) * g[3] - (g[11] + g[13]) * g[7]
+        x = g[13] * (xb + (g[7] + gap) * n) + (1.0 - g[13]) * (xa - g[3] * n)
+        Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
+        rows.append(pts.relative(Rc, ka, kb, Ra.T @ (x - oa), x))
+        gaps.append(gap)
+    return np.concatenate(rows, -2), np.stack(gaps, -1)
+
+
+def _ns(model, frames, **_):
+    return len(tuple(frames))
+
+
+def _m(model, frames, **_):
+    return 3 * len(tuple(frames))
+
+
+_ROWS = Kernel("scene_slot_rows", slot_rows, {"q": ("nq",), "geometry": (_ns, GEOMETRY)},
+               {"J": (_m, "nv"), "gap": (_ns,)}, {}, ("frames",))
+
+
+class SlotPartials(NamedTuple):
+    """Result of :func:`scene_step_partials` (batch shape ``...``; ``m = 3 ns``)."""
+
+    J: np.ndarray           # (..., m, nv) the contact rows
+    gap: np.ndarray         # (..., ns)
+    Minv: np.ndarray        # (..., nv, nv) H^-1
+    dtau_dq: np.ndarray     # (..., nv, nv) RNEA's derivatives at (q, v, a)
+    dtau_dv: np.ndarray
+    dJw_dq: np.ndarray      # (..., m, nv): d(J w)/dq at fixed w
+    dJTlam_dq: np.ndarray   # (..., nv, nv): d(J^T lambda)/dq at fixed lambda
+    JMinv: np.ndarray       # (..., m, nv): J H^-1
+    G: np.ndarray           # (..., m, m): the Delassus matrix J H^-1 J^T
+    dint_dq: np.ndarray     # (..., nv, nv): the derivatives of q (+) dq
+    dint_ddq: np.ndarray
+
+
+def _program(model, static, optional):
+    """The program of :func:`scene_step_partials` at ``static["frames"]``, inputs the kernel's then the
+    optional ones given (``f_ext``, ``gravity``, in that order)."""
+    frames = tuple(slot_structure(model, f) for f in static["frames"])
+    opt = tuple(n for n in ("f_ext", "gravity") if n in set(optional))
+
+    def build():
+        nq, nv, ns = model.nq, model.nv, len(frames)
+        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (nv,), (ns, GEOMETRY)] + \
+            [(model.nbodies, 6) if n == "f_ext" else (3,) for n in opt]
+        g = Graph()
+        q, v, a, w, lam, dq, geometry, *rest = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        extra = dict(zip(opt, rest))
+        static_rows = {"frames": frames}
+        J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
+        Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
+        Tq, Tv = rnea_partials(model, q, v, a, extra.get("f_ext"), extra.get("gravity"))
+        dJ = inline(derivative_program(_ROWS, model, ("q",), static_rows), [q, geometry])[0]    # (m, nv, nv)
+        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dq])
+        lam = lam.reshape(3 * ns)
+        dJ = np.asarray(dJ, dtype=object).reshape(3 * ns, nv, nv)
+        dJw = (dJ * w[None, :, None]).sum(1)
+        dJTlam = (dJ * lam[:, None, None]).sum(0)
+        JMinv = J @ Minv
+        G = JMinv @ J.T
+        outs = [J, gap, Minv, Tq, Tv, dJw, dJTlam, JMinv, G, Dq, Dd]
+        return g.program(outs, shapes, name="scene_step_partials",
+                         input_names=("q", "v", "a", "w", "impulses", "dq", "geometry") + opt,
+                         output_names=SlotPartials._fields)
+    return _cached(("scene_step_partials", frames, opt), model, build)
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3), "dq": ("nv",),
+                "geometry": (_ns, GEOMETRY)},
+        optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",), sequences=("frames",),
+        outputs={"J": (_m, "nv"), "gap": (_ns,), "Minv": ("nv", "nv"), "dtau_dq": ("nv", "nv"),
+                 "dtau_dv": ("nv", "nv"), "dJw_dq": (_m, "nv"), "dJTlam_dq": ("nv", "nv"), "JMinv": (_m, "nv"),
+                 "G": (_m, _m), "dint_dq": ("nv", "nv"), "dint_ddq": ("nv", "nv")},
+        program=_program, result=SlotPartials)
+def scene_step_partials(model, q, v, a, w, impulses, dq, geometry, frames, *, f_ext=None, gravity=None):
+    """The per-state pieces of the derivatives of a step in a scene (a :class:`SlotPartials`): the rows
+    ``J`` (..., 3 ns, nv) and gaps (..., ns) of the slots ``frames`` (a frame index or name per slot,
+    or a pair of them for a two-body contact; the step's slots) whose geometry (..., ns, 14) moves
+    with ``q`` (module docstring), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv`` at ``(q, v, a)``
+    (``f_ext`` held constant), ``d(J w)/dq`` (..., 3 ns, nv) at fixed ``w`` (..., nv), ``d(J^T
+    lambda)/dq`` (..., nv, nv) at fixed ``impulses`` (..., ns, 3), ``J H^-1``, the Delassus matrix
+    ``J H^-1 J^T`` and the derivatives of ``q (+) dq`` (:func:`~sparsedyn.integrate_derivatives`).
+    ``d/dq`` on the tangent space (``dJ[i, j, k] = d J[i, j] / dq_k``).  One traced program per tuple
+    of slot frames (the rows differentiated by the symbolic layer; RNEA's derivatives those of
+    Carpentier and Mansard, "Analytical derivatives of rigid body dynamics algorithms", 2018)."""
+    m = getattr(model, "model", model)
+    opt = tuple(n for n, x in (("f_ext", f_ext), ("gravity", gravity)) if x is not None)
+    prog = _program(m, {"frames": frames}, opt)
+    args = [q, v, a, w, impulses, dq, geometry] + [f_ext if n == "f_ext" else gravity for n in opt]
+    arrays = [np.asarray(x, dtype=object if any(bk.is_symbolic(y) for y in args) else float) for x in args]
+    tails = [1, 1, 1, 1, 2, 1, 2] + [2 if n == "f_ext" else 1 for n in opt]
+    shape = np.broadcast_shapes(*(x.shape[:x.ndim - t] for x, t in zip(arrays, tails)))
+    flat = [np.broadcast_to(x, shape + x.shape[x.ndim - t:]).reshape((-1,) + x.shape[x.ndim - t:])
+            for x, t in zip(arrays, tails)]
+    out = _run(prog, flat)
+    return SlotPartials(*(np.reshape(o, shape + np.shape(o)[1:]) for o in out))
+
+
+# --- the geometry of a step's contacts, laid out in its slots ------------------------------------------
+
+def slot_geometry(scene, q, hits, contacts, slots) -> np.ndarray:
+    """The geometry (ns, 14) of the slots ``slots`` (:func:`~sparsedyn.contact.scene_step.scene_slots`
+    of ``contacts``, :func:`~sparsedyn.contact.scene_step.scene_contacts` of ``hits`` at ``q`` (nq,)):
+    each hit's centres, radii, normal and kind in its slot's frames (module docstring), a free slot
+    a vertex at its frame's origin on the plane 1000 km below it."""
+    model = scene.model
+    Rf, pf = frame_placements(model, q)
+    Rs, ps = placements(scene, q)
+    ns = len(slots.frames)
+    out = np.zeros((ns, GEOMETRY))
+    out[:, 6], out[:, 10], out[:, 12] = -1e6, 1.0, 1.0                    # free: a vertex on a plane below
+    index = np.arange(len(contacts)) if slots.index is None else slots.index
+    for k in range(len(hits.distances)):
+        i, j = scene.index[hits.pair[k]]
+        a, b = scene.shapes[i], scene.shapes[j]
+        fa, fb = slot_frames(slots.frames[index[k]])
+        n, wa, wb = hits.normals[k], hits.witness_a[k], hits.witness_b[k]
+        ra = a.size[0] if a.kind in ROUND else 0.0
+        rb = b.size[0] if b.kind in ROUND else 0.0
+        if a.kind in ROUND and b.kind in ROUND:
+            kind = 0
+        elif a.kind in ROUND or b.kind == "plane":
+            kind = 1
+        elif b.kind in ROUND:
+            kind = 2
+        elif a.kind == b.kind == "box":                          # a corner of a on b's face, or b's on a's
+            kind = 1 if _corner(a, Rs[i], ps[i], wa) else 2
+        else:
+            kind = 1
+        ca, cb = wa + ra * n, wb - rb * n                        # the centres (the witness points for a vertex)
+        local = (lambda f, x: x if f is None else Rf[f].T @ (x - pf[f]))
+        axes = (lambda f, x: x if f is None else Rf[f].T @ x)
+        normal = axes(fb, n) if kind == 1 else axes(fa, n)
+        out[index[k]] = [*local(fa, ca), ra, *local(fb, cb), rb, *normal, kind == 0, kind == 1, kind == 2]
+    free = np.setdiff1d(np.arange(ns), index)
+    for s in free:                                               # the plane below in b's axes
+        fa, fb = slot_frames(slots.frames[s])
+        if fb is not None:
+            out[s, 4:7] = Rf[fb].T @ (np.array([0.0, 0.0, -1e6]) - pf[fb])
+            out[s, 8:11] = Rf[fb][2]
+    return out
+
+
+def _corner(shape, R, p, x):
+    """Whether the world point ``x`` is a corner of the box ``shape`` placed at ``(R, p)``."""
+    h = np.asarray(shape.size, float) / 2
+    return bool(np.all(np.abs(np.abs(R.T @ (x - p)) - h) <= 1e-9 * max(1.0, h.max())))
