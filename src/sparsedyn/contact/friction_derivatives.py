@@ -69,7 +69,7 @@ from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
 from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
-from .scene_derivatives import SlotPartials, scene_step_partials, slot_geometry
+from .scene_derivatives import scene_step_partials, slot_geometry
 from .scene_step import scene_slots, scene_step
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -275,17 +275,22 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
 
     # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
     a = (vp - vb) / dt
+    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
+
+    def pieces(rows, v, a, w, lam, g, f_ext, h):
+        if slotted is None:
+            return _point_pieces(model, kernels, contacts, qb[rows], v, a, w, lam, g, f_ext, h)
+        return _scene_pieces(kernels, slotted.frames, qb[rows], v, a, w, lam, slotted.geometry[rows], g, f_ext, h)
     if nc:
-        P = _partials(model, kernels, contacts, qb, vb, a, vp, lam, gravity, fx, dt * vp, slotted)
-        Tq, Tv, Minv, Fq = P.dtau_dq, P.dtau_dv, P.Minv, P.dJTlam_dq
+        P = pieces(slice(None), vb, a, vp, lam, g, fx, dt)
+        W = P.W
     else:
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
-        Minv, Fq = minv(kernels, qb), 0.0
-    I = np.eye(nv)
-    # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
-    W = np.concatenate([-(Minv @ (dt * Tq - Fq)), I - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
+        Minv = minv(kernels, qb)
+        # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
+        W = np.concatenate([-(Minv @ (dt * Tq)), np.eye(nv) - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
     if nc:
-        W = W + _impulse_response(P, W, vp, lam3, modes, mu, dt)
+        W = W + _impulse_response(P, vp, lam3, modes, mu, dt)
     dv = W.reshape(shape + (nv, 3 * nv))
     dv_dq, dv_dv, dv_dtau = dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:]
 
@@ -294,10 +299,10 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     if not nc:
         Dq, Dd = integrate_derivatives(kernels, qb, dt * vp)
     else:
-        Dq, Dd = P.dint_dq, P.dint_ddq                          # at q (+) dt v+
+        Dq, Dd = P.Dq, P.Dd                                     # at q (+) dt v+
         pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
         if pen.size:                                            # at the corrected step
-            corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, pen, dt, slotted)
+            corr, dcorr[pen] = _correction_derivative(P, pieces, pen, dt)
             Dq, Dd = Dq.copy(), Dd.copy()
             Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
     Dd = Dd.reshape(shape + (nv, nv))
@@ -305,18 +310,18 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)
 
 
-def _impulse_response(P, W, vp, lam, modes, mu, dt):
+def _impulse_response(P, vp, lam, modes, mu, dt):
     """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations, at
-    the step's ``v+`` (B, nv), impulses ``lam`` (B, nc, 3), modes (B, nc) and friction ``mu`` (B or 1, nc)."""
-    B, nv = W.shape[0], W.shape[1]
+    the step's ``v+`` (B, nv), impulses ``lam`` (B, nc, 3), modes (B, nc) and friction ``mu`` (B or 1, nc);
+    ``P`` the :class:`_Pieces` of the step."""
+    B, nv = vp.shape
     nc = lam.shape[1]
     m = 3 * nc
-    J, JMinv, G, gap, Uq = P.J, P.JMinv, P.G, P.gap, P.dJw_dq
+    J, JMinv, G, gap = P.J, P.JMinv, P.G, P.gap
     # the contact velocities u = J v+ + b and their change c dx at fixed impulses
     u = (J @ vp[..., None])[..., 0].reshape(B, nc, 3)
     u[..., 2] += np.maximum(gap, 0.0) / dt
-    c = J @ W
-    c[..., :nv] += Uq
+    c = P.C.copy()
     n_rows = 3 * np.arange(nc) + 2
     c[..., n_rows, :nv] += (gap > 0)[..., None] * J[:, n_rows, :] / dt       # the speculative gap / dt
     # the mode equations  A dlambda + Bm du = 0,  du = G dlambda + c dx, as 3 x 3 blocks per contact;
@@ -340,60 +345,84 @@ def _impulse_response(P, W, vp, lam, modes, mu, dt):
     return np.swapaxes(JMinv, -1, -2) @ dlam
 
 
-def _correction_derivative(model, kernels, contacts, P, q, rows, dt, slotted=None):
+def _correction_derivative(P, pieces, rows, dt):
     """The split-impulse position correction of the penetrating states ``rows`` and its ``q``
     derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``, ``dv_c = H^-1 J_A^T l`` with the active
-    normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``."""
-    nc, nv = P.gap.shape[-1], model.nv
+    normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``.  ``P``: the step's
+    :class:`_Pieces`; ``pieces``: the function that gives them at other arguments."""
+    nc = P.gap.shape[-1]
     m = 3 * nc
     k = rows.size
     n_rows = 3 * np.arange(nc) + 2
-    J, JMinv, G, gap, Minv = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows], P.Minv[rows]
+    J, JMinv, G, gap = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows]
     ln = correction_impulses(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)      # the step's own sweeps
     lam = np.zeros((k, nc, 3))
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
-    zero = np.zeros((k, nv))
-    slotted = None if slotted is None else slotted._replace(geometry=slotted.geometry[rows])
-    C = _partials(model, kernels, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None, zero,
-                  slotted)
-    Rq = C.dtau_dq - C.dJTlam_dq                            # d(H w - J^T l)/dq at w = dv_c
+    nv = dvc.shape[-1]
+    # at w = dv_c (no velocity, no gravity, h = 1): Wq = -H^-1 Rq, Rq = d(H w - J^T l)/dq, Cq = J Wq + d(J w)/dq
+    C = pieces(rows, np.zeros((k, nv)), dvc, dvc, lam.reshape(k, m), np.zeros((k, 3)), None, 1.0)
+    Wq, Cq = C.W[..., :nv], C.C[..., :nv]
     active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
     Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
-    cq = (C.dJw_dq[:, n_rows, :] + J[:, n_rows, :] / dt - Jn @ (Minv @ Rq)) * active[..., None]
-    Gn = Jn @ np.swapaxes(JMinv[:, n_rows, :] * active[..., None], -1, -2)
+    JMn = JMinv[:, n_rows, :] * active[..., None]
+    cq = (Cq[:, n_rows, :] + J[:, n_rows, :] / dt) * active[..., None]
+    Gn = Jn @ np.swapaxes(JMn, -1, -2)
     dln = -(np.linalg.pinv(Gn, rcond=1e-12, hermitian=True) @ cq)
-    return dvc, Minv @ (np.swapaxes(Jn, -1, -2) @ dln - Rq)
+    return dvc, np.swapaxes(JMn, -1, -2) @ dln + Wq
 
 
-def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dq, slotted=None):
-    """The pieces of :func:`_partials_program` for a batch (B leading), with ``d(J w)/dq``,
-    ``d(J^T lam)/dq``, ``J H^-1`` and ``G`` (a :class:`~sparsedyn.contact.scene_derivatives.SlotPartials`);
-    on a compiled model the program runs compiled.  ``slotted``: a step in a scene (:class:`Slotted`),
-    its pieces :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` on the default road
-    (then ``contacts`` plays no part)."""
-    if slotted is not None:
-        return scene_step_partials(kernels, q, v, a, w, lam.reshape(q.shape[0], -1, 3), dq, slotted.geometry,
-                                   slotted.frames, f_ext=f_ext, gravity=gravity)
-    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
+class _Pieces(NamedTuple):
+    """The per-state pieces of the derivatives (B leading, ``m = 3 nc``): the contact rows ``J``
+    (B, m, nv), ``JMinv = J H^-1``, ``G = J H^-1 J^T``, ``C`` (B, m, 3 nv) the change of ``J v+`` at
+    fixed impulses (``J W + [d(J v+)/dq, 0, 0]``), ``gap`` (B, nc), ``W`` (B, nv, 3 nv) the change of ``v+``
+    at fixed impulses, ``Dq``, ``Dd`` the derivatives of ``q (+) dt v+``."""
+
+    J: np.ndarray
+    JMinv: np.ndarray
+    G: np.ndarray
+    C: np.ndarray
+    gap: np.ndarray
+    W: np.ndarray
+    Dq: np.ndarray
+    Dd: np.ndarray
+
+
+def _scene_pieces(kernels, frames, q, v, a, w, lam, geometry, gravity, f_ext, dt):
+    """:class:`_Pieces` of a step in a scene: :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
+    on the default road (one state: its single-state fast path)."""
+    B, nv = q.shape[0], v.shape[-1]
+    args = [q, v, a, w, lam.reshape(B, -1, 3), geometry, gravity, np.full((B, 1), float(dt))]
+    if B == 1 and f_ext is None:
+        out = [x[None] for x in scene_step_partials(kernels, *(x[0] for x in args), frames)]
+    else:
+        out = scene_step_partials(kernels, *args, frames, f_ext=f_ext)
+    rows, state, gap = out
+    return _Pieces(rows[..., :nv], rows[..., nv:2 * nv], rows[..., 5 * nv:], rows[..., 2 * nv:5 * nv], gap,
+                   state[..., :3 * nv], state[..., 3 * nv:4 * nv], state[..., 4 * nv:])
+
+
+def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt):
+    """:class:`_Pieces` of a step with point contacts: the pieces of :func:`_partials_program` for a
+    batch (B leading); on a compiled model the program runs compiled."""
     # the pieces depend on the points and planes, not on friction: one program for every coefficient
     contacts = tuple(Contact(c.frame, "3d", point=c.point, plane=c.plane) for c in contacts)
-    args = [q, v, a, dq, g] + ([f_ext] if f_ext is not None else [])
+    args = [q, v, a, dt * w, gravity] + ([f_ext] if f_ext is not None else [])
     if kernels is model:
         out = _run(_partials_program(model, contacts, f_ext is not None), args)
     elif q.shape[0] == 1:                   # one state: the compiled model's single-state fast path
         out = [x[None] for x in _compiled_partials(kernels, model, contacts, f_ext is not None)(*(x[0] for x in args))]
     else:
         out = _compiled_partials(kernels, model, contacts, f_ext is not None)(*args)
-    return _assemble(out, w, lam)
-
-
-def _assemble(out, w, lam):
-    """:class:`~sparsedyn.contact.scene_derivatives.SlotPartials` of the program's outputs ``out``."""
     J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
+    nv = Minv.shape[-1]
+    # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
+    W = np.concatenate([-(Minv @ (dt * Tq - np.einsum("bijk,bi->bjk", dJ, lam))), np.eye(nv) - dt * (Minv @ Tv),
+                        dt * Minv], -1)
+    C = J @ W
+    C[..., :nv] += np.einsum("bijk,bj->bik", dJ, w)
     JMinv = J @ Minv
-    return SlotPartials(J, gap, Minv, Tq, Tv, np.einsum("bijk,bj->bik", dJ, w), np.einsum("bijk,bi->bjk", dJ, lam),
-                     JMinv, JMinv @ np.swapaxes(J, -1, -2), Dq, Dd)
+    return _Pieces(J, JMinv, JMinv @ np.swapaxes(J, -1, -2), C, gap, W, Dq, Dd)
 
 
 def _compiled_partials(kernels, model, contacts, with_f_ext):

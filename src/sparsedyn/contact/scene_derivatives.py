@@ -94,77 +94,84 @@ _ROWS = Kernel("scene_slot_rows", slot_rows, {"q": ("nq",), "geometry": (_ns, GE
 
 
 class SlotPartials(NamedTuple):
-    """Result of :func:`scene_step_partials` (batch shape ``...``; ``m = 3 ns``)."""
+    """Result of :func:`scene_step_partials` (batch shape ``...``; ``m = 3 ns``)::
 
-    J: np.ndarray           # (..., m, nv) the contact rows
-    gap: np.ndarray         # (..., ns)
-    Minv: np.ndarray        # (..., nv, nv) H^-1
-    dtau_dq: np.ndarray     # (..., nv, nv) RNEA's derivatives at (q, v, a)
-    dtau_dv: np.ndarray
-    dJw_dq: np.ndarray      # (..., m, nv): d(J w)/dq at fixed w
-    dJTlam_dq: np.ndarray   # (..., nv, nv): d(J^T lambda)/dq at fixed lambda
-    JMinv: np.ndarray       # (..., m, nv): J H^-1
-    G: np.ndarray           # (..., m, m): the Delassus matrix J H^-1 J^T
-    dint_dq: np.ndarray     # (..., nv, nv): the derivatives of q (+) dq
-    dint_ddq: np.ndarray
+        rows (..., m, 5 nv + m)   [J | J H^-1 | C | G]
+        state (..., nv, 5 nv)     [W | dint_dq | dint_ddq]
+        gap (..., ns)
+    """
+
+    rows: np.ndarray
+    state: np.ndarray
+    gap: np.ndarray
 
 
 def _program(model, static, optional):
-    """The program of :func:`scene_step_partials` at ``static["frames"]``, inputs the kernel's then the
-    optional ones given (``f_ext``, ``gravity``, in that order)."""
+    """The program of :func:`scene_step_partials` at ``static["frames"]``, inputs the kernel's then
+    ``f_ext`` where given."""
     frames = tuple(slot_structure(model, f) for f in static["frames"])
-    opt = tuple(n for n in ("f_ext", "gravity") if n in set(optional))
+    opt = ("f_ext",) if "f_ext" in set(optional) else ()
 
     def build():
         nq, nv, ns = model.nq, model.nv, len(frames)
-        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (nv,), (ns, GEOMETRY)] + \
-            [(model.nbodies, 6) if n == "f_ext" else (3,) for n in opt]
+        m = 3 * ns
+        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (ns, GEOMETRY), (3,), (1,)] + [(model.nbodies, 6)] * len(opt)
         g = Graph()
-        q, v, a, w, lam, dq, geometry, *rest = [g.inputs(j, s) for j, s in enumerate(shapes)]
-        extra = dict(zip(opt, rest))
+        q, v, a, w, lam, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        dt = dt[0]
         static_rows = {"frames": frames}
         J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
-        Tq, Tv = rnea_partials(model, q, v, a, extra.get("f_ext"), extra.get("gravity"))
-        dJ = inline(derivative_program(_ROWS, model, ("q",), static_rows), [q, geometry])[0]    # (m, nv, nv)
-        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dq])
-        lam = lam.reshape(3 * ns)
-        dJ = np.asarray(dJ, dtype=object).reshape(3 * ns, nv, nv)
-        dJw = (dJ * w[None, :, None]).sum(1)
-        dJTlam = (dJ * lam[:, None, None]).sum(0)
+        Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
+        dJ = np.asarray(inline(derivative_program(_ROWS, model, ("q",), static_rows), [q, geometry])[0],
+                        dtype=object).reshape(m, nv, nv)                     # dJ[i, j, k] = d J[i, j] / dq_k
+        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * w])
+        Uq = (dJ * w[None, :, None]).sum(1)                                  # d(J w)/dq
+        Fq = (dJ * lam.reshape(m)[:, None, None]).sum(0)                     # d(J^T lambda)/dq
+        W = np.concatenate([-(Minv @ (dt * Tq - Fq)), np.eye(nv) - dt * (Minv @ Tv), dt * Minv], -1)
+        C = J @ W
+        C[:, :nv] = C[:, :nv] + Uq
         JMinv = J @ Minv
-        G = JMinv @ J.T
-        outs = [J, gap, Minv, Tq, Tv, dJw, dJTlam, JMinv, G, Dq, Dd]
-        return g.program(outs, shapes, name="scene_step_partials",
-                         input_names=("q", "v", "a", "w", "impulses", "dq", "geometry") + opt,
+        rows = np.concatenate([J, JMinv, C, JMinv @ J.T], -1)
+        state = np.concatenate([W, Dq, Dd], -1)
+        return g.program([rows, state, gap], shapes, name="scene_step_partials",
+                         input_names=("q", "v", "a", "w", "impulses", "geometry", "gravity", "dt") + opt,
                          output_names=SlotPartials._fields)
     return _cached(("scene_step_partials", frames, opt), model, build)
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3), "dq": ("nv",),
-                "geometry": (_ns, GEOMETRY)},
-        optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",), sequences=("frames",),
-        outputs={"J": (_m, "nv"), "gap": (_ns,), "Minv": ("nv", "nv"), "dtau_dq": ("nv", "nv"),
-                 "dtau_dv": ("nv", "nv"), "dJw_dq": (_m, "nv"), "dJTlam_dq": ("nv", "nv"), "JMinv": (_m, "nv"),
-                 "G": (_m, _m), "dint_dq": ("nv", "nv"), "dint_ddq": ("nv", "nv")},
+def _cols(model, frames, **_):
+    return 5 * model.nv + 3 * len(tuple(frames))
+
+
+def _five_nv(model, **_):
+    return 5 * model.nv
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3),
+                "geometry": (_ns, GEOMETRY), "gravity": (3,), "dt": (1,)},
+        optional={"f_ext": ("nb", 6)}, static=("frames",), sequences=("frames",),
+        outputs={"rows": (_m, _cols), "state": ("nv", _five_nv), "gap": (_ns,)},
         program=_program, result=SlotPartials)
-def scene_step_partials(model, q, v, a, w, impulses, dq, geometry, frames, *, f_ext=None, gravity=None):
-    """The per-state pieces of the derivatives of a step in a scene (a :class:`SlotPartials`): the rows
-    ``J`` (..., 3 ns, nv) and gaps (..., ns) of the slots ``frames`` (a frame index or name per slot,
-    or a pair of them for a two-body contact; the step's slots) whose geometry (..., ns, 14) moves
-    with ``q`` (module docstring), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv`` at ``(q, v, a)``
-    (``f_ext`` held constant), ``d(J w)/dq`` (..., 3 ns, nv) at fixed ``w`` (..., nv), ``d(J^T
-    lambda)/dq`` (..., nv, nv) at fixed ``impulses`` (..., ns, 3), ``J H^-1``, the Delassus matrix
-    ``J H^-1 J^T`` and the derivatives of ``q (+) dq`` (:func:`~sparsedyn.integrate_derivatives`).
-    ``d/dq`` on the tangent space (``dJ[i, j, k] = d J[i, j] / dq_k``).  One traced program per tuple
-    of slot frames (the rows differentiated by the symbolic layer; RNEA's derivatives those of
-    Carpentier and Mansard, "Analytical derivatives of rigid body dynamics algorithms", 2018)."""
+def scene_step_partials(model, q, v, a, w, impulses, geometry, gravity, dt, frames, *, f_ext=None):
+    """The per-state pieces of the derivatives of a step in a scene (a :class:`SlotPartials`), for
+    the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
+    the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring): the contact
+    rows ``J`` (3 ns, nv) and gaps (ns,), ``J H^-1`` and the Delassus matrix ``G = J H^-1 J^T``; the
+    change of the next velocity at fixed impulses ``W = [-H^-1 (dt dtau/dq - d(J^T lambda)/dq),
+    I - dt H^-1 dtau/dv, dt H^-1]`` (nv, 3 nv) (RNEA's derivatives at ``(q, v, a)`` under ``gravity``
+    (3,) and ``f_ext``, held constant; ``lambda`` the ``impulses`` (ns, 3)), that of the contact
+    velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w`` (nv,), and the derivatives of
+    ``q (+) dt w`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  ``d/dq`` on the tangent
+    space.  Packed as :class:`SlotPartials` says.  One traced program per tuple of slot frames (the rows
+    differentiated by the symbolic layer; RNEA's derivatives those of Carpentier and Mansard,
+    "Analytical derivatives of rigid body dynamics algorithms", 2018)."""
     m = getattr(model, "model", model)
-    opt = tuple(n for n, x in (("f_ext", f_ext), ("gravity", gravity)) if x is not None)
+    opt = ("f_ext",) if f_ext is not None else ()
     prog = _program(m, {"frames": frames}, opt)
-    args = [q, v, a, w, impulses, dq, geometry] + [f_ext if n == "f_ext" else gravity for n in opt]
+    args = [q, v, a, w, impulses, geometry, gravity, dt] + ([f_ext] if opt else [])
     arrays = [np.asarray(x, dtype=object if any(bk.is_symbolic(y) for y in args) else float) for x in args]
-    tails = [1, 1, 1, 1, 2, 1, 2] + [2 if n == "f_ext" else 1 for n in opt]
+    tails = [1, 1, 1, 1, 2, 2, 1, 1] + [2] * len(opt)
     shape = np.broadcast_shapes(*(x.shape[:x.ndim - t] for x, t in zip(arrays, tails)))
     flat = [np.broadcast_to(x, shape + x.shape[x.ndim - t:]).reshape((-1,) + x.shape[x.ndim - t:])
             for x, t in zip(arrays, tails)]
