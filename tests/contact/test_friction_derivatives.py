@@ -283,8 +283,3 @@ def test_scene_step_of_a_box_sliding_on_a_box_differentiates_corner_by_corner():
     d = check_against_differences(model, lifted(Q0, 0.2 + 1e-5), v, Z, scene, 1e-6)
     assert list(d.step.modes) == ["slide"] * 4
 
-
-def test_scene_derivatives_take_one_state():
-    model, scene, q = _ball_scene()
-    with pytest.raises(ValueError, match="one state at a time"):
-        sd.contact_step_derivatives(model, np.stack([q, q]), np.zeros(6), np.zeros(6), scene, DT)
