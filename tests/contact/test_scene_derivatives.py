@@ -91,7 +91,7 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     hits = sd.collide(scene, q)
     contacts = scene_contacts(scene, q, hits)
     slots = scene_slots(scene, contacts)
-    geometry = slot_geometry(scene, q, hits, contacts, slots)
+    geometry = slot_geometry(scene, q, hits.pair, slots)
     ns, nv = len(slots.frames), model.nv
     P = scene_step_partials(model, q, v, v, v, np.zeros((ns, 3)), geometry, model.gravity, [DT], list(slots.frames))
     used = np.arange(len(contacts)) if slots.index is None else slots.index

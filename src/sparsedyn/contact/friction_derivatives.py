@@ -70,7 +70,7 @@ from .friction_kernel import correction_impulses
 from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import scene_step_partials, slot_geometry
-from .scene_step import scene_slots, scene_step
+from .scene_step import FoundContacts, scene_slots, scene_step
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
@@ -225,15 +225,17 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
         raise ValueError(f"{who}: a step in a scene takes one state, q of shape (nq,) = ({model.nq},), or a batch "
                          f"(B, nq); got shape {q.shape}")
     Q = q.reshape(-1, model.nq)
-    hits = [collide(scene, x) for x in Q]                       # once: for the step and its geometry
-    opts = _options(options, options.get("warm_start"))
+    step, found = scene_step(_slotted_step, kernels, q, v, tau, scene, dt,
+                             **_options(options, options.get("warm_start")))
     if q.ndim == 1:
-        step, found = scene_step(_slotted_step, kernels, q, v, tau, scene, dt, hits=hits[0], **opts)
         found, impulses, modes = [found], [step.impulses], [step.modes]
     else:
-        step, found = scene_step(_slotted_step, kernels, q, v, tau, scene, dt, **opts)
         impulses, modes = step.impulses, step.modes
-    slots = [scene_slots(scene, c) for c in found]               # the layout the step grew: one for all states
+    if isinstance(found[0], FoundContacts):                      # the collision kernel's road: slots found
+        pair, slots = [found[0].pair], [found[0].slots]
+    else:                                                        # Contact objects: of collide's hits, in order
+        pair = [collide(scene, x).pair for x in Q]
+        slots = [scene_slots(scene, c) for c in found]           # the layout the step grew: one for all states
     ns = len(slots[0].frames)
     if not ns:
         return step, (), None
@@ -241,8 +243,8 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     for b in range(B):
-        index = np.arange(len(found[b])) if slots[b].index is None else slots[b].index
-        geometry[b] = slot_geometry(scene, Q[b], hits[b], found[b], slots[b])
+        index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
+        geometry[b] = slot_geometry(scene, Q[b], pair[b], slots[b])
         mu[b] = slots[b].data[:, 0]
         lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
     return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held)
@@ -304,7 +306,10 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
         if pen.size:                                            # at the corrected step
             corr, dcorr[pen] = _correction_derivative(P, pieces, pen, dt)
             Dq, Dd = Dq.copy(), Dd.copy()
-            Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
+            if B == 1:                                          # one state: the native fast path
+                Dq[0], Dd[0] = integrate_derivatives(kernels, qb[0], dt * (vp[0] + corr[0]))
+            else:
+                Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
     Dd = Dd.reshape(shape + (nv, nv))
     dq_dq = Dq.reshape(shape + (nv, nv)) + dt * (Dd @ (dv_dq + dcorr.reshape(shape + (nv, nv))))
     return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)

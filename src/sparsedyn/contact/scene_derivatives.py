@@ -181,23 +181,27 @@ def scene_step_partials(model, q, v, a, w, impulses, geometry, gravity, dt, fram
 
 # --- the geometry of a step's contacts, laid out in its slots ------------------------------------------
 
-def slot_geometry(scene, q, hits, contacts, slots) -> np.ndarray:
-    """The geometry (ns, 14) of the slots ``slots`` (:func:`~sparsedyn.contact.scene_step.scene_slots`
-    of ``contacts``, :func:`~sparsedyn.contact.scene_step.scene_contacts` of ``hits`` at ``q`` (nq,)):
-    each hit's centres, radii, normal and kind in its slot's frames (module docstring), a free slot
-    a vertex at its frame's origin on the plane 1000 km below it."""
+def slot_geometry(scene, q, pair, slots) -> np.ndarray:
+    """The geometry (ns, 14) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
+    of a step in ``scene`` at ``q`` (nq,), whose contact ``k`` is a hit of the scene pair ``pair[k]``
+    (an index of ``scene.pairs``)): each contact's centres, radii, normal and kind in its slot's frames
+    (module docstring), from the slot's data (the witness point of ``a`` in the slot's frame, the
+    normal and the plane through the witness point of ``b``); a free slot a vertex at its frame's origin
+    on the plane 1000 km below it."""
     model = scene.model
     Rf, pf = frame_placements(model, q)
-    Rs, ps = placements(scene, q)
     ns = len(slots.frames)
     out = np.zeros((ns, GEOMETRY))
     out[:, 6], out[:, 10], out[:, 12] = -1e6, 1.0, 1.0                    # free: a vertex on a plane below
-    index = np.arange(len(contacts)) if slots.index is None else slots.index
-    for k in range(len(hits.distances)):
-        i, j = scene.index[hits.pair[k]]
+    index = np.arange(len(pair)) if slots.index is None else slots.index
+    shapes = None
+    for k, s in enumerate(np.asarray(index).tolist()):
+        i, j = scene.index[pair[k]]
         a, b = scene.shapes[i], scene.shapes[j]
-        fa, fb = slot_frames(slots.frames[index[k]])
-        n, wa, wb = hits.normals[k], hits.witness_a[k], hits.witness_b[k]
+        fa, fb = slot_frames(slots.frames[s])
+        n = slots.data[s, 4:7]
+        wa = Rf[fa] @ slots.data[s, 1:4] + pf[fa]
+        wb = wa - (n @ wa - slots.data[s, 7]) * n                 # the witness points: wa - wb = distance n
         ra = a.size[0] if a.kind in ROUND else 0.0
         rb = b.size[0] if b.kind in ROUND else 0.0
         if a.kind in ROUND and b.kind in ROUND:
@@ -207,16 +211,16 @@ def slot_geometry(scene, q, hits, contacts, slots) -> np.ndarray:
         elif b.kind in ROUND:
             kind = 2
         elif a.kind == b.kind == "box":                          # a corner of a on b's face, or b's on a's
-            kind = 1 if _corner(a, Rs[i], ps[i], wa) else 2
+            shapes = placements(scene, q) if shapes is None else shapes
+            kind = 1 if _corner(a, shapes[0][i], shapes[1][i], wa) else 2
         else:
             kind = 1
         ca, cb = wa + ra * n, wb - rb * n                        # the centres (the witness points for a vertex)
         local = (lambda f, x: x if f is None else Rf[f].T @ (x - pf[f]))
         axes = (lambda f, x: x if f is None else Rf[f].T @ x)
         normal = axes(fb, n) if kind == 1 else axes(fa, n)
-        out[index[k]] = [*local(fa, ca), ra, *local(fb, cb), rb, *normal, kind == 0, kind == 1, kind == 2]
-    free = np.setdiff1d(np.arange(ns), index)
-    for s in free:                                               # the plane below in b's axes
+        out[s] = [*local(fa, ca), ra, *local(fb, cb), rb, *normal, kind == 0, kind == 1, kind == 2]
+    for s in np.setdiff1d(np.arange(ns), index).tolist():       # a free slot of two bodies: the plane in b's axes
         fa, fb = slot_frames(slots.frames[s])
         if fb is not None:
             out[s, 4:7] = Rf[fb].T @ (np.array([0.0, 0.0, -1e6]) - pf[fb])
