@@ -72,10 +72,11 @@ def _bound(model, q, v, tau, scene, opt):
     used = np.flatnonzero(slotted.modes[0] != "open") if slotted is not None else []
     if len(used):
         nv = model.nv
-        P = scene_step_partials(model, q, v, v, v, slotted.impulses[0], slotted.geometry[0], model.gravity, [DT],
-                                slotted.frames)
+        P = scene_step_partials(model, q, v, v, v, slotted.impulses[0], np.zeros((len(slotted.frames), 4)),
+                                slotted.geometry[0], model.gravity, [DT], slotted.frames)
         rows = (3 * used[:, None] + np.arange(3)).ravel()
-        s = np.linalg.svd(P.rows[:, 5 * nv:][np.ix_(rows, rows)], compute_uv=False)
+        G = P.rows[:, 5 * nv:5 * nv + len(P.rows)]
+        s = np.linalg.svd(G[np.ix_(rows, rows)], compute_uv=False)
         s = s[s > 1e-12 * s[0]]
         kappa *= s[0] / s[-1]
     return rounding_bound(model.nv + model.nbodies, kappa)
@@ -93,7 +94,8 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     slots = scene_slots(scene, contacts)
     geometry = slot_geometry(scene, q, hits.pair, slots)
     ns, nv = len(slots.frames), model.nv
-    P = scene_step_partials(model, q, v, v, v, np.zeros((ns, 3)), geometry, model.gravity, [DT], list(slots.frames))
+    P = scene_step_partials(model, q, v, v, v, np.zeros((ns, 3)), np.zeros((ns, 4)), geometry, model.gravity, [DT],
+                            list(slots.frames))
     used = np.arange(len(contacts)) if slots.index is None else slots.index
     rows = (3 * used[:, None] + np.arange(3)).ravel()
     frames = tuple(slot_structure(model, f) for f in slots.frames)

@@ -69,7 +69,7 @@ from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
 from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
-from .scene_derivatives import scene_step_partials, slot_geometry
+from .scene_derivatives import mode_system, scene_step_partials, slot_geometry
 from .scene_step import FoundContacts, scene_slots, scene_step
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -279,12 +279,14 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     a = (vp - vb) / dt
     g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
 
-    def pieces(rows, v, a, w, lam, g, f_ext, h):
+    def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
         if slotted is None:
             return _point_pieces(model, kernels, contacts, qb[rows], v, a, w, lam, g, f_ext, h)
-        return _scene_pieces(kernels, slotted.frames, qb[rows], v, a, w, lam, slotted.geometry[rows], g, f_ext, h)
+        return _scene_pieces(kernels, slotted.frames, qb[rows], v, a, w, lam, modes, slotted.geometry[rows], g,
+                             f_ext, h)
     if nc:
-        P = pieces(slice(None), vb, a, vp, lam, g, fx, dt)
+        weights = _mode_weights(modes, mu)
+        P = pieces(slice(None), vb, a, vp, lam, weights, g, fx, dt)
         W = P.W
     else:
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
@@ -316,38 +318,22 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
 
 
 def _impulse_response(P, vp, lam, modes, mu, dt):
-    """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations, at
-    the step's ``v+`` (B, nv), impulses ``lam`` (B, nc, 3), modes (B, nc) and friction ``mu`` (B or 1, nc);
-    ``P`` the :class:`_Pieces` of the step."""
-    B, nv = vp.shape
-    nc = lam.shape[1]
-    m = 3 * nc
-    J, JMinv, G, gap = P.J, P.JMinv, P.G, P.gap
-    # the contact velocities u = J v+ + b and their change c dx at fixed impulses
-    u = (J @ vp[..., None])[..., 0].reshape(B, nc, 3)
-    u[..., 2] += np.maximum(gap, 0.0) / dt
-    c = P.C.copy()
-    n_rows = 3 * np.arange(nc) + 2
-    c[..., n_rows, :nv] += (gap > 0)[..., None] * J[:, n_rows, :] / dt       # the speculative gap / dt
-    # the mode equations  A dlambda + Bm du = 0,  du = G dlambda + c dx, as 3 x 3 blocks per contact;
-    # the rows that hold velocities are scaled by 1 / max diag G (their unit becomes N s, as the others')
-    scale = 1.0 / np.maximum(np.max(np.diagonal(G, axis1=-2, axis2=-1), -1), np.finfo(float).tiny)
-    op, st, sl = ((modes == x)[..., None, None].astype(float) for x in ("open", "stick", "slide"))
-    speed = np.linalg.norm(u[..., :2], axis=-1)
-    safe = np.where(speed > 0, speed, 1.0)
-    t = u[..., :2] / safe[..., None]                                     # the sliding directions (B, nc, 2)
-    I2, E = np.eye(3)[:, :2] @ np.eye(3)[:2], np.zeros((3, 3))
-    E[2, 2] = 1.0
-    tn = np.zeros((B, nc, 3, 3))
-    tn[..., :2, 2] = mu[..., None] * t                                          # lambda_t + mu t lambda_n
-    tt = np.zeros((B, nc, 3, 3))
-    tt[..., :2, :2] = (mu * lam[..., 2] / safe)[..., None, None] * (np.eye(2) - t[..., :, None] * t[..., None, :])
-    A = op * np.eye(3) + sl * (I2 + tn)
-    Bm = scale[:, None, None, None] * (st * np.eye(3) + sl * E) + sl * tt
-    A, Bm = (np.einsum("biac,ij->biajc", x, np.eye(nc)).reshape(B, m, m) for x in (A, Bm))
-    K = A + Bm @ G
-    dlam = -(np.linalg.pinv(K, rcond=1e-12) @ (Bm @ c))
-    return np.swapaxes(JMinv, -1, -2) @ dlam
+    """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations
+    (:func:`~sparsedyn.contact.scene_derivatives.mode_system`), at the step's ``v+`` (B, nv), impulses
+    ``lam`` (B, nc, 3), modes (B, nc) and friction ``mu`` (B or 1, nc); ``P`` the :class:`_Pieces` of
+    the step (whose ``K``, ``R`` are the mode equations already, or None).  Solved in the least-squares
+    sense (a redundant contact set: the minimum-norm change of the impulses)."""
+    K, R = (P.K, P.R) if P.K is not None else mode_system(P.J, P.G, P.C, P.gap, vp, lam, _mode_weights(modes, mu),
+                                                          dt)
+    dlam = -(np.linalg.pinv(K, rcond=1e-12) @ R)
+    return np.swapaxes(P.JMinv, -1, -2) @ dlam
+
+
+def _mode_weights(modes, mu):
+    """``[open, stick, slide, mu]`` (B, nc, 4) of the modes (B, nc) and friction ``mu`` (B or 1, nc)."""
+    modes = np.asarray(modes)
+    return np.stack([modes == "open", modes == "stick", modes == "slide", np.broadcast_to(mu, modes.shape)],
+                    -1).astype(float)
 
 
 def _correction_derivative(P, pieces, rows, dt):
@@ -366,7 +352,8 @@ def _correction_derivative(P, pieces, rows, dt):
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
     nv = dvc.shape[-1]
     # at w = dv_c (no velocity, no gravity, h = 1): Wq = -H^-1 Rq, Rq = d(H w - J^T l)/dq, Cq = J Wq + d(J w)/dq
-    C = pieces(rows, np.zeros((k, nv)), dvc, dvc, lam.reshape(k, m), np.zeros((k, 3)), None, 1.0)
+    C = pieces(rows, np.zeros((k, nv)), dvc, dvc, lam.reshape(k, m), np.zeros((k, nc, 4)), np.zeros((k, 3)), None,
+               1.0)
     Wq, Cq = C.W[..., :nv], C.C[..., :nv]
     active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
     Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
@@ -381,7 +368,8 @@ class _Pieces(NamedTuple):
     """The per-state pieces of the derivatives (B leading, ``m = 3 nc``): the contact rows ``J``
     (B, m, nv), ``JMinv = J H^-1``, ``G = J H^-1 J^T``, ``C`` (B, m, 3 nv) the change of ``J v+`` at
     fixed impulses (``J W + [d(J v+)/dq, 0, 0]``), ``gap`` (B, nc), ``W`` (B, nv, 3 nv) the change of ``v+``
-    at fixed impulses, ``Dq``, ``Dd`` the derivatives of ``q (+) dt v+``."""
+    at fixed impulses, ``Dq``, ``Dd`` the derivatives of ``q (+) dt v+``; ``K``, ``R`` the mode
+    equations (:func:`~sparsedyn.contact.scene_derivatives.mode_system`) where the kernel gives them."""
 
     J: np.ndarray
     JMinv: np.ndarray
@@ -391,20 +379,24 @@ class _Pieces(NamedTuple):
     W: np.ndarray
     Dq: np.ndarray
     Dd: np.ndarray
+    K: np.ndarray = None
+    R: np.ndarray = None
 
 
-def _scene_pieces(kernels, frames, q, v, a, w, lam, geometry, gravity, f_ext, dt):
+def _scene_pieces(kernels, frames, q, v, a, w, lam, modes, geometry, gravity, f_ext, dt):
     """:class:`_Pieces` of a step in a scene: :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
     on the default road (one state: its single-state fast path)."""
     B, nv = q.shape[0], v.shape[-1]
-    args = [q, v, a, w, lam.reshape(B, -1, 3), geometry, gravity, np.full((B, 1), float(dt))]
+    args = [q, v, a, w, lam.reshape(B, -1, 3), modes, geometry, gravity, np.full((B, 1), float(dt))]
     if B == 1 and f_ext is None:
         out = [x[None] for x in scene_step_partials(kernels, *(x[0] for x in args), frames)]
     else:
         out = scene_step_partials(kernels, *args, frames, f_ext=f_ext)
     rows, state, gap = out
-    return _Pieces(rows[..., :nv], rows[..., nv:2 * nv], rows[..., 5 * nv:], rows[..., 2 * nv:5 * nv], gap,
-                   state[..., :3 * nv], state[..., 3 * nv:4 * nv], state[..., 4 * nv:])
+    m = rows.shape[-2]
+    G, K, R = rows[..., 5 * nv:5 * nv + m], rows[..., 5 * nv + m:5 * nv + 2 * m], rows[..., 5 * nv + 2 * m:]
+    return _Pieces(rows[..., :nv], rows[..., nv:2 * nv], G, rows[..., 2 * nv:5 * nv], gap,
+                   state[..., :3 * nv], state[..., 3 * nv:4 * nv], state[..., 4 * nv:], K, R)
 
 
 def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt):

@@ -45,9 +45,9 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from .collision import placements
 from .dynamics import _cached, _run, rnea_partials
-from .friction_problem import _TINY, _Points, plane_basis, slot_frames, slot_structure
+from .friction_problem import _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
 
-__all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "GEOMETRY"]
+__all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "mode_system", "GEOMETRY"]
 
 #: The width of a slot's geometry (module docstring).
 GEOMETRY = 14
@@ -93,10 +93,62 @@ _ROWS = Kernel("scene_slot_rows", slot_rows, {"q": ("nq",), "geometry": (_ns, GE
                {"J": (_m, "nv"), "gap": (_ns,)}, {}, ("frames",))
 
 
+def _unit(i, j):
+    e = np.zeros((3, 3))
+    e[i, j] = 1.0
+    return e
+
+
+def mode_system(J, G, C, gap, vp, lam, modes, dt):
+    """``(K (..., m, m), R (..., m, 3 nv))``: the linearised mode equations of a step's contacts, ``K
+    dlambda = -R dx`` (``m = 3 nc``), the impulses' change for a change ``dx = [dq, dv, dtau]`` of the
+    state (:mod:`~sparsedyn.contact.friction_derivatives`): per contact ``A dlambda + B du = 0`` with
+    ``du = G dlambda + c dx``, ``c`` the change of the contact velocities at fixed impulses (``C``
+    (..., m, 3 nv), plus the speculative ``gap / dt`` of a contact above its plane), ``K = A + B G``,
+    ``R = B c``::
+
+        open:   A = I,                     B = 0
+        stick:  A = 0,                     B = s I
+        slide:  A = I_t + [mu t] e_n^T,    B = s e_n e_n^T + mu lambda_n / |u_t| (I_t - t t^T)
+
+    ``t = u_t / |u_t|`` the sliding direction of ``u = J v+`` (``vp`` (..., nv)), ``s = 1 / max diag G``
+    (the rows that hold velocities in N s, as the others).  ``J`` (..., m, nv), ``G`` (..., m, m), ``gap``
+    (..., nc), ``lam`` (..., nc, 3), ``modes`` (..., nc, 4) ``[open, stick, slide, mu]`` (the mode's
+    weight, one of them 1, and the friction coefficient).  Written once for floats (any batch) and
+    traced values (one state)."""
+    symbolic = bk.is_symbolic(J)
+    nc, nv = gap.shape[-1], J.shape[-1]
+    m = 3 * nc
+    u = (J @ vp[..., None])[..., 0].reshape(gap.shape[:-1] + (nc, 3))
+    n_rows = 3 * np.arange(nc) + 2
+    c = C.copy()
+    c[..., n_rows, :nv] = c[..., n_rows, :nv] + (_step(gap - _TINY) / dt)[..., None] * J[..., n_rows, :]
+    d = np.diagonal(G, axis1=-2, axis2=-1)
+    top = _vmax([_vmax(list(d)), _TINY]) if symbolic else np.maximum(np.max(d, -1), _TINY)
+    scale = (1.0 / top)[..., None, None, None] if not symbolic else 1.0 / top
+    op, st, sl, mu = (modes[..., k][..., None, None] for k in range(4))
+    tx, ty = u[..., 0], u[..., 1]
+    speed = bk.sqrt(tx * tx + ty * ty)
+    moving = _step(speed - _TINY)
+    safe = speed * moving + (1.0 - moving)
+    tx, ty = (x / safe for x in (tx, ty))
+    e = {(i, j): _unit(i, j) for i in range(3) for j in range(3)}
+    w = (lam[..., 2] / safe)[..., None, None]
+    tt = w * ((1.0 - tx * tx)[..., None, None] * e[0, 0] - (tx * ty)[..., None, None] * (e[0, 1] + e[1, 0])
+              + (1.0 - ty * ty)[..., None, None] * e[1, 1])
+    tn = tx[..., None, None] * e[0, 2] + ty[..., None, None] * e[1, 2]
+    A = op * np.eye(3) + sl * (e[0, 0] + e[1, 1] + mu * tn)
+    B = scale * (st * np.eye(3) + sl * e[2, 2]) + sl * mu * tt
+    block = (A[..., :, :, None, :] * np.eye(nc)[:, None, :, None]).reshape(gap.shape[:-1] + (m, m))
+    K = block + (B @ G.reshape(gap.shape[:-1] + (nc, 3, m))).reshape(gap.shape[:-1] + (m, m))
+    R = (B @ c.reshape(gap.shape[:-1] + (nc, 3, 3 * nv))).reshape(gap.shape[:-1] + (m, 3 * nv))
+    return K, R
+
+
 class SlotPartials(NamedTuple):
     """Result of :func:`scene_step_partials` (batch shape ``...``; ``m = 3 ns``)::
 
-        rows (..., m, 5 nv + m)   [J | J H^-1 | C | G]
+        rows (..., m, 8 nv + 2 m)   [J | J H^-1 | C | G | K | R]
         state (..., nv, 5 nv)     [W | dint_dq | dint_ddq]
         gap (..., ns)
     """
@@ -115,9 +167,10 @@ def _program(model, static, optional):
     def build():
         nq, nv, ns = model.nq, model.nv, len(frames)
         m = 3 * ns
-        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (ns, GEOMETRY), (3,), (1,)] + [(model.nbodies, 6)] * len(opt)
+        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (ns, 4), (ns, GEOMETRY), (3,), (1,)] + \
+            [(model.nbodies, 6)] * len(opt)
         g = Graph()
-        q, v, a, w, lam, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        q, v, a, w, lam, modes, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
         dt = dt[0]
         static_rows = {"frames": frames}
         J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
@@ -132,28 +185,30 @@ def _program(model, static, optional):
         C = J @ W
         C[:, :nv] = C[:, :nv] + Uq
         JMinv = J @ Minv
-        rows = np.concatenate([J, JMinv, C, JMinv @ J.T], -1)
+        G = JMinv @ J.T
+        K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
+        rows = np.concatenate([J, JMinv, C, G, K, R], -1)
         state = np.concatenate([W, Dq, Dd], -1)
         return g.program([rows, state, gap], shapes, name="scene_step_partials",
-                         input_names=("q", "v", "a", "w", "impulses", "geometry", "gravity", "dt") + opt,
+                         input_names=("q", "v", "a", "w", "impulses", "modes", "geometry", "gravity", "dt") + opt,
                          output_names=SlotPartials._fields)
     return _cached(("scene_step_partials", frames, opt), model, build)
 
 
 def _cols(model, frames, **_):
-    return 5 * model.nv + 3 * len(tuple(frames))
+    return 8 * model.nv + 6 * len(tuple(frames))
 
 
 def _five_nv(model, **_):
     return 5 * model.nv
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3),
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3), "modes": (_ns, 4),
                 "geometry": (_ns, GEOMETRY), "gravity": (3,), "dt": (1,)},
         optional={"f_ext": ("nb", 6)}, static=("frames",), sequences=("frames",),
         outputs={"rows": (_m, _cols), "state": ("nv", _five_nv), "gap": (_ns,)},
         program=_program, result=SlotPartials)
-def scene_step_partials(model, q, v, a, w, impulses, geometry, gravity, dt, frames, *, f_ext=None):
+def scene_step_partials(model, q, v, a, w, impulses, modes, geometry, gravity, dt, frames, *, f_ext=None):
     """The per-state pieces of the derivatives of a step in a scene (a :class:`SlotPartials`), for
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
     the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring): the contact
@@ -163,15 +218,16 @@ def scene_step_partials(model, q, v, a, w, impulses, geometry, gravity, dt, fram
     (3,) and ``f_ext``, held constant; ``lambda`` the ``impulses`` (ns, 3)), that of the contact
     velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w`` (nv,), and the derivatives of
     ``q (+) dt w`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  ``d/dq`` on the tangent
-    space.  Packed as :class:`SlotPartials` says.  One traced program per tuple of slot frames (the rows
+    space.  And the mode equations :func:`mode_system` of the step whose next velocity is ``w`` and whose
+    impulses and ``modes`` (ns, 4) are given.  Packed as :class:`SlotPartials` says.  One traced program per tuple of slot frames (the rows
     differentiated by the symbolic layer; RNEA's derivatives those of Carpentier and Mansard,
     "Analytical derivatives of rigid body dynamics algorithms", 2018)."""
     m = getattr(model, "model", model)
     opt = ("f_ext",) if f_ext is not None else ()
     prog = _program(m, {"frames": frames}, opt)
-    args = [q, v, a, w, impulses, geometry, gravity, dt] + ([f_ext] if opt else [])
+    args = [q, v, a, w, impulses, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
     arrays = [np.asarray(x, dtype=object if any(bk.is_symbolic(y) for y in args) else float) for x in args]
-    tails = [1, 1, 1, 1, 2, 2, 1, 1] + [2] * len(opt)
+    tails = [1, 1, 1, 1, 2, 2, 2, 1, 1] + [2] * len(opt)
     shape = np.broadcast_shapes(*(x.shape[:x.ndim - t] for x, t in zip(arrays, tails)))
     flat = [np.broadcast_to(x, shape + x.shape[x.ndim - t:]).reshape((-1,) + x.shape[x.ndim - t:])
             for x, t in zip(arrays, tails)]
