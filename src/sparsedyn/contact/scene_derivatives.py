@@ -249,39 +249,54 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
     ns = len(slots.frames)
     out = np.zeros((ns, GEOMETRY))
     out[:, 6], out[:, 10], out[:, 12] = -1e6, 1.0, 1.0                    # free: a vertex on a plane below
-    index = np.arange(len(pair)) if slots.index is None else slots.index
-    shapes = None
-    for k, s in enumerate(np.asarray(index).tolist()):
-        i, j = scene.index[pair[k]]
-        a, b = scene.shapes[i], scene.shapes[j]
-        fa, fb = slot_frames(slots.frames[s])
-        n = slots.data[s, 4:7]
-        wa = Rf[fa] @ slots.data[s, 1:4] + pf[fa]
-        wb = wa - (n @ wa - slots.data[s, 7]) * n                 # the witness points: wa - wb = distance n
-        ra = a.size[0] if a.kind in ROUND else 0.0
-        rb = b.size[0] if b.kind in ROUND else 0.0
-        if a.kind in ROUND and b.kind in ROUND:
-            kind = 0
-        elif a.kind in ROUND or b.kind == "plane":
-            kind = 1
-        elif b.kind in ROUND:
-            kind = 2
-        elif a.kind == b.kind == "box":                          # a corner of a on b's face, or b's on a's
-            shapes = placements(scene, q) if shapes is None else shapes
-            kind = 1 if _corner(a, shapes[0][i], shapes[1][i], wa) else 2
-        else:
-            kind = 1
-        ca, cb = wa + ra * n, wb - rb * n                        # the centres (the witness points for a vertex)
-        local = (lambda f, x: x if f is None else Rf[f].T @ (x - pf[f]))
-        axes = (lambda f, x: x if f is None else Rf[f].T @ x)
-        normal = axes(fb, n) if kind == 1 else axes(fa, n)
-        out[s] = [*local(fa, ca), ra, *local(fb, cb), rb, *normal, kind == 0, kind == 1, kind == 2]
+    index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
+    if len(index):
+        ends = [slot_frames(slots.frames[s]) for s in index.tolist()]
+        fa = np.array([e[0] for e in ends])
+        fb = np.array([-1 if e[1] is None else e[1] for e in ends])
+        world = fb < 0
+        Ra, oa = Rf[fa], pf[fa]
+        Rb, ob = Rf[fb], pf[fb]
+        Rb[world], ob[world] = np.eye(3), 0.0                    # b in the world: its points in world axes
+        data = slots.data[index]
+        n = data[:, 4:7]
+        wa = np.einsum("kij,kj->ki", Ra, data[:, 1:4]) + oa
+        wb = wa - (np.sum(n * wa, -1) - data[:, 7])[:, None] * n  # the witness points: wa - wb = distance n
+        kind, ra, rb = _kinds(scene, q, np.asarray(pair), wa)
+        ca, cb = wa + ra[:, None] * n, wb - rb[:, None] * n       # the centres (the witness points for a vertex)
+        out[index, 0:3] = np.einsum("kji,kj->ki", Ra, ca - oa)
+        out[index, 3], out[index, 7] = ra, rb
+        out[index, 4:7] = np.einsum("kji,kj->ki", Rb, cb - ob)
+        out[index, 8:11] = np.einsum("kji,kj->ki", np.where((kind == 1)[:, None, None], Rb, Ra), n)
+        out[index, 11:14] = kind[:, None] == np.arange(3)
     for s in np.setdiff1d(np.arange(ns), index).tolist():       # a free slot of two bodies: the plane in b's axes
         fa, fb = slot_frames(slots.frames[s])
         if fb is not None:
             out[s, 4:7] = Rf[fb].T @ (np.array([0.0, 0.0, -1e6]) - pf[fb])
             out[s, 8:11] = Rf[fb][2]
     return out
+
+
+def _kinds(scene, q, pair, wa):
+    """``(kind (nc,), r_a (nc,), r_b (nc,))`` of hits of the scene pairs ``pair`` with witness points
+    ``wa`` (nc, 3) of ``a`` (world): kind 0 (``pp``), 1 (``pb``) or 2 (``ap``) of the module docstring,
+    and the radii of the round shapes (0 for a vertex)."""
+    kind, ra, rb = np.ones(len(pair), int), np.zeros(len(pair)), np.zeros(len(pair))
+    shapes = None
+    for k, (i, j) in enumerate(scene.index[pair].tolist()):
+        a, b = scene.shapes[i], scene.shapes[j]
+        ra[k] = a.size[0] if a.kind in ROUND else 0.0
+        rb[k] = b.size[0] if b.kind in ROUND else 0.0
+        if a.kind in ROUND and b.kind in ROUND:
+            kind[k] = 0
+        elif a.kind in ROUND or b.kind == "plane":
+            kind[k] = 1
+        elif b.kind in ROUND:
+            kind[k] = 2
+        elif a.kind == b.kind == "box":                          # a corner of a on b's face, or b's on a's
+            shapes = placements(scene, q) if shapes is None else shapes
+            kind[k] = 1 if _corner(a, shapes[0][i], shapes[1][i], wa[k]) else 2
+    return kind, ra, rb
 
 
 def _corner(shape, R, p, x):
