@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _checks
 from .. import backend as bk
 from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
@@ -223,6 +224,18 @@ def scene_step_partials(model, q, v, a, w, impulses, modes, geometry, gravity, d
     differentiated by the symbolic layer; RNEA's derivatives those of Carpentier and Mansard,
     "Analytical derivatives of rigid body dynamics algorithms", 2018)."""
     m = getattr(model, "model", model)
+    ns = len(tuple(frames))
+    q, v, a, f_ext, gravity, _, _ = _checks.dynamics(m, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
+    w = _checks.vector(m, "w", w, m.nv, "nv joint velocities")
+    given = {"impulses": (impulses, (ns, 3)), "modes": (modes, (ns, 4)), "geometry": (geometry, (ns, GEOMETRY)),
+             "dt": (dt, (1,))}
+    for name, (x, tail) in given.items():
+        x = _checks.numeric(name, x, f"(..., {', '.join(map(str, tail))})")
+        if x.ndim < len(tail) or x.shape[x.ndim - len(tail):] != tail:
+            raise ValueError(f"scene_step_partials: {name} must have shape (..., {', '.join(map(str, tail))}), got "
+                             f"{x.shape}")
+        given[name] = x
+    impulses, modes, geometry, dt = (given[n] for n in ("impulses", "modes", "geometry", "dt"))
     opt = ("f_ext",) if f_ext is not None else ()
     prog = _program(m, {"frames": frames}, opt)
     args = [q, v, a, w, impulses, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
