@@ -138,13 +138,7 @@ def scenes(repeat, log):
     from bench_scene import BOX, HUMANOID
 
     def median_us(fn, n):
-        fn()
-        times = []
-        for _ in range(n):
-            t = time.process_time()
-            fn()
-            times.append(time.process_time() - t)
-        return 1e6 * float(np.median(times))
+        return _median_us(fn, n, clock=time.process_time)
     log("\n| scene | nv | contacts | modes | road | step [µs] | step + derivatives [µs] | "
         "(step + derivatives) / step |")
     log("|---|---|---|---|---|---|---|---|")

@@ -5,8 +5,9 @@ A step in a :class:`~sparsedyn.Scene` lays its contacts out in the scene's slots
 self-collision); its derivatives (:func:`~sparsedyn.contact_step_derivatives`) need, per state, the
 contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, their
 derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``.  They are
-one traced program, :func:`scene_step_partials`, built per tuple of slot frames (so once per layout,
-as the step), the geometry of each slot its data (:func:`slot_geometry`), the kind of each contact
+one traced program, :func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
+as the step), the geometry of each slot its data
+(:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`), the kind of each contact
 among them, so a new contact set in the same slots is not a new build.
 
 Each slot's geometry (14,) is ``[c_a (3), r_a, c_b (3), r_b, n (3), w_pp, w_pb, w_ap]``: a centre
@@ -147,7 +148,7 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
 
 
 class SlotPartials(NamedTuple):
-    """Result of :func:`scene_step_partials` (batch shape ``...``; ``m = 3 ns``)::
+    """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``)::
 
         rows (..., m, 8 nv + 2 m)   [J | J H^-1 | C | G | K | R]
         state (..., nv, 5 nv)     [W | dint_dq | dint_ddq]
@@ -210,7 +211,7 @@ def _five_nv(model, **_):
         outputs={"rows": (_m, _cols), "state": ("nv", _five_nv), "gap": (_ns,)},
         program=_program, result=SlotPartials)
 def scene_step_partials(model, q, v, a, w, impulses, modes, geometry, gravity, dt, frames, *, f_ext=None):
-    """The per-state pieces of the derivatives of a step in a scene (a :class:`SlotPartials`), for
+    """The per-state pieces of the derivatives of a step in a scene (a :class:`~sparsedyn.SlotPartials`), for
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
     the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring): the contact
     rows ``J`` (3 ns, nv) and gaps (ns,), ``J H^-1`` and the Delassus matrix ``G = J H^-1 J^T``; the
@@ -219,8 +220,9 @@ def scene_step_partials(model, q, v, a, w, impulses, modes, geometry, gravity, d
     (3,) and ``f_ext``, held constant; ``lambda`` the ``impulses`` (ns, 3)), that of the contact
     velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w`` (nv,), and the derivatives of
     ``q (+) dt w`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  ``d/dq`` on the tangent
-    space.  And the mode equations :func:`mode_system` of the step whose next velocity is ``w`` and whose
-    impulses and ``modes`` (ns, 4) are given.  Packed as :class:`SlotPartials` says.  One traced program per tuple of slot frames (the rows
+    space.  And the mode equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the
+    step whose next velocity is ``w`` and whose impulses and ``modes`` (ns, 4) are given.  Packed as
+    :class:`~sparsedyn.SlotPartials` says.  One traced program per tuple of slot frames (the rows
     differentiated by the symbolic layer; RNEA's derivatives those of Carpentier and Mansard,
     "Analytical derivatives of rigid body dynamics algorithms", 2018)."""
     m = getattr(model, "model", model)
