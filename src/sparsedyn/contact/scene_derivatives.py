@@ -148,12 +148,9 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
 
 
 class SlotPartials(NamedTuple):
-    """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``)::
-
-        rows (..., m, 8 nv + 2 m)   [J | J H^-1 | C | G | K | R]
-        state (..., nv, 5 nv)     [W | dint_dq | dint_ddq]
-        gap (..., ns)
-    """
+    """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``): ``rows``
+    (..., m, 8 nv + 2 m) ``[J | J H^-1 | C | G | K | R]``, ``state`` (..., nv, 5 nv) ``[W | dint_dq |
+    dint_ddq]`` and ``gap`` (..., ns)."""
 
     rows: np.ndarray
     state: np.ndarray
