@@ -190,9 +190,9 @@ def _float_sweeps(A, c):
     l, sweeps = [0.0] * nc, 0.0
     while True:
         l0 = list(l)
-        for i in range(nc):
-            w = sum(rows[i][j] * l[j] for j in range(nc)) + cs[i]
-            l[i] = relu(l[i] - act[i] * w / (rows[i][i] + (1.0 - act[i])))
+        for i, row in enumerate(rows):
+            w = sum([a * x for a, x in zip(row, l)]) + cs[i]
+            l[i] = relu(l[i] - act[i] * w / (row[i] + (1.0 - act[i])))
         w = (A @ np.array(l) + c).tolist()
         done = step(CORRECTION_RTOL * cmax - vmax([relu(-x) for x in w])) * \
             step(CORRECTION_RTOL * vmax(l) - vmax([abs(x - y) for x, y in zip(l, l0)]))
