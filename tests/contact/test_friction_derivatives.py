@@ -252,10 +252,9 @@ def test_scene_step_of_a_ball_rolling_and_sliding_differentiates_with_its_moving
     assert np.abs(fixed.dv_dq - d.dv_dq).max() > np.abs(d.dv_dq).max()
 
 
-def test_scene_step_with_a_self_collision_differentiates_with_both_bodies_moving():
-    """A hand (a sphere on the forearm's tip) pressed by the elbow's torque onto the torso's side (a box
-    face): a two-body contact, the plane moving with the torso and the sphere with the forearm, 4 um
-    deep (the position correction acts), sticking; no gravity.  Against central differences."""
+def hand_scene():
+    """``(model, scene, q, v, tau)``: a hand (a sphere on the forearm's tip) 4 um into the torso's side
+    (a box face), pressed there by the elbow's torque: a two-body contact."""
     from sparsedyn.model.spatial import Transform
     b = sd.ModelBuilder("hand")
     b.add_body("torso", None, sd.make_joint("free"), mass=4.0, rot_inertia=np.diag([0.01, 0.06, 0.06]),
@@ -267,7 +266,14 @@ def test_scene_step_with_a_self_collision_differentiates_with_both_bodies_moving
         sd.Geometry("hand", 1, Transform(np.eye(3), np.array([0.4, 0, 0])), "sphere", (0.03,), "collision"))
     scene = sd.Scene(model, friction=0.5).with_pairs(add=[("torso", "hand")])      # parent and child: by hand
     q = np.r_[0, 0, 0, 0, 0, 0, 1, np.pi + np.arcsin(0.1) + 1e-5]            # the hand 4 um into the torso
-    v, tau = np.r_[0, 0, 0, 0.02, 0, 0, 0.05], np.r_[0, 0, 0, 0, 0, 0, 2.0]
+    return model, scene, q, np.r_[0, 0, 0, 0.02, 0, 0, 0.05], np.r_[0, 0, 0, 0, 0, 0, 2.0]
+
+
+def test_scene_step_with_a_self_collision_differentiates_with_both_bodies_moving():
+    """A hand (a sphere on the forearm's tip) pressed by the elbow's torque onto the torso's side (a box
+    face): a two-body contact, the plane moving with the torso and the sphere with the forearm, 4 um
+    deep (the position correction acts), sticking; no gravity.  Against central differences."""
+    model, scene, q, v, tau = hand_scene()
     d = check_against_differences(model, q, v, tau, scene, 1e-6, gravity=np.zeros(3))
     assert list(d.step.modes) == ["stick"] and d.step.impulses[0, 2] > 0
 

@@ -14,7 +14,7 @@ import pytest
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
 from test_friction_derivatives import (DT, FIELDS, H, MU, NATURAL, Q0, TOL, Z, _ball_scene, box_model,
-                                       check_against_differences, lifted)
+                                       check_against_differences, hand_scene, lifted)
 from sparsedyn.contact.friction_derivatives import _scene_step, differentiate_step
 from sparsedyn.contact.friction_problem import problem_of, slot_structure
 from sparsedyn.contact.scene_derivatives import scene_step_partials, slot_geometry
@@ -23,19 +23,8 @@ from sparsedyn.model.spatial import Transform
 
 
 def _hand_scene():
-    """A hand (a sphere on the forearm's tip) 4 um into the torso's side (a box face), pressed by the
-    elbow's torque: a two-body contact; no gravity."""
-    b = sd.ModelBuilder("hand")
-    b.add_body("torso", None, sd.make_joint("free"), mass=4.0, rot_inertia=np.diag([0.01, 0.06, 0.06]),
-               com=[0.2, 0, 0])
-    b.add_body("fore", "torso", sd.make_joint("revolute", axis=[0, 0, 1]), mass=1.0,
-               rot_inertia=np.diag([1e-3, 0.015, 0.015]), Xtree=(np.eye(3), [0.4, 0.1, 0]), com=[0.2, 0, 0])
-    model = b.build().with_geometry(
-        sd.Geometry("torso", 0, Transform(np.eye(3), np.array([0.15, 0, 0])), "box", (0.5, 0.06, 0.06), "collision"),
-        sd.Geometry("hand", 1, Transform(np.eye(3), np.array([0.4, 0, 0])), "sphere", (0.03,), "collision"))
-    scene = sd.Scene(model, friction=0.5).with_pairs(add=[("torso", "hand")])
-    q = np.r_[0, 0, 0, 0, 0, 0, 1, np.pi + np.arcsin(0.1) + 1e-5]
-    return model, scene, q, np.r_[0, 0, 0, 0.02, 0, 0, 0.05], np.r_[0, 0, 0, 0, 0, 0, 2.0], {"gravity": np.zeros(3)}
+    """The hand on the torso (a two-body contact), no gravity."""
+    return (*hand_scene(), {"gravity": np.zeros(3)})
 
 
 def _box_on_table():
