@@ -3,6 +3,7 @@ central differences, side by side in one run.
 
     .venv/bin/python benchmarks/bench_friction_derivatives.py                 # solo12 and the box, compiled
     .venv/bin/python benchmarks/bench_friction_derivatives.py --no-native     # the NumPy path only
+    .venv/bin/python benchmarks/bench_friction_derivatives.py --scenes-only   # steps in a scene only
 
 For solo12 (four point feet, mu = 0.7, dt = 1 ms; feet 10 um above the ground, the base pressed
 down, random joint velocities and torques: sticking and sliding feet) and a box on its four corners
@@ -13,7 +14,7 @@ and the largest difference of the derivatives to central differences of the step
 h = 1e-6, ``sd.integrate`` for ``q``, ``h / dt`` for ``tau``), each relative to the larger of its largest
 entry and its natural unit (1 for ``dv/dq``, ``dv/dv``, ``dq/dq``; ``dt`` [s/kg] for ``dv/dtau``; ``dt``
 times those for ``dq/dv``, ``dq/dtau``): a difference of central differences is also their
-truncation error and the solver's error over ``h``.  Nothing here is a
+truncation error and the solver's error over ``h``.  Then steps in a scene (:func:`scenes`).  Nothing here is a
 test: numbers are reported, never asserted (the tests compare with error bounds).
 """
 
@@ -76,6 +77,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--no-native", action="store_true")
+    ap.add_argument("--no-scenes", action="store_true")
+    ap.add_argument("--scenes-only", action="store_true")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                   "bench_friction_derivatives.md"))
     a = ap.parse_args(argv)
@@ -97,7 +100,7 @@ def main(argv=None):
         "(step + derivatives) / step | largest rel. difference to central differences |")
     log("|---|---|---|---|---|---|---|---|")
     compiled = {}
-    for name, model, contacts, q, v, tau, opt in cases():
+    for name, model, contacts, q, v, tau, opt in ([] if a.scenes_only else cases()):
         D = central_differences(model, q, v, tau, contacts, 1e-6, tol=1e-12, **opt)[0]
         d = sd.contact_step_derivatives(model, q, v, tau, contacts, DT, tol=1e-12, **opt)
         unit = {"dv_dq": 1.0, "dv_dv": 1.0, "dv_dtau": DT, "dq_dq": 1.0, "dq_dv": DT, "dq_dtau": DT * DT}
@@ -117,8 +120,58 @@ def main(argv=None):
                                                               opt.get("f_ext")), a.repeat)
             log(f"| {name} | {modes} | {path} | {t_step:.0f} | {t_all:.0f} | {t_der:.0f} | {t_all / t_step:.2f} | "
                 f"{err:.1e} |")
+    if not a.no_scenes:
+        scenes(a.repeat, log)
     with open(a.out, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def scenes(repeat, log):
+    """Steps in a scene (contacts from the geometry, points and normals moving with q): a 0.2 m box
+    resting on a plane and the dm_control humanoid lying on the floor (both settled in MuJoCo, as in
+    bench_scene.py), ``contact_step`` beside ``contact_step_derivatives`` on the default (native)
+    road, built before the timing, and on the NumPy road: median CPU time of the process per call
+    (``time.process_time``: on a shared machine the wall clock also counts the time others hold the
+    cores; one state runs on one thread)."""
+    import time
+    import sparsedyn as sd
+    from bench_scene import BOX, HUMANOID
+
+    def median_us(fn, n):
+        return _median_us(fn, n, clock=time.process_time)
+    log("\n| scene | nv | contacts | modes | road | step [µs] | step + derivatives [µs] | "
+        "(step + derivatives) / step |")
+    log("|---|---|---|---|---|---|---|---|")
+    for name, path, xml, settle in (("box on a plane", None, BOX, 200), ("humanoid lying on the floor", HUMANOID,
+                                                                          None, 1500)):
+        model, scene, q, v, tau, dt = settled(path, xml, settle)
+        for road in ("native", "numpy"):
+            with sd.use_backend(road, deterministic=True):
+                d = sd.contact_step_derivatives(model, q, v, tau, scene, dt)          # the builds, untimed
+                t_step = median_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
+                t_all = median_us(lambda: sd.contact_step_derivatives(model, q, v, tau, scene, dt), repeat)
+            log(f"| {name} | {model.nv} | {len(d.step.modes)} | {'/'.join(sorted(set(d.step.modes)))} | {road} | "
+                f"{t_step:.0f} | {t_all:.0f} | {t_all / t_step:.1f} |")
+
+
+def settled(path, xml, settle):
+    """``(model, scene, q, v, tau, dt)`` of a MuJoCo model (file or text) after ``settle`` steps of
+    ``mj_step``, in sparsedyn's layout (as bench_scene.py)."""
+    import tempfile
+    import mujoco
+    import sparsedyn as sd
+    from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
+    m = mujoco.MjModel.from_xml_path(str(path)) if path else mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    for _ in range(settle):
+        mujoco.mj_step(m, d)
+    if not path:
+        with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as f:
+            f.write(xml)
+        path = f.name
+    model = sd.load_mjcf(str(path), geometry=True)
+    q, v = q_from_mujoco(model, d.qpos.copy()), v_from_mujoco(model, d.qpos.copy(), d.qvel.copy())
+    return model, sd.Scene(model), q, v, np.zeros(model.nv), m.opt.timestep
 
 
 if __name__ == "__main__":

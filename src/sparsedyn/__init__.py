@@ -68,6 +68,7 @@ from .contact.friction import (ContactProblem, ContactStep, ContactStepWarning, 
                                rollout)
 from .contact.friction import StepArrays, contact_step_kernel
 from .contact.friction_derivatives import ContactStepDerivatives, contact_step_derivatives
+from .contact.scene_derivatives import SlotPartials, scene_step_partials
 from .contact.shapes import Shape
 from .contact.scene import Scene
 from .contact.collision import Hits, collide
@@ -200,7 +201,7 @@ __all__ = [
     "ContactDynamics", "Impulse", "ContactWarning",
     "contact_problem", "contact_step", "rollout", "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout",
     "contact_step_kernel", "StepArrays",
-    "contact_step_derivatives", "ContactStepDerivatives",
+    "contact_step_derivatives", "ContactStepDerivatives", "scene_step_partials", "SlotPartials",
     "Shape", "Scene", "Hits", "collide", "collision_candidates",
     "center_of_pressure", "zero_moment_point", "support_polygon", "CentersOfPressure", "ZeroMomentPoint",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",

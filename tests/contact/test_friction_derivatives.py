@@ -252,10 +252,9 @@ def test_scene_step_of_a_ball_rolling_and_sliding_differentiates_with_its_moving
     assert np.abs(fixed.dv_dq - d.dv_dq).max() > np.abs(d.dv_dq).max()
 
 
-def test_scene_step_with_a_self_collision_differentiates_with_both_bodies_moving():
-    """A hand (a sphere on the forearm's tip) pressed by the elbow's torque onto the torso's side (a box
-    face): a two-body contact, the plane moving with the torso and the sphere with the forearm, 4 um
-    deep (the position correction acts), sticking; no gravity.  Against central differences."""
+def hand_scene():
+    """``(model, scene, q, v, tau)``: a hand (a sphere on the forearm's tip) 4 um into the torso's side
+    (a box face), pressed there by the elbow's torque: a two-body contact."""
     from sparsedyn.model.spatial import Transform
     b = sd.ModelBuilder("hand")
     b.add_body("torso", None, sd.make_joint("free"), mass=4.0, rot_inertia=np.diag([0.01, 0.06, 0.06]),
@@ -267,7 +266,14 @@ def test_scene_step_with_a_self_collision_differentiates_with_both_bodies_moving
         sd.Geometry("hand", 1, Transform(np.eye(3), np.array([0.4, 0, 0])), "sphere", (0.03,), "collision"))
     scene = sd.Scene(model, friction=0.5).with_pairs(add=[("torso", "hand")])      # parent and child: by hand
     q = np.r_[0, 0, 0, 0, 0, 0, 1, np.pi + np.arcsin(0.1) + 1e-5]            # the hand 4 um into the torso
-    v, tau = np.r_[0, 0, 0, 0.02, 0, 0, 0.05], np.r_[0, 0, 0, 0, 0, 0, 2.0]
+    return model, scene, q, np.r_[0, 0, 0, 0.02, 0, 0, 0.05], np.r_[0, 0, 0, 0, 0, 0, 2.0]
+
+
+def test_scene_step_with_a_self_collision_differentiates_with_both_bodies_moving():
+    """A hand (a sphere on the forearm's tip) pressed by the elbow's torque onto the torso's side (a box
+    face): a two-body contact, the plane moving with the torso and the sphere with the forearm, 4 um
+    deep (the position correction acts), sticking; no gravity.  Against central differences."""
+    model, scene, q, v, tau = hand_scene()
     d = check_against_differences(model, q, v, tau, scene, 1e-6, gravity=np.zeros(3))
     assert list(d.step.modes) == ["stick"] and d.step.impulses[0, 2] > 0
 
@@ -284,7 +290,20 @@ def test_scene_step_of_a_box_sliding_on_a_box_differentiates_corner_by_corner():
     assert list(d.step.modes) == ["slide"] * 4
 
 
-def test_scene_derivatives_take_one_state():
-    model, scene, q = _ball_scene()
-    with pytest.raises(ValueError, match="one state at a time"):
-        sd.contact_step_derivatives(model, np.stack([q, q]), np.zeros(6), np.zeros(6), scene, DT)
+
+def test_the_derivatives_correction_impulses_are_the_steps_own_sweeps():
+    """correction_impulses (the position correction the derivatives differentiate) runs the step's own
+    stage (_correction_sweep, as the kernel runs it) operation for operation: the same impulses to the
+    last bit, on redundant, regular and separating normal blocks."""
+    from sparsedyn.contact.friction_kernel import _correction_sweep, correction_impulses
+    rng = np.random.default_rng(7)
+    for nc in (1, 4, 7):
+        J = rng.normal(size=(nc, 3 if nc > 3 else nc))              # four or seven rows on three dofs: redundant
+        A = J @ J.T + (0.0 if nc > 3 else 0.1) * np.eye(nc)
+        c = rng.normal(size=nc) * 1e-2
+        l, stop, sweeps = np.zeros(nc), 0.0, 0.0
+        while stop < 0.5:
+            l, stop = _correction_sweep(A, c, l, sweeps)
+            sweeps += 1.0
+        assert np.array_equal(correction_impulses(A[None], c[None])[0], l)
+        assert np.all(A @ l + c >= -1e-6 * np.abs(c).max()) and np.all(l >= 0)      # it solves the LCP

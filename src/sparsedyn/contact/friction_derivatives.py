@@ -67,10 +67,10 @@ from .dynamics import _cached, _run, rnea_partials
 from .collision import collide
 from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
-from .friction_problem import (PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, moving_rows,
-                               point_contacts)
+from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
-from .scene_step import scene_geometry, scene_step
+from .scene_derivatives import mode_system, scene_step_partials, slot_geometry
+from .scene_step import FoundContacts, scene_slots, scene_step
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
@@ -120,50 +120,32 @@ def _nc(model, contacts, **_):
 _ROWS = Kernel("friction_contact_rows", _rows, {"q": ("nq",)}, {"J": (_m, "nv"), "gap": (_nc,)}, {}, ("contacts",))
 
 
-def _ms(model, structure, **_):
-    return 3 * len(structure)
-
-
-def _ns(model, structure, **_):
-    return len(structure)
-
-
-#: The rows of contacts whose points and normals move with q (a scene's: moving_rows), their
-#: geometry an input (one program per structure).
-_MOVING_ROWS = Kernel("friction_moving_rows", moving_rows, {"q": ("nq",), "geometry": (_ns, 11)},
-                      {"J": (_ms, "nv"), "gap": (_ns,)}, {}, ("structure",))
 _OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJ_dq", "dint_dq", "dint_ddq")
 
 
-def _partials_program(model, contacts, with_f_ext, moving=False):
+def _partials_program(model, contacts, with_f_ext):
     """One program of every per-state piece of the derivatives, inputs ``q, v, a, dq, gravity[, f_ext]``
     (the library's vocabulary): ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv``
     at ``(q, v, a)`` (``rnea_partials``), ``dJ_dq`` (m, nv, nv), the
     derivative of the contact rows on the tangent space (the traced rows, differentiated by the
     symbolic layer; ``dJ_dq[i, j, k] = d J[i, j] / dq_k``), and the derivatives of ``q (+) dq``
-    (:func:`~sparsedyn.integrate_derivatives`).  ``moving``: ``contacts`` is the structure of
-    :func:`~sparsedyn.contact.friction_problem.moving_rows`, whose geometry (nc, 11) is an input after
-    ``gravity``."""
+    (:func:`~sparsedyn.integrate_derivatives`)."""
 
     def build():
         nq, nv = model.nq, model.nv
-        shapes = [(nq,), (nv,), (nv,), (nv,), (3,)] + ([(len(contacts), 11)] if moving else []) + \
-            ([(model.nbodies, 6)] if with_f_ext else [])
+        shapes = [(nq,), (nv,), (nv,), (nv,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
         g = Graph()
         q, v, a, dq, grav, *rest = [g.inputs(j, s) for j, s in enumerate(shapes)]
-        geometry = rest.pop(0) if moving else None
-        rows, static, args = (_MOVING_ROWS, {"structure": contacts}, [q, geometry]) if moving else \
-            (_ROWS, {"contacts": contacts}, [q])
-        J, gap = inline(trace_kernel(rows, model, static), args)
+        static = {"contacts": contacts}
+        J, gap = inline(trace_kernel(_ROWS, model, static), [q])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
         Tq, Tv = rnea_partials(model, q, v, a, rest[0] if rest else None, grav)
-        dJ = inline(derivative_program(rows, model, ("q",), static), args)[0]
+        dJ = inline(derivative_program(_ROWS, model, ("q",), static), [q])[0]
         Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dq])
-        names = ("q", "v", "a", "dq", "gravity") + (("geometry",) if moving else ()) + \
-            (("f_ext",) if with_f_ext else ())
+        names = ("q", "v", "a", "dq", "gravity") + (("f_ext",) if with_f_ext else ())
         return g.program([J, gap, Minv, Tq, Tv, dJ, Dq, Dd], shapes, name="contact_step_partials",
                          input_names=names, output_names=_OUTPUTS)
-    return _cached(("contact_step_partials", contacts, with_f_ext, moving), model, build)
+    return _cached(("contact_step_partials", contacts, with_f_ext), model, build)
 
 
 # --- the step's derivatives ---------------------------------------------------------------------
@@ -183,13 +165,14 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     differentiable and these are one-sided.  A batch of states (leading axes) is differentiated at
     once; ``model`` may be ``sd.compile(model)``.
 
-    ``contacts`` may be a :class:`~sparsedyn.Scene` (one state ``q`` (nq,)): the step is the scene's
-    and the derivatives include how its contact points and normals move with ``q``
-    (:func:`~sparsedyn.contact.scene_step.scene_geometry`: exact for a sphere, a capsule's end or a
-    vertex against a plane, a face or a sphere; a point on a capsule's side, an edge or a cylinder's
-    rim is held where it was found), with the active pairs held (a pair that starts or stops touching
-    under the perturbation is a change of mode).  The pieces then run on NumPy around the program,
-    also for ``sd.compile(model)``.
+    ``contacts`` may be a :class:`~sparsedyn.Scene` (``q`` (nq,) or a batch (B, nq)): the step is the
+    scene's and the derivatives include how its contact points and normals move with ``q``
+    (:mod:`~sparsedyn.contact.scene_derivatives`: exact for a sphere, a capsule's end or a vertex
+    against a plane, a face or a sphere; a point on a capsule's side, an edge or a cylinder's rim is
+    held where it was found), with the active pairs held (a pair that starts or stops touching under
+    the perturbation is a change of mode).  Their per-state pieces are one kernel on the step's slots
+    (:func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`: native on the default road,
+    built once per slot layout as the step).
 
     >>> import numpy as np, sparsedyn as sd
     >>> puck = sd.ModelBuilder("puck").add_body("puck", None, sd.make_joint("free"), mass=1.0,
@@ -209,58 +192,109 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     if dt < MIN_DT:
         raise ValueError(f"{who}: dt must be at least {MIN_DT:g} s (the derivatives divide the velocity change by "
                          f"dt, which loses every digit below it), got {dt!r}")
-    moving = None
+    slotted = None
     if scene is not None:
-        q = _checks.plain_floats(who, "q", q, f"({model.nq},)")
-        if q.ndim != 1:
-            raise ValueError(f"{who}: a step in a scene is differentiated one state at a time, q of shape (nq,) = "
-                             f"({model.nq},), got shape {q.shape}")
-        hits = collide(scene, q)                                          # once: for the step and its geometry
-        step, contacts = scene_step(_slotted_step, kernels, q, v, tau, scene, dt, hits=hits,
-                                    **_options(options, options.get("warm_start")))
-        moving = scene_geometry(scene, q, hits)
+        step, contacts, slotted = _scene_step(model, kernels, q, v, tau, scene, dt, options)
     else:
         step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
     d = differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
-                           options.get("gravity"), moving)
+                           options.get("gravity"), slotted)
     _checks.finite_result(who, d, (2,) * 6)          # an overflow (a velocity of 1e150) is an error, not NaN
     return d
 
 
-def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, moving=None):
+class Slotted(NamedTuple):
+    """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
+    structure, ``geometry`` (B, ns, 14) (:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`),
+    ``mu`` (B, ns), ``impulses`` (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot
+    open, with zero impulse)."""
+
+    frames: tuple
+    geometry: np.ndarray
+    mu: np.ndarray
+    impulses: np.ndarray
+    modes: np.ndarray
+
+
+def _scene_step(model, kernels, q, v, tau, scene, dt, options):
+    """``(step, contacts, slotted)``: the step in ``scene`` at ``q`` (nq,) or (B, nq), its contacts
+    (a list per state for a batch) and its :class:`Slotted` layout (None where there is no slot)."""
+    who = "contact_step_derivatives"
+    q = _checks.plain_floats(who, "q", q, f"({model.nq},) or (B, {model.nq})")
+    if q.ndim not in (1, 2) or q.shape[-1] != model.nq:
+        raise ValueError(f"{who}: a step in a scene takes one state, q of shape (nq,) = ({model.nq},), or a batch "
+                         f"(B, nq); got shape {q.shape}")
+    Q = q.reshape(-1, model.nq)
+    step, found = scene_step(_slotted_step, kernels, q, v, tau, scene, dt,
+                             **_options(options, options.get("warm_start")))
+    if q.ndim == 1:
+        found, impulses, modes = [found], [step.impulses], [step.modes]
+    else:
+        impulses, modes = step.impulses, step.modes
+    if isinstance(found[0], FoundContacts):                      # the collision kernel's road: slots found
+        pair, slots = [found[0].pair], [found[0].slots]
+    else:                                                        # Contact objects: of collide's hits, in order
+        pair = [collide(scene, x).pair for x in Q]
+        slots = [scene_slots(scene, c) for c in found]           # the layout the step grew: one for all states
+    ns = len(slots[0].frames)
+    if not ns:
+        return step, (), None
+    B = len(Q)
+    geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
+    lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
+    for b in range(B):
+        index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
+        geometry[b] = slot_geometry(scene, Q[b], pair[b], slots[b])
+        mu[b] = slots[b].data[:, 0]
+        lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
+    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held)
+
+
+def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, slotted=None):
     """The derivatives of a step already taken (``step``, :func:`contact_step` of these arguments) as
     :func:`contact_step_derivatives`; ``model`` a Model, ``kernels`` where its kernels run (the model
     or its compiled form), ``contacts`` checked.  (What :func:`contact_step_derivatives` costs beyond
-    the step.)  ``moving``: ``(structure, geometry (nc, 11))`` where the contacts' points and normals
-    move with ``q`` (:func:`~sparsedyn.contact.scene_step.scene_geometry`; one state)."""
+    the step.)  ``slotted``: a step in a scene, its contacts in their slots (:class:`Slotted`), whose
+    points and normals move with ``q``."""
     q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
-    nv, nq, nc = model.nv, model.nq, len(contacts)
-    m = 3 * nc
+    nv, nq = model.nv, model.nq
     shape = step.v.shape[:-1]
     B = int(np.prod(shape, dtype=int))
     if B == 0:                                       # no state: empty derivatives of the batch shape
         return ContactStepDerivatives(*(np.zeros(shape + (nv, nv)),) * 6, step)
+    if slotted is None:
+        nc = len(contacts)
+        lam3, modes = step.impulses.reshape(B, nc, 3), np.asarray(step.modes).reshape(B, nc)
+        mu = np.array([c.friction for c in contacts], float).reshape(1, nc)
+    else:
+        nc, lam3, modes, mu = len(slotted.frames), slotted.impulses, slotted.modes, slotted.mu
+    m = 3 * nc
     flat = lambda x, tail: np.broadcast_to(x, shape + tail).reshape((B,) + tail)      # noqa: E731
     qb, vb = flat(q, (nq,)), flat(v, (nv,))
     vp = step.v.reshape(B, nv)
-    lam = step.impulses.reshape(B, m)
+    lam = lam3.reshape(B, m)
     fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
 
     # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
     a = (vp - vb) / dt
+    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
+
+    def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
+        if slotted is None:
+            return _point_pieces(model, kernels, contacts, qb[rows], v, a, w, lam, g, f_ext, h)
+        return _scene_pieces(kernels, slotted.frames, qb[rows], v, a, w, lam, modes, slotted.geometry[rows], g,
+                             f_ext, h)
     if nc:
-        if moving is not None:
-            moving = (moving[0], flat(moving[1], moving[1].shape[-2:]))
-        P = _partials(model, kernels, contacts, qb, vb, a, vp, lam, gravity, fx, dt * vp, moving)
-        Tq, Tv, Minv, Fq = P.dtau_dq, P.dtau_dv, P.Minv, P.dJTlam_dq
+        weights = _mode_weights(modes, mu)
+        P = pieces(slice(None), vb, a, vp, lam, weights, g, fx, dt)
+        W = P.W
     else:
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
-        Minv, Fq = minv(kernels, qb), 0.0
-    I = np.eye(nv)
-    # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
-    W = np.concatenate([-(Minv @ (dt * Tq - Fq)), I - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
+        Minv = minv(kernels, qb)
+        # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
+        W = np.concatenate([-(Minv @ (dt * Tq)), np.eye(nv) - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
     if nc:
-        W = W + _impulse_response(P, W, step, contacts, dt)
+        W = W + _impulse_response(P, vp, lam3, modes, mu, dt)
     dv = W.reshape(shape + (nv, 3 * nv))
     dv_dq, dv_dv, dv_dtau = dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:]
 
@@ -269,123 +303,123 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     if not nc:
         Dq, Dd = integrate_derivatives(kernels, qb, dt * vp)
     else:
-        Dq, Dd = P.dint_dq, P.dint_ddq                          # at q (+) dt v+
+        Dq, Dd = P.Dq, P.Dd                                     # at q (+) dt v+
         pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
         if pen.size:                                            # at the corrected step
-            corr, dcorr[pen] = _correction_derivative(model, kernels, contacts, P, qb, pen, dt, moving)
+            corr, dcorr[pen] = _correction_derivative(P, pieces, pen, dt)
             Dq, Dd = Dq.copy(), Dd.copy()
-            Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
+            if B == 1:                                          # one state: the native fast path
+                Dq[0], Dd[0] = integrate_derivatives(kernels, qb[0], dt * (vp[0] + corr[0]))
+            else:
+                Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
     Dd = Dd.reshape(shape + (nv, nv))
     dq_dq = Dq.reshape(shape + (nv, nv)) + dt * (Dd @ (dv_dq + dcorr.reshape(shape + (nv, nv))))
     return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)
 
 
-def _impulse_response(P, W, step, contacts, dt):
-    """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations."""
-    B, nv = W.shape[0], W.shape[1]
-    nc = len(contacts)
-    m = 3 * nc
-    J, JMinv, G, gap, Uq = P.J, P.JMinv, P.G, P.gap, P.dJw_dq
-    vp = step.v.reshape(B, nv)
-    lam = step.impulses.reshape(B, nc, 3)
-    modes = np.asarray(step.modes).reshape(B, nc)
-    mu = np.array([c.friction for c in contacts])
-    # the contact velocities u = J v+ + b and their change c dx at fixed impulses
-    u = (J @ vp[..., None])[..., 0].reshape(B, nc, 3)
-    u[..., 2] += np.maximum(gap, 0.0) / dt
-    c = J @ W
-    c[..., :nv] += Uq
-    n_rows = 3 * np.arange(nc) + 2
-    c[..., n_rows, :nv] += (gap > 0)[..., None] * J[:, n_rows, :] / dt       # the speculative gap / dt
-    # the mode equations  A dlambda + Bm du = 0,  du = G dlambda + c dx, as 3 x 3 blocks per contact;
-    # the rows that hold velocities are scaled by 1 / max diag G (their unit becomes N s, as the others')
-    scale = 1.0 / np.maximum(np.max(np.diagonal(G, axis1=-2, axis2=-1), -1), np.finfo(float).tiny)
-    op, st, sl = ((modes == x)[..., None, None].astype(float) for x in ("open", "stick", "slide"))
-    speed = np.linalg.norm(u[..., :2], axis=-1)
-    safe = np.where(speed > 0, speed, 1.0)
-    t = u[..., :2] / safe[..., None]                                     # the sliding directions (B, nc, 2)
-    I2, E = np.eye(3)[:, :2] @ np.eye(3)[:2], np.zeros((3, 3))
-    E[2, 2] = 1.0
-    tn = np.zeros((B, nc, 3, 3))
-    tn[..., :2, 2] = mu[:, None] * t                                          # lambda_t + mu t lambda_n
-    tt = np.zeros((B, nc, 3, 3))
-    tt[..., :2, :2] = (mu * lam[..., 2] / safe)[..., None, None] * (np.eye(2) - t[..., :, None] * t[..., None, :])
-    A = op * np.eye(3) + sl * (I2 + tn)
-    Bm = scale[:, None, None, None] * (st * np.eye(3) + sl * E) + sl * tt
-    A, Bm = (np.einsum("biac,ij->biajc", x, np.eye(nc)).reshape(B, m, m) for x in (A, Bm))
-    K = A + Bm @ G
-    dlam = -(np.linalg.pinv(K, rcond=1e-12) @ (Bm @ c))
-    return np.swapaxes(JMinv, -1, -2) @ dlam
+def _impulse_response(P, vp, lam, modes, mu, dt):
+    """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations
+    (:func:`~sparsedyn.contact.scene_derivatives.mode_system`), at the step's ``v+`` (B, nv), impulses
+    ``lam`` (B, nc, 3), modes (B, nc) and friction ``mu`` (B or 1, nc); ``P`` the :class:`_Pieces` of
+    the step (whose ``K``, ``R`` are the mode equations already, or None).  Solved in the least-squares
+    sense (a redundant contact set: the minimum-norm change of the impulses)."""
+    K, R = (P.K, P.R) if P.K is not None else mode_system(P.J, P.G, P.C, P.gap, vp, lam, _mode_weights(modes, mu),
+                                                          dt)
+    dlam = -(np.linalg.pinv(K, rcond=1e-12) @ R)
+    return np.swapaxes(P.JMinv, -1, -2) @ dlam
 
 
-def _correction_derivative(model, kernels, contacts, P, q, rows, dt, moving=None):
+def _mode_weights(modes, mu):
+    """``[open, stick, slide, mu]`` (B, nc, 4) of the modes (B, nc) and friction ``mu`` (B or 1, nc)."""
+    modes = np.asarray(modes)
+    return np.stack([modes == "open", modes == "stick", modes == "slide", np.broadcast_to(mu, modes.shape)],
+                    -1).astype(float)
+
+
+def _correction_derivative(P, pieces, rows, dt):
     """The split-impulse position correction of the penetrating states ``rows`` and its ``q``
     derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``, ``dv_c = H^-1 J_A^T l`` with the active
-    normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``."""
-    nc, nv = len(contacts), model.nv
+    normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``.  ``P``: the step's
+    :class:`_Pieces`; ``pieces``: the function that gives them at other arguments."""
+    nc = P.gap.shape[-1]
     m = 3 * nc
     k = rows.size
     n_rows = 3 * np.arange(nc) + 2
-    J, JMinv, G, gap, Minv = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows], P.Minv[rows]
+    J, JMinv, G, gap = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows]
     ln = correction_impulses(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)      # the step's own sweeps
     lam = np.zeros((k, nc, 3))
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
-    zero = np.zeros((k, nv))
-    moving = None if moving is None else (moving[0], moving[1][rows])
-    C = _partials(model, kernels, contacts, q[rows], zero, dvc, dvc, lam.reshape(k, m), np.zeros(3), None, zero,
-                  moving)
-    Rq = C.dtau_dq - C.dJTlam_dq                            # d(H w - J^T l)/dq at w = dv_c
+    nv = dvc.shape[-1]
+    # at w = dv_c (no velocity, no gravity, h = 1): Wq = -H^-1 Rq, Rq = d(H w - J^T l)/dq, Cq = J Wq + d(J w)/dq
+    C = pieces(rows, np.zeros((k, nv)), dvc, dvc, lam.reshape(k, m), np.zeros((k, nc, 4)), np.zeros((k, 3)), None,
+               1.0)
+    Wq, Cq = C.W[..., :nv], C.C[..., :nv]
     active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
     Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
-    cq = (C.dJw_dq[:, n_rows, :] + J[:, n_rows, :] / dt - Jn @ (Minv @ Rq)) * active[..., None]
-    Gn = Jn @ np.swapaxes(JMinv[:, n_rows, :] * active[..., None], -1, -2)
+    JMn = JMinv[:, n_rows, :] * active[..., None]
+    cq = (Cq[:, n_rows, :] + J[:, n_rows, :] / dt) * active[..., None]
+    Gn = Jn @ np.swapaxes(JMn, -1, -2)
     dln = -(np.linalg.pinv(Gn, rcond=1e-12, hermitian=True) @ cq)
-    return dvc, Minv @ (np.swapaxes(Jn, -1, -2) @ dln - Rq)
+    return dvc, np.swapaxes(JMn, -1, -2) @ dln + Wq
 
 
-class _Partials(NamedTuple):
-    J: np.ndarray           # (B, m, nv)
-    gap: np.ndarray         # (B, nc)
-    Minv: np.ndarray        # (B, nv, nv)
-    dtau_dq: np.ndarray
-    dtau_dv: np.ndarray
-    dJw_dq: np.ndarray      # (B, m, nv): d(J w)/dq at fixed w
-    dJTlam_dq: np.ndarray   # (B, nv, nv): d(J^T lam)/dq at fixed lam
-    JMinv: np.ndarray       # (B, m, nv): J H^-1
-    G: np.ndarray           # (B, m, m): the Delassus matrix
-    dint_dq: np.ndarray     # (B, nv, nv): the derivatives of q (+) dq
-    dint_ddq: np.ndarray
+class _Pieces(NamedTuple):
+    """The per-state pieces of the derivatives (B leading, ``m = 3 nc``): the contact rows ``J``
+    (B, m, nv), ``JMinv = J H^-1``, ``G = J H^-1 J^T``, ``C`` (B, m, 3 nv) the change of ``J v+`` at
+    fixed impulses (``J W + [d(J v+)/dq, 0, 0]``), ``gap`` (B, nc), ``W`` (B, nv, 3 nv) the change of ``v+``
+    at fixed impulses, ``Dq``, ``Dd`` the derivatives of ``q (+) dt v+``; ``K``, ``R`` the mode
+    equations (:func:`~sparsedyn.contact.scene_derivatives.mode_system`) where the kernel gives them."""
+
+    J: np.ndarray
+    JMinv: np.ndarray
+    G: np.ndarray
+    C: np.ndarray
+    gap: np.ndarray
+    W: np.ndarray
+    Dq: np.ndarray
+    Dd: np.ndarray
+    K: np.ndarray = None
+    R: np.ndarray = None
 
 
-def _partials(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dq, moving=None):
-    """The pieces of :func:`_partials_program` for a batch (B leading), with ``d(J w)/dq``,
-    ``d(J^T lam)/dq``, ``J H^-1`` and ``G``; on a compiled model the program runs compiled.
-    ``moving``: ``(structure, geometry (B, nc, 11))`` of contacts whose points and normals move with
-    ``q`` (then ``contacts`` plays no part; the program runs on NumPy)."""
-    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (q.shape[0], 3))
-    if moving is not None:
-        args = [q, v, a, dq, g, moving[1]] + ([f_ext] if f_ext is not None else [])
-        out = _run(_partials_program(model, moving[0], f_ext is not None, True), args)
-        return _assemble(out, w, lam)
+def _scene_pieces(kernels, frames, q, v, a, w, lam, modes, geometry, gravity, f_ext, dt):
+    """:class:`_Pieces` of a step in a scene: :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
+    on the default road (one state: its single-state fast path)."""
+    B, nv = q.shape[0], v.shape[-1]
+    args = [q, v, a, w, lam.reshape(B, -1, 3), modes, geometry, gravity, np.full((B, 1), float(dt))]
+    if B == 1 and f_ext is None:
+        out = [x[None] for x in scene_step_partials(kernels, *(x[0] for x in args), frames)]
+    else:
+        out = scene_step_partials(kernels, *args, frames, f_ext=f_ext)
+    rows, state, gap = out
+    m = rows.shape[-2]
+    G, K, R = rows[..., 5 * nv:5 * nv + m], rows[..., 5 * nv + m:5 * nv + 2 * m], rows[..., 5 * nv + 2 * m:]
+    return _Pieces(rows[..., :nv], rows[..., nv:2 * nv], G, rows[..., 2 * nv:5 * nv], gap,
+                   state[..., :3 * nv], state[..., 3 * nv:4 * nv], state[..., 4 * nv:], K, R)
+
+
+def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt):
+    """:class:`_Pieces` of a step with point contacts: the pieces of :func:`_partials_program` for a
+    batch (B leading); on a compiled model the program runs compiled."""
     # the pieces depend on the points and planes, not on friction: one program for every coefficient
     contacts = tuple(Contact(c.frame, "3d", point=c.point, plane=c.plane) for c in contacts)
-    args = [q, v, a, dq, g] + ([f_ext] if f_ext is not None else [])
+    args = [q, v, a, dt * w, gravity] + ([f_ext] if f_ext is not None else [])
     if kernels is model:
         out = _run(_partials_program(model, contacts, f_ext is not None), args)
     elif q.shape[0] == 1:                   # one state: the compiled model's single-state fast path
         out = [x[None] for x in _compiled_partials(kernels, model, contacts, f_ext is not None)(*(x[0] for x in args))]
     else:
         out = _compiled_partials(kernels, model, contacts, f_ext is not None)(*args)
-    return _assemble(out, w, lam)
-
-
-def _assemble(out, w, lam):
-    """:class:`_Partials` of the program's outputs ``out``."""
     J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
+    nv = Minv.shape[-1]
+    # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
+    W = np.concatenate([-(Minv @ (dt * Tq - np.einsum("bijk,bi->bjk", dJ, lam))), np.eye(nv) - dt * (Minv @ Tv),
+                        dt * Minv], -1)
+    C = J @ W
+    C[..., :nv] += np.einsum("bijk,bj->bik", dJ, w)
     JMinv = J @ Minv
-    return _Partials(J, gap, Minv, Tq, Tv, np.einsum("bijk,bj->bik", dJ, w), np.einsum("bijk,bi->bjk", dJ, lam),
-                     JMinv, JMinv @ np.swapaxes(J, -1, -2), Dq, Dd)
+    return _Pieces(J, JMinv, JMinv @ np.swapaxes(J, -1, -2), C, gap, W, Dq, Dd)
 
 
 def _compiled_partials(kernels, model, contacts, with_f_ext):

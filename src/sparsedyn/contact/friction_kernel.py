@@ -19,6 +19,7 @@ friction coefficients, the points and the planes are one array of the kernel, ``
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -163,15 +164,41 @@ def _correction_sweep(A, c, l0, sweeps):
 
 def correction_impulses(A, c):
     """The position correction's normal impulses (B, nc) of the step for ``A`` (B, nc, nc) (``G``'s
-    normal block) and ``c`` (B, nc) (``gap / dt``): the sweeps of the step's own stage, on floats."""
+    normal block) and ``c`` (B, nc) (``gap / dt``): the sweeps of the step's own stage
+    (:func:`_correction_sweep`), the same operations in the same order on Python floats (a float's
+    ``_relu`` and ``_vmax`` without the tracing layer around each operation)."""
     out = np.zeros(c.shape)
     for b in range(c.shape[0]):
-        l, stop, sweeps = np.zeros(c.shape[1]), 0.0, 0.0
-        while stop < 0.5:
-            l, stop = _correction_sweep(A[b], c[b], l, sweeps)
-            sweeps += 1.0
-        out[b] = l
+        out[b] = _float_sweeps(A[b], c[b])
     return out
+
+
+def _float_sweeps(A, c):
+    """:func:`correction_impulses` of one state (``A`` (nc, nc), ``c`` (nc,) floats)."""
+    relu = (lambda x: 0.5 * (x + abs(x)))                           # noqa: E731  (_relu of a float)
+    step = (lambda x: 0.5 * (1.0 + math.copysign(1.0, x)))          # noqa: E731
+
+    def vmax(xs):                                                   # _vmax: pairwise a + relu(b - a)
+        xs = list(xs)
+        while len(xs) > 1:
+            xs = [a + relu(b - a) for a, b in zip(xs[::2], xs[1::2])] + xs[len(xs) - len(xs) % 2:]
+        return xs[0]
+    nc = len(c)
+    rows, cs = A.tolist(), c.tolist()
+    act = [step(rows[i][i] - _TINY) for i in range(nc)]
+    cmax = vmax([relu(-x) for x in cs])
+    l, sweeps = [0.0] * nc, 0.0
+    while True:
+        l0 = list(l)
+        for i, row in enumerate(rows):
+            w = sum([a * x for a, x in zip(row, l)]) + cs[i]
+            l[i] = relu(l[i] - act[i] * w / (row[i] + (1.0 - act[i])))
+        w = (A @ np.array(l) + c).tolist()
+        done = step(CORRECTION_RTOL * cmax - vmax([relu(-x) for x in w])) * \
+            step(CORRECTION_RTOL * vmax(l) - vmax([abs(x - y) for x, y in zip(l, l0)]))
+        if 1.0 - (1.0 - done) * (1.0 - step(sweeps + 1.0 - CORRECTION_SWEEPS)) >= 0.5:
+            return l
+        sweeps += 1.0
 
 
 # --- the stages ----------------------------------------------------------------------------------------

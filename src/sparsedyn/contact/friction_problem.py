@@ -23,7 +23,7 @@ from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
            "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
-           "StepArrays", "BodyContact", "slot_frames", "slot_structure", "moving_rows"]
+           "StepArrays", "BodyContact", "slot_frames", "slot_structure"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -393,41 +393,6 @@ class _Points:
             Rbt = np.swapaxes(Rb, -1, -2)
             row = row - (Rc.T @ Rb) @ self.velocity(kb, (Rbt @ (x - ob)[..., None])[..., 0])
         return row
-
-
-def moving_rows(model, q, geometry, structure):
-    """``(J (m, nv), gap (nc,))``: the contact rows and gaps of contacts whose points and normals move
-    with ``q`` (:func:`~sparsedyn.contact.scene_step.scene_geometry`: ``structure`` per contact
-    ``(frame_a, frame_b, kind)``, ``geometry`` (nc, 11) ``[c_a, r_a, c_b, r_b, n]``); at the
-    configuration the geometry was found at, the rows and gaps of the step (no checks; kernel use)::
-
-        pp:  n = (x_a - x_b) / |x_a - x_b|     gap = |x_a - x_b| - r_a - r_b     x = x_a - r_a n
-        pb:  n = R_b n_b                       gap = n . (x_a - x_b) - r_a       x = x_a - r_a n
-        ap:  n = R_a n_a                       gap = n . (x_a - x_b) - r_b       x = x_b + (r_b + gap) n
-
-    with ``x_a = o_a + R_a c_a``, ``x_b = o_b + R_b c_b`` (``c_b`` in the world where ``frame_b`` is
-    None) and the rows those of ``a``'s point at ``x`` relative to ``b``'s, in the contact frame of
-    ``n`` (:func:`plane_basis`).  One state: ``q`` (nq,)."""
-    Xup, S = joint_transforms(model, q)
-    pts = _Points(model, Xup, S, [k for ka, kb, _ in structure for k in (ka, kb)])
-    eye = (np.eye(3), np.zeros(3))
-    rows, gaps = [], []
-    for i, (ka, kb, kind) in enumerate(structure):
-        g = geometry[i]
-        (Ra, oa), (Rb, ob) = pts.pose[ka], (eye if kb is None else pts.pose[kb])
-        xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
-        if kind == "pp":
-            d = xa - xb
-            size = bk.sqrt(d @ d)
-            n, gap = d / size, size - g[3] - g[7]
-        else:
-            n = (Rb if kind == "pb" else Ra) @ g[8:11]
-            gap = n @ (xa - xb) - (g[3] if kind == "pb" else g[7])
-        x = xb + (g[7] + gap) * n if kind == "ap" else xa - g[3] * n
-        Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
-        rows.append(pts.relative(Rc, ka, kb, Ra.T @ (x - oa), x))
-        gaps.append(gap)
-    return np.concatenate(rows, -2), np.stack(gaps, -1)
 
 
 # --- the constants of the solver ----------------------------------------------------------------------

@@ -44,13 +44,13 @@ import numpy as np
 
 from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
-from .collision import collide, placements
+from .collision import collide
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 from .scene_batch import batch_warm_start, scene_batch_slot_data
 from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
-           "scene_geometry", "batch_previous"]
+           "batch_previous"]
 
 
 def _body_frames(model):
@@ -339,60 +339,3 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     return out._replace(impulses=[impulses[ends[b]:ends[b + 1]] for b in range(B)],
                         modes=[modes[ends[b]:ends[b + 1]] for b in range(B)]), contacts
 
-
-# --- how the contacts move with q: the geometry the derivatives of a step differentiate -----------
-
-#: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
-ROUND = ("sphere", "capsule")
-
-
-def scene_geometry(scene, q, hits=None):
-    """``(structure, data)``: for each contact of :func:`scene_contacts` at ``q`` (same order), how
-    its point and normal move with the configuration, for the derivatives of a step.
-
-    ``structure``: per contact ``(frame_a, frame_b, kind)`` (``frame_b`` None against a world shape;
-    the frames those of :func:`scene_contacts`); ``data`` (nc, 11): ``[c_a, r_a, c_b, r_b, n]``.
-    ``kind`` ``"pp"``: two spheres, centres ``c_a``, ``c_b`` fixed in their frames, radii ``r_a``,
-    ``r_b``, the normal along the centres; ``"pb"``: a sphere (or a vertex, radius 0) of ``a`` against
-    a plane fixed in ``b`` through ``c_b`` with normal ``n`` (``b``'s axes); ``"ap"``: a plane fixed
-    in ``a`` (through ``c_a``, normal ``n`` in ``a``'s axes, from ``b`` towards ``a``) against a
-    sphere or vertex of ``b``.  A sphere, a capsule's end, a box's or a mesh's vertex against a
-    plane, a face or a sphere move so exactly; a capsule's side, an edge or a cylinder's rim are held
-    at the point found at ``q`` (their contact point slides on the shape as it turns)."""
-    if hits is None:
-        hits = collide(scene, q)
-    model = scene.model
-    frames = _body_frames(model)
-    Rf, pf = frame_placements(model, q)
-    Rs, ps = placements(scene, q)
-    structure, data = [], np.zeros((len(hits.distances), 11))
-    for k in range(len(hits.distances)):
-        i, j = scene.index[hits.pair[k]]
-        a, b = scene.shapes[i], scene.shapes[j]
-        fa, fb = (_frame_of(model, frames, s) for s in (a, b))
-        n, wa, wb = hits.normals[k], hits.witness_a[k], hits.witness_b[k]
-        ra = a.size[0] if a.kind in ROUND else 0.0
-        rb = b.size[0] if b.kind in ROUND else 0.0
-        if a.kind in ROUND and b.kind in ROUND:
-            kind = "pp"
-        elif a.kind in ROUND or b.kind == "plane":
-            kind = "pb"
-        elif b.kind in ROUND:
-            kind = "ap"
-        elif a.kind == b.kind == "box":                          # a corner of a on b's face, or b's on a's
-            kind = "pb" if _corner(a, Rs[i], ps[i], wa) else "ap"
-        else:
-            kind = "pb"
-        ca, cb = wa + ra * n, wb - rb * n                        # the centres (the witness points for a vertex)
-        local = (lambda f, x: x if f is None else Rf[f].T @ (x - pf[f]))
-        axes = (lambda f, x: x if f is None else Rf[f].T @ x)
-        normal = axes(fb, n) if kind == "pb" else axes(fa, n)
-        data[k] = [*local(fa, ca), ra, *local(fb, cb), rb, *normal]
-        structure.append((int(fa), None if fb is None else int(fb), kind))
-    return tuple(structure), data
-
-
-def _corner(shape, R, p, x):
-    """Whether the world point ``x`` is a corner of the box ``shape`` placed at ``(R, p)``."""
-    h = np.asarray(shape.size, float) / 2
-    return bool(np.all(np.abs(np.abs(R.T @ (x - p)) - h) <= 1e-9 * max(1.0, h.max())))

@@ -1,0 +1,317 @@
+"""The per-state pieces of the derivatives of a step in a scene, as one kernel on the step's slots.
+
+A step in a :class:`~sparsedyn.Scene` lays its contacts out in the scene's slots
+(:func:`~sparsedyn.contact.scene_step.scene_slots`: a body frame per slot, or a pair of them for a
+self-collision); its derivatives (:func:`~sparsedyn.contact_step_derivatives`) need, per state, the
+contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, their
+derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``.  They are
+one traced program, :func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
+as the step), the geometry of each slot its data
+(:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`), the kind of each contact
+among them, so a new contact set in the same slots is not a new build.
+
+Each slot's geometry (14,) is ``[c_a (3), r_a, c_b (3), r_b, n (3), w_pp, w_pb, w_ap]``: a centre
+``c_a`` fixed in the slot's frame ``a`` (a sphere's centre of radius ``r_a``, or a vertex: ``r_a =
+0``), one ``c_b`` fixed in ``b`` (the world where the slot has no second frame), a normal ``n`` and
+the weights of its kind (one of them 1, the others 0; a kernel has no branch)::
+
+    pp:  n = (x_a - x_b) / |x_a - x_b|    two spheres: the normal along the centres
+    pb:  n = R_b n_b                      a sphere or vertex of a against a plane fixed in b
+    ap:  n = R_a n_a                      a plane fixed in a against a sphere or vertex of b
+    gap = n . (x_a - x_b) - (w_pp + w_pb) r_a - (w_pp + w_ap) r_b
+    x = x_a - r_a n  (pp, pb)             x = x_b + (r_b + gap) n  (ap)
+
+with ``x_a = o_a + R_a c_a``, ``x_b = o_b + R_b c_b``; the rows are those of ``a``'s point at ``x``
+relative to ``b``'s point there, in the contact frame of ``n``
+(:func:`~sparsedyn.contact.friction_problem.plane_basis`).  A sphere, a capsule's end, a box's or a
+mesh's vertex against a plane, a face or a sphere move so exactly; a capsule's side, an edge or a
+cylinder's rim are held at the point found at ``q`` (their contact point slides on the shape as it
+turns).  A free slot has the geometry of a vertex on a plane below it (its rows finite; it is open).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _checks
+from .. import backend as bk
+from ..algorithms.configuration import integrate_derivatives
+from ..algorithms.derivatives import derivative_program
+from ..algorithms.kinematics import frame_placements, joint_transforms
+from ..algorithms.minv import minv
+from ..kernels import Kernel, kernel
+from ..symbolic.ad import inline
+from ..symbolic.ir import Graph
+from ..symbolic.trace import trace_kernel
+from .collision import placements
+from .dynamics import _cached, _run, rnea_partials
+from .friction_problem import _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
+
+__all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "mode_system", "GEOMETRY"]
+
+#: The width of a slot's geometry (module docstring).
+GEOMETRY = 14
+
+#: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
+ROUND = ("sphere", "capsule")
+
+
+def slot_rows(model, q, geometry, frames):
+    """``(J (3 ns, nv), gap (ns,))``: the contact rows (contact frames ``[t_x, t_y, n]``) and gaps of
+    the slots ``frames`` (the step's slot frames: a frame index, or a pair ``(frame_a, frame_b)``)
+    whose geometry (ns, 14) is given (module docstring); at the configuration the geometry was found
+    at, the rows and gaps of the step.  One state (kernel use; no checks)."""
+    Xup, S = joint_transforms(model, q)
+    ends = [slot_frames(f) for f in frames]
+    pts = _Points(model, Xup, S, [k for e in ends for k in e])
+    eye = (np.eye(3), np.zeros(3))
+    rows, gaps = [], []
+    for i, (ka, kb) in enumerate(ends):
+        g = geometry[i]
+        (Ra, oa), (Rb, ob) = pts.pose[ka], (eye if kb is None else pts.pose[kb])
+        xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
+        d = xa - xb
+        size = bk.sqrt(d @ d + _TINY)                                  # (not zero: a slot of another kind)
+        n = g[11] * (d / size) + g[12] * (Rb @ g[8:11]) + g[13] * (Ra @ g[8:11])
+        gap = n @ d - (g[11] + g[12]) * g[3] - (g[11] + g[13]) * g[7]
+        x = g[13] * (xb + (g[7] + gap) * n) + (1.0 - g[13]) * (xa - g[3] * n)
+        Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
+        rows.append(pts.relative(Rc, ka, kb, Ra.T @ (x - oa), x))
+        gaps.append(gap)
+    return np.concatenate(rows, -2), np.stack(gaps, -1)
+
+
+def _ns(model, frames, **_):
+    return len(tuple(frames))
+
+
+def _m(model, frames, **_):
+    return 3 * len(tuple(frames))
+
+
+_ROWS = Kernel("scene_slot_rows", slot_rows, {"q": ("nq",), "geometry": (_ns, GEOMETRY)},
+               {"J": (_m, "nv"), "gap": (_ns,)}, {}, ("frames",))
+
+
+def _unit(i, j):
+    e = np.zeros((3, 3))
+    e[i, j] = 1.0
+    return e
+
+
+def mode_system(J, G, C, gap, vp, lam, modes, dt):
+    """``(K (..., m, m), R (..., m, 3 nv))``: the linearised mode equations of a step's contacts, ``K
+    dlambda = -R dx`` (``m = 3 nc``), the impulses' change for a change ``dx = [dq, dv, dtau]`` of the
+    state (:mod:`~sparsedyn.contact.friction_derivatives`): per contact ``A dlambda + B du = 0`` with
+    ``du = G dlambda + c dx``, ``c`` the change of the contact velocities at fixed impulses (``C``
+    (..., m, 3 nv), plus the speculative ``gap / dt`` of a contact above its plane), ``K = A + B G``,
+    ``R = B c``::
+
+        open:   A = I,                     B = 0
+        stick:  A = 0,                     B = s I
+        slide:  A = I_t + [mu t] e_n^T,    B = s e_n e_n^T + mu lambda_n / |u_t| (I_t - t t^T)
+
+    ``t = u_t / |u_t|`` the sliding direction of ``u = J v+`` (``vp`` (..., nv)), ``s = 1 / max diag G``
+    (the rows that hold velocities in N s, as the others).  ``J`` (..., m, nv), ``G`` (..., m, m), ``gap``
+    (..., nc), ``lam`` (..., nc, 3), ``modes`` (..., nc, 4) ``[open, stick, slide, mu]`` (the mode's
+    weight, one of them 1, and the friction coefficient).  Written once for floats (any batch) and
+    traced values (one state)."""
+    symbolic = bk.is_symbolic(J)
+    nc, nv = gap.shape[-1], J.shape[-1]
+    m = 3 * nc
+    u = (J @ vp[..., None])[..., 0].reshape(gap.shape[:-1] + (nc, 3))
+    n_rows = 3 * np.arange(nc) + 2
+    c = C.copy()
+    c[..., n_rows, :nv] = c[..., n_rows, :nv] + (_step(gap - _TINY) / dt)[..., None] * J[..., n_rows, :]
+    d = np.diagonal(G, axis1=-2, axis2=-1)
+    top = _vmax([_vmax(list(d)), _TINY]) if symbolic else np.maximum(np.max(d, -1), _TINY)
+    scale = (1.0 / top)[..., None, None, None] if not symbolic else 1.0 / top
+    op, st, sl, mu = (modes[..., k][..., None, None] for k in range(4))
+    tx, ty = u[..., 0], u[..., 1]
+    speed = bk.sqrt(tx * tx + ty * ty)
+    moving = _step(speed - _TINY)
+    safe = speed * moving + (1.0 - moving)
+    tx, ty = (x / safe for x in (tx, ty))
+    e = {(i, j): _unit(i, j) for i in range(3) for j in range(3)}
+    w = (lam[..., 2] / safe)[..., None, None]
+    tt = w * ((1.0 - tx * tx)[..., None, None] * e[0, 0] - (tx * ty)[..., None, None] * (e[0, 1] + e[1, 0])
+              + (1.0 - ty * ty)[..., None, None] * e[1, 1])
+    tn = tx[..., None, None] * e[0, 2] + ty[..., None, None] * e[1, 2]
+    A = op * np.eye(3) + sl * (e[0, 0] + e[1, 1] + mu * tn)
+    B = scale * (st * np.eye(3) + sl * e[2, 2]) + sl * mu * tt
+    block = (A[..., :, :, None, :] * np.eye(nc)[:, None, :, None]).reshape(gap.shape[:-1] + (m, m))
+    K = block + (B @ G.reshape(gap.shape[:-1] + (nc, 3, m))).reshape(gap.shape[:-1] + (m, m))
+    R = (B @ c.reshape(gap.shape[:-1] + (nc, 3, 3 * nv))).reshape(gap.shape[:-1] + (m, 3 * nv))
+    return K, R
+
+
+class SlotPartials(NamedTuple):
+    """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``): ``rows``
+    (..., m, 8 nv + 2 m) ``[J | J H^-1 | C | G | K | R]``, ``state`` (..., nv, 5 nv) ``[W | dint_dq |
+    dint_ddq]`` and ``gap`` (..., ns)."""
+
+    rows: np.ndarray
+    state: np.ndarray
+    gap: np.ndarray
+
+
+def _program(model, static, optional):
+    """The program of :func:`scene_step_partials` at ``static["frames"]``, inputs the kernel's then
+    ``f_ext`` where given."""
+    frames = tuple(slot_structure(model, f) for f in static["frames"])
+    opt = ("f_ext",) if "f_ext" in set(optional) else ()
+
+    def build():
+        nq, nv, ns = model.nq, model.nv, len(frames)
+        m = 3 * ns
+        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (ns, 4), (ns, GEOMETRY), (3,), (1,)] + \
+            [(model.nbodies, 6)] * len(opt)
+        g = Graph()
+        q, v, a, w, lam, modes, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        dt = dt[0]
+        static_rows = {"frames": frames}
+        J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
+        Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
+        Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
+        dJ = np.asarray(inline(derivative_program(_ROWS, model, ("q",), static_rows), [q, geometry])[0],
+                        dtype=object).reshape(m, nv, nv)                     # dJ[i, j, k] = d J[i, j] / dq_k
+        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * w])
+        Uq = (dJ * w[None, :, None]).sum(1)                                  # d(J w)/dq
+        Fq = (dJ * lam.reshape(m)[:, None, None]).sum(0)                     # d(J^T lambda)/dq
+        W = np.concatenate([-(Minv @ (dt * Tq - Fq)), np.eye(nv) - dt * (Minv @ Tv), dt * Minv], -1)
+        C = J @ W
+        C[:, :nv] = C[:, :nv] + Uq
+        JMinv = J @ Minv
+        G = JMinv @ J.T
+        K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
+        rows = np.concatenate([J, JMinv, C, G, K, R], -1)
+        state = np.concatenate([W, Dq, Dd], -1)
+        return g.program([rows, state, gap], shapes, name="scene_step_partials",
+                         input_names=("q", "v", "a", "w", "impulses", "modes", "geometry", "gravity", "dt") + opt,
+                         output_names=SlotPartials._fields)
+    return _cached(("scene_step_partials", frames, opt), model, build)
+
+
+def _cols(model, frames, **_):
+    return 8 * model.nv + 6 * len(tuple(frames))
+
+
+def _five_nv(model, **_):
+    return 5 * model.nv
+
+
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3), "modes": (_ns, 4),
+                "geometry": (_ns, GEOMETRY), "gravity": (3,), "dt": (1,)},
+        optional={"f_ext": ("nb", 6)}, static=("frames",), sequences=("frames",),
+        outputs={"rows": (_m, _cols), "state": ("nv", _five_nv), "gap": (_ns,)},
+        program=_program, result=SlotPartials)
+def scene_step_partials(model, q, v, a, w, impulses, modes, geometry, gravity, dt, frames, *, f_ext=None):
+    """The per-state pieces of the derivatives of a step in a scene (a :class:`~sparsedyn.SlotPartials`), for
+    the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
+    the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring): the contact
+    rows ``J`` (3 ns, nv) and gaps (ns,), ``J H^-1`` and the Delassus matrix ``G = J H^-1 J^T``; the
+    change of the next velocity at fixed impulses ``W = [-H^-1 (dt dtau/dq - d(J^T lambda)/dq),
+    I - dt H^-1 dtau/dv, dt H^-1]`` (nv, 3 nv) (RNEA's derivatives at ``(q, v, a)`` under ``gravity``
+    (3,) and ``f_ext``, held constant; ``lambda`` the ``impulses`` (ns, 3)), that of the contact
+    velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w`` (nv,), and the derivatives of
+    ``q (+) dt w`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  ``d/dq`` on the tangent
+    space.  And the mode equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the
+    step whose next velocity is ``w`` and whose impulses and ``modes`` (ns, 4) are given.  Packed as
+    :class:`~sparsedyn.SlotPartials` says.  One traced program per tuple of slot frames (the rows
+    differentiated by the symbolic layer; RNEA's derivatives those of Carpentier and Mansard,
+    "Analytical derivatives of rigid body dynamics algorithms", 2018)."""
+    m = getattr(model, "model", model)
+    ns = len(tuple(frames))
+    q, v, a, f_ext, gravity, _, _ = _checks.dynamics(m, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
+    w = _checks.vector(m, "w", w, m.nv, "nv joint velocities")
+    given = {"impulses": (impulses, (ns, 3)), "modes": (modes, (ns, 4)), "geometry": (geometry, (ns, GEOMETRY)),
+             "dt": (dt, (1,))}
+    for name, (x, tail) in given.items():
+        x = _checks.numeric(name, x, f"(..., {', '.join(map(str, tail))})")
+        if x.ndim < len(tail) or x.shape[x.ndim - len(tail):] != tail:
+            raise ValueError(f"scene_step_partials: {name} must have shape (..., {', '.join(map(str, tail))}), got "
+                             f"{x.shape}")
+        given[name] = x
+    impulses, modes, geometry, dt = (given[n] for n in ("impulses", "modes", "geometry", "dt"))
+    opt = ("f_ext",) if f_ext is not None else ()
+    prog = _program(m, {"frames": frames}, opt)
+    args = [q, v, a, w, impulses, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
+    arrays = [np.asarray(x, dtype=object if any(bk.is_symbolic(y) for y in args) else float) for x in args]
+    tails = [1, 1, 1, 1, 2, 2, 2, 1, 1] + [2] * len(opt)
+    shape = np.broadcast_shapes(*(x.shape[:x.ndim - t] for x, t in zip(arrays, tails)))
+    flat = [np.broadcast_to(x, shape + x.shape[x.ndim - t:]).reshape((-1,) + x.shape[x.ndim - t:])
+            for x, t in zip(arrays, tails)]
+    out = _run(prog, flat)
+    return SlotPartials(*(np.reshape(o, shape + np.shape(o)[1:]) for o in out))
+
+
+# --- the geometry of a step's contacts, laid out in its slots ------------------------------------------
+
+def slot_geometry(scene, q, pair, slots) -> np.ndarray:
+    """The geometry (ns, 14) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
+    of a step in ``scene`` at ``q`` (nq,), whose contact ``k`` is a hit of the scene pair ``pair[k]``
+    (an index of ``scene.pairs``)): each contact's centres, radii, normal and kind in its slot's frames
+    (module docstring), from the slot's data (the witness point of ``a`` in the slot's frame, the
+    normal and the plane through the witness point of ``b``); a free slot a vertex at its frame's origin
+    on the plane 1000 km below it."""
+    model = scene.model
+    Rf, pf = frame_placements(model, q)
+    ns = len(slots.frames)
+    out = np.zeros((ns, GEOMETRY))
+    out[:, 6], out[:, 10], out[:, 12] = -1e6, 1.0, 1.0                    # free: a vertex on a plane below
+    index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
+    if len(index):
+        ends = [slot_frames(slots.frames[s]) for s in index.tolist()]
+        fa = np.array([e[0] for e in ends])
+        fb = np.array([-1 if e[1] is None else e[1] for e in ends])
+        world = fb < 0
+        Ra, oa = Rf[fa], pf[fa]
+        Rb, ob = Rf[fb], pf[fb]
+        Rb[world], ob[world] = np.eye(3), 0.0                    # b in the world: its points in world axes
+        data = slots.data[index]
+        n = data[:, 4:7]
+        wa = np.einsum("kij,kj->ki", Ra, data[:, 1:4]) + oa
+        wb = wa - (np.sum(n * wa, -1) - data[:, 7])[:, None] * n  # the witness points: wa - wb = distance n
+        kind, ra, rb = _kinds(scene, q, np.asarray(pair), wa)
+        ca, cb = wa + ra[:, None] * n, wb - rb[:, None] * n       # the centres (the witness points for a vertex)
+        out[index, 0:3] = np.einsum("kji,kj->ki", Ra, ca - oa)
+        out[index, 3], out[index, 7] = ra, rb
+        out[index, 4:7] = np.einsum("kji,kj->ki", Rb, cb - ob)
+        out[index, 8:11] = np.einsum("kji,kj->ki", np.where((kind == 1)[:, None, None], Rb, Ra), n)
+        out[index, 11:14] = kind[:, None] == np.arange(3)
+    for s in np.setdiff1d(np.arange(ns), index).tolist():       # a free slot of two bodies: the plane in b's axes
+        fa, fb = slot_frames(slots.frames[s])
+        if fb is not None:
+            out[s, 4:7] = Rf[fb].T @ (np.array([0.0, 0.0, -1e6]) - pf[fb])
+            out[s, 8:11] = Rf[fb][2]
+    return out
+
+
+def _kinds(scene, q, pair, wa):
+    """``(kind (nc,), r_a (nc,), r_b (nc,))`` of hits of the scene pairs ``pair`` with witness points
+    ``wa`` (nc, 3) of ``a`` (world): kind 0 (``pp``), 1 (``pb``) or 2 (``ap``) of the module docstring,
+    and the radii of the round shapes (0 for a vertex)."""
+    kind, ra, rb = np.ones(len(pair), int), np.zeros(len(pair)), np.zeros(len(pair))
+    shapes = None
+    for k, (i, j) in enumerate(scene.index[pair].tolist()):
+        a, b = scene.shapes[i], scene.shapes[j]
+        ra[k] = a.size[0] if a.kind in ROUND else 0.0
+        rb[k] = b.size[0] if b.kind in ROUND else 0.0
+        if a.kind in ROUND and b.kind in ROUND:
+            kind[k] = 0
+        elif a.kind in ROUND or b.kind == "plane":
+            kind[k] = 1
+        elif b.kind in ROUND:
+            kind[k] = 2
+        elif a.kind == b.kind == "box":                          # a corner of a on b's face, or b's on a's
+            shapes = placements(scene, q) if shapes is None else shapes
+            kind[k] = 1 if _corner(a, shapes[0][i], shapes[1][i], wa[k]) else 2
+    return kind, ra, rb
+
+
+def _corner(shape, R, p, x):
+    """Whether the world point ``x`` is a corner of the box ``shape`` placed at ``(R, p)``."""
+    h = np.asarray(shape.size, float) / 2
+    return bool(np.all(np.abs(np.abs(R.T @ (x - p)) - h) <= 1e-9 * max(1.0, h.max())))

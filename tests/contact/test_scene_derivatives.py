@@ -1,0 +1,163 @@
+"""Derivatives of a step in a scene (sparsedyn.contact.scene_derivatives): the per-state pieces on the
+step's slots against the step's own contact problem, the native road against the NumPy road (the
+reference) and against central differences of the step, and batches of states against single calls.
+
+The scenes are those of test_friction_derivatives.py (a ball rolling and sliding with its sphere off
+its body's origin, a hand pressed onto a torso, a box sliding on a table).  Two roads differ in the
+rounding of the pieces (``rounding_bound`` of the recursions times ``cond(H)``), which the solve of
+the mode equations amplifies by the condition of the contacts' Delassus matrix on its range.
+"""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rel_err, rounding_bound
+from test_friction_derivatives import (DT, FIELDS, H, MU, NATURAL, Q0, TOL, Z, _ball_scene, box_model,
+                                       check_against_differences, hand_scene, lifted)
+from sparsedyn.contact.friction_derivatives import _scene_step, differentiate_step
+from sparsedyn.contact.friction_problem import problem_of, slot_structure
+from sparsedyn.contact.scene_derivatives import scene_step_partials, slot_geometry
+from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from sparsedyn.model.spatial import Transform
+
+
+def _hand_scene():
+    """The hand on the torso (a two-body contact), no gravity."""
+    return (*hand_scene(), {"gravity": np.zeros(3)})
+
+
+def _box_on_table():
+    model = box_model().with_geometry(sd.Geometry("box", 0, Transform(np.eye(3), np.zeros(3)), "box", (2 * H,) * 3,
+                                                  "collision"))
+    table = sd.Shape("box", (1.0, 1.0, 0.2), placement=(np.eye(3), [0, 0, 0.1]), name="table")
+    scene = sd.Scene(model, world=[table], friction=MU)
+    return model, scene, lifted(Q0, 0.2 + 1e-5), np.array([0, 0, 0, 1.0, 0.3, -0.02]), Z, {}
+
+
+def _ball():
+    model, scene, q = _ball_scene()
+    return model, scene, q, np.array([1.0, 0.5, -0.1, 0.5, -0.3, -0.05]), np.zeros(6), {}
+
+
+CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_table}
+
+
+@pytest.fixture
+def native_backend():
+    """Plain calls on the native backend, waiting for their builds (deterministic)."""
+    with sd.use_backend("native", deterministic=True):
+        yield
+
+
+def _bound(model, q, v, tau, scene, opt):
+    """The rounding bound of two evaluations of the derivatives of the step at ``(q, v, tau)``: the
+    recursions' (``nv + nb`` steps) times ``cond(H)`` times the condition of the Delassus matrix of the
+    slots in contact on its range (its singular values above 1e-12 of the largest: a redundant contact
+    set has a null space), which the solve of the mode equations amplifies."""
+    with sd.use_backend("numpy"):
+        step, _, slotted = _scene_step(model, model, q, v, tau, scene, DT, dict(opt, tol=TOL))
+    kappa = np.linalg.cond(sd.crba(model, q))
+    used = np.flatnonzero(slotted.modes[0] != "open") if slotted is not None else []
+    if len(used):
+        nv = model.nv
+        P = scene_step_partials(model, q, v, v, v, slotted.impulses[0], np.zeros((len(slotted.frames), 4)),
+                                slotted.geometry[0], model.gravity, [DT], slotted.frames)
+        rows = (3 * used[:, None] + np.arange(3)).ravel()
+        G = P.rows[:, 5 * nv:5 * nv + len(P.rows)]
+        s = np.linalg.svd(G[np.ix_(rows, rows)], compute_uv=False)
+        s = s[s > 1e-12 * s[0]]
+        kappa *= s[0] / s[-1]
+    return rounding_bound(model.nv + model.nbodies, kappa)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_slots_rows_at_q_are_the_steps_own(name):
+    """At the configuration the geometry was found at, the kernel's rows and gaps in the used slots are
+    those of the step's contact problem (problem_of in the same slots, what the step's kernel solves:
+    a point fixed in its body against a plane through the other witness point), and the free slots are
+    far open."""
+    model, scene, q, v, tau, opt = CASES[name]()
+    hits = sd.collide(scene, q)
+    contacts = scene_contacts(scene, q, hits)
+    slots = scene_slots(scene, contacts)
+    geometry = slot_geometry(scene, q, hits.pair, slots)
+    ns, nv = len(slots.frames), model.nv
+    P = scene_step_partials(model, q, v, v, v, np.zeros((ns, 3)), np.zeros((ns, 4)), geometry, model.gravity, [DT],
+                            list(slots.frames))
+    used = np.arange(len(contacts)) if slots.index is None else slots.index
+    rows = (3 * used[:, None] + np.arange(3)).ravel()
+    frames = tuple(slot_structure(model, f) for f in slots.frames)
+    problem = problem_of(model, q, v, tau, frames, slots.data[:, 1:4], slots.data[:, 4:])
+    H = sd.crba(model, q)
+    bound = rounding_bound(nv + model.nbodies, np.linalg.cond(H))
+    assert rel_err(P.rows[rows, :nv], problem.J[rows]) <= bound
+    assert rel_err(P.gap[used], hits.distances) <= bound and rel_err(P.gap[used], problem.gap[used]) <= bound
+    assert rel_err(P.rows[rows, nv:2 * nv], problem.JMinv[rows]) <= bound
+    assert np.all(np.delete(P.gap, used) > 1e5)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_native_road_equals_the_numpy_road(name, native_backend):
+    """The same step differentiated on both roads: the native kernel (plain call and ``sd.compile``)
+    and the NumPy program give the same derivatives to the rounding bound."""
+    model, scene, q, v, tau, opt = CASES[name]()
+    with sd.use_backend("numpy"):
+        step, contacts, slotted = _scene_step(model, model, q, v, tau, scene, DT, dict(opt, tol=TOL))
+        ref = differentiate_step(model, model, q, v, tau, contacts, DT, step, slotted=slotted, **opt)
+    bound = _bound(model, q, v, tau, scene, opt)
+    for kernels in (model, sd.compile(model)):
+        got = differentiate_step(model, kernels, q, v, tau, contacts, DT, step, slotted=slotted, **opt)
+        for f in FIELDS:
+            assert rel_err(getattr(got, f) / NATURAL[f], getattr(ref, f) / NATURAL[f]) <= bound, (f, bound)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_native_road_equals_central_differences(name, native_backend):
+    """On the default (native) road, the derivatives equal central differences of the step (the
+    collision run again at every perturbed state; modes and pairs held), as on NumPy."""
+    model, scene, q, v, tau, opt = CASES[name]()
+    check_against_differences(model, q, v, tau, scene, 1e-6, **opt)
+
+
+def _batch_equals_singles(model, scene, Q, V, T, opt):
+    d = sd.contact_step_derivatives(model, Q, V, T, scene, DT, tol=TOL, **opt)
+    assert d.dv_dq.shape == (len(Q), model.nv, model.nv)
+    for b in range(len(Q)):
+        s = sd.contact_step_derivatives(model, Q[b], V[b], T[b], scene, DT, tol=TOL, **opt)
+        assert np.array_equal(s.step.v, d.step.v[b]) and list(s.step.modes) == list(d.step.modes[b])
+        bound = _bound(model, Q[b], V[b], T[b], scene, opt)
+        for f in FIELDS:
+            assert rel_err(getattr(d, f)[b] / NATURAL[f], getattr(s, f) / NATURAL[f]) <= bound, (f, bound)
+    return d
+
+
+def _box_batch():
+    model, scene, q, v, tau, opt = _box_on_table()
+    Q = np.stack([q, q, lifted(q, 0.05)])                 # the last one 5 cm above the table: no contact
+    V = np.stack([v, np.array([0, 0, 0, -0.4, 0.2, -0.02]), v])
+    return model, scene, Q, V, np.zeros((3, 6)), opt
+
+
+def test_a_batch_in_a_scene_equals_single_states():
+    """Q of shape (n, nq) in a scene (the ball at three velocities; the box on the table sliding two
+    ways and off it): one call, each state's derivatives those of its single call (the same layout)."""
+    model, scene, q, v, tau, opt = _ball()
+    V = np.stack([v, 0.5 * v, v * [1, 1, 1, -1, 1, 1]])
+    _batch_equals_singles(model, scene, np.stack([q] * 3), V, np.zeros((3, 6)), opt)
+    d = _batch_equals_singles(*_box_batch())
+    assert list(d.step.modes[2]) == [] and list(d.step.modes[0]) == ["slide"] * 4
+
+
+def test_a_batch_in_a_scene_equals_single_states_on_the_native_road(native_backend):
+    _batch_equals_singles(*_box_batch())
+
+
+def test_plain_lists_and_bad_shapes():
+    model, scene, q, v, tau, opt = _ball()
+    d = sd.contact_step_derivatives(model, q, v, tau, scene, DT, tol=TOL)
+    dl = sd.contact_step_derivatives(model, q.tolist(), v.tolist(), tau.tolist(), scene, DT, tol=TOL)
+    for f in FIELDS:
+        assert np.array_equal(getattr(d, f), getattr(dl, f))
+    with pytest.raises(ValueError, match=r"contact_step_derivatives: a step in a scene takes one state.*\(2, 2, 7\)"):
+        sd.contact_step_derivatives(model, np.stack([[q, q]] * 2), v, tau, scene, DT)
