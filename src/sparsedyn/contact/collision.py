@@ -19,8 +19,8 @@ used: their points carry the depth of the closest pair, not their own.
 
 On the default (native) road the closed-form pairs against a plane and between spheres and capsules
 are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_kernel`: the same closed
-forms without branches, every candidate of every such pair in one native call); the hits are the same
-to rounding.  ``sd.use_backend("numpy")`` takes the vectorised closed forms above.
+forms without branches, in one native call, with a broad phase: :mod:`~sparsedyn.contact.collision_near`
+computes only the pairs whose bounds come within the margin); the hits are the same to rounding.  ``sd.use_backend("numpy")`` takes the vectorised closed forms above.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
-from ..kernels import use_backend
-from .collision_kernel import collision_candidates, kernel_plan
+from ..kernels import native_calls, use_backend
+from .collision_kernel import kernel_plan
+from .collision_near import collision_candidates_near
 from .scene import Scene
 
 __all__ = ["Hits", "collide", "sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane",
@@ -229,6 +230,9 @@ FEATURES = {
 
 # --- the query ------------------------------------------------------------------------------------
 
+_NEAR, _NONE = collision_candidates_near.__name__, {}
+
+
 def collide(scene, q) -> Hits:
     """The hits of ``scene`` at the configuration ``q`` (nq,) (a :class:`Hits`; module docstring).
 
@@ -254,14 +258,19 @@ def collide(scene, q) -> Hits:
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
         if kp.pairs:
-            c = collision_candidates(model, q, kp.shapes, kp.pairs)
+            # the pairs' candidates within the margin (a broad phase leaves out the others' narrow phase);
+            # the ready native callable straight away (as the public function would, less its frame)
+            f = (native_calls(model) or _NONE).get(_NEAR)
+            c = f(q, kp.shapes, kp.cutoff, kp.pairs) if f is not None else \
+                collision_candidates_near(model, q, kp.shapes, kp.cutoff, kp.pairs)
             sel = (c[:, 0] < scene.margin).nonzero()[0]
-            c = c[sel]
-            k, d, wa, wb, n = kp.pair[sel], c[:, 0], c[:, 1:4], c[:, 4:7], c[:, 10:13]
+            c, k = c.take(sel, 0), kp.pair.take(sel)
+            d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
             if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
                 names = scene.pair_names
-                return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
-            out.append((k, d, wa, wb, n))
+                return tuple.__new__(Hits, ([names[i] for i in k.tolist()], x, n, d, k))    # Hits(...), less a call
+            h = d[:, None] / 2 * n
+            out.append((k, d, x + h, x - h, n))
             inside = kp.inside
     R, p = placements(scene, q)
     plan = _plan(scene)
