@@ -230,7 +230,7 @@ FEATURES = {
 
 # --- the query ------------------------------------------------------------------------------------
 
-_NEAR, _NONE = collision_candidates_near.__name__, {}
+_NEAR, _NONE, _F64 = collision_candidates_near.__name__, {}, np.dtype(float)
 
 
 def collide(scene, q) -> Hits:
@@ -248,7 +248,7 @@ def collide(scene, q) -> Hits:
     if not isinstance(scene, Scene):
         raise TypeError(f"collide: scene must be a sd.Scene, got {type(scene).__name__}")
     model = scene.model
-    if not (type(q) is np.ndarray and q.dtype == np.float64 and q.shape == (model.nq,)):
+    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
         q = _checks.configuration(model, q)       # else the kernel checks it (one native call)
         if q.ndim != 1:
             raise ValueError(f"collide: q must be one configuration of shape (nq,) = ({model.nq},), got shape "
@@ -263,7 +263,7 @@ def collide(scene, q) -> Hits:
             f = (native_calls(model) or _NONE).get(_NEAR)
             c = f(q, kp.shapes, kp.cutoff, kp.pairs) if f is not None else \
                 collision_candidates_near(model, q, kp.shapes, kp.cutoff, kp.pairs)
-            sel = (c[:, 0] < scene.margin).nonzero()[0]
+            sel = np.less(c[:, 0], kp.cutoff).nonzero()[0]         # cutoff: the margin as an array (faster)
             c, k = c.take(sel, 0), kp.pair.take(sel)
             d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
             if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
