@@ -290,6 +290,9 @@ def collide(scene, q) -> Hits:
                 out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
             elif set(key) == {"mesh", "plane"}:
                 out.append(_mesh_plane_pairs(scene, ks[m], R, p))
+            elif "hfield" in key:
+                from .heightfield import hfield_pairs
+                out.append(hfield_pairs(scene, ks[m], R, p))
             else:
                 out.append(_coal_pairs(scene, ks[m], R, p))
     return _hits(scene, out)
@@ -338,7 +341,7 @@ def _bounds(scene):
     c = np.zeros((len(scene.shapes), 3))
     r = np.array([s.bounding_radius for s in scene.shapes])
     for k, s in enumerate(scene.shapes):
-        if s.kind == "mesh" and not np.isfinite(r[k]):
+        if s.kind in ("mesh", "hfield") and not np.isfinite(r[k]):
             g = _coal_geometry(scene, k)
             c[k], r[k] = np.asarray(g.aabb_center, float), float(g.aabb_radius)
     return c, r
@@ -465,6 +468,9 @@ def _coal_geometry(scene, k):
         g = coal.Ellipsoid(*size)
     elif s.kind == "plane":
         g = coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
+    elif s.kind == "hfield":                       # coal's rows run from +y down to -y
+        sx, sy, top, base = size
+        g = coal.HeightFieldAABB(2 * sx, 2 * sy, np.ascontiguousarray(top * s.heights[::-1]), -base)
     elif s.vertices is not None:
         g = coal.BVHModelOBBRSS()
         g.beginModel(len(s.faces), len(s.vertices))

@@ -165,7 +165,8 @@ def _unique_names(shapes):
             seen[n] += 1
             n = f"{n}_{seen[n]}"
             s = Shape(s.kind, () if s.kind == "plane" else s.size, placement=(s.R, s.p), friction=s.friction,
-                      name=n, mesh=s.mesh if s.vertices is None else (s.vertices, s.faces), body=s.body, link=s.link)
+                      name=n, mesh=s.mesh if s.vertices is None else (s.vertices, s.faces), body=s.body, link=s.link,
+                      heights=s.heights)
         seen.setdefault(n, 1)
         out.append(s)
     return out
