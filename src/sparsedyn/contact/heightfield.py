@@ -19,7 +19,7 @@ import numpy as np
 
 from .collision import SAME_DEPTH, _hull_vertices
 
-__all__ = ["hfield_triangles", "hfield_grid", "points_on_hfield", "hfield_pairs"]
+__all__ = ["hfield_triangles", "hfield_grid", "hfield_mesh", "points_on_hfield", "hfield_pairs"]
 
 
 def hfield_grid(size, heights):
@@ -37,6 +37,19 @@ def hfield_triangles(size, heights):
     P = np.stack([X, Y, z], -1)                                   # (nrow, ncol, 3)
     a, b, c, d = P[:-1, :-1], P[:-1, 1:], P[1:, 1:], P[1:, :-1]    # (x_j, y_i), (x_j+1, y_i), ...
     return np.stack([np.stack([a, b, c], -2), np.stack([a, c, d], -2)], 2).reshape(-1, 3, 3)
+
+
+def hfield_mesh(size, heights):
+    """The surface as a triangle mesh ``(vertices (nrow ncol, 3), faces (2 (nrow - 1) (ncol - 1), 3))``,
+    the triangles of :func:`hfield_triangles` (what the viewer draws)."""
+    x, y, z = hfield_grid(size, heights)
+    X, Y = np.meshgrid(x, y)
+    nrow, ncol = z.shape
+    i, j = np.meshgrid(np.arange(nrow - 1), np.arange(ncol - 1), indexing="ij")
+    a, b = (i * ncol + j).ravel(), (i * ncol + j + 1).ravel()
+    c, d = ((i + 1) * ncol + j + 1).ravel(), ((i + 1) * ncol + j).ravel()
+    F = np.stack([np.column_stack([a, b, c]), np.column_stack([a, c, d])], 1).reshape(-1, 3)
+    return np.column_stack([X.ravel(), Y.ravel(), z.ravel()]), F
 
 
 def _closest_on_triangles(p, T):
