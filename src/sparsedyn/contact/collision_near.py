@@ -200,7 +200,7 @@ def collision_candidates_near(model, q, shapes, cutoff, pairs):
     >>> b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0,
     ...                                       rot_inertia=np.eye(3) * 0.004)
     >>> shapes = np.zeros((3, 15)); shapes[:, [0, 4, 8]] = 1; shapes[0, 12] = 0.1    # a ball, a floor, a ball
-    >>> shapes[2, 9:13] = [5, 0, 0.1, 0.1]
+    >>> shapes[2, 9:13] = [5, 0, 0.09, 0.1]
     >>> pairs = [("sphere", "plane", 0, 1, 0, -1), ("sphere", "sphere", 0, 2, 0, -1)]
     >>> c = sd.collision_candidates_near(b.build(), [0, 0, 0.09, 0, 0, 0, 1], shapes, 0.01, pairs)
     >>> c[:, 0].round(12).tolist(), c[0, 1:4].round(12).tolist()      # the far ball: its bound, 4.8 m

@@ -40,12 +40,13 @@ def _frozen(x, dtype=float):
 
 class Shape:
     """A collision shape: ``Shape(kind, size=(), *, placement=None, friction=None, name=None, mesh=None,
-    heights=None)`` (module docstring for the kinds and sizes; ``heights`` a height field's grid).
+    heights=None, priority=0)`` (module docstring for the kinds and sizes; ``heights`` a height field's grid).
 
     ``friction``: the Coulomb coefficient (>= 0) of this shape's contacts, default the scene's;
     ``name``: default the kind.  Attributes: ``kind``, ``size`` (tuple), ``R`` (3, 3) and ``p`` (3,)
     (the placement, read-only arrays), ``friction``, ``name``, ``mesh`` (a path or None),
-    ``vertices`` (V, 3) / ``faces`` (F, 3) (or None), ``heights`` (nrow, ncol) (or None), ``body`` (the body index of a robot's shape,
+    ``vertices`` (V, 3) / ``faces`` (F, 3) (or None), ``heights`` (nrow, ncol) (or None), ``priority``
+    (MuJoCo's geom priority: of two shapes giving a friction, the higher priority's counts), ``body`` (the body index of a robot's shape,
     -1 for the world) and ``link`` (the link the model file put it on).  A shape is immutable.
 
     >>> import sparsedyn as sd
@@ -54,10 +55,11 @@ class Shape:
     Shape('box', (0.4, 0.4, 0.1), name='step', friction=0.6)
     """
 
-    __slots__ = ("kind", "size", "R", "p", "friction", "name", "mesh", "vertices", "faces", "body", "link", "heights")
+    __slots__ = ("kind", "size", "R", "p", "friction", "name", "mesh", "vertices", "faces", "body", "link", "heights",
+                 "priority")
 
     def __init__(self, kind, size=(), *, placement=None, friction=None, name=None, mesh=None, body=-1, link="",
-                 heights=None):
+                 heights=None, priority=0):
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"Shape: name must be a non-empty string, got {name!r}")
         who = f"Shape {name or kind!r}"
@@ -74,8 +76,10 @@ class Shape:
         heights = _heights(who, kind, heights)
         if kind == "hfield" and int(body) >= 0:
             raise ValueError(f"{who}: a height field is a world shape (body -1), got body {body}")
+        if isinstance(priority, bool) or not isinstance(priority, (int, np.integer)):
+            raise ValueError(f"{who}: priority must be an integer, got {priority!r}")
         for k, x in zip(self.__slots__, (kind, size, R, p, friction, name or kind, path, vertices, faces,
-                                         int(body), str(link), heights)):
+                                         int(body), str(link), heights, int(priority))):
             object.__setattr__(self, k, x)
 
     def __setattr__(self, key, value):
@@ -90,7 +94,7 @@ class Shape:
         mesh = g.mesh if g.vertices is None else (g.vertices, g.faces)
         size = () if g.shape == "plane" else g.size
         return cls(g.shape, size, placement=(R, p), friction=friction, name=g.name, mesh=mesh, body=g.body,
-                   link=g.link)
+                   link=g.link, priority=getattr(g, "priority", 0))
 
     @property
     def bounding_radius(self) -> float:
