@@ -11,7 +11,9 @@ microseconds of
 * ``sd.collide(scene, q)`` beside MuJoCo's ``mj_kinematics`` + ``mj_collision`` (hits / ``ncon`` printed:
   MuJoCo counts the robot's self-contacts its contype/conaffinity let through, the scene its own
   pairs), and its phases: the native collision kernel alone (``collision_candidates`` on the scene's
-  closed-form pairs) and, for comparison, ``collide`` on the NumPy road (the vectorised closed forms);
+  closed-form pairs, every pair; ``collision_candidates_near``, what ``collide`` runs: the pairs within
+  the margin after a broad phase) and, for comparison, ``collide`` on the NumPy road (the vectorised
+  closed forms);
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
   MuJoCo's settled state and time step, and its phases: the step's contact data from the collision
@@ -104,6 +106,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
         ours = {
             "collide": lambda: sd.collide(scene, q),
             "  collision kernel (one native call)": lambda: collision_candidates(model, q, kp.shapes, kp.pairs),
+            "  with the broad phase (collide's)": lambda: sd.collision_candidates_near(model, q, kp.shapes, kp.cutoff,
+                                                                                     kp.pairs),
             "contact_step": lambda: sd.contact_step(model, q, v, tau, scene, dt),
             "contact_step, warm-started": lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start),
             "  contact data from the kernel": lambda: scene_slot_data(scene, q),
@@ -148,7 +152,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
 
     mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20)))
     rest = times["contact_step"] - times["  contact data from the kernel"] - times["  native solve (contact_step_kernel)"]
-    order = ["collide", "  collision kernel (one native call)", "  collide on the NumPy road", "contact_step",
+    order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
+             "  collide on the NumPy road", "contact_step",
              "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)",
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects", f"collision kernel, {BATCH} states"]

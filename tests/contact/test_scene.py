@@ -100,6 +100,37 @@ def test_mjcf_scene_takes_the_floor_and_frictions_of_mujocos_model():
     assert all((s.name, floor[0].name) in scene.pairs for s in scene.shapes if s.body >= 0)
 
 
+PRIORITY = """<mujoco><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="0.3" priority="1"/>
+<body name="a" pos="0 0 0.09"><freejoint/><geom name="box" type="box" size=".1 .1 .1" friction="0.9"/></body>
+<body name="b" pos="1 0 0.09"><freejoint/><geom name="ball" type="sphere" size=".1" friction="0.7" priority="1"/></body>
+<body name="c" pos="2 0 0.14"><freejoint/><geom name="pill" type="capsule" size=".05 .1" friction="0.2" priority="2"/>
+</body></worldbody></mujoco>"""
+
+
+def test_pair_friction_follows_mujocos_priority_rule(tmp_path):
+    """Three bodies 1 cm into a floor of friction 0.3 and priority 1: a box (0.9, priority 0: the
+    floor's 0.3), a ball (0.7, priority 1: the larger, 0.7), a capsule (0.2, priority 2: its own) --
+    each MuJoCo contact's friction is the scene's pair friction."""
+    path = tmp_path / "priority.xml"
+    path.write_text(PRIORITY)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    scene = sd.Scene(sd.load_mjcf(str(path), geometry=True))
+    assert [scene.shape(n).priority for n in ("floor", "box", "ball", "pill")] == [1, 0, 1, 2]
+    mu = dict(zip(scene.pairs, scene.pair_friction))
+    seen = {}
+    for c in d.contact[:d.ncon]:
+        a, b = (mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in (c.geom1, c.geom2))
+        pair = (a, b) if (a, b) in mu else (b, a)
+        seen[pair] = mu[pair]
+        assert mu[pair] == c.friction[0]
+    assert seen == {("box", "floor"): 0.3, ("ball", "floor"): 0.7, ("pill", "floor"): 0.2}
+    with pytest.raises(ValueError, match="Shape 'step': priority must be an integer"):
+        sd.Shape("box", (1, 1, 1), name="step", priority=0.5)
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: sd.Shape("box", (0.1, 0, 0.1), name="lid"), "Shape 'lid'.*positive"),
     (lambda: sd.Shape("sphere", (-1,)), "Shape 'sphere'.*positive"),

@@ -128,3 +128,18 @@ def test_scene_of_another_model_and_rollout_without_its_scene_are_refused(viewer
         bare.close()
     with pytest.raises(ValueError, match="one impulse array per step"):
         v.play(traj._replace(impulses=traj.impulses[:1]), DT)
+
+
+def test_a_height_field_is_drawn_as_its_surface():
+    """A 2 x 3 height field (sx 1, sy 0.5, top 0.2) drawn as a mesh through its grid points: x from -1
+    to 1 along a row, y from -0.5 to 0.5 down the rows, z = 0.2 * heights (by hand), two triangles a
+    cell, each facing up."""
+    from sparsedyn.viewer.scene_view import world_geometries
+    H = np.array([[0.0, 0.5, 1.0], [0.25, 0.75, 0.0]])
+    scene = sd.Scene(box_model(), world=[sd.Shape("hfield", (1.0, 0.5, 0.2, 0.1), heights=H, name="terrain")])
+    g, = world_geometries(scene)
+    assert g.shape == "mesh" and g.name == "terrain" and g.body == -1
+    assert np.abs(g.vertices - [[-1, -0.5, 0], [0, -0.5, 0.1], [1, -0.5, 0.2],
+                                [-1, 0.5, 0.05], [0, 0.5, 0.15], [1, 0.5, 0]]).max() <= 1e-15   # one product
+    V = g.vertices[g.faces]
+    assert len(g.faces) == 4 and np.all(np.cross(V[:, 1] - V[:, 0], V[:, 2] - V[:, 0])[:, 2] > 0)

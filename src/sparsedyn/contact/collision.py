@@ -6,21 +6,24 @@ midway between the two witness points, ``x = (w_a + w_b) / 2`` with ``w_a - w_b 
 the surface of ``a``, ``w_b`` on that of ``b``; the point MuJoCo reports).  A pair hits when ``d`` is
 below the scene's margin.
 
-Broad phase: bounding spheres.  Narrow phase: closed forms, vectorised over the pairs of one kind,
-for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
+Broad phase: bounding spheres.  Narrow phase: closed forms (:mod:`~sparsedyn.contact.closed_forms`),
+vectorised over the pairs of one kind, for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
 against a plane; a mesh against a plane by the vertices of its convex hull (up to five hits: the
 deepest and the extreme ones along the plane within the margin); coal (Pinocchio's collision library: GJK and EPA, BVHs for meshes) for the other
 pairs.  Where a resting contact is a segment or a face, one pair gives several hits: a capsule or a
 cylinder on a plane each end (cylinders: four points of each rim), a box on a plane each corner
 within the margin, and, beside coal's closest pair, a box's corners against another box and a
-capsule's end spheres against a box (closed forms: a point against a box).  The deepest of a
+capsule's end spheres against a box (closed forms: a point against a box).  A shape against a height
+field: its features (a sphere, a capsule's end spheres, a box's corners, a cylinder's rim points, a
+mesh's hull vertices) against the surface's triangles (:mod:`~sparsedyn.contact.heightfield`), and
+the grid points pressing deeper into a box or a capsule.  The deepest of a
 pair's hits is its closest pair of points (coal's ``distance``).  coal's contact patches are not
 used: their points carry the depth of the closest pair, not their own.
 
 On the default (native) road the closed-form pairs against a plane and between spheres and capsules
 are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_kernel`: the same closed
-forms without branches, every candidate of every such pair in one native call); the hits are the same
-to rounding.  ``sd.use_backend("numpy")`` takes the vectorised closed forms above.
+forms without branches, in one native call, with a broad phase: :mod:`~sparsedyn.contact.collision_near`
+computes only the pairs whose bounds come within the margin); the hits are the same to rounding.  ``sd.use_backend("numpy")`` takes the vectorised closed forms above.
 """
 
 from __future__ import annotations
@@ -31,12 +34,16 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
-from ..kernels import use_backend
-from .collision_kernel import collision_candidates, kernel_plan
+from ..kernels import native_calls, use_backend
+from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, capsule_box_ends,  # noqa: F401
+                           capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box, sphere_capsule,
+                           sphere_plane, sphere_sphere)
+from .collision_kernel import kernel_plan
+from .collision_near import collision_candidates_near
+from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
 from .scene import Scene
 
-__all__ = ["Hits", "collide", "sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane",
-           "capsule_plane", "box_plane", "cylinder_plane", "CLOSED_FORM"]
+__all__ = ["Hits", "collide"]
 
 
 class Hits(NamedTuple):
@@ -62,172 +69,10 @@ class Hits(NamedTuple):
         return self.points - self.distances[:, None] / 2 * self.normals
 
 
-# --- closed forms: arrays over k pairs; each returns (d, w_a, w_b, n) with n from b towards a --------
-
-def _dot(x, y):
-    return np.einsum("...i,...i->...", x, y)
-
-
-def sphere_sphere(ca, ra, cb, rb):
-    """Spheres of centres ``ca``, ``cb`` (k, 3) and radii ``ra``, ``rb`` (k,)."""
-    w = ca - cb
-    L = np.linalg.norm(w, axis=-1)
-    n = np.where(L[:, None] > 0, w / np.where(L > 0, L, 1.0)[:, None], [0.0, 0.0, 1.0])
-    return L - ra - rb, ca - ra[:, None] * n, cb + rb[:, None] * n, n
-
-
-def sphere_capsule(ca, ra, pb, ub, hb, rb):
-    """Sphere ``(ca, ra)`` and capsule of centre ``pb``, unit axis ``ub``, half length ``hb``, radius ``rb``."""
-    t = np.clip(_dot(ca - pb, ub), -hb, hb)
-    return sphere_sphere(ca, ra, pb + t[:, None] * ub, rb)
-
-
-def capsule_capsule(pa, ua, ha, ra, pb, ub, hb, rb):
-    """Two capsules: the closest points of their segments (Ericson, "Real-Time Collision Detection",
-    2005, section 5.1.9), then two spheres there."""
-    P0, d1 = pa - ha[:, None] * ua, 2 * ha[:, None] * ua
-    Q0, d2 = pb - hb[:, None] * ub, 2 * hb[:, None] * ub
-    r = P0 - Q0
-    a, e, f, c, b = _dot(d1, d1), _dot(d2, d2), _dot(d2, r), _dot(d1, r), _dot(d1, d2)
-    den = a * e - b * b
-    parallel = den <= 1e-12 * a * e
-    s = np.where(parallel, 0.0, np.clip((b * f - c * e) / np.where(parallel, 1.0, den), 0.0, 1.0))
-    t = (b * s + f) / e
-    s = np.where(t < 0, np.clip(-c / a, 0.0, 1.0), np.where(t > 1, np.clip((b - c) / a, 0.0, 1.0), s))
-    t = np.clip(t, 0.0, 1.0)
-    return sphere_sphere(P0 + s[:, None] * d1, ra, Q0 + t[:, None] * d2, rb)
-
-
-def sphere_box(ca, ra, Rb, pb, hb):
-    """Sphere ``(ca, ra)`` and box of orientation ``Rb`` (k, 3, 3), centre ``pb``, half extents ``hb`` (k, 3).
-    A centre inside the box leaves through the nearest face."""
-    x = np.einsum("kji,kj->ki", Rb, ca - pb)              # the centre in the box's axes
-    y = np.clip(x, -hb, hb)
-    w = x - y
-    L = np.linalg.norm(w, axis=-1)
-    inside = L <= 0
-    depth = hb - np.abs(x)
-    i = np.argmin(depth, axis=-1)
-    k = np.arange(len(x))
-    sign = np.where(x[k, i] < 0, -1.0, 1.0)
-    n_in = np.zeros_like(x)
-    n_in[k, i] = sign
-    on_face = x.copy()
-    on_face[k, i] = sign * hb[k, i]
-    n = np.where(inside[:, None], n_in, w / np.where(inside, 1.0, L)[:, None])
-    yb = np.where(inside[:, None], on_face, y)
-    d = np.where(inside, -depth[k, i], L) - ra
-    n_w = np.einsum("kij,kj->ki", Rb, n)
-    return d, ca - ra[:, None] * n_w, pb + np.einsum("kij,kj->ki", Rb, yb), n_w
-
-
-def _on_plane(x, r, nb, pb):
-    """Points ``x`` (k, 3) with radii ``r`` against the planes ``(nb, pb)``."""
-    h = _dot(x - pb, nb)
-    return h - r, x - r[:, None] * nb, x - h[:, None] * nb, nb
-
-
-def sphere_plane(ca, ra, nb, pb):
-    """Sphere and the half-space below the plane through ``pb`` of unit normal ``nb``."""
-    return _on_plane(ca, ra, nb, pb)
-
-
-def capsule_plane(pa, ua, ha, ra, nb, pb):
-    """Capsule and plane: two hits a pair, one per end, shape (2, k, ...)."""
-    ends = np.stack([pa - ha[:, None] * ua, pa + ha[:, None] * ua])
-    return _on_plane(ends.reshape(-1, 3), np.tile(ra, 2), np.tile(nb, (2, 1)), np.tile(pb, (2, 1)))
-
-
-def box_plane(Ra, pa, ha, nb, pb):
-    """Box and plane: eight hits a pair, one per corner."""
-    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
-    corners = pa + np.einsum("kij,ckj->cki", Ra, signs[:, None, :] * ha)        # (8, k, 3)
-    k = len(pa)
-    return _on_plane(corners.reshape(-1, 3), np.zeros(8 * k), np.tile(nb, (8, 1)), np.tile(pb, (8, 1)))
-
-
-def cylinder_plane(Ra, pa, ha, ra, nb, pb):
-    """Cylinder and plane: eight hits a pair, four points of each rim: the lowest one (the deepest
-    point of the cylinder is the lowest point of a rim), the highest and the two between."""
-    u = Ra[:, :, 2]
-    w = nb - _dot(nb, u)[:, None] * u
-    L = np.linalg.norm(w, axis=-1)
-    upright = L <= 1e-12
-    w = np.where(upright[:, None], Ra[:, :, 0], w / np.where(upright, 1.0, L)[:, None])
-    v = np.cross(u, w)
-    pts = [pa + s * ha[:, None] * u + ra[:, None] * d for s in (-1, 1) for d in (-w, w, v, -v)]
-    k = len(pa)
-    return _on_plane(np.concatenate(pts), np.zeros(8 * k), np.tile(nb, (8, 1)), np.tile(pb, (8, 1)))
-
-
-def box_box_corners(Ra, pa, ha, Rb, pb, hb):
-    """Two boxes: the corners of each against the other (a point against a box), sixteen hits a pair:
-    the corners of a face resting on a face (the closest pair, an edge on an edge, is coal's)."""
-    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
-    k = len(pa)
-    ca = (pa + np.einsum("kij,ckj->cki", Ra, signs[:, None, :] * ha)).reshape(-1, 3)
-    cb = (pb + np.einsum("kij,ckj->cki", Rb, signs[:, None, :] * hb)).reshape(-1, 3)
-    z = np.zeros(8 * k)
-    d1, wa1, wb1, n1 = sphere_box(ca, z, np.tile(Rb, (8, 1, 1)), np.tile(pb, (8, 1)), np.tile(hb, (8, 1)))
-    d2, wb2, wa2, n2 = sphere_box(cb, z, np.tile(Ra, (8, 1, 1)), np.tile(pa, (8, 1)), np.tile(ha, (8, 1)))
-    return np.concatenate([d1, d2]), np.concatenate([wa1, wa2]), np.concatenate([wb1, wb2]), np.concatenate([n1, -n2])
-
-
-def capsule_box_ends(pa, ua, ha, ra, Rb, pb, hb):
-    """A capsule and a box: the capsule's two end spheres against the box, two hits a pair (a
-    capsule lying on a face)."""
-    ends = np.concatenate([pa - ha[:, None] * ua, pa + ha[:, None] * ua])
-    return sphere_box(ends, np.tile(ra, 2), np.tile(Rb, (2, 1, 1)), np.tile(pb, (2, 1)), np.tile(hb, (2, 1)))
-
-
-def mesh_plane(V, nb, pb, margin):
-    """A mesh of world vertices ``V`` (N, 3) (those of its convex hull suffice) and the plane through
-    ``pb`` of unit normal ``nb``: the deepest vertex, and of the vertices within ``margin`` those
-    farthest along the plane's two tangents each way (a face resting on the plane: its corners),
-    at most five hits."""
-    h = (V - pb) @ nb
-    close = np.flatnonzero(h < margin)
-    if not len(close):
-        return np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
-    t1 = np.cross(nb, [1.0, 0, 0] if abs(nb[0]) < 0.9 else [0, 1.0, 0])
-    t2 = np.cross(nb, t1)
-    along = V[close] @ np.stack([t1, t2], 1)                            # (m, 2)
-    pick = np.unique(close[[np.argmin(h[close]), *np.argmin(along, 0), *np.argmax(along, 0)]])
-    d = h[pick]
-    return d, V[pick], V[pick] - d[:, None] * nb, np.broadcast_to(nb, (len(pick), 3))
-
-
-def _axis(R):
-    return R[:, :, 2]
-
-
-# (kind_a, kind_b) -> f(Ra, pa, size_a, Rb, pb, size_b) -> (d, w_a, w_b, n), hits per pair
-CLOSED_FORM = {
-    ("sphere", "sphere"): (lambda Ra, pa, sa, Rb, pb, sb: sphere_sphere(pa, sa[:, 0], pb, sb[:, 0]), 1),
-    ("sphere", "capsule"): (lambda Ra, pa, sa, Rb, pb, sb:
-                            sphere_capsule(pa, sa[:, 0], pb, _axis(Rb), sb[:, 1] / 2, sb[:, 0]), 1),
-    ("capsule", "capsule"): (lambda Ra, pa, sa, Rb, pb, sb:
-                             capsule_capsule(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], pb, _axis(Rb), sb[:, 1] / 2,
-                                             sb[:, 0]), 1),
-    ("sphere", "box"): (lambda Ra, pa, sa, Rb, pb, sb: sphere_box(pa, sa[:, 0], Rb, pb, sb / 2), 1),
-    ("sphere", "plane"): (lambda Ra, pa, sa, Rb, pb, sb: sphere_plane(pa, sa[:, 0], _axis(Rb), pb), 1),
-    ("capsule", "plane"): (lambda Ra, pa, sa, Rb, pb, sb:
-                           capsule_plane(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], _axis(Rb), pb), 2),
-    ("box", "plane"): (lambda Ra, pa, sa, Rb, pb, sb: box_plane(Ra, pa, sa / 2, _axis(Rb), pb), 8),
-    ("cylinder", "plane"): (lambda Ra, pa, sa, Rb, pb, sb:
-                            cylinder_plane(Ra, pa, sa[:, 1] / 2, sa[:, 0], _axis(Rb), pb), 8),
-}
-
-
-# Pairs that coal answers, and the closed-form hits added to coal's closest pair where it is within the margin
-FEATURES = {
-    ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box_corners(Ra, pa, sa / 2, Rb, pb, sb / 2), 16),
-    ("capsule", "box"): (lambda Ra, pa, sa, Rb, pb, sb:
-                         capsule_box_ends(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], Rb, pb, sb / 2), 2),
-}
-
-
 # --- the query ------------------------------------------------------------------------------------
+
+_NEAR, _NONE, _F64 = collision_candidates_near.__name__, {}, np.dtype(float)
+
 
 def collide(scene, q) -> Hits:
     """The hits of ``scene`` at the configuration ``q`` (nq,) (a :class:`Hits`; module docstring).
@@ -244,7 +89,7 @@ def collide(scene, q) -> Hits:
     if not isinstance(scene, Scene):
         raise TypeError(f"collide: scene must be a sd.Scene, got {type(scene).__name__}")
     model = scene.model
-    if not (type(q) is np.ndarray and q.dtype == np.float64 and q.shape == (model.nq,)):
+    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
         q = _checks.configuration(model, q)       # else the kernel checks it (one native call)
         if q.ndim != 1:
             raise ValueError(f"collide: q must be one configuration of shape (nq,) = ({model.nq},), got shape "
@@ -254,14 +99,19 @@ def collide(scene, q) -> Hits:
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
         if kp.pairs:
-            c = collision_candidates(model, q, kp.shapes, kp.pairs)
-            sel = (c[:, 0] < scene.margin).nonzero()[0]
-            c = c[sel]
-            k, d, wa, wb, n = kp.pair[sel], c[:, 0], c[:, 1:4], c[:, 4:7], c[:, 10:13]
+            # the pairs' candidates within the margin (a broad phase leaves out the others' narrow phase);
+            # the ready native callable straight away (as the public function would, less its frame)
+            f = (native_calls(model) or _NONE).get(_NEAR)
+            c = f(q, kp.shapes, kp.cutoff, kp.pairs) if f is not None else \
+                collision_candidates_near(model, q, kp.shapes, kp.cutoff, kp.pairs)
+            sel = np.less(c[:, 0], kp.cutoff).nonzero()[0]         # cutoff: the margin as an array (faster)
+            c, k = c.take(sel, 0), kp.pair.take(sel)
+            d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
             if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
                 names = scene.pair_names
-                return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
-            out.append((k, d, wa, wb, n))
+                return tuple.__new__(Hits, ([names[i] for i in k.tolist()], x, n, d, k))    # Hits(...), less a call
+            h = d[:, None] / 2 * n
+            out.append((k, d, x + h, x - h, n))
             inside = kp.inside
     R, p = placements(scene, q)
     plan = _plan(scene)
@@ -281,6 +131,8 @@ def collide(scene, q) -> Hits:
                 out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
             elif set(key) == {"mesh", "plane"}:
                 out.append(_mesh_plane_pairs(scene, ks[m], R, p))
+            elif "hfield" in key:
+                out.append(_hfield_pairs(scene, ks[m], R, p))
             else:
                 out.append(_coal_pairs(scene, ks[m], R, p))
     return _hits(scene, out)
@@ -329,7 +181,7 @@ def _bounds(scene):
     c = np.zeros((len(scene.shapes), 3))
     r = np.array([s.bounding_radius for s in scene.shapes])
     for k, s in enumerate(scene.shapes):
-        if s.kind == "mesh" and not np.isfinite(r[k]):
+        if s.kind in ("mesh", "hfield") and not np.isfinite(r[k]):
             g = _coal_geometry(scene, k)
             c[k], r[k] = np.asarray(g.aabb_center, float), float(g.aabb_radius)
     return c, r
@@ -380,6 +232,88 @@ def _mesh_plane_pairs(scene, ks, R, p):
             wa, wb, n = wb, wa, -n
         blocks.append((np.full(len(d), k), d, wa, wb, n))
     return tuple(np.concatenate(x) for x in zip(*blocks))
+
+
+def _features(scene, k, up):
+    """The spheres ``(centres (m, 3), radii (m,))`` in shape ``k``'s frame whose contacts with a height
+    field are its resting contacts: a sphere, a capsule's end spheres, a box's corners, four points of
+    each of a cylinder's rims (the lowest and highest along the field's axis ``up``, in the shape's
+    frame, and the two between, as against a plane), a mesh's convex hull vertices; none for an
+    ellipsoid."""
+    s = scene.shapes[k]
+    z = np.zeros(3)
+    if s.kind == "sphere":
+        return z[None], np.array([s.size[0]])
+    if s.kind == "capsule":
+        return np.array([[0, 0, -s.size[1] / 2], [0, 0, s.size[1] / 2]]), np.full(2, s.size[0])
+    if s.kind == "box":
+        return np.array([[x, y, w] for x in (-1, 1) for y in (-1, 1) for w in (-1, 1)]) * np.array(s.size) / 2, \
+            np.zeros(8)
+    if s.kind == "cylinder":
+        w = np.array([up[0], up[1], 0.0])
+        L = np.linalg.norm(w)
+        w = w / L if L > 1e-12 else np.array([1.0, 0, 0])
+        v = np.array([-w[1], w[0], 0.0])                              # e_z x w
+        rim = s.size[0] * np.array([-w, w, v, -v])
+        return np.concatenate([rim - [0, 0, s.size[1] / 2], rim + [0, 0, s.size[1] / 2]]), np.zeros(8)
+    if s.kind == "mesh":
+        V = _hull_vertices(scene, k)
+        return V, np.zeros(len(V))
+    return np.zeros((0, 3)), np.zeros(0)
+
+
+def _hfield_pairs(scene, ks, R, p):
+    """Hits of pairs ``ks`` of a shape and a height field: each of the shape's features
+    (:func:`_features`) against the surface's triangles (:func:`~sparsedyn.contact.heightfield.points_on_hfield`), and, for a box
+    and a capsule, the grid points against the shape (a point against a box or a capsule, closed
+    forms) where one is deeper than every feature (a bump pressing into a face).  coal's
+    ``HeightField`` contacts are not used: coal 3.0 reports their depth as ``-|d|`` whichever the
+    side, and measures a cell as a prism whose side walls are not the surface."""
+    blocks = []
+    for k in ks:
+        i, j = scene.index[k]
+        swap = scene.shapes[i].kind == "hfield"
+        a, h = (j, i) if swap else (i, j)
+        hf = scene.shapes[h]
+        key = ("triangles", h)
+        if key not in scene.cache:
+            x, y, z = hfield_grid(hf.size, hf.heights)
+            X, Y = np.meshgrid(x, y)
+            scene.cache[key] = (hfield_triangles(hf.size, hf.heights), np.column_stack([X.ravel(), Y.ravel(),
+                                                                                         z.ravel()]))
+        triangles, grid = scene.cache[key]
+        Rl, pl = R[h].T @ R[a], R[h].T @ (p[a] - p[h])           # the shape in the height field's frame
+        C, r = _features(scene, a, Rl[2])                         # the field's z axis in the shape's frame
+        _, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C @ Rl.T + pl, r, scene.margin)
+        blocks_k = [(d, wa @ R[h].T + p[h], wb @ R[h].T + p[h], n @ R[h].T)]
+        pressed = _grid_points(scene, a, grid, Rl, pl, R[h], p[h], R[a], p[a])
+        if pressed is not None:
+            dv, w1, w2, nv = pressed
+            keep = (dv < scene.margin) & (dv < d.min(initial=np.inf) - SAME_DEPTH)
+            blocks_k.append((dv[keep], w1[keep], w2[keep], nv[keep]))
+        d, wa, wb, n = (np.concatenate(x) for x in zip(*blocks_k))
+        if swap:
+            wa, wb, n = wb, wa, -n
+        blocks.append((np.full(len(d), k), d, wa, wb, n))
+    return tuple(np.concatenate(x) for x in zip(*blocks))
+
+
+def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa):
+    """``(d, w_a, w_b, n)`` of the grid points near shape ``a`` (a box or a capsule) against it, ``w_b``
+    the grid point, ``n`` from the field towards the shape (world); None for other kinds."""
+    s = scene.shapes[a]
+    if s.kind not in ("box", "capsule"):
+        return None
+    near = np.linalg.norm(grid - pl, axis=1) < s.bounding_radius + scene.margin
+    V = grid[near] @ Rh.T + ph
+    m = len(V)
+    z = np.zeros(m)
+    if s.kind == "box":
+        d, wv, ws, n = sphere_box(V, z, np.tile(Ra, (m, 1, 1)), np.tile(pa, (m, 1)), np.tile(np.array(s.size) / 2, (m, 1)))
+    else:
+        d, wv, ws, n = sphere_capsule(V, z, np.tile(pa, (m, 1)), np.tile(Ra[:, 2], (m, 1)), np.full(m, s.size[1] / 2),
+                                      np.full(m, s.size[0]))
+    return d, ws, wv, -n
 
 
 def _hits(scene, blocks):
@@ -456,6 +390,9 @@ def _coal_geometry(scene, k):
         g = coal.Ellipsoid(*size)
     elif s.kind == "plane":
         g = coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
+    elif s.kind == "hfield":                       # coal's rows run from +y down to -y
+        sx, sy, top, base = size
+        g = coal.HeightFieldAABB(2 * sx, 2 * sy, np.ascontiguousarray(top * s.heights[::-1]), -base)
     elif s.vertices is not None:
         g = coal.BVHModelOBBRSS()
         g.beginModel(len(s.faces), len(s.vertices))

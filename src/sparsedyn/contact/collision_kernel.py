@@ -164,14 +164,14 @@ def _per_pair(p):
     return n
 
 
-def _check_pairs(model, pairs):
+def _check_pairs(model, pairs, who="collision_candidates"):
     for p in pairs:
         if not (isinstance(p, tuple) and len(p) == 6 and all(isinstance(x, (int, np.integer)) for x in p[2:])):
-            raise ValueError(f"collision_candidates: each pair is (kind_a, kind_b, shape_a, shape_b, body_a, body_b) "
+            raise ValueError(f"{who}: each pair is (kind_a, kind_b, shape_a, shape_b, body_a, body_b) "
                              f"(two kinds, four integers), got {p!r}")
         _per_pair(p)
         if min(p[2], p[3]) < 0 or p[2] == p[3] or not -1 <= min(p[4], p[5]) <= max(p[4], p[5]) < model.nbodies:
-            raise ValueError(f"collision_candidates: pair {p!r}: shape indices must be distinct and >= 0 and bodies "
+            raise ValueError(f"{who}: pair {p!r}: shape indices must be distinct and >= 0 and bodies "
                              f"in [-1, {model.nbodies}) (-1: the world)")
 
 
@@ -213,6 +213,17 @@ def collision_candidates(model, q, shapes, pairs):
         qb, sb = np.broadcast_to(q, batch + q.shape[-1:]), np.broadcast_to(shapes, batch + (S, 15))
         return np.stack([collision_candidates.__kernel__.fn(model, qb[i], sb[i], pairs)
                          for i in np.ndindex(batch)]).reshape(batch + (-1, CANDIDATE_COLUMNS))
+    body, shape = _posers(model, q, shapes)
+    rows = [r for p in pairs for r in _pair_rows(p, shape(p[2], p[4]), shape(p[3], p[5]), body)]
+    if not rows:
+        return np.zeros((0, CANDIDATE_COLUMNS), dtype=object if bk.is_symbolic(q) else float)
+    return np.stack(rows)
+
+
+def _posers(model, q, shapes):
+    """``(body, shape)``: ``body(j)`` the world pose ``(R, o)`` of body ``j`` at ``q``; ``shape(i, j)``
+    the world pose and size ``(R, p, size)`` of row ``i`` of ``shapes`` on body ``j`` (-1: the world);
+    each computed once."""
     Xup, _ = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
     bodies = {}                                   # body -> (R, o) world pose
@@ -230,22 +241,24 @@ def collision_candidates(model, q, shapes, pairs):
                 R, p = pose(compose(from_pose(R, p), X0[j]))
             placed[i] = (R, p, shapes[i, 12:15])
         return placed[i]
+    return body, shape
 
+
+def _pair_rows(pair, A, B, body):
+    """The candidate rows (14 columns each) of ``pair`` ``(kind_a, kind_b, a, b, body_a, body_b)`` whose
+    shapes are ``A``, ``B`` ``(R, p, size)`` (world); ``body(j)``: the world pose of body ``j``."""
+    kind_a, kind_b, _, _, ja, _ = pair
+    swap = (kind_a, kind_b) not in CANDIDATES
+    got = _pair(kind_b, kind_a, B, A) if swap else _pair(kind_a, kind_b, A, B)
+    Rb, ob = body(ja) if ja >= 0 else (np.eye(3), np.zeros(3))
     rows = []
-    for kind_a, kind_b, a, b, ja, jb in pairs:
-        A, B = shape(a, ja), shape(b, jb)
-        swap = (kind_a, kind_b) not in CANDIDATES
-        got = _pair(kind_b, kind_a, B, A) if swap else _pair(kind_a, kind_b, A, B)
-        Rb, ob = body(ja) if ja >= 0 else (np.eye(3), np.zeros(3))
-        for d, wa, wb, n in got:
-            if swap:
-                wa, wb, n = wb, wa, -n
-            local = (wa - ob) @ Rb if ja >= 0 else wa
-            n = np.broadcast_to(n, (3,))
-            rows.append(np.concatenate([np.reshape(d, (1,)), wa, wb, local, n, np.reshape(_dot(n, wb), (1,))]))
-    if not rows:
-        return np.zeros((0, CANDIDATE_COLUMNS), dtype=object if bk.is_symbolic(q) else float)
-    return np.stack(rows)
+    for d, wa, wb, n in got:
+        if swap:
+            wa, wb, n = wb, wa, -n
+        local = (wa - ob) @ Rb if ja >= 0 else wa
+        n = np.broadcast_to(n, (3,))
+        rows.append(np.concatenate([np.reshape(d, (1,)), wa, wb, local, n, np.reshape(_dot(n, wb), (1,))]))
+    return rows
 
 
 # --- a scene's pairs for the kernel ----------------------------------------------------------------------
@@ -256,17 +269,30 @@ def collision_candidates(model, q, shapes, pairs):
 MIN_FEATURE = 1e-6
 
 
+class Pairs(tuple):
+    """The static argument ``pairs`` as a scene keeps it: a tuple that computes its hash once.  A
+    plain call looks its compiled kernel up by its static arguments, hashing them; a tuple hashes
+    its items at every call (on the humanoid's 161 pairs, a third of the collision kernel's time)."""
+
+    def __hash__(self):
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h
+
+
 class KernelPlan:
     """What the kernel road of a scene needs, computed once and kept by the scene
     (:func:`kernel_plan`): ``pairs`` (the static argument), ``shapes`` (S, 15), ``pair`` (K,) the
     scene pair of each candidate, ``inside`` (P,) bool, whether each scene pair is in the kernel,
-    ``complete``: whether all are."""
+    ``complete``: whether all are, ``cutoff`` (a 0-d array) the scene's margin."""
 
-    __slots__ = ("pairs", "shapes", "pair", "inside", "complete")
+    __slots__ = ("pairs", "shapes", "pair", "inside", "complete", "cutoff")
 
-    def __init__(self, pairs, shapes, pair, inside):
+    def __init__(self, pairs, shapes, pair, inside, cutoff=0.0):
         self.pairs, self.shapes, self.pair, self.inside = pairs, shapes, pair, inside
         self.complete = bool(inside.all())
+        self.cutoff = np.array(float(cutoff))
 
 
 def _separated(s):
@@ -300,5 +326,5 @@ def kernel_plan(scene, world_only=False) -> KernelPlan:
     for i in range(len(table)):
         s = shapes[i]
         table[i, :9], table[i, 9:12], table[i, 12:12 + len(s.size)] = s.R.reshape(-1), s.p, s.size
-    plan = scene.cache[key] = KernelPlan(tuple(pairs), table, np.array(pair, int), inside)
+    plan = scene.cache[key] = KernelPlan(Pairs(pairs), table, np.array(pair, int), inside, scene.margin)
     return plan

@@ -15,8 +15,9 @@ less the pairs of links an SRDF disables (``<disable_collisions>``, links named 
 Two world shapes never collide, nor two planes (unbounded, they always would).  In a pair ``(a, b)``, ``a`` is a robot shape and ``b`` a world shape,
 or both are robot shapes in scene order; hits' normals point from ``b`` towards ``a``.
 
-Friction of a pair: an MJCF ``<pair>``'s own; else the larger of the two shapes' coefficients where
-both give one (MuJoCo's rule), the one given where one does, else the scene's ``friction``.
+Friction of a pair: an MJCF ``<pair>``'s own; else, where both shapes give one, the coefficient of the
+shape of higher ``priority`` (MuJoCo's geom priority), the larger at equal priority (MuJoCo's rule);
+the one given where one does; else the scene's ``friction``.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class Scene:
         index.flags.writeable = False
         d["index"] = index
         mu = np.array([explicit[(i, j)] if (i, j) in explicit else
-                       _pair_friction(shapes[i].friction, shapes[j].friction, friction) for i, j in index], float)
+                       _pair_friction(shapes[i], shapes[j], friction) for i, j in index], float)
         mu.flags.writeable = False
         d["pair_friction"] = mu
         d["names"] = {s.name: k for k, s in enumerate(shapes)}
@@ -165,7 +166,8 @@ def _unique_names(shapes):
             seen[n] += 1
             n = f"{n}_{seen[n]}"
             s = Shape(s.kind, () if s.kind == "plane" else s.size, placement=(s.R, s.p), friction=s.friction,
-                      name=n, mesh=s.mesh if s.vertices is None else (s.vertices, s.faces), body=s.body, link=s.link)
+                      name=n, mesh=s.mesh if s.vertices is None else (s.vertices, s.faces), body=s.body, link=s.link,
+                      heights=s.heights, priority=s.priority)
         seen.setdefault(n, 1)
         out.append(s)
     return out
@@ -181,7 +183,12 @@ def _ordered(shapes, i, j, who):
     return i, j
 
 
-def _pair_friction(ma, mb, default):
+def _pair_friction(a, b, default):
+    """MuJoCo's rule: of two shapes giving a friction, the higher priority's, the larger at equal
+    priority; the one given where one gives it; else the scene's."""
+    ma, mb = a.friction, b.friction
     if ma is None and mb is None:
         return default
+    if ma is not None and mb is not None and a.priority != b.priority:
+        return ma if a.priority > b.priority else mb
     return max(m for m in (ma, mb) if m is not None)

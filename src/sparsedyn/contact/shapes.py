@@ -6,7 +6,11 @@ and ``"cylinder"`` (radius, length) along z, centred (a capsule's length is that
 part); ``"ellipsoid"`` the three radii; ``"plane"`` the xy plane of its frame, normal +z, taken as
 the half-space z <= 0 (unbounded, as MuJoCo and coal's ``Halfspace`` take it); ``"mesh"`` a mesh file
 (``mesh="path"``, ``size`` its scale (x, y, z), default 1) or triangles
-(``mesh=(vertices (V, 3), faces (F, 3))``).
+(``mesh=(vertices (V, 3), faces (F, 3))``); ``"hfield"`` a height field (MuJoCo's ``hfield``, a world
+shape): ``size = (sx, sy, top, base)``, the grid spanning ``[-sx, sx] x [-sy, sy]``, its surface at
+``top * heights`` and the solid down to ``z = -base``, with ``heights=`` (nrow >= 2, ncol >= 2) in
+[0, 1], row 0 at ``y = -sy`` and column 0 at ``x = -sx`` (MuJoCo's ``hfield_data`` layout;
+:mod:`sparsedyn.contact.heightfield`).
 
 ``placement``: the shape's frame in its parent's (the world for a world shape, the body for a
 robot's shape) as ``(R (3, 3), p (3,))``, a 4x4 homogeneous matrix or a
@@ -25,7 +29,7 @@ from ..model import GEOMETRY_SHAPES
 __all__ = ["Shape", "SHAPE_KINDS"]
 
 #: The kinds of :class:`Shape` and the number of ``size`` entries each takes.
-SHAPE_KINDS = {k: n for k, n in GEOMETRY_SHAPES.items()}
+SHAPE_KINDS = {**GEOMETRY_SHAPES, "hfield": 4}
 
 
 def _frozen(x, dtype=float):
@@ -35,13 +39,14 @@ def _frozen(x, dtype=float):
 
 
 class Shape:
-    """A collision shape: ``Shape(kind, size=(), *, placement=None, friction=None, name=None, mesh=None)``
-    (module docstring for the kinds and sizes).
+    """A collision shape: ``Shape(kind, size=(), *, placement=None, friction=None, name=None, mesh=None,
+    heights=None, priority=0)`` (module docstring for the kinds and sizes; ``heights`` a height field's grid).
 
     ``friction``: the Coulomb coefficient (>= 0) of this shape's contacts, default the scene's;
     ``name``: default the kind.  Attributes: ``kind``, ``size`` (tuple), ``R`` (3, 3) and ``p`` (3,)
     (the placement, read-only arrays), ``friction``, ``name``, ``mesh`` (a path or None),
-    ``vertices`` (V, 3) / ``faces`` (F, 3) (or None), ``body`` (the body index of a robot's shape,
+    ``vertices`` (V, 3) / ``faces`` (F, 3) (or None), ``heights`` (nrow, ncol) (or None), ``priority``
+    (MuJoCo's geom priority: of two shapes giving a friction, the higher priority's counts), ``body`` (the body index of a robot's shape,
     -1 for the world) and ``link`` (the link the model file put it on).  A shape is immutable.
 
     >>> import sparsedyn as sd
@@ -50,9 +55,11 @@ class Shape:
     Shape('box', (0.4, 0.4, 0.1), name='step', friction=0.6)
     """
 
-    __slots__ = ("kind", "size", "R", "p", "friction", "name", "mesh", "vertices", "faces", "body", "link")
+    __slots__ = ("kind", "size", "R", "p", "friction", "name", "mesh", "vertices", "faces", "body", "link", "heights",
+                 "priority")
 
-    def __init__(self, kind, size=(), *, placement=None, friction=None, name=None, mesh=None, body=-1, link=""):
+    def __init__(self, kind, size=(), *, placement=None, friction=None, name=None, mesh=None, body=-1, link="",
+                 heights=None, priority=0):
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"Shape: name must be a non-empty string, got {name!r}")
         who = f"Shape {name or kind!r}"
@@ -66,8 +73,13 @@ class Shape:
                 raise ValueError(f"{who}: friction must be a finite number >= 0, got {friction!r}")
             friction = float(friction)
         path, vertices, faces = _mesh(who, kind, mesh)
+        heights = _heights(who, kind, heights)
+        if kind == "hfield" and int(body) >= 0:
+            raise ValueError(f"{who}: a height field is a world shape (body -1), got body {body}")
+        if isinstance(priority, bool) or not isinstance(priority, (int, np.integer)):
+            raise ValueError(f"{who}: priority must be an integer, got {priority!r}")
         for k, x in zip(self.__slots__, (kind, size, R, p, friction, name or kind, path, vertices, faces,
-                                         int(body), str(link))):
+                                         int(body), str(link), heights, int(priority))):
             object.__setattr__(self, k, x)
 
     def __setattr__(self, key, value):
@@ -82,7 +94,7 @@ class Shape:
         mesh = g.mesh if g.vertices is None else (g.vertices, g.faces)
         size = () if g.shape == "plane" else g.size
         return cls(g.shape, size, placement=(R, p), friction=friction, name=g.name, mesh=mesh, body=g.body,
-                   link=g.link)
+                   link=g.link, priority=getattr(g, "priority", 0))
 
     @property
     def bounding_radius(self) -> float:
@@ -96,8 +108,8 @@ class Shape:
             return float(np.hypot(s[0], s[1] / 2))
         if self.kind in ("box", "ellipsoid"):
             return float(np.linalg.norm(s) / 2) if self.kind == "box" else max(s)
-        if self.kind == "plane":
-            return np.inf
+        if self.kind in ("plane", "hfield"):
+            return np.inf                     # a height field: coal's bounds decide
         if self.vertices is None:
             return np.inf                     # a mesh file: coal's own bounds decide
         return float(np.max(np.linalg.norm(self.vertices * np.asarray(s), axis=-1), initial=0.0))
@@ -126,6 +138,24 @@ def _size(who, kind, size):
         what = "non-negative" if kind == "plane" else "non-zero" if kind == "mesh" else "positive"
         raise ValueError(f"{who}: a {kind}'s sizes must be {what}, got {tuple(float(x) for x in s)}")
     return tuple(float(x) for x in s)
+
+
+def _heights(who, kind, heights):
+    if kind != "hfield":
+        if heights is not None:
+            raise ValueError(f"{who}: heights= is for kind 'hfield', got kind {kind!r}")
+        return None
+    try:
+        H = np.array(heights, float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: heights must be a grid of numbers (nrow, ncol), got {type(heights).__name__}") \
+            from None
+    if H.ndim != 2 or min(H.shape) < 2:
+        raise ValueError(f"{who}: a height field needs heights= of shape (nrow >= 2, ncol >= 2), got shape {H.shape}")
+    if not np.all(np.isfinite(H)) or H.min() < 0 or H.max() > 1:
+        raise ValueError(f"{who}: heights must be finite numbers in [0, 1] (scaled by size[2]), got values in "
+                         f"[{np.nanmin(H):g}, {np.nanmax(H):g}]")
+    return _frozen(H)
 
 
 def _placement(who, placement):

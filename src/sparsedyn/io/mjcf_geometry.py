@@ -84,7 +84,7 @@ def _geometry(m, model, extra, g, name):
         rgba = tuple(float(c) for c in m.mat_rgba[int(m.geom_matid[g])])
     body = -1 if host is None else model.body(host)
     return Geometry(name, body, _transform(T), shape, tuple(size), "visual", None, rgba, extra["body_names"][b],
-                    vertices, faces, float(m.geom_friction[g][0]))
+                    vertices, faces, float(m.geom_friction[g][0]), priority=int(m.geom_priority[g]))
 
 
 def _filtered_bodies(m):

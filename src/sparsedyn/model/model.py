@@ -354,9 +354,11 @@ class Model:
             friction = None if g.friction is None else float(g.friction)
             if friction is not None and not (np.isfinite(friction) and friction >= 0):
                 raise ModelError(f"{who}: friction must be a finite number >= 0, got {g.friction!r}")
+            if isinstance(g.priority, bool) or not isinstance(g.priority, (int, np.integer)):
+                raise ModelError(f"{who}: priority must be an integer, got {g.priority!r}")
             out.append(Geometry(str(g.name), int(g.body), Transform(_frozen(g.X.E), _frozen(g.X.r)), g.shape,
                                 tuple(float(x) for x in size), g.kind, g.mesh, rgba, str(g.link), verts, faces,
-                                friction, *collision_filter(who, g)))
+                                friction, *collision_filter(who, g), int(g.priority)))
         names = {g.name for g in out}
         for g in out:
             for other, _ in g.pairs:

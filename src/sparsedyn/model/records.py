@@ -115,7 +115,9 @@ class Geometry(NamedTuple):
     or ``contype_b & conaffinity_a`` is non-zero; ``None``: no masks, the URDF rule); ``exclude``: the
     names of the geometries never paired with this one (MuJoCo's parent-child filter and
     ``<contact><exclude>``); ``pairs``: ``((geometry name, friction), ...)``, pairs checked whatever the
-    masks and exclusions, with their own Coulomb coefficient (``<contact><pair>``).
+    masks and exclusions, with their own Coulomb coefficient (``<contact><pair>``); ``priority``: MuJoCo's
+    geom ``priority`` (of two shapes that both give a friction, the higher priority's counts; equal: the
+    larger).
     """
 
     name: str
@@ -134,6 +136,7 @@ class Geometry(NamedTuple):
     conaffinity: int | None = None
     exclude: tuple = ()
     pairs: tuple = ()
+    priority: int = 0
 
 
 class Mimic(NamedTuple):

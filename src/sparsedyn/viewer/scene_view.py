@@ -19,6 +19,7 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from ..contact.friction_problem import contact_basis
 from ..contact.scene import Scene
+from ..contact.heightfield import hfield_mesh
 from ..contact.scene_step import scene_contacts
 from ..model import Geometry
 from ..model.spatial import Transform
@@ -47,12 +48,18 @@ def checked_scene(model, scene):
 
 def world_geometries(scene) -> list:
     """The world shapes ``scene`` adds to its model, as :class:`~sparsedyn.model.Geometry` on the world
-    (``body = -1``, ``kind = "collision"``; a plane drawn 20 m wide)."""
+    (``body = -1``, ``kind = "collision"``; a plane drawn 20 m wide, a height field as its surface's
+    triangles)."""
     own = len(scene.model.geometry("collision"))
     out = []
     for s in scene.shapes[own:]:
         X = Transform(np.array(s.R, float).T, np.array(s.p, float))              # shape_X_world (Plücker)
         mesh = s.mesh if s.vertices is None else None
+        if s.kind == "hfield":                          # its surface as triangles
+            V, F = hfield_mesh(s.size, s.heights)
+            out.append(Geometry(s.name, -1, X, "mesh", (1.0, 1.0, 1.0), "collision", None, _WORLD_GREY, "", V, F,
+                                s.friction))
+            continue
         out.append(Geometry(s.name, -1, X, s.kind, tuple(s.size), "collision", mesh, _WORLD_GREY, "", s.vertices,
                             s.faces, s.friction))
     return out

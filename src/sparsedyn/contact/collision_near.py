@@ -1,0 +1,225 @@
+"""The closed-form pairs of a scene with a broad phase: :func:`collision_candidates_near`.
+
+:func:`~sparsedyn.collision_candidates` computes every candidate of every pair, one straight-line
+program: on dm_control's humanoid (161 pairs, 100 of them capsule-capsule) that is 23,000 operations
+a call, most of them on pairs far apart.  Here the same closed forms run only for the pairs that may
+be within a ``cutoff``, as MuJoCo's collision detection does (a bounding test before the narrow
+phase).  The program is an iterative kernel (:mod:`sparsedyn.symbolic.loop`):
+
+* ``init``: the forward kinematics, every shape's world pose, and each pair's lower bound ``b`` of
+  its distance (bounding spheres for two shapes; for a shape against a plane its support along the
+  normal: exact for spheres, capsules and boxes, a bounding sphere for a cylinder); a pair is *near*
+  where ``b <= cutoff + SLACK``; the loop state holds every candidate row, ``[b, 0, ...]`` to begin
+  with, and a table of jumps from each stage to the next near pair's;
+* one stage per pair: its candidates' rows (those of :func:`~sparsedyn.collision_candidates`), and
+  the jump to the next near pair (the driver skips the stages between);
+* ``finish``: the rows.
+
+So a near pair's candidates are :func:`~sparsedyn.collision_candidates`' own (to rounding), and a
+far pair's rows are ``[b, 0, ...]`` with ``b > cutoff``: a caller keeping the candidates closer than
+``cutoff`` gets the same hits.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from .. import _checks
+from .. import backend as bk
+from ..kernels import kernel
+from ..symbolic.loop import run_stages
+from .collision_kernel import _check_pairs, _pair_rows, _per_pair, _posers, _shape_count
+
+__all__ = ["collision_candidates_near", "NEAR_COLUMNS", "SLACK"]
+
+#: Columns of a row of :func:`collision_candidates_near`: ``[d, x (3), n (3), w_a in body a (3), n . w_b]``,
+#: ``x = (w_a + w_b) / 2`` the midpoint of the witness points (world; ``w_a = x + d n / 2``); the others
+#: those of :func:`~sparsedyn.collision_candidates`.
+NEAR_COLUMNS = 11
+
+#: The entries of a shape's world pose kept in the constants, by kind: ``R``'s columns (the axis
+#: alone for a capsule and a plane's normal, none for a sphere), then ``p``.
+_KEPT = {"sphere": (), "capsule": (2,), "plane": (2,), "box": (0, 1, 2), "cylinder": (0, 1, 2)}
+
+#: A pair is computed where its lower bound is at most ``cutoff`` plus this [m], so that the rounding
+#: of the bound (a formula other than the candidates') never leaves out a candidate within ``cutoff``.
+SLACK = 1e-9
+
+
+class _Layout:
+    """Where each piece lives in the constants ``K`` and the loop state ``S`` of the pairs ``pairs``."""
+
+    def __init__(self, model, pairs):
+        self.model, self.pairs = model, pairs
+        on, kind = {}, {}
+        for p in pairs:
+            on[p[2]], on[p[3]], kind[p[2]], kind[p[3]] = p[4], p[5], p[0], p[1]
+        self.shapes = sorted(on)                               # shape rows used, their bodies and kinds
+        self.shape_body, self.kind = on, kind
+        self.bodies = sorted({p[4] for p in pairs if p[4] >= 0})
+        self.at_shape, base = {}, 0
+        for i in self.shapes:
+            self.at_shape[i] = base
+            base += 3 * len(_KEPT[kind[i]]) + 3
+        self.at_body = {j: base + 12 * k for k, j in enumerate(self.bodies)}
+        self.jumps = base + 12 * len(self.bodies)              # P + 1 jumps, one per stage
+        self.nK = self.jumps + len(pairs) + 1
+        self.per = [_per_pair(p) for p in pairs]
+        self.rows = np.concatenate([[0], np.cumsum(self.per)]).astype(int)   # first row of each pair
+
+
+def _pose(K, at):
+    return K[at:at + 9].reshape(3, 3), K[at + 9:at + 12]
+
+
+def _kept(R, p, kind):
+    """The entries of the world pose ``(R, p)`` of a ``kind`` shape kept in the constants."""
+    return [R[:, c] for c in _KEPT[kind]] + [p]
+
+
+def _shape_pose(K, at, kind):
+    """``(R, p)`` of a ``kind`` shape from the constants (the columns of ``R`` not kept are 0: unused)."""
+    cols = _KEPT[kind]
+    R = np.zeros((3, 3), dtype=K.dtype)
+    for k, c in enumerate(cols):
+        R[:, c] = K[at + 3 * k:at + 3 * k + 3]
+    return R, K[at + 3 * len(cols):at + 3 * len(cols) + 3]
+
+
+def _abs(x):
+    return bk.copysign(x, 1.0)
+
+
+def _bound(pair, A, B):
+    """A lower bound of the distance of the shapes ``A``, ``B`` ``(R, p, size)`` of ``pair``'s kinds."""
+    kind_a, kind_b = pair[:2]
+    if kind_a == "plane":
+        kind_a, kind_b, A, B = kind_b, kind_a, B, A
+    (Ra, pa, sa), (Rb, pb, _) = A, B
+    if kind_b == "plane":
+        n = Rb[:, 2]
+        h = n[0] * (pa[0] - pb[0]) + n[1] * (pa[1] - pb[1]) + n[2] * (pa[2] - pb[2])
+        if kind_a == "sphere":
+            return h - sa[0]
+        if kind_a == "capsule":
+            return h - sa[0] - (sa[1] / 2) * _abs(Ra[0, 2] * n[0] + Ra[1, 2] * n[1] + Ra[2, 2] * n[2])
+        if kind_a == "box":
+            return h - sum((sa[i] / 2) * _abs(Ra[0, i] * n[0] + Ra[1, i] * n[1] + Ra[2, i] * n[2]) for i in range(3))
+        return h - bk.sqrt(sa[0] * sa[0] + sa[1] * sa[1] / 4)             # a cylinder: its bounding sphere
+    w = pa - pb
+    return bk.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]) - _radius(kind_a, sa) - _radius(kind_b, B[2])
+
+
+def _radius(kind, s):
+    return s[0] if kind == "sphere" else s[0] + s[1] / 2                # a sphere or a capsule
+
+
+def _init(lay, q, shapes, cutoff):
+    """``(K, S)``: the shapes' and bodies' world poses and the jumps; every row ``[b, 0, ...]``."""
+    body, shape = _posers(lay.model, q, shapes)
+    K = np.zeros(lay.nK, dtype=object if bk.is_symbolic(q) else float)
+    for i in lay.shapes:
+        R, p, _ = shape(i, lay.shape_body[i])
+        kept = np.concatenate(_kept(R, p, lay.kind[i]))
+        K[lay.at_shape[i]:lay.at_shape[i] + len(kept)] = kept
+    for j in lay.bodies:
+        R, o = body(j)
+        K[lay.at_body[j]:lay.at_body[j] + 12] = np.concatenate([np.reshape(R, -1), o])
+    S = np.zeros((lay.rows[-1], NEAR_COLUMNS), dtype=K.dtype)
+    P = len(lay.pairs)
+    nxt = P + 1.0                                              # the stage after the last: the end
+    reach = cutoff + SLACK
+    for k in range(P - 1, -1, -1):                             # stage k + 1 computes pair k
+        p = lay.pairs[k]
+        b = _bound(p, shape(p[2], p[4]), shape(p[3], p[5]))
+        S[lay.rows[k]:lay.rows[k + 1], 0] = b
+        # the first near pair's stage from k on: k + 1 where pair k is near, else the one after;
+        # one product and one sum on the chain from pair to pair
+        far = 0.5 - 0.5 * bk.copysign(1.0, reach - b)
+        nxt = (1.0 - far) * (k + 1.0) + far * nxt
+        K[lay.jumps + k] = nxt - k
+    K[lay.jumps + P] = 1.0                                     # the last stage ends the loop
+    return K, S.reshape(-1)
+
+
+def _stage(lay, s, q, shapes, cutoff, K, S):
+    """Stage ``s``: pair ``s - 1``'s candidate rows (stage 0 computes nothing); the jump to the next."""
+    flag = K[lay.jumps + s]
+    if s == 0:
+        return S, flag
+    k = s - 1
+    p = lay.pairs[k]
+    A = _shape_pose(K, lay.at_shape[p[2]], p[0]) + (shapes[p[2], 12:15],)
+    B = _shape_pose(K, lay.at_shape[p[3]], p[1]) + (shapes[p[3], 12:15],)
+    rows = _pair_rows(p, A, B, lambda j: _pose(K, lay.at_body[j]))
+    out = S.copy().reshape(-1, NEAR_COLUMNS)
+    for r, row in zip(range(lay.rows[k], lay.rows[k + 1]), rows):
+        out[r] = np.concatenate([row[:1], (row[1:4] + row[4:7]) / 2, row[10:13], row[7:10], row[13:14]])
+    return out.reshape(-1), flag
+
+
+def _finish(lay, q, shapes, cutoff, K, S):
+    return S.reshape(-1, NEAR_COLUMNS)
+
+
+def _pieces(model, pairs):
+    lay = _Layout(model, pairs)
+    return (partial(_init, lay), [partial(_stage, lay, s) for s in range(len(pairs) + 1)], partial(_finish, lay))
+
+
+def _candidate_count(model, pairs, **_):
+    return sum(_per_pair(p) for p in pairs)
+
+
+def _near_program(model, static, optional):
+    """The :class:`~sparsedyn.symbolic.loop.LoopProgram` of :func:`collision_candidates_near` at
+    ``static["pairs"]``."""
+    from ..symbolic.loop import trace_loop
+    pairs = tuple(tuple(p) for p in static["pairs"])
+    _check_pairs(model, pairs, "collision_candidates_near")
+    k = collision_candidates_near.__kernel__
+    shapes = k.shapes(model, pairs=pairs)
+    init, stages, finish = _pieces(model, pairs)
+    return trace_loop(k.variant({"pairs": pairs}).name, [(n, shapes[n]) for n in k.inputs],
+                      [(n, shapes[n]) for n in k.outputs], init, stages, finish, cap=len(pairs) + 2)
+
+
+@kernel(inputs={"q": ("nq",), "shapes": (_shape_count, 15), "cutoff": ()}, static=("pairs",),
+        sequences=("pairs",), outputs={"candidates": (_candidate_count, NEAR_COLUMNS)}, program=_near_program)
+def collision_candidates_near(model, q, shapes, cutoff, pairs):
+    """:func:`~sparsedyn.collision_candidates` with a broad phase
+    (:mod:`~sparsedyn.contact.collision_near`): ``candidates`` (..., K, 11), per candidate
+    ``[d, x (3), n (3), w_a in body a (3), n . w_b]`` (:data:`NEAR_COLUMNS`: ``x`` the midpoint of
+    the witness points, the others as there) for the pairs that may be within ``cutoff`` [m]; the
+    rows of a pair farther apart are ``[b, 0, ..., 0]``, ``b > cutoff`` a lower bound of its distance.  ``q``, ``shapes`` and
+    ``pairs`` as there; ``cutoff`` (...,) a number.
+
+    >>> import numpy as np, sparsedyn as sd
+    >>> b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0,
+    ...                                       rot_inertia=np.eye(3) * 0.004)
+    >>> shapes = np.zeros((3, 15)); shapes[:, [0, 4, 8]] = 1; shapes[0, 12] = 0.1    # a ball, a floor, a ball
+    >>> shapes[2, 9:13] = [5, 0, 0.09, 0.1]
+    >>> pairs = [("sphere", "plane", 0, 1, 0, -1), ("sphere", "sphere", 0, 2, 0, -1)]
+    >>> c = sd.collision_candidates_near(b.build(), [0, 0, 0.09, 0, 0, 0, 1], shapes, 0.01, pairs)
+    >>> c[:, 0].round(12).tolist(), c[0, 1:4].round(12).tolist()      # the far ball: its bound, 4.8 m
+    ([-0.01, 4.8], [0.0, 0.0, -0.005])
+    """
+    pairs = tuple(tuple(p) if isinstance(p, list) else p for p in pairs)
+    _check_pairs(model, pairs, "collision_candidates_near")
+    q = _checks.configuration(model, q)
+    S = _shape_count(model, pairs)
+    shapes = _checks.numeric("shapes", shapes, f"shape placements and sizes (..., {S}, 15)")
+    cutoff = _checks.numeric("cutoff", cutoff, "a number (...,)")
+    if shapes.shape[-2:] != (S, 15):
+        raise ValueError(f"collision_candidates_near: shapes must have shape (..., {S}, 15), got {shapes.shape}")
+    for name, x in (("shapes", shapes), ("cutoff", cutoff)):
+        if not bk.is_symbolic(x) and not np.all(np.isfinite(x)):
+            raise ValueError(f"collision_candidates_near: {name} must be finite, got {x!r}")
+    init, stages, finish = _pieces(model, pairs)
+    batch = np.broadcast_shapes(q.shape[:-1], shapes.shape[:-2], cutoff.shape)
+    qb, sb = np.broadcast_to(q, batch + q.shape[-1:]), np.broadcast_to(shapes, batch + (S, 15))
+    cb = np.broadcast_to(cutoff, batch)
+    out = [run_stages(init, stages, finish, [qb[i], sb[i], cb[i]])[0] for i in np.ndindex(batch)]
+    return np.stack(out).reshape(batch + (-1, NEAR_COLUMNS)) if out else np.zeros(batch + (0, NEAR_COLUMNS))

@@ -1,0 +1,144 @@
+"""The closed-form pairs with a broad phase (sparsedyn.contact.collision_near), on the native road
+collide takes by default and on NumPy.
+
+Oracle: ``collision_candidates`` (every candidate of every pair, itself checked against coal and the
+vectorised closed forms in test_collision_kernel): a pair within the cutoff has its rows, to the
+rounding of two evaluations of the same closed forms (``rounding_bound(64)`` times the size of the
+values); a pair farther has ``[b, 0, ...]`` with ``cutoff < b <=`` its true distance (a lower bound).
+"""
+
+import warnings
+from pathlib import Path
+
+import dm_control
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rounding_bound
+from sparsedyn.codegen import native
+from sparsedyn.contact.collision_kernel import kernel_plan
+from test_collision_kernel import KERNEL_PAIRS
+from test_collision import free_body_scene, random_body_q
+
+HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
+
+
+@pytest.fixture
+def native_backend():
+    with sd.use_backend("native", deterministic=True):
+        yield
+
+
+def _humanoid():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                  # the file's sites and sensors the model leaves out
+        return sd.load_mjcf(str(HUMANOID), geometry=True)
+
+
+def _as_near(all_rows):
+    """collision_candidates' rows (14 columns) in collision_candidates_near's 11 columns."""
+    wa, wb = all_rows[:, 1:4], all_rows[:, 4:7]
+    return np.column_stack([all_rows[:, :1], (wa + wb) / 2, all_rows[:, 10:13], all_rows[:, 7:10], all_rows[:, 13:]])
+
+
+def _check(model, q, kp, cutoff, got):
+    """``got`` (collision_candidates_near) against collision_candidates, pair by pair; the number of
+    pairs computed."""
+    want = _as_near(sd.collision_candidates(model, q, kp.shapes, kp.pairs))
+    bound = rounding_bound(64) * max(1.0, np.abs(want).max())
+    computed = 0
+    for k in np.unique(kp.pair):
+        rows = kp.pair == k
+        if got[rows][:, 1:].any():                       # computed: the same rows
+            assert np.abs(got[rows] - want[rows]).max() <= bound
+            computed += 1
+        else:                                            # left out: a lower bound beyond the cutoff
+            b = got[rows, 0]
+            assert np.all(b == b[0]) and b[0] > cutoff and b[0] <= want[rows, 0].min() + bound
+    return computed
+
+
+def test_near_pairs_are_the_full_kernels_and_far_ones_a_bound_beyond_the_cutoff(native_backend):
+    """dm_control's humanoid at random configurations near the floor: the pairs closer than the
+    cutoff (every one with a candidate within it) are computed, the others bounded."""
+    model = _humanoid()
+    kp = kernel_plan(sd.Scene(model))
+    rng = np.random.default_rng(7)
+    computed = left_out = 0
+    for t in range(12):
+        q = model.random_configuration(rng)
+        q[2] = rng.uniform(0.0, 0.6)
+        cutoff = [0.0, 0.005, 0.05][t % 3]
+        got = sd.collision_candidates_near(model, q, kp.shapes, cutoff, kp.pairs)
+        want = sd.collision_candidates(model, q, kp.shapes, kp.pairs)
+        assert got.shape == (len(want), 11)
+        close = np.unique(kp.pair[want[:, 0] < cutoff])
+        assert np.all(got[np.isin(kp.pair, close), 1:].any(1))   # every pair within the cutoff computed
+        n = _check(model, q, kp, cutoff, got)
+        computed, left_out = computed + n, left_out + len(kp.pairs) - n
+    assert computed >= 50 and left_out >= 500                    # both branches were compared
+    assert [n for n in native.shared(model).kernels if n.startswith("collision_candidates_near")]
+
+
+def test_numpy_road_is_the_native_one(native_backend):
+    """The NumPy function (the reference, the stages run on floats) equals the native kernel, on a
+    batch of states and with plain lists."""
+    model = _humanoid()
+    kp = kernel_plan(sd.Scene(model))
+    rng = np.random.default_rng(2)
+    Q = np.array([model.random_configuration(rng) for _ in range(3)])
+    Q[:, 2] = 0.2
+    got = sd.collision_candidates_near(model, Q, kp.shapes, 0.01, kp.pairs)
+    with sd.use_backend("numpy"):
+        want = sd.collision_candidates_near(model, Q.tolist(), kp.shapes.tolist(), 0.01, [list(p) for p in kp.pairs])
+    assert got.shape == want.shape == (3, len(kp.pair), 11)
+    assert np.abs(got - want).max() <= rounding_bound(64) * np.abs(want).max()
+    for i in range(3):
+        _check(model, Q[i], kp, 0.01, want[i])
+
+
+@pytest.mark.parametrize("kind_a, kind_b", KERNEL_PAIRS)
+def test_every_kind_of_pair_against_the_full_kernel(kind_a, kind_b, native_backend):
+    """Each kind of pair at random poses, some near (computed), some far (bounded): the bound of a
+    plane pair is the shape's support along the normal, of the others bounding spheres."""
+    rng = np.random.default_rng(KERNEL_PAIRS.index((kind_a, kind_b)))
+    scene = free_body_scene(kind_a, kind_b)
+    kp = kernel_plan(scene)
+    model = scene.model
+    computed = 0
+    for t in range(20):
+        _, _, q = random_body_q(rng, 0.4 if t % 2 else 1.5)
+        got = sd.collision_candidates_near(model, tuple(q), kp.shapes, 0.01, kp.pairs)
+        computed += _check(model, q, kp, 0.01, got)
+    assert 0 < computed < 20
+
+
+def test_a_box_lying_on_the_floor_by_hand(native_backend):
+    """An upright box (edges 0.3, 0.5, 0.4) 1 mm into the floor: its four lower corners at d = -0.001,
+    its upper ones at 0.399, midpoints halfway between corner and floor, normal +z; 5 cm above, with a
+    cutoff of 1 cm, the pair is left out with its bound 0.05 (the box's support along the normal)."""
+    scene = free_body_scene("box", "plane")
+    kp = kernel_plan(scene)
+    half = np.array(scene.shapes[0].size) / 2
+    q = [0.3, 0.1, half[2] - 0.001, 0, 0, 0, 1]
+    got = sd.collision_candidates_near(scene.model, q, kp.shapes, 0.01, kp.pairs)
+    lower = got[:, 0] < 0
+    assert lower.sum() == 4 and np.allclose(got[lower, 0], -0.001, atol=1e-15, rtol=0)
+    assert np.allclose(got[~lower, 0], 2 * half[2] - 0.001, atol=1e-15, rtol=0)
+    assert np.allclose(got[lower, 3], -0.0005, atol=1e-15, rtol=0) and np.all(got[:, 4:7] == [0, 0, 1])
+    q[2] = half[2] + 0.05
+    far = sd.collision_candidates_near(scene.model, q, kp.shapes, 0.01, kp.pairs)
+    assert np.allclose(far[:, 0], 0.05, atol=1e-15, rtol=0) and not far[:, 1:].any()
+
+
+@pytest.mark.parametrize("cutoff, shapes, message", [
+    (np.nan, np.zeros((2, 15)), "cutoff must be finite"),
+    (0.01, np.full((2, 15), np.inf), "shapes must be finite"),
+    (0.01, np.zeros((3, 15)), r"shapes must have shape \(\.\.\., 2, 15\)"),
+])
+def test_bad_input_is_named(cutoff, shapes, message):
+    b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    with pytest.raises(ValueError, match=message):
+        sd.collision_candidates_near(b.build(), [0, 0, 1, 0, 0, 0, 1], shapes, cutoff,
+                                     [("sphere", "plane", 0, 1, 0, -1)])

@@ -1,0 +1,215 @@
+"""Height fields as world shapes (sparsedyn.contact.heightfield): collide against coal, a flat field
+against a plane, a sloped one against the tilted plane; a box resting on a flat field as on a
+plane, a ball rolling down a sloped field as down the slope.
+
+Oracles: coal's sphere-mesh ``distance`` on the field's surface triangles, built here from the grid
+(exact, signed, with witness points: a different algorithm from the closest points on triangles the
+library computes); coal's ``HeightField`` ``collide`` (which pairs touch); the closed forms of a plane
+(test_collision checks them against coal); the rolling ball's acceleration by hand, ``5/7 g sin(a)``.
+"""
+
+import coal
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rounding_bound
+from sparsedyn.model.spatial import Transform
+from test_collision import SIZES, cube_mesh, random_body_q
+
+SIZE = (1.0, 0.5, 0.2, 0.1)                                      # sx, sy, top, base
+
+
+def _scene(kind, world, margin=0.05, size=None, mass=1.0, inertia=None, mesh=None):
+    b = sd.ModelBuilder("one").add_body("body", None, sd.make_joint("free"), mass=mass,
+                                       rot_inertia=np.eye(3) if inertia is None else inertia)
+    V, F = mesh if mesh is not None else (None, None)
+    g = sd.Geometry("a", 0, Transform(np.eye(3), np.zeros(3)), kind, size or SIZES.get(kind, (1.0, 1.0, 1.0)),
+                    "collision", vertices=V, faces=F)
+    return sd.Scene(b.build().with_geometry(g), world=world, margin=margin)
+
+
+def _surface_mesh(size, H):
+    """The field's surface as coal triangles, from the grid: cell (i, j) split along its diagonal from
+    (x_j, y_i) to (x_j+1, y_i+1), as coal's HeightField splits it."""
+    sx, sy, top, _ = size
+    nrow, ncol = H.shape
+    V = np.array([[-sx + 2 * sx * j / (ncol - 1), -sy + 2 * sy * i / (nrow - 1), top * H[i, j]]
+                  for i in range(nrow) for j in range(ncol)])
+    F = []
+    for i in range(nrow - 1):
+        for j in range(ncol - 1):
+            a, b, c, d = i * ncol + j, i * ncol + j + 1, (i + 1) * ncol + j + 1, (i + 1) * ncol + j
+            F += [[a, b, c], [a, c, d]]
+    g = coal.BVHModelOBBRSS()
+    g.beginModel(len(F), len(V))
+    g.addVertices(V)
+    g.addTriangles(np.array(F))
+    g.endModel()
+    return g
+
+
+def _height(H, x, y):
+    """The surface's height at (x, y): the plane of the cell's triangle there (the test's own
+    interpolation; the field of SIZE)."""
+    nrow, ncol = H.shape
+    gx, gy = (x + 1) / 2 * (ncol - 1), (y + 0.5) / 1 * (nrow - 1)
+    j, i = min(int(gx), ncol - 2), min(int(gy), nrow - 2)
+    u, v = gx - j, gy - i
+    a, b, c, d = H[i, j], H[i, j + 1], H[i + 1, j + 1], H[i + 1, j]
+    return 0.2 * (a + u * (b - a) + v * (c - b) if u >= v else a + v * (d - a) + u * (c - d))
+
+
+def test_a_ball_against_coals_distance_to_the_surface():
+    """A ball over a random field, centre above the surface: the hit's distance and witness points
+    are coal's sphere-mesh distance to the surface triangles, and coal's HeightField collide finds the
+    ball and the field touching exactly where the hit penetrates."""
+    rng = np.random.default_rng(0)
+    H = rng.uniform(0, 1, (6, 8))
+    scene = _scene("sphere", [sd.Shape("hfield", SIZE, heights=H, name="ground")], size=(0.1,))
+    mesh, field = _surface_mesh(SIZE, H), coal.HeightFieldAABB(2.0, 1.0, 0.2 * H[::-1].copy(), -0.1)
+    compared = penetrating = 0
+    for _ in range(150):
+        c = np.array([rng.uniform(-0.8, 0.8), rng.uniform(-0.35, 0.35), 0])
+        j, i = int((c[0] + 1) / (2 / 7)), int((c[1] + 0.5) / (1 / 5))       # the cell under the centre
+        c[2] = 0.2 * H[i:i + 2, j:j + 2].max() + rng.uniform(0, 0.15)       # above its corners: above the surface
+        res, req = coal.DistanceResult(), coal.DistanceRequest()
+        req.gjk_tolerance = req.epa_tolerance = 1e-11                      # coal's default, 1e-6, is that far
+        req.gjk_max_iterations = req.epa_max_iterations = 1000
+        d = coal.distance(coal.Sphere(0.1), coal.Transform3s(np.eye(3), c), mesh, coal.Transform3s(), req, res)
+        with sd.use_backend("numpy"):
+            hits = sd.collide(scene, list(c) + [0, 0, 0, 1])
+        if d >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        k = int(np.argmin(hits.distances))
+        if d >= 0:
+            assert abs(hits.distances[k] - d) <= 1e-9
+            assert np.abs(hits.witness_a[k] - res.getNearestPoint1()).max() <= 1e-9
+            assert np.abs(hits.witness_b[k] - res.getNearestPoint2()).max() <= 1e-9
+        else:
+            # in penetration coal's sphere-mesh distance stops short of the closest point (by up to
+            # 1e-3 here; checked by sampling the triangles): the hit is at least as deep, its witness
+            # point on the surface, at the distance it reports
+            assert hits.distances[k] <= d + 1e-9
+            wb = hits.witness_b[k]
+            assert abs(_height(H, wb[0], wb[1]) - wb[2]) <= 1e-12
+            assert abs(np.linalg.norm(c - wb) - 0.1 - hits.distances[k]) <= 1e-12
+        # coal's HeightField: the ball and the field collide (no margin) exactly when the hit penetrates
+        creq = coal.CollisionRequest()
+        creq.num_max_contacts = 64
+        touching = coal.collide(coal.Sphere(0.1), coal.Transform3s(np.eye(3), c), field, coal.Transform3s(), creq,
+                                coal.CollisionResult())
+        assert (touching > 0) == (hits.distances[k] < 0)
+        compared += 1
+        penetrating += d < 0
+    assert compared >= 30 and penetrating >= 5
+
+
+@pytest.mark.parametrize("kind", ["sphere", "capsule", "box", "cylinder", "mesh"])
+def test_a_flat_field_is_the_plane_at_its_height(kind):
+    """A field of equal heights 0.5 (surface at z = 0.1) against the plane z = 0.1, random poses over
+    its inside reaching less than its base's depth into it: the same deepest hit; for a sphere, a capsule and a box (the same features: the
+    centre, the end spheres, the corners) the same hits."""
+    rng = np.random.default_rng(["sphere", "capsule", "box", "cylinder", "mesh"].index(kind))
+    H = np.full((5, 9), 0.5)
+    mesh = cube_mesh(0.15) if kind == "mesh" else None
+    field = _scene(kind, [sd.Shape("hfield", SIZE, heights=H, name="ground")], mesh=mesh)
+    plane = _scene(kind, [sd.Shape("plane", placement=(np.eye(3), [0, 0, 0.1]), name="ground")], mesh=mesh)
+    seen = 0
+    for _ in range(30):
+        _, p, q = random_body_q(rng, 0.3)
+        q[2] = 0.1 + rng.uniform(0.0, 0.4)
+        with sd.use_backend("numpy"):
+            got, want = sd.collide(field, q), sd.collide(plane, q)
+        if want.distances.min(initial=0) < -0.15:                  # below the field's base (0.2 under its top)
+            continue
+        assert len(got.distances) > 0 if len(want.distances) else len(got.distances) == 0
+        if not len(want.distances):
+            continue
+        seen += 1
+        bound = rounding_bound(64)
+        assert abs(got.distances.min() - want.distances.min()) <= bound
+        if kind in ("sphere", "capsule", "box"):
+            order_g, order_w = np.lexsort(got.points.T), np.lexsort(want.points.T)
+            for x, y in zip(got[1:4], want[1:4]):
+                assert x.shape == y.shape and np.abs(x[order_g] - y[order_w]).max() <= bound
+        assert np.abs(got.normals - [0, 0, 1]).max() <= bound
+    assert seen >= 5
+
+
+def test_a_sloped_field_is_the_tilted_plane():
+    """Heights rising linearly along x (the surface z = top (x + sx) / (2 sx), a slope of 0.1): a ball
+    over its inside has one hit, that of the tilted plane (distance, normal, witness points)."""
+    rng = np.random.default_rng(4)
+    H = np.tile(np.linspace(0, 1, 11), (4, 1))
+    scene = _scene("sphere", [sd.Shape("hfield", SIZE, heights=H)], size=(0.1,))
+    n = np.array([-0.1, 0, 1]) / np.hypot(0.1, 1)
+    for _ in range(20):
+        c = np.array([rng.uniform(-0.7, 0.7), rng.uniform(-0.3, 0.3), 0])
+        c[2] = 0.1 * (c[0] + 1) + rng.uniform(0.05, 0.12)
+        with sd.use_backend("numpy"):
+            hits = sd.collide(scene, list(c) + [0, 0, 0, 1])
+        h = n @ (c - [-1, 0, 0])
+        d = h - 0.1
+        if d >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        assert len(hits.distances) == 1
+        bound = rounding_bound(64)
+        assert abs(hits.distances[0] - d) <= bound and np.abs(hits.normals[0] - n).max() <= bound
+        assert np.abs(hits.witness_b[0] - (c - h * n)).max() <= bound
+
+
+def test_a_box_rests_on_a_flat_field_as_on_a_plane():
+    """A 2 kg box dropped from 2 cm onto a flat field and onto the plane at its height: the same
+    contacts at every step, so the same trajectory (to the solver's tolerance), at rest with its
+    weight carried."""
+    H = np.full((5, 9), 0.5)
+    runs = []
+    for world in (sd.Shape("hfield", SIZE, heights=H, name="ground"),
+                  sd.Shape("plane", placement=(np.eye(3), [0, 0, 0.1]), name="ground")):
+        scene = _scene("box", [world], margin=0.005, size=(0.2, 0.2, 0.2), mass=2.0, inertia=np.eye(3) * 2 * 0.04 / 6)
+        q0 = np.array([0.1, 0.05, 0.22, 0, 0, 0, 1.0])
+        with sd.use_backend("numpy"):
+            runs.append(sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, 0.002, 150))
+    field, plane = runs
+    assert np.abs(field.q - plane.q).max() <= 1e-6
+    assert abs(field.q[-1][2] - 0.2) <= 1e-3 and np.abs(field.v[-1]).max() <= 1e-3
+    # the weight carried: the normal impulses of the last step sum to m g dt
+    assert abs(np.sum(field.impulses[-1][:, 2]) - 2.0 * 9.81 * 0.002) <= 1e-3 * 2.0 * 9.81 * 0.002
+
+
+def test_a_ball_rolls_down_a_sloped_field():
+    """A solid ball (inertia 2/5 m r^2) on the slope of a sloped field (angle a = atan(0.1)), friction
+    0.8: it rolls without sliding, its centre accelerating 5/7 g sin(a) down the slope."""
+    H = np.tile(np.linspace(0, 1, 11), (4, 1))
+    m, r = 1.0, 0.1
+    scene = _scene("sphere", [sd.Shape("hfield", SIZE, heights=H, friction=0.8)], margin=0.005, size=(r,), mass=m,
+                   inertia=np.eye(3) * 0.4 * m * r * r)
+    a = np.arctan(0.1)
+    n = np.array([-np.sin(a), 0, np.cos(a)])
+    c0 = np.array([0.5, 0, 0.1 * 1.5]) + r * n                       # resting on the slope at x = 0.5
+    dt, steps = 0.002, 100
+    with sd.use_backend("numpy"):
+        traj = sd.rollout(scene.model, np.concatenate([c0, [0, 0, 0, 1]]), np.zeros(6), np.zeros(6), scene, dt, steps)
+    t = dt * steps
+    down = np.array([-np.cos(a), 0, -np.sin(a)])
+    travelled = (traj.q[-1][:3] - c0) @ down
+    assert abs(travelled - 0.5 * (5 / 7) * 9.81 * np.sin(a) * t * t) <= 0.02 * travelled
+    assert abs((traj.q[-1][:3] - c0) @ n) <= 1e-3                   # on the slope
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(size=(1, 1, 0.2, 0.1)), "heights="),
+    (dict(size=(1, 1, 0.2, 0.1), heights=[[0, 1]]), r"nrow >= 2, ncol >= 2"),
+    (dict(size=(1, 1, 0.2, 0.1), heights=[[0, 1.5], [0, 0]]), r"in \[0, 1\]"),
+    (dict(size=(1, 1, 0.2, 0.1), heights=[[0, np.nan], [0, 0]]), "finite"),
+    (dict(size=(1, -1, 0.2, 0.1), heights=np.zeros((2, 2))), "positive"),
+    (dict(size=(1, 1, 0.2), heights=np.zeros((2, 2))), "4 finite sizes"),
+])
+def test_bad_height_fields_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=f"Shape 'terrain'.*{message}"):
+        sd.Shape("hfield", name="terrain", **kwargs)
+    with pytest.raises(ValueError, match="heights= is for kind 'hfield'"):
+        sd.Shape("box", (1, 1, 1), heights=np.zeros((2, 2)))
