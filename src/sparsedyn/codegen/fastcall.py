@@ -6,7 +6,7 @@ the pointers of the NumPy arrays are extracted (``arr.ctypes.data`` alone is
 ~0.3 µs per array), which is more than Pinocchio's whole RNEA on a 7-dof arm;
 a Python function in front of the call costs another ~0.1 µs, as much as a
 whole ``integrate``.  cffi is not installed by default.  This module's two
-callable types are implemented in C (vectorcall: no argument tuple, no Python
+callable types and the front are implemented in C (vectorcall: no argument tuple, no Python
 frame).
 
 ``Kernel(fptr, in_shapes, out_shapes, fallback, quats=None)``: one compiled kernel.
@@ -30,7 +30,14 @@ that the Python side fills with ``Kernel`` objects as variants are built) and
 runs that kernel; any other call, a missing variant, or a call the kernel does
 not take goes to ``fallback`` with the original arguments.
 
-Both take instance attributes (``__doc__``, ``__signature__``, ``__name__``...)
+``front(function, table, name, nin, nmin, nfast, statics, sequences, result)``: sets the
+vectorcall of a public function (:func:`sparsedyn.kernels.dispatch.set_front`, whose
+:class:`~sparsedyn.kernels.dispatch.Direct` gives the arguments after ``table``) to one that calls
+``function.__globals__[table][id(model)][name]`` for a direct call, with no Python frame, and
+runs the function's own code otherwise; ``front(function, None)`` puts the function's own
+vectorcall back.
+
+The two callable types take instance attributes (``__doc__``, ``__signature__``, ``__name__``...)
 so that ``help()`` and :func:`inspect.signature` describe them like the
 functions they stand for.  The fast path needs float64, C-contiguous, aligned,
 native-byte-order arrays of exactly the one-state shapes; outputs are new
