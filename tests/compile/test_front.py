@@ -152,3 +152,20 @@ def test_taking_the_fronts_away_and_back(solo, native):
         dispatch.set_front(install)
     again, ran = from_c(sd.rnea, model, q, v, a)
     assert not ran and np.array_equal(res, again)
+
+
+def test_a_call_from_python_reaches_the_front_except_on_3_11(solo, native):
+    model, _, q, v, a = solo
+    ran = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is sd.rnea.__code__:
+            ran.append(True)
+    sys.setprofile(profile)
+    try:
+        tau = sd.rnea(model, q, v, a)
+    finally:
+        sys.setprofile(None)
+    # CPython 3.11 pushes a Python function's frame itself; 3.10 and 3.12 on call its vectorcall
+    assert bool(ran) == (sys.version_info[:2] == (3, 11))
+    assert np.array_equal(tau, from_c(sd.rnea, model, q, v, a)[0])
