@@ -38,7 +38,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .._checks import BatchMemoryError as _BatchMemoryError
 from .._checks import batch_memory as _batch_memory, finite_result as _finite
@@ -264,7 +264,7 @@ class Direct(NamedTuple):
     nfast: int
     statics: tuple          # ((name, position among the static arguments by position or -1, required), ...)
     sequences: tuple        # ((position after the model or -1, name), ...)
-    result: type | None     # the named tuple of the native callable's plain tuple, or None
+    result: Any             # the named tuple of the native callable's plain tuple, or None
 
 
 def public_function(k):
