@@ -40,6 +40,7 @@ ALLOWED = {
     # registries, filled when a module is imported (a decorator or a register call), not per model
     ("kernels", "REGISTRY"): "the kernel registry: one entry per @kernel, at import",
     ("kernels", "METHODS"): "the functions compiled models have as methods: one entry per @model_method, at import",
+    ("kernels", "_publics"): "the public functions (weak keys) and their direct calls: one per @kernel, at import",
     ("codegen.native", "_positions"): "argument positions per kernel (a function of its signature)",
     ("model.joints", "JOINT_TYPES"): "the joint-type registry: one entry per joint class, at import",
     ("interop.jax", "_registered_target"): "whether the XLA FFI target is registered in this process (once)",

@@ -51,7 +51,7 @@ import numpy as np
 from .. import kernels as _registry
 from . import api, build
 from .compiled_model import CompiledModel, _native_method
-from .runtime import _progress_fn, find_compiler_or_warn, model_fingerprint
+from .runtime import _fast_module, _progress_fn, find_compiler_or_warn, model_fingerprint
 
 __all__ = ["plain_call", "shared", "MOMENT", "KEEP"]
 
@@ -341,6 +341,9 @@ def _plain_method(cm, k):
 
     functools.update_wrapper(plain, fn)
     params = list(inspect.signature(fn).parameters.values())[1:]
+    fast = _fast_module(cm._compiler) if cm.fastcall else None
+    if fast is not None:                # the public functions reach the C methods with no Python frame
+        _registry.set_front(fast.front)
     return _native_method(cm, cm._method_of(k.name), plain, params)
 
 

@@ -18,10 +18,14 @@ The road is chosen per call by the public function (:func:`public_function`):
 
 The public function of a kernel is a closure (:func:`public_function`) taking ``(model, *args,
 **kwargs)``, with the kernel function's signature for :func:`inspect.signature` and ``help()``.
-The common call (the state arrays and the static arguments, a ready native kernel) costs one
-Python frame and one dictionary lookup; every other call is checked against the signature
-(:class:`~sparsedyn.kernels.arguments.Parameters`, Python's own messages) and takes
-:func:`_dispatch`.
+The common call (the state arrays and the static arguments, a ready native kernel: a
+:class:`Direct` call) costs one Python frame and one dictionary lookup; every other call is checked
+against the signature (:class:`~sparsedyn.kernels.arguments.Parameters`, Python's own messages) and
+takes :func:`_dispatch`.  The compiler's C extension puts a front before each public function
+(:func:`set_front`): the function's vectorcall, which answers a direct call as the body would, with no
+Python frame (~0.1 us less a call), and hands every other call to the body.  Python 3.11 pushes a Python
+function's frame itself when Python code calls it, so there the front answers calls from C only
+(``functools.partial``, ``map``); 3.10 and 3.12 on call the function's vectorcall.
 
 This module knows model sizes and nothing about algorithms, tracing or compilation.
 """
@@ -34,12 +38,14 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from .._checks import BatchMemoryError as _BatchMemoryError
 from .._checks import batch_memory as _batch_memory, finite_result as _finite
 from .arguments import Parameters
 
-__all__ = ["BACKENDS", "use_backend", "set_native", "native_calls", "set_model_type", "public_function", "as_tuple"]
+__all__ = ["BACKENDS", "use_backend", "set_native", "native_calls", "set_model_type", "public_function", "as_tuple",
+           "set_front", "Direct"]
 
 
 class Model:
@@ -99,6 +105,38 @@ def set_native(hook):
     it is imported)."""
     global _native
     _native = hook
+
+
+#: A front of the public functions, set by the compiler (:func:`set_front`), or None.
+_front = None
+#: The public functions made (:func:`public_function`, one per kernel, at import) and their
+#: :class:`Direct` calls, for a front set later.
+_publics = weakref.WeakKeyDictionary()
+
+
+def set_front(install):
+    """Register ``install``, which puts a front before a public function: ``install(public, table,
+    name, nin, nmin, nfast, statics, sequences, result)`` (:class:`Direct`'s fields after ``table``, the
+    name of the global the function's body reads the ready callables from) makes ``public``'s plain
+    calls that fit answer as its body would, with no Python frame; the rest still run the body.
+    ``install(public, None)`` takes the front away; ``set_front(None)`` takes every front away.
+    The compiler calls this when its C extension is loaded (what the fronts call is in its tables)."""
+    global _front
+    if install is _front:
+        return
+    previous, _front = _front, install
+    for public, direct in list(_publics.items()):
+        if previous is not None:
+            previous(public, None)
+        if install is not None:
+            _put_front(public, direct)
+
+
+def _put_front(public, direct):
+    try:
+        _front(public, "_ready", *direct)
+    except ValueError:                      # a call shape the front does not take: the body alone
+        pass
 
 
 #: The compiler's ``compile(owner, kernels)`` (``sparsedyn.compile``), set by :func:`set_compiler`.
@@ -212,11 +250,27 @@ def as_tuple(x):
 _BY_NAME = object()
 
 
+class Direct(NamedTuple):
+    """The plain calls of a kernel that go straight to a model's native callable (``f = _ready[id(model)][name]``,
+    ``f(*args, **kwargs)``): after the model, the ``nin`` state arrays by position, then static arguments,
+    nothing else; each sequence static argument a tuple.  A call without keywords fits with ``nmin`` to
+    ``nfast`` positional arguments after the model; a call with keywords when each keyword is a static
+    argument not given by position and the required ones are given (:func:`_keywords_fit`).  The public
+    function's body applies this rule, and so does a front (:func:`set_front`) in front of it."""
+
+    name: str               # the kernel's name in a model's table
+    nin: int                # the state arrays
+    nmin: int
+    nfast: int
+    statics: tuple          # ((name, position among the static arguments by position or -1, required), ...)
+    sequences: tuple        # ((position after the model or -1, name), ...)
+    result: Any             # the named tuple of the native callable's plain tuple, or None
+
+
 def public_function(k):
     """The public function of kernel ``k``: a closure in front of :func:`_dispatch` with ``k.fn``'s
     name, docstring and signature.  A call on a :class:`~sparsedyn.Model` whose native callable
-    for ``k`` is ready (in :func:`native_calls`' table) with the state arrays by position and the
-    static arguments (by position where they directly follow the inputs, else by keyword) goes
+    for ``k`` is ready (in :func:`native_calls`' table) that fits :class:`Direct` goes
     straight to it; every other call takes :func:`_dispatch`."""
     fn = k.fn
     params = list(k.signature.parameters.values())
@@ -224,21 +278,24 @@ def public_function(k):
         raise TypeError(f"kernel {fn.__name__}: a kernel takes the model first and named arguments "
                         f"(no *args, **kwargs or positional-only arguments)")
     arguments = Parameters(fn.__name__, params)
-    fast = _fast_calls(k, params)
-    if k.sequences or k.result is not None:
-        public = _contact_set_public(k, arguments, fast, _sequence_positions(k, params))
+    direct = _direct(k, params)
+    if direct.sequences or direct.result is not None:
+        public = _contact_set_public(k, arguments, direct)
     else:
-        public = _plain_public(k, arguments, fast)
+        public = _plain_public(k, arguments, direct)
     functools.update_wrapper(public, fn)         # name, docstring; the signature through __wrapped__
+    _publics[public] = direct
+    if _front is not None:
+        _put_front(public, direct)
     return public
 
 
-def _plain_public(k, arguments, fast):
+def _plain_public(k, arguments, direct):
     """The public function of a kernel whose static arguments are taken as given and whose
     native callable's outputs are its results (all but the contact kernels).  The checks of
     :func:`_contact_set_public` left out are worth ~30 ns a call."""
-    name = k.name
-    nmin, nfast, keywords_fit = fast
+    name, nmin, nfast = direct.name, direct.nmin, direct.nfast
+    keywords_fit = _keywords_fit(direct)
 
     def public(model=_BY_NAME, /, *args, **kwargs):
         try:
@@ -255,12 +312,12 @@ def _plain_public(k, arguments, fast):
     return public
 
 
-def _contact_set_public(k, arguments, fast, sequences):
+def _contact_set_public(k, arguments, direct):
     """The public function of a kernel with sequence static arguments (a contact set: a list is
     taken as the tuple of its items, on every road) or a named result type (the native callable's
     plain tuple is handed back as ``k.result``)."""
-    name, result = k.name, k.result
-    nmin, nfast, keywords_fit = fast
+    name, nmin, nfast, sequences, result = direct.name, direct.nmin, direct.nfast, direct.sequences, direct.result
+    keywords_fit = _keywords_fit(direct)
 
     def public(model=_BY_NAME, /, *args, **kwargs):
         for j, n in sequences:                  # inline: a call of _as_tuples costs ~50 ns
@@ -281,40 +338,44 @@ def _contact_set_public(k, arguments, fast, sequences):
     return public
 
 
-def _fast_calls(k, params):
-    """Which calls of kernel ``k`` (parameters ``params``) may go straight to the native callable:
-    the inputs by position, then static arguments, nothing else.  ``(nmin, nfast, keywords_fit)``:
-    a call without keywords fits with ``nmin`` to ``nfast`` positional arguments after the model;
-    ``keywords_fit(npositional, kwargs)`` says whether a call with keywords does (each static
-    argument once, the required ones given).  A call that does not fit takes :func:`_dispatch`,
-    which checks it as Python would."""
+def _direct(k, params):
+    """The :class:`Direct` calls of kernel ``k`` (parameters ``params``); none when its inputs do
+    not come first.  A call that does not fit takes :func:`_dispatch`, which checks it as Python would."""
     names = [p.name for p in params[1:]]
     nin = len(k.inputs)
+    where = {p.name: j - 1 for j, p in enumerate(params) if p.kind == p.POSITIONAL_OR_KEYWORD}
+    sequences = tuple((where.get(n, -1), n) for n in k.sequences)
     if names[:nin] != list(k.inputs):                     # the inputs do not come first: never
-        return 1, 0, lambda n, kwargs: False
+        return Direct(k.name, nin, 1, 0, (), sequences, k.result)
     by_position = []                                      # the static arguments that may come by position
     for p in params[1 + nin:]:
         if p.name not in k.static or p.kind != p.POSITIONAL_OR_KEYWORD:
             break
         by_position.append(p.name)
     required = {p.name for p in params if p.name in k.static and p.default is p.empty}
+    statics = tuple((n, by_position.index(n) if n in by_position else -1, n in required) for n in k.static)
+    # no keywords: the required static arguments by position, up to every one that may come so
+    first = max((j + 1 for n, j, req in statics if req), default=0)
+    nmin = nin + first if all(j >= 0 for n, j, req in statics if req) else nin + len(by_position) + 1
+    return Direct(k.name, nin, nmin, nin + len(by_position), statics, sequences, k.result)
+
+
+def _keywords_fit(direct):
+    """``keywords_fit(npositional, kwargs)``: whether a call with ``npositional`` arguments after the
+    model and the keywords ``kwargs`` fits ``direct``."""
+    nin, npos = direct.nin, direct.nfast - direct.nin
+    if npos < 0:
+        return lambda n, kwargs: False
+    statics = frozenset(n for n, _, _ in direct.statics)
     # by the number j of static arguments given by position: those, and the required ones left
-    given = [set(by_position[:j]) for j in range(len(by_position) + 1)]
-    need = [required - g for g in given]
-    statics = frozenset(k.static)
-    nmin = next((nin + j for j, n in enumerate(need) if not n), 1 + nin + len(by_position))
+    given = [{n for n, p, _ in direct.statics if 0 <= p < j} for j in range(npos + 1)]
+    need = [{n for n, _, req in direct.statics if req} - g for g in given]
 
     def keywords_fit(n, kwargs):
         j = n - nin
         keys = kwargs.keys()
-        return 0 <= j < len(given) and keys <= statics and keys.isdisjoint(given[j]) and need[j] <= keys
-    return nmin, nin + len(by_position), keywords_fit
-
-
-def _sequence_positions(k, params):
-    """``((position after the model or -1, name), ...)`` of ``k``'s sequence static arguments."""
-    where = {p.name: j - 1 for j, p in enumerate(params) if p.kind == p.POSITIONAL_OR_KEYWORD}
-    return tuple((where.get(n, -1), n) for n in k.sequences)
+        return 0 <= j <= npos and keys <= statics and keys.isdisjoint(given[j]) and need[j] <= keys
+    return keywords_fit
 
 
 def _as_tuples(sequences, args, kwargs):

@@ -1,0 +1,582 @@
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <fenv.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#define SD_MAXARGS 12
+#define SD_MAXQUAT 64
+#define SD_MAXSTATIC 4
+
+static PyArray_Descr *f64;          /* the float64 descriptor, kept for allocating results */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;                 /* instance attributes: __doc__, __signature__, __name__... */
+    void *fptr;
+    int nin, nout;
+    int in_ndim[SD_MAXARGS], out_ndim[SD_MAXARGS];
+    npy_intp in_shape[SD_MAXARGS][4], out_shape[SD_MAXARGS][4];
+    PyObject *fallback;
+    double qtol;
+    int nquat;
+    int quat_in[SD_MAXQUAT], quat_off[SD_MAXQUAT];
+    npy_intp in_size[SD_MAXARGS];
+} Kernel;
+
+static PyTypeObject KernelType;
+
+/* The kernel on exactly ``nin`` positional arrays, into new arrays or into ``given`` (``out=``:
+   one array, or a tuple of one per output, each of exactly the output's shape, float64,
+   C-contiguous, writeable and sharing no memory with an input); NULL without an exception set
+   when the fast path does not apply (the caller then calls its fallback, which checks and says
+   what is wrong). */
+/* Whether ``o`` is a float64, aligned, C-contiguous, native-order array (writeable too when
+   ``write``) of exactly shape ``shape``. */
+static int fits(PyObject *o, int ndim, const npy_intp *shape, int write) {
+    if (!PyArray_Check(o)) return 0;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != NPY_DOUBLE || !(write ? PyArray_ISCARRAY(a) : PyArray_ISCARRAY_RO(a))
+        || !PyArray_ISNOTSWAPPED(a) || PyArray_NDIM(a) != ndim)
+        return 0;
+    for (int d = 0; d < ndim; d++)
+        if (PyArray_DIM(a, d) != shape[d]) return 0;
+    return 1;
+}
+
+/* The floating-point flags an overflow, a division by zero or an invalid operation set (sticky, per
+   thread).  On x86-64 doubles are computed in SSE registers, so MXCSR holds them, and reading and
+   writing it directly costs a few cycles (glibc's feclearexcept also rewrites the x87 environment). */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define SD_FP_BAD 0x0D                          /* MXCSR: invalid (0), divide by zero (2), overflow (3) */
+static inline void fp_clear(void) { _mm_setcsr(_mm_getcsr() & ~SD_FP_BAD); }
+static inline int fp_raised(void) { return (_mm_getcsr() & SD_FP_BAD) != 0; }
+#else
+static inline void fp_clear(void) { feclearexcept(FE_OVERFLOW | FE_INVALID | FE_DIVBYZERO); }
+static inline int fp_raised(void) { return fetestexcept(FE_OVERFLOW | FE_INVALID | FE_DIVBYZERO) != 0; }
+#endif
+
+/* Whether ``x[0:n]`` holds no NaN or inf (exponent bits all ones): integer tests, which the
+   compiler vectorises; a sum of x - x would wait on each addition in turn. */
+static int all_finite(const double *x, npy_intp n) {
+    uint64_t bad = 0;
+    for (npy_intp j = 0; j < n; j++) {
+        uint64_t u;
+        memcpy(&u, x + j, sizeof u);
+        bad |= (~u & 0x7ff0000000000000ULL) == 0;
+    }
+    return bad == 0;
+}
+
+static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given) {
+    void *p[SD_MAXARGS];
+    PyObject *out[SD_MAXARGS];
+    if (given) {
+        if (self->nout == 1 ? !PyArray_Check(given)
+                            : (!PyTuple_Check(given) || PyTuple_GET_SIZE(given) != self->nout)) return NULL;
+        for (int k = 0; k < self->nout; k++) {
+            PyObject *o = self->nout == 1 ? given : PyTuple_GET_ITEM(given, k);
+            if (!fits(o, self->out_ndim[k], self->out_shape[k], 1)) return NULL;
+            PyArrayObject *a = (PyArrayObject *)o;
+            /* no overlap with an input or another output: the kernel's pointers are restrict */
+            const char *lo = PyArray_DATA(a), *hi = lo + PyArray_NBYTES(a);
+            for (int j = 0; j < self->nin + k; j++) {
+                PyArrayObject *b = (PyArrayObject *)(j < self->nin ? args[j]
+                                   : (self->nout == 1 ? given : PyTuple_GET_ITEM(given, j - self->nin)));
+                if (!PyArray_Check((PyObject *)b)) return NULL;
+                const char *blo = PyArray_DATA(b), *bhi = blo + PyArray_NBYTES(b);
+                if (lo < bhi && blo < hi) return NULL;
+            }
+        }
+    }
+    for (int k = 0; k < self->nin; k++) {
+        if (!fits(args[k], self->in_ndim[k], self->in_shape[k], 0)) return NULL;
+        p[k] = PyArray_DATA((PyArrayObject *)args[k]);
+        /* NaN or inf anywhere: the checked path says which argument */
+        if (!all_finite((const double *)p[k], self->in_size[k])) return NULL;
+    }
+    for (int j = 0; j < self->nquat; j++) {
+        const double *x = (const double *)p[self->quat_in[j]] + self->quat_off[j];
+        double e = x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] - 1.0;
+        if (!(e <= self->qtol && -e <= self->qtol)) return NULL;
+    }
+    for (int k = 0; k < self->nout; k++) {
+        if (given) {
+            out[k] = self->nout == 1 ? given : PyTuple_GET_ITEM(given, k);
+            Py_INCREF(out[k]);
+        } else {
+            Py_INCREF(f64);
+            out[k] = PyArray_NewFromDescr(&PyArray_Type, f64, self->out_ndim[k], self->out_shape[k], NULL, NULL, 0,
+                                          NULL);
+            if (!out[k]) { for (int j = 0; j < k; j++) Py_DECREF(out[j]); return NULL; }
+        }
+        p[self->nin + k] = PyArray_DATA((PyArrayObject *)out[k]);
+    }
+    fp_clear();
+    switch (self->nin + self->nout) {
+    case 1: ((void (*)(void *))self->fptr)(p[0]); break;
+    case 2: ((void (*)(void *, void *))self->fptr)(p[0], p[1]); break;
+    case 3: ((void (*)(void *, void *, void *))self->fptr)(p[0], p[1], p[2]); break;
+    case 4: ((void (*)(void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3]); break;
+    case 5: ((void (*)(void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4]); break;
+    case 6: ((void (*)(void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5]); break;
+    case 7: ((void (*)(void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6]); break;
+    case 8: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); break;
+    case 9: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]); break;
+    case 10: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]); break;
+    case 11: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]); break;
+    default: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]); break;
+    }
+    /* A NaN or inf computed from finite inputs (an overflow) raised one of these flags on the way;
+       then the outputs are scanned, and a non-finite one goes to the checked path, which raises,
+       naming it.  Testing the flags costs a few nanoseconds, scanning a mass matrix about one
+       microsecond. */
+    if (fp_raised()) for (int k = 0; k < self->nout; k++) {
+        if (!all_finite((const double *)p[self->nin + k], PyArray_SIZE((PyArrayObject *)out[k]))) {
+            for (int j = 0; j < self->nout; j++) Py_DECREF(out[j]);
+            return NULL;
+        }
+    }
+    if (self->nout == 1) return out[0];
+    if (given) {                                /* the caller's tuple, as the Python path returns it */
+        for (int k = 0; k < self->nout; k++) Py_DECREF(out[k]);
+        Py_INCREF(given);
+        return given;
+    }
+    PyObject *t = PyTuple_New(self->nout);
+    if (!t) { for (int k = 0; k < self->nout; k++) Py_DECREF(out[k]); return NULL; }
+    for (int k = 0; k < self->nout; k++) PyTuple_SET_ITEM(t, k, out[k]);
+    return t;
+}
+
+static PyObject *call_fallback(PyObject *fallback, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyErr_Occurred()) return NULL;
+    return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+}
+
+static PyObject *Kernel_vectorcall(Kernel *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if ((kwnames && PyTuple_GET_SIZE(kwnames)) || nargs != self->nin)
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    PyObject *r = Kernel_run(self, args, NULL);
+    return r ? r : call_fallback(self->fallback, args, nargsf, kwnames);
+}
+
+static int Kernel_traverse(Kernel *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict);
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static int Kernel_clear(Kernel *self) {
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
+static void Kernel_dealloc(Kernel *self) {
+    PyObject_GC_UnTrack(self);
+    Kernel_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int shape_of(PyObject *t, npy_intp *shape, int *ndim) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) > 4) return -1;
+    *ndim = (int)PyTuple_GET_SIZE(t);
+    for (int k = 0; k < *ndim; k++) {
+        shape[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, k));
+        if (shape[k] < 0) return -1;
+    }
+    return 0;
+}
+
+static int Kernel_init(Kernel *self, PyObject *args, PyObject *kw) {
+    PyObject *fptr, *ins, *outs, *fallback, *quats = NULL;
+    if (!PyArg_ParseTuple(args, "OO!O!O|O", &fptr, &PyTuple_Type, &ins, &PyTuple_Type, &outs, &fallback, &quats))
+        return -1;
+    self->vectorcall = (vectorcallfunc)Kernel_vectorcall;
+    self->nquat = 0;
+    self->qtol = 0.0;
+    if (quats && quats != Py_None) {
+        PyObject *groups;
+        if (!PyArg_ParseTuple(quats, "dO!", &self->qtol, &PyTuple_Type, &groups)) return -1;
+        for (Py_ssize_t g = 0; g < PyTuple_GET_SIZE(groups); g++) {
+            int idx; PyObject *offs;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(groups, g), "iO!", &idx, &PyTuple_Type, &offs)) return -1;
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(offs); j++) {
+                if (self->nquat >= SD_MAXQUAT) { PyErr_SetString(PyExc_ValueError, "too many quaternions"); return -1; }
+                self->quat_in[self->nquat] = idx;
+                self->quat_off[self->nquat++] = (int)PyLong_AsLong(PyTuple_GET_ITEM(offs, j));
+            }
+        }
+        if (PyErr_Occurred()) return -1;
+    }
+    self->fptr = PyLong_AsVoidPtr(fptr);
+    if (!self->fptr) { if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "null function pointer"); return -1; }
+    self->nin = (int)PyTuple_GET_SIZE(ins);
+    self->nout = (int)PyTuple_GET_SIZE(outs);
+    if (self->nin + self->nout > SD_MAXARGS || self->nout < 1) {
+        PyErr_SetString(PyExc_ValueError, "unsupported number of arguments");
+        return -1;
+    }
+    for (int k = 0; k < self->nin; k++) {
+        if (shape_of(PyTuple_GET_ITEM(ins, k), self->in_shape[k], &self->in_ndim[k]) < 0) {
+            PyErr_SetString(PyExc_ValueError, "bad input shape"); return -1;
+        }
+        self->in_size[k] = 1;
+        for (int d = 0; d < self->in_ndim[k]; d++) self->in_size[k] *= self->in_shape[k][d];
+    }
+    for (int j = 0; j < self->nquat; j++)
+        if (self->quat_in[j] < 0 || self->quat_in[j] >= self->nin || self->quat_off[j] < 0
+            || self->quat_off[j] + 4 > self->in_size[self->quat_in[j]]) {
+            PyErr_SetString(PyExc_ValueError, "quaternion offset out of range"); return -1;
+        }
+    for (int k = 0; k < self->nout; k++)
+        if (shape_of(PyTuple_GET_ITEM(outs, k), self->out_shape[k], &self->out_ndim[k]) < 0) {
+            PyErr_SetString(PyExc_ValueError, "bad output shape"); return -1;
+        }
+    Py_INCREF(fallback); Py_XSETREF(self->fallback, fallback);
+    return 0;
+}
+
+static PyObject *self_get(PyObject *self, PyObject *obj, PyObject *type) { Py_INCREF(self); return self; }
+
+/* The members and type object of a callable type ``T`` (vectorcall, instance dict, GC). */
+#define SD_CALLABLE_TYPE(T, DOC)                                                              \
+static PyMemberDef T##_members[] = {                                                          \
+    {"__dictoffset__", T_PYSSIZET, offsetof(T, dict), READONLY},                              \
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(T, vectorcall), READONLY},                  \
+    {NULL}                                                                                    \
+};                                                                                            \
+static PyTypeObject T##Type = {                                                               \
+    PyVarObject_HEAD_INIT(NULL, 0)                                                            \
+    .tp_name = "sparsedyn_fastcall." #T,                                                      \
+    .tp_basicsize = sizeof(T),                                                                \
+    .tp_dealloc = (destructor)T##_dealloc,                                                    \
+    .tp_vectorcall_offset = offsetof(T, vectorcall),                                          \
+    .tp_call = PyVectorcall_Call,                                                             \
+    .tp_getattro = PyObject_GenericGetAttr,                                                   \
+    .tp_setattro = PyObject_GenericSetAttr,                                                   \
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,         \
+    .tp_doc = DOC,                                                                            \
+    .tp_traverse = (traverseproc)T##_traverse,                                                \
+    .tp_clear = (inquiry)T##_clear,                                                           \
+    .tp_members = T##_members,                                                                \
+    .tp_descr_get = self_get,   /* a routine for inspect and pydoc, bound to nothing */        \
+    .tp_dictoffset = offsetof(T, dict),                                                       \
+    .tp_init = (initproc)T##_init,                                                            \
+    .tp_new = PyType_GenericNew,                                                              \
+};
+
+SD_CALLABLE_TYPE(Kernel, "A compiled kernel for one state; every other call goes to its fallback.")
+
+/* A method of a compiled model: ``nin`` state arrays, then ``nstatic`` static arguments (by
+   position or by keyword; the last ones with defaults) that select a Kernel from ``table``
+   (a dict the Python side fills as variants are built; key: the tuple of the static arguments).
+   Anything else, or a call the selected Kernel does not take, goes to ``fallback``. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyObject *fallback, *table, *names, *defaults;
+    int nin, nstatic, nreq;
+} Method;
+
+static PyObject *Method_vectorcall(Method *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *st[SD_MAXSTATIC], *given = NULL;
+    if (nargs < self->nin || nargs > self->nin + self->nstatic) goto slow;
+    for (int j = 0; j < self->nstatic; j++) st[j] = NULL;
+    for (Py_ssize_t j = self->nin; j < nargs; j++) st[j - self->nin] = args[j];
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int hit = -1;
+        if (PyUnicode_CompareWithASCIIString(name, "out") == 0) {
+            if (args[nargs + k] == Py_None) continue;
+            given = args[nargs + k];
+            continue;
+        }
+        for (int j = 0; j < self->nstatic; j++) {
+            PyObject *n = PyTuple_GET_ITEM(self->names, j);
+            if (n == name || PyUnicode_Compare(n, name) == 0) { hit = j; break; }
+        }
+        if (PyErr_Occurred()) return NULL;
+        if (hit < 0 || st[hit]) goto slow;
+        st[hit] = args[nargs + k];
+    }
+    for (int j = 0; j < self->nstatic; j++)
+        if (!st[j]) {
+            if (j < self->nreq) goto slow;
+            st[j] = PyTuple_GET_ITEM(self->defaults, j - self->nreq);
+        }
+    PyObject *key = PyTuple_New(self->nstatic);
+    if (!key) return NULL;
+    for (int j = 0; j < self->nstatic; j++) { Py_INCREF(st[j]); PyTuple_SET_ITEM(key, j, st[j]); }
+    PyObject *kern = PyDict_GetItemWithError(self->table, key);     /* borrowed */
+    Py_DECREF(key);
+    if (!kern) { if (PyErr_Occurred()) PyErr_Clear(); goto slow; }    /* unhashable: the slow path */
+    if (Py_TYPE(kern) != &KernelType) goto slow;
+    PyObject *r = Kernel_run((Kernel *)kern, args, given);
+    if (r || PyErr_Occurred()) return r;
+slow:
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static int Method_init(Method *self, PyObject *args, PyObject *kw) {
+    PyObject *fallback, *table, *names, *defaults;
+    int nin;
+    if (!PyArg_ParseTuple(args, "OO!iO!O!", &fallback, &PyDict_Type, &table, &nin, &PyTuple_Type, &names,
+                          &PyTuple_Type, &defaults))
+        return -1;
+    if (nin < 0 || nin > SD_MAXARGS || PyTuple_GET_SIZE(names) > SD_MAXSTATIC
+        || PyTuple_GET_SIZE(defaults) > PyTuple_GET_SIZE(names)) {
+        PyErr_SetString(PyExc_ValueError, "unsupported number of arguments");
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(names); j++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(names, j))) { PyErr_SetString(PyExc_TypeError, "names"); return -1; }
+    self->vectorcall = (vectorcallfunc)Method_vectorcall;
+    self->nin = nin;
+    self->nstatic = (int)PyTuple_GET_SIZE(names);
+    self->nreq = self->nstatic - (int)PyTuple_GET_SIZE(defaults);
+    Py_INCREF(fallback); Py_XSETREF(self->fallback, fallback);
+    Py_INCREF(table); Py_XSETREF(self->table, table);
+    Py_INCREF(names); Py_XSETREF(self->names, names);
+    Py_INCREF(defaults); Py_XSETREF(self->defaults, defaults);
+    return 0;
+}
+
+static int Method_traverse(Method *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict); Py_VISIT(self->fallback); Py_VISIT(self->table);
+    Py_VISIT(self->names); Py_VISIT(self->defaults);
+    return 0;
+}
+
+static int Method_clear(Method *self) {
+    Py_CLEAR(self->dict); Py_CLEAR(self->fallback); Py_CLEAR(self->table);
+    Py_CLEAR(self->names); Py_CLEAR(self->defaults);
+    return 0;
+}
+
+static void Method_dealloc(Method *self) {
+    PyObject_GC_UnTrack(self);
+    Method_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+SD_CALLABLE_TYPE(Method, "A method of a compiled model: the compiled kernel of its static arguments, else its fallback.")
+
+/* The front of a public function ``sd.f(model, *args, **kwargs)`` (a Python function): set as that
+   function's vectorcall (``front(function, ...)``), it answers with no Python frame the calls that
+   the function's body hands straight to the model's native callable, and hands every other call to
+   the body.  The rule is the body's own: the callable is ``tables[id(model)][name]``, ``tables``
+   being the function's global named ``table`` (no entry: the body); the call fits when it gives,
+   after the model, the ``nin`` state arrays by position and the static arguments (``nmin`` to
+   ``nfast`` positional arguments without keywords; with keywords: each a static argument not
+   given by position, the required ones given), and each sequence static argument given is a
+   tuple (the body takes a list as the tuple of its items).  ``result`` (or None): the named tuple
+   the callable's plain tuple becomes. */
+#define SD_MAXFRONT 8
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *table, *name, *result;
+    int nin, nmin, nfast, nstatic, nseq;
+    PyObject *static_names[SD_MAXFRONT], *seq_names[SD_MAXFRONT];
+    int static_pos[SD_MAXFRONT];        /* position among the static arguments given by position, or -1 */
+    int static_required[SD_MAXFRONT];
+    int seq_pos[SD_MAXFRONT];           /* position after the model, or -1 */
+} Front;
+
+static PyTypeObject FrontType;
+static PyObject *front_key;             /* "__sparsedyn_front__": where a function keeps its Front */
+static vectorcallfunc function_body;    /* a Python function's own vectorcall (runs its code) */
+
+static int name_is(PyObject *a, PyObject *b) {
+    return a == b || PyUnicode_Compare(a, b) == 0;
+}
+
+/* Whether a call with ``n`` positional arguments after the model and the keywords ``kwnames`` fits. */
+static int keywords_fit(Front *fr, Py_ssize_t n, PyObject *kwnames) {
+    Py_ssize_t j = n - fr->nin, npos = fr->nfast - fr->nin;       /* static arguments by position */
+    if (j < 0 || j > npos) return 0;
+    int required = 0, needed = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
+        int s = 0;
+        while (s < fr->nstatic && !name_is(fr->static_names[s], PyTuple_GET_ITEM(kwnames, k))) s++;
+        if (s == fr->nstatic || (fr->static_pos[s] >= 0 && fr->static_pos[s] < j)) return 0;
+        required += fr->static_required[s];
+    }
+    for (int s = 0; s < fr->nstatic; s++)
+        needed += fr->static_required[s] && !(fr->static_pos[s] >= 0 && fr->static_pos[s] < j);
+    return required == needed;
+}
+
+/* Which native callable answers a call that fits (borrowed), or NULL (then the body answers). */
+static PyObject *direct_callable(Front *fr, PyObject *func, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
+    Py_ssize_t n = nargs - 1, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nkw ? !keywords_fit(fr, n, kwnames) : (n < fr->nmin || n > fr->nfast)) return NULL;
+    for (int s = 0; s < fr->nseq; s++) {
+        PyObject *x = NULL;
+        if (fr->seq_pos[s] >= 0 && fr->seq_pos[s] < n) x = args[1 + fr->seq_pos[s]];
+        else for (Py_ssize_t k = 0; k < nkw; k++)
+            if (name_is(fr->seq_names[s], PyTuple_GET_ITEM(kwnames, k))) x = args[nargs + k];
+        if (x && !PyTuple_CheckExact(x)) return NULL;
+    }
+    PyObject *tables = PyDict_GetItemWithError(((PyFunctionObject *)func)->func_globals, fr->table);
+    if (!tables || !PyDict_Check(tables)) return NULL;
+    PyObject *id = PyLong_FromVoidPtr(args[0]);           /* id(model), the table's key */
+    if (!id) return NULL;
+    PyObject *calls = PyDict_GetItemWithError(tables, id);
+    Py_DECREF(id);
+    return calls && PyDict_Check(calls) ? PyDict_GetItemWithError(calls, fr->name) : NULL;
+}
+
+static PyObject *front_call(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *d = ((PyFunctionObject *)func)->func_dict;
+    PyObject *fr = d && nargs >= 1 ? PyDict_GetItemWithError(d, front_key) : NULL;
+    PyObject *f = fr && Py_TYPE(fr) == &FrontType ? direct_callable((Front *)fr, func, args, nargs, kwnames) : NULL;
+    if (!f) {
+        if (PyErr_Occurred()) return NULL;
+        return function_body(func, args, nargsf, kwnames);
+    }
+    PyObject *result = ((Front *)fr)->result;
+    Py_INCREF(f);                       /* borrowed from tables that may change while it runs */
+    Py_INCREF(result);
+    PyObject *r = PyObject_Vectorcall(f, args + 1, nargs - 1, kwnames);
+    Py_DECREF(f);
+    if (r && result != Py_None) {       /* result(*r) */
+        PyObject *t = PySequence_Tuple(r);
+        Py_DECREF(r);
+        r = t ? PyObject_Call(result, t, NULL) : NULL;
+        Py_XDECREF(t);
+    }
+    Py_DECREF(result);
+    return r;
+}
+
+static int Front_traverse(Front *self, visitproc visit, void *arg) {
+    Py_VISIT(self->result);
+    return 0;
+}
+
+static int Front_clear(Front *self) {
+    Py_CLEAR(self->result);
+    return 0;
+}
+
+static void Front_dealloc(Front *self) {
+    PyObject_GC_UnTrack(self);
+    Front_clear(self);
+    Py_XDECREF(self->table);
+    Py_XDECREF(self->name);
+    for (int s = 0; s < self->nstatic; s++) Py_XDECREF(self->static_names[s]);
+    for (int s = 0; s < self->nseq; s++) Py_XDECREF(self->seq_names[s]);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject FrontType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sparsedyn_fastcall.Front",
+    .tp_basicsize = sizeof(Front),
+    .tp_dealloc = (destructor)Front_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The direct road of a public function (see front()).",
+    .tp_traverse = (traverseproc)Front_traverse,
+    .tp_clear = (inquiry)Front_clear,
+};
+
+static void set_vectorcall(PyObject *func, vectorcallfunc call) {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyFunction_SetVectorcall((PyFunctionObject *)func, call);
+#else
+    ((PyFunctionObject *)func)->vectorcall = call;    /* what PyFunction_SetVectorcall does from 3.12 */
+#endif
+}
+
+/* front(function, table, name, nin, nmin, nfast, statics, sequences, result): the front above
+   before ``function``; statics: ((name, position or -1, required), ...); sequences: ((position or -1,
+   name), ...).  front(function, None): the function's own vectorcall again. */
+static PyObject *front(PyObject *mod, PyObject *args) {
+    PyObject *func, *table = Py_None, *name = NULL, *statics = NULL, *sequences = NULL, *result = NULL;
+    int nin = 0, nmin = 0, nfast = 0;
+    if (!PyArg_ParseTuple(args, "O!O|UiiiO!O!O", &PyFunction_Type, &func, &table, &name, &nin, &nmin, &nfast,
+                          &PyTuple_Type, &statics, &PyTuple_Type, &sequences, &result))
+        return NULL;
+    PyFunctionObject *fn = (PyFunctionObject *)func;
+    if (fn->vectorcall != front_call) {
+        if (function_body && fn->vectorcall != function_body) {
+            PyErr_SetString(PyExc_ValueError, "front: the function's vectorcall is not a Python function's");
+            return NULL;
+        }
+        function_body = fn->vectorcall;
+    }
+    if (table == Py_None) {
+        set_vectorcall(func, function_body);
+        if (PyObject_HasAttr(func, front_key) && PyObject_DelAttr(func, front_key) < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyUnicode_Check(table) || !result || PyTuple_GET_SIZE(statics) > SD_MAXFRONT
+        || PyTuple_GET_SIZE(sequences) > SD_MAXFRONT) {
+        PyErr_SetString(PyExc_ValueError, "front: unsupported arguments");
+        return NULL;
+    }
+    Front *fr = PyObject_GC_New(Front, &FrontType);
+    if (!fr) return NULL;
+    fr->nstatic = fr->nseq = 0;
+    Py_INCREF(table); fr->table = table;
+    Py_INCREF(name); fr->name = name;
+    Py_INCREF(result); fr->result = result;
+    fr->nin = nin; fr->nmin = nmin; fr->nfast = nfast;
+    for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(statics); s++) {
+        PyObject *sname;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(statics, s), "Uip", &sname, &fr->static_pos[s], &fr->static_required[s]))
+            goto fail;
+        Py_INCREF(sname); fr->static_names[fr->nstatic++] = sname;
+    }
+    for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(sequences); s++) {
+        PyObject *sname;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(sequences, s), "iU", &fr->seq_pos[s], &sname)) goto fail;
+        Py_INCREF(sname); fr->seq_names[fr->nseq++] = sname;
+    }
+    PyObject_GC_Track(fr);
+    if (PyObject_SetAttr(func, front_key, (PyObject *)fr) < 0) { Py_DECREF(fr); return NULL; }
+    Py_DECREF(fr);
+    set_vectorcall(func, front_call);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(fr);
+    return NULL;
+}
+
+static PyMethodDef functions[] = {
+    {"front", front, METH_VARARGS, "Set (or take away) the direct road of a public function."},
+    {NULL}
+};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "MODNAME", NULL, -1, functions};
+
+PyMODINIT_FUNC PyInit_MODNAME(void) {
+    import_array();
+    f64 = PyArray_DescrFromType(NPY_DOUBLE);
+    if (!f64) return NULL;
+    if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&MethodType) < 0 || PyType_Ready(&FrontType) < 0) return NULL;
+    front_key = PyUnicode_InternFromString("__sparsedyn_front__");
+    if (!front_key) return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    Py_INCREF(&KernelType);
+    if (PyModule_AddObject(m, "Kernel", (PyObject *)&KernelType) < 0) { Py_DECREF(&KernelType); Py_DECREF(m); return NULL; }
+    Py_INCREF(&MethodType);
+    if (PyModule_AddObject(m, "Method", (PyObject *)&MethodType) < 0) { Py_DECREF(&MethodType); Py_DECREF(m); return NULL; }
+    return m;
+}
