@@ -69,6 +69,7 @@ This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_pr
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from typing import Callable
 
@@ -193,17 +194,10 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     :class:`~sparsedyn.contact.friction_problem.ContactSlots`)."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    q = _checks.plain_floats(who, "q", q, f"(..., {model.nq})")
-    v, tau = (_checks.plain_floats(who, n, x, f"(..., {model.nv})") for n, x in (("v", v), ("tau", tau)))
-    dt = _positive(who, "dt", dt)
-    tol = _positive(who, "tol", tol)
-    margin = _positive(who, "margin", margin)
-    if solver not in SOLVERS:
-        raise ValueError(f"{who}: solver must be one of {SOLVERS}, got {solver!r}")
-    if max_iterations is None:
-        max_iterations = 1000 if solver == "admm" else 10000
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
-        raise ValueError(f"{who}: max_iterations must be an integer >= 1, got {max_iterations!r}")
+    q, v, tau = (x if type(x) is np.ndarray and x.dtype == np.float64 else          # (converted once)
+                 _checks.plain_floats(who, n, x, f"(..., {size})")
+                 for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
+    settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
     nc = len(contacts)
     if warm_start is not None:
         warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
@@ -211,21 +205,54 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
     if not len(slots.frames):                     # no slot (a scene may hold free slots only)
-        return _free_step(model, kernels, q, v, tau, dt, f_ext, gravity)
+        return _free_step(model, kernels, q, v, tau, settings[0], f_ext, gravity)
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
     same = slots.index is None                   # the contacts fill their slots in order
     warm = np.zeros((len(slots.frames), 3)) if warm_start is None or not same else warm_start
     if warm_start is not None and not same:
         warm = np.zeros(warm_start.shape[:-2] + warm.shape)
         warm[..., slots.index, :] = warm_start
-    budget = (min(int(max_iterations), ADMM_BUDGET), 10.0 * max_iterations) if solver == "admm" else \
-        (0, float(max_iterations))
-    out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, slots.data,
-                              slots.frames, f_ext=f_ext, gravity=gravity)
+    if f_ext is None and gravity is None:         # all by position: the native callable's own fast call
+        out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames)
+    else:
+        out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames, f_ext=f_ext,
+                                  gravity=gravity)
     if not same:
         out = StepArrays(out.q_next, out.v_next, out.impulses.take(slots.index, -2),
                          out.velocities.take(slots.index, -2), out.report)
     return _result(who, solver, tol, out)
+
+
+#: Checked settings of :func:`_step_settings` by their plain Python values (a trajectory checks them once).
+_SETTINGS: dict = {}
+
+
+def _step_settings(who, dt, tol, max_iterations, solver, margin):
+    """The kernel's ``settings`` (5,) ``[dt, tol, ADMM iterations, Gauss-Seidel sweeps, margin]`` of
+    :func:`contact_step`'s arguments, checked (read-only; remembered for plain floats, ints and names)."""
+    plain = type(dt) is float and type(tol) is float and type(margin) is float and type(solver) is str and \
+        (max_iterations is None or type(max_iterations) is int)
+    key = (dt, tol, max_iterations, solver, margin)
+    if plain:
+        got = _SETTINGS.get(key)
+        if got is not None:
+            return got
+    dt, tol, margin = (_positive(who, n, x) for n, x in (("dt", dt), ("tol", tol), ("margin", margin)))
+    if solver not in SOLVERS:
+        raise ValueError(f"{who}: solver must be one of {SOLVERS}, got {solver!r}")
+    if max_iterations is None:
+        max_iterations = 1000 if solver == "admm" else 10000
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
+        raise ValueError(f"{who}: max_iterations must be an integer >= 1, got {max_iterations!r}")
+    budget = (min(int(max_iterations), ADMM_BUDGET), 10.0 * max_iterations) if solver == "admm" else \
+        (0, float(max_iterations))
+    settings = np.array([dt, tol, *budget, margin], float)
+    settings.flags.writeable = False
+    if plain:
+        if len(_SETTINGS) >= 64:
+            _SETTINGS.clear()
+        _SETTINGS[key] = settings
+    return settings
 
 
 def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
@@ -244,8 +271,12 @@ def _result(who, solver, tol, out):
     never a NaN)."""
     rep = out.report
     every = np.logical_and.reduce                 # (not ndarray.all: its Python wrapper costs as much again)
-    if not (every(np.isfinite(out.v_next), None) and every(np.isfinite(out.q_next), None)
-            and every(np.isfinite(rep), None)):
+    if rep.ndim == 1:                             # one state: one finite sum says all are (an overflow: look)
+        finite = math.isfinite(float(out.v_next @ out.v_next) + float(out.q_next @ out.q_next) + math.fsum(rep))
+    else:
+        finite = False
+    if not finite and not (every(np.isfinite(out.v_next), None) and every(np.isfinite(out.q_next), None)
+                           and every(np.isfinite(rep), None)):
         finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(rep).all(-1)
         raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not "
                                  f"finite (the first at batch index {np.argwhere(~finite)[0].tolist()}); its "
