@@ -82,8 +82,8 @@ from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
-                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
-                               contact_problem, contact_slots, point_contacts)
+                               ContactStepWarning, LazyModesStep, Rollout, StepArrays, _model_and_kernels, _Modes,
+                               _modes, contact_basis, contact_problem, contact_slots, point_contacts)
 from .scene import Scene
 from .scene_step import scene_step
 
@@ -217,10 +217,7 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     else:
         out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames, f_ext=f_ext,
                                   gravity=gravity)
-    if not same:
-        out = StepArrays(out.q_next, out.v_next, out.impulses.take(slots.index, -2),
-                         out.velocities.take(slots.index, -2), out.report)
-    return _result(who, solver, tol, out)
+    return _result(who, solver, tol, out, None if same else slots.index)
 
 
 #: Checked settings of :func:`_step_settings` by their plain Python values (a trajectory checks them once).
@@ -266,32 +263,43 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
                        ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
 
 
-def _result(who, solver, tol, out):
+def _result(who, solver, tol, out, index=None):
     """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
-    never a NaN)."""
+    never a NaN); ``index`` (nc,): the contacts' slots (None: slot ``i`` holds contact ``i``, no other).
+    One state's modes are computed when first read."""
     rep = out.report
-    every = np.logical_and.reduce                 # (not ndarray.all: its Python wrapper costs as much again)
-    if rep.ndim == 1:                             # one state: one finite sum says all are (an overflow: look)
-        finite = math.isfinite(float(out.v_next @ out.v_next) + float(out.q_next @ out.q_next) + math.fsum(rep))
-    else:
-        finite = False
-    if not finite and not (every(np.isfinite(out.v_next), None) and every(np.isfinite(out.q_next), None)
-                           and every(np.isfinite(rep), None)):
-        finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(rep).all(-1)
-        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not "
-                                 f"finite (the first at batch index {np.argwhere(~finite)[0].tolist()}); its "
-                                 f"contact problem overflows")
+    one = rep.ndim == 1
+    # one state: one finite sum says all are finite (an overflow of the sum: look at each; Python's
+    # floats overflow without a warning)
+    if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(rep.tolist()))):
+        _finite(who, out)
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
     iterations = rep[..., 3].astype(int)
-    converged = rep[..., 4] > 0.5
-    if not every(converged, None):
+    if not (rep[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
+        converged = rep[..., 4] > 0.5
         warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
                       f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "
                       f"complementarity {res.complementarity.max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
-    modes = _modes(out.impulses, out.velocities, rep[..., 5], rep[..., 6], tol)
-    return ContactStep(out.q_next, out.v_next, out.impulses, modes, res, iterations)
+    impulses = out.impulses if index is None else out.impulses.take(index, -2)
+    if one:
+        return LazyModesStep(out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, rep[5],
+                                                                       rep[6], tol), res, iterations)
+    velocities = out.velocities if index is None else out.velocities.take(index, -2)
+    return ContactStep(out.q_next, out.v_next, impulses, _modes(impulses, velocities, rep[..., 5], rep[..., 6], tol),
+                       res, iterations)
+
+
+def _finite(who, out):
+    """``FloatingPointError`` naming the states whose step is not finite (its problem overflows)."""
+    every = np.logical_and.reduce                 # (not ndarray.all: its Python wrapper costs as much again)
+    if not (every(np.isfinite(out.v_next), None) and every(np.isfinite(out.q_next), None)
+            and every(np.isfinite(out.report), None)):
+        finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
+        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not "
+                                 f"finite (the first at batch index {np.argwhere(~finite)[0].tolist()}); its "
+                                 f"contact problem overflows")
 
 
 # --- trajectories --------------------------------------------------------------------------------

@@ -162,5 +162,5 @@ def scene_slot_data(scene, q):
         got = _selection(scene, plan, mask, filler)
     pair, index, base, put, take, A, b = got
     data = base.copy()                                     # (ns, 8) [mu, p (3), n (3), offset]
-    data.put(put, c.take(take) if A is None else A @ c.take(take) + b)
+    data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
     return pair, ContactSlots(filler[0], index, data)
