@@ -18,10 +18,10 @@ and Coulomb friction", 1996)::
     G      = J H^-1 J^T                               the Delassus matrix (m x m, m = 3 contacts)
     v+     = v_free + H^-1 J^T lambda,     q+ = q (+) dt v+
 
-where ``b`` is zero but for the normal entry of a contact above the plane: ``gap / dt``
-(a *speculative* contact: the point may close its gap within the step, not more, so a contact
-above the plane by more than it can travel in ``dt`` is open, and a falling robot does not pass
-through the ground).  ``lambda`` solves the nonlinear complementarity problem of Coulomb's law
+where ``b`` is zero but for the normal entry of a contact above the plane by more than
+``PENETRATION_SLOP`` (1 nm): ``gap / dt`` (a *speculative* contact: the point may close its gap
+within the step, not more, so a contact above the plane by more than it can travel in ``dt`` is
+open, and a falling robot does not pass through the ground; a gap within the slop is touching).  ``lambda`` solves the nonlinear complementarity problem of Coulomb's law
 with De Saxcé's correction ``Phi(u) = [0, 0, mu |u_t|]`` (exact Coulomb friction: maximal
 dissipation, no spurious normal velocity while sliding; De Saxcé and Feng, "The bipotential
 method", 1998)::

@@ -221,7 +221,10 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # its rows leave the problem (zero rows of G and g keep its impulse at zero)
     act = np.repeat(_step(margin - (P.gap - dt * closing)), 3)
     bias = _zeros(m, Jv)
-    bias[rows] = _relu(P.gap) / dt                                 # speculative contact: close the gap, no more
+    # speculative contact: close the gap, no more; a gap within the slop is a touching contact (the
+    # rounding-size gaps a correction leaves, different at each corner of a resting face, would ask for
+    # velocities no rigid motion has: a degenerate problem that ADMM and Gauss-Seidel only creep on)
+    bias[rows] = _relu(P.gap) * _step(P.gap - PENETRATION_SLOP) / dt
     g = (Jv + bias) * act
     G = P.G * act[:, None] * act[None, :]
     dmax, gmax = _vmax(np.diagonal(G)), _vmax(_abs(g))
