@@ -114,9 +114,16 @@ def _frictional(model, contacts, who):
     return checked
 
 
+#: :func:`contact_step`'s keyword defaults (filled on first use).
+_DEFAULTS: dict = {}
+
+
 def _options(options, warm_start):
     """:func:`contact_step`'s options for :func:`_slotted_step` (its defaults where not given)."""
-    out = {n: p.default for n, p in inspect.signature(contact_step).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    if not _DEFAULTS:                             # (a signature costs more than a step: read it once)
+        _DEFAULTS.update((n, p.default) for n, p in inspect.signature(contact_step).parameters.items()
+                         if p.kind is p.KEYWORD_ONLY)
+    out = dict(_DEFAULTS)
     out.update(options)
     out["warm_start"] = warm_start
     return out

@@ -169,14 +169,17 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     D[l1[:, None] != l0[None]] = np.inf
     turn = []
     for i in range(len(D)):
-        j = int(np.argmin(D[i]))
+        j = int(D[i].argmin())
         if D[i, j] <= WARM_RADIUS:
             D[:, j] = np.inf                     # taken
             turn.append((i, j))
     if turn:
         i, j = (np.array(x) for x in zip(*turn))
-        R1, R0 = plane_basis(planes1[i])[0], plane_basis(planes0[j])[0]
-        out[i] = np.einsum("kji,kjl,kl->ki", R1, R0, impulses[j])           # R1^T R0 lambda
+        if np.array_equal(planes1[i, :3], planes0[j, :3]):                 # same normals (a floor): same frames
+            out[i] = impulses[j]
+        else:
+            R = plane_basis(np.concatenate([planes1[i], planes0[j]]))[0]
+            out[i] = np.einsum("kji,kjl,kl->ki", R[:len(i)], R[len(i):], impulses[j])      # R1^T R0 lambda
     return out
 
 
