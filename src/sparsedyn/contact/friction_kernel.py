@@ -39,8 +39,8 @@ POWER_STEPS = 8
 #: The first ADMM penalty relative to the mean eigenvalue of ``G`` (its trace over its size), and the
 #: ratio of the scaled residuals beyond which ``rho`` changes (and ``G + (eta + rho) I`` is inverted again).
 #: Against (0.03, 3): a box resting on a floor takes 4 iterations instead of 32, the dm_control humanoid
-#: lying on it 68-85 instead of 154-251 (about one new inverse in ten iterations: cheaper, to 32 slots,
-#: than the iterations it saves).
+#: lying on it 68-85 instead of 154-251 (about one new inverse in ten iterations: on these contact sets
+#: cheaper than the iterations it saves).
 RHO_START, RHO_RATIO = 1.0, 1.3
 #: The range of ``rho`` relative to the largest eigenvalue of ``G`` (the inverse of
 #: ``G + (eta + rho) I`` stays well conditioned).
