@@ -23,7 +23,7 @@ from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
            "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
-           "StepArrays", "BodyContact", "slot_frames", "slot_structure", "moving_rows", "LazyModesStep"]
+           "StepArrays", "BodyContact", "slot_frames", "slot_structure", "moving_rows"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -64,6 +64,7 @@ class ContactStep(NamedTuple):
     impulses on the robot over the step [N s], contact frame ``[t_x, t_y, n]``; ``modes``
     (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a
     :class:`~sparsedyn.contact.friction_problem.ContactResiduals`; ``iterations`` (...): solver iterations.
+    The step of one state computes its ``modes`` when they are first read.
     """
 
     q: np.ndarray
