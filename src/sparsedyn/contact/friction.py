@@ -208,7 +208,7 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     nc = len(contacts)
     if warm_start is not None:
         warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
-        if warm_start.shape[-2:] != (nc, 3) or not np.all(np.isfinite(warm_start)):
+        if warm_start.shape[-2:] != (nc, 3) or not np.isfinite(warm_start).all():
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
     if not len(slots.frames):                     # no slot (a scene may hold free slots only)
