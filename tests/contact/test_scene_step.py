@@ -153,6 +153,22 @@ def test_matched_warm_start_follows_each_contact_and_turns_its_impulse_into_the_
     assert not matched_warm_start(found[0], impulses, [C2, B, D]).any()
 
 
+def test_matched_warm_start_keeps_a_persisting_set_and_matches_a_changed_one_by_nearest_point():
+    """The same contacts in the same order keep their impulses exactly; reordered, each takes its own;
+    two points of one pair 4 mm apart whose successors lie at 0 and 0.5 mm of the other one's point:
+    the first takes the nearest (the second's), the second what is left within the radius (the first's)."""
+    from sparsedyn.contact.scene_step import matched_warm_start
+    up = ((0, 0, 1.0), 0.0)
+    A, B, C = (sd.Contact(0, "3d", friction=0.5, point=p, plane=up, name=f"box/floor#{k}")
+               for k, p in enumerate([(0.1, 0.1, -0.1), (-0.1, 0.1, -0.1), (0.1, -0.1, -0.1)]))
+    impulses = np.array([[0.5, 0.5, 4.0], [0.1, 0.2, 5.0], [1.0, 2.0, 3.0]])
+    assert np.array_equal(matched_warm_start([A, B, C], impulses, [A, B, C]), impulses)
+    assert np.array_equal(matched_warm_start([A, B, C], impulses, [B, C, A]), impulses[[1, 2, 0]])
+    P, Q, P2, Q2 = (sd.Contact(0, "3d", friction=0.5, point=(x, 0, -0.1), plane=up, name=f"box/floor#{k}")
+                    for k, x in enumerate([0.0, 0.004, 0.004, 0.0045]))
+    assert np.array_equal(matched_warm_start([P, Q], impulses[:2], [P2, Q2]), impulses[[1, 0]])
+
+
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
 def test_rollout_warm_starts_persisting_contacts_same_answer_fewer_iterations():
     """The tilted box dropped on the table (one corner, then its face; contacts come and go): each step

@@ -18,10 +18,10 @@ and Coulomb friction", 1996)::
     G      = J H^-1 J^T                               the Delassus matrix (m x m, m = 3 contacts)
     v+     = v_free + H^-1 J^T lambda,     q+ = q (+) dt v+
 
-where ``b`` is zero but for the normal entry of a contact above the plane: ``gap / dt``
-(a *speculative* contact: the point may close its gap within the step, not more, so a contact
-above the plane by more than it can travel in ``dt`` is open, and a falling robot does not pass
-through the ground).  ``lambda`` solves the nonlinear complementarity problem of Coulomb's law
+where ``b`` is zero but for the normal entry of a contact above the plane by more than
+``PENETRATION_SLOP`` (1 nm): ``gap / dt`` (a *speculative* contact: the point may close its gap
+within the step, not more, so a contact above the plane by more than it can travel in ``dt`` is
+open, and a falling robot does not pass through the ground; a gap within the slop is touching).  ``lambda`` solves the nonlinear complementarity problem of Coulomb's law
 with De Saxcé's correction ``Phi(u) = [0, 0, mu |u_t|]`` (exact Coulomb friction: maximal
 dissipation, no spurious normal velocity while sliding; De Saxcé and Feng, "The bipotential
 method", 1998)::
@@ -69,6 +69,7 @@ This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_pr
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from typing import Callable
 
@@ -81,8 +82,8 @@ from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
-                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
-                               contact_problem, contact_slots, point_contacts)
+                               ContactStepWarning, LazyModesStep, Rollout, StepArrays, _model_and_kernels, _Modes,
+                               _modes, contact_basis, contact_problem, contact_slots, point_contacts)
 from .scene import Scene
 from .scene_step import batch_previous, scene_step
 
@@ -113,9 +114,16 @@ def _frictional(model, contacts, who):
     return checked
 
 
+#: :func:`contact_step`'s keyword defaults (filled on first use).
+_DEFAULTS: dict = {}
+
+
 def _options(options, warm_start):
     """:func:`contact_step`'s options for :func:`_slotted_step` (its defaults where not given)."""
-    out = {n: p.default for n, p in inspect.signature(contact_step).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    if not _DEFAULTS:                             # (a signature costs more than a step: read it once)
+        _DEFAULTS.update((n, p.default) for n, p in inspect.signature(contact_step).parameters.items()
+                         if p.kind is p.KEYWORD_ONLY)
+    out = dict(_DEFAULTS)
     out.update(options)
     out["warm_start"] = warm_start
     return out
@@ -193,39 +201,62 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     :class:`~sparsedyn.contact.friction_problem.ContactSlots`)."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    q = _checks.plain_floats(who, "q", q, f"(..., {model.nq})")
-    v, tau = (_checks.plain_floats(who, n, x, f"(..., {model.nv})") for n, x in (("v", v), ("tau", tau)))
-    dt = _positive(who, "dt", dt)
-    tol = _positive(who, "tol", tol)
-    margin = _positive(who, "margin", margin)
-    if solver not in SOLVERS:
-        raise ValueError(f"{who}: solver must be one of {SOLVERS}, got {solver!r}")
-    if max_iterations is None:
-        max_iterations = 1000 if solver == "admm" else 10000
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
-        raise ValueError(f"{who}: max_iterations must be an integer >= 1, got {max_iterations!r}")
+    q, v, tau = (x if type(x) is np.ndarray and x.dtype == np.float64 else          # (converted once)
+                 _checks.plain_floats(who, n, x, f"(..., {size})")
+                 for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
+    settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
     nc = len(contacts)
     if warm_start is not None:
         warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
-        if warm_start.shape[-2:] != (nc, 3) or not np.all(np.isfinite(warm_start)):
+        if warm_start.shape[-2:] != (nc, 3) or not np.isfinite(warm_start).all():
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
     if not len(slots.frames):                     # no slot (a scene may hold free slots only)
-        return _free_step(model, kernels, q, v, tau, dt, f_ext, gravity)
+        return _free_step(model, kernels, q, v, tau, settings[0], f_ext, gravity)
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
     same = slots.index is None                   # the contacts fill their slots in order
     warm = np.zeros((len(slots.frames), 3)) if warm_start is None or not same else warm_start
     if warm_start is not None and not same:
         warm = np.zeros(warm_start.shape[:-2] + warm.shape)
         warm[..., slots.index, :] = warm_start
+    if f_ext is None and gravity is None:         # all by position: the native callable's own fast call
+        out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames)
+    else:
+        out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames, f_ext=f_ext,
+                                  gravity=gravity)
+    return _result(who, solver, tol, out, None if same else slots.index)
+
+
+#: Checked settings of :func:`_step_settings` by their plain Python values (a trajectory checks them once).
+_SETTINGS: dict = {}
+
+
+def _step_settings(who, dt, tol, max_iterations, solver, margin):
+    """The kernel's ``settings`` (5,) ``[dt, tol, ADMM iterations, Gauss-Seidel sweeps, margin]`` of
+    :func:`contact_step`'s arguments, checked (read-only; remembered for plain floats, ints and names)."""
+    plain = type(dt) is float and type(tol) is float and type(margin) is float and type(solver) is str and \
+        (max_iterations is None or type(max_iterations) is int)
+    key = (dt, tol, max_iterations, solver, margin)
+    if plain:
+        got = _SETTINGS.get(key)
+        if got is not None:
+            return got
+    dt, tol, margin = (_positive(who, n, x) for n, x in (("dt", dt), ("tol", tol), ("margin", margin)))
+    if solver not in SOLVERS:
+        raise ValueError(f"{who}: solver must be one of {SOLVERS}, got {solver!r}")
+    if max_iterations is None:
+        max_iterations = 1000 if solver == "admm" else 10000
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
+        raise ValueError(f"{who}: max_iterations must be an integer >= 1, got {max_iterations!r}")
     budget = (min(int(max_iterations), ADMM_BUDGET), 10.0 * max_iterations) if solver == "admm" else \
         (0, float(max_iterations))
-    out = contact_step_kernel(kernels, q, v, tau, np.array([dt, tol, *budget, margin], float), warm, slots.data,
-                              slots.frames, f_ext=f_ext, gravity=gravity)
-    if not same:
-        out = StepArrays(out.q_next, out.v_next, out.impulses.take(slots.index, -2),
-                         out.velocities.take(slots.index, -2), out.report)
-    return _result(who, solver, tol, out)
+    settings = np.array([dt, tol, *budget, margin], float)
+    settings.flags.writeable = False
+    if plain:
+        if len(_SETTINGS) >= 64:
+            _SETTINGS.clear()
+        _SETTINGS[key] = settings
+    return settings
 
 
 def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
@@ -239,28 +270,43 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
                        ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
 
 
-def _result(who, solver, tol, out):
+def _result(who, solver, tol, out, index=None):
     """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
-    never a NaN)."""
+    never a NaN); ``index`` (nc,): the contacts' slots (None: slot ``i`` holds contact ``i``, no other).
+    One state's modes are computed when first read."""
     rep = out.report
-    every = np.logical_and.reduce                 # (not ndarray.all: its Python wrapper costs as much again)
-    if not (every(np.isfinite(out.v_next), None) and every(np.isfinite(out.q_next), None)
-            and every(np.isfinite(rep), None)):
-        finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(rep).all(-1)
-        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not "
-                                 f"finite (the first at batch index {np.argwhere(~finite)[0].tolist()}); its "
-                                 f"contact problem overflows")
+    one = rep.ndim == 1
+    # one state: one finite sum says all are finite (an overflow of the sum: look at each; Python's
+    # floats overflow without a warning)
+    if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(rep.tolist()))):
+        _finite(who, out)
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
     iterations = rep[..., 3].astype(int)
-    converged = rep[..., 4] > 0.5
-    if not every(converged, None):
+    if not (rep[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
+        converged = rep[..., 4] > 0.5
         warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
                       f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "
                       f"complementarity {res.complementarity.max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
-    modes = _modes(out.impulses, out.velocities, rep[..., 5], rep[..., 6], tol)
-    return ContactStep(out.q_next, out.v_next, out.impulses, modes, res, iterations)
+    impulses = out.impulses if index is None else out.impulses.take(index, -2)
+    if one:
+        return LazyModesStep(out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, rep[5],
+                                                                       rep[6], tol), res, iterations)
+    velocities = out.velocities if index is None else out.velocities.take(index, -2)
+    return ContactStep(out.q_next, out.v_next, impulses, _modes(impulses, velocities, rep[..., 5], rep[..., 6], tol),
+                       res, iterations)
+
+
+def _finite(who, out):
+    """``FloatingPointError`` naming the states whose step is not finite (its problem overflows)."""
+    every = np.logical_and.reduce                 # (not ndarray.all: its Python wrapper costs as much again)
+    if not (every(np.isfinite(out.v_next), None) and every(np.isfinite(out.q_next), None)
+            and every(np.isfinite(out.report), None)):
+        finite = np.isfinite(out.v_next).all(-1) & np.isfinite(out.q_next).all(-1) & np.isfinite(out.report).all(-1)
+        raise FloatingPointError(f"{who}: the step of {int((~finite).sum())} of {finite.size} state(s) is not "
+                                 f"finite (the first at batch index {np.argwhere(~finite)[0].tolist()}); its "
+                                 f"contact problem overflows")
 
 
 # --- trajectories --------------------------------------------------------------------------------

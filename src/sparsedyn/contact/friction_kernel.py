@@ -39,7 +39,10 @@ __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 POWER_STEPS = 8
 #: The first ADMM penalty relative to the mean eigenvalue of ``G`` (its trace over its size), and the
 #: ratio of the scaled residuals beyond which ``rho`` changes (and ``G + (eta + rho) I`` is inverted again).
-RHO_START, RHO_RATIO = 0.03, 3.0
+#: Against (0.03, 3): a box resting on a floor takes 4 iterations instead of 32, the dm_control humanoid
+#: lying on it 68-85 instead of 154-251 (about one new inverse in ten iterations: on these contact sets
+#: cheaper than the iterations it saves).
+RHO_START, RHO_RATIO = 1.0, 1.3
 #: The range of ``rho`` relative to the largest eigenvalue of ``G`` (the inverse of
 #: ``G + (eta + rho) I`` stays well conditioned).
 RHO_RANGE = (1e-6, 1e6)
@@ -248,7 +251,10 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # its rows leave the problem (zero rows of G and g keep its impulse at zero)
     act = np.repeat(_step(margin - (P.gap - dt * closing)), 3)
     bias = _zeros(m, Jv)
-    bias[rows] = _relu(P.gap) / dt                                 # speculative contact: close the gap, no more
+    # speculative contact: close the gap, no more; a gap within the slop is a touching contact (the
+    # rounding-size gaps a correction leaves, different at each corner of a resting face, would ask for
+    # velocities no rigid motion has: a degenerate problem that ADMM and Gauss-Seidel only creep on)
+    bias[rows] = _relu(P.gap) * _step(P.gap - PENETRATION_SLOP) / dt
     g = (Jv + bias) * act
     G = P.G * act[:, None] * act[None, :]
     dmax, gmax = _vmax(np.diagonal(G)), _vmax(_abs(g))

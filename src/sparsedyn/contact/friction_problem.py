@@ -64,6 +64,7 @@ class ContactStep(NamedTuple):
     impulses on the robot over the step [N s], contact frame ``[t_x, t_y, n]``; ``modes``
     (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a
     :class:`~sparsedyn.contact.friction_problem.ContactResiduals`; ``iterations`` (...): solver iterations.
+    The step of one state computes its ``modes`` when they are first read.
     """
 
     q: np.ndarray
@@ -435,3 +436,57 @@ def _modes(lam, u, lscale, vscale, tol):
 
 
 _MODE_NAMES = np.array(["slide", "stick", "open"])
+
+
+class _Modes:
+    """The modes of one state's step, computed from ``(impulses, velocities, index, lscale, vscale,
+    tol)`` (:func:`_modes`; ``index``: the contacts' slots, or None) when first read."""
+
+    __slots__ = ("args", "value")
+
+    def __init__(self, *args):
+        self.args, self.value = args, None
+
+    def get(self):
+        if self.value is None:
+            lam, u, index, ls, vs, tol = self.args
+            if index is not None:
+                lam, u = lam.take(index, -2), u.take(index, -2)
+            self.value, self.args = _modes(lam, u, ls, vs, tol), None
+        return self.value
+
+
+class LazyModesStep(ContactStep):
+    """A :class:`ContactStep` of one state whose ``modes`` are computed when first read (a
+    trajectory's steps rarely read them); as a tuple it holds the modes like any other."""
+
+    __slots__ = ()
+
+    @property
+    def modes(self):
+        x = tuple.__getitem__(self, 3)
+        return x.get() if type(x) is _Modes else x
+
+    def __getitem__(self, i):
+        x = tuple.__getitem__(self, i)
+        if type(x) is _Modes:
+            return x.get()
+        return tuple(self)[i] if isinstance(i, slice) else x
+
+    def __iter__(self):
+        for x in tuple.__iter__(self):
+            yield x.get() if type(x) is _Modes else x
+
+    def __reduce__(self):
+        return ContactStep, tuple(self)
+
+    def __repr__(self):
+        return repr(ContactStep(*self))
+
+    def __eq__(self, other):
+        return tuple(self) == (tuple(other) if isinstance(other, tuple) else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None                               # (its arrays are not hashable either)

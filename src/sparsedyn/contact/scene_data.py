@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
-from .collision_kernel import collision_candidates, kernel_plan
+from .collision_kernel import CANDIDATE_COLUMNS, collision_candidates, kernel_plan
 from .friction_problem import ContactSlots, fill_slots
 
 __all__ = ["scene_slot_data"]
@@ -72,9 +72,9 @@ def _filler(scene, keys, layout):
         for i, k in enumerate(slots):
             at.setdefault(k, i)
         first = [at.get(k, 0) for k in keys]
-        got = scene.cache["slot filler"] = (snap, slots, first, [f + layout.get(k, 0) for f, k in zip(first, keys)],
-                                            data)
-    return got[1:]
+        got = scene.cache["slot filler"] = (snap, (slots, first, [f + layout.get(k, 0) for f, k in zip(first, keys)],
+                                                   data))
+    return got[1]
 
 
 def _slot_index(ids, first, end):
@@ -91,6 +91,50 @@ def _slot_index(ids, first, end):
     return index
 
 
+def _selection(scene, plan, mask, filler):
+    """``(pair, index, base, put, take, A, b)`` of the candidates of the boolean ``mask`` (K,): their
+    scene pairs, their slots, and their slot data (ns, 8): ``base`` (the free slots' data, each
+    contact's friction in its slot) with the entries ``take`` of the candidates' rows (flattened) put
+    at ``put``, turned by ``A @ x + b`` where a slot frame is not its body's own (``A``, ``b`` None
+    where all are).  None where a key has more candidates than its slots.  Remembered per
+    selection while the layout stays (a resting or sliding body touches with the same candidates
+    step after step)."""
+    kp, kid, keys, E, r, mu, moved = plan
+    memo = scene.cache.get("slot selections")
+    if memo is None or memo[0] is not filler:
+        memo = scene.cache["slot selections"] = (filler, {})
+    code = mask.tobytes()
+    got = memo[1].get(code)
+    if got is None:
+        slots, first, end, free = filler
+        sel = mask.nonzero()[0]
+        index = _slot_index(kid[sel].tolist(), first, end)
+        if index is None:
+            return None
+        index = np.array(index, int)
+        # the slot data: the free slots' with each contact's friction, its other entries put from the rows
+        C = CANDIDATE_COLUMNS
+        base = free.copy()
+        base[index, 0] = mu[sel]
+        put = (8 * index[:, None] + np.arange(1, 8)).reshape(-1)          # [p (3), n (3), offset] of a slot
+        take = (C * sel[:, None] + np.arange(C - 7, C)).reshape(-1)      # [w_a in a's body (3), n (3), n . w_b]
+        turn = None
+        if moved and not (np.array_equal(E[sel], np.broadcast_to(np.eye(3), (len(sel), 3, 3))) and not r[sel].any()):
+            # body axes -> the slot frame's: p_slot = E (p - r) on each contact's 7 taken entries
+            turn = np.eye(7 * len(sel)), np.zeros(7 * len(sel))
+            for k, (Ek, rk) in enumerate(zip(E[sel], r[sel])):
+                turn[0][7 * k:7 * k + 3, 7 * k:7 * k + 3] = Ek
+                turn[1][7 * k:7 * k + 3] = -Ek @ rk
+        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None))
+        for x in got:
+            if x is not None:
+                x.flags.writeable = False                  # shared by the steps of this selection
+        if len(memo[1]) >= 256:
+            memo[1].clear()
+        memo[1][code] = got
+    return got
+
+
 def scene_slot_data(scene, q):
     """``(pair, slots)``: the scene pair (an index of ``scene.pairs``) of each contact of ``scene`` at
     ``q`` (nq,) (nc,) and their :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
@@ -102,24 +146,21 @@ def scene_slot_data(scene, q):
     plan = _plan(scene)
     if plan is None:
         return None
-    kp, kid, keys, E, r, mu, moved = plan
+    kp, kid, keys = plan[:3]
     c = collision_candidates(scene.model, q, kp.shapes, kp.pairs)
-    sel = (c[:, 0] < scene.margin).nonzero()[0]
-    ids = kid[sel].tolist()
+    mask = c[:, 0] < scene.margin                          # the candidates within the margin (d: column 0)
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
-    slots, first, end, free = _filler(scene, keys, layout)
-    index = _slot_index(ids, first, end)
-    if index is None:                                      # a key outgrew its slots: the layout grows
+    filler = _filler(scene, keys, layout)
+    got = _selection(scene, plan, mask, filler)
+    if got is None:                                        # a key outgrew its slots: the layout grows
+        ids = kid[mask].tolist()
         for k in set(ids):
             n = ids.count(k)
             if layout.get(keys[k], 0) < n:
                 layout[keys[k]] = 1 << (n - 1).bit_length()
-        slots, first, end, free = _filler(scene, keys, layout)
-        index = _slot_index(ids, first, end)
-    rows = c.take(sel, 0)[:, 6:14]                         # [w_b z, w_a in body a (3), n (3), n . w_b]
-    rows[:, 0] = mu[sel]                                   # -> [mu, p (3), n (3), offset]
-    if moved:                                              # body axes -> the slot frame's (E, r in the body)
-        rows[:, 1:4] = np.einsum("kij,kj->ki", E[sel], rows[:, 1:4] - r[sel])
-    data, index = free.copy(), np.array(index, int)
-    data[index] = rows
-    return kp.pair[sel], ContactSlots(slots, index, data)
+        filler = _filler(scene, keys, layout)
+        got = _selection(scene, plan, mask, filler)
+    pair, index, base, put, take, A, b = got
+    data = base.copy()                                     # (ns, 8) [mu, p (3), n (3), offset]
+    data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
+    return pair, ContactSlots(filler[0], index, data)

@@ -170,19 +170,41 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
             or isinstance(previous, FoundContacts) != isinstance(contacts, FoundContacts)):
         return out
     (l0, p0, planes0), (l1, p1, planes1) = _matching(previous), _matching(contacts)
-    D = np.linalg.norm(p1[:, None] - p0[None], axis=-1)
+    d = p1[:, None] - p0[None]
+    D = np.sqrt(np.einsum("ijk,ijk->ij", d, d))
     D[l1[:, None] != l0[None]] = np.inf
+    match = _greedy(D)
+    if match is None:                            # the same contacts in the same order
+        if (planes1[:, :3] == planes0[:, :3]).all():
+            return impulses.copy()
+        match = np.arange(len(D)), np.arange(len(D))
+    i, j = match
+    if len(i):
+        if (planes1[i, :3] == planes0[j, :3]).all():                       # same normals (a floor): same frames
+            out[i] = impulses[j]
+        else:
+            R = plane_basis(np.concatenate([planes1[i], planes0[j]]))[0]
+            out[i] = np.einsum("kji,kjl,kl->ki", R[:len(i)], R[len(i):], impulses[j])      # R1^T R0 lambda
+    return out
+
+
+def _greedy(D):
+    """``(i, j)``: row by row, each row ``i`` of the distances ``D`` (n, np) takes the nearest column
+    ``j`` within :data:`WARM_RADIUS` that no row before it took (the first of equals); None where that
+    is every row its own column (each row's own the nearest of its row: a contact set that persists)."""
+    n = len(D)
+    if n == D.shape[1]:
+        diag = D.diagonal()
+        if (diag <= WARM_RADIUS).all() and (D >= diag[:, None]).all():
+            return None
+    D = D.copy()
     turn = []
-    for i in range(len(D)):
-        j = int(np.argmin(D[i]))
+    for i in range(n):
+        j = int(D[i].argmin())
         if D[i, j] <= WARM_RADIUS:
             D[:, j] = np.inf                     # taken
             turn.append((i, j))
-    if turn:
-        i, j = (np.array(x) for x in zip(*turn))
-        R1, R0 = plane_basis(planes1[i])[0], plane_basis(planes0[j])[0]
-        out[i] = np.einsum("kji,kjl,kl->ki", R1, R0, impulses[j])           # R1^T R0 lambda
-    return out
+    return tuple(np.array(x, int).reshape(-1) for x in zip(*turn)) if turn else (np.zeros(0, int),) * 2
 
 
 def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, want_contacts=False,
