@@ -13,7 +13,7 @@ theorem differentiates it: each contact keeps the equations of its mode,
 * ``slide``: ``u_n = 0`` and ``lambda_t = -mu lambda_n t``, ``t = u_t / |u_t|`` the sliding
   direction, whose derivative ``dt = (I - t t^T) du_t / |u_t|`` is part of the linearisation;
 
-with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, max(gap, 0) / dt]``.
+with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, gap / dt]`` for ``gap > PENETRATION_SLOP`` (1 nm), else 0.
 Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
 
     dv+ = H^-1 (J^T dlambda - r_x dx)          r_q = dt dRNEA/dq - d(J^T lambda)/dq,
@@ -40,8 +40,8 @@ the same way (its active normal rows held on the plane).
 Conventions: every derivative is ``(..., nv, nv)``; ``d/dq`` is on the tangent space
 (``d/d(dq) f(q (+) dq)`` at ``dq = 0``, as :func:`~sparsedyn.aba_derivatives`), and ``d q+`` is
 expressed on the tangent space at ``q+`` (``q+ (+) dq+``), as Pinocchio's ``dIntegrate``.  At a
-contact exactly on its plane (``gap = 0``) the step has a kink in ``q`` (the speculative term
-``max(gap, 0) / dt``): the derivative is the branch ``gap <= 0`` there (no speculative term).
+contact on its plane (``gap`` within ``PENETRATION_SLOP``) the step has a kink in ``q`` (the
+speculative term switches on): the derivative is the branch without the speculative term there.
 ``f_ext`` and ``gravity`` are held constant.
 """
 
