@@ -332,7 +332,7 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
     WD = W * Dinv[..., None, :]
-    Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
+    Minv = _product(WD, np.swapaxes(W, -1, -2))        # H^-1 = W D^-1 W^T: upper triangle, mirrored
     free, dofs, Sinv, armature, (r, c), rest = _free_roots(model)
     Minv[..., c, r] = Minv[..., r, c]
     dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
@@ -408,8 +408,23 @@ def _bias_and_inertia(model, q, v, f_ext, gravity):
 
 def _solve(W, Dinv, X):
     """``H^-1 X = W (D^-1 (W^T X))`` (..., nv, m): the products skip the structural zeros of ``W``
-    and ``X``."""
-    return W @ (Dinv[..., None] * (np.swapaxes(W, -1, -2) @ X))
+    and ``X``.  Traced, with :data:`_BLOCK_COLUMNS` columns or more, each product is a dense block
+    (:func:`~sparsedyn.backend.matmul`: the same products summed in the same order), which the
+    compiled code runs as a loop over ``W``'s entries, vectorized along the columns: G1's
+    aba_derivatives, 90,000 operations unrolled, keeps 43,000."""
+    return _product(W, Dinv[..., None] * _product(np.swapaxes(W, -1, -2), X))
+
+
+def _product(A, B):
+    """``A @ B``; traced, with :data:`_BLOCK_COLUMNS` columns or more, as one dense block (see
+    :func:`_solve`)."""
+    if bk.is_symbolic(B) and B.ndim == 2 and B.shape[1] >= _BLOCK_COLUMNS:
+        return bk.matmul(A, B, min_pairs=0)
+    return A @ B
+
+
+#: Columns of the right-hand side from which :func:`_solve` traces its products as blocks.
+_BLOCK_COLUMNS = 3
 
 
 def _free_roots(model):

@@ -72,7 +72,7 @@ import os
 import re
 from importlib import resources
 
-from ..symbolic.ir import ATAN2, CONST, COPYSIGN, COS, SIN, SQRT, Program, paused_gc
+from ..symbolic.ir import ATAN2, CONST, COPYSIGN, COS, MATMUL, SIN, SQRT, Program, paused_gc
 from ..symbolic.loop import LoopProgram
 from .emit_batch import _batch_entry, _rows_function
 from .emit_common import _sizes, _units
@@ -142,16 +142,15 @@ def loop_threshold() -> int:
 
 def code_shape(prog: Program, variant: str = "single") -> str:
     """``"unrolled"`` (straight-line code, :func:`_functions`) for a program of fewer operations
-    than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant) without
-    dense block products (:meth:`~sparsedyn.symbolic.ir.Graph.matmul`) and not made of a few
-    repeated statement shapes (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`).
+    than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant; the
+    elements of dense block products, :meth:`~sparsedyn.symbolic.ir.Graph.matmul`, not counted: a
+    block runs as a loop in either shape) and not made of a few repeated statement shapes
+    (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`).
     An iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`) is ``"iterative"``: its
     pieces are straight-line functions driven by a loop (:mod:`.emit_iterative`)."""
     if isinstance(prog, LoopProgram):
         return "iterative"
-    if getattr(prog, "blocks", None):         # a block product is a loop (:func:`_loop_functions`)
-        return "loops"
-    nops = sum(1 for op, _, _ in prog.nodes if op > CONST)
+    nops = sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)     # a block product is a loop
     if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1):
         return "loops"
     if nops >= REPEATED_MIN_OPS and not os.environ.get("SPARSEDYN_LOOP_THRESHOLD") \
