@@ -332,7 +332,7 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
     WD = W * Dinv[..., None, :]
-    Minv = _product(WD, np.swapaxes(W, -1, -2))        # H^-1 = W D^-1 W^T: upper triangle, mirrored
+    Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
     free, dofs, Sinv, armature, (r, c), rest = _free_roots(model)
     Minv[..., c, r] = Minv[..., r, c]
     dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
