@@ -159,6 +159,12 @@ def code_shape(prog: Program, variant: str = "single") -> str:
     return "unrolled"
 
 
+def _expanded_ops(prog) -> int:
+    """Operations of ``prog`` with its block products written out (two per pair but one per element)."""
+    nops = sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)
+    return nops + sum(2 * int(b.pairs.sum()) - int((b.pairs > 0).sum()) for b in prog.blocks)
+
+
 def emit_program(prog: Program, cname: str, variant: str = "single", chunk: int = 200,
                  unit_size: int = 4000, checks=None) -> list:
     """C translation units (without the prelude) of kernel ``prog`` under the identifier ``cname``.
@@ -189,6 +195,12 @@ def _emit_program(prog, cname, variant, chunk, unit_size, checks):
     pub = ", ".join([f"const double *{x}" for x in xs] + [f"double *{y}" for y in ys])
     sargs = ", ".join([f"x{k} + s * {n}" for k, n in enumerate(nin)] + [f"y{k} + s * {n}" for k, n in enumerate(nout)])
     gen = _loop_functions if code_shape(prog, variant) == "loops" else _functions
+    if variant == "batch" and gen is _functions and prog.blocks and \
+            _expanded_ops(prog) < loop_threshold() * BATCH_LOOP_FACTOR:
+        # A batch's elements are vectors: a block's operands and result, a vector each in the
+        # workspace, leave the caches (aba_derivatives of g1: 1.5 times slower calls), where its
+        # products written out stay in registers.
+        prog = prog.expanded()
     if variant == "single":
         funcs, drv, nws = gen(prog, f"{cname}_s", "double", {SIN: "sin", COS: "cos", SQRT: "sqrt", ATAN2: "atan2",
                                                               COPYSIGN: "copysign"}, chunk)
