@@ -337,8 +337,9 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     Minv[..., c, r] = Minv[..., r, c]
     dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
     dqdd_dv = np.zeros(dv.shape, dtype=dv.dtype)
-    dqdd_dq[..., rest] = -_solve(W, Dinv, dq[..., rest])
-    dqdd_dv[..., rest] = -_solve(W, Dinv, dv[..., rest])
+    nDinv = -Dinv               # W ((-D^-1) Y) = -(W (D^-1 Y)) exactly; traced, nv negations, not one an element
+    dqdd_dq[..., rest] = _solve(W, nDinv, dq[..., rest])
+    dqdd_dv[..., rest] = _solve(W, nDinv, dv[..., rest])
     for cols, rows, Si, arm in zip(free, dofs, Sinv, armature):
         # a free root: dtau_dq[:, c] = P chi_c (psi_c = 0), dtau_dv[:, c] = P phi_c + Qw xi_c_w over the
         # rows of its tree, and H[:, cols] = P S + diag(armature): H^-1 P = E S^-1 - Minv[:, cols] arm S^-1
