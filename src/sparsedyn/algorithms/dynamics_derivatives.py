@@ -314,7 +314,7 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     accelerations with the one at ``0``: cheaper than a separate ABA).  On float input the
     factor's pivots are checked as :func:`~sparsedyn.fd_crb` checks them (a massless subtree
     raises :class:`~sparsedyn.SingularInertiaError` naming the joint).  On talos_reduced: 99k
-    flops, the products with ``W`` 45k of them.  On a model with a path of 24 dofs or more from
+    flops, the products with ``W`` 45k of them, traced as dense blocks (:func:`_solve`).  On a model with a path of 24 dofs or more from
     the root (a long chain), where the factor and its inverse cost the depth squared per dof,
     ``H^-1`` comes from :func:`~sparsedyn.minv` instead (its cost: the depth per dof), ``qdd`` from
     ABA, and the products ``-H^-1 dtau/dx`` are dense blocks of the traced program

@@ -44,6 +44,10 @@ prelude declares the four library functions it needs instead of including
 a single rounding (``-ffp-contract=off``; compiled results equal
 :meth:`~sparsedyn.symbolic.ir.Program.evaluate` bit for bit).
 
+Dense block products (:meth:`~sparsedyn.symbolic.ir.Graph.matmul`) run as loops in either code
+shape: in straight-line code each starts a segment of its own (:mod:`.emit_blocks`); the batch
+variant writes them out as scalar operations where it stays unrolled (:func:`_expanded_ops`).
+
 Large programs (:func:`code_shape`: :data:`LOOP_THRESHOLD` operations or more,
 160,000; ``$SPARSEDYN_LOOP_THRESHOLD``) are emitted as loops over tables instead
 (:func:`_loop_functions`): unrolled, their size, and the C compiler's time, grow
