@@ -22,6 +22,8 @@ Each (model, kernel) cell runs in its own process with a fresh build cache
 * ``wall``: the cell's wall-clock seconds, the process's start and imports included;
 * ``mode``: the code shape chosen for the program (``unrolled`` or ``loops``: see
   ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units;
+* ``MB py``, ``MB cc``: peak resident memory (MiB) of the cell's process (the trace, the emission and
+  the run) and of the largest compiler process it ran;
 * ``run us``: microseconds of one state through the built library's loop entry (``sd_K_loop``, 200
   states, one thread: no Python in the timing; best of 20 rounds), or with ``--variant batch`` of one
   state of the vectorised entry (``sd_K_batch``, 256 states, one thread);
@@ -105,9 +107,10 @@ def cell(model_name, kernel_name, variant="single"):
         lib, _ = build.build_library("0" * 40, sources, compiler, directory=build.Path(d))
         c3, t3 = cpu(), time.perf_counter()
         run = run_time(lib, model, spec, variant)
+    rss = [resource.getrusage(w).ru_maxrss / 1024 for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     return {"trace": t1 - t0, "emit": t2 - t1, "cc": t3 - t2, "nodes": len(prog.nodes), "units": len(units),
             "mode": cemit.code_shape(prog, variant), "cpu_py": c2 - c0, "cpu_cc": c3 - c2, "setup": setup,
-            "run": run, "compiler": build.describe(compiler)}
+            "run": run, "compiler": build.describe(compiler), "mem_py": rss[0], "mem_cc": rss[1]}
 
 
 def run_time(lib, model, spec, variant):
@@ -190,7 +193,7 @@ def main(argv=None):
     print(f"cold builds ({a.variant} variant, fresh cache, one kernel per process), {os.cpu_count()} CPUs, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; seconds")
     print(f"{'model':<14}{'kernel':<20}{'cc':<7}{'mode':<9}{'nodes':>9}{'units':>6}{'trace':>7}{'emit':>7}{'cc':>8}"
-          f"{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'idle':>7}{'setup':>7}{'run us':>9}")
+          f"{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'idle':>7}{'setup':>7}{'run us':>9}{'MB py':>7}{'MB cc':>7}")
     used, rows, cores = {}, {}, os.cpu_count() or 1
     for m in a.models:
         for k in a.kernels:
@@ -207,7 +210,7 @@ def main(argv=None):
                     print(f"{head}{r['mode']:<9}{r['nodes']:>9}{r['units']:>6}{r['trace']:>7.2f}{r['emit']:>7.2f}"
                           f"{r['cc']:>8.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}"
                           f"{r['cpu_py'] + r['cpu_cc'] / cores:>7.2f}{r['setup']:>7.2f}"
-                          f"{r['run'] * 1e6:>9.2f}", flush=True)
+                          f"{r['run'] * 1e6:>9.2f}{r['mem_py']:>7.0f}{r['mem_cc']:>7.0f}", flush=True)
     for c, desc in used.items():
         print(f"{c}: {desc}")
     if {"system", "pip"} <= set(a.compilers):

@@ -126,22 +126,23 @@ def zeros(shape, like):
     return np.zeros(shape, dtype=like.dtype)
 
 
-def matmul(A, B):
+def matmul(A, B, min_pairs=None):
     """``A @ B`` of matrices ``A`` (n, k) and ``B`` (k, m).  Traced (object arrays of symbols), a
-    product of :data:`BLOCK_MIN_PAIRS` multiplications or more, counted from the operands'
-    structural zeros, is recorded as one dense block product (the graph's ``matmul``: the compiled
-    program then grows with ``n k + k m + n m``, not with ``n k m``); same values either way."""
-    g = _block_graph(A, B)
+    product of ``min_pairs`` (default :data:`BLOCK_MIN_PAIRS`) multiplications or more, counted from
+    the operands' structural zeros, is recorded as one dense block product (the graph's ``matmul``:
+    the compiled program then grows with ``n k + k m + n m``, not with ``n k m``); same values
+    either way."""
+    g = _block_graph(A, B, BLOCK_MIN_PAIRS if min_pairs is None else min_pairs)
     return g.matmul(A, B) if g is not None else A @ B
 
 
-def _block_graph(A, B):
+def _block_graph(A, B, min_pairs):
     """The graph that records ``A @ B`` as a block (see :func:`matmul`), or ``None``."""
     if not (is_symbolic(A) or is_symbolic(B)) or np.ndim(A) != 2 or np.ndim(B) != 2:
         return None
     A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
     g = next((x.g for x in (*A.flat, *B.flat) if hasattr(x, "g") and hasattr(x.g, "matmul")), None)
-    return g if g is not None and block_pairs(A, B) >= BLOCK_MIN_PAIRS else None
+    return g if g is not None and block_pairs(A, B) >= min_pairs else None
 
 
 def block_pairs(A, B) -> int:

@@ -147,17 +147,20 @@ def _blocky(model, q, v):
     return bk.matmul(sd.minv(model, q), X) - v[..., :, None]
 
 
-def test_block_products_compile_to_the_interpreted_values(monkeypatch, rng):
-    """A program with a dense block product (``Graph.matmul``) is emitted as loops; one state, a loop
-    over states equal the interpreted program bit for bit (the same products summed in the same
-    order), and they and the vectorised batch (its sin and cos are the vector library's) NumPy's
-    float ``@`` to rounding."""
+@pytest.mark.parametrize("shape", ["unrolled", "loops"])
+def test_block_products_compile_to_the_interpreted_values(shape, monkeypatch, rng):
+    """A program with a dense block product (``Graph.matmul``), in straight-line code (the block a
+    loop at the start of a segment of its own) or as loops; one state, a loop over states equal the
+    interpreted program bit for bit (the same products summed in the same order), and they and the
+    vectorised batch (its sin and cos are the vector library's) NumPy's float ``@`` to rounding."""
     from sparsedyn import backend as bk
     from sparsedyn.symbolic.trace import trace_function
     monkeypatch.setattr(bk, "BLOCK_MIN_PAIRS", 1)
+    if shape == "loops":
+        monkeypatch.setenv("SPARSEDYN_LOOP_THRESHOLD", "0")
     model = MODELS["chain"]()
     prog = trace_function(lambda q, v: _blocky(model, q, v), [("q", (model.nq,)), ("v", (model.nv,))])
-    assert len(prog.blocks) == 1 and cemit.code_shape(prog) == "loops"
+    assert len(prog.blocks) == 1 and cemit.code_shape(prog) == shape
     k = sd.compile(model, kernels=[_blocky], vectorize=True)
     for n in (None, 3, 4 * 8 + 1):
         q, v = _args(model, "a", rng, n)[:2]

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import random_trees
+from conftest import constant_subspace_types, random_trees, rel_err, rounding_bound
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
 from sparsedyn.codegen import cemit
 from sparsedyn.codegen.trace import trace
-from sparsedyn.symbolic.ir import CONST
+from sparsedyn.kernels import REGISTRY
+from sparsedyn.symbolic.ir import CONST, MATMUL
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -40,7 +41,10 @@ def test_schedule_is_a_topological_order_with_the_same_results(name, rng):
     assert sorted(op for op, _, _ in again.nodes) == ops
     seen_op = False
     for i, (op, x, y) in enumerate(again.nodes):
-        if op > CONST:
+        if op == MATMUL:                                     # an element of a block: after its operands
+            seen_op = True
+            assert all(a < i for a in again.blocks[x].operands()), (i, x)
+        elif op > CONST:
             seen_op = True
             assert 0 <= x < i and y < i, (i, op, x, y)      # operands come first
         else:
@@ -112,3 +116,26 @@ def test_large_batch_results_land_in_place_bit_for_bit(aligned, rng):
     for i in (0, 1, n // 2, n - 1):
         for got, ref in zip(outs, sd.rnea_derivatives(model, Q[i], V[i], A[i])):
             np.testing.assert_allclose(got[i], ref, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(ref).max()))
+
+
+def test_block_products_in_straight_line_code(rng):
+    """A floating tree's aba_derivatives multiplies ``H^-1`` into RNEA's derivatives as dense blocks
+    (the columns of its dofs that are no free root's): straight-line code, each block a loop at the
+    start of a segment of its own, its sums in registers.  One state and a few equal the interpreted
+    program bit for bit (the same products, summed in the same order); the vectorised batch (its
+    sin and cos are the vector library's) and both equal the NumPy function to rounding."""
+    model = random_trees(constant_subspace_types())[2]     # floating base, a joint of every kind of S
+    prog = trace(model, "aba_derivatives")
+    assert prog.blocks and cemit.code_shape(prog) == "unrolled" and cemit.code_shape(prog, "batch") == "unrolled"
+    k = sd.compile(model, kernels=["aba_derivatives"], vectorize=True)
+    for n in (None, 3, 4 * 8 + 1):
+        xs = _inputs(prog, model, rng, 1 if n is None else n)
+        args = [x[0] for x in xs] if n is None else xs
+        got = k.aba_derivatives(*args)
+        if n is None or n <= 8:
+            for a, b in zip(got, prog.evaluate(args)):
+                np.testing.assert_array_equal(a, b)
+        H = REGISTRY["crba"].fn(model, args[0])
+        bound = rounding_bound(model.nv + model.nbodies, float(np.max(np.linalg.cond(H))))
+        for a, b in zip(got, sd.aba_derivatives(model, *args)):
+            assert rel_err(a, b) < bound, n

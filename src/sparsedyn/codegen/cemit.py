@@ -44,6 +44,10 @@ prelude declares the four library functions it needs instead of including
 a single rounding (``-ffp-contract=off``; compiled results equal
 :meth:`~sparsedyn.symbolic.ir.Program.evaluate` bit for bit).
 
+Dense block products (:meth:`~sparsedyn.symbolic.ir.Graph.matmul`) run as loops in either code
+shape: in straight-line code each starts a segment of its own (:mod:`.emit_blocks`); the batch
+variant writes them out as scalar operations where it stays unrolled (:func:`_expanded_ops`).
+
 Large programs (:func:`code_shape`: :data:`LOOP_THRESHOLD` operations or more,
 160,000; ``$SPARSEDYN_LOOP_THRESHOLD``) are emitted as loops over tables instead
 (:func:`_loop_functions`): unrolled, their size, and the C compiler's time, grow
@@ -72,7 +76,7 @@ import os
 import re
 from importlib import resources
 
-from ..symbolic.ir import ATAN2, CONST, COPYSIGN, COS, SIN, SQRT, Program, paused_gc
+from ..symbolic.ir import ATAN2, CONST, COPYSIGN, COS, MATMUL, SIN, SQRT, Program, paused_gc
 from ..symbolic.loop import LoopProgram
 from .emit_batch import _batch_entry, _rows_function
 from .emit_common import _sizes, _units
@@ -142,22 +146,27 @@ def loop_threshold() -> int:
 
 def code_shape(prog: Program, variant: str = "single") -> str:
     """``"unrolled"`` (straight-line code, :func:`_functions`) for a program of fewer operations
-    than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant) without
-    dense block products (:meth:`~sparsedyn.symbolic.ir.Graph.matmul`) and not made of a few
-    repeated statement shapes (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`).
+    than :func:`loop_threshold` (times :data:`BATCH_LOOP_FACTOR` for the ``batch`` variant; the
+    elements of dense block products, :meth:`~sparsedyn.symbolic.ir.Graph.matmul`, not counted: a
+    block runs as a loop in either shape) and not made of a few repeated statement shapes
+    (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`).
     An iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`) is ``"iterative"``: its
     pieces are straight-line functions driven by a loop (:mod:`.emit_iterative`)."""
     if isinstance(prog, LoopProgram):
         return "iterative"
-    if getattr(prog, "blocks", None):         # a block product is a loop (:func:`_loop_functions`)
-        return "loops"
-    nops = sum(1 for op, _, _ in prog.nodes if op > CONST)
+    nops = sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)     # a block product is a loop
     if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1):
         return "loops"
     if nops >= REPEATED_MIN_OPS and not os.environ.get("SPARSEDYN_LOOP_THRESHOLD") \
             and statement_shapes(prog) <= REPEATED_SHAPES:
         return "loops"
     return "unrolled"
+
+
+def _expanded_ops(prog) -> int:
+    """Operations of ``prog`` with its block products written out (two per pair but one per element)."""
+    nops = sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)
+    return nops + sum(2 * int(b.pairs.sum()) - int((b.pairs > 0).sum()) for b in prog.blocks)
 
 
 def emit_program(prog: Program, cname: str, variant: str = "single", chunk: int = 200,
@@ -190,6 +199,12 @@ def _emit_program(prog, cname, variant, chunk, unit_size, checks):
     pub = ", ".join([f"const double *{x}" for x in xs] + [f"double *{y}" for y in ys])
     sargs = ", ".join([f"x{k} + s * {n}" for k, n in enumerate(nin)] + [f"y{k} + s * {n}" for k, n in enumerate(nout)])
     gen = _loop_functions if code_shape(prog, variant) == "loops" else _functions
+    if variant == "batch" and gen is _functions and prog.blocks and \
+            _expanded_ops(prog) < loop_threshold() * BATCH_LOOP_FACTOR:
+        # A batch's elements are vectors: a block's operands and result, a vector each in the
+        # workspace, leave the caches (aba_derivatives of g1: 1.5 times slower calls), where its
+        # products written out stay in registers.
+        prog = prog.expanded()
     if variant == "single":
         funcs, drv, nws = gen(prog, f"{cname}_s", "double", {SIN: "sin", COS: "cos", SQRT: "sqrt", ATAN2: "atan2",
                                                               COPYSIGN: "copysign"}, chunk)

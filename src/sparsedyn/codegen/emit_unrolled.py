@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..symbolic.ir import ADD, ATAN2, CONST, COPYSIGN, COS, DIV, INPUT, MUL, NEG, SIN, SQRT, SUB, Program
+import numpy as np
+
+from ..symbolic.ir import ADD, ATAN2, CONST, COPYSIGN, COS, DIV, INPUT, MATMUL, MUL, NEG, SIN, SQRT, SUB, Program
+from .emit_blocks import Layout, block_call
 from .emit_common import _SYM, _lit
 
 __all__ = ["schedule"]
@@ -30,12 +33,15 @@ def schedule(prog: Program) -> Program:
     backward pass) keep it: :func:`_functions` takes whichever order passes fewer values.
 
     Every operation keeps its operands, so the results are the same bit for bit; the order is a
-    valid topological order (every operand before its user), as :class:`Program` requires.
+    valid topological order (every operand before its user), as :class:`Program` requires.  An
+    element of a dense block product (``MATMUL``) needs all of its block's operands.
     Linear in the number of nodes.
     """
     nodes = prog.nodes
     n = len(nodes)
     done = bytearray(n)
+    operands = [b.operands() for b in prog.blocks]
+    ready = [False] * len(operands)             # per block: all its operands are placed
     order = []
     for i, (op, _, _) in enumerate(nodes):
         if op <= CONST:
@@ -52,8 +58,18 @@ def schedule(prog: Program) -> Program:
             if done[i]:
                 stack.pop()
                 continue
-            _, x, y = nodes[i]
-            if not done[x]:
+            op, x, y = nodes[i]
+            if op == MATMUL:
+                if not ready[x]:
+                    pending = [a for a in operands[x] if not done[a]]
+                    if pending:
+                        stack += reversed(pending)
+                        continue
+                    ready[x] = True
+                done[i] = 1
+                order.append(i)
+                stack.pop()
+            elif not done[x]:
                 stack.append(x)
             elif y >= 0 and not done[y]:
                 stack.append(y)
@@ -67,10 +83,22 @@ def schedule(prog: Program) -> Program:
     out = []
     for i in order:
         op, x, y = nodes[i]
-        out.append((op, new[x], new[y] if y >= 0 else -1) if op > CONST else (op, x, y))
+        out.append((op, new[x], new[y] if y >= 0 else -1) if CONST < op != MATMUL else (op, x, y))
     outputs = [[(kind, new[v]) if kind == "node" else (kind, v) for kind, v in row] for row in prog.outputs]
     phases = [prog.phases[i] for i in order] if prog.phases is not None else None
-    return dataclasses.replace(prog, nodes=out, outputs=outputs, phases=phases, _text=None)
+    renum = np.asarray(new + [-1], dtype=np.int64)          # a structural zero (-1) stays -1
+    blocks = [dataclasses.replace(b, A=renum[b.A], B=renum[b.B]) for b in prog.blocks]
+    return dataclasses.replace(prog, nodes=out, outputs=outputs, phases=phases, blocks=blocks, _text=None)
+
+
+def _first_elements(nodes) -> dict:
+    """The first ``MATMUL`` node of each block product (node -> block), in program order."""
+    first, seen = {}, set()
+    for i, (op, x, _) in enumerate(nodes):
+        if op == MATMUL and x not in seen:
+            first[i] = x
+            seen.add(x)
+    return first
 
 
 def _chunks(prog: Program, chunk: int):
@@ -78,23 +106,34 @@ def _chunks(prog: Program, chunk: int):
 
     Returns ``(seg, slot, nslots)``: ``seg[i]`` the segment of node ``i`` and
     ``slot[i]`` the workspace slot of a value used outside its own segment
-    (slots are reused once a value's last use lies behind).
+    (slots are reused once a value's last use lies behind).  A block product starts a segment
+    (:mod:`.emit_blocks`): its operands are then values of earlier segments; its elements
+    (``MATMUL``) are no operations of a segment and take no slot.
     """
     nodes = prog.nodes
     seg = [0] * len(nodes)
+    first = _first_elements(nodes) if prog.blocks else {}
+    operands = [b.operands() for b in prog.blocks]
     k = n = 0
     for i, (op, _, _) in enumerate(nodes):
-        if op > CONST:
+        if op == MATMUL:
+            if i in first and n:
+                k, n = k + 1, 0
+        elif op > CONST:
             if n == chunk:
                 k, n = k + 1, 0
             n += 1
         seg[i] = k
     last = {}
     for i, (op, x, y) in enumerate(nodes):
-        if op > CONST:
+        if op == MATMUL:
+            for a in (operands[x] if i in first else ()):
+                if CONST < nodes[a][0] != MATMUL:
+                    last[a] = seg[i]
+        elif op > CONST:
             s = seg[i]
             for a in (x, y):
-                if a >= 0 and nodes[a][0] > CONST and seg[a] != s:
+                if a >= 0 and CONST < nodes[a][0] != MATMUL and seg[a] != s:
                     last[a] = s
     # Linear scan over segments: a slot is free again in the segment after its value's last use.
     slot, free, release = {}, [], {}
@@ -117,7 +156,7 @@ def _traffic(prog: Program, seg, slot) -> int:
     loads = set()
     nodes = prog.nodes
     for i, (op, x, y) in enumerate(nodes):
-        if op > CONST:
+        if CONST < op != MATMUL:
             s = seg[i]
             if x in slot and seg[x] != s:
                 loads.add((x, s))
@@ -135,9 +174,12 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     in that of :func:`schedule`, whichever moves fewer values through the workspace.
     ``hoist`` (a list): the outputs that are constants are not written by the driver but appended
     to it as ``(output, element, value)`` (the batch entry point writes them once per thread).
+    Dense block products run as loops at the start of a segment (:mod:`.emit_blocks`).
     """
     prog, seg, slot, nslots = _segmented(prog, chunk)
     nodes = prog.nodes
+    layout = Layout(prog, nslots, T) if prog.blocks else None
+    first = _first_elements(nodes) if prog.blocks else {}
     out_at = {}
     for k, row in enumerate(prog.outputs):
         for j, (kind, v) in enumerate(row):
@@ -153,6 +195,7 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     nseg = (seg[-1] + 1) if nodes else 0
     body = {s: [] for s in range(nseg)}
     local = [None] * nseg               # per segment: node -> local name
+    defs = [[] for _ in range(nseg)]      # per segment: its block products' C functions
     for s in range(nseg):
         local[s] = {}
 
@@ -170,6 +213,8 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
             name = f"t{a}"
             if op == INPUT:
                 body[s].append(f"  const {T} {name} = x{int(x)}[{int(y)}];")
+            elif op == MATMUL:
+                body[s].append(f"  const {T} {name} = w[{layout.at(nodes, slot, a)}];")
             else:                                   # defined in an earlier segment
                 body[s].append(f"  const {T} {name} = w[{slot[a]}];")
             local[s][a] = name
@@ -179,6 +224,14 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
         if op <= CONST:
             continue
         s = seg[i]
+        if op == MATMUL:
+            if i in first:
+                d, run = block_call(prog, x, layout, slot, f"{cname}_b{x}", T)
+                defs[s].append(d)
+                body[s] += run
+            for k, j in out_at.get(i, ()):
+                body[s].append(f"  y{k}[{j}] = w[{layout.at(nodes, slot, i)}];")
+            continue
         e = _expression(op, x, y, fn, T, nodes, lambda z: ref(z, s))
         if inline[i]:
             expr[i] = e
@@ -192,15 +245,17 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     tail = _tail(prog, T, hoist)
     nops = [0] * nseg
     for i, (op, _, _) in enumerate(nodes):
-        if op > CONST:
+        if CONST < op != MATMUL:
             nops[seg[i]] += 1
+    for i, b in first.items():
+        nops[seg[i]] += int(prog.blocks[b].pairs.sum()) // 16
     for s in range(nseg):
-        funcs.append((nops[s], "\n".join([f"SD_HIDDEN void {cname}_{s}({params})", "{", *body[s], "}"])))
+        funcs.append((nops[s], "\n".join([*defs[s], f"SD_HIDDEN void {cname}_{s}({params})", "{", *body[s], "}"])))
     protos = [f"SD_HIDDEN void {cname}_{s}({params});" for s in range(nseg)]
     drv = [*protos, f"static void {cname}({params})", "{"]
     drv += [f"  {cname}_{s}({args});" for s in range(nseg)]
     drv += tail + ["}"]
-    return funcs, "\n".join(drv), max(nslots, 1)
+    return funcs, "\n".join(drv), max(nslots, 1) if layout is None else layout.end
 
 
 def _segmented(prog: Program, chunk: int):
@@ -223,12 +278,12 @@ def _inlined(nodes, seg, slot, out_at) -> list:
     uses = [0] * len(nodes)
     user = [-1] * len(nodes)
     for i, (op, x, y) in enumerate(nodes):
-        if op > CONST:
+        if CONST < op != MATMUL:
             for a in (x, y):
                 if a >= 0:
                     uses[a] += 1
                     user[a] = i
-    return [op > CONST and uses[i] == 1 and seg[user[i]] == seg[i] and i not in slot and i not in out_at
+    return [CONST < op != MATMUL and uses[i] == 1 and seg[user[i]] == seg[i] and i not in slot and i not in out_at
             for i, (op, _, _) in enumerate(nodes)]
 
 

@@ -12,7 +12,8 @@ derivatives of forward dynamics on a 100-body chain: 5 million operations, most 
 The value of an element ``C[i, j]`` is defined as NumPy's object ``@`` computes it: the products
 ``A[i, l] B[l, j]`` of the pairs where neither factor is a structural zero, summed in ``l`` order,
 the first product first.  :func:`expand` writes exactly those operations out (what the
-interpreters and differentiation read); the compiled loop runs over every ``l`` with the
+interpreters and differentiation read; a product by the constant ``1.0`` is its other factor, as
+the tracer folds it); the compiled loop runs over every ``l`` with the
 structural zeros as ``0.0``, which adds ``+-0`` products: the same value wherever the operands
 are finite, the sign of a zero sum aside.
 """
@@ -39,6 +40,17 @@ class Block:
     B: np.ndarray
     phase: str
     pairs: np.ndarray
+
+    def unit_pairs(self, nodes) -> np.ndarray:
+        """Per element (n, m), the pairs of :attr:`pairs` with a factor of the constant ``1.0`` (node
+        ``(CONST, 1.0, -1)`` of ``nodes``): no multiplication (:func:`expand`)."""
+        def one(X):
+            return np.array([i >= 0 and tuple(nodes[i]) == (CONST, 1.0, -1) for i in X.reshape(-1).tolist()],
+                            dtype=bool).reshape(X.shape)
+        nza, nzb = self.A >= 0, self.B >= 0
+        oa, ob = one(self.A), one(self.B)
+        U = oa.astype(float) @ nzb.astype(float) + (nza & ~oa).astype(float) @ ob.astype(float)
+        return np.rint(U).astype(np.int64) * (self.pairs > 0)
 
     def operands(self):
         """The distinct node ids read by the product."""
@@ -125,13 +137,17 @@ def expand(prog):
                 if a < 0 or e < 0:
                     continue
                 a, e = new[a], new[e]
-                out.append((MUL, a, e) if a <= e else (MUL, e, a))
-                phases.append(ph)
-                if s >= 0:
+                if out[a] == (CONST, 1.0, -1) or out[e] == (CONST, 1.0, -1):    # x 1 = x exactly (as traced)
+                    t = e if out[a] == (CONST, 1.0, -1) else a
+                else:
+                    out.append((MUL, a, e) if a <= e else (MUL, e, a))
+                    phases.append(ph)
                     t = len(out) - 1
+                if s >= 0:
                     out.append((ADD, s, t))
                     phases.append(ph)
-                s = len(out) - 1
+                    t = len(out) - 1
+                s = t
             new[i] = s
             continue
         if op > CONST:

@@ -370,7 +370,7 @@ class Program:
                 count[name] += 1
         for b in self.blocks:               # the operations a block product stands for
             if phase is None or b.phase == phase:
-                count["mul"] += int(b.pairs.sum())
+                count["mul"] += int(b.pairs.sum() - b.unit_pairs(self.nodes).sum())
                 count["add"] += int(b.pairs.sum() - (b.pairs > 0).sum())
         count["total"] = sum(count[k] for k in FLOP_KINDS if k != "neg")
         return count
