@@ -59,6 +59,8 @@ ALLOWED = {
     ("algorithms.ltdl", "_chain"): "lru_cache keyed by a block size n: the LTDL plan of a dense n x n block",
     ("estimation.verdict", "_triangular_levels"): "lru_cache keyed by a sparsity pattern's bytes: a pure "
                                                   "function of the pattern, shared by every problem that has it",
+    ("contact.friction", "_plain_settings"): "lru_cache keyed by a step's plain settings (dt, tol, iterations, "
+                                             "solver, margin): the checked settings array, a pure function of them",
     ("viewer.meshes", "read_mesh"): "lru_cache of mesh files read from disk, keyed by path",
 }
 

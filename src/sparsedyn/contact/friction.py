@@ -68,7 +68,7 @@ This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_pr
 
 from __future__ import annotations
 
-import inspect
+import functools
 import math
 import warnings
 from typing import Callable
@@ -114,16 +114,9 @@ def _frictional(model, contacts, who):
     return checked
 
 
-#: :func:`contact_step`'s keyword defaults (filled on first use).
-_DEFAULTS: dict = {}
-
-
 def _options(options, warm_start):
     """:func:`contact_step`'s options for :func:`_slotted_step` (its defaults where not given)."""
-    if not _DEFAULTS:                             # (a signature costs more than a step: read it once)
-        _DEFAULTS.update((n, p.default) for n, p in inspect.signature(contact_step).parameters.items()
-                         if p.kind is p.KEYWORD_ONLY)
-    out = dict(_DEFAULTS)
+    out = dict(contact_step.__kwdefaults__)       # (an inspect.signature costs more than a step)
     out.update(options)
     out["warm_start"] = warm_start
     return out
@@ -227,20 +220,22 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     return _result(who, solver, tol, out, None if same else slots.index)
 
 
-#: Checked settings of :func:`_step_settings` by their plain Python values (a trajectory checks them once).
-_SETTINGS: dict = {}
-
-
 def _step_settings(who, dt, tol, max_iterations, solver, margin):
     """The kernel's ``settings`` (5,) ``[dt, tol, ADMM iterations, Gauss-Seidel sweeps, margin]`` of
     :func:`contact_step`'s arguments, checked (read-only; remembered for plain floats, ints and names)."""
-    plain = type(dt) is float and type(tol) is float and type(margin) is float and type(solver) is str and \
-        (max_iterations is None or type(max_iterations) is int)
-    key = (dt, tol, max_iterations, solver, margin)
-    if plain:
-        got = _SETTINGS.get(key)
-        if got is not None:
-            return got
+    if type(dt) is float and type(tol) is float and type(margin) is float and type(solver) is str and \
+            (max_iterations is None or type(max_iterations) is int):
+        return _plain_settings(who, dt, tol, max_iterations, solver, margin)
+    return _checked_settings(who, dt, tol, max_iterations, solver, margin)
+
+
+@functools.lru_cache(maxsize=64)
+def _plain_settings(who, dt, tol, max_iterations, solver, margin):
+    """:func:`_checked_settings` of plain Python values (a trajectory checks them once)."""
+    return _checked_settings(who, dt, tol, max_iterations, solver, margin)
+
+
+def _checked_settings(who, dt, tol, max_iterations, solver, margin):
     dt, tol, margin = (_positive(who, n, x) for n, x in (("dt", dt), ("tol", tol), ("margin", margin)))
     if solver not in SOLVERS:
         raise ValueError(f"{who}: solver must be one of {SOLVERS}, got {solver!r}")
@@ -252,10 +247,6 @@ def _step_settings(who, dt, tol, max_iterations, solver, margin):
         (0, float(max_iterations))
     settings = np.array([dt, tol, *budget, margin], float)
     settings.flags.writeable = False
-    if plain:
-        if len(_SETTINGS) >= 64:
-            _SETTINGS.clear()
-        _SETTINGS[key] = settings
     return settings
 
 
