@@ -1,13 +1,15 @@
 """
-Simulating in a scene: a box dropped on a table, boxes on slopes
-================================================================
+Simulating in a scene: a box on a table, boxes on slopes, a quadruped onto a step
+=================================================================================
 
 A :class:`sparsedyn.Scene` finds the contacts from the collision shapes at every step, so a body
 lands on whatever part of it hits first (:doc:`/guide/simulation`).  A box is dropped tilted onto a
 table, with its height, its number of contacts and its energy plotted; then boxes are set on slopes
 steeper and shallower than the friction angle: below ``atan(mu)`` they stick, above it they slide
 with Coulomb's acceleration ``g (sin theta - mu cos theta)``, printed beside the simulated one.
-Every number printed is also asserted.
+A quadruped (Unitree's A1 of example-robot-data, its collision model made of boxes,
+cylinders and spheres) trots onto a step under a joint-space PD controller.  Every number printed
+is also asserted.
 """
 
 # %%
@@ -85,3 +87,97 @@ for degrees in (20.0, 35.0):
           f"g (sin - mu cos) = {analytic:.6f} m/s^2")
     assert abs(simulated - analytic) < 1e-5 * G
     assert set(run.modes[-1]) == {"stick" if degrees < 26.6 else "slide"}
+
+# %%
+# A quadruped trots onto a step
+# -----------------------------
+# Unitree's A1 (example-robot-data) describes its collision model with primitives: a box for the
+# trunk, cylinders at the hips, boxes for the legs and a 2 cm sphere for each foot.  On flat ground
+# and a low step only the feet touch, so the scene checks the feet alone
+# (:meth:`sparsedyn.Scene.with_pairs` removes the other pairs): eight pairs, at most a few contacts at
+# a time, a small contact step to build.  The motors' rotors are the joints' armature (0.01 kg m^2).
+#
+# The controller is a PD on a trotting joint trajectory: each foot follows a path in its hip's
+# sagittal plane (back along the ground in stance, up and forward in swing; the diagonal legs
+# together), turned into thigh and knee angles by the two-link inverse kinematics.  It knows
+# nothing of the step: a foot that lands on it is stopped there, and the PD gives way.
+import os
+
+from sparsedyn.interop import example_robot_data_dir
+
+a1 = sd.load_urdf(os.path.join(example_robot_data_dir(), "a1_description", "urdf", "a1.urdf"),
+                  floating_base=True, geometry=True)
+a1 = a1.with_armature(np.r_[np.zeros(6), np.full(12, 0.01)])
+STEP_X, STEP_H = 0.25, 0.04                                   # the step's edge and height [m]
+step = sd.Shape("box", (0.8, 1.0, STEP_H), placement=(np.eye(3), [STEP_X + 0.4, 0.0, STEP_H / 2]), name="step")
+a1_scene = sd.Scene(a1, world=[floor, step], friction=0.8, self_collision=False)
+a1_scene = a1_scene.with_pairs(remove=[p for p in a1_scene.pairs if not p[0].endswith("foot_0")])
+print(a1_scene)
+
+LEGS, THIGH, CALF, RADIUS = ("FL", "FR", "RL", "RR"), 0.2, 0.2, 0.02
+HEIGHT, PERIOD, STRIDE, LIFT = 0.28, 0.3, 0.1, 0.1                # hip height, gait period, stride, foot lift [m, s]
+PHASE = {"FL": 0.0, "RR": 0.0, "FR": 0.5, "RL": 0.5}            # a trot: the diagonal legs together
+
+
+def leg_angles(x, z):
+    """Thigh and knee angles that put the foot at (x, z) from the thigh joint (x forward, z up)."""
+    knee = -np.arccos(np.clip((x * x + z * z - THIGH ** 2 - CALF ** 2) / (2 * THIGH * CALF), -1.0, 1.0))
+    return np.arctan2(-x, -z) - np.arctan2(CALF * np.sin(knee), THIGH + CALF * np.cos(knee)), knee
+
+
+def joint_targets(t):
+    """The trot's joint angles (12,) at time t: hip abduction 0, thigh and knee from each foot's path."""
+    ramp = min(t / 0.3, 1.0)                                      # start from standing
+    out = []
+    for leg in LEGS:
+        s = (t / PERIOD + PHASE[leg]) % 1.0
+        if s < 0.5:                                               # stance: the foot goes back along the ground
+            x, z = STRIDE * ramp * (0.25 - s), -HEIGHT
+        else:                                                     # swing: up first, forward, down
+            u = 2 * s - 1
+            w = np.clip((u - 0.15) / 0.55, 0.0, 1.0)
+            x, z = STRIDE * ramp * (-0.25 + 0.5 * w * w * (3 - 2 * w)), -HEIGHT + LIFT * ramp * np.sin(np.pi * u)
+        out += [0.0, *leg_angles(x, z)]
+    return np.array(out)
+
+
+KP, KD = 250.0, 5.0                                               # [N m / rad], [N m s / rad]
+
+
+def trot(t, q, v):
+    return np.r_[np.zeros(6), KP * (joint_targets(t) - q[7:]) - KD * v[6:]]
+
+
+A1_DT, A1_STEPS = 2e-3, 1500
+q0 = np.r_[0.0, 0.0, HEIGHT + RADIUS + 1e-3, 0.0, 0.0, 0.0, 1.0, joint_targets(0.0)]
+walk = sd.rollout(a1, q0, np.zeros(18), trot, a1_scene, A1_DT, A1_STEPS, tol=1e-6)
+
+feet = np.array([[sd.frame_placements(a1, q)[1][a1.frame(f"{leg}_foot")] for leg in LEGS] for q in walk.q])
+t = A1_DT * np.arange(A1_STEPS + 1)
+print(f"the trunk went {walk.q[-1][0]:.3f} m forward and {walk.q[-1][2] - walk.q[0][2]:+.3f} m up")
+for leg, (x, y, z) in zip(LEGS, feet[-1]):
+    print(f"{leg} foot ends at x = {x:.3f} m, z = {z:.3f} m ({'on the step' if x > STEP_X else 'on the floor'})")
+on_step = feet[-1][:, 0] > STEP_X + RADIUS
+assert walk.q[-1][0] > 0.4 and on_step.all()                    # all four feet ended on the step
+# the feet that stand (lowest, in contact) stand on the step's top: their centres one radius above it
+assert abs(feet[-1][:, 2].min() - (STEP_H + RADIUS)) < 2e-3
+normal = np.array([x[:, 2].sum() / A1_DT if len(x) else 0.0 for x in walk.impulses])
+print(f"mean vertical contact force {normal[-500:].mean():.1f} N over the last second "
+      f"(the robot's weight m g = {a1.total_mass * G:.1f} N)")
+assert abs(normal[-500:].mean() - a1.total_mass * G) < 0.1 * a1.total_mass * G
+
+fig, ax = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
+ax[0].plot(t, walk.q[:, 0], label="trunk")
+ax[0].plot(t, feet[:, :, 0], lw=0.8, label=[f"{leg} foot" for leg in LEGS])
+ax[0].axhline(STEP_X, color="k", ls=":", lw=0.8)
+ax[0].set_ylabel("x [m]")
+ax[0].legend(ncol=5, fontsize=7)
+ax[1].plot(t, feet[:, :, 2], lw=0.8)
+ax[1].axhline(RADIUS, color="k", ls=":", lw=0.8)
+ax[1].axhline(STEP_H + RADIUS, color="k", ls=":", lw=0.8)
+ax[1].set_ylabel("foot height [m]")
+ax[2].plot(t[:-1], normal, lw=0.5)
+ax[2].axhline(a1.total_mass * G, color="k", ls=":", lw=0.8)
+ax[2].set_ylabel("contact force [N]")
+ax[2].set_xlabel("time [s]")
+fig.tight_layout()
