@@ -166,7 +166,9 @@ fig.tight_layout()
 # The controller is a PD on a trotting joint trajectory: each foot follows a path in its hip's
 # sagittal plane (back along the ground in stance, up and forward in swing; the diagonal legs
 # together), turned into thigh and knee angles by the two-link inverse kinematics.  It knows
-# nothing of the step: a foot that lands on it is stopped there, and the PD gives way.
+# nothing of the step: a foot that lands on it is stopped there, and the PD gives way.  In the
+# figure the front feet first strike the step's edge and are pushed back (about 0.6 to 0.9 s)
+# before they land on top; the hind feet follow from about 2.4 s.
 import os
 
 from sparsedyn.interop import example_robot_data_dir
@@ -238,7 +240,8 @@ ax[0].plot(t, feet[:, :, 0], lw=0.8, label=[f"{leg} foot" for leg in LEGS])
 ax[0].axhline(STEP_X, color="k", ls=":", lw=0.8)
 ax[0].set_ylabel("x [m]")
 ax[0].legend(ncol=5, fontsize=7)
-ax[1].plot(t, feet[:, :, 2], lw=0.8)
+for k in range(4):
+    ax[1].plot(t, feet[:, k, 2], lw=0.8, color=f"C{k + 1}")           # the feet's colours above
 ax[1].axhline(RADIUS, color="k", ls=":", lw=0.8)
 ax[1].axhline(STEP_H + RADIUS, color="k", ls=":", lw=0.8)
 ax[1].set_ylabel("foot height [m]")
