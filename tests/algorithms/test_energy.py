@@ -44,3 +44,26 @@ def test_batched_equals_single_and_object_arrays(tree, rng):
     o = lambda x: np.asarray(x[0], dtype=object)  # noqa: E731
     assert float(sd.mechanical_energy(tree, o(q), o(v))) == pytest.approx(E[0], rel=1e-12, abs=1e-12)
     assert float(sd.kinetic_energy(tree, o(q), o(v))) == pytest.approx(T[0], rel=1e-12)
+
+
+def test_kinetic_energy_holds_the_rotors_armature_as_pinocchio():
+    """T = 1/2 v^T (H + diag(armature)) v: the rotors' kinetic energy, as Pinocchio's computeKineticEnergy
+    (which holds model.armature); and by hand, T with armature minus T without = 1/2 sum armature v^2."""
+    import pinocchio as pin
+    from sparsedyn.interop.pinocchio import q_to_pinocchio, to_pinocchio, v_to_pinocchio
+    rng = np.random.default_rng(7)
+    bare = sd.load_model("solo12", floating_base=True)
+    armature = rng.uniform(0.01, 0.1, bare.nv)
+    armature[:6] = 0.0                            # no rotor on the free joint
+    model = bare.with_armature(armature)
+    q = sd.integrate(model, model.neutral(), 0.3 * rng.standard_normal(model.nv))
+    v = rng.standard_normal(model.nv)
+    T = float(sd.kinetic_energy(model, q, v))
+    assert T - float(sd.kinetic_energy(bare, q, v)) == pytest.approx(0.5 * armature @ v ** 2, rel=1e-12)
+    assert T == pytest.approx(0.5 * v @ sd.crba(model, q) @ v, rel=1e-12)
+    pm = to_pinocchio(model)
+    assert np.array_equal(pm.armature, v_to_pinocchio(model, armature))
+    T_pin = pin.computeKineticEnergy(pm, pm.createData(), q_to_pinocchio(model, q), v_to_pinocchio(model, v))
+    assert T == pytest.approx(T_pin, rel=1e-12)
+    E = float(sd.mechanical_energy(model, [*q], [*v]))       # plain lists, the default road
+    assert E == pytest.approx(T + float(sd.potential_energy(model, q)), rel=1e-13, abs=1e-13)

@@ -1,6 +1,7 @@
 """Kinetic, potential and mechanical energy.
 
-``T = 1/2 sum_i v_i . I_i v_i`` (body frames; equal to ``1/2 v^T H(q) v``) and
+``T = 1/2 sum_i v_i . I_i v_i + 1/2 sum_k armature_k v_k^2`` (body frames and the rotors'
+inertia; equal to ``1/2 v^T H(q) v`` with ``H`` holding the armature, as :func:`~sparsedyn.crba`) and
 ``U = -sum_i m_i g . c_i = -g . sum_i hw_i`` (world first moments, see
 :mod:`.com`), zero at the world origin, as Pinocchio's ``computeKineticEnergy``
 and ``computePotentialEnergy``.  Joules; ``q`` (..., nq), ``v`` (..., nv);
@@ -16,14 +17,19 @@ from ..kernels import kernel
 from ..model.spatial import rigid_apply, rigid_inertia
 from .com import world_first_moments
 from .kinematics import joint_transforms, velocity_pass, world_transforms
+from .rnea import armature_of
 
 __all__ = ["kinetic_energy", "potential_energy", "mechanical_energy"]
 
 
 def _kinetic(model, Xup, S, v):
     vb, _ = velocity_pass(model, Xup, S, v)
-    return 0.5 * sum(np.sum(vb[i] * rigid_apply(rigid_inertia(model.inertia[i]), vb[i]), -1)
-                     for i in range(model.nbodies))
+    T = sum(np.sum(vb[i] * rigid_apply(rigid_inertia(model.inertia[i]), vb[i]), -1) for i in range(model.nbodies))
+    for i in range(model.nbodies):                # the rotors spin with their dofs
+        arm = armature_of(model, i)
+        if arm is not None:
+            T = T + np.sum(arm * v[..., model.v_slice(i)] ** 2, -1)
+    return 0.5 * T
 
 
 def _potential(model, X0, g):
@@ -40,7 +46,8 @@ def _state(model, q, v, gravity):
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",)}, outputs={"T": ()})
 def kinetic_energy(model, q, v):
-    """Kinetic energy ``T`` (...): ``1/2 v^T H(q) v``."""
+    """Kinetic energy ``T`` (...): ``1/2 v^T H(q) v``, the rotors' armature included (as Pinocchio's
+    ``computeKineticEnergy``)."""
     q, v, _, shape = _state(model, q, v, None)
     Xup, S = joint_transforms(model, q)
     return np.broadcast_to(_kinetic(model, Xup, S, v), shape).copy()
