@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
-from .collision_kernel import CANDIDATE_COLUMNS, collision_candidates
+from .collision_near import NEAR_COLUMNS
 from .friction_problem import ContactSlots, plane_basis
-from .scene_data import _filler, _plan
+from .scene_data import SLOT_COLUMNS, _filler, _plan, near_candidates
 
 __all__ = ["scene_batch_slot_data", "batch_warm_start"]
 
@@ -58,15 +58,16 @@ def scene_batch_slot_data(scene, Q):
         return None
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
-    c = collision_candidates(scene.model, Q, kp.shapes, kp.pairs).reshape(B, len(kid), CANDIDATE_COLUMNS)
+    c = near_candidates(scene, kp, Q).reshape(B, len(kid), NEAR_COLUMNS)     # far pairs: [b > margin, 0, ...]
     b, j = (c[..., 0] < scene.margin).nonzero()           # by state, then in the candidates' order
     group = b * nk + kid[j]
     counts = np.bincount(group, minlength=B * nk)
     layout = _grow(scene, keys, counts.reshape(B, nk))
     frames, first, _, free = _filler(scene, keys, layout)
     slot = np.asarray(first, int)[kid[j]] + _ranks(group, counts)
-    rows = c[b, j, 6:14]                                   # [w_b z, w_a in body a (3), n (3), n . w_b]
-    rows[:, 0] = mu[j]                                     # -> [mu, p (3), n (3), offset]
+    rows = np.empty((len(j), 8))                           # [mu, p (3), n (3), offset]
+    rows[:, 0] = mu[j]
+    rows[:, 1:] = c[b[:, None], j[:, None], SLOT_COLUMNS]  # [w_a in body a (3), n (3), n . w_b]
     if moved:                                              # body axes -> the slot frame's (E, r in the body)
         rows[:, 1:4] = np.einsum("kij,kj->ki", E[j], rows[:, 1:4] - r[j])
     data = np.repeat(free[None], B, 0)
