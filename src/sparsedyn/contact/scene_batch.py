@@ -2,8 +2,9 @@
 :func:`scene_batch_slot_data`.
 
 :func:`~sparsedyn.contact.scene_data.scene_slot_data` lays out the contacts of one state from one call
-of the collision kernel; for a batch ``Q`` (B, nq) the same kernel runs once on all states (the batch
-runtime's threads), and the candidates within the margin are placed in the scene's slots by array
+of the collision kernel with its broad phase (:func:`~sparsedyn.collision_candidates_near`); for a
+batch ``Q`` (B, nq) the same kernel runs once on all states (the batch runtime's threads, each state
+the single state's scalar code, so its rows are the single call's to the bit), and the candidates within the margin are placed in the scene's slots by array
 operations over the whole batch: the layout grows to the most contacts any state has on a slot key (as
 the single steps of those states one after the other would grow it), and each state's contacts of a
 key fill that key's slots in order (as :func:`~sparsedyn.contact.scene_data.scene_slot_data` fills
