@@ -17,7 +17,7 @@ microseconds of
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
   MuJoCo's settled state and time step, and its phases: the step's contact data from the collision
-  kernel (``scene_slot_data``; beside it the same data from Contact objects, the general road), the
+  kernel with its broad phase (``scene_slot_data``; beside it the same data from Contact objects, the general road), the
   native solve (``contact_step_kernel``, cold) and the rest (argument checks, the result's modes and checks);
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
   its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step;

@@ -216,8 +216,8 @@ def test_a_batch_of_the_iterative_step_builds_no_second_library():
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
 def test_without_openmp_the_step_batch_runs_in_chunks_on_threads_and_equals_openmps(monkeypatch):
-    """A library built without OpenMP (the pip compiler's) runs an iterative kernel's batch in chunks
-    that two threads take as they come free; each state runs the same scalar code as under OpenMP, so
+    """A library built without OpenMP (the pip compiler's) runs an iterative kernel's batch (the
+    collision kernel with its broad phase, then the step) in chunks that two threads take as they come free; each state runs the same scalar code as under OpenMP, so
     the results are equal bit for bit."""
     scene = _box_scene()
     Q, V = BOX_Q * 8, BOX_V * 8
@@ -229,7 +229,7 @@ def test_without_openmp_the_step_batch_runs_in_chunks_on_threads_and_equals_open
         calls, dynamic = [], runtime._in_threads_dynamic
         monkeypatch.setattr(runtime, "_in_threads_dynamic", lambda call, N, *a: calls.append(N) or dynamic(call, N, *a))
         got = sd.contact_step(scene.model, Q, V, np.zeros(6), scene, DT)
-    assert calls == [len(Q)]
+    assert calls == [len(Q), len(Q)]               # the collision kernel's broad phase (iterative too), the step
     assert got.v.tobytes() == ref.v.tobytes() and got.q.tobytes() == ref.q.tobytes()
     assert all(a.tobytes() == b.tobytes() for a, b in zip(got.impulses, ref.impulses))
 

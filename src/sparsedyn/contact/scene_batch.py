@@ -2,8 +2,9 @@
 :func:`scene_batch_slot_data`.
 
 :func:`~sparsedyn.contact.scene_data.scene_slot_data` lays out the contacts of one state from one call
-of the collision kernel; for a batch ``Q`` (B, nq) the same kernel runs once on all states (the batch
-runtime's threads), and the candidates within the margin are placed in the scene's slots by array
+of the collision kernel with its broad phase (:func:`~sparsedyn.collision_candidates_near`); for a
+batch ``Q`` (B, nq) the same kernel runs once on all states (the batch runtime's threads, each state
+the single state's scalar code, so its rows are the single call's to the bit), and the candidates within the margin are placed in the scene's slots by array
 operations over the whole batch: the layout grows to the most contacts any state has on a slot key (as
 the single steps of those states one after the other would grow it), and each state's contacts of a
 key fill that key's slots in order (as :func:`~sparsedyn.contact.scene_data.scene_slot_data` fills
@@ -15,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
-from .collision_kernel import CANDIDATE_COLUMNS, collision_candidates
+from .collision_near import NEAR_COLUMNS
 from .friction_problem import ContactSlots, plane_basis
-from .scene_data import _filler, _plan
+from .scene_data import SLOT_COLUMNS, _filler, _plan, near_candidates
 
 __all__ = ["scene_batch_slot_data", "batch_warm_start"]
 
@@ -58,15 +59,16 @@ def scene_batch_slot_data(scene, Q):
         return None
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
-    c = collision_candidates(scene.model, Q, kp.shapes, kp.pairs).reshape(B, len(kid), CANDIDATE_COLUMNS)
+    c = near_candidates(scene, kp, Q).reshape(B, len(kid), NEAR_COLUMNS)     # far pairs: [b > margin, 0, ...]
     b, j = (c[..., 0] < scene.margin).nonzero()           # by state, then in the candidates' order
     group = b * nk + kid[j]
     counts = np.bincount(group, minlength=B * nk)
     layout = _grow(scene, keys, counts.reshape(B, nk))
     frames, first, _, free = _filler(scene, keys, layout)
     slot = np.asarray(first, int)[kid[j]] + _ranks(group, counts)
-    rows = c[b, j, 6:14]                                   # [w_b z, w_a in body a (3), n (3), n . w_b]
-    rows[:, 0] = mu[j]                                     # -> [mu, p (3), n (3), offset]
+    rows = np.empty((len(j), 8))                           # [mu, p (3), n (3), offset]
+    rows[:, 0] = mu[j]
+    rows[:, 1:] = c[b[:, None], j[:, None], SLOT_COLUMNS]  # [w_a in body a (3), n (3), n . w_b]
     if moved:                                              # body axes -> the slot frame's (E, r in the body)
         rows[:, 1:4] = np.einsum("kij,kj->ki", E[j], rows[:, 1:4] - r[j])
     data = np.repeat(free[None], B, 0)

@@ -3,8 +3,10 @@
 :func:`~sparsedyn.contact.scene_step.scene_slots` lays out :class:`~sparsedyn.Contact` objects made
 from :func:`~sparsedyn.collide`'s hits; on the default (native) road this module gives the same
 :class:`~sparsedyn.contact.friction_problem.ContactSlots` with no object per hit: one native call of
-:func:`~sparsedyn.contact.collision_kernel.collision_candidates` on the scene's pairs
-(the witness point already in its body's axes), the candidates within the margin as rows
+:func:`~sparsedyn.collision_candidates_near` on the scene's pairs with the margin as its cutoff (a
+broad phase leaves out the closed forms of the pairs farther apart; those it computes are
+:func:`~sparsedyn.collision_candidates`' own, the witness point already in its body's axes), the
+candidates within the margin as rows
 ``[mu, p (3), n (3), n . w_b]`` (a pair of two robot shapes, self-collision, in a two-body slot
 keyed by the pair of its bodies' slot frames), placed in the scene's slots (the same growing layout, kept in
 ``scene.cache``) by a table kept while the layout stays.
@@ -14,11 +16,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import use_backend
-from .collision_kernel import CANDIDATE_COLUMNS, collision_candidates, kernel_plan
+from ..kernels import native_calls, use_backend
+from .collision_kernel import kernel_plan
+from .collision_near import NEAR_COLUMNS, collision_candidates_near
 from .friction_problem import ContactSlots, fill_slots
 
-__all__ = ["scene_slot_data"]
+__all__ = ["scene_slot_data", "near_candidates"]
+
+#: The columns of a row of :func:`~sparsedyn.collision_candidates_near` that make a slot's data
+#: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
+SLOT_COLUMNS = np.array([7, 8, 9, 4, 5, 6, 10])
+
+_NEAR, _NONE, _F64 = collision_candidates_near.__name__, {}, np.dtype(float)
 
 
 def _slot_frames(model):
@@ -113,11 +122,10 @@ def _selection(scene, plan, mask, filler):
             return None
         index = np.array(index, int)
         # the slot data: the free slots' with each contact's friction, its other entries put from the rows
-        C = CANDIDATE_COLUMNS
         base = free.copy()
         base[index, 0] = mu[sel]
         put = (8 * index[:, None] + np.arange(1, 8)).reshape(-1)          # [p (3), n (3), offset] of a slot
-        take = (C * sel[:, None] + np.arange(C - 7, C)).reshape(-1)      # [w_a in a's body (3), n (3), n . w_b]
+        take = (NEAR_COLUMNS * sel[:, None] + SLOT_COLUMNS).reshape(-1)  # [w_a in a's body (3), n (3), n . w_b]
         turn = None
         if moved and not (np.array_equal(E[sel], np.broadcast_to(np.eye(3), (len(sel), 3, 3))) and not r[sel].any()):
             # body axes -> the slot frame's: p_slot = E (p - r) on each contact's 7 taken entries
@@ -135,6 +143,17 @@ def _selection(scene, plan, mask, filler):
     return got
 
 
+def near_candidates(scene, kp, q):
+    """:func:`~sparsedyn.collision_candidates_near` of the kernel plan ``kp`` of ``scene`` at ``q``
+    (nq,) or (B, nq), the scene's margin the cutoff: (K, 11) or (B, K, 11).  A single state through
+    the ready native callable (as the public function would call it, less its frame)."""
+    model = scene.model
+    f = (native_calls(model) or _NONE).get(_NEAR)
+    if f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,):
+        return f(q, kp.shapes, kp.cutoff, kp.pairs)
+    return collision_candidates_near(model, q, kp.shapes, kp.cutoff, kp.pairs)
+
+
 def scene_slot_data(scene, q):
     """``(pair, slots)``: the scene pair (an index of ``scene.pairs``) of each contact of ``scene`` at
     ``q`` (nq,) (nc,) and their :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
@@ -147,7 +166,7 @@ def scene_slot_data(scene, q):
     if plan is None:
         return None
     kp, kid, keys = plan[:3]
-    c = collision_candidates(scene.model, q, kp.shapes, kp.pairs)
+    c = near_candidates(scene, kp, q)                      # the pairs beyond the margin: [b > margin, 0, ...]
     mask = c[:, 0] < scene.margin                          # the candidates within the margin (d: column 0)
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     filler = _filler(scene, keys, layout)

@@ -1,0 +1,93 @@
+"""The step's contact data on the native road (sparsedyn.contact.scene_data, scene_batch) come from
+the collision kernel with a broad phase, ``collision_candidates_near`` with the scene's margin as its
+cutoff.
+
+Oracle: the same data laid out from every candidate of every pair, ``collision_candidates`` (itself
+checked against coal and the vectorised closed forms in test_collision_kernel), put in the broad
+phase's columns: a pair the broad phase leaves out has no candidate within the margin, and those it
+computes are the same closed forms, so the contacts, their slots and their rows are the same, the
+rows to the rounding of two evaluations (``rounding_bound(64)`` times the size of the values).
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.codegen import native
+from sparsedyn.contact import scene_batch, scene_data
+from sparsedyn.contact.collision_kernel import kernel_plan
+from test_collision_kernel import _bound, _humanoid
+from test_collision_near import _as_near
+
+
+@pytest.fixture
+def native_backend():
+    with sd.use_backend("native", deterministic=True):
+        yield
+
+
+def _fresh(name):
+    """dm_control's humanoid under a name of its own: a model no kernel has run on in this process
+    (compiled models are shared by the model's fingerprint, its name part of it)."""
+    return dataclasses.replace(_humanoid(), name=name)
+
+
+def _ran(model):
+    """The collision kernels run natively on ``model`` (their builds' names less the static arguments' tag)."""
+    names = [n for n in native.shared(model).kernels if n.startswith("collision_candidates")]
+    return {"collision_candidates_near" if n.startswith("collision_candidates_near") else "collision_candidates"
+            for n in names}
+
+
+def _full(scene, kp, q):
+    """``near_candidates`` from every candidate of every pair (the full kernel), in its 11 columns."""
+    c = sd.collision_candidates(scene.model, q, kp.shapes, kp.pairs)
+    return _as_near(c.reshape(-1, c.shape[-1])).reshape(c.shape[:-1] + (11,))
+
+
+def _states(model, n, seed):
+    """Random humanoid configurations near the floor: limbs on the floor, through each other, far."""
+    rng = np.random.default_rng(seed)
+    Q = np.array([model.random_configuration(rng) for _ in range(n)])
+    Q[:, 2] = rng.uniform(0.05, 0.4, n)
+    return Q
+
+
+def test_a_states_data_come_from_the_broad_phase_and_are_the_full_kernels(native_backend, monkeypatch):
+    """dm_control's humanoid (161 closed-form pairs): the step's data of a state are computed by the
+    broad-phase kernel (no call of the full one), with pairs both within the margin and left out,
+    and equal the data laid out from the full kernel's candidates in a scene of their own: the same
+    scene pairs, slot frames, slots and rows."""
+    model = _fresh("humanoid, one state")
+    near, full = sd.Scene(model), sd.Scene(model)
+    kp = kernel_plan(near)
+    got = [scene_data.scene_slot_data(near, q) for q in _states(model, 12, 3)]
+    assert _ran(model) == {"collision_candidates_near"}   # the full kernel never ran
+    contacts = sum(len(pair) for pair, _ in got)
+    computed = sum(len(np.unique(kp.pair[scene_data.near_candidates(near, kp, q)[:, 1:].any(1)]))
+                   for q in _states(model, 12, 3))      # the pairs the broad phase kept
+    assert contacts >= 20 and 0 < computed < 12 * len(kp.pairs) // 2   # most pairs left out, some touching
+    monkeypatch.setattr(scene_data, "near_candidates", _full)
+    for q, (pair, slots) in zip(_states(model, 12, 3), got):
+        want_pair, want = scene_data.scene_slot_data(full, q)
+        assert np.array_equal(pair, want_pair) and slots.frames == want.frames
+        assert np.array_equal(slots.index, want.index)
+        assert np.abs(slots.data - want.data).max(initial=0.0) <= _bound(want.data)
+
+
+def test_a_batchs_data_come_from_the_broad_phase_and_are_the_full_kernels(native_backend, monkeypatch):
+    """The same for a batch of humanoid states in one call (as a plain list): each state's contacts,
+    slots and rows those laid out from the full kernel's candidates of the batch."""
+    model = _fresh("humanoid, a batch")
+    near, full = sd.Scene(model), sd.Scene(model)
+    Q = _states(model, 24, 4)
+    pair, slot, ends, slots = scene_batch.scene_batch_slot_data(near, Q.tolist())
+    assert _ran(model) == {"collision_candidates_near"}
+    assert ends[-1] >= 40 and np.count_nonzero(np.diff(ends)) >= 12
+    monkeypatch.setattr(scene_batch, "near_candidates", _full)
+    want_pair, want_slot, want_ends, want = scene_batch.scene_batch_slot_data(full, Q)
+    assert np.array_equal(pair, want_pair) and np.array_equal(slot, want_slot) and np.array_equal(ends, want_ends)
+    assert slots.frames == want.frames and slots.data.shape == want.data.shape
+    assert np.abs(slots.data - want.data).max(initial=0.0) <= _bound(want.data)
