@@ -1,0 +1,72 @@
+"""Steps in a scene against MuJoCo on the same scene (the same MJCF file in both), on the default
+(native) road.  MuJoCo's contact is soft (a constraint force regularised towards a spring-damper,
+solref/solimp) and ours is exact (rigid, Coulomb's cone), so what is compared is what physics fixes,
+each simulator against the analytic value and the two against each other, within bounds stated by
+each test: the distance a box pushed along a plane slides, and the time a pushed humanoid takes to
+hit the floor.
+"""
+
+import warnings
+
+import mujoco
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+
+G = 9.81
+
+SLIDE_XML = """<mujoco><option timestep="{dt}" cone="elliptic"/>
+<worldbody><geom name="floor" type="plane" size="0 0 1" friction="{mu}"/>
+<body name="box" pos="0 0 0.05"><freejoint/>
+<geom name="box" type="box" size="0.1 0.1 0.05" mass="2" friction="{mu}"/></body>
+</worldbody></mujoco>"""
+
+
+def load(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")             # the file's visual-only elements
+        return sd.load_mjcf(path, geometry=True)
+
+
+def test_a_box_pushed_along_a_plane_slides_v0_squared_over_two_mu_g(tmp_path):
+    """A 2 kg box resting flat, pushed to ``v0`` = 1.5 m/s along x on a plane with ``mu`` = 0.4 (both
+    shapes give 0.4; MuJoCo's elliptic cone, as ours): friction ``mu m g`` stops it after
+    ``v0^2 / (2 mu g)`` (0.2867 m).
+
+    Ours, by hand: each sliding step takes ``mu g dt`` off the speed and moves the box by ``dt`` times
+    the new speed (semi-implicit Euler), so it slides ``dt sum_{k=1..N} (v0 - k mu g dt)``,
+    ``N = floor(v0 / (mu g dt))``, which is ``v0^2 / (2 mu g) - v0 dt / 2 + O(mu g dt^2)``; it equals
+    that sum to the solver's tolerance accumulated over the steps (``N tol v0 dt``).  Both
+    simulators are within ``v0 dt`` of the analytic distance: the scheme's ``v0 dt / 2``, and as much
+    again for MuJoCo's soft friction (its regularised friction force creeps to rest); so the two are
+    within ``2 v0 dt`` of each other."""
+    dt, mu, v0 = 1e-3, 0.4, 1.5
+    xml = SLIDE_XML.format(dt=dt, mu=mu)
+    path = tmp_path / "slide.xml"
+    path.write_text(xml)
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    for _ in range(200):                                 # settle into its soft contact
+        mujoco.mj_step(m, d)
+    x0 = d.qpos[0]
+    d.qvel[0] = v0
+    for _ in range(1000):                                # 1 s: stopped (v0 / (mu g) = 0.38 s)
+        mujoco.mj_step(m, d)
+    assert np.abs(d.qvel).max() <= 1e-4
+    slide_mj = d.qpos[0] - x0
+
+    model = load(path)
+    scene = sd.Scene(model)
+    assert dict(zip(scene.pairs, scene.pair_friction)) == {("box", "floor"): mu}
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(model, model.joint_dynamics.reference, [0, 0, 0, v0, 0, 0], np.zeros(6), scene, dt, 500)
+    assert np.abs(r.v[-1]).max() <= 1e-6 and abs(r.q[-1][2] - 0.05) <= 1e-6
+    slide = r.q[-1][0]
+    N = int(np.floor(v0 / (mu * G * dt)))
+    by_hand = dt * sum(v0 - k * mu * G * dt for k in range(1, N + 1))
+    analytic = v0 ** 2 / (2 * mu * G)
+    assert abs(slide - by_hand) <= N * 1e-8 * v0 * dt
+    assert abs(slide - analytic) <= v0 * dt
+    assert abs(slide_mj - analytic) <= v0 * dt
+    assert abs(slide - slide_mj) <= 2 * v0 * dt
