@@ -181,9 +181,9 @@ def test_a_sphere_rolling_on_a_plane_keeps_its_rolling_speed():
 # --- energy -----------------------------------------------------------------------------------------
 
 def energy(model, q, v):
-    """Kinetic + potential energy [J], the rotors' kinetic energy (``model.armature``) included: the
-    step's mass matrix holds it."""
-    return sd.mechanical_energy(model, q, v) + 0.5 * float(np.sum(np.asarray(model.armature) * np.square(v)))
+    """Kinetic + potential energy [J] (:func:`sparsedyn.mechanical_energy`, the rotors' armature included
+    as in the step's mass matrix)."""
+    return float(sd.mechanical_energy(model, q, v))
 
 
 def energy_gain_bound(model, r, scene):
