@@ -180,11 +180,7 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     nodes = prog.nodes
     layout = Layout(prog, nslots, T) if prog.blocks else None
     first = _first_elements(nodes) if prog.blocks else {}
-    out_at = {}
-    for k, row in enumerate(prog.outputs):
-        for j, (kind, v) in enumerate(row):
-            if kind == "node":
-                out_at.setdefault(v, []).append((k, j))
+    out_at = _output_places(prog)
     nin, nout = len(prog.input_shapes), len(prog.output_shapes)
     ptr = "const double" if T == "double" else "const sd_vd"
     optr = "double" if T == "double" else "sd_vd"
@@ -194,10 +190,8 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     funcs = []
     nseg = (seg[-1] + 1) if nodes else 0
     body = {s: [] for s in range(nseg)}
-    local = [None] * nseg               # per segment: node -> local name
+    local = [{} for _ in range(nseg)]     # per segment: node -> local name
     defs = [[] for _ in range(nseg)]      # per segment: its block products' C functions
-    for s in range(nseg):
-        local[s] = {}
 
     inline = _inlined(nodes, seg, slot, out_at)
     expr = {}
@@ -242,20 +236,36 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
             body[s].append(f"  w[{slot[i]}] = t{i};")
         for k, j in out_at.get(i, ()):
             body[s].append(f"  y{k}[{j}] = t{i};")
-    tail = _tail(prog, T, hoist)
-    nops = [0] * nseg
-    for i, (op, _, _) in enumerate(nodes):
-        if CONST < op != MATMUL:
-            nops[seg[i]] += 1
-    for i, b in first.items():
-        nops[seg[i]] += int(prog.blocks[b].pairs.sum()) // 16
+    nops = _segment_sizes(prog, seg, first, nseg)
     for s in range(nseg):
         funcs.append((nops[s], "\n".join([*defs[s], f"SD_HIDDEN void {cname}_{s}({params})", "{", *body[s], "}"])))
     protos = [f"SD_HIDDEN void {cname}_{s}({params});" for s in range(nseg)]
     drv = [*protos, f"static void {cname}({params})", "{"]
     drv += [f"  {cname}_{s}({args});" for s in range(nseg)]
-    drv += tail + ["}"]
+    drv += _tail(prog, T, hoist) + ["}"]
     return funcs, "\n".join(drv), max(nslots, 1) if layout is None else layout.end
+
+
+def _output_places(prog: Program):
+    """``{node: [(output, element), ...]}``: where each node's value is an output."""
+    out_at = {}
+    for k, row in enumerate(prog.outputs):
+        for j, (kind, v) in enumerate(row):
+            if kind == "node":
+                out_at.setdefault(v, []).append((k, j))
+    return out_at
+
+
+def _segment_sizes(prog: Program, seg, first, nseg):
+    """Operations per segment (a block product counted as its multiply-add pairs / 16), by which the
+    segments are grouped into translation units."""
+    nops = [0] * nseg
+    for i, (op, _, _) in enumerate(prog.nodes):
+        if CONST < op != MATMUL:
+            nops[seg[i]] += 1
+    for i, b in first.items():
+        nops[seg[i]] += int(prog.blocks[b].pairs.sum()) // 16
+    return nops
 
 
 def _segmented(prog: Program, chunk: int):
