@@ -233,9 +233,6 @@ def test_no_step_adds_energy_to_a_box_spinning_in_the_air():
 # --- penetration of a fast body ---------------------------------------------------------------------
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")    # the landing's last iterations
-@pytest.mark.xfail(strict=True, reason="collision detection reports pairs within the scene's margin only, so a "
-                   "point that closes more than the margin in a step is seen only once it has passed the surface "
-                   "(penetration up to speed dt - margin); detection would have to look dt times the speed ahead")
 def test_a_fast_box_never_penetrates_the_floor_more_than_the_margin():
     """A box falling flat at 7.85 m/s (a 3.15 m drop), 6 mm above the floor (beyond the 5 mm margin),
     with a step of 2 ms (15.7 mm of travel): the step after must leave it on the floor, no deeper than
