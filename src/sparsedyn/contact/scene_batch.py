@@ -62,7 +62,7 @@ def scene_batch_slot_data(scene, Q, cutoff=None):
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
     c = near_candidates(scene, kp, Q, cutoff).reshape(B, len(kid), NEAR_COLUMNS)  # far pairs: [b > cutoff, 0, ...]
-    within = scene.margin if cutoff is None else np.reshape(cutoff, (B, -1))[:, kp.pair]
+    within = scene.margin if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))[:, kp.pair]
     b, j = (c[..., 0] < within).nonzero()                 # by state, then in the candidates' order
     group = b * nk + kid[j]
     counts = np.bincount(group, minlength=B * nk)
