@@ -81,3 +81,18 @@ def test_both_roads_find_the_contact_beyond_the_margin_that_the_step_will_close(
     assert np.array_equal(got.index, np.arange(4) if ref.index is None else ref.index)
     assert np.abs(got.data - ref.data).max() <= 64 * EPS * np.abs(ref.data).max()
     assert np.allclose([c.plane[1] for c in contacts], 0.0, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_batch_looks_ahead_state_by_state():
+    """A batch of the same box 6 mm above the floor, falling at 8 m/s and at rest: on the kernel's road
+    the falling state's step holds its four bottom corners, the resting one none (each state's own
+    look-ahead, not the batch's largest), and each equals its single step's contacts."""
+    scene = sd.Scene(_two_boxes(), world=[FLOOR], self_collision=False)
+    q = np.array([0, 0, SIZES[0][2] / 2 + 0.006, 0, 0, 0, 1, 3, 0, 1, 0, 0, 0, 1.0])
+    V = np.array([np.r_[0, 0, 0, 0, 0, -8.0, np.zeros(6)], np.zeros(12)])
+    with sd.use_backend("native", deterministic=True):
+        batch = sd.contact_step(scene.model, [q, q], V, np.zeros(12), scene, 2e-3)
+        ones = [sd.contact_step(scene.model, q, V[b], np.zeros(12), scene, 2e-3) for b in range(2)]
+    assert [len(x) for x in batch.impulses] == [len(x.impulses) for x in ones] == [4, 0]
+    assert list(batch.modes[0]) == list(ones[0].modes) and "open" not in list(ones[0].modes)
