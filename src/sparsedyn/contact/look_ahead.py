@@ -14,9 +14,11 @@ holds.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..algorithms.kinematics import joint_transforms, velocity_pass
+from ..algorithms.kinematics import body_velocities
 from ..kernels import native_calls
 from .collision import _plan as _collision_plan
 
@@ -26,48 +28,56 @@ _NONE, _F64 = {}, np.dtype(float)
 
 
 def _reach(scene):
-    """``(rho, a, b)``: per body, the radius (nb + 1,) about its origin of a sphere holding its shapes
-    in the scene (0 for a body with none and, last, for the world), and the bodies ``a``, ``b`` (P,) of
-    each pair's shapes (-1, the last entry of ``rho``, for the world); kept by the scene."""
+    """``(rho, M)``: per body, the radius (nb,) about its origin of a sphere holding its shapes in the
+    scene (0 for a body with none), and the (P, nb) matrix of 0 and 1 that sums each pair's two
+    bodies' bounds (a world shape adds nothing); kept by the scene."""
     got = scene.cache.get("look-ahead reach")
     if got is None:
         model = scene.model
-        c, r = _collision_plan(scene)["c"], _collision_plan(scene)["r"]
-        rho = np.zeros(model.nbodies + 1)
+        plan = _collision_plan(scene)
+        rho = np.zeros(model.nbodies)
         for k, s in enumerate(scene.shapes):
             if s.body >= 0:                       # the bounding sphere's centre in the body's axes
-                rho[s.body] = max(rho[s.body], np.linalg.norm(s.p + s.R @ c[k]) + r[k])
-        body = np.array([s.body for s in scene.shapes], int).reshape(-1)
-        idx = scene.index.reshape(-1, 2)
-        got = scene.cache["look-ahead reach"] = (rho, body[idx[:, 0]], body[idx[:, 1]])
+                rho[s.body] = max(rho[s.body], np.linalg.norm(s.p + s.R @ plan["c"][k]) + plan["r"][k])
+        M = np.zeros((len(scene.index), model.nbodies))
+        for k, (i, j) in enumerate(scene.index.tolist()):
+            for body in (scene.shapes[i].body, scene.shapes[j].body):
+                if body >= 0:
+                    M[k, body] += 1.0
+        got = scene.cache["look-ahead reach"] = (rho, M)
     return got
 
 
 def _body_velocities(model, q, v):
     """The bodies' spatial velocities (..., nb, 6) ``[omega; v_o]`` (body axes): the model's native
-    kernel where it is ready (one state), else the forward velocity pass."""
+    kernel on the default road (built once per model, as every kernel), the forward velocity pass on
+    the NumPy road."""
     f = (native_calls(model) or _NONE).get("body_velocities")
     if f is not None and q.shape == (model.nq,) and v.shape == (model.nv,):
         return f(q, v)
-    vb, _ = velocity_pass(model, *joint_transforms(model, q), v)
-    shape = np.broadcast_shapes(q.shape[:-1], v.shape[:-1])
-    return np.stack([np.broadcast_to(x, shape + (6,)) for x in vb], -2) if vb else np.zeros(shape + (0, 6))
+    return body_velocities(model, q, v)
+
+
+#: Sums the squares of a spatial velocity's angular and linear parts: ``(V * V) @ _PARTS`` (..., 2).
+_PARTS = np.repeat(np.eye(2), 3, axis=0)
 
 
 def pair_cutoffs(scene, q, v, dt):
     """The distance (P,) or (B, P) [m] below which each pair of ``scene`` enters a step of ``dt`` [s]
     from ``q`` (nq,) or (B, nq) at ``v`` (nv,) or (B, nv): the scene's margin plus ``dt`` times a
-    bound on the pair's closing speed (module docstring).  Where ``v`` or ``dt`` is not a finite
-    state of the model's shape (the step reports that), the margin alone."""
+    bound on the pair's closing speed (module docstring).  Where ``q``, ``v`` or ``dt`` is not a
+    finite state of the model's shape (the step reports that), the margin alone."""
     model = scene.model
-    rho, a, b = _reach(scene)
+    rho, M = _reach(scene)
     q, v = np.asarray(q, float), np.asarray(v, float)
-    lead = q.shape[:-1]
-    ok = (np.isscalar(dt) and np.isfinite(dt) and dt > 0 and v.shape[-1:] == (model.nv,) and v.ndim <= 2
-          and q.shape[-1:] == (model.nq,) and np.all(np.isfinite(v)) and np.all(np.isfinite(q)))
-    if not ok or not len(a):
-        return np.full(lead + (len(a),), scene.margin)
+    one = q.shape == (model.nq,) and v.shape == (model.nv,)
+    lead = () if one else np.broadcast_shapes(q.shape[:-1], v.shape[:-1]) if q.ndim <= 2 and v.ndim <= 2 else None
+    if (lead is None or q.shape[-1:] != (model.nq,) or v.shape[-1:] != (model.nv,) or not M.size
+            or not isinstance(dt, (float, int, np.floating, np.integer)) or not 0 < dt < np.inf):
+        return np.full((lead or ()) + (len(M),), scene.margin)
     V = _body_velocities(model, q, v)
-    s = np.linalg.norm(V[..., 3:], axis=-1) + np.linalg.norm(V[..., :3], axis=-1) * rho[:-1]
-    s = np.concatenate([s, np.zeros(s.shape[:-1] + (1,))], -1)      # the world: still
-    return scene.margin + float(dt) * (s[..., a] + s[..., b])
+    n = np.sqrt((V * V) @ _PARTS)                          # (..., nb, 2): |omega|, |v_o|
+    s = n[..., 1] + n[..., 0] * rho
+    if not math.isfinite(s.sum()):                         # a non-finite v: the step refuses it
+        return np.full(lead + (len(M),), scene.margin)
+    return scene.margin + float(dt) * (s @ M.T)

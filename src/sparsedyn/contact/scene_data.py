@@ -3,10 +3,10 @@
 :func:`~sparsedyn.contact.scene_step.scene_slots` lays out :class:`~sparsedyn.Contact` objects made
 from :func:`~sparsedyn.collide`'s hits; on the default (native) road this module gives the same
 :class:`~sparsedyn.contact.friction_problem.ContactSlots` with no object per hit: one native call of
-:func:`~sparsedyn.collision_candidates_near` on the scene's pairs with the margin as its cutoff (a
-broad phase leaves out the closed forms of the pairs farther apart; those it computes are
-:func:`~sparsedyn.collision_candidates`' own, the witness point already in its body's axes), the
-candidates within the margin as rows
+:func:`~sparsedyn.collision_candidates_near` on the scene's pairs with the step's largest look-ahead
+as its cutoff (data: no new build; a broad phase leaves out the closed forms of the pairs farther
+apart; those it computes are :func:`~sparsedyn.collision_candidates`' own, the witness point already
+in its body's axes), the candidates within their pair's look-ahead as rows
 ``[mu, p (3), n (3), n . w_b]`` (a pair of two robot shapes, self-collision, in a two-body slot
 keyed by the pair of its bodies' slot frames), placed in the scene's slots (the same growing layout, kept in
 ``scene.cache``) by a table kept while the layout stays.

@@ -1,6 +1,9 @@
 """A time step in a :class:`~sparsedyn.contact.scene.Scene`: the contacts come from the geometry.
 
-Each step runs :func:`~sparsedyn.contact.collision.collide` at ``q`` and turns every hit of a
+Each step runs :func:`~sparsedyn.contact.collision.collide` at ``q``, looking ahead (each pair
+within the margin plus ``dt`` times a bound on its closing speed at ``v``:
+:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`; a hit with a gap is a speculative contact the
+step may close, no more, so a fast body does not pass a surface unseen), and turns every hit of a
 robot shape ``a`` against a world shape ``b`` into a one-sided point contact
 (:class:`~sparsedyn.model.sensors.Contact`): the witness point ``w_a`` fixed in a frame of ``a``'s body,
 against the plane through ``w_b`` of normal ``n`` (from ``b`` towards ``a``), with the pair's
