@@ -41,8 +41,9 @@ def _ran(model):
             for n in names}
 
 
-def _full(scene, kp, q):
-    """``near_candidates`` from every candidate of every pair (the full kernel), in its 11 columns."""
+def _full(scene, kp, q, cutoff=None):
+    """``near_candidates`` from every candidate of every pair (the full kernel), in its 11 columns (every
+    candidate is within any ``cutoff``)."""
     c = sd.collision_candidates(scene.model, q, kp.shapes, kp.pairs)
     return _as_near(c.reshape(-1, c.shape[-1])).reshape(c.shape[:-1] + (11,))
 

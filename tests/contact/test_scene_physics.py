@@ -233,19 +233,36 @@ def test_no_step_adds_energy_to_a_box_spinning_in_the_air():
 # --- penetration of a fast body ---------------------------------------------------------------------
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")    # the landing's last iterations
-@pytest.mark.xfail(strict=True, reason="collision detection reports pairs within the scene's margin only, so a "
-                   "point that closes more than the margin in a step is seen only once it has passed the surface "
-                   "(penetration up to speed dt - margin); detection would have to look dt times the speed ahead")
-def test_a_fast_box_never_penetrates_the_floor_more_than_the_margin():
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_a_fast_box_never_penetrates_the_floor_more_than_the_margin(backend):
     """A box falling flat at 7.85 m/s (a 3.15 m drop), 6 mm above the floor (beyond the 5 mm margin),
     with a step of 2 ms (15.7 mm of travel): the step after must leave it on the floor, no deeper than
-    the margin."""
+    the margin (the step looks ahead by dt times the box's speed), on both roads."""
     model = boxes_model([TOP], [2.0])
     scene = sd.Scene(model, world=[FLOOR], friction=0.6)
     dt, speed, gap = 2e-3, 7.85, 0.006
     assert gap > scene.margin and speed * dt > gap + scene.margin
     q = [0, 0, TOP[2] / 2 + gap, 0, 0, 0, 1]
-    with sd.use_backend("native", deterministic=True):
+    with sd.use_backend(backend, deterministic=True):
         r = sd.rollout(model, q, [0, 0, 0, 0, 0, -speed], np.zeros(6), scene, dt, 3)
     assert deepest(scene, r.q) >= -scene.margin
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_a_fast_spinning_bar_never_penetrates_the_floor_more_than_the_margin(backend):
+    """A 1 m bar lying 6 mm above the floor, its centre still, spinning at 20 rad/s about its
+    horizontal normal: one end falls at 10 m/s (20 mm in a 2 ms step), which only the angular part
+    of the look-ahead (``|omega| rho``) sees; the steps leave it no deeper than the margin plus the
+    second-order motion a linearised step leaves (``dt^2 |w|^2 rho / 2`` = 0.4 mm)."""
+    bar = (0.02, 1.0, 0.02)
+    model = boxes_model([bar], [1.0])
+    scene = sd.Scene(model, world=[FLOOR], friction=0.6)
+    dt, w, gap = 2e-3, 20.0, 0.006
+    rho = np.linalg.norm(bar) / 2
+    assert w * bar[1] / 2 * dt > gap + scene.margin
+    q = [0, 0, bar[2] / 2 + gap, 0, 0, 0, 1]
+    with sd.use_backend(backend, deterministic=True):
+        r = sd.rollout(model, q, [w, 0, 0, 0, 0, 0], np.zeros(6), scene, dt, 3)
+    assert deepest(scene, r.q) >= -(scene.margin + dt ** 2 * w ** 2 * rho / 2)
 

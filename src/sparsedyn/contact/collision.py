@@ -43,7 +43,7 @@ from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
 from .scene import Scene
 
-__all__ = ["Hits", "collide"]
+__all__ = ["Hits", "collide", "collide_within"]
 
 
 class Hits(NamedTuple):
@@ -88,23 +88,35 @@ def collide(scene, q) -> Hits:
     """
     if not isinstance(scene, Scene):
         raise TypeError(f"collide: scene must be a sd.Scene, got {type(scene).__name__}")
+    return collide_within(scene, q, None)
+
+
+def collide_within(scene, q, cutoff) -> Hits:
+    """:func:`collide` with its own cutoff per pair: the hits of pair ``k`` closer than ``cutoff[k]``
+    (``cutoff`` (P,) [m], at least the scene's margin; None: the margin, :func:`collide`'s hits).  A
+    scene step's look-ahead (:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`): the narrow phases
+    that keep the features within a distance (a mesh's hull vertices, a height field's points, coal's
+    security margin) take the largest cutoff, and each pair's hits are then those within its own."""
     model = scene.model
     if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
         q = _checks.configuration(model, q)       # else the kernel checks it (one native call)
         if q.ndim != 1:
             raise ValueError(f"collide: q must be one configuration of shape (nq,) = ({model.nq},), got shape "
                              f"{q.shape}")
+    per_pair = cutoff is not None
+    margin = float(cutoff.max(initial=scene.margin)) if per_pair else scene.margin
     out = []                                       # (pair indices, d, w_a, w_b, n) blocks
     inside = None
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
         if kp.pairs:
-            # the pairs' candidates within the margin (a broad phase leaves out the others' narrow phase);
+            # the pairs' candidates within the cutoff (a broad phase leaves out the others' narrow phase);
             # the ready native callable straight away (as the public function would, less its frame)
             f = (native_calls(model) or _NONE).get(_NEAR)
-            c = f(q, kp.shapes, kp.cutoff, kp.pairs) if f is not None else \
-                collision_candidates_near(model, q, kp.shapes, kp.cutoff, kp.pairs)
-            sel = np.less(c[:, 0], kp.cutoff).nonzero()[0]         # cutoff: the margin as an array (faster)
+            top = np.array(margin) if per_pair else kp.cutoff      # a 0-d array (data: no rebuild)
+            c = f(q, kp.shapes, top, kp.pairs) if f is not None else \
+                collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
+            sel = np.less(c[:, 0], cutoff.take(kp.pair) if per_pair else top).nonzero()[0]
             c, k = c.take(sel, 0), kp.pair.take(sel)
             d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
             if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
@@ -119,7 +131,7 @@ def collide(scene, q) -> Hits:
         ia, ib, c, r = plan["ia"], plan["ib"], plan["c"], plan["r"]
         ca, cb = p[ia] + np.einsum("kij,kj->ki", R[ia], c[ia]), p[ib] + np.einsum("kij,kj->ki", R[ib], c[ib])
         with np.errstate(invalid="ignore"):
-            near = np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < scene.margin
+            near = np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < (cutoff if per_pair else margin)
         near |= ~np.isfinite(r[ia] + r[ib])
         if inside is not None:
             near &= ~inside                        # those are the kernel's
@@ -130,12 +142,12 @@ def collide(scene, q) -> Hits:
             if key in CLOSED_FORM:
                 out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
             elif set(key) == {"mesh", "plane"}:
-                out.append(_mesh_plane_pairs(scene, ks[m], R, p))
+                out.append(_mesh_plane_pairs(scene, ks[m], R, p, margin))
             elif "hfield" in key:
-                out.append(_hfield_pairs(scene, ks[m], R, p))
+                out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
-                out.append(_coal_pairs(scene, ks[m], R, p))
-    return _hits(scene, out)
+                out.append(_coal_pairs(scene, ks[m], R, p, margin))
+    return _hits(scene, out, cutoff if per_pair else None)
 
 
 def _plan(scene):
@@ -220,14 +232,14 @@ def _hull_vertices(scene, k):
     return cache[key]
 
 
-def _mesh_plane_pairs(scene, ks, R, p):
+def _mesh_plane_pairs(scene, ks, R, p, margin):
     """Hits of mesh-plane pairs ``ks`` (:func:`mesh_plane`, in the pair's order)."""
     blocks = []
     for k in ks:
         i, j = scene.index[k]
         swap = scene.shapes[i].kind == "plane"
         m, pl = (j, i) if swap else (i, j)
-        d, wa, wb, n = mesh_plane(_hull_vertices(scene, m) @ R[m].T + p[m], R[pl][:, 2], p[pl], scene.margin)
+        d, wa, wb, n = mesh_plane(_hull_vertices(scene, m) @ R[m].T + p[m], R[pl][:, 2], p[pl], margin)
         if swap:
             wa, wb, n = wb, wa, -n
         blocks.append((np.full(len(d), k), d, wa, wb, n))
@@ -262,7 +274,7 @@ def _features(scene, k, up):
     return np.zeros((0, 3)), np.zeros(0)
 
 
-def _hfield_pairs(scene, ks, R, p):
+def _hfield_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` of a shape and a height field: each of the shape's features
     (:func:`_features`) against the surface's triangles (:func:`~sparsedyn.contact.heightfield.points_on_hfield`), and, for a box
     and a capsule, the grid points against the shape (a point against a box or a capsule, closed
@@ -284,12 +296,12 @@ def _hfield_pairs(scene, ks, R, p):
         triangles, grid = scene.cache[key]
         Rl, pl = R[h].T @ R[a], R[h].T @ (p[a] - p[h])           # the shape in the height field's frame
         C, r = _features(scene, a, Rl[2])                         # the field's z axis in the shape's frame
-        _, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C @ Rl.T + pl, r, scene.margin)
+        _, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C @ Rl.T + pl, r, margin)
         blocks_k = [(d, wa @ R[h].T + p[h], wb @ R[h].T + p[h], n @ R[h].T)]
-        pressed = _grid_points(scene, a, grid, Rl, pl, R[h], p[h], R[a], p[a])
+        pressed = _grid_points(scene, a, grid, Rl, pl, R[h], p[h], R[a], p[a], margin)
         if pressed is not None:
             dv, w1, w2, nv = pressed
-            keep = (dv < scene.margin) & (dv < d.min(initial=np.inf) - SAME_DEPTH)
+            keep = (dv < margin) & (dv < d.min(initial=np.inf) - SAME_DEPTH)
             blocks_k.append((dv[keep], w1[keep], w2[keep], nv[keep]))
         d, wa, wb, n = (np.concatenate(x) for x in zip(*blocks_k))
         if swap:
@@ -298,13 +310,13 @@ def _hfield_pairs(scene, ks, R, p):
     return tuple(np.concatenate(x) for x in zip(*blocks))
 
 
-def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa):
+def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
     """``(d, w_a, w_b, n)`` of the grid points near shape ``a`` (a box or a capsule) against it, ``w_b``
     the grid point, ``n`` from the field towards the shape (world); None for other kinds."""
     s = scene.shapes[a]
     if s.kind not in ("box", "capsule"):
         return None
-    near = np.linalg.norm(grid - pl, axis=1) < s.bounding_radius + scene.margin
+    near = np.linalg.norm(grid - pl, axis=1) < s.bounding_radius + margin
     V = grid[near] @ Rh.T + ph
     m = len(V)
     z = np.zeros(m)
@@ -316,12 +328,13 @@ def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa):
     return d, ws, wv, -n
 
 
-def _hits(scene, blocks):
+def _hits(scene, blocks, cutoff=None):
+    """The hits of the blocks closer than the margin, or than ``cutoff`` (P,) per pair where given."""
     if not blocks:
         z = np.zeros((0, 3))
         return Hits([], z, z.copy(), np.zeros(0), np.zeros(0, int))
     k, d, wa, wb, n = (np.concatenate(x) for x in zip(*blocks))
-    keep = np.flatnonzero(d < scene.margin)
+    keep = np.flatnonzero(d < (scene.margin if cutoff is None else cutoff[k]))
     # one hit per point: coal's closest pair is often one of the closed-form corners (a repeated
     # contact makes the contact problem degenerate); the deeper one is kept
     keep = keep[np.argsort(d[keep], kind="stable")]
@@ -409,7 +422,7 @@ def _coal_geometry(scene, k):
     return g
 
 
-def _coal_pairs(scene, ks, R, p):
+def _coal_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
     they overlap) for the closest pair, and for a box the closed-form hits of the features that rest
     on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
@@ -423,13 +436,13 @@ def _coal_pairs(scene, ks, R, p):
         if isinstance(gi, coal.BVHModelBase) or isinstance(gj, coal.BVHModelBase):
             # a BVH's distance query is slow (milliseconds): collide within the margin instead
             creq = coal.CollisionRequest()
-            creq.num_max_contacts, creq.security_margin = 4, scene.margin
+            creq.num_max_contacts, creq.security_margin = 4, margin
             cres = coal.CollisionResult()
             got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
                    for c in cres.getContacts()] if coal.collide(gi, tf[i], gj, tf[j], creq, cres) else []
         else:
             d, dres = _coal_distance(coal, gi, tf[i], gj, tf[j], scene.shapes[i].name, scene.shapes[j].name)
-            got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < scene.margin else []
+            got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < margin else []
             near += [k] if got else []
         for w1, w2, nc, d in got:
             blocks.append((k, d, np.array(w1, float), np.array(w2, float), -np.array(nc, float)))

@@ -64,7 +64,8 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from ..model.sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
-from .collision import collide
+from .collision import collide_within
+from .look_ahead import pair_cutoffs
 from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
 from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
@@ -234,7 +235,8 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     if isinstance(found[0], FoundContacts):                      # the collision kernel's road: slots found
         pair, slots = [found[0].pair], [found[0].slots]
     else:                                                        # Contact objects: of collide's hits, in order
-        pair = [collide(scene, x).pair for x in Q]
+        cut = np.broadcast_to(pair_cutoffs(scene, Q, v, dt), (len(Q), len(scene.index)))    # the step's look-ahead
+        pair = [collide_within(scene, x, c).pair for x, c in zip(Q, cut)]
         slots = [scene_slots(scene, c) for c in found]           # the layout the step grew: one for all states
     ns = len(slots[0].frames)
     if not ns:

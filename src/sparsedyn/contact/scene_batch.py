@@ -45,13 +45,15 @@ def _ranks(group, sizes):
     return rank
 
 
-def scene_batch_slot_data(scene, Q):
+def scene_batch_slot_data(scene, Q, cutoff=None):
     """``(pair, slot, ends, slots)`` of the states ``Q`` (B, nq) of ``scene``: the contacts of all
     states in order, state by state, each its scene pair (an index of ``scene.pairs``) in ``pair``
     (n,) and its slot in ``slot`` (n,), state ``b``'s contacts those from ``ends[b]`` to ``ends[b + 1]``
     (``ends`` (B + 1,)); and :class:`~sparsedyn.contact.friction_problem.ContactSlots` of all
     (``frames``: the scene's grown layout, ``index`` None, ``data`` (B, ns, 8), each state's free
-    slots open), state ``b``'s data those of ``scene_slot_data(scene, Q[b])`` in the same layout.
+    slots open), state ``b``'s data those of ``scene_slot_data(scene, Q[b], cutoff[b])`` in the same
+    layout (``cutoff`` (B, P): each state's look-ahead per pair, the kernel's cutoff the largest of
+    all; None: the margin).
     ``None`` where the collision kernel's road does not apply (as for
     :func:`~sparsedyn.contact.scene_data.scene_slot_data`)."""
     plan = _plan(scene) if use_backend.current() != "numpy" else None
@@ -59,8 +61,9 @@ def scene_batch_slot_data(scene, Q):
         return None
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
-    c = near_candidates(scene, kp, Q).reshape(B, len(kid), NEAR_COLUMNS)     # far pairs: [b > margin, 0, ...]
-    b, j = (c[..., 0] < scene.margin).nonzero()           # by state, then in the candidates' order
+    c = near_candidates(scene, kp, Q, cutoff).reshape(B, len(kid), NEAR_COLUMNS)  # far pairs: [b > cutoff, 0, ...]
+    within = scene.margin if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))[:, kp.pair]
+    b, j = (c[..., 0] < within).nonzero()                 # by state, then in the candidates' order
     group = b * nk + kid[j]
     counts = np.bincount(group, minlength=B * nk)
     layout = _grow(scene, keys, counts.reshape(B, nk))

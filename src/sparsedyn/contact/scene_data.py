@@ -3,10 +3,10 @@
 :func:`~sparsedyn.contact.scene_step.scene_slots` lays out :class:`~sparsedyn.Contact` objects made
 from :func:`~sparsedyn.collide`'s hits; on the default (native) road this module gives the same
 :class:`~sparsedyn.contact.friction_problem.ContactSlots` with no object per hit: one native call of
-:func:`~sparsedyn.collision_candidates_near` on the scene's pairs with the margin as its cutoff (a
-broad phase leaves out the closed forms of the pairs farther apart; those it computes are
-:func:`~sparsedyn.collision_candidates`' own, the witness point already in its body's axes), the
-candidates within the margin as rows
+:func:`~sparsedyn.collision_candidates_near` on the scene's pairs with the step's largest look-ahead
+as its cutoff (data: no new build; a broad phase leaves out the closed forms of the pairs farther
+apart; those it computes are :func:`~sparsedyn.collision_candidates`' own, the witness point already
+in its body's axes), the candidates within their pair's look-ahead as rows
 ``[mu, p (3), n (3), n . w_b]`` (a pair of two robot shapes, self-collision, in a two-body slot
 keyed by the pair of its bodies' slot frames), placed in the scene's slots (the same growing layout, kept in
 ``scene.cache``) by a table kept while the layout stays.
@@ -143,21 +143,24 @@ def _selection(scene, plan, mask, filler):
     return got
 
 
-def near_candidates(scene, kp, q):
+def near_candidates(scene, kp, q, cutoff=None):
     """:func:`~sparsedyn.collision_candidates_near` of the kernel plan ``kp`` of ``scene`` at ``q``
-    (nq,) or (B, nq), the scene's margin the cutoff: (K, 11) or (B, K, 11).  A single state through
-    the ready native callable (as the public function would call it, less its frame)."""
+    (nq,) or (B, nq), the cutoff the largest of ``cutoff`` (per pair, any shape; None: the scene's
+    margin): (K, 11) or (B, K, 11).  A single state through the ready native callable (as the public
+    function would call it, less its frame).  The cutoff is data: a new one is no new build."""
     model = scene.model
+    top = kp.cutoff if cutoff is None else np.array(max(float(np.max(cutoff, initial=0.0)), scene.margin))
     f = (native_calls(model) or _NONE).get(_NEAR)
     if f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,):
-        return f(q, kp.shapes, kp.cutoff, kp.pairs)
-    return collision_candidates_near(model, q, kp.shapes, kp.cutoff, kp.pairs)
+        return f(q, kp.shapes, top, kp.pairs)
+    return collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
 
 
-def scene_slot_data(scene, q):
+def scene_slot_data(scene, q, cutoff=None):
     """``(pair, slots)``: the scene pair (an index of ``scene.pairs``) of each contact of ``scene`` at
     ``q`` (nq,) (nc,) and their :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
-    ``scene_slots(scene, scene_contacts(scene, q))`` to rounding, the layout grown as there), or
+    ``scene_slots(scene, scene_contacts(scene, q, cutoff=cutoff))`` to rounding, the layout grown as
+    there; ``cutoff`` (P,): each pair's look-ahead, None: the margin), or
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
     in the kernel, a touching body with no frame): then take that road."""
     if use_backend.current() == "numpy":
@@ -166,8 +169,9 @@ def scene_slot_data(scene, q):
     if plan is None:
         return None
     kp, kid, keys = plan[:3]
-    c = near_candidates(scene, kp, q)                      # the pairs beyond the margin: [b > margin, 0, ...]
-    mask = c[:, 0] < scene.margin                          # the candidates within the margin (d: column 0)
+    c = near_candidates(scene, kp, q, cutoff)              # the pairs beyond the cutoff: [b > cutoff, 0, ...]
+    # the candidates within their pair's cutoff (d: column 0)
+    mask = c[:, 0] < (scene.margin if cutoff is None else cutoff.take(kp.pair))
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     filler = _filler(scene, keys, layout)
     got = _selection(scene, plan, mask, filler)

@@ -1,6 +1,9 @@
 """A time step in a :class:`~sparsedyn.contact.scene.Scene`: the contacts come from the geometry.
 
-Each step runs :func:`~sparsedyn.contact.collision.collide` at ``q`` and turns every hit of a
+Each step runs :func:`~sparsedyn.contact.collision.collide` at ``q``, looking ahead (each pair
+within the margin plus ``dt`` times a bound on its closing speed at ``v``:
+:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`; a hit with a gap is a speculative contact the
+step may close, no more, so a fast body does not pass a surface unseen), and turns every hit of a
 robot shape ``a`` against a world shape ``b`` into a one-sided point contact
 (:class:`~sparsedyn.model.sensors.Contact`): the witness point ``w_a`` fixed in a frame of ``a``'s body,
 against the plane through ``w_b`` of normal ``n`` (from ``b`` towards ``a``), with the pair's
@@ -44,9 +47,10 @@ import numpy as np
 
 from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
-from .collision import collide
+from .collision import collide_within
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 from .scene_batch import batch_warm_start, scene_batch_slot_data
+from .look_ahead import pair_cutoffs
 from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
@@ -61,13 +65,15 @@ def _body_frames(model):
     return out
 
 
-def scene_contacts(scene, q, hits=None) -> list:
+def scene_contacts(scene, q, hits=None, cutoff=None) -> list:
     """The point contacts of the hits of ``scene`` at ``q`` (nq,) (module docstring), in the hits'
     order: a :class:`~sparsedyn.Contact` (``"3d"``) for a robot-world hit, a
     :class:`~sparsedyn.contact.friction_problem.BodyContact` for a hit of two robot shapes;
-    ``hits``: :func:`~sparsedyn.collide`'s result at ``q`` if known."""
+    ``hits``: :func:`~sparsedyn.collide`'s result at ``q`` if known; else the hits within ``cutoff``
+    (P,) per pair (a step's look-ahead, :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`; None: the
+    scene's margin)."""
     if hits is None:
-        hits = collide(scene, q)
+        hits = collide_within(scene, q, cutoff)
     model = scene.model
     frames = _body_frames(model)
     Rf, pf = frame_placements(model, q)
@@ -234,10 +240,12 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     if qa.ndim not in (1, 2) or qa.shape[-1:] != (inner.nq,):
         raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), or a "
                          f"batch (B, nq); got shape {qa.shape}")
+    # the pairs that may touch within the step: closer than the margin plus dt times their closing speed
+    cutoff = pair_cutoffs(scene, qa, v, dt)
     if qa.ndim == 2:
-        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
+        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options, cutoff)
     if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
-        fast = scene_slot_data(scene, qa)             # no Contact object per hit (the native road)
+        fast = scene_slot_data(scene, qa, cutoff)     # no Contact object per hit (the native road)
         if fast is not None:
             found = FoundContacts(*fast)
             if previous is not None:
@@ -245,7 +253,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
             return step(model, qa, v, tau, found, found.slots, dt, **options), found   # step reads len() only
-    contacts = scene_contacts(scene, qa, hits)
+    contacts = scene_contacts(scene, qa, hits, cutoff)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
@@ -312,7 +320,7 @@ def batch_previous(contacts, impulses):
     return list(zip(contacts, impulses))
 
 
-def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
+def _batch_step(step, model, q, v, tau, scene, dt, previous, options, cutoff):
     """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``.
     On the collision kernel's road (:func:`~sparsedyn.contact.scene_batch.scene_batch_slot_data`) the
     contacts of all states are found and laid out without Python work per state, and ``contacts`` is a
@@ -323,7 +331,7 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     fast = None
     whole = isinstance(previous, _BatchPrevious)
     if previous is None or whole or all(isinstance(p[0], FoundContacts) for p in previous):
-        fast = scene_batch_slot_data(scene, q)
+        fast = scene_batch_slot_data(scene, q, cutoff)
     if fast is not None:
         contacts = _FoundBatch(*fast)
         ends, frames, data = contacts.ends, fast[3].frames, fast[3].data
@@ -334,7 +342,8 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
             warm[contacts.at()] = batch_warm_start(previous.found.flat(), imp, contacts.flat(), WARM_RADIUS)
             previous, options["warm_start"] = None, None
     else:
-        contacts = [scene_contacts(scene, x) for x in q]
+        cutoff = np.broadcast_to(cutoff, (B, len(scene.index)))
+        contacts = [scene_contacts(scene, x, cutoff=cutoff[b]) for b, x in enumerate(q)]
         for c in contacts:
             scene_slots(scene, c)                 # grow the layout to hold every state's contacts
         each = [scene_slots(scene, c) for c in contacts]

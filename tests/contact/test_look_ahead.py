@@ -1,0 +1,98 @@
+"""How far a scene step looks for contacts (sparsedyn.contact.look_ahead): each pair's cutoff is the
+margin plus ``dt`` times a bound on its closing speed, per body ``|v_o| + |omega| rho``.
+
+Oracle: the bound derived by hand for free bodies (a free joint's velocity is the body's own,
+``[omega; v_o]`` in body axes, whose norms are frame-free) and a shape placed off its body's origin
+(``rho``: the offset plus the box's half diagonal); and a contact beyond the margin that both roads
+find, the same on each.
+"""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact.look_ahead import pair_cutoffs
+from sparsedyn.contact.scene_data import scene_slot_data
+from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from sparsedyn.model.spatial import Transform
+from test_scene_physics import FLOOR
+
+SIZES, MASSES = [(0.2, 0.3, 0.4), (0.1, 0.1, 0.1)], [1.0, 2.0]
+OFFSET = np.array([0.3, 0.0, 0.4])                    # box1's shape off its body's origin: |OFFSET| = 0.5
+EPS = np.finfo(float).eps
+
+
+def _two_boxes():
+    """Two free boxes, box1's shape at ``OFFSET`` in its body."""
+    b = sd.ModelBuilder("boxes")
+    for k, (s, m) in enumerate(zip(SIZES, MASSES)):
+        x, y, z = np.square(s)
+        b.add_body(f"box{k}", None, sd.make_joint("free"), mass=m, rot_inertia=m / 12 * np.diag([y + z, x + z, x + y]))
+        b.add_frame(f"box{k}", f"box{k}")
+    g = [sd.Geometry("box0", 0, Transform(np.eye(3), np.zeros(3)), "box", SIZES[0], "collision"),
+         sd.Geometry("box1", 1, Transform(np.eye(3), OFFSET), "box", SIZES[1], "collision")]
+    return b.build().with_geometry(*g)
+
+
+def _by_hand(scene, v, dt):
+    """The cutoffs derived by hand, in the scene's pair order."""
+    rho = [np.linalg.norm(SIZES[0]) / 2, np.linalg.norm(OFFSET) + np.linalg.norm(SIZES[1]) / 2]
+    s = [np.linalg.norm(v[6 * k + 3:6 * k + 6]) + np.linalg.norm(v[6 * k:6 * k + 3]) * rho[k] for k in range(2)]
+    speed = {"box0": s[0], "box1": s[1], "floor": 0.0}
+    return np.array([scene.margin + dt * (speed[a] + speed[b]) for a, b in scene.pairs])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_pair_cutoffs_are_the_margin_plus_dt_times_the_bodies_speed_bounds(backend):
+    """Two free boxes (one turned, one with its shape off its origin) moving and spinning: each pair's
+    cutoff is the hand bound, for plain lists and for a batch; bodies at rest: the margin alone."""
+    scene = sd.Scene(_two_boxes(), world=[FLOOR])
+    assert {frozenset(p) for p in scene.pairs} == {frozenset(p) for p in
+                                                   [("box0", "floor"), ("box1", "floor"), ("box0", "box1")]}
+    q = [0, 0, 1, np.sin(0.3), 0, 0, np.cos(0.3), 1, 0, 1, 0, 0, 0, 1]
+    v = [1.0, -2.0, 0.5, 3.0, 0.0, -4.0, 0.0, 0.0, 7.0, 0.5, 0.5, 0.0]
+    dt = 2e-3
+    want = _by_hand(scene, np.array(v), dt)
+    with sd.use_backend(backend):
+        got = pair_cutoffs(scene, q, v, dt)
+        both = pair_cutoffs(scene, np.array([q, q]), np.array([v, np.zeros(12)]), dt)
+    assert got.shape == (3,) and np.abs(got - want).max() <= 64 * EPS * want.max()
+    assert both.shape == (2, 3) and np.abs(both[0] - want).max() <= 64 * EPS * want.max()
+    assert np.all(both[1] == scene.margin)
+    assert np.all(pair_cutoffs(scene, q, v[:5], dt) == scene.margin)      # a bad v: the step names it
+
+
+def test_both_roads_find_the_contact_beyond_the_margin_that_the_step_will_close():
+    """A box falling at 8 m/s 6 mm above the floor (beyond the 5 mm margin), a 2 ms step: within the
+    look-ahead the native road's slot data are the NumPy road's (its four bottom corners at 6 mm, to
+    rounding), and collide at q alone (within the margin) finds nothing."""
+    scene = sd.Scene(_two_boxes(), world=[FLOOR], self_collision=False)
+    q = np.array([0, 0, SIZES[0][2] / 2 + 0.006, 0, 0, 0, 1, 3, 0, 1, 0, 0, 0, 1.0])
+    v = np.r_[0, 0, 0, 0, 0, -8.0, np.zeros(6)]
+    cut = pair_cutoffs(scene, q, v, 2e-3)
+    with sd.use_backend("numpy"):
+        contacts = scene_contacts(scene, q, cutoff=cut)
+        ref = scene_slots(scene, contacts)
+        assert len(sd.collide(scene, q).distances) == 0
+    with sd.use_backend("native"):
+        pair, got = scene_slot_data(scene, q, cut)
+        assert len(sd.collide(scene, q).distances) == 0
+    assert len(contacts) == len(pair) == 4 and got.frames == ref.frames
+    assert np.array_equal(got.index, np.arange(4) if ref.index is None else ref.index)
+    assert np.abs(got.data - ref.data).max() <= 64 * EPS * np.abs(ref.data).max()
+    assert np.allclose([c.plane[1] for c in contacts], 0.0, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_batch_looks_ahead_state_by_state():
+    """A batch of the same box 6 mm above the floor, falling at 8 m/s and at rest: on the kernel's road
+    the falling state's step holds its four bottom corners, the resting one none (each state's own
+    look-ahead, not the batch's largest), and each equals its single step's contacts."""
+    scene = sd.Scene(_two_boxes(), world=[FLOOR], self_collision=False)
+    q = np.array([0, 0, SIZES[0][2] / 2 + 0.006, 0, 0, 0, 1, 3, 0, 1, 0, 0, 0, 1.0])
+    V = np.array([np.r_[0, 0, 0, 0, 0, -8.0, np.zeros(6)], np.zeros(12)])
+    with sd.use_backend("native", deterministic=True):
+        batch = sd.contact_step(scene.model, [q, q], V, np.zeros(12), scene, 2e-3)
+        ones = [sd.contact_step(scene.model, q, V[b], np.zeros(12), scene, 2e-3) for b in range(2)]
+    assert [len(x) for x in batch.impulses] == [len(x.impulses) for x in ones] == [4, 0]
+    assert list(batch.modes[0]) == list(ones[0].modes) and "open" not in list(ones[0].modes)
