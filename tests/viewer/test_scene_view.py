@@ -143,3 +143,23 @@ def test_a_height_field_is_drawn_as_its_surface():
                                 [-1, 0.5, 0.05], [0, 0.5, 0.15], [1, 0.5, 0]]).max() <= 1e-15   # one product
     V = g.vertices[g.faces]
     assert len(g.faces) == 4 and np.all(np.cross(V[:, 1] - V[:, 0], V[:, 2] - V[:, 0])[:, 2] > 0)
+
+
+def test_a_rollout_with_look_ahead_contacts_is_drawn_at_their_points():
+    """A box falling at 8 m/s from 6 mm above the floor: its first step's contacts are beyond the margin
+    (found by the step's look-ahead, dt times the speed); the drawing finds the same four corners from
+    the rollout's q and v and draws each impulse over dt (no browser needed)."""
+    from sparsedyn.viewer.scene_view import rollout_contacts
+    model = box_model()
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], friction=0.5)
+    q0 = [0.0, 0.0, SIDE / 2 + 0.006, 0, 0, 0, 1.0]
+    v0 = [0.0, 0.0, -8.0, 0.0, 0.0, 0.0]
+    assert len(sd.collide(scene, q0).distances) == 0                 # nothing within the margin at q0
+    traj = sd.rollout(model, q0, v0, [0.0] * 6, scene, DT, 2)
+    assert len(traj.impulses[0]) == 4                                # the look-ahead's four corners
+    world = rollout_contacts(scene, traj.q, traj.v, traj.impulses, DT)
+    assert len(world) == 3 and len(world[-1].points) == 0
+    corners = np.array([[x, y, traj.q[0][2] - SIDE / 2] for x in (-SIDE / 2, SIDE / 2) for y in (-SIDE / 2, SIDE / 2)])
+    order = np.lexsort(world[0].points.T[:2])
+    np.testing.assert_allclose(world[0].points[order], corners[np.lexsort(corners.T[:2])], atol=1e-12)
+    np.testing.assert_allclose(world[0].forces.sum(0)[2], np.sum(np.asarray(traj.impulses[0])[:, 2]) / DT, rtol=1e-12)

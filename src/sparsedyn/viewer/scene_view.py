@@ -5,7 +5,8 @@ The model's own shapes fixed to the world (an MJCF file's floor) are drawn with 
 shapes the scene adds (``Scene(model, world=[...])``) are drawn as :class:`~sparsedyn.model.Geometry`
 entries on the world.  A rollout in a scene (:func:`~sparsedyn.rollout`) gives, per step ``k``, the
 impulses ``(nc_k, 3)`` of the contacts :func:`~sparsedyn.contact.scene_step.scene_contacts` finds at
-``q[k]``, in each contact's frame ``[t_x, t_y, n]``; the force drawn at sample ``k`` is that impulse
+``q[k]`` within the step's look-ahead from ``v[k]`` (:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`),
+in each contact's frame ``[t_x, t_y, n]``; the force drawn at sample ``k`` is that impulse
 over ``dt``, in the world, at the contact's point on the robot.  The last sample (no step after it)
 has no contacts.
 """
@@ -20,6 +21,7 @@ from ..algorithms.kinematics import frame_placements
 from ..contact.friction_problem import contact_basis
 from ..contact.scene import Scene
 from ..contact.heightfield import hfield_mesh
+from ..contact.look_ahead import pair_cutoffs
 from ..contact.scene_step import scene_contacts
 from ..model import Geometry
 from ..model.spatial import Transform
@@ -65,16 +67,17 @@ def world_geometries(scene) -> list:
     return out
 
 
-def rollout_contacts(scene, qs, impulses, dt) -> list:
-    """:class:`WorldContacts` per sample of a rollout in ``scene``: ``qs`` (T + 1, nq), ``impulses`` the
-    rollout's list of T arrays (nc_k, 3), ``dt`` its step (module docstring)."""
+def rollout_contacts(scene, qs, vs, impulses, dt) -> list:
+    """:class:`WorldContacts` per sample of a rollout in ``scene``: ``qs`` (T + 1, nq), ``vs``
+    (T + 1, nv), ``impulses`` the rollout's list of T arrays (nc_k, 3), ``dt`` its step (module
+    docstring)."""
     model = scene.model
     if len(impulses) != len(qs) - 1:
         raise ValueError(f"play: a rollout in a scene has one impulse array per step, {len(qs) - 1} for {len(qs)} "
                          f"samples; got {len(impulses)}")
     out = []
     for k, lam in enumerate(impulses):
-        contacts = scene_contacts(scene, qs[k])
+        contacts = scene_contacts(scene, qs[k], None, pair_cutoffs(scene, qs[k], vs[k], dt))
         lam = np.asarray(lam, float).reshape(-1, 3)
         if len(lam) != len(contacts):
             raise ValueError(f"play: step {k} of the rollout has {len(lam)} impulses, but the scene finds "

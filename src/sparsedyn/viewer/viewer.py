@@ -416,7 +416,8 @@ class Viewer(Recording):
                 if self._scene is None:
                     raise ValueError("play: a rollout in a scene draws its contacts in that scene; give it to the "
                                      "viewer first (Viewer(model, scene=scene) or viewer.show_scene(scene))")
-                world = rollout_contacts(self._scene, np.asarray(qs.q, float), qs.impulses, float(dt))
+                world = rollout_contacts(self._scene, np.asarray(qs.q, float), np.asarray(qs.v, float), qs.impulses,
+                                         float(dt))
             qs = qs.q
         qs = np.asarray(qs, float)
         if qs.ndim != 2 or qs.shape[1] != self.model.nq or len(qs) == 0:
