@@ -61,7 +61,8 @@ def _bound(model, q, v, tau, scene, opt):
     used = np.flatnonzero(slotted.modes[0] != "open") if slotted is not None else []
     if len(used):
         nv = model.nv
-        P = scene_step_partials(model, q, v, v, v, slotted.impulses[0], np.zeros((len(slotted.frames), 4)),
+        P = scene_step_partials(model, q, v, v, v, slotted.impulses[0], slotted.correction[0],
+                                np.zeros((len(slotted.frames), 4)),
                                 slotted.geometry[0], model.gravity, [DT], slotted.frames)
         rows = (3 * used[:, None] + np.arange(3)).ravel()
         G = P.rows[:, 5 * nv:5 * nv + len(P.rows)]
@@ -83,7 +84,8 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     slots = scene_slots(scene, contacts)
     geometry = slot_geometry(scene, q, hits.pair, slots)
     ns, nv = len(slots.frames), model.nv
-    P = scene_step_partials(model, q, v, v, v, np.zeros((ns, 3)), np.zeros((ns, 4)), geometry, model.gravity, [DT],
+    P = scene_step_partials(model, q, v, v, v, np.zeros((ns, 3)), np.zeros(ns), np.zeros((ns, 4)), geometry,
+                            model.gravity, [DT],
                             list(slots.frames))
     used = np.arange(len(contacts)) if slots.index is None else slots.index
     rows = (3 * used[:, None] + np.arange(3)).ravel()
