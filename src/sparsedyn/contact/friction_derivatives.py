@@ -278,7 +278,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     else:
         nc, lam3, modes, mu = len(slotted.frames), slotted.impulses, slotted.modes, slotted.mu
     m = 3 * nc
-    flat = lambda x, tail: np.broadcast_to(x, shape + tail).reshape((B,) + tail)      # noqa: E731
+    flat = lambda x, tail: (x if x.shape == shape + tail else np.broadcast_to(x, shape + tail)).reshape((B,) + tail)  # noqa: E731
     qb, vb = flat(q, (nq,)), flat(v, (nv,))
     vp = step.v.reshape(B, nv)
     lam = lam3.reshape(B, m)
@@ -286,7 +286,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
 
     # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
     a = (vp - vb) / dt
-    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
+    g = flat(model.gravity if gravity is None else np.asarray(gravity, float), (3,))
 
     def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
         if slotted is None:
@@ -338,14 +338,15 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
     K, R = (P.K, P.R) if P.K is not None else mode_system(P.J, P.G, P.C, P.gap, vp, lam, _mode_weights(modes, mu),
                                                           dt)
     out = np.zeros((len(K), P.JMinv.shape[-1], R.shape[-1]))
-    held = np.asarray(modes).reshape(len(K), -1) != "open"
+    modes = np.asarray(modes).reshape(len(K), -1)
     for b in range(len(K)):
-        rows = (3 * np.flatnonzero(held[b])[:, None] + np.arange(3)).reshape(-1)
-        if rows.size:
-            # sticking and open contacts alone: K = s G on their rows, whose null space is that of J^T, so
-            # every least-squares solution gives the same J^T dlambda; a sliding one: the minimum norm
-            stick = not np.any(np.asarray(modes).reshape(len(K), -1)[b] == "slide")
-            out[b] = P.JMinv[b, rows].T @ min_norm_solve(K[b][np.ix_(rows, rows)], -R[b, rows], basic=stick)
+        held = np.flatnonzero(modes[b] != "open")
+        stick = not np.any(modes[b] == "slide")                  # sticking and open alone: K = s G, symmetric
+        if held.size == modes.shape[-1]:
+            out[b] = P.JMinv[b].T @ min_norm_solve(K[b], -R[b], symmetric=stick)
+        elif held.size:
+            rows = (3 * held[:, None] + np.arange(3)).reshape(-1)
+            out[b] = P.JMinv[b, rows].T @ min_norm_solve(K[b][np.ix_(rows, rows)], -R[b, rows], symmetric=stick)
     return out
 
 
@@ -356,19 +357,25 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
 LU_RCOND = 1e-9
 
 
-def min_norm_solve(A, B, basic=False):
-    """A least-squares solution ``X`` (n, k) of ``A X = B`` (``A`` (n, n), ``B`` (n, k)), the
-    minimum-norm one (``pinv(A, rcond=1e-12) @ B`` to rounding times the condition of ``A`` on its
-    range), or with ``basic`` any one (the caller uses ``X`` only through a map that vanishes on the
-    null space of ``A``).  A regular ``A`` (a contact set that is not redundant) by its LU factors; a
-    singular one (a box's four corners: more rows than the motions they hold) by QR with column
-    pivoting ``A P = Q [R11 R12; 0 0]`` (LAPACK's ``geqp3``, the rank by the same 1e-12 on ``R``'s
-    diagonal): the basic solution ``x_P = [R11^-1 Q1^T B; 0]``, or the minimum-norm one through the
-    QR factors ``Z T`` of ``[R11 R12]^T``, ``x_P = Z T^-T Q1^T B`` (a complete orthogonal
-    factorisation).  LAPACK factors ``A`` alone and inverts the small triangles; the products with
-    ``B`` are NumPy's (a triangular solve with many right-hand sides goes to the BLAS's threads,
-    which cost more than they save at these sizes)."""
+def min_norm_solve(A, B, symmetric=False):
+    """The minimum-norm least-squares solution ``X`` (n, k) of ``A X = B`` (``A`` (n, n), ``B`` (n, k)):
+    ``pinv(A, rcond=1e-12) @ B`` to rounding times the condition of ``A`` on its range (the directions
+    of singular values below 1e-12 of the largest dropped).  A ``symmetric`` ``A`` (its lower triangle
+    read) by its eigendecomposition, as ``pinv(..., hermitian=True)``; another by its LU factors where
+    it is regular (a contact set that is not redundant), else (a box's four corners: more rows than the
+    motions they hold) by a complete orthogonal factorisation: QR with column pivoting ``A P = Q [R11
+    R12; 0 0]`` (LAPACK's ``geqp3``, the rank by 1e-12 on ``R``'s diagonal), the QR factors ``Z T``
+    of ``[R11 R12]^T``, ``x_P = Z T^-T Q1^T B``.  LAPACK factors ``A`` alone and the small triangles
+    are inverted; the products with ``B`` are NumPy's (a triangular solve with many right-hand sides
+    goes to the BLAS's threads, which cost more than they save at these sizes)."""
     n = len(A)
+    if symmetric:
+        w, V, info = _lapack.dsyevd(A, lower=1)
+        if info:                                # (LAPACK did not converge: the SVD's road)
+            return np.linalg.pinv(A, rcond=1e-12, hermitian=True) @ B
+        keep = np.abs(w) > 1e-12 * np.abs(w).max(initial=0.0)
+        V = V[:, keep]
+        return V @ ((V.T @ B) / w[keep, None])
     lu, piv, info = _lapack.dgetrf(A)
     if info == 0:
         rcond, info = _lapack.dgecon(lu, np.abs(A).sum(0).max(), norm="1")
@@ -378,15 +385,10 @@ def min_norm_solve(A, B, basic=False):
     d = np.abs(qr.diagonal())
     r = int(np.count_nonzero(d > 1e-12 * d[0])) if n and d[0] > 0 else 0
     x = np.zeros((n,) + B.shape[1:])
-    if not r:
-        return x
-    y = _lapack.dorgqr(qr[:, :r], tau[:r])[0].T @ B                   # Q1^T B
-    if basic:
-        x[jpvt[:r] - 1] = _lapack.dtrtri(np.triu(qr[:r, :r]))[0] @ y
-        return x
-    z, t, _, _ = _lapack.dgeqrf(np.triu(qr[:r]).T)                   # [R11 R12]^T = Z T
-    Z = _lapack.dorgqr(z, t)[0]
-    x[jpvt - 1] = Z @ (_lapack.dtrtri(np.triu(z[:r]))[0].T @ y)
+    if r:
+        y = _lapack.dorgqr(qr[:, :r], tau[:r])[0].T @ B                   # Q1^T B
+        z, t, _, _ = _lapack.dgeqrf(np.triu(qr[:r]).T)                   # [R11 R12]^T = Z T
+        x[jpvt - 1] = _lapack.dorgqr(z, t)[0] @ (_lapack.dtrtri(np.triu(z[:r]))[0].T @ y)
     return x
 
 
@@ -410,7 +412,7 @@ def _correction_derivative(P, ln, Wq, Cq, rows, dt):
         active = n_rows[ln[k] > 1e-9 * max(ln[k].max(), np.finfo(float).tiny)]     # inactive rows: l stays zero
         if active.size:
             J, JMn = P.J[b, active], P.JMinv[b, active]
-            out[k] += JMn.T @ min_norm_solve(J @ JMn.T, -(Cq[k, active] + J / dt), basic=True)   # null(J_A^T)
+            out[k] += JMn.T @ min_norm_solve(J @ JMn.T, -(Cq[k, active] + J / dt), symmetric=True)
     return out
 
 
