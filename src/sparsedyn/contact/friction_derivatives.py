@@ -278,7 +278,8 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     else:
         nc, lam3, modes, mu = len(slotted.frames), slotted.impulses, slotted.modes, slotted.mu
     m = 3 * nc
-    flat = lambda x, tail: (x if x.shape == shape + tail else np.broadcast_to(x, shape + tail)).reshape((B,) + tail)  # noqa: E731
+    def flat(x, tail):
+        return (x if x.shape == shape + tail else np.broadcast_to(x, shape + tail)).reshape((B,) + tail)
     qb, vb = flat(q, (nq,)), flat(v, (nv,))
     vp = step.v.reshape(B, nv)
     lam = lam3.reshape(B, m)
@@ -472,7 +473,8 @@ def _scene_pieces(kernels, frames, q, v, a, w, lam, correction, modes, geometry,
         out = scene_step_partials(kernels, *args, frames, f_ext=f_ext)
     rows, state, gap = out
     m = rows.shape[-2]
-    G, K, R = rows[..., 5 * nv:5 * nv + m], rows[..., 5 * nv + m:5 * nv + 2 * m], rows[..., 5 * nv + 2 * m:8 * nv + 2 * m]
+    G, K, R = (rows[..., 5 * nv:5 * nv + m], rows[..., 5 * nv + m:5 * nv + 2 * m],
+               rows[..., 5 * nv + 2 * m:8 * nv + 2 * m])
     return _Pieces(rows[..., :nv], rows[..., nv:2 * nv], G, rows[..., 2 * nv:5 * nv], gap, state[..., :3 * nv],
                    state[..., 3 * nv:4 * nv], state[..., 4 * nv:5 * nv], K, R, state[..., 5 * nv:6 * nv],
                    rows[..., 8 * nv + 2 * m:])

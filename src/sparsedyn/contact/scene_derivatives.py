@@ -4,7 +4,8 @@ A step in a :class:`~sparsedyn.Scene` lays its contacts out in the scene's slots
 (:func:`~sparsedyn.contact.scene_step.scene_slots`: a body frame per slot, or a pair of them for a
 self-collision); its derivatives (:func:`~sparsedyn.contact_step_derivatives`) need, per state, the
 contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, their
-derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``.  They are
+derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``, and the
+change of the step's position correction at its impulses (those the step's kernel returns).  They are
 one traced program, :func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
 as the step), the geometry of each slot its data
 (:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`), the kind of each contact
