@@ -39,10 +39,10 @@ def _box_pressed_into_table():
     """The box 0.1 mm inside the table, landing at 0.2 m/s, pushed at half mu m g: its corners stick and
     the step's position correction lifts it (differentiated at the correction's impulses, those the
     step's kernel computed)."""
-    model, scene, q, _, tau, _ = _box_on_table()
-    f = np.zeros((1, 6))
-    f[0, 3:5] = 0.5 * MU * 2.0 * 9.81 * np.array([0.6, 0.8])
-    return model, scene, lifted(q, -1e-5 - PRESSED), np.array([0, 0, 0, 0, 0, -0.2]), tau, {"f_ext": f}
+    model, scene, q, _, _, _ = _box_on_table()
+    tau = np.zeros(6)
+    tau[3:5] = 0.5 * MU * 2.0 * 9.81 * np.array([0.6, 0.8])            # the box is not turned: a world force
+    return model, scene, lifted(q, -1e-5 - PRESSED), np.array([0, 0, 0, 0, 0, -0.2]), tau, {}
 
 
 #: How deep the pressed box is [m]; the correction is solved to 1e-6 of it, and that error over the
