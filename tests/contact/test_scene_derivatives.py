@@ -154,10 +154,13 @@ def _batch_equals_singles(model, scene, Q, V, T, opt):
 
 
 def _box_batch():
+    """The box on the table sliding two ways, 5 cm above it (no contact) and pressed into it (the
+    position correction)."""
     model, scene, q, v, tau, opt = _box_on_table()
-    Q = np.stack([q, q, lifted(q, 0.05)])                 # the last one 5 cm above the table: no contact
-    V = np.stack([v, np.array([0, 0, 0, -0.4, 0.2, -0.02]), v])
-    return model, scene, Q, V, np.zeros((3, 6)), opt
+    _, _, pressed, v_pressed, tau_pressed, _ = _box_pressed_into_table()
+    Q = np.stack([q, q, lifted(q, 0.05), pressed])
+    V = np.stack([v, np.array([0, 0, 0, -0.4, 0.2, -0.02]), v, v_pressed])
+    return model, scene, Q, V, np.stack([tau] * 3 + [tau_pressed]), opt
 
 
 def test_a_batch_in_a_scene_equals_single_states():
@@ -168,6 +171,7 @@ def test_a_batch_in_a_scene_equals_single_states():
     _batch_equals_singles(model, scene, np.stack([q] * 3), V, np.zeros((3, 6)), opt)
     d = _batch_equals_singles(*_box_batch())
     assert list(d.step.modes[2]) == [] and list(d.step.modes[0]) == ["slide"] * 4
+    assert list(d.step.modes[3]) == ["stick"] * 4
 
 
 def test_a_batch_in_a_scene_equals_single_states_on_the_native_road(native_backend):
