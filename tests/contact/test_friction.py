@@ -562,7 +562,7 @@ def _arrays(v_next, impulses, velocities, scales=(1.0, 1.0)):
     from sparsedyn.contact.friction_problem import StepArrays
     report = np.array([0.0, 0.0, 0.0, 12.0, 1.0, *scales, 0.0])
     return StepArrays(np.r_[Q0], np.asarray(v_next, float), np.asarray(impulses, float),
-                      np.asarray(velocities, float), report)
+                      np.asarray(velocities, float), report, np.zeros(np.shape(impulses)[:-1]))
 
 
 def test_a_non_finite_step_is_an_error_naming_its_state():

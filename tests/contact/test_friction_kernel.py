@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import EPS, rounding_bound, solve_bound
+from conftest import EPS, rel_err, rounding_bound, solve_bound
 from sparsedyn.codegen import build
 from test_friction import (DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, _solo_case, box_model, check_residuals, corners,
                            push, tilted)
 
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.friction_kernel import RHO_START
+from sparsedyn.contact.friction_kernel import CORRECTION_RTOL, RHO_START
 
 
 def _rounding(model, q, v, tau, contacts, f_ext, step):
@@ -176,3 +176,26 @@ def test_a_face_resting_on_rounding_size_gaps_converges(backend):
     check_residuals(s, Z)
     assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= TOL * MASS * G * DT
     assert np.abs(s.v).max() <= TOL * G * DT
+
+
+@pytest.mark.parametrize("road", ["numpy", "native"])
+def test_the_kernel_returns_its_position_correction(road):
+    """The box resting flat 0.1 mm inside the ground (four corners): the kernel's ``correction`` are
+    normal impulses >= 0 whose velocity ``H^-1 J_n^T l`` lifts every corner by the penetration over the
+    step (0.1 m/s up, no turn; the sweeps stop at CORRECTION_RTOL of it), and ``q+ - q`` is ``dt`` times
+    ``v+`` plus that velocity; none where no corner penetrates."""
+    gap = 1e-4
+    q = Q0 - np.array([0, 0, gap, 0, 0, 0, 0])
+    settings = np.array([DT, 1e-8, 300.0, 10000.0, 0.005])
+    data = [[MU, *x.point, 0.0, 0.0, 1.0, 0.0] for x in corners()]
+    with sd.use_backend(road, deterministic=True):
+        out = sd.contact_step_kernel(MODEL, q, Z, Z, settings, np.zeros((4, 3)), data, ("box",) * 4)
+        above = sd.contact_step_kernel(MODEL, Q0 + [0, 0, 1e-3, 0, 0, 0, 0], Z, Z, settings, np.zeros((4, 3)),
+                                       data, ("box",) * 4)
+    P = sd.contact_problem(MODEL, q, Z, Z, corners())
+    l = out.correction
+    assert l.shape == (4,) and np.all(l >= 0)
+    dvc = P.JMinv[2::3].T @ l
+    assert np.abs(dvc - [0, 0, 0, 0, 0, gap / DT]).max() <= CORRECTION_RTOL * gap / DT
+    assert rel_err(sd.difference(MODEL, q, out.q_next), DT * (out.v_next + dvc)) <= rounding_bound(MODEL.nq)
+    assert np.array_equal(above.correction, np.zeros(4))

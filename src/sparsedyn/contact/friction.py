@@ -189,9 +189,11 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
 
 
 def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations, solver, f_ext, gravity, warm_start,
-                  margin):
+                  margin, keep=None):
     """:func:`contact_step` with checked ``contacts`` laid out in ``slots`` (a
-    :class:`~sparsedyn.contact.friction_problem.ContactSlots`)."""
+    :class:`~sparsedyn.contact.friction_problem.ContactSlots`); ``keep``: a list that receives the
+    kernel's :class:`StepArrays` (in the slots; nothing for a step with no slot), whose position
+    correction the derivatives read."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
     q, v, tau = (x if type(x) is np.ndarray and x.dtype == np.float64 else          # (converted once)
@@ -217,6 +219,8 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     else:
         out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames, f_ext=f_ext,
                                   gravity=gravity)
+    if keep is not None:
+        keep.append(out)
     return _result(who, solver, tol, out, None if same else slots.index)
 
 

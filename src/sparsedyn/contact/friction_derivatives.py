@@ -48,9 +48,12 @@ speculative term switches on): the derivative is the branch without the speculat
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
+
+from scipy.linalg import lapack as _lapack
 
 from .. import _checks
 from ..algorithms.configuration import integrate_derivatives
@@ -208,13 +211,15 @@ class Slotted(NamedTuple):
     """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
     structure, ``geometry`` (B, ns, 14) (:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`),
     ``mu`` (B, ns), ``impulses`` (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot
-    open, with zero impulse)."""
+    open, with zero impulse), and ``correction`` (B, ns) the normal impulses of its position correction
+    (the step kernel's own)."""
 
     frames: tuple
     geometry: np.ndarray
     mu: np.ndarray
     impulses: np.ndarray
     modes: np.ndarray
+    correction: np.ndarray
 
 
 def _scene_step(model, kernels, q, v, tau, scene, dt, options):
@@ -226,7 +231,8 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
         raise ValueError(f"{who}: a step in a scene takes one state, q of shape (nq,) = ({model.nq},), or a batch "
                          f"(B, nq); got shape {q.shape}")
     Q = q.reshape(-1, model.nq)
-    step, found = scene_step(_slotted_step, kernels, q, v, tau, scene, dt,
+    kept = []                                                    # the kernel's arrays: the position correction
+    step, found = scene_step(partial(_slotted_step, keep=kept), kernels, q, v, tau, scene, dt,
                              **_options(options, options.get("warm_start")))
     if q.ndim == 1:
         found, impulses, modes = [found], [step.impulses], [step.modes]
@@ -249,7 +255,8 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
         geometry[b] = slot_geometry(scene, Q[b], pair[b], slots[b])
         mu[b] = slots[b].data[:, 0]
         lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
-    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held)
+    correction = kept[0].correction.reshape(B, ns)
+    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held, correction)
 
 
 def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, slotted=None):
@@ -271,7 +278,8 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     else:
         nc, lam3, modes, mu = len(slotted.frames), slotted.impulses, slotted.modes, slotted.mu
     m = 3 * nc
-    flat = lambda x, tail: np.broadcast_to(x, shape + tail).reshape((B,) + tail)      # noqa: E731
+    def flat(x, tail):
+        return (x if x.shape == shape + tail else np.broadcast_to(x, shape + tail)).reshape((B,) + tail)
     qb, vb = flat(q, (nq,)), flat(v, (nv,))
     vp = step.v.reshape(B, nv)
     lam = lam3.reshape(B, m)
@@ -279,13 +287,13 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
 
     # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
     a = (vp - vb) / dt
-    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
+    g = flat(model.gravity if gravity is None else np.asarray(gravity, float), (3,))
 
     def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
         if slotted is None:
             return _point_pieces(model, kernels, contacts, qb[rows], v, a, w, lam, g, f_ext, h)
-        return _scene_pieces(kernels, slotted.frames, qb[rows], v, a, w, lam, modes, slotted.geometry[rows], g,
-                             f_ext, h)
+        return _scene_pieces(kernels, slotted.frames, qb[rows], v, a, w, lam, slotted.correction[rows], modes,
+                             slotted.geometry[rows], g, f_ext, h)
     if nc:
         weights = _mode_weights(modes, mu)
         P = pieces(slice(None), vb, a, vp, lam, weights, g, fx, dt)
@@ -305,10 +313,12 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     if not nc:
         Dq, Dd = integrate_derivatives(kernels, qb, dt * vp)
     else:
-        Dq, Dd = P.Dq, P.Dd                                     # at q (+) dt v+
+        Dq, Dd = P.Dq, P.Dd                     # at q (+) dt v+ (in a scene: at the corrected step)
         pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
-        if pen.size:                                            # at the corrected step
-            corr, dcorr[pen] = _correction_derivative(P, pieces, pen, dt)
+        if pen.size and slotted is not None:                    # the kernel's pieces at the step's correction
+            dcorr[pen] = _correction_derivative(P, slotted.correction[pen], P.Wc[pen], P.Cc[pen], pen, dt)
+        elif pen.size:                                          # at the corrected step
+            corr, dcorr[pen] = _point_correction_derivative(P, pieces, pen, dt)
             Dq, Dd = Dq.copy(), Dd.copy()
             if B == 1:                                          # one state: the native fast path
                 Dq[0], Dd[0] = integrate_derivatives(kernels, qb[0], dt * (vp[0] + corr[0]))
@@ -323,12 +333,64 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
     """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations
     (:func:`~sparsedyn.contact.scene_derivatives.mode_system`), at the step's ``v+`` (B, nv), impulses
     ``lam`` (B, nc, 3), modes (B, nc) and friction ``mu`` (B or 1, nc); ``P`` the :class:`_Pieces` of
-    the step (whose ``K``, ``R`` are the mode equations already, or None).  Solved in the least-squares
-    sense (a redundant contact set: the minimum-norm change of the impulses)."""
+    the step (whose ``K``, ``R`` are the mode equations already, or None).  An open contact's rows say
+    ``dlambda_i = 0``: the system is solved on the others' rows (:func:`min_norm_solve`; a redundant
+    contact set: the minimum-norm change of the impulses)."""
     K, R = (P.K, P.R) if P.K is not None else mode_system(P.J, P.G, P.C, P.gap, vp, lam, _mode_weights(modes, mu),
                                                           dt)
-    dlam = -(np.linalg.pinv(K, rcond=1e-12) @ R)
-    return np.swapaxes(P.JMinv, -1, -2) @ dlam
+    out = np.zeros((len(K), P.JMinv.shape[-1], R.shape[-1]))
+    modes = np.asarray(modes).reshape(len(K), -1)
+    for b in range(len(K)):
+        held = np.flatnonzero(modes[b] != "open")
+        stick = not np.any(modes[b] == "slide")                  # sticking and open alone: K = s G, symmetric
+        if held.size == modes.shape[-1]:
+            out[b] = P.JMinv[b].T @ min_norm_solve(K[b], -R[b], symmetric=stick)
+        elif held.size:
+            rows = (3 * held[:, None] + np.arange(3)).reshape(-1)
+            out[b] = P.JMinv[b, rows].T @ min_norm_solve(K[b][np.ix_(rows, rows)], -R[b, rows], symmetric=stick)
+    return out
+
+
+#: Reciprocal condition number (LAPACK's estimate, 1-norm) above which a square system is solved by its
+#: LU factors; below, by least squares with the directions of singular values (pivots) below 1e-12 of
+#: the largest dropped: the estimate is within a factor of the size of the true one, so a system solved
+#: by LU has no singular value the least-squares solve would drop, and both give its one solution.
+LU_RCOND = 1e-9
+
+
+def min_norm_solve(A, B, symmetric=False):
+    """The minimum-norm least-squares solution ``X`` (n, k) of ``A X = B`` (``A`` (n, n), ``B`` (n, k)):
+    ``pinv(A, rcond=1e-12) @ B`` to rounding times the condition of ``A`` on its range (the directions
+    of singular values below 1e-12 of the largest dropped).  A ``symmetric`` ``A`` (its lower triangle
+    read) by its eigendecomposition, as ``pinv(..., hermitian=True)``; another by its LU factors where
+    it is regular (a contact set that is not redundant), else (a box's four corners: more rows than the
+    motions they hold) by a complete orthogonal factorisation: QR with column pivoting ``A P = Q [R11
+    R12; 0 0]`` (LAPACK's ``geqp3``, the rank by 1e-12 on ``R``'s diagonal), the QR factors ``Z T``
+    of ``[R11 R12]^T``, ``x_P = Z T^-T Q1^T B``.  LAPACK factors ``A`` alone and the small triangles
+    are inverted; the products with ``B`` are NumPy's (a triangular solve with many right-hand sides
+    goes to the BLAS's threads, which cost more than they save at these sizes)."""
+    n = len(A)
+    if symmetric:
+        w, V, info = _lapack.dsyevd(A, lower=1)
+        if info:                                # (LAPACK did not converge: the SVD's road)
+            return np.linalg.pinv(A, rcond=1e-12, hermitian=True) @ B
+        keep = np.abs(w) > 1e-12 * np.abs(w).max(initial=0.0)
+        V = V[:, keep]
+        return V @ ((V.T @ B) / w[keep, None])
+    lu, piv, info = _lapack.dgetrf(A)
+    if info == 0:
+        rcond, info = _lapack.dgecon(lu, np.abs(A).sum(0).max(), norm="1")
+        if info == 0 and rcond > LU_RCOND:
+            return _lapack.dgetri(lu, piv)[0] @ B
+    qr, jpvt, tau, _, _ = _lapack.dgeqp3(A)
+    d = np.abs(qr.diagonal())
+    r = int(np.count_nonzero(d > 1e-12 * d[0])) if n and d[0] > 0 else 0
+    x = np.zeros((n,) + B.shape[1:])
+    if r:
+        y = _lapack.dorgqr(qr[:, :r], tau[:r])[0].T @ B                   # Q1^T B
+        z, t, _, _ = _lapack.dgeqrf(np.triu(qr[:r]).T)                   # [R11 R12]^T = Z T
+        x[jpvt - 1] = _lapack.dorgqr(z, t)[0] @ (_lapack.dtrtri(np.triu(z[:r]))[0].T @ y)
+    return x
 
 
 def _mode_weights(modes, mu):
@@ -338,32 +400,42 @@ def _mode_weights(modes, mu):
                     -1).astype(float)
 
 
-def _correction_derivative(P, pieces, rows, dt):
-    """The split-impulse position correction of the penetrating states ``rows`` and its ``q``
-    derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``, ``dv_c = H^-1 J_A^T l`` with the active
-    normal rows ``A`` held on the plane, ``J_A dv_c + gap_A / dt = 0``.  ``P``: the step's
-    :class:`_Pieces`; ``pieces``: the function that gives them at other arguments."""
+def _correction_derivative(P, ln, Wq, Cq, rows, dt):
+    """The ``q`` derivative (k, nv, nv) of the split-impulse position correction ``dv_c = H^-1 J_A^T l``
+    of the penetrating states ``rows`` (its normal impulses ``ln`` (k, nc)), the active normal rows
+    ``A`` (``l > 0``) held on the plane, ``J_A dv_c + gap_A / dt = 0``: ``W_c + H^-1 J_A^T dl`` with
+    ``G_AA dl = -(C_c + J / dt)_A`` (:func:`min_norm_solve`: a redundant set, the minimum-norm change);
+    ``Wq`` (k, nv, nv), ``Cq`` (k, 3 nc, nv): the change of ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
+    nc = P.gap.shape[-1]
+    n_rows = 3 * np.arange(nc) + 2
+    out = np.array(Wq, float)
+    for k, b in enumerate(rows.tolist()):
+        active = n_rows[ln[k] > 1e-9 * max(ln[k].max(), np.finfo(float).tiny)]     # inactive rows: l stays zero
+        if active.size:
+            J, JMn = P.J[b, active], P.JMinv[b, active]
+            out[k] += JMn.T @ min_norm_solve(J @ JMn.T, -(Cq[k, active] + J / dt), symmetric=True)
+    return out
+
+
+def _point_correction_derivative(P, pieces, rows, dt):
+    """The split-impulse position correction of the penetrating states ``rows`` of a step with point
+    contacts and its ``q`` derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``
+    (:func:`_correction_derivative`), its impulses from the step's own sweeps and the change at fixed
+    impulses from ``pieces`` (the function that gives the :class:`_Pieces` at other arguments)."""
     nc = P.gap.shape[-1]
     m = 3 * nc
     k = rows.size
     n_rows = 3 * np.arange(nc) + 2
-    J, JMinv, G, gap = P.J[rows], P.JMinv[rows], P.G[rows], P.gap[rows]
+    G, gap = P.G[rows], P.gap[rows]
     ln = correction_impulses(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)      # the step's own sweeps
     lam = np.zeros((k, nc, 3))
     lam[..., 2] = ln
-    dvc = (lam.reshape(k, 1, m) @ JMinv)[:, 0]
+    dvc = (lam.reshape(k, 1, m) @ P.JMinv[rows])[:, 0]
     nv = dvc.shape[-1]
     # at w = dv_c (no velocity, no gravity, h = 1): Wq = -H^-1 Rq, Rq = d(H w - J^T l)/dq, Cq = J Wq + d(J w)/dq
     C = pieces(rows, np.zeros((k, nv)), dvc, dvc, lam.reshape(k, m), np.zeros((k, nc, 4)), np.zeros((k, 3)), None,
                1.0)
-    Wq, Cq = C.W[..., :nv], C.C[..., :nv]
-    active = ln > 1e-9 * np.maximum(ln.max(-1, keepdims=True), np.finfo(float).tiny)
-    Jn = J[:, n_rows, :] * active[..., None]                 # inactive rows: l stays zero
-    JMn = JMinv[:, n_rows, :] * active[..., None]
-    cq = (Cq[:, n_rows, :] + J[:, n_rows, :] / dt) * active[..., None]
-    Gn = Jn @ np.swapaxes(JMn, -1, -2)
-    dln = -(np.linalg.pinv(Gn, rcond=1e-12, hermitian=True) @ cq)
-    return dvc, np.swapaxes(JMn, -1, -2) @ dln + Wq
+    return dvc, _correction_derivative(P, ln, C.W[..., :nv], C.C[..., :nv], rows, dt)
 
 
 class _Pieces(NamedTuple):
@@ -371,7 +443,9 @@ class _Pieces(NamedTuple):
     (B, m, nv), ``JMinv = J H^-1``, ``G = J H^-1 J^T``, ``C`` (B, m, 3 nv) the change of ``J v+`` at
     fixed impulses (``J W + [d(J v+)/dq, 0, 0]``), ``gap`` (B, nc), ``W`` (B, nv, 3 nv) the change of ``v+``
     at fixed impulses, ``Dq``, ``Dd`` the derivatives of ``q (+) dt v+``; ``K``, ``R`` the mode
-    equations (:func:`~sparsedyn.contact.scene_derivatives.mode_system`) where the kernel gives them."""
+    equations (:func:`~sparsedyn.contact.scene_derivatives.mode_system`) where the kernel gives them, and
+    ``Wc`` (B, nv, nv), ``Cc`` (B, m, nv) the change of the position correction and of ``J`` times it at
+    fixed impulses (:func:`~sparsedyn.scene_step_partials`; then ``Dq``, ``Dd`` are at the corrected step)."""
 
     J: np.ndarray
     JMinv: np.ndarray
@@ -383,22 +457,27 @@ class _Pieces(NamedTuple):
     Dd: np.ndarray
     K: np.ndarray = None
     R: np.ndarray = None
+    Wc: np.ndarray = None
+    Cc: np.ndarray = None
 
 
-def _scene_pieces(kernels, frames, q, v, a, w, lam, modes, geometry, gravity, f_ext, dt):
+def _scene_pieces(kernels, frames, q, v, a, w, lam, correction, modes, geometry, gravity, f_ext, dt):
     """:class:`_Pieces` of a step in a scene: :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
-    on the default road (one state: its single-state fast path)."""
+    on the default road (one state: its single-state fast path), its position correction's normal
+    impulses ``correction`` (B, ns)."""
     B, nv = q.shape[0], v.shape[-1]
-    args = [q, v, a, w, lam.reshape(B, -1, 3), modes, geometry, gravity, np.full((B, 1), float(dt))]
+    args = [q, v, a, w, lam.reshape(B, -1, 3), correction, modes, geometry, gravity, np.full((B, 1), float(dt))]
     if B == 1 and f_ext is None:
         out = [x[None] for x in scene_step_partials(kernels, *(x[0] for x in args), frames)]
     else:
         out = scene_step_partials(kernels, *args, frames, f_ext=f_ext)
     rows, state, gap = out
     m = rows.shape[-2]
-    G, K, R = rows[..., 5 * nv:5 * nv + m], rows[..., 5 * nv + m:5 * nv + 2 * m], rows[..., 5 * nv + 2 * m:]
-    return _Pieces(rows[..., :nv], rows[..., nv:2 * nv], G, rows[..., 2 * nv:5 * nv], gap,
-                   state[..., :3 * nv], state[..., 3 * nv:4 * nv], state[..., 4 * nv:], K, R)
+    G, K, R = (rows[..., 5 * nv:5 * nv + m], rows[..., 5 * nv + m:5 * nv + 2 * m],
+               rows[..., 5 * nv + 2 * m:8 * nv + 2 * m])
+    return _Pieces(rows[..., :nv], rows[..., nv:2 * nv], G, rows[..., 2 * nv:5 * nv], gap, state[..., :3 * nv],
+                   state[..., 3 * nv:4 * nv], state[..., 4 * nv:5 * nv], K, R, state[..., 5 * nv:6 * nv],
+                   rows[..., 8 * nv + 2 * m:])
 
 
 def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt):

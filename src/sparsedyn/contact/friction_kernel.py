@@ -397,11 +397,17 @@ def _finish(lay, q, v, tau, settings, *X):
     return integrate.__kernel__.fn(lay.model, q, dq), v_next, lam.reshape(nc, 3), S["u"].reshape(nc, 3), report
 
 
+def _finish_and_correction(lay, *X):
+    """:func:`_finish`'s outputs, then the position correction's normal impulses ``l`` (nc,) (zero where
+    no point penetrates): the derivatives of the step differentiate the correction at them."""
+    return tuple(_finish(lay, *X)) + (lay.unpack(X)[3]["l"],)
+
+
 def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
     return (partial(_init, lay), [partial(f, lay) for f in (_factorize, _iterate, _check, _gauss_seidel, _correct)],
-            partial(_finish, lay))
+            partial(_finish_and_correction, lay))
 
 
 # --- the kernel: traced for the compiler, run on floats as the reference ---------------------------------
@@ -443,7 +449,7 @@ def _step_program(model, static, optional):
                 "contact_data": (_nc, 8)},
         optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",), sequences=("frames",),
         outputs={"q_next": ("nq",), "v_next": ("nv",), "impulses": (_nc, 3), "velocities": (_nc, 3),
-                 "report": (8,)},
+                 "report": (8,), "correction": (_nc,)},
         program=_step_program, result=StepArrays)
 def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, frames, *, f_ext=None, gravity=None):
     """:func:`contact_step` as arrays (a :class:`StepArrays`): the iterative kernel (see
@@ -480,7 +486,8 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, fr
     shape = np.broadcast_shapes(*(x.shape[:x.ndim - len(t)] for x, t in zip(xs, tails)))
     flat = [np.broadcast_to(x, shape + tuple(t)).reshape((-1,) + tuple(t)) for x, t in zip(xs, tails)]
     B = int(np.prod(shape, dtype=int))
-    outs = [np.empty((B, m.nq)), np.empty((B, m.nv)), np.empty((B, nc, 3)), np.empty((B, nc, 3)), np.empty((B, 8))]
+    outs = [np.empty((B, m.nq)), np.empty((B, m.nv)), np.empty((B, nc, 3)), np.empty((B, nc, 3)), np.empty((B, 8)),
+            np.empty((B, nc))]
     for b in range(B):
         for o, r in zip(outs, run_stages(init, stages, finish, [x[b] for x in flat])[0]):
             o[b] = r

@@ -90,13 +90,16 @@ class StepArrays(NamedTuple):
     """Result of :func:`contact_step_kernel` (leading batch axes as the inputs): ``q_next`` (nq),
     ``v_next`` (nv), ``impulses`` (nc, 3), ``velocities`` (nc, 3) (``u = G lambda + g``, contact
     frames), ``report`` (8): primal, dual and complementarity residuals, iterations, converged
-    (1 or 0), impulse and velocity scales, whether a point penetrated (1: the position was corrected)."""
+    (1 or 0), impulse and velocity scales, whether a point penetrated (1: the position was corrected);
+    ``correction`` (nc): the normal impulses of the position correction (split impulse; zero where no
+    point penetrates)."""
 
     q_next: np.ndarray
     v_next: np.ndarray
     impulses: np.ndarray
     velocities: np.ndarray
     report: np.ndarray
+    correction: np.ndarray
 
 
 # --- branch-free arithmetic: a choice on a value is a product with a 0/1 step ------------------------

@@ -4,7 +4,8 @@ A step in a :class:`~sparsedyn.Scene` lays its contacts out in the scene's slots
 (:func:`~sparsedyn.contact.scene_step.scene_slots`: a body frame per slot, or a pair of them for a
 self-collision); its derivatives (:func:`~sparsedyn.contact_step_derivatives`) need, per state, the
 contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, their
-derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``.  They are
+derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``, and the
+change of the step's position correction at its impulses (those the step's kernel returns).  They are
 one traced program, :func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
 as the step), the geometry of each slot its data
 (:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`), the kind of each contact
@@ -149,12 +150,27 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
 
 class SlotPartials(NamedTuple):
     """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``): ``rows``
-    (..., m, 8 nv + 2 m) ``[J | J H^-1 | C | G | K | R]``, ``state`` (..., nv, 5 nv) ``[W | dint_dq |
-    dint_ddq]`` and ``gap`` (..., ns)."""
+    (..., m, 9 nv + 2 m) ``[J | J H^-1 | C | G | K | R | C_c]``, ``state`` (..., nv, 6 nv + 1) ``[W |
+    dint_dq | dint_ddq | W_c | dv_c]`` and ``gap`` (..., ns)."""
 
     rows: np.ndarray
     state: np.ndarray
     gap: np.ndarray
+
+
+def _correction_partials(model, q, J, Minv, dJ, ln):
+    """``(dv_c (nv,), W_c (nv, nv), C_c (m, nv))`` of the position correction whose normal impulses are
+    ``ln`` (ns,) (graph arrays): ``dv_c = H^-1 J_n^T l``, and at fixed ``l`` the change of ``dv_c``
+    with ``q``, ``W_c = -H^-1 d(H w - J^T l)/dq`` at ``w = dv_c``, and that of ``J dv_c``, ``C_c = J W_c
+    + d(J w)/dq`` (RNEA's derivatives at zero velocity and gravity: ``d(H(q) w)/dq``)."""
+    nv, m = Minv.shape[0], J.shape[0]
+    lam = np.zeros(m, dtype=object)
+    lam[2::3] = ln
+    dvc = Minv @ (J.T @ lam)
+    zero = np.zeros(nv, dtype=object) * 0.0
+    Tq = rnea_partials(model, q, zero, dvc, None, np.zeros(3, dtype=object) * 0.0)[0]
+    Wc = -(Minv @ (Tq - (dJ * lam[:, None, None]).sum(0)))
+    return dvc, Wc, J @ Wc + (dJ * dvc[None, :, None]).sum(1)
 
 
 def _program(model, static, optional):
@@ -166,10 +182,10 @@ def _program(model, static, optional):
     def build():
         nq, nv, ns = model.nq, model.nv, len(frames)
         m = 3 * ns
-        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (ns, 4), (ns, GEOMETRY), (3,), (1,)] + \
+        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (ns,), (ns, 4), (ns, GEOMETRY), (3,), (1,)] + \
             [(model.nbodies, 6)] * len(opt)
         g = Graph()
-        q, v, a, w, lam, modes, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        q, v, a, w, lam, ln, modes, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
         dt = dt[0]
         static_rows = {"frames": frames}
         J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
@@ -177,7 +193,8 @@ def _program(model, static, optional):
         Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
         dJ = np.asarray(inline(derivative_program(_ROWS, model, ("q",), static_rows), [q, geometry])[0],
                         dtype=object).reshape(m, nv, nv)                     # dJ[i, j, k] = d J[i, j] / dq_k
-        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * w])
+        dvc, Wc, Cc = _correction_partials(model, q, J, Minv, dJ, ln)
+        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * (w + dvc)])
         Uq = (dJ * w[None, :, None]).sum(1)                                  # d(J w)/dq
         Fq = (dJ * lam.reshape(m)[:, None, None]).sum(0)                     # d(J^T lambda)/dq
         W = np.concatenate([-(Minv @ (dt * Tq - Fq)), np.eye(nv) - dt * (Minv @ Tv), dt * Minv], -1)
@@ -186,28 +203,29 @@ def _program(model, static, optional):
         JMinv = J @ Minv
         G = JMinv @ J.T
         K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
-        rows = np.concatenate([J, JMinv, C, G, K, R], -1)
-        state = np.concatenate([W, Dq, Dd], -1)
+        rows = np.concatenate([J, JMinv, C, G, K, R, Cc], -1)
+        state = np.concatenate([W, Dq, Dd, Wc, dvc[:, None]], -1)
         return g.program([rows, state, gap], shapes, name="scene_step_partials",
-                         input_names=("q", "v", "a", "w", "impulses", "modes", "geometry", "gravity", "dt") + opt,
+                         input_names=("q", "v", "a", "w", "impulses", "correction", "modes", "geometry", "gravity",
+                                      "dt") + opt,
                          output_names=SlotPartials._fields)
     return _cached(("scene_step_partials", frames, opt), model, build)
 
 
 def _cols(model, frames, **_):
-    return 8 * model.nv + 6 * len(tuple(frames))
+    return 9 * model.nv + 6 * len(tuple(frames))
 
 
-def _five_nv(model, **_):
-    return 5 * model.nv
+def _state_cols(model, **_):
+    return 6 * model.nv + 1
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3), "modes": (_ns, 4),
-                "geometry": (_ns, GEOMETRY), "gravity": (3,), "dt": (1,)},
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3), "correction": (_ns,),
+                "modes": (_ns, 4), "geometry": (_ns, GEOMETRY), "gravity": (3,), "dt": (1,)},
         optional={"f_ext": ("nb", 6)}, static=("frames",), sequences=("frames",),
-        outputs={"rows": (_m, _cols), "state": ("nv", _five_nv), "gap": (_ns,)},
+        outputs={"rows": (_m, _cols), "state": ("nv", _state_cols), "gap": (_ns,)},
         program=_program, result=SlotPartials)
-def scene_step_partials(model, q, v, a, w, impulses, modes, geometry, gravity, dt, frames, *, f_ext=None):
+def scene_step_partials(model, q, v, a, w, impulses, correction, modes, geometry, gravity, dt, frames, *, f_ext=None):
     """The per-state pieces of the derivatives of a step in a scene (a :class:`~sparsedyn.SlotPartials`), for
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
     the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring): the contact
@@ -216,30 +234,34 @@ def scene_step_partials(model, q, v, a, w, impulses, modes, geometry, gravity, d
     I - dt H^-1 dtau/dv, dt H^-1]`` (nv, 3 nv) (RNEA's derivatives at ``(q, v, a)`` under ``gravity``
     (3,) and ``f_ext``, held constant; ``lambda`` the ``impulses`` (ns, 3)), that of the contact
     velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w`` (nv,), and the derivatives of
-    ``q (+) dt w`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  ``d/dq`` on the tangent
-    space.  And the mode equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the
-    step whose next velocity is ``w`` and whose impulses and ``modes`` (ns, 4) are given.  Packed as
-    :class:`~sparsedyn.SlotPartials` says.  One traced program per tuple of slot frames (the rows
-    differentiated by the symbolic layer; RNEA's derivatives those of Carpentier and Mansard,
-    "Analytical derivatives of rigid body dynamics algorithms", 2018)."""
+    ``q (+) dt (w + dv_c)`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  And the mode
+    equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the step whose next velocity
+    is ``w`` and whose impulses and ``modes`` (ns, 4) are given.  The position correction of the step
+    (split impulse), its normal impulses ``correction`` (ns,) (zero where no point penetrates): its
+    velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)
+    and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.  One
+    traced program per tuple of slot frames (the rows differentiated by the symbolic layer; RNEA's
+    derivatives those of Carpentier and Mansard, "Analytical derivatives of rigid body dynamics
+    algorithms", 2018)."""
     m = getattr(model, "model", model)
     ns = len(tuple(frames))
     q, v, a, f_ext, gravity, _, _ = _checks.dynamics(m, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
     w = _checks.vector(m, "w", w, m.nv, "nv joint velocities")
-    given = {"impulses": (impulses, (ns, 3)), "modes": (modes, (ns, 4)), "geometry": (geometry, (ns, GEOMETRY)),
-             "dt": (dt, (1,))}
+    given = {"impulses": (impulses, (ns, 3)), "correction": (correction, (ns,)), "modes": (modes, (ns, 4)),
+             "geometry": (geometry, (ns, GEOMETRY)), "dt": (dt, (1,))}
     for name, (x, tail) in given.items():
         x = _checks.numeric(name, x, f"(..., {', '.join(map(str, tail))})")
         if x.ndim < len(tail) or x.shape[x.ndim - len(tail):] != tail:
             raise ValueError(f"scene_step_partials: {name} must have shape (..., {', '.join(map(str, tail))}), got "
                              f"{x.shape}")
         given[name] = x
-    impulses, modes, geometry, dt = (given[n] for n in ("impulses", "modes", "geometry", "dt"))
+    impulses, correction, modes, geometry, dt = (given[n] for n in ("impulses", "correction", "modes", "geometry",
+                                                                    "dt"))
     opt = ("f_ext",) if f_ext is not None else ()
     prog = _program(m, {"frames": frames}, opt)
-    args = [q, v, a, w, impulses, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
+    args = [q, v, a, w, impulses, correction, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
     arrays = [np.asarray(x, dtype=object if any(bk.is_symbolic(y) for y in args) else float) for x in args]
-    tails = [1, 1, 1, 1, 2, 2, 2, 1, 1] + [2] * len(opt)
+    tails = [1, 1, 1, 1, 2, 1, 2, 2, 1, 1] + [2] * len(opt)
     shape = np.broadcast_shapes(*(x.shape[:x.ndim - t] for x, t in zip(arrays, tails)))
     flat = [np.broadcast_to(x, shape + x.shape[x.ndim - t:]).reshape((-1,) + x.shape[x.ndim - t:])
             for x, t in zip(arrays, tails)]
@@ -256,19 +278,15 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
     (module docstring), from the slot's data (the witness point of ``a`` in the slot's frame, the
     normal and the plane through the witness point of ``b``); a free slot a vertex at its frame's origin
     on the plane 1000 km below it."""
-    model = scene.model
-    Rf, pf = frame_placements(model, q)
-    ns = len(slots.frames)
-    out = np.zeros((ns, GEOMETRY))
-    out[:, 6], out[:, 10], out[:, 12] = -1e6, 1.0, 1.0                    # free: a vertex on a plane below
+    Rf, pf = frame_placements(scene.model, q)
+    fa, fb, free, two = _slot_ends(scene, slots.frames)
+    out = free.copy()
     index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
     if len(index):
-        ends = [slot_frames(slots.frames[s]) for s in index.tolist()]
-        fa = np.array([e[0] for e in ends])
-        fb = np.array([-1 if e[1] is None else e[1] for e in ends])
-        world = fb < 0
-        Ra, oa = Rf[fa], pf[fa]
-        Rb, ob = Rf[fb], pf[fb]
+        a, b = fa[index], fb[index]
+        world = b < 0
+        Ra, oa = Rf[a], pf[a]
+        Rb, ob = Rf[b], pf[b]
         Rb[world], ob[world] = np.eye(3), 0.0                    # b in the world: its points in world axes
         data = slots.data[index]
         n = data[:, 4:7]
@@ -281,21 +299,56 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
         out[index, 4:7] = np.einsum("kji,kj->ki", Rb, cb - ob)
         out[index, 8:11] = np.einsum("kji,kj->ki", np.where((kind == 1)[:, None, None], Rb, Ra), n)
         out[index, 11:14] = kind[:, None] == np.arange(3)
-    for s in np.setdiff1d(np.arange(ns), index).tolist():       # a free slot of two bodies: the plane in b's axes
-        fa, fb = slot_frames(slots.frames[s])
-        if fb is not None:
-            out[s, 4:7] = Rf[fb].T @ (np.array([0.0, 0.0, -1e6]) - pf[fb])
-            out[s, 8:11] = Rf[fb][2]
+    if len(two):                                                 # a free slot of two bodies: the plane in b's axes
+        two = two[~np.isin(two, index)]
+        R, p = Rf[fb[two]], pf[fb[two]]
+        out[two, 4:7] = np.einsum("kji,kj->ki", R, np.array([0.0, 0.0, -1e6]) - p)
+        out[two, 8:11] = R[:, 2]
     return out
+
+
+def _slot_ends(scene, frames):
+    """``(fa (ns,), fb (ns,), free (ns, 14), two)`` of the slot layout ``frames`` (kept in
+    ``scene.cache`` per layout): each slot's frame ``a`` and ``b`` (-1: the world), the geometry of the
+    free slots (a vertex at ``a``'s origin on the world plane 1000 km below), and the slots of two
+    bodies (whose free geometry is a plane of ``b``, placed at each ``q``)."""
+    memo = scene.cache.setdefault("slot ends", {})
+    got = memo.get(frames)
+    if got is None:
+        ends = [slot_frames(f) for f in frames]
+        fa = np.array([e[0] for e in ends], int)
+        fb = np.array([-1 if e[1] is None else e[1] for e in ends], int)
+        free = np.zeros((len(frames), GEOMETRY))
+        free[:, 6], free[:, 10], free[:, 12] = -1e6, 1.0, 1.0
+        if len(memo) >= 64:
+            memo.clear()
+        got = memo[frames] = (fa, fb, free, np.flatnonzero(fb >= 0))
+    return got
 
 
 def _kinds(scene, q, pair, wa):
     """``(kind (nc,), r_a (nc,), r_b (nc,))`` of hits of the scene pairs ``pair`` with witness points
     ``wa`` (nc, 3) of ``a`` (world): kind 0 (``pp``), 1 (``pb``) or 2 (``ap``) of the module docstring,
     and the radii of the round shapes (0 for a vertex)."""
-    kind, ra, rb = np.ones(len(pair), int), np.zeros(len(pair)), np.zeros(len(pair))
-    shapes = None
-    for k, (i, j) in enumerate(scene.index[pair].tolist()):
+    table = scene.cache.get("slot kinds")
+    if table is None:
+        table = scene.cache["slot kinds"] = _pair_kinds(scene)
+    kind, ra, rb = table[0][pair], table[1][pair], table[2][pair]
+    boxes = np.flatnonzero(kind < 0)
+    if boxes.size:                                               # a corner of a on b's face, or b's on a's
+        R, p = placements(scene, q)
+        for k in boxes.tolist():
+            i = scene.index[pair[k]][0]
+            kind[k] = 1 if _corner(scene.shapes[i], R[i], p[i], wa[k]) else 2
+    return kind, ra, rb
+
+
+def _pair_kinds(scene):
+    """``(kind, r_a, r_b)`` (P,) per scene pair: the kind of its hits where the shapes fix it (-1 for two
+    boxes: a corner of either, told at the hit), the radii of its round shapes."""
+    P = len(scene.index)
+    kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
+    for k, (i, j) in enumerate(scene.index.tolist()):
         a, b = scene.shapes[i], scene.shapes[j]
         ra[k] = a.size[0] if a.kind in ROUND else 0.0
         rb[k] = b.size[0] if b.kind in ROUND else 0.0
@@ -305,9 +358,8 @@ def _kinds(scene, q, pair, wa):
             kind[k] = 1
         elif b.kind in ROUND:
             kind[k] = 2
-        elif a.kind == b.kind == "box":                          # a corner of a on b's face, or b's on a's
-            shapes = placements(scene, q) if shapes is None else shapes
-            kind[k] = 1 if _corner(a, shapes[0][i], shapes[1][i], wa[k]) else 2
+        elif a.kind == b.kind == "box":
+            kind[k] = -1
     return kind, ra, rb
 
 
