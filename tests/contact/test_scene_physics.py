@@ -160,8 +160,6 @@ def world_velocity(model, q, v):
     return R @ v[:3], R @ v[3:]
 
 
-@pytest.mark.xfail(strict=True, reason="the step takes the free joint's velocity product (w x v of the body-frame "
-                   "velocity) explicitly: the centre's speed grows by dt^2 |w|^2 / 2 a step (6 % in 0.4 s at 20 rad/s)")
 def test_a_sphere_rolling_on_a_plane_keeps_its_rolling_speed():
     """A solid sphere rolling without slipping (``v = w r``, 2 m/s): nothing dissipates (no rolling
     friction, the contact point at rest), so over 400 steps its centre keeps its speed and the contact
@@ -216,8 +214,6 @@ def test_no_step_adds_energy_as_two_boxes_land_on_each_other(stack):
     assert np.diff(E).max() <= energy_gain_bound(scene.model, r, scene)
 
 
-@pytest.mark.xfail(strict=True, reason="the step takes the velocity product of the free joint (w x v, w x I w in "
-                   "the body frame) explicitly: a spinning body's kinetic energy grows by O(dt^2 |w|^2) a step")
 def test_no_step_adds_energy_to_a_box_spinning_in_the_air():
     """A box thrown spinning (``w = (3, 5, 7)`` rad/s about no principal axis) in free flight: no
     contact, no torque, so each step's energy change is free flight's, ``-M g^2 dt^2 / 2`` (semi-implicit

@@ -1,0 +1,123 @@
+"""The free joint in the contact step: its translation velocity held in the world over a step.
+
+A free joint's velocity is the body twist ``[omega; v]`` (child axes, ``v`` the velocity of the
+child's origin).  Its equations of motion carry the transport term of the turning axes:
+``v' + omega x v = (the origin's acceleration in the world, in body axes)``.  Semi-implicit Euler
+on the body twist, ``v+ = v + dt a`` with ``a = v' = ... - omega x v``, takes that term explicitly,
+and an explicit rotation is not one: ``|v - dt omega x v|^2 = |v|^2 + dt^2 |omega x v|^2``, so a
+body that turns while it moves gains ``m dt^2 |omega x v|^2 / 2`` of kinetic energy in each step (a
+sphere rolling at 2 m/s and 20 rad/s: 6 % faster in 400 steps of 1 ms; a humanoid tumbling to the
+floor: up to 0.05 J in one step).
+
+The step therefore solves for the velocity in the axes the body has at the start of the step
+(``w``, the *old axes*), where the origin's velocity is the world's, carried unchanged by the
+step but for the forces (MuJoCo's free joint, whose linear velocity is the world's):
+
+    w      = v + dt (a + [0; omega x v]) + H^-1 J^T lambda      the contact problem in w: G, J unchanged
+    q+     = q (+) dt w                                       (+ the split-impulse correction)
+    v+     = [omega_w; exp(dt omega_w)^T v_w]                 the same velocity in the new axes
+
+``J`` and ``H`` are those of the state at ``q``, whose body axes are the old axes, so the contact
+problem (``G = J H^-1 J^T``, the free contact velocities ``J w_free``) keeps its form.  The angular
+velocity is a vector about which the step turns the body (``exp(dt omega)^T omega = omega``), so
+only the linear part is re-expressed.  For a rigid body whose origin is its centre of mass, the
+origin's velocity then changes by the forces alone: a sphere rolling without slipping keeps its
+speed exactly, and a body in free flight keeps its translational kinetic energy but for gravity's
+work (semi-implicit Euler's ``-m g^2 dt^2 / 2`` a step).  For a floating-base tree it is the
+root's (MuJoCo's convention again): the coordinate change ``y = [omega; R v]`` turns ``a`` into
+``a + [0; omega x v]`` exactly.
+
+Three candidates were weighed.  Rotating the body-frame velocity or momentum by ``exp(-dt omega)``
+of the old ``omega`` is what the linear part does here; for the angular momentum of an asymmetric
+body it still gains ``dt^2 |omega x L|^2_(I^-1) / 2`` a step (the same second-order term as the
+explicit product), so the angular part keeps the explicit gyroscopic term.  A backward (implicit)
+transport term ``(I + dt omega x) v+ = ...`` would make a free body's energy non-increasing, but its
+matrix is not symmetric (the Delassus matrix would not be either) and it *loses* the rolling
+sphere's speed at the rate the explicit term gains it.  The held world velocity keeps the contact
+problem's symmetric structure and holds rolling exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.joints import make_joint
+from ..model.spatial import cross3, skew
+
+__all__ = ["free_dofs", "transport", "transport_jacobian", "to_next_axes", "to_old_axes", "next_axes_jacobian"]
+
+_BALL = make_joint("spherical")
+
+
+def free_dofs(model):
+    """The first dof (``omega``'s) of each free joint of ``model``, a tuple."""
+    return tuple(int(model.v_start[i]) for i, j in enumerate(model.joints) if j.type == "free")
+
+
+def _parts(model, x):
+    """``x`` (..., nv) cut at the free joints: ``[(None, rest) or (k, block6)]`` in order."""
+    out, start = [], 0
+    for k in free_dofs(model):
+        out += [(None, x[..., start:k]), (k, x[..., k:k + 6])]
+        start = k + 6
+    return out + [(None, x[..., start:])]
+
+
+def transport(model, v):
+    """``[0; omega x v]`` (..., nv) on each free joint's dofs, zero elsewhere: what turns the body
+    twist's acceleration into the old axes' (``v`` (..., nv); values or traced)."""
+    parts = [0 * x if k is None else np.concatenate([0 * x[..., :3], cross3(x[..., :3], x[..., 3:])], -1)
+             for k, x in _parts(model, v)]
+    return np.concatenate(parts, -1)
+
+
+def _rotate(model, w, dt, sign):
+    """Each free joint's linear velocity of ``w`` (..., nv) turned by ``exp(dt omega)^T`` (``sign`` 1)
+    or ``exp(dt omega)`` (-1), ``omega`` the joint's own; the rest as it is."""
+    parts = []
+    for k, x in _parts(model, w):
+        if k is None:
+            parts.append(x)
+            continue
+        Et = _BALL.integrate_jacobians(None, dt * x[..., :3])[0]          # exp(dt omega)^T
+        E = Et if sign > 0 else np.swapaxes(Et, -1, -2)
+        parts.append(np.concatenate([x[..., :3], (E @ x[..., 3:, None])[..., 0]], -1))
+    return np.concatenate(parts, -1)
+
+
+def to_next_axes(model, w, dt):
+    """The next velocity ``v+`` (..., nv) of the step's velocity ``w`` in the old axes: each free
+    joint's linear part turned into the axes after the step, ``exp(dt omega_w)^T v_w``."""
+    return _rotate(model, w, dt, 1)
+
+
+def to_old_axes(model, v_next, dt):
+    """The inverse of :func:`to_next_axes` (``omega`` is the same in both axes)."""
+    return _rotate(model, v_next, dt, -1)
+
+
+def transport_jacobian(model, v):
+    """``d transport / dv`` (..., nv, nv) (NumPy floats): ``-v x`` and ``omega x`` in each free
+    joint's linear rows."""
+    v = np.asarray(v, float)
+    nv = v.shape[-1]
+    out = np.zeros(v.shape[:-1] + (nv, nv))
+    for k in free_dofs(model):
+        out[..., k + 3:k + 6, k:k + 3] = -skew(v[..., k + 3:k + 6])
+        out[..., k + 3:k + 6, k + 3:k + 6] = skew(v[..., k:k + 3])
+    return out
+
+
+def next_axes_jacobian(model, w, dt):
+    """``d to_next_axes(w) / dw`` (..., nv, nv) (NumPy floats): for a free joint's linear rows
+    ``exp(th)^T`` on ``v_w`` and ``[exp(th)^T v_w] x Jr(th) dt`` on ``omega_w`` (``th = dt omega_w``,
+    ``Jr`` the right Jacobian of SO(3): ``exp(th + d)^T = exp(-(Jr d) x) exp(th)^T``)."""
+    w = np.asarray(w, float)
+    nv = w.shape[-1]
+    out = np.broadcast_to(np.eye(nv), w.shape[:-1] + (nv, nv)).copy()
+    for k in free_dofs(model):
+        Et, Jr = _BALL.integrate_jacobians(None, dt * w[..., k:k + 3])
+        x = (Et @ w[..., k + 3:k + 6, None])[..., 0]
+        out[..., k + 3:k + 6, k + 3:k + 6] = Et
+        out[..., k + 3:k + 6, k:k + 3] = dt * (skew(x) @ Jr)
+    return out
