@@ -72,6 +72,7 @@ from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels,
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials, slot_geometry
 from .scene_step import FoundContacts, scene_slots, scene_step
+from .transport import next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
@@ -273,12 +274,12 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     m = 3 * nc
     flat = lambda x, tail: np.broadcast_to(x, shape + tail).reshape((B,) + tail)      # noqa: E731
     qb, vb = flat(q, (nq,)), flat(v, (nv,))
-    vp = step.v.reshape(B, nv)
+    vp = to_old_axes(model, step.v.reshape(B, nv), dt)          # the step's velocity w, in the old axes
     lam = lam3.reshape(B, m)
     fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
 
-    # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
-    a = (vp - vb) / dt
+    # the balance r = dt (RNEA(q, v, (w - v) / dt - T(v)) - tau) - J^T lambda, H^-1 and the contact rows
+    a = (vp - vb) / dt - transport(model, vb)
     g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
 
     def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
@@ -294,7 +295,8 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
         Minv = minv(kernels, qb)
         # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
-        W = np.concatenate([-(Minv @ (dt * Tq)), np.eye(nv) - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
+        W = np.concatenate([-(Minv @ (dt * Tq)), np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, vb),
+                            dt * Minv], -1)                                                     # (B, nv, 3 nv)
     if nc:
         W = W + _impulse_response(P, vp, lam3, modes, mu, dt)
     dv = W.reshape(shape + (nv, 3 * nv))
@@ -316,7 +318,9 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
                 Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
     Dd = Dd.reshape(shape + (nv, nv))
     dq_dq = Dq.reshape(shape + (nv, nv)) + dt * (Dd @ (dv_dq + dcorr.reshape(shape + (nv, nv))))
-    return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)
+    N = next_axes_jacobian(model, vp, dt).reshape(shape + (nv, nv))       # v+ = w in the new axes
+    return ContactStepDerivatives(N @ dv_dq, N @ dv_dv, N @ dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau),
+                                  step)
 
 
 def _impulse_response(P, vp, lam, modes, mu, dt):
@@ -416,8 +420,8 @@ def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt)
     J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
     nv = Minv.shape[-1]
     # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
-    W = np.concatenate([-(Minv @ (dt * Tq - np.einsum("bijk,bi->bjk", dJ, lam))), np.eye(nv) - dt * (Minv @ Tv),
-                        dt * Minv], -1)
+    Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, v)      # free joints: the old axes
+    W = np.concatenate([-(Minv @ (dt * Tq - np.einsum("bijk,bi->bjk", dJ, lam))), Wv, dt * Minv], -1)
     C = J @ W
     C[..., :nv] += np.einsum("bijk,bj->bik", dJ, w)
     JMinv = J @ Minv

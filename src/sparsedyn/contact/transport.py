@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import backend as bk
 from ..model.joints import make_joint
 from ..model.spatial import cross3, skew
 
@@ -97,11 +98,10 @@ def to_old_axes(model, v_next, dt):
 
 
 def transport_jacobian(model, v):
-    """``d transport / dv`` (..., nv, nv) (NumPy floats): ``-v x`` and ``omega x`` in each free
-    joint's linear rows."""
-    v = np.asarray(v, float)
+    """``d transport / dv`` (..., nv, nv): ``-v x`` and ``omega x`` in each free joint's linear rows
+    (values or traced)."""
     nv = v.shape[-1]
-    out = np.zeros(v.shape[:-1] + (nv, nv))
+    out = np.zeros(v.shape[:-1] + (nv, nv), dtype=object if bk.is_symbolic(v) else float)
     for k in free_dofs(model):
         out[..., k + 3:k + 6, k:k + 3] = -skew(v[..., k + 3:k + 6])
         out[..., k + 3:k + 6, k + 3:k + 6] = skew(v[..., k:k + 3])
