@@ -86,7 +86,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                _modes, contact_basis, contact_problem, contact_slots, point_contacts)
 from .scene import Scene
 from .scene_step import batch_previous, scene_step
-from .transport import to_next_axes, transport
+from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
            "ContactStepWarning", "Rollout", "contact_problem",
@@ -255,7 +255,7 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
     """The step without contacts: the free motion."""
     q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
     P = contact_problem(kernels, q, v, tau, (), f_ext=f_ext, gravity=gravity)
-    w = v + dt * (P.a + transport(model, v))                      # in the old axes (module transport)
+    w = v + dt * (P.a + transport(model, v)) + gyroscopic(model, v, dt)        # module transport
     shape = w.shape[:-1]
     return ContactStep(integrate(kernels, np.broadcast_to(q, shape + (model.nq,)), dt * w), to_next_axes(model, w, dt),
                        np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),

@@ -72,7 +72,7 @@ from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels,
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials, slot_geometry
 from .scene_step import FoundContacts, scene_slots, scene_step
-from .transport import next_axes_jacobian, to_old_axes, transport, transport_jacobian
+from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
@@ -278,8 +278,9 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     lam = lam3.reshape(B, m)
     fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
 
-    # the balance r = dt (RNEA(q, v, (w - v) / dt - T(v)) - tau) - J^T lambda, H^-1 and the contact rows
-    a = (vp - vb) / dt - transport(model, vb)
+    # the balance r = dt (RNEA(q, v, (w - v - Y(v)) / dt - T(v)) - tau) - J^T lambda (T, Y: the free joints'
+    # transport and backward gyroscopic terms, module transport), H^-1 and the contact rows
+    a = (vp - vb - gyroscopic(model, vb, dt)) / dt - transport(model, vb)
     g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
 
     def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
@@ -295,8 +296,8 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
         Minv = minv(kernels, qb)
         # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
-        W = np.concatenate([-(Minv @ (dt * Tq)), np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, vb),
-                            dt * Minv], -1)                                                     # (B, nv, 3 nv)
+        Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, vb) + gyroscopic_jacobian(model, vb, dt)
+        W = np.concatenate([-(Minv @ (dt * Tq)), Wv, dt * Minv], -1)                               # (B, nv, 3 nv)
     if nc:
         W = W + _impulse_response(P, vp, lam3, modes, mu, dt)
     dv = W.reshape(shape + (nv, 3 * nv))
@@ -420,7 +421,8 @@ def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt)
     J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
     nv = Minv.shape[-1]
     # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
-    Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, v)      # free joints: the old axes
+    # free joints: the old axes, the backward gyroscopic term (module transport)
+    Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
     W = np.concatenate([-(Minv @ (dt * Tq - np.einsum("bijk,bi->bjk", dJ, lam))), Wv, dt * Minv], -1)
     C = J @ W
     C[..., :nv] += np.einsum("bijk,bj->bik", dJ, w)

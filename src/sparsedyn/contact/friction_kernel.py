@@ -31,7 +31,7 @@ from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure)
-from .transport import to_next_axes, transport
+from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 
@@ -245,7 +245,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     nc, m, rows = lay.nc, lay.m, lay.normal
     mu = data[:, 0]
     P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:], **dict(zip(lay.opt, extra)))
-    v_free = v + dt * (P.a + transport(lay.model, v))              # in the old axes (module transport)
+    v_free = v + dt * (P.a + transport(lay.model, v)) + gyroscopic(lay.model, v, dt)     # module transport
     Jv = P.J @ v_free
     closing = _relu(-Jv[rows])
     # a contact that stays above its plane by more than the margin even at its free velocity is open:

@@ -45,7 +45,8 @@ from .. import backend as bk
 from ..model.joints import make_joint
 from ..model.spatial import cross3, skew
 
-__all__ = ["free_dofs", "transport", "transport_jacobian", "to_next_axes", "to_old_axes", "next_axes_jacobian"]
+__all__ = ["free_dofs", "transport", "transport_jacobian", "to_next_axes", "to_old_axes", "next_axes_jacobian",
+           "gyroscopic", "gyroscopic_jacobian"]
 
 _BALL = make_joint("spherical")
 
@@ -53,6 +54,13 @@ _BALL = make_joint("spherical")
 def free_dofs(model):
     """The first dof (``omega``'s) of each free joint of ``model``, a tuple."""
     return tuple(int(model.v_start[i]) for i, j in enumerate(model.joints) if j.type == "free")
+
+
+def _free_bodies(model):
+    """``(k, I)`` of each free joint: its first dof and its body's rotational inertia (3, 3) about the
+    joint's origin (child axes)."""
+    return [(int(model.v_start[i]), np.asarray(model.inertia[i], float)[:3, :3])
+            for i, j in enumerate(model.joints) if j.type == "free"]
 
 
 def _parts(model, x):
@@ -120,4 +128,56 @@ def next_axes_jacobian(model, w, dt):
         x = (Et @ w[..., k + 3:k + 6, None])[..., 0]
         out[..., k + 3:k + 6, k + 3:k + 6] = Et
         out[..., k + 3:k + 6, k:k + 3] = dt * (skew(x) @ Jr)
+    return out
+
+
+# --- the free body's gyroscopic term, backward -----------------------------------------------------
+
+def _inverse3(A):
+    """The inverse of ``A`` (..., 3, 3) by its cofactors (values or traced)."""
+    c = [cross3(A[..., 1, :], A[..., 2, :]), cross3(A[..., 2, :], A[..., 0, :]), cross3(A[..., 0, :], A[..., 1, :])]
+    det = np.sum(A[..., 0, :] * c[0], -1, keepdims=True)[..., None]
+    return np.stack(c, -1) / det
+
+
+def _gyro(I, w, dt):
+    """``(delta, A^-1, w_g)`` of one free body: ``A = I - dt L x``, ``L = I w``, ``w_g = A^-1 L``
+    (the torque-free backward step) and ``delta = w_g - (w - dt I^-1 (w x L))`` (less the forward
+    one), ``delta = -dt^2 A^-1 (L x I^-1 (w x L))`` (no cancellation)."""
+    L = (I @ w[..., None])[..., 0]
+    Ai = _inverse3(I - dt * skew(L))
+    wL = cross3(w, L)
+    delta = -dt * dt * (Ai @ cross3(L, (np.linalg.inv(I) @ wL[..., None])[..., 0])[..., None])[..., 0]
+    return delta, Ai, (Ai @ L[..., None])[..., 0]
+
+
+def gyroscopic(model, v, dt):
+    """The change ``delta`` (..., nv) that takes each free body's gyroscopic term ``w x I w`` backward
+    in a step of ``dt`` (on its ``omega`` dofs, zero elsewhere; values or traced): the forward step
+    gives ``w + dt I^-1 (tau - w x L)``, ``L = I w``, the backward one solves
+    ``(I - dt L x) w+ = L + dt tau``; ``delta = w_g - (w - dt I^-1 (w x L))`` with ``w_g`` the
+    torque-free backward step.  ``I`` the body's rotational inertia about the joint's origin.
+
+    Why: ``w+ . I (w+ - w) = dt w+ . (L x w+) + dt w+ . tau``, the first zero, so the kinetic energy
+    ``w+ . I w+ / 2 = w . I w / 2 + dt w+ . tau - |w+ - w|^2_I / 2`` never grows but by the torque's
+    work (a body whose origin is its centre of mass; the forward term gains ``dt^2 |w x L|^2_(I^-1) / 2``
+    a step)."""
+    out = 0 * v
+    for k, I in _free_bodies(model):
+        delta = _gyro(I, v[..., k:k + 3], dt)[0]
+        out = np.concatenate([out[..., :k], delta, out[..., k + 3:]], -1)
+    return out
+
+
+def gyroscopic_jacobian(model, v, dt):
+    """``d gyroscopic / dv`` (..., nv, nv) (values or traced): per free body
+    ``A^-1 (1 - dt w_g x) I - (1 - dt I^-1 (w x I - L x))`` on its ``omega`` dofs."""
+    nv = v.shape[-1]
+    out = np.zeros(v.shape[:-1] + (nv, nv), dtype=object if bk.is_symbolic(v) else float)
+    for k, I in _free_bodies(model):
+        w = v[..., k:k + 3]
+        _, Ai, wg = _gyro(I, w, dt)
+        L = (I @ w[..., None])[..., 0]
+        forward = np.eye(3) - dt * (np.linalg.inv(I) @ (skew(w) @ I - skew(L)))
+        out[..., k:k + 3, k:k + 3] = Ai @ ((np.eye(3) - dt * skew(wg)) @ I) - forward
     return out
