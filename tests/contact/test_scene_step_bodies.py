@@ -176,7 +176,12 @@ def test_the_forearm_swinging_into_the_torso_stays_out():
         a = sd.aba(MODEL, q, v, np.zeros(MODEL.nv), gravity=NO_GRAVITY)
         # the step holds the base's linear velocity in the world: its free velocity gains dt w x v, and
         # its next velocity is in the axes the step turned the base to (exp(dt w)^T on the linear part)
+        # its gyroscopic term is taken backward: (I - dt L x) w_g = L (torque-free), less the forward step
         v_free = v + DT * (a + np.r_[0, 0, 0, np.cross(v[:3], v[3:6]), np.zeros(MODEL.nv - 6)])
+        I = np.asarray(MODEL.inertia[0])[:3, :3]
+        L = I @ v[:3]
+        v_free[:3] += np.linalg.solve(I - DT * np.cross(np.eye(3), L), L) - \
+            (v[:3] - DT * np.linalg.solve(I, np.cross(v[:3], L)))
         w = r.v[k + 1].copy()
         w[3:6] = Rotation.from_rotvec(DT * w[:3]).as_matrix() @ w[3:6]
         push = H @ (w - v_free)                                   # J^T lambda
