@@ -18,6 +18,12 @@ and Coulomb friction", 1996)::
     G      = J H^-1 J^T                               the Delassus matrix (m x m, m = 3 contacts)
     v+     = v_free + H^-1 J^T lambda,     q+ = q (+) dt v+
 
+with one change for a free joint (:mod:`~sparsedyn.contact.transport`): its velocity is solved in the
+body's axes at the start of the step, its linear velocity held in the world (``v_free`` gains
+``dt [0; omega x v]``) and its body's gyroscopic term taken backward, and ``v+`` is that velocity
+in the axes after the step; so a rolling sphere keeps its speed and a body spinning in the air gains
+no energy,
+
 where ``b`` is zero but for the normal entry of a contact above the plane by more than
 ``PENETRATION_SLOP`` (1 nm): ``gap / dt`` (a *speculative* contact: the point may close its gap
 within the step, not more, so a contact above the plane by more than it can travel in ``dt`` is

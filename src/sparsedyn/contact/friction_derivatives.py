@@ -4,9 +4,12 @@ The step (semi-implicit Euler; :mod:`sparsedyn.contact.friction`) maps ``(q, v, 
 
     H (v+ - v) = dt (tau - C(q, v)) + J^T lambda,        q+ = q (+) dt v+
 
-with the impulses ``lambda`` (contact frames ``[t_x, t_y, n]``) solving Coulomb's law.  Away from
-a change of mode the solution is a smooth function of the state, and the implicit function
-theorem differentiates it: each contact keeps the equations of its mode,
+(for a free joint ``v+`` in the body's axes before the step, its free velocity with the transport
+and backward gyroscopic terms ``dt T(v) + Y(v)`` of :mod:`~sparsedyn.contact.transport`, and the
+step's own ``v+`` that velocity turned into the axes after it: its derivatives are these times
+:func:`~sparsedyn.contact.transport.next_axes_jacobian`) with the impulses ``lambda`` (contact frames
+``[t_x, t_y, n]``) solving Coulomb's law.  Away from a change of mode the solution is a smooth
+function of the state, and the implicit function theorem differentiates it: each contact keeps the equations of its mode,
 
 * ``open``: ``lambda_i = 0``;
 * ``stick``: ``u_i = 0`` (the point's next velocity, all three directions; as impulse dynamics);
@@ -17,7 +20,7 @@ with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, gap / dt
 Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
 
     dv+ = H^-1 (J^T dlambda - r_x dx)          r_q = dt dRNEA/dq - d(J^T lambda)/dq,
-                                               r_v = dt dRNEA/dv - H,   r_tau = -dt I
+                                               r_v = dt dRNEA/dv - H (1 + dt T' + Y'),   r_tau = -dt I
     du  = G dlambda + c dx                     c = J dv+|_(dlambda=0) + d(J v+ + b)/dq
 
 and the mode equations give one small linear system ``(A + B G) dlambda = -B c dx`` (``m = 3 nc``

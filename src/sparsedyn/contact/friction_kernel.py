@@ -396,7 +396,8 @@ def _finish(lay, q, v, tau, settings, *X):
     dq = dt * w + dt * (S["l"] @ JMinv[lay.normal])
     report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"], S["conv"], S["ls"], S["vs"],
                                                                      K["pen"])])
-    return integrate.__kernel__.fn(lay.model, q, dq), to_next_axes(lay.model, w, dt), lam.reshape(nc, 3), S["u"].reshape(nc, 3), report
+    return (integrate.__kernel__.fn(lay.model, q, dq), to_next_axes(lay.model, w, dt), lam.reshape(nc, 3),
+            S["u"].reshape(nc, 3), report)
 
 
 def _pieces(model, frames, opt):

@@ -219,7 +219,8 @@ def scene_step_partials(model, q, v, a, w, impulses, modes, geometry, gravity, d
     impulses ``W = [-H^-1 (dt dtau/dq - d(J^T lambda)/dq), I - dt H^-1 dtau/dv + dt dT/dv + dY/dv,
     dt H^-1]`` (nv, 3 nv) (RNEA's derivatives at ``(q, v, a)`` under ``gravity`` (3,) and ``f_ext``,
     held constant, ``a = (w - v) / dt - T(v) - Y(v) / dt`` with ``T`` and ``Y`` the free joints'
-    :func:`~sparsedyn.contact.transport.transport` and :func:`~sparsedyn.contact.transport.gyroscopic`; ``lambda`` the ``impulses`` (ns, 3)), that of the contact
+    :func:`~sparsedyn.contact.transport.transport` and :func:`~sparsedyn.contact.transport.gyroscopic`;
+    ``lambda`` the ``impulses`` (ns, 3)), that of the contact
     velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w`` (nv,), and the derivatives of
     ``q (+) dt w`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  ``d/dq`` on the tangent
     space.  And the mode equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the

@@ -1,40 +1,48 @@
-"""The free joint in the contact step: its translation velocity held in the world over a step.
+"""The free joint in the contact step: its linear velocity held in the world over a step, its body's
+gyroscopic term taken backward.
 
 A free joint's velocity is the body twist ``[omega; v]`` (child axes, ``v`` the velocity of the
-child's origin).  Its equations of motion carry the transport term of the turning axes:
-``v' + omega x v = (the origin's acceleration in the world, in body axes)``.  Semi-implicit Euler
-on the body twist, ``v+ = v + dt a`` with ``a = v' = ... - omega x v``, takes that term explicitly,
-and an explicit rotation is not one: ``|v - dt omega x v|^2 = |v|^2 + dt^2 |omega x v|^2``, so a
-body that turns while it moves gains ``m dt^2 |omega x v|^2 / 2`` of kinetic energy in each step (a
-sphere rolling at 2 m/s and 20 rad/s: 6 % faster in 400 steps of 1 ms; a humanoid tumbling to the
-floor: up to 0.05 J in one step).
+child's origin).  Its equations of motion carry two velocity products: the transport term of the
+turning axes (``v' + omega x v`` is the origin's acceleration in the world, in body axes) and the
+gyroscopic torque ``omega x L``, ``L = I omega``.  Semi-implicit Euler on the body twist takes both
+forward, and both then *add* energy at second order: ``|v - dt omega x v|^2 = |v|^2 + dt^2 |omega x
+v|^2`` (a sphere rolling at 2 m/s and 20 rad/s is 6 % faster after 400 steps of 1 ms; a humanoid
+tumbling to the floor gained up to 0.05 J in a step), and a torque-free asymmetric body gains
+``dt^2 |omega x L|^2_(I^-1) / 2`` a step.
 
-The step therefore solves for the velocity in the axes the body has at the start of the step
-(``w``, the *old axes*), where the origin's velocity is the world's, carried unchanged by the
-step but for the forces (MuJoCo's free joint, whose linear velocity is the world's):
+**Transport.**  The step solves for the velocity ``w`` in the axes the body has at the start of the
+step (the *old axes*), where the origin's velocity is the world's, carried unchanged by the step but
+for the forces (MuJoCo's free joint, whose linear velocity is the world's)::
 
-    w      = v + dt (a + [0; omega x v]) + H^-1 J^T lambda      the contact problem in w: G, J unchanged
-    q+     = q (+) dt w                                       (+ the split-impulse correction)
-    v+     = [omega_w; exp(dt omega_w)^T v_w]                 the same velocity in the new axes
+    w   = v + dt (a + [0; omega x v]) + H^-1 J^T lambda       a = H^-1 (tau - C): ABA's
+    q+  = q (+) dt w                                          (+ the split-impulse correction)
+    v+  = [omega_w; exp(dt omega_w)^T v_w]                    the same velocity in the new axes
 
 ``J`` and ``H`` are those of the state at ``q``, whose body axes are the old axes, so the contact
-problem (``G = J H^-1 J^T``, the free contact velocities ``J w_free``) keeps its form.  The angular
-velocity is a vector about which the step turns the body (``exp(dt omega)^T omega = omega``), so
-only the linear part is re-expressed.  For a rigid body whose origin is its centre of mass, the
-origin's velocity then changes by the forces alone: a sphere rolling without slipping keeps its
-speed exactly, and a body in free flight keeps its translational kinetic energy but for gravity's
-work (semi-implicit Euler's ``-m g^2 dt^2 / 2`` a step).  For a floating-base tree it is the
-root's (MuJoCo's convention again): the coordinate change ``y = [omega; R v]`` turns ``a`` into
-``a + [0; omega x v]`` exactly.
+problem keeps its form and its symmetric Delassus matrix ``G = J H^-1 J^T``.  For a floating-base
+tree this is exactly the coordinate change ``y = [omega; R v]`` of the root (MuJoCo's), in which the
+step is ``y + dt y'``.  The step turns the body about ``omega_w`` (``exp(dt omega_w)^T omega_w =
+omega_w``), so only the linear part is re-expressed.  A body whose origin is its centre of mass then
+changes its origin's world velocity by the forces alone: a sphere rolling without slipping keeps its
+speed exactly.
 
-Three candidates were weighed.  Rotating the body-frame velocity or momentum by ``exp(-dt omega)``
-of the old ``omega`` is what the linear part does here; for the angular momentum of an asymmetric
-body it still gains ``dt^2 |omega x L|^2_(I^-1) / 2`` a step (the same second-order term as the
-explicit product), so the angular part keeps the explicit gyroscopic term.  A backward (implicit)
-transport term ``(I + dt omega x) v+ = ...`` would make a free body's energy non-increasing, but its
-matrix is not symmetric (the Delassus matrix would not be either) and it *loses* the rolling
-sphere's speed at the rate the explicit term gains it.  The held world velocity keeps the contact
-problem's symmetric structure and holds rolling exactly.
+**Gyroscopic term.**  Each free body's own ``omega x I omega`` (``I`` its rotational inertia about the
+joint's origin) is taken backward: to ``w`` is added :func:`gyroscopic`, the torque-free backward
+step ``(I - dt L x) omega_g = L`` less the forward one ``omega - dt I^-1 (omega x L)``.  For a single
+body whose origin is its centre of mass, ``omega+ = omega_g + dt I^-1 tau`` and
+``omega_g . I (omega_g - omega) = dt omega_g . (L x omega_g) = 0``, so its kinetic energy never grows
+but by the torque's work: ``T(omega_g) = T(omega) - |omega_g - omega|^2_I / 2``; and since ``I^-1 L x``
+is skew-adjoint in the ``I`` inner product, ``(1 - dt I^-1 L x)^-1`` does not lengthen, so a step
+loses at most ``dt^2 |omega x L|^2_(I^-1) / 2``.  It is a function of ``v`` alone, added to the free
+velocity: the impulses still act through ``H^-1`` (a backward term in the impulses' map would make
+``G`` unsymmetric).  A tree's internal joints keep the forward velocity product, as MuJoCo's Euler
+integrator does: their energy error stays of second order.
+
+Weighed and not taken: rotating the body-frame velocity or momentum by ``exp(-dt omega)`` of the
+old ``omega`` (what the linear part does here) also for the angular momentum: for an asymmetric
+body it gains ``dt^2 |omega x L|^2_(I^-1) / 2`` a step as the forward term does; and a backward
+transport term ``(1 + dt omega x) v+ = ...``, which loses a rolling sphere's speed at the rate the
+forward term gains it.
 """
 
 from __future__ import annotations
