@@ -9,7 +9,8 @@ and backward gyroscopic terms ``dt T(v) + Y(v)`` of :mod:`~sparsedyn.contact.tra
 step's own ``v+`` that velocity turned into the axes after it: its derivatives are these times
 :func:`~sparsedyn.contact.transport.next_axes_jacobian`) with the impulses ``lambda`` (contact frames
 ``[t_x, t_y, n]``) solving Coulomb's law.  Away from a change of mode the solution is a smooth
-function of the state, and the implicit function theorem differentiates it: each contact keeps the equations of its mode,
+function of the state, and the implicit function theorem differentiates it: each contact keeps the
+equations of its mode,
 
 * ``open``: ``lambda_i = 0``;
 * ``stick``: ``u_i = 0`` (the point's next velocity, all three directions; as impulse dynamics);
