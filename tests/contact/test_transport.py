@@ -3,8 +3,8 @@ world over a step and its body's gyroscopic term taken backward, on both roads.
 
 * a torque-free asymmetric box never gains kinetic energy, and loses at most what the backward term
   may take (``dt^2 |w x L|^2_(I^-1) / 2`` a step: derived in the test);
-* a sphere rolling on a plane keeps its speed, as MuJoCo's (whose free joint's linear velocity is the
-  world's) does to its soft contact's loss;
+* a sphere rolling on a plane keeps its speed, as MuJoCo's does to its soft contact's loss
+  (test_scene_mujoco);
 * a floating tree, a box carrying a spinning rotor, spinning and flying without gravity keeps its
   energy to rounding;
 * the pieces against their definitions (rotations by SciPy, derivatives against central differences).
@@ -12,7 +12,6 @@ world over a step and its body's gyroscopic term taken backward, on both roads.
 
 import warnings
 
-import mujoco
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
@@ -74,43 +73,6 @@ def test_a_torque_free_spinning_box_never_gains_energy(backend, where):
     # the linear velocity is the world's, constant
     u = [Rotation.from_quat(q[3:]).apply(v[3:]) for q, v in zip(r.q, r.v)]
     assert np.abs(np.array(u) - u[0]).max() <= 1000 * rounding_bound(6) * np.linalg.norm(v0[3:])
-
-
-RADIUS, BALL_MASS, BALL_MU = 0.1, 1.5, 0.3
-BALL_XML = """<mujoco><option timestep="{dt}" cone="elliptic"/>
-<worldbody><geom name="floor" type="plane" size="0 0 1" friction="{mu}"/>
-<body name="ball" pos="0 0 {r}"><freejoint/>
-<geom name="ball" type="sphere" size="{r}" mass="{m}" friction="{mu}"/></body>
-</worldbody></mujoco>"""
-
-
-def test_a_sphere_rolling_on_a_plane_keeps_its_speed_as_mujoco_does(tmp_path):
-    """A solid sphere rolling without slipping at 2 m/s (20 rad/s), 400 steps, the same MJCF in both:
-    ours keeps its speed to the solver's tolerance accumulated over the steps (``steps tol v``);
-    MuJoCo (its free joint's linear velocity is the world's) loses what its soft contact takes
-    (rolling on a compliant contact: about 1e-3 of the speed), so the two differ by that loss."""
-    speed, steps = 2.0, 400
-    xml = BALL_XML.format(dt=DT, mu=BALL_MU, r=RADIUS, m=BALL_MASS)
-    path = tmp_path / "ball.xml"
-    path.write_text(xml)
-    m = mujoco.MjModel.from_xml_string(xml)
-    d = mujoco.MjData(m)
-    d.qvel[:] = [speed, 0, 0, 0, speed / RADIUS, 0]                     # world linear, body angular
-    for _ in range(steps):
-        mujoco.mj_step(m, d)
-    speed_mj = np.linalg.norm(d.qvel[:3])
-
-    model = sd.load_mjcf(path, geometry=True)
-    scene = sd.Scene(model)
-    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
-        warnings.simplefilter("ignore", sd.ContactStepWarning)
-        r = sd.rollout(model, [0, 0, RADIUS, 0, 0, 0, 1], [0, speed / RADIUS, 0, speed, 0, 0], np.zeros(6), scene,
-                       DT, steps)
-    bound = steps * TOL * speed
-    ours = np.array([np.linalg.norm(Rotation.from_quat(q[3:]).apply(v[3:])) for q, v in zip(r.q, r.v)])
-    assert np.abs(ours - speed).max() <= bound
-    assert abs(ours[-1] - speed_mj) <= abs(speed - speed_mj) + bound
-    assert abs(speed - speed_mj) <= 2e-3 * speed                     # MuJoCo holds it too, but for its softness
 
 
 def gyrostat():
