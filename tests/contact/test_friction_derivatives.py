@@ -131,7 +131,8 @@ def free_flight(v, a, dt):
     step (the free joint's origin velocity held in the world) and ``N = dv+/dw`` (6, 6), ``v+ = [omega_w;
     exp(dt omega_w)^T v_w]`` the same velocity in the axes after it: on the linear rows ``exp(th)^T`` and
     ``(exp(th)^T v_w) x Jr(th) dt``, ``th = dt omega_w``, ``Jr`` SO(3)'s right Jacobian (Sola, Deray and
-    Atchuthan, "A micro Lie theory for state estimation in robotics", 2018)."""
+    Atchuthan, "A micro Lie theory for state estimation in robotics", 2018).  (The box is a cube,
+    ``I w`` parallel to ``w``: the step's backward gyroscopic term vanishes.)"""
     w = v + dt * (a + np.r_[0, 0, 0, np.cross(v[:3], v[3:])])
     th = dt * w[:3]
     t, K = np.linalg.norm(th), skew(th)
