@@ -85,9 +85,10 @@ def test_ragged_lists_to_rollout_name_the_argument():
 
 def test_derivatives_that_overflow_are_an_error_naming_the_function():
     """Found by the fuzzing harness: a velocity of 1e150 gives a finite (absurd) step whose
-    configuration derivatives overflow; the function says so instead of handing back inf/NaN."""
+    derivatives overflow (the configuration's, and the velocity's, whose axes the step turns by
+    ``dt omega``); the function says so instead of handing back inf/NaN."""
     from sparsedyn._checks import NonFiniteResultError
     v = np.array([-0.66, 1e150, -6e-4, -0.099, 0.27, 0.23])
     with sd.use_backend("numpy"), pytest.raises(NonFiniteResultError, match=r"^contact_step_derivatives: the "
-                                                                         r"result \(output 'dq_dq'\) is not finite"):
+                                                                         r"result \(output 'd[vq]_dq'\) is not finite"):
         sd.contact_step_derivatives(box(), Q, v, np.zeros(6), [sd.Contact("box", "3d", friction=0.5)], 1e-3)

@@ -18,6 +18,12 @@ and Coulomb friction", 1996)::
     G      = J H^-1 J^T                               the Delassus matrix (m x m, m = 3 contacts)
     v+     = v_free + H^-1 J^T lambda,     q+ = q (+) dt v+
 
+with one change for a free joint (:mod:`~sparsedyn.contact.transport`): its velocity is solved in the
+body's axes at the start of the step, its linear velocity held in the world (``v_free`` gains
+``dt [0; omega x v]``) and its body's gyroscopic term taken backward, and ``v+`` is that velocity
+in the axes after the step; so a rolling sphere keeps its speed and a body spinning in the air gains
+no energy,
+
 where ``b`` is zero but for the normal entry of a contact above the plane by more than
 ``PENETRATION_SLOP`` (1 nm): ``gap / dt`` (a *speculative* contact: the point may close its gap
 within the step, not more, so a contact above the plane by more than it can travel in ``dt`` is
@@ -86,6 +92,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                _modes, contact_basis, contact_problem, contact_slots, point_contacts)
 from .scene import Scene
 from .scene_step import batch_previous, scene_step
+from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
            "ContactStepWarning", "Rollout", "contact_problem",
@@ -258,9 +265,9 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
     """The step without contacts: the free motion."""
     q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
     P = contact_problem(kernels, q, v, tau, (), f_ext=f_ext, gravity=gravity)
-    v_free = v + dt * P.a
-    shape = v_free.shape[:-1]
-    return ContactStep(integrate(kernels, np.broadcast_to(q, shape + (model.nq,)), dt * v_free), v_free,
+    w = v + dt * (P.a + transport(model, v)) + gyroscopic(model, v, dt)        # module transport
+    shape = w.shape[:-1]
+    return ContactStep(integrate(kernels, np.broadcast_to(q, shape + (model.nq,)), dt * w), to_next_axes(model, w, dt),
                        np.zeros(shape + (0, 3)), np.zeros(shape + (0,), dtype="<U5"),
                        ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
 

@@ -4,9 +4,13 @@ The step (semi-implicit Euler; :mod:`sparsedyn.contact.friction`) maps ``(q, v, 
 
     H (v+ - v) = dt (tau - C(q, v)) + J^T lambda,        q+ = q (+) dt v+
 
-with the impulses ``lambda`` (contact frames ``[t_x, t_y, n]``) solving Coulomb's law.  Away from
-a change of mode the solution is a smooth function of the state, and the implicit function
-theorem differentiates it: each contact keeps the equations of its mode,
+(for a free joint ``v+`` in the body's axes before the step, its free velocity with the transport
+and backward gyroscopic terms ``dt T(v) + Y(v)`` of :mod:`~sparsedyn.contact.transport`, and the
+step's own ``v+`` that velocity turned into the axes after it: its derivatives are these times
+:func:`~sparsedyn.contact.transport.next_axes_jacobian`) with the impulses ``lambda`` (contact frames
+``[t_x, t_y, n]``) solving Coulomb's law.  Away from a change of mode the solution is a smooth
+function of the state, and the implicit function theorem differentiates it: each contact keeps the
+equations of its mode,
 
 * ``open``: ``lambda_i = 0``;
 * ``stick``: ``u_i = 0`` (the point's next velocity, all three directions; as impulse dynamics);
@@ -17,7 +21,7 @@ with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, gap / dt
 Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
 
     dv+ = H^-1 (J^T dlambda - r_x dx)          r_q = dt dRNEA/dq - d(J^T lambda)/dq,
-                                               r_v = dt dRNEA/dv - H,   r_tau = -dt I
+                                               r_v = dt dRNEA/dv - H (1 + dt T' + Y'),   r_tau = -dt I
     du  = G dlambda + c dx                     c = J dv+|_(dlambda=0) + d(J v+ + b)/dq
 
 and the mode equations give one small linear system ``(A + B G) dlambda = -B c dx`` (``m = 3 nc``
@@ -75,6 +79,7 @@ from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels,
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials, slot_geometry
 from .scene_step import FoundContacts, scene_slots, scene_step
+from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
@@ -281,12 +286,13 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     def flat(x, tail):
         return (x if x.shape == shape + tail else np.broadcast_to(x, shape + tail)).reshape((B,) + tail)
     qb, vb = flat(q, (nq,)), flat(v, (nv,))
-    vp = step.v.reshape(B, nv)
+    vp = to_old_axes(model, step.v.reshape(B, nv), dt)          # the step's velocity w, in the old axes
     lam = lam3.reshape(B, m)
     fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
 
-    # the balance r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J^T lambda, H^-1 and the contact rows
-    a = (vp - vb) / dt
+    # the balance r = dt (RNEA(q, v, (w - v - Y(v)) / dt - T(v)) - tau) - J^T lambda (T, Y: the free joints'
+    # transport and backward gyroscopic terms, module transport), H^-1 and the contact rows
+    a = (vp - vb - gyroscopic(model, vb, dt)) / dt - transport(model, vb)
     g = flat(model.gravity if gravity is None else np.asarray(gravity, float), (3,))
 
     def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
@@ -302,7 +308,8 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
         Tq, Tv, _ = rnea_derivatives(kernels, qb, vb, a, f_ext=fx, gravity=gravity)
         Minv = minv(kernels, qb)
         # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
-        W = np.concatenate([-(Minv @ (dt * Tq)), np.eye(nv) - dt * (Minv @ Tv), dt * Minv], -1)      # (B, nv, 3 nv)
+        Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, vb) + gyroscopic_jacobian(model, vb, dt)
+        W = np.concatenate([-(Minv @ (dt * Tq)), Wv, dt * Minv], -1)                               # (B, nv, 3 nv)
     if nc:
         W = W + _impulse_response(P, vp, lam3, modes, mu, dt)
     dv = W.reshape(shape + (nv, 3 * nv))
@@ -326,7 +333,9 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
                 Dq[pen], Dd[pen] = integrate_derivatives(kernels, qb[pen], dt * (vp[pen] + corr))
     Dd = Dd.reshape(shape + (nv, nv))
     dq_dq = Dq.reshape(shape + (nv, nv)) + dt * (Dd @ (dv_dq + dcorr.reshape(shape + (nv, nv))))
-    return ContactStepDerivatives(dv_dq, dv_dv, dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau), step)
+    N = next_axes_jacobian(model, vp, dt).reshape(shape + (nv, nv))       # v+ = w in the new axes
+    return ContactStepDerivatives(N @ dv_dq, N @ dv_dv, N @ dv_dtau, dq_dq, dt * (Dd @ dv_dv), dt * (Dd @ dv_dtau),
+                                  step)
 
 
 def _impulse_response(P, vp, lam, modes, mu, dt):
@@ -495,8 +504,9 @@ def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt)
     J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
     nv = Minv.shape[-1]
     # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
-    W = np.concatenate([-(Minv @ (dt * Tq - np.einsum("bijk,bi->bjk", dJ, lam))), np.eye(nv) - dt * (Minv @ Tv),
-                        dt * Minv], -1)
+    # free joints: the old axes, the backward gyroscopic term (module transport)
+    Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
+    W = np.concatenate([-(Minv @ (dt * Tq - np.einsum("bijk,bi->bjk", dJ, lam))), Wv, dt * Minv], -1)
     C = J @ W
     C[..., :nv] += np.einsum("bijk,bj->bik", dJ, w)
     JMinv = J @ Minv

@@ -31,6 +31,7 @@ from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure)
+from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 
@@ -244,7 +245,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     nc, m, rows = lay.nc, lay.m, lay.normal
     mu = data[:, 0]
     P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:], **dict(zip(lay.opt, extra)))
-    v_free = v + dt * P.a
+    v_free = v + dt * (P.a + transport(lay.model, v)) + gyroscopic(lay.model, v, dt)     # module transport
     Jv = P.J @ v_free
     closing = _relu(-Jv[rows])
     # a contact that stays above its plane by more than the margin even at its free velocity is open:
@@ -384,17 +385,19 @@ def _correct(lay, *X):
 
 
 def _finish(lay, q, v, tau, settings, *X):
-    """The next state: ``v+ = v_free + H^-1 J^T lambda``, ``q+ = q (+) dt (v+ + H^-1 J_n^T l)``."""
+    """The next state: ``w = v_free + H^-1 J^T lambda`` (the old axes), ``q+ = q (+) dt (w + H^-1 J_n^T l)``,
+    ``v+`` = ``w`` in the new axes (:func:`~sparsedyn.contact.transport.to_next_axes`)."""
     dt = settings[0]
     _, _, K, S = lay.unpack((q, v, tau, settings) + X)
     m, nv, nc = lay.m, lay.nv, lay.nc
     JMinv = K["JMinv"].reshape(m, nv)
     lam = S["z"]
-    v_next = K["v_free"] + lam @ JMinv
-    dq = dt * v_next + dt * (S["l"] @ JMinv[lay.normal])
+    w = K["v_free"] + lam @ JMinv
+    dq = dt * w + dt * (S["l"] @ JMinv[lay.normal])
     report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"], S["conv"], S["ls"], S["vs"],
                                                                      K["pen"])])
-    return integrate.__kernel__.fn(lay.model, q, dq), v_next, lam.reshape(nc, 3), S["u"].reshape(nc, 3), report
+    return (integrate.__kernel__.fn(lay.model, q, dq), to_next_axes(lay.model, w, dt), lam.reshape(nc, 3),
+            S["u"].reshape(nc, 3), report)
 
 
 def _finish_and_correction(lay, *X):

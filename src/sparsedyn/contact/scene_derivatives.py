@@ -49,6 +49,7 @@ from ..symbolic.trace import trace_kernel
 from .collision import placements
 from .dynamics import _cached, _run, rnea_partials
 from .friction_problem import PENETRATION_SLOP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
+from .transport import gyroscopic_jacobian, transport_jacobian
 
 __all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "mode_system", "GEOMETRY"]
 
@@ -197,7 +198,9 @@ def _program(model, static, optional):
         Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * (w + dvc)])
         Uq = (dJ * w[None, :, None]).sum(1)                                  # d(J w)/dq
         Fq = (dJ * lam.reshape(m)[:, None, None]).sum(0)                     # d(J^T lambda)/dq
-        W = np.concatenate([-(Minv @ (dt * Tq - Fq)), np.eye(nv) - dt * (Minv @ Tv), dt * Minv], -1)
+        # free joints: the old axes, the backward gyroscopic term (module transport)
+        Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
+        W = np.concatenate([-(Minv @ (dt * Tq - Fq)), Wv, dt * Minv], -1)
         C = J @ W
         C[:, :nv] = C[:, :nv] + Uq
         JMinv = J @ Minv
@@ -230,9 +233,12 @@ def scene_step_partials(model, q, v, a, w, impulses, correction, modes, geometry
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
     the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring): the contact
     rows ``J`` (3 ns, nv) and gaps (ns,), ``J H^-1`` and the Delassus matrix ``G = J H^-1 J^T``; the
-    change of the next velocity at fixed impulses ``W = [-H^-1 (dt dtau/dq - d(J^T lambda)/dq),
-    I - dt H^-1 dtau/dv, dt H^-1]`` (nv, 3 nv) (RNEA's derivatives at ``(q, v, a)`` under ``gravity``
-    (3,) and ``f_ext``, held constant; ``lambda`` the ``impulses`` (ns, 3)), that of the contact
+    change of the step's velocity ``w`` (in the old axes, :mod:`~sparsedyn.contact.transport`) at fixed
+    impulses ``W = [-H^-1 (dt dtau/dq - d(J^T lambda)/dq), I - dt H^-1 dtau/dv + dt dT/dv + dY/dv,
+    dt H^-1]`` (nv, 3 nv) (RNEA's derivatives at ``(q, v, a)`` under ``gravity`` (3,) and ``f_ext``,
+    held constant, ``a = (w - v) / dt - T(v) - Y(v) / dt`` with ``T`` and ``Y`` the free joints'
+    :func:`~sparsedyn.contact.transport.transport` and :func:`~sparsedyn.contact.transport.gyroscopic`;
+    ``lambda`` the ``impulses`` (ns, 3)), that of the contact
     velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w`` (nv,), and the derivatives of
     ``q (+) dt (w + dv_c)`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  And the mode
     equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the step whose next velocity
