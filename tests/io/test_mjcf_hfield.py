@@ -168,6 +168,25 @@ def test_a_sphere_dropped_on_the_field_rests_on_its_surface(tmp_path):
     assert abs(np.sum(r.impulses[-1][:, 2]) - mass * 9.81 * dt) <= 2 * mass * v_rest
 
 
+def test_a_height_field_on_a_body_welded_to_the_world_is_a_world_shape(tmp_path):
+    """A height field on a body without joints (welded to the world) is fixed in the world at MuJoCo's
+    geom pose (``geom_xpos``, ``geom_xmat``), and the scene pairs it with the ball."""
+    xml = ('<mujoco><asset><hfield name="t" nrow="2" ncol="3" size="1 1 0.2 0.1" elevation="0 1 2 1 0 1"/>'
+           '</asset><worldbody><body name="stand" pos="1 0 0.5" euler="0 0 90"><geom name="bumps" type="hfield" '
+           'hfield="t" pos="0 0.2 0"/></body><body name="ball" pos="1 0 1"><freejoint/>'
+           '<geom name="ball" type="sphere" size="0.1"/></body></worldbody></mujoco>')
+    (tmp_path / "welded.xml").write_text(xml)
+    model = sd.load_mjcf(tmp_path / "welded.xml", geometry=True)
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    (g,) = [g for g in model.geometry("collision") if g.name == "bumps"]
+    assert g.body == -1
+    assert np.abs(g.X.E.T - d.geom_xmat[0].reshape(3, 3)).max() <= rounding_bound(8)
+    assert np.abs(g.X.r - d.geom_xpos[0]).max() <= rounding_bound(8)
+    assert sd.Scene(model).pairs == [("ball", "bumps")]
+
+
 def test_a_height_field_on_a_moving_body_is_refused_naming_it(tmp_path):
     """A height field on a body with a joint loads (its geometry on that body) but a scene refuses it,
     naming the geom and the body."""
