@@ -59,7 +59,7 @@ def test_geom_poses_equal_mujoco(file, rng):
     # which geoms are in which list, from the file's groups and contact bits
     visual = {g.name for g in model.geometry("visual")}
     collision = {g.name for g in model.geometry("collision")}
-    supported = {n for g, n in enumerate(names) if mm.geom_type[g] not in (1, 8)}
+    supported = {n for g, n in enumerate(names) if mm.geom_type[g] != 8}           # SDF geoms are left out
     assert visual == {n for g, n in enumerate(names) if mm.geom_group[g] <= 2} & supported
     assert collision == {n for g, n in enumerate(names) if mm.geom_contype[g] or mm.geom_conaffinity[g]} & supported
     # each collision shape carries MuJoCo's bit masks (the pairs they give: tests/contact/test_scene_pairs.py)

@@ -59,7 +59,7 @@ class Scene:
                 raise TypeError(f"Scene: world[{k}] must be a Shape, got {type(s).__name__}")
         friction = _nonneg("friction", friction)
         margin = _nonneg("margin", margin)
-        robot = [Shape.from_geometry(g) for g in model.geometry("collision")]
+        robot = [_robot_shape(model, g) for g in model.geometry("collision")]
         if not robot:
             raise ValueError(f"Scene: model {model.name!r} has no collision shapes; load it with geometry=True "
                              f"(sd.load_urdf(path, geometry=True), sd.load_mjcf(path, geometry=True))")
@@ -151,6 +151,16 @@ def _nonneg(name, x):
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not np.isfinite(x) or x < 0:
         raise ValueError(f"Scene: {name} must be a finite number >= 0, got {x!r}")
     return float(x)
+
+
+def _robot_shape(model, g):
+    """The :class:`Shape` of the model's collision geometry ``g``; a height field moving with a body is
+    refused (height fields are world shapes)."""
+    if g.shape == "hfield" and g.body >= 0:
+        raise ValueError(f"Scene: geometry {g.name!r} of model {model.name!r} is a height field on the moving body "
+                         f"{model.body_names[g.body]!r}; a height field is supported fixed in the world only (an "
+                         f"MJCF worldbody geom, or one on a body welded to the world)")
+    return Shape.from_geometry(g)
 
 
 def _on_world(s):

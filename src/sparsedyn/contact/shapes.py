@@ -29,7 +29,7 @@ from ..model import GEOMETRY_SHAPES
 __all__ = ["Shape", "SHAPE_KINDS"]
 
 #: The kinds of :class:`Shape` and the number of ``size`` entries each takes.
-SHAPE_KINDS = {**GEOMETRY_SHAPES, "hfield": 4}
+SHAPE_KINDS = dict(GEOMETRY_SHAPES)
 
 
 def _frozen(x, dtype=float):
@@ -75,7 +75,8 @@ class Shape:
         path, vertices, faces = _mesh(who, kind, mesh)
         heights = _heights(who, kind, heights)
         if kind == "hfield" and int(body) >= 0:
-            raise ValueError(f"{who}: a height field is a world shape (body -1), got body {body}")
+            raise ValueError(f"{who}: a height field is supported fixed in the world only (body -1: an MJCF "
+                             f"worldbody geom or one on a body welded to it), got body {body}")
         if isinstance(priority, bool) or not isinstance(priority, (int, np.integer)):
             raise ValueError(f"{who}: priority must be an integer, got {priority!r}")
         for k, x in zip(self.__slots__, (kind, size, R, p, friction, name or kind, path, vertices, faces,
@@ -94,7 +95,7 @@ class Shape:
         mesh = g.mesh if g.vertices is None else (g.vertices, g.faces)
         size = () if g.shape == "plane" else g.size
         return cls(g.shape, size, placement=(R, p), friction=friction, name=g.name, mesh=mesh, body=g.body,
-                   link=g.link, priority=getattr(g, "priority", 0))
+                   link=g.link, priority=getattr(g, "priority", 0), heights=getattr(g, "heights", None))
 
     @property
     def bounding_radius(self) -> float:

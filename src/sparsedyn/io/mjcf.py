@@ -100,11 +100,13 @@ Geometry
 ``load_mjcf(..., geometry=True)`` keeps the compiled geoms in ``model.geometries``
 (:class:`~sparsedyn.model.Geometry`, in geom order, named as in the file or ``geom<id>``), each on the
 body it is rigidly attached to (-1: the world) at its compiled pose: ``sphere``, ``capsule``,
-``ellipsoid``, ``cylinder``, ``box`` (MuJoCo's half sizes become full lengths), ``plane`` and ``mesh``
-(the compiled triangles, in the geom's frame, as ``vertices`` / ``faces``).  As MuJoCo's viewer shows
+``ellipsoid``, ``cylinder``, ``box`` (MuJoCo's half sizes become full lengths), ``plane``, ``mesh``
+(the compiled triangles, in the geom's frame, as ``vertices`` / ``faces``) and ``hfield`` (the
+height field's ``(sx, sy, top, base)`` and its grid as ``heights``, normalised to [0, 1] by MuJoCo's
+compiler from a PNG file or the inline ``elevation``; row 0 at ``-sy``, MuJoCo's ``hfield_data``).  As MuJoCo's viewer shows
 groups 0 to 2 by default, geoms of those groups are ``"visual"``; geoms that collide (``contype`` or
 ``conaffinity`` non-zero) are ``"collision"``; a geom may be both.  Colours: the geom's ``rgba``, or its
-material's when the geom keeps the default one.  ``friction``: the geom's sliding friction.  Height fields and SDF geoms are listed in the warning.
+material's when the geom keeps the default one.  ``friction``: the geom's sliding friction.  SDF geoms are listed in the warning.
 Collision geometries carry MuJoCo's collision filter (``contype``, ``conaffinity``, the parent-child
 filter and ``<contact><exclude>`` as ``exclude``, ``<contact><pair>`` as ``pairs``;
 :mod:`sparsedyn.io.mjcf_geometry`), so that a :class:`~sparsedyn.Scene` checks the pairs MuJoCo checks.

@@ -29,8 +29,9 @@ from .mjcf_joints import _list, _name, _pose, _quat_wxyz, _transform
 
 __all__ = ["geometries"]
 
-# mjtGeom values -> our shape names (height fields and SDFs have none)
-_GEOM_SHAPES = {0: "plane", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box", 7: "mesh"}
+# mjtGeom values -> our shape names (SDFs have none)
+_GEOM_SHAPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box",
+                7: "mesh"}
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 
 
@@ -61,7 +62,7 @@ def geometries(m, model, extra):
             out.append(geometry._replace(kind="collision", **collision))
     skipped = [names[g] for g in range(m.ngeom) if g not in shaped]
     if skipped:
-        notes = [f"{len(skipped)} height field or SDF geom(s) ({_list(skipped)})"] + \
+        notes = [f"{len(skipped)} SDF geom(s) ({_list(skipped)})"] + \
             ([f"contact pairs naming them ({_list(notes)})"] if notes else [])
     return out, notes
 
@@ -71,9 +72,11 @@ def _geometry(m, model, extra, g, name):
     b = int(m.geom_bodyid[g])
     host, T = extra["host"][b], extra["T_host"][b] @ _pose(_quat_wxyz(m.geom_quat[g]), m.geom_pos[g])
     size = np.array(m.geom_size[g], float)
-    shape, vertices, faces = _GEOM_SHAPES[int(m.geom_type[g])], None, None
+    shape, vertices, faces, heights = _GEOM_SHAPES[int(m.geom_type[g])], None, None, None
     size = {"plane": 2 * size[:2], "sphere": size[:1], "capsule": [size[0], 2 * size[1]], "ellipsoid": size,
-            "cylinder": [size[0], 2 * size[1]], "box": 2 * size, "mesh": np.ones(3)}[shape]
+            "cylinder": [size[0], 2 * size[1]], "box": 2 * size, "mesh": np.ones(3), "hfield": None}[shape]
+    if shape == "hfield":
+        size, heights = _hfield(m, int(m.geom_dataid[g]))
     if shape == "mesh":
         k = int(m.geom_dataid[g])
         v0, f0 = int(m.mesh_vertadr[k]), int(m.mesh_faceadr[k])
@@ -84,7 +87,16 @@ def _geometry(m, model, extra, g, name):
         rgba = tuple(float(c) for c in m.mat_rgba[int(m.geom_matid[g])])
     body = -1 if host is None else model.body(host)
     return Geometry(name, body, _transform(T), shape, tuple(size), "visual", None, rgba, extra["body_names"][b],
-                    vertices, faces, float(m.geom_friction[g][0]), priority=int(m.geom_priority[g]))
+                    vertices, faces, float(m.geom_friction[g][0]), priority=int(m.geom_priority[g]), heights=heights)
+
+
+def _hfield(m, k):
+    """``(size (sx, sy, top, base), heights (nrow, ncol))`` of height field ``k``, as MuJoCo's compiler
+    normalised it (a PNG file or the inline ``elevation``, scaled to [0, 1]; ``hfield_data``: row 0 at
+    ``y = -sy``)."""
+    nrow, ncol, adr = int(m.hfield_nrow[k]), int(m.hfield_ncol[k]), int(m.hfield_adr[k])
+    H = np.array(m.hfield_data[adr:adr + nrow * ncol], float).reshape(nrow, ncol)
+    return np.array(m.hfield_size[k], float), np.clip(H, 0.0, 1.0)     # float32 data: kept in [0, 1]
 
 
 def _filtered_bodies(m):

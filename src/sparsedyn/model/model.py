@@ -63,7 +63,8 @@ import numpy as np
 
 from .. import kernels as _kernels
 from .records import (GEOMETRY_KINDS, GEOMETRY_SHAPES, MAX_LENGTH, MAX_MASS, FixedJoint, Frame, Geometry,
-                      JointDynamics, Mimic, ModelError, UnknownNameError, _short, collision_filter, unknown_name)
+                      JointDynamics, Mimic, ModelError, UnknownNameError, _short, checked_heights, collision_filter,
+                      unknown_name)
 from .spatial import Transform, identity
 from .topology import Topology
 
@@ -346,6 +347,10 @@ class Model:
                                  f"got {np.array2string(size, threshold=6)}")
             if g.shape == "mesh" and g.mesh is None and (g.vertices is None or g.faces is None):
                 raise ModelError(f"{who}: a mesh needs a file (mesh=) or triangles (vertices=, faces=)")
+            if g.shape == "hfield" and np.any(size <= 0):
+                raise ModelError(f"{who}: a hfield's sizes (sx, sy, top, base) must be positive, got "
+                                 f"{np.array2string(size)}")
+            heights = checked_heights(who, g)
             rgba = None if g.rgba is None else tuple(float(c) for c in g.rgba)
             if rgba is not None and (len(rgba) != 4 or not all(0.0 <= c <= 1.0 for c in rgba)):
                 raise ModelError(f"{who}: rgba must be 4 numbers in [0, 1], got {g.rgba}")
@@ -358,7 +363,7 @@ class Model:
                 raise ModelError(f"{who}: priority must be an integer, got {g.priority!r}")
             out.append(Geometry(str(g.name), int(g.body), Transform(_frozen(g.X.E), _frozen(g.X.r)), g.shape,
                                 tuple(float(x) for x in size), g.kind, g.mesh, rgba, str(g.link), verts, faces,
-                                friction, *collision_filter(who, g), int(g.priority)))
+                                friction, *collision_filter(who, g), int(g.priority), heights))
         names = {g.name for g in out}
         for g in out:
             for other, _ in g.pairs:

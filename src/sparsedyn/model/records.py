@@ -85,7 +85,8 @@ class FixedJoint(NamedTuple):
 #: The two lists of shapes a model may carry (:meth:`Model.geometry`).
 GEOMETRY_KINDS = ("visual", "collision")
 #: Shape names of :class:`Geometry` and the number of ``size`` entries each takes.
-GEOMETRY_SHAPES = {"box": 3, "sphere": 1, "cylinder": 2, "capsule": 2, "ellipsoid": 3, "plane": 2, "mesh": 3}
+GEOMETRY_SHAPES = {"box": 3, "sphere": 1, "cylinder": 2, "capsule": 2, "ellipsoid": 3, "plane": 2, "mesh": 3,
+                   "hfield": 4}
 
 
 class Geometry(NamedTuple):
@@ -103,7 +104,11 @@ class Geometry(NamedTuple):
     * ``"plane"``: full lengths (x, y) of a rectangle in the xy plane (0: unbounded);
     * ``"mesh"``: the scale along x, y, z (a negative one mirrors) of the mesh file ``mesh`` (a path when the loader found the
       file, else the reference as the model file wrote it), or of the triangles ``vertices`` (V, 3)
-      and ``faces`` (F, 3) when the model file's compiler gave them (MJCF).
+      and ``faces`` (F, 3) when the model file's compiler gave them (MJCF);
+    * ``"hfield"``: a height field (MuJoCo's ``hfield``), ``(sx, sy, top, base)``: the grid ``heights``
+      (nrow >= 2, ncol >= 2, values in [0, 1], row 0 at ``y = -sy``, column 0 at ``x = -sx``: MuJoCo's
+      ``hfield_data`` layout) spans ``[-sx, sx] x [-sy, sy]``, its surface at ``top * heights``, the
+      solid down to ``z = -base`` (:mod:`sparsedyn.contact.heightfield`).
 
     ``kind``: ``"visual"`` or ``"collision"``; ``rgba``: colour (4 numbers in [0, 1]) or ``None``;
     ``link``: the link (URDF) or body (MJCF) of the file that declared it, whose frame may have been
@@ -137,6 +142,7 @@ class Geometry(NamedTuple):
     exclude: tuple = ()
     pairs: tuple = ()
     priority: int = 0
+    heights: np.ndarray | None = None
 
 
 class Mimic(NamedTuple):
@@ -201,3 +207,24 @@ def collision_filter(who, g):
             raise ModelError(f"{who}: pairs takes (geometry name, friction >= 0) entries, got {entry!r}")
         pairs.append((other, mu))
     return masks[0], masks[1], tuple(g.exclude), tuple(pairs)
+
+
+def checked_heights(who, g):
+    """The grid ``heights`` of geometry ``g``, checked (:class:`Geometry`) and read-only; None for a
+    shape other than ``"hfield"``."""
+    if g.shape != "hfield":
+        if g.heights is not None:
+            raise ModelError(f"{who}: heights is for a height field (shape 'hfield'), got shape {g.shape!r}")
+        return None
+    try:
+        H = np.array(g.heights, float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{who}: a height field needs heights, a grid of numbers (nrow, ncol), got "
+                         f"{type(g.heights).__name__}") from None
+    if H.ndim != 2 or min(H.shape) < 2:
+        raise ModelError(f"{who}: a height field needs heights of shape (nrow >= 2, ncol >= 2), got shape {H.shape}")
+    if not np.all(np.isfinite(H)) or H.min() < 0 or H.max() > 1:
+        raise ModelError(f"{who}: a height field's heights are finite numbers in [0, 1] (scaled by size[2]), got "
+                         f"values in [{np.nanmin(H):g}, {np.nanmax(H):g}]")
+    H.flags.writeable = False
+    return H

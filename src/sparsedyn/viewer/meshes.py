@@ -74,6 +74,9 @@ def shape_mesh(g):
         return c.capsule(height=s[1], radius=s[0], count=[32, 16])
     if g.shape == "plane":
         return c.box(extents=(s[0] or 20.0, s[1] or 20.0, 1e-3))     # an unbounded plane: 20 m wide
+    if g.shape == "hfield":                                          # its surface's triangles
+        from ..contact.heightfield import hfield_mesh
+        return trimesh.Trimesh(*hfield_mesh(s, g.heights), process=False)
     if g.vertices is not None:
         mesh = trimesh.Trimesh(g.vertices, g.faces, process=False)
     else:
