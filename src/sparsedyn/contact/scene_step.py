@@ -241,11 +241,14 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
         raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), or a "
                          f"batch (B, nq); got shape {qa.shape}")
     # the pairs that may touch within the step: closer than the margin plus dt times their closing speed
-    cutoff = pair_cutoffs(scene, qa, v, dt)
     if qa.ndim == 2:
-        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options, cutoff)
+        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options, pair_cutoffs(scene, qa, v, dt))
+    va = np.asarray(v, float)
+    ahead = va.shape == (inner.nv,) and type(dt) in (float, int) and 0 < dt < np.inf
     if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
-        fast = scene_slot_data(scene, qa, cutoff)     # no Contact object per hit (the native road)
+        # no Contact object per hit (the native road); the look-ahead in the collision kernel's call
+        fast = scene_slot_data(scene, qa, ahead=(va, float(dt))) if ahead else \
+            scene_slot_data(scene, qa, pair_cutoffs(scene, qa, v, dt))
         if fast is not None:
             found = FoundContacts(*fast)
             if previous is not None:
@@ -253,7 +256,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
             return step(model, qa, v, tau, found, found.slots, dt, **options), found   # step reads len() only
-    contacts = scene_contacts(scene, qa, hits, cutoff)
+    contacts = scene_contacts(scene, qa, hits, pair_cutoffs(scene, qa, v, dt))
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
