@@ -93,6 +93,9 @@ __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel",
 
 # --- the step ------------------------------------------------------------------------------------
 
+_F64 = np.dtype(float)
+
+
 def _frictional(model, contacts, who):
     """``(contacts, contact_slots(contacts))``: :func:`point_contacts` with ``friction`` and their slots,
     remembered in the model's :func:`~sparsedyn.model.topology.model_store` for its last few contact sets (a
@@ -194,9 +197,10 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     :class:`~sparsedyn.contact.friction_problem.ContactSlots`)."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    q, v, tau = (x if type(x) is np.ndarray and x.dtype == np.float64 else          # (converted once)
-                 _checks.plain_floats(who, n, x, f"(..., {size})")
-                 for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
+    if not (type(q) is type(v) is type(tau) is np.ndarray and q.dtype is v.dtype is tau.dtype is _F64):
+        q, v, tau = (x if type(x) is np.ndarray and x.dtype == np.float64 else          # (converted once)
+                     _checks.plain_floats(who, n, x, f"(..., {size})")
+                     for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
     settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
     nc = len(contacts)
     if warm_start is not None:
@@ -267,13 +271,14 @@ def _result(who, solver, tol, out, index=None):
     One state's modes are computed when first read."""
     rep = out.report
     one = rep.ndim == 1
+    r = rep.tolist() if one else None             # one state: its report as Python floats
     # one state: one finite sum says all are finite (an overflow of the sum: look at each; Python's
     # floats overflow without a warning)
-    if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(rep.tolist()))):
+    if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(r))):
         _finite(who, out)
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
-    iterations = rep[..., 3].astype(int)
-    if not (rep[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
+    iterations = np.array(int(r[3])) if one else rep[..., 3].astype(int)
+    if not (r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
         converged = rep[..., 4] > 0.5
         warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
@@ -282,8 +287,8 @@ def _result(who, solver, tol, out, index=None):
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
     impulses = out.impulses if index is None else out.impulses.take(index, -2)
     if one:
-        return LazyModesStep(out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, rep[5],
-                                                                       rep[6], tol), res, iterations)
+        return LazyModesStep(out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6],
+                                                                       tol), res, iterations)
     velocities = out.velocities if index is None else out.velocities.take(index, -2)
     return ContactStep(out.q_next, out.v_next, impulses, _modes(impulses, velocities, rep[..., 5], rep[..., 6], tol),
                        res, iterations)
