@@ -12,12 +12,14 @@ microseconds of
   MuJoCo counts the robot's self-contacts its contype/conaffinity let through, the scene its own
   pairs), and its phases: the native collision kernel alone (``collision_candidates`` on the scene's
   closed-form pairs, every pair; ``collision_candidates_near``, what ``collide`` runs: the pairs within
-  the margin after a broad phase) and, for comparison, ``collide`` on the NumPy road (the vectorised
-  closed forms);
+  the margin after a broad phase; ``collision_candidates_ahead``, what a step runs: each pair within its
+  look-ahead from ``v``, in the same call) and, for comparison, ``collide`` on the NumPy road (the
+  vectorised closed forms);
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
   MuJoCo's settled state and time step, and its phases: the step's contact data from the collision
-  kernel with its broad phase (``scene_slot_data``; beside it the same data from Contact objects, the general road), the
+  kernel with its broad phase and look-ahead (``scene_slot_data``; beside it the same data from Contact objects
+  within the margin, the general road), the
   native solve (``contact_step_kernel``, cold) and the rest (argument checks, the result's modes and checks);
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
   its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step;
@@ -29,7 +31,9 @@ microseconds of
   velocity, and the last 1000 states of MuJoCo's own settling (the box: its resting state, repeated).
   Whole-batch wall milliseconds, and ours' process CPU time (on a shared machine the threads may wait).
 
-Nothing here is a test: numbers are reported, never asserted.
+Single-state rows are the calling thread's CPU time (the machine may be shared: time other processes
+take is not counted), the batch rows wall time.  Nothing here is a test: numbers are reported, never
+asserted.
 """
 
 import argparse
@@ -45,6 +49,7 @@ import sparsedyn as sd
 from sparsedyn.interop.mujoco import q_from_mujoco, q_to_mujoco, v_from_mujoco
 from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
 from sparsedyn.contact.friction_kernel import contact_step_kernel
+from sparsedyn.contact.look_ahead import body_reach
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
@@ -55,13 +60,16 @@ BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="p
 <body name="box" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="2"/></body></worldbody></mujoco>"""
 
 
-def median_us(fn, repeat):
+def median_us(fn, repeat, clock=time.thread_time, inner=10):
+    """A call of ``fn`` [us]: the median over ``repeat`` samples of ``inner`` calls each (the clock's own
+    cost spread over them), by ``clock`` (this thread's CPU time by default)."""
     fn()
     times = []
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
+        t = clock()
+        for _ in range(inner):
+            fn()
+        times.append((clock() - t) / inner)
     return 1e6 * float(np.median(times))
 
 
@@ -102,15 +110,18 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
               f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
         _, slots = scene_slot_data(scene, q)
         settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
+        reach, look = body_reach(scene)[0], np.array([scene.margin, dt])
         warm = np.zeros((len(slots.frames), 3))
         ours = {
             "collide": lambda: sd.collide(scene, q),
             "  collision kernel (one native call)": lambda: collision_candidates(model, q, kp.shapes, kp.pairs),
             "  with the broad phase (collide's)": lambda: sd.collision_candidates_near(model, q, kp.shapes, kp.cutoff,
                                                                                      kp.pairs),
+            "  with the look-ahead (the step's)": lambda: sd.collision_candidates_ahead(model, q, v, kp.shapes, reach,
+                                                                                       look, kp.pairs),
             "contact_step": lambda: sd.contact_step(model, q, v, tau, scene, dt),
             "contact_step, warm-started": lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start),
-            "  contact data from the kernel": lambda: scene_slot_data(scene, q),
+            "  contact data from the kernel": lambda: scene_slot_data(scene, q, ahead=(v, dt)),
             "  contact data from Contact objects": lambda: scene_slots(scene, scene_contacts(scene, q)),
             "  native solve (contact_step_kernel)": lambda: contact_step_kernel(model, q, v, tau, settings, warm,
                                                                                 slots.data, slots.frames),
@@ -118,14 +129,14 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
         times = {k: median_us(f, repeat) for k, f in ours.items()}
         # a trajectory: each step warm-started from the matched impulses of the step before
         times[f"rollout, per step ({ROLLOUT} steps)"] = median_us(
-            lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT), max(3, repeat // 10)) / ROLLOUT
+            lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT), max(3, repeat // 10), inner=1) / ROLLOUT
         # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
         rng = np.random.default_rng(0)
         Q = np.repeat(q[None], BATCH, 0)
         Q[:, 7:] += 0.05 * rng.standard_normal((BATCH, model.nq - 7)) if model.nq > 7 else 0.0
         collision_candidates(model, Q, kp.shapes, kp.pairs)                 # builds the batch form
         times[f"collision kernel, {BATCH} states"] = median_us(
-            lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20))
+            lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20), time.perf_counter, 1)
     with sd.use_backend("numpy"):
         times["  collide on the NumPy road"] = median_us(lambda: sd.collide(scene, q), repeat)
     d2 = mujoco.MjData(m)
@@ -150,10 +161,11 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
             mujoco.mj_kinematics(m, d2)
             mujoco.mj_collision(m, d2)
 
-    mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20)))
+    mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20),
+                                                                             time.perf_counter, 1))
     rest = times["contact_step"] - times["  contact data from the kernel"] - times["  native solve (contact_step_kernel)"]
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
-             "  collide on the NumPy road", "contact_step",
+             "  with the look-ahead (the step's)", "  collide on the NumPy road", "contact_step",
              "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)",
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects", f"collision kernel, {BATCH} states"]

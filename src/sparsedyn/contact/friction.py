@@ -77,7 +77,7 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.configuration import integrate
-from ..kernels import model_method
+from ..kernels import model_method, native_calls, use_backend
 from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
@@ -93,7 +93,7 @@ __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel",
 
 # --- the step ------------------------------------------------------------------------------------
 
-_F64 = np.dtype(float)
+_F64, _NONE, _STEP = np.dtype(float), {}, contact_step_kernel.__name__
 
 
 def _frictional(model, contacts, who):
@@ -217,7 +217,11 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
         warm = np.zeros(warm_start.shape[:-2] + warm.shape)
         warm[..., slots.index, :] = warm_start
     if f_ext is None and gravity is None:         # all by position: the native callable's own fast call
-        out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames)
+        # the ready native callable straight away (as the public function would call it, less its frame)
+        f = (native_calls(kernels) or _NONE).get(_STEP) if type(slots.frames) is tuple else None
+        out = tuple.__new__(StepArrays, f(q, v, tau, settings, warm, slots.data, slots.frames)) \
+            if f is not None and use_backend.current() != "numpy" else \
+            contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames)
     else:
         out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames, f_ext=f_ext,
                                   gravity=gravity)

@@ -163,15 +163,15 @@ def ahead_candidates(scene, kp, q, v, dt):
     cutoff)`` (K, 11) and (K,), or with a batch axis.  A single state through the ready native
     callable (as the public function would call it, less its frame)."""
     model = scene.model
-    look = scene.cache.get("look")
-    if look is None or look[0] != dt:                      # [margin, dt]: data, kept while dt stays
-        look = scene.cache["look"] = (dt, np.array([scene.margin, dt]))
-    reach = body_reach(scene)[0]
+    got = scene.cache.get("look")
+    if got is None or got[0] != dt:                        # [margin, dt] and the reach: data, kept while dt stays
+        got = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0])
+    _, look, reach = got
     f = (native_calls(model) or _NONE).get(_AHEAD)
     if (f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and
             type(v) is np.ndarray and v.dtype is _F64 and v.shape == (model.nv,)):
-        return f(q, v, kp.shapes, reach, look[1], kp.pairs)
-    return collision_candidates_ahead(model, q, v, kp.shapes, reach, look[1], kp.pairs)
+        return f(q, v, kp.shapes, reach, look, kp.pairs)
+    return collision_candidates_ahead(model, q, v, kp.shapes, reach, look, kp.pairs)
 
 
 def scene_slot_data(scene, q, cutoff=None, ahead=None):
