@@ -204,17 +204,24 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
     nc = len(contacts)
     if warm_start is not None:
-        warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
-        if warm_start.shape[-2:] != (nc, 3) or not np.isfinite(warm_start).all():
+        if not (type(warm_start) is np.ndarray and warm_start.dtype is _F64):
+            warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
+        # one state: a finite sum says all are finite (else, or an overflow of the sum, look at each)
+        if warm_start.shape[-2:] != (nc, 3) or not (
+                warm_start.ndim == 2 and math.isfinite(sum(warm_start.ravel().tolist()))
+                or np.isfinite(warm_start).all()):
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
     if not len(slots.frames):                     # no slot (a scene may hold free slots only)
         return _free_step(model, kernels, q, v, tau, settings[0], f_ext, gravity)
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
     same = slots.index is None                   # the contacts fill their slots in order
-    warm = np.zeros((len(slots.frames), 3)) if warm_start is None or not same else warm_start
-    if warm_start is not None and not same:
-        warm = np.zeros(warm_start.shape[:-2] + warm.shape)
+    if warm_start is None:
+        warm = np.zeros((len(slots.frames), 3))
+    elif same:
+        warm = warm_start
+    else:
+        warm = np.zeros(warm_start.shape[:-2] + (len(slots.frames), 3))
         warm[..., slots.index, :] = warm_start
     if f_ext is None and gravity is None:         # all by position: the native callable's own fast call
         # the ready native callable straight away (as the public function would call it, less its frame)
