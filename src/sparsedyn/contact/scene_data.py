@@ -3,8 +3,9 @@
 :func:`~sparsedyn.contact.scene_step.scene_slots` lays out :class:`~sparsedyn.Contact` objects made
 from :func:`~sparsedyn.collide`'s hits; on the default (native) road this module gives the same
 :class:`~sparsedyn.contact.friction_problem.ContactSlots` with no object per hit: one native call of
-:func:`~sparsedyn.collision_candidates_near` on the scene's pairs with the step's largest look-ahead
-as its cutoff (data: no new build; a broad phase leaves out the closed forms of the pairs farther
+:func:`~sparsedyn.collision_candidates_ahead` on the scene's pairs, which computes each pair's
+look-ahead from the step's ``v`` itself (or of :func:`~sparsedyn.collision_candidates_near` with a
+given cutoff; data: no new build; a broad phase leaves out the closed forms of the pairs farther
 apart; those it computes are :func:`~sparsedyn.collision_candidates`' own, the witness point already
 in its body's axes), the candidates within their pair's look-ahead as rows
 ``[mu, p (3), n (3), n . w_b]`` (a pair of two robot shapes, self-collision, in a two-body slot
@@ -28,7 +29,8 @@ __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates"]
 #: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
 SLOT_COLUMNS = np.array([7, 8, 9, 4, 5, 6, 10])
 
-_NEAR, _AHEAD, _NONE, _F64 = collision_candidates_near.__name__, collision_candidates_ahead.__name__, {}, np.dtype(float)
+_NEAR, _AHEAD = collision_candidates_near.__name__, collision_candidates_ahead.__name__
+_NONE, _F64 = {}, np.dtype(float)
 
 
 def _slot_frames(model):
