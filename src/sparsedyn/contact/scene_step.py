@@ -130,21 +130,28 @@ class FoundContacts:
     from the step's :class:`~sparsedyn.contact.friction_problem.ContactSlots` ``slots`` when asked.
     ``len()`` is the number of contacts."""
 
-    __slots__ = ("pair", "slots")
+    __slots__ = ("pair", "slots", "_rows")
 
     def __init__(self, pair, slots):
-        self.pair, self.slots = pair, slots
+        self.pair, self.slots, self._rows = pair, slots, None
 
     def __len__(self):
         return len(self.pair)
 
+    def _data(self):
+        """The contacts' slot data (nc, 8), gathered once (a step's contacts are matched twice: as
+        the step's, then as the next step's ``previous``)."""
+        if self._rows is None:
+            self._rows = self.slots.data.take(self.slots.index, 0)
+        return self._rows
+
     @property
     def points(self):
-        return self.slots.data[self.slots.index, 1:4]
+        return self._data()[:, 1:4]
 
     @property
     def planes(self):
-        return self.slots.data[self.slots.index, 4:]
+        return self._data()[:, 4:]
 
 
 def _pair_of(c):
@@ -181,7 +188,7 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     D[l1[:, None] != l0[None]] = np.inf
     match = _greedy(D)
     if match is None:                            # the same contacts in the same order
-        if (planes1[:, :3] == planes0[:, :3]).all():
+        if _same(planes1[:, :3], planes0[:, :3]):
             return impulses.copy()
         match = np.arange(len(D)), np.arange(len(D))
     i, j = match
@@ -192,6 +199,12 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
             R = plane_basis(np.concatenate([planes1[i], planes0[j]]))[0]
             out[i] = np.einsum("kji,kjl,kl->ki", R[:len(i)], R[len(i):], impulses[j])      # R1^T R0 lambda
     return out
+
+
+def _same(a, b):
+    """Whether the arrays ``a`` and ``b`` of one shape are equal entry by entry (their bytes first:
+    equal bytes are equal finite numbers)."""
+    return a.tobytes() == b.tobytes() or bool((a == b).all())
 
 
 def _greedy(D):
