@@ -3,10 +3,13 @@
     .venv/bin/python benchmarks/bench_scene.py            # the dm_control humanoid lying on the floor, a box
     .venv/bin/python benchmarks/bench_scene.py --repeat 200
     .venv/bin/python benchmarks/bench_scene.py --no-batch-step      # without the batch-step rows (seconds each)
+    .venv/bin/python benchmarks/bench_scene.py --cases "talos on the floor" --repeat 1 --no-batch-step --no-rollout
 
 The dm_control suite's humanoid (``sd.Scene(sd.load_mjcf(humanoid.xml, geometry=True))``), dropped in
-MuJoCo and settled for 1.5 s so it lies on the floor, and a 0.2 m box resting on a plane: median
-microseconds of
+MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a plane, and talos
+(example-robot-data's talos_reduced, 38 dof, its 52 collision shapes with each mesh as its convex hull,
+:func:`talos_xml`: the same file in MuJoCo and in the scene) standing on the floor, fallen on it
+(1.5 s without torque: lying) and fallen onto a box: median microseconds of
 
 * ``sd.collide(scene, q)`` beside MuJoCo's ``mj_kinematics`` + ``mj_collision`` (hits / ``ncon`` printed:
   MuJoCo counts the robot's self-contacts its contype/conaffinity let through, the scene its own
@@ -60,6 +63,64 @@ BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="p
 <body name="box" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="2"/></body></worldbody></mujoco>"""
 
 
+TALOS = "talos_data/robots/talos_reduced.urdf"
+#: the box talos falls onto (half sizes, centre): in front of it, its top at 0.3 m
+TALOS_BOX = ((0.25, 0.5, 0.15), (0.55, 0.0, 0.15))
+
+
+def talos_xml(box=False, height=1.08):
+    """MJCF of talos (example-robot-data's talos_reduced, ``geometry=True``) with its collision shapes,
+    each mesh as its convex hull (inline vertices and faces, so that MuJoCo, which collides a mesh's
+    hull, and the scene, which reads the file's triangles back, have the same shape), standing at
+    ``height`` (its neutral pose) above a floor and, with ``box``, a box in front of it.  The robot
+    touches the world only (contype 1 / conaffinity 0 on the robot, 0 / 1 on the world: no
+    self-collision, in MuJoCo and in the scene that reads the masks)."""
+    import xml.etree.ElementTree as ET
+    from scipy.spatial import ConvexHull
+    from sparsedyn.interop.mujoco import to_mjcf
+    from sparsedyn.io.resolve import example_robot_data_dir
+    from sparsedyn.viewer.meshes import read_mesh
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(example_robot_data_dir() / TALOS, floating_base=True, geometry=True)
+    root = ET.fromstring(to_mjcf(model))
+    asset = ET.SubElement(root, "asset")
+    bodies = {b.get("name"): b for b in root.iter("body")}
+    f = lambda x: " ".join(repr(float(v)) for v in np.ravel(x))    # noqa: E731
+    for k, g in enumerate(model.geometry("collision")):
+        R, p = g.X.E.T, g.X.r                                        # the shape's frame in its body's
+        quat = sd.spatial.rot_to_quat(R)                             # [x, y, z, w]
+        attrs = dict(name=f"c{k}_{g.name}", pos=f(p), quat=f(np.roll(quat, 1)), contype="1", conaffinity="0")
+        if g.shape == "mesh":
+            V = np.asarray(read_mesh(g.mesh).vertices, float) * np.asarray(g.size)
+            hull = ConvexHull(V)
+            F = hull.simplices.copy()
+            flip = np.einsum("ki,ki->k", np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]]),
+                             hull.equations[:, :3]) < 0                # outward faces
+            F[flip] = F[flip][:, ::-1]
+            used, F = np.unique(F, return_inverse=True)
+            ET.SubElement(asset, "mesh", name=f"m{k}", vertex=f(V[used]), face=" ".join(map(str, F.ravel())))
+            attrs.update(type="mesh", mesh=f"m{k}")
+        elif g.shape == "box":
+            attrs.update(type="box", size=f(np.asarray(g.size) / 2))
+        elif g.shape in ("cylinder", "capsule", "sphere"):
+            s = g.size
+            attrs.update(type=g.shape, size=f([s[0]] if g.shape == "sphere" else [s[0], s[1] / 2]))
+        else:
+            raise ValueError(f"talos_xml: collision shape {g.name!r} of kind {g.shape!r} has no MJCF form here")
+        ET.SubElement(bodies[model.body_names[g.body]], "geom", attrs)
+    world = root.find("worldbody")
+    ET.SubElement(world, "geom", name="floor", type="plane", size="5 5 0.1", contype="0", conaffinity="1")
+    if box:
+        (hx, hy, hz), c = TALOS_BOX
+        ET.SubElement(world, "geom", name="box", type="box", size=f([hx, hy, hz]), pos=f(c), contype="0",
+                      conaffinity="1")
+    base = world.find("body")
+    base.set("pos", f([0, 0, height]))
+    ET.SubElement(root, "option", timestep="0.001")
+    return ET.tostring(root, encoding="unicode")
+
+
 def median_us(fn, repeat, clock=time.thread_time, inner=10):
     """A call of ``fn`` [us]: the median over ``repeat`` samples of ``inner`` calls each (the clock's own
     cost spread over them), by ``clock`` (this thread's CPU time by default)."""
@@ -73,7 +134,7 @@ def median_us(fn, repeat, clock=time.thread_time, inner=10):
     return 1e6 * float(np.median(times))
 
 
-def case(name, xml_path, xml, settle, repeat, batch_step=True):
+def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
     m = mujoco.MjModel.from_xml_path(str(xml_path)) if xml_path else mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
     trajectory = []                                    # MuJoCo's own states on the way (the batch-step rows)
@@ -97,8 +158,9 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
     with sd.use_backend("numpy"):
         hits = sd.collide(scene, q)
         contacts = scene_contacts(scene, q, hits)
-    print(f"{name}: nv={model.nv}; sparsedyn hits {len(hits.distances)} (contacts {len(contacts)}, "
-          f"slots {len(scene_slots(scene, contacts).frames)}); MuJoCo ncon {d.ncon}")
+    print(f"{name}: nv={model.nv}; sparsedyn hits {len(hits.distances)} ({int(np.sum(hits.distances < 0))} "
+          f"penetrating, the others within the margin {scene.margin:g} m; contacts {len(contacts)}, "
+          f"slots {len(scene_slots(scene, contacts).frames)}); MuJoCo ncon {d.ncon} (margin 0: penetrating)")
     with sd.use_backend("native", deterministic=True):
         t = time.perf_counter()
         sd.contact_step(model, q, v, tau, scene, dt)                        # the builds (timed apart)
@@ -108,7 +170,11 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
         warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too
         print(f"  solver iterations: {int(first.iterations)} cold, "
               f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
-        _, slots = scene_slot_data(scene, q)
+        from_kernel = scene_slot_data(scene, q)        # None: a pair the kernel has no closed form for (a mesh)
+        slots = from_kernel[1] if from_kernel is not None else scene_slots(scene, scene_contacts(scene, q))
+        if from_kernel is None:
+            print("  the step's contact data come from Contact objects (pairs of meshes: no closed form in the "
+                  "collision kernel)")
         settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
         reach, look = body_reach(scene)[0], np.array([scene.margin, dt])
         warm = np.zeros((len(slots.frames), 3))
@@ -126,10 +192,13 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
             "  native solve (contact_step_kernel)": lambda: contact_step_kernel(model, q, v, tau, settings, warm,
                                                                                 slots.data, slots.frames),
         }
+        if from_kernel is None:
+            del ours["  contact data from the kernel"]
         times = {k: median_us(f, repeat) for k, f in ours.items()}
         # a trajectory: each step warm-started from the matched impulses of the step before
-        times[f"rollout, per step ({ROLLOUT} steps)"] = median_us(
-            lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT), max(3, repeat // 10), inner=1) / ROLLOUT
+        if rollout:
+            times[f"rollout, per step ({ROLLOUT} steps)"] = median_us(
+                lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT), max(3, repeat // 10), inner=1) / ROLLOUT
         # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
         rng = np.random.default_rng(0)
         Q = np.repeat(q[None], BATCH, 0)
@@ -163,7 +232,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
 
     mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20),
                                                                              time.perf_counter, 1))
-    rest = times["contact_step"] - times["  contact data from the kernel"] - times["  native solve (contact_step_kernel)"]
+    data = times.get("  contact data from the kernel", times["  contact data from Contact objects"])
+    rest = times["contact_step"] - data - times["  native solve (contact_step_kernel)"]
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
              "  with the look-ahead (the step's)", "  collide on the NumPy road", "contact_step",
              "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)",
@@ -173,6 +243,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True):
     for k in order:
         if k is None:
             print(f"  {'  the rest (checks, modes, wrappers)':40s} {rest:8.1f} us")
+            continue
+        if k not in times:
             continue
         name, t = mj.get(k, ("", None))
         mj_col = f"{name:17s} {t:7.1f} us" if t else ""
@@ -241,9 +313,20 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=200)
     p.add_argument("--no-batch-step", action="store_true", help="leave out the batch-step rows (seconds each)")
+    p.add_argument("--no-rollout", action="store_true", help="leave out the rollout row")
+    p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES), help="the scenes to run")
     a = p.parse_args()
-    case("box", None, BOX, 200, a.repeat, not a.no_batch_step)
-    case("humanoid", HUMANOID, None, 1500, a.repeat, not a.no_batch_step)
+    for name in a.cases:
+        path, xml, settle = CASES[name]()
+        case(name, path, xml, settle, a.repeat, not a.no_batch_step, not a.no_rollout)
+
+
+#: name -> () -> (MJCF path, MJCF text, MuJoCo steps to settle from the file's pose)
+CASES = {"box": lambda: (None, BOX, 200),
+         "humanoid": lambda: (HUMANOID, None, 1500),
+         "talos standing": lambda: (None, talos_xml(), 1),            # its soles on the floor
+         "talos on the floor": lambda: (None, talos_xml(), 1500),     # fallen (no torque): lying
+         "talos on a box": lambda: (None, talos_xml(box=True), 1500)}  # fallen onto the box
 
 
 if __name__ == "__main__":
