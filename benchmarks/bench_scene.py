@@ -198,7 +198,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         # a trajectory: each step warm-started from the matched impulses of the step before
         if rollout:
             times[f"rollout, per step ({ROLLOUT} steps)"] = median_us(
-                lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT), max(3, repeat // 10), inner=1) / ROLLOUT
+                lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT), max(3, repeat // 10)) / ROLLOUT
         # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
         rng = np.random.default_rng(0)
         Q = np.repeat(q[None], BATCH, 0)
