@@ -34,9 +34,7 @@ MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a p
   velocity, and the last 1000 states of MuJoCo's own settling (the box: its resting state, repeated).
   Whole-batch wall milliseconds, and ours' process CPU time (on a shared machine the threads may wait).
 
-Single-state rows are the calling thread's CPU time (the machine may be shared: time other processes
-take is not counted), the batch rows wall time.  Nothing here is a test: numbers are reported, never
-asserted.
+Nothing here is a test: numbers are reported, never asserted.
 """
 
 import argparse
@@ -121,16 +119,13 @@ def talos_xml(box=False, height=1.08):
     return ET.tostring(root, encoding="unicode")
 
 
-def median_us(fn, repeat, clock=time.thread_time, inner=10):
-    """A call of ``fn`` [us]: the median over ``repeat`` samples of ``inner`` calls each (the clock's own
-    cost spread over them), by ``clock`` (this thread's CPU time by default)."""
+def median_us(fn, repeat):
     fn()
     times = []
     for _ in range(repeat):
-        t = clock()
-        for _ in range(inner):
-            fn()
-        times.append((clock() - t) / inner)
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
     return 1e6 * float(np.median(times))
 
 
@@ -205,7 +200,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         Q[:, 7:] += 0.05 * rng.standard_normal((BATCH, model.nq - 7)) if model.nq > 7 else 0.0
         collision_candidates(model, Q, kp.shapes, kp.pairs)                 # builds the batch form
         times[f"collision kernel, {BATCH} states"] = median_us(
-            lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20), time.perf_counter, 1)
+            lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20))
     with sd.use_backend("numpy"):
         times["  collide on the NumPy road"] = median_us(lambda: sd.collide(scene, q), repeat)
     d2 = mujoco.MjData(m)
@@ -230,8 +225,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             mujoco.mj_kinematics(m, d2)
             mujoco.mj_collision(m, d2)
 
-    mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20),
-                                                                             time.perf_counter, 1))
+    mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20)))
     data = times.get("  contact data from the kernel", times["  contact data from Contact objects"])
     rest = times["contact_step"] - data - times["  native solve (contact_step_kernel)"]
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
