@@ -15,12 +15,14 @@ MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a p
   MuJoCo counts the robot's self-contacts its contype/conaffinity let through, the scene its own
   pairs), and its phases: the native collision kernel alone (``collision_candidates`` on the scene's
   closed-form pairs, every pair; ``collision_candidates_near``, what ``collide`` runs: the pairs within
-  the margin after a broad phase) and, for comparison, ``collide`` on the NumPy road (the vectorised
-  closed forms);
+  the margin after a broad phase; ``collision_candidates_ahead``, what a step runs: each pair within its
+  look-ahead from ``v``, in the same call) and, for comparison, ``collide`` on the NumPy road (the
+  vectorised closed forms);
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
   MuJoCo's settled state and time step, and its phases: the step's contact data from the collision
-  kernel with its broad phase (``scene_slot_data``; beside it the same data from Contact objects, the general road), the
+  kernel with its broad phase and look-ahead (``scene_slot_data``; beside it the same data from Contact objects
+  within the margin, the general road), the
   native solve (``contact_step_kernel``, cold) and the rest (argument checks, the result's modes and checks);
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
   its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step;
@@ -48,6 +50,7 @@ import sparsedyn as sd
 from sparsedyn.interop.mujoco import q_from_mujoco, q_to_mujoco, v_from_mujoco
 from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
 from sparsedyn.contact.friction_kernel import contact_step_kernel
+from sparsedyn.contact.look_ahead import body_reach
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
@@ -168,15 +171,18 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             print("  the step's contact data come from Contact objects (pairs of meshes: no closed form in the "
                   "collision kernel)")
         settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
+        reach, look = body_reach(scene)[0], np.array([scene.margin, dt])
         warm = np.zeros((len(slots.frames), 3))
         ours = {
             "collide": lambda: sd.collide(scene, q),
             "  collision kernel (one native call)": lambda: collision_candidates(model, q, kp.shapes, kp.pairs),
             "  with the broad phase (collide's)": lambda: sd.collision_candidates_near(model, q, kp.shapes, kp.cutoff,
                                                                                      kp.pairs),
+            "  with the look-ahead (the step's)": lambda: sd.collision_candidates_ahead(model, q, v, kp.shapes, reach,
+                                                                                       look, kp.pairs),
             "contact_step": lambda: sd.contact_step(model, q, v, tau, scene, dt),
             "contact_step, warm-started": lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start),
-            "  contact data from the kernel": lambda: scene_slot_data(scene, q),
+            "  contact data from the kernel": lambda: scene_slot_data(scene, q, ahead=(v, dt)),
             "  contact data from Contact objects": lambda: scene_slots(scene, scene_contacts(scene, q)),
             "  native solve (contact_step_kernel)": lambda: contact_step_kernel(model, q, v, tau, settings, warm,
                                                                                 slots.data, slots.frames),
@@ -223,7 +229,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
     data = times.get("  contact data from the kernel", times["  contact data from Contact objects"])
     rest = times["contact_step"] - data - times["  native solve (contact_step_kernel)"]
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
-             "  collide on the NumPy road", "contact_step",
+             "  with the look-ahead (the step's)", "  collide on the NumPy road", "contact_step",
              "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)",
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects", f"collision kernel, {BATCH} states"]

@@ -1,10 +1,13 @@
 """The closed-form pairs with a broad phase (sparsedyn.contact.collision_near), on the native road
-collide takes by default and on NumPy.
+collide takes by default and on NumPy, with one cutoff or each pair's look-ahead
+(``collision_candidates_ahead``).
 
 Oracle: ``collision_candidates`` (every candidate of every pair, itself checked against coal and the
 vectorised closed forms in test_collision_kernel): a pair within the cutoff has its rows, to the
 rounding of two evaluations of the same closed forms (``rounding_bound(64)`` times the size of the
 values); a pair farther has ``[b, 0, ...]`` with ``cutoff < b <=`` its true distance (a lower bound).
+The look-ahead's cutoffs: the bound derived by hand for two free boxes (test_look_ahead), and
+``pair_cutoffs`` (itself checked against it there) on the humanoid.
 """
 
 import warnings
@@ -20,6 +23,9 @@ from sparsedyn.codegen import native
 from sparsedyn.contact.collision_kernel import kernel_plan
 from test_collision_kernel import KERNEL_PAIRS
 from test_collision import free_body_scene, random_body_q
+from test_look_ahead import SIZES, _by_hand, _two_boxes
+from test_scene_physics import FLOOR
+from sparsedyn.contact.look_ahead import body_reach, pair_cutoffs
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
 
@@ -44,7 +50,7 @@ def _as_near(all_rows):
 
 def _check(model, q, kp, cutoff, got):
     """``got`` (collision_candidates_near) against collision_candidates, pair by pair; the number of
-    pairs computed."""
+    pairs computed.  ``cutoff``: a number, or one per candidate (K,) (its pair's)."""
     want = _as_near(sd.collision_candidates(model, q, kp.shapes, kp.pairs))
     bound = rounding_bound(64) * max(1.0, np.abs(want).max())
     computed = 0
@@ -54,8 +60,8 @@ def _check(model, q, kp, cutoff, got):
             assert np.abs(got[rows] - want[rows]).max() <= bound
             computed += 1
         else:                                            # left out: a lower bound beyond the cutoff
-            b = got[rows, 0]
-            assert np.all(b == b[0]) and b[0] > cutoff and b[0] <= want[rows, 0].min() + bound
+            b, cut = got[rows, 0], np.broadcast_to(cutoff, kp.pair.shape)[rows]
+            assert np.all(b == b[0]) and b[0] > cut[0] and b[0] <= want[rows, 0].min() + bound
     return computed
 
 
@@ -142,3 +148,67 @@ def test_bad_input_is_named(cutoff, shapes, message):
     with pytest.raises(ValueError, match=message):
         sd.collision_candidates_near(b.build(), [0, 0, 1, 0, 0, 0, 1], shapes, cutoff,
                                      [("sphere", "plane", 0, 1, 0, -1)])
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_ahead_each_pair_within_its_own_look_ahead(backend):
+    """Two free boxes 6 mm above the floor (plain lists), box0 falling at 8 m/s and spinning, box1 at
+    rest, a 2 ms step: each candidate's cutoff is its pair's hand bound, box0's pair (16 mm ahead) is
+    computed, its four lower corners within its cutoff, and box1's (the margin, 5 mm) left out with its
+    bound 6 mm."""
+    scene = sd.Scene(_two_boxes(), world=[FLOOR], self_collision=False)
+    kp, model = kernel_plan(scene), scene.model
+    q = [0, 0, SIZES[0][2] / 2 + 0.006, 0, 0, 0, 1, 3, 0, SIZES[1][2] / 2 + 0.006, 0, 0, 0, 1]
+    q[7:10] = np.subtract(q[7:10], [0.3, 0, 0.4]).tolist()           # box1's shape at OFFSET in its body
+    v = [0, 0, 2.0, 0, 0, -8.0] + [0.0] * 6
+    look = [scene.margin, 2e-3]
+    reach = body_reach(scene)[0].tolist()
+    with sd.use_backend(backend, deterministic=True):
+        c, cut = sd.collision_candidates_ahead(model, q, v, kp.shapes.tolist(), reach, look, list(kp.pairs))
+    hand = _by_hand(scene, np.array(v), 2e-3)
+    assert c.shape == (16, 11) and cut.shape == (16,)
+    assert np.abs(cut - hand[kp.pair]).max() <= rounding_bound(64) * hand.max()
+    assert _check(model, np.array(q), kp, cut, c) == 1
+    box0 = np.array([scene.pairs[k] == ("box0", "floor") for k in kp.pair])
+    assert (c[:, 0] < cut).sum() == 4 and np.all(box0[c[:, 0] < cut])
+    assert np.allclose(c[~box0, 0], 0.006, atol=1e-15, rtol=0) and not c[~box0, 1:].any()
+
+
+def test_ahead_is_near_within_pair_cutoffs_on_the_humanoid(native_backend):
+    """dm_control's humanoid at random configurations near the floor and random velocities: the
+    cutoffs are pair_cutoffs', the pairs within them computed (the full kernel's rows), the others
+    bounded beyond them; the NumPy road (a batch) is the native one."""
+    model = _humanoid()
+    scene = sd.Scene(model)
+    kp, reach = kernel_plan(scene), body_reach(scene)[0]
+    rng = np.random.default_rng(11)
+    Q = np.array([model.random_configuration(rng) for _ in range(6)])
+    Q[:, 2] = rng.uniform(0.05, 0.4, 6)
+    V = rng.normal(size=(6, model.nv)) * [[0.0], [1.0], [3.0], [10.0], [0.3], [1.0]]
+    look, computed = np.array([scene.margin, 2e-3]), 0
+    for q, v in zip(Q, V):
+        c, cut = sd.collision_candidates_ahead(model, q, v, kp.shapes, reach, look, kp.pairs)
+        want = pair_cutoffs(scene, q, v, 2e-3)[kp.pair]
+        assert np.abs(cut - want).max() <= rounding_bound(64) * want.max()
+        computed += _check(model, q, kp, cut, c)
+    assert 20 <= computed < 6 * len(kp.pairs) // 2
+    with sd.use_backend("numpy"):
+        want, want_cut = sd.collision_candidates_ahead(model, Q[:3].tolist(), V[:3], kp.shapes, reach, look,
+                                                       kp.pairs)
+    got, got_cut = sd.collision_candidates_ahead(model, Q[:3], V[:3], kp.shapes, reach, look, kp.pairs)
+    assert np.abs(got - want).max() <= rounding_bound(64) * np.abs(want).max()
+    assert np.abs(got_cut - want_cut).max() <= rounding_bound(64) * want_cut.max()
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("v, reach, look, message", [
+    ([0.0] * 6, [0.1, 0.2], [0.005, 1e-3], r"reach.* shape \(\.\.\., 1\)"),
+    ([0.0] * 6, [0.1], [0.005], r"look.* shape \(\.\.\., 2\)"),
+    ([0.0] * 6, [0.1], [0.005, np.inf], "look.*(finite|NaN or infinite)"),
+    ([0.0] * 5 + [np.nan], [0.1], [0.005, 1e-3], "v: contains NaN"),
+])
+def test_ahead_bad_input_is_named(v, reach, look, message, backend):
+    b = sd.ModelBuilder("ball").add_body("ball", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    with sd.use_backend(backend, deterministic=True), pytest.raises(ValueError, match=message):
+        sd.collision_candidates_ahead(b.build(), [0, 0, 1, 0, 0, 0, 1], v, np.zeros((2, 15)), reach, look,
+                                      [("sphere", "plane", 0, 1, 0, -1)])

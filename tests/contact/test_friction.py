@@ -273,6 +273,13 @@ def test_bad_input_is_refused_clearly():
         sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, solver="lemke")
     with pytest.raises(ValueError, match="warm_start"):
         sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, warm_start=np.zeros((3, 3)))
+    for bad in (np.nan, np.inf, -np.inf):
+        warm = np.zeros((4, 3))
+        warm[2, 1] = bad
+        for w in (warm, warm.tolist(), np.array([warm, np.zeros((4, 3))])):          # one state, a list, a batch
+            with pytest.raises(ValueError, match="warm_start must be finite"):
+                sd.contact_step(MODEL, np.array([Q0, Q0]) if np.ndim(w) == 3 else Q0, Z, Z, corners(), DT,
+                                warm_start=w)
     with pytest.raises(ValueError, match="q: contains NaN"):
         sd.contact_step(MODEL, np.full(7, np.nan), Z, Z, corners(), DT)
 

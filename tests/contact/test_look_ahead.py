@@ -13,7 +13,10 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.contact.look_ahead import pair_cutoffs
 from sparsedyn.contact.scene_data import scene_slot_data
+from sparsedyn.codegen import native
+from sparsedyn.contact import scene_step as scene_step_module
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from test_friction_kernel import _rounding
 from sparsedyn.model.spatial import Transform
 from test_scene_physics import FLOOR
 
@@ -96,3 +99,26 @@ def test_a_batch_looks_ahead_state_by_state():
         ones = [sd.contact_step(scene.model, q, V[b], np.zeros(12), scene, 2e-3) for b in range(2)]
     assert [len(x) for x in batch.impulses] == [len(x.impulses) for x in ones] == [4, 0]
     assert list(batch.modes[0]) == list(ones[0].modes) and "open" not in list(ones[0].modes)
+
+
+def test_a_native_step_looks_ahead_in_the_collision_kernels_call(monkeypatch):
+    """The box falling at 8 m/s 6 mm above the floor, one state (plain lists) on the native road: its
+    look-ahead is computed in the collision kernel's call (``collision_candidates_ahead`` ran,
+    ``pair_cutoffs`` never called), its four bottom corners enter the step, and the step is the NumPy
+    road's (which takes ``pair_cutoffs``): iterations, modes, ``v+`` and impulses to the step's rounding
+    bound (test_friction_kernel's)."""
+    scene = sd.Scene(_two_boxes(), world=[FLOOR], self_collision=False)
+    q = [0, 0, SIZES[0][2] / 2 + 0.006, 0, 0, 0, 1, 3, 0, 1, 0, 0, 0, 1.0]
+    v = [0, 0, 0, 0, 0, -8.0] + [0.0] * 6
+    with sd.use_backend("numpy"):
+        ref = sd.contact_step(scene.model, q, v, np.zeros(12), scene, 2e-3)
+        contacts = scene_contacts(scene, np.array(q), cutoff=pair_cutoffs(scene, q, v, 2e-3))
+    monkeypatch.setattr(scene_step_module, "pair_cutoffs", None)          # a call would fail
+    with sd.use_backend("native", deterministic=True):
+        one = sd.contact_step(scene.model, q, v, np.zeros(12), scene, 2e-3)
+    assert [n for n in native.shared(scene.model).kernels if n.startswith("collision_candidates_ahead")]
+    bound = _rounding(scene.model, np.array(q), np.array(v), np.zeros(12), contacts, None, ref)
+    assert len(contacts) == len(one.impulses) == 4 and int(one.iterations) == int(ref.iterations)
+    assert list(one.modes) == list(ref.modes) and "open" not in list(one.modes)
+    assert np.abs(one.v - ref.v).max() <= bound * max(1.0, np.abs(ref.v).max())
+    assert np.abs(one.impulses - ref.impulses).max() <= bound * np.abs(ref.impulses).max()

@@ -116,12 +116,13 @@ def collide_within(scene, q, cutoff) -> Hits:
             top = np.array(margin) if per_pair else kp.cutoff      # a 0-d array (data: no rebuild)
             c = f(q, kp.shapes, top, kp.pairs) if f is not None else \
                 collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
+            if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
+                sel, k, names = _selected(scene, kp, c[:, 0] < (cutoff.take(kp.pair) if per_pair else top))
+                c = c.take(sel, 0)
+                return tuple.__new__(Hits, (list(names), c[:, 1:4], c[:, 4:7], c[:, 0], k.copy()))  # less a call
             sel = np.less(c[:, 0], cutoff.take(kp.pair) if per_pair else top).nonzero()[0]
             c, k = c.take(sel, 0), kp.pair.take(sel)
             d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
-            if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
-                names = scene.pair_names
-                return tuple.__new__(Hits, ([names[i] for i in k.tolist()], x, n, d, k))    # Hits(...), less a call
             h = d[:, None] / 2 * n
             out.append((k, d, x + h, x - h, n))
             inside = kp.inside
@@ -148,6 +149,26 @@ def collide_within(scene, q, cutoff) -> Hits:
             else:
                 out.append(_coal_pairs(scene, ks[m], R, p, margin))
     return _hits(scene, out, cutoff if per_pair else None)
+
+
+def _selected(scene, kp, mask):
+    """``(sel, pair, names)`` of the kernel's candidates of the boolean ``mask`` (K,): their rows, their
+    scene pairs (read-only) and the pairs' names; remembered per mask by the scene (a body resting or
+    sliding touches with the same candidates query after query)."""
+    memo = scene.cache.get("hit selections")
+    if memo is None:
+        memo = scene.cache["hit selections"] = {}
+    code = mask.tobytes()
+    got = memo.get(code)
+    if got is None:
+        sel = mask.nonzero()[0]
+        k = kp.pair.take(sel)
+        sel.flags.writeable = k.flags.writeable = False
+        names = scene.pair_names
+        if len(memo) >= 256:
+            memo.clear()
+        got = memo[code] = (sel, k, tuple(names[i] for i in k.tolist()))
+    return got
 
 
 def _plan(scene):

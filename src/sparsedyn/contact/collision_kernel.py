@@ -220,11 +220,13 @@ def collision_candidates(model, q, shapes, pairs):
     return np.stack(rows)
 
 
-def _posers(model, q, shapes):
+def _posers(model, q, shapes, Xup=None):
     """``(body, shape)``: ``body(j)`` the world pose ``(R, o)`` of body ``j`` at ``q``; ``shape(i, j)``
     the world pose and size ``(R, p, size)`` of row ``i`` of ``shapes`` on body ``j`` (-1: the world);
-    each computed once."""
-    Xup, _ = joint_transforms(model, q)
+    each computed once.  ``Xup``: :func:`~sparsedyn.algorithms.kinematics.joint_transforms`' at ``q``
+    if known."""
+    if Xup is None:
+        Xup, _ = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
     bodies = {}                                   # body -> (R, o) world pose
     placed = {}                                   # shape -> (R, p, size) world pose and size

@@ -83,7 +83,7 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.configuration import integrate
-from ..kernels import model_method
+from ..kernels import model_method, native_calls, use_backend
 from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
@@ -99,6 +99,9 @@ __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel",
            "contact_step", "rollout", "point_contacts", "contact_basis", "SOLVERS"]
 
 # --- the step ------------------------------------------------------------------------------------
+
+_F64, _NONE, _STEP = np.dtype(float), {}, contact_step_kernel.__name__
+
 
 def _frictional(model, contacts, who):
     """``(contacts, contact_slots(contacts))``: :func:`point_contacts` with ``friction`` and their slots,
@@ -203,26 +206,38 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     correction the derivatives read."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
-    q, v, tau = (x if type(x) is np.ndarray and x.dtype == np.float64 else          # (converted once)
-                 _checks.plain_floats(who, n, x, f"(..., {size})")
-                 for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
+    if not (type(q) is type(v) is type(tau) is np.ndarray and q.dtype is v.dtype is tau.dtype is _F64):
+        q, v, tau = (x if type(x) is np.ndarray and x.dtype == np.float64 else          # (converted once)
+                     _checks.plain_floats(who, n, x, f"(..., {size})")
+                     for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
     settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
     nc = len(contacts)
     if warm_start is not None:
-        warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
-        if warm_start.shape[-2:] != (nc, 3) or not np.isfinite(warm_start).all():
+        if not (type(warm_start) is np.ndarray and warm_start.dtype is _F64):
+            warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
+        # one state: a finite sum says all are finite (else, or an overflow of the sum, look at each)
+        if warm_start.shape[-2:] != (nc, 3) or not (
+                warm_start.ndim == 2 and math.isfinite(sum(warm_start.ravel().tolist()))
+                or np.isfinite(warm_start).all()):
             raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
                              f"{warm_start.shape}")
     if not len(slots.frames):                     # no slot (a scene may hold free slots only)
         return _free_step(model, kernels, q, v, tau, settings[0], f_ext, gravity)
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
     same = slots.index is None                   # the contacts fill their slots in order
-    warm = np.zeros((len(slots.frames), 3)) if warm_start is None or not same else warm_start
-    if warm_start is not None and not same:
-        warm = np.zeros(warm_start.shape[:-2] + warm.shape)
+    if warm_start is None:
+        warm = np.zeros((len(slots.frames), 3))
+    elif same:
+        warm = warm_start
+    else:
+        warm = np.zeros(warm_start.shape[:-2] + (len(slots.frames), 3))
         warm[..., slots.index, :] = warm_start
     if f_ext is None and gravity is None:         # all by position: the native callable's own fast call
-        out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames)
+        # the ready native callable straight away (as the public function would call it, less its frame)
+        f = (native_calls(kernels) or _NONE).get(_STEP) if type(slots.frames) is tuple else None
+        out = tuple.__new__(StepArrays, f(q, v, tau, settings, warm, slots.data, slots.frames)) \
+            if f is not None and use_backend.current() != "numpy" else \
+            contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames)
     else:
         out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames, f_ext=f_ext,
                                   gravity=gravity)
@@ -278,13 +293,14 @@ def _result(who, solver, tol, out, index=None):
     One state's modes are computed when first read."""
     rep = out.report
     one = rep.ndim == 1
+    r = rep.tolist() if one else None             # one state: its report as Python floats
     # one state: one finite sum says all are finite (an overflow of the sum: look at each; Python's
     # floats overflow without a warning)
-    if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(rep.tolist()))):
+    if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(r))):
         _finite(who, out)
     res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
-    iterations = rep[..., 3].astype(int)
-    if not (rep[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
+    iterations = np.array(int(r[3])) if one else rep[..., 3].astype(int)
+    if not (r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
         converged = rep[..., 4] > 0.5
         warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
@@ -293,8 +309,8 @@ def _result(who, solver, tol, out, index=None):
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
     impulses = out.impulses if index is None else out.impulses.take(index, -2)
     if one:
-        return LazyModesStep(out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, rep[5],
-                                                                       rep[6], tol), res, iterations)
+        return LazyModesStep(out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6],
+                                                                       tol), res, iterations)
     velocities = out.velocities if index is None else out.velocities.take(index, -2)
     return ContactStep(out.q_next, out.v_next, impulses, _modes(impulses, velocities, rep[..., 5], rep[..., 6], tol),
                        res, iterations)

@@ -9,7 +9,9 @@ pair whose distance is below ``margin + dt * s``, ``s`` a bound on its closing s
 ``rho`` the radius about the origin of a sphere holding the body's shapes in the scene), a pair's
 the sum of its two bodies' (a world shape's is zero: it does not move).  The bound is taken at the
 step's start; what the step's own accelerations add in one step (``dt^2`` times them) the margin
-holds.
+holds.  A step of one state on the native road computes the same bound inside the collision kernel's
+call (:func:`~sparsedyn.collision_candidates_ahead`, with :func:`body_reach`'s radii); this module's
+NumPy form serves the other roads (a batch, the NumPy backend, contact lists for the viewer).
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from ..algorithms.kinematics import body_velocities
 from ..kernels import native_calls
 from .collision import _plan as _collision_plan
 
-__all__ = ["pair_cutoffs"]
+__all__ = ["pair_cutoffs", "body_reach"]
 
 _NONE, _F64 = {}, np.dtype(float)
 
 
-def _reach(scene):
+def body_reach(scene):
     """``(rho, M)``: per body, the radius (nb,) about its origin of a sphere holding its shapes in the
     scene (0 for a body with none), and the (P, nb) matrix of 0 and 1 that sums each pair's two
     bodies' bounds (a world shape adds nothing); kept by the scene."""
@@ -68,7 +70,7 @@ def pair_cutoffs(scene, q, v, dt):
     bound on the pair's closing speed (module docstring).  Where ``q``, ``v`` or ``dt`` is not a
     finite state of the model's shape (the step reports that), the margin alone."""
     model = scene.model
-    rho, M = _reach(scene)
+    rho, M = body_reach(scene)
     q, v = np.asarray(q, float), np.asarray(v, float)
     one = q.shape == (model.nq,) and v.shape == (model.nv,)
     lead = () if one else np.broadcast_shapes(q.shape[:-1], v.shape[:-1]) if q.ndim <= 2 and v.ndim <= 2 else None

@@ -3,8 +3,9 @@
 :func:`~sparsedyn.contact.scene_step.scene_slots` lays out :class:`~sparsedyn.Contact` objects made
 from :func:`~sparsedyn.collide`'s hits; on the default (native) road this module gives the same
 :class:`~sparsedyn.contact.friction_problem.ContactSlots` with no object per hit: one native call of
-:func:`~sparsedyn.collision_candidates_near` on the scene's pairs with the step's largest look-ahead
-as its cutoff (data: no new build; a broad phase leaves out the closed forms of the pairs farther
+:func:`~sparsedyn.collision_candidates_ahead` on the scene's pairs, which computes each pair's
+look-ahead from the step's ``v`` itself (or of :func:`~sparsedyn.collision_candidates_near` with a
+given cutoff; data: no new build; a broad phase leaves out the closed forms of the pairs farther
 apart; those it computes are :func:`~sparsedyn.collision_candidates`' own, the witness point already
 in its body's axes), the candidates within their pair's look-ahead as rows
 ``[mu, p (3), n (3), n . w_b]`` (a pair of two robot shapes, self-collision, in a two-body slot
@@ -18,16 +19,18 @@ import numpy as np
 
 from ..kernels import native_calls, use_backend
 from .collision_kernel import kernel_plan
-from .collision_near import NEAR_COLUMNS, collision_candidates_near
+from .collision_near import NEAR_COLUMNS, collision_candidates_ahead, collision_candidates_near
 from .friction_problem import ContactSlots, fill_slots
+from .look_ahead import body_reach
 
-__all__ = ["scene_slot_data", "near_candidates"]
+__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates"]
 
 #: The columns of a row of :func:`~sparsedyn.collision_candidates_near` that make a slot's data
 #: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
 SLOT_COLUMNS = np.array([7, 8, 9, 4, 5, 6, 10])
 
-_NEAR, _NONE, _F64 = collision_candidates_near.__name__, {}, np.dtype(float)
+_NEAR, _AHEAD = collision_candidates_near.__name__, collision_candidates_ahead.__name__
+_NONE, _F64 = {}, np.dtype(float)
 
 
 def _slot_frames(model):
@@ -156,11 +159,30 @@ def near_candidates(scene, kp, q, cutoff=None):
     return collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
 
 
-def scene_slot_data(scene, q, cutoff=None):
+def ahead_candidates(scene, kp, q, v, dt):
+    """:func:`~sparsedyn.collision_candidates_ahead` of the kernel plan ``kp`` of ``scene`` at ``q``
+    (nq,) or (B, nq) and ``v`` (nv,) or (B, nv) for a step of ``dt`` (a float > 0): ``(candidates,
+    cutoff)`` (K, 11) and (K,), or with a batch axis.  A single state through the ready native
+    callable (as the public function would call it, less its frame)."""
+    model = scene.model
+    got = scene.cache.get("look")
+    if got is None or got[0] != dt:                        # [margin, dt] and the reach: data, kept while dt stays
+        got = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0])
+    _, look, reach = got
+    f = (native_calls(model) or _NONE).get(_AHEAD)
+    if (f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and
+            type(v) is np.ndarray and v.dtype is _F64 and v.shape == (model.nv,)):
+        return f(q, v, kp.shapes, reach, look, kp.pairs)
+    return collision_candidates_ahead(model, q, v, kp.shapes, reach, look, kp.pairs)
+
+
+def scene_slot_data(scene, q, cutoff=None, ahead=None):
     """``(pair, slots)``: the scene pair (an index of ``scene.pairs``) of each contact of ``scene`` at
     ``q`` (nq,) (nc,) and their :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
     ``scene_slots(scene, scene_contacts(scene, q, cutoff=cutoff))`` to rounding, the layout grown as
-    there; ``cutoff`` (P,): each pair's look-ahead, None: the margin), or
+    there; ``cutoff`` (P,): each pair's look-ahead, None: the margin; ``ahead``: ``(v, dt)``, the
+    look-ahead of a step of ``dt`` from ``v`` computed in the collision kernel's call instead, that of
+    :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`), or
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
     in the kernel, a touching body with no frame): then take that road."""
     if use_backend.current() == "numpy":
@@ -169,9 +191,13 @@ def scene_slot_data(scene, q, cutoff=None):
     if plan is None:
         return None
     kp, kid, keys = plan[:3]
-    c = near_candidates(scene, kp, q, cutoff)              # the pairs beyond the cutoff: [b > cutoff, 0, ...]
-    # the candidates within their pair's cutoff (d: column 0)
-    mask = c[:, 0] < (scene.margin if cutoff is None else cutoff.take(kp.pair))
+    # the candidates within their pair's cutoff (d: column 0); the pairs beyond it: [b > cutoff, 0, ...]
+    if ahead is not None:
+        c, within = ahead_candidates(scene, kp, q, *ahead)
+    else:
+        c = near_candidates(scene, kp, q, cutoff)
+        within = scene.margin if cutoff is None else cutoff.take(kp.pair)
+    mask = c[:, 0] < within
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     filler = _filler(scene, keys, layout)
     got = _selection(scene, plan, mask, filler)

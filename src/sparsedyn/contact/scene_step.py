@@ -130,21 +130,28 @@ class FoundContacts:
     from the step's :class:`~sparsedyn.contact.friction_problem.ContactSlots` ``slots`` when asked.
     ``len()`` is the number of contacts."""
 
-    __slots__ = ("pair", "slots")
+    __slots__ = ("pair", "slots", "_rows")
 
     def __init__(self, pair, slots):
-        self.pair, self.slots = pair, slots
+        self.pair, self.slots, self._rows = pair, slots, None
 
     def __len__(self):
         return len(self.pair)
 
+    def _data(self):
+        """The contacts' slot data (nc, 8), gathered once (a step's contacts are matched twice: as
+        the step's, then as the next step's ``previous``)."""
+        if self._rows is None:
+            self._rows = self.slots.data.take(self.slots.index, 0)
+        return self._rows
+
     @property
     def points(self):
-        return self.slots.data[self.slots.index, 1:4]
+        return self._data()[:, 1:4]
 
     @property
     def planes(self):
-        return self.slots.data[self.slots.index, 4:]
+        return self._data()[:, 4:]
 
 
 def _pair_of(c):
@@ -181,7 +188,7 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     D[l1[:, None] != l0[None]] = np.inf
     match = _greedy(D)
     if match is None:                            # the same contacts in the same order
-        if (planes1[:, :3] == planes0[:, :3]).all():
+        if _same(planes1[:, :3], planes0[:, :3]):
             return impulses.copy()
         match = np.arange(len(D)), np.arange(len(D))
     i, j = match
@@ -192,6 +199,12 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
             R = plane_basis(np.concatenate([planes1[i], planes0[j]]))[0]
             out[i] = np.einsum("kji,kjl,kl->ki", R[:len(i)], R[len(i):], impulses[j])      # R1^T R0 lambda
     return out
+
+
+def _same(a, b):
+    """Whether the arrays ``a`` and ``b`` of one shape are equal entry by entry (their bytes first:
+    equal bytes are equal finite numbers)."""
+    return a.tobytes() == b.tobytes() or bool((a == b).all())
 
 
 def _greedy(D):
@@ -241,11 +254,14 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
         raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), or a "
                          f"batch (B, nq); got shape {qa.shape}")
     # the pairs that may touch within the step: closer than the margin plus dt times their closing speed
-    cutoff = pair_cutoffs(scene, qa, v, dt)
     if qa.ndim == 2:
-        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options, cutoff)
+        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options, pair_cutoffs(scene, qa, v, dt))
+    va = np.asarray(v, float)
+    ahead = va.shape == (inner.nv,) and type(dt) in (float, int) and 0 < dt < np.inf
     if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
-        fast = scene_slot_data(scene, qa, cutoff)     # no Contact object per hit (the native road)
+        # no Contact object per hit (the native road); the look-ahead in the collision kernel's call
+        fast = scene_slot_data(scene, qa, ahead=(va, float(dt))) if ahead else \
+            scene_slot_data(scene, qa, pair_cutoffs(scene, qa, v, dt))
         if fast is not None:
             found = FoundContacts(*fast)
             if previous is not None:
@@ -253,7 +269,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
             return step(model, qa, v, tau, found, found.slots, dt, **options), found   # step reads len() only
-    contacts = scene_contacts(scene, qa, hits, cutoff)
+    contacts = scene_contacts(scene, qa, hits, pair_cutoffs(scene, qa, v, dt))
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
