@@ -30,7 +30,7 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
-                               _vmax, problem_of, slot_structure)
+                               _vmax, problem_of, slot_structure, slot_width)
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 
@@ -243,7 +243,8 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     dt, tol, margin = settings[0], settings[1], settings[4]
     nc, m, rows = lay.nc, lay.m, lay.normal
     mu = data[:, 0]
-    P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:], **dict(zip(lay.opt, extra)))
+    P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:8], **dict(zip(lay.opt, extra)),
+                   weights=data[:, 8:] if data.shape[1] > 8 else None)
     v_free = v + dt * P.a
     Jv = P.J @ v_free
     closing = _relu(-Jv[rows])
@@ -440,7 +441,7 @@ def _step_program(model, static, optional):
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",), "settings": (5,), "warm_start": (_nc, 3),
-                "contact_data": (_nc, 8)},
+                "contact_data": (_nc, slot_width)},
         optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",), sequences=("frames",),
         outputs={"q_next": ("nq",), "v_next": ("nv",), "impulses": (_nc, 3), "velocities": (_nc, 3),
                  "report": (8,)},
@@ -450,7 +451,10 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, fr
     :mod:`sparsedyn.symbolic.loop`) that a compiled model runs as one native call per state, and that
     the NumPy road runs on floats, state by state, in the same loop.
 
-    ``frames``: the contacts' frames (indices or names; the structure, one build per tuple), or for a
+    ``frames``: the contacts' frames (indices or names; the structure, one build per tuple), or
+    :data:`~sparsedyn.contact.friction_problem.DATA_SLOT` for a slot whose body is data (its data
+    ``[mu, x (3), n (3), offset, weights (nv)]``, the point in the world and the joint weights of
+    :func:`~sparsedyn.contact.friction_problem.slot_weights`: one build per number of slots), or for a
     contact between two bodies of the robot a pair ``(frame_a, frame_b)`` (its point is fixed in
     ``frame_a``, its plane moves with ``frame_b``'s body: rows ``J_a - J_b`` at the point, impulses on
     ``a`` and opposite on ``b``; :class:`~sparsedyn.contact.friction_problem.BodyContact`);
@@ -463,7 +467,7 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, fr
     m = getattr(model, "model", model)
     frames = tuple(slot_structure(m, f) for f in frames)
     nc = len(frames)
-    arrays = {"settings": (5,), "warm_start": (nc, 3), "contact_data": (nc, 8)}
+    arrays = {"settings": (5,), "warm_start": (nc, 3), "contact_data": (nc, slot_width(m, frames))}
     given = dict(settings=settings, warm_start=warm_start, contact_data=contact_data)
     for name, tail in arrays.items():
         given[name] = _checks.numeric(name, given[name], f"(..., {', '.join(map(str, tail))})")

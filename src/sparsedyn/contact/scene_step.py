@@ -48,6 +48,7 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide_within
+from .data_slots import data_slots, data_slots_batch
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 from .scene_batch import batch_warm_start, scene_batch_slot_data
 from .look_ahead import pair_cutoffs
@@ -252,13 +253,14 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
                 options["warm_start"] = matched_warm_start(*previous, found)
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
-            return step(model, qa, v, tau, found, found.slots, dt, **options), found   # step reads len() only
+            return step(model, qa, v, tau, found, data_slots(scene, qa, found.slots), dt, **options), found
     contacts = scene_contacts(scene, qa, hits, cutoff)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
-    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options), contacts
+    return step(model, qa, v, tau, contacts, data_slots(scene, qa, scene_slots(scene, contacts)), dt, **options), \
+        contacts
 
 
 def _same_model(a, b):
@@ -359,13 +361,21 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options, cutoff):
             warm[b, index[b]] = matched_warm_start(*previous[b], contacts[b])
         elif len(given) == B and np.shape(given[b]) == (len(contacts[b]), 3):
             warm[b, index[b]] = given[b]
-    out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm, **options)
+    # the step runs on the scene's data slots: each state's contacts in its first slots, in order
+    warm = [warm[b, index[b]] for b in range(B)]
+    frames, data, index = data_slots_batch(scene, q, frames, data, index)
+    ns = len(frames)
+    warm_slots = np.zeros((B, ns, 3))
+    for b in range(B):
+        warm_slots[b, index[b]] = warm[b]
+    out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm_slots, **options)
     if out.impulses.shape[-2] != ns:              # (the free step has no slot)
         return out, contacts
     if fast is None:
         return out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
                             modes=[out.modes[b][index[b]] for b in range(B)]), contacts
-    at = contacts.at()                            # each contact's state and slot, in order
+    ends = np.asarray(ends)
+    at = np.repeat(np.arange(B), np.diff(ends)), np.arange(ends[-1]) - np.repeat(ends[:-1], np.diff(ends))
     impulses, modes = out.impulses[at], out.modes[at]
     return out._replace(impulses=[impulses[ends[b]:ends[b + 1]] for b in range(B)],
                         modes=[modes[ends[b]:ends[b + 1]] for b in range(B)]), contacts
