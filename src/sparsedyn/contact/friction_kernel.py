@@ -131,10 +131,20 @@ def _cholesky(A):
     return L, inv
 
 
-def _spd_inverse(A):
-    """The inverse of the positive definite ``A`` (n, n) from its Cholesky factor ``A = L L^T``:
-    ``L^-T L^-1`` (the x-step is then a product with independent rows, not two triangular solves
-    whose every row waits for the previous one)."""
+#: Rows of the blocks of :func:`_lower_inverse` below which the factor is written out element by element.
+LEAF_ROWS = 12
+#: Multiplications from which a product of the step's dense linear algebra is one block product (a
+#: loop in the compiled code: :func:`~sparsedyn.backend.matmul`), so that its program grows with the
+#: square of the contacts, not their cube.
+STEP_BLOCK_PAIRS = 256
+
+
+def _mm(A, B):
+    return bk.matmul(A, B, min_pairs=STEP_BLOCK_PAIRS)
+
+
+def _leaf_inverse(A):
+    """``L^-1`` (n, n) of the Cholesky factor of the small positive definite ``A``, element by element."""
     L, inv = _cholesky(A)
     n = len(inv)
     Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)      # L^-1, lower triangular
@@ -145,7 +155,34 @@ def _spd_inverse(A):
             for k in range(j, i):
                 s = s + L[i][k] * Li[k, j]
             Li[i, j] = -inv[i] * s
-    return Li.T @ Li
+    return Li
+
+
+def _lower_inverse(A):
+    """``L^-1`` (n, n) of the Cholesky factor ``A = L L^T`` of the positive definite ``A``, by halves
+    (Golub and Van Loan, "Matrix computations", 2013, 4.2: the block Cholesky factorization):
+    ``L11 = chol(A11)``, ``L21 = A21 L11^-T``, ``L22 = chol(A22 - L21 L21^T)``, and
+    ``(L^-1)21 = -L22^-1 L21 L11^-1``; the products are block products, so the elementwise work is
+    that of the leaves (:data:`LEAF_ROWS`)."""
+    n = A.shape[0]
+    if n <= LEAF_ROWS:
+        return _leaf_inverse(A)
+    h = n // 2
+    Li11 = _lower_inverse(A[:h, :h])
+    L21 = _mm(A[h:, :h], Li11.T)
+    Li22 = _lower_inverse(A[h:, h:] - _mm(L21, L21.T))
+    Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)
+    Li[:h, :h], Li[h:, h:] = Li11, Li22
+    Li[h:, :h] = -_mm(Li22, _mm(L21, Li11))
+    return Li
+
+
+def _spd_inverse(A):
+    """The inverse of the positive definite ``A`` (n, n) from its Cholesky factor ``A = L L^T``:
+    ``L^-T L^-1`` (the x-step is then a product with independent rows, not two triangular solves
+    whose every row waits for the previous one)."""
+    Li = _lower_inverse(A)
+    return _mm(Li.T, Li)
 
 
 def _correction_sweep(A, c, l0, sweeps):
@@ -261,9 +298,10 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     dmax, gmax = _vmax(np.diagonal(G)), _vmax(_abs(g))
     e = np.ones(m)                                                  # the largest eigenvalue: power iteration
     for _ in range(POWER_STEPS):
-        e = G @ e
+        e = _mm(G, e[:, None])[:, 0]
         e = e / (bk.sqrt(e @ e) + _TINY)
-    lmax = _vmax([bk.sqrt((G @ e) @ (G @ e)), dmax]) + _TINY
+    Ge = _mm(G, e[:, None])[:, 0]
+    lmax = _vmax([bk.sqrt(Ge @ Ge), dmax]) + _TINY
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
     u = G @ z + g
     w = u.reshape(nc, 3).copy()

@@ -387,7 +387,8 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
     YD = Y / D[..., None, :]
     JMinv = mpyLi(lam, L[..., None, :, :], YD, unit=True)
-    G = YD @ np.swapaxes(Y, -1, -2)
+    # one state (the step's kernel): a block product (a loop in the compiled code, not 3 nc^2 nv operations)
+    G = bk.matmul(YD, Y.T, min_pairs=256) if Y.ndim == 2 else YD @ np.swapaxes(Y, -1, -2)
     gap = np.stack([np.broadcast_to(x, shape) for x in gaps], -1)
     return ContactProblem(_out(a, shape, (nv,)), _out(J, shape, (3 * nc, nv)), _out(JMinv, shape, (3 * nc, nv)),
                           _out(G, shape, (3 * nc, 3 * nc)), gap)
