@@ -3,7 +3,7 @@
 :func:`~sparsedyn.contact.scene_step.scene_slots` lays out a step's contacts per body (each body's
 point fixed in its frame), and the compiled step is built per tuple of slot frames: every body that
 touches for the first time, or outgrows its slots, is a new build (a humanoid rolling onto stairs
-makes dozens, each a program that grows with the cube of the slots).  Here the same contacts go
+makes dozens).  Here the same contacts go
 into :data:`~sparsedyn.contact.friction_problem.DATA_SLOT` slots, the first ``nc`` of a layout of
 ``2^k`` slots in all: each slot's data is its point in the world, its plane, its friction and the
 joint weights of its bodies (:func:`~sparsedyn.contact.friction_problem.slot_weights`: 1 on the

@@ -14,7 +14,11 @@ so each stage is one traced program, and the same function of floats.
 
 The contact set's structure is its frames (a static argument: one build per tuple of frames); the
 friction coefficients, the points and the planes are one array of the kernel, ``contact_data`` (nc, 8)
-``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (a new value never rebuilds).
+``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (a new value never rebuilds).  A slot whose body is
+data (:data:`~sparsedyn.contact.friction_problem.DATA_SLOT`, what a scene's steps use) adds its
+joint weights to its row: one build per number of such slots.  The dense linear algebra (``G``, its
+inverse by block Cholesky halves, the products with it) is written in block products, loops in the
+compiled code, so the program grows with the square of the slots.
 """
 
 from __future__ import annotations
@@ -141,6 +145,11 @@ STEP_BLOCK_PAIRS = 256
 
 def _mm(A, B):
     return bk.matmul(A, B, min_pairs=STEP_BLOCK_PAIRS)
+
+
+def _mv(A, x):
+    """``A @ x`` (``A`` (n, n), ``x`` (n,)) as a block product where it is large (:func:`_mm`)."""
+    return _mm(A, np.reshape(x, (-1, 1)))[:, 0]
 
 
 def _leaf_inverse(A):
@@ -298,12 +307,12 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     dmax, gmax = _vmax(np.diagonal(G)), _vmax(_abs(g))
     e = np.ones(m)                                                  # the largest eigenvalue: power iteration
     for _ in range(POWER_STEPS):
-        e = _mm(G, e[:, None])[:, 0]
+        e = _mv(G, e)
         e = e / (bk.sqrt(e @ e) + _TINY)
-    Ge = _mm(G, e[:, None])[:, 0]
+    Ge = _mv(G, e)
     lmax = _vmax([bk.sqrt(Ge @ Ge), dmax]) + _TINY
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
-    u = G @ z + g
+    u = _mv(G, z) + g
     w = u.reshape(nc, 3).copy()
     w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
     res = _residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
@@ -338,7 +347,7 @@ def _iterate(lay, *X):
     x, z, y = S["x"], S["z"], S["y"]
     s = _zeros(m, y)
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
-    xn = S["M"].reshape(m, m) @ (-(g + s) + eta * x + rho * z - y)
+    xn = _mv(S["M"].reshape(m, m), -(g + s) + eta * x + rho * z - y)
     xr = RELAX * xn + (1.0 - RELAX) * z                            # over-relaxation
     zn = project_cone((xr + y / rho).reshape(nc, 3), mu).reshape(m)
     yn = y + rho * (xr - zn)
@@ -371,7 +380,7 @@ def _check(lay, *X):
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
     G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
-    u = G @ z + g
+    u = _mv(G, z) + g
     res = _residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(z, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
@@ -402,7 +411,7 @@ def _gauss_seidel(lay, *X):
         f = (cap + _TINY) / (_vmax([r, cap]) + _TINY)                # onto the friction disc
         lam[t0], lam[t0 + 1], lam[n] = lt[0] * f, lt[1] * f, ln
     lam = _array(lam, G)
-    u = G @ lam + g
+    u = _mv(G, lam) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
@@ -449,8 +458,8 @@ def _nc(model, frames, **_):
     return len(tuple(frames))
 
 
-#: The most contact slots a compiled step is built for (the explicit inverse of the Delassus
-#: matrix makes its program grow with the cube of the contacts).
+#: The most contact slots a compiled step is built for (its program grows with the square of the
+#: slots; 32 data slots of the dm_control humanoid: about half a million IR nodes).
 MAX_COMPILED_CONTACTS = 32
 
 
@@ -467,8 +476,8 @@ def _step_program(model, static, optional):
     if len(frames) > MAX_COMPILED_CONTACTS:
         raise CompiledStepSizeError(
             f"contact_step: {len(frames)} contact slots; the compiled step is built for at most "
-            f"{MAX_COMPILED_CONTACTS} (its program grows with the cube of the contacts: 32 took minutes and "
-            f"100 exhaust the memory); plain calls answer on NumPy (sparsedyn.use_backend('numpy'))")
+            f"{MAX_COMPILED_CONTACTS} (its program grows with the square of the contacts); plain calls answer on "
+            f"NumPy (sparsedyn.use_backend('numpy'))")
     opt = tuple(n for n in ("f_ext", "gravity") if n in optional)
     k = contact_step_kernel.__kernel__
     shapes = k.shapes(model, frames=frames)

@@ -10,17 +10,15 @@ against the plane through ``w_b`` of normal ``n`` (from ``b`` towards ``a``), wi
 friction; its gap is the hit's signed distance.  The step is then :func:`~sparsedyn.contact_step`'s with that
 contact list.
 
-The compiled step keeps its library for new points, planes and frictions on the bodies it was built
-for (:func:`~sparsedyn.contact.friction_problem.contact_slots`), but a new set of touching bodies, or
-more contacts on a body than its slots, is a new build.  So a scene keeps its own layout of slots
-(:func:`scene_slots`), the union of those its steps have needed: each body that has touched the
-world holds the power of two of slots that held its most contacts so far, whether it touches now or
-not; a slot without a hit is free, its point 1000 km above its plane, open.  A step runs on the
-default road (native once built); a trajectory builds a new step only when a body touches for the
-first time or outgrows its slots, so its builds are bounded by the bodies that touch and the
-doublings of their slots.  Free slots are not free of cost: the step's problem keeps their rows
-(open, with zero impulse), so a layout larger than the contacts of the moment costs time and
-iterations (the ADMM's penalty scales with the problem's size).
+The contacts are first laid out per body (:func:`scene_slots`: each body that has touched holds the
+power of two of slots that held its most contacts so far, its points fixed in its frame; what the
+warm start and the derivatives read), then handed to the step in the scene's data slots
+(:mod:`~sparsedyn.contact.data_slots`): each contact's point in the world and its bodies as joint
+weights, the first ``nc`` of ``2^k`` slots (at least 8; the count only grows).  The compiled step is
+built per number of slots, not per set of touching bodies, so a trajectory builds at most three
+steps (8, 16, 32 slots) whichever bodies touch.  Free slots are not free of cost: the step's
+problem keeps their rows (open, with zero impulse), so a layout larger than the contacts of the
+moment costs time.
 
 A hit of two robot shapes ``a`` and ``b`` (self-collision) is a two-body contact
 (:class:`~sparsedyn.contact.friction_problem.BodyContact`): ``w_a`` fixed in a frame of ``a``'s body
