@@ -321,7 +321,9 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
     K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, eta=PROXIMAL * lmax,
                              lmax=lmax, gmax=gmax, dmax=dmax))
-    rho = RHO_START * np.sum(np.diagonal(G)) / m + _TINY
+    # the mean eigenvalue of the open contacts' block: open contacts (a layout's free slots) have zero rows
+    rows_in = np.sum(act)
+    rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
     S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), u=u, M=np.zeros(m * m), rho=rho, it=0.0,
                              conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0))
     return K, S
