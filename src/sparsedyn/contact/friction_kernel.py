@@ -14,7 +14,11 @@ so each stage is one traced program, and the same function of floats.
 
 The contact set's structure is its frames (a static argument: one build per tuple of frames); the
 friction coefficients, the points and the planes are one array of the kernel, ``contact_data`` (nc, 8)
-``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (a new value never rebuilds).
+``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (a new value never rebuilds).  A slot whose body is
+data (:data:`~sparsedyn.contact.friction_problem.DATA_SLOT`, what a scene's steps use) adds its
+joint weights to its row: one build per number of such slots.  The dense linear algebra (``G``, its
+inverse by block Cholesky halves, the products with it) is written in block products, loops in the
+compiled code, so the program grows with the square of the slots.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
-                               _vmax, problem_of, slot_structure)
+                               _vmax, problem_of, slot_structure, slot_width)
 from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
@@ -132,10 +136,25 @@ def _cholesky(A):
     return L, inv
 
 
-def _spd_inverse(A):
-    """The inverse of the positive definite ``A`` (n, n) from its Cholesky factor ``A = L L^T``:
-    ``L^-T L^-1`` (the x-step is then a product with independent rows, not two triangular solves
-    whose every row waits for the previous one)."""
+#: Rows of the blocks of :func:`_lower_inverse` below which the factor is written out element by element.
+LEAF_ROWS = 12
+#: Multiplications from which a product of the step's dense linear algebra is one block product (a
+#: loop in the compiled code: :func:`~sparsedyn.backend.matmul`), so that its program grows with the
+#: square of the contacts, not their cube.
+STEP_BLOCK_PAIRS = 256
+
+
+def _mm(A, B):
+    return bk.matmul(A, B, min_pairs=STEP_BLOCK_PAIRS)
+
+
+def _mv(A, x):
+    """``A @ x`` (``A`` (n, n), ``x`` (n,)) as a block product where it is large (:func:`_mm`)."""
+    return _mm(A, np.reshape(x, (-1, 1)))[:, 0]
+
+
+def _leaf_inverse(A):
+    """``L^-1`` (n, n) of the Cholesky factor of the small positive definite ``A``, element by element."""
     L, inv = _cholesky(A)
     n = len(inv)
     Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)      # L^-1, lower triangular
@@ -146,7 +165,34 @@ def _spd_inverse(A):
             for k in range(j, i):
                 s = s + L[i][k] * Li[k, j]
             Li[i, j] = -inv[i] * s
-    return Li.T @ Li
+    return Li
+
+
+def _lower_inverse(A):
+    """``L^-1`` (n, n) of the Cholesky factor ``A = L L^T`` of the positive definite ``A``, by halves
+    (Golub and Van Loan, "Matrix computations", 2013, 4.2: the block Cholesky factorization):
+    ``L11 = chol(A11)``, ``L21 = A21 L11^-T``, ``L22 = chol(A22 - L21 L21^T)``, and
+    ``(L^-1)21 = -L22^-1 L21 L11^-1``; the products are block products, so the elementwise work is
+    that of the leaves (:data:`LEAF_ROWS`)."""
+    n = A.shape[0]
+    if n <= LEAF_ROWS:
+        return _leaf_inverse(A)
+    h = n // 2
+    Li11 = _lower_inverse(A[:h, :h])
+    L21 = _mm(A[h:, :h], Li11.T)
+    Li22 = _lower_inverse(A[h:, h:] - _mm(L21, L21.T))
+    Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)
+    Li[:h, :h], Li[h:, h:] = Li11, Li22
+    Li[h:, :h] = -_mm(Li22, _mm(L21, Li11))
+    return Li
+
+
+def _spd_inverse(A):
+    """The inverse of the positive definite ``A`` (n, n) from its Cholesky factor ``A = L L^T``:
+    ``L^-T L^-1`` (the x-step is then a product with independent rows, not two triangular solves
+    whose every row waits for the previous one)."""
+    Li = _lower_inverse(A)
+    return _mm(Li.T, Li)
 
 
 def _correction_sweep(A, c, l0, sweeps):
@@ -244,7 +290,8 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     dt, tol, margin = settings[0], settings[1], settings[4]
     nc, m, rows = lay.nc, lay.m, lay.normal
     mu = data[:, 0]
-    P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:], **dict(zip(lay.opt, extra)))
+    P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:8], **dict(zip(lay.opt, extra)),
+                   weights=data[:, 8:] if data.shape[1] > 8 else None)
     v_free = v + dt * (P.a + transport(lay.model, v)) + gyroscopic(lay.model, v, dt)     # module transport
     Jv = P.J @ v_free
     closing = _relu(-Jv[rows])
@@ -261,11 +308,12 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     dmax, gmax = _vmax(np.diagonal(G)), _vmax(_abs(g))
     e = np.ones(m)                                                  # the largest eigenvalue: power iteration
     for _ in range(POWER_STEPS):
-        e = G @ e
+        e = _mv(G, e)
         e = e / (bk.sqrt(e @ e) + _TINY)
-    lmax = _vmax([bk.sqrt((G @ e) @ (G @ e)), dmax]) + _TINY
+    Ge = _mv(G, e)
+    lmax = _vmax([bk.sqrt(Ge @ Ge), dmax]) + _TINY
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
-    u = G @ z + g
+    u = _mv(G, z) + g
     w = u.reshape(nc, 3).copy()
     w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
     res = _residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
@@ -274,7 +322,9 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
     K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, eta=PROXIMAL * lmax,
                              lmax=lmax, gmax=gmax, dmax=dmax))
-    rho = RHO_START * np.sum(np.diagonal(G)) / m + _TINY
+    # the mean eigenvalue of the open contacts' block: open contacts (a layout's free slots) have zero rows
+    rows_in = np.sum(act)
+    rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
     S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), u=u, M=np.zeros(m * m), rho=rho, it=0.0,
                              conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0))
     return K, S
@@ -300,7 +350,7 @@ def _iterate(lay, *X):
     x, z, y = S["x"], S["z"], S["y"]
     s = _zeros(m, y)
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
-    xn = S["M"].reshape(m, m) @ (-(g + s) + eta * x + rho * z - y)
+    xn = _mv(S["M"].reshape(m, m), -(g + s) + eta * x + rho * z - y)
     xr = RELAX * xn + (1.0 - RELAX) * z                            # over-relaxation
     zn = project_cone((xr + y / rho).reshape(nc, 3), mu).reshape(m)
     yn = y + rho * (xr - zn)
@@ -333,7 +383,7 @@ def _check(lay, *X):
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
     G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
-    u = G @ z + g
+    u = _mv(G, z) + g
     res = _residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(z, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
@@ -364,7 +414,7 @@ def _gauss_seidel(lay, *X):
         f = (cap + _TINY) / (_vmax([r, cap]) + _TINY)                # onto the friction disc
         lam[t0], lam[t0 + 1], lam[n] = lt[0] * f, lt[1] * f, ln
     lam = _array(lam, G)
-    u = G @ lam + g
+    u = _mv(G, lam) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
@@ -419,8 +469,8 @@ def _nc(model, frames, **_):
     return len(tuple(frames))
 
 
-#: The most contact slots a compiled step is built for (the explicit inverse of the Delassus
-#: matrix makes its program grow with the cube of the contacts).
+#: The most contact slots a compiled step is built for (its program grows with the square of the
+#: slots; 32 data slots of the dm_control humanoid: about half a million IR nodes).
 MAX_COMPILED_CONTACTS = 32
 
 
@@ -437,8 +487,8 @@ def _step_program(model, static, optional):
     if len(frames) > MAX_COMPILED_CONTACTS:
         raise CompiledStepSizeError(
             f"contact_step: {len(frames)} contact slots; the compiled step is built for at most "
-            f"{MAX_COMPILED_CONTACTS} (its program grows with the cube of the contacts: 32 took minutes and "
-            f"100 exhaust the memory); plain calls answer on NumPy (sparsedyn.use_backend('numpy'))")
+            f"{MAX_COMPILED_CONTACTS} (its program grows with the square of the contacts); plain calls answer on "
+            f"NumPy (sparsedyn.use_backend('numpy'))")
     opt = tuple(n for n in ("f_ext", "gravity") if n in optional)
     k = contact_step_kernel.__kernel__
     shapes = k.shapes(model, frames=frames)
@@ -449,7 +499,7 @@ def _step_program(model, static, optional):
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",), "settings": (5,), "warm_start": (_nc, 3),
-                "contact_data": (_nc, 8)},
+                "contact_data": (_nc, slot_width)},
         optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",), sequences=("frames",),
         outputs={"q_next": ("nq",), "v_next": ("nv",), "impulses": (_nc, 3), "velocities": (_nc, 3),
                  "report": (8,), "correction": (_nc,)},
@@ -459,7 +509,10 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, fr
     :mod:`sparsedyn.symbolic.loop`) that a compiled model runs as one native call per state, and that
     the NumPy road runs on floats, state by state, in the same loop.
 
-    ``frames``: the contacts' frames (indices or names; the structure, one build per tuple), or for a
+    ``frames``: the contacts' frames (indices or names; the structure, one build per tuple), or
+    :data:`~sparsedyn.contact.friction_problem.DATA_SLOT` for a slot whose body is data (its data
+    ``[mu, x (3), n (3), offset, weights (nv)]``, the point in the world and the joint weights of
+    :func:`~sparsedyn.contact.friction_problem.slot_weights`: one build per number of slots), or for a
     contact between two bodies of the robot a pair ``(frame_a, frame_b)`` (its point is fixed in
     ``frame_a``, its plane moves with ``frame_b``'s body: rows ``J_a - J_b`` at the point, impulses on
     ``a`` and opposite on ``b``; :class:`~sparsedyn.contact.friction_problem.BodyContact`);
@@ -472,7 +525,7 @@ def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, fr
     m = getattr(model, "model", model)
     frames = tuple(slot_structure(m, f) for f in frames)
     nc = len(frames)
-    arrays = {"settings": (5,), "warm_start": (nc, 3), "contact_data": (nc, 8)}
+    arrays = {"settings": (5,), "warm_start": (nc, 3), "contact_data": (nc, slot_width(m, frames))}
     given = dict(settings=settings, warm_start=warm_start, contact_data=contact_data)
     for name, tail in arrays.items():
         given[name] = _checks.numeric(name, given[name], f"(..., {', '.join(map(str, tail))})")

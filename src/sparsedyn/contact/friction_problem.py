@@ -18,12 +18,12 @@ from ..algorithms.ltdl import dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit
 from ..kernels import kernel
 from ..model import UnknownNameError
 from ..model.sensors import Contact
-from ..model.spatial import pose, skew
+from ..model.spatial import Transform, apply_motion_inv, pose, skew
 from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
            "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
-           "StepArrays", "BodyContact", "slot_frames", "slot_structure"]
+           "StepArrays", "BodyContact", "slot_frames", "slot_structure", "DATA_SLOT", "slot_width"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -179,6 +179,18 @@ class BodyContact(NamedTuple):
     kind: str = "3d"
 
 
+#: The structure of a slot whose body is data (:func:`problem_of`'s ``weights``): its rows are the
+#: world point's velocity from every joint, each joint's columns weighted by the slot's data, so one
+#: build serves every contact set of as many slots, whichever bodies touch.
+DATA_SLOT = "*"
+
+
+def slot_width(model, frames, **_):
+    """Columns of a slot's data in the step of the slot structures ``frames``: 8 (``[mu, p (3),
+    plane (4)]``), and ``nv`` joint weights more where a slot's body is data (:data:`DATA_SLOT`)."""
+    return 8 + model.nv if any(isinstance(f, str) and f == DATA_SLOT for f in frames) else 8
+
+
 def slot_frames(f):
     """``(frame_a, frame_b)`` of a slot's structure ``f``: a frame index (a point against the fixed
     world: ``frame_b`` is None) or a pair of them (a :class:`BodyContact`)."""
@@ -187,7 +199,10 @@ def slot_frames(f):
 
 def slot_structure(model, f):
     """The structure of one slot as the step is built for it: a frame (name or index) as its index,
-    a pair of frames ``(frame_a, frame_b)`` (a two-body contact) as the pair of their indices."""
+    a pair of frames ``(frame_a, frame_b)`` (a two-body contact) as the pair of their indices,
+    :data:`DATA_SLOT` as itself."""
+    if isinstance(f, str) and f == DATA_SLOT:
+        return DATA_SLOT
     if isinstance(f, (tuple, list)):
         if len(f) != 2:
             raise ValueError(f"contact_step: a two-body contact slot is a pair of frames (frame_a, frame_b), got {f!r}")
@@ -337,10 +352,14 @@ def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):
     return problem_of(model, q, v, tau, frames, points, planes, f_ext, gravity)
 
 
-def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=None):
+def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=None, weights=None):
     """:func:`contact_problem` of the contacts at the frames ``frames`` (indices, the structure) with
     the points ``points`` (nc, 3) and planes ``planes`` (nc, 4) (:func:`contact_data`; values or
-    traced data)."""
+    traced data).  A slot :data:`DATA_SLOT` has its point in the world and its body as data, the
+    joint weights ``weights`` (nc, nv) (1 on the joints that move body ``a``, less 1 on those that
+    move ``b``, 0 elsewhere, as :func:`slot_weights`): its rows are ``R_c^T`` times the velocity of
+    the world point ``x`` from joint ``j``'s world motion columns ``(w_j, v_j)``, ``v_j - x x w_j``,
+    weighted: ``J_a(x) - J_b(x)``."""
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
     nv, nc = model.nv, len(frames)
@@ -352,24 +371,57 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     if not nc:
         z = np.zeros(shape + (0, nv))
         return ContactProblem(_out(a, shape, (nv,)), z, z.copy(), np.zeros(shape + (0, 0)), np.zeros(shape + (0,)))
-    pairs = [slot_frames(f) for f in frames]
+    pairs = [(None, None) if _is_data(f) else slot_frames(f) for f in frames]
     pts = _Points(model, Xup, S, [k for ka, kb in pairs for k in (ka, kb)])
+    W = world_columns(model, Xup, S) if any(_is_data(f) for f in frames) else None
     rows, gaps = [], []
     for i, (k, kb) in enumerate(pairs):
-        R, o = pts.pose[k]                                       # frame -> world, frame origin
-        p = points[i]
-        x = o + R @ p
         Rc, n, offset = plane_basis(planes[i])
-        rows.append(pts.relative(Rc, k, kb, p, x))
+        if k is None:                                            # a slot whose body is data
+            x = points[i]
+            rows.append(Rc.T @ ((W[..., 3:, :] - skew(x) @ W[..., :3, :]) * weights[i]))
+        else:
+            R, o = pts.pose[k]                                   # frame -> world, frame origin
+            p = points[i]
+            x = o + R @ p
+            rows.append(pts.relative(Rc, k, kb, p, x))
         gaps.append(x @ n - offset)
     J = np.concatenate(rows, -2)
     Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
     YD = Y / D[..., None, :]
     JMinv = mpyLi(lam, L[..., None, :, :], YD, unit=True)
-    G = YD @ np.swapaxes(Y, -1, -2)
+    # one state (the step's kernel): a block product (a loop in the compiled code, not 3 nc^2 nv operations)
+    G = bk.matmul(YD, Y.T, min_pairs=256) if Y.ndim == 2 else YD @ np.swapaxes(Y, -1, -2)
     gap = np.stack([np.broadcast_to(x, shape) for x in gaps], -1)
     return ContactProblem(_out(a, shape, (nv,)), _out(J, shape, (3 * nc, nv)), _out(JMinv, shape, (3 * nc, nv)),
                           _out(G, shape, (3 * nc, 3 * nc)), gap)
+
+
+def _is_data(f):
+    return isinstance(f, str) and f == DATA_SLOT
+
+
+def world_columns(model, Xup, S):
+    """The joints' motion columns (..., 6, nv) in the world, at its origin, ``[w; v_O]`` (kernel use)."""
+    X0 = world_transforms(model, Xup)
+    cols = []
+    for j in range(model.nbodies):
+        X = Transform(X0[j].E[..., None, :, :], X0[j].r[..., None, :])
+        cols.append(np.swapaxes(apply_motion_inv(X, np.swapaxes(S[j], -1, -2)), -1, -2))     # (..., 6, nv_j)
+    shape = np.broadcast_shapes(*(c.shape[:-2] for c in cols))
+    return np.concatenate([np.broadcast_to(c, shape + c.shape[-2:]) for c in cols], -1)
+
+
+def slot_weights(model, a, b=None):
+    """The joint weights (nv,) of a data slot (:func:`problem_of`) of a point of body ``a`` against
+    body ``b`` (None or a negative index: the fixed world): 1 on the velocities of ``a``'s joints and
+    its ancestors', less 1 on ``b``'s (so 0 on the joints they share)."""
+    w = np.zeros(model.nv)
+    for body, sign in ((a, 1.0), (b, -1.0)):
+        if body is not None and body >= 0:
+            for j in model.ancestors(body):
+                w[model.v_slice(j)] += sign
+    return w
 
 
 class _Points:
@@ -378,6 +430,9 @@ class _Points:
 
     def __init__(self, model, Xup, S, frames):
         self.unique = list(dict.fromkeys(k for k in frames if k is not None))
+        if not self.unique:                                      # data slots only
+            self.pose = {}
+            return
         self.J6 = contact_jacobian(model, Xup, S, tuple(Contact(k, "6d") for k in self.unique))
         X0 = world_transforms(model, Xup)
         self.pose = {k: pose(frame_world_transform(model, X0, k)) for k in self.unique}

@@ -10,17 +10,15 @@ against the plane through ``w_b`` of normal ``n`` (from ``b`` towards ``a``), wi
 friction; its gap is the hit's signed distance.  The step is then :func:`~sparsedyn.contact_step`'s with that
 contact list.
 
-The compiled step keeps its library for new points, planes and frictions on the bodies it was built
-for (:func:`~sparsedyn.contact.friction_problem.contact_slots`), but a new set of touching bodies, or
-more contacts on a body than its slots, is a new build.  So a scene keeps its own layout of slots
-(:func:`scene_slots`), the union of those its steps have needed: each body that has touched the
-world holds the power of two of slots that held its most contacts so far, whether it touches now or
-not; a slot without a hit is free, its point 1000 km above its plane, open.  A step runs on the
-default road (native once built); a trajectory builds a new step only when a body touches for the
-first time or outgrows its slots, so its builds are bounded by the bodies that touch and the
-doublings of their slots.  Free slots are not free of cost: the step's problem keeps their rows
-(open, with zero impulse), so a layout larger than the contacts of the moment costs time and
-iterations (the ADMM's penalty scales with the problem's size).
+The contacts are first laid out per body (:func:`scene_slots`: each body that has touched holds the
+power of two of slots that held its most contacts so far, its points fixed in its frame; what the
+warm start and the derivatives read), then handed to the step in the scene's data slots
+(:mod:`~sparsedyn.contact.data_slots`): each contact's point in the world and its bodies as joint
+weights, the first ``nc`` of ``2^k`` slots (at least 8; the count only grows).  The compiled step is
+built per number of slots, not per set of touching bodies, so a trajectory builds at most three
+steps (8, 16, 32 slots) whichever bodies touch.  Free slots are not free of cost: the step's
+problem keeps their rows (open, with zero impulse), so a layout larger than the contacts of the
+moment costs time.
 
 A hit of two robot shapes ``a`` and ``b`` (self-collision) is a two-body contact
 (:class:`~sparsedyn.contact.friction_problem.BodyContact`): ``w_a`` fixed in a frame of ``a``'s body
@@ -48,6 +46,7 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide_within
+from .data_slots import data_slots, data_slots_batch
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 from .scene_batch import batch_warm_start, scene_batch_slot_data
 from .look_ahead import pair_cutoffs
@@ -268,13 +267,14 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
                 options["warm_start"] = matched_warm_start(*previous, found)
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
-            return step(model, qa, v, tau, found, found.slots, dt, **options), found   # step reads len() only
+            return step(model, qa, v, tau, found, data_slots(scene, qa, found.slots), dt, **options), found
     contacts = scene_contacts(scene, qa, hits, pair_cutoffs(scene, qa, v, dt))
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
-    return step(model, qa, v, tau, contacts, scene_slots(scene, contacts), dt, **options), contacts
+    return step(model, qa, v, tau, contacts, data_slots(scene, qa, scene_slots(scene, contacts)), dt, **options), \
+        contacts
 
 
 def _same_model(a, b):
@@ -375,13 +375,21 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options, cutoff):
             warm[b, index[b]] = matched_warm_start(*previous[b], contacts[b])
         elif len(given) == B and np.shape(given[b]) == (len(contacts[b]), 3):
             warm[b, index[b]] = given[b]
-    out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm, **options)
+    # the step runs on the scene's data slots: each state's contacts in its first slots, in order
+    warm = [warm[b, index[b]] for b in range(B)]
+    frames, data, index = data_slots_batch(scene, q, frames, data, index)
+    ns = len(frames)
+    warm_slots = np.zeros((B, ns, 3))
+    for b in range(B):
+        warm_slots[b, index[b]] = warm[b]
+    out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm_slots, **options)
     if out.impulses.shape[-2] != ns:              # (the free step has no slot)
         return out, contacts
     if fast is None:
         return out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
                             modes=[out.modes[b][index[b]] for b in range(B)]), contacts
-    at = contacts.at()                            # each contact's state and slot, in order
+    ends = np.asarray(ends)
+    at = np.repeat(np.arange(B), np.diff(ends)), np.arange(ends[-1]) - np.repeat(ends[:-1], np.diff(ends))
     impulses, modes = out.impulses[at], out.modes[at]
     return out._replace(impulses=[impulses[ends[b]:ends[b + 1]] for b in range(B)],
                         modes=[modes[ends[b]:ends[b + 1]] for b in range(B)]), contacts

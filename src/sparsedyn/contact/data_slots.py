@@ -1,0 +1,102 @@
+"""A scene's contacts in slots whose body is data: one build of the step per number of slots.
+
+:func:`~sparsedyn.contact.scene_step.scene_slots` lays out a step's contacts per body (each body's
+point fixed in its frame), and the compiled step is built per tuple of slot frames: every body that
+touches for the first time, or outgrows its slots, is a new build (a humanoid rolling onto stairs
+makes dozens).  Here the same contacts go
+into :data:`~sparsedyn.contact.friction_problem.DATA_SLOT` slots, the first ``nc`` of a layout of
+``2^k`` slots in all: each slot's data is its point in the world, its plane, its friction and the
+joint weights of its bodies (:func:`~sparsedyn.contact.friction_problem.slot_weights`: 1 on the
+joints that move ``a``, less 1 on ``b``'s), so its rows are ``J_a(x) - J_b(x)`` with the body
+chosen by data.  The structure is the number of slots alone; the scene's layout only grows, from
+:data:`MIN_DATA_SLOTS`, doubling when the contacts of a step do not fit: a scene builds at most
+``log2(MAX_COMPILED_CONTACTS / MIN_DATA_SLOTS) + 1`` steps (3: 8, 16 and 32 slots), each reused by
+every contact set it holds, whichever bodies touch.
+
+The problem is the per-body layout's (the same rows, gaps and friction: the same solution to the
+solver's tolerance); free slots are open (their plane 1000 km below their point, zero weights) and
+leave the problem, but the step still carries their rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..algorithms.kinematics import frame_placements
+from .friction_problem import DATA_SLOT, FREE_PLANE, ContactSlots, slot_frames, slot_weights
+
+__all__ = ["data_slots", "data_slot_count", "MIN_DATA_SLOTS"]
+
+#: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points: 16).
+MIN_DATA_SLOTS = 8
+
+
+def data_slot_count(scene, nc):
+    """The scene's number of data slots after a step of ``nc`` contacts: 0 while no step has had a
+    contact, else the power of two that holds the most contacts so far (at least
+    :data:`MIN_DATA_SLOTS`); it only grows (``scene.cache``)."""
+    have = scene.cache.get("data_slot_count", 0)
+    if nc > have:
+        have = scene.cache["data_slot_count"] = max(MIN_DATA_SLOTS, 1 << (int(nc) - 1).bit_length())
+    return have
+
+
+def _weights(scene):
+    """Slot key (a frame, or a pair of frames) -> its joint weights (nv,), kept in ``scene.cache``."""
+    return scene.cache.setdefault("data slot weights", {})
+
+
+def _rows(scene, keys, data, R, p):
+    """The data slots' rows (n, 8 + nv) of contacts in per-body slots: ``keys`` their slot keys,
+    ``data`` (n, 8) their per-body data ``[mu, p (3, frame axes), plane (4)]``, ``R`` (nf, 3, 3) and
+    ``p`` (nf, 3) the frames' world poses."""
+    model = scene.model
+    table = _weights(scene)
+    fa = np.array([slot_frames(k)[0] for k in keys], int)
+    out = np.empty((len(keys), 8 + model.nv))
+    out[:, 0], out[:, 4:8] = data[:, 0], data[:, 4:8]
+    out[:, 1:4] = p[fa] + np.einsum("nij,nj->ni", R[fa], data[:, 1:4])       # the point in the world
+    for i, k in enumerate(keys):
+        w = table.get(k)
+        if w is None:
+            a, b = slot_frames(k)
+            w = table[k] = slot_weights(model, model.frames[a].body, None if b is None else model.frames[b].body)
+        out[i, 8:] = w
+    return out
+
+
+def _empty(model, n):
+    data = np.zeros((n, 8 + model.nv))
+    data[:, 4:8] = FREE_PLANE
+    return data
+
+
+def data_slots(scene, q, slots) -> ContactSlots:
+    """The contacts of one state ``q`` (nq,) laid out per body in ``slots`` (a
+    :class:`~sparsedyn.contact.friction_problem.ContactSlots` of
+    :func:`~sparsedyn.contact.scene_step.scene_slots`) as the same contacts, in order, in the scene's
+    data slots (module docstring): ``index`` ``arange(nc)`` (None where they fill every slot), the
+    rest free; no slot at all while the scene has never had a contact."""
+    index = np.arange(len(slots.frames)) if slots.index is None else np.asarray(slots.index)
+    nc = len(index)
+    n = data_slot_count(scene, nc)
+    data = _empty(scene.model, n)
+    if nc:
+        R, p = frame_placements(scene.model, q)
+        data[:nc] = _rows(scene, [slots.frames[i] for i in index.tolist()], slots.data[index], R, p)
+    return ContactSlots((DATA_SLOT,) * n, None if nc == n else np.arange(nc), data)
+
+
+def data_slots_batch(scene, Q, frames, data, index):
+    """A batch's contacts (``Q`` (B, nq)) laid out per body (``frames`` the layout, ``data`` (B, ns, 8),
+    ``index`` a list of each state's slots) in the scene's data slots: ``(frames, data (B, n, 8 + nv),
+    index)``, each state's contacts in its first slots."""
+    counts = [len(i) for i in index]
+    n = data_slot_count(scene, max(counts, default=0))
+    out = np.broadcast_to(_empty(scene.model, n), (len(Q), n, 8 + scene.model.nv)).copy()
+    if sum(counts):
+        R, p = frame_placements(scene.model, Q)
+        for b, i in enumerate(index):
+            if len(i):
+                out[b, :len(i)] = _rows(scene, [frames[s] for s in np.asarray(i).tolist()], data[b][i], R[b], p[b])
+    return (DATA_SLOT,) * n, out, [np.arange(c) for c in counts]

@@ -1,0 +1,184 @@
+"""Slots whose body is data (sparsedyn.contact.data_slots, DATA_SLOT in friction_problem.problem_of):
+the rows against the world Jacobian of the body (sd.frame_jacobian, "world"), the step against the
+per-body layout's step (the same problem: the same solution), and the builds of a humanoid falling
+onto stairs bounded by the slot counts."""
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+import sparsedyn.contact.friction as friction
+from sparsedyn.contact.collision import collide_within
+from sparsedyn.contact.data_slots import MIN_DATA_SLOTS, _rows, data_slot_count
+from sparsedyn.contact.friction_kernel import RHO_START
+from sparsedyn.contact.friction_problem import (ADMM_BUDGET, DATA_SLOT, ContactSlots, contact_data, contact_slots,
+                                                plane_basis, problem_of, slot_weights)
+from sparsedyn.contact.scene_step import scene_contacts
+from tests.conftest import rounding_bound, solve_bound
+
+DT = 0.005
+
+
+def _body_frame(model, body):
+    return next(k for k, f in enumerate(model.frames) if f.body == body)
+
+
+def test_data_slot_rows_are_the_world_jacobian_at_the_point_of_body_a_less_b(rng):
+    """A world contact's rows: ``R_c^T (v - x x w)`` of the body's world Jacobian (sd.frame_jacobian,
+    "world": the spatial velocity at the world origin) at the world point ``x``; a two-body one the same
+    of ``a`` less ``b``'s; the gap ``n . x - offset``; ``J H^-1`` and ``G`` from sd.crba."""
+    model = sd.humanoid()
+    q = model.random_configuration(rng)
+    v, tau = rng.normal(size=model.nv), rng.normal(size=model.nv)
+    hand, foot, torso = (model.frames[model.frame(n)].body for n in ("r_hand", "l_foot", "torso"))
+    pairs = [(hand, None), (foot, None), (hand, torso), (torso, foot)]
+    x = rng.normal(size=(4, 3))
+    planes = np.array([[0, 0, 1, 0.1], [0.2, -0.5, 1, 0.3], [1, 0.3, 0, -0.2], [0, 1, 0.1, 0.0]])
+    W = np.array([slot_weights(model, a, b) for a, b in pairs])
+    P = problem_of(model, q, v, tau, (DATA_SLOT,) * 4, x, planes, weights=list(W))
+    H = sd.crba(model, q)
+    J = []
+    for (a, b), xi, plane in zip(pairs, x, planes):
+        Rc, n, offset = plane_basis(plane)
+        rows = 0
+        for body, sign in ((a, 1.0), (b, -1.0)):
+            if body is not None:
+                Jw = sd.frame_jacobian(model, q, _body_frame(model, body), "world")
+                rows = rows + sign * (Jw[3:] - np.cross(xi, Jw[:3], axisb=0, axisc=0))
+        J.append(Rc.T @ rows)
+    J = np.concatenate(J)
+    gap = np.array([xi @ (p[:3] / np.linalg.norm(p[:3])) - p[3] / np.linalg.norm(p[:3]) for xi, p in zip(x, planes)])
+    bound = rounding_bound(model.nv, 4.0)
+    assert np.abs(P.J - J).max() <= bound * max(1.0, np.abs(J).max())
+    assert np.abs(P.gap - gap).max() <= bound * max(1.0, np.abs(gap).max())
+    JMinv = np.linalg.solve(H, J.T).T
+    assert np.abs(P.JMinv - JMinv).max() <= solve_bound(H, JMinv[0]) * 4 * max(1.0, np.abs(JMinv).max()) + \
+        rounding_bound(model.nv, np.linalg.cond(H)) * np.abs(JMinv).max()
+    assert np.abs(P.G - J @ JMinv.T).max() <= rounding_bound(model.nv, np.linalg.cond(H)) * max(1.0, np.abs(P.G).max())
+
+
+def test_weights_are_one_on_a_less_b_and_zero_on_the_joints_they_share():
+    """``slot_weights``: the joints from the root to ``a`` (1), to ``b`` (-1), the shared ones 0."""
+    model = sd.humanoid()
+    hand, torso = (model.frames[model.frame(n)].body for n in ("r_hand", "torso"))
+    w = slot_weights(model, hand, torso)
+    for j in range(model.nbodies):
+        on_a, on_b = j in model.ancestors(hand), j in model.ancestors(torso)
+        assert (w[model.v_slice(j)] == float(on_a) - float(on_b)).all()
+
+
+def _mjcf_humanoid():
+    import dm_control
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
+
+
+def _stairs(n=3, rise=0.15, run=0.35, start=0.45):
+    """``n`` boxes, each one ``rise`` higher than the one before, ``run`` deep, from ``x = start``."""
+    return [sd.Shape("box", (run + 0.05, 1.2, rise * (k + 1)),
+                     placement=(np.eye(3), (start + run * k, 0.0, rise * (k + 1) / 2)), name=f"stair{k}")
+            for k in range(n)]
+
+
+@pytest.fixture(scope="module")
+def humanoid_scene():
+    return sd.Scene(_mjcf_humanoid(), world=_stairs())
+
+
+def _lying(model):
+    """The humanoid lying on its back on the floor, a knee raised (a dozen contacts)."""
+    q = np.zeros(model.nq)
+    q[2], q[3:7] = 0.11, (np.sin(np.pi / 4), 0.0, 0.0, np.cos(np.pi / 4))   # x y z w: 90 degrees about x
+    return q
+
+
+def _standing(scene):
+    """The humanoid standing, its feet 1 mm above the floor (within the margin: a few contacts)."""
+    q = np.zeros(scene.model.nq)
+    q[6] = 1.0
+    q[2] = 2.0
+    hits = collide_within(scene, q, np.full(len(scene.pairs), 10.0))
+    q[2] -= min(d for d, pair in zip(hits.distances, hits.pairs) if "floor" in pair) - 0.001
+    return q
+
+
+@pytest.mark.parametrize("pose", ["standing", "lying"])
+def test_a_step_in_data_slots_equals_the_step_in_per_body_slots(humanoid_scene, pose):
+    """The humanoid standing and lying on the floor: its contacts laid out per body (their points
+    fixed in their bodies' frames, one build per set of bodies) and the same slots as data slots (the
+    point in the world, the body by joint weights; free slots where the per-body layout has them) are
+    the same problem: the same modes, ``v+`` and the impulses to the rounding bound of the step (and
+    the same iterations where ADMM converges: a handful of steps).  The default (native) road."""
+    scene = humanoid_scene
+    model = scene.model
+    q = _standing(scene) if pose == "standing" else _lying(model)
+    v, tau = np.zeros(model.nv), np.zeros(model.nv)
+    contacts = scene_contacts(scene, q)
+    assert len(contacts) >= 2
+    checked = friction._frictional(model, contacts, "test")[0]
+    options = friction._options({}, None)
+    per = contact_slots(model, checked)
+    R, p = sd.frame_placements(model, q)
+    same = ContactSlots((DATA_SLOT,) * len(per.frames), per.index, _rows(scene, per.frames, per.data, R, p))
+    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
+        warnings.simplefilter("ignore", sd.ContactStepWarning)
+        per_body = friction._slotted_step(model, q, v, tau, checked, per, DT, **options)
+        data = friction._slotted_step(model, q, v, tau, checked, same, DT, **options)
+    if int(per_body.iterations) < ADMM_BUDGET:
+        assert int(per_body.iterations) == int(data.iterations)
+    assert list(per_body.modes) == list(data.modes)
+    frames, _, points, planes = contact_data(model, checked)
+    P = problem_of(model, q, v, tau, frames, points, planes)
+    m = P.G.shape[-1]
+    A = P.G + (RHO_START * np.trace(P.G) / m) * np.eye(m)
+    H = sd.crba(model, q)
+    bound = solve_bound(H, P.a) * DT * np.abs(P.a).max() + rounding_bound(m, np.linalg.cond(A))
+    scale = max(1.0, np.abs(per_body.v).max())
+    assert np.abs(data.v - per_body.v).max() <= bound * scale
+    assert np.abs(data.impulses - per_body.impulses).max() <= bound * np.abs(per_body.impulses).max()
+
+
+def test_the_slot_count_starts_at_its_least_and_doubles_only_when_the_contacts_outgrow_it():
+    scene = sd.Scene(_mjcf_humanoid())
+    assert data_slot_count(scene, 0) == 0
+    assert data_slot_count(scene, 3) == MIN_DATA_SLOTS
+    assert data_slot_count(scene, MIN_DATA_SLOTS) == MIN_DATA_SLOTS
+    assert data_slot_count(scene, 2) == MIN_DATA_SLOTS                       # it never shrinks
+    assert data_slot_count(scene, MIN_DATA_SLOTS + 1) == 2 * MIN_DATA_SLOTS
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_humanoid_pushed_onto_stairs_builds_a_step_per_slot_count_and_never_sinks_below_the_margin(
+        humanoid_scene, monkeypatch):
+    """The dm_control humanoid, standing, pushed forwards and pitched onto three stair boxes (its
+    hands, arms, torso and knees touch the floor and the stairs: sets of touching bodies that change
+    step by step).  On the default (native) road the steps run in at most three layouts, each
+    ``2^k`` data slots (8, 16, 32), whichever bodies touch (the per-body layout made a build each time
+    a body touched for the first time or outgrew its slots: 14 in a 400-step rollout); and no shape
+    of the humanoid ever sinks into the floor or a stair more than the scene's margin."""
+    scene = sd.Scene(humanoid_scene.model, world=_stairs())          # a fresh layout
+    model = scene.model
+    layouts = []
+    kernel = friction.contact_step_kernel
+
+    def recorded(kernels, q, v, tau, settings, warm, data, frames, **kw):
+        layouts.append(tuple(frames))
+        return kernel(kernels, q, v, tau, settings, warm, data, frames, **kw)
+    monkeypatch.setattr(friction, "contact_step_kernel", recorded)
+    q0 = np.zeros(model.nq)
+    q0[2], q0[6] = 1.35, 1.0                                          # standing (x y z w quaternion)
+    v0 = np.zeros(model.nv)
+    v0[1], v0[3] = 2.0, 1.2                    # pitching over at 2 rad/s, forwards at 1.2 m/s ([omega; v], base axes)
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(model, q0, v0, [0.0] * model.nv, scene, DT, 240)
+    kinds = set(layouts)
+    touching = max(len(x) for x in r.impulses)
+    assert touching > MIN_DATA_SLOTS                                  # more than the least layout holds
+    assert all(set(k) == {DATA_SLOT} for k in kinds)
+    assert sorted(len(k) for k in kinds) == [MIN_DATA_SLOTS << j for j in range(len(kinds))]
+    assert len(kinds) <= 3 and max(len(k) for k in kinds) == 1 << (touching - 1).bit_length()
+    assert min(sd.collide(scene, q).distances.min(initial=1.0) for q in r.q) >= -scene.margin
