@@ -158,7 +158,7 @@ def code_shape(prog: Program, variant: str = "single") -> str:
     if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1):
         return "loops"
     if nops >= REPEATED_MIN_OPS and not os.environ.get("SPARSEDYN_LOOP_THRESHOLD") \
-            and statement_shapes(prog) <= REPEATED_SHAPES:
+            and statement_shapes(prog, REPEATED_SHAPES) <= REPEATED_SHAPES:
         return "loops"
     return "unrolled"
 

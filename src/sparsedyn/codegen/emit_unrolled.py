@@ -110,6 +110,13 @@ def _chunks(prog: Program, chunk: int):
     (:mod:`.emit_blocks`): its operands are then values of earlier segments; its elements
     (``MATMUL``) are no operations of a segment and take no slot.
     """
+    seg, last = _segments(prog, chunk)
+    return (seg, *_slots(seg, last))
+
+
+def _segments(prog: Program, chunk: int):
+    """``(seg, last)`` of :func:`_chunks`: the segment of each node, and for each value used outside
+    its own segment the segment of its last use."""
     nodes = prog.nodes
     seg = [0] * len(nodes)
     first = _first_elements(nodes) if prog.blocks else {}
@@ -138,7 +145,12 @@ def _chunks(prog: Program, chunk: int):
                 last[x] = s
             if y >= 0 and isop[y] and seg[y] != s:
                 last[y] = s
-    # Linear scan over segments: a slot is free again in the segment after its value's last use.
+    return seg, last
+
+
+def _slots(seg, last):
+    """``(slot, nslots)`` of :func:`_chunks`: a linear scan over the segments, a slot free again in
+    the segment after its value's last use (``last``, :func:`_segments`)."""
     # ``seg`` grows with the node's index, so the values come segment by segment, and the slots
     # released before a segment are gathered once, when it begins (a value's last use lies in a
     # later segment than the value: none is released within the segment that defines it).
@@ -155,12 +167,13 @@ def _chunks(prog: Program, chunk: int):
             slot[i] = nslots
             nslots += 1
         release.setdefault(last[i], []).append(slot[i])
-    return seg, slot, nslots
+    return slot, nslots
 
 
 def _traffic(prog: Program, seg, slot) -> int:
     """Workspace accesses of one run of the segmented program: a store per value passed on, a load
-    per value and later segment that reads it."""
+    per value and later segment that reads it (``slot``: the values passed on, :func:`_chunks`'
+    slots or :func:`_segments`' last uses)."""
     loads = set()
     for i, (op, x, y) in enumerate(prog.nodes):
         if CONST < op != MATMUL:
@@ -292,12 +305,12 @@ def _segment_sizes(prog: Program, seg, first, nseg):
 def _segmented(prog: Program, chunk: int):
     """``(prog, seg, slot, nslots)`` (:func:`_chunks`) of ``prog`` in the traced order or in that of
     :func:`schedule`, whichever moves fewer values through the workspace."""
-    seg, slot, nslots = _chunks(prog, chunk)
+    seg, last = _segments(prog, chunk)
     again = schedule(prog)
-    seg2, slot2, nslots2 = _chunks(again, chunk)
-    if _traffic(again, seg2, slot2) < _traffic(prog, seg, slot):
-        return again, seg2, slot2, nslots2
-    return prog, seg, slot, nslots
+    seg2, last2 = _segments(again, chunk)
+    if _traffic(again, seg2, last2) < _traffic(prog, seg, last):
+        prog, seg, last = again, seg2, last2
+    return (prog, seg, *_slots(seg, last))
 
 
 def _inlined(nodes, seg, slot, out_at) -> list:
