@@ -24,8 +24,12 @@ with the units as an iterator): each translation unit compiles while Python writ
   machine that other work shares, wall-clock times grow, CPU times hardly do;
 * ``idle``: ``cpu py + cpu cc / cores``, the wall-clock seconds of the trace, emission and
   compilation on this machine idle if they ran one after the other (without the process's start
-  and imports): the figure to read when the machine is loaded, an upper bound of ``build`` there
-  (the emission overlaps the compilers; ``(cpu py + cpu cc) / cores`` is the lower bound);
+  and imports), as builds did before the emission overlapped the compilers;
+* ``ovl``: the same for the overlapped build: this process's CPU seconds until the first unit is
+  written (the trace and the analysis of the program, on one core), plus the rest of its CPU
+  seconds and the compilers' shared by the cores: the figure to read when the machine is loaded,
+  about ``build`` on this machine idle (a little under it: the last units' compilers may not
+  share the cores evenly);
 * ``wall``: the cell's wall-clock seconds, the process's start and imports included;
 * ``mode``: the code shape chosen for the program (``unrolled`` or ``loops``: see
   ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units;
@@ -106,7 +110,7 @@ def cell(model_name, kernel_name, variant="single"):
     c0, t0 = cpu(), time.perf_counter()
     prog = trace(model, spec)
     t1 = time.perf_counter()
-    emit, units = [0.0], [0]
+    emit, units, first = [0.0], [0], []
 
     def sources():          # as the library builds them: each unit compiles while the next is written
         it = cemit.emit_units(prog, spec.name, variant)
@@ -117,6 +121,8 @@ def cell(model_name, kernel_name, variant="single"):
             if u is None:
                 break
             units[0] += 1
+            if units[0] == 1:
+                first.append(cpu()[0])      # this process's CPU seconds before any compiler ran
             yield salt + cemit.emit_unit([u])
         emit.append(time.perf_counter())
         yield salt + cemit.emit_unit([], key="0" * 40)
@@ -128,7 +134,7 @@ def cell(model_name, kernel_name, variant="single"):
     rss = [resource.getrusage(w).ru_maxrss / 1024 for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     return {"trace": t1 - t0, "emit": emit[0], "cc": t3 - emit[1], "build": t3 - t0, "nodes": len(prog.nodes),
             "units": units[0], "mode": cemit.code_shape(prog, variant), "cpu_py": c3[0] - c0[0],
-            "cpu_cc": c3[1] - c0[1], "setup": setup, "run": run,
+            "cpu_cc": c3[1] - c0[1], "cpu_first": first[0] - c0[0], "setup": setup, "run": run,
             "compiler": build.describe(compiler), "mem_py": rss[0], "mem_cc": rss[1]}
 
 
@@ -212,7 +218,7 @@ def main(argv=None):
     print(f"cold builds ({a.variant} variant, fresh cache, one kernel per process), {os.cpu_count()} CPUs, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; seconds")
     print(f"{'model':<14}{'kernel':<20}{'cc':<7}{'mode':<9}{'nodes':>9}{'units':>6}{'trace':>7}{'emit':>7}{'cc':>8}"
-          f"{'build':>7}{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'idle':>7}{'setup':>7}{'run us':>9}{'MB py':>7}"
+          f"{'build':>7}{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'idle':>7}{'ovl':>7}{'setup':>7}{'run us':>9}{'MB py':>7}"
           f"{'MB cc':>7}")
     used, rows, cores = {}, {}, os.cpu_count() or 1
     for m in a.models:
@@ -229,7 +235,8 @@ def main(argv=None):
                     used[c], rows[(m, k, c)] = r["compiler"], r
                     print(f"{head}{r['mode']:<9}{r['nodes']:>9}{r['units']:>6}{r['trace']:>7.2f}{r['emit']:>7.2f}"
                           f"{r['cc']:>8.2f}{r['build']:>7.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}"
-                          f"{r['cpu_py'] + r['cpu_cc'] / cores:>7.2f}{r['setup']:>7.2f}"
+                          f"{r['cpu_py'] + r['cpu_cc'] / cores:>7.2f}"
+                          f"{r['cpu_first'] + (r['cpu_py'] - r['cpu_first'] + r['cpu_cc']) / cores:>7.2f}{r['setup']:>7.2f}"
                           f"{r['run'] * 1e6:>9.2f}{r['mem_py']:>7.0f}{r['mem_cc']:>7.0f}", flush=True)
     for c, desc in used.items():
         print(f"{c}: {desc}")
