@@ -67,12 +67,12 @@ import tempfile
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import toolchain
 from .toolchain import describe, is_pip_compiler, machine_id, pip_compiler, target  # noqa: F401 (re-exported)
+from .units import Replay as _Replay, compile_units as _compile_units
 
 __all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "pip_compiler", "describe",
            "target", "cache_dir", "build_library", "DEFAULT_FLAGS", "BuildError"]
@@ -528,19 +528,15 @@ def _reprobe(compiler: Compiler) -> bool:
     return True
 
 
-#: Compiler processes running at once in this process: one per CPU, shared by all libraries that
-#: build concurrently (several kernels of one model build in parallel threads).
-_compile_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
-
-
 def build_library(key: str, sources, compiler: Compiler, progress=None, directory: Path | None = None):
     """The library for ``key`` built from ``sources`` (C translation units), cached.
 
     Returns ``(ctypes library, built)`` where ``built`` says whether the compiler ran.
     Translation units are compiled in parallel (one process per CPU); ``sources`` may be an
-    iterator, whose units are then made only when the library is not cached, and compiled as they
-    come (:func:`_compile_units`).  A build that fails with a compiler read from a cached probe
-    file probes the compiler again and, when the probe file was wrong, rewrites it and builds again.
+    iterator (:func:`~.cemit.emit_units`), whose units are then made only when the library is not
+    cached, each compiled as it comes while the next is made.  A build that fails with a compiler
+    read from a cached probe file probes the compiler again and, when the probe file was wrong,
+    rewrites it and builds again (from the same units).
     """
     if not isinstance(sources, (list, tuple)):
         sources = _Replay(sources)
@@ -550,20 +546,6 @@ def build_library(key: str, sources, compiler: Compiler, progress=None, director
         if not _reprobe(compiler):
             raise
         return _build_library(key, sources, compiler, progress, directory)
-
-
-class _Replay:
-    """An iterable over the iterator ``it`` that keeps the items it gave: a second pass (a build
-    made again) gets them all again, then the rest."""
-
-    def __init__(self, it):
-        self.it, self.seen = iter(it), []
-
-    def __iter__(self):
-        yield from list(self.seen)
-        for item in self.it:
-            self.seen.append(item)
-            yield item
 
 
 def _build_library(key, sources, compiler, progress=None, directory=None):
@@ -590,47 +572,6 @@ def _build_library(key, sources, compiler, progress=None, directory=None):
         if lib is None:
             raise BuildError(f"the freshly built library {so} does not verify")
         return lib, True
-
-
-def _compile_units(compiler, sources, tmp, progress=None):
-    """Write the translation units ``sources`` to ``tmp`` and compile them, in parallel (one compiler
-    process per CPU, :data:`_compile_slots`); returns their names, in the order of ``sources``.
-
-    A list is compiled largest unit first, so that no core is left alone with a big one at the
-    end.  Any other iterable (:func:`~.cemit.emit_units`) is compiled unit by unit as it comes: the
-    compiler works on the first units while Python writes the next, on the machine's other cores
-    (g1's aba_derivatives, 13 units: its 0.4 s of emission then hides behind the compilers).
-    """
-    if isinstance(sources, (list, tuple)):
-        items = [(k, sources[k]) for k in sorted(range(len(sources)), key=lambda k: -len(sources[k]))]
-    else:
-        items = enumerate(sources)
-    done, total = [0], [None]
-
-    def cc(name):
-        with _compile_slots:
-            compiler.run(list(compiler.flags) + ["-c", f"{name}.c", "-o", f"{name}.o"], cwd=tmp)
-        done[0] += 1
-        if progress:
-            progress(f"compiled {done[0]}/{total[0] or '...'} translation units")
-
-    jobs = {}
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        try:
-            for k, src in items:
-                (tmp / f"u{k}.c").write_text(src)
-                jobs[k] = pool.submit(cc, f"u{k}")
-                failed = next((j for j in jobs.values() if j.done() and j.exception() is not None), None)
-                if failed is not None:
-                    failed.result()             # a compiler error: stop writing units
-            total[0] = len(jobs)
-        except BaseException:
-            for j in jobs.values():
-                j.cancel()
-            raise
-        for j in jobs.values():
-            j.result()
-    return [f"u{k}" for k in sorted(jobs)]
 
 
 def _link(compiler, args, cwd):
