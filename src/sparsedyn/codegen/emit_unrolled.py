@@ -6,6 +6,7 @@ that of :func:`schedule`, whichever passes fewer values."""
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
@@ -224,7 +225,7 @@ def _segment_sources(prog, seg, slot, layout, nseg, head, cname, T, fn):
     nodes = prog.nodes
     first = _first_elements(nodes) if prog.blocks else {}
     out_at = _output_places(prog)
-    inline = _inlined(nodes, seg, slot, out_at)
+    inline = _inlined(nodes, seg, 0, slot, out_at)
     nops = _segment_sizes(prog, seg, first, nseg)
     lits = {}
     expr = {}
@@ -237,7 +238,7 @@ def _segment_sources(prog, seg, slot, layout, nseg, head, cname, T, fn):
             if lit is None:
                 lit = lits[a] = _lit(x)
             return lit
-        if inline[a]:
+        if a in inline:
             return f"({expr.pop(a)})"
         name = local.get(a)
         if name is None:
@@ -256,6 +257,7 @@ def _segment_sources(prog, seg, slot, layout, nseg, head, cname, T, fn):
         while seg[i] != cur:
             yield nops[cur], "\n".join([*defs, f"{head[0]}{cur}{head[1]}", "{", *body, "}"])
             cur, body, local, defs = cur + 1, [], {}, []
+            inline = _inlined(nodes, seg, cur, slot, out_at)
         if op == MATMUL:
             if i in first:
                 d, run = block_call(prog, x, layout, slot, f"{cname}_b{x}", T)
@@ -266,7 +268,7 @@ def _segment_sources(prog, seg, slot, layout, nseg, head, cname, T, fn):
             continue
         sym = _SYM.get(op)
         e = f"{ref(x)} {sym} {ref(y)}" if sym is not None else _expression(op, x, y, fn, T, nodes, ref)
-        if inline[i]:
+        if i in inline:
             expr[i] = e
             continue
         body.append(f"  const {T} t{i} = {e};")
@@ -313,22 +315,23 @@ def _segmented(prog: Program, chunk: int):
     return (prog, seg, *_slots(seg, last))
 
 
-def _inlined(nodes, seg, slot, out_at) -> list:
-    """Per node, whether it is written inline into its user's expression."""
+def _inlined(nodes, seg, s, slot, out_at) -> set:
+    """The nodes of segment ``s`` written inline into their user's expression."""
     # A value used exactly once, by an operation of its own segment, and neither an output nor
     # passed to a later segment is written inline into its user's expression (fully
     # parenthesised, so the same operations round the same way): fewer declarations for the
-    # C front end to parse and fewer names for its SSA passes.
-    uses = [0] * len(nodes)
-    user = [-1] * len(nodes)
-    for i, (op, x, y) in enumerate(nodes):
+    # C front end to parse and fewer names for its SSA passes.  A value not passed on (not in
+    # ``slot``) has all its uses in its own segment: counting them there is enough, segment by
+    # segment as the segments are written (``seg`` grows with the node's index).
+    lo, hi = bisect_left(seg, s), bisect_right(seg, s)
+    uses = {}
+    for op, x, y in nodes[lo:hi]:
         if CONST < op != MATMUL:
-            for a in (x, y):
-                if a >= 0:
-                    uses[a] += 1
-                    user[a] = i
-    return [CONST < op != MATMUL and uses[i] == 1 and seg[user[i]] == seg[i] and i not in slot and i not in out_at
-            for i, (op, _, _) in enumerate(nodes)]
+            uses[x] = uses.get(x, 0) + 1
+            if y >= 0:
+                uses[y] = uses.get(y, 0) + 1
+    return {i for i, n in uses.items() if n == 1 and lo <= i < hi and CONST < nodes[i][0] != MATMUL
+            and i not in slot and i not in out_at}
 
 
 def _tail(prog: Program, T: str, hoist) -> list:
