@@ -91,16 +91,16 @@ DEFAULT_FLAGS = ("-O1", "-ffp-contract=off", "-fno-math-errno")
 SKIP_PASSES = ("-fno-tree-dse", "-fno-dse", "-fno-tree-dominator-opts", "-fno-tree-fre", "-fno-tree-ccp",
                "-fno-tree-pta", "-fno-ipa-modref", "-fno-ipa-pure-const", "-fno-ipa-reference",
                "-fno-ipa-reference-addressable")
-#: GCC's RTL common-subexpression passes with short memories: ``cse`` forgets its table after 20
-#: instructions instead of 1,000 and ``cselib`` (postreload CSE, alias analysis) tracks 10 memory
+#: GCC's RTL common-subexpression passes with shorter memories: ``cse`` forgets its table after 100
+#: instructions instead of 1,000 and ``cselib`` (postreload CSE, alias analysis) tracks 50 memory
 #: locations instead of 500; and the combiner merges two instructions, not three or four.  The IR
 #: has no common subexpression left, and a segment function is one basic block of thousands of
-#: instructions, whose tables those passes searched instruction by instruction.  Measured on g1's
-#: aba_derivatives, 13 units: 2.78 -> 2.50 s of compiler CPU (median of 4) with the first two,
-#: 2.47 -> 2.28 with the third (median of 3); 76,282, 76,461, 76,461 instructions; calls as fast
-#: (18.3-19.7 us, paired); results equal bit for bit; rnea_derivatives and minv too (1.70 -> 1.38
-#: and 1.03 -> 0.94 s, 6.0-6.1 and 3.8-3.9 us).  Not given to clang (which ignores them).
-CSE_PARAMS = ("--param=max-cse-insns=20", "--param=max-cselib-memory-locations=10", "--param=max-combine-insns=2")
+#: instructions, whose tables those passes searched instruction by instruction.  Measured (paired,
+#: results equal bit for bit): g1's aba_derivatives, 13 units, 2.72 -> 2.30 s of compiler CPU, calls
+#: as fast (16.3-16.9 us); talos_full's, 23 units, 4.90 -> 3.85 s, 35.7 us either way.  Shorter
+#: still (20 instructions) cut a little more and made talos_full's calls 3-4 % slower.  Not given to
+#: clang (which ignores them).
+CSE_PARAMS = ("--param=max-cse-insns=100", "--param=max-cselib-memory-locations=50", "--param=max-combine-insns=2")
 #: For clang as ``zig cc``, which compiles ``-O1`` as clang's ``-O2`` with debug information and frame
 #: pointers: no debug information (a third of its time), no SLP vectorizer (two thirds of the rest on
 #: straight-line kernels; it reassociates nothing, so results stay equal), the frame pointer's
@@ -151,7 +151,7 @@ class Compiler:
         return r
 
 
-_PROBE_VERSION = 10
+_PROBE_VERSION = 11
 _probe_lock = threading.Lock()
 _probed: dict = {}
 
