@@ -9,16 +9,27 @@ Each (model, kernel) cell runs in its own process with a fresh build cache
 (``SPARSEDYN_CACHE_DIR`` a new temporary directory) and a wall-clock limit
 (``--timeout``, seconds; a cell that does not finish is reported as ``>T``):
 
+The library builds as the library's own builds do (:func:`sparsedyn.codegen.build.build_library`
+with the units as an iterator): each translation unit compiles while Python writes the next.
+
 * ``trace``: tracing the kernel into the IR (:func:`sparsedyn.codegen.trace.trace`);
-* ``emit``: generating the C translation units (single-state variant);
-* ``cc``: the C compiler (all translation units, in parallel on the machine's cores) and the link;
-* ``cpu py``, ``cpu cc``: CPU seconds of the trace and emission (Python) and of the C compiler
-  processes: on a machine that other work shares, wall-clock times grow, CPU times hardly do (the
-  compiler's time spreads over the cores, ``cpu cc / cores`` is about its wall-clock time on an
-  otherwise idle machine);
-* ``idle``: ``cpu py + cpu cc / cores``, about the wall-clock seconds of the trace, emission and
-  compilation on this machine idle (without the process's start and imports): the figure to read
-  when the machine is loaded;
+* ``emit``: Python writing the C translation units (single-state variant), while the first ones
+  compile;
+* ``cc``: the C compiler after the last unit was written (the rest of the translation units, in
+  parallel on the machine's cores) and the link;
+* ``build``: the build's own wall-clock seconds, from the trace's start to the library loaded
+  (``trace`` + ``emit`` + ``cc``): the figure of the build-time goals, on an idle machine;
+* ``cpu py``, ``cpu cc``: CPU seconds of this process (the trace and emission, and starting the
+  compilers) and of the C compiler processes, from the trace's start to the library loaded: on a
+  machine that other work shares, wall-clock times grow, CPU times hardly do;
+* ``idle``: ``cpu py + cpu cc / cores``, the wall-clock seconds of the trace, emission and
+  compilation on this machine idle if they ran one after the other (without the process's start
+  and imports), as builds did before the emission overlapped the compilers;
+* ``ovl``: the same for the overlapped build: this process's CPU seconds until the first unit is
+  written (the trace and the analysis of the program, on one core), plus the rest of its CPU
+  seconds and the compilers' shared by the cores: the figure to read when the machine is loaded,
+  about ``build`` on this machine idle (a little under it: the last units' compilers may not
+  share the cores evenly);
 * ``wall``: the cell's wall-clock seconds, the process's start and imports included;
 * ``mode``: the code shape chosen for the program (``unrolled`` or ``loops``: see
   ``sparsedyn.codegen.cemit``), ``nodes``: the program's IR nodes, ``units``: translation units;
@@ -95,22 +106,36 @@ def cell(model_name, kernel_name, variant="single"):
 
     def cpu():              # CPU seconds of this process and of the compiler processes it ran
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+        return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
     c0, t0 = cpu(), time.perf_counter()
     prog = trace(model, spec)
     t1 = time.perf_counter()
-    units = cemit.emit_program(prog, spec.name, variant)
-    sources = [salt + cemit.emit_unit([u]) for u in units] + [salt + cemit.emit_unit([], key="0" * 40)]
-    c2, t2 = cpu(), time.perf_counter()
+    emit, units, first = [0.0], [0], []
+
+    def sources():          # as the library builds them: each unit compiles while the next is written
+        it = cemit.emit_units(prog, spec.name, variant)
+        while True:
+            ts = time.perf_counter()
+            u = next(it, None)
+            emit[0] += time.perf_counter() - ts
+            if u is None:
+                break
+            units[0] += 1
+            if units[0] == 1:
+                first.append(cpu()[0])      # this process's CPU seconds before any compiler ran
+            yield salt + cemit.emit_unit([u])
+        emit.append(time.perf_counter())
+        yield salt + cemit.emit_unit([], key="0" * 40)
     with tempfile.TemporaryDirectory() as d:
         os.chmod(d, 0o700)
-        lib, _ = build.build_library("0" * 40, sources, compiler, directory=build.Path(d))
+        lib, _ = build.build_library("0" * 40, sources(), compiler, directory=build.Path(d))
         c3, t3 = cpu(), time.perf_counter()
         run = run_time(lib, model, spec, variant)
     rss = [resource.getrusage(w).ru_maxrss / 1024 for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    return {"trace": t1 - t0, "emit": t2 - t1, "cc": t3 - t2, "nodes": len(prog.nodes), "units": len(units),
-            "mode": cemit.code_shape(prog, variant), "cpu_py": c2 - c0, "cpu_cc": c3 - c2, "setup": setup,
-            "run": run, "compiler": build.describe(compiler), "mem_py": rss[0], "mem_cc": rss[1]}
+    return {"trace": t1 - t0, "emit": emit[0], "cc": t3 - emit[1], "build": t3 - t0, "nodes": len(prog.nodes),
+            "units": units[0], "mode": cemit.code_shape(prog, variant), "cpu_py": c3[0] - c0[0],
+            "cpu_cc": c3[1] - c0[1], "cpu_first": first[0] - c0[0], "setup": setup, "run": run,
+            "compiler": build.describe(compiler), "mem_py": rss[0], "mem_cc": rss[1]}
 
 
 def run_time(lib, model, spec, variant):
@@ -193,7 +218,8 @@ def main(argv=None):
     print(f"cold builds ({a.variant} variant, fresh cache, one kernel per process), {os.cpu_count()} CPUs, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; seconds")
     print(f"{'model':<14}{'kernel':<20}{'cc':<7}{'mode':<9}{'nodes':>9}{'units':>6}{'trace':>7}{'emit':>7}{'cc':>8}"
-          f"{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'idle':>7}{'setup':>7}{'run us':>9}{'MB py':>7}{'MB cc':>7}")
+          f"{'build':>7}{'wall':>8}{'cpu py':>8}{'cpu cc':>8}{'idle':>7}{'ovl':>7}{'setup':>7}{'run us':>9}{'MB py':>7}"
+          f"{'MB cc':>7}")
     used, rows, cores = {}, {}, os.cpu_count() or 1
     for m in a.models:
         for k in a.kernels:
@@ -201,15 +227,16 @@ def main(argv=None):
                 r = run_cell(m, k, a.timeout, c, a.variant)
                 head = f"{m:<14}{k:<20}{c:<7}"
                 if "timeout" in r:
-                    print(f"{head}{'':<9}{'':>9}{'':>6}{'':>7}{'':>7}{'':>8}{'>' + str(int(r['timeout'])):>8}",
+                    print(f"{head}{'':<9}{'':>9}{'':>6}{'':>7}{'':>7}{'':>8}{'':>7}{'>' + str(int(r['timeout'])):>8}",
                           flush=True)
                 elif "error" in r:
                     print(f"{head}error: {r['error']}", flush=True)
                 else:
                     used[c], rows[(m, k, c)] = r["compiler"], r
                     print(f"{head}{r['mode']:<9}{r['nodes']:>9}{r['units']:>6}{r['trace']:>7.2f}{r['emit']:>7.2f}"
-                          f"{r['cc']:>8.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}"
-                          f"{r['cpu_py'] + r['cpu_cc'] / cores:>7.2f}{r['setup']:>7.2f}"
+                          f"{r['cc']:>8.2f}{r['build']:>7.2f}{r['wall']:>8.2f}{r['cpu_py']:>8.2f}{r['cpu_cc']:>8.2f}"
+                          f"{r['cpu_py'] + r['cpu_cc'] / cores:>7.2f}"
+                          f"{r['cpu_first'] + (r['cpu_py'] - r['cpu_first'] + r['cpu_cc']) / cores:>7.2f}{r['setup']:>7.2f}"
                           f"{r['run'] * 1e6:>9.2f}{r['mem_py']:>7.0f}{r['mem_cc']:>7.0f}", flush=True)
     for c, desc in used.items():
         print(f"{c}: {desc}")

@@ -23,8 +23,9 @@ Flags
     multiply-adds so that every operation rounds as NumPy's does;
     ``-fno-math-errno`` lets ``sqrt`` be one instruction; :data:`SKIP_PASSES`
     turns off GCC passes that are redundant on already-optimised straight-line
-    code.  ``-O1``, not ``-O2``: on these kernels ``-O2`` compiles 30-50 % longer
-    and its scheduling made CRBA/ABA/Minv *slower* (more spills) in our
+    code, and :data:`CSE_PARAMS` shortens the memory of its CSE passes.
+    ``-O1``, not ``-O2``: on these kernels ``-O2`` compiles 30-50 % longer and
+    its scheduling made CRBA/ABA/Minv *slower* (more spills) in our
     measurements.  ``$SPARSEDYN_CFLAGS`` replaces all of these when set.
 
 Cache directory
@@ -66,12 +67,12 @@ import tempfile
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import toolchain
 from .toolchain import describe, is_pip_compiler, machine_id, pip_compiler, target  # noqa: F401 (re-exported)
+from .units import Replay as _Replay, compile_units as _compile_units
 
 __all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compiler", "pip_compiler", "describe",
            "target", "cache_dir", "build_library", "DEFAULT_FLAGS", "BuildError"]
@@ -90,6 +91,16 @@ DEFAULT_FLAGS = ("-O1", "-ffp-contract=off", "-fno-math-errno")
 SKIP_PASSES = ("-fno-tree-dse", "-fno-dse", "-fno-tree-dominator-opts", "-fno-tree-fre", "-fno-tree-ccp",
                "-fno-tree-pta", "-fno-ipa-modref", "-fno-ipa-pure-const", "-fno-ipa-reference",
                "-fno-ipa-reference-addressable")
+#: GCC's RTL common-subexpression passes with shorter memories: ``cse`` forgets its table after 100
+#: instructions instead of 1,000 and ``cselib`` (postreload CSE, alias analysis) tracks 50 memory
+#: locations instead of 500; and the combiner merges two instructions, not three or four.  The IR
+#: has no common subexpression left, and a segment function is one basic block of thousands of
+#: instructions, whose tables those passes searched instruction by instruction.  Measured (paired,
+#: results equal bit for bit): g1's aba_derivatives, 13 units, 2.72 -> 2.30 s of compiler CPU, calls
+#: as fast (16.3-16.9 us); talos_full's, 23 units, 4.90 -> 3.85 s, 35.7 us either way.  Shorter
+#: still (20 instructions) cut a little more and made talos_full's calls 3-4 % slower.  Not given to
+#: clang (which ignores them).
+CSE_PARAMS = ("--param=max-cse-insns=100", "--param=max-cselib-memory-locations=50", "--param=max-combine-insns=2")
 #: For clang as ``zig cc``, which compiles ``-O1`` as clang's ``-O2`` with debug information and frame
 #: pointers: no debug information (a third of its time), no SLP vectorizer (two thirds of the rest on
 #: straight-line kernels; it reassociates nothing, so results stay equal), the frame pointer's
@@ -140,7 +151,7 @@ class Compiler:
         return r
 
 
-_PROBE_VERSION = 8
+_PROBE_VERSION = 11
 _probe_lock = threading.Lock()
 _probed: dict = {}
 
@@ -209,7 +220,9 @@ def _probe(argv, tmp):
         return None
     flags = list(opt)
     if not os.environ.get("SPARSEDYN_CFLAGS"):
-        for extra in (SKIP_PASSES, CLANG_FLAGS):
+        for extra in (SKIP_PASSES, CSE_PARAMS, CLANG_FLAGS):
+            if extra is CSE_PARAMS and "clang" in name:
+                continue                    # clang accepts GCC's --param and ignores it
             if ok(flags + list(extra)):
                 flags += list(extra)
     if ok(flags + ["-march=native"]):
@@ -517,19 +530,18 @@ def _reprobe(compiler: Compiler) -> bool:
     return True
 
 
-#: Compiler processes running at once in this process: one per CPU, shared by all libraries that
-#: build concurrently (several kernels of one model build in parallel threads).
-_compile_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
-
-
-def build_library(key: str, sources: list, compiler: Compiler, progress=None, directory: Path | None = None):
-    """The library for ``key`` built from ``sources`` (list of C translation units), cached.
+def build_library(key: str, sources, compiler: Compiler, progress=None, directory: Path | None = None):
+    """The library for ``key`` built from ``sources`` (C translation units), cached.
 
     Returns ``(ctypes library, built)`` where ``built`` says whether the compiler ran.
-    Translation units are compiled in parallel (one process per CPU).  A build that fails with a
-    compiler read from a cached probe file probes the compiler again and, when the probe file was
-    wrong, rewrites it and builds again.
+    Translation units are compiled in parallel (one process per CPU); ``sources`` may be an
+    iterator (:func:`~.cemit.emit_units`), whose units are then made only when the library is not
+    cached, each compiled as it comes while the next is made.  A build that fails with a compiler
+    read from a cached probe file probes the compiler again and, when the probe file was wrong,
+    rewrites it and builds again (from the same units).
     """
+    if not isinstance(sources, (list, tuple)):
+        sources = _Replay(sources)
     try:
         return _build_library(key, sources, compiler, progress, directory)
     except BuildError:
@@ -550,23 +562,7 @@ def _build_library(key, sources, compiler, progress=None, directory=None):
             return lib, False
         tmp = Path(tempfile.mkdtemp(prefix="build-", dir=d))
         try:
-            names = []
-            for k, src in enumerate(sources):
-                (tmp / f"u{k}.c").write_text(src)
-                names.append(f"u{k}")
-            done = [0]
-
-            def cc(name):
-                with _compile_slots:
-                    compiler.run(list(compiler.flags) + ["-c", f"{name}.c", "-o", f"{name}.o"], cwd=tmp)
-                done[0] += 1
-                if progress:
-                    progress(f"compiled {done[0]}/{len(names)} translation units")
-
-            # Largest translation units first, so that no core is left alone with a big one at the end.
-            order = sorted(range(len(names)), key=lambda k: -len(sources[k]))
-            with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
-                list(pool.map(cc, [names[k] for k in order]))
+            names = _compile_units(compiler, sources, tmp, progress)
             _link(compiler, ["-shared", "-o", "lib.so"] + [f"{n}.o" for n in names], tmp)
             _seal(tmp / "lib.so", tmp / "lib.sha256", so)
             os.chmod(tmp / "lib.so", 0o700)

@@ -84,7 +84,7 @@ from .emit_iterative import _emit_loop
 from .emit_loops import _loop_functions, statement_shapes
 from .emit_unrolled import _chunks, _functions, _traffic, schedule  # noqa: F401  (_chunks, _traffic: tests)
 
-__all__ = ["emit_program", "emit_unit", "PRELUDE", "code_shape", "loop_threshold", "LOOP_THRESHOLD", "BATCH_LOOP_FACTOR",
+__all__ = ["emit_program", "emit_units", "emit_unit", "PRELUDE", "code_shape", "loop_threshold", "LOOP_THRESHOLD", "BATCH_LOOP_FACTOR",
            "REPEATED_MIN_OPS", "REPEATED_SHAPES", "schedule"]
 
 #: The C prelude of every translation unit, ``prelude.h`` (the library functions and vector types
@@ -158,7 +158,7 @@ def code_shape(prog: Program, variant: str = "single") -> str:
     if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1):
         return "loops"
     if nops >= REPEATED_MIN_OPS and not os.environ.get("SPARSEDYN_LOOP_THRESHOLD") \
-            and statement_shapes(prog) <= REPEATED_SHAPES:
+            and statement_shapes(prog, REPEATED_SHAPES) <= REPEATED_SHAPES:
         return "loops"
     return "unrolled"
 
@@ -182,14 +182,34 @@ def emit_program(prog: Program, cname: str, variant: str = "single", chunk: int 
     (offset, ...)), ...))``, the unit quaternions ``x[offset:offset + 4]`` that the batch entry
     point checks (``| |x|^2 - 1 | <= tol``) while it gathers the states, besides finiteness.
     """
+    return list(emit_units(prog, cname, variant, chunk, unit_size, checks))
+
+
+def emit_units(prog: Program, cname: str, variant: str = "single", chunk: int = 200, unit_size: int = 4000,
+               checks=None):
+    """:func:`emit_program`'s translation units, an iterator: each unit is written when it is asked
+    for, so that the C compiler works on the first ones while Python writes the next
+    (:func:`~.build.build_library`).  The arguments are checked at once; Python's cyclic garbage
+    collector is paused while a unit is written, not between two."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", cname):
         raise ValueError(f"kernel identifier must match [a-z][a-z0-9_]*, got {cname!r}")
     if variant not in ("single", "batch"):
         raise ValueError(f"variant: expected 'single' or 'batch', got {variant!r}")
+    if isinstance(prog, LoopProgram):
+        return _gc_paused(_emit_loop, prog, cname, variant, chunk, unit_size)
+    return _gc_paused(_emit_program, prog, cname, variant, chunk, unit_size, checks)
+
+
+def _gc_paused(make, *args):
+    """The items of the iterable ``make(*args)``, each made with the garbage collector paused."""
     with paused_gc():
-        if isinstance(prog, LoopProgram):
-            return _emit_loop(prog, cname, variant, chunk, unit_size)
-        return _emit_program(prog, cname, variant, chunk, unit_size, checks)
+        it = iter(make(*args))
+    while True:
+        with paused_gc():
+            item = next(it, None)
+        if item is None:
+            return
+        yield item
 
 
 def _emit_program(prog, cname, variant, chunk, unit_size, checks):

@@ -29,16 +29,15 @@ def _sizes(shapes):
 
 
 def _units(funcs, tail, unit_size, head=""):
-    """The segment functions ``funcs`` (``(operations, source)``) grouped into translation units of
-    about ``unit_size`` operations, ``tail`` (the entry points) closing the last one; ``head`` opens
-    each unit."""
-    units, cur, size = [], [], 0
+    """The segment functions ``funcs`` (``(operations, source)``, an iterable) grouped into
+    translation units of about ``unit_size`` operations, ``tail`` (the entry points) closing the
+    last one; ``head`` opens each unit.  A generator: a unit comes as soon as its functions have."""
+    cur, size = [], 0
     for n, f in funcs:
         if cur and size + n > unit_size:
-            units.append(head + "\n".join(cur))
+            yield head + "\n".join(cur)
             cur, size = [], 0
         cur.append(f)
         size += n
     cur += tail
-    units.append(head + "\n".join(cur))
-    return units
+    yield head + "\n".join(cur)

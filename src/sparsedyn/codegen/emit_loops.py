@@ -29,17 +29,15 @@ def _statements(prog: Program, fn: dict):
     ``slot[i]`` the value slot of node ``i`` (the inputs first, argument by argument, then the
     constants, then the statements), ``consts`` the constant values in slot order, ``cslot`` the
     slot of each constant (by its ``float.hex()``)."""
+    slot, consts, cslot, state = _statements_start(prog)
+    stmts = list(_statement_iter(prog, fn, slot, cslot, state))
+    return stmts, slot, state[0], consts, cslot
+
+
+def _statements_start(prog: Program):
+    """``(slot, consts, cslot, state)`` of :func:`_statements` before its statements: the slots of
+    the inputs and constants, ``state[0]`` the first slot of a statement."""
     nodes = prog.nodes
-    uses = [0] * len(nodes)
-    for op, x, y in nodes:
-        if op > CONST and op != MATMUL:
-            uses[x] += 1
-            if y >= 0:
-                uses[y] += 1
-    for b in prog.blocks:               # a block reads its operands from their slots
-        for a in b.operands():
-            uses[a] += 2
-    outs = {v for row in prog.outputs for kind, v in row if kind == "node"}
     off, base = [], 0
     for n in _sizes(prog.input_shapes):
         off.append(base)
@@ -58,9 +56,25 @@ def _statements(prog: Program, fn: dict):
     for i, (op, x, y) in enumerate(nodes):
         if op == CONST:
             slot[i] = cslot[float(x).hex()]
-    nxt = base + len(consts)
+    return slot, consts, cslot, [base + len(consts)]
+
+
+def _statement_iter(prog, fn, slot, cslot, state):
+    """The statements of :func:`_statements`, one at a time (``slot`` filled as they come, from
+    ``state[0]``, the next free slot, which is kept up to date)."""
+    nodes = prog.nodes
+    uses = [0] * len(nodes)
+    for op, x, y in nodes:
+        if op > CONST and op != MATMUL:
+            uses[x] += 1
+            if y >= 0:
+                uses[y] += 1
+    for b in prog.blocks:               # a block reads its operands from their slots
+        for a in b.operands():
+            uses[a] += 2
+    outs = {v for row in prog.outputs for kind, v in row if kind == "node"}
+    nxt = state[0]
     expr = {}                           # inlined node -> (template, leaves, operations)
-    stmts = []
 
     def leaf(a):
         e = expr.pop(a, None)
@@ -73,8 +87,8 @@ def _statements(prog: Program, fn: dict):
         if op == MATMUL:
             if x not in placed:
                 placed[x] = _block_statement(prog.blocks[x], x, nxt, slot, cslot[float(0).hex()])
-                nxt = placed[x][2][-1]
-                stmts.append(placed[x])
+                nxt = state[0] = placed[x][2][-1]
+                yield placed[x]
             slot[i] = placed[x][2][2] + y
             continue
         tx, lx, nx = leaf(x)
@@ -93,20 +107,30 @@ def _statements(prog: Program, fn: dict):
             expr[i] = (t, lv, n)
         else:
             slot[i] = nxt
-            nxt += 1
-            stmts.append((t, slot[i], lv, n))
-    return stmts, slot, nxt, consts, cslot
+            nxt = state[0] = nxt + 1
+            yield t, slot[i], lv, n
 
 
-def statement_shapes(prog: Program) -> int:
+def statement_shapes(prog: Program, limit: int | None = None) -> int:
     """The number of distinct statement shapes of ``prog`` (:func:`_statements`; shapes that differ in
     the signs of additions alone count once, as :func:`_loop_functions` folds them into one loop),
-    kept on the program (a property of its nodes alone)."""
+    kept on the program (a property of its nodes alone).  With a ``limit``, ``limit + 1`` as soon as
+    that many are found (a humanoid's aba_derivatives passes 64 within its first third)."""
     n = getattr(prog, "_statement_shapes", None)
-    if n is None:
-        n = len({_PLUS_MINUS.sub(" + ", t) for t, _, _, _ in _statements(prog, _SCALAR_FNS)[0] if t is not None})
-        prog._statement_shapes = n
-    return n
+    if n is not None:
+        return n if limit is None else min(n, limit + 1)
+    shapes, stop = set(), None if limit is None else limit + 1
+    if stop is not None and getattr(prog, "_statement_shapes_from", stop + 1) <= stop:
+        return stop
+    slot, _, cslot, state = _statements_start(prog)
+    for t, _, _, _ in _statement_iter(prog, _SCALAR_FNS, slot, cslot, state):
+        if t is not None:
+            shapes.add(_PLUS_MINUS.sub(" + ", t))
+            if len(shapes) == stop:
+                prog._statement_shapes_from = stop          # at least that many
+                return stop
+    prog._statement_shapes = len(shapes)
+    return len(shapes)
 
 
 def _block_statement(block, b, base, slot, zero):

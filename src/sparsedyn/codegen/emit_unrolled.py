@@ -6,6 +6,7 @@ that of :func:`schedule`, whichever passes fewer values."""
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
@@ -110,6 +111,13 @@ def _chunks(prog: Program, chunk: int):
     (:mod:`.emit_blocks`): its operands are then values of earlier segments; its elements
     (``MATMUL``) are no operations of a segment and take no slot.
     """
+    seg, last = _segments(prog, chunk)
+    return (seg, *_slots(seg, last))
+
+
+def _segments(prog: Program, chunk: int):
+    """``(seg, last)`` of :func:`_chunks`: the segment of each node, and for each value used outside
+    its own segment the segment of its last use."""
     nodes = prog.nodes
     seg = [0] * len(nodes)
     first = _first_elements(nodes) if prog.blocks else {}
@@ -124,38 +132,51 @@ def _chunks(prog: Program, chunk: int):
                 k, n = k + 1, 0
             n += 1
         seg[i] = k
+    isop = [CONST < op != MATMUL for op, _, _ in nodes]        # an operation, which may take a slot
     last = {}
     for i, (op, x, y) in enumerate(nodes):
         if op == MATMUL:
-            for a in (operands[x] if i in first else ()):
-                if CONST < nodes[a][0] != MATMUL:
-                    last[a] = seg[i]
+            if i in first:
+                for a in operands[x]:
+                    if isop[a]:
+                        last[a] = seg[i]
         elif op > CONST:
             s = seg[i]
-            for a in (x, y):
-                if a >= 0 and CONST < nodes[a][0] != MATMUL and seg[a] != s:
-                    last[a] = s
-    # Linear scan over segments: a slot is free again in the segment after its value's last use.
+            if isop[x] and seg[x] != s:
+                last[x] = s
+            if y >= 0 and isop[y] and seg[y] != s:
+                last[y] = s
+    return seg, last
+
+
+def _slots(seg, last):
+    """``(slot, nslots)`` of :func:`_chunks`: a linear scan over the segments, a slot free again in
+    the segment after its value's last use (``last``, :func:`_segments`)."""
+    # ``seg`` grows with the node's index, so the values come segment by segment, and the slots
+    # released before a segment are gathered once, when it begins (a value's last use lies in a
+    # later segment than the value: none is released within the segment that defines it).
     slot, free, release = {}, [], {}
-    nslots = 0
-    for i in sorted(last, key=lambda a: (seg[a], a)):
-        for s in [s for s in release if s < seg[i]]:
-            free.extend(release.pop(s))
+    nslots, cur = 0, -1
+    for i in sorted(last):
+        if seg[i] != cur:
+            cur = seg[i]
+            for s in [s for s in release if s < cur]:
+                free.extend(release.pop(s))
         if free:
             slot[i] = free.pop()
         else:
             slot[i] = nslots
             nslots += 1
         release.setdefault(last[i], []).append(slot[i])
-    return seg, slot, nslots
+    return slot, nslots
 
 
 def _traffic(prog: Program, seg, slot) -> int:
     """Workspace accesses of one run of the segmented program: a store per value passed on, a load
-    per value and later segment that reads it."""
+    per value and later segment that reads it (``slot``: the values passed on, :func:`_chunks`'
+    slots or :func:`_segments`' last uses)."""
     loads = set()
-    nodes = prog.nodes
-    for i, (op, x, y) in enumerate(nodes):
+    for i, (op, x, y) in enumerate(prog.nodes):
         if CONST < op != MATMUL:
             s = seg[i]
             if x in slot and seg[x] != s:
@@ -175,75 +196,90 @@ def _functions(prog: Program, cname: str, T: str, fn: dict, chunk: int, hoist=No
     ``hoist`` (a list): the outputs that are constants are not written by the driver but appended
     to it as ``(output, element, value)`` (the batch entry point writes them once per thread).
     Dense block products run as loops at the start of a segment (:mod:`.emit_blocks`).
+
+    Returns ``(funcs, driver, workspace size)``; ``funcs`` is an iterator of ``(operations,
+    source)``, one segment after the other, each written when it is asked for: the translation
+    units of the first segments compile while the later ones are written (:mod:`.build`).
     """
     prog, seg, slot, nslots = _segmented(prog, chunk)
     nodes = prog.nodes
     layout = Layout(prog, nslots, T) if prog.blocks else None
-    first = _first_elements(nodes) if prog.blocks else {}
-    out_at = _output_places(prog)
     nin, nout = len(prog.input_shapes), len(prog.output_shapes)
     ptr = "const double" if T == "double" else "const sd_vd"
     optr = "double" if T == "double" else "sd_vd"
     params = ", ".join([f"{ptr} *restrict x{k}" for k in range(nin)] + [f"{optr} *restrict y{k}" for k in range(nout)]
                        + [f"{optr} *restrict w"])
     args = ", ".join([f"x{k}" for k in range(nin)] + [f"y{k}" for k in range(nout)] + ["w"])
-    funcs = []
     nseg = (seg[-1] + 1) if nodes else 0
-    body = {s: [] for s in range(nseg)}
-    local = [{} for _ in range(nseg)]     # per segment: node -> local name
-    defs = [[] for _ in range(nseg)]      # per segment: its block products' C functions
-
-    inline = _inlined(nodes, seg, slot, out_at)
-    expr = {}
-
-    def ref(a, s):
-        op, x, y = nodes[a]
-        if op == CONST:
-            return _lit(x)
-        if inline[a]:
-            return f"({expr.pop(a)})"
-        name = local[s].get(a)
-        if name is None:
-            name = f"t{a}"
-            if op == INPUT:
-                body[s].append(f"  const {T} {name} = x{int(x)}[{int(y)}];")
-            elif op == MATMUL:
-                body[s].append(f"  const {T} {name} = w[{layout.at(nodes, slot, a)}];")
-            else:                                   # defined in an earlier segment
-                body[s].append(f"  const {T} {name} = w[{slot[a]}];")
-            local[s][a] = name
-        return name
-
-    for i, (op, x, y) in enumerate(nodes):
-        if op <= CONST:
-            continue
-        s = seg[i]
-        if op == MATMUL:
-            if i in first:
-                d, run = block_call(prog, x, layout, slot, f"{cname}_b{x}", T)
-                defs[s].append(d)
-                body[s] += run
-            for k, j in out_at.get(i, ()):
-                body[s].append(f"  y{k}[{j}] = w[{layout.at(nodes, slot, i)}];")
-            continue
-        e = _expression(op, x, y, fn, T, nodes, lambda z: ref(z, s))
-        if inline[i]:
-            expr[i] = e
-            continue
-        body[s].append(f"  const {T} t{i} = {e};")
-        local[s][i] = f"t{i}"
-        if i in slot:
-            body[s].append(f"  w[{slot[i]}] = t{i};")
-        for k, j in out_at.get(i, ()):
-            body[s].append(f"  y{k}[{j}] = t{i};")
-    nops = _segment_sizes(prog, seg, first, nseg)
-    for s in range(nseg):
-        funcs.append((nops[s], "\n".join([*defs[s], f"SD_HIDDEN void {cname}_{s}({params})", "{", *body[s], "}"])))
+    funcs = _segment_sources(prog, seg, slot, layout, nseg, (f"SD_HIDDEN void {cname}_", f"({params})"), cname, T, fn)
     protos = [f"SD_HIDDEN void {cname}_{s}({params});" for s in range(nseg)]
     drv = [*protos, f"static void {cname}({params})", "{"]
     drv += [f"  {cname}_{s}({args});" for s in range(nseg)]
     drv += _tail(prog, T, hoist) + ["}"]
     return funcs, "\n".join(drv), max(nslots, 1) if layout is None else layout.end
+
+
+def _segment_sources(prog, seg, slot, layout, nseg, head, cname, T, fn):
+    """``(operations, C source)`` of each segment function (``head``: its first line before and after
+    the segment's number), in order, written one at a time (see :func:`_functions`)."""
+    nodes = prog.nodes
+    first = _first_elements(nodes) if prog.blocks else {}
+    out_at = _output_places(prog)
+    inline = _inlined(nodes, seg, 0, slot, out_at)
+    nops = _segment_sizes(prog, seg, first, nseg)
+    lits = {}
+    expr = {}
+    cur, body, local, defs = 0, [], {}, []      # the segment being written: statements, names, blocks
+
+    def ref(a):
+        op, x, y = nodes[a]
+        if op == CONST:
+            lit = lits.get(a)                   # per node: 0.0 and -0.0 are equal keys
+            if lit is None:
+                lit = lits[a] = _lit(x)
+            return lit
+        if a in inline:
+            return f"({expr.pop(a)})"
+        name = local.get(a)
+        if name is None:
+            name = local[a] = f"t{a}"
+            if op == INPUT:
+                body.append(f"  const {T} {name} = x{int(x)}[{int(y)}];")
+            elif op == MATMUL:
+                body.append(f"  const {T} {name} = w[{layout.at(nodes, slot, a)}];")
+            else:                                   # defined in an earlier segment
+                body.append(f"  const {T} {name} = w[{slot[a]}];")
+        return name
+
+    for i, (op, x, y) in enumerate(nodes):
+        if op <= CONST:
+            continue
+        while seg[i] != cur:
+            yield nops[cur], "\n".join([*defs, f"{head[0]}{cur}{head[1]}", "{", *body, "}"])
+            cur, body, local, defs = cur + 1, [], {}, []
+            inline = _inlined(nodes, seg, cur, slot, out_at)
+        if op == MATMUL:
+            if i in first:
+                d, run = block_call(prog, x, layout, slot, f"{cname}_b{x}", T)
+                defs.append(d)
+                body += run
+            for k, j in out_at.get(i, ()):
+                body.append(f"  y{k}[{j}] = w[{layout.at(nodes, slot, i)}];")
+            continue
+        sym = _SYM.get(op)
+        e = f"{ref(x)} {sym} {ref(y)}" if sym is not None else _expression(op, x, y, fn, T, nodes, ref)
+        if i in inline:
+            expr[i] = e
+            continue
+        body.append(f"  const {T} t{i} = {e};")
+        local[i] = f"t{i}"
+        if i in slot:
+            body.append(f"  w[{slot[i]}] = t{i};")
+        for k, j in out_at.get(i, ()):
+            body.append(f"  y{k}[{j}] = t{i};")
+    while cur < nseg:
+        yield nops[cur], "\n".join([*defs, f"{head[0]}{cur}{head[1]}", "{", *body, "}"])
+        cur, body, local, defs = cur + 1, [], {}, []
 
 
 def _output_places(prog: Program):
@@ -271,30 +307,31 @@ def _segment_sizes(prog: Program, seg, first, nseg):
 def _segmented(prog: Program, chunk: int):
     """``(prog, seg, slot, nslots)`` (:func:`_chunks`) of ``prog`` in the traced order or in that of
     :func:`schedule`, whichever moves fewer values through the workspace."""
-    seg, slot, nslots = _chunks(prog, chunk)
+    seg, last = _segments(prog, chunk)
     again = schedule(prog)
-    seg2, slot2, nslots2 = _chunks(again, chunk)
-    if _traffic(again, seg2, slot2) < _traffic(prog, seg, slot):
-        return again, seg2, slot2, nslots2
-    return prog, seg, slot, nslots
+    seg2, last2 = _segments(again, chunk)
+    if _traffic(again, seg2, last2) < _traffic(prog, seg, last):
+        prog, seg, last = again, seg2, last2
+    return (prog, seg, *_slots(seg, last))
 
 
-def _inlined(nodes, seg, slot, out_at) -> list:
-    """Per node, whether it is written inline into its user's expression."""
+def _inlined(nodes, seg, s, slot, out_at) -> set:
+    """The nodes of segment ``s`` written inline into their user's expression."""
     # A value used exactly once, by an operation of its own segment, and neither an output nor
     # passed to a later segment is written inline into its user's expression (fully
     # parenthesised, so the same operations round the same way): fewer declarations for the
-    # C front end to parse and fewer names for its SSA passes.
-    uses = [0] * len(nodes)
-    user = [-1] * len(nodes)
-    for i, (op, x, y) in enumerate(nodes):
+    # C front end to parse and fewer names for its SSA passes.  A value not passed on (not in
+    # ``slot``) has all its uses in its own segment: counting them there is enough, segment by
+    # segment as the segments are written (``seg`` grows with the node's index).
+    lo, hi = bisect_left(seg, s), bisect_right(seg, s)
+    uses = {}
+    for op, x, y in nodes[lo:hi]:
         if CONST < op != MATMUL:
-            for a in (x, y):
-                if a >= 0:
-                    uses[a] += 1
-                    user[a] = i
-    return [CONST < op != MATMUL and uses[i] == 1 and seg[user[i]] == seg[i] and i not in slot and i not in out_at
-            for i, (op, _, _) in enumerate(nodes)]
+            uses[x] = uses.get(x, 0) + 1
+            if y >= 0:
+                uses[y] = uses.get(y, 0) + 1
+    return {i for i, n in uses.items() if n == 1 and lo <= i < hi and CONST < nodes[i][0] != MATMUL
+            and i not in slot and i not in out_at}
 
 
 def _tail(prog: Program, T: str, hoist) -> list:

@@ -32,7 +32,7 @@ from .. import _checks
 from ..kernels import Kernel, feed
 from . import build
 from .build import CompilerNotFoundWarning
-from .cemit import code_shape, emit_program, emit_unit, loop_threshold
+from .cemit import code_shape, emit_unit, emit_units, loop_threshold
 from .trace import as_kernel, trace
 
 __all__ = ["KernelSet", "KernelInfo", "model_fingerprint", "find_compiler_or_warn", "GENERATOR_VERSION"]
@@ -219,16 +219,19 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
         ["library", variant, __version__, GENERATOR_VERSION, build.target(), compiler.ident, " ".join(compiler.flags)]
         + [n + " " + progs[n].digest() + repr(checks.get(n)) + " " + code_shape(progs[n], variant) for n in names]
     ).encode()).hexdigest()[:40]
-    units = []
-    for name in names:
-        units += emit_program(progs[name], name, variant, checks=checks.get(name))
-    sources = [emit_unit([u]) for u in units] + [emit_unit([], key=lkey)]
+
+    def sources():                  # written while the first ones compile (see build.build_library)
+        for name in names:
+            for u in emit_units(progs[name], name, variant, checks=checks.get(name)):
+                yield emit_unit([u])
+        yield emit_unit([], key=lkey)
+
     if progress:
         shapes = sorted({code_shape(p, variant) for p in progs.values()})
-        progress(f"compiling {len(sources)} C translation units ({variant}, "
+        progress(f"compiling C translation units ({variant}, "
                  f"{sum(len(p.nodes) for p in progs.values())} IR nodes, {' and '.join(shapes)}) with "
                  f"{build.describe(compiler)}")
-    lib, built = build.build_library(lkey, sources, compiler, progress, d)
+    lib, built = build.build_library(lkey, sources(), compiler, progress, d)
     seconds = time.perf_counter() - t0
     if manifest is not None:
         data = {"library": lkey, "target": build.target(), "compiler": build.describe(compiler), "kernels": {n: {"flops": i.flops, "nodes": i.nodes, "trace_seconds": i.trace_seconds,
