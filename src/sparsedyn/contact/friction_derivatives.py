@@ -255,12 +255,14 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     B = len(Q)
     geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
+    # the step ran in the scene's data slots, each state's contacts in order in its first slots
+    step_correction, correction = kept[0].correction.reshape(B, -1), np.zeros((B, ns))
     for b in range(B):
         index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
         geometry[b] = slot_geometry(scene, Q[b], pair[b], slots[b])
         mu[b] = slots[b].data[:, 0]
         lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
-    correction = kept[0].correction.reshape(B, ns)
+        correction[b, index] = step_correction[b, :len(index)]
     return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held, correction)
 
 
