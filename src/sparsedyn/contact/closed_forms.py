@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
-           "box_plane", "cylinder_plane", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM",
+           "box_plane", "cylinder_plane", "box_face_axis", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM",
            "FEATURES"]
 
 
@@ -111,16 +111,67 @@ def cylinder_plane(Ra, pa, ha, ra, nb, pb):
     return _on_plane(np.concatenate(pts), np.zeros(8 * k), np.tile(nb, (8, 1)), np.tile(pb, (8, 1)))
 
 
+#: A box's corner whose distance to the other box is along the pair's face axis but for this [m] (a side
+#: flush with the other's, to rounding) touches through that face.
+FLUSH = 1e-9
+
+
+def box_face_axis(Ra, pa, ha, Rb, pb, hb):
+    """The face axis (k, 3) of two boxes along which they overlap least (or are farthest apart), from
+    ``b`` towards ``a``, where it is the separating axis test's least overlap over all fifteen axes (the
+    six face normals and the nine edge-edge cross products; Gottschalk, Lin, Manocha, "OBBTree: a
+    hierarchical structure for rapid interference detection", 1996): the normal of a face resting on a
+    face; zero where an edge-edge axis overlaps less (the boxes touch edge to edge)."""
+    k = len(pa)
+    cross = np.cross(Ra[:, :, :, None], Rb[:, :, None, :], axis=1).reshape(k, 3, 9)
+    length = np.linalg.norm(cross, axis=1)
+    parallel = length < 1e-9                                            # (a face axis already)
+    axes = np.concatenate([Ra, Rb, cross / np.where(parallel, 1.0, length)[:, None, :]], -1)     # (k, 3, 15)
+    c = np.einsum("kj,kji->ki", pa - pb, axes)                          # the centres' offset along each
+    radius = np.einsum("kj,kji->ki", ha, np.abs(np.einsum("kji,kjl->kil", Ra, axes))) + \
+        np.einsum("kj,kji->ki", hb, np.abs(np.einsum("kji,kjl->kil", Rb, axes)))
+    overlap = radius - np.abs(c)
+    overlap[:, 6:] = np.where(parallel, np.inf, overlap[:, 6:])
+    i = np.argmin(overlap[:, :6], axis=-1)
+    rows = np.arange(k)
+    face = overlap[rows, i] <= overlap[:, 6:].min(-1) + 1e-12 * (1.0 + np.abs(c[rows, i]))
+    return axes[rows, :, i] * (np.where(c[rows, i] < 0, -1.0, 1.0) * face)[:, None]
+
+
+def _over_face(x, Rb, pb, hb, axis, hits):
+    """``hits`` ``(d, w_x, w_b, n)`` of points ``x`` (k, 3) against boxes ``(Rb, pb, hb)``, where a point lies
+    over (or under) the face of ``b`` whose outward normal is ``axis`` (k, 3, zero: none), to within
+    :data:`FLUSH`: against that face's plane (a corner on the common edge of two boxes stacked with
+    coplanar sides is as near to the side face as to the face it rests on; its contact is the face's)."""
+    y = np.einsum("kji,kj->ki", Rb, x - pb)                             # in b's axes
+    o = np.einsum("kji,kj->ki", Rb, axis)
+    k = np.arange(len(x))
+    i = np.argmax(np.abs(o), axis=-1)
+    s = np.where(o[k, i] < 0, -1.0, 1.0)
+    side = y - np.clip(y, -hb, hb)
+    side[k, i] = 0.0
+    face = np.any(o != 0, -1) & (np.linalg.norm(side, axis=-1) <= FLUSH) & (s * y[k, i] >= -hb[k, i])
+    on = np.clip(y, -hb, hb)
+    on[k, i] = s * hb[k, i]
+    d, wx, wb, n = hits
+    wb = np.where(face[:, None], pb + np.einsum("kij,kj->ki", Rb, on), wb)
+    return np.where(face, s * y[k, i] - hb[k, i], d), wx, wb, np.where(face[:, None], axis, n)
+
+
 def box_box_corners(Ra, pa, ha, Rb, pb, hb):
     """Two boxes: the corners of each against the other (a point against a box), sixteen hits a pair:
-    the corners of a face resting on a face (the closest pair, an edge on an edge, is coal's)."""
+    the corners of a face resting on a face (the closest pair, an edge on an edge, is coal's); a corner
+    over the face of the pair's :func:`box_face_axis` touches through that face, not its nearest one."""
     signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
     k = len(pa)
     ca = (pa + np.einsum("kij,ckj->cki", Ra, signs[:, None, :] * ha)).reshape(-1, 3)
     cb = (pb + np.einsum("kij,ckj->cki", Rb, signs[:, None, :] * hb)).reshape(-1, 3)
     z = np.zeros(8 * k)
-    d1, wa1, wb1, n1 = sphere_box(ca, z, np.tile(Rb, (8, 1, 1)), np.tile(pb, (8, 1)), np.tile(hb, (8, 1)))
-    d2, wb2, wa2, n2 = sphere_box(cb, z, np.tile(Ra, (8, 1, 1)), np.tile(pa, (8, 1)), np.tile(ha, (8, 1)))
+    n = np.tile(box_face_axis(Ra, pa, ha, Rb, pb, hb), (8, 1))
+    A = np.tile(Ra, (8, 1, 1)), np.tile(pa, (8, 1)), np.tile(ha, (8, 1))
+    B = np.tile(Rb, (8, 1, 1)), np.tile(pb, (8, 1)), np.tile(hb, (8, 1))
+    d1, wa1, wb1, n1 = _over_face(ca, *B, n, sphere_box(ca, z, *B))
+    d2, wb2, wa2, n2 = _over_face(cb, *A, -n, sphere_box(cb, z, *A))
     return np.concatenate([d1, d2]), np.concatenate([wa1, wa2]), np.concatenate([wb1, wb2]), np.concatenate([n1, -n2])
 
 
