@@ -129,6 +129,10 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
     top = _vmax([_vmax(list(d)), _TINY]) if symbolic else np.maximum(np.max(d, -1), _TINY)
     scale = (1.0 / top)[..., None, None, None] if not symbolic else 1.0 / top
     op, st, sl, mu = (modes[..., k][..., None, None] for k in range(4))
+    # a speculative contact is frictionless (the step's bound on its normal velocity alone): held, it
+    # slides with no friction
+    spec = _step(gap - PENETRATION_SLOP)[..., None, None]
+    st, sl, mu = st * (1.0 - spec), sl + st * spec, mu * (1.0 - spec)
     tx, ty = u[..., 0], u[..., 1]
     speed = bk.sqrt(tx * tx + ty * ty)
     moving = _step(speed - _TINY)
