@@ -116,6 +116,14 @@ def cylinder_plane(Ra, pa, ha, ra, nb, pb):
 FLUSH = 1e-9
 
 
+#: A face axis is the pair's unless an edge-edge axis overlaps less by more than this [m] (an edge of one box
+#: crossing an edge of the other on a face resting on a face gives an edge-edge axis as near as the face's
+#: up to the rounding-size tilts of the boxes).
+FACE_PREFERENCE = 1e-6
+#: Edges closer to parallel than this [rad] have no edge-edge separating axis (:func:`box_face_axis`).
+PARALLEL_EDGES = 1e-3
+
+
 def box_face_axis(Ra, pa, ha, Rb, pb, hb):
     """The face axis (k, 3) of two boxes along which they overlap least (or are farthest apart), from
     ``b`` towards ``a``, where it is the separating axis test's least overlap over all fifteen axes (the
@@ -126,7 +134,9 @@ def box_face_axis(Ra, pa, ha, Rb, pb, hb):
     k = len(pa)
     cross = np.cross(Ra[:, :, :, None], Rb[:, :, None, :], axis=1).reshape(k, 3, 9)
     length = np.linalg.norm(cross, axis=1)
-    parallel = length < 1e-9                                            # (a face axis already)
+    # edges nearly parallel (within PARALLEL_EDGES rad): their cross product's direction is set by the
+    # rounding-size tilts of two boxes stacked square (a face on a face), not by an edge on an edge
+    parallel = length < PARALLEL_EDGES
     axes = np.concatenate([Ra, Rb, cross / np.where(parallel, 1.0, length)[:, None, :]], -1)     # (k, 3, 15)
     c = np.einsum("kj,kji->ki", pa - pb, axes)                          # the centres' offset along each
     radius = np.einsum("kj,kji->ki", ha, np.abs(np.einsum("kji,kjl->kil", Ra, axes))) + \
@@ -135,7 +145,7 @@ def box_face_axis(Ra, pa, ha, Rb, pb, hb):
     overlap[:, 6:] = np.where(parallel, np.inf, overlap[:, 6:])
     i = np.argmin(overlap[:, :6], axis=-1)
     rows = np.arange(k)
-    face = overlap[rows, i] <= overlap[:, 6:].min(-1) + 1e-12 * (1.0 + np.abs(c[rows, i]))
+    face = overlap[rows, i] <= overlap[:, 6:].min(-1) + FACE_PREFERENCE
     return axes[rows, :, i] * (np.where(c[rows, i] < 0, -1.0, 1.0) * face)[:, None], i
 
 
