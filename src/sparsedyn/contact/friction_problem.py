@@ -402,10 +402,8 @@ class _Points:
 PENETRATION_SLOP = 1e-9
 
 #: Gap [m] above which a contact is speculative (its gap closed within the step, frictionless until it
-#: touches); within it, a touching contact.  A resting face's corners are left gaps of this order by the
-#: linearised kinematics of a landing (different at each corner: speculative, they would ask for velocities
-#: no rigid motion has, and the solvers only creep on such a problem).
-SPECULATIVE_SLOP = 1e-6
+#: touches); within it, a touching contact (the rounding-size gaps a correction leaves).
+SPECULATIVE_SLOP = 1e-9
 
 #: ADMM iterations before a state that has not converged is handed to projected Gauss-Seidel (rare:
 #: a few states in a thousand random solo12 steps).
