@@ -268,7 +268,7 @@ def test_a_fast_spinning_bar_never_penetrates_the_floor_more_than_the_margin(bac
 
 
 
-# --- a stack of three boxes, and a box whose corners hover at different heights ------------------------
+# --- a stack of three boxes ---------------------------------------------------------------------------
 
 CUBE, CUBE_MASS = 0.2, 1.0
 
@@ -299,37 +299,3 @@ def test_three_stacked_boxes_settle_with_every_step_solved_each_level_carrying_w
     E = np.array([energy(model, q, v) for q, v in zip(r.q, r.v)])
     M, speed, nc = 3 * CUBE_MASS, max(np.abs(v).max() for v in r.v), max(len(x) for x in r.impulses)
     assert np.diff(E).max() <= nc * tol * (M * speed) * speed + M * G * -deepest(scene, r.q)      # energy_gain_bound
-
-
-def corners_at(h):
-    """A cube's configuration whose lower corners at ``(x, y) = (-, -), (+, -), (-, +)`` are ``h`` (3,) above
-    the floor (the fourth follows: a face is flat), its centre above the origin."""
-    z0, a, b = (h[1] + h[2]) / 2, (h[1] - h[0]) / CUBE, (h[2] - h[0]) / CUBE
-    n = np.array([-a, -b, 1.0]) / np.linalg.norm([-a, -b, 1.0])            # the face's normal, up
-    axis = np.cross([0.0, 0.0, 1.0], n)
-    return np.r_[0.0, 0.0, z0 + CUBE / 2 * n[2], turned(axis, np.arcsin(np.linalg.norm(axis)))]
-
-
-@pytest.mark.parametrize("h", [(5.99e-6, 7.24e-6, 5.34e-6), (0.0, 0.0, 7.5e-6)])
-def test_a_box_whose_corners_hover_a_few_micrometres_at_different_heights_is_solved(h):
-    """A cube at rest with its lower corners a few micrometres above the floor, each at its own height (one
-    touching or slightly in, the others above: what a landing leaves): each corner that its free fall would
-    carry through the floor is a speculative contact, and a rigid face cannot close every gap in one step
-    with the others held by friction.  Every step is solved (no warning), by ADMM within its budget; no step
-    adds energy; after 20 steps the cube rests flat, carrying its weight."""
-    model = boxes_model([(CUBE,) * 3], [CUBE_MASS])
-    scene = sd.Scene(model, world=[FLOOR], friction=0.6)
-    q = corners_at(np.asarray(h))
-    assert abs(sd.collide(scene, q).distances.min() - min(min(h), h[1] + h[2] - h[0])) <= 1e-12
-    v = np.zeros(6)
-    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
-        warnings.simplefilter("error", sd.ContactStepWarning)
-        for _ in range(20):
-            s = sd.contact_step(model, list(q), list(v), [0.0] * 6, scene, DT)
-            assert s.iterations <= 300                                      # ADMM_BUDGET: ADMM solved it
-            assert energy(model, s.q, s.v) - energy(model, q, v) <= 4 * TOL * (CUBE_MASS * G * DT) * G * DT
-            q, v = s.q, s.v
-    hits = sd.collide(scene, q)
-    assert len(hits.distances) == 4
-    assert np.all(np.abs(hits.distances) <= PENETRATION_SLOP + DT * V_REST)
-    assert abs(s.impulses[:, 2].sum() - CUBE_MASS * G * DT) <= 2 * CUBE_MASS * V_REST

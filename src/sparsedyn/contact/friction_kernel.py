@@ -29,7 +29,7 @@ from .. import backend as bk
 from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
-from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, SPECULATIVE_SLOP, StepArrays, _abs, _norms, _relu, _step,
+from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure)
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
@@ -254,14 +254,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # speculative contact: close the gap, no more; a gap within the slop is a touching contact (the
     # rounding-size gaps a correction leaves, different at each corner of a resting face, would ask for
     # velocities no rigid motion has: a degenerate problem that ADMM and Gauss-Seidel only creep on)
-    speculative = _step(P.gap - SPECULATIVE_SLOP)
-    bias[rows] = _relu(P.gap) * speculative / dt
-    # ... and a bound on the normal velocity alone, frictionless until it touches: a corner closing its gap
-    # beside a sticking neighbour moves along the face, as the rigid body it belongs to must (held by
-    # friction, the two ask for velocities no rigid motion has: again a target no impulse meets)
-    frictional = np.repeat(1.0 - speculative, 3)
-    frictional[rows] = 1.0
-    act = act * frictional
+    bias[rows] = _relu(P.gap) * _step(P.gap - PENETRATION_SLOP) / dt
     g = (Jv + bias) * act
     G = P.G * act[:, None] * act[None, :]
     dmax, gmax = _vmax(np.diagonal(G)), _vmax(_abs(g))

@@ -401,10 +401,6 @@ class _Points:
 #: Penetration [m] below which the configuration is left as it is (rounding of a resting contact).
 PENETRATION_SLOP = 1e-9
 
-#: Gap [m] above which a contact is speculative (its gap closed within the step, frictionless until it
-#: touches); within it, a touching contact (the rounding-size gaps a correction leaves).
-SPECULATIVE_SLOP = 1e-9
-
 #: ADMM iterations before a state that has not converged is handed to projected Gauss-Seidel (rare:
 #: a few states in a thousand random solo12 steps).
 ADMM_BUDGET = 300

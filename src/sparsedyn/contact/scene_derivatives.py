@@ -47,7 +47,7 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from .collision import placements
 from .dynamics import _cached, _run, rnea_partials
-from .friction_problem import SPECULATIVE_SLOP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
+from .friction_problem import PENETRATION_SLOP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
 
 __all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "mode_system", "GEOMETRY"]
 
@@ -124,15 +124,11 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
     u = (J @ vp[..., None])[..., 0].reshape(gap.shape[:-1] + (nc, 3))
     n_rows = 3 * np.arange(nc) + 2
     c = C.copy()
-    c[..., n_rows, :nv] = c[..., n_rows, :nv] + (_step(gap - SPECULATIVE_SLOP) / dt)[..., None] * J[..., n_rows, :]
+    c[..., n_rows, :nv] = c[..., n_rows, :nv] + (_step(gap - PENETRATION_SLOP) / dt)[..., None] * J[..., n_rows, :]
     d = np.diagonal(G, axis1=-2, axis2=-1)
     top = _vmax([_vmax(list(d)), _TINY]) if symbolic else np.maximum(np.max(d, -1), _TINY)
     scale = (1.0 / top)[..., None, None, None] if not symbolic else 1.0 / top
     op, st, sl, mu = (modes[..., k][..., None, None] for k in range(4))
-    # a speculative contact is frictionless (the step's bound on its normal velocity alone): held, it
-    # slides with no friction
-    spec = _step(gap - SPECULATIVE_SLOP)[..., None, None]
-    st, sl, mu = st * (1.0 - spec), sl + st * spec, mu * (1.0 - spec)
     tx, ty = u[..., 0], u[..., 1]
     speed = bk.sqrt(tx * tx + ty * ty)
     moving = _step(speed - _TINY)
