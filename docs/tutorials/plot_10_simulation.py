@@ -7,7 +7,7 @@ lands on whatever part of it hits first (:doc:`/guide/simulation`).  A box is dr
 table, with its height, its number of contacts and its energy plotted; then boxes are set on slopes
 steeper and shallower than the friction angle: below ``atan(mu)`` they stick, above it they slide
 with Coulomb's acceleration ``g (sin theta - mu cos theta)``, printed beside the simulated one.
-Two boxes dropped on each other come to rest as a stack, each level carrying the weight above it;
+Three boxes dropped on each other come to rest as a stack, each level carrying the weight above it;
 and a quadruped (Unitree's A1 of example-robot-data, its collision model made of boxes,
 cylinders and spheres) trots onto a step under a joint-space PD controller.  Every number printed
 is also asserted.
@@ -92,19 +92,18 @@ for degrees in (20.0, 35.0):
 # %%
 # A stack of boxes
 # ----------------
-# Two boxes (1 kg, 20 cm) are two free bodies of one model.  With ``self_collision=True`` the
-# scene checks each box against the floor and against the other (two shapes on bodies that are
+# Three boxes (1 kg, 20 cm) are three free bodies of one model.  With ``self_collision=True`` the
+# scene checks each box against the floor and against the others (two shapes on bodies that are
 # neither the same nor parent and child): a box on a box is a pair of two robot shapes, its
-# contacts the corners of the resting face, each an impulse that pushes the two boxes apart equally
-# (the step reports it on the pair's first box, the lower one here).  The boxes start 2 mm above
-# each other and the floor, the upper one shifted by 3 cm; at rest each level carries the weight
-# above it: the floor ``2 m g``, the lower box ``m g``.  ``tol=1e-6`` (relative to the impulse
-# scale) is enough for a figure.  A face resting on a face is held by four corners whose share of
-# the load friction leaves undetermined; on a few steps the solver reaches its iteration cap just
-# short of the tolerance and says so (:class:`sparsedyn.ContactStepWarning`): the tutorial counts
-# those steps instead of printing each warning.
+# contacts the vertices of the polygon where the resting faces meet, each an impulse that pushes the
+# two boxes apart equally (the step reports it on the pair's first box, the lower one here).  The
+# boxes start 2 mm above each other and the floor, each shifted by 3 cm from the one below; at rest
+# each level carries the weight above it: the floor ``3 m g``, the lowest box ``2 m g``, the middle
+# one ``m g``.  ``tol=1e-6`` (relative to the impulse scale) is enough for a figure.  A step the
+# solver could not finish would say so (:class:`sparsedyn.ContactStepWarning`); the tutorial counts
+# them (none here).
 import warnings
-M1, LEVELS = 1.0, 2
+M1, LEVELS = 1.0, 3
 I1 = M1 * SIDE ** 2 / 6 * np.eye(3)
 builder = sd.ModelBuilder("stack")
 for k in range(LEVELS):
@@ -126,9 +125,9 @@ print(f"{len(caught)} of {STACK_STEPS} steps stopped at the iteration cap ({pile
 
 
 def level_loads(q, impulses):
-    """Normal force [N] on the floor and on box0 from box1 in the step from ``q``."""
+    """Normal force [N] on the floor, on box0 from box1 and on box1 from box2 in the step from ``q``."""
     pairs = sd.collide(stack_scene, q).pairs                  # the step's contacts, in its order
-    out = {"floor": 0.0, "box1": 0.0}
+    out = {"floor": 0.0, "box1": 0.0, "box2": 0.0}
     for (a, b), impulse in zip(pairs, impulses):
         out[b] += impulse[2] / STACK_DT
     return list(out.values())
@@ -136,18 +135,21 @@ def level_loads(q, impulses):
 
 loads = np.array([level_loads(q, x) for q, x in zip(pile.q[:-1], pile.impulses)])
 heights = pile.q[-1][2::7]
-print("rest heights:", np.round(heights, 5), "m (0.1 and 0.3: the boxes' centres)")
-print(f"loads: floor {loads[-1][0]:.4f} N, box0 / box1 {loads[-1][1]:.4f} N (2 m g = {2 * M1 * G:.4f} N, "
-      f"m g = {M1 * G:.4f} N)")
-assert np.abs(heights - [0.1, 0.3]).max() < 1e-4
-assert np.abs(loads[-1] - M1 * G * np.array([2, 1])).max() < 1e-3 * M1 * G
+print("rest heights:", np.round(heights, 7), "m (0.1, 0.3 and 0.5: the boxes' centres)")
+print(f"loads: floor {loads[-1][0]:.4f} N, box0 / box1 {loads[-1][1]:.4f} N, box1 / box2 {loads[-1][2]:.4f} N "
+      f"(3 m g = {3 * M1 * G:.4f} N, 2 m g = {2 * M1 * G:.4f} N, m g = {M1 * G:.4f} N)")
+assert not caught
+# at rest a contact's velocity is within tol of the velocity scale g dt: heights and loads to that over the levels
+V_REST = 100 * 1e-6 * G * STACK_DT
+assert np.abs(heights - [0.1, 0.3, 0.5]).max() < 3 * STACK_DT * V_REST
+assert np.abs(loads[-1] - M1 * G * np.array([3, 2, 1])).max() < 2 * 3 * M1 * V_REST / STACK_DT
 
 t = STACK_DT * np.arange(STACK_STEPS + 1)
 fig, ax = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
-ax[0].plot(t, pile.q[:, 2::7], label=["box0", "box1"])
+ax[0].plot(t, pile.q[:, 2::7], label=["box0", "box1", "box2"])
 ax[0].set_ylabel("height [m]")
 ax[0].legend()
-ax[1].plot(t[:-1], loads / (M1 * G), label=["floor", "box0 / box1"])
+ax[1].plot(t[:-1], loads / (M1 * G), label=["floor", "box0 / box1", "box1 / box2"])
 ax[1].set_ylabel("normal force / (m g)")
 ax[1].set_ylim(-0.5, 5)
 ax[1].legend()

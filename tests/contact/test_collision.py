@@ -267,3 +267,44 @@ def test_mesh_on_a_plane_is_coals_convex_hull_on_a_half_space():
         assert np.allclose(hits.witness_a[k], res.getNearestPoint1(), rtol=0, atol=1e-9)
         assert np.allclose(hits.normals, [0, 0, 1], rtol=0, atol=1e-15)
         seen += 1
+
+
+@pytest.mark.parametrize("dz", [0.0, -1e-7, 1e-9, 2e-3])
+@pytest.mark.parametrize("turn", [0.0, np.pi / 2])
+def test_box_stacked_on_a_box_of_its_footprint_touches_through_the_faces(dz, turn):
+    # a box resting on a box of the same footprint (coplanar sides; turned by a quarter turn about z, the
+    # same footprint again): every corner of the resting faces lies on the common side edges as well,
+    # as near to the side faces as to the resting ones; its normal is still the resting face's +z (by
+    # hand; coal's normal from a to b is -z), its distance the gap dz, its witness on the face
+    size = SIZES["box"][0], SIZES["box"][0], SIZES["box"][2]
+    b = sd.ModelBuilder("one").add_body("body", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    g = sd.Geometry("a", 0, Transform(np.eye(3), np.zeros(3)), "box", size, "collision")
+    scene = sd.Scene(b.build().with_geometry(g), world=[sd.Shape("box", size, name="b")], margin=0.005)
+    top = size[2] + dz
+    q = [0.0, 0.0, top, 0.0, 0.0, np.sin(turn / 2), np.cos(turn / 2)]
+    hits = sd.collide(scene, q)
+    assert len(hits.distances) == 4                     # the four corners of the resting face
+    assert np.allclose(hits.normals, [0.0, 0.0, 1.0], atol=1e-12)
+    assert np.allclose(hits.distances, dz, atol=1e-12)
+    assert np.allclose(np.abs(hits.points[:, :2]), np.array(size[:2]) / 2, atol=1e-12)
+    assert np.allclose(hits.points[:, 2], size[2] / 2 + dz / 2, atol=1e-12)
+    d, res = coal_distance(coal_shape("box", size), coal.Transform3s(pin.rpy.rpyToMatrix(0, 0, turn), np.array(q[:3])),
+                           coal_shape("box", size), coal.Transform3s(np.eye(3), np.zeros(3)))
+    assert np.allclose(-np.asarray(res.normal), hits.normals[0], atol=1e-9)
+    assert abs(d - hits.distances.min()) <= 1e-9
+
+
+def test_a_box_resting_shifted_on_a_box_touches_at_the_corners_of_the_faces_overlap():
+    # a box resting (1e-7 m deep) on a box of its footprint, shifted along x and y: the faces meet in a
+    # rectangle (by hand: x in [-0.1, 0.15], y in [-0.07, 0.15]) two of whose corners are no box's corner
+    # (an edge of one face crosses an edge of the other); each of the four is a hit, normal +z, depth 1e-7
+    size = SIZES["box"][0], SIZES["box"][0], SIZES["box"][2]
+    b = sd.ModelBuilder("one").add_body("body", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    g = sd.Geometry("a", 0, Transform(np.eye(3), np.zeros(3)), "box", size, "collision")
+    scene = sd.Scene(b.build().with_geometry(g), world=[sd.Shape("box", size, name="b")], margin=0.005)
+    hits = sd.collide(scene, [0.05, 0.08, size[2] - 1e-7, 0.0, 0.0, 0.0, 1.0])
+    assert len(hits.distances) == 4
+    corners = {(x, y) for x in (-0.1, 0.15) for y in (-0.07, 0.15)}
+    assert {tuple(np.round(p[:2], 9)) for p in hits.points} == corners
+    assert np.allclose(hits.normals, [0.0, 0.0, 1.0], atol=1e-12)
+    assert np.allclose(hits.distances, -1e-7, atol=1e-12)

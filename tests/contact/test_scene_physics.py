@@ -266,3 +266,36 @@ def test_a_fast_spinning_bar_never_penetrates_the_floor_more_than_the_margin(bac
         r = sd.rollout(model, q, [w, 0, 0, 0, 0, 0], np.zeros(6), scene, dt, 3)
     assert deepest(scene, r.q) >= -(scene.margin + dt ** 2 * w ** 2 * rho / 2)
 
+
+
+# --- a stack of three boxes ---------------------------------------------------------------------------
+
+CUBE, CUBE_MASS = 0.2, 1.0
+
+
+def test_three_stacked_boxes_settle_with_every_step_solved_each_level_carrying_what_lies_above():
+    """Three 1 kg cubes (20 cm) dropped from 2 mm above each other, each shifted by 3 cm from the one below,
+    their side faces coplanar (the tutorial's stack, ``dt = 2 ms``, ``tol = 1e-6``): no step stops at the
+    iteration cap (the warning is an error here), they come to rest on each other (each level's height within
+    the rest bounds of the levels below), the floor carries ``3 m g``, the lowest box ``2 m g``, the middle
+    one ``m g`` (within the rest bound of the weight carried), and no step adds energy."""
+    dt, tol = 2e-3, 1e-6
+    v_rest = 100 * tol * G * dt
+    model = boxes_model([(CUBE,) * 3] * 3, [CUBE_MASS] * 3)
+    scene = sd.Scene(model, world=[FLOOR], friction=0.6)
+    q0 = np.concatenate([np.r_[0.03 * k, 0.0, CUBE / 2 + k * CUBE + 0.002 * (k + 1), 0.0, 0.0, 0.0, 1.0]
+                         for k in range(3)])
+    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
+        warnings.simplefilter("error", sd.ContactStepWarning)
+        r = sd.rollout(model, list(q0), [0.0] * 18, [0.0] * 18, scene, dt, 150, tol=tol)
+    assert np.abs(r.v[-20:]).max() <= 3 * v_rest
+    heights = r.q[-1][2::7]
+    for k in range(3):
+        assert abs(heights[k] - (CUBE / 2 + k * CUBE)) <= (k + 1) * (PENETRATION_SLOP + dt * 3 * v_rest)
+    sums = normal_sums(scene, r.q[-2], r.impulses[-1])
+    assert set(sums) == {("box0", "floor"), ("box0", "box1"), ("box1", "box2")}
+    for pair, load in ((("box0", "floor"), 3), (("box0", "box1"), 2), (("box1", "box2"), 1)):
+        assert abs(sums[pair] - load * CUBE_MASS * G * dt) <= 2 * load * CUBE_MASS * 3 * v_rest
+    E = np.array([energy(model, q, v) for q, v in zip(r.q, r.v)])
+    M, speed, nc = 3 * CUBE_MASS, max(np.abs(v).max() for v in r.v), max(len(x) for x in r.impulses)
+    assert np.diff(E).max() <= nc * tol * (M * speed) * speed + M * G * -deepest(scene, r.q)      # energy_gain_bound

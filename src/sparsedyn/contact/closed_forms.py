@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
-           "box_plane", "cylinder_plane", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM",
+           "box_plane", "cylinder_plane", "box_face_axis", "box_box_face", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM",
            "FEATURES"]
 
 
@@ -111,17 +111,125 @@ def cylinder_plane(Ra, pa, ha, ra, nb, pb):
     return _on_plane(np.concatenate(pts), np.zeros(8 * k), np.tile(nb, (8, 1)), np.tile(pb, (8, 1)))
 
 
+#: A box's corner whose distance to the other box is along the pair's face axis but for this [m] (a side
+#: flush with the other's, to rounding) touches through that face.
+FLUSH = 1e-9
+
+
+#: A face axis is the pair's unless an edge-edge axis overlaps less by more than this [m] (an edge of one box
+#: crossing an edge of the other on a face resting on a face gives an edge-edge axis as near as the face's
+#: up to the rounding-size tilts of the boxes).
+FACE_PREFERENCE = 1e-6
+#: Edges closer to parallel than this [rad] have no edge-edge separating axis (:func:`box_face_axis`).
+PARALLEL_EDGES = 1e-3
+
+
+def box_face_axis(Ra, pa, ha, Rb, pb, hb):
+    """The face axis (k, 3) of two boxes along which they overlap least (or are farthest apart), from
+    ``b`` towards ``a``, where it is the separating axis test's least overlap over all fifteen axes (the
+    six face normals and the nine edge-edge cross products; Gottschalk, Lin, Manocha, "OBBTree: a
+    hierarchical structure for rapid interference detection", 1996): the normal of a face resting on a
+    face; zero where an edge-edge axis overlaps less (the boxes touch edge to edge); and its index (k,)
+    (0-2: a face axis of ``a``, 3-5: of ``b``)."""
+    k = len(pa)
+    cross = np.cross(Ra[:, :, :, None], Rb[:, :, None, :], axis=1).reshape(k, 3, 9)
+    length = np.linalg.norm(cross, axis=1)
+    # edges nearly parallel (within PARALLEL_EDGES rad): their cross product's direction is set by the
+    # rounding-size tilts of two boxes stacked square (a face on a face), not by an edge on an edge
+    parallel = length < PARALLEL_EDGES
+    axes = np.concatenate([Ra, Rb, cross / np.where(parallel, 1.0, length)[:, None, :]], -1)     # (k, 3, 15)
+    c = np.einsum("kj,kji->ki", pa - pb, axes)                          # the centres' offset along each
+    radius = np.einsum("kj,kji->ki", ha, np.abs(np.einsum("kji,kjl->kil", Ra, axes))) + \
+        np.einsum("kj,kji->ki", hb, np.abs(np.einsum("kji,kjl->kil", Rb, axes)))
+    overlap = radius - np.abs(c)
+    overlap[:, 6:] = np.where(parallel, np.inf, overlap[:, 6:])
+    i = np.argmin(overlap[:, :6], axis=-1)
+    rows = np.arange(k)
+    face = overlap[rows, i] <= overlap[:, 6:].min(-1) + FACE_PREFERENCE
+    return axes[rows, :, i] * (np.where(c[rows, i] < 0, -1.0, 1.0) * face)[:, None], i
+
+
+def _over_face(x, Rb, pb, hb, axis, hits):
+    """``hits`` ``(d, w_x, w_b, n)`` of points ``x`` (k, 3) against boxes ``(Rb, pb, hb)``, where a point lies
+    over (or under) the face of ``b`` whose outward normal is ``axis`` (k, 3, zero: none), to within
+    :data:`FLUSH`: against that face's plane (a corner on the common edge of two boxes stacked with
+    coplanar sides is as near to the side face as to the face it rests on; its contact is the face's)."""
+    y = np.einsum("kji,kj->ki", Rb, x - pb)                             # in b's axes
+    o = np.einsum("kji,kj->ki", Rb, axis)
+    k = np.arange(len(x))
+    i = np.argmax(np.abs(o), axis=-1)
+    s = np.where(o[k, i] < 0, -1.0, 1.0)
+    side = y - np.clip(y, -hb, hb)
+    side[k, i] = 0.0
+    face = np.any(o != 0, -1) & (np.linalg.norm(side, axis=-1) <= FLUSH) & (s * y[k, i] >= -hb[k, i])
+    on = np.clip(y, -hb, hb)
+    on[k, i] = s * hb[k, i]
+    d, wx, wb, n = hits
+    wb = np.where(face[:, None], pb + np.einsum("kij,kj->ki", Rb, on), wb)
+    return np.where(face, s * y[k, i] - hb[k, i], d), wx, wb, np.where(face[:, None], axis, n)
+
+
+def _clip(polygon, c, e, h):
+    """The part of ``polygon`` (a list of points) where ``e . (x - c) <= h`` (Sutherland and Hodgman; a
+    point within :data:`FLUSH` of the line is on it: no crossing point beside it)."""
+    out = []
+    for x, y in zip(polygon, polygon[1:] + polygon[:1]):
+        dx, dy = e @ (x - c) - h, e @ (y - c) - h
+        if dx <= FLUSH:
+            out.append(x)
+        if (dx > FLUSH and dy < -FLUSH) or (dx < -FLUSH and dy > FLUSH):
+            out.append(x + dx / (dx - dy) * (y - x))
+    return out
+
+
+def box_box_face(Ra, pa, ha, Rb, pb, hb, axis, which):
+    """A face of two boxes resting on a face: the incident face clipped to the reference face (the face of
+    the pair's face ``axis`` (k, 3), from ``b`` towards ``a``, of ``a`` where ``which`` (k,) < 3, else of
+    ``b``), eight hits a pair, the points of the contact polygon (its vertices where an edge of one face
+    crosses an edge of the other: no corner is there), the rest at infinite distance."""
+    k = len(pa)
+    d, wa, wb = np.full((8, k), np.inf), np.zeros((8, k, 3)), np.zeros((8, k, 3))
+    for j in np.flatnonzero(np.any(axis != 0, -1)):
+        on_a = which[j] < 3
+        (Rr, pr, hr), (Ri, pi, hi) = ((Ra[j], pa[j], ha[j]), (Rb[j], pb[j], hb[j]))[::1 if on_a else -1]
+        u = -axis[j] if on_a else axis[j]                       # the reference face's outward normal
+        r = which[j] % 3
+        c = pr + hr[r] * u
+        t = np.argmax(np.abs(Ri.T @ u))
+        sign = -np.sign(Ri[:, t] @ u)
+        e1, e2 = (Ri[:, x] * hi[x] for x in range(3) if x != t)
+        ci = pi + sign * hi[t] * Ri[:, t]
+        polygon = [ci + e1 + e2, ci - e1 + e2, ci - e1 - e2, ci + e1 - e2]
+        for x in range(3):
+            if x != r:
+                for s in (1.0, -1.0):
+                    polygon = _clip(polygon, c, s * Rr[:, x], hr[x]) if polygon else polygon
+        for m, x in enumerate(polygon[:8]):
+            depth = u @ (x - c)
+            d[m, j] = depth
+            wa[m, j], wb[m, j] = (x - depth * u, x) if on_a else (x, x - depth * u)
+    return d.reshape(-1), wa.reshape(-1, 3), wb.reshape(-1, 3), np.tile(axis, (8, 1))
+
+
 def box_box_corners(Ra, pa, ha, Rb, pb, hb):
-    """Two boxes: the corners of each against the other (a point against a box), sixteen hits a pair:
-    the corners of a face resting on a face (the closest pair, an edge on an edge, is coal's)."""
+    """Two boxes: the corners of each against the other (a point against a box), sixteen hits a pair, then
+    the contact polygon of a face resting on a face (:func:`box_box_face`), eight (the closest pair, an
+    edge on an edge, is coal's); a corner over the face of the pair's :func:`box_face_axis` touches
+    through that face, not its nearest one."""
     signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
     k = len(pa)
     ca = (pa + np.einsum("kij,ckj->cki", Ra, signs[:, None, :] * ha)).reshape(-1, 3)
     cb = (pb + np.einsum("kij,ckj->cki", Rb, signs[:, None, :] * hb)).reshape(-1, 3)
     z = np.zeros(8 * k)
-    d1, wa1, wb1, n1 = sphere_box(ca, z, np.tile(Rb, (8, 1, 1)), np.tile(pb, (8, 1)), np.tile(hb, (8, 1)))
-    d2, wb2, wa2, n2 = sphere_box(cb, z, np.tile(Ra, (8, 1, 1)), np.tile(pa, (8, 1)), np.tile(ha, (8, 1)))
-    return np.concatenate([d1, d2]), np.concatenate([wa1, wa2]), np.concatenate([wb1, wb2]), np.concatenate([n1, -n2])
+    axis, which = box_face_axis(Ra, pa, ha, Rb, pb, hb)
+    n = np.tile(axis, (8, 1))
+    A = np.tile(Ra, (8, 1, 1)), np.tile(pa, (8, 1)), np.tile(ha, (8, 1))
+    B = np.tile(Rb, (8, 1, 1)), np.tile(pb, (8, 1)), np.tile(hb, (8, 1))
+    d1, wa1, wb1, n1 = _over_face(ca, *B, n, sphere_box(ca, z, *B))
+    d2, wb2, wa2, n2 = _over_face(cb, *A, -n, sphere_box(cb, z, *A))
+    d3, wa3, wb3, n3 = box_box_face(Ra, pa, ha, Rb, pb, hb, axis, which)
+    return (np.concatenate([d1, d2, d3]), np.concatenate([wa1, wa2, wa3]), np.concatenate([wb1, wb2, wb3]),
+            np.concatenate([n1, -n2, n3]))
 
 
 def capsule_box_ends(pa, ua, ha, ra, Rb, pb, hb):
@@ -172,7 +280,7 @@ CLOSED_FORM = {
 
 # Pairs that coal answers, and the closed-form hits added to coal's closest pair where it is within the margin
 FEATURES = {
-    ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box_corners(Ra, pa, sa / 2, Rb, pb, sb / 2), 16),
+    ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box_corners(Ra, pa, sa / 2, Rb, pb, sb / 2), 24),
     ("capsule", "box"): (lambda Ra, pa, sa, Rb, pb, sb:
                          capsule_box_ends(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], Rb, pb, sb / 2), 2),
 }

@@ -361,6 +361,12 @@ def _hits(scene, blocks, cutoff=None):
     keep = keep[np.argsort(d[keep], kind="stable")]
     _, first = np.unique(np.column_stack([k[keep], np.round(wa[keep] / SAME_POINT)]), axis=0, return_index=True)
     keep = np.sort(keep[first])
+    # (two points a rounding apart may round to neighbouring multiples: a point nearer than SAME_POINT to a
+    # deeper one of its pair goes too)
+    x, kk, dd = wa[keep], k[keep], d[keep]
+    near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
+        ((dd[None] < dd[:, None]) | ((dd[None] == dd[:, None]) & (keep[None] < keep[:, None])))
+    keep = keep[~near.any(1)]
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
     names = scene.pair_names
