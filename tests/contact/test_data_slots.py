@@ -164,13 +164,13 @@ def test_a_humanoid_pushed_onto_stairs_builds_a_step_per_slot_count_and_never_si
     scene = sd.Scene(humanoid_scene.model, world=_stairs())          # a fresh layout
     model = scene.model
     layouts = []
-    laid_out = scene_step_module.data_slots
+    laid_out = scene_step_module.step_slots
 
     def recorded(scene, q, slots):              # the layout each step is handed (what its kernel is built for)
         out = laid_out(scene, q, slots)
         layouts.append(tuple(out.frames))
         return out
-    monkeypatch.setattr(scene_step_module, "data_slots", recorded)
+    monkeypatch.setattr(scene_step_module, "step_slots", recorded)
     q0 = np.zeros(model.nq)
     q0[2], q0[6] = 1.35, 1.0                                          # standing (x y z w quaternion)
     v0 = np.zeros(model.nv)

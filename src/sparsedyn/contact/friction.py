@@ -201,9 +201,9 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
 def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations, solver, f_ext, gravity, warm_start,
                   margin, keep=None):
     """:func:`contact_step` with checked ``contacts`` laid out in ``slots`` (a
-    :class:`~sparsedyn.contact.friction_problem.ContactSlots`); ``keep``: a list that receives the
-    kernel's :class:`StepArrays` (in the slots; nothing for a step with no slot), whose position
-    correction the derivatives read."""
+    :class:`~sparsedyn.contact.friction_problem.ContactSlots`); ``keep``: a list that receives
+    ``(the kernel's StepArrays, slots)`` (the arrays in the slots; nothing for a step with no slot), whose
+    position correction the derivatives read."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
     if not (type(q) is type(v) is type(tau) is np.ndarray and q.dtype is v.dtype is tau.dtype is _F64):
@@ -242,7 +242,7 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
         out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames, f_ext=f_ext,
                                   gravity=gravity)
     if keep is not None:
-        keep.append(out)
+        keep.append((out, slots))
     return _result(who, solver, tol, out, None if same else slots.index)
 
 

@@ -75,7 +75,7 @@ from .collision import collide_within
 from .look_ahead import pair_cutoffs
 from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
-from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
+from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials, slot_geometry
 from .scene_step import FoundContacts, scene_slots, scene_step
@@ -255,14 +255,17 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     B = len(Q)
     geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
-    # the step ran in the scene's data slots, each state's contacts in order in its first slots
-    step_correction, correction = kept[0].correction.reshape(B, -1), np.zeros((B, ns))
+    # the step ran in these per-body slots, or in the scene's data slots (each state's contacts in order
+    # in its first slots)
+    out, ran = kept[0]
+    in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
+    step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
     for b in range(B):
         index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
         geometry[b] = slot_geometry(scene, Q[b], pair[b], slots[b])
         mu[b] = slots[b].data[:, 0]
         lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
-        correction[b, index] = step_correction[b, :len(index)]
+        correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
     return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held, correction)
 
 

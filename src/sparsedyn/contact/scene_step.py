@@ -12,11 +12,13 @@ contact list.
 
 The contacts are first laid out per body (:func:`scene_slots`: each body that has touched holds the
 power of two of slots that held its most contacts so far, its points fixed in its frame; what the
-warm start and the derivatives read), then handed to the step in the scene's data slots
-(:mod:`~sparsedyn.contact.data_slots`): each contact's point in the world and its bodies as joint
-weights, the first ``nc`` of ``2^k`` slots (at least 8; the count only grows).  The compiled step is
-built per number of slots, not per set of touching bodies, so a trajectory builds at most three
-steps (8, 16, 32 slots) whichever bodies touch.  Free slots are not free of cost: the step's
+warm start and the derivatives read).  Where more than one robot body is in the scene's pairs they
+are handed to the step in the scene's data slots (:mod:`~sparsedyn.contact.data_slots`): each
+contact's point in the world and its bodies as joint weights, the first ``nc`` of ``2^k`` slots (at
+least 8; the count only grows).  The compiled step is then built per number of slots, not per set of
+touching bodies, so a trajectory builds at most three steps (8, 16, 32 slots) whichever bodies
+touch.  Where one body alone can touch (a box, a ball) the step runs in its per-body slots, which
+only double, and whose step is the faster.  Free slots are not free of cost: the step's
 problem keeps their rows (open, with zero impulse), so a layout larger than the contacts of the
 moment costs time.
 
@@ -46,7 +48,7 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide_within
-from .data_slots import data_slots, data_slots_batch
+from .data_slots import batch_slots, step_slots
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 from .scene_batch import batch_warm_start, scene_batch_slot_data
 from .look_ahead import pair_cutoffs
@@ -267,13 +269,13 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
                 options["warm_start"] = matched_warm_start(*previous, found)
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
-            return step(model, qa, v, tau, found, data_slots(scene, qa, found.slots), dt, **options), found
+            return step(model, qa, v, tau, found, step_slots(scene, qa, found.slots), dt, **options), found
     contacts = scene_contacts(scene, qa, hits, pair_cutoffs(scene, qa, v, dt))
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
         options["warm_start"] = None              # the contact set changed
-    return step(model, qa, v, tau, contacts, data_slots(scene, qa, scene_slots(scene, contacts)), dt, **options), \
+    return step(model, qa, v, tau, contacts, step_slots(scene, qa, scene_slots(scene, contacts)), dt, **options), \
         contacts
 
 
@@ -375,13 +377,16 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options, cutoff):
             warm[b, index[b]] = matched_warm_start(*previous[b], contacts[b])
         elif len(given) == B and np.shape(given[b]) == (len(contacts[b]), 3):
             warm[b, index[b]] = given[b]
-    # the step runs on the scene's data slots: each state's contacts in its first slots, in order
-    warm = [warm[b, index[b]] for b in range(B)]
-    frames, data, index = data_slots_batch(scene, q, frames, data, index)
-    ns = len(frames)
-    warm_slots = np.zeros((B, ns, 3))
-    for b in range(B):
-        warm_slots[b, index[b]] = warm[b]
+    laid = batch_slots(scene, q, frames, data, index)
+    if laid[0] is frames:                         # per-body slots
+        warm_slots = warm
+    else:                                         # data slots: each state's contacts in its first slots, in order
+        warm = [warm[b, index[b]] for b in range(B)]
+        frames, data, index = laid
+        ns = len(frames)
+        warm_slots = np.zeros((B, ns, 3))
+        for b in range(B):
+            warm_slots[b, index[b]] = warm[b]
     out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm_slots, **options)
     if out.impulses.shape[-2] != ns:              # (the free step has no slot)
         return out, contacts
