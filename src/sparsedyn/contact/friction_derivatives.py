@@ -57,8 +57,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from scipy.linalg import lapack as _lapack
-
 from .. import _checks
 from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
@@ -383,6 +381,7 @@ def min_norm_solve(A, B, symmetric=False):
     of ``[R11 R12]^T``, ``x_P = Z T^-T Q1^T B``.  LAPACK factors ``A`` alone and the small triangles
     are inverted; the products with ``B`` are NumPy's (a triangular solve with many right-hand sides
     goes to the BLAS's threads, which cost more than they save at these sizes)."""
+    from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
     n = len(A)
     if symmetric:
         w, V, info = _lapack.dsyevd(A, lower=1)
