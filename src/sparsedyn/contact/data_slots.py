@@ -66,27 +66,35 @@ def data_slot_count(scene, nc):
     return have
 
 
-def _weights(scene):
-    """Slot key (a frame, or a pair of frames) -> its joint weights (nv,), kept in ``scene.cache``."""
-    return scene.cache.setdefault("data slot weights", {})
-
-
-def _rows(scene, keys, data, R, p):
-    """The data slots' rows (n, 8 + nv) of contacts in per-body slots: ``keys`` their slot keys,
-    ``data`` (n, 8) their per-body data ``[mu, p (3, frame axes), plane (4)]``, ``R`` (nf, 3, 3) and
-    ``p`` (nf, 3) the frames' world poses."""
+def _layout(scene, keys):
+    """``(fa (n,), W (n, nv))`` of per-body slot keys ``keys`` (a tuple of frames, or of pairs of
+    frames): each contact's frame of body ``a`` and its joint weights.  The last layout asked is kept in
+    ``scene.cache`` (consecutive steps mostly keep their contacts' bodies), each key's weights too."""
+    last = scene.cache.get("data slot layout")
+    if last is not None and last[0] == keys:
+        return last[1], last[2]
     model = scene.model
-    table = _weights(scene)
-    fa = np.array([slot_frames(k)[0] for k in keys], int)
-    out = np.empty((len(keys), 8 + model.nv))
-    out[:, 0], out[:, 4:8] = data[:, 0], data[:, 4:8]
-    out[:, 1:4] = p[fa] + np.einsum("nij,nj->ni", R[fa], data[:, 1:4])       # the point in the world
+    table = scene.cache.setdefault("data slot weights", {})
+    W = np.empty((len(keys), model.nv))
     for i, k in enumerate(keys):
         w = table.get(k)
         if w is None:
             a, b = slot_frames(k)
             w = table[k] = slot_weights(model, model.frames[a].body, None if b is None else model.frames[b].body)
-        out[i, 8:] = w
+        W[i] = w
+    fa = np.array([slot_frames(k)[0] for k in keys], int)
+    scene.cache["data slot layout"] = (keys, fa, W)
+    return fa, W
+
+
+def _rows(scene, keys, data, R, p):
+    """The data slots' rows (n, 8 + nv) of contacts in per-body slots: ``keys`` their slot keys (a
+    tuple), ``data`` (n, 8) their per-body data ``[mu, p (3, frame axes), plane (4)]``, ``R`` (nf, 3, 3)
+    and ``p`` (nf, 3) the frames' world poses."""
+    fa, W = _layout(scene, tuple(keys))
+    out = np.empty((len(fa), 8 + scene.model.nv))
+    out[:, 0], out[:, 4:8], out[:, 8:] = data[:, 0], data[:, 4:8], W
+    out[:, 1:4] = p[fa] + (R[fa] @ data[:, 1:4, None])[:, :, 0]           # the point in the world
     return out
 
 
@@ -108,7 +116,8 @@ def data_slots(scene, q, slots) -> ContactSlots:
     data = _empty(scene.model, n)
     if nc:
         R, p = frame_placements(scene.model, q)
-        data[:nc] = _rows(scene, [slots.frames[i] for i in index.tolist()], slots.data[index], R, p)
+        keys = slots.frames if slots.index is None else tuple(slots.frames[i] for i in index.tolist())
+        data[:nc] = _rows(scene, keys, slots.data[index], R, p)
     return ContactSlots((DATA_SLOT,) * n, None if nc == n else np.arange(nc), data)
 
 
