@@ -27,7 +27,7 @@ from .friction_problem import DATA_SLOT, FREE_PLANE, ContactSlots, slot_frames, 
 
 __all__ = ["data_slots", "data_slot_count", "step_slots", "batch_slots", "MIN_DATA_SLOTS"]
 
-#: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points: 16).
+#: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points, which 16 hold).
 MIN_DATA_SLOTS = 8
 
 
