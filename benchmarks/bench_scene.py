@@ -28,6 +28,8 @@ MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a p
   its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step;
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
   threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states;
+* ``sd.contact_step_derivatives`` (the step and its derivatives) beside ``sd.contact_step`` at the same
+  state (the ratio printed) and MuJoCo's ``mjd_transitionFD`` (forward differences of its step);
 * ``sd.contact_step`` on a batch of 1000 states in one call (the batch runtime's threads) beside a loop of
   1000 single calls and a loop of ``mj_step`` over the same states (qpos and qvel set, one step each): the
   states of the collision row (the joints moved 0.05 rad: limbs pressed into the floor) with the settled
@@ -247,12 +249,36 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             continue
         ratio = f"{times[k] / t:7.1f}" if t else ""
         print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}")
+    _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat)
     if batch_step:
         moved = (qpos_batch, np.repeat(qvel[None], BATCH, 0))
         states = {"the collision row's (joints moved 0.05 rad), the settled v": moved,
                   f"the last {BATCH} states of MuJoCo's settling": _last(trajectory, BATCH)}
         for label, (qp, qv) in states.items():
             _batch_step_rows(label, m, model, qp, qv, dt, max(1, repeat // 100))
+
+
+def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat):
+    """``sd.contact_step_derivatives`` (the step and its derivatives in ``q``, ``v``, ``tau``) beside
+    ``sd.contact_step`` at the same state, on the default road (built before the timing), and MuJoCo's
+    ``mjd_transitionFD`` (its step's derivatives by forward differences: ``2 nv + nu + 1`` steps) for
+    scale; the time of the cold build of the derivatives' kernel where it was not in the cache."""
+    d = mujoco.MjData(m)
+    A, Bm = np.zeros((2 * m.nv, 2 * m.nv)), np.zeros((2 * m.nv, m.nu))
+
+    def mj_fd():
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mjd_transitionFD(m, d, 1e-6, False, A, Bm, None, None)
+
+    with sd.use_backend("native", deterministic=True):
+        t = time.perf_counter()
+        sd.contact_step_derivatives(model, q, v, tau, scene, dt)
+        first = time.perf_counter() - t
+        step = median_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
+        deriv = median_us(lambda: sd.contact_step_derivatives(model, q, v, tau, scene, dt), repeat)
+    fd = median_us(mj_fd, max(3, repeat // 10))
+    print(f"  {'contact_step_derivatives':40s} {deriv:8.1f} us   {'mjd_transitionFD':17s} {fd:7.1f} us {deriv / fd:7.1f}"
+          f"   ({deriv / step:.1f}x contact_step, {step:.1f} us; first call {first:.1f} s)")
 
 
 def _last(trajectory, n):

@@ -19,6 +19,7 @@ from sparsedyn.contact.friction_derivatives import _scene_step, differentiate_st
 from sparsedyn.contact.friction_problem import problem_of, slot_structure
 from sparsedyn.contact.scene_derivatives import scene_step_partials, slot_geometry
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from sparsedyn.contact.transport import next_axes_jacobian, to_next_axes, to_old_axes
 from sparsedyn.model.spatial import Transform
 
 
@@ -78,7 +79,7 @@ def _bound(model, q, v, tau, scene, opt):
     used = np.flatnonzero(slotted.modes[0] != "open") if slotted is not None else []
     if len(used):
         nv = model.nv
-        P = scene_step_partials(model, q, v, v, v, slotted.impulses[0], slotted.correction[0],
+        P = scene_step_partials(model, q, v, v, slotted.impulses[0], slotted.correction[0],
                                 np.zeros((len(slotted.frames), 4)), slotted.geometry[0], model.gravity, [DT],
                                 slotted.frames)
         rows = (3 * used[:, None] + np.arange(3)).ravel()
@@ -101,7 +102,7 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     slots = scene_slots(scene, contacts)
     geometry = slot_geometry(scene, q, hits.pair, slots)
     ns, nv = len(slots.frames), model.nv
-    P = scene_step_partials(model, q, v, v, v, np.zeros((ns, 3)), np.zeros(ns), np.zeros((ns, 4)), geometry,
+    P = scene_step_partials(model, q, v, v, np.zeros((ns, 3)), np.zeros(ns), np.zeros((ns, 4)), geometry,
                             model.gravity, [DT], list(slots.frames))
     used = np.arange(len(contacts)) if slots.index is None else slots.index
     rows = (3 * used[:, None] + np.arange(3)).ravel()
@@ -113,6 +114,26 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     assert rel_err(P.gap[used], hits.distances) <= bound and rel_err(P.gap[used], problem.gap[used]) <= bound
     assert rel_err(P.rows[rows, nv:2 * nv], problem.JMinv[rows]) <= bound
     assert np.all(np.delete(P.gap, used) > 1e5)
+
+
+def test_the_kernels_new_axes_on_the_native_road(native_backend):
+    """The kernel takes the step's next velocity ``v_next`` and turns it into the old axes itself: its
+    ``N`` on the native road is the derivative of ``to_next_axes`` at ``w = to_old_axes(v_next)``
+    (central differences, h = 1e-5: truncation h^2 |f'''| / 6 and rounding eps / h well below 1e-6), which
+    at a ball turning fast in a long step differs from the one at ``v_next`` by order ``dt^2 |omega| |v|``."""
+    model, scene, q, v, _, _ = _ball()
+    hits = sd.collide(scene, q)
+    slots = scene_slots(scene, scene_contacts(scene, q, hits))
+    ns = len(slots.frames)
+    v_next, dt = np.array([30.0, -20.0, 10.0, 2.0, -1.0, 0.5]), 0.05      # turning fast: the axes differ
+    P = scene_step_partials(model, q, v, v_next.tolist(), np.zeros((ns, 3)), np.zeros(ns), np.zeros((ns, 4)),
+                            slot_geometry(scene, q, hits.pair, slots), model.gravity, [dt], slots.frames)
+    N = P.state[:, 6 * model.nv + 1:]
+    w, h = to_old_axes(model, v_next, dt), 1e-5
+    num = np.stack([(to_next_axes(model, w + h * e, dt) - to_next_axes(model, w - h * e, dt)) / (2 * h)
+                    for e in np.eye(model.nv)], -1)
+    assert np.abs(N - num).max() <= 1e-6 * np.abs(num).max()
+    assert np.abs(next_axes_jacobian(model, v_next, dt) - num).max() > 1e-3 * np.abs(num).max()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

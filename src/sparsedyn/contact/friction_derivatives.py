@@ -62,7 +62,7 @@ from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
 from ..algorithms.dynamics_derivatives import rnea_derivatives
 from ..algorithms.minv import minv
-from ..kernels import Kernel
+from ..kernels import Kernel, native_calls, use_backend
 from ..model.topology import model_store
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
@@ -80,6 +80,8 @@ from .scene_step import FoundContacts, scene_slots, scene_step
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
+
+_NONE, _PARTIALS = {}, scene_step_partials.__name__
 
 
 #: Smallest time step [s] of :func:`contact_step_derivatives`: the acceleration ``(v+ - v) / dt`` it
@@ -251,12 +253,12 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     if not ns:
         return step, (), None
     B = len(Q)
-    geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
-    lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     # the step ran in these per-body slots, or in the scene's data slots (each state's contacts in order
     # in its first slots)
     out, ran = kept[0]
     in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
+    geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
+    lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
     for b in range(B):
         index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
@@ -279,16 +281,18 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     B = int(np.prod(shape, dtype=int))
     if B == 0:                                       # no state: empty derivatives of the batch shape
         return ContactStepDerivatives(*(np.zeros(shape + (nv, nv)),) * 6, step)
-    if slotted is None:
-        nc = len(contacts)
-        lam3, modes = step.impulses.reshape(B, nc, 3), np.asarray(step.modes).reshape(B, nc)
-        mu = np.array([c.friction for c in contacts], float).reshape(1, nc)
-    else:
-        nc, lam3, modes, mu = len(slotted.frames), slotted.impulses, slotted.modes, slotted.mu
-    m = 3 * nc
     def flat(x, tail):
         return (x if x.shape == shape + tail else np.broadcast_to(x, shape + tail)).reshape((B,) + tail)
     qb, vb = flat(q, (nq,)), flat(v, (nv,))
+    if slotted is not None:
+        g = flat(model.gravity if gravity is None else np.asarray(gravity, float), (3,))
+        fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
+        out = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, fx, dt)
+        return ContactStepDerivatives(*(x.reshape(shape + (nv, nv)) for x in out), step)
+    nc = len(contacts)
+    lam3, modes = step.impulses.reshape(B, nc, 3), np.asarray(step.modes).reshape(B, nc)
+    mu = np.array([c.friction for c in contacts], float).reshape(1, nc)
+    m = 3 * nc
     vp = to_old_axes(model, step.v.reshape(B, nv), dt)          # the step's velocity w, in the old axes
     lam = lam3.reshape(B, m)
     fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
@@ -299,10 +303,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     g = flat(model.gravity if gravity is None else np.asarray(gravity, float), (3,))
 
     def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
-        if slotted is None:
-            return _point_pieces(model, kernels, contacts, qb[rows], v, a, w, lam, g, f_ext, h)
-        return _scene_pieces(kernels, slotted.frames, qb[rows], v, a, w, lam, slotted.correction[rows], modes,
-                             slotted.geometry[rows], g, f_ext, h)
+        return _point_pieces(model, kernels, contacts, qb[rows], v, a, w, lam, g, f_ext, h)
     if nc:
         weights = _mode_weights(modes, mu)
         P = pieces(slice(None), vb, a, vp, lam, weights, g, fx, dt)
@@ -325,9 +326,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     else:
         Dq, Dd = P.Dq, P.Dd                     # at q (+) dt v+ (in a scene: at the corrected step)
         pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
-        if pen.size and slotted is not None:                    # the kernel's pieces at the step's correction
-            dcorr[pen] = _correction_derivative(P, slotted.correction[pen], P.Wc[pen], P.Cc[pen], pen, dt)
-        elif pen.size:                                          # at the corrected step
+        if pen.size:                                            # at the corrected step
             corr, dcorr[pen] = _point_correction_derivative(P, pieces, pen, dt)
             Dq, Dd = Dq.copy(), Dd.copy()
             if B == 1:                                          # one state: the native fast path
@@ -345,11 +344,10 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
     """``H^-1 J^T dlambda`` (B, nv, 3 nv): the impulses' change from the linearised mode equations
     (:func:`~sparsedyn.contact.scene_derivatives.mode_system`), at the step's ``v+`` (B, nv), impulses
     ``lam`` (B, nc, 3), modes (B, nc) and friction ``mu`` (B or 1, nc); ``P`` the :class:`_Pieces` of
-    the step (whose ``K``, ``R`` are the mode equations already, or None).  An open contact's rows say
+    the step.  An open contact's rows say
     ``dlambda_i = 0``: the system is solved on the others' rows (:func:`min_norm_solve`; a redundant
     contact set: the minimum-norm change of the impulses)."""
-    K, R = (P.K, P.R) if P.K is not None else mode_system(P.J, P.G, P.C, P.gap, vp, lam, _mode_weights(modes, mu),
-                                                          dt)
+    K, R = mode_system(P.J, P.G, P.C, P.gap, vp, lam, _mode_weights(modes, mu), dt)
     out = np.zeros((len(K), P.JMinv.shape[-1], R.shape[-1]))
     modes = np.asarray(modes).reshape(len(K), -1)
     for b in range(len(K)):
@@ -374,7 +372,8 @@ def min_norm_solve(A, B, symmetric=False):
     """The minimum-norm least-squares solution ``X`` (n, k) of ``A X = B`` (``A`` (n, n), ``B`` (n, k)):
     ``pinv(A, rcond=1e-12) @ B`` to rounding times the condition of ``A`` on its range (the directions
     of singular values below 1e-12 of the largest dropped).  A ``symmetric`` ``A`` (its lower triangle
-    read) by its eigendecomposition, as ``pinv(..., hermitian=True)``; another by its LU factors where
+    read) by its Cholesky factors where it is positive definite and regular, else by its
+    eigendecomposition, as ``pinv(..., hermitian=True)``; another by its LU factors where
     it is regular (a contact set that is not redundant), else (a box's four corners: more rows than the
     motions they hold) by a complete orthogonal factorisation: QR with column pivoting ``A P = Q [R11
     R12; 0 0]`` (LAPACK's ``geqp3``, the rank by 1e-12 on ``R``'s diagonal), the QR factors ``Z T``
@@ -384,6 +383,11 @@ def min_norm_solve(A, B, symmetric=False):
     from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
     n = len(A)
     if symmetric:
+        c, info = _lapack.dpotrf(A, lower=1)                   # positive definite and regular: Cholesky
+        if info == 0:
+            rcond, info = _lapack.dpocon(c, np.abs(A).sum(0).max(), uplo="L")
+            if info == 0 and rcond > LU_RCOND:
+                return _lapack.dpotrs(c, B, lower=1)[0]
         w, V, info = _lapack.dsyevd(A, lower=1)
         if info:                                # (LAPACK did not converge: the SVD's road)
             return np.linalg.pinv(A, rcond=1e-12, hermitian=True) @ B
@@ -409,25 +413,28 @@ def min_norm_solve(A, B, symmetric=False):
 def _mode_weights(modes, mu):
     """``[open, stick, slide, mu]`` (B, nc, 4) of the modes (B, nc) and friction ``mu`` (B or 1, nc)."""
     modes = np.asarray(modes)
+    if modes.ndim == 2 and len(modes) == 1:                     # one state: on Python lists (faster)
+        return np.array([[_WEIGHTS[x] + (m,) for x, m in zip(modes[0].tolist(), np.ravel(mu).tolist())]])
     return np.stack([modes == "open", modes == "stick", modes == "slide", np.broadcast_to(mu, modes.shape)],
                     -1).astype(float)
 
 
-def _correction_derivative(P, ln, Wq, Cq, rows, dt):
-    """The ``q`` derivative (k, nv, nv) of the split-impulse position correction ``dv_c = H^-1 J_A^T l``
-    of the penetrating states ``rows`` (its normal impulses ``ln`` (k, nc)), the active normal rows
-    ``A`` (``l > 0``) held on the plane, ``J_A dv_c + gap_A / dt = 0``: ``W_c + H^-1 J_A^T dl`` with
-    ``G_AA dl = -(C_c + J / dt)_A`` (:func:`min_norm_solve`: a redundant set, the minimum-norm change);
-    ``Wq`` (k, nv, nv), ``Cq`` (k, 3 nc, nv): the change of ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
-    nc = P.gap.shape[-1]
-    n_rows = 3 * np.arange(nc) + 2
-    out = np.array(Wq, float)
-    for k, b in enumerate(rows.tolist()):
-        active = n_rows[ln[k] > 1e-9 * max(ln[k].max(), np.finfo(float).tiny)]     # inactive rows: l stays zero
-        if active.size:
-            J, JMn = P.J[b, active], P.JMinv[b, active]
-            out[k] += JMn.T @ min_norm_solve(J @ JMn.T, -(Cq[k, active] + J / dt), symmetric=True)
-    return out
+_WEIGHTS = {"open": (1.0, 0.0, 0.0), "stick": (0.0, 1.0, 0.0), "slide": (0.0, 0.0, 1.0)}
+
+
+def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
+    """The ``q`` derivative (nv, nv) of the split-impulse position correction ``dv_c = H^-1 J_A^T l``
+    of one state (its normal impulses ``ln`` (nc,)), the active normal rows ``A`` (``l > 0``) held on the
+    plane, ``J_A dv_c + gap_A / dt = 0``: ``W_c + H^-1 J_A^T dl`` with ``G_AA dl = -(C_c + J / dt)_A``
+    (:func:`min_norm_solve`: a redundant set, the minimum-norm change); the state's rows ``J`` (m, nv),
+    ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq`` (m, nv): the change of
+    ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
+    n_rows = 3 * np.arange(len(ln)) + 2
+    active = n_rows[ln > 1e-9 * max(ln.max(), np.finfo(float).tiny)]      # inactive rows: l stays zero
+    if not active.size:
+        return np.array(Wq, float)
+    return Wq + JMinv[active].T @ min_norm_solve(G[np.ix_(active, active)], -(Cq[active] + J[active] / dt),
+                                                 symmetric=True)
 
 
 def _point_correction_derivative(P, pieces, rows, dt):
@@ -448,17 +455,15 @@ def _point_correction_derivative(P, pieces, rows, dt):
     # at w = dv_c (no velocity, no gravity, h = 1): Wq = -H^-1 Rq, Rq = d(H w - J^T l)/dq, Cq = J Wq + d(J w)/dq
     C = pieces(rows, np.zeros((k, nv)), dvc, dvc, lam.reshape(k, m), np.zeros((k, nc, 4)), np.zeros((k, 3)), None,
                1.0)
-    return dvc, _correction_derivative(P, ln, C.W[..., :nv], C.C[..., :nv], rows, dt)
+    return dvc, np.array([_correction_derivative(P.J[b], P.JMinv[b], P.G[b], ln[k], C.W[k, :, :nv], C.C[k, :, :nv], dt)
+                          for k, b in enumerate(rows.tolist())])
 
 
 class _Pieces(NamedTuple):
     """The per-state pieces of the derivatives (B leading, ``m = 3 nc``): the contact rows ``J``
     (B, m, nv), ``JMinv = J H^-1``, ``G = J H^-1 J^T``, ``C`` (B, m, 3 nv) the change of ``J v+`` at
     fixed impulses (``J W + [d(J v+)/dq, 0, 0]``), ``gap`` (B, nc), ``W`` (B, nv, 3 nv) the change of ``v+``
-    at fixed impulses, ``Dq``, ``Dd`` the derivatives of ``q (+) dt v+``; ``K``, ``R`` the mode
-    equations (:func:`~sparsedyn.contact.scene_derivatives.mode_system`) where the kernel gives them, and
-    ``Wc`` (B, nv, nv), ``Cc`` (B, m, nv) the change of the position correction and of ``J`` times it at
-    fixed impulses (:func:`~sparsedyn.scene_step_partials`; then ``Dq``, ``Dd`` are at the corrected step)."""
+    at fixed impulses, ``Dq``, ``Dd`` the derivatives of ``q (+) dt v+``."""
 
     J: np.ndarray
     JMinv: np.ndarray
@@ -468,29 +473,50 @@ class _Pieces(NamedTuple):
     W: np.ndarray
     Dq: np.ndarray
     Dd: np.ndarray
-    K: np.ndarray = None
-    R: np.ndarray = None
-    Wc: np.ndarray = None
-    Cc: np.ndarray = None
 
 
-def _scene_pieces(kernels, frames, q, v, a, w, lam, correction, modes, geometry, gravity, f_ext, dt):
-    """:class:`_Pieces` of a step in a scene: :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
-    on the default road (one state: its single-state fast path), its position correction's normal
-    impulses ``correction`` (B, ns)."""
-    B, nv = q.shape[0], v.shape[-1]
-    args = [q, v, a, w, lam.reshape(B, -1, 3), correction, modes, geometry, gravity, np.full((B, 1), float(dt))]
-    if B == 1 and f_ext is None:
-        out = [x[None] for x in scene_step_partials(kernels, *(x[0] for x in args), frames)]
+def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
+    """``(dv_dq, dv_dv, dv_dtau, dq_dq, dq_dv, dq_dtau)`` (B, nv, nv) of a step in a scene laid out in its
+    slots (:class:`Slotted`) from ``q`` (B, nq), ``v`` (B, nv) to the next velocity ``v_next`` (B, nv):
+    the per-state pieces from one call of :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
+    (the mode equations ``K``, ``R`` among them; on the default road its ready native callable for one
+    state), then per state the impulses' change (:func:`min_norm_solve`) and that of the position
+    correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
+    B, nv = v.shape
+    weights = _mode_weights(slotted.modes, slotted.mu)
+    h = np.full((B, 1), float(dt))
+    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.geometry, gravity, h)
+    if B == 1 and f_ext is None:              # one state: the ready native callable, as the step calls its own
+        one = [x[0] for x in args]
+        f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
+        out = f(*one, slotted.frames) if f is not None else scene_step_partials(kernels, *one, slotted.frames)
+        rows, state, gap = (x[None] for x in out)
     else:
-        out = scene_step_partials(kernels, *args, frames, f_ext=f_ext)
-    rows, state, gap = out
-    m = rows.shape[-2]
-    G, K, R = (rows[..., 5 * nv:5 * nv + m], rows[..., 5 * nv + m:5 * nv + 2 * m],
-               rows[..., 5 * nv + 2 * m:8 * nv + 2 * m])
-    return _Pieces(rows[..., :nv], rows[..., nv:2 * nv], G, rows[..., 2 * nv:5 * nv], gap, state[..., :3 * nv],
-                   state[..., 3 * nv:4 * nv], state[..., 4 * nv:5 * nv], K, R, state[..., 5 * nv:6 * nv],
-                   rows[..., 8 * nv + 2 * m:])
+        rows, state, gap = scene_step_partials(kernels, *args, slotted.frames, f_ext=f_ext)
+    ns = gap.shape[-1]
+    m = 3 * ns
+    J, JMinv, G = rows[..., :nv], rows[..., nv:2 * nv], rows[..., 5 * nv:5 * nv + m]
+    K, R, Cc = rows[..., 5 * nv + m:5 * nv + 2 * m], rows[..., 5 * nv + 2 * m:8 * nv + 2 * m], rows[..., 8 * nv + 2 * m:]
+    W, Dq, Dd = state[..., :3 * nv], state[..., 3 * nv:4 * nv], state[..., 4 * nv:5 * nv]
+    Wc, N = state[..., 5 * nv:6 * nv], state[..., 6 * nv + 1:]
+    dv = W.copy()
+    dq = None
+    for b, modes in enumerate(slotted.modes.tolist()):
+        held = [i for i, x in enumerate(modes) if x != "open"]
+        if held:
+            stick = "slide" not in modes                       # sticking and open alone: K = s G, symmetric
+            r = np.array([3 * i + k for i in held for k in range(3)]) if len(held) < ns else slice(None)
+            Kb = K[b] if len(held) == ns else K[b][np.ix_(r, r)]
+            dv[b] += JMinv[b, r].T @ min_norm_solve(Kb, -R[b, r], symmetric=stick)
+        if gap[b].min() < -PENETRATION_SLOP:                    # the position correction's change with q
+            if dq is None:
+                dq = np.zeros((B, nv, 3 * nv))
+            dq[b, :, :nv] = _correction_derivative(J[b], JMinv[b], G[b], slotted.correction[b], Wc[b], Cc[b], dt)
+    # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
+    dq = dt * (Dd @ (dv if dq is None else dv + dq))
+    dq[..., :nv] += Dq
+    dv = N @ dv
+    return dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:], dq[..., :nv], dq[..., nv:2 * nv], dq[..., 2 * nv:]
 
 
 def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt):

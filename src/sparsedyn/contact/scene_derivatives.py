@@ -49,7 +49,7 @@ from ..symbolic.trace import trace_kernel
 from .collision import placements
 from .dynamics import _cached, _run, rnea_partials
 from .friction_problem import PENETRATION_SLOP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
-from .transport import gyroscopic_jacobian, transport_jacobian
+from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "mode_system", "GEOMETRY"]
 
@@ -58,6 +58,9 @@ GEOMETRY = 14
 
 #: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
 ROUND = ("sphere", "capsule")
+
+_EYE = np.eye(3)
+_EYE.flags.writeable = False
 
 
 def slot_rows(model, q, geometry, frames):
@@ -151,12 +154,33 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
 
 class SlotPartials(NamedTuple):
     """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``): ``rows``
-    (..., m, 9 nv + 2 m) ``[J | J H^-1 | C | G | K | R | C_c]``, ``state`` (..., nv, 6 nv + 1) ``[W |
-    dint_dq | dint_ddq | W_c | dv_c]`` and ``gap`` (..., ns)."""
+    (..., m, 9 nv + 2 m) ``[J | J H^-1 | C | G | K | R | C_c]``, ``state`` (..., nv, 7 nv + 1) ``[W |
+    dint_dq | dint_ddq | W_c | dv_c | N]`` and ``gap`` (..., ns)."""
 
     rows: np.ndarray
     state: np.ndarray
     gap: np.ndarray
+
+
+#: Multiplications from which a traced product of the derivatives' dense linear algebra (``H^-1``
+#: times RNEA's derivatives, the rows times those) is one block product, a loop in the compiled code
+#: (:func:`~sparsedyn.backend.matmul`): the program then grows with the square of ``nv``, not its cube
+#: (the dm_control humanoid's kernel: 350,000 operations unrolled).
+BLOCK_PAIRS = 256
+
+
+def _mm(A, B):
+    """``A @ B`` of traced matrices, one block product from :data:`BLOCK_PAIRS` multiplications."""
+    return bk.matmul(A, B, min_pairs=BLOCK_PAIRS)
+
+
+def _contract(dJ, x, axis):
+    """``sum_i dJ[i, j, k] x[i]`` (``axis`` 0: (nv, nv)) or ``sum_j dJ[i, j, k] x[j]`` (``axis`` 1:
+    (m, nv)) of the traced row derivatives ``dJ`` (m, nv, nv), as matrix products."""
+    m, nv, _ = dJ.shape
+    if axis == 0:
+        return _mm(x[None, :], dJ.reshape(m, nv * nv)).reshape(nv, nv)
+    return _mm(np.swapaxes(dJ, 1, 2).reshape(m * nv, nv), x[:, None]).reshape(m, nv)
 
 
 def _correction_partials(model, q, J, Minv, dJ, ln):
@@ -170,8 +194,8 @@ def _correction_partials(model, q, J, Minv, dJ, ln):
     dvc = Minv @ (J.T @ lam)
     zero = np.zeros(nv, dtype=object) * 0.0
     Tq = rnea_partials(model, q, zero, dvc, None, np.zeros(3, dtype=object) * 0.0)[0]
-    Wc = -(Minv @ (Tq - (dJ * lam[:, None, None]).sum(0)))
-    return dvc, Wc, J @ Wc + (dJ * dvc[None, :, None]).sum(1)
+    Wc = -_mm(Minv, Tq - _contract(dJ, lam, 0))
+    return dvc, Wc, _mm(J, Wc) + _contract(dJ, dvc, 1)
 
 
 def _program(model, static, optional):
@@ -183,11 +207,14 @@ def _program(model, static, optional):
     def build():
         nq, nv, ns = model.nq, model.nv, len(frames)
         m = 3 * ns
-        shapes = [(nq,), (nv,), (nv,), (nv,), (ns, 3), (ns,), (ns, 4), (ns, GEOMETRY), (3,), (1,)] + \
+        shapes = [(nq,), (nv,), (nv,), (ns, 3), (ns,), (ns, 4), (ns, GEOMETRY), (3,), (1,)] + \
             [(model.nbodies, 6)] * len(opt)
         g = Graph()
-        q, v, a, w, lam, ln, modes, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        q, v, v_next, lam, ln, modes, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
         dt = dt[0]
+        # the step's velocity w in the old axes, and the acceleration of the balance (module transport)
+        w = to_old_axes(model, v_next, dt)
+        a = (w - v - gyroscopic(model, v, dt)) / dt - transport(model, v)
         static_rows = {"frames": frames}
         J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
@@ -196,20 +223,20 @@ def _program(model, static, optional):
                         dtype=object).reshape(m, nv, nv)                     # dJ[i, j, k] = d J[i, j] / dq_k
         dvc, Wc, Cc = _correction_partials(model, q, J, Minv, dJ, ln)
         Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * (w + dvc)])
-        Uq = (dJ * w[None, :, None]).sum(1)                                  # d(J w)/dq
-        Fq = (dJ * lam.reshape(m)[:, None, None]).sum(0)                     # d(J^T lambda)/dq
+        Uq = _contract(dJ, w, 1)                                             # d(J w)/dq
+        Fq = _contract(dJ, lam.reshape(m), 0)                                # d(J^T lambda)/dq
         # free joints: the old axes, the backward gyroscopic term (module transport)
-        Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
-        W = np.concatenate([-(Minv @ (dt * Tq - Fq)), Wv, dt * Minv], -1)
-        C = J @ W
+        Wv = np.eye(nv) - dt * _mm(Minv, Tv) + dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
+        W = np.concatenate([-_mm(Minv, dt * Tq - Fq), Wv, dt * Minv], -1)
+        C = _mm(J, W)
         C[:, :nv] = C[:, :nv] + Uq
-        JMinv = J @ Minv
-        G = JMinv @ J.T
+        JMinv = _mm(J, Minv)
+        G = _mm(JMinv, J.T)
         K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
         rows = np.concatenate([J, JMinv, C, G, K, R, Cc], -1)
-        state = np.concatenate([W, Dq, Dd, Wc, dvc[:, None]], -1)
+        state = np.concatenate([W, Dq, Dd, Wc, dvc[:, None], next_axes_jacobian(model, w, dt)], -1)
         return g.program([rows, state, gap], shapes, name="scene_step_partials",
-                         input_names=("q", "v", "a", "w", "impulses", "correction", "modes", "geometry", "gravity",
+                         input_names=("q", "v", "v_next", "impulses", "correction", "modes", "geometry", "gravity",
                                       "dt") + opt,
                          output_names=SlotPartials._fields)
     return _cached(("scene_step_partials", frames, opt), model, build)
@@ -220,39 +247,42 @@ def _cols(model, frames, **_):
 
 
 def _state_cols(model, **_):
-    return 6 * model.nv + 1
+    return 7 * model.nv + 1
 
 
-@kernel(inputs={"q": ("nq",), "v": ("nv",), "a": ("nv",), "w": ("nv",), "impulses": (_ns, 3), "correction": (_ns,),
+@kernel(inputs={"q": ("nq",), "v": ("nv",), "v_next": ("nv",), "impulses": (_ns, 3), "correction": (_ns,),
                 "modes": (_ns, 4), "geometry": (_ns, GEOMETRY), "gravity": (3,), "dt": (1,)},
         optional={"f_ext": ("nb", 6)}, static=("frames",), sequences=("frames",),
         outputs={"rows": (_m, _cols), "state": ("nv", _state_cols), "gap": (_ns,)},
         program=_program, result=SlotPartials)
-def scene_step_partials(model, q, v, a, w, impulses, correction, modes, geometry, gravity, dt, frames, *, f_ext=None):
+def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geometry, gravity, dt, frames, *,
+                        f_ext=None):
     """The per-state pieces of the derivatives of a step in a scene (a :class:`~sparsedyn.SlotPartials`), for
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
-    the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring): the contact
+    the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring), of the step from
+    ``(q, v)`` whose next velocity is ``v_next`` (nv,): the contact
     rows ``J`` (3 ns, nv) and gaps (ns,), ``J H^-1`` and the Delassus matrix ``G = J H^-1 J^T``; the
-    change of the step's velocity ``w`` (in the old axes, :mod:`~sparsedyn.contact.transport`) at fixed
+    change of the step's velocity ``w`` (``v_next`` in the old axes, :mod:`~sparsedyn.contact.transport`) at fixed
     impulses ``W = [-H^-1 (dt dtau/dq - d(J^T lambda)/dq), I - dt H^-1 dtau/dv + dt dT/dv + dY/dv,
     dt H^-1]`` (nv, 3 nv) (RNEA's derivatives at ``(q, v, a)`` under ``gravity`` (3,) and ``f_ext``,
     held constant, ``a = (w - v) / dt - T(v) - Y(v) / dt`` with ``T`` and ``Y`` the free joints'
     :func:`~sparsedyn.contact.transport.transport` and :func:`~sparsedyn.contact.transport.gyroscopic`;
     ``lambda`` the ``impulses`` (ns, 3)), that of the contact
-    velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w`` (nv,), and the derivatives of
-    ``q (+) dt (w + dv_c)`` (:func:`~sparsedyn.integrate_derivatives`); ``dt`` (1,).  And the mode
-    equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the step whose next velocity
-    is ``w`` and whose impulses and ``modes`` (ns, 4) are given.  The position correction of the step
+    velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w``, the derivatives of
+    ``q (+) dt (w + dv_c)`` (:func:`~sparsedyn.integrate_derivatives`), and ``N = dv_next / dw`` (nv, nv)
+    (:func:`~sparsedyn.contact.transport.next_axes_jacobian`); ``dt`` (1,).  And the mode
+    equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the step whose
+    impulses and ``modes`` (ns, 4) are given.  The position correction of the step
     (split impulse), its normal impulses ``correction`` (ns,) (zero where no point penetrates): its
     velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)
     and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.  One
     traced program per tuple of slot frames (the rows differentiated by the symbolic layer; RNEA's
     derivatives those of Carpentier and Mansard, "Analytical derivatives of rigid body dynamics
-    algorithms", 2018)."""
+    algorithms", 2018; the dense products as loops, :data:`BLOCK_PAIRS`)."""
     m = getattr(model, "model", model)
     ns = len(tuple(frames))
-    q, v, a, f_ext, gravity, _, _ = _checks.dynamics(m, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
-    w = _checks.vector(m, "w", w, m.nv, "nv joint velocities")
+    q, v, v_next, f_ext, gravity, _, _ = _checks.dynamics(m, q, v, v_next, f_ext, gravity, "v_next",
+                                                          "nv joint velocities")
     given = {"impulses": (impulses, (ns, 3)), "correction": (correction, (ns,)), "modes": (modes, (ns, 4)),
              "geometry": (geometry, (ns, GEOMETRY)), "dt": (dt, (1,))}
     for name, (x, tail) in given.items():
@@ -265,9 +295,9 @@ def scene_step_partials(model, q, v, a, w, impulses, correction, modes, geometry
                                                                     "dt"))
     opt = ("f_ext",) if f_ext is not None else ()
     prog = _program(m, {"frames": frames}, opt)
-    args = [q, v, a, w, impulses, correction, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
+    args = [q, v, v_next, impulses, correction, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
     arrays = [np.asarray(x, dtype=object if any(bk.is_symbolic(y) for y in args) else float) for x in args]
-    tails = [1, 1, 1, 1, 2, 1, 2, 2, 1, 1] + [2] * len(opt)
+    tails = [1, 1, 1, 2, 1, 2, 2, 1, 1] + [2] * len(opt)
     shape = np.broadcast_shapes(*(x.shape[:x.ndim - t] for x, t in zip(arrays, tails)))
     flat = [np.broadcast_to(x, shape + x.shape[x.ndim - t:]).reshape((-1,) + x.shape[x.ndim - t:])
             for x, t in zip(arrays, tails)]
@@ -290,20 +320,25 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
     index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
     if len(index):
         a, b = fa[index], fb[index]
-        world = b < 0
         Ra, oa = Rf[a], pf[a]
-        Rb, ob = Rf[b], pf[b]
-        Rb[world], ob[world] = np.eye(3), 0.0                    # b in the world: its points in world axes
+        if b.max() < 0:                                          # b in the world: its points in world axes
+            Rb, ob = _EYE, 0.0
+        else:
+            world = b < 0
+            Rb, ob = Rf[b], pf[b]
+            Rb[world], ob[world] = np.eye(3), 0.0
         data = slots.data[index]
         n = data[:, 4:7]
-        wa = np.einsum("kij,kj->ki", Ra, data[:, 1:4]) + oa
-        wb = wa - (np.sum(n * wa, -1) - data[:, 7])[:, None] * n  # the witness points: wa - wb = distance n
+        wa = (Ra @ data[:, 1:4, None])[..., 0] + oa
+        wb = wa - ((n * wa).sum(-1) - data[:, 7])[:, None] * n   # the witness points: wa - wb = distance n
         kind, ra, rb = _kinds(scene, q, np.asarray(pair), wa)
         ca, cb = wa + ra[:, None] * n, wb - rb[:, None] * n       # the centres (the witness points for a vertex)
-        out[index, 0:3] = np.einsum("kji,kj->ki", Ra, ca - oa)
+        # each in its frame's axes (R^T x), the normal in b's where it is b's plane (kind 1), else in a's
+        Rn = Ra if not (kind == 1).any() else np.where((kind == 1)[:, None, None], Rb, Ra)
+        out[index, 0:3] = ((ca - oa)[:, None, :] @ Ra)[:, 0]
         out[index, 3], out[index, 7] = ra, rb
-        out[index, 4:7] = np.einsum("kji,kj->ki", Rb, cb - ob)
-        out[index, 8:11] = np.einsum("kji,kj->ki", np.where((kind == 1)[:, None, None], Rb, Ra), n)
+        out[index, 4:7] = ((cb - ob)[:, None, :] @ Rb)[:, 0]
+        out[index, 8:11] = (n[:, None, :] @ Rn)[:, 0]
         out[index, 11:14] = kind[:, None] == np.arange(3)
     if len(two):                                                 # a free slot of two bodies: the plane in b's axes
         two = two[~np.isin(two, index)]

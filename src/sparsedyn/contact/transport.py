@@ -125,12 +125,14 @@ def transport_jacobian(model, v):
 
 
 def next_axes_jacobian(model, w, dt):
-    """``d to_next_axes(w) / dw`` (..., nv, nv) (NumPy floats): for a free joint's linear rows
+    """``d to_next_axes(w) / dw`` (..., nv, nv) (values or traced): for a free joint's linear rows
     ``exp(th)^T`` on ``v_w`` and ``[exp(th)^T v_w] x Jr(th) dt`` on ``omega_w`` (``th = dt omega_w``,
     ``Jr`` the right Jacobian of SO(3): ``exp(th + d)^T = exp(-(Jr d) x) exp(th)^T``)."""
-    w = np.asarray(w, float)
+    symbolic = bk.is_symbolic(w)
+    w = w if symbolic else np.asarray(w, float)
     nv = w.shape[-1]
-    out = np.broadcast_to(np.eye(nv), w.shape[:-1] + (nv, nv)).copy()
+    eye = np.eye(nv, dtype=int).astype(object) if symbolic else np.eye(nv)      # traced: exact 0 and 1
+    out = np.broadcast_to(eye, w.shape[:-1] + (nv, nv)).copy()
     for k in free_dofs(model):
         Et, Jr = _BALL.integrate_jacobians(None, dt * w[..., k:k + 3])
         x = (Et @ w[..., k + 3:k + 6, None])[..., 0]
