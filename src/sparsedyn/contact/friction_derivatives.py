@@ -52,6 +52,7 @@ speculative term switches on): the derivative is the branch without the speculat
 from __future__ import annotations
 
 import hashlib
+import math
 from functools import partial
 from typing import NamedTuple
 
@@ -204,11 +205,29 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     slotted = None
     if scene is not None:
         step, contacts, slotted = _scene_step(model, kernels, q, v, tau, scene, dt, options)
+        if slotted is not None and options.get("f_ext") is None:       # (the step checked q, v, tau, gravity)
+            return _scene_result(model, kernels, q, v, step, slotted, dt, options.get("gravity"))
     else:
         step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
     d = differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
                            options.get("gravity"), slotted)
     _checks.finite_result(who, d, (2,) * 6)          # an overflow (a velocity of 1e150) is an error, not NaN
+    return d
+
+
+def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
+    """:func:`contact_step_derivatives` of a step in a scene laid out in slots (``slotted``), without
+    ``f_ext``, whose arguments the step has checked: :func:`_scene_derivatives`, checked finite."""
+    nv, shape = model.nv, step.v.shape[:-1]
+    B = len(slotted.geometry)
+    qb = np.asarray(q, float).reshape(B, model.nq)
+    vb = np.broadcast_to(np.asarray(v, float), (B, nv))
+    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
+    dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, None, dt)
+    d = ContactStepDerivatives(*(x[..., k * nv:(k + 1) * nv].reshape(shape + (nv, nv)) for x in (dv, dq)
+                                 for k in range(3)), step)
+    if not math.isfinite(float(dv.sum() + dq.sum())):      # (one sum: an overflow of it looks at each)
+        _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
 
 
@@ -287,8 +306,9 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     if slotted is not None:
         g = flat(model.gravity if gravity is None else np.asarray(gravity, float), (3,))
         fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
-        out = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, fx, dt)
-        return ContactStepDerivatives(*(x.reshape(shape + (nv, nv)) for x in out), step)
+        dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, fx, dt)
+        return ContactStepDerivatives(*(x[..., k * nv:(k + 1) * nv].reshape(shape + (nv, nv)) for x in (dv, dq)
+                                        for k in range(3)), step)
     nc = len(contacts)
     lam3, modes = step.impulses.reshape(B, nc, 3), np.asarray(step.modes).reshape(B, nc)
     mu = np.array([c.friction for c in contacts], float).reshape(1, nc)
@@ -476,7 +496,7 @@ class _Pieces(NamedTuple):
 
 
 def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
-    """``(dv_dq, dv_dv, dv_dtau, dq_dq, dq_dv, dq_dtau)`` (B, nv, nv) of a step in a scene laid out in its
+    """``([dv_dq, dv_dv, dv_dtau], [dq_dq, dq_dv, dq_dtau])`` (B, nv, 3 nv) of a step in a scene laid out in its
     slots (:class:`Slotted`) from ``q`` (B, nq), ``v`` (B, nv) to the next velocity ``v_next`` (B, nv):
     the per-state pieces from one call of :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
     (the mode equations ``K``, ``R`` among them; on the default road its ready native callable for one
@@ -515,8 +535,7 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
     dq = dt * (Dd @ (dv if dq is None else dv + dq))
     dq[..., :nv] += Dq
-    dv = N @ dv
-    return dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:], dq[..., :nv], dq[..., nv:2 * nv], dq[..., 2 * nv:]
+    return N @ dv, dq
 
 
 def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt):

@@ -278,7 +278,7 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geomet
     and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.  One
     traced program per tuple of slot frames (the rows differentiated by the symbolic layer; RNEA's
     derivatives those of Carpentier and Mansard, "Analytical derivatives of rigid body dynamics
-    algorithms", 2018; the dense products as loops, :data:`BLOCK_PAIRS`)."""
+    algorithms", 2018; its dense products compiled as loops)."""
     m = getattr(model, "model", model)
     ns = len(tuple(frames))
     q, v, v_next, f_ext, gravity, _, _ = _checks.dynamics(m, q, v, v_next, f_ext, gravity, "v_next",
