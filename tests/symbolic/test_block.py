@@ -53,6 +53,19 @@ def test_block_equals_the_traced_product():
     assert zeros == [4, 9, 10, 11, 12, 13, 14, 19] == [e for e, (kind, _) in enumerate(ref.outputs[2]) if kind == "const"]
 
 
+def test_the_expansion_is_made_once():
+    """The NumPy road evaluates a block program through its expansion at every call: the expansion (and
+    its evaluation plan) is made once and kept, so a second evaluation expands nothing again."""
+    blk = _product(True)
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=12), rng.normal(size=15)
+    first = blk.evaluate([a, b])
+    exp = blk.expanded()
+    assert exp is not blk and exp is blk.expanded() and exp.plan() is exp.plan()
+    for g, r in zip(blk.evaluate([a, b]), first):
+        assert np.array_equal(g, r)
+
+
 def test_block_is_part_of_the_text_and_dead_blocks_go():
     """The program's text (its cache key) names the block's operands; a block no output reads is
     removed with its operands."""

@@ -485,10 +485,14 @@ class Program:
     def expanded(self) -> "Program":
         """This program with its block products (:meth:`Graph.matmul`) written out as the scalar
         operations they stand for (the program itself when it has none): what the interpreters and
-        differentiation read.  Same values, same roundings."""
+        differentiation read.  Same values, same roundings.  Made on first use and kept with the program
+        (the NumPy road evaluates it at every call, with its :meth:`plan`)."""
         if not self.blocks:
             return self
-        return expand(self)[0]
+        out = getattr(self, "_expanded", None)
+        if out is None:
+            out = self._expanded = expand(self)[0]
+        return out
 
     def plan(self):
         """The program's level schedule for vectorised interpretation (its ``groups``: one NumPy call
