@@ -208,7 +208,12 @@ def test_a_batch_in_a_scene_equals_single_states():
 
 
 def test_a_batch_in_a_scene_equals_single_states_on_the_native_road(native_backend):
+    """The box on the table, and the ball on its plane: its batch's contacts found by the collision kernel
+    for all states at once (each state's contacts in the layout's slots)."""
     _batch_equals_singles(*_box_batch())
+    model, scene, q, v, tau, opt = _ball()
+    V = np.stack([v, 0.5 * v, v * [1, 1, 1, -1, 1, 1]])
+    _batch_equals_singles(model, scene, np.stack([q] * 3), V, np.zeros((3, 6)), opt)
 
 
 def test_plain_lists_and_bad_shapes():

@@ -263,7 +263,7 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     else:
         impulses, modes = step.impulses, step.modes
     if isinstance(found[0], FoundContacts):                      # the collision kernel's road: slots found
-        pair, slots = [found[0].pair], [found[0].slots]
+        pair, slots = [f.pair for f in found], [f.slots for f in found]
     else:                                                        # Contact objects: of collide's hits, in order
         cut = np.broadcast_to(pair_cutoffs(scene, Q, v, dt), (len(Q), len(scene.index)))    # the step's look-ahead
         pair = [collide_within(scene, x, c).pair for x, c in zip(Q, cut)]
