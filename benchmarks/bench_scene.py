@@ -277,8 +277,8 @@ def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat):
         step = median_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
         deriv = median_us(lambda: sd.contact_step_derivatives(model, q, v, tau, scene, dt), repeat)
     fd = median_us(mj_fd, max(3, repeat // 10))
-    print(f"  {'contact_step_derivatives':40s} {deriv:8.1f} us   {'mjd_transitionFD':17s} {fd:7.1f} us {deriv / fd:7.1f}"
-          f"   ({deriv / step:.1f}x contact_step, {step:.1f} us; first call {first:.1f} s)")
+    print(f"  {'contact_step_derivatives':40s} {deriv:8.1f} us   {'mjd_transitionFD':17s} {fd:7.1f} us "
+          f"{deriv / fd:7.1f}   ({deriv / step:.1f}x contact_step, {step:.1f} us; first call {first:.1f} s)")
 
 
 def _last(trajectory, n):

@@ -224,11 +224,18 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
     vb = np.broadcast_to(np.asarray(v, float), (B, nv))
     g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
     dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, None, dt)
-    d = ContactStepDerivatives(*(x[..., k * nv:(k + 1) * nv].reshape(shape + (nv, nv)) for x in (dv, dq)
-                                 for k in range(3)), step)
+    d = _split(dv, dq, shape, step)
     if not math.isfinite(float(dv.sum() + dq.sum())):      # (one sum: an overflow of it looks at each)
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
+
+
+def _split(dv, dq, shape, step):
+    """The :class:`ContactStepDerivatives` of ``dv = [dv_dq, dv_dv, dv_dtau]`` and ``dq`` likewise (B, nv,
+    3 nv), batch ``shape``."""
+    nv = dv.shape[-2]
+    return ContactStepDerivatives(*(x[..., k * nv:(k + 1) * nv].reshape(shape + (nv, nv)) for x in (dv, dq)
+                                    for k in range(3)), step)
 
 
 class Slotted(NamedTuple):
@@ -306,9 +313,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     if slotted is not None:
         g = flat(model.gravity if gravity is None else np.asarray(gravity, float), (3,))
         fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
-        dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, fx, dt)
-        return ContactStepDerivatives(*(x[..., k * nv:(k + 1) * nv].reshape(shape + (nv, nv)) for x in (dv, dq)
-                                        for k in range(3)), step)
+        return _split(*_scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, fx, dt), shape, step)
     nc = len(contacts)
     lam3, modes = step.impulses.reshape(B, nc, 3), np.asarray(step.modes).reshape(B, nc)
     mu = np.array([c.friction for c in contacts], float).reshape(1, nc)
@@ -475,8 +480,8 @@ def _point_correction_derivative(P, pieces, rows, dt):
     # at w = dv_c (no velocity, no gravity, h = 1): Wq = -H^-1 Rq, Rq = d(H w - J^T l)/dq, Cq = J Wq + d(J w)/dq
     C = pieces(rows, np.zeros((k, nv)), dvc, dvc, lam.reshape(k, m), np.zeros((k, nc, 4)), np.zeros((k, 3)), None,
                1.0)
-    return dvc, np.array([_correction_derivative(P.J[b], P.JMinv[b], P.G[b], ln[k], C.W[k, :, :nv], C.C[k, :, :nv], dt)
-                          for k, b in enumerate(rows.tolist())])
+    return dvc, np.array([_correction_derivative(P.J[b], P.JMinv[b], P.G[b], ln[k], C.W[k, :, :nv],
+                                                 C.C[k, :, :nv], dt) for k, b in enumerate(rows.tolist())])
 
 
 class _Pieces(NamedTuple):
@@ -516,7 +521,8 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     ns = gap.shape[-1]
     m = 3 * ns
     J, JMinv, G = rows[..., :nv], rows[..., nv:2 * nv], rows[..., 5 * nv:5 * nv + m]
-    K, R, Cc = rows[..., 5 * nv + m:5 * nv + 2 * m], rows[..., 5 * nv + 2 * m:8 * nv + 2 * m], rows[..., 8 * nv + 2 * m:]
+    K, R = rows[..., 5 * nv + m:5 * nv + 2 * m], rows[..., 5 * nv + 2 * m:8 * nv + 2 * m]
+    Cc = rows[..., 8 * nv + 2 * m:]
     W, Dq, Dd = state[..., :3 * nv], state[..., 3 * nv:4 * nv], state[..., 4 * nv:5 * nv]
     Wc, N = state[..., 5 * nv:6 * nv], state[..., 6 * nv + 1:]
     dv = W.copy()
