@@ -8,8 +8,8 @@ below the scene's margin.
 
 Broad phase: bounding spheres.  Narrow phase: closed forms (:mod:`~sparsedyn.contact.closed_forms`),
 vectorised over the pairs of one kind, for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
-against a plane; a mesh against a plane by the vertices of its convex hull (up to five hits: the
-deepest and the extreme ones along the plane within the margin); coal (Pinocchio's collision library: GJK and EPA, BVHs for meshes) for the other
+against a plane; a mesh against a plane by the vertices of its convex hull (up to four hits: the
+vertices within the margin reduced to the points spanning their patch, :mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and EPA, BVHs for meshes) for the other
 pairs.  Where a resting contact is a segment or a face, one pair gives several hits: a capsule or a
 cylinder on a plane each end (cylinders: four points of each rim), a box on a plane each corner
 within the margin, and, beside coal's closest pair, a box's corners against another box and a
@@ -41,6 +41,7 @@ from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, ca
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
+from .reduction import mesh_plane_patches
 from .scene import Scene
 
 __all__ = ["Hits", "collide", "collide_within"]
@@ -143,7 +144,8 @@ def collide_within(scene, q, cutoff) -> Hits:
             if key in CLOSED_FORM:
                 out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
             elif set(key) == {"mesh", "plane"}:
-                out.append(_mesh_plane_pairs(scene, ks[m], R, p, margin))
+                cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
+                out.append(_mesh_plane_pairs(scene, ks[m], R, p, cut))
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
@@ -253,18 +255,30 @@ def _hull_vertices(scene, k):
     return cache[key]
 
 
-def _mesh_plane_pairs(scene, ks, R, p, margin):
-    """Hits of mesh-plane pairs ``ks`` (:func:`mesh_plane`, in the pair's order)."""
-    blocks = []
-    for k in ks:
-        i, j = scene.index[k]
-        swap = scene.shapes[i].kind == "plane"
-        m, pl = (j, i) if swap else (i, j)
-        d, wa, wb, n = mesh_plane(_hull_vertices(scene, m) @ R[m].T + p[m], R[pl][:, 2], p[pl], margin)
-        if swap:
-            wa, wb, n = wb, wa, -n
-        blocks.append((np.full(len(d), k), d, wa, wb, n))
-    return tuple(np.concatenate(x) for x in zip(*blocks))
+def mesh_vertices(scene):
+    """``(V, ranges)``: the convex hull vertices of the scene's mesh shapes, each in its shape's frame,
+    stacked (N, 3), and per mesh shape the rows of its own (``{shape: index array}``); kept by the scene."""
+    got = scene.cache.get("mesh vertices")
+    if got is None:
+        meshes = [k for k, s in enumerate(scene.shapes) if s.kind == "mesh"]
+        blocks = [_hull_vertices(scene, k) for k in meshes]
+        ends = np.cumsum([0] + [len(x) for x in blocks])
+        V = np.concatenate(blocks) if blocks else np.zeros((0, 3))
+        got = scene.cache["mesh vertices"] = (V, {k: np.arange(ends[i], ends[i + 1]) for i, k in enumerate(meshes)})
+    return got
+
+
+def _mesh_plane_pairs(scene, ks, R, p, cutoff):
+    """Hits of mesh-plane pairs ``ks`` within their ``cutoff`` (len(ks),) [m], in the pairs' order
+    (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`: all pairs at once)."""
+    V, rows = mesh_vertices(scene)
+    idx = scene.index[ks]
+    swap = np.array([scene.shapes[i].kind == "plane" for i in idx[:, 0]])
+    m, pl = np.where(swap, idx[:, 1], idx[:, 0]), np.where(swap, idx[:, 0], idx[:, 1])
+    g, d, wa, wb, n, _ = mesh_plane_patches(V, [rows[i] for i in m.tolist()], R[m], p[m], R[pl][:, :, 2], p[pl],
+                                            np.asarray(cutoff, float))
+    s = swap[g][:, None]
+    return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
 
 
 def _features(scene, k, up):
