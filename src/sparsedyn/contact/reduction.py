@@ -37,10 +37,12 @@ SPAN = 1e-7
 def tangents(n):
     """Two unit tangents ``(t1, t2)`` (..., 3) of the planes of unit normals ``n`` (..., 3), ``t1 x t2 = n``."""
     n = np.asarray(n, float)
-    e = np.where((np.abs(n[..., 0]) < 0.9)[..., None], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
-    t1 = np.cross(n, e)
-    t1 /= np.linalg.norm(t1, axis=-1, keepdims=True)
-    return t1, np.cross(n, t1)
+    x, y, z = n[..., 0], n[..., 1], n[..., 2]
+    first = np.abs(x) < 0.9                                # n x e_x where n is far from e_x, else n x e_y
+    t1 = np.where(first[..., None], np.stack([0.0 * x, z, -y], -1), np.stack([-z, 0.0 * x, x], -1))
+    t1 = t1 / np.linalg.norm(t1, axis=-1, keepdims=True)
+    u, w, s = t1[..., 0], t1[..., 1], t1[..., 2]
+    return t1, np.stack([y * s - z * w, z * u - x * s, x * w - y * u], -1)
 
 
 def _first_per_segment(key, g, starts):
@@ -99,15 +101,18 @@ def mesh_plane_patches(V, ranges, Rm, pm, nb, pb, cutoff):
         return np.zeros(0, int), np.zeros(0), z, z, z, z
     rows = np.concatenate(ranges)
     g = np.repeat(np.arange(P), count)
-    # h = n . (R v + p - pb) = (R^T n) . v + n . (p - pb): a dot product per vertex, no vertex moved
-    a = np.einsum("kji,kj->ki", Rm, nb)
-    b = np.einsum("ki,ki->k", nb, pm - pb)
+    # each vertex's height above its plane and coordinates along its tangents, n . (R v + p - pb) and
+    # likewise: (R^T n) . v + n . (p - pb), a dot product per vertex and axis, no vertex moved
+    t1, t2 = tangents(nb)
+    axes = np.stack([nb, t1, t2], 2)                                   # (P, 3, 3): columns n, t1, t2
+    A = np.einsum("kji,kjc->kic", Rm, axes)
+    off = np.einsum("kjc,kj->kc", axes, pm - pb)
     Vl = V[rows]
-    h = np.einsum("ij,ij->i", Vl, a[g]) + b[g]
-    close = np.flatnonzero(h < cutoff[g])
-    g, Vl, h = g[close], Vl[close], h[close]
-    W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the close vertices in the world
-    t1, t2 = tangents(nb[g])
-    keep = reduce_patches(h, np.stack([np.einsum("ki,ki->k", W, t1), np.einsum("ki,ki->k", W, t2)], 1), g)
-    g, h, W, n = g[keep], h[keep], W[keep], nb[g[keep]]
-    return g, h, W, W - h[:, None] * n, n, Vl[keep]
+    x = np.einsum("ij,ijc->ic", Vl, A[g]) + off[g]                     # (m, 3): h, along t1, along t2
+    close = np.flatnonzero(x[:, 0] < cutoff[g])
+    g, Vl, x = g[close], Vl[close], x[close]
+    keep = reduce_patches(x[:, 0], x[:, 1:], g)
+    g, h, Vl = g[keep], x[keep, 0], Vl[keep]
+    W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
+    n = nb[g]
+    return g, h, W, W - h[:, None] * n, n, Vl
