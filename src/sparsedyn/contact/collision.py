@@ -135,6 +135,11 @@ def collide_within(scene, q, cutoff) -> Hits:
         with np.errstate(invalid="ignore"):
             near = np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < (cutoff if per_pair else margin)
         near |= ~np.isfinite(r[ia] + r[ib])
+        ks, pl, other = plan["on plane"]           # a bounded shape and a plane: its sphere's height above it
+        if len(ks):
+            cw = p[other] + np.einsum("kij,kj->ki", R[other], c[other])
+            h = np.einsum("ki,ki->k", R[pl][:, :, 2], cw - p[pl]) - r[other]
+            near[ks] = h < (cutoff[ks] if per_pair else margin) + SAME_POINT
         if inside is not None:
             near &= ~inside                        # those are the kernel's
         for key, ks, sa, sb in plan["groups"]:
@@ -196,7 +201,11 @@ def _plan(scene):
             sb = np.array([scene.shapes[i].size for i in ib]).reshape(len(ks), -1)
         groups.append((key, ks, sa, sb))
     c, r = _bounds(scene)
-    plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups}
+    kinds = np.array(kinds)[idx] if len(idx) else np.zeros((0, 2), str)
+    ks = np.flatnonzero((kinds == "plane").any(1) & np.isfinite(r[idx]).any(1)).astype(int)
+    pl = np.where(kinds[ks, 0] == "plane", idx[ks, 0], idx[ks, 1])
+    plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups,
+            "on plane": (ks, pl, np.where(kinds[ks, 0] == "plane", idx[ks, 1], idx[ks, 0]))}
     scene.cache["plan"] = plan
     return plan
 

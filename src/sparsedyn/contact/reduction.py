@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "tangents", "MAX_PATCH_POINTS"]
+__all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "tangents", "MAX_PATCH_POINTS", "SPAN"]
 
 #: The most points a touching patch of one pair keeps.
 MAX_PATCH_POINTS = 4

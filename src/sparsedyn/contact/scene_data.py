@@ -26,7 +26,7 @@ from .friction_problem import ContactSlots, fill_slots
 from .look_ahead import body_reach, pair_cutoffs
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches
 
-__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates"]
+__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows"]
 
 #: The columns of a row of :func:`~sparsedyn.collision_candidates_near` that make a slot's data
 #: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
@@ -133,7 +133,9 @@ def _mesh_plan(scene, ks):
 
 def mesh_plane_rows(scene, mesh, q, cut):
     """The rows (Pm * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns)
-    of the mesh-plane pairs ``mesh`` (:func:`_mesh_plan`) at ``q`` (nq,), each pair's patch within
+    of the mesh-plane pairs ``mesh`` (the constants a scene's plan keeps of its robot meshes on
+    world planes: their bodies, hull vertices in the bodies' frames, planes and bounding spheres)
+    at ``q`` (nq,), each pair's patch within
     its cutoff ``cut`` (Pm,) [m] (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`) in its first
     rows; the other rows' distance is +inf.  A pair whose bounding sphere is beyond its cutoff is not
     computed (a broad phase)."""
