@@ -180,3 +180,33 @@ def test_a_dropped_prism_rests_where_it_rests_on_its_whole_face(drops):
     assert abs(reduced.q[-1][2] - whole.q[-1][2]) <= 2 * bound
     tilt = [np.arccos(min(1.0, sd.spatial.quat_to_rot(r.q[-1][3:7])[2, 2])) for r in (reduced, whole)]
     assert max(tilt) <= 2 * bound / RADIUS
+
+
+def test_a_robots_meshes_on_a_floor_are_each_pairs_own_patch():
+    """solo12's 17 meshes at random configurations near a floor: :func:`~sparsedyn.collide` (all
+    pairs at once, a pair computed only where its bounding sphere comes within the margin of the
+    plane) gives, pair by pair, the single pair's patch of every hull vertex (``mesh_plane_reduced``,
+    no broad phase), with the same hit count."""
+    from erd import robots_dir
+    from sparsedyn.contact.collision import _hull_vertices
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robots_dir() / "solo_description" / "robots" / "solo12.urdf", floating_base=True,
+                             geometry=True)
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
+    rng = np.random.default_rng(3)
+    total = 0
+    for _ in range(20):
+        q = model.random_configuration(rng)
+        q[2] = rng.uniform(0.0, 0.3)
+        hits = sd.collide(scene, q)
+        R, p = sd.geometry_placements(model, q, "collision")
+        for k, (i, j) in enumerate(scene.index.tolist()):
+            d, wa, wb, n = reduction.mesh_plane_reduced(_hull_vertices(scene, i) @ R[i].T + p[i], [0, 0, 1.0],
+                                                        [0, 0, 0.0], scene.margin)
+            mine = hits.pair == k
+            assert mine.sum() == len(d) <= 4
+            assert np.abs(hits.distances[mine] - d).max(initial=0) <= 1e-12
+            assert np.abs(hits.witness_a[mine] - wa).max(initial=0) <= 1e-12
+            total += len(d)
+    assert total >= 30
