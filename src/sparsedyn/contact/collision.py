@@ -6,10 +6,12 @@ midway between the two witness points, ``x = (w_a + w_b) / 2`` with ``w_a - w_b 
 the surface of ``a``, ``w_b`` on that of ``b``; the point MuJoCo reports).  A pair hits when ``d`` is
 below the scene's margin.
 
-Broad phase: bounding spheres.  Narrow phase: closed forms (:mod:`~sparsedyn.contact.closed_forms`),
+Broad phase: bounding spheres (against a plane, a sphere's height above it).  Narrow phase: closed forms (:mod:`~sparsedyn.contact.closed_forms`),
 vectorised over the pairs of one kind, for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
 against a plane; a mesh against a plane by the vertices of its convex hull (up to four hits: the
-vertices within the margin reduced to the points spanning their patch, :mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and EPA, BVHs for meshes) for the other
+vertices within the margin reduced to the points spanning their patch,
+:mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and EPA, BVHs for
+meshes) for the other
 pairs.  Where a resting contact is a segment or a face, one pair gives several hits: a capsule or a
 cylinder on a plane each end (cylinders: four points of each rim), a box on a plane each corner
 within the margin, and, beside coal's closest pair, a box's corners against another box and a
@@ -41,7 +43,7 @@ from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, ca
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
-from .reduction import mesh_plane_patches
+from .reduction import mesh_plane_patches, plane_axes
 from .scene import Scene
 
 __all__ = ["Hits", "collide", "collide_within"]
@@ -284,8 +286,8 @@ def _mesh_plane_pairs(scene, ks, R, p, cutoff):
     idx = scene.index[ks]
     swap = np.array([scene.shapes[i].kind == "plane" for i in idx[:, 0]])
     m, pl = np.where(swap, idx[:, 1], idx[:, 0]), np.where(swap, idx[:, 0], idx[:, 1])
-    g, d, wa, wb, n, _ = mesh_plane_patches(V, [rows[i] for i in m.tolist()], R[m], p[m], R[pl][:, :, 2], p[pl],
-                                            np.asarray(cutoff, float))
+    g, d, wa, wb, n, _ = mesh_plane_patches(V, [rows[i] for i in m.tolist()], R[m], p[m], plane_axes(R[pl][:, :, 2]),
+                                            p[pl], np.asarray(cutoff, float))
     s = swap[g][:, None]
     return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "tangents", "MAX_PATCH_POINTS", "SPAN"]
+__all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "plane_axes", "tangents", "MAX_PATCH_POINTS",
+           "SPAN"]
 
 #: The most points a touching patch of one pair keeps.
 MAX_PATCH_POINTS = 4
@@ -81,16 +82,24 @@ def mesh_plane_reduced(V, nb, pb, cutoff):
     :data:`MAX_PATCH_POINTS`), the deepest vertex (the hull's signed distance to the plane) among them."""
     V = np.asarray(V, float)
     _, d, wa, wb, n, _ = mesh_plane_patches(V, [np.arange(len(V))], np.eye(3)[None], np.zeros((1, 3)),
-                                            np.asarray(nb, float)[None], np.asarray(pb, float)[None],
+                                            plane_axes(np.asarray(nb, float)[None]), np.asarray(pb, float)[None],
                                             np.array([cutoff], float))
     return d, wa, wb, n
 
 
-def mesh_plane_patches(V, ranges, Rm, pm, nb, pb, cutoff):
+def plane_axes(nb):
+    """``(P, 3, 3)``: per plane of unit normal ``nb[k]`` (P, 3) the columns ``n``, ``t1``, ``t2``
+    (:func:`tangents`), what :func:`mesh_plane_patches` takes."""
+    t1, t2 = tangents(nb)
+    return np.stack([np.asarray(nb, float), t1, t2], 2)
+
+
+def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff):
     """Mesh-plane pairs at once, each reduced to its patch (:func:`reduce_patches`): pair ``k``'s
     vertices are the rows ``ranges[k]`` (an index array) of ``V`` (N, 3), given in a frame whose world
     pose is ``(Rm[k] (3, 3), pm[k] (3,))``, against the plane through ``pb[k]`` of unit normal
-    ``nb[k]`` (world); the vertices within ``cutoff[k]`` [m] count.  Returns ``(k, d, w_a, w_b, n,
+    ``axes[k][:, 0]`` (world; ``axes`` (P, 3, 3): :func:`plane_axes`); the vertices within
+    ``cutoff[k]`` [m] count.  Returns ``(k, d, w_a, w_b, n,
     local)`` per hit, by pair: the pair (its position in ``ranges``), the signed distance, the vertex
     and its foot on the plane (world), the normal (world, from the plane towards the mesh) and the
     vertex in its frame (``V``'s row)."""
@@ -103,8 +112,6 @@ def mesh_plane_patches(V, ranges, Rm, pm, nb, pb, cutoff):
     g = np.repeat(np.arange(P), count)
     # each vertex's height above its plane and coordinates along its tangents, n . (R v + p - pb) and
     # likewise: (R^T n) . v + n . (p - pb), a dot product per vertex and axis, no vertex moved
-    t1, t2 = tangents(nb)
-    axes = np.stack([nb, t1, t2], 2)                                   # (P, 3, 3): columns n, t1, t2
     A = np.einsum("kji,kjc->kic", Rm, axes)
     off = np.einsum("kjc,kj->kc", axes, pm - pb)
     Vl = V[rows]
@@ -114,5 +121,5 @@ def mesh_plane_patches(V, ranges, Rm, pm, nb, pb, cutoff):
     keep = reduce_patches(x[:, 0], x[:, 1:], g)
     g, h, Vl = g[keep], x[keep, 0], Vl[keep]
     W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
-    n = nb[g]
+    n = axes[g, :, 0]
     return g, h, W, W - h[:, None] * n, n, Vl

@@ -24,7 +24,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
 from .friction_problem import ContactSlots, fill_slots
 from .look_ahead import body_reach, pair_cutoffs
-from .reduction import MAX_PATCH_POINTS, mesh_plane_patches
+from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows"]
 
@@ -32,7 +32,8 @@ __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane
 #: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
 SLOT_COLUMNS = np.array([7, 8, 9, 4, 5, 6, 10])
 
-_NEAR, _AHEAD, _FK = collision_candidates_near.__name__, collision_candidates_ahead.__name__, forward_kinematics.__name__
+_NEAR, _AHEAD = collision_candidates_near.__name__, collision_candidates_ahead.__name__
+_FK = forward_kinematics.__name__
 _NONE, _F64 = {}, np.dtype(float)
 
 
@@ -127,7 +128,8 @@ def _mesh_plan(scene, ks):
     a, b = idx[:, 0], idx[:, 1]
     centre = np.array([shapes[i].R @ c[i] + shapes[i].p for i in a]).reshape(-1, 3)
     return {"pairs": np.asarray(ks, int), "body": np.array([shapes[i].body for i in a], int),
-            "rows": [rows[i] for i in a.tolist()], "V": Vb, "n": np.array([shapes[j].R[:, 2] for j in b]),
+            "rows": [rows[i] for i in a.tolist()], "V": Vb,
+            "axes": plane_axes(np.array([shapes[j].R[:, 2] for j in b])),
             "pb": np.array([shapes[j].p for j in b]), "centre": centre, "radius": rad[a]}
 
 
@@ -144,15 +146,15 @@ def mesh_plane_rows(scene, mesh, q, cut):
     R, o = f(q) if f is not None else forward_kinematics(model, q)
     j = mesh["body"]
     Rj, oj = R[j], o[j]
-    n, pb = mesh["n"], mesh["pb"]
-    bound = np.einsum("ki,ki->k", n, np.einsum("kij,kj->ki", Rj, mesh["centre"]) + oj - pb) - mesh["radius"]
+    axes, pb = mesh["axes"], mesh["pb"]
+    bound = np.einsum("ki,ki->k", axes[:, :, 0], np.einsum("kij,kj->ki", Rj, mesh["centre"]) + oj - pb) - mesh["radius"]
     near = np.flatnonzero(bound < cut + SLACK)
     out = np.zeros((len(j) * MAX_PATCH_POINTS, NEAR_COLUMNS))
     out[:, 0] = np.inf
     if len(near):
         rows = mesh["rows"]
         g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], [rows[k] for k in near.tolist()], Rj[near],
-                                                     oj[near], n[near], pb[near], cut[near])
+                                                     oj[near], axes[near], pb[near], cut[near])
         first = np.searchsorted(g, g)
         at = MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
         out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, nn
