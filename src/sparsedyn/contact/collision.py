@@ -268,14 +268,14 @@ def _hull_vertices(scene, k):
 
 def mesh_vertices(scene):
     """``(V, ranges)``: the convex hull vertices of the scene's mesh shapes, each in its shape's frame,
-    stacked (N, 3), and per mesh shape the rows of its own (``{shape: index array}``); kept by the scene."""
+    stacked (N, 3), and per mesh shape the rows of its own (``{shape: (start, stop)}``); kept by the scene."""
     got = scene.cache.get("mesh vertices")
     if got is None:
         meshes = [k for k, s in enumerate(scene.shapes) if s.kind == "mesh"]
         blocks = [_hull_vertices(scene, k) for k in meshes]
         ends = np.cumsum([0] + [len(x) for x in blocks])
         V = np.concatenate(blocks) if blocks else np.zeros((0, 3))
-        got = scene.cache["mesh vertices"] = (V, {k: np.arange(ends[i], ends[i + 1]) for i, k in enumerate(meshes)})
+        got = scene.cache["mesh vertices"] = (V, {k: (int(ends[i]), int(ends[i + 1])) for i, k in enumerate(meshes)})
     return got
 
 

@@ -81,7 +81,7 @@ def mesh_plane_reduced(V, nb, pb, cutoff):
     ``cutoff`` [m] reduced to its patch's points (:func:`reduce_patches`, at most
     :data:`MAX_PATCH_POINTS`), the deepest vertex (the hull's signed distance to the plane) among them."""
     V = np.asarray(V, float)
-    _, d, wa, wb, n, _ = mesh_plane_patches(V, [np.arange(len(V))], np.eye(3)[None], np.zeros((1, 3)),
+    _, d, wa, wb, n, _ = mesh_plane_patches(V, [(0, len(V))], np.eye(3)[None], np.zeros((1, 3)),
                                             plane_axes(np.asarray(nb, float)[None]), np.asarray(pb, float)[None],
                                             np.array([cutoff], float))
     return d, wa, wb, n
@@ -96,30 +96,27 @@ def plane_axes(nb):
 
 def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff):
     """Mesh-plane pairs at once, each reduced to its patch (:func:`reduce_patches`): pair ``k``'s
-    vertices are the rows ``ranges[k]`` (an index array) of ``V`` (N, 3), given in a frame whose world
-    pose is ``(Rm[k] (3, 3), pm[k] (3,))``, against the plane through ``pb[k]`` of unit normal
-    ``axes[k][:, 0]`` (world; ``axes`` (P, 3, 3): :func:`plane_axes`); the vertices within
-    ``cutoff[k]`` [m] count.  Returns ``(k, d, w_a, w_b, n,
-    local)`` per hit, by pair: the pair (its position in ``ranges``), the signed distance, the vertex
-    and its foot on the plane (world), the normal (world, from the plane towards the mesh) and the
-    vertex in its frame (``V``'s row)."""
-    P = len(ranges)
-    count = np.array([len(r) for r in ranges], int)
-    if not count.sum():
+    vertices are the rows ``start:stop`` of ``V`` (N, 3), ``ranges[k] = (start, stop)``, given in a
+    frame whose world pose is ``(Rm[k] (3, 3), pm[k] (3,))``, against the plane through ``pb[k]`` of
+    unit normal ``axes[k][:, 0]`` (world; ``axes`` (P, 3, 3): :func:`plane_axes`); the vertices within
+    ``cutoff[k]`` [m] count.  Returns ``(k, d, w_a, w_b, n, local)`` per hit, by pair: the pair (its
+    position in ``ranges``), the signed distance, the vertex and its foot on the plane (world), the
+    normal (world, from the plane towards the mesh) and the vertex in its frame (``V``'s row)."""
+    if not sum(b - a for a, b in ranges):
         z = np.zeros((0, 3))
         return np.zeros(0, int), np.zeros(0), z, z, z, z
-    rows = np.concatenate(ranges)
-    g = np.repeat(np.arange(P), count)
     # each vertex's height above its plane and coordinates along its tangents, n . (R v + p - pb) and
-    # likewise: (R^T n) . v + n . (p - pb), a dot product per vertex and axis, no vertex moved
+    # likewise: (R^T n) . v + n . (p - pb); one product per pair on its block of V, no vertex moved
     A = np.einsum("kji,kjc->kic", Rm, axes)
     off = np.einsum("kjc,kj->kc", axes, pm - pb)
-    Vl = V[rows]
-    x = np.einsum("ij,ijc->ic", Vl, A[g]) + off[g]                     # (m, 3): h, along t1, along t2
+    x = np.concatenate([V[a:b] @ A[k] + off[k] for k, (a, b) in enumerate(ranges)])   # (m, 3): h, t1, t2
+    count = np.array([b - a for a, b in ranges])
+    g = np.repeat(np.arange(len(ranges)), count)
+    row = np.arange(len(g)) + np.repeat(np.array([a for a, _ in ranges]) - (np.cumsum(count) - count), count)
     close = np.flatnonzero(x[:, 0] < cutoff[g])
-    g, Vl, x = g[close], Vl[close], x[close]
+    g, row, x = g[close], row[close], x[close]
     keep = reduce_patches(x[:, 0], x[:, 1:], g)
-    g, h, Vl = g[keep], x[keep, 0], Vl[keep]
+    g, h, Vl = g[keep], x[keep, 0], V[row[keep]]
     W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
     n = axes[g, :, 0]
     return g, h, W, W - h[:, None] * n, n, Vl

@@ -122,8 +122,8 @@ def _mesh_plan(scene, ks):
         return None
     V, rows = mesh_vertices(scene)
     Vb = V.copy()                                          # each mesh's vertices in its body's frame
-    for i, r in rows.items():
-        Vb[r] = V[r] @ shapes[i].R.T + shapes[i].p
+    for i, (start, stop) in rows.items():
+        Vb[start:stop] = V[start:stop] @ shapes[i].R.T + shapes[i].p
     c, rad = _bounds(scene)
     a, b = idx[:, 0], idx[:, 1]
     centre = np.array([shapes[i].R @ c[i] + shapes[i].p for i in a]).reshape(-1, 3)
