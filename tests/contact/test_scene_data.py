@@ -92,3 +92,42 @@ def test_a_batchs_data_come_from_the_broad_phase_and_are_the_full_kernels(native
     assert np.array_equal(pair, want_pair) and np.array_equal(slot, want_slot) and np.array_equal(ends, want_ends)
     assert slots.frames == want.frames and slots.data.shape == want.data.shape
     assert np.abs(slots.data - want.data).max(initial=0.0) <= _bound(want.data)
+
+
+def test_robot_meshes_on_a_floor_take_this_road_with_the_contact_objects_data(native_backend, monkeypatch):
+    """solo12 (17 collision meshes, no closed form in the kernel) on a floor: a state's data come with
+    no Contact object (``scene_contacts`` is never called) and equal those laid out from Contact
+    objects (``scene_slots(scene_contacts(...))``: :func:`~sparsedyn.collide`'s hits, each mesh-plane
+    pair at most four), at the margin and with each pair's look-ahead; the rows to the rounding of
+    two evaluations of the same closed form."""
+    import warnings
+    from erd import robots_dir
+    from sparsedyn.contact import scene_step
+    from sparsedyn.contact.look_ahead import pair_cutoffs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robots_dir() / "solo_description" / "robots" / "solo12.urdf", floating_base=True,
+                             geometry=True)
+    fast = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
+    slow = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
+    rng = np.random.default_rng(11)
+    states = []
+    for _ in range(30):
+        q = model.random_configuration(rng)
+        q[2] = rng.uniform(0.0, 0.35)
+        states.append((q, 0.3 * rng.standard_normal(model.nv)))
+    objects = scene_step.scene_contacts
+    monkeypatch.setattr(scene_step, "scene_contacts", lambda *a, **k: pytest.fail("a Contact object was made"))
+    got = [(scene_data.scene_slot_data(fast, q), scene_data.scene_slot_data(fast, q, ahead=(v, 1e-3)))
+           for q, v in states]
+    monkeypatch.setattr(scene_step, "scene_contacts", objects)
+    touching = 0
+    for (q, v), pairs in zip(states, got):
+        for cutoff, (pair, slots) in zip((None, pair_cutoffs(slow, q, v, 1e-3)), pairs):
+            hits = sd.collide(slow, q) if cutoff is None else None
+            want = scene_step.scene_slots(slow, scene_step.scene_contacts(slow, q, hits, cutoff))
+            assert np.bincount(pair, minlength=len(fast.index)).max(initial=0) <= 4
+            assert slots.frames == want.frames and np.array_equal(slots.index, want.index)
+            assert np.abs(slots.data - want.data).max(initial=0.0) <= _bound(want.data)
+            touching += len(pair) > 0
+    assert touching >= 20

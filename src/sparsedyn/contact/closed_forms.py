@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .reduction import mesh_plane_reduced
+
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
            "box_plane", "cylinder_plane", "box_face_axis", "box_box_face", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM",
            "FEATURES"]
@@ -241,19 +243,10 @@ def capsule_box_ends(pa, ua, ha, ra, Rb, pb, hb):
 
 def mesh_plane(V, nb, pb, margin):
     """A mesh of world vertices ``V`` (N, 3) (those of its convex hull suffice) and the plane through
-    ``pb`` of unit normal ``nb``: the deepest vertex, and of the vertices within ``margin`` those
-    farthest along the plane's two tangents each way (a face resting on the plane: its corners),
-    at most five hits."""
-    h = (V - pb) @ nb
-    close = np.flatnonzero(h < margin)
-    if not len(close):
-        return np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
-    t1 = np.cross(nb, [1.0, 0, 0] if abs(nb[0]) < 0.9 else [0, 1.0, 0])
-    t2 = np.cross(nb, t1)
-    along = V[close] @ np.stack([t1, t2], 1)                            # (m, 2)
-    pick = np.unique(close[[np.argmin(h[close]), *np.argmin(along, 0), *np.argmax(along, 0)]])
-    d = h[pick]
-    return d, V[pick], V[pick] - d[:, None] * nb, np.broadcast_to(nb, (len(pick), 3))
+    ``pb`` of unit normal ``nb``: the vertices within ``margin`` reduced to the points that span their
+    patch (:func:`~sparsedyn.contact.reduction.reduce_patches`: the deepest, the farthest from it and
+    the farthest on either side of the line between them), at most four hits."""
+    return mesh_plane_reduced(V, nb, pb, margin)
 
 
 def _axis(R):

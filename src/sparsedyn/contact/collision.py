@@ -6,10 +6,12 @@ midway between the two witness points, ``x = (w_a + w_b) / 2`` with ``w_a - w_b 
 the surface of ``a``, ``w_b`` on that of ``b``; the point MuJoCo reports).  A pair hits when ``d`` is
 below the scene's margin.
 
-Broad phase: bounding spheres.  Narrow phase: closed forms (:mod:`~sparsedyn.contact.closed_forms`),
+Broad phase: bounding spheres (against a plane, a sphere's height above it).  Narrow phase: closed forms (:mod:`~sparsedyn.contact.closed_forms`),
 vectorised over the pairs of one kind, for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
-against a plane; a mesh against a plane by the vertices of its convex hull (up to five hits: the
-deepest and the extreme ones along the plane within the margin); coal (Pinocchio's collision library: GJK and EPA, BVHs for meshes) for the other
+against a plane; a mesh against a plane by the vertices of its convex hull (up to four hits: the
+vertices within the margin reduced to the points spanning their patch,
+:mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and EPA, BVHs for
+meshes) for the other
 pairs.  Where a resting contact is a segment or a face, one pair gives several hits: a capsule or a
 cylinder on a plane each end (cylinders: four points of each rim), a box on a plane each corner
 within the margin, and, beside coal's closest pair, a box's corners against another box and a
@@ -41,6 +43,7 @@ from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, ca
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
+from .reduction import mesh_plane_patches, plane_axes
 from .scene import Scene
 
 __all__ = ["Hits", "collide", "collide_within"]
@@ -134,6 +137,11 @@ def collide_within(scene, q, cutoff) -> Hits:
         with np.errstate(invalid="ignore"):
             near = np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < (cutoff if per_pair else margin)
         near |= ~np.isfinite(r[ia] + r[ib])
+        ks, pl, other = plan["on plane"]           # a bounded shape and a plane: its sphere's height above it
+        if len(ks):
+            cw = p[other] + np.einsum("kij,kj->ki", R[other], c[other])
+            h = np.einsum("ki,ki->k", R[pl][:, :, 2], cw - p[pl]) - r[other]
+            near[ks] = h < (cutoff[ks] if per_pair else margin) + SAME_POINT
         if inside is not None:
             near &= ~inside                        # those are the kernel's
         for key, ks, sa, sb in plan["groups"]:
@@ -143,7 +151,8 @@ def collide_within(scene, q, cutoff) -> Hits:
             if key in CLOSED_FORM:
                 out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
             elif set(key) == {"mesh", "plane"}:
-                out.append(_mesh_plane_pairs(scene, ks[m], R, p, margin))
+                cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
+                out.append(_mesh_plane_pairs(scene, ks[m], R, p, cut))
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
@@ -194,7 +203,11 @@ def _plan(scene):
             sb = np.array([scene.shapes[i].size for i in ib]).reshape(len(ks), -1)
         groups.append((key, ks, sa, sb))
     c, r = _bounds(scene)
-    plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups}
+    kinds = np.array(kinds)[idx] if len(idx) else np.zeros((0, 2), str)
+    ks = np.flatnonzero((kinds == "plane").any(1) & np.isfinite(r[idx]).any(1)).astype(int)
+    pl = np.where(kinds[ks, 0] == "plane", idx[ks, 0], idx[ks, 1])
+    plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups,
+            "on plane": (ks, pl, np.where(kinds[ks, 0] == "plane", idx[ks, 1], idx[ks, 0]))}
     scene.cache["plan"] = plan
     return plan
 
@@ -253,18 +266,30 @@ def _hull_vertices(scene, k):
     return cache[key]
 
 
-def _mesh_plane_pairs(scene, ks, R, p, margin):
-    """Hits of mesh-plane pairs ``ks`` (:func:`mesh_plane`, in the pair's order)."""
-    blocks = []
-    for k in ks:
-        i, j = scene.index[k]
-        swap = scene.shapes[i].kind == "plane"
-        m, pl = (j, i) if swap else (i, j)
-        d, wa, wb, n = mesh_plane(_hull_vertices(scene, m) @ R[m].T + p[m], R[pl][:, 2], p[pl], margin)
-        if swap:
-            wa, wb, n = wb, wa, -n
-        blocks.append((np.full(len(d), k), d, wa, wb, n))
-    return tuple(np.concatenate(x) for x in zip(*blocks))
+def mesh_vertices(scene):
+    """``(V, ranges)``: the convex hull vertices of the scene's mesh shapes, each in its shape's frame,
+    stacked (N, 3), and per mesh shape the rows of its own (``{shape: (start, stop)}``); kept by the scene."""
+    got = scene.cache.get("mesh vertices")
+    if got is None:
+        meshes = [k for k, s in enumerate(scene.shapes) if s.kind == "mesh"]
+        blocks = [_hull_vertices(scene, k) for k in meshes]
+        ends = np.cumsum([0] + [len(x) for x in blocks])
+        V = np.concatenate(blocks) if blocks else np.zeros((0, 3))
+        got = scene.cache["mesh vertices"] = (V, {k: (int(ends[i]), int(ends[i + 1])) for i, k in enumerate(meshes)})
+    return got
+
+
+def _mesh_plane_pairs(scene, ks, R, p, cutoff):
+    """Hits of mesh-plane pairs ``ks`` within their ``cutoff`` (len(ks),) [m], in the pairs' order
+    (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`: all pairs at once)."""
+    V, rows = mesh_vertices(scene)
+    idx = scene.index[ks]
+    swap = np.array([scene.shapes[i].kind == "plane" for i in idx[:, 0]])
+    m, pl = np.where(swap, idx[:, 1], idx[:, 0]), np.where(swap, idx[:, 0], idx[:, 1])
+    g, d, wa, wb, n, _ = mesh_plane_patches(V, [rows[i] for i in m.tolist()], R[m], p[m], plane_axes(R[pl][:, :, 2]),
+                                            p[pl], np.asarray(cutoff, float))
+    s = swap[g][:, None]
+    return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
 
 
 def _features(scene, k, up):

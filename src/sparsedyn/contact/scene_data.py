@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..algorithms.kinematics import forward_kinematics
 from ..kernels import native_calls, use_backend
+from .collision import _bounds, mesh_vertices
 from .collision_kernel import kernel_plan
-from .collision_near import NEAR_COLUMNS, collision_candidates_ahead, collision_candidates_near
+from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
 from .friction_problem import ContactSlots, fill_slots
-from .look_ahead import body_reach
+from .look_ahead import body_reach, pair_cutoffs
+from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
-__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates"]
+__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows"]
 
 #: The columns of a row of :func:`~sparsedyn.collision_candidates_near` that make a slot's data
 #: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
 SLOT_COLUMNS = np.array([7, 8, 9, 4, 5, 6, 10])
 
 _NEAR, _AHEAD = collision_candidates_near.__name__, collision_candidates_ahead.__name__
+_FK = forward_kinematics.__name__
 _NONE, _F64 = {}, np.dtype(float)
 
 
@@ -56,21 +60,106 @@ def _plan(scene):
     :func:`~sparsedyn.contact.friction_problem.contact_slots` keys a
     :class:`~sparsedyn.contact.friction_problem.BodyContact`)."""
     key = "slot data plan"
-    if key in scene.cache:
-        return scene.cache[key]
-    kp = kernel_plan(scene)
+    if key not in scene.cache:
+        kp = kernel_plan(scene)
+        scene.cache[key] = _keyed(scene, kp, kp.pair) if kp.pairs and kp.complete else None
+    return scene.cache[key]
+
+
+def _keyed(scene, kp, pair):
+    """:func:`_plan`'s tuple for candidates of the scene pairs ``pair`` (K,), or None where a touching
+    body has no frame."""
     frames = _slot_frames(scene.model)
-    ends = [(scene.shapes[i].body, scene.shapes[j].body) for i, j in scene.index[kp.pair].tolist()]
-    plan = None
-    if kp.pairs and kp.complete and all(a in frames and (b < 0 or b in frames) for a, b in ends):
-        f = [frames[a] for a, _ in ends]
-        keys = [x[0] if b < 0 else (x[0], frames[b][0]) for x, (_, b) in zip(f, ends)]
-        ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-        E, r = np.array([x[1] for x in f]).reshape(-1, 3, 3), np.array([x[2] for x in f]).reshape(-1, 3)
-        moved = not (np.array_equal(E, np.broadcast_to(np.eye(3), E.shape)) and not r.any())
-        plan = (kp, np.array([ids[k] for k in keys], int), list(ids), E, r, scene.pair_friction[kp.pair], moved)
-    scene.cache[key] = plan
-    return plan
+    ends = [(scene.shapes[i].body, scene.shapes[j].body) for i, j in scene.index[pair].tolist()]
+    if not all(a in frames and (b < 0 or b in frames) for a, b in ends):
+        return None
+    f = [frames[a] for a, _ in ends]
+    keys = [x[0] if b < 0 else (x[0], frames[b][0]) for x, (_, b) in zip(f, ends)]
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    E, r = np.array([x[1] for x in f]).reshape(-1, 3, 3), np.array([x[2] for x in f]).reshape(-1, 3)
+    moved = not (np.array_equal(E, np.broadcast_to(np.eye(3), E.shape)) and not r.any())
+    return (kp, np.array([ids[k] for k in keys], int), list(ids), E, r, scene.pair_friction[pair], moved)
+
+
+class _Mixed:
+    """The plan of a scene whose pairs are the kernel's and robot meshes on world planes: the kernel's
+    candidates, then :data:`~sparsedyn.contact.reduction.MAX_PATCH_POINTS` rows per mesh-plane pair
+    (``pair``: the scene pair of each; ``kernel``: the kernel plan; ``mesh``: the mesh pairs'
+    constants, :func:`_mesh_plan`)."""
+
+    def __init__(self, kernel, mesh):
+        self.kernel, self.mesh = kernel, mesh
+        per = np.repeat(mesh["pairs"], MAX_PATCH_POINTS)
+        self.pair = np.concatenate([kernel.pair, per]) if kernel.pairs else per
+
+
+def _mixed_plan(scene):
+    """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
+    world planes (their rows: :func:`mesh_plane_rows`), its first entry a :class:`_Mixed`; None where
+    another pair is left out or a touching body has no frame."""
+    key = "slot data plan, meshes on planes"
+    if key not in scene.cache:
+        kp = kernel_plan(scene)
+        mesh = _mesh_plan(scene, np.flatnonzero(~kp.inside))
+        plan = None
+        if mesh is not None:
+            mixed = _Mixed(kp, mesh)
+            plan = _keyed(scene, kp, mixed.pair)
+            plan = None if plan is None else (mixed,) + plan[1:]
+        scene.cache[key] = plan
+    return scene.cache[key]
+
+
+def _mesh_plan(scene, ks):
+    """The constants of the mesh-plane pairs ``ks`` (each a robot mesh, ``a``, on a world plane,
+    ``b``): their scene pairs, bodies, vertex rows, planes (normal, point), the hull vertices in the
+    bodies' frames and the bounding spheres (centre in the body, radius); None where one is not such
+    a pair."""
+    shapes = scene.shapes
+    idx = scene.index[ks]
+    if not len(ks) or not all(shapes[i].kind == "mesh" and shapes[i].body >= 0 and shapes[j].kind == "plane"
+                              and shapes[j].body < 0 for i, j in idx.tolist()):
+        return None
+    V, rows = mesh_vertices(scene)
+    Vb = V.copy()                                          # each mesh's vertices in its body's frame
+    for i, (start, stop) in rows.items():
+        Vb[start:stop] = V[start:stop] @ shapes[i].R.T + shapes[i].p
+    c, rad = _bounds(scene)
+    a, b = idx[:, 0], idx[:, 1]
+    centre = np.array([shapes[i].R @ c[i] + shapes[i].p for i in a]).reshape(-1, 3)
+    return {"pairs": np.asarray(ks, int), "body": np.array([shapes[i].body for i in a], int),
+            "rows": [rows[i] for i in a.tolist()], "V": Vb,
+            "axes": plane_axes(np.array([shapes[j].R[:, 2] for j in b])),
+            "pb": np.array([shapes[j].p for j in b]), "centre": centre, "radius": rad[a]}
+
+
+def mesh_plane_rows(scene, mesh, q, cut):
+    """The rows (Pm * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns)
+    of the mesh-plane pairs ``mesh`` (the constants a scene's plan keeps of its robot meshes on
+    world planes: their bodies, hull vertices in the bodies' frames, planes and bounding spheres)
+    at ``q`` (nq,), each pair's patch within
+    its cutoff ``cut`` (Pm,) [m] (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`) in its first
+    rows; the other rows' distance is +inf.  A pair whose bounding sphere is beyond its cutoff is not
+    computed (a broad phase)."""
+    model = scene.model
+    f = (native_calls(model) or _NONE).get(_FK)
+    R, o = f(q) if f is not None else forward_kinematics(model, q)
+    j = mesh["body"]
+    Rj, oj = R[j], o[j]
+    axes, pb = mesh["axes"], mesh["pb"]
+    bound = np.einsum("ki,ki->k", axes[:, :, 0], np.einsum("kij,kj->ki", Rj, mesh["centre"]) + oj - pb) - mesh["radius"]
+    near = np.flatnonzero(bound < cut + SLACK)
+    out = np.zeros((len(j) * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    out[:, 0] = np.inf
+    if len(near):
+        rows = mesh["rows"]
+        g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], [rows[k] for k in near.tolist()], Rj[near],
+                                                     oj[near], axes[near], pb[near], cut[near])
+        first = np.searchsorted(g, g)
+        at = MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
+        out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, nn
+        out[at, 7:10], out[at, 10] = local, np.einsum("ki,ki->k", nn, wb)
+    return out
 
 
 def _filler(scene, keys, layout):
@@ -176,6 +265,22 @@ def ahead_candidates(scene, kp, q, v, dt):
     return collision_candidates_ahead(model, q, v, kp.shapes, reach, look, kp.pairs)
 
 
+def _mixed_candidates(scene, mixed, q, cutoff, ahead):
+    """``(rows, within)`` of a :class:`_Mixed` plan at ``q``: the kernel's candidates (as
+    :func:`scene_slot_data` computes them) and the mesh-plane pairs' rows (:func:`mesh_plane_rows`),
+    each with its pair's cutoff (K,) (``cutoff`` (P,), or ``ahead`` ``(v, dt)``: the look-ahead's,
+    :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`; neither: the margin)."""
+    kp, mesh = mixed.kernel, mixed.mesh
+    if cutoff is None and ahead is not None:
+        cutoff = pair_cutoffs(scene, q, *ahead)
+    cut = np.full(len(scene.index), scene.margin) if cutoff is None else np.asarray(cutoff, float)
+    rows = mesh_plane_rows(scene, mesh, q, cut[mesh["pairs"]])
+    if not kp.pairs:
+        return rows, cut.take(mixed.pair)
+    c = near_candidates(scene, kp, q, cut)
+    return np.concatenate([c, rows]), cut.take(mixed.pair)
+
+
 def scene_slot_data(scene, q, cutoff=None, ahead=None):
     """``(pair, slots)``: the scene pair (an index of ``scene.pairs``) of each contact of ``scene`` at
     ``q`` (nq,) (nc,) and their :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
@@ -184,15 +289,19 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None):
     look-ahead of a step of ``dt`` from ``v`` computed in the collision kernel's call instead, that of
     :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`), or
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
-    in the kernel, a touching body with no frame): then take that road."""
+    in the kernel other than a robot mesh on a world plane, a touching body with no frame): then
+    take that road.  A robot mesh on a world plane is no kernel's: its rows come from its hull's
+    vertices in NumPy (:func:`mesh_plane_rows`), beside the kernel's candidates of the other pairs."""
     if use_backend.current() == "numpy":
         return None
-    plan = _plan(scene)
+    plan = _plan(scene) or _mixed_plan(scene)
     if plan is None:
         return None
     kp, kid, keys = plan[:3]
     # the candidates within their pair's cutoff (d: column 0); the pairs beyond it: [b > cutoff, 0, ...]
-    if ahead is not None:
+    if isinstance(kp, _Mixed):
+        c, within = _mixed_candidates(scene, kp, q, cutoff, ahead)
+    elif ahead is not None:
         c, within = ahead_candidates(scene, kp, q, *ahead)
     else:
         c = near_candidates(scene, kp, q, cutoff)

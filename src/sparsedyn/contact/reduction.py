@@ -1,0 +1,122 @@
+"""A touching patch as a few points: :func:`reduce_patches`, and a mesh against a plane with it
+(:func:`mesh_plane_reduced`).
+
+A convex mesh resting on a plane touches along a face (a foot's sole, a link lying flat), and every
+hull vertex of that face within the margin is a candidate contact: dozens on a curved link, each a
+row of the contact problem.  A rigid body's rest needs no more than its support polygon (the convex
+hull of the touching points, in the plane): the normal impulses can be any non-negative weights of
+the points whose resultant passes through the polygon, so points inside it add rows but no new
+resting state.  Each pair keeps at most :data:`MAX_PATCH_POINTS`:
+
+1. ``p0``, the deepest point (the pair's signed distance: coal's closest pair, unchanged);
+2. ``p1``, the point farthest from ``p0`` in the plane (the patch's diameter from ``p0``);
+3. ``p2`` and ``p3``, the points farthest from the line ``p0 p1`` on either side (the largest
+   triangles ``p0 p1 p2`` and ``p0 p1 p3``).
+
+The quadrilateral ``p0 p2 p1 p3`` is the patch's support polygon where the patch is one (a
+rectangular sole: its four corners, whichever is deepest) and otherwise the largest one through the
+deepest point and the diameter from it that the patch holds.  This is the rule of MuJoCo's mesh-plane
+contacts in spirit (the deepest vertex and up to a few others, three in all there) with the others
+chosen to span the patch rather than taken in the mesh graph's order.  A point closer than
+:data:`SPAN` to the line (or to ``p0``) spans nothing and is left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "plane_axes", "tangents", "MAX_PATCH_POINTS",
+           "SPAN"]
+
+#: The most points a touching patch of one pair keeps.
+MAX_PATCH_POINTS = 4
+
+#: A point nearer than this [m] to ``p0`` or to the line ``p0 p1`` spans nothing (collision's SAME_POINT).
+SPAN = 1e-7
+
+
+def tangents(n):
+    """Two unit tangents ``(t1, t2)`` (..., 3) of the planes of unit normals ``n`` (..., 3), ``t1 x t2 = n``."""
+    n = np.asarray(n, float)
+    x, y, z = n[..., 0], n[..., 1], n[..., 2]
+    first = np.abs(x) < 0.9                                # n x e_x where n is far from e_x, else n x e_y
+    t1 = np.where(first[..., None], np.stack([0.0 * x, z, -y], -1), np.stack([-z, 0.0 * x, x], -1))
+    t1 = t1 / np.linalg.norm(t1, axis=-1, keepdims=True)
+    u, w, s = t1[..., 0], t1[..., 1], t1[..., 2]
+    return t1, np.stack([y * s - z * w, z * u - x * s, x * w - y * u], -1)
+
+
+def _first_per_segment(key, g, starts):
+    """The index of the least ``key`` of each segment of ``g`` (sorted, starting at ``starts``); ties:
+    the first."""
+    return np.lexsort((key, g))[starts]
+
+
+def reduce_patches(d, T, g):
+    """The points each patch keeps (module docstring): ``d`` (m,) the points' signed distances, ``T``
+    (m, 2) their coordinates in the plane [m], ``g`` (m,) their patch (sorted: a patch's points
+    contiguous).  Returns the kept indices (sorted), at most :data:`MAX_PATCH_POINTS` a patch, the
+    deepest point of each always among them."""
+    m = len(d)
+    if m == 0:
+        return np.zeros(0, int)
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    seg = np.cumsum(np.r_[True, g[1:] != g[:-1]]) - 1                 # 0, 1, ... per patch
+    p0 = _first_per_segment(d, g, starts)
+    rel = T - T[p0][seg]
+    D = np.einsum("ij,ij->i", rel, rel)
+    p1 = _first_per_segment(-D, g, starts)
+    e = rel[p1][seg]
+    L = np.sqrt(D[p1])[seg]
+    A = (e[:, 0] * rel[:, 1] - e[:, 1] * rel[:, 0]) / np.where(L > 0, L, 1.0)   # signed distance to the line
+    p2 = _first_per_segment(-A, g, starts)
+    p3 = _first_per_segment(A, g, starts)
+    keep = [p0, p1[D[p1] > SPAN ** 2], p2[A[p2] > SPAN], p3[A[p3] < -SPAN]]
+    return np.unique(np.concatenate(keep))
+
+
+def mesh_plane_reduced(V, nb, pb, cutoff):
+    """A mesh of world vertices ``V`` (N, 3) (those of its convex hull suffice) against the plane
+    through ``pb`` (3,) of unit normal ``nb`` (3,): ``(d, w_a, w_b, n)`` of the vertices within
+    ``cutoff`` [m] reduced to its patch's points (:func:`reduce_patches`, at most
+    :data:`MAX_PATCH_POINTS`), the deepest vertex (the hull's signed distance to the plane) among them."""
+    V = np.asarray(V, float)
+    _, d, wa, wb, n, _ = mesh_plane_patches(V, [(0, len(V))], np.eye(3)[None], np.zeros((1, 3)),
+                                            plane_axes(np.asarray(nb, float)[None]), np.asarray(pb, float)[None],
+                                            np.array([cutoff], float))
+    return d, wa, wb, n
+
+
+def plane_axes(nb):
+    """``(P, 3, 3)``: per plane of unit normal ``nb[k]`` (P, 3) the columns ``n``, ``t1``, ``t2``
+    (:func:`tangents`), what :func:`mesh_plane_patches` takes."""
+    t1, t2 = tangents(nb)
+    return np.stack([np.asarray(nb, float), t1, t2], 2)
+
+
+def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff):
+    """Mesh-plane pairs at once, each reduced to its patch (:func:`reduce_patches`): pair ``k``'s
+    vertices are the rows ``start:stop`` of ``V`` (N, 3), ``ranges[k] = (start, stop)``, given in a
+    frame whose world pose is ``(Rm[k] (3, 3), pm[k] (3,))``, against the plane through ``pb[k]`` of
+    unit normal ``axes[k][:, 0]`` (world; ``axes`` (P, 3, 3): :func:`plane_axes`); the vertices within
+    ``cutoff[k]`` [m] count.  Returns ``(k, d, w_a, w_b, n, local)`` per hit, by pair: the pair (its
+    position in ``ranges``), the signed distance, the vertex and its foot on the plane (world), the
+    normal (world, from the plane towards the mesh) and the vertex in its frame (``V``'s row)."""
+    if not sum(b - a for a, b in ranges):
+        z = np.zeros((0, 3))
+        return np.zeros(0, int), np.zeros(0), z, z, z, z
+    # each vertex's height above its plane and coordinates along its tangents, n . (R v + p - pb) and
+    # likewise: (R^T n) . v + n . (p - pb); one product per pair on its block of V, no vertex moved
+    A = np.einsum("kji,kjc->kic", Rm, axes)
+    off = np.einsum("kjc,kj->kc", axes, pm - pb)
+    x = np.concatenate([V[a:b] @ A[k] + off[k] for k, (a, b) in enumerate(ranges)])   # (m, 3): h, t1, t2
+    count = np.array([b - a for a, b in ranges])
+    g = np.repeat(np.arange(len(ranges)), count)
+    row = np.arange(len(g)) + np.repeat(np.array([a for a, _ in ranges]) - (np.cumsum(count) - count), count)
+    close = np.flatnonzero(x[:, 0] < cutoff[g])
+    g, row, x = g[close], row[close], x[close]
+    keep = reduce_patches(x[:, 0], x[:, 1:], g)
+    g, h, Vl = g[keep], x[keep, 0], V[row[keep]]
+    W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
+    n = axes[g, :, 0]
+    return g, h, W, W - h[:, None] * n, n, Vl

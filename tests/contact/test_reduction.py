@@ -1,0 +1,212 @@
+"""A touching patch as a few points (sparsedyn.contact.reduction): the points kept by hand on flat
+patches, a mesh on a plane against coal (its convex hull on a half-space), and a mesh prism dropped
+on the floor, which rests as it does with every vertex of its face a contact.
+
+Bounds of the physics (as in test_scene_physics, from the solver's stopping test and the step's
+position correction): a body at rest moves slower than ``V_REST = 100 tol g dt``, lies no deeper than
+``PENETRATION_SLOP + dt V_REST``, and its normal impulses sum to ``m g dt`` within ``2 m V_REST``.
+"""
+
+import warnings
+
+import coal
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact import reduction, scene_data
+from sparsedyn.contact.friction_problem import PENETRATION_SLOP
+from sparsedyn.model.spatial import Transform
+
+G, DT, TOL = 9.81, 1e-3, 1e-8
+V_REST = 100 * TOL * G * DT
+SIDES, RADIUS, HEIGHT, MASS = 12, 0.1, 0.06, 1.5           # a regular 12-gon prism: its corners' radius
+
+
+def prism():
+    """``(V, F)`` of a regular ``SIDES``-gon prism of corner radius ``RADIUS`` and height ``HEIGHT``,
+    centred on its frame, axis z; faces outward."""
+    a = 2 * np.pi * np.arange(SIDES) / SIDES
+    ring = np.column_stack([RADIUS * np.cos(a), RADIUS * np.sin(a), np.zeros(SIDES)])
+    V = np.concatenate([ring - [0, 0, HEIGHT / 2], ring + [0, 0, HEIGHT / 2], [[0, 0, -HEIGHT / 2],
+                                                                             [0, 0, HEIGHT / 2]]])
+    lo, hi = 2 * SIDES, 2 * SIDES + 1
+    F = []
+    for i in range(SIDES):
+        j = (i + 1) % SIDES
+        F += [[lo, j, i], [hi, SIDES + i, SIDES + j], [i, j, SIDES + j], [i, SIDES + j, SIDES + i]]
+    return V, np.array(F)
+
+
+def prism_scene():
+    b = sd.ModelBuilder("prism")
+    r2, h2 = RADIUS ** 2, HEIGHT ** 2                       # about a cylinder's inertia (near enough: any SPD)
+    b.add_body("prism", None, sd.make_joint("free"), mass=MASS,
+               rot_inertia=MASS * np.diag([r2 / 4 + h2 / 12, r2 / 4 + h2 / 12, r2 / 2]))
+    b.add_frame("prism", "prism")
+    V, F = prism()
+    g = sd.Geometry("prism", 0, Transform(np.eye(3), np.zeros(3)), "mesh", (1.0, 1.0, 1.0), "collision",
+                    vertices=V, faces=F)
+    return sd.Scene(b.build().with_geometry(g), world=[sd.Shape("plane", name="floor")], friction=0.8)
+
+
+# --- the rule by hand ----------------------------------------------------------------------------------
+
+def test_a_rectangular_patch_keeps_its_deepest_point_and_its_corners():
+    # a 5 x 4 grid on the rectangle [0, 0.4] x [0, 0.3], deepest at the interior point (0.1, 0.1): the
+    # farthest point from it is the corner (0.4, 0.3); the farthest from the line between them on either
+    # side the corners (0.4, 0) and (0, 0.3) (distances 0.3 * 0.3 / 0.3606... and 0.3 * 0.2 / ... by hand:
+    # the line's normal (-0.2, 0.3) / |.|: (0.4, 0) is at -0.06 / |.|, (0, 0.3) at +0.04 / |.|, the largest
+    # each way; (0, 0) at +0.01 / |.|)
+    x, y = np.meshgrid(np.linspace(0, 0.4, 5), np.linspace(0, 0.3, 4))
+    T = np.column_stack([x.ravel(), y.ravel()])
+    d = np.full(len(T), 1e-3)
+    deep = int(np.flatnonzero(np.all(np.isclose(T, [0.1, 0.1]), axis=1))[0])
+    d[deep] = -2e-3
+    keep = reduction.reduce_patches(d, T, np.zeros(len(T), int))
+    assert {tuple(np.round(T[k], 12)) for k in keep} == {(0.1, 0.1), (0.4, 0.3), (0.4, 0.0), (0.0, 0.3)}
+
+
+def test_each_patch_keeps_at_most_four_and_a_line_or_a_point_fewer():
+    rng = np.random.default_rng(0)
+    T = np.concatenate([rng.uniform(-1, 1, (50, 2)),                   # a cloud: four
+                        np.column_stack([np.linspace(0, 1, 7), 2 * np.linspace(0, 1, 7)]),   # a line: two
+                        [[3.0, 3.0]]])                                  # a point: one
+    g = np.repeat([0, 1, 2], [50, 7, 1])
+    d = rng.uniform(-0.01, 0.01, len(T))
+    keep = reduction.reduce_patches(d, T, g)
+    assert np.bincount(g[keep]).tolist() == [4, 2, 1]
+    for k in range(3):                                                  # the deepest of each patch is kept
+        assert np.flatnonzero(g == k)[np.argmin(d[g == k])] in keep
+    line = np.flatnonzero(g == 1)
+    assert set(keep[g[keep] == 1]) == {line[np.argmin(d[line])], line[0] if np.argmin(d[line]) >= 3 else line[-1]}
+
+
+# --- a mesh on a plane against coal ----------------------------------------------------------------------
+
+def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits():
+    """Random poses of the prism near the floor: the deepest hit is coal's distance from the prism's
+    convex hull to the half-space, its witness coal's; every hit is a hull vertex within the margin at
+    its own distance (its height); at most four."""
+    scene = prism_scene()
+    V, F = prism()
+    bvh = coal.BVHModelOBBRSS()
+    bvh.beginModel(len(F), len(V))
+    bvh.addVertices(V)
+    bvh.addTriangles(F)
+    bvh.endModel()
+    bvh.buildConvexHull(True, "Qt")
+    rng = np.random.default_rng(7)
+    seen = 0
+    for _ in range(200):
+        axis = rng.standard_normal(3)
+        quat = np.r_[np.sin(0.5 * rng.uniform(0, 0.6)) * axis / np.linalg.norm(axis), 0.0]
+        quat[3] = np.sqrt(1 - quat[:3] @ quat[:3])
+        q = np.r_[rng.uniform(-0.1, 0.1, 2), rng.uniform(0.0, 0.08), quat]
+        R, p = sd.geometry_placements(scene.model, q, "collision")
+        res = coal.DistanceResult()
+        dist = coal.distance(bvh.convex, coal.Transform3s(R[0], p[0]), coal.Halfspace(np.array([0.0, 0, 1]), 0.0),
+                             coal.Transform3s(np.eye(3), np.zeros(3)), coal.DistanceRequest(), res)
+        hits = sd.collide(scene, q.tolist())
+        W = V @ R[0].T + p[0]
+        if dist >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        seen += 1
+        k = int(np.argmin(hits.distances))
+        assert 1 <= len(hits.distances) <= 4
+        assert abs(hits.distances[k] - dist) <= 1e-9
+        assert np.allclose(hits.witness_a[k], res.getNearestPoint1(), rtol=0, atol=1e-9)
+        near = np.linalg.norm(hits.witness_a[:, None] - W[None], axis=-1).min(1)
+        assert near.max() <= 1e-12 and np.all(hits.distances < scene.margin)
+        assert np.allclose(hits.distances, hits.witness_a[:, 2], rtol=0, atol=1e-12)
+    assert seen >= 20
+
+
+def test_a_prism_lying_flat_keeps_the_largest_square_of_its_face():
+    """Flat on the floor (1e-4 m deep), the twelve corners of the face are within the margin; the four
+    kept are the deepest (a tie: one of them), its opposite corner and the two at right angles: a
+    square of area ``2 r^2`` (by hand), the largest quadrilateral in the 12-gon through two opposite
+    corners."""
+    scene = prism_scene()
+    hits = sd.collide(scene, (0.0, 0.0, HEIGHT / 2 - 1e-4, 0.0, 0.0, 0.0, 1.0))
+    assert len(hits.distances) == 4 and np.allclose(hits.distances, -1e-4, rtol=0, atol=1e-15)
+    P = hits.witness_a[:, :2]
+    order = np.argsort(np.arctan2(P[:, 1], P[:, 0]))
+    x, y = P[order, 0], P[order, 1]
+    area = 0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+    assert abs(area - 2 * RADIUS ** 2) <= 1e-12
+
+
+# --- physics: the reduced patch rests as the whole face does -----------------------------------------------
+
+def _drop(scene, steps=700):
+    q0 = np.r_[0.0, 0.0, HEIGHT / 2 + 0.03, np.sin(0.1) * np.array([0.6, 0.8, 0.0]), np.cos(0.1)]   # tilted 0.2 rad
+    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
+        warnings.simplefilter("ignore", sd.ContactStepWarning)
+        return sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT, steps)
+
+
+@pytest.fixture(scope="module")
+def drops():
+    """The prism dropped tilted from 3 cm, with the patch reduced and with every vertex of it a contact."""
+    reduced = _drop(prism_scene())
+    mp = pytest.MonkeyPatch()
+    mp.setattr(reduction, "reduce_patches", lambda d, T, g: np.arange(len(d)))
+    mp.setattr(scene_data, "_mixed_plan", lambda scene: None)        # the Contact objects' road: any number
+    try:
+        whole = _drop(prism_scene())
+    finally:
+        mp.undo()
+    return reduced, whole
+
+
+def test_a_dropped_prism_rests_on_four_points_carrying_its_weight(drops):
+    reduced, whole = drops
+    assert max(len(x) for x in reduced.impulses) <= 4
+    assert len(whole.impulses[-1]) == SIDES                         # unreduced: every corner of the face
+    for r in (reduced, whole):
+        assert np.abs(r.v[-100:]).max() <= V_REST                  # at rest for the last 0.1 s
+        assert abs(np.sum(r.impulses[-1][:, 2]) - MASS * G * DT) <= 2 * MASS * V_REST
+
+
+def test_a_dropped_prism_rests_where_it_rests_on_its_whole_face(drops):
+    """Height and tilt at rest: each lies on its face within the rest bound, so the two differ by at most
+    twice it (height) and twice it over the corner radius (tilt)."""
+    reduced, whole = drops
+    bound = PENETRATION_SLOP + DT * V_REST
+    for r in (reduced, whole):
+        assert abs(r.q[-1][2] - HEIGHT / 2) <= bound
+    assert abs(reduced.q[-1][2] - whole.q[-1][2]) <= 2 * bound
+    tilt = [np.arccos(min(1.0, sd.spatial.quat_to_rot(r.q[-1][3:7])[2, 2])) for r in (reduced, whole)]
+    assert max(tilt) <= 2 * bound / RADIUS
+
+
+def test_a_robots_meshes_on_a_floor_are_each_pairs_own_patch():
+    """solo12's 17 meshes at random configurations near a floor: :func:`~sparsedyn.collide` (all
+    pairs at once, a pair computed only where its bounding sphere comes within the margin of the
+    plane) gives, pair by pair, the single pair's patch of every hull vertex (``mesh_plane_reduced``,
+    no broad phase), with the same hit count."""
+    from erd import robots_dir
+    from sparsedyn.contact.collision import _hull_vertices
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robots_dir() / "solo_description" / "robots" / "solo12.urdf", floating_base=True,
+                             geometry=True)
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
+    rng = np.random.default_rng(3)
+    total = 0
+    for _ in range(20):
+        q = model.random_configuration(rng)
+        q[2] = rng.uniform(0.0, 0.3)
+        hits = sd.collide(scene, q)
+        R, p = sd.geometry_placements(model, q, "collision")
+        for k, (i, j) in enumerate(scene.index.tolist()):
+            d, wa, wb, n = reduction.mesh_plane_reduced(_hull_vertices(scene, i) @ R[i].T + p[i], [0, 0, 1.0],
+                                                        [0, 0, 0.0], scene.margin)
+            mine = hits.pair == k
+            assert mine.sum() == len(d) <= 4
+            assert np.abs(hits.distances[mine] - d).max(initial=0) <= 1e-12
+            assert np.abs(hits.witness_a[mine] - wa).max(initial=0) <= 1e-12
+            total += len(d)
+    assert total >= 30
