@@ -1,5 +1,6 @@
 """The build cache: concurrent builds, truncated and foreign files, private directories."""
 
+import ctypes
 import hashlib
 import json
 import os
@@ -137,6 +138,32 @@ def test_compiler_probe_is_cached(compile_cache, monkeypatch):
     monkeypatch.setattr(build, "_probe", lambda *a: pytest.fail("probed again"))
     c2 = build.find_compiler()
     assert (c2.argv, c2.ident, c2.flags) == (c1.argv, c1.ident, c1.flags)
+
+
+def test_gcc_builds_without_the_redundant_rtl_passes(compile_cache, monkeypatch, rng):
+    """GCC gets build.RTL_SKIP (two RTL passes turned off to cut its time); a derivative kernel built
+    so equals the interpreted program bit for bit (no pass that is off changes a rounding)."""
+    monkeypatch.setattr(build, "_probed", {})
+    comp = build.find_compiler()
+    assert comp is not None, "this test needs a C compiler (the system's or the pip compiler)"
+    if "clang" in comp.ident:
+        assert not set(build.RTL_SKIP) & set(comp.flags)            # clang has no such passes
+        return
+    assert set(build.RTL_SKIP) <= set(comp.flags), comp.flags          # GCC (the suite's system compiler)
+    from sparsedyn.codegen import cemit
+    from sparsedyn.codegen.trace import trace
+    m = sd.humanoid()
+    prog = trace(m, "rnea_derivatives")
+    key = hashlib.sha256(b"rtl-skip").hexdigest()
+    lib, built = build.build_library(key, [cemit.emit_unit([u]) for u in cemit.emit_program(prog, "rnea_derivatives")]
+                                     + [cemit.emit_unit([], key=key)], comp, directory=compile_cache)
+    assert built
+    xs = [m.random_configuration(rng), rng.normal(size=m.nv), rng.normal(size=m.nv)]
+    ys = [np.zeros(s) for s in prog.output_shapes]
+    lib.sd_rnea_derivatives.restype = None
+    lib.sd_rnea_derivatives(*[ctypes.c_void_p(np.ascontiguousarray(a, dtype=float).ctypes.data) for a in xs + ys])
+    for got, want in zip(ys, prog.evaluate(xs)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_cache_dir_warning_once_per_process(tmp_path, monkeypatch):

@@ -23,7 +23,8 @@ Flags
     multiply-adds so that every operation rounds as NumPy's does;
     ``-fno-math-errno`` lets ``sqrt`` be one instruction; :data:`SKIP_PASSES`
     turns off GCC passes that are redundant on already-optimised straight-line
-    code, and :data:`CSE_PARAMS` shortens the memory of its CSE passes.
+    code, :data:`CSE_PARAMS` shortens the memory of its CSE passes and :data:`RTL_SKIP`
+    turns off two of its RTL passes.
     ``-O1``, not ``-O2``: on these kernels ``-O2`` compiles 30-50 % longer and
     its scheduling made CRBA/ABA/Minv *slower* (more spills) in our
     measurements.  ``$SPARSEDYN_CFLAGS`` replaces all of these when set.
@@ -101,6 +102,15 @@ SKIP_PASSES = ("-fno-tree-dse", "-fno-dse", "-fno-tree-dominator-opts", "-fno-tr
 #: still (20 instructions) cut a little more and made talos_full's calls 3-4 % slower.  Not given to
 #: clang (which ignores them).
 CSE_PARAMS = ("--param=max-cse-insns=100", "--param=max-cselib-memory-locations=50", "--param=max-combine-insns=2")
+#: Two more GCC RTL passes with nothing to find in these kernels: the CSE after register allocation
+#: (``postreload``: its cselib walk over a segment's one basic block of thousands of instructions)
+#: and the forward propagation into the addresses and operands of the next instructions (done on
+#: the IR already).  Measured (paired, one process, best of 3,000 calls of 10 states; results equal
+#: bit for bit): talos_full's aba_derivatives, 23 units, 3.9 -> 3.5 s of compiler CPU, 32.6 -> 32.3
+#: us a call; its rnea_derivatives 2.56 -> 2.21 s, 10.8 -> 10.9 us; its minv 1.86 -> 1.67 s, 7.8 ->
+#: 7.7 us; g1's aba_derivatives 2.34 -> 2.16 s, 16.1 -> 16.2 us.  Disabling the RTL CSE before it
+#: (``cse1``) saved 6 % more and made calls 3-4 % slower.  Not given to clang.
+RTL_SKIP = ("-fdisable-rtl-postreload", "-fno-forward-propagate")
 #: For clang as ``zig cc``, which compiles ``-O1`` as clang's ``-O2`` with debug information and frame
 #: pointers: no debug information (a third of its time), no SLP vectorizer (two thirds of the rest on
 #: straight-line kernels; it reassociates nothing, so results stay equal), the frame pointer's
@@ -151,7 +161,7 @@ class Compiler:
         return r
 
 
-_PROBE_VERSION = 11
+_PROBE_VERSION = 12
 _probe_lock = threading.Lock()
 _probed: dict = {}
 
@@ -220,8 +230,8 @@ def _probe(argv, tmp):
         return None
     flags = list(opt)
     if not os.environ.get("SPARSEDYN_CFLAGS"):
-        for extra in (SKIP_PASSES, CSE_PARAMS, CLANG_FLAGS):
-            if extra is CSE_PARAMS and "clang" in name:
+        for extra in (SKIP_PASSES, CSE_PARAMS, RTL_SKIP, CLANG_FLAGS):
+            if extra in (CSE_PARAMS, RTL_SKIP) and "clang" in name:
                 continue                    # clang accepts GCC's --param and ignores it
             if ok(flags + list(extra)):
                 flags += list(extra)
