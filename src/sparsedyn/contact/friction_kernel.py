@@ -39,9 +39,6 @@ from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 
-#: Power iterations for the largest eigenvalue of the Delassus matrix (the scale of the proximal term
-#: and of the range of ``rho``).
-POWER_STEPS = 8
 #: The first ADMM penalty relative to the mean eigenvalue of ``G`` (its trace over its size), and the
 #: ratio of the scaled residuals beyond which ``rho`` changes (and ``G + (eta + rho) I`` is inverted again).
 #: With Anderson acceleration (:data:`ANDERSON`) the iteration needs no finely balanced ``rho``, and a new
@@ -56,7 +53,9 @@ RHO_START, RHO_RATIO = 0.3, 5.0
 #: alone converges linearly, and slowly where the Delassus matrix is singular and badly conditioned
 #: (the humanoid's limbs on the floor: nonzero eigenvalues from 1e-5 to 4); Anderson's extrapolation
 #: over the last 10 iterates takes the perturbed humanoid's states from 570 iterations to 140 on
-#: average (5: 180).
+#: average (5: 180).  A contact set of ``m`` rows keeps at most ``m / 4`` (at least 2) pairs: Anderson's
+#: work per iteration (about ``8 k m``) then stays within twice the x-step's ``m^2`` (a box's four
+#: corners converge in a few iterations, where a longer memory would cost more than it saves).
 ANDERSON = 10
 #: Tikhonov regularisation of Anderson's least squares, relative to the trace of its normal matrix
 #: (the differences are nearly parallel on a slow tail).
@@ -282,12 +281,12 @@ class _Layout:
                               ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1)])
         # x, z: the plain ADMM iterate (z in the cones: what the checks and the result read); za, y: the
         # iterate the next ADMM iteration starts from (Anderson's); dW, dF, A: Anderson's memory
-        # (differences of iterates and residuals, A = dF dF^T), wp, fp: the last iterate and residual,
+        # (differences of T(w) and of residuals, A = dF dF^T), Tp, fp: the last T(w) and residual,
         # fbest: the smallest residual norm since the memory was cleared
-        k = ANDERSON
+        self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
-                              ("dW", k * 2 * m), ("dF", k * 2 * m), ("A", k * k), ("wp", 2 * m), ("fp", 2 * m),
+                              ("dW", k * 2 * m), ("dF", k * 2 * m), ("A", k * k), ("Tp", 2 * m), ("fp", 2 * m),
                               ("have", 1), ("fbest", 1)])
 
     @staticmethod
@@ -328,12 +327,10 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     g = (Jv + bias) * act
     G = P.G * act[:, None] * act[None, :]
     dmax, gmax = _vmax(np.diagonal(G)), _vmax(_abs(g))
-    e = np.ones(m)                                                  # the largest eigenvalue: power iteration
-    for _ in range(POWER_STEPS):
-        e = _mv(G, e)
-        e = e / (bk.sqrt(e @ e) + _TINY)
-    Ge = _mv(G, e)
-    lmax = _vmax([bk.sqrt(Ge @ Ge), dmax]) + _TINY
+    # the largest eigenvalue's bound by Gershgorin's discs (G is positive semidefinite: its largest row
+    # sum of magnitudes), the scale of the proximal term and of rho's range, for which a bound within
+    # the size of G does (power iterations cost a product with G each)
+    lmax = _vmax(np.sum(_abs(G), 1)) + _TINY
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
     u = _mv(G, z) + g
     w = u.reshape(nc, 3).copy()
@@ -347,10 +344,10 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # the mean eigenvalue of the open contacts' block: open contacts (a layout's free slots) have zero rows
     rows_in = np.sum(act)
     rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
-    k = ANDERSON
+    k = lay.k
     S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z, u=u, M=np.zeros(m * m), rho=rho, it=0.0,
                              conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0,
-                             dW=np.zeros(k * 2 * m), dF=np.zeros(k * 2 * m), A=np.zeros(k * k), wp=np.zeros(2 * m),
+                             dW=np.zeros(k * 2 * m), dF=np.zeros(k * 2 * m), A=np.zeros(k * k), Tp=np.zeros(2 * m),
                              fp=np.zeros(2 * m), have=0.0, fbest=_FAR))
     return K, S
 
@@ -397,38 +394,40 @@ def _iterate(lay, *X):
     new = rho * (change * ratio + (1.0 - change))
     hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
     new = lo + _relu(hi - _relu(hi - new) - lo)                     # clipped to [lo, hi] without cancellation
-    w = _anderson(S, np.concatenate([z, y / rho]), np.concatenate([zn, yn / rho]), change)
+    w = _anderson(lay.k, S, np.concatenate([z, y / rho]), np.concatenate([zn, yn / rho]), change)
     S.update(x=xn, z=zn, za=w[:m], y=w[m:] * rho, rho=new, it=it)
     # small residuals: check (+1); out of iterations: Gauss-Seidel (+2); new rho: invert again (-1)
     return lay.pack(lay.S, S), check + 2.0 * out - change
 
 
-def _anderson(S, w, Tw, clear):
+def _anderson(k, S, w, Tw, clear):
     """Anderson's next iterate (type II, Walker and Ni 2011) of the ADMM map ``w -> Tw`` (``w = [z, y /
-    rho]``, (2m,)): ``Tw - (dW + dF)^T gamma``, ``gamma`` the least-squares weights that make the
+    rho]``, (2m,)): ``Tw - (dW + dF)^T gamma`` (the memory holds ``dW + dF``, the differences of ``Tw``), ``gamma`` the least-squares weights that make the
     residual ``f = Tw - w`` small in the span of the memory's residual differences ``dF``.  The projection
     onto the cones makes the map nonsmooth, where plain extrapolation can stall; so the step is taken
     only while ``|f|`` stays below its smallest value since the memory was last cleared, else the plain
     ``Tw`` and an empty memory (the safeguard of Zhang, O'Donoghue and Boyd, "Globally convergent type-I
     Anderson acceleration for nonsmooth fixed-point iterations", 2020).  ``clear``: 1 when ``rho``
-    changes (a new map): the memory is emptied.  Updates ``S``'s memory in place."""
-    k, n = ANDERSON, w.shape[0]
+    changes (a new map): the memory is emptied; ``k``: the memory's length.  Updates ``S``'s memory in
+    place."""
+    n = w.shape[0]
     f = Tw - w
     fn = bk.sqrt(f @ f)
     have, fbest = S["have"][0], S["fbest"][0]
     keep = 1.0 - _step(fn - fbest)                                 # 0: the residual grew, start afresh
-    dw, df = (w - S["wp"]) * have, (f - S["fp"]) * have
-    dW = np.concatenate([S["dW"].reshape(k, n)[1:], dw[None]]) * keep
+    df = (f - S["fp"]) * have
+    dT = (Tw - S["Tp"]) * have                                    # dW + dF: the differences of T(w)
+    dW = np.concatenate([S["dW"].reshape(k, n)[1:], dT[None]]) * keep
     dF = np.concatenate([S["dF"].reshape(k, n)[1:], df[None]]) * keep
     row = np.array([dF[j] @ df for j in range(k)], dtype=object if bk.is_symbolic(w) else float) * keep
     A = _zeros(k * k, w).reshape(k, k)
     A[:k - 1, :k - 1] = S["A"].reshape(k, k)[1:, 1:] * keep
     A[k - 1, :], A[:, k - 1] = row, row
     gamma = _solve_small(A + (ANDERSON_REG * np.trace(A) + _TINY) * np.eye(k), dF @ f)
-    out = Tw - keep * ((dW + dF).T @ gamma)
+    out = Tw - keep * (dW.T @ gamma)
     stay = 1.0 - clear                                             # (min(fn, fbest) as fn - relu(fn - fbest): no
     #                                                                cancellation against _FAR)
-    S.update(dW=dW.reshape(-1) * stay, dF=dF.reshape(-1) * stay, A=A.reshape(-1) * stay, wp=w, fp=f,
+    S.update(dW=dW.reshape(-1) * stay, dF=dF.reshape(-1) * stay, A=A.reshape(-1) * stay, Tp=Tw, fp=f,
              have=stay, fbest=stay * (keep * (fn - _relu(fn - fbest)) + (1.0 - keep) * fbest) + clear * _FAR)
     return out
 
