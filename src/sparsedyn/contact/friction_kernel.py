@@ -364,17 +364,19 @@ def _anderson(k, S, w, Tw, clear):
     keep = 1.0 - _step(fn - fbest)                                 # 0: the residual grew, start afresh
     df = (f - S["fp"]) * have
     dT = (Tw - S["Tp"]) * have                                    # dW + dF: the differences of T(w)
-    dW = np.concatenate([S["dW"].reshape(k, n)[1:], dT[None]]) * keep
-    dF = np.concatenate([S["dF"].reshape(k, n)[1:], df[None]]) * keep
-    row = np.array([dF[j] @ df for j in range(k)], dtype=object if bk.is_symbolic(w) else float) * keep
+    dW = np.concatenate([S["dW"].reshape(k, n)[1:], dT[None]])
+    dF = np.concatenate([S["dF"].reshape(k, n)[1:], df[None]])
+    row = np.array([dF[j] @ df for j in range(k)], dtype=object if bk.is_symbolic(w) else float)
     A = _zeros(k * k, w).reshape(k, k)
-    A[:k - 1, :k - 1] = S["A"].reshape(k, k)[1:, 1:] * keep
+    A[:k - 1, :k - 1] = S["A"].reshape(k, k)[1:, 1:]
     A[k - 1, :], A[:, k - 1] = row, row
     gamma = _solve_small(A + (ANDERSON_REG * np.trace(A) + _TINY) * np.eye(k), dF @ f)
-    out = Tw - keep * (dW.T @ gamma)
-    stay = 1.0 - clear                                             # (min(fn, fbest) as fn - relu(fn - fbest): no
-    #                                                                cancellation against _FAR)
-    S.update(dW=dW.reshape(-1) * stay, dF=dF.reshape(-1) * stay, A=A.reshape(-1) * stay, Tp=Tw, fp=f,
+    out = Tw - keep * (dW.T @ gamma)                               # (keep = 0: the plain step)
+    # the memory kept: emptied where the residual grew (keep = 0) or rho changes (clear = 1); the
+    # smallest residual min(fn, fbest) as fn - relu(fn - fbest) (no cancellation against _FAR)
+    stay = 1.0 - clear
+    held = keep * stay
+    S.update(dW=dW.reshape(-1) * held, dF=dF.reshape(-1) * held, A=A.reshape(-1) * held, Tp=Tw, fp=f,
              have=stay, fbest=stay * (keep * (fn - _relu(fn - fbest)) + (1.0 - keep) * fbest) + clear * _FAR)
     return out
 
