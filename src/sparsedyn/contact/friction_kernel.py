@@ -16,16 +16,17 @@ The iteration, and why (measured on the dm_control humanoid lying on the floor, 
 0.05 rad: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero eigenvalues span
 1e-5 to 4, some contacts sliding):
 
-* ADMM converges linearly, and there slowly (570 iterations per state on average, a third of the
-  states past 300, one in a hundred not solved by Gauss-Seidel in 10000 sweeps either).  Each
-  iteration is therefore followed by Anderson's extrapolation over the last iterates of the ADMM map
+* ADMM converges linearly, and there slowly (a thousand such states: 760 iterations per state on
+  average with Gauss-Seidel's, 41% past 300 ADMM iterations, one in a hundred not solved by
+  Gauss-Seidel in 10000 sweeps either).  Each iteration is therefore followed by Anderson's extrapolation over the last iterates of the ADMM map
   ``(z, y / rho) -> (z', y' / rho)`` (:func:`_anderson`, memory :data:`ANDERSON`; Walker and Ni,
   "Anderson acceleration for fixed-point iterations", 2011), safeguarded as Zhang, O'Donoghue and Boyd
   ("Globally convergent type-I Anderson acceleration for nonsmooth fixed-point iterations", 2020): the
   extrapolated point is taken only while the fixed-point residual stays below its best value, else
   the plain step and an empty memory (the cone projections make the map nonsmooth).  The checks and
   the result read the plain iterate (in the cones); the next iteration starts from Anderson's.  On
-  those states: 140 iterations on average, and the settled humanoid's 80 become 25-30.
+  those states: 170 iterations on average (2% past 1000, one not solved), and the settled humanoid's
+  80 become 30.
 * ``rho`` starts at :data:`RHO_START` of the mean eigenvalue and changes by residual balancing
   (Stellato et al., OSQP, 2020) only past a ratio :data:`RHO_RATIO` of 5: every change costs a new
   inverse (``m^3`` against an iteration's ``m^2``) and empties Anderson's memory, and with Anderson
@@ -72,7 +73,7 @@ __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 #: With Anderson acceleration (:data:`ANDERSON`) the iteration needs no finely balanced ``rho``, and a new
 #: inverse is the costly event twice over: ``m^3`` work against an iteration's ``m^2``, and a new map
 #: whose Anderson memory starts empty.  So ``rho`` changes only on a ratio of 5 (against 1.3 before
-#: Anderson: on the dm_control humanoid, 110 inverses in 570 iterations per solve, now about one in 140),
+#: Anderson: on the dm_control humanoid, one inverse every five iterations, now about one per solve),
 #: from 0.3 of the mean eigenvalue (the perturbed humanoid's states balance at 0.02-0.1 of it; the
 #: settled ones converge from either start).
 RHO_START, RHO_RATIO = 0.3, 5.0
@@ -80,8 +81,8 @@ RHO_START, RHO_RATIO = 0.3, 5.0
 #: of the ADMM map (Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011).  ADMM
 #: alone converges linearly, and slowly where the Delassus matrix is singular and badly conditioned
 #: (the humanoid's limbs on the floor: nonzero eigenvalues from 1e-5 to 4); Anderson's extrapolation
-#: over the last 10 iterates takes the perturbed humanoid's states from 570 iterations to 140 on
-#: average (5: 180).  A contact set of ``m`` rows keeps at most ``m / 4`` (at least 2) pairs: Anderson's
+#: over the last 10 iterates takes the perturbed humanoid's states from 760 iterations to 170 on
+#: average (a memory of 5: about 25% more iterations).  A contact set of ``m`` rows keeps at most ``m / 4`` (at least 2) pairs: Anderson's
 #: work per iteration (about ``8 k m``) then stays within twice the x-step's ``m^2`` (a box's four
 #: corners converge in a few iterations, where a longer memory would cost more than it saves).
 ANDERSON = 10
