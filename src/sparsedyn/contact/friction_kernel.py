@@ -18,7 +18,8 @@ The iteration, and why (measured on the dm_control humanoid lying on the floor, 
 
 * ADMM converges linearly, and there slowly (a thousand such states: 760 iterations per state on
   average with Gauss-Seidel's, 41% past 300 ADMM iterations, one in a hundred not solved by
-  Gauss-Seidel in 10000 sweeps either).  Each iteration is therefore followed by Anderson's extrapolation over the last iterates of the ADMM map
+  Gauss-Seidel in 10000 sweeps either).  Each iteration is therefore followed by Anderson's
+  extrapolation over the last iterates of the ADMM map
   ``(z, y / rho) -> (z', y' / rho)`` (:func:`_anderson`, memory :data:`ANDERSON`; Walker and Ni,
   "Anderson acceleration for fixed-point iterations", 2011), safeguarded as Zhang, O'Donoghue and Boyd
   ("Globally convergent type-I Anderson acceleration for nonsmooth fixed-point iterations", 2020): the
@@ -82,8 +83,9 @@ RHO_START, RHO_RATIO = 0.3, 5.0
 #: alone converges linearly, and slowly where the Delassus matrix is singular and badly conditioned
 #: (the humanoid's limbs on the floor: nonzero eigenvalues from 1e-5 to 4); Anderson's extrapolation
 #: over the last 10 iterates takes the perturbed humanoid's states from 760 iterations to 170 on
-#: average (a memory of 5: about 25% more iterations).  A contact set of ``m`` rows keeps at most ``m / 4`` (at least 2) pairs: Anderson's
-#: work per iteration (about ``8 k m``) then stays within twice the x-step's ``m^2`` (a box's four
+#: average (a memory of 5: about 25% more iterations).  A contact set of ``m`` rows keeps at most
+#: ``m / 4`` (at least 2) pairs: Anderson's
+#: work per iteration (about ``6 k m``) then stays within twice the x-step's ``m^2`` (a box's four
 #: corners converge in a few iterations, where a longer memory would cost more than it saves).
 ANDERSON = 10
 #: Tikhonov regularisation of Anderson's least squares, relative to the trace of its normal matrix
@@ -350,7 +352,8 @@ def _iterate(lay, *X):
 
 def _anderson(k, S, w, Tw, clear):
     """Anderson's next iterate (type II, Walker and Ni 2011) of the ADMM map ``w -> Tw`` (``w = [z, y /
-    rho]``, (2m,)): ``Tw - (dW + dF)^T gamma`` (the memory holds ``dW + dF``, the differences of ``Tw``), ``gamma`` the least-squares weights that make the
+    rho]``, (2m,)): ``Tw - (dW + dF)^T gamma`` (the memory holds ``dW + dF``, the differences of
+    ``Tw``), ``gamma`` the least-squares weights that make the
     residual ``f = Tw - w`` small in the span of the memory's residual differences ``dF``.  The projection
     onto the cones makes the map nonsmooth, where plain extrapolation can stall; so the step is taken
     only while ``|f|`` stays below its smallest value since the memory was last cleared, else the plain
