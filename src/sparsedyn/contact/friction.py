@@ -40,9 +40,14 @@ contact simulation: a unified and efficient approach", 2024): the x-step solves
 z-step projects onto the friction cones, De Saxcé's shift ``s = [0, 0, mu |y_t|]`` is taken from the
 multiplier ``y`` (the iterate's estimate of ``-(u + Phi(u))``; taken from ``G z + g`` instead, the
 iteration stalls on redundant contact sets such as eight sole corners, where ``G`` is singular), and
-the penalty ``rho`` adapts to the ratio of primal and dual residuals.  A state that ADMM has not
-solved in ``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel, which is also the
-option ``solver="pgs"``.
+the penalty ``rho`` adapts to the ratio of primal and dual residuals, and each iterate is extrapolated
+by safeguarded Anderson acceleration (Walker and Ni, "Anderson acceleration for fixed-point
+iterations", 2011; Zhang, O'Donoghue and Boyd, "Globally convergent type-I Anderson acceleration for
+nonsmooth fixed-point iterations", 2020): on the redundant, badly conditioned contact sets of a
+humanoid's limbs on the floor it cuts ADMM's iterations four- to fivefold (the reasons for each
+choice are in :mod:`~sparsedyn.contact.friction_kernel`).  A state that ADMM has not solved in
+``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel, which is also the option
+``solver="pgs"``.
 
 The iteration count depends on the values, so the whole step is an *iterative kernel*
 (:mod:`sparsedyn.symbolic.loop`), :func:`contact_step_kernel`: straight-line stages (the problem

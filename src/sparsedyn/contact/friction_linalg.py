@@ -1,0 +1,109 @@
+"""The dense linear algebra of one state of the contact step's solver
+(:mod:`~sparsedyn.contact.friction_kernel`): Cholesky factors, the inverse of a positive definite
+matrix by block Cholesky halves, and small solves, written elementwise or in block products so that
+the same functions run on NumPy floats and trace into the compiled step (no branch on a value)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend as bk
+from .friction_problem import _TINY, _relu
+
+__all__ = []
+
+
+def _cholesky(A):
+    """Lower Cholesky factor of the positive definite ``A`` (n, n): ``(rows, inverse diagonal)``, the
+    rows as lists (row ``i`` has ``i`` entries left of the diagonal)."""
+    n = A.shape[0]
+    L, inv = [], []
+    for i in range(n):
+        row = []
+        for j in range(i):
+            s = A[i, j]
+            for k in range(j):
+                s = s - row[k] * L[j][k]
+            row.append(s * inv[j])
+        s = A[i, i]
+        for k in range(i):
+            s = s - row[k] * row[k]
+        inv.append(1.0 / bk.sqrt(_relu(s) + _TINY))
+        L.append(row)
+    return L, inv
+
+
+#: Rows of the blocks of :func:`_lower_inverse` below which the factor is written out element by element.
+LEAF_ROWS = 12
+#: Multiplications from which a product of the step's dense linear algebra is one block product (a
+#: loop in the compiled code: :func:`~sparsedyn.backend.matmul`), so that its program grows with the
+#: square of the contacts, not their cube.
+STEP_BLOCK_PAIRS = 256
+
+
+def _mm(A, B):
+    return bk.matmul(A, B, min_pairs=STEP_BLOCK_PAIRS)
+
+
+def _mv(A, x):
+    """``A @ x`` (``A`` (n, n), ``x`` (n,)) as a block product where it is large (:func:`_mm`)."""
+    return _mm(A, np.reshape(x, (-1, 1)))[:, 0]
+
+
+def _leaf_inverse(A):
+    """``L^-1`` (n, n) of the Cholesky factor of the small positive definite ``A``, element by element."""
+    L, inv = _cholesky(A)
+    n = len(inv)
+    Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)      # L^-1, lower triangular
+    for j in range(n):
+        Li[j, j] = inv[j]
+        for i in range(j + 1, n):
+            s = 0
+            for k in range(j, i):
+                s = s + L[i][k] * Li[k, j]
+            Li[i, j] = -inv[i] * s
+    return Li
+
+
+def _lower_inverse(A):
+    """``L^-1`` (n, n) of the Cholesky factor ``A = L L^T`` of the positive definite ``A``, by halves
+    (Golub and Van Loan, "Matrix computations", 2013, 4.2: the block Cholesky factorization):
+    ``L11 = chol(A11)``, ``L21 = A21 L11^-T``, ``L22 = chol(A22 - L21 L21^T)``, and
+    ``(L^-1)21 = -L22^-1 L21 L11^-1``; the products are block products, so the elementwise work is
+    that of the leaves (:data:`LEAF_ROWS`)."""
+    n = A.shape[0]
+    if n <= LEAF_ROWS:
+        return _leaf_inverse(A)
+    h = n // 2
+    Li11 = _lower_inverse(A[:h, :h])
+    L21 = _mm(A[h:, :h], Li11.T)
+    Li22 = _lower_inverse(A[h:, h:] - _mm(L21, L21.T))
+    Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)
+    Li[:h, :h], Li[h:, h:] = Li11, Li22
+    Li[h:, :h] = -_mm(Li22, _mm(L21, Li11))
+    return Li
+
+
+def _spd_inverse(A):
+    """The inverse of the positive definite ``A`` (n, n) from its Cholesky factor ``A = L L^T``:
+    ``L^-T L^-1`` (the x-step is then a product with independent rows, not two triangular solves
+    whose every row waits for the previous one)."""
+    Li = _lower_inverse(A)
+    return _mm(Li.T, Li)
+
+
+def _solve_small(A, b):
+    """``A^-1 b`` for the small positive definite ``A`` (k, k): Cholesky, then the two triangular solves."""
+    L, inv = _cholesky(A)
+    k = len(inv)
+    t = []
+    for i in range(k):
+        t.append((b[i] - sum(L[i][j] * t[j] for j in range(i))) * inv[i])
+    x = [0.0] * k
+    for i in reversed(range(k)):
+        x[i] = (t[i] - sum(L[j][i] * x[j] for j in range(i + 1, k))) * inv[i]
+    return _array(x, A)
+
+
+def _array(xs, like):
+    return np.asarray(xs, dtype=object if bk.is_symbolic(like) else float)
