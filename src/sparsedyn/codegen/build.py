@@ -17,17 +17,14 @@ Target
     another one its entries are not found, or refused, and rebuilt.
 
 Flags
-    :data:`DEFAULT_FLAGS`: ``-O1 -ffp-contract=off -fno-math-errno`` plus
-    ``-march=native`` and ``-fopenmp`` where the compiler accepts them (each is
-    probed once per compiler).  ``-ffp-contract=off`` forbids fused
-    multiply-adds so that every operation rounds as NumPy's does;
-    ``-fno-math-errno`` lets ``sqrt`` be one instruction; :data:`SKIP_PASSES`
-    turns off GCC passes that are redundant on already-optimised straight-line
-    code, :data:`CSE_PARAMS` shortens the memory of its CSE passes and :data:`RTL_SKIP`
-    turns off two of its RTL passes.
-    ``-O1``, not ``-O2``: on these kernels ``-O2`` compiles 30-50 % longer and
-    its scheduling made CRBA/ABA/Minv *slower* (more spills) in our
-    measurements.  ``$SPARSEDYN_CFLAGS`` replaces all of these when set.
+    :data:`DEFAULT_FLAGS`: ``-O1 -ffp-contract=off -fno-math-errno`` plus ``-march=native`` and
+    ``-fopenmp`` where the compiler accepts them (each is probed once per compiler).
+    ``-ffp-contract=off`` forbids fused multiply-adds so that every operation rounds as NumPy's
+    does; ``-fno-math-errno`` lets ``sqrt`` be one instruction; :data:`SKIP_PASSES` turns off GCC
+    passes that are redundant on already-optimised straight-line code, :data:`CSE_PARAMS` shortens
+    the memory of its CSE passes and :data:`RTL_SKIP` turns off two of its RTL passes.  ``-O1``,
+    not ``-O2``: on these kernels ``-O2`` compiles 30-50 % longer and its scheduling made
+    CRBA/ABA/Minv *slower* (more spills).  ``$SPARSEDYN_CFLAGS`` replaces all of these when set.
 
 Cache directory
     ``$SPARSEDYN_CACHE_DIR``, else ``$XDG_CACHE_HOME/sparsedyn``, else
