@@ -89,7 +89,7 @@ from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
                                ContactStepWarning, LazyModesStep, Rollout, StepArrays, _model_and_kernels, _Modes,
-                               _modes, contact_basis, contact_problem, contact_slots, point_contacts)
+                               _MODE_NAMES, _modes, contact_basis, contact_problem, contact_slots, point_contacts)
 from .scene import Scene
 from .scene_step import batch_previous, scene_step
 from .transport import gyroscopic, to_next_axes, transport
@@ -365,25 +365,68 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
         seq = taus.ndim >= 2 and taus.shape[0] == steps and steps > 0
     q = _checks.plain_floats(who, "q0", q0, f"(..., {model.nq})")
     v = _checks.plain_floats(who, "v0", v0, f"(..., {model.nv})")
-    qs, vs, imps, modes, its = [q], [v], [], [], []
+    tau_at = (lambda k, q, v: controller(k * dt, q, v)) if controller is not None else \
+        (lambda k, q, v: taus[k]) if seq else (lambda k, q, v: taus)
     warm = options.pop("warm_start", None)
-    previous = None
-    for k in range(steps):
-        tau = controller(k * dt, q, v) if controller is not None else (taus[k] if seq else taus)
-        if scene is not None:                    # warm-started where a contact persists
-            s, found = scene_step(_slotted_step, runner, q, v, tau, scene, dt, previous=previous,
-                                  **_options(options, warm))
-            previous = (found, s.impulses) if q.ndim == 1 else batch_previous(found, s.impulses)
-        else:
-            s = contact_step(runner, q, v, tau, contacts, dt, warm_start=warm, **options)
-        q, v, warm = s.q, s.v, s.impulses
-        qs.append(q), vs.append(v), imps.append(s.impulses), modes.append(s.modes), its.append(s.iterations)
+    if scene is not None:
+        qs, vs, imps, modes, its = _scene_rollout(runner, q, v, tau_at, scene, dt, steps, _options(options, warm))
+    else:
+        qs, vs, imps, modes, its = [q], [v], [], [], []
+        for k in range(steps):
+            s = contact_step(runner, q, v, tau_at(k, q, v), contacts, dt, warm_start=warm, **options)
+            q, v, warm = s.q, s.v, s.impulses
+            qs.append(q), vs.append(v), imps.append(s.impulses), modes.append(s.modes), its.append(s.iterations)
     shape = np.broadcast_shapes(*(x.shape[:-1] for x in qs[-1:] + vs[-1:]))
-    stack = (lambda xs, tail: np.stack([np.broadcast_to(x, shape + tail) for x in xs]) if xs else
-             np.zeros((0,) + shape + tail))
+
+    def stack(xs, tail):
+        if not xs:
+            return np.zeros((0,) + shape + tail)
+        return np.stack(xs if all(x.shape == shape + tail for x in xs) else
+                        [np.broadcast_to(x, shape + tail) for x in xs])
     if scene is not None:
         return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), imps, modes, np.array(its, int))
     return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), stack(imps, (len(contacts), 3)),
                    np.stack(modes) if modes else np.zeros((0,) + shape + (len(contacts),), "<U5"),
                    np.stack(its) if its else np.zeros((0,) + shape, int))
 
+
+
+def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
+    """``(qs, vs, impulses, modes, iterations)`` lists of :func:`rollout` in ``scene`` from ``(q, v)``
+    (checked) with ``tau_at(k, q, v)`` the joint forces of step ``k`` and :func:`contact_step`'s
+    ``options`` (all given): each step warm-started where a contact persists.  One state's modes are
+    computed for all steps at once, at the end (:func:`_trajectory_modes`)."""
+    qs, vs, imps, modes, its = [q], [v], [], [], []
+    previous = None
+    for k in range(steps):
+        s, found = scene_step(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, previous=previous, **options)
+        q, v, impulses = s.q, s.v, s.impulses
+        previous = (found, impulses) if q.ndim == 1 else batch_previous(found, impulses)
+        qs.append(q), vs.append(v), imps.append(impulses), its.append(s.iterations)
+        modes.append(tuple.__getitem__(s, 3))      # (one state's: its _Modes, not computed yet)
+    return qs, vs, imps, _trajectory_modes(modes), its
+
+
+def _trajectory_modes(modes):
+    """The modes of a trajectory's steps, ``modes`` each step's modes or their :class:`_Modes` (one
+    state's, not computed yet; all of one ``tol``): those computed in one pass over all steps'
+    contacts (a step's modes alone cost as much as a few steps' together)."""
+    lazy = [k for k, m in enumerate(modes) if type(m) is _Modes and m.value is None]
+    if len(lazy) < 2:
+        return [m.get() if type(m) is _Modes else m for m in modes]
+    args = [modes[k].args for k in lazy]
+    tol = args[0][5]
+    if any(a[5] != tol for a in args):
+        return [m.get() if type(m) is _Modes else m for m in modes]
+    n = [len(a[0]) for a in args]
+    lam, u = np.concatenate([a[0] for a in args]), np.concatenate([a[1] for a in args])
+    # each step's thresholds as its own _modes computes them: tol * impulse scale, (100 tol * velocity scale)^2
+    lo = np.repeat([tol * float(a[3]) for a in args], n)
+    vo = np.repeat([(100 * tol * float(a[4])) ** 2 for a in args], n)
+    stick = u[:, 0] ** 2 + u[:, 1] ** 2 <= vo
+    names = _MODE_NAMES[np.where(lam[:, 2] <= lo, 2, stick.astype(np.intp))]
+    ends = np.cumsum([0] + n).tolist()
+    out = list(modes)
+    for k, a, i, j in zip(lazy, args, ends[:-1], ends[1:]):
+        out[k] = names[i:j] if a[2] is None else names[i:j].take(a[2])
+    return out

@@ -20,7 +20,8 @@ import numpy as np
 from ..kernels import native_calls, use_backend
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, collision_candidates_ahead, collision_candidates_near
-from .friction_problem import ContactSlots, fill_slots
+from .data_slots import data_slot_base, data_slot_count
+from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .look_ahead import body_reach
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates"]
@@ -136,8 +137,8 @@ def _selection(scene, plan, mask, filler):
             for k, (Ek, rk) in enumerate(zip(E[sel], r[sel])):
                 turn[0][7 * k:7 * k + 3, 7 * k:7 * k + 3] = Ek
                 turn[1][7 * k:7 * k + 3] = -Ek @ rk
-        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None))
-        for x in got:
+        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None)) + (sel, [None])
+        for x in got[:-1]:
             if x is not None:
                 x.flags.writeable = False                  # shared by the steps of this selection
         if len(memo[1]) >= 256:
@@ -176,7 +177,7 @@ def ahead_candidates(scene, kp, q, v, dt):
     return collision_candidates_ahead(model, q, v, kp.shapes, reach, look, kp.pairs)
 
 
-def scene_slot_data(scene, q, cutoff=None, ahead=None):
+def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     """``(pair, slots)``: the scene pair (an index of ``scene.pairs``) of each contact of ``scene`` at
     ``q`` (nq,) (nc,) and their :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
     ``scene_slots(scene, scene_contacts(scene, q, cutoff=cutoff))`` to rounding, the layout grown as
@@ -184,7 +185,14 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None):
     look-ahead of a step of ``dt`` from ``v`` computed in the collision kernel's call instead, that of
     :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`), or
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
-    in the kernel, a touching body with no frame): then take that road."""
+    in the kernel, a touching body with no frame): then take that road.
+
+    ``data_slots``: ``(pair, slots, data, rows)`` instead, ``slots`` made when first called (a function of
+    no argument), ``rows`` a function making the contacts' ``[p (3), plane (4)]`` (nc, 7) of those slots
+    (None where a slot frame is not its body's own) and ``data`` the same contacts in the scene's data slots
+    (:func:`~sparsedyn.contact.data_slots.data_slots` of ``slots``, each contact's point in the world
+    its witness point on ``a``, ``x + d n / 2`` of the kernel's row, to rounding the slot frame's
+    placement of its point)."""
     if use_backend.current() == "numpy":
         return None
     plan = _plan(scene)
@@ -209,7 +217,38 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None):
                 layout[keys[k]] = 1 << (n - 1).bit_length()
         filler = _filler(scene, keys, layout)
         got = _selection(scene, plan, mask, filler)
-    pair, index, base, put, take, A, b = got
-    data = base.copy()                                     # (ns, 8) [mu, p (3), n (3), offset]
-    data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
-    return pair, ContactSlots(filler[0], index, data)
+    pair, index, base, put, take, A, b, sel, kept = got
+
+    def per_body():
+        data = base.copy()                                 # (ns, 8) [mu, p (3), n (3), offset]
+        data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
+        return ContactSlots(filler[0], index, data)
+    if not data_slots:
+        return pair, per_body()
+    # the contacts' [p (3), plane (4)] straight from the rows where each slot frame is its body's own
+    rows = (lambda: c.take(take).reshape(-1, 7)) if A is None else None
+    return pair, per_body, _data_slots(scene, filler[0], index, base, sel, kept, c), rows
+
+
+def _data_slots(scene, frames, index, base, sel, kept, c):
+    """The contacts of the rows ``sel`` of the candidates ``c`` (K, 11), in the per-body slots
+    ``frames`` at ``index`` (``base`` their data with the contacts' friction), in the scene's data
+    slots (:func:`scene_slot_data`); ``kept``: a list of one entry where the selection keeps its data
+    slots' friction and weights while their number stays."""
+    nc = len(sel)
+    n = data_slot_count(scene, nc)
+    got = kept[0]
+    if got is None or got[0] != n:
+        keys = tuple(frames[i] for i in index.tolist())
+        got = kept[0] = (n, data_slot_base(scene, keys, base[index, 0]), (DATA_SLOT,) * n,
+                         None if nc == n else np.arange(nc))
+        for x in got[1], got[3]:
+            if x is not None:
+                x.flags.writeable = False
+    _, empty, structure, at = got
+    data = empty.copy()                                    # (n, 8 + nv) [mu, p (3), n (3), offset, weights]
+    if nc:
+        rows = c.take(sel, 0)
+        data[:nc, 1:4] = rows[:, 1:4] + 0.5 * rows[:, :1] * rows[:, 4:7]       # w_a = x + d n / 2 (world)
+        data[:nc, 4:7], data[:nc, 7] = rows[:, 4:7], rows[:, 10]
+    return ContactSlots(structure, at, data)
