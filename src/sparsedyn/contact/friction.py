@@ -91,7 +91,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                ContactStepWarning, LazyModesStep, Rollout, StepArrays, _model_and_kernels, _Modes,
                                _MODE_NAMES, _modes, contact_basis, contact_problem, contact_slots, point_contacts)
 from .scene import Scene
-from .scene_step import batch_previous, scene_step
+from .scene_step import batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
@@ -193,7 +193,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                    warm_start=warm_start, margin=margin)
     if isinstance(contacts, Scene):
-        return scene_step(_slotted_step, model, q, v, tau, contacts, dt, **options)[0]
+        return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     contacts, slots = _frictional(_model_and_kernels(model, "contact_step")[0], contacts, "contact_step")
     return _slotted_step(model, q, v, tau, contacts, slots, dt, **options)
 
@@ -298,7 +298,7 @@ def _result(who, solver, tol, out, index=None):
     # floats overflow without a warning)
     if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(r))):
         _finite(who, out)
-    res = ContactResiduals(rep[..., 0], rep[..., 1], rep[..., 2])
+    res = tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))      # (less a Python frame)
     iterations = np.array(int(r[3])) if one else rep[..., 3].astype(int)
     if not (r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
         converged = rep[..., 4] > 0.5
@@ -309,8 +309,9 @@ def _result(who, solver, tol, out, index=None):
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
     impulses = out.impulses if index is None else out.impulses.take(index, -2)
     if one:
-        return LazyModesStep(out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6],
-                                                                       tol), res, iterations)
+        return tuple.__new__(LazyModesStep, (out.q_next, out.v_next, impulses,
+                                             _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), res,
+                                             iterations))
     velocities = out.velocities if index is None else out.velocities.take(index, -2)
     return ContactStep(out.q_next, out.v_next, impulses, _modes(impulses, velocities, rep[..., 5], rep[..., 6], tol),
                        res, iterations)
@@ -399,7 +400,7 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
     qs, vs, imps, modes, its = [q], [v], [], [], []
     previous = None
     for k in range(steps):
-        s, found = scene_step(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, previous=previous, **options)
+        s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, dict(options), previous)
         q, v, impulses = s.q, s.v, s.impulses
         previous = (found, impulses) if q.ndim == 1 else batch_previous(found, impulses)
         qs.append(q), vs.append(v), imps.append(impulses), its.append(s.iterations)

@@ -167,10 +167,10 @@ def ahead_candidates(scene, kp, q, v, dt):
     callable (as the public function would call it, less its frame)."""
     model = scene.model
     got = scene.cache.get("look")
-    if got is None or got[0] != dt:                        # [margin, dt] and the reach: data, kept while dt stays
-        got = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0])
-    _, look, reach = got
     f = (native_calls(model) or _NONE).get(_AHEAD)
+    if got is None or got[0] != dt or got[3] is not f:     # [margin, dt] and the reach: data, kept while dt stays
+        got = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0], f)
+    look, reach = got[1], got[2]
     if (f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and
             type(v) is np.ndarray and v.dtype is _F64 and v.shape == (model.nv,)):
         return f(q, v, kp.shapes, reach, look, kp.pairs)
@@ -201,7 +201,14 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     kp, kid, keys = plan[:3]
     # the candidates within their pair's cutoff (d: column 0); the pairs beyond it: [b > cutoff, 0, ...]
     if ahead is not None:
-        c, within = ahead_candidates(scene, kp, q, *ahead)
+        got = scene.cache.get("look")
+        f = got is not None and got[0] == ahead[1] and got[3]
+        v = ahead[0]
+        if (f and type(q) is np.ndarray and q.dtype is _F64 and q.ndim == 1 and type(v) is np.ndarray and
+                v.dtype is _F64 and v.ndim == 1):              # (their lengths checked by the kernel's fast path)
+            c, within = f(q, v, kp.shapes, got[2], got[1], kp.pairs)
+        else:
+            c, within = ahead_candidates(scene, kp, q, *ahead)
     else:
         c = near_candidates(scene, kp, q, cutoff)
         within = scene.margin if cutoff is None else cutoff.take(kp.pair)
@@ -234,21 +241,31 @@ def _data_slots(scene, frames, index, base, sel, kept, c):
     """The contacts of the rows ``sel`` of the candidates ``c`` (K, 11), in the per-body slots
     ``frames`` at ``index`` (``base`` their data with the contacts' friction), in the scene's data
     slots (:func:`scene_slot_data`); ``kept``: a list of one entry where the selection keeps its data
-    slots' friction and weights while their number stays."""
+    slots' friction and weights while their number stays, and where the entries of ``c`` go."""
     nc = len(sel)
     n = data_slot_count(scene, nc)
     got = kept[0]
     if got is None or got[0] != n:
         keys = tuple(frames[i] for i in index.tolist())
+        width = 8 + scene.model.nv
+        # one take of the rows' [x (3), n (3), n . w_b] and d (3 times), one put of the first seven:
+        # the slot's [p (3), n (3), offset] (a few calls on flat arrays: 2-d slices cost more than the sums)
+        k, col = NEAR_COLUMNS * sel[:, None], np.arange(1, 4)
+        take = np.concatenate([(k + col).ravel(), (k + col + 3).ravel(), k[:, 0] + 10, np.repeat(k[:, 0], 3)])
+        at = width * np.arange(nc)[:, None]
+        put = np.concatenate([(at + col).ravel(), (at + col + 3).ravel(), at[:, 0] + 7])
         got = kept[0] = (n, data_slot_base(scene, keys, base[index, 0]), (DATA_SLOT,) * n,
-                         None if nc == n else np.arange(nc))
+                         None if nc == n else np.arange(nc), take, put)
         for x in got[1], got[3]:
             if x is not None:
                 x.flags.writeable = False
-    _, empty, structure, at = got
+    _, empty, structure, at, take, put = got
     data = empty.copy()                                    # (n, 8 + nv) [mu, p (3), n (3), offset, weights]
     if nc:
-        rows = c.take(sel, 0)
-        data[:nc, 1:4] = rows[:, 1:4] + 0.5 * rows[:, :1] * rows[:, 4:7]       # w_a = x + d n / 2 (world)
-        data[:nc, 4:7], data[:nc, 7] = rows[:, 4:7], rows[:, 10]
+        x = c.take(take)
+        w, d = x[:3 * nc], x[7 * nc:]
+        np.multiply(d, x[3 * nc:6 * nc], out=d)
+        d *= 0.5
+        w += d                                             # w_a = x + d n / 2 (world)
+        data.put(put, x[:7 * nc])
     return ContactSlots(structure, at, data)

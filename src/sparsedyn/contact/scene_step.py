@@ -41,6 +41,7 @@ by their order, which changes as contacts come and go.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -54,7 +55,7 @@ from .scene_batch import batch_warm_start, scene_batch_slot_data
 from .look_ahead import pair_cutoffs
 from .scene_data import scene_slot_data
 
-__all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
+__all__ = ["scene_contacts", "scene_slots", "scene_step", "step_in_scene", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
            "batch_previous"]
 
 
@@ -284,8 +285,14 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     all the collision kernel's (:func:`~sparsedyn.contact.scene_data.scene_slot_data`) is laid out
     with no Contact object per hit, and ``contacts`` is then a :class:`FoundContacts` (what
     ``previous`` needs of them)."""
-    inner = getattr(model, "model", model)
-    if not _same_model(inner, scene.model):
+    return step_in_scene(step, model, q, v, tau, scene, dt, options, previous, hits, want_contacts)
+
+
+def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hits=None, want_contacts=False):
+    """:func:`scene_step` with its ``options`` a dict (the caller's own: the warm start is set in it),
+    for the callers that hold them so (a step costs less without a keyword dict made per call)."""
+    inner = scene.model if model is scene.model else getattr(model, "model", model)
+    if inner is not scene.model and not _same_model(inner, scene.model):
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
                          f"passed ({getattr(inner, 'name', type(inner).__name__)!r})")
     qa = np.asarray(q, float)
@@ -296,7 +303,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     if qa.ndim == 2:
         return _batch_step(step, model, qa, v, tau, scene, dt, previous, options, pair_cutoffs(scene, qa, v, dt))
     va = np.asarray(v, float)
-    ahead = va.shape == (inner.nv,) and type(dt) in (float, int) and 0 < dt < np.inf
+    ahead = va.shape == (inner.nv,) and type(dt) in (float, int) and 0 < dt < math.inf
     if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
         # no Contact object per hit (the native road); the look-ahead in the collision kernel's call
         # where the step runs in data slots, those straight from the kernel's rows (the per-body slots
@@ -310,7 +317,7 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
                 options["warm_start"] = matched_warm_start(*previous, found)
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
-            return step(model, qa, v, tau, found, fast[2] if inside else found.slots, dt, **options), found
+            return step(model, qa, va, tau, found, fast[2] if inside else found.slots, dt, **options), found
     contacts = scene_contacts(scene, qa, hits, pair_cutoffs(scene, qa, v, dt))
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
