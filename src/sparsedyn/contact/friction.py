@@ -75,6 +75,7 @@ This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_pr
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import warnings
 from typing import Callable
@@ -422,11 +423,11 @@ def _trajectory_modes(modes):
     n = [len(a[0]) for a in args]
     lam, u = np.concatenate([a[0] for a in args]), np.concatenate([a[1] for a in args])
     # each step's thresholds as its own _modes computes them: tol * impulse scale, (100 tol * velocity scale)^2
-    lo = np.repeat([tol * float(a[3]) for a in args], n)
-    vo = np.repeat([(100 * tol * float(a[4])) ** 2 for a in args], n)
+    lo = np.array([tol * float(a[3]) for a in args]).repeat(n)
+    vo = np.array([(100 * tol * float(a[4])) ** 2 for a in args]).repeat(n)
     stick = u[:, 0] ** 2 + u[:, 1] ** 2 <= vo
     names = _MODE_NAMES[np.where(lam[:, 2] <= lo, 2, stick.astype(np.intp))]
-    ends = np.cumsum([0] + n).tolist()
+    ends = list(itertools.accumulate(n, initial=0))
     out = list(modes)
     for k, a, i, j in zip(lazy, args, ends[:-1], ends[1:]):
         out[k] = names[i:j] if a[2] is None else names[i:j].take(a[2])
