@@ -93,10 +93,16 @@ def collide(scene, q) -> Hits:
             and use_backend.current() != "numpy"):
         f, kp, _ = road                            # collide_within's kernel road, less its lookups
         c = f(q, kp.shapes, kp.cutoff, kp.pairs)
-        sel, k, names = _selected(scene, kp, c[:, 0] < scene.margin)
-        c = c.take(sel, 0)
-        return tuple.__new__(Hits, (list(names), c[:, 1:4], c[:, 4:7], c[:, 0], k.copy()))
+        return _kernel_hits(scene, kp, c, c[:, 0] < scene.margin)
     return collide_within(scene, q, None)
+
+
+def _kernel_hits(scene, kp, c, mask):
+    """The :class:`Hits` of the collision kernel's candidates ``c`` (K, 11) of the boolean ``mask`` (K,),
+    in a scene whose pairs are all the kernel's (its hits are the vectorised road's: MIN_FEATURE)."""
+    sel, k, names = _selected(scene, kp, mask)
+    c = c.take(sel, 0)
+    return tuple.__new__(Hits, (list(names), c[:, 1:4], c[:, 4:7], c[:, 0], k.copy()))      # (less a call)
 
 
 #: ``scene.cache``'s key of collide's road: ``(the ready native collision_candidates_near, the kernel plan,
@@ -132,9 +138,7 @@ def collide_within(scene, q, cutoff) -> Hits:
             if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
                 if f is not None and not per_pair:
                     scene.cache[_ROAD] = (f, kp, (model.nq,))
-                sel, k, names = _selected(scene, kp, c[:, 0] < (cutoff.take(kp.pair) if per_pair else top))
-                c = c.take(sel, 0)
-                return tuple.__new__(Hits, (list(names), c[:, 1:4], c[:, 4:7], c[:, 0], k.copy()))  # less a call
+                return _kernel_hits(scene, kp, c, c[:, 0] < (cutoff.take(kp.pair) if per_pair else top))
             sel = np.less(c[:, 0], cutoff.take(kp.pair) if per_pair else top).nonzero()[0]
             c, k = c.take(sel, 0), kp.pair.take(sel)
             d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
