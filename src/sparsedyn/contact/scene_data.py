@@ -189,7 +189,7 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
 
     ``data_slots``: ``(pair, slots, data, rows)`` instead, ``slots`` made when first called (a function of
     no argument), ``rows`` a function making the contacts' ``[p (3), plane (4)]`` (nc, 7) of those slots
-    (None where a slot frame is not its body's own) and ``data`` the same contacts in the scene's data slots
+    and ``data`` the same contacts in the scene's data slots
     (:func:`~sparsedyn.contact.data_slots.data_slots` of ``slots``, each contact's point in the world
     its witness point on ``a``, ``x + d n / 2`` of the kernel's row, to rounding the slot frame's
     placement of its point)."""
@@ -232,8 +232,8 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
         return ContactSlots(filler[0], index, data)
     if not data_slots:
         return pair, per_body()
-    # the contacts' [p (3), plane (4)] straight from the rows where each slot frame is its body's own
-    rows = (lambda: c.take(take).reshape(-1, 7)) if A is None else None
+    # the contacts' [p (3), plane (4)] straight from the rows (the per-body slots' entries, not laid out)
+    rows = (lambda: c.take(take).reshape(-1, 7)) if A is None else (lambda: (A.dot(c.take(take)) + b).reshape(-1, 7))
     return pair, per_body, _data_slots(scene, filler[0], index, base, sel, kept, c), rows
 
 

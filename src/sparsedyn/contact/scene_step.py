@@ -200,18 +200,15 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
             or isinstance(previous, FoundContacts) != isinstance(contacts, FoundContacts)):
         return np.zeros((len(contacts), 3))
     (l0, p0, planes0), (l1, p1, planes1) = _matching(previous), _matching(contacts)
-    if len(l1) == len(l0) and l1.dtype.kind != "O" and _same(l1, l0) and _same(p1, p0):
-        match = None                             # the same points: each its own, at distance 0 (a box's corners)
-    else:
-        d = p1[:, None] - p0
-        D = np.add.reduce(np.square(d, out=d), 2)
-        D += _other_labels(l1, l0)               # inf where the labels differ
-        np.sqrt(D, out=D)
-        match = _greedy(D)
+    d = p1[:, None] - p0
+    D = np.add.reduce(np.square(d, out=d), 2)
+    D += _other_labels(l1, l0)                   # inf where the labels differ
+    np.sqrt(D, out=D)
+    match = _greedy(D)
     if match is None:                            # the same contacts in the same order
         if _same(planes1[:, :3], planes0[:, :3]):
             return impulses.copy()
-        match = np.arange(len(l1)), np.arange(len(l1))
+        match = np.arange(len(D)), np.arange(len(D))
     out = np.zeros((len(contacts), 3))
     i, j = match
     if len(i):
