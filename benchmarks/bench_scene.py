@@ -21,9 +21,10 @@ MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a p
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
   MuJoCo's settled state and time step, and its phases: the step's contact data from the collision
-  kernel with its broad phase and look-ahead (``scene_slot_data``; beside it the same data from Contact objects
-  within the margin, the general road), the
-  native solve (``contact_step_kernel``, cold) and the rest (argument checks, the result's modes and checks);
+  kernel with its broad phase and look-ahead (``scene_slot_data``, in the slots the step runs in: per body
+  where one robot body alone touches, else the scene's data slots; beside it the same data from Contact
+  objects within the margin, the general road), the native solve (``contact_step_kernel``, cold, in those
+  slots) and the rest (argument checks, the result's modes and checks);
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
   its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step;
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
@@ -53,6 +54,7 @@ from sparsedyn.interop.mujoco import q_from_mujoco, q_to_mujoco, v_from_mujoco
 from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
 from sparsedyn.contact.friction_kernel import contact_step_kernel
 from sparsedyn.contact.look_ahead import body_reach
+from sparsedyn.contact.data_slots import data_slots, runs_per_body
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
@@ -167,8 +169,13 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too
         print(f"  solver iterations: {int(first.iterations)} cold, "
               f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
-        from_kernel = scene_slot_data(scene, q)        # None: a pair the kernel has no closed form for (a mesh)
-        slots = from_kernel[1] if from_kernel is not None else scene_slots(scene, scene_contacts(scene, q))
+        # the slots the step runs in: per body where one body alone touches, else the scene's data slots
+        inside = not runs_per_body(scene)
+        from_kernel = scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside)    # None: a pair of no closed form
+        slots = scene_slots(scene, scene_contacts(scene, q)) if from_kernel is None else \
+            from_kernel[2] if inside else from_kernel[1]
+        if from_kernel is None and inside:
+            slots = data_slots(scene, q, slots)
         if from_kernel is None:
             print("  the step's contact data come from Contact objects (pairs of meshes: no closed form in the "
                   "collision kernel)")
@@ -184,7 +191,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
                                                                                        look, kp.pairs),
             "contact_step": lambda: sd.contact_step(model, q, v, tau, scene, dt),
             "contact_step, warm-started": lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start),
-            "  contact data from the kernel": lambda: scene_slot_data(scene, q, ahead=(v, dt)),
+            "  contact data from the kernel": lambda: scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside),
             "  contact data from Contact objects": lambda: scene_slots(scene, scene_contacts(scene, q)),
             "  native solve (contact_step_kernel)": lambda: contact_step_kernel(model, q, v, tau, settings, warm,
                                                                                 slots.data, slots.frames),

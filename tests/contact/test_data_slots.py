@@ -184,3 +184,72 @@ def test_a_humanoid_pushed_onto_stairs_builds_a_step_per_slot_count_and_never_si
     assert sorted(len(k) for k in kinds) == [MIN_DATA_SLOTS << j for j in range(len(kinds))]
     assert len(kinds) <= 3 and max(len(k) for k in kinds) == 1 << (touching - 1).bit_length()
     assert min(sd.collide(scene, q).distances.min(initial=1.0) for q in r.q) >= -scene.margin
+
+
+def _dumbbell():
+    """Two balls (radius 0.05 m) 0.3 m apart: one on a free body, the other on a body hinged to it
+    about y (two robot bodies touch: a scene's steps run in data slots), each with a frame."""
+    b = sd.ModelBuilder("dumbbell")
+    b.add_body("a", None, sd.make_joint("free"), mass=1.0, rot_inertia=1e-3 * np.eye(3))
+    b.add_body("b", "a", sd.make_joint("revolute", axis=[0, 1, 0]), mass=1.0, rot_inertia=1e-3 * np.eye(3),
+               Xtree=(np.eye(3), [0.3, 0, 0]))
+    model = b.add_frame("a", "a").add_frame("b", "b").build()
+    at = sd.spatial.Transform(np.eye(3), np.zeros(3))
+    return model.with_geometry(*(sd.Geometry(n, k, at, "sphere", (0.05,), "collision", link=n) for k, n in
+                                 enumerate("ab")))
+
+
+def test_the_data_slots_of_the_kernels_rows_are_the_per_body_slots_problem():
+    """The dumbbell's balls pressed into the floor, sliding and turning: the default (native) step,
+    whose data slots come straight from the collision kernel's rows (each point in the world the
+    witness point on the ball), and the step of the same contacts as Contact objects in per-body slots
+    (each point fixed in its body's frame) solve the same problem: the same modes and iterations,
+    ``v+`` and the impulses to the rounding bound of the step."""
+    model = _dumbbell()
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], friction=0.3)
+    q = np.array([0, 0, 0.0497, 0, 0.05, 0, np.sqrt(1 - 0.05 ** 2), 0.1])
+    v, tau = np.array([0.2, -0.3, 0.5, 0.4, 0.1, -0.2, 2.0]), np.zeros(model.nv)
+    made = []
+    objects = scene_step_module.scene_contacts
+    with sd.use_backend("native", deterministic=True):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(scene_step_module, "scene_contacts", lambda *a, **kw: made.append(1) or objects(*a, **kw))
+            data = sd.contact_step(model, q, v, tau, scene, DT)
+        assert made == []
+        contacts = scene_contacts(scene, q, cutoff=np.full(len(scene.pairs), 0.05))
+        assert len(contacts) == 2
+        checked = friction._frictional(model, contacts, "test")[0]
+        per_body = friction._slotted_step(model, q, v, tau, checked, contact_slots(model, checked), DT,
+                                          **friction._options({}, None))
+    assert int(per_body.iterations) == int(data.iterations) and list(per_body.modes) == list(data.modes)
+    frames, _, points, planes = contact_data(model, checked)
+    P = problem_of(model, q, v, tau, frames, points, planes)
+    m = P.G.shape[-1]
+    A = P.G + (RHO_START * np.trace(P.G) / m) * np.eye(m)
+    bound = solve_bound(sd.crba(model, q), P.a) * DT * np.abs(P.a).max() + rounding_bound(m, np.linalg.cond(A))
+    assert np.abs(data.v - per_body.v).max() <= bound * max(1.0, np.abs(per_body.v).max())
+    assert np.abs(data.impulses - per_body.impulses).max() <= bound * np.abs(per_body.impulses).max()
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_native_rollout_in_data_slots_is_its_steps_one_by_one():
+    """The dumbbell's balls on the floor (every pair the collision kernel's: the steps run in data
+    slots laid out straight from the kernel's rows, no Contact object made) sliding, turning and
+    rolling: both contacts persist, in order, so the rollout (each step warm-started from the matched
+    impulses of the step before) equals bit for bit a loop of public ``contact_step`` calls each
+    warm-started from the impulses of the step before (its states, impulses, modes, iterations).  The
+    default (native) road, plain lists as inputs."""
+    from test_scene_step import _assert_rollout_is_its_steps, _steps_one_by_one
+    model = _dumbbell()
+    floor = [sd.Shape("plane", name="floor")]
+    q0, v0, tau = [0, 0, 0.0499, 0, 0, 0, 1, 0.0], [0, 0, 0.5, 0.4, 0.1, 0, 2.0], [0.0] * model.nv
+    steps = 80
+    made = []
+    objects = scene_step_module.scene_contacts
+    with sd.use_backend("native", deterministic=True), pytest.MonkeyPatch.context() as m:
+        m.setattr(scene_step_module, "scene_contacts", lambda *a, **kw: made.append(1) or objects(*a, **kw))
+        r = sd.rollout(model, q0, v0, tau, sd.Scene(model, world=floor, friction=0.3), DT, steps)
+        one_by_one = _steps_one_by_one(model, q0, v0, tau, sd.Scene(model, world=floor, friction=0.3), steps, DT)
+    assert made == []
+    assert [len(x) for x in r.impulses] == [2] * steps
+    _assert_rollout_is_its_steps(r, one_by_one)

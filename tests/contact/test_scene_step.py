@@ -122,6 +122,48 @@ def test_a_native_rollout_takes_the_kernels_road_with_the_matched_warm_start(mon
     assert compared >= 100 and {len(x) for x in r.impulses} >= {1, 4}
 
 
+def _steps_one_by_one(model, q, v, tau, scene, steps, dt=DT):
+    """``steps`` public ``contact_step`` calls from ``(q, v)``, each warm-started from the impulses of
+    the step before (what a rollout's matched warm start gives a contact set that persists in order;
+    ``contact_step`` drops a warm start of another contact count): the rollout's fields."""
+    qs, vs, imps, modes, its = [np.asarray(q, float)], [np.asarray(v, float)], [], [], []
+    warm = None
+    for _ in range(steps):
+        s = sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm)
+        q, v, warm = s.q, s.v, s.impulses
+        qs.append(q), vs.append(v), imps.append(s.impulses), modes.append(list(s.modes)), its.append(int(s.iterations))
+    return qs, vs, imps, modes, its
+
+
+def _assert_rollout_is_its_steps(r, steps):
+    qs, vs, imps, modes, its = steps
+    assert np.array_equal(r.q, np.array(qs)) and np.array_equal(r.v, np.array(vs))
+    assert all(np.array_equal(a, b) for a, b in zip(r.impulses, imps, strict=True))
+    assert [list(m) for m in r.modes] == modes and r.iterations.tolist() == its
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_native_rollout_in_a_scene_is_its_steps_one_by_one():
+    """The box dropped flat onto the floor from 8 mm while sliding and turning: once its four corners
+    touch they persist, in order, so the rollout (each step warm-started from the matched impulses of
+    the step before) equals bit for bit a loop of public ``contact_step`` calls each warm-started from
+    the impulses of the step before: its states, impulses, modes (the rollout computes them for all
+    steps at once) and iterations.  The default (native) road, plain lists as inputs."""
+    scene = _scene(False)
+    q0, v0, tau = [0.0, 0.0, SIDE / 2 + 0.008, 0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.8, 0.4, -0.3, 0.0], [0.0] * 6
+    steps = 100
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(scene.model, q0, v0, tau, scene, DT, steps)
+        # a scene of its own: its layout grows as the rollout's did (a step with free slots only is not
+        # the free step a scene that never had a contact takes)
+        fresh = sd.Scene(scene.model, world=[sd.Shape("plane", name="floor")], friction=0.5)
+        one_by_one = _steps_one_by_one(scene.model, q0, v0, tau, fresh, steps)
+    counts = [len(x) for x in r.impulses]
+    assert counts[0] == 0 and counts[-1] == 4 and counts == sorted(counts) and set(counts) == {0, 4}
+    assert {"slide", "stick"} & {m for x in r.modes for m in x}
+    _assert_rollout_is_its_steps(r, one_by_one)
+
+
 def test_matched_warm_start_follows_each_contact_and_turns_its_impulse_into_the_new_frame():
     """By hand: the previous step had contacts A, B (box/floor) and C (box/table); the new one has C'
     (C's point moved 1 mm, its plane's normal turned from +z to +y), B (the same) and D (a new point of

@@ -131,7 +131,8 @@ def _run_job(fut, work):
 def _await(jobs, key, work, what, model, wait=False, by=None):
     """The result of ``work()``, run once per ``jobs[key]`` in a background thread; raises
     :class:`_NotReady` when it is not done within the plain call's moment (unless ``wait`` or
-    deterministic mode), :class:`_BuildFailed` when it failed."""
+    deterministic mode), :class:`_BuildFailed` when it failed.  ``by``: who builds (a string, or a
+    function of no argument giving it, called when the build is announced)."""
     with _lock:
         fut = jobs.get(key)
         if fut is None:
@@ -182,6 +183,7 @@ def _announce(fut, what, model, background, by=None):
             return
         fut.announced = True
     how = " in the background (NumPy answers meanwhile)" if background else ""
+    by = by() if callable(by) else by
     with_ = f" with {by}" if by else ""
     line = (f"sparsedyn: building {what} for model {model.name!r} (nv={model.nv}){with_}{how}; cached in "
             f"{build.cache_dir()}")
@@ -207,8 +209,9 @@ class SharedModel(CompiledModel):
         if lib is not None or not getattr(_tls, "plain", False):
             return super()._library(group, variant)
         what = f"native {getattr(_tls, 'kname', None) or group}" + (" (batch)" if variant == "batch" else "")
+        # the compiler's description when a build is announced, not at every call (it probes the pip compiler)
         return _await(self._jobs, (group, variant), functools.partial(super()._library, group, variant), what,
-                      self.model, by=build.describe(self._compiler))
+                      self.model, by=functools.partial(build.describe, self._compiler))
 
 
 class _Entry:

@@ -91,7 +91,26 @@ def collide(scene, q) -> Hits:
     """
     if not isinstance(scene, Scene):
         raise TypeError(f"collide: scene must be a sd.Scene, got {type(scene).__name__}")
+    road = scene.cache.get(_ROAD)
+    if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
+            and use_backend.current() != "numpy"):
+        f, kp, _ = road                            # collide_within's kernel road, less its lookups
+        c = f(q, kp.shapes, kp.cutoff, kp.pairs)
+        return _kernel_hits(scene, kp, c, c[:, 0] < scene.margin)
     return collide_within(scene, q, None)
+
+
+def _kernel_hits(scene, kp, c, mask):
+    """The :class:`Hits` of the collision kernel's candidates ``c`` (K, 11) of the boolean ``mask`` (K,),
+    in a scene whose pairs are all the kernel's (its hits are the vectorised road's: MIN_FEATURE)."""
+    sel, k, names = _selected(scene, kp, mask)
+    c = c.take(sel, 0)
+    return tuple.__new__(Hits, (list(names), c[:, 1:4], c[:, 4:7], c[:, 0], k.copy()))      # (less a call)
+
+
+#: ``scene.cache``'s key of collide's road: ``(the ready native collision_candidates_near, the kernel plan,
+#: (nq,))`` where every pair is the collision kernel's
+_ROAD = "collide road"
 
 
 def collide_within(scene, q, cutoff) -> Hits:
@@ -120,9 +139,9 @@ def collide_within(scene, q, cutoff) -> Hits:
             c = f(q, kp.shapes, top, kp.pairs) if f is not None else \
                 collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
             if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
-                sel, k, names = _selected(scene, kp, c[:, 0] < (cutoff.take(kp.pair) if per_pair else top))
-                c = c.take(sel, 0)
-                return tuple.__new__(Hits, (list(names), c[:, 1:4], c[:, 4:7], c[:, 0], k.copy()))  # less a call
+                if f is not None and not per_pair:
+                    scene.cache[_ROAD] = (f, kp, (model.nq,))
+                return _kernel_hits(scene, kp, c, c[:, 0] < (cutoff.take(kp.pair) if per_pair else top))
             sel = np.less(c[:, 0], cutoff.take(kp.pair) if per_pair else top).nonzero()[0]
             c, k = c.take(sel, 0), kp.pair.take(sel)
             d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]

@@ -25,13 +25,14 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from .friction_problem import DATA_SLOT, FREE_PLANE, ContactSlots, slot_frames, slot_weights
 
-__all__ = ["data_slots", "data_slot_count", "step_slots", "batch_slots", "MIN_DATA_SLOTS"]
+__all__ = ["data_slots", "data_slot_count", "data_slot_base", "step_slots", "batch_slots", "runs_per_body",
+           "MIN_DATA_SLOTS"]
 
 #: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points, which 16 hold).
 MIN_DATA_SLOTS = 8
 
 
-def _per_body(scene):
+def runs_per_body(scene):
     """Whether the steps of ``scene`` run in per-body slots: where one robot body alone is in the
     scene's pairs, its layout only doubles (a handful of builds), and the per-body step is the faster
     (its rows touch the body's own joints, its slots are the contacts': a box on a floor 18 us against
@@ -47,13 +48,13 @@ def step_slots(scene, q, slots) -> ContactSlots:
     """The slots a single step in ``scene`` at ``q`` (nq,) runs in: the per-body ``slots`` (of
     :func:`~sparsedyn.contact.scene_step.scene_slots`) where one robot body alone can touch, else
     :func:`data_slots` of them."""
-    return slots if _per_body(scene) else data_slots(scene, q, slots)
+    return slots if runs_per_body(scene) else data_slots(scene, q, slots)
 
 
 def batch_slots(scene, Q, frames, data, index):
     """The slots a batch's step runs in, as :func:`step_slots` for one state: the per-body layout
     ``(frames, data (B, ns, 8), index)`` unchanged, or :func:`data_slots_batch` of it."""
-    return (frames, data, index) if _per_body(scene) else data_slots_batch(scene, Q, frames, data, index)
+    return (frames, data, index) if runs_per_body(scene) else data_slots_batch(scene, Q, frames, data, index)
 
 
 def data_slot_count(scene, nc):
@@ -101,6 +102,19 @@ def _rows(scene, keys, data, R, p):
 def _empty(model, n):
     data = np.zeros((n, 8 + model.nv))
     data[:, 4:8] = FREE_PLANE
+    return data
+
+
+def data_slot_base(scene, keys, mu):
+    """The scene's data slots (n, 8 + nv) for contacts of per-body slot keys ``keys`` (a tuple) and
+    friction ``mu`` (nc,), in order in the first slots: their friction and joint weights set, their
+    points and planes left zero (the state's), the other slots free (module docstring); the layout
+    grown to hold them (:func:`data_slot_count`)."""
+    nc = len(keys)
+    data = _empty(scene.model, data_slot_count(scene, nc))
+    if nc:
+        data[:nc, 0], data[:nc, 8:] = mu, _layout(scene, keys)[1]
+        data[:nc, 1:8] = 0.0
     return data
 
 

@@ -22,7 +22,8 @@ from ..kernels import native_calls, use_backend
 from .collision import _bounds, mesh_vertices
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
-from .friction_problem import ContactSlots, fill_slots
+from .data_slots import data_slot_base, data_slot_count
+from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .look_ahead import body_reach, pair_cutoffs
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
@@ -225,8 +226,8 @@ def _selection(scene, plan, mask, filler):
             for k, (Ek, rk) in enumerate(zip(E[sel], r[sel])):
                 turn[0][7 * k:7 * k + 3, 7 * k:7 * k + 3] = Ek
                 turn[1][7 * k:7 * k + 3] = -Ek @ rk
-        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None))
-        for x in got:
+        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None)) + (sel, [None])
+        for x in got[:-1]:
             if x is not None:
                 x.flags.writeable = False                  # shared by the steps of this selection
         if len(memo[1]) >= 256:
@@ -255,10 +256,10 @@ def ahead_candidates(scene, kp, q, v, dt):
     callable (as the public function would call it, less its frame)."""
     model = scene.model
     got = scene.cache.get("look")
-    if got is None or got[0] != dt:                        # [margin, dt] and the reach: data, kept while dt stays
-        got = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0])
-    _, look, reach = got
     f = (native_calls(model) or _NONE).get(_AHEAD)
+    if got is None or got[0] != dt or got[3] is not f:     # [margin, dt] and the reach: data, kept while dt stays
+        got = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0], f)
+    look, reach = got[1], got[2]
     if (f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and
             type(v) is np.ndarray and v.dtype is _F64 and v.shape == (model.nv,)):
         return f(q, v, kp.shapes, reach, look, kp.pairs)
@@ -281,7 +282,7 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     return np.concatenate([c, rows]), cut.take(mixed.pair)
 
 
-def scene_slot_data(scene, q, cutoff=None, ahead=None):
+def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     """``(pair, slots)``: the scene pair (an index of ``scene.pairs``) of each contact of ``scene`` at
     ``q`` (nq,) (nc,) and their :class:`~sparsedyn.contact.friction_problem.ContactSlots` (those of
     ``scene_slots(scene, scene_contacts(scene, q, cutoff=cutoff))`` to rounding, the layout grown as
@@ -291,7 +292,14 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None):
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
     in the kernel other than a robot mesh on a world plane, a touching body with no frame): then
     take that road.  A robot mesh on a world plane is no kernel's: its rows come from its hull's
-    vertices in NumPy (:func:`mesh_plane_rows`), beside the kernel's candidates of the other pairs."""
+    vertices in NumPy (:func:`mesh_plane_rows`), beside the kernel's candidates of the other pairs.
+
+    ``data_slots``: ``(pair, slots, data, rows)`` instead, ``slots`` made when first called (a function of
+    no argument), ``rows`` a function making the contacts' ``[p (3), plane (4)]`` (nc, 7) of those slots
+    and ``data`` the same contacts in the scene's data slots
+    (:func:`~sparsedyn.contact.data_slots.data_slots` of ``slots``, each contact's point in the world
+    its witness point on ``a``, ``x + d n / 2`` of the kernel's row, to rounding the slot frame's
+    placement of its point)."""
     if use_backend.current() == "numpy":
         return None
     plan = _plan(scene) or _mixed_plan(scene)
@@ -302,7 +310,14 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None):
     if isinstance(kp, _Mixed):
         c, within = _mixed_candidates(scene, kp, q, cutoff, ahead)
     elif ahead is not None:
-        c, within = ahead_candidates(scene, kp, q, *ahead)
+        got = scene.cache.get("look")
+        f = got is not None and got[0] == ahead[1] and got[3]
+        v = ahead[0]
+        if (f and type(q) is np.ndarray and q.dtype is _F64 and q.ndim == 1 and type(v) is np.ndarray and
+                v.dtype is _F64 and v.ndim == 1):              # (their lengths checked by the kernel's fast path)
+            c, within = f(q, v, kp.shapes, got[2], got[1], kp.pairs)
+        else:
+            c, within = ahead_candidates(scene, kp, q, *ahead)
     else:
         c = near_candidates(scene, kp, q, cutoff)
         within = scene.margin if cutoff is None else cutoff.take(kp.pair)
@@ -318,7 +333,48 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None):
                 layout[keys[k]] = 1 << (n - 1).bit_length()
         filler = _filler(scene, keys, layout)
         got = _selection(scene, plan, mask, filler)
-    pair, index, base, put, take, A, b = got
-    data = base.copy()                                     # (ns, 8) [mu, p (3), n (3), offset]
-    data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
-    return pair, ContactSlots(filler[0], index, data)
+    pair, index, base, put, take, A, b, sel, kept = got
+
+    def per_body():
+        data = base.copy()                                 # (ns, 8) [mu, p (3), n (3), offset]
+        data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
+        return ContactSlots(filler[0], index, data)
+    if not data_slots:
+        return pair, per_body()
+    # the contacts' [p (3), plane (4)] straight from the rows (the per-body slots' entries, not laid out)
+    rows = (lambda: c.take(take).reshape(-1, 7)) if A is None else (lambda: (A.dot(c.take(take)) + b).reshape(-1, 7))
+    return pair, per_body, _data_slots(scene, filler[0], index, base, sel, kept, c), rows
+
+
+def _data_slots(scene, frames, index, base, sel, kept, c):
+    """The contacts of the rows ``sel`` of the candidates ``c`` (K, 11), in the per-body slots
+    ``frames`` at ``index`` (``base`` their data with the contacts' friction), in the scene's data
+    slots (:func:`scene_slot_data`); ``kept``: a list of one entry where the selection keeps its data
+    slots' friction and weights while their number stays, and where the entries of ``c`` go."""
+    nc = len(sel)
+    n = data_slot_count(scene, nc)
+    got = kept[0]
+    if got is None or got[0] != n:
+        keys = tuple(frames[i] for i in index.tolist())
+        width = 8 + scene.model.nv
+        # one take of the rows' [x (3), n (3), n . w_b] and d (3 times), one put of the first seven:
+        # the slot's [p (3), n (3), offset] (a few calls on flat arrays: 2-d slices cost more than the sums)
+        k, col = NEAR_COLUMNS * sel[:, None], np.arange(1, 4)
+        take = np.concatenate([(k + col).ravel(), (k + col + 3).ravel(), k[:, 0] + 10, np.repeat(k[:, 0], 3)])
+        at = width * np.arange(nc)[:, None]
+        put = np.concatenate([(at + col).ravel(), (at + col + 3).ravel(), at[:, 0] + 7])
+        got = kept[0] = (n, data_slot_base(scene, keys, base[index, 0]), (DATA_SLOT,) * n,
+                         None if nc == n else np.arange(nc), take, put)
+        for x in got[1], got[3]:
+            if x is not None:
+                x.flags.writeable = False
+    _, empty, structure, at, take, put = got
+    data = empty.copy()                                    # (n, 8 + nv) [mu, p (3), n (3), offset, weights]
+    if nc:
+        x = c.take(take)
+        w, d = x[:3 * nc], x[7 * nc:]
+        np.multiply(d, x[3 * nc:6 * nc], out=d)
+        d *= 0.5
+        w += d                                             # w_a = x + d n / 2 (world)
+        data.put(put, x[:7 * nc])
+    return ContactSlots(structure, at, data)

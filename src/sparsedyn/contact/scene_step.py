@@ -41,6 +41,7 @@ by their order, which changes as contacts come and go.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,13 +49,13 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide_within
-from .data_slots import batch_slots, step_slots
+from .data_slots import batch_slots, runs_per_body, step_slots
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 from .scene_batch import batch_warm_start, scene_batch_slot_data
 from .look_ahead import pair_cutoffs
 from .scene_data import scene_slot_data
 
-__all__ = ["scene_contacts", "scene_slots", "scene_step", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
+__all__ = ["scene_contacts", "scene_slots", "scene_step", "step_in_scene", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
            "batch_previous"]
 
 
@@ -128,31 +129,42 @@ class FoundContacts:
     per hit), as much of them as :func:`matched_warm_start` needs: ``pair`` (nc,) each contact's
     scene pair (an index of ``scene.pairs``), ``points`` (nc, 3) its point in the axes of its body's
     slot frame, ``planes`` (nc, 4) its plane ``[n (3), offset]`` (world, ``n . x = offset``), read
-    from the step's :class:`~sparsedyn.contact.friction_problem.ContactSlots` ``slots`` when asked.
-    ``len()`` is the number of contacts."""
+    from the step's :class:`~sparsedyn.contact.friction_problem.ContactSlots` ``slots`` when asked
+    (given, or a function of no argument that makes them when first read: a step in data slots
+    reads them only along a trajectory).  ``len()`` is the number of contacts."""
 
-    __slots__ = ("pair", "slots", "_rows")
+    __slots__ = ("pair", "_slots", "_rows")
 
-    def __init__(self, pair, slots):
-        self.pair, self.slots, self._rows = pair, slots, None
+    def __init__(self, pair, slots, rows=None):
+        # rows: the contacts' [p (3), plane (4)] (nc, 7) where known, or a function of no argument making them
+        self.pair, self._slots, self._rows = pair, slots, rows
+
+    @property
+    def slots(self):
+        if callable(self._slots):
+            self._slots = self._slots()
+        return self._slots
 
     def __len__(self):
         return len(self.pair)
 
     def _data(self):
-        """The contacts' slot data (nc, 8), gathered once (a step's contacts are matched twice: as
-        the step's, then as the next step's ``previous``)."""
-        if self._rows is None:
-            self._rows = self.slots.data.take(self.slots.index, 0)
-        return self._rows
+        """The contacts' ``[p (3), plane (4)]`` (nc, 7), gathered once (a step's contacts are matched
+        twice: as the step's, then as the next step's ``previous``)."""
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = self.slots.data.take(self.slots.index, 0)[:, 1:]
+        elif callable(rows):
+            rows = self._rows = rows()
+        return rows
 
     @property
     def points(self):
-        return self._data()[:, 1:4]
+        return self._data()[:, :3]
 
     @property
     def planes(self):
-        return self._data()[:, 4:]
+        return self._data()[:, 3:]
 
 
 def _pair_of(c):
@@ -164,8 +176,9 @@ def _matching(contacts):
     """``(labels, points, planes)`` of contacts (a list of :func:`scene_contacts`' or a
     :class:`FoundContacts`): two contacts may match where their labels are equal (the pair of shapes
     and the frame of the point)."""
-    if isinstance(contacts, FoundContacts):
-        return contacts.pair, contacts.points, contacts.planes
+    if type(contacts) is FoundContacts:
+        rows = contacts._data()
+        return contacts.pair, rows[:, :3], rows[:, 3:]
     labels = np.array([f"{_pair_of(c)}@{c.frame}" for c in contacts], dtype=object)
     points = np.array([c.point for c in contacts], float).reshape(-1, 3)
     return labels, points, np.array([(*c.plane[0], c.plane[1]) for c in contacts], float).reshape(-1, 4)
@@ -178,20 +191,25 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     :data:`WARM_RADIUS` and that no contact before it took, turned from that contact's frame into
     its own; the others start from zero.  Both a list of :func:`scene_contacts` or both a
     :class:`FoundContacts` (else nothing matches)."""
-    out = np.zeros((len(contacts), 3))
-    impulses = np.asarray(impulses, float).reshape(-1, 3)
+    if not (type(impulses) is np.ndarray and impulses.dtype is _F64 and impulses.ndim == 2):
+        impulses = np.asarray(impulses, float).reshape(-1, 3)
+    if type(previous) is type(contacts) is FoundContacts and len(impulses) == len(previous) and \
+            _unmoved(previous, contacts):
+        return impulses.copy()
     if (not len(previous) or not len(contacts) or len(impulses) != len(previous)
             or isinstance(previous, FoundContacts) != isinstance(contacts, FoundContacts)):
-        return out
+        return np.zeros((len(contacts), 3))
     (l0, p0, planes0), (l1, p1, planes1) = _matching(previous), _matching(contacts)
-    d = p1[:, None] - p0[None]
-    D = np.sqrt(np.einsum("ijk,ijk->ij", d, d))
-    D[l1[:, None] != l0[None]] = np.inf
+    d = p1[:, None] - p0
+    D = np.add.reduce(np.square(d, out=d), 2)
+    D += _other_labels(l1, l0)                   # inf where the labels differ
+    np.sqrt(D, out=D)
     match = _greedy(D)
     if match is None:                            # the same contacts in the same order
         if _same(planes1[:, :3], planes0[:, :3]):
             return impulses.copy()
         match = np.arange(len(D)), np.arange(len(D))
+    out = np.zeros((len(contacts), 3))
     i, j = match
     if len(i):
         if (planes1[i, :3] == planes0[j, :3]).all():                       # same normals (a floor): same frames
@@ -202,10 +220,42 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     return out
 
 
+_F64 = np.dtype(float)
+_LABELS: dict = {}
+
+
+def _unmoved(previous, contacts):
+    """Whether the :class:`FoundContacts` ``contacts`` are ``previous`` at the same points (body axes)
+    with the same normals, in the same order (a box resting or sliding on a plane: its corners, fixed
+    in its body, found by one selection of the collision kernel's candidates step after step): then
+    each matches its own at distance 0, in the same contact frame."""
+    if not (previous.pair is contacts.pair or len(previous.pair) == len(contacts.pair) and
+            previous.pair.dtype == contacts.pair.dtype and _same(previous.pair, contacts.pair)):
+        return False
+    r0, r1 = previous._data(), contacts._data()
+    return len(r0) > 0 and r0[:, :6].tobytes() == r1[:, :6].tobytes()
+
+
+def _other_labels(l1, l0):
+    """(n1, n0): ``inf`` where the labels ``l1[i]`` and ``l0[j]`` differ, else 0 (read-only; remembered
+    for a few pairs of label sequences of :class:`FoundContacts`: along a trajectory the contacts mostly
+    keep their pairs of shapes step after step)."""
+    if l1.dtype.kind == "O":
+        return np.where(l1[:, None] != l0[None], np.inf, 0.0)
+    key = (l1.tobytes(), l0.tobytes())
+    got = _LABELS.get(key)
+    if got is None:
+        if len(_LABELS) >= 64:
+            _LABELS.clear()
+        got = _LABELS[key] = np.where(l1[:, None] != l0[None], np.inf, 0.0)
+        got.flags.writeable = False
+    return got
+
+
 def _same(a, b):
-    """Whether the arrays ``a`` and ``b`` of one shape are equal entry by entry (their bytes first:
-    equal bytes are equal finite numbers)."""
-    return a.tobytes() == b.tobytes() or bool((a == b).all())
+    """Whether the arrays ``a`` and ``b`` of one shape and dtype are equal entry by entry (their bytes
+    first: equal bytes are equal numbers, but for NaN, which a step's contacts never hold)."""
+    return a is b or a.tobytes() == b.tobytes() or bool((a == b).all())
 
 
 def _greedy(D):
@@ -214,9 +264,10 @@ def _greedy(D):
     is every row its own column (each row's own the nearest of its row: a contact set that persists)."""
     n = len(D)
     if n == D.shape[1]:
+        # (ufuncs' reductions straight away: ndarray.all's Python wrapper costs as much again)
         diag = D.diagonal()
-        if (diag <= WARM_RADIUS).all() and (D >= diag[:, None]).all():
-            return None
+        if np.maximum.reduce(diag) <= WARM_RADIUS and np.minimum.reduce(D, 1).tobytes() == diag.tobytes():
+            return None                          # (row minima equal to the diagonal: each row's own the nearest)
     D = D.copy()
     turn = []
     for i in range(n):
@@ -246,8 +297,14 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     all the collision kernel's (:func:`~sparsedyn.contact.scene_data.scene_slot_data`) is laid out
     with no Contact object per hit, and ``contacts`` is then a :class:`FoundContacts` (what
     ``previous`` needs of them)."""
-    inner = getattr(model, "model", model)
-    if not _same_model(inner, scene.model):
+    return step_in_scene(step, model, q, v, tau, scene, dt, options, previous, hits, want_contacts)
+
+
+def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hits=None, want_contacts=False):
+    """:func:`scene_step` with its ``options`` a dict (the caller's own: the warm start is set in it),
+    for the callers that hold them so (a step costs less without a keyword dict made per call)."""
+    inner = scene.model if model is scene.model else getattr(model, "model", model)
+    if inner is not scene.model and not _same_model(inner, scene.model):
         raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
                          f"passed ({getattr(inner, 'name', type(inner).__name__)!r})")
     qa = np.asarray(q, float)
@@ -258,18 +315,21 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     if qa.ndim == 2:
         return _batch_step(step, model, qa, v, tau, scene, dt, previous, options, pair_cutoffs(scene, qa, v, dt))
     va = np.asarray(v, float)
-    ahead = va.shape == (inner.nv,) and type(dt) in (float, int) and 0 < dt < np.inf
+    ahead = va.shape == (inner.nv,) and type(dt) in (float, int) and 0 < dt < math.inf
     if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
         # no Contact object per hit (the native road); the look-ahead in the collision kernel's call
-        fast = scene_slot_data(scene, qa, ahead=(va, float(dt))) if ahead else \
-            scene_slot_data(scene, qa, pair_cutoffs(scene, qa, v, dt))
+        # where the step runs in data slots, those straight from the kernel's rows (the per-body slots
+        # made when read: the warm start of the next step, the derivatives)
+        inside = not runs_per_body(scene)
+        fast = scene_slot_data(scene, qa, ahead=(va, float(dt)), data_slots=inside) if ahead else \
+            scene_slot_data(scene, qa, pair_cutoffs(scene, qa, v, dt), data_slots=inside)
         if fast is not None:
-            found = FoundContacts(*fast)
+            found = FoundContacts(*fast[:2], fast[3] if inside else None)
             if previous is not None:
                 options["warm_start"] = matched_warm_start(*previous, found)
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
-            return step(model, qa, v, tau, found, step_slots(scene, qa, found.slots), dt, **options), found
+            return step(model, qa, va, tau, found, fast[2] if inside else found.slots, dt, **options), found
     contacts = scene_contacts(scene, qa, hits, pair_cutoffs(scene, qa, v, dt))
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
