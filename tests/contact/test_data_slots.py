@@ -221,14 +221,21 @@ def test_the_data_slots_of_the_kernels_rows_are_the_per_body_slots_problem():
         checked = friction._frictional(model, contacts, "test")[0]
         per_body = friction._slotted_step(model, q, v, tau, checked, contact_slots(model, checked), DT,
                                           **friction._options({}, None))
-    assert int(per_body.iterations) == int(data.iterations) and list(per_body.modes) == list(data.modes)
+    assert list(per_body.modes) == list(data.modes)
     frames, _, points, planes = contact_data(model, checked)
     P = problem_of(model, q, v, tau, frames, points, planes)
     m = P.G.shape[-1]
     A = P.G + (RHO_START * np.trace(P.G) / m) * np.eye(m)
     bound = solve_bound(sd.crba(model, q), P.a) * DT * np.abs(P.a).max() + rounding_bound(m, np.linalg.cond(A))
-    assert np.abs(data.v - per_body.v).max() <= bound * max(1.0, np.abs(per_body.v).max())
-    assert np.abs(data.impulses - per_body.impulses).max() <= bound * np.abs(per_body.impulses).max()
+    # The layouts' slot counts differ (2 against 8), so do the solver's Anderson memories and its
+    # iterates: each answer meets the stopping test, residuals below tol times the impulse scale, and
+    # in the same modes the impulses are a linear solve in G's active rows away from the exact ones,
+    # so the two differ by at most 2 tol cond(G) times that scale (G is positive definite here).
+    lam = np.abs(per_body.impulses).max()
+    gap = 2 * 1e-8 * np.linalg.cond(P.G) * lam
+    assert np.abs(data.impulses - per_body.impulses).max() <= gap + bound * lam
+    Minv_JT = np.abs(P.JMinv).sum(0).max()                  # |H^-1 J^T| in the infinity norm
+    assert np.abs(data.v - per_body.v).max() <= Minv_JT * gap + bound * max(1.0, np.abs(per_body.v).max())
 
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
