@@ -38,6 +38,18 @@ def prism():
     return V, np.array(F)
 
 
+def prism_hull():
+    """coal's convex hull of :func:`prism` (a BVH model's, as coal builds it from the triangles)."""
+    V, F = prism()
+    bvh = coal.BVHModelOBBRSS()
+    bvh.beginModel(len(F), len(V))
+    bvh.addVertices(V)
+    bvh.addTriangles(F)
+    bvh.endModel()
+    bvh.buildConvexHull(True, "Qt")
+    return bvh.convex
+
+
 def prism_scene():
     b = sd.ModelBuilder("prism")
     r2, h2 = RADIUS ** 2, HEIGHT ** 2                       # about a cylinder's inertia (near enough: any SPD)
@@ -82,6 +94,37 @@ def test_each_patch_keeps_at_most_four_and_a_line_or_a_point_fewer():
     assert set(keep[g[keep] == 1]) == {line[np.argmin(d[line])], line[0] if np.argmin(d[line]) >= 3 else line[-1]}
 
 
+def test_a_patch_is_spanned_by_the_points_touching_with_its_deepest_only():
+    """Patch 0, the grid of the first test: the deepest point (0.1, 0.1) at -2 mm, the row y = 0
+    penetrating (-1 mm), the rest 1 mm above the plane.  With an allowance of 1e-5 m only the row
+    touches with the deepest point: the farthest of it from (0.1, 0.1) is (0.4, 0) (squared distance
+    0.1, by hand), and every point of the row lies on the same side of the line between them (cross
+    products -0.04, -0.03, -0.02, -0.01 and 0 for x = 0 ... 0.4): (0, 0) the farthest, none on the
+    other side.  With an allowance of 1 cm every point touches: the first test's four corners.
+    Patch 1, above the plane (its deepest at +2 mm): a point 5e-6 m higher touches with it, one 1e-4 m
+    higher does not (a line of two points)."""
+    x, y = np.meshgrid(np.linspace(0, 0.4, 5), np.linspace(0, 0.3, 4))
+    T = np.concatenate([np.column_stack([x.ravel(), y.ravel()]), [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])
+    d = np.where(np.isclose(T[:20, 1], 0.0), -1e-3, 1e-3)
+    d[int(np.flatnonzero(np.all(np.isclose(T[:20], [0.1, 0.1]), axis=1))[0])] = -2e-3
+    d = np.r_[d, 2e-3, 2e-3 + 5e-6, 2e-3 + 1e-4]
+    g = np.repeat([0, 1], [20, 3])
+    kept = lambda keep, k: {tuple(np.round(T[i], 12)) for i in keep if g[i] == k}     # noqa: E731
+    tight = reduction.reduce_patches(d, T, g, np.full(len(d), 1e-5))
+    assert kept(tight, 0) == {(0.1, 0.1), (0.4, 0.0), (0.0, 0.0)}
+    assert kept(tight, 1) == {(0.0, 0.0), (1.0, 0.0)}
+    loose = reduction.reduce_patches(d, T, g, np.full(len(d), 1e-2))
+    assert kept(loose, 0) == {(0.1, 0.1), (0.4, 0.3), (0.4, 0.0), (0.0, 0.3)}
+
+
+def test_a_patchs_allowance_is_patch_depth_and_twice_its_look_ahead():
+    # the look-ahead's cutoff, margin + dt s, bounds how far the body's rotation lowers a point relative
+    # to the deepest one in a step (|omega| |r_i - r_0| dt <= 2 rho |omega| dt <= 2 dt s)
+    got = reduction.patch_depth([0.005, 0.007, 0.004], 0.005)
+    assert np.allclose(got, reduction.PATCH_DEPTH + np.array([0.0, 0.004, 0.0]), rtol=0, atol=1e-15)
+    assert np.allclose(reduction.patch_depth([0.005]), reduction.PATCH_DEPTH, rtol=0, atol=0)
+
+
 # --- a mesh on a plane against coal ----------------------------------------------------------------------
 
 def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits():
@@ -90,12 +133,7 @@ def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits
     its own distance (its height); at most four."""
     scene = prism_scene()
     V, F = prism()
-    bvh = coal.BVHModelOBBRSS()
-    bvh.beginModel(len(F), len(V))
-    bvh.addVertices(V)
-    bvh.addTriangles(F)
-    bvh.endModel()
-    bvh.buildConvexHull(True, "Qt")
+    hull = prism_hull()
     rng = np.random.default_rng(7)
     seen = 0
     for _ in range(200):
@@ -105,7 +143,7 @@ def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits
         q = np.r_[rng.uniform(-0.1, 0.1, 2), rng.uniform(0.0, 0.08), quat]
         R, p = sd.geometry_placements(scene.model, q, "collision")
         res = coal.DistanceResult()
-        dist = coal.distance(bvh.convex, coal.Transform3s(R[0], p[0]), coal.Halfspace(np.array([0.0, 0, 1]), 0.0),
+        dist = coal.distance(hull, coal.Transform3s(R[0], p[0]), coal.Halfspace(np.array([0.0, 0, 1]), 0.0),
                              coal.Transform3s(np.eye(3), np.zeros(3)), coal.DistanceRequest(), res)
         hits = sd.collide(scene, q.tolist())
         W = V @ R[0].T + p[0]
@@ -121,6 +159,27 @@ def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits
         assert near.max() <= 1e-12 and np.all(hits.distances < scene.margin)
         assert np.allclose(hits.distances, hits.witness_a[:, 2], rtol=0, atol=1e-12)
     assert seen >= 20
+
+
+def test_a_prism_tipped_on_a_corner_keeps_that_corner_alone(monkeypatch):
+    """Tipped 0.02 rad about (0.6, 0.8, 0), its lowest corner 1e-4 m deep: the next corners are 0.15 mm
+    and more above it (within the margin, beyond PATCH_DEPTH), so the patch is that corner alone, at
+    coal's distance and witness; with every point of the margin touching (the rule without the
+    allowance) four are kept."""
+    scene = prism_scene()
+    V, F = prism()
+    quat = np.r_[np.sin(0.01) * np.array([0.6, 0.8, 0.0]), np.cos(0.01)]
+    R0, _ = sd.geometry_placements(scene.model, np.r_[0.0, 0.0, 0.0, quat], "collision")
+    q = [0.0, 0.0, -float(np.min(V @ R0[0].T[:, 2])) - 1e-4, *quat.tolist()]
+    R, p = sd.geometry_placements(scene.model, q, "collision")
+    res = coal.DistanceResult()
+    dist = coal.distance(prism_hull(), coal.Transform3s(R[0], p[0]), coal.Halfspace(np.array([0.0, 0, 1]), 0.0),
+                         coal.Transform3s(np.eye(3), np.zeros(3)), coal.DistanceRequest(), res)
+    hits = sd.collide(scene, q)
+    assert len(hits.distances) == 1 and abs(hits.distances[0] - dist) <= 1e-9 and abs(dist + 1e-4) <= 1e-12
+    assert np.allclose(hits.witness_a[0], res.getNearestPoint1(), rtol=0, atol=1e-9)
+    monkeypatch.setattr(reduction, "PATCH_DEPTH", scene.margin)
+    assert len(sd.collide(scene, q).distances) == 4
 
 
 def test_a_prism_lying_flat_keeps_the_largest_square_of_its_face():
@@ -152,7 +211,7 @@ def drops():
     """The prism dropped tilted from 3 cm, with the patch reduced and with every vertex of it a contact."""
     reduced = _drop(prism_scene())
     mp = pytest.MonkeyPatch()
-    mp.setattr(reduction, "reduce_patches", lambda d, T, g: np.arange(len(d)))
+    mp.setattr(reduction, "reduce_patches", lambda d, T, g, depth=None: np.arange(len(d)))
     mp.setattr(scene_data, "_mixed_plan", lambda scene: None)        # the Contact objects' road: any number
     try:
         whole = _drop(prism_scene())

@@ -287,7 +287,7 @@ def _mesh_plane_pairs(scene, ks, R, p, cutoff):
     swap = np.array([scene.shapes[i].kind == "plane" for i in idx[:, 0]])
     m, pl = np.where(swap, idx[:, 1], idx[:, 0]), np.where(swap, idx[:, 0], idx[:, 1])
     g, d, wa, wb, n, _ = mesh_plane_patches(V, [rows[i] for i in m.tolist()], R[m], p[m], plane_axes(R[pl][:, :, 2]),
-                                            p[pl], np.asarray(cutoff, float))
+                                            p[pl], np.asarray(cutoff, float), scene.margin)
     s = swap[g][:, None]
     return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
 

@@ -154,7 +154,7 @@ def mesh_plane_rows(scene, mesh, q, cut):
     if len(near):
         rows = mesh["rows"]
         g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], [rows[k] for k in near.tolist()], Rj[near],
-                                                     oj[near], axes[near], pb[near], cut[near])
+                                                     oj[near], axes[near], pb[near], cut[near], scene.margin)
         first = np.searchsorted(g, g)
         at = MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
         out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, nn
