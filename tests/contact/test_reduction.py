@@ -197,6 +197,76 @@ def test_a_prism_lying_flat_keeps_the_largest_square_of_its_face():
     assert abs(area - 2 * RADIUS ** 2) <= 1e-12
 
 
+# --- a mesh on a box: coal's closest pair, the hull vertices on the face -------------------------------
+
+def box_scene():
+    """The prism over a world box 0.4 x 0.4 x 0.1 m whose top face is z = 0."""
+    return sd.Scene(prism_scene().model, world=[sd.Shape("box", (0.4, 0.4, 0.1), placement=(np.eye(3), [0, 0, -0.05]),
+                                                         name="top")], friction=0.8)
+
+
+def _tipped(scene, angle, depth=1e-4, xy=(0.01, -0.02)):
+    """The prism tipped ``angle`` about (0.6, 0.8, 0), its lowest corner ``depth`` below z = 0."""
+    quat = np.r_[np.sin(angle / 2) * np.array([0.6, 0.8, 0.0]), np.cos(angle / 2)]
+    R0, _ = sd.geometry_placements(scene.model, np.r_[0.0, 0.0, 0.0, quat], "collision")
+    return [*xy, -float(np.min(prism()[0] @ R0[0].T[:, 2])) - depth, *quat.tolist()]
+
+
+def test_a_prism_on_a_box_is_coals_hull_and_box_with_the_vertices_on_its_face():
+    """Random poses over the box, overhanging its edges too: the deepest hit is coal's distance between
+    the prism's convex hull and the box (GJK/EPA), its normal coal's, its witness coal's or (a face on
+    the face, whose closest pair is any point of it) a hull vertex at that distance; the others are hull vertices
+    within the margin whose feet lie on the face of coal's normal, at their heights; at most four."""
+    scene = box_scene()
+    V = prism()[0]
+    hull, box = prism_hull(), coal.Box(0.4, 0.4, 0.1)
+    rng = np.random.default_rng(11)
+    seen = 0
+    for _ in range(150):
+        axis = rng.standard_normal(3)
+        quat = np.r_[np.sin(0.5 * rng.uniform(0, 0.6)) * axis / np.linalg.norm(axis), 0.0]
+        quat[3] = np.sqrt(1 - quat[:3] @ quat[:3])
+        q = np.r_[rng.uniform(-0.3, 0.3, 2), rng.uniform(0.0, 0.08), quat]
+        R, p = sd.geometry_placements(scene.model, q, "collision")
+        res = coal.DistanceResult()
+        dist = coal.distance(hull, coal.Transform3s(R[0], p[0]), box, coal.Transform3s(np.eye(3), np.array([0, 0, -0.05])),
+                             coal.DistanceRequest(), res)
+        hits = sd.collide(scene, q.tolist())
+        if dist >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        seen += 1
+        assert 1 <= len(hits.distances) <= 4 and np.all(hits.distances < scene.margin)
+        assert abs(hits.distances[0] - dist) <= 1e-9 and np.all(hits.distances[1:] >= hits.distances[0])
+        W = V @ R[0].T + p[0]
+        vertex = np.linalg.norm(W - hits.witness_a[0], axis=1).min() <= 1e-12
+        if not vertex:                        # else a face on the face: the vertex at coal's distance
+            assert np.allclose(hits.witness_a[0], res.getNearestPoint1(), rtol=0, atol=1e-9)
+        assert np.allclose(hits.normals[0], -np.asarray(res.normal), rtol=0, atol=1e-9)
+        rest = hits.witness_a[1:]
+        assert np.linalg.norm(rest[:, None] - W[None], axis=-1).min(1, initial=0).max(initial=0) <= 1e-12
+        gap = rest - hits.witness_b[1:] - hits.distances[1:, None] * hits.normals[1:]
+        assert np.abs(gap).max(initial=0) <= 1e-12 and np.allclose(hits.normals[1:], hits.normals[0], rtol=0, atol=1e-9)
+        on = np.abs(hits.witness_b[1:] - [0, 0, -0.05]) / [0.2, 0.2, 0.05]    # the box's faces: 1 in one axis
+        assert np.all(on <= 1 + 1e-12) and np.allclose(on.max(1, initial=1), 1, rtol=0, atol=1e-12)
+    assert seen >= 20
+
+
+def test_a_prism_flat_on_a_box_keeps_the_largest_square_and_tipped_its_corner():
+    """Flat, 1e-4 m deep: four hits at -1e-4 m spanning the square of area ``2 r^2`` (as on a plane);
+    tipped 0.02 rad: the lowest corner alone, 1e-4 m deep (coal's collide on the mesh's triangles
+    reports four triangles within the margin, not the deepest)."""
+    scene = box_scene()
+    hits = sd.collide(scene, (0.01, -0.02, HEIGHT / 2 - 1e-4, 0.0, 0.0, 0.0, 1.0))
+    assert len(hits.distances) == 4 and np.allclose(hits.distances, -1e-4, rtol=0, atol=1e-12)
+    P = hits.witness_a[:, :2] - [0.01, -0.02]
+    order = np.argsort(np.arctan2(P[:, 1], P[:, 0]))
+    x, y = P[order, 0], P[order, 1]
+    assert abs(0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) - 2 * RADIUS ** 2) <= 1e-12
+    hits = sd.collide(scene, _tipped(scene, 0.02))
+    assert len(hits.distances) == 1 and abs(hits.distances[0] + 1e-4) <= 1e-9
+
+
 # --- physics: the reduced patch rests as the whole face does -----------------------------------------------
 
 def _drop(scene, steps=700):

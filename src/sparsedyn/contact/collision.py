@@ -43,7 +43,7 @@ from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, ca
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
-from .reduction import mesh_plane_patches, plane_axes
+from .reduction import mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
 from .scene import Scene
 
 __all__ = ["Hits", "collide", "collide_within"]
@@ -153,6 +153,9 @@ def collide_within(scene, q, cutoff) -> Hits:
             elif set(key) == {"mesh", "plane"}:
                 cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
                 out.append(_mesh_plane_pairs(scene, ks[m], R, p, cut))
+            elif set(key) == {"mesh", "box"}:
+                cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
+                out.append(_mesh_box_pairs(scene, ks[m], R, p, cut))
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
@@ -290,6 +293,43 @@ def _mesh_plane_pairs(scene, ks, R, p, cutoff):
                                             p[pl], np.asarray(cutoff, float), scene.margin)
     s = swap[g][:, None]
     return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
+
+
+def _hull_convex(scene, k):
+    """coal's convex hull of mesh shape ``k`` (of its BVH's triangles), kept by the scene."""
+    key = ("convex", k)
+    if key not in scene.cache:
+        bvh = _coal_geometry(scene, k)
+        bvh.buildConvexHull(True, "Qt")
+        scene.cache[key] = bvh.convex
+    return scene.cache[key]
+
+
+def _mesh_box_pairs(scene, ks, R, p, cutoff):
+    """Hits of mesh-box pairs ``ks`` within their ``cutoff`` (len(ks),) [m]: coal's signed distance
+    (GJK/EPA) between the mesh's convex hull and the box for the closest pair, and where that pair
+    lies on a face of the box the hull vertices on that face, reduced
+    (:func:`~sparsedyn.contact.reduction.mesh_box_patch`)."""
+    coal, V, rows = _coal(), *mesh_vertices(scene)
+    out = []
+    for k, c in zip(ks.tolist(), np.asarray(cutoff, float).tolist()):
+        i, j = scene.index[k]
+        m, b = (i, j) if scene.shapes[i].kind == "mesh" else (j, i)
+        d, res = _coal_distance(coal, _hull_convex(scene, m), coal.Transform3s(R[m], p[m]), _coal_geometry(scene, b),
+                                coal.Transform3s(R[b], p[b]), scene.shapes[m].name, scene.shapes[b].name)
+        if d >= c:
+            continue
+        a0, b0 = np.array(res.getNearestPoint1(), float), np.array(res.getNearestPoint2(), float)
+        n0 = -np.array(res.normal, float)         # coal's runs from the mesh to the box
+        lo, hi = rows[m]
+        dd, wa, wb, n = mesh_box_patch(V[lo:hi] @ R[m].T + p[m], R[b], p[b], np.asarray(scene.shapes[b].size) / 2,
+                                       (d, a0, b0, n0), c, float(patch_depth(c, scene.margin)), SAME_DEPTH)
+        if m != i:
+            wa, wb, n = wb, wa, -n
+        out.append((np.full(len(dd), k), dd, wa, wb, n))
+    if not out:
+        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
+    return tuple(np.concatenate(x) for x in zip(*out))
 
 
 def _features(scene, k, up):
@@ -478,7 +518,9 @@ def _coal_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
     they overlap) for the closest pair, and for a box the closed-form hits of the features that rest
     on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
-    the margin as coal's security margin: up to four triangle contacts, each with its own signed distance."""
+    the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
+    those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
+    above the surface: the others carry nothing at rest)."""
     coal = _coal()
     tf = [coal.Transform3s(R[k], p[k]) for k in range(len(p))]
     blocks, near = [], []
@@ -492,6 +534,9 @@ def _coal_pairs(scene, ks, R, p, margin):
             cres = coal.CollisionResult()
             got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
                    for c in cres.getContacts()] if coal.collide(gi, tf[i], gj, tf[j], creq, cres) else []
+            if got:                                # the contacts touching with the deepest (reduction's rule)
+                top = max(min(c[3] for c in got), 0.0) + float(patch_depth(margin, scene.margin))
+                got = [c for c in got if c[3] <= top]
         else:
             d, dres = _coal_distance(coal, gi, tf[i], gj, tf[j], scene.shapes[i].name, scene.shapes[j].name)
             got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < margin else []

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "plane_axes", "tangents", "MAX_PATCH_POINTS",
-           "SPAN", "PATCH_DEPTH", "patch_depth"]
+           "SPAN", "PATCH_DEPTH", "patch_depth", "mesh_box_patch"]
 
 #: The most points a touching patch of one pair keeps.
 MAX_PATCH_POINTS = 4
@@ -154,3 +154,39 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None):
     W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
     n = axes[g, :, 0]
     return g, h, W, W - h[:, None] * n, n, Vl
+
+
+def mesh_box_patch(W, Rb, pb, half, closest, cutoff, depth, same):
+    """A mesh's hull vertices ``W`` (N, 3) (world) against a box of axes ``Rb`` (3, 3), centre ``pb``
+    (3,) and half sizes ``half`` (3,), given the pair's closest points ``closest = (d, w_a, w_b, n)``
+    (coal's signed distance, witnesses on the mesh and on the box, unit normal from the box towards
+    the mesh): ``(d, w_a, w_b, n)`` (k,), (k, 3) of the patch, the deepest first.  Where ``n`` is a
+    face's normal (to 1e-9) the patch holds the hull vertices within ``cutoff`` [m] of that face whose
+    feet lie on it, reduced as a plane's (:func:`reduce_patches`, ``depth`` [m] their allowance), and
+    the closest pair unless a vertex is as deep (within ``same`` [m]: a face on the face, whose
+    closest pair is any of its points, the vertices its corners); on an edge or a corner the closest
+    pair alone (the box's edge is the patch)."""
+    d0, wa0, wb0, n0 = closest
+    one = (np.array([d0]), np.asarray(wa0, float)[None], np.asarray(wb0, float)[None], np.asarray(n0, float)[None])
+    nb = Rb.T @ np.asarray(n0, float)                    # the normal in the box's axes
+    k = int(np.argmax(np.abs(nb)))
+    if abs(nb[k]) < 1.0 - 1e-9:
+        return one
+    s = np.sign(nb[k])
+    nf = s * Rb[:, k]                                    # the face's outward normal (world)
+    x = (W - pb) @ Rb                                    # the vertices in the box's axes
+    h = x[:, k] * s - half[k]                            # their heights above the face
+    other = [j for j in range(3) if j != k]
+    on = np.flatnonzero((h < cutoff) & np.all(np.abs(x[:, other]) <= half[other], axis=1))
+    if not len(on):
+        return one
+    first = int(h[on].min() > d0 + same)                 # 1: the closest pair leads the patch
+    T = np.concatenate([((np.asarray(wa0, float) - pb) @ Rb[:, other])[None][:first], x[on][:, other]])
+    dd = np.r_[[d0][:first], np.maximum(h[on], d0)]      # the closest pair the deepest (ties: the first)
+    keep = reduce_patches(dd, T, np.zeros(len(dd), int), np.full(len(dd), depth))
+    keep = keep[np.argsort(dd[keep], kind="stable")]     # the deepest first
+    rest = on[keep[keep >= first] - first]
+    Wv, hv = W[rest], h[rest]
+    return (np.r_[[d0][:first], hv], np.concatenate([one[1][:first], Wv]),
+            np.concatenate([one[2][:first], Wv - hv[:, None] * nf]),
+            np.concatenate([one[3][:first], np.repeat(nf[None], len(rest), 0)]))
