@@ -153,9 +153,10 @@ def collide_within(scene, q, cutoff) -> Hits:
             elif set(key) == {"mesh", "plane"}:
                 cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
                 out.append(_mesh_plane_pairs(scene, ks[m], R, p, cut))
-            elif set(key) == {"mesh", "box"}:
-                cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
-                out.append(_mesh_box_pairs(scene, ks[m], R, p, cut))
+            elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
+                kw = ks[m][[min(scene.shapes[x].body for x in scene.index[k]) < 0 for k in ks[m].tolist()]]
+                cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
+                out += [_mesh_box_pairs(scene, kw, R, p, cut), _coal_pairs(scene, np.setdiff1d(ks[m], kw), R, p, margin)]
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
@@ -306,8 +307,9 @@ def _hull_convex(scene, k):
 
 
 def _mesh_box_pairs(scene, ks, R, p, cutoff):
-    """Hits of mesh-box pairs ``ks`` within their ``cutoff`` (len(ks),) [m]: coal's signed distance
-    (GJK/EPA) between the mesh's convex hull and the box for the closest pair, and where that pair
+    """Hits of pairs ``ks`` of a robot mesh and a world box within their ``cutoff`` (len(ks),) [m]:
+    coal's signed distance (GJK/EPA) between the mesh's convex hull (as on a plane, and as MuJoCo
+    collides a mesh) and the box for the closest pair, and where that pair
     lies on a face of the box the hull vertices on that face, reduced
     (:func:`~sparsedyn.contact.reduction.mesh_box_patch`)."""
     coal, V, rows = _coal(), *mesh_vertices(scene)
