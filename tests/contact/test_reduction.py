@@ -38,6 +38,16 @@ def prism():
     return V, np.array(F)
 
 
+def random_poses(rng, n, xy, z):
+    """``n`` free-joint configurations: x and y uniform in ``(-xy, xy)``, z in ``z = (lo, hi)``, tipped
+    up to 0.6 rad about a random axis."""
+    for _ in range(n):
+        axis = rng.standard_normal(3)
+        quat = np.r_[np.sin(0.5 * rng.uniform(0, 0.6)) * axis / np.linalg.norm(axis), 0.0]
+        quat[3] = np.sqrt(1 - quat[:3] @ quat[:3])
+        yield np.r_[rng.uniform(-xy, xy, 2), rng.uniform(*z), quat]
+
+
 def prism_hull():
     """coal's convex hull of :func:`prism` (a BVH model's, as coal builds it from the triangles)."""
     V, F = prism()
@@ -136,11 +146,7 @@ def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits
     hull = prism_hull()
     rng = np.random.default_rng(7)
     seen = 0
-    for _ in range(200):
-        axis = rng.standard_normal(3)
-        quat = np.r_[np.sin(0.5 * rng.uniform(0, 0.6)) * axis / np.linalg.norm(axis), 0.0]
-        quat[3] = np.sqrt(1 - quat[:3] @ quat[:3])
-        q = np.r_[rng.uniform(-0.1, 0.1, 2), rng.uniform(0.0, 0.08), quat]
+    for q in random_poses(rng, 200, 0.1, (0.0, 0.08)):
         R, p = sd.geometry_placements(scene.model, q, "collision")
         res = coal.DistanceResult()
         dist = coal.distance(hull, coal.Transform3s(R[0], p[0]), coal.Halfspace(np.array([0.0, 0, 1]), 0.0),
@@ -222,11 +228,7 @@ def test_a_prism_on_a_box_is_coals_hull_and_box_with_the_vertices_on_its_face():
     hull, box = prism_hull(), coal.Box(0.4, 0.4, 0.1)
     rng = np.random.default_rng(11)
     seen = 0
-    for _ in range(150):
-        axis = rng.standard_normal(3)
-        quat = np.r_[np.sin(0.5 * rng.uniform(0, 0.6)) * axis / np.linalg.norm(axis), 0.0]
-        quat[3] = np.sqrt(1 - quat[:3] @ quat[:3])
-        q = np.r_[rng.uniform(-0.3, 0.3, 2), rng.uniform(0.0, 0.08), quat]
+    for q in random_poses(rng, 150, 0.3, (0.0, 0.08)):
         R, p = sd.geometry_placements(scene.model, q, "collision")
         res = coal.DistanceResult()
         dist = coal.distance(hull, coal.Transform3s(R[0], p[0]), box, coal.Transform3s(np.eye(3), np.array([0, 0, -0.05])),

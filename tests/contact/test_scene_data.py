@@ -145,7 +145,7 @@ def test_a_mesh_on_a_box_and_a_floor_takes_this_road_with_the_contact_objects_da
     the box's top and its edges: a state's data come with no Contact object and equal those laid out
     from Contact objects (:func:`~sparsedyn.collide`'s hits: coal's closest pair of the hull and the
     box, the hull vertices on its face)."""
-    from test_reduction import prism_scene
+    from test_reduction import prism_scene, random_poses
     model = prism_scene().model
 
     def scene():
@@ -154,11 +154,6 @@ def test_a_mesh_on_a_box_and_a_floor_takes_this_road_with_the_contact_objects_da
                                                name="top")], friction=0.8)
     fast, slow = scene(), scene()
     rng = np.random.default_rng(5)
-    states = []
-    for _ in range(40):
-        axis = rng.standard_normal(3)
-        quat = np.r_[np.sin(0.5 * rng.uniform(0, 0.6)) * axis / np.linalg.norm(axis), 0.0]
-        quat[3] = np.sqrt(1 - quat[:3] @ quat[:3])
-        states.append((np.r_[rng.uniform(-0.3, 0.3, 2), rng.uniform(0.1, 0.18), quat], 0.3 * rng.standard_normal(6)))
+    states = [(q, 0.3 * rng.standard_normal(6)) for q in random_poses(rng, 40, 0.3, (0.1, 0.18))]
     assert scene_data._mixed_plan(fast) is not None
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 15
