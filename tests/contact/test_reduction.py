@@ -231,8 +231,8 @@ def test_a_prism_on_a_box_is_coals_hull_and_box_with_the_vertices_on_its_face():
     for q in random_poses(rng, 150, 0.3, (0.0, 0.08)):
         R, p = sd.geometry_placements(scene.model, q, "collision")
         res = coal.DistanceResult()
-        dist = coal.distance(hull, coal.Transform3s(R[0], p[0]), box, coal.Transform3s(np.eye(3), np.array([0, 0, -0.05])),
-                             coal.DistanceRequest(), res)
+        dist = coal.distance(hull, coal.Transform3s(R[0], p[0]), box,
+                             coal.Transform3s(np.eye(3), np.array([0, 0, -0.05])), coal.DistanceRequest(), res)
         hits = sd.collide(scene, q.tolist())
         if dist >= scene.margin:
             assert len(hits.distances) == 0

@@ -156,7 +156,8 @@ def collide_within(scene, q, cutoff) -> Hits:
             elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
                 kw = ks[m][[min(scene.shapes[x].body for x in scene.index[k]) < 0 for k in ks[m].tolist()]]
                 cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
-                out += [_mesh_box_pairs(scene, kw, R, p, cut), _coal_pairs(scene, np.setdiff1d(ks[m], kw), R, p, margin)]
+                out += [_mesh_box_pairs(scene, kw, R, p, cut),
+                        _coal_pairs(scene, np.setdiff1d(ks[m], kw), R, p, margin)]
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:

@@ -134,8 +134,9 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None):
     unit normal ``axes[k][:, 0]`` (world; ``axes`` (P, 3, 3): :func:`plane_axes`); the vertices within
     ``cutoff[k]`` [m] count, those within :func:`patch_depth` ``(cutoff, margin)`` of the deepest span
     the patch (``margin`` [m]: the scene's, or None: no look-ahead).  Returns ``(k, d, w_a, w_b, n,
-    local)`` per hit, by pair: the pair (its position in ``ranges``), the signed distance, the vertex and its foot on the plane (world), the
-    normal (world, from the plane towards the mesh) and the vertex in its frame (``V``'s row)."""
+    local)`` per hit, by pair: the pair (its position in ``ranges``), the signed distance, the vertex
+    and its foot on the plane (world), the normal (world, from the plane towards the mesh) and the
+    vertex in its frame (``V``'s row)."""
     if not sum(b - a for a, b in ranges):
         z = np.zeros((0, 3))
         return np.zeros(0, int), np.zeros(0), z, z, z, z

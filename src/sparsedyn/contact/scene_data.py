@@ -97,7 +97,8 @@ class _Mixed:
 
 def _mixed_plan(scene):
     """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
-    world planes (their rows: :func:`mesh_plane_rows`) or on world boxes (:func:`mesh_box_rows`), its first entry a :class:`_Mixed`; None where
+    world planes (their rows: :func:`mesh_plane_rows`) or on world boxes (:func:`mesh_box_rows`), its
+    first entry a :class:`_Mixed`; None where
     another pair is left out or a touching body has no frame."""
     key = "slot data plan, meshes on planes"
     if key not in scene.cache:
