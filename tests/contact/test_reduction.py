@@ -341,3 +341,19 @@ def test_a_robots_meshes_on_a_floor_are_each_pairs_own_patch():
             assert np.abs(hits.witness_a[mine] - wa).max(initial=0) <= 1e-12
             total += len(d)
     assert total >= 30
+
+
+def test_a_prism_dropped_on_a_box_rests_on_its_face_on_the_no_contact_object_road(monkeypatch):
+    """Dropped tilted onto the box's top (a world box: its contacts the hull's, rows with no Contact
+    object): at rest on at most four points within the rest bound of the top, level within it over
+    the corner radius, its weight carried."""
+    from sparsedyn.contact import scene_step
+    monkeypatch.setattr(scene_step, "scene_contacts", lambda *a, **k: pytest.fail("a Contact object was made"))
+    r = _drop(box_scene())
+    bound = PENETRATION_SLOP + DT * V_REST
+    assert max(len(x) for x in r.impulses) <= 4 and len(r.impulses[-1]) >= 3
+    assert np.abs(r.v[-100:]).max() <= V_REST
+    assert abs(r.q[-1][2] - HEIGHT / 2) <= bound
+    assert np.arccos(min(1.0, sd.spatial.quat_to_rot(r.q[-1][3:7])[2, 2])) <= 2 * bound / RADIUS
+    assert abs(np.sum(r.impulses[-1][:, 2]) - MASS * G * DT) <= 2 * MASS * V_REST
+
