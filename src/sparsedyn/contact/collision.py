@@ -314,10 +314,16 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff):
     lies on a face of the box the hull vertices on that face, reduced
     (:func:`~sparsedyn.contact.reduction.mesh_box_patch`)."""
     coal, V, rows = _coal(), *mesh_vertices(scene)
+    plan, idx, cutoff = _plan(scene), scene.index[ks], np.asarray(cutoff, float)
+    mesh = np.array([scene.shapes[i].kind == "mesh" for i in idx[:, 0].tolist()], bool).reshape(-1)
+    ms, bs = np.where(mesh, idx[:, 0], idx[:, 1]), np.where(mesh, idx[:, 1], idx[:, 0])
+    # a broad phase: the mesh's bounding sphere against the box itself (not the box's sphere)
+    half = np.array([scene.shapes[b].size for b in bs.tolist()], float).reshape(-1, 3) / 2
+    x = np.abs(np.einsum("kji,kj->ki", R[bs], p[ms] + np.einsum("kij,kj->ki", R[ms], plan["c"][ms]) - p[bs])) - half
+    gap = np.linalg.norm(np.maximum(x, 0.0), axis=1) + np.minimum(x.max(1, initial=-np.inf), 0.0) - plan["r"][ms]
     out = []
-    for k, c in zip(ks.tolist(), np.asarray(cutoff, float).tolist()):
-        i, j = scene.index[k]
-        m, b = (i, j) if scene.shapes[i].kind == "mesh" else (j, i)
+    for n in np.flatnonzero(gap < cutoff + SAME_POINT).tolist():
+        k, c, m, b = int(ks[n]), float(cutoff[n]), int(ms[n]), int(bs[n])
         d, res = _coal_distance(coal, _hull_convex(scene, m), coal.Transform3s(R[m], p[m]), _coal_geometry(scene, b),
                                 coal.Transform3s(R[b], p[b]), scene.shapes[m].name, scene.shapes[b].name)
         if d >= c:
@@ -325,11 +331,11 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff):
         a0, b0 = np.array(res.getNearestPoint1(), float), np.array(res.getNearestPoint2(), float)
         n0 = -np.array(res.normal, float)         # coal's runs from the mesh to the box
         lo, hi = rows[m]
-        dd, wa, wb, n = mesh_box_patch(V[lo:hi] @ R[m].T + p[m], R[b], p[b], np.asarray(scene.shapes[b].size) / 2,
+        dd, wa, wb, nn = mesh_box_patch(V[lo:hi] @ R[m].T + p[m], R[b], p[b], half[n],
                                        (d, a0, b0, n0), c, float(patch_depth(c, scene.margin)), SAME_DEPTH)
-        if m != i:
-            wa, wb, n = wb, wa, -n
-        out.append((np.full(len(dd), k), dd, wa, wb, n))
+        if not mesh[n]:
+            wa, wb, nn = wb, wa, -nn
+        out.append((np.full(len(dd), k), dd, wa, wb, nn))
     if not out:
         return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
     return tuple(np.concatenate(x) for x in zip(*out))
