@@ -38,6 +38,28 @@ def prism():
     return V, np.array(F)
 
 
+def random_poses(rng, n, xy, z):
+    """``n`` free-joint configurations: x and y uniform in ``(-xy, xy)``, z in ``z = (lo, hi)``, tipped
+    up to 0.6 rad about a random axis."""
+    for _ in range(n):
+        axis = rng.standard_normal(3)
+        quat = np.r_[np.sin(0.5 * rng.uniform(0, 0.6)) * axis / np.linalg.norm(axis), 0.0]
+        quat[3] = np.sqrt(1 - quat[:3] @ quat[:3])
+        yield np.r_[rng.uniform(-xy, xy, 2), rng.uniform(*z), quat]
+
+
+def prism_hull():
+    """coal's convex hull of :func:`prism` (a BVH model's, as coal builds it from the triangles)."""
+    V, F = prism()
+    bvh = coal.BVHModelOBBRSS()
+    bvh.beginModel(len(F), len(V))
+    bvh.addVertices(V)
+    bvh.addTriangles(F)
+    bvh.endModel()
+    bvh.buildConvexHull(True, "Qt")
+    return bvh.convex
+
+
 def prism_scene():
     b = sd.ModelBuilder("prism")
     r2, h2 = RADIUS ** 2, HEIGHT ** 2                       # about a cylinder's inertia (near enough: any SPD)
@@ -82,6 +104,37 @@ def test_each_patch_keeps_at_most_four_and_a_line_or_a_point_fewer():
     assert set(keep[g[keep] == 1]) == {line[np.argmin(d[line])], line[0] if np.argmin(d[line]) >= 3 else line[-1]}
 
 
+def test_a_patch_is_spanned_by_the_points_touching_with_its_deepest_only():
+    """Patch 0, the grid of the first test: the deepest point (0.1, 0.1) at -2 mm, the row y = 0
+    penetrating (-1 mm), the rest 1 mm above the plane.  With an allowance of 1e-5 m only the row
+    touches with the deepest point: the farthest of it from (0.1, 0.1) is (0.4, 0) (squared distance
+    0.1, by hand), and every point of the row lies on the same side of the line between them (cross
+    products -0.04, -0.03, -0.02, -0.01 and 0 for x = 0 ... 0.4): (0, 0) the farthest, none on the
+    other side.  With an allowance of 1 cm every point touches: the first test's four corners.
+    Patch 1, above the plane (its deepest at +2 mm): a point 5e-6 m higher touches with it, one 1e-4 m
+    higher does not (a line of two points)."""
+    x, y = np.meshgrid(np.linspace(0, 0.4, 5), np.linspace(0, 0.3, 4))
+    T = np.concatenate([np.column_stack([x.ravel(), y.ravel()]), [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])
+    d = np.where(np.isclose(T[:20, 1], 0.0), -1e-3, 1e-3)
+    d[int(np.flatnonzero(np.all(np.isclose(T[:20], [0.1, 0.1]), axis=1))[0])] = -2e-3
+    d = np.r_[d, 2e-3, 2e-3 + 5e-6, 2e-3 + 1e-4]
+    g = np.repeat([0, 1], [20, 3])
+    kept = lambda keep, k: {tuple(np.round(T[i], 12)) for i in keep if g[i] == k}     # noqa: E731
+    tight = reduction.reduce_patches(d, T, g, np.full(len(d), 1e-5))
+    assert kept(tight, 0) == {(0.1, 0.1), (0.4, 0.0), (0.0, 0.0)}
+    assert kept(tight, 1) == {(0.0, 0.0), (1.0, 0.0)}
+    loose = reduction.reduce_patches(d, T, g, np.full(len(d), 1e-2))
+    assert kept(loose, 0) == {(0.1, 0.1), (0.4, 0.3), (0.4, 0.0), (0.0, 0.3)}
+
+
+def test_a_patchs_allowance_is_patch_depth_and_twice_its_look_ahead():
+    # the look-ahead's cutoff, margin + dt s, bounds how far the body's rotation lowers a point relative
+    # to the deepest one in a step (|omega| |r_i - r_0| dt <= 2 rho |omega| dt <= 2 dt s)
+    got = reduction.patch_depth([0.005, 0.007, 0.004], 0.005)
+    assert np.allclose(got, reduction.PATCH_DEPTH + np.array([0.0, 0.004, 0.0]), rtol=0, atol=1e-15)
+    assert np.allclose(reduction.patch_depth([0.005]), reduction.PATCH_DEPTH, rtol=0, atol=0)
+
+
 # --- a mesh on a plane against coal ----------------------------------------------------------------------
 
 def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits():
@@ -90,22 +143,13 @@ def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits
     its own distance (its height); at most four."""
     scene = prism_scene()
     V, F = prism()
-    bvh = coal.BVHModelOBBRSS()
-    bvh.beginModel(len(F), len(V))
-    bvh.addVertices(V)
-    bvh.addTriangles(F)
-    bvh.endModel()
-    bvh.buildConvexHull(True, "Qt")
+    hull = prism_hull()
     rng = np.random.default_rng(7)
     seen = 0
-    for _ in range(200):
-        axis = rng.standard_normal(3)
-        quat = np.r_[np.sin(0.5 * rng.uniform(0, 0.6)) * axis / np.linalg.norm(axis), 0.0]
-        quat[3] = np.sqrt(1 - quat[:3] @ quat[:3])
-        q = np.r_[rng.uniform(-0.1, 0.1, 2), rng.uniform(0.0, 0.08), quat]
+    for q in random_poses(rng, 200, 0.1, (0.0, 0.08)):
         R, p = sd.geometry_placements(scene.model, q, "collision")
         res = coal.DistanceResult()
-        dist = coal.distance(bvh.convex, coal.Transform3s(R[0], p[0]), coal.Halfspace(np.array([0.0, 0, 1]), 0.0),
+        dist = coal.distance(hull, coal.Transform3s(R[0], p[0]), coal.Halfspace(np.array([0.0, 0, 1]), 0.0),
                              coal.Transform3s(np.eye(3), np.zeros(3)), coal.DistanceRequest(), res)
         hits = sd.collide(scene, q.tolist())
         W = V @ R[0].T + p[0]
@@ -123,6 +167,27 @@ def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits
     assert seen >= 20
 
 
+def test_a_prism_tipped_on_a_corner_keeps_that_corner_alone(monkeypatch):
+    """Tipped 0.02 rad about (0.6, 0.8, 0), its lowest corner 1e-4 m deep: the next corners are 0.15 mm
+    and more above it (within the margin, beyond PATCH_DEPTH), so the patch is that corner alone, at
+    coal's distance and witness; with every point of the margin touching (the rule without the
+    allowance) four are kept."""
+    scene = prism_scene()
+    V, F = prism()
+    quat = np.r_[np.sin(0.01) * np.array([0.6, 0.8, 0.0]), np.cos(0.01)]
+    R0, _ = sd.geometry_placements(scene.model, np.r_[0.0, 0.0, 0.0, quat], "collision")
+    q = [0.0, 0.0, -float(np.min(V @ R0[0].T[:, 2])) - 1e-4, *quat.tolist()]
+    R, p = sd.geometry_placements(scene.model, q, "collision")
+    res = coal.DistanceResult()
+    dist = coal.distance(prism_hull(), coal.Transform3s(R[0], p[0]), coal.Halfspace(np.array([0.0, 0, 1]), 0.0),
+                         coal.Transform3s(np.eye(3), np.zeros(3)), coal.DistanceRequest(), res)
+    hits = sd.collide(scene, q)
+    assert len(hits.distances) == 1 and abs(hits.distances[0] - dist) <= 1e-9 and abs(dist + 1e-4) <= 1e-12
+    assert np.allclose(hits.witness_a[0], res.getNearestPoint1(), rtol=0, atol=1e-9)
+    monkeypatch.setattr(reduction, "PATCH_DEPTH", scene.margin)
+    assert len(sd.collide(scene, q).distances) == 4
+
+
 def test_a_prism_lying_flat_keeps_the_largest_square_of_its_face():
     """Flat on the floor (1e-4 m deep), the twelve corners of the face are within the margin; the four
     kept are the deepest (a tie: one of them), its opposite corner and the two at right angles: a
@@ -136,6 +201,72 @@ def test_a_prism_lying_flat_keeps_the_largest_square_of_its_face():
     x, y = P[order, 0], P[order, 1]
     area = 0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
     assert abs(area - 2 * RADIUS ** 2) <= 1e-12
+
+
+# --- a mesh on a box: coal's closest pair, the hull vertices on the face -------------------------------
+
+def box_scene():
+    """The prism over a world box 0.4 x 0.4 x 0.1 m whose top face is z = 0."""
+    return sd.Scene(prism_scene().model, world=[sd.Shape("box", (0.4, 0.4, 0.1), placement=(np.eye(3), [0, 0, -0.05]),
+                                                         name="top")], friction=0.8)
+
+
+def _tipped(scene, angle, depth=1e-4, xy=(0.01, -0.02)):
+    """The prism tipped ``angle`` about (0.6, 0.8, 0), its lowest corner ``depth`` below z = 0."""
+    quat = np.r_[np.sin(angle / 2) * np.array([0.6, 0.8, 0.0]), np.cos(angle / 2)]
+    R0, _ = sd.geometry_placements(scene.model, np.r_[0.0, 0.0, 0.0, quat], "collision")
+    return [*xy, -float(np.min(prism()[0] @ R0[0].T[:, 2])) - depth, *quat.tolist()]
+
+
+def test_a_prism_on_a_box_is_coals_hull_and_box_with_the_vertices_on_its_face():
+    """Random poses over the box, overhanging its edges too: the deepest hit is coal's distance between
+    the prism's convex hull and the box (GJK/EPA), its normal coal's, its witness coal's or (a face on
+    the face, whose closest pair is any point of it) a hull vertex at that distance; the others are hull vertices
+    within the margin whose feet lie on the face of coal's normal, at their heights; at most four."""
+    scene = box_scene()
+    V = prism()[0]
+    hull, box = prism_hull(), coal.Box(0.4, 0.4, 0.1)
+    rng = np.random.default_rng(11)
+    seen = 0
+    for q in random_poses(rng, 150, 0.3, (0.0, 0.08)):
+        R, p = sd.geometry_placements(scene.model, q, "collision")
+        res = coal.DistanceResult()
+        dist = coal.distance(hull, coal.Transform3s(R[0], p[0]), box,
+                             coal.Transform3s(np.eye(3), np.array([0, 0, -0.05])), coal.DistanceRequest(), res)
+        hits = sd.collide(scene, q.tolist())
+        if dist >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        seen += 1
+        assert 1 <= len(hits.distances) <= 4 and np.all(hits.distances < scene.margin)
+        assert abs(hits.distances[0] - dist) <= 1e-9 and np.all(hits.distances[1:] >= hits.distances[0])
+        W = V @ R[0].T + p[0]
+        vertex = np.linalg.norm(W - hits.witness_a[0], axis=1).min() <= 1e-12
+        if not vertex:                        # else a face on the face: the vertex at coal's distance
+            assert np.allclose(hits.witness_a[0], res.getNearestPoint1(), rtol=0, atol=1e-9)
+        assert np.allclose(hits.normals[0], -np.asarray(res.normal), rtol=0, atol=1e-9)
+        rest = hits.witness_a[1:]
+        assert np.linalg.norm(rest[:, None] - W[None], axis=-1).min(1, initial=0).max(initial=0) <= 1e-12
+        gap = rest - hits.witness_b[1:] - hits.distances[1:, None] * hits.normals[1:]
+        assert np.abs(gap).max(initial=0) <= 1e-12 and np.allclose(hits.normals[1:], hits.normals[0], rtol=0, atol=1e-9)
+        on = np.abs(hits.witness_b[1:] - [0, 0, -0.05]) / [0.2, 0.2, 0.05]    # the box's faces: 1 in one axis
+        assert np.all(on <= 1 + 1e-12) and np.allclose(on.max(1, initial=1), 1, rtol=0, atol=1e-12)
+    assert seen >= 20
+
+
+def test_a_prism_flat_on_a_box_keeps_the_largest_square_and_tipped_its_corner():
+    """Flat, 1e-4 m deep: four hits at -1e-4 m spanning the square of area ``2 r^2`` (as on a plane);
+    tipped 0.02 rad: the lowest corner alone, 1e-4 m deep (coal's collide on the mesh's triangles
+    reports four triangles within the margin, not the deepest)."""
+    scene = box_scene()
+    hits = sd.collide(scene, (0.01, -0.02, HEIGHT / 2 - 1e-4, 0.0, 0.0, 0.0, 1.0))
+    assert len(hits.distances) == 4 and np.allclose(hits.distances, -1e-4, rtol=0, atol=1e-12)
+    P = hits.witness_a[:, :2] - [0.01, -0.02]
+    order = np.argsort(np.arctan2(P[:, 1], P[:, 0]))
+    x, y = P[order, 0], P[order, 1]
+    assert abs(0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) - 2 * RADIUS ** 2) <= 1e-12
+    hits = sd.collide(scene, _tipped(scene, 0.02))
+    assert len(hits.distances) == 1 and abs(hits.distances[0] + 1e-4) <= 1e-9
 
 
 # --- physics: the reduced patch rests as the whole face does -----------------------------------------------
@@ -152,7 +283,7 @@ def drops():
     """The prism dropped tilted from 3 cm, with the patch reduced and with every vertex of it a contact."""
     reduced = _drop(prism_scene())
     mp = pytest.MonkeyPatch()
-    mp.setattr(reduction, "reduce_patches", lambda d, T, g: np.arange(len(d)))
+    mp.setattr(reduction, "reduce_patches", lambda d, T, g, depth=None: np.arange(len(d)))
     mp.setattr(scene_data, "_mixed_plan", lambda scene: None)        # the Contact objects' road: any number
     try:
         whole = _drop(prism_scene())
@@ -210,3 +341,19 @@ def test_a_robots_meshes_on_a_floor_are_each_pairs_own_patch():
             assert np.abs(hits.witness_a[mine] - wa).max(initial=0) <= 1e-12
             total += len(d)
     assert total >= 30
+
+
+def test_a_prism_dropped_on_a_box_rests_on_its_face_on_the_no_contact_object_road(monkeypatch):
+    """Dropped tilted onto the box's top (a world box: its contacts the hull's, rows with no Contact
+    object): at rest on at most four points within the rest bound of the top, level within it over
+    the corner radius, its weight carried."""
+    from sparsedyn.contact import scene_step
+    monkeypatch.setattr(scene_step, "scene_contacts", lambda *a, **k: pytest.fail("a Contact object was made"))
+    r = _drop(box_scene())
+    bound = PENETRATION_SLOP + DT * V_REST
+    assert max(len(x) for x in r.impulses) <= 4 and len(r.impulses[-1]) >= 3
+    assert np.abs(r.v[-100:]).max() <= V_REST
+    assert abs(r.q[-1][2] - HEIGHT / 2) <= bound
+    assert np.arccos(min(1.0, sd.spatial.quat_to_rot(r.q[-1][3:7])[2, 2])) <= 2 * bound / RADIUS
+    assert abs(np.sum(r.impulses[-1][:, 2]) - MASS * G * DT) <= 2 * MASS * V_REST
+

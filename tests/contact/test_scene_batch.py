@@ -71,15 +71,27 @@ def _bound(*arrays):
     return rounding_bound(64) * max(1.0, max((np.abs(x).max(initial=0.0) for x in arrays), default=1.0))
 
 
-@pytest.mark.parametrize("which", ["box", "box, tilted frame", "arm"])
+def _mesh_scene_and_states():
+    """test_reduction's mesh prism over a world box (top at z = 0.1) and a floor, and 12 states about
+    the box's top and edges (its contacts on the no-Contact-object road: the mesh's hull vertices)."""
+    from test_reduction import prism_scene, random_poses
+    box = sd.Shape("box", (0.4, 0.4, 0.1), placement=(np.eye(3), [0.0, 0.0, 0.05]), name="top")
+    scene = sd.Scene(prism_scene().model, world=[sd.Shape("plane", name="floor"), box], friction=0.8)
+    return scene, [q.tolist() for q in random_poses(np.random.default_rng(2), 12, 0.3, (0.1, 0.16))]
+
+
+@pytest.mark.parametrize("which", ["box", "box, tilted frame", "arm", "mesh"])
 def test_batch_slot_data_are_each_states_slots_from_contact_objects(which):
     """The batch's data, state by state, equal the slots laid out from the Contact objects that the
     NumPy road finds at that state (the vectorised closed forms, not the kernel) in the grown layout:
     the same slot frames, the same slot for each contact, the same scene pairs, the same rows to
     rounding (a point in the axes of a slot frame that is not the body's own; two-body slots of the
     self-collision pair); the free slots' rows are the layout's free rows."""
-    scene = _arm_scene() if which == "arm" else _box_scene(_tilted() if "tilted" in which else None)
-    Q = _arm_states() if which == "arm" else BOX_Q
+    if which == "mesh":
+        scene, Q = _mesh_scene_and_states()
+    else:
+        scene = _arm_scene() if which == "arm" else _box_scene(_tilted() if "tilted" in which else None)
+        Q = _arm_states() if which == "arm" else BOX_Q
     with sd.use_backend("native", deterministic=True):
         pair, slot, ends, slots = scene_batch_slot_data(scene, Q)
     assert slots.data.shape == (len(Q), len(slots.frames), 8) and slots.index is None
@@ -95,7 +107,9 @@ def test_batch_slot_data_are_each_states_slots_from_contact_objects(which):
         assert np.array_equal(index[b], np.arange(len(contacts)) if want.index is None else want.index)
         assert ["/".join(scene.pairs[k]) for k in pairs[b].tolist()] == [c.name.rpartition("#")[0] for c in contacts]
         assert np.abs(slots.data[b] - want.data).max(initial=0.0) <= _bound(want.data[:, :4], want.data[:, 4:7])
-    if which == "arm":
+    if which == "mesh":
+        assert sum(n > 0 for n in counts) >= 6 and max(counts) >= 2
+    elif which == "arm":
         assert counts[0] >= 3 and counts[-1] == 0 and len(set(counts)) >= 3
         assert any(isinstance(k, tuple) for k in slots.frames)      # a two-body slot
     else:

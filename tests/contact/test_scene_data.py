@@ -102,8 +102,6 @@ def test_robot_meshes_on_a_floor_take_this_road_with_the_contact_objects_data(na
     two evaluations of the same closed form."""
     import warnings
     from erd import robots_dir
-    from sparsedyn.contact import scene_step
-    from sparsedyn.contact.look_ahead import pair_cutoffs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = sd.load_urdf(robots_dir() / "solo_description" / "robots" / "solo12.urdf", floating_base=True,
@@ -116,6 +114,15 @@ def test_robot_meshes_on_a_floor_take_this_road_with_the_contact_objects_data(na
         q = model.random_configuration(rng)
         q[2] = rng.uniform(0.0, 0.35)
         states.append((q, 0.3 * rng.standard_normal(model.nv)))
+    assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20
+
+
+def _as_contact_objects_data(fast, slow, states, monkeypatch):
+    """Asserts that ``fast``'s data at each state ``(q, v)`` come with no Contact object and equal
+    ``slow``'s laid out from Contact objects (at the margin and with each pair's look-ahead of a 1 ms
+    step), at most four rows a pair; returns how many had a contact."""
+    from sparsedyn.contact import scene_step
+    from sparsedyn.contact.look_ahead import pair_cutoffs
     objects = scene_step.scene_contacts
     monkeypatch.setattr(scene_step, "scene_contacts", lambda *a, **k: pytest.fail("a Contact object was made"))
     got = [(scene_data.scene_slot_data(fast, q), scene_data.scene_slot_data(fast, q, ahead=(v, 1e-3)))
@@ -130,4 +137,23 @@ def test_robot_meshes_on_a_floor_take_this_road_with_the_contact_objects_data(na
             assert slots.frames == want.frames and np.array_equal(slots.index, want.index)
             assert np.abs(slots.data - want.data).max(initial=0.0) <= _bound(want.data)
             touching += len(pair) > 0
-    assert touching >= 20
+    return touching
+
+
+def test_a_mesh_on_a_box_and_a_floor_takes_this_road_with_the_contact_objects_data(native_backend, monkeypatch):
+    """A mesh prism (no closed form in the kernel) over a world box and a floor, at random poses about
+    the box's top and its edges: a state's data come with no Contact object and equal those laid out
+    from Contact objects (:func:`~sparsedyn.collide`'s hits: coal's closest pair of the hull and the
+    box, the hull vertices on its face)."""
+    from test_reduction import prism_scene, random_poses
+    model = prism_scene().model
+
+    def scene():
+        return sd.Scene(model, world=[sd.Shape("plane", name="floor"),
+                                      sd.Shape("box", (0.4, 0.4, 0.1), placement=(np.eye(3), [0.0, 0.0, 0.05]),
+                                               name="top")], friction=0.8)
+    fast, slow = scene(), scene()
+    rng = np.random.default_rng(5)
+    states = [(q, 0.3 * rng.standard_normal(6)) for q in random_poses(rng, 40, 0.3, (0.1, 0.18))]
+    assert scene_data._mixed_plan(fast) is not None
+    assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 15

@@ -43,7 +43,7 @@ from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, ca
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
-from .reduction import mesh_plane_patches, plane_axes
+from .reduction import mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
 from .scene import Scene
 
 __all__ = ["Hits", "collide", "collide_within"]
@@ -172,6 +172,11 @@ def collide_within(scene, q, cutoff) -> Hits:
             elif set(key) == {"mesh", "plane"}:
                 cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
                 out.append(_mesh_plane_pairs(scene, ks[m], R, p, cut))
+            elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
+                kw = ks[m][[min(scene.shapes[x].body for x in scene.index[k]) < 0 for k in ks[m].tolist()]]
+                cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
+                out += [_mesh_box_pairs(scene, kw, R, p, cut),
+                        _coal_pairs(scene, np.setdiff1d(ks[m], kw), R, p, margin)]
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
@@ -306,9 +311,53 @@ def _mesh_plane_pairs(scene, ks, R, p, cutoff):
     swap = np.array([scene.shapes[i].kind == "plane" for i in idx[:, 0]])
     m, pl = np.where(swap, idx[:, 1], idx[:, 0]), np.where(swap, idx[:, 0], idx[:, 1])
     g, d, wa, wb, n, _ = mesh_plane_patches(V, [rows[i] for i in m.tolist()], R[m], p[m], plane_axes(R[pl][:, :, 2]),
-                                            p[pl], np.asarray(cutoff, float))
+                                            p[pl], np.asarray(cutoff, float), scene.margin)
     s = swap[g][:, None]
     return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
+
+
+def _hull_convex(scene, k):
+    """coal's convex hull of mesh shape ``k`` (of its BVH's triangles), kept by the scene."""
+    key = ("convex", k)
+    if key not in scene.cache:
+        bvh = _coal_geometry(scene, k)
+        bvh.buildConvexHull(True, "Qt")
+        scene.cache[key] = bvh.convex
+    return scene.cache[key]
+
+
+def _mesh_box_pairs(scene, ks, R, p, cutoff):
+    """Hits of pairs ``ks`` of a robot mesh and a world box within their ``cutoff`` (len(ks),) [m]:
+    coal's signed distance (GJK/EPA) between the mesh's convex hull (as on a plane, and as MuJoCo
+    collides a mesh) and the box for the closest pair, and where that pair
+    lies on a face of the box the hull vertices on that face, reduced
+    (:func:`~sparsedyn.contact.reduction.mesh_box_patch`)."""
+    coal, V, rows = _coal(), *mesh_vertices(scene)
+    plan, idx, cutoff = _plan(scene), scene.index[ks], np.asarray(cutoff, float)
+    mesh = np.array([scene.shapes[i].kind == "mesh" for i in idx[:, 0].tolist()], bool).reshape(-1)
+    ms, bs = np.where(mesh, idx[:, 0], idx[:, 1]), np.where(mesh, idx[:, 1], idx[:, 0])
+    # a broad phase: the mesh's bounding sphere against the box itself (not the box's sphere)
+    half = np.array([scene.shapes[b].size for b in bs.tolist()], float).reshape(-1, 3) / 2
+    x = np.abs(np.einsum("kji,kj->ki", R[bs], p[ms] + np.einsum("kij,kj->ki", R[ms], plan["c"][ms]) - p[bs])) - half
+    gap = np.linalg.norm(np.maximum(x, 0.0), axis=1) + np.minimum(x.max(1, initial=-np.inf), 0.0) - plan["r"][ms]
+    out = []
+    for n in np.flatnonzero(gap < cutoff + SAME_POINT).tolist():
+        k, c, m, b = int(ks[n]), float(cutoff[n]), int(ms[n]), int(bs[n])
+        d, res = _coal_distance(coal, _hull_convex(scene, m), coal.Transform3s(R[m], p[m]), _coal_geometry(scene, b),
+                                coal.Transform3s(R[b], p[b]), scene.shapes[m].name, scene.shapes[b].name)
+        if d >= c:
+            continue
+        a0, b0 = np.array(res.getNearestPoint1(), float), np.array(res.getNearestPoint2(), float)
+        n0 = -np.array(res.normal, float)         # coal's runs from the mesh to the box
+        lo, hi = rows[m]
+        dd, wa, wb, nn = mesh_box_patch(V[lo:hi] @ R[m].T + p[m], R[b], p[b], half[n],
+                                       (d, a0, b0, n0), c, float(patch_depth(c, scene.margin)), SAME_DEPTH)
+        if not mesh[n]:
+            wa, wb, nn = wb, wa, -nn
+        out.append((np.full(len(dd), k), dd, wa, wb, nn))
+    if not out:
+        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
+    return tuple(np.concatenate(x) for x in zip(*out))
 
 
 def _features(scene, k, up):
@@ -497,7 +546,9 @@ def _coal_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
     they overlap) for the closest pair, and for a box the closed-form hits of the features that rest
     on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
-    the margin as coal's security margin: up to four triangle contacts, each with its own signed distance."""
+    the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
+    those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
+    above the surface: the others carry nothing at rest)."""
     coal = _coal()
     tf = [coal.Transform3s(R[k], p[k]) for k in range(len(p))]
     blocks, near = [], []
@@ -511,6 +562,9 @@ def _coal_pairs(scene, ks, R, p, margin):
             cres = coal.CollisionResult()
             got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
                    for c in cres.getContacts()] if coal.collide(gi, tf[i], gj, tf[j], creq, cres) else []
+            if got:                                # the contacts touching with the deepest (reduction's rule)
+                top = max(min(c[3] for c in got), 0.0) + float(patch_depth(margin, scene.margin))
+                got = [c for c in got if c[3] <= top]
         else:
             d, dres = _coal_distance(coal, gi, tf[i], gj, tf[j], scene.shapes[i].name, scene.shapes[j].name)
             got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < margin else []

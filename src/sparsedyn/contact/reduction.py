@@ -19,6 +19,22 @@ deepest point and the diameter from it that the patch holds.  This is the rule o
 contacts in spirit (the deepest vertex and up to a few others, three in all there) with the others
 chosen to span the patch rather than taken in the mesh graph's order.  A point closer than
 :data:`SPAN` to the line (or to ``p0``) spans nothing and is left out.
+
+``p1``, ``p2`` and ``p3`` are chosen among the points that touch with ``p0``: those no higher than
+``max(d0, 0) + depth`` (``d0`` the deepest point's distance).  A point higher than that is above the
+plane (a gap the step treats as speculative: it may close, no more), so at rest it carries nothing
+and the support polygon is that of the touching points alone; a link lying on its curved side
+touches along a line, and the vertices of its flanks within the margin are rows the solve does not
+need (MuJoCo keeps only penetrating vertices).  In motion a left-out point stays above ``p0``, which
+is kept, as long as the body's rotation cannot bring it down by more than ``depth`` relative to
+``p0`` within the step: ``|omega| |r_i - r_0| dt <= 2 rho |omega| dt``, twice the pair's look-ahead
+(:mod:`~sparsedyn.contact.look_ahead`: its cutoff is ``margin + dt (|v_o| + |omega| rho)``).  So a
+step's pair takes ``depth = PATCH_DEPTH + 2 (cutoff - margin)``, where :data:`PATCH_DEPTH` holds
+what the step's accelerations tip a body by (``g dt^2 = 1e-5`` m at ``dt = 1`` ms) and the spread of
+a face resting on the plane (the solver's position correction leaves it level to the slop, 1 nm).
+A point left out that comes down faster (a longer step, a body tipping hard) is found at the next
+step, below the plane by at most what it moved beyond ``depth``, and the step's position correction
+lifts it out.
 """
 
 from __future__ import annotations
@@ -26,13 +42,16 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "plane_axes", "tangents", "MAX_PATCH_POINTS",
-           "SPAN"]
+           "SPAN", "PATCH_DEPTH", "patch_depth", "mesh_box_patch"]
 
 #: The most points a touching patch of one pair keeps.
 MAX_PATCH_POINTS = 4
 
 #: A point nearer than this [m] to ``p0`` or to the line ``p0 p1`` spans nothing (collision's SAME_POINT).
 SPAN = 1e-7
+
+#: How far [m] above ``max(d0, 0)`` a point of a patch still touches with its deepest point ``p0`` (module docstring).
+PATCH_DEPTH = 1e-5
 
 
 def tangents(n):
@@ -52,11 +71,12 @@ def _first_per_segment(key, g, starts):
     return np.lexsort((key, g))[starts]
 
 
-def reduce_patches(d, T, g):
+def reduce_patches(d, T, g, depth=None):
     """The points each patch keeps (module docstring): ``d`` (m,) the points' signed distances, ``T``
     (m, 2) their coordinates in the plane [m], ``g`` (m,) their patch (sorted: a patch's points
-    contiguous).  Returns the kept indices (sorted), at most :data:`MAX_PATCH_POINTS` a patch, the
-    deepest point of each always among them."""
+    contiguous), ``depth`` (m,) each point's allowance above ``max(d0, 0)`` of its patch's deepest
+    point (None: every point is a candidate).  Returns the kept indices (sorted), at most
+    :data:`MAX_PATCH_POINTS` a patch, the deepest point of each always among them."""
     m = len(d)
     if m == 0:
         return np.zeros(0, int)
@@ -65,25 +85,31 @@ def reduce_patches(d, T, g):
     p0 = _first_per_segment(d, g, starts)
     rel = T - T[p0][seg]
     D = np.einsum("ij,ij->i", rel, rel)
+    touch = None if depth is None else d <= np.maximum(d[p0], 0.0)[seg] + depth
+    if touch is not None:
+        D = np.where(touch, D, 0.0)                                     # a point above the patch spans nothing
     p1 = _first_per_segment(-D, g, starts)
     e = rel[p1][seg]
     L = np.sqrt(D[p1])[seg]
     A = (e[:, 0] * rel[:, 1] - e[:, 1] * rel[:, 0]) / np.where(L > 0, L, 1.0)   # signed distance to the line
+    if touch is not None:
+        A = np.where(touch, A, 0.0)
     p2 = _first_per_segment(-A, g, starts)
     p3 = _first_per_segment(A, g, starts)
     keep = [p0, p1[D[p1] > SPAN ** 2], p2[A[p2] > SPAN], p3[A[p3] < -SPAN]]
     return np.unique(np.concatenate(keep))
 
 
-def mesh_plane_reduced(V, nb, pb, cutoff):
+def mesh_plane_reduced(V, nb, pb, cutoff, margin=None):
     """A mesh of world vertices ``V`` (N, 3) (those of its convex hull suffice) against the plane
     through ``pb`` (3,) of unit normal ``nb`` (3,): ``(d, w_a, w_b, n)`` of the vertices within
     ``cutoff`` [m] reduced to its patch's points (:func:`reduce_patches`, at most
-    :data:`MAX_PATCH_POINTS`), the deepest vertex (the hull's signed distance to the plane) among them."""
+    :data:`MAX_PATCH_POINTS`, each within :func:`patch_depth` of the deepest), the deepest vertex (the
+    hull's signed distance to the plane) among them."""
     V = np.asarray(V, float)
     _, d, wa, wb, n, _ = mesh_plane_patches(V, [(0, len(V))], np.eye(3)[None], np.zeros((1, 3)),
                                             plane_axes(np.asarray(nb, float)[None]), np.asarray(pb, float)[None],
-                                            np.array([cutoff], float))
+                                            np.array([cutoff], float), margin)
     return d, wa, wb, n
 
 
@@ -94,14 +120,23 @@ def plane_axes(nb):
     return np.stack([np.asarray(nb, float), t1, t2], 2)
 
 
-def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff):
+def patch_depth(cutoff, margin=None):
+    """Each pair's allowance above its deepest point (module docstring): ``PATCH_DEPTH`` plus twice
+    its look-ahead, ``cutoff`` (P,) [m] less the scene's ``margin`` [m] (None: ``cutoff``, no look-ahead)."""
+    cutoff = np.asarray(cutoff, float)
+    return PATCH_DEPTH + (0.0 * cutoff if margin is None else 2.0 * np.maximum(cutoff - margin, 0.0))
+
+
+def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None):
     """Mesh-plane pairs at once, each reduced to its patch (:func:`reduce_patches`): pair ``k``'s
     vertices are the rows ``start:stop`` of ``V`` (N, 3), ``ranges[k] = (start, stop)``, given in a
     frame whose world pose is ``(Rm[k] (3, 3), pm[k] (3,))``, against the plane through ``pb[k]`` of
     unit normal ``axes[k][:, 0]`` (world; ``axes`` (P, 3, 3): :func:`plane_axes`); the vertices within
-    ``cutoff[k]`` [m] count.  Returns ``(k, d, w_a, w_b, n, local)`` per hit, by pair: the pair (its
-    position in ``ranges``), the signed distance, the vertex and its foot on the plane (world), the
-    normal (world, from the plane towards the mesh) and the vertex in its frame (``V``'s row)."""
+    ``cutoff[k]`` [m] count, those within :func:`patch_depth` ``(cutoff, margin)`` of the deepest span
+    the patch (``margin`` [m]: the scene's, or None: no look-ahead).  Returns ``(k, d, w_a, w_b, n,
+    local)`` per hit, by pair: the pair (its position in ``ranges``), the signed distance, the vertex
+    and its foot on the plane (world), the normal (world, from the plane towards the mesh) and the
+    vertex in its frame (``V``'s row)."""
     if not sum(b - a for a, b in ranges):
         z = np.zeros((0, 3))
         return np.zeros(0, int), np.zeros(0), z, z, z, z
@@ -115,8 +150,44 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff):
     row = np.arange(len(g)) + np.repeat(np.array([a for a, _ in ranges]) - (np.cumsum(count) - count), count)
     close = np.flatnonzero(x[:, 0] < cutoff[g])
     g, row, x = g[close], row[close], x[close]
-    keep = reduce_patches(x[:, 0], x[:, 1:], g)
+    keep = reduce_patches(x[:, 0], x[:, 1:], g, patch_depth(cutoff, margin)[g])
     g, h, Vl = g[keep], x[keep, 0], V[row[keep]]
     W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
     n = axes[g, :, 0]
     return g, h, W, W - h[:, None] * n, n, Vl
+
+
+def mesh_box_patch(W, Rb, pb, half, closest, cutoff, depth, same):
+    """A mesh's hull vertices ``W`` (N, 3) (world) against a box of axes ``Rb`` (3, 3), centre ``pb``
+    (3,) and half sizes ``half`` (3,), given the pair's closest points ``closest = (d, w_a, w_b, n)``
+    (coal's signed distance, witnesses on the mesh and on the box, unit normal from the box towards
+    the mesh): ``(d, w_a, w_b, n)`` (k,), (k, 3) of the patch, the deepest first.  Where ``n`` is a
+    face's normal (to 1e-9) the patch holds the hull vertices within ``cutoff`` [m] of that face whose
+    feet lie on it, reduced as a plane's (:func:`reduce_patches`, ``depth`` [m] their allowance), and
+    the closest pair unless a vertex is as deep (within ``same`` [m]: a face on the face, whose
+    closest pair is any of its points, the vertices its corners); on an edge or a corner the closest
+    pair alone (the box's edge is the patch)."""
+    d0, wa0, wb0, n0 = closest
+    one = (np.array([d0]), np.asarray(wa0, float)[None], np.asarray(wb0, float)[None], np.asarray(n0, float)[None])
+    nb = Rb.T @ np.asarray(n0, float)                    # the normal in the box's axes
+    k = int(np.argmax(np.abs(nb)))
+    if abs(nb[k]) < 1.0 - 1e-9:
+        return one
+    s = np.sign(nb[k])
+    nf = s * Rb[:, k]                                    # the face's outward normal (world)
+    x = (W - pb) @ Rb                                    # the vertices in the box's axes
+    h = x[:, k] * s - half[k]                            # their heights above the face
+    other = [j for j in range(3) if j != k]
+    on = np.flatnonzero((h < cutoff) & np.all(np.abs(x[:, other]) <= half[other], axis=1))
+    if not len(on):
+        return one
+    first = int(h[on].min() > d0 + same)                 # 1: the closest pair leads the patch
+    T = np.concatenate([((np.asarray(wa0, float) - pb) @ Rb[:, other])[None][:first], x[on][:, other]])
+    dd = np.r_[[d0][:first], np.maximum(h[on], d0)]      # the closest pair the deepest (ties: the first)
+    keep = reduce_patches(dd, T, np.zeros(len(dd), int), np.full(len(dd), depth))
+    keep = keep[np.argsort(dd[keep], kind="stable")]     # the deepest first
+    rest = on[keep[keep >= first] - first]
+    Wv, hv = W[rest], h[rest]
+    return (np.r_[[d0][:first], hv], np.concatenate([one[1][:first], Wv]),
+            np.concatenate([one[2][:first], Wv - hv[:, None] * nf]),
+            np.concatenate([one[3][:first], np.repeat(nf[None], len(rest), 0)]))

@@ -18,7 +18,7 @@ import numpy as np
 from ..kernels import use_backend
 from .collision_near import NEAR_COLUMNS
 from .friction_problem import ContactSlots, plane_basis
-from .scene_data import SLOT_COLUMNS, _filler, _plan, near_candidates
+from .scene_data import SLOT_COLUMNS, _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, near_candidates
 
 __all__ = ["scene_batch_slot_data", "batch_warm_start"]
 
@@ -56,12 +56,16 @@ def scene_batch_slot_data(scene, Q, cutoff=None):
     all; None: the margin).
     ``None`` where the collision kernel's road does not apply (as for
     :func:`~sparsedyn.contact.scene_data.scene_slot_data`)."""
-    plan = _plan(scene) if use_backend.current() != "numpy" else None
+    plan = (_plan(scene) or _mixed_plan(scene)) if use_backend.current() != "numpy" else None
     if plan is None:
         return None
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
-    c = near_candidates(scene, kp, Q, cutoff).reshape(B, len(kid), NEAR_COLUMNS)  # far pairs: [b > cutoff, 0, ...]
+    if isinstance(kp, _Mixed):                             # robot meshes on world shapes: their rows state by state
+        cuts = [None] * B if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))
+        c = np.stack([_mixed_candidates(scene, kp, np.asarray(Q[i], float), cuts[i], None)[0] for i in range(B)])
+    else:
+        c = near_candidates(scene, kp, Q, cutoff).reshape(B, len(kid), NEAR_COLUMNS)  # far pairs: [b > cutoff, 0, ...]
     within = scene.margin if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))[:, kp.pair]
     b, j = (c[..., 0] < within).nonzero()                 # by state, then in the candidates' order
     group = b * nk + kid[j]

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..algorithms.kinematics import forward_kinematics
 from ..kernels import native_calls, use_backend
-from .collision import _bounds, mesh_vertices
+from .collision import _bounds, _mesh_box_pairs, mesh_vertices, placements
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
 from .data_slots import data_slot_base, data_slot_count
@@ -27,7 +27,7 @@ from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .look_ahead import body_reach, pair_cutoffs
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
-__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows"]
+__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
 
 #: The columns of a row of :func:`~sparsedyn.collision_candidates_near` that make a slot's data
 #: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
@@ -83,28 +83,34 @@ def _keyed(scene, kp, pair):
 
 
 class _Mixed:
-    """The plan of a scene whose pairs are the kernel's and robot meshes on world planes: the kernel's
-    candidates, then :data:`~sparsedyn.contact.reduction.MAX_PATCH_POINTS` rows per mesh-plane pair
-    (``pair``: the scene pair of each; ``kernel``: the kernel plan; ``mesh``: the mesh pairs'
-    constants, :func:`_mesh_plan`)."""
+    """The plan of a scene whose pairs are the kernel's, robot meshes on world planes and robot meshes
+    on world boxes: the kernel's candidates, then :data:`~sparsedyn.contact.reduction.MAX_PATCH_POINTS`
+    rows per mesh-plane pair, then as many per mesh-box pair (``pair``: the scene pair of each;
+    ``kernel``: the kernel plan; ``mesh``: the mesh-plane pairs' constants, :func:`_mesh_plan`, or
+    None; ``boxes``: the mesh-box pairs (B,))."""
 
-    def __init__(self, kernel, mesh):
-        self.kernel, self.mesh = kernel, mesh
-        per = np.repeat(mesh["pairs"], MAX_PATCH_POINTS)
-        self.pair = np.concatenate([kernel.pair, per]) if kernel.pairs else per
+    def __init__(self, kernel, mesh, boxes=np.zeros(0, int)):
+        self.kernel, self.mesh, self.boxes = kernel, mesh, boxes
+        per = [np.repeat(mesh["pairs"], MAX_PATCH_POINTS)] if mesh is not None else []
+        per.append(np.repeat(boxes, MAX_PATCH_POINTS))
+        self.pair = np.concatenate(([kernel.pair] if kernel.pairs else []) + per)
 
 
 def _mixed_plan(scene):
     """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
-    world planes (their rows: :func:`mesh_plane_rows`), its first entry a :class:`_Mixed`; None where
+    world planes (their rows: :func:`mesh_plane_rows`) or on world boxes (:func:`mesh_box_rows`), its
+    first entry a :class:`_Mixed`; None where
     another pair is left out or a touching body has no frame."""
     key = "slot data plan, meshes on planes"
     if key not in scene.cache:
         kp = kernel_plan(scene)
-        mesh = _mesh_plan(scene, np.flatnonzero(~kp.inside))
+        ks = np.flatnonzero(~kp.inside)
+        boxes = ks[_robot_meshes_on(scene, ks, "box")]
+        rest = np.setdiff1d(ks, boxes)
+        mesh = _mesh_plan(scene, rest) if len(rest) else None
         plan = None
-        if mesh is not None:
-            mixed = _Mixed(kp, mesh)
+        if mesh is not None or (len(boxes) and not len(rest)):
+            mixed = _Mixed(kp, mesh, boxes)
             plan = _keyed(scene, kp, mixed.pair)
             plan = None if plan is None else (mixed,) + plan[1:]
         scene.cache[key] = plan
@@ -155,11 +161,41 @@ def mesh_plane_rows(scene, mesh, q, cut):
     if len(near):
         rows = mesh["rows"]
         g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], [rows[k] for k in near.tolist()], Rj[near],
-                                                     oj[near], axes[near], pb[near], cut[near])
+                                                     oj[near], axes[near], pb[near], cut[near], scene.margin)
         first = np.searchsorted(g, g)
         at = MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
         out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, nn
         out[at, 7:10], out[at, 10] = local, np.einsum("ki,ki->k", nn, wb)
+    return out
+
+
+def _robot_meshes_on(scene, ks, kind):
+    """Whether each scene pair of ``ks`` is a robot mesh (its ``a``) on a world shape of ``kind`` (its ``b``)."""
+    shapes = scene.shapes
+    return np.array([shapes[i].kind == "mesh" and shapes[i].body >= 0 and shapes[j].kind == kind and shapes[j].body < 0
+                     for i, j in scene.index[ks].tolist()], bool).reshape(-1)
+
+
+def mesh_box_rows(scene, boxes, q, cut):
+    """The rows (B * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns) of
+    the pairs ``boxes`` (B,) of a robot mesh and a world box at ``q`` (nq,), each pair's patch within
+    its cutoff ``cut`` (B,) [m] (:func:`~sparsedyn.collide`'s hits of the pair: coal's closest pair of
+    the mesh's hull and the box, the hull vertices on its face) in its first rows; the other rows'
+    distance is +inf."""
+    out = np.zeros((len(boxes) * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    out[:, 0] = np.inf
+    if not len(boxes):
+        return out
+    R, p = placements(scene, q)
+    k, d, wa, wb, n = _mesh_box_pairs(scene, boxes, R, p, cut)
+    at = MAX_PATCH_POINTS * np.searchsorted(boxes, k) + np.arange(len(k)) - np.searchsorted(k, k)
+    a = scene.index[k, 0]
+    E = np.array([scene.shapes[i].R for i in a.tolist()]).reshape(-1, 3, 3)      # the shape in its body
+    r = np.array([scene.shapes[i].p for i in a.tolist()]).reshape(-1, 3)
+    Rb = np.einsum("kij,klj->kil", R[a], E)                                     # the body's axes (world)
+    ob = p[a] - np.einsum("kij,kj->ki", Rb, r)
+    out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
+    out[at, 7:10], out[at, 10] = np.einsum("kji,kj->ki", Rb, wa - ob), np.einsum("ki,ki->k", n, wb)
     return out
 
 
@@ -275,7 +311,8 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     if cutoff is None and ahead is not None:
         cutoff = pair_cutoffs(scene, q, *ahead)
     cut = np.full(len(scene.index), scene.margin) if cutoff is None else np.asarray(cutoff, float)
-    rows = mesh_plane_rows(scene, mesh, q, cut[mesh["pairs"]])
+    rows = [mesh_plane_rows(scene, mesh, q, cut[mesh["pairs"]])] if mesh is not None else []
+    rows = np.concatenate(rows + [mesh_box_rows(scene, mixed.boxes, q, cut[mixed.boxes])])
     if not kp.pairs:
         return rows, cut.take(mixed.pair)
     c = near_candidates(scene, kp, q, cut)
