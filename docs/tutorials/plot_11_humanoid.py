@@ -88,21 +88,30 @@ assert 0.2 < fall.q[-1][2] < 0.5 and np.abs(fall.v[-1]).max() < 0.5       # lyin
 # included).  The contacts take most of it: plastic impacts and Coulomb friction.
 with sd.use_backend("numpy"):
     E = np.array([sd.mechanical_energy(humanoid, q, v) for q, v in zip(fall.q, fall.v)])
+    T = np.array([sd.kinetic_energy(humanoid, q, v) for q, v in zip(fall.q, fall.v)])
+    head = np.array([sd.frame_placements(humanoid, q)[1][humanoid.frame("head")] for q in fall.q])
 rise = np.diff(E)
 print(f"energy {E[0]:.2f} J at the push, {E[-1]:.2f} J at the end; "
       f"largest rise in a step {rise.max():.4f} J, all rises together {rise[rise > 0].sum():.4f} J")
 assert E[-1] < 0.5 * E[0]
 
+# The torso and the head over the box's top and the stairs' treads (dotted), the contacts the steps
+# solved, and the energy with its kinetic part.
 t = DT * np.arange(STEPS + 1)
-fig, ax = plt.subplots(3, 1, figsize=(7, 6), sharex=True)
-ax[0].plot(t, fall.q[:, 2])
-ax[0].axhline(0.2, color="k", ls=":", lw=0.8)
-ax[0].set_ylabel("torso height [m]")
-ax[1].step(t[:-1], count, where="post")
-ax[1].set_ylabel("contacts")
-ax[2].plot(t, E)
-ax[2].set_ylabel("energy [J]")
-ax[2].set_xlabel("time [s]")
+fig, (height, contacts, energy) = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
+height.plot(t, fall.q[:, 2], label="torso")
+height.plot(t, head[:, 2], label="head")
+for top in (0.2, RISE, 2 * RISE):
+    height.axhline(top, color="k", ls=":", lw=0.8)
+height.set_ylabel("height [m]")
+height.legend()
+contacts.step(t[:-1], count, where="post")
+contacts.set_ylabel("contacts")
+energy.plot(t, E, label="kinetic + potential")
+energy.plot(t, T, label="kinetic")
+energy.set_ylabel("energy [J]")
+energy.legend()
+energy.set_xlabel("time [s]")
 fig.tight_layout()
 
 # %%
