@@ -120,8 +120,9 @@ def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
     floor, pushed forwards (1.2 m/s) and pitched (2 rad/s), falls as a rag doll: no joint torque,
     and in MuJoCo the joints' springs, dampers and limits switched off, since ours applies none of
     them (they are data of the model), so both integrate the same multibody with the same armature,
-    the same ``dt`` (the file's 5 ms, semi-implicit Euler in both), the same pairs and frictions
-    (the larger of the two geoms', MuJoCo's elliptic cone as ours).  Its feet land first, then its
+    the same ``dt`` (the file's 5 ms, semi-implicit Euler in both), the same pairs, the same friction
+    on the floor (the larger of the two geoms', MuJoCo's elliptic cone as ours; the file makes its
+    parts frictionless on each other, ``condim`` 1, which ours does not read).  Its feet land first, then its
     hands and hips, then its head.  Measured: the time at which the head's sphere first comes
     within 5 mm of the floor (about 0.65 s).
 
@@ -132,7 +133,7 @@ def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
     floor (its deepest contact before the head lands, ``depth``: the hands, about 3 cm), which lets
     the head come down that much lower, sooner by ``depth / speed`` at the head's speed then.  Each
     simulator sees the crossing at the end of a step (``dt`` each).  So the times agree within
-    ``2 dt + 0.015 s + depth / speed`` (about 0.04 s, 6 % of the fall), ``depth`` and ``speed`` read
+    ``2 dt + 0.015 s + depth / speed`` (about 0.033 s, 5 % of the fall), ``depth`` and ``speed`` read
     from MuJoCo's run."""
     import dm_control
     from sparsedyn.interop.mujoco import q_to_mujoco, v_to_mujoco
