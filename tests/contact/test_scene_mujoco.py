@@ -2,17 +2,20 @@
 (native) road.  MuJoCo's contact is soft (a constraint force regularised towards a spring-damper,
 solref/solimp) and ours is exact (rigid, Coulomb's cone), so what is compared is what physics fixes,
 each simulator against the analytic value and the two against each other, within bounds stated by
-the test: the distance a box pushed along a plane slides, the speed of a sphere rolling on it.
+the test: the distance a box pushed along a plane slides, the speed of a sphere rolling on it, the
+time a pushed humanoid takes to hit the floor with its head.
 """
 
 import warnings
 from pathlib import Path
 
+import dm_control
 import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 import sparsedyn as sd
+from sparsedyn.interop.mujoco import q_to_mujoco, v_to_mujoco
 
 G = 9.81
 
@@ -127,7 +130,8 @@ def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
     within 5 mm of the floor (about 0.65 s).
 
     Bound: until the feet touch (0.1 s) the fall is ballistic and the two integrate the same
-    equations (to rounding); after it they differ by the contacts alone.  MuJoCo's contact is soft:
+    equations with the same scheme (ours takes the free joint's gyroscopic term backward: a change of
+    order dt^2 a step); after it they differ by the contacts.  MuJoCo's contact is soft:
     its support force builds up over the contact's time constant (the file's ``solref``, 0.015 s),
     where ours stops a contact within one step, and it lets the parts that land first sink into the
     floor (its deepest contact before the head lands, ``depth``: the hands, about 3 cm), which lets
@@ -135,8 +139,6 @@ def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
     simulator sees the crossing at the end of a step (``dt`` each).  So the times agree within
     ``2 dt + 0.015 s + depth / speed`` (about 0.033 s, 5 % of the fall), ``depth`` and ``speed`` read
     from MuJoCo's run."""
-    import dm_control
-    from sparsedyn.interop.mujoco import q_to_mujoco, v_to_mujoco
     xml = str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml")
     m = mujoco.MjModel.from_xml_path(xml)
     m.jnt_stiffness[:], m.dof_damping[:], m.jnt_limited[:] = 0.0, 0.0, 0
