@@ -117,12 +117,16 @@ def test_python_in_a_page_is_marked_as_python(path):
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.stem)
 def test_tutorial_runs(path, tmp_path, monkeypatch):
+    """A tutorial runs to the end on the road ``make docs`` takes: the default backend (native once
+    built, NumPy meanwhile), not the suite's NumPy setting (a humanoid's hundreds of contact steps
+    would take minutes on NumPy alone)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     monkeypatch.chdir(tmp_path)                 # a tutorial writes nothing into the repository
     monkeypatch.setattr(sys, "argv", [str(path)])
-    runpy.run_path(str(path), run_name="__main__")
+    with sparsedyn.use_backend("native"):
+        runpy.run_path(str(path), run_name="__main__")
     assert plt.get_fignums(), f"{path.name} drew no figure"      # every tutorial shows its result
     plt.close("all")
 

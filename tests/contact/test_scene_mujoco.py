@@ -2,16 +2,20 @@
 (native) road.  MuJoCo's contact is soft (a constraint force regularised towards a spring-damper,
 solref/solimp) and ours is exact (rigid, Coulomb's cone), so what is compared is what physics fixes,
 each simulator against the analytic value and the two against each other, within bounds stated by
-the test: the distance a box pushed along a plane slides, the speed of a sphere rolling on it.
+the test: the distance a box pushed along a plane slides, the speed of a sphere rolling on it, the
+time a pushed humanoid takes to hit the floor with its head.
 """
 
 import warnings
+from pathlib import Path
 
+import dm_control
 import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 import sparsedyn as sd
+from sparsedyn.interop.mujoco import q_to_mujoco, v_to_mujoco
 
 G = 9.81
 
@@ -102,3 +106,73 @@ def test_a_sphere_rolling_on_a_plane_keeps_its_speed_as_mujoco_does(tmp_path):
     assert np.abs(ours - speed).max() <= bound
     assert abs(ours[-1] - speed_mj) <= abs(speed - speed_mj) + bound
     assert abs(speed - speed_mj) <= 2e-3 * speed                     # MuJoCo holds it too, but for its softness
+
+
+HEAD_RADIUS = 0.09                                   # humanoid.xml: the head's sphere
+
+
+def _head_down_time(clearance, dt, threshold):
+    """The time at the end of the first step after which the head is within ``threshold`` of the floor."""
+    hit = np.flatnonzero(np.asarray(clearance) <= threshold)
+    assert len(hit), "the head never reached the floor"
+    return (hit[0] + 1) * dt
+
+
+def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
+    """dm_control's humanoid (its own file and floor in both), standing with its feet just above the
+    floor, pushed forwards (1.2 m/s) and pitched (2 rad/s), falls as a rag doll: no joint torque,
+    and in MuJoCo the joints' springs, dampers and limits switched off, since ours applies none of
+    them (they are data of the model), so both integrate the same multibody with the same armature,
+    the same ``dt`` (the file's 5 ms, semi-implicit Euler in both), the same pairs, the same friction
+    on the floor (the larger of the two geoms', MuJoCo's elliptic cone as ours; the file makes its
+    parts frictionless on each other, ``condim`` 1, which ours does not read).  Its feet land first, then its
+    hands and hips, then its head.  Measured: the time at which the head's sphere first comes
+    within 5 mm of the floor (about 0.65 s).
+
+    Bound: until the feet touch (0.1 s) the fall is ballistic and the two integrate the same
+    equations with the same scheme (ours takes the free joint's gyroscopic term backward: a change of
+    order dt^2 a step); after it they differ by the contacts.  MuJoCo's contact is soft:
+    its support force builds up over the contact's time constant (the file's ``solref``, 0.015 s),
+    where ours stops a contact within one step, and it lets the parts that land first sink into the
+    floor (its deepest contact before the head lands, ``depth``: the hands, about 3 cm), which lets
+    the head come down that much lower, sooner by ``depth / speed`` at the head's speed then.  Each
+    simulator sees the crossing at the end of a step (``dt`` each).  So the times agree within
+    ``2 dt + 0.015 s + depth / speed`` (about 0.033 s, 5 % of the fall), ``depth`` and ``speed`` read
+    from MuJoCo's run."""
+    xml = str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml")
+    m = mujoco.MjModel.from_xml_path(xml)
+    m.jnt_stiffness[:], m.dof_damping[:], m.jnt_limited[:] = 0.0, 0.0, 0
+    m.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    dt, steps, threshold, timeconst = m.opt.timestep, 150, 0.005, 0.015
+    assert dt == 0.005 and np.allclose(m.geom_solref[m.geom("head").id], [timeconst, 1.0])
+
+    model = load(xml)
+    q0 = np.zeros(model.nq)
+    q0[2], q0[6] = 1.35, 1.0                                 # standing, upright (x y z w quaternion)
+    v0 = np.zeros(model.nv)
+    v0[1], v0[3] = 2.0, 1.2                                  # [omega; v] in the torso's axes
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = q_to_mujoco(model, q0), v_to_mujoco(model, q0, v0)
+    head = m.body("head").id
+    clearance_mj, depth = [], 0.0
+    for _ in range(steps):
+        mujoco.mj_step(m, d)
+        clearance_mj.append(d.xpos[head][2] - HEAD_RADIUS)
+        if min(clearance_mj) > threshold:                      # before the head lands
+            depth = max(depth, -min((c.dist for c in d.contact[:d.ncon]), default=0.0))
+    t_mj = _head_down_time(clearance_mj, dt, threshold)
+    k = int(round(t_mj / dt)) - 1
+    speed = (clearance_mj[k - 1] - clearance_mj[k]) / dt                 # the head's falling speed then
+    assert 0.0 < depth < 0.05 and speed > 0.5
+
+    scene = sd.Scene(model)
+    assert not len(sd.collide(scene, q0).pairs)                    # nothing touches at the start
+    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
+        warnings.simplefilter("ignore", sd.ContactStepWarning)
+        r = sd.rollout(model, q0, v0, [0.0] * model.nv, scene, dt, steps)
+    frame = model.frame("head")
+    clearance = [sd.frame_placements(model, q)[1][frame][2] - HEAD_RADIUS for q in r.q[1:]]
+    assert min(clearance) >= -scene.margin                         # ours does not sink into the floor
+    t_ours = _head_down_time(clearance, dt, threshold)
+    assert 0.4 < t_ours < steps * dt                                # it fell, and was not at once on the floor
+    assert abs(t_ours - t_mj) <= 2 * dt + timeconst + depth / speed

@@ -268,6 +268,34 @@ def test_a_fast_spinning_bar_never_penetrates_the_floor_more_than_the_margin(bac
 
 
 
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")    # the landings' last iterations
+def test_a_humanoid_dropped_on_stairs_never_penetrates_more_than_the_margin():
+    """dm_control's humanoid, limp, lying tilted (pitched 80 degrees, rolled 20) 0.95 m above the
+    floor over three stairs and thrown down at 2.5 m/s: it lands on the stairs and the floor with its
+    hands, arms, torso and legs, its torso falling more than the margin in a step (so only the step's
+    look-ahead keeps the landing parts out), and its parts on each other.  On the default (native)
+    road, no shape of it is ever deeper than the scene's margin in a floor, a stair or another part."""
+    from scipy.spatial.transform import Rotation
+
+    from tests.contact.test_data_slots import _mjcf_humanoid, _stairs
+    model = _mjcf_humanoid()
+    scene = sd.Scene(model, world=_stairs())
+    q0 = np.zeros(model.nq)
+    q0[:3] = (0.9, 0.0, 0.95)
+    q0[3:7] = Rotation.from_euler("yx", [80, 20], degrees=True).as_quat()          # x y z w
+    v0 = np.zeros(model.nv)
+    v0[:3] = (0.5, 1.0, 0.0)                                                   # [omega; v], torso axes
+    v0[3:6] = Rotation.from_quat(q0[3:7]).inv().apply([0.0, 0.0, -2.5])
+    assert not len(sd.collide(scene, q0).pairs)                               # in the air at the start
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(model, q0, v0, [0.0] * model.nv, scene, 0.005, 100)
+    assert np.diff(r.q[:, 2]).min() < -scene.margin                           # faster than margin / dt
+    hits = [sd.collide(scene, q) for q in r.q]
+    touched = {b for h in hits for a, b in h.pairs}
+    assert {"floor", "stair0", "stair1", "stair2"} < touched                  # and parts of itself
+    assert min(h.distances.min(initial=0.0) for h in hits) >= -scene.margin
+
 # --- a stack of three boxes ---------------------------------------------------------------------------
 
 CUBE, CUBE_MASS = 0.2, 1.0
