@@ -67,3 +67,24 @@ def test_kinetic_energy_holds_the_rotors_armature_as_pinocchio():
     assert T == pytest.approx(T_pin, rel=1e-12)
     E = float(sd.mechanical_energy(model, [*q], [*v]))       # plain lists, the default road
     assert E == pytest.approx(T + float(sd.potential_energy(model, q)), rel=1e-13, abs=1e-13)
+
+
+def test_the_native_energies_of_a_model_with_rotors_build_and_equal_numpys():
+    """The default (native) road of a model with armature: the compiled kinetic and mechanical energies
+    build (no fallback warning) and equal the NumPy road's to the rounding of a sum of nv + 6 nb terms."""
+    import warnings
+    from conftest import rounding_bound
+    rng = np.random.default_rng(11)
+    bare = sd.load_model("solo12", floating_base=True)
+    armature = np.r_[np.zeros(6), rng.uniform(0.01, 0.1, bare.nv - 6)]
+    model = bare.with_armature(armature)
+    q = sd.integrate(model, model.neutral(), 0.3 * rng.standard_normal(model.nv))
+    v = rng.standard_normal(model.nv)
+    T, E = float(sd.kinetic_energy(model, q, v)), float(sd.mechanical_energy(model, q, v))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with sd.use_backend("native", deterministic=True):
+            Tn, En = float(sd.kinetic_energy(model, [*q], [*v])), float(sd.mechanical_energy(model, q, v))
+    bound = rounding_bound(model.nv + 6 * model.nbodies)
+    assert abs(Tn - T) <= bound * T
+    assert abs(En - E) <= bound * (T + abs(E - T))

@@ -28,7 +28,8 @@ def _kinetic(model, Xup, S, v):
     for i in range(model.nbodies):                # the rotors spin with their dofs
         arm = armature_of(model, i)
         if arm is not None:
-            T = T + np.sum(arm * v[..., model.v_slice(i)] ** 2, -1)
+            vi = v[..., model.v_slice(i)]
+            T = T + np.sum(arm * vi * vi, -1)             # a product, not ** 2: traced values have no power
     return 0.5 * T
 
 
