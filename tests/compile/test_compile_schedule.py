@@ -139,3 +139,48 @@ def test_block_products_in_straight_line_code(rng):
         bound = rounding_bound(model.nv + model.nbodies, float(np.max(np.linalg.cond(H))))
         for a, b in zip(got, sd.aba_derivatives(model, *args)):
             assert rel_err(a, b) < bound, n
+
+
+@pytest.mark.parametrize("tree, name", [(3, "aba_derivatives"), (2, "rnea_derivatives")])
+@pytest.mark.parametrize("chunk", [7, 50])
+def test_segments_and_their_traffic_by_definition(tree, name, chunk):
+    """The segments of the emitted code and the values they pass (counted with arrays) against their
+    definition, node by node: at most ``chunk`` operations a segment, a new one only when the last
+    is full or where a block product starts; a value passed on when an operation (or a block product)
+    of another segment reads it, until the last such segment; one store per value passed and one
+    load per value and segment that reads it."""
+    from sparsedyn.codegen.emit_unrolled import _segments
+    prog = trace(random_trees()[tree], name)
+    assert (name != "aba_derivatives") or prog.blocks               # a program with block products too
+    for p in (prog, cemit.schedule(prog)):
+        seg, last = _segments(p, chunk)
+        seg = [int(s) for s in seg]
+        isop = [CONST < op != MATMUL for op, _, _ in p.nodes]
+        starts = {}
+        for i, (op, x, _) in enumerate(p.nodes):
+            if op == MATMUL:
+                starts.setdefault(x, i)
+        count = {}
+        for i, o in enumerate(isop):
+            count[seg[i]] = count.get(seg[i], 0) + o
+        assert seg == sorted(seg) and seg[0] == 0 and set(seg) == set(range(seg[-1] + 1))
+        assert max(count.values()) <= chunk
+        for i in range(1, len(seg)):
+            if seg[i] != seg[i - 1]:                    # a new segment: the last one full, or a block
+                assert seg[i] == seg[i - 1] + 1
+                assert count[seg[i - 1]] == chunk or i in starts.values(), i
+        for f in starts.values():                      # a block product starts its segment
+            assert not any(isop[j] and seg[j] == seg[f] for j in range(f))
+        readers = {}                                   # value -> the segments of the nodes reading it
+        for i, (op, x, y) in enumerate(p.nodes):
+            if CONST < op != MATMUL:
+                for a in (x, y) if y >= 0 else (x,):
+                    readers.setdefault(a, set()).add(seg[i])
+        for b, f in starts.items():
+            for a in p.blocks[b].operands():
+                readers.setdefault(int(a), set()).add(seg[f])
+        want = {a: max(s - {seg[a]}) for a, s in readers.items() if isop[a] and s - {seg[a]}}
+        assert last == want
+        loads = {(a, seg[i]) for i, (op, x, y) in enumerate(p.nodes) if CONST < op != MATMUL
+                 for a in ((x, y) if y >= 0 else (x,)) if a in want and seg[a] != seg[i]}
+        assert cemit._traffic(p, seg, last) == len(want) + len(loads) > 0
