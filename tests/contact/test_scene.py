@@ -108,25 +108,38 @@ PRIORITY = """<mujoco><worldbody>
 </body></worldbody></mujoco>"""
 
 
+def _mujoco_and_scene(tmp_path, xml):
+    """MuJoCo's model and data after ``mj_forward`` of the MJCF text ``xml``, and our scene of it."""
+    path = tmp_path / "scene.xml"
+    path.write_text(xml)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    return m, d, sd.Scene(sd.load_mjcf(str(path), geometry=True))
+
+
+def _check_against_mujocos_contacts(m, d, scene):
+    """For each contact of MuJoCo's ``d``: the scene checks its pair, with friction 0 where MuJoCo's
+    contact is frictionless (``dim`` 1) and MuJoCo's friction otherwise; ``{pair: dim}``."""
+    mu, dims = dict(zip(scene.pairs, scene.pair_friction)), {}
+    for c in d.contact[:d.ncon]:
+        a, b = (mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in (c.geom1, c.geom2))
+        pair = (a, b) if (a, b) in mu else (b, a)
+        assert mu[pair] == (0.0 if c.dim == 1 else c.friction[0]), (pair, c.dim)
+        dims[pair] = int(c.dim)
+    return dims
+
+
 def test_pair_friction_follows_mujocos_priority_rule(tmp_path):
     """Three bodies 1 cm into a floor of friction 0.3 and priority 1: a box (0.9, priority 0: the
     floor's 0.3), a ball (0.7, priority 1: the larger, 0.7), a capsule (0.2, priority 2: its own) --
     each MuJoCo contact's friction is the scene's pair friction."""
-    path = tmp_path / "priority.xml"
-    path.write_text(PRIORITY)
-    m = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(m)
-    mujoco.mj_forward(m, d)
-    scene = sd.Scene(sd.load_mjcf(str(path), geometry=True))
+    m, d, scene = _mujoco_and_scene(tmp_path, PRIORITY)
     assert [scene.shape(n).priority for n in ("floor", "box", "ball", "pill")] == [1, 0, 1, 2]
+    assert _check_against_mujocos_contacts(m, d, scene) == {("box", "floor"): 3, ("ball", "floor"): 3,
+                                                            ("pill", "floor"): 3}
     mu = dict(zip(scene.pairs, scene.pair_friction))
-    seen = {}
-    for c in d.contact[:d.ncon]:
-        a, b = (mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in (c.geom1, c.geom2))
-        pair = (a, b) if (a, b) in mu else (b, a)
-        seen[pair] = mu[pair]
-        assert mu[pair] == c.friction[0]
-    assert seen == {("box", "floor"): 0.3, ("ball", "floor"): 0.7, ("pill", "floor"): 0.2}
+    assert (mu[("box", "floor")], mu[("ball", "floor")], mu[("pill", "floor")]) == (0.3, 0.7, 0.2)
     with pytest.raises(ValueError, match="Shape 'step': priority must be an integer"):
         sd.Shape("box", (1, 1, 1), name="step", priority=0.5)
 
@@ -149,30 +162,13 @@ CONDIM = """<mujoco><worldbody>
 <pair geom1="j" geom2="k" condim="3" friction="0.6 0.6"/></contact></mujoco>"""
 
 
-def _check_against_mujocos_contacts(m, d, scene):
-    """For each contact of MuJoCo's ``d``: the scene checks its pair, with friction 0 where MuJoCo's
-    contact is frictionless (``dim`` 1) and MuJoCo's friction otherwise; ``{pair: dim}``."""
-    mu, dims = dict(zip(scene.pairs, scene.pair_friction)), {}
-    for c in d.contact[:d.ncon]:
-        a, b = (mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in (c.geom1, c.geom2))
-        pair = (a, b) if (a, b) in mu else (b, a)
-        assert mu[pair] == (0.0 if c.dim == 1 else c.friction[0]), (pair, c.dim)
-        dims[pair] = int(c.dim)
-    return dims
-
-
 def test_condim_1_makes_a_pair_frictionless_as_mujocos_mixing_does(tmp_path):
     """Spheres 1 cm into a floor (condim 3, priority 1) and a slab (condim 1, priority 1), of condim
     1, 3 and 6 and priorities 0 to 2, and two explicit pairs whose own condim (1, 3) overrides their
     geoms': MuJoCo's contact ``dim`` is the higher priority's condim, else the larger, else the pair's
     (by hand below); the scene's pair friction is 0 exactly where ``dim`` is 1, MuJoCo's friction
     elsewhere (condim 6 keeps its sliding friction)."""
-    path = tmp_path / "condim.xml"
-    path.write_text(CONDIM)
-    m = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(m)
-    mujoco.mj_forward(m, d)
-    scene = sd.Scene(sd.load_mjcf(str(path), geometry=True))
+    m, d, scene = _mujoco_and_scene(tmp_path, CONDIM)
     assert [scene.shape(n).condim for n in "abcdefghijk"] == [1, 1, 1, 1, 3, 3, 6, 3, 3, 1, 1]
     dims = _check_against_mujocos_contacts(m, d, scene)
     assert dims == {("a", "floor"): 3, ("b", "floor"): 1, ("c", "floor"): 3, ("d", "slab"): 1,
@@ -181,6 +177,9 @@ def test_condim_1_makes_a_pair_frictionless_as_mujocos_mixing_does(tmp_path):
     assert (mu[("a", "floor")], mu[("j", "k")], mu[("g", "slab")]) == (0.3, 0.6, 0.9)
     with pytest.raises(ValueError, match="Shape 'step': condim must be 1, 3, 4 or 6"):
         sd.Shape("box", (1, 1, 1), name="step", condim=2)
+    g = scene.model.geometry("collision")[0]._replace(name="bad", condim=2)
+    with pytest.raises(sd.ModelError, match="geometry 'bad': condim must be 1, 3, 4 or 6"):
+        scene.model.with_geometry(g)
 
 
 def test_humanoid_parts_are_frictionless_on_each_other_and_not_on_the_floor():
