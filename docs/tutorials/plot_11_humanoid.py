@@ -5,9 +5,10 @@ A humanoid pushed over onto a box and stairs
 dm_control's humanoid (27 degrees of freedom, its body made of capsules and spheres) stands in
 front of a low box and three stairs, is pushed forwards and falls onto them: its hands, arms and
 torso land on the box, its head and hands on the stairs, while its feet stay on the floor.  The
-scene comes from the MJCF file (its floor, each geom's friction, the pairs MuJoCo checks) plus the
-world boxes we add (:doc:`/guide/simulation`).  The height of the torso, the number of contacts and
-the energy are plotted; the deepest penetration is checked against the scene's margin, and the
+scene comes from the MJCF file (its floor, each geom's friction, its parts frictionless on each
+other as the file's ``condim`` 1 makes them, the pairs MuJoCo checks) plus the world boxes we add
+(:doc:`/guide/simulation`).  The height of the torso, the number of contacts and the energy are
+plotted; the deepest penetration is checked against the scene's margin, and the
 energy's few small rises are shown to be the time-stepping's own error, shrinking with the time step.
 Every number printed is also asserted.
 """

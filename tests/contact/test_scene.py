@@ -108,27 +108,101 @@ PRIORITY = """<mujoco><worldbody>
 </body></worldbody></mujoco>"""
 
 
+def _mujoco_and_scene(tmp_path, xml):
+    """MuJoCo's model and data after ``mj_forward`` of the MJCF text ``xml``, and our scene of it."""
+    path = tmp_path / "scene.xml"
+    path.write_text(xml)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    return m, d, sd.Scene(sd.load_mjcf(str(path), geometry=True))
+
+
+def _check_against_mujocos_contacts(m, d, scene):
+    """For each contact of MuJoCo's ``d``: the scene checks its pair, with friction 0 where MuJoCo's
+    contact is frictionless (``dim`` 1) and MuJoCo's friction otherwise; ``{pair: dim}``."""
+    mu, dims = dict(zip(scene.pairs, scene.pair_friction)), {}
+    for c in d.contact[:d.ncon]:
+        a, b = (mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in (c.geom1, c.geom2))
+        pair = (a, b) if (a, b) in mu else (b, a)
+        assert mu[pair] == (0.0 if c.dim == 1 else c.friction[0]), (pair, c.dim)
+        dims[pair] = int(c.dim)
+    return dims
+
+
 def test_pair_friction_follows_mujocos_priority_rule(tmp_path):
     """Three bodies 1 cm into a floor of friction 0.3 and priority 1: a box (0.9, priority 0: the
     floor's 0.3), a ball (0.7, priority 1: the larger, 0.7), a capsule (0.2, priority 2: its own) --
     each MuJoCo contact's friction is the scene's pair friction."""
-    path = tmp_path / "priority.xml"
-    path.write_text(PRIORITY)
-    m = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(m)
-    mujoco.mj_forward(m, d)
-    scene = sd.Scene(sd.load_mjcf(str(path), geometry=True))
+    m, d, scene = _mujoco_and_scene(tmp_path, PRIORITY)
     assert [scene.shape(n).priority for n in ("floor", "box", "ball", "pill")] == [1, 0, 1, 2]
+    assert _check_against_mujocos_contacts(m, d, scene) == {("box", "floor"): 3, ("ball", "floor"): 3,
+                                                            ("pill", "floor"): 3}
     mu = dict(zip(scene.pairs, scene.pair_friction))
-    seen = {}
-    for c in d.contact[:d.ncon]:
-        a, b = (mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in (c.geom1, c.geom2))
-        pair = (a, b) if (a, b) in mu else (b, a)
-        seen[pair] = mu[pair]
-        assert mu[pair] == c.friction[0]
-    assert seen == {("box", "floor"): 0.3, ("ball", "floor"): 0.7, ("pill", "floor"): 0.2}
+    assert (mu[("box", "floor")], mu[("ball", "floor")], mu[("pill", "floor")]) == (0.3, 0.7, 0.2)
     with pytest.raises(ValueError, match="Shape 'step': priority must be an integer"):
         sd.Shape("box", (1, 1, 1), name="step", priority=0.5)
+
+
+CONDIM = """<mujoco><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="0.3" priority="1"/>
+<geom name="slab" type="box" pos="10 0 0.5" size="2 2 .5" friction="0.4" condim="1" priority="1"/>
+<body pos="0 0 0.09"><freejoint/><geom name="a" type="sphere" size=".1" friction="0.9" condim="1"/></body>
+<body pos="1 0 0.09"><freejoint/><geom name="b" type="sphere" size=".1" friction="0.9" condim="1" priority="2"/></body>
+<body pos="2 0 0.09"><freejoint/><geom name="c" type="sphere" size=".1" friction="0.9" condim="1" priority="1"/></body>
+<body pos="9 0 1.09"><freejoint/><geom name="d" type="sphere" size=".1" friction="0.9" condim="1" priority="1"/></body>
+<body pos="10 0 1.09"><freejoint/><geom name="e" type="sphere" size=".1" friction="0.9" priority="1"/></body>
+<body pos="11 0 1.09"><freejoint/><geom name="f" type="sphere" size=".1" friction="0.9"/></body>
+<body pos="9 1 1.09"><freejoint/><geom name="g" type="sphere" size=".1" friction="0.9" condim="6" priority="1"/></body>
+<body pos="0 3 3"><freejoint/><geom name="h" type="sphere" size=".1" contype="0" conaffinity="0"/></body>
+<body pos="0 3 3.19"><freejoint/><geom name="i" type="sphere" size=".1" contype="0" conaffinity="0"/></body>
+<body pos="1 3 3"><freejoint/><geom name="j" type="sphere" size=".1" condim="1" contype="0" conaffinity="0"/></body>
+<body pos="1 3 3.19"><freejoint/><geom name="k" type="sphere" size=".1" condim="1" contype="0" conaffinity="0"/></body>
+</worldbody><contact><pair geom1="h" geom2="i" condim="1" friction="0.5 0.5"/>
+<pair geom1="j" geom2="k" condim="3" friction="0.6 0.6"/></contact></mujoco>"""
+
+
+def test_condim_1_makes_a_pair_frictionless_as_mujocos_mixing_does(tmp_path):
+    """Spheres 1 cm into a floor (condim 3, priority 1) and a slab (condim 1, priority 1), of condim
+    1, 3 and 6 and priorities 0 to 2, and two explicit pairs whose own condim (1, 3) overrides their
+    geoms': MuJoCo's contact ``dim`` is the higher priority's condim, else the larger, else the pair's
+    (by hand below); the scene's pair friction is 0 exactly where ``dim`` is 1, MuJoCo's friction
+    elsewhere (condim 6 keeps its sliding friction)."""
+    m, d, scene = _mujoco_and_scene(tmp_path, CONDIM)
+    assert [scene.shape(n).condim for n in "abcdefghijk"] == [1, 1, 1, 1, 3, 3, 6, 3, 3, 1, 1]
+    dims = _check_against_mujocos_contacts(m, d, scene)
+    assert dims == {("a", "floor"): 3, ("b", "floor"): 1, ("c", "floor"): 3, ("d", "slab"): 1,
+                    ("e", "slab"): 3, ("f", "slab"): 1, ("g", "slab"): 6, ("h", "i"): 1, ("j", "k"): 3}
+    mu = dict(zip(scene.pairs, scene.pair_friction))
+    assert (mu[("a", "floor")], mu[("j", "k")], mu[("g", "slab")]) == (0.3, 0.6, 0.9)
+    with pytest.raises(ValueError, match="Shape 'step': condim must be 1, 3, 4 or 6"):
+        sd.Shape("box", (1, 1, 1), name="step", condim=2)
+    g = scene.model.geometry("collision")[0]._replace(name="bad", condim=2)
+    with pytest.raises(sd.ModelError, match="geometry 'bad': condim must be 1, 3, 4 or 6"):
+        scene.model.with_geometry(g)
+
+
+def test_humanoid_parts_are_frictionless_on_each_other_and_not_on_the_floor():
+    """dm_control's humanoid gives its parts condim 1 (frictionless on each other) and its floor
+    condim 3: in random poses low enough to touch the floor (joints within their ranges), every
+    MuJoCo contact's pair has friction 0 in the scene exactly where its ``dim`` is 1; both kinds occur."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scene = sd.Scene(sd.load_mjcf(HUMANOID, geometry=True))
+    m = mujoco.MjModel.from_xml_path(str(HUMANOID))
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(3)
+    dims = {}
+    for _ in range(40):
+        mujoco.mj_resetData(m, d)
+        d.qpos[2], d.qpos[3:7] = rng.uniform(0.1, 0.6), rng.normal(size=4)
+        for j in range(1, m.njnt):
+            d.qpos[m.jnt_qposadr[j]] = rng.uniform(*m.jnt_range[j])
+        mujoco.mj_forward(m, d)
+        dims.update(_check_against_mujocos_contacts(m, d, scene))
+    self_pairs = [p for p in dims if "floor" not in p]
+    assert self_pairs and all(dims[p] == 1 for p in self_pairs)
+    assert any("floor" in p for p in dims) and all(dims[p] == 3 for p in dims if "floor" in p)
 
 
 @pytest.mark.parametrize("make, message", [

@@ -125,7 +125,7 @@ def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
     them (they are data of the model), so both integrate the same multibody with the same armature,
     the same ``dt`` (the file's 5 ms, semi-implicit Euler in both), the same pairs, the same friction
     on the floor (the larger of the two geoms', MuJoCo's elliptic cone as ours; the file makes its
-    parts frictionless on each other, ``condim`` 1, which ours does not read).  Its feet land first, then its
+    parts frictionless on each other, ``condim`` 1, as ours does).  Its feet land first, then its
     hands and hips, then its head.  Measured: the time at which the head's sphere first comes
     within 5 mm of the floor (about 0.65 s).
 

@@ -15,7 +15,9 @@ less the pairs of links an SRDF disables (``<disable_collisions>``, links named 
 Two world shapes never collide, nor two planes (unbounded, they always would).  In a pair ``(a, b)``, ``a`` is a robot shape and ``b`` a world shape,
 or both are robot shapes in scene order; hits' normals point from ``b`` towards ``a``.
 
-Friction of a pair: an MJCF ``<pair>``'s own; else, where both shapes give one, the coefficient of the
+Friction of a pair: an MJCF ``<pair>``'s own (0 where its ``condim`` is 1); else 0 where the pair's
+mixed ``condim`` is 1 (MuJoCo's: the condim of the shape of higher ``priority``, the larger at equal
+priority; 1 is a frictionless contact); else, where both shapes give one, the coefficient of the
 shape of higher ``priority`` (MuJoCo's geom priority), the larger at equal priority (MuJoCo's rule);
 the one given where one does; else the scene's ``friction``.
 """
@@ -177,7 +179,7 @@ def _unique_names(shapes):
             n = f"{n}_{seen[n]}"
             s = Shape(s.kind, () if s.kind == "plane" else s.size, placement=(s.R, s.p), friction=s.friction,
                       name=n, mesh=s.mesh if s.vertices is None else (s.vertices, s.faces), body=s.body, link=s.link,
-                      heights=s.heights, priority=s.priority)
+                      heights=s.heights, priority=s.priority, condim=s.condim)
         seen.setdefault(n, 1)
         out.append(s)
     return out
@@ -194,8 +196,13 @@ def _ordered(shapes, i, j, who):
 
 
 def _pair_friction(a, b, default):
-    """MuJoCo's rule: of two shapes giving a friction, the higher priority's, the larger at equal
-    priority; the one given where one gives it; else the scene's."""
+    """MuJoCo's rule: 0 where the mixed condim (the higher priority's, the larger at equal priority)
+    is 1; else of two shapes giving a friction, the higher priority's, the larger at equal priority;
+    the one given where one gives it; else the scene's."""
+    condim = max(a.condim, b.condim) if a.priority == b.priority else \
+        (a.condim if a.priority > b.priority else b.condim)
+    if condim == 1:
+        return 0.0
     ma, mb = a.friction, b.friction
     if ma is None and mb is None:
         return default

@@ -40,13 +40,15 @@ def _frozen(x, dtype=float):
 
 class Shape:
     """A collision shape: ``Shape(kind, size=(), *, placement=None, friction=None, name=None, mesh=None,
-    heights=None, priority=0)`` (module docstring for the kinds and sizes; ``heights`` a height field's grid).
+    heights=None, priority=0, condim=3)`` (module docstring for the kinds and sizes; ``heights`` a height field's grid).
 
     ``friction``: the Coulomb coefficient (>= 0) of this shape's contacts, default the scene's;
     ``name``: default the kind.  Attributes: ``kind``, ``size`` (tuple), ``R`` (3, 3) and ``p`` (3,)
     (the placement, read-only arrays), ``friction``, ``name``, ``mesh`` (a path or None),
     ``vertices`` (V, 3) / ``faces`` (F, 3) (or None), ``heights`` (nrow, ncol) (or None), ``priority``
-    (MuJoCo's geom priority: of two shapes giving a friction, the higher priority's counts), ``body`` (the body index of a robot's shape,
+    (MuJoCo's geom priority: of two shapes giving a friction, the higher priority's counts), ``condim``
+    (MuJoCo's geom condim, 1, 3, 4 or 6: a pair whose mixed condim, the higher priority's else the
+    larger, is 1 is frictionless; 4 and 6 keep only the sliding friction), ``body`` (the body index of a robot's shape,
     -1 for the world) and ``link`` (the link the model file put it on).  A shape is immutable.
 
     >>> import sparsedyn as sd
@@ -56,10 +58,10 @@ class Shape:
     """
 
     __slots__ = ("kind", "size", "R", "p", "friction", "name", "mesh", "vertices", "faces", "body", "link", "heights",
-                 "priority")
+                 "priority", "condim")
 
     def __init__(self, kind, size=(), *, placement=None, friction=None, name=None, mesh=None, body=-1, link="",
-                 heights=None, priority=0):
+                 heights=None, priority=0, condim=3):
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"Shape: name must be a non-empty string, got {name!r}")
         who = f"Shape {name or kind!r}"
@@ -79,8 +81,10 @@ class Shape:
                              f"worldbody geom or one on a body welded to it), got body {body}")
         if isinstance(priority, bool) or not isinstance(priority, (int, np.integer)):
             raise ValueError(f"{who}: priority must be an integer, got {priority!r}")
+        if isinstance(condim, bool) or condim not in (1, 3, 4, 6):
+            raise ValueError(f"{who}: condim must be 1, 3, 4 or 6 (MuJoCo's), got {condim!r}")
         for k, x in zip(self.__slots__, (kind, size, R, p, friction, name or kind, path, vertices, faces,
-                                         int(body), str(link), heights, int(priority))):
+                                         int(body), str(link), heights, int(priority), int(condim))):
             object.__setattr__(self, k, x)
 
     def __setattr__(self, key, value):
@@ -95,7 +99,8 @@ class Shape:
         mesh = g.mesh if g.vertices is None else (g.vertices, g.faces)
         size = () if g.shape == "plane" else g.size
         return cls(g.shape, size, placement=(R, p), friction=friction, name=g.name, mesh=mesh, body=g.body,
-                   link=g.link, priority=getattr(g, "priority", 0), heights=getattr(g, "heights", None))
+                   link=g.link, priority=getattr(g, "priority", 0), heights=getattr(g, "heights", None),
+                   condim=getattr(g, "condim", 3))
 
     @property
     def bounding_radius(self) -> float:

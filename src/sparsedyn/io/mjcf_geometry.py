@@ -17,7 +17,7 @@ model checks the same pairs:
 
   Geoms of one weld group are on one body of the Model, which a scene never pairs with itself;
 * ``pairs``: ``<contact><pair geom1 geom2/>``, checked whatever the masks and filters, with the pair's
-  sliding friction.  A geom named in a pair is a collision geometry even with zero masks.
+  sliding friction (0 where the pair's own ``condim`` is 1).  A geom named in a pair is a collision geometry even with zero masks.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def geometries(m, model, extra):
     for k in range(m.npair):
         g1, g2 = int(m.pair_geom1[k]), int(m.pair_geom2[k])
         if g1 in shaped and g2 in shaped:
-            pairs.setdefault(g1, []).append((names[g2], float(m.pair_friction[k][0])))
+            mu = 0.0 if int(m.pair_dim[k]) == 1 else float(m.pair_friction[k][0])     # condim 1: frictionless
+            pairs.setdefault(g1, []).append((names[g2], mu))
         else:
             notes.append(f"{_name(m, 'pair', k)} ({names[g1]}, {names[g2]})")
     in_pair = {int(g) for g in m.pair_geom1} | {int(g) for g in m.pair_geom2}
@@ -87,7 +88,8 @@ def _geometry(m, model, extra, g, name):
         rgba = tuple(float(c) for c in m.mat_rgba[int(m.geom_matid[g])])
     body = -1 if host is None else model.body(host)
     return Geometry(name, body, _transform(T), shape, tuple(size), "visual", None, rgba, extra["body_names"][b],
-                    vertices, faces, float(m.geom_friction[g][0]), priority=int(m.geom_priority[g]), heights=heights)
+                    vertices, faces, float(m.geom_friction[g][0]), priority=int(m.geom_priority[g]), heights=heights,
+                    condim=int(m.geom_condim[g]))
 
 
 def _hfield(m, k):

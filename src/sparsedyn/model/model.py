@@ -361,9 +361,11 @@ class Model:
                 raise ModelError(f"{who}: friction must be a finite number >= 0, got {g.friction!r}")
             if isinstance(g.priority, bool) or not isinstance(g.priority, (int, np.integer)):
                 raise ModelError(f"{who}: priority must be an integer, got {g.priority!r}")
+            if isinstance(g.condim, bool) or g.condim not in (1, 3, 4, 6):
+                raise ModelError(f"{who}: condim must be 1, 3, 4 or 6 (MuJoCo's), got {g.condim!r}")
             out.append(Geometry(str(g.name), int(g.body), Transform(_frozen(g.X.E), _frozen(g.X.r)), g.shape,
                                 tuple(float(x) for x in size), g.kind, g.mesh, rgba, str(g.link), verts, faces,
-                                friction, *collision_filter(who, g), int(g.priority), heights))
+                                friction, *collision_filter(who, g), int(g.priority), heights, int(g.condim)))
         names = {g.name for g in out}
         for g in out:
             for other, _ in g.pairs:

@@ -122,7 +122,9 @@ class Geometry(NamedTuple):
     ``<contact><exclude>``); ``pairs``: ``((geometry name, friction), ...)``, pairs checked whatever the
     masks and exclusions, with their own Coulomb coefficient (``<contact><pair>``); ``priority``: MuJoCo's
     geom ``priority`` (of two shapes that both give a friction, the higher priority's counts; equal: the
-    larger).
+    larger); ``condim``: MuJoCo's geom ``condim`` (1: frictionless; 3, 4, 6: with friction, the default
+    3), mixed as MuJoCo does (the higher priority's, else the larger): a pair whose mixed ``condim`` is
+    1 has friction 0.
     """
 
     name: str
@@ -143,6 +145,7 @@ class Geometry(NamedTuple):
     pairs: tuple = ()
     priority: int = 0
     heights: np.ndarray | None = None
+    condim: int = 3
 
 
 class Mimic(NamedTuple):
