@@ -52,7 +52,7 @@ import numpy as np
 import sparsedyn as sd
 from sparsedyn.interop.mujoco import q_from_mujoco, q_to_mujoco, v_from_mujoco
 from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
-from sparsedyn.contact.friction_kernel import contact_step_kernel
+from sparsedyn.contact.friction_kernel import MAX_COMPILED_CONTACTS, contact_step_kernel
 from sparsedyn.contact.look_ahead import body_reach
 from sparsedyn.contact.data_slots import data_slots, runs_per_body
 from sparsedyn.contact.scene_data import scene_slot_data
@@ -159,11 +159,18 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         contacts = scene_contacts(scene, q, hits)
     print(f"{name}: nv={model.nv}; sparsedyn hits {len(hits.distances)} ({int(np.sum(hits.distances < 0))} "
           f"penetrating, the others within the margin {scene.margin:g} m; contacts {len(contacts)}, "
-          f"slots {len(scene_slots(scene, contacts).frames)}); MuJoCo ncon {d.ncon} (margin 0: penetrating)")
+          f"per-body slots {len(scene_slots(scene, contacts).frames)}); MuJoCo ncon {d.ncon} (margin 0: penetrating)")
     with sd.use_backend("native", deterministic=True):
         t = time.perf_counter()
         sd.contact_step(model, q, v, tau, scene, dt)                        # the builds (timed apart)
         print(f"  first native step (builds): {time.perf_counter() - t:.1f} s")
+        # the slots the step ran in (its contacts within the look-ahead, not collide's margin): per body
+        # (each body's contacts rounded up to a power of two) or the scene's data slots (2^k for all)
+        print("  the step's slots: " + (f"{len(scene.cache['step_slots'])} bodies, "
+                                        f"{sum(scene.cache['step_slots'].values())} per-body slots"
+                                        if runs_per_body(scene) else
+                                        f"{scene.cache.get('data_slot_count', 0)} data slots") +
+              f" (compiled up to {MAX_COMPILED_CONTACTS}; more: the NumPy road)")
         kp = kernel_plan(scene)
         first = sd.contact_step(model, q, v, tau, scene, dt)
         warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact.look_ahead import pair_cutoffs
+from sparsedyn.contact.look_ahead import pair_cutoffs, pair_spins
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.codegen import native
 from sparsedyn.contact import scene_step as scene_step_module
@@ -63,6 +63,27 @@ def test_pair_cutoffs_are_the_margin_plus_dt_times_the_bodies_speed_bounds(backe
     assert both.shape == (2, 3) and np.abs(both[0] - want).max() <= 64 * EPS * want.max()
     assert np.all(both[1] == scene.margin)
     assert np.all(pair_cutoffs(scene, q, v[:5], dt) == scene.margin)      # a bad v: the step names it
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_pair_spins_are_each_pairs_relative_rotation_over_the_step_in_world_axes(backend):
+    """The two free boxes, each turned about its own axis and spinning: a pair's rotation over the step
+    is ``(R_a omega_a - R_b omega_b) dt`` by hand (a free joint's ``omega`` in its body's axes, ``R``
+    its world rotation from the quaternion ``x y z w``; the floor's zero), for plain lists; a bad
+    ``v`` or ``dt``: unknown (NaN)."""
+    scene = sd.Scene(_two_boxes(), world=[FLOOR])
+    c, s = np.cos(0.3), np.sin(0.3)
+    q = [0, 0, 1, s, 0, 0, c, 1, 0, 1, 0, 0, s, c]              # box0 turned 0.6 rad about x, box1 about z
+    v = [1.0, -2.0, 0.5, 3.0, 0.0, -4.0, 0.0, 2.0, 7.0, 0.5, 0.5, 0.0]
+    dt = 2e-3
+    Rx = np.array([[1, 0, 0], [0, np.cos(0.6), -np.sin(0.6)], [0, np.sin(0.6), np.cos(0.6)]])
+    Rz = np.array([[np.cos(0.6), -np.sin(0.6), 0], [np.sin(0.6), np.cos(0.6), 0], [0, 0, 1]])
+    w = {"box0": Rx @ v[0:3] * dt, "box1": Rz @ v[6:9] * dt, "floor": np.zeros(3)}
+    want = np.array([w[a] - w[b] for a, b in scene.pairs])
+    with sd.use_backend(backend):
+        got = pair_spins(scene, q, v, dt)
+    assert got.shape == (3, 3) and np.abs(got - want).max() <= 64 * EPS * np.abs(want).max()
+    assert np.isnan(pair_spins(scene, q, v[:5], dt)).all() and np.isnan(pair_spins(scene, q, v, -1.0)).all()
 
 
 def test_both_roads_find_the_contact_beyond_the_margin_that_the_step_will_close():

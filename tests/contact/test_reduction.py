@@ -135,6 +135,70 @@ def test_a_patchs_allowance_is_patch_depth_and_twice_its_look_ahead():
     assert np.allclose(reduction.patch_depth([0.005]), reduction.PATCH_DEPTH, rtol=0, atol=0)
 
 
+def test_a_left_out_point_of_a_spinning_falling_prism_stays_above_its_deepest_through_the_step():
+    """Random poses of the prism near the floor, spinning (up to ~30 rad/s) and moving (up to 2 m/s)
+    for a step of 2 ms: every hull vertex within the cutoff that each point's allowance from the
+    rotation (``rotation_depth``) puts above the patch (higher than ``max(d0, 0)`` plus its allowance)
+    stays above the deepest vertex, which the patch keeps, at each of 400 instants of the step, the
+    motion the exact rigid one (scipy's rotation of ``omega t`` about the body's origin, the origin
+    moving at ``v``), by more than PATCH_DEPTH less rounding; and the rule leaves out points the
+    cutoff's allowance (twice the look-ahead) keeps."""
+    from scipy.spatial.transform import Rotation
+    V, _ = prism()
+    rho = float(np.linalg.norm(V, axis=1).max())               # the prism's reach about its origin
+    rng = np.random.default_rng(5)
+    dt, margin = 2e-3, 0.005
+    ts = np.linspace(0.0, dt, 401)
+    left, tighter = 0, 0
+    for q in random_poses(rng, 300, 0.1, (0.0, 0.06)):
+        R = Rotation.from_quat(q[3:7]).as_matrix()
+        w, vo = rng.standard_normal(3) * rng.uniform(0, 17), rng.standard_normal(3) * rng.uniform(0, 1.2)
+        cut = np.array([margin + dt * (np.linalg.norm(vo) + np.linalg.norm(w) * rho)])
+        args = (V, [(0, len(V))], R[None], q[None, :3], reduction.plane_axes(np.array([[0.0, 0, 1]])),
+                np.zeros((1, 3)), cut, margin)
+        _, d, W, _, _, _ = reduction.mesh_plane_patches(*args, spin=(w * dt)[None])
+        _, d_loose, *_ = reduction.mesh_plane_patches(*args)
+        if not len(d):
+            continue
+        tighter += len(d_loose) > len(d)
+        X0 = V @ R.T + q[:3]
+        p0 = int(np.argmin(np.linalg.norm(X0 - W[int(np.argmin(d))], axis=1)))
+        assert X0[p0, 2] == X0[:, 2].min()                      # the deepest vertex is kept
+        near = np.flatnonzero(X0[:, 2] < cut[0])
+        A = reduction.plane_axes(np.array([[0.0, 0, 1]]))[0]   # the floor's axes (columns n, t1, t2)
+        x, theta = X0[near] @ A, A.T @ (w * dt)               # (h, t1, t2) and the rotation in those axes
+        depth = reduction.rotation_depth(x, np.zeros(len(near), int), np.tile(theta, (len(near), 1)))
+        out = near[x[:, 0] > max(X0[p0, 2], 0.0) + depth]
+        left += len(out)
+        for t in ts:                                            # the exact motion, instant by instant
+            Xt = (X0 - q[:3]) @ Rotation.from_rotvec(w * t).as_matrix().T + q[:3] + vo * t
+            assert np.all(Xt[out, 2] - Xt[p0, 2] > reduction.PATCH_DEPTH - 1e-12)
+    assert left >= 100 and tighter >= 20
+
+
+def test_a_falling_tipped_prism_keeps_its_corner_alone_given_its_rotation():
+    """The prism tipped 0.02 rad (its lowest corner 1e-4 m deep, the next 0.15 mm and more above it)
+    falling at 1 m/s without turning, a step of 1 ms: the cutoff's allowance (twice the look-ahead,
+    2 mm) keeps four corners, the rotation's (none: the patch falls together) the lowest alone, on
+    both roads (``collide_within`` given ``pair_spins``, and the collision kernel's with ``(v, dt)``)."""
+    from sparsedyn.contact.collision import collide_within
+    from sparsedyn.contact.look_ahead import pair_cutoffs, pair_spins
+    scene = prism_scene()
+    V, _ = prism()
+    quat = np.r_[np.sin(0.01) * np.array([0.6, 0.8, 0.0]), np.cos(0.01)]
+    R0, _ = sd.geometry_placements(scene.model, np.r_[0.0, 0.0, 0.0, quat], "collision")
+    q = np.array([0.0, 0.0, -float(np.min(V @ R0[0].T[:, 2])) - 1e-4, *quat.tolist()])
+    v = np.r_[0.0, 0.0, 0.0, R0[0].T @ [0.0, 0.0, -1.0]]        # [omega; v_o] in the body's axes
+    cut, spin = pair_cutoffs(scene, q, v, 1e-3), pair_spins(scene, q, v, 1e-3)
+    assert np.allclose(cut, scene.margin + 1e-3, rtol=0, atol=1e-15) and np.all(spin == 0.0)
+    assert len(collide_within(scene, q, cut).distances) == 4
+    hits = collide_within(scene, q, cut, spin)
+    assert len(hits.distances) == 1 and abs(hits.distances[0] + 1e-4) <= 1e-12
+    with sd.use_backend("native"):
+        pair, _ = scene_data.scene_slot_data(scene, q, ahead=(v, 1e-3))
+    assert len(pair) == 1
+
+
 # --- a mesh on a plane against coal ----------------------------------------------------------------------
 
 def test_a_prism_on_a_plane_is_coals_hull_on_a_half_space_with_at_most_four_hits():

@@ -98,8 +98,8 @@ def test_robot_meshes_on_a_floor_take_this_road_with_the_contact_objects_data(na
     """solo12 (17 collision meshes, no closed form in the kernel) on a floor: a state's data come with
     no Contact object (``scene_contacts`` is never called) and equal those laid out from Contact
     objects (``scene_slots(scene_contacts(...))``: :func:`~sparsedyn.collide`'s hits, each mesh-plane
-    pair at most four), at the margin and with each pair's look-ahead; the rows to the rounding of
-    two evaluations of the same closed form."""
+    pair at most four), at the margin and with each pair's look-ahead and rotation over the step; the
+    rows to the rounding of two evaluations of the same closed form."""
     import warnings
     from erd import robots_dir
     with warnings.catch_warnings():
@@ -122,7 +122,7 @@ def _as_contact_objects_data(fast, slow, states, monkeypatch):
     ``slow``'s laid out from Contact objects (at the margin and with each pair's look-ahead of a 1 ms
     step), at most four rows a pair; returns how many had a contact."""
     from sparsedyn.contact import scene_step
-    from sparsedyn.contact.look_ahead import pair_cutoffs
+    from sparsedyn.contact.look_ahead import pair_cutoffs, pair_spins
     objects = scene_step.scene_contacts
     monkeypatch.setattr(scene_step, "scene_contacts", lambda *a, **k: pytest.fail("a Contact object was made"))
     got = [(scene_data.scene_slot_data(fast, q), scene_data.scene_slot_data(fast, q, ahead=(v, 1e-3)))
@@ -130,9 +130,10 @@ def _as_contact_objects_data(fast, slow, states, monkeypatch):
     monkeypatch.setattr(scene_step, "scene_contacts", objects)
     touching = 0
     for (q, v), pairs in zip(states, got):
-        for cutoff, (pair, slots) in zip((None, pair_cutoffs(slow, q, v, 1e-3)), pairs):
+        ahead = (None, None), (pair_cutoffs(slow, q, v, 1e-3), pair_spins(slow, q, v, 1e-3))
+        for (cutoff, spin), (pair, slots) in zip(ahead, pairs):
             hits = sd.collide(slow, q) if cutoff is None else None
-            want = scene_step.scene_slots(slow, scene_step.scene_contacts(slow, q, hits, cutoff))
+            want = scene_step.scene_slots(slow, scene_step.scene_contacts(slow, q, hits, cutoff, spin))
             assert np.bincount(pair, minlength=len(fast.index)).max(initial=0) <= 4
             assert slots.frames == want.frames and np.array_equal(slots.index, want.index)
             assert np.abs(slots.data - want.data).max(initial=0.0) <= _bound(want.data)

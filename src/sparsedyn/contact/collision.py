@@ -113,12 +113,15 @@ def _kernel_hits(scene, kp, c, mask):
 _ROAD = "collide road"
 
 
-def collide_within(scene, q, cutoff) -> Hits:
+def collide_within(scene, q, cutoff, spin=None) -> Hits:
     """:func:`collide` with its own cutoff per pair: the hits of pair ``k`` closer than ``cutoff[k]``
     (``cutoff`` (P,) [m], at least the scene's margin; None: the margin, :func:`collide`'s hits).  A
     scene step's look-ahead (:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`): the narrow phases
     that keep the features within a distance (a mesh's hull vertices, a height field's points, coal's
-    security margin) take the largest cutoff, and each pair's hits are then those within its own."""
+    security margin) take the largest cutoff, and each pair's hits are then those within its own.
+    ``spin`` (P, 3): each pair's rotation over the step (:func:`~sparsedyn.contact.look_ahead.pair_spins`),
+    where given a mesh-plane patch's points each take their own allowance from it
+    (:func:`~sparsedyn.contact.reduction.rotation_depth`; else the cutoff's, looser)."""
     model = scene.model
     if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
         q = _checks.configuration(model, q)       # else the kernel checks it (one native call)
@@ -171,7 +174,7 @@ def collide_within(scene, q, cutoff) -> Hits:
                 out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
             elif set(key) == {"mesh", "plane"}:
                 cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
-                out.append(_mesh_plane_pairs(scene, ks[m], R, p, cut))
+                out.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
             elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
                 kw = ks[m][[min(scene.shapes[x].body for x in scene.index[k]) < 0 for k in ks[m].tolist()]]
                 cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
@@ -303,15 +306,17 @@ def mesh_vertices(scene):
     return got
 
 
-def _mesh_plane_pairs(scene, ks, R, p, cutoff):
+def _mesh_plane_pairs(scene, ks, R, p, cutoff, spin=None):
     """Hits of mesh-plane pairs ``ks`` within their ``cutoff`` (len(ks),) [m], in the pairs' order
-    (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`: all pairs at once)."""
+    (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`: all pairs at once; ``spin`` (len(ks), 3)
+    their rotations over the step where known, :func:`~sparsedyn.contact.look_ahead.pair_spins`)."""
     V, rows = mesh_vertices(scene)
     idx = scene.index[ks]
     swap = np.array([scene.shapes[i].kind == "plane" for i in idx[:, 0]])
     m, pl = np.where(swap, idx[:, 1], idx[:, 0]), np.where(swap, idx[:, 0], idx[:, 1])
     g, d, wa, wb, n, _ = mesh_plane_patches(V, [rows[i] for i in m.tolist()], R[m], p[m], plane_axes(R[pl][:, :, 2]),
-                                            p[pl], np.asarray(cutoff, float), scene.margin)
+                                            p[pl], np.asarray(cutoff, float), scene.margin,
+                                            None if spin is None else np.where(swap[:, None], -spin, spin))
     s = swap[g][:, None]
     return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
 

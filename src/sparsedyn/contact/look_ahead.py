@@ -12,6 +12,10 @@ step's start; what the step's own accelerations add in one step (``dt^2`` times 
 holds.  A step of one state on the native road computes the same bound inside the collision kernel's
 call (:func:`~sparsedyn.collision_candidates_ahead`, with :func:`body_reach`'s radii); this module's
 NumPy form serves the other roads (a batch, the NumPy backend, contact lists for the viewer).
+
+A mesh's patch on a plane needs less than the cutoff's allowance (:mod:`~sparsedyn.contact.reduction`):
+its points move together but for the rotation, so the step's road that knows ``v`` passes each pair's
+rotation over the step, :func:`pair_spins`, and each point gets its own allowance from it.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ import math
 
 import numpy as np
 
-from ..algorithms.kinematics import body_velocities
+from ..algorithms.kinematics import body_velocities, forward_kinematics
 from ..kernels import native_calls
 from .collision import _plan as _collision_plan
 
-__all__ = ["pair_cutoffs", "body_reach"]
+__all__ = ["pair_cutoffs", "pair_spins", "body_reach"]
 
 _NONE, _F64 = {}, np.dtype(float)
 
@@ -83,3 +87,25 @@ def pair_cutoffs(scene, q, v, dt):
     if not math.isfinite(s.sum()):                         # a non-finite v: the step refuses it
         return np.full(lead + (len(M),), scene.margin)
     return scene.margin + float(dt) * (s @ M.T)
+
+
+def pair_spins(scene, q, v, dt):
+    """Each pair's rotation over a step of ``dt`` [s] from ``q`` (nq,) at ``v`` (nv,): the rotation
+    vector ``(omega_a - omega_b) dt`` (P, 3) [rad] of its shape ``a`` relative to ``b`` (world axes,
+    ``omega`` a body's angular velocity at the step's start, a world shape's zero), what a mesh-plane
+    patch's points need (:func:`~sparsedyn.contact.reduction.rotation_depth`).  Where ``q``, ``v`` or
+    ``dt`` is not a finite state (the step reports that): NaN (unknown)."""
+    model = scene.model
+    P = len(scene.index)
+    q, v = np.asarray(q, float), np.asarray(v, float)
+    if (q.shape != (model.nq,) or v.shape != (model.nv,) or not P
+            or not isinstance(dt, (float, int, np.floating, np.integer)) or not 0 < dt < np.inf):
+        return np.full((P, 3), np.nan)
+    f = (native_calls(model) or _NONE).get("forward_kinematics")
+    R = (f(q) if f is not None else forward_kinematics(model, q))[0]
+    w = np.einsum("kij,kj->ki", R, _body_velocities(model, q, v)[:, :3]) * float(dt)    # world axes
+    if not np.isfinite(w).all():
+        return np.full((P, 3), np.nan)
+    w = np.vstack([w, np.zeros((1, 3))])                   # index -1: the world
+    body = np.array([s.body for s in scene.shapes], int)[scene.index]      # (P, 2)
+    return w[body[:, 0]] - w[body[:, 1]]

@@ -35,6 +35,23 @@ a face resting on the plane (the solver's position correction leaves it level to
 A point left out that comes down faster (a longer step, a body tipping hard) is found at the next
 step, below the plane by at most what it moved beyond ``depth``, and the step's position correction
 lifts it out.
+
+That allowance is loose: the translation moves the whole patch together, and the rotation lowers a
+point relative to ``p0`` by ``|omega| |r_i - r_0| dt`` only where ``omega`` is across ``r_i - r_0``
+and in the falling sense.  Where the step knows the rotation vector of the mesh relative to its plane,
+``theta = omega dt`` (world, :func:`~sparsedyn.contact.look_ahead.pair_spins`), each point gets its
+own allowance (:func:`rotation_depth`): with ``r = x_i - x_0`` (world, at the step's start) and the
+mesh turning by ``R(t theta)`` about a fixed axis ``u = theta / |theta|``, the height of ``x_i`` above
+that of ``x_0`` is ``h_i - h_0 + n . (R(t theta) - I) r``, and
+``R(t theta) r - r = t theta x r + (sin - t|theta|) u x r + (1 - cos) u x (u x r)`` (Rodrigues, at the
+angle ``t |theta|``), so for ``0 <= t <= 1``
+
+    ``h_i(t) - h_0(t) >= h_i - h_0 + min(0, n . (theta x r)) - |r| (|theta| - sin|theta| + 1 - cos|theta|)``.
+
+A point left out (``h_i > max(h_0, 0) + depth_i``) with ``depth_i = PATCH_DEPTH + max(0, -n . (theta x
+r)) + |r| (|theta| - sin|theta| + 1 - cos|theta|)`` so stays above ``p0`` through the step (by
+``PATCH_DEPTH``, which holds what the step's accelerations add).  A resting mesh (``theta = 0``) takes
+``PATCH_DEPTH``, a falling one too: its translation adds nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +59,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "plane_axes", "tangents", "MAX_PATCH_POINTS",
-           "SPAN", "PATCH_DEPTH", "patch_depth", "mesh_box_patch"]
+           "SPAN", "PATCH_DEPTH", "patch_depth", "rotation_depth", "mesh_box_patch"]
 
 #: The most points a touching patch of one pair keeps.
 MAX_PATCH_POINTS = 4
@@ -127,7 +144,21 @@ def patch_depth(cutoff, margin=None):
     return PATCH_DEPTH + (0.0 * cutoff if margin is None else 2.0 * np.maximum(cutoff - margin, 0.0))
 
 
-def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None):
+def rotation_depth(x, g, theta):
+    """Each point's allowance above its patch's deepest point given the patch's rotation over the
+    step (module docstring): ``x`` (m, 3) the points' coordinates ``(h, t1, t2)`` along their plane's
+    axes (normal first) [m], ``g`` (m,) their patch (sorted), ``theta`` (m, 3) their patch's rotation
+    vector relative to the plane over the step, in the same axes [rad].  Returns (m,) [m]."""
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    seg = np.cumsum(np.r_[True, g[1:] != g[:-1]]) - 1
+    r = x - x[_first_per_segment(x[:, 0], g, starts)][seg]         # from the deepest point
+    lowering = theta[:, 1] * r[:, 2] - theta[:, 2] * r[:, 1]           # e_n . (theta x r): first order
+    a = np.sqrt(np.einsum("ij,ij->i", theta, theta))
+    rest = np.sqrt(np.einsum("ij,ij->i", r, r)) * (a - np.sin(a) + 1.0 - np.cos(a))
+    return PATCH_DEPTH + np.maximum(0.0, -lowering) + rest
+
+
+def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None, spin=None):
     """Mesh-plane pairs at once, each reduced to its patch (:func:`reduce_patches`): pair ``k``'s
     vertices are the rows ``start:stop`` of ``V`` (N, 3), ``ranges[k] = (start, stop)``, given in a
     frame whose world pose is ``(Rm[k] (3, 3), pm[k] (3,))``, against the plane through ``pb[k]`` of
@@ -136,7 +167,9 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None):
     the patch (``margin`` [m]: the scene's, or None: no look-ahead).  Returns ``(k, d, w_a, w_b, n,
     local)`` per hit, by pair: the pair (its position in ``ranges``), the signed distance, the vertex
     and its foot on the plane (world), the normal (world, from the plane towards the mesh) and the
-    vertex in its frame (``V``'s row)."""
+    vertex in its frame (``V``'s row).  ``spin`` (P, 3): each pair's rotation vector of the mesh
+    relative to its plane over the step (world, rad), where known: each point's allowance is then
+    :func:`rotation_depth`'s (a row of NaN: unknown, :func:`patch_depth`'s)."""
     if not sum(b - a for a, b in ranges):
         z = np.zeros((0, 3))
         return np.zeros(0, int), np.zeros(0), z, z, z, z
@@ -150,7 +183,12 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None):
     row = np.arange(len(g)) + np.repeat(np.array([a for a, _ in ranges]) - (np.cumsum(count) - count), count)
     close = np.flatnonzero(x[:, 0] < cutoff[g])
     g, row, x = g[close], row[close], x[close]
-    keep = reduce_patches(x[:, 0], x[:, 1:], g, patch_depth(cutoff, margin)[g])
+    depth = patch_depth(cutoff, margin)[g]
+    if spin is not None and margin is not None and len(g):
+        theta = np.einsum("kji,kj->ki", axes, np.asarray(spin, float))[g]     # in the plane's axes
+        known = ~np.isnan(theta).any(axis=1)
+        depth = np.where(known, rotation_depth(x, g, np.where(known[:, None], theta, 0.0)), depth)
+    keep = reduce_patches(x[:, 0], x[:, 1:], g, depth)
     g, h, Vl = g[keep], x[keep, 0], V[row[keep]]
     W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
     n = axes[g, :, 0]

@@ -24,7 +24,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
-from .look_ahead import body_reach, pair_cutoffs
+from .look_ahead import body_reach, pair_cutoffs, pair_spins
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
@@ -140,14 +140,15 @@ def _mesh_plan(scene, ks):
             "pb": np.array([shapes[j].p for j in b]), "centre": centre, "radius": rad[a]}
 
 
-def mesh_plane_rows(scene, mesh, q, cut):
+def mesh_plane_rows(scene, mesh, q, cut, spin=None):
     """The rows (Pm * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns)
     of the mesh-plane pairs ``mesh`` (the constants a scene's plan keeps of its robot meshes on
     world planes: their bodies, hull vertices in the bodies' frames, planes and bounding spheres)
     at ``q`` (nq,), each pair's patch within
     its cutoff ``cut`` (Pm,) [m] (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`) in its first
     rows; the other rows' distance is +inf.  A pair whose bounding sphere is beyond its cutoff is not
-    computed (a broad phase)."""
+    computed (a broad phase).  ``spin`` (Pm, 3): each pair's rotation over the step where known
+    (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own."""
     model = scene.model
     f = (native_calls(model) or _NONE).get(_FK)
     R, o = f(q) if f is not None else forward_kinematics(model, q)
@@ -161,7 +162,8 @@ def mesh_plane_rows(scene, mesh, q, cut):
     if len(near):
         rows = mesh["rows"]
         g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], [rows[k] for k in near.tolist()], Rj[near],
-                                                     oj[near], axes[near], pb[near], cut[near], scene.margin)
+                                                     oj[near], axes[near], pb[near], cut[near], scene.margin,
+                                                     None if spin is None else spin[near])
         first = np.searchsorted(g, g)
         at = MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
         out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, nn
@@ -306,12 +308,16 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     """``(rows, within)`` of a :class:`_Mixed` plan at ``q``: the kernel's candidates (as
     :func:`scene_slot_data` computes them) and the mesh-plane pairs' rows (:func:`mesh_plane_rows`),
     each with its pair's cutoff (K,) (``cutoff`` (P,), or ``ahead`` ``(v, dt)``: the look-ahead's,
-    :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`; neither: the margin)."""
+    :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`, and the patches' allowances from each pair's
+    rotation, :func:`~sparsedyn.contact.look_ahead.pair_spins`; neither: the margin)."""
     kp, mesh = mixed.kernel, mixed.mesh
+    spin = None
     if cutoff is None and ahead is not None:
         cutoff = pair_cutoffs(scene, q, *ahead)
+        spin = pair_spins(scene, q, *ahead)
     cut = np.full(len(scene.index), scene.margin) if cutoff is None else np.asarray(cutoff, float)
-    rows = [mesh_plane_rows(scene, mesh, q, cut[mesh["pairs"]])] if mesh is not None else []
+    rows = [mesh_plane_rows(scene, mesh, q, cut[mesh["pairs"]], None if spin is None else spin[mesh["pairs"]])] \
+        if mesh is not None else []
     rows = np.concatenate(rows + [mesh_box_rows(scene, mixed.boxes, q, cut[mixed.boxes])])
     if not kp.pairs:
         return rows, cut.take(mixed.pair)

@@ -67,15 +67,16 @@ def _body_frames(model):
     return out
 
 
-def scene_contacts(scene, q, hits=None, cutoff=None) -> list:
+def scene_contacts(scene, q, hits=None, cutoff=None, spin=None) -> list:
     """The point contacts of the hits of ``scene`` at ``q`` (nq,) (module docstring), in the hits'
     order: a :class:`~sparsedyn.Contact` (``"3d"``) for a robot-world hit, a
     :class:`~sparsedyn.contact.friction_problem.BodyContact` for a hit of two robot shapes;
     ``hits``: :func:`~sparsedyn.collide`'s result at ``q`` if known; else the hits within ``cutoff``
     (P,) per pair (a step's look-ahead, :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`; None: the
-    scene's margin)."""
+    scene's margin), ``spin`` (P, 3) the pairs' rotations over the step where known
+    (:func:`~sparsedyn.contact.collision.collide_within`)."""
     if hits is None:
-        hits = collide_within(scene, q, cutoff)
+        hits = collide_within(scene, q, cutoff, spin)
     model = scene.model
     frames = _body_frames(model)
     Rf, pf = frame_placements(model, q)
