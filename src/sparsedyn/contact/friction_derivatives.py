@@ -221,13 +221,18 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
     nv, shape = model.nv, step.v.shape[:-1]
     B = len(slotted.geometry)
     qb = np.asarray(q, float).reshape(B, model.nq)
-    vb = np.broadcast_to(np.asarray(v, float), (B, nv))
-    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
+    vb, g = (_rows_of(x, B, n) for x, n in ((v, nv), (model.gravity if gravity is None else gravity, 3)))
     dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, None, dt)
     d = _split(dv, dq, shape, step)
     if not math.isfinite(float(dv.sum() + dq.sum())):      # (one sum: an overflow of it looks at each)
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
+
+
+def _rows_of(x, B, n):
+    """``x`` (n,) or (B, n) as (B, n) floats: a reshape where it holds B rows (a view), else broadcast."""
+    x = np.asarray(x, float)
+    return x.reshape(B, n) if x.size == B * n else np.broadcast_to(x, (B, n))
 
 
 def _split(dv, dq, shape, step):
@@ -283,6 +288,12 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     # in its first slots)
     out, ran = kept[0]
     in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
+    if B == 1 and slots[0].index is None and len(pair[0]) == ns:     # one state, every slot a contact in order
+        geometry = slot_geometry(scene, Q[0], pair[0], slots[0])[None]
+        correction = out.correction.reshape(-1)[:ns][None]
+        held = np.asarray(modes[0]).reshape(1, ns)
+        return step, found[0], Slotted(slots[0].frames, geometry, slots[0].data[None, :, 0],
+                                       np.reshape(impulses[0], (1, ns, 3)), held, correction)
     geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
@@ -416,9 +427,11 @@ def min_norm_solve(A, B, symmetric=False):
         w, V, info = _lapack.dsyevd(A, lower=1)
         if info:                                # (LAPACK did not converge: the SVD's road)
             return np.linalg.pinv(A, rcond=1e-12, hermitian=True) @ B
-        keep = np.abs(w) > 1e-12 * np.abs(w).max(initial=0.0)
-        V = V[:, keep]
-        return V @ ((V.T @ B) / w[keep, None])
+        top = max(-float(w[0]), float(w[-1])) if n else 0.0      # (ascending eigenvalues: the largest |w|)
+        keep = np.abs(w) > 1e-12 * top
+        if not keep.all():
+            V, w = V[:, keep], w[keep]
+        return V @ ((V.T @ B) / w[:, None])
     lu, piv, info = _lapack.dgetrf(A)
     if info == 0:
         rcond, info = _lapack.dgecon(lu, np.abs(A).sum(0).max(), norm="1")
@@ -454,12 +467,19 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
     (:func:`min_norm_solve`: a redundant set, the minimum-norm change); the state's rows ``J`` (m, nv),
     ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq`` (m, nv): the change of
     ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
-    n_rows = 3 * np.arange(len(ln)) + 2
-    active = n_rows[ln > 1e-9 * max(ln.max(), np.finfo(float).tiny)]      # inactive rows: l stays zero
-    if not active.size:
-        return np.array(Wq, float)
-    return Wq + JMinv[active].T @ min_norm_solve(G[np.ix_(active, active)], -(Cq[active] + J[active] / dt),
-                                                 symmetric=True)
+    held = ln > 1e-9 * max(ln.max(), _TINY)                    # inactive rows: l stays zero
+    if held.all():                                              # (every normal row: slices, no copies)
+        active = slice(2, None, 3)
+        Ga = G[active, active]
+    else:
+        active = 3 * np.flatnonzero(held) + 2
+        if not active.size:
+            return np.array(Wq, float)
+        Ga = G[np.ix_(active, active)]
+    return Wq + JMinv[active].T @ min_norm_solve(Ga, -(Cq[active] + J[active] / dt), symmetric=True)
+
+
+_TINY = np.finfo(float).tiny
 
 
 def _point_correction_derivative(P, pieces, rows, dt):
@@ -509,15 +529,15 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
     B, nv = v.shape
     weights = _mode_weights(slotted.modes, slotted.mu)
-    h = np.full((B, 1), float(dt))
-    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.geometry, gravity, h)
+    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.geometry, gravity)
     if B == 1 and f_ext is None:              # one state: the ready native callable, as the step calls its own
-        one = [x[0] for x in args]
+        one = [x[0] for x in args] + [np.array([float(dt)])]
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
         out = f(*one, slotted.frames) if f is not None else scene_step_partials(kernels, *one, slotted.frames)
         rows, state, gap = (x[None] for x in out)
     else:
-        rows, state, gap = scene_step_partials(kernels, *args, slotted.frames, f_ext=f_ext)
+        rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames,
+                                               f_ext=f_ext)
     ns = gap.shape[-1]
     m = 3 * ns
     J, JMinv, G = rows[..., :nv], rows[..., nv:2 * nv], rows[..., 5 * nv:5 * nv + m]
@@ -527,14 +547,17 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     Wc, N = state[..., 5 * nv:6 * nv], state[..., 6 * nv + 1:]
     dv = W.copy()
     dq = None
+    deep = (gap.min(-1) < -PENETRATION_SLOP).tolist()          # the states whose position correction acts
     for b, modes in enumerate(slotted.modes.tolist()):
         held = [i for i, x in enumerate(modes) if x != "open"]
         if held:
             stick = "slide" not in modes                       # sticking and open alone: K = s G, symmetric
-            r = np.array([3 * i + k for i in held for k in range(3)]) if len(held) < ns else slice(None)
-            Kb = K[b] if len(held) == ns else K[b][np.ix_(r, r)]
-            dv[b] += JMinv[b, r].T @ min_norm_solve(Kb, -R[b, r], symmetric=stick)
-        if gap[b].min() < -PENETRATION_SLOP:                    # the position correction's change with q
+            if len(held) == ns:
+                dv[b] += JMinv[b].T @ min_norm_solve(K[b], -R[b], symmetric=stick)
+            else:
+                r = np.array([3 * i + k for i in held for k in range(3)])
+                dv[b] += JMinv[b, r].T @ min_norm_solve(K[b][np.ix_(r, r)], -R[b, r], symmetric=stick)
+        if deep[b]:                                             # the position correction's change with q
             if dq is None:
                 dq = np.zeros((B, nv, 3 * nv))
             dq[b, :, :nv] = _correction_derivative(J[b], JMinv[b], G[b], slotted.correction[b], Wc[b], Cc[b], dt)

@@ -317,9 +317,10 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
     Rf, pf = frame_placements(scene.model, q)
     fa, fb, free, two = _slot_ends(scene, slots.frames)
     out = free.copy()
-    index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
-    if len(index):
-        a, b = fa[index], fb[index]
+    full = slots.index is None and len(pair) == len(fa)          # contact k in slot k, no free slot
+    index = slice(None) if full else np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
+    if len(pair):
+        a, b = (fa, fb) if full else (fa[index], fb[index])
         Ra, oa = Rf[a], pf[a]
         if b.max() < 0:                                          # b in the world: its points in world axes
             Rb, ob = _EYE, 0.0
@@ -327,20 +328,21 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
             world = b < 0
             Rb, ob = Rf[b], pf[b]
             Rb[world], ob[world] = np.eye(3), 0.0
-        data = slots.data[index]
+        data = slots.data if full else slots.data[index]
         n = data[:, 4:7]
         wa = (Ra @ data[:, 1:4, None])[..., 0] + oa
         wb = wa - ((n * wa).sum(-1) - data[:, 7])[:, None] * n   # the witness points: wa - wb = distance n
         kind, ra, rb = _kinds(scene, q, np.asarray(pair), wa)
         ca, cb = wa + ra[:, None] * n, wb - rb[:, None] * n       # the centres (the witness points for a vertex)
         # each in its frame's axes (R^T x), the normal in b's where it is b's plane (kind 1), else in a's
-        Rn = Ra if not (kind == 1).any() else np.where((kind == 1)[:, None, None], Rb, Ra)
+        on_b = kind == 1
+        Rn = Ra if not on_b.any() else Rb if on_b.all() else np.where(on_b[:, None, None], Rb, Ra)
         out[index, 0:3] = ((ca - oa)[:, None, :] @ Ra)[:, 0]
         out[index, 3], out[index, 7] = ra, rb
         out[index, 4:7] = ((cb - ob)[:, None, :] @ Rb)[:, 0]
         out[index, 8:11] = (n[:, None, :] @ Rn)[:, 0]
         out[index, 11:14] = kind[:, None] == np.arange(3)
-    if len(two):                                                 # a free slot of two bodies: the plane in b's axes
+    if len(two) and not full:                                    # a free slot of two bodies: the plane in b's axes
         two = two[~np.isin(two, index)]
         R, p = Rf[fb[two]], pf[fb[two]]
         out[two, 4:7] = np.einsum("kji,kj->ki", R, np.array([0.0, 0.0, -1e6]) - p)
@@ -375,8 +377,9 @@ def _kinds(scene, q, pair, wa):
     if table is None:
         table = scene.cache["slot kinds"] = _pair_kinds(scene)
     kind, ra, rb = table[0][pair], table[1][pair], table[2][pair]
-    boxes = np.flatnonzero(kind < 0)
-    if boxes.size:                                               # a corner of a on b's face, or b's on a's
+    if table[3]:                                                 # a pair of boxes in the scene: a corner of a
+        boxes = np.flatnonzero(kind < 0)                         # on b's face, or b's on a's
+    if table[3] and boxes.size:
         R, p = placements(scene, q)
         for k in boxes.tolist():
             i = scene.index[pair[k]][0]
@@ -385,8 +388,9 @@ def _kinds(scene, q, pair, wa):
 
 
 def _pair_kinds(scene):
-    """``(kind, r_a, r_b)`` (P,) per scene pair: the kind of its hits where the shapes fix it (-1 for two
-    boxes: a corner of either, told at the hit), the radii of its round shapes."""
+    """``(kind, r_a, r_b, boxes)``: per scene pair (P,) the kind of its hits where the shapes fix it (-1 for
+    two boxes: a corner of either, told at the hit) and the radii of its round shapes; whether any pair
+    is of two boxes."""
     P = len(scene.index)
     kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
     for k, (i, j) in enumerate(scene.index.tolist()):
@@ -401,7 +405,7 @@ def _pair_kinds(scene):
             kind[k] = 2
         elif a.kind == b.kind == "box":
             kind[k] = -1
-    return kind, ra, rb
+    return kind, ra, rb, bool((kind < 0).any())
 
 
 def _corner(shape, R, p, x):
