@@ -339,6 +339,37 @@ def test_the_derivatives_correction_impulses_are_the_steps_own_sweeps():
         assert np.all(A @ l + c >= -1e-6 * np.abs(c).max()) and np.all(l >= 0)      # it solves the LCP
 
 
+def test_correction_derivative_equals_the_pseudo_inverse_on_the_active_normal_rows():
+    """The position correction's q derivative (``_correction_derivative``) is ``Wq + (J H^-1)_A^T
+    pinv(G_AA) (-(Cq + J / dt)_A)`` on the normal rows ``A`` whose correction impulse is positive (numpy's
+    pinv, rcond 1e-12), to rounding times the condition of ``G_AA`` squared (its right side is not in its
+    range): every normal row active (read as slices), one inactive (indexed), none, on four contacts
+    whose normal rows are redundant (rank 3 of 4: a box's corners) and on two that are not."""
+    from sparsedyn.contact.friction_derivatives import _correction_derivative
+    rng = np.random.default_rng(7)
+    nv, dt = 6, 1e-3
+    for nc, rank in ((4, 3), (2, 2)):
+        J = rng.normal(size=(3 * nc, nv))
+        normals = rng.normal(size=(rank, nv))
+        J[2::3] = rng.normal(size=(nc, rank)) @ normals                 # the normal rows: rank `rank`
+        M = rng.normal(size=(nv, nv))
+        H = M @ M.T + nv * np.eye(nv)
+        JMinv = np.linalg.solve(H, J.T).T
+        G = J @ JMinv.T
+        Wq, Cq = rng.normal(size=(nv, nv)), rng.normal(size=(3 * nc, nv))
+        for ln in (np.full(nc, 0.05), np.r_[0.0, np.full(nc - 1, 0.05)], np.zeros(nc)):
+            A = 3 * np.flatnonzero(ln > 0) + 2
+            got = _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt)
+            if not A.size:
+                assert np.array_equal(got, Wq)
+                continue
+            GA = G[np.ix_(A, A)]
+            ref = Wq + JMinv[A].T @ (np.linalg.pinv(GA, rcond=1e-12) @ -(Cq[A] + J[A] / dt))
+            s = np.linalg.svd(GA, compute_uv=False)
+            kappa = s[0] / s[s > 1e-12 * s[0]][-1]
+            assert rel_err(got, ref) <= rounding_bound(3 * nc, kappa * kappa), (nc, ln)
+
+
 def test_min_norm_solve_equals_the_pseudo_inverse():
     """min_norm_solve (LU where regular, Cholesky where symmetric positive definite and regular, the
     eigendecomposition of a singular symmetric matrix, a complete orthogonal factorisation of a singular

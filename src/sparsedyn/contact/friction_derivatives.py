@@ -76,7 +76,7 @@ from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
 from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
-from .scene_derivatives import mode_system, scene_step_partials, slot_geometry
+from .scene_derivatives import in_order, mode_system, scene_step_partials, slot_geometry
 from .scene_step import FoundContacts, scene_slots, scene_step
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
@@ -288,7 +288,7 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     # in its first slots)
     out, ran = kept[0]
     in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
-    if B == 1 and slots[0].index is None and len(pair[0]) == ns:     # one state, every slot a contact in order
+    if B == 1 and in_order(slots[0], len(pair[0])):              # one state, every slot a contact in order
         geometry = slot_geometry(scene, Q[0], pair[0], slots[0])[None]
         correction = out.correction.reshape(-1)[:ns][None]
         held = np.asarray(modes[0]).reshape(1, ns)
