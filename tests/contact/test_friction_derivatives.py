@@ -339,25 +339,32 @@ def test_the_derivatives_correction_impulses_are_the_steps_own_sweeps():
         assert np.all(A @ l + c >= -1e-6 * np.abs(c).max()) and np.all(l >= 0)      # it solves the LCP
 
 
-def test_min_norm_solve_equals_the_pseudo_inverse():
-    """min_norm_solve (LU where regular, Cholesky where symmetric positive definite and regular, the
-    eigendecomposition of a singular symmetric matrix, a complete orthogonal factorisation of a singular
-    one) gives numpy's pinv(A, rcond=1e-12) @ B to rounding times the condition of A on its range
-    (squared where B is not in the range: least squares): a regular system, a symmetric positive definite
-    one, the Delassus matrix of the box's four corners (rank 6 of 12, the right side not in its
-    range) and singular non-symmetric systems (sliding contacts' mode equations)."""
-    from sparsedyn.contact.friction_derivatives import min_norm_solve
-    rng = np.random.default_rng(3)
-    P = sd.contact_problem(BOX, lifted(Q0, 1e-3), Z, Z, CORNERS)
-    G = np.asarray(P.J @ P.JMinv.T)
-    assert np.linalg.matrix_rank(G) == 6                         # four corners on six dofs: redundant
-    M = rng.normal(size=(9, 9))
-    cases = [(rng.normal(size=(9, 9)), False), (M @ M.T + np.eye(9), True), (G, True), (G, False)]
-    for r in (1, 5):
-        cases.append((rng.normal(size=(7, r)) @ rng.normal(size=(r, 7)), False))
-    for A, symmetric in cases:
-        B = rng.normal(size=(len(A), 5))
-        s = np.linalg.svd(A, compute_uv=False)
-        kappa = s[0] / s[s > 1e-12 * s[0]][-1]
-        got, ref = min_norm_solve(A, B, symmetric=symmetric), np.linalg.pinv(A, rcond=1e-12) @ B
-        assert rel_err(got, ref) <= rounding_bound(len(A), kappa * kappa), (A.shape, symmetric)
+def test_correction_derivative_equals_the_pseudo_inverse_on_the_active_normal_rows():
+    """The position correction's q derivative (``_correction_derivative``) is ``Wq + (J H^-1)_A^T
+    pinv(G_AA) (-(Cq + J / dt)_A)`` on the normal rows ``A`` whose correction impulse is positive (numpy's
+    pinv, rcond 1e-12), to rounding times the condition of ``G_AA`` squared (its right side is not in its
+    range): every normal row active (read as slices), one inactive (indexed), none, on four contacts
+    whose normal rows are redundant (rank 3 of 4: a box's corners) and on two that are not."""
+    from sparsedyn.contact.friction_derivatives import _correction_derivative
+    rng = np.random.default_rng(7)
+    nv, dt = 6, 1e-3
+    for nc, rank in ((4, 3), (2, 2)):
+        J = rng.normal(size=(3 * nc, nv))
+        normals = rng.normal(size=(rank, nv))
+        J[2::3] = rng.normal(size=(nc, rank)) @ normals                 # the normal rows: rank `rank`
+        M = rng.normal(size=(nv, nv))
+        H = M @ M.T + nv * np.eye(nv)
+        JMinv = np.linalg.solve(H, J.T).T
+        G = J @ JMinv.T
+        Wq, Cq = rng.normal(size=(nv, nv)), rng.normal(size=(3 * nc, nv))
+        for ln in (np.full(nc, 0.05), np.r_[0.0, np.full(nc - 1, 0.05)], np.zeros(nc)):
+            A = 3 * np.flatnonzero(ln > 0) + 2
+            got = _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt)
+            if not A.size:
+                assert np.array_equal(got, Wq)
+                continue
+            GA = G[np.ix_(A, A)]
+            ref = Wq + JMinv[A].T @ (np.linalg.pinv(GA, rcond=1e-12) @ -(Cq[A] + J[A] / dt))
+            s = np.linalg.svd(GA, compute_uv=False)
+            kappa = s[0] / s[s > 1e-12 * s[0]][-1]
+            assert rel_err(got, ref) <= rounding_bound(3 * nc, kappa * kappa), (nc, ln)

@@ -74,9 +74,10 @@ from .collision import collide_within
 from .look_ahead import pair_cutoffs
 from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
+from .min_norm import min_norm_solve
 from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
-from .scene_derivatives import mode_system, scene_step_partials, slot_geometry
+from .scene_derivatives import in_order, mode_system, scene_step_partials, slot_geometry
 from .scene_step import FoundContacts, scene_slots, scene_step
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
@@ -221,13 +222,18 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
     nv, shape = model.nv, step.v.shape[:-1]
     B = len(slotted.geometry)
     qb = np.asarray(q, float).reshape(B, model.nq)
-    vb = np.broadcast_to(np.asarray(v, float), (B, nv))
-    g = np.broadcast_to(model.gravity if gravity is None else np.asarray(gravity, float), (B, 3))
+    vb, g = (_rows_of(x, B, n) for x, n in ((v, nv), (model.gravity if gravity is None else gravity, 3)))
     dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, None, dt)
     d = _split(dv, dq, shape, step)
     if not math.isfinite(float(dv.sum() + dq.sum())):      # (one sum: an overflow of it looks at each)
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
+
+
+def _rows_of(x, B, n):
+    """``x`` (n,) or (B, n) as (B, n) floats: a reshape where it holds B rows (a view), else broadcast."""
+    x = np.asarray(x, float)
+    return x.reshape(B, n) if x.size == B * n else np.broadcast_to(x, (B, n))
 
 
 def _split(dv, dq, shape, step):
@@ -283,6 +289,12 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     # in its first slots)
     out, ran = kept[0]
     in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
+    if B == 1 and in_order(slots[0], len(pair[0])):              # one state, every slot a contact in order
+        geometry = slot_geometry(scene, Q[0], pair[0], slots[0])[None]
+        correction = out.correction.reshape(-1)[:ns][None]
+        held = np.asarray(modes[0]).reshape(1, ns)
+        return step, found[0], Slotted(slots[0].frames, geometry, slots[0].data[None, :, 0],
+                                       np.reshape(impulses[0], (1, ns, 3)), held, correction)
     geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
@@ -386,55 +398,6 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
     return out
 
 
-#: Reciprocal condition number (LAPACK's estimate, 1-norm) above which a square system is solved by its
-#: LU factors; below, by least squares with the directions of singular values (pivots) below 1e-12 of
-#: the largest dropped: the estimate is within a factor of the size of the true one, so a system solved
-#: by LU has no singular value the least-squares solve would drop, and both give its one solution.
-LU_RCOND = 1e-9
-
-
-def min_norm_solve(A, B, symmetric=False):
-    """The minimum-norm least-squares solution ``X`` (n, k) of ``A X = B`` (``A`` (n, n), ``B`` (n, k)):
-    ``pinv(A, rcond=1e-12) @ B`` to rounding times the condition of ``A`` on its range (the directions
-    of singular values below 1e-12 of the largest dropped).  A ``symmetric`` ``A`` (its lower triangle
-    read) by its Cholesky factors where it is positive definite and regular, else by its
-    eigendecomposition, as ``pinv(..., hermitian=True)``; another by its LU factors where
-    it is regular (a contact set that is not redundant), else (a box's four corners: more rows than the
-    motions they hold) by a complete orthogonal factorisation: QR with column pivoting ``A P = Q [R11
-    R12; 0 0]`` (LAPACK's ``geqp3``, the rank by 1e-12 on ``R``'s diagonal), the QR factors ``Z T``
-    of ``[R11 R12]^T``, ``x_P = Z T^-T Q1^T B``.  LAPACK factors ``A`` alone and the small triangles
-    are inverted; the products with ``B`` are NumPy's (a triangular solve with many right-hand sides
-    goes to the BLAS's threads, which cost more than they save at these sizes)."""
-    from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
-    n = len(A)
-    if symmetric:
-        c, info = _lapack.dpotrf(A, lower=1)                   # positive definite and regular: Cholesky
-        if info == 0:
-            rcond, info = _lapack.dpocon(c, np.abs(A).sum(0).max(), uplo="L")
-            if info == 0 and rcond > LU_RCOND:
-                return _lapack.dpotrs(c, B, lower=1)[0]
-        w, V, info = _lapack.dsyevd(A, lower=1)
-        if info:                                # (LAPACK did not converge: the SVD's road)
-            return np.linalg.pinv(A, rcond=1e-12, hermitian=True) @ B
-        keep = np.abs(w) > 1e-12 * np.abs(w).max(initial=0.0)
-        V = V[:, keep]
-        return V @ ((V.T @ B) / w[keep, None])
-    lu, piv, info = _lapack.dgetrf(A)
-    if info == 0:
-        rcond, info = _lapack.dgecon(lu, np.abs(A).sum(0).max(), norm="1")
-        if info == 0 and rcond > LU_RCOND:
-            return _lapack.dgetri(lu, piv)[0] @ B
-    qr, jpvt, tau, _, _ = _lapack.dgeqp3(A)
-    d = np.abs(qr.diagonal())
-    r = int(np.count_nonzero(d > 1e-12 * d[0])) if n and d[0] > 0 else 0
-    x = np.zeros((n,) + B.shape[1:])
-    if r:
-        y = _lapack.dorgqr(qr[:, :r], tau[:r])[0].T @ B                   # Q1^T B
-        z, t, _, _ = _lapack.dgeqrf(np.triu(qr[:r]).T)                   # [R11 R12]^T = Z T
-        x[jpvt - 1] = _lapack.dorgqr(z, t)[0] @ (_lapack.dtrtri(np.triu(z[:r]))[0].T @ y)
-    return x
-
-
 def _mode_weights(modes, mu):
     """``[open, stick, slide, mu]`` (B, nc, 4) of the modes (B, nc) and friction ``mu`` (B or 1, nc)."""
     modes = np.asarray(modes)
@@ -454,12 +417,19 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
     (:func:`min_norm_solve`: a redundant set, the minimum-norm change); the state's rows ``J`` (m, nv),
     ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq`` (m, nv): the change of
     ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
-    n_rows = 3 * np.arange(len(ln)) + 2
-    active = n_rows[ln > 1e-9 * max(ln.max(), np.finfo(float).tiny)]      # inactive rows: l stays zero
-    if not active.size:
-        return np.array(Wq, float)
-    return Wq + JMinv[active].T @ min_norm_solve(G[np.ix_(active, active)], -(Cq[active] + J[active] / dt),
-                                                 symmetric=True)
+    held = ln > 1e-9 * max(ln.max(), _TINY)                    # inactive rows: l stays zero
+    if held.all():                                              # (every normal row: slices, no copies)
+        active = slice(2, None, 3)
+        Ga = G[active, active]
+    else:
+        active = 3 * np.flatnonzero(held) + 2
+        if not active.size:
+            return np.array(Wq, float)
+        Ga = G[np.ix_(active, active)]
+    return Wq + JMinv[active].T @ min_norm_solve(Ga, -(Cq[active] + J[active] / dt), symmetric=True)
+
+
+_TINY = np.finfo(float).tiny
 
 
 def _point_correction_derivative(P, pieces, rows, dt):
@@ -509,38 +479,46 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
     B, nv = v.shape
     weights = _mode_weights(slotted.modes, slotted.mu)
-    h = np.full((B, 1), float(dt))
-    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.geometry, gravity, h)
+    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.geometry, gravity)
     if B == 1 and f_ext is None:              # one state: the ready native callable, as the step calls its own
-        one = [x[0] for x in args]
+        one = [x[0] for x in args] + [np.array([float(dt)])]
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
         out = f(*one, slotted.frames) if f is not None else scene_step_partials(kernels, *one, slotted.frames)
-        rows, state, gap = (x[None] for x in out)
-    else:
-        rows, state, gap = scene_step_partials(kernels, *args, slotted.frames, f_ext=f_ext)
-    ns = gap.shape[-1]
-    m = 3 * ns
-    J, JMinv, G = rows[..., :nv], rows[..., nv:2 * nv], rows[..., 5 * nv:5 * nv + m]
-    K, R = rows[..., 5 * nv + m:5 * nv + 2 * m], rows[..., 5 * nv + 2 * m:8 * nv + 2 * m]
-    Cc = rows[..., 8 * nv + 2 * m:]
-    W, Dq, Dd = state[..., :3 * nv], state[..., 3 * nv:4 * nv], state[..., 4 * nv:5 * nv]
-    Wc, N = state[..., 5 * nv:6 * nv], state[..., 6 * nv + 1:]
-    dv = W.copy()
-    dq = None
+        dv, dq = _state_derivatives(*out, slotted.modes[0].tolist(), slotted.correction[0], nv, dt)
+        return dv[None], dq[None]
+    rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames, f_ext=f_ext)
+    dv, dq = np.empty((2, B, nv, 3 * nv))
     for b, modes in enumerate(slotted.modes.tolist()):
-        held = [i for i, x in enumerate(modes) if x != "open"]
-        if held:
-            stick = "slide" not in modes                       # sticking and open alone: K = s G, symmetric
-            r = np.array([3 * i + k for i in held for k in range(3)]) if len(held) < ns else slice(None)
-            Kb = K[b] if len(held) == ns else K[b][np.ix_(r, r)]
-            dv[b] += JMinv[b, r].T @ min_norm_solve(Kb, -R[b, r], symmetric=stick)
-        if gap[b].min() < -PENETRATION_SLOP:                    # the position correction's change with q
-            if dq is None:
-                dq = np.zeros((B, nv, 3 * nv))
-            dq[b, :, :nv] = _correction_derivative(J[b], JMinv[b], G[b], slotted.correction[b], Wc[b], Cc[b], dt)
+        dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes, slotted.correction[b], nv, dt)
+    return dv, dq
+
+
+def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
+    """``(dv, dq)`` (nv, 3 nv) of one state of :func:`_scene_derivatives` from its pieces (``rows``
+    (3 ns, ...), ``state`` (nv, ...), ``gap`` (ns,): :class:`~sparsedyn.contact.scene_derivatives.SlotPartials`),
+    its slots' modes (a list of ns names) and position correction impulses ``correction`` (ns,)."""
+    m = 3 * len(gap)
+    J, JMinv, G = rows[:, :nv], rows[:, nv:2 * nv], rows[:, 5 * nv:5 * nv + m]
+    K, R = rows[:, 5 * nv + m:5 * nv + 2 * m], rows[:, 5 * nv + 2 * m:8 * nv + 2 * m]
+    W, Dq, Dd, N = state[:, :3 * nv], state[:, 3 * nv:4 * nv], state[:, 4 * nv:5 * nv], state[:, 6 * nv + 1:]
+    dv = W
+    held = [i for i, x in enumerate(modes) if x != "open"]
+    if held:
+        stick = "slide" not in modes                           # sticking and open alone: K = s G, symmetric
+        if len(held) == len(modes):
+            dv = W + JMinv.T @ min_norm_solve(K, -R, symmetric=stick)
+        else:
+            r = np.array([3 * i + k for i in held for k in range(3)])
+            dv = W + JMinv[r].T @ min_norm_solve(K[np.ix_(r, r)], -R[r], symmetric=stick)
     # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
-    dq = dt * (Dd @ (dv if dq is None else dv + dq))
-    dq[..., :nv] += Dq
+    if gap.min() < -PENETRATION_SLOP:                            # the position correction's change with q
+        dv_c = dv.copy()
+        dv_c[:, :nv] += _correction_derivative(J, JMinv, G, correction, state[:, 5 * nv:6 * nv],
+                                               rows[:, 8 * nv + 2 * m:], dt)
+        dq = dt * (Dd @ dv_c)
+    else:
+        dq = dt * (Dd @ dv)
+    dq[:, :nv] += Dq
     return N @ dv, dq
 
 

@@ -59,8 +59,8 @@ GEOMETRY = 14
 #: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
 ROUND = ("sphere", "capsule")
 
-_EYE = np.eye(3)
-_EYE.flags.writeable = False
+#: The kinds of a contact's geometry (module docstring), against which its one-hot columns are set.
+_KINDS = np.arange(3)
 
 
 def slot_rows(model, q, geometry, frames):
@@ -316,36 +316,49 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
     on the plane 1000 km below it."""
     Rf, pf = frame_placements(scene.model, q)
     fa, fb, free, two = _slot_ends(scene, slots.frames)
-    out = free.copy()
-    index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
-    if len(index):
-        a, b = fa[index], fb[index]
-        Ra, oa = Rf[a], pf[a]
-        if b.max() < 0:                                          # b in the world: its points in world axes
-            Rb, ob = _EYE, 0.0
-        else:
+    full = in_order(slots, len(pair))                            # contact k in slot k, no free slot
+    index = slice(None) if full else np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
+    out = None if full else free.copy()
+    if len(pair):
+        a, b = (fa, fb) if full else (fa[index], fb[index])
+        Ra = Rf[a]
+        in_world = b.max() < 0                                   # b in the world: its points in world axes
+        if not in_world:
             world = b < 0
             Rb, ob = Rf[b], pf[b]
             Rb[world], ob[world] = np.eye(3), 0.0
-        data = slots.data[index]
+        data = slots.data if full else slots.data[index]
         n = data[:, 4:7]
-        wa = (Ra @ data[:, 1:4, None])[..., 0] + oa
-        wb = wa - ((n * wa).sum(-1) - data[:, 7])[:, None] * n   # the witness points: wa - wb = distance n
+        wa = (Ra @ data[:, 1:4, None])[..., 0] + pf[a]
         kind, ra, rb = _kinds(scene, q, np.asarray(pair), wa)
-        ca, cb = wa + ra[:, None] * n, wb - rb[:, None] * n       # the centres (the witness points for a vertex)
-        # each in its frame's axes (R^T x), the normal in b's where it is b's plane (kind 1), else in a's
-        Rn = Ra if not (kind == 1).any() else np.where((kind == 1)[:, None, None], Rb, Ra)
-        out[index, 0:3] = ((ca - oa)[:, None, :] @ Ra)[:, 0]
-        out[index, 3], out[index, 7] = ra, rb
-        out[index, 4:7] = ((cb - ob)[:, None, :] @ Rb)[:, 0]
-        out[index, 8:11] = (n[:, None, :] @ Rn)[:, 0]
-        out[index, 11:14] = kind[:, None] == np.arange(3)
-    if len(two):                                                 # a free slot of two bodies: the plane in b's axes
+        # each centre in its frame's axes: a's R_a^T (wa + r_a n - o_a) = p_a + r_a R_a^T n; b's from the
+        # witness point of b, wb = wa - distance n (wb - r_b n: b's centre, the witness point for a vertex);
+        # the normal in b's axes where it is b's plane (kind 1), else in a's
+        na = (n[:, None, :] @ Ra)[:, 0]
+        cb = wa - ((n * wa).sum(-1) - data[:, 7] + rb)[:, None] * n
+        nb = n if in_world else (n[:, None, :] @ Rb)[:, 0]
+        on_b = kind == 1
+        block = np.concatenate([data[:, 1:4] + ra[:, None] * na, ra[:, None],
+                                cb if in_world else ((cb - ob)[:, None, :] @ Rb)[:, 0], rb[:, None],
+                                na if not on_b.any() else nb if on_b.all() else np.where(on_b[:, None], nb, na),
+                                kind[:, None] == _KINDS], 1)
+        if full:
+            return block
+        out[index] = block
+    elif full:
+        return free.copy()
+    if len(two) and not full:                                    # a free slot of two bodies: the plane in b's axes
         two = two[~np.isin(two, index)]
         R, p = Rf[fb[two]], pf[fb[two]]
         out[two, 4:7] = np.einsum("kji,kj->ki", R, np.array([0.0, 0.0, -1e6]) - p)
         out[two, 8:11] = R[:, 2]
     return out
+
+
+def in_order(slots, nc):
+    """Whether the ``nc`` contacts laid out in ``slots`` fill them in order (contact ``k`` in slot ``k``)."""
+    ns = len(slots.frames)
+    return nc == ns and (slots.index is None or np.asarray(slots.index).tolist() == list(range(ns)))
 
 
 def _slot_ends(scene, frames):
@@ -368,15 +381,16 @@ def _slot_ends(scene, frames):
 
 
 def _kinds(scene, q, pair, wa):
-    """``(kind (nc,), r_a (nc,), r_b (nc,))`` of hits of the scene pairs ``pair`` with witness points
+    """``(kind (nc,), r_a (nc,), r_b (nc,))`` (floats) of hits of the scene pairs ``pair`` with witness points
     ``wa`` (nc, 3) of ``a`` (world): kind 0 (``pp``), 1 (``pb``) or 2 (``ap``) of the module docstring,
     and the radii of the round shapes (0 for a vertex)."""
     table = scene.cache.get("slot kinds")
     if table is None:
         table = scene.cache["slot kinds"] = _pair_kinds(scene)
-    kind, ra, rb = table[0][pair], table[1][pair], table[2][pair]
-    boxes = np.flatnonzero(kind < 0)
-    if boxes.size:                                               # a corner of a on b's face, or b's on a's
+    kind, ra, rb = table[0][pair].T                              # (copies: a box corner's kind is set below)
+    if table[1]:                                                 # a pair of boxes in the scene: a corner of a
+        boxes = np.flatnonzero(kind < 0)                         # on b's face, or b's on a's
+    if table[1] and boxes.size:
         R, p = placements(scene, q)
         for k in boxes.tolist():
             i = scene.index[pair[k]][0]
@@ -385,8 +399,9 @@ def _kinds(scene, q, pair, wa):
 
 
 def _pair_kinds(scene):
-    """``(kind, r_a, r_b)`` (P,) per scene pair: the kind of its hits where the shapes fix it (-1 for two
-    boxes: a corner of either, told at the hit), the radii of its round shapes."""
+    """``(table (P, 3), boxes)``: per scene pair ``[kind, r_a, r_b]``, the kind of its hits where the shapes
+    fix it (-1 for two boxes: a corner of either, told at the hit) and the radii of its round shapes;
+    whether any pair is of two boxes."""
     P = len(scene.index)
     kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
     for k, (i, j) in enumerate(scene.index.tolist()):
@@ -401,7 +416,7 @@ def _pair_kinds(scene):
             kind[k] = 2
         elif a.kind == b.kind == "box":
             kind[k] = -1
-    return kind, ra, rb
+    return np.stack([kind, ra, rb], -1), bool((kind < 0).any())
 
 
 def _corner(shape, R, p, x):

@@ -1,0 +1,32 @@
+"""The minimum-norm solve of the mode equations (:mod:`sparsedyn.contact.min_norm`) against numpy's
+pseudo-inverse."""
+
+import numpy as np
+
+import sparsedyn as sd
+from conftest import rel_err, rounding_bound
+from sparsedyn.contact.min_norm import min_norm_solve
+from test_friction_derivatives import BOX, CORNERS, Q0, Z, lifted
+
+
+def test_min_norm_solve_equals_the_pseudo_inverse():
+    """min_norm_solve (LU where regular, Cholesky where symmetric positive definite and regular, the
+    eigendecomposition of a singular symmetric matrix, a complete orthogonal factorisation of a singular
+    one) gives numpy's pinv(A, rcond=1e-12) @ B to rounding times the condition of A on its range
+    (squared where B is not in the range: least squares): a regular system, a symmetric positive definite
+    one, the Delassus matrix of the box's four corners (rank 6 of 12, the right side not in its
+    range) and singular non-symmetric systems (sliding contacts' mode equations)."""
+    rng = np.random.default_rng(3)
+    P = sd.contact_problem(BOX, lifted(Q0, 1e-3), Z, Z, CORNERS)
+    G = np.asarray(P.J @ P.JMinv.T)
+    assert np.linalg.matrix_rank(G) == 6                         # four corners on six dofs: redundant
+    M = rng.normal(size=(9, 9))
+    cases = [(rng.normal(size=(9, 9)), False), (M @ M.T + np.eye(9), True), (G, True), (G, False)]
+    for r in (1, 5):
+        cases.append((rng.normal(size=(7, r)) @ rng.normal(size=(r, 7)), False))
+    for A, symmetric in cases:
+        B = rng.normal(size=(len(A), 5))
+        s = np.linalg.svd(A, compute_uv=False)
+        kappa = s[0] / s[s > 1e-12 * s[0]][-1]
+        got, ref = min_norm_solve(A, B, symmetric=symmetric), np.linalg.pinv(A, rcond=1e-12) @ B
+        assert rel_err(got, ref) <= rounding_bound(len(A), kappa * kappa), (A.shape, symmetric)
