@@ -222,7 +222,6 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
 
 
 _F64 = np.dtype(float)
-_LABELS: dict = {}
 
 
 def _unmoved(previous, contacts):
@@ -238,19 +237,8 @@ def _unmoved(previous, contacts):
 
 
 def _other_labels(l1, l0):
-    """(n1, n0): ``inf`` where the labels ``l1[i]`` and ``l0[j]`` differ, else 0 (read-only; remembered
-    for a few pairs of label sequences of :class:`FoundContacts`: along a trajectory the contacts mostly
-    keep their pairs of shapes step after step)."""
-    if l1.dtype.kind == "O":
-        return np.where(l1[:, None] != l0[None], np.inf, 0.0)
-    key = (l1.tobytes(), l0.tobytes())
-    got = _LABELS.get(key)
-    if got is None:
-        if len(_LABELS) >= 64:
-            _LABELS.clear()
-        got = _LABELS[key] = np.where(l1[:, None] != l0[None], np.inf, 0.0)
-        got.flags.writeable = False
-    return got
+    """(n1, n0): ``inf`` where the labels ``l1[i]`` and ``l0[j]`` differ, else 0."""
+    return np.where(l1[:, None] != l0[None], np.inf, 0.0)
 
 
 def _same(a, b):
