@@ -224,3 +224,27 @@ def test_plain_lists_and_bad_shapes():
         assert np.array_equal(getattr(d, f), getattr(dl, f))
     with pytest.raises(ValueError, match=r"contact_step_derivatives: a step in a scene takes one state.*\(2, 2, 7\)"):
         sd.contact_step_derivatives(model, np.stack([[q, q]] * 2), v, tau, scene, DT)
+
+
+def _same_step(a, b):
+    """Every field of two :class:`~sparsedyn.ContactStep` equal bit for bit (the residuals field by field)."""
+    for f in ("q", "v", "impulses", "modes", "iterations"):
+        assert np.array_equal(np.asarray(getattr(a, f)), np.asarray(getattr(b, f))), f
+    for f in a.residuals._fields:
+        assert np.array_equal(getattr(a.residuals, f), getattr(b.residuals, f)), f
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_derivatives_step_is_contact_steps_on_the_native_road(name, native_backend):
+    """A simulation loop calls contact_step_derivatives alone: its ``step`` is contact_step's for the
+    same arguments bit for bit (plain lists on the default road), with a warm start as a loop passes
+    the previous impulses too, so the step is taken once."""
+    model, scene, q, v, tau, opt = CASES[name]()
+    args = (model, q.tolist(), v.tolist(), tau.tolist(), scene, DT)
+    s = sd.contact_step(*args, tol=TOL, **opt)
+    d = sd.contact_step_derivatives(*args, tol=TOL, **opt)
+    _same_step(s, d.step)
+    assert len(d.step.modes) and list(d.step.modes) != ["open"] * len(d.step.modes)      # in contact
+    warm = np.asarray(s.impulses).tolist()
+    _same_step(sd.contact_step(*args, tol=TOL, warm_start=warm, **opt),
+               sd.contact_step_derivatives(*args, tol=TOL, warm_start=warm, **opt).step)
