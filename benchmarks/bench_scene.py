@@ -30,7 +30,9 @@ MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a p
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
   threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states;
 * ``sd.contact_step_derivatives`` (the step and its derivatives) beside ``sd.contact_step`` at the same
-  state (the ratio printed) and MuJoCo's ``mjd_transitionFD`` (forward differences of its step);
+  state (the ratio printed) and MuJoCo's ``mjd_transitionFD`` (forward differences of its step), and
+  ``sd.contact_step`` followed by ``sd.contact_step_derivatives`` (the step taken twice) beside the latter
+  alone, whose ``.step`` is the former's;
 * ``sd.contact_step`` on a batch of 1000 states in one call (the batch runtime's threads) beside a loop of
   1000 single calls and a loop of ``mj_step`` over the same states (qpos and qvel set, one step each): the
   states of the collision row (the joints moved 0.05 rad: limbs pressed into the floor) with the settled
@@ -290,9 +292,15 @@ def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat):
         first = time.perf_counter() - t
         step = median_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
         deriv = median_us(lambda: sd.contact_step_derivatives(model, q, v, tau, scene, dt), repeat)
+        both = median_us(lambda: (sd.contact_step(model, q, v, tau, scene, dt),
+                                  sd.contact_step_derivatives(model, q, v, tau, scene, dt)), repeat)
     fd = median_us(mj_fd, max(3, repeat // 10))
     print(f"  {'contact_step_derivatives':40s} {deriv:8.1f} us   {'mjd_transitionFD':17s} {fd:7.1f} us "
           f"{deriv / fd:7.1f}   ({deriv / step:.1f}x contact_step, {step:.1f} us; first call {first:.1f} s)")
+    # a loop needing the step and its derivatives calls contact_step_derivatives alone (its .step is
+    # contact_step's); calling both takes the step twice
+    print(f"  {'contact_step + contact_step_derivatives':40s} {both:8.1f} us   "
+          f"(contact_step_derivatives alone, its .step the step: {deriv / both:.2f}x of it)")
 
 
 def _last(trajectory, n):

@@ -174,7 +174,8 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     solution in the current modes; at a change of mode (a contact on the edge of its friction
     cone, a point that just touches, a sliding velocity crossing zero) the step is not
     differentiable and these are one-sided.  A batch of states (leading axes) is differentiated at
-    once; ``model`` may be ``sd.compile(model)``.
+    once; ``model`` may be ``sd.compile(model)``.  ``step`` is :func:`~sparsedyn.contact_step`'s for
+    the same arguments and options bit for bit: a loop needing both calls this alone.
 
     ``contacts`` may be a :class:`~sparsedyn.Scene` (``q`` (nq,) or a batch (B, nq)): the step is the
     scene's and the derivatives include how its contact points and normals move with ``q``
