@@ -236,7 +236,7 @@ class _Layout:
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
-                              ("dW", k * 2 * m), ("dF", k * 2 * m), ("A", k * k), ("Tp", 2 * m), ("fp", 2 * m),
+                              ("dW", k * m), ("dF", k * m), ("A", k * k), ("Tp", m), ("fp", m),
                               ("have", 1), ("fbest", 1)])
 
     @staticmethod
@@ -295,10 +295,10 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     rows_in = np.sum(act)
     rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
     k = lay.k
-    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z, u=u, M=np.zeros(m * m), rho=rho, it=0.0,
+    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, M=np.zeros(m * m), rho=rho, it=0.0,
                              conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0,
-                             dW=np.zeros(k * 2 * m), dF=np.zeros(k * 2 * m), A=np.zeros(k * k), Tp=np.zeros(2 * m),
-                             fp=np.zeros(2 * m), have=0.0, fbest=_FAR))
+                             dW=np.zeros(k * m), dF=np.zeros(k * m), A=np.zeros(k * k), Tp=np.zeros(m),
+                             fp=np.zeros(m), have=0.0, fbest=_FAR))
     return K, S
 
 
@@ -320,13 +320,18 @@ def _iterate(lay, *X):
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
     g, eta, lmax, rho = K["g"], K["eta"][0], K["lmax"][0], S["rho"][0]
-    x, z, y = S["x"], S["za"], S["y"]
+    # the iterate is Douglas-Rachford's governing point sa = z + y / rho (Anderson's): its projection
+    # onto the cones is z, the rest the scaled multiplier
+    x, sa = S["x"], S["za"]
+    z = project_cone(sa.reshape(nc, 3), mu).reshape(m)
+    y = rho * (sa - z)
     s = _zeros(m, y)
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
     xn = _mv(S["M"].reshape(m, m), -(g + s) + eta * x + rho * z - y)
     xr = RELAX * xn + (1.0 - RELAX) * z                            # over-relaxation
-    zn = project_cone((xr + y / rho).reshape(nc, 3), mu).reshape(m)
-    yn = y + rho * (xr - zn)
+    sp = xr + (sa - z)                                             # the plain next governing point
+    zn = project_cone(sp.reshape(nc, 3), mu).reshape(m)
+    yn = rho * (sp - zn)                                           # = y + rho (xr - zn)
     # ADMM's own residuals (cheap): primal |x - z| [N s], dual rho |z - z_prev| [m/s]; below the
     # tolerance they send the iterate to the stage that checks Coulomb's law itself
     primal, dual = _vmax(_abs(xn - zn)), rho * _vmax(_abs(zn - z))
@@ -344,8 +349,9 @@ def _iterate(lay, *X):
     new = rho * (change * ratio + (1.0 - change))
     hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
     new = lo + _relu(hi - _relu(hi - new) - lo)                     # clipped to [lo, hi] without cancellation
-    w = _anderson(lay.k, S, np.concatenate([z, y / rho]), np.concatenate([zn, yn / rho]), change)
-    S.update(x=xn, z=zn, za=w[:m], y=w[m:] * rho, rho=new, it=it)
+    sn = _anderson(lay.k, S, sa, sp, change)
+    # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
+    S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
     # small residuals: check (+1); out of iterations: Gauss-Seidel (+2); new rho: invert again (-1)
     return lay.pack(lay.S, S), check + 2.0 * out - change
 
