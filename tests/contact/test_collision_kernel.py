@@ -150,16 +150,24 @@ def test_slot_data_are_the_slots_of_the_contact_objects(which, native_backend):
     assert which == "box" or two_body >= 5                # the two-body slots were compared
 
 
-def _step_rounding(model, q, v, tau, contacts, step):
-    """test_friction_kernel's rounding bound of a step (the free motion's solve with ``H``, the
-    ADMM's product with ``(G + rho I)^-1``), its problem built with two-body contacts too."""
-    from test_friction_kernel import DT, RHO_START, solve_bound
+def _admm_matrix(model, q, v, tau, contacts):
+    """The step's problem (two-body contacts too) and ADMM's ``G + rho I`` at its first ``rho``."""
+    from test_friction_kernel import RHO_START
     frames, _, points, planes = contact_data(model, contacts)
     with sd.use_backend("numpy"):
         P = problem_of(model, q, v, tau, frames, points, planes)
-        H = sd.crba(model, q)
     m = P.G.shape[-1]
-    A = P.G + (RHO_START * np.trace(P.G) / m) * np.eye(m)
+    return P, P.G + (RHO_START * np.trace(P.G) / m) * np.eye(m)
+
+
+def _step_rounding(model, q, v, tau, contacts, step):
+    """test_friction_kernel's rounding bound of a step (the free motion's solve with ``H``, the
+    ADMM's product with ``(G + rho I)^-1``), its problem built with two-body contacts too."""
+    from test_friction_kernel import DT, solve_bound
+    P, A = _admm_matrix(model, q, v, tau, contacts)
+    m = A.shape[-1]
+    with sd.use_backend("numpy"):
+        H = sd.crba(model, q)
     free = solve_bound(H, P.a) * DT * np.abs(P.a).max() / max(1.0, np.abs(step.v).max())
     return free + rounding_bound(m, np.linalg.cond(A))
 
@@ -195,7 +203,13 @@ def test_a_humanoid_step_with_self_contacts_is_the_same_on_both_roads(native_bac
     assert fast.impulses.shape == (len(contacts), 3)
     assert list(fast.modes) == list(slow.modes) and int(fast.iterations) == int(slow.iterations)
     assert np.abs(fast.v - slow.v).max() <= bound * max(1.0, np.abs(slow.v).max())
-    assert np.abs(fast.impulses - slow.impulses).max() <= bound * max(1e-12, np.abs(slow.impulses).max())
+    # The kernel's world points (x + d n / 2) round differently from the bodies' placements of the
+    # Contact objects' points, by c eps |x| (the humanoid within 2 m of its base), and so do the gaps,
+    # which the step answers with a velocity gap / dt through (G + rho I)^-1: impulses in N s.
+    from conftest import EPS
+    A = _admm_matrix(model, q, v, tau, contacts)[1]
+    gaps = 16 * EPS * (np.abs(q[:3]).max() + 2.0) / DT * np.linalg.norm(np.linalg.inv(A), 2)
+    assert np.abs(fast.impulses - slow.impulses).max() <= bound * max(1e-12, np.abs(slow.impulses).max()) + gaps
 
 
 @pytest.mark.parametrize("pairs, shapes, message", [
