@@ -14,6 +14,7 @@ from sparsedyn.codegen import native, runtime
 from sparsedyn.contact import scene_step as scene_step_module
 from sparsedyn.contact.friction import _options, _slotted_step
 from sparsedyn.contact.friction_problem import ContactSlots
+from sparsedyn.contact.data_slots import runs_per_body
 from sparsedyn.contact.scene_batch import scene_batch_slot_data
 from sparsedyn.model.spatial import Transform
 from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots
@@ -169,6 +170,37 @@ def test_a_batch_of_scene_steps_on_the_kernel_road_equals_the_single_steps(which
         assert np.abs(batch.q[i] - one.q).max() <= DT * bound + 4 * np.finfo(float).eps
         if len(one.impulses):
             assert np.abs(batch.impulses[i] - one.impulses).max() <= bound * np.abs(one.impulses).max()
+
+
+@pytest.mark.parametrize("which", ["box", "arm"])
+def test_the_public_batch_step_is_each_states_single_step_bit_for_bit(which, monkeypatch):
+    """``sd.contact_step`` on a batch of plain lists on the native road: each state's contacts come from
+    the collision kernel's look-ahead at its own velocity (as its single step finds them) and are laid
+    out in the slots its single step runs in (the box: per body; the arm, several bodies: the scene's
+    data slots, each contact's point ``x + d n / 2`` of the kernel's row), so each state's step is its
+    single step's to the bit: ``q+``, ``v+``, impulses, modes and iterations.  One velocity (nv,) for
+    all states is each state's own."""
+    scene = _arm_scene() if which == "arm" else _box_scene()
+    model = scene.model
+    if which == "arm":
+        Q, V = _arm_states(), [[0.05, -0.02, 0.01, 0.1, 0.0, -0.05, 0.3, 3.0]] * 4
+    else:
+        Q, V = BOX_Q, BOX_V
+    tau = [0.0] * model.nv
+    with sd.use_backend("native", deterministic=True):
+        with monkeypatch.context() as m:
+            _forbid_contact_objects(m)
+            batch = sd.contact_step(model, Q, V, tau, scene, DT)
+            shared = sd.contact_step(model, Q, V[0], tau, scene, DT)
+        ones = [sd.contact_step(model, Q[i], V[i], tau, scene, DT) for i in range(len(Q))]
+        shared_ones = [sd.contact_step(model, Q[i], V[0], tau, scene, DT) for i in range(len(Q))]
+    assert runs_per_body(scene) == (which == "box")
+    assert sum(len(x) for x in batch.impulses) >= len(Q) and len({len(x) for x in batch.impulses}) >= 3
+    for got, want in ((batch, ones), (shared, shared_ones)):
+        for i, one in enumerate(want):
+            assert got.q[i].tobytes() == one.q.tobytes() and got.v[i].tobytes() == one.v.tobytes()
+            assert got.impulses[i].tobytes() == one.impulses.tobytes()
+            assert list(got.modes[i]) == list(one.modes) and int(got.iterations[i]) == int(one.iterations)
 
 
 def test_the_public_batch_step_takes_plain_lists_and_runs_no_contact_object(monkeypatch):

@@ -25,7 +25,8 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements
 from .friction_problem import DATA_SLOT, FREE_PLANE, ContactSlots, slot_frames, slot_weights
 
-__all__ = ["data_slots", "data_slot_count", "data_slot_base", "step_slots", "batch_slots", "runs_per_body",
+__all__ = ["data_slots", "data_slot_count", "data_slot_base", "step_slots", "batch_slots", "data_slots_of_rows",
+           "runs_per_body",
            "MIN_DATA_SLOTS"]
 
 #: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points, which 16 hold).
@@ -148,3 +149,23 @@ def data_slots_batch(scene, Q, frames, data, index):
             if len(i):
                 out[b, :len(i)] = _rows(scene, [frames[s] for s in np.asarray(i).tolist()], data[b][i], R[b], p[b])
     return (DATA_SLOT,) * n, out, [np.arange(c) for c in counts]
+
+
+def data_slots_of_rows(scene, counts, keys, key, mu, points, planes) -> ContactSlots:
+    """The data slots of a batch's contacts given as rows, all states' in order (``counts`` (B,): each
+    state's number): ``key`` (n,) each one's per-body slot key as an index of ``keys`` (a list of
+    them), ``mu`` (n,) its friction, ``points`` (n, 3) its point in the world and ``planes`` (n, 4)
+    its plane ``[n (3), offset]``.  A :class:`~sparsedyn.contact.friction_problem.ContactSlots` of
+    ``data`` (B, ns, 8 + nv): state ``b``'s contacts in its first ``counts[b]`` slots, in order, the
+    rest free (as :func:`data_slots` lays out one state), with no Python work per state; the
+    layout grown to hold the most contacts of a state (:func:`data_slot_count`)."""
+    B, nv = len(counts), scene.model.nv
+    n = data_slot_count(scene, int(counts.max(initial=0)))
+    out = np.broadcast_to(_empty(scene.model, n), (B, n, 8 + nv)).copy()
+    if len(key):
+        rows = np.empty((len(key), 8 + nv))
+        rows[:, 0], rows[:, 1:4], rows[:, 4:8] = mu, points, planes
+        rows[:, 8:] = _layout(scene, tuple(keys))[1][key]
+        state = np.repeat(np.arange(B), counts)
+        out[state, np.arange(len(key)) - (np.cumsum(counts) - counts)[state]] = rows
+    return ContactSlots((DATA_SLOT,) * n, None, out)

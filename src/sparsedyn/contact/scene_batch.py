@@ -18,7 +18,9 @@ import numpy as np
 from ..kernels import use_backend
 from .collision_near import NEAR_COLUMNS
 from .friction_problem import ContactSlots, plane_basis
-from .scene_data import SLOT_COLUMNS, _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, near_candidates
+from .data_slots import data_slots_of_rows
+from .scene_data import (SLOT_COLUMNS, _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, ahead_candidates,
+                         near_candidates)
 
 __all__ = ["scene_batch_slot_data", "batch_warm_start"]
 
@@ -45,7 +47,32 @@ def _ranks(group, sizes):
     return rank
 
 
-def scene_batch_slot_data(scene, Q, cutoff=None):
+def _candidates(scene, kp, Q, cutoff, ahead):
+    """``(c, within)``: the candidates (B, K, 11) of the plan ``kp`` at the states ``Q`` (B, nq) and
+    the cutoff each is compared with (broadcast to (B, K)), as the single step of each state finds
+    them: with ``ahead`` ``(V (B, nv) or (nv,), dt)`` the look-ahead from each state's velocity in
+    the collision kernel's call (:func:`~sparsedyn.collision_candidates_ahead`, the single step's
+    own), else within ``cutoff`` (B, P) or the margin."""
+    B, K = len(Q), len(kp.pair)
+    if isinstance(kp, _Mixed):                             # robot meshes on world shapes: their rows state by state
+        if ahead is not None:
+            V = np.broadcast_to(ahead[0], (B, scene.model.nv))
+            got = [_mixed_candidates(scene, kp, np.asarray(Q[i], float), None, (V[i], ahead[1])) for i in range(B)]
+        else:
+            cuts = [None] * B if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))
+            got = [_mixed_candidates(scene, kp, np.asarray(Q[i], float), cuts[i], None) for i in range(B)]
+        if not B:
+            return np.zeros((0, K, NEAR_COLUMNS)), np.zeros((0, K))
+        return np.stack([c for c, _ in got]), np.stack([w for _, w in got])
+    if ahead is not None:
+        c, within = ahead_candidates(scene, kp, Q, *ahead)
+        return c.reshape(B, K, NEAR_COLUMNS), within.reshape(B, K)
+    c = near_candidates(scene, kp, Q, cutoff).reshape(B, K, NEAR_COLUMNS)   # far pairs: [b > cutoff, 0, ...]
+    within = scene.margin if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))[:, kp.pair]
+    return c, within
+
+
+def scene_batch_slot_data(scene, Q, cutoff=None, ahead=None, data_slots=False):
     """``(pair, slot, ends, slots)`` of the states ``Q`` (B, nq) of ``scene``: the contacts of all
     states in order, state by state, each its scene pair (an index of ``scene.pairs``) in ``pair``
     (n,) and its slot in ``slot`` (n,), state ``b``'s contacts those from ``ends[b]`` to ``ends[b + 1]``
@@ -53,7 +80,12 @@ def scene_batch_slot_data(scene, Q, cutoff=None):
     (``frames``: the scene's grown layout, ``index`` None, ``data`` (B, ns, 8), each state's free
     slots open), state ``b``'s data those of ``scene_slot_data(scene, Q[b], cutoff[b])`` in the same
     layout (``cutoff`` (B, P): each state's look-ahead per pair, the kernel's cutoff the largest of
-    all; None: the margin).
+    all; None: the margin; ``ahead`` ``(V, dt)``: each state's look-ahead from its velocity ``V``
+    (B, nv) or (nv,) for a step of ``dt`` computed in the collision kernel's call instead, as
+    ``scene_slot_data(scene, Q[b], ahead=(V[b], dt))``).
+    ``data_slots``: a fifth entry, the same contacts in the scene's data slots
+    (:func:`~sparsedyn.contact.data_slots.data_slots_of_rows`: each state's in its first slots, in
+    order, their data those of ``scene_slot_data(..., data_slots=True)``, bit for bit).
     ``None`` where the collision kernel's road does not apply (as for
     :func:`~sparsedyn.contact.scene_data.scene_slot_data`)."""
     plan = (_plan(scene) or _mixed_plan(scene)) if use_backend.current() != "numpy" else None
@@ -61,27 +93,29 @@ def scene_batch_slot_data(scene, Q, cutoff=None):
         return None
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
-    if isinstance(kp, _Mixed):                             # robot meshes on world shapes: their rows state by state
-        cuts = [None] * B if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))
-        c = np.stack([_mixed_candidates(scene, kp, np.asarray(Q[i], float), cuts[i], None)[0] for i in range(B)])
-    else:
-        c = near_candidates(scene, kp, Q, cutoff).reshape(B, len(kid), NEAR_COLUMNS)  # far pairs: [b > cutoff, 0, ...]
-    within = scene.margin if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))[:, kp.pair]
+    c, within = _candidates(scene, kp, Q, cutoff, ahead)
     b, j = (c[..., 0] < within).nonzero()                 # by state, then in the candidates' order
     group = b * nk + kid[j]
     counts = np.bincount(group, minlength=B * nk)
     layout = _grow(scene, keys, counts.reshape(B, nk))
     frames, first, _, free = _filler(scene, keys, layout)
     slot = np.asarray(first, int)[kid[j]] + _ranks(group, counts)
+    x = c[b, j]                                            # (n, 11) the contacts' rows
     rows = np.empty((len(j), 8))                           # [mu, p (3), n (3), offset]
     rows[:, 0] = mu[j]
-    rows[:, 1:] = c[b[:, None], j[:, None], SLOT_COLUMNS]  # [w_a in body a (3), n (3), n . w_b]
+    rows[:, 1:] = x[:, SLOT_COLUMNS]                       # [w_a in body a (3), n (3), n . w_b]
     if moved:                                              # body axes -> the slot frame's (E, r in the body)
         rows[:, 1:4] = np.einsum("kij,kj->ki", E[j], rows[:, 1:4] - r[j])
     data = np.repeat(free[None], B, 0)
     data[b, slot] = rows
-    ends = np.concatenate([[0], np.cumsum(np.bincount(b, minlength=B))])
-    return kp.pair[j], slot, ends, ContactSlots(frames, None, data)
+    per_state = np.bincount(b, minlength=B)
+    ends = np.concatenate([[0], np.cumsum(per_state)])
+    out = kp.pair[j], slot, ends, ContactSlots(frames, None, data)
+    if not data_slots:
+        return out
+    # the single road's data slot rows (scene_data._data_slots): the point w_a = x + d n / 2 (world)
+    w = x[:, 1:4] + x[:, :1] * x[:, 4:7] * 0.5
+    return out + (data_slots_of_rows(scene, per_state, keys, kid[j], mu[j], w, x[:, [4, 5, 6, 10]]),)
 
 
 def _nearest(rows, cols, d):

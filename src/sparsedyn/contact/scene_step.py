@@ -302,7 +302,7 @@ def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hit
                          f"batch (B, nq); got shape {qa.shape}")
     # the pairs that may touch within the step: closer than the margin plus dt times their closing speed
     if qa.ndim == 2:
-        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options, pair_cutoffs(scene, qa, v, dt))
+        return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
     va = np.asarray(v, float)
     ahead = va.shape == (inner.nv,) and type(dt) in (float, int) and 0 < dt < math.inf
     if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
@@ -387,40 +387,82 @@ def batch_previous(contacts, impulses):
     return list(zip(contacts, impulses))
 
 
-def _batch_step(step, model, q, v, tau, scene, dt, previous, options, cutoff):
+def _look_ahead(scene, q, v, dt):
+    """``(V, dt)`` where the look-ahead of a batch ``q`` (B, nq) is the collision kernel's, as for a
+    single state (``v`` (nv,) or (B, nv) of floats, ``dt`` a plain number > 0), else None (then
+    :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`)."""
+    nv = scene.model.nv
+    if type(dt) not in (float, int) or not 0 < dt < math.inf:
+        return None
+    try:
+        V = np.asarray(v, float)
+    except (TypeError, ValueError):
+        return None
+    return (V, float(dt)) if V.shape in ((nv,), (len(q), nv)) and np.isfinite(V).all() else None
+
+
+def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``.
     On the collision kernel's road (:func:`~sparsedyn.contact.scene_batch.scene_batch_slot_data`) the
-    contacts of all states are found and laid out without Python work per state, and ``contacts`` is a
-    sequence of :class:`FoundContacts`, one per state; else a list of :func:`scene_contacts`' per state."""
+    contacts of all states are found and laid out without Python work per state (each state's data
+    those of its single step: in the scene's data slots, straight from the kernel's rows), and
+    ``contacts`` is a sequence of :class:`FoundContacts`, one per state; else a list of
+    :func:`scene_contacts`' per state."""
     B = len(q)
     if previous is not None and len(previous) != B:
         raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
-    fast = None
     whole = isinstance(previous, _BatchPrevious)
+    fast = None
+    ahead = _look_ahead(scene, q, v, dt)
     if previous is None or whole or all(isinstance(p[0], FoundContacts) for p in previous):
-        fast = scene_batch_slot_data(scene, q, cutoff)
-    if fast is not None:
-        contacts = _FoundBatch(*fast)
-        ends, frames, data = contacts.ends, fast[3].frames, fast[3].data
-        index = [fast[1][ends[b]:ends[b + 1]] for b in range(B)]
-        if whole:                                 # all states' warm start at once
-            warm = np.zeros((B, len(frames), 3))
-            imp = np.concatenate(previous.impulses) if B else np.zeros((0, 3))      # each (nc_b, 3)
-            warm[contacts.at()] = batch_warm_start(previous.found.flat(), imp, contacts.flat(), WARM_RADIUS)
-            previous, options["warm_start"] = None, None
-    else:
-        cutoff = np.broadcast_to(cutoff, (B, len(scene.index)))
-        contacts = [scene_contacts(scene, x, cutoff=cutoff[b]) for b, x in enumerate(q)]
-        for c in contacts:
-            scene_slots(scene, c)                 # grow the layout to hold every state's contacts
-        each = [scene_slots(scene, c) for c in contacts]
-        frames = each[0].frames
-        index = [np.arange(len(c)) if s.index is None else s.index for c, s in zip(contacts, each)]
-        data = np.stack([s.data for s in each]) if len(frames) else np.zeros((B, 0, 8))
+        fast = scene_batch_slot_data(scene, q, None if ahead else pair_cutoffs(scene, q, v, dt), ahead,
+                                     data_slots=not runs_per_body(scene))
+    if fast is None:
+        return _batch_step_of_contacts(step, model, q, v, tau, scene, dt, previous, options)
+    contacts = _FoundBatch(*fast[:4])
+    given = options.pop("warm_start", None)
+    state, slot = contacts.at()
+    if len(fast) == 5:                            # data slots: each state's contacts in its first slots, in order
+        slots = fast[4]
+        slot = np.arange(len(state)) - np.repeat(fast[2][:-1], np.diff(fast[2]))
+    else:                                         # per-body slots
+        slots = ContactSlots(fast[3].frames, None, fast[3].data)
+    ns = len(slots.frames)
+    warm = np.zeros((B, ns, 3))
+    if whole:                                     # all states' warm start at once
+        imp = np.concatenate(previous.impulses) if B else np.zeros((0, 3))      # each (nc_b, 3)
+        warm[state, slot] = batch_warm_start(previous.found.flat(), imp, contacts.flat(), WARM_RADIUS)
+    elif previous is not None or given is not None:
+        ends = contacts.ends
+        for b in range(B):
+            at = slot[ends[b]:ends[b + 1]]
+            if previous is not None:
+                warm[b, at] = matched_warm_start(*previous[b], contacts[b])
+            elif len(given) == B and np.shape(given[b]) == (len(at), 3):
+                warm[b, at] = given[b]
+    out = step(model, q, v, tau, (None,) * ns, slots, dt, warm_start=warm, **options)
+    if out.impulses.shape[-2] != ns:              # (the free step has no slot)
+        return out, contacts
+    ends = contacts.ends
+    impulses, modes = out.impulses[state, slot], out.modes[state, slot]
+    return out._replace(impulses=[impulses[ends[b]:ends[b + 1]] for b in range(B)],
+                        modes=[modes[ends[b]:ends[b + 1]] for b in range(B)]), contacts
+
+
+def _batch_step_of_contacts(step, model, q, v, tau, scene, dt, previous, options):
+    """:func:`_batch_step` on the road of :func:`scene_contacts`' Contact objects, state by state."""
+    B = len(q)
+    cutoff = np.broadcast_to(pair_cutoffs(scene, q, v, dt), (B, len(scene.index)))
+    contacts = [scene_contacts(scene, x, cutoff=cutoff[b]) for b, x in enumerate(q)]
+    for c in contacts:
+        scene_slots(scene, c)                     # grow the layout to hold every state's contacts
+    each = [scene_slots(scene, c) for c in contacts]
+    frames = each[0].frames
+    index = [np.arange(len(c)) if s.index is None else s.index for c, s in zip(contacts, each)]
+    data = np.stack([s.data for s in each]) if len(frames) else np.zeros((B, 0, 8))
     ns = len(frames)
     given = options.pop("warm_start", None)
-    if not whole or fast is None:
-        warm = np.zeros((B, ns, 3))
+    warm = np.zeros((B, ns, 3))
     for b in range(B) if previous is not None or given is not None else ():
         if previous is not None:
             warm[b, index[b]] = matched_warm_start(*previous[b], contacts[b])
@@ -439,12 +481,5 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options, cutoff):
     out = step(model, q, v, tau, (None,) * ns, ContactSlots(frames, None, data), dt, warm_start=warm_slots, **options)
     if out.impulses.shape[-2] != ns:              # (the free step has no slot)
         return out, contacts
-    if fast is None:
-        return out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
-                            modes=[out.modes[b][index[b]] for b in range(B)]), contacts
-    ends = np.asarray(ends)
-    at = np.repeat(np.arange(B), np.diff(ends)), np.arange(ends[-1]) - np.repeat(ends[:-1], np.diff(ends))
-    impulses, modes = out.impulses[at], out.modes[at]
-    return out._replace(impulses=[impulses[ends[b]:ends[b + 1]] for b in range(B)],
-                        modes=[modes[ends[b]:ends[b + 1]] for b in range(B)]), contacts
-
+    return out._replace(impulses=[out.impulses[b][index[b]] for b in range(B)],
+                        modes=[out.modes[b][index[b]] for b in range(B)]), contacts
