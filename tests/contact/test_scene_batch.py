@@ -16,6 +16,7 @@ from sparsedyn.contact.friction import _options, _slotted_step
 from sparsedyn.contact.friction_problem import ContactSlots
 from sparsedyn.contact.data_slots import runs_per_body
 from sparsedyn.contact.scene_batch import scene_batch_slot_data
+from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.model.spatial import Transform
 from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots
 from test_collision_kernel import _step_rounding
@@ -196,6 +197,12 @@ def test_the_public_batch_step_is_each_states_single_step_bit_for_bit(which, mon
         shared_ones = [sd.contact_step(model, Q[i], V[0], tau, scene, DT) for i in range(len(Q))]
     assert runs_per_body(scene) == (which == "box")
     assert sum(len(x) for x in batch.impulses) >= len(Q) and len({len(x) for x in batch.impulses}) >= 3
+    if which == "arm":                    # the data slots the step ran in: each state's single step's
+        with sd.use_backend("native", deterministic=True):
+            laid = scene_batch_slot_data(scene, np.array(Q), None, (np.array(V), DT), data_slots=True)[4]
+            for i in range(len(Q)):
+                one = scene_slot_data(scene, np.array(Q[i]), ahead=(np.array(V[i]), DT), data_slots=True)[2]
+                assert laid.frames == one.frames and laid.data[i].tobytes() == one.data.tobytes()
     for got, want in ((batch, ones), (shared, shared_ones)):
         for i, one in enumerate(want):
             assert got.q[i].tobytes() == one.q.tobytes() and got.v[i].tobytes() == one.v.tobytes()

@@ -2,13 +2,19 @@
 :func:`scene_batch_slot_data`.
 
 :func:`~sparsedyn.contact.scene_data.scene_slot_data` lays out the contacts of one state from one call
-of the collision kernel with its broad phase (:func:`~sparsedyn.collision_candidates_near`); for a
-batch ``Q`` (B, nq) the same kernel runs once on all states (the batch runtime's threads, each state
-the single state's scalar code, so its rows are the single call's to the bit), and the candidates within the margin are placed in the scene's slots by array
-operations over the whole batch: the layout grows to the most contacts any state has on a slot key (as
-the single steps of those states one after the other would grow it), and each state's contacts of a
-key fill that key's slots in order (as :func:`~sparsedyn.contact.scene_data.scene_slot_data` fills
-them), so a state's data are those of its single step in the same layout.
+of the collision kernel (a step's: :func:`~sparsedyn.collision_candidates_ahead`, each pair's
+look-ahead from the state's velocity in the same call); for a batch ``Q`` (B, nq) the same kernel
+runs once on all states (the batch runtime's threads, each state the single state's scalar code, so
+its rows are the single call's to the bit), and the candidates within their look-ahead are placed in
+the scene's slots by array operations over the whole batch: the layout grows to the most contacts any
+state has on a slot key (as the single steps of those states one after the other would grow it), and
+each state's contacts of a key fill that key's slots in order (as
+:func:`~sparsedyn.contact.scene_data.scene_slot_data` fills them), so a state's data are those of its
+single step in the same layout.  Where the scene's steps run in data slots
+(:mod:`~sparsedyn.contact.data_slots`) those are made from the same rows as the single step makes
+them (each state's contacts in its first slots, the point ``x + d n / 2`` in the world), not from the
+per-body slots: the step of each state is then its single step's to the bit, and the batch costs
+the solve and the collision kernel, plus a few array operations over all contacts.
 """
 
 from __future__ import annotations
