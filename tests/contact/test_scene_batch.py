@@ -19,7 +19,6 @@ from sparsedyn.contact.scene_batch import scene_batch_slot_data
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.model.spatial import Transform
 from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots
-from test_collision_kernel import _step_rounding
 from test_friction_kernel import _rounding
 from test_scene import DT, G, MASS, SIDE
 from test_scene_step_bodies import MODEL as ARM, Q_TOUCH, R
@@ -138,63 +137,37 @@ def _forbid_contact_objects(monkeypatch):
     monkeypatch.setattr(scene_step_module, "scene_contacts", refuse)
 
 
-@pytest.mark.parametrize("which", ["box", "arm"])
-def test_a_batch_of_scene_steps_on_the_kernel_road_equals_the_single_steps(which, monkeypatch):
-    """States whose contact counts differ (box: 4, 2, 0, 1, 4; the arm: world and self-collision
-    contacts, then fewer, then none), given as plain lists: the batch (no Contact object made) makes
-    each state's single step's iterations and modes, and agrees with it on ``v+``, ``q+`` and the
-    impulses to the rounding bound of the step (test_collision_kernel's, two-body contacts too)."""
-    scene = _arm_scene() if which == "arm" else _box_scene()
-    model = scene.model
+def _scene_and_states(which):
+    """A fresh scene and its states ``Q``, ``V`` (plain lists): the box's (4, 2, 0, 1, 4 contacts) or the
+    arm's (world and self-collision contacts, then fewer, then none; one velocity)."""
     if which == "arm":
-        Q = _arm_states()
-        V = [[0.05, -0.02, 0.01, 0.1, 0.0, -0.05, 0.3, 3.0]] * len(Q)
-    else:
-        Q, V = BOX_Q, BOX_V
+        return _arm_scene(), _arm_states(), [[0.05, -0.02, 0.01, 0.1, 0.0, -0.05, 0.3, 3.0]] * 4
+    return _box_scene(), BOX_Q, BOX_V
+
+
+@pytest.mark.parametrize("which", ["box", "arm"])
+def test_a_batch_of_scene_steps_is_each_states_single_step_bit_for_bit(which, monkeypatch):
+    """A batch of plain lists on the native road (no Contact object made; ``sd.contact_step`` and the
+    scene step it runs, whose contacts are the states' FoundContacts): each state's contacts come from
+    the collision kernel's look-ahead at its own velocity (as its single step finds them) and are laid
+    out in the slots its single step runs in (the box: per body; the arm, several bodies: the scene's
+    data slots, each contact's point ``x + d n / 2`` of the kernel's row), so each state's step is its
+    single step's to the bit: ``q+``, ``v+``, impulses, modes and iterations.  One velocity (nv,) for
+    all states is each state's own."""
+    scene, Q, V = _scene_and_states(which)
+    model = scene.model
     tau = [0.0] * model.nv
     with sd.use_backend("native", deterministic=True):
         with monkeypatch.context() as m:
             _forbid_contact_objects(m)
             batch, found = scene_step_module.scene_step(_slotted_step, model, Q, V, tau, scene, DT,
                                                         **_options({}, None))
-        ones = [sd.contact_step(model, Q[i], V[i], tau, scene, DT) for i in range(len(Q))]
-    assert all(isinstance(f, FoundContacts) for f in found)
-    assert [len(x) for x in batch.impulses] == [len(f) for f in found]
-    assert which == "arm" or [len(f) for f in found] == BOX_CONTACTS
-    for i, one in enumerate(ones):
-        assert int(batch.iterations[i]) == int(one.iterations) and list(batch.modes[i]) == list(one.modes)
-        q = np.array(Q[i])
-        bound = max(1.0, np.abs(one.v).max()) * (4 * np.finfo(float).eps if not len(one.impulses) else
-                                                  _step_rounding(model, q, np.array(V[i]), np.zeros(model.nv),
-                                                                 scene_contacts(scene, q), one))
-        assert np.abs(batch.v[i] - one.v).max() <= bound
-        assert np.abs(batch.q[i] - one.q).max() <= DT * bound + 4 * np.finfo(float).eps
-        if len(one.impulses):
-            assert np.abs(batch.impulses[i] - one.impulses).max() <= bound * np.abs(one.impulses).max()
-
-
-@pytest.mark.parametrize("which", ["box", "arm"])
-def test_the_public_batch_step_is_each_states_single_step_bit_for_bit(which, monkeypatch):
-    """``sd.contact_step`` on a batch of plain lists on the native road: each state's contacts come from
-    the collision kernel's look-ahead at its own velocity (as its single step finds them) and are laid
-    out in the slots its single step runs in (the box: per body; the arm, several bodies: the scene's
-    data slots, each contact's point ``x + d n / 2`` of the kernel's row), so each state's step is its
-    single step's to the bit: ``q+``, ``v+``, impulses, modes and iterations.  One velocity (nv,) for
-    all states is each state's own."""
-    scene = _arm_scene() if which == "arm" else _box_scene()
-    model = scene.model
-    if which == "arm":
-        Q, V = _arm_states(), [[0.05, -0.02, 0.01, 0.1, 0.0, -0.05, 0.3, 3.0]] * 4
-    else:
-        Q, V = BOX_Q, BOX_V
-    tau = [0.0] * model.nv
-    with sd.use_backend("native", deterministic=True):
-        with monkeypatch.context() as m:
-            _forbid_contact_objects(m)
-            batch = sd.contact_step(model, Q, V, tau, scene, DT)
             shared = sd.contact_step(model, Q, V[0], tau, scene, DT)
         ones = [sd.contact_step(model, Q[i], V[i], tau, scene, DT) for i in range(len(Q))]
         shared_ones = [sd.contact_step(model, Q[i], V[0], tau, scene, DT) for i in range(len(Q))]
+    assert all(isinstance(f, FoundContacts) for f in found)
+    assert [len(x) for x in batch.impulses] == [len(f) for f in found]
+    assert which == "arm" or [len(f) for f in found] == BOX_CONTACTS
     assert runs_per_body(scene) == (which == "box")
     assert sum(len(x) for x in batch.impulses) >= len(Q) and len({len(x) for x in batch.impulses}) >= 3
     if which == "arm":                    # the data slots the step ran in: each state's single step's
