@@ -117,6 +117,31 @@ def test_batch_slot_data_are_each_states_slots_from_contact_objects(which):
         assert counts == BOX_CONTACTS
 
 
+def test_a_batch_of_mesh_states_is_laid_out_as_each_single_step(monkeypatch):
+    """The mesh prism over a box and a floor (its rows from its hull's vertices in NumPy), 12 states
+    moving (each pair's look-ahead and the patches' allowances from the state's own velocity): all
+    states' mesh-plane patches in one call, and each state's contacts, pairs and slots those its
+    single step lays out (``scene_slot_data`` with the step's look-ahead), their data to rounding
+    (one product of the heights for all states instead of one per state)."""
+    from sparsedyn.contact import scene_data
+    scene, Q = _mesh_scene_and_states()
+    V = np.random.default_rng(4).normal(scale=0.3, size=(len(Q), 6))
+    calls, patches = [], scene_data.mesh_plane_patches
+    with sd.use_backend("native", deterministic=True):
+        with monkeypatch.context() as m:
+            m.setattr(scene_data, "mesh_plane_patches", lambda *a, **k: calls.append(1) or patches(*a, **k))
+            pair, slot, ends, slots = scene_batch_slot_data(scene, np.array(Q), None, (V, DT))
+        assert len(calls) == 1
+        for b, q in enumerate(Q):
+            want_pair, want = scene_slot_data(scene, np.array(q), ahead=(V[b], DT))
+            assert want.frames == slots.frames
+            assert pair[ends[b]:ends[b + 1]].tolist() == want_pair.tolist()
+            assert slot[ends[b]:ends[b + 1]].tolist() == (np.arange(len(want_pair)) if want.index is None
+                                                          else want.index).tolist()
+            assert np.abs(slots.data[b] - want.data).max() <= _bound(want.data[:, :4], want.data[:, 4:7])
+    assert len(pair) >= 12 and len(set(np.diff(ends).tolist())) >= 3
+
+
 def test_the_batch_grows_the_layout_as_the_single_steps_of_its_states():
     """A fresh scene: the layout a batch of states lays out is the one that single steps of the same
     states, one after the other, grow in another fresh scene (each body's slots the power of two that

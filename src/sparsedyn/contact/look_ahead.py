@@ -93,19 +93,32 @@ def pair_spins(scene, q, v, dt):
     """Each pair's rotation over a step of ``dt`` [s] from ``q`` (nq,) at ``v`` (nv,): the rotation
     vector ``(omega_a - omega_b) dt`` (P, 3) [rad] of its shape ``a`` relative to ``b`` (world axes,
     ``omega`` a body's angular velocity at the step's start, a world shape's zero), what a mesh-plane
-    patch's points need (:func:`~sparsedyn.contact.reduction.rotation_depth`).  Where ``q``, ``v`` or
-    ``dt`` is not a finite state (the step reports that): NaN (unknown)."""
+    patch's points need (:func:`~sparsedyn.contact.reduction.rotation_depth`); for a batch ``q`` (B, nq)
+    and ``v`` (B, nv) or (nv,): (B, P, 3).  Where ``q``, ``v`` or ``dt`` is not a finite state (the
+    step reports that): NaN (unknown)."""
     model = scene.model
     P = len(scene.index)
     q, v = np.asarray(q, float), np.asarray(v, float)
-    if (q.shape != (model.nq,) or v.shape != (model.nv,) or not P
-            or not isinstance(dt, (float, int, np.floating, np.integer)) or not 0 < dt < np.inf):
-        return np.full((P, 3), np.nan)
+    lead = () if q.shape == (model.nq,) and v.shape == (model.nv,) else \
+        _batch_of(q, v, model) if q.ndim == 2 else None
+    if (lead is None or not P or not isinstance(dt, (float, int, np.floating, np.integer)) or not 0 < dt < np.inf):
+        return np.full((lead or ()) + (P, 3), np.nan)
     f = (native_calls(model) or _NONE).get("forward_kinematics")
-    R = (f(q) if f is not None else forward_kinematics(model, q))[0]
-    w = np.einsum("kij,kj->ki", R, _body_velocities(model, q, v)[:, :3]) * float(dt)    # world axes
-    if not np.isfinite(w).all():
+    R = (f(q) if f is not None and not lead else forward_kinematics(model, q))[0]
+    w = np.einsum("...kij,...kj->...ki", R, _body_velocities(model, q, v)[..., :3]) * float(dt)    # world axes
+    finite = np.isfinite(w).all((-2, -1))
+    if not lead and not finite:
         return np.full((P, 3), np.nan)
-    w = np.vstack([w, np.zeros((1, 3))])                   # index -1: the world
+    w = np.concatenate([w, np.zeros(lead + (1, 3))], -2)      # index -1: the world
     body = np.array([s.body for s in scene.shapes], int)[scene.index]      # (P, 2)
-    return w[body[:, 0]] - w[body[:, 1]]
+    out = w[..., body[:, 0], :] - w[..., body[:, 1], :]
+    if lead:
+        out[~finite] = np.nan
+    return out
+
+
+def _batch_of(q, v, model):
+    """The batch shape (B,) of ``q`` (B, nq) at ``v`` (B, nv) or (nv,), or None where they are not such."""
+    if q.shape[-1:] != (model.nq,) or v.shape not in ((model.nv,), (len(q), model.nv)):
+        return None
+    return (len(q),)

@@ -83,9 +83,11 @@ def tangents(n):
 
 
 def _first_per_segment(key, g, starts):
-    """The index of the least ``key`` of each segment of ``g`` (sorted, starting at ``starts``); ties:
-    the first."""
-    return np.lexsort((key, g))[starts]
+    """The index of the least ``key`` (finite) of each segment of ``g`` (sorted, starting at
+    ``starts``); ties: the first.  Two passes over the segments (no sort: a batch holds many)."""
+    least = np.minimum.reduceat(key, starts)
+    seg = np.cumsum(np.r_[True, g[1:] != g[:-1]]) - 1
+    return np.minimum.reduceat(np.where(key == least[seg], np.arange(len(key)), len(key)), starts)
 
 
 def reduce_patches(d, T, g, depth=None):
@@ -170,19 +172,15 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None, spin=No
     vertex in its frame (``V``'s row).  ``spin`` (P, 3): each pair's rotation vector of the mesh
     relative to its plane over the step (world, rad), where known: each point's allowance is then
     :func:`rotation_depth`'s (a row of NaN: unknown, :func:`patch_depth`'s)."""
-    if not sum(b - a for a, b in ranges):
+    ranges = np.asarray(ranges, int).reshape(-1, 2)
+    if not (ranges[:, 1] - ranges[:, 0]).sum():
         z = np.zeros((0, 3))
         return np.zeros(0, int), np.zeros(0), z, z, z, z
     # each vertex's height above its plane and coordinates along its tangents, n . (R v + p - pb) and
     # likewise: (R^T n) . v + n . (p - pb); one product per pair on its block of V, no vertex moved
     A = np.einsum("kji,kjc->kic", Rm, axes)
     off = np.einsum("kjc,kj->kc", axes, pm - pb)
-    x = np.concatenate([V[a:b] @ A[k] + off[k] for k, (a, b) in enumerate(ranges)])   # (m, 3): h, t1, t2
-    count = np.array([b - a for a, b in ranges])
-    g = np.repeat(np.arange(len(ranges)), count)
-    row = np.arange(len(g)) + np.repeat(np.array([a for a, _ in ranges]) - (np.cumsum(count) - count), count)
-    close = np.flatnonzero(x[:, 0] < cutoff[g])
-    g, row, x = g[close], row[close], x[close]
+    g, row, x = _close(V, ranges, A, off, cutoff)                      # x (m, 3): h, t1, t2
     depth = patch_depth(cutoff, margin)[g]
     if spin is not None and margin is not None and len(g):
         theta = np.einsum("kji,kj->ki", axes, np.asarray(spin, float))[g]     # in the plane's axes
@@ -193,6 +191,35 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None, spin=No
     W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
     n = axes[g, :, 0]
     return g, h, W, W - h[:, None] * n, n, Vl
+
+
+def _close(V, ranges, A, off, cutoff):
+    """``(g, row, x)`` of the vertices within their pair's cutoff (``ranges`` (P, 2): each pair's rows
+    of ``V``), by pair (each pair's in order): the
+    pair, the vertex's row of ``V`` and its coordinates ``V[row] @ A[g] + off[g]`` (m, 3) (height,
+    tangents).  The pairs of one block of ``V`` (a batch of states: a mesh once per state) in one
+    product of the heights, the tangents of the vertices within the cutoff alone (to rounding the
+    single pair's products)."""
+    R = ranges
+    if len(R) < 2 or len(np.unique(R[:, 0])) == len(R):
+        x = np.concatenate([V[a:b] @ A[k] + off[k] for k, (a, b) in enumerate(R.tolist())])
+        count = R[:, 1] - R[:, 0]
+        g = np.repeat(np.arange(len(R)), count)
+        row = np.arange(len(g)) + np.repeat(R[:, 0] - (np.cumsum(count) - count), count)
+        close = np.flatnonzero(x[:, 0] < cutoff[g])
+        return g[close], row[close], x[close]
+    order = np.argsort(R[:, 0], kind="stable")
+    first = np.flatnonzero(np.r_[True, R[order[1:], 0] != R[order[:-1], 0]])
+    gs, rows = [], []
+    for ks in np.split(order, first[1:]):                 # one mesh: all its pairs (states) at once
+        a, b = R[ks[0]]
+        h = A[ks, :, 0] @ V[a:b].T + off[ks, :1]          # (G, n): the heights, one product
+        k, i = np.nonzero(h < cutoff[ks][:, None])
+        gs.append(ks[k]), rows.append(a + i)
+    g, row = np.concatenate(gs), np.concatenate(rows)
+    at = np.argsort(g, kind="stable")                    # by pair, each pair's vertices in order
+    g, row = g[at], row[at]
+    return g, row, np.einsum("ij,ijc->ic", V[row], A[g]) + off[g]
 
 
 def mesh_box_patch(W, Rb, pb, half, closest, cutoff, depth, same):

@@ -60,16 +60,14 @@ def _candidates(scene, kp, Q, cutoff, ahead):
     the collision kernel's call (:func:`~sparsedyn.collision_candidates_ahead`, the single step's
     own), else within ``cutoff`` (B, P) or the margin."""
     B, K = len(Q), len(kp.pair)
-    if isinstance(kp, _Mixed):                             # robot meshes on world shapes: their rows state by state
-        if ahead is not None:
-            V = np.broadcast_to(ahead[0], (B, scene.model.nv))
-            got = [_mixed_candidates(scene, kp, np.asarray(Q[i], float), None, (V[i], ahead[1])) for i in range(B)]
-        else:
-            cuts = [None] * B if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))
-            got = [_mixed_candidates(scene, kp, np.asarray(Q[i], float), cuts[i], None) for i in range(B)]
+    if isinstance(kp, _Mixed):                             # robot meshes on world shapes: their rows
         if not B:
             return np.zeros((0, K, NEAR_COLUMNS)), np.zeros((0, K))
-        return np.stack([c for c, _ in got]), np.stack([w for _, w in got])
+        q = np.asarray(Q, float)
+        if ahead is not None:
+            return _mixed_candidates(scene, kp, q, None, (np.broadcast_to(ahead[0], (B, scene.model.nv)), ahead[1]))
+        return _mixed_candidates(scene, kp, q, None if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index))),
+                                 None)
     if ahead is not None:
         c, within = ahead_candidates(scene, kp, Q, *ahead)
         return c.reshape(B, K, NEAR_COLUMNS), within.reshape(B, K)

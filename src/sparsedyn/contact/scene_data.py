@@ -135,7 +135,7 @@ def _mesh_plan(scene, ks):
     a, b = idx[:, 0], idx[:, 1]
     centre = np.array([shapes[i].R @ c[i] + shapes[i].p for i in a]).reshape(-1, 3)
     return {"pairs": np.asarray(ks, int), "body": np.array([shapes[i].body for i in a], int),
-            "rows": [rows[i] for i in a.tolist()], "V": Vb,
+            "rows": np.array([rows[i] for i in a.tolist()], int).reshape(-1, 2), "V": Vb,
             "axes": plane_axes(np.array([shapes[j].R[:, 2] for j in b])),
             "pb": np.array([shapes[j].p for j in b]), "centre": centre, "radius": rad[a]}
 
@@ -148,27 +148,33 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
     its cutoff ``cut`` (Pm,) [m] (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`) in its first
     rows; the other rows' distance is +inf.  A pair whose bounding sphere is beyond its cutoff is not
     computed (a broad phase).  ``spin`` (Pm, 3): each pair's rotation over the step where known
-    (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own."""
+    (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own.
+    A batch ``q`` (B, nq) (``cut`` (B, Pm), ``spin`` (B, Pm, 3)): (B, Pm * MAX_PATCH_POINTS, 11), all
+    states' patches in one call (each state's its single call's to rounding)."""
     model = scene.model
+    one = np.ndim(q) == 1
     f = (native_calls(model) or _NONE).get(_FK)
-    R, o = f(q) if f is not None else forward_kinematics(model, q)
+    R, o = f(q) if f is not None and one else forward_kinematics(model, q)
     j = mesh["body"]
-    Rj, oj = R[j], o[j]
+    Rj, oj = R[..., j, :, :], o[..., j, :]
     axes, pb = mesh["axes"], mesh["pb"]
-    bound = np.einsum("ki,ki->k", axes[:, :, 0], np.einsum("kij,kj->ki", Rj, mesh["centre"]) + oj - pb) - mesh["radius"]
-    near = np.flatnonzero(bound < cut + SLACK)
-    out = np.zeros((len(j) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    out[:, 0] = np.inf
+    centre = np.einsum("...kij,kj->...ki", Rj, mesh["centre"])
+    bound = np.einsum("ki,...ki->...k", axes[:, :, 0], centre + oj - pb) - mesh["radius"]
+    if one:                                                # (one state: a batch of one)
+        Rj, oj, bound, cut = Rj[None], oj[None], bound[None], np.asarray(cut)[None]
+        spin = None if spin is None else np.asarray(spin)[None]
+    s, near = np.nonzero(bound < cut + SLACK)              # (state, pair), by state
+    out = np.zeros((len(Rj), len(j) * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    out[..., 0] = np.inf
     if len(near):
-        rows = mesh["rows"]
-        g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], [rows[k] for k in near.tolist()], Rj[near],
-                                                     oj[near], axes[near], pb[near], cut[near], scene.margin,
-                                                     None if spin is None else spin[near])
+        g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], mesh["rows"][near], Rj[s, near],
+                                                     oj[s, near], axes[near], pb[near], cut[s, near], scene.margin,
+                                                     None if spin is None else spin[s, near])
         first = np.searchsorted(g, g)
-        at = MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
-        out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, nn
-        out[at, 7:10], out[at, 10] = local, np.einsum("ki,ki->k", nn, wb)
-    return out
+        at = s[g], MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
+        out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, nn
+        out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", nn, wb)
+    return out[0] if one else out
 
 
 def _robot_meshes_on(scene, ks, kind):
@@ -309,20 +315,27 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     :func:`scene_slot_data` computes them) and the mesh-plane pairs' rows (:func:`mesh_plane_rows`),
     each with its pair's cutoff (K,) (``cutoff`` (P,), or ``ahead`` ``(v, dt)``: the look-ahead's,
     :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`, and the patches' allowances from each pair's
-    rotation, :func:`~sparsedyn.contact.look_ahead.pair_spins`; neither: the margin)."""
+    rotation, :func:`~sparsedyn.contact.look_ahead.pair_spins`; neither: the margin).  A batch ``q``
+    (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
+    mesh-plane rows of all states at once (the mesh-box pairs' state by state)."""
     kp, mesh = mixed.kernel, mixed.mesh
     spin = None
     if cutoff is None and ahead is not None:
         cutoff = pair_cutoffs(scene, q, *ahead)
         spin = pair_spins(scene, q, *ahead)
-    cut = np.full(len(scene.index), scene.margin) if cutoff is None else np.asarray(cutoff, float)
-    rows = [mesh_plane_rows(scene, mesh, q, cut[mesh["pairs"]], None if spin is None else spin[mesh["pairs"]])] \
-        if mesh is not None else []
-    rows = np.concatenate(rows + [mesh_box_rows(scene, mixed.boxes, q, cut[mixed.boxes])])
+    lead = np.shape(q)[:-1]
+    cut = np.full(lead + (len(scene.index),), scene.margin) if cutoff is None else \
+        np.broadcast_to(np.asarray(cutoff, float), lead + (len(scene.index),))
+    rows = [mesh_plane_rows(scene, mesh, q, cut[..., mesh["pairs"]],
+                            None if spin is None else spin[..., mesh["pairs"], :])] if mesh is not None else []
+    boxes = mixed.boxes
+    rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
+                if not len(boxes) else np.stack([mesh_box_rows(scene, boxes, x, c[boxes]) for x, c in zip(q, cut)]))
+    rows = np.concatenate(rows, -2)
     if not kp.pairs:
-        return rows, cut.take(mixed.pair)
-    c = near_candidates(scene, kp, q, cut)
-    return np.concatenate([c, rows]), cut.take(mixed.pair)
+        return rows, cut.take(mixed.pair, -1)
+    c = near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS))
+    return np.concatenate([c, rows], -2), cut.take(mixed.pair, -1)
 
 
 def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
