@@ -69,8 +69,8 @@ def test_pair_cutoffs_are_the_margin_plus_dt_times_the_bodies_speed_bounds(backe
 def test_pair_spins_are_each_pairs_relative_rotation_over_the_step_in_world_axes(backend):
     """The two free boxes, each turned about its own axis and spinning: a pair's rotation over the step
     is ``(R_a omega_a - R_b omega_b) dt`` by hand (a free joint's ``omega`` in its body's axes, ``R``
-    its world rotation from the quaternion ``x y z w``; the floor's zero), for plain lists; a bad
-    ``v`` or ``dt``: unknown (NaN)."""
+    its world rotation from the quaternion ``x y z w``; the floor's zero), for plain lists, one state
+    or a batch (each state's own; one ``v`` for all); a bad ``v`` or ``dt``: unknown (NaN)."""
     scene = sd.Scene(_two_boxes(), world=[FLOOR])
     c, s = np.cos(0.3), np.sin(0.3)
     q = [0, 0, 1, s, 0, 0, c, 1, 0, 1, 0, 0, s, c]              # box0 turned 0.6 rad about x, box1 about z
@@ -82,7 +82,12 @@ def test_pair_spins_are_each_pairs_relative_rotation_over_the_step_in_world_axes
     want = np.array([w[a] - w[b] for a, b in scene.pairs])
     with sd.use_backend(backend):
         got = pair_spins(scene, q, v, dt)
+        both = pair_spins(scene, [q, q], [v, [0.0] * 12], dt)     # a batch: the same state, then at rest
+        shared = pair_spins(scene, [q, q], v, dt)                  # one v for both states
     assert got.shape == (3, 3) and np.abs(got - want).max() <= 64 * EPS * np.abs(want).max()
+    assert both.shape == (2, 3, 3) and np.abs(both[0] - want).max() <= 64 * EPS * np.abs(want).max()
+    assert np.all(both[1] == 0)
+    assert shared.shape == (2, 3, 3) and np.abs(shared - want).max() <= 64 * EPS * np.abs(want).max()
     assert np.isnan(pair_spins(scene, q, v[:5], dt)).all() and np.isnan(pair_spins(scene, q, v, -1.0)).all()
 
 
