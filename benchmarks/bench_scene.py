@@ -37,7 +37,10 @@ MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a p
   1000 single calls and a loop of ``mj_step`` over the same states (qpos and qvel set, one step each): the
   states of the collision row (the joints moved 0.05 rad: limbs pressed into the floor) with the settled
   velocity, and the last 1000 states of MuJoCo's own settling (the box: its resting state, repeated).
-  Whole-batch wall milliseconds, and ours' process CPU time (on a shared machine the threads may wait).
+  Whole-batch wall milliseconds, and ours' process CPU time (on a shared machine the threads may wait);
+  and its phases: the contacts of all states laid out in the step's slots (``scene_batch_slot_data``:
+  one call of the collision kernel with each state's look-ahead) and the solve alone
+  (``contact_step_kernel`` on those slots, one call).
 
 Nothing here is a test: numbers are reported, never asserted.
 """
@@ -57,6 +60,7 @@ from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
 from sparsedyn.contact.friction_kernel import MAX_COMPILED_CONTACTS, contact_step_kernel
 from sparsedyn.contact.look_ahead import body_reach
 from sparsedyn.contact.data_slots import data_slots, runs_per_body
+from sparsedyn.contact.scene_batch import scene_batch_slot_data
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
@@ -338,6 +342,13 @@ def _batch_step_rows(label, m, model, qpos, qvel, dt, repeat):
         s = sd.contact_step(model, Q, V, tau, scene, dt)                 # grows the layout, builds its step
         ours = timed(lambda: sd.contact_step(model, Q, V, tau, scene, dt))
         singles = timed(lambda: [sd.contact_step(model, Q[i], V[i], tau, scene, dt) for i in range(len(Q))])
+        # its phases: the contacts of all states laid out (one call of the collision kernel), the solve
+        laid = scene_batch_slot_data(scene, Q, None, (V, dt), data_slots=not runs_per_body(scene))
+        slots = laid[-1] if len(laid) == 5 else laid[3]
+        settings, warm = np.array([dt, 1e-8, 300.0, 10000.0, 0.005]), np.zeros(slots.data.shape[:2] + (3,))
+        data = timed(lambda: scene_batch_slot_data(scene, Q, None, (V, dt), data_slots=not runs_per_body(scene)))
+        solve = timed(lambda: contact_step_kernel(model, Q, V, tau, settings, warm, slots.data, slots.frames)) \
+            if len(slots.frames) else (0.0, 0.0)
     mj_loop()
     mj = timed(mj_loop)
     counts = [len(x) for x in s.impulses]
@@ -349,6 +360,8 @@ def _batch_step_rows(label, m, model, qpos, qvel, dt, repeat):
           f"mj_step loop {mj[0]:7.1f} ms {ours[0] / mj[0]:7.2f}")
     print(f"    {'contact_step, a loop of single calls':38s} {singles[0]:9.1f} ms (cpu {singles[1]:8.1f} ms)   "
           f"mj_step loop {mj[0]:7.1f} ms {singles[0] / mj[0]:7.2f}")
+    print(f"    {'  contacts laid out (collision kernel)':38s} {data[0]:9.1f} ms (cpu {data[1]:8.1f} ms)")
+    print(f"    {'  the solve (contact_step_kernel)':38s} {solve[0]:9.1f} ms (cpu {solve[1]:8.1f} ms)")
 
 
 def main():
