@@ -32,7 +32,8 @@ The iteration, and why (measured on the dm_control humanoid lying on the floor, 
   the largest part of an iteration's program after the x-step, halves (the iteration's program at
   16 data slots: 17.0k nodes with the pair, 8.7k; the humanoid lying on the floor, 8 data slots:
   43 iterations against 44, its solve about 89 us against 100).  The checks and the result read the plain iterate
-  (in the cones); the next iteration starts from the projection of Anderson's ``s``.
+  (in the cones); the next iteration starts from the projection of Anderson's ``s`` (the first from
+  the warm start's pair itself, which is no such split of one point).
 * ``rho`` starts at :data:`RHO_START` of the mean eigenvalue and changes by residual balancing
   (Stellato et al., OSQP, 2020) only past a ratio :data:`RHO_RATIO` of 5: every change costs a new
   inverse (``m^3`` against an iteration's ``m^2``) and empties Anderson's memory, and with Anderson
