@@ -19,15 +19,21 @@ The iteration, and why (measured on the dm_control humanoid lying on the floor, 
 * ADMM converges linearly, and there slowly (a thousand such states: 760 iterations per state on
   average with Gauss-Seidel's, 41% past 300 ADMM iterations, one in a hundred not solved by
   Gauss-Seidel in 10000 sweeps either).  Each iteration is therefore followed by Anderson's
-  extrapolation over the last iterates of the ADMM map
-  ``(z, y / rho) -> (z', y' / rho)`` (:func:`_anderson`, memory :data:`ANDERSON`; Walker and Ni,
-  "Anderson acceleration for fixed-point iterations", 2011), safeguarded as Zhang, O'Donoghue and Boyd
-  ("Globally convergent type-I Anderson acceleration for nonsmooth fixed-point iterations", 2020): the
-  extrapolated point is taken only while the fixed-point residual stays below its best value, else
-  the plain step and an empty memory (the cone projections make the map nonsmooth).  The checks and
-  the result read the plain iterate (in the cones); the next iteration starts from Anderson's.  On
-  those states: 170 iterations on average (2% past 1000, one not solved), and the settled humanoid's
-  80 become 30.
+  extrapolation over the last iterates of the ADMM map (:func:`_anderson`, memory :data:`ANDERSON`;
+  Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011), safeguarded as Zhang,
+  O'Donoghue and Boyd ("Globally convergent type-I Anderson acceleration for nonsmooth fixed-point
+  iterations", 2020): the extrapolated point is taken only while the fixed-point residual stays below
+  its best value, else the plain step and an empty memory (the cone projections make the map
+  nonsmooth).  ADMM is Douglas-Rachford splitting (on the dual), whose whole state is one vector of
+  the ``m`` rows, its governing point ``s = z + y / rho``: ``z`` is its projection onto the cones,
+  ``y / rho`` the rest (Moreau's decomposition).  So Anderson extrapolates ``s -> s'`` (as SCS does its
+  Douglas-Rachford iterate), not the pair ``(z, y / rho)`` of ``2 m`` rows: the same iterations (on
+  those states 174 on average against 172, 2.4% past 1000 against 2.0%), and the memory's work,
+  the largest part of an iteration's program after the x-step, halves (the iteration's program at
+  16 data slots: 17.0k nodes with the pair, 8.7k; the humanoid lying on the floor, 8 data slots:
+  43 iterations against 44, its solve about 89 us against 100).  The checks and the result read the plain iterate
+  (in the cones); the next iteration starts from the projection of Anderson's ``s`` (the first from
+  the warm start's pair itself, which is no such split of one point).
 * ``rho`` starts at :data:`RHO_START` of the mean eigenvalue and changes by residual balancing
   (Stellato et al., OSQP, 2020) only past a ratio :data:`RHO_RATIO` of 5: every change costs a new
   inverse (``m^3`` against an iteration's ``m^2``) and empties Anderson's memory, and with Anderson
@@ -62,7 +68,7 @@ from .. import backend as bk
 from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
-from .friction_linalg import _mv, _solve_small, _spd_inverse
+from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
 from .transport import gyroscopic, to_next_axes, transport
@@ -85,7 +91,8 @@ RHO_START, RHO_RATIO = 0.3, 5.0
 #: over the last 10 iterates takes the perturbed humanoid's states from 760 iterations to 170 on
 #: average (a memory of 5: about 25% more iterations).  A contact set of ``m`` rows keeps at most
 #: ``m / 4`` (at least 2) pairs: Anderson's
-#: work per iteration (about ``6 k m``) then stays within twice the x-step's ``m^2`` (a box's four
+#: work per iteration (about ``3 k m``: the memory on Douglas-Rachford's ``m``-vector, its products
+#: with the new differences in one block product) then stays below the x-step's ``m^2`` (a box's four
 #: corners converge in a few iterations, where a longer memory would cost more than it saves).
 ANDERSON = 10
 #: Tikhonov regularisation of Anderson's least squares, relative to the trace of its normal matrix
@@ -229,14 +236,15 @@ class _Layout:
         self.normal = np.arange(nc) * 3 + 2                           # the rows of the normal impulses
         self.K = self._table([("G", m * m), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc), ("pen", 1),
                               ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1)])
-        # x, z: the plain ADMM iterate (z in the cones: what the checks and the result read); za, y: the
-        # iterate the next ADMM iteration starts from (Anderson's); dW, dF, A: Anderson's memory
-        # (differences of T(w) and of residuals, A = dF dF^T), Tp, fp: the last T(w) and residual,
-        # fbest: the smallest residual norm since the memory was cleared
+        # x, z, y: the plain ADMM iterate (z in the cones: what the checks and the result read); za:
+        # the governing point z + y / rho the next ADMM iteration starts from (Anderson's); dW, dF, c,
+        # A: Anderson's memory (differences of T(w) and of residuals, which of them are kept, A = dF
+        # dF^T), Tp, fp: the last T(w) and residual, fbest: the smallest residual norm since the
+        # memory was cleared
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
-                              ("dW", k * 2 * m), ("dF", k * 2 * m), ("A", k * k), ("Tp", 2 * m), ("fp", 2 * m),
+                              ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
                               ("have", 1), ("fbest", 1)])
 
     @staticmethod
@@ -295,10 +303,12 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     rows_in = np.sum(act)
     rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
     k = lay.k
-    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z, u=u, M=np.zeros(m * m), rho=rho, it=0.0,
-                             conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0,
-                             dW=np.zeros(k * 2 * m), dF=np.zeros(k * 2 * m), A=np.zeros(k * k), Tp=np.zeros(2 * m),
-                             fp=np.zeros(2 * m), have=0.0, fbest=_FAR))
+    # the governing point z + y / rho of the warm start and its multiplier y = -(u + Phi(u))
+    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, M=np.zeros(m * m), rho=rho,
+                             it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
+                             sweeps=0.0,
+                             dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
+                             fp=np.zeros(m), have=0.0, fbest=_FAR))
     return K, S
 
 
@@ -314,19 +324,31 @@ def _factorize(lay, *X):
 
 def _iterate(lay, *X):
     """One ADMM iteration (x-step, over-relaxation, projection onto the cones, multiplier) from Anderson's
-    iterate ``(za, y)``, De Saxcé's shift from the multiplier, Anderson's next iterate
-    (:func:`_anderson`), and the adaptive ``rho`` (residual balancing)."""
+    governing point ``za`` (``z`` its projection onto the cones, ``y / rho`` the rest), De Saxcé's
+    shift from the multiplier, Anderson's next iterate (:func:`_anderson`), and the adaptive ``rho``
+    (residual balancing)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
     g, eta, lmax, rho = K["g"], K["eta"][0], K["lmax"][0], S["rho"][0]
-    x, z, y = S["x"], S["za"], S["y"]
+    # the iterate is Douglas-Rachford's governing point sa = z + y / rho (Anderson's): its projection
+    # onto the cones is z, the rest the scaled multiplier.  The first iteration starts from the warm
+    # start's pair (z, y = -(u + Phi(u))) itself: it is no such split of one point (y / rho is not in
+    # the normal cone at z), and the projection of z + y / rho would start from other impulses, which
+    # on a redundant contact set (a box's four corners) leads to another of the solutions, not the
+    # minimum-norm one the step's derivatives differentiate.  After it every pair (zn, yn) is one.
+    x, sa = S["x"], S["za"]
+    first = _step(0.5 - S["it"][0])
+    z = first * S["z"] + (1.0 - first) * project_cone(sa.reshape(nc, 3), mu).reshape(m)
+    yr = first * S["y"] / rho + (1.0 - first) * (sa - z)            # y / rho
+    y = rho * yr
     s = _zeros(m, y)
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
     xn = _mv(S["M"].reshape(m, m), -(g + s) + eta * x + rho * z - y)
     xr = RELAX * xn + (1.0 - RELAX) * z                            # over-relaxation
-    zn = project_cone((xr + y / rho).reshape(nc, 3), mu).reshape(m)
-    yn = y + rho * (xr - zn)
+    sp = xr + yr                                                   # the plain next governing point
+    zn = project_cone(sp.reshape(nc, 3), mu).reshape(m)
+    yn = rho * (sp - zn)                                           # = y + rho (xr - zn)
     # ADMM's own residuals (cheap): primal |x - z| [N s], dual rho |z - z_prev| [m/s]; below the
     # tolerance they send the iterate to the stage that checks Coulomb's law itself
     primal, dual = _vmax(_abs(xn - zn)), rho * _vmax(_abs(zn - z))
@@ -344,17 +366,19 @@ def _iterate(lay, *X):
     new = rho * (change * ratio + (1.0 - change))
     hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
     new = lo + _relu(hi - _relu(hi - new) - lo)                     # clipped to [lo, hi] without cancellation
-    w = _anderson(lay.k, S, np.concatenate([z, y / rho]), np.concatenate([zn, yn / rho]), change)
-    S.update(x=xn, z=zn, za=w[:m], y=w[m:] * rho, rho=new, it=it)
+    # the first step's start is no governing point: Anderson's memory starts after it
+    sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first))
+    # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
+    S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
     # small residuals: check (+1); out of iterations: Gauss-Seidel (+2); new rho: invert again (-1)
     return lay.pack(lay.S, S), check + 2.0 * out - change
 
 
 def _anderson(k, S, w, Tw, clear):
-    """Anderson's next iterate (type II, Walker and Ni 2011) of the ADMM map ``w -> Tw`` (``w = [z, y /
-    rho]``, (2m,)): ``Tw - (dW + dF)^T gamma`` (the memory holds ``dW + dF``, the differences of
-    ``Tw``), ``gamma`` the least-squares weights that make the
-    residual ``f = Tw - w`` small in the span of the memory's residual differences ``dF``.  The projection
+    """Anderson's next iterate (type II, Walker and Ni 2011) of the ADMM map ``w -> Tw`` (``w`` (m,):
+    Douglas-Rachford's governing point ``z + y / rho``): ``Tw - (dW + dF)^T gamma`` (the memory holds
+    ``dW + dF``, the differences of ``Tw``), ``gamma`` the least-squares weights that make the residual
+    ``f = Tw - w`` small in the span of the memory's residual differences ``dF``.  The projection
     onto the cones makes the map nonsmooth, where plain extrapolation can stall; so the step is taken
     only while ``|f|`` stays below its smallest value since the memory was last cleared, else the plain
     ``Tw`` and an empty memory (the safeguard of Zhang, O'Donoghue and Boyd, "Globally convergent type-I
@@ -366,21 +390,25 @@ def _anderson(k, S, w, Tw, clear):
     fn = bk.sqrt(f @ f)
     have, fbest = S["have"][0], S["fbest"][0]
     keep = 1.0 - _step(fn - fbest)                                 # 0: the residual grew, start afresh
-    df = (f - S["fp"]) * have
-    dT = (Tw - S["Tp"]) * have                                    # dW + dF: the differences of T(w)
+    # the memory's columns are shifted, never zeroed: ``c`` marks those kept (their rows of A and of
+    # dF f are zero, so their weights are exactly 0), which spares multiplying 2 k n elements by it
+    df, dT = f - S["fp"], Tw - S["Tp"]                               # dT = dW + dF: the differences of T(w)
     dW = np.concatenate([S["dW"].reshape(k, n)[1:], dT[None]])
     dF = np.concatenate([S["dF"].reshape(k, n)[1:], df[None]])
-    row = np.array([dF[j] @ df for j in range(k)], dtype=object if bk.is_symbolic(w) else float)
+    c = np.concatenate([S["c"][1:], [have]])
+    # the new row of dF dF^T and dF f: one block product (a loop in the compiled code, not 2 k dot products)
+    Ff = _mm(dF, np.stack([df, f], 1))
+    row = Ff[:, 0] * c * have
     A = _zeros(k * k, w).reshape(k, k)
     A[:k - 1, :k - 1] = S["A"].reshape(k, k)[1:, 1:]
     A[k - 1, :], A[:, k - 1] = row, row
-    gamma = _solve_small(A + (ANDERSON_REG * np.trace(A) + _TINY) * np.eye(k), dF @ f)
-    out = Tw - keep * (dW.T @ gamma)                               # (keep = 0: the plain step)
+    gamma = _solve_small(A + (ANDERSON_REG * np.trace(A) + _TINY) * np.eye(k), Ff[:, 1] * c)
+    out = Tw - keep * _mv(dW.T, gamma)                             # (keep = 0: the plain step)
     # the memory kept: emptied where the residual grew (keep = 0) or rho changes (clear = 1); the
     # smallest residual min(fn, fbest) as fn - relu(fn - fbest) (no cancellation against _FAR)
     stay = 1.0 - clear
     held = keep * stay
-    S.update(dW=dW.reshape(-1) * held, dF=dF.reshape(-1) * held, A=A.reshape(-1) * held, Tp=Tw, fp=f,
+    S.update(dW=dW.reshape(-1), dF=dF.reshape(-1), c=c * held, A=A.reshape(-1) * held, Tp=Tw, fp=f,
              have=stay, fbest=stay * (keep * (fn - _relu(fn - fbest)) + (1.0 - keep) * fbest) + clear * _FAR)
     return out
 
