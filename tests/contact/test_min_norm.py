@@ -51,3 +51,12 @@ def test_psd_solve_equals_the_pseudo_inverse_on_delassus_matrices():
             got, ref = psd_solve(G, B), np.linalg.pinv(G, rcond=1e-12) @ B
             assert rel_err(got, ref) <= rounding_bound(len(G), kappa * kappa), len(G)
     assert np.array_equal(psd_solve(np.zeros((3, 3)), np.ones((3, 2))), np.zeros((3, 2)))
+
+
+def test_psd_solve_of_a_non_finite_matrix_is_nan_not_zero():
+    """A NaN or infinite diagonal (an overflowed state) gives NaN, which the derivatives' finite check
+    reports, never a silent zero solution."""
+    for bad in (np.nan, np.inf):
+        A = np.eye(3)
+        A[1, 1] = bad
+        assert np.isnan(psd_solve(A, np.ones((3, 2)))).all()

@@ -83,9 +83,9 @@ def psd_solve(A, B):
     many right-hand sides on the BLAS's threads).  Not for an indefinite ``A``."""
     from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
     n = len(A)
-    top = max(A.diagonal().tolist()) if n else 0.0
-    if not top > 0.0:                                   # (zero or empty: no pivot above the tolerance)
-        return np.zeros((n,) + B.shape[1:])
+    top = float(A.diagonal().max()) if n else 0.0
+    if not 0.0 < top < np.inf:                          # zero or empty: no pivot above the tolerance;
+        return np.full((n,) + B.shape[1:], 0.0 if top == 0.0 else np.nan)     # NaN, inf: NaN (not zeros)
     c, piv, r, info = _lapack.dpstrf(A, tol=PSD_RANK_TOL * top, lower=1)
     if info < 0:                                        # (an argument LAPACK refused)
         return min_norm_solve(A, B, symmetric=True)
