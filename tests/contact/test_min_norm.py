@@ -5,7 +5,7 @@ import numpy as np
 
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
-from sparsedyn.contact.min_norm import min_norm_solve
+from sparsedyn.contact.min_norm import min_norm_solve, psd_solve
 from test_friction_derivatives import BOX, CORNERS, Q0, Z, lifted
 
 
@@ -30,3 +30,33 @@ def test_min_norm_solve_equals_the_pseudo_inverse():
         kappa = s[0] / s[s > 1e-12 * s[0]][-1]
         got, ref = min_norm_solve(A, B, symmetric=symmetric), np.linalg.pinv(A, rcond=1e-12) @ B
         assert rel_err(got, ref) <= rounding_bound(len(A), kappa * kappa), (A.shape, symmetric)
+
+
+def test_psd_solve_equals_the_pseudo_inverse_on_delassus_matrices():
+    """psd_solve (a pivoted Cholesky factorisation, and a QR factorisation of its factor where it is
+    singular) gives numpy's pinv(G, rcond=1e-12) @ B to rounding times G's condition on its range
+    (squared: B off the range, least squares) on the Delassus matrices G = J H^-1 J^T of the box's
+    corners: all four (rank 6 of 12), their normal rows (rank 3 of 4: the position correction's
+    system), one corner and three normal rows (regular), and a zero matrix; B in G's range and not."""
+    rng = np.random.default_rng(4)
+    P = sd.contact_problem(BOX, lifted(Q0, 1e-3), Z, Z, CORNERS)
+    J, JMinv = np.asarray(P.J), np.asarray(P.JMinv)
+    rows = [np.arange(12), np.arange(2, 12, 3), np.arange(3), np.arange(2, 9, 3)]
+    Gs = [J[r] @ JMinv[r].T for r in rows]
+    assert [np.linalg.matrix_rank(G) for G in Gs] == [6, 3, 3, 3]
+    for G in Gs:
+        s = np.linalg.svd(G, compute_uv=False)
+        kappa = s[0] / s[s > 1e-12 * s[0]][-1]
+        for B in (G @ rng.normal(size=(len(G), 5)), rng.normal(size=(len(G), 5))):
+            got, ref = psd_solve(G, B), np.linalg.pinv(G, rcond=1e-12) @ B
+            assert rel_err(got, ref) <= rounding_bound(len(G), kappa * kappa), len(G)
+    assert np.array_equal(psd_solve(np.zeros((3, 3)), np.ones((3, 2))), np.zeros((3, 2)))
+
+
+def test_psd_solve_of_a_non_finite_matrix_is_nan_not_zero():
+    """A NaN or infinite diagonal (an overflowed state) gives NaN, which the derivatives' finite check
+    reports, never a silent zero solution."""
+    for bad in (np.nan, np.inf):
+        A = np.eye(3)
+        A[1, 1] = bad
+        assert np.isnan(psd_solve(A, np.ones((3, 2)))).all()

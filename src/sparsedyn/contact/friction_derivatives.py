@@ -74,7 +74,7 @@ from .collision import collide_within
 from .look_ahead import pair_cutoffs
 from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
-from .min_norm import min_norm_solve
+from .min_norm import min_norm_solve, psd_solve
 from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import in_order, mode_system, scene_step_partials, slot_geometry
@@ -392,11 +392,19 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
         held = np.flatnonzero(modes[b] != "open")
         stick = not np.any(modes[b] == "slide")                  # sticking and open alone: K = s G, symmetric
         if held.size == modes.shape[-1]:
-            out[b] = P.JMinv[b].T @ min_norm_solve(K[b], -R[b], symmetric=stick)
+            out[b] = P.JMinv[b].T @ _mode_solve(K[b], -R[b], stick)
         elif held.size:
             rows = (3 * held[:, None] + np.arange(3)).reshape(-1)
-            out[b] = P.JMinv[b, rows].T @ min_norm_solve(K[b][np.ix_(rows, rows)], -R[b, rows], symmetric=stick)
+            out[b] = P.JMinv[b, rows].T @ _mode_solve(K[b][np.ix_(rows, rows)], -R[b, rows], stick)
     return out
+
+
+def _mode_solve(K, R, stick):
+    """The minimum-norm ``dlambda`` of ``K dlambda = R``, the mode equations of the held contacts: with
+    sticking (and open) contacts alone ``K = s J H^-1 J^T`` is symmetric positive semidefinite
+    (:func:`psd_solve`: a pivoted Cholesky factorisation, no eigendecomposition), else
+    :func:`min_norm_solve`."""
+    return psd_solve(K, R) if stick else min_norm_solve(K, R)
 
 
 def _mode_weights(modes, mu):
@@ -415,19 +423,21 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
     """The ``q`` derivative (nv, nv) of the split-impulse position correction ``dv_c = H^-1 J_A^T l``
     of one state (its normal impulses ``ln`` (nc,)), the active normal rows ``A`` (``l > 0``) held on the
     plane, ``J_A dv_c + gap_A / dt = 0``: ``W_c + H^-1 J_A^T dl`` with ``G_AA dl = -(C_c + J / dt)_A``
-    (:func:`min_norm_solve`: a redundant set, the minimum-norm change); the state's rows ``J`` (m, nv),
+    (:func:`psd_solve`: a redundant set, the minimum-norm change); the state's rows ``J`` (m, nv),
     ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq`` (m, nv): the change of
     ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
-    held = ln > 1e-9 * max(ln.max(), _TINY)                    # inactive rows: l stays zero
-    if held.all():                                              # (every normal row: slices, no copies)
+    ln = ln.tolist()                                            # (a few floats: Python's, not NumPy's calls)
+    cut = 1e-9 * max(max(ln), _TINY)
+    held = [i for i, x in enumerate(ln) if x > cut]             # inactive rows: l stays zero
+    if len(held) == len(ln):                                    # (every normal row: slices, no copies)
         active = slice(2, None, 3)
         Ga = G[active, active]
-    else:
-        active = 3 * np.flatnonzero(held) + 2
-        if not active.size:
-            return np.array(Wq, float)
+    elif held:
+        active = 3 * np.array(held) + 2
         Ga = G[np.ix_(active, active)]
-    return Wq + JMinv[active].T @ min_norm_solve(Ga, -(Cq[active] + J[active] / dt), symmetric=True)
+    else:
+        return np.array(Wq, float)
+    return Wq - JMinv[active].T @ psd_solve(Ga, Cq[active] + J[active] / dt)
 
 
 _TINY = np.finfo(float).tiny
@@ -506,13 +516,13 @@ def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
     held = [i for i, x in enumerate(modes) if x != "open"]
     if held:
         stick = "slide" not in modes                           # sticking and open alone: K = s G, symmetric
-        if len(held) == len(modes):
-            dv = W + JMinv.T @ min_norm_solve(K, -R, symmetric=stick)
+        if len(held) == len(modes):                             # (K dlambda = -R: the solve of R, negated)
+            dv = W - JMinv.T @ _mode_solve(K, R, stick)
         else:
             r = np.array([3 * i + k for i in held for k in range(3)])
-            dv = W + JMinv[r].T @ min_norm_solve(K[np.ix_(r, r)], -R[r], symmetric=stick)
+            dv = W - JMinv[r].T @ _mode_solve(K[np.ix_(r, r)], R[r], stick)
     # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
-    if gap.min() < -PENETRATION_SLOP:                            # the position correction's change with q
+    if min(gap.tolist()) < -PENETRATION_SLOP:                   # the position correction's change with q
         dv_c = dv.copy()
         dv_c[:, :nv] += _correction_derivative(J, JMinv, G, correction, state[:, 5 * nv:6 * nv],
                                                rows[:, 8 * nv + 2 * m:], dt)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["min_norm_solve", "LU_RCOND"]
+__all__ = ["min_norm_solve", "psd_solve", "LU_RCOND", "PSD_RANK_TOL"]
 
 
 #: Reciprocal condition number (LAPACK's estimate, 1-norm) above which a square system is solved by its
@@ -19,6 +19,12 @@ __all__ = ["min_norm_solve", "LU_RCOND"]
 #: the largest dropped: the estimate is within a factor of the size of the true one, so a system solved
 #: by LU has no singular value the least-squares solve would drop, and both give its one solution.
 LU_RCOND = 1e-9
+
+#: Relative tolerance on the pivots of :func:`psd_solve`'s pivoted Cholesky factorisation (a pivot is a
+#: diagonal entry of a Schur complement, the scale of an eigenvalue; the largest pivot is ``A``'s largest
+#: diagonal entry): below it the rest of the matrix is taken as zero, as :func:`min_norm_solve` drops the
+#: eigenvalues below 1e-12 of the largest.
+PSD_RANK_TOL = 1e-12
 
 
 def min_norm_solve(A, B, symmetric=False):
@@ -63,3 +69,45 @@ def min_norm_solve(A, B, symmetric=False):
         z, t, _, _ = _lapack.dgeqrf(np.triu(qr[:r]).T)                   # [R11 R12]^T = Z T
         x[jpvt - 1] = _lapack.dorgqr(z, t)[0] @ (_lapack.dtrtri(np.triu(z[:r]))[0].T @ y)
     return x
+
+
+def psd_solve(A, B):
+    """:func:`min_norm_solve` of a symmetric positive semidefinite ``A`` (n, n) (its lower triangle read;
+    a Delassus matrix ``J H^-1 J^T`` or a principal block of it), ``B`` (n, k): ``pinv(A, rcond~1e-12) @
+    B`` by a pivoted Cholesky factorisation ``P^T A P = L L^T`` (LAPACK's ``pstrf``; the rank ``r`` where
+    the largest pivot left, a diagonal entry of a Schur complement, falls below :data:`PSD_RANK_TOL` of
+    ``A``'s largest diagonal entry), no eigendecomposition: regular (``r = n``), ``X = P L^-T L^-1 P^T
+    B``; singular (a box's four corners: rank 6 of 12), ``L`` (n, r) of full column rank, ``L = Q R``
+    (QR) and ``X = P Q R^-T R^-1 Q^T P^T B``, the minimum-norm least-squares solution.  The factor's
+    inverses are LAPACK's, the products NumPy's (as :func:`min_norm_solve`: no triangular solve with
+    many right-hand sides on the BLAS's threads).  Not for an indefinite ``A``."""
+    from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
+    n = len(A)
+    top = float(A.diagonal().max()) if n else 0.0
+    if not 0.0 < top < np.inf:                          # zero or empty: no pivot above the tolerance;
+        return np.full((n,) + B.shape[1:], 0.0 if top == 0.0 else np.nan)     # NaN, inf: NaN (not zeros)
+    c, piv, r, info = _lapack.dpstrf(A, tol=PSD_RANK_TOL * top, lower=1)
+    if info < 0:                                        # (an argument LAPACK refused)
+        return min_norm_solve(A, B, symmetric=True)
+    p = piv - 1
+    X = np.empty((n,) + B.shape[1:])
+    if r == n:
+        Li = _lapack.dtrtri(c * _tri(n, n), lower=1)[0]   # (the factor's strict upper triangle is A's: masked)
+        X[p] = Li.T @ (Li @ B[p])
+        return X
+    qr, tau, _, _ = _lapack.dgeqrf(c[:, :r] * _tri(n, r))
+    Ri = _lapack.dtrtri(qr[:r, :r] * _tri(r, r).T, lower=0)[0]
+    Q = _lapack.dorgqr(qr, tau)[0]
+    X[p] = Q @ (Ri.T @ (Ri @ (Q.T @ B[p])))
+    return X
+
+
+_TRI = {}
+
+
+def _tri(n, r):
+    """The mask (n, r) of a lower trapezoid (ones on and below the diagonal), kept per shape."""
+    got = _TRI.get((n, r))
+    if got is None:
+        got = _TRI[(n, r)] = np.tri(n, r)
+    return got
