@@ -194,26 +194,22 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     :class:`FoundContacts` (else nothing matches)."""
     if not (type(impulses) is np.ndarray and impulses.dtype is _F64 and impulses.ndim == 2):
         impulses = np.asarray(impulses, float).reshape(-1, 3)
-    if type(previous) is type(contacts) is FoundContacts and len(impulses) == len(previous) and \
-            _unmoved(previous, contacts):
-        return impulses.copy()
+    if type(previous) is type(contacts) is FoundContacts and len(impulses) == len(previous):
+        same = _same_pairs(previous, impulses, contacts)
+        if same is not None:
+            return same
     if (not len(previous) or not len(contacts) or len(impulses) != len(previous)
             or isinstance(previous, FoundContacts) != isinstance(contacts, FoundContacts)):
         return np.zeros((len(contacts), 3))
     (l0, p0, planes0), (l1, p1, planes1) = _matching(previous), _matching(contacts)
     d = p1[:, None] - p0
-    D = np.add.reduce(np.square(d, out=d), 2)
-    D += _other_labels(l1, l0)                   # inf where the labels differ
-    np.sqrt(D, out=D)
-    match = _greedy(D)
-    if match is None:                            # the same contacts in the same order
-        if _same(planes1[:, :3], planes0[:, :3]):
-            return impulses.copy()
-        match = np.arange(len(D)), np.arange(len(D))
+    D = np.sqrt(np.add.reduce(np.square(d, out=d), 2))
+    D[l1[:, None] != l0] = np.inf                # other labels never match
+    i, j = _greedy(D)
     out = np.zeros((len(contacts), 3))
-    i, j = match
     if len(i):
-        if (planes1[i, :3] == planes0[j, :3]).all():                       # same normals (a floor): same frames
+        n1, n0 = planes1[i, :3], planes0[j, :3]
+        if n1.tobytes() == n0.tobytes() or (n1 == n0).all():               # same normals (a floor): same frames
             out[i] = impulses[j]
         else:
             R = plane_basis(np.concatenate([planes1[i], planes0[j]]))[0]
@@ -224,21 +220,35 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
 _F64 = np.dtype(float)
 
 
-def _unmoved(previous, contacts):
-    """Whether the :class:`FoundContacts` ``contacts`` are ``previous`` at the same points (body axes)
-    with the same normals, in the same order (a box resting or sliding on a plane: its corners, fixed
-    in its body, found by one selection of the collision kernel's candidates step after step): then
-    each matches its own at distance 0, in the same contact frame."""
-    if not (previous.pair is contacts.pair or len(previous.pair) == len(contacts.pair) and
-            previous.pair.dtype == contacts.pair.dtype and _same(previous.pair, contacts.pair)):
-        return False
+def _same_pairs(previous, impulses, contacts):
+    """The warm start of the :class:`FoundContacts` ``contacts`` from ``previous`` (as many) and their
+    ``impulses`` where both hold the same pairs in the same order, and either the same points (body
+    axes) with the same normals (a box resting or sliding on a plane: its corners, fixed in its body,
+    found by one selection of the collision kernel's candidates step after step: each its own at
+    distance 0, in the same contact frame) or each pair once (a humanoid's limbs on a floor: each
+    contact can only take its own previous one, where its point moved by at most
+    :data:`WARM_RADIUS`); else None (the general matching)."""
+    l0, l1 = previous.pair, contacts.pair
+    if not len(l1) or not (l0 is l1 or len(l0) == len(l1) and l0.dtype == l1.dtype and _same(l0, l1)):
+        return None
     r0, r1 = previous._data(), contacts._data()
-    return len(r0) > 0 and r0[:, :6].tobytes() == r1[:, :6].tobytes()
-
-
-def _other_labels(l1, l0):
-    """(n1, n0): ``inf`` where the labels ``l1[i]`` and ``l0[j]`` differ, else 0."""
-    return np.where(l1[:, None] != l0[None], np.inf, 0.0)
+    if r0[:, :6].tobytes() == r1[:, :6].tobytes():
+        return impulses.copy()
+    if len(set(l1.tolist())) != len(l1):
+        return None
+    d = r1[:, :3] - r0[:, :3]
+    near = np.sqrt(np.add.reduce(np.square(d, out=d), 1)) <= WARM_RADIUS
+    n1, n0 = r1[:, 3:6], r0[:, 3:6]
+    if n1.tobytes() == n0.tobytes():                # same normals (a floor): same frames
+        return np.where(near[:, None], impulses, 0.0)
+    i = np.flatnonzero(near)
+    out = np.zeros((len(l1), 3))
+    if n1[i].tobytes() == n0[i].tobytes():
+        out[i] = impulses[i]
+        return out
+    R = plane_basis(np.concatenate([r1[i, 3:], r0[i, 3:]]))[0]
+    out[i] = np.einsum("kji,kjl,kl->ki", R[:len(i)], R[len(i):], impulses[i])      # R1^T R0 lambda
+    return out
 
 
 def _same(a, b):
@@ -248,15 +258,18 @@ def _same(a, b):
 
 
 def _greedy(D):
-    """``(i, j)``: row by row, each row ``i`` of the distances ``D`` (n, np) takes the nearest column
-    ``j`` within :data:`WARM_RADIUS` that no row before it took (the first of equals); None where that
-    is every row its own column (each row's own the nearest of its row: a contact set that persists)."""
+    """``(i, j)``: row by row, each row ``i`` of the distances ``D`` (n, np) takes the nearest
+    column ``j`` within :data:`WARM_RADIUS` that no row before it took (the first of equals).  Where
+    the rows' nearest columns within the radius are distinct (a contact set that persists or moves
+    a little) that is each row's nearest, found at once; else row by row."""
     n = len(D)
-    if n == D.shape[1]:
-        # (ufuncs' reductions straight away: ndarray.all's Python wrapper costs as much again)
-        diag = D.diagonal()
-        if np.maximum.reduce(diag) <= WARM_RADIUS and np.minimum.reduce(D, 1).tobytes() == diag.tobytes():
-            return None                          # (row minima equal to the diagonal: each row's own the nearest)
+    if not D.size:
+        return (np.zeros(0, int),) * 2
+    j = D.argmin(1)
+    i = np.flatnonzero(D[np.arange(n), j] <= WARM_RADIUS)
+    j = j.take(i)
+    if len(set(j.tolist())) == len(j):          # no column wanted twice: row by row takes the same
+        return i, j
     D = D.copy()
     turn = []
     for i in range(n):
