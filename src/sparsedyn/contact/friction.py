@@ -80,7 +80,6 @@ This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_pr
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import warnings
 from typing import Callable
@@ -94,8 +93,9 @@ from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
-                               ContactStepWarning, LazyModesStep, Rollout, StepArrays, _model_and_kernels, _Modes,
-                               _MODE_NAMES, _modes, contact_basis, contact_problem, contact_slots, point_contacts)
+                               ContactStepWarning, LazyModesRollout, LazyModesStep, Rollout, StepArrays,
+                               _model_and_kernels, _Modes, _TrajectoryModes,
+                               _modes, contact_basis, contact_problem, contact_slots, point_contacts)
 from .scene import Scene
 from .scene_step import batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
@@ -195,9 +195,11 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one array per
     state, and ``warm_start`` a list of each state's impulses).
     """
-    _checks.model_first("contact_step", model, "model, q, v, tau")
     options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                    warm_start=warm_start, margin=margin)
+    if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
+        return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
+    _checks.model_first("contact_step", model, "model, q, v, tau")
     if isinstance(contacts, Scene):
         return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     contacts, slots = _frictional(_model_and_kernels(model, "contact_step")[0], contacts, "contact_step")
@@ -383,57 +385,35 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
             s = contact_step(runner, q, v, tau_at(k, q, v), contacts, dt, warm_start=warm, **options)
             q, v, warm = s.q, s.v, s.impulses
             qs.append(q), vs.append(v), imps.append(s.impulses), modes.append(s.modes), its.append(s.iterations)
-    shape = np.broadcast_shapes(*(x.shape[:-1] for x in qs[-1:] + vs[-1:]))
+    shape = qs[-1].shape[:-1]
+    if vs[-1].shape[:-1] != shape:
+        shape = np.broadcast_shapes(shape, vs[-1].shape[:-1])
 
     def stack(xs, tail):
         if not xs:
             return np.zeros((0,) + shape + tail)
-        return np.stack(xs if all(x.shape == shape + tail for x in xs) else
-                        [np.broadcast_to(x, shape + tail) for x in xs])
-    if scene is not None:
-        return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), imps, modes, np.array(its, int))
+        full = shape + tail                       # (np.array of equal shapes: np.stack's checks cost more)
+        return np.array(xs) if all(x.shape == full for x in xs) else np.stack([np.broadcast_to(x, full) for x in xs])
+    if scene is not None:                         # (its modes computed when read)
+        return tuple.__new__(LazyModesRollout, (stack(qs, (model.nq,)), stack(vs, (model.nv,)), imps, modes,
+                                                np.array(its, int)))
     return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), stack(imps, (len(contacts), 3)),
                    np.stack(modes) if modes else np.zeros((0,) + shape + (len(contacts),), "<U5"),
                    np.stack(its) if its else np.zeros((0,) + shape, int))
-
 
 
 def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
     """``(qs, vs, impulses, modes, iterations)`` lists of :func:`rollout` in ``scene`` from ``(q, v)``
     (checked) with ``tau_at(k, q, v)`` the joint forces of step ``k`` and :func:`contact_step`'s
     ``options`` (all given): each step warm-started where a contact persists.  One state's modes are
-    computed for all steps at once, at the end (:func:`_trajectory_modes`)."""
+    computed for all steps at once, when first read (:class:`~sparsedyn.contact.friction_problem._TrajectoryModes`)."""
     qs, vs, imps, modes, its = [q], [v], [], [], []
     previous = None
     for k in range(steps):
-        s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, dict(options), previous)
+        # (one dict of options for all steps: each step sets its warm start in it)
+        s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, options, previous)
         q, v, impulses = s.q, s.v, s.impulses
         previous = (found, impulses) if q.ndim == 1 else batch_previous(found, impulses)
         qs.append(q), vs.append(v), imps.append(impulses), its.append(s.iterations)
         modes.append(tuple.__getitem__(s, 3))      # (one state's: its _Modes, not computed yet)
-    return qs, vs, imps, _trajectory_modes(modes), its
-
-
-def _trajectory_modes(modes):
-    """The modes of a trajectory's steps, ``modes`` each step's modes or their :class:`_Modes` (one
-    state's, not computed yet; all of one ``tol``): those computed in one pass over all steps'
-    contacts (a step's modes alone cost as much as a few steps' together)."""
-    lazy = [k for k, m in enumerate(modes) if type(m) is _Modes and m.value is None]
-    if len(lazy) < 2:
-        return [m.get() if type(m) is _Modes else m for m in modes]
-    args = [modes[k].args for k in lazy]
-    tol = args[0][5]
-    if any(a[5] != tol for a in args):
-        return [m.get() if type(m) is _Modes else m for m in modes]
-    n = [len(a[0]) for a in args]
-    lam, u = np.concatenate([a[0] for a in args]), np.concatenate([a[1] for a in args])
-    # each step's thresholds as its own _modes computes them: tol * impulse scale, (100 tol * velocity scale)^2
-    lo = np.array([tol * float(a[3]) for a in args]).repeat(n)
-    vo = np.array([(100 * tol * float(a[4])) ** 2 for a in args]).repeat(n)
-    stick = u[:, 0] ** 2 + u[:, 1] ** 2 <= vo
-    names = _MODE_NAMES[np.where(lam[:, 2] <= lo, 2, stick.astype(np.intp))]
-    ends = list(itertools.accumulate(n, initial=0))
-    out = list(modes)
-    for k, a, i, j in zip(lazy, args, ends[:-1], ends[1:]):
-        out[k] = names[i:j] if a[2] is None else names[i:j].take(a[2])
-    return out
+    return qs, vs, imps, _TrajectoryModes(modes), its

@@ -108,15 +108,18 @@ def _frame_of(model, frames, shape):
 def scene_slots(scene, contacts) -> ContactSlots:
     """The point ``contacts`` of :func:`scene_contacts` laid out in the scene's slots (module
     docstring): :func:`~sparsedyn.contact.friction_problem.contact_slots`'s data, each body's contacts in the
-    first of its slots, the free ones open.  The layout only grows: a body that touches for the first
-    time, or with more contacts than its slots, gets the power of two that holds them."""
+    first of its slots, the free ones open (``index`` None where the contacts fill every slot in
+    order).  The layout only grows: a body that touches for the first time, or with more contacts
+    than its slots, gets the power of two that holds them."""
     own = contact_slots(scene.model, contacts)
     where = np.arange(len(contacts)) if own.index is None else own.index
     keys = [own.frames[k] for k in where]
     layout = scene.cache.setdefault("step_slots", {})             # slot key -> its number of slots; only grows
     for key in set(keys):
         layout[key] = max(layout.get(key, 0), 1 << (keys.count(key) - 1).bit_length())
-    return ContactSlots(*fill_slots(keys, layout, own.data[where]))
+    frames, index, data = fill_slots(keys, layout, own.data[where])
+    # (None: the contacts fill every slot in order, as the collision kernel's road says it)
+    return ContactSlots(frames, None if index.tolist() == list(range(len(frames))) else index, data)
 
 
 #: How far [m] a contact's point (in its body's axes) may move between two steps and still be the same
@@ -134,11 +137,11 @@ class FoundContacts:
     (given, or a function of no argument that makes them when first read: a step in data slots
     reads them only along a trajectory).  ``len()`` is the number of contacts."""
 
-    __slots__ = ("pair", "_slots", "_rows")
+    __slots__ = ("pair", "_slots", "_rows", "_where")
 
     def __init__(self, pair, slots, rows=None):
         # rows: the contacts' [p (3), plane (4)] (nc, 7) where known, or a function of no argument making them
-        self.pair, self._slots, self._rows = pair, slots, rows
+        self.pair, self._slots, self._rows, self._where = pair, slots, rows, None
 
     @property
     def slots(self):
@@ -153,11 +156,21 @@ class FoundContacts:
         """The contacts' ``[p (3), plane (4)]`` (nc, 7), gathered once (a step's contacts are matched
         twice: as the step's, then as the next step's ``previous``)."""
         rows = self._rows
+        if type(rows) is np.ndarray:
+            return rows
         if rows is None:
-            rows = self._rows = self.slots.data.take(self.slots.index, 0)[:, 1:]
+            slots = self.slots
+            rows = self._rows = slots.data[:, 1:] if slots.index is None else slots.data.take(slots.index, 0)[:, 1:]
         elif callable(rows):
             rows = self._rows = rows()
         return rows
+
+    def _points_normals(self):
+        """The bytes of the contacts' ``[p (3), n (3)]``, made once (:func:`_same_pairs` compares a
+        step's with the step before's)."""
+        if self._where is None:
+            self._where = self._data()[:, :6].tobytes()
+        return self._where
 
     @property
     def points(self):
@@ -194,7 +207,7 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     :class:`FoundContacts` (else nothing matches)."""
     if not (type(impulses) is np.ndarray and impulses.dtype is _F64 and impulses.ndim == 2):
         impulses = np.asarray(impulses, float).reshape(-1, 3)
-    if type(previous) is type(contacts) is FoundContacts and len(impulses) == len(previous):
+    if type(previous) is type(contacts) is FoundContacts and len(impulses) == len(previous.pair):
         same = _same_pairs(previous, impulses, contacts)
         if same is not None:
             return same
@@ -231,9 +244,9 @@ def _same_pairs(previous, impulses, contacts):
     l0, l1 = previous.pair, contacts.pair
     if not len(l1) or not (l0 is l1 or len(l0) == len(l1) and l0.dtype == l1.dtype and _same(l0, l1)):
         return None
-    r0, r1 = previous._data(), contacts._data()
-    if r0[:, :6].tobytes() == r1[:, :6].tobytes():
+    if previous._points_normals() == contacts._points_normals():
         return impulses.copy()
+    r0, r1 = previous._data(), contacts._data()
     if len(set(l1.tolist())) != len(l1):
         return None
     d = r1[:, :3] - r0[:, :3]
