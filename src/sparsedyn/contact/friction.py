@@ -207,11 +207,12 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
 
 
 def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations, solver, f_ext, gravity, warm_start,
-                  margin, keep=None):
+                  margin, keep=None, warm_checked=False):
     """:func:`contact_step` with checked ``contacts`` laid out in ``slots`` (a
     :class:`~sparsedyn.contact.friction_problem.ContactSlots`); ``keep``: a list that receives
     ``(the kernel's StepArrays, slots)`` (the arrays in the slots; nothing for a step with no slot), whose
-    position correction the derivatives read."""
+    position correction the derivatives read; ``warm_checked``: whether ``warm_start`` is known to be
+    finite impulses (nc, 3) (a trajectory's, matched from the step before's)."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
     if not (type(q) is type(v) is type(tau) is np.ndarray and q.dtype is v.dtype is tau.dtype is _F64):
@@ -220,7 +221,7 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
                      for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
     settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
     nc = len(contacts)
-    if warm_start is not None:
+    if warm_start is not None and not warm_checked:
         if not (type(warm_start) is np.ndarray and warm_start.dtype is _F64):
             warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
         # one state: a finite sum says all are finite (else, or an overflow of the sum, look at each)

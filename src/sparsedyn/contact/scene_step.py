@@ -340,6 +340,9 @@ def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hit
             scene_slot_data(scene, qa, pair_cutoffs(scene, qa, v, dt), data_slots=inside)
         if fast is not None:
             found = FoundContacts(*fast[:2], fast[3] if inside else None)
+            # a warm start matched from the step before's impulses (finite: that step checked them) is
+            # not checked again
+            options["warm_checked"] = previous is not None
             if previous is not None:
                 options["warm_start"] = matched_warm_start(*previous, found)
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
