@@ -93,9 +93,9 @@ from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
-                               ContactStepWarning, LazyModesRollout, LazyModesStep, Rollout, StepArrays,
-                               _model_and_kernels, _Modes, _TrajectoryModes,
-                               _modes, contact_basis, contact_problem, contact_slots, point_contacts)
+                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
+                               contact_problem, contact_slots, point_contacts)
+from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .scene import Scene
 from .scene_step import batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
@@ -407,7 +407,7 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
     """``(qs, vs, impulses, modes, iterations)`` lists of :func:`rollout` in ``scene`` from ``(q, v)``
     (checked) with ``tau_at(k, q, v)`` the joint forces of step ``k`` and :func:`contact_step`'s
     ``options`` (all given): each step warm-started where a contact persists.  One state's modes are
-    computed for all steps at once, when first read (:class:`~sparsedyn.contact.friction_problem._TrajectoryModes`)."""
+    computed for all steps at once, when first read (:class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`)."""
     qs, vs, imps, modes, its = [q], [v], [], [], []
     previous = None
     for k in range(steps):
