@@ -207,12 +207,13 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
 
 
 def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations, solver, f_ext, gravity, warm_start,
-                  margin, keep=None, warm_checked=False):
+                  margin, keep=None, warm_checked=False, bare=False):
     """:func:`contact_step` with checked ``contacts`` laid out in ``slots`` (a
     :class:`~sparsedyn.contact.friction_problem.ContactSlots`); ``keep``: a list that receives
     ``(the kernel's StepArrays, slots)`` (the arrays in the slots; nothing for a step with no slot), whose
     position correction the derivatives read; ``warm_checked``: whether ``warm_start`` is known to be
-    finite impulses (nc, 3) (a trajectory's, matched from the step before's)."""
+    finite impulses (nc, 3) (a trajectory's, matched from the step before's); ``bare``: one state's
+    step as the plain tuple of :func:`_result` (what a rollout keeps of it)."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
     if not (type(q) is type(v) is type(tau) is np.ndarray and q.dtype is v.dtype is tau.dtype is _F64):
@@ -252,7 +253,7 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
                                   gravity=gravity)
     if keep is not None:
         keep.append((out, slots))
-    return _result(who, solver, tol, out, None if same else slots.index)
+    return _result(who, solver, tol, out, None if same else slots.index, bare)
 
 
 def _step_settings(who, dt, tol, max_iterations, solver, margin):
@@ -296,10 +297,12 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
                        ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
 
 
-def _result(who, solver, tol, out, index=None):
+def _result(who, solver, tol, out, index=None, bare=False):
     """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
     never a NaN); ``index`` (nc,): the contacts' slots (None: slot ``i`` holds contact ``i``, no other).
-    One state's modes are computed when first read."""
+    One state's modes are computed when first read; with ``bare``, one state's step is the tuple
+    ``(q, v, impulses, modes, iterations)`` (its modes a :class:`~sparsedyn.contact.lazy_modes._Modes`,
+    its iterations an int: what a rollout keeps of a step)."""
     rep = out.report
     one = rep.ndim == 1
     r = rep.tolist() if one else None             # one state: its report as Python floats
@@ -307,16 +310,21 @@ def _result(who, solver, tol, out, index=None):
     # floats overflow without a warning)
     if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(r))):
         _finite(who, out)
+    converged = r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)
+    impulses = out.impulses if index is None else out.impulses.take(index, -2)
+    if one and bare and converged:                # (a rollout's: no residuals, no ContactStep)
+        return out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), int(r[3])
     res = tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))      # (less a Python frame)
     iterations = np.array(int(r[3])) if one else rep[..., 3].astype(int)
-    if not (r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
+    if not converged:
         converged = rep[..., 4] > 0.5
         warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
                       f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "
                       f"complementarity {res.complementarity.max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
-    impulses = out.impulses if index is None else out.impulses.take(index, -2)
+    if one and bare:
+        return out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), int(r[3])
     if one:
         return tuple.__new__(LazyModesStep, (out.q_next, out.v_next, impulses,
                                              _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), res,
@@ -410,11 +418,14 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
     computed for all steps at once, when first read (:class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`)."""
     qs, vs, imps, modes, its = [q], [v], [], [], []
     previous = None
+    one = q.ndim == 1
+    options["bare"] = one                         # one state: each step as a plain tuple (no residuals)
     for k in range(steps):
         # (one dict of options for all steps: each step sets its warm start in it)
         s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, options, previous)
-        q, v, impulses = s.q, s.v, s.impulses
-        previous = (found, impulses) if q.ndim == 1 else batch_previous(found, impulses)
-        qs.append(q), vs.append(v), imps.append(impulses), its.append(s.iterations)
-        modes.append(tuple.__getitem__(s, 3))      # (one state's: its _Modes, not computed yet)
+        if type(s) is not tuple:                  # a batch, or the free step of a scene with no slot
+            s = (s.q, s.v, s.impulses, tuple.__getitem__(s, 3), s.iterations)
+        q, v, impulses, mode, iterations = s      # (one state's mode: its _Modes, not computed yet)
+        previous = (found, impulses) if one else batch_previous(found, impulses)
+        qs.append(q), vs.append(v), imps.append(impulses), its.append(iterations), modes.append(mode)
     return qs, vs, imps, _TrajectoryModes(modes), its
