@@ -124,6 +124,32 @@ def test_a_native_rollout_takes_the_kernels_road_with_the_matched_warm_start(mon
     assert compared >= 100 and {len(x) for x in r.impulses} >= {1, 4}
 
 
+def test_matched_warm_start_of_the_same_pairs_each_once_takes_each_contact_its_own_within_the_radius():
+    """The kernel's road with the same pairs in the same order, each pair once (a humanoid's limbs on a
+    floor): by hand, a point moved 1 mm keeps its impulse, one moved 2 radii starts from zero, one
+    whose normal turned +z -> +y reads its world impulse (1, 2, 3) as (1, -3, 2) (as in the test
+    above); and the same contacts as Contact objects (the general nearest-point matching) give the same."""
+    from sparsedyn.contact.scene_step import WARM_RADIUS, matched_warm_start
+    up, side = ((0, 0, 1.0), 0.0), ((0, 1.0, 0), 0.0)
+    before = [((0.1, 0.1, -0.1), up), ((-0.1, 0.1, -0.1), up), ((0.1, -0.1, -0.1), up)]
+    after = [((0.1, 0.101, -0.1), up), ((-0.1, 0.1 + 2 * WARM_RADIUS, -0.1), up), ((0.1, -0.1, -0.1), side)]
+    impulses = np.array([[0.5, 0.5, 4.0], [0.1, 0.2, 5.0], [1.0, 2.0, 3.0]])
+    want = [[0.5, 0.5, 4.0], [0, 0, 0], [1.0, -3.0, 2.0]]
+
+    def found(cs):
+        data = np.array([[0.5, *p, *n, offset] for p, (n, offset) in cs])
+        return FoundContacts(np.array([3, 5, 8]), ContactSlots((0, 0, 0), None, data))
+
+    def objects(cs):
+        return [sd.Contact(0, "3d", friction=0.5, point=p, plane=plane, name=f"pair{k}/floor#{k}")
+                for k, (p, plane) in enumerate(cs)]
+    got = matched_warm_start(found(before), impulses, found(after))
+    np.testing.assert_allclose(got, want, atol=4 * np.finfo(float).eps)
+    np.testing.assert_allclose(matched_warm_start(objects(before), impulses, objects(after)), got, atol=0)
+    # unmoved: each its own impulse, exactly
+    assert np.array_equal(matched_warm_start(found(before), impulses, found(before)), impulses)
+
+
 def _steps_one_by_one(model, q, v, tau, scene, steps, dt=DT):
     """``steps`` public ``contact_step`` calls from ``(q, v)``, each warm-started from the impulses of
     the step before (what a rollout's matched warm start gives a contact set that persists in order;

@@ -96,7 +96,7 @@ def collide(scene, q) -> Hits:
             and use_backend.current() != "numpy"):
         f, kp, _ = road                            # collide_within's kernel road, less its lookups
         c = f(q, kp.shapes, kp.cutoff, kp.pairs)
-        return _kernel_hits(scene, kp, c, c[:, 0] < scene.margin)
+        return _kernel_hits(scene, kp, c, c[:, 0] < kp.cutoff)     # (kp.cutoff: the margin as a 0-d array)
     return collide_within(scene, q, None)
 
 

@@ -80,7 +80,6 @@ This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_pr
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import warnings
 from typing import Callable
@@ -94,8 +93,9 @@ from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
-                               ContactStepWarning, LazyModesStep, Rollout, StepArrays, _model_and_kernels, _Modes,
-                               _MODE_NAMES, _modes, contact_basis, contact_problem, contact_slots, point_contacts)
+                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
+                               contact_problem, contact_slots, point_contacts)
+from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .scene import Scene
 from .scene_step import batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
@@ -195,9 +195,11 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one array per
     state, and ``warm_start`` a list of each state's impulses).
     """
-    _checks.model_first("contact_step", model, "model, q, v, tau")
     options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                    warm_start=warm_start, margin=margin)
+    if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
+        return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
+    _checks.model_first("contact_step", model, "model, q, v, tau")
     if isinstance(contacts, Scene):
         return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     contacts, slots = _frictional(_model_and_kernels(model, "contact_step")[0], contacts, "contact_step")
@@ -205,11 +207,13 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
 
 
 def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations, solver, f_ext, gravity, warm_start,
-                  margin, keep=None):
+                  margin, keep=None, warm_checked=False, bare=False):
     """:func:`contact_step` with checked ``contacts`` laid out in ``slots`` (a
     :class:`~sparsedyn.contact.friction_problem.ContactSlots`); ``keep``: a list that receives
     ``(the kernel's StepArrays, slots)`` (the arrays in the slots; nothing for a step with no slot), whose
-    position correction the derivatives read."""
+    position correction the derivatives read; ``warm_checked``: whether ``warm_start`` is known to be
+    finite impulses (nc, 3) (a trajectory's, matched from the step before's); ``bare``: one state's
+    step as the plain tuple of :func:`_result` (what a rollout keeps of it)."""
     who = "contact_step"
     model, kernels = _model_and_kernels(model, who)
     if not (type(q) is type(v) is type(tau) is np.ndarray and q.dtype is v.dtype is tau.dtype is _F64):
@@ -218,7 +222,7 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
                      for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
     settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
     nc = len(contacts)
-    if warm_start is not None:
+    if warm_start is not None and not warm_checked:
         if not (type(warm_start) is np.ndarray and warm_start.dtype is _F64):
             warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
         # one state: a finite sum says all are finite (else, or an overflow of the sum, look at each)
@@ -249,7 +253,7 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
                                   gravity=gravity)
     if keep is not None:
         keep.append((out, slots))
-    return _result(who, solver, tol, out, None if same else slots.index)
+    return _result(who, solver, tol, out, None if same else slots.index, bare)
 
 
 def _step_settings(who, dt, tol, max_iterations, solver, margin):
@@ -293,10 +297,12 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
                        ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
 
 
-def _result(who, solver, tol, out, index=None):
+def _result(who, solver, tol, out, index=None, bare=False):
     """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
     never a NaN); ``index`` (nc,): the contacts' slots (None: slot ``i`` holds contact ``i``, no other).
-    One state's modes are computed when first read."""
+    One state's modes are computed when first read; with ``bare``, one state's step is the tuple
+    ``(q, v, impulses, modes, iterations)`` (its modes a :class:`~sparsedyn.contact.lazy_modes._Modes`,
+    its iterations an int: what a rollout keeps of a step)."""
     rep = out.report
     one = rep.ndim == 1
     r = rep.tolist() if one else None             # one state: its report as Python floats
@@ -304,16 +310,21 @@ def _result(who, solver, tol, out, index=None):
     # floats overflow without a warning)
     if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(r))):
         _finite(who, out)
+    converged = r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)
+    impulses = out.impulses if index is None else out.impulses.take(index, -2)
+    if one and bare and converged:                # (a rollout's: no residuals, no ContactStep)
+        return out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), int(r[3])
     res = tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))      # (less a Python frame)
     iterations = np.array(int(r[3])) if one else rep[..., 3].astype(int)
-    if not (r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)):
+    if not converged:
         converged = rep[..., 4] > 0.5
         warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
                       f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
                       f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "
                       f"complementarity {res.complementarity.max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
-    impulses = out.impulses if index is None else out.impulses.take(index, -2)
+    if one and bare:
+        return out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), int(r[3])
     if one:
         return tuple.__new__(LazyModesStep, (out.q_next, out.v_next, impulses,
                                              _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), res,
@@ -383,57 +394,38 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
             s = contact_step(runner, q, v, tau_at(k, q, v), contacts, dt, warm_start=warm, **options)
             q, v, warm = s.q, s.v, s.impulses
             qs.append(q), vs.append(v), imps.append(s.impulses), modes.append(s.modes), its.append(s.iterations)
-    shape = np.broadcast_shapes(*(x.shape[:-1] for x in qs[-1:] + vs[-1:]))
+    shape = qs[-1].shape[:-1]
+    if vs[-1].shape[:-1] != shape:
+        shape = np.broadcast_shapes(shape, vs[-1].shape[:-1])
 
     def stack(xs, tail):
         if not xs:
             return np.zeros((0,) + shape + tail)
-        return np.stack(xs if all(x.shape == shape + tail for x in xs) else
-                        [np.broadcast_to(x, shape + tail) for x in xs])
-    if scene is not None:
-        return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), imps, modes, np.array(its, int))
+        full = shape + tail                       # (np.array of equal shapes: np.stack's checks cost more)
+        return np.array(xs) if all(x.shape == full for x in xs) else np.stack([np.broadcast_to(x, full) for x in xs])
+    if scene is not None:                         # (its modes computed when read)
+        return tuple.__new__(LazyModesRollout, (stack(qs, (model.nq,)), stack(vs, (model.nv,)), imps, modes,
+                                                np.array(its, int)))
     return Rollout(stack(qs, (model.nq,)), stack(vs, (model.nv,)), stack(imps, (len(contacts), 3)),
                    np.stack(modes) if modes else np.zeros((0,) + shape + (len(contacts),), "<U5"),
                    np.stack(its) if its else np.zeros((0,) + shape, int))
-
 
 
 def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
     """``(qs, vs, impulses, modes, iterations)`` lists of :func:`rollout` in ``scene`` from ``(q, v)``
     (checked) with ``tau_at(k, q, v)`` the joint forces of step ``k`` and :func:`contact_step`'s
     ``options`` (all given): each step warm-started where a contact persists.  One state's modes are
-    computed for all steps at once, at the end (:func:`_trajectory_modes`)."""
+    computed for all steps at once, when first read (:class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`)."""
     qs, vs, imps, modes, its = [q], [v], [], [], []
     previous = None
+    one = q.ndim == 1
+    options["bare"] = one                         # one state: each step as a plain tuple (no residuals)
     for k in range(steps):
-        s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, dict(options), previous)
-        q, v, impulses = s.q, s.v, s.impulses
-        previous = (found, impulses) if q.ndim == 1 else batch_previous(found, impulses)
-        qs.append(q), vs.append(v), imps.append(impulses), its.append(s.iterations)
-        modes.append(tuple.__getitem__(s, 3))      # (one state's: its _Modes, not computed yet)
-    return qs, vs, imps, _trajectory_modes(modes), its
-
-
-def _trajectory_modes(modes):
-    """The modes of a trajectory's steps, ``modes`` each step's modes or their :class:`_Modes` (one
-    state's, not computed yet; all of one ``tol``): those computed in one pass over all steps'
-    contacts (a step's modes alone cost as much as a few steps' together)."""
-    lazy = [k for k, m in enumerate(modes) if type(m) is _Modes and m.value is None]
-    if len(lazy) < 2:
-        return [m.get() if type(m) is _Modes else m for m in modes]
-    args = [modes[k].args for k in lazy]
-    tol = args[0][5]
-    if any(a[5] != tol for a in args):
-        return [m.get() if type(m) is _Modes else m for m in modes]
-    n = [len(a[0]) for a in args]
-    lam, u = np.concatenate([a[0] for a in args]), np.concatenate([a[1] for a in args])
-    # each step's thresholds as its own _modes computes them: tol * impulse scale, (100 tol * velocity scale)^2
-    lo = np.array([tol * float(a[3]) for a in args]).repeat(n)
-    vo = np.array([(100 * tol * float(a[4])) ** 2 for a in args]).repeat(n)
-    stick = u[:, 0] ** 2 + u[:, 1] ** 2 <= vo
-    names = _MODE_NAMES[np.where(lam[:, 2] <= lo, 2, stick.astype(np.intp))]
-    ends = list(itertools.accumulate(n, initial=0))
-    out = list(modes)
-    for k, a, i, j in zip(lazy, args, ends[:-1], ends[1:]):
-        out[k] = names[i:j] if a[2] is None else names[i:j].take(a[2])
-    return out
+        # (one dict of options for all steps: each step sets its warm start in it)
+        s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, options, previous)
+        if type(s) is not tuple:                  # a batch, or the free step of a scene with no slot
+            s = (s.q, s.v, s.impulses, tuple.__getitem__(s, 3), s.iterations)
+        q, v, impulses, mode, iterations = s      # (one state's mode: its _Modes, not computed yet)
+        previous = (found, impulses) if one else batch_previous(found, impulses)
+        qs.append(q), vs.append(v), imps.append(impulses), its.append(iterations), modes.append(mode)
+    return qs, vs, imps, _TrajectoryModes(modes), its

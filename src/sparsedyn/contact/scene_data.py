@@ -238,8 +238,9 @@ def _slot_index(ids, first, end):
 
 
 def _selection(scene, plan, mask, filler):
-    """``(pair, index, base, put, take, A, b)`` of the candidates of the boolean ``mask`` (K,): their
-    scene pairs, their slots, and their slot data (ns, 8): ``base`` (the free slots' data, each
+    """``(pair, index, base, put, take, A, b, sel, kept, at)`` of the candidates of the boolean ``mask``
+    (K,): their scene pairs, their slots (``at``: the same, None where they fill every slot in order),
+    and their slot data (ns, 8): ``base`` (the free slots' data, each
     contact's friction in its slot) with the entries ``take`` of the candidates' rows (flattened) put
     at ``put``, turned by ``A @ x + b`` where a slot frame is not its body's own (``A``, ``b`` None
     where all are).  None where a key has more candidates than its slots.  Remembered per
@@ -270,8 +271,10 @@ def _selection(scene, plan, mask, filler):
             for k, (Ek, rk) in enumerate(zip(E[sel], r[sel])):
                 turn[0][7 * k:7 * k + 3, 7 * k:7 * k + 3] = Ek
                 turn[1][7 * k:7 * k + 3] = -Ek @ rk
-        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None)) + (sel, [None])
-        for x in got[:-1]:
+        # the per-body slots' index: None where the contacts fill every slot in order (a box's corners)
+        at = None if len(index) == len(slots) and index.tolist() == list(range(len(slots))) else index
+        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None)) + (sel, [None], at)
+        for x in got[:-2]:
             if x is not None:
                 x.flags.writeable = False                  # shared by the steps of this selection
         if len(memo[1]) >= 256:
@@ -389,12 +392,12 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
                 layout[keys[k]] = 1 << (n - 1).bit_length()
         filler = _filler(scene, keys, layout)
         got = _selection(scene, plan, mask, filler)
-    pair, index, base, put, take, A, b, sel, kept = got
+    pair, index, base, put, take, A, b, sel, kept, at = got
 
     def per_body():
         data = base.copy()                                 # (ns, 8) [mu, p (3), n (3), offset]
         data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
-        return ContactSlots(filler[0], index, data)
+        return tuple.__new__(ContactSlots, (filler[0], at, data))
     if not data_slots:
         return pair, per_body()
     # the contacts' [p (3), plane (4)] straight from the rows (the per-body slots' entries, not laid out)

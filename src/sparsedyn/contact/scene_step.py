@@ -108,15 +108,18 @@ def _frame_of(model, frames, shape):
 def scene_slots(scene, contacts) -> ContactSlots:
     """The point ``contacts`` of :func:`scene_contacts` laid out in the scene's slots (module
     docstring): :func:`~sparsedyn.contact.friction_problem.contact_slots`'s data, each body's contacts in the
-    first of its slots, the free ones open.  The layout only grows: a body that touches for the first
-    time, or with more contacts than its slots, gets the power of two that holds them."""
+    first of its slots, the free ones open (``index`` None where the contacts fill every slot in
+    order).  The layout only grows: a body that touches for the first time, or with more contacts
+    than its slots, gets the power of two that holds them."""
     own = contact_slots(scene.model, contacts)
     where = np.arange(len(contacts)) if own.index is None else own.index
     keys = [own.frames[k] for k in where]
     layout = scene.cache.setdefault("step_slots", {})             # slot key -> its number of slots; only grows
     for key in set(keys):
         layout[key] = max(layout.get(key, 0), 1 << (keys.count(key) - 1).bit_length())
-    return ContactSlots(*fill_slots(keys, layout, own.data[where]))
+    frames, index, data = fill_slots(keys, layout, own.data[where])
+    # (None: the contacts fill every slot in order, as the collision kernel's road says it)
+    return ContactSlots(frames, None if index.tolist() == list(range(len(frames))) else index, data)
 
 
 #: How far [m] a contact's point (in its body's axes) may move between two steps and still be the same
@@ -134,11 +137,11 @@ class FoundContacts:
     (given, or a function of no argument that makes them when first read: a step in data slots
     reads them only along a trajectory).  ``len()`` is the number of contacts."""
 
-    __slots__ = ("pair", "_slots", "_rows")
+    __slots__ = ("pair", "_slots", "_rows", "_where")
 
     def __init__(self, pair, slots, rows=None):
         # rows: the contacts' [p (3), plane (4)] (nc, 7) where known, or a function of no argument making them
-        self.pair, self._slots, self._rows = pair, slots, rows
+        self.pair, self._slots, self._rows, self._where = pair, slots, rows, None
 
     @property
     def slots(self):
@@ -153,11 +156,21 @@ class FoundContacts:
         """The contacts' ``[p (3), plane (4)]`` (nc, 7), gathered once (a step's contacts are matched
         twice: as the step's, then as the next step's ``previous``)."""
         rows = self._rows
+        if type(rows) is np.ndarray:
+            return rows
         if rows is None:
-            rows = self._rows = self.slots.data.take(self.slots.index, 0)[:, 1:]
+            slots = self.slots
+            rows = self._rows = slots.data[:, 1:] if slots.index is None else slots.data.take(slots.index, 0)[:, 1:]
         elif callable(rows):
             rows = self._rows = rows()
         return rows
+
+    def _points_normals(self):
+        """The bytes of the contacts' ``[p (3), n (3)]``, made once (:func:`_same_pairs` compares a
+        step's with the step before's)."""
+        if self._where is None:
+            self._where = self._data()[:, :6].tobytes()
+        return self._where
 
     @property
     def points(self):
@@ -194,26 +207,22 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
     :class:`FoundContacts` (else nothing matches)."""
     if not (type(impulses) is np.ndarray and impulses.dtype is _F64 and impulses.ndim == 2):
         impulses = np.asarray(impulses, float).reshape(-1, 3)
-    if type(previous) is type(contacts) is FoundContacts and len(impulses) == len(previous) and \
-            _unmoved(previous, contacts):
-        return impulses.copy()
+    if type(previous) is type(contacts) is FoundContacts and len(impulses) == len(previous.pair):
+        same = _same_pairs(previous, impulses, contacts)
+        if same is not None:
+            return same
     if (not len(previous) or not len(contacts) or len(impulses) != len(previous)
             or isinstance(previous, FoundContacts) != isinstance(contacts, FoundContacts)):
         return np.zeros((len(contacts), 3))
     (l0, p0, planes0), (l1, p1, planes1) = _matching(previous), _matching(contacts)
     d = p1[:, None] - p0
-    D = np.add.reduce(np.square(d, out=d), 2)
-    D += _other_labels(l1, l0)                   # inf where the labels differ
-    np.sqrt(D, out=D)
-    match = _greedy(D)
-    if match is None:                            # the same contacts in the same order
-        if _same(planes1[:, :3], planes0[:, :3]):
-            return impulses.copy()
-        match = np.arange(len(D)), np.arange(len(D))
+    D = np.sqrt(np.add.reduce(np.square(d, out=d), 2))
+    D[l1[:, None] != l0] = np.inf                # other labels never match
+    i, j = _greedy(D)
     out = np.zeros((len(contacts), 3))
-    i, j = match
     if len(i):
-        if (planes1[i, :3] == planes0[j, :3]).all():                       # same normals (a floor): same frames
+        n1, n0 = planes1[i, :3], planes0[j, :3]
+        if n1.tobytes() == n0.tobytes() or (n1 == n0).all():               # same normals (a floor): same frames
             out[i] = impulses[j]
         else:
             R = plane_basis(np.concatenate([planes1[i], planes0[j]]))[0]
@@ -224,21 +233,35 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
 _F64 = np.dtype(float)
 
 
-def _unmoved(previous, contacts):
-    """Whether the :class:`FoundContacts` ``contacts`` are ``previous`` at the same points (body axes)
-    with the same normals, in the same order (a box resting or sliding on a plane: its corners, fixed
-    in its body, found by one selection of the collision kernel's candidates step after step): then
-    each matches its own at distance 0, in the same contact frame."""
-    if not (previous.pair is contacts.pair or len(previous.pair) == len(contacts.pair) and
-            previous.pair.dtype == contacts.pair.dtype and _same(previous.pair, contacts.pair)):
-        return False
+def _same_pairs(previous, impulses, contacts):
+    """The warm start of the :class:`FoundContacts` ``contacts`` from ``previous`` (as many) and their
+    ``impulses`` where both hold the same pairs in the same order, and either the same points (body
+    axes) with the same normals (a box resting or sliding on a plane: its corners, fixed in its body,
+    found by one selection of the collision kernel's candidates step after step: each its own at
+    distance 0, in the same contact frame) or each pair once (a humanoid's limbs on a floor: each
+    contact can only take its own previous one, where its point moved by at most
+    :data:`WARM_RADIUS`); else None (the general matching)."""
+    l0, l1 = previous.pair, contacts.pair
+    if not len(l1) or not (l0 is l1 or len(l0) == len(l1) and l0.dtype == l1.dtype and _same(l0, l1)):
+        return None
+    if previous._points_normals() == contacts._points_normals():
+        return impulses.copy()
     r0, r1 = previous._data(), contacts._data()
-    return len(r0) > 0 and r0[:, :6].tobytes() == r1[:, :6].tobytes()
-
-
-def _other_labels(l1, l0):
-    """(n1, n0): ``inf`` where the labels ``l1[i]`` and ``l0[j]`` differ, else 0."""
-    return np.where(l1[:, None] != l0[None], np.inf, 0.0)
+    if len(set(l1.tolist())) != len(l1):
+        return None
+    d = r1[:, :3] - r0[:, :3]
+    near = np.sqrt(np.add.reduce(np.square(d, out=d), 1)) <= WARM_RADIUS
+    n1, n0 = r1[:, 3:6], r0[:, 3:6]
+    if n1.tobytes() == n0.tobytes():                # same normals (a floor): same frames
+        return np.where(near[:, None], impulses, 0.0)
+    i = np.flatnonzero(near)
+    out = np.zeros((len(l1), 3))
+    if n1[i].tobytes() == n0[i].tobytes():
+        out[i] = impulses[i]
+        return out
+    R = plane_basis(np.concatenate([r1[i, 3:], r0[i, 3:]]))[0]
+    out[i] = np.einsum("kji,kjl,kl->ki", R[:len(i)], R[len(i):], impulses[i])      # R1^T R0 lambda
+    return out
 
 
 def _same(a, b):
@@ -248,15 +271,18 @@ def _same(a, b):
 
 
 def _greedy(D):
-    """``(i, j)``: row by row, each row ``i`` of the distances ``D`` (n, np) takes the nearest column
-    ``j`` within :data:`WARM_RADIUS` that no row before it took (the first of equals); None where that
-    is every row its own column (each row's own the nearest of its row: a contact set that persists)."""
+    """``(i, j)``: row by row, each row ``i`` of the distances ``D`` (n, np) takes the nearest
+    column ``j`` within :data:`WARM_RADIUS` that no row before it took (the first of equals).  Where
+    the rows' nearest columns within the radius are distinct (a contact set that persists or moves
+    a little) that is each row's nearest, found at once; else row by row."""
     n = len(D)
-    if n == D.shape[1]:
-        # (ufuncs' reductions straight away: ndarray.all's Python wrapper costs as much again)
-        diag = D.diagonal()
-        if np.maximum.reduce(diag) <= WARM_RADIUS and np.minimum.reduce(D, 1).tobytes() == diag.tobytes():
-            return None                          # (row minima equal to the diagonal: each row's own the nearest)
+    if not D.size:
+        return (np.zeros(0, int),) * 2
+    j = D.argmin(1)
+    i = np.flatnonzero(D[np.arange(n), j] <= WARM_RADIUS)
+    j = j.take(i)
+    if len(set(j.tolist())) == len(j):          # no column wanted twice: row by row takes the same
+        return i, j
     D = D.copy()
     turn = []
     for i in range(n):
@@ -314,6 +340,9 @@ def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hit
             scene_slot_data(scene, qa, pair_cutoffs(scene, qa, v, dt), data_slots=inside)
         if fast is not None:
             found = FoundContacts(*fast[:2], fast[3] if inside else None)
+            # a warm start matched from the step before's impulses (finite: that step checked them) is
+            # not checked again
+            options["warm_checked"] = previous is not None
             if previous is not None:
                 options["warm_start"] = matched_warm_start(*previous, found)
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):

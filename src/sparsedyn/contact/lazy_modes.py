@@ -1,0 +1,128 @@
+"""Results whose contact modes are computed when first read: a step's (:class:`LazyModesStep`) and a
+rollout's in a scene (:class:`LazyModesRollout`, all steps' at once).  Steps along a trajectory
+rarely read their modes (``"stick"``, ``"slide"`` or ``"open"`` per contact, from the impulses and
+contact velocities: :func:`~sparsedyn.contact.friction_problem._modes`), and a step's modes alone
+cost as much as a few steps' together."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .friction_problem import _MODE_NAMES, ContactStep, Rollout, _modes
+
+__all__ = ["LazyModesStep", "LazyModesRollout"]
+
+
+class _Modes:
+    """The modes of one state's step, computed from ``(impulses, velocities, index, lscale, vscale,
+    tol)`` (:func:`_modes`; ``index``: the contacts' slots, or None) when first read."""
+
+    __slots__ = ("args", "value")
+
+    def __init__(self, *args):
+        self.args, self.value = args, None
+
+    def get(self):
+        if self.value is None:
+            lam, u, index, ls, vs, tol = self.args
+            if index is not None:
+                lam, u = lam.take(index, -2), u.take(index, -2)
+            self.value, self.args = _modes(lam, u, ls, vs, tol), None
+        return self.value
+
+
+class _LazyModes:
+    """A result (a NamedTuple, ``_plain``) whose ``modes`` (its entry 3) are computed when first read (a
+    :class:`_Modes` or :class:`_TrajectoryModes`; steps along a trajectory rarely read them); as a
+    tuple it holds the modes like any other."""
+
+    __slots__ = ()
+
+    @property
+    def modes(self):
+        x = tuple.__getitem__(self, 3)
+        return x.get() if type(x) in _DEFERRED else x
+
+    def __getitem__(self, i):
+        x = tuple.__getitem__(self, i)
+        if type(x) in _DEFERRED:
+            return x.get()
+        return tuple(self)[i] if isinstance(i, slice) else x
+
+    def __iter__(self):
+        for x in tuple.__iter__(self):
+            yield x.get() if type(x) in _DEFERRED else x
+
+    def __reduce__(self):
+        return self._plain, tuple(self)
+
+    def __repr__(self):
+        return repr(self._plain(*self))
+
+    def __eq__(self, other):
+        return tuple(self) == (tuple(other) if isinstance(other, tuple) else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None                               # (its arrays are not hashable either)
+
+
+class LazyModesStep(_LazyModes, ContactStep):
+    """A :class:`ContactStep` of one state whose ``modes`` are computed when first read."""
+
+    __slots__ = ()
+    _plain = ContactStep
+
+
+class LazyModesRollout(_LazyModes, Rollout):
+    """A :class:`Rollout` of one state in a scene whose ``modes`` (a list, one array per step) are
+    computed when first read, all steps at once (:class:`_TrajectoryModes`)."""
+
+    __slots__ = ()
+    _plain = Rollout
+
+
+class _TrajectoryModes:
+    """The modes of a trajectory's steps, ``modes`` each step's modes or their :class:`_Modes` (one
+    state's, not computed yet), computed when first read in one pass over all steps' contacts (a
+    step's modes alone cost as much as a few steps' together)."""
+
+    __slots__ = ("modes", "value")
+
+    def __init__(self, modes):
+        self.modes, self.value = modes, None
+
+    def get(self):
+        if self.value is None:
+            self.value, self.modes = _trajectory_modes(self.modes), None
+        return self.value
+
+
+def _trajectory_modes(modes):
+    """The list of the modes of ``modes`` (each step's modes or its :class:`_Modes`, all of one ``tol``
+    where lazy): those not computed yet in one pass."""
+    lazy = [k for k, m in enumerate(modes) if type(m) is _Modes and m.value is None]
+    if len(lazy) < 2:
+        return [m.get() if type(m) is _Modes else m for m in modes]
+    args = [modes[k].args for k in lazy]
+    tol = args[0][5]
+    if any(a[5] != tol for a in args):
+        return [m.get() if type(m) is _Modes else m for m in modes]
+    n = [len(a[0]) for a in args]
+    lam, u = np.concatenate([a[0] for a in args]), np.concatenate([a[1] for a in args])
+    # each step's thresholds as its own _modes computes them: tol * impulse scale, (100 tol * velocity scale)^2
+    lo = np.array([tol * float(a[3]) for a in args]).repeat(n)
+    vo = np.array([(100 * tol * float(a[4])) ** 2 for a in args]).repeat(n)
+    stick = u[:, 0] ** 2 + u[:, 1] ** 2 <= vo
+    names = _MODE_NAMES[np.where(lam[:, 2] <= lo, 2, stick.astype(np.intp))]
+    ends = list(itertools.accumulate(n, initial=0))
+    out = list(modes)
+    for k, a, i, j in zip(lazy, args, ends[:-1], ends[1:]):
+        out[k] = names[i:j] if a[2] is None else names[i:j].take(a[2])
+    return out
+
+
+_DEFERRED = (_Modes, _TrajectoryModes)

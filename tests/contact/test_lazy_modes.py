@@ -1,0 +1,28 @@
+"""Results whose modes are computed when first read (sparsedyn.contact.lazy_modes): a rollout in a
+scene behaves as the Rollout of the same fields, its modes each step's."""
+
+import pickle
+
+import numpy as np
+
+import sparsedyn as sd
+from test_scene import DT, SIDE
+from test_scene_step import _scene, _steps_one_by_one
+
+
+def test_a_rollout_in_a_scene_gives_its_modes_when_read_as_any_rollout():
+    """A rollout in a scene computes its modes when first read: as a tuple (unpacked, indexed,
+    pickled, ``_replace``) it is the :class:`~sparsedyn.Rollout` of the same fields, its modes each
+    step's (the public ``contact_step`` calls one by one)."""
+    scene = _scene(False)
+    q0, v0, tau = [0.0, 0.0, SIDE / 2, 0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.3, 0.0, 0.0], [0.0] * 6
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(scene.model, q0, v0, tau, scene, DT, 5)
+        fresh = sd.Scene(scene.model, world=[sd.Shape("plane", name="floor")], friction=0.5)
+        modes = _steps_one_by_one(scene.model, q0, v0, tau, fresh, 5)[3]
+    q, v, impulses, unpacked, iterations = r
+    assert [list(m) for m in unpacked] == [list(m) for m in r[3]] == [list(m) for m in r.modes] == modes
+    assert {"slide", "stick"} & {m for x in modes for m in x}
+    back = pickle.loads(pickle.dumps(r))
+    assert type(back) is sd.Rollout and [list(m) for m in back.modes] == modes and np.array_equal(back.q, q)
+    assert [list(m) for m in r._replace(iterations=iterations + 1).modes] == modes
