@@ -92,22 +92,12 @@ def psd_solve(A, B):
     p = piv - 1
     X = np.empty((n,) + B.shape[1:])
     if r == n:
-        Li = _lapack.dtrtri(c * _tri(n, n), lower=1)[0]   # (the factor's strict upper triangle is A's: masked)
+        Li = _lapack.dtrtri(np.tril(c), lower=1)[0]   # (the factor's strict upper triangle is A's: masked)
         X[p] = Li.T @ (Li @ B[p])
         return X
-    qr, tau, _, _ = _lapack.dgeqrf(c[:, :r] * _tri(n, r))
-    Ri = _lapack.dtrtri(qr[:r, :r] * _tri(r, r).T, lower=0)[0]
+    qr, tau, _, _ = _lapack.dgeqrf(np.tril(c[:, :r]))
+    Ri = _lapack.dtrtri(np.triu(qr[:r, :r]), lower=0)[0]
     Q = _lapack.dorgqr(qr, tau)[0]
     X[p] = Q @ (Ri.T @ (Ri @ (Q.T @ B[p])))
     return X
 
-
-_TRI = {}
-
-
-def _tri(n, r):
-    """The mask (n, r) of a lower trapezoid (ones on and below the diagonal), kept per shape."""
-    got = _TRI.get((n, r))
-    if got is None:
-        got = _TRI[(n, r)] = np.tri(n, r)
-    return got
