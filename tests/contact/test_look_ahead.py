@@ -222,3 +222,37 @@ def test_talos_fallen_across_a_box_steps_natively_and_equals_the_numpy_step():
     with sd.use_backend("numpy"):
         after = sd.collide(scene, ref.q)
     assert all(after.distances[after.pair == p].min(initial=np.inf) > 0 for p in alone)
+
+
+def test_both_roads_leave_out_the_same_contacts_beyond_the_capacity(monkeypatch):
+    """A box at rest tilted by 0.01 rad about x on the floor: two corners touch (gap 0) and two are
+    ``SIDE sin(0.01)`` = 2 mm up, within the 5 mm margin but beyond what a step from rest can close.
+    With a capacity of 2 (the limit patched down) the collision kernel's road and the Contact-object
+    road keep the two touching corners alone (the same pairs, gaps and points), and after the step
+    (the box tipping onto its face) the two left out are still above the floor."""
+    from sparsedyn.contact import look_ahead, scene_data
+    from test_scene import SIDE, DT, box_model
+    monkeypatch.setattr(look_ahead, "MAX_COMPILED_CONTACTS", 2)
+    monkeypatch.setattr(scene_data, "MAX_COMPILED_CONTACTS", 2)
+    a = 0.01
+    s, c = np.sin(a / 2), np.cos(a / 2)
+    z = SIDE / 2 * (np.cos(a) + np.sin(a))                  # the two low corners on the floor
+    q, v = np.array([0.0, 0.0, z, s, 0.0, 0.0, c]), np.zeros(6)
+    scene = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
+    with sd.use_backend("numpy"):
+        every = sd.collide(scene, q)
+        hits = step_hits(scene, q, v, DT)
+        step = sd.contact_step(scene.model, q, v, np.zeros(6), scene, DT)
+    assert len(every.distances) == 4 and sorted(every.distances.round(12).tolist())[2:] == \
+        [round(SIDE * np.sin(a), 12)] * 2
+    assert len(hits.distances) == 2 and np.abs(hits.distances).max() <= 1e-15
+    with sd.use_backend("native", deterministic=True):
+        pair, slots = scene_slot_data(scene, q, ahead=(v, DT))
+    assert pair.tolist() == hits.pair.tolist()
+    R = np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
+    body = (hits.witness_a - q[:3]) @ R                         # the corners in the box's axes
+    got = slots.data[slots.index, 1:4] if slots.index is not None else slots.data[:, 1:4]
+    assert np.abs(np.sort(got, 0) - np.sort(body, 0)).max() <= 1e-12
+    # the box tips onto its face; within the step the two corners left out come down by less than their gap
+    after = sd.collide(scene, step.q)
+    assert len(step.impulses) == 2 and np.sort(after.distances)[2:].min() > 0

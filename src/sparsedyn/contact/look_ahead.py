@@ -152,7 +152,7 @@ def step_hits(scene, q, v, dt, cutoff=None):
     if cutoff is None:
         cutoff = pair_cutoffs(scene, q, v, dt)
     hits = collide_within(scene, q, cutoff, pair_spins(scene, q, v, dt))
-    keep = within_capacity(hits.distances, cutoff[hits.pair], scene.margin)
+    keep = within_capacity(hits.distances, cutoff[hits.pair], scene.margin, MAX_COMPILED_CONTACTS)
     if keep is None:
         return hits
     return type(hits)([hits.pairs[k] for k in keep.tolist()], hits.points[keep], hits.normals[keep],

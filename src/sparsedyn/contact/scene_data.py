@@ -369,7 +369,7 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     if np.count_nonzero(mask) > MAX_COMPILED_CONTACTS:      # the gaps beyond the step's reach left out
         sel = mask.nonzero()[0]
         mask[sel[np.setdiff1d(np.arange(len(sel)), within_capacity(
-            c[sel, 0], np.broadcast_to(within, mask.shape)[sel], scene.margin))]] = False
+            c[sel, 0], np.broadcast_to(within, mask.shape)[sel], scene.margin, MAX_COMPILED_CONTACTS))]] = False
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     filler = _filler(scene, keys, layout)
     got = _selection(scene, plan, mask, filler)
