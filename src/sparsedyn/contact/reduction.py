@@ -246,11 +246,11 @@ def mesh_box_patch(W, Rb, pb, half, closest, cutoff, depth, same):
         return one
     first = int(h[on].min() > d0 + same)                 # 1: the closest pair leads the patch
     T = np.concatenate([((np.asarray(wa0, float) - pb) @ Rb[:, other])[None][:first], x[on][:, other]])
-    dd = np.r_[[d0][:first], np.maximum(h[on], d0)]      # the closest pair the deepest (ties: the first)
+    dd = np.concatenate([one[0][:first], np.maximum(h[on], d0)])      # the closest pair the deepest (ties: the first)
     keep = reduce_patches(dd, T, np.zeros(len(dd), int), np.full(len(dd), depth))
     keep = keep[np.argsort(dd[keep], kind="stable")]     # the deepest first
     rest = on[keep[keep >= first] - first]
     Wv, hv = W[rest], h[rest]
-    return (np.r_[[d0][:first], hv], np.concatenate([one[1][:first], Wv]),
+    return (np.concatenate([one[0][:first], hv]), np.concatenate([one[1][:first], Wv]),
             np.concatenate([one[2][:first], Wv - hv[:, None] * nf]),
             np.concatenate([one[3][:first], np.repeat(nf[None], len(rest), 0)]))
