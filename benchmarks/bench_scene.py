@@ -58,7 +58,7 @@ import sparsedyn as sd
 from sparsedyn.interop.mujoco import q_from_mujoco, q_to_mujoco, v_from_mujoco
 from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
 from sparsedyn.contact.friction_kernel import MAX_COMPILED_CONTACTS, contact_step_kernel
-from sparsedyn.contact.look_ahead import body_reach
+from sparsedyn.contact.look_ahead import body_reach, step_hits
 from sparsedyn.contact.data_slots import data_slots, runs_per_body
 from sparsedyn.contact.scene_batch import scene_batch_slot_data
 from sparsedyn.contact.scene_data import scene_slot_data
@@ -185,7 +185,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         # the slots the step runs in: per body where one body alone touches, else the scene's data slots
         inside = not runs_per_body(scene)
         from_kernel = scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside)    # None: a pair of no closed form
-        slots = scene_slots(scene, scene_contacts(scene, q)) if from_kernel is None else \
+        slots = scene_slots(scene, scene_contacts(scene, q, step_hits(scene, q, v, dt))) if from_kernel is None else \
             from_kernel[2] if inside else from_kernel[1]
         if from_kernel is None and inside:
             slots = data_slots(scene, q, slots)
@@ -205,7 +205,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             "contact_step": lambda: sd.contact_step(model, q, v, tau, scene, dt),
             "contact_step, warm-started": lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start),
             "  contact data from the kernel": lambda: scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside),
-            "  contact data from Contact objects": lambda: scene_slots(scene, scene_contacts(scene, q)),
+            "  contact data from Contact objects": lambda: scene_slots(scene, scene_contacts(scene, q, step_hits(
+                scene, q, v, dt))),
             "  native solve (contact_step_kernel)": lambda: contact_step_kernel(model, q, v, tau, settings, warm,
                                                                                 slots.data, slots.frames),
         }

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact.look_ahead import pair_cutoffs, pair_spins
+from sparsedyn.contact.look_ahead import pair_cutoffs, pair_spins, step_hits, within_capacity
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.codegen import native
 from sparsedyn.contact import scene_step as scene_step_module
@@ -148,3 +148,116 @@ def test_a_native_step_looks_ahead_in_the_collision_kernels_call(monkeypatch):
     assert list(one.modes) == list(ref.modes) and "open" not in list(one.modes)
     assert np.abs(one.v - ref.v).max() <= bound * max(1.0, np.abs(ref.v).max())
     assert np.abs(one.impulses - ref.impulses).max() <= bound * np.abs(ref.impulses).max()
+
+
+def test_within_capacity_leaves_out_the_widest_gaps_beyond_the_steps_reach():
+    """Five contacts for a capacity of three: gaps (mm) -1, 2, 0.01, 4 and 3, the look-ahead 0.5 mm
+    beyond the margin of 5 mm, so the step can close 0.5 mm (plus PATCH_DEPTH): the gaps 2, 4 and 3 are
+    out of reach, and the two widest of them, 4 and 3, are left out; a set that fits keeps all, and
+    one whose reachable contacts exceed the capacity keeps those (the fifth's 3 mm is the only one out)."""
+    margin, cut = 5e-3, np.full(5, 5.5e-3)
+    d = np.array([-1.0, 2.0, 0.01, 4.0, 3.0]) * 1e-3
+    assert within_capacity(d, cut, margin, capacity=5) is None
+    assert within_capacity(d, cut, margin, capacity=3).tolist() == [0, 1, 2]
+    assert within_capacity([-1e-3, 0.0, 1e-4, 2e-4, 3e-3], cut, margin, capacity=3).tolist() == [0, 1, 2, 3]
+    assert within_capacity(list(d), list(cut), margin, capacity=4).tolist() == [0, 1, 2, 4]    # plain lists
+
+
+#: talos (example-robot-data's talos_reduced) fallen across a box in front of it (0.5 x 1 x 0.3 m,
+#: its centre at (0.55, 0, 0.15)) and the floor: the configuration MuJoCo settles into in 1.5 s from
+#: standing without torque, the same collision shapes (each mesh's convex hull), rounded to 1e-6
+TALOS_ON_BOX = [
+    6.595240e-02, 1.479901e-03, 2.840375e-01, -8.769870e-03, 4.015648e-01, -2.811120e-02, 9.153571e-01,
+    -1.887964e-01, -2.266345e-01, -2.457214e+00, 3.159453e+00, -1.557920e+00, 6.314296e-01, 5.757452e-02,
+    -1.592513e-01, -2.328827e+00, 2.935333e+00, -1.438839e+00, -1.673679e+00, 3.124983e-01, -2.903838e+00,
+    2.505230e+00, 9.181516e-01, -3.720579e+00, 1.528636e+00, 2.534055e+00, -6.893430e-01, 3.707775e+00,
+    -2.371713e-01, -4.118895e-01, 2.527129e+00, 7.679653e-01, 1.850551e+00, -4.942127e+00, -1.845783e+00,
+    6.054131e+00, -1.439480e+00, 4.072828e+00, -4.768597e-01]
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_talos_fallen_across_a_box_steps_natively_and_equals_the_numpy_step():
+    """talos lying across the floor and a box finds more hits within its look-ahead than the compiled
+    step holds (34, 25 of them penetrating); the step leaves out the widest gaps beyond its reach (the
+    others all kept) and runs natively in the 32 data slots (no fallback warning, one native step
+    built), converging in a few hundred iterations.  Run to the same iteration (a tolerance of 1e-12
+    stops neither road early: 50 ADMM iterations and 500 sweeps), it makes the NumPy road's modes,
+    ``v+`` and ``q+`` to the rounding bound of the step (test_friction_kernel's).  The impulses are
+    compared through ``v+``: with 96 rows on 38 joints ``G`` is singular, and they are determined only
+    up to the null space of ``J^T``.  What it left out was beyond reach, and a pair of which every hit
+    was left out is still apart after the step."""
+    import warnings
+    from sparsedyn.contact.collision import collide_within
+    from sparsedyn.contact.friction_kernel import MAX_COMPILED_CONTACTS
+    from sparsedyn.io.resolve import example_robot_data_dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # the URDF's unsupported tags
+        model = sd.load_urdf(example_robot_data_dir() / "talos_data/robots/talos_reduced.urdf", floating_base=True,
+                             geometry=True)
+    box = sd.Shape("box", (0.5, 1.0, 0.3), placement=(np.eye(3), [0.55, 0.0, 0.15]), name="box")
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor"), box], self_collision=False)
+    q, v, tau, dt = np.array(TALOS_ON_BOX), np.zeros(model.nv), np.zeros(model.nv), 1e-3
+    same = dict(tol=1e-12, max_iterations=50)
+    with sd.use_backend("numpy"):
+        cut = pair_cutoffs(scene, q, v, dt)
+        hits = collide_within(scene, q, cut, pair_spins(scene, q, v, dt))
+        ref = sd.contact_step(model, q, v, tau, scene, dt, **same)
+        contacts = scene_contacts(scene, q, step_hits(scene, q, v, dt))
+    assert len(hits.distances) > MAX_COMPILED_CONTACTS and len(contacts) == MAX_COMPILED_CONTACTS
+    with sd.use_backend("native", deterministic=True), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)                      # a fallback to NumPy warns
+        warnings.simplefilter("ignore", sd.ContactStepWarning)             # tol 1e-12: not reached, as meant
+        one = sd.contact_step(model, q, v, tau, scene, dt, **same)
+        default = sd.contact_step(model, q, v, tau, scene, dt)
+    built = [n for n in native.shared(model).kernels if n.startswith("contact_step_kernel")]
+    assert len(built) == 1 and scene.cache["data_slot_count"] == MAX_COMPILED_CONTACTS
+    assert int(default.iterations) < 1000                                  # converged (else a warning)
+    assert int(one.iterations) == int(ref.iterations) == 50 + 500 and list(one.modes) == list(ref.modes)
+    bound = _rounding(model, q, v, tau, contacts, None, ref)
+    assert np.abs(one.v - ref.v).max() <= bound * max(1.0, np.abs(ref.v).max())
+    assert np.abs(one.q - ref.q).max() <= dt * bound * max(1.0, np.abs(ref.v).max()) + 4 * EPS
+    # the hits left out were all beyond reach; those of a pair with no other hit stay open at q+
+    taken = step_hits(scene, q, v, dt)
+    kept = set(zip(taken.pair.tolist(), taken.distances.tolist()))
+    out = [k for k, x in enumerate(zip(hits.pair.tolist(), hits.distances.tolist())) if x not in kept]
+    assert len(out) == len(hits.distances) - MAX_COMPILED_CONTACTS
+    assert all(hits.distances[k] > cut[hits.pair[k]] - scene.margin for k in out)
+    alone = sorted(set(hits.pair[out].tolist()) - set(taken.pair.tolist()))
+    assert alone
+    with sd.use_backend("numpy"):
+        after = sd.collide(scene, ref.q)
+    assert all(after.distances[after.pair == p].min(initial=np.inf) > 0 for p in alone)
+
+
+def test_both_roads_leave_out_the_same_contacts_beyond_the_capacity(monkeypatch):
+    """A box at rest tilted by 0.01 rad about x on the floor: two corners touch (gap 0) and two are
+    ``SIDE sin(0.01)`` = 2 mm up, within the 5 mm margin but beyond what a step from rest can close.
+    With a capacity of 2 (the limit patched down) the collision kernel's road and the Contact-object
+    road keep the two touching corners alone (the same pairs, gaps and points), and after the step
+    (the box tipping onto its face) the two left out are still above the floor."""
+    from sparsedyn.contact import look_ahead, scene_data
+    from test_scene import SIDE, DT, box_model
+    monkeypatch.setattr(look_ahead, "MAX_COMPILED_CONTACTS", 2)
+    monkeypatch.setattr(scene_data, "MAX_COMPILED_CONTACTS", 2)
+    a = 0.01
+    s, c = np.sin(a / 2), np.cos(a / 2)
+    z = SIDE / 2 * (np.cos(a) + np.sin(a))                  # the two low corners on the floor
+    q, v = np.array([0.0, 0.0, z, s, 0.0, 0.0, c]), np.zeros(6)
+    scene = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
+    with sd.use_backend("numpy"):
+        every = sd.collide(scene, q)
+        hits = step_hits(scene, q, v, DT)
+        step = sd.contact_step(scene.model, q, v, np.zeros(6), scene, DT)
+    assert len(every.distances) == 4 and sorted(every.distances.round(12).tolist())[2:] == \
+        [round(SIDE * np.sin(a), 12)] * 2
+    assert len(hits.distances) == 2 and np.abs(hits.distances).max() <= 1e-15
+    with sd.use_backend("native", deterministic=True):
+        pair, slots = scene_slot_data(scene, q, ahead=(v, DT))
+    assert pair.tolist() == hits.pair.tolist()
+    R = np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
+    body = (hits.witness_a - q[:3]) @ R                         # the corners in the box's axes
+    got = slots.data[slots.index, 1:4] if slots.index is not None else slots.data[:, 1:4]
+    assert np.abs(np.sort(got, 0) - np.sort(body, 0)).max() <= 1e-12
+    # the box tips onto its face; within the step the two corners left out come down by less than their gap
+    after = sd.collide(scene, step.q)
+    assert len(step.impulses) == 2 and np.sort(after.distances)[2:].min() > 0

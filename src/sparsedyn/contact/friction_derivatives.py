@@ -70,8 +70,7 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from ..model.sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
-from .collision import collide_within
-from .look_ahead import pair_cutoffs
+from .look_ahead import pair_cutoffs, step_hits
 from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
 from .min_norm import min_norm_solve, psd_solve
@@ -280,7 +279,8 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
         pair, slots = [f.pair for f in found], [f.slots for f in found]
     else:                                                        # Contact objects: of collide's hits, in order
         cut = np.broadcast_to(pair_cutoffs(scene, Q, v, dt), (len(Q), len(scene.index)))    # the step's look-ahead
-        pair = [collide_within(scene, x, c).pair for x, c in zip(Q, cut)]
+        V = np.broadcast_to(np.asarray(v, float), (len(Q), model.nv))
+        pair = [step_hits(scene, x, y, dt, c).pair for x, y, c in zip(Q, V, cut)]
         slots = [scene_slots(scene, c) for c in found]           # the layout the step grew: one for all states
     ns = len(slots[0].frames)
     if not ns:

@@ -16,6 +16,20 @@ NumPy form serves the other roads (a batch, the NumPy backend, contact lists for
 A mesh's patch on a plane needs less than the cutoff's allowance (:mod:`~sparsedyn.contact.reduction`):
 its points move together but for the rotation, so the step's road that knows ``v`` passes each pair's
 rotation over the step, :func:`pair_spins`, and each point gets its own allowance from it.
+
+The compiled step holds at most :data:`~sparsedyn.contact.friction_kernel.MAX_COMPILED_CONTACTS`
+contacts (its program grows with the square of the slots).  A robot lying across a floor and a box
+finds a few more within the margin (talos: 34, 26 of them reachable within the step), so where a
+step's contacts exceed that number :func:`within_capacity` leaves out, widest gap first, the
+contacts whose gap is beyond what the step can close: a gap ``d > cutoff - margin`` (plus
+:data:`~sparsedyn.contact.reduction.PATCH_DEPTH`, what the step's accelerations add) is wider than
+``dt`` times the bound on the pair's closing speed, so at the step's start velocities it stays open
+through the step and its impulse is zero; the margin holds it only so that it enters the solve
+before it is needed.  Only as many are left out as the count exceeds the limit: a step that fits
+keeps every contact, and one whose reachable contacts alone exceed the limit keeps them all (and is
+then solved on the NumPy road).  A contact left out that the step's own impulses close after all is
+found by the next step, at most the step's motion beyond the bound deep, which its position
+correction lifts out.
 """
 
 from __future__ import annotations
@@ -27,8 +41,11 @@ import numpy as np
 from ..algorithms.kinematics import body_velocities, forward_kinematics
 from ..kernels import native_calls
 from .collision import _plan as _collision_plan
+from .collision import collide_within
+from .friction_kernel import MAX_COMPILED_CONTACTS
+from .reduction import PATCH_DEPTH
 
-__all__ = ["pair_cutoffs", "pair_spins", "body_reach"]
+__all__ = ["pair_cutoffs", "pair_spins", "body_reach", "within_capacity", "step_hits"]
 
 _NONE, _F64 = {}, np.dtype(float)
 
@@ -122,3 +139,34 @@ def _batch_of(q, v, model):
     if q.shape[-1:] != (model.nq,) or v.shape not in ((model.nv,), (len(q), model.nv)):
         return None
     return (len(q),)
+
+
+def within_capacity(d, cutoff, margin, capacity=MAX_COMPILED_CONTACTS):
+    """The contacts a step keeps (module docstring): ``d`` (n,) their gaps [m], ``cutoff`` (n,) their
+    pairs' look-ahead (:func:`pair_cutoffs`) [m], ``margin`` the scene's [m].  Returns None where all
+    are kept (``n <= capacity``), else the sorted indices kept: all but the ``n - capacity`` widest
+    gaps among those beyond the step's reach (``d > cutoff - margin + PATCH_DEPTH``), or all of
+    those where they are fewer."""
+    d = np.asarray(d, float)
+    extra = len(d) - capacity
+    if extra <= 0:
+        return None
+    out = np.flatnonzero(d > np.asarray(cutoff, float) - margin + PATCH_DEPTH)
+    drop = out[np.argsort(-d[out], kind="stable")[:extra]]
+    return np.setdiff1d(np.arange(len(d)), drop)
+
+
+def step_hits(scene, q, v, dt, cutoff=None):
+    """The hits a step of ``dt`` [s] from ``q`` (nq,) at ``v`` (nv,) takes (a
+    :class:`~sparsedyn.contact.collision.Hits`): each pair's within its look-ahead ``cutoff`` (P,)
+    (None: :func:`pair_cutoffs`), a mesh's patch on a plane reduced by its rotation over the step
+    (:func:`pair_spins`), and no more than the compiled step holds where the others are beyond
+    the step's reach (:func:`within_capacity`)."""
+    if cutoff is None:
+        cutoff = pair_cutoffs(scene, q, v, dt)
+    hits = collide_within(scene, q, cutoff, pair_spins(scene, q, v, dt))
+    keep = within_capacity(hits.distances, cutoff[hits.pair], scene.margin, MAX_COMPILED_CONTACTS)
+    if keep is None:
+        return hits
+    return type(hits)([hits.pairs[k] for k in keep.tolist()], hits.points[keep], hits.normals[keep],
+                      hits.distances[keep], hits.pair[keep])

@@ -82,6 +82,15 @@ def tangents(n):
     return t1, np.stack([y * s - z * w, z * u - x * s, x * w - y * u], -1)
 
 
+def _segments(g):
+    """``(starts, seg)`` of the sorted patch labels ``g`` (m,) (m > 0): each patch's first index, and
+    each point's patch counted from 0."""
+    change = np.empty(len(g), bool)
+    change[0] = True
+    np.not_equal(g[1:], g[:-1], out=change[1:])
+    return change.nonzero()[0], np.cumsum(change) - 1
+
+
 def _first_per_segment(key, g, starts):
     """The index of the least ``key`` (finite) of each segment of ``g`` (sorted, starting at
     ``starts``); ties: the first.  Two passes over the segments (no sort: a batch holds many)."""
@@ -99,8 +108,7 @@ def reduce_patches(d, T, g, depth=None):
     m = len(d)
     if m == 0:
         return np.zeros(0, int)
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    seg = np.cumsum(np.r_[True, g[1:] != g[:-1]]) - 1                 # 0, 1, ... per patch
+    starts, seg = _segments(g)
     p0 = _first_per_segment(d, g, starts)
     rel = T - T[p0][seg]
     D = np.einsum("ij,ij->i", rel, rel)
@@ -115,8 +123,12 @@ def reduce_patches(d, T, g, depth=None):
         A = np.where(touch, A, 0.0)
     p2 = _first_per_segment(-A, g, starts)
     p3 = _first_per_segment(A, g, starts)
-    keep = [p0, p1[D[p1] > SPAN ** 2], p2[A[p2] > SPAN], p3[A[p3] < -SPAN]]
-    return np.unique(np.concatenate(keep))
+    keep = np.concatenate([p0, p1[D[p1] > SPAN ** 2], p2[A[p2] > SPAN], p3[A[p3] < -SPAN]])
+    keep.sort()
+    first = np.empty(len(keep), bool)                   # (np.unique's result, less its overhead)
+    first[0] = True
+    np.not_equal(keep[1:], keep[:-1], out=first[1:])
+    return keep[first]
 
 
 def mesh_plane_reduced(V, nb, pb, cutoff, margin=None):
@@ -134,9 +146,23 @@ def mesh_plane_reduced(V, nb, pb, cutoff, margin=None):
 
 def plane_axes(nb):
     """``(P, 3, 3)``: per plane of unit normal ``nb[k]`` (P, 3) the columns ``n``, ``t1``, ``t2``
-    (:func:`tangents`), what :func:`mesh_plane_patches` takes."""
-    t1, t2 = tangents(nb)
-    return np.stack([np.asarray(nb, float), t1, t2], 2)
+    (:func:`tangents`), what :func:`mesh_plane_patches` takes; read-only, remembered per ``nb`` (a
+    scene's planes are the world's: the same normals query after query)."""
+    nb = np.asarray(nb, float)
+    key = (nb.shape, nb.tobytes())
+    got = _AXES.get(key)
+    if got is None:
+        t1, t2 = tangents(nb)
+        got = np.stack([nb, t1, t2], 2)
+        got.flags.writeable = False
+        if len(_AXES) >= 256:
+            _AXES.clear()
+        _AXES[key] = got
+    return got
+
+
+#: :func:`plane_axes`' results by their normals (a pure function's memo: bounded, no state).
+_AXES = {}
 
 
 def patch_depth(cutoff, margin=None):
@@ -151,8 +177,7 @@ def rotation_depth(x, g, theta):
     step (module docstring): ``x`` (m, 3) the points' coordinates ``(h, t1, t2)`` along their plane's
     axes (normal first) [m], ``g`` (m,) their patch (sorted), ``theta`` (m, 3) their patch's rotation
     vector relative to the plane over the step, in the same axes [rad].  Returns (m,) [m]."""
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    seg = np.cumsum(np.r_[True, g[1:] != g[:-1]]) - 1
+    starts, seg = _segments(g)
     r = x - x[_first_per_segment(x[:, 0], g, starts)][seg]         # from the deepest point
     lowering = theta[:, 1] * r[:, 2] - theta[:, 2] * r[:, 1]           # e_n . (theta x r): first order
     a = np.sqrt(np.einsum("ij,ij->i", theta, theta))
@@ -248,11 +273,11 @@ def mesh_box_patch(W, Rb, pb, half, closest, cutoff, depth, same):
         return one
     first = int(h[on].min() > d0 + same)                 # 1: the closest pair leads the patch
     T = np.concatenate([((np.asarray(wa0, float) - pb) @ Rb[:, other])[None][:first], x[on][:, other]])
-    dd = np.r_[[d0][:first], np.maximum(h[on], d0)]      # the closest pair the deepest (ties: the first)
+    dd = np.concatenate([one[0][:first], np.maximum(h[on], d0)])      # the closest pair the deepest (ties: the first)
     keep = reduce_patches(dd, T, np.zeros(len(dd), int), np.full(len(dd), depth))
     keep = keep[np.argsort(dd[keep], kind="stable")]     # the deepest first
     rest = on[keep[keep >= first] - first]
     Wv, hv = W[rest], h[rest]
-    return (np.r_[[d0][:first], hv], np.concatenate([one[1][:first], Wv]),
+    return (np.concatenate([one[0][:first], hv]), np.concatenate([one[1][:first], Wv]),
             np.concatenate([one[2][:first], Wv - hv[:, None] * nf]),
             np.concatenate([one[3][:first], np.repeat(nf[None], len(rest), 0)]))

@@ -24,7 +24,8 @@ from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
-from .look_ahead import body_reach, pair_cutoffs, pair_spins
+from .friction_kernel import MAX_COMPILED_CONTACTS
+from .look_ahead import body_reach, pair_cutoffs, pair_spins, within_capacity
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
@@ -381,6 +382,10 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
         c = near_candidates(scene, kp, q, cutoff)
         within = scene.margin if cutoff is None else cutoff.take(kp.pair)
     mask = c[:, 0] < within
+    if np.count_nonzero(mask) > MAX_COMPILED_CONTACTS:      # the gaps beyond the step's reach left out
+        sel = mask.nonzero()[0]
+        mask[sel[np.setdiff1d(np.arange(len(sel)), within_capacity(
+            c[sel, 0], np.broadcast_to(within, mask.shape)[sel], scene.margin, MAX_COMPILED_CONTACTS))]] = False
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     filler = _filler(scene, keys, layout)
     got = _selection(scene, plan, mask, filler)

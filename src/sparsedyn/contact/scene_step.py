@@ -3,7 +3,9 @@
 Each step runs :func:`~sparsedyn.contact.collision.collide` at ``q``, looking ahead (each pair
 within the margin plus ``dt`` times a bound on its closing speed at ``v``:
 :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`; a hit with a gap is a speculative contact the
-step may close, no more, so a fast body does not pass a surface unseen), and turns every hit of a
+step may close, no more, so a fast body does not pass a surface unseen; no more contacts than the
+compiled step holds where the others are beyond the step's reach:
+:func:`~sparsedyn.contact.look_ahead.step_hits`), and turns every hit of a
 robot shape ``a`` against a world shape ``b`` into a one-sided point contact
 (:class:`~sparsedyn.model.sensors.Contact`): the witness point ``w_a`` fixed in a frame of ``a``'s body,
 against the plane through ``w_b`` of normal ``n`` (from ``b`` towards ``a``), with the pair's
@@ -52,7 +54,7 @@ from .collision import collide_within
 from .data_slots import batch_slots, runs_per_body, step_slots
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
 from .scene_batch import batch_warm_start, scene_batch_slot_data
-from .look_ahead import pair_cutoffs
+from .look_ahead import pair_cutoffs, step_hits
 from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "step_in_scene", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
@@ -348,7 +350,7 @@ def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hit
             elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
                 options["warm_start"] = None
             return step(model, qa, va, tau, found, fast[2] if inside else found.slots, dt, **options), found
-    contacts = scene_contacts(scene, qa, hits, pair_cutoffs(scene, qa, v, dt))
+    contacts = scene_contacts(scene, qa, step_hits(scene, qa, v, dt) if hits is None else hits)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
     elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
@@ -482,7 +484,9 @@ def _batch_step_of_contacts(step, model, q, v, tau, scene, dt, previous, options
     """:func:`_batch_step` on the road of :func:`scene_contacts`' Contact objects, state by state."""
     B = len(q)
     cutoff = np.broadcast_to(pair_cutoffs(scene, q, v, dt), (B, len(scene.index)))
-    contacts = [scene_contacts(scene, x, cutoff=cutoff[b]) for b, x in enumerate(q)]
+    V = np.asarray(v, float)
+    V = V if V.ndim == 2 and len(V) == B else [V] * B
+    contacts = [scene_contacts(scene, x, step_hits(scene, x, V[b], dt, cutoff[b])) for b, x in enumerate(q)]
     for c in contacts:
         scene_slots(scene, c)                     # grow the layout to hold every state's contacts
     each = [scene_slots(scene, c) for c in contacts]
