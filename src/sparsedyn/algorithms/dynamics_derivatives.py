@@ -332,14 +332,17 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
     WD = W * Dinv[..., None, :]
-    Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
+    Minv = _inverse(W, WD, _shared_dofs(model))          # H^-1 = W D^-1 W^T: upper triangle, mirrored
     free, dofs, Sinv, armature, (r, c), rest = _free_roots(model)
     Minv[..., c, r] = Minv[..., r, c]
     dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
     dqdd_dv = np.zeros(dv.shape, dtype=dv.dtype)
-    nDinv = -Dinv               # W ((-D^-1) Y) = -(W (D^-1 Y)) exactly; traced, nv negations, not one an element
-    dqdd_dq[..., rest] = _solve(W, nDinv, dq[..., rest])
-    dqdd_dv[..., rest] = _solve(W, nDinv, dv[..., rest])
+    # -H^-1 X = (W (-D^-1)) (W^T X): traced, the entries of W are mostly negations, so those of
+    # W (-D^-1) are WD's products without their negation (no new node), where scaling W^T X by
+    # -D^-1 costs a product and a negation per entry
+    nWD = W * -Dinv[..., None, :]
+    dqdd_dq[..., rest] = _product(nWD, _product(np.swapaxes(W, -1, -2), dq[..., rest]))
+    dqdd_dv[..., rest] = _product(nWD, _product(np.swapaxes(W, -1, -2), dv[..., rest]))
     for cols, rows, Si, arm in zip(free, dofs, Sinv, armature):
         # a free root: dtau_dq[:, c] = P chi_c (psi_c = 0), dtau_dv[:, c] = P phi_c + Qw xi_c_w over the
         # rows of its tree, and H[:, cols] = P S + diag(armature): H^-1 P = E S^-1 - Minv[:, cols] arm S^-1
@@ -352,6 +355,36 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
             if np.any(arm):
                 out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
     return dqdd_dq, dqdd_dv, Minv
+
+
+def _shared_dofs(model):
+    """``r``: the dofs ``0 .. r-1`` are ancestors (or self) of every dof (a floating base's six; ``0``
+    on a model with several root joints)."""
+    lam = dof_lambda(model)
+    shared = None
+    for i in set(range(len(lam))) - set(lam):       # the ancestors-or-self of each leaf dof, intersected
+        anc, k = set(), i
+        while k >= 0:
+            anc.add(k)
+            k = lam[k]
+        shared = anc if shared is None else shared & anc
+    return len(shared or ())
+
+
+def _inverse(W, WD, r):
+    """``H^-1 = W D^-1 W^T`` (..., n, n) from ``W`` and ``WD = W D^-1``, with ``r`` the dofs shared by every
+    dof (:func:`_shared_dofs`).  Their columns of ``W`` are dense, so every entry of ``H^-1`` sums their
+    ``r`` products: traced, that part is one dense block (:func:`~sparsedyn.backend.matmul`, a program of
+    ``n^2`` elements, not of ``2 r n^2 / 2`` operations), and the rest of the sum, over the dofs two
+    rows share below the root, is added to it."""
+    Wt = np.swapaxes(W, -1, -2)
+    if not r:
+        return WD @ Wt
+    if bk.is_symbolic(W) and W.ndim == 2:
+        shared = bk.matmul(WD[:, :r], Wt[:r], min_pairs=0)
+    else:
+        shared = WD[..., :r] @ Wt[..., :r, :]
+    return shared + WD[..., r:] @ Wt[..., r:, :]
 
 
 def _by_minv(model):
