@@ -327,7 +327,7 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     if _by_minv(model):
         return _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
-    W, Dinv = ltdl_inverse_factor(model, ltdl_kernel(model, H, None if symbolic else ltdl_checker(model, H)))
+    W, Dinv = _inverse_factor(model, H, None if symbolic else ltdl_checker(model, H))
     qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
@@ -371,6 +371,41 @@ def _shared_dofs(model):
     return len(shared or ())
 
 
+def _inverse_factor(model, H, check):
+    """``(W, Dinv)``: ``W = L^-1`` (..., n, n) and ``D^-1`` (..., n) of ``H = L^T D L`` (``L`` unit,
+    tree-sparse: :func:`~sparsedyn.algorithms.ltdl.ltdl_kernel`, ``check`` its pivot check, and
+    :func:`~sparsedyn.algorithms.ltdl.ltdl_inverse_factor`).  With ``r`` dofs shared by every dof
+    (:func:`_shared_dofs`: a floating base) the factor is taken by blocks, rest ``N`` first, as the
+    recursion eliminates them: ``L_NN``, ``D_N`` of ``H_NN`` (a tree's), then ``L_NR = D_N^-1 W_NN^T H_NR``
+    (from ``H_NR = L_NN^T D_N L_NR``), ``L_RR``, ``D_R`` of the Schur complement
+    ``H_RR - L_NR^T (W_NN^T H_NR)``, and ``W_NR = -W_NN (L_NR W_RR)``.  The same operations in exact
+    arithmetic; traced, the dense products with the ``r`` shared columns are block products
+    (:func:`~sparsedyn.backend.matmul`) of ``(n - r) r`` elements, where the recursions sum ``r``
+    products per ancestor of each dof, twice (talos_full: 13,000 operations of 92,500 down to about 3,000)."""
+    r, lam = _shared_dofs(model), dof_lambda(model)
+    n = len(lam)
+    if not 0 < r < n:
+        return ltdl_inverse_factor(model, ltdl_kernel(model, H, check))
+    rest, chain = [p - r for p in lam[r:]], list(range(-1, r - 1))      # dofs r.. as a tree of their own
+    PN = ltdl_kernel(rest, H[..., r:, r:], None if check is None else (lambda k, pivot: check(k + r, pivot)))
+    WN, DiN = ltdl_inverse_factor(rest, PN)
+    Y = _block(np.swapaxes(WN, -1, -2), H[..., r:, :r])                   # W_NN^T H_NR
+    LNR = DiN[..., :, None] * Y
+    WR, DiR = ltdl_inverse_factor(chain, ltdl_kernel(chain, H[..., :r, :r] - _block(np.swapaxes(LNR, -1, -2), Y),
+                                                     check))
+    W = np.zeros(H.shape, dtype=np.result_type(WN, WR))
+    W[..., :r, :r], W[..., r:, r:] = WR, WN
+    W[..., r:, :r] = _block(-WN, _block(LNR, WR))     # -W_NN: traced, mostly W's own negated sums (no new node)
+    return W, np.concatenate([DiR, DiN], -1)
+
+
+def _block(A, B):
+    """``A @ B``; traced (matrices of symbols), as one dense block product (:func:`~sparsedyn.backend.matmul`)."""
+    if bk.is_symbolic(A) and A.ndim == 2 and B.ndim == 2:
+        return bk.matmul(A, B, min_pairs=0)
+    return A @ B
+
+
 def _inverse(W, WD, r):
     """``H^-1 = W D^-1 W^T`` (..., n, n) from ``W`` and ``WD = W D^-1``, with ``r`` the dofs shared by every
     dof (:func:`_shared_dofs`).  Their columns of ``W`` are dense, so every entry of ``H^-1`` sums their
@@ -380,11 +415,7 @@ def _inverse(W, WD, r):
     Wt = np.swapaxes(W, -1, -2)
     if not r:
         return WD @ Wt
-    if bk.is_symbolic(W) and W.ndim == 2:
-        shared = bk.matmul(WD[:, :r], Wt[:r], min_pairs=0)
-    else:
-        shared = WD[..., :r] @ Wt[..., :r, :]
-    return shared + WD[..., r:] @ Wt[..., r:, :]
+    return _block(WD[..., :r], Wt[..., :r, :]) + WD[..., r:] @ Wt[..., r:, :]
 
 
 def _by_minv(model):
