@@ -317,7 +317,7 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     accelerations with the one at ``0``: cheaper than a separate ABA).  On float input the
     factor's pivots are checked as :func:`~sparsedyn.fd_crb` checks them (a massless subtree
     raises :class:`~sparsedyn.SingularInertiaError` naming the joint).  On talos_reduced: 99k
-    flops, the products with ``W`` 45k of them, traced as dense blocks (:func:`_solve`).  On a model with a path of 24 dofs or more from
+    flops, the products with ``W`` 45k of them, traced as dense blocks (:func:`_block`).  On a model with a path of 24 dofs or more from
     the root (a long chain), where the factor and its inverse cost the depth squared per dof,
     ``H^-1`` comes from :func:`~sparsedyn.minv` instead (its cost: the depth per dof), ``qdd`` from
     ABA, and the products ``-H^-1 dtau/dx`` are dense blocks of the traced program
@@ -331,10 +331,10 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
         return _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
     W, Dinv = _inverse_factor(model, H, None if symbolic else ltdl_checker(model, H))
-    qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
+    WD, Wt = W * Dinv[..., None, :], np.swapaxes(W, -1, -2)
+    qdd = _block(WD, _block(Wt, (tau - tau0)[..., None]))[..., 0]
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
-    WD = W * Dinv[..., None, :]
     Minv = _inverse(W, WD, _shared_dofs(model))          # H^-1 = W D^-1 W^T: upper triangle, mirrored
     free, dofs, Sinv, armature, (r, c), rest = _free_roots(model)
     Minv[..., c, r] = Minv[..., r, c]
@@ -343,16 +343,16 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     # -H^-1 X = (W (-D^-1)) (W^T X): traced, the entries of W are mostly negations, so those of
     # W (-D^-1) are WD's products without their negation (no new node), where scaling W^T X by
     # -D^-1 costs a product and a negation per entry
-    nWD, Wt = W * -Dinv[..., None, :], np.swapaxes(W, -1, -2)
-    dqdd_dq[..., rest] = _product(nWD, _product(Wt, dq[..., rest]))
-    dqdd_dv[..., rest] = _product(nWD, _product(Wt, dv[..., rest]))
+    nWD = W * -Dinv[..., None, :]
+    dqdd_dq[..., rest] = _block(nWD, _block(Wt, dq[..., rest]))
+    dqdd_dv[..., rest] = _block(nWD, _block(Wt, dv[..., rest]))
     for cols, rows, Si, arm in zip(free, dofs, Sinv, armature):
         # a free root: dtau_dq[:, c] = P chi_c (psi_c = 0), dtau_dv[:, c] = P phi_c + Qw xi_c_w over the
         # rows of its tree, and H[:, cols] = P S + diag(armature): H^-1 P = E S^-1 - Minv[:, cols] arm S^-1
         Y = [Si @ np.swapaxes(T[n][..., cols, :], -1, -2) for n in ("chi", "phi")]       # S^-1 [chi_c], [phi_c]
         Qw = np.zeros(shp + (model.nv, 3), dtype=dtype)
         Qw[..., rows, :] = T["Qw"][..., rows, :]
-        dqdd_dv[..., cols] = _product(nWD, _product(Wt, Qw)) @ np.swapaxes(T["xi"][..., cols, :3], -1, -2)
+        dqdd_dv[..., cols] = _block(nWD, _block(Wt, Qw)) @ np.swapaxes(T["xi"][..., cols, :3], -1, -2)
         for out, y in zip((dqdd_dq, dqdd_dv), Y):
             out[..., cols[0]:cols[-1] + 1, cols] = out[..., cols[0]:cols[-1] + 1, cols] - y
             if np.any(arm):
@@ -403,7 +403,11 @@ def _inverse_factor(model, H, check):
 
 
 def _block(A, B):
-    """``A @ B``; traced (matrices of symbols), as one dense block product (:func:`~sparsedyn.backend.matmul`)."""
+    """``A @ B``; traced (matrices of symbols), as one dense block product (:func:`~sparsedyn.backend.matmul`:
+    the same products summed in the same order), which the compiled code runs as a loop over ``A``'s
+    entries that are not structural zeros, vectorized along ``B``'s columns: the products with ``W``
+    of ``H^-1 X = W D^-1 W^T X`` (G1's aba_derivatives: 90,000 operations unrolled, 43,000 with
+    them as blocks; talos_full's ``qdd``, one column: 2,070 operations, 100 elements, calls no slower)."""
     if bk.is_symbolic(A) and A.ndim == 2 and B.ndim == 2:
         return bk.matmul(A, B, min_pairs=0)
     return A @ B
@@ -472,27 +476,6 @@ def _bias_and_inertia(model, q, v, f_ext, gravity):
     T = {"xi": K.xi, "P": rigid_apply(dof_rows(model, IC), K.xi)}
     T = {n: np.broadcast_to(x, shape + x.shape[-2:]) for n, x in T.items()}
     return _dot(T["xi"], F[..., levels(model).dof_body, :]), _inertia_matrix(model, T, shape, dtype)
-
-
-def _solve(W, Dinv, X):
-    """``H^-1 X = W (D^-1 (W^T X))`` (..., nv, m): the products skip the structural zeros of ``W``
-    and ``X``.  Traced, with :data:`_BLOCK_COLUMNS` columns or more, each product is a dense block
-    (:func:`~sparsedyn.backend.matmul`: the same products summed in the same order), which the
-    compiled code runs as a loop over ``W``'s entries, vectorized along the columns: G1's
-    aba_derivatives, 90,000 operations unrolled, keeps 43,000."""
-    return _product(W, Dinv[..., None] * _product(np.swapaxes(W, -1, -2), X))
-
-
-def _product(A, B):
-    """``A @ B``; traced, with :data:`_BLOCK_COLUMNS` columns or more, as one dense block (see
-    :func:`_solve`)."""
-    if bk.is_symbolic(B) and B.ndim == 2 and B.shape[1] >= _BLOCK_COLUMNS:
-        return bk.matmul(A, B, min_pairs=0)
-    return A @ B
-
-
-#: Columns of the right-hand side from which :func:`_solve` traces its products as blocks.
-_BLOCK_COLUMNS = 3
 
 
 def _free_roots(model):
