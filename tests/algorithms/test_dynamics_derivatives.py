@@ -167,6 +167,50 @@ def test_aba_derivatives_of_a_massless_subtree_name_the_joint():
             sd.aba_derivatives(model, q, v, tau)
 
 
+def test_aba_derivatives_of_a_floating_base_massless_leaf_name_the_joint():
+    """With a floating base the factor of ``H`` is taken by blocks (the rest of the tree first, then
+    the base's Schur complement): its pivot check still names the massless leaf's joint."""
+    b = sd.ModelBuilder("floating arm")
+    b.add_body("base", None, sd.make_joint("free"), mass=3.0, rot_inertia=np.eye(3) * 0.1)
+    for k, parent in ((1, "base"), (2, "l1")):
+        b.add_body(f"l{k}", parent, sd.make_joint("revolute", (0, 1, 0)), sd.spatial.xlt(np.array([0.0, 0.0, 0.5])),
+                   mass=1.0, com=[0, 0, 0.25], rot_inertia=np.eye(3) * 0.02, joint_name=f"j{k}")
+    b.add_body("leaf", "l2", sd.make_joint("revolute", (0, 0, 1)), sd.spatial.xlt(np.array([0.0, 0.0, 0.5])),
+               joint_name="wrist")
+    model = b.build()
+    q, v, tau, _ = state(model, 6)
+    with pytest.raises(sd.SingularInertiaError, match=r"joint 'wrist' \(body 'leaf'.*singular"):
+        with sd.use_backend("numpy"):
+            sd.aba_derivatives(model, q, v, tau)
+
+
+def test_aba_derivatives_factor_a_floating_base_by_blocks():
+    """A floating base's six dofs are ancestors of every dof, so ``W = L^-1``'s columns of them and their
+    terms in every entry of ``H^-1 = W D^-1 W^T`` are dense.  The factor by blocks
+    (``W_NR = -W_NN (L_NR W_RR)``, ``L_NR = D_N^-1 W_NN^T H_NR``) equals the tree's factor row by row
+    (:func:`~sparsedyn.algorithms.ltdl.ltdl_inverse_factor`) to rounding, keeps its structural zeros
+    exact, and inverts ``H``; traced, those dense products are block products of inner size ``r``, the
+    dofs every dof descends from (two of them: ``L_NR W_RR`` and the base's terms of ``H^-1``), and the kernel equals AD of ABA."""
+    from sparsedyn.algorithms import dynamics_derivatives as dd
+    from sparsedyn.algorithms.ltdl import ltdl_inverse_factor, ltdl_kernel
+    from sparsedyn.codegen.trace import trace
+    humanoid = sd.humanoid()
+    for model in (humanoid, erd.load_pair("talos_reduced", True)[0]):
+        r = dd._shared_dofs(model)           # the base's six, and the dofs of a chain below it
+        assert r >= 6
+        q = model.random_configuration(np.random.default_rng(3))
+        H = sd.crba(model, q)
+        W, Dinv = dd._inverse_factor(model, H, None)
+        W0, Dinv0 = ltdl_inverse_factor(model, ltdl_kernel(model, H))
+        kappa = np.linalg.cond(H)
+        assert rel_err(W, W0) < rounding_bound(model.nv, kappa) and rel_err(Dinv, Dinv0) < rounding_bound(model.nv, kappa)
+        assert np.all(np.triu(W, 1) == 0) and np.all(np.diag(W) == 1) and np.all(W[W0 == 0] == 0)
+        assert rel_err((W * Dinv) @ W.T @ H, np.eye(model.nv)) < rounding_bound(model.nv, kappa)
+        prog = trace(model, "aba_derivatives")
+        assert sum(b.A.shape[1] == r for b in prog.blocks) == 2
+    assert_aba_derivatives_equal_ad(humanoid, 7)
+
+
 KERNELS = ("rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives", "static_torque_derivatives")
 
 

@@ -53,6 +53,28 @@ def test_block_equals_the_traced_product():
     assert zeros == [4, 9, 10, 11, 12, 13, 14, 19] == [e for e, (kind, _) in enumerate(ref.outputs[2]) if kind == "const"]
 
 
+def test_the_expansion_folds_elements_of_constants():
+    """An element whose pairs are all constants (``1 x c``, ``c x d``) is written out as the constant
+    the tracer folds from numbers, and so is what reads it (``e * k``, ``e - k``): the expansion holds
+    no operation of constants alone (vector code cannot initialise a vector with a product of two
+    literals) and evaluates equal bit for bit to the element-by-element trace."""
+    from sparsedyn.symbolic.ir import CONST
+
+    def f(a, block):
+        A = np.array([[1, 0], [0.1, 3.0], [a[0], 1]], dtype=object)
+        B = np.array([[0.7, a[1]], [0.3, 2.0]], dtype=object)
+        C = Graph.matmul(next(x.g for x in a.flat), A, B) if block else A @ B
+        return C * 1.5 - 0.25, C.sum()
+    blk, ref = (trace_function(lambda a: f(a, b), [("a", (2,))]) for b in (True, False))
+    assert blk.blocks
+    flat = blk.expanded()
+    assert not [n for n in flat.nodes if n[0] > CONST and n[1] >= 0 and flat.nodes[n[1]][0] == CONST
+                and (n[2] < 0 or flat.nodes[n[2]][0] == CONST)]
+    a = np.array([0.3, -1.7])
+    for g, r in zip(blk.evaluate([a]), ref.evaluate([a])):
+        assert np.array_equal(g, r)
+
+
 def test_the_expansion_is_made_once():
     """The NumPy road evaluates a block program through its expansion at every call: the expansion (and
     its evaluation plan) is made once and kept, so a second evaluation expands nothing again."""

@@ -308,13 +308,16 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     ``H = dtau/da`` comes with RNEA's derivatives; its tree-sparse factorization ``H = L^T D L``
     (Featherstone, *Efficient factorization of the joint-space inertia matrix for branched kinematic
     trees*, 2005) gives ``H^-1 = W D^-1 W^T`` with ``W = L^-1`` as sparse as ``L``, and
-    ``H^-1 dtau/dx = W (D^-1 (W^T dtau/dx))`` never multiplies a structural zero of ``W`` or of
-    ``dtau/dx``; a free root's columns need no solve (module docstring).  ``qdd = H^-1 (tau -
+    ``H^-1 dtau/dx = (W D^-1) (W^T dtau/dx)`` never multiplies a structural zero of ``W`` or of
+    ``dtau/dx``; a free root's columns need no solve (module docstring).  Below a floating base
+    (dofs every dof descends from) ``W``'s columns of the base are dense: the factor is taken by
+    blocks and those columns' products in ``W`` and ``H^-1`` are dense blocks (:func:`_inverse_factor`,
+    :func:`_inverse`; talos_full's program: 92,500 nodes without, 70,700 with).  ``qdd = H^-1 (tau -
     rnea(q, v, 0))`` with the same factor (traced, the pass at ``qdd`` shares all but the
     accelerations with the one at ``0``: cheaper than a separate ABA).  On float input the
     factor's pivots are checked as :func:`~sparsedyn.fd_crb` checks them (a massless subtree
     raises :class:`~sparsedyn.SingularInertiaError` naming the joint).  On talos_reduced: 99k
-    flops, the products with ``W`` 45k of them, traced as dense blocks (:func:`_solve`).  On a model with a path of 24 dofs or more from
+    flops, the products with ``W`` 45k of them, traced as dense blocks (:func:`_block`).  On a model with a path of 24 dofs or more from
     the root (a long chain), where the factor and its inverse cost the depth squared per dof,
     ``H^-1`` comes from :func:`~sparsedyn.minv` instead (its cost: the depth per dof), ``qdd`` from
     ABA, and the products ``-H^-1 dtau/dx`` are dense blocks of the traced program
@@ -327,31 +330,99 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     if _by_minv(model):
         return _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
-    W, Dinv = ltdl_inverse_factor(model, ltdl_kernel(model, H, None if symbolic else ltdl_checker(model, H)))
-    qdd = _solve(W, Dinv, (tau - tau0)[..., None])[..., 0]
+    W, Dinv = _inverse_factor(model, H, None if symbolic else ltdl_checker(model, H))
+    WD, Wt = W * Dinv[..., None, :], np.swapaxes(W, -1, -2)
+    qdd = _block(WD, _block(Wt, (tau - tau0)[..., None]))[..., 0]
     T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
     dq, dv = _assemble(model, T, shp, dtype)
-    WD = W * Dinv[..., None, :]
-    Minv = WD @ np.swapaxes(W, -1, -2)                   # H^-1 = W D^-1 W^T: upper triangle, mirrored
+    Minv = _inverse(W, WD, _shared_dofs(model))          # H^-1 = W D^-1 W^T: upper triangle, mirrored
     free, dofs, Sinv, armature, (r, c), rest = _free_roots(model)
     Minv[..., c, r] = Minv[..., r, c]
     dqdd_dq = np.zeros(dq.shape, dtype=dq.dtype)
     dqdd_dv = np.zeros(dv.shape, dtype=dv.dtype)
-    nDinv = -Dinv               # W ((-D^-1) Y) = -(W (D^-1 Y)) exactly; traced, nv negations, not one an element
-    dqdd_dq[..., rest] = _solve(W, nDinv, dq[..., rest])
-    dqdd_dv[..., rest] = _solve(W, nDinv, dv[..., rest])
+    # -H^-1 X = (W (-D^-1)) (W^T X): traced, the entries of W are mostly negations, so those of
+    # W (-D^-1) are WD's products without their negation (no new node), where scaling W^T X by
+    # -D^-1 costs a product and a negation per entry
+    nWD = W * -Dinv[..., None, :]
+    dqdd_dq[..., rest] = _block(nWD, _block(Wt, dq[..., rest]))
+    dqdd_dv[..., rest] = _block(nWD, _block(Wt, dv[..., rest]))
     for cols, rows, Si, arm in zip(free, dofs, Sinv, armature):
         # a free root: dtau_dq[:, c] = P chi_c (psi_c = 0), dtau_dv[:, c] = P phi_c + Qw xi_c_w over the
         # rows of its tree, and H[:, cols] = P S + diag(armature): H^-1 P = E S^-1 - Minv[:, cols] arm S^-1
         Y = [Si @ np.swapaxes(T[n][..., cols, :], -1, -2) for n in ("chi", "phi")]       # S^-1 [chi_c], [phi_c]
         Qw = np.zeros(shp + (model.nv, 3), dtype=dtype)
         Qw[..., rows, :] = T["Qw"][..., rows, :]
-        dqdd_dv[..., cols] = -(_solve(W, Dinv, Qw) @ np.swapaxes(T["xi"][..., cols, :3], -1, -2))
+        dqdd_dv[..., cols] = _block(nWD, _block(Wt, Qw)) @ np.swapaxes(T["xi"][..., cols, :3], -1, -2)
         for out, y in zip((dqdd_dq, dqdd_dv), Y):
             out[..., cols[0]:cols[-1] + 1, cols] = out[..., cols[0]:cols[-1] + 1, cols] - y
             if np.any(arm):
                 out[..., cols] = out[..., cols] + Minv[..., cols] @ (arm[:, None] * y)
     return dqdd_dq, dqdd_dv, Minv
+
+
+def _shared_dofs(model):
+    """``r``: the dofs ``0 .. r-1`` are ancestors (or self) of every dof (a floating base's six; ``0``
+    on a model with several root joints)."""
+    lam = dof_lambda(model)
+    shared = None
+    for i in set(range(len(lam))) - set(lam):       # the ancestors-or-self of each leaf dof, intersected
+        anc, k = set(), i
+        while k >= 0:
+            anc.add(k)
+            k = lam[k]
+        shared = anc if shared is None else shared & anc
+    return len(shared or ())
+
+
+def _inverse_factor(model, H, check):
+    """``(W, Dinv)``: ``W = L^-1`` (..., n, n) and ``D^-1`` (..., n) of ``H = L^T D L`` (``L`` unit,
+    tree-sparse: :func:`~sparsedyn.algorithms.ltdl.ltdl_kernel`, ``check`` its pivot check, and
+    :func:`~sparsedyn.algorithms.ltdl.ltdl_inverse_factor`).  With ``r`` dofs shared by every dof
+    (:func:`_shared_dofs`: a floating base) the factor is taken by blocks, rest ``N`` first, as the
+    recursion eliminates them: ``L_NN``, ``D_N`` of ``H_NN`` (a tree's), then ``L_NR = D_N^-1 W_NN^T H_NR``
+    (from ``H_NR = L_NN^T D_N L_NR``), ``L_RR``, ``D_R`` of the Schur complement
+    ``H_RR - L_NR^T (W_NN^T H_NR)``, and ``W_NR = -W_NN (L_NR W_RR)``.  The same operations in exact
+    arithmetic; traced, the dense products with the ``r`` shared columns are block products
+    (:func:`~sparsedyn.backend.matmul`) of ``(n - r) r`` elements, where the recursions sum ``r``
+    products per ancestor of each dof, twice (talos_full: 13,000 operations of 92,500 down to about 3,000)."""
+    r, lam = _shared_dofs(model), dof_lambda(model)
+    n = len(lam)
+    if not 0 < r < n:
+        return ltdl_inverse_factor(model, ltdl_kernel(model, H, check))
+    rest, chain = [p - r for p in lam[r:]], list(range(-1, r - 1))      # dofs r.. as a tree of their own
+    PN = ltdl_kernel(rest, H[..., r:, r:], None if check is None else (lambda k, pivot: check(k + r, pivot)))
+    WN, DiN = ltdl_inverse_factor(rest, PN)
+    Y = _block(np.swapaxes(WN, -1, -2), H[..., r:, :r])                   # W_NN^T H_NR
+    LNR = DiN[..., :, None] * Y
+    WR, DiR = ltdl_inverse_factor(chain, ltdl_kernel(chain, H[..., :r, :r] - _block(np.swapaxes(LNR, -1, -2), Y),
+                                                     check))
+    W = np.zeros(H.shape, dtype=np.result_type(WN, WR))
+    W[..., :r, :r], W[..., r:, r:] = WR, WN
+    W[..., r:, :r] = _block(-WN, _block(LNR, WR))     # -W_NN: traced, mostly W's own negated sums (no new node)
+    return W, np.concatenate([DiR, DiN], -1)
+
+
+def _block(A, B):
+    """``A @ B``; traced (matrices of symbols), as one dense block product (:func:`~sparsedyn.backend.matmul`:
+    the same products summed in the same order), which the compiled code runs as a loop over ``A``'s
+    entries that are not structural zeros, vectorized along ``B``'s columns: the products with ``W``
+    of ``H^-1 X = W D^-1 W^T X`` (G1's aba_derivatives: 90,000 operations unrolled, 43,000 with
+    them as blocks; talos_full's ``qdd``, one column: 2,070 operations, 100 elements, calls no slower)."""
+    if bk.is_symbolic(A) and A.ndim == 2 and B.ndim == 2:
+        return bk.matmul(A, B, min_pairs=0)
+    return A @ B
+
+
+def _inverse(W, WD, r):
+    """``H^-1 = W D^-1 W^T`` (..., n, n) from ``W`` and ``WD = W D^-1``, with ``r`` the dofs shared by every
+    dof (:func:`_shared_dofs`).  Their columns of ``W`` are dense, so every entry of ``H^-1`` sums their
+    ``r`` products: traced, that part is one dense block (:func:`~sparsedyn.backend.matmul`, a program of
+    ``n^2`` elements, not of ``2 r n^2 / 2`` operations), and the rest of the sum, over the dofs two
+    rows share below the root, is added to it."""
+    Wt = np.swapaxes(W, -1, -2)
+    if not r:
+        return WD @ Wt
+    return _block(WD[..., :r], Wt[..., :r, :]) + WD[..., r:] @ Wt[..., r:, :]
 
 
 def _by_minv(model):
@@ -405,27 +476,6 @@ def _bias_and_inertia(model, q, v, f_ext, gravity):
     T = {"xi": K.xi, "P": rigid_apply(dof_rows(model, IC), K.xi)}
     T = {n: np.broadcast_to(x, shape + x.shape[-2:]) for n, x in T.items()}
     return _dot(T["xi"], F[..., levels(model).dof_body, :]), _inertia_matrix(model, T, shape, dtype)
-
-
-def _solve(W, Dinv, X):
-    """``H^-1 X = W (D^-1 (W^T X))`` (..., nv, m): the products skip the structural zeros of ``W``
-    and ``X``.  Traced, with :data:`_BLOCK_COLUMNS` columns or more, each product is a dense block
-    (:func:`~sparsedyn.backend.matmul`: the same products summed in the same order), which the
-    compiled code runs as a loop over ``W``'s entries, vectorized along the columns: G1's
-    aba_derivatives, 90,000 operations unrolled, keeps 43,000."""
-    return _product(W, Dinv[..., None] * _product(np.swapaxes(W, -1, -2), X))
-
-
-def _product(A, B):
-    """``A @ B``; traced, with :data:`_BLOCK_COLUMNS` columns or more, as one dense block (see
-    :func:`_solve`)."""
-    if bk.is_symbolic(B) and B.ndim == 2 and B.shape[1] >= _BLOCK_COLUMNS:
-        return bk.matmul(A, B, min_pairs=0)
-    return A @ B
-
-
-#: Columns of the right-hand side from which :func:`_solve` traces its products as blocks.
-_BLOCK_COLUMNS = 3
 
 
 def _free_roots(model):

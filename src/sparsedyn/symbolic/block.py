@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ops import ADD, CONST, MATMUL, MUL
+from .ops import ADD, CONST, DIV, MATMUL, MUL, NEG, SUB
 
 __all__ = ["Block", "record", "renumber", "expand", "pairs"]
 
@@ -120,6 +120,10 @@ def renumber(blocks, new, nodes) -> list:
     return out
 
 
+_FOLD = {NEG: lambda a, _: -a, ADD: lambda a, b: a + b, SUB: lambda a, b: a - b, MUL: lambda a, b: a * b,
+         DIV: lambda a, b: a / b}
+
+
 def expand(prog):
     """``(flat, new)``: ``prog`` (a :class:`~sparsedyn.symbolic.ir.Program`) with every ``MATMUL``
     node written out as its products and sums (module docstring) and ``new``, the node of ``flat``
@@ -139,11 +143,19 @@ def expand(prog):
                 a, e = new[a], new[e]
                 if out[a] == (CONST, 1.0, -1) or out[e] == (CONST, 1.0, -1):    # x 1 = x exactly (as traced)
                     t = e if out[a] == (CONST, 1.0, -1) else a
+                elif out[a][0] == CONST and out[e][0] == CONST:     # a product of constants: its value, as
+                    out.append((CONST, out[a][1] * out[e][1], -1))   # the tracer folds numbers (no vector
+                    phases.append(ph)                                # code multiplies two literals)
+                    t = len(out) - 1
                 else:
                     out.append((MUL, a, e) if a <= e else (MUL, e, a))
                     phases.append(ph)
                     t = len(out) - 1
-                if s >= 0:
+                if s >= 0 and out[s][0] == CONST and out[t][0] == CONST:
+                    out.append((CONST, out[s][1] + out[t][1], -1))
+                    phases.append(ph)
+                    t = len(out) - 1
+                elif s >= 0:
                     out.append((ADD, s, t))
                     phases.append(ph)
                     t = len(out) - 1
@@ -152,6 +164,11 @@ def expand(prog):
             continue
         if op > CONST:
             x, y = new[x], (new[y] if y >= 0 else -1)
+            if op in _FOLD and out[x][0] == CONST and (y < 0 or out[y][0] == CONST) \
+                    and not (op == DIV and out[y][1] == 0):
+                # an element written out as a constant (products of constants, or a constant times
+                # 1): what reads it is folded as the tracer folds numbers (IEEE, exactly)
+                op, x, y = CONST, _FOLD[op](out[x][1], out[y][1] if y >= 0 else None), -1
         new[i] = len(out)
         out.append((op, x, y))
         phases.append(ph)
