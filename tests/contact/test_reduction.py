@@ -421,3 +421,26 @@ def test_a_prism_dropped_on_a_box_rests_on_its_face_on_the_no_contact_object_roa
     assert np.arccos(min(1.0, sd.spatial.quat_to_rot(r.q[-1][3:7])[2, 2])) <= 2 * bound / RADIUS
     assert abs(np.sum(r.impulses[-1][:, 2]) - MASS * G * DT) <= 2 * MASS * V_REST
 
+
+
+@pytest.mark.parametrize("tilt", [0.0, 1e-4, 1e-2])
+def test_a_cube_resting_on_a_box_face_keeps_its_four_corners_whatever_the_normals_last_digits(tilt):
+    """A 0.1 m cube resting flat on a box's top face (gap 0): the closest pair given with a normal
+    tilted by ``tilt`` rad off the face's (coal's for shapes that touch: about 1e-4 seen), still makes the face's
+    patch, the cube's four bottom corners (by hand: heights 0 on the top face, normal +z); the cube
+    half over the edge, its witness on the edge: the face's two corners on the face where the normal is
+    the face's, else the closest pair alone (an edge's contact)."""
+    c = np.array([[x, y, z] for x in (-0.05, 0.05) for y in (-0.05, 0.05) for z in (0.0, 0.1)])
+    W = c + [0.1, 0.05, 0.5]                        # the box's top face at z = 0.5
+    Rb, pb, half = np.eye(3), np.array([0.0, 0.0, 0.25]), np.array([0.5, 0.5, 0.25])
+    n = np.array([np.sin(tilt), 0.0, np.cos(tilt)])
+    d, wa, wb, nn = reduction.mesh_box_patch(W, Rb, pb, half, (0.0, W[0], W[0] - [0, 0, 0.0], n), 0.005, 1e-5, 1e-10)
+    bottom = W[W[:, 2] == 0.5]
+    assert len(d) == 4 and np.all(d == 0.0)
+    assert sorted(map(tuple, wa)) == sorted(map(tuple, bottom)) and np.array_equal(wb, wa)
+    assert np.array_equal(nn, np.tile([0.0, 0.0, 1.0], (4, 1)))
+    edge = np.array([0.5, 0.0, 0.5])                # the same normal at a witness on the top face's edge
+    d1, wa1, wb1, nn1 = reduction.mesh_box_patch(W + [0.4, 0, 0], Rb, pb, half, (0.0, edge, edge, n), 0.005, 1e-5,
+                                                 1e-10)
+    assert len(d1) == (2 if tilt == 0.0 else 1)
+    assert np.all(wa1[:, 0] == 0.45) if tilt == 0.0 else np.array_equal(wa1[0], edge)

@@ -255,15 +255,23 @@ def mesh_box_patch(W, Rb, pb, half, closest, cutoff, depth, same):
     face's normal (to 1e-9) the patch holds the hull vertices within ``cutoff`` [m] of that face whose
     feet lie on it, reduced as a plane's (:func:`reduce_patches`, ``depth`` [m] their allowance), and
     the closest pair unless a vertex is as deep (within ``same`` [m]: a face on the face, whose
-    closest pair is any of its points, the vertices its corners); on an edge or a corner the closest
-    pair alone (the box's edge is the patch)."""
+    closest pair is any of its points, the vertices its corners), and so where the box's witness lies
+    inside a face (off its edges by more than ``same``); on an edge or a corner the closest pair alone
+    (the box's edge is the patch)."""
     d0, wa0, wb0, n0 = closest
     one = (np.array([d0]), np.asarray(wa0, float)[None], np.asarray(wb0, float)[None], np.asarray(n0, float)[None])
     nb = Rb.T @ np.asarray(n0, float)                    # the normal in the box's axes
-    k = int(np.argmax(np.abs(nb)))
-    if abs(nb[k]) < 1.0 - 1e-9:
-        return one
-    s = np.sign(nb[k])
+    xb = Rb.T @ (np.asarray(wb0, float) - pb)            # the box's witness in its axes
+    out = np.abs(xb) - half
+    k = int(np.argmax(out))
+    # A witness inside a face (off its edges by more than `same`) is on that face, whatever the normal:
+    # between shapes that touch (d0 about 0) coal's normal is poorly determined.
+    inside = out[k] > -same and np.delete(out, k).max() < -same and nb[k] * xb[k] > 0
+    if not inside:
+        k = int(np.argmax(np.abs(nb)))
+        if abs(nb[k]) < 1.0 - 1e-9:
+            return one
+    s = np.sign(xb[k]) if inside else np.sign(nb[k])
     nf = s * Rb[:, k]                                    # the face's outward normal (world)
     x = (W - pb) @ Rb                                    # the vertices in the box's axes
     h = x[:, k] * s - half[k]                            # their heights above the face
