@@ -130,8 +130,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                              f"{q.shape}")
     per_pair = cutoff is not None
     margin = float(cutoff.max(initial=scene.margin)) if per_pair else scene.margin
-    out = []                                       # (pair indices, d, w_a, w_b, n) blocks
-    patches = []                                   # mesh-plane blocks: their points distinct (_hits)
+    out, patches = [], []                          # (pair indices, d, w_a, w_b, n) blocks; mesh-plane ones apart
     inside = None
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
@@ -290,8 +289,7 @@ def _hull_vertices(scene, k):
             V = V[ConvexHull(V).vertices]
         except (QhullError, ValueError):           # flat or degenerate: every vertex
             pass
-        # each point once (a mesh's patch on a plane is not de-duplicated again: _hits): a vertex within
-        # twice SAME_POINT of one before it goes (a flat mesh's repeated vertices; two hull vertices a rounding apart)
+        # each point once (a patch on a plane is not de-duplicated again): one within 2 SAME_POINT of one before goes
         close = cKDTree(V).query_pairs(2 * SAME_POINT, output_type="ndarray") if len(V) else np.zeros((0, 2), int)
         cache[key] = np.delete(V, np.unique(close[:, 1]), axis=0) if len(close) else V
     return cache[key]
@@ -452,25 +450,20 @@ def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
 
 
 def _hits(scene, blocks, cutoff=None, distinct=()):
-    """The hits of the blocks closer than the margin, or than ``cutoff`` (P,) per pair where given;
-    ``distinct``: more blocks whose points are distinct by construction (a mesh's patch on a plane: its
-    hull's vertices, each once), kept as they are, their pairs in no block of ``blocks``."""
+    """The hits of the blocks closer than the margin, or than ``cutoff`` (P,) per pair where given; and of
+    the blocks ``distinct``, whose points are distinct (a mesh's patch on a plane), their pairs in no other."""
     if not blocks and not distinct:
-        z = np.zeros((0, 3))
-        return Hits([], z, z.copy(), np.zeros(0), np.zeros(0, int))
+        return Hits([], np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros(0, int))
     k, d, wa, wb, n = (np.concatenate(x) for x in zip(*(list(blocks) + list(distinct))))
     keep = np.flatnonzero(d < (scene.margin if cutoff is None else cutoff[k]))
-    rows = sum(len(b[0]) for b in blocks)         # the rows of ``blocks``, before those of ``distinct``
-    split = np.searchsorted(keep, rows)
-    keep, alone = keep[:split], keep[split:]
+    keep, alone = np.split(keep, [np.searchsorted(keep, sum(len(b[0]) for b in blocks))])   # distinct's rows last
     # one hit per point: coal's closest pair is often one of the closed-form corners (a repeated
     # contact makes the contact problem degenerate); the deeper one is kept
     if len(keep) > 1:
         keep = keep[np.argsort(d[keep], kind="stable")]
         _, first = np.unique(np.column_stack([k[keep], np.round(wa[keep] / SAME_POINT)]), axis=0, return_index=True)
         keep = np.sort(keep[first])
-        # (two points a rounding apart may round to neighbouring multiples: a point nearer than SAME_POINT to a
-        # deeper one of its pair goes too)
+        # (points a rounding apart may round to neighbouring multiples: one nearer than SAME_POINT to a deeper goes)
         x, kk, dd = wa[keep], k[keep], d[keep]
         near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
             ((dd[None] < dd[:, None]) | ((dd[None] == dd[:, None]) & (keep[None] < keep[:, None])))
