@@ -9,7 +9,9 @@ The dm_control suite's humanoid (``sd.Scene(sd.load_mjcf(humanoid.xml, geometry=
 MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a plane, and talos
 (example-robot-data's talos_reduced, 38 dof, its 52 collision shapes with each mesh as its convex hull,
 :func:`talos_xml`: the same file in MuJoCo and in the scene) standing on the floor, fallen on it
-(1.5 s without torque: lying) and fallen onto a box: median microseconds of
+(1.5 s without torque: lying) and fallen onto a box: microseconds per call, each the fastest of the
+timed loops of its phase (:func:`best_us`: on a loaded machine other work only adds time, so the
+minimum is robust where a median swings), of
 
 * ``sd.collide(scene, q)`` beside MuJoCo's ``mj_kinematics`` + ``mj_collision`` (hits / ``ncon`` printed:
   MuJoCo counts the robot's self-contacts its contype/conaffinity let through, the scene its own
@@ -26,7 +28,8 @@ MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a p
   objects within the margin, the general road), the native solve (``contact_step_kernel``, cold, in those
   slots) and the rest (argument checks, the result's modes and checks);
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
-  its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step;
+  its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step (wall,
+  and the process's CPU time beside it: what a loaded machine does not inflate);
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
   threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states;
 * ``sd.contact_step_derivatives`` (the step and its derivatives) beside ``sd.contact_step`` at the same
@@ -67,6 +70,8 @@ from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
 BATCH = 1000
 ROLLOUT = 20
+#: at least this many rollouts timed (the fastest kept)
+ROLLOUT_RUNS = 10
 BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
 <body name="box" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="2"/></body></worldbody></mujoco>"""
 
@@ -129,14 +134,27 @@ def talos_xml(box=False, height=1.08):
     return ET.tostring(root, encoding="unicode")
 
 
-def median_us(fn, repeat):
+#: A timed loop lasts at least this long [s] (a phase of a few microseconds runs many calls per loop).
+LOOP = 2e-4
+
+
+def best_us(fn, repeat, clock=time.perf_counter):
+    """Microseconds per call of ``fn``: the fastest of ``repeat`` timed loops, each of as many calls as
+    last :data:`LOOP` (at least one), on ``clock`` (wall; ``time.process_time``: the process's CPU
+    time, which a single-threaded call does not spend waiting for a core).  On a loaded machine other
+    work only adds time, so the minimum is what the call costs; a median of single calls swings with
+    the load."""
     fn()
-    times = []
+    t = clock()
+    fn()
+    inner = max(1, int(LOOP / max(clock() - t, 1e-9)))
+    best = np.inf
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1e6 * float(np.median(times))
+        t = clock()
+        for _ in range(inner):
+            fn()
+        best = min(best, (clock() - t) / inner)
+    return 1e6 * float(best)
 
 
 def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
@@ -212,20 +230,22 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         }
         if from_kernel is None:
             del ours["  contact data from the kernel"]
-        times = {k: median_us(f, repeat) for k, f in ours.items()}
+        times = {k: best_us(f, repeat) for k, f in ours.items()}
         # a trajectory: each step warm-started from the matched impulses of the step before
         if rollout:
-            times[f"rollout, per step ({ROLLOUT} steps)"] = median_us(
-                lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT), max(3, repeat // 10)) / ROLLOUT
+            runs = max(ROLLOUT_RUNS, repeat // 10)
+            roll = lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT)        # noqa: E731
+            times[f"rollout, per step ({ROLLOUT} steps)"] = best_us(roll, runs) / ROLLOUT
+            rollout_cpu = best_us(roll, runs, time.process_time) / ROLLOUT
         # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
         rng = np.random.default_rng(0)
         Q = np.repeat(q[None], BATCH, 0)
         Q[:, 7:] += 0.05 * rng.standard_normal((BATCH, model.nq - 7)) if model.nq > 7 else 0.0
         collision_candidates(model, Q, kp.shapes, kp.pairs)                 # builds the batch form
-        times[f"collision kernel, {BATCH} states"] = median_us(
+        times[f"collision kernel, {BATCH} states"] = best_us(
             lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20))
     with sd.use_backend("numpy"):
-        times["  collide on the NumPy road"] = median_us(lambda: sd.collide(scene, q), repeat)
+        times["  collide on the NumPy road"] = best_us(lambda: sd.collide(scene, q), repeat)
     d2 = mujoco.MjData(m)
 
     def mj_collision():
@@ -237,8 +257,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         d2.qpos[:], d2.qvel[:] = qpos, qvel
         mujoco.mj_step(m, d2)
 
-    mj = {"collide": ("mj_kinematics+mj_collision", median_us(mj_collision, repeat)),
-          "contact_step": ("mj_step", median_us(mj_step, repeat))}
+    mj = {"collide": ("mj_kinematics+mj_collision", best_us(mj_collision, repeat)),
+          "contact_step": ("mj_step", best_us(mj_step, repeat))}
     mj["contact_step, warm-started"] = mj[f"rollout, per step ({ROLLOUT} steps)"] = mj["contact_step"]
     qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
 
@@ -248,7 +268,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             mujoco.mj_kinematics(m, d2)
             mujoco.mj_collision(m, d2)
 
-    mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", median_us(mj_collision_loop, max(3, repeat // 20)))
+    mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", best_us(mj_collision_loop, max(3, repeat // 20)))
     data = times.get("  contact data from the kernel", times["  contact data from Contact objects"])
     rest = times["contact_step"] - data - times["  native solve (contact_step_kernel)"]
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
@@ -256,6 +276,9 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
              "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)",
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects", f"collision kernel, {BATCH} states"]
+    print(f"  times: the fastest timed loop of each phase, per call (load only adds time; {repeat} loops, "
+          f"{max(3, repeat // 20)} of {BATCH} states, {max(ROLLOUT_RUNS, repeat // 10)} rollouts); "
+          f"the rest: contact_step's minus its phases'")
     print(f"  {'phase':40s} {'sparsedyn':>10s}   {'MuJoCo':28s} {'ratio':>7s}")
     for k in order:
         if k is None:
@@ -269,7 +292,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             print(f"  {k:40s} {times[k] / 1e3:8.2f} ms   {name:17s} {t / 1e3:7.2f} ms {times[k] / t:7.2f}")
             continue
         ratio = f"{times[k] / t:7.1f}" if t else ""
-        print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}")
+        cpu = f"   (cpu {rollout_cpu:.1f} us)" if k.startswith("rollout") else ""
+        print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}{cpu}")
     _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat)
     if batch_step:
         moved = (qpos_batch, np.repeat(qvel[None], BATCH, 0))
@@ -295,11 +319,11 @@ def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat):
         t = time.perf_counter()
         sd.contact_step_derivatives(model, q, v, tau, scene, dt)
         first = time.perf_counter() - t
-        step = median_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
-        deriv = median_us(lambda: sd.contact_step_derivatives(model, q, v, tau, scene, dt), repeat)
-        both = median_us(lambda: (sd.contact_step(model, q, v, tau, scene, dt),
+        step = best_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
+        deriv = best_us(lambda: sd.contact_step_derivatives(model, q, v, tau, scene, dt), repeat)
+        both = best_us(lambda: (sd.contact_step(model, q, v, tau, scene, dt),
                                   sd.contact_step_derivatives(model, q, v, tau, scene, dt)), repeat)
-    fd = median_us(mj_fd, max(3, repeat // 10))
+    fd = best_us(mj_fd, max(3, repeat // 10))
     print(f"  {'contact_step_derivatives':40s} {deriv:8.1f} us   {'mjd_transitionFD':17s} {fd:7.1f} us "
           f"{deriv / fd:7.1f}   ({deriv / step:.1f}x contact_step, {step:.1f} us; first call {first:.1f} s)")
     # a loop needing the step and its derivatives calls contact_step_derivatives alone (its .step is
@@ -317,7 +341,7 @@ def _last(trajectory, n):
 def _batch_step_rows(label, m, model, qpos, qvel, dt, repeat):
     """``sd.contact_step`` on a batch of states (one call) beside a loop of single calls and a loop of
     ``mj_step`` (qpos, qvel set, one step each) over the same states: whole-batch wall milliseconds (the
-    median of ``repeat``) and, for ours, the process's CPU milliseconds (both threads).  A scene of its
+    fastest of ``repeat``) and, for ours, the process's CPU milliseconds (both threads).  A scene of its
     own: its slot layout is what these states need (free slots cost time)."""
     scene = sd.Scene(model)
     Q = np.array([q_from_mujoco(model, x) for x in qpos])
@@ -336,7 +360,7 @@ def _batch_step_rows(label, m, model, qpos, qvel, dt, repeat):
             t, c = time.perf_counter(), time.process_time()
             fn()
             wall.append(time.perf_counter() - t), cpu.append(time.process_time() - c)
-        return 1e3 * float(np.median(wall)), 1e3 * float(np.median(cpu))
+        return 1e3 * float(np.min(wall)), 1e3 * float(np.min(cpu))
 
     with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
         warnings.simplefilter("ignore", sd.ContactStepWarning)
@@ -353,7 +377,7 @@ def _batch_step_rows(label, m, model, qpos, qvel, dt, repeat):
     mj_loop()
     mj = timed(mj_loop)
     counts = [len(x) for x in s.impulses]
-    print(f"  batch step, {len(Q)} states: {label}")
+    print(f"  batch step, {len(Q)} states: {label} (the fastest of {repeat} calls)")
     print(f"    contacts per state {np.mean(counts):.1f} (max {max(counts)}), slots {len(scene.cache['step_slots'])} "
           f"bodies / {sum(scene.cache['step_slots'].values())} slots, iterations mean {s.iterations.mean():.0f} "
           f"(max {s.iterations.max()})")

@@ -21,6 +21,7 @@ from sparsedyn.contact.collision import placements
 from sparsedyn.interop.pinocchio import q_to_pinocchio
 from sparsedyn.model.spatial import Transform
 
+from conftest import rounding_bound
 from erd import ROBOTS, robots_dir
 
 # shape kinds and sizes used below
@@ -308,3 +309,26 @@ def test_a_box_resting_shifted_on_a_box_touches_at_the_corners_of_the_faces_over
     assert {tuple(np.round(p[:2], 9)) for p in hits.points} == corners
     assert np.allclose(hits.normals, [0.0, 0.0, 1.0], atol=1e-12)
     assert np.allclose(hits.distances, -1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_flat_mesh_with_repeated_vertices_touches_a_plane_once_per_corner(backend):
+    """A flat square plate (0.2 m) given as two triangles that share no vertex (each shared corner
+    twice, one of them again 50 nm off: within a rounding of the same point, the vertex listed first
+    kept), lying 1 mm above the floor turned 0.3 rad about z: four hits, one per corner (by hand: the
+    corners turned, 1 mm up, the normal +z), not one per vertex."""
+    h = 0.1
+    V = np.array([[-h, -h, 0], [h, -h, 0], [h, h, 0], [-h, -h, 0], [h, h, 0], [-h, h, 0], [h + 5e-8, h, 0]], float)
+    F = np.array([[0, 1, 2], [3, 4, 5], [1, 6, 2]])
+    scene = free_body_scene("mesh", "plane", margin=0.01, mesh_a=(V, F))
+    a, z = 0.3, 1e-3
+    q = np.array([0.3, -0.2, z, 0.0, 0.0, np.sin(a / 2), np.cos(a / 2)])
+    with sd.use_backend(backend):
+        hits = sd.collide(scene, q)
+    Rz = np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
+    corners = np.array([[-h, -h, 0], [h, -h, 0], [h, h, 0], [-h, h, 0]]) @ Rz.T + q[:3]
+    assert len(hits.distances) == 4
+    tol = rounding_bound(4)                                         # a rotation and a shift of coordinates <= 1
+    assert np.abs(hits.distances - z).max() <= tol and np.abs(hits.normals - [0, 0, 1]).max() <= tol
+    got = hits.witness_a[np.lexsort(hits.witness_a.T[:2])]
+    assert np.abs(got - corners[np.lexsort(corners.T[:2])]).max() <= tol

@@ -382,3 +382,78 @@ def test_bad_batches_are_refused_naming_the_argument():
             scene_step_module.scene_step(_slotted_step, scene.model, BOX_Q[:2], BOX_V[:2], np.zeros(6), scene, DT,
                                          previous=scene_step_module.batch_previous(found, s.impulses),
                                          **_options({}, None))
+
+
+def _quat(axis, a):
+    return np.r_[np.sin(a / 2) * np.asarray(axis, float), np.cos(a / 2)]
+
+
+def _rotation(quat):
+    """The rotation of a unit quaternion ``[x, y, z, w]`` (the free joint's order)."""
+    u, w = quat[:3], quat[3]
+    K = np.array([[0, -u[2], u[1]], [u[2], 0, -u[0]], [-u[1], u[0], 0]])
+    return np.eye(3) + 2 * w * K + 2 * K @ K
+
+
+def _capacity_states(scene):
+    """Box states at a capacity of 2 (each corner within the 5 mm margin): flat at rest (4 touching:
+    reachable, all kept), tilted 0.01 rad about x at rest (2 touching, 2 up 2 mm beyond the step's
+    reach: those 2 left out), tilted about x and y at rest (gaps 0, about 0.8, 2 and 2.8 mm: the 2
+    widest left out), on an edge (2), in free fall (0), and tilted about x falling at 3 m/s (all 4
+    reachable: kept).  Each tilted state is lowered until its lowest corner touches."""
+    x, y = _quat([1, 0, 0], 0.01), _quat([0, 1, 0], 0.004)        # y * x (Hamilton product, [x, y, z, w])
+    both = np.r_[y[3] * x[:3] + x[3] * y[:3] + np.cross(y[:3], x[:3]), y[3] * x[3] - y[:3] @ x[:3]]
+    Q = []
+    for quat in (_quat([1, 0, 0], 0.0), x, both):
+        q = np.r_[0.1, 0.0, 0.5, quat]
+        with sd.use_backend("numpy"):
+            q[2] -= sd.collide(sd.Scene(scene.model, world=[sd.Shape("plane")], margin=1.0), q).distances.min()
+        Q.append(q.tolist())
+    Q += [BOX_Q[1], BOX_Q[2], Q[1]]
+    V = [[0.0] * 6] * 5 + [[0.0, 0.0, 0.0, 0.0, 0.0, -3.0]]
+    return Q, V
+
+
+def test_a_batch_beyond_the_capacity_leaves_out_each_states_contacts_as_its_single_step(monkeypatch):
+    """The compiled step's capacity patched down to 2 contacts: each state of a batch on the collision
+    kernel's road keeps the contacts its single step keeps (those beyond the step's reach left out,
+    widest gap first, only as many as exceed the capacity): 4, 2, 2, 2, 0 and 4 contacts (by hand, see
+    :func:`_capacity_states`), the two lowest corners of the state tilted about both axes, the same
+    pairs, slots and data as ``scene_slot_data`` of the state, and the batch step each state's single
+    step to the bit."""
+    from sparsedyn.contact import look_ahead, scene_batch, scene_data
+    for module in (look_ahead, scene_data, scene_batch):
+        monkeypatch.setattr(module, "MAX_COMPILED_CONTACTS", 2)
+    scene = _box_scene()
+    model = scene.model
+    Q, V = _capacity_states(scene)
+    with sd.use_backend("numpy"):
+        every = [sd.collide(scene, np.array(q)) for q in Q]
+    assert [len(h.distances) for h in every] == [4, 4, 4, 2, 0, 4]
+    with sd.use_backend("native", deterministic=True):
+        pair, slot, ends, slots = scene_batch_slot_data(scene, np.array(Q), None, (np.array(V), DT))
+        assert np.diff(ends).tolist() == [4, 2, 2, 2, 0, 4]
+        for b, q in enumerate(Q):
+            want_pair, want = scene_slot_data(scene, np.array(q), ahead=(np.array(V[b]), DT))
+            assert want.frames == slots.frames
+            assert pair[ends[b]:ends[b + 1]].tolist() == want_pair.tolist()
+            assert slot[ends[b]:ends[b + 1]].tolist() == (np.arange(len(want_pair)) if want.index is None
+                                                          else want.index).tolist()
+            assert slots.data[b].tobytes() == want.data.tobytes()
+        tau = [0.0] * model.nv
+        with monkeypatch.context() as m:
+            _forbid_contact_objects(m)
+            batch, found = scene_step_module.scene_step(_slotted_step, model, Q, V, tau, scene, DT,
+                                                        **_options({}, None))
+        ones = [sd.contact_step(model, Q[i], V[i], tau, scene, DT) for i in range(len(Q))]
+    # the state tilted about both axes keeps its two lowest corners (gaps 0 and SIDE sin(0.004), 0.8 mm)
+    low = np.sort(every[2].distances)
+    assert abs(low[1] - SIDE * np.sin(0.004)) <= 1e-12 and low[2] > 1.5e-3
+    R = _rotation(np.array(Q[2][3:]))
+    corners = slots.data[2, slot[ends[2]:ends[3]], 1:4] @ R.T + Q[2][:3]         # the kept points in the world
+    assert np.abs(np.sort(corners[:, 2]) - low[:2]).max() <= 1e-12
+    assert [len(f) for f in found] == [4, 2, 2, 2, 0, 4]
+    for i, one in enumerate(ones):
+        assert batch.q[i].tobytes() == one.q.tobytes() and batch.v[i].tobytes() == one.v.tobytes()
+        assert batch.impulses[i].tobytes() == one.impulses.tobytes()
+        assert list(batch.modes[i]) == list(one.modes) and int(batch.iterations[i]) == int(one.iterations)

@@ -130,7 +130,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                              f"{q.shape}")
     per_pair = cutoff is not None
     margin = float(cutoff.max(initial=scene.margin)) if per_pair else scene.margin
-    out = []                                       # (pair indices, d, w_a, w_b, n) blocks
+    out, patches = [], []                          # (pair indices, d, w_a, w_b, n) blocks; mesh-plane ones apart
     inside = None
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
@@ -174,7 +174,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                 out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
             elif set(key) == {"mesh", "plane"}:
                 cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
-                out.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
+                patches.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
             elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
                 kw = ks[m][[min(scene.shapes[x].body for x in scene.index[k]) < 0 for k in ks[m].tolist()]]
                 cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
@@ -184,7 +184,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
                 out.append(_coal_pairs(scene, ks[m], R, p, margin))
-    return _hits(scene, out, cutoff if per_pair else None)
+    return _hits(scene, out, cutoff if per_pair else None, patches)
 
 
 def _selected(scene, kp, mask):
@@ -281,7 +281,7 @@ def _hull_vertices(scene, k):
     key = ("hull", k)
     cache = scene.cache
     if key not in cache:
-        from scipy.spatial import ConvexHull, QhullError
+        from scipy.spatial import ConvexHull, QhullError, cKDTree
         s = scene.shapes[k]
         V = np.asarray(s.vertices, float) * s.size if s.vertices is not None else \
             np.asarray(_coal_geometry(scene, k).vertices(), float)
@@ -289,7 +289,9 @@ def _hull_vertices(scene, k):
             V = V[ConvexHull(V).vertices]
         except (QhullError, ValueError):           # flat or degenerate: every vertex
             pass
-        cache[key] = V
+        # each point once (a patch on a plane is not de-duplicated again): one within 2 SAME_POINT of one before goes
+        close = cKDTree(V).query_pairs(2 * SAME_POINT, output_type="ndarray") if len(V) else np.zeros((0, 2), int)
+        cache[key] = np.delete(V, np.unique(close[:, 1]), axis=0) if len(close) else V
     return cache[key]
 
 
@@ -447,24 +449,26 @@ def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
     return d, ws, wv, -n
 
 
-def _hits(scene, blocks, cutoff=None):
-    """The hits of the blocks closer than the margin, or than ``cutoff`` (P,) per pair where given."""
-    if not blocks:
-        z = np.zeros((0, 3))
-        return Hits([], z, z.copy(), np.zeros(0), np.zeros(0, int))
-    k, d, wa, wb, n = (np.concatenate(x) for x in zip(*blocks))
+def _hits(scene, blocks, cutoff=None, distinct=()):
+    """The hits of the blocks closer than the margin, or than ``cutoff`` (P,) per pair where given; and of
+    the blocks ``distinct``, whose points are distinct (a mesh's patch on a plane), their pairs in no other."""
+    if not blocks and not distinct:
+        return Hits([], np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros(0, int))
+    k, d, wa, wb, n = (np.concatenate(x) for x in zip(*(list(blocks) + list(distinct))))
     keep = np.flatnonzero(d < (scene.margin if cutoff is None else cutoff[k]))
+    keep, alone = np.split(keep, [np.searchsorted(keep, sum(len(b[0]) for b in blocks))])   # distinct's rows last
     # one hit per point: coal's closest pair is often one of the closed-form corners (a repeated
     # contact makes the contact problem degenerate); the deeper one is kept
-    keep = keep[np.argsort(d[keep], kind="stable")]
-    _, first = np.unique(np.column_stack([k[keep], np.round(wa[keep] / SAME_POINT)]), axis=0, return_index=True)
-    keep = np.sort(keep[first])
-    # (two points a rounding apart may round to neighbouring multiples: a point nearer than SAME_POINT to a
-    # deeper one of its pair goes too)
-    x, kk, dd = wa[keep], k[keep], d[keep]
-    near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
-        ((dd[None] < dd[:, None]) | ((dd[None] == dd[:, None]) & (keep[None] < keep[:, None])))
-    keep = keep[~near.any(1)]
+    if len(keep) > 1:
+        keep = keep[np.argsort(d[keep], kind="stable")]
+        _, first = np.unique(np.column_stack([k[keep], np.round(wa[keep] / SAME_POINT)]), axis=0, return_index=True)
+        keep = np.sort(keep[first])
+        # (points a rounding apart may round to neighbouring multiples: one nearer than SAME_POINT to a deeper goes)
+        x, kk, dd = wa[keep], k[keep], d[keep]
+        near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
+            ((dd[None] < dd[:, None]) | ((dd[None] == dd[:, None]) & (keep[None] < keep[:, None])))
+        keep = keep[~near.any(1)]
+    keep = np.concatenate([keep, alone])
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
     names = scene.pair_names

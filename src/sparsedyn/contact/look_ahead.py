@@ -45,7 +45,7 @@ from .collision import collide_within
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .reduction import PATCH_DEPTH
 
-__all__ = ["pair_cutoffs", "pair_spins", "body_reach", "within_capacity", "step_hits"]
+__all__ = ["pair_cutoffs", "pair_spins", "body_reach", "within_capacity", "capacity_mask", "step_hits"]
 
 _NONE, _F64 = {}, np.dtype(float)
 
@@ -148,12 +148,30 @@ def within_capacity(d, cutoff, margin, capacity=MAX_COMPILED_CONTACTS):
     gaps among those beyond the step's reach (``d > cutoff - margin + PATCH_DEPTH``), or all of
     those where they are fewer."""
     d = np.asarray(d, float)
-    extra = len(d) - capacity
-    if extra <= 0:
+    if len(d) <= capacity:
         return None
-    out = np.flatnonzero(d > np.asarray(cutoff, float) - margin + PATCH_DEPTH)
-    drop = out[np.argsort(-d[out], kind="stable")[:extra]]
-    return np.setdiff1d(np.arange(len(d)), drop)
+    cutoff = np.broadcast_to(np.asarray(cutoff, float), d.shape)
+    return np.flatnonzero(capacity_mask(d[None], cutoff[None], np.ones((1, len(d)), bool), margin, capacity)[0])
+
+
+def capacity_mask(d, cutoff, mask, margin, capacity=MAX_COMPILED_CONTACTS):
+    """:func:`within_capacity` of each row of a batch at once: ``d`` (B, K) the candidates' gaps [m],
+    ``cutoff`` (B, K) their pairs' look-ahead [m], ``mask`` (B, K) those within it (the row's
+    contacts, in order); returns the mask (B, K) of the contacts each row's step keeps (``mask``
+    itself where no row holds more than ``capacity``), each row's those :func:`within_capacity`
+    keeps of its contacts."""
+    n = np.count_nonzero(mask, -1)
+    rows = np.flatnonzero(n > capacity)
+    if not len(rows):
+        return mask
+    d, m = d[rows], mask[rows]
+    beyond = m & (d > cutoff[rows] - margin + PATCH_DEPTH)
+    order = np.argsort(np.where(beyond, -d, np.inf), axis=1, kind="stable")    # widest first, ties in order
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(d.shape[1]), d.shape), 1)
+    out = mask.copy()
+    out[rows] = m & ~(beyond & (rank < (n[rows] - capacity)[:, None]))
+    return out
 
 
 def step_hits(scene, q, v, dt, cutoff=None):

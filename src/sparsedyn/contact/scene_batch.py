@@ -23,7 +23,9 @@ import numpy as np
 
 from ..kernels import use_backend
 from .collision_near import NEAR_COLUMNS
+from .friction_kernel import MAX_COMPILED_CONTACTS
 from .friction_problem import ContactSlots, plane_basis
+from .look_ahead import capacity_mask
 from .data_slots import data_slots_of_rows
 from .scene_data import (SLOT_COLUMNS, _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, ahead_candidates,
                          near_candidates)
@@ -86,7 +88,9 @@ def scene_batch_slot_data(scene, Q, cutoff=None, ahead=None, data_slots=False):
     layout (``cutoff`` (B, P): each state's look-ahead per pair, the kernel's cutoff the largest of
     all; None: the margin; ``ahead`` ``(V, dt)``: each state's look-ahead from its velocity ``V``
     (B, nv) or (nv,) for a step of ``dt`` computed in the collision kernel's call instead, as
-    ``scene_slot_data(scene, Q[b], ahead=(V[b], dt))``).
+    ``scene_slot_data(scene, Q[b], ahead=(V[b], dt))``); each state keeps no more than the compiled step
+    holds where its others are beyond the step's reach, as its single step
+    (:func:`~sparsedyn.contact.look_ahead.capacity_mask`).
     ``data_slots``: a fifth entry, the same contacts in the scene's data slots
     (:func:`~sparsedyn.contact.data_slots.data_slots_of_rows`: each state's in its first slots, in
     order, their data those of ``scene_slot_data(..., data_slots=True)``, bit for bit).
@@ -98,7 +102,11 @@ def scene_batch_slot_data(scene, Q, cutoff=None, ahead=None, data_slots=False):
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
     c, within = _candidates(scene, kp, Q, cutoff, ahead)
-    b, j = (c[..., 0] < within).nonzero()                 # by state, then in the candidates' order
+    # each state's contacts within their look-ahead, no more than the compiled step holds where the
+    # others are beyond the step's reach (the single step's rule, all states at once)
+    mask = capacity_mask(c[..., 0], np.broadcast_to(within, c.shape[:2]), c[..., 0] < within, scene.margin,
+                         MAX_COMPILED_CONTACTS)
+    b, j = mask.nonzero()                                  # by state, then in the candidates' order
     group = b * nk + kid[j]
     counts = np.bincount(group, minlength=B * nk)
     layout = _grow(scene, keys, counts.reshape(B, nk))

@@ -25,7 +25,7 @@ from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, col
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
-from .look_ahead import body_reach, pair_cutoffs, pair_spins, within_capacity
+from .look_ahead import body_reach, capacity_mask, pair_cutoffs, pair_spins
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
@@ -383,9 +383,8 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
         within = scene.margin if cutoff is None else cutoff.take(kp.pair)
     mask = c[:, 0] < within
     if np.count_nonzero(mask) > MAX_COMPILED_CONTACTS:      # the gaps beyond the step's reach left out
-        sel = mask.nonzero()[0]
-        mask[sel[np.setdiff1d(np.arange(len(sel)), within_capacity(
-            c[sel, 0], np.broadcast_to(within, mask.shape)[sel], scene.margin, MAX_COMPILED_CONTACTS))]] = False
+        mask = capacity_mask(c[None, :, 0], np.broadcast_to(within, mask.shape)[None], mask[None], scene.margin,
+                             MAX_COMPILED_CONTACTS)[0]
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     filler = _filler(scene, keys, layout)
     got = _selection(scene, plan, mask, filler)
