@@ -57,14 +57,18 @@ def _complete_orthogonal(A, B):
     column pivoting ``A P = Q [R11 R12; 0 R22]``, the rank the largest leading ``R11`` whose estimated
     condition stays below 1e12 (incremental condition estimation), ``[R11 R12] = [T 0] Z`` and ``x_P = Z^T
     T^-1 Q1^T B``: the minimum-norm least-squares solution (the factorisation, the rank and the solve in
-    LAPACK: at these sizes each call from Python costs more than its arithmetic)."""
+    LAPACK: at these sizes each call from Python costs more than its arithmetic).  Where ``B`` has more
+    columns than rows (the 3 nv columns of the state's change) ``gelsy`` gives ``pinv(A)`` (``B = I``) and
+    NumPy the product: LAPACK's unblocked solves with many right-hand sides cost more than a product."""
     from scipy.linalg import lapack as _lapack
     n, k = A.shape[0], B.shape[1]
-    work = max(3 * n + 1 + 32 * (n + 1), 2 * n + 32 * k, 1)    # (the blocked code's workspace, block 32)
-    x, _, _, info = _lapack.dgelsy(A, B, np.zeros(n, np.int32), RANK_RCOND, work)[1:]
+    wide = k > n
+    C = np.eye(n) if wide else B
+    work = max(4 * n + 1, 2 * n + C.shape[1])               # (the unblocked code's: faster at these sizes)
+    x, _, _, info = _lapack.dgelsy(A, C, np.zeros(n, np.int32), RANK_RCOND, work)[1:]
     if info:                                                   # (an argument LAPACK refused)
         return np.linalg.pinv(A, rcond=1e-12) @ B
-    return x
+    return x @ B if wide else x
 
 
 def psd_solve(A, B):
