@@ -10,12 +10,11 @@ from test_friction_derivatives import BOX, CORNERS, Q0, Z, lifted
 
 
 def test_min_norm_solve_equals_the_pseudo_inverse():
-    """min_norm_solve (LU where regular, Cholesky where symmetric positive definite and regular, the
-    eigendecomposition of a singular symmetric matrix, a complete orthogonal factorisation of a singular
-    one) gives numpy's pinv(A, rcond=1e-12) @ B to rounding times the condition of A on its range
-    (squared where B is not in the range: least squares): a regular system, a symmetric positive definite
-    one, the Delassus matrix of the box's four corners (rank 6 of 12, the right side not in its
-    range) and singular non-symmetric systems (sliding contacts' mode equations)."""
+    """min_norm_solve (Cholesky where symmetric positive definite and regular, the eigendecomposition of a
+    singular symmetric matrix, a complete orthogonal factorisation of another) gives numpy's pinv(A,
+    rcond=1e-12) @ B to rounding times the condition of A on its range (squared where B is not in the
+    range: least squares): a regular system, a symmetric positive definite one, the Delassus matrix of
+    the box's four corners (rank 6 of 12, the right side not in its range) and singular non-symmetric systems (sliding contacts' mode equations)."""
     rng = np.random.default_rng(3)
     P = sd.contact_problem(BOX, lifted(Q0, 1e-3), Z, Z, CORNERS)
     G = np.asarray(P.J @ P.JMinv.T)
@@ -33,8 +32,7 @@ def test_min_norm_solve_equals_the_pseudo_inverse():
 
 
 def test_psd_solve_equals_the_pseudo_inverse_on_delassus_matrices():
-    """psd_solve (a pivoted Cholesky factorisation, and a QR factorisation of its factor where it is
-    singular) gives numpy's pinv(G, rcond=1e-12) @ B to rounding times G's condition on its range
+    """psd_solve (a complete orthogonal factorisation, LAPACK's gelsy) gives numpy's pinv(G, rcond=1e-12) @ B to rounding times G's condition on its range
     (squared: B off the range, least squares) on the Delassus matrices G = J H^-1 J^T of the box's
     corners: all four (rank 6 of 12), their normal rows (rank 3 of 4: the position correction's
     system), one corner and three normal rows (regular), and a zero matrix; B in G's range and not."""

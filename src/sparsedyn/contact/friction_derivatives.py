@@ -238,10 +238,11 @@ def _rows_of(x, B, n):
 
 def _split(dv, dq, shape, step):
     """The :class:`ContactStepDerivatives` of ``dv = [dv_dq, dv_dv, dv_dtau]`` and ``dq`` likewise (B, nv,
-    3 nv), batch ``shape``."""
+    3 nv), batch ``shape``: views of their column blocks (no copy)."""
     nv = dv.shape[-2]
-    return ContactStepDerivatives(*(x[..., k * nv:(k + 1) * nv].reshape(shape + (nv, nv)) for x in (dv, dq)
-                                    for k in range(3)), step)
+    dv, dq = dv.reshape(shape + (nv, 3 * nv)), dq.reshape(shape + (nv, 3 * nv))
+    return ContactStepDerivatives(dv[..., :nv], dv[..., nv:2 * nv], dv[..., 2 * nv:], dq[..., :nv],
+                                  dq[..., nv:2 * nv], dq[..., 2 * nv:], step)
 
 
 class Slotted(NamedTuple):
@@ -402,8 +403,8 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
 def _mode_solve(K, R, stick):
     """The minimum-norm ``dlambda`` of ``K dlambda = R``, the mode equations of the held contacts: with
     sticking (and open) contacts alone ``K = s J H^-1 J^T`` is symmetric positive semidefinite
-    (:func:`psd_solve`: a pivoted Cholesky factorisation, no eigendecomposition), else
-    :func:`min_norm_solve`."""
+    (:func:`psd_solve`: a non-finite diagonal gives NaN), else :func:`min_norm_solve`; both one LAPACK
+    call (a complete orthogonal factorisation)."""
     return psd_solve(K, R) if stick else min_norm_solve(K, R)
 
 

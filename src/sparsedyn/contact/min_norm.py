@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["min_norm_solve", "psd_solve", "LU_RCOND", "PSD_RANK_TOL"]
+__all__ = ["min_norm_solve", "psd_solve", "LU_RCOND", "RANK_RCOND"]
 
 
-#: Reciprocal condition number (LAPACK's estimate, 1-norm) above which a square system is solved by its
-#: LU factors; below, by least squares with the directions of singular values (pivots) below 1e-12 of
+#: Reciprocal condition number (LAPACK's estimate, 1-norm) above which a symmetric positive definite system
+#: is solved by its Cholesky factors; below, by its eigendecomposition with the eigenvalues below 1e-12 of
 #: the largest dropped: the estimate is within a factor of the size of the true one, so a system solved
-#: by LU has no singular value the least-squares solve would drop, and both give its one solution.
+#: by Cholesky has no eigenvalue the other road would drop, and both give its one solution.
 LU_RCOND = 1e-9
 
-#: Relative tolerance on the pivots of :func:`psd_solve`'s pivoted Cholesky factorisation (a pivot is a
-#: diagonal entry of a Schur complement, the scale of an eigenvalue; the largest pivot is ``A``'s largest
-#: diagonal entry): below it the rest of the matrix is taken as zero, as :func:`min_norm_solve` drops the
-#: eigenvalues below 1e-12 of the largest.
-PSD_RANK_TOL = 1e-12
+#: Reciprocal condition number below which :func:`_complete_orthogonal` drops the rest of a triangular
+#: factor (the rank of the system), as ``pinv(A, rcond=1e-12)`` drops the singular values below 1e-12 of
+#: the largest.
+RANK_RCOND = 1e-12
 
 
 def min_norm_solve(A, B, symmetric=False):
@@ -32,72 +31,53 @@ def min_norm_solve(A, B, symmetric=False):
     ``pinv(A, rcond=1e-12) @ B`` to rounding times the condition of ``A`` on its range (the directions
     of singular values below 1e-12 of the largest dropped).  A ``symmetric`` ``A`` (its lower triangle
     read) by its Cholesky factors where it is positive definite and regular, else by its
-    eigendecomposition, as ``pinv(..., hermitian=True)``; another by its LU factors where
-    it is regular (a contact set that is not redundant), else (a box's four corners: more rows than the
-    motions they hold) by a complete orthogonal factorisation: QR with column pivoting ``A P = Q [R11
-    R12; 0 0]`` (LAPACK's ``geqp3``, the rank by 1e-12 on ``R``'s diagonal), the QR factors ``Z T``
-    of ``[R11 R12]^T``, ``x_P = Z T^-T Q1^T B``.  LAPACK factors ``A`` alone and the small triangles
-    are inverted; the products with ``B`` are NumPy's (a triangular solve with many right-hand sides
-    goes to the BLAS's threads, which cost more than they save at these sizes)."""
+    eigendecomposition, as ``pinv(..., hermitian=True)``; another (a regular contact set, or a box's four
+    corners: more rows than the motions they hold) by :func:`_complete_orthogonal`, one LAPACK call."""
+    if not symmetric:
+        return _complete_orthogonal(A, B)
     from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
     n = len(A)
-    if symmetric:
-        c, info = _lapack.dpotrf(A, lower=1)                   # positive definite and regular: Cholesky
-        if info == 0:
-            rcond, info = _lapack.dpocon(c, np.abs(A).sum(0).max(), uplo="L")
-            if info == 0 and rcond > LU_RCOND:
-                return _lapack.dpotrs(c, B, lower=1)[0]
-        w, V, info = _lapack.dsyevd(A, lower=1)
-        if info:                                # (LAPACK did not converge: the SVD's road)
-            return np.linalg.pinv(A, rcond=1e-12, hermitian=True) @ B
-        top = max(-float(w[0]), float(w[-1])) if n else 0.0      # (ascending eigenvalues: the largest |w|)
-        keep = np.abs(w) > 1e-12 * top
-        if not keep.all():
-            V, w = V[:, keep], w[keep]
-        return V @ ((V.T @ B) / w[:, None])
-    lu, piv, info = _lapack.dgetrf(A)
+    c, info = _lapack.dpotrf(A, lower=1)                       # positive definite and regular: Cholesky
     if info == 0:
-        rcond, info = _lapack.dgecon(lu, np.abs(A).sum(0).max(), norm="1")
+        rcond, info = _lapack.dpocon(c, np.abs(A).sum(0).max(), uplo="L")
         if info == 0 and rcond > LU_RCOND:
-            return _lapack.dgetri(lu, piv)[0] @ B
-    qr, jpvt, tau, _, _ = _lapack.dgeqp3(A)
-    d = np.abs(qr.diagonal())
-    r = int(np.count_nonzero(d > 1e-12 * d[0])) if n and d[0] > 0 else 0
-    x = np.zeros((n,) + B.shape[1:])
-    if r:
-        y = _lapack.dorgqr(qr[:, :r], tau[:r])[0].T @ B                   # Q1^T B
-        z, t, _, _ = _lapack.dgeqrf(np.triu(qr[:r]).T)                   # [R11 R12]^T = Z T
-        x[jpvt - 1] = _lapack.dorgqr(z, t)[0] @ (_lapack.dtrtri(np.triu(z[:r]))[0].T @ y)
-    return x
+            return _lapack.dpotrs(c, B, lower=1)[0]
+    w, V, info = _lapack.dsyevd(A, lower=1)
+    if info:                                    # (LAPACK did not converge: the SVD's road)
+        return np.linalg.pinv(A, rcond=1e-12, hermitian=True) @ B
+    top = max(-float(w[0]), float(w[-1])) if n else 0.0          # (ascending eigenvalues: the largest |w|)
+    keep = np.abs(w) > 1e-12 * top
+    if not keep.all():
+        V, w = V[:, keep], w[keep]
+    return V @ ((V.T @ B) / w[:, None])
+
+
+def _complete_orthogonal(A, B):
+    """``pinv(A, rcond~1e-12) @ B`` (``A`` (n, n), ``B`` (n, k)) by LAPACK's ``gelsy`` in one call: QR with
+    column pivoting ``A P = Q [R11 R12; 0 R22]``, the rank the largest leading ``R11`` whose estimated
+    condition stays below 1e12 (incremental condition estimation), ``[R11 R12] = [T 0] Z`` and ``x_P = Z^T
+    T^-1 Q1^T B``: the minimum-norm least-squares solution (the factorisation, the rank and the solve in
+    LAPACK: at these sizes each call from Python costs more than its arithmetic).  Where ``B`` has more
+    columns than rows (the 3 nv columns of the state's change) ``gelsy`` gives ``pinv(A)`` (``B = I``) and
+    NumPy the product: LAPACK's unblocked solves with many right-hand sides cost more than a product."""
+    from scipy.linalg import lapack as _lapack
+    n, k = A.shape[0], B.shape[1]
+    wide = k > n
+    C = np.eye(n) if wide else B
+    work = max(4 * n + 1, 2 * n + C.shape[1])               # (the unblocked code's: faster at these sizes)
+    x, _, _, info = _lapack.dgelsy(A, C, np.zeros(n, np.int32), RANK_RCOND, work)[1:]
+    if info:                                                   # (an argument LAPACK refused)
+        return np.linalg.pinv(A, rcond=1e-12) @ B
+    return x @ B if wide else x
 
 
 def psd_solve(A, B):
-    """:func:`min_norm_solve` of a symmetric positive semidefinite ``A`` (n, n) (its lower triangle read;
-    a Delassus matrix ``J H^-1 J^T`` or a principal block of it), ``B`` (n, k): ``pinv(A, rcond~1e-12) @
-    B`` by a pivoted Cholesky factorisation ``P^T A P = L L^T`` (LAPACK's ``pstrf``; the rank ``r`` where
-    the largest pivot left, a diagonal entry of a Schur complement, falls below :data:`PSD_RANK_TOL` of
-    ``A``'s largest diagonal entry), no eigendecomposition: regular (``r = n``), ``X = P L^-T L^-1 P^T
-    B``; singular (a box's four corners: rank 6 of 12), ``L`` (n, r) of full column rank, ``L = Q R``
-    (QR) and ``X = P Q R^-T R^-1 Q^T P^T B``, the minimum-norm least-squares solution.  The factor's
-    inverses are LAPACK's, the products NumPy's (as :func:`min_norm_solve`: no triangular solve with
-    many right-hand sides on the BLAS's threads).  Not for an indefinite ``A``."""
-    from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
+    """:func:`min_norm_solve` of a symmetric positive semidefinite ``A`` (n, n) (a Delassus matrix ``J H^-1
+    J^T`` or a principal block of it, symmetric to rounding), ``B`` (n, k): ``pinv(A, rcond~1e-12) @ B``
+    by :func:`_complete_orthogonal` (regular, or a box's four corners: rank 6 of 12), one LAPACK call; a
+    zero ``A`` gives zeros, a NaN or infinite diagonal NaN (never a silent zero solution)."""
     n = len(A)
     top = float(A.diagonal().max()) if n else 0.0
     if not 0.0 < top < np.inf:                          # zero or empty: no pivot above the tolerance;
         return np.full((n,) + B.shape[1:], 0.0 if top == 0.0 else np.nan)     # NaN, inf: NaN (not zeros)
-    c, piv, r, info = _lapack.dpstrf(A, tol=PSD_RANK_TOL * top, lower=1)
-    if info < 0:                                        # (an argument LAPACK refused)
-        return min_norm_solve(A, B, symmetric=True)
-    p = piv - 1
-    X = np.empty((n,) + B.shape[1:])
-    if r == n:
-        Li = _lapack.dtrtri(np.tril(c), lower=1)[0]   # (the factor's strict upper triangle is A's: masked)
-        X[p] = Li.T @ (Li @ B[p])
-        return X
-    qr, tau, _, _ = _lapack.dgeqrf(np.tril(c[:, :r]))
-    Ri = _lapack.dtrtri(np.triu(qr[:r, :r]), lower=0)[0]
-    Q = _lapack.dorgqr(qr, tau)[0]
-    X[p] = Q @ (Ri.T @ (Ri @ (Q.T @ B[p])))
-    return X
-
+    return _complete_orthogonal(A, B)

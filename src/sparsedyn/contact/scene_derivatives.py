@@ -325,41 +325,46 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
     Rf, pf = frame_placements(scene.model, q)
     fa, fb, free, two = _slot_ends(scene, slots.frames)
     full = in_order(slots, len(pair))                            # contact k in slot k, no free slot
-    index = slice(None) if full else np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
-    out = None if full else free.copy()
+    out = np.empty((len(pair), GEOMETRY)) if full else free.copy()
     if len(pair):
+        index = slice(None) if full else np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
         a, b = (fa, fb) if full else (fa[index], fb[index])
-        Ra = Rf[a]
-        in_world = b.max() < 0                                   # b in the world: its points in world axes
-        if not in_world:
-            world = b < 0
-            Rb, ob = Rf[b], pf[b]
-            Rb[world], ob[world] = np.eye(3), 0.0
         data = slots.data if full else slots.data[index]
-        n = data[:, 4:7]
-        wa = (Ra @ data[:, 1:4, None])[..., 0] + pf[a]
-        kind, ra, rb = _kinds(scene, q, np.asarray(pair), wa)
-        # each centre in its frame's axes: a's R_a^T (wa + r_a n - o_a) = p_a + r_a R_a^T n; b's from the
-        # witness point of b, wb = wa - distance n (wb - r_b n: b's centre, the witness point for a vertex);
-        # the normal in b's axes where it is b's plane (kind 1), else in a's
-        na = (n[:, None, :] @ Ra)[:, 0]
-        cb = wa - ((n * wa).sum(-1) - data[:, 7] + rb)[:, None] * n
-        nb = n if in_world else (n[:, None, :] @ Rb)[:, 0]
-        on_b = kind == 1
-        block = np.concatenate([data[:, 1:4] + ra[:, None] * na, ra[:, None],
-                                cb if in_world else ((cb - ob)[:, None, :] @ Rb)[:, 0], rb[:, None],
-                                na if not on_b.any() else nb if on_b.all() else np.where(on_b[:, None], nb, na),
-                                kind[:, None] == _KINDS], 1)
-        if full:
-            return block
-        out[index] = block
-    elif full:
-        return free.copy()
+        kind, ra, rb, weights, flags = _kinds(scene, q, np.asarray(pair, np.intp), a, Rf, pf, data)
+        out[index] = _contact_geometry(Rf, pf, a, b, data, kind, ra, rb, weights, not len(two), *flags)
     if len(two) and not full:                                    # a free slot of two bodies: the plane in b's axes
-        two = two[~np.isin(two, index)]
+        two = two[~np.isin(two, np.arange(len(pair)) if slots.index is None else slots.index)]
         R, p = Rf[fb[two]], pf[fb[two]]
         out[two, 4:7] = np.einsum("kji,kj->ki", R, np.array([0.0, 0.0, -1e6]) - p)
         out[two, 8:11] = R[:, 2]
+    return out
+
+
+def _contact_geometry(Rf, pf, a, b, data, kind, ra, rb, weights, in_world, all_pb, round_a):
+    """The geometry (nc, 14) of contacts in the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at
+    ``(Rf, pf)`` (the frames' rotations and origins), their slots' ``data`` (nc, 8) ``[mu, p_a (3), n (3),
+    offset]``, ``kind`` (nc,), radii ``ra``, ``rb`` (nc,) and one-hot ``weights`` (nc, 3) of their kinds:
+    a's centre in a's axes ``R_a^T (w_a + r_a n - o_a) = p_a + r_a R_a^T n`` (``w_a`` the witness point of
+    a), b's from its witness point ``w_b = w_a - distance n`` (``w_b - r_b n``: b's centre, the witness
+    point for a vertex) in b's axes, the normal in b's axes where it is b's plane (kind 1), else in a's.
+    ``in_world``: every ``b`` is the world; ``all_pb``: every kind is 1; ``round_a``: some ``r_a`` is not 0
+    (what the scene's pairs tell, sparing NumPy's reductions of these few rows)."""
+    out = np.empty((len(a), GEOMETRY))
+    Ra, p, n = Rf[a], data[:, 1:4], data[:, 4:7]
+    wa = np.einsum("kij,kj->ki", Ra, p) + pf[a]
+    cb = wa - (np.einsum("ki,ki->k", n, wa) + (rb - data[:, 7]))[:, None] * n
+    na = np.einsum("kji,kj->ki", Ra, n) if round_a or not all_pb else None        # n in a's axes
+    out[:, 0:3] = p + ra[:, None] * na if round_a else p
+    out[:, 3], out[:, 7], out[:, 11:] = ra, rb, weights
+    if in_world or b.max() < 0:                                  # b in the world: its points in world axes
+        out[:, 4:7], nb = cb, n
+    else:
+        world = b < 0
+        Rb, ob = Rf[b], pf[b]
+        Rb[world], ob[world] = np.eye(3), 0.0
+        out[:, 4:7] = np.einsum("kji,kj->ki", Rb, cb - ob)
+        nb = np.einsum("kji,kj->ki", Rb, n)
+    out[:, 8:11] = nb if all_pb else np.where((kind == 1)[:, None], nb, na)
     return out
 
 
@@ -388,28 +393,34 @@ def _slot_ends(scene, frames):
     return got
 
 
-def _kinds(scene, q, pair, wa):
-    """``(kind (nc,), r_a (nc,), r_b (nc,))`` (floats) of hits of the scene pairs ``pair`` with witness points
-    ``wa`` (nc, 3) of ``a`` (world): kind 0 (``pp``), 1 (``pb``) or 2 (``ap``) of the module docstring,
-    and the radii of the round shapes (0 for a vertex)."""
+def _kinds(scene, q, pair, a, Rf, pf, data):
+    """``(kind (nc,), r_a (nc,), r_b (nc,), weights (nc, 3), (all_pb, round_a))`` of hits of the scene
+    pairs ``pair`` (nc,) in the frames ``a`` (nc,) placed at ``(Rf, pf)``, their slots' ``data`` (nc, 8)
+    (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1 (``pb``) or 2
+    (``ap``) of the module docstring, the radii of the round shapes (0 for a vertex) and the kinds'
+    one-hot weights (floats); whether every pair of the scene is of kind 1, whether any has a round ``a``."""
     table = scene.cache.get("slot kinds")
     if table is None:
         table = scene.cache["slot kinds"] = _pair_kinds(scene)
-    kind, ra, rb = table[0][pair].T                              # (copies: a box corner's kind is set below)
+    rows = table[0][pair]                                        # (a copy: a box corner's kind is set below)
+    kind, ra, rb = rows[:, 0], rows[:, 1], rows[:, 2]
     if table[1]:                                                 # a pair of boxes in the scene: a corner of a
         boxes = np.flatnonzero(kind < 0)                         # on b's face, or b's on a's
-    if table[1] and boxes.size:
-        R, p = placements(scene, q)
-        for k in boxes.tolist():
-            i = scene.index[pair[k]][0]
-            kind[k] = 1 if _corner(scene.shapes[i], R[i], p[i], wa[k]) else 2
-    return kind, ra, rb
+        if boxes.size:
+            R, p = placements(scene, q)
+            for k in boxes.tolist():
+                i = scene.index[pair[k]][0]
+                wa = Rf[a[k]] @ data[k, 1:4] + pf[a[k]]
+                kind[k] = 1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2
+            rows[boxes, 3:] = kind[boxes, None] == _KINDS
+    return kind, ra, rb, rows[:, 3:], table[2]
 
 
 def _pair_kinds(scene):
-    """``(table (P, 3), boxes)``: per scene pair ``[kind, r_a, r_b]``, the kind of its hits where the shapes
-    fix it (-1 for two boxes: a corner of either, told at the hit) and the radii of its round shapes;
-    whether any pair is of two boxes."""
+    """``(table (P, 6), boxes, (all_pb, round_a))``: per scene pair ``[kind, r_a, r_b, w_pp, w_pb, w_ap]``,
+    the kind of its hits where the shapes fix it (-1 for two boxes: a corner of either, told at the hit),
+    the radii of its round shapes and the kind's one-hot weights; whether any pair is of two boxes,
+    whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round."""
     P = len(scene.index)
     kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
     for k, (i, j) in enumerate(scene.index.tolist()):
@@ -424,7 +435,8 @@ def _pair_kinds(scene):
             kind[k] = 2
         elif a.kind == b.kind == "box":
             kind[k] = -1
-    return np.stack([kind, ra, rb], -1), bool((kind < 0).any())
+    return (np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS], 1), bool((kind < 0).any()),
+            (bool((kind == 1).all()), bool(ra.any())))
 
 
 def _corner(shape, R, p, x):
