@@ -146,23 +146,10 @@ def mesh_plane_reduced(V, nb, pb, cutoff, margin=None):
 
 def plane_axes(nb):
     """``(P, 3, 3)``: per plane of unit normal ``nb[k]`` (P, 3) the columns ``n``, ``t1``, ``t2``
-    (:func:`tangents`), what :func:`mesh_plane_patches` takes; read-only, remembered per ``nb`` (a
-    scene's planes are the world's: the same normals query after query)."""
+    (:func:`tangents`), what :func:`mesh_plane_patches` takes."""
     nb = np.asarray(nb, float)
-    key = (nb.shape, nb.tobytes())
-    got = _AXES.get(key)
-    if got is None:
-        t1, t2 = tangents(nb)
-        got = np.stack([nb, t1, t2], 2)
-        got.flags.writeable = False
-        if len(_AXES) >= 256:
-            _AXES.clear()
-        _AXES[key] = got
-    return got
-
-
-#: :func:`plane_axes`' results by their normals (a pure function's memo: bounded, no state).
-_AXES = {}
+    t1, t2 = tangents(nb)
+    return np.stack([nb, t1, t2], 2)
 
 
 def patch_depth(cutoff, margin=None):
