@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-from .friction_problem import _MODE_NAMES, ContactStep, Rollout, _modes
+from .friction_problem import ContactStep, Rollout, _modes
 
 __all__ = ["LazyModesStep", "LazyModesRollout"]
 
@@ -113,11 +113,9 @@ def _trajectory_modes(modes):
         return [m.get() if type(m) is _Modes else m for m in modes]
     n = [len(a[0]) for a in args]
     lam, u = np.concatenate([a[0] for a in args]), np.concatenate([a[1] for a in args])
-    # each step's thresholds as its own _modes computes them: tol * impulse scale, (100 tol * velocity scale)^2
-    lo = np.array([tol * float(a[3]) for a in args]).repeat(n)
-    vo = np.array([(100 * tol * float(a[4])) ** 2 for a in args]).repeat(n)
-    stick = u[:, 0] ** 2 + u[:, 1] ** 2 <= vo
-    names = _MODE_NAMES[np.where(lam[:, 2] <= lo, 2, stick.astype(np.intp))]
+    ls = np.array([float(a[3]) for a in args]).repeat(n)        # each contact its step's scales
+    vs = np.array([float(a[4]) for a in args]).repeat(n)
+    names = _modes(lam[:, None], u[:, None], ls, vs, tol)[:, 0]
     ends = list(itertools.accumulate(n, initial=0))
     out = list(modes)
     for k, a, i, j in zip(lazy, args, ends[:-1], ends[1:]):
