@@ -11,56 +11,26 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["min_norm_solve", "psd_solve", "LU_RCOND", "RANK_RCOND"]
+__all__ = ["min_norm_solve", "psd_solve", "RANK_RCOND"]
 
 
-#: Reciprocal condition number (LAPACK's estimate, 1-norm) above which a symmetric positive definite system
-#: is solved by its Cholesky factors; below, by its eigendecomposition with the eigenvalues below 1e-12 of
-#: the largest dropped: the estimate is within a factor of the size of the true one, so a system solved
-#: by Cholesky has no eigenvalue the other road would drop, and both give its one solution.
-LU_RCOND = 1e-9
-
-#: Reciprocal condition number below which :func:`_complete_orthogonal` drops the rest of a triangular
+#: Reciprocal condition number below which :func:`min_norm_solve` drops the rest of a triangular
 #: factor (the rank of the system), as ``pinv(A, rcond=1e-12)`` drops the singular values below 1e-12 of
 #: the largest.
 RANK_RCOND = 1e-12
 
 
-def min_norm_solve(A, B, symmetric=False):
+def min_norm_solve(A, B):
     """The minimum-norm least-squares solution ``X`` (n, k) of ``A X = B`` (``A`` (n, n), ``B`` (n, k)):
-    ``pinv(A, rcond=1e-12) @ B`` to rounding times the condition of ``A`` on its range (the directions
-    of singular values below 1e-12 of the largest dropped).  A ``symmetric`` ``A`` (its lower triangle
-    read) by its Cholesky factors where it is positive definite and regular, else by its
-    eigendecomposition, as ``pinv(..., hermitian=True)``; another (a regular contact set, or a box's four
-    corners: more rows than the motions they hold) by :func:`_complete_orthogonal`, one LAPACK call."""
-    if not symmetric:
-        return _complete_orthogonal(A, B)
-    from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
-    n = len(A)
-    c, info = _lapack.dpotrf(A, lower=1)                       # positive definite and regular: Cholesky
-    if info == 0:
-        rcond, info = _lapack.dpocon(c, np.abs(A).sum(0).max(), uplo="L")
-        if info == 0 and rcond > LU_RCOND:
-            return _lapack.dpotrs(c, B, lower=1)[0]
-    w, V, info = _lapack.dsyevd(A, lower=1)
-    if info:                                    # (LAPACK did not converge: the SVD's road)
-        return np.linalg.pinv(A, rcond=1e-12, hermitian=True) @ B
-    top = max(-float(w[0]), float(w[-1])) if n else 0.0          # (ascending eigenvalues: the largest |w|)
-    keep = np.abs(w) > 1e-12 * top
-    if not keep.all():
-        V, w = V[:, keep], w[keep]
-    return V @ ((V.T @ B) / w[:, None])
-
-
-def _complete_orthogonal(A, B):
-    """``pinv(A, rcond~1e-12) @ B`` (``A`` (n, n), ``B`` (n, k)) by LAPACK's ``gelsy`` in one call: QR with
+    ``pinv(A, rcond~1e-12) @ B`` (a regular contact set, or a box's four corners: more rows than the
+    motions they hold) by LAPACK's ``gelsy`` in one call: QR with
     column pivoting ``A P = Q [R11 R12; 0 R22]``, the rank the largest leading ``R11`` whose estimated
     condition stays below 1e12 (incremental condition estimation), ``[R11 R12] = [T 0] Z`` and ``x_P = Z^T
     T^-1 Q1^T B``: the minimum-norm least-squares solution (the factorisation, the rank and the solve in
     LAPACK: at these sizes each call from Python costs more than its arithmetic).  Where ``B`` has more
     columns than rows (the 3 nv columns of the state's change) ``gelsy`` gives ``pinv(A)`` (``B = I``) and
     NumPy the product: LAPACK's unblocked solves with many right-hand sides cost more than a product."""
-    from scipy.linalg import lapack as _lapack
+    from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
     n, k = A.shape[0], B.shape[1]
     wide = k > n
     C = np.eye(n) if wide else B
@@ -73,11 +43,10 @@ def _complete_orthogonal(A, B):
 
 def psd_solve(A, B):
     """:func:`min_norm_solve` of a symmetric positive semidefinite ``A`` (n, n) (a Delassus matrix ``J H^-1
-    J^T`` or a principal block of it, symmetric to rounding), ``B`` (n, k): ``pinv(A, rcond~1e-12) @ B``
-    by :func:`_complete_orthogonal` (regular, or a box's four corners: rank 6 of 12), one LAPACK call; a
-    zero ``A`` gives zeros, a NaN or infinite diagonal NaN (never a silent zero solution)."""
+    J^T`` or a principal block of it, symmetric to rounding; a box's four corners: rank 6 of 12), ``B``
+    (n, k); a zero ``A`` gives zeros, a NaN or infinite diagonal NaN (never a silent zero solution)."""
     n = len(A)
     top = float(A.diagonal().max()) if n else 0.0
     if not 0.0 < top < np.inf:                          # zero or empty: no pivot above the tolerance;
         return np.full((n,) + B.shape[1:], 0.0 if top == 0.0 else np.nan)     # NaN, inf: NaN (not zeros)
-    return _complete_orthogonal(A, B)
+    return min_norm_solve(A, B)
