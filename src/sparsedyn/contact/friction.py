@@ -312,19 +312,17 @@ def _result(who, solver, tol, out, index=None, bare=False):
         _finite(who, out)
     converged = r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)
     impulses = out.impulses if index is None else out.impulses.take(index, -2)
-    if one and bare and converged:                # (a rollout's: no residuals, no ContactStep)
+    if not converged:
+        ok = rep[..., 4] > 0.5
+        warnings.warn(f"{who}: the {solver} contact solver stopped after {int(rep[..., 3].max())} iterations in "
+                      f"{int((~ok).sum())} of {ok.size} state(s) before reaching tol = {tol:g}; worst "
+                      f"residuals: primal {rep[..., 0].max():.3g} N s, dual {rep[..., 1].max():.3g} m/s, "
+                      f"complementarity {rep[..., 2].max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
+                      f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
+    if one and bare:                              # (a rollout's: no residuals, no ContactStep)
         return out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), int(r[3])
     res = tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))      # (less a Python frame)
     iterations = np.array(int(r[3])) if one else rep[..., 3].astype(int)
-    if not converged:
-        converged = rep[..., 4] > 0.5
-        warnings.warn(f"{who}: the {solver} contact solver stopped after {iterations.max()} iterations in "
-                      f"{int((~converged).sum())} of {converged.size} state(s) before reaching tol = {tol:g}; worst "
-                      f"residuals: primal {res.primal.max():.3g} N s, dual {res.dual.max():.3g} m/s, "
-                      f"complementarity {res.complementarity.max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
-                      f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
-    if one and bare:
-        return out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), int(r[3])
     if one:
         return tuple.__new__(LazyModesStep, (out.q_next, out.v_next, impulses,
                                              _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), res,
