@@ -13,6 +13,11 @@ from .emit_unrolled import _functions
 
 __all__ = []
 
+#: Runs of consecutive elements up to which a stage's changed elements are copied into the loop state
+#: run by run (each a ``memcpy`` the compiler writes as vector moves), not element by element
+#: through a table (a stage that changes many scattered elements).
+_MAX_RUNS = 32
+
 
 def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     """The units of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`): its pieces'
@@ -46,9 +51,8 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     nst = len(prog.stages)
     X = "".join(x + ", " for x in xs)
     tables = [f"static const int {cname}_c{k}[{max(len(c), 1)}] = {{{', '.join(map(str, c)) or '0'}}};"
-              for k, c in enumerate(scatter)]
-    cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); "
-                     f"for (int j = 0; j < {len(c)}; j++) S[{cname}_c{k}[j]] = T[j]; break;"
+              for k, c in enumerate(scatter) if len(_runs(c)) > _MAX_RUNS]
+    cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); {_scatter(c, f'{cname}_c{k}')} break;"
                      for k, c in enumerate(scatter))
     body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
             *drivers, *tables,
@@ -79,3 +83,26 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
         body += [f"SD_EXPORT int sd_{cname}_batch(long n, {pub}, int nthreads, int check)", "{",
                  "  if (check) return 2;", *omp, "  return 1;", "}"]
     return _units(funcs, body, unit_size)
+
+
+def _runs(changed):
+    """``[(first element, its place in T, length)]``: ``changed`` (increasing) cut into runs of
+    consecutive elements."""
+    runs = []
+    for t, j in enumerate(changed):
+        if runs and runs[-1][0] + runs[-1][2] == j:
+            runs[-1][2] += 1
+        else:
+            runs.append([j, t, 1])
+    return [tuple(r) for r in runs]
+
+
+def _scatter(changed, table):
+    """The C that copies a stage's changed elements ``changed`` from ``T`` into ``S``: a ``memcpy`` per
+    run of consecutive ones (a loop over ``table`` where they fall into more than :data:`_MAX_RUNS`
+    runs)."""
+    runs = _runs(changed)
+    if len(runs) > _MAX_RUNS:
+        return f"for (int j = 0; j < {len(changed)}; j++) S[{table}[j]] = T[j];"
+    return " ".join(f"S[{a}] = T[{b}];" if n == 1 else f"__builtin_memcpy(S + {a}, T + {b}, {n} * sizeof(double));"
+                    for a, b, n in runs)
