@@ -98,11 +98,12 @@ def block_call(prog, b, layout, slot, name, T):
     stmts = [f"  w[{layout.zero}] = {zero};"]
     for a in layout.operands[b]:
         op, x, y = nodes[a]
-        if op == INPUT:
-            stmts.append(f"  w[{layout.copy[a]}] = x{int(x)}[{int(y)}];")
-        elif op == CONST:
+        if op == CONST:
             stmts.append(f"  w[{layout.copy[a]}] = {_lit(x) if T == 'double' else f'(sd_vd){{0}} + {_lit(x)}'};")
+    stmts += _input_copies(nodes, layout, b)
     stmts.append(f"  {name}(w);")
+    if T == "double" and m < _LANES and (blk.A >= 0).all() and blk.pairs.any(1).all():
+        return _rows_product(blk, at, layout, b, name), stmts
     table = lambda v: ",".join(map(str, v)) or "0"             # noqa: E731
     V, step = ("sd_v4u", _LANES) if T == "double" else (T, 1)
     ld = (lambda o: f"*(const sd_v4u *)(r + {o})") if T == "double" else (lambda o: f"r[{o}]")
@@ -140,3 +141,60 @@ def block_call(prog, b, layout, slot, name, T):
         f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});",
         "}"])
     return defs, stmts
+
+
+def _input_copies(nodes, layout, b):
+    """The statements that copy block ``b``'s operands that are inputs to their slots: a ``memcpy``
+    per run of consecutive elements of one input into consecutive slots (a matrix of the loop
+    state: one run), not one statement per element."""
+    runs = []                           # [input, first element, first slot, length]
+    for a in layout.operands[b]:
+        op, x, y = nodes[a]
+        if op != INPUT:
+            continue
+        r = runs[-1] if runs else None
+        if r is not None and r[0] == int(x) and r[1] + r[3] == int(y) and r[2] + r[3] == layout.copy[a]:
+            r[3] += 1
+        else:
+            runs.append([int(x), int(y), layout.copy[a], 1])
+    return [f"  w[{s}] = x{x}[{y}];" if n == 1 else f"  __builtin_memcpy(w + {s}, x{x} + {y}, {n} * sizeof w[0]);"
+            for x, y, s, n in runs]
+
+
+def _rows_product(blk, at, layout, b, name):
+    """The C of a single state's block product ``name`` whose ``B`` has fewer than :data:`_LANES`
+    columns (a matrix times a vector) and whose ``A`` has no structural zero: rows of ``C`` summed
+    side by side, one scalar sum per row and column, up to :data:`_GROUP` at a time (each sum a chain
+    of ``k`` additions that waits on itself: several in flight hide the latency that a lane-padded
+    vector per row, ``m`` of its lanes used, waits on).  Every element sees the operations of
+    :func:`block_call`'s loop in the same order: ``A[i, 0] B[0, j]``, then ``+ A[i, l] B[l, j]``."""
+    (n, k), m = blk.A.shape, blk.B.shape[1]
+    mp, cb = layout.stride[b], layout.cbase[b]
+    ai = [at(blk.A[i, l]) for i in range(n) for l in range(k)]
+    bi = [at(blk.B[l, j]) for l in range(k) for j in range(m)]
+    rows = max(1, _GROUP // m)
+    # operands in consecutive slots, row after row (a matrix of the loop state), are read in place
+    dense = [v == list(range(v[0], v[0] + len(v))) for v in (ai, bi)]
+    ta = f"w + {ai[0]} + ({{}}) * {k}" if dense[0] else f"{name}_a + ({{}}) * {k}"
+    A = (lambda e: f"ra[{e}]") if dense[0] else (lambda e: f"w[ra[{e}]]")       # noqa: E731
+    B = (lambda e: f"w[{bi[0]} + {e}]") if dense[1] else (lambda e: f"w[{name}_b[{e}]]")   # noqa: E731
+
+    def chunk(r, i0):
+        """The loop body of ``r`` rows from row ``i0`` (a C expression)."""
+        sums = [(q, j) for q in range(r) for j in range(m)]
+        s = lambda q, j: f"s{q * m + j}"                                         # noqa: E731
+        return [f"    const {'double' if dense[0] else 'int'} *restrict ra = {ta.format(i0)};",
+                "    double " + ", ".join(f"{s(q, j)} = {A(q * k)} * {B(j)}" for q, j in sums) + ";",
+                f"    for (int l = 1; l < {k}; l++) {{",
+                *[f"      {s(q, j)} = {s(q, j)} + {A(f'{q * k} + l')} * {B(f'l * {m} + {j}')};" for q, j in sums],
+                "    }",
+                *[f"    w[{cb} + (({i0}) + {q}) * {mp} + {j}] = {s(q, j)};" for q, j in sums]]
+    full, rest = divmod(n, rows)
+    body = []
+    if full:
+        body += [f"  for (int i = 0; i < {full * rows}; i += {rows}) {{", *chunk(rows, "i"), "  }"]
+    if rest:
+        body += ["  {", *chunk(rest, str(full * rows)), "  }"]
+    tables = [f"static const int {name}_{t}[{len(v)}] = {{{','.join(map(str, v))}}};"
+              for t, v, d in zip("ab", (ai, bi), dense) if not d]
+    return "\n".join([*tables, f"static void {name}(double *restrict w)", "{", *body, "}"])
