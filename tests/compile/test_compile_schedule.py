@@ -142,10 +142,11 @@ def test_block_products_in_straight_line_code(rng):
 
 
 #: Block products of a matrix ``A`` (7, 5) by columns of ``B`` (5, 3): by one, two and three columns
-#: (rows summed side by side), of a computed ``A`` (its slots read through a table), and of a
+#: (rows summed side by side), of a computed ``A`` or ``B`` (their slots read through a table), and of a
 #: triangular ``A`` (structural zeros: the padded rows' loop).  Name -> (operands, columns).
 _PRODUCTS = {"by_one": (lambda A, B: (A, B[..., :1]), 1), "by_two": (lambda A, B: (A, B[..., :2]), 2),
              "by_three": (lambda A, B: (A, B), 3), "computed": (lambda A, B: (A * A - A, B[..., 1:]), 2),
+             "by_computed": (lambda A, B: (A, np.concatenate([B[..., :2, :1], B[..., 2:, :1] * B[..., 2:, 1:2]], -2)), 1),
              "triangular": (lambda A, B: (np.tril(A), B[..., :1]), 1)}
 
 

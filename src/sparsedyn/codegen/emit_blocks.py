@@ -100,10 +100,15 @@ def block_call(prog, b, layout, slot, name, T):
         op, x, y = nodes[a]
         if op == CONST:
             stmts.append(f"  w[{layout.copy[a]}] = {_lit(x) if T == 'double' else f'(sd_vd){{0}} + {_lit(x)}'};")
+    if T == "double" and m < _LANES and (blk.A >= 0).all() and blk.pairs.any(1).all():
+        # an A that is one input's elements row after row (the loop state's matrix) is read there
+        src = _input_matrix(nodes, blk.A)
+        skip = set(blk.A.reshape(-1).tolist()) - set(blk.B.reshape(-1).tolist()) if src else set()
+        stmts += _input_copies(nodes, layout, b, skip)
+        stmts.append(f"  {name}(w, x{src[0]} + {src[1]});" if src else f"  {name}(w, 0);")
+        return _rows_product(blk, at, layout, b, name, src is not None), stmts
     stmts += _input_copies(nodes, layout, b)
     stmts.append(f"  {name}(w);")
-    if T == "double" and m < _LANES and (blk.A >= 0).all() and blk.pairs.any(1).all():
-        return _rows_product(blk, at, layout, b, name), stmts
     table = lambda v: ",".join(map(str, v)) or "0"             # noqa: E731
     V, step = ("sd_v4u", _LANES) if T == "double" else (T, 1)
     ld = (lambda o: f"*(const sd_v4u *)(r + {o})") if T == "double" else (lambda o: f"r[{o}]")
@@ -143,14 +148,14 @@ def block_call(prog, b, layout, slot, name, T):
     return defs, stmts
 
 
-def _input_copies(nodes, layout, b):
-    """The statements that copy block ``b``'s operands that are inputs to their slots: a ``memcpy``
-    per run of consecutive elements of one input into consecutive slots (a matrix of the loop
-    state: one run), not one statement per element."""
+def _input_copies(nodes, layout, b, skip=()):
+    """The statements that copy block ``b``'s operands that are inputs, but those in ``skip``, to their
+    slots: a ``memcpy`` per run of consecutive elements of one input into consecutive slots, not one
+    statement per element."""
     runs = []                           # [input, first element, first slot, length]
     for a in layout.operands[b]:
         op, x, y = nodes[a]
-        if op != INPUT:
+        if op != INPUT or a in skip:
             continue
         r = runs[-1] if runs else None
         if r is not None and r[0] == int(x) and r[1] + r[3] == int(y) and r[2] + r[3] == layout.copy[a]:
@@ -161,21 +166,33 @@ def _input_copies(nodes, layout, b):
             for x, y, s, n in runs]
 
 
-def _rows_product(blk, at, layout, b, name):
+def _input_matrix(nodes, A):
+    """``(input, first element)`` where the node ids ``A`` (n, k) are the elements of one input from
+    its ``first``, row after row; else ``None``."""
+    ids = A.reshape(-1).tolist()
+    op, x, y = nodes[ids[0]]
+    if op != INPUT or any(tuple(nodes[a]) != (INPUT, x, y + e) for e, a in enumerate(ids)):
+        return None
+    return int(x), int(y)
+
+
+def _rows_product(blk, at, layout, b, name, given=False):
     """The C of a single state's block product ``name`` whose ``B`` has fewer than :data:`_LANES`
     columns (a matrix times a vector) and whose ``A`` has no structural zero: rows of ``C`` summed
     side by side, one scalar sum per row and column, up to :data:`_GROUP` at a time (each sum a chain
     of ``k`` additions that waits on itself: several in flight hide the latency that a lane-padded
     vector per row, ``m`` of its lanes used, waits on).  Every element sees the operations of
-    :func:`block_call`'s loop in the same order: ``A[i, 0] B[0, j]``, then ``+ A[i, l] B[l, j]``."""
+    :func:`block_call`'s loop in the same order: ``A[i, 0] B[0, j]``, then ``+ A[i, l] B[l, j]``.
+    ``given``: ``A`` is read from the input matrix the call passes as ``x``, not from its slots."""
     (n, k), m = blk.A.shape, blk.B.shape[1]
     mp, cb = layout.stride[b], layout.cbase[b]
     ai = [at(blk.A[i, l]) for i in range(n) for l in range(k)]
     bi = [at(blk.B[l, j]) for l in range(k) for j in range(m)]
     rows = max(1, _GROUP // m)
-    # operands in consecutive slots, row after row (a matrix of the loop state), are read in place
+    # operands in consecutive slots, row after row, are read in place; ``given``: A is the matrix at ``x``
     dense = [v == list(range(v[0], v[0] + len(v))) for v in (ai, bi)]
-    ta = f"w + {ai[0]} + ({{}}) * {k}" if dense[0] else f"{name}_a + ({{}}) * {k}"
+    dense[0] = dense[0] or given
+    ta = f"x + ({{}}) * {k}" if given else f"w + {ai[0]} + ({{}}) * {k}" if dense[0] else f"{name}_a + ({{}}) * {k}"
     A = (lambda e: f"ra[{e}]") if dense[0] else (lambda e: f"w[ra[{e}]]")       # noqa: E731
     B = (lambda e: f"w[{bi[0]} + {e}]") if dense[1] else (lambda e: f"w[{name}_b[{e}]]")   # noqa: E731
 
@@ -197,4 +214,4 @@ def _rows_product(blk, at, layout, b, name):
         body += ["  {", *chunk(rest, str(full * rows)), "  }"]
     tables = [f"static const int {name}_{t}[{len(v)}] = {{{','.join(map(str, v))}}};"
               for t, v, d in zip("ab", (ai, bi), dense) if not d]
-    return "\n".join([*tables, f"static void {name}(double *restrict w)", "{", *body, "}"])
+    return "\n".join([*tables, f"static void {name}(double *restrict w, const double *restrict x)", "{", *body, "}"])
