@@ -30,6 +30,9 @@ __all__ = []
 #: Doubles of the vectors a single state's block product sums in (``sd_v4u``), and the most sums
 #: (registers) one pass over a row of ``A`` keeps.
 _LANES, _GROUP = 4, 8
+#: Scalar sums one pass of a product by a few columns keeps (:func:`_rows_product`): as many chains
+#: in flight as registers allow (16 of SSE/AVX, with the operands' two).
+_ROW_SUMS = 12
 
 
 def padded(T, m) -> int:
@@ -179,7 +182,7 @@ def _input_matrix(nodes, A):
 def _rows_product(blk, at, layout, b, name, given=False):
     """The C of a single state's block product ``name`` whose ``B`` has fewer than :data:`_LANES`
     columns (a matrix times a vector) and whose ``A`` has no structural zero: rows of ``C`` summed
-    side by side, one scalar sum per row and column, up to :data:`_GROUP` at a time (each sum a chain
+    side by side, one scalar sum per row and column, up to :data:`_ROW_SUMS` at a time (each sum a chain
     of ``k`` additions that waits on itself: several in flight hide the latency that a lane-padded
     vector per row, ``m`` of its lanes used, waits on).  Every element sees the operations of
     :func:`block_call`'s loop in the same order: ``A[i, 0] B[0, j]``, then ``+ A[i, l] B[l, j]``.
@@ -188,13 +191,16 @@ def _rows_product(blk, at, layout, b, name, given=False):
     mp, cb = layout.stride[b], layout.cbase[b]
     ai = [at(blk.A[i, l]) for i in range(n) for l in range(k)]
     bi = [at(blk.B[l, j]) for l in range(k) for j in range(m)]
-    rows = max(1, _GROUP // m)
+    rows = max(1, _ROW_SUMS // m)
     # operands in consecutive slots, row after row, are read in place; ``given``: A is the matrix at ``x``
     dense = [v == list(range(v[0], v[0] + len(v))) for v in (ai, bi)]
     dense[0] = dense[0] or given
     ta = f"x + ({{}}) * {k}" if given else f"w + {ai[0]} + ({{}}) * {k}" if dense[0] else f"{name}_a + ({{}}) * {k}"
     A = (lambda e: f"ra[{e}]") if dense[0] else (lambda e: f"w[ra[{e}]]")       # noqa: E731
     B = (lambda e: f"w[{bi[0]} + {e}]") if dense[1] else (lambda e: f"w[{name}_b[{e}]]")   # noqa: E731
+
+    if m == 1 and n % _LANES == 0 and k % _LANES == 0 and dense[0]:
+        return _lanes_product(n, k, mp, cb, ta, B, name, [] if dense[1] else [(name + "_b", bi)])
 
     def chunk(r, i0):
         """The loop body of ``r`` rows from row ``i0`` (a C expression)."""
@@ -215,3 +221,43 @@ def _rows_product(blk, at, layout, b, name, given=False):
     tables = [f"static const int {name}_{t}[{len(v)}] = {{{','.join(map(str, v))}}};"
               for t, v, d in zip("ab", (ai, bi), dense) if not d]
     return "\n".join([*tables, f"static void {name}(double *restrict w, const double *restrict x)", "{", *body, "}"])
+
+
+def _lanes_product(n, k, mp, cb, ta, B, name, tables):
+    """:func:`_rows_product` of a dense ``A`` (n, k) in consecutive elements (``ta``: the C of the
+    address of row ``{}``) by a vector (``B(e)``: the C of its element ``e``), ``n`` and ``k``
+    multiples of :data:`_LANES`: four rows in the lanes of one vector, their 4 x 4 blocks of ``A``
+    loaded row by row and transposed in registers, so every lane sums its row's products in ``l``
+    order, the first first, as a scalar sum does (bit for bit), with a quarter of the operations."""
+    def block(g, l):
+        """Lines loading rows ``4 g ...`` at columns ``l ... l + 3`` transposed into ``c0 ... c3``."""
+        r = [f"*(const sd_v4u *)(ra + {(4 * g + q) * k} + {l})" for q in range(4)]
+        return [f"      {{ const sd_v4u r0 = {r[0]}, r1 = {r[1]}, r2 = {r[2]}, r3 = {r[3]};",
+                "        const sd_v4u t0 = SD_SHUF4(r0, r1, 0, 4, 2, 6), t1 = SD_SHUF4(r0, r1, 1, 5, 3, 7), "
+                "t2 = SD_SHUF4(r2, r3, 0, 4, 2, 6), t3 = SD_SHUF4(r2, r3, 1, 5, 3, 7);",
+                "        const sd_v4u c0 = SD_SHUF4(t0, t2, 0, 1, 4, 5), c1 = SD_SHUF4(t1, t3, 0, 1, 4, 5), "
+                "c2 = SD_SHUF4(t0, t2, 2, 3, 6, 7), c3 = SD_SHUF4(t1, t3, 2, 3, 6, 7);"]
+
+    body = []
+    for i0 in range(0, n, 4 * _LANES):                   # up to four vectors of sums (16 rows) a pass
+        groups = range(min(_LANES, (n - i0) // 4))
+        body += ["  {", f"    const double *restrict ra = {ta.format(i0)};", "    sd_v4u " + ", ".join(f"s{g}" for g in groups) + ";"]
+        for first in (True, False):
+            l = "0" if first else "l"
+            if not first:
+                body.append(f"    for (int l = 4; l < {k}; l += 4) {{")
+            body.append("    { const double " + ", ".join(f"b{c} = {B(f'{l} + {c}')}" for c in range(4)) + ";")
+            for g in groups:
+                body += block(g, l)
+                body.append(f"        s{g} = " + ("c0 * b0" if first else f"s{g} + c0 * b0") + "; " +
+                            " ".join(f"s{g} = s{g} + c{c} * b{c};" for c in range(1, 4)) + " }")
+            body.append("    }" + ("" if first else " }"))
+        body += [f"    w[{cb} + {(i0 + 4 * g + r) * mp}] = s{g}[{r}];" for g in groups for r in range(4)]
+        body.append("  }")
+    defs = [f"static const int {t}[{len(v)}] = {{{','.join(map(str, v))}}};" for t, v in tables]
+    return "\n".join([
+        "#ifndef SD_V4U", "#define SD_V4U", "typedef double sd_v4u __attribute__((vector_size(32), aligned(8)));", "#endif",
+        "#ifndef SD_SHUF4", "#if defined(__clang__)", "#define SD_SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)",
+        "#else", "typedef long long sd_v4i __attribute__((vector_size(32)));",
+        "#define SD_SHUF4(a, b, ...) __builtin_shuffle(a, b, (sd_v4i){__VA_ARGS__})", "#endif", "#endif",
+        *defs, f"static void {name}(double *restrict w, const double *restrict x)", "{", *body, "}"])
