@@ -241,7 +241,8 @@ def _lanes_product(n, k, mp, cb, ta, B, name, tables):
     body = []
     for i0 in range(0, n, 4 * _LANES):                   # up to four vectors of sums (16 rows) a pass
         groups = range(min(_LANES, (n - i0) // 4))
-        body += ["  {", f"    const double *restrict ra = {ta.format(i0)};", "    sd_v4u " + ", ".join(f"s{g}" for g in groups) + ";"]
+        body += ["  {", f"    const double *restrict ra = {ta.format(i0)};",
+                 "    sd_v4u " + ", ".join(f"s{g}" for g in groups) + ";"]
         for first in (True, False):
             l = "0" if first else "l"
             if not first:
@@ -255,9 +256,13 @@ def _lanes_product(n, k, mp, cb, ta, B, name, tables):
         body += [f"    w[{cb} + {(i0 + 4 * g + r) * mp}] = s{g}[{r}];" for g in groups for r in range(4)]
         body.append("  }")
     defs = [f"static const int {t}[{len(v)}] = {{{','.join(map(str, v))}}};" for t, v in tables]
-    return "\n".join([
-        "#ifndef SD_V4U", "#define SD_V4U", "typedef double sd_v4u __attribute__((vector_size(32), aligned(8)));", "#endif",
-        "#ifndef SD_SHUF4", "#if defined(__clang__)", "#define SD_SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)",
-        "#else", "typedef long long sd_v4i __attribute__((vector_size(32)));",
-        "#define SD_SHUF4(a, b, ...) __builtin_shuffle(a, b, (sd_v4i){__VA_ARGS__})", "#endif", "#endif",
-        *defs, f"static void {name}(double *restrict w, const double *restrict x)", "{", *body, "}"])
+    return "\n".join([*_SHUFFLES, *defs, f"static void {name}(double *restrict w, const double *restrict x)", "{",
+                      *body, "}"])
+
+
+#: The vector of four doubles and its two-source shuffle (GCC's and clang's builtins), once per unit.
+_SHUFFLES = ("#ifndef SD_V4U", "#define SD_V4U", "typedef double sd_v4u __attribute__((vector_size(32), aligned(8)));",
+             "#endif", "#ifndef SD_SHUF4", "#if defined(__clang__)",
+             "#define SD_SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)", "#else",
+             "typedef long long sd_v4i __attribute__((vector_size(32)));",
+             "#define SD_SHUF4(a, b, ...) __builtin_shuffle(a, b, (sd_v4i){__VA_ARGS__})", "#endif", "#endif")
