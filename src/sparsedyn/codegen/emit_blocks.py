@@ -17,6 +17,11 @@ finite, the sign of a zero sum aside).  A single state's product takes ``SD_W`` 
 (a vector of the row of ``B``, the sum in a register: a row of ``C`` summed in memory waits on its
 own stores); a batch's elements are vectors already.  A tree's ``H^-1 dtau/dx`` so multiplied
 compiles in half the time of its unrolled code.
+
+A product by fewer columns than a vector's lanes (a matrix times a vector: the contact solver's
+x-step) whose ``A`` has no structural zero instead sums rows side by side (:func:`_rows_product`):
+a padded vector per row would wait on its own chain of additions with most lanes idle.  Where ``A``
+is one input's matrix (the loop state's inverse) it is read there, not copied to the workspace.
 """
 
 from __future__ import annotations

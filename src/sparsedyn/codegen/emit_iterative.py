@@ -22,7 +22,8 @@ _MAX_RUNS = 32
 def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     """The units of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`): its pieces'
     scalar functions and a driver that runs the stages as their flags say, updating the loop state
-    in place (a stage's changed elements are copied in after it ran).  ``single`` gives ``sd_K`` and
+    in place (after a stage ran, the elements it takes from others are moved within the loop state,
+    then those it computed copied in: :func:`_changed`).  ``single`` gives ``sd_K`` and
     ``sd_K_loop`` as for a straight-line kernel; ``batch`` gives ``sd_K_batch`` running the scalar
     driver state by state on OpenMP threads (states leave the loop after different numbers of
     iterations, so they are not packed into vector lanes); it checks no input values (it returns 2
