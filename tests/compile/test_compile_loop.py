@@ -37,3 +37,59 @@ def test_a_compiled_loop_equals_the_interpreter_single_and_batched(compile_cache
     assert np.array_equal(k.newton(a[:3])[1], ce[:3])              # a short batch (the looped entry)
     capped = sd.compile(_Newton(sd.serial_chain(1), 5))
     assert capped.newton(np.array([1e6]))[1].tolist() == [1.0, 2.0]
+
+
+def _shift_loop():
+    """A memory of four values shifted by one each iteration (``[a1, a2, a3, a3 + a0 / 2]``: elements
+    of the loop state taken from others, which the driver moves within the state), ten times, then
+    its halves swapped (moves that would read what a move before them wrote: copied as computed)."""
+    from sparsedyn.symbolic.loop import trace_loop
+
+    def init(a):
+        return np.array([0.0]), np.array([a[0], a[1], a[2], a[3], 0.0])
+
+    def shift(a, K, S):
+        n = S[4] + 1.0
+        return np.array([S[1], S[2], S[3], S[3] + 0.5 * S[0], n]), 0.5 * (1.0 + bk.copysign(1.0, n - 10.0))
+
+    def swap(a, K, S):
+        return np.array([S[2], S[3], S[0], S[1], S[4]]), 1.0
+
+    from sparsedyn import backend as bk
+    return trace_loop("shift", [("a", (4,))], [("x", (5,))], init, [shift, swap], lambda a, K, S: S)
+
+
+def _python_shift(a):
+    m = list(a)
+    for _ in range(10):
+        m = m[1:] + [m[3] + 0.5 * m[0]]
+    return m[2:] + m[:2] + [10.0]
+
+
+class _Shift:
+    def __init__(self, model):
+        self.model = model
+
+    def __sparsedyn_kernels__(self):
+        prog = _shift_loop()
+        k = Kernel("shift", lambda model, a: tuple(prog.evaluate([a])), {"a": (4,)}, {"x": (5,)},
+                   program=lambda model, static, optional: prog)
+        return Owned(self.model, (k,), "shift")
+
+
+def test_a_compiled_loop_moves_state_elements_taken_from_others(compile_cache):  # noqa: F811
+    """Elements of the loop state a stage takes from other elements (a memory shifted by one, halves
+    swapped): the compiled loop equals the interpreter and the same iteration in plain Python bit for
+    bit, one state and a batch."""
+    from sparsedyn.codegen.emit_iterative import _changed
+    prog = _shift_loop()
+    assert _changed(prog.stages[0]) == ([3, 4], [(0, 1, 3)])       # one run moved within the state
+    assert _changed(prog.stages[1]) == ([0, 1, 2, 3], [])           # a swap: copied through T
+    k = sd.compile(_Shift(sd.serial_chain(1)))
+    a = np.random.default_rng(3).normal(size=(9, 4))
+    x = k.shift(a)
+    x = x[0] if isinstance(x, tuple) else x
+    assert np.array_equal(x, prog.evaluate([a])[0])
+    assert np.array_equal(x, [_python_shift(r) for r in a.tolist()])
+    one = k.shift(a[4])
+    assert np.array_equal(one[0] if isinstance(one, tuple) else one, x[4])

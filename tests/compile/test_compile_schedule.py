@@ -141,6 +141,66 @@ def test_block_products_in_straight_line_code(rng):
             assert rel_err(a, b) < bound, n
 
 
+#: Block products of (parts of) a matrix ``A`` (8, 8) by columns of ``B`` (8, 3): by one, two and three
+#: columns (rows summed side by side), of a computed ``A`` or ``B`` (their slots read through a table),
+#: of a triangular ``A`` (structural zeros: the padded rows' loop), and of an ``A`` of four rows'
+#: multiples by a vector (four rows in a vector's lanes), ``A`` the input itself (read in place) or
+#: its columns (copied).  Name -> (operands, columns).
+_PRODUCTS = {"by_one": (lambda A, B: (A[..., :7, :5], B[..., :5, :1]), 1),
+             "by_two": (lambda A, B: (A[..., :7, :5], B[..., :5, :2]), 2),
+             "by_three": (lambda A, B: (A[..., :7, :5], B[..., :5, :]), 3),
+             "computed": (lambda A, B: ((A * A - A)[..., :7, :5], B[..., :5, 1:]), 2),
+             "by_computed": (lambda A, B: (A[..., :7, :5], np.concatenate([B[..., :2, :1], B[..., 2:5, :1] *
+                                                                            B[..., 2:5, 1:2]], -2)), 1),
+             "triangular": (lambda A, B: (np.tril(A[..., :7, :5]), B[..., :5, :1]), 1),
+             "lanes_given": (lambda A, B: (A, B[..., :1]), 1),
+             "lanes_copied": (lambda A, B: (A[..., :, :4], B[..., 1:5, 1:2] * B[..., 1:5, 2:]), 1)}
+
+
+def _product_program(name):
+    from sparsedyn import backend as bk
+    from sparsedyn.symbolic.trace import trace_function
+    operands, m = _PRODUCTS[name]
+    prog = trace_function(lambda A, B: bk.matmul(*operands(A, B), min_pairs=1), [("A", (8, 8)), ("B", (8, 3))],
+                          [("C", (8 if name.startswith("lanes") else 7, m))], name=name)
+    assert len(prog.blocks) == 1 and cemit.code_shape(prog) == "unrolled"
+    return prog
+
+
+class _Products:
+    """An owner whose kernels are the block products :data:`_PRODUCTS` of its inputs."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __sparsedyn_kernels__(self):
+        from sparsedyn.kernels import Kernel, Owned
+        ks = []
+        for name, (_, m) in _PRODUCTS.items():
+            prog = _product_program(name)
+            ks.append(Kernel(name, lambda model, A, B, p=prog: tuple(p.evaluate([A, B])), {"A": (8, 8), "B": (8, 3)},
+                             {"C": prog.output_shapes[0]}, program=lambda model, static, optional, p=prog: p))
+        return Owned(self.model, tuple(ks), "block products")
+
+
+@pytest.mark.parametrize("name", list(_PRODUCTS))
+def test_block_products_by_a_few_columns(name, rng):
+    """A block product by fewer columns than a vector's lanes (the contact solver's x-step: a matrix
+    times a vector) sums rows side by side: one state, a few and a batch equal the interpreted program
+    bit for bit (the same products summed in the same order), and NumPy's float ``@`` to rounding."""
+    k = sd.compile(_Products(sd.serial_chain(1)))
+    prog = _product_program(name)
+    src = "\n".join(cemit.emit_program(prog, name))       # a lane-padded vector per row: zeros in A only
+    assert ("_b0_mm(" in src) == (name == "triangular") and ("SD_SHUF4(r0" in src) == name.startswith("lanes")
+    for n in (None, 3, 4 * 8 + 1):
+        A, B = rng.normal(size=(8, 8) if n is None else (n, 8, 8)), rng.normal(size=(8, 3) if n is None else (n, 8, 3))
+        got = getattr(k, name)(A, B)
+        got = got[0] if isinstance(got, tuple) else got
+        np.testing.assert_array_equal(got, prog.evaluate([A, B])[0])
+        X, Y = _PRODUCTS[name][0](A, B)
+        assert rel_err(got, X @ Y) < rounding_bound(5), n
+
+
 @pytest.mark.parametrize("tree, name", [(3, "aba_derivatives"), (2, "rnea_derivatives")])
 @pytest.mark.parametrize("chunk", [7, 50])
 def test_segments_and_their_traffic_by_definition(tree, name, chunk):

@@ -17,6 +17,11 @@ finite, the sign of a zero sum aside).  A single state's product takes ``SD_W`` 
 (a vector of the row of ``B``, the sum in a register: a row of ``C`` summed in memory waits on its
 own stores); a batch's elements are vectors already.  A tree's ``H^-1 dtau/dx`` so multiplied
 compiles in half the time of its unrolled code.
+
+A product by fewer columns than a vector's lanes (a matrix times a vector: the contact solver's
+x-step) whose ``A`` has no structural zero instead sums rows side by side (:func:`_rows_product`):
+a padded vector per row would wait on its own chain of additions with most lanes idle.  Where ``A``
+is one input's matrix (the loop state's inverse) it is read there, not copied to the workspace.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ __all__ = []
 #: Doubles of the vectors a single state's block product sums in (``sd_v4u``), and the most sums
 #: (registers) one pass over a row of ``A`` keeps.
 _LANES, _GROUP = 4, 8
+#: Scalar sums one pass of a product by a few columns keeps (:func:`_rows_product`): as many chains
+#: in flight as registers allow (16 of SSE/AVX, with the operands' two).
+_ROW_SUMS = 12
 
 
 def padded(T, m) -> int:
@@ -98,10 +106,16 @@ def block_call(prog, b, layout, slot, name, T):
     stmts = [f"  w[{layout.zero}] = {zero};"]
     for a in layout.operands[b]:
         op, x, y = nodes[a]
-        if op == INPUT:
-            stmts.append(f"  w[{layout.copy[a]}] = x{int(x)}[{int(y)}];")
-        elif op == CONST:
+        if op == CONST:
             stmts.append(f"  w[{layout.copy[a]}] = {_lit(x) if T == 'double' else f'(sd_vd){{0}} + {_lit(x)}'};")
+    if T == "double" and m < _LANES and (blk.A >= 0).all() and blk.pairs.any(1).all():
+        # an A that is one input's elements row after row (the loop state's matrix) is read there
+        src = _input_matrix(nodes, blk.A)
+        skip = set(blk.A.reshape(-1).tolist()) - set(blk.B.reshape(-1).tolist()) if src else set()
+        stmts += _input_copies(nodes, layout, b, skip)
+        stmts.append(f"  {name}(w, x{src[0]} + {src[1]});" if src else f"  {name}(w, 0);")
+        return _rows_product(blk, at, layout, b, name, src is not None), stmts
+    stmts += _input_copies(nodes, layout, b)
     stmts.append(f"  {name}(w);")
     table = lambda v: ",".join(map(str, v)) or "0"             # noqa: E731
     V, step = ("sd_v4u", _LANES) if T == "double" else (T, 1)
@@ -140,3 +154,120 @@ def block_call(prog, b, layout, slot, name, T):
         f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});",
         "}"])
     return defs, stmts
+
+
+def _input_copies(nodes, layout, b, skip=()):
+    """The statements that copy block ``b``'s operands that are inputs, but those in ``skip``, to their
+    slots: a ``memcpy`` per run of consecutive elements of one input into consecutive slots, not one
+    statement per element."""
+    runs = []                           # [input, first element, first slot, length]
+    for a in layout.operands[b]:
+        op, x, y = nodes[a]
+        if op != INPUT or a in skip:
+            continue
+        r = runs[-1] if runs else None
+        if r is not None and r[0] == int(x) and r[1] + r[3] == int(y) and r[2] + r[3] == layout.copy[a]:
+            r[3] += 1
+        else:
+            runs.append([int(x), int(y), layout.copy[a], 1])
+    return [f"  w[{s}] = x{x}[{y}];" if n == 1 else f"  __builtin_memcpy(w + {s}, x{x} + {y}, {n} * sizeof w[0]);"
+            for x, y, s, n in runs]
+
+
+def _input_matrix(nodes, A):
+    """``(input, first element)`` where the node ids ``A`` (n, k) are the elements of one input from
+    its ``first``, row after row; else ``None``."""
+    ids = A.reshape(-1).tolist()
+    op, x, y = nodes[ids[0]]
+    if op != INPUT or any(tuple(nodes[a]) != (INPUT, x, y + e) for e, a in enumerate(ids)):
+        return None
+    return int(x), int(y)
+
+
+def _rows_product(blk, at, layout, b, name, given=False):
+    """The C of a single state's block product ``name`` whose ``B`` has fewer than :data:`_LANES`
+    columns (a matrix times a vector) and whose ``A`` has no structural zero: rows of ``C`` summed
+    side by side, one scalar sum per row and column, up to :data:`_ROW_SUMS` at a time (each sum a chain
+    of ``k`` additions that waits on itself: several in flight hide the latency that a lane-padded
+    vector per row, ``m`` of its lanes used, waits on).  Every element sees the operations of
+    :func:`block_call`'s loop in the same order: ``A[i, 0] B[0, j]``, then ``+ A[i, l] B[l, j]``.
+    ``given``: ``A`` is read from the input matrix the call passes as ``x``, not from its slots."""
+    (n, k), m = blk.A.shape, blk.B.shape[1]
+    mp, cb = layout.stride[b], layout.cbase[b]
+    ai = [at(blk.A[i, l]) for i in range(n) for l in range(k)]
+    bi = [at(blk.B[l, j]) for l in range(k) for j in range(m)]
+    rows = max(1, _ROW_SUMS // m)
+    # operands in consecutive slots, row after row, are read in place; ``given``: A is the matrix at ``x``
+    dense = [v == list(range(v[0], v[0] + len(v))) for v in (ai, bi)]
+    dense[0] = dense[0] or given
+    ta = f"x + ({{}}) * {k}" if given else f"w + {ai[0]} + ({{}}) * {k}" if dense[0] else f"{name}_a + ({{}}) * {k}"
+    A = (lambda e: f"ra[{e}]") if dense[0] else (lambda e: f"w[ra[{e}]]")       # noqa: E731
+    B = (lambda e: f"w[{bi[0]} + {e}]") if dense[1] else (lambda e: f"w[{name}_b[{e}]]")   # noqa: E731
+
+    if m == 1 and n % _LANES == 0 and k % _LANES == 0 and dense[0]:
+        return _lanes_product(n, k, mp, cb, ta, B, name, [] if dense[1] else [(name + "_b", bi)])
+
+    def chunk(r, i0):
+        """The loop body of ``r`` rows from row ``i0`` (a C expression)."""
+        sums = [(q, j) for q in range(r) for j in range(m)]
+        s = lambda q, j: f"s{q * m + j}"                                         # noqa: E731
+        return [f"    const {'double' if dense[0] else 'int'} *restrict ra = {ta.format(i0)};",
+                "    double " + ", ".join(f"{s(q, j)} = {A(q * k)} * {B(j)}" for q, j in sums) + ";",
+                f"    for (int l = 1; l < {k}; l++) {{",
+                *[f"      {s(q, j)} = {s(q, j)} + {A(f'{q * k} + l')} * {B(f'l * {m} + {j}')};" for q, j in sums],
+                "    }",
+                *[f"    w[{cb} + (({i0}) + {q}) * {mp} + {j}] = {s(q, j)};" for q, j in sums]]
+    full, rest = divmod(n, rows)
+    body = []
+    if full:
+        body += [f"  for (int i = 0; i < {full * rows}; i += {rows}) {{", *chunk(rows, "i"), "  }"]
+    if rest:
+        body += ["  {", *chunk(rest, str(full * rows)), "  }"]
+    tables = [f"static const int {name}_{t}[{len(v)}] = {{{','.join(map(str, v))}}};"
+              for t, v, d in zip("ab", (ai, bi), dense) if not d]
+    return "\n".join([*tables, f"static void {name}(double *restrict w, const double *restrict x)", "{", *body, "}"])
+
+
+def _lanes_product(n, k, mp, cb, ta, B, name, tables):
+    """:func:`_rows_product` of a dense ``A`` (n, k) in consecutive elements (``ta``: the C of the
+    address of row ``{}``) by a vector (``B(e)``: the C of its element ``e``), ``n`` and ``k``
+    multiples of :data:`_LANES`: four rows in the lanes of one vector, their 4 x 4 blocks of ``A``
+    loaded row by row and transposed in registers, so every lane sums its row's products in ``l``
+    order, the first first, as a scalar sum does (bit for bit), with a quarter of the operations."""
+    def block(g, l):
+        """Lines loading rows ``4 g ...`` at columns ``l ... l + 3`` transposed into ``c0 ... c3``."""
+        r = [f"*(const sd_v4u *)(ra + {(4 * g + q) * k} + {l})" for q in range(4)]
+        return [f"      {{ const sd_v4u r0 = {r[0]}, r1 = {r[1]}, r2 = {r[2]}, r3 = {r[3]};",
+                "        const sd_v4u t0 = SD_SHUF4(r0, r1, 0, 4, 2, 6), t1 = SD_SHUF4(r0, r1, 1, 5, 3, 7), "
+                "t2 = SD_SHUF4(r2, r3, 0, 4, 2, 6), t3 = SD_SHUF4(r2, r3, 1, 5, 3, 7);",
+                "        const sd_v4u c0 = SD_SHUF4(t0, t2, 0, 1, 4, 5), c1 = SD_SHUF4(t1, t3, 0, 1, 4, 5), "
+                "c2 = SD_SHUF4(t0, t2, 2, 3, 6, 7), c3 = SD_SHUF4(t1, t3, 2, 3, 6, 7);"]
+
+    body = []
+    for i0 in range(0, n, 4 * _LANES):                   # up to four vectors of sums (16 rows) a pass
+        groups = range(min(_LANES, (n - i0) // 4))
+        body += ["  {", f"    const double *restrict ra = {ta.format(i0)};",
+                 "    sd_v4u " + ", ".join(f"s{g}" for g in groups) + ";"]
+        for first in (True, False):
+            l = "0" if first else "l"
+            if not first:
+                body.append(f"    for (int l = 4; l < {k}; l += 4) {{")
+            body.append("    { const double " + ", ".join(f"b{c} = {B(f'{l} + {c}')}" for c in range(4)) + ";")
+            for g in groups:
+                body += block(g, l)
+                body.append(f"        s{g} = " + ("c0 * b0" if first else f"s{g} + c0 * b0") + "; " +
+                            " ".join(f"s{g} = s{g} + c{c} * b{c};" for c in range(1, 4)) + " }")
+            body.append("    }" + ("" if first else " }"))
+        body += [f"    w[{cb} + {(i0 + 4 * g + r) * mp}] = s{g}[{r}];" for g in groups for r in range(4)]
+        body.append("  }")
+    defs = [f"static const int {t}[{len(v)}] = {{{','.join(map(str, v))}}};" for t, v in tables]
+    return "\n".join([*_SHUFFLES, *defs, f"static void {name}(double *restrict w, const double *restrict x)", "{",
+                      *body, "}"])
+
+
+#: The vector of four doubles and its two-source shuffle (GCC's and clang's builtins), once per unit.
+_SHUFFLES = ("#ifndef SD_V4U", "#define SD_V4U", "typedef double sd_v4u __attribute__((vector_size(32), aligned(8)));",
+             "#endif", "#ifndef SD_SHUF4", "#if defined(__clang__)",
+             "#define SD_SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)", "#else",
+             "typedef long long sd_v4i __attribute__((vector_size(32)));",
+             "#define SD_SHUF4(a, b, ...) __builtin_shuffle(a, b, (sd_v4i){__VA_ARGS__})", "#endif", "#endif")

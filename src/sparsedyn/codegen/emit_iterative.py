@@ -13,11 +13,17 @@ from .emit_unrolled import _functions
 
 __all__ = []
 
+#: Runs of consecutive elements up to which a stage's changed elements are copied into the loop state
+#: run by run (each a ``memcpy`` the compiler writes as vector moves), not element by element
+#: through a table (a stage that changes many scattered elements).
+_MAX_RUNS = 32
+
 
 def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     """The units of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`): its pieces'
     scalar functions and a driver that runs the stages as their flags say, updating the loop state
-    in place (a stage's changed elements are copied in after it ran).  ``single`` gives ``sd_K`` and
+    in place (after a stage ran, the elements it takes from others are moved within the loop state,
+    then those it computed copied in: :func:`_changed`).  ``single`` gives ``sd_K`` and
     ``sd_K_loop`` as for a straight-line kernel; ``batch`` gives ``sd_K_batch`` running the scalar
     driver state by state on OpenMP threads (states leave the loop after different numbers of
     iterations, so they are not packed into vector lanes); it checks no input values (it returns 2
@@ -28,16 +34,16 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     ys = [f"y{k}" for k in range(len(nout))]
     pub = ", ".join([f"const double *{x}" for x in xs] + [f"double *{y}" for y in ys])
     funcs, drivers, nws = [], [], 1
-    # A stage updates the loop state in place: it writes the elements it changes to T (compact) and
-    # the driver copies them into S after the run; an element it passes through costs nothing.
-    stages, scatter = [], []
+    # A stage updates the loop state in place: it writes the elements it computes to T (compact) and
+    # the driver copies them into S after the run; an element it passes through costs nothing, one
+    # it takes from another element of S (a memory shifted by one) the driver moves within S first.
+    stages, scatter, moves = [], [], []
     for p in prog.stages:
-        s_in = len(p.input_shapes) - 1
-        changed = [j for j, (kind, v) in enumerate(p.outputs[0])
-                   if not (kind == "node" and tuple(p.nodes[v]) == (INPUT, s_in, j))]
+        changed, moved = _changed(p)
         stages.append(dataclasses.replace(p, outputs=[[p.outputs[0][j] for j in changed], p.outputs[1]],
                                           output_shapes=[(len(changed),), (1,)], _text=None))
         scatter.append(changed)
+        moves.append(moved)
     for tag, p in [("init", prog.init)] + [(f"g{k}", p) for k, p in enumerate(stages)] + [("fin", prog.finish)]:
         f, d, n = _functions(p, f"{cname}_{tag}", "double", _SCALAR_FNS, chunk)
         funcs += f
@@ -46,10 +52,9 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     nst = len(prog.stages)
     X = "".join(x + ", " for x in xs)
     tables = [f"static const int {cname}_c{k}[{max(len(c), 1)}] = {{{', '.join(map(str, c)) or '0'}}};"
-              for k, c in enumerate(scatter)]
-    cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); "
-                     f"for (int j = 0; j < {len(c)}; j++) S[{cname}_c{k}[j]] = T[j]; break;"
-                     for k, c in enumerate(scatter))
+              for k, c in enumerate(scatter) if len(_runs(c)) > _MAX_RUNS]
+    cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); {_move(mv)}{_scatter(c, f'{cname}_c{k}')} break;"
+                     for k, (c, mv) in enumerate(zip(scatter, moves)))
     body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
             *drivers, *tables,
             f"static void {cname}_run({pub})", "{",
@@ -79,3 +84,59 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
         body += [f"SD_EXPORT int sd_{cname}_batch(long n, {pub}, int nthreads, int check)", "{",
                  "  if (check) return 2;", *omp, "  return 1;", "}"]
     return _units(funcs, body, unit_size)
+
+
+def _runs(changed):
+    """``[(first element, its place in T, length)]``: ``changed`` (increasing) cut into runs of
+    consecutive elements."""
+    runs = []
+    for t, j in enumerate(changed):
+        if runs and runs[-1][0] + runs[-1][2] == j:
+            runs[-1][2] += 1
+        else:
+            runs.append([j, t, 1])
+    return [tuple(r) for r in runs]
+
+
+def _scatter(changed, table):
+    """The C that copies a stage's changed elements ``changed`` from ``T`` into ``S``: a ``memcpy`` per
+    run of consecutive ones (a loop over ``table`` where they fall into more than :data:`_MAX_RUNS`
+    runs)."""
+    runs = _runs(changed)
+    if len(runs) > _MAX_RUNS:
+        return f"for (int j = 0; j < {len(changed)}; j++) S[{table}[j]] = T[j];"
+    return " ".join(f"S[{a}] = T[{b}];" if n == 1 else f"__builtin_memcpy(S + {a}, T + {b}, {n} * sizeof(double));"
+                    for a, b, n in runs)
+
+
+def _changed(p):
+    """``(computed, moves)`` of stage ``p``: the elements of the loop state it computes (in order),
+    and the runs ``(to, from, length)`` of those it takes from other elements of the loop state,
+    moved within ``S`` in this order, each reading only elements no run before it wrote (else
+    ``[]``, and those elements count as computed: copied through ``T``)."""
+    s_in = len(p.input_shapes) - 1
+    computed, taken = [], []
+    for j, (kind, v) in enumerate(p.outputs[0]):
+        if kind == "node" and p.nodes[v][0] == INPUT and int(p.nodes[v][1]) == s_in:
+            if int(p.nodes[v][2]) != j:
+                taken.append((j, int(p.nodes[v][2])))
+        else:
+            computed.append(j)
+    runs = []
+    for j, i in taken:
+        if runs and runs[-1][0] + runs[-1][2] == j and runs[-1][1] + runs[-1][2] == i:
+            runs[-1][2] += 1
+        else:
+            runs.append([j, i, 1])
+    written = []
+    for to, frm, n in runs:
+        if len(runs) > _MAX_RUNS or any(frm < a + m and a < frm + n for a, m in written):
+            return sorted(computed + [j for j, _ in taken]), []
+        written.append((to, n))
+    return computed, [tuple(r) for r in runs]
+
+
+def _move(runs):
+    """The C of :func:`_changed`'s moves within ``S`` (a ``memmove`` each: a run may overlap itself)."""
+    return "".join(f"S[{a}] = S[{b}]; " if n == 1 else f"__builtin_memmove(S + {a}, S + {b}, {n} * sizeof(double)); "
+                   for a, b, n in runs)
