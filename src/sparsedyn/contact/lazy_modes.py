@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-from .friction_problem import ContactStep, Rollout, _modes
+from .friction_problem import ContactResiduals, ContactStep, Rollout, _modes
 
 __all__ = ["LazyModesStep", "LazyModesRollout"]
 
@@ -24,7 +24,7 @@ class _Modes:
     def __init__(self, *args):
         self.args, self.value = args, None
 
-    def get(self):
+    def get(self, i=3):
         if self.value is None:
             lam, u, index, ls, vs, tol = self.args
             if index is not None:
@@ -33,27 +33,44 @@ class _Modes:
         return self.value
 
 
+class _Report:
+    """The ``residuals`` (entry 4 of a :class:`ContactStep`) and ``iterations`` (entry 5) of one state's
+    step, made from the kernel's ``report`` (8,) when read (:meth:`get` of the entry's index)."""
+
+    __slots__ = ("report",)
+
+    def __init__(self, report):
+        self.report = report
+
+    def get(self, i):
+        rep = self.report
+        if i == 4:
+            return tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))
+        return np.array(int(rep[3]))
+
+
 class _LazyModes:
     """A result (a NamedTuple, ``_plain``) whose ``modes`` (its entry 3) are computed when first read (a
-    :class:`_Modes` or :class:`_TrajectoryModes`; steps along a trajectory rarely read them); as a
-    tuple it holds the modes like any other."""
+    :class:`_Modes` or :class:`_TrajectoryModes`; steps along a trajectory rarely read them), and a
+    step's residuals and iterations (entries 4 and 5, a :class:`_Report`) made when read; as a tuple it
+    holds them like any other."""
 
     __slots__ = ()
 
     @property
     def modes(self):
         x = tuple.__getitem__(self, 3)
-        return x.get() if type(x) in _DEFERRED else x
+        return x.get(3) if type(x) in _DEFERRED else x
 
     def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self)[i]
         x = tuple.__getitem__(self, i)
-        if type(x) in _DEFERRED:
-            return x.get()
-        return tuple(self)[i] if isinstance(i, slice) else x
+        return x.get(range(len(self))[i]) if type(x) in _DEFERRED else x
 
     def __iter__(self):
-        for x in tuple.__iter__(self):
-            yield x.get() if type(x) in _DEFERRED else x
+        for i, x in enumerate(tuple.__iter__(self)):
+            yield x.get(i) if type(x) in _DEFERRED else x
 
     def __reduce__(self):
         return self._plain, tuple(self)
@@ -71,10 +88,21 @@ class _LazyModes:
 
 
 class LazyModesStep(_LazyModes, ContactStep):
-    """A :class:`ContactStep` of one state whose ``modes`` are computed when first read."""
+    """A :class:`ContactStep` of one state whose ``modes`` are computed when first read, its
+    ``residuals`` and ``iterations`` made when read."""
 
     __slots__ = ()
     _plain = ContactStep
+
+    @property
+    def residuals(self):
+        x = tuple.__getitem__(self, 4)
+        return x.get(4) if type(x) in _DEFERRED else x
+
+    @property
+    def iterations(self):
+        x = tuple.__getitem__(self, 5)
+        return x.get(5) if type(x) in _DEFERRED else x
 
 
 class LazyModesRollout(_LazyModes, Rollout):
@@ -95,7 +123,7 @@ class _TrajectoryModes:
     def __init__(self, modes):
         self.modes, self.value = modes, None
 
-    def get(self):
+    def get(self, i=3):
         if self.value is None:
             self.value, self.modes = _trajectory_modes(self.modes), None
         return self.value
@@ -123,4 +151,4 @@ def _trajectory_modes(modes):
     return out
 
 
-_DEFERRED = (_Modes, _TrajectoryModes)
+_DEFERRED = (_Modes, _TrajectoryModes, _Report)
