@@ -95,7 +95,7 @@ from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
                                ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
                                contact_problem, contact_slots, point_contacts)
-from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _Report, _TrajectoryModes
+from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .scene import Scene
 from .scene_step import batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
@@ -320,12 +320,10 @@ def _result(who, solver, tol, out, index=None, bare=False):
                       f"complementarity {rep[..., 2].max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
     if one and bare:                              # (a rollout's: no residuals, no ContactStep)
-        return out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), int(r[3])
-    if one:                                       # (its residuals and iterations made when read)
-        report = _Report(rep)
-        return tuple.__new__(LazyModesStep, (out.q_next, out.v_next, impulses,
-                                             _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), report,
-                                             report))
+        return out.q_next, out.v_next, impulses, _Modes(out, index, tol), int(r[3])
+    if one:                                       # (its modes, residuals and iterations made when read)
+        modes = _Modes(out, index, tol)
+        return tuple.__new__(LazyModesStep, (out.q_next, out.v_next, impulses, modes, modes, modes))
     res = tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))      # (less a Python frame)
     velocities = out.velocities if index is None else out.velocities.take(index, -2)
     return ContactStep(out.q_next, out.v_next, impulses, _modes(impulses, velocities, rep[..., 5], rep[..., 6], tol),
