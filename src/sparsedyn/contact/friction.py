@@ -221,8 +221,8 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
                      _checks.plain_floats(who, n, x, f"(..., {size})")
                      for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
     settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
-    nc = len(contacts)
     if warm_start is not None and not warm_checked:
+        nc = len(contacts)
         if not (type(warm_start) is np.ndarray and warm_start.dtype is _F64):
             warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
         # one state: a finite sum says all are finite (else, or an overflow of the sum, look at each)
