@@ -239,6 +239,9 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
         warm = np.zeros((len(slots.frames), 3))
     elif same:
         warm = warm_start
+    elif warm_start.ndim == 2:                    # one state (its rows put at once)
+        warm = np.zeros((len(slots.frames), 3))
+        warm[slots.index] = warm_start
     else:
         warm = np.zeros(warm_start.shape[:-2] + (len(slots.frames), 3))
         warm[..., slots.index, :] = warm_start
