@@ -257,7 +257,7 @@ def _same_pairs(previous, impulses, contacts):
     n1, n0 = r1[:, 3:6], r0[:, 3:6]
     if n1.tobytes() == n0.tobytes():                # same normals (a floor): same frames
         if np.maximum.reduce(d, None) <= _HALF_RADIUS_SQUARED:
-            return impulses.copy()                  # every point moved by less than the radius (a bound: 3/4 of it)
+            return impulses.copy()                  # each coordinate within half the radius: within 0.87 of it
         return np.where((np.sqrt(np.add.reduce(d[:, :3], 1)) <= WARM_RADIUS)[:, None], impulses, 0.0)
     near = np.sqrt(np.add.reduce(d[:, :3], 1)) <= WARM_RADIUS
     i = np.flatnonzero(near)
