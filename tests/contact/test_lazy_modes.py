@@ -34,7 +34,8 @@ def test_a_step_in_a_scene_gives_its_residuals_and_iterations_when_read_as_a_bat
     index (from either end), unpacked and pickled they are those of the same state stepped as a batch
     of one (whose step builds them at once), bit for bit, their types a ContactStep's."""
     scene = _scene(False)
-    q, v, tau = [0.0, 0.0, SIDE / 2, 0.0, 0.0, 0.0, 1.0], [0.0, 0.0, -0.2, 0.3, 0.0, 0.0], [0.0] * 6    # landing, sliding
+    # landing and sliding on its four corners
+    q, v, tau = [0.0, 0.0, SIDE / 2, 0.0, 0.0, 0.0, 1.0], [0.0, 0.0, -0.2, 0.3, 0.0, 0.0], [0.0] * 6
     with sd.use_backend("native", deterministic=True):
         s = sd.contact_step(scene.model, q, v, tau, scene, DT)
         batch = sd.contact_step(scene.model, [q], [v], [tau], scene, DT)
