@@ -6,6 +6,7 @@ import pickle
 import numpy as np
 
 import sparsedyn as sd
+from sparsedyn.contact.friction_problem import ContactResiduals
 from test_scene import DT, SIDE
 from test_scene_step import _scene, _steps_one_by_one
 
@@ -26,3 +27,22 @@ def test_a_rollout_in_a_scene_gives_its_modes_when_read_as_any_rollout():
     back = pickle.loads(pickle.dumps(r))
     assert type(back) is sd.Rollout and [list(m) for m in back.modes] == modes and np.array_equal(back.q, q)
     assert [list(m) for m in r._replace(iterations=iterations + 1).modes] == modes
+
+
+def test_a_step_in_a_scene_gives_its_residuals_and_iterations_when_read_as_a_batch_step_does():
+    """One state's step in a scene makes its residuals and iterations when read: read as fields, by
+    index (from either end), unpacked and pickled they are those of the same state stepped as a batch
+    of one (whose step builds them at once), bit for bit, their types a ContactStep's."""
+    scene = _scene(False)
+    # landing and sliding on its four corners
+    q, v, tau = [0.0, 0.0, SIDE / 2, 0.0, 0.0, 0.0, 1.0], [0.0, 0.0, -0.2, 0.3, 0.0, 0.0], [0.0] * 6
+    with sd.use_backend("native", deterministic=True):
+        s = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        batch = sd.contact_step(scene.model, [q], [v], [tau], scene, DT)
+    assert int(batch.iterations[0]) > 0
+    want = [np.asarray(batch.residuals[k])[0] for k in range(3)], batch.iterations[0]
+    for res, its in ((s.residuals, s.iterations), (s[4], s[5]), (s[-2], s[-1]), tuple(s)[4:], pickle.loads(
+            pickle.dumps(s))[4:]):
+        assert type(res) is ContactResiduals and [float(x) for x in res] == [float(x) for x in want[0]]
+        assert np.ndim(res.primal) == 0 and np.ndim(its) == 0 and its.dtype.kind == "i" and int(its) == int(want[1])
+    assert type(pickle.loads(pickle.dumps(s))) is sd.ContactStep

@@ -124,6 +124,18 @@ def test_a_native_rollout_takes_the_kernels_road_with_the_matched_warm_start(mon
     assert compared >= 100 and {len(x) for x in r.impulses} >= {1, 4}
 
 
+def _found(cs):
+    """The contacts ``cs`` ``[(point, (normal, offset))]`` (three) on the kernel's road: pairs 3, 5, 8."""
+    data = np.array([[0.5, *p, *n, offset] for p, (n, offset) in cs])
+    return FoundContacts(np.array([3, 5, 8]), ContactSlots((0, 0, 0), None, data))
+
+
+def _objects(cs):
+    """The contacts ``cs`` of :func:`_found` as Contact objects (the general nearest-point matching)."""
+    return [sd.Contact(0, "3d", friction=0.5, point=p, plane=plane, name=f"pair{k}/floor#{k}")
+            for k, (p, plane) in enumerate(cs)]
+
+
 def test_matched_warm_start_of_the_same_pairs_each_once_takes_each_contact_its_own_within_the_radius():
     """The kernel's road with the same pairs in the same order, each pair once (a humanoid's limbs on a
     floor): by hand, a point moved 1 mm keeps its impulse, one moved 2 radii starts from zero, one
@@ -136,18 +148,32 @@ def test_matched_warm_start_of_the_same_pairs_each_once_takes_each_contact_its_o
     impulses = np.array([[0.5, 0.5, 4.0], [0.1, 0.2, 5.0], [1.0, 2.0, 3.0]])
     want = [[0.5, 0.5, 4.0], [0, 0, 0], [1.0, -3.0, 2.0]]
 
-    def found(cs):
-        data = np.array([[0.5, *p, *n, offset] for p, (n, offset) in cs])
-        return FoundContacts(np.array([3, 5, 8]), ContactSlots((0, 0, 0), None, data))
-
-    def objects(cs):
-        return [sd.Contact(0, "3d", friction=0.5, point=p, plane=plane, name=f"pair{k}/floor#{k}")
-                for k, (p, plane) in enumerate(cs)]
-    got = matched_warm_start(found(before), impulses, found(after))
+    got = matched_warm_start(_found(before), impulses, _found(after))
     np.testing.assert_allclose(got, want, atol=4 * np.finfo(float).eps)
-    np.testing.assert_allclose(matched_warm_start(objects(before), impulses, objects(after)), got, atol=0)
+    np.testing.assert_allclose(matched_warm_start(_objects(before), impulses, _objects(after)), got, atol=0)
     # unmoved: each its own impulse, exactly
-    assert np.array_equal(matched_warm_start(found(before), impulses, found(before)), impulses)
+    assert np.array_equal(matched_warm_start(_found(before), impulses, _found(before)), impulses)
+
+
+def test_matched_warm_start_on_one_floor_takes_each_contact_its_own_within_the_radius():
+    """The kernel's road with the same pairs in the same order, each pair once, all on one floor (same
+    normals): points each moved by less than half the radius along every axis keep their impulses,
+    exactly; a point moved 0.6 radius along x and y (0.85 radius) keeps its own, one moved 0.6 along
+    x, y and z (1.04 radius) starts from zero; as the general nearest-point matching of the same
+    contacts as Contact objects gives."""
+    from sparsedyn.contact.scene_step import WARM_RADIUS, matched_warm_start
+    up, R = ((0, 0, 1.0), 0.0), WARM_RADIUS
+    before = [((0.1, 0.1, -0.1), up), ((-0.1, 0.1, -0.1), up), ((0.1, -0.1, -0.1), up)]
+    impulses = np.array([[0.5, 0.5, 4.0], [0.1, 0.2, 5.0], [1.0, 2.0, 3.0]])
+
+    def moved(steps):
+        return [(tuple(np.add(p, np.multiply(R, d))), n) for (p, n), d in zip(before, steps)]
+    for steps, want in (([(0.49, -0.49, 0.49), (0.0, 0.3, -0.2), (-0.1, 0.0, 0.0)], impulses),
+                        ([(0.6, 0.6, 0.0), (0.6, 0.6, 0.6), (0.0, 0.0, 0.0)], [impulses[0], [0, 0, 0], impulses[2]])):
+        after = moved(steps)
+        got = matched_warm_start(_found(before), impulses, _found(after))
+        assert np.array_equal(got, want) and np.array_equal(matched_warm_start(_objects(before), impulses,
+                                                                                 _objects(after)), got)
 
 
 def _steps_one_by_one(model, q, v, tau, scene, steps, dt=DT):

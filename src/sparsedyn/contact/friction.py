@@ -221,8 +221,8 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
                      _checks.plain_floats(who, n, x, f"(..., {size})")
                      for n, x, size in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
     settings = _step_settings(who, dt, tol, max_iterations, solver, margin)
-    nc = len(contacts)
     if warm_start is not None and not warm_checked:
+        nc = len(contacts)
         if not (type(warm_start) is np.ndarray and warm_start.dtype is _F64):
             warm_start = _checks.numeric("warm_start", warm_start, f"impulses of shape (..., {nc}, 3)")
         # one state: a finite sum says all are finite (else, or an overflow of the sum, look at each)
@@ -239,6 +239,9 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
         warm = np.zeros((len(slots.frames), 3))
     elif same:
         warm = warm_start
+    elif warm_start.ndim == 2:                    # one state (its rows put at once)
+        warm = np.zeros((len(slots.frames), 3))
+        warm[slots.index] = warm_start
     else:
         warm = np.zeros(warm_start.shape[:-2] + (len(slots.frames), 3))
         warm[..., slots.index, :] = warm_start
@@ -320,16 +323,14 @@ def _result(who, solver, tol, out, index=None, bare=False):
                       f"complementarity {rep[..., 2].max():.3g} J (scales {rep[..., 5].min():.3g} N s, "
                       f"{rep[..., 6].min():.3g} m/s)", ContactStepWarning, stacklevel=_checks.user_stacklevel())
     if one and bare:                              # (a rollout's: no residuals, no ContactStep)
-        return out.q_next, out.v_next, impulses, _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), int(r[3])
+        return out.q_next, out.v_next, impulses, _Modes(out, index, tol), int(r[3])
+    if one:                                       # (its modes, residuals and iterations made when read)
+        modes = _Modes(out, index, tol)
+        return tuple.__new__(LazyModesStep, (out.q_next, out.v_next, impulses, modes, modes, modes))
     res = tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))      # (less a Python frame)
-    iterations = np.array(int(r[3])) if one else rep[..., 3].astype(int)
-    if one:
-        return tuple.__new__(LazyModesStep, (out.q_next, out.v_next, impulses,
-                                             _Modes(out.impulses, out.velocities, index, r[5], r[6], tol), res,
-                                             iterations))
     velocities = out.velocities if index is None else out.velocities.take(index, -2)
     return ContactStep(out.q_next, out.v_next, impulses, _modes(impulses, velocities, rep[..., 5], rep[..., 6], tol),
-                       res, iterations)
+                       res, rep[..., 3].astype(int))
 
 
 def _finite(who, out):

@@ -10,50 +10,64 @@ import itertools
 
 import numpy as np
 
-from .friction_problem import ContactStep, Rollout, _modes
+from .friction_problem import ContactResiduals, ContactStep, Rollout, _modes
 
 __all__ = ["LazyModesStep", "LazyModesRollout"]
 
 
 class _Modes:
-    """The modes of one state's step, computed from ``(impulses, velocities, index, lscale, vscale,
-    tol)`` (:func:`_modes`; ``index``: the contacts' slots, or None) when first read."""
+    """The modes (entry 3 of a :class:`ContactStep`) of one state's step, computed from the kernel's
+    arrays ``out`` (a :class:`~sparsedyn.contact.friction_problem.StepArrays`: its impulses,
+    velocities and scales, :func:`_modes`), ``index`` (the contacts' slots, or None) and ``tol`` when
+    first read; its ``residuals`` (entry 4) and ``iterations`` (entry 5) made from ``out.report`` when
+    read (:meth:`get` of the entry's index)."""
 
-    __slots__ = ("args", "value")
+    __slots__ = ("out", "index", "tol", "value")
 
-    def __init__(self, *args):
-        self.args, self.value = args, None
+    def __init__(self, out, index, tol):
+        self.out, self.index, self.tol, self.value = out, index, tol, None
 
-    def get(self):
+    def scales(self):
+        """The impulse and velocity scales (Python floats) of the step's stopping test."""
+        rep = self.out.report
+        return float(rep[5]), float(rep[6])
+
+    def get(self, i=3):
+        if i == 4:
+            rep = self.out.report
+            return tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))
+        if i == 5:
+            return np.array(int(self.out.report[3]))
         if self.value is None:
-            lam, u, index, ls, vs, tol = self.args
+            lam, u, index = self.out.impulses, self.out.velocities, self.index
             if index is not None:
                 lam, u = lam.take(index, -2), u.take(index, -2)
-            self.value, self.args = _modes(lam, u, ls, vs, tol), None
+            self.value = _modes(lam, u, *self.scales(), self.tol)
         return self.value
 
 
 class _LazyModes:
     """A result (a NamedTuple, ``_plain``) whose ``modes`` (its entry 3) are computed when first read (a
-    :class:`_Modes` or :class:`_TrajectoryModes`; steps along a trajectory rarely read them); as a
-    tuple it holds the modes like any other."""
+    :class:`_Modes` or :class:`_TrajectoryModes`; steps along a trajectory rarely read them), and a
+    step's residuals and iterations (entries 4 and 5, the same :class:`_Modes`) made when read; as a
+    tuple it holds them like any other."""
 
     __slots__ = ()
 
     @property
     def modes(self):
         x = tuple.__getitem__(self, 3)
-        return x.get() if type(x) in _DEFERRED else x
+        return x.get(3) if type(x) in _DEFERRED else x
 
     def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self)[i]
         x = tuple.__getitem__(self, i)
-        if type(x) in _DEFERRED:
-            return x.get()
-        return tuple(self)[i] if isinstance(i, slice) else x
+        return x.get(range(len(self))[i]) if type(x) in _DEFERRED else x
 
     def __iter__(self):
-        for x in tuple.__iter__(self):
-            yield x.get() if type(x) in _DEFERRED else x
+        for i, x in enumerate(tuple.__iter__(self)):
+            yield x.get(i) if type(x) in _DEFERRED else x
 
     def __reduce__(self):
         return self._plain, tuple(self)
@@ -71,10 +85,21 @@ class _LazyModes:
 
 
 class LazyModesStep(_LazyModes, ContactStep):
-    """A :class:`ContactStep` of one state whose ``modes`` are computed when first read."""
+    """A :class:`ContactStep` of one state whose ``modes`` are computed when first read, its
+    ``residuals`` and ``iterations`` made when read."""
 
     __slots__ = ()
     _plain = ContactStep
+
+    @property
+    def residuals(self):
+        x = tuple.__getitem__(self, 4)
+        return x.get(4) if type(x) in _DEFERRED else x
+
+    @property
+    def iterations(self):
+        x = tuple.__getitem__(self, 5)
+        return x.get(5) if type(x) in _DEFERRED else x
 
 
 class LazyModesRollout(_LazyModes, Rollout):
@@ -95,7 +120,7 @@ class _TrajectoryModes:
     def __init__(self, modes):
         self.modes, self.value = modes, None
 
-    def get(self):
+    def get(self, i=3):
         if self.value is None:
             self.value, self.modes = _trajectory_modes(self.modes), None
         return self.value
@@ -104,23 +129,21 @@ class _TrajectoryModes:
 def _trajectory_modes(modes):
     """The list of the modes of ``modes`` (each step's modes or its :class:`_Modes`, all of one ``tol``
     where lazy): those not computed yet in one pass."""
-    lazy = [k for k, m in enumerate(modes) if type(m) is _Modes and m.value is None]
+    lazy = [modes[k] for k, m in enumerate(modes) if type(m) is _Modes and m.value is None]
     if len(lazy) < 2:
         return [m.get() if type(m) is _Modes else m for m in modes]
-    args = [modes[k].args for k in lazy]
-    tol = args[0][5]
-    if any(a[5] != tol for a in args):
+    tol = lazy[0].tol
+    if any(m.tol != tol for m in lazy):
         return [m.get() if type(m) is _Modes else m for m in modes]
-    n = [len(a[0]) for a in args]
-    lam, u = np.concatenate([a[0] for a in args]), np.concatenate([a[1] for a in args])
-    ls = np.array([float(a[3]) for a in args]).repeat(n)        # each contact its step's scales
-    vs = np.array([float(a[4]) for a in args]).repeat(n)
+    n = [len(m.out.impulses) for m in lazy]
+    lam = np.concatenate([m.out.impulses for m in lazy])
+    u = np.concatenate([m.out.velocities for m in lazy])
+    ls, vs = np.array([m.scales() for m in lazy]).reshape(-1, 2).repeat(n, 0).T      # each contact its step's scales
     names = _modes(lam[:, None], u[:, None], ls, vs, tol)[:, 0]
     ends = list(itertools.accumulate(n, initial=0))
-    out = list(modes)
-    for k, a, i, j in zip(lazy, args, ends[:-1], ends[1:]):
-        out[k] = names[i:j] if a[2] is None else names[i:j].take(a[2])
-    return out
+    for m, i, j in zip(lazy, ends[:-1], ends[1:]):
+        m.value = names[i:j] if m.index is None else names[i:j].take(m.index)
+    return [m.get() if type(m) is _Modes else m for m in modes]
 
 
 _DEFERRED = (_Modes, _TrajectoryModes)

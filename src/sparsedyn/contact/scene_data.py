@@ -239,20 +239,20 @@ def _slot_index(ids, first, end):
 
 
 def _selection(scene, plan, mask, filler):
-    """``(pair, index, base, put, take, A, b, sel, kept, at)`` of the candidates of the boolean ``mask``
-    (K,): their scene pairs, their slots (``at``: the same, None where they fill every slot in order),
-    and their slot data (ns, 8): ``base`` (the free slots' data, each
+    """``(pair, index, base, put, take, A, b, sel, kept, at, frames)`` of the candidates of the boolean
+    ``mask`` (K,): their scene pairs, their slots (``at``: the same, None where they fill every slot in
+    order), and their slot data (ns, 8): ``base`` (the free slots' data, each
     contact's friction in its slot) with the entries ``take`` of the candidates' rows (flattened) put
     at ``put``, turned by ``A @ x + b`` where a slot frame is not its body's own (``A``, ``b`` None
-    where all are).  None where a key has more candidates than its slots.  Remembered per
-    selection while the layout stays (a resting or sliding body touches with the same candidates
-    step after step)."""
+    where all are); ``frames`` the layout's slot keys (``filler``'s).  None where a key has more
+    candidates than its slots.  Remembered per selection while the layout stays (a resting or sliding
+    body touches with the same candidates step after step: :func:`_remembered`)."""
     kp, kid, keys, E, r, mu, moved = plan
     memo = scene.cache.get("slot selections")
-    if memo is None or memo[0] is not filler:
-        memo = scene.cache["slot selections"] = (filler, {})
+    if memo is None or memo[1] is not filler:
+        memo = scene.cache["slot selections"] = (scene.cache["slot filler"][0], filler, {})
     code = mask.tobytes()
-    got = memo[1].get(code)
+    got = memo[2].get(code)
     if got is None:
         slots, first, end, free = filler
         sel = mask.nonzero()[0]
@@ -274,14 +274,26 @@ def _selection(scene, plan, mask, filler):
                 turn[1][7 * k:7 * k + 3] = -Ek @ rk
         # the per-body slots' index: None where the contacts fill every slot in order (a box's corners)
         at = None if len(index) == len(slots) and index.tolist() == list(range(len(slots))) else index
-        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None)) + (sel, [None], at)
-        for x in got[:-2]:
+        got = (kp.pair[sel], index, base, put, take) + (turn or (None, None)) + (sel, [None], at, slots)
+        for x in got[:-3]:
             if x is not None:
                 x.flags.writeable = False                  # shared by the steps of this selection
-        if len(memo[1]) >= 256:
-            memo[1].clear()
-        memo[1][code] = got
+        if len(memo[2]) >= 256:
+            memo[2].clear()
+        memo[2][code] = got
     return got
+
+
+def _remembered(scene, mask):
+    """:func:`_selection`'s tuple of the candidates ``mask`` (K,) where the scene remembers it for its
+    layout as it is and it holds no more contacts than the compiled step (no capacity to apply), else
+    None: what a step whose contacts persist costs (one lookup; the layout's size the check that it
+    has not grown)."""
+    memo, layout = scene.cache.get("slot selections"), scene.cache.get("step_slots")
+    if memo is None or layout is None or memo[0] != (len(layout), sum(layout.values())):
+        return None
+    got = memo[2].get(mask.tobytes())
+    return got if got is not None and len(got[7]) <= MAX_COMPILED_CONTACTS else None
 
 
 def near_candidates(scene, kp, q, cutoff=None):
@@ -365,7 +377,7 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     plan = _plan(scene) or _mixed_plan(scene)
     if plan is None:
         return None
-    kp, kid, keys = plan[:3]
+    kp = plan[0]
     # the candidates within their pair's cutoff (d: column 0); the pairs beyond it: [b > cutoff, 0, ...]
     if isinstance(kp, _Mixed):
         c, within = _mixed_candidates(scene, kp, q, cutoff, ahead)
@@ -382,31 +394,41 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
         c = near_candidates(scene, kp, q, cutoff)
         within = scene.margin if cutoff is None else cutoff.take(kp.pair)
     mask = c[:, 0] < within
+    got = _remembered(scene, mask) or _select(scene, plan, c, within, mask)
+    pair, index, base, put, take, A, b, sel, kept, at, frames = got
+    if not data_slots:
+        data = base.copy()                                 # (ns, 8) [mu, p (3), n (3), offset]
+        data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
+        return pair, tuple.__new__(ContactSlots, (frames, at, data))
+
+    def per_body():
+        data = base.copy()
+        data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
+        return tuple.__new__(ContactSlots, (frames, at, data))
+    # the contacts' [p (3), plane (4)] straight from the rows (the per-body slots' entries, not laid out)
+    rows = (lambda: c.take(take).reshape(-1, 7)) if A is None else (lambda: (A.dot(c.take(take)) + b).reshape(-1, 7))
+    return pair, per_body, _data_slots(scene, frames, index, base, sel, kept, c), rows
+
+
+def _select(scene, plan, c, within, mask):
+    """:func:`_selection`'s tuple of the candidates ``c`` (K, 11) within their cutoff (``mask``; ``within``
+    (K,) or a number), no more than the compiled step holds where the others are beyond the step's
+    reach (:func:`~sparsedyn.contact.look_ahead.capacity_mask`), the layout grown where a slot key
+    outgrows its slots."""
+    kid, keys = plan[1], plan[2]
     if np.count_nonzero(mask) > MAX_COMPILED_CONTACTS:      # the gaps beyond the step's reach left out
         mask = capacity_mask(c[None, :, 0], np.broadcast_to(within, mask.shape)[None], mask[None], scene.margin,
                              MAX_COMPILED_CONTACTS)[0]
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
-    filler = _filler(scene, keys, layout)
-    got = _selection(scene, plan, mask, filler)
+    got = _selection(scene, plan, mask, _filler(scene, keys, layout))
     if got is None:                                        # a key outgrew its slots: the layout grows
         ids = kid[mask].tolist()
         for k in set(ids):
             n = ids.count(k)
             if layout.get(keys[k], 0) < n:
                 layout[keys[k]] = 1 << (n - 1).bit_length()
-        filler = _filler(scene, keys, layout)
-        got = _selection(scene, plan, mask, filler)
-    pair, index, base, put, take, A, b, sel, kept, at = got
-
-    def per_body():
-        data = base.copy()                                 # (ns, 8) [mu, p (3), n (3), offset]
-        data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
-        return tuple.__new__(ContactSlots, (filler[0], at, data))
-    if not data_slots:
-        return pair, per_body()
-    # the contacts' [p (3), plane (4)] straight from the rows (the per-body slots' entries, not laid out)
-    rows = (lambda: c.take(take).reshape(-1, 7)) if A is None else (lambda: (A.dot(c.take(take)) + b).reshape(-1, 7))
-    return pair, per_body, _data_slots(scene, filler[0], index, base, sel, kept, c), rows
+        got = _selection(scene, plan, mask, _filler(scene, keys, layout))
+    return got
 
 
 def _data_slots(scene, frames, index, base, sel, kept, c):
@@ -435,9 +457,9 @@ def _data_slots(scene, frames, index, base, sel, kept, c):
     data = empty.copy()                                    # (n, 8 + nv) [mu, p (3), n (3), offset, weights]
     if nc:
         x = c.take(take)
-        w, d = x[:3 * nc], x[7 * nc:]
+        d = x[7 * nc:]
         np.multiply(d, x[3 * nc:6 * nc], out=d)
         d *= 0.5
-        w += d                                             # w_a = x + d n / 2 (world)
+        x[:3 * nc] += d                                    # w_a = x + d n / 2 (world)
         data.put(put, x[:7 * nc])
-    return ContactSlots(structure, at, data)
+    return tuple.__new__(ContactSlots, (structure, at, data))

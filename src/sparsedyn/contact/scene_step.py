@@ -233,6 +233,8 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
 
 
 _F64 = np.dtype(float)
+#: A contact whose point's coordinates each moved by at most half :data:`WARM_RADIUS` moved by less than it.
+_HALF_RADIUS_SQUARED = (WARM_RADIUS / 2) ** 2
 
 
 def _same_pairs(previous, impulses, contacts):
@@ -251,11 +253,13 @@ def _same_pairs(previous, impulses, contacts):
     r0, r1 = previous._data(), contacts._data()
     if len(set(l1.tolist())) != len(l1):
         return None
-    d = r1[:, :3] - r0[:, :3]
-    near = np.sqrt(np.add.reduce(np.square(d, out=d), 1)) <= WARM_RADIUS
+    d = np.square(r1 - r0)                          # (nc, 7): [p (3), n (3), offset] less the previous, squared
     n1, n0 = r1[:, 3:6], r0[:, 3:6]
     if n1.tobytes() == n0.tobytes():                # same normals (a floor): same frames
-        return np.where(near[:, None], impulses, 0.0)
+        if np.maximum.reduce(d, None) <= _HALF_RADIUS_SQUARED:
+            return impulses.copy()                  # each coordinate within half the radius: within 0.87 of it
+        return np.where((np.sqrt(np.add.reduce(d[:, :3], 1)) <= WARM_RADIUS)[:, None], impulses, 0.0)
+    near = np.sqrt(np.add.reduce(d[:, :3], 1)) <= WARM_RADIUS
     i = np.flatnonzero(near)
     out = np.zeros((len(l1), 3))
     if n1[i].tobytes() == n0[i].tobytes():
@@ -320,36 +324,39 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
 def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hits=None, want_contacts=False):
     """:func:`scene_step` with its ``options`` a dict (the caller's own: the warm start is set in it),
     for the callers that hold them so (a step costs less without a keyword dict made per call)."""
-    inner = scene.model if model is scene.model else getattr(model, "model", model)
-    if inner is not scene.model and not _same_model(inner, scene.model):
-        raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
-                         f"passed ({getattr(inner, 'name', type(inner).__name__)!r})")
-    qa = np.asarray(q, float)
-    if qa.ndim not in (1, 2) or qa.shape[-1:] != (inner.nq,):
-        raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), or a "
-                         f"batch (B, nq); got shape {qa.shape}")
-    # the pairs that may touch within the step: closer than the margin plus dt times their closing speed
-    if qa.ndim == 2:
+    inner = scene.model
+    if model is not inner:
+        inner = getattr(model, "model", model)
+        if inner is not scene.model and not _same_model(inner, scene.model):
+            raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
+                             f"passed ({getattr(inner, 'name', type(inner).__name__)!r})")
+    qa = q if type(q) is np.ndarray and q.dtype is _F64 else np.asarray(q, float)
+    if qa.shape != (inner.nq,):
+        if qa.ndim != 2 or qa.shape[1] != inner.nq:
+            raise ValueError(f"contact_step: a step in a scene takes one state, q of shape (nq,) = ({inner.nq},), "
+                             f"or a batch (B, nq); got shape {qa.shape}")
         return _batch_step(step, model, qa, v, tau, scene, dt, previous, options)
-    va = np.asarray(v, float)
+    # the pairs that may touch within the step: closer than the margin plus dt times their closing speed
+    va = v if type(v) is np.ndarray and v.dtype is _F64 else np.asarray(v, float)
     ahead = va.shape == (inner.nv,) and type(dt) in (float, int) and 0 < dt < math.inf
-    if not want_contacts and hits is None and (previous is None or isinstance(previous[0], FoundContacts)):
+    if not want_contacts and hits is None and (previous is None or type(previous[0]) is FoundContacts):
         # no Contact object per hit (the native road); the look-ahead in the collision kernel's call
         # where the step runs in data slots, those straight from the kernel's rows (the per-body slots
         # made when read: the warm start of the next step, the derivatives)
         inside = not runs_per_body(scene)
-        fast = scene_slot_data(scene, qa, ahead=(va, float(dt)), data_slots=inside) if ahead else \
-            scene_slot_data(scene, qa, pair_cutoffs(scene, qa, v, dt), data_slots=inside)
+        fast = scene_slot_data(scene, qa, None, (va, float(dt)), inside) if ahead else \
+            scene_slot_data(scene, qa, pair_cutoffs(scene, qa, v, dt), None, inside)
         if fast is not None:
-            found = FoundContacts(*fast[:2], fast[3] if inside else None)
+            found, slots = (FoundContacts(fast[0], fast[1], fast[3]), fast[2]) if inside else \
+                (FoundContacts(fast[0], fast[1]), fast[1])
             # a warm start matched from the step before's impulses (finite: that step checked them) is
             # not checked again
             options["warm_checked"] = previous is not None
             if previous is not None:
                 options["warm_start"] = matched_warm_start(*previous, found)
-            elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found), 3):
+            elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found.pair), 3):
                 options["warm_start"] = None
-            return step(model, qa, va, tau, found, fast[2] if inside else found.slots, dt, **options), found
+            return step(model, qa, va, tau, found, slots, dt, **options), found
     contacts = scene_contacts(scene, qa, step_hits(scene, qa, v, dt) if hits is None else hits)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
