@@ -59,7 +59,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "plane_axes", "tangents", "MAX_PATCH_POINTS",
-           "SPAN", "PATCH_DEPTH", "patch_depth", "rotation_depth", "mesh_box_patch"]
+           "SPAN", "PATCH_DEPTH", "patch_depth", "rotation_depth", "mesh_box_patch", "close_patches"]
 
 #: The most points a touching patch of one pair keeps.
 MAX_PATCH_POINTS = 4
@@ -193,13 +193,21 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None, spin=No
     A = np.einsum("kji,kjc->kic", Rm, axes)
     off = np.einsum("kjc,kj->kc", axes, pm - pb)
     g, row, x = _close(V, ranges, A, off, cutoff)                      # x (m, 3): h, t1, t2
+    return close_patches(g, x, V[row], Rm, pm, axes, cutoff, margin, spin)
+
+
+def close_patches(g, x, Vl, Rm, pm, axes, cutoff, margin=None, spin=None):
+    """:func:`mesh_plane_patches` from the vertices within their pair's cutoff: ``g`` (m,) their
+    pair (sorted, each pair's vertices in order), ``x`` (m, 3) their height and coordinates along
+    their plane's tangents, ``Vl`` (m, 3) the vertices in their mesh's frame; ``Rm``, ``pm``,
+    ``axes``, ``cutoff``, ``margin``, ``spin`` (per pair) and the result as there."""
     depth = patch_depth(cutoff, margin)[g]
     if spin is not None and margin is not None and len(g):
         theta = np.einsum("kji,kj->ki", axes, np.asarray(spin, float))[g]     # in the plane's axes
         known = ~np.isnan(theta).any(axis=1)
         depth = np.where(known, rotation_depth(x, g, np.where(known[:, None], theta, 0.0)), depth)
     keep = reduce_patches(x[:, 0], x[:, 1:], g, depth)
-    g, h, Vl = g[keep], x[keep, 0], V[row[keep]]
+    g, h, Vl = g[keep], x[keep, 0], Vl[keep]
     W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
     n = axes[g, :, 0]
     return g, h, W, W - h[:, None] * n, n, Vl
