@@ -40,7 +40,7 @@ from ..kernels import native_calls, use_backend
 from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, capsule_box_ends,  # noqa: F401
                            capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box, sphere_capsule,
                            sphere_plane, sphere_sphere)
-from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _coal, _coal_distance,  # noqa: F401
+from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
                              _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
@@ -185,10 +185,10 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                 cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
                 patches.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
             elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
-                kw = ks[m][[min(scene.shapes[x].body for x in scene.index[k]) < 0 for k in ks[m].tolist()]]
+                world = plan["world"][ks[m]]
+                kw = ks[m][world]
                 cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
-                out += [_mesh_box_pairs(scene, kw, R, p, cut),
-                        _coal_pairs(scene, np.setdiff1d(ks[m], kw), R, p, margin)]
+                out += [_mesh_box_pairs(scene, kw, R, p, cut), _coal_pairs(scene, ks[m][~world], R, p, margin)]
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
@@ -242,7 +242,9 @@ def _plan(scene):
     kinds = np.array(kinds)[idx] if len(idx) else np.zeros((0, 2), str)
     ks = np.flatnonzero((kinds == "plane").any(1) & np.isfinite(r[idx]).any(1)).astype(int)
     pl = np.where(kinds[ks, 0] == "plane", idx[ks, 0], idx[ks, 1])
+    body = np.array([s.body for s in scene.shapes], int)
     plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups,
+            "world": body[idx].min(1) < 0 if len(idx) else np.zeros(0, bool),
             "on plane": (ks, pl, np.where(kinds[ks, 0] == "plane", idx[ks, 1], idx[ks, 0]))}
     scene.cache["plan"] = plan
     return plan
@@ -256,17 +258,6 @@ def placements(scene, q):
     R = np.concatenate([Rg, np.array([s.R for s in world]).reshape(-1, 3, 3)])
     p = np.concatenate([pg, np.array([s.p for s in world]).reshape(-1, 3)])
     return R, p
-
-
-def _bounds(scene):
-    """Bounding spheres of the shapes: centres in the shape frames (S, 3), radii (S,)."""
-    c = np.zeros((len(scene.shapes), 3))
-    r = np.array([s.bounding_radius for s in scene.shapes])
-    for k, s in enumerate(scene.shapes):
-        if s.kind in ("mesh", "hfield") and not np.isfinite(r[k]):
-            g = _coal_geometry(scene, k)
-            c[k], r[k] = np.asarray(g.aabb_center, float), float(g.aabb_radius)
-    return c, r
 
 
 def _closed_form(scene, key, ks, R, p, table=None, sizes=None):
@@ -439,7 +430,7 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
     names = scene.pair_names
-    return Hits([names[x] for x in k], (wa + wb) / 2, n, d, k)
+    return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
 
 
 def _coal_pairs(scene, ks, R, p, margin):
@@ -450,7 +441,7 @@ def _coal_pairs(scene, ks, R, p, margin):
     those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
     above the surface: the others carry nothing at rest)."""
     coal = _coal()
-    tf = [coal.Transform3s(R[k], p[k]) for k in range(len(p))]
+    tf = {i: coal.Transform3s(R[i], p[i]) for i in np.unique(scene.index[ks]).tolist()}     # the pairs' shapes
     blocks, near = [], []
     for k in ks:
         i, j = scene.index[k]

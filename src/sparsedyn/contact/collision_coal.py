@@ -122,3 +122,14 @@ def _coal_geometry(scene, k):
     g.computeLocalAABB()
     cache[k] = g
     return g
+
+
+def _bounds(scene):
+    """Bounding spheres of the shapes: centres in the shape frames (S, 3), radii (S,)."""
+    c = np.zeros((len(scene.shapes), 3))
+    r = np.array([s.bounding_radius for s in scene.shapes])
+    for k, s in enumerate(scene.shapes):
+        if s.kind in ("mesh", "hfield") and not np.isfinite(r[k]):
+            g = _coal_geometry(scene, k)
+            c[k], r[k] = np.asarray(g.aabb_center, float), float(g.aabb_radius)
+    return c, r

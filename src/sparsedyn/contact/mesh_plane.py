@@ -32,7 +32,7 @@ from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms
 from ..kernels import kernel, native_calls
 from ..symbolic.loop import run_stages
-from .collision_coal import mesh_vertices
+from .collision_coal import _bounds, mesh_vertices
 from .collision_kernel import _posers
 from .collision_near import SLACK
 from .reduction import close_patches, plane_axes
@@ -215,10 +215,9 @@ def mesh_plane_plan(scene):
     key = "mesh-plane plan"
     if key in scene.cache:
         return scene.cache[key]
-    from .collision import _plan
     shapes, idx = scene.shapes, scene.index
     V, rows = mesh_vertices(scene)
-    plan = _plan(scene)
+    c, r = _bounds(scene)
     mine = []
     for k, (i, j) in enumerate(idx.tolist()):
         swap = shapes[i].kind == "plane"
@@ -235,7 +234,7 @@ def mesh_plane_plan(scene):
         table[i, :9], table[i, 9:12] = shapes[i].R.reshape(-1), shapes[i].p
     mp.shapes = table
     mp.hull = np.concatenate([V[rows[m][0]:rows[m][1]] for _, _, m, _ in mine])
-    mp.spheres = np.array([np.r_[plan["c"][m], plan["r"][m]] for _, _, m, _ in mine])
+    mp.spheres = np.array([np.r_[c[m], r[m]] for _, _, m, _ in mine])
     mp.pair = np.array([k for k, _, _, _ in mine], int)
     mp.swap = np.array([s for _, s, _, _ in mine], bool)
     mp.row_pair = np.repeat(np.arange(len(mine)), [p[4] for p in mp.pairs])

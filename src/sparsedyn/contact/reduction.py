@@ -91,11 +91,10 @@ def _segments(g):
     return change.nonzero()[0], np.cumsum(change) - 1
 
 
-def _first_per_segment(key, g, starts):
-    """The index of the least ``key`` (finite) of each segment of ``g`` (sorted, starting at
-    ``starts``); ties: the first.  Two passes over the segments (no sort: a batch holds many)."""
+def _first_per_segment(key, seg, starts):
+    """The index of the least ``key`` (finite) of each segment (``seg`` (m,) each point's, counted from
+    0, starting at ``starts``); ties: the first.  Two passes over the segments (no sort: a batch holds many)."""
     least = np.minimum.reduceat(key, starts)
-    seg = np.cumsum(np.r_[True, g[1:] != g[:-1]]) - 1
     return np.minimum.reduceat(np.where(key == least[seg], np.arange(len(key)), len(key)), starts)
 
 
@@ -108,27 +107,49 @@ def reduce_patches(d, T, g, depth=None):
     m = len(d)
     if m == 0:
         return np.zeros(0, int)
+    if g[0] == g[-1]:
+        return _reduce_one(d, T, depth)
     starts, seg = _segments(g)
-    p0 = _first_per_segment(d, g, starts)
+    p0 = _first_per_segment(d, seg, starts)
     rel = T - T[p0][seg]
     D = np.einsum("ij,ij->i", rel, rel)
     touch = None if depth is None else d <= np.maximum(d[p0], 0.0)[seg] + depth
     if touch is not None:
         D = np.where(touch, D, 0.0)                                     # a point above the patch spans nothing
-    p1 = _first_per_segment(-D, g, starts)
+    p1 = _first_per_segment(-D, seg, starts)
     e = rel[p1][seg]
     L = np.sqrt(D[p1])[seg]
     A = (e[:, 0] * rel[:, 1] - e[:, 1] * rel[:, 0]) / np.where(L > 0, L, 1.0)   # signed distance to the line
     if touch is not None:
         A = np.where(touch, A, 0.0)
-    p2 = _first_per_segment(-A, g, starts)
-    p3 = _first_per_segment(A, g, starts)
+    p2 = _first_per_segment(-A, seg, starts)
+    p3 = _first_per_segment(A, seg, starts)
     keep = np.concatenate([p0, p1[D[p1] > SPAN ** 2], p2[A[p2] > SPAN], p3[A[p3] < -SPAN]])
     keep.sort()
     first = np.empty(len(keep), bool)                   # (np.unique's result, less its overhead)
     first[0] = True
     np.not_equal(keep[1:], keep[:-1], out=first[1:])
     return keep[first]
+
+
+def _reduce_one(d, T, depth):
+    """:func:`reduce_patches` of one patch: the same values, with the first least or largest of each
+    pass by ``argmin``/``argmax`` (a sorted patch of one label needs no segments)."""
+    p0 = int(d.argmin())
+    rel = T - T[p0]
+    D = np.einsum("ij,ij->i", rel, rel)
+    touch = None if depth is None else d <= max(d[p0], 0.0) + depth
+    if touch is not None:
+        D = np.where(touch, D, 0.0)
+    p1 = int(D.argmax())
+    L = np.sqrt(D[p1])
+    A = (rel[p1, 0] * rel[:, 1] - rel[p1, 1] * rel[:, 0]) / (L if L > 0 else 1.0)
+    if touch is not None:
+        A = np.where(touch, A, 0.0)
+    p2, p3 = int(A.argmax()), int(A.argmin())
+    keep = {p0} | ({p1} if D[p1] > SPAN ** 2 else set()) | ({p2} if A[p2] > SPAN else set()) | \
+        ({p3} if A[p3] < -SPAN else set())
+    return np.array(sorted(keep), int)
 
 
 def mesh_plane_reduced(V, nb, pb, cutoff, margin=None):
@@ -165,7 +186,7 @@ def rotation_depth(x, g, theta):
     axes (normal first) [m], ``g`` (m,) their patch (sorted), ``theta`` (m, 3) their patch's rotation
     vector relative to the plane over the step, in the same axes [rad].  Returns (m,) [m]."""
     starts, seg = _segments(g)
-    r = x - x[_first_per_segment(x[:, 0], g, starts)][seg]         # from the deepest point
+    r = x - x[_first_per_segment(x[:, 0], seg, starts)][seg]         # from the deepest point
     lowering = theta[:, 1] * r[:, 2] - theta[:, 2] * r[:, 1]           # e_n . (theta x r): first order
     a = np.sqrt(np.einsum("ij,ij->i", theta, theta))
     rest = np.sqrt(np.einsum("ij,ij->i", r, r)) * (a - np.sin(a) + 1.0 - np.cos(a))
