@@ -158,8 +158,8 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
         if mp is not None:
             patches.append(mesh_plane_hits(scene, mp, q, cutoff if per_pair else None, spin))
             inside = mp.inside if inside is None else inside | mp.inside
-        if inside is not None and inside.all():
-            return _hits(scene, out, cutoff if per_pair else None, patches)
+        if inside is not None and inside.all():        # the kernels' hits alone: distinct points, within the cutoff
+            return _distinct_hits(scene, out + patches)
     R, p = placements(scene, q)
     plan = _plan(scene)
     if len(scene.index):
@@ -405,6 +405,18 @@ def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
         d, wv, ws, n = sphere_capsule(V, z, np.tile(pa, (m, 1)), np.tile(Ra[:, 2], (m, 1)), np.full(m, s.size[1] / 2),
                                       np.full(m, s.size[0]))
     return d, ws, wv, -n
+
+
+def _distinct_hits(scene, blocks):
+    """:func:`_hits` of blocks whose rows are within their pairs' cutoffs and distinct points (the
+    collision kernel's candidates, :data:`~sparsedyn.contact.collision_kernel.MIN_FEATURE` apart; a
+    mesh's patch on a plane), each pair's in one block, each block by pair: nothing to merge."""
+    k, d, wa, wb, n = blocks[0] if len(blocks) == 1 else (np.concatenate(x) for x in zip(*blocks))
+    if len(blocks) > 1:
+        at = np.argsort(k, kind="stable")
+        k, d, wa, wb, n = k.take(at), d.take(at), wa.take(at, 0), wb.take(at, 0), n.take(at, 0)
+    names = scene.pair_names
+    return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
 
 
 def _hits(scene, blocks, cutoff=None, distinct=()):
