@@ -105,9 +105,9 @@ def test_each_patch_keeps_at_most_four_and_a_line_or_a_point_fewer():
 
 
 def test_a_patch_alone_keeps_what_it_keeps_beside_others():
-    """One patch (its own road: argmin/argmax) keeps the points it keeps among several patches (the
-    segmented road), ties included: points and depths on a coarse grid (several equally deep, equally
-    far), with and without allowances, on a line and on a point."""
+    """One patch (its own road: argmin/argmax) keeps the points it keeps beside another patch (patch by
+    patch) and among more than ``FEW_PATCHES`` (the segmented road), ties included: points and depths on a
+    coarse grid (several equally deep, equally far), with and without allowances, on a line and on a point."""
     rng = np.random.default_rng(4)
     for t in range(40):
         m = [1, 2, 5, 30][t % 4]
@@ -116,9 +116,12 @@ def test_a_patch_alone_keeps_what_it_keeps_beside_others():
         depth = None if t % 3 == 0 else rng.uniform(0, 0.01, m)
         alone = reduction.reduce_patches(d, T, np.zeros(m, int), depth)
         other = rng.uniform(-1, 1, (7, 2))
-        both = reduction.reduce_patches(np.r_[rng.uniform(-0.01, 0.01, 7), d], np.concatenate([other, T]),
-                                        np.repeat([0, 1], [7, m]), None if depth is None else np.r_[np.ones(7), depth])
-        assert alone.tolist() == (both[both >= 7] - 7).tolist()
+        for labels in ([0] * 7, [0, 0, 1, 1, 2, 2, 3]):                 # one patch before it; four
+            assert len(set(labels)) + 1 in (2, reduction.FEW_PATCHES + 2)
+            both = reduction.reduce_patches(np.r_[rng.uniform(-0.01, 0.01, 7), d], np.concatenate([other, T]),
+                                            np.r_[labels, np.full(m, 9)],
+                                            None if depth is None else np.r_[np.ones(7), depth])
+            assert alone.tolist() == (both[both >= 7] - 7).tolist()
         assert int(np.argmin(d)) in alone.tolist() and len(alone) <= 4
 
 

@@ -133,7 +133,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                              f"{q.shape}")
     per_pair = cutoff is not None
     margin = float(cutoff.max(initial=scene.margin)) if per_pair else scene.margin
-    out, patches = [], []                          # (pair indices, d, w_a, w_b, n) blocks; mesh-plane ones apart
+    out, patches = [], []                          # (pair indices, d, w_a, w_b, n) blocks; distinct ones apart
     inside = None
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
@@ -152,14 +152,14 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
             c, k = c.take(sel, 0), kp.pair.take(sel)
             d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
             h = d[:, None] / 2 * n
-            out.append((k, d, x + h, x - h, n))
+            patches.append((k, d, x + h, x - h, n))   # distinct points (MIN_FEATURE), nothing to merge
             inside = kp.inside
         mp = mesh_plane_plan(scene)                # robot meshes on world planes: their heights natively
         if mp is not None:
             patches.append(mesh_plane_hits(scene, mp, q, cutoff if per_pair else None, spin))
             inside = mp.inside if inside is None else inside | mp.inside
         if inside is not None and inside.all():        # the kernels' hits alone: distinct points, within the cutoff
-            return _distinct_hits(scene, out + patches)
+            return _distinct_hits(scene, patches)
     R, p = placements(scene, q)
     plan = _plan(scene)
     if len(scene.index):

@@ -67,6 +67,9 @@ MAX_PATCH_POINTS = 4
 #: A point nearer than this [m] to ``p0`` or to the line ``p0 p1`` spans nothing (collision's SAME_POINT).
 SPAN = 1e-7
 
+#: Up to this many patches :func:`reduce_patches` reduces one at a time (the segmented passes cost more calls).
+FEW_PATCHES = 3
+
 #: How far [m] above ``max(d0, 0)`` a point of a patch still touches with its deepest point ``p0`` (module docstring).
 PATCH_DEPTH = 1e-5
 
@@ -110,6 +113,10 @@ def reduce_patches(d, T, g, depth=None):
     if g[0] == g[-1]:
         return _reduce_one(d, T, depth)
     starts, seg = _segments(g)
+    if len(starts) <= FEW_PATCHES:                  # patch by patch: fewer NumPy calls than the segments'
+        ends = starts.tolist()[1:] + [m]
+        return np.concatenate([a + _reduce_one(d[a:b], T[a:b], None if depth is None else depth[a:b])
+                               for a, b in zip(starts.tolist(), ends)])
     p0 = _first_per_segment(d, seg, starts)
     rel = T - T[p0][seg]
     D = np.einsum("ij,ij->i", rel, rel)
