@@ -243,8 +243,10 @@ def _plan(scene):
     ks = np.flatnonzero((kinds == "plane").any(1) & np.isfinite(r[idx]).any(1)).astype(int)
     pl = np.where(kinds[ks, 0] == "plane", idx[ks, 0], idx[ks, 1])
     body = np.array([s.body for s in scene.shapes], int)
+    half = np.array([np.asarray(s.size, float) / 2 if s.kind == "box" else np.zeros(3) for s in scene.shapes])
     plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups,
-            "world": body[idx].min(1) < 0 if len(idx) else np.zeros(0, bool),
+            "world": body[idx].min(1) < 0 if len(idx) else np.zeros(0, bool), "half": half.reshape(-1, 3),
+            "mesh": np.array([s.kind == "mesh" for s in scene.shapes], bool),
             "on plane": (ks, pl, np.where(kinds[ks, 0] == "plane", idx[ks, 1], idx[ks, 0]))}
     scene.cache["plan"] = plan
     return plan
@@ -299,10 +301,10 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff):
     (:func:`~sparsedyn.contact.reduction.mesh_box_patch`)."""
     coal, V, rows = _coal(), *mesh_vertices(scene)
     plan, idx, cutoff = _plan(scene), scene.index[ks], np.asarray(cutoff, float)
-    mesh = np.array([scene.shapes[i].kind == "mesh" for i in idx[:, 0].tolist()], bool).reshape(-1)
+    mesh = plan["mesh"][idx[:, 0]]
     ms, bs = np.where(mesh, idx[:, 0], idx[:, 1]), np.where(mesh, idx[:, 1], idx[:, 0])
     # a broad phase: the mesh's bounding sphere against the box itself (not the box's sphere)
-    half = np.array([scene.shapes[b].size for b in bs.tolist()], float).reshape(-1, 3) / 2
+    half = plan["half"][bs]
     x = np.abs(np.einsum("kji,kj->ki", R[bs], p[ms] + np.einsum("kij,kj->ki", R[ms], plan["c"][ms]) - p[bs])) - half
     gap = np.linalg.norm(np.maximum(x, 0.0), axis=1) + np.minimum(x.max(1, initial=-np.inf), 0.0) - plan["r"][ms]
     out = []
@@ -431,8 +433,10 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
     # contact makes the contact problem degenerate); the deeper one is kept
     if len(keep) > 1:
         keep = keep[np.argsort(d[keep], kind="stable")]
-        _, first = np.unique(np.column_stack([k[keep], np.round(wa[keep] / SAME_POINT)]), axis=0, return_index=True)
-        keep = np.sort(keep[first])
+        seen: dict = {}                            # the first (deepest) row of each key (np.unique's, less its sort)
+        for i, key in enumerate(zip(k[keep].tolist(), map(tuple, np.round(wa[keep] / SAME_POINT).tolist()))):
+            seen.setdefault(key, i)
+        keep = np.sort(keep[list(seen.values())])
         # (points a rounding apart may round to neighbouring multiples: one nearer than SAME_POINT to a deeper goes)
         x, kk, dd = wa[keep], k[keep], d[keep]
         near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \

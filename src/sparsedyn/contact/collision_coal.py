@@ -4,6 +4,8 @@ a mesh's closed-form contacts with a plane, a box or a height field use, and coa
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = ["mesh_vertices", "SAME_POINT", "COAL_TOLERANCE", "SAME_DEPTH"]
@@ -72,8 +74,8 @@ def _coal_distance(coal, gi, Ti, gj, Tj, name_i, name_j):
     for req in (_distance_request(coal), coal.DistanceRequest()):
         res = coal.DistanceResult()
         d = coal.distance(gi, Ti, gj, Tj, req, res)
-        if -1e300 < d < np.inf and np.all(np.isfinite(res.getNearestPoint1())) and \
-                np.all(np.isfinite(res.getNearestPoint2())):
+        if -1e300 < d < np.inf and all(map(math.isfinite, res.getNearestPoint1())) and \
+                all(map(math.isfinite, res.getNearestPoint2())):
             return d, res
     raise RuntimeError(f"collide: coal's distance failed between shapes {name_i!r} and {name_j!r} "
                        f"(GJK/EPA did not converge)")

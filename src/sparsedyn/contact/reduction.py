@@ -282,28 +282,32 @@ def mesh_box_patch(W, Rb, pb, half, closest, cutoff, depth, same):
     inside a face (off its edges by more than ``same``); on an edge or a corner the closest pair alone
     (the box's edge is the patch)."""
     d0, wa0, wb0, n0 = closest
-    one = (np.array([d0]), np.asarray(wa0, float)[None], np.asarray(wb0, float)[None], np.asarray(n0, float)[None])
-    nb = Rb.T @ np.asarray(n0, float)                    # the normal in the box's axes
-    xb = Rb.T @ (np.asarray(wb0, float) - pb)            # the box's witness in its axes
-    out = np.abs(xb) - half
-    k = int(np.argmax(out))
+    wa0, wb0, n0 = np.asarray(wa0, float), np.asarray(wb0, float), np.asarray(n0, float)
+    one = (np.array([d0]), wa0[None], wb0[None], n0[None])
+    nb = (Rb.T @ n0).tolist()                            # the normal in the box's axes
+    xb = (Rb.T @ (wb0 - pb)).tolist()                    # the box's witness in its axes
+    hl = np.asarray(half, float).tolist()
+    out = [abs(xb[j]) - hl[j] for j in range(3)]
+    k = max(range(3), key=out.__getitem__)               # (the first largest, as argmax)
     # A witness inside a face (off its edges by more than `same`) is on that face, whatever the normal:
     # between shapes that touch (d0 about 0) coal's normal is poorly determined.
-    inside = out[k] > -same and np.delete(out, k).max() < -same and nb[k] * xb[k] > 0
+    inside = out[k] > -same and max(out[j] for j in range(3) if j != k) < -same and nb[k] * xb[k] > 0
     if not inside:
-        k = int(np.argmax(np.abs(nb)))
+        k = max(range(3), key=lambda j: abs(nb[j]))
         if abs(nb[k]) < 1.0 - 1e-9:
             return one
-    s = np.sign(xb[k]) if inside else np.sign(nb[k])
+    w = xb[k] if inside else nb[k]
+    s = float(w > 0) - float(w < 0)                      # (np.sign)
     nf = s * Rb[:, k]                                    # the face's outward normal (world)
     x = (W - pb) @ Rb                                    # the vertices in the box's axes
-    h = x[:, k] * s - half[k]                            # their heights above the face
+    h = x[:, k] * s - hl[k]                              # their heights above the face
     other = [j for j in range(3) if j != k]
-    on = np.flatnonzero((h < cutoff) & np.all(np.abs(x[:, other]) <= half[other], axis=1))
+    o1, o2 = other
+    on = np.flatnonzero((h < cutoff) & (np.abs(x[:, o1]) <= hl[o1]) & (np.abs(x[:, o2]) <= hl[o2]))
     if not len(on):
         return one
     first = int(h[on].min() > d0 + same)                 # 1: the closest pair leads the patch
-    T = np.concatenate([((np.asarray(wa0, float) - pb) @ Rb[:, other])[None][:first], x[on][:, other]])
+    T = np.concatenate([((wa0 - pb) @ Rb[:, other])[None][:first], x[on][:, other]])
     dd = np.concatenate([one[0][:first], np.maximum(h[on], d0)])      # the closest pair the deepest (ties: the first)
     keep = reduce_patches(dd, T, np.zeros(len(dd), int), np.full(len(dd), depth))
     keep = keep[np.argsort(dd[keep], kind="stable")]     # the deepest first
