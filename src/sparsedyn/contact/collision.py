@@ -25,7 +25,10 @@ used: their points carry the depth of the closest pair, not their own.
 On the default (native) road the closed-form pairs against a plane and between spheres and capsules
 are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_kernel`: the same closed
 forms without branches, in one native call, with a broad phase: :mod:`~sparsedyn.contact.collision_near`
-computes only the pairs whose bounds come within the margin); the hits are the same to rounding.  ``sd.use_backend("numpy")`` takes the vectorised closed forms above.
+computes only the pairs whose bounds come within the margin), and so are the heights of a robot mesh's
+hull vertices above a world plane (:mod:`~sparsedyn.contact.mesh_plane`, whose patches are then
+reduced as above); the hits are the same to rounding.  ``sd.use_backend("numpy")`` takes the
+vectorised closed forms above.  coal's objects and the meshes' hulls: :mod:`~sparsedyn.contact.collision_coal`.
 """
 
 from __future__ import annotations
