@@ -204,9 +204,11 @@ class MeshPlanePlan:
     ``spheres`` (P, 4) (:func:`mesh_plane_heights`' arguments), ``pair`` (P,) each pair's scene pair,
     ``swap`` (P,) whether its scene pair names the plane first, ``row_pair`` (N,) each hull row's
     pair, ``axes`` (P, 3, 3) the planes' :func:`~sparsedyn.contact.reduction.plane_axes` and ``pb``
-    (P, 3) their points (world planes: constants), ``inside`` (scene pairs,) bool: the pairs here."""
+    (P, 3) their points (world planes: constants), ``inside`` (scene pairs,) bool: the pairs here,
+    ``swapped`` whether any ``swap``, ``margins`` (P,) the scene's margin per pair."""
 
-    __slots__ = ("pairs", "shapes", "hull", "spheres", "pair", "swap", "row_pair", "axes", "pb", "inside")
+    __slots__ = ("pairs", "shapes", "hull", "spheres", "pair", "swap", "row_pair", "axes", "pb", "inside", "swapped",
+                 "margins")
 
 
 def mesh_plane_plan(scene):
@@ -237,6 +239,7 @@ def mesh_plane_plan(scene):
     mp.spheres = np.array([np.r_[c[m], r[m]] for _, _, m, _ in mine])
     mp.pair = np.array([k for k, _, _, _ in mine], int)
     mp.swap = np.array([s for _, s, _, _ in mine], bool)
+    mp.swapped, mp.margins = bool(mp.swap.any()), np.full(len(mine), float(scene.margin))
     mp.row_pair = np.repeat(np.arange(len(mine)), [p[4] for p in mp.pairs])
     mp.axes = plane_axes(np.array([shapes[pl].R[:, 2] for _, _, _, pl in mine]))
     mp.pb = np.array([shapes[pl].p for _, _, _, pl in mine])
@@ -255,8 +258,8 @@ def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     its cutoff, ``cutoff`` (scene pairs,) [m] or None (the scene's margin); ``spin`` (scene pairs, 3)
     or None as there."""
     margin = scene.margin
-    cut = np.full(len(mp.pair), margin) if cutoff is None else cutoff.take(mp.pair)
-    top = np.array(margin if cutoff is None else float(cut.max()))
+    cut = mp.margins if cutoff is None else cutoff.take(mp.pair)
+    top = mp.margins[:1].reshape(()) if cutoff is None else np.array(float(cut.max()))
     f = (native_calls(scene.model) or _NONE).get(_HEIGHTS)
     H, poses = f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs) if f is not None else \
         mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
@@ -272,5 +275,7 @@ def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
         spin = np.where(mp.swap[:, None], -spin.take(mp.pair, 0), spin.take(mp.pair, 0))
     g, d, wa, wb, n, _ = close_patches(g.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, mp.axes, cut,
                                        margin, spin)
+    if not mp.swapped:                                      # (scene pairs that name the plane first: swapped back)
+        return mp.pair.take(g), d, wa, wb, n
     s = mp.swap.take(g)[:, None]
     return mp.pair.take(g), d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
