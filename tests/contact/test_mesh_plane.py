@@ -49,7 +49,8 @@ def _on_the_floor(model, scene, rng):
 def test_native_hits_are_the_numpy_roads_on_talos(talos):
     """``collide`` on the native road (the heights from ``mesh_plane_heights``) gives the NumPy road's
     hits on talos lying on a floor in random poses: the same pairs and hits in the same order, points,
-    normals and distances to rounding; with each pair's own cutoff too (``collide_within``)."""
+    normals and distances to rounding; with each pair's own cutoff too (``collide_within``), and each
+    pair's rotation over a step (its points' own allowances)."""
     from sparsedyn.contact.collision import collide_within
     model, scene = talos
     rng = np.random.default_rng(11)
@@ -57,10 +58,11 @@ def test_native_hits_are_the_numpy_roads_on_talos(talos):
     for t in range(8):
         q = _on_the_floor(model, scene, rng)
         cutoff = None if t % 2 == 0 else rng.uniform(scene.margin, 0.03, len(scene.pairs))
+        spin = rng.normal(0.0, 0.02, (len(scene.pairs), 3)) if t % 4 == 3 else None   # a step's rotations
         with sd.use_backend("numpy"):
-            want = collide_within(scene, q, cutoff)
+            want = collide_within(scene, q, cutoff, spin)
         with sd.use_backend("native", deterministic=True):
-            got = collide_within(scene, list(q), cutoff)
+            got = collide_within(scene, list(q), cutoff, spin)
         assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
         for x, y in ((got.points, want.points), (got.distances, want.distances), (got.normals, want.normals)):
             assert np.abs(x - y).max(initial=0.0) <= BOUND

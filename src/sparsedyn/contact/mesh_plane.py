@@ -202,13 +202,12 @@ class MeshPlanePlan:
     """What the native mesh-plane road of a scene needs, computed once and kept by the scene
     (:func:`mesh_plane_plan`): ``pairs`` (the static argument), ``shapes`` (S, 15), ``hull`` (N, 3),
     ``spheres`` (P, 4) (:func:`mesh_plane_heights`' arguments), ``pair`` (P,) each pair's scene pair,
-    ``swap`` (P,) whether its scene pair names the plane first, ``row_pair`` (N,) each hull row's
+    ``row_pair`` (N,) each hull row's
     pair, ``axes`` (P, 3, 3) the planes' :func:`~sparsedyn.contact.reduction.plane_axes` and ``pb``
     (P, 3) their points (world planes: constants), ``inside`` (scene pairs,) bool: the pairs here,
-    ``swapped`` whether any ``swap``, ``margins`` (P,) the scene's margin per pair."""
+    ``margins`` (P,) the scene's margin per pair."""
 
-    __slots__ = ("pairs", "shapes", "hull", "spheres", "pair", "swap", "row_pair", "axes", "pb", "inside", "swapped",
-                 "margins")
+    __slots__ = ("pairs", "shapes", "hull", "spheres", "pair", "row_pair", "axes", "pb", "inside", "margins")
 
 
 def mesh_plane_plan(scene):
@@ -220,29 +219,26 @@ def mesh_plane_plan(scene):
     shapes, idx = scene.shapes, scene.index
     V, rows = mesh_vertices(scene)
     c, r = _bounds(scene)
-    mine = []
-    for k, (i, j) in enumerate(idx.tolist()):
-        swap = shapes[i].kind == "plane"
-        m, pl = (j, i) if swap else (i, j)
+    mine = []                                  # (a robot shape's pair names it first: the mesh, then the plane)
+    for k, (m, pl) in enumerate(idx.tolist()):
         if shapes[m].kind == "mesh" and shapes[pl].kind == "plane" and shapes[pl].body < 0 <= shapes[m].body:
-            mine.append((k, swap, m, pl))
+            mine.append((k, m, pl))
     if not mine:
         scene.cache[key] = None
         return None
     mp = MeshPlanePlan()
-    mp.pairs = tuple((m, pl, shapes[m].body, shapes[pl].body, rows[m][1] - rows[m][0]) for _, _, m, pl in mine)
-    table = np.zeros((1 + max(max(m, pl) for _, _, m, pl in mine), 15))
+    mp.pairs = tuple((m, pl, shapes[m].body, shapes[pl].body, rows[m][1] - rows[m][0]) for _, m, pl in mine)
+    table = np.zeros((1 + max(max(m, pl) for _, m, pl in mine), 15))
     for i in range(len(table)):
         table[i, :9], table[i, 9:12] = shapes[i].R.reshape(-1), shapes[i].p
     mp.shapes = table
-    mp.hull = np.concatenate([V[rows[m][0]:rows[m][1]] for _, _, m, _ in mine])
-    mp.spheres = np.array([np.r_[c[m], r[m]] for _, _, m, _ in mine])
-    mp.pair = np.array([k for k, _, _, _ in mine], int)
-    mp.swap = np.array([s for _, s, _, _ in mine], bool)
-    mp.swapped, mp.margins = bool(mp.swap.any()), np.full(len(mine), float(scene.margin))
+    mp.hull = np.concatenate([V[rows[m][0]:rows[m][1]] for _, m, _ in mine])
+    mp.spheres = np.array([np.r_[c[m], r[m]] for _, m, _ in mine])
+    mp.pair = np.array([k for k, _, _ in mine], int)
+    mp.margins = np.full(len(mine), float(scene.margin))
     mp.row_pair = np.repeat(np.arange(len(mine)), [p[4] for p in mp.pairs])
-    mp.axes = plane_axes(np.array([shapes[pl].R[:, 2] for _, _, _, pl in mine]))
-    mp.pb = np.array([shapes[pl].p for _, _, _, pl in mine])
+    mp.axes = plane_axes(np.array([shapes[pl].R[:, 2] for _, _, pl in mine]))
+    mp.pb = np.array([shapes[pl].p for _, _, pl in mine])
     mp.inside = np.zeros(len(idx), bool)
     mp.inside[mp.pair] = True
     scene.cache[key] = mp
@@ -271,11 +267,6 @@ def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     Vl = mp.hull.take(rows, 0)
     x = np.einsum("ij,ijc->ic", Vl, A.take(g, 0)) + off.take(g, 0)
     close = np.flatnonzero(x[:, 0] < cut.take(g))
-    if spin is not None:
-        spin = np.where(mp.swap[:, None], -spin.take(mp.pair, 0), spin.take(mp.pair, 0))
     g, d, wa, wb, n, _ = close_patches(g.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, mp.axes, cut,
-                                       margin, spin)
-    if not mp.swapped:                                      # (scene pairs that name the plane first: swapped back)
-        return mp.pair.take(g), d, wa, wb, n
-    s = mp.swap.take(g)[:, None]
-    return mp.pair.take(g), d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
+                                       margin, None if spin is None else spin.take(mp.pair, 0))
+    return mp.pair.take(g), d, wa, wb, n
