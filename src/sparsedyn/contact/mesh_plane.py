@@ -260,6 +260,9 @@ def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     H, poses = f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs) if f is not None else \
         mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
     rows = np.flatnonzero(H < top + SLACK)                # (the heights again below, as the NumPy road's)
+    if not len(rows):                                     # no mesh near its plane
+        z = np.zeros((0, 3))
+        return np.zeros(0, int), np.zeros(0), z, z, z
     g = mp.row_pair.take(rows)
     Rm, pm = poses[:, :9].reshape(-1, 3, 3), poses[:, 9:]
     A = Rm.transpose(0, 2, 1) @ mp.axes                   # (the NumPy road's einsums, as products)
