@@ -113,7 +113,12 @@ def _stage(lay, s, q, shapes, hull, spheres, cutoff, K, S):
     at = _PER_PAIR * (s - 1)
     a, off = K[at + 12:at + 15], K[at + 15]
     out = S.copy()
-    for i in range(lay.rows[s - 1], lay.rows[s]):
+    lo, hi = lay.rows[s - 1], lay.rows[s]
+    if not bk.is_symbolic(S):                     # floats (the NumPy road): the same operations, a block at once
+        v = hull[lo:hi]
+        out[lo:hi] = (v[:, 0] * a[0] + v[:, 1] * a[1] + v[:, 2] * a[2]) + off
+        return out, flag
+    for i in range(lo, hi):
         v = hull[i]
         out[i] = (v[0] * a[0] + v[1] * a[1] + v[2] * a[2]) + off
     return out, flag
