@@ -71,6 +71,26 @@ def test_native_hits_are_the_numpy_roads_on_talos(talos):
     assert [n for n in native.shared(model).kernels if n.startswith("mesh_plane_heights")]
 
 
+def test_before_the_kernel_is_ready_the_numpy_road_answers(talos, monkeypatch):
+    """While the native kernel is not ready (built in the background), ``collide`` asks for it once
+    and then takes the NumPy road for the meshes: the same hits either way."""
+    from sparsedyn.contact import mesh_plane
+    model, _ = talos
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
+    monkeypatch.setattr(mesh_plane, "native_calls", lambda model: None)        # nothing ready
+    q = _on_the_floor(model, scene, np.random.default_rng(2))
+    with sd.use_backend("numpy"):
+        want = sd.collide(scene, q)
+    with sd.use_backend("native", deterministic=True):
+        first = sd.collide(scene, q)
+        assert scene.cache[mesh_plane._ASKED]
+        again = sd.collide(scene, q)
+    assert len(want.pairs) >= 4
+    for got in (first, again):
+        assert got.pairs == want.pairs
+        assert np.abs(got.points - want.points).max() <= BOUND and np.abs(got.distances - want.distances).max() <= BOUND
+
+
 def test_heights_are_the_hull_vertices_heights_by_hand(talos):
     """The kernel's heights of the pairs near the floor are ``n . (R v + p - p_b)`` per hull vertex
     (``geometry_placements``), its poses the meshes' world poses; a pair beyond the cutoff holds a

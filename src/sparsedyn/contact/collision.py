@@ -158,8 +158,9 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
             patches.append((k, d, x + h, x - h, n))   # distinct points (MIN_FEATURE), nothing to merge
             inside = kp.inside
         mp = mesh_plane_plan(scene)                # robot meshes on world planes: their heights natively
-        if mp is not None:
-            patches.append(mesh_plane_hits(scene, mp, q, cutoff if per_pair else None, spin))
+        got = None if mp is None else mesh_plane_hits(scene, mp, q, cutoff if per_pair else None, spin)
+        if got is not None:
+            patches.append(got)
             inside = mp.inside if inside is None else inside | mp.inside
         if inside is not None and inside.all():        # the kernels' hits alone: distinct points, within the cutoff
             return _distinct_hits(scene, patches)

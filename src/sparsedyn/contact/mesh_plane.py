@@ -251,19 +251,27 @@ def mesh_plane_plan(scene):
 
 
 _HEIGHTS, _NONE = mesh_plane_heights.__name__, {}
+#: ``scene.cache``'s key: the native kernel was asked for (a plain call, which builds it)
+_ASKED = "mesh-plane kernel asked"
 
 
 def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     """The hits ``(k, d, w_a, w_b, n)`` of the plan ``mp``'s pairs at ``q`` (nq,) (float), those of
     the NumPy road (:func:`~sparsedyn.contact.collision._mesh_plane_pairs`): each pair's patch within
     its cutoff, ``cutoff`` (scene pairs,) [m] or None (the scene's margin); ``spin`` (scene pairs, 3)
-    or None as there."""
+    or None as there.  None while the native kernel is not ready, after the first such call (which asks
+    for it, the NumPy function answering): the NumPy road is then the faster."""
     margin = scene.margin
     cut = mp.margins if cutoff is None else cutoff.take(mp.pair)
     top = mp.margins[:1].reshape(()) if cutoff is None else np.array(float(cut.max()))
     f = (native_calls(scene.model) or _NONE).get(_HEIGHTS)
-    H, poses = f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs) if f is not None else \
-        mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
+    if f is not None:
+        H, poses = f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
+    elif _ASKED in scene.cache:
+        return None
+    else:
+        scene.cache[_ASKED] = True
+        H, poses = mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
     rows = np.flatnonzero(H < top + SLACK)                # (the heights again below, as the NumPy road's)
     if not len(rows):                                     # no mesh near its plane
         z = np.zeros((0, 3))
