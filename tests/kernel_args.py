@@ -26,7 +26,10 @@ STATIC_SAMPLES = {
 
 
 #: Per kernel, sample values that replace those of STATIC_SAMPLES.
-KERNEL_STATIC_SAMPLES = {}
+KERNEL_STATIC_SAMPLES = {
+    # a mesh of 4 hull vertices on the last body against a world plane
+    "mesh_plane_heights": {"pairs": lambda model: [((0, 1, model.nbodies - 1, -1, 4),)]},
+}
 
 
 def static_choices(model, name):

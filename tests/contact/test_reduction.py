@@ -104,6 +104,27 @@ def test_each_patch_keeps_at_most_four_and_a_line_or_a_point_fewer():
     assert set(keep[g[keep] == 1]) == {line[np.argmin(d[line])], line[0] if np.argmin(d[line]) >= 3 else line[-1]}
 
 
+def test_a_patch_alone_keeps_what_it_keeps_beside_others():
+    """One patch (its own road: argmin/argmax) keeps the points it keeps beside another patch (patch by
+    patch) and among more than ``FEW_PATCHES`` (the segmented road), ties included: points and depths on a
+    coarse grid (several equally deep, equally far), with and without allowances, on a line and on a point."""
+    rng = np.random.default_rng(4)
+    for t in range(40):
+        m = [1, 2, 5, 30][t % 4]
+        T = np.round(rng.uniform(-1, 1, (m, 2)), 1) if t % 5 else np.column_stack([np.linspace(0, 1, m)] * 2)
+        d = np.round(rng.uniform(-0.01, 0.01, m), 2 + t % 2)
+        depth = None if t % 3 == 0 else rng.uniform(0, 0.01, m)
+        alone = reduction.reduce_patches(d, T, np.zeros(m, int), depth)
+        other = rng.uniform(-1, 1, (7, 2))
+        for labels in ([0] * 7, [0, 0, 1, 1, 2, 2, 3]):                 # one patch before it; four
+            assert len(set(labels)) + 1 in (2, reduction.FEW_PATCHES + 2)
+            both = reduction.reduce_patches(np.r_[rng.uniform(-0.01, 0.01, 7), d], np.concatenate([other, T]),
+                                            np.r_[labels, np.full(m, 9)],
+                                            None if depth is None else np.r_[np.ones(7), depth])
+            assert alone.tolist() == (both[both >= 7] - 7).tolist()
+        assert int(np.argmin(d)) in alone.tolist() and len(alone) <= 4
+
+
 def test_a_patch_is_spanned_by_the_points_touching_with_its_deepest_only():
     """Patch 0, the grid of the first test: the deepest point (0.1, 0.1) at -2 mm, the row y = 0
     penetrating (-1 mm), the rest 1 mm above the plane.  With an allowance of 1e-5 m only the row

@@ -25,7 +25,10 @@ used: their points carry the depth of the closest pair, not their own.
 On the default (native) road the closed-form pairs against a plane and between spheres and capsules
 are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_kernel`: the same closed
 forms without branches, in one native call, with a broad phase: :mod:`~sparsedyn.contact.collision_near`
-computes only the pairs whose bounds come within the margin); the hits are the same to rounding.  ``sd.use_backend("numpy")`` takes the vectorised closed forms above.
+computes only the pairs whose bounds come within the margin), and so are the heights of a robot mesh's
+hull vertices above a world plane (:mod:`~sparsedyn.contact.mesh_plane`, whose patches are then
+reduced as above); the hits are the same to rounding.  ``sd.use_backend("numpy")`` takes the
+vectorised closed forms above.  coal's objects and the meshes' hulls: :mod:`~sparsedyn.contact.collision_coal`.
 """
 
 from __future__ import annotations
@@ -40,9 +43,12 @@ from ..kernels import native_calls, use_backend
 from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, capsule_box_ends,  # noqa: F401
                            capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box, sphere_capsule,
                            sphere_plane, sphere_sphere)
+from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
+                             _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
+from .mesh_plane import mesh_plane_hits, mesh_plane_plan
 from .reduction import mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
 from .scene import Scene
 
@@ -130,7 +136,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                              f"{q.shape}")
     per_pair = cutoff is not None
     margin = float(cutoff.max(initial=scene.margin)) if per_pair else scene.margin
-    out, patches = [], []                          # (pair indices, d, w_a, w_b, n) blocks; mesh-plane ones apart
+    out, patches = [], []                          # (pair indices, d, w_a, w_b, n) blocks; distinct ones apart
     inside = None
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
@@ -149,8 +155,15 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
             c, k = c.take(sel, 0), kp.pair.take(sel)
             d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
             h = d[:, None] / 2 * n
-            out.append((k, d, x + h, x - h, n))
+            patches.append((k, d, x + h, x - h, n))   # distinct points (MIN_FEATURE), nothing to merge
             inside = kp.inside
+        mp = mesh_plane_plan(scene)                # robot meshes on world planes: their heights natively
+        got = None if mp is None else mesh_plane_hits(scene, mp, q, cutoff if per_pair else None, spin)
+        if got is not None:
+            patches.append(got)
+            inside = mp.inside if inside is None else inside | mp.inside
+        if inside is not None and inside.all():        # the kernels' hits alone: distinct points, within the cutoff
+            return _distinct_hits(scene, patches)
     R, p = placements(scene, q)
     plan = _plan(scene)
     if len(scene.index):
@@ -176,10 +189,10 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                 cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
                 patches.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
             elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
-                kw = ks[m][[min(scene.shapes[x].body for x in scene.index[k]) < 0 for k in ks[m].tolist()]]
+                world = plan["world"][ks[m]]
+                kw = ks[m][world]
                 cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
-                out += [_mesh_box_pairs(scene, kw, R, p, cut),
-                        _coal_pairs(scene, np.setdiff1d(ks[m], kw), R, p, margin)]
+                out += [_mesh_box_pairs(scene, kw, R, p, cut), _coal_pairs(scene, ks[m][~world], R, p, margin)]
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
@@ -233,7 +246,11 @@ def _plan(scene):
     kinds = np.array(kinds)[idx] if len(idx) else np.zeros((0, 2), str)
     ks = np.flatnonzero((kinds == "plane").any(1) & np.isfinite(r[idx]).any(1)).astype(int)
     pl = np.where(kinds[ks, 0] == "plane", idx[ks, 0], idx[ks, 1])
+    body = np.array([s.body for s in scene.shapes], int)
+    half = np.array([np.asarray(s.size, float) / 2 if s.kind == "box" else np.zeros(3) for s in scene.shapes])
     plan = {"ia": idx[:, 0], "ib": idx[:, 1], "c": c, "r": r, "groups": groups,
+            "world": body[idx].min(1) < 0 if len(idx) else np.zeros(0, bool), "half": half.reshape(-1, 3),
+            "mesh": np.array([s.kind == "mesh" for s in scene.shapes], bool),
             "on plane": (ks, pl, np.where(kinds[ks, 0] == "plane", idx[ks, 1], idx[ks, 0]))}
     scene.cache["plan"] = plan
     return plan
@@ -247,17 +264,6 @@ def placements(scene, q):
     R = np.concatenate([Rg, np.array([s.R for s in world]).reshape(-1, 3, 3)])
     p = np.concatenate([pg, np.array([s.p for s in world]).reshape(-1, 3)])
     return R, p
-
-
-def _bounds(scene):
-    """Bounding spheres of the shapes: centres in the shape frames (S, 3), radii (S,)."""
-    c = np.zeros((len(scene.shapes), 3))
-    r = np.array([s.bounding_radius for s in scene.shapes])
-    for k, s in enumerate(scene.shapes):
-        if s.kind in ("mesh", "hfield") and not np.isfinite(r[k]):
-            g = _coal_geometry(scene, k)
-            c[k], r[k] = np.asarray(g.aabb_center, float), float(g.aabb_radius)
-    return c, r
 
 
 def _closed_form(scene, key, ks, R, p, table=None, sizes=None):
@@ -276,38 +282,6 @@ def _closed_form(scene, key, ks, R, p, table=None, sizes=None):
     return np.tile(ks, per), d, wa, wb, n
 
 
-def _hull_vertices(scene, k):
-    """The vertices (V, 3) of the convex hull of mesh shape ``k`` in its frame, scaled; kept by the scene."""
-    key = ("hull", k)
-    cache = scene.cache
-    if key not in cache:
-        from scipy.spatial import ConvexHull, QhullError, cKDTree
-        s = scene.shapes[k]
-        V = np.asarray(s.vertices, float) * s.size if s.vertices is not None else \
-            np.asarray(_coal_geometry(scene, k).vertices(), float)
-        try:
-            V = V[ConvexHull(V).vertices]
-        except (QhullError, ValueError):           # flat or degenerate: every vertex
-            pass
-        # each point once (a patch on a plane is not de-duplicated again): one within 2 SAME_POINT of one before goes
-        close = cKDTree(V).query_pairs(2 * SAME_POINT, output_type="ndarray") if len(V) else np.zeros((0, 2), int)
-        cache[key] = np.delete(V, np.unique(close[:, 1]), axis=0) if len(close) else V
-    return cache[key]
-
-
-def mesh_vertices(scene):
-    """``(V, ranges)``: the convex hull vertices of the scene's mesh shapes, each in its shape's frame,
-    stacked (N, 3), and per mesh shape the rows of its own (``{shape: (start, stop)}``); kept by the scene."""
-    got = scene.cache.get("mesh vertices")
-    if got is None:
-        meshes = [k for k, s in enumerate(scene.shapes) if s.kind == "mesh"]
-        blocks = [_hull_vertices(scene, k) for k in meshes]
-        ends = np.cumsum([0] + [len(x) for x in blocks])
-        V = np.concatenate(blocks) if blocks else np.zeros((0, 3))
-        got = scene.cache["mesh vertices"] = (V, {k: (int(ends[i]), int(ends[i + 1])) for i, k in enumerate(meshes)})
-    return got
-
-
 def _mesh_plane_pairs(scene, ks, R, p, cutoff, spin=None):
     """Hits of mesh-plane pairs ``ks`` within their ``cutoff`` (len(ks),) [m], in the pairs' order
     (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`: all pairs at once; ``spin`` (len(ks), 3)
@@ -323,16 +297,6 @@ def _mesh_plane_pairs(scene, ks, R, p, cutoff, spin=None):
     return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
 
 
-def _hull_convex(scene, k):
-    """coal's convex hull of mesh shape ``k`` (of its BVH's triangles), kept by the scene."""
-    key = ("convex", k)
-    if key not in scene.cache:
-        bvh = _coal_geometry(scene, k)
-        bvh.buildConvexHull(True, "Qt")
-        scene.cache[key] = bvh.convex
-    return scene.cache[key]
-
-
 def _mesh_box_pairs(scene, ks, R, p, cutoff):
     """Hits of pairs ``ks`` of a robot mesh and a world box within their ``cutoff`` (len(ks),) [m]:
     coal's signed distance (GJK/EPA) between the mesh's convex hull (as on a plane, and as MuJoCo
@@ -341,10 +305,10 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff):
     (:func:`~sparsedyn.contact.reduction.mesh_box_patch`)."""
     coal, V, rows = _coal(), *mesh_vertices(scene)
     plan, idx, cutoff = _plan(scene), scene.index[ks], np.asarray(cutoff, float)
-    mesh = np.array([scene.shapes[i].kind == "mesh" for i in idx[:, 0].tolist()], bool).reshape(-1)
+    mesh = plan["mesh"][idx[:, 0]]
     ms, bs = np.where(mesh, idx[:, 0], idx[:, 1]), np.where(mesh, idx[:, 1], idx[:, 0])
     # a broad phase: the mesh's bounding sphere against the box itself (not the box's sphere)
-    half = np.array([scene.shapes[b].size for b in bs.tolist()], float).reshape(-1, 3) / 2
+    half = plan["half"][bs]
     x = np.abs(np.einsum("kji,kj->ki", R[bs], p[ms] + np.einsum("kij,kj->ki", R[ms], plan["c"][ms]) - p[bs])) - half
     gap = np.linalg.norm(np.maximum(x, 0.0), axis=1) + np.minimum(x.max(1, initial=-np.inf), 0.0) - plan["r"][ms]
     out = []
@@ -449,6 +413,18 @@ def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
     return d, ws, wv, -n
 
 
+def _distinct_hits(scene, blocks):
+    """:func:`_hits` of blocks whose rows are within their pairs' cutoffs and distinct points (the
+    collision kernel's candidates, :data:`~sparsedyn.contact.collision_kernel.MIN_FEATURE` apart; a
+    mesh's patch on a plane), each pair's in one block, each block by pair: nothing to merge."""
+    k, d, wa, wb, n = blocks[0] if len(blocks) == 1 else (np.concatenate(x) for x in zip(*blocks))
+    if len(blocks) > 1:
+        at = np.argsort(k, kind="stable")
+        k, d, wa, wb, n = k.take(at), d.take(at), wa.take(at, 0), wb.take(at, 0), n.take(at, 0)
+    names = scene.pair_names
+    return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
+
+
 def _hits(scene, blocks, cutoff=None, distinct=()):
     """The hits of the blocks closer than the margin, or than ``cutoff`` (P,) per pair where given; and of
     the blocks ``distinct``, whose points are distinct (a mesh's patch on a plane), their pairs in no other."""
@@ -461,8 +437,10 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
     # contact makes the contact problem degenerate); the deeper one is kept
     if len(keep) > 1:
         keep = keep[np.argsort(d[keep], kind="stable")]
-        _, first = np.unique(np.column_stack([k[keep], np.round(wa[keep] / SAME_POINT)]), axis=0, return_index=True)
-        keep = np.sort(keep[first])
+        seen: dict = {}                            # the first (deepest) row of each key (np.unique's, less its sort)
+        for i, key in enumerate(zip(k[keep].tolist(), map(tuple, np.round(wa[keep] / SAME_POINT).tolist()))):
+            seen.setdefault(key, i)
+        keep = np.sort(keep[list(seen.values())])
         # (points a rounding apart may round to neighbouring multiples: one nearer than SAME_POINT to a deeper goes)
         x, kk, dd = wa[keep], k[keep], d[keep]
         near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
@@ -472,83 +450,7 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
     names = scene.pair_names
-    return Hits([names[x] for x in k], (wa + wb) / 2, n, d, k)
-
-
-#: Hits of one pair whose witness points on ``a`` round to the same multiple of this [m] are one hit.
-SAME_POINT = 1e-7
-#: The tolerance of coal's GJK and EPA iterations here (coal's default, 1e-6, leaves witness points and
-#: depths that far from the closed forms) [m], and of the test that a feature is as deep as coal's pair.
-COAL_TOLERANCE = 1e-11
-SAME_DEPTH = 10 * COAL_TOLERANCE
-
-
-def _distance_request(coal):
-    req = coal.DistanceRequest()
-    req.gjk_tolerance = req.epa_tolerance = COAL_TOLERANCE
-    req.gjk_max_iterations, req.epa_max_iterations = 1000, 1000
-    return req
-
-
-def _coal_distance(coal, gi, Ti, gj, Tj, name_i, name_j):
-    """``(signed distance, coal's DistanceResult)`` of two convex shapes: at :data:`COAL_TOLERANCE`, or
-    where EPA fails to reach it (it reports -DBL_MAX on a curved shape deep in another) at coal's
-    default tolerance."""
-    for req in (_distance_request(coal), coal.DistanceRequest()):
-        res = coal.DistanceResult()
-        d = coal.distance(gi, Ti, gj, Tj, req, res)
-        if -1e300 < d < np.inf and np.all(np.isfinite(res.getNearestPoint1())) and \
-                np.all(np.isfinite(res.getNearestPoint2())):
-            return d, res
-    raise RuntimeError(f"collide: coal's distance failed between shapes {name_i!r} and {name_j!r} "
-                       f"(GJK/EPA did not converge)")
-
-
-# --- coal -----------------------------------------------------------------------------------------
-
-def _coal():
-    try:
-        import coal
-    except ImportError:
-        raise ImportError("collide: this scene has pairs that need coal (meshes, ellipsoids, box-box, cylinders "
-                          "off a plane): pip install coal") from None
-    return coal
-
-
-def _coal_geometry(scene, k):
-    """The coal object of shape ``k``, built on first use and kept by the scene."""
-    cache = scene.cache
-    if k in cache:
-        return cache[k]
-    coal, s = _coal(), scene.shapes[k]
-    size = s.size
-    if s.kind == "sphere":
-        g = coal.Sphere(size[0])
-    elif s.kind in ("capsule", "cylinder"):
-        g = (coal.Capsule if s.kind == "capsule" else coal.Cylinder)(size[0], size[1])
-    elif s.kind == "box":
-        g = coal.Box(*size)
-    elif s.kind == "ellipsoid":
-        g = coal.Ellipsoid(*size)
-    elif s.kind == "plane":
-        g = coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
-    elif s.kind == "hfield":                       # coal's rows run from +y down to -y
-        sx, sy, top, base = size
-        g = coal.HeightFieldAABB(2 * sx, 2 * sy, np.ascontiguousarray(top * s.heights[::-1]), -base)
-    elif s.vertices is not None:
-        g = coal.BVHModelOBBRSS()
-        g.beginModel(len(s.faces), len(s.vertices))
-        g.addVertices(np.asarray(s.vertices) * size)
-        g.addTriangles(np.asarray(s.faces, np.int64))
-        g.endModel()
-    else:
-        try:
-            g = coal.MeshLoader().load(s.mesh, np.array(size))
-        except Exception as e:                     # coal raises its own types for unreadable files
-            raise ValueError(f"Scene: shape {s.name!r}: coal cannot read the mesh file {s.mesh!r}: {e}") from None
-    g.computeLocalAABB()
-    cache[k] = g
-    return g
+    return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
 
 
 def _coal_pairs(scene, ks, R, p, margin):
@@ -559,7 +461,7 @@ def _coal_pairs(scene, ks, R, p, margin):
     those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
     above the surface: the others carry nothing at rest)."""
     coal = _coal()
-    tf = [coal.Transform3s(R[k], p[k]) for k in range(len(p))]
+    tf = {i: coal.Transform3s(R[i], p[i]) for i in np.unique(scene.index[ks]).tolist()}     # the pairs' shapes
     blocks, near = [], []
     for k in ks:
         i, j = scene.index[k]

@@ -59,13 +59,16 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["reduce_patches", "mesh_plane_reduced", "mesh_plane_patches", "plane_axes", "tangents", "MAX_PATCH_POINTS",
-           "SPAN", "PATCH_DEPTH", "patch_depth", "rotation_depth", "mesh_box_patch"]
+           "SPAN", "PATCH_DEPTH", "patch_depth", "rotation_depth", "mesh_box_patch", "close_patches"]
 
 #: The most points a touching patch of one pair keeps.
 MAX_PATCH_POINTS = 4
 
 #: A point nearer than this [m] to ``p0`` or to the line ``p0 p1`` spans nothing (collision's SAME_POINT).
 SPAN = 1e-7
+
+#: Up to this many patches :func:`reduce_patches` reduces one at a time (the segmented passes cost more calls).
+FEW_PATCHES = 3
 
 #: How far [m] above ``max(d0, 0)`` a point of a patch still touches with its deepest point ``p0`` (module docstring).
 PATCH_DEPTH = 1e-5
@@ -91,11 +94,10 @@ def _segments(g):
     return change.nonzero()[0], np.cumsum(change) - 1
 
 
-def _first_per_segment(key, g, starts):
-    """The index of the least ``key`` (finite) of each segment of ``g`` (sorted, starting at
-    ``starts``); ties: the first.  Two passes over the segments (no sort: a batch holds many)."""
+def _first_per_segment(key, seg, starts):
+    """The index of the least ``key`` (finite) of each segment (``seg`` (m,) each point's, counted from
+    0, starting at ``starts``); ties: the first.  Two passes over the segments (no sort: a batch holds many)."""
     least = np.minimum.reduceat(key, starts)
-    seg = np.cumsum(np.r_[True, g[1:] != g[:-1]]) - 1
     return np.minimum.reduceat(np.where(key == least[seg], np.arange(len(key)), len(key)), starts)
 
 
@@ -108,27 +110,53 @@ def reduce_patches(d, T, g, depth=None):
     m = len(d)
     if m == 0:
         return np.zeros(0, int)
+    if g[0] == g[-1]:
+        return _reduce_one(d, T, depth)
     starts, seg = _segments(g)
-    p0 = _first_per_segment(d, g, starts)
+    if len(starts) <= FEW_PATCHES:                  # patch by patch: fewer NumPy calls than the segments'
+        ends = starts.tolist()[1:] + [m]
+        return np.concatenate([a + _reduce_one(d[a:b], T[a:b], None if depth is None else depth[a:b])
+                               for a, b in zip(starts.tolist(), ends)])
+    p0 = _first_per_segment(d, seg, starts)
     rel = T - T[p0][seg]
     D = np.einsum("ij,ij->i", rel, rel)
     touch = None if depth is None else d <= np.maximum(d[p0], 0.0)[seg] + depth
     if touch is not None:
         D = np.where(touch, D, 0.0)                                     # a point above the patch spans nothing
-    p1 = _first_per_segment(-D, g, starts)
+    p1 = _first_per_segment(-D, seg, starts)
     e = rel[p1][seg]
     L = np.sqrt(D[p1])[seg]
     A = (e[:, 0] * rel[:, 1] - e[:, 1] * rel[:, 0]) / np.where(L > 0, L, 1.0)   # signed distance to the line
     if touch is not None:
         A = np.where(touch, A, 0.0)
-    p2 = _first_per_segment(-A, g, starts)
-    p3 = _first_per_segment(A, g, starts)
+    p2 = _first_per_segment(-A, seg, starts)
+    p3 = _first_per_segment(A, seg, starts)
     keep = np.concatenate([p0, p1[D[p1] > SPAN ** 2], p2[A[p2] > SPAN], p3[A[p3] < -SPAN]])
     keep.sort()
     first = np.empty(len(keep), bool)                   # (np.unique's result, less its overhead)
     first[0] = True
     np.not_equal(keep[1:], keep[:-1], out=first[1:])
     return keep[first]
+
+
+def _reduce_one(d, T, depth):
+    """:func:`reduce_patches` of one patch: the same values, with the first least or largest of each
+    pass by ``argmin``/``argmax`` (a sorted patch of one label needs no segments)."""
+    p0 = int(d.argmin())
+    rel = T - T[p0]
+    D = np.einsum("ij,ij->i", rel, rel)
+    touch = None if depth is None else d <= max(d[p0], 0.0) + depth
+    if touch is not None:
+        D = np.where(touch, D, 0.0)
+    p1 = int(D.argmax())
+    L = np.sqrt(D[p1])
+    A = (rel[p1, 0] * rel[:, 1] - rel[p1, 1] * rel[:, 0]) / (L if L > 0 else 1.0)
+    if touch is not None:
+        A = np.where(touch, A, 0.0)
+    p2, p3 = int(A.argmax()), int(A.argmin())
+    keep = {p0} | ({p1} if D[p1] > SPAN ** 2 else set()) | ({p2} if A[p2] > SPAN else set()) | \
+        ({p3} if A[p3] < -SPAN else set())
+    return np.array(sorted(keep), int)
 
 
 def mesh_plane_reduced(V, nb, pb, cutoff, margin=None):
@@ -165,7 +193,7 @@ def rotation_depth(x, g, theta):
     axes (normal first) [m], ``g`` (m,) their patch (sorted), ``theta`` (m, 3) their patch's rotation
     vector relative to the plane over the step, in the same axes [rad].  Returns (m,) [m]."""
     starts, seg = _segments(g)
-    r = x - x[_first_per_segment(x[:, 0], g, starts)][seg]         # from the deepest point
+    r = x - x[_first_per_segment(x[:, 0], seg, starts)][seg]         # from the deepest point
     lowering = theta[:, 1] * r[:, 2] - theta[:, 2] * r[:, 1]           # e_n . (theta x r): first order
     a = np.sqrt(np.einsum("ij,ij->i", theta, theta))
     rest = np.sqrt(np.einsum("ij,ij->i", r, r)) * (a - np.sin(a) + 1.0 - np.cos(a))
@@ -193,13 +221,21 @@ def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None, spin=No
     A = np.einsum("kji,kjc->kic", Rm, axes)
     off = np.einsum("kjc,kj->kc", axes, pm - pb)
     g, row, x = _close(V, ranges, A, off, cutoff)                      # x (m, 3): h, t1, t2
+    return close_patches(g, x, V[row], Rm, pm, axes, cutoff, margin, spin)
+
+
+def close_patches(g, x, Vl, Rm, pm, axes, cutoff, margin=None, spin=None):
+    """:func:`mesh_plane_patches` from the vertices within their pair's cutoff: ``g`` (m,) their
+    pair (sorted, each pair's vertices in order), ``x`` (m, 3) their height and coordinates along
+    their plane's tangents, ``Vl`` (m, 3) the vertices in their mesh's frame; ``Rm``, ``pm``,
+    ``axes``, ``cutoff``, ``margin``, ``spin`` (per pair) and the result as there."""
     depth = patch_depth(cutoff, margin)[g]
     if spin is not None and margin is not None and len(g):
         theta = np.einsum("kji,kj->ki", axes, np.asarray(spin, float))[g]     # in the plane's axes
         known = ~np.isnan(theta).any(axis=1)
         depth = np.where(known, rotation_depth(x, g, np.where(known[:, None], theta, 0.0)), depth)
     keep = reduce_patches(x[:, 0], x[:, 1:], g, depth)
-    g, h, Vl = g[keep], x[keep, 0], V[row[keep]]
+    g, h, Vl = g[keep], x[keep, 0], Vl[keep]
     W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
     n = axes[g, :, 0]
     return g, h, W, W - h[:, None] * n, n, Vl
@@ -246,28 +282,32 @@ def mesh_box_patch(W, Rb, pb, half, closest, cutoff, depth, same):
     inside a face (off its edges by more than ``same``); on an edge or a corner the closest pair alone
     (the box's edge is the patch)."""
     d0, wa0, wb0, n0 = closest
-    one = (np.array([d0]), np.asarray(wa0, float)[None], np.asarray(wb0, float)[None], np.asarray(n0, float)[None])
-    nb = Rb.T @ np.asarray(n0, float)                    # the normal in the box's axes
-    xb = Rb.T @ (np.asarray(wb0, float) - pb)            # the box's witness in its axes
-    out = np.abs(xb) - half
-    k = int(np.argmax(out))
+    wa0, wb0, n0 = np.asarray(wa0, float), np.asarray(wb0, float), np.asarray(n0, float)
+    one = (np.array([d0]), wa0[None], wb0[None], n0[None])
+    nb = (Rb.T @ n0).tolist()                            # the normal in the box's axes
+    xb = (Rb.T @ (wb0 - pb)).tolist()                    # the box's witness in its axes
+    hl = np.asarray(half, float).tolist()
+    out = [abs(xb[j]) - hl[j] for j in range(3)]
+    k = max(range(3), key=out.__getitem__)               # (the first largest, as argmax)
     # A witness inside a face (off its edges by more than `same`) is on that face, whatever the normal:
     # between shapes that touch (d0 about 0) coal's normal is poorly determined.
-    inside = out[k] > -same and np.delete(out, k).max() < -same and nb[k] * xb[k] > 0
+    inside = out[k] > -same and max(out[j] for j in range(3) if j != k) < -same and nb[k] * xb[k] > 0
     if not inside:
-        k = int(np.argmax(np.abs(nb)))
+        k = max(range(3), key=lambda j: abs(nb[j]))
         if abs(nb[k]) < 1.0 - 1e-9:
             return one
-    s = np.sign(xb[k]) if inside else np.sign(nb[k])
+    w = xb[k] if inside else nb[k]
+    s = float(w > 0) - float(w < 0)                      # (np.sign)
     nf = s * Rb[:, k]                                    # the face's outward normal (world)
     x = (W - pb) @ Rb                                    # the vertices in the box's axes
-    h = x[:, k] * s - half[k]                            # their heights above the face
+    h = x[:, k] * s - hl[k]                              # their heights above the face
     other = [j for j in range(3) if j != k]
-    on = np.flatnonzero((h < cutoff) & np.all(np.abs(x[:, other]) <= half[other], axis=1))
+    o1, o2 = other
+    on = np.flatnonzero((h < cutoff) & (np.abs(x[:, o1]) <= hl[o1]) & (np.abs(x[:, o2]) <= hl[o2]))
     if not len(on):
         return one
     first = int(h[on].min() > d0 + same)                 # 1: the closest pair leads the patch
-    T = np.concatenate([((np.asarray(wa0, float) - pb) @ Rb[:, other])[None][:first], x[on][:, other]])
+    T = np.concatenate([((wa0 - pb) @ Rb[:, other])[None][:first], x[on][:, other]])
     dd = np.concatenate([one[0][:first], np.maximum(h[on], d0)])      # the closest pair the deepest (ties: the first)
     keep = reduce_patches(dd, T, np.zeros(len(dd), int), np.full(len(dd), depth))
     keep = keep[np.argsort(dd[keep], kind="stable")]     # the deepest first

@@ -1,0 +1,137 @@
+"""coal's side of :func:`~sparsedyn.collide`: its shapes built from a scene's (kept by the scene), its
+signed distance at a tight tolerance, and the convex hulls of a scene's meshes (their vertices, which
+a mesh's closed-form contacts with a plane, a box or a height field use, and coal's hull)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["mesh_vertices", "SAME_POINT", "COAL_TOLERANCE", "SAME_DEPTH"]
+
+#: Hits of one pair whose witness points on ``a`` round to the same multiple of this [m] are one hit.
+SAME_POINT = 1e-7
+#: The tolerance of coal's GJK and EPA iterations here (coal's default, 1e-6, leaves witness points and
+#: depths that far from the closed forms) [m], and of the test that a feature is as deep as coal's pair.
+COAL_TOLERANCE = 1e-11
+SAME_DEPTH = 10 * COAL_TOLERANCE
+
+
+def _hull_vertices(scene, k):
+    """The vertices (V, 3) of the convex hull of mesh shape ``k`` in its frame, scaled; kept by the scene."""
+    key = ("hull", k)
+    cache = scene.cache
+    if key not in cache:
+        from scipy.spatial import ConvexHull, QhullError, cKDTree
+        s = scene.shapes[k]
+        V = np.asarray(s.vertices, float) * s.size if s.vertices is not None else \
+            np.asarray(_coal_geometry(scene, k).vertices(), float)
+        try:
+            V = V[ConvexHull(V).vertices]
+        except (QhullError, ValueError):           # flat or degenerate: every vertex
+            pass
+        # each point once (a patch on a plane is not de-duplicated again): one within 2 SAME_POINT of one before goes
+        close = cKDTree(V).query_pairs(2 * SAME_POINT, output_type="ndarray") if len(V) else np.zeros((0, 2), int)
+        cache[key] = np.delete(V, np.unique(close[:, 1]), axis=0) if len(close) else V
+    return cache[key]
+
+
+def mesh_vertices(scene):
+    """``(V, ranges)``: the convex hull vertices of the scene's mesh shapes, each in its shape's frame,
+    stacked (N, 3), and per mesh shape the rows of its own (``{shape: (start, stop)}``); kept by the scene."""
+    got = scene.cache.get("mesh vertices")
+    if got is None:
+        meshes = [k for k, s in enumerate(scene.shapes) if s.kind == "mesh"]
+        blocks = [_hull_vertices(scene, k) for k in meshes]
+        ends = np.cumsum([0] + [len(x) for x in blocks])
+        V = np.concatenate(blocks) if blocks else np.zeros((0, 3))
+        got = scene.cache["mesh vertices"] = (V, {k: (int(ends[i]), int(ends[i + 1])) for i, k in enumerate(meshes)})
+    return got
+
+
+def _hull_convex(scene, k):
+    """coal's convex hull of mesh shape ``k`` (of its BVH's triangles), kept by the scene."""
+    key = ("convex", k)
+    if key not in scene.cache:
+        bvh = _coal_geometry(scene, k)
+        bvh.buildConvexHull(True, "Qt")
+        scene.cache[key] = bvh.convex
+    return scene.cache[key]
+
+
+def _distance_request(coal):
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = COAL_TOLERANCE
+    req.gjk_max_iterations, req.epa_max_iterations = 1000, 1000
+    return req
+
+
+def _coal_distance(coal, gi, Ti, gj, Tj, name_i, name_j):
+    """``(signed distance, coal's DistanceResult)`` of two convex shapes: at :data:`COAL_TOLERANCE`, or
+    where EPA fails to reach it (it reports -DBL_MAX on a curved shape deep in another) at coal's
+    default tolerance."""
+    for req in (_distance_request(coal), coal.DistanceRequest()):
+        res = coal.DistanceResult()
+        d = coal.distance(gi, Ti, gj, Tj, req, res)
+        if -1e300 < d < np.inf and all(map(math.isfinite, res.getNearestPoint1())) and \
+                all(map(math.isfinite, res.getNearestPoint2())):
+            return d, res
+    raise RuntimeError(f"collide: coal's distance failed between shapes {name_i!r} and {name_j!r} "
+                       f"(GJK/EPA did not converge)")
+
+
+def _coal():
+    try:
+        import coal
+    except ImportError:
+        raise ImportError("collide: this scene has pairs that need coal (meshes, ellipsoids, box-box, cylinders "
+                          "off a plane): pip install coal") from None
+    return coal
+
+
+def _coal_geometry(scene, k):
+    """The coal object of shape ``k``, built on first use and kept by the scene."""
+    cache = scene.cache
+    if k in cache:
+        return cache[k]
+    coal, s = _coal(), scene.shapes[k]
+    size = s.size
+    if s.kind == "sphere":
+        g = coal.Sphere(size[0])
+    elif s.kind in ("capsule", "cylinder"):
+        g = (coal.Capsule if s.kind == "capsule" else coal.Cylinder)(size[0], size[1])
+    elif s.kind == "box":
+        g = coal.Box(*size)
+    elif s.kind == "ellipsoid":
+        g = coal.Ellipsoid(*size)
+    elif s.kind == "plane":
+        g = coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
+    elif s.kind == "hfield":                       # coal's rows run from +y down to -y
+        sx, sy, top, base = size
+        g = coal.HeightFieldAABB(2 * sx, 2 * sy, np.ascontiguousarray(top * s.heights[::-1]), -base)
+    elif s.vertices is not None:
+        g = coal.BVHModelOBBRSS()
+        g.beginModel(len(s.faces), len(s.vertices))
+        g.addVertices(np.asarray(s.vertices) * size)
+        g.addTriangles(np.asarray(s.faces, np.int64))
+        g.endModel()
+    else:
+        try:
+            g = coal.MeshLoader().load(s.mesh, np.array(size))
+        except Exception as e:                     # coal raises its own types for unreadable files
+            raise ValueError(f"Scene: shape {s.name!r}: coal cannot read the mesh file {s.mesh!r}: {e}") from None
+    g.computeLocalAABB()
+    cache[k] = g
+    return g
+
+
+def _bounds(scene):
+    """Bounding spheres of the shapes: centres in the shape frames (S, 3), radii (S,)."""
+    c = np.zeros((len(scene.shapes), 3))
+    r = np.array([s.bounding_radius for s in scene.shapes])
+    for k, s in enumerate(scene.shapes):
+        if s.kind in ("mesh", "hfield") and not np.isfinite(r[k]):
+            g = _coal_geometry(scene, k)
+            c[k], r[k] = np.asarray(g.aabb_center, float), float(g.aabb_radius)
+    return c, r
