@@ -17,7 +17,7 @@ from test_friction_derivatives import (DT, FIELDS, H, MU, NATURAL, Q0, TOL, Z, _
                                        check_against_differences, hand_scene, lifted)
 from sparsedyn.contact.friction_derivatives import _scene_step, differentiate_step
 from sparsedyn.contact.friction_problem import problem_of, slot_structure
-from sparsedyn.contact.scene_derivatives import scene_step_partials, slot_geometry
+from sparsedyn.contact.scene_derivatives import scene_step_partials, slot_geometry, slot_kinds
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 from sparsedyn.contact.transport import next_axes_jacobian, to_next_axes, to_old_axes
 from sparsedyn.model.spatial import Transform
@@ -114,6 +114,41 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     assert rel_err(P.gap[used], hits.distances) <= bound and rel_err(P.gap[used], problem.gap[used]) <= bound
     assert rel_err(P.rows[rows, nv:2 * nv], problem.JMinv[rows]) <= bound
     assert np.all(np.delete(P.gap, used) > 1e5)
+
+
+#: The kinds of contact of each case's slots, from its shapes: a sphere on a plane ``pb``; a box's corner
+#: on the table (a box) ``pb``, or the table's corner on the box ``ap``; the torso's box face (shape a)
+#: against the hand's sphere ``ap``; and ``pb`` in every slot (a free slot's).
+SLOT_KINDS = {"ball": (1,), "hand on torso": (1, 2), "box on table": (1, 2), "box pressed into table": (1, 2)}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_kernel_of_the_slots_kinds_equals_the_general_one_on_the_native_road(name, native_backend):
+    """The kernel built for the kinds of contact a scene's slots may hold (the other kinds' terms left out),
+    called with plain lists on the default road, equals the general kernel (every kind, weighted by the
+    geometry's one-hot columns) on the NumPy road to the rounding bound, at impulses, a position
+    correction and modes that use every column; kinds that are not kinds of contact are refused."""
+    model, scene, q, v, tau, opt = CASES[name]()
+    hits = sd.collide(scene, q)
+    slots = scene_slots(scene, scene_contacts(scene, q, hits))
+    ns, nv = len(slots.frames), model.nv
+    kinds = slot_kinds(scene, slots.frames)
+    assert kinds == (SLOT_KINDS[name],) * ns
+    geometry = slot_geometry(scene, q, hits.pair, slots)
+    lam, corr = np.tile([0.1, -0.05, 1.0], (ns, 1)), np.full(ns, 0.01)
+    modes = np.tile([0.0, 0.5, 0.5, MU], (ns, 1))                # (stick and slide rows both: every term)
+    v_next = v + np.linspace(-0.1, 0.1, nv)
+    with sd.use_backend("numpy"):
+        ref = scene_step_partials(model, q, v, v_next, lam, corr, modes, geometry, model.gravity, [DT], slots.frames)
+    got = scene_step_partials(model, q.tolist(), v.tolist(), v_next.tolist(), lam.tolist(), corr.tolist(),
+                              modes.tolist(), geometry.tolist(), model.gravity.tolist(), [DT], list(slots.frames),
+                              [list(k) for k in kinds])
+    bound = rounding_bound(nv + model.nbodies, np.linalg.cond(sd.crba(model, q)))
+    for f in ("rows", "state", "gap"):
+        assert rel_err(getattr(got, f), getattr(ref, f)) <= bound, f
+    with pytest.raises(ValueError, match=r"scene_step_partials: kinds must be None or, per slot \(%d\)" % ns):
+        scene_step_partials(model, q, v, v_next, lam, corr, modes, geometry, model.gravity, [DT], slots.frames,
+                            [[3]] * ns)
 
 
 def test_the_kernels_new_axes_on_the_native_road(native_backend):

@@ -76,7 +76,7 @@ from .friction_kernel import correction_impulses
 from .min_norm import min_norm_solve, psd_solve
 from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
-from .scene_derivatives import in_order, mode_system, scene_step_partials, slot_geometry
+from .scene_derivatives import in_order, mode_system, scene_step_partials, slot_geometry, slot_kinds
 from .scene_step import FoundContacts, scene_slots, scene_step
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
@@ -249,8 +249,9 @@ class Slotted(NamedTuple):
     """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
     structure, ``geometry`` (B, ns, 14) (:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`),
     ``mu`` (B, ns), ``impulses`` (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot
-    open, with zero impulse), and ``correction`` (B, ns) the normal impulses of its position correction
-    (the step kernel's own)."""
+    open, with zero impulse), ``correction`` (B, ns) the normal impulses of its position correction
+    (the step kernel's own), and ``kinds`` the kinds of contact its slots may hold
+    (:func:`~sparsedyn.contact.scene_derivatives.slot_kinds`; None: every kind)."""
 
     frames: tuple
     geometry: np.ndarray
@@ -258,6 +259,7 @@ class Slotted(NamedTuple):
     impulses: np.ndarray
     modes: np.ndarray
     correction: np.ndarray
+    kinds: tuple = None
 
 
 def _scene_step(model, kernels, q, v, tau, scene, dt, options):
@@ -296,7 +298,8 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
         correction = out.correction.reshape(-1)[:ns][None]
         held = np.asarray(modes[0]).reshape(1, ns)
         return step, found[0], Slotted(slots[0].frames, geometry, slots[0].data[None, :, 0],
-                                       np.reshape(impulses[0], (1, ns, 3)), held, correction)
+                                       np.reshape(impulses[0], (1, ns, 3)), held, correction,
+                                       slot_kinds(scene, slots[0].frames))
     geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
@@ -306,7 +309,8 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
         mu[b] = slots[b].data[:, 0]
         lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
         correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
-    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held, correction)
+    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held, correction,
+                                                             slot_kinds(scene, slots[0].frames))
 
 
 def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, slotted=None):
@@ -495,10 +499,12 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     if B == 1 and f_ext is None:              # one state: the ready native callable, as the step calls its own
         one = [x[0] for x in args] + [np.array([float(dt)])]
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
-        out = f(*one, slotted.frames) if f is not None else scene_step_partials(kernels, *one, slotted.frames)
+        out = f(*one, slotted.frames, slotted.kinds) if f is not None else \
+            scene_step_partials(kernels, *one, slotted.frames, slotted.kinds)
         dv, dq = _state_derivatives(*out, slotted.modes[0].tolist(), slotted.correction[0], nv, dt)
         return dv[None], dq[None]
-    rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames, f_ext=f_ext)
+    rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames, slotted.kinds,
+                                           f_ext=f_ext)
     dv, dq = np.empty((2, B, nv, 3 * nv))
     for b, modes in enumerate(slotted.modes.tolist()):
         dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes, slotted.correction[b], nv, dt)

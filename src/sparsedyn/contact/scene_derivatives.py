@@ -51,7 +51,8 @@ from .dynamics import _cached, _run, rnea_partials
 from .friction_problem import PENETRATION_SLOP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
-__all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "mode_system", "GEOMETRY"]
+__all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_kinds", "slot_rows", "mode_system",
+           "GEOMETRY", "KINDS"]
 
 #: The width of a slot's geometry (module docstring).
 GEOMETRY = 14
@@ -62,30 +63,48 @@ ROUND = ("sphere", "capsule")
 #: The kinds of a contact's geometry (module docstring), against which its one-hot columns are set.
 _KINDS = np.arange(3)
 
+#: Every kind of contact (module docstring: 0 ``pp``, 1 ``pb``, 2 ``ap``): the slots' default.
+KINDS = (0, 1, 2)
 
-def slot_rows(model, q, geometry, frames):
+
+def slot_rows(model, q, geometry, frames, kinds=None):
     """``(J (3 ns, nv), gap (ns,))``: the contact rows (contact frames ``[t_x, t_y, n]``) and gaps of
     the slots ``frames`` (the step's slot frames: a frame index, or a pair ``(frame_a, frame_b)``)
     whose geometry (ns, 14) is given (module docstring); at the configuration the geometry was found
-    at, the rows and gaps of the step.  One state (kernel use; no checks)."""
+    at, the rows and gaps of the step.  ``kinds``: per slot the kinds of contact it may hold (a sorted
+    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``; :func:`slot_kinds`; None: every one), the others' terms left
+    out (a slot against the floor: ``pb`` alone, its rows' derivatives a third of the general ones').
+    One state (kernel use; no checks)."""
     Xup, S = joint_transforms(model, q)
     ends = [slot_frames(f) for f in frames]
     pts = _Points(model, Xup, S, [k for e in ends for k in e])
     eye = (np.eye(3), np.zeros(3))
     rows, gaps = [], []
     for i, (ka, kb) in enumerate(ends):
-        g = geometry[i]
+        g, kind = geometry[i], KINDS if kinds is None else kinds[i]
         (Ra, oa), (Rb, ob) = pts.pose[ka], (eye if kb is None else pts.pose[kb])
         xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
         d = xa - xb
-        size = bk.sqrt(d @ d + _TINY)                                  # (not zero: a slot of another kind)
-        n = g[11] * (d / size) + g[12] * (Rb @ g[8:11]) + g[13] * (Ra @ g[8:11])
-        gap = n @ d - (g[11] + g[12]) * g[3] - (g[11] + g[13]) * g[7]
-        x = g[13] * (xb + (g[7] + gap) * n) + (1.0 - g[13]) * (xa - g[3] * n)
+        normals = {1: lambda: Rb @ g[8:11], 2: lambda: Ra @ g[8:11],
+                   0: lambda: d / bk.sqrt(d @ d + _TINY)}                # (not zero: a slot of another kind)
+        n = normals[kind[0]]() if len(kind) == 1 else sum(g[11 + k] * normals[k]() for k in kind)
+        gap = n @ d - _weighted(g, kind, (0, 1), g[3]) - _weighted(g, kind, (0, 2), g[7])
+        x = _weighted(g, kind, (2,), xb + (g[7] + gap) * n) + _weighted(g, kind, (0, 1), xa - g[3] * n)
         Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
         rows.append(pts.relative(Rc, ka, kb, Ra.T @ (x - oa), x))
         gaps.append(gap)
     return np.concatenate(rows, -2), np.stack(gaps, -1)
+
+
+def _weighted(g, kinds, of, x):
+    """``(sum of w_k, k in of) x`` for a slot of geometry ``g`` that may hold the ``kinds`` (``w_k = g[11 +
+    k]``, one of them 1): ``x`` itself where every kind possible is among ``of``, zero where none is."""
+    held = [k for k in kinds if k in of]
+    if len(held) == len(kinds):
+        return x
+    if not held:
+        return 0.0
+    return sum(g[11 + k] for k in held) * x
 
 
 def _ns(model, frames, **_):
@@ -97,7 +116,7 @@ def _m(model, frames, **_):
 
 
 _ROWS = Kernel("scene_slot_rows", slot_rows, {"q": ("nq",), "geometry": (_ns, GEOMETRY)},
-               {"J": (_m, "nv"), "gap": (_ns,)}, {}, ("frames",))
+               {"J": (_m, "nv"), "gap": (_ns,)}, {}, ("frames", "kinds"))
 
 
 def _unit(i, j):
@@ -204,6 +223,7 @@ def _program(model, static, optional):
     """The program of :func:`scene_step_partials` at ``static["frames"]``, inputs the kernel's then
     ``f_ext`` where given."""
     frames = tuple(slot_structure(model, f) for f in static["frames"])
+    kinds = _kinds_of(static.get("kinds"), len(frames))
     opt = ("f_ext",) if "f_ext" in set(optional) else ()
 
     def build():
@@ -217,7 +237,7 @@ def _program(model, static, optional):
         # the step's velocity w in the old axes, and the acceleration of the balance (module transport)
         w = to_old_axes(model, v_next, dt)
         a = (w - v - gyroscopic(model, v, dt)) / dt - transport(model, v)
-        static_rows = {"frames": frames}
+        static_rows = {"frames": frames, "kinds": kinds}
         J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
         Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
@@ -247,7 +267,22 @@ def _program(model, static, optional):
                          input_names=("q", "v", "v_next", "impulses", "correction", "modes", "geometry", "gravity",
                                       "dt") + opt,
                          output_names=SlotPartials._fields)
-    return _cached(("scene_step_partials", frames, opt), model, build)
+    return _cached(("scene_step_partials", frames, kinds, opt), model, build)
+
+
+def _kinds_of(kinds, ns):
+    """``kinds`` (None, or per slot a sequence of kinds of contact) as a tuple of ``ns`` sorted tuples of
+    distinct kinds (0, 1, 2), checked; None where every slot may hold every kind."""
+    if kinds is None:
+        return None
+    try:
+        out = tuple(tuple(sorted(set(int(k) for k in x))) for x in kinds)
+    except (TypeError, ValueError):
+        out = None
+    if out is None or len(out) != ns or not all(x and set(x) <= set(KINDS) for x in out):
+        raise ValueError(f"scene_step_partials: kinds must be None or, per slot ({ns}), a non-empty sequence of "
+                         f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap), got {kinds!r}")
+    return None if all(x == KINDS for x in out) else out
 
 
 def _cols(model, frames, **_):
@@ -260,11 +295,11 @@ def _state_cols(model, **_):
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "v_next": ("nv",), "impulses": (_ns, 3), "correction": (_ns,),
                 "modes": (_ns, 4), "geometry": (_ns, GEOMETRY), "gravity": (3,), "dt": (1,)},
-        optional={"f_ext": ("nb", 6)}, static=("frames",), sequences=("frames",),
+        optional={"f_ext": ("nb", 6)}, static=("frames", "kinds"), sequences=("frames", "kinds"),
         outputs={"rows": (_m, _cols), "state": ("nv", _state_cols), "gap": (_ns,)},
         program=_program, result=SlotPartials)
-def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geometry, gravity, dt, frames, *,
-                        f_ext=None):
+def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geometry, gravity, dt, frames,
+                        kinds=None, *, f_ext=None):
     """The per-state pieces of the derivatives of a step in a scene (a :class:`~sparsedyn.SlotPartials`), for
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
     the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring), of the step from
@@ -283,8 +318,11 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geomet
     impulses and ``modes`` (ns, 4) are given.  The position correction of the step
     (split impulse), its normal impulses ``correction`` (ns,) (zero where no point penetrates): its
     velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)
-    and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.  One
-    traced program per tuple of slot frames (the rows differentiated by the symbolic layer; RNEA's
+    and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.
+    ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``; a free slot is
+    ``pb``), every one where None; the program leaves out the terms of the others, so each slot's
+    geometry must be of one of them (:func:`~sparsedyn.contact.scene_derivatives.slot_kinds`: those
+    of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows differentiated by the symbolic layer; RNEA's
     derivatives those of Carpentier and Mansard, "Analytical derivatives of rigid body dynamics
     algorithms", 2018; its dense products compiled as loops)."""
     m = getattr(model, "model", model)
@@ -302,7 +340,7 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geomet
     impulses, correction, modes, geometry, dt = (given[n] for n in ("impulses", "correction", "modes", "geometry",
                                                                     "dt"))
     opt = ("f_ext",) if f_ext is not None else ()
-    prog = _program(m, {"frames": frames}, opt)
+    prog = _program(m, {"frames": frames, "kinds": kinds}, opt)
     args = [q, v, v_next, impulses, correction, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
     arrays = [np.asarray(x, dtype=object if any(bk.is_symbolic(y) for y in args) else float) for x in args]
     tails = [1, 1, 1, 2, 1, 2, 2, 1, 1] + [2] * len(opt)
@@ -399,9 +437,7 @@ def _kinds(scene, q, pair, a, Rf, pf, data):
     (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1 (``pb``) or 2
     (``ap``) of the module docstring, the radii of the round shapes (0 for a vertex) and the kinds'
     one-hot weights (floats); whether every pair of the scene is of kind 1, whether any has a round ``a``."""
-    table = scene.cache.get("slot kinds")
-    if table is None:
-        table = scene.cache["slot kinds"] = _pair_kinds(scene)
+    table = _kind_table(scene)
     rows = table[0][pair]                                        # (a copy: a box corner's kind is set below)
     kind, ra, rb = rows[:, 0], rows[:, 1], rows[:, 2]
     if table[1]:                                                 # a pair of boxes in the scene: a corner of a
@@ -416,11 +452,37 @@ def _kinds(scene, q, pair, a, Rf, pf, data):
     return kind, ra, rb, rows[:, 3:], table[2]
 
 
+def slot_kinds(scene, frames):
+    """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact
+    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``; module docstring): a slot of one frame
+    holds the robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair
+    is a robot shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give
+    (two boxes: ``pb`` or ``ap``, a corner of either), and ``pb`` (a free slot's).  The ``kinds`` of
+    :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
+    memo = scene.cache.setdefault("slot kinds per layout", {})
+    got = memo.get(frames)
+    if got is None:
+        world, robot = _kind_table(scene)[3]
+        if len(memo) >= 64:
+            memo.clear()
+        got = memo[frames] = tuple(world if slot_frames(f)[1] is None else robot for f in frames)
+    return got
+
+
+def _kind_table(scene):
+    """:func:`_pair_kinds` of ``scene``, kept in ``scene.cache``."""
+    table = scene.cache.get("slot kinds")
+    if table is None:
+        table = scene.cache["slot kinds"] = _pair_kinds(scene)
+    return table
+
+
 def _pair_kinds(scene):
-    """``(table (P, 6), boxes, (all_pb, round_a))``: per scene pair ``[kind, r_a, r_b, w_pp, w_pb, w_ap]``,
-    the kind of its hits where the shapes fix it (-1 for two boxes: a corner of either, told at the hit),
-    the radii of its round shapes and the kind's one-hot weights; whether any pair is of two boxes,
-    whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round."""
+    """``(table (P, 6), boxes, (all_pb, round_a), kinds)``: per scene pair ``[kind, r_a, r_b, w_pp, w_pb,
+    w_ap]``, the kind of its hits where the shapes fix it (-1 for two boxes: a corner of either, told at
+    the hit), the radii of its round shapes and the kind's one-hot weights; whether any pair is of two
+    boxes, whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round; the kinds
+    a slot of one frame and one of two may hold (:func:`slot_kinds`)."""
     P = len(scene.index)
     kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
     for k, (i, j) in enumerate(scene.index.tolist()):
@@ -435,8 +497,11 @@ def _pair_kinds(scene):
             kind[k] = 2
         elif a.kind == b.kind == "box":
             kind[k] = -1
+    world = np.array([scene.shapes[j].body < 0 for _, j in scene.index.tolist()], bool)
+    kinds = tuple(tuple(sorted({1} | set(kind[of].tolist()) - {-1} | ({2} if (kind[of] < 0).any() else set())))
+                  for of in (world, ~world))
     return (np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS], 1), bool((kind < 0).any()),
-            (bool((kind == 1).all()), bool(ra.any())))
+            (bool((kind == 1).all()), bool(ra.any())), kinds)
 
 
 def _corner(shape, R, p, x):
