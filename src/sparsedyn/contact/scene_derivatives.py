@@ -271,16 +271,16 @@ def _program(model, static, optional):
 
 
 def _kinds_of(kinds, ns):
-    """``kinds`` (None, or per slot a sequence of kinds of contact) as a tuple of ``ns`` sorted tuples of
-    distinct kinds (0, 1, 2), checked; None where every slot may hold every kind."""
-    if kinds is None:
+    """``kinds`` (empty or None, or per slot a sequence of kinds of contact) as a tuple of ``ns`` sorted
+    tuples of distinct kinds (0, 1, 2), checked; None where every slot may hold every kind."""
+    if kinds is None or (isinstance(kinds, (tuple, list)) and not kinds):
         return None
     try:
         out = tuple(tuple(sorted(set(int(k) for k in x))) for x in kinds)
     except (TypeError, ValueError):
         out = None
     if out is None or len(out) != ns or not all(x and set(x) <= set(KINDS) for x in out):
-        raise ValueError(f"scene_step_partials: kinds must be None or, per slot ({ns}), a non-empty sequence of "
+        raise ValueError(f"scene_step_partials: kinds must be empty or, per slot ({ns}), a non-empty sequence of "
                          f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap), got {kinds!r}")
     return None if all(x == KINDS for x in out) else out
 
@@ -299,7 +299,7 @@ def _state_cols(model, **_):
         outputs={"rows": (_m, _cols), "state": ("nv", _state_cols), "gap": (_ns,)},
         program=_program, result=SlotPartials)
 def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geometry, gravity, dt, frames,
-                        kinds=None, *, f_ext=None):
+                        kinds=(), *, f_ext=None):
     """The per-state pieces of the derivatives of a step in a scene (a :class:`~sparsedyn.SlotPartials`), for
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
     the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring), of the step from
@@ -320,7 +320,7 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geomet
     velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)
     and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.
     ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``; a free slot is
-    ``pb``), every one where None; the program leaves out the terms of the others, so each slot's
+    ``pb``), every one where empty (the default); the program leaves out the terms of the others, so each slot's
     geometry must be of one of them (:func:`~sparsedyn.contact.scene_derivatives.slot_kinds`: those
     of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows differentiated by the symbolic layer; RNEA's
     derivatives those of Carpentier and Mansard, "Analytical derivatives of rigid body dynamics
