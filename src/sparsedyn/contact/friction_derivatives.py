@@ -76,7 +76,8 @@ from .friction_kernel import correction_impulses
 from .min_norm import min_norm_solve, psd_solve
 from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
-from .scene_derivatives import in_order, mode_system, scene_step_partials, slot_geometry, slot_kinds
+from .scene_derivatives import mode_system, scene_step_partials
+from .scene_geometry import SHAPES, in_order, slot_kinds, slot_shapes
 from .scene_step import FoundContacts, scene_slots, scene_step
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
@@ -220,7 +221,7 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
     """:func:`contact_step_derivatives` of a step in a scene laid out in slots (``slotted``), without
     ``f_ext``, whose arguments the step has checked: :func:`_scene_derivatives`, checked finite."""
     nv, shape = model.nv, step.v.shape[:-1]
-    B = len(slotted.geometry)
+    B = len(slotted.data)
     qb = np.asarray(q, float).reshape(B, model.nq)
     vb, g = (_rows_of(x, B, n) for x, n in ((v, nv), (model.gravity if gravity is None else gravity, 3)))
     dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, None, dt)
@@ -247,14 +248,15 @@ def _split(dv, dq, shape, step):
 
 class Slotted(NamedTuple):
     """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
-    structure, ``geometry`` (B, ns, 14) (:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`),
-    ``mu`` (B, ns), ``impulses`` (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot
+    structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 5) their radii and
+    kinds (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), ``mu`` (B, ns), ``impulses`` (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot
     open, with zero impulse), ``correction`` (B, ns) the normal impulses of its position correction
     (the step kernel's own), and ``kinds`` the kinds of contact its slots may hold
-    (:func:`~sparsedyn.contact.scene_derivatives.slot_kinds`; None: every kind)."""
+    (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every kind)."""
 
     frames: tuple
-    geometry: np.ndarray
+    data: np.ndarray
+    shapes: np.ndarray
     mu: np.ndarray
     impulses: np.ndarray
     modes: np.ndarray
@@ -294,23 +296,23 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     out, ran = kept[0]
     in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
     if B == 1 and in_order(slots[0], len(pair[0])):              # one state, every slot a contact in order
-        geometry = slot_geometry(scene, Q[0], pair[0], slots[0])[None]
+        data = slots[0].data[None]
         correction = out.correction.reshape(-1)[:ns][None]
         held = np.asarray(modes[0]).reshape(1, ns)
-        return step, found[0], Slotted(slots[0].frames, geometry, slots[0].data[None, :, 0],
+        return step, found[0], Slotted(slots[0].frames, data, slot_shapes(scene, Q[0], pair[0], slots[0])[None],
+                                       data[:, :, 0],
                                        np.reshape(impulses[0], (1, ns, 3)), held, correction,
                                        slot_kinds(scene, slots[0].frames))
-    geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
+    data, shapes = np.zeros((B, ns, 8)), np.zeros((B, ns, SHAPES))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
     for b in range(B):
         index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
-        geometry[b] = slot_geometry(scene, Q[b], pair[b], slots[b])
-        mu[b] = slots[b].data[:, 0]
+        data[b], shapes[b] = slots[b].data, slot_shapes(scene, Q[b], pair[b], slots[b])
         lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
         correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
-    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held, correction,
-                                                             slot_kinds(scene, slots[0].frames))
+    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, data, shapes, data[:, :, 0], lam, held,
+                                                             correction, slot_kinds(scene, slots[0].frames))
 
 
 def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, slotted=None):
@@ -495,7 +497,7 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
     B, nv = v.shape
     weights = _mode_weights(slotted.modes, slotted.mu)
-    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.geometry, gravity)
+    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.data, slotted.shapes, gravity)
     if B == 1 and f_ext is None:              # one state: the ready native callable, as the step calls its own
         one = [x[0] for x in args] + [np.array([float(dt)])]
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
