@@ -73,7 +73,7 @@ from .dynamics import _cached, _run, rnea_partials
 from .look_ahead import pair_cutoffs, step_hits
 from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
-from .min_norm import min_norm_solve, psd_solve
+from .min_norm import min_norm_solve, min_norm_solves, psd_solve
 from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
@@ -430,9 +430,19 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
     """The ``q`` derivative (nv, nv) of the split-impulse position correction ``dv_c = H^-1 J_A^T l``
     of one state (its normal impulses ``ln`` (nc,)), the active normal rows ``A`` (``l > 0``) held on the
     plane, ``J_A dv_c + gap_A / dt = 0``: ``W_c + H^-1 J_A^T dl`` with ``G_AA dl = -(C_c + J / dt)_A``
-    (:func:`psd_solve`: a redundant set, the minimum-norm change); the state's rows ``J`` (m, nv),
-    ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq`` (m, nv): the change of
-    ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
+    (:func:`psd_solve`: a redundant set, the minimum-norm change; :func:`_correction_system`); the
+    state's rows ``J`` (m, nv), ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq``
+    (m, nv): the change of ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
+    system = _correction_system(J, G, ln, Cq, dt)
+    if system is None:
+        return np.array(Wq, float)
+    active, Ga, rhs = system
+    return Wq - JMinv[active].T @ psd_solve(Ga, rhs)
+
+
+def _correction_system(J, G, ln, Cq, dt):
+    """``(active, G_AA, (C_c + J / dt)_A)`` of :func:`_correction_derivative` (``active`` the rows ``A``: a
+    slice or indices), or None where no normal row is active."""
     ln = ln.tolist()                                            # (a few floats: Python's, not NumPy's calls)
     cut = 1e-9 * max(max(ln), _TINY)
     held = [i for i, x in enumerate(ln) if x > cut]             # inactive rows: l stays zero
@@ -443,8 +453,8 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
         active = 3 * np.array(held) + 2
         Ga = G[np.ix_(active, active)]
     else:
-        return np.array(Wq, float)
-    return Wq - JMinv[active].T @ psd_solve(Ga, Cq[active] + J[active] / dt)
+        return None
+    return active, Ga, Cq[active] + J[active] / dt
 
 
 _TINY = np.finfo(float).tiny
@@ -516,25 +526,29 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
 def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
     """``(dv, dq)`` (nv, 3 nv) of one state of :func:`_scene_derivatives` from its pieces (``rows``
     (3 ns, ...), ``state`` (nv, ...), ``gap`` (ns,): :class:`~sparsedyn.contact.scene_derivatives.SlotPartials`),
-    its slots' modes (a list of ns names) and position correction impulses ``correction`` (ns,)."""
+    its slots' modes (a list of ns names) and position correction impulses ``correction`` (ns,): the
+    mode equations of the held slots and the correction's active normal rows (where a point
+    penetrates) in one LAPACK call (:func:`min_norm_solves`)."""
     m = 3 * len(gap)
     J, JMinv, G = rows[:, :nv], rows[:, nv:2 * nv], rows[:, 5 * nv:5 * nv + m]
-    K, R = rows[:, 5 * nv + m:5 * nv + 2 * m], rows[:, 5 * nv + 2 * m:8 * nv + 2 * m]
     W, Dq, Dd, N = state[:, :3 * nv], state[:, 3 * nv:4 * nv], state[:, 4 * nv:5 * nv], state[:, 6 * nv + 1:]
-    dv = W
+    systems = []
     held = [i for i, x in enumerate(modes) if x != "open"]
-    if held:
-        stick = "slide" not in modes                           # sticking and open alone: K = s G, symmetric
-        if len(held) == len(modes):                             # (K dlambda = -R: the solve of R, negated)
-            dv = W - JMinv.T @ _mode_solve(K, R, stick)
-        else:
-            r = np.array([3 * i + k for i in held for k in range(3)])
-            dv = W - JMinv[r].T @ _mode_solve(K[np.ix_(r, r)], R[r], stick)
+    if held:                                                    # K dlambda = -R: the solve of R, negated
+        K, R = rows[:, 5 * nv + m:5 * nv + 2 * m], rows[:, 5 * nv + 2 * m:8 * nv + 2 * m]
+        r = slice(None) if len(held) == len(modes) else np.array([3 * i + k for i in held for k in range(3)])
+        systems.append((K if len(held) == len(modes) else K[np.ix_(r, r)], R[r]))
+    # the position correction's change with q, where a point penetrates
+    corr = _correction_system(J, G, correction, rows[:, 8 * nv + 2 * m:], dt) \
+        if min(gap.tolist()) < -PENETRATION_SLOP else None
+    if corr is not None:
+        systems.append(corr[1:])
+    X = min_norm_solves(systems) if systems else ()
+    dv = W - JMinv[r].T @ X[0] if held else W
     # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
-    if min(gap.tolist()) < -PENETRATION_SLOP:                   # the position correction's change with q
+    if corr is not None:
         dv_c = dv.copy()
-        dv_c[:, :nv] += _correction_derivative(J, JMinv, G, correction, state[:, 5 * nv:6 * nv],
-                                               rows[:, 8 * nv + 2 * m:], dt)
+        dv_c[:, :nv] += state[:, 5 * nv:6 * nv] - JMinv[corr[0]].T @ X[-1]
         dq = dt * (Dd @ dv_c)
     else:
         dq = dt * (Dd @ dv)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["min_norm_solve", "psd_solve", "RANK_RCOND"]
+__all__ = ["min_norm_solve", "min_norm_solves", "psd_solve", "RANK_RCOND"]
 
 
 #: Reciprocal condition number below which :func:`min_norm_solve` drops the rest of a triangular
@@ -30,12 +30,11 @@ def min_norm_solve(A, B):
     LAPACK: at these sizes each call from Python costs more than its arithmetic).  Where ``B`` has more
     columns than rows (the 3 nv columns of the state's change) ``gelsy`` gives ``pinv(A)`` (``B = I``) and
     NumPy the product: LAPACK's unblocked solves with many right-hand sides cost more than a product."""
-    from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
     n, k = A.shape[0], B.shape[1]
     wide = k > n
-    C = np.eye(n) if wide else B
+    C = _eye(n) if wide else B
     work = max(4 * n + 1, 2 * n + C.shape[1])               # (the unblocked code's: faster at these sizes)
-    x, _, _, info = _lapack.dgelsy(A, C, np.zeros(n, np.int32), RANK_RCOND, work)[1:]
+    x, _, _, info = _gelsy()(A, C, np.zeros(n, np.int32), RANK_RCOND, work)[1:]
     if info:                                                   # (an argument LAPACK refused)
         return np.linalg.pinv(A, rcond=1e-12) @ B
     return x @ B if wide else x
@@ -50,3 +49,51 @@ def psd_solve(A, B):
     if not 0.0 < top < np.inf:                          # zero or empty: no pivot above the tolerance;
         return np.full((n,) + B.shape[1:], 0.0 if top == 0.0 else np.nan)     # NaN, inf: NaN (not zeros)
     return min_norm_solve(A, B)
+
+
+def min_norm_solves(systems):
+    """:func:`min_norm_solve` of each ``(A_i (n_i, n_i), B_i (n_i, k_i))`` of ``systems``, in one LAPACK
+    call: the block diagonal system of the ``A_i / a_i`` and ``B_i / a_i`` (``a_i`` the largest entry
+    of ``|A_i|``, so that the rank's tolerance is relative to each system's scale, as in its own call),
+    whose minimum-norm solution is that of each block (the pseudo-inverse of a block diagonal matrix
+    is block diagonal).  A zero ``A_i`` gives zeros, a non-finite one NaN.  A list of the ``X_i``."""
+    systems = [(np.asarray(A, float), np.asarray(B, float)) for A, B in systems]
+    scale = [float(np.abs(A).max()) if A.size else 0.0 for A, _ in systems]
+    live = [i for i, a in enumerate(scale) if 0.0 < a < np.inf]
+    out = [np.full(B.shape, 0.0 if a == 0.0 else np.nan) for (_, B), a in zip(systems, scale)]
+    if len(live) == 1:
+        i = live[0]
+        out[i] = min_norm_solve(*systems[i])
+    elif live:
+        n = np.cumsum([0] + [len(systems[i][0]) for i in live])
+        k = np.cumsum([0] + [systems[i][1].shape[1] for i in live])
+        A, B = np.zeros((n[-1], n[-1])), np.zeros((n[-1], k[-1]))
+        for j, i in enumerate(live):
+            r = slice(n[j], n[j + 1])
+            A[r, r], B[r, k[j]:k[j + 1]] = systems[i][0] / scale[i], systems[i][1] / scale[i]
+        X = min_norm_solve(A, B)
+        for j, i in enumerate(live):
+            out[i] = X[n[j]:n[j + 1], k[j]:k[j + 1]]
+    return out
+
+
+def _gelsy():
+    """LAPACK's ``dgelsy`` (SciPy's; imported on first use: ``import sparsedyn`` does not load SciPy)."""
+    global _GELSY
+    if _GELSY is None:
+        from scipy.linalg import lapack
+        _GELSY = lapack.dgelsy
+    return _GELSY
+
+
+_GELSY = None
+_EYES = {}
+
+
+def _eye(n):
+    """The identity (n, n), one per size (read only: gelsy copies its right side)."""
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye
