@@ -5,7 +5,7 @@ import numpy as np
 
 import sparsedyn as sd
 from conftest import rel_err, rounding_bound
-from sparsedyn.contact.min_norm import min_norm_solve, min_norm_solves, psd_solve
+from sparsedyn.contact.min_norm import min_norm_solve, psd_solve
 from test_friction_derivatives import BOX, CORNERS, Q0, Z, lifted
 
 
@@ -58,32 +58,3 @@ def test_psd_solve_of_a_non_finite_matrix_is_nan_not_zero():
         A[1, 1] = bad
         assert np.isnan(psd_solve(A, np.ones((3, 2)))).all()
 
-
-def test_min_norm_solves_in_one_call_equal_each_systems_pseudo_inverse():
-    """min_norm_solves (the systems as one block diagonal system, each scaled by its largest entry) gives
-    each system's pinv(A, rcond=1e-12) @ B to rounding times its condition on its range (squared: least
-    squares): the box's four corners' Delassus matrix (rank 6 of 12) beside its normal rows scaled by
-    1e-6 (rank 3 of 4: the position correction's system, a lighter body's scale) and a non-symmetric
-    singular system scaled by 1e6; a zero matrix gives zeros and a NaN one NaN, the others unchanged;
-    plain lists of one system as its own call."""
-    rng = np.random.default_rng(5)
-    P = sd.contact_problem(BOX, lifted(Q0, 1e-3), Z, Z, CORNERS)
-    J, JMinv = np.asarray(P.J), np.asarray(P.JMinv)
-    normal = np.arange(2, 12, 3)
-    As = [J @ JMinv.T, 1e-6 * J[normal] @ JMinv[normal].T, 1e6 * rng.normal(size=(7, 3)) @ rng.normal(size=(3, 7))]
-    systems = [(A, rng.normal(size=(len(A), k))) for A, k in zip(As, (18, 6, 4))]
-    got = min_norm_solves(systems)
-    bounds = []
-    for (A, B), x in zip(systems, got):
-        s = np.linalg.svd(A, compute_uv=False)
-        kappa = s[0] / s[s > 1e-12 * s[0]][-1]
-        ref = np.linalg.pinv(A, rcond=1e-12) @ B
-        bounds.append(rounding_bound(len(A), kappa * kappa))
-        assert x.shape == ref.shape and rel_err(x / np.abs(ref).max(), ref / np.abs(ref).max()) <= bounds[-1], len(A)
-    bad = np.eye(3)
-    bad[1, 1] = np.nan
-    zero, nan, x = min_norm_solves([(np.zeros((2, 2)), np.ones((2, 3))), (bad, np.ones((3, 2))), systems[0]])
-    assert np.array_equal(zero, np.zeros((2, 3))) and np.isnan(nan).all()
-    assert rel_err(x / np.abs(x).max(), got[0] / np.abs(x).max()) <= bounds[0]
-    A, B = systems[1]
-    assert np.array_equal(min_norm_solves([(A.tolist(), B.tolist())])[0], min_norm_solve(A, B))

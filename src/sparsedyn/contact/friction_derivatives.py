@@ -73,7 +73,7 @@ from .dynamics import _cached, _run, rnea_partials
 from .look_ahead import pair_cutoffs, step_hits
 from .friction import _options, _positive, _slotted_step, contact_step
 from .friction_kernel import correction_impulses
-from .min_norm import min_norm_solve, min_norm_solves, psd_solve
+from .min_norm import min_norm_solve, psd_solve
 from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
@@ -526,29 +526,25 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
 def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
     """``(dv, dq)`` (nv, 3 nv) of one state of :func:`_scene_derivatives` from its pieces (``rows``
     (3 ns, ...), ``state`` (nv, ...), ``gap`` (ns,): :class:`~sparsedyn.contact.scene_derivatives.SlotPartials`),
-    its slots' modes (a list of ns names) and position correction impulses ``correction`` (ns,): the
-    mode equations of the held slots and the correction's active normal rows (where a point
-    penetrates) in one LAPACK call (:func:`min_norm_solves`)."""
+    its slots' modes (a list of ns names) and position correction impulses ``correction`` (ns,)."""
     m = 3 * len(gap)
     J, JMinv, G = rows[:, :nv], rows[:, nv:2 * nv], rows[:, 5 * nv:5 * nv + m]
     W, Dq, Dd, N = state[:, :3 * nv], state[:, 3 * nv:4 * nv], state[:, 4 * nv:5 * nv], state[:, 6 * nv + 1:]
-    systems = []
+    dv = W
     held = [i for i, x in enumerate(modes) if x != "open"]
     if held:                                                    # K dlambda = -R: the solve of R, negated
         K, R = rows[:, 5 * nv + m:5 * nv + 2 * m], rows[:, 5 * nv + 2 * m:8 * nv + 2 * m]
-        r = slice(None) if len(held) == len(modes) else np.array([3 * i + k for i in held for k in range(3)])
-        systems.append((K if len(held) == len(modes) else K[np.ix_(r, r)], R[r]))
-    # the position correction's change with q, where a point penetrates
-    corr = _correction_system(J, G, correction, rows[:, 8 * nv + 2 * m:], dt) \
-        if min(gap.tolist()) < -PENETRATION_SLOP else None
-    if corr is not None:
-        systems.append(corr[1:])
-    X = min_norm_solves(systems) if systems else ()
-    dv = W - JMinv[r].T @ X[0] if held else W
+        stick = "slide" not in modes                           # sticking and open alone: K = s G, symmetric
+        if len(held) == len(modes):
+            dv = W - JMinv.T @ _mode_solve(K, R, stick)
+        else:
+            r = np.array([3 * i + k for i in held for k in range(3)])
+            dv = W - JMinv[r].T @ _mode_solve(K[np.ix_(r, r)], R[r], stick)
     # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
-    if corr is not None:
+    if min(gap.tolist()) < -PENETRATION_SLOP:                   # the position correction's change with q
         dv_c = dv.copy()
-        dv_c[:, :nv] += state[:, 5 * nv:6 * nv] - JMinv[corr[0]].T @ X[-1]
+        dv_c[:, :nv] += _correction_derivative(J, JMinv, G, correction, state[:, 5 * nv:6 * nv],
+                                               rows[:, 8 * nv + 2 * m:], dt)
         dq = dt * (Dd @ dv_c)
     else:
         dq = dt * (Dd @ dv)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["min_norm_solve", "min_norm_solves", "psd_solve", "RANK_RCOND"]
+__all__ = ["min_norm_solve", "psd_solve", "RANK_RCOND"]
 
 
 #: Reciprocal condition number below which :func:`min_norm_solve` drops the rest of a triangular
@@ -49,32 +49,6 @@ def psd_solve(A, B):
     if not 0.0 < top < np.inf:                          # zero or empty: no pivot above the tolerance;
         return np.full((n,) + B.shape[1:], 0.0 if top == 0.0 else np.nan)     # NaN, inf: NaN (not zeros)
     return min_norm_solve(A, B)
-
-
-def min_norm_solves(systems):
-    """:func:`min_norm_solve` of each ``(A_i (n_i, n_i), B_i (n_i, k_i))`` of ``systems``, in one LAPACK
-    call: the block diagonal system of the ``A_i / a_i`` and ``B_i / a_i`` (``a_i`` the largest entry
-    of ``|A_i|``, so that the rank's tolerance is relative to each system's scale, as in its own call),
-    whose minimum-norm solution is that of each block (the pseudo-inverse of a block diagonal matrix
-    is block diagonal).  A zero ``A_i`` gives zeros, a non-finite one NaN.  A list of the ``X_i``."""
-    systems = [(np.asarray(A, float), np.asarray(B, float)) for A, B in systems]
-    scale = [float(np.abs(A).max()) if A.size else 0.0 for A, _ in systems]
-    live = [i for i, a in enumerate(scale) if 0.0 < a < np.inf]
-    out = [np.full(B.shape, 0.0 if a == 0.0 else np.nan) for (_, B), a in zip(systems, scale)]
-    if len(live) == 1:
-        i = live[0]
-        out[i] = min_norm_solve(*systems[i])
-    elif live:
-        n = np.cumsum([0] + [len(systems[i][0]) for i in live])
-        k = np.cumsum([0] + [systems[i][1].shape[1] for i in live])
-        A, B = np.zeros((n[-1], n[-1])), np.zeros((n[-1], k[-1]))
-        for j, i in enumerate(live):
-            r = slice(n[j], n[j + 1])
-            A[r, r], B[r, k[j]:k[j + 1]] = systems[i][0] / scale[i], systems[i][1] / scale[i]
-        X = min_norm_solve(A, B)
-        for j, i in enumerate(live):
-            out[i] = X[n[j]:n[j + 1], k[j]:k[j + 1]]
-    return out
 
 
 def _gelsy():
