@@ -81,8 +81,8 @@ def _bound(model, q, v, tau, scene, opt):
     if len(used):
         nv = model.nv
         P = scene_step_partials(model, q, v, v, slotted.impulses[0], slotted.correction[0],
-                                np.zeros((len(slotted.frames), 4)), slotted.data[0], slotted.shapes[0], model.gravity, [DT],
-                                slotted.frames)
+                                np.zeros((len(slotted.frames), 4)), slotted.data[0], slotted.shapes[0], model.gravity,
+                                [DT], slotted.frames)
         rows = (3 * used[:, None] + np.arange(3)).ravel()
         G = P.rows[:, 5 * nv:5 * nv + len(P.rows)]
         s = np.linalg.svd(G[np.ix_(rows, rows)], compute_uv=False)

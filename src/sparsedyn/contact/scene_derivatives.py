@@ -61,8 +61,9 @@ def slot_rows(model, q, geometry, frames, kinds=None):
     the slots ``frames`` (the step's slot frames: a frame index, or a pair ``(frame_a, frame_b)``)
     whose geometry (ns, 14) is given (module docstring); at the configuration the geometry was found
     at, the rows and gaps of the step.  ``kinds``: per slot the kinds of contact it may hold (a sorted
-    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``; :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every one), the others' terms left
-    out (a slot against the floor: ``pb`` alone, its rows' derivatives a third of the general ones').
+    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``; :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None:
+    every one), the others' terms left out (a slot against the floor: ``pb`` alone, its rows'
+    derivatives a third of the general ones').
     One state (kernel use; no checks)."""
     Xup, S = joint_transforms(model, q)
     ends = [slot_frames(f) for f in frames]
@@ -297,7 +298,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     offset`` through b's witness point) and ``shapes`` (..., ns, 5) (``[r_a, r_b, w_pp, w_pb, w_ap]``:
     the radii, 0 for a vertex, and the one-hot weights of the kind;
     :func:`~sparsedyn.contact.scene_geometry.slot_shapes`), their geometry held fixed in the slots'
-    frames as ``q`` moves (module docstring; :func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`), of the step from
+    frames as ``q`` moves (module docstring; :func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`),
+    of the step from
     ``(q, v)`` whose next velocity is ``v_next`` (nv,): the contact
     rows ``J`` (3 ns, nv) and gaps (ns,), ``J H^-1`` and the Delassus matrix ``G = J H^-1 J^T``; the
     change of the step's velocity ``w`` (``v_next`` in the old axes, :mod:`~sparsedyn.contact.transport`) at fixed

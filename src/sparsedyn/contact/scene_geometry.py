@@ -71,7 +71,7 @@ def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
     at ``q`` (nq,) from their ``data`` (ns, 8) (the step's slot data ``[mu, p_a (3), n (3), offset]``:
     a's witness point in its frame's axes, the world normal and the plane ``n . x = offset`` through b's
     witness point; a free slot's the plane 1000 km below) and ``shapes`` (ns, 5) (:func:`slot_shapes`):
-    :func:`slot_geometry`'s map (:func:`_contact_geometry`) written for one state and traced values.
+    :func:`slot_geometry`'s map (``_contact_geometry``) written for one state and traced values.
     ``kinds``: per slot the kinds it may hold (None: every one); a slot that holds ``pb`` alone takes
     its normal in b's axes, one without ``pb`` in a's, without the weight.  Kernel use, no checks."""
     Xup, _ = joint_transforms(model, q)
@@ -100,7 +100,7 @@ def slot_shapes(scene, q, pair, slots) -> np.ndarray:
     """The shapes (ns, 5) ``[r_a, r_b, w_pp, w_pb, w_ap]`` of the slots ``slots`` (a
     :class:`~sparsedyn.contact.friction_problem.ContactSlots` of a step in ``scene`` at ``q`` (nq,),
     whose contact ``k`` is a hit of the scene pair ``pair[k]``): each contact's radii (0 for a vertex)
-    and the one-hot weights of its kind (:func:`_kinds`), a free slot's :data:`FREE_SHAPES`; with the
+    and the one-hot weights of its kind (``_kinds``), a free slot's ``FREE_SHAPES``; with the
     slots' data, what :func:`slot_geometry_of` places."""
     table = _kind_table(scene)
     pair = np.asarray(pair, np.intp)
