@@ -250,8 +250,9 @@ class Slotted(NamedTuple):
     """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
     structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 5) their radii
     and kinds (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), ``mu`` (B, ns), ``impulses``
-    (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot open, with zero impulse), ``correction`` (B, ns) the normal impulses of its position correction
-    (the step kernel's own), and ``kinds`` the kinds of contact its slots may hold
+    (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot open, with zero impulse),
+    ``correction`` (B, ns) the normal impulses of its position correction (the step kernel's own), and
+    ``kinds`` the kinds of contact its slots may hold
     (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every kind)."""
 
     frames: tuple

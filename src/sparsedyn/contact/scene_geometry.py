@@ -20,22 +20,23 @@ from .friction_problem import slot_frames
 __all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "in_order", "GEOMETRY", "SHAPES",
            "KINDS"]
 
-#: The width of a slot's geometry (module docstring).
+#: The width of a slot's geometry (the module docstring of :mod:`~sparsedyn.contact.scene_derivatives`).
 GEOMETRY = 14
 
 #: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
 ROUND = ("sphere", "capsule")
 
-#: The kinds of a contact's geometry (module docstring), against which its one-hot columns are set.
+#: The kinds of a contact's geometry, against which its one-hot columns are set.
 _KINDS = np.arange(3)
 
-#: Every kind of contact (module docstring: 0 ``pp``, 1 ``pb``, 2 ``ap``): the slots' default.
+#: The kinds of contact, 0 ``pp``, 1 ``pb`` and 2 ``ap`` (the module docstring of
+#: :mod:`~sparsedyn.contact.scene_derivatives`), each of which a slot may hold unless told otherwise.
 KINDS = (0, 1, 2)
 
-#: The width of a slot's shapes (:func:`slot_shapes`): ``[r_a, r_b, w_pp, w_pb, w_ap]``.
+#: The width of a slot's shapes ``[r_a, r_b, w_pp, w_pb, w_ap]`` (:func:`slot_shapes`).
 SHAPES = 5
 
-#: The shapes of a free slot: a vertex on a plane (kind ``pb``).
+#: The shapes of a free slot, a vertex on a plane (kind ``pb``).
 FREE_SHAPES = (0.0, 0.0, 0.0, 1.0, 0.0)
 
 
@@ -45,9 +46,9 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
     """The geometry (ns, 14) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
     of a step in ``scene`` at ``q`` (nq,), whose contact ``k`` is a hit of the scene pair ``pair[k]``
     (an index of ``scene.pairs``)): each contact's centres, radii, normal and kind in its slot's frames
-    (module docstring), from the slot's data (the witness point of ``a`` in the slot's frame, the
-    normal and the plane through the witness point of ``b``); a free slot a vertex at its frame's origin
-    on the plane 1000 km below it."""
+    (:mod:`~sparsedyn.contact.scene_derivatives`), from the slot's data (the witness point of ``a`` in
+    the slot's frame, the normal and the plane through the witness point of ``b``); a free slot a
+    vertex at its frame's origin on the plane 1000 km below it."""
     Rf, pf = frame_placements(scene.model, q)
     fa, fb, free, two = _slot_ends(scene, slots.frames)
     full = in_order(slots, len(pair))                            # contact k in slot k, no free slot
@@ -176,8 +177,9 @@ def _kinds(scene, q, pair, a, Rf, pf, data):
     """``(kind (nc,), r_a (nc,), r_b (nc,), weights (nc, 3), (all_pb, round_a))`` of hits of the scene
     pairs ``pair`` (nc,) in the frames ``a`` (nc,) placed at ``(Rf, pf)``, their slots' ``data`` (nc, 8)
     (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1 (``pb``) or 2
-    (``ap``) of the module docstring, the radii of the round shapes (0 for a vertex) and the kinds'
-    one-hot weights (floats); whether every pair of the scene is of kind 1, whether any has a round ``a``."""
+    (``ap``) of :mod:`~sparsedyn.contact.scene_derivatives`, the radii of the round shapes (0 for a
+    vertex) and the kinds' one-hot weights (floats); whether every pair of the scene is of kind 1,
+    whether any has a round ``a``."""
     table = _kind_table(scene)
     rows = table[0][pair]                                        # (a copy: a box corner's kind is set below)
     kind, ra, rb = rows[:, 0], rows[:, 1], rows[:, 2]
@@ -195,10 +197,11 @@ def _kinds(scene, q, pair, a, Rf, pf, data):
 
 def slot_kinds(scene, frames):
     """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact
-    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``; module docstring): a slot of one frame
-    holds the robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair
-    is a robot shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give
-    (two boxes: ``pb`` or ``ap``, a corner of either), and ``pb`` (a free slot's).  The ``kinds`` of
+    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``;
+    :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds the robot's hits of world
+    shapes, one of two frames those of two robot shapes (a scene pair is a robot shape and a world
+    shape, or two robot shapes), each of the kinds its pairs' shapes give (two boxes: ``pb`` or
+    ``ap``, a corner of either), and ``pb`` (a free slot's).  The ``kinds`` of
     :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
     memo = scene.cache.setdefault("slot kinds per layout", {})
     got = memo.get(frames)
