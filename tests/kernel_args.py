@@ -14,6 +14,8 @@ STATIC_SAMPLES = {
     "kind": lambda model: ["visual", "collision"],
     "contacts": lambda model: [(Contact(model.frames[-1].name, "3d"),)],
     "frames": lambda model: [(model.frames[-1].name,)],
+    # every kind of contact in every slot (the default), and a plane's alone in the one slot of "frames"
+    "kinds": lambda model: [(), ((1,),)],
     # a shape on the last body against a world plane, and against a shape on the first body
     "pairs": lambda model: [(("sphere", "plane", 0, 1, model.nbodies - 1, -1),
                              ("capsule", "sphere", 0, 2, model.nbodies - 1, 0))],

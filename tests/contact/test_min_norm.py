@@ -57,3 +57,4 @@ def test_psd_solve_of_a_non_finite_matrix_is_nan_not_zero():
         A = np.eye(3)
         A[1, 1] = bad
         assert np.isnan(psd_solve(A, np.ones((3, 2)))).all()
+

@@ -17,7 +17,8 @@ from test_friction_derivatives import (DT, FIELDS, H, MU, NATURAL, Q0, TOL, Z, _
                                        check_against_differences, hand_scene, lifted)
 from sparsedyn.contact.friction_derivatives import _scene_step, differentiate_step
 from sparsedyn.contact.friction_problem import problem_of, slot_structure
-from sparsedyn.contact.scene_derivatives import scene_step_partials, slot_geometry
+from sparsedyn.contact.scene_derivatives import scene_step_partials, slot_rows
+from sparsedyn.contact.scene_geometry import slot_geometry, slot_kinds, slot_shapes
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 from sparsedyn.contact.transport import next_axes_jacobian, to_next_axes, to_old_axes
 from sparsedyn.model.spatial import Transform
@@ -80,8 +81,8 @@ def _bound(model, q, v, tau, scene, opt):
     if len(used):
         nv = model.nv
         P = scene_step_partials(model, q, v, v, slotted.impulses[0], slotted.correction[0],
-                                np.zeros((len(slotted.frames), 4)), slotted.geometry[0], model.gravity, [DT],
-                                slotted.frames)
+                                np.zeros((len(slotted.frames), 4)), slotted.data[0], slotted.shapes[0], model.gravity,
+                                [DT], slotted.frames)
         rows = (3 * used[:, None] + np.arange(3)).ravel()
         G = P.rows[:, 5 * nv:5 * nv + len(P.rows)]
         s = np.linalg.svd(G[np.ix_(rows, rows)], compute_uv=False)
@@ -100,10 +101,9 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     hits = sd.collide(scene, q)
     contacts = scene_contacts(scene, q, hits)
     slots = scene_slots(scene, contacts)
-    geometry = slot_geometry(scene, q, hits.pair, slots)
     ns, nv = len(slots.frames), model.nv
-    P = scene_step_partials(model, q, v, v, np.zeros((ns, 3)), np.zeros(ns), np.zeros((ns, 4)), geometry,
-                            model.gravity, [DT], list(slots.frames))
+    P = scene_step_partials(model, q, v, v, np.zeros((ns, 3)), np.zeros(ns), np.zeros((ns, 4)), slots.data,
+                            slot_shapes(scene, q, hits.pair, slots), model.gravity, [DT], list(slots.frames))
     used = np.arange(len(contacts)) if slots.index is None else slots.index
     rows = (3 * used[:, None] + np.arange(3)).ravel()
     frames = tuple(slot_structure(model, f) for f in slots.frames)
@@ -114,6 +114,76 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     assert rel_err(P.gap[used], hits.distances) <= bound and rel_err(P.gap[used], problem.gap[used]) <= bound
     assert rel_err(P.rows[rows, nv:2 * nv], problem.JMinv[rows]) <= bound
     assert np.all(np.delete(P.gap, used) > 1e5)
+
+
+#: The kinds of contact of each case's slots, from its shapes: a sphere on a plane ``pb``; a box's corner
+#: on the table (a box) ``pb``, or the table's corner on the box ``ap``; the torso's box face (shape a)
+#: against the hand's sphere ``ap``; and ``pb`` in every slot (a free slot's).
+SLOT_KINDS = {"ball": (1,), "hand on torso": (1, 2), "box on table": (1, 2), "box pressed into table": (1, 2)}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_kernel_of_the_slots_kinds_equals_the_general_one_on_the_native_road(name, native_backend):
+    """The kernel built for the kinds of contact a scene's slots may hold (the other kinds' terms left out),
+    called with plain lists on the default road, equals the general kernel (every kind, weighted by the
+    geometry's one-hot columns) on the NumPy road to the rounding bound, at impulses, a position
+    correction and modes that use every column; kinds that are not kinds of contact are refused."""
+    model, scene, q, v, tau, opt = CASES[name]()
+    hits = sd.collide(scene, q)
+    slots = scene_slots(scene, scene_contacts(scene, q, hits))
+    ns, nv = len(slots.frames), model.nv
+    kinds = slot_kinds(scene, slots.frames)
+    assert kinds == (SLOT_KINDS[name],) * ns
+    data, shapes = slots.data, slot_shapes(scene, q, hits.pair, slots)
+    lam, corr = np.tile([0.1, -0.05, 1.0], (ns, 1)), np.full(ns, 0.01)
+    modes = np.tile([0.0, 0.5, 0.5, MU], (ns, 1))                # (stick and slide rows both: every term)
+    v_next = v + np.linspace(-0.1, 0.1, nv)
+    with sd.use_backend("numpy"):
+        ref = scene_step_partials(model, q, v, v_next, lam, corr, modes, data, shapes, model.gravity, [DT],
+                                  slots.frames)
+    got = scene_step_partials(model, q.tolist(), v.tolist(), v_next.tolist(), lam.tolist(), corr.tolist(),
+                              modes.tolist(), data.tolist(), shapes.tolist(), model.gravity.tolist(), [DT],
+                              list(slots.frames),
+                              [list(k) for k in kinds])
+    bound = rounding_bound(nv + model.nbodies, np.linalg.cond(sd.crba(model, q)))
+    for f in ("rows", "state", "gap"):
+        assert rel_err(getattr(got, f), getattr(ref, f)) <= bound, f
+    with pytest.raises(ValueError, match=r"scene_step_partials: kinds must be empty or, per slot \(%d\)" % ns):
+        scene_step_partials(model, q, v, v_next, lam, corr, modes, data, shapes, model.gravity, [DT], slots.frames,
+                            [[3]] * ns)
+
+
+def _with_free_slots(scene, q):
+    """``(pair, slots)`` of the scene's hits at ``q`` in a layout with free slots: every body's (or body
+    pair's) slots grown to hold its contacts twice, then its contacts laid out alone (the rest free)."""
+    hits = sd.collide(scene, q)
+    contacts = scene_contacts(scene, q, hits)
+    scene_slots(scene, contacts + contacts)                      # (the layout only grows)
+    return hits.pair, scene_slots(scene, contacts)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_kernels_slot_geometry_is_slot_geometrys_on_the_native_road(name, native_backend):
+    """The kernel places each slot's geometry from the step's slot data and shapes itself: its rows and
+    gaps on the default road (plain lists) are those of the NumPy geometry (``slot_geometry``) through
+    ``slot_rows`` on NumPy, to the rounding bound, in the contacts' slots and the free ones (a vertex on
+    the plane 1000 km below: a gap of 1e6 less the slot frame's height)."""
+    model, scene, q, v, tau, opt = CASES[name]()
+    pair, slots = _with_free_slots(scene, q)
+    ns, nv = len(slots.frames), model.nv
+    assert slots.index is not None and len(slots.index) < ns            # some slots are free
+    shapes = slot_shapes(scene, q, pair, slots)
+    P = scene_step_partials(model, q.tolist(), v.tolist(), v.tolist(), np.zeros((ns, 3)).tolist(), [0.0] * ns,
+                            np.zeros((ns, 4)).tolist(), slots.data.tolist(), shapes.tolist(), model.gravity.tolist(),
+                            [DT], list(slots.frames), [list(k) for k in slot_kinds(scene, slots.frames)])
+    frames = tuple(slot_structure(model, f) for f in slots.frames)
+    with sd.use_backend("numpy"):
+        J, gap = slot_rows(model, q, slot_geometry(scene, q, pair, slots), frames)
+    bound = rounding_bound(nv + model.nbodies)
+    free = np.setdiff1d(np.arange(ns), slots.index)
+    assert rel_err(P.rows[:, :nv], J) <= bound
+    assert rel_err(P.gap[slots.index], gap[slots.index]) <= bound and rel_err(P.gap[free], gap[free]) <= bound
+    assert np.all(np.abs(gap[free] - 1e6) < 10.0)
 
 
 def test_the_kernels_new_axes_on_the_native_road(native_backend):
@@ -127,7 +197,7 @@ def test_the_kernels_new_axes_on_the_native_road(native_backend):
     ns = len(slots.frames)
     v_next, dt = np.array([30.0, -20.0, 10.0, 2.0, -1.0, 0.5]), 0.05      # turning fast: the axes differ
     P = scene_step_partials(model, q, v, v_next.tolist(), np.zeros((ns, 3)), np.zeros(ns), np.zeros((ns, 4)),
-                            slot_geometry(scene, q, hits.pair, slots), model.gravity, [dt], slots.frames)
+                            slots.data, slot_shapes(scene, q, hits.pair, slots), model.gravity, [dt], slots.frames)
     N = P.state[:, 6 * model.nv + 1:]
     w, h = to_old_axes(model, v_next, dt), 1e-5
     num = np.stack([(to_next_axes(model, w + h * e, dt) - to_next_axes(model, w - h * e, dt)) / (2 * h)

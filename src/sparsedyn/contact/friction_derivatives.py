@@ -76,7 +76,8 @@ from .friction_kernel import correction_impulses
 from .min_norm import min_norm_solve, psd_solve
 from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
-from .scene_derivatives import in_order, mode_system, scene_step_partials, slot_geometry
+from .scene_derivatives import mode_system, scene_step_partials
+from .scene_geometry import SHAPES, in_order, slot_kinds, slot_shapes
 from .scene_step import FoundContacts, scene_slots, scene_step
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
@@ -220,7 +221,7 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
     """:func:`contact_step_derivatives` of a step in a scene laid out in slots (``slotted``), without
     ``f_ext``, whose arguments the step has checked: :func:`_scene_derivatives`, checked finite."""
     nv, shape = model.nv, step.v.shape[:-1]
-    B = len(slotted.geometry)
+    B = len(slotted.data)
     qb = np.asarray(q, float).reshape(B, model.nq)
     vb, g = (_rows_of(x, B, n) for x, n in ((v, nv), (model.gravity if gravity is None else gravity, 3)))
     dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, None, dt)
@@ -247,17 +248,21 @@ def _split(dv, dq, shape, step):
 
 class Slotted(NamedTuple):
     """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
-    structure, ``geometry`` (B, ns, 14) (:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`),
-    ``mu`` (B, ns), ``impulses`` (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot
-    open, with zero impulse), and ``correction`` (B, ns) the normal impulses of its position correction
-    (the step kernel's own)."""
+    structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 5) their radii
+    and kinds (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), ``mu`` (B, ns), ``impulses``
+    (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot open, with zero impulse),
+    ``correction`` (B, ns) the normal impulses of its position correction (the step kernel's own), and
+    ``kinds`` the kinds of contact its slots may hold
+    (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every kind)."""
 
     frames: tuple
-    geometry: np.ndarray
+    data: np.ndarray
+    shapes: np.ndarray
     mu: np.ndarray
     impulses: np.ndarray
     modes: np.ndarray
     correction: np.ndarray
+    kinds: tuple = None
 
 
 def _scene_step(model, kernels, q, v, tau, scene, dt, options):
@@ -292,21 +297,23 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     out, ran = kept[0]
     in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
     if B == 1 and in_order(slots[0], len(pair[0])):              # one state, every slot a contact in order
-        geometry = slot_geometry(scene, Q[0], pair[0], slots[0])[None]
+        data = slots[0].data[None]
         correction = out.correction.reshape(-1)[:ns][None]
         held = np.asarray(modes[0]).reshape(1, ns)
-        return step, found[0], Slotted(slots[0].frames, geometry, slots[0].data[None, :, 0],
-                                       np.reshape(impulses[0], (1, ns, 3)), held, correction)
-    geometry, mu = np.zeros((B, ns, 14)), np.zeros((B, ns))
+        return step, found[0], Slotted(slots[0].frames, data, slot_shapes(scene, Q[0], pair[0], slots[0])[None],
+                                       data[:, :, 0],
+                                       np.reshape(impulses[0], (1, ns, 3)), held, correction,
+                                       slot_kinds(scene, slots[0].frames))
+    data, shapes = np.zeros((B, ns, 8)), np.zeros((B, ns, SHAPES))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
     for b in range(B):
         index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
-        geometry[b] = slot_geometry(scene, Q[b], pair[b], slots[b])
-        mu[b] = slots[b].data[:, 0]
+        data[b], shapes[b] = slots[b].data, slot_shapes(scene, Q[b], pair[b], slots[b])
         lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
         correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
-    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, geometry, mu, lam, held, correction)
+    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, data, shapes, data[:, :, 0], lam, held,
+                                                             correction, slot_kinds(scene, slots[0].frames))
 
 
 def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, slotted=None):
@@ -424,9 +431,19 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
     """The ``q`` derivative (nv, nv) of the split-impulse position correction ``dv_c = H^-1 J_A^T l``
     of one state (its normal impulses ``ln`` (nc,)), the active normal rows ``A`` (``l > 0``) held on the
     plane, ``J_A dv_c + gap_A / dt = 0``: ``W_c + H^-1 J_A^T dl`` with ``G_AA dl = -(C_c + J / dt)_A``
-    (:func:`psd_solve`: a redundant set, the minimum-norm change); the state's rows ``J`` (m, nv),
-    ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq`` (m, nv): the change of
-    ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
+    (:func:`psd_solve`: a redundant set, the minimum-norm change; :func:`_correction_system`); the
+    state's rows ``J`` (m, nv), ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq``
+    (m, nv): the change of ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
+    system = _correction_system(J, G, ln, Cq, dt)
+    if system is None:
+        return np.array(Wq, float)
+    active, Ga, rhs = system
+    return Wq - JMinv[active].T @ psd_solve(Ga, rhs)
+
+
+def _correction_system(J, G, ln, Cq, dt):
+    """``(active, G_AA, (C_c + J / dt)_A)`` of :func:`_correction_derivative` (``active`` the rows ``A``: a
+    slice or indices), or None where no normal row is active."""
     ln = ln.tolist()                                            # (a few floats: Python's, not NumPy's calls)
     cut = 1e-9 * max(max(ln), _TINY)
     held = [i for i, x in enumerate(ln) if x > cut]             # inactive rows: l stays zero
@@ -437,8 +454,8 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
         active = 3 * np.array(held) + 2
         Ga = G[np.ix_(active, active)]
     else:
-        return np.array(Wq, float)
-    return Wq - JMinv[active].T @ psd_solve(Ga, Cq[active] + J[active] / dt)
+        return None
+    return active, Ga, Cq[active] + J[active] / dt
 
 
 _TINY = np.finfo(float).tiny
@@ -491,14 +508,16 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
     B, nv = v.shape
     weights = _mode_weights(slotted.modes, slotted.mu)
-    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.geometry, gravity)
+    args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.data, slotted.shapes, gravity)
     if B == 1 and f_ext is None:              # one state: the ready native callable, as the step calls its own
         one = [x[0] for x in args] + [np.array([float(dt)])]
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
-        out = f(*one, slotted.frames) if f is not None else scene_step_partials(kernels, *one, slotted.frames)
+        out = f(*one, slotted.frames, slotted.kinds) if f is not None else \
+            scene_step_partials(kernels, *one, slotted.frames, slotted.kinds)
         dv, dq = _state_derivatives(*out, slotted.modes[0].tolist(), slotted.correction[0], nv, dt)
         return dv[None], dq[None]
-    rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames, f_ext=f_ext)
+    rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames, slotted.kinds,
+                                           f_ext=f_ext)
     dv, dq = np.empty((2, B, nv, 3 * nv))
     for b, modes in enumerate(slotted.modes.tolist()):
         dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes, slotted.correction[b], nv, dt)
@@ -511,13 +530,13 @@ def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
     its slots' modes (a list of ns names) and position correction impulses ``correction`` (ns,)."""
     m = 3 * len(gap)
     J, JMinv, G = rows[:, :nv], rows[:, nv:2 * nv], rows[:, 5 * nv:5 * nv + m]
-    K, R = rows[:, 5 * nv + m:5 * nv + 2 * m], rows[:, 5 * nv + 2 * m:8 * nv + 2 * m]
     W, Dq, Dd, N = state[:, :3 * nv], state[:, 3 * nv:4 * nv], state[:, 4 * nv:5 * nv], state[:, 6 * nv + 1:]
     dv = W
     held = [i for i, x in enumerate(modes) if x != "open"]
-    if held:
+    if held:                                                    # K dlambda = -R: the solve of R, negated
+        K, R = rows[:, 5 * nv + m:5 * nv + 2 * m], rows[:, 5 * nv + 2 * m:8 * nv + 2 * m]
         stick = "slide" not in modes                           # sticking and open alone: K = s G, symmetric
-        if len(held) == len(modes):                             # (K dlambda = -R: the solve of R, negated)
+        if len(held) == len(modes):
             dv = W - JMinv.T @ _mode_solve(K, R, stick)
         else:
             r = np.array([3 * i + k for i in held for k in range(3)])

@@ -30,12 +30,11 @@ def min_norm_solve(A, B):
     LAPACK: at these sizes each call from Python costs more than its arithmetic).  Where ``B`` has more
     columns than rows (the 3 nv columns of the state's change) ``gelsy`` gives ``pinv(A)`` (``B = I``) and
     NumPy the product: LAPACK's unblocked solves with many right-hand sides cost more than a product."""
-    from scipy.linalg import lapack as _lapack          # (here: `import sparsedyn` does not load SciPy)
     n, k = A.shape[0], B.shape[1]
     wide = k > n
-    C = np.eye(n) if wide else B
+    C = _eye(n) if wide else B
     work = max(4 * n + 1, 2 * n + C.shape[1])               # (the unblocked code's: faster at these sizes)
-    x, _, _, info = _lapack.dgelsy(A, C, np.zeros(n, np.int32), RANK_RCOND, work)[1:]
+    x, _, _, info = _gelsy()(A, C, np.zeros(n, np.int32), RANK_RCOND, work)[1:]
     if info:                                                   # (an argument LAPACK refused)
         return np.linalg.pinv(A, rcond=1e-12) @ B
     return x @ B if wide else x
@@ -50,3 +49,25 @@ def psd_solve(A, B):
     if not 0.0 < top < np.inf:                          # zero or empty: no pivot above the tolerance;
         return np.full((n,) + B.shape[1:], 0.0 if top == 0.0 else np.nan)     # NaN, inf: NaN (not zeros)
     return min_norm_solve(A, B)
+
+
+def _gelsy():
+    """LAPACK's ``dgelsy`` (SciPy's; imported on first use: ``import sparsedyn`` does not load SciPy)."""
+    global _GELSY
+    if _GELSY is None:
+        from scipy.linalg import lapack
+        _GELSY = lapack.dgelsy
+    return _GELSY
+
+
+_GELSY = None
+_EYES = {}
+
+
+def _eye(n):
+    """The identity (n, n), one per size (read only: gelsy copies its right side)."""
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye

@@ -7,9 +7,10 @@ contact rows ``J`` as functions of ``q`` with the contact points and normals mov
 derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``, and the
 change of the step's position correction at its impulses (those the step's kernel returns).  They are
 one traced program, :func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
-as the step), the geometry of each slot its data
-(:func:`~sparsedyn.contact.scene_derivatives.slot_geometry`), the kind of each contact
-among them, so a new contact set in the same slots is not a new build.
+as the step) and the kinds of contact each slot may hold, whose data are the step's slot data and each
+slot's radii and kind (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), placed in the slots'
+frames inside the program (:func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`), so a new
+contact set in the same slots is not a new build.
 
 Each slot's geometry (14,) is ``[c_a (3), r_a, c_b (3), r_b, n (3), w_pp, w_pb, w_ap]``: a centre
 ``c_a`` fixed in the slot's frame ``a`` (a sphere's centre of radius ``r_a``, or a vertex: ``r_a =
@@ -40,52 +41,60 @@ from .. import _checks
 from .. import backend as bk
 from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
-from ..algorithms.kinematics import frame_placements, joint_transforms
+from ..algorithms.kinematics import joint_transforms
 from ..algorithms.minv import minv
 from ..kernels import Kernel, kernel
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
-from .collision import placements
 from .dynamics import _cached, _run, rnea_partials
 from .friction_problem import PENETRATION_SLOP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
+from .scene_geometry import KINDS, SHAPES, GEOMETRY, slot_geometry_of
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
-__all__ = ["scene_step_partials", "SlotPartials", "slot_geometry", "slot_rows", "mode_system", "GEOMETRY"]
-
-#: The width of a slot's geometry (module docstring).
-GEOMETRY = 14
-
-#: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
-ROUND = ("sphere", "capsule")
-
-#: The kinds of a contact's geometry (module docstring), against which its one-hot columns are set.
-_KINDS = np.arange(3)
+__all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "mode_system"]
 
 
-def slot_rows(model, q, geometry, frames):
+
+def slot_rows(model, q, geometry, frames, kinds=None):
     """``(J (3 ns, nv), gap (ns,))``: the contact rows (contact frames ``[t_x, t_y, n]``) and gaps of
     the slots ``frames`` (the step's slot frames: a frame index, or a pair ``(frame_a, frame_b)``)
     whose geometry (ns, 14) is given (module docstring); at the configuration the geometry was found
-    at, the rows and gaps of the step.  One state (kernel use; no checks)."""
+    at, the rows and gaps of the step.  ``kinds``: per slot the kinds of contact it may hold (a sorted
+    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``; :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None:
+    every one), the others' terms left out (a slot against the floor: ``pb`` alone, its rows'
+    derivatives a third of the general ones').
+    One state (kernel use; no checks)."""
     Xup, S = joint_transforms(model, q)
     ends = [slot_frames(f) for f in frames]
     pts = _Points(model, Xup, S, [k for e in ends for k in e])
     eye = (np.eye(3), np.zeros(3))
     rows, gaps = [], []
     for i, (ka, kb) in enumerate(ends):
-        g = geometry[i]
+        g, kind = geometry[i], KINDS if kinds is None else kinds[i]
         (Ra, oa), (Rb, ob) = pts.pose[ka], (eye if kb is None else pts.pose[kb])
         xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
         d = xa - xb
-        size = bk.sqrt(d @ d + _TINY)                                  # (not zero: a slot of another kind)
-        n = g[11] * (d / size) + g[12] * (Rb @ g[8:11]) + g[13] * (Ra @ g[8:11])
-        gap = n @ d - (g[11] + g[12]) * g[3] - (g[11] + g[13]) * g[7]
-        x = g[13] * (xb + (g[7] + gap) * n) + (1.0 - g[13]) * (xa - g[3] * n)
+        normals = {1: lambda: Rb @ g[8:11], 2: lambda: Ra @ g[8:11],
+                   0: lambda: d / bk.sqrt(d @ d + _TINY)}                # (not zero: a slot of another kind)
+        n = normals[kind[0]]() if len(kind) == 1 else sum(g[11 + k] * normals[k]() for k in kind)
+        gap = n @ d - _weighted(g, kind, (0, 1), g[3]) - _weighted(g, kind, (0, 2), g[7])
+        x = _weighted(g, kind, (2,), xb + (g[7] + gap) * n) + _weighted(g, kind, (0, 1), xa - g[3] * n)
         Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
         rows.append(pts.relative(Rc, ka, kb, Ra.T @ (x - oa), x))
         gaps.append(gap)
     return np.concatenate(rows, -2), np.stack(gaps, -1)
+
+
+def _weighted(g, kinds, of, x):
+    """``(sum of w_k, k in of) x`` for a slot of geometry ``g`` that may hold the ``kinds`` (``w_k = g[11 +
+    k]``, one of them 1): ``x`` itself where every kind possible is among ``of``, zero where none is."""
+    held = [k for k in kinds if k in of]
+    if len(held) == len(kinds):
+        return x
+    if not held:
+        return 0.0
+    return sum(g[11 + k] for k in held) * x
 
 
 def _ns(model, frames, **_):
@@ -97,7 +106,7 @@ def _m(model, frames, **_):
 
 
 _ROWS = Kernel("scene_slot_rows", slot_rows, {"q": ("nq",), "geometry": (_ns, GEOMETRY)},
-               {"J": (_m, "nv"), "gap": (_ns,)}, {}, ("frames",))
+               {"J": (_m, "nv"), "gap": (_ns,)}, {}, ("frames", "kinds"))
 
 
 def _unit(i, j):
@@ -204,20 +213,22 @@ def _program(model, static, optional):
     """The program of :func:`scene_step_partials` at ``static["frames"]``, inputs the kernel's then
     ``f_ext`` where given."""
     frames = tuple(slot_structure(model, f) for f in static["frames"])
+    kinds = _kinds_of(static.get("kinds"), len(frames))
     opt = ("f_ext",) if "f_ext" in set(optional) else ()
 
     def build():
         nq, nv, ns = model.nq, model.nv, len(frames)
         m = 3 * ns
-        shapes = [(nq,), (nv,), (nv,), (ns, 3), (ns,), (ns, 4), (ns, GEOMETRY), (3,), (1,)] + \
+        sizes = [(nq,), (nv,), (nv,), (ns, 3), (ns,), (ns, 4), (ns, 8), (ns, SHAPES), (3,), (1,)] + \
             [(model.nbodies, 6)] * len(opt)
         g = Graph()
-        q, v, v_next, lam, ln, modes, geometry, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(shapes)]
+        q, v, v_next, lam, ln, modes, data, shapes, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(sizes)]
         dt = dt[0]
+        geometry = slot_geometry_of(model, q, data, shapes, frames, kinds)           # held fixed in the frames
         # the step's velocity w in the old axes, and the acceleration of the balance (module transport)
         w = to_old_axes(model, v_next, dt)
         a = (w - v - gyroscopic(model, v, dt)) / dt - transport(model, v)
-        static_rows = {"frames": frames}
+        static_rows = {"frames": frames, "kinds": kinds}
         J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
         Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
@@ -243,11 +254,26 @@ def _program(model, static, optional):
         K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
         rows = np.concatenate([J, JMinv, C, G, K, R, Cc], -1)
         state = np.concatenate([W, Dq, Dd, Wc, dvc[:, None], next_axes_jacobian(model, w, dt)], -1)
-        return g.program([rows, state, gap], shapes, name="scene_step_partials",
-                         input_names=("q", "v", "v_next", "impulses", "correction", "modes", "geometry", "gravity",
-                                      "dt") + opt,
+        return g.program([rows, state, gap], sizes, name="scene_step_partials",
+                         input_names=("q", "v", "v_next", "impulses", "correction", "modes", "contact_data", "shapes",
+                                      "gravity", "dt") + opt,
                          output_names=SlotPartials._fields)
-    return _cached(("scene_step_partials", frames, opt), model, build)
+    return _cached(("scene_step_partials", frames, kinds, opt), model, build)
+
+
+def _kinds_of(kinds, ns):
+    """``kinds`` (empty or None, or per slot a sequence of kinds of contact) as a tuple of ``ns`` sorted
+    tuples of distinct kinds (0, 1, 2), checked; None where every slot may hold every kind."""
+    if kinds is None or (isinstance(kinds, (tuple, list)) and not kinds):
+        return None
+    try:
+        out = tuple(tuple(sorted(set(int(k) for k in x))) for x in kinds)
+    except (TypeError, ValueError):
+        out = None
+    if out is None or len(out) != ns or not all(x and set(x) <= set(KINDS) for x in out):
+        raise ValueError(f"scene_step_partials: kinds must be empty or, per slot ({ns}), a non-empty sequence of "
+                         f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap), got {kinds!r}")
+    return None if all(x == KINDS for x in out) else out
 
 
 def _cols(model, frames, **_):
@@ -259,15 +285,21 @@ def _state_cols(model, **_):
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "v_next": ("nv",), "impulses": (_ns, 3), "correction": (_ns,),
-                "modes": (_ns, 4), "geometry": (_ns, GEOMETRY), "gravity": (3,), "dt": (1,)},
-        optional={"f_ext": ("nb", 6)}, static=("frames",), sequences=("frames",),
+                "modes": (_ns, 4), "contact_data": (_ns, 8), "shapes": (_ns, SHAPES), "gravity": (3,), "dt": (1,)},
+        optional={"f_ext": ("nb", 6)}, static=("frames", "kinds"), sequences=("frames", "kinds"),
         outputs={"rows": (_m, _cols), "state": ("nv", _state_cols), "gap": (_ns,)},
         program=_program, result=SlotPartials)
-def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geometry, gravity, dt, frames, *,
-                        f_ext=None):
+def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contact_data, shapes, gravity, dt, frames,
+                        kinds=(), *, f_ext=None):
     """The per-state pieces of the derivatives of a step in a scene (a :class:`~sparsedyn.SlotPartials`), for
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
-    the step's slots) whose geometry (..., ns, 14) moves with ``q`` (module docstring), of the step from
+    the step's slots) whose contacts are the step's slot data ``contact_data`` (..., ns, 8) (``[mu, p_a
+    (3), n (3), offset]``: a's witness point in its frame's axes, the world normal, the plane ``n . x =
+    offset`` through b's witness point) and ``shapes`` (..., ns, 5) (``[r_a, r_b, w_pp, w_pb, w_ap]``:
+    the radii, 0 for a vertex, and the one-hot weights of the kind;
+    :func:`~sparsedyn.contact.scene_geometry.slot_shapes`), their geometry held fixed in the slots'
+    frames as ``q`` moves (module docstring; :func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`),
+    of the step from
     ``(q, v)`` whose next velocity is ``v_next`` (nv,): the contact
     rows ``J`` (3 ns, nv) and gaps (ns,), ``J H^-1`` and the Delassus matrix ``G = J H^-1 J^T``; the
     change of the step's velocity ``w`` (``v_next`` in the old axes, :mod:`~sparsedyn.contact.transport`) at fixed
@@ -283,8 +315,12 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geomet
     impulses and ``modes`` (ns, 4) are given.  The position correction of the step
     (split impulse), its normal impulses ``correction`` (ns,) (zero where no point penetrates): its
     velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)
-    and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.  One
-    traced program per tuple of slot frames (the rows differentiated by the symbolic layer; RNEA's
+    and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.
+    ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``; a free slot is
+    ``pb``), every one where empty (the default); the program leaves out the terms of the others, so
+    each slot's weights must be of one of them (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`:
+    those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows
+    differentiated by the symbolic layer; RNEA's
     derivatives those of Carpentier and Mansard, "Analytical derivatives of rigid body dynamics
     algorithms", 2018; its dense products compiled as loops)."""
     m = getattr(model, "model", model)
@@ -292,154 +328,22 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, geomet
     q, v, v_next, f_ext, gravity, _, _ = _checks.dynamics(m, q, v, v_next, f_ext, gravity, "v_next",
                                                           "nv joint velocities")
     given = {"impulses": (impulses, (ns, 3)), "correction": (correction, (ns,)), "modes": (modes, (ns, 4)),
-             "geometry": (geometry, (ns, GEOMETRY)), "dt": (dt, (1,))}
+             "contact_data": (contact_data, (ns, 8)), "shapes": (shapes, (ns, SHAPES)), "dt": (dt, (1,))}
     for name, (x, tail) in given.items():
         x = _checks.numeric(name, x, f"(..., {', '.join(map(str, tail))})")
         if x.ndim < len(tail) or x.shape[x.ndim - len(tail):] != tail:
             raise ValueError(f"scene_step_partials: {name} must have shape (..., {', '.join(map(str, tail))}), got "
                              f"{x.shape}")
         given[name] = x
-    impulses, correction, modes, geometry, dt = (given[n] for n in ("impulses", "correction", "modes", "geometry",
-                                                                    "dt"))
+    impulses, correction, modes, data, shapes, dt = (given[n] for n in ("impulses", "correction", "modes",
+                                                                        "contact_data", "shapes", "dt"))
     opt = ("f_ext",) if f_ext is not None else ()
-    prog = _program(m, {"frames": frames}, opt)
-    args = [q, v, v_next, impulses, correction, modes, geometry, gravity, dt] + ([f_ext] if opt else [])
+    prog = _program(m, {"frames": frames, "kinds": kinds}, opt)
+    args = [q, v, v_next, impulses, correction, modes, data, shapes, gravity, dt] + ([f_ext] if opt else [])
     arrays = [np.asarray(x, dtype=object if any(bk.is_symbolic(y) for y in args) else float) for x in args]
-    tails = [1, 1, 1, 2, 1, 2, 2, 1, 1] + [2] * len(opt)
+    tails = [1, 1, 1, 2, 1, 2, 2, 2, 1, 1] + [2] * len(opt)
     shape = np.broadcast_shapes(*(x.shape[:x.ndim - t] for x, t in zip(arrays, tails)))
     flat = [np.broadcast_to(x, shape + x.shape[x.ndim - t:]).reshape((-1,) + x.shape[x.ndim - t:])
             for x, t in zip(arrays, tails)]
     out = _run(prog, flat)
     return SlotPartials(*(np.reshape(o, shape + np.shape(o)[1:]) for o in out))
-
-
-# --- the geometry of a step's contacts, laid out in its slots ------------------------------------------
-
-def slot_geometry(scene, q, pair, slots) -> np.ndarray:
-    """The geometry (ns, 14) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
-    of a step in ``scene`` at ``q`` (nq,), whose contact ``k`` is a hit of the scene pair ``pair[k]``
-    (an index of ``scene.pairs``)): each contact's centres, radii, normal and kind in its slot's frames
-    (module docstring), from the slot's data (the witness point of ``a`` in the slot's frame, the
-    normal and the plane through the witness point of ``b``); a free slot a vertex at its frame's origin
-    on the plane 1000 km below it."""
-    Rf, pf = frame_placements(scene.model, q)
-    fa, fb, free, two = _slot_ends(scene, slots.frames)
-    full = in_order(slots, len(pair))                            # contact k in slot k, no free slot
-    out = np.empty((len(pair), GEOMETRY)) if full else free.copy()
-    if len(pair):
-        index = slice(None) if full else np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
-        a, b = (fa, fb) if full else (fa[index], fb[index])
-        data = slots.data if full else slots.data[index]
-        kind, ra, rb, weights, flags = _kinds(scene, q, np.asarray(pair, np.intp), a, Rf, pf, data)
-        out[index] = _contact_geometry(Rf, pf, a, b, data, kind, ra, rb, weights, not len(two), *flags)
-    if len(two) and not full:                                    # a free slot of two bodies: the plane in b's axes
-        two = two[~np.isin(two, np.arange(len(pair)) if slots.index is None else slots.index)]
-        R, p = Rf[fb[two]], pf[fb[two]]
-        out[two, 4:7] = np.einsum("kji,kj->ki", R, np.array([0.0, 0.0, -1e6]) - p)
-        out[two, 8:11] = R[:, 2]
-    return out
-
-
-def _contact_geometry(Rf, pf, a, b, data, kind, ra, rb, weights, in_world, all_pb, round_a):
-    """The geometry (nc, 14) of contacts in the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at
-    ``(Rf, pf)`` (the frames' rotations and origins), their slots' ``data`` (nc, 8) ``[mu, p_a (3), n (3),
-    offset]``, ``kind`` (nc,), radii ``ra``, ``rb`` (nc,) and one-hot ``weights`` (nc, 3) of their kinds:
-    a's centre in a's axes ``R_a^T (w_a + r_a n - o_a) = p_a + r_a R_a^T n`` (``w_a`` the witness point of
-    a), b's from its witness point ``w_b = w_a - distance n`` (``w_b - r_b n``: b's centre, the witness
-    point for a vertex) in b's axes, the normal in b's axes where it is b's plane (kind 1), else in a's.
-    ``in_world``: every ``b`` is the world; ``all_pb``: every kind is 1; ``round_a``: some ``r_a`` is not 0
-    (what the scene's pairs tell, sparing NumPy's reductions of these few rows)."""
-    out = np.empty((len(a), GEOMETRY))
-    Ra, p, n = Rf[a], data[:, 1:4], data[:, 4:7]
-    wa = np.einsum("kij,kj->ki", Ra, p) + pf[a]
-    cb = wa - (np.einsum("ki,ki->k", n, wa) + (rb - data[:, 7]))[:, None] * n
-    na = np.einsum("kji,kj->ki", Ra, n) if round_a or not all_pb else None        # n in a's axes
-    out[:, 0:3] = p + ra[:, None] * na if round_a else p
-    out[:, 3], out[:, 7], out[:, 11:] = ra, rb, weights
-    if in_world or b.max() < 0:                                  # b in the world: its points in world axes
-        out[:, 4:7], nb = cb, n
-    else:
-        world = b < 0
-        Rb, ob = Rf[b], pf[b]
-        Rb[world], ob[world] = np.eye(3), 0.0
-        out[:, 4:7] = np.einsum("kji,kj->ki", Rb, cb - ob)
-        nb = np.einsum("kji,kj->ki", Rb, n)
-    out[:, 8:11] = nb if all_pb else np.where((kind == 1)[:, None], nb, na)
-    return out
-
-
-def in_order(slots, nc):
-    """Whether the ``nc`` contacts laid out in ``slots`` fill them in order (contact ``k`` in slot ``k``)."""
-    ns = len(slots.frames)
-    return nc == ns and (slots.index is None or np.asarray(slots.index).tolist() == list(range(ns)))
-
-
-def _slot_ends(scene, frames):
-    """``(fa (ns,), fb (ns,), free (ns, 14), two)`` of the slot layout ``frames`` (kept in
-    ``scene.cache`` per layout): each slot's frame ``a`` and ``b`` (-1: the world), the geometry of the
-    free slots (a vertex at ``a``'s origin on the world plane 1000 km below), and the slots of two
-    bodies (whose free geometry is a plane of ``b``, placed at each ``q``)."""
-    memo = scene.cache.setdefault("slot ends", {})
-    got = memo.get(frames)
-    if got is None:
-        ends = [slot_frames(f) for f in frames]
-        fa = np.array([e[0] for e in ends], int)
-        fb = np.array([-1 if e[1] is None else e[1] for e in ends], int)
-        free = np.zeros((len(frames), GEOMETRY))
-        free[:, 6], free[:, 10], free[:, 12] = -1e6, 1.0, 1.0
-        if len(memo) >= 64:
-            memo.clear()
-        got = memo[frames] = (fa, fb, free, np.flatnonzero(fb >= 0))
-    return got
-
-
-def _kinds(scene, q, pair, a, Rf, pf, data):
-    """``(kind (nc,), r_a (nc,), r_b (nc,), weights (nc, 3), (all_pb, round_a))`` of hits of the scene
-    pairs ``pair`` (nc,) in the frames ``a`` (nc,) placed at ``(Rf, pf)``, their slots' ``data`` (nc, 8)
-    (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1 (``pb``) or 2
-    (``ap``) of the module docstring, the radii of the round shapes (0 for a vertex) and the kinds'
-    one-hot weights (floats); whether every pair of the scene is of kind 1, whether any has a round ``a``."""
-    table = scene.cache.get("slot kinds")
-    if table is None:
-        table = scene.cache["slot kinds"] = _pair_kinds(scene)
-    rows = table[0][pair]                                        # (a copy: a box corner's kind is set below)
-    kind, ra, rb = rows[:, 0], rows[:, 1], rows[:, 2]
-    if table[1]:                                                 # a pair of boxes in the scene: a corner of a
-        boxes = np.flatnonzero(kind < 0)                         # on b's face, or b's on a's
-        if boxes.size:
-            R, p = placements(scene, q)
-            for k in boxes.tolist():
-                i = scene.index[pair[k]][0]
-                wa = Rf[a[k]] @ data[k, 1:4] + pf[a[k]]
-                kind[k] = 1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2
-            rows[boxes, 3:] = kind[boxes, None] == _KINDS
-    return kind, ra, rb, rows[:, 3:], table[2]
-
-
-def _pair_kinds(scene):
-    """``(table (P, 6), boxes, (all_pb, round_a))``: per scene pair ``[kind, r_a, r_b, w_pp, w_pb, w_ap]``,
-    the kind of its hits where the shapes fix it (-1 for two boxes: a corner of either, told at the hit),
-    the radii of its round shapes and the kind's one-hot weights; whether any pair is of two boxes,
-    whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round."""
-    P = len(scene.index)
-    kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
-    for k, (i, j) in enumerate(scene.index.tolist()):
-        a, b = scene.shapes[i], scene.shapes[j]
-        ra[k] = a.size[0] if a.kind in ROUND else 0.0
-        rb[k] = b.size[0] if b.kind in ROUND else 0.0
-        if a.kind in ROUND and b.kind in ROUND:
-            kind[k] = 0
-        elif a.kind in ROUND or b.kind == "plane":
-            kind[k] = 1
-        elif b.kind in ROUND:
-            kind[k] = 2
-        elif a.kind == b.kind == "box":
-            kind[k] = -1
-    return (np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS], 1), bool((kind < 0).any()),
-            (bool((kind == 1).all()), bool(ra.any())))
-
-
-def _corner(shape, R, p, x):
-    """Whether the world point ``x`` is a corner of the box ``shape`` placed at ``(R, p)``."""
-    h = np.asarray(shape.size, float) / 2
-    return bool(np.all(np.abs(np.abs(R.T @ (x - p)) - h) <= 1e-9 * max(1.0, h.max())))

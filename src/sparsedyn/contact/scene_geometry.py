@@ -1,0 +1,254 @@
+"""The geometry of a step's contacts in a scene, laid out in its slots: what the derivatives of the step
+(:mod:`~sparsedyn.contact.scene_derivatives`, whose module docstring defines a slot's geometry) hold
+fixed in the slots' frames.
+
+Two forms of one map: :func:`slot_geometry` (NumPy, the reference: from the scene, the state and the
+step's slots) and :func:`slot_geometry_of` (kernel use: from the step's slot data and each slot's
+radii and kind, :func:`slot_shapes`, inside the compiled derivatives' program, so that a step's
+derivatives place no contact in NumPy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..algorithms.kinematics import frame_placements, frame_world_transform, joint_transforms, world_transforms
+from ..model.spatial import pose
+from .collision import placements
+from .friction_problem import slot_frames
+
+__all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "in_order", "GEOMETRY", "SHAPES",
+           "KINDS"]
+
+#: The width of a slot's geometry (the module docstring of :mod:`~sparsedyn.contact.scene_derivatives`).
+GEOMETRY = 14
+
+#: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
+ROUND = ("sphere", "capsule")
+
+#: The kinds of a contact's geometry, against which its one-hot columns are set.
+_KINDS = np.arange(3)
+
+#: The kinds of contact, 0 ``pp``, 1 ``pb`` and 2 ``ap`` (the module docstring of
+#: :mod:`~sparsedyn.contact.scene_derivatives`), each of which a slot may hold unless told otherwise.
+KINDS = (0, 1, 2)
+
+#: The width of a slot's shapes ``[r_a, r_b, w_pp, w_pb, w_ap]`` (:func:`slot_shapes`).
+SHAPES = 5
+
+#: The shapes of a free slot, a vertex on a plane (kind ``pb``).
+FREE_SHAPES = (0.0, 0.0, 0.0, 1.0, 0.0)
+
+
+# --- the geometry of a step's contacts, laid out in its slots ------------------------------------------
+
+def slot_geometry(scene, q, pair, slots) -> np.ndarray:
+    """The geometry (ns, 14) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
+    of a step in ``scene`` at ``q`` (nq,), whose contact ``k`` is a hit of the scene pair ``pair[k]``
+    (an index of ``scene.pairs``)): each contact's centres, radii, normal and kind in its slot's frames
+    (:mod:`~sparsedyn.contact.scene_derivatives`), from the slot's data (the witness point of ``a`` in
+    the slot's frame, the normal and the plane through the witness point of ``b``); a free slot a
+    vertex at its frame's origin on the plane 1000 km below it."""
+    Rf, pf = frame_placements(scene.model, q)
+    fa, fb, free, two = _slot_ends(scene, slots.frames)
+    full = in_order(slots, len(pair))                            # contact k in slot k, no free slot
+    out = np.empty((len(pair), GEOMETRY)) if full else free.copy()
+    if len(pair):
+        index = slice(None) if full else np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
+        a, b = (fa, fb) if full else (fa[index], fb[index])
+        data = slots.data if full else slots.data[index]
+        kind, ra, rb, weights, flags = _kinds(scene, q, np.asarray(pair, np.intp), a, Rf, pf, data)
+        out[index] = _contact_geometry(Rf, pf, a, b, data, kind, ra, rb, weights, not len(two), *flags)
+    if len(two) and not full:                                    # a free slot of two bodies: the plane in b's axes
+        two = two[~np.isin(two, np.arange(len(pair)) if slots.index is None else slots.index)]
+        R, p = Rf[fb[two]], pf[fb[two]]
+        out[two, 4:7] = np.einsum("kji,kj->ki", R, np.array([0.0, 0.0, -1e6]) - p)
+        out[two, 8:11] = R[:, 2]
+    return out
+
+
+def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
+    """The geometry (ns, 14) of the slots ``frames`` (slot structures: a frame index, or a pair of them)
+    at ``q`` (nq,) from their ``data`` (ns, 8) (the step's slot data ``[mu, p_a (3), n (3), offset]``:
+    a's witness point in its frame's axes, the world normal and the plane ``n . x = offset`` through b's
+    witness point; a free slot's the plane 1000 km below) and ``shapes`` (ns, 5) (:func:`slot_shapes`):
+    :func:`slot_geometry`'s map (``_contact_geometry``) written for one state and traced values.
+    ``kinds``: per slot the kinds it may hold (None: every one); a slot that holds ``pb`` alone takes
+    its normal in b's axes, one without ``pb`` in a's, without the weight.  Kernel use, no checks."""
+    Xup, _ = joint_transforms(model, q)
+    ends = [slot_frames(f) for f in frames]
+    X0 = world_transforms(model, Xup)
+    poses = {k: pose(frame_world_transform(model, X0, k)) for e in ends for k in e if k is not None}
+    out = []
+    for i, (ka, kb) in enumerate(ends):
+        d, s, kind = data[i], shapes[i], KINDS if kinds is None else kinds[i]
+        Ra, oa = poses[ka]
+        p, n = d[1:4], d[4:7]
+        wa = Ra @ p + oa
+        cb = wa - (n @ wa + s[1] - d[7]) * n                     # b's centre (its witness point for a vertex)
+        na = Ra.T @ n
+        if kb is None:
+            nb = n
+        else:
+            Rb, ob = poses[kb]
+            cb, nb = Rb.T @ (cb - ob), Rb.T @ n
+        normal = nb if kind == (1,) else na if 1 not in kind else s[3] * nb + (1.0 - s[3]) * na
+        out.append(np.concatenate([p + s[0] * na, s[0:1], cb, s[1:2], normal, s[2:5]]))
+    return np.stack(out)
+
+
+def slot_shapes(scene, q, pair, slots) -> np.ndarray:
+    """The shapes (ns, 5) ``[r_a, r_b, w_pp, w_pb, w_ap]`` of the slots ``slots`` (a
+    :class:`~sparsedyn.contact.friction_problem.ContactSlots` of a step in ``scene`` at ``q`` (nq,),
+    whose contact ``k`` is a hit of the scene pair ``pair[k]``): each contact's radii (0 for a vertex)
+    and the one-hot weights of its kind (``_kinds``), a free slot's ``FREE_SHAPES``; with the
+    slots' data, what :func:`slot_geometry_of` places."""
+    table = _kind_table(scene)
+    pair = np.asarray(pair, np.intp)
+    if table[1] and len(pair):                                   # a pair of boxes: the corner told at the hit
+        index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
+        fa = _slot_ends(scene, slots.frames)[0][index]
+        Rf, pf = frame_placements(scene.model, q)
+        kind, ra, rb, weights, _ = _kinds(scene, q, pair, fa, Rf, pf, slots.data[index])
+        rows = np.concatenate([np.stack([ra, rb], -1), weights], -1)
+    else:
+        rows = table[0][pair, 1:]
+    if in_order(slots, len(pair)):
+        return rows
+    out = np.tile(FREE_SHAPES, (len(slots.frames), 1))
+    out[np.arange(len(pair)) if slots.index is None else slots.index] = rows
+    return out
+
+
+def _contact_geometry(Rf, pf, a, b, data, kind, ra, rb, weights, in_world, all_pb, round_a):
+    """The geometry (nc, 14) of contacts in the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at
+    ``(Rf, pf)`` (the frames' rotations and origins), their slots' ``data`` (nc, 8) ``[mu, p_a (3), n (3),
+    offset]``, ``kind`` (nc,), radii ``ra``, ``rb`` (nc,) and one-hot ``weights`` (nc, 3) of their kinds:
+    a's centre in a's axes ``R_a^T (w_a + r_a n - o_a) = p_a + r_a R_a^T n`` (``w_a`` the witness point of
+    a), b's from its witness point ``w_b = w_a - distance n`` (``w_b - r_b n``: b's centre, the witness
+    point for a vertex) in b's axes, the normal in b's axes where it is b's plane (kind 1), else in a's.
+    ``in_world``: every ``b`` is the world; ``all_pb``: every kind is 1; ``round_a``: some ``r_a`` is not 0
+    (what the scene's pairs tell, sparing NumPy's reductions of these few rows)."""
+    out = np.empty((len(a), GEOMETRY))
+    Ra, p, n = Rf[a], data[:, 1:4], data[:, 4:7]
+    wa = np.einsum("kij,kj->ki", Ra, p) + pf[a]
+    cb = wa - (np.einsum("ki,ki->k", n, wa) + (rb - data[:, 7]))[:, None] * n
+    na = np.einsum("kji,kj->ki", Ra, n) if round_a or not all_pb else None        # n in a's axes
+    out[:, 0:3] = p + ra[:, None] * na if round_a else p
+    out[:, 3], out[:, 7], out[:, 11:] = ra, rb, weights
+    if in_world or b.max() < 0:                                  # b in the world: its points in world axes
+        out[:, 4:7], nb = cb, n
+    else:
+        world = b < 0
+        Rb, ob = Rf[b], pf[b]
+        Rb[world], ob[world] = np.eye(3), 0.0
+        out[:, 4:7] = np.einsum("kji,kj->ki", Rb, cb - ob)
+        nb = np.einsum("kji,kj->ki", Rb, n)
+    out[:, 8:11] = nb if all_pb else np.where((kind == 1)[:, None], nb, na)
+    return out
+
+
+def in_order(slots, nc):
+    """Whether the ``nc`` contacts laid out in ``slots`` fill them in order (contact ``k`` in slot ``k``)."""
+    ns = len(slots.frames)
+    return nc == ns and (slots.index is None or np.asarray(slots.index).tolist() == list(range(ns)))
+
+
+def _slot_ends(scene, frames):
+    """``(fa (ns,), fb (ns,), free (ns, 14), two)`` of the slot layout ``frames`` (kept in
+    ``scene.cache`` per layout): each slot's frame ``a`` and ``b`` (-1: the world), the geometry of the
+    free slots (a vertex at ``a``'s origin on the world plane 1000 km below), and the slots of two
+    bodies (whose free geometry is a plane of ``b``, placed at each ``q``)."""
+    memo = scene.cache.setdefault("slot ends", {})
+    got = memo.get(frames)
+    if got is None:
+        ends = [slot_frames(f) for f in frames]
+        fa = np.array([e[0] for e in ends], int)
+        fb = np.array([-1 if e[1] is None else e[1] for e in ends], int)
+        free = np.zeros((len(frames), GEOMETRY))
+        free[:, 6], free[:, 10], free[:, 12] = -1e6, 1.0, 1.0
+        if len(memo) >= 64:
+            memo.clear()
+        got = memo[frames] = (fa, fb, free, np.flatnonzero(fb >= 0))
+    return got
+
+
+def _kinds(scene, q, pair, a, Rf, pf, data):
+    """``(kind (nc,), r_a (nc,), r_b (nc,), weights (nc, 3), (all_pb, round_a))`` of hits of the scene
+    pairs ``pair`` (nc,) in the frames ``a`` (nc,) placed at ``(Rf, pf)``, their slots' ``data`` (nc, 8)
+    (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1 (``pb``) or 2
+    (``ap``) of :mod:`~sparsedyn.contact.scene_derivatives`, the radii of the round shapes (0 for a
+    vertex) and the kinds' one-hot weights (floats); whether every pair of the scene is of kind 1,
+    whether any has a round ``a``."""
+    table = _kind_table(scene)
+    rows = table[0][pair]                                        # (a copy: a box corner's kind is set below)
+    kind, ra, rb = rows[:, 0], rows[:, 1], rows[:, 2]
+    if table[1]:                                                 # a pair of boxes in the scene: a corner of a
+        boxes = np.flatnonzero(kind < 0)                         # on b's face, or b's on a's
+        if boxes.size:
+            R, p = placements(scene, q)
+            for k in boxes.tolist():
+                i = scene.index[pair[k]][0]
+                wa = Rf[a[k]] @ data[k, 1:4] + pf[a[k]]
+                kind[k] = 1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2
+            rows[boxes, 3:] = kind[boxes, None] == _KINDS
+    return kind, ra, rb, rows[:, 3:], table[2]
+
+
+def slot_kinds(scene, frames):
+    """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact
+    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``;
+    :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds the robot's hits of world
+    shapes, one of two frames those of two robot shapes (a scene pair is a robot shape and a world
+    shape, or two robot shapes), each of the kinds its pairs' shapes give (two boxes: ``pb`` or
+    ``ap``, a corner of either), and ``pb`` (a free slot's).  The ``kinds`` of
+    :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
+    memo = scene.cache.setdefault("slot kinds per layout", {})
+    got = memo.get(frames)
+    if got is None:
+        world, robot = _kind_table(scene)[3]
+        if len(memo) >= 64:
+            memo.clear()
+        got = memo[frames] = tuple(world if slot_frames(f)[1] is None else robot for f in frames)
+    return got
+
+
+def _kind_table(scene):
+    """:func:`_pair_kinds` of ``scene``, kept in ``scene.cache``."""
+    table = scene.cache.get("slot kinds")
+    if table is None:
+        table = scene.cache["slot kinds"] = _pair_kinds(scene)
+    return table
+
+
+def _pair_kinds(scene):
+    """``(table (P, 6), boxes, (all_pb, round_a), kinds)``: per scene pair ``[kind, r_a, r_b, w_pp, w_pb,
+    w_ap]``, the kind of its hits where the shapes fix it (-1 for two boxes: a corner of either, told at
+    the hit), the radii of its round shapes and the kind's one-hot weights; whether any pair is of two
+    boxes, whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round; the kinds
+    a slot of one frame and one of two may hold (:func:`slot_kinds`)."""
+    P = len(scene.index)
+    kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
+    for k, (i, j) in enumerate(scene.index.tolist()):
+        a, b = scene.shapes[i], scene.shapes[j]
+        ra[k] = a.size[0] if a.kind in ROUND else 0.0
+        rb[k] = b.size[0] if b.kind in ROUND else 0.0
+        if a.kind in ROUND and b.kind in ROUND:
+            kind[k] = 0
+        elif a.kind in ROUND or b.kind == "plane":
+            kind[k] = 1
+        elif b.kind in ROUND:
+            kind[k] = 2
+        elif a.kind == b.kind == "box":
+            kind[k] = -1
+    world = np.array([scene.shapes[j].body < 0 for _, j in scene.index.tolist()], bool)
+    kinds = tuple(tuple(sorted({1} | set(kind[of].tolist()) - {-1} | ({2} if (kind[of] < 0).any() else set())))
+                  for of in (world, ~world))
+    return (np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS], 1), bool((kind < 0).any()),
+            (bool((kind == 1).all()), bool(ra.any())), kinds)
+
+
+def _corner(shape, R, p, x):
+    """Whether the world point ``x`` is a corner of the box ``shape`` placed at ``(R, p)``."""
+    h = np.asarray(shape.size, float) / 2
+    return bool(np.all(np.abs(np.abs(R.T @ (x - p)) - h) <= 1e-9 * max(1.0, h.max())))
