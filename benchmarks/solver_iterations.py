@@ -12,36 +12,20 @@ Nothing here is a test: numbers are reported, never asserted.
 """
 
 import argparse
-import tempfile
 import time
 import warnings
 
-import mujoco
 import numpy as np
 
 import sparsedyn as sd
-from bench_scene import CASES, _last
+from bench_scene import CASES, _last, settled
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 
 BATCH = 1000
 
 
 def _load(name):
-    path, xml, settle = CASES[name]()
-    m = mujoco.MjModel.from_xml_path(str(path)) if path else mujoco.MjModel.from_xml_string(xml)
-    d = mujoco.MjData(m)
-    trajectory = []
-    for _ in range(settle):
-        mujoco.mj_step(m, d)
-        trajectory.append((d.qpos.copy(), d.qvel.copy()))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if path:
-            model = sd.load_mjcf(str(path), geometry=True)
-        else:
-            with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as f:
-                f.write(xml)
-            model = sd.load_mjcf(f.name, geometry=True)
+    m, _, trajectory, model = settled(*CASES[name]())
     return m, model, trajectory
 
 
