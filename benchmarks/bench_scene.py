@@ -157,10 +157,13 @@ def best_us(fn, repeat, clock=time.perf_counter):
     return 1e6 * float(best)
 
 
-def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
+def settled(xml_path, xml, settle):
+    """``(m, d, trajectory, model)``: MuJoCo's model of the MJCF file ``xml_path`` (or the text ``xml``)
+    after ``settle`` steps from the file's pose (``d``; ``trajectory`` its ``(qpos, qvel)`` on the way)
+    and the model of the same file (``geometry=True``)."""
     m = mujoco.MjModel.from_xml_path(str(xml_path)) if xml_path else mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
-    trajectory = []                                    # MuJoCo's own states on the way (the batch-step rows)
+    trajectory = []
     for _ in range(settle):
         mujoco.mj_step(m, d)
         trajectory.append((d.qpos.copy(), d.qvel.copy()))
@@ -173,6 +176,11 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as f:
                 f.write(xml)
             model = sd.load_mjcf(f.name, geometry=True)
+    return m, d, trajectory, model
+
+
+def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
+    m, d, trajectory, model = settled(xml_path, xml, settle)   # trajectory: the batch-step rows' states
     scene = sd.Scene(model)
     qpos, qvel = d.qpos.copy(), d.qvel.copy()
     # MuJoCo's layout (quaternion w x y z, a free joint's linear velocity in the world) -> the model's

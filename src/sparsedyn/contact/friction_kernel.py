@@ -74,6 +74,7 @@ from ..symbolic.loop import run_stages
 from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, RELAX, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
+from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
@@ -123,55 +124,7 @@ def _array(xs, like):
     return np.asarray(xs, dtype=object if bk.is_symbolic(like) else float)
 
 
-# --- the cones and the residuals ---------------------------------------------------------------------
-
-def project_cone(x, mu):
-    """Projection of ``x`` (..., nc, 3) ``[t_x, t_y, n]`` onto the friction cones ``|t| <= mu n``
-    (``mu`` (nc,), ``mu >= 0``; ``mu = 0``: the normal half-line), without branches."""
-    t, n = x[..., :2], x[..., 2]
-    r = _norms(t)
-    inside = _step(mu * n - r)
-    nb = _relu((mu * r + n) / (1.0 + mu * mu))                # boundary, or the apex (0) below the dual cone
-    scale = mu * nb / (r + _TINY)
-    out = np.concatenate([t * scale[..., None], nb[..., None]], -1)
-    return inside[..., None] * x + (1.0 - inside[..., None]) * out
-
-
-def _project_dual(w, mu):
-    """Projection of ``w`` (nc, 3) onto the dual cones ``mu |t| <= n`` (``mu = 0``: the half-space
-    ``n >= 0``): onto the ray ``(t / |t|, mu)`` by ``(|t| + mu n) / (1 + mu^2)``, 0 below it."""
-    t, n = w[..., :2], w[..., 2]
-    r = _norms(t)
-    inside = _step(n - mu * r)
-    s = _relu(r + mu * n) / (1.0 + mu * mu)
-    out = np.concatenate([t * (s / (r + _TINY))[..., None], (mu * s)[..., None]], -1)
-    return inside[..., None] * w + (1.0 - inside[..., None]) * out
-
-
-def _residuals(z, x, u, mu):
-    """``(primal, dual, complementarity)`` of impulses ``z`` (nc, 3), the ADMM ``x`` and the contact
-    velocities ``u = G z + g`` (nc, 3): ``|x - z|``, the distance of ``u + Phi(u)`` from the dual
-    cones, ``|z . (u + Phi(u))|`` (the largest over the contacts)."""
-    w = u.copy()
-    w[:, 2] = w[:, 2] + mu * _norms(u[:, :2])
-    d = w - _project_dual(w, mu)
-    dual = _vmax(bk.sqrt(np.sum(d * d, -1)))
-    comp = _vmax(_abs(np.sum(z * w, -1)))
-    return _vmax(_abs(x - z)), dual, comp
-
-
-def _scales(z, gmax, dmax):
-    """Impulse and velocity scales of the stopping tests: the largest impulse of ``z`` (at least 1e-4
-    of the one that would stop the free motion of a contact) and the largest free contact velocity
-    ``gmax`` (``max diag G`` times the impulse scale where it is zero)."""
-    ls = _vmax([_vmax(_abs(z)), 1e-4 * gmax / (dmax + (1.0 - _step(dmax - _TINY)))])
-    vs = gmax + (1.0 - _step(gmax - _TINY)) * dmax * ls
-    return _vmax([ls, _TINY]), _vmax([vs, _TINY])
-
-
-def _converged(res, ls, vs, tol):
-    return _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])
-
+# --- the position correction -------------------------------------------------------------------------
 
 def _correction_sweep(A, c, l0, sweeps):
     """One projected Gauss-Seidel sweep of the position correction ``l >= 0 ⊥ A l + c >= 0`` from
