@@ -32,7 +32,7 @@ def min_norm_solve(A, B):
     NumPy the product: LAPACK's unblocked solves with many right-hand sides cost more than a product."""
     n, k = A.shape[0], B.shape[1]
     wide = k > n
-    C = _eye(n) if wide else B
+    C = np.eye(n) if wide else B
     work = max(4 * n + 1, 2 * n + C.shape[1])               # (the unblocked code's: faster at these sizes)
     x, _, _, info = _gelsy()(A, C, np.zeros(n, np.int32), RANK_RCOND, work)[1:]
     if info:                                                   # (an argument LAPACK refused)
@@ -53,21 +53,5 @@ def psd_solve(A, B):
 
 def _gelsy():
     """LAPACK's ``dgelsy`` (SciPy's; imported on first use: ``import sparsedyn`` does not load SciPy)."""
-    global _GELSY
-    if _GELSY is None:
-        from scipy.linalg import lapack
-        _GELSY = lapack.dgelsy
-    return _GELSY
-
-
-_GELSY = None
-_EYES = {}
-
-
-def _eye(n):
-    """The identity (n, n), one per size (read only: gelsy copies its right side)."""
-    eye = _EYES.get(n)
-    if eye is None:
-        eye = _EYES[n] = np.eye(n)
-        eye.flags.writeable = False
-    return eye
+    from scipy.linalg import lapack
+    return lapack.dgelsy
