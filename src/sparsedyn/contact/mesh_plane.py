@@ -37,7 +37,7 @@ from .collision_kernel import _posers
 from .collision_near import SLACK
 from .reduction import close_patches, plane_axes
 
-__all__ = ["mesh_plane_heights", "MeshPlanePlan", "mesh_plane_plan", "mesh_plane_hits"]
+__all__ = ["mesh_plane_heights", "MeshPlanePlan", "mesh_plane_plan", "mesh_plane_hits", "plan_heights"]
 
 #: Constants kept per pair: the mesh's world pose ``R`` (9, row by row), ``p`` (3), ``R^T n`` (3),
 #: ``n . (p - p_b)`` (1).
@@ -255,6 +255,20 @@ _HEIGHTS, _NONE = mesh_plane_heights.__name__, {}
 _ASKED = "mesh-plane kernel asked"
 
 
+def plan_heights(scene, mp, q, top):
+    """:func:`mesh_plane_heights` of the plan ``mp`` (its ``shapes``, ``hull``, ``spheres``, ``pairs``)
+    at ``q`` (nq,) or (B, nq) (float) within ``top`` (a 0-d array, or (B,)): ``(heights, poses)``
+    through the ready native callable, or None while the native kernel is not ready, after the first
+    such call (which asks for it, the public function answering)."""
+    f = (native_calls(scene.model) or _NONE).get(_HEIGHTS)
+    if f is not None:
+        return f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
+    if _ASKED in scene.cache:
+        return None
+    scene.cache[_ASKED] = True
+    return mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
+
+
 def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     """The hits ``(k, d, w_a, w_b, n)`` of the plan ``mp``'s pairs at ``q`` (nq,) (float), those of
     the NumPy road (:func:`~sparsedyn.contact.collision._mesh_plane_pairs`): each pair's patch within
@@ -264,14 +278,10 @@ def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     margin = scene.margin
     cut = mp.margins if cutoff is None else cutoff.take(mp.pair)
     top = mp.margins[:1].reshape(()) if cutoff is None else np.array(float(cut.max()))
-    f = (native_calls(scene.model) or _NONE).get(_HEIGHTS)
-    if f is not None:
-        H, poses = f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
-    elif _ASKED in scene.cache:
+    got = plan_heights(scene, mp, q, top)
+    if got is None:
         return None
-    else:
-        scene.cache[_ASKED] = True
-        H, poses = mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
+    H, poses = got
     rows = np.flatnonzero(H < top + SLACK)                # (the heights again below, as the NumPy road's)
     if not len(rows):                                     # no mesh near its plane
         z = np.zeros((0, 3))

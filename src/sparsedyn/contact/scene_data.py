@@ -26,7 +26,8 @@ from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .look_ahead import body_reach, capacity_mask, pair_cutoffs, pair_spins
-from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
+from .mesh_plane import MeshPlanePlan, mesh_plane_plan, plan_heights
+from .reduction import MAX_PATCH_POINTS, close_patches, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
 
@@ -151,9 +152,18 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
     computed (a broad phase).  ``spin`` (Pm, 3): each pair's rotation over the step where known
     (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own.
     A batch ``q`` (B, nq) (``cut`` (B, Pm), ``spin`` (B, Pm, 3)): (B, Pm * MAX_PATCH_POINTS, 11), all
-    states' patches in one call (each state's its single call's to rounding)."""
+    states' patches in one call (each state's its single call's to rounding).
+
+    On the native road the heights come from :func:`~sparsedyn.mesh_plane_heights` (its broad phase
+    the same bounding spheres), a single state and a batch alike (:func:`_native_rows`); while that
+    kernel is not ready, and on the NumPy backend, from NumPy."""
     model = scene.model
     one = np.ndim(q) == 1
+    if use_backend.current() != "numpy":
+        hp = _heights_plan(scene, mesh)
+        got = None if hp is None else _native_rows(scene, hp, q, cut, spin)
+        if got is not None:
+            return got
     f = (native_calls(model) or _NONE).get(_FK)
     R, o = f(q) if f is not None and one else forward_kinematics(model, q)
     j = mesh["body"]
@@ -173,6 +183,66 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
                                                      None if spin is None else spin[s, near])
         first = np.searchsorted(g, g)
         at = s[g], MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
+        out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, nn
+        out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", nn, wb)
+    return out[0] if one else out
+
+
+def _heights_plan(scene, mesh):
+    """:func:`~sparsedyn.contact.mesh_plane.mesh_plane_plan` of the scene in the bodies' frames: each
+    mesh's placement the identity, its hull vertices and bounding sphere those of ``mesh`` (in its
+    body's frame), so that the kernel's poses are the bodies' and a kept vertex is the row's own point
+    in its body (the same static pairs: the same kernel); None where the scene's mesh-plane pairs are
+    not those of ``mesh``.  Kept by the scene."""
+    key = "slot data mesh-plane heights"
+    if key not in scene.cache:
+        mp, hp = mesh_plane_plan(scene), None
+        if mp is not None and np.array_equal(mp.pair, mesh["pairs"]):
+            hp = MeshPlanePlan()
+            for name in MeshPlanePlan.__slots__:
+                setattr(hp, name, getattr(mp, name))
+            hp.shapes = mp.shapes.copy()
+            hp.shapes[[p[0] for p in mp.pairs], :12] = np.r_[np.eye(3).reshape(-1), np.zeros(3)]
+            hp.hull = np.concatenate([mesh["V"][a:b] for a, b in mesh["rows"].tolist()]).reshape(-1, 3)
+            hp.spheres = np.c_[mesh["centre"], mesh["radius"]]
+            hp.axes, hp.pb = mesh["axes"], mesh["pb"]
+        scene.cache[key] = hp
+    return scene.cache[key]
+
+
+def _native_rows(scene, hp, q, cut, spin):
+    """:func:`mesh_plane_rows` from the heights of the hull vertices (the bodies' plan ``hp``,
+    :func:`_heights_plan`) at ``q`` (nq,) or (B, nq), or None while the native kernel is not ready.
+    A single state is a batch of one (the same operations: a batch's rows are its states' to the bit).
+    The kernel leaves out the pairs whose bounding sphere is beyond the largest cutoff; of the
+    others, the vertices within their pair's cutoff are reduced to each pair's patch
+    (:func:`~sparsedyn.contact.reduction.close_patches`, the NumPy road's own)."""
+    q = np.asarray(q, float)
+    one = q.ndim == 1
+    cut = np.asarray(cut, float).reshape(-1, len(hp.pair))                   # (B, P)
+    top = cut.max(-1)                                                         # (B,): the kernel's cutoff
+    got = plan_heights(scene, hp, q, top.reshape(q.shape[:-1]))
+    if got is None:
+        return None
+    H, poses = got
+    B, P = len(cut), len(hp.pair)
+    H, poses = H.reshape(B, -1), poses.reshape(B * P, 12)
+    out = np.zeros((B, P * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    out[..., 0] = np.inf
+    s, rows = np.nonzero(H < top[:, None] + SLACK)                          # (by state, then by pair)
+    if len(rows):
+        g = s * P + hp.row_pair.take(rows)                                    # (state, pair), sorted
+        Rb, ob = poses[:, :9].reshape(-1, 3, 3), poses[:, 9:]                 # the bodies' world poses
+        axes, pb = np.tile(hp.axes, (B, 1, 1)), np.tile(hp.pb, (B, 1))
+        A = Rb.transpose(0, 2, 1) @ axes                                      # (mesh_plane_hits' products)
+        off = (axes.transpose(0, 2, 1) @ (ob - pb)[:, :, None])[:, :, 0]
+        Vl = hp.hull.take(rows, 0)
+        x = np.einsum("ij,ijc->ic", Vl, A.take(g, 0)) + off.take(g, 0)
+        cut = cut.reshape(-1)
+        close = np.flatnonzero(x[:, 0] < cut.take(g))
+        g, d, wa, wb, nn, local = close_patches(g.take(close), x.take(close, 0), Vl.take(close, 0), Rb, ob, axes, cut,
+                                                scene.margin, None if spin is None else np.reshape(spin, (-1, 3)))
+        at = g // P, MAX_PATCH_POINTS * (g % P) + np.arange(len(g)) - np.searchsorted(g, g)
         out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, nn
         out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", nn, wb)
     return out[0] if one else out
