@@ -37,7 +37,8 @@ from .collision_kernel import _posers
 from .collision_near import SLACK
 from .reduction import close_patches, plane_axes
 
-__all__ = ["mesh_plane_heights", "MeshPlanePlan", "mesh_plane_plan", "mesh_plane_hits", "plan_heights"]
+__all__ = ["mesh_plane_heights", "MeshPlanePlan", "mesh_plane_plan", "mesh_plane_hits", "plan_heights",
+           "heights_patches"]
 
 #: Constants kept per pair: the mesh's world pose ``R`` (9, row by row), ``p`` (3), ``R^T n`` (3),
 #: ``n . (p - p_b)`` (1).
@@ -281,18 +282,33 @@ def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     got = plan_heights(scene, mp, q, top)
     if got is None:
         return None
-    H, poses = got
-    rows = np.flatnonzero(H < top + SLACK)                # (the heights again below, as the NumPy road's)
+    g, d, wa, wb, n, _ = heights_patches(mp, *got, cut[None], margin, None if spin is None else spin.take(mp.pair, 0))
+    return mp.pair.take(g), d, wa, wb, n
+
+
+def heights_patches(mp, H, poses, cut, margin, spin=None):
+    """Each pair's patch from :func:`mesh_plane_heights`' ``H`` (B, N) and ``poses`` (B, P, 12) of the
+    plan ``mp`` at B states: the vertices lower than the largest cutoff of their state kept, their
+    heights and tangential coordinates computed again as the NumPy road does (a handful of rows), those
+    within their pair's cutoff ``cut`` (B, P) [m] reduced to its patch
+    (:func:`~sparsedyn.contact.reduction.close_patches`, ``margin`` and ``spin`` (B, P, 3) or None as
+    there).  Returns ``close_patches``' ``(g, d, w_a, w_b, n, local)``, ``g`` state ``b``'s pair ``k``
+    as ``b P + k`` (sorted)."""
+    B, P = cut.shape
+    rows = H.reshape(B, -1) < cut.max(-1)[:, None] + SLACK
+    s, rows = np.nonzero(rows)                            # by state, then by pair
     if not len(rows):                                     # no mesh near its plane
         z = np.zeros((0, 3))
-        return np.zeros(0, int), np.zeros(0), z, z, z
-    g = mp.row_pair.take(rows)
+        return np.zeros(0, int), np.zeros(0), z, z, z, z
+    g = s * P + mp.row_pair.take(rows)
+    poses = poses.reshape(B * P, 12)
     Rm, pm = poses[:, :9].reshape(-1, 3, 3), poses[:, 9:]
-    A = Rm.transpose(0, 2, 1) @ mp.axes                   # (the NumPy road's einsums, as products)
-    off = (mp.axes.transpose(0, 2, 1) @ (pm - mp.pb)[:, :, None])[:, :, 0]
+    axes = mp.axes if B == 1 else np.tile(mp.axes, (B, 1, 1))
+    A = Rm.transpose(0, 2, 1) @ axes                      # (the NumPy road's einsums, as products)
+    off = (axes.transpose(0, 2, 1) @ (pm - (mp.pb if B == 1 else np.tile(mp.pb, (B, 1))))[:, :, None])[:, :, 0]
     Vl = mp.hull.take(rows, 0)
     x = np.einsum("ij,ijc->ic", Vl, A.take(g, 0)) + off.take(g, 0)
+    cut = cut.reshape(-1)
     close = np.flatnonzero(x[:, 0] < cut.take(g))
-    g, d, wa, wb, n, _ = close_patches(g.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, mp.axes, cut,
-                                       margin, None if spin is None else spin.take(mp.pair, 0))
-    return mp.pair.take(g), d, wa, wb, n
+    return close_patches(g.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, axes, cut, margin,
+                         None if spin is None else spin.reshape(-1, 3))

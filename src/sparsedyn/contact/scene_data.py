@@ -26,8 +26,8 @@ from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .look_ahead import body_reach, capacity_mask, pair_cutoffs, pair_spins
-from .mesh_plane import MeshPlanePlan, mesh_plane_plan, plan_heights
-from .reduction import MAX_PATCH_POINTS, close_patches, mesh_plane_patches, plane_axes
+from .mesh_plane import MeshPlanePlan, heights_patches, mesh_plane_plan, plan_heights
+from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
 
@@ -181,11 +181,16 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
         g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], mesh["rows"][near], Rj[s, near],
                                                      oj[s, near], axes[near], pb[near], cut[s, near], scene.margin,
                                                      None if spin is None else spin[s, near])
-        first = np.searchsorted(g, g)
-        at = s[g], MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
-        out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, nn
-        out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", nn, wb)
+        _put_patches(out, s[g], near[g], g, d, wa, wb, nn, local)
     return out[0] if one else out
+
+
+def _put_patches(out, b, k, g, d, wa, wb, n, local):
+    """Puts the patches' points (``g`` (m,) their patch, sorted; ``b``, ``k``: its state and pair) in
+    the rows (B, Pm * MAX_PATCH_POINTS, 11) ``out``, each patch's in its pair's first rows."""
+    at = b, MAX_PATCH_POINTS * k + np.arange(len(g)) - np.searchsorted(g, g)
+    out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, n
+    out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", n, wb)
 
 
 def _heights_plan(scene, mesh):
@@ -224,27 +229,12 @@ def _native_rows(scene, hp, q, cut, spin):
     got = plan_heights(scene, hp, q, top.reshape(q.shape[:-1]))
     if got is None:
         return None
-    H, poses = got
     B, P = len(cut), len(hp.pair)
-    H, poses = H.reshape(B, -1), poses.reshape(B * P, 12)
     out = np.zeros((B, P * MAX_PATCH_POINTS, NEAR_COLUMNS))
     out[..., 0] = np.inf
-    s, rows = np.nonzero(H < top[:, None] + SLACK)                          # (by state, then by pair)
-    if len(rows):
-        g = s * P + hp.row_pair.take(rows)                                    # (state, pair), sorted
-        Rb, ob = poses[:, :9].reshape(-1, 3, 3), poses[:, 9:]                 # the bodies' world poses
-        axes, pb = np.tile(hp.axes, (B, 1, 1)), np.tile(hp.pb, (B, 1))
-        A = Rb.transpose(0, 2, 1) @ axes                                      # (mesh_plane_hits' products)
-        off = (axes.transpose(0, 2, 1) @ (ob - pb)[:, :, None])[:, :, 0]
-        Vl = hp.hull.take(rows, 0)
-        x = np.einsum("ij,ijc->ic", Vl, A.take(g, 0)) + off.take(g, 0)
-        cut = cut.reshape(-1)
-        close = np.flatnonzero(x[:, 0] < cut.take(g))
-        g, d, wa, wb, nn, local = close_patches(g.take(close), x.take(close, 0), Vl.take(close, 0), Rb, ob, axes, cut,
-                                                scene.margin, None if spin is None else np.reshape(spin, (-1, 3)))
-        at = g // P, MAX_PATCH_POINTS * (g % P) + np.arange(len(g)) - np.searchsorted(g, g)
-        out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, nn
-        out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", nn, wb)
+    g, d, wa, wb, nn, local = heights_patches(hp, *got, cut, scene.margin,
+                                              None if spin is None else np.reshape(spin, (B, P, 3)))
+    _put_patches(out, g // P, g % P, g, d, wa, wb, nn, local)
     return out[0] if one else out
 
 
