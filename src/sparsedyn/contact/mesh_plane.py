@@ -293,22 +293,32 @@ def heights_patches(mp, H, poses, cut, margin, spin=None):
     within their pair's cutoff ``cut`` (B, P) [m] reduced to its patch
     (:func:`~sparsedyn.contact.reduction.close_patches`, ``margin`` and ``spin`` (B, P, 3) or None as
     there).  Returns ``close_patches``' ``(g, d, w_a, w_b, n, local)``, ``g`` state ``b``'s pair ``k``
-    as ``b P + k`` (sorted)."""
+    as ``b P + k`` (sorted).  The products and the reduction run on the near pairs alone."""
     B, P = cut.shape
-    rows = H.reshape(B, -1) < cut.max(-1)[:, None] + SLACK
-    s, rows = np.nonzero(rows)                            # by state, then by pair
-    if not len(rows):                                     # no mesh near its plane
+    N = len(mp.row_pair)
+    top = cut.max(-1)
+    at = np.flatnonzero(H.reshape(-1) < (top + SLACK if B == 1 else np.repeat(top + SLACK, N)))
+    if not len(at):                                       # no mesh near its plane
         z = np.zeros((0, 3))
         return np.zeros(0, int), np.zeros(0), z, z, z, z
+    s, rows = (np.zeros(len(at), int), at) if B == 1 else np.divmod(at, N)     # by state, then by pair
     g = s * P + mp.row_pair.take(rows)
-    poses = poses.reshape(B * P, 12)
+    # the near pairs alone (a handful of the B P): each vertex's label among them
+    first = np.empty(len(g), bool)
+    first[0] = True
+    np.not_equal(g[1:], g[:-1], out=first[1:])
+    near = g[first]
+    k = near % P
+    label = np.cumsum(first) - 1
+    poses = poses.reshape(B * P, 12).take(near, 0)
     Rm, pm = poses[:, :9].reshape(-1, 3, 3), poses[:, 9:]
-    axes = mp.axes if B == 1 else np.tile(mp.axes, (B, 1, 1))
-    A = Rm.transpose(0, 2, 1) @ axes                      # (the NumPy road's einsums, as products)
-    off = (axes.transpose(0, 2, 1) @ (pm - (mp.pb if B == 1 else np.tile(mp.pb, (B, 1))))[:, :, None])[:, :, 0]
+    axes = mp.axes.take(k, 0)
+    A = np.einsum("kji,kjc->kic", Rm, axes)                # the NumPy road's products (reduction)
+    off = np.einsum("kjc,kj->kc", axes, pm - mp.pb.take(k, 0))
     Vl = mp.hull.take(rows, 0)
-    x = np.einsum("ij,ijc->ic", Vl, A.take(g, 0)) + off.take(g, 0)
-    cut = cut.reshape(-1)
-    close = np.flatnonzero(x[:, 0] < cut.take(g))
-    return close_patches(g.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, axes, cut, margin,
-                         None if spin is None else spin.reshape(-1, 3))
+    x = np.einsum("ij,ijc->ic", Vl, A.take(label, 0)) + off.take(label, 0)
+    cut = cut.reshape(-1).take(near)
+    close = np.flatnonzero(x[:, 0] < cut.take(label))
+    got = close_patches(label.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, axes, cut, margin,
+                        None if spin is None else spin.reshape(-1, 3).take(near, 0))
+    return (near.take(got[0]),) + got[1:]
