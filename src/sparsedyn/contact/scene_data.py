@@ -423,8 +423,10 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`), or
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
     in the kernel other than a robot mesh on a world plane, a touching body with no frame): then
-    take that road.  A robot mesh on a world plane is no kernel's: its rows come from its hull's
-    vertices in NumPy (:func:`mesh_plane_rows`), beside the kernel's candidates of the other pairs.
+    take that road.  A robot mesh on a world plane is no closed form of the collision kernel: its rows
+    come from its hull vertices' heights (:func:`mesh_plane_rows`: the native
+    :func:`~sparsedyn.mesh_plane_heights`, each patch reduced in NumPy), beside the kernel's
+    candidates of the other pairs.
 
     ``data_slots``: ``(pair, slots, data, rows)`` instead, ``slots`` made when first called (a function of
     no argument), ``rows`` a function making the contacts' ``[p (3), plane (4)]`` (nc, 7) of those slots
