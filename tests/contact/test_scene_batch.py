@@ -118,18 +118,18 @@ def test_batch_slot_data_are_each_states_slots_from_contact_objects(which):
 
 
 def test_a_batch_of_mesh_states_is_laid_out_as_each_single_step(monkeypatch):
-    """The mesh prism over a box and a floor (its rows from its hull vertices' heights, the native
-    ``mesh_plane_heights``), 12 states moving (each pair's look-ahead and the patches' allowances from
-    the state's own velocity): all states' heights in one native call, and each state's
-    contacts, pairs and slots those its single step lays out (``scene_slot_data`` with the step's
-    look-ahead), their data to rounding (the batch's slots laid out by its own road)."""
+    """The mesh prism over a box and a floor (its rows from its hull's vertices in NumPy), 12 states
+    moving (each pair's look-ahead and the patches' allowances from the state's own velocity): all
+    states' mesh-plane patches in one call, and each state's contacts, pairs and slots those its
+    single step lays out (``scene_slot_data`` with the step's look-ahead), their data to rounding
+    (one product of the heights for all states instead of one per state)."""
     from sparsedyn.contact import scene_data
     scene, Q = _mesh_scene_and_states()
     V = np.random.default_rng(4).normal(scale=0.3, size=(len(Q), 6))
-    calls, patches = [], scene_data.plan_heights
+    calls, patches = [], scene_data.mesh_plane_patches
     with sd.use_backend("native", deterministic=True):
         with monkeypatch.context() as m:
-            m.setattr(scene_data, "plan_heights", lambda *a, **k: calls.append(1) or patches(*a, **k))
+            m.setattr(scene_data, "mesh_plane_patches", lambda *a, **k: calls.append(1) or patches(*a, **k))
             pair, slot, ends, slots = scene_batch_slot_data(scene, np.array(Q), None, (V, DT))
         assert len(calls) == 1
         for b, q in enumerate(Q):

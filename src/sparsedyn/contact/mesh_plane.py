@@ -258,8 +258,7 @@ _ASKED = "mesh-plane kernel asked"
 
 def plan_heights(scene, mp, q, top):
     """:func:`mesh_plane_heights` of the plan ``mp`` (its ``shapes``, ``hull``, ``spheres``, ``pairs``)
-    at ``q`` (nq,) or (B, nq) (float) within ``top`` (a 0-d array, or (B,)): ``(heights, poses)``
-    through the ready native callable, or None while the native kernel is not ready, after the first
+    at ``q`` (nq,) (float) within ``top`` (a 0-d array): ``(heights, poses)`` through the ready native callable, or None while the native kernel is not ready, after the first
     such call (which asks for it, the public function answering)."""
     f = (native_calls(scene.model) or _NONE).get(_HEIGHTS)
     if f is not None:
@@ -282,43 +281,36 @@ def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     got = plan_heights(scene, mp, q, top)
     if got is None:
         return None
-    g, d, wa, wb, n, _ = heights_patches(mp, *got, cut[None], margin, None if spin is None else spin.take(mp.pair, 0))
+    g, d, wa, wb, n, _ = heights_patches(mp, *got, cut, margin, None if spin is None else spin.take(mp.pair, 0))
     return mp.pair.take(g), d, wa, wb, n
 
 
 def heights_patches(mp, H, poses, cut, margin, spin=None):
-    """Each pair's patch from :func:`mesh_plane_heights`' ``H`` (B, N) and ``poses`` (B, P, 12) of the
-    plan ``mp`` at B states: the vertices lower than the largest cutoff of their state kept, their
-    heights and tangential coordinates computed again as the NumPy road does (a handful of rows), those
-    within their pair's cutoff ``cut`` (B, P) [m] reduced to its patch
-    (:func:`~sparsedyn.contact.reduction.close_patches`, ``margin`` and ``spin`` (B, P, 3) or None as
-    there).  Returns ``close_patches``' ``(g, d, w_a, w_b, n, local)``, ``g`` state ``b``'s pair ``k``
-    as ``b P + k`` (sorted).  The products and the reduction run on the near pairs alone."""
-    B, P = cut.shape
-    N = len(mp.row_pair)
-    top = cut.max(-1)
-    at = np.flatnonzero(H.reshape(-1) < (top + SLACK if B == 1 else np.repeat(top + SLACK, N)))
-    if not len(at):                                       # no mesh near its plane
+    """Each pair's patch from :func:`mesh_plane_heights`' ``H`` (N,) and ``poses`` (P, 12) of the plan
+    ``mp`` at one state: the vertices lower than the largest cutoff kept, their heights and tangential
+    coordinates computed again as the NumPy road does (a handful of rows), those within their pair's
+    cutoff ``cut`` (P,) [m] reduced to its patch (:func:`~sparsedyn.contact.reduction.close_patches`,
+    ``margin`` and ``spin`` (P, 3) or None as there).  Returns ``close_patches``' ``(g, d, w_a, w_b,
+    n, local)``, ``g`` the pairs (sorted).  The products and the reduction run on the near pairs alone."""
+    rows = np.flatnonzero(H < cut.max() + SLACK)
+    if not len(rows):                                     # no mesh near its plane
         z = np.zeros((0, 3))
         return np.zeros(0, int), np.zeros(0), z, z, z, z
-    s, rows = (np.zeros(len(at), int), at) if B == 1 else np.divmod(at, N)     # by state, then by pair
-    g = s * P + mp.row_pair.take(rows)
-    # the near pairs alone (a handful of the B P): each vertex's label among them
-    first = np.empty(len(g), bool)
+    g = mp.row_pair.take(rows)
+    first = np.empty(len(g), bool)                        # the near pairs (a handful): each row's label among them
     first[0] = True
     np.not_equal(g[1:], g[:-1], out=first[1:])
     near = g[first]
-    k = near % P
     label = np.cumsum(first) - 1
-    poses = poses.reshape(B * P, 12).take(near, 0)
+    poses = poses.take(near, 0)
     Rm, pm = poses[:, :9].reshape(-1, 3, 3), poses[:, 9:]
-    axes = mp.axes.take(k, 0)
+    axes = mp.axes.take(near, 0)
     A = np.einsum("kji,kjc->kic", Rm, axes)                # the NumPy road's products (reduction)
-    off = np.einsum("kjc,kj->kc", axes, pm - mp.pb.take(k, 0))
+    off = np.einsum("kjc,kj->kc", axes, pm - mp.pb.take(near, 0))
     Vl = mp.hull.take(rows, 0)
     x = np.einsum("ij,ijc->ic", Vl, A.take(label, 0)) + off.take(label, 0)
-    cut = cut.reshape(-1).take(near)
+    cut = cut.take(near)
     close = np.flatnonzero(x[:, 0] < cut.take(label))
     got = close_patches(label.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, axes, cut, margin,
-                        None if spin is None else spin.reshape(-1, 3).take(near, 0))
+                        None if spin is None else spin.take(near, 0))
     return (near.take(got[0]),) + got[1:]

@@ -154,12 +154,14 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
     A batch ``q`` (B, nq) (``cut`` (B, Pm), ``spin`` (B, Pm, 3)): (B, Pm * MAX_PATCH_POINTS, 11), all
     states' patches in one call (each state's its single call's to rounding).
 
-    On the native road the heights come from :func:`~sparsedyn.mesh_plane_heights` (its broad phase
-    the same bounding spheres), a single state and a batch alike (:func:`_native_rows`); while that
-    kernel is not ready, and on the NumPy backend, from NumPy."""
+    On the native road one state's heights come from :func:`~sparsedyn.mesh_plane_heights` (its
+    broad phase the same bounding spheres; :func:`_native_rows`); while that kernel is not ready, on
+    the NumPy backend and for a batch, from NumPy (a batch's one product of the heights per mesh for
+    all its near states costs less than the kernel's batch, which writes every vertex's height of
+    every state)."""
     model = scene.model
     one = np.ndim(q) == 1
-    if use_backend.current() != "numpy":
+    if one and use_backend.current() != "numpy":
         hp = _heights_plan(scene, mesh)
         got = None if hp is None else _native_rows(scene, hp, q, cut, spin)
         if got is not None:
@@ -216,26 +218,20 @@ def _heights_plan(scene, mesh):
 
 
 def _native_rows(scene, hp, q, cut, spin):
-    """:func:`mesh_plane_rows` from the heights of the hull vertices (the bodies' plan ``hp``,
-    :func:`_heights_plan`) at ``q`` (nq,) or (B, nq), or None while the native kernel is not ready.
-    A single state is a batch of one (the same operations: a batch's rows are its states' to the bit).
-    The kernel leaves out the pairs whose bounding sphere is beyond the largest cutoff; of the
-    others, the vertices within their pair's cutoff are reduced to each pair's patch
+    """:func:`mesh_plane_rows` of one state ``q`` (nq,) from the heights of the hull vertices (the
+    bodies' plan ``hp``, :func:`_heights_plan`), or None while the native kernel is not ready.  The
+    kernel leaves out the pairs whose bounding sphere is beyond the largest cutoff; of the others, the
+    vertices within their pair's cutoff are reduced to each pair's patch
     (:func:`~sparsedyn.contact.reduction.close_patches`, the NumPy road's own)."""
-    q = np.asarray(q, float)
-    one = q.ndim == 1
-    cut = np.asarray(cut, float).reshape(-1, len(hp.pair))                   # (B, P)
-    top = cut.max(-1)                                                         # (B,): the kernel's cutoff
-    got = plan_heights(scene, hp, q, top.reshape(q.shape[:-1]))
+    cut = np.asarray(cut, float)
+    got = plan_heights(scene, hp, np.asarray(q, float), np.array(cut.max()))
     if got is None:
         return None
-    B, P = len(cut), len(hp.pair)
-    out = np.zeros((B, P * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    out = np.zeros((1, len(hp.pair) * MAX_PATCH_POINTS, NEAR_COLUMNS))
     out[..., 0] = np.inf
-    g, d, wa, wb, nn, local = heights_patches(hp, *got, cut, scene.margin,
-                                              None if spin is None else np.reshape(spin, (B, P, 3)))
-    _put_patches(out, g // P, g % P, g, d, wa, wb, nn, local)
-    return out[0] if one else out
+    g, d, wa, wb, nn, local = heights_patches(hp, *got, cut, scene.margin, None if spin is None else np.asarray(spin))
+    _put_patches(out, np.zeros(len(g), int), g, g, d, wa, wb, nn, local)
+    return out[0]
 
 
 def _robot_meshes_on(scene, ks, kind):
