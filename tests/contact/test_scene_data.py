@@ -158,3 +158,87 @@ def test_a_mesh_on_a_box_and_a_floor_takes_this_road_with_the_contact_objects_da
     states = [(q, 0.3 * rng.standard_normal(6)) for q in random_poses(rng, 40, 0.3, (0.1, 0.18))]
     assert scene_data._mixed_plan(fast) is not None
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 15
+
+
+def test_talos_mesh_plane_rows_come_from_the_heights_kernel_and_are_the_numpy_roads(monkeypatch):
+    """talos (its 47 collision meshes on a floor) at random configurations pressed 5 to 40 mm into the
+    floor: on the native road ``mesh_plane_rows`` of one state (a plain list) takes the hull vertices'
+    heights from the native ``mesh_plane_heights`` (no vertex's height in NumPy: ``mesh_plane_patches``
+    refused) and gives the NumPy road's rows (``mesh_plane_patches`` over every hull vertex of the near
+    pairs): the same rows filled, in the same order, each row to the rounding of two evaluations of the
+    same products (the kinematics of 38 joints, then a vertex's product); with each pair's own cutoff,
+    and each pair's rotation over a step (some unknown: NaN).  A batch (a list of lists) takes the
+    NumPy road on the native backend too: its rows are its states' single rows to rounding.  Each kept
+    row's point in its body (columns 7:10) is placed by the body's pose (``forward_kinematics``) at
+    its witness ``x + d n / 2`` on the mesh."""
+    from conftest import rounding_bound
+    from test_mesh_plane import _on_the_floor
+    import warnings
+    from erd import robots_dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robots_dir() / "talos_data" / "robots" / "talos_reduced.urdf", floating_base=True,
+                             geometry=True)
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
+    with sd.use_backend("native", deterministic=True):
+        mesh = scene_data._mixed_plan(scene)[0].mesh
+    P = len(mesh["pairs"])
+    rng = np.random.default_rng(7)
+    Q = [_on_the_floor(model, scene, rng) for _ in range(6)]
+    cut = rng.uniform(scene.margin, 0.03, (len(Q), P))
+    spin = rng.normal(0.0, 0.02, (len(Q), P, 3))
+    spin[:, ::5] = np.nan
+    bound = rounding_bound(64)
+    filled = 0
+    for theta in (None, spin):
+        with sd.use_backend("numpy"):
+            want = [scene_data.mesh_plane_rows(scene, mesh, q, c, None if theta is None else theta[i])
+                    for i, (q, c) in enumerate(zip(Q, cut))]
+        with sd.use_backend("native", deterministic=True), monkeypatch.context() as m:
+            m.setattr(scene_data, "mesh_plane_patches", lambda *a, **k: pytest.fail("a vertex's height in NumPy"))
+            got = [scene_data.mesh_plane_rows(scene, mesh, q.tolist(), c, None if theta is None else theta[i])
+                   for i, (q, c) in enumerate(zip(Q, cut))]
+        with sd.use_backend("native", deterministic=True):
+            batch = scene_data.mesh_plane_rows(scene, mesh, [q.tolist() for q in Q], cut, theta)
+        assert batch.shape == (len(Q), 4 * P, 11)
+        for i, q in enumerate(Q):
+            rows = np.isfinite(want[i][:, 0])
+            assert np.array_equal(np.isfinite(got[i][:, 0]), rows)
+            assert np.abs(got[i][rows] - want[i][rows]).max() <= bound
+            assert np.array_equal(np.isfinite(batch[i][:, 0]), rows)
+            assert np.abs(batch[i][rows] - got[i][rows]).max() <= bound
+            R, o = sd.forward_kinematics(model, q)
+            body = np.repeat(mesh["body"], 4)[rows]
+            x = got[i][rows]
+            wa = x[:, 1:4] + x[:, :1] * x[:, 4:7] / 2
+            assert np.abs(np.einsum("kij,kj->ki", R[body], x[:, 7:10]) + o[body] - wa).max() <= bound
+            filled += int(rows.sum())
+    assert filled >= 60 and (np.asarray(want)[:, :, 0] < 0).any()      # many patches, some pressed in
+
+
+def test_before_the_heights_kernel_is_ready_the_numpy_road_gives_the_rows(monkeypatch):
+    """While the native ``mesh_plane_heights`` is not ready (built in the background), ``mesh_plane_rows``
+    asks for it once (its answer the public function's) and then computes the heights in NumPy
+    (``mesh_plane_patches``): the rows of the native road to rounding (the test above) either way."""
+    from conftest import rounding_bound
+    from sparsedyn.contact import mesh_plane
+    from test_reduction import prism_scene, random_poses
+    scene = sd.Scene(prism_scene().model, world=[sd.Shape("plane", name="floor")])
+    q = next(random_poses(np.random.default_rng(3), 1, 0.3, (0.0, 0.02))).tolist()
+    calls, patches = [], scene_data.mesh_plane_patches
+    with sd.use_backend("native", deterministic=True):
+        mesh = scene_data._mixed_plan(scene)[0].mesh
+        cut = np.full(len(mesh["pairs"]), scene.margin)
+        want = scene_data.mesh_plane_rows(scene, mesh, q, cut)
+        fresh = sd.Scene(scene.model, world=[sd.Shape("plane", name="floor")])
+        monkeypatch.setattr(mesh_plane, "native_calls", lambda model: None)          # nothing ready
+        monkeypatch.setattr(scene_data, "mesh_plane_patches", lambda *a, **k: calls.append(1) or patches(*a, **k))
+        first = scene_data.mesh_plane_rows(fresh, mesh, q, cut)
+        assert fresh.cache[mesh_plane._ASKED] and not calls
+        again = scene_data.mesh_plane_rows(fresh, mesh, q, cut)
+        assert calls == [1]
+    rows = np.isfinite(want[:, 0])
+    assert rows.sum() >= 3 and (want[rows, 0] < 0).any()
+    for got in (first, again):
+        assert np.array_equal(np.isfinite(got[:, 0]), rows)
+        assert np.abs(got[rows] - want[rows]).max() <= rounding_bound(64)

@@ -37,7 +37,8 @@ from .collision_kernel import _posers
 from .collision_near import SLACK
 from .reduction import close_patches, plane_axes
 
-__all__ = ["mesh_plane_heights", "MeshPlanePlan", "mesh_plane_plan", "mesh_plane_hits"]
+__all__ = ["mesh_plane_heights", "MeshPlanePlan", "mesh_plane_plan", "mesh_plane_hits", "plan_heights",
+           "heights_patches"]
 
 #: Constants kept per pair: the mesh's world pose ``R`` (9, row by row), ``p`` (3), ``R^T n`` (3),
 #: ``n . (p - p_b)`` (1).
@@ -255,6 +256,19 @@ _HEIGHTS, _NONE = mesh_plane_heights.__name__, {}
 _ASKED = "mesh-plane kernel asked"
 
 
+def plan_heights(scene, mp, q, top):
+    """:func:`mesh_plane_heights` of the plan ``mp`` (its ``shapes``, ``hull``, ``spheres``, ``pairs``)
+    at ``q`` (nq,) (float) within ``top`` (a 0-d array): ``(heights, poses)`` through the ready native callable, or None while the native kernel is not ready, after the first
+    such call (which asks for it, the public function answering)."""
+    f = (native_calls(scene.model) or _NONE).get(_HEIGHTS)
+    if f is not None:
+        return f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
+    if _ASKED in scene.cache:
+        return None
+    scene.cache[_ASKED] = True
+    return mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
+
+
 def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     """The hits ``(k, d, w_a, w_b, n)`` of the plan ``mp``'s pairs at ``q`` (nq,) (float), those of
     the NumPy road (:func:`~sparsedyn.contact.collision._mesh_plane_pairs`): each pair's patch within
@@ -264,25 +278,39 @@ def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
     margin = scene.margin
     cut = mp.margins if cutoff is None else cutoff.take(mp.pair)
     top = mp.margins[:1].reshape(()) if cutoff is None else np.array(float(cut.max()))
-    f = (native_calls(scene.model) or _NONE).get(_HEIGHTS)
-    if f is not None:
-        H, poses = f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
-    elif _ASKED in scene.cache:
+    got = plan_heights(scene, mp, q, top)
+    if got is None:
         return None
-    else:
-        scene.cache[_ASKED] = True
-        H, poses = mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
-    rows = np.flatnonzero(H < top + SLACK)                # (the heights again below, as the NumPy road's)
+    g, d, wa, wb, n, _ = heights_patches(mp, *got, cut, margin, None if spin is None else spin.take(mp.pair, 0))
+    return mp.pair.take(g), d, wa, wb, n
+
+
+def heights_patches(mp, H, poses, cut, margin, spin=None):
+    """Each pair's patch from :func:`mesh_plane_heights`' ``H`` (N,) and ``poses`` (P, 12) of the plan
+    ``mp`` at one state: the vertices lower than the largest cutoff kept, their heights and tangential
+    coordinates computed again as the NumPy road does (a handful of rows), those within their pair's
+    cutoff ``cut`` (P,) [m] reduced to its patch (:func:`~sparsedyn.contact.reduction.close_patches`,
+    ``margin`` and ``spin`` (P, 3) or None as there).  Returns ``close_patches``' ``(g, d, w_a, w_b,
+    n, local)``, ``g`` the pairs (sorted).  The products and the reduction run on the near pairs alone."""
+    rows = np.flatnonzero(H < cut.max() + SLACK)
     if not len(rows):                                     # no mesh near its plane
         z = np.zeros((0, 3))
-        return np.zeros(0, int), np.zeros(0), z, z, z
+        return np.zeros(0, int), np.zeros(0), z, z, z, z
     g = mp.row_pair.take(rows)
+    first = np.empty(len(g), bool)                        # the near pairs (a handful): each row's label among them
+    first[0] = True
+    np.not_equal(g[1:], g[:-1], out=first[1:])
+    near = g[first]
+    label = np.cumsum(first) - 1
+    poses = poses.take(near, 0)
     Rm, pm = poses[:, :9].reshape(-1, 3, 3), poses[:, 9:]
-    A = Rm.transpose(0, 2, 1) @ mp.axes                   # (the NumPy road's einsums, as products)
-    off = (mp.axes.transpose(0, 2, 1) @ (pm - mp.pb)[:, :, None])[:, :, 0]
+    axes = mp.axes.take(near, 0)
+    A = np.einsum("kji,kjc->kic", Rm, axes)                # the NumPy road's products (reduction)
+    off = np.einsum("kjc,kj->kc", axes, pm - mp.pb.take(near, 0))
     Vl = mp.hull.take(rows, 0)
-    x = np.einsum("ij,ijc->ic", Vl, A.take(g, 0)) + off.take(g, 0)
-    close = np.flatnonzero(x[:, 0] < cut.take(g))
-    g, d, wa, wb, n, _ = close_patches(g.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, mp.axes, cut,
-                                       margin, None if spin is None else spin.take(mp.pair, 0))
-    return mp.pair.take(g), d, wa, wb, n
+    x = np.einsum("ij,ijc->ic", Vl, A.take(label, 0)) + off.take(label, 0)
+    cut = cut.take(near)
+    close = np.flatnonzero(x[:, 0] < cut.take(label))
+    got = close_patches(label.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, axes, cut, margin,
+                        None if spin is None else spin.take(near, 0))
+    return (near.take(got[0]),) + got[1:]

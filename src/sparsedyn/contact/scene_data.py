@@ -26,6 +26,7 @@ from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .look_ahead import body_reach, capacity_mask, pair_cutoffs, pair_spins
+from .mesh_plane import MeshPlanePlan, heights_patches, mesh_plane_plan, plan_heights
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
@@ -151,9 +152,20 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
     computed (a broad phase).  ``spin`` (Pm, 3): each pair's rotation over the step where known
     (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own.
     A batch ``q`` (B, nq) (``cut`` (B, Pm), ``spin`` (B, Pm, 3)): (B, Pm * MAX_PATCH_POINTS, 11), all
-    states' patches in one call (each state's its single call's to rounding)."""
+    states' patches in one call (each state's its single call's to rounding).
+
+    On the native road one state's heights come from :func:`~sparsedyn.mesh_plane_heights` (its
+    broad phase the same bounding spheres; :func:`_native_rows`); while that kernel is not ready, on
+    the NumPy backend and for a batch, from NumPy (a batch's one product of the heights per mesh for
+    all its near states costs less than the kernel's batch, which writes every vertex's height of
+    every state)."""
     model = scene.model
     one = np.ndim(q) == 1
+    if one and use_backend.current() != "numpy":
+        hp = _heights_plan(scene, mesh)
+        got = None if hp is None else _native_rows(scene, hp, q, cut, spin)
+        if got is not None:
+            return got
     f = (native_calls(model) or _NONE).get(_FK)
     R, o = f(q) if f is not None and one else forward_kinematics(model, q)
     j = mesh["body"]
@@ -171,11 +183,55 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
         g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], mesh["rows"][near], Rj[s, near],
                                                      oj[s, near], axes[near], pb[near], cut[s, near], scene.margin,
                                                      None if spin is None else spin[s, near])
-        first = np.searchsorted(g, g)
-        at = s[g], MAX_PATCH_POINTS * near[g] + np.arange(len(g)) - first
-        out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, nn
-        out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", nn, wb)
+        _put_patches(out, s[g], near[g], g, d, wa, wb, nn, local)
     return out[0] if one else out
+
+
+def _put_patches(out, b, k, g, d, wa, wb, n, local):
+    """Puts the patches' points (``g`` (m,) their patch, sorted; ``b``, ``k``: its state and pair) in
+    the rows (B, Pm * MAX_PATCH_POINTS, 11) ``out``, each patch's in its pair's first rows."""
+    at = b, MAX_PATCH_POINTS * k + np.arange(len(g)) - np.searchsorted(g, g)
+    out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, n
+    out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", n, wb)
+
+
+def _heights_plan(scene, mesh):
+    """:func:`~sparsedyn.contact.mesh_plane.mesh_plane_plan` of the scene in the bodies' frames: each
+    mesh's placement the identity, its hull vertices and bounding sphere those of ``mesh`` (in its
+    body's frame), so that the kernel's poses are the bodies' and a kept vertex is the row's own point
+    in its body (the same static pairs: the same kernel); None where the scene's mesh-plane pairs are
+    not those of ``mesh``.  Kept by the scene."""
+    key = "slot data mesh-plane heights"
+    if key not in scene.cache:
+        mp, hp = mesh_plane_plan(scene), None
+        if mp is not None and np.array_equal(mp.pair, mesh["pairs"]):
+            hp = MeshPlanePlan()
+            for name in MeshPlanePlan.__slots__:
+                setattr(hp, name, getattr(mp, name))
+            hp.shapes = mp.shapes.copy()
+            hp.shapes[[p[0] for p in mp.pairs], :12] = np.r_[np.eye(3).reshape(-1), np.zeros(3)]
+            hp.hull = np.concatenate([mesh["V"][a:b] for a, b in mesh["rows"].tolist()]).reshape(-1, 3)
+            hp.spheres = np.c_[mesh["centre"], mesh["radius"]]
+            hp.axes, hp.pb = mesh["axes"], mesh["pb"]
+        scene.cache[key] = hp
+    return scene.cache[key]
+
+
+def _native_rows(scene, hp, q, cut, spin):
+    """:func:`mesh_plane_rows` of one state ``q`` (nq,) from the heights of the hull vertices (the
+    bodies' plan ``hp``, :func:`_heights_plan`), or None while the native kernel is not ready.  The
+    kernel leaves out the pairs whose bounding sphere is beyond the largest cutoff; of the others, the
+    vertices within their pair's cutoff are reduced to each pair's patch
+    (:func:`~sparsedyn.contact.reduction.close_patches`, the NumPy road's own)."""
+    cut = np.asarray(cut, float)
+    got = plan_heights(scene, hp, np.asarray(q, float), np.array(cut.max()))
+    if got is None:
+        return None
+    out = np.zeros((1, len(hp.pair) * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    out[..., 0] = np.inf
+    g, d, wa, wb, nn, local = heights_patches(hp, *got, cut, scene.margin, None if spin is None else np.asarray(spin))
+    _put_patches(out, np.zeros(len(g), int), g, g, d, wa, wb, nn, local)
+    return out[0]
 
 
 def _robot_meshes_on(scene, ks, kind):
@@ -363,8 +419,10 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`), or
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
     in the kernel other than a robot mesh on a world plane, a touching body with no frame): then
-    take that road.  A robot mesh on a world plane is no kernel's: its rows come from its hull's
-    vertices in NumPy (:func:`mesh_plane_rows`), beside the kernel's candidates of the other pairs.
+    take that road.  A robot mesh on a world plane is no closed form of the collision kernel: its rows
+    come from its hull vertices' heights (:func:`mesh_plane_rows`: the native
+    :func:`~sparsedyn.mesh_plane_heights`, each patch reduced in NumPy), beside the kernel's
+    candidates of the other pairs.
 
     ``data_slots``: ``(pair, slots, data, rows)`` instead, ``slots`` made when first called (a function of
     no argument), ``rows`` a function making the contacts' ``[p (3), plane (4)]`` (nc, 7) of those slots
