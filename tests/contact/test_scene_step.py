@@ -294,8 +294,10 @@ def test_rollout_warm_starts_persisting_contacts_same_answer_fewer_iterations():
             scale = max(1.0, np.abs(r.v[k]).max())
             assert np.abs(c.v - r.v[k + 1]).max() <= 100 * 1e-8 * scale
             warm.append(int(r.iterations[k])), cold.append(int(c.iterations))
-    assert len(warm) > 200 and len(other) <= 2
-    assert sum(warm) < sum(cold)
+    assert len(warm) > 200 and sum(warm) < sum(cold)
+    # the modes differ only where the face rests on its four corners (the continuum): which steps those
+    # are depends on rounding upstream (the trajectory is chaotic once the box slides on its face)
+    assert all(len(r.impulses[k]) == 4 for k in other)
 
 
 def test_a_batch_of_scene_steps_equals_the_single_steps():
