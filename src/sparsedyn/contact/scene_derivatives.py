@@ -3,10 +3,12 @@
 A step in a :class:`~sparsedyn.Scene` lays its contacts out in the scene's slots
 (:func:`~sparsedyn.contact.scene_step.scene_slots`: a body frame per slot, or a pair of them for a
 self-collision); its derivatives (:func:`~sparsedyn.contact_step_derivatives`) need, per state, the
-contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, their
-derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``, and the
-change of the step's position correction at its impulses (those the step's kernel returns).  They are
-one traced program, :func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
+contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, the
+derivatives on the tangent space of their products with the step's velocities and impulses (``d(J
+w)/dq``, ``d(J^T lambda)/dq``: :func:`slot_products`, never the rows' own derivative), ``H^-1``,
+RNEA's derivatives and those of ``q (+) dq``, and the change of the step's position correction at its
+impulses (those the step's kernel returns).  They are one traced program,
+:func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
 as the step) and the kinds of contact each slot may hold, whose data are the step's slot data and each
 slot's radii and kind (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), placed in the slots'
 frames inside the program (:func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`), so a new
@@ -53,7 +55,7 @@ from .friction_problem import PENETRATION_SLOP, _TINY, _Points, _step, _vmax, pl
 from .scene_geometry import KINDS, SHAPES, GEOMETRY, slot_geometry_of
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
-__all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "mode_system"]
+__all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", "mode_system"]
 
 
 
@@ -383,8 +385,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``; a free slot is
     ``pb``), every one where empty (the default); the program leaves out the terms of the others, so
     each slot's weights must be of one of them (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`:
-    those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows
-    differentiated by the symbolic layer; RNEA's
+    those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows'
+    products with the step's velocities and impulses differentiated by the symbolic layer; RNEA's
     derivatives those of Carpentier and Mansard, "Analytical derivatives of rigid body dynamics
     algorithms", 2018; its dense products compiled as loops)."""
     m = getattr(model, "model", model)
