@@ -8,6 +8,10 @@ rounding of the pieces (``rounding_bound`` of the recursions times ``cond(H)``),
 the mode equations amplifies by the condition of the contacts' Delassus matrix on its range.
 """
 
+import warnings
+from pathlib import Path
+
+import dm_control
 import numpy as np
 import pytest
 
@@ -17,7 +21,8 @@ from test_friction_derivatives import (DT, FIELDS, H, MU, NATURAL, Q0, TOL, Z, _
                                        check_against_differences, hand_scene, lifted)
 from sparsedyn.contact.friction_derivatives import _scene_step, differentiate_step
 from sparsedyn.contact.friction_problem import problem_of, slot_structure
-from sparsedyn.contact.scene_derivatives import scene_step_partials, slot_rows
+from sparsedyn.algorithms.derivatives import derivative_program
+from sparsedyn.contact.scene_derivatives import _PRODUCTS, _ROWS, scene_step_partials, slot_products, slot_rows
 from sparsedyn.contact.scene_geometry import slot_geometry, slot_kinds, slot_shapes
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 from sparsedyn.contact.transport import next_axes_jacobian, to_next_axes, to_old_axes
@@ -318,3 +323,56 @@ def test_the_derivatives_step_is_contact_steps_on_the_native_road(name, native_b
     warm = np.asarray(s.impulses).tolist()
     _same_step(sd.contact_step(*args, tol=TOL, warm_start=warm, **opt),
                sd.contact_step_derivatives(*args, tol=TOL, warm_start=warm, **opt).step)
+
+
+def _humanoid():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # the file's sensors and sites the model does not represent
+        return sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
+
+
+#: Slots of the products' test: feet, a hand and the torso on the world; a hand on the torso, a foot on the
+#: other shin (two-body slots, both ends moving).
+PRODUCT_SLOTS = {"humanoid": (_humanoid, ("left_foot", "right_hand", "torso", ("left_hand", "torso"),
+                                          ("right_foot", "left_shin"))),
+                 "box": (box_model, ("box", "box"))}
+
+
+def _random_geometry(rng, ns):
+    """Random slot geometries (ns, 14): centres, radii, a unit normal and one kind each (module docstring
+    of scene_derivatives), every kind among them."""
+    g = np.zeros((ns, 14))
+    g[:, 0:3], g[:, 4:7] = rng.uniform(-0.2, 0.2, (ns, 3)), rng.uniform(-0.2, 0.2, (ns, 3))
+    g[:, 3], g[:, 7] = rng.uniform(0.0, 0.1, ns), rng.uniform(0.0, 0.1, ns)
+    n = rng.normal(size=(ns, 3))
+    g[:, 8:11] = n / np.linalg.norm(n, axis=1, keepdims=True)
+    g[np.arange(ns), 11 + np.arange(ns) % 3] = 1.0
+    return g
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCT_SLOTS))
+def test_the_contracted_products_equal_the_rows_derivative_contracted_by_hand(name):
+    """At random configurations, geometries (every kind of contact), velocities and impulses, the
+    derivatives in ``q`` of the slots' products ``J w`` and ``J^T lam`` (velocity and force passes, what the
+    derivatives' kernel uses) equal the rows' full derivative ``dJ/dq`` contracted with ``w`` and ``lam``
+    in NumPy, and the products themselves ``J w`` and ``J^T lam`` of the rows, to the rounding bound of
+    the recursions and the sums of the contraction."""
+    make, names = PRODUCT_SLOTS[name]
+    model = make()
+    frames = tuple(slot_structure(model, f) for f in names)
+    ns, nv = len(frames), model.nv
+    static = {"frames": frames, "kinds": None}
+    rows = derivative_program(_ROWS, model, ("q",), static)
+    products = derivative_program(_PRODUCTS, model, ("q",), static)
+    rng = np.random.default_rng(7)
+    bound = rounding_bound(nv + model.nbodies + 3 * ns)
+    for seed in range(3):
+        q, g = model.random_configuration(seed), _random_geometry(rng, ns)
+        w, lam = rng.normal(size=(nv, 2)), rng.normal(size=(3 * ns, 2))
+        dJ = rows.evaluate([q[None], g[None]])[0][0].reshape(3 * ns, nv, nv)      # dJ[i, j, k] = dJ_ij / dq_k
+        dJw, dJtL = (x[0] for x in products.evaluate([q[None], g[None], w[None], lam[None]]))
+        assert rel_err(dJw.reshape(3 * ns, 2, nv), np.einsum("ijk,jc->ick", dJ, w)) <= bound
+        assert rel_err(dJtL.reshape(nv, 2, nv), np.einsum("ijk,ic->jck", dJ, lam)) <= bound
+        J = slot_rows(model, q, g, frames)[0]
+        Jw, JtL = slot_products(model, q, g, w, lam, frames)
+        assert rel_err(Jw, J @ w) <= bound and rel_err(JtL, J.T @ lam) <= bound

@@ -3,10 +3,12 @@
 A step in a :class:`~sparsedyn.Scene` lays its contacts out in the scene's slots
 (:func:`~sparsedyn.contact.scene_step.scene_slots`: a body frame per slot, or a pair of them for a
 self-collision); its derivatives (:func:`~sparsedyn.contact_step_derivatives`) need, per state, the
-contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, their
-derivative on the tangent space, ``H^-1``, RNEA's derivatives and those of ``q (+) dq``, and the
-change of the step's position correction at its impulses (those the step's kernel returns).  They are
-one traced program, :func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
+contact rows ``J`` as functions of ``q`` with the contact points and normals moving with it, the
+derivatives on the tangent space of their products with the step's velocities and impulses (``d(J
+w)/dq``, ``d(J^T lambda)/dq``: :func:`slot_products`, never the rows' own derivative), ``H^-1``,
+RNEA's derivatives and those of ``q (+) dq``, and the change of the step's position correction at its
+impulses (those the step's kernel returns).  They are one traced program,
+:func:`~sparsedyn.scene_step_partials`, built per tuple of slot frames (so once per layout,
 as the step) and the kinds of contact each slot may hold, whose data are the step's slot data and each
 slot's radii and kind (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), placed in the slots'
 frames inside the program (:func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`), so a new
@@ -41,9 +43,10 @@ from .. import _checks
 from .. import backend as bk
 from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
-from ..algorithms.kinematics import joint_transforms
+from ..algorithms.kinematics import frame_world_transform, joint_transforms, velocity_pass, world_transforms
 from ..algorithms.minv import minv
 from ..kernels import Kernel, kernel
+from ..model.spatial import apply_force_transpose, apply_motion, cross3, mtv, pose
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
@@ -52,7 +55,7 @@ from .friction_problem import PENETRATION_SLOP, _TINY, _Points, _step, _vmax, pl
 from .scene_geometry import KINDS, SHAPES, GEOMETRY, slot_geometry_of
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
-__all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "mode_system"]
+__all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", "mode_system"]
 
 
 
@@ -68,11 +71,20 @@ def slot_rows(model, q, geometry, frames, kinds=None):
     Xup, S = joint_transforms(model, q)
     ends = [slot_frames(f) for f in frames]
     pts = _Points(model, Xup, S, [k for e in ends for k in e])
+    contacts = _slot_contacts(geometry, ends, kinds, pts.pose)
+    rows = [pts.relative(Rc, ka, kb, pts.pose[ka][0].T @ (x - pts.pose[ka][1]), x) for Rc, ka, kb, x, _ in contacts]
+    return np.concatenate(rows, -2), np.stack([c[4] for c in contacts], -1)
+
+
+def _slot_contacts(geometry, ends, kinds, poses):
+    """Per slot ``(Rc, ka, kb, x, gap)``: the contact frame (3, 3) (world axes, columns ``[t_x, t_y,
+    n]``), the slot's frames, its contact point (3,) (world) and gap, from its geometry (module
+    docstring) and the frames' ``poses`` (``{frame: (R, o)}``)."""
     eye = (np.eye(3), np.zeros(3))
-    rows, gaps = [], []
+    out = []
     for i, (ka, kb) in enumerate(ends):
         g, kind = geometry[i], KINDS if kinds is None else kinds[i]
-        (Ra, oa), (Rb, ob) = pts.pose[ka], (eye if kb is None else pts.pose[kb])
+        (Ra, oa), (Rb, ob) = poses[ka], (eye if kb is None else poses[kb])
         xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
         d = xa - xb
         normals = {1: lambda: Rb @ g[8:11], 2: lambda: Ra @ g[8:11],
@@ -81,9 +93,66 @@ def slot_rows(model, q, geometry, frames, kinds=None):
         gap = n @ d - _weighted(g, kind, (0, 1), g[3]) - _weighted(g, kind, (0, 2), g[7])
         x = _weighted(g, kind, (2,), xb + (g[7] + gap) * n) + _weighted(g, kind, (0, 1), xa - g[3] * n)
         Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
-        rows.append(pts.relative(Rc, ka, kb, Ra.T @ (x - oa), x))
-        gaps.append(gap)
-    return np.concatenate(rows, -2), np.stack(gaps, -1)
+        out.append((Rc, ka, kb, x, gap))
+    return out
+
+
+def slot_products(model, q, geometry, w, lam, frames, kinds=None):
+    """``(J w (3 ns, 2), J^T lam (nv, 2))``: the rows of :func:`slot_rows` times two velocities ``w``
+    (nv, 2) and their transpose times two impulses ``lam`` (3 ns, 2), without the rows: the slots'
+    points' velocities from Featherstone's velocity pass, and the impulses' joint forces from the
+    backward pass of their body forces (RNEA's), so that their derivatives in ``q`` are those of two
+    recursions (what a step's derivatives contract the rows' derivative with, a fraction of the
+    rows' own: a row's entry depends on each of its bodies' ancestors).  One state (kernel use; no
+    checks)."""
+    Xup, S = joint_transforms(model, q)
+    ends = [slot_frames(f) for f in frames]
+    X0 = world_transforms(model, Xup)
+    poses = {k: pose(frame_world_transform(model, X0, k)) for e in ends for k in e if k is not None}
+    contacts = _slot_contacts(geometry, ends, kinds, poses)
+    vb = [velocity_pass(model, Xup, S, w[:, c])[0] for c in range(2)]
+    Jw, forces = [], [{}, {}]
+    for i, (Rc, ka, kb, x, _) in enumerate(contacts):
+        u = []
+        for c in range(2):
+            F = Rc @ lam[3 * i:3 * i + 3, c]                     # the impulse in world axes, on a at x
+            ua = _point(model, vb[c], forces[c], ka, poses[ka], x, F)
+            ub = 0.0 if kb is None else _point(model, vb[c], forces[c], kb, poses[kb], x, -F)
+            u.append(Rc.T @ (ua - ub))
+        Jw.append(np.stack(u, -1))
+    JtL = np.stack([_joint_forces(model, Xup, S, forces[c], q.dtype) for c in range(2)], -1)
+    return np.concatenate(Jw, -2), JtL
+
+
+def _point(model, vb, forces, k, Rp, x, F):
+    """The world velocity (3,) of frame ``k``'s body's point at ``x`` (world) at the body velocities
+    ``vb`` (body coordinates), and the force ``F`` (world axes) applied there added to ``forces``
+    (``{body: spatial force, body coordinates}``)."""
+    f = model.frames[k]
+    if f.body < 0:                                               # a world frame: still, and holds its force
+        return np.zeros(3)
+    R, o = Rp
+    p, Fk = R.T @ (x - o), R.T @ F                               # frame axes
+    V = apply_motion(f.X, vb[f.body])
+    fb = apply_force_transpose(f.X, np.concatenate([cross3(p, Fk), Fk]))
+    forces[f.body] = fb if f.body not in forces else forces[f.body] + fb
+    return R @ (V[3:] + cross3(V[:3], p))
+
+
+def _joint_forces(model, Xup, S, forces, dtype):
+    """``tau`` (nv,): the joint forces of the body ``forces`` (``{body: spatial force}``, body
+    coordinates), RNEA's backward pass."""
+    tau = np.zeros(model.nv, dtype=dtype) * 0.0
+    f = dict(forces)
+    for i in range(model.nbodies - 1, -1, -1):
+        if i not in f:
+            continue
+        tau[model.v_slice(i)] = mtv(S[i], f[i])
+        p = model.parent[i]
+        if p >= 0:
+            fp = apply_force_transpose(Xup[i], f[i])
+            f[p] = fp if p not in f else f[p] + fp
+    return tau
 
 
 def _weighted(g, kinds, of, x):
@@ -107,6 +176,9 @@ def _m(model, frames, **_):
 
 _ROWS = Kernel("scene_slot_rows", slot_rows, {"q": ("nq",), "geometry": (_ns, GEOMETRY)},
                {"J": (_m, "nv"), "gap": (_ns,)}, {}, ("frames", "kinds"))
+_PRODUCTS = Kernel("scene_slot_products", slot_products, {"q": ("nq",), "geometry": (_ns, GEOMETRY), "w": ("nv", 2),
+                                                          "lam": (_m, 2)},
+                   {"Jw": (_m, 2), "JtL": ("nv", 2)}, {}, ("frames", "kinds"))
 
 
 def _unit(i, j):
@@ -183,30 +255,18 @@ def _mm(A, B):
     return bk.matmul(A, B, min_pairs=BLOCK_PAIRS)
 
 
-def _contract(dJ, x, axis):
-    """``sum_i dJ[i, j, k] x[i]`` (``axis`` 0: (nv, nv)) or ``sum_j dJ[i, j, k] x[j]`` (``axis`` 1:
-    (m, nv)) of the traced row derivatives ``dJ`` (m, nv, nv), unrolled: ``dJ`` is mostly structural
-    zeros (a row moves with its bodies' ancestors alone; the dm_control humanoid's: 3,300 entries of
-    15,300), which a dense block product would multiply (a quarter of that kernel's time)."""
-    m, nv, _ = dJ.shape
-    if axis == 0:
-        return (x[None, :] @ dJ.reshape(m, nv * nv)).reshape(nv, nv)
-    return (np.swapaxes(dJ, 1, 2).reshape(m * nv, nv) @ x[:, None]).reshape(m, nv)
-
-
-def _correction_partials(model, q, J, Minv, dJ, ln):
-    """``(dv_c (nv,), R_c (nv, nv))`` of the position correction whose normal impulses are ``ln`` (ns,)
-    (graph arrays): ``dv_c = H^-1 J_n^T l`` and ``R_c = d(H w - J^T l)/dq`` at ``w = dv_c`` and fixed
-    ``l`` (RNEA's derivatives at zero velocity and gravity: ``d(H(q) w)/dq``), whose change of ``dv_c``
-    with ``q`` is ``W_c = -H^-1 R_c`` and that of ``J dv_c`` ``C_c = J W_c + d(J w)/dq`` (formed with
-    the step's own products in :func:`_program`)."""
-    nv, m = Minv.shape[0], J.shape[0]
-    lam = np.zeros(m, dtype=object)
-    lam[2::3] = ln
-    dvc = Minv @ (J.T @ lam)
+def _correction_partials(model, q, Minv, JtL):
+    """``(dv_c (nv,), R_c (nv, nv))`` of the position correction whose impulses' joint forces ``J^T l``
+    and their change with ``q`` at fixed ``l`` are ``JtL = (J^T l, d(J^T l)/dq)`` (graph arrays):
+    ``dv_c = H^-1 J^T l`` and ``R_c = d(H w - J^T l)/dq`` at ``w = dv_c`` and fixed ``l`` (RNEA's
+    derivatives at zero velocity and gravity: ``d(H(q) w)/dq``), whose change of ``dv_c`` with ``q``
+    is ``W_c = -H^-1 R_c`` and that of ``J dv_c`` ``C_c = J W_c + d(J w)/dq`` (formed with the step's
+    own products in :func:`_program`)."""
+    nv = Minv.shape[0]
+    dvc = Minv @ JtL[0]
     zero = np.zeros(nv, dtype=object) * 0.0
     Tq = rnea_partials(model, q, zero, dvc, None, np.zeros(3, dtype=object) * 0.0)[0]
-    return dvc, Tq - _contract(dJ, lam, 0)
+    return dvc, Tq - JtL[1]
 
 
 def _program(model, static, optional):
@@ -232,12 +292,18 @@ def _program(model, static, optional):
         J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
         Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
         Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
-        dJ = np.asarray(inline(derivative_program(_ROWS, model, ("q",), static_rows), [q, geometry])[0],
-                        dtype=object).reshape(m, nv, nv)                     # dJ[i, j, k] = d J[i, j] / dq_k
-        dvc, Rc = _correction_partials(model, q, J, Minv, dJ, ln)
+        # the rows' derivative contracted where it is used: d(J w)/dq, d(J dv_c)/dq, d(J^T lambda)/dq and
+        # d(J^T l)/dq, the derivatives of two velocity passes and two force passes (slot_products)
+        lc = np.zeros(m, dtype=object) * 0.0
+        lc[2::3] = ln
+        L = np.stack([lam.reshape(m), lc], -1)
+        dprod = derivative_program(_PRODUCTS, model, ("q",), static_rows)
+        JtLc = (J.T @ lc, np.asarray(inline(dprod, [q, geometry, np.zeros((nv, 2)), L])[1]).reshape(nv, 2, nv)[:, 1])
+        dvc, Rc = _correction_partials(model, q, Minv, JtLc)
         Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * (w + dvc)])
-        Uq = _contract(dJ, w, 1)                                             # d(J w)/dq
-        Fq = _contract(dJ, lam.reshape(m), 0)                                # d(J^T lambda)/dq
+        dJw, dJtL = (np.asarray(x, dtype=object) for x in inline(dprod, [q, geometry, np.stack([w, dvc], -1), L]))
+        dJw, dJtL = dJw.reshape(m, 2, nv), dJtL.reshape(nv, 2, nv)
+        Uq, Fq = dJw[:, 0], dJtL[:, 0]                                     # d(J w)/dq, d(J^T lambda)/dq
         # H^-1 and J H^-1 times the three right sides at once (W's q and v columns, W_c), so that the rows'
         # products C = J W and C_c = J W_c are those of J H^-1 (m nv^2 each, not m nv 3 nv)
         JMinv = _mm(J, Minv)
@@ -248,7 +314,7 @@ def _program(model, static, optional):
         Wv = np.eye(nv) - dt * MR[:, nv:2 * nv] + Tj
         W = np.concatenate([-MR[:, :nv], Wv, dt * Minv], -1)
         Wc = -MR[:, 2 * nv:]
-        Cc = -JMR[:, 2 * nv:] + _contract(dJ, dvc, 1)
+        Cc = -JMR[:, 2 * nv:] + dJw[:, 1]
         C = np.concatenate([-JMR[:, :nv] + Uq, J - dt * JMR[:, nv:2 * nv] + J @ Tj, dt * JMinv], -1)
         G = _mm(JMinv, J.T)
         K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
@@ -319,8 +385,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``; a free slot is
     ``pb``), every one where empty (the default); the program leaves out the terms of the others, so
     each slot's weights must be of one of them (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`:
-    those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows
-    differentiated by the symbolic layer; RNEA's
+    those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows'
+    products with the step's velocities and impulses differentiated by the symbolic layer; RNEA's
     derivatives those of Carpentier and Mansard, "Analytical derivatives of rigid body dynamics
     algorithms", 2018; its dense products compiled as loops)."""
     m = getattr(model, "model", model)
