@@ -247,11 +247,11 @@ def close_patches(g, x, Vl, Rm, pm, axes, cutoff, margin=None, spin=None):
         depth = patch_depth(cutoff, margin).take(g)
     else:
         theta = np.einsum("kji,kj->ki", axes, np.asarray(spin, float))          # in the plane's axes
-        known = ~np.isnan(theta).any(axis=1)
-        w, c = _spin_terms(np.where(known[:, None], theta, 0.0))
+        unknown = np.isnan(theta).any(axis=1) if np.isnan(theta).any() else None
+        w, c = _spin_terms(theta if unknown is None else np.where(unknown[:, None], 0.0, theta))
         depth = _rotation_depth(r, w.take(g, 0), c.take(g))
-        if not known.all():
-            depth = np.where(known.take(g), depth, patch_depth(cutoff, margin).take(g))
+        if unknown is not None:
+            depth = np.where(unknown.take(g), patch_depth(cutoff, margin).take(g), depth)
     keep = _reduce(h, r[:, 1:], blocks, p0, depth)
     g, h, Vl = g.take(keep), h.take(keep), Vl.take(keep, 0)
     W = np.einsum("kij,kj->ki", Rm.take(g, 0), Vl) + pm.take(g, 0)     # the kept vertices in the world
