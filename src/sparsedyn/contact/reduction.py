@@ -142,7 +142,11 @@ def _reduce(d, rel, blocks, p0, depth):
     A = (e[:, 0] * rel[:, 1] - e[:, 1] * rel[:, 0]) / np.where(L > 0, L, 1.0).take(seg)   # signed distance to the line
     if touch is not None:
         A = np.where(touch, A, 0.0)
-    p2, p3 = _least(A, blocks, True), _least(A, blocks)
+    if blocks[2] is not None:                           # (one table of A for both)
+        Ab = A.take(blocks[2])
+        p2, p3 = blocks[0] + Ab.argmax(1), blocks[0] + Ab.argmin(1)
+    else:
+        p2, p3 = _least(A, blocks, True), _least(A, blocks)
     keep = np.zeros(len(d), bool)                      # sorted and each once
     keep[p0] = True
     keep[p1[D.take(p1) > SPAN ** 2]] = True
