@@ -105,9 +105,9 @@ def test_each_patch_keeps_at_most_four_and_a_line_or_a_point_fewer():
 
 
 def test_a_patch_alone_keeps_what_it_keeps_beside_others():
-    """One patch (its own road: argmin/argmax) keeps the points it keeps beside another patch (patch by
-    patch) and among more than ``FEW_PATCHES`` (the segmented road), ties included: points and depths on a
-    coarse grid (several equally deep, equally far), with and without allowances, on a line and on a point."""
+    """One patch keeps the points it keeps beside another patch and among four (its indices shifted),
+    ties included: points and depths on a coarse grid (several equally deep, equally far), with and
+    without allowances, on a line and on a point."""
     rng = np.random.default_rng(4)
     for t in range(40):
         m = [1, 2, 5, 30][t % 4]
@@ -117,12 +117,92 @@ def test_a_patch_alone_keeps_what_it_keeps_beside_others():
         alone = reduction.reduce_patches(d, T, np.zeros(m, int), depth)
         other = rng.uniform(-1, 1, (7, 2))
         for labels in ([0] * 7, [0, 0, 1, 1, 2, 2, 3]):                 # one patch before it; four
-            assert len(set(labels)) + 1 in (2, reduction.FEW_PATCHES + 2)
             both = reduction.reduce_patches(np.r_[rng.uniform(-0.01, 0.01, 7), d], np.concatenate([other, T]),
                                             np.r_[labels, np.full(m, 9)],
                                             None if depth is None else np.r_[np.ones(7), depth])
             assert alone.tolist() == (both[both >= 7] - 7).tolist()
         assert int(np.argmin(d)) in alone.tolist() and len(alone) <= 4
+
+
+def _patch_by_hand(h, T, depth):
+    """The module docstring's rule on one patch, point by point in plain Python: the kept indices."""
+    m = len(h)
+    p0 = min(range(m), key=lambda i: (h[i], i))                         # the first deepest
+    touch = [depth is None or h[i] <= max(h[p0], 0.0) + depth[i] for i in range(m)]
+    rel = [(T[i][0] - T[p0][0], T[i][1] - T[p0][1]) for i in range(m)]
+    D = [rel[i][0] * rel[i][0] + rel[i][1] * rel[i][1] if touch[i] else 0.0 for i in range(m)]
+    p1 = min(range(m), key=lambda i: (-D[i], i))                        # the first farthest
+    L = D[p1] ** 0.5 if D[p1] > 0 else 1.0
+    e = rel[p1]
+    A = [(e[0] * rel[i][1] - e[1] * rel[i][0]) / L if touch[i] else 0.0 for i in range(m)]
+    p2, p3 = min(range(m), key=lambda i: (-A[i], i)), min(range(m), key=lambda i: (A[i], i))
+    return sorted({p0} | ({p1} if D[p1] > reduction.SPAN ** 2 else set()) | ({p2} if A[p2] > reduction.SPAN
+                                                                              else set()) |
+                  ({p3} if A[p3] < -reduction.SPAN else set()))
+
+
+def _spin_depth_by_hand(x, theta):
+    """Each point's allowance of one patch turning by ``theta`` (3,) (plane axes): the module
+    docstring's ``PATCH_DEPTH + max(0, -n . (theta x r)) + |r| (|theta| - sin|theta| + 1 - cos|theta|)``."""
+    r = x - x[int(np.argmin(x[:, 0]))]
+    lowering = theta[1] * r[:, 2] - theta[2] * r[:, 1]
+    a = np.sqrt(np.einsum("ij,ij->i", np.tile(theta, (len(r), 1)), np.tile(theta, (len(r), 1))))
+    return reduction.PATCH_DEPTH + np.maximum(0.0, -lowering) + \
+        np.sqrt(np.einsum("ij,ij->i", r, r)) * (a - np.sin(a) + 1.0 - np.cos(a))
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_close_patches_keeps_each_patchs_points_by_the_rule_spinning_or_not(padded, monkeypatch):
+    """``close_patches`` (all pairs' patches at once, the blocks and deepest points shared by the
+    allowances and the reduction) equals the rule applied patch by patch in plain Python, bit for bit:
+    random patches of 1 to 30 points on a coarse grid (ties in depth and in distance), pairs with no
+    point, rotations known, unknown (NaN) and absent, and ``reduce_patches``/``rotation_depth`` alone
+    the same; each patch's first least by a padded table and (a batch's many patches) by passes over
+    the segments."""
+    if not padded:
+        monkeypatch.setattr(reduction, "PADDED", 0)
+    rng = np.random.default_rng(11)
+    for t in range(60):
+        P = int(rng.integers(1, 7))
+        sizes = rng.integers(0 if P > 1 else 1, 31, P)
+        sizes[rng.integers(P)] = max(sizes.max(), 1)
+        g = np.repeat(np.arange(P), sizes)
+        m = len(g)
+        x = np.column_stack([np.round(rng.uniform(-2e-3, 3e-3, m), 3 + t % 3),     # ties in depth, distance
+                             np.round(rng.uniform(-0.1, 0.1, (m, 2)), 2)])
+        Vl = rng.standard_normal((m, 3))
+        Rm = np.array([np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(P)])
+        n = rng.standard_normal((P, 3))
+        pm, axes = rng.standard_normal((P, 3)), reduction.plane_axes(n / np.linalg.norm(n, axis=1, keepdims=True))
+        cutoff, margin = rng.uniform(0.005, 0.02, P), 0.005
+        spin = None if t % 4 == 0 else rng.uniform(-0.02, 0.02, (P, 3)) * (t % 5 != 1)
+        if t % 4 == 3:
+            spin[rng.integers(P)] = np.nan                              # one pair's rotation unknown
+        got = reduction.close_patches(g, x, Vl, Rm, pm, axes, cutoff, margin, None if spin is None else spin.tolist())
+        keep, depth = [], np.zeros(m)
+        for k in range(P):
+            at = np.flatnonzero(g == k)
+            if not len(at):
+                continue
+            theta = None if spin is None else np.einsum("ji,j->i", axes[k], spin[k])    # plane axes
+            if theta is None or np.isnan(theta).any():
+                depth[at] = reduction.PATCH_DEPTH + 2.0 * max(cutoff[k] - margin, 0.0)
+            else:
+                depth[at] = _spin_depth_by_hand(x[at], theta)
+                assert np.array_equal(reduction.rotation_depth(x[at], np.zeros(len(at), int),
+                                                               np.tile(theta, (len(at), 1))), depth[at])
+            keep += (at[0] + np.array(_patch_by_hand(x[at, 0].tolist(), x[at, 1:].tolist(),
+                                                     depth[at].tolist()), int)).tolist()
+        keep = np.array(keep, int)
+        assert np.array_equal(reduction.reduce_patches(x[:, 0], x[:, 1:], g, depth), keep)
+        assert np.array_equal(got[0], g[keep]) and np.array_equal(got[1], x[keep, 0])
+        assert np.array_equal(got[5], Vl[keep])
+        W = np.einsum("kij,kj->ki", Rm[g[keep]], Vl[keep]) + pm[g[keep]]
+        assert np.array_equal(got[2], W) and np.array_equal(got[4], axes[g[keep], :, 0])
+        assert np.array_equal(got[3], W - x[keep, :1] * axes[g[keep], :, 0])
+        nokeep = reduction.reduce_patches(x[:, 0], x[:, 1:], g)
+        assert nokeep.tolist() == [at[0] + i for k in range(P) if len(at := np.flatnonzero(g == k))
+                                   for i in _patch_by_hand(x[at, 0].tolist(), x[at, 1:].tolist(), None)]
 
 
 def test_a_patch_is_spanned_by_the_points_touching_with_its_deepest_only():
@@ -368,7 +448,7 @@ def drops():
     """The prism dropped tilted from 3 cm, with the patch reduced and with every vertex of it a contact."""
     reduced = _drop(prism_scene())
     mp = pytest.MonkeyPatch()
-    mp.setattr(reduction, "reduce_patches", lambda d, T, g, depth=None: np.arange(len(d)))
+    mp.setattr(reduction, "_reduce", lambda d, *_: np.arange(len(d)))   # every point: reduce_patches, close_patches
     mp.setattr(scene_data, "_mixed_plan", lambda scene: None)        # the Contact objects' road: any number
     try:
         whole = _drop(prism_scene())

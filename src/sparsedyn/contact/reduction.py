@@ -67,8 +67,8 @@ MAX_PATCH_POINTS = 4
 #: A point nearer than this [m] to ``p0`` or to the line ``p0 p1`` spans nothing (collision's SAME_POINT).
 SPAN = 1e-7
 
-#: Up to this many patches :func:`reduce_patches` reduces one at a time (the segmented passes cost more calls).
-FEW_PATCHES = 3
+#: The most entries of the table of patches' indices padded to the longest (:func:`_blocks`).
+PADDED = 1 << 16
 
 #: How far [m] above ``max(d0, 0)`` a point of a patch still touches with its deepest point ``p0`` (module docstring).
 PATCH_DEPTH = 1e-5
@@ -85,20 +85,33 @@ def tangents(n):
     return t1, np.stack([y * s - z * w, z * u - x * s, x * w - y * u], -1)
 
 
-def _segments(g):
-    """``(starts, seg)`` of the sorted patch labels ``g`` (m,) (m > 0): each patch's first index, and
-    each point's patch counted from 0."""
-    change = np.empty(len(g), bool)
-    change[0] = True
-    np.not_equal(g[1:], g[:-1], out=change[1:])
-    return change.nonzero()[0], np.cumsum(change) - 1
+def _blocks(g):
+    """``(starts, seg, idx)`` of the sorted patch labels ``g`` (m,) (m > 0): each patch's first index,
+    each point's patch counted from 0, and (S, L) each patch's indices padded to the longest patch's
+    length ``L`` with its last index repeated (a repeat comes after what it repeats, so a patch's first
+    least of a key is its row's first least: :func:`_least`), or None where that table would exceed
+    :data:`PADDED` entries (a batch's many patches: :func:`_least` then passes over the segments)."""
+    m = len(g)
+    change = np.empty(m + 1, bool)
+    change[0] = change[m] = True
+    np.not_equal(g[1:], g[:-1], out=change[1:m])
+    bounds = change.nonzero()[0]
+    starts, stop = bounds[:-1], bounds[1:]
+    count = stop - starts
+    L = int(count.max())
+    idx = np.minimum(starts[:, None] + np.arange(L), (stop - 1)[:, None]) if len(starts) * L <= PADDED else None
+    return starts, np.arange(len(starts)).repeat(count), idx
 
 
-def _first_per_segment(key, seg, starts):
-    """The index of the least ``key`` (finite) of each segment (``seg`` (m,) each point's, counted from
-    0, starting at ``starts``); ties: the first.  Two passes over the segments (no sort: a batch holds many)."""
+def _least(key, blocks, largest=False):
+    """The index of the first least (or largest) finite ``key`` (m,) of each patch of ``blocks`` (:func:`_blocks`)."""
+    starts, seg, idx = blocks
+    if idx is not None:
+        k = key.take(idx)
+        return starts + (k.argmax(1) if largest else k.argmin(1))
+    key = -key if largest else key          # two passes over the segments (no sort)
     least = np.minimum.reduceat(key, starts)
-    return np.minimum.reduceat(np.where(key == least[seg], np.arange(len(key)), len(key)), starts)
+    return np.minimum.reduceat(np.where(key == least.take(seg), np.arange(len(key)), len(key)), starts)
 
 
 def reduce_patches(d, T, g, depth=None):
@@ -107,56 +120,39 @@ def reduce_patches(d, T, g, depth=None):
     contiguous), ``depth`` (m,) each point's allowance above ``max(d0, 0)`` of its patch's deepest
     point (None: every point is a candidate).  Returns the kept indices (sorted), at most
     :data:`MAX_PATCH_POINTS` a patch, the deepest point of each always among them."""
-    m = len(d)
-    if m == 0:
+    if len(d) == 0:
         return np.zeros(0, int)
-    if g[0] == g[-1]:
-        return _reduce_one(d, T, depth)
-    starts, seg = _segments(g)
-    if len(starts) <= FEW_PATCHES:                  # patch by patch: fewer NumPy calls than the segments'
-        ends = starts.tolist()[1:] + [m]
-        return np.concatenate([a + _reduce_one(d[a:b], T[a:b], None if depth is None else depth[a:b])
-                               for a, b in zip(starts.tolist(), ends)])
-    p0 = _first_per_segment(d, seg, starts)
-    rel = T - T[p0][seg]
+    d, T = np.asarray(d, float), np.asarray(T, float)
+    blocks = _blocks(np.asarray(g))
+    p0 = _least(d, blocks)
+    return _reduce(d, T - T.take(p0.take(blocks[1]), 0), blocks, p0, depth)
+
+
+def _reduce(d, rel, blocks, p0, depth):
+    """:func:`reduce_patches` given the blocks (:func:`_blocks`), each patch's deepest point ``p0``
+    and ``rel`` (m, 2) each point's coordinates in the plane from its patch's ``p0``."""
+    seg = blocks[1]
     D = np.einsum("ij,ij->i", rel, rel)
-    touch = None if depth is None else d <= np.maximum(d[p0], 0.0)[seg] + depth
+    touch = None if depth is None else d <= np.maximum(d.take(p0), 0.0).take(seg) + depth
     if touch is not None:
         D = np.where(touch, D, 0.0)                                     # a point above the patch spans nothing
-    p1 = _first_per_segment(-D, seg, starts)
-    e = rel[p1][seg]
-    L = np.sqrt(D[p1])[seg]
-    A = (e[:, 0] * rel[:, 1] - e[:, 1] * rel[:, 0]) / np.where(L > 0, L, 1.0)   # signed distance to the line
+    p1 = _least(D, blocks, True)
+    e = rel.take(p1, 0).take(seg, 0)
+    L = np.sqrt(D.take(p1))
+    A = (e[:, 0] * rel[:, 1] - e[:, 1] * rel[:, 0]) / np.where(L > 0, L, 1.0).take(seg)   # signed distance to the line
     if touch is not None:
         A = np.where(touch, A, 0.0)
-    p2 = _first_per_segment(-A, seg, starts)
-    p3 = _first_per_segment(A, seg, starts)
-    keep = np.concatenate([p0, p1[D[p1] > SPAN ** 2], p2[A[p2] > SPAN], p3[A[p3] < -SPAN]])
-    keep.sort()
-    first = np.empty(len(keep), bool)                   # (np.unique's result, less its overhead)
-    first[0] = True
-    np.not_equal(keep[1:], keep[:-1], out=first[1:])
-    return keep[first]
-
-
-def _reduce_one(d, T, depth):
-    """:func:`reduce_patches` of one patch: the same values, with the first least or largest of each
-    pass by ``argmin``/``argmax`` (a sorted patch of one label needs no segments)."""
-    p0 = int(d.argmin())
-    rel = T - T[p0]
-    D = np.einsum("ij,ij->i", rel, rel)
-    touch = None if depth is None else d <= max(d[p0], 0.0) + depth
-    if touch is not None:
-        D = np.where(touch, D, 0.0)
-    p1 = int(D.argmax())
-    L = np.sqrt(D[p1])
-    A = (rel[p1, 0] * rel[:, 1] - rel[p1, 1] * rel[:, 0]) / (L if L > 0 else 1.0)
-    if touch is not None:
-        A = np.where(touch, A, 0.0)
-    p2, p3 = int(A.argmax()), int(A.argmin())
-    keep = {p0} | ({p1} if D[p1] > SPAN ** 2 else set()) | ({p2} if A[p2] > SPAN else set()) | \
-        ({p3} if A[p3] < -SPAN else set())
-    return np.array(sorted(keep), int)
+    if blocks[2] is not None:                           # (one table of A for both)
+        Ab = A.take(blocks[2])
+        p2, p3 = blocks[0] + Ab.argmax(1), blocks[0] + Ab.argmin(1)
+    else:
+        p2, p3 = _least(A, blocks, True), _least(A, blocks)
+    keep = np.zeros(len(d), bool)                      # sorted and each once
+    keep[p0] = True
+    keep[p1[D.take(p1) > SPAN ** 2]] = True
+    keep[p2[A.take(p2) > SPAN]] = True
+    keep[p3[A.take(p3) < -SPAN]] = True
+    return keep.nonzero()[0]
 
 
 def mesh_plane_reduced(V, nb, pb, cutoff, margin=None):
@@ -192,12 +188,26 @@ def rotation_depth(x, g, theta):
     step (module docstring): ``x`` (m, 3) the points' coordinates ``(h, t1, t2)`` along their plane's
     axes (normal first) [m], ``g`` (m,) their patch (sorted), ``theta`` (m, 3) their patch's rotation
     vector relative to the plane over the step, in the same axes [rad].  Returns (m,) [m]."""
-    starts, seg = _segments(g)
-    r = x - x[_first_per_segment(x[:, 0], seg, starts)][seg]         # from the deepest point
-    lowering = theta[:, 1] * r[:, 2] - theta[:, 2] * r[:, 1]           # e_n . (theta x r): first order
+    x, theta = np.asarray(x, float), np.asarray(theta, float)
+    blocks = _blocks(np.asarray(g))
+    r = x - x.take(_least(x[:, 0], blocks).take(blocks[1]), 0)           # from the deepest point
+    w, c = _spin_terms(theta)
+    return _rotation_depth(r, w, c)
+
+
+def _spin_terms(theta):
+    """``(w, c)`` of rotation vectors ``theta`` (k, 3) (plane axes, normal first): ``r . w = -e_n . (theta
+    x r)`` (k, 3) and ``c = |theta| - sin|theta| + 1 - cos|theta|`` (k,) (module docstring)."""
     a = np.sqrt(np.einsum("ij,ij->i", theta, theta))
-    rest = np.sqrt(np.einsum("ij,ij->i", r, r)) * (a - np.sin(a) + 1.0 - np.cos(a))
-    return PATCH_DEPTH + np.maximum(0.0, -lowering) + rest
+    w = theta.take([0, 2, 1], 1) * np.array([0.0, 1.0, -1.0])      # (0, theta_2, -theta_1)
+    return w, a - np.sin(a) + 1.0 - np.cos(a)
+
+
+def _rotation_depth(r, w, c):
+    """:func:`rotation_depth` of the points at ``r`` (m, 3) from their patch's deepest point, ``(w, c)``
+    (m, 3), (m,) their patch's :func:`_spin_terms`."""
+    lowering = np.einsum("ij,ij->i", r, w)                          # -e_n . (theta x r): first order
+    return PATCH_DEPTH + np.maximum(0.0, lowering) + np.sqrt(np.einsum("ij,ij->i", r, r)) * c
 
 
 def mesh_plane_patches(V, ranges, Rm, pm, axes, pb, cutoff, margin=None, spin=None):
@@ -228,16 +238,28 @@ def close_patches(g, x, Vl, Rm, pm, axes, cutoff, margin=None, spin=None):
     """:func:`mesh_plane_patches` from the vertices within their pair's cutoff: ``g`` (m,) their
     pair (sorted, each pair's vertices in order), ``x`` (m, 3) their height and coordinates along
     their plane's tangents, ``Vl`` (m, 3) the vertices in their mesh's frame; ``Rm``, ``pm``,
-    ``axes``, ``cutoff``, ``margin``, ``spin`` (per pair) and the result as there."""
-    depth = patch_depth(cutoff, margin)[g]
-    if spin is not None and margin is not None and len(g):
-        theta = np.einsum("kji,kj->ki", axes, np.asarray(spin, float))[g]     # in the plane's axes
-        known = ~np.isnan(theta).any(axis=1)
-        depth = np.where(known, rotation_depth(x, g, np.where(known[:, None], theta, 0.0)), depth)
-    keep = reduce_patches(x[:, 0], x[:, 1:], g, depth)
-    g, h, Vl = g[keep], x[keep, 0], Vl[keep]
-    W = np.einsum("kij,kj->ki", Rm[g], Vl) + pm[g]                     # the kept vertices in the world
-    n = axes[g, :, 0]
+    ``axes``, ``cutoff``, ``margin``, ``spin`` (per pair) and the result as there.  The blocks and
+    each patch's deepest point are found once, for :func:`rotation_depth` and :func:`reduce_patches` both."""
+    if not len(g):
+        z = np.zeros((0, 3))
+        return np.zeros(0, int), np.zeros(0), z, z, z, z
+    blocks = _blocks(g)
+    h = x[:, 0]
+    p0 = _least(h, blocks)
+    r = x - x.take(p0.take(blocks[1]), 0)                                    # from each patch's deepest point
+    if spin is None or margin is None:
+        depth = patch_depth(cutoff, margin).take(g)
+    else:
+        theta = np.einsum("kji,kj->ki", axes, np.asarray(spin, float))          # in the plane's axes
+        unknown = np.isnan(theta).any(axis=1) if np.isnan(theta).any() else None
+        w, c = _spin_terms(theta if unknown is None else np.where(unknown[:, None], 0.0, theta))
+        depth = _rotation_depth(r, w.take(g, 0), c.take(g))
+        if unknown is not None:
+            depth = np.where(unknown.take(g), patch_depth(cutoff, margin).take(g), depth)
+    keep = _reduce(h, r[:, 1:], blocks, p0, depth)
+    g, h, Vl = g.take(keep), h.take(keep), Vl.take(keep, 0)
+    W = np.einsum("kij,kj->ki", Rm.take(g, 0), Vl) + pm.take(g, 0)     # the kept vertices in the world
+    n = axes[:, :, 0].take(g, 0)
     return g, h, W, W - h[:, None] * n, n, Vl
 
 
