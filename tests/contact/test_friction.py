@@ -20,7 +20,6 @@ from scipy.spatial.transform import Rotation
 import sparsedyn as sd
 from erd import load_pair
 from sparsedyn.contact.friction import ContactStepWarning, contact_basis
-from sparsedyn.contact.friction_kernel import project_cone
 
 MU, DT, G, MASS, H = 0.4, 1e-3, 9.81, 2.0, 0.1
 TOL = 1e-8
@@ -187,19 +186,6 @@ def test_contact_basis_is_right_handed_with_z_along_the_normal():
     n = np.array([0.3, -0.5, 0.8])
     R, m, _ = contact_basis(sd.Contact("box", "3d", friction=1.0, plane=(n, 0.0)))
     assert np.allclose(R.T @ R, np.eye(3)) and np.isclose(np.linalg.det(R), 1) and np.allclose(R[:, 2], n / np.linalg.norm(n))
-
-
-def test_cone_projection_is_the_nearest_point():
-    rng = np.random.default_rng(3)
-    mu = np.array([0.2, 1.0, 3.0, 0.0])                           # 0: the normal half-line
-    x = rng.normal(size=(200, 4, 3))
-    p = project_cone(x, mu)
-    assert np.all(np.linalg.norm(p[..., :2], axis=-1) <= mu * p[..., 2] + 1e-12)
-    # nearest: no sampled point of the cone is closer
-    for _ in range(50):
-        y = rng.normal(size=(200, 4, 3))
-        y = project_cone(y, mu)
-        assert np.all(np.linalg.norm(x - p, axis=-1) <= np.linalg.norm(x - y, axis=-1) + 1e-12)
 
 
 def test_batch_equals_single_steps():
