@@ -1,0 +1,61 @@
+"""coal's side of collide (sparsedyn.contact.collision_coal): a mesh's convex hull vertices (each
+vertex once, interior and face points left out, scaled by the shape's size, stacked per mesh), and
+coal's signed distance at the module's tolerance against hand values."""
+
+import coal
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact.collision_coal import _coal_distance, _coal_geometry, mesh_vertices
+from test_scene import box_model
+
+CUBE = np.array([[x, y, z] for x in (-1.0, 1.0) for y in (-1.0, 1.0) for z in (-1.0, 1.0)])
+
+
+def _cube_mesh(extra):
+    """A cube's corners and ``extra`` points, with faces over the corners only (the hull needs no more)."""
+    V = np.concatenate([CUBE, extra])
+    F = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return V, F
+
+
+def test_a_meshs_hull_vertices_are_its_corners_once_scaled_and_stacked():
+    """A cube with a corner repeated 1e-9 away, its centre and a face's centre: the hull vertices are
+    the eight corners, each once, times the shape's size; two meshes stack, each with its own rows."""
+    extra = np.array([[1.0, 1.0, 1.0 + 1e-9], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    size = (0.5, 0.25, 2.0)
+    shapes = [sd.Shape("mesh", size, mesh=_cube_mesh(extra), name="a"),
+              sd.Shape("plane", name="floor"),
+              sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=_cube_mesh(extra[1:]), name="b")]
+    scene = sd.Scene(box_model(), world=shapes)
+    V, rows = mesh_vertices(scene)
+    ka = next(k for k, s in enumerate(scene.shapes) if s.name == "a")
+    kb = next(k for k, s in enumerate(scene.shapes) if s.name == "b")
+    assert sorted(rows) == sorted([ka, kb]) and rows[ka][1] - rows[ka][0] == rows[kb][1] - rows[kb][0] == 8
+    for k, scale in ((ka, size), (kb, (1.0, 1.0, 1.0))):
+        got = V[rows[k][0]:rows[k][1]]
+        want = CUBE * scale
+        # each corner once (the repeated one, 2e-9 from its own once scaled, kept as one of the two)
+        assert all(np.sum(np.abs(got - w).max(1) <= 1e-8) == 1 for w in want)
+
+
+@pytest.mark.parametrize("gap", [0.3, 1e-6, -0.05])
+def test_coals_signed_distance_of_two_spheres_is_the_hand_value(gap):
+    """Two spheres of radii 0.2 and 0.3 whose surfaces are ``gap`` apart along a random direction:
+    the signed distance is ``gap`` and the witness points lie on the surfaces along the centres' line
+    (to coal's tolerance, 1e-11 m, and the rounding of the transforms)."""
+    u = np.random.default_rng(1).normal(size=3)
+    u /= np.linalg.norm(u)
+    ca = np.array([0.1, -0.2, 0.3])
+    cb = ca + (0.2 + 0.3 + gap) * u
+    shapes = [sd.Shape("sphere", (0.2,), name="a", placement=(np.eye(3), ca)),
+              sd.Shape("sphere", (0.3,), name="b", placement=(np.eye(3), cb))]
+    scene = sd.Scene(box_model(), world=shapes)
+    ka, kb = (next(k for k, s in enumerate(scene.shapes) if s.name == n) for n in "ab")
+    d, res = _coal_distance(coal, _coal_geometry(scene, ka), coal.Transform3s(np.eye(3), ca),
+                            _coal_geometry(scene, kb), coal.Transform3s(np.eye(3), cb), "a", "b")
+    assert abs(d - gap) <= 1e-10
+    assert np.abs(np.asarray(res.getNearestPoint1()) - (ca + 0.2 * u)).max() <= 1e-10
+    assert np.abs(np.asarray(res.getNearestPoint2()) - (cb - 0.3 * u)).max() <= 1e-10
