@@ -419,7 +419,8 @@ def _mode_weights(modes, mu):
     """``[open, stick, slide, mu]`` (B, nc, 4) of the modes (B, nc) and friction ``mu`` (B or 1, nc)."""
     modes = np.asarray(modes)
     if modes.ndim == 2 and len(modes) == 1:                     # one state: on Python lists (faster)
-        return np.array([[_WEIGHTS[x] + (m,) for x, m in zip(modes[0].tolist(), np.ravel(mu).tolist())]])
+        return np.array([w for x, m in zip(modes[0].tolist(), np.ravel(mu).tolist())
+                         for w in _WEIGHTS[x] + (m,)]).reshape(1, -1, 4)
     return np.stack([modes == "open", modes == "stick", modes == "slide", np.broadcast_to(mu, modes.shape)],
                     -1).astype(float)
 
@@ -438,7 +439,7 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
     if system is None:
         return np.array(Wq, float)
     active, Ga, rhs = system
-    return Wq - JMinv[active].T @ psd_solve(Ga, rhs)
+    return Wq - (JMinv[active] if type(active) is slice else JMinv.take(active, 0)).T @ psd_solve(Ga, rhs)
 
 
 def _correction_system(J, G, ln, Cq, dt):
@@ -449,13 +450,11 @@ def _correction_system(J, G, ln, Cq, dt):
     held = [i for i, x in enumerate(ln) if x > cut]             # inactive rows: l stays zero
     if len(held) == len(ln):                                    # (every normal row: slices, no copies)
         active = slice(2, None, 3)
-        Ga = G[active, active]
-    elif held:
-        active = 3 * np.array(held) + 2
-        Ga = G[np.ix_(active, active)]
-    else:
+        return active, G[active, active], Cq[active] + J[active] / dt
+    if not held:
         return None
-    return active, Ga, Cq[active] + J[active] / dt
+    active = np.array([3 * i + 2 for i in held])                # (takes: fewer NumPy calls than np.ix_)
+    return active, G.take(active, 0).take(active, 1), Cq.take(active, 0) + J.take(active, 0) / dt
 
 
 _TINY = np.finfo(float).tiny
@@ -540,7 +539,7 @@ def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
             dv = W - JMinv.T @ _mode_solve(K, R, stick)
         else:
             r = np.array([3 * i + k for i in held for k in range(3)])
-            dv = W - JMinv[r].T @ _mode_solve(K[np.ix_(r, r)], R[r], stick)
+            dv = W - JMinv.take(r, 0).T @ _mode_solve(K.take(r, 0).take(r, 1), R.take(r, 0), stick)
     # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
     if min(gap.tolist()) < -PENETRATION_SLOP:                   # the position correction's change with q
         dv_c = dv.copy()
