@@ -404,9 +404,10 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     rows = [mesh_plane_rows(scene, mesh, q, cut[..., mesh["pairs"]],
                             None if spin is None else spin[..., mesh["pairs"], :])] if mesh is not None else []
     boxes = mixed.boxes
-    rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
-                if not len(boxes) else np.stack([mesh_box_rows(scene, boxes, x, c[boxes]) for x, c in zip(q, cut)]))
-    rows = np.concatenate(rows, -2)
+    if len(boxes) or not rows:                             # (no mesh-box pair: the mesh-plane rows alone)
+        rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
+                    if not len(boxes) else np.stack([mesh_box_rows(scene, boxes, x, c[boxes]) for x, c in zip(q, cut)]))
+    rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
     if not kp.pairs:
         return rows, cut.take(mixed.pair, -1)
     c = near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS))
