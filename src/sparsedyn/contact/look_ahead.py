@@ -45,7 +45,8 @@ from .collision import collide_within
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .reduction import PATCH_DEPTH
 
-__all__ = ["pair_cutoffs", "pair_spins", "cutoffs_and_spins", "body_reach", "within_capacity", "capacity_mask", "step_hits"]
+__all__ = ["pair_cutoffs", "pair_spins", "cutoffs_and_spins", "body_reach", "within_capacity", "capacity_mask",
+           "step_hits"]
 
 _NONE, _F64 = {}, np.dtype(float)
 
