@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact.look_ahead import pair_cutoffs, pair_spins, step_hits, within_capacity
+from sparsedyn.contact.look_ahead import cutoffs_and_spins, pair_cutoffs, pair_spins, step_hits, within_capacity
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.codegen import native
 from sparsedyn.contact import scene_step as scene_step_module
@@ -63,6 +63,12 @@ def test_pair_cutoffs_are_the_margin_plus_dt_times_the_bodies_speed_bounds(backe
     assert both.shape == (2, 3) and np.abs(both[0] - want).max() <= 64 * EPS * want.max()
     assert np.all(both[1] == scene.margin)
     assert np.all(pair_cutoffs(scene, q, v[:5], dt) == scene.margin)      # a bad v: the step names it
+    # with the spins (a step's float arrays: the bodies' velocities once; lists: each function's checks)
+    with sd.use_backend(backend):
+        for x, y in ((np.array(q, float), np.array(v, float)), (q, v)):
+            cut = cutoffs_and_spins(scene, x, y, dt)[0]
+            assert cut.shape == (3,) and np.abs(cut - want).max() <= 64 * EPS * want.max()
+        assert np.all(cutoffs_and_spins(scene, np.array(q, float), np.array(v[:5]), dt)[0] == scene.margin)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "native"])
@@ -89,6 +95,11 @@ def test_pair_spins_are_each_pairs_relative_rotation_over_the_step_in_world_axes
     assert np.all(both[1] == 0)
     assert shared.shape == (2, 3, 3) and np.abs(shared - want).max() <= 64 * EPS * np.abs(want).max()
     assert np.isnan(pair_spins(scene, q, v[:5], dt)).all() and np.isnan(pair_spins(scene, q, v, -1.0)).all()
+    with sd.use_backend(backend):                              # beside the cutoffs: the same spins
+        for x, y in ((np.array(q, float), np.array(v, float)), (q, v)):
+            spin = cutoffs_and_spins(scene, x, y, dt)[1]
+            assert spin.shape == (3, 3) and np.abs(spin - want).max() <= 64 * EPS * np.abs(want).max()
+        assert np.isnan(cutoffs_and_spins(scene, np.array(q, float), np.array(v, float), -1.0)[1]).all()
 
 
 def test_both_roads_find_the_contact_beyond_the_margin_that_the_step_will_close():

@@ -45,7 +45,8 @@ from .collision import collide_within
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .reduction import PATCH_DEPTH
 
-__all__ = ["pair_cutoffs", "pair_spins", "body_reach", "within_capacity", "capacity_mask", "step_hits"]
+__all__ = ["pair_cutoffs", "pair_spins", "cutoffs_and_spins", "body_reach", "within_capacity", "capacity_mask",
+           "step_hits"]
 
 _NONE, _F64 = {}, np.dtype(float)
 
@@ -68,6 +69,17 @@ def body_reach(scene):
                 if body >= 0:
                     M[k, body] += 1.0
         got = scene.cache["look-ahead reach"] = (rho, M)
+    return got
+
+
+def _pair_bodies(scene):
+    """Each scene pair's two bodies (P, 2) (``a``'s, ``b``'s; a world shape's ``nb``, past the
+    bodies: the world row :func:`pair_spins` pads with zeros); kept by the scene."""
+    got = scene.cache.get("look-ahead pair bodies")
+    if got is None:
+        body = np.array([s.body for s in scene.shapes], int).reshape(-1)[scene.index].reshape(-1, 2)
+        got = scene.cache["look-ahead pair bodies"] = np.where(body < 0, scene.model.nbodies, body)
+        got.flags.writeable = False
     return got
 
 
@@ -98,7 +110,12 @@ def pair_cutoffs(scene, q, v, dt):
     if (lead is None or q.shape[-1:] != (model.nq,) or v.shape[-1:] != (model.nv,) or not M.size
             or not isinstance(dt, (float, int, np.floating, np.integer)) or not 0 < dt < np.inf):
         return np.full((lead or ()) + (len(M),), scene.margin)
-    V = _body_velocities(model, q, v)
+    return _cutoffs(scene, _body_velocities(model, q, v), dt, lead)
+
+
+def _cutoffs(scene, V, dt, lead):
+    """:func:`pair_cutoffs` of the bodies' spatial velocities ``V`` (*lead, nb, 6) (checked inputs)."""
+    rho, M = body_reach(scene)
     n = np.sqrt((V * V) @ _PARTS)                          # (..., nb, 2): |omega|, |v_o|
     s = n[..., 1] + n[..., 0] * rho
     if not math.isfinite(s.sum()):                         # a non-finite v: the step refuses it
@@ -120,18 +137,37 @@ def pair_spins(scene, q, v, dt):
         _batch_of(q, v, model) if q.ndim == 2 else None
     if (lead is None or not P or not isinstance(dt, (float, int, np.floating, np.integer)) or not 0 < dt < np.inf):
         return np.full((lead or ()) + (P, 3), np.nan)
+    return _spins(scene, q, _body_velocities(model, q, v), dt, lead)
+
+
+def _spins(scene, q, V, dt, lead):
+    """:func:`pair_spins` of the bodies' spatial velocities ``V`` (*lead, nb, 6) (checked inputs)."""
+    model, P = scene.model, len(scene.index)
     f = (native_calls(model) or _NONE).get("forward_kinematics")
     R = (f(q) if f is not None and not lead else forward_kinematics(model, q))[0]
-    w = np.einsum("...kij,...kj->...ki", R, _body_velocities(model, q, v)[..., :3]) * float(dt)    # world axes
+    w = np.einsum("...kij,...kj->...ki", R, V[..., :3]) * float(dt)    # world axes
     finite = np.isfinite(w).all((-2, -1))
     if not lead and not finite:
         return np.full((P, 3), np.nan)
-    w = np.concatenate([w, np.zeros(lead + (1, 3))], -2)      # index -1: the world
-    body = np.array([s.body for s in scene.shapes], int)[scene.index]      # (P, 2)
+    w = np.concatenate([w, np.zeros(lead + (1, 3))], -2)      # index nb: the world
+    body = _pair_bodies(scene)
     out = w[..., body[:, 0], :] - w[..., body[:, 1], :]
     if lead:
         out[~finite] = np.nan
     return out
+
+
+def cutoffs_and_spins(scene, q, v, dt):
+    """``(pair_cutoffs(scene, q, v, dt), pair_spins(scene, q, v, dt))``, the bodies' velocities
+    computed once for both where ``q`` (nq,) and ``v`` (nv,) are float arrays and ``dt`` a float in
+    (0, inf) (a step's own; else each function checks its inputs)."""
+    model = scene.model
+    if (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and type(v) is np.ndarray and
+            v.dtype is _F64 and v.shape == (model.nv,) and type(dt) is float and 0 < dt < math.inf and
+            len(scene.index) and body_reach(scene)[1].size):
+        V = _body_velocities(model, q, v)
+        return _cutoffs(scene, V, dt, ()), _spins(scene, q, V, dt, ())
+    return pair_cutoffs(scene, q, v, dt), pair_spins(scene, q, v, dt)
 
 
 def _batch_of(q, v, model):

@@ -25,7 +25,7 @@ from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, col
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
-from .look_ahead import body_reach, capacity_mask, pair_cutoffs, pair_spins
+from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins
 from .mesh_plane import MeshPlanePlan, heights_patches, mesh_plane_plan, plan_heights
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
@@ -189,10 +189,13 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
 
 def _put_patches(out, b, k, g, d, wa, wb, n, local):
     """Puts the patches' points (``g`` (m,) their patch, sorted; ``b``, ``k``: its state and pair) in
-    the rows (B, Pm * MAX_PATCH_POINTS, 11) ``out``, each patch's in its pair's first rows."""
-    at = b, MAX_PATCH_POINTS * k + np.arange(len(g)) - np.searchsorted(g, g)
-    out[at + (0,)], out[at + (slice(1, 4),)], out[at + (slice(4, 7),)] = d, (wa + wb) / 2, n
-    out[at + (slice(7, 10),)], out[at + (10,)] = local, np.einsum("ki,ki->k", n, wb)
+    the rows (B, Pm * MAX_PATCH_POINTS, 11) ``out``, each patch's in its pair's first rows (``b``
+    None: ``out`` (Pm * MAX_PATCH_POINTS, 11), one state's)."""
+    at = MAX_PATCH_POINTS * k + np.arange(len(g)) - np.searchsorted(g, g)
+    rows = np.empty((len(g), NEAR_COLUMNS))               # the rows whole, put at once
+    rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10] = d, (wa + wb) / 2, n, local
+    rows[:, 10] = np.einsum("ki,ki->k", n, wb)
+    out[at if b is None else (b, at)] = rows
 
 
 def _heights_plan(scene, mesh):
@@ -227,11 +230,11 @@ def _native_rows(scene, hp, q, cut, spin):
     got = plan_heights(scene, hp, np.asarray(q, float), np.array(cut.max()))
     if got is None:
         return None
-    out = np.zeros((1, len(hp.pair) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    out[..., 0] = np.inf
+    out = np.zeros((len(hp.pair) * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    out[:, 0] = np.inf
     g, d, wa, wb, nn, local = heights_patches(hp, *got, cut, scene.margin, None if spin is None else np.asarray(spin))
-    _put_patches(out, np.zeros(len(g), int), g, g, d, wa, wb, nn, local)
-    return out[0]
+    _put_patches(out, None, g, g, d, wa, wb, nn, local)
+    return out
 
 
 def _robot_meshes_on(scene, ks, kind):
@@ -393,17 +396,18 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     kp, mesh = mixed.kernel, mixed.mesh
     spin = None
     if cutoff is None and ahead is not None:
-        cutoff = pair_cutoffs(scene, q, *ahead)
-        spin = pair_spins(scene, q, *ahead)
+        cutoff, spin = cutoffs_and_spins(scene, q, *ahead)
     lead = np.shape(q)[:-1]
-    cut = np.full(lead + (len(scene.index),), scene.margin) if cutoff is None else \
+    cut = np.full(lead + (len(scene.index),), scene.margin) if cutoff is None else cutoff \
+        if type(cutoff) is np.ndarray and cutoff.dtype is _F64 and cutoff.shape == lead + (len(scene.index),) else \
         np.broadcast_to(np.asarray(cutoff, float), lead + (len(scene.index),))
     rows = [mesh_plane_rows(scene, mesh, q, cut[..., mesh["pairs"]],
                             None if spin is None else spin[..., mesh["pairs"], :])] if mesh is not None else []
     boxes = mixed.boxes
-    rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
-                if not len(boxes) else np.stack([mesh_box_rows(scene, boxes, x, c[boxes]) for x, c in zip(q, cut)]))
-    rows = np.concatenate(rows, -2)
+    if len(boxes) or not rows:                             # (no mesh-box pair: the mesh-plane rows alone)
+        rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
+                    if not len(boxes) else np.stack([mesh_box_rows(scene, boxes, x, c[boxes]) for x, c in zip(q, cut)]))
+    rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
     if not kp.pairs:
         return rows, cut.take(mixed.pair, -1)
     c = near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS))
