@@ -52,7 +52,7 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     nst = len(prog.stages)
     X = "".join(x + ", " for x in xs)
     tables = [f"static const int {cname}_c{k}[{max(len(c), 1)}] = {{{', '.join(map(str, c)) or '0'}}};"
-              for k, c in enumerate(scatter) if len(_runs(c)) > _MAX_RUNS]
+              for k, c in enumerate(scatter) if len(_copy_runs(c)) > _MAX_RUNS]
     cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); {_move(mv)}{_scatter(c, f'{cname}_c{k}')} break;"
                      for k, (c, mv) in enumerate(zip(scatter, moves)))
     body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
@@ -86,23 +86,28 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     return _units(funcs, body, unit_size)
 
 
-def _runs(changed):
-    """``[(first element, its place in T, length)]``: ``changed`` (increasing) cut into runs of
-    consecutive elements."""
+def _runs(pairs):
+    """``[(to, from, length)]``: the pairs ``(to, from)``, in order, cut into runs along which both
+    step by one."""
     runs = []
-    for t, j in enumerate(changed):
-        if runs and runs[-1][0] + runs[-1][2] == j:
+    for a, b in pairs:
+        if runs and runs[-1][0] + runs[-1][2] == a and runs[-1][1] + runs[-1][2] == b:
             runs[-1][2] += 1
         else:
-            runs.append([j, t, 1])
+            runs.append([a, b, 1])
     return [tuple(r) for r in runs]
+
+
+def _copy_runs(changed):
+    """:func:`_runs` of a stage's computed elements ``changed`` (increasing) from their places in ``T``."""
+    return _runs((j, t) for t, j in enumerate(changed))
 
 
 def _scatter(changed, table):
     """The C that copies a stage's changed elements ``changed`` from ``T`` into ``S``: a ``memcpy`` per
     run of consecutive ones (a loop over ``table`` where they fall into more than :data:`_MAX_RUNS`
     runs)."""
-    runs = _runs(changed)
+    runs = _copy_runs(changed)
     if len(runs) > _MAX_RUNS:
         return f"for (int j = 0; j < {len(changed)}; j++) S[{table}[j]] = T[j];"
     return " ".join(f"S[{a}] = T[{b}];" if n == 1 else f"__builtin_memcpy(S + {a}, T + {b}, {n} * sizeof(double));"
@@ -122,18 +127,13 @@ def _changed(p):
                 taken.append((j, int(p.nodes[v][2])))
         else:
             computed.append(j)
-    runs = []
-    for j, i in taken:
-        if runs and runs[-1][0] + runs[-1][2] == j and runs[-1][1] + runs[-1][2] == i:
-            runs[-1][2] += 1
-        else:
-            runs.append([j, i, 1])
+    runs = _runs(taken)
     written = []
     for to, frm, n in runs:
         if len(runs) > _MAX_RUNS or any(frm < a + m and a < frm + n for a, m in written):
             return sorted(computed + [j for j, _ in taken]), []
         written.append((to, n))
-    return computed, [tuple(r) for r in runs]
+    return computed, runs
 
 
 def _move(runs):
