@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -78,7 +77,7 @@ from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_a
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_geometry import SHAPES, in_order, slot_kinds, slot_shapes
-from .scene_step import FoundContacts, scene_slots, scene_step
+from .scene_step import FoundContacts, scene_slots, step_in_scene
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -253,7 +252,8 @@ class Slotted(NamedTuple):
     (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot open, with zero impulse),
     ``correction`` (B, ns) the normal impulses of its position correction (the step kernel's own), and
     ``kinds`` the kinds of contact its slots may hold
-    (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every kind)."""
+    (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every kind), ``weights`` (B, ns, 4) the
+    modes' weights and friction (:func:`_mode_weights`; None: made from ``modes`` and ``mu``)."""
 
     frames: tuple
     data: np.ndarray
@@ -263,6 +263,7 @@ class Slotted(NamedTuple):
     modes: np.ndarray
     correction: np.ndarray
     kinds: tuple = None
+    weights: np.ndarray = None
 
 
 def _scene_step(model, kernels, q, v, tau, scene, dt, options):
@@ -275,8 +276,9 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
                          f"(B, nq); got shape {q.shape}")
     Q = q.reshape(-1, model.nq)
     kept = []                                                    # the kernel's arrays: the position correction
-    step, found = scene_step(partial(_slotted_step, keep=kept), kernels, q, v, tau, scene, dt,
-                             **_options(options, options.get("warm_start")))
+    opts = _options(options, options.get("warm_start"))
+    opts["keep"] = kept
+    step, found = step_in_scene(_slotted_step, kernels, q, v, tau, scene, dt, opts)
     if q.ndim == 1:
         found, impulses, modes = [found], [step.impulses], [step.modes]
     else:
@@ -296,14 +298,9 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
     # in its first slots)
     out, ran = kept[0]
     in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
-    if B == 1 and in_order(slots[0], len(pair[0])):              # one state, every slot a contact in order
-        data = slots[0].data[None]
-        correction = out.correction.reshape(-1)[:ns][None]
-        held = np.asarray(modes[0]).reshape(1, ns)
-        return step, found[0], Slotted(slots[0].frames, data, slot_shapes(scene, Q[0], pair[0], slots[0])[None],
-                                       data[:, :, 0],
-                                       np.reshape(impulses[0], (1, ns, 3)), held, correction,
-                                       slot_kinds(scene, slots[0].frames))
+    if B == 1:
+        return step, found[0], _one_state(scene, Q[0], pair[0], slots[0], impulses[0], modes[0],
+                                          out.correction.reshape(-1), in_data)
     data, shapes = np.zeros((B, ns, 8)), np.zeros((B, ns, SHAPES))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
     step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
@@ -314,6 +311,30 @@ def _scene_step(model, kernels, q, v, tau, scene, dt, options):
         correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
     return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, data, shapes, data[:, :, 0], lam, held,
                                                              correction, slot_kinds(scene, slots[0].frames))
+
+
+def _one_state(scene, q, pair, slots, impulses, modes, correction, in_data):
+    """The :class:`Slotted` (B = 1) of one state's step in ``scene`` at ``q`` (nq,): its contacts of the
+    scene pairs ``pair`` (nc,) laid out in ``slots``, their ``impulses`` (nc, 3) and ``modes`` (nc,),
+    the kernel's position correction impulses ``correction`` (in the step's slots; ``in_data``: the
+    scene's data slots, contact ``k`` in slot ``k``), with the slots' mode weights for the derivatives
+    (a free slot open, with zero impulse)."""
+    ns, nc = len(slots.frames), len(pair)
+    names, data = modes.tolist(), slots.data
+    shapes = slot_shapes(scene, q, pair, slots)
+    if in_order(slots, nc):
+        lam, corr = impulses.reshape(1, ns, 3), correction[None, :ns]
+    else:
+        index = range(nc) if slots.index is None else slots.index
+        lam, corr, held = np.zeros((1, ns, 3)), np.zeros((1, ns)), ["open"] * ns
+        lam[0, index] = impulses
+        corr[0, index] = correction[:nc] if in_data else correction[index]
+        for i, x in zip(np.asarray(index).tolist(), names):
+            held[i] = x
+        names = held
+    weights = np.array([w for x, m in zip(names, data[:, 0].tolist()) for w in _WEIGHTS[x] + (m,)]).reshape(1, ns, 4)
+    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, np.array(names, "<U5")[None], corr,
+                   slot_kinds(scene, slots.frames), weights)
 
 
 def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, slotted=None):
@@ -506,10 +527,11 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     state), then per state the impulses' change (:func:`min_norm_solve`) and that of the position
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
     B, nv = v.shape
-    weights = _mode_weights(slotted.modes, slotted.mu)
+    weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights
     args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.data, slotted.shapes, gravity)
     if B == 1 and f_ext is None:              # one state: the ready native callable, as the step calls its own
-        one = [x[0] for x in args] + [np.array([float(dt)])]
+        one = [x[0] for x in args]
+        one.append(np.array([float(dt)]))
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
         out = f(*one, slotted.frames, slotted.kinds) if f is not None else \
             scene_step_partials(kernels, *one, slotted.frames, slotted.kinds)
