@@ -57,8 +57,9 @@ def psd_solve(A, B):
 
         x = P X^T X P^T B
 
-    ``X`` from one Cholesky solve with ``S`` (``posv``), whose condition is ``A``'s on its range (what
-    ``pinv`` resolves); where ``A`` is regular (``r = n``) ``x = P U^-1 U^-T P^T B`` (``trtri``).  Two LAPACK calls and a few products: a complete orthogonal factorisation
+    ``X P^T`` from one Cholesky solve with ``S`` (``posv``, the right side ``U P^T``), whose condition is
+    ``A``'s on its range (what ``pinv`` resolves); where ``A`` is regular (``r = n``) ``x = P U^-1 U^-T P^T
+    B`` (``trtri``).  Two LAPACK calls and a few products: a complete orthogonal factorisation
     (:func:`min_norm_solve`) costs more at these sizes."""
     n = len(A)
     top = A.trace() if n else 0.0                       # (A positive semidefinite: its diagonal's sum)
@@ -71,17 +72,16 @@ def psd_solve(A, B):
     if info < 0:                                        # (an argument LAPACK refused)
         return min_norm_solve(A, B)
     p = piv - 1
-    x = np.empty(B.shape)
-    if r == n:                                          # regular: P^T A P = U^T U, U^-1 (no solve with
-        Ui = lapack.dtrtri(U)[0]                        # k right sides: OpenBLAS may thread those)
-        x[p] = Ui @ (Ui.T @ B[p])
-        return x
-    U = U[:r]
-    X, info = lapack.dposv(U @ U.T, U)[1:]
+    if r == n:                                          # regular: A^-1 = V V^T, V = P U^-1 (no solve with
+        V = np.empty((n, n))                            # k right sides: OpenBLAS may thread those)
+        V[p] = lapack.dtrtri(U)[0]
+        return V @ (V.T @ B)
+    Up = np.empty((r, n))                               # U P^T: S = U U^T is the same, X P^T from one solve
+    Up[:, p] = U[:r]
+    X, info = lapack.dposv(Up @ Up.T, Up)[1:]
     if info:                                            # S not positive definite to rounding (never after
         return min_norm_solve(A, B)                     # a pivoted factorisation): the general solve
-    x[p] = X.T @ (X @ B[p])
-    return x
+    return X.T @ (X @ B)
 
 
 _LOWER, _LAPACK = {}, []
