@@ -431,8 +431,12 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
 def _mode_solve(K, R, stick):
     """The minimum-norm ``dlambda`` of ``K dlambda = R``, the mode equations of the held contacts: with
     sticking (and open) contacts alone ``K = s J H^-1 J^T`` is symmetric positive semidefinite
-    (:func:`psd_solve`: a non-finite diagonal gives NaN), else :func:`min_norm_solve`; both one LAPACK
-    call (a complete orthogonal factorisation)."""
+    (:func:`psd_solve`: a pivoted Cholesky factorisation; a non-finite diagonal gives NaN), else
+    :func:`min_norm_solve` (a complete orthogonal factorisation).  Where the rows are redundant (``G``
+    singular, a box's four corners) the system has no unique solution, and may have none where ``R``
+    leaves ``K``'s range (``d(J w)/dq`` need not lie in the rows' span): the minimum-norm least-squares
+    one, whose ``H^-1 J^T dlambda`` is the same for every least-squares solution where ``K = s G``
+    (they differ by a null vector of ``G``, one of ``J^T``)."""
     return psd_solve(K, R) if stick else min_norm_solve(K, R)
 
 
@@ -524,7 +528,7 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     slots (:class:`Slotted`) from ``q`` (B, nq), ``v`` (B, nv) to the next velocity ``v_next`` (B, nv):
     the per-state pieces from one call of :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
     (the mode equations ``K``, ``R`` among them; on the default road its ready native callable for one
-    state), then per state the impulses' change (:func:`min_norm_solve`) and that of the position
+    state), then per state the impulses' change (:func:`_mode_solve`) and that of the position
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
     B, nv = v.shape
     weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights

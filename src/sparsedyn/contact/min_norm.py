@@ -4,7 +4,11 @@ The derivatives of a step (:mod:`~sparsedyn.contact.friction_derivatives`) solve
 mode equations of its contacts for the impulses' change, and the position correction's normal rows
 for its own: square systems that are singular where the contact set is redundant (a box's four
 corners hold more rows than the motions they stop), whose minimum-norm solution is the derivative of
-the minimum-norm impulses.
+the minimum-norm impulses: a general one by a complete orthogonal factorisation
+(:func:`min_norm_solve`), a symmetric positive semidefinite one (sticking contacts, the position
+correction: a Delassus matrix) by a pivoted Cholesky factorisation (:func:`psd_solve`).  At these sizes
+(a few to a hundred rows) each call from Python costs more than its arithmetic: few calls, no solve
+with many right-hand sides where a product does.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ __all__ = ["min_norm_solve", "psd_solve", "RANK_RCOND"]
 
 #: Reciprocal condition number below which :func:`min_norm_solve` drops the rest of a triangular
 #: factor (the rank of the system), as ``pinv(A, rcond=1e-12)`` drops the singular values below 1e-12 of
-#: the largest.
+#: the largest; :func:`psd_solve` the rest of its Cholesky factorisation whose diagonal is below it
+#: times the trace.
 RANK_RCOND = 1e-12
 
 
