@@ -74,8 +74,8 @@ def psd_solve(A, B):
     # A's lower triangle, zeros above, as the upper triangle of its transpose in Fortran's order (no copy)
     lower = _LOWER.get(n)
     U, piv, r, info = lapack.dpstrf((A * (_lower(n) if lower is None else lower)).T, RANK_RCOND * top, 0, 1)
-    if info < 0:                                        # (an argument LAPACK refused)
-        return min_norm_solve(A, B)
+    if info < 0 or r == 0:                              # (an argument LAPACK refused; no pivot: A is not
+        return min_norm_solve(A, B)                     # semidefinite, its diagonal's sum despite)
     p = piv - 1
     if r == n:                                          # regular: A^-1 = V V^T, V = P U^-1 (no solve with
         V = np.empty((n, n))                            # k right sides: OpenBLAS may thread those)
