@@ -31,7 +31,8 @@ def test_min_norm_solve_equals_the_pseudo_inverse():
 
 
 def test_psd_solve_equals_the_pseudo_inverse_on_delassus_matrices():
-    """psd_solve (a complete orthogonal factorisation, LAPACK's gelsy) gives numpy's pinv(G, rcond=1e-12) @ B to rounding times G's condition on its range
+    """psd_solve (a pivoted Cholesky factorisation, LAPACK's pstrf) gives numpy's pinv(G, rcond=1e-12) @ B to
+    rounding times G's condition on its range
     (squared: B off the range, least squares) on the Delassus matrices G = J H^-1 J^T of the box's
     corners: all four (rank 6 of 12), their normal rows (rank 3 of 4: the position correction's
     system), one corner and three normal rows (regular), and a zero matrix; B in G's range and not."""
@@ -58,3 +59,26 @@ def test_psd_solve_of_a_non_finite_matrix_is_nan_not_zero():
         A[1, 1] = bad
         assert np.isnan(psd_solve(A, np.ones((3, 2)))).all()
 
+
+
+def test_psd_solve_reveals_the_rank_of_semidefinite_matrices():
+    """On random positive semidefinite A = M M^T (n, n) of every rank r from 1 to n (r = n: the regular
+    branch, a triangular inverse; r < n: the Gram matrix of the pivoted factor), M's singular values over
+    two decades (A's condition on its range 1e4), and B off A's range (least squares), psd_solve
+    gives numpy's pinv(A, rcond=1e-12) @ B (the SVD's) to rounding times that condition squared, and A
+    symmetric to rounding only (its lower triangle read) changes nothing beyond rounding."""
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 5, 12, 21):
+        for r in sorted({1, max(1, n // 2), n - 1, n} - {0}):
+            U, V = (np.linalg.qr(rng.normal(size=(k, r)))[0] for k in (n, r))
+            M = U * np.logspace(0, -2, r) @ V.T                 # singular values 1 to 1e-2
+            A = M @ M.T
+            B = rng.normal(size=(n, 3 * n))
+            s = np.linalg.svd(A, compute_uv=False)
+            kappa = s[0] / s[s > 1e-12 * s[0]][-1]
+            ref = np.linalg.pinv(A, rcond=1e-12) @ B
+            assert np.linalg.matrix_rank(A, 1e-12 * s[0]) == r
+            got = psd_solve(A, B)
+            assert kappa < 1.01e4 and rel_err(got, ref) <= rounding_bound(n, kappa * kappa), (n, r, kappa)
+            skew = A + np.triu(rng.normal(size=(n, n)) * 1e-16 * s[0], 1)
+            assert rel_err(psd_solve(skew, B), got) <= rounding_bound(n, kappa * kappa), (n, r)

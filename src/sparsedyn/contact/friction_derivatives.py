@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -70,15 +69,13 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from ..model.sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
-from .look_ahead import pair_cutoffs, step_hits
-from .friction import _options, _positive, _slotted_step, contact_step
+from .friction import _positive, contact_step
 from .friction_kernel import correction_impulses
 from .min_norm import min_norm_solve, psd_solve
-from .friction_problem import DATA_SLOT, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
+from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
-from .scene_geometry import SHAPES, in_order, slot_kinds, slot_shapes
-from .scene_step import FoundContacts, scene_slots, scene_step
+from .scene_slotted import MODE_WEIGHTS, slotted_scene_step as _scene_step
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -246,81 +243,11 @@ def _split(dv, dq, shape, step):
                                   dq[..., nv:2 * nv], dq[..., 2 * nv:], step)
 
 
-class Slotted(NamedTuple):
-    """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
-    structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 5) their radii
-    and kinds (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), ``mu`` (B, ns), ``impulses``
-    (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot open, with zero impulse),
-    ``correction`` (B, ns) the normal impulses of its position correction (the step kernel's own), and
-    ``kinds`` the kinds of contact its slots may hold
-    (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every kind)."""
-
-    frames: tuple
-    data: np.ndarray
-    shapes: np.ndarray
-    mu: np.ndarray
-    impulses: np.ndarray
-    modes: np.ndarray
-    correction: np.ndarray
-    kinds: tuple = None
-
-
-def _scene_step(model, kernels, q, v, tau, scene, dt, options):
-    """``(step, contacts, slotted)``: the step in ``scene`` at ``q`` (nq,) or (B, nq), its contacts
-    (a list per state for a batch) and its :class:`Slotted` layout (None where there is no slot)."""
-    who = "contact_step_derivatives"
-    q = _checks.plain_floats(who, "q", q, f"({model.nq},) or (B, {model.nq})")
-    if q.ndim not in (1, 2) or q.shape[-1] != model.nq:
-        raise ValueError(f"{who}: a step in a scene takes one state, q of shape (nq,) = ({model.nq},), or a batch "
-                         f"(B, nq); got shape {q.shape}")
-    Q = q.reshape(-1, model.nq)
-    kept = []                                                    # the kernel's arrays: the position correction
-    step, found = scene_step(partial(_slotted_step, keep=kept), kernels, q, v, tau, scene, dt,
-                             **_options(options, options.get("warm_start")))
-    if q.ndim == 1:
-        found, impulses, modes = [found], [step.impulses], [step.modes]
-    else:
-        impulses, modes = step.impulses, step.modes
-    if isinstance(found[0], FoundContacts):                      # the collision kernel's road: slots found
-        pair, slots = [f.pair for f in found], [f.slots for f in found]
-    else:                                                        # Contact objects: of collide's hits, in order
-        cut = np.broadcast_to(pair_cutoffs(scene, Q, v, dt), (len(Q), len(scene.index)))    # the step's look-ahead
-        V = np.broadcast_to(np.asarray(v, float), (len(Q), model.nv))
-        pair = [step_hits(scene, x, y, dt, c).pair for x, y, c in zip(Q, V, cut)]
-        slots = [scene_slots(scene, c) for c in found]           # the layout the step grew: one for all states
-    ns = len(slots[0].frames)
-    if not ns:
-        return step, (), None
-    B = len(Q)
-    # the step ran in these per-body slots, or in the scene's data slots (each state's contacts in order
-    # in its first slots)
-    out, ran = kept[0]
-    in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
-    if B == 1 and in_order(slots[0], len(pair[0])):              # one state, every slot a contact in order
-        data = slots[0].data[None]
-        correction = out.correction.reshape(-1)[:ns][None]
-        held = np.asarray(modes[0]).reshape(1, ns)
-        return step, found[0], Slotted(slots[0].frames, data, slot_shapes(scene, Q[0], pair[0], slots[0])[None],
-                                       data[:, :, 0],
-                                       np.reshape(impulses[0], (1, ns, 3)), held, correction,
-                                       slot_kinds(scene, slots[0].frames))
-    data, shapes = np.zeros((B, ns, 8)), np.zeros((B, ns, SHAPES))
-    lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
-    step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
-    for b in range(B):
-        index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
-        data[b], shapes[b] = slots[b].data, slot_shapes(scene, Q[b], pair[b], slots[b])
-        lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
-        correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
-    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, data, shapes, data[:, :, 0], lam, held,
-                                                             correction, slot_kinds(scene, slots[0].frames))
-
-
 def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None, gravity=None, slotted=None):
     """The derivatives of a step already taken (``step``, :func:`contact_step` of these arguments) as
     :func:`contact_step_derivatives`; ``model`` a Model, ``kernels`` where its kernels run (the model
     or its compiled form), ``contacts`` checked.  (What :func:`contact_step_derivatives` costs beyond
-    the step.)  ``slotted``: a step in a scene, its contacts in their slots (:class:`Slotted`), whose
+    the step.)  ``slotted``: a step in a scene, its contacts in their slots (:class:`~sparsedyn.contact.scene_slotted.Slotted`), whose
     points and normals move with ``q``."""
     q, v, tau, f_ext, _, _, _ = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau", "nv joint forces")
     nv, nq = model.nv, model.nq
@@ -410,8 +337,12 @@ def _impulse_response(P, vp, lam, modes, mu, dt):
 def _mode_solve(K, R, stick):
     """The minimum-norm ``dlambda`` of ``K dlambda = R``, the mode equations of the held contacts: with
     sticking (and open) contacts alone ``K = s J H^-1 J^T`` is symmetric positive semidefinite
-    (:func:`psd_solve`: a non-finite diagonal gives NaN), else :func:`min_norm_solve`; both one LAPACK
-    call (a complete orthogonal factorisation)."""
+    (:func:`psd_solve`: a pivoted Cholesky factorisation; a non-finite diagonal gives NaN), else
+    :func:`min_norm_solve` (a complete orthogonal factorisation).  Where the rows are redundant (``G``
+    singular, a box's four corners) the system has no unique solution, and may have none where ``R``
+    leaves ``K``'s range (``d(J w)/dq`` need not lie in the rows' span): the minimum-norm least-squares
+    one, whose ``H^-1 J^T dlambda`` is the same for every least-squares solution where ``K = s G``
+    (they differ by a null vector of ``G``, one of ``J^T``)."""
     return psd_solve(K, R) if stick else min_norm_solve(K, R)
 
 
@@ -420,12 +351,9 @@ def _mode_weights(modes, mu):
     modes = np.asarray(modes)
     if modes.ndim == 2 and len(modes) == 1:                     # one state: on Python lists (faster)
         return np.array([w for x, m in zip(modes[0].tolist(), np.ravel(mu).tolist())
-                         for w in _WEIGHTS[x] + (m,)]).reshape(1, -1, 4)
+                         for w in MODE_WEIGHTS[x] + (m,)]).reshape(1, -1, 4)
     return np.stack([modes == "open", modes == "stick", modes == "slide", np.broadcast_to(mu, modes.shape)],
                     -1).astype(float)
-
-
-_WEIGHTS = {"open": (1.0, 0.0, 0.0), "stick": (0.0, 1.0, 0.0), "slide": (0.0, 0.0, 1.0)}
 
 
 def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
@@ -500,16 +428,17 @@ class _Pieces(NamedTuple):
 
 def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     """``([dv_dq, dv_dv, dv_dtau], [dq_dq, dq_dv, dq_dtau])`` (B, nv, 3 nv) of a step in a scene laid out in its
-    slots (:class:`Slotted`) from ``q`` (B, nq), ``v`` (B, nv) to the next velocity ``v_next`` (B, nv):
+    slots (:class:`~sparsedyn.contact.scene_slotted.Slotted`) from ``q`` (B, nq), ``v`` (B, nv) to the next velocity ``v_next`` (B, nv):
     the per-state pieces from one call of :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
     (the mode equations ``K``, ``R`` among them; on the default road its ready native callable for one
-    state), then per state the impulses' change (:func:`min_norm_solve`) and that of the position
+    state), then per state the impulses' change (:func:`_mode_solve`) and that of the position
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
     B, nv = v.shape
-    weights = _mode_weights(slotted.modes, slotted.mu)
+    weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights
     args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.data, slotted.shapes, gravity)
     if B == 1 and f_ext is None:              # one state: the ready native callable, as the step calls its own
-        one = [x[0] for x in args] + [np.array([float(dt)])]
+        one = [x[0] for x in args]
+        one.append(np.array([float(dt)]))
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
         out = f(*one, slotted.frames, slotted.kinds) if f is not None else \
             scene_step_partials(kernels, *one, slotted.frames, slotted.kinds)

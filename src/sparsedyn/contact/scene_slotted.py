@@ -1,0 +1,115 @@
+"""A step in a scene laid out in its slots, for its derivatives
+(:func:`~sparsedyn.contact_step_derivatives`): the step taken, and its contacts, impulses, modes and
+position correction in the slots its derivatives' kernel
+(:func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`) runs in (per body: where the step
+ran in the scene's data slots, its contacts put back in their bodies' slots)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _checks
+from .friction import _options, _slotted_step
+from .friction_problem import DATA_SLOT
+from .look_ahead import pair_cutoffs, step_hits
+from .scene_geometry import SHAPES, in_order, slot_kinds, slot_shapes
+from .scene_step import FoundContacts, scene_slots, step_in_scene
+
+__all__ = ["Slotted", "slotted_scene_step", "one_state_slots", "MODE_WEIGHTS"]
+
+#: Per mode its weights ``[open, stick, slide]`` (one of them 1) in the derivatives' kernel.
+MODE_WEIGHTS = {"open": (1.0, 0.0, 0.0), "stick": (0.0, 1.0, 0.0), "slide": (0.0, 0.0, 1.0)}
+
+
+class Slotted(NamedTuple):
+    """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
+    structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 5) their radii
+    and kinds (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), ``mu`` (B, ns), ``impulses``
+    (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot open, with zero impulse),
+    ``correction`` (B, ns) the normal impulses of its position correction (the step kernel's own), and
+    ``kinds`` the kinds of contact its slots may hold
+    (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every kind), ``weights`` (B, ns, 4) the
+    modes' weights and friction (``[open, stick, slide, mu]``; None: made from ``modes`` and ``mu``)."""
+
+    frames: tuple
+    data: np.ndarray
+    shapes: np.ndarray
+    mu: np.ndarray
+    impulses: np.ndarray
+    modes: np.ndarray
+    correction: np.ndarray
+    kinds: tuple = None
+    weights: np.ndarray = None
+
+
+def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
+    """``(step, contacts, slotted)``: the step in ``scene`` at ``q`` (nq,) or (B, nq), its contacts
+    (a list per state for a batch) and its :class:`Slotted` layout (None where there is no slot)."""
+    who = "contact_step_derivatives"
+    q = _checks.plain_floats(who, "q", q, f"({model.nq},) or (B, {model.nq})")
+    if q.ndim not in (1, 2) or q.shape[-1] != model.nq:
+        raise ValueError(f"{who}: a step in a scene takes one state, q of shape (nq,) = ({model.nq},), or a batch "
+                         f"(B, nq); got shape {q.shape}")
+    Q = q.reshape(-1, model.nq)
+    kept = []                                                    # the kernel's arrays: the position correction
+    opts = _options(options, options.get("warm_start"))
+    opts["keep"] = kept
+    step, found = step_in_scene(_slotted_step, kernels, q, v, tau, scene, dt, opts)
+    if q.ndim == 1:
+        found, impulses, modes = [found], [step.impulses], [step.modes]
+    else:
+        impulses, modes = step.impulses, step.modes
+    if isinstance(found[0], FoundContacts):                      # the collision kernel's road: slots found
+        pair, slots = [f.pair for f in found], [f.slots for f in found]
+    else:                                                        # Contact objects: of collide's hits, in order
+        cut = np.broadcast_to(pair_cutoffs(scene, Q, v, dt), (len(Q), len(scene.index)))    # the step's look-ahead
+        V = np.broadcast_to(np.asarray(v, float), (len(Q), model.nv))
+        pair = [step_hits(scene, x, y, dt, c).pair for x, y, c in zip(Q, V, cut)]
+        slots = [scene_slots(scene, c) for c in found]           # the layout the step grew: one for all states
+    ns = len(slots[0].frames)
+    if not ns:
+        return step, (), None
+    B = len(Q)
+    # the step ran in these per-body slots, or in the scene's data slots (each state's contacts in order
+    # in its first slots)
+    out, ran = kept[0]
+    in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
+    if B == 1:
+        return step, found[0], one_state_slots(scene, Q[0], pair[0], slots[0], impulses[0], modes[0],
+                                          out.correction.reshape(-1), in_data)
+    data, shapes = np.zeros((B, ns, 8)), np.zeros((B, ns, SHAPES))
+    lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
+    step_correction, correction = out.correction.reshape(B, -1), np.zeros((B, ns))
+    for b in range(B):
+        index = np.arange(len(pair[b])) if slots[b].index is None else slots[b].index
+        data[b], shapes[b] = slots[b].data, slot_shapes(scene, Q[b], pair[b], slots[b])
+        lam[b, index], held[b, index] = np.reshape(impulses[b], (-1, 3)), modes[b]
+        correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
+    return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, data, shapes, data[:, :, 0], lam, held,
+                                                             correction, slot_kinds(scene, slots[0].frames))
+
+
+def one_state_slots(scene, q, pair, slots, impulses, modes, correction, in_data):
+    """The :class:`Slotted` (B = 1) of one state's step in ``scene`` at ``q`` (nq,): its contacts of the
+    scene pairs ``pair`` (nc,) laid out in ``slots``, their ``impulses`` (nc, 3) and ``modes`` (nc,),
+    the kernel's position correction impulses ``correction`` (in the step's slots; ``in_data``: the
+    scene's data slots, contact ``k`` in slot ``k``), with the slots' mode weights for the derivatives
+    (a free slot open, with zero impulse)."""
+    ns, nc = len(slots.frames), len(pair)
+    names, data = modes.tolist(), slots.data
+    shapes = slot_shapes(scene, q, pair, slots)
+    if in_order(slots, nc):
+        lam, corr = impulses.reshape(1, ns, 3), correction[None, :ns]
+    else:
+        index = range(nc) if slots.index is None else slots.index
+        lam, corr, held = np.zeros((1, ns, 3)), np.zeros((1, ns)), ["open"] * ns
+        lam[0, index] = impulses
+        corr[0, index] = correction[:nc] if in_data else correction[index]
+        for i, x in zip(np.asarray(index).tolist(), names):
+            held[i] = x
+        names = held
+    weights = np.array([w for x, m in zip(names, data[:, 0].tolist()) for w in MODE_WEIGHTS[x] + (m,)]).reshape(1, ns, 4)
+    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, np.array(names, "<U5")[None], corr,
+                   slot_kinds(scene, slots.frames), weights)
