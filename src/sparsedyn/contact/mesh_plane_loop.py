@@ -44,6 +44,7 @@ __all__ = ["mesh_plane_loop_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPla
 SOURCE = r"""
 #define NC 11
 #define MP 4
+typedef long long sd_mp_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
 static double sd_mp_max(double a, double b) { return a > b ? a : b; }   /* np.maximum of numbers */
 
 /* Each pair's allowance above its deepest point (reduction.patch_depth / rotation_depth). */
@@ -115,6 +116,7 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
   if (!xw) return -1;
   double *dep = xw + 3 * most, *D = dep + most, *Aw = D + most;
   long long *iw = (long long *)(Aw + most);
+  const double *hx = hull, *hy = hull + rows[P], *hz = hull + 2 * rows[P];
   for (long long k = 0; k < P; k++) {
     const double *Rb = R + 9 * body[k], *ob = o + 3 * body[k], *ax = axes + 9 * k, *q = pb + 3 * k;
     const double *sp = sphere + 4 * k;
@@ -128,15 +130,27 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
     for (int i = 0; i < 3; i++)
       for (int c = 0; c < 3; c++) A[3 * i + c] = (Rb[i] * ax[c] + Rb[3 + i] * ax[3 + c]) + Rb[6 + i] * ax[6 + c];
     for (int c = 0; c < 3; c++) off[c] = (ax[c] * w[0] + ax[3 + c] * w[1]) + ax[6 + c] * w[2];
+    /* the heights, SD_W vertices at a time (the same operations: no fused multiply-add), and the
+       coordinates of those below the cutoff (a padding vertex, NaN, never is) */
+    const long long v0 = rows[k], v1 = rows[k + 1];
     long long m = 0;
-    for (long long v = rows[k]; v < rows[k + 1]; v++) {
-      const double *V = hull + 3 * v;
-      double h = ((V[0] * A[0] + V[1] * A[3]) + V[2] * A[6]) + off[0];
-      if (h < cut[k]) {
-        xw[3 * m] = h;
-        xw[3 * m + 1] = ((V[0] * A[1] + V[1] * A[4]) + V[2] * A[7]) + off[1];
-        xw[3 * m + 2] = ((V[0] * A[2] + V[1] * A[5]) + V[2] * A[8]) + off[2];
-        iw[m++] = v;
+    for (long long v = v0; v < v1; v += SD_W) {
+      sd_vd X, Y, Z, H;
+      __builtin_memcpy(&X, hx + v, sizeof X);
+      __builtin_memcpy(&Y, hy + v, sizeof Y);
+      __builtin_memcpy(&Z, hz + v, sizeof Z);
+      H = ((X * A[0] + Y * A[3]) + Z * A[6]) + off[0];
+      sd_mp_mask M = H < cut[k];
+      long long any = 0;
+      for (int l = 0; l < SD_W; l++) any |= M[l];
+      if (!any) continue;
+      for (int l = 0; l < SD_W; l++) {
+        if (!M[l]) continue;
+        const long long u = v + l;
+        xw[3 * m] = H[l];
+        xw[3 * m + 1] = ((hx[u] * A[1] + hy[u] * A[4]) + hz[u] * A[7]) + off[1];
+        xw[3 * m + 2] = ((hx[u] * A[2] + hy[u] * A[5]) + hz[u] * A[8]) + off[2];
+        iw[m++] = u;
       }
     }
     if (!m) continue;
@@ -148,7 +162,7 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
     int n = sd_mp_reduce(m, xw, p0, dep, span, span2, D, Aw, keep);
     for (int j = 0; j < n; j++) {
       long long i = keep[j];
-      const double *V = hull + 3 * iw[i];
+      const double V[3] = {hx[iw[i]], hy[iw[i]], hz[iw[i]]};
       double *row = out + (MP * k + j) * NC, h = xw[3 * i], W[3], wb[3];
       for (int r = 0; r < 3; r++) {
         W[r] = ((Rb[3 * r] * V[0] + Rb[3 * r + 1] * V[1]) + Rb[3 * r + 2] * V[2]) + ob[r];
@@ -172,6 +186,9 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
 #: The routine once loaded: ``[ctypes function or None, tried]``.
 _ROUTINE: list = [None, False]
 _FK, _NONE = forward_kinematics.__name__, {}
+#: Each pair's hull vertices are a block of a multiple of this many (the widest vector of the routine's
+#: height pass), NaN after the last.
+_PAD = 8
 
 
 def _routine():
@@ -196,8 +213,9 @@ def _at(x):
 
 class LoopPlan:
     """A scene's robot meshes on world planes as the routine takes them (:func:`loop_plan`): ``pair``
-    (P,) their scene pairs, ``body`` (P,) their meshes' bodies, ``hull`` (N, 3) the hull vertices in
-    the bodies' frames (pair after pair), ``rows`` (P + 1,) each pair's first row of ``hull``,
+    (P,) their scene pairs, ``body`` (P,) their meshes' bodies, ``hull`` (3, N) the hull vertices'
+    coordinates in the bodies' frames (pair after pair, each pair's block padded with NaN to a
+    multiple of :data:`_PAD`), ``rows`` (P + 1,) each pair's first column of ``hull``,
     ``spheres`` (P, 4) the bounding spheres (centre in the body, radius), ``axes`` (P, 3, 3) the
     planes' axes, ``pb`` (P, 3) their points, ``margin`` the scene's margin [m], ``cut`` (P,) the
     margin per pair, ``inside`` (scene pairs,) bool: the pairs here."""
@@ -221,9 +239,12 @@ def loop_plan(scene):
         lp.pair, lp.margin, lp.inside = mp.pair, float(scene.margin), mp.inside
         lp.cut = np.full(len(mp.pair), lp.margin)
         lp.body = np.array([s.body for s in meshes], np.int64)
-        lp.rows = np.concatenate([[0], np.cumsum([p[4] for p in mp.pairs])]).astype(np.int64)
-        lp.hull = np.ascontiguousarray(np.concatenate(
-            [mp.hull[a:b] @ s.R.T + s.p for s, a, b in zip(meshes, lp.rows[:-1], lp.rows[1:])]))
+        rows = np.concatenate([[0], np.cumsum([p[4] for p in mp.pairs])])
+        size = -(-np.diff(rows) // _PAD) * _PAD                 # each pair's block padded with NaN
+        lp.rows = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
+        lp.hull = np.full((3, lp.rows[-1]), np.nan)
+        for s, a, b, at in zip(meshes, rows[:-1], rows[1:], lp.rows[:-1]):
+            lp.hull[:, at:at + b - a] = (mp.hull[a:b] @ s.R.T + s.p).T
         lp.spheres = np.ascontiguousarray(np.c_[[s.R @ c + s.p for s, c in zip(meshes, mp.spheres[:, :3])],
                                                 mp.spheres[:, 3]])
         lp.axes, lp.pb = np.ascontiguousarray(mp.axes), np.ascontiguousarray(mp.pb)
