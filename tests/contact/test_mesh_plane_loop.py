@@ -9,6 +9,7 @@ test_reduction) on a random convex mesh in random poses, with per-pair cutoffs a
 """
 
 import numpy as np
+import pytest
 from scipy.spatial import ConvexHull
 
 import sparsedyn as sd
@@ -138,6 +139,36 @@ def test_the_rows_are_the_numpy_roads_with_cutoffs_and_rotations():
         assert np.abs(got[:k, 7:10] - local).max(initial=0.0) <= BOUND      # the mesh's frame is its body's
         filled += k
     assert filled >= 60
+
+
+def test_a_steps_rotations_from_its_velocities_are_pair_spins():
+    """Given a step's ``(v, dt)`` the loop turns each mesh by its body's angular velocity itself: its
+    rows are those it gives with the rotations of ``pair_spins`` (and those the NumPy road gives with
+    them, the test above); a step of no finite length leaves the rotation unknown (the cutoff's
+    allowance, as ``pair_spins``' NaN), and a ``v`` that is not finite is refused by name."""
+    from sparsedyn.contact.look_ahead import pair_spins
+    rng = np.random.default_rng(6)
+    scene = _pebble_scene(rng)
+    with sd.use_backend("native", deterministic=True):
+        lp = mesh_plane_loop.loop_plan(scene)
+        turned = 0
+        for q in random_poses(rng, 30, 0.3, (0.02, 0.05)):
+            v, dt = rng.normal(0.0, 3.0, 6), 0.01
+            cut = np.array([rng.uniform(scene.margin, 0.02)])
+            want = mesh_plane_loop.mesh_plane_loop_rows(scene, lp, q, cut, pair_spins(scene, q, v, dt)[lp.pair])
+            got = mesh_plane_loop.mesh_plane_loop_rows(scene, lp, q, cut, ahead=(v, dt))
+            rows = np.isfinite(want[:, 0])
+            assert np.array_equal(np.isfinite(got[:, 0]), rows)
+            assert np.abs(got[rows] - want[rows]).max(initial=0.0) <= BOUND
+            still = mesh_plane_loop.mesh_plane_loop_rows(scene, lp, q, cut)
+            turned += not np.array_equal(np.isfinite(still[:, 0]), rows)
+            unknown = mesh_plane_loop.mesh_plane_loop_rows(scene, lp, q, cut, np.full((1, 3), np.nan))
+            got = mesh_plane_loop.mesh_plane_loop_rows(scene, lp, q, cut, ahead=(v, np.inf))
+            assert np.array_equal(got, unknown)
+        v[3] = np.nan                                       # refused by name, as pair_spins refuses it
+        with pytest.raises(ValueError, match="v: contains NaN"):
+            mesh_plane_loop.mesh_plane_loop_rows(scene, lp, q, cut, ahead=(v, dt))
+    assert turned >= 3                                  # the rotations changed some patches
 
 
 def test_without_the_routine_the_rows_are_none(monkeypatch):

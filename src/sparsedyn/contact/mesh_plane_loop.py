@@ -26,20 +26,23 @@ runs a straight line over every vertex).
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
-from ..algorithms.kinematics import forward_kinematics
+from ..algorithms.kinematics import body_velocities, forward_kinematics
 from ..kernels import c_library, native_calls
 from .collision_near import NEAR_COLUMNS, SLACK
 from .mesh_plane import mesh_plane_plan
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
 
-__all__ = ["mesh_plane_loop_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan", "SOURCE"]
+__all__ = ["mesh_plane_loop_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan"]
 
 #: The C routine: ``sd_mesh_plane_rows`` writes the rows (P * 4, 11) (:data:`NEAR_COLUMNS`: ``[d, x
 #: (3), n (3), local (3), n . w_b]``, ``d`` +inf in a free row) of the ``P`` pairs; ``par``:
-#: ``[margin (NaN: none), PATCH_DEPTH, SLACK, SPAN, SPAN ** 2]``; ``spin`` (P, 3) or NULL.  It returns
+#: ``[margin (NaN: none), PATCH_DEPTH, SLACK, SPAN, SPAN ** 2]``; ``spin`` (P, 3) or NULL; ``vel`` (nb, 6)
+#: the bodies' spatial velocities (body axes, angular first) or NULL, each mesh's rotation over the step
+#: ``dt`` then ``R omega dt`` (a world plane's is zero; ``spin`` unused).  It returns
 #: the number of rows filled, -1 where its workspace (7 doubles a vertex of the largest hull) cannot be had.
 SOURCE = r"""
 #define NC 11
@@ -100,8 +103,8 @@ static int sd_mp_reduce(long long m, const double *xw, long long p0, const doubl
 
 SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const double *R, const double *o,
                                        const double *axes, const double *pb, const double *hull, const long long *rows,
-                                       const double *sphere, const double *cut, const double *spin, const double *par,
-                                       double *out)
+                                       const double *sphere, const double *cut, const double *spin, const double *vel,
+                                       double dt, const double *par, double *out)
 {
   const double margin = par[0], base = par[1], slack = par[2], span = par[3], span2 = par[4];
   long long hits = 0;
@@ -157,7 +160,13 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
     long long p0 = 0;
     for (long long i = 1; i < m; i++) if (xw[3 * i] < xw[3 * p0]) p0 = i;
     double d0 = base + (margin == margin ? 2.0 * sd_mp_max(cut[k] - margin, 0.0) : 0.0);
-    sd_mp_depth(m, xw, p0, ax, spin != 0 && margin == margin ? spin + 3 * k : 0, base, d0, dep);
+    double turn[3];                              /* the mesh's rotation over the step (world), from its body's */
+    if (vel) {
+      const double *w = vel + 6 * body[k];
+      for (int r = 0; r < 3; r++) turn[r] = ((Rb[3 * r] * w[0] + Rb[3 * r + 1] * w[1]) + Rb[3 * r + 2] * w[2]) * dt;
+    }
+    const double *th = margin != margin ? 0 : vel ? turn : spin ? spin + 3 * k : 0;
+    sd_mp_depth(m, xw, p0, ax, th, base, d0, dep);
     long long keep[4];
     int n = sd_mp_reduce(m, xw, p0, dep, span, span2, D, Aw, keep);
     for (int j = 0; j < n; j++) {
@@ -185,7 +194,7 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
 
 #: The routine once loaded: ``[ctypes function or None, tried]``.
 _ROUTINE: list = [None, False]
-_FK, _NONE = forward_kinematics.__name__, {}
+_FK, _BODY_VELOCITIES, _NONE = forward_kinematics.__name__, body_velocities.__name__, {}
 #: Each pair's hull vertices are a block of a multiple of this many (the widest vector of the routine's
 #: height pass), NaN after the last.
 _PAD = 8
@@ -198,7 +207,8 @@ def _routine():
         if lib is not None:
             f = lib.sd_mesh_plane_rows
             f.restype = ctypes.c_longlong
-            f.argtypes = [ctypes.c_longlong] + [ctypes.POINTER(ctypes.c_double)] * 12
+            f.argtypes = [ctypes.c_longlong] + [ctypes.POINTER(ctypes.c_double)] * 11 + [ctypes.c_double] + \
+                [ctypes.POINTER(ctypes.c_double)] * 2
             _ROUTINE[0] = f
         _ROUTINE[1] = True
     return _ROUTINE[0]
@@ -215,7 +225,7 @@ class LoopPlan:
     """A scene's robot meshes on world planes as the routine takes them (:func:`loop_plan`): ``pair``
     (P,) their scene pairs, ``body`` (P,) their meshes' bodies, ``hull`` (3, N) the hull vertices'
     coordinates in the bodies' frames (pair after pair, each pair's block padded with NaN to a
-    multiple of :data:`_PAD`), ``rows`` (P + 1,) each pair's first column of ``hull``,
+    multiple of 8, the widest vector of the loop), ``rows`` (P + 1,) each pair's first column of ``hull``,
     ``spheres`` (P, 4) the bounding spheres (centre in the body, radius), ``axes`` (P, 3, 3) the
     planes' axes, ``pb`` (P, 3) their points, ``margin`` the scene's margin [m], ``cut`` (P,) the
     margin per pair, ``inside`` (scene pairs,) bool: the pairs here."""
@@ -256,24 +266,34 @@ def loop_plan(scene):
     return lp
 
 
-def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None):
+def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None, ahead=None):
     """The rows (P * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns,
     the point in its body's frame) of the plan ``lp``'s pairs at ``q`` (nq,) (float), each pair's
     patch within its cutoff ``cut`` (P,) [m] (None: the margin) in its first rows, the other rows'
     distance +inf: those of :func:`~sparsedyn.contact.scene_data.mesh_plane_rows` (module
-    docstring); ``spin`` (P, 3) or None as there.  None where the routine cannot be built (no C
-    compiler)."""
+    docstring); ``spin`` (P, 3) or None as there, or ``ahead`` ``(v, dt)``: a step's, each pair's
+    rotation then :func:`~sparsedyn.contact.look_ahead.pair_spins`' computed in the loop (unknown
+    where ``v`` or ``dt`` is not finite).  None where the routine cannot be built (no C compiler)."""
     f = _routine()
     if f is None:
         return None
     model = scene.model
-    fk = (native_calls(model) or _NONE).get(_FK)
+    calls = native_calls(model) or _NONE
+    fk = calls.get(_FK)
     R, o = fk(q) if fk is not None else forward_kinematics(model, q)
+    vel, dt = None, 0.0
+    if ahead is not None:
+        v, dt = np.asarray(ahead[0], float), ahead[1]
+        bv = calls.get(_BODY_VELOCITIES)
+        V = bv(q, v) if bv is not None and v.shape == (model.nv,) else body_velocities(model, q, v)
+        if isinstance(dt, (float, int, np.floating, np.integer)) and 0 < dt < np.inf and math.isfinite(V.sum()):
+            vel, dt = _at(V), float(dt)
+        spin = None
     P = len(lp.pair)
     out = np.empty((P * MAX_PATCH_POINTS, NEAR_COLUMNS))
     body, axes, pb, hull, rows, spheres, par, margin, _ = lp._at
     if f(P, body, _at(R), _at(o), axes, pb, hull, rows, spheres, margin if cut is None else _at(cut),
-         None if spin is None else _at(spin), par, _at(out)) < 0:
+         None if spin is None else _at(spin), vel, dt, par, _at(out)) < 0:
         raise MemoryError(f"mesh-plane contacts: no memory for the workspace of {int(np.diff(lp.rows).max())} "
                           f"hull vertices")
     return out

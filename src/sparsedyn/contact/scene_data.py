@@ -25,7 +25,7 @@ from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, col
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
-from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins
+from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
@@ -142,7 +142,7 @@ def _mesh_plan(scene, ks):
             "pb": np.array([shapes[j].p for j in b]), "centre": centre, "radius": rad[a]}
 
 
-def mesh_plane_rows(scene, mesh, q, cut, spin=None):
+def mesh_plane_rows(scene, mesh, q, cut, spin=None, ahead=None):
     """The rows (Pm * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns)
     of the mesh-plane pairs ``mesh`` (the constants a scene's plan keeps of its robot meshes on
     world planes: their bodies, hull vertices in the bodies' frames, planes and bounding spheres)
@@ -150,7 +150,8 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
     its cutoff ``cut`` (Pm,) [m] (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`) in its first
     rows; the other rows' distance is +inf.  A pair whose bounding sphere is beyond its cutoff is not
     computed (a broad phase).  ``spin`` (Pm, 3): each pair's rotation over the step where known
-    (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own.
+    (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own;
+    or ``ahead`` ``(v, dt)``, a step's, the rotations those of ``pair_spins(scene, q, v, dt)``.
     A batch ``q`` (B, nq) (``cut`` (B, Pm), ``spin`` (B, Pm, 3)): (B, Pm * MAX_PATCH_POINTS, 11), all
     states' patches in one call (each state's its single call's to rounding).
 
@@ -162,9 +163,11 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
     one = np.ndim(q) == 1
     if one and use_backend.current() != "numpy":
         lp = _loop_plan(scene, mesh)
-        got = None if lp is None else mesh_plane_loop_rows(scene, lp, q, cut, spin)
+        got = None if lp is None else mesh_plane_loop_rows(scene, lp, q, cut, spin, ahead)
         if got is not None:
             return got
+    if ahead is not None:
+        spin = pair_spins(scene, q, *ahead)[..., mesh["pairs"], :]
     f = (native_calls(model) or _NONE).get(_FK)
     R, o = f(q) if f is not None and one else forward_kinematics(model, q)
     j = mesh["body"]
@@ -364,15 +367,19 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
     mesh-plane rows of all states at once (the mesh-box pairs' state by state)."""
     kp, mesh = mixed.kernel, mixed.mesh
-    spin = None
+    spin = look = None
     if cutoff is None and ahead is not None:
-        cutoff, spin = cutoffs_and_spins(scene, q, *ahead)
+        if (mesh is not None and np.ndim(q) == 1 and use_backend.current() != "numpy"
+                and _loop_plan(scene, mesh) is not None):
+            cutoff, look = pair_cutoffs(scene, q, *ahead), ahead        # the rotations in the native loop
+        else:
+            cutoff, spin = cutoffs_and_spins(scene, q, *ahead)
     lead = np.shape(q)[:-1]
     cut = np.full(lead + (len(scene.index),), scene.margin) if cutoff is None else cutoff \
         if type(cutoff) is np.ndarray and cutoff.dtype is _F64 and cutoff.shape == lead + (len(scene.index),) else \
         np.broadcast_to(np.asarray(cutoff, float), lead + (len(scene.index),))
     rows = [mesh_plane_rows(scene, mesh, q, cut[..., mesh["pairs"]],
-                            None if spin is None else spin[..., mesh["pairs"], :])] if mesh is not None else []
+                            None if spin is None else spin[..., mesh["pairs"], :], look)] if mesh is not None else []
     boxes = mixed.boxes
     if len(boxes) or not rows:                             # (no mesh-box pair: the mesh-plane rows alone)
         rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
