@@ -1,5 +1,5 @@
-"""Meshes against planes on the native road (sparsedyn.contact.mesh_plane): the kernel of the hull
-vertices' heights, and ``collide``'s hits from it.
+"""Meshes against planes on the native road: the traced kernel of the hull vertices' heights
+(sparsedyn.contact.mesh_plane), and ``collide``'s hits from the native loop (sparsedyn.contact.mesh_plane_loop).
 
 Oracles: the heights ``n . (R v + p - p_b)`` of each hull vertex from ``geometry_placements`` (equal
 to Pinocchio's ``oMg``, test_kinematics) by hand; the NumPy road of ``collide``
@@ -17,7 +17,6 @@ import pytest
 import sparsedyn as sd
 from conftest import rounding_bound
 from erd import robots_dir
-from sparsedyn.codegen import native
 from sparsedyn.contact.collision_coal import mesh_vertices
 from sparsedyn.contact.mesh_plane import mesh_plane_plan
 
@@ -46,11 +45,14 @@ def _on_the_floor(model, scene, rng):
     return q
 
 
-def test_native_hits_are_the_numpy_roads_on_talos(talos):
-    """``collide`` on the native road (the heights from ``mesh_plane_heights``) gives the NumPy road's
-    hits on talos lying on a floor in random poses: the same pairs and hits in the same order, points,
-    normals and distances to rounding; with each pair's own cutoff too (``collide_within``), and each
-    pair's rotation over a step (its points' own allowances)."""
+def test_native_hits_are_the_numpy_roads_on_talos(talos, monkeypatch):
+    """``collide`` on the native road (each pair's patch from the native loop of
+    ``mesh_plane_loop``, no vertex's height in NumPy) gives the NumPy road's hits on talos lying on a
+    floor in random poses: the same pairs and hits in the same order, points, normals and distances to
+    rounding; with each pair's own cutoff too (``collide_within``), and each pair's rotation over a
+    step (its points' own allowances).  ``collide`` called again takes its kept road (the collision
+    kernel and the loop, no lookups): the same hits."""
+    from sparsedyn.contact import collision
     from sparsedyn.contact.collision import collide_within
     model, scene = talos
     rng = np.random.default_rng(11)
@@ -61,34 +63,37 @@ def test_native_hits_are_the_numpy_roads_on_talos(talos):
         spin = rng.normal(0.0, 0.02, (len(scene.pairs), 3)) if t % 4 == 3 else None   # a step's rotations
         with sd.use_backend("numpy"):
             want = collide_within(scene, q, cutoff, spin)
-        with sd.use_backend("native", deterministic=True):
-            got = collide_within(scene, list(q), cutoff, spin)
-        assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
-        for x, y in ((got.points, want.points), (got.distances, want.distances), (got.normals, want.normals)):
-            assert np.abs(x - y).max(initial=0.0) <= BOUND
+        with sd.use_backend("native", deterministic=True), monkeypatch.context() as m:
+            m.setattr(collision, "mesh_plane_patches", lambda *a, **k: pytest.fail("a vertex's height in NumPy"))
+            got = [collide_within(scene, list(q), cutoff, spin)]
+            if cutoff is None and spin is None:
+                got += [sd.collide(scene, q), sd.collide(scene, q)]
+                assert scene.cache[collision._ROAD][3] is not None          # the road kept, with the loop
+        for g in got:
+            assert g.pairs == want.pairs and np.array_equal(g.pair, want.pair)
+            for x, y in ((g.points, want.points), (g.distances, want.distances), (g.normals, want.normals)):
+                assert np.abs(x - y).max(initial=0.0) <= BOUND
         hits, pairs = hits + len(want.pairs), pairs + len(set(want.pairs))
     assert hits >= 30 and pairs >= 12                          # many links touched, most with several points
-    assert [n for n in native.shared(model).kernels if n.startswith("mesh_plane_heights")]
 
 
-def test_before_the_kernel_is_ready_the_numpy_road_answers(talos, monkeypatch):
-    """While the native kernel is not ready (built in the background), ``collide`` asks for it once
-    and then takes the NumPy road for the meshes: the same hits either way."""
-    from sparsedyn.contact import mesh_plane
+def test_without_a_c_compiler_the_numpy_road_answers(talos, monkeypatch):
+    """Where the native loop cannot be built (no C compiler), ``collide`` on the native backend takes
+    the NumPy road for the meshes: the same hits as the native loop's."""
+    from sparsedyn.contact import collision, mesh_plane_loop
     model, _ = talos
-    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
-    monkeypatch.setattr(mesh_plane, "native_calls", lambda model: None)        # nothing ready
-    q = _on_the_floor(model, scene, np.random.default_rng(2))
-    with sd.use_backend("numpy"):
-        want = sd.collide(scene, q)
+    q = _on_the_floor(model, talos[1], np.random.default_rng(2))
     with sd.use_backend("native", deterministic=True):
-        first = sd.collide(scene, q)
-        assert scene.cache[mesh_plane._ASKED]
-        again = sd.collide(scene, q)
-    assert len(want.pairs) >= 4
-    for got in (first, again):
-        assert got.pairs == want.pairs
-        assert np.abs(got.points - want.points).max() <= BOUND and np.abs(got.distances - want.distances).max() <= BOUND
+        want = sd.collide(sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False), q)
+        monkeypatch.setattr(mesh_plane_loop, "_routine", lambda: None)
+        calls, patches = [], collision.mesh_plane_patches
+        monkeypatch.setattr(collision, "mesh_plane_patches", lambda *a, **k: calls.append(1) or patches(*a, **k))
+        scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
+        got = [sd.collide(scene, q), sd.collide(scene, q)]
+    assert calls == [1, 1] and len(want.pairs) >= 4
+    for g in got:
+        assert g.pairs == want.pairs
+        assert np.abs(g.points - want.points).max() <= BOUND and np.abs(g.distances - want.distances).max() <= BOUND
 
 
 def test_heights_are_the_hull_vertices_heights_by_hand(talos):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact import reduction, scene_data
+from sparsedyn.contact import mesh_plane_loop, reduction, scene_data
 from sparsedyn.contact.friction_problem import PENETRATION_SLOP
 from sparsedyn.model.spatial import Transform
 
@@ -450,6 +450,7 @@ def drops():
     mp = pytest.MonkeyPatch()
     mp.setattr(reduction, "_reduce", lambda d, *_: np.arange(len(d)))   # every point: reduce_patches, close_patches
     mp.setattr(scene_data, "_mixed_plan", lambda scene: None)        # the Contact objects' road: any number
+    mp.setattr(mesh_plane_loop, "_routine", lambda: None)            # and NumPy's patches (the native loop reduces)
     try:
         whole = _drop(prism_scene())
     finally:

@@ -160,10 +160,10 @@ def test_a_mesh_on_a_box_and_a_floor_takes_this_road_with_the_contact_objects_da
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 15
 
 
-def test_talos_mesh_plane_rows_come_from_the_heights_kernel_and_are_the_numpy_roads(monkeypatch):
+def test_talos_mesh_plane_rows_come_from_the_native_loop_and_are_the_numpy_roads(monkeypatch):
     """talos (its 47 collision meshes on a floor) at random configurations pressed 5 to 40 mm into the
-    floor: on the native road ``mesh_plane_rows`` of one state (a plain list) takes the hull vertices'
-    heights from the native ``mesh_plane_heights`` (no vertex's height in NumPy: ``mesh_plane_patches``
+    floor: on the native road ``mesh_plane_rows`` of one state (a plain list) takes its rows from the
+    native loop over the hull vertices (no vertex's height in NumPy: ``mesh_plane_patches``
     refused) and gives the NumPy road's rows (``mesh_plane_patches`` over every hull vertex of the near
     pairs): the same rows filled, in the same order, each row to the rounding of two evaluations of the
     same products (the kinematics of 38 joints, then a vertex's product); with each pair's own cutoff,
@@ -216,12 +216,12 @@ def test_talos_mesh_plane_rows_come_from_the_heights_kernel_and_are_the_numpy_ro
     assert filled >= 60 and (np.asarray(want)[:, :, 0] < 0).any()      # many patches, some pressed in
 
 
-def test_before_the_heights_kernel_is_ready_the_numpy_road_gives_the_rows(monkeypatch):
-    """While the native ``mesh_plane_heights`` is not ready (built in the background), ``mesh_plane_rows``
-    asks for it once (its answer the public function's) and then computes the heights in NumPy
-    (``mesh_plane_patches``): the rows of the native road to rounding (the test above) either way."""
+def test_without_a_c_compiler_the_numpy_road_gives_the_rows(monkeypatch):
+    """Where the native loop cannot be built (no C compiler), ``mesh_plane_rows`` on the native
+    backend computes the heights in NumPy (``mesh_plane_patches``): the rows of the native road to
+    rounding (the test above) either way."""
     from conftest import rounding_bound
-    from sparsedyn.contact import mesh_plane
+    from sparsedyn.contact import mesh_plane_loop
     from test_reduction import prism_scene, random_poses
     scene = sd.Scene(prism_scene().model, world=[sd.Shape("plane", name="floor")])
     q = next(random_poses(np.random.default_rng(3), 1, 0.3, (0.0, 0.02))).tolist()
@@ -231,12 +231,11 @@ def test_before_the_heights_kernel_is_ready_the_numpy_road_gives_the_rows(monkey
         cut = np.full(len(mesh["pairs"]), scene.margin)
         want = scene_data.mesh_plane_rows(scene, mesh, q, cut)
         fresh = sd.Scene(scene.model, world=[sd.Shape("plane", name="floor")])
-        monkeypatch.setattr(mesh_plane, "native_calls", lambda model: None)          # nothing ready
+        monkeypatch.setattr(mesh_plane_loop, "_routine", lambda: None)               # no C compiler
         monkeypatch.setattr(scene_data, "mesh_plane_patches", lambda *a, **k: calls.append(1) or patches(*a, **k))
         first = scene_data.mesh_plane_rows(fresh, mesh, q, cut)
-        assert fresh.cache[mesh_plane._ASKED] and not calls
         again = scene_data.mesh_plane_rows(fresh, mesh, q, cut)
-        assert calls == [1]
+        assert calls == [1, 1]
     rows = np.isfinite(want[:, 0])
     assert rows.sum() >= 3 and (want[rows, 0] < 0).any()
     for got in (first, again):

@@ -53,7 +53,7 @@ from . import api, build
 from .compiled_model import CompiledModel, _native_method
 from .runtime import _fast_module, _progress_fn, find_compiler_or_warn, model_fingerprint
 
-__all__ = ["plain_call", "shared", "MOMENT", "KEEP"]
+__all__ = ["plain_call", "shared", "c_library", "MOMENT", "KEEP"]
 
 
 def _moment(default=0.5):
@@ -395,6 +395,34 @@ def plain_call(k, model, args, kwargs):
     return f(*args, **kwargs)
 
 
+#: :func:`c_library`'s libraries by source (None: none could be built), for the process.
+_c_libraries: dict = {}
+
+
+def c_library(source):
+    """The registry's :func:`~sparsedyn.kernels.c_library`: the C translation unit ``source`` after
+    the kernels' prelude, built by the kernels' compiler and flags into the build cache (keyed by the
+    source, the compiler and the target) and loaded, once per process; None without a compiler or
+    where the build fails (the caller keeps its NumPy road)."""
+    with _lock:
+        if source in _c_libraries:
+            return _c_libraries[source]
+        compiler = find_compiler_or_warn()
+        lib = None
+        if compiler is not None:
+            import hashlib
+            from .cemit import emit_unit
+            key = hashlib.sha256("\n".join(["hand-written", build.target(), compiler.ident, " ".join(compiler.flags),
+                                            source]).encode()).hexdigest()[:40]
+            try:
+                lib = build.build_library(key, [emit_unit([source], key=key)], compiler)[0]
+            except (OSError, build.BuildError):
+                lib = None
+        _c_libraries[source] = lib
+        return lib
+
+
 _registry.set_native(plain_call)
 _registry.set_compiler(api.compile)
+_registry.set_c_library(c_library)
 api.shared_model = shared

@@ -48,8 +48,8 @@ from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _c
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
-from .mesh_plane import mesh_plane_hits, mesh_plane_plan
-from .reduction import mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
+from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
+from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
 from .scene import Scene
 
 __all__ = ["Hits", "collide", "collide_within"]
@@ -100,22 +100,27 @@ def collide(scene, q) -> Hits:
     road = scene.cache.get(_ROAD)
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
             and use_backend.current() != "numpy"):
-        f, kp, _ = road                            # collide_within's kernel road, less its lookups
+        f, kp, _, lp, every, order = road          # collide_within's native road, less its lookups
         c = f(q, kp.shapes, kp.cutoff, kp.pairs)
-        return _kernel_hits(scene, kp, c, c[:, 0] < kp.cutoff)     # (kp.cutoff: the margin as a 0-d array)
+        if lp is not None:                         # and the meshes' patches on planes
+            c = np.concatenate([c, mesh_plane_loop_rows(scene, lp, q)])
+        return _kernel_hits(scene, every, order, c, c[:, 0] < kp.cutoff)     # (kp.cutoff: the margin, 0-d)
     return collide_within(scene, q, None)
 
 
-def _kernel_hits(scene, kp, c, mask):
-    """The :class:`Hits` of the collision kernel's candidates ``c`` (K, 11) of the boolean ``mask`` (K,),
-    in a scene whose pairs are all the kernel's (its hits are the vectorised road's: MIN_FEATURE)."""
-    sel, k, names = _selected(scene, kp, mask)
+def _kernel_hits(scene, every, order, c, mask):
+    """The :class:`Hits` of the rows ``c`` (K, 11) of the boolean ``mask`` (K,) (the collision kernel's
+    candidates, its hits the vectorised road's: MIN_FEATURE; then the meshes' patches on planes,
+    :func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_loop_rows`), ``every`` (K,) each row's pair,
+    ``order`` (K,) the rows by pair (None: they are), in a scene whose pairs are all theirs."""
+    sel, k, names = _selected(scene, every, order, mask)
     c = c.take(sel, 0)
     return tuple.__new__(Hits, (list(names), c[:, 1:4], c[:, 4:7], c[:, 0], k.copy()))      # (less a call)
 
 
 #: ``scene.cache``'s key of collide's road: ``(the ready native collision_candidates_near, the kernel plan,
-#: (nq,))`` where every pair is the collision kernel's
+#: (nq,), the mesh-plane loop plan or None, each row's pair, the rows by pair or None)`` where every
+#: pair is the collision kernel's or a robot mesh's on a world plane
 _ROAD = "collide road"
 
 
@@ -149,20 +154,23 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                 collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
             if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
                 if f is not None and not per_pair:
-                    scene.cache[_ROAD] = (f, kp, (model.nq,))
-                return _kernel_hits(scene, kp, c, c[:, 0] < (cutoff.take(kp.pair) if per_pair else top))
+                    scene.cache[_ROAD] = (f, kp, (model.nq,), None, kp.pair, None)
+                return _kernel_hits(scene, kp.pair, None, c, c[:, 0] < (cutoff.take(kp.pair) if per_pair else top))
             sel = np.less(c[:, 0], cutoff.take(kp.pair) if per_pair else top).nonzero()[0]
             c, k = c.take(sel, 0), kp.pair.take(sel)
             d, x, n = c[:, 0], c[:, 1:4], c[:, 4:7]
             h = d[:, None] / 2 * n
             patches.append((k, d, x + h, x - h, n))   # distinct points (MIN_FEATURE), nothing to merge
             inside = kp.inside
-        mp = mesh_plane_plan(scene)                # robot meshes on world planes: their heights natively
-        got = None if mp is None else mesh_plane_hits(scene, mp, q, cutoff if per_pair else None, spin)
+        lp = loop_plan(scene)                      # robot meshes on world planes: their patches natively
+        got = None if lp is None else mesh_plane_loop_hits(scene, lp, q, cutoff if per_pair else None, spin)
         if got is not None:
             patches.append(got)
-            inside = mp.inside if inside is None else inside | mp.inside
+            inside = lp.inside if inside is None else inside | lp.inside
         if inside is not None and inside.all():        # the kernels' hits alone: distinct points, within the cutoff
+            if kp.pairs and got is not None and f is not None and not per_pair and spin is None:
+                every = np.concatenate([kp.pair, np.repeat(lp.pair, MAX_PATCH_POINTS)])
+                scene.cache[_ROAD] = (f, kp, (model.nq,), lp, every, np.argsort(every, kind="stable"))
             return _distinct_hits(scene, patches)
     R, p = placements(scene, q)
     plan = _plan(scene)
@@ -200,18 +208,18 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     return _hits(scene, out, cutoff if per_pair else None, patches)
 
 
-def _selected(scene, kp, mask):
-    """``(sel, pair, names)`` of the kernel's candidates of the boolean ``mask`` (K,): their rows, their
-    scene pairs (read-only) and the pairs' names; remembered per mask by the scene (a body resting or
-    sliding touches with the same candidates query after query)."""
+def _selected(scene, every, order, mask):
+    """``(sel, pair, names)`` of the rows of the boolean ``mask`` (K,) (:func:`_kernel_hits`): their
+    indices by pair, their scene pairs (read-only) and the pairs' names; remembered per mask by the
+    scene (a body resting or sliding touches with the same candidates query after query)."""
     memo = scene.cache.get("hit selections")
     if memo is None:
         memo = scene.cache["hit selections"] = {}
     code = mask.tobytes()
     got = memo.get(code)
     if got is None:
-        sel = mask.nonzero()[0]
-        k = kp.pair.take(sel)
+        sel = mask.nonzero()[0] if order is None else order.compress(mask.take(order))
+        k = every.take(sel)
         sel.flags.writeable = k.flags.writeable = False
         names = scene.pair_names
         if len(memo) >= 256:

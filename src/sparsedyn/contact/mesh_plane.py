@@ -1,11 +1,11 @@
-"""Meshes against planes on the native road: :func:`mesh_plane_heights` and the hits it gives.
+"""Meshes against planes as a traced kernel: :func:`mesh_plane_heights`, and a scene's mesh-plane pairs.
 
 A mesh touches a plane at the vertices of its convex hull (:mod:`~sparsedyn.contact.reduction`):
 the height of vertex ``v`` (in the mesh's frame) above the plane through ``p_b`` of unit normal
 ``n`` is ``(R^T n) . v + n . (p - p_b)`` with ``(R, p)`` the mesh's world pose, three products and
 three sums a vertex.  The NumPy road computes them pair by pair (a product per mesh); here they are
 one iterative kernel (:mod:`sparsedyn.symbolic.loop`) of ``q``, as the closed-form pairs'
-(:mod:`~sparsedyn.contact.collision_near`):
+(:mod:`~sparsedyn.contact.collision_near`), which the compiler builds and differentiates as any other:
 
 * ``init``: the forward kinematics, each pair's ``R^T n`` and ``n . (p - p_b)``, and a lower bound
   of its heights (its bounding sphere's height above the plane), every height set to the bound to
@@ -15,10 +15,10 @@ one iterative kernel (:mod:`sparsedyn.symbolic.loop`) of ``q``, as the closed-fo
 * ``finish``: the heights and each mesh's world pose.
 
 The hull vertices are data (``hull``, each pair's block in the pair's order), their number per
-pair the structure.  :func:`mesh_plane_hits` keeps the vertices lower than the cutoff, computes
-their heights and tangential coordinates again as the NumPy road does (a handful of rows) and
-reduces each pair's patch with it (:func:`~sparsedyn.contact.reduction.close_patches`): the hits
-are the NumPy road's, the world poses from the native kinematics aside (they agree to rounding).
+pair the structure: the compiled kernel is a straight line over every vertex.  :func:`~sparsedyn.collide`
+and a step in a scene take the hand-written native loop of :mod:`~sparsedyn.contact.mesh_plane_loop`
+instead (the same heights and broad phase, and the patches reduced in the same call), from the
+scene's pairs as :func:`mesh_plane_plan` lays them out.
 """
 
 from __future__ import annotations
@@ -30,15 +30,14 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms
-from ..kernels import kernel, native_calls
+from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from .collision_coal import _bounds, mesh_vertices
 from .collision_kernel import _posers
 from .collision_near import SLACK
-from .reduction import close_patches, plane_axes
+from .reduction import plane_axes
 
-__all__ = ["mesh_plane_heights", "MeshPlanePlan", "mesh_plane_plan", "mesh_plane_hits", "plan_heights",
-           "heights_patches"]
+__all__ = ["mesh_plane_heights", "MeshPlanePlan", "mesh_plane_plan"]
 
 #: Constants kept per pair: the mesh's world pose ``R`` (9, row by row), ``p`` (3), ``R^T n`` (3),
 #: ``n . (p - p_b)`` (1).
@@ -249,68 +248,3 @@ def mesh_plane_plan(scene):
     mp.inside[mp.pair] = True
     scene.cache[key] = mp
     return mp
-
-
-_HEIGHTS, _NONE = mesh_plane_heights.__name__, {}
-#: ``scene.cache``'s key: the native kernel was asked for (a plain call, which builds it)
-_ASKED = "mesh-plane kernel asked"
-
-
-def plan_heights(scene, mp, q, top):
-    """:func:`mesh_plane_heights` of the plan ``mp`` (its ``shapes``, ``hull``, ``spheres``, ``pairs``)
-    at ``q`` (nq,) (float) within ``top`` (a 0-d array): ``(heights, poses)`` through the ready native callable, or None while the native kernel is not ready, after the first
-    such call (which asks for it, the public function answering)."""
-    f = (native_calls(scene.model) or _NONE).get(_HEIGHTS)
-    if f is not None:
-        return f(q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
-    if _ASKED in scene.cache:
-        return None
-    scene.cache[_ASKED] = True
-    return mesh_plane_heights(scene.model, q, mp.shapes, mp.hull, mp.spheres, top, mp.pairs)
-
-
-def mesh_plane_hits(scene, mp, q, cutoff, spin=None):
-    """The hits ``(k, d, w_a, w_b, n)`` of the plan ``mp``'s pairs at ``q`` (nq,) (float), those of
-    the NumPy road (:func:`~sparsedyn.contact.collision._mesh_plane_pairs`): each pair's patch within
-    its cutoff, ``cutoff`` (scene pairs,) [m] or None (the scene's margin); ``spin`` (scene pairs, 3)
-    or None as there.  None while the native kernel is not ready, after the first such call (which asks
-    for it, the NumPy function answering): the NumPy road is then the faster."""
-    margin = scene.margin
-    cut = mp.margins if cutoff is None else cutoff.take(mp.pair)
-    top = mp.margins[:1].reshape(()) if cutoff is None else np.array(float(cut.max()))
-    got = plan_heights(scene, mp, q, top)
-    if got is None:
-        return None
-    g, d, wa, wb, n, _ = heights_patches(mp, *got, cut, margin, None if spin is None else spin.take(mp.pair, 0))
-    return mp.pair.take(g), d, wa, wb, n
-
-
-def heights_patches(mp, H, poses, cut, margin, spin=None):
-    """Each pair's patch from :func:`mesh_plane_heights`' ``H`` (N,) and ``poses`` (P, 12) of the plan
-    ``mp`` at one state: the vertices lower than the largest cutoff kept, their heights and tangential
-    coordinates computed again as the NumPy road does (a handful of rows), those within their pair's
-    cutoff ``cut`` (P,) [m] reduced to its patch (:func:`~sparsedyn.contact.reduction.close_patches`,
-    ``margin`` and ``spin`` (P, 3) or None as there).  Returns ``close_patches``' ``(g, d, w_a, w_b,
-    n, local)``, ``g`` the pairs (sorted).  The products and the reduction run on the near pairs alone."""
-    rows = np.flatnonzero(H < cut.max() + SLACK)
-    if not len(rows):                                     # no mesh near its plane
-        z = np.zeros((0, 3))
-        return np.zeros(0, int), np.zeros(0), z, z, z, z
-    g = mp.row_pair.take(rows)
-    first = np.empty(len(g), bool)                        # the near pairs (a handful): each row's label among them
-    first[0] = True
-    np.not_equal(g[1:], g[:-1], out=first[1:])
-    near = g[first]
-    label = near.searchsorted(g)                          # (each row's near pair counted from 0)
-    poses = poses.take(near, 0)
-    Rm, pm = poses[:, :9].reshape(-1, 3, 3), poses[:, 9:]
-    axes = mp.axes.take(near, 0)
-    A = np.einsum("kji,kjc->kic", Rm, axes)                # the NumPy road's products (reduction)
-    off = np.einsum("kjc,kj->kc", axes, pm - mp.pb.take(near, 0))
-    Vl = mp.hull.take(rows, 0)
-    x = np.einsum("ij,ijc->ic", Vl, A.take(label, 0)) + off.take(label, 0)
-    cut = cut.take(near)
-    close = np.flatnonzero(x[:, 0] < cut.take(label))
-    got = close_patches(label.take(close), x.take(close, 0), Vl.take(close, 0), Rm, pm, axes, cut, margin,
-                        None if spin is None else spin.take(near, 0))
-    return (near.take(got[0]),) + got[1:]

@@ -25,8 +25,8 @@ from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, col
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
-from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins
-from .mesh_plane import MeshPlanePlan, heights_patches, mesh_plane_plan, plan_heights
+from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
+from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
@@ -142,7 +142,7 @@ def _mesh_plan(scene, ks):
             "pb": np.array([shapes[j].p for j in b]), "centre": centre, "radius": rad[a]}
 
 
-def mesh_plane_rows(scene, mesh, q, cut, spin=None):
+def mesh_plane_rows(scene, mesh, q, cut, spin=None, ahead=None):
     """The rows (Pm * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns)
     of the mesh-plane pairs ``mesh`` (the constants a scene's plan keeps of its robot meshes on
     world planes: their bodies, hull vertices in the bodies' frames, planes and bounding spheres)
@@ -150,22 +150,24 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None):
     its cutoff ``cut`` (Pm,) [m] (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`) in its first
     rows; the other rows' distance is +inf.  A pair whose bounding sphere is beyond its cutoff is not
     computed (a broad phase).  ``spin`` (Pm, 3): each pair's rotation over the step where known
-    (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own.
+    (:func:`~sparsedyn.contact.look_ahead.pair_spins`), each patch's allowance then its points' own;
+    or ``ahead`` ``(v, dt)``, a step's, the rotations those of ``pair_spins(scene, q, v, dt)``.
     A batch ``q`` (B, nq) (``cut`` (B, Pm), ``spin`` (B, Pm, 3)): (B, Pm * MAX_PATCH_POINTS, 11), all
     states' patches in one call (each state's its single call's to rounding).
 
-    On the native road one state's heights come from :func:`~sparsedyn.mesh_plane_heights` (its
-    broad phase the same bounding spheres; :func:`_native_rows`); while that kernel is not ready, on
-    the NumPy backend and for a batch, from NumPy (a batch's one product of the heights per mesh for
-    all its near states costs less than the kernel's batch, which writes every vertex's height of
-    every state)."""
+    On the native road one state's rows come from one native loop over the hull vertices and the
+    patches (:func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_loop_rows`, its broad phase the
+    same bounding spheres); without a C compiler, on the NumPy backend and for a batch, from NumPy
+    (a batch's one product of the heights per mesh for all its near states)."""
     model = scene.model
     one = np.ndim(q) == 1
     if one and use_backend.current() != "numpy":
-        hp = _heights_plan(scene, mesh)
-        got = None if hp is None else _native_rows(scene, hp, q, cut, spin)
+        lp = _loop_plan(scene, mesh)
+        got = None if lp is None else mesh_plane_loop_rows(scene, lp, q, cut, spin, ahead)
         if got is not None:
             return got
+    if ahead is not None:
+        spin = pair_spins(scene, q, *ahead)[..., mesh["pairs"], :]
     f = (native_calls(model) or _NONE).get(_FK)
     R, o = f(q) if f is not None and one else forward_kinematics(model, q)
     j = mesh["body"]
@@ -198,43 +200,14 @@ def _put_patches(out, b, k, g, d, wa, wb, n, local):
     out[at if b is None else (b, at)] = rows
 
 
-def _heights_plan(scene, mesh):
-    """:func:`~sparsedyn.contact.mesh_plane.mesh_plane_plan` of the scene in the bodies' frames: each
-    mesh's placement the identity, its hull vertices and bounding sphere those of ``mesh`` (in its
-    body's frame), so that the kernel's poses are the bodies' and a kept vertex is the row's own point
-    in its body (the same static pairs: the same kernel); None where the scene's mesh-plane pairs are
-    not those of ``mesh``.  Kept by the scene."""
-    key = "slot data mesh-plane heights"
+def _loop_plan(scene, mesh):
+    """:func:`~sparsedyn.contact.mesh_plane_loop.loop_plan` of the scene where its pairs are those of
+    ``mesh`` (the same hull vertices in the bodies' frames, the same order), else None; kept by the scene."""
+    key = "slot data mesh-plane loop plan"
     if key not in scene.cache:
-        mp, hp = mesh_plane_plan(scene), None
-        if mp is not None and np.array_equal(mp.pair, mesh["pairs"]):
-            hp = MeshPlanePlan()
-            for name in MeshPlanePlan.__slots__:
-                setattr(hp, name, getattr(mp, name))
-            hp.shapes = mp.shapes.copy()
-            hp.shapes[[p[0] for p in mp.pairs], :12] = np.r_[np.eye(3).reshape(-1), np.zeros(3)]
-            hp.hull = np.concatenate([mesh["V"][a:b] for a, b in mesh["rows"].tolist()]).reshape(-1, 3)
-            hp.spheres = np.c_[mesh["centre"], mesh["radius"]]
-            hp.axes, hp.pb = mesh["axes"], mesh["pb"]
-        scene.cache[key] = hp
+        lp = loop_plan(scene)
+        scene.cache[key] = lp if lp is not None and np.array_equal(lp.pair, mesh["pairs"]) else None
     return scene.cache[key]
-
-
-def _native_rows(scene, hp, q, cut, spin):
-    """:func:`mesh_plane_rows` of one state ``q`` (nq,) from the heights of the hull vertices (the
-    bodies' plan ``hp``, :func:`_heights_plan`), or None while the native kernel is not ready.  The
-    kernel leaves out the pairs whose bounding sphere is beyond the largest cutoff; of the others, the
-    vertices within their pair's cutoff are reduced to each pair's patch
-    (:func:`~sparsedyn.contact.reduction.close_patches`, the NumPy road's own)."""
-    cut = np.asarray(cut, float)
-    got = plan_heights(scene, hp, np.asarray(q, float), np.array(cut.max()))
-    if got is None:
-        return None
-    out = np.zeros((len(hp.pair) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    out[:, 0] = np.inf
-    g, d, wa, wb, nn, local = heights_patches(hp, *got, cut, scene.margin, None if spin is None else np.asarray(spin))
-    _put_patches(out, None, g, g, d, wa, wb, nn, local)
-    return out
 
 
 def _robot_meshes_on(scene, ks, kind):
@@ -394,15 +367,19 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
     mesh-plane rows of all states at once (the mesh-box pairs' state by state)."""
     kp, mesh = mixed.kernel, mixed.mesh
-    spin = None
+    spin = look = None
     if cutoff is None and ahead is not None:
-        cutoff, spin = cutoffs_and_spins(scene, q, *ahead)
+        if (mesh is not None and np.ndim(q) == 1 and use_backend.current() != "numpy"
+                and _loop_plan(scene, mesh) is not None):
+            cutoff, look = pair_cutoffs(scene, q, *ahead), ahead        # the rotations in the native loop
+        else:
+            cutoff, spin = cutoffs_and_spins(scene, q, *ahead)
     lead = np.shape(q)[:-1]
     cut = np.full(lead + (len(scene.index),), scene.margin) if cutoff is None else cutoff \
         if type(cutoff) is np.ndarray and cutoff.dtype is _F64 and cutoff.shape == lead + (len(scene.index),) else \
         np.broadcast_to(np.asarray(cutoff, float), lead + (len(scene.index),))
     rows = [mesh_plane_rows(scene, mesh, q, cut[..., mesh["pairs"]],
-                            None if spin is None else spin[..., mesh["pairs"], :])] if mesh is not None else []
+                            None if spin is None else spin[..., mesh["pairs"], :], look)] if mesh is not None else []
     boxes = mixed.boxes
     if len(boxes) or not rows:                             # (no mesh-box pair: the mesh-plane rows alone)
         rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
@@ -424,9 +401,8 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     ``None`` where this road does not apply (the NumPy backend, a pair of kinds without a closed form
     in the kernel other than a robot mesh on a world plane, a touching body with no frame): then
     take that road.  A robot mesh on a world plane is no closed form of the collision kernel: its rows
-    come from its hull vertices' heights (:func:`mesh_plane_rows`: the native
-    :func:`~sparsedyn.mesh_plane_heights`, each patch reduced in NumPy), beside the kernel's
-    candidates of the other pairs.
+    come from its hull vertices' heights (:func:`mesh_plane_rows`: one native loop over the vertices
+    and the patches), beside the kernel's candidates of the other pairs.
 
     ``data_slots``: ``(pair, slots, data, rows)`` instead, ``slots`` made when first called (a function of
     no argument), ``rows`` a function making the contacts' ``[p (3), plane (4)]`` (nc, 7) of those slots

@@ -163,6 +163,28 @@ def compile_owner(owner, kernels=(), **options):
     return _compile(owner, kernels, **options)
 
 
+#: The compiler's ``library(source)`` (:func:`set_c_library`), or None.
+_c_library = None
+
+
+def set_c_library(fn):
+    """Register ``fn(source)``, what :func:`c_library` calls (the compiler calls this when it is
+    imported, with :func:`set_native`)."""
+    global _c_library
+    _c_library = fn
+
+
+def c_library(source: str):
+    """The ``ctypes`` library of the C translation unit ``source`` (a routine a layer below the
+    compiler writes by hand: a loop over a table that no traced kernel expresses as well), built and
+    cached by the compiler that registered itself (:func:`set_c_library`; imported on first use, as
+    for the plain calls), or None where it cannot be built (no C compiler).  ``source`` may use the
+    compiled kernels' prelude (``SD_EXPORT``, ``sqrt``, ``sin``, ``cos``)."""
+    if _c_library is None and native_loader is not None:
+        native_loader()
+    return None if _c_library is None else _c_library(source)
+
+
 def native_calls(model, make=None) -> dict | None:
     """The table ``{kernel name: native callable}`` of ``model``'s plain calls, or ``None`` when it
     has none; with ``make`` (a function of no arguments returning a new table) a missing one is
