@@ -48,6 +48,8 @@ ALLOWED = {
     ("codegen.build", "_probed"): "what each C compiler command supports, probed once per process",
     ("codegen.fastcall", "_loaded"): "the fast-call extension module loaded per compiler",
     ("codegen.xla_ffi", "_loaded"): "the XLA FFI handler library loaded per compiler and headers",
+    ("codegen.native", "_c_libraries"): "hand-written C libraries (c_library) loaded per source text",
+    ("contact.mesh_plane_loop", "_ROUTINE"): "the mesh-plane routine of its one C source, loaded once",
     ("interop.dask", "_compiled"): "a worker's compiled objects by recipe token (the last few)",
     ("symbolic", "_gc_pauses"): "the count of nested pauses of Python's garbage collector",
     # warn-once sets: which warnings this process has given

@@ -175,16 +175,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     R, p = placements(scene, q)
     plan = _plan(scene)
     if len(scene.index):
-        ia, ib, c, r = plan["ia"], plan["ib"], plan["c"], plan["r"]
-        ca, cb = p[ia] + np.einsum("kij,kj->ki", R[ia], c[ia]), p[ib] + np.einsum("kij,kj->ki", R[ib], c[ib])
-        with np.errstate(invalid="ignore"):
-            near = np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < (cutoff if per_pair else margin)
-        near |= ~np.isfinite(r[ia] + r[ib])
-        ks, pl, other = plan["on plane"]           # a bounded shape and a plane: its sphere's height above it
-        if len(ks):
-            cw = p[other] + np.einsum("kij,kj->ki", R[other], c[other])
-            h = np.einsum("ki,ki->k", R[pl][:, :, 2], cw - p[pl]) - r[other]
-            near[ks] = h < (cutoff[ks] if per_pair else margin) + SAME_POINT
+        near = _near(plan, R, p, cutoff if per_pair else margin)
         if inside is not None:
             near &= ~inside                        # those are the kernel's
         for key, ks, sa, sb in plan["groups"]:
@@ -206,6 +197,22 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
             else:
                 out.append(_coal_pairs(scene, ks[m], R, p, margin))
     return _hits(scene, out, cutoff if per_pair else None, patches)
+
+
+def _near(plan, R, p, cutoff):
+    """(P,) bool: the pairs whose bounding spheres come closer than ``cutoff`` (a float or (P,) [m]), a
+    bounded shape and a plane by its sphere's height above the plane (the broad phase)."""
+    ia, ib, c, r = plan["ia"], plan["ib"], plan["c"], plan["r"]
+    ca, cb = p[ia] + np.einsum("kij,kj->ki", R[ia], c[ia]), p[ib] + np.einsum("kij,kj->ki", R[ib], c[ib])
+    with np.errstate(invalid="ignore"):
+        near = np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < cutoff
+    near |= ~np.isfinite(r[ia] + r[ib])
+    ks, pl, other = plan["on plane"]
+    if len(ks):
+        cw = p[other] + np.einsum("kij,kj->ki", R[other], c[other])
+        h = np.einsum("ki,ki->k", R[pl][:, :, 2], cw - p[pl]) - r[other]
+        near[ks] = h < (cutoff[ks] if np.ndim(cutoff) else cutoff) + SAME_POINT
+    return near
 
 
 def _selected(scene, every, order, mask):
