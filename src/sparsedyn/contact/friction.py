@@ -97,6 +97,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .scene import Scene
+from .scene_fused import fused_step
 from .scene_step import batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
 
@@ -195,10 +196,18 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one array per
     state, and ``warm_start`` a list of each state's impulses).
     """
+    if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
+        if warm_start is None and f_ext is None and gravity is None and type(dt) is float and 0 < dt < math.inf:
+            # collision, layout and solve in one native call where the scene's layout holds the contacts
+            got = fused_step(model, q, v, tau, contacts, dt, _step_settings("contact_step", dt, tol, max_iterations,
+                                                                            solver, margin))
+            if got is not None:
+                return _result("contact_step", solver, tol, tuple.__new__(StepArrays, got[0]), got[1])
+        options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
+                       warm_start=warm_start, margin=margin)
+        return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                    warm_start=warm_start, margin=margin)
-    if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
-        return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     _checks.model_first("contact_step", model, "model, q, v, tau")
     if isinstance(contacts, Scene):
         return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]

@@ -1,0 +1,117 @@
+"""A step in a scene in one native call: collision, slot layout and solve (:func:`fused_step`).
+
+On the default road a step in a :class:`~sparsedyn.contact.scene.Scene` whose pairs are all the
+collision kernel's runs three stages: the collision kernel with its look-ahead
+(:func:`~sparsedyn.contact.scene_data.ahead_candidates`), the candidates within their pair's
+cutoff laid out in the step's slots (:func:`~sparsedyn.contact.scene_data.scene_slot_data`: per
+body where one robot body alone touches, else the scene's data slots), and the step's kernel
+(:func:`~sparsedyn.contact.friction_kernel.contact_step_kernel`).  Where the layout already holds
+the step's contacts (a trajectory's steps after its first few), the three are one call of the
+compiler's C extension (its ``scene_step``), which runs the two kernels' own fast paths and lays
+the contacts out between them entry by entry as the Python road does: the same data, the same
+solve, the same arrays, bit for bit.  The plan of that call (the two kernels, each candidate's slot
+key and friction, the free slots' data, each key's joint weights) is kept in ``scene.cache`` while
+the layout, the time step and the model's native callables stay.
+
+Any other step takes the Python road, which grows the layout where needed: a warm start, external
+forces or gravity given, the NumPy backend, a kernel not built yet, more contacts than the layout
+holds, a pair of kinds the collision kernel has no closed form for (robot meshes), slot frames that
+are not their bodies' own (per-body slots), an input a kernel's fast path declines (a NaN, a
+quaternion off unit norm: the Python road says which).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _checks
+from ..kernels import native_calls, native_function, use_backend
+from .collision_near import collision_candidates_ahead
+from .data_slots import empty_data_slots, key_weights, runs_per_body
+from .friction_kernel import MAX_COMPILED_CONTACTS, contact_step_kernel
+from .friction_problem import DATA_SLOT
+from .look_ahead import body_reach
+from .scene_data import _filler, _plan
+
+__all__ = ["fused_step"]
+
+_AHEAD, _STEP = collision_candidates_ahead.__name__, contact_step_kernel.__name__
+_F64, _NONE = np.dtype(float), {}
+_KEY = "fused step"
+
+
+def fused_step(model, q, v, tau, scene, dt, settings):
+    """``(StepArrays tuple, index)`` of one step of ``model`` (the scene's own, a
+    :class:`~sparsedyn.Model`) at ``q`` (nq,), ``v``, ``tau`` (nv,) (arrays or sequences of floats)
+    in ``scene`` over ``dt`` (a number > 0) with the kernel's ``settings`` (5,), from no warm start,
+    in one native call (module docstring); ``index``: the contacts' slots (None: slot ``i`` holds
+    contact ``i``, no other).  None where this road does not apply: then the Python road."""
+    if not (type(dt) in (float, int) and 0 < dt < math.inf) or use_backend.current() == "numpy":
+        return None
+    run = native_function("scene_step")
+    if run is None:
+        return None
+    plan = _fused_plan(scene, model, dt)
+    if plan is None:
+        return None
+    nq, nv = model.nq, model.nv
+    qa = q if type(q) is np.ndarray and q.dtype is _F64 else np.asarray(q, float)
+    va = v if type(v) is np.ndarray and v.dtype is _F64 else np.asarray(v, float)
+    if qa.shape != (nq,) or va.shape != (nv,):
+        return None
+    # (the step's own check of tau: its error, where tau is not joint forces, is the Python road's)
+    ta = tau if type(tau) is np.ndarray and tau.dtype is _F64 else _checks.plain_floats(
+        "contact_step", "tau", tau, f"(..., {nv})")
+    return run(plan, qa, va, ta, settings) if ta.shape == (nv,) else None
+
+
+def _fused_plan(scene, model, dt):
+    """The plan of the native ``scene_step`` (its C docstring) for ``scene`` and ``dt``, kept in
+    ``scene.cache`` while the slot layout, the data slots' count, ``dt`` and the model's native
+    callables stay; None where the road does not apply now."""
+    calls = native_calls(model) or _NONE
+    ahead, step = calls.get(_AHEAD), calls.get(_STEP)
+    layout = scene.cache.get("step_slots")
+    if ahead is None or step is None or not layout:
+        return None
+    snap = (dt, len(layout), sum(layout.values()), scene.cache.get("data_slot_count", 0), ahead, step)
+    got = scene.cache.get(_KEY)
+    if got is None or got[0] != snap:
+        got = scene.cache[_KEY] = (snap, _make_plan(scene, model, dt, layout, ahead, step))
+    return got[1]
+
+
+def _make_plan(scene, model, dt, layout, ahead, step):
+    """The tuple that :func:`_fused_plan` keeps, or None."""
+    plan = _plan(scene)
+    if plan is None:
+        return None
+    kp, kid, keys, _, _, mu, moved = plan
+    data_slots = not runs_per_body(scene)
+    if moved and not data_slots:                   # per-body points turned into their slot frames: the Python road
+        return None
+    look = scene.cache.get("look")
+    if look is None or look[0] != dt or look[3] is not ahead:      # (as ahead_candidates keeps it)
+        look = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0], ahead)
+    collide = _kernel(ahead, (kp.pairs,))
+    slots, first, end, free = _filler(scene, keys, layout)
+    if data_slots:
+        n = scene.cache.get("data_slot_count", 0)
+        frames, base, W = (DATA_SLOT,) * n, empty_data_slots(model, n), key_weights(scene, keys)
+    else:
+        frames, base, W = slots, free, None
+    solve = _kernel(step, (frames,))
+    if collide is None or solve is None or not len(frames):
+        return None
+    ints = lambda x: np.ascontiguousarray(x, np.int64)      # noqa: E731
+    return (collide, kp.shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
+            ints(end), np.ascontiguousarray(base), W, int(data_slots), MAX_COMPILED_CONTACTS)
+
+
+def _kernel(method, key):
+    """The built fast kernel of a native method for its static arguments ``key``, or None."""
+    table = getattr(method, "__table__", None)
+    f = table.get(key) if table is not None else None
+    return f if type(f).__name__ == "Kernel" else None
