@@ -566,11 +566,12 @@ fail:
     return NULL;
 }
 
-/* scene_step(plan, q, v, tau, settings): one time step in a scene whose pairs are all the collision
+/* scene_step(plan, q, v, tau, settings, warm): one time step in a scene whose pairs are all the collision
    kernel's, in one call: the collision kernel with its look-ahead (``collide``: q, v, shapes, reach,
    look -> candidates (K, 11), cutoffs (K,)), the candidates within their cutoff laid out in the
-   step's slots, and the step's kernel (``solve``: q, v, tau, settings, warm start (ns, 3) of zeros,
-   slot data -> its arrays).  ``plan``: (collide, shapes, reach, look, solve, kid (K,) int64: each
+   step's slots, and the step's kernel (``solve``: q, v, tau, settings, warm start (ns, 3), slot data
+   -> its arrays).  ``warm``: None, or impulses (m, 3) to start from (float64, C-contiguous), each
+   contact's put in its slot where m is the number of contacts, else none (zeros).  ``plan``: (collide, shapes, reach, look, solve, kid (K,) int64: each
    candidate's slot key, mu (K,): its friction, first (nk,), end (nk,) int64: each key's per-body
    slots, base (ns, width): the slots' data with every slot free, W (nk, nv) or None: each key's
    joint weights, mode (0: per-body slots of width 8, each contact's point in its body; 1: data slots
@@ -579,7 +580,8 @@ fail:
    entry the same arithmetic.  Returns ``(the step's arrays, index)`` (index: each contact's slot,
    int64, or None where the contacts fill every slot in order), or None where this road does not
    apply (a kernel's fast path declines, more contacts than the capacity, a key with more contacts
-   than its per-body slots, more than the data slots): the caller then takes the Python road. */
+   than its per-body slots, more than the data slots, a warm start of the contacts' shape that is not
+   finite): the caller then takes the Python road. */
 #define SD_MAXKEYS 1024
 #define SD_MAXCONTACTS 256
 
@@ -592,10 +594,12 @@ static PyArrayObject *plan_array(PyObject *o, int ndim, int type) {
 }
 
 static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 13) {
-        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings)");
+    if (nargs != 6 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 13) {
+        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm)");
         return NULL;
     }
+    PyArrayObject *given = args[5] == Py_None ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
+    if (args[5] != Py_None && !given) Py_RETURN_NONE;
     PyObject *const *P = &PyTuple_GET_ITEM(args[0], 0);
     Kernel *collide = (Kernel *)P[0], *solve = (Kernel *)P[4];
     if (Py_TYPE(P[0]) != &KernelType || Py_TYPE(P[4]) != &KernelType || collide->nin != 5 || collide->nout != 2
@@ -639,11 +643,15 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
         slot[nc++] = nxt[key[j]]++;
     }
     if (nc > ns) { Py_DECREF(found); Py_RETURN_NONE; }
+    /* a warm start of the contacts' shape, finite (else the Python road says what is wrong) */
+    const double *w0 = given && PyArray_DIM(given, 0) == nc && PyArray_DIM(given, 1) == 3 ? PyArray_DATA(given) : NULL;
+    if (w0 && !all_finite(w0, 3 * nc)) { Py_DECREF(found); Py_RETURN_NONE; }
     PyObject *data = PyArray_NewCopy(base, NPY_CORDER), *warm = NULL;
     npy_intp wdims[2] = {ns, 3};
     if (data) warm = PyArray_ZEROS(2, wdims, NPY_DOUBLE, 0);
     if (!warm) { Py_XDECREF(data); Py_DECREF(found); return NULL; }
-    double *out = PyArray_DATA((PyArrayObject *)data);
+    double *out = PyArray_DATA((PyArrayObject *)data), *w = PyArray_DATA((PyArrayObject *)warm);
+    for (npy_intp i = 0; w0 && i < nc; i++) memcpy(w + 3 * (mode == 0 ? slot[i] : i), w0 + 3 * i, 3 * sizeof(double));
     const double *m = PyArray_DATA(mu);
     for (npy_intp i = 0; i < nc; i++) {
         const double *r = c + 11 * sel[i];                   /* [d, x (3), n (3), w_a in a's body (3), n . w_b] */

@@ -13,8 +13,8 @@ solve, the same arrays, bit for bit.  The plan of that call (the two kernels, ea
 key and friction, the free slots' data, each key's joint weights) is kept in ``scene.cache`` while
 the layout, the time step and the model's native callables stay.
 
-Any other step takes the Python road, which grows the layout where needed: a warm start, external
-forces or gravity given, the NumPy backend, a kernel not built yet, more contacts than the layout
+Any other step takes the Python road, which grows the layout where needed: a warm start matched
+from the step before's contacts (a rollout), external forces or gravity given, the NumPy backend, a kernel not built yet, more contacts than the layout
 holds, a pair of kinds the collision kernel has no closed form for (robot meshes), slot frames that
 are not their bodies' own (per-body slots), an input a kernel's fast path declines (a NaN, a
 quaternion off unit norm: the Python road says which).
@@ -42,11 +42,12 @@ _F64, _NONE = np.dtype(float), {}
 _KEY = "fused step"
 
 
-def fused_step(model, q, v, tau, scene, dt, settings):
+def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None):
     """``(StepArrays tuple, index)`` of one step of ``model`` (the scene's own, a
     :class:`~sparsedyn.Model`) at ``q`` (nq,), ``v``, ``tau`` (nv,) (arrays or sequences of floats)
-    in ``scene`` over ``dt`` (a number > 0) with the kernel's ``settings`` (5,), from no warm start,
-    in one native call (module docstring); ``index``: the contacts' slots (None: slot ``i`` holds
+    in ``scene`` over ``dt`` (a number > 0) with the kernel's ``settings`` (5,), from ``warm_start``
+    (None, or an array (m, 3): the contacts' impulses where m is their number, else ignored, as on
+    the Python road), in one native call (module docstring); ``index``: the contacts' slots (None: slot ``i`` holds
     contact ``i``, no other).  None where this road does not apply: then the Python road."""
     if not (type(dt) in (float, int) and 0 < dt < math.inf) or use_backend.current() == "numpy":
         return None
@@ -64,7 +65,9 @@ def fused_step(model, q, v, tau, scene, dt, settings):
     # (the step's own check of tau: its error, where tau is not joint forces, is the Python road's)
     ta = tau if type(tau) is np.ndarray and tau.dtype is _F64 else _checks.plain_floats(
         "contact_step", "tau", tau, f"(..., {nv})")
-    return run(plan, qa, va, ta, settings) if ta.shape == (nv,) else None
+    if ta.shape != (nv,) or not (warm_start is None or type(warm_start) is np.ndarray and warm_start.ndim == 2):
+        return None
+    return run(plan, qa, va, ta, settings, warm_start)
 
 
 def _fused_plan(scene, model, dt):
