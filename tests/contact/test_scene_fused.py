@@ -1,0 +1,156 @@
+"""A step in a scene in one native call (sparsedyn.contact.scene_fused): on the default (native) road
+``sd.contact_step(model, q, v, tau, scene, dt)`` runs the collision kernel, the slot layout and the
+solve in one call of the C extension where the scene's layout holds the step's contacts, and its
+step is the Python road's (the same road with the fused call switched off) bit for bit: a box on a
+floor (per-body slots) and a two-body arm lying on the floor, touching itself (data slots), from
+arrays, plain lists and tuples, with and without a warm start.  Where the layout must grow, and on
+bad input, the Python road answers (its errors name the argument)."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact import scene_fused
+from test_scene import DT, G, MASS, SIDE, box_model
+from test_scene_step_bodies import MODEL as ARM, Q_TOUCH, R
+
+FLOOR = sd.Shape("plane", name="floor")
+
+
+def _box():
+    """A box resting flat on the floor, sliding and turning a little: (scene, q, v, tau)."""
+    scene = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
+    q = np.array([0.1, -0.2, SIDE / 2 - 1e-5, 0, 0, 0, 1])
+    return scene, q, np.array([0.3, -0.1, 0.0, 0.0, 0.0, -0.4]), np.zeros(6)
+
+
+def _arm():
+    """The arm folded, the forearm's tip touching the torso's end and swinging in, lying on the
+    floor, both capsules a hair into it: robot-world and self-collision contacts, in data slots."""
+    scene = sd.Scene(ARM, world=[FLOOR], friction=0.8)
+    q = Q_TOUCH + np.r_[0, 0, R - 1e-5, np.zeros(6)]
+    v = np.r_[0.05, 0, -0.02, 0, 0, 0, 0, 3.0]            # the forearm swinging into the torso
+    return scene, q, v, np.r_[np.zeros(6), 0.5, -0.5]
+
+
+class _Spy:
+    """``native_function`` that counts the fused calls that answered (not None)."""
+
+    def __init__(self, real):
+        self.real, self.answered = real, 0
+
+    def __call__(self, name):
+        f = self.real(name)
+        if f is None:
+            return None
+
+        def counted(*args):
+            out = f(*args)
+            self.answered += out is not None
+            return out
+        return counted
+
+
+def _python_road(monkeypatch, *args, **kwargs):
+    """The step on the Python road (the fused call switched off)."""
+    with monkeypatch.context() as m:
+        m.setattr(scene_fused, "native_function", lambda name: None)
+        return sd.contact_step(*args, **kwargs)
+
+
+def _same(a, b):
+    """Whether two steps hold the same numbers, bit for bit, and the same modes."""
+    return all(np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(a, b)) and \
+        list(a.modes) == list(b.modes)
+
+
+@pytest.mark.parametrize("make", [_box, _arm])
+def test_a_fused_step_is_the_python_roads_step_bit_for_bit(make, monkeypatch):
+    """The first step grows the layout (the Python road); the next ones are one native call each,
+    whose ``q+``, ``v+``, impulses, modes, residuals and iterations are the Python road's bit for bit,
+    from arrays, plain lists and tuples."""
+    scene, q, v, tau = make()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        first = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        spy.answered = 0
+        steps = [sd.contact_step(scene.model, f(q), f(v), f(tau), scene, DT) for f in (np.array, list, tuple)]
+        assert spy.answered == 3                                              # one native call each
+        ref = _python_road(monkeypatch, scene.model, q, v, tau, scene, DT)
+    assert len(ref.impulses) >= 4 and _same(first, ref)
+    if make is _arm:                                                          # a self-contact among them
+        assert any(type(k) is tuple for k in scene.cache["step_slots"])
+    for s in steps:
+        assert _same(s, ref)
+
+
+def test_the_fused_box_carries_its_weight(monkeypatch):
+    """The box at rest on the floor (v = 0): the step's normal impulses carry its weight over the step,
+    ``sum lambda_n = m g dt``, to the solver's tolerance, on the fused road."""
+    scene, q, _, _ = _box()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, q, np.zeros(6), np.zeros(6), scene, DT)
+        s = sd.contact_step(scene.model, list(q), [0.0] * 6, [0.0] * 6, scene, DT)
+    assert spy.answered == 1 and len(s.impulses) == 4
+    assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= 1e-6 * MASS * G * DT
+    assert np.abs(s.v).max() <= 1e-6
+
+
+@pytest.mark.parametrize("make", [_box, _arm])
+def test_a_fused_step_from_a_warm_start_is_the_python_roads(make, monkeypatch):
+    """A warm start of the contacts' shape starts the solve from it (the previous step's impulses: no
+    iteration); one of another shape is ignored, as on the Python road; a non-finite one is refused
+    naming ``warm_start``."""
+    scene, q, v, tau = make()
+    with sd.use_backend("native", deterministic=True):
+        cold = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        nc = len(cold.impulses)
+        for warm in (cold.impulses, cold.impulses[:2].copy(), np.ones((nc, 3))):
+            s = sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=warm)
+            assert _same(s, _python_road(monkeypatch, scene.model, q, v, tau, scene, DT, warm_start=warm))
+        assert int(sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=cold.impulses).iterations) == 0
+        bad = cold.impulses.copy()
+        bad[0, 2] = np.nan
+        with pytest.raises(ValueError, match="warm_start"):
+            sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=bad)
+
+
+def test_where_the_layout_must_grow_the_python_road_answers(monkeypatch):
+    """The box on one edge (two contacts: two slots), then flat (four): the fused call declines, the
+    Python road grows the layout and steps; the step equals that of a scene that took the Python road
+    all along, bit for bit, and the next step is fused again."""
+    s, c = np.sin(0.2), np.cos(0.2)
+    edge = np.array([0, 0, SIDE / 2 * (c + s) - 1e-5, s, 0, 0, c])
+    scene, flat, v, tau = _box()
+    twin = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        for x in (edge, edge):
+            sd.contact_step(scene.model, x, v, tau, scene, DT)
+        assert spy.answered == 1 and sum(scene.cache["step_slots"].values()) == 2
+        grown = sd.contact_step(scene.model, flat, v, tau, scene, DT)
+        assert spy.answered == 1 and sum(scene.cache["step_slots"].values()) == 4
+        again = sd.contact_step(scene.model, flat, v, tau, scene, DT)
+        assert spy.answered == 2
+        _python_road(monkeypatch, twin.model, edge, v, tau, twin, DT)
+        ref = _python_road(monkeypatch, twin.model, flat, v, tau, twin, DT)
+    assert len(ref.impulses) == 4 and _same(grown, ref) and _same(again, ref)
+
+
+def test_bad_input_on_the_fused_road_gets_the_python_roads_errors():
+    """A NaN in ``q``, a ``tau`` of the wrong length or not numbers: errors naming the argument."""
+    scene, q, v, tau = _box()
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, q, v, tau, scene, DT)
+        nan = q.copy()
+        nan[2] = np.nan
+        with pytest.raises(ValueError, match=r"\bq\b"):
+            sd.contact_step(scene.model, nan, v, tau, scene, DT)
+        with pytest.raises(ValueError, match="tau"):
+            sd.contact_step(scene.model, q, v, [0.0] * 5, scene, DT)
+        with pytest.raises((ValueError, TypeError), match="tau"):
+            sd.contact_step(scene.model, q, v, ["a"] * 6, scene, DT)
