@@ -11,10 +11,21 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.contact import scene_fused
-from test_scene import DT, G, MASS, SIDE, box_model
+from sparsedyn.model.spatial import Transform
+from test_scene import DT, G, SIDE
 from test_scene_step_bodies import MODEL as ARM, Q_TOUCH, R
 
 FLOOR = sd.Shape("plane", name="floor")
+#: The box's mass [kg] (not test_scene's box: a model of its own, whose native steps other tests count)
+MASS = 1.5
+
+
+def box_model():
+    """A free cube of side SIDE and mass MASS, its collision box in its body frame."""
+    b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=MASS,
+                                        rot_inertia=MASS * SIDE ** 2 / 6 * np.eye(3))
+    return b.add_frame("box", "box").build().with_geometry(
+        sd.Geometry("box", 0, Transform(np.eye(3), np.zeros(3)), "box", (SIDE,) * 3, "collision"))
 
 
 def _box():
@@ -154,3 +165,44 @@ def test_bad_input_on_the_fused_road_gets_the_python_roads_errors():
             sd.contact_step(scene.model, q, v, [0.0] * 5, scene, DT)
         with pytest.raises((ValueError, TypeError), match="tau"):
             sd.contact_step(scene.model, q, v, ["a"] * 6, scene, DT)
+
+
+def _tilted_drop():
+    """The box tilted about x and y, 1 mm above the floor, falling and turning: one corner lands, then
+    an edge, then a face (contacts come and go, the layout grows on the way)."""
+    scene = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
+    s, c = np.sin(0.15), np.cos(0.15)
+    quat = np.array([s * c, s * c, -s * s, c * c])                 # [x, y, z, w]: about x, then y
+    R = sd.spatial.quat_to_rot(quat)
+    low = np.abs(R @ np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]).T * SIDE / 2)
+    q = np.r_[0, 0, low[2].max() + 1e-3, quat / np.linalg.norm(quat)]
+    return scene, q, np.array([0.2, 0, -0.3, 1.0, 0, 0]), np.zeros(6)
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")      # (the same step's on both roads)
+@pytest.mark.parametrize("make", [_tilted_drop, _arm])
+def test_a_fused_rollout_is_the_python_roads_rollout_bit_for_bit(make, monkeypatch):
+    """A rollout whose steps take the fused road where the layout holds their contacts (each warm-started
+    in the native call from the step before's matched impulses) is the rollout on the Python road
+    (a twin scene, the fused call switched off), bit for bit: states, impulses, modes, iterations; plain
+    lists as the initial state."""
+    scene, q, v, tau = make()
+    twin = sd.Scene(scene.model, world=[FLOOR], friction=scene.friction)
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    steps = 150
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(scene.model, list(q), list(v), tau, scene, DT, steps)
+        ref = _python_road_rollout(monkeypatch, scene.model, q, v, tau, twin, DT, steps)
+    assert spy.answered >= steps // 2                              # most steps one native call
+    assert r.q.tobytes() == ref.q.tobytes() and r.v.tobytes() == ref.v.tobytes()
+    assert r.iterations.tobytes() == ref.iterations.tobytes()
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(r.impulses, ref.impulses))
+    assert all(list(a) == list(b) for a, b in zip(r.modes, ref.modes))
+    assert max(len(x) for x in r.impulses) >= 2 and len({len(x) for x in r.impulses}) >= 2   # contacts came and went
+
+
+def _python_road_rollout(monkeypatch, *args):
+    with monkeypatch.context() as m:
+        m.setattr(scene_fused, "native_function", lambda name: None)
+        return sd.rollout(*args)

@@ -571,7 +571,10 @@ fail:
    look -> candidates (K, 11), cutoffs (K,)), the candidates within their cutoff laid out in the
    step's slots, and the step's kernel (``solve``: q, v, tau, settings, warm start (ns, 3), slot data
    -> its arrays).  ``warm``: None, or impulses (m, 3) to start from (float64, C-contiguous), each
-   contact's put in its slot where m is the number of contacts, else none (zeros).  ``plan``: (collide, shapes, reach, look, solve, kid (K,) int64: each
+   contact's put in its slot where m is the number of contacts, else none (zeros), or a callable
+   ``warm(sel, slot, candidates, data)`` called once the contacts are laid out (sel (nc,) int64: each
+   contact's candidate, slot (nc,) int64: its per-body slot, the candidates (K, 11), the slot data)
+   that returns such impulses (a trajectory's warm start, matched from the step before's contacts).  ``plan``: (collide, shapes, reach, look, solve, kid (K,) int64: each
    candidate's slot key, mu (K,): its friction, first (nk,), end (nk,) int64: each key's per-body
    slots, base (ns, width): the slots' data with every slot free, W (nk, nv) or None: each key's
    joint weights, mode (0: per-body slots of width 8, each contact's point in its body; 1: data slots
@@ -598,8 +601,9 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm)");
         return NULL;
     }
-    PyArrayObject *given = args[5] == Py_None ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
-    if (args[5] != Py_None && !given) Py_RETURN_NONE;
+    PyObject *matcher = PyCallable_Check(args[5]) ? args[5] : NULL, *answer = NULL;
+    PyArrayObject *given = args[5] == Py_None || matcher ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
+    if (args[5] != Py_None && !matcher && !given) Py_RETURN_NONE;
     PyObject *const *P = &PyTuple_GET_ITEM(args[0], 0);
     Kernel *collide = (Kernel *)P[0], *solve = (Kernel *)P[4];
     if (Py_TYPE(P[0]) != &KernelType || Py_TYPE(P[4]) != &KernelType || collide->nin != 5 || collide->nout != 2
@@ -643,15 +647,11 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
         slot[nc++] = nxt[key[j]]++;
     }
     if (nc > ns) { Py_DECREF(found); Py_RETURN_NONE; }
-    /* a warm start of the contacts' shape, finite (else the Python road says what is wrong) */
-    const double *w0 = given && PyArray_DIM(given, 0) == nc && PyArray_DIM(given, 1) == 3 ? PyArray_DATA(given) : NULL;
-    if (w0 && !all_finite(w0, 3 * nc)) { Py_DECREF(found); Py_RETURN_NONE; }
     PyObject *data = PyArray_NewCopy(base, NPY_CORDER), *warm = NULL;
     npy_intp wdims[2] = {ns, 3};
     if (data) warm = PyArray_ZEROS(2, wdims, NPY_DOUBLE, 0);
     if (!warm) { Py_XDECREF(data); Py_DECREF(found); return NULL; }
     double *out = PyArray_DATA((PyArrayObject *)data), *w = PyArray_DATA((PyArrayObject *)warm);
-    for (npy_intp i = 0; w0 && i < nc; i++) memcpy(w + 3 * (mode == 0 ? slot[i] : i), w0 + 3 * i, 3 * sizeof(double));
     const double *m = PyArray_DATA(mu);
     for (npy_intp i = 0; i < nc; i++) {
         const double *r = c + 11 * sel[i];                   /* [d, x (3), n (3), w_a in a's body (3), n . w_b] */
@@ -674,7 +674,29 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
             memcpy(s + 8, (const double *)PyArray_DATA(W) + (width - 8) * key[sel[i]], (width - 8) * sizeof(double));
         }
     }
+    if (matcher) {                                           /* the warm start of these contacts */
+        npy_intp dims[1] = {nc};
+        PyObject *a = PyArray_SimpleNew(1, dims, NPY_INT64), *b = a ? PyArray_SimpleNew(1, dims, NPY_INT64) : NULL;
+        if (b) {
+            memcpy(PyArray_DATA((PyArrayObject *)a), sel, nc * sizeof *sel);
+            memcpy(PyArray_DATA((PyArrayObject *)b), slot, nc * sizeof *slot);
+            PyObject *call[4] = {a, b, PyTuple_GET_ITEM(found, 0), data};
+            answer = PyObject_Vectorcall(matcher, call, 4, NULL);
+        }
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (!answer || (answer != Py_None && !(given = plan_array(answer, 2, NPY_DOUBLE)))) {
+            Py_XDECREF(answer); Py_DECREF(found); Py_DECREF(warm); Py_DECREF(data);
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+    }
     Py_DECREF(found);
+    /* a warm start of the contacts' shape, finite (else the Python road says what is wrong) */
+    const double *w0 = given && PyArray_DIM(given, 0) == nc && PyArray_DIM(given, 1) == 3 ? PyArray_DATA(given) : NULL;
+    if (w0 && !all_finite(w0, 3 * nc)) { Py_XDECREF(answer); Py_DECREF(warm); Py_DECREF(data); Py_RETURN_NONE; }
+    for (npy_intp i = 0; w0 && i < nc; i++) memcpy(w + 3 * (mode == 0 ? slot[i] : i), w0 + 3 * i, 3 * sizeof(double));
+    Py_XDECREF(answer);
     PyObject *sin[6] = {args[1], args[2], args[3], args[4], warm, data};
     PyObject *step = Kernel_run(solve, sin, NULL);
     Py_DECREF(warm);

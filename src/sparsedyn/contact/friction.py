@@ -428,9 +428,20 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
     previous = None
     one = q.ndim == 1
     options["bare"] = one                         # one state: each step as a plain tuple (no residuals)
+    fuse = one and model is scene.model and options["f_ext"] is None and options["gravity"] is None
     for k in range(steps):
-        # (one dict of options for all steps: each step sets its warm start in it)
-        s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, options, previous)
+        tau = tau_at(k, q, v)
+        # one native call where the scene's layout holds the step's contacts (scene_fused)
+        got = fuse and fused_step(model, q, v, tau, scene, dt, _step_settings(
+            "contact_step", dt, options["tol"], options["max_iterations"], options["solver"], options["margin"]),
+            options["warm_start"] if previous is None else None, previous, contacts=True)
+        if got:
+            s = _result("contact_step", options["solver"], options["tol"], tuple.__new__(StepArrays, got[0]), got[1],
+                        bare=True, finite=True)
+            found = got[2]
+        else:
+            # (one dict of options for all steps: each step sets its warm start in it)
+            s, found = step_in_scene(_slotted_step, model, q, v, tau, scene, dt, options, previous)
         if type(s) is not tuple:                  # a batch, or the free step of a scene with no slot
             s = (s.q, s.v, s.impulses, tuple.__getitem__(s, 3), s.iterations)
         q, v, impulses, mode, iterations = s      # (one state's mode: its _Modes, not computed yet)
