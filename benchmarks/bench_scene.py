@@ -287,7 +287,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
 
     mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", best_us(mj_collision_loop, max(3, repeat // 20)))
     data = times.get("  contact data from the kernel", times["  contact data from Contact objects"])
-    rest = times["contact_step"] - (times[FUSED] if FUSED in times else data + times["  native solve (contact_step_kernel)"])
+    solve = times["  native solve (contact_step_kernel)"]
+    rest = times["contact_step"] - (times[FUSED] if FUSED in times else data + solve)
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
              "  with the look-ahead (the step's)", "  collide on the NumPy road", "contact_step",
              "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)", FUSED,

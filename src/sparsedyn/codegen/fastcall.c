@@ -621,13 +621,13 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     npy_intp K = collide->out_shape[0][0], nk = first ? PyArray_DIM(first, 0) : 0;
     npy_intp ns = base ? PyArray_DIM(base, 0) : 0, width = base ? PyArray_DIM(base, 1) : 0;
     if (!kid || !mu || !first || !end || !base || PyArray_DIM(kid, 0) != K || PyArray_DIM(mu, 0) != K
-        || PyArray_DIM(end, 0) != nk || nk > SD_MAXKEYS || (mode != 0 && mode != 1) || capacity > SD_MAXCONTACTS
-        || solve->in_shape[4][0] != ns || solve->in_shape[4][1] != 3 || solve->in_shape[5][0] != ns
+        || PyArray_DIM(end, 0) != nk || (mode != 0 && mode != 1) || solve->in_shape[4][0] != ns || solve->in_shape[4][1] != 3 || solve->in_shape[5][0] != ns
         || solve->in_shape[5][1] != width || (mode == 0 ? width != 8 : (!W || PyArray_DIM(W, 0) != nk
                                                                          || width != 8 + PyArray_DIM(W, 1)))) {
         PyErr_SetString(PyExc_TypeError, "scene_step: the plan's arrays do not fit");
         return NULL;
     }
+    if (nk > SD_MAXKEYS || capacity > SD_MAXCONTACTS) Py_RETURN_NONE;     /* more than this road holds */
     const int64_t *key = PyArray_DATA(kid), *f0 = PyArray_DATA(first), *f1 = PyArray_DATA(end);
     for (npy_intp j = 0; j < K; j++)
         if (key[j] < 0 || key[j] >= nk) { PyErr_SetString(PyExc_ValueError, "scene_step: a key out of range"); return NULL; }

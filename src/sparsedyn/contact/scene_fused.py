@@ -13,11 +13,15 @@ solve, the same arrays, bit for bit.  The plan of that call (the two kernels, ea
 key and friction, the free slots' data, each key's joint weights) is kept in ``scene.cache`` while
 the layout, the time step and the model's native callables stay.
 
-Any other step takes the Python road, which grows the layout where needed: a warm start matched
-from the step before's contacts (a rollout), external forces or gravity given, the NumPy backend, a kernel not built yet, more contacts than the layout
-holds, a pair of kinds the collision kernel has no closed form for (robot meshes), slot frames that
-are not their bodies' own (per-body slots), an input a kernel's fast path declines (a NaN, a
-quaternion off unit norm: the Python road says which).
+A trajectory's step is one call too: once the contacts are found and laid out, the call asks Python
+for their warm start, matched from the step before's contacts
+(:func:`~sparsedyn.contact.scene_step.matched_warm_start`), and makes the step's contacts as the
+Python road does (what the next step matches).  Any other step takes the Python road, which grows
+the layout where needed: external forces or gravity given, a warm start that is not an array, the
+NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds the
+collision kernel has no closed form for (robot meshes), slot frames that are not their bodies' own
+(per-body slots), an input a kernel's fast path declines (a NaN, a quaternion off unit norm: the
+Python road says which).
 """
 
 from __future__ import annotations
