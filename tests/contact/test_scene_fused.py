@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact import scene_fused
+from sparsedyn.contact import friction, scene_fused
 from sparsedyn.model.spatial import Transform
 from test_scene import DT, G, SIDE
 from test_scene_step_bodies import MODEL as ARM, Q_TOUCH, R
@@ -29,10 +29,10 @@ def box_model():
 
 
 def _box():
-    """A box resting flat on the floor, sliding and turning a little: (scene, q, v, tau)."""
+    """A box resting flat on the floor, sliding and turning about the vertical: (scene, q, v, tau)."""
     scene = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
     q = np.array([0.1, -0.2, SIDE / 2 - 1e-5, 0, 0, 0, 1])
-    return scene, q, np.array([0.3, -0.1, 0.0, 0.0, 0.0, -0.4]), np.zeros(6)
+    return scene, q, np.array([0.0, 0.0, -0.4, 0.3, -0.1, 0.0]), np.zeros(6)      # [omega, v]
 
 
 def _arm():
@@ -65,8 +65,12 @@ class _Spy:
 def _python_road(monkeypatch, *args, **kwargs):
     """The step on the Python road (the fused call switched off)."""
     with monkeypatch.context() as m:
-        m.setattr(scene_fused, "native_function", lambda name: None)
+        m.setattr(friction, "fused_step", _never)
         return sd.contact_step(*args, **kwargs)
+
+
+def _never(*args, **kwargs):
+    return None
 
 
 def _same(a, b):
@@ -204,5 +208,22 @@ def test_a_fused_rollout_is_the_python_roads_rollout_bit_for_bit(make, monkeypat
 
 def _python_road_rollout(monkeypatch, *args):
     with monkeypatch.context() as m:
-        m.setattr(scene_fused, "native_function", lambda name: None)
+        m.setattr(friction, "fused_step", _never)
         return sd.rollout(*args)
+
+
+def test_a_fused_step_with_no_contact_is_free_fall(monkeypatch):
+    """The box 0.5 m above the floor at rest after a step on it (the layout holds its four slots, all
+    free now): one native call, no contact, and the step is free fall from rest, ``v+ = -g dt e_z``,
+    the Python road's bit for bit."""
+    scene, q, v, tau = _box()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    up, rest = q + np.r_[0, 0, 0.5, 0, 0, 0, 0], np.zeros(6)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, q, v, tau, scene, DT)
+        s = sd.contact_step(scene.model, up, rest, tau, scene, DT)
+        ref = _python_road(monkeypatch, scene.model, up, rest, tau, scene, DT)
+    assert spy.answered == 1 and s.impulses.shape == (0, 3) and list(s.modes) == []
+    assert _same(s, ref)
+    assert np.abs(s.v - np.r_[0, 0, 0, 0, 0, -G * DT]).max() <= 4 * np.finfo(float).eps * G * DT
