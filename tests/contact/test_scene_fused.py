@@ -227,3 +227,22 @@ def test_a_fused_step_with_no_contact_is_free_fall(monkeypatch):
     assert spy.answered == 1 and s.impulses.shape == (0, 3) and list(s.modes) == []
     assert _same(s, ref)
     assert np.abs(s.v - np.r_[0, 0, 0, 0, 0, -G * DT]).max() <= 4 * np.finfo(float).eps * G * DT
+
+
+def test_arrays_the_native_call_does_not_take_go_the_python_road(monkeypatch):
+    """Joint forces as an integer array, and a batch of two states: the native call declines them (it
+    takes float64 arrays of one state's shapes), the Python road steps them, and each step is that of
+    the same state given as float64 arrays (a batch's: each state's single step), bit for bit."""
+    scene, q, v, _ = _box()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        one = sd.contact_step(scene.model, q, v, np.zeros(6), scene, DT)
+        spy.answered = 0
+        ints = sd.contact_step(scene.model, q, v, np.zeros(6, int), scene, DT)
+        batch = sd.contact_step(scene.model, np.stack([q, q]), np.stack([v, v]), np.zeros(6), scene, DT)
+        assert spy.answered == 0
+        again = sd.contact_step(scene.model, q, v, np.zeros(6), scene, DT)
+    assert spy.answered == 1 and _same(ints, one) and _same(again, one)
+    for b in range(2):
+        assert batch.q[b].tobytes() == one.q.tobytes() and batch.impulses[b].tobytes() == one.impulses.tobytes()

@@ -44,7 +44,7 @@ from .scene_step import FoundContacts, matched_warm_start
 __all__ = ["fused_step"]
 
 _AHEAD, _STEP = collision_candidates_ahead.__name__, contact_step_kernel.__name__
-_F64, _NONE = np.dtype(float), {}
+_NONE = {}
 _KEY = "fused step"
 
 
@@ -61,21 +61,18 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     ``(StepArrays tuple, index, contacts)``, the step's contacts a
     :class:`~sparsedyn.contact.scene_step.FoundContacts` as on the Python road (what the next step's
     ``previous`` needs).  None where this road does not apply: then the Python road."""
-    if not (type(dt) in (float, int) and 0 < dt < math.inf) or use_backend.current() == "numpy":
+    if use_backend.current() == "numpy" or not (type(dt) in (float, int) and 0 < dt < math.inf) or not (
+            warm_start is None or type(warm_start) is np.ndarray):
         return None
     plan = _fused_plan(scene, model, dt)
     if plan is None:
         return None
-    nq, nv = model.nq, model.nv
-    qa = q if type(q) is np.ndarray and q.dtype is _F64 else np.asarray(q, float)
-    va = v if type(v) is np.ndarray and v.dtype is _F64 else np.asarray(v, float)
-    if qa.shape != (nq,) or va.shape != (nv,):
-        return None
-    # (the step's own check of tau: its error, where tau is not joint forces, is the Python road's)
-    ta = tau if type(tau) is np.ndarray and tau.dtype is _F64 else _checks.plain_floats(
-        "contact_step", "tau", tau, f"(..., {nv})")
-    if ta.shape != (nv,) or not (warm_start is None or type(warm_start) is np.ndarray and warm_start.ndim == 2):
-        return None
+    # arrays as given: the native call takes float64 arrays of one state's shapes and declines any
+    # other (a batch, another dtype); sequences converted as the Python road converts them (tau with
+    # the step's own check: its error, where tau is not joint forces, is the Python road's)
+    qa = q if type(q) is np.ndarray else np.asarray(q, float)
+    va = v if type(v) is np.ndarray else np.asarray(v, float)
+    ta = tau if type(tau) is np.ndarray else _checks.plain_floats("contact_step", "tau", tau, f"(..., {model.nv})")
     run, args = plan[0], plan[1]
     if previous is None and not contacts:
         return run(args, qa, va, ta, settings, warm_start)
