@@ -69,8 +69,8 @@ from .dispatch import (BACKENDS, as_tuple, compile_owner, native_calls, native_f
                        set_compiler, set_front, set_model_type, set_native, use_backend)
 from .fingerprints import Unkeyable, feed, fingerprint, package_sources
 
-__all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "native_calls", "native_function",
-           "set_compiler", "set_front", "compile_owner", "set_model_type", "as_tuple",
+__all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "native_calls",
+           "native_function", "set_compiler", "set_front", "compile_owner", "set_model_type", "as_tuple",
            "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
 #: name -> :class:`Kernel`, in registration order.
