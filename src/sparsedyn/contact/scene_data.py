@@ -487,9 +487,10 @@ def _contacts_of(got, c):
 
 
 def held_contacts(scene, sel, c):
-    """``(pair, per_body, rows)`` (:func:`_contacts_of`) of the candidates ``sel`` (nc,) of ``c`` (K, 11)
-    of the kernel plan of ``scene``, which its slot layout holds (a fused step's,
-    :mod:`~sparsedyn.contact.scene_fused`): the objects of :func:`scene_slot_data`'s selection."""
+    """``(pair, per_body, rows)`` of the candidates ``sel`` (nc,) of ``c`` (K, 11) of the kernel plan of
+    ``scene``, which its slot layout holds (a fused step's, :mod:`~sparsedyn.contact.scene_fused`): the
+    objects of :func:`scene_slot_data`'s selection (their scene pairs, a function making their per-body
+    slots, a function making their ``[p (3), plane (4)]`` (nc, 7))."""
     plan = _plan(scene)
     mask = np.zeros(len(c), bool)
     mask[sel] = True
