@@ -27,6 +27,8 @@ minimum is robust where a median swings), of
   where one robot body alone touches, else the scene's data slots; beside it the same data from Contact
   objects within the margin, the general road), the native solve (``contact_step_kernel``, cold, in those
   slots) and the rest (argument checks, the result's modes and checks);
+  and the step's one native call where the scene's layout holds its contacts (``scene_step`` of the C
+  extension: the collision kernel, the layout and the solve; the rest is then contact_step's less it);
   and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
   its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step (wall,
   and the process's CPU time beside it: what a loaded machine does not inflate);
@@ -65,6 +67,7 @@ from sparsedyn.contact.look_ahead import body_reach, step_hits
 from sparsedyn.contact.data_slots import data_slots, runs_per_body
 from sparsedyn.contact.scene_batch import scene_batch_slot_data
 from sparsedyn.contact.scene_data import scene_slot_data
+from sparsedyn.contact.scene_fused import _fused_plan
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
@@ -134,6 +137,8 @@ def talos_xml(box=False, height=1.08):
     return ET.tostring(root, encoding="unicode")
 
 
+#: The row of the step's one native call (collision kernel, slot layout and solve: scene_fused)
+FUSED = "  one native call (scene_step)"
 #: A timed loop lasts at least this long [s] (a phase of a few microseconds runs many calls per loop).
 LOOP = 2e-4
 
@@ -238,6 +243,10 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         }
         if from_kernel is None:
             del ours["  contact data from the kernel"]
+        fused = _fused_plan(scene, model, dt)      # the step's one native call, where the layout holds its contacts
+        if fused is not None:
+            run, args = fused[:2]
+            ours[FUSED] = lambda: run(args, q, v, tau, settings, None)
         times = {k: best_us(f, repeat) for k, f in ours.items()}
         # a trajectory: each step warm-started from the matched impulses of the step before
         if rollout:
@@ -278,10 +287,11 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
 
     mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", best_us(mj_collision_loop, max(3, repeat // 20)))
     data = times.get("  contact data from the kernel", times["  contact data from Contact objects"])
-    rest = times["contact_step"] - data - times["  native solve (contact_step_kernel)"]
+    solve = times["  native solve (contact_step_kernel)"]
+    rest = times["contact_step"] - (times[FUSED] if FUSED in times else data + solve)
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
              "  with the look-ahead (the step's)", "  collide on the NumPy road", "contact_step",
-             "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)",
+             "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)", FUSED,
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects", f"collision kernel, {BATCH} states"]
     print(f"  times: the fastest timed loop of each phase, per call (load only adds time; {repeat} loops, "

@@ -252,12 +252,11 @@ static int Kernel_init(Kernel *self, PyObject *args, PyObject *kw) {
 static PyObject *self_get(PyObject *self, PyObject *obj, PyObject *type) { Py_INCREF(self); return self; }
 
 /* The members and type object of a callable type ``T`` (vectorcall, instance dict, GC). */
-#define SD_CALLABLE_TYPE(T, DOC)                                                              \
-static PyMemberDef T##_members[] = {                                                          \
+#define SD_MEMBERS(T)                                                                         \
     {"__dictoffset__", T_PYSSIZET, offsetof(T, dict), READONLY},                              \
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(T, vectorcall), READONLY},                  \
-    {NULL}                                                                                    \
-};                                                                                            \
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(T, vectorcall), READONLY},
+
+#define SD_CALLABLE_TYPE(T, DOC)                                                              \
 static PyTypeObject T##Type = {                                                               \
     PyVarObject_HEAD_INIT(NULL, 0)                                                            \
     .tp_name = "sparsedyn_fastcall." #T,                                                      \
@@ -278,6 +277,7 @@ static PyTypeObject T##Type = {                                                 
     .tp_new = PyType_GenericNew,                                                              \
 };
 
+static PyMemberDef Kernel_members[] = {SD_MEMBERS(Kernel) {NULL}};
 SD_CALLABLE_TYPE(Kernel, "A compiled kernel for one state; every other call goes to its fallback.")
 
 /* A method of a compiled model: ``nin`` state arrays, then ``nstatic`` static arguments (by
@@ -375,6 +375,10 @@ static void Method_dealloc(Method *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* __table__: the kernels built so far, by the tuple of their static arguments (the fused scene step
+   picks its two kernels from their methods' tables once per layout) */
+static PyMemberDef Method_members[] = {SD_MEMBERS(Method)
+    {"__table__", T_OBJECT, offsetof(Method, table), READONLY}, {NULL}};
 SD_CALLABLE_TYPE(Method, "A method of a compiled model: the compiled kernel of its static arguments, else its fallback.")
 
 /* The front of a public function ``sd.f(model, *args, **kwargs)`` (a Python function): set as that
@@ -562,7 +566,163 @@ fail:
     return NULL;
 }
 
+/* scene_step(plan, q, v, tau, settings, warm): one time step in a scene whose pairs are all the collision
+   kernel's, in one call: the collision kernel with its look-ahead (``collide``: q, v, shapes, reach,
+   look -> candidates (K, 11), cutoffs (K,)), the candidates within their cutoff laid out in the
+   step's slots, and the step's kernel (``solve``: q, v, tau, settings, warm start (ns, 3), slot data
+   -> its arrays).  ``warm``: None, or impulses (m, 3) to start from (float64, C-contiguous), each
+   contact's put in its slot where m is the number of contacts, else none (zeros), or a callable
+   ``warm(sel, slot, candidates, data)`` called once the contacts are laid out (sel (nc,) int64: each
+   contact's candidate, slot (nc,) int64: its per-body slot, the candidates (K, 11), the slot data)
+   that returns such impulses (a trajectory's warm start, matched from the step before's contacts).  ``plan``: (collide, shapes, reach, look, solve, kid (K,) int64: each
+   candidate's slot key, mu (K,): its friction, first (nk,), end (nk,) int64: each key's per-body
+   slots, base (ns, width): the slots' data with every slot free, W (nk, nv) or None: each key's
+   joint weights, mode (0: per-body slots of width 8, each contact's point in its body; 1: data slots
+   of width 8 + nv, the contacts in the first slots, each point on ``a`` in the world), capacity).
+   The rows and their order are the Python road's (scene_data: _selection, _data_slots), entry by
+   entry the same arithmetic.  Returns ``(the step's arrays, index)`` (index: each contact's slot,
+   int64, or None where the contacts fill every slot in order), or None where this road does not
+   apply (a kernel's fast path declines, more contacts than the capacity, a key with more contacts
+   than its per-body slots, more than the data slots, a warm start of the contacts' shape that is not
+   finite): the caller then takes the Python road. */
+#define SD_MAXKEYS 1024
+#define SD_MAXCONTACTS 256
+
+static PyArrayObject *plan_array(PyObject *o, int ndim, int type) {
+    if (!PyArray_Check(o)) return NULL;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != type || !PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a) || PyArray_NDIM(a) != ndim)
+        return NULL;
+    return a;
+}
+
+static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 13) {
+        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm)");
+        return NULL;
+    }
+    PyObject *matcher = PyCallable_Check(args[5]) ? args[5] : NULL, *answer = NULL;
+    PyArrayObject *given = args[5] == Py_None || matcher ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
+    if (args[5] != Py_None && !matcher && !given) Py_RETURN_NONE;
+    PyObject *const *P = &PyTuple_GET_ITEM(args[0], 0);
+    Kernel *collide = (Kernel *)P[0], *solve = (Kernel *)P[4];
+    if (Py_TYPE(P[0]) != &KernelType || Py_TYPE(P[4]) != &KernelType || collide->nin != 5 || collide->nout != 2
+        || solve->nin != 6 || collide->out_ndim[0] != 2 || collide->out_shape[0][1] != 11
+        || solve->in_ndim[4] != 2 || solve->in_ndim[5] != 2) {
+        PyErr_SetString(PyExc_TypeError, "scene_step: the plan's kernels do not fit");
+        return NULL;
+    }
+    PyArrayObject *kid = plan_array(P[5], 1, NPY_INT64), *mu = plan_array(P[6], 1, NPY_DOUBLE),
+                  *first = plan_array(P[7], 1, NPY_INT64), *end = plan_array(P[8], 1, NPY_INT64),
+                  *base = plan_array(P[9], 2, NPY_DOUBLE),
+                  *W = P[10] == Py_None ? NULL : plan_array(P[10], 2, NPY_DOUBLE);
+    long mode = PyLong_AsLong(P[11]), capacity = PyLong_AsLong(P[12]);
+    if (PyErr_Occurred()) return NULL;
+    npy_intp K = collide->out_shape[0][0], nk = first ? PyArray_DIM(first, 0) : 0;
+    npy_intp ns = base ? PyArray_DIM(base, 0) : 0, width = base ? PyArray_DIM(base, 1) : 0;
+    if (!kid || !mu || !first || !end || !base || PyArray_DIM(kid, 0) != K || PyArray_DIM(mu, 0) != K
+        || PyArray_DIM(end, 0) != nk || (mode != 0 && mode != 1) || solve->in_shape[4][0] != ns || solve->in_shape[4][1] != 3 || solve->in_shape[5][0] != ns
+        || solve->in_shape[5][1] != width || (mode == 0 ? width != 8 : (!W || PyArray_DIM(W, 0) != nk
+                                                                         || width != 8 + PyArray_DIM(W, 1)))) {
+        PyErr_SetString(PyExc_TypeError, "scene_step: the plan's arrays do not fit");
+        return NULL;
+    }
+    if (nk > SD_MAXKEYS || capacity > SD_MAXCONTACTS) Py_RETURN_NONE;     /* more than this road holds */
+    const int64_t *key = PyArray_DATA(kid), *f0 = PyArray_DATA(first), *f1 = PyArray_DATA(end);
+    for (npy_intp j = 0; j < K; j++)
+        if (key[j] < 0 || key[j] >= nk) { PyErr_SetString(PyExc_ValueError, "scene_step: a key out of range"); return NULL; }
+    PyObject *in[6] = {args[1], args[2], P[1], P[2], P[3], NULL};
+    PyObject *found = Kernel_run(collide, in, NULL);
+    if (!found) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    const double *c = PyArray_DATA((PyArrayObject *)PyTuple_GET_ITEM(found, 0));
+    const double *within = PyArray_DATA((PyArrayObject *)PyTuple_GET_ITEM(found, 1));
+    /* the candidates within their cutoff, in order; each key's in its per-body slots in order */
+    int64_t nxt[SD_MAXKEYS], sel[SD_MAXCONTACTS], slot[SD_MAXCONTACTS];
+    memcpy(nxt, f0, nk * sizeof *nxt);
+    npy_intp nc = 0;
+    for (npy_intp j = 0; j < K; j++) {
+        if (!(c[11 * j] < within[j])) continue;
+        if (nc >= capacity || nxt[key[j]] >= f1[key[j]]) { Py_DECREF(found); Py_RETURN_NONE; }
+        sel[nc] = j;
+        slot[nc++] = nxt[key[j]]++;
+    }
+    if (nc > ns) { Py_DECREF(found); Py_RETURN_NONE; }
+    PyObject *data = PyArray_NewCopy(base, NPY_CORDER), *warm = NULL;
+    npy_intp wdims[2] = {ns, 3};
+    if (data) warm = PyArray_ZEROS(2, wdims, NPY_DOUBLE, 0);
+    if (!warm) { Py_XDECREF(data); Py_DECREF(found); return NULL; }
+    double *out = PyArray_DATA((PyArrayObject *)data), *w = PyArray_DATA((PyArrayObject *)warm);
+    const double *m = PyArray_DATA(mu);
+    for (npy_intp i = 0; i < nc; i++) {
+        const double *r = c + 11 * sel[i];                   /* [d, x (3), n (3), w_a in a's body (3), n . w_b] */
+        if (mode == 0) {                                     /* [mu, p (3, the body's axes), n (3), offset] */
+            double *s = out + 8 * slot[i];
+            s[0] = m[sel[i]];
+            s[1] = r[7], s[2] = r[8], s[3] = r[9];
+            s[4] = r[4], s[5] = r[5], s[6] = r[6];
+            s[7] = r[10];
+        } else {                                             /* [mu, w_a = x + d n / 2 (world), n (3), offset, W] */
+            double *s = out + width * i;
+            s[0] = m[sel[i]];
+            for (int k = 0; k < 3; k++) {
+                double t = r[0] * r[4 + k];
+                t *= 0.5;
+                s[1 + k] = r[1 + k] + t;
+                s[4 + k] = r[4 + k];
+            }
+            s[7] = r[10];
+            memcpy(s + 8, (const double *)PyArray_DATA(W) + (width - 8) * key[sel[i]], (width - 8) * sizeof(double));
+        }
+    }
+    if (matcher) {                                           /* the warm start of these contacts */
+        npy_intp dims[1] = {nc};
+        PyObject *a = PyArray_SimpleNew(1, dims, NPY_INT64), *b = a ? PyArray_SimpleNew(1, dims, NPY_INT64) : NULL;
+        if (b) {
+            memcpy(PyArray_DATA((PyArrayObject *)a), sel, nc * sizeof *sel);
+            memcpy(PyArray_DATA((PyArrayObject *)b), slot, nc * sizeof *slot);
+            PyObject *call[4] = {a, b, PyTuple_GET_ITEM(found, 0), data};
+            answer = PyObject_Vectorcall(matcher, call, 4, NULL);
+        }
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (!answer || (answer != Py_None && !(given = plan_array(answer, 2, NPY_DOUBLE)))) {
+            Py_XDECREF(answer); Py_DECREF(found); Py_DECREF(warm); Py_DECREF(data);
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+    }
+    Py_DECREF(found);
+    /* a warm start of the contacts' shape, finite (else the Python road says what is wrong) */
+    const double *w0 = given && PyArray_DIM(given, 0) == nc && PyArray_DIM(given, 1) == 3 ? PyArray_DATA(given) : NULL;
+    if (w0 && !all_finite(w0, 3 * nc)) { Py_XDECREF(answer); Py_DECREF(warm); Py_DECREF(data); Py_RETURN_NONE; }
+    for (npy_intp i = 0; w0 && i < nc; i++) memcpy(w + 3 * (mode == 0 ? slot[i] : i), w0 + 3 * i, 3 * sizeof(double));
+    Py_XDECREF(answer);
+    PyObject *sin[6] = {args[1], args[2], args[3], args[4], warm, data};
+    PyObject *step = Kernel_run(solve, sin, NULL);
+    Py_DECREF(warm);
+    Py_DECREF(data);
+    if (!step) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    /* each contact's slot: none where they fill every slot in order */
+    int order = nc == ns;
+    for (npy_intp i = 0; order && i < nc; i++) order = (mode == 0 ? slot[i] : i) == i;
+    PyObject *index = Py_None;
+    if (order) Py_INCREF(index);
+    else {
+        npy_intp dims[1] = {nc};
+        index = PyArray_SimpleNew(1, dims, NPY_INT64);
+        if (!index) { Py_DECREF(step); return NULL; }
+        int64_t *x = PyArray_DATA((PyArrayObject *)index);
+        for (npy_intp i = 0; i < nc; i++) x[i] = mode == 0 ? slot[i] : i;
+    }
+    PyObject *r = PyTuple_Pack(2, step, index);
+    Py_DECREF(step);
+    Py_DECREF(index);
+    return r;
+}
+
 static PyMethodDef functions[] = {
+    {"scene_step", (PyCFunction)(void (*)(void))scene_step, METH_FASTCALL,
+     "A step in a scene: collision kernel, slot layout and solve in one call (or None)."},
     {"front", front, METH_VARARGS, "Set (or take away) the direct road of a public function."},
     {NULL}
 };

@@ -26,7 +26,7 @@ from ..algorithms.kinematics import frame_placements
 from .friction_problem import DATA_SLOT, FREE_PLANE, ContactSlots, slot_frames, slot_weights
 
 __all__ = ["data_slots", "data_slot_count", "data_slot_base", "step_slots", "batch_slots", "data_slots_of_rows",
-           "runs_per_body",
+           "runs_per_body", "key_weights", "empty_data_slots",
            "MIN_DATA_SLOTS"]
 
 #: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points, which 16 hold).
@@ -75,6 +75,16 @@ def _layout(scene, keys):
     last = scene.cache.get("data slot layout")
     if last is not None and last[0] == keys:
         return last[1], last[2]
+    W = key_weights(scene, keys)
+    fa = np.array([slot_frames(k)[0] for k in keys], int)
+    scene.cache["data slot layout"] = (keys, fa, W)
+    return fa, W
+
+
+def key_weights(scene, keys):
+    """The joint weights (n, nv) of the per-body slot keys ``keys`` (a sequence of frames, or of pairs
+    of frames; :func:`~sparsedyn.contact.friction_problem.slot_weights`), each key's kept in
+    ``scene.cache``."""
     model = scene.model
     table = scene.cache.setdefault("data slot weights", {})
     W = np.empty((len(keys), model.nv))
@@ -84,9 +94,7 @@ def _layout(scene, keys):
             a, b = slot_frames(k)
             w = table[k] = slot_weights(model, model.frames[a].body, None if b is None else model.frames[b].body)
         W[i] = w
-    fa = np.array([slot_frames(k)[0] for k in keys], int)
-    scene.cache["data slot layout"] = (keys, fa, W)
-    return fa, W
+    return W
 
 
 def _rows(scene, keys, data, R, p):
@@ -100,7 +108,8 @@ def _rows(scene, keys, data, R, p):
     return out
 
 
-def _empty(model, n):
+def empty_data_slots(model, n):
+    """``n`` free data slots (n, 8 + nv): open (their plane 1000 km below their point), zero weights."""
     data = np.zeros((n, 8 + model.nv))
     data[:, 4:8] = FREE_PLANE
     return data
@@ -112,7 +121,7 @@ def data_slot_base(scene, keys, mu):
     points and planes left zero (the state's), the other slots free (module docstring); the layout
     grown to hold them (:func:`data_slot_count`)."""
     nc = len(keys)
-    data = _empty(scene.model, data_slot_count(scene, nc))
+    data = empty_data_slots(scene.model, data_slot_count(scene, nc))
     if nc:
         data[:nc, 0], data[:nc, 8:] = mu, _layout(scene, keys)[1]
         data[:nc, 1:8] = 0.0
@@ -128,7 +137,7 @@ def data_slots(scene, q, slots) -> ContactSlots:
     index = np.arange(len(slots.frames)) if slots.index is None else np.asarray(slots.index)
     nc = len(index)
     n = data_slot_count(scene, nc)
-    data = _empty(scene.model, n)
+    data = empty_data_slots(scene.model, n)
     if nc:
         R, p = frame_placements(scene.model, q)
         keys = slots.frames if slots.index is None else tuple(slots.frames[i] for i in index.tolist())
@@ -142,7 +151,7 @@ def data_slots_batch(scene, Q, frames, data, index):
     index)``, each state's contacts in its first slots."""
     counts = [len(i) for i in index]
     n = data_slot_count(scene, max(counts, default=0))
-    out = np.broadcast_to(_empty(scene.model, n), (len(Q), n, 8 + scene.model.nv)).copy()
+    out = np.broadcast_to(empty_data_slots(scene.model, n), (len(Q), n, 8 + scene.model.nv)).copy()
     if sum(counts):
         R, p = frame_placements(scene.model, Q)
         for b, i in enumerate(index):
@@ -161,7 +170,7 @@ def data_slots_of_rows(scene, counts, keys, key, mu, points, planes) -> ContactS
     layout grown to hold the most contacts of a state (:func:`data_slot_count`)."""
     B, nv = len(counts), scene.model.nv
     n = data_slot_count(scene, int(counts.max(initial=0)))
-    out = np.broadcast_to(_empty(scene.model, n), (B, n, 8 + nv)).copy()
+    out = np.broadcast_to(empty_data_slots(scene.model, n), (B, n, 8 + nv)).copy()
     if len(key):
         rows = np.empty((len(key), 8 + nv))
         rows[:, 0], rows[:, 1:4], rows[:, 4:8] = mu, points, planes

@@ -97,6 +97,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .scene import Scene
+from .scene_fused import fused_step
 from .scene_step import batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
 
@@ -195,10 +196,18 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one array per
     state, and ``warm_start`` a list of each state's impulses).
     """
+    if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
+        if f_ext is None and gravity is None and type(dt) is float and 0 < dt < math.inf:
+            # collision, layout and solve in one native call where the scene's layout holds the contacts
+            got = fused_step(model, q, v, tau, contacts, dt, _step_settings("contact_step", dt, tol, max_iterations,
+                                                                            solver, margin), warm_start)
+            if got is not None:          # (the kernel's fast path gave finite arrays)
+                return _result("contact_step", solver, tol, tuple.__new__(StepArrays, got[0]), got[1], finite=True)
+        options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
+                       warm_start=warm_start, margin=margin)
+        return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                    warm_start=warm_start, margin=margin)
-    if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
-        return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     _checks.model_first("contact_step", model, "model, q, v, tau")
     if isinstance(contacts, Scene):
         return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
@@ -300,18 +309,18 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
                        ContactResiduals(*(np.zeros(shape),) * 3), np.zeros(shape, int))
 
 
-def _result(who, solver, tol, out, index=None, bare=False):
+def _result(who, solver, tol, out, index=None, bare=False, finite=False):
     """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
     never a NaN); ``index`` (nc,): the contacts' slots (None: slot ``i`` holds contact ``i``, no other).
     One state's modes are computed when first read; with ``bare``, one state's step is the tuple
     ``(q, v, impulses, modes, iterations)`` (its modes a :class:`~sparsedyn.contact.lazy_modes._Modes`,
-    its iterations an int: what a rollout keeps of a step)."""
+    its iterations an int: what a rollout keeps of a step); ``finite``: ``out`` is known finite."""
     rep = out.report
     one = rep.ndim == 1
     r = rep.tolist() if one else None             # one state: its report as Python floats
     # one state: one finite sum says all are finite (an overflow of the sum: look at each; Python's
     # floats overflow without a warning)
-    if not (one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(r))):
+    if not (finite or one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(r))):
         _finite(who, out)
     converged = r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)
     impulses = out.impulses if index is None else out.impulses.take(index, -2)
@@ -419,9 +428,20 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
     previous = None
     one = q.ndim == 1
     options["bare"] = one                         # one state: each step as a plain tuple (no residuals)
+    fuse = one and model is scene.model and options["f_ext"] is None and options["gravity"] is None
     for k in range(steps):
-        # (one dict of options for all steps: each step sets its warm start in it)
-        s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, options, previous)
+        tau = tau_at(k, q, v)
+        # one native call where the scene's layout holds the step's contacts (scene_fused)
+        got = fuse and fused_step(model, q, v, tau, scene, dt, _step_settings(
+            "contact_step", dt, options["tol"], options["max_iterations"], options["solver"], options["margin"]),
+            options["warm_start"] if previous is None else None, previous, contacts=True)
+        if got:
+            s = _result("contact_step", options["solver"], options["tol"], tuple.__new__(StepArrays, got[0]), got[1],
+                        bare=True, finite=True)
+            found = got[2]
+        else:
+            # (one dict of options for all steps: each step sets its warm start in it)
+            s, found = step_in_scene(_slotted_step, model, q, v, tau, scene, dt, options, previous)
         if type(s) is not tuple:                  # a batch, or the free step of a scene with no slot
             s = (s.q, s.v, s.impulses, tuple.__getitem__(s, 3), s.iterations)
         q, v, impulses, mode, iterations = s      # (one state's mode: its _Modes, not computed yet)

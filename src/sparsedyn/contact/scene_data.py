@@ -29,7 +29,8 @@ from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins, pair_cutof
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
-__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows"]
+__all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows",
+           "held_contacts"]
 
 #: The columns of a row of :func:`~sparsedyn.collision_candidates_near` that make a slot's data
 #: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
@@ -433,19 +434,44 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
         within = scene.margin if cutoff is None else cutoff.take(kp.pair)
     mask = c[:, 0] < within
     got = _remembered(scene, mask) or _select(scene, plan, c, within, mask)
-    pair, index, base, put, take, A, b, sel, kept, at, frames = got
     if not data_slots:
-        data = base.copy()                                 # (ns, 8) [mu, p (3), n (3), offset]
-        data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
-        return pair, tuple.__new__(ContactSlots, (frames, at, data))
+        return got[0], _per_body(got, c)()
+    _, index, base, _, _, _, _, sel, kept, _, frames = got
+    pair, per_body, rows = _contacts_of(got, c)
+    return pair, per_body, _data_slots(scene, frames, index, base, sel, kept, c), rows
+
+
+def _per_body(got, c):
+    """A function of no argument making the per-body :class:`~sparsedyn.contact.friction_problem.ContactSlots`
+    of the selection ``got`` (:func:`_selection`'s tuple) of the candidates ``c`` (K, 11)."""
+    _, _, base, put, take, A, b, _, _, at, frames = got
 
     def per_body():
-        data = base.copy()
+        data = base.copy()                                 # (ns, 8) [mu, p (3), n (3), offset]
         data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
         return tuple.__new__(ContactSlots, (frames, at, data))
-    # the contacts' [p (3), plane (4)] straight from the rows (the per-body slots' entries, not laid out)
+    return per_body
+
+
+def _contacts_of(got, c):
+    """``(pair, per_body, rows)`` of the selection ``got`` of the candidates ``c`` (K, 11): their scene
+    pairs, :func:`_per_body`, and a function making their ``[p (3), plane (4)]`` (nc, 7) straight from
+    the rows (the per-body slots' entries, not laid out)."""
+    take, A, b = got[4], got[5], got[6]
     rows = (lambda: c.take(take).reshape(-1, 7)) if A is None else (lambda: (A.dot(c.take(take)) + b).reshape(-1, 7))
-    return pair, per_body, _data_slots(scene, frames, index, base, sel, kept, c), rows
+    return got[0], _per_body(got, c), rows
+
+
+def held_contacts(scene, sel, c):
+    """``(pair, per_body, rows)`` of the candidates ``sel`` (nc,) of ``c`` (K, 11) of the kernel plan of
+    ``scene``, which its slot layout holds (a fused step's, :mod:`~sparsedyn.contact.scene_fused`): the
+    objects of :func:`scene_slot_data`'s selection (their scene pairs, a function making their per-body
+    slots, a function making their ``[p (3), plane (4)]`` (nc, 7))."""
+    plan = _plan(scene)
+    mask = np.zeros(len(c), bool)
+    mask[sel] = True
+    got = _remembered(scene, mask) or _selection(scene, plan, mask, _filler(scene, plan[2], scene.cache["step_slots"]))
+    return _contacts_of(got, c)
 
 
 def _select(scene, plan, c, within, mask):

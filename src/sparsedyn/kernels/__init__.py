@@ -65,12 +65,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from .dispatch import (BACKENDS, as_tuple, c_library, compile_owner, native_calls, public_function, set_c_library,
+from .dispatch import (BACKENDS, as_tuple, c_library, compile_owner, native_calls, native_function, public_function,
+                       set_c_library,
                        set_compiler, set_front, set_model_type, set_native, use_backend)
 from .fingerprints import Unkeyable, feed, fingerprint, package_sources
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "native_calls",
-           "set_compiler", "set_front", "compile_owner", "c_library", "set_c_library", "set_model_type", "as_tuple",
+           "native_function", "set_compiler", "set_front", "compile_owner", "c_library", "set_c_library",
+           "set_model_type", "as_tuple",
            "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 
 #: name -> :class:`Kernel`, in registration order.

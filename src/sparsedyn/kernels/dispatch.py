@@ -45,7 +45,7 @@ from .._checks import batch_memory as _batch_memory, finite_result as _finite
 from .arguments import Parameters
 
 __all__ = ["BACKENDS", "use_backend", "set_native", "native_calls", "set_model_type", "public_function", "as_tuple",
-           "set_front", "Direct"]
+           "set_front", "Direct", "native_function"]
 
 
 class Model:
@@ -130,6 +130,13 @@ def set_front(install):
             previous(public, None)
         if install is not None:
             _put_front(public, direct)
+
+
+def native_function(name):
+    """The function ``name`` of the compiler's C extension (the module of the front registered with
+    :func:`set_front`), or None where there is no such front or function: what a layer above calls
+    directly where one call does the work of several kernels (a step in a scene)."""
+    return getattr(getattr(_front, "__self__", None), name, None)
 
 
 def _put_front(public, direct):

@@ -1,0 +1,156 @@
+"""A step in a scene in one native call: collision, slot layout and solve (:func:`fused_step`).
+
+On the default road a step in a :class:`~sparsedyn.contact.scene.Scene` whose pairs are all the
+collision kernel's runs three stages: the collision kernel with its look-ahead
+(:func:`~sparsedyn.contact.scene_data.ahead_candidates`), the candidates within their pair's
+cutoff laid out in the step's slots (:func:`~sparsedyn.contact.scene_data.scene_slot_data`: per
+body where one robot body alone touches, else the scene's data slots), and the step's kernel
+(:func:`~sparsedyn.contact.friction_kernel.contact_step_kernel`).  Where the layout already holds
+the step's contacts (a trajectory's steps after its first few), the three are one call of the
+compiler's C extension (its ``scene_step``), which runs the two kernels' own fast paths and lays
+the contacts out between them entry by entry as the Python road does: the same data, the same
+solve, the same arrays, bit for bit.  The plan of that call (the two kernels, each candidate's slot
+key and friction, the free slots' data, each key's joint weights) is kept in ``scene.cache`` while
+the layout, the time step and the model's native callables stay.
+
+A trajectory's step is one call too: once the contacts are found and laid out, the call asks Python
+for their warm start, matched from the step before's contacts
+(:func:`~sparsedyn.contact.scene_step.matched_warm_start`), and makes the step's contacts as the
+Python road does (what the next step matches).  Any other step takes the Python road, which grows
+the layout where needed: external forces or gravity given, a warm start that is not an array, the
+NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds the
+collision kernel has no closed form for (robot meshes), slot frames that are not their bodies' own
+(per-body slots), an input a kernel's fast path declines (a NaN, a quaternion off unit norm: the
+Python road says which).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _checks
+from ..kernels import native_calls, native_function, use_backend
+from .collision_near import collision_candidates_ahead
+from .data_slots import empty_data_slots, key_weights, runs_per_body
+from . import scene_data
+from .friction_kernel import contact_step_kernel
+from .friction_problem import DATA_SLOT, ContactSlots
+from .look_ahead import body_reach
+from .scene_data import _filler, _plan, held_contacts
+from .scene_step import FoundContacts, matched_warm_start
+
+__all__ = ["fused_step"]
+
+_AHEAD, _STEP = collision_candidates_ahead.__name__, contact_step_kernel.__name__
+_NONE = {}
+_KEY = "fused step"
+
+
+def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=None, contacts=False):
+    """``(StepArrays tuple, index)`` of one step of ``model`` (the scene's own, a
+    :class:`~sparsedyn.Model`) at ``q`` (nq,), ``v``, ``tau`` (nv,) (arrays or sequences of floats)
+    in ``scene`` over ``dt`` (a number > 0) with the kernel's ``settings`` (5,), from ``warm_start``
+    (None, or an array (m, 3): the contacts' impulses where m is their number, else ignored, as on
+    the Python road), in one native call (module docstring); ``index``: the contacts' slots (None: slot ``i`` holds
+    contact ``i``, no other).  ``previous``: the ``(contacts, impulses)`` of the step before (a
+    :class:`~sparsedyn.contact.scene_step.FoundContacts`): the step starts from them where a contact
+    persists (:func:`~sparsedyn.contact.scene_step.matched_warm_start`, called from the native call once
+    the contacts are found; ``warm_start`` then unused); with it or ``contacts``, the result is
+    ``(StepArrays tuple, index, contacts)``, the step's contacts a
+    :class:`~sparsedyn.contact.scene_step.FoundContacts` as on the Python road (what the next step's
+    ``previous`` needs).  None where this road does not apply: then the Python road."""
+    if use_backend.current() == "numpy" or not (type(dt) in (float, int) and 0 < dt < math.inf) or not (
+            warm_start is None or type(warm_start) is np.ndarray):
+        return None
+    plan = _fused_plan(scene, model, dt)
+    if plan is None:
+        return None
+    # arrays as given: the native call takes float64 arrays of one state's shapes and declines any
+    # other (a batch, another dtype); sequences converted as the Python road converts them (tau with
+    # the step's own check: its error, where tau is not joint forces, is the Python road's)
+    qa = q if type(q) is np.ndarray else np.asarray(q, float)
+    va = v if type(v) is np.ndarray else np.asarray(v, float)
+    ta = tau if type(tau) is np.ndarray else _checks.plain_floats("contact_step", "tau", tau, f"(..., {model.nv})")
+    run, args = plan[0], plan[1]
+    if previous is None and not contacts:
+        return run(args, qa, va, ta, settings, warm_start)
+    if previous is not None and type(previous[0]) is not FoundContacts:
+        return None
+    found = []
+
+    def warm(sel, slot, c, data):                  # the contacts found, laid out: their warm start
+        found.append(_found(scene, plan, sel, slot, c, data))
+        return warm_start if previous is None else matched_warm_start(*previous, found[0])
+    got = run(args, qa, va, ta, settings, warm)
+    return None if got is None else got + (found[0],)
+
+
+def _found(scene, plan, sel, slot, c, data):
+    """The :class:`~sparsedyn.contact.scene_step.FoundContacts` of the candidates ``sel`` (nc,) of ``c``
+    (K, 11) laid out in per-body slots ``slot`` (nc,) (their data ``data`` (ns, 8) where the step runs
+    in per-body slots), as :func:`~sparsedyn.contact.scene_step.step_in_scene` makes them (``plan``:
+    :func:`_fused_plan`'s)."""
+    _, args, frames, pair = plan
+    if args[11]:                                   # data slots: the per-body slots made when read
+        return FoundContacts(*held_contacts(scene, sel, c))
+    at = None if len(slot) == len(frames) and slot.tolist() == list(range(len(frames))) else slot
+    return FoundContacts(pair[sel], tuple.__new__(ContactSlots, (frames, at, data)))
+
+
+def _fused_plan(scene, model, dt):
+    """``(scene_step, its plan (the C docstring's), the per-body slot keys, each candidate's scene
+    pair)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot layout, the data slots'
+    count, ``dt`` and the model's native callables stay; None where the road does not apply now."""
+    calls = native_calls(model) or _NONE
+    ahead, step = calls.get(_AHEAD), calls.get(_STEP)
+    layout = scene.cache.get("step_slots")
+    if ahead is None or step is None or not layout:
+        return None
+    # (the capacity: the Python road's, scene_data's)
+    snap = (dt, len(layout), sum(layout.values()), scene.cache.get("data_slot_count", 0), ahead, step,
+            scene_data.MAX_COMPILED_CONTACTS)
+    got = scene.cache.get(_KEY)
+    if got is None or got[0] != snap:
+        plan = _make_plan(scene, model, dt, layout, ahead, step)
+        if plan is False:                          # not built yet: asked again at the next step
+            return None
+        got = scene.cache[_KEY] = (snap, plan)
+    return got[1]
+
+
+def _make_plan(scene, model, dt, layout, ahead, step):
+    """The tuple that :func:`_fused_plan` keeps; None where the scene's steps never take this road
+    (pairs the collision kernel leaves out, per-body slots in frames not the bodies' own), False where
+    a kernel is not built yet."""
+    plan, run = _plan(scene), native_function("scene_step")
+    if plan is None or run is None:
+        return None
+    kp, kid, keys, _, _, mu, moved = plan
+    data_slots = not runs_per_body(scene)
+    if moved and not data_slots:                   # per-body points turned into their slot frames: the Python road
+        return None
+    look = scene.cache.get("look")
+    if look is None or look[0] != dt or look[3] is not ahead:      # (as ahead_candidates keeps it)
+        look = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0], ahead)
+    slots, first, end, free = _filler(scene, keys, layout)
+    if data_slots:
+        n = scene.cache.get("data_slot_count", 0)
+        frames, base, W = (DATA_SLOT,) * n, empty_data_slots(model, n), key_weights(scene, keys)
+    else:
+        frames, base, W = slots, free, None
+    collide, solve = _kernel(ahead, (kp.pairs,)), _kernel(step, (frames,))
+    if collide is None or solve is None or not len(frames):
+        return False
+    ints = lambda x: np.ascontiguousarray(x, np.int64)      # noqa: E731
+    args = (collide, kp.shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
+            ints(end), np.ascontiguousarray(base), W, int(data_slots), scene_data.MAX_COMPILED_CONTACTS)
+    return run, args, slots, kp.pair
+
+
+def _kernel(method, key):
+    """The built fast kernel of a native method for its static arguments ``key``, or None."""
+    table = getattr(method, "__table__", None)
+    f = table.get(key) if table is not None else None
+    return f if type(f).__name__ == "Kernel" else None

@@ -1,0 +1,248 @@
+"""A step in a scene in one native call (sparsedyn.contact.scene_fused): on the default (native) road
+``sd.contact_step(model, q, v, tau, scene, dt)`` runs the collision kernel, the slot layout and the
+solve in one call of the C extension where the scene's layout holds the step's contacts, and its
+step is the Python road's (the same road with the fused call switched off) bit for bit: a box on a
+floor (per-body slots) and a two-body arm lying on the floor, touching itself (data slots), from
+arrays, plain lists and tuples, with and without a warm start.  Where the layout must grow, and on
+bad input, the Python road answers (its errors name the argument)."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact import friction, scene_fused
+from sparsedyn.model.spatial import Transform
+from test_scene import DT, G, SIDE
+from test_scene_step_bodies import MODEL as ARM, Q_TOUCH, R
+
+FLOOR = sd.Shape("plane", name="floor")
+#: The box's mass [kg] (not test_scene's box: a model of its own, whose native steps other tests count)
+MASS = 1.5
+
+
+def box_model():
+    """A free cube of side SIDE and mass MASS, its collision box in its body frame."""
+    b = sd.ModelBuilder("box").add_body("box", None, sd.make_joint("free"), mass=MASS,
+                                        rot_inertia=MASS * SIDE ** 2 / 6 * np.eye(3))
+    return b.add_frame("box", "box").build().with_geometry(
+        sd.Geometry("box", 0, Transform(np.eye(3), np.zeros(3)), "box", (SIDE,) * 3, "collision"))
+
+
+def _box():
+    """A box resting flat on the floor, sliding and turning about the vertical: (scene, q, v, tau)."""
+    scene = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
+    q = np.array([0.1, -0.2, SIDE / 2 - 1e-5, 0, 0, 0, 1])
+    return scene, q, np.array([0.0, 0.0, -0.4, 0.3, -0.1, 0.0]), np.zeros(6)      # [omega, v]
+
+
+def _arm():
+    """The arm folded, the forearm's tip touching the torso's end and swinging in, lying on the
+    floor, both capsules a hair into it: robot-world and self-collision contacts, in data slots."""
+    scene = sd.Scene(ARM, world=[FLOOR], friction=0.8)
+    q = Q_TOUCH + np.r_[0, 0, R - 1e-5, np.zeros(6)]
+    v = np.r_[0.05, 0, -0.02, 0, 0, 0, 0, 3.0]            # the forearm swinging into the torso
+    return scene, q, v, np.r_[np.zeros(6), 0.5, -0.5]
+
+
+class _Spy:
+    """``native_function`` that counts the fused calls that answered (not None)."""
+
+    def __init__(self, real):
+        self.real, self.answered = real, 0
+
+    def __call__(self, name):
+        f = self.real(name)
+        if f is None:
+            return None
+
+        def counted(*args):
+            out = f(*args)
+            self.answered += out is not None
+            return out
+        return counted
+
+
+def _python_road(monkeypatch, *args, **kwargs):
+    """The step on the Python road (the fused call switched off)."""
+    with monkeypatch.context() as m:
+        m.setattr(friction, "fused_step", _never)
+        return sd.contact_step(*args, **kwargs)
+
+
+def _never(*args, **kwargs):
+    return None
+
+
+def _same(a, b):
+    """Whether two steps hold the same numbers, bit for bit, and the same modes."""
+    return all(np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(a, b)) and \
+        list(a.modes) == list(b.modes)
+
+
+@pytest.mark.parametrize("make", [_box, _arm])
+def test_a_fused_step_is_the_python_roads_step_bit_for_bit(make, monkeypatch):
+    """The first step grows the layout (the Python road); the next ones are one native call each,
+    whose ``q+``, ``v+``, impulses, modes, residuals and iterations are the Python road's bit for bit,
+    from arrays, plain lists and tuples."""
+    scene, q, v, tau = make()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        first = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        spy.answered = 0
+        steps = [sd.contact_step(scene.model, f(q), f(v), f(tau), scene, DT) for f in (np.array, list, tuple)]
+        assert spy.answered == 3                                              # one native call each
+        ref = _python_road(monkeypatch, scene.model, q, v, tau, scene, DT)
+    assert len(ref.impulses) >= 4 and _same(first, ref)
+    if make is _arm:                                                          # a self-contact among them
+        assert any(type(k) is tuple for k in scene.cache["step_slots"])
+    for s in steps:
+        assert _same(s, ref)
+
+
+def test_the_fused_box_carries_its_weight(monkeypatch):
+    """The box at rest on the floor (v = 0): the step's normal impulses carry its weight over the step,
+    ``sum lambda_n = m g dt``, to the solver's tolerance, on the fused road."""
+    scene, q, _, _ = _box()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, q, np.zeros(6), np.zeros(6), scene, DT)
+        s = sd.contact_step(scene.model, list(q), [0.0] * 6, [0.0] * 6, scene, DT)
+    assert spy.answered == 1 and len(s.impulses) == 4
+    assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= 1e-6 * MASS * G * DT
+    assert np.abs(s.v).max() <= 1e-6
+
+
+@pytest.mark.parametrize("make", [_box, _arm])
+def test_a_fused_step_from_a_warm_start_is_the_python_roads(make, monkeypatch):
+    """A warm start of the contacts' shape starts the solve from it (the previous step's impulses: no
+    iteration); one of another shape is ignored, as on the Python road; a non-finite one is refused
+    naming ``warm_start``."""
+    scene, q, v, tau = make()
+    with sd.use_backend("native", deterministic=True):
+        cold = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        nc = len(cold.impulses)
+        for warm in (cold.impulses, cold.impulses[:2].copy(), np.ones((nc, 3))):
+            s = sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=warm)
+            assert _same(s, _python_road(monkeypatch, scene.model, q, v, tau, scene, DT, warm_start=warm))
+        assert int(sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=cold.impulses).iterations) == 0
+        bad = cold.impulses.copy()
+        bad[0, 2] = np.nan
+        with pytest.raises(ValueError, match="warm_start"):
+            sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=bad)
+
+
+def test_where_the_layout_must_grow_the_python_road_answers(monkeypatch):
+    """The box on one edge (two contacts: two slots), then flat (four): the fused call declines, the
+    Python road grows the layout and steps; the step equals that of a scene that took the Python road
+    all along, bit for bit, and the next step is fused again."""
+    s, c = np.sin(0.2), np.cos(0.2)
+    edge = np.array([0, 0, SIDE / 2 * (c + s) - 1e-5, s, 0, 0, c])
+    scene, flat, v, tau = _box()
+    twin = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        for x in (edge, edge):
+            sd.contact_step(scene.model, x, v, tau, scene, DT)
+        assert spy.answered == 1 and sum(scene.cache["step_slots"].values()) == 2
+        grown = sd.contact_step(scene.model, flat, v, tau, scene, DT)
+        assert spy.answered == 1 and sum(scene.cache["step_slots"].values()) == 4
+        again = sd.contact_step(scene.model, flat, v, tau, scene, DT)
+        assert spy.answered == 2
+        _python_road(monkeypatch, twin.model, edge, v, tau, twin, DT)
+        ref = _python_road(monkeypatch, twin.model, flat, v, tau, twin, DT)
+    assert len(ref.impulses) == 4 and _same(grown, ref) and _same(again, ref)
+
+
+def test_bad_input_on_the_fused_road_gets_the_python_roads_errors():
+    """A NaN in ``q``, a ``tau`` of the wrong length or not numbers: errors naming the argument."""
+    scene, q, v, tau = _box()
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, q, v, tau, scene, DT)
+        nan = q.copy()
+        nan[2] = np.nan
+        with pytest.raises(ValueError, match=r"\bq\b"):
+            sd.contact_step(scene.model, nan, v, tau, scene, DT)
+        with pytest.raises(ValueError, match="tau"):
+            sd.contact_step(scene.model, q, v, [0.0] * 5, scene, DT)
+        with pytest.raises((ValueError, TypeError), match="tau"):
+            sd.contact_step(scene.model, q, v, ["a"] * 6, scene, DT)
+
+
+def _tilted_drop():
+    """The box tilted about x and y, 1 mm above the floor, falling and turning: one corner lands, then
+    an edge, then a face (contacts come and go, the layout grows on the way)."""
+    scene = sd.Scene(box_model(), world=[FLOOR], friction=0.5)
+    s, c = np.sin(0.15), np.cos(0.15)
+    quat = np.array([s * c, s * c, -s * s, c * c])                 # [x, y, z, w]: about x, then y
+    R = sd.spatial.quat_to_rot(quat)
+    low = np.abs(R @ np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]).T * SIDE / 2)
+    q = np.r_[0, 0, low[2].max() + 1e-3, quat / np.linalg.norm(quat)]
+    return scene, q, np.array([0.2, 0, -0.3, 1.0, 0, 0]), np.zeros(6)
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")      # (the same step's on both roads)
+@pytest.mark.parametrize("make", [_tilted_drop, _arm])
+def test_a_fused_rollout_is_the_python_roads_rollout_bit_for_bit(make, monkeypatch):
+    """A rollout whose steps take the fused road where the layout holds their contacts (each warm-started
+    in the native call from the step before's matched impulses) is the rollout on the Python road
+    (a twin scene, the fused call switched off), bit for bit: states, impulses, modes, iterations; plain
+    lists as the initial state."""
+    scene, q, v, tau = make()
+    twin = sd.Scene(scene.model, world=[FLOOR], friction=scene.friction)
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    steps = 150
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(scene.model, list(q), list(v), tau, scene, DT, steps)
+        ref = _python_road_rollout(monkeypatch, scene.model, q, v, tau, twin, DT, steps)
+    assert spy.answered >= steps // 2                              # most steps one native call
+    assert r.q.tobytes() == ref.q.tobytes() and r.v.tobytes() == ref.v.tobytes()
+    assert r.iterations.tobytes() == ref.iterations.tobytes()
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(r.impulses, ref.impulses))
+    assert all(list(a) == list(b) for a, b in zip(r.modes, ref.modes))
+    assert max(len(x) for x in r.impulses) >= 2 and len({len(x) for x in r.impulses}) >= 2   # contacts came and went
+
+
+def _python_road_rollout(monkeypatch, *args):
+    with monkeypatch.context() as m:
+        m.setattr(friction, "fused_step", _never)
+        return sd.rollout(*args)
+
+
+def test_a_fused_step_with_no_contact_is_free_fall(monkeypatch):
+    """The box 0.5 m above the floor at rest after a step on it (the layout holds its four slots, all
+    free now): one native call, no contact, and the step is free fall from rest, ``v+ = -g dt e_z``,
+    the Python road's bit for bit."""
+    scene, q, v, tau = _box()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    up, rest = q + np.r_[0, 0, 0.5, 0, 0, 0, 0], np.zeros(6)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, q, v, tau, scene, DT)
+        s = sd.contact_step(scene.model, up, rest, tau, scene, DT)
+        ref = _python_road(monkeypatch, scene.model, up, rest, tau, scene, DT)
+    assert spy.answered == 1 and s.impulses.shape == (0, 3) and list(s.modes) == []
+    assert _same(s, ref)
+    assert np.abs(s.v - np.r_[0, 0, 0, 0, 0, -G * DT]).max() <= 4 * np.finfo(float).eps * G * DT
+
+
+def test_arrays_the_native_call_does_not_take_go_the_python_road(monkeypatch):
+    """Joint forces as an integer array, and a batch of two states: the native call declines them (it
+    takes float64 arrays of one state's shapes), the Python road steps them, and each step is that of
+    the same state given as float64 arrays (a batch's: each state's single step), bit for bit."""
+    scene, q, v, _ = _box()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        one = sd.contact_step(scene.model, q, v, np.zeros(6), scene, DT)
+        spy.answered = 0
+        ints = sd.contact_step(scene.model, q, v, np.zeros(6, int), scene, DT)
+        batch = sd.contact_step(scene.model, np.stack([q, q]), np.stack([v, v]), np.zeros(6), scene, DT)
+        assert spy.answered == 0
+        again = sd.contact_step(scene.model, q, v, np.zeros(6), scene, DT)
+    assert spy.answered == 1 and _same(ints, one) and _same(again, one)
+    for b in range(2):
+        assert batch.q[b].tobytes() == one.q.tobytes() and batch.impulses[b].tobytes() == one.impulses.tobytes()
