@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
-from sparsedyn.codegen import CompilerNotFoundWarning, native
+from sparsedyn.codegen import CompilerNotFoundWarning, native, runtime
 from sparsedyn.kernels import c_library
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -39,6 +39,7 @@ def test_without_a_compiler_it_is_none(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
     source = SOURCE + "/* another source: not the one loaded above */\n"
     monkeypatch.setattr(native, "_c_libraries", {})
+    monkeypatch.setattr(runtime, "_warned_no_compiler", set())      # the once-per-process warning, afresh
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert c_library(source) is None
