@@ -482,17 +482,20 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     out = step(model, q, v, tau, (None,) * ns, slots, dt, warm_start=warm, **options)
     if out.impulses.shape[-2] != ns:              # (the free step has no slot)
         return out, contacts
-    return out._replace(impulses=_per_state(out.impulses[state, slot], laid),
-                        modes=_per_state(out.modes[state, slot], laid)), contacts
+    return out._replace(impulses=_per_state(out.impulses, state, slot, laid),
+                        modes=_per_state(out.modes, state, slot, laid)), contacts
 
 
-def _per_state(x, laid):
-    """The rows ``x`` (n, ...) of a batch's contacts in order as a list of each state's (views of
-    ``x``; all at once where every state has as many)."""
+def _per_state(x, state, slot, laid):
+    """A list of each state's rows of its contacts, in order, of the step's ``x`` (B, ns, ...) in
+    slots (contact ``i`` of state ``state[i]`` in slot ``slot[i]``); where every state has as many
+    contacts filling its first slots in order (the scene's data slots; a body's own slots), views of
+    ``x`` made at once."""
     counts, B = laid.counts, len(laid.counts)
-    if B and counts.min() == counts.max():
-        return list(x.reshape((B, int(counts[0])) + x.shape[1:]))
-    ends = laid.ends.tolist()
+    c = int(counts[0]) if B else 0
+    if B and (counts == c).all() and (slot.reshape(B, c) == np.arange(c)).all():
+        return list(x[:, :c])
+    x, ends = x[state, slot], laid.ends.tolist()
     return [x[ends[b]:ends[b + 1]] for b in range(B)]
 
 
