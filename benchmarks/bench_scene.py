@@ -43,7 +43,7 @@ minimum is robust where a median swings), of
   states of the collision row (the joints moved 0.05 rad: limbs pressed into the floor) with the settled
   velocity, and the last 1000 states of MuJoCo's own settling (the box: its resting state, repeated).
   Whole-batch wall milliseconds, and ours' process CPU time (on a shared machine the threads may wait);
-  and its phases: the contacts of all states laid out in the step's slots (``scene_batch_slot_data``:
+  and its phases: the contacts of all states laid out in the step's slots (``batch_contacts``:
   one call of the collision kernel with each state's look-ahead) and the solve alone
   (``contact_step_kernel`` on those slots, one call).
 
@@ -65,7 +65,8 @@ from sparsedyn.contact.collision_kernel import collision_candidates, kernel_plan
 from sparsedyn.contact.friction_kernel import MAX_COMPILED_CONTACTS, contact_step_kernel
 from sparsedyn.contact.look_ahead import body_reach, step_hits
 from sparsedyn.contact.data_slots import data_slots, runs_per_body
-from sparsedyn.contact.scene_batch import scene_batch_slot_data
+from sparsedyn.contact.friction_problem import ContactSlots
+from sparsedyn.contact.scene_batch import batch_contacts
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.scene_fused import _fused_plan
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
@@ -386,10 +387,12 @@ def _batch_step_rows(label, m, model, qpos, qvel, dt, repeat):
         ours = timed(lambda: sd.contact_step(model, Q, V, tau, scene, dt))
         singles = timed(lambda: [sd.contact_step(model, Q[i], V[i], tau, scene, dt) for i in range(len(Q))])
         # its phases: the contacts of all states laid out (one call of the collision kernel), the solve
-        laid = scene_batch_slot_data(scene, Q, None, (V, dt), data_slots=not runs_per_body(scene))
-        slots = laid[-1] if len(laid) == 5 else laid[3]
+        def lay_out():                     # as the step does: its slots (per body, or the data slots)
+            got = batch_contacts(scene, Q, None, (V, dt), data_slots=not runs_per_body(scene))
+            return got.laid if got.laid is not None else ContactSlots(got.frames, None, got.data)
+        slots = lay_out()
         settings, warm = np.array([dt, 1e-8, 300.0, 10000.0, 0.005]), np.zeros(slots.data.shape[:2] + (3,))
-        data = timed(lambda: scene_batch_slot_data(scene, Q, None, (V, dt), data_slots=not runs_per_body(scene)))
+        data = timed(lay_out)
         solve = timed(lambda: contact_step_kernel(model, Q, V, tau, settings, warm, slots.data, slots.frames)) \
             if len(slots.frames) else (0.0, 0.0)
     mj_loop()

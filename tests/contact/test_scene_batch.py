@@ -457,3 +457,46 @@ def test_a_batch_beyond_the_capacity_leaves_out_each_states_contacts_as_its_sing
         assert batch.q[i].tobytes() == one.q.tobytes() and batch.v[i].tobytes() == one.v.tobytes()
         assert batch.impulses[i].tobytes() == one.impulses.tobytes()
         assert list(batch.modes[i]) == list(one.modes) and int(batch.iterations[i]) == int(one.iterations)
+
+
+def test_a_batch_in_data_slots_gives_each_state_its_single_steps_contacts_and_warm_start():
+    """The arm (several bodies: the scene's data slots), a batch given as tuples: once with the states'
+    contact counts 5, 1, 4, 0 (each state's impulses a slice of its own), once with the touching state
+    three times (every state as many contacts: the impulses cut at once).  Each state's impulses are
+    its single step's to the bit; the contacts a batch hands on (their points in the slot frame and
+    planes, made from the kernel's rows only when read) are the single step's to rounding; and the
+    next batch step, warm-started from them (``batch_previous``), starts each state from its single
+    step's warm start (``matched_warm_start``) to rounding."""
+    scene = _arm_scene()
+    model = scene.model
+    V = (0.05, -0.02, 0.01, 0.1, 0.0, -0.05, 0.3, 3.0)
+    tau = (0.0,) * model.nv
+    warm = []
+
+    def step(*args, warm_start=None, **kwargs):
+        warm.append(warm_start)
+        return _slotted_step(*args, warm_start=warm_start, **kwargs)
+
+    for Q in (tuple(map(tuple, _arm_states())), (tuple(Q_TOUCH),) * 3):
+        with sd.use_backend("native", deterministic=True):
+            batch, found = scene_step_module.scene_step(_slotted_step, model, Q, V, tau, scene, DT,
+                                                        **_options({}, None))
+            ones = [scene_step_module.scene_step(_slotted_step, model, q, V, tau, scene, DT, **_options({}, None))
+                    for q in Q]
+            warm.clear()
+            scene_step_module.scene_step(step, model, batch.q, batch.v, tau, scene, DT, **_options({}, None),
+                                         previous=scene_step_module.batch_previous(found, batch.impulses))
+            nxt = [scene_step_module.scene_step(step, model, s.q, s.v, tau, scene, DT, **_options({}, None),
+                                                previous=(f, s.impulses)) for s, f in ones]
+        assert not runs_per_body(scene) and type(batch.impulses) is list and len(found) == len(Q)
+        for b, (one, f) in enumerate(ones):
+            assert batch.impulses[b].tobytes() == one.impulses.tobytes()
+            assert found[b].pair.tolist() == f.pair.tolist()
+            assert np.abs(found[b].points - f.points).max(initial=0.0) <= _bound(f.points)
+            assert np.abs(found[b].planes - f.planes).max(initial=0.0) <= _bound(f.planes)
+            nc = len(nxt[b][1])
+            assert np.abs(warm[0][b, :nc] - warm[1 + b]).max(initial=0.0) <= _bound(warm[1 + b])
+            assert not warm[0][b, nc:].any()                   # free slots start from zero
+        counts = [len(x) for x in batch.impulses]
+        assert counts == [len(f) for _, f in ones] and counts in ([5, 1, 4, 0], [5] * 3)
+        assert sum(np.abs(w).max(initial=0.0) > 0 for w in warm[1:]) >= 1     # a contact persisted

@@ -218,7 +218,7 @@ class CompiledModel(KernelSet):
                 o[...] = r
             return tuple(outs) if many else outs[0]
         spec = self._user_specs[name] if m.user else self._variant(name, static, given)
-        shapes = spec.shapes(model)
+        shapes = self._shapes(spec)
         named = list(inputs.items()) + [(n, optional[n]) for n in given]
         # Conversions and shapes now; the values (finite, unit quaternions) are checked by the
         # vectorised batch kernel as it reads them, or by ``recheck`` before the other paths.  The

@@ -160,21 +160,34 @@ def data_slots_batch(scene, Q, frames, data, index):
     return (DATA_SLOT,) * n, out, [np.arange(c) for c in counts]
 
 
-def data_slots_of_rows(scene, counts, keys, key, mu, points, planes) -> ContactSlots:
+def data_slots_of_rows(scene, counts, keys, key, rows) -> ContactSlots:
     """The data slots of a batch's contacts given as rows, all states' in order (``counts`` (B,): each
     state's number): ``key`` (n,) each one's per-body slot key as an index of ``keys`` (a list of
-    them), ``mu`` (n,) its friction, ``points`` (n, 3) its point in the world and ``planes`` (n, 4)
-    its plane ``[n (3), offset]``.  A :class:`~sparsedyn.contact.friction_problem.ContactSlots` of
-    ``data`` (B, ns, 8 + nv): state ``b``'s contacts in its first ``counts[b]`` slots, in order, the
-    rest free (as :func:`data_slots` lays out one state), with no Python work per state; the
-    layout grown to hold the most contacts of a state (:func:`data_slot_count`)."""
+    them), ``rows`` (n, 8) its ``[mu, x (3), n (3), offset]``, its friction, its point in the world and
+    its plane.  A :class:`~sparsedyn.contact.friction_problem.ContactSlots` of ``data`` (B, ns, 8 + nv):
+    state ``b``'s contacts in its first ``counts[b]`` slots, in order, the rest free (as
+    :func:`data_slots` lays out one state), with no Python work per state; the layout grown to hold
+    the most contacts of a state (:func:`data_slot_count`)."""
     B, nv = len(counts), scene.model.nv
     n = data_slot_count(scene, int(counts.max(initial=0)))
-    out = np.broadcast_to(empty_data_slots(scene.model, n), (B, n, 8 + nv)).copy()
+    out = np.empty((B, n, 8 + nv))
+    out[...] = empty_data_slots(scene.model, n)
     if len(key):
-        rows = np.empty((len(key), 8 + nv))
-        rows[:, 0], rows[:, 1:4], rows[:, 4:8] = mu, points, planes
-        rows[:, 8:] = _layout(scene, tuple(keys))[1][key]
-        state = np.repeat(np.arange(B), counts)
-        out[state, np.arange(len(key)) - (np.cumsum(counts) - counts)[state]] = rows
+        W = _batch_key_weights(scene, keys).take(key, 0)
+        c = int(counts[0])
+        if (counts == c).all():                   # every state as many contacts: one block
+            out[:, :c, :8], out[:, :c, 8:] = rows.reshape(B, c, 8), W.reshape(B, c, nv)
+        else:                                     # contact i, the k-th of state b, to row b n + k of the flat slots
+            at = np.arange(len(key)) + np.repeat(np.arange(B) * n - (np.cumsum(counts) - counts), counts)
+            out.reshape(B * n, 8 + nv)[at] = np.concatenate([rows, W], 1)
     return ContactSlots((DATA_SLOT,) * n, None, out)
+
+
+def _batch_key_weights(scene, keys):
+    """The joint weights (nk, nv) of the per-body slot keys ``keys`` (a list; :func:`_layout`'s), kept
+    in ``scene.cache`` for the last ``keys`` a batch asked (a scene's kernel plan: the same list at
+    every batch) apart from the single steps' (which ask for their own contacts' keys)."""
+    last = scene.cache.get("batch slot weights")
+    if last is None or last[0] is not keys:
+        last = scene.cache["batch slot weights"] = (keys, _layout(scene, tuple(keys))[1])
+    return last[1]

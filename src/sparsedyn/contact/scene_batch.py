@@ -30,14 +30,13 @@ from .data_slots import data_slots_of_rows
 from .scene_data import (SLOT_COLUMNS, _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, ahead_candidates,
                          near_candidates)
 
-__all__ = ["scene_batch_slot_data", "batch_warm_start"]
+__all__ = ["scene_batch_slot_data", "batch_contacts", "BatchContacts", "batch_warm_start"]
 
 
-def _grow(scene, keys, counts):
-    """Grow the scene's slot layout so that each slot key of ``keys`` holds the most contacts
-    ``counts`` (B, nk) any state has on it (the power of two that holds them, as the single road)."""
+def _grow(scene, keys, most):
+    """Grow the scene's slot layout so that each slot key of ``keys`` holds ``most`` (nk,) contacts,
+    the most any state has on it (the power of two that holds them, as the single road)."""
     layout = scene.cache.setdefault("step_slots", {})     # shared with the single road: it only grows
-    most = counts.max(0) if len(counts) else np.zeros(len(keys), int)
     for k in np.flatnonzero(most).tolist():
         n = int(most[k])
         if layout.get(keys[k], 0) < n:
@@ -45,14 +44,22 @@ def _grow(scene, keys, counts):
     return layout
 
 
-def _ranks(group, sizes):
-    """The rank of each element of ``group`` (n,) among the elements of its group before it
-    (``sizes`` (G,): the elements per group)."""
+def _ranks(group, nk):
+    """``(rank, most)``: the rank of each element of ``group`` (n,) among the elements of its group
+    before it, and per key ``g % nk`` the largest group (nk,); no array per group (a batch of a
+    thousand humanoid states has 79,000 groups, seven thousand elements)."""
     order = np.argsort(group, kind="stable")
-    starts = np.cumsum(sizes) - sizes
-    rank = np.empty(len(group), int)
-    rank[order] = np.arange(len(group)) - starts[group[order]]
-    return rank
+    g = group[order]
+    new = np.empty(len(g), bool)
+    new[:1] = True
+    np.not_equal(g[1:], g[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    run = np.cumsum(new) - 1                               # each sorted element's run (group)
+    rank = np.empty(len(g), int)
+    rank[order] = np.arange(len(g)) - starts[run]
+    most = np.zeros(nk, int)
+    np.maximum.at(most, g[starts] % nk, np.diff(np.append(starts, len(g))))
+    return rank, most
 
 
 def _candidates(scene, kp, Q, cutoff, ahead):
@@ -78,6 +85,95 @@ def _candidates(scene, kp, Q, cutoff, ahead):
     return c, within
 
 
+class BatchContacts:
+    """The contacts of a batch of states laid out (:func:`batch_contacts`), all states' in order, state
+    by state: ``pair`` (n,) each one's scene pair, ``slot`` (n,) its slot in the per-body layout
+    ``frames`` (the scene's grown layout), ``ends`` (B + 1,) state ``b``'s contacts those from
+    ``ends[b]`` to ``ends[b + 1]``, ``counts`` (B,) their numbers; ``rows`` (n, 8) their per-body
+    rows ``[mu, p (3, the slot frame's axes), n (3), offset]`` and ``data`` (B, ns, 8) the per-body
+    slots of every state (its free ones open), both made when first read (a step in data slots
+    reads them only along a trajectory: the warm start of the next step); ``laid`` the same contacts
+    in the scene's data slots (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`, each
+    state's in its first slots in order), or None where not asked."""
+
+    __slots__ = ("pair", "slot", "ends", "counts", "frames", "laid", "_x", "_j", "_plan", "_b", "_free", "_rows",
+                 "_data")
+
+    def __init__(self, pair, slot, ends, counts, frames, laid, x, j, plan, b, free):
+        self.pair, self.slot, self.ends, self.counts, self.frames, self.laid = pair, slot, ends, counts, frames, laid
+        self._x, self._j, self._plan, self._b, self._free = x, j, plan, b, free
+        self._rows = self._data = None
+
+    @property
+    def rows(self):
+        if self._rows is None:
+            _, _, _, E, r, mu, moved = self._plan
+            j, rows = self._j, np.empty((len(self._j), 8))
+            rows[:, 0] = mu[j]
+            rows[:, 1:] = self._x[:, SLOT_COLUMNS]             # [w_a in body a (3), n (3), n . w_b]
+            if moved:                                          # body axes -> the slot frame's (E, r in the body)
+                rows[:, 1:4] = np.einsum("kij,kj->ki", E[j], rows[:, 1:4] - r[j])
+            self._rows = rows
+        return self._rows
+
+    @property
+    def data(self):
+        if self._data is None:
+            data = np.repeat(self._free[None], len(self.counts), 0)
+            data[self._b, self.slot] = self.rows
+            self._data = data
+        return self._data
+
+
+def batch_contacts(scene, Q, cutoff=None, ahead=None, data_slots=False):
+    """The contacts of the states ``Q`` (B, nq) of ``scene`` laid out, a :class:`BatchContacts`
+    (:func:`scene_batch_slot_data`: the same contacts, slots and data), or None where the collision
+    kernel's road does not apply.  The kernel's candidates of all states are read once: which enter
+    (each state's within their look-ahead, no more than the compiled step holds where the others
+    are beyond the step's reach: the single step's rule, all states at once), then the rows of
+    those alone; with ``data_slots`` their data slots (``laid``), the per-body rows and data made
+    only when read."""
+    plan = (_plan(scene) or _mixed_plan(scene)) if use_backend.current() != "numpy" else None
+    if plan is None:
+        return None
+    kp, kid, keys, E, r, mu, moved = plan
+    B, nk = len(Q), len(keys)
+    c, within = _candidates(scene, kp, Q, cutoff, ahead)
+    K = c.shape[1]
+    d = c[..., 0]
+    mask = d < within
+    f = np.flatnonzero(mask)                               # by state, then in the candidates' order
+    b = f // K if K else f
+    counts = np.bincount(b, minlength=B)
+    if counts.max(initial=0) > MAX_COMPILED_CONTACTS:      # a state beyond the step's capacity
+        f = np.flatnonzero(capacity_mask(d, np.broadcast_to(within, d.shape), mask, scene.margin,
+                                         MAX_COMPILED_CONTACTS))
+        b = f // K
+        counts = np.bincount(b, minlength=B)
+    j = f - b * K
+    x = c.reshape(B * K, NEAR_COLUMNS).take(f, 0)          # (n, 11) the contacts' rows
+    kj = kid.take(j)
+    rank, most = _ranks(b * nk + kj, nk)
+    layout = _grow(scene, keys, most)
+    frames, first, _, free = _filler(scene, keys, layout)
+    slot = np.asarray(first, int).take(kj) + rank
+    ends = np.zeros(B + 1, int)
+    np.cumsum(counts, out=ends[1:])
+    laid = None
+    if data_slots:
+        # the single road's data slot rows (scene_data._data_slots): [mu, w_a, n, offset], the point
+        # w_a = x + d n / 2 in the world (the same operations, so the same bits)
+        rows = np.empty((len(f), 8))
+        rows[:, 0] = mu.take(j)
+        w = rows[:, 1:4]
+        np.multiply(x[:, :1], x[:, 4:7], out=w)
+        w *= 0.5
+        w += x[:, 1:4]
+        rows[:, 4:7], rows[:, 7] = x[:, 4:7], x[:, 10]
+        laid = data_slots_of_rows(scene, counts, keys, kj, rows)
+    return BatchContacts(kp.pair[j], slot, ends, counts, frames, laid, x, j, plan, b, free)
+
+
 def scene_batch_slot_data(scene, Q, cutoff=None, ahead=None, data_slots=False):
     """``(pair, slot, ends, slots)`` of the states ``Q`` (B, nq) of ``scene``: the contacts of all
     states in order, state by state, each its scene pair (an index of ``scene.pairs``) in ``pair``
@@ -95,39 +191,12 @@ def scene_batch_slot_data(scene, Q, cutoff=None, ahead=None, data_slots=False):
     (:func:`~sparsedyn.contact.data_slots.data_slots_of_rows`: each state's in its first slots, in
     order, their data those of ``scene_slot_data(..., data_slots=True)``, bit for bit).
     ``None`` where the collision kernel's road does not apply (as for
-    :func:`~sparsedyn.contact.scene_data.scene_slot_data`)."""
-    plan = (_plan(scene) or _mixed_plan(scene)) if use_backend.current() != "numpy" else None
-    if plan is None:
+    :func:`~sparsedyn.contact.scene_data.scene_slot_data`).  (:func:`batch_contacts` lays them out.)"""
+    got = batch_contacts(scene, Q, cutoff, ahead, data_slots)
+    if got is None:
         return None
-    kp, kid, keys, E, r, mu, moved = plan
-    B, nk = len(Q), len(keys)
-    c, within = _candidates(scene, kp, Q, cutoff, ahead)
-    # each state's contacts within their look-ahead, no more than the compiled step holds where the
-    # others are beyond the step's reach (the single step's rule, all states at once)
-    mask = capacity_mask(c[..., 0], np.broadcast_to(within, c.shape[:2]), c[..., 0] < within, scene.margin,
-                         MAX_COMPILED_CONTACTS)
-    b, j = mask.nonzero()                                  # by state, then in the candidates' order
-    group = b * nk + kid[j]
-    counts = np.bincount(group, minlength=B * nk)
-    layout = _grow(scene, keys, counts.reshape(B, nk))
-    frames, first, _, free = _filler(scene, keys, layout)
-    slot = np.asarray(first, int)[kid[j]] + _ranks(group, counts)
-    x = c[b, j]                                            # (n, 11) the contacts' rows
-    rows = np.empty((len(j), 8))                           # [mu, p (3), n (3), offset]
-    rows[:, 0] = mu[j]
-    rows[:, 1:] = x[:, SLOT_COLUMNS]                       # [w_a in body a (3), n (3), n . w_b]
-    if moved:                                              # body axes -> the slot frame's (E, r in the body)
-        rows[:, 1:4] = np.einsum("kij,kj->ki", E[j], rows[:, 1:4] - r[j])
-    data = np.repeat(free[None], B, 0)
-    data[b, slot] = rows
-    per_state = np.bincount(b, minlength=B)
-    ends = np.concatenate([[0], np.cumsum(per_state)])
-    out = kp.pair[j], slot, ends, ContactSlots(frames, None, data)
-    if not data_slots:
-        return out
-    # the single road's data slot rows (scene_data._data_slots): the point w_a = x + d n / 2 (world)
-    w = x[:, 1:4] + x[:, :1] * x[:, 4:7] * 0.5
-    return out + (data_slots_of_rows(scene, per_state, keys, kid[j], mu[j], w, x[:, [4, 5, 6, 10]]),)
+    out = got.pair, got.slot, got.ends, ContactSlots(got.frames, None, got.data)
+    return out + (got.laid,) if data_slots else out
 
 
 def _nearest(rows, cols, d):

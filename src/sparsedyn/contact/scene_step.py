@@ -53,7 +53,7 @@ from ..model.sensors import Contact
 from .collision import collide_within
 from .data_slots import batch_slots, runs_per_body, step_slots
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
-from .scene_batch import batch_warm_start, scene_batch_slot_data
+from .scene_batch import batch_contacts, batch_warm_start
 from .look_ahead import pair_cutoffs, step_hits
 from .scene_data import scene_slot_data
 
@@ -376,11 +376,11 @@ def _same_model(a, b):
 
 class _FoundBatch(Sequence):
     """The contacts of a batch on the collision kernel's road: a sequence of B :class:`FoundContacts`,
-    made when asked (:func:`~sparsedyn.contact.scene_batch.scene_batch_slot_data`'s ``pair``, ``slot``,
-    ``ends``, ``slots``)."""
+    made when asked from a :class:`~sparsedyn.contact.scene_batch.BatchContacts` (its per-body rows
+    made when first read)."""
 
-    def __init__(self, pair, slot, ends, slots):
-        self.pair, self.slot, self.ends, self.slots = pair, slot, ends.tolist(), slots
+    def __init__(self, laid):
+        self.laid, self.pair, self.slot, self.ends = laid, laid.pair, laid.slot, laid.ends.tolist()
 
     def __len__(self):
         return len(self.ends) - 1
@@ -389,17 +389,18 @@ class _FoundBatch(Sequence):
         if isinstance(b, slice):
             return [self[k] for k in range(*b.indices(len(self)))]
         b = range(len(self))[b]
-        i, j = self.ends[b], self.ends[b + 1]
-        return FoundContacts(self.pair[i:j], ContactSlots(self.slots.frames, self.slot[i:j], self.slots.data[b]))
+        i, j, laid = self.ends[b], self.ends[b + 1], self.laid
+        return FoundContacts(self.pair[i:j], lambda: ContactSlots(laid.frames, self.slot[i:j], laid.data[b]),
+                             lambda: laid.rows[i:j, 1:])
 
     def at(self):
         """``(state, slot)`` (n,) of every contact in order."""
-        return np.repeat(np.arange(len(self)), np.diff(self.ends)), self.slot
+        return np.repeat(np.arange(len(self)), self.laid.counts), self.slot
 
     def flat(self):
         """``(state, pair, points, planes)`` of every contact in order (:func:`batch_warm_start`)."""
-        at = self.at()
-        return at[0], self.pair, self.slots.data[at][:, 1:4], self.slots.data[at][:, 4:]
+        rows = self.laid.rows
+        return self.at()[0], self.pair, rows[:, 1:4], rows[:, 4:]
 
 
 class _BatchPrevious(Sequence):
@@ -441,7 +442,7 @@ def _look_ahead(scene, q, v, dt):
 
 def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``.
-    On the collision kernel's road (:func:`~sparsedyn.contact.scene_batch.scene_batch_slot_data`) the
+    On the collision kernel's road (:func:`~sparsedyn.contact.scene_batch.batch_contacts`) the
     contacts of all states are found and laid out without Python work per state (each state's data
     those of its single step: in the scene's data slots, straight from the kernel's rows), and
     ``contacts`` is a sequence of :class:`FoundContacts`, one per state; else a list of
@@ -450,21 +451,21 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     if previous is not None and len(previous) != B:
         raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
     whole = isinstance(previous, _BatchPrevious)
-    fast = None
+    laid = None
     ahead = _look_ahead(scene, q, v, dt)
     if previous is None or whole or all(isinstance(p[0], FoundContacts) for p in previous):
-        fast = scene_batch_slot_data(scene, q, None if ahead else pair_cutoffs(scene, q, v, dt), ahead,
-                                     data_slots=not runs_per_body(scene))
-    if fast is None:
+        laid = batch_contacts(scene, q, None if ahead else pair_cutoffs(scene, q, v, dt), ahead,
+                              data_slots=not runs_per_body(scene))
+    if laid is None:
         return _batch_step_of_contacts(step, model, q, v, tau, scene, dt, previous, options)
-    contacts = _FoundBatch(*fast[:4])
+    contacts = _FoundBatch(laid)
     given = options.pop("warm_start", None)
-    state, slot = contacts.at()
-    if len(fast) == 5:                            # data slots: each state's contacts in its first slots, in order
-        slots = fast[4]
-        slot = np.arange(len(state)) - np.repeat(fast[2][:-1], np.diff(fast[2]))
+    state = np.repeat(np.arange(B), laid.counts)
+    if laid.laid is not None:                     # data slots: each state's contacts in its first slots, in order
+        slots = laid.laid
+        slot = np.arange(len(state)) - np.repeat(laid.ends[:-1], laid.counts)
     else:                                         # per-body slots
-        slots = ContactSlots(fast[3].frames, None, fast[3].data)
+        slots, slot = ContactSlots(laid.frames, None, laid.data), laid.slot
     ns = len(slots.frames)
     warm = np.zeros((B, ns, 3))
     if whole:                                     # all states' warm start at once
@@ -481,10 +482,21 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     out = step(model, q, v, tau, (None,) * ns, slots, dt, warm_start=warm, **options)
     if out.impulses.shape[-2] != ns:              # (the free step has no slot)
         return out, contacts
-    ends = contacts.ends
-    impulses, modes = out.impulses[state, slot], out.modes[state, slot]
-    return out._replace(impulses=[impulses[ends[b]:ends[b + 1]] for b in range(B)],
-                        modes=[modes[ends[b]:ends[b + 1]] for b in range(B)]), contacts
+    return out._replace(impulses=_per_state(out.impulses, state, slot, laid),
+                        modes=_per_state(out.modes, state, slot, laid)), contacts
+
+
+def _per_state(x, state, slot, laid):
+    """A list of each state's rows of its contacts, in order, of the step's ``x`` (B, ns, ...) in
+    slots (contact ``i`` of state ``state[i]`` in slot ``slot[i]``); where every state has as many
+    contacts filling its first slots in order (the scene's data slots; a body's own slots), views of
+    ``x`` made at once."""
+    counts, B = laid.counts, len(laid.counts)
+    c = int(counts[0]) if B else 0
+    if B and (counts == c).all() and (slot.reshape(B, c) == np.arange(c)).all():
+        return list(x[:, :c])
+    x, ends = x[state, slot], laid.ends.tolist()
+    return [x[ends[b]:ends[b + 1]] for b in range(B)]
 
 
 def _batch_step_of_contacts(step, model, q, v, tau, scene, dt, previous, options):
