@@ -467,7 +467,7 @@ def held_contacts(scene, sel, c):
     ``scene``, which its slot layout holds (a fused step's, :mod:`~sparsedyn.contact.scene_fused`): the
     objects of :func:`scene_slot_data`'s selection (their scene pairs, a function making their per-body
     slots, a function making their ``[p (3), plane (4)]`` (nc, 7))."""
-    plan = _plan(scene)
+    plan = _plan(scene) or _mixed_plan(scene)
     mask = np.zeros(len(c), bool)
     mask[sel] = True
     got = _remembered(scene, mask) or _selection(scene, plan, mask, _filler(scene, plan[2], scene.cache["step_slots"]))

@@ -38,7 +38,7 @@ from . import scene_data
 from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
-from .scene_data import _filler, _plan, held_contacts
+from .scene_data import _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, held_contacts
 from .scene_step import FoundContacts, matched_warm_start
 
 __all__ = ["fused_step"]
@@ -73,9 +73,15 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     qa = q if type(q) is np.ndarray else np.asarray(q, float)
     va = v if type(v) is np.ndarray else np.asarray(v, float)
     ta = tau if type(tau) is np.ndarray else _checks.plain_floats("contact_step", "tau", tau, f"(..., {model.nv})")
-    run, args = plan[0], plan[1]
+    run, args, mixed = plan[0], plan[1], plan[4]
+    # a scene with robot meshes on world planes: its candidates found as the Python road finds them
+    # (scene_data's _mixed_candidates: the mesh-plane loop's rows beside the kernel's), handed over
+    pre = None if mixed is None else _mixed_candidates(scene, mixed, qa, None, (va, float(dt))) \
+        if va.shape == (model.nv,) and qa.shape == (model.nq,) else False
+    if pre is False:
+        return None
     if previous is None and not contacts:
-        return run(args, qa, va, ta, settings, warm_start)
+        return run(args, qa, va, ta, settings, warm_start, pre)
     if previous is not None and type(previous[0]) is not FoundContacts:
         return None
     found = []
@@ -83,7 +89,7 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     def warm(sel, slot, c, data):                  # the contacts found, laid out: their warm start
         found.append(_found(scene, plan, sel, slot, c, data))
         return warm_start if previous is None else matched_warm_start(*previous, found[0])
-    got = run(args, qa, va, ta, settings, warm)
+    got = run(args, qa, va, ta, settings, warm, pre)
     return None if got is None else got + (found[0],)
 
 
@@ -92,7 +98,7 @@ def _found(scene, plan, sel, slot, c, data):
     (K, 11) laid out in per-body slots ``slot`` (nc,) (their data ``data`` (ns, 8) where the step runs
     in per-body slots), as :func:`~sparsedyn.contact.scene_step.step_in_scene` makes them (``plan``:
     :func:`_fused_plan`'s)."""
-    _, args, frames, pair = plan
+    _, args, frames, pair, _ = plan
     if args[11]:                                   # data slots: the per-body slots made when read
         return FoundContacts(*held_contacts(scene, sel, c))
     at = None if len(slot) == len(frames) and slot.tolist() == list(range(len(frames))) else slot
@@ -106,7 +112,7 @@ def _fused_plan(scene, model, dt):
     calls = native_calls(model) or _NONE
     ahead, step = calls.get(_AHEAD), calls.get(_STEP)
     layout = scene.cache.get("step_slots")
-    if ahead is None or step is None or not layout:
+    if step is None or not layout:                 # (the look-ahead kernel: where the plan runs it)
         return None
     # (the capacity: the Python road's, scene_data's)
     snap = (dt, len(layout), sum(layout.values()), scene.cache.get("data_slot_count", 0), ahead, step,
@@ -124,15 +130,18 @@ def _make_plan(scene, model, dt, layout, ahead, step):
     """The tuple that :func:`_fused_plan` keeps; None where the scene's steps never take this road
     (pairs the collision kernel leaves out, per-body slots in frames not the bodies' own), False where
     a kernel is not built yet."""
-    plan, run = _plan(scene), native_function("scene_step")
+    plan, run = _plan(scene) or _mixed_plan(scene), native_function("scene_step")
     if plan is None or run is None:
         return None
     kp, kid, keys, _, _, mu, moved = plan
+    mixed = kp if isinstance(kp, _Mixed) else None
     data_slots = not runs_per_body(scene)
     if moved and not data_slots:                   # per-body points turned into their slot frames: the Python road
         return None
     look = scene.cache.get("look")
-    if look is None or look[0] != dt or look[3] is not ahead:      # (as ahead_candidates keeps it)
+    if mixed is not None:
+        look = (None,) * 4
+    elif look is None or look[0] != dt or look[3] is not ahead:      # (as ahead_candidates keeps it)
         look = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0], ahead)
     slots, first, end, free = _filler(scene, keys, layout)
     if data_slots:
@@ -140,13 +149,16 @@ def _make_plan(scene, model, dt, layout, ahead, step):
         frames, base, W = (DATA_SLOT,) * n, empty_data_slots(model, n), key_weights(scene, keys)
     else:
         frames, base, W = slots, free, None
-    collide, solve = _kernel(ahead, (kp.pairs,)), _kernel(step, (frames,))
-    if collide is None or solve is None or not len(frames):
+    # (a mixed scene's candidates come with the call: no collision kernel in the plan)
+    collide = None if mixed is not None else _kernel(ahead, (kp.pairs,))
+    solve = _kernel(step, (frames,))
+    if (collide is None and mixed is None) or solve is None or not len(frames):
         return False
     ints = lambda x: np.ascontiguousarray(x, np.int64)      # noqa: E731
-    args = (collide, kp.shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
+    shapes = None if mixed is not None else kp.shapes
+    args = (collide, shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
             ints(end), np.ascontiguousarray(base), W, int(data_slots), scene_data.MAX_COMPILED_CONTACTS)
-    return run, args, slots, kp.pair
+    return run, args, slots, kp.pair, mixed
 
 
 def _kernel(method, key):
