@@ -13,13 +13,20 @@ solve, the same arrays, bit for bit.  The plan of that call (the two kernels, ea
 key and friction, the free slots' data, each key's joint weights) is kept in ``scene.cache`` while
 the layout, the time step and the model's native callables stay.
 
+A scene whose other pairs are robot meshes on world planes (or world boxes) takes this road too: its
+candidates are found first as the Python road finds them
+(``scene_data._mixed_candidates``: the kernel's candidates of the closed-form
+pairs beside the mesh-plane rows and each pair's look-ahead, those two from one call of the
+hand-written routine of :mod:`~sparsedyn.contact.mesh_plane_loop`, the mesh-box rows from coal) and
+handed to the native call, which lays them out and solves as above.
+
 A trajectory's step is one call too: once the contacts are found and laid out, the call asks Python
 for their warm start, matched from the step before's contacts
 (:func:`~sparsedyn.contact.scene_step.matched_warm_start`), and makes the step's contacts as the
 Python road does (what the next step matches).  Any other step takes the Python road, which grows
 the layout where needed: external forces or gravity given, a warm start that is not an array, the
-NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds the
-collision kernel has no closed form for (robot meshes), slot frames that are not their bodies' own
+NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds neither
+the collision kernel nor the mesh rows cover (two meshes), slot frames that are not their bodies' own
 (per-body slots), an input a kernel's fast path declines (a NaN, a quaternion off unit norm: the
 Python road says which).
 """
@@ -107,7 +114,7 @@ def _found(scene, plan, sel, slot, c, data):
 
 def _fused_plan(scene, model, dt):
     """``(scene_step, its plan (the C docstring's), the per-body slot keys, each candidate's scene
-    pair)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot layout, the data slots'
+    pair, the mixed plan or None)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot layout, the data slots'
     count, ``dt`` and the model's native callables stay; None where the road does not apply now."""
     calls = native_calls(model) or _NONE
     ahead, step = calls.get(_AHEAD), calls.get(_STEP)
@@ -127,9 +134,11 @@ def _fused_plan(scene, model, dt):
 
 
 def _make_plan(scene, model, dt, layout, ahead, step):
-    """The tuple that :func:`_fused_plan` keeps; None where the scene's steps never take this road
-    (pairs the collision kernel leaves out, per-body slots in frames not the bodies' own), False where
-    a kernel is not built yet."""
+    """The tuple that :func:`_fused_plan` keeps (its last entry: the scene's
+    ``scene_data._Mixed`` plan, whose candidates each step finds before the
+    call, or None: the collision kernel's, found in the call); None where the scene's steps never take
+    this road (pairs neither covers, per-body slots in frames not the bodies' own), False where a
+    kernel is not built yet."""
     plan, run = _plan(scene) or _mixed_plan(scene), native_function("scene_step")
     if plan is None or run is None:
         return None
