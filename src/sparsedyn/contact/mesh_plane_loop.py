@@ -343,12 +343,9 @@ def mesh_plane_step_rows(scene, lp, q, v, dt, rho):
     None where it cannot be built or the bodies' velocities are not finite (the bound is then the
     margin's: :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`)."""
     f = _routine() and _ROUTINE[2]
-    if f is None:
-        return None
-    model = scene.model
-    calls = native_calls(model) or _NONE
+    calls = native_calls(scene.model) or _NONE
     fk, bv = calls.get(_FK), calls.get(_BODY_VELOCITIES)
-    if fk is None or bv is None:
+    if f is None or fk is None or bv is None:
         return None
     V = bv(q, v)
     if not math.isfinite(V.sum()):
@@ -362,11 +359,22 @@ def mesh_plane_step_rows(scene, lp, q, v, dt, rho):
     Q, ends, rho, pair, _ = lp._step
     body, axes, pb, hull, rows, spheres, par, _, _ = lp._at
     cut, out = np.empty(Q), np.empty((len(lp.pair) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    if f(Q, ends, rho, _at(cut), len(lp.pair), pair, body, _at(R), _at(o), axes, pb, hull, rows, spheres, _at(V), dt,
-         par, _at(out)) < 0:
+    if f(Q, ends, rho, _to(cut), len(lp.pair), pair, body, _to(R), _to(o), axes, pb, hull, rows, spheres, _to(V), dt,
+         par, _to(out)) < 0:
         raise MemoryError(f"mesh-plane contacts: no memory for the workspace of {int(np.diff(lp.rows).max())} "
                           f"hull vertices")
     return cut, out
+
+
+def _to(x):
+    """:func:`_at` of a new float array (the kernels' results, those made here): its own buffer."""
+    try:
+        return _FROM(x)
+    except (TypeError, ValueError):                # (read-only or not contiguous: a copy)
+        return _at(x)
+
+
+_FROM = ctypes.c_double.from_buffer
 
 
 def mesh_plane_loop_hits(scene, lp, q, cutoff=None, spin=None):

@@ -45,7 +45,7 @@ from . import scene_data
 from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
-from .scene_data import _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, held_contacts
+from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import FoundContacts, matched_warm_start
 
 __all__ = ["fused_step"]
@@ -83,7 +83,7 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     run, args, mixed = plan[0], plan[1], plan[4]
     # a scene with robot meshes on world planes: its candidates found as the Python road finds them
     # (scene_data's _mixed_candidates: the mesh-plane loop's rows beside the kernel's), handed over
-    pre = None if mixed is None else _mixed_candidates(scene, mixed, qa, None, (va, float(dt))) \
+    pre = None if mixed is None else scene_data._mixed_candidates(scene, mixed, qa, None, (va, float(dt))) \
         if va.shape == (model.nv,) and qa.shape == (model.nq,) else False
     if pre is False:
         return None
@@ -139,7 +139,8 @@ def _make_plan(scene, model, dt, layout, ahead, step):
     call, or None: the collision kernel's, found in the call); None where the scene's steps never take
     this road (pairs neither covers, per-body slots in frames not the bodies' own), False where a
     kernel is not built yet."""
-    plan, run = _plan(scene) or _mixed_plan(scene), native_function("scene_step")
+    # (the module's functions looked up when called: what a caller patched there holds here too)
+    plan, run = _plan(scene) or scene_data._mixed_plan(scene), native_function("scene_step")
     if plan is None or run is None:
         return None
     kp, kid, keys, _, _, mu, moved = plan
