@@ -340,8 +340,9 @@ def mesh_plane_step_rows(scene, lp, q, v, dt, rho):
     bound, its bodies' reach ``rho`` (nb,) :func:`~sparsedyn.contact.look_ahead.body_reach`'s, computed
     term by term as the collision kernel computes it) and :func:`mesh_plane_loop_rows`
     of the plan ``lp``'s pairs with those cutoffs and ``ahead=(v, dt)``, in one call of the routine;
-    None where it cannot be built or the bodies' velocities are not finite (the bound is then the
-    margin's: :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`)."""
+    None where it cannot be built, the model's kinematics are not built natively yet, or the bodies'
+    velocities overflow (then :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`); a ``v`` with a NaN
+    is refused by name (as :func:`mesh_plane_loop_rows` refuses it)."""
     f = _routine() and _ROUTINE[2]
     calls = native_calls(scene.model) or _NONE
     fk, bv = calls.get(_FK), calls.get(_BODY_VELOCITIES)
