@@ -343,3 +343,18 @@ def test_a_talos_rollout_onto_the_floor_is_the_python_roads_bit_for_bit(talos, m
     assert all(a.tobytes() == b.tobytes() for a, b in zip(r.impulses, ref.impulses))
     assert all(list(a) == list(b) for a, b in zip(r.modes, ref.modes))
     assert len(r.impulses[0]) == 0 and len(r.impulses[-1]) >= 4                # contacts came
+
+
+def test_bad_input_to_a_talos_step_gets_errors_naming_the_argument(talos):
+    """A NaN in ``q`` or ``v`` (which the mesh-plane routine's kinematics read before the native
+    call), a ``tau`` of the wrong length: errors naming the argument, after a step that took the fused road."""
+    model = talos
+    scene = _talos_scene(model)
+    q, v = _pose(model, scene, "standing")
+    tau = np.zeros(model.nv)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, tau, scene, DT)
+        for name, args in (("q", (np.r_[np.nan, q[1:]], v, tau)), ("v", (q, np.r_[v[:-1], np.nan], tau)),
+                           ("tau", (q, v, [0.0] * 5))):
+            with pytest.raises(ValueError, match=rf"^{name}: "):
+                sd.contact_step(model, *args, scene, DT)
