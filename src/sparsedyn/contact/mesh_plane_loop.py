@@ -209,7 +209,8 @@ SD_EXPORT long long sd_step_rows(long long Q, const long long *ends, const doubl
       const long long j = ends[2 * k + e];
       if (j < 0) continue;
       const double *w = vel + 6 * j;
-      s[n++] = sqrt((w[3] * w[3] + w[4] * w[4]) + w[5] * w[5]) + sqrt((w[0] * w[0] + w[1] * w[1]) + w[2] * w[2]) * rho[j];
+      s[n++] = sqrt((w[3] * w[3] + w[4] * w[4]) + w[5] * w[5])
+               + sqrt((w[0] * w[0] + w[1] * w[1]) + w[2] * w[2]) * rho[j];
     }
     cutall[k] = margin + dt * (n == 2 ? s[0] + s[1] : n ? s[0] : 0.0);
   }

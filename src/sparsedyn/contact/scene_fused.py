@@ -83,10 +83,13 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     run, args, mixed = plan[0], plan[1], plan[4]
     # a scene with robot meshes on world planes: its candidates found as the Python road finds them
     # (scene_data's _mixed_candidates: the mesh-plane loop's rows beside the kernel's), handed over
-    pre = None if mixed is None else scene_data._mixed_candidates(scene, mixed, qa, None, (va, float(dt))) \
-        if va.shape == (model.nv,) and qa.shape == (model.nq,) else False
-    if pre is False:
-        return None
+    # (only for what the native call takes: one state's float64 arrays)
+    pre = None
+    if mixed is not None:
+        if not (qa.dtype == np.float64 and va.dtype == np.float64 and qa.shape == (model.nq,)
+                and va.shape == (model.nv,)):
+            return None
+        pre = scene_data._mixed_candidates(scene, mixed, qa, None, (va, float(dt)))
     if previous is None and not contacts:
         return run(args, qa, va, ta, settings, warm_start, pre)
     if previous is not None and type(previous[0]) is not FoundContacts:
@@ -114,8 +117,9 @@ def _found(scene, plan, sel, slot, c, data):
 
 def _fused_plan(scene, model, dt):
     """``(scene_step, its plan (the C docstring's), the per-body slot keys, each candidate's scene
-    pair, the mixed plan or None)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot layout, the data slots'
-    count, ``dt`` and the model's native callables stay; None where the road does not apply now."""
+    pair, the mixed plan or None)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot
+    layout, the data slots' count, ``dt`` and the model's native callables stay; None where the road
+    does not apply now."""
     calls = native_calls(model) or _NONE
     ahead, step = calls.get(_AHEAD), calls.get(_STEP)
     layout = scene.cache.get("step_slots")
