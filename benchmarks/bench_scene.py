@@ -68,7 +68,7 @@ from sparsedyn.contact.data_slots import data_slots, runs_per_body
 from sparsedyn.contact.friction_problem import ContactSlots
 from sparsedyn.contact.scene_batch import batch_contacts
 from sparsedyn.contact.scene_data import scene_slot_data
-from sparsedyn.contact.scene_fused import _fused_plan
+from sparsedyn.contact.scene_fused import fused_step
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
@@ -244,10 +244,10 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         }
         if from_kernel is None:
             del ours["  contact data from the kernel"]
-        fused = _fused_plan(scene, model, dt)      # the step's one native call, where the layout holds its contacts
-        if fused is not None:
-            run, args = fused[:2]
-            ours[FUSED] = lambda: run(args, q, v, tau, settings, None)
+        # the step's one native call, where the layout holds its contacts (robot meshes on a plane: with
+        # their rows and the look-ahead found before it, in one call of the mesh-plane routine)
+        if fused_step(model, q, v, tau, scene, dt, settings) is not None:
+            ours[FUSED] = lambda: fused_step(model, q, v, tau, scene, dt, settings)
         times = {k: best_us(f, repeat) for k, f in ours.items()}
         # a trajectory: each step warm-started from the matched impulses of the step before
         if rollout:

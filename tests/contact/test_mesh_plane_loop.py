@@ -186,3 +186,36 @@ def test_a_scene_without_meshes_on_planes_has_no_plan():
     g = sd.Geometry("ball", 0, Transform(np.eye(3), np.zeros(3)), "sphere", (0.1,), "collision")
     scene = sd.Scene(b.build().with_geometry(g), world=[sd.Shape("plane", name="floor")])
     assert mesh_plane_loop.loop_plan(scene) is None
+
+
+def test_a_steps_look_ahead_and_rows_in_one_call_are_pair_cutoffs_and_the_loops(monkeypatch):
+    """``mesh_plane_step_rows`` (a step's look-ahead and rows in one call of the routine): each pair's
+    cutoff is ``pair_cutoffs``' (``margin + dt (|v_o| + |omega| rho)``, NumPy) to rounding, and its rows
+    are the loop's given that cutoff and ``ahead=(v, dt)``, bit for bit (the same routine on the same
+    numbers); a ``v`` with a NaN is refused by name; no routine (no C compiler) and the model's
+    kinematics not built natively yet give None (the caller's NumPy bound then)."""
+    from sparsedyn.contact.look_ahead import body_reach, pair_cutoffs
+    rng = np.random.default_rng(8)
+    scene = _pebble_scene(rng)
+    rho = body_reach(scene)[0]
+    with sd.use_backend("native", deterministic=True):
+        lp = mesh_plane_loop.loop_plan(scene)
+        q0, v0 = scene.model.neutral(), np.zeros(6)
+        assert mesh_plane_loop.mesh_plane_step_rows(scene, lp, q0, v0, 0.01, rho) is None    # (kernels not built)
+        sd.forward_kinematics(scene.model, q0), sd.body_velocities(scene.model, q0, v0)     # (now built)
+        filled = 0
+        for q in random_poses(rng, 30, 0.3, (0.0, 0.05)):
+            v, dt = rng.normal(0.0, 3.0, 6), 0.01
+            cut, rows = mesh_plane_loop.mesh_plane_step_rows(scene, lp, q, v, dt, rho)
+            want = pair_cutoffs(scene, q, v, dt)
+            assert cut.shape == want.shape and np.abs(cut - want).max() <= BOUND * max(1.0, want.max())
+            assert cut.min() > scene.margin
+            loop = mesh_plane_loop.mesh_plane_loop_rows(scene, lp, q, cut[lp.pair], ahead=(v, dt))
+            assert rows.tobytes() == loop.tobytes()
+            filled += int(np.isfinite(rows[:, 0]).sum())
+        assert filled >= 30
+        v[0] = np.nan                                       # refused by name, as the loop's ahead refuses it
+        with pytest.raises(ValueError, match="v: contains NaN"):
+            mesh_plane_loop.mesh_plane_step_rows(scene, lp, q, v, dt, rho)
+        monkeypatch.setattr(mesh_plane_loop, "_routine", lambda: None)
+        assert mesh_plane_loop.mesh_plane_step_rows(scene, lp, q, v * 0, dt, rho) is None

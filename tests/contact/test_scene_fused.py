@@ -6,6 +6,8 @@ floor (per-body slots) and a two-body arm lying on the floor, touching itself (d
 arrays, plain lists and tuples, with and without a warm start.  Where the layout must grow, and on
 bad input, the Python road answers (its errors name the argument)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -246,3 +248,113 @@ def test_arrays_the_native_call_does_not_take_go_the_python_road(monkeypatch):
     assert spy.answered == 1 and _same(ints, one) and _same(again, one)
     for b in range(2):
         assert batch.q[b].tobytes() == one.q.tobytes() and batch.impulses[b].tobytes() == one.impulses.tobytes()
+
+
+@pytest.fixture(scope="module")
+def talos():
+    """talos (example-robot-data's talos_reduced, its 52 collision shapes: 47 meshes, 4 cylinders and a
+    box) on a floor, no self-collision: its robot meshes on the floor have no closed form in the
+    collision kernel (their rows: the mesh-plane loop), its other shapes do."""
+    import warnings
+    from erd import robots_dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robots_dir() / "talos_data" / "robots" / "talos_reduced.urdf", floating_base=True,
+                             geometry=True)
+    # a name of its own: its native builds are not those other tests count on talos
+    return dataclasses.replace(model, name="talos on the fused road")
+
+
+def _talos_scene(model):
+    """A scene of its own (a step's fused plan is kept by its scene)."""
+    return sd.Scene(model, world=[FLOOR], self_collision=False)
+
+
+def _lowered(model, scene, q, gap):
+    """``q`` lowered so that talos's lowest hull vertex is ``gap`` [m] above the floor (negative: pressed in)."""
+    from sparsedyn.contact.collision import mesh_vertices
+    V, rows = mesh_vertices(scene)
+    R, p = sd.geometry_placements(model, q, "collision")
+    q[2] -= min(float((V[a:b] @ R[i].T + p[i])[:, 2].min()) for i, (a, b) in rows.items()) - gap
+    return q
+
+
+def _pose(model, scene, pose):
+    """``(q, v)``: talos standing on its soles, pressed 0.1 mm in and sinking; fallen onto its head
+    (base pitched 0.6 pi), pressed 30 mm in: its head's mesh and its camera's box (a closed form of the
+    collision kernel) on the floor; or a random configuration (seed 2) pressed 45 mm in, its left
+    gripper's five meshes on the floor; each moving at random (seeded) speeds."""
+    v = np.random.default_rng(5).normal(0.0, 0.1, model.nv)
+    if pose == "standing":
+        return _lowered(model, scene, model.neutral(), -1e-4), np.r_[0, 0, -0.05, np.zeros(model.nv - 3)]
+    if pose == "on its head":
+        q = model.neutral()
+        q[3:7] = [0, np.sin(0.3 * np.pi), 0, np.cos(0.3 * np.pi)]
+        return _lowered(model, scene, q, -0.03), v
+    q = model.random_configuration(np.random.default_rng(2))
+    q[:3] = 0.0
+    return _lowered(model, scene, q, -0.045), v
+
+
+@pytest.mark.parametrize("pose", ["standing", "on its head", "on its gripper"])
+def test_a_talos_step_with_its_meshes_on_the_floor_is_one_native_call(talos, pose, monkeypatch):
+    """talos on the floor (robot meshes on a plane beside closed-form pairs): after the step that
+    grows the layout, a step is one native call (the mesh-plane rows and the kernel's candidates
+    handed to it) whose ``q+``, ``v+``, impulses, modes, residuals and iterations are the Python
+    road's bit for bit, from arrays, plain lists and tuples; from a warm start too."""
+    model = talos
+    scene = _talos_scene(model)
+    q, v = _pose(model, scene, pose)
+    tau = np.linspace(-1.0, 1.0, model.nv)
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        first = sd.contact_step(model, q, v, tau, scene, DT)
+        spy.answered = 0
+        steps = [sd.contact_step(model, f(q), f(v), f(tau), scene, DT) for f in (np.array, list, tuple)]
+        warm = sd.contact_step(model, q, v, tau, scene, DT, warm_start=first.impulses)
+        assert spy.answered == 4                                              # one native call each
+        ref = _python_road(monkeypatch, model, q, v, tau, scene, DT)
+        ref_warm = _python_road(monkeypatch, model, q, v, tau, scene, DT, warm_start=first.impulses)
+    assert len(ref.impulses) >= {"standing": 4, "on its head": 8, "on its gripper": 16}[pose] and _same(first, ref)
+    for s in steps:
+        assert _same(s, ref)
+    assert _same(warm, ref_warm) and int(warm.iterations) == 0
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")      # (the same step's on both roads)
+def test_a_talos_rollout_onto_the_floor_is_the_python_roads_bit_for_bit(talos, monkeypatch):
+    """talos dropped from 10 mm above the floor: its soles land (contacts come), and a rollout whose
+    steps take the fused road where the layout holds their contacts is the rollout on the Python road
+    (a twin scene, the fused call switched off), bit for bit: states, impulses, modes, iterations."""
+    model = talos
+    scene, twin = _talos_scene(model), _talos_scene(model)
+    q, v, tau = _lowered(model, scene, model.neutral(), 0.01), np.zeros(model.nv), np.zeros(model.nv)
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    steps = 60
+    with sd.use_backend("native", deterministic=True):
+        r = sd.rollout(model, list(q), list(v), tau, scene, DT, steps)
+        ref = _python_road_rollout(monkeypatch, model, q, v, tau, twin, DT, steps)
+    touching = sum(len(x) > 0 for x in r.impulses)
+    assert touching >= steps // 3 and spy.answered >= touching - 2    # once touching, one native call a step
+    assert r.q.tobytes() == ref.q.tobytes() and r.v.tobytes() == ref.v.tobytes()
+    assert r.iterations.tobytes() == ref.iterations.tobytes()
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(r.impulses, ref.impulses))
+    assert all(list(a) == list(b) for a, b in zip(r.modes, ref.modes))
+    assert len(r.impulses[0]) == 0 and len(r.impulses[-1]) >= 4                # contacts came
+
+
+def test_bad_input_to_a_talos_step_gets_errors_naming_the_argument(talos):
+    """A NaN in ``q`` or ``v`` (which the mesh-plane routine's kinematics read before the native
+    call), a ``tau`` of the wrong length: errors naming the argument, after a step that took the fused road."""
+    model = talos
+    scene = _talos_scene(model)
+    q, v = _pose(model, scene, "standing")
+    tau = np.zeros(model.nv)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, tau, scene, DT)
+        for name, args in (("q", (np.r_[np.nan, q[1:]], v, tau)), ("v", (q, np.r_[v[:-1], np.nan], tau)),
+                           ("tau", (q, v, [0.0] * 5))):
+            with pytest.raises(ValueError, match=rf"^{name}: "):
+                sd.contact_step(model, *args, scene, DT)

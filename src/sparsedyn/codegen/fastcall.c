@@ -584,7 +584,11 @@ fail:
    int64, or None where the contacts fill every slot in order), or None where this road does not
    apply (a kernel's fast path declines, more contacts than the capacity, a key with more contacts
    than its per-body slots, more than the data slots, a warm start of the contacts' shape that is not
-   finite): the caller then takes the Python road. */
+   finite): the caller then takes the Python road.  ``found`` (a 7th argument, optional): the
+   candidates found already, ``(rows (K, 11), cutoffs (K,))`` float64 in the collision kernel's output
+   format (a scene with pairs of no closed form, robot meshes on world planes: the kernel's candidates
+   and the mesh rows, found by the caller), K the plan's; ``collide``, ``shapes``, ``reach`` and
+   ``look`` are then unused (None allowed). */
 #define SD_MAXKEYS 1024
 #define SD_MAXCONTACTS 256
 
@@ -597,18 +601,19 @@ static PyArrayObject *plan_array(PyObject *o, int ndim, int type) {
 }
 
 static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 13) {
-        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm)");
+    if (nargs < 6 || nargs > 7 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 13) {
+        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm[, found])");
         return NULL;
     }
+    PyObject *pre = nargs == 7 && args[6] != Py_None ? args[6] : NULL;
     PyObject *matcher = PyCallable_Check(args[5]) ? args[5] : NULL, *answer = NULL;
     PyArrayObject *given = args[5] == Py_None || matcher ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
     if (args[5] != Py_None && !matcher && !given) Py_RETURN_NONE;
     PyObject *const *P = &PyTuple_GET_ITEM(args[0], 0);
     Kernel *collide = (Kernel *)P[0], *solve = (Kernel *)P[4];
-    if (Py_TYPE(P[0]) != &KernelType || Py_TYPE(P[4]) != &KernelType || collide->nin != 5 || collide->nout != 2
-        || solve->nin != 6 || collide->out_ndim[0] != 2 || collide->out_shape[0][1] != 11
-        || solve->in_ndim[4] != 2 || solve->in_ndim[5] != 2) {
+    if ((!pre && (Py_TYPE(P[0]) != &KernelType || collide->nin != 5 || collide->nout != 2
+                  || collide->out_ndim[0] != 2 || collide->out_shape[0][1] != 11))
+        || Py_TYPE(P[4]) != &KernelType || solve->nin != 6 || solve->in_ndim[4] != 2 || solve->in_ndim[5] != 2) {
         PyErr_SetString(PyExc_TypeError, "scene_step: the plan's kernels do not fit");
         return NULL;
     }
@@ -618,7 +623,8 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
                   *W = P[10] == Py_None ? NULL : plan_array(P[10], 2, NPY_DOUBLE);
     long mode = PyLong_AsLong(P[11]), capacity = PyLong_AsLong(P[12]);
     if (PyErr_Occurred()) return NULL;
-    npy_intp K = collide->out_shape[0][0], nk = first ? PyArray_DIM(first, 0) : 0;
+    npy_intp K = kid ? PyArray_DIM(kid, 0) : 0, nk = first ? PyArray_DIM(first, 0) : 0;
+    if (!pre && kid && collide->out_shape[0][0] != K) K = -1;        /* (refused below) */
     npy_intp ns = base ? PyArray_DIM(base, 0) : 0, width = base ? PyArray_DIM(base, 1) : 0;
     if (!kid || !mu || !first || !end || !base || PyArray_DIM(kid, 0) != K || PyArray_DIM(mu, 0) != K
         || PyArray_DIM(end, 0) != nk || (mode != 0 && mode != 1) || solve->in_shape[4][0] != ns || solve->in_shape[4][1] != 3 || solve->in_shape[5][0] != ns
@@ -631,9 +637,21 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     const int64_t *key = PyArray_DATA(kid), *f0 = PyArray_DATA(first), *f1 = PyArray_DATA(end);
     for (npy_intp j = 0; j < K; j++)
         if (key[j] < 0 || key[j] >= nk) { PyErr_SetString(PyExc_ValueError, "scene_step: a key out of range"); return NULL; }
-    PyObject *in[6] = {args[1], args[2], P[1], P[2], P[3], NULL};
-    PyObject *found = Kernel_run(collide, in, NULL);
-    if (!found) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *found;
+    if (pre) {                                               /* the candidates found by the caller */
+        PyArrayObject *pc = PyTuple_Check(pre) && PyTuple_GET_SIZE(pre) == 2 ?
+                            plan_array(PyTuple_GET_ITEM(pre, 0), 2, NPY_DOUBLE) : NULL;
+        PyArrayObject *pw = pc ? plan_array(PyTuple_GET_ITEM(pre, 1), 1, NPY_DOUBLE) : NULL;
+        if (!pw || PyArray_DIM(pc, 0) != K || PyArray_DIM(pc, 1) != 11 || PyArray_DIM(pw, 0) != K) {
+            PyErr_SetString(PyExc_TypeError, "scene_step: the candidates found do not fit the plan");
+            return NULL;
+        }
+        found = Py_NewRef(pre);
+    } else {
+        PyObject *in[6] = {args[1], args[2], P[1], P[2], P[3], NULL};
+        found = Kernel_run(collide, in, NULL);
+        if (!found) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    }
     const double *c = PyArray_DATA((PyArrayObject *)PyTuple_GET_ITEM(found, 0));
     const double *within = PyArray_DATA((PyArrayObject *)PyTuple_GET_ITEM(found, 1));
     /* the candidates within their cutoff, in order; each key's in its per-body slots in order */

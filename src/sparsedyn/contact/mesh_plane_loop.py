@@ -36,7 +36,7 @@ from .collision_near import NEAR_COLUMNS, SLACK
 from .mesh_plane import mesh_plane_plan
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
 
-__all__ = ["mesh_plane_loop_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan"]
+__all__ = ["mesh_plane_loop_rows", "mesh_plane_step_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan"]
 
 #: The C routine: ``sd_mesh_plane_rows`` writes the rows (P * 4, 11) (:data:`NEAR_COLUMNS`: ``[d, x
 #: (3), n (3), local (3), n . w_b]``, ``d`` +inf in a free row) of the ``P`` pairs; ``par``:
@@ -190,10 +190,41 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
   free(xw);
   return hits;
 }
+
+/* A step's look-ahead and rows: each of the scene's Q pairs' cutoff ``margin + dt (s_a + s_b)`` into
+   ``cutall`` (Q,) (``ends`` (Q, 2) its bodies, -1 a world shape's; per body ``s = |v_o| + |omega| rho``,
+   ``vel`` (nb, 6) its spatial velocity, the collision kernel's _pair_cutoffs, term by term), then
+   sd_mesh_plane_rows of the P mesh-plane pairs (``pair`` (P,) their scene pairs) with their cutoffs
+   and the bodies' velocities over the step ``dt``.  ``par``: as there. */
+SD_EXPORT long long sd_step_rows(long long Q, const long long *ends, const double *rho, double *cutall, long long P,
+                                 const long long *pair, const long long *body, const double *R, const double *o,
+                                 const double *axes, const double *pb, const double *hull, const long long *rows,
+                                 const double *sphere, const double *vel, double dt, const double *par, double *out)
+{
+  const double margin = par[0];
+  for (long long k = 0; k < Q; k++) {
+    double s[2];
+    int n = 0;
+    for (int e = 0; e < 2; e++) {
+      const long long j = ends[2 * k + e];
+      if (j < 0) continue;
+      const double *w = vel + 6 * j;
+      s[n++] = sqrt((w[3] * w[3] + w[4] * w[4]) + w[5] * w[5])
+               + sqrt((w[0] * w[0] + w[1] * w[1]) + w[2] * w[2]) * rho[j];
+    }
+    cutall[k] = margin + dt * (n == 2 ? s[0] + s[1] : n ? s[0] : 0.0);
+  }
+  double *cut = malloc((P ? P : 1) * sizeof(double));
+  if (!cut) return -1;
+  for (long long k = 0; k < P; k++) cut[k] = cutall[pair[k]];
+  long long hits = sd_mesh_plane_rows(P, body, R, o, axes, pb, hull, rows, sphere, cut, 0, vel, dt, par, out);
+  free(cut);
+  return hits;
+}
 """
 
-#: The routine once loaded: ``[ctypes function or None, tried]``.
-_ROUTINE: list = [None, False]
+#: The routines once loaded: ``[sd_mesh_plane_rows or None, tried, sd_step_rows or None]``.
+_ROUTINE: list = [None, False, None]
 _FK, _BODY_VELOCITIES, _NONE = forward_kinematics.__name__, body_velocities.__name__, {}
 #: Each pair's hull vertices are a block of a multiple of this many (the widest vector of the routine's
 #: height pass), NaN after the last.
@@ -209,7 +240,11 @@ def _routine():
             f.restype = ctypes.c_longlong
             f.argtypes = [ctypes.c_longlong] + [ctypes.POINTER(ctypes.c_double)] * 11 + [ctypes.c_double] + \
                 [ctypes.POINTER(ctypes.c_double)] * 2
-            _ROUTINE[0] = f
+            g = lib.sd_step_rows
+            g.restype = ctypes.c_longlong
+            g.argtypes = [ctypes.c_longlong] + [ctypes.POINTER(ctypes.c_double)] * 3 + [ctypes.c_longlong] + \
+                [ctypes.POINTER(ctypes.c_double)] * 10 + [ctypes.c_double] + [ctypes.POINTER(ctypes.c_double)] * 2
+            _ROUTINE[0], _ROUTINE[2] = f, g
         _ROUTINE[1] = True
     return _ROUTINE[0]
 
@@ -230,7 +265,7 @@ class LoopPlan:
     planes' axes, ``pb`` (P, 3) their points, ``margin`` the scene's margin [m], ``cut`` (P,) the
     margin per pair, ``inside`` (scene pairs,) bool: the pairs here."""
 
-    __slots__ = ("pair", "body", "hull", "rows", "spheres", "axes", "pb", "margin", "cut", "inside", "_at")
+    __slots__ = ("pair", "body", "hull", "rows", "spheres", "axes", "pb", "margin", "cut", "inside", "_at", "_step")
 
 
 def loop_plan(scene):
@@ -262,6 +297,7 @@ def loop_plan(scene):
         ints = lambda x: ctypes.cast(x.ctypes.data, ctypes.POINTER(ctypes.c_double))     # noqa: E731 (int64 tables)
         lp._at = (ints(lp.body), _at(lp.axes), _at(lp.pb), _at(lp.hull), ints(lp.rows), _at(lp.spheres),
                   _at(par), _at(lp.cut), par)
+        lp._step = None                                     # (mesh_plane_step_rows's, made when first asked)
     scene.cache[key] = lp
     return lp
 
@@ -297,6 +333,50 @@ def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None, ahead=None):
         raise MemoryError(f"mesh-plane contacts: no memory for the workspace of {int(np.diff(lp.rows).max())} "
                           f"hull vertices")
     return out
+
+
+def mesh_plane_step_rows(scene, lp, q, v, dt, rho):
+    """``(cutoff, rows)`` of a step of ``dt`` (a float > 0) from ``q`` (nq,), ``v`` (nv,) (float64
+    arrays): each scene pair's look-ahead (Q,) [m] (:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`'
+    bound, its bodies' reach ``rho`` (nb,) :func:`~sparsedyn.contact.look_ahead.body_reach`'s, computed
+    term by term as the collision kernel computes it) and :func:`mesh_plane_loop_rows`
+    of the plan ``lp``'s pairs with those cutoffs and ``ahead=(v, dt)``, in one call of the routine;
+    None where it cannot be built, the model's kinematics are not built natively yet, or the bodies'
+    velocities overflow (then :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`); a ``v`` with a NaN
+    is refused by name (as :func:`mesh_plane_loop_rows` refuses it)."""
+    f = _routine() and _ROUTINE[2]
+    calls = native_calls(scene.model) or _NONE
+    fk, bv = calls.get(_FK), calls.get(_BODY_VELOCITIES)
+    if f is None or fk is None or bv is None:
+        return None
+    V = bv(q, v)
+    if not math.isfinite(V.sum()):
+        return None
+    R, o = fk(q)
+    if lp._step is None:                           # every scene pair's bodies (-1: a world shape), the reach
+        ends = np.ascontiguousarray(np.array([s.body for s in scene.shapes], np.int64)[scene.index].reshape(-1, 2))
+        pair, rho = np.ascontiguousarray(lp.pair, np.int64), np.array(rho, float)
+        ints = lambda x: ctypes.cast(x.ctypes.data, ctypes.POINTER(ctypes.c_double))     # noqa: E731 (int64 tables)
+        lp._step = (len(ends), ints(ends), _at(rho), ints(pair), (ends, pair, rho))
+    Q, ends, rho, pair, _ = lp._step
+    body, axes, pb, hull, rows, spheres, par, _, _ = lp._at
+    cut, out = np.empty(Q), np.empty((len(lp.pair) * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    if f(Q, ends, rho, _to(cut), len(lp.pair), pair, body, _to(R), _to(o), axes, pb, hull, rows, spheres, _to(V), dt,
+         par, _to(out)) < 0:
+        raise MemoryError(f"mesh-plane contacts: no memory for the workspace of {int(np.diff(lp.rows).max())} "
+                          f"hull vertices")
+    return cut, out
+
+
+def _to(x):
+    """:func:`_at` of a new float array (the kernels' results, those made here): its own buffer."""
+    try:
+        return _FROM(x)
+    except (TypeError, ValueError):                # (read-only or not contiguous: a copy)
+        return _at(x)
+
+
+_FROM = ctypes.c_double.from_buffer
 
 
 def mesh_plane_loop_hits(scene, lp, q, cutoff=None, spin=None):

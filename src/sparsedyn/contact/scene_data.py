@@ -26,7 +26,7 @@ from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
-from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows
+from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows, mesh_plane_step_rows
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows",
@@ -335,7 +335,9 @@ def near_candidates(scene, kp, q, cutoff=None):
     margin): (K, 11) or (B, K, 11).  A single state through the ready native callable (as the public
     function would call it, less its frame).  The cutoff is data: a new one is no new build."""
     model = scene.model
-    top = kp.cutoff if cutoff is None else np.array(max(float(np.max(cutoff, initial=0.0)), scene.margin))
+    top = kp.cutoff if cutoff is None else np.array(max(
+        float(cutoff.max()) if type(cutoff) is np.ndarray and cutoff.size else float(np.max(cutoff, initial=0.0)),
+        scene.margin))
     f = (native_calls(model) or _NONE).get(_NEAR)
     if f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,):
         return f(q, kp.shapes, top, kp.pairs)
@@ -368,19 +370,21 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
     mesh-plane rows of all states at once (the mesh-box pairs' state by state)."""
     kp, mesh = mixed.kernel, mixed.mesh
-    spin = look = None
+    spin = look = rows = None
     if cutoff is None and ahead is not None:
-        if (mesh is not None and np.ndim(q) == 1 and use_backend.current() != "numpy"
-                and _loop_plan(scene, mesh) is not None):
-            cutoff, look = pair_cutoffs(scene, q, *ahead), ahead        # the rotations in the native loop
+        lp = mesh is not None and np.ndim(q) == 1 and use_backend.current() != "numpy" and _loop_plan(scene, mesh)
+        if lp:                                             # the rotations in the native loop
+            rows = _step_rows(scene, lp, q, *ahead)        # the look-ahead too, in the same call
+            cutoff, look = (pair_cutoffs(scene, q, *ahead), ahead) if rows is None else (rows[0], None)
         else:
             cutoff, spin = cutoffs_and_spins(scene, q, *ahead)
     lead = np.shape(q)[:-1]
     cut = np.full(lead + (len(scene.index),), scene.margin) if cutoff is None else cutoff \
         if type(cutoff) is np.ndarray and cutoff.dtype is _F64 and cutoff.shape == lead + (len(scene.index),) else \
         np.broadcast_to(np.asarray(cutoff, float), lead + (len(scene.index),))
-    rows = [mesh_plane_rows(scene, mesh, q, cut[..., mesh["pairs"]],
-                            None if spin is None else spin[..., mesh["pairs"], :], look)] if mesh is not None else []
+    rows = [rows[1]] if rows is not None else [mesh_plane_rows(
+        scene, mesh, q, cut[..., mesh["pairs"]], None if spin is None else spin[..., mesh["pairs"], :], look)] \
+        if mesh is not None else []
     boxes = mixed.boxes
     if len(boxes) or not rows:                             # (no mesh-box pair: the mesh-plane rows alone)
         rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
@@ -390,6 +394,17 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
         return rows, cut.take(mixed.pair, -1)
     c = near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS))
     return np.concatenate([c, rows], -2), cut.take(mixed.pair, -1)
+
+
+def _step_rows(scene, lp, q, v, dt):
+    """:func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_step_rows` (each pair's look-ahead and the
+    mesh-plane rows of a step, one native call) where ``q`` (nq,), ``v`` (nv,) are float64 arrays and
+    ``dt`` a number > 0, else None (then :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`)."""
+    model = scene.model
+    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and type(v) is np.ndarray
+            and v.dtype is _F64 and v.shape == (model.nv,) and type(dt) in (float, int) and 0 < dt < np.inf):
+        return None
+    return mesh_plane_step_rows(scene, lp, q, v, float(dt), body_reach(scene)[0])
 
 
 def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
@@ -467,7 +482,7 @@ def held_contacts(scene, sel, c):
     ``scene``, which its slot layout holds (a fused step's, :mod:`~sparsedyn.contact.scene_fused`): the
     objects of :func:`scene_slot_data`'s selection (their scene pairs, a function making their per-body
     slots, a function making their ``[p (3), plane (4)]`` (nc, 7))."""
-    plan = _plan(scene)
+    plan = _plan(scene) or _mixed_plan(scene)
     mask = np.zeros(len(c), bool)
     mask[sel] = True
     got = _remembered(scene, mask) or _selection(scene, plan, mask, _filler(scene, plan[2], scene.cache["step_slots"]))

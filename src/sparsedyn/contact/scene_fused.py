@@ -13,13 +13,20 @@ solve, the same arrays, bit for bit.  The plan of that call (the two kernels, ea
 key and friction, the free slots' data, each key's joint weights) is kept in ``scene.cache`` while
 the layout, the time step and the model's native callables stay.
 
+A scene whose other pairs are robot meshes on world planes (or world boxes) takes this road too: its
+candidates are found first as the Python road finds them
+(``scene_data._mixed_candidates``: the kernel's candidates of the closed-form
+pairs beside the mesh-plane rows and each pair's look-ahead, those two from one call of the
+hand-written routine of :mod:`~sparsedyn.contact.mesh_plane_loop`, the mesh-box rows from coal) and
+handed to the native call, which lays them out and solves as above.
+
 A trajectory's step is one call too: once the contacts are found and laid out, the call asks Python
 for their warm start, matched from the step before's contacts
 (:func:`~sparsedyn.contact.scene_step.matched_warm_start`), and makes the step's contacts as the
 Python road does (what the next step matches).  Any other step takes the Python road, which grows
 the layout where needed: external forces or gravity given, a warm start that is not an array, the
-NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds the
-collision kernel has no closed form for (robot meshes), slot frames that are not their bodies' own
+NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds neither
+the collision kernel nor the mesh rows cover (two meshes), slot frames that are not their bodies' own
 (per-body slots), an input a kernel's fast path declines (a NaN, a quaternion off unit norm: the
 Python road says which).
 """
@@ -38,7 +45,7 @@ from . import scene_data
 from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
-from .scene_data import _filler, _plan, held_contacts
+from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import FoundContacts, matched_warm_start
 
 __all__ = ["fused_step"]
@@ -73,9 +80,18 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     qa = q if type(q) is np.ndarray else np.asarray(q, float)
     va = v if type(v) is np.ndarray else np.asarray(v, float)
     ta = tau if type(tau) is np.ndarray else _checks.plain_floats("contact_step", "tau", tau, f"(..., {model.nv})")
-    run, args = plan[0], plan[1]
+    run, args, mixed = plan[0], plan[1], plan[4]
+    # a scene with robot meshes on world planes: its candidates found as the Python road finds them
+    # (scene_data's _mixed_candidates: the mesh-plane loop's rows beside the kernel's), handed over
+    # (only for what the native call takes: one state's float64 arrays)
+    pre = None
+    if mixed is not None:
+        if not (qa.dtype == np.float64 and va.dtype == np.float64 and qa.shape == (model.nq,)
+                and va.shape == (model.nv,)):
+            return None
+        pre = scene_data._mixed_candidates(scene, mixed, qa, None, (va, float(dt)))
     if previous is None and not contacts:
-        return run(args, qa, va, ta, settings, warm_start)
+        return run(args, qa, va, ta, settings, warm_start, pre)
     if previous is not None and type(previous[0]) is not FoundContacts:
         return None
     found = []
@@ -83,7 +99,7 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     def warm(sel, slot, c, data):                  # the contacts found, laid out: their warm start
         found.append(_found(scene, plan, sel, slot, c, data))
         return warm_start if previous is None else matched_warm_start(*previous, found[0])
-    got = run(args, qa, va, ta, settings, warm)
+    got = run(args, qa, va, ta, settings, warm, pre)
     return None if got is None else got + (found[0],)
 
 
@@ -92,7 +108,7 @@ def _found(scene, plan, sel, slot, c, data):
     (K, 11) laid out in per-body slots ``slot`` (nc,) (their data ``data`` (ns, 8) where the step runs
     in per-body slots), as :func:`~sparsedyn.contact.scene_step.step_in_scene` makes them (``plan``:
     :func:`_fused_plan`'s)."""
-    _, args, frames, pair = plan
+    _, args, frames, pair, _ = plan
     if args[11]:                                   # data slots: the per-body slots made when read
         return FoundContacts(*held_contacts(scene, sel, c))
     at = None if len(slot) == len(frames) and slot.tolist() == list(range(len(frames))) else slot
@@ -101,12 +117,13 @@ def _found(scene, plan, sel, slot, c, data):
 
 def _fused_plan(scene, model, dt):
     """``(scene_step, its plan (the C docstring's), the per-body slot keys, each candidate's scene
-    pair)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot layout, the data slots'
-    count, ``dt`` and the model's native callables stay; None where the road does not apply now."""
+    pair, the mixed plan or None)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot
+    layout, the data slots' count, ``dt`` and the model's native callables stay; None where the road
+    does not apply now."""
     calls = native_calls(model) or _NONE
     ahead, step = calls.get(_AHEAD), calls.get(_STEP)
     layout = scene.cache.get("step_slots")
-    if ahead is None or step is None or not layout:
+    if step is None or not layout:                 # (the look-ahead kernel: where the plan runs it)
         return None
     # (the capacity: the Python road's, scene_data's)
     snap = (dt, len(layout), sum(layout.values()), scene.cache.get("data_slot_count", 0), ahead, step,
@@ -121,18 +138,24 @@ def _fused_plan(scene, model, dt):
 
 
 def _make_plan(scene, model, dt, layout, ahead, step):
-    """The tuple that :func:`_fused_plan` keeps; None where the scene's steps never take this road
-    (pairs the collision kernel leaves out, per-body slots in frames not the bodies' own), False where
-    a kernel is not built yet."""
-    plan, run = _plan(scene), native_function("scene_step")
+    """The tuple that :func:`_fused_plan` keeps (its last entry: the scene's
+    ``scene_data._Mixed`` plan, whose candidates each step finds before the
+    call, or None: the collision kernel's, found in the call); None where the scene's steps never take
+    this road (pairs neither covers, per-body slots in frames not the bodies' own), False where a
+    kernel is not built yet."""
+    # (the module's functions looked up when called: what a caller patched there holds here too)
+    plan, run = _plan(scene) or scene_data._mixed_plan(scene), native_function("scene_step")
     if plan is None or run is None:
         return None
     kp, kid, keys, _, _, mu, moved = plan
+    mixed = kp if isinstance(kp, _Mixed) else None
     data_slots = not runs_per_body(scene)
     if moved and not data_slots:                   # per-body points turned into their slot frames: the Python road
         return None
     look = scene.cache.get("look")
-    if look is None or look[0] != dt or look[3] is not ahead:      # (as ahead_candidates keeps it)
+    if mixed is not None:
+        look = (None,) * 4
+    elif look is None or look[0] != dt or look[3] is not ahead:      # (as ahead_candidates keeps it)
         look = scene.cache["look"] = (dt, np.array([scene.margin, dt]), body_reach(scene)[0], ahead)
     slots, first, end, free = _filler(scene, keys, layout)
     if data_slots:
@@ -140,13 +163,16 @@ def _make_plan(scene, model, dt, layout, ahead, step):
         frames, base, W = (DATA_SLOT,) * n, empty_data_slots(model, n), key_weights(scene, keys)
     else:
         frames, base, W = slots, free, None
-    collide, solve = _kernel(ahead, (kp.pairs,)), _kernel(step, (frames,))
-    if collide is None or solve is None or not len(frames):
+    # (a mixed scene's candidates come with the call: no collision kernel in the plan)
+    collide = None if mixed is not None else _kernel(ahead, (kp.pairs,))
+    solve = _kernel(step, (frames,))
+    if (collide is None and mixed is None) or solve is None or not len(frames):
         return False
     ints = lambda x: np.ascontiguousarray(x, np.int64)      # noqa: E731
-    args = (collide, kp.shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
+    shapes = None if mixed is not None else kp.shapes
+    args = (collide, shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
             ints(end), np.ascontiguousarray(base), W, int(data_slots), scene_data.MAX_COMPILED_CONTACTS)
-    return run, args, slots, kp.pair
+    return run, args, slots, kp.pair, mixed
 
 
 def _kernel(method, key):
