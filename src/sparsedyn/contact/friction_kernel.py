@@ -81,7 +81,7 @@ from ..symbolic.loop import run_stages
 from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
-from .friction_residuals import _converged, _residuals, _scales, project_cone, velocity_scale
+from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
 from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
@@ -201,8 +201,8 @@ class _Layout:
         self.model, self.frames, self.opt = model, frames, opt
         self.nc, self.m, self.nv = nc, m, nv
         self.normal = np.arange(nc) * 3 + 2                           # the rows of the normal impulses
-        self.K = self._table([("G", m * m), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc), ("pen", 1),
-                              ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1)])
+        self.K = self._table([("G", m * m), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc), ("closing", m),
+                              ("pen", 1), ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1)])
         # x, z, y: the plain ADMM iterate (z in the cones: what the checks and the result read); za:
         # the governing point z + y / rho the next ADMM iteration starts from (Anderson's); dW, dF, c,
         # A: Anderson's memory (differences of T(w) and of residuals, which of them are kept, A = dF
@@ -265,7 +265,8 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     ls, vs = _scales(z, gmax, dmax)
     pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))             # 1 where some point penetrates
     cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
-    K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, eta=PROXIMAL * lmax,
+    K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn,
+                             closing=np.repeat(closing_contacts(g.reshape(nc, 3)), 3), pen=pen, eta=PROXIMAL * lmax,
                              lmax=lmax, gmax=gmax, dmax=dmax))
     # the mean eigenvalue of the open contacts' block: open contacts (a layout's free slots) have zero rows
     rows_in = np.sum(act)
@@ -325,9 +326,12 @@ def _iterate(lay, *X):
     it = S["it"][0] + 1.0
     out = (1.0 - check) * _step(it - budget)
     # adaptive rho: residual balancing (Stellato et al., "OSQP: an operator splitting solver for quadratic
-    # programs", 2020), each residual relative to the scale of its stopping test: the iterates' impulses,
-    # the velocity scale (not |g + s|, |y|: an open contact's gap / dt); a new rho needs a new inverse
-    rp, rd = primal / _vmax([zmax, _vmax(_abs(xn)), ls]), dual / vs
+    # programs", 2020), each residual relative to the scale of its stopping test: the primal to the
+    # iterates' impulses, the dual to the velocity scale or the closing contacts' multipliers (not |g + s|,
+    # |y| of all: an open contact's gap / dt; not the scale alone: at rest on a redundant set, y's size
+    # is what keeps rho from falling into G's null space); a new rho needs a new inverse
+    rp = primal / _vmax([zmax, _vmax(_abs(xn)), ls])
+    rd = dual / _vmax([vs, _vmax(_abs(yn) * K["closing"])])
     valid = _step(rp - _TINY) * _step(rd - _TINY)
     ratio = valid * bk.sqrt(rp / (rd + (1.0 - valid))) + (1.0 - valid)
     stalled = _step(S["refused"][0] - STALL + 0.5)

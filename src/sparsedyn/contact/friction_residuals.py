@@ -28,7 +28,7 @@ import numpy as np
 from .. import backend as bk
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 
-__all__ = ["project_cone", "velocity_scale"]
+__all__ = ["project_cone", "velocity_scale", "closing_contacts"]
 
 
 def project_cone(x, mu):
@@ -66,12 +66,17 @@ def _residuals(z, x, u, mu):
     return _vmax(_abs(x - z)), dual, comp
 
 
+def closing_contacts(g):
+    """1 for each closing contact of the free contact velocities ``g`` (nc, 3) ``[t_x, t_y, n]`` (``g_n <
+    0``; ``-0.0``, a zero row, counts as closing and adds nothing to a scale), else 0 (nc,)."""
+    return 1.0 - _step(g[:, 2])
+
+
 def velocity_scale(g):
     """The velocity scale [m/s] of the free contact velocities ``g`` (nc, 3) ``[t_x, t_y, n]`` (the
     module docstring): the largest tangential or closing normal velocity of a closing contact
-    (``g_n < 0``; ``-0.0``, a zero row, counts as closing and adds nothing), 0 where none closes."""
-    closing = 1.0 - _step(g[:, 2])
-    return _vmax(_abs(g) * closing[:, None])
+    (:func:`closing_contacts`), 0 where none closes."""
+    return _vmax(_abs(g) * closing_contacts(g)[:, None])
 
 
 def _scales(z, gmax, dmax):
