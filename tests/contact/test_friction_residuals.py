@@ -77,7 +77,8 @@ def test_the_residuals_vanish_on_coulombs_law_and_measure_a_violation():
 def test_the_velocity_scale_is_the_largest_free_velocity_of_a_closing_contact():
     """Rows ``[t_x, t_y, n]``: a closing contact counts with its tangential and normal velocities, a
     speculative contact whose gap outruns its approach (``g_n > 0``) and a contact moving apart do not,
-    nor does a contact left out (a zero row); nothing closing: 0."""
+    nor does a contact left out (a zero row); nothing closing: the largest free velocity of all; nothing
+    at all: 0."""
     g = np.array([[0.003, -0.004, -0.0098],           # resting: g dt into the floor
                   [0.02, 0.0, -0.001],                # closing slowly, sliding at 2 cm/s
                   [0.5, 0.3, 3.9],                    # speculative: 3.9 mm gap over 1 ms
@@ -85,7 +86,8 @@ def test_the_velocity_scale_is_the_largest_free_velocity_of_a_closing_contact():
                   [0.0, 0.0, 0.0]])                   # left out
     assert velocity_scale(g) == 0.02
     assert velocity_scale(g[[0, 2, 3, 4]]) == 0.0098
-    assert velocity_scale(g[2:]) == 0.0
+    assert velocity_scale(g[2:]) == 3.9
+    assert velocity_scale(g[4:]) == 0.0
 
 
 def _box_and_wall():

@@ -15,7 +15,8 @@ those of the contacts that matter to the solution:
   millisecond: 5 m/s, where a robot resting on the floor has free velocities of ``g dt``, 0.01 m/s),
   and a contact moving apart needs no impulse to stay apart.  Such a scale would loosen the test of
   the contacts that carry the load by its ratio (400 on talos lying on a box) and, read by the
-  penalty's residual balancing, set ``rho`` for velocities nothing has;
+  penalty's residual balancing, set ``rho`` for velocities nothing has.  Where no contact closes
+  (all move apart or stay open within the margin), the largest free velocity of all is the scale;
 * complementarity [J]: their product, so that ``|lambda . (u + Phi(u))| <= tol ls vs`` is what a
   velocity error of ``tol vs`` at the largest impulse makes: the three tests ask the same relative
   accuracy of the impulses and of the velocities.
@@ -75,14 +76,16 @@ def closing_contacts(g):
 def velocity_scale(g):
     """The velocity scale [m/s] of the free contact velocities ``g`` (nc, 3) ``[t_x, t_y, n]`` (the
     module docstring): the largest tangential or closing normal velocity of a closing contact
-    (:func:`closing_contacts`), 0 where none closes."""
-    return _vmax(_abs(g) * closing_contacts(g)[:, None])
+    (:func:`closing_contacts`); where none closes, the largest free velocity of all (the problem's own
+    size: a scale of zero would ask the residuals' rounding crumbs to vanish)."""
+    closing = _vmax(_abs(g) * closing_contacts(g)[:, None])
+    return closing + (1.0 - _step(closing - _TINY)) * _vmax(_abs(g))
 
 
 def _scales(z, gmax, dmax):
     """Impulse and velocity scales of the stopping tests (the module docstring): the largest impulse of
     ``z`` (at least 1e-4 of ``gmax / dmax``) and the velocity scale ``gmax`` (:func:`velocity_scale`;
-    ``max diag G`` times the impulse scale where it is zero: nothing closes)."""
+    ``max diag G`` times the impulse scale where it is zero: no free velocity at all)."""
     ls = _vmax([_vmax(_abs(z)), 1e-4 * gmax / (dmax + (1.0 - _step(dmax - _TINY)))])
     vs = gmax + (1.0 - _step(gmax - _TINY)) * dmax * ls
     return _vmax([ls, _TINY]), _vmax([vs, _TINY])
