@@ -215,6 +215,24 @@ def _box_box_apart(Ra, pa, ha, Rb, pb, hb):
     return d[rows, j], pick(wa1, wa2, xa), pick(wb1, wb2, xb), pick(n1, -n2, ne)
 
 
+def _over_reference(v, sign, Ri, pi, hi, Rr, pr, hr):
+    """The deepest corners ``v`` (k, 3) of boxes ``(Ri, pi, hi)`` along an axis of ``(Rr, pr, hr)``, their
+    half extents' signs ``sign`` (k, 3); where a sign is zero (a face or an edge parallel to the reference
+    face: every point of it as deep) a point of that face or edge over the reference box instead of its
+    centre, by alternating projections on the two (a few suffice for boxes with parallel faces)."""
+    free = sign == 0
+    m = np.flatnonzero(free.any(-1))
+    if len(m) == 0:
+        return v
+    v, x = v.copy(), v[m]
+    for _ in range(3):
+        x = pr[m] + np.einsum("kij,kj->ki", Rr[m], np.clip(np.einsum("kji,kj->ki", Rr[m], x - pr[m]), -hr[m], hr[m]))
+        z = np.einsum("kji,kj->ki", Ri[m], x - pi[m])
+        x = pi[m] + np.einsum("kij,kj->ki", Ri[m], np.where(free[m], np.clip(z, -hi[m], hi[m]), sign[m] * hi[m]))
+    v[m] = x
+    return v
+
+
 def _box_box_deep(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
     """``(d, w_a, w_b, n)`` of overlapping boxes, from their separating axis test (:func:`_separating_axes`):
     the axis of least overlap the normal (a face's where an edge-edge axis is no less by :data:`FACE_TIE`),
@@ -234,6 +252,7 @@ def _box_box_deep(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
     P0, Q0 = va - (sa[rows, i] + 1)[:, None] * ea, vb - (sb[rows, m] + 1)[:, None] * eb
     s, t = _segments(P0, 2 * ea, Q0, 2 * eb)
     edge, on_b = (j >= 6)[:, None], (j < 6)[:, None] & (j >= 3)[:, None]
+    va, vb = _over_reference(va, sa, Ra, pa, ha, Rb, pb, hb), _over_reference(vb, sb, Rb, pb, hb, Ra, pa, ha)
     wa = np.where(edge, P0 + 2 * s[:, None] * ea, np.where(on_b, va, vb - depth[:, None] * n))
     wb = np.where(edge, Q0 + 2 * t[:, None] * eb, np.where(on_b, va + depth[:, None] * n, vb))
     return -depth, wa, wb, n
