@@ -164,7 +164,8 @@ def test_a_cube_corner_down_into_a_table_by_hand():
     z = 0.1 + 0.1 * np.sqrt(3) - 0.01
     d, wa, wb, n = _one(R, [0.2, 0.1, z], [0.1, 0.1, 0.1], np.eye(3), [0, 0, 0], [0.5, 0.5, 0.1])
     assert abs(d + 0.01) <= 1e-15 and np.array_equal(n, [0.0, 0.0, 1.0])
-    assert np.allclose(wa, [0.2, 0.1, 0.09], rtol=0, atol=1e-15) and np.allclose(wb, [0.2, 0.1, 0.1], rtol=0, atol=1e-15)
+    assert np.allclose(wa, [0.2, 0.1, 0.09], rtol=0, atol=1e-15)
+    assert np.allclose(wb, [0.2, 0.1, 0.1], rtol=0, atol=1e-15)
 
 
 def test_a_box_just_above_a_table_where_coal_after_deep_queries_answered_a_deep_flip():

@@ -316,8 +316,8 @@ def test_two_boxes_crossed_edge_on_edge_collide_without_coal(backend, monkeypatc
     """Box a (0.3 x 0.5 x 0.4) turned 45 degrees about x, its centre at height h, over box b of the same
     size turned 45 degrees about y at the origin: a's lowest edge (along x, 0.45 / sqrt 2 under its
     centre, at y = -0.05 / sqrt 2) crosses b's highest (along y, 0.35 / sqrt 2 over its centre, at
-    x = 0.05 / sqrt 2), by hand the closest pair, 1 mm deep, normal +z: the deepest hit, found with coal unavailable (two boxes are a
-    closed form: coal's EPA answers depend on the queries before them)."""
+    x = 0.05 / sqrt 2), by hand the closest pair, 1 mm deep, normal +z: the deepest hit, found with coal
+    unavailable (two boxes are a closed form: coal's EPA answers depend on the queries before them)."""
     from sparsedyn.contact import collision
 
     def no_coal():

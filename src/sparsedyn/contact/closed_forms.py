@@ -15,8 +15,8 @@ import numpy as np
 from .reduction import mesh_plane_reduced
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
-           "box_plane", "cylinder_plane", "box_face_axis", "box_box", "box_box_face", "box_box_corners", "capsule_box_ends",
-           "mesh_plane", "CLOSED_FORM", "CLOSEST", "FEATURES"]
+           "box_plane", "cylinder_plane", "box_face_axis", "box_box", "box_box_face", "box_box_corners",
+           "capsule_box_ends", "mesh_plane", "CLOSED_FORM", "CLOSEST", "FEATURES"]
 
 
 def _dot(x, y):
@@ -267,8 +267,8 @@ def box_box(Ra, pa, ha, Rb, pb, hb):
     d, wa, wb, n = np.zeros(len(pa)), np.zeros_like(pa), np.zeros_like(pa), np.zeros_like(pa)
     for m, f in ((~deep, _box_box_apart), (deep, _box_box_deep)):
         if m.any():
-            args = (Ra[m], pa[m], ha[m], Rb[m], pb[m], hb[m]) + ((axes[m], c[m], overlap[m]) if f is _box_box_deep else ())
-            d[m], wa[m], wb[m], n[m] = f(*args)
+            sat = (axes[m], c[m], overlap[m]) if f is _box_box_deep else ()
+            d[m], wa[m], wb[m], n[m] = f(Ra[m], pa[m], ha[m], Rb[m], pb[m], hb[m], *sat)
     return d, wa, wb, n
 
 

@@ -42,9 +42,9 @@ import numpy as np
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
 from ..kernels import native_calls, use_backend
-from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane, capsule_box_ends,  # noqa: F401
-                           capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box, sphere_capsule,
-                           sphere_plane, sphere_sphere)
+from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane,  # noqa: F401
+                           capsule_box_ends, capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box,
+                           sphere_capsule, sphere_plane, sphere_sphere)
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
                              _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
 from .collision_kernel import kernel_plan
@@ -472,8 +472,8 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
 
 def _coal_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
-    they overlap) for the closest pair (two boxes: its closed form, :data:`CLOSEST`), and for a box the closed-form hits of the features that rest
-    on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
+    they overlap) for the closest pair (two boxes: its closed form, :data:`CLOSEST`), and for a box
+    the closed-form hits of the features that rest on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
     the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
     those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
     above the surface: the others carry nothing at rest)."""
