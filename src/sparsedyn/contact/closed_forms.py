@@ -153,8 +153,10 @@ def _separating_axes(Ra, pa, ha, Rb, pb, hb, parallel):
     [m] (negative: the boxes are that far apart along it; infinite for edges whose cross product is
     shorter than ``parallel``, the sine of their angle)."""
     k = len(pa)
-    cross = np.cross(Ra[:, :, :, None], Rb[:, :, None, :], axis=1).reshape(k, 3, 9)
-    length = np.linalg.norm(cross, axis=1)
+    a, b = Ra[:, :, :, None], Rb[:, :, None, :]
+    cross = np.stack([a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1], a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2],
+                      a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]], 1).reshape(k, 3, 9)
+    length = np.sqrt(_dot(cross.transpose(0, 2, 1), cross.transpose(0, 2, 1)))
     flat = length < parallel
     axes = np.concatenate([Ra, Rb, cross / np.where(flat, 1.0, length)[:, None, :]], -1)     # (k, 3, 15)
     c = np.einsum("kj,kji->ki", pa - pb, axes)                          # the centres' offset along each
@@ -187,32 +189,62 @@ EXACT_PARALLEL = 1e-12
 #: (a tie within rounding: the face's corner is the closest pair, not two edges' points).
 FACE_TIE = 1e-12
 
-def _box_box_apart(Ra, pa, ha, Rb, pb, hb):
-    """``(d, w_a, w_b, n)`` of boxes that do not overlap: the least of the distances of each one's corners
-    to the other box (:func:`sphere_box`) and of each one's edges to each of the other's (twelve by
-    twelve, :func:`_segments`), the distance of two convex polytopes being that of a vertex and a face,
-    or of two edges; the normal of two edges crossing is their cross product's (exact at touch)."""
+def _support_edges(R, p, h, n, axis):
+    """The edges of boxes ``(R, p, h)`` (k, ...) along their axes ``axis`` ((m,) or (k, m)) farthest along the
+    directions ``n`` (k, m, 3): their starts and vectors (k, m, 3) (one of the four where ``n`` is square
+    to more than the edge: the middle of a face or of the box), and the half extents' signs (k, m, 3) of
+    their corner farthest along ``n``."""
+    sign = np.sign(np.einsum("kji,kmj->kmi", R, n))
+    k, m = sign.shape[:2]
+    rows, cols, axis = np.arange(k)[:, None], np.arange(m), np.broadcast_to(axis, (k, m))
+    e = R.transpose(0, 2, 1)[rows, axis] * h[rows, axis][..., None]         # half the edges
+    middle = p[:, None] + np.einsum("kij,kmj->kmi", R, sign * h[:, None]) - sign[rows, cols, axis][..., None] * e
+    return middle - e, 2 * e, sign
+
+
+def _corner_gaps(C, R, p, h):
+    """Corners ``C`` (8, k, 3) outside boxes ``(R, p, h)`` (k, ...): their distances (8, k), the closest
+    points of the boxes (8, k, 3) and the unit normals from the boxes towards them (8, k, 3; zero on the
+    surface), the offset taken in the box's axes (exact for a corner over a face)."""
+    x = np.einsum("kji,ckj->cki", R, C - p)
+    y = np.clip(x, -h, h)
+    L = np.linalg.norm(x - y, axis=-1)
+    u = (x - y) / np.where(L > 0, L, np.inf)[..., None]
+    return L, p + np.einsum("kij,ckj->cki", R, y), np.einsum("kij,ckj->cki", R, u)
+
+
+#: The edges of the nine edge-edge axes (``6 + 3 i + l``): ``a``'s along its axis i, ``b``'s along its l.
+_EDGE_I, _EDGE_L = np.repeat(np.arange(3), 3), np.tile(np.arange(3), 3)
+
+
+def _box_box_apart(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
+    """``(d, w_a, w_b, n)`` of boxes that do not overlap, from their separating axis test
+    (:func:`_separating_axes`): the least of the distances of each one's corners to the other box and of
+    the closest points of the two edges farthest towards each other along each edge-edge axis (the
+    distance of two convex polytopes is that of a corner and a face or of two edges, and where two
+    edges hold it they are those of their axis); the normal of two edges crossing is their axis, of a
+    corner over a face the face's (exact at touch); at touch elsewhere the axis apart most."""
     k = len(pa)
-    z, rows = np.zeros(8 * k), np.arange(k)
-    A, B = (Ra, pa, ha), (Rb, pb, hb)
-    d1, wa1, wb1, n1 = sphere_box(_corners(*A).reshape(-1, 3), z, *(np.tile(x, (8,) + (1,) * (x.ndim - 1)) for x in B))
-    d2, wb2, wa2, n2 = sphere_box(_corners(*B).reshape(-1, 3), z, *(np.tile(x, (8,) + (1,) * (x.ndim - 1)) for x in A))
-    (P0, E1), (Q0, E2) = (
-        (p[:, None] + np.einsum("kij,kej->kei", R, _EDGE_START * h[:, None]), 2 * (R * h[:, None])[:, :, _EDGE_AXIS]
-         .transpose(0, 2, 1)) for R, p, h in (A, B))
-    P0, E1, Q0, E2 = P0[:, :, None], E1[:, :, None], Q0[:, None], E2[:, None]      # (k, 12, 12, 3) by broadcast
+    rows = np.arange(k)
+    ca, cb = _corners(Ra, pa, ha), _corners(Rb, pb, hb)                 # (8, k, 3)
+    L1, wb1, n1 = _corner_gaps(ca, Rb, pb, hb)
+    L2, wa2, n2 = _corner_gaps(cb, Ra, pa, ha)
+    n = (axes[:, :, 6:] * np.where(c[:, 6:] < 0, -1.0, 1.0)[:, None]).transpose(0, 2, 1)     # (k, 9, 3)
+    P0, E1, _ = _support_edges(Ra, pa, ha, -n, _EDGE_I)
+    Q0, E2, _ = _support_edges(Rb, pb, hb, n, _EDGE_L)
     s, t = _segments(P0, E1, Q0, E2)
     xa, xb = P0 + s[..., None] * E1, Q0 + t[..., None] * E2
-    w, cross = xa - xb, np.cross(E1, E2)
-    L, Lc = np.linalg.norm(w, axis=-1), np.linalg.norm(cross, axis=-1)
-    across = (s > 0) & (s < 1) & (t > 0) & (t < 1) & (Lc > EXACT_PARALLEL * np.sqrt(_dot(E1, E1) * _dot(E2, E2)))
-    side = np.where(_dot(cross, (pa - pb)[:, None, None]) < 0, -1.0, 1.0) / np.where(Lc > 0, Lc, 1.0)
-    ne = np.where((across | (L <= 0))[..., None], side[..., None] * cross, w / np.where(L > 0, L, 1.0)[..., None])
-    by_pair = (lambda x, m: x.reshape(m, k, -1).transpose(1, 0, 2))
-    d = np.concatenate([d1.reshape(8, k).T, d2.reshape(8, k).T, L.reshape(k, 144)], 1)
+    L3 = np.where(np.isfinite(overlap[:, 6:]), np.linalg.norm(xa - xb, axis=-1), np.inf)
+    across = (s > 0) & (s < 1) & (t > 0) & (t < 1)
+    n3 = np.where(across[..., None], n, (xa - xb) / np.where(L3 > 0, L3, np.inf)[..., None])
+    d = np.concatenate([L1.T, L2.T, L3], 1)                              # (k, 25)
     j = np.argmin(d, axis=1)
-    pick = (lambda x1, x2, x3: np.concatenate([by_pair(x1, 8), by_pair(x2, 8), x3.reshape(k, 144, 3)], 1)[rows, j])
-    return d[rows, j], pick(wa1, wa2, xa), pick(wb1, wb2, xb), pick(n1, -n2, ne)
+    pick = (lambda x1, x2, x3: np.concatenate([x1.transpose(1, 0, 2), x2.transpose(1, 0, 2), x3], 1)[rows, j])
+    wa, wb, nn = pick(ca, wa2, xa), pick(wb1, cb, xb), pick(n1, -n2, n3)
+    # touching where no axis holds the normal (a corner on an edge): the axis apart most
+    i = np.argmin(overlap, axis=1)
+    top = axes[rows, :, i] * np.where(c[rows, i] < 0, -1.0, 1.0)[:, None]
+    return d[rows, j], wa, wb, np.where((np.abs(nn).sum(-1) > 0)[:, None], nn, top)
 
 
 def _over_reference(v, sign, Ri, pi, hi, Rr, pr, hr):
@@ -244,17 +276,17 @@ def _box_box_deep(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
     j = np.where(overlap[rows, e] < overlap[rows, f] - FACE_TIE, e, f)
     depth = overlap[rows, j]
     n = axes[rows, :, j] * np.where(c[rows, j] < 0, -1.0, 1.0)[:, None]
-    sa, sb = -np.sign(np.einsum("kji,kj->ki", Ra, n)), np.sign(np.einsum("kji,kj->ki", Rb, n))
+    e = np.maximum(j - 6, 0)
+    P0, E1, sa = _support_edges(Ra, pa, ha, -n[:, None], _EDGE_I[e][:, None])     # the deepest edges of the axis j
+    Q0, E2, sb = _support_edges(Rb, pb, hb, n[:, None], _EDGE_L[e][:, None])
+    s, t = _segments(P0[:, 0], E1[:, 0], Q0[:, 0], E2[:, 0])
+    sa, sb = sa[:, 0], sb[:, 0]
     va, vb = pa + np.einsum("kij,kj->ki", Ra, sa * ha), pb + np.einsum("kij,kj->ki", Rb, sb * hb)
-    # the deepest edges: of a along its axis i (the corner va less its i-th half extent), of b along its l
-    i, m = np.maximum(j - 6, 0) // 3, np.maximum(j - 6, 0) % 3
-    ea, eb = Ra[rows, :, i] * ha[rows, i][:, None], Rb[rows, :, m] * hb[rows, m][:, None]
-    P0, Q0 = va - (sa[rows, i] + 1)[:, None] * ea, vb - (sb[rows, m] + 1)[:, None] * eb
-    s, t = _segments(P0, 2 * ea, Q0, 2 * eb)
     edge, on_b = (j >= 6)[:, None], (j < 6)[:, None] & (j >= 3)[:, None]
-    va, vb = _over_reference(va, sa, Ra, pa, ha, Rb, pb, hb), _over_reference(vb, sb, Rb, pb, hb, Ra, pa, ha)
-    wa = np.where(edge, P0 + 2 * s[:, None] * ea, np.where(on_b, va, vb - depth[:, None] * n))
-    wb = np.where(edge, Q0 + 2 * t[:, None] * eb, np.where(on_b, va + depth[:, None] * n, vb))
+    va = _over_reference(va, np.where(on_b, sa, 1.0), Ra, pa, ha, Rb, pb, hb)      # (the incident face's)
+    vb = _over_reference(vb, np.where(j < 3, sb.T, 1.0).T, Rb, pb, hb, Ra, pa, ha)
+    wa = np.where(edge, P0[:, 0] + s[:, None] * E1[:, 0], np.where(on_b, va, vb - depth[:, None] * n))
+    wb = np.where(edge, Q0[:, 0] + t[:, None] * E2[:, 0], np.where(on_b, va + depth[:, None] * n, vb))
     return -depth, wa, wb, n
 
 
@@ -267,8 +299,7 @@ def box_box(Ra, pa, ha, Rb, pb, hb):
     d, wa, wb, n = np.zeros(len(pa)), np.zeros_like(pa), np.zeros_like(pa), np.zeros_like(pa)
     for m, f in ((~deep, _box_box_apart), (deep, _box_box_deep)):
         if m.any():
-            sat = (axes[m], c[m], overlap[m]) if f is _box_box_deep else ()
-            d[m], wa[m], wb[m], n[m] = f(Ra[m], pa[m], ha[m], Rb[m], pb[m], hb[m], *sat)
+            d[m], wa[m], wb[m], n[m] = f(Ra[m], pa[m], ha[m], Rb[m], pb[m], hb[m], axes[m], c[m], overlap[m])
     return d, wa, wb, n
 
 
