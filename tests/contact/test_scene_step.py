@@ -96,10 +96,19 @@ def test_a_native_rollout_takes_the_kernels_road_with_the_matched_warm_start(mon
     """The tilted box dropped on the floor (every pair the collision kernel's): the rollout makes no
     Contact object, and each of its steps is the step laid out from Contact objects, warm-started
     from the matched impulses of the step before as :func:`matched_warm_start` matches them (the
-    general road, run here step by step from the rollout's own states): the same iterations (which
-    the warm start sets) and modes, ``v+`` to the solver's tolerance (100 tol times the velocity
-    scale, as the warm and cold steps of the rollout test below)."""
+    general road, run here step by step from the rollout's own states): the same warm start (each
+    road's recorded as its solve receives it), the same modes, ``v+`` to the solver's tolerance (100 tol
+    times the velocity scale, as the warm and cold steps of the rollout test below).  Not the same
+    iterations: the two roads' data agree to rounding only, and ADMM's choices (a new penalty past a
+    ratio, Anderson's step taken or refused) are discontinuous in them."""
+    from sparsedyn.contact import friction as friction_module
     from sparsedyn.contact.friction import _options, _slotted_step
+
+    def recorded(into):
+        def step(*args, **options):
+            into.append(options.get("warm_start"))
+            return _slotted_step(*args, **options)
+        return step
     scene = _scene(False)
     axis = np.array([1.0, 1.0, 0]) / np.sqrt(2)
     q0 = np.r_[0, 0, 0.15, np.sin(0.15) * axis, np.cos(0.15)]
@@ -108,16 +117,20 @@ def test_a_native_rollout_takes_the_kernels_road_with_the_matched_warm_start(mon
     with sd.use_backend("native", deterministic=True):
         sd.contact_step(scene.model, [0, 0, SIDE / 2, 0, 0, 0, 1], np.zeros(6), np.zeros(6), scene, DT)
         monkeypatch.setattr(scene_step_module, "scene_contacts", lambda *a: made.append(1) or objects(*a))
+        rolled, stepped = [], []
+        monkeypatch.setattr(friction_module, "_slotted_step", recorded(rolled))
         r = sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT, 200)
-        assert made == []
+        assert made == [] and len(rolled) == 200
         previous, compared = None, 0
         for k in range(200):
-            s, found = scene_step_module.scene_step(_slotted_step, scene.model, r.q[k], r.v[k], np.zeros(6), scene,
+            s, found = scene_step_module.scene_step(recorded(stepped), scene.model, r.q[k], r.v[k], np.zeros(6), scene,
                                                     DT, previous=previous, want_contacts=True,
                                                     **_options({}, r.impulses[k - 1] if k else None))
             previous = (found, r.impulses[k])                # the rollout's impulses start the next step
             assert len(found) == len(r.impulses[k]) and list(s.modes) == list(r.modes[k])
-            assert int(s.iterations) == int(r.iterations[k])
+            # (matched from the same impulses: equal, or both none)
+            assert (rolled[k] is None) == (stepped[k] is None) and (
+                rolled[k] is None or np.array_equal(rolled[k], stepped[k]))
             # both solve one problem (data equal to rounding) to the tolerance from one warm start
             assert np.abs(s.v - r.v[k + 1]).max() <= 100 * 1e-8 * max(1.0, np.abs(r.v[k]).max())
             compared += int(s.iterations) > 0
@@ -272,9 +285,11 @@ def test_rollout_warm_starts_persisting_contacts_same_answer_fewer_iterations():
     ``v+`` from the same state to the solver's tolerance (each is within ``tol`` of Coulomb's law: 100 tol
     times the velocity scale leaves room for the conditioning of the step), and the warm steps take
     fewer iterations in all.  Steps where either solve stopped at its iteration limit are left out
-    (their answers are only as good as the residuals the warning reports), and so is the face's impact
-    on four corners while the box slides and turns, where Coulomb's law has a continuum of solutions
-    (the normal impulses can be shared in many ways): there the two solves find different modes."""
+    (their answers are only as good as the residuals the warning reports).  Where the face rests on
+    four corners Coulomb's law has a continuum of solutions (the normal impulses can be shared in many
+    ways: two diagonal corners carry the weight, or all four), so there the two solves may report
+    different modes (a corner with zero impulse and zero velocity is "stick" or "open" by which of the
+    solutions each solve found), and still the same ``v+``."""
     scene = _scene(True)
     axis = np.array([1.0, 1.0, 0]) / np.sqrt(2)
     q0 = np.r_[0, 0, 0.2 + 0.15, np.sin(0.15) * axis, np.cos(0.15)]
@@ -288,11 +303,10 @@ def test_rollout_warm_starts_persisting_contacts_same_answer_fewer_iterations():
             c = sd.contact_step(scene.model, r.q[k], r.v[k], np.zeros(6), scene, DT)
             if max(int(c.iterations), int(r.iterations[k])) >= limit:
                 continue
-            if list(c.modes) != list(r.modes[k]):
-                other.append(k)
-                continue
             scale = max(1.0, np.abs(r.v[k]).max())
             assert np.abs(c.v - r.v[k + 1]).max() <= 100 * 1e-8 * scale
+            if list(c.modes) != list(r.modes[k]):
+                other.append(k)
             warm.append(int(r.iterations[k])), cold.append(int(c.iterations))
     assert len(warm) > 200 and sum(warm) < sum(cold)
     # the modes differ only where the face rests on its four corners (the continuum): which steps those

@@ -2,8 +2,10 @@
 :func:`~sparsedyn.collide` computes on the NumPy road): each function takes arrays over ``k`` pairs and
 returns ``(d, w_a, w_b, n)``, the signed distances (negative: penetration), the witness points on
 ``a`` and on ``b`` (world) and the unit normals from ``b`` towards ``a``.  :data:`CLOSED_FORM` maps the
-pairs of kinds with a closed form to their function and hits per pair; :data:`FEATURES` the pairs coal
-answers, with the closed-form hits added to coal's closest pair (a resting face's corners).
+pairs of kinds with a closed form to their function and hits per pair; :data:`CLOSEST` the pairs whose
+closest pair alone has one (two boxes: :func:`box_box`, coal's ``distance`` without its GJK and EPA); and
+:data:`FEATURES` the pairs whose closest pair is coal's or :data:`CLOSEST`'s, with the closed-form hits
+added to it (a resting face's corners).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import numpy as np
 from .reduction import mesh_plane_reduced
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
-           "box_plane", "cylinder_plane", "box_face_axis", "box_box_face", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM",
-           "FEATURES"]
+           "box_plane", "cylinder_plane", "box_face_axis", "box_box", "box_box_face", "box_box_corners",
+           "capsule_box_ends", "mesh_plane", "CLOSED_FORM", "CLOSEST", "FEATURES"]
 
 
 def _dot(x, y):
@@ -35,11 +37,10 @@ def sphere_capsule(ca, ra, pb, ub, hb, rb):
     return sphere_sphere(ca, ra, pb + t[:, None] * ub, rb)
 
 
-def capsule_capsule(pa, ua, ha, ra, pb, ub, hb, rb):
-    """Two capsules: the closest points of their segments (Ericson, "Real-Time Collision Detection",
-    2005, section 5.1.9), then two spheres there."""
-    P0, d1 = pa - ha[:, None] * ua, 2 * ha[:, None] * ua
-    Q0, d2 = pb - hb[:, None] * ub, 2 * hb[:, None] * ub
+def _segments(P0, d1, Q0, d2):
+    """The parameters ``(s, t)`` in [0, 1] of the closest points ``P0 + s d1`` and ``Q0 + t d2`` of two
+    segments (arrays over leading axes, points last; Ericson, "Real-Time Collision Detection", 2005,
+    section 5.1.9; parallel segments: the one pair whose ``s`` is least)."""
     r = P0 - Q0
     a, e, f, c, b = _dot(d1, d1), _dot(d2, d2), _dot(d2, r), _dot(d1, r), _dot(d1, d2)
     den = a * e - b * b
@@ -47,7 +48,14 @@ def capsule_capsule(pa, ua, ha, ra, pb, ub, hb, rb):
     s = np.where(parallel, 0.0, np.clip((b * f - c * e) / np.where(parallel, 1.0, den), 0.0, 1.0))
     t = (b * s + f) / e
     s = np.where(t < 0, np.clip(-c / a, 0.0, 1.0), np.where(t > 1, np.clip((b - c) / a, 0.0, 1.0), s))
-    t = np.clip(t, 0.0, 1.0)
+    return s, np.clip(t, 0.0, 1.0)
+
+
+def capsule_capsule(pa, ua, ha, ra, pb, ub, hb, rb):
+    """Two capsules: the closest points of their segments (:func:`_segments`), then two spheres there."""
+    P0, d1 = pa - ha[:, None] * ua, 2 * ha[:, None] * ua
+    Q0, d2 = pb - hb[:, None] * ub, 2 * hb[:, None] * ub
+    s, t = _segments(P0, d1, Q0, d2)
     return sphere_sphere(P0 + s[:, None] * d1, ra, Q0 + t[:, None] * d2, rb)
 
 
@@ -91,10 +99,21 @@ def capsule_plane(pa, ua, ha, ra, nb, pb):
     return _on_plane(ends.reshape(-1, 3), np.tile(ra, 2), np.tile(nb, (2, 1)), np.tile(pb, (2, 1)))
 
 
+# a box's corners and edges: sign patterns of the half extents; an edge from its start along its axis
+_CORNERS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
+_EDGE_AXIS = np.repeat(np.arange(3), 4)
+_EDGE_START = np.array([[-1 if i == a else s for i, s in enumerate(np.insert([u, v], a, 0))]
+                        for a in range(3) for u in (-1, 1) for v in (-1, 1)], float)
+
+
+def _corners(R, p, h):
+    """The eight corners (8, k, 3) of boxes of orientations ``R`` (k, 3, 3), centres ``p``, half extents ``h``."""
+    return p + np.einsum("kij,ckj->cki", R, _CORNERS[:, None, :] * h)
+
+
 def box_plane(Ra, pa, ha, nb, pb):
     """Box and plane: eight hits a pair, one per corner."""
-    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
-    corners = pa + np.einsum("kij,ckj->cki", Ra, signs[:, None, :] * ha)        # (8, k, 3)
+    corners = _corners(Ra, pa, ha)                                  # (8, k, 3)
     k = len(pa)
     return _on_plane(corners.reshape(-1, 3), np.zeros(8 * k), np.tile(nb, (8, 1)), np.tile(pb, (8, 1)))
 
@@ -126,29 +145,162 @@ FACE_PREFERENCE = 1e-6
 PARALLEL_EDGES = 1e-3
 
 
-def box_face_axis(Ra, pa, ha, Rb, pb, hb):
-    """The face axis (k, 3) of two boxes along which they overlap least (or are farthest apart), from
-    ``b`` towards ``a``, where it is the separating axis test's least overlap over all fifteen axes (the
-    six face normals and the nine edge-edge cross products; Gottschalk, Lin, Manocha, "OBBTree: a
-    hierarchical structure for rapid interference detection", 1996): the normal of a face resting on a
-    face; zero where an edge-edge axis overlaps less (the boxes touch edge to edge); and its index (k,)
-    (0-2: a face axis of ``a``, 3-5: of ``b``)."""
+def _separating_axes(Ra, pa, ha, Rb, pb, hb, parallel):
+    """The separating axis test of two boxes over its fifteen axes (the face normals of ``a``, of ``b``,
+    and the cross products of an edge of ``a`` (i) and one of ``b`` (j) at ``6 + 3 i + j``; Gottschalk,
+    Lin, Manocha, "OBBTree: a hierarchical structure for rapid interference detection", 1996): the unit
+    axes (k, 3, 15), the centres' offset ``(pa - pb) . axis`` (k, 15) and the overlap along each (k, 15)
+    [m] (negative: the boxes are that far apart along it; infinite for edges whose cross product is
+    shorter than ``parallel``, the sine of their angle)."""
     k = len(pa)
-    cross = np.cross(Ra[:, :, :, None], Rb[:, :, None, :], axis=1).reshape(k, 3, 9)
-    length = np.linalg.norm(cross, axis=1)
-    # edges nearly parallel (within PARALLEL_EDGES rad): their cross product's direction is set by the
-    # rounding-size tilts of two boxes stacked square (a face on a face), not by an edge on an edge
-    parallel = length < PARALLEL_EDGES
-    axes = np.concatenate([Ra, Rb, cross / np.where(parallel, 1.0, length)[:, None, :]], -1)     # (k, 3, 15)
+    a, b = Ra[:, :, :, None], Rb[:, :, None, :]
+    cross = np.stack([a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1], a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2],
+                      a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]], 1).reshape(k, 3, 9)
+    length = np.sqrt(_dot(cross.transpose(0, 2, 1), cross.transpose(0, 2, 1)))
+    flat = length < parallel
+    axes = np.concatenate([Ra, Rb, cross / np.where(flat, 1.0, length)[:, None, :]], -1)     # (k, 3, 15)
     c = np.einsum("kj,kji->ki", pa - pb, axes)                          # the centres' offset along each
     radius = np.einsum("kj,kji->ki", ha, np.abs(np.einsum("kji,kjl->kil", Ra, axes))) + \
         np.einsum("kj,kji->ki", hb, np.abs(np.einsum("kji,kjl->kil", Rb, axes)))
     overlap = radius - np.abs(c)
-    overlap[:, 6:] = np.where(parallel, np.inf, overlap[:, 6:])
+    overlap[:, 6:] = np.where(flat, np.inf, overlap[:, 6:])
+    return axes, c, overlap
+
+
+def box_face_axis(Ra, pa, ha, Rb, pb, hb):
+    """The face axis (k, 3) of two boxes along which they overlap least (or are farthest apart), from
+    ``b`` towards ``a``, where it is the separating axis test's least overlap over all fifteen axes
+    (:func:`_separating_axes`): the normal of a face resting on a face; zero where an edge-edge axis
+    overlaps less (the boxes touch edge to edge); and its index (k,) (0-2: a face axis of ``a``, 3-5: of
+    ``b``)."""
+    # edges nearly parallel (within PARALLEL_EDGES rad): their cross product's direction is set by the
+    # rounding-size tilts of two boxes stacked square (a face on a face), not by an edge on an edge
+    axes, c, overlap = _separating_axes(Ra, pa, ha, Rb, pb, hb, PARALLEL_EDGES)
     i = np.argmin(overlap[:, :6], axis=-1)
-    rows = np.arange(k)
+    rows = np.arange(len(pa))
     face = overlap[rows, i] <= overlap[:, 6:].min(-1) + FACE_PREFERENCE
     return axes[rows, :, i] * (np.where(c[rows, i] < 0, -1.0, 1.0) * face)[:, None], i
+
+
+#: Edges closer to parallel than this (the sine of their angle) have no edge-edge axis in
+#: :func:`box_box`: their cross product's direction is rounding.
+EXACT_PARALLEL = 1e-12
+#: The face axis is :func:`box_box`'s deepest unless an edge-edge axis overlaps less by more than this [m]
+#: (a tie within rounding: the face's corner is the closest pair, not two edges' points).
+FACE_TIE = 1e-12
+
+def _support_edges(R, p, h, n, axis):
+    """The edges of boxes ``(R, p, h)`` (k, ...) along their axes ``axis`` ((m,) or (k, m)) farthest along the
+    directions ``n`` (k, m, 3): their starts and vectors (k, m, 3) (one of the four where ``n`` is square
+    to more than the edge: the middle of a face or of the box), and the half extents' signs (k, m, 3) of
+    their corner farthest along ``n``."""
+    sign = np.sign(np.einsum("kji,kmj->kmi", R, n))
+    k, m = sign.shape[:2]
+    rows, cols, axis = np.arange(k)[:, None], np.arange(m), np.broadcast_to(axis, (k, m))
+    e = R.transpose(0, 2, 1)[rows, axis] * h[rows, axis][..., None]         # half the edges
+    middle = p[:, None] + np.einsum("kij,kmj->kmi", R, sign * h[:, None]) - sign[rows, cols, axis][..., None] * e
+    return middle - e, 2 * e, sign
+
+
+def _corner_gaps(C, R, p, h):
+    """Corners ``C`` (8, k, 3) outside boxes ``(R, p, h)`` (k, ...): their distances (8, k), the closest
+    points of the boxes (8, k, 3) and the unit normals from the boxes towards them (8, k, 3; zero on the
+    surface), the offset taken in the box's axes (exact for a corner over a face)."""
+    x = np.einsum("kji,ckj->cki", R, C - p)
+    y = np.clip(x, -h, h)
+    L = np.linalg.norm(x - y, axis=-1)
+    u = (x - y) / np.where(L > 0, L, np.inf)[..., None]
+    return L, p + np.einsum("kij,ckj->cki", R, y), np.einsum("kij,ckj->cki", R, u)
+
+
+#: The edges of the nine edge-edge axes (``6 + 3 i + l``): ``a``'s along its axis i, ``b``'s along its l.
+_EDGE_I, _EDGE_L = np.repeat(np.arange(3), 3), np.tile(np.arange(3), 3)
+
+
+def _box_box_apart(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
+    """``(d, w_a, w_b, n)`` of boxes that do not overlap, from their separating axis test
+    (:func:`_separating_axes`): the least of the distances of each one's corners to the other box and of
+    the closest points of the two edges farthest towards each other along each edge-edge axis (the
+    distance of two convex polytopes is that of a corner and a face or of two edges, and where two
+    edges hold it they are those of their axis); the normal of two edges crossing is their axis, of a
+    corner over a face the face's (exact at touch); at touch elsewhere the axis apart most."""
+    k = len(pa)
+    rows = np.arange(k)
+    ca, cb = _corners(Ra, pa, ha), _corners(Rb, pb, hb)                 # (8, k, 3)
+    L1, wb1, n1 = _corner_gaps(ca, Rb, pb, hb)
+    L2, wa2, n2 = _corner_gaps(cb, Ra, pa, ha)
+    n = (axes[:, :, 6:] * np.where(c[:, 6:] < 0, -1.0, 1.0)[:, None]).transpose(0, 2, 1)     # (k, 9, 3)
+    P0, E1, _ = _support_edges(Ra, pa, ha, -n, _EDGE_I)
+    Q0, E2, _ = _support_edges(Rb, pb, hb, n, _EDGE_L)
+    s, t = _segments(P0, E1, Q0, E2)
+    xa, xb = P0 + s[..., None] * E1, Q0 + t[..., None] * E2
+    L3 = np.where(np.isfinite(overlap[:, 6:]), np.linalg.norm(xa - xb, axis=-1), np.inf)
+    across = (s > 0) & (s < 1) & (t > 0) & (t < 1)
+    n3 = np.where(across[..., None], n, (xa - xb) / np.where(L3 > 0, L3, np.inf)[..., None])
+    d = np.concatenate([L1.T, L2.T, L3], 1)                              # (k, 25)
+    j = np.argmin(d, axis=1)
+    pick = (lambda x1, x2, x3: np.concatenate([x1.transpose(1, 0, 2), x2.transpose(1, 0, 2), x3], 1)[rows, j])
+    wa, wb, nn = pick(ca, wa2, xa), pick(wb1, cb, xb), pick(n1, -n2, n3)
+    # touching where no axis holds the normal (a corner on an edge): the axis apart most
+    i = np.argmin(overlap, axis=1)
+    top = axes[rows, :, i] * np.where(c[rows, i] < 0, -1.0, 1.0)[:, None]
+    return d[rows, j], wa, wb, np.where((np.abs(nn).sum(-1) > 0)[:, None], nn, top)
+
+
+def _over_reference(v, sign, Ri, pi, hi, Rr, pr, hr):
+    """The deepest corners ``v`` (k, 3) of boxes ``(Ri, pi, hi)`` along an axis of ``(Rr, pr, hr)``, their
+    half extents' signs ``sign`` (k, 3); where a sign is zero (a face or an edge parallel to the reference
+    face: every point of it as deep) a point of that face or edge over the reference box instead of its
+    centre, by alternating projections on the two (a few suffice for boxes with parallel faces)."""
+    free = sign == 0
+    m = np.flatnonzero(free.any(-1))
+    if len(m) == 0:
+        return v
+    v, x = v.copy(), v[m]
+    for _ in range(3):
+        x = pr[m] + np.einsum("kij,kj->ki", Rr[m], np.clip(np.einsum("kji,kj->ki", Rr[m], x - pr[m]), -hr[m], hr[m]))
+        z = np.einsum("kji,kj->ki", Ri[m], x - pi[m])
+        x = pi[m] + np.einsum("kij,kj->ki", Ri[m], np.where(free[m], np.clip(z, -hi[m], hi[m]), sign[m] * hi[m]))
+    v[m] = x
+    return v
+
+
+def _box_box_deep(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
+    """``(d, w_a, w_b, n)`` of overlapping boxes, from their separating axis test (:func:`_separating_axes`):
+    the axis of least overlap the normal (a face's where an edge-edge axis is no less by :data:`FACE_TIE`),
+    the overlap the depth, and the witness points those of coal's EPA (the minimum translation's facet
+    of the boxes' Minkowski difference): on a face axis the other box's deepest corner and its
+    projection on the face; on an edge-edge axis the closest points of the two deepest edges."""
+    rows = np.arange(len(pa))
+    f, e = np.argmin(overlap[:, :6], -1), 6 + np.argmin(overlap[:, 6:], -1)
+    j = np.where(overlap[rows, e] < overlap[rows, f] - FACE_TIE, e, f)
+    depth = overlap[rows, j]
+    n = axes[rows, :, j] * np.where(c[rows, j] < 0, -1.0, 1.0)[:, None]
+    e = np.maximum(j - 6, 0)
+    P0, E1, sa = _support_edges(Ra, pa, ha, -n[:, None], _EDGE_I[e][:, None])     # the deepest edges of the axis j
+    Q0, E2, sb = _support_edges(Rb, pb, hb, n[:, None], _EDGE_L[e][:, None])
+    s, t = _segments(P0[:, 0], E1[:, 0], Q0[:, 0], E2[:, 0])
+    sa, sb = sa[:, 0], sb[:, 0]
+    va, vb = pa + np.einsum("kij,kj->ki", Ra, sa * ha), pb + np.einsum("kij,kj->ki", Rb, sb * hb)
+    edge, on_b = (j >= 6)[:, None], (j < 6)[:, None] & (j >= 3)[:, None]
+    va = _over_reference(va, np.where(on_b, sa, 1.0), Ra, pa, ha, Rb, pb, hb)      # (the incident face's)
+    vb = _over_reference(vb, np.where(j < 3, sb.T, 1.0).T, Rb, pb, hb, Ra, pa, ha)
+    wa = np.where(edge, P0[:, 0] + s[:, None] * E1[:, 0], np.where(on_b, va, vb - depth[:, None] * n))
+    wb = np.where(edge, Q0[:, 0] + t[:, None] * E2[:, 0], np.where(on_b, va + depth[:, None] * n, vb))
+    return -depth, wa, wb, n
+
+
+def box_box(Ra, pa, ha, Rb, pb, hb):
+    """Two boxes of orientations ``Ra``, ``Rb`` (k, 3, 3), centres ``pa``, ``pb`` and half extents ``ha``,
+    ``hb`` (k, 3): their signed distance and closest pair of points, coal's ``distance`` in closed form,
+    apart (:func:`_box_box_apart`) or overlapping (:func:`_box_box_deep`: the separating axis test)."""
+    axes, c, overlap = _separating_axes(Ra, pa, ha, Rb, pb, hb, EXACT_PARALLEL)
+    deep = overlap.min(-1) > 0
+    d, wa, wb, n = np.zeros(len(pa)), np.zeros_like(pa), np.zeros_like(pa), np.zeros_like(pa)
+    for m, f in ((~deep, _box_box_apart), (deep, _box_box_deep)):
+        if m.any():
+            d[m], wa[m], wb[m], n[m] = f(Ra[m], pa[m], ha[m], Rb[m], pb[m], hb[m], axes[m], c[m], overlap[m])
+    return d, wa, wb, n
 
 
 def _over_face(x, Rb, pb, hb, axis, hits):
@@ -216,12 +368,10 @@ def box_box_face(Ra, pa, ha, Rb, pb, hb, axis, which):
 def box_box_corners(Ra, pa, ha, Rb, pb, hb):
     """Two boxes: the corners of each against the other (a point against a box), sixteen hits a pair, then
     the contact polygon of a face resting on a face (:func:`box_box_face`), eight (the closest pair, an
-    edge on an edge, is coal's); a corner over the face of the pair's :func:`box_face_axis` touches
+    edge on an edge, is :func:`box_box`'s); a corner over the face of the pair's :func:`box_face_axis` touches
     through that face, not its nearest one."""
-    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
     k = len(pa)
-    ca = (pa + np.einsum("kij,ckj->cki", Ra, signs[:, None, :] * ha)).reshape(-1, 3)
-    cb = (pb + np.einsum("kij,ckj->cki", Rb, signs[:, None, :] * hb)).reshape(-1, 3)
+    ca, cb = _corners(Ra, pa, ha).reshape(-1, 3), _corners(Rb, pb, hb).reshape(-1, 3)
     z = np.zeros(8 * k)
     axis, which = box_face_axis(Ra, pa, ha, Rb, pb, hb)
     n = np.tile(axis, (8, 1))
@@ -271,7 +421,15 @@ CLOSED_FORM = {
 }
 
 
-# Pairs that coal answers, and the closed-form hits added to coal's closest pair where it is within the margin
+# Pairs whose closest pair (coal's ``distance``) has a closed form, though not their resting contacts: those
+# are :data:`FEATURES`
+CLOSEST = {
+    ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box(Ra, pa, sa / 2, Rb, pb, sb / 2), 1),
+}
+
+
+# Pairs whose closest pair is coal's or :data:`CLOSEST`'s, and the closed-form hits added to it where it is
+# within the margin
 FEATURES = {
     ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box_corners(Ra, pa, sa / 2, Rb, pb, sb / 2), 24),
     ("capsule", "box"): (lambda Ra, pa, sa, Rb, pb, sb:

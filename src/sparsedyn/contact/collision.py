@@ -8,13 +8,15 @@ below the scene's margin.
 
 Broad phase: bounding spheres (against a plane, a sphere's height above it).  Narrow phase: closed forms (:mod:`~sparsedyn.contact.closed_forms`),
 vectorised over the pairs of one kind, for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
-against a plane; a mesh against a plane by the vertices of its convex hull (up to four hits: the
+against a plane, and for the closest pair of two boxes (the separating axis test, then the closest
+corner or edges, :func:`~sparsedyn.contact.closed_forms.box_box`: coal's EPA depends on the queries
+before it); a mesh against a plane by the vertices of its convex hull (up to four hits: the
 vertices within the margin reduced to the points spanning their patch,
 :mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and EPA, BVHs for
 meshes) for the other
 pairs.  Where a resting contact is a segment or a face, one pair gives several hits: a capsule or a
 cylinder on a plane each end (cylinders: four points of each rim), a box on a plane each corner
-within the margin, and, beside coal's closest pair, a box's corners against another box and a
+within the margin, and, beside the closest pair, a box's corners against another box and a
 capsule's end spheres against a box (closed forms: a point against a box).  A shape against a height
 field: its features (a sphere, a capsule's end spheres, a box's corners, a cylinder's rim points, a
 mesh's hull vertices) against the surface's triangles (:mod:`~sparsedyn.contact.heightfield`), and
@@ -40,9 +42,9 @@ import numpy as np
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
 from ..kernels import native_calls, use_backend
-from .closed_forms import (CLOSED_FORM, FEATURES, box_box_corners, box_plane, capsule_box_ends,  # noqa: F401
-                           capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box, sphere_capsule,
-                           sphere_plane, sphere_sphere)
+from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane,  # noqa: F401
+                           capsule_box_ends, capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box,
+                           sphere_capsule, sphere_plane, sphere_sphere)
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
                              _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
 from .collision_kernel import kernel_plan
@@ -470,14 +472,25 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
 
 def _coal_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
-    they overlap) for the closest pair, and for a box the closed-form hits of the features that rest
-    on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
+    they overlap) for the closest pair (two boxes: its closed form, :data:`CLOSEST`), and for a box
+    the closed-form hits of the features that rest on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
     the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
     those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
     above the surface: the others carry nothing at rest)."""
-    coal = _coal()
-    tf = {i: coal.Transform3s(R[i], p[i]) for i in np.unique(scene.index[ks]).tolist()}     # the pairs' shapes
+    kinds = [s.kind for s in scene.shapes]
     blocks, near = [], []
+    pair_kinds = [(kinds[i], kinds[j]) for i, j in scene.index[ks].tolist()]
+    for key in CLOSEST:                            # the pairs whose closest pair has a closed form (box-box)
+        for order in {key, key[::-1]}:
+            mine = np.array([x == order for x in pair_kinds], bool)
+            if mine.any():
+                kc, d, wa, wb, n = _closed_form(scene, key, ks[mine], R, p, CLOSEST)
+                keep = np.flatnonzero(d < margin)
+                blocks += list(zip(kc[keep].tolist(), d[keep], wa[keep], wb[keep], n[keep]))
+                near += kc[keep].tolist()
+    ks = np.array([k for k, x in zip(ks.tolist(), pair_kinds) if x not in CLOSEST and x[::-1] not in CLOSEST], int)
+    coal = _coal() if len(ks) else None
+    tf = {i: coal.Transform3s(R[i], p[i]) for i in np.unique(scene.index[ks]).tolist()}     # the pairs' shapes
     for k in ks:
         i, j = scene.index[k]
         gi, gj = _coal_geometry(scene, i), _coal_geometry(scene, j)
@@ -497,7 +510,6 @@ def _coal_pairs(scene, ks, R, p, margin):
             near += [k] if got else []
         for w1, w2, nc, d in got:
             blocks.append((k, d, np.array(w1, float), np.array(w2, float), -np.array(nc, float)))
-    kinds = [s.kind for s in scene.shapes]
     extra = []
     for key in FEATURES:
         for order in {key, key[::-1]}:             # one call per order of the pair's kinds

@@ -85,8 +85,8 @@ def _coal():
     try:
         import coal
     except ImportError:
-        raise ImportError("collide: this scene has pairs that need coal (meshes, ellipsoids, box-box, cylinders "
-                          "off a plane): pip install coal") from None
+        raise ImportError("collide: this scene has pairs that need coal (meshes, ellipsoids, cylinders off a "
+                          "plane, a capsule against a box): pip install coal") from None
     return coal
 
 

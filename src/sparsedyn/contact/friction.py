@@ -71,7 +71,8 @@ Residuals of a solution ``lambda`` (the largest over the contacts): ``primal`` t
 ``|x - z|`` [N s] (0 for PGS, whose iterates are in the cones), ``dual`` the distance of
 ``u + Phi(u)`` from the dual cone [m/s], ``complementarity`` ``|lambda . (u + Phi(u))|`` [J].  The
 solve stops when they are below ``tol`` times the impulse scale (the largest impulse), the velocity
-scale (the largest free contact velocity ``|J v_free + b|``) and their product.
+scale (the largest free velocity of a closing contact, tangential or normal: not an open speculative
+contact's ``gap / dt``) and their product (:mod:`~sparsedyn.contact.friction_residuals`).
 
 This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_problem` the problem;
 :mod:`~sparsedyn.contact.friction_kernel` the solver's stages and the kernel of the step.
@@ -159,7 +160,7 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     ``contacts``: point contacts ``Contact(frame, "3d", friction=mu, point=p, plane=(n, offset))``
     (``mu >= 0``, 0: frictionless; ``point`` in the frame's axes, default its origin; ``plane`` default the ground
     z = 0); ``dt`` > 0 [s].  ``tol``: the residuals' stopping test, relative to the impulse and
-    velocity scales of the problem (``max |lambda|`` and ``max |J v_free|``); ``max_iterations``
+    velocity scales of the problem (``max |lambda|`` and the closing contacts' ``max |J v_free|``); ``max_iterations``
     (default 1000 for ADMM, 10000 for PGS): after it a :class:`ContactStepWarning` gives the
     residuals; ``solver``: ``"admm"`` (states that ADMM has not solved in ``ADMM_BUDGET``
     iterations continue with Gauss-Seidel, up to ``10 max_iterations`` sweeps) or ``"pgs"``; ``f_ext`` (..., NB, 6), ``gravity`` (3,) as in

@@ -467,9 +467,6 @@ ADMM_BUDGET = 1000
 #: ADMM's proximal term relative to the largest eigenvalue of the Delassus matrix.
 PROXIMAL = 1e-8
 
-#: ADMM's over-relaxation factor (1: none; 1.5 to 1.8 usually speeds it up).
-RELAX = 1.6
-
 
 # --- the step on its own: the model and where its kernels run, the modes --------------------------
 

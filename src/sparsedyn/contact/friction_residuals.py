@@ -2,8 +2,24 @@
 (:mod:`~sparsedyn.contact.friction_kernel`), branch-free (the stages are traced): the projections onto
 the cones and their duals, the residuals of an iterate, and the scales and test that stop the solve.
 
-The stopping test compares each residual with ``tol`` times the scale of its unit: the impulse scale
-(the largest impulse), the velocity scale (the largest free contact velocity) and their product.
+The stopping test compares each residual with ``tol`` times the scale of its unit, and the scales are
+those of the contacts that matter to the solution:
+
+* impulses [N s]: the largest impulse, at least ``1e-4`` of the one that would stop the largest free
+  contact velocity at the stiffest contact (``max |g| / max diag G``: the problem's own size before
+  any impulse is found);
+* velocities [m/s]: the largest free velocity that the impulses must cancel, the tangential
+  velocity and the closing normal velocity (``-g_n > 0``) of each closing contact
+  (:func:`velocity_scale`).  An open contact's free velocity is no such velocity: a speculative
+  contact within the margin carries its gap over the step, ``gap / dt``, in ``g_n`` (5 mm over a
+  millisecond: 5 m/s, where a robot resting on the floor has free velocities of ``g dt``, 0.01 m/s),
+  and a contact moving apart needs no impulse to stay apart.  Such a scale would loosen the test of
+  the contacts that carry the load by its ratio (400 on talos lying on a box) and, read by the
+  penalty's residual balancing, set ``rho`` for velocities nothing has.  Where no contact closes
+  (all move apart or stay open within the margin), the largest free velocity of all is the scale;
+* complementarity [J]: their product, so that ``|lambda . (u + Phi(u))| <= tol ls vs`` is what a
+  velocity error of ``tol vs`` at the largest impulse makes: the three tests ask the same relative
+  accuracy of the impulses and of the velocities.
 """
 
 from __future__ import annotations
@@ -13,7 +29,7 @@ import numpy as np
 from .. import backend as bk
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 
-__all__ = ["project_cone"]
+__all__ = ["project_cone", "velocity_scale", "closing_contacts"]
 
 
 def project_cone(x, mu):
@@ -51,10 +67,25 @@ def _residuals(z, x, u, mu):
     return _vmax(_abs(x - z)), dual, comp
 
 
+def closing_contacts(g):
+    """1 for each closing contact of the free contact velocities ``g`` (nc, 3) ``[t_x, t_y, n]`` (``g_n <
+    0``; ``-0.0``, a zero row, counts as closing and adds nothing to a scale), else 0 (nc,)."""
+    return 1.0 - _step(g[:, 2])
+
+
+def velocity_scale(g):
+    """The velocity scale [m/s] of the free contact velocities ``g`` (nc, 3) ``[t_x, t_y, n]`` (the
+    module docstring): the largest tangential or closing normal velocity of a closing contact
+    (:func:`closing_contacts`); where none closes, the largest free velocity of all (the problem's own
+    size: a scale of zero would ask the residuals' rounding crumbs to vanish)."""
+    closing = _vmax(_abs(g) * closing_contacts(g)[:, None])
+    return closing + (1.0 - _step(closing - _TINY)) * _vmax(_abs(g))
+
+
 def _scales(z, gmax, dmax):
-    """Impulse and velocity scales of the stopping tests: the largest impulse of ``z`` (at least 1e-4
-    of the one that would stop the free motion of a contact) and the largest free contact velocity
-    ``gmax`` (``max diag G`` times the impulse scale where it is zero)."""
+    """Impulse and velocity scales of the stopping tests (the module docstring): the largest impulse of
+    ``z`` (at least 1e-4 of ``gmax / dmax``) and the velocity scale ``gmax`` (:func:`velocity_scale`;
+    ``max diag G`` times the impulse scale where it is zero: no free velocity at all)."""
     ls = _vmax([_vmax(_abs(z)), 1e-4 * gmax / (dmax + (1.0 - _step(dmax - _TINY)))])
     vs = gmax + (1.0 - _step(gmax - _TINY)) * dmax * ls
     return _vmax([ls, _TINY]), _vmax([vs, _TINY])
