@@ -1,0 +1,58 @@
+"""A step in a scene laid out in its slots for its derivatives (sparsedyn.contact.scene_slotted): the
+slots hold the step's own impulses and modes, their weights are the modes' with the slots' friction,
+and a batch's layout (one loop over the states) is the one-state layout's, on both roads.  The step
+itself is checked by hand: a box sliding flat on the floor and landing at 0.1 m/s."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from test_scene import MASS, SIDE, floor_scene
+from sparsedyn.contact.friction_problem import _model_and_kernels
+from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, slotted_scene_step
+
+DT, G, MU, TOL = 1e-3, 9.81, 0.5, 1e-8
+Q = [0.1, -0.2, SIDE / 2, 0, 0, 0, 1]                       # flat on the floor (a plain list)
+V = [0, 0, 0, 0.3, 0, -0.1]                                 # [omega, v]: sliding along x, landing at 0.1 m/s
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_the_slots_hold_the_steps_impulses_and_modes(backend):
+    scene = floor_scene()
+    model, kernels = _model_and_kernels(scene.model, "test")
+    with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
+        step, _, slotted = slotted_scene_step(model, kernels, Q, V, np.zeros(6), scene, DT, {})
+        ref = sd.contact_step(model, Q, V, np.zeros(6), scene, DT)
+    # by hand: the four bottom corners slide, the normal impulses stop the fall and carry the weight
+    # over the step, and each friction impulse is -mu times its normal impulse along x
+    lam = slotted.impulses[0]
+    scale = MASS * (0.1 + G * DT)
+    assert list(slotted.modes[0]) == ["slide"] * 4 == list(ref.modes)
+    assert abs(lam[:, 2].sum() - scale) <= 100 * TOL * scale
+    assert np.allclose(lam[:, 0], -MU * lam[:, 2], rtol=0, atol=100 * TOL * scale)
+    assert np.abs(lam[:, 1]).max() <= 100 * TOL * scale
+    # the slots are the step's
+    assert np.array_equal(lam, np.reshape(step.impulses, (4, 3))) and np.array_equal(step.v, ref.v)
+    assert np.array_equal(slotted.weights[0], [MODE_WEIGHTS["slide"] + (MU,)] * 4)
+    assert np.array_equal(slotted.mu[0], [MU] * 4)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_batchs_slots_are_each_states_slots(backend):
+    """Two states (the landing box and the box at rest): the batch's per-state loop lays out each
+    state as the one-state road does (the same solve, to the solver's tolerance)."""
+    scene = floor_scene()
+    model, kernels = _model_and_kernels(scene.model, "test")
+    Qs, Vs = np.array([Q, Q], float), np.array([V, np.zeros(6)])
+    with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
+        _, _, batch = slotted_scene_step(model, kernels, Qs, Vs, np.zeros((2, 6)), scene, DT, {})
+        singles = [slotted_scene_step(model, kernels, q, v, np.zeros(6), scene, DT, {})[2] for q, v in zip(Qs, Vs)]
+    assert batch.frames == singles[0].frames and batch.impulses.shape == (2, 4, 3)
+    for b, one in enumerate(singles):
+        scale = MASS * (abs(Vs[b, 5]) + G * DT)
+        assert np.abs(batch.impulses[b] - one.impulses[0]).max() <= 100 * TOL * scale
+        assert np.array_equal(batch.data[b], one.data[0]) and np.array_equal(batch.mu[b], one.mu[0])
+    # the sliding box's modes are unique (four slides); the box at rest on four corners has a continuum
+    # of solutions (a corner with no impulse reads stick or open), and carries its weight over the step
+    assert list(batch.modes[0]) == list(singles[0].modes[0]) == ["slide"] * 4
+    assert abs(batch.impulses[1, :, 2].sum() - MASS * G * DT) <= 100 * TOL * MASS * G * DT
