@@ -43,7 +43,8 @@ def _segments(P0, d1, Q0, d2):
     section 5.1.9; parallel segments: the one pair whose ``s`` is least)."""
     r = P0 - Q0
     # the dot products of (d1, d2) with (d1, d2, r) in one product (the arrays are small: one call, not five)
-    G = np.concatenate([d1[..., None, :], d2[..., None, :]], -2) @ np.concatenate([d1[..., None], d2[..., None], r[..., None]], -1)
+    G = np.concatenate([d1[..., None, :], d2[..., None, :]], -2) @ \
+        np.concatenate([d1[..., None], d2[..., None], r[..., None]], -1)
     a, b, c, e, f = G[..., 0, 0], G[..., 0, 1], G[..., 0, 2], G[..., 1, 1], G[..., 1, 2]
     den = a * e - b * b
     parallel = den <= 1e-12 * a * e
