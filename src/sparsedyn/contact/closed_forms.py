@@ -202,10 +202,9 @@ EXACT_PARALLEL = 1e-12
 #: (a tie within rounding: the face's corner is the closest pair, not two edges' points).
 FACE_TIE = 1e-12
 
-#: The edges of the nine edge-edge axes (``6 + 3 i + l``): ``a``'s along its axis i, ``b``'s along its l;
-#: as the two boxes' (2, 9) tables, and the one-hot of each edge's axis (2, 9, 3).
-_EDGE_I, _EDGE_L = np.repeat(np.arange(3), 3), np.tile(np.arange(3), 3)
-_EDGE_BOX, _EDGE_AXES = np.repeat(np.arange(2), 9).reshape(2, 9), np.stack([_EDGE_I, _EDGE_L])
+#: The edges of the nine edge-edge axes (``6 + 3 i + l``): ``a``'s along its axis i (row 0), ``b``'s along
+#: its l (row 1); and the one-hot of each edge's axis (2, 9, 3).
+_EDGE_AXES = np.stack([np.repeat(np.arange(3), 3), np.tile(np.arange(3), 3)])
 _EDGE_ONEHOT = np.eye(3)[_EDGE_AXES]
 
 
