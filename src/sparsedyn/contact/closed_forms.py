@@ -326,8 +326,9 @@ def _box_box_deep(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
     vi, si = v[rows, inc], sign[rows, inc]
     m = np.flatnonzero(~edge & (si == 0).any(-1))
     if len(m):
-        vi[m] = _over_reference(vi[m], si[m], R[m, inc[m]], p[m, inc[m]], h[m, inc[m]],
-                                R[m, 1 - inc[m]], p[m, 1 - inc[m]], h[m, 1 - inc[m]])
+        mr, order = m[:, None], np.concatenate([inc[m, None], 1 - inc[m, None]], 1)     # (incident, reference)
+        Rm, pm, hm = R[mr, order], p[mr, order], h[mr, order]
+        vi[m] = _over_reference(vi[m], si[m], Rm[:, 0], pm[:, 0], hm[:, 0], Rm[:, 1], pm[:, 1], hm[:, 1])
     on_b = (inc == 0)[:, None]
     wa = np.where(edge[:, None], wa, np.where(on_b, vi, vi - depth[:, None] * n))
     wb = np.where(edge[:, None], wb, np.where(on_b, vi + depth[:, None] * n, vi))
