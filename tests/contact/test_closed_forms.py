@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import rel_err, rounding_bound
 from sparsedyn.contact.closed_forms import box_box
 
 #: coal's tolerance of GJK and EPA here (its default, 1e-6, is the accuracy of its iterations) [m]
@@ -79,6 +80,36 @@ def test_box_box_is_coals_distance_on_random_poses():
     assert np.abs(n - nc)[deep | far].max() <= EXACT
     # every pair: a unit normal along the witness points' difference, w_a - w_b = d n
     assert np.allclose(np.linalg.norm(n, axis=1), 1.0, rtol=0, atol=1e-14)
+    assert np.allclose(wa - wb, d[:, None] * n, rtol=0, atol=1e-14)
+
+
+def test_box_box_each_pair_alone_is_the_batch_and_coals():
+    # 500 pairs apart, overlapping and touching (150 of those 0.1 m apart or more moved along coal's
+    # normal until coal's distance is 0): the batch mixes the two closed forms (split by the separating
+    # axis test), a pair alone takes one of them whole; per pair the arithmetic is the same (equal up to
+    # rounding, relative to the poses' metre scale), and both are coal's answer
+    rng = np.random.default_rng(2)
+    Ra, pa, ha, Rb, pb, hb = random_pairs(rng, 500)
+    dc, _, _, nc = coal_box_box(Ra, pa, ha, Rb, pb, hb)
+    moved = np.flatnonzero(dc >= 0.1)[:150]
+    assert len(moved) == 150
+    pa[moved] -= dc[moved, None] * nc[moved]
+    pairs = (Ra, pa, ha, Rb, pb, hb)
+    batch = box_box(*pairs)
+    alone = [box_box(*(x[i:i + 1] for x in pairs)) for i in range(500)]
+    for x, y in zip(batch, zip(*alone)):
+        assert rel_err(np.concatenate(y), x) <= rounding_bound(3)
+    d, wa, wb, n = batch
+    dc, wac, wbc, nc = coal_box_box(*pairs)
+    ok = np.isfinite(dc)
+    assert ok.sum() >= 490
+    touch = np.zeros(500, bool)
+    touch[moved] = True
+    assert (ok & touch).sum() >= 145 and (ok & (dc < -1e-3)).sum() >= 100 and (ok & (dc > 1e-3)).sum() >= 50
+    assert np.abs(dc[ok & touch]).max() <= EXACT
+    assert np.abs(d - dc)[ok].max() <= EXACT
+    assert np.abs(wa - wac)[ok].max() <= EXACT and np.abs(wb - wbc)[ok].max() <= EXACT
+    assert np.abs(n - nc)[ok & ~touch & ((dc < 0) | (dc >= 0.1))].max() <= EXACT     # (at touch: no coal normal)
     assert np.allclose(wa - wb, d[:, None] * n, rtol=0, atol=1e-14)
 
 

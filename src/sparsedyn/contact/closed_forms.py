@@ -42,13 +42,21 @@ def _segments(P0, d1, Q0, d2):
     segments (arrays over leading axes, points last; Ericson, "Real-Time Collision Detection", 2005,
     section 5.1.9; parallel segments: the one pair whose ``s`` is least)."""
     r = P0 - Q0
-    a, e, f, c, b = _dot(d1, d1), _dot(d2, d2), _dot(d2, r), _dot(d1, r), _dot(d1, d2)
+    # the dot products of (d1, d2) with (d1, d2, r) in one product (the arrays are small: one call, not five)
+    G = np.concatenate([d1[..., None, :], d2[..., None, :]], -2) @ \
+        np.concatenate([d1[..., None], d2[..., None], r[..., None]], -1)
+    a, b, c, e, f = G[..., 0, 0], G[..., 0, 1], G[..., 0, 2], G[..., 1, 1], G[..., 1, 2]
     den = a * e - b * b
     parallel = den <= 1e-12 * a * e
-    s = np.where(parallel, 0.0, np.clip((b * f - c * e) / np.where(parallel, 1.0, den), 0.0, 1.0))
+    s = np.where(parallel, 0.0, _unit((b * f - c * e) / np.where(parallel, 1.0, den)))
     t = (b * s + f) / e
-    s = np.where(t < 0, np.clip(-c / a, 0.0, 1.0), np.where(t > 1, np.clip((b - c) / a, 0.0, 1.0), s))
-    return s, np.clip(t, 0.0, 1.0)
+    s = np.where(t < 0, _unit(-c / a), np.where(t > 1, _unit((b - c) / a), s))
+    return s, _unit(t)
+
+
+def _unit(x):
+    """``x`` clipped to [0, 1] (``np.clip``'s value, without its dispatch: these arrays are small)."""
+    return np.minimum(np.maximum(x, 0.0), 1.0)
 
 
 def capsule_capsule(pa, ua, ha, ra, pb, ub, hb, rb):
@@ -145,6 +153,11 @@ FACE_PREFERENCE = 1e-6
 PARALLEL_EDGES = 1e-3
 
 
+#: The rows of two rotations' cross products' factors, ``(x cross y)_r = x_{r+1} y_{r+2} - x_{r+2} y_{r+1}``:
+#: of the first's ``r + 1`` then ``r + 2``, of the second's ``r + 2`` then ``r + 1``.
+_FIRST, _SECOND = np.array([1, 2, 0, 2, 0, 1]), np.array([2, 0, 1, 1, 2, 0])
+
+
 def _separating_axes(Ra, pa, ha, Rb, pb, hb, parallel):
     """The separating axis test of two boxes over its fifteen axes (the face normals of ``a``, of ``b``,
     and the cross products of an edge of ``a`` (i) and one of ``b`` (j) at ``6 + 3 i + j``; Gottschalk,
@@ -153,17 +166,17 @@ def _separating_axes(Ra, pa, ha, Rb, pb, hb, parallel):
     [m] (negative: the boxes are that far apart along it; infinite for edges whose cross product is
     shorter than ``parallel``, the sine of their angle)."""
     k = len(pa)
-    a, b = Ra[:, :, :, None], Rb[:, :, None, :]
-    cross = np.stack([a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1], a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2],
-                      a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]], 1).reshape(k, 3, 9)
-    length = np.sqrt(_dot(cross.transpose(0, 2, 1), cross.transpose(0, 2, 1)))
+    products = Ra[:, _FIRST].reshape(k, 2, 3, 3, 1) * Rb[:, _SECOND].reshape(k, 2, 3, 1, 3)
+    cross = (products[:, 0] - products[:, 1]).reshape(k, 3, 9)
+    length = np.sqrt((cross * cross).sum(1))
     flat = length < parallel
     axes = np.concatenate([Ra, Rb, cross / np.where(flat, 1.0, length)[:, None, :]], -1)     # (k, 3, 15)
-    c = np.einsum("kj,kji->ki", pa - pb, axes)                          # the centres' offset along each
-    radius = np.einsum("kj,kji->ki", ha, np.abs(np.einsum("kji,kjl->kil", Ra, axes))) + \
-        np.einsum("kj,kji->ki", hb, np.abs(np.einsum("kji,kjl->kil", Rb, axes)))
+    c = ((pa - pb)[:, None] @ axes)[:, 0]                                 # the centres' offset along each
+    # the half extents of both boxes (6) times their axes' projections on each axis (6, 15): one product
+    R = np.concatenate([Ra, Rb], -1)
+    radius = (np.concatenate([ha, hb], -1)[:, None] @ np.abs(R.transpose(0, 2, 1) @ axes))[:, 0]
     overlap = radius - np.abs(c)
-    overlap[:, 6:] = np.where(flat, np.inf, overlap[:, 6:])
+    overlap[:, 6:][flat] = np.inf
     return axes, c, overlap
 
 
@@ -189,32 +202,46 @@ EXACT_PARALLEL = 1e-12
 #: (a tie within rounding: the face's corner is the closest pair, not two edges' points).
 FACE_TIE = 1e-12
 
-def _support_edges(R, p, h, n, axis):
-    """The edges of boxes ``(R, p, h)`` (k, ...) along their axes ``axis`` ((m,) or (k, m)) farthest along the
-    directions ``n`` (k, m, 3): their starts and vectors (k, m, 3) (one of the four where ``n`` is square
-    to more than the edge: the middle of a face or of the box), and the half extents' signs (k, m, 3) of
-    their corner farthest along ``n``."""
-    sign = np.sign(np.einsum("kji,kmj->kmi", R, n))
-    k, m = sign.shape[:2]
-    rows, cols, axis = np.arange(k)[:, None], np.arange(m), np.broadcast_to(axis, (k, m))
-    e = R.transpose(0, 2, 1)[rows, axis] * h[rows, axis][..., None]         # half the edges
-    middle = p[:, None] + np.einsum("kij,kmj->kmi", R, sign * h[:, None]) - sign[rows, cols, axis][..., None] * e
-    return middle - e, 2 * e, sign
+#: The edges of the nine edge-edge axes (``6 + 3 i + l``): ``a``'s along its axis i (row 0), ``b``'s along
+#: its l (row 1); and the one-hot of each edge's axis (2, 9, 3).
+_EDGE_AXES = np.stack([np.repeat(np.arange(3), 3), np.tile(np.arange(3), 3)])
+_EDGE_ONEHOT = np.eye(3)[_EDGE_AXES]
+
+
+def _stacked(Ra, pa, ha, Rb, pb, hb):
+    """The two boxes of each pair stacked on axis 1: ``R`` (k, 2, 3, 3), ``p`` and ``h`` (k, 2, 3)."""
+    return (np.concatenate([Ra[:, None], Rb[:, None]], 1), np.concatenate([pa[:, None], pb[:, None]], 1),
+            np.concatenate([ha[:, None], hb[:, None]], 1))
+
+
+def _support_edges(R, p, h, n, axis, onehot):
+    """The edges of boxes ``(R, p, h)`` ((k, 2, 3, 3), (k, 2, 3)) along their axes ``axis`` (k or 1, 2, m)
+    (``onehot`` (k or 1, 2, m, 3) their one-hots) farthest along the directions ``n`` (k, 2, m, 3): their
+    starts and vectors (k, 2, m, 3) (one of the four where ``n`` is square to more than the edge: the
+    middle of a face or of the box), the half extents' signs (k, 2, m, 3) and the corners (k, 2, m, 3)
+    farthest along ``n``."""
+    sign = np.sign(n @ R)                                                 # n in the boxes' axes
+    RT = R.transpose(0, 1, 3, 2)
+    k = len(R)
+    rows, boxes = np.arange(k)[:, None, None], np.arange(2)[:, None]
+    e = RT[rows, boxes, axis] * h[rows, boxes, axis][..., None]          # half the edges
+    corner = p[:, :, None] + (sign * h[:, :, None]) @ RT
+    middle = corner - (sign * onehot).sum(-1)[..., None] * e
+    return middle - e, 2 * e, sign, corner
 
 
 def _corner_gaps(C, R, p, h):
-    """Corners ``C`` (8, k, 3) outside boxes ``(R, p, h)`` (k, ...): their distances (8, k), the closest
-    points of the boxes (8, k, 3) and the unit normals from the boxes towards them (8, k, 3; zero on the
-    surface), the offset taken in the box's axes (exact for a corner over a face)."""
-    x = np.einsum("kji,ckj->cki", R, C - p)
-    y = np.clip(x, -h, h)
-    L = np.linalg.norm(x - y, axis=-1)
-    u = (x - y) / np.where(L > 0, L, np.inf)[..., None]
-    return L, p + np.einsum("kij,ckj->cki", R, y), np.einsum("kij,ckj->cki", R, u)
-
-
-#: The edges of the nine edge-edge axes (``6 + 3 i + l``): ``a``'s along its axis i, ``b``'s along its l.
-_EDGE_I, _EDGE_L = np.repeat(np.arange(3), 3), np.tile(np.arange(3), 3)
+    """Corners ``C`` (k, 2, 8, 3) outside boxes ``(R, p, h)`` ((k, 2, 3, 3), (k, 2, 3)): their distances
+    (k, 2, 8), the closest points of the boxes (k, 2, 8, 3) and the unit normals from the boxes towards
+    them (k, 2, 8, 3; zero on the surface), the offset taken in the box's axes (exact for a corner over a
+    face)."""
+    x = (C - p[:, :, None]) @ R
+    y = np.minimum(np.maximum(x, -h[:, :, None]), h[:, :, None])
+    w = x - y
+    L = np.sqrt((w * w).sum(-1))
+    RT = R.transpose(0, 1, 3, 2)
+    u = w / np.where(L > 0, L, np.inf)[..., None]
+    return L, p[:, :, None] + y @ RT, u @ RT
 
 
 def _box_box_apart(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
@@ -223,46 +250,52 @@ def _box_box_apart(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
     the closest points of the two edges farthest towards each other along each edge-edge axis (the
     distance of two convex polytopes is that of a corner and a face or of two edges, and where two
     edges hold it they are those of their axis); the normal of two edges crossing is their axis, of a
-    corner over a face the face's (exact at touch); at touch elsewhere the axis apart most."""
+    corner over a face the face's (exact at touch); at touch elsewhere the axis apart most.  Both boxes
+    are stacked on one axis (:func:`_stacked`): each array operation serves both."""
     k = len(pa)
     rows = np.arange(k)
-    ca, cb = _corners(Ra, pa, ha), _corners(Rb, pb, hb)                 # (8, k, 3)
-    L1, wb1, n1 = _corner_gaps(ca, Rb, pb, hb)
-    L2, wa2, n2 = _corner_gaps(cb, Ra, pa, ha)
+    R, p, h = _stacked(Ra, pa, ha, Rb, pb, hb)
+    C = p[:, :, None] + (_CORNERS * h[:, :, None]) @ R.transpose(0, 1, 3, 2)          # (k, 2, 8, 3)
+    L, W, N = _corner_gaps(C, R[:, ::-1], p[:, ::-1], h[:, ::-1])         # a's corners against b, b's against a
     n = (axes[:, :, 6:] * np.where(c[:, 6:] < 0, -1.0, 1.0)[:, None]).transpose(0, 2, 1)     # (k, 9, 3)
-    P0, E1, _ = _support_edges(Ra, pa, ha, -n, _EDGE_I)
-    Q0, E2, _ = _support_edges(Rb, pb, hb, n, _EDGE_L)
-    s, t = _segments(P0, E1, Q0, E2)
-    xa, xb = P0 + s[..., None] * E1, Q0 + t[..., None] * E2
-    L3 = np.where(np.isfinite(overlap[:, 6:]), np.linalg.norm(xa - xb, axis=-1), np.inf)
+    P, E, _, _ = _support_edges(R, p, h, np.concatenate([-n[:, None], n[:, None]], 1), _EDGE_AXES, _EDGE_ONEHOT)
+    s, t = _segments(P[:, 0], E[:, 0], P[:, 1], E[:, 1])
+    xa, xb = P[:, 0] + s[..., None] * E[:, 0], P[:, 1] + t[..., None] * E[:, 1]
+    L3 = np.where(np.isfinite(overlap[:, 6:]), np.sqrt(((xa - xb) ** 2).sum(-1)), np.inf)
     across = (s > 0) & (s < 1) & (t > 0) & (t < 1)
     n3 = np.where(across[..., None], n, (xa - xb) / np.where(L3 > 0, L3, np.inf)[..., None])
-    d = np.concatenate([L1.T, L2.T, L3], 1)                              # (k, 25)
+    d = np.concatenate([L[:, 0], L[:, 1], L3], 1)                         # (k, 25)
     j = np.argmin(d, axis=1)
-    pick = (lambda x1, x2, x3: np.concatenate([x1.transpose(1, 0, 2), x2.transpose(1, 0, 2), x3], 1)[rows, j])
-    wa, wb, nn = pick(ca, wa2, xa), pick(wb1, cb, xb), pick(n1, -n2, n3)
+    # the candidates' (w_a, w_b, n), side by side (k, 25, 9): a's corners, b's corners, the edges' points
+    pick = np.concatenate([np.concatenate([C[:, 0], W[:, 0], N[:, 0]], -1),
+                           np.concatenate([W[:, 1], C[:, 1], -N[:, 1]], -1),
+                           np.concatenate([xa, xb, n3], -1)], 1)[rows, j]
+    nn = pick[:, 6:]
     # touching where no axis holds the normal (a corner on an edge): the axis apart most
-    i = np.argmin(overlap, axis=1)
-    top = axes[rows, :, i] * np.where(c[rows, i] < 0, -1.0, 1.0)[:, None]
-    return d[rows, j], wa, wb, np.where((np.abs(nn).sum(-1) > 0)[:, None], nn, top)
+    none = np.flatnonzero(~nn.any(-1))
+    if len(none):
+        i = np.argmin(overlap[none], axis=1)
+        nn[none] = axes[none, :, i] * np.where(c[none, i] < 0, -1.0, 1.0)[:, None]
+    return d[rows, j], pick[:, :3], pick[:, 3:6], nn
 
 
 def _over_reference(v, sign, Ri, pi, hi, Rr, pr, hr):
-    """The deepest corners ``v`` (k, 3) of boxes ``(Ri, pi, hi)`` along an axis of ``(Rr, pr, hr)``, their
-    half extents' signs ``sign`` (k, 3); where a sign is zero (a face or an edge parallel to the reference
-    face: every point of it as deep) a point of that face or edge over the reference box instead of its
-    centre, by alternating projections on the two (a few suffice for boxes with parallel faces)."""
+    """The deepest corners ``v`` (m, 3) of boxes ``(Ri, pi, hi)`` along an axis of ``(Rr, pr, hr)``, their
+    half extents' signs ``sign`` (m, 3) with a zero (a face or an edge parallel to the reference face:
+    every point of it as deep): a point of that face or edge over the reference box instead of its
+    centre, by alternating projections on the two (a few suffice for boxes with parallel faces), in the
+    two boxes' axes (``T`` takes the reference's to the incident's, ``o`` its centre there)."""
     free = sign == 0
-    m = np.flatnonzero(free.any(-1))
-    if len(m) == 0:
-        return v
-    v, x = v.copy(), v[m]
-    for _ in range(3):
-        x = pr[m] + np.einsum("kij,kj->ki", Rr[m], np.clip(np.einsum("kji,kj->ki", Rr[m], x - pr[m]), -hr[m], hr[m]))
-        z = np.einsum("kji,kj->ki", Ri[m], x - pi[m])
-        x = pi[m] + np.einsum("kij,kj->ki", Ri[m], np.where(free[m], np.clip(z, -hi[m], hi[m]), sign[m] * hi[m]))
-    v[m] = x
-    return v
+    lo, up = np.where(free, -hi, sign * hi)[:, None], np.where(free, hi, sign * hi)[:, None]
+    T = Ri.transpose(0, 2, 1) @ Rr
+    o = ((pr - pi)[:, None] @ Ri)
+    x = (v - pr)[:, None] @ Rr                                            # (m, 1, 3) in the reference's axes
+    for it in range(3):
+        z = np.minimum(np.maximum(x, -hr[:, None]), hr[:, None]) @ T.transpose(0, 2, 1) + o
+        z = np.minimum(np.maximum(z, lo), up)
+        if it < 2:
+            x = (z - o) @ T
+    return pi + (z @ Ri.transpose(0, 2, 1))[:, 0]
 
 
 def _box_box_deep(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
@@ -271,22 +304,34 @@ def _box_box_deep(Ra, pa, ha, Rb, pb, hb, axes, c, overlap):
     the overlap the depth, and the witness points those of coal's EPA (the minimum translation's facet
     of the boxes' Minkowski difference): on a face axis the other box's deepest corner and its
     projection on the face; on an edge-edge axis the closest points of the two deepest edges."""
-    rows = np.arange(len(pa))
+    k = len(pa)
+    rows = np.arange(k)
     f, e = np.argmin(overlap[:, :6], -1), 6 + np.argmin(overlap[:, 6:], -1)
     j = np.where(overlap[rows, e] < overlap[rows, f] - FACE_TIE, e, f)
     depth = overlap[rows, j]
     n = axes[rows, :, j] * np.where(c[rows, j] < 0, -1.0, 1.0)[:, None]
-    e = np.maximum(j - 6, 0)
-    P0, E1, sa = _support_edges(Ra, pa, ha, -n[:, None], _EDGE_I[e][:, None])     # the deepest edges of the axis j
-    Q0, E2, sb = _support_edges(Rb, pb, hb, n[:, None], _EDGE_L[e][:, None])
-    s, t = _segments(P0[:, 0], E1[:, 0], Q0[:, 0], E2[:, 0])
-    sa, sb = sa[:, 0], sb[:, 0]
-    va, vb = pa + np.einsum("kij,kj->ki", Ra, sa * ha), pb + np.einsum("kij,kj->ki", Rb, sb * hb)
-    edge, on_b = (j >= 6)[:, None], (j < 6)[:, None] & (j >= 3)[:, None]
-    va = _over_reference(va, np.where(on_b, sa, 1.0), Ra, pa, ha, Rb, pb, hb)      # (the incident face's)
-    vb = _over_reference(vb, np.where(j < 3, sb.T, 1.0).T, Rb, pb, hb, Ra, pa, ha)
-    wa = np.where(edge, P0[:, 0] + s[:, None] * E1[:, 0], np.where(on_b, va, vb - depth[:, None] * n))
-    wb = np.where(edge, Q0[:, 0] + t[:, None] * E2[:, 0], np.where(on_b, va + depth[:, None] * n, vb))
+    R, p, h = _stacked(Ra, pa, ha, Rb, pb, hb)
+    e = np.maximum(j - 6, 0)                                              # the deepest edges of the axis j
+    P, E, sign, v = _support_edges(R, p, h, np.concatenate([-n[:, None, None], n[:, None, None]], 1),
+                                   _EDGE_AXES[:, e].T[..., None], _EDGE_ONEHOT[:, e].transpose(1, 0, 2)[:, :, None])
+    P, E, sign, v = P[:, :, 0], E[:, :, 0], sign[:, :, 0], v[:, :, 0]
+    edge = j >= 6
+    wa = wb = pa                                                          # (unused: no edge-edge axis)
+    if edge.any():
+        s, t = _segments(P[:, 0], E[:, 0], P[:, 1], E[:, 1])
+        wa, wb = P[:, 0] + s[:, None] * E[:, 0], P[:, 1] + t[:, None] * E[:, 1]
+    # on a face axis the incident box's deepest corner (b's on a face of a, a's on a face of b), moved
+    # over the reference box where the incident box's face or edge lies along the reference face
+    inc = np.where(j < 3, 1, 0)
+    vi, si = v[rows, inc], sign[rows, inc]
+    m = np.flatnonzero(~edge & (si == 0).any(-1))
+    if len(m):
+        mr, order = m[:, None], np.concatenate([inc[m, None], 1 - inc[m, None]], 1)     # (incident, reference)
+        Rm, pm, hm = R[mr, order], p[mr, order], h[mr, order]
+        vi[m] = _over_reference(vi[m], si[m], Rm[:, 0], pm[:, 0], hm[:, 0], Rm[:, 1], pm[:, 1], hm[:, 1])
+    on_b = (inc == 0)[:, None]
+    wa = np.where(edge[:, None], wa, np.where(on_b, vi, vi - depth[:, None] * n))
+    wb = np.where(edge[:, None], wb, np.where(on_b, vi + depth[:, None] * n, vi))
     return -depth, wa, wb, n
 
 
@@ -296,10 +341,12 @@ def box_box(Ra, pa, ha, Rb, pb, hb):
     apart (:func:`_box_box_apart`) or overlapping (:func:`_box_box_deep`: the separating axis test)."""
     axes, c, overlap = _separating_axes(Ra, pa, ha, Rb, pb, hb, EXACT_PARALLEL)
     deep = overlap.min(-1) > 0
+    count = np.count_nonzero(deep)
+    if len(pa) and count in (0, len(pa)):                      # one kind: no split (most calls: a pair or two)
+        return (_box_box_deep if count else _box_box_apart)(Ra, pa, ha, Rb, pb, hb, axes, c, overlap)
     d, wa, wb, n = np.zeros(len(pa)), np.zeros_like(pa), np.zeros_like(pa), np.zeros_like(pa)
     for m, f in ((~deep, _box_box_apart), (deep, _box_box_deep)):
-        if m.any():
-            d[m], wa[m], wb[m], n[m] = f(Ra[m], pa[m], ha[m], Rb[m], pb[m], hb[m], axes[m], c[m], overlap[m])
+        d[m], wa[m], wb[m], n[m] = f(Ra[m], pa[m], ha[m], Rb[m], pb[m], hb[m], axes[m], c[m], overlap[m])
     return d, wa, wb, n
 
 
