@@ -11,9 +11,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _checks
-from .friction import _options, _slotted_step
+from .data_slots import runs_per_body
+from .friction import StepArrays, _options, _result, _slotted_step, _step_settings
 from .friction_problem import DATA_SLOT
 from .look_ahead import pair_cutoffs, step_hits
+from .scene_fused import fused_step
 from .scene_geometry import SHAPES, in_order, slot_kinds, slot_shapes
 from .scene_step import FoundContacts, scene_slots, step_in_scene
 
@@ -53,8 +55,21 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
         raise ValueError(f"{who}: a step in a scene takes one state, q of shape (nq,) = ({model.nq},), or a batch "
                          f"(B, nq); got shape {q.shape}")
     Q = q.reshape(-1, model.nq)
-    kept = []                                                    # the kernel's arrays: the position correction
     opts = _options(options, options.get("warm_start"))
+    if q.ndim == 1 and kernels is scene.model and opts["f_ext"] is None and opts["gravity"] is None:
+        # contact_step's own road: one native call (collision, layout, solve) where the layout holds the
+        # contacts, its arrays (the position correction among them) and contacts as the Python road's
+        got = fused_step(model, q, v, tau, scene, dt, _step_settings(
+            "contact_step", dt, opts["tol"], opts["max_iterations"], opts["solver"], opts["margin"]),
+            opts["warm_start"], contacts=True)
+        if got is not None:
+            out, index, found = tuple.__new__(StepArrays, got[0]), got[1], got[2]
+            step = _result("contact_step", opts["solver"], opts["tol"], out, index, finite=True)
+            if not len(found.slots.frames):
+                return step, (), None
+            return step, found, one_state_slots(scene, q, found.pair, found.slots, step.impulses, step.modes,
+                                                out.correction.reshape(-1), not runs_per_body(scene))
+    kept = []                                                    # the kernel's arrays: the position correction
     opts["keep"] = kept
     step, found = step_in_scene(_slotted_step, kernels, q, v, tau, scene, dt, opts)
     if q.ndim == 1:
