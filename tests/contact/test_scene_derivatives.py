@@ -19,7 +19,8 @@ import sparsedyn as sd
 from conftest import rel_err, rounding_bound
 from test_friction_derivatives import (DT, FIELDS, H, MU, NATURAL, Q0, TOL, Z, _ball_scene, box_model,
                                        check_against_differences, hand_scene, lifted)
-from sparsedyn.contact.friction_derivatives import _scene_step, differentiate_step
+from sparsedyn.contact.friction_derivatives import differentiate_step
+from sparsedyn.contact.scene_slotted import slotted_scene_step
 from sparsedyn.contact.friction_problem import problem_of, slot_structure
 from sparsedyn.algorithms.derivatives import derivative_program
 from sparsedyn.contact.scene_derivatives import _PRODUCTS, _ROWS, scene_step_partials, slot_products, slot_rows
@@ -80,7 +81,7 @@ def _bound(model, q, v, tau, scene, opt):
     slots in contact on its range (its singular values above 1e-12 of the largest: a redundant contact
     set has a null space), which the solve of the mode equations amplifies."""
     with sd.use_backend("numpy"):
-        step, _, slotted = _scene_step(model, model, q, v, tau, scene, DT, dict(opt, tol=TOL))
+        step, _, slotted = slotted_scene_step(model, model, q, v, tau, scene, DT, dict(opt, tol=TOL))
     kappa = np.linalg.cond(sd.crba(model, q))
     used = np.flatnonzero(slotted.modes[0] != "open") if slotted is not None else []
     if len(used):
@@ -217,7 +218,7 @@ def test_native_road_equals_the_numpy_road(name, native_backend):
     and the NumPy program give the same derivatives to the rounding bound."""
     model, scene, q, v, tau, opt = CASES[name]()
     with sd.use_backend("numpy"):
-        step, contacts, slotted = _scene_step(model, model, q, v, tau, scene, DT, dict(opt, tol=TOL))
+        step, contacts, slotted = slotted_scene_step(model, model, q, v, tau, scene, DT, dict(opt, tol=TOL))
         ref = differentiate_step(model, model, q, v, tau, contacts, DT, step, slotted=slotted, **opt)
     bound = _bound(model, q, v, tau, scene, opt)
     for kernels in (model, sd.compile(model)):

@@ -75,7 +75,7 @@ from .min_norm import min_norm_solve, psd_solve
 from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
-from .scene_slotted import MODE_WEIGHTS, slotted_scene_step as _scene_step
+from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -203,7 +203,7 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
                          f"dt, which loses every digit below it), got {dt!r}")
     slotted = None
     if scene is not None:
-        step, contacts, slotted = _scene_step(model, kernels, q, v, tau, scene, dt, options)
+        step, contacts, slotted = slotted_scene_step(model, kernels, q, v, tau, scene, dt, options)
         if slotted is not None and options.get("f_ext") is None:       # (the step checked q, v, tau, gravity)
             return _scene_result(model, kernels, q, v, step, slotted, dt, options.get("gravity"))
     else:
