@@ -199,11 +199,16 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                 world = plan["world"][ks[m]]
                 kw = ks[m][world]
                 cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
-                out += [_mesh_box_pairs(scene, kw, R, p, cut, bounded), _coal_pairs(scene, ks[m][~world], R, p, margin)]
+                got, distinct = _mesh_box_pairs(scene, kw, R, p, cut, bounded)
+                (patches if distinct else out).append(got)
+                if not world.all():
+                    out.append(_coal_pairs(scene, ks[m][~world], R, p, margin))
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
                 out.append(_coal_pairs(scene, ks[m], R, p, margin))
+    if not out and patches:                        # distinct points within their cutoffs: nothing to merge
+        return _distinct_hits(scene, patches)
     return _hits(scene, out, cutoff if per_pair else None, patches)
 
 
@@ -328,7 +333,9 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
     (:func:`~sparsedyn.contact.reduction.mesh_box_patch`; on the default road all pairs' patches in one
     native call, :func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).  ``bounded``: the
     pairs passed the native broad phase (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`, which holds
-    the test of the mesh's bounding sphere against the box), else that test is made here."""
+    the test of the mesh's bounding sphere against the box), else that test is made here.  Returns
+    ``((k, d, w_a, w_b, n), distinct)``: ``distinct`` where the rows are already merged as
+    :func:`_hits` merges a pair's (the native road's)."""
     coal, V, rows = _coal(), *mesh_vertices(scene)
     plan, idx, cutoff = _plan(scene), scene.index[ks], np.asarray(cutoff, float)
     mesh = plan["mesh"][idx[:, 0]]
@@ -350,12 +357,14 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
             near.append(n)
             closest.append([d, *res.getNearestPoint1(), *res.getNearestPoint2(), *(-np.asarray(res.normal, float))])
     if not near:
-        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
+        return (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))), True
     near, closest = np.array(near), np.array(closest, float)
     m, b, c = ms[near], bs[near], cutoff[near]
     depth = patch_depth(c, scene.margin)
     got = None if use_backend.current() == "numpy" else \
-        mesh_box_loop_patches(V, [rows[i] for i in m.tolist()], R[m], p[m], R[b], p[b], half[near], closest, c, depth)
+        mesh_box_loop_patches(V, _shape_rows(scene, rows), plan["half"], m, b, R, p, closest, c, depth, ~mesh[near])
+    if got is not None:                            # (in the pair's order, merged: distinct points)
+        return (ks[near].take(got[0]), *got[1:]), True
     if got is None:
         out = []
         for j, (i, lo_hi) in enumerate(zip(m.tolist(), [rows[i] for i in m.tolist()])):
@@ -367,7 +376,19 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
         got = tuple(np.concatenate(x) for x in zip(*out))
     g, d, wa, wb, nn = got
     swap = ~mesh[near].take(g)[:, None]            # the box first: its witness is w_a
-    return ks[near].take(g), d, np.where(swap, wb, wa), np.where(swap, wa, wb), np.where(swap, -nn, nn)
+    return (ks[near].take(g), d, np.where(swap, wb, wa), np.where(swap, wa, wb), np.where(swap, -nn, nn)), False
+
+
+def _shape_rows(scene, rows):
+    """(S, 2) int: each shape's rows of :func:`~sparsedyn.contact.collision_coal.mesh_vertices` (``rows``,
+    by mesh shape; ``(0, 0)`` for the others); kept by the scene."""
+    got = scene.cache.get("mesh rows")
+    if got is None:
+        got = np.zeros((len(scene.shapes), 2), np.int64)
+        for k, r in rows.items():
+            got[k] = r
+        scene.cache["mesh rows"] = got
+    return got
 
 
 def _features(scene, k, up):

@@ -32,7 +32,7 @@ import numpy as np
 from ..kernels import c_library
 from .collision_coal import SAME_DEPTH, SAME_POINT, _hull_vertices
 from .collision_near import SLACK
-from .mesh_plane_loop import REDUCE
+from .mesh_plane_loop import REDUCE, _at, _to
 from .reduction import MAX_PATCH_POINTS, SPAN
 
 __all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
@@ -104,7 +104,7 @@ static void sd_mb_world(const double *R, const double *p, const double *x, doubl
 SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *ib, const long long *plane,
                              const double *sc, const double *sr, const double *bc, const double *be,
                              const long long *box, const double *R, const double *p, const double *cut,
-                             const double *par, unsigned char *near)
+                             const double *par, _Bool *near)
 {
   const double slack = par[0], same = par[1];
   for (long long k = 0; k < P; k++) {
@@ -222,14 +222,55 @@ static int sd_mb_patch(long long nv, const double *V, const double *Rm, const do
   return n;
 }
 
-SD_EXPORT long long sd_mesh_box_patches(long long P, const double *hull, const long long *first, const long long *count,
-                                        const double *Rm, const double *pm, const double *Rb, const double *pb,
-                                        const double *half, const double *closest, const double *cut,
-                                        const double *depth, const double *par, double *out)
+/* A pair's rows (n, each [d, w_a, w_b, n]) as collide's merge keeps them (collision._hits): by depth (stable) the
+   first of each w_a rounded to a multiple of `same`, then none nearer than `same` to a deeper one (ties: the
+   earlier row), in their order; the others' d set to +inf after the kept.  Returns the kept count. */
+static int sd_mb_distinct(int n, double *out, double same)
 {
-  const double same = par[0], span = par[1], span2 = par[2];
+  int order[MP], one[MP], keep[MP], m = 0;
+  double key[MP][3];
+  for (int i = 0; i < n; i++) {
+    order[i] = i;
+    for (int r = 0; r < 3; r++) key[i][r] = nearbyint(out[NB * i + 1 + r] / same);
+  }
+  for (int a = 1; a < n; a++)
+    for (int b = a; b > 0 && out[NB * order[b]] < out[NB * order[b - 1]]; b--) {
+      int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
+    }
+  for (int a = 0; a < n; a++) {
+    const int i = order[a];
+    one[i] = 1;
+    for (int b = 0; b < a; b++) {
+      const int j = order[b];
+      if (key[j][0] == key[i][0] && key[j][1] == key[i][1] && key[j][2] == key[i][2]) one[i] = 0;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    keep[i] = one[i];
+    for (int j = 0; j < n && keep[i]; j++) {
+      if (j == i || !one[j]) continue;
+      double e0 = out[NB * i + 1] - out[NB * j + 1], e1 = out[NB * i + 2] - out[NB * j + 2];
+      double e2 = out[NB * i + 3] - out[NB * j + 3], di = out[NB * i], dj = out[NB * j];
+      if (sqrt(e0 * e0 + e1 * e1 + e2 * e2) < same && (dj < di || (dj == di && j < i))) keep[i] = 0;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (!keep[i]) continue;
+    if (m != i) for (int c = 0; c < NB; c++) out[NB * m + c] = out[NB * i + c];
+    m++;
+  }
+  for (int i = m; i < n; i++) out[NB * i] = __builtin_inf();
+  return m;
+}
+
+SD_EXPORT long long sd_mesh_box_patches(long long P, const long long *ms, const long long *bs, const long long *first,
+                                        const long long *count, const double *hull, const double *half, const double *R,
+                                        const double *p, const double *closest, const double *cut, const double *depth,
+                                        const long long *swap, const double *par, double *out)
+{
+  const double same = par[0], span = par[1], span2 = par[2], point = par[3];
   long long most = 1, rows = 0;
-  for (long long k = 0; k < P; k++) if (count[k] + 1 > most) most = count[k] + 1;
+  for (long long k = 0; k < P; k++) if (count[ms[k]] + 1 > most) most = count[ms[k]] + 1;
   double *xw = malloc(11 * most * sizeof(double));
   if (!xw) return -1;
   double *hv = xw + 3 * most, *W = hv + most, *dep = W + 3 * most, *D = dep + most, *A = D + most;
@@ -237,10 +278,19 @@ SD_EXPORT long long sd_mesh_box_patches(long long P, const double *hull, const l
     out[j * NB] = __builtin_inf();
     for (int c = 1; c < NB; c++) out[j * NB + c] = 0.0;
   }
-  for (long long k = 0; k < P; k++)
-    rows += sd_mb_patch(count[k], hull + 3 * first[k], Rm + 9 * k, pm + 3 * k, Rb + 9 * k, pb + 3 * k, half + 3 * k,
-                        closest + 10 * k, cut[k], depth[k], same, span, span2, xw, hv, W, dep, D, A,
-                        out + NB * MP * k);
+  for (long long k = 0; k < P; k++) {
+    double *rk = out + NB * MP * k;
+    const int n = sd_mb_patch(count[ms[k]], hull + 3 * first[ms[k]], R + 9 * ms[k], p + 3 * ms[k], R + 9 * bs[k],
+                              p + 3 * bs[k], half + 3 * bs[k], closest + 10 * k, cut[k], depth[k], same, span, span2,
+                              xw, hv, W, dep, D, A, rk);
+    if (swap[k])                                   /* the box first: its witness is w_a, the normal towards it */
+      for (int i = 0; i < n; i++)
+        for (int r = 0; r < 3; r++) {
+          const double t = rk[NB * i + 1 + r];
+          rk[NB * i + 1 + r] = rk[NB * i + 4 + r], rk[NB * i + 4 + r] = t, rk[NB * i + 7 + r] = -rk[NB * i + 7 + r];
+        }
+    rows += sd_mb_distinct(n, rk, point);
+  }
   free(xw);
   return rows;
 }
@@ -248,7 +298,7 @@ SD_EXPORT long long sd_mesh_box_patches(long long P, const double *hull, const l
 
 #: The routines once loaded: ``[sd_near_pairs or None, sd_mesh_box_patches or None, tried]``.
 _ROUTINE: list = [None, None, False]
-_P = ctypes.c_void_p
+_P = ctypes.POINTER(ctypes.c_double)
 
 
 def _routines():
@@ -258,8 +308,7 @@ def _routines():
         if lib is not None:
             f, g = lib.sd_near_pairs, lib.sd_mesh_box_patches
             f.restype, g.restype = None, ctypes.c_longlong
-            f.argtypes = [ctypes.c_longlong] + [_P] * 13
-            g.argtypes = [ctypes.c_longlong] + [_P] * 13
+            f.argtypes, g.argtypes = [ctypes.c_longlong] + [_P] * 13, [ctypes.c_longlong] + [_P] * 14
             _ROUTINE[0], _ROUTINE[1] = f, g
         _ROUTINE[2] = True
     return None if _ROUTINE[0] is None else (_ROUTINE[0], _ROUTINE[1])
@@ -305,7 +354,7 @@ def near_plan(scene, c, r):
         tables = (np.ascontiguousarray(idx[:, 0]), np.ascontiguousarray(idx[:, 1]), plane,
                   np.ascontiguousarray(c, float), np.ascontiguousarray(r, float), bc, be, box,
                   np.array([SLACK, SAME_POINT]))
-        got = scene.cache[key] = (tables, [x.ctypes.data for x in tables], {})
+        got = scene.cache[key] = (tables, [_ints(x) if x.dtype == np.int64 else _at(x) for x in tables], {})
     return got
 
 
@@ -327,33 +376,44 @@ def near_pairs(scene, R, p, cutoff, c, r):
             if len(fills) > 8:
                 fills.clear()
             cut = fills[cutoff] = np.full(P, float(cutoff))
-    R, p = np.ascontiguousarray(R, float), np.ascontiguousarray(p, float)
-    near = np.empty(P, np.uint8)
-    got[0](P, *at[:8], R.ctypes.data, p.ctypes.data, cut.ctypes.data, at[8], near.ctypes.data)
-    return near.view(bool)
+    near = np.empty(max(P, 8), bool)             # (a buffer of a double at least)
+    got[0](P, *at[:8], _at(R), _at(p), _at(cut), at[8], ctypes.c_double.from_buffer(near))
+    return near[:P]
 
 
-def mesh_box_loop_patches(V, ranges, Rm, pm, Rb, pb, half, closest, cutoff, depth):
+def mesh_box_loop_patches(V, ranges, half, ms, bs, R, p, closest, cutoff, depth, swap=None):
     """:func:`~sparsedyn.contact.reduction.mesh_box_patch` of P pairs in one call of the routine: pair
-    ``k``'s mesh is the hull vertices ``V[ranges[k, 0]:ranges[k, 1]]`` (rows of ``V`` (N, 3), in its
-    frame) at the world pose ``Rm[k]`` (3, 3), ``pm[k]`` (3,), its box of axes ``Rb[k]``, centre
-    ``pb[k]``, half sizes ``half[k]``; ``closest`` (P, 10) its closest pair ``[d, w_a (3), w_b (3), n
-    (3)]`` (``n`` from the box towards the mesh), ``cutoff`` (P,) [m], ``depth`` (P,) [m] the patch's
-    allowance (``same``: :data:`~sparsedyn.contact.collision_coal.SAME_DEPTH`).  Returns ``(k, d, w_a,
-    w_b, n)`` per hit, by pair (each pair's deepest first): the NumPy function's rows to rounding;
-    None where the routine cannot be built."""
+    ``k``'s mesh is shape ``ms[k]``, its hull vertices ``V[ranges[ms[k], 0]:ranges[ms[k], 1]]`` (rows of
+    ``V`` (N, 3), in its frame), its box shape ``bs[k]`` of half sizes ``half[bs[k]]``, the shapes at the
+    world poses ``R`` (S, 3, 3), ``p`` (S, 3) (``ranges`` (S, 2) int, ``half`` (S, 3): per shape, what
+    is not a mesh or a box unused); ``closest`` (P, 10) the pair's closest points ``[d, w_a (3), w_b
+    (3), n (3)]`` (``n`` from the box towards the mesh), ``cutoff`` (P,) [m], ``depth`` (P,) [m] the
+    patch's allowance (``same``: :data:`~sparsedyn.contact.collision_coal.SAME_DEPTH`).  Returns ``(k,
+    d, w_a, w_b, n)`` per hit, by pair (each pair's deepest first; ``k`` the pair's position in ``ms``):
+    the NumPy function's rows to rounding, merged as :func:`~sparsedyn.collide` merges a pair's hits
+    (the deepest of those whose witnesses on ``a`` coincide, to :data:`~sparsedyn.contact.collision_coal.SAME_POINT`:
+    its points distinct); ``swap`` (P,) bool: the pair's box is its ``a`` (its witness ``w_a``, the normal
+    towards it); None where the routine cannot be built."""
     got = _routines()
     if got is None:
         return None
-    P = len(ranges)
+    P = len(ms)
     ranges = np.asarray(ranges, np.int64).reshape(-1, 2)
     first, count = np.ascontiguousarray(ranges[:, 0]), np.ascontiguousarray(ranges[:, 1] - ranges[:, 0])
-    args = [np.ascontiguousarray(x, float) for x in (V, Rm, pm, Rb, pb, half, closest, cutoff, depth)]
-    par = np.array([SAME_DEPTH, SPAN, SPAN ** 2])
     out = np.empty((P * MAX_PATCH_POINTS, 10))
-    if got[1](P, args[0].ctypes.data, first.ctypes.data, count.ctypes.data, *(x.ctypes.data for x in args[1:]),
-              par.ctypes.data, out.ctypes.data) < 0:
+    args = [_at(x) for x in (V, half, R, p, closest, cutoff, depth)] + [_at(_PAR), _to(out)]
+    sw = np.zeros(max(P, 1), np.int64) if swap is None else np.asarray(swap, np.int64)
+    if got[1](P, _ints(ms), _ints(bs), _ints(first), _ints(count), *args[:-2], _ints(sw), *args[-2:]) < 0:
         raise MemoryError(f"mesh-box contacts: no memory for the workspace of {int(count.max())} hull vertices")
     sel = np.flatnonzero(out[:, 0] != np.inf)
     r = out.take(sel, 0)
     return sel // MAX_PATCH_POINTS, r[:, 0], r[:, 1:4], r[:, 4:7], r[:, 7:10]
+
+
+_PAR = np.array([SAME_DEPTH, SPAN, SPAN ** 2, SAME_POINT])
+
+
+def _ints(x):
+    """A reference to the first element of ``x`` as an int64 table (a copy where it is not one)."""
+    x = np.ascontiguousarray(x, np.int64)
+    return ctypes.c_double.from_buffer(x if x.flags.writeable else x.copy())

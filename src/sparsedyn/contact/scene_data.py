@@ -229,7 +229,7 @@ def mesh_box_rows(scene, boxes, q, cut):
     if not len(boxes):
         return out
     R, p = placements(scene, q)
-    k, d, wa, wb, n = _mesh_box_pairs(scene, boxes, R, p, cut)
+    (k, d, wa, wb, n), _ = _mesh_box_pairs(scene, boxes, R, p, cut)
     at = MAX_PATCH_POINTS * np.searchsorted(boxes, k) + np.arange(len(k)) - np.searchsorted(k, k)
     a = scene.index[k, 0]
     E = np.array([scene.shapes[i].R for i in a.tolist()]).reshape(-1, 3, 3)      # the shape in its body
