@@ -348,17 +348,19 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
             - half
         gap = np.linalg.norm(np.maximum(x, 0.0), axis=1) + np.minimum(x.max(1, initial=-np.inf), 0.0) - plan["r"][ms]
         at = np.flatnonzero(gap < cutoff + SAME_POINT).tolist()
-    near, closest = [], []
+    near, closest = [], np.empty((len(at), 10))
     for n in at:
         m, b = int(ms[n]), int(bs[n])
-        d, res = _coal_distance(coal, _hull_convex(scene, m), coal.Transform3s(R[m], p[m]), _coal_geometry(scene, b),
-                                coal.Transform3s(R[b], p[b]), scene.shapes[m].name, scene.shapes[b].name)
+        d, res = _coal_distance(coal, _hull_convex(scene, m), _transform(scene, coal, m, R, p), _coal_geometry(scene, b),
+                                _transform(scene, coal, b, R, p), scene.shapes[m].name, scene.shapes[b].name)
         if d < cutoff[n]:                          # (coal's normal runs from the mesh to the box)
+            row = closest[len(near)]
+            row[0], row[1:4], row[4:7], row[7:] = d, res.getNearestPoint1(), res.getNearestPoint2(), res.normal
             near.append(n)
-            closest.append([d, *res.getNearestPoint1(), *res.getNearestPoint2(), *(-np.asarray(res.normal, float))])
     if not near:
         return (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))), True
-    near, closest = np.array(near), np.array(closest, float)
+    near, closest = np.array(near), closest[:len(near)]
+    closest[:, 7:] *= -1.0
     m, b, c = ms[near], bs[near], cutoff[near]
     depth = patch_depth(c, scene.margin)
     got = None if use_backend.current() == "numpy" else \
@@ -377,6 +379,17 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
     g, d, wa, wb, nn = got
     swap = ~mesh[near].take(g)[:, None]            # the box first: its witness is w_a
     return (ks[near].take(g), d, np.where(swap, wb, wa), np.where(swap, wa, wb), np.where(swap, -nn, nn)), False
+
+
+def _transform(scene, coal, k, R, p):
+    """coal's placement of shape ``k`` at ``(R[k], p[k])``; a world shape's made once (kept by the scene)."""
+    if scene.shapes[k].body >= 0:
+        return coal.Transform3s(R[k], p[k])
+    key = ("world transform", k)
+    got = scene.cache.get(key)
+    if got is None:
+        got = scene.cache[key] = coal.Transform3s(R[k], p[k])
+    return got
 
 
 def _shape_rows(scene, rows):
