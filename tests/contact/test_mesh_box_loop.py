@@ -22,6 +22,7 @@ from sparsedyn.contact.collision import _plan, placements
 from sparsedyn.contact.collision_coal import SAME_DEPTH, _coal_geometry, _hull_convex
 from sparsedyn.model.spatial import Transform
 from test_collision import coal_distance, random_body_q
+from test_reduction import coal_hull
 
 BOUND = rounding_bound(16)
 #: The world box (full edges) and its centre: its top face at z = 0.1.
@@ -122,18 +123,6 @@ def _cube_on_the_top(offset, tilt):
     return W, n
 
 
-def _coal_hull(V):
-    """coal's convex hull of the points ``V`` (as collide's: a BVH's hull)."""
-    bvh = coal.BVHModelOBBRSS()
-    F = ConvexHull(V).simplices
-    bvh.beginModel(len(F), len(V))
-    bvh.addVertices(V)
-    bvh.addTriangles(F)
-    bvh.endModel()
-    bvh.buildConvexHull(True, "Qt")
-    return bvh.convex
-
-
 def _native_patch(V, R, p, Rb, pb, half, closest, cut, depth, swap=False):
     """mesh_box_loop_patches of one pair: the mesh shape 0 at ``(R, p)``, the box shape 1."""
     got = mesh_box_loop.mesh_box_loop_patches(V, [[0, len(V)], [0, 0]], np.array([np.zeros(3), half]), [0], [1],
@@ -177,7 +166,7 @@ def test_the_patches_are_the_numpy_roads_on_a_random_mesh_about_a_box():
     V = V[ConvexHull(V).vertices]
     Rb = sd.spatial.rpy_to_rot([0.1, -0.2, 0.4])
     pb, half = CENTRE, np.array(BOX) / 2
-    hull, box = _coal_hull(V), coal.Box(*BOX)
+    hull, box = coal_hull(V, ConvexHull(V).simplices), coal.Box(*BOX)
     poses, closest, cuts = [], [], []
     for t in range(40):
         R, _, _ = random_body_q(rng, 0.1)

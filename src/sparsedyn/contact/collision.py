@@ -29,7 +29,11 @@ are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_ker
 forms without branches, in one native call, with a broad phase: :mod:`~sparsedyn.contact.collision_near`
 computes only the pairs whose bounds come within the margin), and so are the heights of a robot mesh's
 hull vertices above a world plane (:mod:`~sparsedyn.contact.mesh_plane`, whose patches are then
-reduced as above); the hits are the same to rounding.  ``sd.use_backend("numpy")`` takes the
+reduced as above); the hits are the same to rounding.  The pairs left pass a tighter broad phase, one
+native call (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: after the spheres, a sphere against
+a box and the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
+(given coal's closest pairs) are one native call for all such pairs
+(:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).  ``sd.use_backend("numpy")`` takes the
 vectorised closed forms above.  coal's objects and the meshes' hulls: :mod:`~sparsedyn.contact.collision_coal`.
 """
 
