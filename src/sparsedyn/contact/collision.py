@@ -182,12 +182,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     R, p = placements(scene, q)
     plan = _plan(scene)
     if len(scene.index):
-        # the native broad phase (bounding spheres, then boxes' separating axes), else the spheres'
-        near = None if use_backend.current() == "numpy" else \
-            near_pairs(scene, R, p, cutoff if per_pair else margin, plan["c"], plan["r"])
-        bounded = near is not None
-        if near is None:
-            near = _near(plan, R, p, cutoff if per_pair else margin)
+        near, bounded = _near(scene, plan, R, p, cutoff if per_pair else margin)
         if inside is not None:
             near &= ~inside                        # those are the kernel's
         for key, ks, sa, sb in plan["groups"]:
@@ -216,7 +211,16 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     return _hits(scene, out, cutoff if per_pair else None, patches)
 
 
-def _near(plan, R, p, cutoff):
+def _near(scene, plan, R, p, cutoff):
+    """``(near (P,) bool, bounded)``: the broad phase, one native call where it is built
+    (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: bounding spheres, then a sphere against a box
+    and the shapes' bounding boxes by separating axes; ``bounded`` True), else the spheres'
+    (:func:`_sphere_near`)."""
+    near = None if use_backend.current() == "numpy" else near_pairs(scene, R, p, cutoff, plan["c"], plan["r"])
+    return (near, True) if near is not None else (_sphere_near(plan, R, p, cutoff), False)
+
+
+def _sphere_near(plan, R, p, cutoff):
     """(P,) bool: the pairs whose bounding spheres come closer than ``cutoff`` (a float or (P,) [m]), a
     bounded shape and a plane by its sphere's height above the plane (the broad phase)."""
     ia, ib, c, r = plan["ia"], plan["ib"], plan["c"], plan["r"]

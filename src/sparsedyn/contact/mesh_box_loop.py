@@ -317,7 +317,7 @@ def _routines():
 def _extents(scene, k):
     """``(centre (3,), half extents (3,))`` of shape ``k``'s bounding box in its frame; NaN where it has none
     (a plane, a height field).  A mesh's: its hull vertices' extents, grown by the spacing under which
-    they were merged (:func:`~sparsedyn.contact.collision_coal._hull_vertices`)."""
+    they were merged (collision_coal's hull)."""
     s = scene.shapes[k]
     size = np.asarray(s.size, float)
     z = np.zeros(3)
@@ -388,10 +388,10 @@ def mesh_box_loop_patches(V, ranges, half, ms, bs, R, p, closest, cutoff, depth,
     world poses ``R`` (S, 3, 3), ``p`` (S, 3) (``ranges`` (S, 2) int, ``half`` (S, 3): per shape, what
     is not a mesh or a box unused); ``closest`` (P, 10) the pair's closest points ``[d, w_a (3), w_b
     (3), n (3)]`` (``n`` from the box towards the mesh), ``cutoff`` (P,) [m], ``depth`` (P,) [m] the
-    patch's allowance (``same``: :data:`~sparsedyn.contact.collision_coal.SAME_DEPTH`).  Returns ``(k,
+    patch's allowance (``same``: ``SAME_DEPTH`` of collision_coal).  Returns ``(k,
     d, w_a, w_b, n)`` per hit, by pair (each pair's deepest first; ``k`` the pair's position in ``ms``):
     the NumPy function's rows to rounding, merged as :func:`~sparsedyn.collide` merges a pair's hits
-    (the deepest of those whose witnesses on ``a`` coincide, to :data:`~sparsedyn.contact.collision_coal.SAME_POINT`:
+    (the deepest of those whose witnesses on ``a`` coincide, to ``SAME_POINT``:
     its points distinct); ``swap`` (P,) bool: the pair's box is its ``a`` (its witness ``w_a``, the normal
     towards it); None where the routine cannot be built."""
     got = _routines()
