@@ -169,8 +169,10 @@ static int sd_mb_patch(long long nv, const double *V, const double *Rm, const do
     for (long long v = 0; v < nv; v++) {           /* the hull vertices over the face within the cutoff */
       double Wv[3], x[3];
       sd_mb_world(Rm, pm, V + 3 * v, Wv);
-      for (int j = 0; j < 3; j++)
+      for (int j = 0; j < 3; j++) {
         x[j] = ((Wv[0] - pb[0]) * Rb[j] + (Wv[1] - pb[1]) * Rb[3 + j]) + (Wv[2] - pb[2]) * Rb[6 + j];
+        if (j == k && !(x[k] * s - hl[k] < cut)) break;      /* above the cutoff: the other axes unneeded */
+      }
       const double h = x[k] * s - hl[k];
       if (!(h < cut && sd_mb_abs(x[o1]) <= hl[o1] && sd_mb_abs(x[o2]) <= hl[o2])) continue;
       hv[m] = h, xw[3 * m] = sd_mp_max(h, d0), xw[3 * m + 1] = x[o1], xw[3 * m + 2] = x[o2];
@@ -398,19 +400,35 @@ def mesh_box_loop_patches(V, ranges, half, ms, bs, R, p, closest, cutoff, depth,
     if got is None:
         return None
     P = len(ms)
-    ranges = np.asarray(ranges, np.int64).reshape(-1, 2)
-    first, count = np.ascontiguousarray(ranges[:, 0]), np.ascontiguousarray(ranges[:, 1] - ranges[:, 0])
+    tables = _tables(V, ranges, half)
     out = np.empty((P * MAX_PATCH_POINTS, 10))
-    args = [_at(x) for x in (V, half, R, p, closest, cutoff, depth)] + [_at(_PAR), _to(out)]
     sw = np.zeros(max(P, 1), np.int64) if swap is None else np.asarray(swap, np.int64)
-    if got[1](P, _ints(ms), _ints(bs), _ints(first), _ints(count), *args[:-2], _ints(sw), *args[-2:]) < 0:
-        raise MemoryError(f"mesh-box contacts: no memory for the workspace of {int(count.max())} hull vertices")
+    if got[1](P, _ints(ms), _ints(bs), *tables[3:], *(_at(x) for x in (R, p, closest, cutoff, depth)), _ints(sw),
+              _PAR_AT, _to(out)) < 0:
+        raise MemoryError(f"mesh-box contacts: no memory for the workspace of {int(np.ptp(np.reshape(ranges, (-1, 2)), 1).max())} hull vertices")
     sel = np.flatnonzero(out[:, 0] != np.inf)
     r = out.take(sel, 0)
     return sel // MAX_PATCH_POINTS, r[:, 0], r[:, 1:4], r[:, 4:7], r[:, 7:10]
 
 
 _PAR = np.array([SAME_DEPTH, SPAN, SPAN ** 2, SAME_POINT])
+_PAR_AT = ctypes.c_double.from_buffer(_PAR)
+#: The last tables handed to the routine: ``(V, ranges, half, first, count, V, half)`` (the arrays given, then
+#: references to the routine's tables; the arrays kept alive, so that one given again is known by identity).
+_LAST: list = [None]
+
+
+def _tables(V, ranges, half):
+    """The routine's references to the tables ``V``, ``ranges``, ``half`` (:func:`mesh_box_loop_patches`), made
+    again only where other arrays come (a scene's are the same arrays call after call)."""
+    last = _LAST[0]
+    if last is not None and last[0] is V and last[1] is ranges and last[2] is half:
+        return last
+    r = np.asarray(ranges, np.int64).reshape(-1, 2)
+    got = (V, ranges, half, _ints(r[:, 0]), _ints(r[:, 1] - r[:, 0]), _at(V), _at(half))
+    if type(V) is np.ndarray and type(ranges) is np.ndarray and type(half) is np.ndarray:
+        _LAST[0] = got
+    return got
 
 
 def _ints(x):
