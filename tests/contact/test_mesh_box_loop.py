@@ -246,3 +246,16 @@ def test_without_the_routines_collide_takes_the_numpy_road(monkeypatch):
         got = sd.collide(scene, q)
     assert got.pairs == want.pairs and len(got.pairs) >= 1
     assert np.abs(got.distances - want.distances).max() <= BOUND
+
+
+def test_tables_of_the_wrong_length_are_refused_by_name():
+    rng = np.random.default_rng(9)
+    scene = _box_scenes(rng)[0]
+    q = np.r_[0.1, 0.0, 0.14, 0.0, 0.0, 0.0, 1.0]
+    R, p = placements(scene, q)
+    with sd.use_backend("native", deterministic=True), pytest.raises(ValueError, match=r"cutoff must be .* \(2,\)"):
+        mesh_box_loop.near_pairs(scene, R, p, [0.1, 0.1, 0.1], *(_plan(scene)[k] for k in "cr"))
+    V = np.eye(3)
+    with pytest.raises(ValueError, match=r"mesh_box_loop_patches: expected .* P = 1 pairs"):
+        mesh_box_loop.mesh_box_loop_patches(V, [[0, 3], [0, 0]], np.ones((2, 3)), [0], [1], np.array([np.eye(3)] * 2),
+                                            np.zeros((2, 3)), np.zeros((1, 9)), [0.01], [1e-5])

@@ -372,6 +372,8 @@ def near_pairs(scene, R, p, cutoff, c, r):
     P = len(tables[0])
     if np.ndim(cutoff):
         cut = np.ascontiguousarray(cutoff, float)
+        if cut.shape != (P,):
+            raise ValueError(f"near_pairs: cutoff must be a float or one per pair, shape ({P},), got shape {cut.shape}")
     else:                                          # one cutoff for all: its table kept
         cut = fills.get(cutoff)
         if cut is None:
@@ -400,6 +402,10 @@ def mesh_box_loop_patches(V, ranges, half, ms, bs, R, p, closest, cutoff, depth,
     if got is None:
         return None
     P = len(ms)
+    shapes = [np.shape(x) for x in (bs, closest, cutoff, depth)] + ([] if swap is None else [np.shape(swap)])
+    if shapes != [(P,), (P, 10), (P,), (P,), (P,)][:len(shapes)]:
+        raise ValueError(f"mesh_box_loop_patches: expected bs (P,), closest (P, 10), cutoff, depth and swap (P,) "
+                         f"for P = {P} pairs, got shapes {shapes}")
     tables = _tables(V, ranges, half)
     out = np.empty((P * MAX_PATCH_POINTS, 10))
     sw = np.zeros(max(P, 1), np.int64) if swap is None else np.asarray(swap, np.int64)
