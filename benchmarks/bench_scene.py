@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_scene.py --repeat 200
     .venv/bin/python benchmarks/bench_scene.py --no-batch-step      # without the batch-step rows (seconds each)
     .venv/bin/python benchmarks/bench_scene.py --cases "talos on the floor" --repeat 1 --no-batch-step --no-rollout
+    .venv/bin/python benchmarks/bench_scene.py --cases "talos on a box" --repeat 20 --collide-only   # that row alone
 
 The dm_control suite's humanoid (``sd.Scene(sd.load_mjcf(humanoid.xml, geometry=True))``), dropped in
 MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a plane, and talos
@@ -322,6 +323,32 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             _batch_step_rows(label, m, model, qp, qv, dt, max(1, repeat // 100))
 
 
+def collide_rows(name, xml_path, xml, settle, repeat):
+    """The collide row alone (``--collide-only``): ``sd.collide`` on the default road beside MuJoCo's
+    ``mj_kinematics`` + ``mj_collision`` at the settled state, on the wall clock and on the process's
+    CPU time (what a loaded machine does not inflate), and ``sd.collide`` on the NumPy road."""
+    m, d, _, model = settled(xml_path, xml, settle)
+    scene = sd.Scene(model)
+    qpos = d.qpos.copy()
+    q = q_from_mujoco(model, qpos)
+    d2 = mujoco.MjData(m)
+
+    def mj_collision():
+        d2.qpos[:] = qpos
+        mujoco.mj_kinematics(m, d2)
+        mujoco.mj_collision(m, d2)
+
+    with sd.use_backend("native", deterministic=True):
+        hits = sd.collide(scene, q)
+        print(f"{name}: sparsedyn hits {len(hits.distances)}; MuJoCo ncon {d.ncon}")
+        for label, clock in (("wall", time.perf_counter), ("cpu", time.process_time)):
+            ours, mj = best_us(lambda: sd.collide(scene, q), repeat, clock), best_us(mj_collision, repeat, clock)
+            print(f"  {'collide (' + label + ')':40s} {ours:8.1f} us   {'mj_kinematics+mj_collision':17s} "
+                  f"{mj:7.1f} us {ours / mj:7.1f}")
+    with sd.use_backend("numpy"):
+        print(f"  {'  collide on the NumPy road':40s} {best_us(lambda: sd.collide(scene, q), repeat):8.1f} us")
+
+
 def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat):
     """``sd.contact_step_derivatives`` (the step and its derivatives in ``q``, ``v``, ``tau``) beside
     ``sd.contact_step`` at the same state, on the default road (built before the timing), and MuJoCo's
@@ -416,10 +443,14 @@ def main():
     p.add_argument("--no-batch-step", action="store_true", help="leave out the batch-step rows (seconds each)")
     p.add_argument("--no-rollout", action="store_true", help="leave out the rollout row")
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES), help="the scenes to run")
+    p.add_argument("--collide-only", action="store_true", help="the collide row alone (seconds a case)")
     a = p.parse_args()
     for name in a.cases:
         path, xml, settle = CASES[name]()
-        case(name, path, xml, settle, a.repeat, not a.no_batch_step, not a.no_rollout)
+        if a.collide_only:
+            collide_rows(name, path, xml, settle, a.repeat)
+        else:
+            case(name, path, xml, settle, a.repeat, not a.no_batch_step, not a.no_rollout)
 
 
 #: name -> () -> (MJCF path, MJCF text, MuJoCo steps to settle from the file's pose)

@@ -50,7 +50,11 @@ def random_poses(rng, n, xy, z):
 
 def prism_hull():
     """coal's convex hull of :func:`prism` (a BVH model's, as coal builds it from the triangles)."""
-    V, F = prism()
+    return coal_hull(*prism())
+
+
+def coal_hull(V, F):
+    """coal's convex hull of the triangles ``(V, F)`` (a BVH model's, as collide builds it)."""
     bvh = coal.BVHModelOBBRSS()
     bvh.beginModel(len(F), len(V))
     bvh.addVertices(V)

@@ -29,7 +29,11 @@ are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_ker
 forms without branches, in one native call, with a broad phase: :mod:`~sparsedyn.contact.collision_near`
 computes only the pairs whose bounds come within the margin), and so are the heights of a robot mesh's
 hull vertices above a world plane (:mod:`~sparsedyn.contact.mesh_plane`, whose patches are then
-reduced as above); the hits are the same to rounding.  ``sd.use_backend("numpy")`` takes the
+reduced as above); the hits are the same to rounding.  The pairs left pass a tighter broad phase, one
+native call (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: after the spheres, a sphere against
+a box and the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
+(given coal's closest pairs) are one native call for all such pairs
+(:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).  ``sd.use_backend("numpy")`` takes the
 vectorised closed forms above.  coal's objects and the meshes' hulls: :mod:`~sparsedyn.contact.collision_coal`.
 """
 
@@ -50,6 +54,7 @@ from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _c
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
+from .mesh_box_loop import mesh_box_loop_patches, near_pairs
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
 from .scene import Scene
@@ -177,7 +182,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     R, p = placements(scene, q)
     plan = _plan(scene)
     if len(scene.index):
-        near = _near(plan, R, p, cutoff if per_pair else margin)
+        near, bounded = _near(scene, plan, R, p, cutoff if per_pair else margin)
         if inside is not None:
             near &= ~inside                        # those are the kernel's
         for key, ks, sa, sb in plan["groups"]:
@@ -193,15 +198,29 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
                 world = plan["world"][ks[m]]
                 kw = ks[m][world]
                 cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
-                out += [_mesh_box_pairs(scene, kw, R, p, cut), _coal_pairs(scene, ks[m][~world], R, p, margin)]
+                got, distinct = _mesh_box_pairs(scene, kw, R, p, cut, bounded)
+                (patches if distinct else out).append(got)
+                if not world.all():
+                    out.append(_coal_pairs(scene, ks[m][~world], R, p, margin))
             elif "hfield" in key:
                 out.append(_hfield_pairs(scene, ks[m], R, p, margin))
             else:
                 out.append(_coal_pairs(scene, ks[m], R, p, margin))
+    if not out and patches:                        # distinct points within their cutoffs: nothing to merge
+        return _distinct_hits(scene, patches)
     return _hits(scene, out, cutoff if per_pair else None, patches)
 
 
-def _near(plan, R, p, cutoff):
+def _near(scene, plan, R, p, cutoff):
+    """``(near (P,) bool, bounded)``: the broad phase, one native call where it is built
+    (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: bounding spheres, then a sphere against a box
+    and the shapes' bounding boxes by separating axes; ``bounded`` True), else the spheres'
+    (:func:`_sphere_near`)."""
+    near = None if use_backend.current() == "numpy" else near_pairs(scene, R, p, cutoff, plan["c"], plan["r"])
+    return (near, True) if near is not None else (_sphere_near(plan, R, p, cutoff), False)
+
+
+def _sphere_near(plan, R, p, cutoff):
     """(P,) bool: the pairs whose bounding spheres come closer than ``cutoff`` (a float or (P,) [m]), a
     bounded shape and a plane by its sphere's height above the plane (the broad phase)."""
     ia, ib, c, r = plan["ia"], plan["ib"], plan["c"], plan["r"]
@@ -314,38 +333,83 @@ def _mesh_plane_pairs(scene, ks, R, p, cutoff, spin=None):
     return ks[g], d, np.where(s, wb, wa), np.where(s, wa, wb), np.where(s, -n, n)
 
 
-def _mesh_box_pairs(scene, ks, R, p, cutoff):
+def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
     """Hits of pairs ``ks`` of a robot mesh and a world box within their ``cutoff`` (len(ks),) [m]:
     coal's signed distance (GJK/EPA) between the mesh's convex hull (as on a plane, and as MuJoCo
     collides a mesh) and the box for the closest pair, and where that pair
     lies on a face of the box the hull vertices on that face, reduced
-    (:func:`~sparsedyn.contact.reduction.mesh_box_patch`)."""
+    (:func:`~sparsedyn.contact.reduction.mesh_box_patch`; on the default road all pairs' patches in one
+    native call, :func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).  ``bounded``: the
+    pairs passed the native broad phase (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`, which holds
+    the test of the mesh's bounding sphere against the box), else that test is made here.  Returns
+    ``((k, d, w_a, w_b, n), distinct)``: ``distinct`` where the rows are already merged as
+    :func:`_hits` merges a pair's (the native road's)."""
     coal, V, rows = _coal(), *mesh_vertices(scene)
     plan, idx, cutoff = _plan(scene), scene.index[ks], np.asarray(cutoff, float)
     mesh = plan["mesh"][idx[:, 0]]
     ms, bs = np.where(mesh, idx[:, 0], idx[:, 1]), np.where(mesh, idx[:, 1], idx[:, 0])
-    # a broad phase: the mesh's bounding sphere against the box itself (not the box's sphere)
     half = plan["half"][bs]
-    x = np.abs(np.einsum("kji,kj->ki", R[bs], p[ms] + np.einsum("kij,kj->ki", R[ms], plan["c"][ms]) - p[bs])) - half
-    gap = np.linalg.norm(np.maximum(x, 0.0), axis=1) + np.minimum(x.max(1, initial=-np.inf), 0.0) - plan["r"][ms]
-    out = []
-    for n in np.flatnonzero(gap < cutoff + SAME_POINT).tolist():
-        k, c, m, b = int(ks[n]), float(cutoff[n]), int(ms[n]), int(bs[n])
-        d, res = _coal_distance(coal, _hull_convex(scene, m), coal.Transform3s(R[m], p[m]), _coal_geometry(scene, b),
-                                coal.Transform3s(R[b], p[b]), scene.shapes[m].name, scene.shapes[b].name)
-        if d >= c:
-            continue
-        a0, b0 = np.array(res.getNearestPoint1(), float), np.array(res.getNearestPoint2(), float)
-        n0 = -np.array(res.normal, float)         # coal's runs from the mesh to the box
-        lo, hi = rows[m]
-        dd, wa, wb, nn = mesh_box_patch(V[lo:hi] @ R[m].T + p[m], R[b], p[b], half[n],
-                                       (d, a0, b0, n0), c, float(patch_depth(c, scene.margin)), SAME_DEPTH)
-        if not mesh[n]:
-            wa, wb, nn = wb, wa, -nn
-        out.append((np.full(len(dd), k), dd, wa, wb, nn))
-    if not out:
-        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
-    return tuple(np.concatenate(x) for x in zip(*out))
+    if bounded:
+        at = range(len(ks))
+    else:                                          # the mesh's bounding sphere against the box itself
+        x = np.abs(np.einsum("kji,kj->ki", R[bs], p[ms] + np.einsum("kij,kj->ki", R[ms], plan["c"][ms]) - p[bs])) \
+            - half
+        gap = np.linalg.norm(np.maximum(x, 0.0), axis=1) + np.minimum(x.max(1, initial=-np.inf), 0.0) - plan["r"][ms]
+        at = np.flatnonzero(gap < cutoff + SAME_POINT).tolist()
+    near, closest = [], np.empty((len(at), 10))
+    for n in at:
+        m, b = int(ms[n]), int(bs[n])
+        d, res = _coal_distance(coal, _hull_convex(scene, m), _transform(scene, coal, m, R, p), _coal_geometry(scene, b),
+                                _transform(scene, coal, b, R, p), scene.shapes[m].name, scene.shapes[b].name)
+        if d < cutoff[n]:                          # (coal's normal runs from the mesh to the box)
+            row = closest[len(near)]
+            row[0], row[1:4], row[4:7], row[7:] = d, res.getNearestPoint1(), res.getNearestPoint2(), res.normal
+            near.append(n)
+    if not near:
+        return (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))), True
+    near, closest = np.array(near), closest[:len(near)]
+    closest[:, 7:] *= -1.0
+    m, b, c = ms[near], bs[near], cutoff[near]
+    depth = patch_depth(c, scene.margin)
+    got = None if use_backend.current() == "numpy" else \
+        mesh_box_loop_patches(V, _shape_rows(scene, rows), plan["half"], m, b, R, p, closest, c, depth, ~mesh[near])
+    if got is not None:                            # (in the pair's order, merged: distinct points)
+        return (ks[near].take(got[0]), *got[1:]), True
+    if got is None:
+        out = []
+        for j, (i, lo_hi) in enumerate(zip(m.tolist(), [rows[i] for i in m.tolist()])):
+            lo, hi = lo_hi
+            x = closest[j]
+            got_j = mesh_box_patch(V[lo:hi] @ R[i].T + p[i], R[b[j]], p[b[j]], half[near[j]],
+                                   (x[0], x[1:4], x[4:7], x[7:10]), c[j], float(depth[j]), SAME_DEPTH)
+            out.append((np.full(len(got_j[0]), j), *got_j))
+        got = tuple(np.concatenate(x) for x in zip(*out))
+    g, d, wa, wb, nn = got
+    swap = ~mesh[near].take(g)[:, None]            # the box first: its witness is w_a
+    return (ks[near].take(g), d, np.where(swap, wb, wa), np.where(swap, wa, wb), np.where(swap, -nn, nn)), False
+
+
+def _transform(scene, coal, k, R, p):
+    """coal's placement of shape ``k`` at ``(R[k], p[k])``; a world shape's made once (kept by the scene)."""
+    if scene.shapes[k].body >= 0:
+        return coal.Transform3s(R[k], p[k])
+    key = ("world transform", k)
+    got = scene.cache.get(key)
+    if got is None:
+        got = scene.cache[key] = coal.Transform3s(R[k], p[k])
+    return got
+
+
+def _shape_rows(scene, rows):
+    """(S, 2) int: each shape's rows of :func:`~sparsedyn.contact.collision_coal.mesh_vertices` (``rows``,
+    by mesh shape; ``(0, 0)`` for the others); kept by the scene."""
+    got = scene.cache.get("mesh rows")
+    if got is None:
+        got = np.zeros((len(scene.shapes), 2), np.int64)
+        for k, r in rows.items():
+            got[k] = r
+        scene.cache["mesh rows"] = got
+    return got
 
 
 def _features(scene, k, up):

@@ -67,15 +67,25 @@ def _distance_request(coal):
     return req
 
 
+#: The requests of :func:`_coal_distance` (made once: coal reads a request, never writes it).
+_REQUESTS: list = []
+
+
+def _requests(coal):
+    if not _REQUESTS:
+        _REQUESTS.extend((_distance_request(coal), coal.DistanceRequest()))
+    return _REQUESTS
+
+
 def _coal_distance(coal, gi, Ti, gj, Tj, name_i, name_j):
     """``(signed distance, coal's DistanceResult)`` of two convex shapes: at :data:`COAL_TOLERANCE`, or
     where EPA fails to reach it (it reports -DBL_MAX on a curved shape deep in another) at coal's
     default tolerance."""
-    for req in (_distance_request(coal), coal.DistanceRequest()):
+    for req in _REQUESTS or _requests(coal):
         res = coal.DistanceResult()
         d = coal.distance(gi, Ti, gj, Tj, req, res)
-        if -1e300 < d < np.inf and all(map(math.isfinite, res.getNearestPoint1())) and \
-                all(map(math.isfinite, res.getNearestPoint2())):
+        a, b = res.getNearestPoint1(), res.getNearestPoint2()
+        if -1e300 < d < math.inf and math.isfinite(((a[0] + a[1]) + (a[2] + b[0])) + (b[1] + b[2])):
             return d, res
     raise RuntimeError(f"collide: coal's distance failed between shapes {name_i!r} and {name_j!r} "
                        f"(GJK/EPA did not converge)")

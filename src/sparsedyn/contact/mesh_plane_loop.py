@@ -36,40 +36,13 @@ from .collision_near import NEAR_COLUMNS, SLACK
 from .mesh_plane import mesh_plane_plan
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
 
-__all__ = ["mesh_plane_loop_rows", "mesh_plane_step_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan"]
+__all__ = ["REDUCE", "mesh_plane_loop_rows", "mesh_plane_step_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan"]
 
-#: The C routine: ``sd_mesh_plane_rows`` writes the rows (P * 4, 11) (:data:`NEAR_COLUMNS`: ``[d, x
-#: (3), n (3), local (3), n . w_b]``, ``d`` +inf in a free row) of the ``P`` pairs; ``par``:
-#: ``[margin (NaN: none), PATCH_DEPTH, SLACK, SPAN, SPAN ** 2]``; ``spin`` (P, 3) or NULL; ``vel`` (nb, 6)
-#: the bodies' spatial velocities (body axes, angular first) or NULL, each mesh's rotation over the step
-#: ``dt`` then ``R omega dt`` (a world plane's is zero; ``spin`` unused).  It returns
-#: the number of rows filled, -1 where its workspace (7 doubles a vertex of the largest hull) cannot be had.
-SOURCE = r"""
-#define NC 11
+#: The reduction of one patch in C (:func:`~sparsedyn.contact.reduction.reduce_patches`' rule), shared with
+#: :mod:`~sparsedyn.contact.mesh_box_loop`: ``sd_mp_reduce`` of a patch's points ``[h, t1, t2]``.
+REDUCE = r"""
 #define MP 4
-typedef long long sd_mp_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
 static double sd_mp_max(double a, double b) { return a > b ? a : b; }   /* np.maximum of numbers */
-
-/* Each pair's allowance above its deepest point (reduction.patch_depth / rotation_depth). */
-static void sd_mp_depth(long long m, const double *xw, long long p0, const double *ax, const double *spin, double base,
-                        double d0, double *dep)
-{
-  double th[3];
-  int known = spin != 0;
-  if (known) {
-    for (int i = 0; i < 3; i++) th[i] = (ax[i] * spin[0] + ax[3 + i] * spin[1]) + ax[6 + i] * spin[2];
-    known = th[0] == th[0] && th[1] == th[1] && th[2] == th[2];
-  }
-  if (!known) { for (long long i = 0; i < m; i++) dep[i] = d0; return; }
-  double a = sqrt((th[0] * th[0] + th[1] * th[1]) + th[2] * th[2]);
-  double c = ((a - sin(a)) + 1.0) - cos(a);
-  double w0 = th[0] * 0.0, w1 = th[2], w2 = th[1] * -1.0;
-  for (long long i = 0; i < m; i++) {
-    double r0 = xw[3 * i] - xw[3 * p0], r1 = xw[3 * i + 1] - xw[3 * p0 + 1], r2 = xw[3 * i + 2] - xw[3 * p0 + 2];
-    double low = (r0 * w0 + r1 * w1) + r2 * w2;
-    dep[i] = (base + sd_mp_max(0.0, low)) + sqrt((r0 * r0 + r1 * r1) + r2 * r2) * c;
-  }
-}
 
 /* The kept points of one patch (reduction._reduce; p0 its deepest), in order: their count, their indices in keep. */
 static int sd_mp_reduce(long long m, const double *xw, long long p0, const double *dep, double span, double span2,
@@ -99,6 +72,39 @@ static int sd_mp_reduce(long long m, const double *xw, long long p0, const doubl
   for (long long i = 0; i < m && n < 4; i++)              /* sorted, each once */
     if (i == got[0] || i == got[1] || i == got[2] || i == got[3]) keep[n++] = i;
   return n;
+}
+
+"""
+
+#: The C routine: ``sd_mesh_plane_rows`` writes the rows (P * 4, 11) (:data:`NEAR_COLUMNS`: ``[d, x
+#: (3), n (3), local (3), n . w_b]``, ``d`` +inf in a free row) of the ``P`` pairs; ``par``:
+#: ``[margin (NaN: none), PATCH_DEPTH, SLACK, SPAN, SPAN ** 2]``; ``spin`` (P, 3) or NULL; ``vel`` (nb, 6)
+#: the bodies' spatial velocities (body axes, angular first) or NULL, each mesh's rotation over the step
+#: ``dt`` then ``R omega dt`` (a world plane's is zero; ``spin`` unused).  It returns
+#: the number of rows filled, -1 where its workspace (7 doubles a vertex of the largest hull) cannot be had.
+SOURCE = REDUCE + r"""
+#define NC 11
+typedef long long sd_mp_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
+
+/* Each pair's allowance above its deepest point (reduction.patch_depth / rotation_depth). */
+static void sd_mp_depth(long long m, const double *xw, long long p0, const double *ax, const double *spin, double base,
+                        double d0, double *dep)
+{
+  double th[3];
+  int known = spin != 0;
+  if (known) {
+    for (int i = 0; i < 3; i++) th[i] = (ax[i] * spin[0] + ax[3 + i] * spin[1]) + ax[6 + i] * spin[2];
+    known = th[0] == th[0] && th[1] == th[1] && th[2] == th[2];
+  }
+  if (!known) { for (long long i = 0; i < m; i++) dep[i] = d0; return; }
+  double a = sqrt((th[0] * th[0] + th[1] * th[1]) + th[2] * th[2]);
+  double c = ((a - sin(a)) + 1.0) - cos(a);
+  double w0 = th[0] * 0.0, w1 = th[2], w2 = th[1] * -1.0;
+  for (long long i = 0; i < m; i++) {
+    double r0 = xw[3 * i] - xw[3 * p0], r1 = xw[3 * i + 1] - xw[3 * p0 + 1], r2 = xw[3 * i + 2] - xw[3 * p0 + 2];
+    double low = (r0 * w0 + r1 * w1) + r2 * w2;
+    dep[i] = (base + sd_mp_max(0.0, low)) + sqrt((r0 * r0 + r1 * r1) + r2 * r2) * c;
+  }
 }
 
 SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const double *R, const double *o,

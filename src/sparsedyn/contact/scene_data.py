@@ -19,13 +19,14 @@ import numpy as np
 
 from ..algorithms.kinematics import forward_kinematics
 from ..kernels import native_calls, use_backend
-from .collision import _bounds, _mesh_box_pairs, mesh_vertices, placements
+from .collision import _bounds, _mesh_box_pairs, _plan as _collision_plan, mesh_vertices, placements
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
+from .mesh_box_loop import near_pairs
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows, mesh_plane_step_rows
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
@@ -229,7 +230,16 @@ def mesh_box_rows(scene, boxes, q, cut):
     if not len(boxes):
         return out
     R, p = placements(scene, q)
-    k, d, wa, wb, n = _mesh_box_pairs(scene, boxes, R, p, cut)
+    bounded = False
+    if use_backend.current() != "numpy":           # the native broad phase (the other pairs' cutoff -inf: out)
+        plan = _collision_plan(scene)
+        full = np.full(len(scene.index), -np.inf)
+        full[boxes] = cut
+        near = near_pairs(scene, R, p, full, plan["c"], plan["r"])
+        if near is not None:
+            keep = near.take(boxes)
+            boxes_near, cut, bounded = boxes[keep], np.asarray(cut, float)[keep], True
+    (k, d, wa, wb, n), _ = _mesh_box_pairs(scene, boxes_near if bounded else boxes, R, p, cut, bounded)
     at = MAX_PATCH_POINTS * np.searchsorted(boxes, k) + np.arange(len(k)) - np.searchsorted(k, k)
     a = scene.index[k, 0]
     E = np.array([scene.shapes[i].R for i in a.tolist()]).reshape(-1, 3, 3)      # the shape in its body

@@ -1,0 +1,443 @@
+"""Pairs with boxes in one native loop: a tight broad phase (:func:`near_pairs`) and the patches of
+robot meshes on world boxes (:func:`mesh_box_loop_patches`).
+
+Both are C routines written by hand (:func:`~sparsedyn.kernels.c_library`), used by
+:func:`~sparsedyn.collide` on the default road where a C compiler is there (else its NumPy road):
+
+* **broad phase**, per pair ``(a, b)`` at the shapes' world poses: the bounding spheres' test of
+  collide's NumPy road (a bounded shape and a plane: the sphere's height above the plane), and where
+  it passes, two lower bounds of the pair's distance, each a separating-axis gap that rounds to less
+  than the distance by far less than :data:`~sparsedyn.contact.collision_near.SLACK`: a shape's bounding
+  sphere against the other where that is a box (the sphere's distance to the box), and the two
+  shapes' bounding boxes in their own frames (a box itself; a sphere, capsule, cylinder, ellipsoid
+  its extents; a mesh its hull's extents) by the separating axis test of two oriented boxes (their
+  six face normals and nine cross products of their edges: the projection's gap along each axis is
+  a lower bound of the distance; Gottschalk, Lin and Manocha, "OBBTree: a hierarchical structure
+  for rapid interference detection", 1996).  A pair is kept where each bound is below its cutoff
+  plus the slack: never a pair within its cutoff left out, most of the pairs whose spheres alone
+  overlap (a robot's links over a wide box) left out.
+* **a mesh's patch on a box**, given the pair's closest points (coal's GJK/EPA on the mesh's convex
+  hull): :func:`~sparsedyn.contact.reduction.mesh_box_patch`, the same operations in the same order
+  (the face holding the closest pair, the hull vertices within the cutoff over it, the reduction's
+  rule as in :mod:`~sparsedyn.contact.mesh_plane_loop`), all pairs in one call: its rows are the
+  NumPy function's to rounding.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..kernels import c_library
+from .collision_coal import SAME_DEPTH, SAME_POINT, _hull_vertices
+from .collision_near import SLACK
+from .mesh_plane_loop import REDUCE, _at, _to
+from .reduction import MAX_PATCH_POINTS, SPAN
+
+__all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
+
+#: ``sd_near_pairs``: ``near`` (P,) (0/1) of the P pairs (the module docstring's broad phase); per
+#: shape ``sc`` (S, 3), ``sr`` (S,) its bounding sphere (centre in its frame, radius, inf: unbounded),
+#: ``bc`` (S, 3), ``be`` (S, 3) its bounding box (centre in its frame, half extents along its axes; NaN:
+#: none), ``box`` (S,) 1 where it is a box (its bounding box exact); per pair ``ia``, ``ib`` its shapes,
+#: ``plane`` the index of its plane or -1 (a bounded shape on a plane); ``R`` (S, 3, 3), ``p`` (S, 3)
+#: the shapes' world poses; ``cut`` (P,); ``par``: ``[SLACK, SAME_POINT]``.
+#: ``sd_mesh_box_patches``: the rows (P * 4, 10) ``[d, w_a (3), w_b (3), n (3)]`` (``d`` +inf in a
+#: free row) of P mesh-box pairs (:func:`mesh_box_loop_patches`); returns the rows filled, -1 where
+#: the workspace (8 doubles a vertex of the largest hull) cannot be had.
+SOURCE = REDUCE + r"""
+#define NB 10
+static double sd_mb_abs(double x) { return x < 0 ? -x : x; }
+
+/* The separating-axis gap of two oriented boxes (axes the columns of Ra, Rb; centres ca, cb; half extents ea, eb):
+   the largest over the 15 axes of the projections' gap, a lower bound of their distance (-inf: none). */
+static double sd_mb_obb_gap(const double *Ra, const double *ca, const double *ea, const double *Rb, const double *cb,
+                            const double *eb)
+{
+  double a[3][3], b[3][3], T[3], best = -__builtin_inf();
+  for (int i = 0; i < 3; i++) {
+    for (int r = 0; r < 3; r++) { a[i][r] = Ra[3 * r + i]; b[i][r] = Rb[3 * r + i]; }
+    T[i] = cb[i] - ca[i];
+  }
+  for (int k = 0; k < 15; k++) {
+    double L[3];
+    if (k < 3) for (int r = 0; r < 3; r++) L[r] = a[k][r];
+    else if (k < 6) for (int r = 0; r < 3; r++) L[r] = b[k - 3][r];
+    else {
+      const double *u = a[(k - 6) / 3], *v = b[(k - 6) % 3];
+      L[0] = u[1] * v[2] - u[2] * v[1];
+      L[1] = u[2] * v[0] - u[0] * v[2];
+      L[2] = u[0] * v[1] - u[1] * v[0];
+    }
+    double n2 = L[0] * L[0] + L[1] * L[1] + L[2] * L[2];
+    if (n2 < 1e-12) continue;                         /* parallel edges: a face axis holds that gap */
+    double ra = 0.0, rb = 0.0;
+    for (int i = 0; i < 3; i++) {
+      ra += ea[i] * sd_mb_abs(L[0] * a[i][0] + L[1] * a[i][1] + L[2] * a[i][2]);
+      rb += eb[i] * sd_mb_abs(L[0] * b[i][0] + L[1] * b[i][1] + L[2] * b[i][2]);
+    }
+    double g = (sd_mb_abs(L[0] * T[0] + L[1] * T[1] + L[2] * T[2]) - ra - rb) / sqrt(n2);
+    if (g > best) best = g;
+  }
+  return best;
+}
+
+/* The distance of a sphere (world centre c, radius r) from a box (axes the columns of Rb, centre pb, half extents e). */
+static double sd_mb_sphere_gap(const double *c, double r, const double *Rb, const double *pb, const double *e)
+{
+  double out = 0.0, top = -__builtin_inf();
+  for (int j = 0; j < 3; j++) {
+    double x = Rb[j] * (c[0] - pb[0]) + Rb[3 + j] * (c[1] - pb[1]) + Rb[6 + j] * (c[2] - pb[2]);
+    double q = sd_mb_abs(x) - e[j];
+    if (q > 0) out += q * q;
+    if (q > top) top = q;
+  }
+  return sqrt(out) + (top < 0 ? top : 0.0) - r;
+}
+
+static void sd_mb_world(const double *R, const double *p, const double *x, double *w)
+{
+  for (int r = 0; r < 3; r++) w[r] = ((R[3 * r] * x[0] + R[3 * r + 1] * x[1]) + R[3 * r + 2] * x[2]) + p[r];
+}
+
+SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *ib, const long long *plane,
+                             const double *sc, const double *sr, const double *bc, const double *be,
+                             const long long *box, const double *R, const double *p, const double *cut,
+                             const double *par, _Bool *near)
+{
+  const double slack = par[0], same = par[1];
+  for (long long k = 0; k < P; k++) {
+    const long long i = ia[k], j = ib[k];
+    double ci[3], cj[3];
+    sd_mb_world(R + 9 * i, p + 3 * i, sc + 3 * i, ci);
+    sd_mb_world(R + 9 * j, p + 3 * j, sc + 3 * j, cj);
+    if (plane[k] >= 0) {                              /* a bounded shape's sphere above a plane */
+      const long long pl = plane[k];
+      const double *c = pl == i ? cj : ci, *Rp = R + 9 * pl, *pp = p + 3 * pl;
+      double h = (Rp[2] * (c[0] - pp[0]) + Rp[5] * (c[1] - pp[1])) + Rp[8] * (c[2] - pp[2]);
+      near[k] = h - sr[pl == i ? j : i] < cut[k] + same;
+      continue;
+    }
+    if (!(sr[i] + sr[j] < __builtin_inf())) { near[k] = 1; continue; }
+    double e[3] = {ci[0] - cj[0], ci[1] - cj[1], ci[2] - cj[2]};
+    near[k] = sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]) - sr[i] - sr[j] < cut[k];
+    if (!near[k]) continue;
+    const double top = cut[k] + slack;
+    if (box[j] && !(sd_mb_sphere_gap(ci, sr[i], R + 9 * j, p + 3 * j, be + 3 * j) < top)) { near[k] = 0; continue; }
+    if (box[i] && !(sd_mb_sphere_gap(cj, sr[j], R + 9 * i, p + 3 * i, be + 3 * i) < top)) { near[k] = 0; continue; }
+    if (be[3 * i] == be[3 * i] && be[3 * j] == be[3 * j]) {
+      double oi[3], oj[3];
+      sd_mb_world(R + 9 * i, p + 3 * i, bc + 3 * i, oi);
+      sd_mb_world(R + 9 * j, p + 3 * j, bc + 3 * j, oj);
+      near[k] = sd_mb_obb_gap(R + 9 * i, oi, be + 3 * i, R + 9 * j, oj, be + 3 * j) < top;
+    }
+  }
+}
+
+/* One pair's patch (reduction.mesh_box_patch): its rows into out, their count.  Workspace rows (row 0 the closest
+   pair's, then the vertices over the face): xw [h, t1, t2] (the patch's coordinates, h clamped to d0), hv the
+   vertices' own heights, W their world points; dep, D, A the reduction's. */
+static int sd_mb_patch(long long nv, const double *V, const double *Rm, const double *pm, const double *Rb,
+                       const double *pb, const double *hl, const double *cl, double cut, double depth, double same,
+                       double span, double span2, double *xw, double *hv, double *W, double *dep, double *D, double *A,
+                       double *out)
+{
+  const double d0 = cl[0], *wa0 = cl + 1, *wb0 = cl + 4, *n0 = cl + 7;
+  double nb[3], xb[3], o[3];
+  for (int j = 0; j < 3; j++) {
+    nb[j] = (Rb[j] * n0[0] + Rb[3 + j] * n0[1]) + Rb[6 + j] * n0[2];
+    xb[j] = (Rb[j] * (wb0[0] - pb[0]) + Rb[3 + j] * (wb0[1] - pb[1])) + Rb[6 + j] * (wb0[2] - pb[2]);
+    o[j] = sd_mb_abs(xb[j]) - hl[j];
+  }
+  int k = 0;
+  for (int j = 1; j < 3; j++) if (o[j] > o[k]) k = j;
+  int o1 = k == 0 ? 1 : 0, o2 = k == 2 ? 1 : 2;
+  const int inside = o[k] > -same && sd_mp_max(o[o1], o[o2]) < -same && nb[k] * xb[k] > 0;
+  int one = 0;
+  if (!inside) {                                   /* a face only where the normal is the face's */
+    k = 0;
+    for (int j = 1; j < 3; j++) if (sd_mb_abs(nb[j]) > sd_mb_abs(nb[k])) k = j;
+    o1 = k == 0 ? 1 : 0, o2 = k == 2 ? 1 : 2;
+    one = sd_mb_abs(nb[k]) < 1.0 - 1e-9;
+  }
+  long long m = 1;
+  double nf[3];
+  if (!one) {
+    const double w = inside ? xb[k] : nb[k], s = (double)(w > 0) - (double)(w < 0);
+    for (int r = 0; r < 3; r++) nf[r] = s * Rb[3 * r + k];
+    for (long long v = 0; v < nv; v++) {           /* the hull vertices over the face within the cutoff */
+      double Wv[3], x[3];
+      sd_mb_world(Rm, pm, V + 3 * v, Wv);
+      for (int j = 0; j < 3; j++) {
+        x[j] = ((Wv[0] - pb[0]) * Rb[j] + (Wv[1] - pb[1]) * Rb[3 + j]) + (Wv[2] - pb[2]) * Rb[6 + j];
+        if (j == k && !(x[k] * s - hl[k] < cut)) break;      /* above the cutoff: the other axes unneeded */
+      }
+      const double h = x[k] * s - hl[k];
+      if (!(h < cut && sd_mb_abs(x[o1]) <= hl[o1] && sd_mb_abs(x[o2]) <= hl[o2])) continue;
+      hv[m] = h, xw[3 * m] = sd_mp_max(h, d0), xw[3 * m + 1] = x[o1], xw[3 * m + 2] = x[o2];
+      for (int r = 0; r < 3; r++) W[3 * m + r] = Wv[r];
+      m++;
+    }
+  }
+  if (m == 1) {                                    /* the closest pair alone */
+    for (int r = 0; r < 10; r++) out[r] = cl[r];
+    return 1;
+  }
+  double least = hv[1];
+  for (long long i = 2; i < m; i++) if (hv[i] < least) least = hv[i];
+  const int first = least > d0 + same;             /* 1: the closest pair leads the patch */
+  if (first) {
+    xw[0] = d0;
+    for (int j = 0; j < 2; j++) {
+      const int c = j ? o2 : o1;
+      xw[1 + j] = ((wa0[0] - pb[0]) * Rb[c] + (wa0[1] - pb[1]) * Rb[3 + c]) + (wa0[2] - pb[2]) * Rb[6 + c];
+    }
+  }
+  const long long skip = 1 - first, M = m - skip;  /* the patch: xw's rows from skip */
+  const double *x0 = xw + 3 * skip;
+  long long p0 = 0;
+  for (long long i = 0; i < M; i++) {
+    dep[i] = depth;
+    if (x0[3 * i] < x0[3 * p0]) p0 = i;
+  }
+  long long keep[4];
+  int n = sd_mp_reduce(M, x0, p0, dep, span, span2, D, A, keep);
+  for (int a = 1; a < n; a++)                      /* the deepest first (a stable sort of a few) */
+    for (int b = a; b > 0 && x0[3 * keep[b]] < x0[3 * keep[b - 1]]; b--) {
+      long long t = keep[b]; keep[b] = keep[b - 1]; keep[b - 1] = t;
+    }
+  for (int a = 0; a < n; a++) {
+    double *row = out + NB * a;
+    const long long i = keep[a] + skip;            /* its workspace row */
+    if (i == 0) {
+      for (int r = 0; r < 10; r++) row[r] = cl[r];
+      continue;
+    }
+    row[0] = hv[i];
+    for (int r = 0; r < 3; r++) {
+      row[1 + r] = W[3 * i + r];
+      row[4 + r] = W[3 * i + r] - hv[i] * nf[r];
+      row[7 + r] = nf[r];
+    }
+  }
+  return n;
+}
+
+/* A pair's rows (n, each [d, w_a, w_b, n]) as collide's merge keeps them (collision._hits): by depth (stable) the
+   first of each w_a rounded to a multiple of `same`, then none nearer than `same` to a deeper one (ties: the
+   earlier row), in their order; the others' d set to +inf after the kept.  Returns the kept count. */
+static int sd_mb_distinct(int n, double *out, double same)
+{
+  int order[MP], one[MP], keep[MP], m = 0;
+  double key[MP][3];
+  for (int i = 0; i < n; i++) {
+    order[i] = i;
+    for (int r = 0; r < 3; r++) key[i][r] = nearbyint(out[NB * i + 1 + r] / same);
+  }
+  for (int a = 1; a < n; a++)
+    for (int b = a; b > 0 && out[NB * order[b]] < out[NB * order[b - 1]]; b--) {
+      int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
+    }
+  for (int a = 0; a < n; a++) {
+    const int i = order[a];
+    one[i] = 1;
+    for (int b = 0; b < a; b++) {
+      const int j = order[b];
+      if (key[j][0] == key[i][0] && key[j][1] == key[i][1] && key[j][2] == key[i][2]) one[i] = 0;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    keep[i] = one[i];
+    for (int j = 0; j < n && keep[i]; j++) {
+      if (j == i || !one[j]) continue;
+      double e0 = out[NB * i + 1] - out[NB * j + 1], e1 = out[NB * i + 2] - out[NB * j + 2];
+      double e2 = out[NB * i + 3] - out[NB * j + 3], di = out[NB * i], dj = out[NB * j];
+      if (sqrt(e0 * e0 + e1 * e1 + e2 * e2) < same && (dj < di || (dj == di && j < i))) keep[i] = 0;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (!keep[i]) continue;
+    if (m != i) for (int c = 0; c < NB; c++) out[NB * m + c] = out[NB * i + c];
+    m++;
+  }
+  for (int i = m; i < n; i++) out[NB * i] = __builtin_inf();
+  return m;
+}
+
+SD_EXPORT long long sd_mesh_box_patches(long long P, const long long *ms, const long long *bs, const long long *first,
+                                        const long long *count, const double *hull, const double *half, const double *R,
+                                        const double *p, const double *closest, const double *cut, const double *depth,
+                                        const long long *swap, const double *par, double *out)
+{
+  const double same = par[0], span = par[1], span2 = par[2], point = par[3];
+  long long most = 1, rows = 0;
+  for (long long k = 0; k < P; k++) if (count[ms[k]] + 1 > most) most = count[ms[k]] + 1;
+  double *xw = malloc(11 * most * sizeof(double));
+  if (!xw) return -1;
+  double *hv = xw + 3 * most, *W = hv + most, *dep = W + 3 * most, *D = dep + most, *A = D + most;
+  for (long long j = 0; j < P * MP; j++) {
+    out[j * NB] = __builtin_inf();
+    for (int c = 1; c < NB; c++) out[j * NB + c] = 0.0;
+  }
+  for (long long k = 0; k < P; k++) {
+    double *rk = out + NB * MP * k;
+    const int n = sd_mb_patch(count[ms[k]], hull + 3 * first[ms[k]], R + 9 * ms[k], p + 3 * ms[k], R + 9 * bs[k],
+                              p + 3 * bs[k], half + 3 * bs[k], closest + 10 * k, cut[k], depth[k], same, span, span2,
+                              xw, hv, W, dep, D, A, rk);
+    if (swap[k])                                   /* the box first: its witness is w_a, the normal towards it */
+      for (int i = 0; i < n; i++)
+        for (int r = 0; r < 3; r++) {
+          const double t = rk[NB * i + 1 + r];
+          rk[NB * i + 1 + r] = rk[NB * i + 4 + r], rk[NB * i + 4 + r] = t, rk[NB * i + 7 + r] = -rk[NB * i + 7 + r];
+        }
+    rows += sd_mb_distinct(n, rk, point);
+  }
+  free(xw);
+  return rows;
+}
+"""
+
+#: The routines once loaded: ``[sd_near_pairs or None, sd_mesh_box_patches or None, tried]``.
+_ROUTINE: list = [None, None, False]
+_P = ctypes.POINTER(ctypes.c_double)
+
+
+def _routines():
+    """``(sd_near_pairs, sd_mesh_box_patches)`` (ctypes), or None where no C compiler builds them."""
+    if not _ROUTINE[2]:
+        lib = c_library(SOURCE)
+        if lib is not None:
+            f, g = lib.sd_near_pairs, lib.sd_mesh_box_patches
+            f.restype, g.restype = None, ctypes.c_longlong
+            f.argtypes, g.argtypes = [ctypes.c_longlong] + [_P] * 13, [ctypes.c_longlong] + [_P] * 14
+            _ROUTINE[0], _ROUTINE[1] = f, g
+        _ROUTINE[2] = True
+    return None if _ROUTINE[0] is None else (_ROUTINE[0], _ROUTINE[1])
+
+
+def _extents(scene, k):
+    """``(centre (3,), half extents (3,))`` of shape ``k``'s bounding box in its frame; NaN where it has none
+    (a plane, a height field).  A mesh's: its hull vertices' extents, grown by the spacing under which
+    they were merged (collision_coal's hull)."""
+    s = scene.shapes[k]
+    size = np.asarray(s.size, float)
+    z = np.zeros(3)
+    if s.kind == "box":
+        return z, size / 2
+    if s.kind == "sphere":
+        return z, np.full(3, size[0])
+    if s.kind in ("capsule", "cylinder"):
+        return z, np.array([size[0], size[0], size[1] / 2 + (size[0] if s.kind == "capsule" else 0.0)])
+    if s.kind == "ellipsoid":
+        return z, size.copy()
+    if s.kind == "mesh":
+        V = _hull_vertices(scene, k)
+        if len(V):
+            lo, hi = V.min(0), V.max(0)
+            return (lo + hi) / 2, (hi - lo) / 2 + 2 * SAME_POINT
+    return np.full(3, np.nan), np.full(3, np.nan)
+
+
+def near_plan(scene, c, r):
+    """What :func:`near_pairs` hands the routine for ``scene`` (its shapes' bounding spheres ``c`` (S, 3)
+    in their frames, radii ``r`` (S,), collide's): the tables and their addresses; kept by the scene."""
+    key = "box near plan"
+    got = scene.cache.get(key)
+    if got is None:
+        idx = np.asarray(scene.index, np.int64).reshape(-1, 2)
+        kinds = np.array([s.kind for s in scene.shapes] or [""])[idx] if len(idx) else np.zeros((0, 2), str)
+        on_plane = (kinds == "plane").any(1) & np.isfinite(r[idx]).any(1) if len(idx) else np.zeros(0, bool)
+        plane = np.where(on_plane, np.where(kinds[:, 0] == "plane", idx[:, 0], idx[:, 1]), -1).astype(np.int64)
+        ext = [_extents(scene, k) for k in range(len(scene.shapes))]
+        bc = np.array([e[0] for e in ext]).reshape(-1, 3)
+        be = np.array([e[1] for e in ext]).reshape(-1, 3)
+        box = np.array([s.kind == "box" for s in scene.shapes], np.int64)
+        tables = (np.ascontiguousarray(idx[:, 0]), np.ascontiguousarray(idx[:, 1]), plane,
+                  np.ascontiguousarray(c, float), np.ascontiguousarray(r, float), bc, be, box,
+                  np.array([SLACK, SAME_POINT]))
+        got = scene.cache[key] = (tables, [_ints(x) if x.dtype == np.int64 else _at(x) for x in tables], {})
+    return got
+
+
+def near_pairs(scene, R, p, cutoff, c, r):
+    """(P,) bool: the scene's pairs whose shapes may come closer than ``cutoff`` (a float, or (P,) [m])
+    at the world poses ``R`` (S, 3, 3), ``p`` (S, 3) (module docstring: every pair within its cutoff,
+    and of the others those the bounds cannot part), ``c``, ``r`` the shapes' bounding spheres
+    (:func:`near_plan`); None where the routine cannot be built (no C compiler)."""
+    got = _routines()
+    if got is None:
+        return None
+    tables, at, fills = near_plan(scene, c, r)
+    P = len(tables[0])
+    if np.ndim(cutoff):
+        cut = np.ascontiguousarray(cutoff, float)
+        if cut.shape != (P,):
+            raise ValueError(f"near_pairs: cutoff must be a float or one per pair, shape ({P},), got shape {cut.shape}")
+    else:                                          # one cutoff for all: its table kept
+        cut = fills.get(cutoff)
+        if cut is None:
+            if len(fills) > 8:
+                fills.clear()
+            cut = fills[cutoff] = np.full(P, float(cutoff))
+    near = np.empty(max(P, 8), bool)             # (a buffer of a double at least)
+    got[0](P, *at[:8], _at(R), _at(p), _at(cut), at[8], ctypes.c_double.from_buffer(near))
+    return near[:P]
+
+
+def mesh_box_loop_patches(V, ranges, half, ms, bs, R, p, closest, cutoff, depth, swap=None):
+    """:func:`~sparsedyn.contact.reduction.mesh_box_patch` of P pairs in one call of the routine: pair
+    ``k``'s mesh is shape ``ms[k]``, its hull vertices ``V[ranges[ms[k], 0]:ranges[ms[k], 1]]`` (rows of
+    ``V`` (N, 3), in its frame), its box shape ``bs[k]`` of half sizes ``half[bs[k]]``, the shapes at the
+    world poses ``R`` (S, 3, 3), ``p`` (S, 3) (``ranges`` (S, 2) int, ``half`` (S, 3): per shape, what
+    is not a mesh or a box unused); ``closest`` (P, 10) the pair's closest points ``[d, w_a (3), w_b
+    (3), n (3)]`` (``n`` from the box towards the mesh), ``cutoff`` (P,) [m], ``depth`` (P,) [m] the
+    patch's allowance (``same``: ``SAME_DEPTH`` of collision_coal).  Returns ``(k,
+    d, w_a, w_b, n)`` per hit, by pair (each pair's deepest first; ``k`` the pair's position in ``ms``):
+    the NumPy function's rows to rounding, merged as :func:`~sparsedyn.collide` merges a pair's hits
+    (the deepest of those whose witnesses on ``a`` coincide, to ``SAME_POINT``:
+    its points distinct); ``swap`` (P,) bool: the pair's box is its ``a`` (its witness ``w_a``, the normal
+    towards it); None where the routine cannot be built."""
+    got = _routines()
+    if got is None:
+        return None
+    P = len(ms)
+    shapes = [np.shape(x) for x in (bs, closest, cutoff, depth)] + ([] if swap is None else [np.shape(swap)])
+    if shapes != [(P,), (P, 10), (P,), (P,), (P,)][:len(shapes)]:
+        raise ValueError(f"mesh_box_loop_patches: expected bs (P,), closest (P, 10), cutoff, depth and swap (P,) "
+                         f"for P = {P} pairs, got shapes {shapes}")
+    tables = _tables(V, ranges, half)
+    out = np.empty((P * MAX_PATCH_POINTS, 10))
+    sw = np.zeros(max(P, 1), np.int64) if swap is None else np.asarray(swap, np.int64)
+    if got[1](P, _ints(ms), _ints(bs), *tables[3:], *(_at(x) for x in (R, p, closest, cutoff, depth)), _ints(sw),
+              _PAR_AT, _to(out)) < 0:
+        raise MemoryError(f"mesh-box contacts: no memory for the workspace of {int(np.ptp(np.reshape(ranges, (-1, 2)), 1).max())} hull vertices")
+    sel = np.flatnonzero(out[:, 0] != np.inf)
+    r = out.take(sel, 0)
+    return sel // MAX_PATCH_POINTS, r[:, 0], r[:, 1:4], r[:, 4:7], r[:, 7:10]
+
+
+_PAR = np.array([SAME_DEPTH, SPAN, SPAN ** 2, SAME_POINT])
+_PAR_AT = ctypes.c_double.from_buffer(_PAR)
+#: The last tables handed to the routine: ``(V, ranges, half, first, count, V, half)`` (the arrays given, then
+#: references to the routine's tables; the arrays kept alive, so that one given again is known by identity).
+_LAST: list = [None]
+
+
+def _tables(V, ranges, half):
+    """The routine's references to the tables ``V``, ``ranges``, ``half`` (:func:`mesh_box_loop_patches`), made
+    again only where other arrays come (a scene's are the same arrays call after call)."""
+    last = _LAST[0]
+    if last is not None and last[0] is V and last[1] is ranges and last[2] is half:
+        return last
+    r = np.asarray(ranges, np.int64).reshape(-1, 2)
+    got = (V, ranges, half, _ints(r[:, 0]), _ints(r[:, 1] - r[:, 0]), _at(V), _at(half))
+    if type(V) is np.ndarray and type(ranges) is np.ndarray and type(half) is np.ndarray:
+        _LAST[0] = got
+    return got
+
+
+def _ints(x):
+    """A reference to the first element of ``x`` as an int64 table (a copy where it is not one)."""
+    x = np.ascontiguousarray(x, np.int64)
+    return ctypes.c_double.from_buffer(x if x.flags.writeable else x.copy())
