@@ -50,6 +50,9 @@ ALLOWED = {
     ("codegen.xla_ffi", "_loaded"): "the XLA FFI handler library loaded per compiler and headers",
     ("codegen.native", "_c_libraries"): "hand-written C libraries (c_library) loaded per source text",
     ("contact.mesh_plane_loop", "_ROUTINE"): "the mesh-plane routine of its one C source, loaded once",
+    ("contact.mesh_box_loop", "_ROUTINE"): "the broad phase and mesh-box routines of its one C source, loaded once",
+    ("contact.collision_coal", "_REQUESTS"): "coal's two distance requests, made once (coal reads them, never "
+                                             "writes them; no model among their inputs)",
     ("interop.dask", "_compiled"): "a worker's compiled objects by recipe token (the last few)",
     ("symbolic", "_gc_pauses"): "the count of nested pauses of Python's garbage collector",
     # warn-once sets: which warnings this process has given

@@ -419,22 +419,11 @@ def mesh_box_loop_patches(V, ranges, half, ms, bs, R, p, closest, cutoff, depth,
 
 _PAR = np.array([SAME_DEPTH, SPAN, SPAN ** 2, SAME_POINT])
 _PAR_AT = ctypes.c_double.from_buffer(_PAR)
-#: The last tables handed to the routine: ``(V, ranges, half, first, count, V, half)`` (the arrays given, then
-#: references to the routine's tables; the arrays kept alive, so that one given again is known by identity).
-_LAST: list = [None]
-
-
 def _tables(V, ranges, half):
-    """The routine's references to the tables ``V``, ``ranges``, ``half`` (:func:`mesh_box_loop_patches`), made
-    again only where other arrays come (a scene's are the same arrays call after call)."""
-    last = _LAST[0]
-    if last is not None and last[0] is V and last[1] is ranges and last[2] is half:
-        return last
+    """The routine's references to the tables ``V``, ``ranges``, ``half`` (:func:`mesh_box_loop_patches`):
+    ``(V, ranges, half, first, count, V, half)`` (the arrays given, then the references)."""
     r = np.asarray(ranges, np.int64).reshape(-1, 2)
-    got = (V, ranges, half, _ints(r[:, 0]), _ints(r[:, 1] - r[:, 0]), _at(V), _at(half))
-    if type(V) is np.ndarray and type(ranges) is np.ndarray and type(half) is np.ndarray:
-        _LAST[0] = got
-    return got
+    return (V, ranges, half, _ints(r[:, 0]), _ints(r[:, 1] - r[:, 0]), _at(V), _at(half))
 
 
 def _ints(x):
