@@ -76,6 +76,7 @@ from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels,
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
+from .state_derivatives_native import native_state_derivatives
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -440,16 +441,35 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
         one = [x[0] for x in args]
         one.append(np.array([float(dt)]))
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
-        out = f(*one, slotted.frames, slotted.kinds) if f is not None else \
-            scene_step_partials(kernels, *one, slotted.frames, slotted.kinds)
-        dv, dq = _state_derivatives(*out, slotted.modes[0].tolist(), slotted.correction[0], nv, dt)
+        if f is None:
+            out = scene_step_partials(kernels, *one, slotted.frames, slotted.kinds)
+            dv, dq = _state_derivatives(*out, slotted.modes[0].tolist(), slotted.correction[0], nv, dt)
+            return dv[None], dq[None]
+        out = f(*one, slotted.frames, slotted.kinds)
+        dv, dq = _one_state(out, weights[0], slotted.modes[0], slotted.correction[0], nv, dt)
         return dv[None], dq[None]
     rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames, slotted.kinds,
                                            f_ext=f_ext)
     dv, dq = np.empty((2, B, nv, 3 * nv))
+    native = use_backend.current() != "numpy"
     for b, modes in enumerate(slotted.modes.tolist()):
-        dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes, slotted.correction[b], nv, dt)
+        if native:
+            dv[b], dq[b] = _one_state((rows[b], state[b], gap[b]), weights[b], modes, slotted.correction[b], nv, dt)
+        else:
+            dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes, slotted.correction[b], nv, dt)
     return dv, dq
+
+
+def _one_state(pieces, weights, modes, correction, nv, dt):
+    """``(dv, dq)`` of one state on the native road: the hand-written routine
+    (:func:`~sparsedyn.contact.state_derivatives_native.native_state_derivatives`) where it takes the
+    state (every contact sticking or open), else :func:`_state_derivatives`."""
+    rows, state, gap = (np.ascontiguousarray(x, float) for x in pieces)
+    got = native_state_derivatives(rows, state, gap, np.ascontiguousarray(weights, float),
+                                   np.ascontiguousarray(correction, float), nv, dt)
+    if got is not None:
+        return got
+    return _state_derivatives(rows, state, gap, list(modes), correction, nv, dt)
 
 
 def _state_derivatives(rows, state, gap, modes, correction, nv, dt):

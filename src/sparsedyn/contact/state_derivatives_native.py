@@ -1,0 +1,351 @@
+"""One state's derivatives of a step in a scene from its pieces, in one native routine:
+:func:`native_state_derivatives`.
+
+What :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` does with NumPy and LAPACK
+(a dozen products and two pivoted Cholesky solves, each call from Python costing more than its
+arithmetic at these sizes), written by hand in C (:func:`~sparsedyn.kernels.c_library`) for a state
+whose contacts stick or are open (the mode equations ``K = s G`` symmetric positive semidefinite):
+
+1. ``dv = W - (J H^-1)_H^T pinv(K_HH) R_H`` on the held rows ``H`` (the contacts not open);
+2. where a point penetrates, the position correction's change ``W_c - (J H^-1)_A^T pinv(G_AA) (C_c + J
+   / dt)_A`` on its active normal rows ``A`` added to ``dv``'s ``q`` columns for ``q+``;
+3. ``dq = dt Dd dv_c + [Dq, 0, 0]`` and ``dv+ = N dv``.
+
+``pinv(A) B`` of a positive semidefinite ``A`` as :func:`~sparsedyn.contact.min_norm.psd_solve`
+computes it: the Cholesky factorisation with complete pivoting ``P^T A P = U^T U`` of LAPACK's
+unblocked ``dpstf2`` (the same pivots, the same stopping test: the rest's largest diagonal at most
+:data:`~sparsedyn.contact.min_norm.RANK_RCOND` times the trace), then ``P U^-1 U^-T P^T B`` where
+``U`` is square, else ``U_P^T S^-2 U_P B`` with ``S = U U^T`` (``U_P = U P^T``; ``pinv(U^T U) = U^T
+S^-2 U``), ``S`` by a plain Cholesky factorisation.  The same results to rounding (the products
+in another order, zero entries of the block-diagonal ``N`` and ``Dd`` skipped).  A state with a
+sliding contact (``K`` not symmetric: :func:`~sparsedyn.contact.min_norm.min_norm_solve`), or one
+whose factorisation meets what :func:`~sparsedyn.contact.min_norm.psd_solve` hands to its general
+solve, is left to the NumPy road (the routine says so).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..kernels import c_library
+from .friction_problem import PENETRATION_SLOP
+from .min_norm import RANK_RCOND
+
+__all__ = ["native_state_derivatives", "SOURCE"]
+
+#: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, gap, weights, correction, dt, slop,
+#: rcond, out)``: ``rows`` (3 ns, 9 nv + 6 ns), ``state`` (nv, 7 nv + 1) and ``gap`` (ns,) of
+#: :class:`~sparsedyn.SlotPartials`, ``weights`` (ns, 4) the slots' ``[open, stick, slide, mu]``,
+#: ``correction`` (ns,) the position correction's normal impulses; writes ``[dv+, dq+]`` (2, nv, kp) to
+#: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``), followed by its workspace
+#: (:func:`_work_size` doubles).  Returns 0, 1 where a contact slides, -1 where a
+#: solve leaves the positive semidefinite road (the caller's NumPy road then).
+SOURCE = r"""
+typedef double sd_sv __attribute__((vector_size(8 * SD_W), aligned(8)));
+/* Rows of the routine's matrices are padded to a multiple of 8 doubles (every SD_W's multiple): whole vectors. */
+#define SD_SDV_PAD(k) (((k) + 7) / 8 * 8)
+
+/* y (k,) += sign sum_l c[l cs] X[l ldx + (0..k)], l = 0 .. p - 1 in order (k a multiple of SD_W; each lane's
+   sum in a register, four vectors at once to hide the additions' latency; no fused multiply-add) */
+static void sd_sdv_rows(long long k, long long p, const double *c, long long cs, const double *X, long long ldx,
+                        double *y, double sign)
+{
+  long long j = 0;
+  for (; j + 4 * SD_W <= k; j += 4 * SD_W) {
+    sd_sv a0 = *(sd_sv *)(y + j), a1 = *(sd_sv *)(y + j + SD_W), a2 = *(sd_sv *)(y + j + 2 * SD_W);
+    sd_sv a3 = *(sd_sv *)(y + j + 3 * SD_W);
+    for (long long l = 0; l < p; l++) {
+      const double *x = X + l * ldx + j;
+      double s = sign * c[l * cs];
+      a0 = a0 + s * *(const sd_sv *)x;
+      a1 = a1 + s * *(const sd_sv *)(x + SD_W);
+      a2 = a2 + s * *(const sd_sv *)(x + 2 * SD_W);
+      a3 = a3 + s * *(const sd_sv *)(x + 3 * SD_W);
+    }
+    *(sd_sv *)(y + j) = a0; *(sd_sv *)(y + j + SD_W) = a1; *(sd_sv *)(y + j + 2 * SD_W) = a2;
+    *(sd_sv *)(y + j + 3 * SD_W) = a3;
+  }
+  for (; j + SD_W <= k; j += SD_W) {
+    sd_sv acc = *(sd_sv *)(y + j);
+    for (long long l = 0; l < p; l++) acc = acc + (sign * c[l * cs]) * *(const sd_sv *)(X + l * ldx + j);
+    *(sd_sv *)(y + j) = acc;
+  }
+}
+
+/* x (k,) /= d (k a multiple of SD_W) */
+static void sd_sdv_div(long long k, double d, double *x)
+{
+  sd_sv dv = (sd_sv){0} + d;
+  for (long long j = 0; j < k; j += SD_W) *(sd_sv *)(x + j) = *(sd_sv *)(x + j) / dv;
+}
+
+/* Y (n, k) (leading dimension ly, padded) = X's (leading dimension lx) first k columns, zeros after them */
+static void sd_sdv_copy(long long n, long long k, const double *X, long long lx, double *Y, long long ly)
+{
+  for (long long i = 0; i < n; i++) {
+    long long j = 0;
+    for (; j + SD_W <= k; j += SD_W) *(sd_sv *)(Y + i * ly + j) = *(const sd_sv *)(X + i * lx + j);
+    for (; j < k; j++) Y[i * ly + j] = X[i * lx + j];
+    for (; j < ly; j++) Y[i * ly + j] = 0.0;
+  }
+}
+
+/* y (k,) = sum_l c[l] X[l ldx + (0..k)] over l < n with c[l] != 0 (N and dint_ddq: block diagonal), in order */
+static void sd_sdv_sparse(long long k, long long n, const double *c, const double *X, long long ldx, double *y,
+                          long long *idx, double *val)
+{
+  long long q = 0;
+  for (long long l = 0; l < n; l++) { idx[q] = l; val[q] = c[l]; q += c[l] != 0.0; }
+  for (long long j = 0; j < k; j += SD_W) {
+    sd_sv acc = (sd_sv){0};
+    for (long long l = 0; l < q; l++) acc = acc + val[l] * *(const sd_sv *)(X + idx[l] * ldx + j);
+    *(sd_sv *)(y + j) = acc;
+  }
+}
+
+/* Solve (U^T U) X = X in place (U (n, n) upper, leading dimension lu; X (n, k), leading dimension k): U^T Y = X,
+   then U X = Y. */
+static void sd_sdv_cholsolve(long long n, long long k, const double *U, long long lu, double *X)
+{
+  for (long long i = 0; i < n; i++) {
+    sd_sdv_rows(k, i, U + i, lu, X, k, X + i * k, -1.0);
+    sd_sdv_div(k, U[i * lu + i], X + i * k);
+  }
+  for (long long i = n - 1; i >= 0; i--) {
+    sd_sdv_rows(k, n - 1 - i, U + i * lu + i + 1, 1, X + (i + 1) * k, k, X + i * k, -1.0);
+    sd_sdv_div(k, U[i * lu + i], X + i * k);
+  }
+}
+
+/* The pivoted Cholesky factorisation of LAPACK's dpstf2 (upper) of A (n, n) (its lower triangle read)
+   into U (n, n), its pivots piv; returns the rank, -1 where dpstf2 finds no positive pivot. */
+static long long sd_sdv_pstf2(long long n, const double *A, double stop, double *U, double *wk, double *wd,
+                              long long *piv)
+{
+  long long pvt = 0;
+  double ajj;
+  for (long long i = 0; i < n; i++)
+    for (long long j = i; j < n; j++) U[i * n + j] = A[j * n + i];
+  ajj = U[0];
+  for (long long i = 1; i < n; i++)
+    if (U[i * n + i] > ajj) { pvt = i; ajj = U[i * n + i]; }
+  if (ajj <= 0.0 || ajj != ajj) return -1;
+  for (long long i = 0; i < n; i++) { wk[i] = 0.0; piv[i] = i; }
+  for (long long j = 0; j < n; j++) {
+    for (long long i = j; i < n; i++) {
+      if (j > 0) wk[i] += U[(j - 1) * n + i] * U[(j - 1) * n + i];
+      wd[i] = U[i * n + i] - wk[i];
+    }
+    if (j > 0) {
+      pvt = j; ajj = wd[j];
+      for (long long i = j + 1; i < n; i++)
+        if (wd[i] > ajj) { pvt = i; ajj = wd[i]; }
+      if (ajj <= stop || ajj != ajj) return j;
+    }
+    if (pvt != j) {
+      double s;
+      long long p;
+      U[pvt * n + pvt] = U[j * n + j];
+      for (long long l = 0; l < j; l++) { s = U[l * n + j]; U[l * n + j] = U[l * n + pvt]; U[l * n + pvt] = s; }
+      for (long long c = pvt + 1; c < n; c++) { s = U[j * n + c]; U[j * n + c] = U[pvt * n + c]; U[pvt * n + c] = s; }
+      for (long long i = j + 1; i < pvt; i++) { s = U[j * n + i]; U[j * n + i] = U[i * n + pvt]; U[i * n + pvt] = s; }
+      s = wk[j]; wk[j] = wk[pvt]; wk[pvt] = s;
+      p = piv[j]; piv[j] = piv[pvt]; piv[pvt] = p;
+    }
+    ajj = sqrt(ajj);
+    U[j * n + j] = ajj;
+    for (long long c = j + 1; c < n; c++) {
+      double s = 0.0;
+      for (long long l = 0; l < j; l++) s += U[l * n + j] * U[l * n + c];
+      U[j * n + c] = (U[j * n + c] - s) * (1.0 / ajj);
+    }
+  }
+  return n;
+}
+
+/* x (n, k) = pinv(A) B of a symmetric positive semidefinite A (n, n) (its lower triangle read), as
+   min_norm.psd_solve; B, x (n, k) at leading dimension k (a multiple of 8); work: 2 n n + 2 n k + 3 n doubles.
+   0, or -1 where psd_solve takes its general road. */
+static int sd_sdv_psd(long long n, long long k, const double *A, const double *B, double *x, double *w, double rcond)
+{
+  double top = 0.0;
+  for (long long i = 0; i < n; i++) top += A[i * n + i];
+  if (!(top > 0.0 && top < __builtin_inf())) {
+    double f = top == 0.0 ? 0.0 : __builtin_nan("");
+    for (long long i = 0; i < n * k; i++) x[i] = f;
+    return 0;
+  }
+  double *U = w, *S = U + n * n, *t = S + n * n, *Bp = t + n * k, *wk = Bp + n * k, *wd = wk + n;
+  long long *piv = (long long *)(wd + n);
+  long long r = sd_sdv_pstf2(n, A, rcond * top, U, wk, wd, piv);
+  if (r <= 0) return -1;
+  for (long long i = 0; i < n; i++)                                /* P^T B */
+    for (long long j = 0; j < k; j++) Bp[i * k + j] = B[piv[i] * k + j];
+  if (r == n) {                                   /* regular: x = P U^-1 U^-T P^T B */
+    sd_sdv_cholsolve(n, k, U, n, Bp);
+    for (long long i = 0; i < n; i++)
+      for (long long j = 0; j < k; j++) x[piv[i] * k + j] = Bp[i * k + j];
+    return 0;
+  }
+  /* rank r: x = U_P^T S^-2 U_P B, S = U_r U_r^T (r, r), U_P = U_r P^T (U_r's rows upper trapezoidal) */
+  for (long long a = 0; a < r; a++)
+    for (long long b = a; b < r; b++) {
+      double s = 0.0;
+      for (long long i = b; i < n; i++) s += U[a * n + i] * U[b * n + i];
+      S[a * r + b] = s;
+    }
+  for (long long j = 0; j < r; j++) {             /* S = C^T C, C upper (in S) */
+    double d = S[j * r + j];
+    for (long long l = 0; l < j; l++) d -= S[l * r + j] * S[l * r + j];
+    if (!(d > 0.0)) return -1;
+    d = sqrt(d);
+    S[j * r + j] = d;
+    for (long long c = j + 1; c < r; c++) {
+      double s = S[j * r + c];
+      for (long long l = 0; l < j; l++) s -= S[l * r + j] * S[l * r + c];
+      S[j * r + c] = s / d;
+    }
+  }
+  for (long long a = 0; a < r; a++) {
+    for (long long j = 0; j < k; j++) t[a * k + j] = 0.0;
+    sd_sdv_rows(k, n - a, U + a * n + a, 1, Bp + a * k, k, t + a * k, 1.0);
+  }
+  sd_sdv_cholsolve(r, k, S, r, t);
+  sd_sdv_cholsolve(r, k, S, r, t);
+  for (long long i = 0; i < n; i++) {
+    double *y = x + piv[i] * k;
+    for (long long j = 0; j < k; j++) y[j] = 0.0;
+    sd_sdv_rows(k, i + 1 < r ? i + 1 : r, U + i, n, t, k, y, 1.0);
+  }
+  return 0;
+}
+
+/* dv (nv, kp) -= T^T R: T (h, nv) = pinv(A) (J H^-1)_idx, so that (J H^-1)_idx^T pinv(A) R comes of a solve
+   with nv right sides, not 3 nv (pinv(A) is symmetric); A (h, h), R (h, kp) gathered by the caller */
+static int sd_sdv_held(long long nv, long long h, long long kp, const long long *idx, const double *rows,
+                       long long lr, const double *A, const double *R, double *dv, long long ldv, double *T,
+                       double *Jh, double *ws, double rcond)
+{
+  long long np = SD_SDV_PAD(nv);
+  for (long long a = 0; a < h; a++) sd_sdv_copy(1, nv, rows + idx[a] * lr + nv, 0, Jh + a * np, np);
+  if (sd_sdv_psd(h, np, A, Jh, T, ws, rcond)) return -1;
+  for (long long i = 0; i < nv; i++) sd_sdv_rows(kp, h, T + i, np, R, kp, dv + i * ldv, -1.0);
+  return 0;
+}
+
+/* out (2, nv, kp), kp = SD_SDV_PAD(3 nv): dv+ and dq+ (their first 3 nv columns); its workspace after it. */
+SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const double *rows, const double *state,
+                                         const double *gap, const double *weights, const double *corr, double dt,
+                                         double slop, double rcond, double *out)
+{
+  long long m = 3 * ns, k = 3 * nv, kp = SD_SDV_PAD(k), np = SD_SDV_PAD(nv), lr = 9 * nv + 2 * m;
+  long long ls = 7 * nv + 1, h = 0, na = 0;
+  double *w = out + 2 * nv * kp;
+  long long *held = (long long *)w, *act = held + m, *sidx = act + m;
+  double *sval = w + 2 * m + nv, *dv = sval + nv, *dvc = dv + nv * kp, *Ks = dvc + nv * kp, *Rs = Ks + m * m, *T = Rs + m * kp;
+  double *Jh = T + m * np, *ws = Jh + m * np;
+  for (long long i = 0; i < ns; i++) {
+    if (weights[4 * i + 2] != 0.0) return 1;                    /* a sliding contact: K is not symmetric */
+    if (weights[4 * i] != 1.0) for (long long c = 0; c < 3; c++) held[h++] = 3 * i + c;
+  }
+  sd_sdv_copy(nv, k, state, ls, dv, kp);          /* W */
+  if (h) {                                        /* dv = W - (J H^-1)_H^T pinv(K_HH) R_H */
+    for (long long a = 0; a < h; a++) {
+      const double *row = rows + held[a] * lr;
+      for (long long b = 0; b < h; b++) Ks[a * h + b] = row[5 * nv + m + held[b]];
+      sd_sdv_copy(1, k, row + 5 * nv + 2 * m, 0, Rs + a * kp, kp);
+    }
+    if (sd_sdv_held(nv, h, kp, held, rows, lr, Ks, Rs, dv, kp, T, Jh, ws, rcond)) return -1;
+  }
+  double low = gap[0];
+  for (long long i = 1; i < ns; i++) if (gap[i] < low) low = gap[i];
+  const double *X = dv;
+  if (low < -slop) {                              /* the position correction's change with q */
+    double top = corr[0], cut;
+    for (long long i = 1; i < ns; i++) if (corr[i] > top) top = corr[i];
+    cut = 1e-9 * (top > 2.2250738585072014e-308 ? top : 2.2250738585072014e-308);
+    for (long long i = 0; i < ns; i++) if (corr[i] > cut) act[na++] = 3 * i + 2;
+    sd_sdv_copy(1, nv * kp, dv, 0, dvc, nv * kp);
+    for (long long i = 0; i < nv; i++)
+      for (long long j = 0; j < nv; j++) dvc[i * kp + j] += state[i * ls + 5 * nv + j];
+    if (na) {                                     /* - (J H^-1)_A^T pinv(G_AA) (C_c + J / dt)_A */
+      for (long long a = 0; a < na; a++) {
+        const double *row = rows + act[a] * lr;
+        for (long long b = 0; b < na; b++) Ks[a * na + b] = row[5 * nv + act[b]];
+        for (long long j = 0; j < nv; j++) Rs[a * np + j] = row[8 * nv + 2 * m + j] + row[j] / dt;
+        for (long long j = nv; j < np; j++) Rs[a * np + j] = 0.0;
+      }
+      /* (its columns the q columns of dv_c: a kp-wide row update over the first np of them) */
+      if (sd_sdv_held(nv, na, np, act, rows, lr, Ks, Rs, dvc, kp, T, Jh, ws, rcond)) return -1;
+    }
+    X = dvc;
+  }
+  double *dq = out + nv * kp;                     /* dq = dt Dd dv_c + [Dq, 0, 0], dv+ = N dv */
+  sd_sv sdt = (sd_sv){0} + dt;
+  for (long long i = 0; i < nv; i++) {
+    double *y = dq + i * kp;
+    sd_sdv_sparse(kp, nv, state + i * ls + 4 * nv, X, kp, y, sidx, sval);
+    for (long long j = 0; j < kp; j += SD_W) *(sd_sv *)(y + j) = *(sd_sv *)(y + j) * sdt;
+    for (long long j = 0; j < nv; j++) y[j] += state[i * ls + 3 * nv + j];
+    sd_sdv_sparse(kp, nv, state + i * ls + 6 * nv + 1, dv, kp, out + i * kp, sidx, sval);
+  }
+  return 0;
+}
+"""
+
+#: The routine once loaded: ``[sd_scene_state_derivatives or None, tried]``.
+_ROUTINE: list = [None, False]
+
+
+def _routine():
+    """``sd_scene_state_derivatives`` (ctypes), or None where no C compiler builds it."""
+    if not _ROUTINE[1]:
+        lib = c_library(SOURCE)
+        if lib is not None:
+            f = lib.sd_scene_state_derivatives
+            f.restype = ctypes.c_int
+            f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 5 + [ctypes.c_double] * 3 + \
+                [ctypes.POINTER(ctypes.c_double)]
+            _ROUTINE[0] = f
+        _ROUTINE[1] = True
+    return _ROUTINE[0]
+
+
+def _pad(k):
+    """``k`` rounded up to a multiple of 8: the routine's rows are whole vectors of any width."""
+    return -(-k // 8) * 8
+
+
+def _work_size(nv, ns):
+    """Doubles of the routine's workspace (``m = 3 ns``, rows padded, :func:`_pad`): its index lists, ``dv``
+    and ``dv_c``, the held system, its solution and right side, and the solve's own (``2 m m + 2 m np + 3
+    m``)."""
+    m, kp, np_ = 3 * ns, _pad(3 * nv), _pad(nv)
+    return 2 * m + 2 * nv + 2 * nv * kp + m * m + m * kp + 2 * m * np_ + (2 * m * m + 2 * m * np_ + 3 * m)
+
+
+def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
+    """``(dv, dq)`` (nv, 3 nv) of one state from its :class:`~sparsedyn.SlotPartials` ``rows``, ``state``,
+    ``gap`` (C-ordered floats), its slots' mode ``weights`` (ns, 4) and position correction impulses
+    ``correction`` (ns,), as :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` gives
+    them; None where the routine cannot be built, a contact slides, or a solve leaves the positive
+    semidefinite road (module docstring): the caller's NumPy road then."""
+    f = _ROUTINE[0] if _ROUTINE[1] else _routine()
+    if f is None:
+        return None
+    ns, kp = len(gap), _pad(3 * nv)
+    buf = np.empty(2 * nv * kp + _work_size(nv, ns))
+    ok = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), dt, PENETRATION_SLOP, RANK_RCOND,
+           _at(buf))
+    if ok:
+        return None
+    out = buf[:2 * nv * kp].reshape(2, nv, kp)
+    return out[0, :, :3 * nv], out[1, :, :3 * nv]
+
+
+def _at(x):
+    """A ctypes reference to the first element of the C-ordered float array ``x`` (a copy where it is
+    read-only): the cheapest way to hand its address to the routine."""
+    return ctypes.c_double.from_buffer(x if x.flags.writeable else x.copy())
