@@ -36,10 +36,10 @@ from .min_norm import RANK_RCOND
 __all__ = ["native_state_derivatives", "SOURCE"]
 
 #: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, gap, weights, correction, dt, slop,
-#: rcond, out)``: ``rows`` (3 ns, 9 nv + 6 ns), ``state`` (nv, 7 nv + 1) and ``gap`` (ns,) of
+#: rcond, out, work)``: ``rows`` (3 ns, 9 nv + 6 ns), ``state`` (nv, 7 nv + 1) and ``gap`` (ns,) of
 #: :class:`~sparsedyn.SlotPartials`, ``weights`` (ns, 4) the slots' ``[open, stick, slide, mu]``,
 #: ``correction`` (ns,) the position correction's normal impulses; writes ``[dv+, dq+]`` (2, nv, kp) to
-#: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``), followed by its workspace
+#: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``); ``work``: its workspace
 #: (:func:`_work_size` doubles).  Returns 0, 1 where a contact slides, -1 where a
 #: solve leaves the positive semidefinite road (the caller's NumPy road then).
 SOURCE = r"""
@@ -235,14 +235,13 @@ static int sd_sdv_held(long long nv, long long h, long long kp, const long long 
   return 0;
 }
 
-/* out (2, nv, kp), kp = SD_SDV_PAD(3 nv): dv+ and dq+ (their first 3 nv columns); its workspace after it. */
+/* out (2, nv, kp), kp = SD_SDV_PAD(3 nv): dv+ and dq+ (their first 3 nv columns); w its workspace. */
 SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const double *rows, const double *state,
                                          const double *gap, const double *weights, const double *corr, double dt,
-                                         double slop, double rcond, double *out)
+                                         double slop, double rcond, double *out, double *w)
 {
   long long m = 3 * ns, k = 3 * nv, kp = SD_SDV_PAD(k), np = SD_SDV_PAD(nv), lr = 9 * nv + 2 * m;
   long long ls = 7 * nv + 1, h = 0, na = 0;
-  double *w = out + 2 * nv * kp;
   long long *held = (long long *)w, *act = held + m, *sidx = act + m;
   double *sval = w + 2 * m + nv, *dv = sval + nv, *dvc = dv + nv * kp, *Ks = dvc + nv * kp, *Rs = Ks + m * m, *T = Rs + m * kp;
   double *Jh = T + m * np, *ws = Jh + m * np;
@@ -307,7 +306,7 @@ def _routine():
             f = lib.sd_scene_state_derivatives
             f.restype = ctypes.c_int
             f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 5 + [ctypes.c_double] * 3 + \
-                [ctypes.POINTER(ctypes.c_double)]
+                [ctypes.POINTER(ctypes.c_double)] * 2
             _ROUTINE[0] = f
         _ROUTINE[1] = True
     return _ROUTINE[0]
@@ -336,12 +335,11 @@ def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     if f is None:
         return None
     ns, kp = len(gap), _pad(3 * nv)
-    buf = np.empty(2 * nv * kp + _work_size(nv, ns))
+    out = np.empty((2, nv, kp))
     ok = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), dt, PENETRATION_SLOP, RANK_RCOND,
-           _at(buf))
+           _at(out), _at(np.empty(_work_size(nv, ns))))
     if ok:
         return None
-    out = buf[:2 * nv * kp].reshape(2, nv, kp)
     return out[0, :, :3 * nv], out[1, :, :3 * nv]
 
 
