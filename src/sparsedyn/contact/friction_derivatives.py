@@ -433,7 +433,10 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     the per-state pieces from one call of :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
     (the mode equations ``K``, ``R`` among them; on the default road its ready native callable for one
     state), then per state the impulses' change (:func:`_mode_solve`) and that of the position
-    correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
+    correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``: on the
+    native road, a state whose contacts stick or are open in one hand-written C routine
+    (:mod:`~sparsedyn.contact.state_derivatives_native`; at these sizes NumPy's and LAPACK's calls
+    from Python cost more than their arithmetic)."""
     B, nv = v.shape
     weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights
     args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.data, slotted.shapes, gravity)

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..kernels import c_library
 from .friction_problem import PENETRATION_SLOP
+from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
 
 __all__ = ["native_state_derivatives", "SOURCE"]
@@ -294,22 +295,19 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
 }
 """
 
-#: The routine once loaded: ``[sd_scene_state_derivatives or None, tried]``.
-_ROUTINE: list = [None, False]
-
-
 def _routine():
-    """``sd_scene_state_derivatives`` (ctypes), or None where no C compiler builds it."""
-    if not _ROUTINE[1]:
-        lib = c_library(SOURCE)
-        if lib is not None:
-            f = lib.sd_scene_state_derivatives
-            f.restype = ctypes.c_int
-            f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 5 + [ctypes.c_double] * 3 + \
-                [ctypes.POINTER(ctypes.c_double)] * 2
-            _ROUTINE[0] = f
-        _ROUTINE[1] = True
-    return _ROUTINE[0]
+    """``sd_scene_state_derivatives`` (ctypes), or None where no C compiler builds it (the library
+    built and loaded once per process, :func:`~sparsedyn.kernels.c_library`; its function object,
+    typed on first use, kept by ctypes)."""
+    lib = c_library(SOURCE)
+    if lib is None:
+        return None
+    f = lib.sd_scene_state_derivatives
+    if f.argtypes is None:
+        f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 5 + [ctypes.c_double] * 3 + \
+            [ctypes.POINTER(ctypes.c_double)] * 2
+        f.restype = ctypes.c_int
+    return f
 
 
 def _pad(k):
@@ -331,7 +329,7 @@ def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     ``correction`` (ns,), as :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` gives
     them; None where the routine cannot be built, a contact slides, or a solve leaves the positive
     semidefinite road (module docstring): the caller's NumPy road then."""
-    f = _ROUTINE[0] if _ROUTINE[1] else _routine()
+    f = _routine()
     if f is None:
         return None
     ns, kp = len(gap), _pad(3 * nv)
@@ -341,9 +339,3 @@ def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     if ok:
         return None
     return out[0, :, :3 * nv], out[1, :, :3 * nv]
-
-
-def _at(x):
-    """A ctypes reference to the first element of the C-ordered float array ``x`` (a copy where it is
-    read-only): the cheapest way to hand its address to the routine."""
-    return ctypes.c_double.from_buffer(x if x.flags.writeable else x.copy())
