@@ -61,6 +61,8 @@ def _bound(model, rows, gap, modes, correction):
 def _check(model, rows, state, gap, weights, correction, modes):
     got = native_state_derivatives(rows, state, gap, weights, correction, model.nv, DT)
     assert got is not None                                  # the routine ran (a C compiler is there)
+    assert got[2] is True                                   # its sum finite
+    got = got[:2]
     ref = _state_derivatives(rows, state, gap, modes, correction, model.nv, DT)
     bound = _bound(model, rows, gap, modes, correction)
     for g, r in zip(got, ref):
@@ -110,11 +112,12 @@ def test_a_sliding_contact_is_left_to_the_numpy_road():
 
 def test_a_non_finite_system_gives_nan_not_zeros():
     """A NaN on the mode equations' diagonal (an overflowed state) gives NaN derivatives, as the NumPy
-    road's, which the public call's finite check reports; never a silent zero solution."""
+    road's, and says they are not finite (the public call's finite check then reports them); never a
+    silent zero solution."""
     model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
     nv, m = model.nv, len(rows)
     rows = rows.copy()
     rows[4, 5 * nv + m + 4] = np.nan
-    dv, _ = native_state_derivatives(rows, state, gap, weights, correction, nv, DT)
-    assert np.isnan(dv).all()
+    dv, _, finite = native_state_derivatives(rows, state, gap, weights, correction, nv, DT)
+    assert np.isnan(dv).all() and not finite
     assert np.isnan(_state_derivatives(rows, state, gap, modes, correction, nv, DT)[0]).all()

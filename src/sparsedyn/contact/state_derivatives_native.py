@@ -41,8 +41,9 @@ __all__ = ["native_state_derivatives", "SOURCE"]
 #: :class:`~sparsedyn.SlotPartials`, ``weights`` (ns, 4) the slots' ``[open, stick, slide, mu]``,
 #: ``correction`` (ns,) the position correction's normal impulses; writes ``[dv+, dq+]`` (2, nv, kp) to
 #: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``); ``work``: its workspace
-#: (:func:`_work_size` doubles).  Returns 0, 1 where a contact slides, -1 where a
-#: solve leaves the positive semidefinite road (the caller's NumPy road then).
+#: (:func:`_work_size` doubles).  Returns 0 (the sum of the results finite), 2 (written, the sum not
+#: finite: an entry or the sum overflowed), 1 where a contact slides, -1 where a solve leaves the
+#: positive semidefinite road (the caller's NumPy road then).
 SOURCE = r"""
 typedef double sd_sv __attribute__((vector_size(8 * SD_W), aligned(8)));
 /* Rows of the routine's matrices are padded to a multiple of 8 doubles (every SD_W's multiple): whole vectors. */
@@ -291,7 +292,10 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
     for (long long j = 0; j < nv; j++) y[j] += state[i * ls + 3 * nv + j];
     sd_sdv_sparse(kp, nv, state + i * ls + 6 * nv + 1, dv, kp, out + i * kp, sidx, sval);
   }
-  return 0;
+  double sum = 0.0;                               /* one sum: finite where every entry is (else 2) */
+  for (long long i = 0; i < nv; i++)
+    for (long long j = 0; j < k; j++) sum += out[i * kp + j] + dq[i * kp + j];
+  return sum - sum == 0.0 ? 0 : 2;
 }
 """
 
@@ -324,18 +328,20 @@ def _work_size(nv, ns):
 
 
 def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
-    """``(dv, dq)`` (nv, 3 nv) of one state from its :class:`~sparsedyn.SlotPartials` ``rows``, ``state``,
+    """``(dv, dq, finite)`` of one state from its :class:`~sparsedyn.SlotPartials` ``rows``, ``state``,
     ``gap`` (C-ordered floats), its slots' mode ``weights`` (ns, 4) and position correction impulses
-    ``correction`` (ns,), as :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` gives
-    them; None where the routine cannot be built, a contact slides, or a solve leaves the positive
-    semidefinite road (module docstring): the caller's NumPy road then."""
+    ``correction`` (ns,): ``dv``, ``dq`` (nv, 3 nv) as :func:`~sparsedyn.contact.friction_derivatives._state_derivatives`
+    gives them, ``finite`` whether the sum of their entries is finite (where it is not, an entry or
+    the sum overflowed: the caller looks at each); None where the routine cannot be built, a contact
+    slides, or a solve leaves the positive semidefinite road (module docstring): the caller's NumPy road
+    then."""
     f = _routine()
     if f is None:
         return None
     ns, kp = len(gap), _pad(3 * nv)
     out = np.empty((2, nv, kp))
-    ok = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), dt, PENETRATION_SLOP, RANK_RCOND,
+    rc = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), dt, PENETRATION_SLOP, RANK_RCOND,
            _at(out), _at(np.empty(_work_size(nv, ns))))
-    if ok:
+    if rc == 1 or rc < 0:
         return None
-    return out[0, :, :3 * nv], out[1, :, :3 * nv]
+    return out[0, :, :3 * nv], out[1, :, :3 * nv], rc == 0
