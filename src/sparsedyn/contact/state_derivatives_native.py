@@ -69,6 +69,16 @@ static void sd_sdv_rows(long long k, long long p, const double *c, long long cs,
     *(sd_sv *)(y + j) = a0; *(sd_sv *)(y + j + SD_W) = a1; *(sd_sv *)(y + j + 2 * SD_W) = a2;
     *(sd_sv *)(y + j + 3 * SD_W) = a3;
   }
+  for (; j + 2 * SD_W <= k; j += 2 * SD_W) {
+    sd_sv a0 = *(sd_sv *)(y + j), a1 = *(sd_sv *)(y + j + SD_W);
+    for (long long l = 0; l < p; l++) {
+      const double *x = X + l * ldx + j;
+      double s = sign * c[l * cs];
+      a0 = a0 + s * *(const sd_sv *)x;
+      a1 = a1 + s * *(const sd_sv *)(x + SD_W);
+    }
+    *(sd_sv *)(y + j) = a0; *(sd_sv *)(y + j + SD_W) = a1;
+  }
   for (; j + SD_W <= k; j += SD_W) {
     sd_sv acc = *(sd_sv *)(y + j);
     for (long long l = 0; l < p; l++) acc = acc + (sign * c[l * cs]) * *(const sd_sv *)(X + l * ldx + j);
