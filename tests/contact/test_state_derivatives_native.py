@@ -5,8 +5,9 @@ central differences of the step in test_scene_derivatives).
 
 The pieces are those of real steps (the box pressed into the table: four sticking corners, a
 Delassus matrix of rank 6 of 12, the position correction's normal rows of rank 3 of 4; the hand
-pressed on the torso: a two-body contact), with some of their slots declared open, their correction
-impulses partly zero, or no point penetrating.  Two roads differ in the order of their sums: rounding
+pressed on the torso: a two-body contact; the box sliding on the table: singular mode equations that
+are not symmetric), with some of their slots declared open, their correction impulses partly zero,
+or no point penetrating; and the routine's two solves alone against numpy's pseudo-inverse.  Two roads differ in the order of their sums: rounding
 times the condition of the systems solved on their range, squared (their right sides leave it: least
 squares), ``rounding_bound``.
 """
@@ -22,7 +23,7 @@ from sparsedyn.contact.friction_derivatives import _state_derivatives
 from sparsedyn.contact.friction_problem import PENETRATION_SLOP
 from sparsedyn.contact.scene_derivatives import scene_step_partials
 from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, slotted_scene_step
-from sparsedyn.contact.state_derivatives_native import native_state_derivatives
+from sparsedyn.contact.state_derivatives_native import native_pinv_solve, native_state_derivatives
 
 OPEN = MODE_WEIGHTS["open"]
 
@@ -103,11 +104,52 @@ def test_a_two_body_contact_equals_the_numpy_road():
     _check(*pieces)
 
 
-def test_a_sliding_contact_is_left_to_the_numpy_road():
-    """The box sliding on the table: its mode equations are not symmetric, and the routine declines."""
-    model, rows, state, gap, weights, correction, modes = _pieces(_box_on_table)
-    assert "slide" in modes
-    assert native_state_derivatives(rows, state, gap, weights, correction, model.nv, DT) is None
+@pytest.mark.parametrize("open_slots", [(), (2,)])
+def test_sliding_contacts_equal_the_numpy_road(open_slots):
+    """The box sliding on the table (four corners sliding while it turns: mode equations not symmetric,
+    and singular, the normal impulses shared in a continuum of ways): the general minimum-norm solve,
+    all corners held, and three (regular)."""
+    pieces = _pieces(_box_on_table, open_slots)
+    assert pieces[-1].count("slide") == 4 - len(open_slots)
+    nv, m = pieces[0].nv, len(pieces[1])
+    held = [3 * i + k for i, x in enumerate(pieces[-1]) if x != "open" for k in range(3)]
+    K = pieces[1][:, 5 * nv + m:5 * nv + 2 * m][np.ix_(held, held)]
+    assert (np.linalg.matrix_rank(K) < len(K)) == (not open_slots)          # four corners: redundant
+    assert np.abs(K - K.T).max() > 1e-3 * np.abs(K).max()
+    _check(*pieces)
+
+
+def _kappa(A):
+    s = np.linalg.svd(A, compute_uv=False)
+    return s[0] / s[s > 1e-12 * s[0]][-1]
+
+
+def test_the_solves_equal_the_pseudo_inverse():
+    """The routine's two solves against numpy's pinv(A, rcond=1e-12) @ B (the SVD's), to rounding times
+    A's condition on its range squared (B off the range: least squares): the general one on regular,
+    rank-deficient and non-symmetric matrices and the box corners' Delassus matrix (rank 6 of 12); the
+    positive semidefinite one on A = M M^T of every rank (M's singular values over two decades)."""
+    rng = np.random.default_rng(6)
+    model, rows = _pieces(_box_pressed_into_table)[:2]
+    G = rows[:, 5 * model.nv:5 * model.nv + len(rows)]
+    general = [rng.normal(size=(9, 9)), G]
+    for r in (1, 5, 6):
+        general.append(rng.normal(size=(7, r)) @ rng.normal(size=(r, 7)))
+    for A in general:
+        B = rng.normal(size=(len(A), 5))
+        got, ref = native_pinv_solve(A, B, True), np.linalg.pinv(A, rcond=1e-12) @ B
+        kappa = _kappa(A)
+        assert rel_err(got, ref) <= rounding_bound(len(A), kappa * kappa), (A.shape, kappa)
+    for n in (1, 5, 12, 21):
+        for r in sorted({1, max(1, n // 2), n - 1, n} - {0}):
+            U, V = (np.linalg.qr(rng.normal(size=(k, r)))[0] for k in (n, r))
+            M = U * np.logspace(0, -2, r) @ V.T
+            A, B = M @ M.T, rng.normal(size=(n, 3 * n))
+            ref, kappa = np.linalg.pinv(A, rcond=1e-12) @ B, _kappa(A)
+            for general in (False, True):
+                got = native_pinv_solve(A, B, general)
+                assert rel_err(got, ref) <= rounding_bound(n, kappa * kappa), (n, r, general)
+    assert np.array_equal(native_pinv_solve(np.zeros((3, 3)), np.ones((3, 2)), False), np.zeros((3, 2)))
 
 
 def test_a_non_finite_system_gives_nan_not_zeros():

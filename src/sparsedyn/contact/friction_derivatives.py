@@ -458,7 +458,7 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     (the mode equations ``K``, ``R`` among them; on the default road its ready native callable for one
     state), then per state the impulses' change (:func:`_mode_solve`) and that of the position
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``: on the
-    native road, a state whose contacts stick or are open in one hand-written C routine
+    native road, in one hand-written C routine
     (:mod:`~sparsedyn.contact.state_derivatives_native`; at these sizes NumPy's and LAPACK's calls
     from Python cost more than their arithmetic)."""
     B, nv = v.shape
@@ -492,7 +492,7 @@ def _one_state(pieces, weights, modes, correction, nv, dt):
     """``(dv, dq, finite)`` of one state on the native road (``finite``: the sum of their entries is):
     the hand-written routine
     (:func:`~sparsedyn.contact.state_derivatives_native.native_state_derivatives`) where it takes the
-    state (every contact sticking or open), else :func:`_state_derivatives`."""
+    state, else :func:`_state_derivatives`."""
     rows, state, gap = (np.ascontiguousarray(x, float) for x in pieces)
     got = native_state_derivatives(rows, state, gap, np.ascontiguousarray(weights, float),
                                    np.ascontiguousarray(correction, float), nv, dt)

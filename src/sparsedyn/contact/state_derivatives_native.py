@@ -2,25 +2,30 @@
 :func:`native_state_derivatives`.
 
 What :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` does with NumPy and LAPACK
-(a dozen products and two pivoted Cholesky solves, each call from Python costing more than its
-arithmetic at these sizes), written by hand in C (:func:`~sparsedyn.kernels.c_library`) for a state
-whose contacts stick or are open (the mode equations ``K = s G`` symmetric positive semidefinite):
+(a dozen products and two minimum-norm solves, each call from Python costing more than its
+arithmetic at these sizes), written by hand in C (:func:`~sparsedyn.kernels.c_library`):
 
-1. ``dv = W - (J H^-1)_H^T pinv(K_HH) R_H`` on the held rows ``H`` (the contacts not open);
+1. ``dv = W - (J H^-1)_H^T pinv(K_HH) R_H`` on the held rows ``H`` (the contacts not open), as
+   ``T^T R_H`` with ``T = pinv(K_HH)^T (J H^-1)_H = pinv(K_HH^T) (J H^-1)_H`` (``nv`` right sides, not
+   ``3 nv``);
 2. where a point penetrates, the position correction's change ``W_c - (J H^-1)_A^T pinv(G_AA) (C_c + J
    / dt)_A`` on its active normal rows ``A`` added to ``dv``'s ``q`` columns for ``q+``;
-3. ``dq = dt Dd dv_c + [Dq, 0, 0]`` and ``dv+ = N dv``.
+3. ``dq = dt Dd dv_c + [Dq, 0, 0]`` and ``dv+ = N dv`` (the zero entries of the block-diagonal ``N``
+   and ``Dd`` skipped).
 
-``pinv(A) B`` of a positive semidefinite ``A`` as :func:`~sparsedyn.contact.min_norm.psd_solve`
-computes it: the Cholesky factorisation with complete pivoting ``P^T A P = U^T U`` of LAPACK's
-unblocked ``dpstf2`` (the same pivots, the same stopping test: the rest's largest diagonal at most
-:data:`~sparsedyn.contact.min_norm.RANK_RCOND` times the trace), then ``P U^-1 U^-T P^T B`` where
-``U`` is square, else ``U_P^T S^-2 U_P B`` with ``S = U U^T`` (``U_P = U P^T``; ``pinv(U^T U) = U^T
-S^-2 U``), ``S`` by a plain Cholesky factorisation.  The same results to rounding (the products
-in another order, zero entries of the block-diagonal ``N`` and ``Dd`` skipped).  A state with a
-sliding contact (``K`` not symmetric: :func:`~sparsedyn.contact.min_norm.min_norm_solve`), or one
-whose factorisation meets what :func:`~sparsedyn.contact.min_norm.psd_solve` hands to its general
-solve, is left to the NumPy road (the routine says so).
+``pinv(A) B`` as :mod:`~sparsedyn.contact.min_norm` computes it.  Of a positive semidefinite ``A``
+(sticking and open contacts: ``K = s G``; the correction's ``G_AA``), :func:`~sparsedyn.contact.min_norm.psd_solve`'s:
+the Cholesky factorisation with complete pivoting ``P^T A P = U^T U`` of LAPACK's unblocked ``dpstf2``
+(the same pivots and stopping test: the rest's largest diagonal at most
+:data:`~sparsedyn.contact.min_norm.RANK_RCOND` times the trace), then ``P U^-1 U^-T P^T B`` where ``U``
+is square, else ``U_P^T S^-2 U_P B`` with ``S = U U^T`` (``U_P = U P^T``; ``pinv(U^T U) = U^T S^-2 U``).
+Of a general ``A`` (a sliding contact), :func:`~sparsedyn.contact.min_norm.min_norm_solve`'s: QR with
+column pivoting ``A P = Q [R11 R12; 0 R22]`` by Householder reflections, the rank that of the leading
+``R11`` whose diagonal stays above ``RANK_RCOND`` times its first (LAPACK's ``gelsy`` estimates
+``R11``'s condition incrementally: the same rank wherever ``A``'s is not within rounding of the
+cut), ``[R11 R12] = [T 0] Z`` (``dtzrzf``) and ``x = P Z^T [T^-1 (Q^T B)_r; 0]``.  The same results to
+rounding.  A state whose factorisation meets what those functions hand to another solve (no
+positive pivot, a NaN column) is left to the NumPy road (the routine says so).
 """
 
 from __future__ import annotations
@@ -42,8 +47,8 @@ __all__ = ["native_state_derivatives", "SOURCE"]
 #: ``correction`` (ns,) the position correction's normal impulses; writes ``[dv+, dq+]`` (2, nv, kp) to
 #: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``); ``work``: its workspace
 #: (:func:`_work_size` doubles).  Returns 0 (the sum of the results finite), 2 (written, the sum not
-#: finite: an entry or the sum overflowed), 1 where a contact slides, -1 where a solve leaves the
-#: positive semidefinite road (the caller's NumPy road then).
+#: finite: an entry or the sum overflowed), -1 where a solve leaves the module's roads (the caller's
+#: NumPy road then).  ``sd_scene_pinv_solve`` is the solves alone (:func:`native_pinv_solve`).
 SOURCE = r"""
 typedef double sd_sv __attribute__((vector_size(8 * SD_W), aligned(8)));
 /* Rows of the routine's matrices are padded to a multiple of 8 doubles (every SD_W's multiple): whole vectors. */
@@ -234,17 +239,130 @@ static int sd_sdv_psd(long long n, long long k, const double *A, const double *B
   return 0;
 }
 
+/* x (n, k) = pinv(A) B of a general A (n, n) (leading dimension n), B and x (n, k) at leading dimension k (a
+   multiple of 8), as min_norm.min_norm_solve (LAPACK's gelsy) computes it: QR with column pivoting by
+   Householder reflections, A P = Q [R11 R12; 0 R22], the rank r the leading R11 whose diagonal stays above
+   rcond times its first (gelsy: the condition estimated incrementally; the same rank where A's is not
+   borderline), [R11 R12] = [T 0] Z by reflections of its rows (dtzrzf), x = P Z^T [T^-1 (Q^T B)_r; 0].
+   work: 2 n n + n k + 3 n doubles; 0, or -1 where A has no nonzero column (or a NaN). */
+static int sd_sdv_gen(long long n, long long k, const double *A, const double *B, double *x, double *w, double rcond)
+{
+  double *R = w, *V = R + n * n, *c = V + n * n, *tau = c + n * k, *nrm = tau + n;
+  long long *piv = (long long *)(nrm + n), r = n;
+  for (long long i = 0; i < n * n; i++) R[i] = A[i];
+  for (long long i = 0; i < n * k; i++) c[i] = B[i];
+  for (long long j = 0; j < n; j++) piv[j] = j;
+  for (long long j = 0; j < n; j++) {
+    /* the pivot: the largest remaining column below row j */
+    long long p = j;
+    double best = -1.0;
+    for (long long col = j; col < n; col++) {
+      double s = 0.0;
+      for (long long i = j; i < n; i++) s += R[i * n + col] * R[i * n + col];
+      nrm[col] = s;
+      if (s > best) { best = s; p = col; }
+    }
+    if (!(best >= 0.0)) return -1;                /* a NaN */
+    if (p != j) {
+      for (long long i = 0; i < n; i++) { double t = R[i * n + j]; R[i * n + j] = R[i * n + p]; R[i * n + p] = t; }
+      long long t = piv[j]; piv[j] = piv[p]; piv[p] = t;
+    }
+    /* the reflection H = I - tau v v^T (v_j = 1) taking R[j:, j] to (beta, 0, ...) */
+    double alpha = R[j * n + j], sig = 0.0;
+    for (long long i = j + 1; i < n; i++) sig += R[i * n + j] * R[i * n + j];
+    V[j * n + j] = 1.0;
+    if (sig == 0.0) {
+      tau[j] = 0.0;
+      for (long long i = j + 1; i < n; i++) V[i * n + j] = 0.0;
+    } else {
+      double beta = sqrt(alpha * alpha + sig);
+      if (alpha > 0.0) beta = -beta;
+      tau[j] = (beta - alpha) / beta;
+      for (long long i = j + 1; i < n; i++) V[i * n + j] = R[i * n + j] / (alpha - beta);
+      R[j * n + j] = beta;
+      for (long long i = j + 1; i < n; i++) R[i * n + j] = 0.0;
+      for (long long col = j + 1; col < n; col++) {          /* the rest of R */
+        double s = R[j * n + col];
+        for (long long i = j + 1; i < n; i++) s += V[i * n + j] * R[i * n + col];
+        s *= tau[j];
+        R[j * n + col] -= s;
+        for (long long i = j + 1; i < n; i++) R[i * n + col] -= s * V[i * n + j];
+      }
+    }
+    if (j == 0 && R[0] == 0.0) return -1;
+    double d = R[j * n + j] < 0.0 ? -R[j * n + j] : R[j * n + j], d0 = R[0] < 0.0 ? -R[0] : R[0];
+    if (j > 0 && !(d > rcond * d0)) { r = j; break; }
+  }
+  /* c = Q^T B: the reflections in order (those of the first r columns; Q's others leave c's first r rows) */
+  for (long long j = 0; j < r; j++) {
+    if (tau[j] == 0.0) continue;
+    for (long long col = 0; col < k; col++) {
+      double s = c[j * k + col];
+      for (long long i = j + 1; i < n; i++) s += V[i * n + j] * c[i * k + col];
+      s *= tau[j];
+      c[j * k + col] -= s;
+      for (long long i = j + 1; i < n; i++) c[i * k + col] -= s * V[i * n + j];
+    }
+  }
+  /* [R11 R12] = [T 0] Z: row i's reflection on the columns (i, r .. n-1), last row first (in R's rows, V's
+     columns r.. reused for their vectors) */
+  for (long long i = r - 1; i >= 0 && r < n; i--) {
+    double alpha = R[i * n + i], sig = 0.0;
+    for (long long col = r; col < n; col++) sig += R[i * n + col] * R[i * n + col];
+    if (sig == 0.0) { tau[i] = 0.0; continue; }
+    double beta = sqrt(alpha * alpha + sig);
+    if (alpha > 0.0) beta = -beta;
+    tau[i] = (beta - alpha) / beta;
+    for (long long col = r; col < n; col++) R[i * n + col] /= (alpha - beta);     /* v (v_i = 1) */
+    R[i * n + i] = beta;
+    for (long long l = 0; l < i; l++) {           /* the rows above: R[l, (i, r..)] H */
+      double s = R[l * n + i];
+      for (long long col = r; col < n; col++) s += R[l * n + col] * R[i * n + col];
+      s *= tau[i];
+      R[l * n + i] -= s;
+      for (long long col = r; col < n; col++) R[l * n + col] -= s * R[i * n + col];
+    }
+  }
+  /* y = T^-1 c_r (T upper r x r: R's leading block), then [y; 0] through the rows' reflections, first row first */
+  for (long long i = r - 1; i >= 0; i--) {
+    sd_sdv_rows(k, r - 1 - i, R + i * n + i + 1, 1, c + (i + 1) * k, k, c + i * k, -1.0);
+    sd_sdv_div(k, R[i * n + i], c + i * k);
+  }
+  for (long long i = r; i < n; i++)
+    for (long long col = 0; col < k; col++) c[i * k + col] = 0.0;
+  for (long long i = 0; i < r && r < n; i++) {
+    if (tau[i] == 0.0) continue;
+    for (long long col = 0; col < k; col++) {
+      double s = c[i * k + col];
+      for (long long l = r; l < n; l++) s += R[i * n + l] * c[l * k + col];
+      s *= tau[i];
+      c[i * k + col] -= s;
+      for (long long l = r; l < n; l++) c[l * k + col] -= s * R[i * n + l];
+    }
+  }
+  for (long long i = 0; i < n; i++)
+    for (long long col = 0; col < k; col++) x[piv[i] * k + col] = c[i * k + col];
+  return 0;
+}
+
 /* dv (nv, kp) -= T^T R: T (h, nv) = pinv(A) (J H^-1)_idx, so that (J H^-1)_idx^T pinv(A) R comes of a solve
    with nv right sides, not 3 nv (pinv(A) is symmetric); A (h, h), R (h, kp) gathered by the caller */
 static int sd_sdv_held(long long nv, long long h, long long kp, const long long *idx, const double *rows,
                        long long lr, const double *A, const double *R, double *dv, long long ldv, double *T,
-                       double *Jh, double *ws, double rcond)
+                       double *Jh, double *ws, double rcond, int general)
 {
   long long np = SD_SDV_PAD(nv);
   for (long long a = 0; a < h; a++) sd_sdv_copy(1, nv, rows + idx[a] * lr + nv, 0, Jh + a * np, np);
-  if (sd_sdv_psd(h, np, A, Jh, T, ws, rcond)) return -1;
+  if (general ? sd_sdv_gen(h, np, A, Jh, T, ws, rcond) : sd_sdv_psd(h, np, A, Jh, T, ws, rcond)) return -1;
   for (long long i = 0; i < nv; i++) sd_sdv_rows(kp, h, T + i, np, R, kp, dv + i * ldv, -1.0);
   return 0;
+}
+
+/* x (n, k) = pinv(A) B (k a multiple of 8) by sd_sdv_psd (general = 0) or sd_sdv_gen: the solves alone */
+SD_EXPORT int sd_scene_pinv_solve(long long n, long long k, const double *A, const double *B, double *x, double *w,
+                                  double rcond, long long general)
+{
+  return general ? sd_sdv_gen(n, k, A, B, x, w, rcond) : sd_sdv_psd(n, k, A, B, x, w, rcond);
 }
 
 /* out (2, nv, kp), kp = SD_SDV_PAD(3 nv): dv+ and dq+ (their first 3 nv columns); w its workspace. */
@@ -257,18 +375,20 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
   long long *held = (long long *)w, *act = held + m, *sidx = act + m;
   double *sval = w + 2 * m + nv, *dv = sval + nv, *dvc = dv + nv * kp, *Ks = dvc + nv * kp, *Rs = Ks + m * m, *T = Rs + m * kp;
   double *Jh = T + m * np, *ws = Jh + m * np;
+  int slide = 0;
   for (long long i = 0; i < ns; i++) {
-    if (weights[4 * i + 2] != 0.0) return 1;                    /* a sliding contact: K is not symmetric */
+    slide |= weights[4 * i + 2] != 0.0;                         /* a sliding contact: K is not symmetric */
     if (weights[4 * i] != 1.0) for (long long c = 0; c < 3; c++) held[h++] = 3 * i + c;
   }
   sd_sdv_copy(nv, k, state, ls, dv, kp);          /* W */
   if (h) {                                        /* dv = W - (J H^-1)_H^T pinv(K_HH) R_H */
     for (long long a = 0; a < h; a++) {
       const double *row = rows + held[a] * lr;
-      for (long long b = 0; b < h; b++) Ks[a * h + b] = row[5 * nv + m + held[b]];
+      for (long long b = 0; b < h; b++)             /* K_HH, or its transpose: pinv(K)^T = pinv(K^T) */
+        Ks[a * h + b] = slide ? rows[held[b] * lr + 5 * nv + m + held[a]] : row[5 * nv + m + held[b]];
       sd_sdv_copy(1, k, row + 5 * nv + 2 * m, 0, Rs + a * kp, kp);
     }
-    if (sd_sdv_held(nv, h, kp, held, rows, lr, Ks, Rs, dv, kp, T, Jh, ws, rcond)) return -1;
+    if (sd_sdv_held(nv, h, kp, held, rows, lr, Ks, Rs, dv, kp, T, Jh, ws, rcond, slide)) return -1;
   }
   double low = gap[0];
   for (long long i = 1; i < ns; i++) if (gap[i] < low) low = gap[i];
@@ -289,7 +409,7 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
         for (long long j = nv; j < np; j++) Rs[a * np + j] = 0.0;
       }
       /* (its columns the q columns of dv_c: a kp-wide row update over the first np of them) */
-      if (sd_sdv_held(nv, na, np, act, rows, lr, Ks, Rs, dvc, kp, T, Jh, ws, rcond)) return -1;
+      if (sd_sdv_held(nv, na, np, act, rows, lr, Ks, Rs, dvc, kp, T, Jh, ws, rcond, 0)) return -1;
     }
     X = dvc;
   }
@@ -342,9 +462,8 @@ def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     ``gap`` (C-ordered floats), its slots' mode ``weights`` (ns, 4) and position correction impulses
     ``correction`` (ns,): ``dv``, ``dq`` (nv, 3 nv) as :func:`~sparsedyn.contact.friction_derivatives._state_derivatives`
     gives them, ``finite`` whether the sum of their entries is finite (where it is not, an entry or
-    the sum overflowed: the caller looks at each); None where the routine cannot be built, a contact
-    slides, or a solve leaves the positive semidefinite road (module docstring): the caller's NumPy road
-    then."""
+    the sum overflowed: the caller looks at each); None where the routine cannot be built or a solve
+    leaves its roads (module docstring): the caller's NumPy road then."""
     f = _routine()
     if f is None:
         return None
@@ -352,6 +471,26 @@ def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     out = np.empty((2, nv, kp))
     rc = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), dt, PENETRATION_SLOP, RANK_RCOND,
            _at(out), _at(np.empty(_work_size(nv, ns))))
-    if rc == 1 or rc < 0:
+    if rc < 0:
         return None
     return out[0, :, :3 * nv], out[1, :, :3 * nv], rc == 0
+
+
+def native_pinv_solve(A, B, general):
+    """``pinv(A) B`` (n, k) of ``A`` (n, n), ``B`` (n, k) by the routine's solves (module docstring):
+    positive semidefinite ``A`` (its lower triangle read) or, with ``general``, any; None where the
+    routine cannot be built or the solve leaves its road.  (The solves alone, for their tests.)"""
+    lib = c_library(SOURCE)
+    if lib is None:
+        return None
+    f = lib.sd_scene_pinv_solve
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 4 + [ctypes.c_double, ctypes.c_longlong]
+    n, k = len(A), B.shape[1]
+    kp = _pad(k)
+    Bp = np.zeros((n, kp))
+    Bp[:, :k] = B
+    x = np.empty((n, kp))
+    rc = f(n, kp, _at(np.array(A, float)), _at(Bp), _at(x), _at(np.empty(2 * n * n + 2 * n * kp + 3 * n)), RANK_RCOND,
+           int(general))
+    return None if rc else x[:, :k]
