@@ -239,49 +239,38 @@ static int sd_sdv_psd(long long n, long long k, const double *A, const double *B
   return 0;
 }
 
-/* x (n, k) = pinv(A) B of a general A (n, n) (leading dimension n), B and x (n, k) at leading dimension k (a
-   multiple of 8), as min_norm.min_norm_solve (LAPACK's gelsy) computes it: QR with column pivoting by
-   Householder reflections, A P = Q [R11 R12; 0 R22], the rank r the leading R11 whose diagonal stays above
-   rcond times its first (gelsy: the condition estimated incrementally; the same rank where A's is not
-   borderline), [R11 R12] = [T 0] Z by reflections of its rows (dtzrzf), x = P Z^T [T^-1 (Q^T B)_r; 0].
-   work: 2 n n + n k + 3 n doubles; 0, or -1 where A has no nonzero column (or a NaN). */
-static int sd_sdv_gen(long long n, long long k, const double *A, const double *B, double *x, double *w, double rcond)
+/* QR with column pivoting of R (n, n) in place by Householder reflections (LAPACK's dlarfg convention):
+   R P = Q [R11 R12; 0 R22], the reflections' vectors in V's columns (v_j = 1) and tau, the pivots in piv;
+   returns the rank r, the leading R11 whose diagonal stays above rcond times its first, or -1 (a zero
+   matrix, a NaN). */
+static long long sd_sdv_qrcp(long long n, double *R, double *V, double *tau, long long *piv, double rcond)
 {
-  double *R = w, *V = R + n * n, *c = V + n * n, *tau = c + n * k, *nrm = tau + n;
-  long long *piv = (long long *)(nrm + n), r = n;
-  for (long long i = 0; i < n * n; i++) R[i] = A[i];
-  for (long long i = 0; i < n * k; i++) c[i] = B[i];
   for (long long j = 0; j < n; j++) piv[j] = j;
   for (long long j = 0; j < n; j++) {
-    /* the pivot: the largest remaining column below row j */
-    long long p = j;
+    long long p = j;                              /* the pivot: the largest remaining column below row j */
     double best = -1.0;
     for (long long col = j; col < n; col++) {
       double s = 0.0;
       for (long long i = j; i < n; i++) s += R[i * n + col] * R[i * n + col];
-      nrm[col] = s;
       if (s > best) { best = s; p = col; }
     }
-    if (!(best >= 0.0)) return -1;                /* a NaN */
+    if (!(best >= 0.0)) return -1;
     if (p != j) {
       for (long long i = 0; i < n; i++) { double t = R[i * n + j]; R[i * n + j] = R[i * n + p]; R[i * n + p] = t; }
       long long t = piv[j]; piv[j] = piv[p]; piv[p] = t;
     }
-    /* the reflection H = I - tau v v^T (v_j = 1) taking R[j:, j] to (beta, 0, ...) */
-    double alpha = R[j * n + j], sig = 0.0;
+    double alpha = R[j * n + j], sig = 0.0;       /* H = I - tau v v^T taking R[j:, j] to (beta, 0, ...) */
     for (long long i = j + 1; i < n; i++) sig += R[i * n + j] * R[i * n + j];
     V[j * n + j] = 1.0;
-    if (sig == 0.0) {
-      tau[j] = 0.0;
-      for (long long i = j + 1; i < n; i++) V[i * n + j] = 0.0;
-    } else {
+    tau[j] = 0.0;
+    for (long long i = j + 1; i < n; i++) V[i * n + j] = 0.0;
+    if (sig != 0.0) {
       double beta = sqrt(alpha * alpha + sig);
       if (alpha > 0.0) beta = -beta;
       tau[j] = (beta - alpha) / beta;
-      for (long long i = j + 1; i < n; i++) V[i * n + j] = R[i * n + j] / (alpha - beta);
+      for (long long i = j + 1; i < n; i++) { V[i * n + j] = R[i * n + j] / (alpha - beta); R[i * n + j] = 0.0; }
       R[j * n + j] = beta;
-      for (long long i = j + 1; i < n; i++) R[i * n + j] = 0.0;
-      for (long long col = j + 1; col < n; col++) {          /* the rest of R */
+      for (long long col = j + 1; col < n; col++) {
         double s = R[j * n + col];
         for (long long i = j + 1; i < n; i++) s += V[i * n + j] * R[i * n + col];
         s *= tau[j];
@@ -290,11 +279,25 @@ static int sd_sdv_gen(long long n, long long k, const double *A, const double *B
       }
     }
     if (j == 0 && R[0] == 0.0) return -1;
-    double d = R[j * n + j] < 0.0 ? -R[j * n + j] : R[j * n + j], d0 = R[0] < 0.0 ? -R[0] : R[0];
-    if (j > 0 && !(d > rcond * d0)) { r = j; break; }
+    if (j > 0 && !(__builtin_fabs(R[j * n + j]) > rcond * __builtin_fabs(R[0]))) return j;
   }
-  /* c = Q^T B: the reflections in order (those of the first r columns; Q's others leave c's first r rows) */
-  for (long long j = 0; j < r; j++) {
+  return n;
+}
+
+/* x (n, k) = pinv(A) B of a general A (n, n) (leading dimension n), B and x (n, k) at leading dimension k (a
+   multiple of 8), as min_norm.min_norm_solve (LAPACK's gelsy): sd_sdv_qrcp, the rank r that of its R11
+   (gelsy: R11's condition estimated incrementally; the same rank where A's is not within rounding of the
+   cut), [R11 R12] = [T 0] Z by reflections of its rows (dtzrzf), x = P Z^T [T^-1 (Q^T B)_r; 0].  work:
+   2 n n + n k + 3 n doubles; 0, or -1 where sd_sdv_qrcp finds no column. */
+static int sd_sdv_gen(long long n, long long k, const double *A, const double *B, double *x, double *w, double rcond)
+{
+  double *R = w, *V = R + n * n, *c = V + n * n, *tau = c + n * k;
+  long long *piv = (long long *)(tau + n);
+  for (long long i = 0; i < n * n; i++) R[i] = A[i];
+  for (long long i = 0; i < n * k; i++) c[i] = B[i];
+  long long r = sd_sdv_qrcp(n, R, V, tau, piv, rcond);
+  if (r < 0) return -1;
+  for (long long j = 0; j < r; j++) {             /* c = Q^T B (its first r rows: the first r reflections') */
     if (tau[j] == 0.0) continue;
     for (long long col = 0; col < k; col++) {
       double s = c[j * k + col];
@@ -304,18 +307,19 @@ static int sd_sdv_gen(long long n, long long k, const double *A, const double *B
       for (long long i = j + 1; i < n; i++) c[i * k + col] -= s * V[i * n + j];
     }
   }
-  /* [R11 R12] = [T 0] Z: row i's reflection on the columns (i, r .. n-1), last row first (in R's rows, V's
-     columns r.. reused for their vectors) */
+  /* [R11 R12] = [T 0] Z: row i's reflection on the columns (i, r .. n-1), the last row first (its vector in
+     R's row i, v_i = 1), applied to the rows above */
   for (long long i = r - 1; i >= 0 && r < n; i--) {
     double alpha = R[i * n + i], sig = 0.0;
     for (long long col = r; col < n; col++) sig += R[i * n + col] * R[i * n + col];
-    if (sig == 0.0) { tau[i] = 0.0; continue; }
+    tau[i] = 0.0;
+    if (sig == 0.0) continue;
     double beta = sqrt(alpha * alpha + sig);
     if (alpha > 0.0) beta = -beta;
     tau[i] = (beta - alpha) / beta;
-    for (long long col = r; col < n; col++) R[i * n + col] /= (alpha - beta);     /* v (v_i = 1) */
+    for (long long col = r; col < n; col++) R[i * n + col] /= (alpha - beta);
     R[i * n + i] = beta;
-    for (long long l = 0; l < i; l++) {           /* the rows above: R[l, (i, r..)] H */
+    for (long long l = 0; l < i; l++) {
       double s = R[l * n + i];
       for (long long col = r; col < n; col++) s += R[l * n + col] * R[i * n + col];
       s *= tau[i];
@@ -323,13 +327,11 @@ static int sd_sdv_gen(long long n, long long k, const double *A, const double *B
       for (long long col = r; col < n; col++) R[l * n + col] -= s * R[i * n + col];
     }
   }
-  /* y = T^-1 c_r (T upper r x r: R's leading block), then [y; 0] through the rows' reflections, first row first */
-  for (long long i = r - 1; i >= 0; i--) {
+  for (long long i = r - 1; i >= 0; i--) {        /* y = T^-1 c_r, then Z^T [y; 0]: the first row's first */
     sd_sdv_rows(k, r - 1 - i, R + i * n + i + 1, 1, c + (i + 1) * k, k, c + i * k, -1.0);
     sd_sdv_div(k, R[i * n + i], c + i * k);
   }
-  for (long long i = r; i < n; i++)
-    for (long long col = 0; col < k; col++) c[i * k + col] = 0.0;
+  for (long long i = r * k; i < n * k; i++) c[i] = 0.0;
   for (long long i = 0; i < r && r < n; i++) {
     if (tau[i] == 0.0) continue;
     for (long long col = 0; col < k; col++) {
