@@ -239,6 +239,17 @@ static int sd_sdv_psd(long long n, long long k, const double *A, const double *B
   return 0;
 }
 
+/* (x_h, x_t) -= tau (x_h + v . x_t) (1, v): the reflection I - tau u u^T, u = (1, v), on a vector whose head
+   is x_h and its m other entries x_t at stride xs (v's at stride vs) */
+static void sd_sdv_reflect(long long m, double tau, const double *v, long long vs, double *xh, double *xt, long long xs)
+{
+  double s = *xh;
+  for (long long l = 0; l < m; l++) s += v[l * vs] * xt[l * xs];
+  s *= tau;
+  *xh -= s;
+  for (long long l = 0; l < m; l++) xt[l * xs] -= s * v[l * vs];
+}
+
 /* QR with column pivoting of R (n, n) in place by Householder reflections (LAPACK's dlarfg convention):
    R P = Q [R11 R12; 0 R22], the reflections' vectors in V's columns (v_j = 1) and tau, the pivots in piv;
    returns the rank r, the leading R11 whose diagonal stays above rcond times its first, or -1 (a zero
@@ -270,13 +281,8 @@ static long long sd_sdv_qrcp(long long n, double *R, double *V, double *tau, lon
       tau[j] = (beta - alpha) / beta;
       for (long long i = j + 1; i < n; i++) { V[i * n + j] = R[i * n + j] / (alpha - beta); R[i * n + j] = 0.0; }
       R[j * n + j] = beta;
-      for (long long col = j + 1; col < n; col++) {
-        double s = R[j * n + col];
-        for (long long i = j + 1; i < n; i++) s += V[i * n + j] * R[i * n + col];
-        s *= tau[j];
-        R[j * n + col] -= s;
-        for (long long i = j + 1; i < n; i++) R[i * n + col] -= s * V[i * n + j];
-      }
+      for (long long col = j + 1; col < n; col++)
+        sd_sdv_reflect(n - 1 - j, tau[j], V + (j + 1) * n + j, n, R + j * n + col, R + (j + 1) * n + col, n);
     }
     if (j == 0 && R[0] == 0.0) return -1;
     if (j > 0 && !(__builtin_fabs(R[j * n + j]) > rcond * __builtin_fabs(R[0]))) return j;
@@ -299,13 +305,8 @@ static int sd_sdv_gen(long long n, long long k, const double *A, const double *B
   if (r < 0) return -1;
   for (long long j = 0; j < r; j++) {             /* c = Q^T B (its first r rows: the first r reflections') */
     if (tau[j] == 0.0) continue;
-    for (long long col = 0; col < k; col++) {
-      double s = c[j * k + col];
-      for (long long i = j + 1; i < n; i++) s += V[i * n + j] * c[i * k + col];
-      s *= tau[j];
-      c[j * k + col] -= s;
-      for (long long i = j + 1; i < n; i++) c[i * k + col] -= s * V[i * n + j];
-    }
+    for (long long col = 0; col < k; col++)
+      sd_sdv_reflect(n - 1 - j, tau[j], V + (j + 1) * n + j, n, c + j * k + col, c + (j + 1) * k + col, k);
   }
   /* [R11 R12] = [T 0] Z: row i's reflection on the columns (i, r .. n-1), the last row first (its vector in
      R's row i, v_i = 1), applied to the rows above */
@@ -319,13 +320,7 @@ static int sd_sdv_gen(long long n, long long k, const double *A, const double *B
     tau[i] = (beta - alpha) / beta;
     for (long long col = r; col < n; col++) R[i * n + col] /= (alpha - beta);
     R[i * n + i] = beta;
-    for (long long l = 0; l < i; l++) {
-      double s = R[l * n + i];
-      for (long long col = r; col < n; col++) s += R[l * n + col] * R[i * n + col];
-      s *= tau[i];
-      R[l * n + i] -= s;
-      for (long long col = r; col < n; col++) R[l * n + col] -= s * R[i * n + col];
-    }
+    for (long long l = 0; l < i; l++) sd_sdv_reflect(n - r, tau[i], R + i * n + r, 1, R + l * n + i, R + l * n + r, 1);
   }
   for (long long i = r - 1; i >= 0; i--) {        /* y = T^-1 c_r, then Z^T [y; 0]: the first row's first */
     sd_sdv_rows(k, r - 1 - i, R + i * n + i + 1, 1, c + (i + 1) * k, k, c + i * k, -1.0);
@@ -334,13 +329,8 @@ static int sd_sdv_gen(long long n, long long k, const double *A, const double *B
   for (long long i = r * k; i < n * k; i++) c[i] = 0.0;
   for (long long i = 0; i < r && r < n; i++) {
     if (tau[i] == 0.0) continue;
-    for (long long col = 0; col < k; col++) {
-      double s = c[i * k + col];
-      for (long long l = r; l < n; l++) s += R[i * n + l] * c[l * k + col];
-      s *= tau[i];
-      c[i * k + col] -= s;
-      for (long long l = r; l < n; l++) c[l * k + col] -= s * R[i * n + l];
-    }
+    for (long long col = 0; col < k; col++)
+      sd_sdv_reflect(n - r, tau[i], R + i * n + r, 1, c + i * k + col, c + r * k + col, k);
   }
   for (long long i = 0; i < n; i++)
     for (long long col = 0; col < k; col++) x[piv[i] * k + col] = c[i * k + col];
@@ -375,7 +365,8 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
   long long m = 3 * ns, k = 3 * nv, kp = SD_SDV_PAD(k), np = SD_SDV_PAD(nv), lr = 9 * nv + 2 * m;
   long long ls = 7 * nv + 1, h = 0, na = 0;
   long long *held = (long long *)w, *act = held + m, *sidx = act + m;
-  double *sval = w + 2 * m + nv, *dv = sval + nv, *dvc = dv + nv * kp, *Ks = dvc + nv * kp, *Rs = Ks + m * m, *T = Rs + m * kp;
+  double *sval = w + 2 * m + nv, *dv = sval + nv, *dvc = dv + nv * kp, *Ks = dvc + nv * kp, *Rs = Ks + m * m;
+  double *T = Rs + m * kp;
   double *Jh = T + m * np, *ws = Jh + m * np;
   int slide = 0;
   for (long long i = 0; i < ns; i++) {
@@ -462,10 +453,11 @@ def _work_size(nv, ns):
 def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     """``(dv, dq, finite)`` of one state from its :class:`~sparsedyn.SlotPartials` ``rows``, ``state``,
     ``gap`` (C-ordered floats), its slots' mode ``weights`` (ns, 4) and position correction impulses
-    ``correction`` (ns,): ``dv``, ``dq`` (nv, 3 nv) as :func:`~sparsedyn.contact.friction_derivatives._state_derivatives`
-    gives them, ``finite`` whether the sum of their entries is finite (where it is not, an entry or
-    the sum overflowed: the caller looks at each); None where the routine cannot be built or a solve
-    leaves its roads (module docstring): the caller's NumPy road then."""
+    ``correction`` (ns,): ``dv``, ``dq`` (nv, 3 nv) as
+    :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` gives them, ``finite`` whether
+    the sum of their entries is finite (where it is not, an entry or the sum overflowed: the caller
+    looks at each); None where the routine cannot be built or a solve leaves its roads (module
+    docstring): the caller's NumPy road then."""
     f = _routine()
     if f is None:
         return None
