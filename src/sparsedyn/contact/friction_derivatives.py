@@ -76,6 +76,7 @@ from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels,
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
+from .state_derivatives_native import native_state_derivatives
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -219,11 +220,35 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
     ``f_ext``, whose arguments the step has checked: :func:`_scene_derivatives`, checked finite."""
     nv, shape = model.nv, step.v.shape[:-1]
     B = len(slotted.data)
+    if B == 1:
+        d = _one_state_result(model, kernels, q, v, step, slotted, dt, gravity)
+        if d is not None:
+            return d
     qb = np.asarray(q, float).reshape(B, model.nq)
     vb, g = (_rows_of(x, B, n) for x, n in ((v, nv), (model.gravity if gravity is None else gravity, 3)))
     dv, dq = _scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, None, dt)
     d = _split(dv, dq, shape, step)
     if not math.isfinite(float(dv.sum() + dq.sum())):      # (one sum: an overflow of it looks at each)
+        _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
+    return d
+
+
+def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity):
+    """:func:`_scene_result` of one state on the native road: the ready native callable of the pieces
+    and the hand-written routine of the rest (:func:`_one_state`), whose sum says the result is finite;
+    None off that road (the NumPy backend, a kernel not built)."""
+    f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
+    if f is None:
+        return None
+    nv = model.nv
+    g = _rows_of(model.gravity if gravity is None else gravity, 1, 3)[0]
+    weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights
+    pieces = f(np.asarray(q, float).reshape(model.nq), np.asarray(v, float).reshape(nv), step.v.reshape(nv),
+               slotted.impulses[0], slotted.correction[0], weights[0], slotted.data[0], slotted.shapes[0], g,
+               np.array([float(dt)]), slotted.frames, slotted.kinds)
+    dv, dq, finite = _one_state(pieces, weights[0], slotted.modes[0], slotted.correction[0], nv, dt)
+    d = _split(dv, dq, (), step)
+    if not finite:
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
 
@@ -432,7 +457,10 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     the per-state pieces from one call of :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`
     (the mode equations ``K``, ``R`` among them; on the default road its ready native callable for one
     state), then per state the impulses' change (:func:`_mode_solve`) and that of the position
-    correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``."""
+    correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``: on the
+    native road, in one hand-written C routine
+    (:mod:`~sparsedyn.contact.state_derivatives_native`; at these sizes NumPy's and LAPACK's calls
+    from Python cost more than their arithmetic)."""
     B, nv = v.shape
     weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights
     args = (q, v, v_next, slotted.impulses, slotted.correction, weights, slotted.data, slotted.shapes, gravity)
@@ -440,16 +468,38 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
         one = [x[0] for x in args]
         one.append(np.array([float(dt)]))
         f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
-        out = f(*one, slotted.frames, slotted.kinds) if f is not None else \
-            scene_step_partials(kernels, *one, slotted.frames, slotted.kinds)
-        dv, dq = _state_derivatives(*out, slotted.modes[0].tolist(), slotted.correction[0], nv, dt)
+        if f is None:
+            out = scene_step_partials(kernels, *one, slotted.frames, slotted.kinds)
+            dv, dq = _state_derivatives(*out, slotted.modes[0].tolist(), slotted.correction[0], nv, dt)
+            return dv[None], dq[None]
+        out = f(*one, slotted.frames, slotted.kinds)
+        dv, dq, _ = _one_state(out, weights[0], slotted.modes[0], slotted.correction[0], nv, dt)
         return dv[None], dq[None]
     rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames, slotted.kinds,
                                            f_ext=f_ext)
     dv, dq = np.empty((2, B, nv, 3 * nv))
+    native = use_backend.current() != "numpy"
     for b, modes in enumerate(slotted.modes.tolist()):
-        dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes, slotted.correction[b], nv, dt)
+        if native:
+            dv[b], dq[b], _ = _one_state((rows[b], state[b], gap[b]), weights[b], modes, slotted.correction[b], nv,
+                                         dt)
+        else:
+            dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes, slotted.correction[b], nv, dt)
     return dv, dq
+
+
+def _one_state(pieces, weights, modes, correction, nv, dt):
+    """``(dv, dq, finite)`` of one state on the native road (``finite``: the sum of their entries is):
+    the hand-written routine
+    (:func:`~sparsedyn.contact.state_derivatives_native.native_state_derivatives`) where it takes the
+    state, else :func:`_state_derivatives`."""
+    rows, state, gap = (np.ascontiguousarray(x, float) for x in pieces)
+    got = native_state_derivatives(rows, state, gap, np.ascontiguousarray(weights, float),
+                                   np.ascontiguousarray(correction, float), nv, dt)
+    if got is not None:
+        return got
+    dv, dq = _state_derivatives(rows, state, gap, list(modes), correction, nv, dt)
+    return dv, dq, math.isfinite(float(dv.sum() + dq.sum()))
 
 
 def _state_derivatives(rows, state, gap, modes, correction, nv, dt):

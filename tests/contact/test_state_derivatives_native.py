@@ -1,0 +1,165 @@
+"""One state's derivatives of a step in a scene from its pieces in the hand-written C routine
+(sparsedyn.contact.state_derivatives_native) against the NumPy road (friction_derivatives'
+``_state_derivatives``: LAPACK's pivoted Cholesky and NumPy's products, itself checked against
+central differences of the step in test_scene_derivatives).
+
+The pieces are those of real steps (the box pressed into the table: four sticking corners, a
+Delassus matrix of rank 6 of 12, the position correction's normal rows of rank 3 of 4; the hand
+pressed on the torso: a two-body contact; the box sliding on the table: singular mode equations that
+are not symmetric), with some of their slots declared open, their correction impulses partly zero,
+or no point penetrating; and the routine's two solves alone against numpy's pseudo-inverse.  Two roads differ in the order of their sums: rounding
+times the condition of the systems solved on their range, squared (their right sides leave it: least
+squares), ``rounding_bound``.
+"""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rel_err, rounding_bound
+from test_friction_derivatives import DT, TOL
+from test_scene_derivatives import _box_on_table, _box_pressed_into_table, _hand_scene
+from sparsedyn.contact.friction_derivatives import _state_derivatives
+from sparsedyn.contact.friction_problem import PENETRATION_SLOP
+from sparsedyn.contact.scene_derivatives import scene_step_partials
+from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, slotted_scene_step
+from sparsedyn.contact.state_derivatives_native import native_pinv_solve, native_state_derivatives
+
+OPEN = MODE_WEIGHTS["open"]
+
+
+def _pieces(case, open_slots=()):
+    """``(model, rows, state, gap, weights, correction, modes)`` of the NumPy road's pieces of the step of
+    ``case`` (a test_scene_derivatives scene), the slots ``open_slots`` declared open (their weights and
+    mode; the mode equations then hold them at zero impulse change)."""
+    model, scene, q, v, tau, opt = case()
+    with sd.use_backend("numpy"):
+        step, _, s = slotted_scene_step(model, model, q, v, tau, scene, DT, dict(opt, tol=TOL))
+    weights, modes = s.weights[0].copy(), list(s.modes[0])
+    for i in open_slots:
+        weights[i, :3], modes[i] = OPEN, "open"
+    g = opt.get("gravity", model.gravity)
+    P = scene_step_partials(model, q, v, step.v, s.impulses[0], s.correction[0], weights, s.data[0], s.shapes[0],
+                            g, [DT], s.frames, s.kinds)
+    return model, P.rows, P.state, P.gap, weights, s.correction[0].copy(), modes
+
+
+def _bound(model, rows, gap, modes, correction):
+    """Rounding of the two roads: the recursions' products times the condition (on its range) of each
+    system solved, squared."""
+    nv, m = model.nv, len(rows)
+    G = rows[:, 5 * nv:5 * nv + m]
+    kappa = 1.0
+    held = [3 * i + k for i, x in enumerate(modes) if x != "open" for k in range(3)]
+    active = [3 * i + 2 for i, x in enumerate(correction) if x > 1e-9 * max(correction.max(), 1e-300)]
+    for r in (held, active if gap.min() < -PENETRATION_SLOP else []):
+        if r:
+            s = np.linalg.svd(G[np.ix_(r, r)], compute_uv=False)
+            kappa = max(kappa, s[0] / s[s > 1e-12 * s[0]][-1])
+    return rounding_bound(nv + m, kappa * kappa)
+
+
+def _check(model, rows, state, gap, weights, correction, modes):
+    got = native_state_derivatives(rows, state, gap, weights, correction, model.nv, DT)
+    assert got is not None                                  # the routine ran (a C compiler is there)
+    assert got[2] is True                                   # its sum finite
+    got = got[:2]
+    ref = _state_derivatives(rows, state, gap, modes, correction, model.nv, DT)
+    bound = _bound(model, rows, gap, modes, correction)
+    for g, r in zip(got, ref):
+        assert g.shape == (model.nv, 3 * model.nv)
+        assert rel_err(g, r) <= bound, (rel_err(g, r), bound)
+    return got, ref
+
+
+@pytest.mark.parametrize("open_slots", [(), (1,), (0, 3), (0, 1, 2, 3)])
+def test_the_pressed_box_equals_the_numpy_road(open_slots):
+    """The box pressed into the table (four sticking corners, its correction active on every normal row),
+    all its corners held, some declared open, and none (W alone, the correction still solved)."""
+    pieces = _pieces(_box_pressed_into_table, open_slots)
+    model, rows, state, gap, weights, correction, modes = pieces
+    assert gap.min() < -PENETRATION_SLOP and modes.count("stick") == 4 - len(open_slots)
+    _check(*pieces)
+
+
+def test_the_position_corrections_active_rows_and_no_penetration():
+    """The pressed box with half its correction impulses zero (their normal rows inactive: a principal
+    block of the normal rows' Delassus matrix, regular), with none (the correction's change at fixed
+    impulses alone), and lifted above the table (no correction: ``dq`` from ``dv`` alone), which
+    changes ``dq`` by far more than rounding."""
+    model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
+    half = correction * [1, 0, 1, 0]
+    _check(model, rows, state, gap, weights, half, modes)
+    _check(model, rows, state, gap, weights, np.zeros_like(correction), modes)
+    lifted = np.abs(gap) + 1e-3
+    got, _ = _check(model, rows, state, lifted, weights, correction, modes)
+    pressed, _ = _check(model, rows, state, gap, weights, correction, modes)
+    assert np.array_equal(got[0], pressed[0]) and rel_err(got[1], pressed[1]) > 1e-6
+
+
+def test_a_two_body_contact_equals_the_numpy_road():
+    """The hand pressed on the torso (both bodies' rows in each contact's)."""
+    pieces = _pieces(_hand_scene)
+    assert "stick" in pieces[-1] and "slide" not in pieces[-1]
+    _check(*pieces)
+
+
+@pytest.mark.parametrize("open_slots", [(), (2,)])
+def test_sliding_contacts_equal_the_numpy_road(open_slots):
+    """The box sliding on the table (four corners sliding while it turns: mode equations not symmetric,
+    and singular, the normal impulses shared in a continuum of ways): the general minimum-norm solve,
+    all corners held, and three (regular)."""
+    pieces = _pieces(_box_on_table, open_slots)
+    assert pieces[-1].count("slide") == 4 - len(open_slots)
+    nv, m = pieces[0].nv, len(pieces[1])
+    held = [3 * i + k for i, x in enumerate(pieces[-1]) if x != "open" for k in range(3)]
+    K = pieces[1][:, 5 * nv + m:5 * nv + 2 * m][np.ix_(held, held)]
+    assert (np.linalg.matrix_rank(K) < len(K)) == (not open_slots)          # four corners: redundant
+    assert np.abs(K - K.T).max() > 1e-3 * np.abs(K).max()
+    _check(*pieces)
+
+
+def _kappa(A):
+    s = np.linalg.svd(A, compute_uv=False)
+    return s[0] / s[s > 1e-12 * s[0]][-1]
+
+
+def test_the_solves_equal_the_pseudo_inverse():
+    """The routine's two solves against numpy's pinv(A, rcond=1e-12) @ B (the SVD's), to rounding times
+    A's condition on its range squared (B off the range: least squares): the general one on regular,
+    rank-deficient and non-symmetric matrices and the box corners' Delassus matrix (rank 6 of 12); the
+    positive semidefinite one on A = M M^T of every rank (M's singular values over two decades)."""
+    rng = np.random.default_rng(6)
+    model, rows = _pieces(_box_pressed_into_table)[:2]
+    G = rows[:, 5 * model.nv:5 * model.nv + len(rows)]
+    general = [rng.normal(size=(9, 9)), G]
+    for r in (1, 5, 6):
+        general.append(rng.normal(size=(7, r)) @ rng.normal(size=(r, 7)))
+    for A in general:
+        B = rng.normal(size=(len(A), 5))
+        got, ref = native_pinv_solve(A, B, True), np.linalg.pinv(A, rcond=1e-12) @ B
+        kappa = _kappa(A)
+        assert rel_err(got, ref) <= rounding_bound(len(A), kappa * kappa), (A.shape, kappa)
+    for n in (1, 5, 12, 21):
+        for r in sorted({1, max(1, n // 2), n - 1, n} - {0}):
+            U, V = (np.linalg.qr(rng.normal(size=(k, r)))[0] for k in (n, r))
+            M = U * np.logspace(0, -2, r) @ V.T
+            A, B = M @ M.T, rng.normal(size=(n, 3 * n))
+            ref, kappa = np.linalg.pinv(A, rcond=1e-12) @ B, _kappa(A)
+            for general in (False, True):
+                got = native_pinv_solve(A, B, general)
+                assert rel_err(got, ref) <= rounding_bound(n, kappa * kappa), (n, r, general)
+    assert np.array_equal(native_pinv_solve(np.zeros((3, 3)), np.ones((3, 2)), False), np.zeros((3, 2)))
+
+
+def test_a_non_finite_system_gives_nan_not_zeros():
+    """A NaN on the mode equations' diagonal (an overflowed state) gives NaN derivatives, as the NumPy
+    road's, and says they are not finite (the public call's finite check then reports them); never a
+    silent zero solution."""
+    model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
+    nv, m = model.nv, len(rows)
+    rows = rows.copy()
+    rows[4, 5 * nv + m + 4] = np.nan
+    dv, _, finite = native_state_derivatives(rows, state, gap, weights, correction, nv, DT)
+    assert np.isnan(dv).all() and not finite
+    assert np.isnan(_state_derivatives(rows, state, gap, modes, correction, nv, DT)[0]).all()
