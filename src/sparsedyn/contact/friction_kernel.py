@@ -84,6 +84,7 @@ from .. import backend as bk
 from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
+from . import friction_polish as polishing
 from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
@@ -218,7 +219,7 @@ class _Layout:
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
-                              ("have", 1), ("fbest", 1), ("refused", 1)])
+                              ("have", 1), ("fbest", 1), ("refused", 1), ("pz", m), ("tries", 1), ("next", 1)])
 
     @staticmethod
     def _table(items):
@@ -283,18 +284,21 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
-                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0))
+                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), tries=0.0,
+                             next=polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))))
     return K, S
 
 
 def _factorize(lay, *X):
-    """``(G + (eta + rho) I)^-1``; converged already: on to the correction (+4); no ADMM budget
-    (``solver="pgs"``): on to Gauss-Seidel (+3); else iterate (+1)."""
+    """``(G + (eta + rho) I)^-1``; converged already: on to the correction (+5); no ADMM budget
+    (``solver="pgs"``): on to Gauss-Seidel (+4); a polish due (a warm start): polish (+2); else iterate
+    (+1)."""
     settings, _, K, S = lay.unpack(X)
     m = lay.m
     S["M"] = _spd_inverse(K["G"].reshape(m, m) + (K["eta"][0] + S["rho"][0]) * np.eye(m))
     conv, none = S["conv"][0], _step(0.5 - settings[2])
-    return lay.pack(lay.S, S), 1.0 + 3.0 * conv + 2.0 * (1.0 - conv) * none
+    go = (1.0 - conv) * (1.0 - none)
+    return lay.pack(lay.S, S), 1.0 + 4.0 * conv + 3.0 * (1.0 - conv) * none + go * _step(S["it"][0] - S["next"][0])
 
 
 def _iterate(lay, *X):
@@ -350,8 +354,10 @@ def _iterate(lay, *X):
     sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first))
     # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
     S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
-    # small residuals: check (+1); out of iterations: Gauss-Seidel (+2); new rho: invert again (-1)
-    return lay.pack(lay.S, S), check + 2.0 * out - change
+    # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert again (-1); a
+    # polish due: polish (+1)
+    due = _step(it - S["next"][0]) * (1.0 - check) * (1.0 - out) * (1.0 - change)
+    return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - change + due
 
 
 def _anderson(k, S, w, Tw, clear):
@@ -397,7 +403,7 @@ def _anderson(k, S, w, Tw, clear):
 
 def _check(lay, *X):
     """Coulomb's law's residuals at the iterate: converged, past Gauss-Seidel (+2); out of ADMM
-    iterations, Gauss-Seidel (+1); else iterate on (-1)."""
+    iterations, Gauss-Seidel (+1); else polish (-1), then iterate on."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m

@@ -1,0 +1,164 @@
+"""The polish of the contact step's solver (:mod:`~sparsedyn.contact.friction_kernel`): from an
+iterate of ADMM, guess each contact's mode, solve the linear system that mode fixes, and keep the
+answer only where it satisfies Coulomb's law to the solver's own tolerance.
+
+ADMM converges linearly, and slowly on a singular, badly conditioned Delassus matrix ``G`` (a
+humanoid's limbs on the floor), but it finds the modes long before the digits: which contacts are
+open, which stick, which slide and along which direction.  Once the modes are known the
+nonlinear complementarity problem is a linear one (the "solution polishing" of OSQP: Stellato et
+al., "OSQP: an operator splitting solver for quadratic programs", 2020; the active-set guess of
+Acary, Brémond and Huber, "On solving contact problems with Coulomb friction: formulations and
+numerical comparisons", 2018).  Per contact ``i`` of an iterate ``lambda`` ``[t_x, t_y, n]``:
+
+* open (``lambda_n <= OPEN lmax``, ``lmax`` the largest impulse, or no rows in ``G``): ``lambda_i = 0``;
+* sticking (strictly inside its cone, ``|lambda_t| < (1 - STICK) mu lambda_n``): its velocity
+  ``u_i = (G lambda + g)_i = 0``, three rows;
+* sliding (on the cone's boundary; a frictionless contact always): ``u_n = 0`` and
+  ``lambda_t = mu lambda_n theta``, ``theta`` the current tangential direction.
+
+These rows are ``A lambda = b`` with ``A = diag(a) G + s E`` (``a`` 1 on the rows that ask a zero
+velocity, ``E`` block diagonal: the identity of an open contact, ``[I_2, -mu theta]`` of a sliding
+one; ``s`` the scale of ``G``, so that both kinds of rows weigh alike).  ``G`` is singular on a
+redundant contact set (a box's four corners), so ``A`` is too: the answer is the least-squares
+solution of least norm, the one ADMM's iterates approach from the warm start (and the one the
+step's derivatives differentiate), by Tikhonov regularised normal equations
+``(A^T A + eps I) lambda = A^T b`` and iterated refinement (each step multiplies the error by
+``eps / (sigma^2 + eps)`` along a singular value ``sigma`` and leaves ``A``'s null space alone: the
+iterated Tikhonov regularisation).  ``diag(a) E = 0`` (a row asks either a velocity or an impulse), so
+``A^T A = G diag(a) G + s^2 E^T E`` and ``A^T (b - A x) = -(G (a (G x + g)) + s^2 E^T E x)``: the
+refinement's residuals are products with ``G``, never with the squared matrix.
+
+The answer, projected onto the cones, is accepted only where Coulomb's law's residuals pass the
+solver's stopping test (:func:`~sparsedyn.contact.friction_residuals._converged`): a wrong guess costs
+time, never accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program: a
+polish costs about one factorisation (``m^3``, against an ADMM iteration's ``m^2``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .friction_linalg import _lower_inverse, _mm, _mv
+from .friction_problem import _TINY, _abs, _norms, _step, _vmax
+from .friction_residuals import _converged, _residuals, _scales, project_cone
+
+__all__ = []
+
+#: An impulse below this fraction of the largest is an open contact's (its normal impulse is zero).
+OPEN = 1e-6
+#: A contact whose tangential impulse is within this fraction of its cone's radius slides.
+STICK = 1e-6
+#: Tikhonov's regularisation of the normal equations, relative to ``s^2`` (``s`` the scale of ``G``):
+#: the refinement steps (:data:`REFINE`) remove its bias along all but ``G``'s smallest directions.
+EPS = 1e-13
+#: Refinement steps after the first solve of the regularised normal equations.
+REFINE = 2
+#: Polishes in a row (each from the modes of the previous answer) before ADMM goes on.
+REPEATS = 3
+#: The ADMM iteration of the first polish (from a warm start: before the first), and the iterations
+#: between two polishes.
+FIRST, EVERY = 3, 5
+
+
+def modes(z, mu, active):
+    """``(open, stick, slide)`` (nc,), each 1 where contact ``i`` of the impulses ``z`` (nc, 3) is in
+    that mode (the module docstring), and the sliding direction ``theta`` (nc, 2); ``active`` (nc,)
+    1 where the contact has rows in ``G``."""
+    t, n = z[:, :2], z[:, 2]
+    r = _norms(t)
+    lmax = _vmax(_abs(z))
+    closed = active * (1.0 - _step(OPEN * lmax - n))
+    stick = closed * (1.0 - _step(r - (1.0 - STICK) * mu * n))       # strictly inside (mu = 0: never)
+    return 1.0 - closed, stick, closed - stick, t / (r + _TINY)[:, None]
+
+
+def _mode_rows(z, mu, active):
+    """``a`` (m,) (1 on the rows asking a zero velocity) and ``E``'s blocks ``P`` (nc, 2): the sliding
+    contacts' ``mu theta`` (``E_i = [I_2, -P_i]``), with ``(open, slide)`` (nc,)."""
+    nc = z.shape[0]
+    op, stick, slide, theta = modes(z, mu, active)
+    a = np.stack([stick, stick, stick + slide], 1).reshape(3 * nc)
+    return a, (slide * mu)[:, None] * theta, op, slide
+
+
+def _ete(x, P, op, slide):
+    """``E^T E x`` for ``x`` (nc, 3): block by block, ``o I + d [[I_2, -P], [-P^T, P^T P]]``."""
+    t, n = x[:, :2], x[:, 2]
+    pt = P[:, 0] * t[:, 0] + P[:, 1] * t[:, 1]
+    top = op[:, None] * t + slide[:, None] * (t - P * n[:, None])
+    bottom = op * n + slide * (P[:, 0] * P[:, 0] + P[:, 1] * P[:, 1]) * n - slide * pt
+    return np.concatenate([top, bottom[:, None]], 1)
+
+
+def _normal_matrix(G, a, P, op, slide, s2):
+    """``A^T A + eps I`` (m, m) (the module docstring)."""
+    nc = P.shape[0]
+    Ga = G * a[:, None]
+    N = _mm(Ga.T, Ga)
+    reg = EPS * s2
+    for i in range(nc):                                            # s^2 E^T E, block diagonal
+        t0, n = 3 * i, 3 * i + 2
+        o, d, p = op[i], slide[i], P[i]
+        for k in range(2):
+            N[t0 + k, t0 + k] = N[t0 + k, t0 + k] + s2 * (o + d) + reg
+            N[t0 + k, n] = N[t0 + k, n] - s2 * d * p[k]
+            N[n, t0 + k] = N[n, t0 + k] - s2 * d * p[k]
+        N[n, n] = N[n, n] + s2 * (o + d * (p[0] * p[0] + p[1] * p[1])) + reg
+    return N
+
+
+def polish(G, g, mu, z, scale, active):
+    """The impulses (m,) of the mode system of the iterate ``z`` (m,) (the module docstring), projected
+    onto the cones: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest
+    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``."""
+    nc = mu.shape[0]
+    m = 3 * nc
+    a, P, op, slide = _mode_rows(z.reshape(nc, 3), mu, active)
+    s2 = scale * scale
+    Li = _lower_inverse(_normal_matrix(G, a, P, op, slide, s2))
+
+    def solve(rhs):                                                # (A^T A + eps I)^-1 rhs
+        return _mv(Li.T, _mv(Li, rhs))
+
+    def residual(x):                                               # A^T (b - A x)
+        return -(_mv(G, a * (_mv(G, x) + g)) + s2 * _ete(x.reshape(nc, 3), P, op, slide).reshape(m))
+
+    x = solve(-_mv(G, a * g))
+    for _ in range(REFINE):
+        x = x + solve(residual(x))
+    return project_cone(x.reshape(nc, 3), mu).reshape(m)
+
+
+def polished(G, g, mu, z, scale, active, gmax, dmax, tol):
+    """``(lambda, u, res, ls, vs, conv)``: :func:`polish`'s impulses of ``z``, their velocities
+    ``G lambda + g``, Coulomb's law's residuals, their scales and the stopping test (1: accepted)."""
+    nc = mu.shape[0]
+    lam = polish(G, g, mu, z, scale, active)
+    u = _mv(G, lam) + g
+    res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
+    ls, vs = _scales(lam, gmax, dmax)
+    return lam, u, res, ls, vs, _converged(res, ls, vs, tol)
+
+
+def polish_stage(lay, *X):
+    """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): polish the ADMM
+    iterate ``z``, then (rejected) the last polished impulses, :data:`REPEATS` times in all, each from
+    the modes of the previous answer.  Accepted: the step's impulses, on to the correction (+3);
+    rejected :data:`REPEATS` times: back to ADMM (-1), the next polish :data:`EVERY` iterations on;
+    else polish again (0)."""
+    settings, mu, K, S = lay.unpack(X)
+    nc, m = lay.nc, lay.m
+    G = K["G"].reshape(m, m)
+    fresh = _step(0.5 - S["tries"][0])
+    z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
+    active = _step(np.diagonal(G)[lay.normal] - _TINY)
+    lam, u, res, ls, vs, conv = polished(G, K["g"], mu, z, K["lmax"][0], active, K["gmax"][0], K["dmax"][0],
+                                         settings[1])
+    tries = S["tries"][0] + 1.0
+    last = (1.0 - conv) * _step(tries - REPEATS)                   # rejected, the last try
+    keep = 1.0 - conv
+    S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
+             res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
+             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, tries=tries * (1.0 - last) * keep,
+             next=S["next"][0] + last * (S["it"][0] + EVERY - S["next"][0]))
+    return lay.pack(lay.S, S), 3.0 * conv - last
