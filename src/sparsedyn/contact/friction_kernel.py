@@ -219,7 +219,7 @@ class _Layout:
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
-                              ("have", 1), ("fbest", 1), ("refused", 1), ("pz", m), ("tries", 1), ("next", 1)])
+                              ("have", 1), ("fbest", 1), ("refused", 1), ("pz", m), ("pu", m), ("tries", 1), ("next", 1)])
 
     @staticmethod
     def _table(items):
@@ -284,7 +284,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
-                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), tries=0.0,
+                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), pu=np.zeros(m), tries=0.0,
                              next=polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))))
     return K, S
 
@@ -484,8 +484,8 @@ def _finish_and_correction(lay, *X):
 def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
-    return (partial(_init, lay), [partial(f, lay) for f in (_factorize, _iterate, _check, _gauss_seidel, _correct)],
-            partial(_finish_and_correction, lay))
+    stages = (_factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct)
+    return partial(_init, lay), [partial(f, lay) for f in stages], partial(_finish_and_correction, lay)
 
 
 # --- the kernel: traced for the compiler, run on floats as the reference ---------------------------------

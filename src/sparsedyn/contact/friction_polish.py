@@ -60,23 +60,25 @@ REPEATS = 3
 FIRST, EVERY = 3, 5
 
 
-def modes(z, mu, active):
+def modes(z, mu, active, direction=None):
     """``(open, stick, slide)`` (nc,), each 1 where contact ``i`` of the impulses ``z`` (nc, 3) is in
-    that mode (the module docstring), and the sliding direction ``theta`` (nc, 2); ``active`` (nc,)
-    1 where the contact has rows in ``G``."""
+    that mode (the module docstring), and the sliding direction ``theta`` (nc, 2): that of ``z``'s
+    tangential impulse, or of ``direction`` (nc, 2) where given; ``active`` (nc,) 1 where the contact
+    has rows in ``G``."""
     t, n = z[:, :2], z[:, 2]
     r = _norms(t)
     lmax = _vmax(_abs(z))
     closed = active * (1.0 - _step(OPEN * lmax - n))
     stick = closed * (1.0 - _step(r - (1.0 - STICK) * mu * n))       # strictly inside (mu = 0: never)
-    return 1.0 - closed, stick, closed - stick, t / (r + _TINY)[:, None]
+    d = t if direction is None else direction
+    return 1.0 - closed, stick, closed - stick, d / (_norms(d) + _TINY)[:, None]
 
 
-def _mode_rows(z, mu, active):
+def _mode_rows(z, mu, active, direction):
     """``a`` (m,) (1 on the rows asking a zero velocity) and ``E``'s blocks ``P`` (nc, 2): the sliding
     contacts' ``mu theta`` (``E_i = [I_2, -P_i]``), with ``(open, slide)`` (nc,)."""
     nc = z.shape[0]
-    op, stick, slide, theta = modes(z, mu, active)
+    op, stick, slide, theta = modes(z, mu, active, direction)
     a = np.stack([stick, stick, stick + slide], 1).reshape(3 * nc)
     return a, (slide * mu)[:, None] * theta, op, slide
 
@@ -107,13 +109,14 @@ def _normal_matrix(G, a, P, op, slide, s2):
     return N
 
 
-def polish(G, g, mu, z, scale, active):
+def polish(G, g, mu, z, scale, active, direction=None):
     """The impulses (m,) of the mode system of the iterate ``z`` (m,) (the module docstring), projected
     onto the cones: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest
-    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``."""
+    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding
+    directions where given (else those of ``z``)."""
     nc = mu.shape[0]
     m = 3 * nc
-    a, P, op, slide = _mode_rows(z.reshape(nc, 3), mu, active)
+    a, P, op, slide = _mode_rows(z.reshape(nc, 3), mu, active, direction)
     s2 = scale * scale
     Li = _lower_inverse(_normal_matrix(G, a, P, op, slide, s2))
 
@@ -129,15 +132,21 @@ def polish(G, g, mu, z, scale, active):
     return project_cone(x.reshape(nc, 3), mu).reshape(m)
 
 
-def polished(G, g, mu, z, scale, active, gmax, dmax, tol):
+def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None):
     """``(lambda, u, res, ls, vs, conv)``: :func:`polish`'s impulses of ``z``, their velocities
-    ``G lambda + g``, Coulomb's law's residuals, their scales and the stopping test (1: accepted)."""
+    ``G lambda + g``, Coulomb's law's residuals, their scales and the test (1: accepted): the stopping
+    test, and each sliding contact's velocity opposite its friction, ``|u_t + |u_t| theta| <= tol vs``.
+    (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
+    ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
-    lam = polish(G, g, mu, z, scale, active)
+    lam = polish(G, g, mu, z, scale, active, direction)
     u = _mv(G, lam) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
-    return lam, u, res, ls, vs, _converged(res, ls, vs, tol)
+    _, _, slide, theta = modes(lam.reshape(nc, 3), mu, active)
+    ut = u.reshape(nc, 3)[:, :2]
+    align = _vmax(slide * _norms(ut + _norms(ut)[:, None] * theta))
+    return lam, u, res, ls, vs, _converged(res, ls, vs, tol) * _step(tol * vs - align)
 
 
 def polish_stage(lay, *X):
@@ -151,14 +160,19 @@ def polish_stage(lay, *X):
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
+    # the sliding directions: the ADMM iterate's impulses, then against the last polish's velocities
+    # (where it slides: its impulses' direction is the guess it was given)
+    zt, ut = z.reshape(nc, 3)[:, :2], -S["pu"].reshape(nc, 3)[:, :2]
+    moving = (1.0 - fresh) * _step(_norms(ut) - settings[1] * S["vs"][0])
+    direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] + ut * moving[:, None]
     active = _step(np.diagonal(G)[lay.normal] - _TINY)
     lam, u, res, ls, vs, conv = polished(G, K["g"], mu, z, K["lmax"][0], active, K["gmax"][0], K["dmax"][0],
-                                         settings[1])
+                                         settings[1], direction)
     tries = S["tries"][0] + 1.0
     last = (1.0 - conv) * _step(tries - REPEATS)                   # rejected, the last try
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
-             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, tries=tries * (1.0 - last) * keep,
+             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pu=u, tries=tries * (1.0 - last) * keep,
              next=S["next"][0] + last * (S["it"][0] + EVERY - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last
