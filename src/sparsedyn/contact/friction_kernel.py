@@ -219,7 +219,8 @@ class _Layout:
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
-                              ("have", 1), ("fbest", 1), ("refused", 1), ("pz", m), ("pu", m), ("tries", 1), ("next", 1)])
+                              ("have", 1), ("fbest", 1), ("refused", 1), ("pz", m), ("pu", m), ("tries", 1), ("next", 1),
+                              ("rounds", 1)])
 
     @staticmethod
     def _table(items):
@@ -284,21 +285,27 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
-                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), pu=np.zeros(m), tries=0.0,
+                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), pu=np.zeros(m), tries=0.0, rounds=0.0,
                              next=polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))))
     return K, S
 
 
+def _dispatch(lay, *X):
+    """The first stage: the warm start converged already: on to the correction (+6); a polish due (a
+    warm start, ADMM's budget not zero): polish it (+3); else factorize (+1)."""
+    settings, _, _, S = lay.unpack(X)
+    conv = S["conv"][0]
+    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2])) * polishing.polish_due(S)
+    return lay.pack(lay.S, S), 1.0 + 5.0 * conv + 2.0 * due
+
+
 def _factorize(lay, *X):
-    """``(G + (eta + rho) I)^-1``; converged already: on to the correction (+5); no ADMM budget
-    (``solver="pgs"``): on to Gauss-Seidel (+4); a polish due (a warm start): polish (+2); else iterate
-    (+1)."""
+    """``(G + (eta + rho) I)^-1``; no ADMM budget (``solver="pgs"``): on to Gauss-Seidel (+4); else
+    iterate (+1)."""
     settings, _, K, S = lay.unpack(X)
     m = lay.m
     S["M"] = _spd_inverse(K["G"].reshape(m, m) + (K["eta"][0] + S["rho"][0]) * np.eye(m))
-    conv, none = S["conv"][0], _step(0.5 - settings[2])
-    go = (1.0 - conv) * (1.0 - none)
-    return lay.pack(lay.S, S), 1.0 + 4.0 * conv + 3.0 * (1.0 - conv) * none + go * _step(S["it"][0] - S["next"][0])
+    return lay.pack(lay.S, S), 1.0 + 3.0 * _step(0.5 - settings[2])
 
 
 def _iterate(lay, *X):
@@ -356,7 +363,8 @@ def _iterate(lay, *X):
     S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
     # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert again (-1); a
     # polish due: polish (+1)
-    due = _step(it - S["next"][0]) * (1.0 - check) * (1.0 - out) * (1.0 - change)
+    due = polishing.polish_due(dict(it=[it], next=S["next"], rounds=S["rounds"])) * (1.0 - check) * (1.0 - out) * \
+        (1.0 - change)
     return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - change + due
 
 
@@ -403,7 +411,8 @@ def _anderson(k, S, w, Tw, clear):
 
 def _check(lay, *X):
     """Coulomb's law's residuals at the iterate: converged, past Gauss-Seidel (+2); out of ADMM
-    iterations, Gauss-Seidel (+1); else polish (-1), then iterate on."""
+    iterations, Gauss-Seidel (+1); else polish (-1) while rounds of it are left, then iterate on
+    (-2)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
@@ -414,7 +423,8 @@ def _check(lay, *X):
     conv = _converged(res, ls, vs, tol)
     out = (1.0 - conv) * _step(S["it"][0] - budget)
     S.update(u=u, conv=conv, res=res, ls=ls, vs=vs)
-    return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out)
+    left = _step(polishing.ROUNDS - 0.5 - S["rounds"][0])
+    return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out) * (2.0 - left)
 
 
 def _gauss_seidel(lay, *X):
@@ -484,7 +494,7 @@ def _finish_and_correction(lay, *X):
 def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
-    stages = (_factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct)
+    stages = (_dispatch, _factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct)
     return partial(_init, lay), [partial(f, lay) for f in stages], partial(_finish_and_correction, lay)
 
 

@@ -50,14 +50,18 @@ OPEN = 1e-6
 STICK = 1e-6
 #: Tikhonov's regularisation of the normal equations, relative to ``s^2`` (``s`` the scale of ``G``):
 #: the refinement steps (:data:`REFINE`) remove its bias along all but ``G``'s smallest directions.
-EPS = 1e-13
+EPS = 1e-8
 #: Refinement steps after the first solve of the regularised normal equations.
-REFINE = 2
-#: Polishes in a row (each from the modes of the previous answer) before ADMM goes on.
-REPEATS = 3
-#: The ADMM iteration of the first polish (from a warm start: before the first), and the iterations
-#: between two polishes.
-FIRST, EVERY = 3, 5
+REFINE = 3
+#: Polishes in a row (each from the modes of the previous answer) before ADMM goes on: at most
+#: ``REPEATS``, and past ``SURE`` only while the answers pass Coulomb's residuals and miss only in their
+#: sliding directions (which the repeats take from the last answer's velocities).
+REPEATS, SURE = 4, 2
+#: The ADMM iteration of the first polish (from a warm start: before the first), and the most rounds
+#: of polishes in one solve (a polish costs about ``m / 3`` ADMM iterations of ``m`` rows); a rejected
+#: round at iteration ``k`` puts the next at ``2 k + FIRST`` or at the first failed check of Coulomb's
+#: law (ADMM's own residuals small), whichever comes first.
+FIRST, ROUNDS = 3, 2
 
 
 def modes(z, mu, active, direction=None):
@@ -109,11 +113,12 @@ def _normal_matrix(G, a, P, op, slide, s2):
     return N
 
 
-def polish(G, g, mu, z, scale, active, direction=None):
+def polish(G, g, mu, z, scale, active, direction=None, start=None):
     """The impulses (m,) of the mode system of the iterate ``z`` (m,) (the module docstring), projected
     onto the cones: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest
     eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding
-    directions where given (else those of ``z``)."""
+    directions where given (else those of ``z``), ``start`` (m,) where given: the answer nearest to it
+    (else the least-norm one)."""
     nc = mu.shape[0]
     m = 3 * nc
     a, P, op, slide = _mode_rows(z.reshape(nc, 3), mu, active, direction)
@@ -126,53 +131,61 @@ def polish(G, g, mu, z, scale, active, direction=None):
     def residual(x):                                               # A^T (b - A x)
         return -(_mv(G, a * (_mv(G, x) + g)) + s2 * _ete(x.reshape(nc, 3), P, op, slide).reshape(m))
 
-    x = solve(-_mv(G, a * g))
+    x = solve(-_mv(G, a * g)) if start is None else start + solve(residual(start))
     for _ in range(REFINE):
         x = x + solve(residual(x))
     return project_cone(x.reshape(nc, 3), mu).reshape(m)
 
 
-def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None):
-    """``(lambda, u, res, ls, vs, conv)``: :func:`polish`'s impulses of ``z``, their velocities
-    ``G lambda + g``, Coulomb's law's residuals, their scales and the test (1: accepted): the stopping
-    test, and each sliding contact's velocity opposite its friction, ``|u_t + |u_t| theta| <= tol vs``.
+def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None):
+    """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
+    ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
+    (1: accepted): the stopping test, and each sliding contact's velocity opposite its friction,
+    ``|u_t + |u_t| theta| <= tol vs``.
     (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
     ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
-    lam = polish(G, g, mu, z, scale, active, direction)
+    lam = polish(G, g, mu, z, scale, active, direction, start)
     u = _mv(G, lam) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
     _, _, slide, theta = modes(lam.reshape(nc, 3), mu, active)
     ut = u.reshape(nc, 3)[:, :2]
-    align = _vmax(slide * _norms(ut + _norms(ut)[:, None] * theta))
-    return lam, u, res, ls, vs, _converged(res, ls, vs, tol) * _step(tol * vs - align)
+    align = _vmax(slide * _step(mu - _TINY) * _norms(ut + _norms(ut)[:, None] * theta))   # (mu = 0: any u_t)
+    ok = _converged(res, ls, vs, tol)
+    return lam, u, res, ls, vs, ok, ok * _step(tol * vs - align)
 
 
 def polish_stage(lay, *X):
     """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): polish the ADMM
-    iterate ``z``, then (rejected) the last polished impulses, :data:`REPEATS` times in all, each from
-    the modes of the previous answer.  Accepted: the step's impulses, on to the correction (+3);
-    rejected :data:`REPEATS` times: back to ADMM (-1), the next polish :data:`EVERY` iterations on;
-    else polish again (0)."""
+    iterate ``z``, then (rejected) the last polished impulses, each from the modes of the previous
+    answer (:data:`REPEATS`, :data:`SURE`).  Accepted: the step's impulses, on to the correction (+3);
+    rejected, the round's last: back to ADMM (-1; from a warm start, before any iteration: to the
+    factorisation, -2); else polish again (0)."""
     settings, mu, K, S = lay.unpack(X)
-    nc, m = lay.nc, lay.m
+    nc, m, tol = lay.nc, lay.m, settings[1]
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
     # the sliding directions: the ADMM iterate's impulses, then against the last polish's velocities
     # (where it slides: its impulses' direction is the guess it was given)
     zt, ut = z.reshape(nc, 3)[:, :2], -S["pu"].reshape(nc, 3)[:, :2]
-    moving = (1.0 - fresh) * _step(_norms(ut) - settings[1] * S["vs"][0])
+    moving = (1.0 - fresh) * _step(_norms(ut) - tol * S["vs"][0])
     direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] + ut * moving[:, None]
     active = _step(np.diagonal(G)[lay.normal] - _TINY)
-    lam, u, res, ls, vs, conv = polished(G, K["g"], mu, z, K["lmax"][0], active, K["gmax"][0], K["dmax"][0],
-                                         settings[1], direction)
-    tries = S["tries"][0] + 1.0
-    last = (1.0 - conv) * _step(tries - REPEATS)                   # rejected, the last try
+    lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], active, K["gmax"][0], K["dmax"][0], tol,
+                                             direction)
+    tries, it = S["tries"][0] + 1.0, S["it"][0]
+    more = (1.0 - _step(tries - REPEATS)) * (1.0 - (1.0 - ok) * _step(tries - SURE))
+    last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
              vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pu=u, tries=tries * (1.0 - last) * keep,
-             next=S["next"][0] + last * (S["it"][0] + EVERY - S["next"][0]))
-    return lay.pack(lay.S, S), 3.0 * conv - last
+             rounds=S["rounds"][0] + last, next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
+    return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
+
+
+def polish_due(S):
+    """1 where the loop state ``S`` is due a polish (:data:`FIRST`, :data:`ROUNDS`), else 0."""
+    return _step(S["it"][0] - S["next"][0]) * _step(ROUNDS - 0.5 - S["rounds"][0])
