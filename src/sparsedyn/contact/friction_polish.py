@@ -134,7 +134,8 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None):
     x = solve(-_mv(G, a * g)) if start is None else start + solve(residual(start))
     for _ in range(REFINE):
         x = x + solve(residual(x))
-    return project_cone(x.reshape(nc, 3), mu).reshape(m)
+    # an open contact's impulse is zero exactly (the least squares leave rounding there)
+    return project_cone(x.reshape(nc, 3) * (1.0 - op)[:, None], mu).reshape(m)
 
 
 def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None):
@@ -167,11 +168,15 @@ def polish_stage(lay, *X):
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
-    # the sliding directions: the ADMM iterate's impulses, then against the last polish's velocities
-    # (where it slides: its impulses' direction is the guess it was given)
-    zt, ut = z.reshape(nc, 3)[:, :2], -S["pu"].reshape(nc, 3)[:, :2]
+    # the sliding directions: the ADMM iterate's impulses, then where the last polish slides, against
+    # its velocity less the contact's own friction's share, -(u_t - G_tt lambda_t) (Gauss-Seidel's local
+    # problem: exact for one contact whose G_tt is isotropic, where the plain -u_t converges only as
+    # fast as the friction's share of the sliding velocity shrinks)
+    zt, ut = z.reshape(nc, 3)[:, :2], S["pu"].reshape(nc, 3)[:, :2]
     moving = (1.0 - fresh) * _step(_norms(ut) - tol * S["vs"][0])
-    direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] + ut * moving[:, None]
+    Gtt = [G[3 * i:3 * i + 2, 3 * i:3 * i + 2] for i in range(nc)]
+    local = np.stack([ut[i] - Gtt[i] @ zt[i] for i in range(nc)])
+    direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] - local * moving[:, None]
     active = _step(np.diagonal(G)[lay.normal] - _TINY)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], active, K["gmax"][0], K["dmax"][0], tol,
                                              direction)
