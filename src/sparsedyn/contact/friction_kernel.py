@@ -220,7 +220,7 @@ class _Layout:
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
                               ("have", 1), ("fbest", 1), ("refused", 1), ("pz", m), ("pu", m), ("tries", 1), ("next", 1),
-                              ("rounds", 1)])
+                              ("rounds", 1), ("polishes", 1)])
 
     @staticmethod
     def _table(items):
@@ -285,7 +285,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
-                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), pu=np.zeros(m), tries=0.0, rounds=0.0,
+                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), pu=np.zeros(m), tries=0.0, rounds=0.0, polishes=0.0,
                              next=polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))))
     return K, S
 
@@ -479,8 +479,8 @@ def _finish(lay, q, v, tau, settings, *X):
     lam = S["z"]
     w = K["v_free"] + lam @ JMinv
     dq = dt * w + dt * (S["l"] @ JMinv[lay.normal])
-    report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"], S["conv"], S["ls"], S["vs"],
-                                                                     K["pen"])])
+    report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"] + S["polishes"], S["conv"],
+                                                                     S["ls"], S["vs"], K["pen"])])
     return (integrate.__kernel__.fn(lay.model, q, dq), to_next_axes(lay.model, w, dt), lam.reshape(nc, 3),
             S["u"].reshape(nc, 3), report)
 

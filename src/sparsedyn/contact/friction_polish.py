@@ -187,7 +187,7 @@ def polish_stage(lay, *X):
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
              vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pu=u, tries=tries * (1.0 - last) * keep,
-             rounds=S["rounds"][0] + last, next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
+             rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0, next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
 
 
