@@ -220,7 +220,8 @@ class _Layout:
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
                               ("have", 1), ("fbest", 1), ("refused", 1), ("pz", m), ("pu", m), ("tries", 1), ("next", 1),
-                              ("rounds", 1), ("polishes", 1)])
+                              ("rounds", 1), ("polishes", 1),
+                              ("code", nc), ("same", 1)])
 
     @staticmethod
     def _table(items):
@@ -285,7 +286,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
-                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), pu=np.zeros(m), tries=0.0, rounds=0.0, polishes=0.0,
+                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), pu=np.zeros(m), tries=0.0, rounds=0.0, polishes=0.0, code=np.zeros(nc), same=0.0,
                              next=polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))))
     return K, S
 
@@ -295,7 +296,7 @@ def _dispatch(lay, *X):
     warm start, ADMM's budget not zero): polish it (+3); else factorize (+1)."""
     settings, _, _, S = lay.unpack(X)
     conv = S["conv"][0]
-    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2])) * polishing.polish_due(S)
+    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2])) * _step(0.5 - S["next"][0])    # (0: a warm start)
     return lay.pack(lay.S, S), 1.0 + 5.0 * conv + 2.0 * due
 
 
@@ -361,10 +362,12 @@ def _iterate(lay, *X):
     sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first))
     # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
     S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
+    # the modes of the iterate, and for how many iterations they have not changed (a polish waits for it)
+    code = polishing.mode_codes(zn, mu, K["G"].reshape(m, m), lay.normal)
+    S.update(code=code, same=(S["same"][0] + 1.0) * (1.0 - _step(_vmax(_abs(code - S["code"])) - 0.5)))
     # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert again (-1); a
     # polish due: polish (+1)
-    due = polishing.polish_due(dict(it=[it], next=S["next"], rounds=S["rounds"])) * (1.0 - check) * (1.0 - out) * \
-        (1.0 - change)
+    due = polishing.polish_due(S, it, m) * (1.0 - check) * (1.0 - out) * (1.0 - change)
     return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - change + due
 
 
@@ -411,8 +414,8 @@ def _anderson(k, S, w, Tw, clear):
 
 def _check(lay, *X):
     """Coulomb's law's residuals at the iterate: converged, past Gauss-Seidel (+2); out of ADMM
-    iterations, Gauss-Seidel (+1); else polish (-1) while rounds of it are left, then iterate on
-    (-2)."""
+    iterations, Gauss-Seidel (+1); else polish (-1) where allowed
+    (:func:`~sparsedyn.contact.friction_polish.polish_allowed`), or iterate on (-2)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
@@ -423,7 +426,7 @@ def _check(lay, *X):
     conv = _converged(res, ls, vs, tol)
     out = (1.0 - conv) * _step(S["it"][0] - budget)
     S.update(u=u, conv=conv, res=res, ls=ls, vs=vs)
-    left = _step(polishing.ROUNDS - 0.5 - S["rounds"][0])
+    left = polishing.polish_allowed(S, S["it"][0], m)
     return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out) * (2.0 - left)
 
 

@@ -53,15 +53,16 @@ STICK = 1e-6
 EPS = 1e-8
 #: Refinement steps after the first solve of the regularised normal equations.
 REFINE = 3
-#: Polishes in a row (each from the modes of the previous answer) before ADMM goes on: at most
-#: ``REPEATS``, and past ``SURE`` only while the answers pass Coulomb's residuals and miss only in their
-#: sliding directions (which the repeats take from the last answer's velocities).
-REPEATS, SURE = 4, 2
-#: The ADMM iteration of the first polish (from a warm start: before the first), and the most rounds
-#: of polishes in one solve (a polish costs about ``m / 3`` ADMM iterations of ``m`` rows); a rejected
-#: round at iteration ``k`` puts the next at ``2 k + FIRST`` or at the first failed check of Coulomb's
-#: law (ADMM's own residuals small), whichever comes first.
-FIRST, ROUNDS = 3, 2
+#: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
+REPEATS = 3
+#: When a round of polishes runs: from a warm start, before the first ADMM iteration; else after
+#: ``FIRST`` ADMM iterations, and (rejected at iteration ``k``) after ``2 k + FIRST`` or at the first
+#: failed check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
+#: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations (a guess from modes still
+#: changing is rarely right: on the dm_control humanoid's perturbed states at iteration 3, 1 in 46
+#: against 1 in 2), and past the first only once ADMM's iterations reach ``COST m`` per polish run
+#: (a polish costs about ``m / 2`` iterations of ``m`` rows: the polishes cost at most about what ADMM does).
+FIRST, ROUNDS, STABLE, COST = 3, 2, 2, 0.5
 
 
 def modes(z, mu, active, direction=None):
@@ -160,37 +161,51 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
 def polish_stage(lay, *X):
     """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): polish the ADMM
     iterate ``z``, then (rejected) the last polished impulses, each from the modes of the previous
-    answer (:data:`REPEATS`, :data:`SURE`).  Accepted: the step's impulses, on to the correction (+3);
-    rejected, the round's last: back to ADMM (-1; from a warm start, before any iteration: to the
-    factorisation, -2); else polish again (0)."""
+    answer, :data:`REPEATS` in all.  Accepted: the step's impulses, on to the correction (+3); rejected,
+    the round's last: back to ADMM (-1; from a warm start, before any iteration: to the factorisation,
+    -2); else polish again (0)."""
     settings, mu, K, S = lay.unpack(X)
     nc, m, tol = lay.nc, lay.m, settings[1]
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
     # the sliding directions: the ADMM iterate's impulses, then where the last polish slides, against
-    # its velocity less the contact's own friction's share, -(u_t - G_tt lambda_t) (Gauss-Seidel's local
-    # problem: exact for one contact whose G_tt is isotropic, where the plain -u_t converges only as
-    # fast as the friction's share of the sliding velocity shrinks)
+    # its velocity (a fixed point: -(u_t - G_tt lambda_t), Gauss-Seidel's local problem, converges faster
+    # on one contact but not on a body sliding on several, where the others' friction dominates)
     zt, ut = z.reshape(nc, 3)[:, :2], S["pu"].reshape(nc, 3)[:, :2]
     moving = (1.0 - fresh) * _step(_norms(ut) - tol * S["vs"][0])
-    Gtt = [G[3 * i:3 * i + 2, 3 * i:3 * i + 2] for i in range(nc)]
-    local = np.stack([ut[i] - Gtt[i] @ zt[i] for i in range(nc)])
-    direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] - local * moving[:, None]
-    active = _step(np.diagonal(G)[lay.normal] - _TINY)
-    lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], active, K["gmax"][0], K["dmax"][0], tol,
-                                             direction)
+    direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] - ut * moving[:, None]
+    lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
+                                             K["dmax"][0], tol, direction)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
-    more = (1.0 - _step(tries - REPEATS)) * (1.0 - (1.0 - ok) * _step(tries - SURE))
-    last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
+    last = (1.0 - conv) * _step(tries - REPEATS)                   # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
              vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pu=u, tries=tries * (1.0 - last) * keep,
-             rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0, next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
+             rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0,
+             next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
 
 
-def polish_due(S):
-    """1 where the loop state ``S`` is due a polish (:data:`FIRST`, :data:`ROUNDS`), else 0."""
-    return _step(S["it"][0] - S["next"][0]) * _step(ROUNDS - 0.5 - S["rounds"][0])
+def _active(G, rows):
+    """1 for each contact with rows in ``G`` (its normal rows ``rows``), else 0."""
+    return _step(np.diagonal(G)[rows] - _TINY)
+
+
+def mode_codes(z, mu, G, rows):
+    """Each contact's mode in ``z`` (m,) as a number (nc,): 0 open, 1 sticking, 2 sliding."""
+    _, stick, slide, _ = modes(z.reshape(-1, 3), mu, _active(G, rows))
+    return stick + 2.0 * slide
+
+
+def polish_allowed(S, it, m):
+    """1 where the loop state ``S`` at ADMM iteration ``it`` may run a round of polishes (rounds left,
+    the modes kept, the cost of the polishes so far paid by ADMM's iterations: :data:`ROUNDS`), else 0."""
+    rounds, same, polishes = (np.reshape(S[n], -1)[0] for n in ("rounds", "same", "polishes"))
+    return _step(ROUNDS - 0.5 - rounds) * _step(same - STABLE + 0.5) * _step(it - COST * m * polishes)
+
+
+def polish_due(S, it, m):
+    """1 where the loop state ``S`` at ADMM iteration ``it`` is due a round of polishes, else 0."""
+    return _step(it - np.reshape(S["next"], -1)[0]) * polish_allowed(S, it, m)
