@@ -55,14 +55,15 @@ EPS = 1e-8
 REFINE = 3
 #: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
 REPEATS = 3
-#: When a round of polishes runs: from a warm start, before the first ADMM iteration; else after
-#: ``FIRST`` ADMM iterations, and (rejected at iteration ``k``) after ``2 k + FIRST`` or at the first
-#: failed check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
+#: When a polish runs: from a warm start, before the first ADMM iteration; else after ``FIRST`` ADMM
+#: iterations, and (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
+#: check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
 #: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations (a guess from modes still
 #: changing is rarely right: on the dm_control humanoid's perturbed states at iteration 3, 1 in 46
-#: against 1 in 2), and past the first only once ADMM's iterations reach ``COST m`` per polish run
-#: (a polish costs about ``m / 2`` iterations of ``m`` rows: the polishes cost at most about what ADMM does).
-FIRST, ROUNDS, STABLE, COST = 3, 2, 2, 0.5
+#: against 1 in 2).  A polish costs about ``COST m`` iterations of ``m`` rows (measured: talos on the
+#: floor, 96 rows, 200 us against 9 us; the humanoid, 24 rows, about 15 us against 1.3 us), and runs
+#: only while the polishes cost at most ``FREE`` iterations more than ADMM has run.
+FIRST, ROUNDS, STABLE, COST, FREE = 3, 2, 2, 0.25, 16.0
 
 
 def modes(z, mu, active, direction=None):
@@ -161,7 +162,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
 def polish_stage(lay, *X):
     """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): polish the ADMM
     iterate ``z``, then (rejected) the last polished impulses, each from the modes of the previous
-    answer, :data:`REPEATS` in all.  Accepted: the step's impulses, on to the correction (+3); rejected,
+    answer, :data:`REPEATS` in all while ADMM's iterations pay for them (:data:`FREE`).  Accepted: the step's impulses, on to the correction (+3); rejected,
     the round's last: back to ADMM (-1; from a warm start, before any iteration: to the factorisation,
     -2); else polish again (0)."""
     settings, mu, K, S = lay.unpack(X)
@@ -178,7 +179,8 @@ def polish_stage(lay, *X):
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol, direction)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
-    last = (1.0 - conv) * _step(tries - REPEATS)                   # rejected, the round's last
+    more = (1.0 - _step(tries - REPEATS)) * _paid(it, m, S["polishes"][0] + 1.0)
+    last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
@@ -201,9 +203,14 @@ def mode_codes(z, mu, G, rows):
 
 def polish_allowed(S, it, m):
     """1 where the loop state ``S`` at ADMM iteration ``it`` may run a round of polishes (rounds left,
-    the modes kept, the cost of the polishes so far paid by ADMM's iterations: :data:`ROUNDS`), else 0."""
+    the modes kept, the polishes so far paid by ADMM's iterations: :data:`ROUNDS`), else 0."""
     rounds, same, polishes = (np.reshape(S[n], -1)[0] for n in ("rounds", "same", "polishes"))
-    return _step(ROUNDS - 0.5 - rounds) * _step(same - STABLE + 0.5) * _step(it - COST * m * polishes)
+    return _step(ROUNDS - 0.5 - rounds) * _step(same - STABLE + 0.5) * _paid(it, m, polishes)
+
+
+def _paid(it, m, polishes):
+    """1 where ``polishes`` polishes cost at most :data:`FREE` ADMM iterations more than ``it``."""
+    return _step(it + FREE - COST * m * polishes)
 
 
 def polish_due(S, it, m):
