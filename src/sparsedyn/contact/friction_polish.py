@@ -179,7 +179,7 @@ def polish_stage(lay, *X):
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol, direction)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
-    more = (1.0 - _step(tries - REPEATS)) * _paid(it, m, S["polishes"][0] + 1.0)
+    more = (1.0 - _step(tries - REPEATS)) * _paid(it, m, S["polishes"][0] + 2.0)      # (the next one paid)
     last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
