@@ -4,12 +4,16 @@ steered by the stages' flags (:mod:`sparsedyn.symbolic.loop`), and which its Num
 floats in the same loop (:func:`~sparsedyn.symbolic.loop.run_stages`), state by state.
 
 ``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity,
-open contacts, scales, warm start), stage 0 inverts ``G + (eta + rho) I`` (Cholesky), stage 1 runs one
-ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes ``rho``,
-stage 2 checks Coulomb's law itself (the residuals of :mod:`~sparsedyn.contact.friction`) when those
-are small, stage 3 continues a state that ADMM has not solved in its budget with Gauss-Seidel sweeps
-(the whole solve for ``solver="pgs"``), stage 4 runs the position correction (projected Gauss-Seidel),
-``finish`` gives the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``),
+open contacts, scales, warm start), stage 0 sends a warm start that is solved already to the
+correction and one that is not to the polish, stage 1 inverts ``G + (eta + rho) I`` (Cholesky), stage
+2 runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes
+``rho``, stage 3 polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear system
+of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
+iterations, once the modes hold, or when the check fails), stage 4 checks Coulomb's law itself (the
+residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small, stage 5 continues a
+state that ADMM has not solved in its budget with Gauss-Seidel sweeps (the whole solve for
+``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), ``finish`` gives
+the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``),
 so each stage is one traced program, and the same function of floats.
 
 The iteration, and why (measured on the dm_control humanoid lying on the floor, its joints moved by

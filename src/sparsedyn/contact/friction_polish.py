@@ -20,18 +20,24 @@ These rows are ``A lambda = b`` with ``A = diag(a) G + s E`` (``a`` 1 on the row
 velocity, ``E`` block diagonal: the identity of an open contact, ``[I_2, -mu theta]`` of a sliding
 one; ``s`` the scale of ``G``, so that both kinds of rows weigh alike).  ``G`` is singular on a
 redundant contact set (a box's four corners), so ``A`` is too: the answer is the least-squares
-solution of least norm, the one ADMM's iterates approach from the warm start (and the one the
-step's derivatives differentiate), by Tikhonov regularised normal equations
+solution of least norm (the step's derivatives differentiate the least-norm impulses of a redundant
+set), by Tikhonov regularised normal equations
 ``(A^T A + eps I) lambda = A^T b`` and iterated refinement (each step multiplies the error by
 ``eps / (sigma^2 + eps)`` along a singular value ``sigma`` and leaves ``A``'s null space alone: the
 iterated Tikhonov regularisation).  ``diag(a) E = 0`` (a row asks either a velocity or an impulse), so
 ``A^T A = G diag(a) G + s^2 E^T E`` and ``A^T (b - A x) = -(G (a (G x + g)) + s^2 E^T E x)``: the
 refinement's residuals are products with ``G``, never with the squared matrix.
 
+Along ``A``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
+redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
+differ by that much; ``v+`` and the resultant impulses are untouched).
+
 The answer, projected onto the cones, is accepted only where Coulomb's law's residuals pass the
-solver's stopping test (:func:`~sparsedyn.contact.friction_residuals._converged`): a wrong guess costs
-time, never accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program: a
-polish costs about one factorisation (``m^3``, against an ADMM iteration's ``m^2``).
+solver's stopping test (:func:`~sparsedyn.contact.friction_residuals._converged`) and each sliding
+contact's velocity opposes its friction to ``tol`` (:func:`polished`): a wrong guess costs time, never
+accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program of about two
+factorisations' work (``2 m^3`` for ``A^T A``, the Cholesky factor, against an ADMM iteration's ``m^2``):
+when it runs is :data:`FIRST`'s schedule.
 """
 
 from __future__ import annotations
