@@ -8,7 +8,7 @@ import pytest
 import sparsedyn as sd
 from conftest import EPS, rounding_bound
 from sparsedyn.contact import friction_polish as fp
-from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, box_model, corners, tilted
+from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners, push, tilted
 
 ACTIVE1 = np.ones(1)
 
@@ -160,7 +160,6 @@ def test_polished_steps_satisfy_coulombs_law():
     a slope below and above the friction angle): Coulomb's law at the step's impulses and at the
     contact velocities they give, ``u = J (v + dt a) + G lambda`` (from the contact problem: at rest,
     no gap), from the definitions, to the solver's tolerance of its scales ``m g dt`` and ``g dt``."""
-    from test_friction import push
     P, vscale = MASS * G * DT, G * DT
     flat = (Q0, corners())
     cases = [(*flat, None), (*flat, push(0.3, 0.5 * MU * MASS * G)), (*flat, push(1.0, 1.5 * MU * MASS * G))]
@@ -193,7 +192,6 @@ def test_a_box_at_rest_is_solved_by_the_first_polish():
 def test_both_roads_take_the_polish(backend):
     """The default (native) road and the NumPy reference stop at the same polish (the cold box at rest,
     and pushed above the friction limit: sliding) and carry the weight."""
-    from test_friction import push
     with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
         rest = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT)
         slide = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, f_ext=push(0.5, 1.5 * MU * MASS * G))

@@ -158,8 +158,8 @@ def test_a_native_step_looks_ahead_in_the_collision_kernels_call(monkeypatch):
     assert len(contacts) == len(one.impulses) == 4 and int(one.iterations) == int(ref.iterations)
     assert list(one.modes) == list(ref.modes) and "open" not in list(one.modes)
     assert np.abs(one.v - ref.v).max() <= bound * max(1.0, np.abs(ref.v).max())
-    assert_impulses_agree(one.impulses, ref.impulses, scene.model, np.array(q), np.array(v), np.zeros(12), contacts, None,
-                          bound)
+    assert_impulses_agree(one.impulses, ref.impulses, scene.model, np.array(q), np.array(v), np.zeros(12), contacts,
+                          None, bound)
 
 
 def test_within_capacity_leaves_out_the_widest_gaps_beyond_the_steps_reach():

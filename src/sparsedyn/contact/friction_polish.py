@@ -168,7 +168,8 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
 def polish_stage(lay, *X):
     """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): polish the ADMM
     iterate ``z``, then (rejected) the last polished impulses, each from the modes of the previous
-    answer, :data:`REPEATS` in all while ADMM's iterations pay for them (:data:`FREE`).  Accepted: the step's impulses, on to the correction (+3); rejected,
+    answer, :data:`REPEATS` in all while ADMM's iterations pay for them (:data:`FREE`).  Accepted: the
+    step's impulses, on to the correction (+3); rejected,
     the round's last: back to ADMM (-1; from a warm start, before any iteration: to the factorisation,
     -2); else polish again (0)."""
     settings, mu, K, S = lay.unpack(X)
