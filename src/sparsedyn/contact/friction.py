@@ -45,7 +45,10 @@ by safeguarded Anderson acceleration (Walker and Ni, "Anderson acceleration for 
 iterations", 2011; Zhang, O'Donoghue and Boyd, "Globally convergent type-I Anderson acceleration for
 nonsmooth fixed-point iterations", 2020): on the redundant, badly conditioned contact sets of a
 humanoid's limbs on the floor it cuts ADMM's iterations four- to fivefold (the reasons for each
-choice are in :mod:`~sparsedyn.contact.friction_kernel`).  A state that ADMM has not solved in
+choice are in :mod:`~sparsedyn.contact.friction_kernel`).  Once the iterate's contact modes (open,
+sticking, sliding) hold, a *polish* solves the linear system those modes fix and takes its answer
+where Coulomb's law holds to ``tol`` (:mod:`~sparsedyn.contact.friction_polish`; the humanoid lying
+on the floor: 41 iterations to 3 and one polish).  A state that ADMM has not solved in
 ``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel, which is also the option
 ``solver="pgs"``.
 

@@ -4,12 +4,16 @@ steered by the stages' flags (:mod:`sparsedyn.symbolic.loop`), and which its Num
 floats in the same loop (:func:`~sparsedyn.symbolic.loop.run_stages`), state by state.
 
 ``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity,
-open contacts, scales, warm start), stage 0 inverts ``G + (eta + rho) I`` (Cholesky), stage 1 runs one
-ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes ``rho``,
-stage 2 checks Coulomb's law itself (the residuals of :mod:`~sparsedyn.contact.friction`) when those
-are small, stage 3 continues a state that ADMM has not solved in its budget with Gauss-Seidel sweeps
-(the whole solve for ``solver="pgs"``), stage 4 runs the position correction (projected Gauss-Seidel),
-``finish`` gives the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``),
+open contacts, scales, warm start), stage 0 sends a warm start that is solved already to the
+correction and one that is not to the polish, stage 1 inverts ``G + (eta + rho) I`` (Cholesky), stage
+2 runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes
+``rho``, stage 3 polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear system
+of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
+iterations, once the modes hold, or when the check fails), stage 4 checks Coulomb's law itself (the
+residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small, stage 5 continues a
+state that ADMM has not solved in its budget with Gauss-Seidel sweeps (the whole solve for
+``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), ``finish`` gives
+the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``),
 so each stage is one traced program, and the same function of floats.
 
 The iteration, and why (measured on the dm_control humanoid lying on the floor, its joints moved by
@@ -84,6 +88,7 @@ from .. import backend as bk
 from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
+from . import friction_polish as polishing
 from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
@@ -218,7 +223,12 @@ class _Layout:
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
-                              ("have", 1), ("fbest", 1), ("refused", 1)])
+                              ("have", 1), ("fbest", 1), ("refused", 1),
+                              # the polish (friction_polish): its last answer and velocities, the tries of
+                              # this round, the next round's iteration, rounds and polishes run, the
+                              # iterate's modes and for how many iterations they have held
+                              ("pz", m), ("pu", m), ("tries", 1), ("next", 1), ("rounds", 1), ("polishes", 1),
+                              ("code", nc), ("same", 1)])
 
     @staticmethod
     def _table(items):
@@ -283,18 +293,28 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
-                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0))
+                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), pu=np.zeros(m),
+                             tries=0.0, rounds=0.0, polishes=0.0, code=np.zeros(nc), same=0.0,
+                             next=polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))))
     return K, S
 
 
+def _dispatch(lay, *X):
+    """The first stage: the warm start converged already: on to the correction (+6); a polish due (a
+    warm start, ADMM's budget not zero): polish it (+3); else factorize (+1)."""
+    settings, _, _, S = lay.unpack(X)
+    conv = S["conv"][0]
+    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2])) * _step(0.5 - S["next"][0])    # (0: a warm start)
+    return lay.pack(lay.S, S), 1.0 + 5.0 * conv + 2.0 * due
+
+
 def _factorize(lay, *X):
-    """``(G + (eta + rho) I)^-1``; converged already: on to the correction (+4); no ADMM budget
-    (``solver="pgs"``): on to Gauss-Seidel (+3); else iterate (+1)."""
+    """``(G + (eta + rho) I)^-1``; no ADMM budget (``solver="pgs"``): on to Gauss-Seidel (+4); else
+    iterate (+1)."""
     settings, _, K, S = lay.unpack(X)
     m = lay.m
     S["M"] = _spd_inverse(K["G"].reshape(m, m) + (K["eta"][0] + S["rho"][0]) * np.eye(m))
-    conv, none = S["conv"][0], _step(0.5 - settings[2])
-    return lay.pack(lay.S, S), 1.0 + 3.0 * conv + 2.0 * (1.0 - conv) * none
+    return lay.pack(lay.S, S), 1.0 + 3.0 * _step(0.5 - settings[2])
 
 
 def _iterate(lay, *X):
@@ -350,8 +370,13 @@ def _iterate(lay, *X):
     sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first))
     # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
     S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
-    # small residuals: check (+1); out of iterations: Gauss-Seidel (+2); new rho: invert again (-1)
-    return lay.pack(lay.S, S), check + 2.0 * out - change
+    # the modes of the iterate, and for how many iterations they have not changed (a polish waits for it)
+    code = polishing.mode_codes(zn, mu, K["G"].reshape(m, m), lay.normal)
+    S.update(code=code, same=(S["same"][0] + 1.0) * (1.0 - _step(_vmax(_abs(code - S["code"])) - 0.5)))
+    # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert again (-1); a
+    # polish due: polish (+1)
+    due = polishing.polish_due(S, it, m) * (1.0 - check) * (1.0 - out) * (1.0 - change)
+    return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - change + due
 
 
 def _anderson(k, S, w, Tw, clear):
@@ -397,7 +422,8 @@ def _anderson(k, S, w, Tw, clear):
 
 def _check(lay, *X):
     """Coulomb's law's residuals at the iterate: converged, past Gauss-Seidel (+2); out of ADMM
-    iterations, Gauss-Seidel (+1); else iterate on (-1)."""
+    iterations, Gauss-Seidel (+1); else polish (-1) where allowed
+    (:func:`~sparsedyn.contact.friction_polish.polish_allowed`), or iterate on (-2)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
@@ -408,7 +434,8 @@ def _check(lay, *X):
     conv = _converged(res, ls, vs, tol)
     out = (1.0 - conv) * _step(S["it"][0] - budget)
     S.update(u=u, conv=conv, res=res, ls=ls, vs=vs)
-    return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out)
+    left = polishing.polish_allowed(S, S["it"][0], m)
+    return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out) * (2.0 - left)
 
 
 def _gauss_seidel(lay, *X):
@@ -463,8 +490,8 @@ def _finish(lay, q, v, tau, settings, *X):
     lam = S["z"]
     w = K["v_free"] + lam @ JMinv
     dq = dt * w + dt * (S["l"] @ JMinv[lay.normal])
-    report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"], S["conv"], S["ls"], S["vs"],
-                                                                     K["pen"])])
+    report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"] + S["polishes"], S["conv"],
+                                                                     S["ls"], S["vs"], K["pen"])])
     return (integrate.__kernel__.fn(lay.model, q, dq), to_next_axes(lay.model, w, dt), lam.reshape(nc, 3),
             S["u"].reshape(nc, 3), report)
 
@@ -478,8 +505,8 @@ def _finish_and_correction(lay, *X):
 def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
-    return (partial(_init, lay), [partial(f, lay) for f in (_factorize, _iterate, _check, _gauss_seidel, _correct)],
-            partial(_finish_and_correction, lay))
+    stages = (_dispatch, _factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct)
+    return partial(_init, lay), [partial(f, lay) for f in stages], partial(_finish_and_correction, lay)
 
 
 # --- the kernel: traced for the compiler, run on floats as the reference ---------------------------------

@@ -63,7 +63,8 @@ class ContactStep(NamedTuple):
     ``q`` (..., nq), ``v`` (..., nv): the next state; ``impulses`` (..., nc, 3): the contact
     impulses on the robot over the step [N s], contact frame ``[t_x, t_y, n]``; ``modes``
     (..., nc): ``"open"``, ``"stick"`` or ``"slide"``; ``residuals``: a
-    :class:`~sparsedyn.contact.friction_problem.ContactResiduals`; ``iterations`` (...): solver iterations.
+    :class:`~sparsedyn.contact.friction_problem.ContactResiduals`; ``iterations`` (...): solver iterations (ADMM's, Gauss-Seidel's sweeps, and the
+    polishes of :mod:`~sparsedyn.contact.friction_polish`, each counted as one).
     The step of one state computes its ``modes`` when they are first read.
     """
 

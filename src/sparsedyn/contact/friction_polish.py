@@ -1,0 +1,225 @@
+"""The polish of the contact step's solver (:mod:`~sparsedyn.contact.friction_kernel`): from an
+iterate of ADMM, guess each contact's mode, solve the linear system that mode fixes, and keep the
+answer only where it satisfies Coulomb's law to the solver's own tolerance.
+
+ADMM converges linearly, and slowly on a singular, badly conditioned Delassus matrix ``G`` (a
+humanoid's limbs on the floor), but it finds the modes long before the digits: which contacts are
+open, which stick, which slide and along which direction.  Once the modes are known the
+nonlinear complementarity problem is a linear one (the "solution polishing" of OSQP: Stellato et
+al., "OSQP: an operator splitting solver for quadratic programs", 2020; the active-set guess of
+Acary, Brémond and Huber, "On solving contact problems with Coulomb friction: formulations and
+numerical comparisons", 2018).  Per contact ``i`` of an iterate ``lambda`` ``[t_x, t_y, n]``:
+
+* open (``lambda_n <= OPEN lmax``, ``lmax`` the largest impulse, or no rows in ``G``): ``lambda_i = 0``;
+* sticking (strictly inside its cone, ``|lambda_t| < (1 - STICK) mu lambda_n``): its velocity
+  ``u_i = (G lambda + g)_i = 0``, three rows;
+* sliding (on the cone's boundary; a frictionless contact always): ``u_n = 0`` and
+  ``lambda_t = mu lambda_n theta``, ``theta`` the current tangential direction.
+
+These rows are ``A lambda = b`` with ``A = diag(a) G + s E`` (``a`` 1 on the rows that ask a zero
+velocity, ``E`` block diagonal: the identity of an open contact, ``[I_2, -mu theta]`` of a sliding
+one; ``s`` the scale of ``G``, so that both kinds of rows weigh alike).  ``G`` is singular on a
+redundant contact set (a box's four corners), so ``A`` is too: the answer is the least-squares
+solution of least norm (the step's derivatives differentiate the least-norm impulses of a redundant
+set), by Tikhonov regularised normal equations
+``(A^T A + eps I) lambda = A^T b`` and iterated refinement (each step multiplies the error by
+``eps / (sigma^2 + eps)`` along a singular value ``sigma`` and leaves ``A``'s null space alone: the
+iterated Tikhonov regularisation).  ``diag(a) E = 0`` (a row asks either a velocity or an impulse), so
+``A^T A = G diag(a) G + s^2 E^T E`` and ``A^T (b - A x) = -(G (a (G x + g)) + s^2 E^T E x)``: the
+refinement's residuals are products with ``G``, never with the squared matrix.
+
+Along ``A``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
+redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
+differ by that much; ``v+`` and the resultant impulses are untouched).
+
+The answer, projected onto the cones, is accepted only where Coulomb's law's residuals pass the
+solver's stopping test (:func:`~sparsedyn.contact.friction_residuals._converged`) and each sliding
+contact's velocity opposes its friction to ``tol`` (:func:`polished`): a wrong guess costs time, never
+accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program of about two
+factorisations' work (``2 m^3`` for ``A^T A``, the Cholesky factor, against an ADMM iteration's ``m^2``):
+when it runs is :data:`FIRST`'s schedule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .friction_linalg import _lower_inverse, _mm, _mv
+from .friction_problem import _TINY, _abs, _norms, _step, _vmax
+from .friction_residuals import _converged, _residuals, _scales, project_cone
+
+__all__ = []
+
+#: An impulse below this fraction of the largest is an open contact's (its normal impulse is zero).
+OPEN = 1e-6
+#: A contact whose tangential impulse is within this fraction of its cone's radius slides.
+STICK = 1e-6
+#: Tikhonov's regularisation of the normal equations, relative to ``s^2`` (``s`` the scale of ``G``):
+#: the refinement steps (:data:`REFINE`) remove its bias along all but ``G``'s smallest directions.
+EPS = 1e-8
+#: Refinement steps after the first solve of the regularised normal equations.
+REFINE = 3
+#: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
+REPEATS = 3
+#: When a polish runs: from a warm start, before the first ADMM iteration; else after ``FIRST`` ADMM
+#: iterations, and (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
+#: check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
+#: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations (a guess from modes still
+#: changing is rarely right: on the dm_control humanoid's perturbed states at iteration 3, 1 in 46
+#: against 1 in 2).  A polish costs about ``COST m`` iterations of ``m`` rows (measured: talos on the
+#: floor, 96 rows, 200 us against 9 us; the humanoid, 24 rows, about 15 us against 1.3 us), and runs
+#: only while the polishes cost at most ``FREE`` iterations more than ADMM has run.
+FIRST, ROUNDS, STABLE, COST, FREE = 3, 2, 2, 0.25, 16.0
+
+
+def modes(z, mu, active, direction=None):
+    """``(open, stick, slide)`` (nc,), each 1 where contact ``i`` of the impulses ``z`` (nc, 3) is in
+    that mode (the module docstring), and the sliding direction ``theta`` (nc, 2): that of ``z``'s
+    tangential impulse, or of ``direction`` (nc, 2) where given; ``active`` (nc,) 1 where the contact
+    has rows in ``G``."""
+    t, n = z[:, :2], z[:, 2]
+    r = _norms(t)
+    lmax = _vmax(_abs(z))
+    closed = active * (1.0 - _step(OPEN * lmax - n))
+    stick = closed * (1.0 - _step(r - (1.0 - STICK) * mu * n))       # strictly inside (mu = 0: never)
+    d = t if direction is None else direction
+    return 1.0 - closed, stick, closed - stick, d / (_norms(d) + _TINY)[:, None]
+
+
+def _mode_rows(z, mu, active, direction):
+    """``a`` (m,) (1 on the rows asking a zero velocity) and ``E``'s blocks ``P`` (nc, 2): the sliding
+    contacts' ``mu theta`` (``E_i = [I_2, -P_i]``), with ``(open, slide)`` (nc,)."""
+    nc = z.shape[0]
+    op, stick, slide, theta = modes(z, mu, active, direction)
+    a = np.stack([stick, stick, stick + slide], 1).reshape(3 * nc)
+    return a, (slide * mu)[:, None] * theta, op, slide
+
+
+def _ete(x, P, op, slide):
+    """``E^T E x`` for ``x`` (nc, 3): block by block, ``o I + d [[I_2, -P], [-P^T, P^T P]]``."""
+    t, n = x[:, :2], x[:, 2]
+    pt = P[:, 0] * t[:, 0] + P[:, 1] * t[:, 1]
+    top = op[:, None] * t + slide[:, None] * (t - P * n[:, None])
+    bottom = op * n + slide * (P[:, 0] * P[:, 0] + P[:, 1] * P[:, 1]) * n - slide * pt
+    return np.concatenate([top, bottom[:, None]], 1)
+
+
+def _normal_matrix(G, a, P, op, slide, s2):
+    """``A^T A + eps I`` (m, m) (the module docstring)."""
+    nc = P.shape[0]
+    Ga = G * a[:, None]
+    N = _mm(Ga.T, Ga)
+    reg = EPS * s2
+    for i in range(nc):                                            # s^2 E^T E, block diagonal
+        t0, n = 3 * i, 3 * i + 2
+        o, d, p = op[i], slide[i], P[i]
+        for k in range(2):
+            N[t0 + k, t0 + k] = N[t0 + k, t0 + k] + s2 * (o + d) + reg
+            N[t0 + k, n] = N[t0 + k, n] - s2 * d * p[k]
+            N[n, t0 + k] = N[n, t0 + k] - s2 * d * p[k]
+        N[n, n] = N[n, n] + s2 * (o + d * (p[0] * p[0] + p[1] * p[1])) + reg
+    return N
+
+
+def polish(G, g, mu, z, scale, active, direction=None, start=None):
+    """The impulses (m,) of the mode system of the iterate ``z`` (m,) (the module docstring), projected
+    onto the cones: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest
+    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding
+    directions where given (else those of ``z``), ``start`` (m,) where given: the answer nearest to it
+    (else the least-norm one)."""
+    nc = mu.shape[0]
+    m = 3 * nc
+    a, P, op, slide = _mode_rows(z.reshape(nc, 3), mu, active, direction)
+    s2 = scale * scale
+    Li = _lower_inverse(_normal_matrix(G, a, P, op, slide, s2))
+
+    def solve(rhs):                                                # (A^T A + eps I)^-1 rhs
+        return _mv(Li.T, _mv(Li, rhs))
+
+    def residual(x):                                               # A^T (b - A x)
+        return -(_mv(G, a * (_mv(G, x) + g)) + s2 * _ete(x.reshape(nc, 3), P, op, slide).reshape(m))
+
+    x = solve(-_mv(G, a * g)) if start is None else start + solve(residual(start))
+    for _ in range(REFINE):
+        x = x + solve(residual(x))
+    # an open contact's impulse is zero exactly (the least squares leave rounding there)
+    return project_cone(x.reshape(nc, 3) * (1.0 - op)[:, None], mu).reshape(m)
+
+
+def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None):
+    """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
+    ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
+    (1: accepted): the stopping test, and each sliding contact's velocity opposite its friction,
+    ``|u_t + |u_t| theta| <= tol vs``.
+    (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
+    ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
+    nc = mu.shape[0]
+    lam = polish(G, g, mu, z, scale, active, direction, start)
+    u = _mv(G, lam) + g
+    res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
+    ls, vs = _scales(lam, gmax, dmax)
+    _, _, slide, theta = modes(lam.reshape(nc, 3), mu, active)
+    ut = u.reshape(nc, 3)[:, :2]
+    align = _vmax(slide * _step(mu - _TINY) * _norms(ut + _norms(ut)[:, None] * theta))   # (mu = 0: any u_t)
+    ok = _converged(res, ls, vs, tol)
+    return lam, u, res, ls, vs, ok, ok * _step(tol * vs - align)
+
+
+def polish_stage(lay, *X):
+    """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): polish the ADMM
+    iterate ``z``, then (rejected) the last polished impulses, each from the modes of the previous
+    answer, :data:`REPEATS` in all while ADMM's iterations pay for them (:data:`FREE`).  Accepted: the
+    step's impulses, on to the correction (+3); rejected,
+    the round's last: back to ADMM (-1; from a warm start, before any iteration: to the factorisation,
+    -2); else polish again (0)."""
+    settings, mu, K, S = lay.unpack(X)
+    nc, m, tol = lay.nc, lay.m, settings[1]
+    G = K["G"].reshape(m, m)
+    fresh = _step(0.5 - S["tries"][0])
+    z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
+    # the sliding directions: the ADMM iterate's impulses, then where the last polish slides, against
+    # its velocity (a fixed point: -(u_t - G_tt lambda_t), Gauss-Seidel's local problem, converges faster
+    # on one contact but not on a body sliding on several, where the others' friction dominates)
+    zt, ut = z.reshape(nc, 3)[:, :2], S["pu"].reshape(nc, 3)[:, :2]
+    moving = (1.0 - fresh) * _step(_norms(ut) - tol * S["vs"][0])
+    direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] - ut * moving[:, None]
+    lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
+                                             K["dmax"][0], tol, direction)
+    tries, it = S["tries"][0] + 1.0, S["it"][0]
+    more = (1.0 - _step(tries - REPEATS)) * _paid(it, m, S["polishes"][0] + 2.0)      # (the next one paid)
+    last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
+    keep = 1.0 - conv
+    S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
+             res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
+             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pu=u, tries=tries * (1.0 - last) * keep,
+             rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0,
+             next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
+    return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
+
+
+def _active(G, rows):
+    """1 for each contact with rows in ``G`` (its normal rows ``rows``), else 0."""
+    return _step(np.diagonal(G)[rows] - _TINY)
+
+
+def mode_codes(z, mu, G, rows):
+    """Each contact's mode in ``z`` (m,) as a number (nc,): 0 open, 1 sticking, 2 sliding."""
+    _, stick, slide, _ = modes(z.reshape(-1, 3), mu, _active(G, rows))
+    return stick + 2.0 * slide
+
+
+def polish_allowed(S, it, m):
+    """1 where the loop state ``S`` at ADMM iteration ``it`` may run a round of polishes (rounds left,
+    the modes kept, the polishes so far paid by ADMM's iterations: :data:`ROUNDS`), else 0."""
+    rounds, same, polishes = (np.reshape(S[n], -1)[0] for n in ("rounds", "same", "polishes"))
+    return _step(ROUNDS - 0.5 - rounds) * _step(same - STABLE + 0.5) * _paid(it, m, polishes)
+
+
+def _paid(it, m, polishes):
+    """1 where ``polishes`` polishes cost at most :data:`FREE` ADMM iterations more than ``it``."""
+    return _step(it + FREE - COST * m * polishes)
+
+
+def polish_due(S, it, m):
+    """1 where the loop state ``S`` at ADMM iteration ``it`` is due a round of polishes, else 0."""
+    return _step(it - np.reshape(S["next"], -1)[0]) * polish_allowed(S, it, m)

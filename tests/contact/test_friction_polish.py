@@ -1,0 +1,201 @@
+"""The contact solver's polish (:mod:`sparsedyn.contact.friction_polish`): the mode guess, the mode
+system's solution on hand-built problems against their analytic answers, Coulomb's law at the
+polished answers (residuals computed here from their definitions), and the solves it shortens."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import EPS, rounding_bound
+from sparsedyn.contact import friction_polish as fp
+from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners, push, tilted
+
+ACTIVE1 = np.ones(1)
+
+
+def _coulomb(lam, u, mu):
+    """Coulomb's law's worst violations at impulses ``lam`` (nc, 3) and velocities ``u`` (nc, 3), from
+    the definitions: outside the cone ``|t| <= mu n``, a closing normal velocity, a normal impulse at
+    a separating contact, a tangential velocity at a contact inside its cone, and a sliding velocity
+    not opposite its friction."""
+    t, n = lam[:, :2], lam[:, 2]
+    r, s = np.linalg.norm(t, axis=1), np.linalg.norm(u[:, :2], axis=1)
+    cone = np.maximum(r - mu * n, 0.0).max()
+    closing = np.maximum(-u[:, 2], 0.0).max()
+    separating = np.abs(n * u[:, 2]).max()
+    inside = r < mu * n * (1 - 1e-6)
+    sticking = (s * inside).max()
+    sliding = ~inside & (n > 0) & (mu > 0)
+    oppose = (np.linalg.norm(u[:, :2] * r[:, None] + s[:, None] * t, axis=1) / np.maximum(r, 1e-300) * sliding).max()
+    return cone, closing, separating, sticking, oppose
+
+
+def _spd(seed, n=3, cond=10.0):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    return Q @ np.diag(np.geomspace(1.0, 1.0 / cond, n)) @ Q.T
+
+
+def _refine_bound(A, scale):
+    """The error left by the polish's iterated Tikhonov solve along ``A``'s smallest singular value
+    ``sigma``: ``(eps / (sigma^2 + eps))^(REFINE + 1)``, ``eps = EPS_polish scale^2``, plus the rounding
+    of normal equations (``cond(A)^2``)."""
+    s = np.linalg.svd(A, compute_uv=False)
+    eps = fp.EPS * scale * scale
+    return (eps / (s.min() ** 2 + eps)) ** (fp.REFINE + 1) + rounding_bound(A.shape[0], np.linalg.cond(A) ** 2)
+
+
+def test_modes_of_an_iterate_open_sticking_sliding_and_frictionless():
+    """The mode guess: zero normal impulse (or one below 1e-6 of the largest): open; strictly inside
+    the cone: sticking; on its boundary, or any closed frictionless contact: sliding, along the
+    tangential impulse; a contact without rows (inactive) is open whatever its impulse."""
+    z = np.array([[0.0, 0.0, 0.0], [0.1, 0.0, 1.0], [0.3, 0.4, 1.0], [0.0, 0.0, 0.5], [0.2, 0.0, 1e-9],
+                  [0.1, 0.1, 2.0]])
+    mu = np.array([0.5, 0.5, 0.5, 0.0, 0.5, 0.5])
+    active = np.array([1.0, 1, 1, 1, 1, 0])
+    op, stick, slide, theta = fp.modes(z, mu, active)
+    assert list(op) == [1, 0, 0, 0, 1, 1]
+    assert list(stick) == [0, 1, 0, 0, 0, 0]
+    assert list(slide) == [0, 0, 1, 1, 0, 0]
+    assert np.allclose(theta[2], [0.6, 0.8], rtol=0, atol=4 * EPS)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_sticking_contact_is_solved_by_one_polish(seed):
+    """One contact whose answer is strictly inside its cone: the polish of any iterate inside the cone
+    is ``-G^-1 g`` (all three velocities zero), accepted."""
+    Gm = _spd(seed)
+    lam = np.array([0.1, -0.05, 1.0])                            # |t| = 0.11 < 0.5 * 1
+    g = -Gm @ lam
+    z = np.array([0.0, 0.0, 0.3])                                # a poor iterate: only its mode counts
+    out, u, res, ls, vs, ok, conv = fp.polished(Gm, g, np.array([0.5]), z, 1.0, ACTIVE1, np.abs(g).max(),
+                                                Gm.diagonal().max(), TOL)
+    assert conv == 1.0 and ok == 1.0
+    assert np.abs(out - lam).max() <= _refine_bound(Gm, 1.0) * 10 * np.abs(lam).max()
+    assert np.abs(u).max() <= rounding_bound(3, np.linalg.cond(Gm)) * np.abs(g).max() * 10
+
+
+def test_a_point_sliding_down_a_slope_gets_the_coulomb_impulse():
+    """A point of mass ``m`` on a slope of angle ``a`` above the friction angle (``tan a > mu``), in the
+    contact's axes ``[t_x (down the slope is -x), t_y, n]``: ``G = I / m``, the free velocity
+    ``g = dt g_0 (-sin a, 0, -cos a)``.  It slides: ``lambda_n = m g_0 cos a dt`` (no normal velocity),
+    ``lambda_t = mu lambda_n`` up the slope, the velocity ``dt g_0 (mu cos a - sin a)`` down it."""
+    m, a, mu = 2.0, 0.6, 0.3
+    assert np.tan(a) > mu
+    Gm, g = np.eye(3) / m, DT * G * np.array([-np.sin(a), 0.0, -np.cos(a)])
+    ln = m * G * np.cos(a) * DT
+    z = np.array([mu * 0.5 * ln, 0.0, 0.5 * ln])                 # on the cone, up the slope: the mode, not the size
+    out, u, res, ls, vs, ok, conv = fp.polished(Gm, g, np.array([mu]), z, 1.0 / m, ACTIVE1, np.abs(g).max(), 1.0 / m,
+                                                TOL)
+    assert conv == 1.0
+    bound = _refine_bound(Gm, 1.0 / m) * 10
+    assert np.abs(out - ln * np.array([mu, 0.0, 1.0])).max() <= bound * ln
+    assert np.abs(u - np.array([DT * G * (mu * np.cos(a) - np.sin(a)), 0.0, 0.0])).max() <= bound * np.abs(g).max()
+
+
+def test_a_sliding_direction_off_by_more_than_tol_is_rejected_and_repeats_converge():
+    """A point sliding down a slope of 1 rad (``mu = 0.3``) with the friction's direction guessed 1e-4
+    rad off: Coulomb's residuals see the error only squared (the complementarity ``mu lambda_n |u_t|
+    delta^2 / 2``, below tol = 1e-8 of the scales' product), so the polish also asks the velocity to
+    oppose the friction to ``tol`` (its error ``|u_t| delta``): rejected.  Each repeat takes the
+    direction against the last answer's velocity; for a point mass its error shrinks by ``rho = mu cos a
+    / (sin a - mu cos a)`` (the friction's share of the sliding velocity), so the repeats are accepted
+    by the first ``k`` with ``rho^k delta |u_t| <= tol vs``."""
+    m, a, mu = 2.0, 1.0, 0.3
+    Gm, g = np.eye(3) / m, DT * G * np.array([-np.sin(a), 0.0, -np.cos(a)])
+    ln, d = m * G * np.cos(a) * DT, 1e-4
+    z = np.array([mu * ln * np.cos(d), mu * ln * np.sin(d), ln])
+    args = (Gm, g, np.array([mu]), z, 1.0 / m, ACTIVE1, np.abs(g).max(), 1.0 / m, TOL)
+    out, u, res, ls, vs, ok, conv = fp.polished(*args)
+    assert ok == 1.0 and conv == 0.0                                # Coulomb's residuals pass, the direction not
+    rho = mu * np.cos(a) / (np.sin(a) - mu * np.cos(a))
+    slide = DT * G * (np.sin(a) - mu * np.cos(a))
+    k = int(np.ceil(np.log(TOL * vs / (d * slide)) / np.log(rho)))
+    for repeat in range(1, k + 2):
+        out, u, res, ls, vs, ok, conv = fp.polished(*args, direction=-u[None, :2])
+        if conv:
+            break
+    assert conv == 1.0 and repeat <= k + 1                         # (+1: the rounding of the last)
+    assert np.abs(out - ln * np.array([mu, 0.0, 1.0])).max() <= (TOL * vs / slide + _refine_bound(Gm, 1.0 / m)) * ln
+
+
+def test_an_open_contact_gets_no_impulse():
+    """Beside a loaded contact, one moving apart under the other's impulse, from an iterate where its
+    normal impulse is 1e-9 of the largest: open, ``lambda = 0`` exactly; the other sticks."""
+    Gm, mu = _spd(5, 6), np.array([0.5, 0.5])
+    held = np.array([0.1, 0.0, 1.0])                             # inside its cone
+    g = np.concatenate([np.array([0.01, 0.0, 0.2]) - Gm[:3, 3:] @ held, -Gm[3:, 3:] @ held])
+    z = np.array([0.0, 0.0, 1e-9, 0.0, 0.0, 1.0])
+    out, u, res, ls, vs, ok, conv = fp.polished(Gm, g, mu, z, 1.0, np.ones(2), np.abs(g).max(), Gm.diagonal().max(),
+                                                TOL)
+    assert conv == 1.0
+    assert np.all(out[:3] == 0.0)
+    assert np.abs(out[3:] - held).max() <= _refine_bound(Gm[3:, 3:], 1.0) * 10
+    cone, closing, separating, sticking, oppose = _coulomb(out.reshape(2, 3), u.reshape(2, 3), mu)
+    assert max(cone, closing, sticking, oppose) <= TOL * vs and separating <= TOL * ls * vs
+
+
+def test_redundant_corners_get_the_least_norm_impulses():
+    """A box resting on its four corners (``G`` singular: only the resultant is fixed): the polish gives
+    the least-norm answer, ``G^+`` (NumPy's pseudo-inverse) of the sticking system, to the bias its
+    regularisation leaves along ``G``'s smallest nonzero direction and its rounding in the null space."""
+    with sd.use_backend("numpy"):
+        P = sd.contact_problem(MODEL, Q0, Z, Z, corners())
+    Gm, g = P.G, P.J @ (DT * P.a)
+    lam = -np.linalg.pinv(Gm, rcond=1e-12) @ g
+    z = np.tile([0.0, 0.0, 1.0], 4) * lam[2::3].mean()
+    w = np.linalg.eigvalsh(Gm)
+    out, u, res, ls, vs, ok, conv = fp.polished(Gm, g, np.full(4, MU), z, np.abs(Gm).sum(1).max(), np.ones(4),
+                                                np.abs(g).max(), Gm.diagonal().max(), TOL)
+    assert conv == 1.0
+    assert abs(out[2::3].sum() - MASS * G * DT) <= rounding_bound(12, 1.0 / fp.EPS) * MASS * G * DT
+    eps = fp.EPS * np.abs(Gm).sum(1).max() ** 2
+    small = w[w > 1e-10 * w.max()].min()
+    bound = (eps / (small ** 2 + eps)) ** (fp.REFINE + 1) + rounding_bound(12, 1.0 / fp.EPS)
+    assert np.abs(out - lam).max() <= bound * np.abs(lam).max()
+
+
+def test_polished_steps_satisfy_coulombs_law():
+    """Steps that the polish finishes (the box at rest, pushed below and above the friction limit, on
+    a slope below and above the friction angle): Coulomb's law at the step's impulses and at the
+    contact velocities they give, ``u = J (v + dt a) + G lambda`` (from the contact problem: at rest,
+    no gap), from the definitions, to the solver's tolerance of its scales ``m g dt`` and ``g dt``."""
+    P, vscale = MASS * G * DT, G * DT
+    flat = (Q0, corners())
+    cases = [(*flat, None), (*flat, push(0.3, 0.5 * MU * MASS * G)), (*flat, push(1.0, 1.5 * MU * MASS * G))]
+    cases += [tilted(np.arctan(MU) + d)[:2] + (None,) for d in (-0.05, 0.1)]
+    for q, contacts, f in cases:
+        s = sd.contact_step(MODEL, q, Z, Z, contacts, DT, f_ext=f)
+        with sd.use_backend("numpy"):
+            pr = sd.contact_problem(MODEL, q, Z, Z, contacts, f_ext=f)
+        u = (DT * pr.J @ pr.a + pr.G @ s.impulses.reshape(-1)).reshape(4, 3)
+        cone, closing, separating, sticking, oppose = _coulomb(s.impulses, u, np.full(4, MU))
+        assert cone <= TOL * P and closing <= TOL * vscale and separating <= TOL * P * vscale
+        assert sticking <= TOL * vscale and oppose <= TOL * vscale
+
+
+def test_a_box_at_rest_is_solved_by_the_first_polish():
+    """A box resting on four corners, cold: every contact sticks, so the first polish (after
+    ``FIRST`` ADMM iterations, once the iterate has four closed contacts inside their cones) solves the
+    mode system exactly, and the step stops there (its iterations: ``FIRST`` and the polish);
+    warm-started from half its own impulses (the modes right, the sizes wrong), the polish of the warm
+    start ends the solve before any ADMM iteration (one iteration: the polish)."""
+    cold = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT)
+    assert int(cold.iterations) == fp.FIRST + 1
+    assert list(cold.modes) == ["stick"] * 4
+    warm = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, warm_start=0.5 * cold.impulses)
+    assert int(warm.iterations) == 1
+    assert abs(warm.impulses[:, 2].sum() - MASS * G * DT) <= MASS * G * DT * rounding_bound(12, 1.0 / fp.EPS)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_both_roads_take_the_polish(backend):
+    """The default (native) road and the NumPy reference stop at the same polish (the cold box at rest,
+    and pushed above the friction limit: sliding) and carry the weight."""
+    with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
+        rest = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT)
+        slide = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, f_ext=push(0.5, 1.5 * MU * MASS * G))
+    assert int(rest.iterations) == fp.FIRST + 1
+    assert list(slide.modes) == ["slide"] * 4
+    for s in (rest, slide):
+        assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= MASS * G * DT * 1e-8
