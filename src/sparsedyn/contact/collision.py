@@ -472,7 +472,7 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
 
 def _coal_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
-    they overlap) for the closest pair (two boxes: its closed form, :data:`CLOSEST`), and for a box
+    they overlap) for the closest pair (two boxes, a capsule and a box: closed forms, :data:`CLOSEST`), and for a box
     the closed-form hits of the features that rest on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
     the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
     those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
@@ -480,7 +480,7 @@ def _coal_pairs(scene, ks, R, p, margin):
     kinds = [s.kind for s in scene.shapes]
     blocks, near = [], []
     pair_kinds = [(kinds[i], kinds[j]) for i, j in scene.index[ks].tolist()]
-    for key in CLOSEST:                            # the pairs whose closest pair has a closed form (box-box)
+    for key in CLOSEST:                            # the pairs whose closest pair has a closed form
         for order in {key, key[::-1]}:
             mine = np.array([x == order for x in pair_kinds], bool)
             if mine.any():
