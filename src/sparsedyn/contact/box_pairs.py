@@ -26,9 +26,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
+from .collision_coal import SAME_DEPTH
 from .friction_problem import _TINY, _step
 
-__all__ = ["point_box", "segment_box", "capsule_box", "EDGE_PARALLEL", "FACE_TIE"]
+__all__ = ["point_box", "segment_box", "capsule_box", "box_candidates", "EDGE_PARALLEL", "FACE_TIE"]
 
 #: A cross product of the segment and a box edge shorter than this (the sine of their angle) is no
 #: separating axis (its direction is rounding).
@@ -244,3 +245,31 @@ def capsule_box(pa, ua, ha, ra, Rb, pb, hb):
     d, wa, wb, n = segment_box(_columns(pa), _columns(ua), ha, ra, R, _columns(pb), _columns(hb))
     stack = lambda v: np.stack(np.broadcast_arrays(*v), -1)      # noqa: E731
     return np.asarray(d, float), stack(wa), stack(wb), stack(n)
+
+
+#: A capsule's closest pair to a box is left out of its candidates where an end sphere is as deep
+#: but for this [m] (collide's rule: coal's tolerance's, it lies on the face the ends rest on).
+_SAME_DEPTH = SAME_DEPTH
+
+
+def box_candidates(kind_a, Ra, pa, sa, Rb, pb, sb):
+    """The collision kernel's candidates ``[(d, w_a, w_b, n)]`` (3-vectors as arrays of ``Rb``'s dtype)
+    of a sphere or a capsule ``kind_a`` of pose ``(Ra, pa)`` and size ``sa`` (the
+    :class:`~sparsedyn.Shape` vocabulary) against a box of pose ``(Rb, pb)`` and edge lengths ``sb``:
+    a sphere's one (:func:`point_box`); a capsule's closest pair (:func:`segment_box`, its distance
+    1e300 where an end is as deep, as :func:`~sparsedyn.collide` leaves it out) and its two end
+    spheres (``capsule_box_ends``'s), in collide's order."""
+    R = [[Rb[i, j] for j in range(3)] for i in range(3)]
+    h = [sb[0] / 2, sb[1] / 2, sb[2] / 2]
+    p, c = [pb[i] for i in range(3)], [pa[i] for i in range(3)]
+    vec = lambda x: np.array(x, dtype=Rb.dtype)                  # noqa: E731
+    if kind_a == "sphere":
+        d, wa, wb, n = point_box(c, sa[0], R, p, h)
+        return [(d, vec(wa), vec(wb), vec(n))]
+    u, ha, ra = [Ra[i, 2] for i in range(3)], sa[1] / 2, sa[0]
+    ends = [point_box(_axpy(s * ha, u, c), ra, R, p, h) for s in (-1.0, 1.0)]
+    d, wa, wb, n = segment_box(c, u, ha, ra, R, p, h)
+    first = 1.0 - _step(ends[1][0] - ends[0][0])
+    deepest = _pick(first, ends[1][0], ends[0][0])
+    d = _pick(_step(d + _SAME_DEPTH - deepest), 1e300, d)
+    return [(x, vec(y), vec(z), vec(m)) for x, y, z, m in [(d, wa, wb, n)] + ends]

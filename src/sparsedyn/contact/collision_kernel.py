@@ -6,7 +6,8 @@ closed forms written on 3-vectors without a branch (a choice is a product with a
 contact step's solver) make one straight-line program of ``q``: the shapes' world poses (the forward
 kinematics of :func:`~sparsedyn.geometry_placements`) and, for every pair, a fixed number of
 *candidates* (a sphere or a capsule's end against a plane, a box's eight corners, the eight rim
-points of a cylinder, the closest points of two spheres or capsules), each with its signed
+points of a cylinder, the closest points of two spheres or capsules, a sphere or a capsule against a
+box: :mod:`~sparsedyn.contact.box_pairs`), each with its signed
 distance.  The compiler traces it and a plain call runs it as one native call; a hit is a candidate
 closer than the scene's margin.  Every candidate's distance is at least the pair's, so computing all
 of them leaves out no broad phase: the hits are those of the vectorised closed forms.
@@ -26,6 +27,7 @@ from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms, world_transforms
 from ..kernels import kernel
 from ..model.spatial import compose, from_pose, pose
+from .box_pairs import box_candidates
 from .friction_problem import _TINY, _step
 
 __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATURE", "KernelPlan", "kernel_plan"]
@@ -33,7 +35,8 @@ __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATU
 #: ``(kind_a, kind_b) -> candidates per pair`` of the pairs :func:`collision_candidates` computes (either
 #: order of the kinds).
 CANDIDATES = {("sphere", "plane"): 1, ("capsule", "plane"): 2, ("box", "plane"): 8, ("cylinder", "plane"): 8,
-              ("sphere", "sphere"): 1, ("sphere", "capsule"): 1, ("capsule", "capsule"): 1}
+              ("sphere", "sphere"): 1, ("sphere", "capsule"): 1, ("capsule", "capsule"): 1, ("sphere", "box"): 1,
+              ("capsule", "box"): 3}
 
 #: The number of columns of a candidate, in order ``d``, the witness points ``w_a`` and ``w_b`` (world),
 #: ``w_a`` in the axes of ``a``'s body about its origin, the unit normal ``n`` from ``b`` towards ``a``
@@ -139,6 +142,8 @@ def _pair(kind_a, kind_b, A, B):
     (Ra, pa, sa), (Rb, pb, sb) = A, B
     if kind_b == "plane":
         return _shape_plane(kind_a, Ra, pa, sa, Rb[:, 2], pb)
+    if kind_b == "box":
+        return box_candidates(kind_a, Ra, pa, sa, Rb, pb, sb)
     if kind_b == "sphere":
         return _sphere_sphere(pa, sa[0], pb, sb[0])
     if kind_a == "sphere":
