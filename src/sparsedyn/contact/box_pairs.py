@@ -26,10 +26,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .collision_coal import SAME_DEPTH
+from .collision_coal import SAME_DEPTH, SAME_POINT
 from .friction_problem import _TINY, _step
 
-__all__ = ["point_box", "segment_box", "capsule_box", "box_candidates", "EDGE_PARALLEL", "FACE_TIE"]
+__all__ = ["point_box", "segment_box", "capsule_box", "box_candidates", "merge_close", "EDGE_PARALLEL", "FACE_TIE"]
 
 #: A cross product of the segment and a box edge shorter than this (the sine of their angle) is no
 #: separating axis (its direction is rounding).
@@ -273,3 +273,22 @@ def box_candidates(kind_a, Ra, pa, sa, Rb, pb, sb):
     deepest = _pick(first, ends[1][0], ends[0][0])
     d = _pick(_step(d + _SAME_DEPTH - deepest), 1e300, d)
     return [(x, vec(y), vec(z), vec(m)) for x, y, z, m in [(d, wa, wb, n)] + ends]
+
+
+def merge_close(cands):
+    """The candidates ``[(d, w_a, w_b, n)]`` of one pair with those whose ``w_a`` is nearer than
+    ``SAME_POINT`` to a deeper one's (or an equally deep earlier one's) at distance 1e300:
+    :func:`~sparsedyn.collide`'s one hit per point (a box's corner that is the closest point of the
+    box to a capsule's segment and to its end: one hit on the box, the deeper)."""
+    out = []
+    for i, (d, wa, wb, n) in enumerate(cands):
+        keep = 1.0
+        for j, (dj, waj, _, _) in enumerate(cands):
+            if j == i:
+                continue
+            w = [wa[k] - waj[k] for k in range(3)]
+            near = 1.0 - _step(_dot(w, w) - SAME_POINT * SAME_POINT)
+            deeper = 1.0 - _step(dj - d) if j > i else _step(d - dj)
+            keep = keep * (1.0 - near * deeper)
+        out.append((_pick(keep, d, 1e300), wa, wb, n))
+    return out

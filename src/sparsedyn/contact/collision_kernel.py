@@ -27,7 +27,7 @@ from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms, world_transforms
 from ..kernels import kernel
 from ..model.spatial import compose, from_pose, pose
-from .box_pairs import box_candidates
+from .box_pairs import box_candidates, merge_close
 from .friction_problem import _TINY, _step
 
 __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATURE", "KernelPlan", "kernel_plan"]
@@ -259,9 +259,11 @@ def _pair_rows(pair, A, B, body):
     got = _pair(kind_b, kind_a, B, A) if swap else _pair(kind_a, kind_b, A, B)
     Rb, ob = body(ja) if ja >= 0 else (np.eye(3), np.zeros(3))
     rows = []
+    if swap:
+        got = [(d, wb, wa, -n) for d, wa, wb, n in got]
+    if {kind_a, kind_b} == {"capsule", "box"}:                 # its candidates may share a point on a
+        got = merge_close(got)
     for d, wa, wb, n in got:
-        if swap:
-            wa, wb, n = wb, wa, -n
         local = (wa - ob) @ Rb if ja >= 0 else wa
         n = np.broadcast_to(n, (3,))
         rows.append(np.concatenate([np.reshape(d, (1,)), wa, wb, local, n, np.reshape(_dot(n, wb), (1,))]))
