@@ -10,7 +10,7 @@ Broad phase: bounding spheres (against a plane, a sphere's height above it).  Na
 vectorised over the pairs of one kind, for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
 against a plane, and for the closest pair of two boxes (the separating axis test, then the closest
 corner or edges, :func:`~sparsedyn.contact.closed_forms.box_box`: coal's EPA depends on the queries
-before it); a mesh against a plane by the vertices of its convex hull (up to four hits: the
+before it) and of a capsule and a box (:func:`~sparsedyn.contact.box_pairs.capsule_box`); a mesh against a plane by the vertices of its convex hull (up to four hits: the
 vertices within the margin reduced to the points spanning their patch,
 :mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and EPA, BVHs for
 meshes) for the other
@@ -24,8 +24,9 @@ the grid points pressing deeper into a box or a capsule.  The deepest of a
 pair's hits is its closest pair of points (coal's ``distance``).  coal's contact patches are not
 used: their points carry the depth of the closest pair, not their own.
 
-On the default (native) road the closed-form pairs against a plane and between spheres and capsules
-are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_kernel`: the same closed
+On the default (native) road the closed-form pairs against a plane, between spheres and capsules and
+of spheres and capsules against boxes (:mod:`~sparsedyn.contact.box_pairs`) are one compiled kernel of
+``q`` instead (:mod:`~sparsedyn.contact.collision_kernel`: the same closed
 forms without branches, in one native call, with a broad phase: :mod:`~sparsedyn.contact.collision_near`
 computes only the pairs whose bounds come within the margin), and so are the heights of a robot mesh's
 hull vertices above a world plane (:mod:`~sparsedyn.contact.mesh_plane`, whose patches are then
