@@ -452,17 +452,24 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
     keep = np.flatnonzero(d < (scene.margin if cutoff is None else cutoff[k]))
     keep, alone = np.split(keep, [np.searchsorted(keep, sum(len(b[0]) for b in blocks))])   # distinct's rows last
     # one hit per point: coal's closest pair is often one of the closed-form corners (a repeated
-    # contact makes the contact problem degenerate); the deeper one is kept
+    # contact makes the contact problem degenerate); the deeper one is kept, of two as deep to within
+    # SAME_DEPTH the first (a box's corner and the same corner as a point of its contact polygon: their
+    # depths, two formulas', differ by a rounding, which must not choose)
     if len(keep) > 1:
         keep = keep[np.argsort(d[keep], kind="stable")]
-        seen: dict = {}                            # the first (deepest) row of each key (np.unique's, less its sort)
+        seen: dict = {}                            # per key: its deepest row's depth, and its first row as deep
         for i, key in enumerate(zip(k[keep].tolist(), map(tuple, np.round(wa[keep] / SAME_POINT).tolist()))):
-            seen.setdefault(key, i)
-        keep = np.sort(keep[list(seen.values())])
+            got = seen.get(key)
+            if got is None:
+                seen[key] = (d[keep[i]], i)
+            elif d[keep[i]] <= got[0] + SAME_DEPTH and keep[i] < keep[got[1]]:
+                seen[key] = (got[0], i)
+        keep = np.sort(keep[[i for _, i in seen.values()]])
         # (points a rounding apart may round to neighbouring multiples: one nearer than SAME_POINT to a deeper goes)
         x, kk, dd = wa[keep], k[keep], d[keep]
+        tie = np.abs(dd[None] - dd[:, None]) <= SAME_DEPTH
         near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
-            ((dd[None] < dd[:, None]) | ((dd[None] == dd[:, None]) & (keep[None] < keep[:, None])))
+            ((~tie & (dd[None] < dd[:, None])) | (tie & (keep[None] < keep[:, None])))
         keep = keep[~near.any(1)]
     keep = np.concatenate([keep, alone])
     keep = keep[np.argsort(k[keep], kind="stable")]

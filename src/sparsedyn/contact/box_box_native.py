@@ -1,0 +1,66 @@
+"""Two boxes' hits in one native call: :func:`box_box_hits`.
+
+:func:`~sparsedyn.collide` finds a pair of boxes' hits with the vectorised closed forms of
+:mod:`~sparsedyn.contact.closed_forms` (the closest pair, ``box_box``; each box's corners against the
+other and the contact polygon of a face on a face, ``box_box_corners``), then merges them (the
+closest pair left out where a corner is as deep; one hit per point): some sixty NumPy calls for
+one pair.  Here a C routine written by hand (:mod:`~sparsedyn.contact.box_box_c`, built by
+:func:`~sparsedyn.kernels.c_library`) does the same operations in the same order for every pair in
+one call: the hits are the NumPy road's to rounding.  Without a C compiler, None: the NumPy road.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..kernels import c_library
+from .box_box_c import SOURCE
+from .collision_coal import SAME_DEPTH, SAME_POINT
+
+__all__ = ["box_box_hits", "ROWS"]
+
+#: The most hits of one pair: the closest pair, sixteen corners, eight polygon points.
+ROWS = 25
+
+#: The routine once loaded: ``[sd_box_box_hits or None, tried]``.
+_ROUTINE: list = [None, False]
+_PAR = np.array([SAME_DEPTH, SAME_POINT])
+
+
+def _routine():
+    if not _ROUTINE[1]:
+        lib = c_library(SOURCE)
+        if lib is not None:
+            f = lib.sd_box_box_hits
+            f.restype = None
+            f.argtypes = [ctypes.c_longlong] + [ctypes.c_void_p] * 5
+            _ROUTINE[0] = f
+        _ROUTINE[1] = True
+    return _ROUTINE[0]
+
+
+def box_box_hits(Ra, pa, ha, Rb, pb, hb, margin, cutoff=None):
+    """The hits of ``P`` box pairs as :func:`~sparsedyn.collide` finds them: boxes of rotations ``Ra``,
+    ``Rb`` (P, 3, 3), centres ``pa``, ``pb`` and half extents ``ha``, ``hb`` (P, 3) (world), the
+    closest pair computed where within ``margin`` [m] (a number or (P,)) and the hits within ``cutoff``
+    (None: ``margin``): ``(pair, d, w_a, w_b, n)``, each hit's pair (an index of the P, sorted), signed
+    distance (negative: penetration), witness points and unit normal from ``b`` towards ``a``
+    (world); None where no C compiler builds the routine."""
+    f = _routine()
+    if f is None:
+        return None
+    P = len(pa)
+    pose = np.empty((P, 30))
+    pose[:, 0:9], pose[:, 9:12], pose[:, 12:15] = np.reshape(Ra, (P, 9)), pa, ha
+    pose[:, 15:24], pose[:, 24:27], pose[:, 27:30] = np.reshape(Rb, (P, 9)), pb, hb
+    cut = np.empty((P, 2))
+    cut[:, 0] = margin
+    cut[:, 1] = margin if cutoff is None else cutoff
+    out = np.empty((P, ROWS, 10))
+    count = np.empty(P, np.int64)
+    f(P, pose.ctypes.data, cut.ctypes.data, _PAR.ctypes.data, out.ctypes.data, count.ctypes.data)
+    keep = np.arange(ROWS) < count[:, None]
+    rows = out[keep]
+    return np.nonzero(keep)[0], rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10]
