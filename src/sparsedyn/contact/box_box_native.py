@@ -19,7 +19,7 @@ from ..kernels import c_library
 from .box_box_c import SOURCE
 from .collision_coal import SAME_DEPTH, SAME_POINT
 
-__all__ = ["box_box_hits", "ROWS"]
+__all__ = ["box_box_hits", "box_box_plan", "box_box_pairs", "BoxBoxPlan", "ROWS"]
 
 #: The most hits of one pair: the closest pair, sixteen corners, eight polygon points.
 ROWS = 25
@@ -64,3 +64,43 @@ def box_box_hits(Ra, pa, ha, Rb, pb, hb, margin, cutoff=None):
     keep = np.arange(ROWS) < count[:, None]
     rows = out[keep]
     return np.nonzero(keep)[0], rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10]
+
+
+class BoxBoxPlan:
+    """A scene's pairs of two boxes as the routine takes them (:func:`box_box_plan`): ``pair`` (B,) their
+    scene pairs, ``ia``, ``ib`` (B,) their shapes, ``ha``, ``hb`` (B, 3) their half extents, ``inside``
+    (scene pairs,) bool: the pairs here."""
+
+    __slots__ = ("pair", "ia", "ib", "ha", "hb", "inside")
+
+
+def box_box_plan(scene):
+    """The :class:`BoxBoxPlan` of ``scene``'s pairs of two boxes, or None where it has none; kept by the scene."""
+    key = "box-box plan"
+    if key not in scene.cache:
+        shapes, idx = scene.shapes, scene.index
+        ks = [k for k, (i, j) in enumerate(idx.tolist()) if shapes[i].kind == shapes[j].kind == "box"]
+        bp = None
+        if ks:
+            bp = BoxBoxPlan()
+            bp.pair = np.array(ks, int)
+            bp.ia, bp.ib = idx[bp.pair, 0], idx[bp.pair, 1]
+            bp.ha = np.array([np.asarray(shapes[i].size, float) / 2 for i in bp.ia.tolist()])
+            bp.hb = np.array([np.asarray(shapes[i].size, float) / 2 for i in bp.ib.tolist()])
+            bp.inside = np.zeros(len(idx), bool)
+            bp.inside[bp.pair] = True
+        scene.cache[key] = bp
+    return scene.cache[key]
+
+
+def box_box_pairs(bp, R, p, margin, cutoff=None):
+    """:func:`~sparsedyn.collide`'s hits ``(pair, d, w_a, w_b, n)`` of the pairs of ``bp`` (a
+    :class:`BoxBoxPlan`) at the shapes' world poses ``R`` (S, 3, 3), ``p`` (S, 3), ``pair`` their scene
+    pairs; the closest pairs within ``margin`` [m], the hits within ``cutoff`` (P,) per scene pair
+    (None: ``margin``); None without a C compiler."""
+    got = box_box_hits(R[bp.ia], p[bp.ia], bp.ha, R[bp.ib], p[bp.ib], bp.hb, margin,
+                       None if cutoff is None else cutoff[bp.pair])
+    if got is None:
+        return None
+    k, d, wa, wb, n = got
+    return bp.pair[k], d, wa, wb, n

@@ -46,6 +46,7 @@ from ..kernels import native_calls, use_backend
 from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane,  # noqa: F401
                            capsule_box_ends, capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box,
                            sphere_capsule, sphere_plane, sphere_sphere)
+from .box_box_native import box_box_pairs, box_box_plan
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
                              _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
 from .collision_kernel import kernel_plan
@@ -170,8 +171,14 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
         if got is not None:
             patches.append(got)
             inside = lp.inside if inside is None else inside | lp.inside
+        bp = box_box_plan(scene)                   # two boxes: one hand-written native routine
+        if bp is not None and not (inside is not None and inside.all()):
+            boxes = box_box_pairs(bp, *placements(scene, q), margin, cutoff if per_pair else None)
+            if boxes is not None:
+                patches.append(boxes)
+                inside = bp.inside if inside is None else inside | bp.inside
         if inside is not None and inside.all():        # the kernels' hits alone: distinct points, within the cutoff
-            if kp.pairs and got is not None and f is not None and not per_pair and spin is None:
+            if kp.pairs and got is not None and f is not None and not per_pair and spin is None and bp is None:
                 every = np.concatenate([kp.pair, np.repeat(lp.pair, MAX_PATCH_POINTS)])
                 scene.cache[_ROAD] = (f, kp, (model.nq,), lp, every, np.argsort(every, kind="stable"))
             return _distinct_hits(scene, patches)
