@@ -19,7 +19,7 @@ from ..kernels import c_library
 from .box_box_c import SOURCE
 from .collision_coal import SAME_DEPTH, SAME_POINT
 
-__all__ = ["box_box_hits", "box_box_plan", "box_box_pairs", "BoxBoxPlan", "ROWS"]
+__all__ = ["box_box_hits", "box_box_available", "box_box_plan", "box_box_pairs", "BoxBoxPlan", "ROWS"]
 
 #: The most hits of one pair: the closest pair, sixteen corners, eight polygon points.
 ROWS = 25
@@ -39,6 +39,11 @@ def _routine():
             _ROUTINE[0] = f
         _ROUTINE[1] = True
     return _ROUTINE[0]
+
+
+def box_box_available():
+    """Whether the routine is built (a C compiler here)."""
+    return _routine() is not None
 
 
 def box_box_hits(Ra, pa, ha, Rb, pb, hb, margin, cutoff=None):
