@@ -433,9 +433,9 @@ static int bb_pair(const sd_bb_box *a, const sd_bb_box *b, double margin, double
 
 /* The hits of P box pairs: `pose` (P, 30) [Ra (9, row by row), pa, ha, Rb (9), pb, hb], `cut` (P, 2)
    [margin, cutoff], `par` [SAME_DEPTH, SAME_POINT]; `out` (P, BB_ROWS, 10) [d, w_a, w_b, n], each
-   pair's hits first, the rest d = +inf; `count` (P,) each pair's number. */
+   pair's hits first, the rest d = +inf; `count` (P,) each pair's number (a double). */
 SD_EXPORT void sd_box_box_hits(long long P, const double *pose, const double *cut, const double *par, double *out,
-                               long long *count)
+                               double *count)
 {
   for (long long k = 0; k < P; k++) {
     sd_bb_box a, b;

@@ -57,18 +57,23 @@ def box_box_hits(Ra, pa, ha, Rb, pb, hb, margin, cutoff=None):
     if f is None:
         return None
     P = len(pa)
-    pose = np.empty((P, 30))
+    # one buffer for the routine's arrays: one address to look up (numpy's .ctypes costs microseconds)
+    buf = np.empty(P * (33 + 10 * ROWS) + 2)
+    pose, cut = buf[:30 * P].reshape(P, 30), buf[30 * P:32 * P].reshape(P, 2)
+    out, count = buf[32 * P:(32 + 10 * ROWS) * P].reshape(P, ROWS, 10), buf[(32 + 10 * ROWS) * P:(33 + 10 * ROWS) * P]
     pose[:, 0:9], pose[:, 9:12], pose[:, 12:15] = np.reshape(Ra, (P, 9)), pa, ha
     pose[:, 15:24], pose[:, 24:27], pose[:, 27:30] = np.reshape(Rb, (P, 9)), pb, hb
-    cut = np.empty((P, 2))
     cut[:, 0] = margin
     cut[:, 1] = margin if cutoff is None else cutoff
-    out = np.empty((P, ROWS, 10))
-    count = np.empty(P, np.int64)
-    f(P, pose.ctypes.data, cut.ctypes.data, _PAR.ctypes.data, out.ctypes.data, count.ctypes.data)
-    keep = np.arange(ROWS) < count[:, None]
-    rows = out[keep]
-    return np.nonzero(keep)[0], rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10]
+    buf[-2:] = _PAR
+    at = buf.ctypes.data
+    f(P, at, at + 240 * P, at + 8 * (len(buf) - 2), at + 256 * P, at + 8 * (32 + 10 * ROWS) * P)
+    if P == 1:                                   # (one pair: a slice, no mask)
+        rows, k = out[0, :int(count[0])], np.zeros(int(count[0]), int)
+    else:
+        keep = np.arange(ROWS) < count[:, None]
+        rows, k = out[keep], np.nonzero(keep)[0]
+    return k, rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10]
 
 
 class BoxBoxPlan:
