@@ -6,51 +6,24 @@ coal 3.0's EPA answers depend on the queries made before it in the same process,
 are taken in a fresh process, which makes no other query.
 """
 
-import io
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from conftest import rounding_bound
 from sparsedyn.contact.box_pairs import capsule_box, point_box
 from sparsedyn.contact.closed_forms import sphere_box
+from test_closed_forms import coal_against_boxes
 
 #: the issue's bound on a query's distance, witness points and normal against coal's
 EXACT = 1e-9
 
-_ORACLE = """
-import io, sys
-import numpy as np
-import coal
-x = np.load(io.BytesIO(sys.stdin.buffer.read()))
-req = coal.DistanceRequest()
-req.gjk_tolerance = req.epa_tolerance = 1e-11
-req.gjk_max_iterations = req.epa_max_iterations = 1000
-out = np.full((len(x["pa"]), 10), np.nan)
-for k in range(len(out)):
-    res = coal.DistanceResult()
-    d = coal.distance(coal.Capsule(x["ra"][k], 2 * x["ha"][k]), coal.Transform3s(x["Ra"][k], x["pa"][k]),
-                      coal.Box(*(2 * x["hb"][k])), coal.Transform3s(x["Rb"][k], x["pb"][k]), req, res)
-    if -1e300 < d < np.inf:                  # else EPA failed at this tolerance: no answer (nan)
-        out[k] = [d, *res.getNearestPoint1(), *res.getNearestPoint2(), *res.normal]
-buf = io.BytesIO()
-np.save(buf, out)
-sys.stdout.buffer.write(buf.getvalue())
-"""
-
 
 def coal_capsule_box(Ra, pa, ha, ra, Rb, pb, hb):
     """coal's ``distance`` of capsules (rotation ``Ra``: axis its z, half length ``ha``, radius ``ra``)
-    and boxes (half extents ``hb``), in a fresh process: ``(d, w_a, w_b, n)``, ``n`` from the box
-    towards the capsule (coal's runs from shape 1 to shape 2), nan where coal fails."""
-    buf = io.BytesIO()
-    np.savez(buf, Ra=Ra, pa=pa, ha=ha, ra=ra, Rb=Rb, pb=pb, hb=hb)
-    run = subprocess.run([sys.executable, "-c", _ORACLE], input=buf.getvalue(), capture_output=True, timeout=300)
-    assert run.returncode == 0, run.stderr.decode()[-2000:]
-    out = np.load(io.BytesIO(run.stdout))
-    return out[:, 0], out[:, 1:4], out[:, 4:7], -out[:, 7:10]
+    and boxes (half extents ``hb``), in a fresh process (test_closed_forms' oracle): ``(d, w_a, w_b,
+    n)``, ``n`` from the box towards the capsule, nan where coal fails."""
+    return coal_against_boxes('coal.Capsule(x["ra"][k], 2 * x["ha"][k])', Ra=Ra, pa=pa, ha=ha, ra=ra, Rb=Rb, pb=pb,
+                              hb=hb)
 
 
 def _rotations(rng, n):

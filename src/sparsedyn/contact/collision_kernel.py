@@ -27,7 +27,7 @@ from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms, world_transforms
 from ..kernels import kernel
 from ..model.spatial import compose, from_pose, pose
-from .box_pairs import box_candidates, merge_close
+from .box_pairs import _clip, _clip01, _pick, box_candidates, merge_close
 from .friction_problem import _TINY, _step
 
 __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATURE", "KernelPlan", "kernel_plan"]
@@ -47,24 +47,7 @@ _EZ = np.array([0.0, 0.0, 1.0])
 _SIGNS = [(sx, sy, sz) for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)]
 
 
-# --- branch-free arithmetic on 3-vectors (floats or traced values) -------------------------------------
-
-def _pick(c, a, b):
-    """``a`` where ``c`` is 1, ``b`` where it is 0 (exact: the other term is a product with 0)."""
-    return c * a + (1.0 - c) * b
-
-
-def _clip(x, lo, hi):
-    x = _pick(_step(x - lo), x, lo)
-    return _pick(_step(hi - x), x, hi)
-
-
-def _clip01(x):
-    """``_clip(x, 0, 1)`` in fewer operations (a product with 0 or 1 stays exact)."""
-    x = _step(x) * x
-    s = _step(1.0 - x)
-    return s * x + (1.0 - s)
-
+# --- branch-free arithmetic on 3-vectors (floats or traced values; _pick, _clip, _clip01: box_pairs') -----
 
 def _dot(x, y):
     return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]
