@@ -111,3 +111,22 @@ def test_collide_on_a_stack_of_boxes_is_the_numpy_road():
             assert np.abs(a - b).max(initial=0.0) <= BOUND
         seen |= set(got.pairs)
     assert {("low", "table"), ("low", "high")} <= seen
+
+
+def test_a_stack_of_boxes_rests_on_the_fused_road():
+    """The stack at rest, 10 and 20 micrometres into its supports, on the default road: each step one
+    native call (box-box rows from the routine); after 0.5 s it has not moved (no step adds energy) and
+    its eight contacts (four corners under each cube) carry the weights over a step: the table's both
+    cubes' (3 kg), the lower cube's top the upper's (1 kg), ``sum lambda_n = (3 + 1) g dt``."""
+    from sparsedyn.contact.scene_fused import fused_step
+    scene = _stack()
+    model, dt, g = scene.model, 1e-3, 9.81
+    q = np.r_[0, 0, 0.2 - 1e-5, 0, 0, 0, 1, 0.02, -0.01, 0.35 - 2e-5, 0, 0, 0, 1]
+    v, tau = np.zeros(12), np.zeros(12)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, tau, scene, dt)                       # (grows the slot layout)
+        assert fused_step(model, q, v, tau, scene, dt, np.array([dt, 1e-8, 300.0, 1e4, 0.005])) is not None
+        r = sd.rollout(model, list(q), v, tau, scene, dt, 500)
+    assert np.abs(r.q[-1] - q).max() <= 2e-5 and np.abs(r.v[-1]).max() <= 1e-6
+    assert len(r.impulses[-1]) == 8
+    assert abs(r.impulses[-1][:, 2].sum() - 4.0 * g * dt) <= 1e-6 * 4.0 * g * dt
