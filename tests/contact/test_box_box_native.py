@@ -130,3 +130,23 @@ def test_a_stack_of_boxes_rests_on_the_fused_road():
     assert np.abs(r.q[-1] - q).max() <= 2e-5 and np.abs(r.v[-1]).max() <= 1e-6
     assert len(r.impulses[-1]) == 8
     assert abs(r.impulses[-1][:, 2].sum() - 4.0 * g * dt) <= 1e-6 * 4.0 * g * dt
+
+
+def test_a_batch_of_stacks_steps_as_each_state_alone():
+    """Five stacks, the upper cube slid along x: one batch call (each state's box-box rows from the
+    routine) gives each state's single step, bit for bit."""
+    scene = _stack()
+    model, dt = scene.model, 1e-3
+    q = np.r_[0, 0, 0.2 - 1e-5, 0, 0, 0, 1, 0.0, -0.01, 0.35 - 2e-5, 0, 0, 0, 1]
+    Q = np.repeat(q[None], 5, 0)
+    Q[:, 7] = np.linspace(-0.04, 0.04, 5)
+    V = np.zeros((5, 12))
+    V[:, 9] = -0.05                                                         # the upper cube pressing down
+    tau = np.zeros(12)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, V[0], tau, scene, dt)
+        batch = sd.contact_step(model, Q, V, tau, scene, dt)
+        singles = [sd.contact_step(model, Q[i], V[i], tau, scene, dt) for i in range(5)]
+    assert all(len(s.impulses) == 8 for s in singles)
+    assert batch.v.tobytes() == np.array([s.v for s in singles]).tobytes()
+    assert batch.q.tobytes() == np.array([s.q for s in singles]).tobytes()
