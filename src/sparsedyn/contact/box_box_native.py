@@ -21,7 +21,7 @@ from .collision_coal import SAME_DEPTH, SAME_POINT
 
 __all__ = ["box_box_hits", "box_box_available", "box_box_plan", "box_box_pairs", "BoxBoxPlan", "ROWS"]
 
-#: The most hits of one pair: the closest pair, sixteen corners, eight polygon points.
+#: At most this many hits a pair (the closest pair, sixteen corners, eight polygon points).
 ROWS = 25
 
 #: The routine once loaded: ``[sd_box_box_hits or None, tried]``.

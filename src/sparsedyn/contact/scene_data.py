@@ -100,6 +100,13 @@ class _Mixed:
         if bb is not None:                                 # then box_box_native.ROWS per pair of two boxes
             per.append(np.repeat(bb.pair, ROWS))
         self.pair = np.concatenate(([kernel.pair] if kernel.pairs else []) + per)
+        # with pairs of two boxes, the rows by pair (collide's order of the hits: a step's contacts are
+        # then in the order of the NumPy road's); None: as they are
+        self.order = None
+        if bb is not None:
+            order = np.argsort(self.pair, kind="stable")
+            if not np.array_equal(order, np.arange(len(order))):
+                self.order, self.pair = order, self.pair[order]
 
 
 def _mixed_plan(scene):
@@ -419,10 +426,9 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     if mixed.bb is not None:
         rows.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]))
     rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
-    if not kp.pairs:
-        return rows, cut.take(mixed.pair, -1)
-    c = near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS))
-    return np.concatenate([c, rows], -2), cut.take(mixed.pair, -1)
+    if kp.pairs:
+        rows = np.concatenate([near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS)), rows], -2)
+    return rows if mixed.order is None else rows.take(mixed.order, -2), cut.take(mixed.pair, -1)
 
 
 def _step_rows(scene, lp, q, v, dt):
