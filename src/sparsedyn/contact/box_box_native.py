@@ -79,9 +79,10 @@ def box_box_hits(Ra, pa, ha, Rb, pb, hb, margin, cutoff=None):
 class BoxBoxPlan:
     """A scene's pairs of two boxes as the routine takes them (:func:`box_box_plan`): ``pair`` (B,) their
     scene pairs, ``ia``, ``ib`` (B,) their shapes, ``ha``, ``hb`` (B, 3) their half extents, ``inside``
-    (scene pairs,) bool: the pairs here."""
+    (scene pairs,) bool: the pairs here; ``E`` (B, 3, 3), ``r`` (B, 3): each ``a``'s placement in its
+    body (a point ``x`` of the shape's frame is ``E x + r`` in the body's)."""
 
-    __slots__ = ("pair", "ia", "ib", "ha", "hb", "inside")
+    __slots__ = ("pair", "ia", "ib", "ha", "hb", "inside", "E", "r")
 
 
 def box_box_plan(scene):
@@ -97,6 +98,8 @@ def box_box_plan(scene):
             bp.ia, bp.ib = idx[bp.pair, 0], idx[bp.pair, 1]
             bp.ha = np.array([np.asarray(shapes[i].size, float) / 2 for i in bp.ia.tolist()])
             bp.hb = np.array([np.asarray(shapes[i].size, float) / 2 for i in bp.ib.tolist()])
+            bp.E = np.array([shapes[i].R for i in bp.ia.tolist()]).reshape(-1, 3, 3)
+            bp.r = np.array([shapes[i].p for i in bp.ia.tolist()]).reshape(-1, 3)
             bp.inside = np.zeros(len(idx), bool)
             bp.inside[bp.pair] = True
         scene.cache[key] = bp

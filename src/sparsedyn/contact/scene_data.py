@@ -243,19 +243,14 @@ def mesh_box_rows(scene, boxes, q, cut):
     R, p = placements(scene, q)
     k, d, wa, wb, n = _mesh_box_pairs(scene, boxes, R, p, cut)
     at = MAX_PATCH_POINTS * np.searchsorted(boxes, k) + np.arange(len(k)) - np.searchsorted(k, k)
-    _put_hits(scene, out, at, scene.index[k, 0], R, p, d, wa, wb, n)
-    return out
-
-
-def _put_hits(scene, out, at, a, R, p, d, wa, wb, n):
-    """Puts hits ``(d, w_a, w_b, n)`` of robot shapes ``a`` (m,) (the shapes' world poses ``R``, ``p``) in
-    the rows ``at`` of ``out`` (:data:`NEAR_COLUMNS`, ``w_a`` in the axes of ``a``'s body about its origin)."""
+    a = scene.index[k, 0]
     E = np.array([scene.shapes[i].R for i in a.tolist()]).reshape(-1, 3, 3)      # the shape in its body
     r = np.array([scene.shapes[i].p for i in a.tolist()]).reshape(-1, 3)
     Rb = np.einsum("kij,klj->kil", R[a], E)                                     # the body's axes (world)
     ob = p[a] - np.einsum("kij,kj->ki", Rb, r)
     out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
     out[at, 7:10], out[at, 10] = np.einsum("kji,kj->ki", Rb, wa - ob), np.einsum("ki,ki->k", n, wb)
+    return out
 
 
 def box_box_rows(scene, bb, q, cut):
@@ -271,7 +266,11 @@ def box_box_rows(scene, bb, q, cut):
     out[:, 0] = np.inf
     R, p = placements(scene, q)
     k, d, wa, wb, n = box_box_hits(R[bb.ia], p[bb.ia], bb.ha, R[bb.ib], p[bb.ib], bb.hb, cut, cut)
-    _put_hits(scene, out, ROWS * k + np.arange(len(k)) - np.searchsorted(k, k), bb.ia[k], R, p, d, wa, wb, n)
+    at = ROWS * k + np.arange(len(k)) - np.searchsorted(k, k)
+    a = bb.ia[k]
+    x = (R[a].transpose(0, 2, 1) @ (wa - p[a])[:, :, None])[:, :, 0]          # w_a in a's frame, then its body's
+    out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
+    out[at, 7:10], out[at, 10] = (bb.E[k] @ x[:, :, None])[:, :, 0] + bb.r[k], (n * wb).sum(1)
     return out
 
 
