@@ -62,16 +62,15 @@ def case(name, path, xml, settle, repeat):
         ts = best_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
     d2 = mujoco.MjData(m)
 
-    def mj_collision():
-        d2.qpos[:], d2.qvel[:] = qpos, qvel
-        mujoco.mj_kinematics(m, d2)
-        mujoco.mj_collision(m, d2)
+    def at_state(*calls):                      # MuJoCo's calls from the settled state, each time
+        def run():
+            d2.qpos[:], d2.qvel[:] = qpos, qvel
+            for call in calls:
+                call(m, d2)
+        return run
 
-    def mj_step():
-        d2.qpos[:], d2.qvel[:] = qpos, qvel
-        mujoco.mj_step(m, d2)
-
-    mc, ms = best_us(mj_collision, repeat), best_us(mj_step, repeat)
+    mc = best_us(at_state(mujoco.mj_kinematics, mujoco.mj_collision), repeat)
+    ms = best_us(at_state(mujoco.mj_step), repeat)
     left = sorted({tuple(sorted((scene.shapes[i].kind, scene.shapes[j].kind)))
                    for i, j in scene.index[~kp.inside].tolist()})
     print(f"{name}: hits {len(hits.distances)} (MuJoCo ncon {d.ncon}); pairs outside the collision kernel: "
