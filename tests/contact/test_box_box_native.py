@@ -150,3 +150,26 @@ def test_a_batch_of_stacks_steps_as_each_state_alone():
     assert all(len(s.impulses) == 8 for s in singles)
     assert batch.v.tobytes() == np.array([s.v for s in singles]).tobytes()
     assert batch.q.tobytes() == np.array([s.q for s in singles]).tobytes()
+
+
+def test_without_a_c_compiler_the_numpy_road_answers(monkeypatch):
+    """The routine unbuilt (as without a C compiler): collide on the default road takes the vectorised
+    closed forms for the box pairs, the same hits as the routine's, and the stack still steps (the
+    Python road), its step the routine's road's to the solver's tolerance (1e-8)."""
+    from sparsedyn.contact import box_box_native
+    scene, slow = _stack(), _stack()
+    q = np.r_[0, 0, 0.2 - 1e-5, 0, 0, 0, 1, 0.02, -0.01, 0.35 - 2e-5, 0, 0, 0, 1]
+    with sd.use_backend("native", deterministic=True):
+        want = sd.collide(scene, q)
+        step = sd.contact_step(scene.model, q, np.zeros(12), np.zeros(12), scene, 1e-3)
+        monkeypatch.setattr(box_box_native, "_ROUTINE", [None, True])
+        assert box_box_native.box_box_hits(*(np.zeros((1, 3, 3)), np.zeros((1, 3)), np.ones((1, 3))) * 2, 0.1) is None
+        got = sd.collide(slow, q)
+        ref = sd.contact_step(slow.model, q, np.zeros(12), np.zeros(12), slow, 1e-3)
+    assert got.pairs == want.pairs and len(want.pairs) == 8
+    for a, b in zip(got[1:4], want[1:4]):
+        assert np.abs(a - b).max() <= BOUND
+    # the same contacts in collide's order from data equal to rounding: the same solve, to its tolerance
+    assert int(ref.iterations) == int(step.iterations) and list(ref.modes) == list(step.modes)
+    assert np.abs(ref.impulses - step.impulses).max() <= 1e-8 * np.abs(step.impulses).max()
+    assert np.abs(ref.v - step.v).max() <= 1e-8 * max(1.0, np.abs(step.v).max())
