@@ -18,6 +18,7 @@ static double bb_sgn(double x) { return x < 0 ? -1.0 : 1.0; }                   
 static double bb_clip(double x, double lo, double hi) { return fmin(fmax(x, lo), hi); }
 static double bb_unit(double x) { double y = x > 0.0 ? x : 0.0; return y < 1.0 ? y : 1.0; }
 static double bb_dot(const double *x, const double *y) { return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]; }
+static int bb_same(const double *x, const double *y) { return x[0] == y[0] && x[1] == y[1] && x[2] == y[2]; }
 
 /* x in the box's axes, R^T (x - p); and back, p + R y */
 static void bb_in(const sd_bb_box *b, const double *x, double *y)
@@ -101,7 +102,8 @@ static void bb_edge(const sd_bb_box *b, const double *n, int axis, double *P, do
 /* closed_forms._corners: corner k of the box (_CORNERS' order: x slowest) */
 static void bb_corner(const sd_bb_box *b, int k, double *x)
 {
-  double y[3] = {((k >> 2) & 1 ? 1.0 : -1.0) * b->h[0], ((k >> 1) & 1 ? 1.0 : -1.0) * b->h[1], (k & 1 ? 1.0 : -1.0) * b->h[2]};
+  double y[3] = {((k >> 2) & 1 ? 1.0 : -1.0) * b->h[0], ((k >> 1) & 1 ? 1.0 : -1.0) * b->h[1],
+                 (k & 1 ? 1.0 : -1.0) * b->h[2]};
   bb_out(b, y, x);
 }
 
@@ -173,12 +175,14 @@ static void bb_over_reference(double *v, const double *sign, const sd_bb_box *I,
     up[i] = free ? I->h[i] : sign[i] * I->h[i];
   }
   for (int i = 0; i < 3; i++)                            /* T = Ri^T Rr */
-    for (int j = 0; j < 3; j++) T[3 * i + j] = (I->R[i] * Rf->R[j] + I->R[3 + i] * Rf->R[3 + j]) + I->R[6 + i] * Rf->R[6 + j];
+    for (int j = 0; j < 3; j++)
+      T[3 * i + j] = (I->R[i] * Rf->R[j] + I->R[3 + i] * Rf->R[3 + j]) + I->R[6 + i] * Rf->R[6 + j];
   bb_in(I, Rf->p, o);
   bb_in(Rf, v, x);
   for (int it = 0; it < 3; it++) {
     for (int i = 0; i < 3; i++) y[i] = bb_clip(x[i], -Rf->h[i], Rf->h[i]);
-    for (int i = 0; i < 3; i++) z[i] = bb_clip(((y[0] * T[3 * i] + y[1] * T[3 * i + 1]) + y[2] * T[3 * i + 2]) + o[i], lo[i], up[i]);
+    for (int i = 0; i < 3; i++)
+      z[i] = bb_clip(((y[0] * T[3 * i] + y[1] * T[3 * i + 1]) + y[2] * T[3 * i + 2]) + o[i], lo[i], up[i]);
     if (it < 2)
       for (int j = 0; j < 3; j++) x[j] = ((z[0] - o[0]) * T[j] + (z[1] - o[1]) * T[3 + j]) + (z[2] - o[2]) * T[6 + j];
   }
@@ -292,7 +296,8 @@ static int bb_clip_polygon(double poly[][3], int m, const double *c, const doubl
 static void bb_face(const sd_bb_box *a, const sd_bb_box *b, const double *axis, int which, sd_bb_hit *hits)
 {
   for (int m = 0; m < 8; m++) hits[m].d = INFINITY;
-  for (int m = 0; m < 8; m++) for (int r = 0; r < 3; r++) { hits[m].wa[r] = hits[m].wb[r] = 0.0; hits[m].n[r] = axis[r]; }
+  for (int m = 0; m < 8; m++)
+    for (int r = 0; r < 3; r++) { hits[m].wa[r] = hits[m].wb[r] = 0.0; hits[m].n[r] = axis[r]; }
   if (axis[0] == 0 && axis[1] == 0 && axis[2] == 0) return;
   int on_a = which < 3;
   const sd_bb_box *Rr = on_a ? a : b, *Ri = on_a ? b : a;
@@ -358,7 +363,11 @@ static void bb_corners(const sd_bb_box *a, const sd_bb_box *b, sd_bb_hit *hits)
     bb_point(C, a, &h);
     bb_over_face(C, a, mx, &h);
     hits[8 + k].d = h.d;
-    for (int r = 0; r < 3; r++) { hits[8 + k].wa[r] = h.wb[r]; hits[8 + k].wb[r] = h.wa[r]; hits[8 + k].n[r] = -h.n[r]; }
+    for (int r = 0; r < 3; r++) {
+      hits[8 + k].wa[r] = h.wb[r];
+      hits[8 + k].wb[r] = h.wa[r];
+      hits[8 + k].n[r] = -h.n[r];
+    }
   }
   bb_face(a, b, axis, i, hits + 16);
 }
@@ -390,26 +399,20 @@ static int bb_pair(const sd_bb_box *a, const sd_bb_box *b, double margin, double
   }
   double cell[BB_ROWS][3];
   for (int q = 0; q < m; q++) for (int r = 0; r < 3; r++) cell[q][r] = nearbyint(all[order[q]].wa[r] / same_point);
-  for (int q = 0; q < m; q++) {                           /* per cell its first (deepest) row, then the */
-    alive[q] = 1;                                          /* first row as deep to within same_depth */
-    for (int r = 0; r < q && alive[q]; r++)
-      if (cell[r][0] == cell[q][0] && cell[r][1] == cell[q][1] && cell[r][2] == cell[q][2]) {
-        alive[q] = 0;
-        int top = r;                                       /* the cell's deepest row (its first) */
-        while (1) {
-          int again = 0;
-          for (int z = 0; z < top; z++)
-            if (cell[z][0] == cell[q][0] && cell[z][1] == cell[q][1] && cell[z][2] == cell[q][2]) { top = z; again = 1; break; }
-          if (!again) break;
-        }
-        int held = -1;                                     /* the row the cell holds now */
-        for (int z = 0; z < m; z++)
-          if (alive[z] && z != q && cell[z][0] == cell[q][0] && cell[z][1] == cell[q][1] && cell[z][2] == cell[q][2]) held = z;
-        if (held >= 0 && all[order[q]].d <= all[order[top]].d + same_depth && order[q] < order[held]) {
-          alive[held] = 0;
-          alive[q] = 1;
-        }
+  for (int q = 0; q < m; q++) {          /* per cell its first (deepest) row, or the first as deep to same_depth */
+    alive[q] = 1;
+    int top = -1, held = -1;                             /* the cell's first row, and the one it holds now */
+    for (int r = 0; r < q; r++)
+      if (bb_same(cell[r], cell[q])) {
+        if (top < 0) top = r;
+        if (alive[r]) held = r;
       }
+    if (top < 0) continue;
+    alive[q] = 0;
+    if (all[order[q]].d <= all[order[top]].d + same_depth && order[q] < order[held]) {
+      alive[held] = 0;
+      alive[q] = 1;
+    }
   }
   /* the survivors in their first order; one nearer than SAME_POINT to a deeper one (or an equal, earlier one) goes */
   int kept[BB_ROWS], nk = 0;
@@ -449,7 +452,11 @@ SD_EXPORT void sd_box_box_hits(long long P, const double *pose, const double *cu
       double *row = o + 10 * q;
       if (q < n) {
         row[0] = hits[q].d;
-        for (int r = 0; r < 3; r++) { row[1 + r] = hits[q].wa[r]; row[4 + r] = hits[q].wb[r]; row[7 + r] = hits[q].n[r]; }
+        for (int r = 0; r < 3; r++) {
+          row[1 + r] = hits[q].wa[r];
+          row[4 + r] = hits[q].wb[r];
+          row[7 + r] = hits[q].n[r];
+        }
       } else {
         row[0] = INFINITY;
         for (int r = 1; r < 10; r++) row[r] = 0.0;
