@@ -32,7 +32,7 @@ req.gjk_max_iterations = req.epa_max_iterations = 1000
 out = np.full((len(x["pa"]), 10), np.nan)
 for k in range(len(out)):
     res = coal.DistanceResult()
-    d = coal.distance(coal.Box(*(2 * x["ha"][k])), coal.Transform3s(x["Ra"][k], x["pa"][k]),
+    d = coal.distance(SHAPE_A, coal.Transform3s(x["Ra"][k], x["pa"][k]),
                       coal.Box(*(2 * x["hb"][k])), coal.Transform3s(x["Rb"][k], x["pb"][k]), req, res)
     if -1e300 < d < np.inf:                  # else EPA failed at this tolerance: no answer (nan)
         out[k] = [d, *res.getNearestPoint1(), *res.getNearestPoint2(), *res.normal]
@@ -42,15 +42,23 @@ sys.stdout.buffer.write(buf.getvalue())
 """
 
 
-def coal_box_box(Ra, pa, ha, Rb, pb, hb):
-    """coal's ``distance`` of the box pairs, in a fresh process: ``(d, w_a, w_b, n)`` with ``n`` from
-    ``b`` towards ``a`` (coal's runs from shape 1 to shape 2), nan where coal's EPA fails."""
+def coal_against_boxes(shape_a, **arrays):
+    """coal's ``distance`` of shapes ``a`` (``shape_a``: the coal constructor's call on ``x``'s arrays of
+    pair ``k``, text) at ``Ra``, ``pa`` and boxes of half extents ``hb`` at ``Rb``, ``pb`` (``arrays``), in
+    a fresh process: ``(d, w_a, w_b, n)`` with ``n`` from ``b`` towards ``a`` (coal's runs from shape 1
+    to shape 2), nan where coal's EPA fails."""
     buf = io.BytesIO()
-    np.savez(buf, Ra=Ra, pa=pa, ha=ha, Rb=Rb, pb=pb, hb=hb)
-    run = subprocess.run([sys.executable, "-c", _ORACLE], input=buf.getvalue(), capture_output=True, timeout=300)
+    np.savez(buf, **arrays)
+    run = subprocess.run([sys.executable, "-c", _ORACLE.replace("SHAPE_A", shape_a)], input=buf.getvalue(),
+                         capture_output=True, timeout=300)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     out = np.load(io.BytesIO(run.stdout))
     return out[:, 0], out[:, 1:4], out[:, 4:7], -out[:, 7:10]
+
+
+def coal_box_box(Ra, pa, ha, Rb, pb, hb):
+    """coal's ``distance`` of the box pairs (:func:`coal_against_boxes`)."""
+    return coal_against_boxes('coal.Box(*(2 * x["ha"][k]))', Ra=Ra, pa=pa, ha=ha, Rb=Rb, pb=pb, hb=hb)
 
 
 def random_pairs(rng, n):

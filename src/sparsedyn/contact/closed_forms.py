@@ -3,7 +3,8 @@
 returns ``(d, w_a, w_b, n)``, the signed distances (negative: penetration), the witness points on
 ``a`` and on ``b`` (world) and the unit normals from ``b`` towards ``a``.  :data:`CLOSED_FORM` maps the
 pairs of kinds with a closed form to their function and hits per pair; :data:`CLOSEST` the pairs whose
-closest pair alone has one (two boxes: :func:`box_box`, coal's ``distance`` without its GJK and EPA); and
+closest pair alone has one (two boxes: :func:`box_box`, a capsule and a box:
+:func:`~sparsedyn.contact.box_pairs.capsule_box`, coal's ``distance`` without its GJK and EPA); and
 :data:`FEATURES` the pairs whose closest pair is coal's or :data:`CLOSEST`'s, with the closed-form hits
 added to it (a resting face's corners).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .box_pairs import capsule_box
 from .reduction import mesh_plane_reduced
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
@@ -472,6 +474,8 @@ CLOSED_FORM = {
 # are :data:`FEATURES`
 CLOSEST = {
     ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box(Ra, pa, sa / 2, Rb, pb, sb / 2), 1),
+    ("capsule", "box"): (lambda Ra, pa, sa, Rb, pb, sb:
+                         capsule_box(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], Rb, pb, sb / 2), 1),
 }
 
 

@@ -6,35 +6,35 @@ midway between the two witness points, ``x = (w_a + w_b) / 2`` with ``w_a - w_b 
 the surface of ``a``, ``w_b`` on that of ``b``; the point MuJoCo reports).  A pair hits when ``d`` is
 below the scene's margin.
 
-Broad phase: bounding spheres (against a plane, a sphere's height above it).  Narrow phase: closed forms (:mod:`~sparsedyn.contact.closed_forms`),
-vectorised over the pairs of one kind, for sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder
-against a plane, and for the closest pair of two boxes (the separating axis test, then the closest
-corner or edges, :func:`~sparsedyn.contact.closed_forms.box_box`: coal's EPA depends on the queries
-before it); a mesh against a plane by the vertices of its convex hull (up to four hits: the
-vertices within the margin reduced to the points spanning their patch,
-:mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and EPA, BVHs for
-meshes) for the other
-pairs.  Where a resting contact is a segment or a face, one pair gives several hits: a capsule or a
-cylinder on a plane each end (cylinders: four points of each rim), a box on a plane each corner
-within the margin, and, beside the closest pair, a box's corners against another box and a
-capsule's end spheres against a box (closed forms: a point against a box).  A shape against a height
-field: its features (a sphere, a capsule's end spheres, a box's corners, a cylinder's rim points, a
-mesh's hull vertices) against the surface's triangles (:mod:`~sparsedyn.contact.heightfield`), and
-the grid points pressing deeper into a box or a capsule.  The deepest of a
-pair's hits is its closest pair of points (coal's ``distance``).  coal's contact patches are not
-used: their points carry the depth of the closest pair, not their own.
+Broad phase: bounding spheres (against a plane, a sphere's height above it).  Narrow phase: closed forms
+(:mod:`~sparsedyn.contact.closed_forms`), vectorised over the pairs of one kind, for sphere-sphere,
+sphere-capsule, capsule-capsule, sphere-box and sphere, capsule, box and cylinder against a plane, and for
+the closest pair of two boxes (the separating axis test, then the closest corner or edges,
+:func:`~sparsedyn.contact.closed_forms.box_box`: coal's EPA depends on the queries before it) and of a
+capsule and a box (:func:`~sparsedyn.contact.box_pairs.capsule_box`); a mesh against a plane by the
+vertices of its convex hull (up to four hits: the vertices within the margin reduced to the points
+spanning their patch, :mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and
+EPA, BVHs for meshes) for the other pairs.  Where a resting contact is a segment or a face, one pair
+gives several hits: a capsule or a cylinder on a plane each end (cylinders: four points of each rim), a
+box on a plane each corner within the margin, and, beside the closest pair, a box's corners against
+another box and a capsule's end spheres against a box (closed forms: a point against a box).  A shape
+against a height field: its features (a sphere, a capsule's end spheres, a box's corners, a cylinder's
+rim points, a mesh's hull vertices) against the surface's triangles
+(:mod:`~sparsedyn.contact.heightfield`), and the grid points pressing deeper into a box or a capsule.
+The deepest of a pair's hits is its closest pair of points (coal's ``distance``).  coal's contact
+patches are not used: their points carry the depth of the closest pair, not their own.
 
-On the default (native) road the closed-form pairs against a plane and between spheres and capsules
-are one compiled kernel of ``q`` instead (:mod:`~sparsedyn.contact.collision_kernel`: the same closed
-forms without branches, in one native call, with a broad phase: :mod:`~sparsedyn.contact.collision_near`
-computes only the pairs whose bounds come within the margin), and so are the heights of a robot mesh's
-hull vertices above a world plane (:mod:`~sparsedyn.contact.mesh_plane`, whose patches are then
-reduced as above); the hits are the same to rounding.  The pairs left pass a tighter broad phase, one
-native call (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: after the spheres, a sphere against
-a box and the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
-(given coal's closest pairs) are one native call for all such pairs
-(:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).  ``sd.use_backend("numpy")`` takes the
-vectorised closed forms above.  coal's objects and the meshes' hulls: :mod:`~sparsedyn.contact.collision_coal`.
+On the default (native) road the closed-form pairs against a plane, between spheres and capsules and of
+spheres and capsules against boxes (:mod:`~sparsedyn.contact.box_pairs`) are one compiled kernel of
+``q`` (:mod:`~sparsedyn.contact.collision_kernel`: the same closed forms without branches, with a broad
+phase, :mod:`~sparsedyn.contact.collision_near`), and so are the heights of a robot mesh's hull vertices
+above a world plane (:mod:`~sparsedyn.contact.mesh_plane`); two boxes are one hand-written routine
+(:mod:`~sparsedyn.contact.box_box_native`); the hits are the same to rounding.  The pairs left pass a
+tighter broad phase in one native call (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: a sphere
+against a box, the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
+(given coal's closest pairs) are one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).
+``sd.use_backend("numpy")`` takes the vectorised closed forms.  coal's objects and the meshes' hulls:
+:mod:`~sparsedyn.contact.collision_coal`.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from ..kernels import native_calls, use_backend
 from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane,  # noqa: F401
                            capsule_box_ends, capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box,
                            sphere_capsule, sphere_plane, sphere_sphere)
+from .box_box_native import box_box_pairs, box_box_plan
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
                              _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
 from .collision_kernel import kernel_plan
@@ -174,8 +175,14 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
         if got is not None:
             patches.append(got)
             inside = lp.inside if inside is None else inside | lp.inside
+        bp = box_box_plan(scene)                   # two boxes: one hand-written native routine
+        if bp is not None and not (inside is not None and inside.all()):
+            boxes = box_box_pairs(bp, *placements(scene, q), margin, cutoff if per_pair else None)
+            if boxes is not None:
+                patches.append(boxes)
+                inside = bp.inside if inside is None else inside | bp.inside
         if inside is not None and inside.all():        # the kernels' hits alone: distinct points, within the cutoff
-            if kp.pairs and got is not None and f is not None and not per_pair and spin is None:
+            if kp.pairs and got is not None and f is not None and not per_pair and spin is None and bp is None:
                 every = np.concatenate([kp.pair, np.repeat(lp.pair, MAX_PATCH_POINTS)])
                 scene.cache[_ROAD] = (f, kp, (model.nq,), lp, every, np.argsort(every, kind="stable"))
             return _distinct_hits(scene, patches)
@@ -515,17 +522,24 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
     keep = np.flatnonzero(d < (scene.margin if cutoff is None else cutoff[k]))
     keep, alone = np.split(keep, [np.searchsorted(keep, sum(len(b[0]) for b in blocks))])   # distinct's rows last
     # one hit per point: coal's closest pair is often one of the closed-form corners (a repeated
-    # contact makes the contact problem degenerate); the deeper one is kept
+    # contact makes the contact problem degenerate); the deeper one is kept, of two as deep to within
+    # SAME_DEPTH the first (a box's corner and the same corner as a point of its contact polygon: their
+    # depths, two formulas', differ by a rounding, which must not choose)
     if len(keep) > 1:
         keep = keep[np.argsort(d[keep], kind="stable")]
-        seen: dict = {}                            # the first (deepest) row of each key (np.unique's, less its sort)
+        seen: dict = {}                            # per key: its deepest row's depth, and its first row as deep
         for i, key in enumerate(zip(k[keep].tolist(), map(tuple, np.round(wa[keep] / SAME_POINT).tolist()))):
-            seen.setdefault(key, i)
-        keep = np.sort(keep[list(seen.values())])
+            got = seen.get(key)
+            if got is None:
+                seen[key] = (d[keep[i]], i)
+            elif d[keep[i]] <= got[0] + SAME_DEPTH and keep[i] < keep[got[1]]:
+                seen[key] = (got[0], i)
+        keep = np.sort(keep[[i for _, i in seen.values()]])
         # (points a rounding apart may round to neighbouring multiples: one nearer than SAME_POINT to a deeper goes)
         x, kk, dd = wa[keep], k[keep], d[keep]
+        tie = np.abs(dd[None] - dd[:, None]) <= SAME_DEPTH
         near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
-            ((dd[None] < dd[:, None]) | ((dd[None] == dd[:, None]) & (keep[None] < keep[:, None])))
+            ((~tie & (dd[None] < dd[:, None])) | (tie & (keep[None] < keep[:, None])))
         keep = keep[~near.any(1)]
     keep = np.concatenate([keep, alone])
     keep = keep[np.argsort(k[keep], kind="stable")]
@@ -536,7 +550,7 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
 
 def _coal_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
-    they overlap) for the closest pair (two boxes: its closed form, :data:`CLOSEST`), and for a box
+    they overlap) for the closest pair (two boxes, a capsule and a box: closed forms, :data:`CLOSEST`), and for a box
     the closed-form hits of the features that rest on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
     the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
     those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
@@ -544,7 +558,7 @@ def _coal_pairs(scene, ks, R, p, margin):
     kinds = [s.kind for s in scene.shapes]
     blocks, near = [], []
     pair_kinds = [(kinds[i], kinds[j]) for i, j in scene.index[ks].tolist()]
-    for key in CLOSEST:                            # the pairs whose closest pair has a closed form (box-box)
+    for key in CLOSEST:                            # the pairs whose closest pair has a closed form
         for order in {key, key[::-1]}:
             mine = np.array([x == order for x in pair_kinds], bool)
             if mine.any():

@@ -6,7 +6,8 @@ closed forms written on 3-vectors without a branch (a choice is a product with a
 contact step's solver) make one straight-line program of ``q``: the shapes' world poses (the forward
 kinematics of :func:`~sparsedyn.geometry_placements`) and, for every pair, a fixed number of
 *candidates* (a sphere or a capsule's end against a plane, a box's eight corners, the eight rim
-points of a cylinder, the closest points of two spheres or capsules), each with its signed
+points of a cylinder, the closest points of two spheres or capsules, a sphere or a capsule against a
+box: :mod:`~sparsedyn.contact.box_pairs`), each with its signed
 distance.  The compiler traces it and a plain call runs it as one native call; a hit is a candidate
 closer than the scene's margin.  Every candidate's distance is at least the pair's, so computing all
 of them leaves out no broad phase: the hits are those of the vectorised closed forms.
@@ -26,6 +27,7 @@ from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms, world_transforms
 from ..kernels import kernel
 from ..model.spatial import compose, from_pose, pose
+from .box_pairs import _clip, _clip01, _pick, box_candidates, merge_close
 from .friction_problem import _TINY, _step
 
 __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATURE", "KernelPlan", "kernel_plan"]
@@ -33,7 +35,8 @@ __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATU
 #: ``(kind_a, kind_b) -> candidates per pair`` of the pairs :func:`collision_candidates` computes (either
 #: order of the kinds).
 CANDIDATES = {("sphere", "plane"): 1, ("capsule", "plane"): 2, ("box", "plane"): 8, ("cylinder", "plane"): 8,
-              ("sphere", "sphere"): 1, ("sphere", "capsule"): 1, ("capsule", "capsule"): 1}
+              ("sphere", "sphere"): 1, ("sphere", "capsule"): 1, ("capsule", "capsule"): 1, ("sphere", "box"): 1,
+              ("capsule", "box"): 3}
 
 #: The number of columns of a candidate, in order ``d``, the witness points ``w_a`` and ``w_b`` (world),
 #: ``w_a`` in the axes of ``a``'s body about its origin, the unit normal ``n`` from ``b`` towards ``a``
@@ -44,24 +47,7 @@ _EZ = np.array([0.0, 0.0, 1.0])
 _SIGNS = [(sx, sy, sz) for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)]
 
 
-# --- branch-free arithmetic on 3-vectors (floats or traced values) -------------------------------------
-
-def _pick(c, a, b):
-    """``a`` where ``c`` is 1, ``b`` where it is 0 (exact: the other term is a product with 0)."""
-    return c * a + (1.0 - c) * b
-
-
-def _clip(x, lo, hi):
-    x = _pick(_step(x - lo), x, lo)
-    return _pick(_step(hi - x), x, hi)
-
-
-def _clip01(x):
-    """``_clip(x, 0, 1)`` in fewer operations (a product with 0 or 1 stays exact)."""
-    x = _step(x) * x
-    s = _step(1.0 - x)
-    return s * x + (1.0 - s)
-
+# --- branch-free arithmetic on 3-vectors (floats or traced values; _pick, _clip, _clip01: box_pairs') -----
 
 def _dot(x, y):
     return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]
@@ -139,6 +125,8 @@ def _pair(kind_a, kind_b, A, B):
     (Ra, pa, sa), (Rb, pb, sb) = A, B
     if kind_b == "plane":
         return _shape_plane(kind_a, Ra, pa, sa, Rb[:, 2], pb)
+    if kind_b == "box":
+        return box_candidates(kind_a, Ra, pa, sa, Rb, pb, sb)
     if kind_b == "sphere":
         return _sphere_sphere(pa, sa[0], pb, sb[0])
     if kind_a == "sphere":
@@ -254,9 +242,11 @@ def _pair_rows(pair, A, B, body):
     got = _pair(kind_b, kind_a, B, A) if swap else _pair(kind_a, kind_b, A, B)
     Rb, ob = body(ja) if ja >= 0 else (np.eye(3), np.zeros(3))
     rows = []
+    if swap:
+        got = [(d, wb, wa, -n) for d, wa, wb, n in got]
+    if {kind_a, kind_b} == {"capsule", "box"}:                 # its candidates may share a point on a
+        got = merge_close(got)
     for d, wa, wb, n in got:
-        if swap:
-            wa, wb, n = wb, wa, -n
         local = (wa - ob) @ Rb if ja >= 0 else wa
         n = np.broadcast_to(n, (3,))
         rows.append(np.concatenate([np.reshape(d, (1,)), wa, wb, local, n, np.reshape(_dot(n, wb), (1,))]))

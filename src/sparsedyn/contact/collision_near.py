@@ -8,7 +8,8 @@ phase).  The program is an iterative kernel (:mod:`sparsedyn.symbolic.loop`):
 
 * ``init``: the forward kinematics, every shape's world pose, and each pair's lower bound ``b`` of
   its distance (bounding spheres for two shapes; for a shape against a plane its support along the
-  normal: exact for spheres, capsules and boxes, a bounding sphere for a cylinder); a pair is *near*
+  normal: exact for spheres, capsules and boxes, a bounding sphere for a cylinder; against a box the
+  other shape's bounding sphere's distance to the box); a pair is *near*
   where ``b <= cutoff + SLACK``; the loop state holds every candidate row, ``[b, 0, ...]`` to begin
   with, and a table of jumps from each stage to the next near pair's;
 * one stage per pair: its candidates' rows (those of :func:`~sparsedyn.collision_candidates`), and
@@ -111,8 +112,18 @@ def _bound(pair, A, B):
         if kind_a == "box":
             return h - sum((sa[i] / 2) * _abs(Ra[0, i] * n[0] + Ra[1, i] * n[1] + Ra[2, i] * n[2]) for i in range(3))
         return h - bk.sqrt(sa[0] * sa[0] + sa[1] * sa[1] / 4)             # a cylinder: its bounding sphere
+    if "box" in (kind_a, kind_b):                                        # the other's bounding sphere and the box
+        (R, p, s), (c, r) = (B, (pa, _radius(kind_a, sa))) if kind_b == "box" else (A, (pb, _radius(kind_b, B[2])))
+        w = c - p
+        x = [R[0, i] * w[0] + R[1, i] * w[1] + R[2, i] * w[2] for i in range(3)]
+        out = [_relu(_abs(x[i]) - s[i] / 2) for i in range(3)]
+        return bk.sqrt(out[0] * out[0] + out[1] * out[1] + out[2] * out[2]) - r
     w = pa - pb
     return bk.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]) - _radius(kind_a, sa) - _radius(kind_b, B[2])
+
+
+def _relu(x):
+    return 0.5 * (x + _abs(x))
 
 
 def _radius(kind, s):

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..algorithms.kinematics import forward_kinematics
 from ..kernels import native_calls, use_backend
+from .box_box_native import ROWS, box_box_available, box_box_hits, box_box_plan
 from .collision import _bounds, _mesh_box_pairs, _plan as _collision_plan, mesh_vertices, placements
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
@@ -93,16 +94,26 @@ class _Mixed:
     ``kernel``: the kernel plan; ``mesh``: the mesh-plane pairs' constants, :func:`_mesh_plan`, or
     None; ``boxes``: the mesh-box pairs (B,))."""
 
-    def __init__(self, kernel, mesh, boxes=np.zeros(0, int)):
-        self.kernel, self.mesh, self.boxes = kernel, mesh, boxes
+    def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None):
+        self.kernel, self.mesh, self.boxes, self.bb = kernel, mesh, boxes, bb
         per = [np.repeat(mesh["pairs"], MAX_PATCH_POINTS)] if mesh is not None else []
         per.append(np.repeat(boxes, MAX_PATCH_POINTS))
+        if bb is not None:                                 # then box_box_native.ROWS per pair of two boxes
+            per.append(np.repeat(bb.pair, ROWS))
         self.pair = np.concatenate(([kernel.pair] if kernel.pairs else []) + per)
+        # with pairs of two boxes, the rows by pair (collide's order of the hits: a step's contacts are
+        # then in the order of the NumPy road's); None: as they are
+        self.order = None
+        if bb is not None:
+            order = np.argsort(self.pair, kind="stable")
+            if not np.array_equal(order, np.arange(len(order))):
+                self.order, self.pair = order, self.pair[order]
 
 
 def _mixed_plan(scene):
     """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
-    world planes (their rows: :func:`mesh_plane_rows`) or on world boxes (:func:`mesh_box_rows`), its
+    world planes (their rows: :func:`mesh_plane_rows`), on world boxes (:func:`mesh_box_rows`) or
+    pairs of two boxes (:func:`box_box_rows`, where the native routine is built), its
     first entry a :class:`_Mixed`; None where
     another pair is left out or a touching body has no frame."""
     key = "slot data plan, meshes on planes"
@@ -110,11 +121,12 @@ def _mixed_plan(scene):
         kp = kernel_plan(scene)
         ks = np.flatnonzero(~kp.inside)
         boxes = ks[_robot_meshes_on(scene, ks, "box")]
-        rest = np.setdiff1d(ks, boxes)
+        bb = box_box_plan(scene) if box_box_available() else None
+        rest = np.setdiff1d(ks, boxes if bb is None else np.concatenate([boxes, bb.pair]))
         mesh = _mesh_plan(scene, rest) if len(rest) else None
         plan = None
-        if mesh is not None or (len(boxes) and not len(rest)):
-            mixed = _Mixed(kp, mesh, boxes)
+        if mesh is not None or ((len(boxes) or bb is not None) and not len(rest)):
+            mixed = _Mixed(kp, mesh, boxes, bb)
             plan = _keyed(scene, kp, mixed.pair)
             plan = None if plan is None else (mixed,) + plan[1:]
         scene.cache[key] = plan
@@ -248,6 +260,27 @@ def mesh_box_rows(scene, boxes, q, cut):
     ob = p[a] - np.einsum("kij,kj->ki", Rb, r)
     out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
     out[at, 7:10], out[at, 10] = np.einsum("kji,kj->ki", Rb, wa - ob), np.einsum("ki,ki->k", n, wb)
+    return out
+
+
+def box_box_rows(scene, bb, q, cut):
+    """The rows (B * ROWS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns) of the pairs of
+    two boxes of ``bb`` (a :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`) at ``q`` (nq,), each
+    pair's hits within its cutoff ``cut`` (B,) [m] (:func:`~sparsedyn.collide`'s, from the native
+    routine) in its first rows, the other rows' distance +inf; a batch ``q`` (n, nq), ``cut`` (n, B):
+    (n, B * ROWS, 11), state by state."""
+    if np.ndim(q) > 1:
+        return np.stack([box_box_rows(scene, bb, x, c) for x, c in zip(q, cut)]).reshape(
+            np.shape(q)[:-1] + (len(bb.pair) * ROWS, NEAR_COLUMNS))
+    out = np.zeros((len(bb.pair) * ROWS, NEAR_COLUMNS))
+    out[:, 0] = np.inf
+    R, p = placements(scene, q)
+    k, d, wa, wb, n = box_box_hits(R[bb.ia], p[bb.ia], bb.ha, R[bb.ib], p[bb.ib], bb.hb, cut, cut)
+    at = ROWS * k + np.arange(len(k)) - np.searchsorted(k, k)
+    a = bb.ia[k]
+    x = (R[a].transpose(0, 2, 1) @ (wa - p[a])[:, :, None])[:, :, 0]          # w_a in a's frame, then its body's
+    out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
+    out[at, 7:10], out[at, 10] = (bb.E[k] @ x[:, :, None])[:, :, 0] + bb.r[k], (n * wb).sum(1)
     return out
 
 
@@ -399,11 +432,12 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     if len(boxes) or not rows:                             # (no mesh-box pair: the mesh-plane rows alone)
         rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
                     if not len(boxes) else np.stack([mesh_box_rows(scene, boxes, x, c[boxes]) for x, c in zip(q, cut)]))
+    if mixed.bb is not None:
+        rows.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]))
     rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
-    if not kp.pairs:
-        return rows, cut.take(mixed.pair, -1)
-    c = near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS))
-    return np.concatenate([c, rows], -2), cut.take(mixed.pair, -1)
+    if kp.pairs:
+        rows = np.concatenate([near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS)), rows], -2)
+    return rows if mixed.order is None else rows.take(mixed.order, -2), cut.take(mixed.pair, -1)
 
 
 def _step_rows(scene, lp, q, v, dt):

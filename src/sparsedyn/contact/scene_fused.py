@@ -13,11 +13,12 @@ solve, the same arrays, bit for bit.  The plan of that call (the two kernels, ea
 key and friction, the free slots' data, each key's joint weights) is kept in ``scene.cache`` while
 the layout, the time step and the model's native callables stay.
 
-A scene whose other pairs are robot meshes on world planes (or world boxes) takes this road too: its
-candidates are found first as the Python road finds them
+A scene whose other pairs are robot meshes on world planes (or world boxes) or pairs of two boxes
+takes this road too: its candidates are found first as the Python road finds them
 (``scene_data._mixed_candidates``: the kernel's candidates of the closed-form
 pairs beside the mesh-plane rows and each pair's look-ahead, those two from one call of the
-hand-written routine of :mod:`~sparsedyn.contact.mesh_plane_loop`, the mesh-box rows from coal) and
+hand-written routine of :mod:`~sparsedyn.contact.mesh_plane_loop`, the mesh-box rows from coal, the
+box-box rows from the routine of :mod:`~sparsedyn.contact.box_box_native`) and
 handed to the native call, which lays them out and solves as above.
 
 A trajectory's step is one call too: once the contacts are found and laid out, the call asks Python
