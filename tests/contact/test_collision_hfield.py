@@ -1,0 +1,47 @@
+"""A shape against a height field (sparsedyn.contact.collision_hfield): the features each shape rests on,
+by hand; the pairs' hits against coal and the plane are tests/contact/test_heightfield.py's."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact.collision_hfield import _features, hfield_pairs
+from sparsedyn.model.spatial import Transform
+from conftest import rounding_bound
+from test_heightfield import SIZE
+
+
+def _scene(kind, size):
+    b = sd.ModelBuilder("one").add_body("body", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
+    g = sd.Geometry("a", 0, Transform(np.eye(3), np.zeros(3)), kind, size, "collision")
+    field = sd.Shape("hfield", SIZE, heights=np.full((3, 4), 0.5), name="ground")
+    return sd.Scene(b.build().with_geometry(g), world=[field], margin=0.05)
+
+
+@pytest.mark.parametrize("kind, size, centres, radii", [
+    ("sphere", (0.1,), [[0, 0, 0]], [0.1]),
+    ("capsule", (0.1, 0.4), [[0, 0, -0.2], [0, 0, 0.2]], [0.1, 0.1]),
+    ("box", (0.2, 0.4, 0.6), [[x, y, z] for x in (-0.1, 0.1) for y in (-0.2, 0.2) for z in (-0.3, 0.3)], [0.0] * 8),
+    ("cylinder", (0.1, 0.4), [[-0.1, 0, -0.2], [0.1, 0, -0.2], [0, 0.1, -0.2], [0, -0.1, -0.2],
+                              [-0.1, 0, 0.2], [0.1, 0, 0.2], [0, 0.1, 0.2], [0, -0.1, 0.2]], [0.0] * 8),
+])
+def test_each_shape_rests_on_its_features(kind, size, centres, radii):
+    """The features by hand in the shape's frame, the field's axis ``up`` along the shape's x (a
+    cylinder's rim points: along ``up``'s horizontal part and across it)."""
+    scene = _scene(kind, size)
+    C, r = _features(scene, scene.shapes.index(next(s for s in scene.shapes if s.kind == kind)), np.array([1.0, 0, 0]))
+    assert np.array_equal(np.asarray(C, float), np.array(centres, float)) and np.array_equal(r, radii)
+
+
+def test_a_sphere_over_a_flat_field_is_its_height_less_its_radius():
+    """A ball of radius 0.1 at height z over the flat field (surface at 0.5 * 0.2 = 0.1): one hit at
+    distance z - 0.2, normal +z, the witness on the field straight below the centre."""
+    scene = _scene("sphere", (0.1,))
+    k = next(i for i, pair in enumerate(scene.index) if "hfield" in {scene.shapes[j].kind for j in pair})
+    R = np.stack([np.eye(3)] * len(scene.shapes))
+    for z in (0.22, 0.2, 0.17):
+        p = np.array([[0.3, -0.1, z] if s.kind == "sphere" else [0, 0, 0] for s in scene.shapes])
+        ks, d, wa, wb, n = hfield_pairs(scene, [k], R, p, 0.05)
+        bound = rounding_bound(64)                                  # a triangle's plane from its corners
+        assert len(d) == 1 and abs(d[0] - (z - 0.2)) <= bound
+        assert np.abs(n - [0, 0, 1]).max() <= bound and np.abs(wb - [0.3, -0.1, 0.1]).max() <= bound
