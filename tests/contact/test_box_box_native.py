@@ -127,7 +127,9 @@ def test_a_stack_of_boxes_rests_on_the_fused_road():
         sd.contact_step(model, q, v, tau, scene, dt)                       # (grows the slot layout)
         assert fused_step(model, q, v, tau, scene, dt, np.array([dt, 1e-8, 300.0, 1e4, 0.005])) is not None
         r = sd.rollout(model, list(q), v, tau, scene, dt, 500)
-    assert np.abs(r.q[-1] - q).max() <= 2e-5 and np.abs(r.v[-1]).max() <= 1e-6
+    # moved by no more than the deepest penetration the correction removes (20 um) and what the speeds
+    # bounded below allow over 0.5 s
+    assert np.abs(r.q[-1] - q).max() <= 2e-5 + 0.5 * 1e-6 and np.abs(r.v[-1]).max() <= 1e-6
     assert len(r.impulses[-1]) == 8
     assert abs(r.impulses[-1][:, 2].sum() - 4.0 * g * dt) <= 1e-6 * 4.0 * g * dt
 
@@ -162,7 +164,7 @@ def test_without_a_c_compiler_the_numpy_road_answers(monkeypatch):
     with sd.use_backend("native", deterministic=True):
         want = sd.collide(scene, q)
         step = sd.contact_step(scene.model, q, np.zeros(12), np.zeros(12), scene, 1e-3)
-        monkeypatch.setattr(box_box_native, "_ROUTINE", [None, True])
+        monkeypatch.setattr(box_box_native, "c_library", lambda source: None)
         assert box_box_native.box_box_hits(*(np.zeros((1, 3, 3)), np.zeros((1, 3)), np.ones((1, 3))) * 2, 0.1) is None
         got = sd.collide(slow, q)
         ref = sd.contact_step(slow.model, q, np.zeros(12), np.zeros(12), slow, 1e-3)

@@ -24,21 +24,21 @@ __all__ = ["box_box_hits", "box_box_available", "box_box_plan", "box_box_pairs",
 #: At most this many hits a pair (the closest pair, sixteen corners, eight polygon points).
 ROWS = 25
 
-#: The routine once loaded: ``[sd_box_box_hits or None, tried]``.
-_ROUTINE: list = [None, False]
 _PAR = np.array([SAME_DEPTH, SAME_POINT])
 
 
 def _routine():
-    if not _ROUTINE[1]:
-        lib = c_library(SOURCE)
-        if lib is not None:
-            f = lib.sd_box_box_hits
-            f.restype = None
-            f.argtypes = [ctypes.c_longlong] + [ctypes.c_void_p] * 5
-            _ROUTINE[0] = f
-        _ROUTINE[1] = True
-    return _ROUTINE[0]
+    """``sd_box_box_hits`` (ctypes), or None where no C compiler builds it (the library built and loaded
+    once per process by :func:`~sparsedyn.kernels.c_library`; its function object, typed on first use,
+    kept by ctypes)."""
+    lib = c_library(SOURCE)
+    if lib is None:
+        return None
+    f = lib.sd_box_box_hits
+    if f.argtypes is None:
+        f.restype = None
+        f.argtypes = [ctypes.c_longlong] + [ctypes.c_void_p] * 5
+    return f
 
 
 def box_box_available():
