@@ -192,30 +192,37 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
         near, bounded = _near(scene, plan, R, p, cutoff if per_pair else margin)
         if inside is not None:
             near &= ~inside                        # those are the kernel's
-        for key, ks, sa, sb in plan["groups"]:
-            m = near[ks]
-            if not m.any():
-                continue
-            if key in CLOSED_FORM:
-                out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
-            elif set(key) == {"mesh", "plane"}:
-                cut = cutoff[ks[m]] if per_pair else np.full(int(m.sum()), margin)
-                patches.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
-            elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
-                world = plan["world"][ks[m]]
-                kw = ks[m][world]
-                cut = cutoff[kw] if per_pair else np.full(len(kw), margin)
-                got, distinct = _mesh_box_pairs(scene, kw, R, p, cut, bounded)
-                (patches if distinct else out).append(got)
-                if not world.all():
-                    out.append(_coal_pairs(scene, ks[m][~world], R, p, margin))
-            elif "hfield" in key:
-                out.append(hfield_pairs(scene, ks[m], R, p, margin))
-            else:
-                out.append(_coal_pairs(scene, ks[m], R, p, margin))
+        _narrow(scene, plan, near, bounded, R, p, cutoff if per_pair else None, margin, spin, out, patches)
     if not out and patches:                        # distinct points within their cutoffs: nothing to merge
         return _distinct_hits(scene, patches)
     return _hits(scene, out, cutoff if per_pair else None, patches)
+
+
+def _narrow(scene, plan, near, bounded, R, p, cutoff, margin, spin, out, patches):
+    """The narrow phase of the pairs ``near`` (S,) bool on the Python road, group by group (``plan``'s),
+    at placements ``R``, ``p``: hits to merge appended to ``out``, distinct ones to ``patches``
+    (:func:`collide_within`'s blocks); ``cutoff`` (P,) per pair or None (``margin``)."""
+    for key, ks, sa, sb in plan["groups"]:
+        m = near[ks]
+        if not m.any():
+            continue
+        if key in CLOSED_FORM:
+            out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
+        elif set(key) == {"mesh", "plane"}:
+            cut = cutoff[ks[m]] if cutoff is not None else np.full(int(m.sum()), margin)
+            patches.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
+        elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
+            world = plan["world"][ks[m]]
+            kw = ks[m][world]
+            cut = cutoff[kw] if cutoff is not None else np.full(len(kw), margin)
+            got, distinct = _mesh_box_pairs(scene, kw, R, p, cut, bounded)
+            (patches if distinct else out).append(got)
+            if not world.all():
+                out.append(_coal_pairs(scene, ks[m][~world], R, p, margin))
+        elif "hfield" in key:
+            out.append(hfield_pairs(scene, ks[m], R, p, margin))
+        else:
+            out.append(_coal_pairs(scene, ks[m], R, p, margin))
 
 
 def _near(scene, plan, R, p, cutoff):
