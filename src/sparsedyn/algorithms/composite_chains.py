@@ -27,7 +27,9 @@ __all__ = ["composite_chains", "chain_forces"]
 def composite_chains(model):
     """``(chained, last)``: ``model`` with each composite joint made a chain of massless bodies
     (module docstring) and ``last`` (nbodies,) the index in ``chained`` of each body of ``model`` (the
-    chain's last body, which carries its inertia, its frames' body); or None where a part of a
+    chain's last body, which carries its inertia and moves as the body does).  ``chained`` keeps the
+    dynamics alone (the joints, placements, inertias, armature and gravity; no frames, geometries,
+    limits, sensors or joint dynamics): what RNEA's derivatives read.  None where a part of a
     composite joint, or another joint, has a motion subspace that depends on ``q`` (the chain does
     not make every subspace constant), or the model has mimic joints.  Made once per model (its store)."""
     store = model_store(model, "composite chains")
