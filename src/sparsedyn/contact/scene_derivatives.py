@@ -304,13 +304,11 @@ def _program(model, static, optional):
         dJw, dJtL = (np.asarray(x, dtype=object) for x in inline(dprod, [q, geometry, np.stack([w, dvc], -1), L]))
         dJw, dJtL = dJw.reshape(m, 2, nv), dJtL.reshape(nv, 2, nv)
         Uq, Fq = dJw[:, 0], dJtL[:, 0]                                     # d(J w)/dq, d(J^T lambda)/dq
-        # H^-1 times the three right sides at once (W's q and v columns, W_c), then the rows' products C = J W
-        # and C_c = J W_c of it: J's structural zeros (a row moves with its bodies' branches alone) skipped,
-        # where J H^-1 is dense
+        # H^-1 and J H^-1 times the three right sides at once (W's q and v columns, W_c), so that the rows'
+        # products C = J W and C_c = J W_c are those of J H^-1 (m nv^2 each, not m nv 3 nv)
         JMinv = _mm(J, Minv)
         R3 = np.concatenate([dt * Tq - Fq, Tv, Rc], -1)
-        MR = _mm(Minv, R3)
-        JMR = _mm(J, MR)
+        MR, JMR = _mm(Minv, R3), _mm(JMinv, R3)
         # free joints: the old axes, the backward gyroscopic term (module transport)
         Tj = dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
         Wv = np.eye(nv) - dt * MR[:, nv:2 * nv] + Tj
