@@ -64,8 +64,31 @@ def _ball():
     return model, scene, q, np.array([1.0, 0.5, -0.1, 0.5, -0.3, -0.05]), np.zeros(6), {}
 
 
+ARM = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
+<body name="arm" pos="0 0 {pivot!r}"><joint name="ax" type="hinge" axis="1 0 0"/><joint name="ay" type="hinge" axis="0 1 0"/>
+<geom name="hand" type="sphere" size="0.1" pos="0 0 -0.4" mass="2"/></body></worldbody></mujoco>"""
+
+
+def _composite_arm(tmp=[]):
+    """An arm on two hinges at one point (MJCF's several joints of a body: a composite joint, whose
+    second axis turns with the first), its sphere 10 um above the floor, swinging down onto it and
+    sliding: the RNEA derivatives of a composite joint in the step's."""
+    a, b = 0.2, -0.1
+    pivot = 0.1 + 1e-5 + 0.4 * np.cos(a) * np.cos(b)              # x_hand = Rx(a) Ry(b) (0, 0, -0.4) + pivot
+    if not tmp:
+        import tempfile
+        tmp.append(tempfile.mkdtemp())
+    path = Path(tmp[0]) / "arm.xml"
+    path.write_text(ARM.format(pivot=float(pivot)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_mjcf(str(path), geometry=True)
+    assert model.joints[0].type == "composite"
+    return model, sd.Scene(model), np.array([a, b]), np.array([-0.5, 0.3]), np.zeros(2), {}
+
+
 CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_table,
-         "box pressed into table": _box_pressed_into_table}
+         "box pressed into table": _box_pressed_into_table, "composite arm": _composite_arm}
 
 
 @pytest.fixture
@@ -125,7 +148,8 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
 #: The kinds of contact of each case's slots, from its shapes: a sphere on a plane ``pb``; a box's corner
 #: on the table (a box) ``pb``, or the table's corner on the box ``ap``; the torso's box face (shape a)
 #: against the hand's sphere ``ap``; and ``pb`` in every slot (a free slot's).
-SLOT_KINDS = {"ball": (1,), "hand on torso": (1, 2), "box on table": (1, 2), "box pressed into table": (1, 2)}
+SLOT_KINDS = {"ball": (1,), "hand on torso": (1, 2), "box on table": (1, 2), "box pressed into table": (1, 2),
+              "composite arm": (1,)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -57,6 +57,7 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
+from ..algorithms.composite_chains import chain_forces, composite_chains
 from ..algorithms.crba import bias_kernel, crba_kernel
 from ..algorithms.derivatives import derivative_program, varying_subspaces
 from ..algorithms.minv import minv
@@ -430,10 +431,15 @@ def _run(prog, arrays):
 
 def rnea_partials(model, q, v, a, f_ext=None, gravity=None):
     """RNEA's ``(dtau_dq, dtau_dv)`` (graph arrays; ``f_ext`` body wrenches held constant): the
-    analytical kernel (written for constant motion subspaces), or the traced program's derivatives
-    where a joint's ``S`` depends on ``q`` (kernel use)."""
+    analytical kernel (written for constant motion subspaces; composite joints of such parts as
+    chains of massless bodies, :func:`~sparsedyn.algorithms.composite_chains.composite_chains`: a
+    fraction of the traced program's operations), or the traced program's derivatives where a
+    joint's ``S`` depends on ``q`` otherwise (kernel use)."""
     if not varying_subspaces(model):
         return rnea_derivative_kernel(model, q, v, a, f_ext, gravity, want_da=False)
+    chains = composite_chains(model)
+    if chains is not None:
+        return rnea_derivative_kernel(chains[0], q, v, a, chain_forces(chains, f_ext), gravity, want_da=False)
     given = [(n, x) for n, x in (("f_ext", f_ext), ("gravity", gravity)) if x is not None]
     prog = derivative_program(rnea, model, ("q", "v"), optional=tuple(n for n, _ in given))
     return tuple(inline(prog, [q, v, a] + [x for _, x in given]))
