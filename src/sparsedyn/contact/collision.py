@@ -55,6 +55,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
+from .mesh_box_road import box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
 from .scene import Scene
@@ -108,9 +109,14 @@ def collide(scene, q) -> Hits:
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
             and use_backend.current() != "numpy"):
         f, kp, _, lp, every, order = road          # collide_within's native road, less its lookups
-        c = f(q, kp.shapes, kp.cutoff, kp.pairs)
-        if lp is not None:                         # and the meshes' patches on planes
-            c = np.concatenate([c, mesh_plane_loop_rows(scene, lp, q)])
+        if f is None:                              # meshes on boxes too (kp: mesh_box_road's road)
+            c = box_road_rows(scene, kp, q)
+            if c is None:
+                return collide_within(scene, q, None)
+        else:
+            c = f(q, kp.shapes, kp.cutoff, kp.pairs)
+            if lp is not None:                     # and the meshes' patches on planes
+                c = np.concatenate([c, mesh_plane_loop_rows(scene, lp, q)])
         return _kernel_hits(scene, every, order, c, c[:, 0] < kp.cutoff)     # (kp.cutoff: the margin, 0-d)
     return collide_within(scene, q, None)
 
@@ -149,7 +155,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     per_pair = cutoff is not None
     margin = float(cutoff.max(initial=scene.margin)) if per_pair else scene.margin
     out, patches = [], []                          # (pair indices, d, w_a, w_b, n) blocks; distinct ones apart
-    inside = None
+    inside = kp = lp = f = None
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
         if kp.pairs:
@@ -181,6 +187,10 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
             return _distinct_hits(scene, patches)
     R, p = placements(scene, q)
     plan = _plan(scene)
+    if kp is not None and not per_pair and spin is None and _ROAD not in scene.cache:   # (then a road of its own)
+        road = box_road(scene, inside, kp, f, lp, plan["c"], plan["r"], plan["half"])
+        if road is not None:
+            scene.cache[_ROAD] = (None, road, (model.nq,), None, road.every, road.order)
     if len(scene.index):
         near, bounded = _near(scene, plan, R, p, cutoff if per_pair else margin)
         if inside is not None:
@@ -372,7 +382,7 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
     m, b, c = ms[near], bs[near], cutoff[near]
     depth = patch_depth(c, scene.margin)
     got = None if use_backend.current() == "numpy" else \
-        mesh_box_loop_patches(V, _shape_rows(scene, rows), plan["half"], m, b, R, p, closest, c, depth, ~mesh[near])
+        mesh_box_loop_patches(V, shape_rows(scene), plan["half"], m, b, R, p, closest, c, depth, ~mesh[near])
     if got is not None:                            # (in the pair's order, merged: distinct points)
         return (ks[near].take(got[0]), *got[1:]), True
     if got is None:
@@ -397,18 +407,6 @@ def _transform(scene, coal, k, R, p):
     got = scene.cache.get(key)
     if got is None:
         got = scene.cache[key] = coal.Transform3s(R[k], p[k])
-    return got
-
-
-def _shape_rows(scene, rows):
-    """(S, 2) int: each shape's rows of :func:`~sparsedyn.contact.collision_coal.mesh_vertices` (``rows``,
-    by mesh shape; ``(0, 0)`` for the others); kept by the scene."""
-    got = scene.cache.get("mesh rows")
-    if got is None:
-        got = np.zeros((len(scene.shapes), 2), np.int64)
-        for k, r in rows.items():
-            got[k] = r
-        scene.cache["mesh rows"] = got
     return got
 
 

@@ -265,55 +265,110 @@ static int sd_mb_distinct(int n, double *out, double same)
   return m;
 }
 
+/* The workspace of sd_mb_patch for the meshes ms[slot[k]] (slot NULL: ms[k]) of P pairs, `most` rows of 11 doubles
+   (the largest hull's vertices and one), or NULL. */
+static double *sd_mb_workspace(long long P, const long long *slot, const long long *ms, const long long *count,
+                               long long *most)
+{
+  *most = 1;
+  for (long long k = 0; k < P; k++) {
+    const long long c = count[ms[slot ? slot[k] : k]];
+    if (c + 1 > *most) *most = c + 1;
+  }
+  return malloc(11 * *most * sizeof(double));
+}
+
+/* The rows of the pair of mesh m and box b (closest pair cl) into rk (MP rows of NB, d +inf in the free ones): its
+   patch, swapped where the box is the pair's a, merged (sd_mb_distinct); returns their count.  ws: sd_mb_workspace's
+   for `most` rows. */
+static int sd_mb_pair(long long m, long long b, const long long *first, const long long *count, const double *hull,
+                      const double *half, const double *R, const double *p, const double *cl, double cut, double depth,
+                      long long swap, const double *par, double *ws, long long most, double *rk)
+{
+  double *xw = ws, *hv = xw + 3 * most, *W = hv + most, *dep = W + 3 * most, *D = dep + most, *A = D + most;
+  for (long long j = 0; j < MP; j++) {
+    rk[j * NB] = __builtin_inf();
+    for (int c = 1; c < NB; c++) rk[j * NB + c] = 0.0;
+  }
+  const int n = sd_mb_patch(count[m], hull + 3 * first[m], R + 9 * m, p + 3 * m, R + 9 * b, p + 3 * b, half + 3 * b, cl,
+                            cut, depth, par[0], par[1], par[2], xw, hv, W, dep, D, A, rk);
+  if (swap)                                        /* the box first: its witness is w_a, the normal towards it */
+    for (int i = 0; i < n; i++)
+      for (int r = 0; r < 3; r++) {
+        const double t = rk[NB * i + 1 + r];
+        rk[NB * i + 1 + r] = rk[NB * i + 4 + r], rk[NB * i + 4 + r] = t, rk[NB * i + 7 + r] = -rk[NB * i + 7 + r];
+      }
+  return sd_mb_distinct(n, rk, par[3]);
+}
+
 SD_EXPORT long long sd_mesh_box_patches(long long P, const long long *ms, const long long *bs, const long long *first,
                                         const long long *count, const double *hull, const double *half, const double *R,
                                         const double *p, const double *closest, const double *cut, const double *depth,
                                         const long long *swap, const double *par, double *out)
 {
-  const double same = par[0], span = par[1], span2 = par[2], point = par[3];
-  long long most = 1, rows = 0;
-  for (long long k = 0; k < P; k++) if (count[ms[k]] + 1 > most) most = count[ms[k]] + 1;
-  double *xw = malloc(11 * most * sizeof(double));
-  if (!xw) return -1;
-  double *hv = xw + 3 * most, *W = hv + most, *dep = W + 3 * most, *D = dep + most, *A = D + most;
-  for (long long j = 0; j < P * MP; j++) {
-    out[j * NB] = __builtin_inf();
-    for (int c = 1; c < NB; c++) out[j * NB + c] = 0.0;
+  long long most, rows = 0;
+  double *ws = sd_mb_workspace(P, 0, ms, count, &most);
+  if (!ws) return -1;
+  for (long long k = 0; k < P; k++)
+    rows += sd_mb_pair(ms[k], bs[k], first, count, hull, half, R, p, closest + 10 * k, cut[k], depth[k], swap[k], par,
+                       ws, most, out + NB * MP * k);
+  free(ws);
+  return rows;
+}
+
+/* The rows of P of a road's pairs (pair k its pair slot[k], whose mesh, box, cutoff, depth, swap are ms, bs, cut,
+   depth, swap at slot[k]; its closest pair closest's row k; none where that is beyond the cutoff) as collide's road
+   lays them out: pair slot[k]'s MP rows
+   from row MP * slot[k] of out (S rows of nc columns, collision_candidates_near's), [d, (w_a + w_b) / 2, n, 0...];
+   the other rows' d +inf.  Returns the rows filled, -1 where the workspace cannot be had. */
+SD_EXPORT long long sd_mesh_box_rows(long long P, const long long *slot, const long long *ms, const long long *bs,
+                                     const long long *first, const long long *count, const double *hull,
+                                     const double *half, const double *R, const double *p, const double *closest,
+                                     const double *cut, const double *depth, const long long *swap, const double *par,
+                                     long long S, long long nc, double *out)
+{
+  long long most, rows = 0;
+  double *ws = sd_mb_workspace(P, slot, ms, count, &most), rk[NB * MP];
+  if (!ws) return -1;
+  for (long long j = 0; j < S; j++) {
+    out[j * nc] = __builtin_inf();
+    for (long long c = 1; c < nc; c++) out[j * nc + c] = 0.0;
   }
   for (long long k = 0; k < P; k++) {
-    double *rk = out + NB * MP * k;
-    const int n = sd_mb_patch(count[ms[k]], hull + 3 * first[ms[k]], R + 9 * ms[k], p + 3 * ms[k], R + 9 * bs[k],
-                              p + 3 * bs[k], half + 3 * bs[k], closest + 10 * k, cut[k], depth[k], same, span, span2,
-                              xw, hv, W, dep, D, A, rk);
-    if (swap[k])                                   /* the box first: its witness is w_a, the normal towards it */
-      for (int i = 0; i < n; i++)
-        for (int r = 0; r < 3; r++) {
-          const double t = rk[NB * i + 1 + r];
-          rk[NB * i + 1 + r] = rk[NB * i + 4 + r], rk[NB * i + 4 + r] = t, rk[NB * i + 7 + r] = -rk[NB * i + 7 + r];
-        }
-    rows += sd_mb_distinct(n, rk, point);
+    const long long s = slot[k];
+    if (!(closest[10 * k] < cut[s])) continue;     /* beyond its cutoff: no rows */
+    const int n = sd_mb_pair(ms[s], bs[s], first, count, hull, half, R, p, closest + 10 * k, cut[s], depth[s], swap[s],
+                             par, ws, most, rk);
+    for (int i = 0; i < n; i++) {
+      double *row = out + nc * (MP * s + i), *x = rk + NB * i;
+      row[0] = x[0];
+      for (int r = 0; r < 3; r++) row[1 + r] = (x[1 + r] + x[4 + r]) / 2, row[4 + r] = x[7 + r];
+    }
+    rows += n;
   }
-  free(xw);
+  free(ws);
   return rows;
 }
 """
 
-#: The routines once loaded: ``[sd_near_pairs or None, sd_mesh_box_patches or None, tried]``.
-_ROUTINE: list = [None, None, False]
+#: The routines once loaded: ``[(sd_near_pairs, sd_mesh_box_patches, sd_mesh_box_rows) or None, tried]``.
+_ROUTINE: list = [None, False]
 _P = ctypes.POINTER(ctypes.c_double)
 
 
 def _routines():
-    """``(sd_near_pairs, sd_mesh_box_patches)`` (ctypes), or None where no C compiler builds them."""
-    if not _ROUTINE[2]:
+    """``(sd_near_pairs, sd_mesh_box_patches, sd_mesh_box_rows)`` (ctypes), or None where no C compiler
+    builds them."""
+    if not _ROUTINE[1]:
         lib = c_library(SOURCE)
         if lib is not None:
-            f, g = lib.sd_near_pairs, lib.sd_mesh_box_patches
-            f.restype, g.restype = None, ctypes.c_longlong
+            f, g, h = lib.sd_near_pairs, lib.sd_mesh_box_patches, lib.sd_mesh_box_rows
+            f.restype, g.restype, h.restype = None, ctypes.c_longlong, ctypes.c_longlong
             f.argtypes, g.argtypes = [ctypes.c_longlong] + [_P] * 13, [ctypes.c_longlong] + [_P] * 14
-            _ROUTINE[0], _ROUTINE[1] = f, g
-        _ROUTINE[2] = True
-    return None if _ROUTINE[0] is None else (_ROUTINE[0], _ROUTINE[1])
+            h.argtypes = [ctypes.c_longlong] + [_P] * 14 + [ctypes.c_longlong] * 2 + [_P]
+            _ROUTINE[0] = (f, g, h)
+        _ROUTINE[1] = True
+    return _ROUTINE[0]
 
 
 def _extents(scene, k):
