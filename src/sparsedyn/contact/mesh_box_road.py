@@ -36,8 +36,8 @@ from ..kernels import native_calls
 from . import mesh_box_loop
 from .collision_coal import _coal, _coal_geometry, _hull_convex, _requests, mesh_vertices
 from .collision_near import NEAR_COLUMNS
-from .mesh_box_loop import _PAR_AT, _ints, near_plan
-from .mesh_plane_loop import _at, mesh_plane_loop_rows
+from .mesh_box_loop import _PAR, near_plan
+from .mesh_plane_loop import mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, patch_depth
 
 __all__ = ["BoxRoad", "box_road", "box_road_rows", "shape_rows"]
@@ -47,15 +47,20 @@ _GP, _FROM = "geometry_placements", ctypes.c_double.from_buffer
 
 class BoxRoad:
     """A scene's road (:func:`box_road`): ``kernel`` the collision kernel's ``(callable, plan)`` or None,
-    ``lp`` the mesh-plane loop's plan or None, ``nk``, ``nl`` their rows; ``rest`` (Q,) the other pairs,
-    ``slot`` (Q,) each one's mesh-box slot or -1; per slot ``ms``, ``bs`` the mesh and box shapes,
-    ``swap`` 1 where the box is the pair's ``a``, ``pair`` its scene pair, ``geoms`` coal's hull and
-    box, ``fixed`` the box's (or world mesh's) coal placement where it is a world shape;
-    ``every`` (rows,) each row's scene pair, ``order`` the rows by pair (None: they are);
-    ``cutoff`` the margin (0-d); ``world`` the world shapes' ``(R, p)``; the routines' tables."""
+    ``lp`` the mesh-plane loop's plan or None, ``nk``, ``nl`` their rows; ``slot`` (Q,) each of the
+    other pairs' mesh-box slot or -1; per slot ``ms``, ``bs`` the mesh and box shapes (lists), ``geoms``
+    coal's hull and box, ``fixed`` their coal placements where they are world shapes (else None);
+    ``every`` (rows,) each row's scene pair, ``order`` the rows by pair (None: they are); ``cutoff``
+    the margin (0-d); ``shapes`` S; ``tab`` the routines' tables (:data:`ROAD_TABLES`); ``solvers``
+    each thread's coal objects."""
 
-    __slots__ = ("kernel", "lp", "nk", "nl", "rest", "slot", "ms", "bs", "swap", "pair", "geoms", "fixed", "every",
-                 "order", "cutoff", "world", "ml", "bl", "near_at", "rows_at", "margin", "solvers", "_keep")
+    __slots__ = ("kernel", "lp", "nk", "nl", "slot", "ms", "bs", "geoms", "fixed", "every", "order", "cutoff", "shapes",
+                 "tab", "solvers", "_keep")
+
+
+#: The routines' tables (sd_road_near, sd_road_rows of mesh_box_loop), in their order.
+ROAD_TABLES = ("dims", "Rw", "pw", "ia", "ib", "plane", "sc", "sr", "bc", "be", "box", "cut", "near par", "ms", "bs",
+               "first", "count", "hull", "soa", "sfirst", "half", "mcut", "depth", "swap", "par")
 
 
 def shape_rows(scene):
@@ -80,60 +85,81 @@ def box_road(scene, inside, kp, f, lp, c, r, half):
     key = "mesh-box road"
     if key in scene.cache:
         return scene.cache[key]
-    routines = mesh_box_loop._routines()
     gp = (native_calls(scene.model) or {}).get(_GP)
-    if routines is None or gp is None or (kp is not None and kp.pairs and f is None):
+    if mesh_box_loop._routines() is None or gp is None or (kp is not None and kp.pairs and f is None):
         return None
-    kernel = (f, kp) if kp is not None and kp.pairs else None
-    inside = np.zeros(len(scene.index), bool) if inside is None else inside
-    shapes, idx = scene.shapes, np.asarray(scene.index, np.int64).reshape(-1, 2)
-    rest = np.flatnonzero(~inside)
+    shapes = scene.shapes
+    rest = np.flatnonzero(~inside) if inside is not None else np.arange(len(scene.index))
     slot, ms, bs, swap = np.full(len(rest), -1, np.int64), [], [], []
-    for n, (i, j) in enumerate(idx[rest].tolist()):
-        kinds = {shapes[i].kind, shapes[j].kind}
-        if kinds == {"mesh", "box"} and min(shapes[i].body, shapes[j].body) < 0:
+    for n, (i, j) in enumerate(np.asarray(scene.index, int).reshape(-1, 2)[rest].tolist()):
+        if {shapes[i].kind, shapes[j].kind} == {"mesh", "box"} and min(shapes[i].body, shapes[j].body) < 0:
             m, b = (i, j) if shapes[i].kind == "mesh" else (j, i)
             slot[n] = len(ms)
-            ms.append(m), bs.append(b), swap.append(int(b == i))
-    if not ms:
-        scene.cache[key] = None
+            ms.append(m), bs.append(b), swap.append(int(b == i))     # (the box the pair's a)
+    road = scene.cache[key] = None if not ms else BoxRoad()
+    if road is None:
         return None
-    road = BoxRoad()
-    road.kernel, road.lp, road.rest, road.slot = kernel, lp, rest, slot
-    road.nk = len(kernel[1].pair) if kernel is not None else 0
+    road.kernel = (f, kp) if kp is not None and kp.pairs else None
+    road.lp, road.slot, road.ms, road.bs, road.shapes = lp, slot, ms, bs, len(shapes)
+    road.nk = len(kp.pair) if road.kernel is not None else 0
     road.nl = len(lp.pair) * MAX_PATCH_POINTS if lp is not None else 0
-    road.ms, road.bs, road.swap = np.array(ms, np.int64), np.array(bs, np.int64), np.array(swap, np.int64)
-    road.ml, road.bl = ms, bs
-    road.pair = rest[slot >= 0]
-    coal, M = _coal(), len(ms)
+    coal = _coal()
     road.geoms = [(_hull_convex(scene, m), _coal_geometry(scene, b)) for m, b in zip(ms, bs)]
-    road.fixed = [(None if shapes[m].body >= 0 else coal.Transform3s(shapes[m].R, shapes[m].p),
-                   None if shapes[b].body >= 0 else coal.Transform3s(shapes[b].R, shapes[b].p)) for m, b in zip(ms, bs)]
-    road.every = np.concatenate([kernel[1].pair if kernel is not None else np.zeros(0, int),
-                                 np.repeat(lp.pair, MAX_PATCH_POINTS) if lp is not None else np.zeros(0, int),
-                                 np.repeat(road.pair, MAX_PATCH_POINTS)]).astype(int)
+    road.fixed = [tuple(None if shapes[k].body >= 0 else coal.Transform3s(shapes[k].R, shapes[k].p) for k in mb)
+                  for mb in zip(ms, bs)]
+    none = np.zeros(0, int)
+    road.every = np.concatenate([kp.pair if road.kernel is not None else none,
+                                 np.repeat(lp.pair, MAX_PATCH_POINTS) if lp is not None else none,
+                                 np.repeat(rest[slot >= 0], MAX_PATCH_POINTS)]).astype(int)
     order = np.argsort(road.every, kind="stable")
     road.order = None if np.array_equal(order, np.arange(len(order))) else order
-    road.margin = float(scene.margin)
-    road.cutoff = np.array(road.margin)
+    road.cutoff = np.array(float(scene.margin))
+    road.tab, road._keep = _tables(scene, road, rest, swap, c, r, half)
+    road.solvers = {}
+    return road
+
+
+def _tables(scene, road, rest, swap, c, r, half):
+    """``(tab, owners)``: the addresses of the routines' tables (:data:`ROAD_TABLES`) of the road's pairs
+    ``rest`` (their broad phase's: :func:`~sparsedyn.contact.mesh_box_loop.near_plan`'s of those pairs; the
+    slots' ``swap`` (M,), 1 where the box is the pair's ``a``; the
+    patches': the hulls, as rows and as columns, :func:`_columns`) and the arrays that own them."""
+    shapes, margin, M = scene.shapes, float(scene.margin), len(road.ms)
     world = shapes[len(scene.model.geometry("collision")):]      # (collide's placements: the robot's, then these)
-    road.world = (np.array([s.R for s in world], float).reshape(-1, 3, 3), np.array([s.p for s in world], float)
-                  .reshape(-1, 3))
-    tables, at, _ = near_plan(scene, c, r)
-    ia, ib, plane = (np.ascontiguousarray(t[rest]) for t in tables[:3])
-    cut = np.full(max(len(rest), 1), road.margin)
-    road.near_at = (len(rest), *(_ints(x) for x in (ia, ib, plane)), *at[3:8], _at(cut), at[8])
+    Rw = np.array([s.R for s in world], float).reshape(-1, 3, 3)
+    pw = np.array([s.p for s in world], float).reshape(-1, 3)
+    tables, _, _ = near_plan(scene, c, r)
     V, _ = mesh_vertices(scene)
     rows = shape_rows(scene)
     first, count = np.ascontiguousarray(rows[:, 0]), np.ascontiguousarray(rows[:, 1] - rows[:, 0])
-    halves, cuts = np.ascontiguousarray(half, float), np.full(M, road.margin)
-    depths = np.full(M, float(patch_depth(road.margin, road.margin)))
-    road.rows_at = (*(_ints(x) for x in (road.ms, road.bs, first, count)), _at(V), _at(halves), _at(cuts), _at(depths),
-                    _ints(road.swap), _PAR_AT)
-    road._keep = (ia, ib, plane, cut, V, first, count, halves, cuts, depths, tables)   # the tables' owners
-    road.solvers = {}
-    scene.cache[key] = road
-    return road
+    soa, sfirst = _columns(V, first, count, sorted(set(road.ms)))
+    dims = np.array([len(rest), len(shapes) - len(world), len(shapes), soa.shape[1], M * MAX_PATCH_POINTS,
+                     NEAR_COLUMNS], np.int64)
+    owners = {"dims": dims, "Rw": Rw, "pw": pw, **{k: np.ascontiguousarray(t[rest]) for k, t in
+                                                      zip(("ia", "ib", "plane"), tables[:3])},
+              **dict(zip(("sc", "sr", "bc", "be", "box", "near par"), tables[3:])),
+              "cut": np.full(max(len(rest), 1), margin), "ms": np.array(road.ms, np.int64),
+              "bs": np.array(road.bs, np.int64), "first": first, "count": count, "hull": V, "soa": soa,
+              "sfirst": sfirst, "half": np.ascontiguousarray(half, float), "mcut": np.full(M, margin),
+              "depth": np.full(M, float(patch_depth(margin, margin))),
+              "swap": np.array(swap, np.int64), "par": _PAR}
+    for k in ("Rw", "pw", "hull"):
+        owners[k] = np.ascontiguousarray(owners[k], float) if len(owners[k]) else np.zeros(8)
+    assert all(x.flags.c_contiguous and x.dtype in (np.float64, np.int64) for x in owners.values())
+    return (ctypes.c_void_p * len(ROAD_TABLES))(*(owners[k].ctypes.data for k in ROAD_TABLES)), owners
+
+
+def _columns(V, first, count, meshes):
+    """``(soa (3, N), sfirst (S,))``: the hull vertices of the shapes ``meshes`` (their rows ``first``,
+    ``count`` of ``V``) as columns, each shape's block from ``sfirst`` padded with NaN to a multiple of 8
+    (the routine's widest vector)."""
+    sfirst, at = np.zeros(len(first), np.int64), 0
+    for m in meshes:
+        sfirst[m], at = at, at + -(-int(count[m]) // 8) * 8
+    soa = np.full((3, max(at, 8)), np.nan)
+    for m in meshes:
+        soa[:, sfirst[m]:sfirst[m] + count[m]] = V[first[m]:first[m] + count[m]].T
+    return soa, sfirst
 
 
 def box_road_rows(scene, road, q):
@@ -154,37 +180,32 @@ def box_road_rows(scene, road, q):
     if road.lp is not None and mesh_plane_loop_rows(scene, road.lp, q, out=out[nk:nk + nl]) is None:
         return None
     Rg, pg = gp(q, "collision")
-    R, p = np.concatenate((Rg, road.world[0])), np.concatenate((pg, road.world[1]))
-    Q, *near_at = road.near_at
-    near = np.empty(max(Q, 8), bool)
-    routines[0](Q, *near_at[:8], _FROM(R), _FROM(p), *near_at[8:], _FROM(near))
+    S, Q = road.shapes, len(road.slot)
+    R, p, near = np.empty((S, 3, 3)), np.empty((S, 3)), np.empty(max(Q, 8), bool)
+    routines[3](road.tab, _FROM(Rg) if len(Rg) else None, _FROM(pg) if len(pg) else None, _FROM(R), _FROM(p),
+                _FROM(near))
     slot = road.slot.compress(near[:Q])
     slots = slot.tolist()
     if slots and min(slots) < 0:
         return None                                # a pair that is no mesh on a box: the general road
-    closest = _closest(road, slots, R, p) if slots else np.zeros((1, 10))
-    if closest is None:
-        return None
-    if not slots:
-        slot = np.zeros(1, np.int64)
-    ms, bs, first, count, V, half, cut, depth, swap, par = road.rows_at
-    tail = out[nk + nl:]
-    if routines[2](len(slots), _FROM(slot), ms, bs, first, count, V, half, _FROM(R), _FROM(p), _FROM(closest), cut,
-                   depth, swap, par, len(tail), NEAR_COLUMNS, _FROM(tail)) < 0:
+    got = _closest(road, slots, R, p) if slots else np.zeros(1)
+    n = routines[4](road.tab, len(slots), _FROM(slot) if slots else None, _FROM(R), _FROM(p), _FROM(got),
+                    _FROM(out[nk + nl:]))
+    if n == -1:
         raise MemoryError("mesh-box contacts: no memory for the workspace of the hulls' vertices")
-    return out
+    return out if n >= 0 else None
 
 
 def _closest(road, slots, R, p):
-    """(P, 10): coal's closest pairs ``[d, w_mesh, w_box, n]`` (``n`` from the box towards the mesh) of
-    the mesh-box slots ``slots`` (P); None where one is not finite (or beyond 1e300 m) at coal's
-    tolerance (the general road retries it at coal's default)."""
+    """coal's answers for the mesh-box slots ``slots`` (P) at the shapes' poses ``R``, ``p``, flat: the
+    witnesses on the meshes (P, 3), on the boxes (P, 3), the normals from the meshes towards the boxes
+    (P, 3), the signed distances (P,)."""
     scratch = road.solvers.get(threading.get_ident())
     if scratch is None:
         scratch = road.solvers[threading.get_ident()] = _scratch(road)
-    fns, tm0, tb0, res, req = scratch
+    fns, tm0, tb0, results, req = scratch
     D, A, W, N = [], [], [], []
-    ms, bs, fixed = road.ml, road.bl, road.fixed
+    ms, bs, fixed = road.ms, road.bs, road.fixed
     for s in slots:
         tm, tb = fixed[s]
         if tm is None:
@@ -195,18 +216,16 @@ def _closest(road, slots, R, p):
             b = bs[s]
             tb = tb0
             tb.setTransform(R[b], p[b])
+        res = results[s]                           # (one a slot: its normal is a view of it)
         res.clear()
         D.append(fns[s](tm, tb, req, res))
         A.append(res.getNearestPoint1()), W.append(res.getNearestPoint2()), N.append(res.normal)
-    closest = np.empty((len(slots), 10))
-    closest[:, 0], closest[:, 1:4], closest[:, 4:7] = D, A, W
-    np.negative(N, out=closest[:, 7:])
-    return closest if np.abs(closest[:, :7]).max(initial=0.0) < 1e300 else None
+    return np.concatenate(A + W + N + [D])
 
 
 def _scratch(road):
-    """A thread's coal objects for :func:`_closest`: a ``ComputeDistance`` per slot, two placements, a
-    result and the request."""
+    """A thread's coal objects for :func:`_closest`: a ``ComputeDistance`` and a result per slot, two
+    placements and the request."""
     coal = _coal()
     return ([coal.ComputeDistance(*g) for g in road.geoms], coal.Transform3s(), coal.Transform3s(),
-            coal.DistanceResult(), _requests(coal)[0])
+            [coal.DistanceResult() for _ in road.geoms], _requests(coal)[0])
