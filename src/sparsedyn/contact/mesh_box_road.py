@@ -203,7 +203,7 @@ def _closest(road, slots, R, p):
     scratch = road.solvers.get(threading.get_ident())
     if scratch is None:
         scratch = road.solvers[threading.get_ident()] = _scratch(road)
-    fns, tm0, tb0, results, req = scratch
+    fns, tm0, tb0, results, normals, req = scratch
     D, A, W, N = [], [], [], []
     ms, bs, fixed = road.ms, road.bs, road.fixed
     for s in slots:
@@ -216,16 +216,23 @@ def _closest(road, slots, R, p):
             b = bs[s]
             tb = tb0
             tb.setTransform(R[b], p[b])
-        res = results[s]                           # (one a slot: its normal is a view of it)
+        res = results[s]
         res.clear()
         D.append(fns[s](tm, tb, req, res))
-        A.append(res.getNearestPoint1()), W.append(res.getNearestPoint2()), N.append(res.normal)
+        A.append(res.getNearestPoint1()), W.append(res.getNearestPoint2()), N.append(normals[s] if normals else
+                                                                                 res.normal.copy())
     return np.concatenate(A + W + N + [D])
 
 
 def _scratch(road):
-    """A thread's coal objects for :func:`_closest`: a ``ComputeDistance`` and a result per slot, two
+    """A thread's coal objects for :func:`_closest`: a ``ComputeDistance``, a result and its normal per
+    slot (views of the results' own, where coal hands out views: None where it does not), two
     placements and the request."""
     coal = _coal()
-    return ([coal.ComputeDistance(*g) for g in road.geoms], coal.Transform3s(), coal.Transform3s(),
-            [coal.DistanceResult() for _ in road.geoms], _requests(coal)[0])
+    results = [coal.DistanceResult() for _ in road.geoms]
+    probe = coal.DistanceResult()
+    view = probe.normal
+    probe.normal = np.array([1.0, 2.0, 3.0])
+    normals = [r.normal for r in results] if view[2] == 3.0 else None
+    return ([coal.ComputeDistance(*g) for g in road.geoms], coal.Transform3s(), coal.Transform3s(), results, normals,
+            _requests(coal)[0])
