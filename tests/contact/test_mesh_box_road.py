@@ -149,22 +149,21 @@ def test_two_threads_get_each_their_own_hits():
     scene = _scene(True)
     rng = np.random.default_rng(8)
     qs = list(_poses(rng, 24))
+    got = [None] * len(qs)
+
+    def work(start):                               # (the backend is the process's: chosen around the threads)
+        for _ in range(5):
+            for i in range(start, len(qs), 2):
+                got[i] = sd.collide(scene, qs[i])
+
     with sd.use_backend("native", deterministic=True):
         want = [collide_within(scene, q, None) for q in qs]
         sd.collide(scene, qs[0]), sd.collide(scene, qs[0])
-    got = [None] * len(qs)
-
-    def work(start):
-        with sd.use_backend("native", deterministic=True):
-            for _ in range(5):
-                for i in range(start, len(qs), 2):
-                    got[i] = sd.collide(scene, qs[i])
-
-    threads = [threading.Thread(target=work, args=(s,)) for s in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        threads = [threading.Thread(target=work, args=(s,)) for s in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     for g, w in zip(got, want):
         _same(g, w)
     assert len(scene.cache[collision._ROAD][1].solvers) >= 2

@@ -33,7 +33,9 @@ reduced as above); the hits are the same to rounding.  The pairs left pass a tig
 native call (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: after the spheres, a sphere against
 a box and the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
 (given coal's closest pairs) are one native call for all such pairs
-(:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).  ``sd.use_backend("numpy")`` takes the
+(:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).  Where the pairs left to that broad
+phase are meshes on world boxes, collide takes them all in one table (:mod:`~sparsedyn.contact.mesh_box_road`,
+once the scene has been collided once).  ``sd.use_backend("numpy")`` takes the
 vectorised closed forms above.  coal's objects and the meshes' hulls: :mod:`~sparsedyn.contact.collision_coal`.
 """
 

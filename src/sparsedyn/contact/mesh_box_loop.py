@@ -20,7 +20,13 @@ Both are C routines written by hand (:func:`~sparsedyn.kernels.c_library`), used
   hull): :func:`~sparsedyn.contact.reduction.mesh_box_patch`, the same operations in the same order
   (the face holding the closest pair, the hull vertices within the cutoff over it, the reduction's
   rule as in :mod:`~sparsedyn.contact.mesh_plane_loop`), all pairs in one call: its rows are the
-  NumPy function's to rounding.
+  NumPy function's to rounding.  Given the hull's vertices as columns as well, their heights over
+  the face are computed ``SD_W`` at a time (the same operations, then those below the cutoff one by one).
+
+And for :mod:`~sparsedyn.contact.mesh_box_road`, the two ends of its table of slots: the shapes'
+poses and the broad phase of its pairs (``sd_road_near``), and coal's answers checked and the
+patches written into the pairs' slots (``sd_road_rows``), each given the road's tables as one table
+of addresses.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ __all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
 #: the shapes' world poses; ``cut`` (P,); ``par``: ``[SLACK, SAME_POINT]``.
 #: ``sd_mesh_box_patches``: the rows (P * 4, 10) ``[d, w_a (3), w_b (3), n (3)]`` (``d`` +inf in a
 #: free row) of P mesh-box pairs (:func:`mesh_box_loop_patches`); returns the rows filled, -1 where
-#: the workspace (8 doubles a vertex of the largest hull) cannot be had.
+#: the workspace (11 doubles a vertex of the largest hull) cannot be had.  ``sd_mesh_box_rows``: those
+#: of some of a road's pairs, in its slots (``[d, x, n]``, ``x`` midway between the witnesses).
 SOURCE = REDUCE + r"""
 #define NB 10
 typedef long long sd_mb_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
@@ -352,7 +359,7 @@ SD_EXPORT long long sd_mesh_box_patches(long long P, const long long *ms, const 
    depth, swap at slot[k]; its closest pair closest's row k; none where that is beyond the cutoff) as collide's road
    lays them out: pair slot[k]'s MP rows
    from row MP * slot[k] of out (S rows of nc columns, collision_candidates_near's), [d, (w_a + w_b) / 2, n, 0...];
-   the other rows' d +inf.  Returns the rows filled, -1 where the workspace cannot be had. */
+   the other rows' d +inf (and their other columns left as they were).  Returns the rows filled, -1 where the workspace cannot be had. */
 SD_EXPORT long long sd_mesh_box_rows(long long P, const long long *slot, const long long *ms, const long long *bs,
                                      const long long *first, const long long *count, const double *hull,
                                      const double *soa, const long long *sfirst, long long stride,
@@ -363,10 +370,7 @@ SD_EXPORT long long sd_mesh_box_rows(long long P, const long long *slot, const l
   long long most, rows = 0;
   double *ws = sd_mb_workspace(P, slot, ms, count, &most), rk[NB * MP];
   if (!ws) return -1;
-  for (long long j = 0; j < S; j++) {
-    out[j * nc] = __builtin_inf();
-    for (long long c = 1; c < nc; c++) out[j * nc + c] = 0.0;
-  }
+  for (long long j = 0; j < S; j++) out[j * nc] = __builtin_inf();     /* (a free row's other columns unread) */
   for (long long k = 0; k < P; k++) {
     const long long s = slot[k];
     if (!(closest[10 * k] < cut[s])) continue;     /* beyond its cutoff: no rows */
@@ -376,6 +380,7 @@ SD_EXPORT long long sd_mesh_box_rows(long long P, const long long *slot, const l
       double *row = out + nc * (MP * s + i), *x = rk + NB * i;
       row[0] = x[0];
       for (int r = 0; r < 3; r++) row[1 + r] = (x[1 + r] + x[4 + r]) / 2, row[4 + r] = x[7 + r];
+      for (long long c = 7; c < nc; c++) row[c] = 0.0;
     }
     rows += n;
   }

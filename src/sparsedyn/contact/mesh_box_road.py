@@ -203,36 +203,33 @@ def _closest(road, slots, R, p):
     scratch = road.solvers.get(threading.get_ident())
     if scratch is None:
         scratch = road.solvers[threading.get_ident()] = _scratch(road)
-    fns, tm0, tb0, results, normals, req = scratch
+    per, tm0, tb0, req = scratch
     D, A, W, N = [], [], [], []
-    ms, bs, fixed = road.ms, road.bs, road.fixed
     for s in slots:
-        tm, tb = fixed[s]
+        fn, res, normal, tm, tb, m, b = per[s]
         if tm is None:
-            m = ms[s]
             tm = tm0
             tm.setTransform(R[m], p[m])
         if tb is None:
-            b = bs[s]
             tb = tb0
             tb.setTransform(R[b], p[b])
-        res = results[s]
         res.clear()
-        D.append(fns[s](tm, tb, req, res))
-        A.append(res.getNearestPoint1()), W.append(res.getNearestPoint2()), N.append(normals[s] if normals else
-                                                                                 res.normal.copy())
+        D.append(fn(tm, tb, req, res))
+        A.append(res.getNearestPoint1()), W.append(res.getNearestPoint2())
+        N.append(res.normal.copy() if normal is None else normal)
     return np.concatenate(A + W + N + [D])
 
 
 def _scratch(road):
-    """A thread's coal objects for :func:`_closest`: a ``ComputeDistance``, a result and its normal per
-    slot (views of the results' own, where coal hands out views: None where it does not), two
-    placements and the request."""
+    """A thread's coal objects for :func:`_closest`: per slot ``(ComputeDistance, result, its normal (a
+    view of the result's, where coal hands out views; else None), the fixed placements of the mesh and
+    the box (None: a robot shape's), their shapes)``; two placements to fill; the request."""
     coal = _coal()
-    results = [coal.DistanceResult() for _ in road.geoms]
     probe = coal.DistanceResult()
     view = probe.normal
     probe.normal = np.array([1.0, 2.0, 3.0])
-    normals = [r.normal for r in results] if view[2] == 3.0 else None
-    return ([coal.ComputeDistance(*g) for g in road.geoms], coal.Transform3s(), coal.Transform3s(), results, normals,
-            _requests(coal)[0])
+    per = []
+    for (g, h), fixed, m, b in zip(road.geoms, road.fixed, road.ms, road.bs):
+        res = coal.DistanceResult()
+        per.append((coal.ComputeDistance(g, h), res, res.normal if view[2] == 3.0 else None, *fixed, m, b))
+    return per, coal.Transform3s(), coal.Transform3s(), _requests(coal)[0]
