@@ -135,7 +135,8 @@ def _kernel_hits(scene, every, order, c, mask):
 
 #: ``scene.cache``'s key of collide's road: ``(the ready native collision_candidates_near, the kernel plan,
 #: (nq,), the mesh-plane loop plan or None, each row's pair, the rows by pair or None)`` where every
-#: pair is the collision kernel's or a robot mesh's on a world plane
+#: pair is the collision kernel's or a robot mesh's on a world plane; ``(None, a mesh_box_road.BoxRoad, ...)``
+#: where the others are meshes on world boxes
 _ROAD = "collide road"
 
 
@@ -190,7 +191,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     R, p = placements(scene, q)
     plan = _plan(scene)
     if kp is not None and not per_pair and spin is None and _ROAD not in scene.cache:   # (then a road of its own)
-        road = box_road(scene, inside, kp, f, lp, plan["c"], plan["r"], plan["half"])
+        road = box_road(scene, kp, f, lp, plan["c"], plan["r"], plan["half"])
         if road is not None:
             scene.cache[_ROAD] = (None, road, (model.nq,), None, road.every, road.order)
     if len(scene.index):

@@ -75,11 +75,12 @@ def shape_rows(scene):
     return got
 
 
-def box_road(scene, inside, kp, f, lp, c, r, half):
+def box_road(scene, kp, f, lp, c, r, half):
     """The :class:`BoxRoad` of ``scene``, or None where it has no pair of a mesh and a box one of which
-    is a world shape outside ``inside`` (scene pairs,) bool or None (the pairs of the collision
-    kernel's plan ``kp`` or None, of native callable ``f``, and of the mesh-plane loop plan ``lp`` or
-    None), or where the routines, the native placements or ``f`` are not built (yet).  ``c``, ``r``
+    is a world shape outside the pairs of the collision kernel's plan ``kp`` or None (of native
+    callable ``f``) and of the mesh-plane loop plan ``lp`` or None (every other pair is the road's:
+    its broad phase, then the general road where one passes that is no mesh on a box), or where the
+    routines, the native placements or ``f`` are not built (yet).  ``c``, ``r``
     the shapes' bounding spheres, ``half`` (S, 3) the boxes' half sizes (collide's plan).  A scene
     without such a pair is remembered as one (its ``cache``)."""
     key = "mesh-box road"
@@ -88,8 +89,10 @@ def box_road(scene, inside, kp, f, lp, c, r, half):
     gp = (native_calls(scene.model) or {}).get(_GP)
     if mesh_box_loop._routines() is None or gp is None or (kp is not None and kp.pairs and f is None):
         return None
-    shapes = scene.shapes
-    rest = np.flatnonzero(~inside) if inside is not None else np.arange(len(scene.index))
+    shapes, inside = scene.shapes, np.zeros(len(scene.index), bool)
+    for plan in (kp if kp is not None and kp.pairs else None, lp):
+        inside |= plan.inside if plan is not None else False
+    rest = np.flatnonzero(~inside)
     slot, ms, bs, swap = np.full(len(rest), -1, np.int64), [], [], []
     for n, (i, j) in enumerate(np.asarray(scene.index, int).reshape(-1, 2)[rest].tolist()):
         if {shapes[i].kind, shapes[j].kind} == {"mesh", "box"} and min(shapes[i].body, shapes[j].body) < 0:
