@@ -30,8 +30,9 @@ BOUND = rounding_bound(16)
 BOX, CENTRE, TURN = (0.5, 0.4, 0.1), np.array([0.0, 0.0, 0.05]), [0.02, -0.03, 0.4]
 
 
-def _scene(box_first, ball_offset=(0.6, 0.0, 0.0)):
-    """A free body carrying a pebble (a random convex mesh), a stone (another) and a ball, above a
+def _scene(box_first, ball_offset=(0.6, 0.0, 0.0), ball=("ball", "sphere", (0.03,))):
+    """A free body carrying a pebble (a random convex mesh), a stone (another) and a ball (``ball``:
+    its name, kind and size), above a
     world box turned a little and the floor; with ``box_first`` the box is a geometry of the model
     before the body's (the scene's first shape, as a file's world geoms are), else a world shape of
     the scene (its shape after the body's)."""
@@ -51,8 +52,8 @@ def _scene(box_first, ball_offset=(0.6, 0.0, 0.0)):
     for name, V, F in shapes:
         model = model.with_geometry(sd.Geometry(name, 0, Transform(np.eye(3), np.zeros(3)), "mesh", (1.0, 1.0, 1.0),
                                                 "collision", vertices=V, faces=F))
-    model = model.with_geometry(sd.Geometry("ball", 0, Transform(np.eye(3), np.array(ball_offset)), "sphere",
-                                            (0.03,), "collision"))
+    model = model.with_geometry(sd.Geometry(ball[0], 0, Transform(np.eye(3), np.array(ball_offset)), ball[1], ball[2],
+                                            "collision"))
     world = [sd.Shape("plane", name="floor")]
     if not box_first:
         world.append(sd.Shape("box", BOX, placement=(turn, CENTRE), name="box"))
@@ -125,22 +126,26 @@ def test_each_pairs_deepest_hit_is_coals_closest_pair():
 
 
 def test_a_pair_the_road_does_not_hold_gives_way_to_the_general_road():
-    """The ball (a sphere-box pair: neither the collision kernel's nor a mesh's) near the box: the road
-    answers None and collide answers the general road's hits, the ball's among them; far from it the
-    road answers."""
-    scene = _scene(False, ball_offset=(0.0, 0.0, -0.04))
+    """A drum (a cylinder, axis z: a cylinder-box pair, no native road's and no mesh's) 3 mm over the
+    box: the road answers None and collide answers the general road's hits, the drum's among them at
+    the height of its lowest point over the top face (by hand: the centre's height less the support
+    ``L/2 |n_z| + r sqrt(1 - n_z^2)`` of the cylinder along the face's normal ``n``); far from the box
+    the road answers."""
+    r, L = 0.03, 0.04
+    scene = _scene(False, ball_offset=(0.0, 0.0, -0.04), ball=("drum", "cylinder", (r, L)))
+    n = sd.spatial.rpy_to_rot(TURN)[:, 2]                 # the top face's normal
+    z = 0.04 + CENTRE @ n / n[2] + (BOX[2] / 2 + L / 2 * abs(n[2]) + r * np.sqrt(1 - n[2] ** 2) + 0.003) / n[2]
     with sd.use_backend("native", deterministic=True):
         high = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0]
         sd.collide(scene, high), sd.collide(scene, high)    # (the first builds the native calls the road needs)
         road = scene.cache[collision._ROAD][1]
         assert mesh_box_road.box_road_rows(scene, road, high) is not None
-        low = np.r_[0.0, 0.0, 0.16, 0.0, 0.0, 0.0, 1.0]    # the ball's centre at z = 0.12, over the top face
+        low = np.r_[0.0, 0.0, z, 0.0, 0.0, 0.0, 1.0]      # the drum's centre at (0, 0, z - 0.04), over the face
         assert mesh_box_road.box_road_rows(scene, road, low) is None
         got, want = sd.collide(scene, low), collide_within(scene, low, None)
     _same(got, want)
-    ball = [d for (a, b), d in zip(got.pairs, got.distances) if "ball" in (a, b)]
-    n = sd.spatial.rpy_to_rot(TURN)[:, 2]                 # the top face's normal: the centre's height over it
-    assert len(ball) == 1 and abs(ball[0] - (n @ ([0.0, 0.0, 0.12] - CENTRE) - BOX[2] / 2 - 0.03)) <= BOUND
+    drum = [d for (a, b), d in zip(got.pairs, got.distances) if "drum" in (a, b)]
+    assert len(drum) == 1 and abs(drum[0] - 0.003) <= 1e-9      # (coal's GJK at 1e-11)
 
 
 def test_two_threads_get_each_their_own_hits():
