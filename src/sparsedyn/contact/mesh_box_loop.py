@@ -196,7 +196,8 @@ static int sd_mb_patch(long long nv, const double *V, const double *soa, long lo
     const double w = inside ? xb[k] : nb[k], s = (double)(w > 0) - (double)(w < 0);
     for (int r = 0; r < 3; r++) nf[r] = s * Rb[3 * r + k];
     if (!soa)                                      /* the hull vertices over the face within the cutoff */
-      for (long long v = 0; v < nv; v++) m = sd_mb_vertex(V + 3 * v, Rm, pm, Rb, pb, hl, k, o1, o2, s, cut, d0, m, xw, hv, W);
+      for (long long v = 0; v < nv; v++)
+        m = sd_mb_vertex(V + 3 * v, Rm, pm, Rb, pb, hl, k, o1, o2, s, cut, d0, m, xw, hv, W);
     else
       for (long long v = 0; v < nv; v += SD_W) {
         sd_vd X, Y, Z;
@@ -359,7 +360,8 @@ SD_EXPORT long long sd_mesh_box_patches(long long P, const long long *ms, const 
    depth, swap at slot[k]; its closest pair closest's row k; none where that is beyond the cutoff) as collide's road
    lays them out: pair slot[k]'s MP rows
    from row MP * slot[k] of out (S rows of nc columns, collision_candidates_near's), [d, (w_a + w_b) / 2, n, 0...];
-   the other rows' d +inf (and their other columns left as they were).  Returns the rows filled, -1 where the workspace cannot be had. */
+   the other rows' d +inf (and their other columns left as they were).  Returns the rows filled, -1 where the
+   workspace cannot be had. */
 SD_EXPORT long long sd_mesh_box_rows(long long P, const long long *slot, const long long *ms, const long long *bs,
                                      const long long *first, const long long *count, const double *hull,
                                      const double *soa, const long long *sfirst, long long stride,
@@ -445,7 +447,8 @@ def _routines():
             f, g, h = lib.sd_near_pairs, lib.sd_mesh_box_patches, lib.sd_mesh_box_rows
             f.restype, g.restype, h.restype = None, ctypes.c_longlong, ctypes.c_longlong
             f.argtypes, g.argtypes = [ctypes.c_longlong] + [_P] * 13, [ctypes.c_longlong] + [_P] * 14
-            h.argtypes = [ctypes.c_longlong] + [_P] * 8 + [ctypes.c_longlong] + [_P] * 8 + [ctypes.c_longlong] * 2 + [_P]
+            ll = ctypes.c_longlong
+            h.argtypes = [ll] + [_P] * 8 + [ll] + [_P] * 8 + [ll] * 2 + [_P]
             a, b = lib.sd_road_near, lib.sd_road_rows
             a.restype, b.restype = None, ctypes.c_longlong
             a.argtypes, b.argtypes = [_PP] + [_P] * 5, [_PP, ctypes.c_longlong] + [_P] * 5

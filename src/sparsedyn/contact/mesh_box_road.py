@@ -7,27 +7,28 @@ rest, of which the native broad phase (:func:`~sparsedyn.contact.mesh_box_loop.n
 a few, at rest a mesh on a box (one of the two a world shape).  At each call this road lays all of
 their rows out in one table of fixed slots (the kernel's rows, each mesh-plane pair's
 ``MAX_PATCH_POINTS``, then each mesh-box pair's as many), so that :func:`~sparsedyn.collide` picks
-its hits from it as it does where every pair is native: the same operations as its general road
-(:func:`~sparsedyn.contact.collision.collide_within`), less its Python around them.
+its hits from it as it does where every pair is native: the operations of its general road
+(:func:`~sparsedyn.contact.collision.collide_within`; its hits to rounding), less its Python around
+them.
 
 * the shapes' world poses: the native ``geometry_placements`` (collide's ``placements``);
 * the broad phase of the rest's pairs alone (the same routine and tables, per pair);
 * for each mesh-box pair left, coal's signed distance between the mesh's convex hull and the box at
   :data:`~sparsedyn.contact.collision_coal.COAL_TOLERANCE` (a ``coal.ComputeDistance`` per pair
-  kept per thread: its solver's memory made once.  The solver starts its hill climbing on the hull
-  where the pair's last query ended, which changes where it starts, not the vertex it reaches (the
-  support is unique but on exact ties of floating-point products));
+  kept per thread: its solver and its EPA's memory made once, where ``coal.distance`` makes them at
+  each query.  The solver starts its hill climbing on the hull where the pair's last query ended:
+  that changes where the climb starts, not the vertex it reaches, which is unique but on an exact
+  tie of floating-point products);
 * the pairs' patches in one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`'
   routine) written into their slots.
 
-Where the broad phase leaves any other pair, or coal's query fails at that tolerance, the road
-gives way to the general road (None).
+Where the broad phase leaves any other pair, or coal's answer is not finite at that tolerance, the
+road gives way to the general road (None), which retries it at coal's default.
 """
 
 from __future__ import annotations
 
 import ctypes
-import math
 import threading
 
 import numpy as np
