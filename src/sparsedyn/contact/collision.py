@@ -33,6 +33,8 @@ above a world plane (:mod:`~sparsedyn.contact.mesh_plane`); two boxes are one ha
 tighter broad phase in one native call (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: a sphere
 against a box, the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
 (given coal's closest pairs) are one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).
+Where the pairs left to that broad phase are meshes on world boxes, collide takes them all in one table
+(:mod:`~sparsedyn.contact.mesh_box_road`, once the scene has been collided once).
 ``sd.use_backend("numpy")`` takes the vectorised closed forms.  coal's objects and the meshes' hulls:
 :mod:`~sparsedyn.contact.collision_coal`.
 """
@@ -56,6 +58,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .collision_hfield import hfield_pairs
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
+from .mesh_box_road import box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
 from .scene import Scene
@@ -109,9 +112,14 @@ def collide(scene, q) -> Hits:
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
             and use_backend.current() != "numpy"):
         f, kp, _, lp, every, order = road          # collide_within's native road, less its lookups
-        c = f(q, kp.shapes, kp.cutoff, kp.pairs)
-        if lp is not None:                         # and the meshes' patches on planes
-            c = np.concatenate([c, mesh_plane_loop_rows(scene, lp, q)])
+        if f is None:                              # meshes on boxes too (kp: mesh_box_road's road)
+            c = box_road_rows(scene, kp, q)
+            if c is None:
+                return collide_within(scene, q, None)
+        else:
+            c = f(q, kp.shapes, kp.cutoff, kp.pairs)
+            if lp is not None:                     # and the meshes' patches on planes
+                c = np.concatenate([c, mesh_plane_loop_rows(scene, lp, q)])
         return _kernel_hits(scene, every, order, c, c[:, 0] < kp.cutoff)     # (kp.cutoff: the margin, 0-d)
     return collide_within(scene, q, None)
 
@@ -128,7 +136,8 @@ def _kernel_hits(scene, every, order, c, mask):
 
 #: ``scene.cache``'s key of collide's road: ``(the ready native collision_candidates_near, the kernel plan,
 #: (nq,), the mesh-plane loop plan or None, each row's pair, the rows by pair or None)`` where every
-#: pair is the collision kernel's or a robot mesh's on a world plane
+#: pair is the collision kernel's or a robot mesh's on a world plane; ``(None, a mesh_box_road.BoxRoad, ...)``
+#: where the others are meshes on world boxes
 _ROAD = "collide road"
 
 
@@ -150,7 +159,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     per_pair = cutoff is not None
     margin = float(cutoff.max(initial=scene.margin)) if per_pair else scene.margin
     out, patches = [], []                          # (pair indices, d, w_a, w_b, n) blocks; distinct ones apart
-    inside = None
+    inside = kp = lp = f = None
     if use_backend.current() != "numpy":
         kp = kernel_plan(scene)
         if kp.pairs:
@@ -188,6 +197,10 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
             return _distinct_hits(scene, patches)
     R, p = placements(scene, q)
     plan = _plan(scene)
+    if kp is not None and not per_pair and spin is None and _ROAD not in scene.cache:   # (then a road of its own)
+        road = box_road(scene, kp, f, lp, plan["c"], plan["r"], plan["half"])
+        if road is not None:
+            scene.cache[_ROAD] = (None, road, (model.nq,), None, road.every, road.order)
     if len(scene.index):
         near, bounded = _near(scene, plan, R, p, cutoff if per_pair else margin)
         if inside is not None:
@@ -386,7 +399,7 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
     m, b, c = ms[near], bs[near], cutoff[near]
     depth = patch_depth(c, scene.margin)
     got = None if use_backend.current() == "numpy" else \
-        mesh_box_loop_patches(V, _shape_rows(scene, rows), plan["half"], m, b, R, p, closest, c, depth, ~mesh[near])
+        mesh_box_loop_patches(V, shape_rows(scene), plan["half"], m, b, R, p, closest, c, depth, ~mesh[near])
     if got is not None:                            # (in the pair's order, merged: distinct points)
         return (ks[near].take(got[0]), *got[1:]), True
     if got is None:
@@ -414,16 +427,6 @@ def _transform(scene, coal, k, R, p):
     return got
 
 
-def _shape_rows(scene, rows):
-    """(S, 2) int: each shape's rows of :func:`~sparsedyn.contact.collision_coal.mesh_vertices` (``rows``,
-    by mesh shape; ``(0, 0)`` for the others); kept by the scene."""
-    got = scene.cache.get("mesh rows")
-    if got is None:
-        got = np.zeros((len(scene.shapes), 2), np.int64)
-        for k, r in rows.items():
-            got[k] = r
-        scene.cache["mesh rows"] = got
-    return got
 
 
 def _distinct_hits(scene, blocks):

@@ -20,7 +20,13 @@ Both are C routines written by hand (:func:`~sparsedyn.kernels.c_library`), used
   hull): :func:`~sparsedyn.contact.reduction.mesh_box_patch`, the same operations in the same order
   (the face holding the closest pair, the hull vertices within the cutoff over it, the reduction's
   rule as in :mod:`~sparsedyn.contact.mesh_plane_loop`), all pairs in one call: its rows are the
-  NumPy function's to rounding.
+  NumPy function's to rounding.  Given the hull's vertices as columns as well, their heights over
+  the face are computed ``SD_W`` at a time (the same operations, then those below the cutoff one by one).
+
+And for :mod:`~sparsedyn.contact.mesh_box_road`, the two ends of its table of slots: the shapes'
+poses and the broad phase of its pairs (``sd_road_near``), and coal's answers checked and the
+patches written into the pairs' slots (``sd_road_rows``), each given the road's tables as one table
+of addresses.
 """
 
 from __future__ import annotations
@@ -45,9 +51,11 @@ __all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
 #: the shapes' world poses; ``cut`` (P,); ``par``: ``[SLACK, SAME_POINT]``.
 #: ``sd_mesh_box_patches``: the rows (P * 4, 10) ``[d, w_a (3), w_b (3), n (3)]`` (``d`` +inf in a
 #: free row) of P mesh-box pairs (:func:`mesh_box_loop_patches`); returns the rows filled, -1 where
-#: the workspace (8 doubles a vertex of the largest hull) cannot be had.
+#: the workspace (11 doubles a vertex of the largest hull) cannot be had.  ``sd_mesh_box_rows``: those
+#: of some of a road's pairs, in its slots (``[d, x, n]``, ``x`` midway between the witnesses).
 SOURCE = REDUCE + r"""
 #define NB 10
+typedef long long sd_mb_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
 static double sd_mb_abs(double x) { return x < 0 ? -x : x; }
 
 /* The separating-axis gap of two oriented boxes (axes the columns of Ra, Rb; centres ca, cb; half extents ea, eb):
@@ -135,13 +143,34 @@ SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *
   }
 }
 
+/* Vertex V (mesh frame) of the patch: kept (its rows m of the workspace, returns m + 1) where it lies over the face k
+   (sign s, the other axes o1, o2) within the cutoff; else m. */
+static inline long long sd_mb_vertex(const double *V, const double *Rm, const double *pm, const double *Rb,
+                                     const double *pb, const double *hl, int k, int o1, int o2, double s, double cut,
+                                     double d0, long long m, double *xw, double *hv, double *W)
+{
+  double Wv[3], x[3];
+  sd_mb_world(Rm, pm, V, Wv);
+  for (int j = 0; j < 3; j++) {
+    x[j] = ((Wv[0] - pb[0]) * Rb[j] + (Wv[1] - pb[1]) * Rb[3 + j]) + (Wv[2] - pb[2]) * Rb[6 + j];
+    if (j == k && !(x[k] * s - hl[k] < cut)) return m;     /* above the cutoff: the other axes unneeded */
+  }
+  const double h = x[k] * s - hl[k];
+  if (!(h < cut && sd_mb_abs(x[o1]) <= hl[o1] && sd_mb_abs(x[o2]) <= hl[o2])) return m;
+  hv[m] = h, xw[3 * m] = sd_mp_max(h, d0), xw[3 * m + 1] = x[o1], xw[3 * m + 2] = x[o2];
+  for (int r = 0; r < 3; r++) W[3 * m + r] = Wv[r];
+  return m + 1;
+}
+
 /* One pair's patch (reduction.mesh_box_patch): its rows into out, their count.  Workspace rows (row 0 the closest
    pair's, then the vertices over the face): xw [h, t1, t2] (the patch's coordinates, h clamped to d0), hv the
-   vertices' own heights, W their world points; dep, D, A the reduction's. */
-static int sd_mb_patch(long long nv, const double *V, const double *Rm, const double *pm, const double *Rb,
-                       const double *pb, const double *hl, const double *cl, double cut, double depth, double same,
-                       double span, double span2, double *xw, double *hv, double *W, double *dep, double *D, double *A,
-                       double *out)
+   vertices' own heights, W their world points; dep, D, A the reduction's.  The nv vertices V (nv, 3), or where soa
+   is given the same vertices as its columns (x, y, z rows `stride` apart, NaN after the nv-th up to a multiple of 8):
+   their heights SD_W at a time (the same operations as sd_mb_vertex's, which then takes those below the cutoff). */
+static int sd_mb_patch(long long nv, const double *V, const double *soa, long long stride, const double *Rm,
+                       const double *pm, const double *Rb, const double *pb, const double *hl, const double *cl,
+                       double cut, double depth, double same, double span, double span2, double *xw, double *hv,
+                       double *W, double *dep, double *D, double *A, double *out)
 {
   const double d0 = cl[0], *wa0 = cl + 1, *wb0 = cl + 4, *n0 = cl + 7;
   double nb[3], xb[3], o[3];
@@ -166,19 +195,28 @@ static int sd_mb_patch(long long nv, const double *V, const double *Rm, const do
   if (!one) {
     const double w = inside ? xb[k] : nb[k], s = (double)(w > 0) - (double)(w < 0);
     for (int r = 0; r < 3; r++) nf[r] = s * Rb[3 * r + k];
-    for (long long v = 0; v < nv; v++) {           /* the hull vertices over the face within the cutoff */
-      double Wv[3], x[3];
-      sd_mb_world(Rm, pm, V + 3 * v, Wv);
-      for (int j = 0; j < 3; j++) {
-        x[j] = ((Wv[0] - pb[0]) * Rb[j] + (Wv[1] - pb[1]) * Rb[3 + j]) + (Wv[2] - pb[2]) * Rb[6 + j];
-        if (j == k && !(x[k] * s - hl[k] < cut)) break;      /* above the cutoff: the other axes unneeded */
+    if (!soa)                                      /* the hull vertices over the face within the cutoff */
+      for (long long v = 0; v < nv; v++)
+        m = sd_mb_vertex(V + 3 * v, Rm, pm, Rb, pb, hl, k, o1, o2, s, cut, d0, m, xw, hv, W);
+    else
+      for (long long v = 0; v < nv; v += SD_W) {
+        sd_vd X, Y, Z;
+        __builtin_memcpy(&X, soa + v, sizeof X);
+        __builtin_memcpy(&Y, soa + stride + v, sizeof Y);
+        __builtin_memcpy(&Z, soa + 2 * stride + v, sizeof Z);
+        sd_vd W0 = ((Rm[0] * X + Rm[1] * Y) + Rm[2] * Z) + pm[0], W1 = ((Rm[3] * X + Rm[4] * Y) + Rm[5] * Z) + pm[1];
+        sd_vd W2 = ((Rm[6] * X + Rm[7] * Y) + Rm[8] * Z) + pm[2];
+        sd_vd H = (((W0 - pb[0]) * Rb[k] + (W1 - pb[1]) * Rb[3 + k]) + (W2 - pb[2]) * Rb[6 + k]) * s - hl[k];
+        sd_mb_mask M = H < cut;
+        long long any = 0;
+        for (int l = 0; l < SD_W; l++) any |= M[l];
+        if (!any) continue;
+        for (int l = 0; l < SD_W; l++) {
+          if (!M[l]) continue;
+          const double Vv[3] = {X[l], Y[l], Z[l]};
+          m = sd_mb_vertex(Vv, Rm, pm, Rb, pb, hl, k, o1, o2, s, cut, d0, m, xw, hv, W);
+        }
       }
-      const double h = x[k] * s - hl[k];
-      if (!(h < cut && sd_mb_abs(x[o1]) <= hl[o1] && sd_mb_abs(x[o2]) <= hl[o2])) continue;
-      hv[m] = h, xw[3 * m] = sd_mp_max(h, d0), xw[3 * m + 1] = x[o1], xw[3 * m + 2] = x[o2];
-      for (int r = 0; r < 3; r++) W[3 * m + r] = Wv[r];
-      m++;
-    }
   }
   if (m == 1) {                                    /* the closest pair alone */
     for (int r = 0; r < 10; r++) out[r] = cl[r];
@@ -265,55 +303,158 @@ static int sd_mb_distinct(int n, double *out, double same)
   return m;
 }
 
+/* The workspace of sd_mb_patch for the meshes ms[slot[k]] (slot NULL: ms[k]) of P pairs, `most` rows of 11 doubles
+   (the largest hull's vertices and one), or NULL. */
+static double *sd_mb_workspace(long long P, const long long *slot, const long long *ms, const long long *count,
+                               long long *most)
+{
+  *most = 1;
+  for (long long k = 0; k < P; k++) {
+    const long long c = count[ms[slot ? slot[k] : k]];
+    if (c + 1 > *most) *most = c + 1;
+  }
+  return malloc(11 * *most * sizeof(double));
+}
+
+/* The rows of the pair of mesh m and box b (closest pair cl) into rk (MP rows of NB, d +inf in the free ones): its
+   patch, swapped where the box is the pair's a, merged (sd_mb_distinct); returns their count.  ws: sd_mb_workspace's
+   for `most` rows. */
+static int sd_mb_pair(long long m, long long b, const long long *first, const long long *count, const double *hull,
+                      const double *soa, const long long *sfirst, long long stride, const double *half, const double *R,
+                      const double *p, const double *cl, double cut, double depth, long long swap, const double *par,
+                      double *ws, long long most, double *rk)
+{
+  double *xw = ws, *hv = xw + 3 * most, *W = hv + most, *dep = W + 3 * most, *D = dep + most, *A = D + most;
+  for (long long j = 0; j < MP; j++) {
+    rk[j * NB] = __builtin_inf();
+    for (int c = 1; c < NB; c++) rk[j * NB + c] = 0.0;
+  }
+  const int n = sd_mb_patch(soa ? (count[m] + 7) / 8 * 8 : count[m], hull + 3 * first[m], soa ? soa + sfirst[m] : 0,
+                            stride, R + 9 * m, p + 3 * m, R + 9 * b, p + 3 * b, half + 3 * b, cl, cut, depth, par[0],
+                            par[1], par[2], xw, hv, W, dep, D, A, rk);
+  if (swap)                                        /* the box first: its witness is w_a, the normal towards it */
+    for (int i = 0; i < n; i++)
+      for (int r = 0; r < 3; r++) {
+        const double t = rk[NB * i + 1 + r];
+        rk[NB * i + 1 + r] = rk[NB * i + 4 + r], rk[NB * i + 4 + r] = t, rk[NB * i + 7 + r] = -rk[NB * i + 7 + r];
+      }
+  return sd_mb_distinct(n, rk, par[3]);
+}
+
 SD_EXPORT long long sd_mesh_box_patches(long long P, const long long *ms, const long long *bs, const long long *first,
                                         const long long *count, const double *hull, const double *half, const double *R,
                                         const double *p, const double *closest, const double *cut, const double *depth,
                                         const long long *swap, const double *par, double *out)
 {
-  const double same = par[0], span = par[1], span2 = par[2], point = par[3];
-  long long most = 1, rows = 0;
-  for (long long k = 0; k < P; k++) if (count[ms[k]] + 1 > most) most = count[ms[k]] + 1;
-  double *xw = malloc(11 * most * sizeof(double));
-  if (!xw) return -1;
-  double *hv = xw + 3 * most, *W = hv + most, *dep = W + 3 * most, *D = dep + most, *A = D + most;
-  for (long long j = 0; j < P * MP; j++) {
-    out[j * NB] = __builtin_inf();
-    for (int c = 1; c < NB; c++) out[j * NB + c] = 0.0;
-  }
-  for (long long k = 0; k < P; k++) {
-    double *rk = out + NB * MP * k;
-    const int n = sd_mb_patch(count[ms[k]], hull + 3 * first[ms[k]], R + 9 * ms[k], p + 3 * ms[k], R + 9 * bs[k],
-                              p + 3 * bs[k], half + 3 * bs[k], closest + 10 * k, cut[k], depth[k], same, span, span2,
-                              xw, hv, W, dep, D, A, rk);
-    if (swap[k])                                   /* the box first: its witness is w_a, the normal towards it */
-      for (int i = 0; i < n; i++)
-        for (int r = 0; r < 3; r++) {
-          const double t = rk[NB * i + 1 + r];
-          rk[NB * i + 1 + r] = rk[NB * i + 4 + r], rk[NB * i + 4 + r] = t, rk[NB * i + 7 + r] = -rk[NB * i + 7 + r];
-        }
-    rows += sd_mb_distinct(n, rk, point);
-  }
-  free(xw);
+  long long most, rows = 0;
+  double *ws = sd_mb_workspace(P, 0, ms, count, &most);
+  if (!ws) return -1;
+  for (long long k = 0; k < P; k++)
+    rows += sd_mb_pair(ms[k], bs[k], first, count, hull, 0, 0, 0, half, R, p, closest + 10 * k, cut[k], depth[k],
+                       swap[k], par, ws, most, out + NB * MP * k);
+  free(ws);
   return rows;
+}
+
+/* The rows of P of a road's pairs (pair k its pair slot[k], whose mesh, box, cutoff, depth, swap are ms, bs, cut,
+   depth, swap at slot[k]; its closest pair closest's row k; none where that is beyond the cutoff) as collide's road
+   lays them out: pair slot[k]'s MP rows
+   from row MP * slot[k] of out (S rows of nc columns, collision_candidates_near's), [d, (w_a + w_b) / 2, n, 0...];
+   the other rows' d +inf (and their other columns left as they were).  Returns the rows filled, -1 where the
+   workspace cannot be had. */
+SD_EXPORT long long sd_mesh_box_rows(long long P, const long long *slot, const long long *ms, const long long *bs,
+                                     const long long *first, const long long *count, const double *hull,
+                                     const double *soa, const long long *sfirst, long long stride,
+                                     const double *half, const double *R, const double *p, const double *closest,
+                                     const double *cut, const double *depth, const long long *swap, const double *par,
+                                     long long S, long long nc, double *out)
+{
+  long long most, rows = 0;
+  double *ws = sd_mb_workspace(P, slot, ms, count, &most), rk[NB * MP];
+  if (!ws) return -1;
+  for (long long j = 0; j < S; j++) out[j * nc] = __builtin_inf();     /* (a free row's other columns unread) */
+  for (long long k = 0; k < P; k++) {
+    const long long s = slot[k];
+    if (!(closest[10 * k] < cut[s])) continue;     /* beyond its cutoff: no rows */
+    const int n = sd_mb_pair(ms[s], bs[s], first, count, hull, soa, sfirst, stride, half, R, p, closest + 10 * k,
+                             cut[s], depth[s], swap[s], par, ws, most, rk);
+    for (int i = 0; i < n; i++) {
+      double *row = out + nc * (MP * s + i), *x = rk + NB * i;
+      row[0] = x[0];
+      for (int r = 0; r < 3; r++) row[1 + r] = (x[1 + r] + x[4 + r]) / 2, row[4 + r] = x[7 + r];
+      for (long long c = 7; c < nc; c++) row[c] = 0.0;
+    }
+    rows += n;
+  }
+  free(ws);
+  return rows;
+}
+
+/* collide's road of meshes on boxes (mesh_box_road): its tables' addresses in tab, in the order of mesh_box_road's
+   ROAD_TABLES (dims = [Q pairs, NG robot shapes, S shapes, the soa's stride, the slots' rows, their columns]). */
+enum { T_DIMS, T_RW, T_PW, T_IA, T_IB, T_PLANE, T_SC, T_SR, T_BC, T_BE, T_BOX, T_CUT, T_NPAR, T_MS, T_BS, T_FIRST,
+       T_COUNT, T_HULL, T_SOA, T_SFIRST, T_HALF, T_MCUT, T_DEPTH, T_SWAP, T_PAR };
+
+/* The shapes' poses R (S, 3, 3), p (S, 3) (the robot's Rg, pg, then the world's) and the broad phase of the road's
+   Q pairs into near (Q,). */
+SD_EXPORT void sd_road_near(const void *const *tab, const double *Rg, const double *pg, double *R, double *p,
+                            _Bool *near)
+{
+  const long long *dims = tab[T_DIMS], Q = dims[0], NG = dims[1], S = dims[2];
+  const double *Rw = tab[T_RW], *pw = tab[T_PW];
+  for (long long i = 0; i < 9 * S; i++) R[i] = i < 9 * NG ? Rg[i] : Rw[i - 9 * NG];
+  for (long long i = 0; i < 3 * S; i++) p[i] = i < 3 * NG ? pg[i] : pw[i - 3 * NG];
+  sd_near_pairs(Q, tab[T_IA], tab[T_IB], tab[T_PLANE], tab[T_SC], tab[T_SR], tab[T_BC], tab[T_BE], tab[T_BOX], R, p,
+                tab[T_CUT], tab[T_NPAR], near);
+}
+
+/* sd_mesh_box_rows of the road's P pairs slot (P,) given coal's answers got: the witnesses on the meshes (P, 3), on
+   the boxes (P, 3), the normals from the meshes towards the boxes (P, 3), the distances (P,); -2 where one of
+   those is not finite or beyond 1e300 (the general road retries it), -1 without memory. */
+SD_EXPORT long long sd_road_rows(const void *const *tab, long long P, const long long *slot, const double *R,
+                                 const double *p, const double *got, double *out)
+{
+  const long long *dims = tab[T_DIMS];
+  double *closest = malloc(10 * (P ? P : 1) * sizeof(double));
+  if (!closest) return -1;
+  for (long long k = 0; k < P; k++) {
+    double *cl = closest + 10 * k;
+    cl[0] = got[9 * P + k];
+    for (int r = 0; r < 3; r++)
+      cl[1 + r] = got[3 * k + r], cl[4 + r] = got[3 * (P + k) + r], cl[7 + r] = -got[3 * (2 * P + k) + r];
+    for (int r = 0; r < 10; r++)
+      if (!(sd_mb_abs(cl[r]) < 1e300)) { free(closest); return -2; }
+  }
+  long long n = sd_mesh_box_rows(P, slot, tab[T_MS], tab[T_BS], tab[T_FIRST], tab[T_COUNT], tab[T_HULL], tab[T_SOA],
+                                 tab[T_SFIRST], dims[3], tab[T_HALF], R, p, closest, tab[T_MCUT], tab[T_DEPTH],
+                                 tab[T_SWAP], tab[T_PAR], dims[4], dims[5], out);
+  free(closest);
+  return n;
 }
 """
 
-#: The routines once loaded: ``[sd_near_pairs or None, sd_mesh_box_patches or None, tried]``.
-_ROUTINE: list = [None, None, False]
-_P = ctypes.POINTER(ctypes.c_double)
+#: The routines once loaded: ``[(their ctypes functions, :func:`_routines`) or None, tried]``.
+_ROUTINE: list = [None, False]
+_P, _PP = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_void_p)
 
 
 def _routines():
-    """``(sd_near_pairs, sd_mesh_box_patches)`` (ctypes), or None where no C compiler builds them."""
-    if not _ROUTINE[2]:
+    """``(sd_near_pairs, sd_mesh_box_patches, sd_mesh_box_rows, sd_road_near, sd_road_rows)`` (ctypes), or
+    None where no C compiler builds them."""
+    if not _ROUTINE[1]:
         lib = c_library(SOURCE)
         if lib is not None:
-            f, g = lib.sd_near_pairs, lib.sd_mesh_box_patches
-            f.restype, g.restype = None, ctypes.c_longlong
+            f, g, h = lib.sd_near_pairs, lib.sd_mesh_box_patches, lib.sd_mesh_box_rows
+            f.restype, g.restype, h.restype = None, ctypes.c_longlong, ctypes.c_longlong
             f.argtypes, g.argtypes = [ctypes.c_longlong] + [_P] * 13, [ctypes.c_longlong] + [_P] * 14
-            _ROUTINE[0], _ROUTINE[1] = f, g
-        _ROUTINE[2] = True
-    return None if _ROUTINE[0] is None else (_ROUTINE[0], _ROUTINE[1])
+            ll = ctypes.c_longlong
+            h.argtypes = [ll] + [_P] * 8 + [ll] + [_P] * 8 + [ll] * 2 + [_P]
+            a, b = lib.sd_road_near, lib.sd_road_rows
+            a.restype, b.restype = None, ctypes.c_longlong
+            a.argtypes, b.argtypes = [_PP] + [_P] * 5, [_PP, ctypes.c_longlong] + [_P] * 5
+            _ROUTINE[0] = (f, g, h, a, b)
+        _ROUTINE[1] = True
+    return _ROUTINE[0]
 
 
 def _extents(scene, k):

@@ -308,14 +308,15 @@ def loop_plan(scene):
     return lp
 
 
-def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None, ahead=None):
+def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None, ahead=None, out=None):
     """The rows (P * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns,
     the point in its body's frame) of the plan ``lp``'s pairs at ``q`` (nq,) (float), each pair's
     patch within its cutoff ``cut`` (P,) [m] (None: the margin) in its first rows, the other rows'
     distance +inf: those of :func:`~sparsedyn.contact.scene_data.mesh_plane_rows` (module
     docstring); ``spin`` (P, 3) or None as there, or ``ahead`` ``(v, dt)``: a step's, each pair's
     rotation then :func:`~sparsedyn.contact.look_ahead.pair_spins`' computed in the loop (unknown
-    where ``v`` or ``dt`` is not finite).  None where the routine cannot be built (no C compiler)."""
+    where ``v`` or ``dt`` is not finite); ``out``: a table of those rows' shape to write them into (a new one:
+    None; C-contiguous float).  None where the routine cannot be built (no C compiler)."""
     f = _routine()
     if f is None:
         return None
@@ -332,7 +333,8 @@ def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None, ahead=None):
             vel, dt = _at(V), float(dt)
         spin = None
     P = len(lp.pair)
-    out = np.empty((P * MAX_PATCH_POINTS, NEAR_COLUMNS))
+    if out is None:
+        out = np.empty((P * MAX_PATCH_POINTS, NEAR_COLUMNS))
     body, axes, pb, hull, rows, spheres, par, margin, _ = lp._at
     if f(P, body, _at(R), _at(o), axes, pb, hull, rows, spheres, margin if cut is None else _at(cut),
          None if spin is None else _at(spin), vel, dt, par, _at(out)) < 0:
