@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import rounding_bound
-from sparsedyn.contact.box_pairs import capsule_box, point_box
-from sparsedyn.contact.closed_forms import sphere_box
+from sparsedyn.contact.box_pairs import box_candidates, capsule_box, point_box
+from sparsedyn.contact.closed_forms import capsule_box_ends, sphere_box
 from test_closed_forms import coal_against_boxes
 
 #: the issue's bound on a query's distance, witness points and normal against coal's
@@ -139,3 +139,99 @@ def test_point_box_is_sphere_box():
     assert 20 <= inside.sum() < n
     for x, y in zip(got, want):
         assert np.abs(x - y).max() <= rounding_bound(16)
+
+
+def _over_edge(delta, ha, ra=0.03, a=0.01, depth=1e-4):
+    """A capsule of radius ``ra`` and half length ``ha`` across the edge of a table's top (half extents
+    0.5, 0.5, 0.2; the edge along y at x = 0.5, z = 0.2), its axis ``(cos a, 0, -sin a)`` tilted down
+    towards the edge, its segment's point nearest the edge ``ra - depth`` from it along
+    ``n = (sin a, 0, cos a)`` (the capsule ``depth`` into the box there) and its outer end ``delta`` past
+    that point along the axis: ``(R, p, n, x)`` (``x`` that point)."""
+    tilt = np.array([[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]])
+    R = tilt @ _LYING
+    u, n = R[:, 2], np.array([np.sin(a), 0.0, np.cos(a)])
+    x = np.array([0.5, 0.0, 0.2]) + (ra - depth) * n
+    return R, x + (delta - ha) * u, n, x
+
+
+@pytest.mark.parametrize("delta, ha, kept", [(0.002, 0.1, (0, 1)), (0.002, 0.012, (0,)), (0.031, 0.1, (0, 1, 2))])
+def test_a_capsule_across_a_box_edge_touches_it_once_by_hand(delta, ha, kept):
+    # the segment's distance to the box is least at x (its nearest point to the edge, the normal n
+    # perpendicular to the axis): the closest pair, 0.1 mm deep.  The outer end, delta past x, is nearer
+    # the edge than the radius (0.03): its sphere touches the same edge through its inner side, inside the
+    # capsule, a contact already counted; it goes.  The inner end, 2 ha - delta back, rests over the top
+    # (0.2 m back: kept; a short capsule, 0.022 m back: covered too, one hit); an outer end 0.031 past x
+    # (beyond the radius) stays (13 mm from the edge: past a margin of 5 mm, the rule drops no end that a
+    # margin would keep over an edge but one within the radius).
+    ra = 0.03
+    R, p, n, x = _over_edge(delta, ha, ra)
+    u, edge = R[:, 2], np.array([0.5, 0.0, 0.2])
+    got = box_candidates("capsule", R, p, (ra, 2 * ha), np.eye(3), np.zeros(3), (1.0, 1.0, 0.4))
+    inner, outer = p - ha * u, p + ha * u
+    want = [-1e-4, inner[2] - 0.2 - ra, np.linalg.norm(outer - edge) - ra]
+    assert got[0][0] < min(want[1:])                          # the closest pair is the deepest hit
+    assert np.abs(got[0][2] - edge).max() <= rounding_bound(8) and np.abs(got[0][3] - n).max() <= rounding_bound(8)
+    for i in range(3):
+        assert (got[i][0] == 1e300) if i not in kept else abs(got[i][0] - want[i]) <= rounding_bound(8)
+    # the NumPy road's end hits: the same ends covered
+    d, *_ = capsule_box_ends(p[None], u[None], np.array([ha]), np.array([ra]), np.eye(3)[None], np.zeros((1, 3)),
+                             np.array([[0.5, 0.5, 0.2]]))
+    assert [x == 1e300 for x in d] == [got[1][0] == 1e300, got[2][0] == 1e300]
+
+
+def test_a_capsule_lying_on_a_face_keeps_both_ends():
+    # the segment over the top (the outer end 2 mm short of the edge), parallel to it: its distance is
+    # the same all along, the closest pair goes (an end as deep), both ends stay: the capsule's support
+    ra = 0.03
+    R, p = _LYING, np.array([0.5 - 0.002 - 0.1, 0.0, 0.2 + ra - 1e-4])
+    got = box_candidates("capsule", R, p, (ra, 0.2), np.eye(3), np.zeros(3), (1.0, 1.0, 0.4))
+    assert got[0][0] == 1e300
+    assert all(abs(g[0] + 1e-4) <= rounding_bound(8) for g in got[1:])
+
+
+def test_the_humanoid_on_stairs_touches_them_where_mujoco_does(tmp_path):
+    """dm_control's humanoid settled by MuJoCo (1.5 s) on four stair boxes, its feet across a stair's
+    edge: each pair touches as many times as in MuJoCo's contacts (13: each foot capsule at the edge and
+    at its inner end, not again at its outer end 1.3 mm past the edge), on both roads, the same hits."""
+    import shutil
+    import warnings
+    from pathlib import Path
+
+    import dm_control
+    import mujoco
+
+    import sparsedyn as sd
+    from sparsedyn.interop.mujoco import q_from_mujoco
+
+    suite = Path(dm_control.__file__).parent / "suite"
+    floor = '<geom name="floor" type="plane" conaffinity="1" size="100 100 .2" material="grid"/>'
+    stairs = floor + "".join(f'<geom name="stair{i}" type="box" pos="{0.4 * i - 0.5} 0 {0.05 * (i + 1)}" '
+                             f'size="0.2 1 {0.05 * (i + 1)}"/>' for i in range(4))
+    src = (suite / "humanoid.xml").read_text()
+    assert floor in src
+    shutil.copytree(suite / "common", tmp_path / "common")
+    path = tmp_path / "stairs.xml"
+    path.write_text(src.replace(floor, stairs))
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    for _ in range(1500):
+        mujoco.mj_step(m, d)
+    name = lambda g: mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g)             # noqa: E731
+    want = sorted(tuple(sorted((name(c.geom1), name(c.geom2)))) for c in d.contact[:d.ncon])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_mjcf(str(path), geometry=True)
+    scene, q = sd.Scene(model), q_from_mujoco(model, d.qpos)
+    got = {}
+    for road in ("numpy", "native"):
+        with sd.use_backend(road, **({"deterministic": True} if road == "native" else {})):
+            got[road] = sd.collide(scene, q)
+    assert len(want) == 13 and sum(any(x.startswith("stair") for x in p) for p in want) == 12
+    for road, hits in got.items():
+        touching = hits.distances < 0                       # MuJoCo's margin is 0; the scene's 5 mm
+        assert sorted(tuple(sorted(p)) for p, t in zip(hits.pairs, touching) if t) == want, road
+    a, b = got["numpy"], got["native"]
+    assert a.pairs == b.pairs
+    assert np.abs(a.distances - b.distances).max() <= rounding_bound(64)
+    assert np.abs(a.points - b.points).max() <= rounding_bound(64)
+    assert np.abs(a.normals - b.normals).max() <= rounding_bound(64)

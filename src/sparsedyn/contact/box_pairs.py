@@ -29,7 +29,8 @@ from .. import backend as bk
 from .collision_coal import SAME_DEPTH, SAME_POINT
 from .friction_problem import _TINY, _step
 
-__all__ = ["point_box", "segment_box", "capsule_box", "box_candidates", "merge_close", "EDGE_PARALLEL", "FACE_TIE"]
+__all__ = ["point_box", "segment_box", "capsule_box", "box_candidates", "merge_close", "covered_ends", "EDGE_PARALLEL",
+           "FACE_TIE"]
 
 #: A cross product of the segment and a box edge shorter than this (the sine of their angle) is no
 #: separating axis (its direction is rounding).
@@ -273,7 +274,30 @@ def box_candidates(kind_a, Ra, pa, sa, Rb, pb, sb):
     first = 1.0 - _step(ends[1][0] - ends[0][0])
     deepest = _pick(first, ends[1][0], ends[0][0])
     d = _pick(_step(d + _SAME_DEPTH - deepest), 1e300, d)
+    ends = covered_ends(d, wa, n, ends, ra)
     return [(x, vec(y), vec(z), vec(m)) for x, y, z, m in [(d, wa, wb, n)] + ends]
+
+
+def covered_ends(d, wa, n, ends, ra):
+    """A capsule's end spheres' hits ``ends`` ``[(d, w_a, w_b, n)]`` against a box, those its closest pair
+    ``(d, w_a, n)`` (kept: ``d`` not 1e300) covers at distance 1e300: an end whose centre lies within
+    the radius ``ra`` of the closest pair's point on the segment (``w_a + ra n``).
+
+    The closest pair is kept only where it is deeper than both ends, so the segment's distance to the
+    box is least inside the segment: the capsule crosses an edge or a corner of the box.  An end within
+    ``ra`` of that point touches the same feature (the nearest points of the box to two centres are no
+    farther apart than the centres) through the inner side of its sphere, which lies inside the
+    cylinder: not a second support of the capsule but the same contact again, a fraction of a radius
+    away with a normal turned by about that fraction (a foot's capsule over a stair's edge: 1.3 mm and
+    0.05 rad), which leaves the contact problem nearly degenerate.  The closest pair, the deepest hit,
+    stays; an end farther along the segment is a second support and stays."""
+    x = _axpy(ra, n, wa)
+    out = []
+    for de, wae, wbe, ne in ends:
+        w = _sub(x, _axpy(ra, ne, wae))
+        cover = (1.0 - _step(_dot(w, w) - ra * ra)) * (1.0 - _step(d - de))
+        out.append((_pick(cover, 1e300, de), wae, wbe, ne))
+    return out
 
 
 def merge_close(cands):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .box_pairs import capsule_box
+from .box_pairs import capsule_box, covered_ends
+from .collision_coal import SAME_DEPTH
 from .reduction import mesh_plane_reduced
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
@@ -435,9 +436,17 @@ def box_box_corners(Ra, pa, ha, Rb, pb, hb):
 
 def capsule_box_ends(pa, ua, ha, ra, Rb, pb, hb):
     """A capsule and a box: the capsule's two end spheres against the box, two hits a pair (a
-    capsule lying on a face)."""
+    capsule lying on a face); an end its closest pair covers (the capsule crossing an edge,
+    :func:`~sparsedyn.contact.box_pairs.covered_ends`) at distance 1e300."""
     ends = np.concatenate([pa - ha[:, None] * ua, pa + ha[:, None] * ua])
-    return sphere_box(ends, np.tile(ra, 2), np.tile(Rb, (2, 1, 1)), np.tile(pb, (2, 1)), np.tile(hb, (2, 1)))
+    d, wa, wb, n = sphere_box(ends, np.tile(ra, 2), np.tile(Rb, (2, 1, 1)), np.tile(pb, (2, 1)), np.tile(hb, (2, 1)))
+    k = len(pa)
+    dc, wac, _, nc = capsule_box(pa, ua, ha, ra, Rb, pb, hb)
+    dc = np.where(dc + SAME_DEPTH >= np.minimum(d[:k], d[k:]), 1e300, dc)      # collide's rule: an end as deep
+    cols = lambda x: [x[:, i] for i in range(3)]                                  # noqa: E731
+    got = covered_ends(dc, cols(wac), cols(nc), [(d[:k], cols(wa[:k]), None, cols(n[:k])),
+                                                 (d[k:], cols(wa[k:]), None, cols(n[k:]))], ra)
+    return np.concatenate([x[0] for x in got]), wa, wb, n
 
 
 def mesh_plane(V, nb, pb, margin):
