@@ -44,7 +44,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .friction_linalg import _lower_inverse, _mm, _mv
+from .. import backend as bk
+from .friction_linalg import _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 
@@ -86,64 +87,45 @@ def modes(z, mu, active, direction=None):
     return 1.0 - closed, stick, closed - stick, d / (_norms(d) + _TINY)[:, None]
 
 
-def _mode_rows(z, mu, active, direction):
-    """``a`` (m,) (1 on the rows asking a zero velocity) and ``E``'s blocks ``P`` (nc, 2): the sliding
-    contacts' ``mu theta`` (``E_i = [I_2, -P_i]``), with ``(open, slide)`` (nc,)."""
-    nc = z.shape[0]
-    op, stick, slide, theta = modes(z, mu, active, direction)
-    a = np.stack([stick, stick, stick + slide], 1).reshape(3 * nc)
-    return a, (slide * mu)[:, None] * theta, op, slide
-
-
-def _ete(x, P, op, slide):
-    """``E^T E x`` for ``x`` (nc, 3): block by block, ``o I + d [[I_2, -P], [-P^T, P^T P]]``."""
-    t, n = x[:, :2], x[:, 2]
-    pt = P[:, 0] * t[:, 0] + P[:, 1] * t[:, 1]
-    top = op[:, None] * t + slide[:, None] * (t - P * n[:, None])
-    bottom = op * n + slide * (P[:, 0] * P[:, 0] + P[:, 1] * P[:, 1]) * n - slide * pt
-    return np.concatenate([top, bottom[:, None]], 1)
-
-
-def _normal_matrix(G, a, P, op, slide, s2):
-    """``A^T A + eps I`` (m, m) (the module docstring)."""
-    nc = P.shape[0]
-    Ga = G * a[:, None]
-    N = _mm(Ga.T, Ga)
-    reg = EPS * s2
-    for i in range(nc):                                            # s^2 E^T E, block diagonal
-        t0, n = 3 * i, 3 * i + 2
-        o, d, p = op[i], slide[i], P[i]
-        for k in range(2):
-            N[t0 + k, t0 + k] = N[t0 + k, t0 + k] + s2 * (o + d) + reg
-            N[t0 + k, n] = N[t0 + k, n] - s2 * d * p[k]
-            N[n, t0 + k] = N[n, t0 + k] - s2 * d * p[k]
-        N[n, n] = N[n, n] + s2 * (o + d * (p[0] * p[0] + p[1] * p[1])) + reg
-    return N
+def solves(m):
+    """The solves of one polish of ``m`` rows: :data:`REFINE` + 1, or as many as cost about one
+    factorisation (``m / 3`` of ``3 m^2`` each), whichever is more."""
+    return max(REFINE + 1, -(-m // 3))
 
 
 def polish(G, g, mu, z, scale, active, direction=None, start=None):
     """The impulses (m,) of the mode system of the iterate ``z`` (m,) (the module docstring), projected
     onto the cones: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest
-    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding
-    directions where given (else those of ``z``), ``start`` (m,) where given: the answer nearest to it
-    (else the least-norm one)."""
+    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the first
+    sliding directions where given (else those of ``z``), ``start`` (m,) where given: the answer
+    nearest to it (else the least-norm one)."""
     nc = mu.shape[0]
     m = 3 * nc
-    a, P, op, slide = _mode_rows(z.reshape(nc, 3), mu, active, direction)
-    s2 = scale * scale
-    Li = _lower_inverse(_normal_matrix(G, a, P, op, slide, s2))
+    op, stick, slide, theta = modes(z.reshape(nc, 3), mu, active, direction)
+    d = np.stack([stick, stick, stick + slide], 1).reshape(m)        # 1 on the unknowns' rows
+    Mi = _spd_inverse(G * d[:, None] * d[None, :] + np.diag(1.0 - d + EPS * scale))
+    # the largest eigenvalue of each tangential block G_tt: the local problem's weight of a direction
+    t = 3 * np.arange(nc)
+    a, b, c = G[t, t], G[t, t + 1], G[t + 1, t + 1]
+    top = 0.5 * (a + c) + bk.sqrt(0.25 * (a - c) * (a - c) + b * b)
+    mus = slide * mu
 
-    def solve(rhs):                                                # (A^T A + eps I)^-1 rhs
-        return _mv(Li.T, _mv(Li, rhs))
+    def held(x, theta):                                            # lambda_t = mu lambda_n theta where sliding
+        t = (mus * x.reshape(nc, 3)[:, 2])[:, None] * theta
+        return np.concatenate([t, 0.0 * t[:, :1]], 1).reshape(m)
 
-    def residual(x):                                               # A^T (b - A x)
-        return -(_mv(G, a * (_mv(G, x) + g)) + s2 * _ete(x.reshape(nc, 3), P, op, slide).reshape(m))
-
-    x = solve(-_mv(G, a * g)) if start is None else start + solve(residual(start))
-    for _ in range(REFINE):
-        x = x + solve(residual(x))
-    # an open contact's impulse is zero exactly (the least squares leave rounding there)
-    return project_cone(x.reshape(nc, 3) * (1.0 - op)[:, None], mu).reshape(m)
+    y = 0.0 * z if start is None else d * start
+    lam = y + held(z if start is None else start, theta)
+    for _ in range(solves(m)):
+        y = y + _mv(Mi, -d * (_mv(G, lam) + g))                    # iterated Tikhonov, lambda_F held
+        lam = y + held(y, theta)
+        ut = (_mv(G, lam) + g).reshape(nc, 3)[:, :2]
+        # the direction of the local problem's friction, -(u_t - top lambda_t) (a point mass: exact)
+        theta = (mu * _abs(lam.reshape(nc, 3)[:, 2]) * top + _TINY)[:, None] * theta - ut
+        theta = theta / (_norms(theta) + _TINY)[:, None]
+        lam = y + held(y, theta)
+    # an open contact's impulse is zero exactly (rounding stays nowhere: its rows are held at 0)
+    return project_cone(lam.reshape(nc, 3) * (1.0 - op)[:, None], mu).reshape(m)
 
 
 def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None):
