@@ -16,28 +16,33 @@ numerical comparisons", 2018).  Per contact ``i`` of an iterate ``lambda`` ``[t_
 * sliding (on the cone's boundary; a frictionless contact always): ``u_n = 0`` and
   ``lambda_t = mu lambda_n theta``, ``theta`` the current tangential direction.
 
-These rows are ``A lambda = b`` with ``A = diag(a) G + s E`` (``a`` 1 on the rows that ask a zero
-velocity, ``E`` block diagonal: the identity of an open contact, ``[I_2, -mu theta]`` of a sliding
-one; ``s`` the scale of ``G``, so that both kinds of rows weigh alike).  ``G`` is singular on a
-redundant contact set (a box's four corners), so ``A`` is too: the answer is the least-squares
-solution of least norm (the step's derivatives differentiate the least-norm impulses of a redundant
-set), by Tikhonov regularised normal equations
-``(A^T A + eps I) lambda = A^T b`` and iterated refinement (each step multiplies the error by
-``eps / (sigma^2 + eps)`` along a singular value ``sigma`` and leaves ``A``'s null space alone: the
-iterated Tikhonov regularisation).  ``diag(a) E = 0`` (a row asks either a velocity or an impulse), so
-``A^T A = G diag(a) G + s^2 E^T E`` and ``A^T (b - A x) = -(G (a (G x + g)) + s^2 E^T E x)``: the
-refinement's residuals are products with ``G``, never with the squared matrix.
+The unknowns are the sticking contacts' three rows and the sliding contacts' normal rows; a sliding
+contact's friction is held at ``mu lambda_n theta`` from the last solve (an open one's impulse at 0).
+The unknowns' rows then ask ``G_SS lambda_S = -(g + G lambda_F)_S``, ``G_SS`` the principal block of
+``G`` (symmetric positive semidefinite), written branch-free as ``D G D + (I - D)`` (``D`` 1 on the
+unknowns' rows) plus ``eps I`` (``eps = EPS s``, ``s`` the scale of ``G``), inverted once (Cholesky).
+Each of the polish's solves (:func:`solves`) is one product with that inverse, which does three things
+at once: the iterated Tikhonov regularisation (the error along an eigenvalue ``sigma`` of ``G_SS``
+shrinks by ``eps / (sigma + eps)`` a solve; ``G`` is singular on a redundant set, a box's four corners,
+and its null space is left alone, so the answer is the least-norm one that the step's derivatives
+differentiate), the held friction's fixed point (one sliding contact: its normal impulse's error
+times ``-(mu G_nt theta - eps) / (G_nn + eps)``, a contraction where ``mu |G_nt theta| < G_nn``), and
+the sliding directions: after each solve ``theta`` turns to the friction of the contact's local
+problem, ``-(u_t - k lambda_t)`` (``k`` the largest eigenvalue of its ``G_tt``; exact for a point
+mass), which ADMM's iterate knows only to about its own tolerance, too coarse for the opposition test
+below.  The inverse (``m^3``) is the polish's main work beside its solves (``3 m^2`` each, as many
+as cost about one inverse), against an ADMM iteration's ``m^2``; the normal equations of the mode
+system (``A^T A``, ``2 m^3`` more) cost three times as much (talos on the floor, 96 rows: 200 us).
 
-Along ``A``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
+Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
 differ by that much; ``v+`` and the resultant impulses are untouched).
 
 The answer, projected onto the cones, is accepted only where Coulomb's law's residuals pass the
 solver's stopping test (:func:`~sparsedyn.contact.friction_residuals._converged`) and each sliding
 contact's velocity opposes its friction to ``tol`` (:func:`polished`): a wrong guess costs time, never
-accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program of about two
-factorisations' work (``2 m^3`` for ``A^T A``, the Cholesky factor, against an ADMM iteration's ``m^2``):
-when it runs is :data:`FIRST`'s schedule.
+accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program: when it runs is
+:data:`FIRST`'s schedule.
 """
 
 from __future__ import annotations
@@ -55,10 +60,10 @@ __all__ = []
 OPEN = 1e-6
 #: A contact whose tangential impulse is within this fraction of its cone's radius slides.
 STICK = 1e-6
-#: Tikhonov's regularisation of the normal equations, relative to ``s^2`` (``s`` the scale of ``G``):
-#: the refinement steps (:data:`REFINE`) remove its bias along all but ``G``'s smallest directions.
+#: Tikhonov's regularisation of the unknowns' block of ``G``, relative to ``s`` (the scale of ``G``):
+#: the repeated solves (:func:`solves`) remove its bias along all but ``G``'s smallest directions.
 EPS = 1e-8
-#: Refinement steps after the first solve of the regularised normal equations.
+#: The fewest refinement steps after the first solve (more on large sets: :func:`solves`).
 REFINE = 3
 #: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
 REPEATS = 3
@@ -103,10 +108,11 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None):
     m = 3 * nc
     op, stick, slide, theta = modes(z.reshape(nc, 3), mu, active, direction)
     d = np.stack([stick, stick, stick + slide], 1).reshape(m)        # 1 on the unknowns' rows
-    Mi = _spd_inverse(G * d[:, None] * d[None, :] + np.diag(1.0 - d + EPS * scale))
+    Mi = _spd_inverse(G * (d[:, None] * d[None, :]) + np.eye(m) * (1.0 - d + EPS * scale)[:, None])
     # the largest eigenvalue of each tangential block G_tt: the local problem's weight of a direction
-    t = 3 * np.arange(nc)
-    a, b, c = G[t, t], G[t, t + 1], G[t + 1, t + 1]
+    diagonal = np.diagonal(G)
+    a, c = diagonal[0::3], diagonal[1::3]
+    b = np.stack([G[3 * i, 3 * i + 1] for i in range(nc)])
     top = 0.5 * (a + c) + bk.sqrt(0.25 * (a - c) * (a - c) + b * b)
     mus = slide * mu
 
