@@ -75,7 +75,7 @@ REPEATS = 3
 #: against 1 in 2).  A polish costs about ``COST m`` iterations of ``m`` rows (measured: talos on the
 #: floor, 96 rows, 200 us against 9 us; the humanoid, 24 rows, about 15 us against 1.3 us), and runs
 #: only while the polishes cost at most ``FREE`` iterations more than ADMM has run.
-FIRST, ROUNDS, STABLE, COST, FREE = 3, 2, 2, 0.25, 16.0
+FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 2, 2, 0.35, 16.0, 0.125
 
 
 def modes(z, mu, active, direction=None):
@@ -200,7 +200,13 @@ def polish_allowed(S, it, m):
     """1 where the loop state ``S`` at ADMM iteration ``it`` may run a round of polishes (rounds left,
     the modes kept, the polishes so far paid by ADMM's iterations: :data:`ROUNDS`), else 0."""
     rounds, same, polishes = (np.reshape(S[n], -1)[0] for n in ("rounds", "same", "polishes"))
-    return _step(ROUNDS - 0.5 - rounds) * _step(same - STABLE + 0.5) * _paid(it, m, polishes)
+    return _step(ROUNDS - 0.5 - rounds) * _step(same - held(m) + 0.5) * _paid(it, m, polishes)
+
+
+def held(m):
+    """The iterations ADMM's modes must have held before a polish of ``m`` rows: :data:`STABLE`, or
+    :data:`HOLD` of the polish's cost in iterations (``COST m``), whichever is more."""
+    return max(STABLE, HOLD * COST * m)
 
 
 def _paid(it, m, polishes):
