@@ -70,12 +70,15 @@ REPEATS = 3
 #: When a polish runs: from a warm start, before the first ADMM iteration; else after ``FIRST`` ADMM
 #: iterations, and (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
 #: check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
-#: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations (a guess from modes still
-#: changing is rarely right: on the dm_control humanoid's perturbed states at iteration 3, 1 in 46
-#: against 1 in 2).  A polish costs about ``COST m`` iterations of ``m`` rows (measured: talos on the
-#: floor, 96 rows, 200 us against 9 us; the humanoid, 24 rows, about 15 us against 1.3 us), and runs
-#: only while the polishes cost at most ``FREE`` iterations more than ADMM has run.
-FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 2, 2, 0.35, 16.0, 0.125
+#: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations, or ``HOLD`` of the
+#: polish's cost in iterations where that is more (:func:`held`: a guess from modes still changing is
+#: rarely right, on the dm_control humanoid's perturbed states at iteration 3 1 in 46 against 1 in 2,
+#: and a wrong one costs more the more rows; talos on the floor, 96 rows, whose modes settle at ADMM's
+#: iteration 12 after holding three iterations at 10: one polish at 16, not a wasted one at 10 and
+#: the next at 23).  A polish costs about ``COST m`` iterations of ``m`` rows (measured: talos on the
+#: floor, about 650 us against 9 us an iteration; its solves' products with ``G`` are most of it), and
+#: runs only while the polishes cost at most ``FREE`` iterations more than ADMM has run.
+FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 2, 2, 0.75, 16.0, 0.06
 
 
 def modes(z, mu, active, direction=None):
