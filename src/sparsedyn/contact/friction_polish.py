@@ -30,9 +30,13 @@ times ``-(mu G_nt theta - eps) / (G_nn + eps)``, a contraction where ``mu |G_nt 
 the sliding directions: after each solve ``theta`` turns to the friction of the contact's local
 problem, ``-(u_t - k lambda_t)`` (``k`` the largest eigenvalue of its ``G_tt``; exact for a point
 mass), which ADMM's iterate knows only to about its own tolerance, too coarse for the opposition test
-below.  The inverse (``m^3``) is the polish's main work beside its solves (``3 m^2`` each, as many
-as cost about one inverse), against an ADMM iteration's ``m^2``; the normal equations of the mode
-system (``A^T A``, ``2 m^3`` more) cost three times as much (talos on the floor, 96 rows: 200 us).
+below (talos on the floor: the directions of ADMM's converged iterate fail it, the sliding ones
+turned so, undamped, to ``-u_t`` drift away, while these pass from ADMM's iteration 12 on).  The
+work is the inverse (``m^3``) and the solves (``3 m^2`` each, as many as cost about one inverse in
+operations), against an ADMM iteration's ``m^2``; in the compiled step the solves' products with
+a vector run far slower per operation than the block products of the inverse (talos on the floor,
+96 rows: a polish about 650 us, 4 solves about 70 us; the normal equations of the mode system,
+``A^T A`` and 4 solves, were 200 us, and never accepted there).
 
 Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
@@ -71,7 +75,7 @@ REPEATS = 3
 #: iterations, and (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
 #: check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
 #: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations, or ``HOLD`` of the
-#: polish's cost in iterations where that is more (:func:`held`: a guess from modes still changing is
+#: polish's cost in iterations where that is more (a guess from modes still changing is
 #: rarely right, on the dm_control humanoid's perturbed states at iteration 3 1 in 46 against 1 in 2,
 #: and a wrong one costs more the more rows; talos on the floor, 96 rows, whose modes settle at ADMM's
 #: iteration 12 after holding three iterations at 10: one polish at 16, not a wasted one at 10 and
@@ -113,6 +117,8 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None):
     d = np.stack([stick, stick, stick + slide], 1).reshape(m)        # 1 on the unknowns' rows
     Mi = _spd_inverse(G * (d[:, None] * d[None, :]) + np.eye(m) * (1.0 - d + EPS * scale)[:, None])
     # the largest eigenvalue of each tangential block G_tt: the local problem's weight of a direction
+    # (element by element: with a fancy-index gather ``G[t, t]`` and ``np.diag`` of traced values the
+    # compiled step disagreed with its NumPy reference, which the traced program's own evaluation matched)
     diagonal = np.diagonal(G)
     a, c = diagonal[0::3], diagonal[1::3]
     b = np.stack([G[3 * i, 3 * i + 1] for i in range(nc)])
@@ -168,9 +174,8 @@ def polish_stage(lay, *X):
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
-    # the sliding directions: the ADMM iterate's impulses, then where the last polish slides, against
-    # its velocity (a fixed point: -(u_t - G_tt lambda_t), Gauss-Seidel's local problem, converges faster
-    # on one contact but not on a body sliding on several, where the others' friction dominates)
+    # the first sliding directions (each solve of the polish then turns them to the local problem's):
+    # the ADMM iterate's impulses, then where the last polish slides, against its velocity
     zt, ut = z.reshape(nc, 3)[:, :2], S["pu"].reshape(nc, 3)[:, :2]
     moving = (1.0 - fresh) * _step(_norms(ut) - tol * S["vs"][0])
     direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] - ut * moving[:, None]
@@ -203,10 +208,10 @@ def polish_allowed(S, it, m):
     """1 where the loop state ``S`` at ADMM iteration ``it`` may run a round of polishes (rounds left,
     the modes kept, the polishes so far paid by ADMM's iterations: :data:`ROUNDS`), else 0."""
     rounds, same, polishes = (np.reshape(S[n], -1)[0] for n in ("rounds", "same", "polishes"))
-    return _step(ROUNDS - 0.5 - rounds) * _step(same - held(m) + 0.5) * _paid(it, m, polishes)
+    return _step(ROUNDS - 0.5 - rounds) * _step(same - _hold(m) + 0.5) * _paid(it, m, polishes)
 
 
-def held(m):
+def _hold(m):
     """The iterations ADMM's modes must have held before a polish of ``m`` rows: :data:`STABLE`, or
     :data:`HOLD` of the polish's cost in iterations (``COST m``), whichever is more."""
     return max(STABLE, HOLD * COST * m)
