@@ -120,8 +120,6 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None):
     d = np.stack([stick, stick, stick + slide], 1).reshape(m)        # 1 on the unknowns' rows
     Mi = _spd_inverse(G * (d[:, None] * d[None, :]) + np.eye(m) * (1.0 - d + EPS * scale)[:, None])
     # the largest eigenvalue of each tangential block G_tt: the local problem's weight of a direction
-    # (element by element: with a fancy-index gather ``G[t, t]`` and ``np.diag`` of traced values the
-    # compiled step disagreed with its NumPy reference, which the traced program's own evaluation matched)
     diagonal = np.diagonal(G)
     a, c = diagonal[0::3], diagonal[1::3]
     b = np.stack([G[3 * i, 3 * i + 1] for i in range(nc)])
