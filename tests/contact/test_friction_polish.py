@@ -37,12 +37,12 @@ def _spd(seed, n=3, cond=10.0):
 
 
 def _refine_bound(A, scale):
-    """The error left by the polish's iterated Tikhonov solve along ``A``'s smallest singular value
-    ``sigma``: ``(eps / (sigma^2 + eps))^(REFINE + 1)``, ``eps = EPS_polish scale^2``, plus the rounding
-    of normal equations (``cond(A)^2``)."""
-    s = np.linalg.svd(A, compute_uv=False)
-    eps = fp.EPS * scale * scale
-    return (eps / (s.min() ** 2 + eps)) ** (fp.REFINE + 1) + rounding_bound(A.shape[0], np.linalg.cond(A) ** 2)
+    """The error left by the polish's iterated Tikhonov solve of the symmetric positive definite ``A``
+    along its smallest eigenvalue ``sigma``: ``(eps / (sigma + eps))^k`` after its ``k`` solves
+    (:func:`~sparsedyn.contact.friction_polish.solves`), ``eps = EPS_polish scale``, plus rounding."""
+    w = np.linalg.eigvalsh(A)
+    eps = fp.EPS * scale
+    return (eps / (w.min() + eps)) ** fp.solves(A.shape[0]) + rounding_bound(A.shape[0], np.linalg.cond(A))
 
 
 def test_modes_of_an_iterate_open_sticking_sliding_and_frictionless():
@@ -93,30 +93,50 @@ def test_a_point_sliding_down_a_slope_gets_the_coulomb_impulse():
     assert np.abs(u - np.array([DT * G * (mu * np.cos(a) - np.sin(a)), 0.0, 0.0])).max() <= bound * np.abs(g).max()
 
 
-def test_a_sliding_direction_off_by_more_than_tol_is_rejected_and_repeats_converge():
+def test_a_sliding_direction_guessed_off_is_corrected_within_the_polish():
     """A point sliding down a slope of 1 rad (``mu = 0.3``) with the friction's direction guessed 1e-4
     rad off: Coulomb's residuals see the error only squared (the complementarity ``mu lambda_n |u_t|
-    delta^2 / 2``, below tol = 1e-8 of the scales' product), so the polish also asks the velocity to
-    oppose the friction to ``tol`` (its error ``|u_t| delta``): rejected.  Each repeat takes the
-    direction against the last answer's velocity; for a point mass its error shrinks by ``rho = mu cos a
-    / (sin a - mu cos a)`` (the friction's share of the sliding velocity), so the repeats are accepted
-    by the first ``k`` with ``rho^k delta |u_t| <= tol vs``."""
+    delta^2 / 2``, below tol = 1e-8 of the scales' product), the polish's own test the velocity's
+    opposition to the friction (``|u_t| delta``).  Each of the polish's solves turns the direction to
+    the friction of the contact's local problem, ``-(u_t - G_tt lambda_t)``; for a point mass
+    (``G = I / m``) that is ``-g_t``, the exact direction, so one polish gives the analytic impulses
+    and is accepted."""
     m, a, mu = 2.0, 1.0, 0.3
     Gm, g = np.eye(3) / m, DT * G * np.array([-np.sin(a), 0.0, -np.cos(a)])
     ln, d = m * G * np.cos(a) * DT, 1e-4
     z = np.array([mu * ln * np.cos(d), mu * ln * np.sin(d), ln])
-    args = (Gm, g, np.array([mu]), z, 1.0 / m, ACTIVE1, np.abs(g).max(), 1.0 / m, TOL)
-    out, u, res, ls, vs, ok, conv = fp.polished(*args)
-    assert ok == 1.0 and conv == 0.0                                # Coulomb's residuals pass, the direction not
-    rho = mu * np.cos(a) / (np.sin(a) - mu * np.cos(a))
+    out, u, res, ls, vs, ok, conv = fp.polished(Gm, g, np.array([mu]), z, 1.0 / m, ACTIVE1, np.abs(g).max(), 1.0 / m,
+                                                TOL)
+    assert ok == 1.0 and conv == 1.0
+    assert np.abs(out - ln * np.array([mu, 0.0, 1.0])).max() <= _refine_bound(Gm, 1.0 / m) * 10 * ln
     slide = DT * G * (np.sin(a) - mu * np.cos(a))
-    k = int(np.ceil(np.log(TOL * vs / (d * slide)) / np.log(rho)))
-    for repeat in range(1, k + 2):
-        out, u, res, ls, vs, ok, conv = fp.polished(*args, direction=-u[None, :2])
-        if conv:
-            break
-    assert conv == 1.0 and repeat <= k + 1                         # (+1: the rounding of the last)
-    assert np.abs(out - ln * np.array([mu, 0.0, 1.0])).max() <= (TOL * vs / slide + _refine_bound(Gm, 1.0 / m)) * ln
+    assert np.abs(u - np.array([-slide, 0.0, 0.0])).max() <= rounding_bound(3, 1.0) * 10 * np.abs(g).max()
+
+
+def test_held_friction_of_a_sliding_contact_contracts_by_mu_G_nt_over_G_nn():
+    """The polish holds a sliding contact's friction at ``mu lambda_n theta`` of the last solve and
+    solves the normal row ``G_nn lambda_n = -(g_n + G_nt lambda_t)`` (regularised: ``G_nn + e``, ``e =
+    EPS scale``, with the last answer's ``e lambda_n`` on the right).  With ``G_nt`` along the sliding
+    direction ``x`` the answer is ``lambda_n* = -g_n / (G_nn + mu G_nt)``, and each solve maps the
+    error ``e_k`` to ``-r e_k``, ``r = (mu G_nt - e) / (G_nn + e)``; the first, from the iterate's
+    ``z_n`` (the friction held at ``mu z_n``, the normal row from zero), leaves
+    ``e_1 = ((mu G_nt - e) lambda_n* - mu G_nt z_n) / (G_nn + e)``.  After the polish's ``k`` solves
+    its normal impulse is ``lambda_n* + (-r)^(k - 1) e_1``, its friction ``mu`` times it."""
+    a, b, c, mu, scale = 1.0, 1.0, 0.8, 0.5, 2.0
+    Gm = np.array([[a, 0.0, c], [0.0, a, 0.0], [c, 0.0, b]])
+    g = np.array([-1.0, 0.0, -0.5])                               # pressed down, pushed towards -x: slides
+    ln = 0.5 / (b + mu * c)
+    assert c * ln - 1.0 + a * mu * ln < 0                          # u_t < 0 at the answer: friction along +x
+    zn = 2.0 * ln
+    e = fp.EPS * scale
+    r = (mu * c - e) / (b + e)
+    e1 = ((mu * c - e) * ln - mu * c * zn) / (b + e)
+    want = ln + (-r) ** (fp.solves(3) - 1) * e1
+    assert abs(want - ln) >= 1e-3 * ln                             # the contraction is visible at k solves
+    out = fp.polish(Gm, g, np.array([mu]), np.array([mu * zn, 0.0, zn]), scale, ACTIVE1)
+    bound = rounding_bound(3, np.linalg.cond(Gm)) * 10 * ln
+    assert abs(out[2] - want) <= bound
+    assert abs(out[0] - mu * out[2]) <= bound and out[1] == 0.0
 
 
 def test_an_open_contact_gets_no_impulse():
@@ -149,9 +169,9 @@ def test_redundant_corners_get_the_least_norm_impulses():
                                                 np.abs(g).max(), Gm.diagonal().max(), TOL)
     assert conv == 1.0
     assert abs(out[2::3].sum() - MASS * G * DT) <= rounding_bound(12, 1.0 / fp.EPS) * MASS * G * DT
-    eps = fp.EPS * np.abs(Gm).sum(1).max() ** 2
+    eps = fp.EPS * np.abs(Gm).sum(1).max()
     small = w[w > 1e-10 * w.max()].min()
-    bound = (eps / (small ** 2 + eps)) ** (fp.REFINE + 1) + rounding_bound(12, 1.0 / fp.EPS)
+    bound = (eps / (small + eps)) ** fp.solves(12) + rounding_bound(12, 1.0 / fp.EPS)
     assert np.abs(out - lam).max() <= bound * np.abs(lam).max()
 
 

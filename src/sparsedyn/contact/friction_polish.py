@@ -16,35 +16,45 @@ numerical comparisons", 2018).  Per contact ``i`` of an iterate ``lambda`` ``[t_
 * sliding (on the cone's boundary; a frictionless contact always): ``u_n = 0`` and
   ``lambda_t = mu lambda_n theta``, ``theta`` the current tangential direction.
 
-These rows are ``A lambda = b`` with ``A = diag(a) G + s E`` (``a`` 1 on the rows that ask a zero
-velocity, ``E`` block diagonal: the identity of an open contact, ``[I_2, -mu theta]`` of a sliding
-one; ``s`` the scale of ``G``, so that both kinds of rows weigh alike).  ``G`` is singular on a
-redundant contact set (a box's four corners), so ``A`` is too: the answer is the least-squares
-solution of least norm (the step's derivatives differentiate the least-norm impulses of a redundant
-set), by Tikhonov regularised normal equations
-``(A^T A + eps I) lambda = A^T b`` and iterated refinement (each step multiplies the error by
-``eps / (sigma^2 + eps)`` along a singular value ``sigma`` and leaves ``A``'s null space alone: the
-iterated Tikhonov regularisation).  ``diag(a) E = 0`` (a row asks either a velocity or an impulse), so
-``A^T A = G diag(a) G + s^2 E^T E`` and ``A^T (b - A x) = -(G (a (G x + g)) + s^2 E^T E x)``: the
-refinement's residuals are products with ``G``, never with the squared matrix.
+The unknowns are the sticking contacts' three rows and the sliding contacts' normal rows; a sliding
+contact's friction is held at ``mu lambda_n theta`` from the last solve (an open one's impulse at 0).
+The unknowns' rows then ask ``G_SS lambda_S = -(g + G lambda_F)_S``, ``G_SS`` the principal block of
+``G`` (symmetric positive semidefinite), written branch-free as ``D G D + (I - D)`` (``D`` 1 on the
+unknowns' rows) plus ``eps I`` (``eps = EPS s``, ``s`` the scale of ``G``), inverted once (Cholesky).
+Each of the polish's solves (:func:`solves`) is one product with that inverse, which does three things
+at once: the iterated Tikhonov regularisation (the error along an eigenvalue ``sigma`` of ``G_SS``
+shrinks by ``eps / (sigma + eps)`` a solve; ``G`` is singular on a redundant set, a box's four corners,
+and its null space is left alone, so the answer is the least-norm one that the step's derivatives
+differentiate), the held friction's fixed point (one sliding contact: its normal impulse's error
+times ``-(mu G_nt theta - eps) / (G_nn + eps)``, a contraction where ``mu |G_nt theta| < G_nn``), and
+the sliding directions: after each solve ``theta`` turns to the friction of the contact's local
+problem, ``-(u_t - k lambda_t)`` (``k`` the largest eigenvalue of its ``G_tt``; exact for a point
+mass), which ADMM's iterate knows only to about its own tolerance, too coarse for the opposition test
+below (talos on the floor: the directions of ADMM's converged iterate fail it, the sliding ones
+turned so, undamped, to ``-u_t`` drift away, while these pass from ADMM's iteration 12 on).  The
+work is the inverse (``m^3``) and the solves (``3 m^2`` each, as many as cost about one inverse in
+operations), against an ADMM iteration's ``m^2``; in the compiled step the solves' products with
+a vector run far slower per operation than the block products of the inverse (talos on the floor,
+96 rows: a polish about 650 us, 4 solves about 70 us; the normal equations of the mode system,
+``A^T A`` and 4 solves, were 200 us, and never accepted there).
 
-Along ``A``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
+Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
 differ by that much; ``v+`` and the resultant impulses are untouched).
 
 The answer, projected onto the cones, is accepted only where Coulomb's law's residuals pass the
 solver's stopping test (:func:`~sparsedyn.contact.friction_residuals._converged`) and each sliding
 contact's velocity opposes its friction to ``tol`` (:func:`polished`): a wrong guess costs time, never
-accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program of about two
-factorisations' work (``2 m^3`` for ``A^T A``, the Cholesky factor, against an ADMM iteration's ``m^2``):
-when it runs is :data:`FIRST`'s schedule.
+accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program: when it runs is
+:data:`FIRST`'s schedule.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .friction_linalg import _lower_inverse, _mm, _mv
+from .. import backend as bk
+from .friction_linalg import _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 
@@ -54,22 +64,28 @@ __all__ = []
 OPEN = 1e-6
 #: A contact whose tangential impulse is within this fraction of its cone's radius slides.
 STICK = 1e-6
-#: Tikhonov's regularisation of the normal equations, relative to ``s^2`` (``s`` the scale of ``G``):
-#: the refinement steps (:data:`REFINE`) remove its bias along all but ``G``'s smallest directions.
+#: Tikhonov's regularisation of the unknowns' block of ``G``, relative to ``s`` (the scale of ``G``):
+#: the repeated solves (:func:`solves`) remove its bias along all but ``G``'s smallest directions.
 EPS = 1e-8
-#: Refinement steps after the first solve of the regularised normal equations.
+#: The fewest refinement steps after the first solve (more on large sets: :func:`solves`).
 REFINE = 3
 #: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
 REPEATS = 3
 #: When a polish runs: from a warm start, before the first ADMM iteration; else after ``FIRST`` ADMM
 #: iterations, and (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
 #: check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
-#: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations (a guess from modes still
-#: changing is rarely right: on the dm_control humanoid's perturbed states at iteration 3, 1 in 46
-#: against 1 in 2).  A polish costs about ``COST m`` iterations of ``m`` rows (measured: talos on the
-#: floor, 96 rows, 200 us against 9 us; the humanoid, 24 rows, about 15 us against 1.3 us), and runs
-#: only while the polishes cost at most ``FREE`` iterations more than ADMM has run.
-FIRST, ROUNDS, STABLE, COST, FREE = 3, 2, 2, 0.25, 16.0
+#: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations, or ``HOLD`` of the
+#: polish's cost in iterations where that is more (a guess from modes still changing is
+#: rarely right, on the dm_control humanoid's perturbed states at iteration 3 1 in 46 against 1 in 2,
+#: and a wrong one costs more the more rows; talos on the floor, 96 rows, whose modes settle at ADMM's
+#: iteration 12 after holding three iterations at 10: one polish at 16, not a wasted one at 10 and
+#: the next at 23).  A polish is charged ``COST m`` iterations of ``m`` rows, and runs only while the
+#: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Measured, it costs more
+#: (talos on the floor, 96 rows: about 650 us against 9 us an iteration, 0.75 m, its solves' products
+#: with ``G`` most of it; the humanoid, 24 rows, about 0.5 m), but charged 0.25 m the humanoid's
+#: settled states may repeat a rejected polish within its round (their 1000 states: 7.1 iterations on
+#: average, 38 ms, against 8.1 and 44 ms charged 0.5 m).
+FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 2, 2, 0.25, 16.0, 0.18
 
 
 def modes(z, mu, active, direction=None):
@@ -86,64 +102,46 @@ def modes(z, mu, active, direction=None):
     return 1.0 - closed, stick, closed - stick, d / (_norms(d) + _TINY)[:, None]
 
 
-def _mode_rows(z, mu, active, direction):
-    """``a`` (m,) (1 on the rows asking a zero velocity) and ``E``'s blocks ``P`` (nc, 2): the sliding
-    contacts' ``mu theta`` (``E_i = [I_2, -P_i]``), with ``(open, slide)`` (nc,)."""
-    nc = z.shape[0]
-    op, stick, slide, theta = modes(z, mu, active, direction)
-    a = np.stack([stick, stick, stick + slide], 1).reshape(3 * nc)
-    return a, (slide * mu)[:, None] * theta, op, slide
-
-
-def _ete(x, P, op, slide):
-    """``E^T E x`` for ``x`` (nc, 3): block by block, ``o I + d [[I_2, -P], [-P^T, P^T P]]``."""
-    t, n = x[:, :2], x[:, 2]
-    pt = P[:, 0] * t[:, 0] + P[:, 1] * t[:, 1]
-    top = op[:, None] * t + slide[:, None] * (t - P * n[:, None])
-    bottom = op * n + slide * (P[:, 0] * P[:, 0] + P[:, 1] * P[:, 1]) * n - slide * pt
-    return np.concatenate([top, bottom[:, None]], 1)
-
-
-def _normal_matrix(G, a, P, op, slide, s2):
-    """``A^T A + eps I`` (m, m) (the module docstring)."""
-    nc = P.shape[0]
-    Ga = G * a[:, None]
-    N = _mm(Ga.T, Ga)
-    reg = EPS * s2
-    for i in range(nc):                                            # s^2 E^T E, block diagonal
-        t0, n = 3 * i, 3 * i + 2
-        o, d, p = op[i], slide[i], P[i]
-        for k in range(2):
-            N[t0 + k, t0 + k] = N[t0 + k, t0 + k] + s2 * (o + d) + reg
-            N[t0 + k, n] = N[t0 + k, n] - s2 * d * p[k]
-            N[n, t0 + k] = N[n, t0 + k] - s2 * d * p[k]
-        N[n, n] = N[n, n] + s2 * (o + d * (p[0] * p[0] + p[1] * p[1])) + reg
-    return N
+def solves(m):
+    """The solves of one polish of ``m`` rows: :data:`REFINE` + 1, or as many as cost about one
+    factorisation (``m / 3`` of ``3 m^2`` each), whichever is more."""
+    return max(REFINE + 1, -(-m // 3))
 
 
 def polish(G, g, mu, z, scale, active, direction=None, start=None):
     """The impulses (m,) of the mode system of the iterate ``z`` (m,) (the module docstring), projected
     onto the cones: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest
-    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding
-    directions where given (else those of ``z``), ``start`` (m,) where given: the answer nearest to it
-    (else the least-norm one)."""
+    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the first
+    sliding directions where given (else those of ``z``), ``start`` (m,) where given: the answer
+    nearest to it (else the least-norm one)."""
     nc = mu.shape[0]
     m = 3 * nc
-    a, P, op, slide = _mode_rows(z.reshape(nc, 3), mu, active, direction)
-    s2 = scale * scale
-    Li = _lower_inverse(_normal_matrix(G, a, P, op, slide, s2))
+    op, stick, slide, theta = modes(z.reshape(nc, 3), mu, active, direction)
+    d = np.stack([stick, stick, stick + slide], 1).reshape(m)        # 1 on the unknowns' rows
+    Mi = _spd_inverse(G * (d[:, None] * d[None, :]) + np.eye(m) * (1.0 - d + EPS * scale)[:, None])
+    # the largest eigenvalue of each tangential block G_tt: the local problem's weight of a direction
+    diagonal = np.diagonal(G)
+    a, c = diagonal[0::3], diagonal[1::3]
+    b = np.stack([G[3 * i, 3 * i + 1] for i in range(nc)])
+    top = 0.5 * (a + c) + bk.sqrt(0.25 * (a - c) * (a - c) + b * b)
+    mus = slide * mu
 
-    def solve(rhs):                                                # (A^T A + eps I)^-1 rhs
-        return _mv(Li.T, _mv(Li, rhs))
+    def held(x, theta):                                            # lambda_t = mu lambda_n theta where sliding
+        t = (mus * x.reshape(nc, 3)[:, 2])[:, None] * theta
+        return np.concatenate([t, 0.0 * t[:, :1]], 1).reshape(m)
 
-    def residual(x):                                               # A^T (b - A x)
-        return -(_mv(G, a * (_mv(G, x) + g)) + s2 * _ete(x.reshape(nc, 3), P, op, slide).reshape(m))
-
-    x = solve(-_mv(G, a * g)) if start is None else start + solve(residual(start))
-    for _ in range(REFINE):
-        x = x + solve(residual(x))
-    # an open contact's impulse is zero exactly (the least squares leave rounding there)
-    return project_cone(x.reshape(nc, 3) * (1.0 - op)[:, None], mu).reshape(m)
+    y = 0.0 * z if start is None else d * start
+    lam = y + held(z if start is None else start, theta)
+    for _ in range(solves(m)):
+        y = y + _mv(Mi, -d * (_mv(G, lam) + g))                    # iterated Tikhonov, lambda_F held
+        lam = y + held(y, theta)
+        ut = (_mv(G, lam) + g).reshape(nc, 3)[:, :2]
+        # the direction of the local problem's friction, -(u_t - top lambda_t) (a point mass: exact)
+        theta = (mu * _abs(lam.reshape(nc, 3)[:, 2]) * top + _TINY)[:, None] * theta - ut
+        theta = theta / (_norms(theta) + _TINY)[:, None]
+        lam = y + held(y, theta)
+    # an open contact's impulse is zero exactly (rounding stays nowhere: its rows are held at 0)
+    return project_cone(lam.reshape(nc, 3) * (1.0 - op)[:, None], mu).reshape(m)
 
 
 def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None):
@@ -177,9 +175,8 @@ def polish_stage(lay, *X):
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
-    # the sliding directions: the ADMM iterate's impulses, then where the last polish slides, against
-    # its velocity (a fixed point: -(u_t - G_tt lambda_t), Gauss-Seidel's local problem, converges faster
-    # on one contact but not on a body sliding on several, where the others' friction dominates)
+    # the first sliding directions (each solve of the polish then turns them to the local problem's):
+    # the ADMM iterate's impulses, then where the last polish slides, against its velocity
     zt, ut = z.reshape(nc, 3)[:, :2], S["pu"].reshape(nc, 3)[:, :2]
     moving = (1.0 - fresh) * _step(_norms(ut) - tol * S["vs"][0])
     direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] - ut * moving[:, None]
@@ -212,7 +209,13 @@ def polish_allowed(S, it, m):
     """1 where the loop state ``S`` at ADMM iteration ``it`` may run a round of polishes (rounds left,
     the modes kept, the polishes so far paid by ADMM's iterations: :data:`ROUNDS`), else 0."""
     rounds, same, polishes = (np.reshape(S[n], -1)[0] for n in ("rounds", "same", "polishes"))
-    return _step(ROUNDS - 0.5 - rounds) * _step(same - STABLE + 0.5) * _paid(it, m, polishes)
+    return _step(ROUNDS - 0.5 - rounds) * _step(same - _hold(m) + 0.5) * _paid(it, m, polishes)
+
+
+def _hold(m):
+    """The iterations ADMM's modes must have held before a polish of ``m`` rows: :data:`STABLE`, or
+    :data:`HOLD` of the polish's cost in iterations (``COST m``), whichever is more."""
+    return max(STABLE, HOLD * COST * m)
 
 
 def _paid(it, m, polishes):
