@@ -23,7 +23,7 @@ import numpy as np
 from ..kernels import native_calls
 from .box_box_native import _PAR, ROWS, _routine
 
-__all__ = ["BoxBoxRoad", "box_box_road", "box_box_road_rows", "box_box_road_hits"]
+__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_rows", "box_box_road_hits"]
 
 _GP = "geometry_placements"
 
@@ -48,11 +48,32 @@ def box_box_road(scene, kp, f, bp):
     inside = bp.inside | kp.inside if bp is not None and kernel else None if bp is None else bp.inside
     if inside is None or not inside.all() or _routine() is None or gp is None or (kernel and f is None):
         return None
-    road = BoxBoxRoad()
-    road.kernel, road.bp = ((f, kp) if kernel else None), bp
+    road = _laid_out(scene, bp)
+    road.kernel = (f, kp) if kernel else None
     road.every = np.concatenate(([kp.pair] if kernel else []) + [np.repeat(bp.pair, ROWS)]).astype(int)
     order = np.argsort(road.every, kind="stable")
     road.order = None if np.array_equal(order, np.arange(len(order))) else order
+    return road
+
+
+def box_box_poses(scene, bp):
+    """A :class:`BoxBoxRoad` of the pairs of ``bp`` alone (``kernel``, ``every``, ``order`` None: a step's
+    rows, :func:`box_box_road_hits`), kept by the scene; None where the routine or the native placements
+    are not built."""
+    key = "box-box poses"
+    got = scene.cache.get(key)
+    if got is None or got.bp is not bp:
+        if _routine() is None or (native_calls(scene.model) or {}).get(_GP) is None:
+            return None
+        got = scene.cache[key] = _laid_out(scene, bp)
+        got.kernel = got.every = got.order = None
+    return got
+
+
+def _laid_out(scene, bp):
+    """A :class:`BoxBoxRoad` of ``bp``'s pairs less its rows' layout: the gather of their poses."""
+    road = BoxBoxRoad()
+    road.bp = bp
     road.cutoff = np.array(float(scene.margin))
     G = road.G = len(scene.model.geometry("collision"))     # (collide's placements: the robot's, then the world's)
     S = len(scene.shapes)
