@@ -153,19 +153,16 @@ def box_box_road_rows(scene, road, q):
 
 
 def box_box_road_hits(scene, road, q, cut):
-    """``(k, d, w_a, w_b, n, Ra, pa)`` of the pairs of two boxes at ``q`` (nq,) float, each pair's hits
-    within its ``cut`` (P,) [m] (as :func:`~sparsedyn.contact.box_box_native.box_box_hits` gives them;
-    ``k`` each hit's index of the pairs, sorted), with the placement ``Ra`` (n, 3, 3), ``pa`` (n, 3) of
-    each hit's box ``a``; None where the native placements are not built."""
+    """``(at, k, d, w_a, w_b, n, Ra, pa)`` of the pairs of two boxes at ``q`` (nq,) float, each pair's
+    hits within its ``cut`` (P,) [m] (as :func:`~sparsedyn.contact.box_box_native.box_box_hits` gives them;
+    ``k`` each hit's index of the pairs, sorted; ``at`` its row of the pairs' ``ROWS`` each), with the
+    placement ``Ra`` (n, 3, 3), ``pa`` (n, 3) of each hit's box ``a``; None where the native placements
+    are not built."""
     got = _run(scene, road, q, cut)
     if got is None:
         return None
-    o, count, pose = got
-    if len(count) == 1:
-        n = int(count[0])
-        rows, k = o[:n].copy(), np.zeros(n, int)
-    else:
-        keep = np.arange(ROWS) < count[:, None]
-        rows, k = o.reshape(-1, ROWS, 10)[keep], np.nonzero(keep)[0]
+    o, _, pose = got
+    at = np.flatnonzero(o[:, 0] != np.inf)                 # (a hit's d is below its cutoff: a free row's +inf)
+    rows, k = o.take(at, 0), at // ROWS
     a = pose.take(k, 0)
-    return k, rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10], a[:, 0:9].reshape(-1, 3, 3), a[:, 9:12]
+    return at, k, rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10], a[:, 0:9].reshape(-1, 3, 3), a[:, 9:12]

@@ -281,9 +281,9 @@ def box_box_rows(scene, bb, q, cut):
     if got is None:
         R, p = placements(scene, q)
         got = box_box_hits(R[bb.ia], p[bb.ia], bb.ha, R[bb.ib], p[bb.ib], bb.hb, cut, cut)
-        got += (R[bb.ia[got[0]]], p[bb.ia[got[0]]])
-    k, d, wa, wb, n, Ra, pa = got
-    at = ROWS * k + np.arange(len(k)) - np.searchsorted(k, k)
+        k = got[0]
+        got = (ROWS * k + np.arange(len(k)) - np.searchsorted(k, k), *got, R[bb.ia[k]], p[bb.ia[k]])
+    at, k, d, wa, wb, n, Ra, pa = got
     x = (Ra.transpose(0, 2, 1) @ (wa - pa)[:, :, None])[:, :, 0]              # w_a in a's frame, then its body's
     out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
     out[at, 7:10], out[at, 10] = (bb.E[k] @ x[:, :, None])[:, :, 0] + bb.r[k], (n * wb).sum(1)
