@@ -34,7 +34,8 @@ tighter broad phase in one native call (:func:`~sparsedyn.contact.mesh_box_loop.
 against a box, the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
 (given coal's closest pairs) are one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).
 Where the pairs left to that broad phase are meshes on world boxes, collide takes them all in one table
-(:mod:`~sparsedyn.contact.mesh_box_road`, once the scene has been collided once).
+(:mod:`~sparsedyn.contact.mesh_box_road`, once the scene has been collided once); where they are
+pairs of two boxes, so does :mod:`~sparsedyn.contact.box_box_road`.
 ``sd.use_backend("numpy")`` takes the vectorised closed forms.  coal's objects and the meshes' hulls:
 :mod:`~sparsedyn.contact.collision_coal`.
 """
