@@ -34,7 +34,8 @@ tighter broad phase in one native call (:func:`~sparsedyn.contact.mesh_box_loop.
 against a box, the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
 (given coal's closest pairs) are one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).
 Where the pairs left to that broad phase are meshes on world boxes, collide takes them all in one table
-(:mod:`~sparsedyn.contact.mesh_box_road`, once the scene has been collided once).
+(:mod:`~sparsedyn.contact.mesh_box_road`, once the scene has been collided once); where they are
+pairs of two boxes, so does :mod:`~sparsedyn.contact.box_box_road`.
 ``sd.use_backend("numpy")`` takes the vectorised closed forms.  coal's objects and the meshes' hulls:
 :mod:`~sparsedyn.contact.collision_coal`.
 """
@@ -58,7 +59,8 @@ from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .collision_hfield import hfield_pairs
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
-from .mesh_box_road import box_road, box_road_rows, shape_rows
+from .box_box_road import box_box_road, box_box_road_rows
+from .mesh_box_road import BoxRoad, box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
 from .scene import Scene
@@ -112,8 +114,8 @@ def collide(scene, q) -> Hits:
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
             and use_backend.current() != "numpy"):
         f, kp, _, lp, every, order = road          # collide_within's native road, less its lookups
-        if f is None:                              # meshes on boxes too (kp: mesh_box_road's road)
-            c = box_road_rows(scene, kp, q)
+        if f is None:                              # meshes on boxes, or pairs of two boxes (kp: their road)
+            c = box_road_rows(scene, kp, q) if type(kp) is BoxRoad else box_box_road_rows(scene, kp, q)
             if c is None:
                 return collide_within(scene, q, None)
         else:
@@ -137,7 +139,7 @@ def _kernel_hits(scene, every, order, c, mask):
 #: ``scene.cache``'s key of collide's road: ``(the ready native collision_candidates_near, the kernel plan,
 #: (nq,), the mesh-plane loop plan or None, each row's pair, the rows by pair or None)`` where every
 #: pair is the collision kernel's or a robot mesh's on a world plane; ``(None, a mesh_box_road.BoxRoad, ...)``
-#: where the others are meshes on world boxes
+#: where the others are meshes on world boxes, ``(None, a box_box_road.BoxBoxRoad, ...)`` pairs of two boxes
 _ROAD = "collide road"
 
 
@@ -194,6 +196,10 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
             if kp.pairs and got is not None and f is not None and not per_pair and spin is None and bp is None:
                 every = np.concatenate([kp.pair, np.repeat(lp.pair, MAX_PATCH_POINTS)])
                 scene.cache[_ROAD] = (f, kp, (model.nq,), lp, every, np.argsort(every, kind="stable"))
+            elif bp is not None and got is None and not per_pair and spin is None and _ROAD not in scene.cache:
+                road = box_box_road(scene, kp, f, bp)          # the kernel's pairs and two boxes'
+                if road is not None:
+                    scene.cache[_ROAD] = (None, road, (model.nq,), None, road.every, road.order)
             return _distinct_hits(scene, patches)
     R, p = placements(scene, q)
     plan = _plan(scene)

@@ -20,6 +20,7 @@ import numpy as np
 from ..algorithms.kinematics import forward_kinematics
 from ..kernels import native_calls, use_backend
 from .box_box_native import ROWS, box_box_available, box_box_hits, box_box_plan
+from .box_box_road import box_box_poses, box_box_road_hits
 from .collision import _bounds, _mesh_box_pairs, _plan as _collision_plan, mesh_vertices, placements
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
@@ -274,11 +275,16 @@ def box_box_rows(scene, bb, q, cut):
             np.shape(q)[:-1] + (len(bb.pair) * ROWS, NEAR_COLUMNS))
     out = np.zeros((len(bb.pair) * ROWS, NEAR_COLUMNS))
     out[:, 0] = np.inf
-    R, p = placements(scene, q)
-    k, d, wa, wb, n = box_box_hits(R[bb.ia], p[bb.ia], bb.ha, R[bb.ib], p[bb.ib], bb.hb, cut, cut)
-    at = ROWS * k + np.arange(len(k)) - np.searchsorted(k, k)
-    a = bb.ia[k]
-    x = (R[a].transpose(0, 2, 1) @ (wa - p[a])[:, :, None])[:, :, 0]          # w_a in a's frame, then its body's
+    road = box_box_poses(scene, bb) if type(q) is np.ndarray and q.dtype is _F64 and q.shape == (scene.model.nq,) \
+        else None                                          # (the routine's poses gathered as laid out once)
+    got = None if road is None else box_box_road_hits(scene, road, q, cut)
+    if got is None:
+        R, p = placements(scene, q)
+        got = box_box_hits(R[bb.ia], p[bb.ia], bb.ha, R[bb.ib], p[bb.ib], bb.hb, cut, cut)
+        k = got[0]
+        got = (ROWS * k + np.arange(len(k)) - np.searchsorted(k, k), *got, R[bb.ia[k]], p[bb.ia[k]])
+    at, k, d, wa, wb, n, Ra, pa = got
+    x = (Ra.transpose(0, 2, 1) @ (wa - pa)[:, :, None])[:, :, 0]              # w_a in a's frame, then its body's
     out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
     out[at, 7:10], out[at, 10] = (bb.E[k] @ x[:, :, None])[:, :, 0] + bb.r[k], (n * wb).sum(1)
     return out
@@ -420,7 +426,8 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
             rows = _step_rows(scene, lp, q, *ahead)        # the look-ahead too, in the same call
             cutoff, look = (pair_cutoffs(scene, q, *ahead), ahead) if rows is None else (rows[0], None)
         else:
-            cutoff, spin = cutoffs_and_spins(scene, q, *ahead)
+            cutoff, spin = cutoffs_and_spins(scene, q, *ahead) if mesh is not None else \
+                (pair_cutoffs(scene, q, *ahead), None)     # (the rotations: the mesh-plane patches' alone)
     lead = np.shape(q)[:-1]
     cut = np.full(lead + (len(scene.index),), scene.margin) if cutoff is None else cutoff \
         if type(cutoff) is np.ndarray and cutoff.dtype is _F64 and cutoff.shape == lead + (len(scene.index),) else \

@@ -1,0 +1,168 @@
+""":func:`~sparsedyn.collide`'s road, and a step's rows, for a scene whose pairs are all the collision
+kernel's and pairs of two boxes.
+
+A box resting on a box (on the floor) has two sorts of pairs: the collision kernel's
+(:mod:`~sparsedyn.contact.collision_kernel`: a box on a plane) and pairs of two boxes, whose hits the
+hand-written routine of :mod:`~sparsedyn.contact.box_box_native` finds.  The general road
+(:func:`~sparsedyn.contact.collision.collide_within`) places every shape, gathers each pair's poses and
+half extents into the routine's buffer and assembles its blocks at every call; here that is laid out
+once, so that a call is the kernel's candidates, the native ``geometry_placements`` of the robot's
+shapes, one gather of the pairs' poses (the world boxes' and the half extents fixed) and the routine,
+its rows written beside the kernel's in one table of fixed slots (:data:`~sparsedyn.contact.box_box_native.ROWS`
+per pair, a free row's distance +inf): :func:`~sparsedyn.collide` picks its hits from it as it does
+where every pair is the kernel's.  The same operations on the same numbers: the general road's hits,
+bit for bit.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..kernels import native_calls
+from .box_box_native import _PAR, ROWS, _routine
+
+__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_rows", "box_box_road_hits"]
+
+_GP = "geometry_placements"
+
+
+class BoxBoxRoad:
+    """A scene's road (:func:`box_box_road`): ``kernel`` the collision kernel's ``(callable, plan)`` or
+    None; ``bp`` the :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`; ``every`` (rows,) each row's
+    scene pair, ``order`` the rows by pair (None: they are); ``cutoff`` the margin (0-d); ``G`` the
+    robot's collision shapes; ``const`` the gather's source past the robot's placements (the world
+    boxes' poses, the half extents); ``gather`` (P * 30,) each entry of the routine's poses in that
+    source; ``scratch`` each thread's buffer."""
+
+    __slots__ = ("kernel", "bp", "every", "order", "cutoff", "G", "const", "gather", "scratch")
+
+
+def box_box_road(scene, kp, f, bp):
+    """The :class:`BoxBoxRoad` of ``scene``, or None where a pair is neither the collision kernel's
+    (plan ``kp``, native callable ``f``) nor in ``bp`` (a :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`
+    or None), or where the routine, the native placements or ``f`` are not built."""
+    gp = (native_calls(scene.model) or {}).get(_GP)
+    kernel = kp is not None and bool(kp.pairs)
+    inside = bp.inside | kp.inside if bp is not None and kernel else None if bp is None else bp.inside
+    if inside is None or not inside.all() or _routine() is None or gp is None or (kernel and f is None):
+        return None
+    road = _laid_out(scene, bp)
+    road.kernel = (f, kp) if kernel else None
+    road.every = np.concatenate(([kp.pair] if kernel else []) + [np.repeat(bp.pair, ROWS)]).astype(int)
+    order = np.argsort(road.every, kind="stable")
+    road.order = None if np.array_equal(order, np.arange(len(order))) else order
+    return road
+
+
+def box_box_poses(scene, bp):
+    """A :class:`BoxBoxRoad` of the pairs of ``bp`` alone (``kernel``, ``every``, ``order`` None: a step's
+    rows, :func:`box_box_road_hits`), kept by the scene; None where the routine or the native placements
+    are not built."""
+    key = "box-box poses"
+    got = scene.cache.get(key)
+    if got is None or got.bp is not bp:
+        if _routine() is None or (native_calls(scene.model) or {}).get(_GP) is None:
+            return None
+        got = scene.cache[key] = _laid_out(scene, bp)
+        got.kernel = got.every = got.order = None
+    return got
+
+
+def _laid_out(scene, bp):
+    """A :class:`BoxBoxRoad` of ``bp``'s pairs less its rows' layout: the gather of their poses."""
+    road = BoxBoxRoad()
+    road.bp = bp
+    road.cutoff = np.array(float(scene.margin))
+    G = road.G = len(scene.model.geometry("collision"))     # (collide's placements: the robot's, then the world's)
+    S = len(scene.shapes)
+    R = np.array([s.R for s in scene.shapes], float).reshape(S, 9)
+    p = np.array([s.p for s in scene.shapes], float).reshape(S, 3)
+    P = len(bp.pair)
+    const = np.concatenate([R.ravel(), p.ravel(), bp.ha.ravel(), bp.hb.ravel()])   # (robot rows: replaced)
+    base = 12 * G                                          # the source: Rg (G, 9), pg (G, 3), then const
+    at_R = lambda i: base + 9 * i + np.arange(9) if i >= G else 9 * i + np.arange(9)      # noqa: E731
+    at_p = lambda i: base + 9 * S + 3 * i + np.arange(3) if i >= G else 9 * G + 3 * i + np.arange(3)  # noqa: E731
+    gather = np.empty((P, 30), np.int64)
+    for k, (a, b) in enumerate(zip(bp.ia.tolist(), bp.ib.tolist())):
+        gather[k, 0:9], gather[k, 9:12], gather[k, 15:24], gather[k, 24:27] = at_R(a), at_p(a), at_R(b), at_p(b)
+        gather[k, 12:15] = base + 12 * S + 3 * k + np.arange(3)
+        gather[k, 27:30] = base + 12 * S + 3 * P + 3 * k + np.arange(3)
+    road.const, road.gather, road.scratch = const, gather.ravel(), {}
+    return road
+
+
+def _scratch(road):
+    """This thread's ``(buffer, views, addresses)``: the routine's source, poses, cutoffs, parameters,
+    rows and counts in one buffer (one address to look up), made once per thread."""
+    got = road.scratch.get(threading.get_ident())
+    if got is None:
+        P, n = len(road.bp.pair), 12 * road.G + len(road.const)
+        sizes = [n, 30 * P, 2 * P, 2, 10 * ROWS * P, P]
+        ends = np.cumsum(sizes)
+        buf = np.zeros(int(ends[-1]))
+        views = [buf[e - s:e] for s, e in zip(sizes, ends.tolist())]
+        views[0][12 * road.G:] = road.const
+        views[2][:] = float(road.cutoff)
+        views[3][:] = _PAR
+        at = buf.ctypes.data
+        got = road.scratch[threading.get_ident()] = (buf, views, [at + 8 * int(e - s) for s, e in zip(sizes, ends)])
+    return got
+
+
+def _run(scene, road, q, cut=None):
+    """The routine at ``q`` (nq,) float: its rows (P * ROWS, 10) ``[d, w_a, w_b, n]`` and counts (P,) (views
+    of this thread's buffer), and the poses (P, 30); ``cut`` (P,) each pair's margin and cutoff (None:
+    the scene's margin); None where the native placements are not built."""
+    gp = (native_calls(scene.model) or {}).get(_GP)
+    if gp is None:
+        return None
+    _, (src, pose, cuts, _, out, count), at = _scratch(road)
+    G = road.G
+    if G:
+        Rg, pg = gp(q, "collision")
+        src[:9 * G], src[9 * G:12 * G] = Rg.reshape(-1), pg.reshape(-1)
+    np.take(src, road.gather, out=pose)
+    if cut is not None:
+        c = cuts.reshape(-1, 2)
+        c[:, 0] = c[:, 1] = cut
+    _routine()(len(count), at[1], at[2], at[3], at[4], at[5])
+    if cut is not None:
+        cuts[:] = float(road.cutoff)
+    return out.reshape(-1, 10), count, pose.reshape(-1, 30)
+
+
+def box_box_road_rows(scene, road, q):
+    """The road's rows (rows, 7) ``[d, x, n]`` at ``q`` (nq,) (float): the collision kernel's candidates,
+    then each pair of two boxes' ``ROWS`` rows (``x`` midway between the witnesses, ``d`` +inf in a
+    free row); None where the native placements are not built."""
+    got = _run(scene, road, q)
+    if got is None:
+        return None
+    o = got[0]
+    K = len(road.every) - len(o)
+    rows = np.empty((len(road.every), 7))
+    if road.kernel is not None:
+        f, kp = road.kernel
+        rows[:K] = f(q, kp.shapes, kp.cutoff, kp.pairs)[:, :7]
+    rows[K:, 0] = o[:, 0]
+    rows[K:, 1:4] = (o[:, 1:4] + o[:, 4:7]) / 2
+    rows[K:, 4:7] = o[:, 7:10]
+    return rows
+
+
+def box_box_road_hits(scene, road, q, cut):
+    """``(at, k, d, w_a, w_b, n, Ra, pa)`` of the pairs of two boxes at ``q`` (nq,) float, each pair's
+    hits within its ``cut`` (P,) [m] (as :func:`~sparsedyn.contact.box_box_native.box_box_hits` gives them;
+    ``k`` each hit's index of the pairs, sorted; ``at`` its row of the pairs' ``ROWS`` each), with the
+    placement ``Ra`` (n, 3, 3), ``pa`` (n, 3) of each hit's box ``a``; None where the native placements
+    are not built."""
+    got = _run(scene, road, q, cut)
+    if got is None:
+        return None
+    o, _, pose = got
+    at = np.flatnonzero(o[:, 0] != np.inf)                 # (a hit's d is below its cutoff: a free row's +inf)
+    rows, k = o.take(at, 0), at // ROWS
+    a = pose.take(k, 0)
+    return at, k, rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10], a[:, 0:9].reshape(-1, 3, 3), a[:, 9:12]

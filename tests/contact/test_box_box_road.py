@@ -1,0 +1,116 @@
+"""collide's road for scenes of the collision kernel's pairs and pairs of two boxes
+(sparsedyn.contact.box_box_road): its hits are the general road's bit for bit (the same routine on
+the same poses) and the NumPy road's to rounding, and at rest the hand-derived ones; a step's rows
+from its gathered poses are the placements' bit for bit, and so is the step."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+import sparsedyn.contact.scene_data as scene_data
+from conftest import rounding_bound
+from sparsedyn.contact.box_box_road import BoxBoxRoad, box_box_road
+from sparsedyn.contact.collision import collide_within
+from sparsedyn.contact.collision_kernel import kernel_plan
+from test_box_box_native import _stack
+
+BOUND = rounding_bound(64)
+
+
+def _poses(rng, n):
+    """``n`` configurations of the stack: each cube tilted a little and shifted on its support."""
+    out = []
+    for _ in range(n):
+        q = []
+        for z, t in zip((0.2 - 1e-5, 0.35 - 2e-5), rng.normal(scale=0.05, size=(2, 3))):
+            quat = np.r_[t / 2, 1.0]
+            q += [*rng.uniform(-0.03, 0.03, 2), z, *(quat / np.linalg.norm(quat))]
+        out.append(np.array(q))
+    return out
+
+
+def _road(scene):
+    road = scene.cache.get("collide road")
+    return None if road is None else road[1]
+
+
+def test_collide_takes_the_road_and_its_hits_are_the_general_roads_bit_for_bit():
+    scene = _stack()
+    with sd.use_backend("native", deterministic=True):
+        poses = _poses(np.random.default_rng(3), 30)
+        sd.collide(scene, poses[0]), sd.collide(scene, poses[0])     # (the native calls, then the road, built)
+        assert isinstance(_road(scene), BoxBoxRoad)
+        seen = set()
+        for q in poses:
+            got, want = sd.collide(scene, q), collide_within(scene, q, None)
+            assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
+            for a, b in zip(got[1:4], want[1:4]):
+                assert np.array_equal(a, b)
+            with sd.use_backend("numpy"):
+                slow = sd.collide(scene, list(q))                 # (a plain list: the checked road)
+            assert slow.pairs == got.pairs
+            for a, b in zip(got[1:4], slow[1:4]):
+                assert np.abs(a - b).max(initial=0.0) <= BOUND
+            seen |= set(got.pairs)
+    assert {("low", "table"), ("low", "high")} <= seen
+
+
+def test_the_stack_at_rest_has_its_cubes_corners():
+    """The lower cube (0.2 m) 10 um into the table (top z = 0.1), the upper (0.1 m, shifted by (0.02,
+    -0.01)) 10 um into the lower's top: four corners under each, d = -10 um, normals from b to a
+    (+z from the table to the lower cube, -z from the upper cube to the lower), the points midway
+    between the witnesses, 5 um below each support's top."""
+    scene = _stack()
+    q = np.r_[0, 0, 0.2 - 1e-5, 0, 0, 0, 1, 0.02, -0.01, 0.35 - 2e-5, 0, 0, 0, 1]
+    with sd.use_backend("native", deterministic=True):
+        sd.collide(scene, q)
+        h = sd.collide(scene, q)
+    assert isinstance(_road(scene), BoxBoxRoad)
+    assert sorted(set(h.pairs)) == [("low", "high"), ("low", "table")]
+    for pair, nz, corners in ((("low", "table"), 1.0, [(x, y, 0.1 - 5e-6) for x in (-.1, .1) for y in (-.1, .1)]),
+                              (("low", "high"), -1.0, [(.02 + x, -.01 + y, 0.3 - 1.5e-5) for x in (-.05, .05)
+                                                       for y in (-.05, .05)])):
+        mine = [i for i, p in enumerate(h.pairs) if p == pair]
+        assert len(mine) == 4
+        assert np.abs(h.distances[mine] + 1e-5).max() <= BOUND
+        assert np.abs(h.normals[mine] - [0, 0, nz]).max() <= BOUND
+        gap = np.abs(h.points[mine][:, None] - np.array(corners)[None]).max(2)     # (hit, corner)
+        assert np.all(gap.min(0) <= BOUND) and np.all(gap.min(1) <= BOUND)     # (midway between the witnesses)
+
+
+def test_a_pair_neither_the_kernels_nor_two_boxes_has_no_road():
+    """A cylinder on the table (coal's pair): box_box_road declines the scene."""
+    b = sd.ModelBuilder("drum").add_body("drum", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 0.01)
+    eye = sd.spatial.Transform(np.eye(3), np.zeros(3))
+    model = b.build().with_geometry(sd.Geometry("drum", 0, eye, "cylinder", (0.1, 0.2), "collision"))
+    table = sd.Shape("box", (0.6, 0.6, 0.1), placement=(np.eye(3), [0.0, 0.0, 0.05]), name="table")
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor"), table])
+    with sd.use_backend("native", deterministic=True):
+        sd.collide(scene, [0, 0, 0.2, 0, 0, 0, 1])
+        from sparsedyn.contact.box_box_native import box_box_plan
+        assert box_box_road(scene, kernel_plan(scene), None, box_box_plan(scene)) is None
+        assert not isinstance(_road(scene), BoxBoxRoad)
+
+
+@pytest.mark.parametrize("moving", [False, True])
+def test_a_steps_rows_from_the_gathered_poses_are_the_placements(monkeypatch, moving):
+    """contact_step on the stack, its two boxes' rows from the road's gather and from the shapes'
+    placements (the road declined): the same step, bit for bit."""
+    rng = np.random.default_rng(4)
+    tau, dt = np.zeros(12), 1e-3
+    first, second = _stack(), _stack()
+    gathered = scene_data.box_box_poses
+    with sd.use_backend("native", deterministic=True):
+        for scene in (first, second):                      # (the native calls built, as a simulation's first step)
+            sd.contact_step(scene.model, _poses(rng, 1)[0], np.zeros(12), tau, scene, dt)
+        for q in _poses(rng, 8):
+            v = rng.normal(scale=0.2, size=12) if moving else np.zeros(12)
+            monkeypatch.setattr(scene_data, "box_box_poses", gathered)
+            a = sd.contact_step(first.model, q, v, tau, first, dt)
+            assert first.cache.get("box-box poses") is not None
+            monkeypatch.setattr(scene_data, "box_box_poses", lambda *args: None)
+            b = sd.contact_step(second.model, q, v, tau, second, dt)
+            for x, y in zip(a, b):
+                if isinstance(x, np.ndarray):
+                    assert np.array_equal(x, y)
+            assert len(a.impulses) > 0
