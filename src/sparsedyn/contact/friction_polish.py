@@ -35,8 +35,7 @@ turned so, undamped, to ``-u_t`` drift away, while these pass from ADMM's iterat
 work is the inverse (``m^3``) and the solves (``3 m^2`` each, as many as cost about one inverse in
 operations), against an ADMM iteration's ``m^2``; in the compiled step the solves' products with
 a vector run far slower per operation than the block products of the inverse (talos on the floor,
-96 rows: a polish about 650 us, 4 solves about 70 us; the normal equations of the mode system,
-``A^T A`` and 4 solves, were 200 us, and never accepted there).
+96 rows: a polish about 650 us, of which 4 solves would take about 70 us).
 
 Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
