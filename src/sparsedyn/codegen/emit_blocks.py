@@ -20,8 +20,14 @@ compiles in half the time of its unrolled code.
 
 A product by fewer columns than a vector's lanes (a matrix times a vector: the contact solver's
 x-step) whose ``A`` has no structural zero instead sums rows side by side (:func:`_rows_product`):
-a padded vector per row would wait on its own chain of additions with most lanes idle.  Where ``A``
+a padded vector per row would wait on its own chain of additions with most lanes idle.  It computes
+every row, also those no output reads, where most are read (:data:`_ROWS_NEEDED`).  Where ``A``
 is one input's matrix (the loop state's inverse) it is read there, not copied to the workspace.
+A matrix that several such products read (an input's, or the whole result of an earlier block: the
+contact solver's polish reads ``G`` and its masked inverse dozens of times each) is transposed once
+into the workspace, and those products sum its columns (:func:`_columns_product`): the same sums in
+the same order, without the transposes in registers of :func:`_lanes_product`, which took more
+instructions than the products themselves.
 """
 
 from __future__ import annotations
@@ -38,6 +44,11 @@ _LANES, _GROUP = 4, 8
 #: Scalar sums one pass of a product by a few columns keeps (:func:`_rows_product`): as many chains
 #: in flight as registers allow (16 of SSE/AVX, with the operands' two).
 _ROW_SUMS = 12
+#: The fraction of a product's rows that some output must need for :func:`_rows_product`, which
+#: computes every row: the rows of a velocity ``G lambda`` of which only the tangential ones are read
+#: (two of three) cost a third more arithmetic there, against the general loop's copy of ``A`` to
+#: the workspace and one chain of sums per row.
+_ROWS_NEEDED = 0.5
 
 
 def padded(T, m) -> int:
@@ -70,7 +81,19 @@ class Layout:
             self.cbase.append(nxt)
             nxt += b.A.shape[0] * self.stride[-1]
         self.scratch = nxt
-        self.end = nxt + max((b.B.shape[0] * mp for b, mp in zip(prog.blocks, self.stride)), default=0)
+        nxt += max((b.B.shape[0] * mp for b, mp in zip(prog.blocks, self.stride)), default=0)
+        # the matrices read by several products by a vector: each transposed once into a region of
+        # its own (:func:`_columns_product`), by the first product that reads it (in the order they run)
+        self.source = [_column_source(prog, b, T) for b in range(len(prog.blocks))]
+        uses = {}
+        for key in self.source:
+            uses[key] = uses.get(key, 0) + 1
+        self.transposed, self.made = {}, set()
+        for b, key in enumerate(self.source):
+            if key is not None and uses[key] > 1 and key not in self.transposed:
+                self.transposed[key] = nxt
+                nxt += prog.blocks[b].A.size
+        self.end = nxt
 
     def at(self, nodes, slot, a):
         """The workspace slot holding node ``a``'s value (``-1``: the structural zero)."""
@@ -108,7 +131,9 @@ def block_call(prog, b, layout, slot, name, T):
         op, x, y = nodes[a]
         if op == CONST:
             stmts.append(f"  w[{layout.copy[a]}] = {_lit(x) if T == 'double' else f'(sd_vd){{0}} + {_lit(x)}'};")
-    if T == "double" and m < _LANES and (blk.A >= 0).all() and blk.pairs.any(1).all():
+    if layout.source[b] in layout.transposed:
+        return _columns_call(prog, b, layout, at, name, stmts)
+    if T == "double" and m < _LANES and (blk.A >= 0).all() and _ROWS_NEEDED * n <= blk.pairs.any(1).sum():
         # an A that is one input's elements row after row (the loop state's matrix) is read there
         src = _input_matrix(nodes, blk.A)
         skip = set(blk.A.reshape(-1).tolist()) - set(blk.B.reshape(-1).tolist()) if src else set()
@@ -271,3 +296,76 @@ _SHUFFLES = ("#ifndef SD_V4U", "#define SD_V4U", "typedef double sd_v4u __attrib
              "#define SD_SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)", "#else",
              "typedef long long sd_v4i __attribute__((vector_size(32)));",
              "#define SD_SHUF4(a, b, ...) __builtin_shuffle(a, b, (sd_v4i){__VA_ARGS__})", "#endif", "#endif")
+
+
+def _column_source(prog, b, T):
+    """The matrix ``A`` of block ``b`` of ``prog`` where it is a product by one vector that
+    :func:`_columns_product` can run (``A`` (n, k) without structural zeros, most rows read, ``n``
+    and ``k`` multiples of :data:`_LANES`) and ``A`` is one input's elements row after row (``("x",
+    input, first element)``) or the whole result of an earlier block (``("b", block)``); else None."""
+    blk, nodes = prog.blocks[b], prog.nodes
+    (n, k), m = blk.A.shape, blk.B.shape[1]
+    if T != "double" or m != 1 or n % _LANES or k % _LANES or not (blk.A >= 0).all() \
+            or _ROWS_NEEDED * n > blk.pairs.any(1).sum():
+        return None
+    src = _input_matrix(nodes, blk.A)
+    if src is not None:
+        return ("x",) + src
+    op, c, _ = nodes[int(blk.A[0, 0])]
+    if op != MATMUL or prog.blocks[c].A.shape[0] != n or prog.blocks[c].B.shape[1] != k:
+        return None
+    ids = blk.A.reshape(-1).tolist()
+    if any(tuple(nodes[a]) != (MATMUL, c, e) for e, a in enumerate(ids)):
+        return None
+    return ("b", c)
+
+
+def _transpose(key, n, k, layout):
+    """The C statement writing the matrix ``key`` (:func:`_column_source`, (n, k)) transposed, (k, n),
+    into its region of the workspace."""
+    if key[0] == "x":
+        src, stride = f"x{key[1]} + {key[2]}", k
+    else:
+        src, stride = f"w + {layout.cbase[key[1]]}", layout.stride[key[1]]
+    return (f"  {{ const double *restrict a = {src}; double *restrict t = w + {layout.transposed[key]};"
+            f" for (int i = 0; i < {n}; i++) for (int l = 0; l < {k}; l++) t[l * {n} + i] = a[i * {stride} + l]; }}")
+
+
+def _columns_call(prog, b, layout, at, name, stmts):
+    """:func:`block_call` of a product by a vector whose matrix is transposed (:func:`_column_source`):
+    the first product that reads the matrix (in the order they run) transposes it."""
+    blk, key = prog.blocks[b], layout.source[b]
+    skip = set(blk.A.reshape(-1).tolist()) - set(blk.B.reshape(-1).tolist())
+    stmts += _input_copies(prog.nodes, layout, b, skip)
+    if key not in layout.made:
+        layout.made.add(key)
+        stmts.append(_transpose(key, *blk.A.shape, layout))
+    stmts.append(f"  {name}(w);")
+    return _columns_product(blk, at, layout, b, name, layout.transposed[key]), stmts
+
+
+def _columns_product(blk, at, layout, b, name, region):
+    """The C of a single state's product ``A x`` (``A`` (n, k), :func:`_column_source`) from ``A``'s
+    transpose at ``region`` of the workspace: column ``l`` of ``A`` is consecutive there, so a vector
+    of four rows' sums takes ``A[i:i + 4, l] x[l]`` without the transposes in registers of
+    :func:`_lanes_product`, eight such sums a pass; every lane sums its row's products in ``l`` order,
+    the first first (bit for bit the same value).  Worth it where several products read one matrix
+    (the contact solver's polish: ``G`` and its masked inverse, dozens of times each)."""
+    (n, k) = blk.A.shape
+    mp, cb = layout.stride[b], layout.cbase[b]
+    bi = [at(blk.B[l, 0]) for l in range(k)]
+    dense = bi == list(range(bi[0], bi[0] + k))
+    B = (lambda e: f"w[{bi[0]} + {e}]") if dense else (lambda e: f"w[{name}_b[{e}]]")     # noqa: E731
+    body = []
+    for i0 in range(0, n, 8 * _LANES):                   # up to eight vectors of sums (32 rows) a pass
+        groups = range(min(8, (n - i0) // _LANES))
+        at_ = lambda l, g: f"*(const sd_v4u *)(t + {l} * {n} + {i0 + _LANES * g})"      # noqa: E731
+        body += ["  {", f"    double x = {B(0)};",
+                 "    sd_v4u " + ", ".join(f"s{g} = {at_(0, g)} * x" for g in groups) + ";",
+                 f"    for (int l = 1; l < {k}; l++) {{", f"      x = {B('l')};",
+                 *[f"      s{g} = s{g} + {at_('l', g)} * x;" for g in groups], "    }"]
+        body += [f"    w[{cb} + {(i0 + _LANES * g + r) * mp}] = s{g}[{r}];" for g in groups for r in range(_LANES)]
+        body.append("  }")
+    table = [] if dense else [f"static const int {name}_b[{k}] = {{{','.join(map(str, bi))}}};"]
+    return "\n".join([*_SHUFFLES, *table, f"static void {name}(double *restrict w)", "{",
+                      f"  const double *restrict t = w + {region};", *body, "}"])
