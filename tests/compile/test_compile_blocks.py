@@ -97,3 +97,36 @@ def test_a_matrix_read_by_several_products_is_transposed_once_and_equals_the_int
         size = np.concatenate([a @ np.abs(2.0 * x + 1.0), a @ (a @ np.abs(2.0 * x + 1.0) * np.abs(x)),
                                a @ a @ np.abs(y1), a @ a @ (a @ (a @ np.abs(2.0 * x + 1.0) * np.abs(x)))])
         assert np.all(np.abs(got - ref) <= rounding_bound(3 * N) * size)
+
+
+def _grams(X):
+    """``X^T X`` of a lower triangular ``X`` (its structural zeros above the diagonal) and ``Y Y^T``
+    of the dense ``Y = X + X^T``: products whose ``A`` is ``B``'s transpose."""
+    n = X.shape[0]
+    L = np.array([[X[i, j] if j <= i else 0 for j in range(n)] for i in range(n)], dtype=object)
+    Y = X + X.T
+    return np.concatenate([bk.matmul(L.T, L, min_pairs=1).reshape(-1), bk.matmul(Y, Y.T, min_pairs=1).reshape(-1)])
+
+
+def test_a_product_of_a_transpose_and_its_matrix_mirrors_its_upper_half_bit_for_bit(compile_cache,  # noqa: F811
+                                                                                    monkeypatch):
+    """``X^T X``, ``X`` triangular or dense: the compiled loop sums the columns on or left of the
+    diagonal and mirrors the rest; the result is symmetric and equals the interpreter's bit for bit
+    (``C[j, i]`` the products of ``C[i, j]`` with their factors swapped, in the same order) and NumPy's
+    float products to rounding (``N`` terms, bounded through ``|X|^T |X|``)."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(compile_cache))
+    N = 40                                  # ten vectors of columns: two groups of sums, the second guarded
+    prog = trace_function(_grams, [("X", (N, N))], None, name="grams")
+    assert len(prog.blocks) == 2
+    src, call = _compiled(prog, "grams")
+    assert src.count(f"c[i * {N} + j] = c[j * {N} + i]") == 2 and src.count("if (i >= 32)") == 2
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        X = rng.standard_normal((N, N))
+        got = call(X)
+        assert np.array_equal(got, np.asarray(prog.evaluate([X])[0], float).reshape(-1))
+        L, Y = np.tril(X), X + X.T
+        C1, C2 = got[:N * N].reshape(N, N), got[N * N:].reshape(N, N)
+        assert np.array_equal(C1, C1.T) and np.array_equal(C2, C2.T)
+        assert np.all(np.abs(C1 - L.T @ L) <= rounding_bound(N) * (np.abs(L).T @ np.abs(L)))
+        assert np.all(np.abs(C2 - Y @ Y.T) <= rounding_bound(N) * (np.abs(Y) @ np.abs(Y).T))

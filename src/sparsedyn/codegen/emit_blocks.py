@@ -142,6 +142,20 @@ def block_call(prog, b, layout, slot, name, T):
         return _rows_product(blk, at, layout, b, name, src is not None), stmts
     stmts += _input_copies(nodes, layout, b)
     stmts.append(f"  {name}(w);")
+    return _general_product(blk, name, layout, b, T, (ptr, ai, al, bi)), stmts
+
+
+def _general_product(blk, name, layout, b, T, tables):
+    """The C (file scope) of block ``b``'s general loop (module docstring): ``tables`` its compressed
+    rows ``(ptr, ai, al, bi)``.  A product ``X^T X`` (``A`` the transpose of ``B``, node for node, every
+    row read: the contact solver's ``L^-T L^-1``) sums only the groups of columns on or left of each
+    row's diagonal and copies the rest from its mirror: ``C[j, i]`` is ``C[i, j]``'s products with
+    their factors swapped, summed in the same order (bit for bit; the work above the diagonal, about
+    half, is not done)."""
+    (n, k), m = blk.A.shape, blk.B.shape[1]
+    mp = layout.stride[b]
+    ptr, ai, al, bi = tables
+    gram = n == m and blk.A.shape == blk.B.T.shape and (blk.A == blk.B.T).all() and blk.pairs.any(1).all()
     table = lambda v: ",".join(map(str, v)) or "0"             # noqa: E731
     V, step = ("sd_v4u", _LANES) if T == "double" else (T, 1)
     ld = (lambda o: f"*(const sd_v4u *)(r + {o})") if T == "double" else (lambda o: f"r[{o}]")
@@ -150,6 +164,8 @@ def block_call(prog, b, layout, slot, name, T):
     chunks = list(range(0, mp, step))
     for g in range(0, len(chunks), _GROUP):          # a pass over the row's entries per group of sums
         cols = chunks[g:g + _GROUP]
+        guard = gram and g > 0 and T == "double"              # columns right of row i's diagonal: mirrored
+        body += [f"    if (i >= {cols[0]}) {{"] if guard else []
         body += [f"    {{ double x = w[{name}_a[p0]]; const {T} *restrict r = b + {name}_l[p0];"
                  if T == "double" else f"    {{ {T} x = w[{name}_a[p0]]; const {T} *restrict r = b + {name}_l[p0];",
                  f"      {V} " + ", ".join(f"s{q} = x * {ld(o)}" for q, o in enumerate(cols)) + ";",
@@ -157,8 +173,8 @@ def block_call(prog, b, layout, slot, name, T):
                  f"        x = w[{name}_a[p]]; r = b + {name}_l[p];",
                  *[f"        s{q} = s{q} + x * {ld(o)};" for q, o in enumerate(cols)],
                  "      }",
-                 *[f"      {st(o)} = s{q};" for q, o in enumerate(cols)], "    }"]
-    defs = "\n".join([
+                 *[f"      {st(o)} = s{q};" for q, o in enumerate(cols)], "    }"] + (["    }"] if guard else [])
+    return "\n".join([
         "#ifndef SD_V4U",
         "#define SD_V4U",
         "typedef double sd_v4u __attribute__((vector_size(32), aligned(8)));",
@@ -177,8 +193,9 @@ def block_call(prog, b, layout, slot, name, T):
         "{",
         f"  for (int e = 0; e < {k * mp}; e++) w[{layout.scratch} + e] = w[{name}_b[e]];",
         f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});",
+        *([f"  {{ {T} *restrict c = w + {layout.cbase[b]}; for (int i = 0; i < {n}; i++) for (int j = i + 1; "
+           f"j < {n}; j++) c[i * {mp} + j] = c[j * {mp} + i]; }}"] if gram and T == "double" else []),
         "}"])
-    return defs, stmts
 
 
 def _input_copies(nodes, layout, b, skip=()):
