@@ -34,12 +34,12 @@ import ctypes
 
 import numpy as np
 
-from ..kernels import c_library
+from ..kernels import c_library, native_function
 from .friction_problem import PENETRATION_SLOP
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
 
-__all__ = ["native_state_derivatives", "SOURCE"]
+__all__ = ["native_state_derivatives", "state_derivatives_call", "SOURCE"]
 
 #: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, gap, weights, correction, dt, slop,
 #: rcond, out, work)``: ``rows`` (3 ns, 9 nv + 6 ns), ``state`` (nv, 7 nv + 1) and ``gap`` (ns,) of
@@ -420,6 +420,21 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
     for (long long j = 0; j < k; j++) sum += out[i * kp + j] + dq[i * kp + j];
   return sum - sum == 0.0 ? 0 : 2;
 }
+
+/* The routine as a kernel of the compiled kernels' calling convention (inputs, then outputs: what the
+   compiler's one-state fast path calls): par = [nv, ns, dt, slop, rcond, workspace doubles]; writes out
+   (2, nv, kp) and rc (1,), the routine's return (-1 also where its workspace cannot be allocated). */
+SD_EXPORT void sd_scene_state_derivatives_kernel(const double *rows, const double *state, const double *gap,
+                                                 const double *weights, const double *corr, const double *par,
+                                                 double *out, double *rc)
+{
+  __SIZE_TYPE__ bytes = ((__SIZE_TYPE__)par[5] * 8 + 63) / 64 * 64;
+  double *w = aligned_alloc(64, bytes);
+  if (!w) { rc[0] = -1.0; return; }
+  rc[0] = sd_scene_state_derivatives((long long)par[0], (long long)par[1], rows, state, gap, weights, corr, par[2],
+                                     par[3], par[4], out, w);
+  free(w);
+}
 """
 
 def _routine():
@@ -468,6 +483,36 @@ def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     if rc < 0:
         return None
     return out[0, :, :3 * nv], out[1, :, :3 * nv], rc == 0
+
+
+def state_derivatives_call(nv, ns, dt):
+    """``g(rows, state, gap, weights, correction) -> (out (2, nv, kp), rc (1,))``: the routine for ``nv``
+    joint velocities, ``ns`` slots and the time step ``dt`` (``out`` :func:`native_state_derivatives`'s
+    ``[dv, dq]`` padded to ``kp`` = :func:`_pad` ``(3 nv)`` columns, ``rc`` its return code), called as
+    the compiled kernels' one-state fast path calls them (the compiler's extension: no Python frame,
+    the workspace allocated in the call) where that extension is there, else through ctypes (the
+    fast path's fallback too: inputs of other shapes or not finite, a result not finite); None where
+    the routine cannot be built.  Made once per slot layout by its caller, who keeps it."""
+    f = _routine()
+    if f is None:
+        return None
+    kp, work = _pad(3 * nv), _work_size(nv, ns)
+    par = np.array([nv, ns, dt, PENETRATION_SLOP, RANK_RCOND, work], float)
+
+    def through_ctypes(rows, state, gap, weights, correction, par=par):
+        out = np.empty((2, nv, kp))
+        rc = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), float(par[2]), float(par[3]),
+               float(par[4]), _at(out), _at(np.empty(work)))
+        return out, np.array([float(rc)])
+    fast = native_function("Kernel")
+    if fast is None:
+        return through_ctypes
+    lib = c_library(SOURCE)
+    entry = ctypes.cast(lib.sd_scene_state_derivatives_kernel, ctypes.c_void_p).value
+    m = 3 * ns
+    k = fast(entry, ((m, 9 * nv + 2 * m), (nv, 7 * nv + 1), (ns,), (ns, 4), (ns,), (6,)), ((2, nv, kp), (1,)),
+             through_ctypes)
+    return lambda rows, state, gap, weights, correction: k(rows, state, gap, weights, correction, par)
 
 
 def native_pinv_solve(A, B, general):
