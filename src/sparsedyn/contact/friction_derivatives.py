@@ -252,12 +252,13 @@ def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=No
                slotted.impulses[0], corr, w, slotted.data[0], slotted.shapes[0], g, call[1] if call else
                np.array([float(dt)]), slotted.frames, slotted.kinds)
     got = None if call is None else call[0](*pieces, w, corr)
-    if got is not None and got[1][0] >= 0:
-        out, k = got[0], 3 * nv
-        dv, dq, finite = out[0, :, :k], out[1, :, :k], got[1][0] == 0
+    if got is not None and got[1][0] >= 0:                      # [dv, dq] (2, nv, kp): their column blocks
+        out, finite = got[0], got[1][0] == 0
+        d = ContactStepDerivatives(out[0, :, :nv], out[0, :, nv:2 * nv], out[0, :, 2 * nv:3 * nv], out[1, :, :nv],
+                                   out[1, :, nv:2 * nv], out[1, :, 2 * nv:3 * nv], step)
     else:
         dv, dq, finite = _one_state(pieces, w, slotted.modes[0], corr, nv, dt)
-    d = _split(dv, dq, (), step)
+        d = _split(dv, dq, (), step)
     if not finite:
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d

@@ -113,10 +113,11 @@ def one_state_slots(scene, q, pair, slots, impulses, modes, correction, in_data)
     scene's data slots, contact ``k`` in slot ``k``), with the slots' mode weights for the derivatives
     (a free slot open, with zero impulse)."""
     ns, nc = len(slots.frames), len(pair)
-    names, data = modes.tolist(), slots.data
+    data = slots.data
     shapes = slot_shapes(scene, q, pair, slots)
-    if in_order(slots, nc):
-        lam, corr = impulses.reshape(1, ns, 3), correction[None, :ns]
+    names = modes.tolist()
+    if in_order(slots, nc):                                      # (the step's own arrays: views)
+        lam, corr, held = impulses.reshape(1, ns, 3), correction[None, :ns], modes.reshape(1, ns)
     else:
         index = range(nc) if slots.index is None else slots.index
         lam, corr, held = np.zeros((1, ns, 3)), np.zeros((1, ns)), ["open"] * ns
@@ -124,7 +125,9 @@ def one_state_slots(scene, q, pair, slots, impulses, modes, correction, in_data)
         corr[0, index] = correction[:nc] if in_data else correction[index]
         for i, x in zip(np.asarray(index).tolist(), names):
             held[i] = x
-        names = held
-    weights = np.array([w for x, m in zip(names, data[:, 0].tolist()) for w in MODE_WEIGHTS[x] + (m,)]).reshape(1, ns, 4)
-    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, np.array(names, "<U5")[None], corr,
+        names, held = held, np.array(held, "<U5")[None]
+    weights = np.empty((1, ns, 4))
+    weights[0, :, :3] = [MODE_WEIGHTS[x] for x in names]
+    weights[0, :, 3] = data[:, 0]
+    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, held, corr,
                    slot_kinds(scene, slots.frames), weights)
