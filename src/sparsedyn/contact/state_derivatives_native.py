@@ -1,5 +1,7 @@
 """One state's derivatives of a step in a scene from its pieces, in one native routine:
-:func:`native_state_derivatives`.
+:func:`native_state_derivatives` (through ctypes), :func:`state_derivatives_call` (as the compiled
+kernels' one-state fast path calls a kernel, where the compiler's extension is there: what
+:func:`~sparsedyn.contact_step_derivatives` calls per step).
 
 What :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` does with NumPy and LAPACK
 (a dozen products and two minimum-norm solves, each call from Python costing more than its
@@ -48,7 +50,9 @@ __all__ = ["native_state_derivatives", "state_derivatives_call", "SOURCE"]
 #: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``); ``work``: its workspace
 #: (:func:`_work_size` doubles).  Returns 0 (the sum of the results finite), 2 (written, the sum not
 #: finite: an entry or the sum overflowed), -1 where a solve leaves the module's roads (the caller's
-#: NumPy road then).  ``sd_scene_pinv_solve`` is the solves alone (:func:`native_pinv_solve`).
+#: NumPy road then).  ``sd_scene_pinv_solve`` is the solves alone (:func:`native_pinv_solve`);
+#: ``sd_scene_state_derivatives_kernel`` the routine in the compiled kernels' calling convention, its
+#: workspace its own (:func:`state_derivatives_call`: one state's call without ctypes' conversions).
 SOURCE = r"""
 typedef double sd_sv __attribute__((vector_size(8 * SD_W), aligned(8)));
 /* Rows of the routine's matrices are padded to a multiple of 8 doubles (every SD_W's multiple): whole vectors. */
