@@ -23,7 +23,8 @@ from sparsedyn.contact.friction_derivatives import _state_derivatives
 from sparsedyn.contact.friction_problem import PENETRATION_SLOP
 from sparsedyn.contact.scene_derivatives import scene_step_partials
 from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, slotted_scene_step
-from sparsedyn.contact.state_derivatives_native import native_pinv_solve, native_state_derivatives
+from sparsedyn.kernels import native_function
+from sparsedyn.contact.state_derivatives_native import native_pinv_solve, native_state_derivatives, state_derivatives_call
 
 OPEN = MODE_WEIGHTS["open"]
 
@@ -163,3 +164,29 @@ def test_a_non_finite_system_gives_nan_not_zeros():
     dv, _, finite = native_state_derivatives(rows, state, gap, weights, correction, nv, DT)
     assert np.isnan(dv).all() and not finite
     assert np.isnan(_state_derivatives(rows, state, gap, modes, correction, nv, DT)[0]).all()
+
+
+def test_the_one_state_call_equals_the_routine():
+    """The routine's one-state call (the compiled kernels' fast path, its workspace allocated in the call)
+    gives the ctypes call's results bit for bit, and so the NumPy road's to rounding (``_check``), on the
+    pressed box (stick, position correction), the sliding box (the general solve) and the two-body
+    contact; a NaN in the mode equations (an input the fast path declines: its ctypes fallback) gives
+    NaN and the code 2 (not finite), as the ctypes call says."""
+    model = _pieces(_box_pressed_into_table)[0]
+    with sd.use_backend("native", deterministic=True):          # (the compiler's extension loaded)
+        sd.rnea(model, model.neutral(), np.zeros(model.nv), np.zeros(model.nv))
+    assert native_function("Kernel") is not None                 # the fast path, not ctypes alone
+    for case, open_slots in ((_box_pressed_into_table, (1,)), (_box_on_table, ()), (_hand_scene, ())):
+        model, rows, state, gap, weights, correction, modes = _pieces(case, open_slots)
+        nv, ns = model.nv, len(gap)
+        call = state_derivatives_call(nv, ns, DT)
+        out, rc = call(rows, state, gap, np.ascontiguousarray(weights), correction)
+        ref = _check(model, rows, state, gap, weights, correction, modes)[0]
+        assert rc.tolist() == [0.0] and out.shape[:2] == (2, nv)
+        assert np.array_equal(out[0, :, :3 * nv], ref[0]) and np.array_equal(out[1, :, :3 * nv], ref[1])
+    model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
+    nv, m = model.nv, len(rows)
+    rows = rows.copy()
+    rows[4, 5 * nv + m + 4] = np.nan
+    out, rc = state_derivatives_call(nv, len(gap), DT)(rows, state, gap, np.ascontiguousarray(weights), correction)
+    assert rc.tolist() == [2.0] and np.isnan(out[0, :, :3 * nv]).all()

@@ -76,7 +76,7 @@ from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels,
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
-from .state_derivatives_native import native_state_derivatives
+from .state_derivatives_native import native_state_derivatives, state_derivatives_call
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -206,7 +206,7 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     if scene is not None:
         step, contacts, slotted = slotted_scene_step(model, kernels, q, v, tau, scene, dt, options)
         if slotted is not None and options.get("f_ext") is None:       # (the step checked q, v, tau, gravity)
-            return _scene_result(model, kernels, q, v, step, slotted, dt, options.get("gravity"))
+            return _scene_result(model, kernels, q, v, step, slotted, dt, options.get("gravity"), scene)
     else:
         step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
     d = differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
@@ -215,13 +215,13 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     return d
 
 
-def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
+def _scene_result(model, kernels, q, v, step, slotted, dt, gravity, scene=None):
     """:func:`contact_step_derivatives` of a step in a scene laid out in slots (``slotted``), without
     ``f_ext``, whose arguments the step has checked: :func:`_scene_derivatives`, checked finite."""
     nv, shape = model.nv, step.v.shape[:-1]
     B = len(slotted.data)
     if B == 1:
-        d = _one_state_result(model, kernels, q, v, step, slotted, dt, gravity)
+        d = _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene)
         if d is not None:
             return d
     qb = np.asarray(q, float).reshape(B, model.nq)
@@ -233,24 +233,51 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity):
     return d
 
 
-def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity):
+def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=None):
     """:func:`_scene_result` of one state on the native road: the ready native callable of the pieces
-    and the hand-written routine of the rest (:func:`_one_state`), whose sum says the result is finite;
-    None off that road (the NumPy backend, a kernel not built)."""
+    and the hand-written routine of the rest (:func:`_one_state`; with ``scene``, its one-state call
+    kept per slot layout, :func:`_routine_call`), whose sum says the result is finite; None off that
+    road (the NumPy backend, a kernel not built)."""
     f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
     if f is None:
         return None
     nv = model.nv
-    g = _rows_of(model.gravity if gravity is None else gravity, 1, 3)[0]
+    g = model.gravity if gravity is None and type(model.gravity) is np.ndarray else \
+        _rows_of(model.gravity if gravity is None else gravity, 1, 3)[0]
     weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights
-    pieces = f(np.asarray(q, float).reshape(model.nq), np.asarray(v, float).reshape(nv), step.v.reshape(nv),
-               slotted.impulses[0], slotted.correction[0], weights[0], slotted.data[0], slotted.shapes[0], g,
+    w, corr = weights[0], slotted.correction[0]
+    call = None if scene is None else _routine_call(scene, nv, len(slotted.frames), dt)
+    pieces = f(q if type(q) is np.ndarray and q.dtype == float else np.asarray(q, float).reshape(model.nq),
+               v if type(v) is np.ndarray and v.dtype == float else np.asarray(v, float).reshape(nv), step.v,
+               slotted.impulses[0], corr, w, slotted.data[0], slotted.shapes[0], g, call[1] if call else
                np.array([float(dt)]), slotted.frames, slotted.kinds)
-    dv, dq, finite = _one_state(pieces, weights[0], slotted.modes[0], slotted.correction[0], nv, dt)
-    d = _split(dv, dq, (), step)
+    got = None if call is None else call[0](*pieces, w, corr)
+    if got is not None and got[1][0] >= 0:                      # [dv, dq] (2, nv, kp): their column blocks
+        out, finite = got[0], got[1][0] == 0
+        d = ContactStepDerivatives(out[0, :, :nv], out[0, :, nv:2 * nv], out[0, :, 2 * nv:3 * nv], out[1, :, :nv],
+                                   out[1, :, nv:2 * nv], out[1, :, 2 * nv:3 * nv], step)
+    else:
+        dv, dq, finite = _one_state(pieces, w, slotted.modes[0], corr, nv, dt)
+        d = _split(dv, dq, (), step)
     if not finite:
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
+
+
+def _routine_call(scene, nv, ns, dt):
+    """``(call, dt (1,))``: the hand-written routine's one-state call for ``ns`` slots
+    (:func:`~sparsedyn.contact.state_derivatives_native.state_derivatives_call`; None where it cannot be
+    built) and ``dt`` as the pieces' kernel takes it, kept in ``scene.cache`` per ``(nv, ns, dt)``."""
+    memo = scene.cache.setdefault("derivatives routine", {})
+    key = (nv, ns, float(dt))
+    got = memo.get(key)
+    if got is None:
+        if len(memo) >= 16:
+            memo.clear()
+        dt_array = np.array([float(dt)])
+        dt_array.flags.writeable = False
+        got = memo[key] = (state_derivatives_call(nv, ns, float(dt)), dt_array)
+    return got if got[0] is not None else None
 
 
 def _rows_of(x, B, n):

@@ -105,7 +105,17 @@ def slot_shapes(scene, q, pair, slots) -> np.ndarray:
     slots' data, what :func:`slot_geometry_of` places."""
     table = _kind_table(scene)
     pair = np.asarray(pair, np.intp)
-    if table[1] and len(pair):                                   # a pair of boxes: the corner told at the hit
+    if not table[1]:                                             # the shapes fix each slot's: kept per contact set
+        memo = scene.cache.setdefault("slot shapes", {})
+        key = (slots.frames, pair.tobytes(), None if slots.index is None else np.asarray(slots.index).tobytes())
+        got = memo.get(key)
+        if got is None:
+            if len(memo) >= 256:
+                memo.clear()
+            got = memo[key] = _laid_out(slots, pair, table[0][pair, 1:])
+            got.flags.writeable = False
+        return got
+    if len(pair):                                                # a pair of boxes: the corner told at the hit
         index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
         fa = _slot_ends(scene, slots.frames)[0][index]
         Rf, pf = frame_placements(scene.model, q)
@@ -113,6 +123,12 @@ def slot_shapes(scene, q, pair, slots) -> np.ndarray:
         rows = np.concatenate([np.stack([ra, rb], -1), weights], -1)
     else:
         rows = table[0][pair, 1:]
+    return _laid_out(slots, pair, rows)
+
+
+def _laid_out(slots, pair, rows):
+    """The shapes ``rows`` (nc, 5) of the contacts of ``pair`` in ``slots``' slots, a free slot's
+    ``FREE_SHAPES``."""
     if in_order(slots, len(pair)):
         return rows
     out = np.empty((len(slots.frames), SHAPES))

@@ -113,18 +113,27 @@ def one_state_slots(scene, q, pair, slots, impulses, modes, correction, in_data)
     scene's data slots, contact ``k`` in slot ``k``), with the slots' mode weights for the derivatives
     (a free slot open, with zero impulse)."""
     ns, nc = len(slots.frames), len(pair)
-    names, data = modes.tolist(), slots.data
+    data = slots.data
     shapes = slot_shapes(scene, q, pair, slots)
-    if in_order(slots, nc):
-        lam, corr = impulses.reshape(1, ns, 3), correction[None, :ns]
+    codes = [_CODES[x] for x in modes.tolist()]
+    if in_order(slots, nc):                                      # (the step's own arrays: views)
+        lam, corr, held = impulses.reshape(1, ns, 3), correction[None, :ns], modes.reshape(1, ns)
     else:
-        index = range(nc) if slots.index is None else slots.index
-        lam, corr, held = np.zeros((1, ns, 3)), np.zeros((1, ns)), ["open"] * ns
+        index = np.arange(nc) if slots.index is None else np.asarray(slots.index)
+        lam, corr, full = np.zeros((1, ns, 3)), np.zeros((1, ns)), [0] * ns        # (0: open)
         lam[0, index] = impulses
         corr[0, index] = correction[:nc] if in_data else correction[index]
-        for i, x in zip(np.asarray(index).tolist(), names):
-            held[i] = x
-        names = held
-    weights = np.array([w for x, m in zip(names, data[:, 0].tolist()) for w in MODE_WEIGHTS[x] + (m,)]).reshape(1, ns, 4)
-    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, np.array(names, "<U5")[None], corr,
+        for i, c in zip(index.tolist(), codes):
+            full[i] = c
+        codes, held = full, _NAMES.take(full)[None]
+    weights = _ROWS.take(codes, 0)[None]                         # (a take of a table: no list of tuples to read)
+    weights[0, :, 3] = data[:, 0]
+    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, held, corr,
                    slot_kinds(scene, slots.frames), weights)
+
+
+#: The modes' names in the order of their codes, each code's row of weights (``[open, stick, slide, mu]``,
+#: ``mu`` set per slot), and each name's code (tables of constants).
+_NAMES = np.array(["open", "stick", "slide"], "<U5")
+_ROWS = np.array([MODE_WEIGHTS[x] + (0.0,) for x in _NAMES.tolist()])
+_CODES = {x: k for k, x in enumerate(_NAMES.tolist())}

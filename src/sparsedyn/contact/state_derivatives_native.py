@@ -1,5 +1,7 @@
 """One state's derivatives of a step in a scene from its pieces, in one native routine:
-:func:`native_state_derivatives`.
+:func:`native_state_derivatives` (through ctypes), :func:`state_derivatives_call` (as the compiled
+kernels' one-state fast path calls a kernel, where the compiler's extension is there: what
+:func:`~sparsedyn.contact_step_derivatives` calls per step).
 
 What :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` does with NumPy and LAPACK
 (a dozen products and two minimum-norm solves, each call from Python costing more than its
@@ -34,12 +36,12 @@ import ctypes
 
 import numpy as np
 
-from ..kernels import c_library
+from ..kernels import c_library, native_function
 from .friction_problem import PENETRATION_SLOP
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
 
-__all__ = ["native_state_derivatives", "SOURCE"]
+__all__ = ["native_state_derivatives", "state_derivatives_call", "SOURCE"]
 
 #: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, gap, weights, correction, dt, slop,
 #: rcond, out, work)``: ``rows`` (3 ns, 9 nv + 6 ns), ``state`` (nv, 7 nv + 1) and ``gap`` (ns,) of
@@ -48,7 +50,9 @@ __all__ = ["native_state_derivatives", "SOURCE"]
 #: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``); ``work``: its workspace
 #: (:func:`_work_size` doubles).  Returns 0 (the sum of the results finite), 2 (written, the sum not
 #: finite: an entry or the sum overflowed), -1 where a solve leaves the module's roads (the caller's
-#: NumPy road then).  ``sd_scene_pinv_solve`` is the solves alone (:func:`native_pinv_solve`).
+#: NumPy road then).  ``sd_scene_pinv_solve`` is the solves alone (:func:`native_pinv_solve`);
+#: ``sd_scene_state_derivatives_kernel`` the routine in the compiled kernels' calling convention, its
+#: workspace its own (:func:`state_derivatives_call`: one state's call without ctypes' conversions).
 SOURCE = r"""
 typedef double sd_sv __attribute__((vector_size(8 * SD_W), aligned(8)));
 /* Rows of the routine's matrices are padded to a multiple of 8 doubles (every SD_W's multiple): whole vectors. */
@@ -415,10 +419,34 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
     for (long long j = 0; j < nv; j++) y[j] += state[i * ls + 3 * nv + j];
     sd_sdv_sparse(kp, nv, state + i * ls + 6 * nv + 1, dv, kp, out + i * kp, sidx, sval);
   }
-  double sum = 0.0;                               /* one sum: finite where every entry is (else 2) */
-  for (long long i = 0; i < nv; i++)
-    for (long long j = 0; j < k; j++) sum += out[i * kp + j] + dq[i * kp + j];
+  /* one sum: finite where every entry is (else 2); over the padded rows (their padding zeros: the right
+     sides' and the copies' own), in four vectors at once (one chain of 2 nv 3 nv additions waits on each) */
+  sd_sv a0 = (sd_sv){0}, a1 = (sd_sv){0}, a2 = (sd_sv){0}, a3 = (sd_sv){0};
+  long long n = 2 * nv * kp, j = 0;
+  for (; j + 4 * SD_W <= n; j += 4 * SD_W) {
+    a0 = a0 + *(const sd_sv *)(out + j); a1 = a1 + *(const sd_sv *)(out + j + SD_W);
+    a2 = a2 + *(const sd_sv *)(out + j + 2 * SD_W); a3 = a3 + *(const sd_sv *)(out + j + 3 * SD_W);
+  }
+  for (; j < n; j += SD_W) a0 = a0 + *(const sd_sv *)(out + j);
+  a0 = (a0 + a1) + (a2 + a3);
+  double sum = 0.0;
+  for (int l = 0; l < SD_W; l++) sum += a0[l];
   return sum - sum == 0.0 ? 0 : 2;
+}
+
+/* The routine as a kernel of the compiled kernels' calling convention (inputs, then outputs: what the
+   compiler's one-state fast path calls): par = [nv, ns, dt, slop, rcond, workspace doubles]; writes out
+   (2, nv, kp) and rc (1,), the routine's return (-1 also where its workspace cannot be allocated). */
+SD_EXPORT void sd_scene_state_derivatives_kernel(const double *rows, const double *state, const double *gap,
+                                                 const double *weights, const double *corr, const double *par,
+                                                 double *out, double *rc)
+{
+  __SIZE_TYPE__ bytes = ((__SIZE_TYPE__)par[5] * 8 + 63) / 64 * 64;
+  double *w = aligned_alloc(64, bytes);
+  if (!w) { rc[0] = -1.0; return; }
+  rc[0] = sd_scene_state_derivatives((long long)par[0], (long long)par[1], rows, state, gap, weights, corr, par[2],
+                                     par[3], par[4], out, w);
+  free(w);
 }
 """
 
@@ -468,6 +496,36 @@ def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     if rc < 0:
         return None
     return out[0, :, :3 * nv], out[1, :, :3 * nv], rc == 0
+
+
+def state_derivatives_call(nv, ns, dt):
+    """``g(rows, state, gap, weights, correction) -> (out (2, nv, kp), rc (1,))``: the routine for ``nv``
+    joint velocities, ``ns`` slots and the time step ``dt`` (``out`` :func:`native_state_derivatives`'s
+    ``[dv, dq]`` padded to ``kp`` = :func:`_pad` ``(3 nv)`` columns, ``rc`` its return code), called as
+    the compiled kernels' one-state fast path calls them (the compiler's extension: no Python frame,
+    the workspace allocated in the call) where that extension is there, else through ctypes (the
+    fast path's fallback too: inputs of other shapes or not finite, a result not finite); None where
+    the routine cannot be built.  Made once per slot layout by its caller, who keeps it."""
+    f = _routine()
+    if f is None:
+        return None
+    kp, work = _pad(3 * nv), _work_size(nv, ns)
+    par = np.array([nv, ns, dt, PENETRATION_SLOP, RANK_RCOND, work], float)
+
+    def through_ctypes(rows, state, gap, weights, correction, par=par):
+        out = np.empty((2, nv, kp))
+        rc = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), float(par[2]), float(par[3]),
+               float(par[4]), _at(out), _at(np.empty(work)))
+        return out, np.array([float(rc)])
+    fast = native_function("Kernel")
+    if fast is None:
+        return through_ctypes
+    lib = c_library(SOURCE)
+    entry = ctypes.cast(lib.sd_scene_state_derivatives_kernel, ctypes.c_void_p).value
+    m = 3 * ns
+    k = fast(entry, ((m, 9 * nv + 2 * m), (nv, 7 * nv + 1), (ns,), (ns, 4), (ns,), (6,)), ((2, nv, kp), (1,)),
+             through_ctypes)
+    return lambda rows, state, gap, weights, correction: k(rows, state, gap, weights, correction, par)
 
 
 def native_pinv_solve(A, B, general):
