@@ -76,7 +76,7 @@ from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels,
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
-from .state_derivatives_native import native_state_derivatives, state_derivatives_call
+from .state_derivatives_native import native_state_derivatives, scene_routine_call
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -236,8 +236,8 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity, scene=None):
 def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=None):
     """:func:`_scene_result` of one state on the native road: the ready native callable of the pieces
     and the hand-written routine of the rest (:func:`_one_state`; with ``scene``, its one-state call
-    kept per slot layout, :func:`_routine_call`), whose sum says the result is finite; None off that
-    road (the NumPy backend, a kernel not built)."""
+    kept per slot layout, :func:`~sparsedyn.contact.state_derivatives_native.scene_routine_call`), whose
+    sum says the result is finite; None off that road (the NumPy backend, a kernel not built)."""
     f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
     if f is None:
         return None
@@ -246,9 +246,10 @@ def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=No
         _rows_of(model.gravity if gravity is None else gravity, 1, 3)[0]
     weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights
     w, corr = weights[0], slotted.correction[0]
-    call = None if scene is None else _routine_call(scene, nv, len(slotted.frames), dt)
-    pieces = f(q if type(q) is np.ndarray and q.dtype == float else np.asarray(q, float).reshape(model.nq),
-               v if type(v) is np.ndarray and v.dtype == float else np.asarray(v, float).reshape(nv), step.v,
+    call = None if scene is None else scene_routine_call(scene, nv, len(slotted.frames), dt)
+    one = type(q) is np.ndarray and q.shape == (model.nq,) and type(v) is np.ndarray and v.shape == (nv,)
+    pieces = f(q if one and q.dtype == float else np.asarray(q, float).reshape(model.nq),
+               v if one and v.dtype == float else np.asarray(v, float).reshape(nv), step.v.reshape(nv),
                slotted.impulses[0], corr, w, slotted.data[0], slotted.shapes[0], g, call[1] if call else
                np.array([float(dt)]), slotted.frames, slotted.kinds)
     got = None if call is None else call[0](*pieces, w, corr)
@@ -262,22 +263,6 @@ def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=No
     if not finite:
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
-
-
-def _routine_call(scene, nv, ns, dt):
-    """``(call, dt (1,))``: the hand-written routine's one-state call for ``ns`` slots
-    (:func:`~sparsedyn.contact.state_derivatives_native.state_derivatives_call`; None where it cannot be
-    built) and ``dt`` as the pieces' kernel takes it, kept in ``scene.cache`` per ``(nv, ns, dt)``."""
-    memo = scene.cache.setdefault("derivatives routine", {})
-    key = (nv, ns, float(dt))
-    got = memo.get(key)
-    if got is None:
-        if len(memo) >= 16:
-            memo.clear()
-        dt_array = np.array([float(dt)])
-        dt_array.flags.writeable = False
-        got = memo[key] = (state_derivatives_call(nv, ns, float(dt)), dt_array)
-    return got if got[0] is not None else None
 
 
 def _rows_of(x, B, n):
