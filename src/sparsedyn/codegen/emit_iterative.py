@@ -25,7 +25,9 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     scalar functions and a driver that runs the stages as their flags say, updating the loop state
     in place (after a stage ran, the elements it takes from others are moved within the loop state,
     then those it computed copied in: :func:`_changed`).  ``single`` gives ``sd_K`` and
-    ``sd_K_loop`` as for a straight-line kernel; ``batch`` gives ``sd_K_batch`` running the scalar
+    ``sd_K_loop`` as for a straight-line kernel, the loop entry of a small kernel running blocks of
+    states in lockstep on vectors (:mod:`.emit_iterative_vec`, bit for bit the scalar driver's
+    results); ``batch`` gives ``sd_K_batch`` running the scalar
     driver state by state on OpenMP threads (states leave the loop after different numbers of
     iterations, so they are not packed into vector lanes); it checks no input values (it returns 2
     when asked to: the caller checks them, then calls again)."""
