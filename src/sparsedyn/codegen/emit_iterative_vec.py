@@ -48,9 +48,16 @@ static inline sd_vd sd_blend(sd_vl m, sd_vd a, sd_vd b) { return (sd_vd)(((sd_vl
 /* copysign by its definition on the bits (IEEE 754: the magnitude of x, the sign of s) */
 static inline sd_vd sd_lcopysign(sd_vd x, sd_vd s)
 { const sd_vl sign = (sd_vl){0} + (long long)(1ULL << 63); return (sd_vd)(((sd_vl)x & ~sign) | ((sd_vl)s & sign)); }
-#if SD_W == 4 && defined(__AVX__)
+#if defined(__has_builtin)
+#  if __has_builtin(__builtin_elementwise_sqrt)
+#    define SD_ELEMENTWISE_SQRT 1
+#  endif
+#endif
+#if defined(SD_ELEMENTWISE_SQRT)
+static inline sd_vd sd_lsqrt(sd_vd x) { return __builtin_elementwise_sqrt(x); }
+#elif !defined(__clang__) && SD_W == 4 && defined(__AVX__)
 static inline sd_vd sd_lsqrt(sd_vd x) { return __builtin_ia32_sqrtpd256(x); }
-#elif SD_W == 2 && defined(__SSE2__)
+#elif !defined(__clang__) && SD_W == 2 && defined(__SSE2__)
 static inline sd_vd sd_lsqrt(sd_vd x) { return __builtin_ia32_sqrtpd(x); }
 #else
 static inline sd_vd sd_lsqrt(sd_vd x) { sd_vd r; for (int k = 0; k < SD_W; k++) r[k] = sqrt(x[k]); return r; }
