@@ -9,7 +9,7 @@ import dataclasses
 from ..symbolic.ir import INPUT
 from ..symbolic.loop import LoopProgram
 from .emit_common import _SCALAR_FNS, _sizes, _units
-from .emit_iterative_vec import HEAD as VECTOR_HEAD, vector_loop, vector_loop_fits
+from .emit_iterative_vec import HEAD as VECTOR_HEAD, vector_loop, vector_loop_entry, vector_loop_fits
 from .emit_unrolled import _functions
 
 __all__ = []
@@ -85,16 +85,7 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
         # a small kernel's batch: blocks of SD_W states in lockstep on vectors (:mod:`.emit_iterative_vec`)
         vfuncs, vbody, size = vector_loop(prog, cname, stages, scatter, moves, chunk)
         funcs, body, head = funcs + vfuncs, body + vbody, VECTOR_HEAD
-        omp = ["  const long nblk = (n + SD_W - 1) / SD_W;", "#ifdef _OPENMP",
-               "  #pragma omp parallel num_threads(nthreads > 0 ? nthreads : 1) if (nthreads > 1 && nblk > 1)",
-               "#endif", "  {",
-               f"    sd_vd *buf = (sd_vd *)aligned_alloc(64, (sizeof(sd_vd) * {size} + 63) / 64 * 64);",
-               "#ifdef _OPENMP", "    #pragma omp for schedule(dynamic, 1)", "#endif",
-               "    for (long b = 0; b < nblk; b++) {",
-               f"      if (buf) {cname}_vblock(b * SD_W, n, {', '.join(xs + ys)}, buf);",
-               # (no buffer: the scalar driver, state by state)
-               f"      else for (long s = b * SD_W; s < n && s < (b + 1) * SD_W; s++) {cname}_run({sargs});",
-               "    }", "    free(buf);", "  }"]
+        omp = vector_loop_entry(cname, xs + ys, f"{cname}_run({sargs});", size)
     if variant == "single":
         body += [f"SD_EXPORT void sd_{cname}({pub})", "{", f"  {cname}_run({', '.join(xs + ys)});", "}",
                  f"SD_EXPORT void sd_{cname}_loop(long n, {pub}, int nthreads)", "{", *omp, "}"]

@@ -129,6 +129,22 @@ def vector_loop(prog, cname, stages, scatter, moves, chunk):
     return funcs, lines, sum(sizes)
 
 
+def vector_loop_entry(cname, args, scalar, size):
+    """The body of ``sd_{cname}_loop`` (``n`` states; ``args``: the names of its arrays) running blocks
+    of ``SD_W`` states (:func:`vector_loop`'s ``{cname}_vblock``) on OpenMP threads, each thread with a
+    buffer of ``size`` vectors; without one (no memory) state by state, ``scalar`` (the scalar
+    driver's call for state ``s``)."""
+    return ["  const long nblk = (n + SD_W - 1) / SD_W;", "#ifdef _OPENMP",
+            "  #pragma omp parallel num_threads(nthreads > 0 ? nthreads : 1) if (nthreads > 1 && nblk > 1)",
+            "#endif", "  {",
+            f"    sd_vd *buf = (sd_vd *)aligned_alloc(64, (sizeof(sd_vd) * {size} + 63) / 64 * 64);",
+            "#ifdef _OPENMP", "    #pragma omp for schedule(dynamic, 1)", "#endif",
+            "    for (long b = 0; b < nblk; b++) {",
+            f"      if (buf) {cname}_vblock(b * SD_W, n, {', '.join(args)}, buf);",
+            f"      else for (long s = b * SD_W; s < n && s < (b + 1) * SD_W; s++) {scalar}",
+            "    }", "    free(buf);", "  }"]
+
+
 def _moves(runs):
     """The moves ``(to, from, length)`` within the loop state, in the lanes ``on`` only, each in the
     order a ``memmove`` reads (forward where it moves down, backward where up)."""
