@@ -59,20 +59,11 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); {_move(mv)}{_scatter(c, f'{cname}_c{k}')} break;"
                      for k, (c, mv) in enumerate(zip(scatter, moves)))
     body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
-            *drivers, *tables,
+            *drivers, *tables, *_driver(cname, xs, cases, nst, prog.cap),
             f"static void {cname}_run({pub})", "{",
             f"  double K[{max(nK, 1)}], S[{max(nS, 1)}], T[{max(nS, 1)}], F[1], w[{nws}];",
             f"  {cname}_init({X}K, S, w);",
-            "  long runs = 0;",
-            "  int stage = 0;",
-            f"  while (stage < {nst} && runs < {int(prog.cap)}L) {{",
-            f"    switch (stage) {{ {cases} }}",
-            "    runs++;",
-            "    const double f = F[0];",
-            f"    stage += f > 0.5 ? (f > {nst + 1}.0 ? {nst + 1} : (int)(f + 0.5)) : "
-            f"(f < -0.5 ? (f < -{nst + 1}.0 ? -{nst + 1} : -(int)(-f + 0.5)) : 0);",
-            "    if (stage < 0) stage = 0;",
-            "  }",
+            f"  {cname}_drive({X}K, S, T, F, w, 0, 0);",
             f"  {cname}_fin({X}K, S, {', '.join(ys)}, w);", "}"]
     sargs = ", ".join([f"x{k} + s * {n}" for k, n in enumerate(nin)] + [f"y{k} + s * {n}" for k, n in enumerate(nout)])
     omp = ["#ifdef _OPENMP",
@@ -83,7 +74,7 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     head = ""
     if variant == "single" and vector_loop_fits(prog):
         # a small kernel's batch: blocks of SD_W states in lockstep on vectors (:mod:`.emit_iterative_vec`)
-        vfuncs, vbody, size = vector_loop(prog, cname, stages, scatter, moves, chunk)
+        vfuncs, vbody, size = vector_loop(prog, cname, stages, scatter, moves, chunk, nws)
         funcs, body, head = funcs + vfuncs, body + vbody, VECTOR_HEAD
         omp = vector_loop_entry(cname, xs + ys, f"{cname}_run({sargs});", size)
     if variant == "single":
@@ -93,6 +84,21 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
         body += [f"SD_EXPORT int sd_{cname}_batch(long n, {pub}, int nthreads, int check)", "{",
                  "  if (check) return 2;", *omp, "  return 1;", "}"]
     return _units(funcs, body, unit_size, head)
+
+
+def _driver(cname, xs, cases, nst, cap):
+    """``{cname}_drive``: the stages run as their flags say from stage ``stage`` after ``runs`` runs
+    (``cases``: the switch's cases) until past the last stage or ``cap`` runs in all."""
+    return [f"static void {cname}_drive({''.join(f'const double *{x}, ' for x in xs)}double *K, double *S, double *T, "
+            "double *F, double *w, int stage, long runs)", "{",
+            f"  while (stage < {nst} && runs < {int(cap)}L) {{",
+            f"    switch (stage) {{ {cases} }}",
+            "    runs++;",
+            "    const double f = F[0];",
+            f"    stage += f > 0.5 ? (f > {nst + 1}.0 ? {nst + 1} : (int)(f + 0.5)) : "
+            f"(f < -0.5 ? (f < -{nst + 1}.0 ? -{nst + 1} : -(int)(-f + 0.5)) : 0);",
+            "    if (stage < 0) stage = 0;",
+            "  }", "}"]
 
 
 def _runs(pairs):

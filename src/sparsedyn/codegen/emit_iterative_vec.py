@@ -8,11 +8,13 @@ keeps its own stage.  The driver runs the smallest stage any lane of the block i
 and commits the stage's loop state and flag only in the lanes at that stage (a blend: a lane elsewhere
 keeps its state, whatever the stage computed in it); a lane past the last stage waits for the others.
 Each state so sees exactly the stage runs of its scalar driver, operation by operation, and every
-operation rounds as the scalar one does (``-ffp-contract=off``; ``sqrt``, ``sin``, ``cos`` lane by
-lane through the scalar functions): the results equal the single call's bit for bit.  States of a
-batch leave the loop after different numbers of iterations; a lane that finished early idles until
-the block's slowest lane is done, which costs the most where the iteration counts of neighbouring
-states differ most (a batch of settled states takes about the same path in every state).
+operation rounds as the scalar one does (``-ffp-contract=off``; ``sin``, ``cos`` lane by lane through
+the scalar functions, ``sqrt`` correctly rounded in both): the results equal the single call's bit for
+bit.  States of a batch leave the loop after different numbers of iterations; a lane that finished
+early idles until the block's slowest lane is done, which costs the most where the iteration counts
+of neighbouring states differ most (a batch of settled states takes about the same path in every
+state).  Once one lane alone is left, the scalar driver finishes it from its loop state (a stage run
+on vectors costs about twice a scalar one), and a partial block's missing lanes never run.
 
 Only small programs are emitted so (:data:`MAX_VECTOR_NODES`): the vector pieces double the kernel's
 code and its build time.  A block's vectors (constants, loop state, workspace: the box's 46 kB at four
@@ -72,7 +74,7 @@ def vector_loop_fits(prog) -> bool:
     return sum(len(p.nodes) for p in prog.programs) <= MAX_VECTOR_NODES
 
 
-def vector_loop(prog, cname, stages, scatter, moves, chunk):
+def vector_loop(prog, cname, stages, scatter, moves, chunk, nws_scalar):
     """``(funcs, lines, size)``: the vector pieces of ``prog`` (``stages``: its stages cut to the
     elements they compute, ``scatter`` those elements' places in the loop state, ``moves`` the runs
     moved within it, as :mod:`.emit_iterative` makes them), and the C of ``{cname}_vblock``, which runs
@@ -95,7 +97,8 @@ def vector_loop(prog, cname, stages, scatter, moves, chunk):
                      for k, (c, mv) in enumerate(zip(scatter, moves)))
     xs = ", ".join(f"const double *x{k}" for k in range(len(nin)))
     ys = ", ".join(f"double *y{k}" for k in range(len(nout)))
-    lines = [*drivers,
+    xy = [f"x{k}" for k in range(len(nin))] + [f"y{k}" for k in range(len(nout))]
+    lines = [*drivers, *_tail(cname, nin, nout, nK, nS, nws_scalar),
              f"static void {cname}_vblock(long s0, long n, {xs}, {ys}, sd_vd *restrict buf)", "{",
              *[f"  sd_vd *restrict {a} = buf + {o};" for a, o in zip(names, offsets)],
              "  const int m = (n - s0) < SD_W ? (int)(n - s0) : SD_W;",
@@ -103,12 +106,18 @@ def vector_loop(prog, cname, stages, scatter, moves, chunk):
              *[f"  for (int s = 0; s < SD_W; s++) {{ const double *r = x{k} + (s0 + (s < m ? s : m - 1)) * {c}; "
                f"for (long j = 0; j < {c}; j++) X{k}[j][s] = r[j]; }}" for k, c in enumerate(nin)],
              f"  {cname}_vinit({X}K, S, w);",
-             "  int stage[SD_W]; long runs[SD_W];",
-             "  for (int s = 0; s < SD_W; s++) { stage[s] = 0; runs[s] = 0; }",
+             # (a partial block's repeated lanes start past the last stage: they hold no lane up)
+             "  int stage[SD_W], alone = -1; long runs[SD_W];",
+             f"  for (int s = 0; s < SD_W; s++) {{ stage[s] = s < m ? 0 : {nst}; runs[s] = 0; }}",
              "  for (;;) {",
-             f"    int st = {nst};",
-             "    for (int s = 0; s < SD_W; s++) if (stage[s] < st) st = stage[s];",
+             f"    int st = {nst}, left = 0, last = 0;",
+             f"    for (int s = 0; s < SD_W; s++) {{ if (stage[s] < st) st = stage[s]; if (stage[s] < {nst}) {{ left++; last = s; }} }}",
              f"    if (st >= {nst}) break;",
+             # one lane left: the scalar driver finishes it (a vector stage costs more than a scalar one)
+             "    if (left == 1) {",
+             f"      {cname}_vtail(s0 + last, last, K, S, stage[last], runs[last], {', '.join(xy)});",
+             f"      alone = last; stage[last] = {nst}; break;",
+             "    }",
              "    sd_vl on;",
              "    for (int s = 0; s < SD_W; s++) on[s] = stage[s] == st ? -1 : 0;",
              f"    switch (st) {{ {cases} }}",
@@ -123,10 +132,25 @@ def vector_loop(prog, cname, stages, scatter, moves, chunk):
              "    }",
              "  }",
              f"  {cname}_vfin({X}K, S, {', '.join(f'Y{k}' for k in range(len(nout)))}, w);",
-             *[f"  for (int s = 0; s < m; s++) {{ double *r = y{k} + (s0 + s) * {c}; "
+             *[f"  for (int s = 0; s < m; s++) if (s != alone) {{ double *r = y{k} + (s0 + s) * {c}; "
                f"for (long j = 0; j < {c}; j++) r[j] = Y{k}[j][s]; }}" for k, c in enumerate(nout)],
              "}"]
     return funcs, lines, sum(sizes)
+
+
+def _tail(cname, nin, nout, nK, nS, nws):
+    """``{cname}_vtail``: lane ``lane`` of a block's vectors ``K``, ``S`` (state ``s``, at stage
+    ``stage`` after ``runs`` runs) finished by the scalar driver (``{cname}_drive``, ``{cname}_fin``)."""
+    xs = "".join(f", const double *x{k}" for k in range(len(nin)))
+    ys = "".join(f", double *y{k}" for k in range(len(nout)))
+    at = ", ".join([f"x{k} + s * {c}" for k, c in enumerate(nin)])
+    return [f"static __attribute__((noinline)) void {cname}_vtail(long s, int lane, const sd_vd *restrict K, "
+            f"const sd_vd *restrict S, int stage, long runs{xs}{ys})", "{",
+            f"  double k[{max(nK, 1)}], z[{max(nS, 1)}], T[{max(nS, 1)}], F[1], w[{nws}];",
+            f"  for (int j = 0; j < {nK}; j++) k[j] = K[j][lane];",
+            f"  for (int j = 0; j < {nS}; j++) z[j] = S[j][lane];",
+            f"  {cname}_drive({at}, k, z, T, F, w, stage, runs);",
+            f"  {cname}_fin({at}, k, z, {', '.join(f'y{k} + s * {c}' for k, c in enumerate(nout))}, w);", "}"]
 
 
 def vector_loop_entry(cname, args, scalar, size):
