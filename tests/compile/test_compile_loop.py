@@ -93,3 +93,33 @@ def test_a_compiled_loop_moves_state_elements_taken_from_others(compile_cache): 
     assert np.array_equal(x, [_python_shift(r) for r in a.tolist()])
     one = k.shift(a[4])
     assert np.array_equal(one[0] if isinstance(one, tuple) else one, x[4])
+
+
+def test_a_small_loop_runs_blocks_of_states_on_vectors_as_its_scalar_driver(compile_cache):  # noqa: F811
+    """The loop entry of a small iterative kernel runs blocks of states in lockstep on vectors
+    (sparsedyn.codegen.emit_iterative_vec): each state's results equal the reference interpreter's and
+    the single call's bit for bit, whatever the other states of its block do (states that restart,
+    iterate for different counts or stop at the cap, partial blocks), and the shifted memory's moves
+    happen in a state's lane only when it runs that stage."""
+    from sparsedyn.codegen import cemit
+    prog = newton_loop(5)
+    assert cemit.code_shape(prog) == "iterative, vector loop" and cemit.code_shape(_shift_loop()) == \
+        "iterative, vector loop"
+    src = "\n".join(cemit.emit_program(prog, "newton"))
+    assert "newton_vblock" in src and "sd_blend" in src
+    # neighbours that iterate for different counts (restarting once each), and the same capped at 5
+    # stage runs (the slow ones stopped mid-way)
+    a = np.array([1.0, 4.0, 1e6, 2.0, 1e-3, 9.0, 1e9, 0.25, 3.0, 7.0, 1e4])[:, None]
+    assert len({tuple(c) for c in newton_loop().evaluate([a])[1]}) > 4        # the states' paths differ
+    for cap in (1000, 5):
+        k = sd.compile(_Newton(sd.serial_chain(1), cap))
+        for n in (2, 3, 5, 7, 11):
+            x, counts = k.newton(a[:n])
+            xe, ce = newton_loop(cap).evaluate([a[:n]])
+            assert np.array_equal(x, xe) and np.array_equal(counts, ce)
+    # the shifted memory: a batch whose blocks hold the same state repeated and different ones
+    k = sd.compile(_Shift(sd.serial_chain(1)))
+    b = np.random.default_rng(5).normal(size=(13, 4))
+    got = k.shift(b)
+    got = got[0] if isinstance(got, tuple) else got
+    assert np.array_equal(got, [_python_shift(r) for r in b.tolist()])

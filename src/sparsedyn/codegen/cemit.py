@@ -81,6 +81,7 @@ from ..symbolic.loop import LoopProgram
 from .emit_batch import _batch_entry, _rows_function
 from .emit_common import _sizes, _units
 from .emit_iterative import _emit_loop
+from .emit_iterative_vec import vector_loop_fits
 from .emit_loops import _loop_functions, statement_shapes
 from .emit_unrolled import _chunks, _functions, _traffic, schedule  # noqa: F401  (_chunks, _traffic: tests)
 
@@ -151,9 +152,10 @@ def code_shape(prog: Program, variant: str = "single") -> str:
     block runs as a loop in either shape) and not made of a few repeated statement shapes
     (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`).
     An iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`) is ``"iterative"``: its
-    pieces are straight-line functions driven by a loop (:mod:`.emit_iterative`)."""
+    pieces are straight-line functions driven by a loop (:mod:`.emit_iterative`); ``"iterative, vector
+    loop"`` where its loop entry runs blocks of states on vectors (:mod:`.emit_iterative_vec`)."""
     if isinstance(prog, LoopProgram):
-        return "iterative"
+        return "iterative, vector loop" if variant == "single" and vector_loop_fits(prog) else "iterative"
     nops = sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)     # a block product is a loop
     if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1):
         return "loops"

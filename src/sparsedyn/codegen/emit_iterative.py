@@ -9,6 +9,7 @@ import dataclasses
 from ..symbolic.ir import INPUT
 from ..symbolic.loop import LoopProgram
 from .emit_common import _SCALAR_FNS, _sizes, _units
+from .emit_iterative_vec import HEAD as VECTOR_HEAD, vector_loop, vector_loop_entry, vector_loop_fits
 from .emit_unrolled import _functions
 
 __all__ = []
@@ -24,7 +25,9 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     scalar functions and a driver that runs the stages as their flags say, updating the loop state
     in place (after a stage ran, the elements it takes from others are moved within the loop state,
     then those it computed copied in: :func:`_changed`).  ``single`` gives ``sd_K`` and
-    ``sd_K_loop`` as for a straight-line kernel; ``batch`` gives ``sd_K_batch`` running the scalar
+    ``sd_K_loop`` as for a straight-line kernel, the loop entry of a small kernel running blocks of
+    states in lockstep on vectors (:mod:`.emit_iterative_vec`, bit for bit the scalar driver's
+    results); ``batch`` gives ``sd_K_batch`` running the scalar
     driver state by state on OpenMP threads (states leave the loop after different numbers of
     iterations, so they are not packed into vector lanes); it checks no input values (it returns 2
     when asked to: the caller checks them, then calls again)."""
@@ -56,20 +59,11 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); {_move(mv)}{_scatter(c, f'{cname}_c{k}')} break;"
                      for k, (c, mv) in enumerate(zip(scatter, moves)))
     body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
-            *drivers, *tables,
+            *drivers, *tables, *_driver(cname, xs, cases, nst, prog.cap),
             f"static void {cname}_run({pub})", "{",
             f"  double K[{max(nK, 1)}], S[{max(nS, 1)}], T[{max(nS, 1)}], F[1], w[{nws}];",
             f"  {cname}_init({X}K, S, w);",
-            "  long runs = 0;",
-            "  int stage = 0;",
-            f"  while (stage < {nst} && runs < {int(prog.cap)}L) {{",
-            f"    switch (stage) {{ {cases} }}",
-            "    runs++;",
-            "    const double f = F[0];",
-            f"    stage += f > 0.5 ? (f > {nst + 1}.0 ? {nst + 1} : (int)(f + 0.5)) : "
-            f"(f < -0.5 ? (f < -{nst + 1}.0 ? -{nst + 1} : -(int)(-f + 0.5)) : 0);",
-            "    if (stage < 0) stage = 0;",
-            "  }",
+            f"  {cname}_drive({X}K, S, T, F, w, 0, 0);",
             f"  {cname}_fin({X}K, S, {', '.join(ys)}, w);", "}"]
     sargs = ", ".join([f"x{k} + s * {n}" for k, n in enumerate(nin)] + [f"y{k} + s * {n}" for k, n in enumerate(nout)])
     omp = ["#ifdef _OPENMP",
@@ -77,13 +71,34 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
            "if (nthreads > 1 && n > 1)",
            "#endif",
            f"  for (long s = 0; s < n; s++) {cname}_run({sargs});"]
+    head = ""
+    if variant == "single" and vector_loop_fits(prog):
+        # a small kernel's batch: blocks of SD_W states in lockstep on vectors (:mod:`.emit_iterative_vec`)
+        vfuncs, vbody, size = vector_loop(prog, cname, stages, scatter, moves, chunk, nws)
+        funcs, body, head = funcs + vfuncs, body + vbody, VECTOR_HEAD
+        omp = vector_loop_entry(cname, xs + ys, f"{cname}_run({sargs});", size)
     if variant == "single":
         body += [f"SD_EXPORT void sd_{cname}({pub})", "{", f"  {cname}_run({', '.join(xs + ys)});", "}",
                  f"SD_EXPORT void sd_{cname}_loop(long n, {pub}, int nthreads)", "{", *omp, "}"]
     else:
         body += [f"SD_EXPORT int sd_{cname}_batch(long n, {pub}, int nthreads, int check)", "{",
                  "  if (check) return 2;", *omp, "  return 1;", "}"]
-    return _units(funcs, body, unit_size)
+    return _units(funcs, body, unit_size, head)
+
+
+def _driver(cname, xs, cases, nst, cap):
+    """``{cname}_drive``: the stages run as their flags say from stage ``stage`` after ``runs`` runs
+    (``cases``: the switch's cases) until past the last stage or ``cap`` runs in all."""
+    return [f"static void {cname}_drive({''.join(f'const double *{x}, ' for x in xs)}double *K, double *S, double *T, "
+            "double *F, double *w, int stage, long runs)", "{",
+            f"  while (stage < {nst} && runs < {int(cap)}L) {{",
+            f"    switch (stage) {{ {cases} }}",
+            "    runs++;",
+            "    const double f = F[0];",
+            f"    stage += f > 0.5 ? (f > {nst + 1}.0 ? {nst + 1} : (int)(f + 0.5)) : "
+            f"(f < -0.5 ? (f < -{nst + 1}.0 ? -{nst + 1} : -(int)(-f + 0.5)) : 0);",
+            "    if (stage < 0) stage = 0;",
+            "  }", "}"]
 
 
 def _runs(pairs):

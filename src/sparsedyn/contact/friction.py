@@ -57,7 +57,8 @@ The iteration count depends on the values, so the whole step is an *iterative ke
 with :func:`contact_problem`; ``(G + (eta + rho) I)^-1`` from its Cholesky factor, again when
 ``rho`` changes; one ADMM iteration; one Gauss-Seidel sweep; one sweep of the position correction;
 the next state) that the compiler runs in a loop steered by the stages' flags: one native call per
-state, a batch state by state on the batch runtime's threads.  The NumPy reference (under
+state, a batch on the batch runtime's threads (a small contact set's states a vector's lanes at a
+time, each its own iterations: :mod:`~sparsedyn.codegen.emit_iterative_vec`).  The NumPy reference (under
 ``sd.use_backend("numpy")``) runs the same stage functions on floats in the same loop, so the two
 roads make the same iterations and agree to rounding.  The kernel is built per tuple of contact
 frames; the friction coefficients, the points and the planes are its data, so new values (a
