@@ -31,7 +31,7 @@ def mode_codes(step):
 class _Modes:
     """The modes (entry 3 of a :class:`ContactStep`) of one state's step, computed from the kernel's
     arrays ``out`` (a :class:`~sparsedyn.contact.friction_problem.StepArrays`: its impulses,
-    velocities and scales, :func:`_modes`), ``index`` (the contacts' slots, or None) and ``tol`` when
+    velocities and scales, :meth:`codes`), ``index`` (the contacts' slots, or None) and ``tol`` when
     first read; its ``residuals`` (entry 4) and ``iterations`` (entry 5) made from ``out.report`` when
     read (:meth:`get` of the entry's index)."""
 

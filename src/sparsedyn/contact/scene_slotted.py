@@ -111,10 +111,10 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
 def one_state_slots(scene, q, pair, slots, impulses, codes, correction, in_data):
     """The :class:`Slotted` (B = 1) of one state's step in ``scene`` at ``q`` (nq,): its contacts of the
     scene pairs ``pair`` (nc,) laid out in ``slots``, their ``impulses`` (nc, 3) and modes as ``codes``
-    (nc ints indexing :data:`~sparsedyn.contact.lazy_modes.MODE_NAMES`, :func:`~sparsedyn.contact.lazy_modes.mode_codes`),
-    the kernel's position correction impulses ``correction`` (in the step's slots; ``in_data``: the
-    scene's data slots, contact ``k`` in slot ``k``), with the slots' mode weights for the derivatives
-    (a free slot open, with zero impulse)."""
+    (nc ints indexing :data:`~sparsedyn.contact.lazy_modes.MODE_NAMES`:
+    :func:`~sparsedyn.contact.lazy_modes.mode_codes`), the kernel's position correction impulses
+    ``correction`` (in the step's slots; ``in_data``: the scene's data slots, contact ``k`` in slot
+    ``k``), with the slots' mode weights for the derivatives (a free slot open, with zero impulse)."""
     ns, nc = len(slots.frames), len(pair)
     data = slots.data
     shapes = slot_shapes(scene, q, pair, slots)
