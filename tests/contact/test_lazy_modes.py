@@ -7,6 +7,7 @@ import numpy as np
 
 import sparsedyn as sd
 from sparsedyn.contact.friction_problem import ContactResiduals
+from sparsedyn.contact.lazy_modes import MODE_NAMES, mode_codes
 from test_scene import DT, SIDE
 from test_scene_step import _scene, _steps_one_by_one
 
@@ -46,3 +47,24 @@ def test_a_step_in_a_scene_gives_its_residuals_and_iterations_when_read_as_a_bat
         assert type(res) is ContactResiduals and [float(x) for x in res] == [float(x) for x in want[0]]
         assert np.ndim(res.primal) == 0 and np.ndim(its) == 0 and its.dtype.kind == "i" and int(its) == int(want[1])
     assert type(pickle.loads(pickle.dumps(s))) is sd.ContactStep
+
+
+def test_a_steps_mode_codes_are_its_modes_and_leave_them_unread():
+    """The modes of one state's step in a scene as codes (``mode_codes``, what the derivatives read)
+    name the modes of the same state stepped as a batch of one (whose step computes its names at once,
+    on arrays), before and after the step's own names are read; reading the codes leaves the names
+    unread."""
+    scene = _scene(False)
+    seen = set()
+    # landing and sliding on its four corners, and resting (sticking)
+    for v in ([0.0, 0.0, -0.2, 0.3, 0.0, 0.0], [0.0] * 6):
+        q, tau = [0.0, 0.0, SIDE / 2, 0.0, 0.0, 0.0, 1.0], [0.0] * 6
+        with sd.use_backend("native", deterministic=True):
+            s = sd.contact_step(scene.model, q, v, tau, scene, DT)
+            batch = sd.contact_step(scene.model, [q], [v], [tau], scene, DT)
+        codes = mode_codes(s)
+        assert tuple.__getitem__(s, 3).value is None                  # the names not made
+        assert [MODE_NAMES[c] for c in codes] == batch.modes[0].tolist() == s.modes.tolist()
+        assert mode_codes(s) == codes and len(codes) == 4
+        seen.update(s.modes.tolist())
+    assert seen == {"slide", "stick"}

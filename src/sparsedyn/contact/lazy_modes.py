@@ -12,20 +12,33 @@ import numpy as np
 
 from .friction_problem import ContactResiduals, ContactStep, Rollout, _modes
 
-__all__ = ["LazyModesStep", "LazyModesRollout"]
+__all__ = ["LazyModesStep", "LazyModesRollout", "MODE_NAMES", "mode_codes"]
+
+#: The modes' names in the order of their codes (:func:`mode_codes`).
+MODE_NAMES = ("open", "stick", "slide")
+
+
+def mode_codes(step):
+    """The modes of one state's step (a :class:`~sparsedyn.ContactStep`) as codes, a list of ints
+    (nc,) indexing :data:`MODE_NAMES`; a step whose modes are not read yet keeps them unread (its
+    codes straight from the kernel's arrays, :meth:`_Modes.codes`)."""
+    x = tuple.__getitem__(step, 3)
+    if type(x) is _Modes:
+        return x.codes()
+    return [MODE_NAMES.index(m) for m in np.asarray(x).tolist()]
 
 
 class _Modes:
     """The modes (entry 3 of a :class:`ContactStep`) of one state's step, computed from the kernel's
     arrays ``out`` (a :class:`~sparsedyn.contact.friction_problem.StepArrays`: its impulses,
-    velocities and scales, :func:`_modes`), ``index`` (the contacts' slots, or None) and ``tol`` when
+    velocities and scales, :meth:`codes`), ``index`` (the contacts' slots, or None) and ``tol`` when
     first read; its ``residuals`` (entry 4) and ``iterations`` (entry 5) made from ``out.report`` when
     read (:meth:`get` of the entry's index)."""
 
-    __slots__ = ("out", "index", "tol", "value")
+    __slots__ = ("out", "index", "tol", "value", "code")
 
     def __init__(self, out, index, tol):
-        self.out, self.index, self.tol, self.value = out, index, tol, None
+        self.out, self.index, self.tol, self.value, self.code = out, index, tol, None, None
 
     def scales(self):
         """The impulse and velocity scales (Python floats) of the step's stopping test."""
@@ -39,11 +52,23 @@ class _Modes:
         if i == 5:
             return np.array(int(self.out.report[3]))
         if self.value is None:
+            self.value = np.array([MODE_NAMES[c] for c in self.codes()], "<U5")
+        return self.value
+
+    def codes(self):
+        """The modes as codes (a list of ints indexing :data:`MODE_NAMES`), computed once: ``"open"``
+        where the normal impulse is at most ``tol`` times the impulse scale, ``"stick"`` where the
+        tangential speed is at most ``100 tol`` times the velocity scale, else ``"slide"`` (the test of
+        :func:`~sparsedyn.contact.friction_problem._modes`, on Python floats: a few contacts)."""
+        if self.code is None:
             lam, u, index = self.out.impulses, self.out.velocities, self.index
             if index is not None:
                 lam, u = lam.take(index, -2), u.take(index, -2)
-            self.value = _modes(lam, u, *self.scales(), self.tol)
-        return self.value
+            ls, vs = self.scales()
+            lo, vo = self.tol * ls, (100 * self.tol * vs) ** 2
+            self.code = [0 if l[2] <= lo else 1 if x[0] ** 2 + x[1] ** 2 <= vo else 2
+                         for l, x in zip(lam.tolist(), u.tolist())]
+        return self.code
 
 
 class _LazyModes:

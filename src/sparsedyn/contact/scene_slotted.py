@@ -14,6 +14,7 @@ from .. import _checks
 from .data_slots import runs_per_body
 from .friction import StepArrays, _options, _result, _slotted_step, _step_settings
 from .friction_problem import DATA_SLOT
+from .lazy_modes import MODE_NAMES, mode_codes
 from .look_ahead import pair_cutoffs, step_hits
 from .scene_fused import fused_step
 from .scene_geometry import SHAPES, in_order, slot_kinds, slot_shapes
@@ -67,7 +68,7 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
             step = _result("contact_step", opts["solver"], opts["tol"], out, index, finite=True)
             if not len(found.slots.frames):
                 return step, (), None
-            return step, found, one_state_slots(scene, q, found.pair, found.slots, step.impulses, step.modes,
+            return step, found, one_state_slots(scene, q, found.pair, found.slots, step.impulses, mode_codes(step),
                                                 out.correction.reshape(-1), not runs_per_body(scene))
     kept = []                                                    # the kernel's arrays: the position correction
     opts["keep"] = kept
@@ -92,7 +93,8 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
     out, ran = kept[0]
     in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
     if B == 1:
-        return step, found[0], one_state_slots(scene, Q[0], pair[0], slots[0], impulses[0], modes[0],
+        codes = mode_codes(step) if q.ndim == 1 else [MODE_NAMES.index(x) for x in modes[0].tolist()]
+        return step, found[0], one_state_slots(scene, Q[0], pair[0], slots[0], impulses[0], codes,
                                           out.correction.reshape(-1), in_data)
     data, shapes = np.zeros((B, ns, 8)), np.zeros((B, ns, SHAPES))
     lam, held = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5")
@@ -106,34 +108,34 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
                                                              correction, slot_kinds(scene, slots[0].frames))
 
 
-def one_state_slots(scene, q, pair, slots, impulses, modes, correction, in_data):
+def one_state_slots(scene, q, pair, slots, impulses, codes, correction, in_data):
     """The :class:`Slotted` (B = 1) of one state's step in ``scene`` at ``q`` (nq,): its contacts of the
-    scene pairs ``pair`` (nc,) laid out in ``slots``, their ``impulses`` (nc, 3) and ``modes`` (nc,),
-    the kernel's position correction impulses ``correction`` (in the step's slots; ``in_data``: the
-    scene's data slots, contact ``k`` in slot ``k``), with the slots' mode weights for the derivatives
-    (a free slot open, with zero impulse)."""
+    scene pairs ``pair`` (nc,) laid out in ``slots``, their ``impulses`` (nc, 3) and modes as ``codes``
+    (nc ints indexing :data:`~sparsedyn.contact.lazy_modes.MODE_NAMES`:
+    :func:`~sparsedyn.contact.lazy_modes.mode_codes`), the kernel's position correction impulses
+    ``correction`` (in the step's slots; ``in_data``: the scene's data slots, contact ``k`` in slot
+    ``k``), with the slots' mode weights for the derivatives (a free slot open, with zero impulse)."""
     ns, nc = len(slots.frames), len(pair)
     data = slots.data
     shapes = slot_shapes(scene, q, pair, slots)
-    codes = [_CODES[x] for x in modes.tolist()]
+    codes = np.array(codes, np.intp)
     if in_order(slots, nc):                                      # (the step's own arrays: views)
-        lam, corr, held = impulses.reshape(1, ns, 3), correction[None, :ns], modes.reshape(1, ns)
+        lam, corr = impulses.reshape(1, ns, 3), correction[None, :ns]
     else:
         index = np.arange(nc) if slots.index is None else np.asarray(slots.index)
-        lam, corr, full = np.zeros((1, ns, 3)), np.zeros((1, ns)), [0] * ns        # (0: open)
+        lam, corr, full = np.zeros((1, ns, 3)), np.zeros((1, ns)), np.zeros(ns, np.intp)        # (0: open)
         lam[0, index] = impulses
         corr[0, index] = correction[:nc] if in_data else correction[index]
-        for i, c in zip(index.tolist(), codes):
-            full[i] = c
-        codes, held = full, _NAMES.take(full)[None]
+        full[index] = codes
+        codes = full
+    held = _NAMES.take(codes)[None]
     weights = _ROWS.take(codes, 0)[None]                         # (a take of a table: no list of tuples to read)
     weights[0, :, 3] = data[:, 0]
     return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, held, corr,
                    slot_kinds(scene, slots.frames), weights)
 
 
-#: The modes' names in the order of their codes, each code's row of weights (``[open, stick, slide, mu]``,
-#: ``mu`` set per slot), and each name's code (tables of constants).
-_NAMES = np.array(["open", "stick", "slide"], "<U5")
-_ROWS = np.array([MODE_WEIGHTS[x] + (0.0,) for x in _NAMES.tolist()])
-_CODES = {x: k for k, x in enumerate(_NAMES.tolist())}
+#: The modes' names in the order of their codes and each code's row of weights (``[open, stick, slide,
+#: mu]``, ``mu`` set per slot) (tables of constants).
+_NAMES = np.array(MODE_NAMES, "<U5")
+_ROWS = np.array([MODE_WEIGHTS[x] + (0.0,) for x in MODE_NAMES])
