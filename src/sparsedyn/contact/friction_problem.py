@@ -480,16 +480,17 @@ def _model_and_kernels(model, who):
     return model, model
 
 
+#: The contact modes; a mode's code is its index here.
+MODE_NAMES = ("open", "stick", "slide")
+
+
 def _modes(lam, u, lscale, vscale, tol):
     """``"open"`` where the normal impulse is zero, ``"stick"`` where the tangential velocity is, else
-    ``"slide"``: impulses ``lam`` and velocities ``u`` (..., nc, 3), scales (...)."""
-    if lam.ndim == 2:                             # one state: on Python floats (a few contacts: faster)
-        lo, vo = tol * float(lscale), (100 * tol * float(vscale)) ** 2
-        return np.array(["open" if l[2] <= lo else "stick" if x[0] ** 2 + x[1] ** 2 <= vo else "slide"
-                         for l, x in zip(lam.tolist(), u.tolist())], "<U5")
+    ``"slide"``: impulses ``lam`` and velocities ``u`` (B, nc, 3), scales (B,) (one state's:
+    :meth:`~sparsedyn.contact.lazy_modes._Modes.codes`)."""
     open_ = lam[..., 2] <= tol * lscale[..., None]
     stick = u[..., 0] ** 2 + u[..., 1] ** 2 <= (100 * tol * vscale[..., None]) ** 2
-    return _MODE_NAMES[np.where(open_, 2, stick.astype(np.intp))]
+    return _MODE_ARRAY[np.where(open_, 0, np.where(stick, 1, 2))]
 
 
-_MODE_NAMES = np.array(["slide", "stick", "open"])
+_MODE_ARRAY = np.array(MODE_NAMES)

@@ -10,12 +10,9 @@ import itertools
 
 import numpy as np
 
-from .friction_problem import ContactResiduals, ContactStep, Rollout, _modes
+from .friction_problem import MODE_NAMES, ContactResiduals, ContactStep, Rollout, _modes
 
 __all__ = ["LazyModesStep", "LazyModesRollout", "MODE_NAMES", "mode_codes"]
-
-#: The modes' names in the order of their codes (:func:`mode_codes`).
-MODE_NAMES = ("open", "stick", "slide")
 
 
 def mode_codes(step):
