@@ -324,19 +324,27 @@ def test_scene_step_of_a_box_sliding_on_a_box_differentiates_corner_by_corner():
 def test_the_derivatives_correction_impulses_are_the_steps_own_sweeps():
     """correction_impulses (the position correction the derivatives differentiate) runs the step's own
     stage (_correction_sweep, as the kernel runs it) operation for operation: the same impulses to the
-    last bit, on redundant, regular and separating normal blocks."""
-    from sparsedyn.contact.friction_kernel import _correction_sweep, correction_impulses
+    last bit, on redundant, regular and separating normal blocks, without and with held rows (a held
+    row's ``w = A l + c`` within ``[0, hi]``, its ``l`` of either sign)."""
+    from sparsedyn.contact.correction import _correction_sweep, correction_impulses
     rng = np.random.default_rng(7)
+    hi = 1e-3
     for nc in (1, 4, 7):
-        J = rng.normal(size=(nc, 3 if nc > 3 else nc))              # four or seven rows on three dofs: redundant
-        A = J @ J.T + (0.0 if nc > 3 else 0.1) * np.eye(nc)
-        c = rng.normal(size=nc) * 1e-2
-        l, stop, sweeps = np.zeros(nc), 0.0, 0.0
-        while stop < 0.5:
-            l, stop = _correction_sweep(A, c, l, sweeps)
-            sweeps += 1.0
-        assert np.array_equal(correction_impulses(A[None], c[None])[0], l)
-        assert np.all(A @ l + c >= -1e-6 * np.abs(c).max()) and np.all(l >= 0)      # it solves the LCP
+        for with_held in (False, True):
+            J = rng.normal(size=(nc, 3 if nc > 3 else nc))          # four or seven rows on three dofs: redundant
+            A = J @ J.T + (0.0 if nc > 3 else 0.1) * np.eye(nc)
+            c = rng.normal(size=nc) * 1e-2
+            held = (np.arange(nc) % 2 == 1).astype(float) * with_held
+            c[held > 0] = 0.5 * hi                                  # held rows: touching, inside their band
+            l, stop, sweeps = np.zeros(nc), 0.0, 0.0
+            while stop < 0.5:
+                l, stop = _correction_sweep(A, c, l, sweeps, held, hi)
+                sweeps += 1.0
+            assert np.array_equal(correction_impulses(A[None], c[None], held[None], hi)[0], l)
+            w, scale = A @ l + c, 1e-6 * np.abs(c).max()
+            assert np.all(w >= -scale) and np.all(l[held == 0] >= 0)                # it solves the LCP
+            assert np.all(w[held > 0] <= hi + scale)
+            assert np.all(np.abs(l * w * (held == 0)) <= scale * np.abs(l).max() + 1e-300)
 
 
 def test_correction_derivative_equals_the_pseudo_inverse_on_the_active_normal_rows():

@@ -52,8 +52,9 @@ def _bound(model, rows, gap, modes, correction):
     G = rows[:, 5 * nv:5 * nv + m]
     kappa = 1.0
     held = [3 * i + k for i, x in enumerate(modes) if x != "open" for k in range(3)]
-    active = [3 * i + 2 for i, x in enumerate(correction) if x > 1e-9 * max(correction.max(), 1e-300)]
-    for r in (held, active if gap.min() < -PENETRATION_SLOP else []):
+    size = np.abs(correction)                               # (a held row's impulse pulls: < 0)
+    active = [3 * i + 2 for i, x in enumerate(size) if x > 1e-9 * max(size.max(), 1e-300)]
+    for r in (held, active):
         if r:
             s = np.linalg.svd(G[np.ix_(r, r)], compute_uv=False)
             kappa = max(kappa, s[0] / s[s > 1e-12 * s[0]][-1])
@@ -85,15 +86,15 @@ def test_the_pressed_box_equals_the_numpy_road(open_slots):
 
 def test_the_position_corrections_active_rows_and_no_penetration():
     """The pressed box with half its correction impulses zero (their normal rows inactive: a principal
-    block of the normal rows' Delassus matrix, regular), with none (the correction's change at fixed
-    impulses alone), and lifted above the table (no correction: ``dq`` from ``dv`` alone), which
-    changes ``dq`` by far more than rounding."""
+    block of the normal rows' Delassus matrix, regular), one of them a held row's pull (``l < 0``:
+    active too), and with none (no correction, whatever the
+    gaps: ``dq`` from ``dv`` alone; a correction runs where an impulse is nonzero, a penetration's or
+    a held row's), which changes ``dq`` by far more than rounding."""
     model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
     half = correction * [1, 0, 1, 0]
     _check(model, rows, state, gap, weights, half, modes)
-    _check(model, rows, state, gap, weights, np.zeros_like(correction), modes)
-    lifted = np.abs(gap) + 1e-3
-    got, _ = _check(model, rows, state, lifted, weights, correction, modes)
+    _check(model, rows, state, gap, weights, correction * [1, -0.5, 1, 0], modes)      # a held row's pull
+    got, _ = _check(model, rows, state, gap, weights, np.zeros_like(correction), modes)
     pressed, _ = _check(model, rows, state, gap, weights, correction, modes)
     assert np.array_equal(got[0], pressed[0]) and rel_err(got[1], pressed[1]) > 1e-6
 

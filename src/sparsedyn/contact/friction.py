@@ -25,9 +25,11 @@ in the axes after the step; so a rolling sphere keeps its speed and a body spinn
 no energy,
 
 where ``b`` is zero but for the normal entry of a contact above the plane by more than
-``PENETRATION_SLOP`` (1 nm): ``gap / dt`` (a *speculative* contact: the point may close its gap
+``TOUCHING_GAP`` (0.1 um): ``gap / dt`` (a *speculative* contact: the point may close its gap
 within the step, not more, so a contact above the plane by more than it can travel in ``dt`` is
-open, and a falling robot does not pass through the ground; a gap within the slop is touching).  ``lambda`` solves the nonlinear complementarity problem of Coulomb's law
+open, and a falling robot does not pass through the ground; a smaller gap is touching: a push of a
+few nanometres per step, which a load-bearing point of a redundant, jointed contact set can only
+follow by slipping at the edge of its friction cone, is a degenerate problem the solver creeps on).  ``lambda`` solves the nonlinear complementarity problem of Coulomb's law
 with De Saxcé's correction ``Phi(u) = [0, 0, mu |u_t|]`` (exact Coulomb friction: maximal
 dissipation, no spurious normal velocity while sliding; De Saxcé and Feng, "The bipotential
 method", 1998)::
@@ -69,7 +71,11 @@ is removed from the *configuration only*: a normal pseudo-velocity ``dv = H^-1 J
 with ``lambda' >= 0 ⊥ G_nn lambda' + gap / dt >= 0`` moves the penetrating points back onto the
 plane (the split-impulse method of position correction), and ``v+`` is left as the contact
 solution made it; so the correction adds no kinetic energy (the potential energy it returns is
-the one the penetration took).
+the one the penetration took).  A load-bearing contact within ``TOUCHING_GAP`` of its plane
+(not penetrating past ``PENETRATION_SLOP``) is *held* by the correction within half the slop of its
+plane (``lambda'`` may then pull): pushing one point out would otherwise lift a jointed body's other
+resting points, step after step, until their gaps asked for a push
+(:mod:`~sparsedyn.contact.correction`).
 
 Residuals of a solution ``lambda`` (the largest over the contacts): ``primal`` the ADMM consensus
 ``|x - z|`` [N s] (0 for PGS, whose iterates are in the cones), ``dual`` the distance of

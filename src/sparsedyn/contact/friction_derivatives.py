@@ -17,7 +17,7 @@ equations of its mode,
 * ``slide``: ``u_n = 0`` and ``lambda_t = -mu lambda_n t``, ``t = u_t / |u_t|`` the sliding
   direction, whose derivative ``dt = (I - t t^T) du_t / |u_t|`` is part of the linearisation;
 
-with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, gap / dt]`` for ``gap > PENETRATION_SLOP`` (1 nm), else 0.
+with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, gap / dt]`` for ``gap >= TOUCHING_GAP`` (0.1 um), else 0.
 Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
 
     dv+ = H^-1 (J^T dlambda - r_x dx)          r_q = dt dRNEA/dq - d(J^T lambda)/dq,
@@ -39,13 +39,14 @@ derivative of the rows ``dJ/dq`` (m, nv, nv) (the traced rows differentiated by 
 layer), contracted with ``v+`` and ``lambda`` for ``d(J v+)/dq`` and ``d(J^T lambda)/dq``.  Then
 ``q+ = q (+) dt v+`` by :func:`~sparsedyn.integrate_derivatives`.  A penetration removed
 from the configuration (the split-impulse correction, a function of ``q`` alone) is differentiated
-the same way (its active normal rows held on the plane).
+the same way (its active normal rows held on the plane, or at the held band's top).
 
 Conventions: every derivative is ``(..., nv, nv)``; ``d/dq`` is on the tangent space
 (``d/d(dq) f(q (+) dq)`` at ``dq = 0``, as :func:`~sparsedyn.aba_derivatives`), and ``d q+`` is
 expressed on the tangent space at ``q+`` (``q+ (+) dq+``), as Pinocchio's ``dIntegrate``.  At a
-contact on its plane (``gap`` within ``PENETRATION_SLOP``) the step has a kink in ``q`` (the
-speculative term switches on): the derivative is the branch without the speculative term there.
+contact at ``gap = TOUCHING_GAP`` the step jumps in ``q`` (the speculative term switches on), and
+where the correction's held rows or active rows change it has a kink: the derivative is the one of
+the branch the step took.
 ``f_ext`` and ``gravity`` are held constant.
 """
 
@@ -70,7 +71,7 @@ from ..symbolic.trace import trace_kernel
 from ..model.sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
 from .friction import _positive, contact_step
-from .friction_kernel import correction_impulses
+from .correction import correction_impulses, held_rows
 from .min_norm import min_norm_solve, psd_solve
 from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
@@ -335,9 +336,10 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
         Dq, Dd = integrate_derivatives(kernels, qb, dt * vp)
     else:
         Dq, Dd = P.Dq, P.Dd                     # at q (+) dt v+ (in a scene: at the corrected step)
-        pen = np.flatnonzero(np.any(P.gap.reshape(B, nc) < -PENETRATION_SLOP, -1))
+        ln = _point_correction(P, modes, dt)
+        pen = np.flatnonzero(np.any(ln != 0.0, -1)) if ln is not None else np.zeros(0, int)
         if pen.size:                                            # at the corrected step
-            corr, dcorr[pen] = _point_correction_derivative(P, pieces, pen, dt)
+            corr, dcorr[pen] = _point_correction_derivative(P, pieces, pen, ln[pen], dt)
             Dq, Dd = Dq.copy(), Dd.copy()
             if B == 1:                                          # one state: the native fast path
                 Dq[0], Dd[0] = integrate_derivatives(kernels, qb[0], dt * (vp[0] + corr[0]))
@@ -395,8 +397,8 @@ def _mode_weights(modes, mu):
 
 def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
     """The ``q`` derivative (nv, nv) of the split-impulse position correction ``dv_c = H^-1 J_A^T l``
-    of one state (its normal impulses ``ln`` (nc,)), the active normal rows ``A`` (``l > 0``) held on the
-    plane, ``J_A dv_c + gap_A / dt = 0``: ``W_c + H^-1 J_A^T dl`` with ``G_AA dl = -(C_c + J / dt)_A``
+    of one state (its normal impulses ``ln`` (nc,)), the active normal rows ``A`` (``l != 0``) held on the
+    plane (or, ``l < 0``, at a constant height above it), ``J_A dv_c + gap_A / dt = const``: ``W_c + H^-1 J_A^T dl`` with ``G_AA dl = -(C_c + J / dt)_A``
     (:func:`psd_solve`: a redundant set, the minimum-norm change; :func:`_correction_system`); the
     state's rows ``J`` (m, nv), ``JMinv = J H^-1``, ``G = J H^-1 J^T`` (m, m), and ``Wq`` (nv, nv), ``Cq``
     (m, nv): the change of ``dv_c`` and of ``J dv_c`` at fixed ``l``."""
@@ -410,9 +412,9 @@ def _correction_derivative(J, JMinv, G, ln, Wq, Cq, dt):
 def _correction_system(J, G, ln, Cq, dt):
     """``(active, G_AA, (C_c + J / dt)_A)`` of :func:`_correction_derivative` (``active`` the rows ``A``: a
     slice or indices), or None where no normal row is active."""
-    ln = ln.tolist()                                            # (a few floats: Python's, not NumPy's calls)
+    ln = [abs(x) for x in ln.tolist()]                          # (a few floats: Python's, not NumPy's calls)
     cut = 1e-9 * max(max(ln), _TINY)
-    held = [i for i, x in enumerate(ln) if x > cut]             # inactive rows: l stays zero
+    held = [i for i, x in enumerate(ln) if x > cut]             # inactive rows: l stays zero (held rows pull: < 0)
     if len(held) == len(ln):                                    # (every normal row: slices, no copies)
         active = slice(2, None, 3)
         return active, G[active, active], Cq[active] + J[active] / dt
@@ -425,17 +427,31 @@ def _correction_system(J, G, ln, Cq, dt):
 _TINY = np.finfo(float).tiny
 
 
-def _point_correction_derivative(P, pieces, rows, dt):
-    """The split-impulse position correction of the penetrating states ``rows`` of a step with point
-    contacts and its ``q`` derivative: ``(dv_c (k, nv), d dv_c / dq (k, nv, nv))``
-    (:func:`_correction_derivative`), its impulses from the step's own sweeps and the change at fixed
-    impulses from ``pieces`` (the function that gives the :class:`_Pieces` at other arguments)."""
+def _point_correction(P, modes, dt):
+    """The position correction's normal impulses (B, nc) of a step with point contacts (the step's own
+    sweeps, :func:`~sparsedyn.contact.correction.correction_impulses`; ``modes`` (B, nc): the load-bearing
+    touching contacts are held), or None where no contact could move (none penetrating past the slop,
+    none load-bearing above half of it)."""
+    nc = P.gap.shape[-1]
+    gap = P.gap.reshape(-1, nc)
+    pen = np.any(gap < -PENETRATION_SLOP, -1, keepdims=True)
+    loaded = (np.asarray(modes).reshape(gap.shape) != "open").astype(float)
+    if not (pen.any() or np.any(loaded * (gap > 0.5 * PENETRATION_SLOP))):
+        return None
+    c = np.where(pen, gap, 0.5 * (gap + np.abs(gap))) / dt                 # the kernel's cn
+    n_rows = 3 * np.arange(nc) + 2
+    return correction_impulses(P.G.reshape(-1, 3 * nc, 3 * nc)[:, n_rows[:, None], n_rows[None, :]], c,
+                               held_rows(c, loaded, 0.5, dt), PENETRATION_SLOP / (2.0 * dt))
+
+
+def _point_correction_derivative(P, pieces, rows, ln, dt):
+    """The split-impulse position correction of the corrected states ``rows`` of a step with point
+    contacts (its impulses ``ln`` (k, nc), :func:`_point_correction`) and its ``q`` derivative: ``(dv_c
+    (k, nv), d dv_c / dq (k, nv, nv))`` (:func:`_correction_derivative`), the change at fixed impulses
+    from ``pieces`` (the function that gives the :class:`_Pieces` at other arguments)."""
     nc = P.gap.shape[-1]
     m = 3 * nc
     k = rows.size
-    n_rows = 3 * np.arange(nc) + 2
-    G, gap = P.G[rows], P.gap[rows]
-    ln = correction_impulses(G[:, n_rows[:, None], n_rows[None, :]], gap / dt)      # the step's own sweeps
     lam = np.zeros((k, nc, 3))
     lam[..., 2] = ln
     dvc = (lam.reshape(k, 1, m) @ P.JMinv[rows])[:, 0]
@@ -532,7 +548,7 @@ def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
             r = np.array([3 * i + k for i in held for k in range(3)])
             dv = W - JMinv.take(r, 0).T @ _mode_solve(K.take(r, 0).take(r, 1), R.take(r, 0), stick)
     # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
-    if min(gap.tolist()) < -PENETRATION_SLOP:                   # the position correction's change with q
+    if any(x != 0.0 for x in correction.tolist()):             # the position correction's change with q
         dv_c = dv.copy()
         dv_c[:, :nv] += _correction_derivative(J, JMinv, G, correction, state[:, 5 * nv:6 * nv],
                                                rows[:, 8 * nv + 2 * m:], dt)

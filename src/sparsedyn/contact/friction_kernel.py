@@ -78,7 +78,6 @@ written in block products, loops in the compiled code, so the program grows with
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import numpy as np
@@ -89,8 +88,9 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
+from .correction import CORRECTION_RTOL, CORRECTION_SWEEPS, _correction_sweep, correction_impulses, held_rows  # noqa: F401
 from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
-from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, StepArrays, _abs, _norms, _relu, _step,
+from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
 from .transport import gyroscopic, to_next_axes, transport
@@ -127,8 +127,6 @@ ANDERSON_REG = 1e-10
 #: The range of ``rho`` relative to the largest eigenvalue of ``G`` (the inverse of
 #: ``G + (eta + rho) I`` stays well conditioned).
 RHO_RANGE = (1e-6, 1e6)
-#: Sweeps and relative tolerance of the position correction's Gauss-Seidel.
-CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 #: The smallest residual norm of an empty Anderson memory (no step is refused).
 _FAR = 1e300
 
@@ -140,64 +138,6 @@ def _zeros(n, like):
 
 def _array(xs, like):
     return np.asarray(xs, dtype=object if bk.is_symbolic(like) else float)
-
-
-# --- the position correction -------------------------------------------------------------------------
-
-def _correction_sweep(A, c, l0, sweeps):
-    """One projected Gauss-Seidel sweep of the position correction ``l >= 0 ⊥ A l + c >= 0`` from
-    ``l0`` (nc,): ``(l, stop)``, ``stop`` 1 when ``l`` solves it to :data:`CORRECTION_RTOL` or this
-    was sweep :data:`CORRECTION_SWEEPS` (``sweeps`` the ones before)."""
-    nc = len(c)
-    act = _step(np.diagonal(A) - _TINY)
-    l = list(l0)
-    for i in range(nc):
-        w = sum(A[i, j] * l[j] for j in range(nc)) + c[i]
-        l[i] = _relu(l[i] - act[i] * w / (A[i, i] + (1.0 - act[i])))
-    l = _array(l, A)
-    w = A @ l + c
-    done = _step(CORRECTION_RTOL * _vmax(_relu(-c)) - _vmax(_relu(-w))) * \
-        _step(CORRECTION_RTOL * _vmax(l) - _vmax(_abs(l - l0)))
-    return l, 1.0 - (1.0 - done) * (1.0 - _step(sweeps + 1.0 - CORRECTION_SWEEPS))
-
-
-def correction_impulses(A, c):
-    """The position correction's normal impulses (B, nc) of the step for ``A`` (B, nc, nc) (``G``'s
-    normal block) and ``c`` (B, nc) (``gap / dt``): the sweeps of the step's own stage
-    (:func:`_correction_sweep`), the same operations in the same order on Python floats (a float's
-    ``_relu`` and ``_vmax`` without the tracing layer around each operation)."""
-    out = np.zeros(c.shape)
-    for b in range(c.shape[0]):
-        out[b] = _float_sweeps(A[b], c[b])
-    return out
-
-
-def _float_sweeps(A, c):
-    """:func:`correction_impulses` of one state (``A`` (nc, nc), ``c`` (nc,) floats)."""
-    relu = (lambda x: 0.5 * (x + abs(x)))                           # noqa: E731  (_relu of a float)
-    step = (lambda x: 0.5 * (1.0 + math.copysign(1.0, x)))          # noqa: E731
-
-    def vmax(xs):                                                   # _vmax: pairwise a + relu(b - a)
-        xs = list(xs)
-        while len(xs) > 1:
-            xs = [a + relu(b - a) for a, b in zip(xs[::2], xs[1::2])] + xs[len(xs) - len(xs) % 2:]
-        return xs[0]
-    nc = len(c)
-    rows, cs = A.tolist(), c.tolist()
-    act = [step(rows[i][i] - _TINY) for i in range(nc)]
-    cmax = vmax([relu(-x) for x in cs])
-    l, sweeps = [0.0] * nc, 0.0
-    while True:
-        l0 = list(l)
-        for i, row in enumerate(rows):
-            w = sum([a * x for a, x in zip(row, l)]) + cs[i]
-            l[i] = relu(l[i] - act[i] * w / (row[i] + (1.0 - act[i])))
-        w = (A @ np.array(l) + c).tolist()
-        done = step(CORRECTION_RTOL * cmax - vmax([relu(-x) for x in w])) * \
-            step(CORRECTION_RTOL * vmax(l) - vmax([abs(x - y) for x, y in zip(l, l0)]))
-        if 1.0 - (1.0 - done) * (1.0 - step(sweeps + 1.0 - CORRECTION_SWEEPS)) >= 0.5:
-            return l
-        sweeps += 1.0
 
 
 # --- the stages ----------------------------------------------------------------------------------------
@@ -261,10 +201,11 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # its rows leave the problem (zero rows of G and g keep its impulse at zero)
     act = np.repeat(_step(margin - (P.gap - dt * closing)), 3)
     bias = _zeros(m, Jv)
-    # speculative contact: close the gap, no more; a gap within the slop is a touching contact (the
-    # rounding-size gaps a correction leaves, different at each corner of a resting face, would ask for
-    # velocities no rigid motion has: a degenerate problem that ADMM and Gauss-Seidel only creep on)
-    bias[rows] = _relu(P.gap) * _step(P.gap - PENETRATION_SLOP) / dt
+    # speculative contact: close the gap, no more; a gap within TOUCHING_GAP is a touching contact (the
+    # rounding-size gaps a correction leaves, different at each corner of a resting face, and the
+    # nanometres a body's second-order motion leaves, would ask for velocities no rigid motion has while
+    # the other points stick: a degenerate problem that ADMM and Gauss-Seidel only creep on)
+    bias[rows] = _relu(P.gap) * _step(P.gap - TOUCHING_GAP) / dt
     g = (Jv + bias) * act
     G = P.G * act[:, None] * act[None, :]
     # the velocity scale: the free velocities of the closing contacts (not an open one's gap / dt)
@@ -280,7 +221,8 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     res = _residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(z, gmax, dmax)
     pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))             # 1 where some point penetrates
-    cn = (pen * P.gap + (1.0 - pen) * _abs(P.gap)) / dt
+    # no point past the slop: the rounding-size penetrations stay (on their planes for the held rows)
+    cn = (pen * P.gap + (1.0 - pen) * _relu(P.gap)) / dt
     K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn,
                              closing=np.repeat(closing_contacts(g.reshape(nc, 3)), 3), pen=pen, eta=PROXIMAL * lmax,
                              lmax=lmax, gmax=gmax, dmax=dmax))
@@ -471,11 +413,14 @@ def _gauss_seidel(lay, *X):
 
 
 def _correct(lay, *X):
-    """One sweep of the position correction (split impulse) on the normal block of ``G``."""
-    _, _, K, S = lay.unpack(X)
+    """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
+    touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`)."""
+    settings, _, K, S = lay.unpack(X)
+    dt, tol = settings[0], settings[1]
     m, rows = lay.m, lay.normal
     A = K["G"].reshape(m, m)[rows[:, None], rows[None, :]]
-    l, stop = _correction_sweep(A, K["cn"], S["l"], S["sweeps"][0])
+    held = held_rows(K["cn"], S["z"][rows], tol * S["ls"][0], dt)
+    l, stop = _correction_sweep(A, K["cn"], S["l"], S["sweeps"][0], held, PENETRATION_SLOP / (2.0 * dt))
     S.update(l=l, sweeps=S["sweeps"][0] + 1.0)
     return lay.pack(lay.S, S), stop
 

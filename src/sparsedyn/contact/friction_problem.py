@@ -460,6 +460,11 @@ class _Points:
 #: Penetration [m] below which the configuration is left as it is (rounding of a resting contact).
 PENETRATION_SLOP = 1e-9
 
+#: Gap [m] below which a contact above its plane is touching: no speculative term (``gap / dt``) in the
+#: step, and, load-bearing while the position correction runs, held by it within half the slop of its
+#: plane (:mod:`~sparsedyn.contact.correction`).
+TOUCHING_GAP = 1e-7
+
 #: ADMM iterations before a state that has not converged is handed to projected Gauss-Seidel (rare:
 #: a few states in a thousand random solo12 steps; one in a hundred of the dm_control humanoid's limbs
 #: pressed into the floor, where Gauss-Seidel is slower still).

@@ -51,7 +51,7 @@ from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from .dynamics import _cached, _run, rnea_partials
-from .friction_problem import PENETRATION_SLOP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
+from .friction_problem import TOUCHING_GAP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
 from .scene_geometry import KINDS, SHAPES, GEOMETRY, slot_geometry_of
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
@@ -210,7 +210,7 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
     u = (J @ vp[..., None])[..., 0].reshape(gap.shape[:-1] + (nc, 3))
     n_rows = 3 * np.arange(nc) + 2
     c = C.copy()
-    c[..., n_rows, :nv] = c[..., n_rows, :nv] + (_step(gap - PENETRATION_SLOP) / dt)[..., None] * J[..., n_rows, :]
+    c[..., n_rows, :nv] = c[..., n_rows, :nv] + (_step(gap - TOUCHING_GAP) / dt)[..., None] * J[..., n_rows, :]
     d = np.diagonal(G, axis1=-2, axis2=-1)
     top = _vmax([_vmax(list(d)), _TINY]) if symbolic else np.maximum(np.max(d, -1), _TINY)
     scale = (1.0 / top)[..., None, None, None] if not symbolic else 1.0 / top

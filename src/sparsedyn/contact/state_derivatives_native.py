@@ -387,14 +387,14 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
     }
     if (sd_sdv_held(nv, h, kp, held, rows, lr, Ks, Rs, dv, kp, T, Jh, ws, rcond, slide)) return -1;
   }
-  double low = gap[0];
-  for (long long i = 1; i < ns; i++) if (gap[i] < low) low = gap[i];
+  int moved = 0;                                  /* a correction impulse (a penetration, a held row) */
+  for (long long i = 0; i < ns; i++) if (corr[i] != 0.0) moved = 1;
   const double *X = dv;
-  if (low < -slop) {                              /* the position correction's change with q */
-    double top = corr[0], cut;
-    for (long long i = 1; i < ns; i++) if (corr[i] > top) top = corr[i];
+  if (moved) {                                    /* the position correction's change with q */
+    double top = __builtin_fabs(corr[0]), cut;               /* (a held row pulls: l < 0) */
+    for (long long i = 1; i < ns; i++) if (__builtin_fabs(corr[i]) > top) top = __builtin_fabs(corr[i]);
     cut = 1e-9 * (top > 2.2250738585072014e-308 ? top : 2.2250738585072014e-308);
-    for (long long i = 0; i < ns; i++) if (corr[i] > cut) act[na++] = 3 * i + 2;
+    for (long long i = 0; i < ns; i++) if (__builtin_fabs(corr[i]) > cut) act[na++] = 3 * i + 2;
     sd_sdv_copy(1, nv * kp, dv, 0, dvc, nv * kp);
     for (long long i = 0; i < nv; i++)
       for (long long j = 0; j < nv; j++) dvc[i * kp + j] += state[i * ls + 5 * nv + j];
