@@ -17,7 +17,8 @@ from test_friction import (DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, _solo_case, bo
                            push, tilted)
 
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.friction_kernel import CORRECTION_RTOL, RHO_START
+from sparsedyn.contact.correction import CORRECTION_RTOL
+from sparsedyn.contact.friction_kernel import RHO_START
 from sparsedyn.contact.friction_polish import EPS as POLISH_EPS
 from sparsedyn.contact.friction_problem import ADMM_BUDGET
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco

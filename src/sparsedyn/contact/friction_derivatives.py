@@ -73,7 +73,7 @@ from .dynamics import _cached, _run, rnea_partials
 from .friction import _positive, contact_step
 from .correction import correction_impulses, held_rows
 from .min_norm import min_norm_solve, psd_solve
-from .friction_problem import PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
+from .friction_problem import _TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
@@ -422,9 +422,6 @@ def _correction_system(J, G, ln, Cq, dt):
         return None
     active = np.array([3 * i + 2 for i in held])                # (takes: fewer NumPy calls than np.ix_)
     return active, G.take(active, 0).take(active, 1), Cq.take(active, 0) + J.take(active, 0) / dt
-
-
-_TINY = np.finfo(float).tiny
 
 
 def _point_correction(P, modes, dt):

@@ -88,7 +88,7 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
-from .correction import CORRECTION_RTOL, CORRECTION_SWEEPS, _correction_sweep, correction_impulses, held_rows  # noqa: F401
+from .correction import _correction_sweep, correction_impulses, held_rows  # noqa: F401
 from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
