@@ -8,7 +8,7 @@ import pytest
 import sparsedyn as sd
 from conftest import EPS, rounding_bound
 from sparsedyn.contact import friction_polish as fp
-from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners, push, tilted
+from test_friction import DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, corners, push, tilted
 
 ACTIVE1 = np.ones(1)
 
@@ -297,3 +297,30 @@ def test_both_roads_take_the_polish(backend):
     assert list(slide.modes) == ["slide"] * 4
     for s in (rest, slide):
         assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= MASS * G * DT * 1e-8
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_box_sliding_down_a_slope_at_mu_0_9_loads_its_downhill_corners(backend):
+    """The box (a cube of side ``2h``) on a slope steeper than its friction angle at ``mu = 0.9``, from
+    rest: it slides without turning, ``dt g (sin a - mu cos a)`` downhill.  Its friction ``mu N``
+    (``N = m g cos a dt``) acts ``h`` below the centre of mass, so the normal impulses balance its
+    moment: ``(N_down - N_up) h = mu N h``, each downhill corner (body ``x = +h``) ``N (1 + mu) / 4``,
+    each uphill one ``N (1 - mu) / 4`` (the two of a side equal: the least-norm split); each corner's
+    friction ``mu`` times its normal impulse.  Four sliding contacts whose friction enters their
+    normal rows (``G_nt`` from the rotation): the polish's mode system with the held friction's
+    columns."""
+    mu = 0.9
+    a = np.arctan(mu) + 0.1
+    q, contacts, _ = tilted(a, mu=mu)
+    with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
+        s = sd.contact_step(MODEL, q, Z, Z, contacts, DT)
+    N = MASS * G * np.cos(a) * DT
+    assert list(s.modes) == ["slide"] * 4
+    want = np.array([1 - mu, 1 + mu, 1 - mu, 1 + mu]) * N / 4
+    # the solver's tolerance of its impulse scale, and the polish's rounding along G's null space
+    bound = (TOL + rounding_bound(12, 1.0 / fp.EPS)) * N * 10
+    assert np.abs(s.impulses[:, 2] - want).max() <= bound
+    assert np.abs(np.linalg.norm(s.impulses[:, :2], axis=1) - mu * s.impulses[:, 2]).max() <= bound
+    rate = G * (np.sin(a) - mu * np.cos(a)) * DT
+    assert abs(s.v[3] - rate) <= 4 * TOL * G * DT
+    assert np.abs(s.v[[0, 1, 2, 4, 5]]).max() <= 4 * TOL * G * DT / H
