@@ -90,11 +90,10 @@ REPEATS = 3
 #: and a wrong one costs more the more rows; talos on the floor, 96 rows, whose modes settle at ADMM's
 #: iteration 12 after holding three iterations at 10: one polish at 16, not a wasted one at 10 and
 #: the next at 23).  A polish is charged ``COST m`` iterations of ``m`` rows, and runs only while the
-#: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Measured, it costs more
-#: (talos on the floor, 96 rows: about 650 us against 9 us an iteration, 0.75 m, its solves' products
-#: with ``G`` most of it; the humanoid, 24 rows, about 0.5 m), but charged 0.25 m the humanoid's
-#: settled states may repeat a rejected polish within its round (their 1000 states: 7.1 iterations on
-#: average, 38 ms, against 8.1 and 44 ms charged 0.5 m).
+#: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Four rounds, not two: a
+#: round's repeated polishes correct ADMM's modes, which on the dm_control humanoid's slowest
+#: perturbed states (a nearly redundant pair of contacts) ADMM settles only after hundreds of
+#: iterations, so their third and fourth rounds (about iterations 50 and 110) end the solve.
 FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 4, 2, 0.25, 16.0, 0.18
 
 
@@ -127,7 +126,7 @@ def _axes(x, c, s, back=False):
 
 def _newton_system(G, g, mu, z, scale, active, direction):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
-    Gr, gr, mus, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
+    Gr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
     contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``Gr`` (m, m) and ``gr`` (m,) ``G``
     and ``g`` in them, ``slide`` and ``op`` (nc,) 1 where sliding, open."""
     nc = mu.shape[0]
@@ -161,8 +160,8 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
     module docstring) in the contact axes, before the cones, and which contacts (nc,) slide and are
     open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
     ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding directions
-    where given (else those of ``z``), ``start`` (m,) where given: the answer nearest to it (else the
-    least-norm one)."""
+    where given (else the friction of each contact's local problem at ``z``), ``start`` (m,) where
+    given: the answer nearest to it (else the least-norm one)."""
     nc = mu.shape[0]
     m = 3 * nc
     d, w, c, s, Gr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction)
