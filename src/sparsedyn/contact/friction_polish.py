@@ -33,12 +33,12 @@ equations), so each solve is exact for the system, not a fixed-point iteration. 
 shrinks by ``eps / (sigma + eps)`` a solve; ``G`` is singular on a redundant set, a box's four
 corners, and its null space is left alone, so the answer is the least-norm one that the step's
 derivatives differentiate.  A sliding contact's friction is then ``mu lambda_n`` along the answer's
-new direction (the cone's circle at ``lambda_n``).  A polish takes :data:`NEWTON` such steps, each
-from the modes and directions of the last answer; the first direction is the friction of each
-contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the largest eigenvalue of its
-``G_tt``; exact for a point mass), nearer the answer's than ADMM's friction or velocity (talos on
-the floor: accepted from ADMM's iteration 16 in one polish).  The modes come back from each answer,
-so repeated polishes also correct ADMM's modes (the perturbed humanoid's slowest states: a nearly
+new direction (the cone's circle at ``lambda_n``).  A polish takes one or two such steps
+(:func:`newton_steps`), each from the modes and directions of the last answer; the first direction
+is the friction of each contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the
+largest eigenvalue of its ``G_tt``; exact for a point mass), nearer the answer's than ADMM's friction
+or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish of two steps).  The
+modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed humanoid's slowest states: a nearly
 redundant pair of capsule contacts, both sliding in ADMM's iterate for hundreds of iterations, one
 sticking and one open in the answer).  The work per Newton step is the inverse (``m^3``), the
 product of the inverse with the held friction's columns (``m^2 nc``) and the solves (``3 m^2``
@@ -75,7 +75,8 @@ STICK = 1e-6
 EPS = 1e-8
 #: The fewest refinement steps after the first solve (more on large sets: :func:`solves`).
 REFINE = 3
-#: Newton's steps on the sliding directions in one polish (each a mode system of its own).
+#: Newton's steps on the sliding directions in one polish (each a mode system of its own) where the
+#: solver's budget cannot pay for a second polish in the first round (:func:`newton_steps`), else one.
 NEWTON = 2
 #: Tikhonov's regularisation of the normal equations of Woodbury's capacitance matrix (dimensionless).
 CAPACITANCE = 1e-14
@@ -93,7 +94,7 @@ REPEATS = 3
 #: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Four rounds, not two: a
 #: round's repeated polishes correct ADMM's modes, which on the dm_control humanoid's slowest
 #: perturbed states (a nearly redundant pair of contacts) ADMM settles only after hundreds of
-#: iterations, so their third and fourth rounds (about iterations 50 and 110) end the solve.
+#: iterations, so their later rounds end the solve.
 FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 4, 2, 0.25, 16.0, 0.18
 
 
@@ -114,6 +115,15 @@ def modes(z, mu, active, direction=None):
 def solves(m):
     """The solves of one polish of ``m`` rows: :data:`REFINE` + 1."""
     return REFINE + 1
+
+
+def newton_steps(m):
+    """Newton's steps in one polish of ``m`` rows: :data:`NEWTON` where one polish is charged more
+    iterations than :data:`FREE` (a round then runs one polish: talos on the floor, 96 rows, accepted at
+    ADMM's iteration 16 after two steps), else one (a round repeats its polishes, each from the last
+    answer's modes, and a second step costs about a polish more: the dm_control humanoid's 24 and 48
+    rows)."""
+    return NEWTON if COST * m > FREE else 1
 
 
 def _axes(x, c, s, back=False):
@@ -193,7 +203,7 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None):
     ``lambda_n`` by the step across ``theta``), an open contact's impulse zero exactly (rounding stays
     nowhere: its rows are held at 0), then the projection onto the cones."""
     nc = mu.shape[0]
-    for _ in range(NEWTON):
+    for _ in range(newton_steps(3 * nc)):
         lam, slide, op = mode_solution(G, g, mu, z, scale, active, direction, start)
         lam = lam.reshape(nc, 3)
         t, n = lam[:, :2], lam[:, 2]
