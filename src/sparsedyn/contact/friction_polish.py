@@ -38,9 +38,9 @@ new direction (the cone's circle at ``lambda_n``).  A polish takes one or two su
 is the friction of each contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the
 largest eigenvalue of its ``G_tt``; exact for a point mass), nearer the answer's than ADMM's friction
 or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish of two steps).  The
-modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed humanoid's slowest states: a nearly
-redundant pair of capsule contacts, both sliding in ADMM's iterate for hundreds of iterations, one
-sticking and one open in the answer).  The work per Newton step is the inverse (``m^3``), the
+modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed
+humanoid's slowest states: a nearly redundant pair of capsule contacts, both sliding in ADMM's
+iterate for hundreds of iterations, one sticking and one open in the answer).  The work per Newton step is the inverse (``m^3``), the
 product of the inverse with the held friction's columns (``m^2 nc``) and the solves (``3 m^2``
 each), against an ADMM iteration's ``m^2``.
 
