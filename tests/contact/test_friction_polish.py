@@ -8,7 +8,7 @@ import pytest
 import sparsedyn as sd
 from conftest import EPS, rounding_bound
 from sparsedyn.contact import friction_polish as fp
-from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners, push, tilted
+from test_friction import DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, corners, push, tilted
 
 ACTIVE1 = np.ones(1)
 
@@ -113,30 +113,108 @@ def test_a_sliding_direction_guessed_off_is_corrected_within_the_polish():
     assert np.abs(u - np.array([-slide, 0.0, 0.0])).max() <= rounding_bound(3, 1.0) * 10 * np.abs(g).max()
 
 
-def test_held_friction_of_a_sliding_contact_contracts_by_mu_G_nt_over_G_nn():
-    """The polish holds a sliding contact's friction at ``mu lambda_n theta`` of the last solve and
-    solves the normal row ``G_nn lambda_n = -(g_n + G_nt lambda_t)`` (regularised: ``G_nn + e``, ``e =
-    EPS scale``, with the last answer's ``e lambda_n`` on the right).  With ``G_nt`` along the sliding
-    direction ``x`` the answer is ``lambda_n* = -g_n / (G_nn + mu G_nt)``, and each solve maps the
-    error ``e_k`` to ``-r e_k``, ``r = (mu G_nt - e) / (G_nn + e)``; the first, from the iterate's
-    ``z_n`` (the friction held at ``mu z_n``, the normal row from zero), leaves
-    ``e_1 = ((mu G_nt - e) lambda_n* - mu G_nt z_n) / (G_nn + e)``.  After the polish's ``k`` solves
-    its normal impulse is ``lambda_n* + (-r)^(k - 1) e_1``, its friction ``mu`` times it."""
+def test_held_friction_of_a_sliding_contact_enters_its_normal_row_exactly():
+    """A sliding contact's friction ``mu lambda_n theta`` is a column of the mode system: with ``G_nt``
+    along the sliding direction ``x`` the normal row asks ``(G_nn + mu G_nt) lambda_n = -g_n``, so
+    ``lambda_n = -g_n / (G_nn + mu G_nt)`` from an iterate twice too large (held friction alone, the
+    map ``-mu G_nt / G_nn`` of a fixed-point iteration, would need many solves), and across ``x``
+    nothing moves: ``lambda_y = 0``."""
     a, b, c, mu, scale = 1.0, 1.0, 0.8, 0.5, 2.0
     Gm = np.array([[a, 0.0, c], [0.0, a, 0.0], [c, 0.0, b]])
     g = np.array([-1.0, 0.0, -0.5])                               # pressed down, pushed towards -x: slides
     ln = 0.5 / (b + mu * c)
     assert c * ln - 1.0 + a * mu * ln < 0                          # u_t < 0 at the answer: friction along +x
     zn = 2.0 * ln
-    e = fp.EPS * scale
-    r = (mu * c - e) / (b + e)
-    e1 = ((mu * c - e) * ln - mu * c * zn) / (b + e)
-    want = ln + (-r) ** (fp.solves(3) - 1) * e1
-    assert abs(want - ln) >= 1e-3 * ln                             # the contraction is visible at k solves
     out = fp.polish(Gm, g, np.array([mu]), np.array([mu * zn, 0.0, zn]), scale, ACTIVE1)
-    bound = rounding_bound(3, np.linalg.cond(Gm)) * 10 * ln
-    assert abs(out[2] - want) <= bound
-    assert abs(out[0] - mu * out[2]) <= bound and out[1] == 0.0
+    bound = (_refine_bound(Gm, scale) + rounding_bound(3, np.linalg.cond(Gm))) * 10 * ln
+    assert np.abs(out - ln * np.array([mu, 0.0, 1.0])).max() <= bound
+
+
+def _mode_matrix(Gm, g, mu, z, op, stick, slide):
+    """The mode system of the iterate ``z`` built row by row from its definition (module docstring of
+    :mod:`~sparsedyn.contact.friction_polish`): open ``lambda_i = 0``; sticking ``u_i = 0``; sliding
+    along ``theta`` (``z``'s friction), ``phi`` across it: ``u_n = 0``, ``theta . lambda_t = mu
+    lambda_n`` and Newton's row ``phi . u_t + w phi . lambda_t = 0``, ``w = |u_t| / (mu z_n)`` (the
+    speed against ``theta`` at ``z``); ``(A, b)`` with ``A lambda = b``."""
+    nc, m = len(mu), 3 * len(mu)
+    u0 = (Gm @ z + g).reshape(nc, 3)
+    A, b = np.zeros((m, m)), np.zeros(m)
+    for i in range(nc):
+        rows = slice(3 * i, 3 * i + 3)
+        if op[i]:
+            A[rows, rows] = np.eye(3)
+        elif stick[i]:
+            A[rows], b[rows] = Gm[rows], -g[rows]
+        else:
+            th = z[3 * i:3 * i + 2] / np.linalg.norm(z[3 * i:3 * i + 2])
+            ph = np.array([-th[1], th[0]])
+            w = max(-th @ u0[i, :2], 0.0) / (mu[i] * z[3 * i + 2])
+            A[3 * i + 2], b[3 * i + 2] = Gm[3 * i + 2], -g[3 * i + 2]
+            A[3 * i, 3 * i:3 * i + 2], A[3 * i, 3 * i + 2] = th, -mu[i]
+            A[3 * i + 1] = ph @ Gm[3 * i:3 * i + 2]
+            A[3 * i + 1, 3 * i:3 * i + 2] += w * ph
+            b[3 * i + 1] = -ph @ g[3 * i:3 * i + 2]
+    return A, b
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_mode_system_is_solved_against_numpys_solve_of_its_rows(seed):
+    """Four contacts, sticking, sliding (two, along different directions) and open, on a random well
+    conditioned ``G``: the polish's solution (symmetric inverse, Woodbury's correction for the held
+    friction's columns, iterated refinement) equals ``numpy.linalg.solve`` of the system built row by
+    row (:func:`_mode_matrix`), to its Tikhonov bias and rounding."""
+    rng = np.random.default_rng(seed)
+    Gm, mu = _spd(seed, 12, cond=10.0), np.array([0.5, 1.0, 0.8, 0.5])
+    z = np.array([0.1, 0.05, 1.0, 0.6, 0.8, 1.0, -0.8 * 0.7, 0.0, 0.7, 0.0, 0.0, 0.0])
+    g = rng.standard_normal(12)
+    op, stick, slide, _ = fp.modes(z.reshape(4, 3), mu, np.ones(4))
+    assert list(op) == [0, 0, 0, 1] and list(stick) == [1, 0, 0, 0] and list(slide) == [0, 1, 1, 0]
+    A, b = _mode_matrix(Gm, g, mu, z, op, stick, slide)
+    want = np.linalg.solve(A, b)
+    lam, s, o = fp.mode_solution(Gm, g, mu, z, 1.0, np.ones(4), z.reshape(4, 3)[:, :2])
+    assert list(s) == [0, 1, 1, 0] and list(o) == [0, 0, 0, 1]
+    kappa = np.linalg.cond(A)
+    bound = (fp.EPS * kappa) ** fp.solves(12) + rounding_bound(12, kappa)
+    assert np.abs(lam - want).max() <= 10 * bound * np.abs(want).max()
+
+
+def test_a_point_mass_sliding_down_a_slope_on_several_contacts_at_mu_1():
+    """A point of mass ``m`` on a slope of angle ``a > 45 deg`` held by four contacts at the point, each
+    with its tangential axes turned by ``psi_i`` about the normal (``G_ij = R_i^T R_j / m``: rank 3, a
+    redundant set), at ``mu = 1``; the iterate's sliding directions off by up to 0.1 rad and its loads
+    unequal.  Each polish is Newton's step on the directions; from its own answer, within
+    :data:`~sparsedyn.contact.friction_polish.REPEATS` polishes, the answer is the least-norm one:
+    each contact ``lambda_n = m g_0 cos a dt / 4`` and ``mu lambda_n`` up the slope in its own axes,
+    the velocity ``dt g_0 (sin a - cos a)`` down the slope, and Coulomb's law holds (from its
+    definitions)."""
+    m, a, mu, k = 2.0, 1.0, 1.0, 4
+    psi = np.array([0.0, 0.7, 2.0, -2.5])
+    R = [np.array([[np.cos(p), -np.sin(p), 0.0], [np.sin(p), np.cos(p), 0.0], [0.0, 0.0, 1.0]]) for p in psi]
+    Gm = np.block([[Ri.T @ Rj / m for Rj in R] for Ri in R])
+    g0 = DT * G * np.array([-np.sin(a), 0.0, -np.cos(a)])          # the free velocity (down the slope: -x)
+    g = np.concatenate([Ri.T @ g0 for Ri in R])
+    ln = m * G * np.cos(a) * DT / k
+    want = np.concatenate([Ri.T @ np.array([mu * ln, 0.0, ln]) for Ri in R])
+    off, load = np.array([0.1, -0.07, 0.05, -0.1]), np.array([1.5, 0.5, 1.2, 0.8])
+    z = np.concatenate([load[i] * ln * (Ri.T @ np.array([mu * np.cos(off[i]), mu * np.sin(off[i]), 1.0]))
+                        for i, Ri in enumerate(R)])
+    mus, scale = np.full(k, mu), np.abs(Gm).sum(1).max()
+    for n in range(fp.REPEATS):
+        out, u, res, ls, vs, ok, conv = fp.polished(Gm, g, mus, z, scale, np.ones(k), np.abs(g).max(),
+                                                    Gm.diagonal().max(), TOL)
+        z = out
+        if conv:
+            break
+    assert conv == 1.0
+    w = np.linalg.eigvalsh(Gm)
+    eps = fp.EPS * scale
+    small = w[w > 1e-10 * w.max()].min()
+    bound = (eps / (small + eps)) ** fp.solves(3 * k) + rounding_bound(3 * k, 1.0 / fp.EPS)
+    assert np.abs(out - want).max() <= 10 * bound * ln
+    slide = DT * G * (np.sin(a) - mu * np.cos(a))
+    assert np.abs(R[0] @ u[:3] - np.array([-slide, 0.0, 0.0])).max() <= 10 * bound * np.abs(g0).max()
+    cone, closing, separating, sticking, oppose = _coulomb(out.reshape(k, 3), u.reshape(k, 3), mus)
+    assert max(cone, closing, sticking, oppose) <= TOL * vs and separating <= TOL * ls * vs
 
 
 def test_an_open_contact_gets_no_impulse():
@@ -219,3 +297,30 @@ def test_both_roads_take_the_polish(backend):
     assert list(slide.modes) == ["slide"] * 4
     for s in (rest, slide):
         assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= MASS * G * DT * 1e-8
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_box_sliding_down_a_slope_at_mu_0_9_loads_its_downhill_corners(backend):
+    """The box (a cube of side ``2h``) on a slope steeper than its friction angle at ``mu = 0.9``, from
+    rest: it slides without turning, ``dt g (sin a - mu cos a)`` downhill.  Its friction ``mu N``
+    (``N = m g cos a dt``) acts ``h`` below the centre of mass, so the normal impulses balance its
+    moment: ``(N_down - N_up) h = mu N h``, each downhill corner (body ``x = +h``) ``N (1 + mu) / 4``,
+    each uphill one ``N (1 - mu) / 4`` (the two of a side equal: the least-norm split); each corner's
+    friction ``mu`` times its normal impulse.  Four sliding contacts whose friction enters their
+    normal rows (``G_nt`` from the rotation): the polish's mode system with the held friction's
+    columns."""
+    mu = 0.9
+    a = np.arctan(mu) + 0.1
+    q, contacts, _ = tilted(a, mu=mu)
+    with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
+        s = sd.contact_step(MODEL, q, Z, Z, contacts, DT)
+    N = MASS * G * np.cos(a) * DT
+    assert list(s.modes) == ["slide"] * 4
+    want = np.array([1 - mu, 1 + mu, 1 - mu, 1 + mu]) * N / 4
+    # the solver's tolerance of its impulse scale, and the polish's rounding along G's null space
+    bound = (TOL + rounding_bound(12, 1.0 / fp.EPS)) * N * 10
+    assert np.abs(s.impulses[:, 2] - want).max() <= bound
+    assert np.abs(np.linalg.norm(s.impulses[:, :2], axis=1) - mu * s.impulses[:, 2]).max() <= bound
+    rate = G * (np.sin(a) - mu * np.cos(a)) * DT
+    assert abs(s.v[3] - rate) <= 4 * TOL * G * DT
+    assert np.abs(s.v[[0, 1, 2, 4, 5]]).max() <= 4 * TOL * G * DT / H

@@ -16,26 +16,33 @@ numerical comparisons", 2018).  Per contact ``i`` of an iterate ``lambda`` ``[t_
 * sliding (on the cone's boundary; a frictionless contact always): ``u_n = 0`` and
   ``lambda_t = mu lambda_n theta``, ``theta`` the current tangential direction.
 
-The unknowns are the sticking contacts' three rows and the sliding contacts' normal rows; a sliding
-contact's friction is held at ``mu lambda_n theta`` from the last solve (an open one's impulse at 0).
-The unknowns' rows then ask ``G_SS lambda_S = -(g + G lambda_F)_S``, ``G_SS`` the principal block of
-``G`` (symmetric positive semidefinite), written branch-free as ``D G D + (I - D)`` (``D`` 1 on the
-unknowns' rows) plus ``eps I`` (``eps = EPS s``, ``s`` the scale of ``G``), inverted once (Cholesky).
-Each of the polish's solves (:func:`solves`) is one product with that inverse, which does three things
-at once: the iterated Tikhonov regularisation (the error along an eigenvalue ``sigma`` of ``G_SS``
-shrinks by ``eps / (sigma + eps)`` a solve; ``G`` is singular on a redundant set, a box's four corners,
-and its null space is left alone, so the answer is the least-norm one that the step's derivatives
-differentiate), the held friction's fixed point (one sliding contact: its normal impulse's error
-times ``-(mu G_nt theta - eps) / (G_nn + eps)``, a contraction where ``mu |G_nt theta| < G_nn``), and
-the sliding directions: after each solve ``theta`` turns to the friction of the contact's local
-problem, ``-(u_t - k lambda_t)`` (``k`` the largest eigenvalue of its ``G_tt``; exact for a point
-mass), which ADMM's iterate knows only to about its own tolerance, too coarse for the opposition test
-below (talos on the floor: the directions of ADMM's converged iterate fail it, the sliding ones
-turned so, undamped, to ``-u_t`` drift away, while these pass from ADMM's iteration 12 on).  The
-work is the inverse (``m^3``) and the solves (``3 m^2`` each, as many as cost about one inverse in
-operations), against an ADMM iteration's ``m^2``; in the compiled step the solves' products with
-a vector run far slower per operation than the block products of the inverse (talos on the floor,
-96 rows: a polish about 650 us, of which 4 solves would take about 70 us).
+Each sliding contact is written in its sliding axes ``[theta, phi, n]`` (``phi`` across ``theta``), and
+the system is Newton's step on the directions (``theta = -u_t / |u_t|``, linearised at the iterate):
+``u_n = 0``; along ``theta`` the friction is held, ``lambda_theta = mu lambda_n``, a column of the
+unknown ``lambda_n`` in the contact's tangential rows (not a value from the last solve: held so, on
+talos fallen onto a box, eight sliding contacts at ``mu = 1``, the repeated symmetric solve is a map
+of spectral radius 1.5, which diverges even from the answer); across it ``u_phi + w lambda_phi = 0``,
+``w = |u_t| / (mu lambda_n)`` (the turn of the direction under a change of ``u_phi``).  The
+unknowns are the sticking contacts' three rows and the sliding contacts' ``phi`` and normal rows.
+The symmetric part ``D G D + (I - D) + W`` (``G`` in the sliding axes, ``D`` 1 on the unknowns'
+rows, ``W`` the ``w`` on the ``phi`` rows) plus ``eps I`` (``eps = EPS s``, ``s`` the scale of ``G``)
+is inverted once (Cholesky); the held friction's columns, one per sliding contact, by Woodbury's
+identity with an ``nc x nc`` capacitance matrix (not symmetric: its inverse from its normal
+equations), so each solve is exact for the system, not a fixed-point iteration.  The solves
+(:func:`solves`) are the iterated Tikhonov regularisation: the error along an eigenvalue ``sigma``
+shrinks by ``eps / (sigma + eps)`` a solve; ``G`` is singular on a redundant set, a box's four
+corners, and its null space is left alone, so the answer is the least-norm one that the step's
+derivatives differentiate.  A sliding contact's friction is then ``mu lambda_n`` along the answer's
+new direction (the cone's circle at ``lambda_n``).  A polish takes one or two such steps
+(:func:`newton_steps`), each from the modes and directions of the last answer; the first direction
+is the friction of each contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the
+largest eigenvalue of its ``G_tt``; exact for a point mass), nearer the answer's than ADMM's friction
+or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish of two steps).  The
+modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed
+humanoid's slowest states: a nearly redundant pair of capsule contacts, both sliding in ADMM's
+iterate for hundreds of iterations, one sticking and one open in the answer).  The work per Newton
+step is the inverse (``m^3``), the product of the inverse with the held friction's columns
+(``m^2 nc``) and the solves (``3 m^2`` each), against an ADMM iteration's ``m^2``.
 
 Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
@@ -53,8 +60,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import _mv, _spd_inverse
-from .friction_problem import _TINY, _abs, _norms, _step, _vmax
+from .friction_linalg import _mm, _mv, _spd_inverse
+from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 
 __all__ = []
@@ -68,6 +75,11 @@ STICK = 1e-6
 EPS = 1e-8
 #: The fewest refinement steps after the first solve (more on large sets: :func:`solves`).
 REFINE = 3
+#: Newton's steps on the sliding directions in one polish (each a mode system of its own) where the
+#: solver's budget cannot pay for a second polish in the first round (:func:`newton_steps`), else one.
+NEWTON = 2
+#: Tikhonov's regularisation of the normal equations of Woodbury's capacitance matrix (dimensionless).
+CAPACITANCE = 1e-14
 #: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
 REPEATS = 3
 #: When a polish runs: from a warm start, before the first ADMM iteration; else after ``FIRST`` ADMM
@@ -79,12 +91,11 @@ REPEATS = 3
 #: and a wrong one costs more the more rows; talos on the floor, 96 rows, whose modes settle at ADMM's
 #: iteration 12 after holding three iterations at 10: one polish at 16, not a wasted one at 10 and
 #: the next at 23).  A polish is charged ``COST m`` iterations of ``m`` rows, and runs only while the
-#: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Measured, it costs more
-#: (talos on the floor, 96 rows: about 650 us against 9 us an iteration, 0.75 m, its solves' products
-#: with ``G`` most of it; the humanoid, 24 rows, about 0.5 m), but charged 0.25 m the humanoid's
-#: settled states may repeat a rejected polish within its round (their 1000 states: 7.1 iterations on
-#: average, 38 ms, against 8.1 and 44 ms charged 0.5 m).
-FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 2, 2, 0.25, 16.0, 0.18
+#: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Four rounds, not two: a
+#: round's repeated polishes correct ADMM's modes, which on the dm_control humanoid's slowest
+#: perturbed states (a nearly redundant pair of contacts) ADMM settles only after hundreds of
+#: iterations, so their later rounds end the solve.
+FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 4, 2, 0.25, 16.0, 0.18
 
 
 def modes(z, mu, active, direction=None):
@@ -102,45 +113,104 @@ def modes(z, mu, active, direction=None):
 
 
 def solves(m):
-    """The solves of one polish of ``m`` rows: :data:`REFINE` + 1, or as many as cost about one
-    factorisation (``m / 3`` of ``3 m^2`` each), whichever is more."""
-    return max(REFINE + 1, -(-m // 3))
+    """The solves of one polish of ``m`` rows: :data:`REFINE` + 1."""
+    return REFINE + 1
+
+
+def newton_steps(m):
+    """Newton's steps in one polish of ``m`` rows: :data:`NEWTON` where one polish is charged more
+    iterations than :data:`FREE` (a round then runs one polish: talos on the floor, 96 rows, accepted at
+    ADMM's iteration 16 after two steps), else one (a round repeats its polishes, each from the last
+    answer's modes, and a second step costs about a polish more: the dm_control humanoid's 24 and 48
+    rows)."""
+    return NEWTON if COST * m > FREE else 1
+
+
+def _axes(x, c, s, back=False):
+    """``x`` (..., nc, 3) in the contact axes ``[t_x, t_y, n]`` in each contact's sliding axes
+    ``[theta, phi, n]`` (``theta = (c, s)``, ``phi = (-s, c)``), or (``back``) the other way."""
+    a, b = x[..., 0], x[..., 1]
+    s = -s if back else s
+    return np.stack([c * a + s * b, c * b - s * a, x[..., 2]], -1)
+
+
+def _newton_system(G, g, mu, z, scale, active, direction):
+    """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
+    Gr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
+    contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``Gr`` (m, m) and ``gr`` (m,) ``G``
+    and ``g`` in them, ``slide`` and ``op`` (nc,) 1 where sliding, open."""
+    nc = mu.shape[0]
+    m = 3 * nc
+    Z = z.reshape(nc, 3)
+    u = (_mv(G, z) + g).reshape(nc, 3)
+    if direction is None:
+        # the friction of each contact's local problem, -(u_t - k lambda_t) (``k`` the largest eigenvalue
+        # of its G_tt; a point mass: exact), nearer the answer's than ADMM's friction or velocity alone
+        a, b, e = np.diagonal(G)[0::3], np.diagonal(G)[1::3], np.diagonal(G, 1)[0::3]
+        k = 0.5 * (a + b) + bk.sqrt(0.25 * (a - b) * (a - b) + e * e)
+        direction = (mu * _abs(Z[:, 2]) * k)[:, None] * (Z[:, :2] / (_norms(Z[:, :2]) + _TINY)[:, None]) - u[:, :2]
+    op, stick, slide, theta = modes(Z, mu, active, direction)
+    # a contact that does not slide keeps its axes (a frictionless one's theta may be zero: also)
+    keep = 1.0 - slide * _step(_norms(theta) - 0.5)
+    c, s = slide * theta[:, 0] + keep, slide * theta[:, 1]
+    # Newton's step on theta = -u_t / |u_t|: across the sliding direction lambda_phi = -(mu lambda_n /
+    # |u_t|) u_phi, the perpendicular row with compliance |u_t| / (mu lambda_n) (at most 1 / EPS of s)
+    speed = _relu(-(theta[:, 0] * u[:, 0] + theta[:, 1] * u[:, 1]))
+    w = slide * speed / (mu * _relu(Z[:, 2]) + _TINY)
+    w = w - _relu(w - scale / EPS)
+    d = np.stack([stick, stick + slide, stick + slide], 1).reshape(m)
+    Gr = _axes(G.reshape(m, nc, 3), c, s).reshape(m, m)
+    Gr = _axes(Gr.T.reshape(m, nc, 3), c, s).reshape(m, m)
+    gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
+    return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, Gr, gr, slide, op
+
+
+def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
+    """``(lambda, slide, open)``: the solution (m,) of the mode system of the iterate ``z`` (m,) (the
+    module docstring) in the contact axes, before the cones, and which contacts (nc,) slide and are
+    open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
+    ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding directions
+    where given (else the friction of each contact's local problem at ``z``), ``start`` (m,) where
+    given: the answer nearest to it (else the least-norm one)."""
+    nc = mu.shape[0]
+    m = 3 * nc
+    d, w, c, s, Gr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction)
+    mus = slide * mu
+    Mi = _spd_inverse(Gr * (d[:, None] * d[None, :]) + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None])
+    # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
+    # contact): (M + U V^T)^-1 = Mi - Mi U C^-1 V^T Mi, V^T the normal rows, C = I + V^T Mi U; C is not
+    # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
+    MiU = _mm(Mi, d[:, None] * Gr[:, 0::3] * mus[None, :])
+    C = np.eye(nc) + MiU[2::3]
+    Ci = _mm(_spd_inverse(_mm(C.T, C) + np.eye(nc) * CAPACITANCE), C.T)
+
+    def held(y):                                                   # x_theta = mu x_n where sliding
+        Y = y.reshape(nc, 3)
+        return np.stack([Y[:, 0] + mus * Y[:, 2], Y[:, 1], Y[:, 2]], 1).reshape(m)
+
+    y = 0.0 * z if start is None else d * _axes(start.reshape(nc, 3), c, s).reshape(m)
+    for _ in range(solves(m)):
+        r = -(d * (_mv(Gr, held(y)) + gr) + w * y)                 # the unregularised system's residual
+        a = _mv(Mi, r)
+        y = y + a - _mv(MiU, _mv(Ci, a[2::3]))
+    return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
 
 
 def polish(G, g, mu, z, scale, active, direction=None, start=None):
-    """The impulses (m,) of the mode system of the iterate ``z`` (m,) (the module docstring), projected
-    onto the cones: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest
-    eigenvalue, ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the first
-    sliding directions where given (else those of ``z``), ``start`` (m,) where given: the answer
-    nearest to it (else the least-norm one)."""
+    """The impulses (m,) of the mode system of the iterate ``z`` (:func:`mode_solution`, the same
+    arguments) on the cones: a sliding contact's friction ``mu lambda_n`` along the solution's new
+    direction (onto the cone's circle at ``lambda_n``: the nearest point of the cone would raise
+    ``lambda_n`` by the step across ``theta``), an open contact's impulse zero exactly (rounding stays
+    nowhere: its rows are held at 0), then the projection onto the cones."""
     nc = mu.shape[0]
-    m = 3 * nc
-    op, stick, slide, theta = modes(z.reshape(nc, 3), mu, active, direction)
-    d = np.stack([stick, stick, stick + slide], 1).reshape(m)        # 1 on the unknowns' rows
-    Mi = _spd_inverse(G * (d[:, None] * d[None, :]) + np.eye(m) * (1.0 - d + EPS * scale)[:, None])
-    # the largest eigenvalue of each tangential block G_tt: the local problem's weight of a direction
-    diagonal = np.diagonal(G)
-    a, c = diagonal[0::3], diagonal[1::3]
-    b = np.stack([G[3 * i, 3 * i + 1] for i in range(nc)])
-    top = 0.5 * (a + c) + bk.sqrt(0.25 * (a - c) * (a - c) + b * b)
-    mus = slide * mu
-
-    def held(x, theta):                                            # lambda_t = mu lambda_n theta where sliding
-        t = (mus * x.reshape(nc, 3)[:, 2])[:, None] * theta
-        return np.concatenate([t, 0.0 * t[:, :1]], 1).reshape(m)
-
-    y = 0.0 * z if start is None else d * start
-    lam = y + held(z if start is None else start, theta)
-    for _ in range(solves(m)):
-        y = y + _mv(Mi, -d * (_mv(G, lam) + g))                    # iterated Tikhonov, lambda_F held
-        lam = y + held(y, theta)
-        ut = (_mv(G, lam) + g).reshape(nc, 3)[:, :2]
-        # the direction of the local problem's friction, -(u_t - top lambda_t) (a point mass: exact)
-        theta = (mu * _abs(lam.reshape(nc, 3)[:, 2]) * top + _TINY)[:, None] * theta - ut
-        theta = theta / (_norms(theta) + _TINY)[:, None]
-        lam = y + held(y, theta)
-    # an open contact's impulse is zero exactly (rounding stays nowhere: its rows are held at 0)
-    return project_cone(lam.reshape(nc, 3) * (1.0 - op)[:, None], mu).reshape(m)
+    for _ in range(newton_steps(3 * nc)):
+        lam, slide, op = mode_solution(G, g, mu, z, scale, active, direction, start)
+        lam = lam.reshape(nc, 3)
+        t, n = lam[:, :2], lam[:, 2]
+        f = slide * mu * n / (_norms(t) + _TINY) + (1.0 - slide)
+        lam = np.concatenate([t * f[:, None], n[:, None]], 1) * (1.0 - op)[:, None]
+        z, direction = project_cone(lam, mu).reshape(3 * nc), None
+    return z
 
 
 def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None):
@@ -174,20 +244,16 @@ def polish_stage(lay, *X):
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
-    # the first sliding directions (each solve of the polish then turns them to the local problem's):
-    # the ADMM iterate's impulses, then where the last polish slides, against its velocity
-    zt, ut = z.reshape(nc, 3)[:, :2], S["pu"].reshape(nc, 3)[:, :2]
-    moving = (1.0 - fresh) * _step(_norms(ut) - tol * S["vs"][0])
-    direction = zt / (_norms(zt) + _TINY)[:, None] * (1.0 - moving)[:, None] - ut * moving[:, None]
+    # from ADMM's iterate, then from the last polish's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
-                                             K["dmax"][0], tol, direction)
+                                             K["dmax"][0], tol)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
     more = (1.0 - _step(tries - REPEATS)) * _paid(it, m, S["polishes"][0] + 2.0)      # (the next one paid)
     last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
-             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pu=u, tries=tries * (1.0 - last) * keep,
+             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, tries=tries * (1.0 - last) * keep,
              rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0,
              next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
