@@ -13,18 +13,17 @@ contacts' normal displacement over ``dt``)::
 A *held* row is a load-bearing touching contact: its normal impulse in the step is nonzero and its gap
 is below ``TOUCHING_GAP`` and above ``-PENETRATION_SLOP`` (no speculative term: the step has held it at
 its gap, which the correction then closes to within the band below; a point penetrating past the slop
-stays a free row, pushed out and free to rise: holding a deep one in the band too asks a rigid
-body's redundant points for displacements no motion gives).  Pushing one
-point out of its plane moves the rest of a jointed body: a plain one-sided correction would lift the
-body's other resting points off their planes by a fraction of the push, step after step, until one is
-a speculative contact whose push ``gap / dt`` no motion gives while the other points stick (a
-degenerate Coulomb problem on which the solver creeps); and a point that the step stops within
-``TOUCHING_GAP`` would hover there.  So a held row may pull (``l < 0``) as far as keeping its point within ``hi = SLOP / (2
-dt)`` of the plane: half the slop, so that the second-order motion of the integration keeps it below
-the slop.  The band ``[0, hi]`` (not ``w = 0``) leaves a redundant set (a face's corners) a feasible
-set with an interior, and a point already within it is not moved.  The held rows are only those that
-carry load in the step's own solution, whose normal velocity is zero, so the correction moves no
-point that the step separates.
+stays a free row, pushed out and free to rise: holding a deep one in the band too asks a rigid body's
+redundant points for displacements no motion gives). Pushing one point out of its plane moves the rest
+of a jointed body: a plain one-sided correction would lift the body's other resting points off their
+planes by a fraction of the push, step after step, until one is a speculative contact whose push
+``gap / dt`` no motion gives while the other points stick (a degenerate Coulomb problem on which the solver
+creeps); and a point that the step stops within ``TOUCHING_GAP`` would hover there. So a held row may
+pull (``l < 0``) as far as keeping its point within ``hi = SLOP / (2 dt)`` of the plane: half the slop,
+so that the second-order motion of the integration keeps it below the slop. The band ``[0, hi]`` (not
+``w = 0``) leaves a redundant set (a face's corners) a feasible set with an interior, and a point
+already within it is not moved. The held rows are only those that carry load in the step's own solution,
+whose normal velocity is zero, so the correction moves no point that the step separates.
 
 Each row's update is the exact minimiser of its one-dimensional problem: with ``l_0 = l_i - w_i / A_ii``
 (``w_i = 0``) and ``l_hi = l_0 + hi / A_ii`` (``w_i = hi``), ``l_i = relu(l_0) - held_i relu(-l_hi)``
