@@ -33,8 +33,10 @@ $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-core
 	$(BIN)/sparsedyn demo
 
+# The suite on every core (pytest-xdist), a test file's tests together on one worker: each worker
+# builds its kernels into a build cache of its own, shared by the files it runs.
 test: $(VENV)/.installed-test browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # Warnings are errors: a broken reference or a malformed docstring fails the build.
 docs: $(VENV)/.installed-docs
