@@ -8,7 +8,7 @@ import pytest
 import sparsedyn as sd
 from conftest import random_trees, random_state
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
-from sparsedyn.codegen import CompilerNotFoundWarning, compile_report
+from sparsedyn.codegen import CompilerNotFoundWarning, compile_report, runtime
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -21,6 +21,7 @@ def bit_identical(x, y):
 
 def test_missing_compiler_falls_back_to_numpy(tmp_path, monkeypatch, rng):
     monkeypatch.setenv("SPARSEDYN_CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(runtime, "_warned_no_compiler", set())      # the once-per-process warning, afresh
     model = random_trees()[2]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
