@@ -77,45 +77,26 @@ __all__ = ["CompilerNotFoundWarning", "CacheDirWarning", "Compiler", "find_compi
 
 #: Optimisation and floating-point flags (see the module docstring).
 DEFAULT_FLAGS = ("-O1", "-ffp-contract=off", "-fno-math-errno")
-#: GCC passes that cannot improve code the IR has already value-numbered, constant-folded and
-#: dead-code-eliminated, but cost a third of the compile time on straight-line kernels
-#: (measured on talos_reduced: 9.0 -> 5.7 s of compiler CPU, same run time); and points-to
-#: analysis, which has nothing to find in code whose only pointers are the arguments (chain100's
-#: minv: 0.65 -> 0.51 s per translation unit; talos_reduced's rnea, aba and minv run as fast,
-#: single state and batched); and the interprocedural analyses of side effects, which learn nothing
-#: about segment functions that only read their arguments and write their workspace (g1's
-#: aba_derivatives, 23 units: 4.2 -> 3.7 s of compiler CPU; its kernels run as fast, results equal
-#: bit for bit).  Dropped when the compiler rejects them.
+#: GCC passes with nothing to find in code the IR has already value-numbered, constant-folded and
+#: dead-code-eliminated, whose only pointers are the arguments, and whose segment functions only read
+#: their arguments and write their workspace: about a third of the compile time of straight-line
+#: kernels, for the same code speed.  Dropped when the compiler rejects them.
 SKIP_PASSES = ("-fno-tree-dse", "-fno-dse", "-fno-tree-dominator-opts", "-fno-tree-fre", "-fno-tree-ccp",
                "-fno-tree-pta", "-fno-ipa-modref", "-fno-ipa-pure-const", "-fno-ipa-reference",
                "-fno-ipa-reference-addressable")
-#: GCC's RTL common-subexpression passes with shorter memories: ``cse`` forgets its table after 100
-#: instructions instead of 1,000 and ``cselib`` (postreload CSE, alias analysis) tracks 50 memory
-#: locations instead of 500; and the combiner merges two instructions, not three or four.  The IR
-#: has no common subexpression left, and a segment function is one basic block of thousands of
-#: instructions, whose tables those passes searched instruction by instruction.  Measured (paired,
-#: results equal bit for bit): g1's aba_derivatives, 13 units, 2.72 -> 2.30 s of compiler CPU, calls
-#: as fast (16.3-16.9 us); talos_full's, 23 units, 4.90 -> 3.85 s, 35.7 us either way.  Shorter
-#: still (20 instructions) cut a little more and made talos_full's calls 3-4 % slower.  Not given to
-#: clang (which ignores them).
+#: GCC's RTL common-subexpression passes with shorter memories (``cse``: 100 instructions, ``cselib``:
+#: 50 memory locations; the combiner merges two instructions): the IR has no common subexpression
+#: left, and a segment function is one basic block of thousands of instructions, which those passes
+#: search instruction by instruction.  Results stay equal bit for bit.  Not given to clang.
 CSE_PARAMS = ("--param=max-cse-insns=100", "--param=max-cselib-memory-locations=50", "--param=max-combine-insns=2")
 #: Two more GCC RTL passes with nothing to find in these kernels: the CSE after register allocation
-#: (``postreload``: its cselib walk over a segment's one basic block of thousands of instructions)
-#: and the forward propagation into the addresses and operands of the next instructions (done on
-#: the IR already).  Measured (paired, one process, best of 3,000 calls of 10 states; results equal
-#: bit for bit): talos_full's aba_derivatives, 23 units, 3.9 -> 3.5 s of compiler CPU, 32.6 -> 32.3
-#: us a call; its rnea_derivatives 2.56 -> 2.21 s, 10.8 -> 10.9 us; its minv 1.86 -> 1.67 s, 7.8 ->
-#: 7.7 us; g1's aba_derivatives 2.34 -> 2.16 s, 16.1 -> 16.2 us.  Disabling the RTL CSE before it
-#: (``cse1``) saved 6 % more and made calls 3-4 % slower.  Not given to clang.
+#: and forward propagation into addresses and operands (done on the IR already).  Not given to clang.
 RTL_SKIP = ("-fdisable-rtl-postreload", "-fno-forward-propagate")
 #: For clang as ``zig cc``, which compiles ``-O1`` as clang's ``-O2`` with debug information and frame
-#: pointers: no debug information (a third of its time), no SLP vectorizer (two thirds of the rest on
-#: straight-line kernels; it reassociates nothing, so results stay equal), the frame pointer's
-#: register back for the kernels.  Measured on g1's rnea_derivatives, one translation unit: 1.27 ->
-#: 0.29 s of compiler CPU (gcc: 0.24 s).  ``-Xclang=-O1``: clang's own ``-O1`` pipeline after zig's
-#: ``-O2`` (no GVN, lighter scheduling): g1's rnea, minv, rnea_derivatives and aba_derivatives build
-#: in 12 % less compiler CPU, run as fast, single state and batched, with equal results bit for bit.
-#: Dropped when the compiler rejects them (gcc).
+#: pointers: no debug information, no SLP vectorizer (most of the rest of its time on straight-line
+#: kernels; it reassociates nothing, so results stay equal), the frame pointer's register back, and
+#: clang's own ``-O1`` pipeline after zig's ``-O2`` (as fast, bit for bit equal).  Dropped when the
+#: compiler rejects them (gcc).
 CLANG_FLAGS = ("-g0", "-fno-slp-vectorize", "-fomit-frame-pointer", "-Xclang=-O1")
 #: Link flag of the pip compiler: no compiler-rt (see :mod:`.toolchain`); kept when a probe links
 #: without it under ``--no-undefined``, and dropped for a link that needs it.
@@ -496,6 +477,21 @@ def sealed_file(stem: str, suffix: str, make, directory: Path | None = None) -> 
             if not _valid(path, side):
                 make(path, side, d)
     return path
+
+
+def build_sealed(compiler: Compiler, flags, name: str, source: str, libs, path: Path, side: Path, d: Path):
+    """Compile the one C file ``source`` (written as ``name``) with ``flags`` into a shared object,
+    linked with ``libs``, in a private temporary folder of ``d``; seal it into ``side`` and move it to
+    ``path`` whole (the ``make`` of :func:`sealed_file` for single-file modules)."""
+    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=d))
+    try:
+        (tmp / name).write_text(source)
+        compiler.run(list(flags) + ["-shared", "-o", "mod.so", name] + list(libs), cwd=tmp)
+        _seal(tmp / "mod.so", tmp / "mod.sha256", path)
+        os.replace(tmp / "mod.so", path)
+        os.replace(tmp / "mod.sha256", side)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def lookup(key: str, directory: Path | None = None):

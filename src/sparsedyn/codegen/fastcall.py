@@ -52,7 +52,6 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import importlib.util
-import os
 import sysconfig
 import threading
 from importlib import resources
@@ -100,22 +99,10 @@ def load_fastcall(compiler):
 
 
 def _build(compiler, includes, modname, path, side, d):
-    import shutil
-    import tempfile
-
     from . import build
 
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=d))
-    try:
-        (tmp / "fastcall.c").write_text(FASTCALL_SOURCE.replace("MODNAME", modname))
-        flags = [f for f in compiler.flags if f != "-fopenmp"]
-        # No compiler-rt for the pip compiler's link either (see .toolchain); not --no-undefined: an
-        # extension module leaves Python's symbols to the interpreter.
-        rt = [f for f in compiler.libs if f == build.NO_RTLIB]
-        compiler.run(flags + ["-O2"] + [f"-I{i}" for i in includes] + ["-shared", "-o", "mod.so", "fastcall.c"] + rt,
-                     cwd=tmp)
-        build._seal(tmp / "mod.so", tmp / "mod.sha256", path)
-        os.replace(tmp / "mod.so", path)
-        os.replace(tmp / "mod.sha256", side)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    flags = [f for f in compiler.flags if f != "-fopenmp"] + ["-O2"] + [f"-I{i}" for i in includes]
+    # No compiler-rt for the pip compiler's link either (see .toolchain); not --no-undefined: an
+    # extension module leaves Python's symbols to the interpreter.
+    rt = [f for f in compiler.libs if f == build.NO_RTLIB]
+    build.build_sealed(compiler, flags, "fastcall.c", FASTCALL_SOURCE.replace("MODNAME", modname), rt, path, side, d)

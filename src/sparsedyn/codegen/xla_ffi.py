@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -283,7 +281,6 @@ def load_handler(compiler, include_dir):
 
 def _build(compiler, include_dir, path, side, d):
     import sys
-    import tempfile
 
     from . import build
 
@@ -291,15 +288,5 @@ def _build(compiler, include_dir, path, side, d):
     sys.stdout.flush()
     print(f"sparsedyn: building the XLA FFI handler for JAX (once per JAX version); cached in {d}", file=sys.stderr,
           flush=True)
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=d))
-    try:
-        (tmp / "sd_xla_ffi.c").write_text(SOURCE)
-        flags = [f for f in compiler.flags if f not in ("-fopenmp", "-O1")]
-        compiler.run(flags + ["-O2", "-pthread", f"-I{include_dir}", "-shared", "-o", "mod.so", "sd_xla_ffi.c"]
-                     + list(compiler.libs),
-                     cwd=tmp)
-        build._seal(tmp / "mod.so", tmp / "mod.sha256", path)
-        os.replace(tmp / "mod.so", path)
-        os.replace(tmp / "mod.sha256", side)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    flags = [f for f in compiler.flags if f not in ("-fopenmp", "-O1")] + ["-O2", "-pthread", f"-I{include_dir}"]
+    build.build_sealed(compiler, flags, "sd_xla_ffi.c", SOURCE, compiler.libs, path, side, d)
