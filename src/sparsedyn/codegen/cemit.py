@@ -106,30 +106,21 @@ SD_EXPORT int sd_lanes(void) { return SD_W; }
 _STACK_SLOTS = 16384
 #: Operations of a program from which it is emitted as loops over tables (:func:`_loop_functions`)
 #: rather than unrolled (``$SPARSEDYN_LOOP_THRESHOLD`` overrides it; see :func:`code_shape`).
-#: ``benchmarks/bench_loops.py`` with the segmented, scheduled emitter (2026-11-27; one call, the
-#: best of many repeats, paired; cold-build CPU seconds): from 40,000 to 182,000 operations the
-#: unrolled code runs 1.1-2.3 times faster than the loops (aba_derivatives of talos_reduced, 100,299
-#: operations: 28.5 against 45.2 us; minv of a 100-body chain, 111,831: 51.8 against 74.8 us; aba_derivatives
-#: of a 30-body chain, 146,473: 65.5 against 73.5 us) and its cold build costs 1.5-5 times the CPU
-#: (about 0.12 ms of CPU an operation: 13.0 against 6.2 s; 11.6 against 3.5 s; 20.3 against 4.3 s).
-#: The threshold caps that cost at about 20 s of CPU (10 s on two cores) for one kernel; it is
-#: also the batch variant's (:data:`BATCH_LOOP_FACTOR`).
+#: Unrolled code keeps values in registers and runs 1.1-2.3 times faster than the loops at these
+#: sizes, but its cold build costs 1.5-5 times the CPU (about 0.12 ms an operation;
+#: ``benchmarks/bench_loops.py`` compares both): the threshold caps that cost at about 20 s of CPU
+#: for one kernel.  It is also the batch variant's (:data:`BATCH_LOOP_FACTOR`).
 LOOP_THRESHOLD = 160000
 #: The batch variant is emitted as loops from this many times :func:`loop_threshold` operations:
 #: its loops read and write every value in a workspace of one slot per statement, beyond the
-#: caches, while the unrolled code keeps most values in registers (aba_derivatives of talos_reduced,
-#: 117,500 operations, AVX2, one thread, 10,000 states: 21-27 -> 12 us a state unrolled and
-#: scheduled; its cold build 12-16 -> 16-21 s on two cores, paired on a loaded machine).  It was 4
-#: while :data:`LOOP_THRESHOLD` was 40,000: the batch threshold is still 160,000 operations.
+#: caches, while the unrolled code keeps most values in registers (about twice as fast a state).
 BATCH_LOOP_FACTOR = 1
 #: A program of :data:`REPEATED_MIN_OPS` operations or more whose statements (:func:`_statements`)
 #: take at most :data:`REPEATED_SHAPES` distinct shapes is emitted as loops below the threshold too:
-#: the program of a chain of like bodies, which its loops fold into a few dozen blocks, where a
-#: humanoid's derivative kernels take 128-210 shapes (g1, talos_full) and stay unrolled.  Cold-build
-#: CPU seconds, Python and the C compiler, unrolled -> loops, one kernel per process on a loaded
-#: 2-core machine (``benchmarks/bench_build.py``): a 100-body chain's minv (29 shapes) 6.5 -> 1.7,
-#: rnea_derivatives (32 shapes) 6.3 -> 2.3; the loops run about 1.45 times longer (minv of a 100-body
-#: chain, see :data:`LOOP_THRESHOLD`).  Not applied when ``$SPARSEDYN_LOOP_THRESHOLD`` is set.
+#: the program of a chain of like bodies, which its loops fold into a few dozen blocks (its cold
+#: build about 3-4 times cheaper, its calls about 1.45 times longer), where a humanoid's derivative
+#: kernels take 128-210 shapes and stay unrolled (``benchmarks/bench_build.py``).  Not applied when
+#: ``$SPARSEDYN_LOOP_THRESHOLD`` is set.
 REPEATED_MIN_OPS = 40000
 REPEATED_SHAPES = 64
 
@@ -258,10 +249,7 @@ def _emit_program(prog, cname, variant, chunk, unit_size, checks):
         tail = _batch_entry(cname, drv, nin, nout, nws, pub, checks, consts)
     # A batch kernel whose workspace passes 48 kB at 8 lanes (768 vectors, a usual L1 data cache) runs
     # 4 lanes wide: its values then stay twice as long in the L1 cache, and such a kernel is bound by
-    # the traffic of its workspace, not by its arithmetic.  Measured on talos_reduced, one thread,
-    # paired in one process: rnea_derivatives (2216 vectors) 7.5 -> 7.0 us a state, after the
-    # non-temporal stores below; aba (515 vectors, fits at 8 lanes) 0.60 -> 0.77 at 4 lanes, so it
-    # stays at 8, as does rnea (308: 0.38 -> 0.47 at 4 lanes).
+    # the traffic of its workspace, not by its arithmetic; a smaller one is faster at 8 lanes.
     return _units(funcs, tail, unit_size, _NARROW if variant == "batch" and nws > 768 else "")
 
 

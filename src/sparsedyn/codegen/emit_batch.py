@@ -126,8 +126,8 @@ def _gather(nin, checks):
     tol, quats = checks if checks else (0.0, ())
     b = []
     # Reads state by state (each state's row is contiguous: the hardware prefetcher follows it) and
-    # prefetches the next block's rows; measured on talos_reduced's rnea at 20,000 states, 1 thread:
-    # element by element across the block's rows is ~1.3x slower once the batch leaves the L2 cache.
+    # prefetches the next block's rows: element by element across the rows is slower once the batch
+    # leaves the L2 cache.
     qk = dict(quats)
     for k, n in enumerate(nin):
         qchk = "".join(f" {{ const double *u = r + {o}; const double e = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] "
@@ -146,19 +146,14 @@ def _scatter(nout, zg):
     their rows, and the tables of all-zero groups ``zg`` they read (declared before the threads)."""
     statics, b = [], []
     # Results are written state by state (sequential stores) while the block's output vectors fit in
-    # the L1 cache (<= 256 elements); larger outputs (crba, minv: 11.5 kB per state on talos_reduced)
-    # are written element by element across the block's rows, because reading their vectors with a
-    # stride was twice slower.  Measured on talos_reduced: rnea 1.3x faster state by state.
-    # A large output of a large batch (>= 4 MiB: beyond a core's caches) is written to memory: its
-    # ordinary stores first read every line for ownership, so that the batch ran at half the memory's
-    # write bandwidth (rnea_derivatives on talos_reduced writes 34.7 kB a state, and these stores took
-    # as long as the program itself).  It is then written state by state with non-temporal stores,
-    # each line filled by consecutive stores.  Measured on that scatter alone: 10.7 -> 6.5 us a state.
-    # A full block of a large output is now written SD_W elements at a time (sd_rows: SD_W vectors
-    # loaded once and transposed in registers, SD_W consecutive elements of each of SD_W rows
-    # stored), past the caches when the rows are 16-byte aligned; measured on rnea_derivatives of
-    # talos_reduced, 10,000 states, 1 thread (AVX2, 4 lanes, paired): the scatter 2.1 -> 1.5 us a
-    # state (23 GB/s, the core's bandwidth of non-temporal stores), the batch 5.6 -> 5.0 us a state.
+    # the L1 cache (<= 256 elements); larger outputs (crba, minv) are written element by element across
+    # the block's rows, because reading their vectors with a stride is slower.
+    # A large output of a large batch (>= 4 MiB: beyond a core's caches) is written to memory with
+    # non-temporal stores: ordinary stores first read every line for ownership, which halves the
+    # memory's write bandwidth.  A full block is written SD_W elements at a time (sd_rows: SD_W vectors
+    # loaded once and transposed in registers, SD_W consecutive elements of each of SD_W rows stored),
+    # past the caches when the rows are 16-byte aligned, so that each line is filled by consecutive
+    # stores.
     for k, n in enumerate(nout):
         if n <= 256:
             b.append(f"        for (int s = 0; s < m; s++) {{ double *r = y{k} + (s0 + s) * {n}; "

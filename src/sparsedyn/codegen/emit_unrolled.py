@@ -28,11 +28,9 @@ def schedule(prog: Program) -> Program:
     :func:`_functions` that computes them and pass through its workspace (rnea_derivatives of
     talos_reduced: 21,000 of 33,600 values stored, 35,000 loads).  After this reordering an output's
     operations run together, 5,000 values are stored and 18,000 loaded, and the C source is half as
-    long.  Measured on talos_reduced (AVX2, 4 lanes, one thread, old and new side by side in one
-    process, best of 15): rnea_derivatives 8.8 -> 5.7 us a state in a batch, 22 -> 13 us a single
-    state; aba_derivatives (unrolled) 23 -> 12 us a state; the humanoid's estimator (30,000
-    operations) 5.9 -> 4.8.  The kernels traced in a good order already (rnea, aba: a forward and a
-    backward pass) keep it: :func:`_functions` takes whichever order passes fewer values.
+    long, and the kernels run faster (about 1.5-2 times for the derivative kernels, single state and
+    batched).  The kernels traced in a good order already (rnea, aba: a forward and a backward pass)
+    keep it: :func:`_functions` takes whichever order passes fewer values.
 
     Every operation keeps its operands, so the results are the same bit for bit; the order is a
     valid topological order (every operand before its user), as :class:`Program` requires.  An
