@@ -59,7 +59,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .collision_hfield import hfield_pairs
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
-from .box_box_road import box_box_road, box_box_road_rows
+from .box_box_road import BoxBoxRoad, box_box_road, box_box_road_select
 from .mesh_box_road import BoxRoad, box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
@@ -114,8 +114,15 @@ def collide(scene, q) -> Hits:
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
             and use_backend.current() != "numpy"):
         f, kp, _, lp, every, order = road          # collide_within's native road, less its lookups
-        if f is None:                              # meshes on boxes, or pairs of two boxes (kp: their road)
-            c = box_road_rows(scene, kp, q) if type(kp) is BoxRoad else box_box_road_rows(scene, kp, q)
+        if type(kp) is BoxBoxRoad:                 # pairs of two boxes: their hits picked natively
+            got = box_box_road_select(scene, kp, q)
+            if got is None:
+                return collide_within(scene, q, None)
+            rows, sel = got
+            k, names = _picked(scene, every, sel)
+            return tuple.__new__(Hits, (list(names), rows[:, 1:4], rows[:, 4:7], rows[:, 0], k.copy()))
+        if f is None:                              # meshes on boxes (kp: their road)
+            c = box_road_rows(scene, kp, q)
             if c is None:
                 return collide_within(scene, q, None)
         else:
@@ -286,6 +293,24 @@ def _selected(scene, every, order, mask):
         if len(memo) >= 256:
             memo.clear()
         got = memo[code] = (sel, k, tuple(names[i] for i in k.tolist()))
+    return got
+
+
+def _picked(scene, every, sel):
+    """``(pair, names)`` of the table's rows ``sel`` (n,) int64 (:func:`_kernel_hits`' of rows picked
+    natively): their scene pairs (read-only) and the pairs' names, remembered per selection by the scene."""
+    memo = scene.cache.get("hit picks")
+    if memo is None:
+        memo = scene.cache["hit picks"] = {}
+    code = sel.tobytes()
+    got = memo.get(code)
+    if got is None:
+        k = every.take(sel)
+        k.flags.writeable = False
+        names = scene.pair_names
+        if len(memo) >= 256:
+            memo.clear()
+        got = memo[code] = (k, tuple(names[i] for i in k.tolist()))
     return got
 
 
