@@ -48,7 +48,7 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
-from ..kernels import native_calls, use_backend
+from ..kernels import native_calls, native_function, use_backend
 from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane,  # noqa: F401
                            capsule_box_ends, capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box,
                            sphere_capsule, sphere_plane, sphere_sphere)
@@ -129,8 +129,21 @@ def collide(scene, q) -> Hits:
             c = f(q, kp.shapes, kp.cutoff, kp.pairs)
             if lp is not None:                     # and the meshes' patches on planes
                 c = np.concatenate([c, mesh_plane_loop_rows(scene, lp, q)])
-        return _kernel_hits(scene, every, order, c, c[:, 0] < kp.cutoff)     # (kp.cutoff: the margin, 0-d)
+        return _picked_hits(scene, every, order, c, kp.cutoff)     # (kp.cutoff: the margin, 0-d)
     return collide_within(scene, q, None)
+
+
+def _picked_hits(scene, every, order, c, cutoff):
+    """:func:`_kernel_hits` of the rows of ``c`` below ``cutoff`` (a number), picked in one native call
+    (the compiler's extension's ``pick``: the rows' columns copied once, the hits' arrays views of the
+    copy) where it is built."""
+    pick = native_function("pick")
+    got = None if pick is None else pick(c, cutoff, order)
+    if got is None:
+        return _kernel_hits(scene, every, order, c, c[:, 0] < cutoff)
+    x, n, d, sel = got
+    k, names = _picked(scene, every, sel)
+    return tuple.__new__(Hits, (list(names), x, n, d, k.copy()))
 
 
 def _kernel_hits(scene, every, order, c, mask):
