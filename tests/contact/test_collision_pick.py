@@ -41,10 +41,13 @@ def test_pick_takes_the_rows_below_the_cutoff_in_order(pick, ordered):
         rows = rng.normal(size=(K, C))
         rows[::5, 0] = np.nan                      # (below no cutoff, as in NumPy)
         order = rng.permutation(K).astype(np.int64) if ordered else None
-        x, n, d, sel = pick(rows, 0.1, order)
+        every = rng.integers(0, 5, K).astype(np.int64)
+        x, n, d, sel, k = pick(rows, 0.1, order, every)
         want = np.arange(K) if order is None else order
         want = want.compress(rows[want, 0] < 0.1)
         assert sel.dtype == np.int64 and np.array_equal(sel, want)
+        assert k.dtype == np.int64 and np.array_equal(k, every[want]) and k.flags.writeable
+        assert pick(rows, 0.1, order, None)[4] is None
         assert np.array_equal(d, rows[want, 0]) and np.array_equal(x, rows[want, 1:4])
         assert np.array_equal(n, rows[want, 4:7])
         assert x.shape == (len(want), 3) and n.shape == (len(want), 3) and d.shape == (len(want),)
@@ -55,15 +58,18 @@ def test_pick_takes_the_rows_below_the_cutoff_in_order(pick, ordered):
 
 
 def test_pick_declines_what_it_does_not_take(pick):
-    rows = np.zeros((4, 11))
-    assert pick(rows[:, :6].copy(), 0.1, None) is None                     # fewer than 7 columns
-    assert pick(rows.astype(np.float32), 0.1, None) is None                # not float64
-    assert pick(np.asfortranarray(rows), 0.1, None) is None               # not C-contiguous
-    assert pick(rows, 0.1, np.arange(3)) is None                           # an order of another length
-    assert pick(rows, 0.1, np.array([0, 1, 2, 4])) is None                 # an order out of range
-    assert pick(rows, 0.1, np.arange(4, dtype=np.int32)) is None           # not int64
+    rows, every = np.zeros((4, 11)), np.arange(4)
+    assert pick(rows[:, :6].copy(), 0.1, None, every) is None              # fewer than 7 columns
+    assert pick(rows.astype(np.float32), 0.1, None, every) is None         # not float64
+    assert pick(np.asfortranarray(rows), 0.1, None, every) is None         # not C-contiguous
+    assert pick(rows, 0.1, np.arange(3), every) is None                    # an order of another length
+    assert pick(rows, 0.1, np.array([0, 1, 2, 4]), every) is None          # an order out of range
+    assert pick(rows, 0.1, np.arange(4, dtype=np.int32), every) is None    # not int64
+    assert pick(rows, 0.1, None, every[:3]) is None                        # pairs of another length
     with pytest.raises(TypeError):
-        pick(rows, "a", None)
+        pick(rows, "a", None, every)
+    with pytest.raises(TypeError):
+        pick(rows, 0.1, None)
 
 
 def test_collide_on_the_picked_road_is_the_general_roads_bit_for_bit():

@@ -466,20 +466,17 @@ SD_EXPORT void sd_box_box_hits(long long P, const double *pose, const double *cu
   }
 }
 
-/* collide's road (box_box_road.box_box_road_hits_of): `plan` int64 [P, K, N, the offsets in `buf` of src,
-   kern, cut, par, rows, hits, ordered; gather (P, 30); order (N) where ordered; sel (N)], `buf` float64
-   [src (the gather's source), kern (K, 11) the collision kernel's candidates, cut (P, 2), par, rows
-   (N, 7), hits (N, 7)].  Each pair's poses gathered from src, its hits (sd_box_box_hits' ROWS slots)
-   written as rows [d, (w_a + w_b) / 2, n] after the kernel's K rows [d, x, n]; then the rows below
-   the margin (cut[0]), in `order` (else as they are), copied to hits, their row indices to sel.
-   Returns their number. */
-SD_EXPORT long long sd_box_box_road(long long *plan, double *buf)
+/* collide's road (box_box_road.box_box_road_table): `plan` int64 [P, K, N, the offsets in `buf` of src,
+   kern, cut, par, rows; gather (P, 30)], `buf` float64 [src (the gather's source), kern (K, 11) the
+   collision kernel's candidates, cut (P, 2), par, rows (N, 7)]: the kernel's K rows [d, x, n], then
+   each pair's poses gathered from src and its hits (sd_box_box_hits' BB_ROWS slots) as rows
+   [d, (w_a + w_b) / 2, n], a free row's d = +inf. */
+SD_EXPORT void sd_box_box_road(const long long *plan, double *buf)
 {
-  long long P = plan[0], K = plan[1], N = plan[2];
+  long long P = plan[0], K = plan[1];
   const double *src = buf + plan[3], *kern = buf + plan[4], *cut = buf + plan[5], *par = buf + plan[6];
-  double *rows = buf + plan[7], *hits = buf + plan[8];
-  const long long *gather = plan + 10, *order = plan[9] ? plan + 10 + 30 * P : 0;
-  long long *sel = plan + 10 + 30 * P + (plan[9] ? N : 0);
+  double *rows = buf + plan[7];
+  const long long *gather = plan + 8;
   for (long long i = 0; i < K; i++)
     for (int j = 0; j < 7; j++) rows[7 * i + j] = kern[11 * i + j];
   for (long long k = 0; k < P; k++) {
@@ -503,14 +500,5 @@ SD_EXPORT long long sd_box_box_road(long long *plan, double *buf)
       }
     }
   }
-  long long m = 0;
-  for (long long i = 0; i < N; i++) {
-    long long r = order ? order[i] : i;
-    if (rows[7 * r] < cut[0]) {
-      for (int j = 0; j < 7; j++) hits[7 * m + j] = rows[7 * r + j];
-      sel[m++] = r;
-    }
-  }
-  return m;
 }
 """

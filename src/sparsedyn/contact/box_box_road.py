@@ -25,7 +25,7 @@ from ..kernels import c_library, native_calls
 from .box_box_c import SOURCE
 from .box_box_native import _PAR, ROWS, _routine
 
-__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_select", "box_box_road_hits"]
+__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits"]
 
 _GP = "geometry_placements"
 
@@ -36,9 +36,9 @@ class BoxBoxRoad:
     scene pair, ``order`` the rows by pair (None: they are); ``cutoff`` the margin (0-d); ``G`` the
     robot's collision shapes; ``const`` the gather's source past the robot's placements (the world
     boxes' poses, the half extents); ``gather`` (P * 30,) each entry of the routine's poses in that
-    source; ``scratch`` each thread's buffer, ``selects`` each thread's of :func:`box_box_road_select`."""
+    source; ``scratch`` each thread's buffer, ``tables`` each thread's of :func:`box_box_road_table`."""
 
-    __slots__ = ("kernel", "bp", "every", "order", "cutoff", "G", "const", "gather", "scratch", "selects")
+    __slots__ = ("kernel", "bp", "every", "order", "cutoff", "G", "const", "gather", "scratch", "tables")
 
 
 def box_box_road(scene, kp, f, bp):
@@ -91,7 +91,7 @@ def _laid_out(scene, bp):
         gather[k, 0:9], gather[k, 9:12], gather[k, 15:24], gather[k, 24:27] = at_R(a), at_p(a), at_R(b), at_p(b)
         gather[k, 12:15] = base + 12 * S + 3 * k + np.arange(3)
         gather[k, 27:30] = base + 12 * S + 3 * P + 3 * k + np.arange(3)
-    road.const, road.gather, road.scratch, road.selects = const, gather.ravel(), {}, {}
+    road.const, road.gather, road.scratch, road.tables = const, gather.ravel(), {}, {}
     return road
 
 
@@ -142,14 +142,14 @@ def _road_routine():
         return None
     f = lib.sd_box_box_road
     if f.argtypes is None:
-        f.restype = ctypes.c_longlong
+        f.restype = None
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     return f
 
 
-def _select_scratch(scene, road):
+def _table_scratch(scene, road):
     """This thread's ``(routine, plan's address, buffer's address, placements' outputs or None, the
-    kernel's output or None, hits (N, 7), sel (N,), placements, kernel)`` for :func:`box_box_road_select`
+    kernel's output or None, the table (N, 7), placements, plan, buffer)`` for :func:`box_box_road_table`
     (``sd_box_box_road``'s plan and buffer laid out once: the world boxes' poses, the half extents, the
     cutoffs fixed), or None where the routine or the native placements are not built."""
     f, gp = _road_routine(), (native_calls(scene.model) or {}).get(_GP)
@@ -158,42 +158,38 @@ def _select_scratch(scene, road):
     P, G, N = len(road.bp.pair), road.G, len(road.every)
     K = 0 if road.kernel is None else len(road.kernel[1].pair)
     nsrc = 12 * G + len(road.const)
-    offs = np.cumsum([0, nsrc, 11 * K, 2 * P, 2, 7 * N, 7 * N]).tolist()       # src, kern, cut, par, rows, hits
+    offs = np.cumsum([0, nsrc, 11 * K, 2 * P, 2, 7 * N]).tolist()       # src, kern, cut, par, rows
     buf = np.zeros(offs[-1])
     buf[12 * G:nsrc] = road.const
     buf[offs[2]:offs[3]] = float(road.cutoff)
     buf[offs[3]:offs[4]] = _PAR
-    ordered = road.order is not None
-    plan = np.concatenate([[P, K, N, *offs[:6], int(ordered)], road.gather, road.order if ordered else [],
-                           np.zeros(N)]).astype(np.int64)
+    plan = np.concatenate([[P, K, N, *offs[:5]], road.gather]).astype(np.int64)
     outs = (buf[:9 * G].reshape(G, 3, 3), buf[9 * G:12 * G].reshape(G, 3)) if G else None
     kern = buf[offs[1]:offs[2]].reshape(K, 11) if K else None
-    got = (f, plan.ctypes.data, buf.ctypes.data, outs, kern, buf[offs[5]:offs[6]].reshape(N, 7), plan[len(plan) - N:],
-           gp, plan, buf)
-    road.selects[threading.get_ident()] = got
+    got = road.tables[threading.get_ident()] = (f, plan.ctypes.data, buf.ctypes.data, outs, kern,
+                                                 buf[offs[4]:offs[5]].reshape(N, 7), gp, plan, buf)
     return got
 
 
-def box_box_road_select(scene, road, q):
-    """:func:`~sparsedyn.collide`'s hit rows at ``q`` (nq,) float in one native call after the robot's
-    placements and the collision kernel's candidates (written into its buffer): ``(rows, sel)``, the
-    rows (n, 7) ``[d, x, n]`` (a new array) below the margin of the road's table (the kernel's
-    candidates, then each pair of two boxes' ``ROWS`` rows, ``x`` midway between the witnesses, ``d``
-    +inf in a free row), by pair, and ``sel`` (n,) their indices in that table (a view of this thread's
-    buffer); None where the routine or the native placements are not built."""
-    got = road.selects.get(threading.get_ident())
+def box_box_road_table(scene, road, q):
+    """The road's table (rows, 7) ``[d, x, n]`` at ``q`` (nq,) float in one native call after the robot's
+    placements and the collision kernel's candidates (written into this thread's buffer; the table a
+    view of it): the kernel's candidates, then each pair of two boxes' ``ROWS`` rows (``x`` midway
+    between the witnesses, ``d`` +inf in a free row); None where the routine or the native placements
+    are not built."""
+    got = road.tables.get(threading.get_ident())
     if got is None:
-        got = _select_scratch(scene, road)
+        got = _table_scratch(scene, road)
         if got is None:
             return None
-    f, plan, buf, outs, kern, hits, sel, gp = got[:8]
+    f, plan, buf, outs, kern, rows, gp = got[:7]
     if outs is not None:
         gp(q, "collision", out=outs)
     if kern is not None:
         g, kp = road.kernel
         g(q, kp.shapes, kp.cutoff, kp.pairs, out=kern)
-    n = f(plan, buf)
-    return hits[:n].copy(), sel[:n]
+    f(plan, buf)
+    return rows
 
 
 def box_box_road_hits(scene, road, q, cut):

@@ -59,7 +59,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .collision_hfield import hfield_pairs
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
-from .box_box_road import BoxBoxRoad, box_box_road, box_box_road_select
+from .box_box_road import box_box_road, box_box_road_table
 from .mesh_box_road import BoxRoad, box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
@@ -114,15 +114,8 @@ def collide(scene, q) -> Hits:
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
             and use_backend.current() != "numpy"):
         f, kp, _, lp, every, order = road          # collide_within's native road, less its lookups
-        if type(kp) is BoxBoxRoad:                 # pairs of two boxes: their hits picked natively
-            got = box_box_road_select(scene, kp, q)
-            if got is None:
-                return collide_within(scene, q, None)
-            rows, sel = got
-            k, names = _picked(scene, every, sel)
-            return tuple.__new__(Hits, (list(names), rows[:, 1:4], rows[:, 4:7], rows[:, 0], k.copy()))
-        if f is None:                              # meshes on boxes (kp: their road)
-            c = box_road_rows(scene, kp, q)
+        if f is None:                              # meshes on boxes, or pairs of two boxes (kp: their road)
+            c = box_road_rows(scene, kp, q) if type(kp) is BoxRoad else box_box_road_table(scene, kp, q)
             if c is None:
                 return collide_within(scene, q, None)
         else:
@@ -138,12 +131,15 @@ def _picked_hits(scene, every, order, c, cutoff):
     (the compiler's extension's ``pick``: the rows' columns copied once, the hits' arrays views of the
     copy) where it is built."""
     pick = native_function("pick")
-    got = None if pick is None else pick(c, cutoff, order)
+    got = None if pick is None else pick(c, cutoff, order, every)
     if got is None:
         return _kernel_hits(scene, every, order, c, c[:, 0] < cutoff)
-    x, n, d, sel = got
-    k, names = _picked(scene, every, sel)
-    return tuple.__new__(Hits, (list(names), x, n, d, k.copy()))
+    x, n, d, sel, k = got
+    memo = scene.cache.get(_PICKS)
+    names = None if memo is None else memo.get(sel.tobytes())
+    if names is None:
+        names = _pick_names(scene, sel, k)
+    return tuple.__new__(Hits, (list(names), x, n, d, k))
 
 
 def _kernel_hits(scene, every, order, c, mask):
@@ -309,21 +305,20 @@ def _selected(scene, every, order, mask):
     return got
 
 
-def _picked(scene, every, sel):
-    """``(pair, names)`` of the table's rows ``sel`` (n,) int64 (:func:`_kernel_hits`' of rows picked
-    natively): their scene pairs (read-only) and the pairs' names, remembered per selection by the scene."""
-    memo = scene.cache.get("hit picks")
+#: ``scene.cache``'s key of :func:`_picked_hits`' memo: ``{sel.tobytes(): the hits' pairs' names}``
+_PICKS = "hit picks"
+
+
+def _pick_names(scene, sel, k):
+    """The names of the pairs ``k`` (n,) of the rows ``sel`` (n,) int64 (:func:`_picked_hits`), remembered
+    per selection by the scene (a body resting or sliding touches with the same rows query after query)."""
+    memo = scene.cache.get(_PICKS)
     if memo is None:
-        memo = scene.cache["hit picks"] = {}
-    code = sel.tobytes()
-    got = memo.get(code)
-    if got is None:
-        k = every.take(sel)
-        k.flags.writeable = False
-        names = scene.pair_names
-        if len(memo) >= 256:
-            memo.clear()
-        got = memo[code] = (k, tuple(names[i] for i in k.tolist()))
+        memo = scene.cache[_PICKS] = {}
+    if len(memo) >= 256:
+        memo.clear()
+    names = scene.pair_names
+    got = memo[sel.tobytes()] = tuple(names[i] for i in k.tolist())
     return got
 
 
