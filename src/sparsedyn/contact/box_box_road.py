@@ -6,12 +6,14 @@ A box resting on a box (on the floor) has two sorts of pairs: the collision kern
 hand-written routine of :mod:`~sparsedyn.contact.box_box_native` finds.  The general road
 (:func:`~sparsedyn.contact.collision.collide_within`) places every shape, gathers each pair's poses and
 half extents into the routine's buffer and assembles its blocks at every call; here that is laid out
-once, so that a call is the kernel's candidates, the native ``geometry_placements`` of the robot's
-shapes, one gather of the pairs' poses (the world boxes' and the half extents fixed) and the routine,
-its rows written beside the kernel's in one table of fixed slots (:data:`~sparsedyn.contact.box_box_native.ROWS`
-per pair, a free row's distance +inf): :func:`~sparsedyn.collide` picks its hits from it as it does
-where every pair is the kernel's.  The same operations on the same numbers: the general road's hits,
-bit for bit.
+once, so that a call of :func:`~sparsedyn.collide` is the kernel's candidates and the native
+``geometry_placements`` of the robot's shapes, both written into the road's buffer, then one native
+call (``sd_box_box_road``) that gathers the pairs' poses (the world boxes' and the half extents fixed),
+runs the routine and writes its rows beside the kernel's in one table of fixed slots
+(:data:`~sparsedyn.contact.box_box_native.ROWS` per pair, a free row's distance +inf):
+:func:`~sparsedyn.collide` picks its hits from it as it does where every pair is the kernel's.  The
+same operations on the same numbers: the general road's hits, bit for bit.  A step's rows
+(:func:`box_box_road_hits`) take the gather and the routine apart.
 """
 
 from __future__ import annotations

@@ -35,7 +35,9 @@ against a box, the shapes' bounding boxes by separating axes), and a robot mesh'
 (given coal's closest pairs) are one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).
 Where the pairs left to that broad phase are meshes on world boxes, collide takes them all in one table
 (:mod:`~sparsedyn.contact.mesh_box_road`, once the scene has been collided once); where they are
-pairs of two boxes, so does :mod:`~sparsedyn.contact.box_box_road`.
+pairs of two boxes, so does :mod:`~sparsedyn.contact.box_box_road`.  From such a table (or the
+kernel's candidates) collide picks the rows within the margin, by pair, in one call of the compiler's
+extension (its ``pick``: one copy of the rows, the hits' arrays views of it).
 ``sd.use_backend("numpy")`` takes the vectorised closed forms.  coal's objects and the meshes' hulls:
 :mod:`~sparsedyn.contact.collision_coal`.
 """
