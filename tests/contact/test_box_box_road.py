@@ -114,3 +114,26 @@ def test_a_steps_rows_from_the_gathered_poses_are_the_placements(monkeypatch, mo
                 if isinstance(x, np.ndarray):
                     assert np.array_equal(x, y)
             assert len(a.impulses) > 0
+
+
+def test_the_roads_hits_are_their_own_arrays_and_bad_q_is_named():
+    """The road picks its hits in a buffer it keeps: a later call leaves an earlier call's hits as they
+    were (they equal the general road's at their own q); a NaN in q or a q of the wrong length on the
+    road raises an error naming q."""
+    scene = _stack()
+    poses = _poses(np.random.default_rng(5), 2)
+    with sd.use_backend("native", deterministic=True):
+        sd.collide(scene, poses[0]), sd.collide(scene, poses[0])
+        assert isinstance(_road(scene), BoxBoxRoad)
+        first = sd.collide(scene, poses[0])
+        kept = [np.array(x, copy=True) for x in first[1:5]]
+        sd.collide(scene, poses[1])
+        want = collide_within(scene, poses[0], None)
+        for a, b, c in zip(first[1:5], kept, want[1:5]):
+            assert np.array_equal(a, b) and np.array_equal(a, c)
+        bad = poses[0].copy()
+        bad[2] = np.nan
+        with pytest.raises(ValueError, match="q.*NaN"):
+            sd.collide(scene, bad)
+        with pytest.raises(ValueError, match="q.*shape"):
+            sd.collide(scene, poses[0][:7])

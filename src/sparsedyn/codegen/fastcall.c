@@ -738,9 +738,80 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     return r;
 }
 
+/* A view of ``n`` rows of ``base`` (its data from ``at``; ``ndim`` 1 or 2: ``width`` columns), float64
+   with row stride ``stride`` bytes; NULL on an error. */
+static PyObject *rows_view(PyObject *base, char *at, npy_intp n, int ndim, npy_intp width, npy_intp stride) {
+    npy_intp dims[2] = {n, width}, strides[2] = {stride, sizeof(double)};
+    Py_INCREF(f64);
+    PyObject *v = PyArray_NewFromDescr(&PyArray_Type, f64, ndim, dims, strides, at, NPY_ARRAY_WRITEABLE, NULL);
+    if (!v) return NULL;
+    Py_INCREF(base);
+    if (PyArray_SetBaseObject((PyArrayObject *)v, base) < 0) { Py_DECREF(v); return NULL; }
+    return v;
+}
+
+/* pick(rows, cutoff, order, every): collide's hits among ``rows`` (K, C) float64, C-contiguous, C >= 7
+   ([d, x (3), n (3), ...]): the rows with d < ``cutoff`` (a number), taken in ``order`` (K,) int64 (a
+   permutation; None: as they are).  Returns ``(points (n, 3), normals (n, 3), distances (n,), sel (n,)
+   int64, pair (n,) int64)``, the first three views of one new (n, 7) array of those rows' first
+   columns, ``sel`` their indices in ``rows``, ``pair`` their entries of ``every`` (K,) int64 (each row's
+   pair; None: ``pair`` None); None where the arguments do not fit (the caller then picks them itself). */
+static PyObject *pick(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "pick(rows, cutoff, order, every)");
+        return NULL;
+    }
+    PyArrayObject *c = plan_array(args[0], 2, NPY_DOUBLE);
+    PyArrayObject *o = args[2] == Py_None ? NULL : plan_array(args[2], 1, NPY_INT64);
+    PyArrayObject *e = args[3] == Py_None ? NULL : plan_array(args[3], 1, NPY_INT64);
+    double cut = PyFloat_AsDouble(args[1]);
+    if (cut == -1.0 && PyErr_Occurred()) return NULL;
+    if (!c || PyArray_DIM(c, 1) < 7 || (args[2] != Py_None && (!o || PyArray_DIM(o, 0) != PyArray_DIM(c, 0)))
+        || (args[3] != Py_None && (!e || PyArray_DIM(e, 0) != PyArray_DIM(c, 0))))
+        Py_RETURN_NONE;
+    npy_intp K = PyArray_DIM(c, 0), C = PyArray_DIM(c, 1), n = 0;
+    const double *x = PyArray_DATA(c);
+    const int64_t *ord = o ? PyArray_DATA(o) : NULL;
+    for (npy_intp j = 0; j < K; j++) {
+        int64_t r = ord ? ord[j] : j;
+        if (r < 0 || r >= K) Py_RETURN_NONE;
+        n += x[C * r] < cut;
+    }
+    npy_intp dims[2] = {n, 7};
+    PyObject *H = PyArray_SimpleNew(2, dims, NPY_DOUBLE), *S = H ? PyArray_SimpleNew(1, dims, NPY_INT64) : NULL;
+    PyObject *E = !S ? NULL : e ? PyArray_SimpleNew(1, dims, NPY_INT64) : Py_NewRef(Py_None);
+    if (!E) { Py_XDECREF(H); Py_XDECREF(S); return NULL; }
+    double *h = PyArray_DATA((PyArrayObject *)H);
+    int64_t *s = PyArray_DATA((PyArrayObject *)S), *k = e ? PyArray_DATA((PyArrayObject *)E) : NULL;
+    const int64_t *every = e ? PyArray_DATA(e) : NULL;
+    for (npy_intp j = 0, m = 0; j < K; j++) {
+        int64_t r = ord ? ord[j] : j;
+        if (!(x[C * r] < cut)) continue;
+        memcpy(h + 7 * m, x + C * r, 7 * sizeof(double));
+        if (k) k[m] = every[r];
+        s[m++] = r;
+    }
+    char *at = (char *)h;
+    PyObject *points = rows_view(H, at + sizeof(double), n, 2, 3, 7 * sizeof(double));
+    PyObject *normals = points ? rows_view(H, at + 4 * sizeof(double), n, 2, 3, 7 * sizeof(double)) : NULL;
+    PyObject *dist = normals ? rows_view(H, at, n, 1, 1, 7 * sizeof(double)) : NULL;
+    Py_DECREF(H);
+    if (!dist) { Py_XDECREF(points); Py_XDECREF(normals); Py_DECREF(S); Py_DECREF(E); return NULL; }
+    PyObject *t = PyTuple_New(5);
+    if (!t) { Py_DECREF(points); Py_DECREF(normals); Py_DECREF(dist); Py_DECREF(S); Py_DECREF(E); return NULL; }
+    PyTuple_SET_ITEM(t, 0, points);
+    PyTuple_SET_ITEM(t, 1, normals);
+    PyTuple_SET_ITEM(t, 2, dist);
+    PyTuple_SET_ITEM(t, 3, S);
+    PyTuple_SET_ITEM(t, 4, E);
+    return t;
+}
+
 static PyMethodDef functions[] = {
     {"scene_step", (PyCFunction)(void (*)(void))scene_step, METH_FASTCALL,
      "A step in a scene: collision kernel, slot layout and solve in one call (or None)."},
+    {"pick", (PyCFunction)(void (*)(void))pick, METH_FASTCALL,
+     "collide's hits among a table of rows: those below a cutoff, in an order (or None)."},
     {"front", front, METH_VARARGS, "Set (or take away) the direct road of a public function."},
     {NULL}
 };

@@ -465,4 +465,40 @@ SD_EXPORT void sd_box_box_hits(long long P, const double *pose, const double *cu
     count[k] = n;
   }
 }
+
+/* collide's road (box_box_road.box_box_road_table): `plan` int64 [P, K, N, the offsets in `buf` of src,
+   kern, cut, par, rows; gather (P, 30)], `buf` float64 [src (the gather's source), kern (K, 11) the
+   collision kernel's candidates, cut (P, 2), par, rows (N, 7)]: the kernel's K rows [d, x, n], then
+   each pair's poses gathered from src and its hits (sd_box_box_hits' BB_ROWS slots) as rows
+   [d, (w_a + w_b) / 2, n], a free row's d = +inf. */
+SD_EXPORT void sd_box_box_road(const long long *plan, double *buf)
+{
+  long long P = plan[0], K = plan[1];
+  const double *src = buf + plan[3], *kern = buf + plan[4], *cut = buf + plan[5], *par = buf + plan[6];
+  double *rows = buf + plan[7];
+  const long long *gather = plan + 8;
+  for (long long i = 0; i < K; i++)
+    for (int j = 0; j < 7; j++) rows[7 * i + j] = kern[11 * i + j];
+  for (long long k = 0; k < P; k++) {
+    const long long *g = gather + 30 * k;
+    sd_bb_box a, b;
+    for (int i = 0; i < 9; i++) { a.R[i] = src[g[i]]; b.R[i] = src[g[15 + i]]; }
+    for (int i = 0; i < 3; i++) {
+      a.p[i] = src[g[9 + i]]; a.h[i] = src[g[12 + i]]; b.p[i] = src[g[24 + i]]; b.h[i] = src[g[27 + i]];
+    }
+    sd_bb_hit h[BB_ROWS];
+    int n = bb_pair(&a, &b, cut[2 * k], cut[2 * k + 1], par[0], par[1], h);
+    double *o = rows + 7 * (K + (long long)BB_ROWS * k);
+    for (int q = 0; q < BB_ROWS; q++) {
+      double *row = o + 7 * q;
+      if (q < n) {
+        row[0] = h[q].d;
+        for (int r = 0; r < 3; r++) { row[1 + r] = (h[q].wa[r] + h[q].wb[r]) / 2; row[4 + r] = h[q].n[r]; }
+      } else {
+        row[0] = INFINITY;
+        for (int r = 1; r < 7; r++) row[r] = 0.0;
+      }
+    }
+  }
+}
 """

@@ -6,24 +6,28 @@ A box resting on a box (on the floor) has two sorts of pairs: the collision kern
 hand-written routine of :mod:`~sparsedyn.contact.box_box_native` finds.  The general road
 (:func:`~sparsedyn.contact.collision.collide_within`) places every shape, gathers each pair's poses and
 half extents into the routine's buffer and assembles its blocks at every call; here that is laid out
-once, so that a call is the kernel's candidates, the native ``geometry_placements`` of the robot's
-shapes, one gather of the pairs' poses (the world boxes' and the half extents fixed) and the routine,
-its rows written beside the kernel's in one table of fixed slots (:data:`~sparsedyn.contact.box_box_native.ROWS`
-per pair, a free row's distance +inf): :func:`~sparsedyn.collide` picks its hits from it as it does
-where every pair is the kernel's.  The same operations on the same numbers: the general road's hits,
-bit for bit.
+once, so that a call of :func:`~sparsedyn.collide` is the kernel's candidates and the native
+``geometry_placements`` of the robot's shapes, both written into the road's buffer, then one native
+call (``sd_box_box_road``) that gathers the pairs' poses (the world boxes' and the half extents fixed),
+runs the routine and writes its rows beside the kernel's in one table of fixed slots
+(:data:`~sparsedyn.contact.box_box_native.ROWS` per pair, a free row's distance +inf):
+:func:`~sparsedyn.collide` picks its hits from it as it does where every pair is the kernel's.  The
+same operations on the same numbers: the general road's hits, bit for bit.  A step's rows
+(:func:`box_box_road_hits`) take the gather and the routine apart.
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import numpy as np
 
-from ..kernels import native_calls
+from ..kernels import c_library, native_calls
+from .box_box_c import SOURCE
 from .box_box_native import _PAR, ROWS, _routine
 
-__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_rows", "box_box_road_hits"]
+__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits"]
 
 _GP = "geometry_placements"
 
@@ -34,9 +38,9 @@ class BoxBoxRoad:
     scene pair, ``order`` the rows by pair (None: they are); ``cutoff`` the margin (0-d); ``G`` the
     robot's collision shapes; ``const`` the gather's source past the robot's placements (the world
     boxes' poses, the half extents); ``gather`` (P * 30,) each entry of the routine's poses in that
-    source; ``scratch`` each thread's buffer."""
+    source; ``scratch`` each thread's buffer, ``tables`` each thread's of :func:`box_box_road_table`."""
 
-    __slots__ = ("kernel", "bp", "every", "order", "cutoff", "G", "const", "gather", "scratch")
+    __slots__ = ("kernel", "bp", "every", "order", "cutoff", "G", "const", "gather", "scratch", "tables")
 
 
 def box_box_road(scene, kp, f, bp):
@@ -89,7 +93,7 @@ def _laid_out(scene, bp):
         gather[k, 0:9], gather[k, 9:12], gather[k, 15:24], gather[k, 24:27] = at_R(a), at_p(a), at_R(b), at_p(b)
         gather[k, 12:15] = base + 12 * S + 3 * k + np.arange(3)
         gather[k, 27:30] = base + 12 * S + 3 * P + 3 * k + np.arange(3)
-    road.const, road.gather, road.scratch = const, gather.ravel(), {}
+    road.const, road.gather, road.scratch, road.tables = const, gather.ravel(), {}, {}
     return road
 
 
@@ -133,22 +137,60 @@ def _run(scene, road, q, cut=None):
     return out.reshape(-1, 10), count, pose.reshape(-1, 30)
 
 
-def box_box_road_rows(scene, road, q):
-    """The road's rows (rows, 7) ``[d, x, n]`` at ``q`` (nq,) (float): the collision kernel's candidates,
-    then each pair of two boxes' ``ROWS`` rows (``x`` midway between the witnesses, ``d`` +inf in a
-    free row); None where the native placements are not built."""
-    got = _run(scene, road, q)
-    if got is None:
+def _road_routine():
+    """``sd_box_box_road`` (ctypes; :mod:`~sparsedyn.contact.box_box_c`), or None without a C compiler."""
+    lib = c_library(SOURCE)
+    if lib is None:
         return None
-    o = got[0]
-    K = len(road.every) - len(o)
-    rows = np.empty((len(road.every), 7))
-    if road.kernel is not None:
-        f, kp = road.kernel
-        rows[:K] = f(q, kp.shapes, kp.cutoff, kp.pairs)[:, :7]
-    rows[K:, 0] = o[:, 0]
-    rows[K:, 1:4] = (o[:, 1:4] + o[:, 4:7]) / 2
-    rows[K:, 4:7] = o[:, 7:10]
+    f = lib.sd_box_box_road
+    if f.argtypes is None:
+        f.restype = None
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    return f
+
+
+def _table_scratch(scene, road):
+    """This thread's ``(routine, plan's address, buffer's address, placements' outputs or None, the
+    kernel's output or None, the table (N, 7), placements, plan, buffer)`` for :func:`box_box_road_table`
+    (``sd_box_box_road``'s plan and buffer laid out once: the world boxes' poses, the half extents, the
+    cutoffs fixed), or None where the routine or the native placements are not built."""
+    f, gp = _road_routine(), (native_calls(scene.model) or {}).get(_GP)
+    if f is None or gp is None:
+        return None
+    P, G, N = len(road.bp.pair), road.G, len(road.every)
+    K = 0 if road.kernel is None else len(road.kernel[1].pair)
+    nsrc = 12 * G + len(road.const)
+    offs = np.cumsum([0, nsrc, 11 * K, 2 * P, 2, 7 * N]).tolist()       # src, kern, cut, par, rows
+    buf = np.zeros(offs[-1])
+    buf[12 * G:nsrc] = road.const
+    buf[offs[2]:offs[3]] = float(road.cutoff)
+    buf[offs[3]:offs[4]] = _PAR
+    plan = np.concatenate([[P, K, N, *offs[:5]], road.gather]).astype(np.int64)
+    outs = (buf[:9 * G].reshape(G, 3, 3), buf[9 * G:12 * G].reshape(G, 3)) if G else None
+    kern = buf[offs[1]:offs[2]].reshape(K, 11) if K else None
+    got = road.tables[threading.get_ident()] = (f, plan.ctypes.data, buf.ctypes.data, outs, kern,
+                                                 buf[offs[4]:offs[5]].reshape(N, 7), gp, plan, buf)
+    return got
+
+
+def box_box_road_table(scene, road, q):
+    """The road's table (rows, 7) ``[d, x, n]`` at ``q`` (nq,) float in one native call after the robot's
+    placements and the collision kernel's candidates (written into this thread's buffer; the table a
+    view of it): the kernel's candidates, then each pair of two boxes' ``ROWS`` rows (``x`` midway
+    between the witnesses, ``d`` +inf in a free row); None where the routine or the native placements
+    are not built."""
+    got = road.tables.get(threading.get_ident())
+    if got is None:
+        got = _table_scratch(scene, road)
+        if got is None:
+            return None
+    f, plan, buf, outs, kern, rows, gp = got[:7]
+    if outs is not None:
+        gp(q, "collision", out=outs)
+    if kern is not None:
+        g, kp = road.kernel
+        g(q, kp.shapes, kp.cutoff, kp.pairs, out=kern)
+    f(plan, buf)
     return rows
 
 

@@ -35,7 +35,9 @@ against a box, the shapes' bounding boxes by separating axes), and a robot mesh'
 (given coal's closest pairs) are one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).
 Where the pairs left to that broad phase are meshes on world boxes, collide takes them all in one table
 (:mod:`~sparsedyn.contact.mesh_box_road`, once the scene has been collided once); where they are
-pairs of two boxes, so does :mod:`~sparsedyn.contact.box_box_road`.
+pairs of two boxes, so does :mod:`~sparsedyn.contact.box_box_road`.  From such a table (or the
+kernel's candidates) collide picks the rows within the margin, by pair, in one call of the compiler's
+extension (its ``pick``: one copy of the rows, the hits' arrays views of it).
 ``sd.use_backend("numpy")`` takes the vectorised closed forms.  coal's objects and the meshes' hulls:
 :mod:`~sparsedyn.contact.collision_coal`.
 """
@@ -48,7 +50,7 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
-from ..kernels import native_calls, use_backend
+from ..kernels import native_calls, native_function, use_backend
 from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane,  # noqa: F401
                            capsule_box_ends, capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box,
                            sphere_capsule, sphere_plane, sphere_sphere)
@@ -59,7 +61,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .collision_hfield import hfield_pairs
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
-from .box_box_road import box_box_road, box_box_road_rows
+from .box_box_road import box_box_road, box_box_road_table
 from .mesh_box_road import BoxRoad, box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
@@ -115,15 +117,31 @@ def collide(scene, q) -> Hits:
             and use_backend.current() != "numpy"):
         f, kp, _, lp, every, order = road          # collide_within's native road, less its lookups
         if f is None:                              # meshes on boxes, or pairs of two boxes (kp: their road)
-            c = box_road_rows(scene, kp, q) if type(kp) is BoxRoad else box_box_road_rows(scene, kp, q)
+            c = box_road_rows(scene, kp, q) if type(kp) is BoxRoad else box_box_road_table(scene, kp, q)
             if c is None:
                 return collide_within(scene, q, None)
         else:
             c = f(q, kp.shapes, kp.cutoff, kp.pairs)
             if lp is not None:                     # and the meshes' patches on planes
                 c = np.concatenate([c, mesh_plane_loop_rows(scene, lp, q)])
-        return _kernel_hits(scene, every, order, c, c[:, 0] < kp.cutoff)     # (kp.cutoff: the margin, 0-d)
+        return _picked_hits(scene, every, order, c, kp.cutoff)     # (kp.cutoff: the margin, 0-d)
     return collide_within(scene, q, None)
+
+
+def _picked_hits(scene, every, order, c, cutoff):
+    """:func:`_kernel_hits` of the rows of ``c`` below ``cutoff`` (a number), picked in one native call
+    (the compiler's extension's ``pick``: the rows' columns copied once, the hits' arrays views of the
+    copy) where it is built."""
+    pick = native_function("pick")
+    got = None if pick is None else pick(c, cutoff, order, every)
+    if got is None:
+        return _kernel_hits(scene, every, order, c, c[:, 0] < cutoff)
+    x, n, d, sel, k = got
+    memo = scene.cache.get(_PICKS)
+    names = None if memo is None else memo.get(sel.tobytes())
+    if names is None:
+        names = _pick_names(scene, sel, k)
+    return tuple.__new__(Hits, (list(names), x, n, d, k))
 
 
 def _kernel_hits(scene, every, order, c, mask):
@@ -286,6 +304,23 @@ def _selected(scene, every, order, mask):
         if len(memo) >= 256:
             memo.clear()
         got = memo[code] = (sel, k, tuple(names[i] for i in k.tolist()))
+    return got
+
+
+#: ``scene.cache``'s key of :func:`_picked_hits`' memo: ``{sel.tobytes(): the hits' pairs' names}``
+_PICKS = "hit picks"
+
+
+def _pick_names(scene, sel, k):
+    """The names of the pairs ``k`` (n,) of the rows ``sel`` (n,) int64 (:func:`_picked_hits`), remembered
+    per selection by the scene (a body resting or sliding touches with the same rows query after query)."""
+    memo = scene.cache.get(_PICKS)
+    if memo is None:
+        memo = scene.cache[_PICKS] = {}
+    if len(memo) >= 256:
+        memo.clear()
+    names = scene.pair_names
+    got = memo[sel.tobytes()] = tuple(names[i] for i in k.tolist())
     return got
 
 
