@@ -8,8 +8,9 @@ import pytest
 
 import sparsedyn as sd
 from test_scene import MASS, SIDE, floor_scene
-from sparsedyn.contact.friction_problem import _model_and_kernels
-from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, slotted_scene_step
+from sparsedyn.contact.friction_problem import ContactSlots, _model_and_kernels
+from sparsedyn.contact.lazy_modes import MODE_NAMES
+from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, one_state_slots, slotted_scene_step
 
 DT, G, MU, TOL = 1e-3, 9.81, 0.5, 1e-8
 Q = [0.1, -0.2, SIDE / 2, 0, 0, 0, 1]                       # flat on the floor (a plain list)
@@ -56,3 +57,34 @@ def test_a_batchs_slots_are_each_states_slots(backend):
     # of solutions (a corner with no impulse reads stick or open), and carries its weight over the step
     assert list(batch.modes[0]) == list(singles[0].modes[0]) == ["slide"] * 4
     assert abs(batch.impulses[1, :, 2].sum() - MASS * G * DT) <= 100 * TOL * MASS * G * DT
+
+
+@pytest.mark.parametrize("in_data", [False, True])
+def test_one_states_slots_put_each_contact_in_its_slot(in_data):
+    """Contacts laid out in the slots out of order (every slot filled, or one free): slot ``index[k]``
+    holds contact ``k``'s impulse, mode and weights, the free slot is open with zero impulse, the
+    position correction is read per contact (data slots: contact ``k``'s in entry ``k``) or per slot."""
+    scene = floor_scene()
+    model, kernels = _model_and_kernels(scene.model, "test")
+    with sd.use_backend("native", deterministic=True):
+        _, found, _ = slotted_scene_step(model, kernels, Q, V, np.zeros(6), scene, DT, {})
+    frames, data = found.slots.frames, np.asarray(found.slots.data)
+    data = data + np.arange(4)[:, None]                     # each slot's friction its own
+    rng = np.random.default_rng(3)
+    for index in ([2, 0, 3, 1], [3, 0, 1]):
+        nc = len(index)
+        impulses, correction = rng.normal(size=(nc, 3)), rng.normal(size=4)
+        codes = [1, 2, 0, 1][:nc]
+        slots = ContactSlots(frames, np.array(index), data)
+        for _ in range(2):                                   # (the second: the layout kept in scene.cache)
+            got = one_state_slots(scene, np.array(Q, float), np.zeros(nc, int), slots, impulses, codes, correction,
+                                  in_data)
+            lam, corr, modes, weights = np.zeros((4, 3)), np.zeros(4), ["open"] * 4, np.zeros((4, 4))
+            weights[:, 0], weights[:, 3] = 1.0, data[:, 0]
+            for k, s in enumerate(index):
+                lam[s], modes[s] = impulses[k], MODE_NAMES[codes[k]]
+                corr[s] = correction[k] if in_data else correction[s]
+                weights[s, :3] = MODE_WEIGHTS[modes[s]]
+            assert np.array_equal(got.impulses[0], lam) and np.array_equal(got.correction[0], corr)
+            assert list(got.modes[0]) == modes and np.array_equal(got.weights[0], weights)
+            assert np.array_equal(got.data[0], data) and got.frames == frames

@@ -62,7 +62,7 @@ def _bound(model, rows, gap, modes, correction):
 
 
 def _check(model, rows, state, gap, weights, correction, modes):
-    got = native_state_derivatives(rows, state, gap, weights, correction, model.nv, DT)
+    got = native_state_derivatives(rows, state, weights, correction, model.nv, DT)
     assert got is not None                                  # the routine ran (a C compiler is there)
     assert got[2] is True                                   # its sum finite
     got = got[:2]
@@ -162,7 +162,7 @@ def test_a_non_finite_system_gives_nan_not_zeros():
     nv, m = model.nv, len(rows)
     rows = rows.copy()
     rows[4, 5 * nv + m + 4] = np.nan
-    dv, _, finite = native_state_derivatives(rows, state, gap, weights, correction, nv, DT)
+    dv, _, finite = native_state_derivatives(rows, state, weights, correction, nv, DT)
     assert np.isnan(dv).all() and not finite
     assert np.isnan(_state_derivatives(rows, state, gap, modes, correction, nv, DT)[0]).all()
 
@@ -181,7 +181,7 @@ def test_the_one_state_call_equals_the_routine():
         model, rows, state, gap, weights, correction, modes = _pieces(case, open_slots)
         nv, ns = model.nv, len(gap)
         call = state_derivatives_call(nv, ns, DT)
-        out, rc = call(rows, state, gap, np.ascontiguousarray(weights), correction)
+        out, rc = call(rows, state, np.ascontiguousarray(weights), correction)
         ref = _check(model, rows, state, gap, weights, correction, modes)[0]
         assert rc.tolist() == [0.0] and out.shape[:2] == (2, nv)
         assert np.array_equal(out[0, :, :3 * nv], ref[0]) and np.array_equal(out[1, :, :3 * nv], ref[1])
@@ -189,5 +189,5 @@ def test_the_one_state_call_equals_the_routine():
     nv, m = model.nv, len(rows)
     rows = rows.copy()
     rows[4, 5 * nv + m + 4] = np.nan
-    out, rc = state_derivatives_call(nv, len(gap), DT)(rows, state, gap, np.ascontiguousarray(weights), correction)
+    out, rc = state_derivatives_call(nv, len(gap), DT)(rows, state, np.ascontiguousarray(weights), correction)
     assert rc.tolist() == [2.0] and np.isnan(out[0, :, :3 * nv]).all()

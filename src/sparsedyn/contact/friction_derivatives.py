@@ -253,7 +253,7 @@ def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=No
                v if one and v.dtype == float else np.asarray(v, float).reshape(nv), step.v.reshape(nv),
                slotted.impulses[0], corr, w, slotted.data[0], slotted.shapes[0], g, call[1] if call else
                np.array([float(dt)]), slotted.frames, slotted.kinds)
-    got = None if call is None else call[0](*pieces, w, corr)
+    got = None if call is None else call[0](pieces[0], pieces[1], w, corr)
     if got is not None and got[1][0] >= 0:                      # [dv, dq] (2, nv, kp): their column blocks
         out, finite = got[0], got[1][0] == 0
         d = ContactStepDerivatives(out[0, :, :nv], out[0, :, nv:2 * nv], out[0, :, 2 * nv:3 * nv], out[1, :, :nv],
@@ -519,7 +519,7 @@ def _one_state(pieces, weights, modes, correction, nv, dt):
     (:func:`~sparsedyn.contact.state_derivatives_native.native_state_derivatives`) where it takes the
     state, else :func:`_state_derivatives`."""
     rows, state, gap = (np.ascontiguousarray(x, float) for x in pieces)
-    got = native_state_derivatives(rows, state, gap, np.ascontiguousarray(weights, float),
+    got = native_state_derivatives(rows, state, np.ascontiguousarray(weights, float),
                                    np.ascontiguousarray(correction, float), nv, dt)
     if got is not None:
         return got

@@ -58,13 +58,13 @@ class _Modes:
         tangential speed is at most ``100 tol`` times the velocity scale, else ``"slide"`` (the test of
         :func:`~sparsedyn.contact.friction_problem._modes`, on Python floats: a few contacts)."""
         if self.code is None:
-            lam, u, index = self.out.impulses, self.out.velocities, self.index
-            if index is not None:
-                lam, u = lam.take(index, -2), u.take(index, -2)
-            ls, vs = self.scales()
-            lo, vo = self.tol * ls, (100 * self.tol * vs) ** 2
-            self.code = [0 if l[2] <= lo else 1 if x[0] ** 2 + x[1] ** 2 <= vo else 2
-                         for l, x in zip(lam.tolist(), u.tolist())]
+            out, index = self.out, self.index
+            lam, u, rep = out.impulses.tolist(), out.velocities.tolist(), out.report.tolist()
+            if index is not None:                # (the rows as lists: fewer NumPy calls than takes)
+                at = index.tolist() if type(index) is np.ndarray else list(index)
+                lam, u = [lam[k] for k in at], [u[k] for k in at]
+            lo, vo = self.tol * rep[5], (100 * self.tol * rep[6]) ** 2
+            self.code = [0 if l[2] <= lo else 1 if x[0] ** 2 + x[1] ** 2 <= vo else 2 for l, x in zip(lam, u)]
         return self.code
 
 

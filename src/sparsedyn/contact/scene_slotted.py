@@ -17,7 +17,7 @@ from .friction_problem import DATA_SLOT
 from .lazy_modes import MODE_NAMES, mode_codes
 from .look_ahead import pair_cutoffs, step_hits
 from .scene_fused import fused_step
-from .scene_geometry import SHAPES, in_order, slot_kinds, slot_shapes
+from .scene_geometry import SHAPES, _kind_table, in_order, slot_kinds, slot_shapes
 from .scene_step import FoundContacts, scene_slots, step_in_scene
 
 __all__ = ["Slotted", "slotted_scene_step", "one_state_slots", "MODE_WEIGHTS"]
@@ -51,7 +51,8 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
     """``(step, contacts, slotted)``: the step in ``scene`` at ``q`` (nq,) or (B, nq), its contacts
     (a list per state for a batch) and its :class:`Slotted` layout (None where there is no slot)."""
     who = "contact_step_derivatives"
-    q = _checks.plain_floats(who, "q", q, f"({model.nq},) or (B, {model.nq})")
+    if not (type(q) is np.ndarray and q.dtype == np.float64):   # (plain_floats returns such an array as it is)
+        q = _checks.plain_floats(who, "q", q, f"({model.nq},) or (B, {model.nq})")
     if q.ndim not in (1, 2) or q.shape[-1] != model.nq:
         raise ValueError(f"{who}: a step in a scene takes one state, q of shape (nq,) = ({model.nq},), or a batch "
                          f"(B, nq); got shape {q.shape}")
@@ -115,24 +116,66 @@ def one_state_slots(scene, q, pair, slots, impulses, codes, correction, in_data)
     :func:`~sparsedyn.contact.lazy_modes.mode_codes`), the kernel's position correction impulses
     ``correction`` (in the step's slots; ``in_data``: the scene's data slots, contact ``k`` in slot
     ``k``), with the slots' mode weights for the derivatives (a free slot open, with zero impulse)."""
-    ns, nc = len(slots.frames), len(pair)
-    data = slots.data
-    shapes = slot_shapes(scene, q, pair, slots)
-    codes = np.array(codes, np.intp)
-    if in_order(slots, nc):                                      # (the step's own arrays: views)
+    index, inverse, shapes, kinds = _layout(scene, q, pair, slots)
+    data, ns = slots.data, len(slots.frames)
+    if index is None:                                            # in order (the step's own arrays: views)
         lam, corr = impulses.reshape(1, ns, 3), correction[None, :ns]
+    elif inverse is not None:                                    # every slot filled: slot j holds contact inverse[j]
+        lam = impulses.take(inverse, 0)[None]
+        corr = (correction[:ns].take(inverse) if in_data else correction[:ns])[None]
+        codes = [codes[k] for k in inverse.tolist()]
     else:
-        index = np.arange(nc) if slots.index is None else np.asarray(slots.index)
+        nc = len(pair)
         lam, corr, full = np.zeros((1, ns, 3)), np.zeros((1, ns)), np.zeros(ns, np.intp)        # (0: open)
         lam[0, index] = impulses
         corr[0, index] = correction[:nc] if in_data else correction[index]
         full[index] = codes
         codes = full
-    held = _NAMES.take(codes)[None]
-    weights = _ROWS.take(codes, 0)[None]                         # (a take of a table: no list of tuples to read)
+    held, weights = _mode_rows(scene, codes)
     weights[0, :, 3] = data[:, 0]
-    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, held, corr,
-                   slot_kinds(scene, slots.frames), weights)
+    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, held, corr, kinds, weights)
+
+
+def _layout(scene, q, pair, slots):
+    """``(index, inverse, shapes (ns, 5), kinds)`` of the contacts of the scene pairs ``pair`` (nc,) laid
+    out in ``slots`` at ``q``: their slots (None where contact ``k`` fills slot ``k`` and every slot holds
+    one, :func:`~sparsedyn.contact.scene_geometry.in_order`), the contact in each slot where every slot holds
+    one (``index``'s inverse permutation; else None), :func:`~sparsedyn.contact.scene_geometry.slot_shapes`
+    and :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; kept in ``scene.cache`` per contact set where
+    the shapes are the pairs' own (no pair of boxes, whose corner is told at ``q``)."""
+    pair = np.asarray(pair, np.intp)
+    at = slots.index
+    key = (slots.frames, pair.tobytes(), None if at is None else np.asarray(at).tobytes())
+    memo = scene.cache.setdefault("one state layout", {})
+    got = memo.get(key)
+    if got is not None:
+        return got
+    index = None if in_order(slots, len(pair)) else np.arange(len(pair)) if at is None else np.asarray(at)
+    inverse = None
+    if index is not None and len(pair) == len(slots.frames):     # a permutation of the slots
+        inverse = np.argsort(index)
+    got = (index, inverse, slot_shapes(scene, q, pair, slots), slot_kinds(scene, slots.frames))
+    if not _kind_table(scene)[1]:                                # (no pair of boxes: the shapes the pairs' own)
+        if len(memo) >= 256:
+            memo.clear()
+        memo[key] = got
+    return got
+
+
+def _mode_rows(scene, codes):
+    """``(names (1, ns), weights (1, ns, 4))`` of the slots' mode ``codes`` (ns ints): the modes' names
+    (read-only, kept in ``scene.cache`` per tuple of codes) and a fresh array of their weights ``[open,
+    stick, slide, 0]`` (``mu`` for the caller to set)."""
+    memo = scene.cache.setdefault("mode rows", {})
+    key = tuple(codes)
+    got = memo.get(key)
+    if got is None:
+        if len(memo) >= 256:
+            memo.clear()
+        names = _NAMES.take(codes)[None]
+        names.flags.writeable = False
+        got = memo[key] = (names, _ROWS.take(codes, 0)[None])     # (a take of a table: no list of tuples to read)
+    return got[0], got[1].copy()
 
 
 #: The modes' names in the order of their codes and each code's row of weights (``[open, stick, slide,

@@ -37,15 +37,15 @@ import ctypes
 import numpy as np
 
 from ..kernels import c_library, native_function
-from .friction_problem import PENETRATION_SLOP
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
 
 __all__ = ["native_state_derivatives", "state_derivatives_call", "scene_routine_call", "SOURCE"]
 
-#: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, gap, weights, correction, dt, slop,
-#: rcond, out, work)``: ``rows`` (3 ns, 9 nv + 6 ns), ``state`` (nv, 7 nv + 1) and ``gap`` (ns,) of
-#: :class:`~sparsedyn.SlotPartials`, ``weights`` (ns, 4) the slots' ``[open, stick, slide, mu]``,
+#: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, weights, correction, dt, rcond, out,
+#: work)``: ``rows`` (3 ns, 9 nv + 6 ns) and ``state`` (nv, 7 nv + 1) of :class:`~sparsedyn.SlotPartials`
+#: (its ``gap`` not read: the held rows are the modes', the position correction's those of its
+#: impulses), ``weights`` (ns, 4) the slots' ``[open, stick, slide, mu]``,
 #: ``correction`` (ns,) the position correction's normal impulses; writes ``[dv+, dq+]`` (2, nv, kp) to
 #: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``); ``work``: its workspace
 #: (:func:`_work_size` doubles).  Returns 0 (the sum of the results finite), 2 (written, the sum not
@@ -363,8 +363,8 @@ SD_EXPORT int sd_scene_pinv_solve(long long n, long long k, const double *A, con
 
 /* out (2, nv, kp), kp = SD_SDV_PAD(3 nv): dv+ and dq+ (their first 3 nv columns); w its workspace. */
 SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const double *rows, const double *state,
-                                         const double *gap, const double *weights, const double *corr, double dt,
-                                         double slop, double rcond, double *out, double *w)
+                                         const double *weights, const double *corr, double dt, double rcond,
+                                         double *out, double *w)
 {
   long long m = 3 * ns, k = 3 * nv, kp = SD_SDV_PAD(k), np = SD_SDV_PAD(nv), lr = 9 * nv + 2 * m;
   long long ls = 7 * nv + 1, h = 0, na = 0;
@@ -435,17 +435,16 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
 }
 
 /* The routine as a kernel of the compiled kernels' calling convention (inputs, then outputs: what the
-   compiler's one-state fast path calls): par = [nv, ns, dt, slop, rcond, workspace doubles]; writes out
-   (2, nv, kp) and rc (1,), the routine's return (-1 also where its workspace cannot be allocated). */
-SD_EXPORT void sd_scene_state_derivatives_kernel(const double *rows, const double *state, const double *gap,
-                                                 const double *weights, const double *corr, const double *par,
-                                                 double *out, double *rc)
+   compiler's one-state fast path calls): par = [nv, ns, dt, rcond, workspace doubles]; writes out (2, nv, kp)
+   and rc (1,), the routine's return (-1 also where its workspace cannot be allocated). */
+SD_EXPORT void sd_scene_state_derivatives_kernel(const double *rows, const double *state, const double *weights,
+                                                 const double *corr, const double *par, double *out, double *rc)
 {
-  __SIZE_TYPE__ bytes = ((__SIZE_TYPE__)par[5] * 8 + 63) / 64 * 64;
+  __SIZE_TYPE__ bytes = ((__SIZE_TYPE__)par[4] * 8 + 63) / 64 * 64;
   double *w = aligned_alloc(64, bytes);
   if (!w) { rc[0] = -1.0; return; }
-  rc[0] = sd_scene_state_derivatives((long long)par[0], (long long)par[1], rows, state, gap, weights, corr, par[2],
-                                     par[3], par[4], out, w);
+  rc[0] = sd_scene_state_derivatives((long long)par[0], (long long)par[1], rows, state, weights, corr, par[2],
+                                     par[3], out, w);
   free(w);
 }
 """
@@ -459,7 +458,7 @@ def _routine():
         return None
     f = lib.sd_scene_state_derivatives
     if f.argtypes is None:
-        f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 5 + [ctypes.c_double] * 3 + \
+        f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 4 + [ctypes.c_double] * 2 + \
             [ctypes.POINTER(ctypes.c_double)] * 2
         f.restype = ctypes.c_int
     return f
@@ -478,9 +477,9 @@ def _work_size(nv, ns):
     return 2 * m + 2 * nv + 2 * nv * kp + m * m + m * kp + 2 * m * np_ + (2 * m * m + 2 * m * np_ + 3 * m)
 
 
-def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
-    """``(dv, dq, finite)`` of one state from its :class:`~sparsedyn.SlotPartials` ``rows``, ``state``,
-    ``gap`` (C-ordered floats), its slots' mode ``weights`` (ns, 4) and position correction impulses
+def native_state_derivatives(rows, state, weights, correction, nv, dt):
+    """``(dv, dq, finite)`` of one state from its :class:`~sparsedyn.SlotPartials` ``rows``, ``state``
+    (C-ordered floats), its slots' mode ``weights`` (ns, 4) and position correction impulses
     ``correction`` (ns,): ``dv``, ``dq`` (nv, 3 nv) as
     :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` gives them, ``finite`` whether
     the sum of their entries is finite (where it is not, an entry or the sum overflowed: the caller
@@ -489,17 +488,17 @@ def native_state_derivatives(rows, state, gap, weights, correction, nv, dt):
     f = _routine()
     if f is None:
         return None
-    ns, kp = len(gap), _pad(3 * nv)
+    ns, kp = len(weights), _pad(3 * nv)
     out = np.empty((2, nv, kp))
-    rc = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), dt, PENETRATION_SLOP, RANK_RCOND,
-           _at(out), _at(np.empty(_work_size(nv, ns))))
+    rc = f(nv, ns, _at(rows), _at(state), _at(weights), _at(correction), dt, RANK_RCOND, _at(out),
+           _at(np.empty(_work_size(nv, ns))))
     if rc < 0:
         return None
     return out[0, :, :3 * nv], out[1, :, :3 * nv], rc == 0
 
 
 def state_derivatives_call(nv, ns, dt):
-    """``g(rows, state, gap, weights, correction) -> (out (2, nv, kp), rc (1,))``: the routine for ``nv``
+    """``g(rows, state, weights, correction) -> (out (2, nv, kp), rc (1,))``: the routine for ``nv``
     joint velocities, ``ns`` slots and the time step ``dt`` (``out`` :func:`native_state_derivatives`'s
     ``[dv, dq]`` padded to ``kp`` = :func:`_pad` ``(3 nv)`` columns, ``rc`` its return code), called as
     the compiled kernels' one-state fast path calls them (the compiler's extension: no Python frame,
@@ -510,12 +509,12 @@ def state_derivatives_call(nv, ns, dt):
     if f is None:
         return None
     kp, work = _pad(3 * nv), _work_size(nv, ns)
-    par = np.array([nv, ns, dt, PENETRATION_SLOP, RANK_RCOND, work], float)
+    par = np.array([nv, ns, dt, RANK_RCOND, work], float)
 
-    def through_ctypes(rows, state, gap, weights, correction, par=par):
+    def through_ctypes(rows, state, weights, correction, par=par):
         out = np.empty((2, nv, kp))
-        rc = f(nv, ns, _at(rows), _at(state), _at(gap), _at(weights), _at(correction), float(par[2]), float(par[3]),
-               float(par[4]), _at(out), _at(np.empty(work)))
+        rc = f(nv, ns, _at(rows), _at(state), _at(weights), _at(correction), float(par[2]), float(par[3]), _at(out),
+               _at(np.empty(work)))
         return out, np.array([float(rc)])
     fast = native_function("Kernel")
     if fast is None:
@@ -523,9 +522,8 @@ def state_derivatives_call(nv, ns, dt):
     lib = c_library(SOURCE)
     entry = ctypes.cast(lib.sd_scene_state_derivatives_kernel, ctypes.c_void_p).value
     m = 3 * ns
-    k = fast(entry, ((m, 9 * nv + 2 * m), (nv, 7 * nv + 1), (ns,), (ns, 4), (ns,), (6,)), ((2, nv, kp), (1,)),
-             through_ctypes)
-    return lambda rows, state, gap, weights, correction: k(rows, state, gap, weights, correction, par)
+    k = fast(entry, ((m, 9 * nv + 2 * m), (nv, 7 * nv + 1), (ns, 4), (ns,), (5,)), ((2, nv, kp), (1,)), through_ctypes)
+    return lambda rows, state, weights, correction: k(rows, state, weights, correction, par)
 
 
 def scene_routine_call(scene, nv, ns, dt):
