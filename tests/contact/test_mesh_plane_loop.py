@@ -97,6 +97,31 @@ def test_an_edge_on_the_floor_gives_its_two_corners_and_none_above_the_margin():
     assert not np.isfinite(rows[:, 0]).any() and hits.pairs == []
 
 
+def test_a_long_link_whose_box_is_above_the_margin_has_no_row_and_one_just_below_has_its_corner():
+    """A rod (half sizes 0.4, 0.02, 0.01 m: its bounding sphere reaches 0.4 m below its centre, far
+    into the floor) tilted and lowered until its lowest corner is 1e-7 m above the margin, then 1e-7 m
+    below it: the box about its hull is the rod itself, so the broad phase of that box must leave the
+    first alone and keep the second, whose row is that corner (by hand: the rod's centre height less
+    ``sum_i |R[2, i]| h_i``)."""
+    h = np.array([0.4, 0.02, 0.01])
+    V = h * np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    g = sd.Geometry("rod", 0, Transform(np.eye(3), np.zeros(3)), "mesh", (1.0, 1.0, 1.0), "collision",
+                    vertices=V, faces=ConvexHull(V).simplices)
+    b = sd.ModelBuilder("rod").add_body("rod", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 0.01)
+    scene = sd.Scene(b.build().with_geometry(g), world=[sd.Shape("plane", name="floor")], margin=0.005)
+    R = sd.spatial.rpy_to_rot([0.05, 0.03, 0.6])
+    low = int(np.argmin(V @ R[2]))                         # the lowest corner
+    for gap, found in ((1e-7, False), (-1e-7, True)):
+        z0 = scene.margin + gap + np.abs(R[2]) @ h
+        rows, hits = _native(scene, np.r_[0.3, -0.1, z0, sd.spatial.rot_to_quat(R)])
+        if not found:
+            assert not np.isfinite(rows[:, 0]).any() and hits.pairs == []
+            continue
+        assert np.isfinite(rows[0, 0]) and abs(rows[0, 0] - (scene.margin + gap)) <= BOUND
+        assert np.abs(rows[0, 7:10] - V[low]).max() <= BOUND
+        assert hits.pairs[0] == ("rod", "floor") and abs(hits.distances.min() - (scene.margin + gap)) <= BOUND
+
+
 def _pebble_scene(rng):
     """A free body whose collision mesh is the hull of 60 random points of an ellipsoid (half axes 0.12,
     0.08, 0.05 m; generic: no two points at the same height or distance, which a regular solid's

@@ -122,8 +122,11 @@ def collide(scene, q) -> Hits:
                 return collide_within(scene, q, None)
         else:
             c = f(q, kp.shapes, kp.cutoff, kp.pairs)
-            if lp is not None:                     # and the meshes' patches on planes
-                c = np.concatenate([c, mesh_plane_loop_rows(scene, lp, q)])
+            if lp is not None:                     # and the meshes' patches on planes, written after the kernel's
+                rows = np.empty((len(every), c.shape[1]))
+                rows[:len(c)] = c
+                mesh_plane_loop_rows(scene, lp, q, out=rows[len(c):])
+                c = rows
         return _picked_hits(scene, every, order, c, kp.cutoff)     # (kp.cutoff: the margin, 0-d)
     return collide_within(scene, q, None)
 

@@ -8,7 +8,10 @@ from the bodies' world poses of the compiled forward kinematics.  Per pair ``k``
 ``[n, t1, t2]``, :func:`~sparsedyn.contact.reduction.plane_axes`):
 
 1. broad phase: the pair is computed only where its bounding sphere's height above the plane,
-   ``n . (R c + o - p_b) - r``, is below its cutoff (plus :data:`~sparsedyn.contact.collision_near.SLACK`);
+   ``n . (R c + o - p_b) - r``, and that of the lowest corner of its box about the hull's vertices
+   (centre ``b``, half sizes ``e`` in the body's frame), ``n . (R b + o - p_b) - |R^T n| . e``, are
+   below its cutoff (plus :data:`~sparsedyn.contact.collision_near.SLACK`; the box bounds a long
+   link lying above the plane tighter than the sphere: none of its vertices' heights is computed);
 2. each vertex's coordinates ``x = v A + off`` along the plane's axes, ``A = R^T [n t1 t2]``,
    ``off = [n t1 t2]^T (o - p_b)`` (height first), kept where the height is below the cutoff;
 3. the kept vertices reduced to the patch's points (:mod:`~sparsedyn.contact.reduction`: the deepest
@@ -128,17 +131,21 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
   const double *hx = hull, *hy = hull + rows[P], *hz = hull + 2 * rows[P];
   for (long long k = 0; k < P; k++) {
     const double *Rb = R + 9 * body[k], *ob = o + 3 * body[k], *ax = axes + 9 * k, *q = pb + 3 * k;
-    const double *sp = sphere + 4 * k;
+    const double *sp = sphere + 10 * k;
     double cw[3], w[3], A[9], off[3];
     for (int i = 0; i < 3; i++) {
       cw[i] = ((Rb[3 * i] * sp[0] + Rb[3 * i + 1] * sp[1]) + Rb[3 * i + 2] * sp[2]) + ob[i] - q[i];
       w[i] = ob[i] - q[i];
     }
     double bound = ((ax[0] * cw[0] + ax[3] * cw[1]) + ax[6] * cw[2]) - sp[3];
-    if (!(bound < cut[k] + slack)) continue;                       /* the broad phase */
+    if (!(bound < cut[k] + slack)) continue;                       /* the broad phase: the sphere */
     for (int i = 0; i < 3; i++)
       for (int c = 0; c < 3; c++) A[3 * i + c] = (Rb[i] * ax[c] + Rb[3 + i] * ax[3 + c]) + Rb[6 + i] * ax[6 + c];
     for (int c = 0; c < 3; c++) off[c] = (ax[c] * w[0] + ax[3 + c] * w[1]) + ax[6 + c] * w[2];
+    /* and the box: its lowest corner's height, n . (R b + o - p_b) - |R^T n| . e */
+    bound = (((A[0] * sp[4] + A[3] * sp[5]) + A[6] * sp[6]) + off[0])
+            - ((__builtin_fabs(A[0]) * sp[7] + __builtin_fabs(A[3]) * sp[8]) + __builtin_fabs(A[6]) * sp[9]);
+    if (!(bound < cut[k] + slack)) continue;
     /* the heights, SD_W vertices at a time (the same operations: no fused multiply-add), and the
        coordinates of those below the cutoff (a padding vertex, NaN, never is) */
     const long long v0 = rows[k], v1 = rows[k + 1];
@@ -267,7 +274,8 @@ class LoopPlan:
     (P,) their scene pairs, ``body`` (P,) their meshes' bodies, ``hull`` (3, N) the hull vertices'
     coordinates in the bodies' frames (pair after pair, each pair's block padded with NaN to a
     multiple of 8, the widest vector of the loop), ``rows`` (P + 1,) each pair's first column of ``hull``,
-    ``spheres`` (P, 4) the bounding spheres (centre in the body, radius), ``axes`` (P, 3, 3) the
+    ``spheres`` (P, 10) the bounding spheres (centre in the body, radius) and the boxes about the hull
+    vertices (centre, half sizes, in the body), ``axes`` (P, 3, 3) the
     planes' axes, ``pb`` (P, 3) their points, ``margin`` the scene's margin [m], ``cut`` (P,) the
     margin per pair, ``inside`` (scene pairs,) bool: the pairs here."""
 
@@ -297,7 +305,7 @@ def loop_plan(scene):
         for s, a, b, at in zip(meshes, rows[:-1], rows[1:], lp.rows[:-1]):
             lp.hull[:, at:at + b - a] = (mp.hull[a:b] @ s.R.T + s.p).T
         lp.spheres = np.ascontiguousarray(np.c_[[s.R @ c + s.p for s, c in zip(meshes, mp.spheres[:, :3])],
-                                                mp.spheres[:, 3]])
+                                                mp.spheres[:, 3], _boxes(lp.hull, lp.rows)])
         lp.axes, lp.pb = np.ascontiguousarray(mp.axes), np.ascontiguousarray(mp.pb)
         par = np.array([lp.margin, PATCH_DEPTH, SLACK, SPAN, SPAN ** 2])
         ints = lambda x: ctypes.cast(x.ctypes.data, ctypes.POINTER(ctypes.c_double))     # noqa: E731 (int64 tables)
@@ -306,6 +314,18 @@ def loop_plan(scene):
         lp._step = None                                     # (mesh_plane_step_rows's, made when first asked)
     scene.cache[key] = lp
     return lp
+
+
+def _boxes(hull, rows):
+    """(P, 6): each pair's box about its hull vertices, ``[centre (3), half sizes (3)]`` in the body's
+    frame, of the columns ``hull`` (3, N) (NaN: padding) in the blocks ``rows`` (P + 1,); the half
+    sizes a little larger than the vertices' spread, so that the box holds every vertex after rounding."""
+    out = np.zeros((len(rows) - 1, 6))
+    for k in range(len(rows) - 1):
+        V = hull[:, rows[k]:rows[k + 1]]
+        lo, hi = np.nanmin(V, 1), np.nanmax(V, 1)
+        out[k, :3], out[k, 3:] = (lo + hi) / 2, (hi - lo) / 2 * (1 + 1e-12) + 1e-12
+    return out
 
 
 def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None, ahead=None, out=None):
@@ -336,8 +356,8 @@ def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None, ahead=None, out=None
     if out is None:
         out = np.empty((P * MAX_PATCH_POINTS, NEAR_COLUMNS))
     body, axes, pb, hull, rows, spheres, par, margin, _ = lp._at
-    if f(P, body, _at(R), _at(o), axes, pb, hull, rows, spheres, margin if cut is None else _at(cut),
-         None if spin is None else _at(spin), vel, dt, par, _at(out)) < 0:
+    if f(P, body, _to(R), _to(o), axes, pb, hull, rows, spheres, margin if cut is None else _at(cut),
+         None if spin is None else _at(spin), vel, dt, par, _to(out)) < 0:
         raise MemoryError(f"mesh-plane contacts: no memory for the workspace of {int(np.diff(lp.rows).max())} "
                           f"hull vertices")
     return out
