@@ -27,18 +27,23 @@ ROWS = 25
 _PAR = np.array([SAME_DEPTH, SAME_POINT])
 
 
-def _routine():
-    """``sd_box_box_hits`` (ctypes), or None where no C compiler builds it (the library built and loaded
-    once per process by :func:`~sparsedyn.kernels.c_library`; its function object, typed on first use,
-    kept by ctypes)."""
+def routine(name, argtypes):
+    """The C routine ``name`` of :data:`~.box_box_c.SOURCE`'s library (ctypes, typed with ``argtypes``
+    on first use), or None where no C compiler builds it (the library built and loaded once per process
+    by :func:`~sparsedyn.kernels.c_library`; its function object kept by ctypes)."""
     lib = c_library(SOURCE)
     if lib is None:
         return None
-    f = lib.sd_box_box_hits
+    f = getattr(lib, name)
     if f.argtypes is None:
         f.restype = None
-        f.argtypes = [ctypes.c_longlong] + [ctypes.c_void_p] * 5
+        f.argtypes = argtypes
     return f
+
+
+def _routine():
+    """``sd_box_box_hits`` (ctypes), or None without a C compiler."""
+    return routine("sd_box_box_hits", [ctypes.c_longlong] + [ctypes.c_void_p] * 5)
 
 
 def box_box_available():

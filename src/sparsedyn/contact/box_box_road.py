@@ -23,9 +23,8 @@ import threading
 
 import numpy as np
 
-from ..kernels import c_library, native_calls
-from .box_box_c import SOURCE
-from .box_box_native import _PAR, ROWS, _routine
+from ..kernels import native_calls
+from .box_box_native import _PAR, ROWS, _routine, routine
 
 __all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits"]
 
@@ -139,14 +138,7 @@ def _run(scene, road, q, cut=None):
 
 def _road_routine():
     """``sd_box_box_road`` (ctypes; :mod:`~sparsedyn.contact.box_box_c`), or None without a C compiler."""
-    lib = c_library(SOURCE)
-    if lib is None:
-        return None
-    f = lib.sd_box_box_road
-    if f.argtypes is None:
-        f.restype = None
-        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    return f
+    return routine("sd_box_box_road", [ctypes.c_void_p, ctypes.c_void_p])
 
 
 def _table_scratch(scene, road):
