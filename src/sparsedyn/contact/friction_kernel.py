@@ -16,13 +16,12 @@ state that ADMM has not solved in its budget with Gauss-Seidel sweeps (the whole
 the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``),
 so each stage is one traced program, and the same function of floats.
 
-The iteration, and why (measured on the dm_control humanoid lying on the floor, its joints moved by
-0.05 rad: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero eigenvalues span
-1e-5 to 4, some contacts sliding):
+The iteration, and why (the hard case it is chosen for: the dm_control humanoid lying on the floor, its
+joints moved a little: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero
+eigenvalues span 1e-5 to 4, some contacts sliding):
 
-* ADMM converges linearly, and there slowly (a thousand such states: 760 iterations per state on
-  average with Gauss-Seidel's, 41% past 300 ADMM iterations, one in a hundred not solved by
-  Gauss-Seidel in 10000 sweeps either).  Each iteration is therefore followed by Anderson's
+* ADMM converges linearly, and there slowly (hundreds of iterations a state; Gauss-Seidel leaves some
+  states unsolved after thousands of sweeps).  Each iteration is therefore followed by Anderson's
   extrapolation over the last iterates of the ADMM map (:func:`_anderson`, memory :data:`ANDERSON`;
   Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011), safeguarded as Zhang,
   O'Donoghue and Boyd ("Globally convergent type-I Anderson acceleration for nonsmooth fixed-point
@@ -31,37 +30,27 @@ The iteration, and why (measured on the dm_control humanoid lying on the floor, 
   nonsmooth).  ADMM is Douglas-Rachford splitting (on the dual), whose whole state is one vector of
   the ``m`` rows, its governing point ``s = z + y / rho``: ``z`` is its projection onto the cones,
   ``y / rho`` the rest (Moreau's decomposition).  So Anderson extrapolates ``s -> s'`` (as SCS does its
-  Douglas-Rachford iterate), not the pair ``(z, y / rho)`` of ``2 m`` rows: the same iterations (on
-  those states 174 on average against 172, 2.4% past 1000 against 2.0%), and the memory's work,
-  the largest part of an iteration's program after the x-step, halves (the iteration's program at
-  16 data slots: 17.0k nodes with the pair, 8.7k; the humanoid lying on the floor, 8 data slots:
-  43 iterations against 44, its solve about 89 us against 100).  The checks and the result read the plain iterate
-  (in the cones); the next iteration starts from the projection of Anderson's ``s`` (the first from
-  the warm start's pair itself, which is no such split of one point).
+  Douglas-Rachford iterate), not the pair ``(z, y / rho)`` of ``2 m`` rows: as few iterations, and the
+  memory's work, the largest part of an iteration after the x-step, halves.  The checks and the result
+  read the plain iterate (in the cones); the next iteration starts from the projection of Anderson's
+  ``s`` (the first from the warm start's pair itself, which is no such split of one point).
 * ``rho`` starts at :data:`RHO_START` of the mean eigenvalue and changes by residual balancing
   (Stellato et al., OSQP, 2020) only past a ratio :data:`RHO_RATIO` of 5: every change costs a new
-  inverse (``m^3`` against an iteration's ``m^2``) and empties Anderson's memory, and with Anderson
-  a roughly balanced ``rho`` does (one inverse per solve where the ratio 1.3 without Anderson made
-  one every five iterations).  It changes by the ratio whatever it is after :data:`STALL` refusals of
-  Anderson's step in a row: a stall, where the plain steps creep just above the smallest residual
-  seen and the safeguard refuses every extrapolation (hundreds of iterations on the perturbed
-  humanoid's slowest states); the new map's memory and smallest residual start afresh.  The ratio
-  weighs each residual against the scale of its stopping test (:mod:`~sparsedyn.contact.friction_residuals`):
-  the primal against the impulses, the dual against the velocity scale of the closing contacts or
-  their multipliers' size, whichever is larger.  Weighed against ``|g|`` or ``|y|`` of all contacts,
-  which hold an open speculative contact's ``gap / dt`` (talos fallen onto a box: 3.97 m/s beside free
-  velocities of 0.01 m/s), it drove ``rho`` twentyfold up in the first iteration, and ADMM crept
-  (talos on the floor: 269 iterations, now 94; on the box not solved in 1000 ADMM iterations and 10000
-  sweeps, now solved in 836; the perturbed humanoid's thousand states: 78 iterations on average against
-  103, the most 783 against 4512).  Weighed against the velocity scale alone, the dual residual of a box
-  resting on four corners looked large while ``y`` was, and ``rho`` fell to its floor, where the x-step
-  runs off along ``G``'s null space (thousands of iterations).
+  inverse (``m^3`` against an iteration's ``m^2``) and empties Anderson's memory, and with Anderson a
+  roughly balanced ``rho`` does.  It changes by the ratio whatever it is after :data:`STALL` refusals
+  of Anderson's step in a row: a stall, where the plain steps creep just above the smallest residual
+  seen and the safeguard refuses every extrapolation; the new map's memory and smallest residual start
+  afresh.  The ratio weighs each residual against the scale of its stopping test
+  (:mod:`~sparsedyn.contact.friction_residuals`): the primal against the impulses, the dual against
+  the velocity scale of the closing contacts or their multipliers' size, whichever is larger.  Not
+  against ``|g|`` or ``|y|`` of all contacts: those hold an open speculative contact's ``gap / dt``
+  (metres a second beside free velocities of centimetres a second), which would drive ``rho`` far up in
+  the first iteration and make ADMM creep.  Not against the velocity scale alone: the dual residual of
+  a box resting on four corners would look large while ``y`` is, and ``rho`` would fall to its floor,
+  where the x-step runs off along ``G``'s null space.
 * No over-relaxation (Eckstein and Bertsekas, "On the Douglas-Rachford splitting method and the
-  proximal point algorithm for maximal monotone operators", 1992, with factor 1.6, was used before
-  the scales above): with those scales the relaxed map stalled longer under Anderson's extrapolation
-  (measured in a float model of this iteration: talos fallen onto a box 1595 iterations against 1155,
-  the perturbed humanoid's thousand states 6 not solved in 5000 against none, the settled ones 31.9
-  against 27.7 on average).
+  proximal point algorithm for maximal monotone operators", 1992): with the scales above, the relaxed
+  map stalls longer under Anderson's extrapolation.
 * The proximal term and ``rho``'s range only need the scale of ``G``'s largest eigenvalue: Gershgorin's
   bound (its largest row sum of magnitudes) replaces power iterations (one pass over ``G``).
 * The cheap test (ADMM's primal ``|x - z|`` and dual ``rho |z - z_prev|``) gates the full Coulomb
