@@ -65,7 +65,7 @@ from .box_box_road import box_box_road, box_box_road_table
 from .mesh_box_road import BoxRoad, box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
-from .scene import Scene
+from .scene import Scene, remembered
 
 __all__ = ["Hits", "collide", "collide_within"]
 
@@ -140,10 +140,9 @@ def _picked_hits(scene, every, order, c, cutoff):
     if got is None:
         return _kernel_hits(scene, every, order, c, c[:, 0] < cutoff)
     x, n, d, sel, k = got
-    memo = scene.cache.get(_PICKS)
-    names = None if memo is None else memo.get(sel.tobytes())
-    if names is None:
-        names = _pick_names(scene, sel, k)
+    every_name = scene.pair_names
+    names = remembered(scene, "hit picks", sel.tobytes(),
+                       lambda: tuple(every_name[i] for i in k.tolist()))   # (per selection: rows recur)
     return tuple.__new__(Hits, (list(names), x, n, d, k))
 
 
@@ -294,37 +293,13 @@ def _selected(scene, every, order, mask):
     """``(sel, pair, names)`` of the rows of the boolean ``mask`` (K,) (:func:`_kernel_hits`): their
     indices by pair, their scene pairs (read-only) and the pairs' names; remembered per mask by the
     scene (a body resting or sliding touches with the same candidates query after query)."""
-    memo = scene.cache.get("hit selections")
-    if memo is None:
-        memo = scene.cache["hit selections"] = {}
-    code = mask.tobytes()
-    got = memo.get(code)
-    if got is None:
+    def make():
         sel = mask.nonzero()[0] if order is None else order.compress(mask.take(order))
         k = every.take(sel)
         sel.flags.writeable = k.flags.writeable = False
         names = scene.pair_names
-        if len(memo) >= 256:
-            memo.clear()
-        got = memo[code] = (sel, k, tuple(names[i] for i in k.tolist()))
-    return got
-
-
-#: ``scene.cache``'s key of :func:`_picked_hits`' memo: ``{sel.tobytes(): the hits' pairs' names}``
-_PICKS = "hit picks"
-
-
-def _pick_names(scene, sel, k):
-    """The names of the pairs ``k`` (n,) of the rows ``sel`` (n,) int64 (:func:`_picked_hits`), remembered
-    per selection by the scene (a body resting or sliding touches with the same rows query after query)."""
-    memo = scene.cache.get(_PICKS)
-    if memo is None:
-        memo = scene.cache[_PICKS] = {}
-    if len(memo) >= 256:
-        memo.clear()
-    names = scene.pair_names
-    got = memo[sel.tobytes()] = tuple(names[i] for i in k.tolist())
-    return got
+        return sel, k, tuple(names[i] for i in k.tolist())
+    return remembered(scene, "hit selections", mask.tobytes(), make)
 
 
 def _plan(scene):

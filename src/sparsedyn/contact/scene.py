@@ -209,3 +209,16 @@ def _pair_friction(a, b, default):
     if ma is not None and mb is not None and a.priority != b.priority:
         return ma if a.priority > b.priority else mb
     return max(m for m in (ma, mb) if m is not None)
+
+
+def remembered(scene, name, key, make, most=256):
+    """``make()``, kept in ``scene.cache[name]`` under ``key`` (what depends on the scene and ``key``
+    alone); the memo is emptied when it holds ``most`` entries (a simulation's contact sets recur, but
+    their number is not bounded)."""
+    memo = scene.cache.setdefault(name, {})
+    got = memo.get(key)
+    if got is None:
+        if len(memo) >= most:
+            memo.clear()
+        got = memo[key] = make()
+    return got

@@ -16,6 +16,7 @@ from ..algorithms.kinematics import frame_placements, frame_world_transform, joi
 from ..model.spatial import pose
 from .collision import placements
 from .friction_problem import slot_frames
+from .scene import remembered
 
 __all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "in_order", "GEOMETRY", "SHAPES",
            "KINDS"]
@@ -97,6 +98,17 @@ def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
     return np.stack(out)
 
 
+def layout_key(slots, pair):
+    """The key of a contact set's layout: the slots' frames, the contacts' scene pairs ``pair`` (nc,)
+    intp, and their slots (None: in order)."""
+    return slots.frames, pair.tobytes(), None if slots.index is None else np.asarray(slots.index).tobytes()
+
+
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
 def slot_shapes(scene, q, pair, slots) -> np.ndarray:
     """The shapes (ns, 5) ``[r_a, r_b, w_pp, w_pb, w_ap]`` of the slots ``slots`` (a
     :class:`~sparsedyn.contact.friction_problem.ContactSlots` of a step in ``scene`` at ``q`` (nq,),
@@ -106,15 +118,8 @@ def slot_shapes(scene, q, pair, slots) -> np.ndarray:
     table = _kind_table(scene)
     pair = np.asarray(pair, np.intp)
     if not table[1]:                                             # the shapes fix each slot's: kept per contact set
-        memo = scene.cache.setdefault("slot shapes", {})
-        key = (slots.frames, pair.tobytes(), None if slots.index is None else np.asarray(slots.index).tobytes())
-        got = memo.get(key)
-        if got is None:
-            if len(memo) >= 256:
-                memo.clear()
-            got = memo[key] = _laid_out(slots, pair, table[0][pair, 1:])
-            got.flags.writeable = False
-        return got
+        return remembered(scene, "slot shapes", layout_key(slots, pair),
+                          lambda: _read_only(_laid_out(slots, pair, table[0][pair, 1:])))
     if len(pair):                                                # a pair of boxes: the corner told at the hit
         index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
         fa = _slot_ends(scene, slots.frames)[0][index]
@@ -176,18 +181,14 @@ def _slot_ends(scene, frames):
     ``scene.cache`` per layout): each slot's frame ``a`` and ``b`` (-1: the world), the geometry of the
     free slots (a vertex at ``a``'s origin on the world plane 1000 km below), and the slots of two
     bodies (whose free geometry is a plane of ``b``, placed at each ``q``)."""
-    memo = scene.cache.setdefault("slot ends", {})
-    got = memo.get(frames)
-    if got is None:
+    def make():
         ends = [slot_frames(f) for f in frames]
         fa = np.array([e[0] for e in ends], int)
         fb = np.array([-1 if e[1] is None else e[1] for e in ends], int)
         free = np.zeros((len(frames), GEOMETRY))
         free[:, 6], free[:, 10], free[:, 12] = -1e6, 1.0, 1.0
-        if len(memo) >= 64:
-            memo.clear()
-        got = memo[frames] = (fa, fb, free, np.flatnonzero(fb >= 0))
-    return got
+        return fa, fb, free, np.flatnonzero(fb >= 0)
+    return remembered(scene, "slot ends", frames, make, 64)
 
 
 def _kinds(scene, q, pair, a, Rf, pf, data):
@@ -220,14 +221,9 @@ def slot_kinds(scene, frames):
     shape, or two robot shapes), each of the kinds its pairs' shapes give (two boxes: ``pb`` or
     ``ap``, a corner of either), and ``pb`` (a free slot's).  The ``kinds`` of
     :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
-    memo = scene.cache.setdefault("slot kinds per layout", {})
-    got = memo.get(frames)
-    if got is None:
-        world, robot = _kind_table(scene)[3]
-        if len(memo) >= 64:
-            memo.clear()
-        got = memo[frames] = tuple(world if slot_frames(f)[1] is None else robot for f in frames)
-    return got
+    world, robot = _kind_table(scene)[3]
+    return remembered(scene, "slot kinds per layout", frames,
+                      lambda: tuple(world if slot_frames(f)[1] is None else robot for f in frames), 64)
 
 
 def _kind_table(scene):

@@ -17,7 +17,8 @@ from .friction_problem import DATA_SLOT
 from .lazy_modes import MODE_NAMES, mode_codes
 from .look_ahead import pair_cutoffs, step_hits
 from .scene_fused import fused_step
-from .scene_geometry import SHAPES, _kind_table, in_order, slot_kinds, slot_shapes
+from .scene import remembered
+from .scene_geometry import SHAPES, _kind_table, in_order, layout_key, slot_kinds, slot_shapes
 from .scene_step import FoundContacts, scene_slots, step_in_scene
 
 __all__ = ["Slotted", "slotted_scene_step", "one_state_slots", "MODE_WEIGHTS"]
@@ -144,38 +145,27 @@ def _layout(scene, q, pair, slots):
     and :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; kept in ``scene.cache`` per contact set where
     the shapes are the pairs' own (no pair of boxes, whose corner is told at ``q``)."""
     pair = np.asarray(pair, np.intp)
-    at = slots.index
-    key = (slots.frames, pair.tobytes(), None if at is None else np.asarray(at).tobytes())
-    memo = scene.cache.setdefault("one state layout", {})
-    got = memo.get(key)
-    if got is not None:
-        return got
-    index = None if in_order(slots, len(pair)) else np.arange(len(pair)) if at is None else np.asarray(at)
-    inverse = None
-    if index is not None and len(pair) == len(slots.frames):     # a permutation of the slots
-        inverse = np.argsort(index)
-    got = (index, inverse, slot_shapes(scene, q, pair, slots), slot_kinds(scene, slots.frames))
-    if not _kind_table(scene)[1]:                                # (no pair of boxes: the shapes the pairs' own)
-        if len(memo) >= 256:
-            memo.clear()
-        memo[key] = got
-    return got
+
+    def make():
+        at = slots.index
+        index = None if in_order(slots, len(pair)) else np.arange(len(pair)) if at is None else np.asarray(at)
+        inverse = np.argsort(index) if index is not None and len(pair) == len(slots.frames) else None
+        return index, inverse, slot_shapes(scene, q, pair, slots), slot_kinds(scene, slots.frames)
+    if _kind_table(scene)[1]:                                    # a pair of boxes: the shapes told at q
+        return make()
+    return remembered(scene, "one state layout", layout_key(slots, pair), make)
 
 
 def _mode_rows(scene, codes):
     """``(names (1, ns), weights (1, ns, 4))`` of the slots' mode ``codes`` (ns ints): the modes' names
     (read-only, kept in ``scene.cache`` per tuple of codes) and a fresh array of their weights ``[open,
     stick, slide, 0]`` (``mu`` for the caller to set)."""
-    memo = scene.cache.setdefault("mode rows", {})
-    key = tuple(codes)
-    got = memo.get(key)
-    if got is None:
-        if len(memo) >= 256:
-            memo.clear()
+    def make():
         names = _NAMES.take(codes)[None]
         names.flags.writeable = False
-        got = memo[key] = (names, _ROWS.take(codes, 0)[None])     # (a take of a table: no list of tuples to read)
-    return got[0], got[1].copy()
+        return names, _ROWS.take(codes, 0)[None]                 # (a take of a table: no list of tuples to read)
+    names, weights = remembered(scene, "mode rows", tuple(codes), make)
+    return names, weights.copy()
 
 
 #: The modes' names in the order of their codes and each code's row of weights (``[open, stick, slide,
