@@ -40,7 +40,8 @@ def _tilted_box():
     return model, scene, q, v, tau, opt
 
 
-SCENES = dict(CASES, **{"hand on torso, gravity": _hand_with_gravity, "box on floor": _box_on_floor, "tilted box, free slots": _tilted_box})
+SCENES = dict(CASES, **{"hand on torso, gravity": _hand_with_gravity, "box on floor": _box_on_floor,
+                        "tilted box, free slots": _tilted_box})
 #: Those with a pair of boxes, whose shapes are told at q: the Python road lays them out.
 BOXES = ("box on table", "box pressed into table")
 
@@ -99,3 +100,32 @@ def test_the_derivatives_equal_the_python_roads(monkeypatch):
             monkeypatch.undo()
         for a, b in zip(d[:6], ref[:6]):
             assert np.array_equal(a, b), name
+
+
+def test_the_routine_on_hand_made_rows():
+    """The routine's modes, by hand: kernel row 0 at the impulse cut (``lambda_n = tol s_lambda``: open),
+    row 1 pressed and sliding just above the speed cut (slide), row 2 pressed and just below it (stick);
+    slots reading rows 2, 0, none (free) and 1, the correction read from other entries; a NaN in the
+    open contact's velocity (an input the fast path declines: the ctypes fallback) changes nothing."""
+    model = _box_on_floor()[0]
+    with sd.use_backend("native", deterministic=True):                       # (the compiler's extension loaded)
+        sd.rnea(model, model.neutral(), np.zeros(model.nv), np.zeros(model.nv))
+    tol, s_lam, s_u = 1e-3, 2.0, 0.5
+    cut = 100 * tol * s_u                                                     # the speed cut, 0.05 m/s
+    lam = np.array([[0.1, 0.0, tol * s_lam], [0.3, 0.2, 1.0], [0.0, 0.1, 2.0]])
+    u = np.array([[1.0, 1.0, 0.0], [0.6 * cut, 0.81 * cut, 0.0], [0.6 * cut, 0.79 * cut, 0.0]])
+    report = np.array([0, 0, 0, 4, 1, s_lam, s_u, 0.0])
+    corr = np.array([0.5, 0.25, 0.125, 0.0625])
+    at = np.array([[2, 3], [0, 0], [-1, -1], [1, 2]], float)
+    data = np.arange(32.0).reshape(4, 8)
+    call = slot_modes_native.slot_modes_call(3, 4, 4, 8)
+    if call is None:
+        pytest.skip("no C compiler here")
+    par = np.array([tol, 4.0])
+    for velocities in (u, np.where(np.arange(3)[:, None] == 0, np.nan, u)):
+        weights, lam_s, corr_s, codes, data_s, mu = call(lam, velocities, report, corr, at, data, par)
+        assert codes.tolist() == [1.0, 0.0, 0.0, 2.0]                         # stick, open, free (open), slide
+        assert weights[0, :, :3].tolist() == [[0, 1, 0], [1, 0, 0], [1, 0, 0], [0, 0, 1]]
+        assert weights[0, :, 3].tolist() == mu[0].tolist() == data[:, 0].tolist()
+        assert np.array_equal(lam_s[0], np.stack([lam[2], lam[0], np.zeros(3), lam[1]]))
+        assert corr_s[0].tolist() == [0.0625, 0.5, 0.0, 0.125] and np.array_equal(data_s[0], data)

@@ -69,9 +69,10 @@ SD_EXPORT void sd_slot_modes(const double *lam, const double *u, const double *r
 
 def slot_modes_call(nk, nr, ns, nq):
     """``g(lam (nk, 3), u (nk, 3), report (nq,), corr (nr,), at (ns, 2), data (ns, 8), par (2,)) -> (weights
-    (1, ns, 4), lam (1, ns, 3), corr (1, ns), codes (ns,), data (1, ns, 8), mu (1, ns))``: the routine for ``nk`` kernel rows, ``nr`` correction
-    entries, ``ns`` slots and a report of ``nq`` entries (at least 7), through the compiled kernels' fast path where the compiler's extension is
-    there (ctypes its fallback, and the road where it is not); None where the routine cannot be built."""
+    (1, ns, 4), lam (1, ns, 3), corr (1, ns), codes (ns,), data (1, ns, 8), mu (1, ns))``: the routine for
+    ``nk`` kernel rows, ``nr`` correction entries, ``ns`` slots and a report of ``nq`` entries (at least
+    7), through the compiled kernels' fast path where the compiler's extension is there (ctypes its
+    fallback, and the road where it is not); None where the routine cannot be built."""
     lib = c_library(SOURCE)
     if lib is None:
         return None
@@ -89,8 +90,9 @@ def slot_modes_call(nk, nr, ns, nq):
     if fast is None:
         return through_ctypes
     entry = ctypes.cast(lib.sd_slot_modes, ctypes.c_void_p).value
-    return fast(entry, ((nk, 3), (nk, 3), (nq,), (nr,), (ns, 2), (ns, 8), (2,)), ((1, ns, 4), (1, ns, 3), (1, ns), (ns,),
-                                                                                (1, ns, 8), (1, ns)), through_ctypes)
+    ins = ((nk, 3), (nk, 3), (nq,), (nr,), (ns, 2), (ns, 8), (2,))
+    outs = ((1, ns, 4), (1, ns, 3), (1, ns), (ns,), (1, ns, 8), (1, ns))
+    return fast(entry, ins, outs, through_ctypes)
 
 
 def fused_slotted(scene, q, out, index, found, in_data, tol, slotted):
