@@ -77,7 +77,8 @@ from .friction_problem import _TINY, PENETRATION_SLOP, ContactStep, _model_and_k
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
-from .state_derivatives_native import native_state_derivatives, scene_routine_call
+from .derivative_blocks_native import scene_blocks_call
+from .state_derivatives_native import native_state_derivatives
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -237,8 +238,9 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity, scene=None):
 def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=None):
     """:func:`_scene_result` of one state on the native road: the ready native callable of the pieces
     and the hand-written routine of the rest (:func:`_one_state`; with ``scene``, its one-state call
-    kept per slot layout, :func:`~sparsedyn.contact.state_derivatives_native.scene_routine_call`), whose
-    sum says the result is finite; None off that road (the NumPy backend, a kernel not built)."""
+    writing the six blocks, kept per slot layout,
+    :func:`~sparsedyn.contact.derivative_blocks_native.scene_blocks_call`), whose return says the result
+    is finite; None off that road (the NumPy backend, a kernel not built)."""
     f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
     if f is None:
         return None
@@ -247,17 +249,16 @@ def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=No
         _rows_of(model.gravity if gravity is None else gravity, 1, 3)[0]
     weights = _mode_weights(slotted.modes, slotted.mu) if slotted.weights is None else slotted.weights
     w, corr = weights[0], slotted.correction[0]
-    call = None if scene is None else scene_routine_call(scene, nv, len(slotted.frames), dt)
+    call = None if scene is None else scene_blocks_call(scene, nv, len(slotted.frames), dt)
     one = type(q) is np.ndarray and q.shape == (model.nq,) and type(v) is np.ndarray and v.shape == (nv,)
     pieces = f(q if one and q.dtype == float else np.asarray(q, float).reshape(model.nq),
                v if one and v.dtype == float else np.asarray(v, float).reshape(nv), step.v.reshape(nv),
-               slotted.impulses[0], corr, w, slotted.data[0], slotted.shapes[0], g, call[1] if call else
+               slotted.impulses[0], corr, w, slotted.data[0], slotted.shapes[0], g, call[2] if call else
                np.array([float(dt)]), slotted.frames, slotted.kinds)
-    got = None if call is None else call[0](pieces[0], pieces[1], w, corr)
-    if got is not None and got[1][0] >= 0:                      # [dv, dq] (2, nv, kp): their column blocks
-        out, finite = got[0], got[1][0] == 0
-        d = ContactStepDerivatives(out[0, :, :nv], out[0, :, nv:2 * nv], out[0, :, 2 * nv:3 * nv], out[1, :, :nv],
-                                   out[1, :, nv:2 * nv], out[1, :, 2 * nv:3 * nv], step)
+    got = None if call is None else call[0](pieces[0], pieces[1], w, corr, call[1])
+    if got is not None and got[6][0] >= 0:                      # the six blocks (nv, nv) and the return code
+        finite = got[6][0] == 0
+        d = tuple.__new__(ContactStepDerivatives, got[:6] + (step,))
     else:
         dv, dq, finite = _one_state(pieces, w, slotted.modes[0], corr, nv, dt)
         d = _split(dv, dq, (), step)

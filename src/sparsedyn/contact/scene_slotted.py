@@ -17,6 +17,7 @@ from .friction_problem import DATA_SLOT
 from .lazy_modes import MODE_NAMES, mode_codes
 from .look_ahead import pair_cutoffs, step_hits
 from .scene_fused import fused_step
+from .slot_modes_native import fused_slotted
 from .scene import remembered
 from .scene_geometry import SHAPES, _kind_table, in_order, layout_key, slot_kinds, slot_shapes
 from .scene_step import FoundContacts, scene_slots, step_in_scene
@@ -70,8 +71,11 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
             step = _result("contact_step", opts["solver"], opts["tol"], out, index, finite=True)
             if not len(found.slots.frames):
                 return step, (), None
-            return step, found, one_state_slots(scene, q, found.pair, found.slots, step.impulses, mode_codes(step),
-                                                out.correction.reshape(-1), not runs_per_body(scene))
+            in_data = not runs_per_body(scene)
+            # the modes and the slots' arrays in one native call (the step's modes left unread)
+            slotted = fused_slotted(scene, q, out, index, found, in_data, opts["tol"], Slotted)
+            return step, found, slotted if slotted is not None else one_state_slots(
+                scene, q, found.pair, found.slots, step.impulses, mode_codes(step), out.correction.reshape(-1), in_data)
     kept = []                                                    # the kernel's arrays: the position correction
     opts["keep"] = kept
     step, found = step_in_scene(_slotted_step, kernels, q, v, tau, scene, dt, opts)
@@ -116,56 +120,60 @@ def one_state_slots(scene, q, pair, slots, impulses, codes, correction, in_data)
     (nc ints indexing :data:`~sparsedyn.contact.lazy_modes.MODE_NAMES`:
     :func:`~sparsedyn.contact.lazy_modes.mode_codes`), the kernel's position correction impulses
     ``correction`` (in the step's slots; ``in_data``: the scene's data slots, contact ``k`` in slot
-    ``k``), with the slots' mode weights for the derivatives (a free slot open, with zero impulse)."""
-    index, inverse, shapes, kinds = _layout(scene, q, pair, slots)
+    ``k``), with the slots' mode weights for the derivatives (a free slot open, with zero impulse).
+    What depends on the layout and the codes alone is kept in ``scene.cache`` (:func:`_slot_plan`)."""
+    index, inverse, shapes, kinds, held, weights = _slot_plan(scene, q, pair, slots, codes)
     data, ns = slots.data, len(slots.frames)
     if index is None:                                            # in order (the step's own arrays: views)
         lam, corr = impulses.reshape(1, ns, 3), correction[None, :ns]
     elif inverse is not None:                                    # every slot filled: slot j holds contact inverse[j]
         lam = impulses.take(inverse, 0)[None]
         corr = (correction[:ns].take(inverse) if in_data else correction[:ns])[None]
-        codes = [codes[k] for k in inverse.tolist()]
     else:
         nc = len(pair)
-        lam, corr, full = np.zeros((1, ns, 3)), np.zeros((1, ns)), np.zeros(ns, np.intp)        # (0: open)
+        lam, corr = np.zeros((1, ns, 3)), np.zeros((1, ns))
         lam[0, index] = impulses
         corr[0, index] = correction[:nc] if in_data else correction[index]
-        full[index] = codes
-        codes = full
-    held, weights = _mode_rows(scene, codes)
+    weights = weights.copy()
     weights[0, :, 3] = data[:, 0]
-    return Slotted(slots.frames, data[None], shapes[None], data[None, :, 0], lam, held, corr, kinds, weights)
+    return tuple.__new__(Slotted, (slots.frames, data[None], shapes, data[None, :, 0], lam, held, corr, kinds, weights))
 
 
-def _layout(scene, q, pair, slots):
-    """``(index, inverse, shapes (ns, 5), kinds)`` of the contacts of the scene pairs ``pair`` (nc,) laid
-    out in ``slots`` at ``q``: their slots (None where contact ``k`` fills slot ``k`` and every slot holds
-    one, :func:`~sparsedyn.contact.scene_geometry.in_order`), the contact in each slot where every slot holds
-    one (``index``'s inverse permutation; else None), :func:`~sparsedyn.contact.scene_geometry.slot_shapes`
-    and :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; kept in ``scene.cache`` per contact set where
-    the shapes are the pairs' own (no pair of boxes, whose corner is told at ``q``)."""
+def _slot_plan(scene, q, pair, slots, codes):
+    """``(index, inverse, shapes (1, ns, 5), kinds, names (1, ns), weights (1, ns, 4))`` of the contacts of
+    the scene pairs ``pair`` (nc,) laid out in ``slots`` at ``q`` in the modes ``codes`` (nc ints): their
+    slots (None where contact ``k`` fills slot ``k`` and every slot holds one,
+    :func:`~sparsedyn.contact.scene_geometry.in_order`), the contact in each slot where every slot holds
+    one (``index``'s inverse permutation; else None),
+    :func:`~sparsedyn.contact.scene_geometry.slot_shapes`,
+    :func:`~sparsedyn.contact.scene_geometry.slot_kinds`, the slots' modes' names (read-only) and their
+    weights ``[open, stick, slide, 0]`` (read-only: ``mu`` for the caller to set in a copy); kept in
+    ``scene.cache`` per contact set and codes where the shapes are the pairs' own (no pair of boxes,
+    whose corner is told at ``q``)."""
     pair = np.asarray(pair, np.intp)
 
     def make():
-        at = slots.index
-        index = None if in_order(slots, len(pair)) else np.arange(len(pair)) if at is None else np.asarray(at)
-        inverse = np.argsort(index) if index is not None and len(pair) == len(slots.frames) else None
-        return index, inverse, slot_shapes(scene, q, pair, slots), slot_kinds(scene, slots.frames)
+        at, nc, ns = slots.index, len(pair), len(slots.frames)
+        index = None if in_order(slots, nc) else np.arange(nc) if at is None else np.asarray(at)
+        inverse = np.argsort(index) if index is not None and nc == ns else None
+        slot_codes = codes if index is None else [codes[k] for k in inverse.tolist()] if inverse is not None else \
+            _spread(codes, index, ns)
+        names = _NAMES.take(slot_codes)[None]
+        weights = _ROWS.take(slot_codes, 0)[None]                # (a take of a table: no list of tuples to read)
+        shapes = slot_shapes(scene, q, pair, slots)[None]
+        for x in (names, weights, shapes):
+            x.flags.writeable = False
+        return index, inverse, shapes, slot_kinds(scene, slots.frames), names, weights
     if _kind_table(scene)[1]:                                    # a pair of boxes: the shapes told at q
         return make()
-    return remembered(scene, "one state layout", layout_key(slots, pair), make)
+    return remembered(scene, "one state plan", layout_key(slots, pair) + (tuple(codes),), make)
 
 
-def _mode_rows(scene, codes):
-    """``(names (1, ns), weights (1, ns, 4))`` of the slots' mode ``codes`` (ns ints): the modes' names
-    (read-only, kept in ``scene.cache`` per tuple of codes) and a fresh array of their weights ``[open,
-    stick, slide, 0]`` (``mu`` for the caller to set)."""
-    def make():
-        names = _NAMES.take(codes)[None]
-        names.flags.writeable = False
-        return names, _ROWS.take(codes, 0)[None]                 # (a take of a table: no list of tuples to read)
-    names, weights = remembered(scene, "mode rows", tuple(codes), make)
-    return names, weights.copy()
+def _spread(codes, index, ns):
+    """The ``ns`` slots' codes of contacts ``codes`` (nc,) in the slots ``index`` (nc,), the others open (0)."""
+    full = np.zeros(ns, np.intp)
+    full[index] = codes
+    return full
 
 
 #: The modes' names in the order of their codes and each code's row of weights (``[open, stick, slide,

@@ -40,7 +40,7 @@ from ..kernels import c_library, native_function
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
 
-__all__ = ["native_state_derivatives", "state_derivatives_call", "scene_routine_call", "SOURCE"]
+__all__ = ["native_state_derivatives", "state_derivatives_call", "SOURCE"]
 
 #: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, weights, correction, dt, rcond, out,
 #: work)``: ``rows`` (3 ns, 9 nv + 6 ns) and ``state`` (nv, 7 nv + 1) of :class:`~sparsedyn.SlotPartials`
@@ -524,22 +524,6 @@ def state_derivatives_call(nv, ns, dt):
     m = 3 * ns
     k = fast(entry, ((m, 9 * nv + 2 * m), (nv, 7 * nv + 1), (ns, 4), (ns,), (5,)), ((2, nv, kp), (1,)), through_ctypes)
     return lambda rows, state, weights, correction: k(rows, state, weights, correction, par)
-
-
-def scene_routine_call(scene, nv, ns, dt):
-    """``(call, dt (1,))``: the routine's one-state call for ``nv`` joint velocities and ``ns`` slots of
-    ``scene``'s steps (:func:`state_derivatives_call`) and ``dt`` as the pieces' kernel takes it, kept in
-    ``scene.cache`` per ``(nv, ns, dt)``; None where the routine cannot be built."""
-    memo = scene.cache.setdefault("derivatives routine", {})
-    key = (nv, ns, float(dt))
-    got = memo.get(key)
-    if got is None:
-        if len(memo) >= 16:
-            memo.clear()
-        dt_array = np.array([float(dt)])
-        dt_array.flags.writeable = False
-        got = memo[key] = (state_derivatives_call(nv, ns, float(dt)), dt_array)
-    return got if got[0] is not None else None
 
 
 def native_pinv_solve(A, B, general):
