@@ -134,6 +134,20 @@ def _axes(x, c, s, back=False):
     return np.stack([c * a + s * b, c * b - s * a, x[..., 2]], -1)
 
 
+def _diagonal_blocks(block, like):
+    """The block diagonal matrix (k n, k n) of the blocks ``block[a][b]`` (k x k entries, each an
+    array (n,) of the blocks' entries, or a number for all): structural zeros elsewhere (traced: the
+    int ``0``, so that a block product skips them); ``like`` (n,) gives the kind."""
+    k, n = len(block), np.shape(like)[0]
+    X = np.zeros((k * n, k * n), dtype=object if bk.is_symbolic(like) else float)
+    i = k * np.arange(n)
+    for a in range(k):
+        for b in range(k):
+            if not (np.ndim(block[a][b]) == 0 and block[a][b] == 0):
+                X[i + a, i + b] = block[a][b]
+    return X
+
+
 def _newton_system(G, g, mu, z, scale, active, direction):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
     Gr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
@@ -159,8 +173,10 @@ def _newton_system(G, g, mu, z, scale, active, direction):
     w = slide * speed / (mu * _relu(Z[:, 2]) + _TINY)
     w = w - _relu(w - scale / EPS)
     d = np.stack([stick, stick + slide, stick + slide], 1).reshape(m)
-    Gr = _axes(G.reshape(m, nc, 3), c, s).reshape(m, m)
-    Gr = _axes(Gr.T.reshape(m, nc, 3), c, s).reshape(m, m)
+    # R^T G^T R (R the rotations, block diagonal) as block products whose first factor is R^T, which
+    # has two or one entries a row: loops of O(m^2), not O(m^2) operations written out one by one
+    Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
+    Gr = _mm(Rt, _mm(Rt, G).T)
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
     return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, Gr, gr, slide, op
 
@@ -176,11 +192,13 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
     m = 3 * nc
     d, w, c, s, Gr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction)
     mus = slide * mu
-    Mi = _spd_inverse(Gr * (d[:, None] * d[None, :]) + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None])
+    # D Gr D and D Gr_theta diag(mus) (D = diag(d)) as products by diagonal first factors (loops)
+    D = _diagonal_blocks([[d]], d)
+    Mi = _spd_inverse(_mm(D, _mm(D, Gr).T).T + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None])
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
     # contact): (M + U V^T)^-1 = Mi - Mi U C^-1 V^T Mi, V^T the normal rows, C = I + V^T Mi U; C is not
     # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
-    MiU = _mm(Mi, d[:, None] * Gr[:, 0::3] * mus[None, :])
+    MiU = _mm(Mi, _mm(_diagonal_blocks([[mus]], mus), _mm(D, Gr[:, 0::3]).T).T)
     C = np.eye(nc) + MiU[2::3]
     Ci = _mm(_spd_inverse(_mm(C.T, C) + np.eye(nc) * CAPACITANCE), C.T)
 
