@@ -150,9 +150,10 @@ def _diagonal_blocks(block, like):
 
 def _newton_system(G, g, mu, z, scale, active, direction):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
-    Gr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
-    contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``Gr`` (m, m) and ``gr`` (m,) ``G``
-    and ``g`` in them, ``slide`` and ``op`` (nc,) 1 where sliding, open."""
+    DGr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
+    contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``DGr`` (m, m) the unknowns' rows of
+    ``G`` in them (the other rows zero) and ``gr`` (m,) ``g`` in them, ``slide`` and ``op`` (nc,) 1 where
+    sliding, open."""
     nc = mu.shape[0]
     m = 3 * nc
     Z = z.reshape(nc, 3)
@@ -173,12 +174,13 @@ def _newton_system(G, g, mu, z, scale, active, direction):
     w = slide * speed / (mu * _relu(Z[:, 2]) + _TINY)
     w = w - _relu(w - scale / EPS)
     d = np.stack([stick, stick + slide, stick + slide], 1).reshape(m)
-    # R^T G^T R (R the rotations, block diagonal) as block products whose first factor is R^T, which
-    # has two or one entries a row: loops of O(m^2), not O(m^2) operations written out one by one
+    # D R^T G^T R (R the rotations, block diagonal, D = diag(d): the unknowns' rows) as block products
+    # whose first factor is R^T or D R^T, which has two or one entries a row: loops of O(m^2), not O(m^2)
+    # operations written out one by one
     Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
-    Gr = _mm(Rt, _mm(Rt, G).T)
+    DGr = _mm(Rt * d[:, None], _mm(Rt, G).T)
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
-    return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, Gr, gr, slide, op
+    return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, DGr, gr, slide, op
 
 
 def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
@@ -190,16 +192,16 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
     given: the answer nearest to it (else the least-norm one)."""
     nc = mu.shape[0]
     m = 3 * nc
-    d, w, c, s, Gr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction)
+    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction)
     mus = slide * mu
-    # D Gr D and D Gr_theta diag(mus) (D = diag(d)) as products by diagonal first factors (loops)
-    D = _diagonal_blocks([[d]], d)
-    Mi = _spd_inverse(_mm(D, _mm(D, Gr).T).T + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None])
+    # D Gr D (D Gr times D, a product by a diagonal first factor: a loop)
+    Mi = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T).T + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None])
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
-    # contact): (M + U V^T)^-1 = Mi - Mi U C^-1 V^T Mi, V^T the normal rows, C = I + V^T Mi U; C is not
+    # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = Mi - Mi U C^-1 V^T Mi, V^T the normal rows,
+    # C = I + V^T Mi U (Mi's normal rows times U: Mi U itself is applied as Mi (U x)); C is not
     # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
-    MiU = _mm(Mi, _mm(_diagonal_blocks([[mus]], mus), _mm(D, Gr[:, 0::3]).T).T)
-    C = np.eye(nc) + MiU[2::3]
+    U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T).T
+    C = np.eye(nc) + _mm(Mi[2::3], U)
     Ci = _mm(_spd_inverse(_mm(C.T, C) + np.eye(nc) * CAPACITANCE), C.T)
 
     def held(y):                                                   # x_theta = mu x_n where sliding
@@ -208,9 +210,9 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
 
     y = 0.0 * z if start is None else d * _axes(start.reshape(nc, 3), c, s).reshape(m)
     for _ in range(solves(m)):
-        r = -(d * (_mv(Gr, held(y)) + gr) + w * y)                 # the unregularised system's residual
+        r = -(_mv(DGr, held(y)) + d * gr + w * y)                  # the unregularised system's residual
         a = _mv(Mi, r)
-        y = y + a - _mv(MiU, _mv(Ci, a[2::3]))
+        y = y + a - _mv(Mi, _mv(U, _mv(Ci, a[2::3])))
     return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
 
 
