@@ -13,7 +13,9 @@ The product runs row by row over the entries of ``A`` that are not structural ze
 rows): ``C[i, j] = A[i, l0] B[l0, j] + A[i, l1] B[l1, j] + ...``, every element summing its products
 in ``l`` order, the first first (the definition of :mod:`sparsedyn.symbolic.block`), plus the
 products by the structural zeros of ``B``, which add ``+-0`` (the same value where the operands are
-finite, the sign of a zero sum aside).  A single state's product takes ``SD_W`` columns at a time
+finite, the sign of a zero sum aside).  It runs over all rows for one group of columns, then the next
+group (a 96-column ``B`` then stays in the first level cache a group at a time: it is not read from
+the second for every row).  A single state's product takes ``SD_W`` columns at a time
 (a vector of the row of ``B``, the sum in a register: a row of ``C`` summed in memory waits on its
 own stores); a batch's elements are vectors already.  A tree's ``H^-1 dtau/dx`` so multiplied
 compiles in half the time of its unrolled code.

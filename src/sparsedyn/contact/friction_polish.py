@@ -41,8 +41,10 @@ or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish
 modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed
 humanoid's slowest states: a nearly redundant pair of capsule contacts, both sliding in ADMM's
 iterate for hundreds of iterations, one sticking and one open in the answer).  The work per Newton
-step is the inverse (``m^3``), the product of the inverse with the held friction's columns
-(``m^2 nc``) and the solves (``3 m^2`` each), against an ADMM iteration's ``m^2``.
+step is the inverse (``m^3``), the product of its normal rows with the held friction's columns
+(``m nc^2``) and the solves (``4 m^2`` each: the rows of ``G``, the inverse twice), against an ADMM
+iteration's ``m^2``; the rotation into the sliding axes and the masks are block products by sparse
+first factors (``m^2`` in loops, not in operations written out).
 
 Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
