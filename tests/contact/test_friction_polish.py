@@ -324,3 +324,19 @@ def test_a_box_sliding_down_a_slope_at_mu_0_9_loads_its_downhill_corners(backend
     rate = G * (np.sin(a) - mu * np.cos(a)) * DT
     assert abs(s.v[3] - rate) <= 4 * TOL * G * DT
     assert np.abs(s.v[[0, 1, 2, 4, 5]]).max() <= 4 * TOL * G * DT / H
+
+
+def test_the_unknowns_rows_of_g_in_the_sliding_axes():
+    """The mode system's ``D R^T G^T R`` (block products by the block diagonal rotation) equals the
+    rows and columns of ``G`` turned into each contact's sliding axes one by one (:func:`_axes`, the
+    definition), the rows of no unknown zero; the rotation holds five entries a contact and structural
+    zeros elsewhere (the int ``0`` where traced, which a block product skips)."""
+    rng = np.random.default_rng(3)
+    Gm, mu = _spd(3, 12, cond=10.0), np.array([0.5, 1.0, 0.8, 0.5])
+    z = np.array([0.1, 0.05, 1.0, 0.6, 0.8, 1.0, -0.8 * 0.7, 0.0, 0.7, 0.0, 0.0, 0.0])
+    d, w, c, s, DGr, gr, slide, op = fp._newton_system(Gm, rng.standard_normal(12), mu, z, 1.0, np.ones(4), None)
+    turned = fp._axes(fp._axes(Gm.reshape(12, 4, 3), c, s).reshape(12, 12).T.reshape(12, 4, 3), c, s).reshape(12, 12)
+    assert list(d) == [1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0]
+    assert np.abs(DGr - d[:, None] * turned).max() <= rounding_bound(3, 1.0) * np.abs(Gm).max()
+    R = fp._diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], np.asarray(c, dtype=object))
+    assert R.dtype == object and sum(type(x) is int and x == 0 for x in R.flat) == 144 - 5 * 4

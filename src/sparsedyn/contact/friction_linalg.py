@@ -76,11 +76,12 @@ def _lower_inverse(A):
         return _leaf_inverse(A)
     h = n // 2
     Li11 = _lower_inverse(A[:h, :h])
-    L21 = _mm(A[h:, :h], Li11.T)
+    # the triangular factors first (a block product skips its first factor's structural zeros only)
+    L21 = _mm(Li11, A[h:, :h].T).T
     Li22 = _lower_inverse(A[h:, h:] - _mm(L21, L21.T))
     Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)
     Li[:h, :h], Li[h:, h:] = Li11, Li22
-    Li[h:, :h] = -_mm(Li22, _mm(L21, Li11))
+    Li[h:, :h] = -_mm(Li22, _mm(Li11.T, L21.T).T)
     return Li
 
 

@@ -41,8 +41,10 @@ or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish
 modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed
 humanoid's slowest states: a nearly redundant pair of capsule contacts, both sliding in ADMM's
 iterate for hundreds of iterations, one sticking and one open in the answer).  The work per Newton
-step is the inverse (``m^3``), the product of the inverse with the held friction's columns
-(``m^2 nc``) and the solves (``3 m^2`` each), against an ADMM iteration's ``m^2``.
+step is the inverse (``m^3``), the product of its normal rows with the held friction's columns
+(``m nc^2``) and the solves (``4 m^2`` each: the rows of ``G``, the inverse twice), against an ADMM
+iteration's ``m^2``; the rotation into the sliding axes and the masks are block products by sparse
+first factors (``m^2`` in loops, not in operations written out).
 
 Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
@@ -134,11 +136,26 @@ def _axes(x, c, s, back=False):
     return np.stack([c * a + s * b, c * b - s * a, x[..., 2]], -1)
 
 
+def _diagonal_blocks(block, like):
+    """The block diagonal matrix (k n, k n) of the blocks ``block[a][b]`` (k x k entries, each an
+    array (n,) of the blocks' entries, or a number for all): structural zeros elsewhere (traced: the
+    int ``0``, so that a block product skips them); ``like`` (n,) gives the kind."""
+    k, n = len(block), np.shape(like)[0]
+    X = np.zeros((k * n, k * n), dtype=object if bk.is_symbolic(like) else float)
+    i = k * np.arange(n)
+    for a in range(k):
+        for b in range(k):
+            if not (np.ndim(block[a][b]) == 0 and block[a][b] == 0):
+                X[i + a, i + b] = block[a][b]
+    return X
+
+
 def _newton_system(G, g, mu, z, scale, active, direction):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
-    Gr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
-    contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``Gr`` (m, m) and ``gr`` (m,) ``G``
-    and ``g`` in them, ``slide`` and ``op`` (nc,) 1 where sliding, open."""
+    DGr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
+    contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``DGr`` (m, m) the unknowns' rows of
+    ``G`` in them (the other rows zero) and ``gr`` (m,) ``g`` in them, ``slide`` and ``op`` (nc,) 1 where
+    sliding, open."""
     nc = mu.shape[0]
     m = 3 * nc
     Z = z.reshape(nc, 3)
@@ -159,10 +176,13 @@ def _newton_system(G, g, mu, z, scale, active, direction):
     w = slide * speed / (mu * _relu(Z[:, 2]) + _TINY)
     w = w - _relu(w - scale / EPS)
     d = np.stack([stick, stick + slide, stick + slide], 1).reshape(m)
-    Gr = _axes(G.reshape(m, nc, 3), c, s).reshape(m, m)
-    Gr = _axes(Gr.T.reshape(m, nc, 3), c, s).reshape(m, m)
+    # D R^T G^T R (R the rotations, block diagonal, D = diag(d): the unknowns' rows) as block products
+    # whose first factor is R^T or D R^T, which has two or one entries a row: loops of O(m^2), not O(m^2)
+    # operations written out one by one
+    Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
+    DGr = _mm(Rt * d[:, None], _mm(Rt, G).T)
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
-    return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, Gr, gr, slide, op
+    return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, DGr, gr, slide, op
 
 
 def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
@@ -174,14 +194,16 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
     given: the answer nearest to it (else the least-norm one)."""
     nc = mu.shape[0]
     m = 3 * nc
-    d, w, c, s, Gr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction)
+    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction)
     mus = slide * mu
-    Mi = _spd_inverse(Gr * (d[:, None] * d[None, :]) + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None])
+    # D Gr D (D Gr times D, a product by a diagonal first factor: a loop)
+    Mi = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T).T + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None])
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
-    # contact): (M + U V^T)^-1 = Mi - Mi U C^-1 V^T Mi, V^T the normal rows, C = I + V^T Mi U; C is not
+    # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = Mi - Mi U C^-1 V^T Mi, V^T the normal rows,
+    # C = I + V^T Mi U (Mi's normal rows times U: Mi U itself is applied as Mi (U x)); C is not
     # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
-    MiU = _mm(Mi, d[:, None] * Gr[:, 0::3] * mus[None, :])
-    C = np.eye(nc) + MiU[2::3]
+    U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T).T
+    C = np.eye(nc) + _mm(Mi[2::3], U)
     Ci = _mm(_spd_inverse(_mm(C.T, C) + np.eye(nc) * CAPACITANCE), C.T)
 
     def held(y):                                                   # x_theta = mu x_n where sliding
@@ -190,9 +212,9 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
 
     y = 0.0 * z if start is None else d * _axes(start.reshape(nc, 3), c, s).reshape(m)
     for _ in range(solves(m)):
-        r = -(d * (_mv(Gr, held(y)) + gr) + w * y)                 # the unregularised system's residual
+        r = -(_mv(DGr, held(y)) + d * gr + w * y)                  # the unregularised system's residual
         a = _mv(Mi, r)
-        y = y + a - _mv(MiU, _mv(Ci, a[2::3]))
+        y = y + a - _mv(Mi, _mv(U, _mv(Ci, a[2::3])))
     return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
 
 
