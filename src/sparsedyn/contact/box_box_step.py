@@ -16,7 +16,8 @@ squares to rounding).
 from __future__ import annotations
 
 import ctypes
-import threading
+import math
+from threading import get_ident
 
 import numpy as np
 
@@ -44,27 +45,27 @@ def _step_routine():
     return routine("sd_box_box_step", [ctypes.c_void_p, ctypes.c_void_p])
 
 
-def _scratch(scene, mixed, road):
+def _scratch(scene, mixed, poses):
     """This thread's ``(routine, plan's address, buffer's address, V, placements' outputs or None, top,
-    kernel's rows or None, rows, within, md, calls)`` of ``mixed`` (``scene_data``'s plan of the
-    scene's pairs; ``road`` its pairs of two boxes' gather, :func:`~.box_box_road.box_box_poses`), laid out once per thread while the plan stays (``scene.cache``); None where a
-    routine or a native callable is not built."""
+    kernel's rows or None, rows, within, md, the three native callables, the kernel plan, q's and v's
+    shapes, the rows' order)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs; ``poses``:
+    :func:`~sparsedyn.contact.box_box_road.box_box_poses`, the gather of its pairs of two boxes'
+    poses), laid out once per thread while the plan stays (``scene.cache``); False where the plan
+    has pairs other than the kernel's and two boxes' (never this road), None where a routine or a
+    native callable is not built (asked again at the next call)."""
     got = scene.cache.get(_KEY)
     if got is None or got[0] is not mixed:
         got = scene.cache[_KEY] = (mixed, {})
-    kept = got[1].get(threading.get_ident())
-    if kept is not None:
-        return kept
-    calls, bb, kp = native_calls(scene.model) or {}, mixed.bb, mixed.kernel
-    f = _step_routine()
-    kernel = calls.get(_NEAR) if kp.pairs else None
-    if f is None or calls.get(_BV) is None or calls.get(_GP) is None or (kp.pairs and kernel is None):
-        return None
-    model = scene.model
-    P, S, NB, K, G = len(bb.pair), len(scene.index), model.nbodies, len(mixed.pair), road.G
+    model, bb, kp = scene.model, mixed.bb, mixed.kernel
     K1 = len(kp.pair) if kp.pairs else 0
-    if K != K1 + ROWS * P:
+    if mixed.mesh is not None or len(mixed.boxes) or bb is None or len(mixed.pair) != K1 + ROWS * len(bb.pair):
+        got[1][get_ident()] = False
+        return False
+    calls = native_calls(model) or {}
+    road, f, kernel = poses(scene, bb), _step_routine(), calls.get(_NEAR) if kp.pairs else None
+    if road is None or f is None or calls.get(_BV) is None or calls.get(_GP) is None or (kp.pairs and kernel is None):
         return None
+    P, S, NB, K, G = len(bb.pair), len(scene.index), model.nbodies, len(mixed.pair), road.G
     nsrc = 12 * G + len(road.const)
     # V, rho, cut, top, par, within, rows (the kernel's K1, then the boxes'), src, E, r, md, s
     sizes = [6 * NB, NB, S, 1, 2, K, NEAR_COLUMNS * K, nsrc, 9 * P, 3 * P, 2, NB + 1]
@@ -80,24 +81,32 @@ def _scratch(scene, mixed, road):
     head = [P, S, NB, K] + offs[:6] + [offs[6] + NEAR_COLUMNS * K1] + offs[7:12]
     plan = np.concatenate([head, road.gather, _pair_bodies(scene).reshape(-1), bb.pair, mixed.pair]).astype(np.int64)
     outs = (view[7][:9 * G].reshape(G, 3, 3), view[7][9 * G:12 * G].reshape(G, 3)) if G else None
-    kept = (f, plan.ctypes.data, buf.ctypes.data, view[0].reshape(NB, 6), outs, view[3].reshape(()),
-            rows[:K1] if K1 else None, rows, view[5], view[10], (calls[_BV], calls[_GP], kernel, kp), plan, buf)
-    got[1][threading.get_ident()] = kept
+    kept = got[1][get_ident()] = (
+        f, plan.ctypes.data, buf.ctypes.data, view[0].reshape(NB, 6), outs, view[3].reshape(()),
+        rows[:K1] if K1 else None, rows, view[5], view[10], calls[_BV], calls[_GP], kernel, kp,
+        (model.nq,), (model.nv,), mixed.order, plan, buf)
     return kept
 
 
-def box_box_step_rows(scene, mixed, road, q, v, dt):
-    """``(rows, within)`` of ``mixed`` (``scene_data``'s plan of a scene whose pairs are the collision
-    kernel's and pairs of two boxes alone, no mesh; ``road`` the gather of the pairs of two boxes'
-    poses, :func:`~sparsedyn.contact.box_box_road.box_box_poses`, or None) for a step of ``dt`` (a float > 0) from ``q`` (nq,)
-    at ``v`` (nv,) (float64 arrays): the candidates (K, 11) as ``scene_data._mixed_candidates`` gives
-    them (the kernel's, then each pair of two boxes' ``ROWS``, in the plan's order) and each one's pair's
-    look-ahead (K,) [m], new arrays; None where a routine or a native callable is not built, or the
-    bodies' velocities decline the state (the general road then answers)."""
-    got = None if road is None else _scratch(scene, mixed, road)
-    if got is None:
+def box_box_step_rows(scene, mixed, poses, q, v, dt):
+    """``(rows, within)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs; ``poses``:
+    :func:`~sparsedyn.contact.box_box_road.box_box_poses`, whose gather the buffer holds) for a
+    step of ``dt`` (a number > 0) from ``q`` (nq,) at ``v`` (nv,) (float64 arrays): the candidates
+    (K, 11) as ``scene_data._mixed_candidates`` gives them (the kernel's, then each pair of two boxes'
+    ``ROWS``, in the plan's order) and each one's pair's look-ahead (K,) [m], new arrays; None where
+    the plan has other pairs than the collision kernel's and pairs of two boxes, where ``q``, ``v``
+    or ``dt`` is not one state's, where ``poses`` or a routine or a native callable is not built, or
+    where the bodies' velocities decline the state: the general road then answers."""
+    got = scene.cache.get(_KEY)
+    kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
+    if kept is None:
+        kept = _scratch(scene, mixed, poses)
+    if not kept or poses(scene, mixed.bb) is None:       # (the gather declined: the general road)
         return None
-    f, plan, buf, V, outs, top, kern, rows, within, md, (bv, gp, near, kp) = got[:11]
+    f, plan, buf, V, outs, top, kern, rows, within, md, bv, gp, near, kp, nq, nv, order = kept[:17]
+    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == nq and type(v) is np.ndarray
+            and v.dtype is _F64 and v.shape == nv and type(dt) in (float, int) and 0 < dt < math.inf):
+        return None
     if bv(q, v, out=V) is None:
         return None
     if outs is not None:
@@ -106,4 +115,4 @@ def box_box_step_rows(scene, mixed, road, q, v, dt):
     f(plan, buf)
     if kern is not None:
         near(q, kp.shapes, top, kp.pairs, out=kern)
-    return (rows.copy() if mixed.order is None else rows.take(mixed.order, 0)), within.copy()
+    return (rows.copy() if order is None else rows.take(order, 0)), within.copy()

@@ -420,8 +420,7 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
     mesh-plane rows of all states at once (the mesh-box pairs' state by state)."""
     kp, mesh = mixed.kernel, mixed.mesh
-    got = mesh is None and not len(mixed.boxes) and cutoff is None and ahead is not None and one_state(
-        scene.model, q, *ahead) and box_box_step_rows(scene, mixed, box_box_poses(scene, mixed.bb), q, *ahead)
+    got = cutoff is None and ahead is not None and box_box_step_rows(scene, mixed, box_box_poses, q, *ahead)
     if got:                                                # (pairs of two boxes alone: three native calls)
         return got
     spin = look = rows = None
