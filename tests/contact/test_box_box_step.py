@@ -1,4 +1,4 @@
-"""A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes in three
+"""A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes in four
 native calls (sparsedyn.contact.box_box_step): the general road's (each pair's look-ahead from
 ``look_ahead.pair_cutoffs``, the pairs' rows from ``scene_data.box_box_rows``, the kernel's
 candidates), the rows bit for bit (the same routine and operations on the same poses), the

@@ -266,15 +266,23 @@ static void bb_point(const double *C, const sd_bb_box *b, sd_bb_hit *out, double
   bb_out(b, yb, out->wb);
 }
 
-/* closed_forms._over_face: a point (y: in b's axes) over the face of b whose outward normal is `axis` (0: none) */
-static void bb_over_face(const double *y, const sd_bb_box *b, const double *axis, sd_bb_hit *hit)
+/* closed_forms._over_face's face of b whose outward normal is `axis`: its axis i and side s */
+static void bb_face_of(const sd_bb_box *b, const double *axis, int *face, double *side)
 {
-  if (axis[0] == 0 && axis[1] == 0 && axis[2] == 0) return;
-  double o[3], side[3], on[3];
+  double o[3];
   for (int i = 0; i < 3; i++) o[i] = (b->R[i] * axis[0] + b->R[3 + i] * axis[1]) + b->R[6 + i] * axis[2];
   int i = 0;
   for (int k = 1; k < 3; k++) if (fabs(o[k]) > fabs(o[i])) i = k;
-  double s = bb_sgn(o[i]);
+  *face = i;
+  *side = bb_sgn(o[i]);
+}
+
+/* closed_forms._over_face: a point (y: in b's axes) over the face of b whose outward normal is `axis` (0: none;
+   i, s: its bb_face_of) */
+static void bb_over_face(const double *y, const sd_bb_box *b, const double *axis, int i, double s, sd_bb_hit *hit)
+{
+  if (axis[0] == 0 && axis[1] == 0 && axis[2] == 0) return;
+  double side[3], on[3];
   for (int k = 0; k < 3; k++) { on[k] = bb_clip(y[k], -b->h[k], b->h[k]); side[k] = k == i ? 0.0 : y[k] - on[k]; }
   if (!(sqrt((side[0] * side[0] + side[1] * side[1]) + side[2] * side[2]) <= 1e-9 && s * y[i] >= -b->h[i])) return;
   on[i] = s * b->h[i];
@@ -364,15 +372,19 @@ static void bb_corners(const sd_bb_box *a, const sd_bb_box *b, double ax[15][3],
   for (int m = 6; m < 15; m++) edge = fmin(edge, ov[m]);
   double f = (ov[i] <= edge + 1e-6) ? bb_sgn(c[i]) : 0.0;   /* FACE_PREFERENCE */
   for (int r = 0; r < 3; r++) { axis[r] = ax[i][r] * f; mx[r] = -axis[r]; }
+  int fb, fa;                                           /* (the same face for every corner) */
+  double sb, sa;
+  bb_face_of(b, axis, &fb, &sb);
+  bb_face_of(a, mx, &fa, &sa);
   for (int k = 0; k < 8; k++) {
     double C[3], y[3];
     bb_corner(a, k, C);
     bb_point(C, b, &hits[k], y);
-    bb_over_face(y, b, axis, &hits[k]);
+    bb_over_face(y, b, axis, fb, sb, &hits[k]);
     bb_corner(b, k, C);
     sd_bb_hit h;
     bb_point(C, a, &h, y);
-    bb_over_face(y, a, mx, &h);
+    bb_over_face(y, a, mx, fa, sa, &h);
     hits[8 + k].d = h.d;
     for (int r = 0; r < 3; r++) {
       hits[8 + k].wa[r] = h.wb[r];

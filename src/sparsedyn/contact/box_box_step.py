@@ -1,4 +1,4 @@
-"""A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes, in three
+"""A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes, in four
 native calls: :func:`box_box_step_rows`.
 
 The general road of such a scene's step (``scene_data._mixed_candidates``) computes each pair's

@@ -421,7 +421,7 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     mesh-plane rows of all states at once (the mesh-box pairs' state by state)."""
     kp, mesh = mixed.kernel, mixed.mesh
     got = cutoff is None and ahead is not None and box_box_step_rows(scene, mixed, box_box_poses, q, *ahead)
-    if got:                                                # (pairs of two boxes alone: three native calls)
+    if got:                                                # (pairs of two boxes alone: four native calls)
         return got
     spin = look = rows = None
     if cutoff is None and ahead is not None:
