@@ -70,21 +70,22 @@ def test_the_rows_are_the_general_roads(make, monkeypatch):
 
 def test_the_look_ahead_by_hand():
     """The upper cube turning at omega with its centre moving at u: its pairs' look-ahead is
-    ``margin + dt (|u| + |omega| rho)``, ``rho`` its half diagonal (sqrt(3) 0.05 m); the lower
-    cube's pair with the table, at rest, the margin."""
+    ``margin + dt (|u| + |omega| rho)``, ``rho`` its half diagonal (sqrt(3) 0.05 m), for each step's
+    ``dt``; the lower cube's pair with the table, at rest, the margin."""
     scene = _stack()
     q = _poses(np.random.default_rng(2), 1)[0]
     v = np.zeros(12)
     v[6:9], v[9:12] = [0.0, 0.3, -0.4], [0.6, 0.0, 0.8]              # the upper cube's [omega, v_o]: 0.5, 1 m/s
     with sd.use_backend("native", deterministic=True):
         mixed = _ready(scene)
-        _, within = scene_data._mixed_candidates(scene, mixed, q, None, (v, DT))
+        steps = [(dt, scene_data._mixed_candidates(scene, mixed, q, None, (v, dt))[1]) for dt in (DT, 2 * DT, DT)]
     margin, rho = scene.margin, np.sqrt(3.0) * 0.05
     names = [tuple(scene.shapes[i].name for i in scene.index[p]) for p in mixed.pair]
     moving = np.array(["high" in n for n in names])
     assert moving.any() and (~moving).any()
-    assert np.abs(within[moving] - (margin + DT * (1.0 + 0.5 * rho))).max() <= rounding_bound(8) * margin
-    assert np.all(within[~moving] == margin)
+    for dt, within in steps:                                              # (a new dt: the look-ahead follows)
+        assert np.abs(within[moving] - (margin + dt * (1.0 + 0.5 * rho))).max() <= rounding_bound(8) * margin
+        assert np.all(within[~moving] == margin)
 
 
 def test_a_velocity_the_kernel_declines_is_named_as_on_the_general_road(monkeypatch):

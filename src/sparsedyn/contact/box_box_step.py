@@ -48,7 +48,7 @@ def _step_routine():
 def _scratch(scene, mixed, poses):
     """This thread's ``(routine, plan's address, buffer's address, V, placements' outputs or None, top,
     kernel's rows or None, rows, within, md, the three native callables, the kernel plan, q's and v's
-    shapes, the rows' order)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs; ``poses``:
+    shapes, the rows' order, [the dt in md], (the plan, the buffer))`` of ``mixed`` (``scene_data``'s plan of the scene's pairs; ``poses``:
     :func:`~sparsedyn.contact.box_box_road.box_box_poses`, the gather of its pairs of two boxes'
     poses), laid out once per thread while the plan stays (``scene.cache``); False where the plan
     has pairs other than the kernel's and two boxes' (never this road), None where a routine or a
@@ -84,7 +84,7 @@ def _scratch(scene, mixed, poses):
     kept = got[1][get_ident()] = (
         f, plan.ctypes.data, buf.ctypes.data, view[0].reshape(NB, 6), outs, view[3].reshape(()),
         rows[:K1] if K1 else None, rows, view[5], view[10], calls[_BV], calls[_GP], kernel, kp,
-        (model.nq,), (model.nv,), mixed.order, plan, buf)
+        (model.nq,), (model.nv,), mixed.order, [0.0], (plan, buf))
     return kept
 
 
@@ -103,7 +103,7 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt):
         kept = _scratch(scene, mixed, poses)
     if not kept or poses(scene, mixed.bb) is None:       # (the gather declined: the general road)
         return None
-    f, plan, buf, V, outs, top, kern, rows, within, md, bv, gp, near, kp, nq, nv, order = kept[:17]
+    f, plan, buf, V, outs, top, kern, rows, within, md, bv, gp, near, kp, nq, nv, order, last, _ = kept
     if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == nq and type(v) is np.ndarray
             and v.dtype is _F64 and v.shape == nv and type(dt) in (float, int) and 0 < dt < math.inf):
         return None
@@ -111,7 +111,8 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt):
         return None
     if outs is not None:
         gp(q, "collision", out=outs)
-    md[1] = dt
+    if dt != last[0]:                                      # (a trajectory's dt: written once)
+        md[1] = last[0] = dt
     f(plan, buf)
     if kern is not None:
         near(q, kp.shapes, top, kp.pairs, out=kern)

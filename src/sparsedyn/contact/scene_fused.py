@@ -54,7 +54,7 @@ from .scene_step import FoundContacts, matched_warm_start
 __all__ = ["fused_step"]
 
 _AHEAD, _STEP = collision_candidates_ahead.__name__, contact_step_kernel.__name__
-_NONE = {}
+_NONE, _F64 = {}, np.dtype(float)
 _KEY = "fused step"
 
 
@@ -89,8 +89,7 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     # (only for what the native call takes: one state's float64 arrays)
     pre = None
     if mixed is not None:
-        if not (qa.dtype == np.float64 and va.dtype == np.float64 and qa.shape == (model.nq,)
-                and va.shape == (model.nv,)):
+        if not (qa.dtype is _F64 and va.dtype is _F64 and qa.shape == (model.nq,) and va.shape == (model.nv,)):
             return None
         pre = scene_data._mixed_candidates(scene, mixed, qa, None, (va, float(dt)))
     if previous is None and not contacts:
