@@ -48,11 +48,11 @@ def _step_routine():
 def _scratch(scene, mixed, poses):
     """This thread's ``(routine, plan's address, buffer's address, V, placements' outputs or None, top,
     kernel's rows or None, rows, within, md, the three native callables, the kernel plan, q's and v's
-    shapes, the rows' order, [the dt in md], (the plan, the buffer))`` of ``mixed`` (``scene_data``'s plan of the scene's pairs; ``poses``:
-    :func:`~sparsedyn.contact.box_box_road.box_box_poses`, the gather of its pairs of two boxes'
-    poses), laid out once per thread while the plan stays (``scene.cache``); False where the plan
-    has pairs other than the kernel's and two boxes' (never this road), None where a routine or a
-    native callable is not built (asked again at the next call)."""
+    shapes, the rows' order, [the dt in md], (the plan, the buffer))`` of ``mixed`` (``scene_data``'s
+    plan of the scene's pairs; ``poses``: :func:`~sparsedyn.contact.box_box_road.box_box_poses`, the
+    gather of its pairs of two boxes' poses), laid out once per thread while the plan stays
+    (``scene.cache``); False where the plan has pairs other than the kernel's and two boxes' (never
+    this road), None where a routine or a native callable is not built (asked again at the next call)."""
     got = scene.cache.get(_KEY)
     if got is None or got[0] is not mixed:
         got = scene.cache[_KEY] = (mixed, {})
