@@ -287,7 +287,7 @@ def box_box_rows(scene, bb, q, cut):
     at, k, d, wa, wb, n, Ra, pa = got
     x = (Ra.transpose(0, 2, 1) @ (wa - pa)[:, :, None])[:, :, 0]              # w_a in a's frame, then its body's
     out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
-    out[at, 7:10], out[at, 10] = (bb.E[k] * x[:, None]).sum(2) + bb.r[k], (n * wb).sum(1)   # (the C sums' order)
+    out[at, 7:10], out[at, 10] = (bb.E[k] * x[:, None]).sum(2) + bb.r[k], (n * wb).sum(1)   # (sd_box_box_step's sums)
     return out
 
 
