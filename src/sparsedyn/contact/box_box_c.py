@@ -11,61 +11,73 @@ SOURCE = r"""
 #define BB_ROWS 25
 typedef struct { double R[9], p[3], h[3]; } sd_bb_box;
 typedef struct { double d, wa[3], wb[3], n[3]; } sd_bb_hit;
+#define BB_INLINE static inline __attribute__((always_inline))
 
-static double bb_col(const double *R, int r, int j) { return R[3 * r + j]; }
-static double bb_sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }     /* np.sign */
-static double bb_sgn(double x) { return x < 0 ? -1.0 : 1.0; }                       /* np.where(x < 0, -1, 1) */
-static double bb_clip(double x, double lo, double hi) { return fmin(fmax(x, lo), hi); }
-static double bb_unit(double x) { double y = x > 0.0 ? x : 0.0; return y < 1.0 ? y : 1.0; }
-static double bb_dot(const double *x, const double *y) { return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]; }
-static int bb_same(const double *x, const double *y) { return x[0] == y[0] && x[1] == y[1] && x[2] == y[2]; }
+BB_INLINE double bb_col(const double *R, int r, int j) { return R[3 * r + j]; }
+BB_INLINE double bb_sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }     /* np.sign */
+BB_INLINE double bb_sgn(double x) { return x < 0 ? -1.0 : 1.0; }                       /* np.where(x < 0, -1, 1) */
+BB_INLINE double bb_clip(double x, double lo, double hi) { double y = x > lo ? x : lo; return y < hi ? y : hi; }
+BB_INLINE double bb_unit(double x) { double y = x > 0.0 ? x : 0.0; return y < 1.0 ? y : 1.0; }
+BB_INLINE double bb_dot(const double *x, const double *y) { return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]; }
+BB_INLINE int bb_same(const double *x, const double *y) { return x[0] == y[0] && x[1] == y[1] && x[2] == y[2]; }
 
 /* x in the box's axes, R^T (x - p); and back, p + R y */
-static void bb_in(const sd_bb_box *b, const double *x, double *y)
+BB_INLINE void bb_in(const sd_bb_box *b, const double *x, double *y)
 {
   double w[3] = {x[0] - b->p[0], x[1] - b->p[1], x[2] - b->p[2]};
   for (int i = 0; i < 3; i++) y[i] = (b->R[i] * w[0] + b->R[3 + i] * w[1]) + b->R[6 + i] * w[2];
 }
-static void bb_out(const sd_bb_box *b, const double *y, double *x)
+BB_INLINE void bb_out(const sd_bb_box *b, const double *y, double *x)
 {
   for (int i = 0; i < 3; i++) x[i] = b->p[i] + ((b->R[3 * i] * y[0] + b->R[3 * i + 1] * y[1]) + b->R[3 * i + 2] * y[2]);
 }
-static void bb_turn(const sd_bb_box *b, const double *y, double *x)     /* R y */
+BB_INLINE void bb_turn(const sd_bb_box *b, const double *y, double *x)     /* R y */
 {
   for (int i = 0; i < 3; i++) x[i] = (b->R[3 * i] * y[0] + b->R[3 * i + 1] * y[1]) + b->R[3 * i + 2] * y[2];
 }
 
-/* closed_forms._separating_axes: axes (15, 3), c (15), overlap (15) */
-static void bb_axes(const sd_bb_box *a, const sd_bb_box *b, double parallel, double ax[15][3], double *c, double *ov)
+/* closed_forms._separating_axes: axes (15, 3), c (15), overlap (15); X (9, 3), L (9) the edge pairs'
+   cross products and lengths (bb_flatten's) */
+static void bb_axes(const sd_bb_box *a, const sd_bb_box *b, double parallel, double ax[15][3], double *c, double *ov,
+                    double X[9][3], double *L)
 {
-  int flat[15] = {0};
   for (int j = 0; j < 3; j++)
     for (int r = 0; r < 3; r++) { ax[j][r] = a->R[3 * r + j]; ax[3 + j][r] = b->R[3 * r + j]; }
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++) {
-      double x[3];
-      for (int r = 0; r < 3; r++) {
-        int r1 = (r + 1) % 3, r2 = (r + 2) % 3;
-        x[r] = a->R[3 * r1 + i] * b->R[3 * r2 + j] - a->R[3 * r2 + i] * b->R[3 * r1 + j];
-      }
-      double L = sqrt((x[0] * x[0] + x[1] * x[1]) + x[2] * x[2]);
-      int m = 6 + 3 * i + j;
-      flat[m] = L < parallel;
-      double s = flat[m] ? 1.0 : L;
-      for (int r = 0; r < 3; r++) ax[m][r] = x[r] / s;
+      double *x = X[3 * i + j];
+      x[0] = a->R[3 + i] * b->R[6 + j] - a->R[6 + i] * b->R[3 + j];
+      x[1] = a->R[6 + i] * b->R[j] - a->R[i] * b->R[6 + j];
+      x[2] = a->R[i] * b->R[3 + j] - a->R[3 + i] * b->R[j];
+      L[3 * i + j] = sqrt((x[0] * x[0] + x[1] * x[1]) + x[2] * x[2]);
     }
   double d[3] = {a->p[0] - b->p[0], a->p[1] - b->p[1], a->p[2] - b->p[2]};
   for (int m = 0; m < 15; m++) {
-    c[m] = bb_dot(d, ax[m]);
-    double rad = 0.0;
-    for (int k = 0; k < 6; k++) {
-      const sd_bb_box *x = k < 3 ? a : b;
-      int col = k % 3;
-      double pr = (x->R[col] * ax[m][0] + x->R[3 + col] * ax[m][1]) + x->R[6 + col] * ax[m][2];
-      rad += x->h[col] * fabs(pr);
+    int flat = m >= 6 && L[m - 6] < parallel;
+    if (m >= 6) {
+      double s = flat ? 1.0 : L[m - 6];
+      for (int r = 0; r < 3; r++) ax[m][r] = X[m - 6][r] / s;
     }
-    ov[m] = flat[m] ? INFINITY : rad - fabs(c[m]);
+    c[m] = bb_dot(d, ax[m]);
+    double rad = 0.0, *u = ax[m];
+    for (int k = 0; k < 3; k++) rad += a->h[k] * fabs((a->R[k] * u[0] + a->R[3 + k] * u[1]) + a->R[6 + k] * u[2]);
+    for (int k = 0; k < 3; k++) rad += b->h[k] * fabs((b->R[k] * u[0] + b->R[3 + k] * u[1]) + b->R[6 + k] * u[2]);
+    ov[m] = flat ? INFINITY : rad - fabs(c[m]);
   }
+}
+
+/* bb_axes' outputs of `parallel` turned into those of a larger `wider`: the edge pairs' axes whose length
+   is in [parallel, wider) made flat (the cross product itself, no overlap) */
+static void bb_flatten(const sd_bb_box *a, const sd_bb_box *b, double parallel, double wider, double ax[15][3],
+                       double *c, double *ov, double X[9][3], const double *L)
+{
+  double d[3] = {a->p[0] - b->p[0], a->p[1] - b->p[1], a->p[2] - b->p[2]};
+  for (int m = 0; m < 9; m++)
+    if (L[m] < wider && !(L[m] < parallel)) {
+      for (int r = 0; r < 3; r++) ax[6 + m][r] = X[m][r] / 1.0;
+      c[6 + m] = bb_dot(d, ax[6 + m]);
+      ov[6 + m] = INFINITY;
+    }
 }
 
 /* closed_forms._segments */
@@ -100,7 +112,7 @@ static void bb_edge(const sd_bb_box *b, const double *n, int axis, double *P, do
 }
 
 /* closed_forms._corners: corner k of the box (_CORNERS' order: x slowest) */
-static void bb_corner(const sd_bb_box *b, int k, double *x)
+BB_INLINE void bb_corner(const sd_bb_box *b, int k, double *x)
 {
   double y[3] = {((k >> 2) & 1 ? 1.0 : -1.0) * b->h[0], ((k >> 1) & 1 ? 1.0 : -1.0) * b->h[1],
                  (k & 1 ? 1.0 : -1.0) * b->h[2]};
@@ -222,18 +234,18 @@ static void bb_deep(const sd_bb_box *a, const sd_bb_box *b, double ax[15][3], co
 }
 
 /* closed_forms.box_box */
-static void bb_closest(const sd_bb_box *a, const sd_bb_box *b, sd_bb_hit *out)
+static void bb_closest(const sd_bb_box *a, const sd_bb_box *b, double ax[15][3], double *c, double *ov,
+                       sd_bb_hit *out)
 {
-  double ax[15][3], c[15], ov[15], least = INFINITY;
-  bb_axes(a, b, 1e-12, ax, c, ov);                      /* EXACT_PARALLEL */
+  double least = INFINITY;
   for (int m = 0; m < 15; m++) least = fmin(least, ov[m]);
   if (least > 0) bb_deep(a, b, ax, c, ov, out); else bb_apart(a, b, ax, c, ov, out);
 }
 
-/* closed_forms.sphere_box of a point (radius 0) */
-static void bb_point(const double *C, const sd_bb_box *b, sd_bb_hit *out)
+/* closed_forms.sphere_box of a point (radius 0); x: the point in b's axes */
+static void bb_point(const double *C, const sd_bb_box *b, sd_bb_hit *out, double *x)
 {
-  double x[3], y[3], w[3], yb[3], nl[3];
+  double y[3], w[3], yb[3], nl[3];
   bb_in(b, C, x);
   for (int i = 0; i < 3; i++) { y[i] = bb_clip(x[i], -b->h[i], b->h[i]); w[i] = x[i] - y[i]; }
   double L = sqrt((w[0] * w[0] + w[1] * w[1]) + w[2] * w[2]);
@@ -254,16 +266,23 @@ static void bb_point(const double *C, const sd_bb_box *b, sd_bb_hit *out)
   bb_out(b, yb, out->wb);
 }
 
-/* closed_forms._over_face: a point over the face of b whose outward normal is `axis` (0: none) */
-static void bb_over_face(const double *X, const sd_bb_box *b, const double *axis, sd_bb_hit *hit)
+/* closed_forms._over_face's face of b whose outward normal is `axis`: its axis i and side s */
+static void bb_face_of(const sd_bb_box *b, const double *axis, int *face, double *side)
 {
-  if (axis[0] == 0 && axis[1] == 0 && axis[2] == 0) return;
-  double y[3], o[3], side[3], on[3];
-  bb_in(b, X, y);
+  double o[3];
   for (int i = 0; i < 3; i++) o[i] = (b->R[i] * axis[0] + b->R[3 + i] * axis[1]) + b->R[6 + i] * axis[2];
   int i = 0;
   for (int k = 1; k < 3; k++) if (fabs(o[k]) > fabs(o[i])) i = k;
-  double s = bb_sgn(o[i]);
+  *face = i;
+  *side = bb_sgn(o[i]);
+}
+
+/* closed_forms._over_face: a point (y: in b's axes) over the face of b whose outward normal is `axis` (0: none;
+   i, s: its bb_face_of) */
+static void bb_over_face(const double *y, const sd_bb_box *b, const double *axis, int i, double s, sd_bb_hit *hit)
+{
+  if (axis[0] == 0 && axis[1] == 0 && axis[2] == 0) return;
+  double side[3], on[3];
   for (int k = 0; k < 3; k++) { on[k] = bb_clip(y[k], -b->h[k], b->h[k]); side[k] = k == i ? 0.0 : y[k] - on[k]; }
   if (!(sqrt((side[0] * side[0] + side[1] * side[1]) + side[2] * side[2]) <= 1e-9 && s * y[i] >= -b->h[i])) return;
   on[i] = s * b->h[i];
@@ -343,25 +362,29 @@ static void bb_face(const sd_bb_box *a, const sd_bb_box *b, const double *axis, 
 }
 
 /* closed_forms.box_box_corners: 16 corners (a's against b, b's against a) and the polygon's 8 */
-static void bb_corners(const sd_bb_box *a, const sd_bb_box *b, sd_bb_hit *hits)
+static void bb_corners(const sd_bb_box *a, const sd_bb_box *b, double ax[15][3], const double *c, const double *ov,
+                       sd_bb_hit *hits)
 {
-  double ax[15][3], c[15], ov[15], axis[3], mx[3];
-  bb_axes(a, b, 1e-3, ax, c, ov);                       /* PARALLEL_EDGES */
+  double axis[3], mx[3];
   int i = 0;
   for (int m = 1; m < 6; m++) if (ov[m] < ov[i]) i = m;
   double edge = INFINITY;
   for (int m = 6; m < 15; m++) edge = fmin(edge, ov[m]);
   double f = (ov[i] <= edge + 1e-6) ? bb_sgn(c[i]) : 0.0;   /* FACE_PREFERENCE */
   for (int r = 0; r < 3; r++) { axis[r] = ax[i][r] * f; mx[r] = -axis[r]; }
+  int fb, fa;                                           /* (the same face for every corner) */
+  double sb, sa;
+  bb_face_of(b, axis, &fb, &sb);
+  bb_face_of(a, mx, &fa, &sa);
   for (int k = 0; k < 8; k++) {
-    double C[3];
+    double C[3], y[3];
     bb_corner(a, k, C);
-    bb_point(C, b, &hits[k]);
-    bb_over_face(C, b, axis, &hits[k]);
+    bb_point(C, b, &hits[k], y);
+    bb_over_face(y, b, axis, fb, sb, &hits[k]);
     bb_corner(b, k, C);
     sd_bb_hit h;
-    bb_point(C, a, &h);
-    bb_over_face(C, a, mx, &h);
+    bb_point(C, a, &h, y);
+    bb_over_face(y, a, mx, fa, sa, &h);
     hits[8 + k].d = h.d;
     for (int r = 0; r < 3; r++) {
       hits[8 + k].wa[r] = h.wb[r];
@@ -381,9 +404,12 @@ static int bb_pair(const sd_bb_box *a, const sd_bb_box *b, double margin, double
 {
   sd_bb_hit all[BB_ROWS];
   int n = 0;
-  bb_closest(a, b, &all[0]);
+  double ax[15][3], c[15], ov[15], X[9][3], L[9];
+  bb_axes(a, b, 1e-12, ax, c, ov, X, L);                /* EXACT_PARALLEL */
+  bb_closest(a, b, ax, c, ov, &all[0]);
   if (!(all[0].d < margin)) return 0;
-  bb_corners(a, b, all + 1);
+  bb_flatten(a, b, 1e-12, 1e-3, ax, c, ov, X, L);        /* PARALLEL_EDGES */
+  bb_corners(a, b, ax, c, ov, all + 1);
   double deepest = INFINITY;
   for (int k = 1; k < BB_ROWS; k++) deepest = fmin(deepest, all[k].d);
   int first = deepest <= all[0].d + same_depth ? 1 : 0;
@@ -415,9 +441,9 @@ static int bb_pair(const sd_bb_box *a, const sd_bb_box *b, double margin, double
     }
   }
   /* the survivors in their first order; one nearer than SAME_POINT to a deeper one (or an equal, earlier one) goes */
-  int kept[BB_ROWS], nk = 0;
-  for (int k = 0; k < BB_ROWS; k++)
-    for (int q = 0; q < m; q++) if (alive[q] && order[q] == k) kept[nk++] = k;
+  int kept[BB_ROWS], live[BB_ROWS] = {0}, nk = 0;
+  for (int q = 0; q < m; q++) if (alive[q]) live[order[q]] = 1;
+  for (int k = 0; k < BB_ROWS; k++) if (live[k]) kept[nk++] = k;
   for (int q = 0; q < nk; q++) {
     const sd_bb_hit *x = &all[kept[q]];
     int gone = 0;
@@ -497,6 +523,67 @@ SD_EXPORT void sd_box_box_road(const long long *plan, double *buf)
       } else {
         row[0] = INFINITY;
         for (int r = 1; r < 7; r++) row[r] = 0.0;
+      }
+    }
+  }
+}
+/* A step's rows of the pairs of two boxes (box_box_step.box_box_step_rows): `plan` int64 [P, S, NB, K, the
+   offsets in `buf` of V, rho, cut, top, par, within, rows, src, E, r, md, s; gather (P, 30), each scene
+   pair's two bodies (S, 2) (NB: the world), each box pair's scene pair (P), each row's scene pair (K)];
+   `buf` float64: V (NB, 6) the bodies' spatial velocities [omega, v_o] (body axes), rho (NB) their
+   reach, md [margin, dt], src the gather's source (sd_box_box_road's), E (P, 9), r (P, 3) each box a's
+   placement in its body; out: cut (S) each scene pair's look-ahead (look_ahead.pair_cutoffs: the margin
+   plus dt (|v_o| + |omega| rho) of its bodies; all the margin where one is not finite), top its largest
+   (at least the margin), within (K) each row's pair's, and each box pair's BB_ROWS rows (11 columns:
+   [d, (w_a + w_b) / 2, n, w_a in a's body, n . w_b], a free row's d = +inf, the others 0). */
+SD_EXPORT void sd_box_box_step(const long long *plan, double *buf)
+{
+  long long P = plan[0], S = plan[1], NB = plan[2], K = plan[3];
+  const double *V = buf + plan[4], *rho = buf + plan[5], *par = buf + plan[8], *src = buf + plan[11];
+  const double *E = buf + plan[12], *r = buf + plan[13], *md = buf + plan[14];
+  double *cut = buf + plan[6], *top = buf + plan[7], *within = buf + plan[9], *rows = buf + plan[10];
+  double *s = buf + plan[15];
+  const long long *gather = plan + 16, *body = gather + 30 * P, *bpair = body + 2 * S, *rpair = bpair + P;
+  double margin = md[0], dt = md[1], total = 0.0, hi = margin;
+  for (long long b = 0; b < NB; b++) {
+    const double *x = V + 6 * b;
+    double w = sqrt((x[0] * x[0] + x[1] * x[1]) + x[2] * x[2]), u = sqrt((x[3] * x[3] + x[4] * x[4]) + x[5] * x[5]);
+    s[b] = u + w * rho[b];
+    total += s[b];
+  }
+  s[NB] = 0.0;
+  for (long long k = 0; k < S; k++) {
+    cut[k] = isfinite(total) ? margin + dt * (s[body[2 * k]] + s[body[2 * k + 1]]) : margin;
+    hi = fmax(hi, cut[k]);
+  }
+  *top = hi;
+  for (long long i = 0; i < K; i++) within[i] = cut[rpair[i]];
+  for (long long k = 0; k < P; k++) {
+    const long long *g = gather + 30 * k;
+    sd_bb_box a, b;
+    for (int i = 0; i < 9; i++) { a.R[i] = src[g[i]]; b.R[i] = src[g[15 + i]]; }
+    for (int i = 0; i < 3; i++) {
+      a.p[i] = src[g[9 + i]]; a.h[i] = src[g[12 + i]]; b.p[i] = src[g[24 + i]]; b.h[i] = src[g[27 + i]];
+    }
+    sd_bb_hit h[BB_ROWS];
+    double c = cut[bpair[k]];
+    int n = bb_pair(&a, &b, c, c, par[0], par[1], h);
+    const double *Ek = E + 9 * k, *rk = r + 3 * k;
+    for (int q = 0; q < BB_ROWS; q++) {
+      double *row = rows + 11 * ((long long)BB_ROWS * k + q);
+      if (q < n) {
+        double x[3];
+        bb_in(&a, h[q].wa, x);                               /* w_a in a's axes, then in its body's */
+        row[0] = h[q].d;
+        for (int i = 0; i < 3; i++) {
+          row[1 + i] = (h[q].wa[i] + h[q].wb[i]) / 2;
+          row[4 + i] = h[q].n[i];
+          row[7 + i] = ((Ek[3 * i] * x[0] + Ek[3 * i + 1] * x[1]) + Ek[3 * i + 2] * x[2]) + rk[i];
+        }
+        row[10] = (h[q].n[0] * h[q].wb[0] + h[q].n[1] * h[q].wb[1]) + h[q].n[2] * h[q].wb[2];
+      } else {
+        row[0] = INFINITY;
+        for (int i = 1; i < 11; i++) row[i] = 0.0;
       }
     }
   }

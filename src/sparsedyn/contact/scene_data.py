@@ -21,6 +21,7 @@ from ..algorithms.kinematics import forward_kinematics
 from ..kernels import native_calls, use_backend
 from .box_box_native import ROWS, box_box_available, box_box_hits, box_box_plan
 from .box_box_road import box_box_poses, box_box_road_hits
+from .box_box_step import box_box_step_rows, one_state
 from .collision import _bounds, _mesh_box_pairs, _plan as _collision_plan, mesh_vertices, placements
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
@@ -286,7 +287,7 @@ def box_box_rows(scene, bb, q, cut):
     at, k, d, wa, wb, n, Ra, pa = got
     x = (Ra.transpose(0, 2, 1) @ (wa - pa)[:, :, None])[:, :, 0]              # w_a in a's frame, then its body's
     out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
-    out[at, 7:10], out[at, 10] = (bb.E[k] @ x[:, :, None])[:, :, 0] + bb.r[k], (n * wb).sum(1)
+    out[at, 7:10], out[at, 10] = (bb.E[k] * x[:, None]).sum(2) + bb.r[k], (n * wb).sum(1)   # (sd_box_box_step's sums)
     return out
 
 
@@ -419,6 +420,9 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
     mesh-plane rows of all states at once (the mesh-box pairs' state by state)."""
     kp, mesh = mixed.kernel, mixed.mesh
+    got = cutoff is None and ahead is not None and box_box_step_rows(scene, mixed, box_box_poses, q, *ahead)
+    if got:                                                # (pairs of two boxes alone: four native calls)
+        return got
     spin = look = rows = None
     if cutoff is None and ahead is not None:
         lp = mesh is not None and np.ndim(q) == 1 and use_backend.current() != "numpy" and _loop_plan(scene, mesh)
@@ -451,11 +455,8 @@ def _step_rows(scene, lp, q, v, dt):
     """:func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_step_rows` (each pair's look-ahead and the
     mesh-plane rows of a step, one native call) where ``q`` (nq,), ``v`` (nv,) are float64 arrays and
     ``dt`` a number > 0, else None (then :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`)."""
-    model = scene.model
-    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and type(v) is np.ndarray
-            and v.dtype is _F64 and v.shape == (model.nv,) and type(dt) in (float, int) and 0 < dt < np.inf):
-        return None
-    return mesh_plane_step_rows(scene, lp, q, v, float(dt), body_reach(scene)[0])
+    return mesh_plane_step_rows(scene, lp, q, v, float(dt), body_reach(scene)[0]) if one_state(scene.model, q, v, dt) \
+        else None
 
 
 def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):

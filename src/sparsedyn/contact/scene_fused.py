@@ -18,8 +18,10 @@ takes this road too: its candidates are found first as the Python road finds the
 (``scene_data._mixed_candidates``: the kernel's candidates of the closed-form
 pairs beside the mesh-plane rows and each pair's look-ahead, those two from one call of the
 hand-written routine of :mod:`~sparsedyn.contact.mesh_plane_loop`, the mesh-box rows from coal, the
-box-box rows from the routine of :mod:`~sparsedyn.contact.box_box_native`) and
-handed to the native call, which lays them out and solves as above.
+box-box rows from the routine of :mod:`~sparsedyn.contact.box_box_native`; where the other pairs are
+pairs of two boxes alone, the look-ahead, the box-box rows and the kernel's candidates in four native
+calls, :mod:`~sparsedyn.contact.box_box_step`) and handed to the native call, which lays them out and
+solves as above.
 
 A trajectory's step is one call too: once the contacts are found and laid out, the call asks Python
 for their warm start, matched from the step before's contacts
@@ -52,7 +54,7 @@ from .scene_step import FoundContacts, matched_warm_start
 __all__ = ["fused_step"]
 
 _AHEAD, _STEP = collision_candidates_ahead.__name__, contact_step_kernel.__name__
-_NONE = {}
+_NONE, _F64 = {}, np.dtype(float)
 _KEY = "fused step"
 
 
@@ -87,8 +89,7 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     # (only for what the native call takes: one state's float64 arrays)
     pre = None
     if mixed is not None:
-        if not (qa.dtype == np.float64 and va.dtype == np.float64 and qa.shape == (model.nq,)
-                and va.shape == (model.nv,)):
+        if not (qa.dtype is _F64 and va.dtype is _F64 and qa.shape == (model.nq,) and va.shape == (model.nv,)):
             return None
         pre = scene_data._mixed_candidates(scene, mixed, qa, None, (va, float(dt)))
     if previous is None and not contacts:

@@ -1,0 +1,119 @@
+"""A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes, in four
+native calls: :func:`box_box_step_rows`.
+
+The general road of such a scene's step (``scene_data._mixed_candidates``) computes each pair's
+look-ahead (:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`), the pairs of two boxes' rows
+(``scene_data.box_box_rows``: the routine of :mod:`~sparsedyn.contact.box_box_native`, each hit's
+witness point then turned into its body's frame) and the kernel's candidates, some forty NumPy calls
+of a few microseconds each.  Here the bodies' velocities and the robot's shapes' placements (the
+model's native callables) are written into a buffer laid out once, then one C routine
+(``sd_box_box_step`` of :mod:`~sparsedyn.contact.box_box_c`) computes the look-ahead, gathers the
+pairs' poses, runs the routine and writes their rows, then the collision kernel writes its
+candidates beside them: the same operations as the general road's (the look-ahead's sums of three
+squares to rounding).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from threading import get_ident
+
+import numpy as np
+
+from ..kernels import native_calls
+from .box_box_native import _PAR, ROWS, routine
+from .collision_near import NEAR_COLUMNS, collision_candidates_near
+from .look_ahead import _pair_bodies, body_reach
+
+__all__ = ["box_box_step_rows", "one_state"]
+
+_NEAR, _BV, _GP = collision_candidates_near.__name__, "body_velocities", "geometry_placements"
+_F64 = np.dtype(float)
+_KEY = "box-box step rows"
+
+
+def one_state(model, q, v, dt):
+    """Whether ``q`` (nq,), ``v`` (nv,) are float64 arrays of ``model``'s shapes and ``dt`` a number in
+    (0, inf): one step's state, as the native calls take it."""
+    return (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and type(v) is np.ndarray
+            and v.dtype is _F64 and v.shape == (model.nv,) and type(dt) in (float, int) and 0 < dt < np.inf)
+
+
+def _step_routine():
+    """``sd_box_box_step`` (ctypes), or None without a C compiler."""
+    return routine("sd_box_box_step", [ctypes.c_void_p, ctypes.c_void_p])
+
+
+def _scratch(scene, mixed, poses):
+    """This thread's ``(routine, plan's address, buffer's address, V, placements' outputs or None, top,
+    kernel's rows or None, rows, within, md, the three native callables, the kernel plan, q's and v's
+    shapes, the rows' order, [the dt in md], (the plan, the buffer))`` of ``mixed`` (``scene_data``'s
+    plan of the scene's pairs; ``poses``: :func:`~sparsedyn.contact.box_box_road.box_box_poses`, the
+    gather of its pairs of two boxes' poses), laid out once per thread while the plan stays
+    (``scene.cache``); False where the plan has pairs other than the kernel's and two boxes' (never
+    this road), None where a routine or a native callable is not built (asked again at the next call)."""
+    got = scene.cache.get(_KEY)
+    if got is None or got[0] is not mixed:
+        got = scene.cache[_KEY] = (mixed, {})
+    model, bb, kp = scene.model, mixed.bb, mixed.kernel
+    K1 = len(kp.pair) if kp.pairs else 0
+    if mixed.mesh is not None or len(mixed.boxes) or bb is None or len(mixed.pair) != K1 + ROWS * len(bb.pair):
+        got[1][get_ident()] = False
+        return False
+    calls = native_calls(model) or {}
+    road, f, kernel = poses(scene, bb), _step_routine(), calls.get(_NEAR) if kp.pairs else None
+    if road is None or f is None or calls.get(_BV) is None or calls.get(_GP) is None or (kp.pairs and kernel is None):
+        return None
+    P, S, NB, K, G = len(bb.pair), len(scene.index), model.nbodies, len(mixed.pair), road.G
+    nsrc = 12 * G + len(road.const)
+    # V, rho, cut, top, par, within, rows (the kernel's K1, then the boxes'), src, E, r, md, s
+    sizes = [6 * NB, NB, S, 1, 2, K, NEAR_COLUMNS * K, nsrc, 9 * P, 3 * P, 2, NB + 1]
+    offs = np.cumsum([0] + sizes).tolist()
+    buf = np.zeros(offs[-1])
+    view = [buf[a:b] for a, b in zip(offs[:-1], offs[1:])]
+    view[1][:] = body_reach(scene)[0]
+    view[4][:] = _PAR
+    view[7][12 * G:] = road.const
+    view[8][:], view[9][:] = bb.E.reshape(-1), bb.r.reshape(-1)
+    view[10][0] = scene.margin
+    rows = view[6].reshape(K, NEAR_COLUMNS)
+    head = [P, S, NB, K] + offs[:6] + [offs[6] + NEAR_COLUMNS * K1] + offs[7:12]
+    plan = np.concatenate([head, road.gather, _pair_bodies(scene).reshape(-1), bb.pair, mixed.pair]).astype(np.int64)
+    outs = (view[7][:9 * G].reshape(G, 3, 3), view[7][9 * G:12 * G].reshape(G, 3)) if G else None
+    kept = got[1][get_ident()] = (
+        f, plan.ctypes.data, buf.ctypes.data, view[0].reshape(NB, 6), outs, view[3].reshape(()),
+        rows[:K1] if K1 else None, rows, view[5], view[10], calls[_BV], calls[_GP], kernel, kp,
+        (model.nq,), (model.nv,), mixed.order, [0.0], (plan, buf))
+    return kept
+
+
+def box_box_step_rows(scene, mixed, poses, q, v, dt):
+    """``(rows, within)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs; ``poses``:
+    :func:`~sparsedyn.contact.box_box_road.box_box_poses`, whose gather the buffer holds) for a
+    step of ``dt`` (a number > 0) from ``q`` (nq,) at ``v`` (nv,) (float64 arrays): the candidates
+    (K, 11) as ``scene_data._mixed_candidates`` gives them (the kernel's, then each pair of two boxes'
+    ``ROWS``, in the plan's order) and each one's pair's look-ahead (K,) [m], new arrays; None where
+    the plan has other pairs than the collision kernel's and pairs of two boxes, where ``q``, ``v``
+    or ``dt`` is not one state's, where ``poses`` or a routine or a native callable is not built, or
+    where the bodies' velocities decline the state: the general road then answers."""
+    got = scene.cache.get(_KEY)
+    kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
+    if kept is None:
+        kept = _scratch(scene, mixed, poses)
+    if not kept or poses(scene, mixed.bb) is None:       # (the gather declined: the general road)
+        return None
+    f, plan, buf, V, outs, top, kern, rows, within, md, bv, gp, near, kp, nq, nv, order, last, _ = kept
+    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == nq and type(v) is np.ndarray
+            and v.dtype is _F64 and v.shape == nv and type(dt) in (float, int) and 0 < dt < math.inf):
+        return None
+    if bv(q, v, out=V) is None:
+        return None
+    if outs is not None:
+        gp(q, "collision", out=outs)
+    if dt != last[0]:                                      # (a trajectory's dt: written once)
+        md[1] = last[0] = dt
+    f(plan, buf)
+    if kern is not None:
+        near(q, kp.shapes, top, kp.pairs, out=kern)
+    return (rows.copy() if order is None else rows.take(order, 0)), within.copy()
