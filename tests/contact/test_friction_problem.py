@@ -28,3 +28,27 @@ def test_one_states_step_holds_its_modes_wherever_it_is_read():
     slotted = _result("contact_step", "admm", TOL, _arrays(np.zeros(6), lam, u), index)
     assert slotted.modes.tolist() == ["open", "open", "stick"]
     assert slotted.impulses.tolist() == [lam[4], lam[0], lam[2]]
+
+
+def test_a_batch_of_problems_is_its_states_and_its_j_h_inverse_and_delassus_matrix_are_crbas():
+    """solo12's feet at three states (leading axes: NumPy's stacked products) equal each state's own
+    problem (the one-state products), and each state's ``J H^-1`` is ``J`` solved against sd.crba's ``H``
+    (to the solve's rounding bound), ``G`` is ``J H^-1 J^T``."""
+    from test_friction import _solo_case
+    from tests.conftest import rounding_bound, solve_bound
+    model, feet, q0, V, T = _solo_case()
+    Q = np.repeat(q0[None], 3, 0)
+    Q[:, 7:] += 0.1 * np.random.default_rng(5).normal(size=(3, model.nq - 7))
+    with sd.use_backend("numpy"):
+        batch = sd.contact_problem(model, Q, V[:3], T[:3], feet)
+        for i in range(3):
+            P = sd.contact_problem(model, Q[i], V[i], T[i], feet)
+            H = sd.crba(model, Q[i])
+            kappa = np.linalg.cond(H)
+            for name in ("a", "J", "JMinv", "G", "gap"):
+                x, y = getattr(batch, name)[i], getattr(P, name)
+                assert np.abs(x - y).max() <= rounding_bound(model.nv, kappa) * max(1.0, np.abs(y).max()), name
+            JMinv = np.linalg.solve(H, P.J.T).T
+            assert np.abs(P.JMinv - JMinv).max() <= solve_bound(H, JMinv[0]) * 4 * max(1.0, np.abs(JMinv).max()) + \
+                rounding_bound(model.nv, kappa) * np.abs(JMinv).max()
+            assert np.abs(P.G - P.J @ JMinv.T).max() <= rounding_bound(model.nv, kappa) * max(1.0, np.abs(P.G).max())

@@ -14,7 +14,7 @@ from .. import backend as bk
 from ..algorithms.crba import bias_kernel, crba_kernel
 from ..algorithms.fd import ltdl_checker
 from ..algorithms.kinematics import frame_world_transform, joint_transforms, world_transforms
-from ..algorithms.ltdl import dof_lambda, ltdl, ltdl_solve, mpyLi, mpyLit
+from ..algorithms.ltdl import dof_lambda, ltdl, ltdl_solve, mpyLi
 from ..kernels import kernel
 from ..model import UnknownNameError
 from ..model.sensors import Contact
@@ -375,27 +375,43 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     pairs = [(None, None) if _is_data(f) else slot_frames(f) for f in frames]
     pts = _Points(model, Xup, S, [k for ka, kb in pairs for k in (ka, kb)])
     W = world_columns(model, Xup, S) if any(_is_data(f) for f in frames) else None
-    rows, gaps = [], []
+    rows, gaps, lever = [], [], {}
     for i, (k, kb) in enumerate(pairs):
         Rc, n, offset = plane_basis(planes[i])
         if k is None:                                            # a slot whose body is data
+            # its rows R_c^T (v_j - x x w_j) of the joints' world columns: [-R_c^T [x]x, R_c^T] (3, 6) W
             x = points[i]
-            rows.append(Rc.T @ ((W[..., 3:, :] - skew(x) @ W[..., :3, :]) * weights[i]))
+            Rt = np.swapaxes(Rc, -1, -2)
+            lever[i] = np.concatenate([-(Rt @ skew(x)), Rt], -1)
+            rows.append(None)
         else:
             R, o = pts.pose[k]                                   # frame -> world, frame origin
             p = points[i]
             x = o + R @ p
             rows.append(pts.relative(Rc, k, kb, p, x))
         gaps.append(x @ n - offset)
+    if lever:                                                    # the data slots' rows: one product by W
+        Jd = _product(np.concatenate(list(lever.values()), -2), W)
+        for r, i in enumerate(lever):
+            rows[i] = Jd[..., 3 * r:3 * r + 3, :] * weights[i]
     J = np.concatenate(rows, -2)
-    Y = mpyLit(lam, L[..., None, :, :], J, unit=True)
+    # L^-T (nv, nv) (upper, the tree's pattern: a column's entries on its dof's ancestors), then
+    # Y = J L^-1 and J H^-1 = Y D^-1 L^-T as products by it: block products on one state (loops in the
+    # compiled code that skip its structural zeros, not 2 m nnz(L) scalar operations)
+    Lit = mpyLi(lam, L[..., None, :, :], np.eye(nv), unit=True)
+    Y = np.swapaxes(_product(Lit, np.swapaxes(J, -1, -2)), -1, -2)
     YD = Y / D[..., None, :]
-    JMinv = mpyLi(lam, L[..., None, :, :], YD, unit=True)
+    JMinv = np.swapaxes(_product(np.swapaxes(Lit, -1, -2), np.swapaxes(YD, -1, -2)), -1, -2)
     # one state (the step's kernel): a block product (a loop in the compiled code, not 3 nc^2 nv operations)
-    G = bk.matmul(YD, Y.T, min_pairs=256) if Y.ndim == 2 else YD @ np.swapaxes(Y, -1, -2)
+    G = _product(YD, np.swapaxes(Y, -1, -2))
     gap = np.stack([np.broadcast_to(x, shape) for x in gaps], -1)
     return ContactProblem(_out(a, shape, (nv,)), _out(J, shape, (3 * nc, nv)), _out(JMinv, shape, (3 * nc, nv)),
                           _out(G, shape, (3 * nc, 3 * nc)), gap)
+
+
+def _product(A, B):
+    """``A @ B``: a block product on one state (:func:`~sparsedyn.backend.matmul`), NumPy's on a batch."""
+    return bk.matmul(A, B, min_pairs=256) if np.ndim(A) == 2 and np.ndim(B) == 2 else A @ B
 
 
 def _is_data(f):
