@@ -15,7 +15,8 @@ same state's impulses, MuJoCo from its last call's ``qacc_warmstart``, as a traj
 ``mj_step`` called again from one state is warm-started by its own last solution, so timing it
 without a reset against a cold ``contact_step`` compares two different solves.  The solvers'
 iterations are printed beside them.  The hits found and MuJoCo's ``ncon``, whether the collision kernel
-holds every pair and whether the step took its one native call are printed beside them.  Nothing
+holds every pair, the slots the step's solve runs in (its size: a free slot costs as much as a
+used one) and whether the step took its one native call are printed beside them.  Nothing
 here is a test: numbers are reported, never asserted.
 """
 
@@ -33,6 +34,7 @@ import numpy as np
 import sparsedyn as sd
 from bench_scene import best_us, settled
 from sparsedyn.contact.collision_kernel import kernel_plan
+from sparsedyn.contact.data_slots import runs_per_body
 from sparsedyn.contact.scene_fused import fused_step
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 
@@ -90,7 +92,9 @@ def case(name, path, xml, settle, repeat):
     mits = (niter(at_state(mujoco.mj_step, reset=True)), niter(at_state(mujoco.mj_step)))
     left = sorted({tuple(sorted((scene.shapes[i].kind, scene.shapes[j].kind)))
                    for i, j in scene.index[~kp.inside].tolist()})
-    print(f"{name}: hits {len(hits.distances)} (MuJoCo ncon {d.ncon}); pairs outside the collision kernel: "
+    slots = (f"{sum(scene.cache['step_slots'].values())} per-body slots" if runs_per_body(scene) else
+             f"{scene.cache.get('data_slot_count', 0)} data slots")      # (the solve's size: its rows are 3 a slot)
+    print(f"{name}: hits {len(hits.distances)} (MuJoCo ncon {d.ncon}) in {slots}; pairs outside the collision kernel: "
           f"{left or 'none'}; the step one native call: {fused}; first step (builds) {build:.1f} s")
     print(f"  collide      {tc:8.1f} us   mj_kinematics+mj_collision {mc:6.1f} us   ratio {tc / mc:6.1f}")
     print(f"  contact_step {ts:8.1f} us   mj_step (cold)             {ms:6.1f} us   ratio {ts / ms:6.1f}"
