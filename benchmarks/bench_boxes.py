@@ -9,8 +9,14 @@ onto a world box (2 m x 2 m x 0.2 m) and onto four stairs (boxes 0.4 m deep, ris
 the floor); a 0.2 m cube dropped on a world box (1 s).  Both sides at MuJoCo's settled state and time
 step, the same file (``sd.Scene(sd.load_mjcf(path, geometry=True))``), the default (native) road
 built before the timing; microseconds per call, the fastest of the timed loops
-(:func:`bench_scene.best_us`).  The hits found and MuJoCo's ``ncon``, whether the collision kernel
-holds every pair and whether the step took its one native call are printed beside them.  Nothing
+(:func:`bench_scene.best_us`).  The step is timed from a cold start on both sides (no warm start;
+MuJoCo's ``qacc_warmstart`` zeroed before each call) and warm-started on both sides (ours from the
+same state's impulses, MuJoCo from its last call's ``qacc_warmstart``, as a trajectory's steps are):
+``mj_step`` called again from one state is warm-started by its own last solution, so timing it
+without a reset against a cold ``contact_step`` compares two different solves.  The solvers'
+iterations are printed beside them.  The hits found and MuJoCo's ``ncon``, whether the collision kernel
+holds every pair, the slots the step's solve runs in (its size: a free slot costs as much as a
+used one) and whether the step took its one native call are printed beside them.  Nothing
 here is a test: numbers are reported, never asserted.
 """
 
@@ -28,6 +34,7 @@ import numpy as np
 import sparsedyn as sd
 from bench_scene import best_us, settled
 from sparsedyn.contact.collision_kernel import kernel_plan
+from sparsedyn.contact.data_slots import runs_per_body
 from sparsedyn.contact.scene_fused import fused_step
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 
@@ -59,24 +66,41 @@ def case(name, path, xml, settle, repeat):
         hits = sd.collide(scene, q)
         fused = fused_step(model, q, v, tau, scene, dt, np.array([dt, 1e-8, 300.0, 1e4, 0.005])) is not None
         tc = best_us(lambda: sd.collide(scene, q), repeat)
+        cold = sd.contact_step(model, q, v, tau, scene, dt)
+        warm = np.asarray(cold.impulses)
+        its = (cold.iterations, sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm).iterations)
         ts = best_us(lambda: sd.contact_step(model, q, v, tau, scene, dt), repeat)
+        tw = best_us(lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm), repeat)
     d2 = mujoco.MjData(m)
 
-    def at_state(*calls):                      # MuJoCo's calls from the settled state, each time
+    def at_state(*calls, reset=False):         # MuJoCo's calls from the settled state, each time
         def run():
             d2.qpos[:], d2.qvel[:] = qpos, qvel
+            if reset:                          # a cold start: no warm start from the last call
+                d2.qacc_warmstart[:] = 0
             for call in calls:
                 call(m, d2)
         return run
 
+    def niter(run):
+        run()
+        return int(d2.solver_niter[0])
+
     mc = best_us(at_state(mujoco.mj_kinematics, mujoco.mj_collision), repeat)
-    ms = best_us(at_state(mujoco.mj_step), repeat)
+    ms = best_us(at_state(mujoco.mj_step, reset=True), repeat)
+    mw = best_us(at_state(mujoco.mj_step), repeat)
+    mits = (niter(at_state(mujoco.mj_step, reset=True)), niter(at_state(mujoco.mj_step)))
     left = sorted({tuple(sorted((scene.shapes[i].kind, scene.shapes[j].kind)))
                    for i, j in scene.index[~kp.inside].tolist()})
-    print(f"{name}: hits {len(hits.distances)} (MuJoCo ncon {d.ncon}); pairs outside the collision kernel: "
+    slots = (f"{sum(scene.cache['step_slots'].values())} per-body slots" if runs_per_body(scene) else
+             f"{scene.cache.get('data_slot_count', 0)} data slots")      # (the solve's size: its rows are 3 a slot)
+    print(f"{name}: hits {len(hits.distances)} (MuJoCo ncon {d.ncon}) in {slots}; pairs outside the collision kernel: "
           f"{left or 'none'}; the step one native call: {fused}; first step (builds) {build:.1f} s")
     print(f"  collide      {tc:8.1f} us   mj_kinematics+mj_collision {mc:6.1f} us   ratio {tc / mc:6.1f}")
-    print(f"  contact_step {ts:8.1f} us   mj_step                    {ms:6.1f} us   ratio {ts / ms:6.1f}")
+    print(f"  contact_step {ts:8.1f} us   mj_step (cold)             {ms:6.1f} us   ratio {ts / ms:6.1f}"
+          f"   iterations {its[0]}, MuJoCo's {mits[0]}")
+    print(f"  ... warm     {tw:8.1f} us   mj_step (warm)             {mw:6.1f} us   ratio {tw / mw:6.1f}"
+          f"   iterations {its[1]}, MuJoCo's {mits[1]}")
 
 
 def main():
