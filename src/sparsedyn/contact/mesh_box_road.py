@@ -53,10 +53,10 @@ class BoxRoad:
     coal's hull and box, ``fixed`` their coal placements where they are world shapes (else None);
     ``every`` (rows,) each row's scene pair, ``order`` the rows by pair (None: they are); ``cutoff``
     the margin (0-d); ``shapes`` S; ``tab`` the routines' tables (:data:`ROAD_TABLES`); ``solvers``
-    each thread's coal objects."""
+    each thread's coal objects; ``picks`` per number of slots the order of their answers' fields."""
 
     __slots__ = ("kernel", "lp", "nk", "nl", "slot", "ms", "bs", "geoms", "fixed", "every", "order", "cutoff", "shapes",
-                 "tab", "solvers", "_keep")
+                 "tab", "solvers", "picks", "_keep")
 
 
 #: The routines' tables (sd_road_near, sd_road_rows of mesh_box_loop), in their order.
@@ -119,7 +119,7 @@ def box_road(scene, kp, f, lp, c, r, half):
     road.order = None if np.array_equal(order, np.arange(len(order))) else order
     road.cutoff = np.array(float(scene.margin))
     road.tab, road._keep = _tables(scene, road, rest, swap, c, r, half)
-    road.solvers = {}
+    road.solvers, road.picks = {}, {}
     return road
 
 
@@ -207,7 +207,30 @@ def _closest(road, slots, R, p):
     scratch = road.solvers.get(threading.get_ident())
     if scratch is None:
         scratch = road.solvers[threading.get_ident()] = _scratch(road)
-    per, tm0, tb0, req = scratch
+    per, tm0, tb0, req, blocks = scratch
+    if blocks is None:
+        return _closest_copied(per, tm0, tb0, req, slots, R, p)
+    for s in slots:
+        fn, res, _, tm, tb, m, b = per[s]
+        if tm is None:
+            tm = tm0
+            tm.setTransform(R[m], p[m])
+        if tb is None:
+            tb = tb0
+            tb.setTransform(R[b], p[b])
+        res.clear()
+        fn(tm, tb, req, res)
+    P = len(slots)
+    pick = road.picks.get(P)
+    if pick is None:                                # [d, n, a, w] per slot -> a's, w's, n's, d's
+        k = 10 * np.arange(P)[:, None]
+        pick = road.picks[P] = np.concatenate([(k + c).ravel() for c in ((4, 5, 6), (7, 8, 9), (1, 2, 3), (0,))])
+    return np.concatenate([blocks[s] for s in slots]).take(pick)
+
+
+def _closest_copied(per, tm0, tb0, req, slots, R, p):
+    """:func:`_closest` through coal's accessors (where its result's fields are not laid out as
+    :func:`_blocks` reads them)."""
     D, A, W, N = [], [], [], []
     for s in slots:
         fn, res, normal, tm, tb, m, b = per[s]
@@ -227,7 +250,8 @@ def _closest(road, slots, R, p):
 def _scratch(road):
     """A thread's coal objects for :func:`_closest`: per slot ``(ComputeDistance, result, its normal (a
     view of the result's, where coal hands out views; else None), the fixed placements of the mesh and
-    the box (None: a robot shape's), their shapes)``; two placements to fill; the request."""
+    the box (None: a robot shape's), their shapes)``; two placements to fill; the request; per slot
+    its result's fields as one view (:func:`_blocks`) or None."""
     coal = _coal()
     probe = coal.DistanceResult()
     view = probe.normal
@@ -236,4 +260,28 @@ def _scratch(road):
     for (g, h), fixed, m, b in zip(road.geoms, road.fixed, road.ms, road.bs):
         res = coal.DistanceResult()
         per.append((coal.ComputeDistance(g, h), res, res.normal if view[2] == 3.0 else None, *fixed, m, b))
-    return per, coal.Transform3s(), coal.Transform3s(), _requests(coal)[0]
+    return per, coal.Transform3s(), coal.Transform3s(), _requests(coal)[0], _blocks(coal, per)
+
+
+def _blocks(coal, per):
+    """Per slot a view (10,) of its coal result's ``min_distance``, ``normal``, ``nearest_points``
+    (coal's ``DistanceResult`` holds them in that order, one after the other), so that a query's
+    answers are read without coal's accessors' copies; None where coal hands out no view of the
+    normal or a probe query's fields are not found there."""
+    if not per or per[0][2] is None:
+        return None
+    res = coal.DistanceResult()
+    block = _block(res)
+    box = coal.Box(1.0, 2.0, 3.0)
+    d = coal.ComputeDistance(box, box)(coal.Transform3s(), coal.Transform3s(np.eye(3), np.array([0.25, 0.5, 3.5])),
+                                       coal.DistanceRequest(), res)
+    got = np.concatenate([[d], res.normal, res.getNearestPoint1(), res.getNearestPoint2()])
+    if not np.array_equal(block, got) or np.array_equal(got, np.zeros(10)):
+        return None
+    return [_block(x[1]) for x in per]
+
+
+def _block(res):
+    """The view (10,) of :func:`_blocks` of the coal result ``res`` (which must outlive it)."""
+    at = res.normal.__array_interface__["data"][0] - ctypes.sizeof(ctypes.c_double)
+    return np.ctypeslib.as_array((ctypes.c_double * 10).from_address(at))
