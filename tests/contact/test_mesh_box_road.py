@@ -21,7 +21,7 @@ import sparsedyn as sd
 from conftest import rounding_bound
 from sparsedyn.contact import collision, mesh_box_road
 from sparsedyn.contact.collision import collide_within, placements
-from sparsedyn.contact.collision_coal import _coal_geometry, _hull_convex
+from sparsedyn.contact.collision_coal import _coal_geometry, _hull_convex, _requests
 from sparsedyn.model.spatial import Transform
 from test_collision import coal_distance, random_body_q
 
@@ -172,3 +172,75 @@ def test_two_threads_get_each_their_own_hits():
     for g, w in zip(got, want):
         _same(g, w)
     assert len(scene.cache[collision._ROAD][1].solvers) >= 2
+
+
+def _road_queries(scene, rng, n):
+    """``(road, [(slots, R, p)])``: the road of ``scene`` and, at ``n`` poses about the box, the mesh-box
+    slots whose pair coal finds within 2 cm and the shapes' placements."""
+    with sd.use_backend("native", deterministic=True):
+        high = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0]
+        sd.collide(scene, high), sd.collide(scene, high)
+        road = scene.cache[collision._ROAD][1]
+        out = []
+        for q in _poses(rng, n):
+            R, p = placements(scene, q)
+            slots = [s for s, (m, b) in enumerate(zip(road.ms, road.bs))
+                     if coal_distance(_hull_convex(scene, m), coal.Transform3s(R[m], p[m]), _coal_geometry(scene, b),
+                                      coal.Transform3s(R[b], p[b]))[0] < 0.02]
+            out.append((slots, np.ascontiguousarray(R), np.ascontiguousarray(p)))
+    return road, out
+
+
+def test_the_roads_coal_answers_are_coals_at_the_general_roads_request():
+    """The road's coal answers (its results' fields read in place, one view per result; EPA capped at
+    EPA_ITERATIONS) equal, bit for bit, coal's accessors' copies (getNearestPoint1, getNearestPoint2,
+    normal, the distance returned) of the same queries along the same poses at the general road's
+    request (EPA's cap 1000): a run that settles below the cap takes the same steps."""
+    scene = _scene(False)
+    road, queries = _road_queries(scene, np.random.default_rng(5), 30)
+    mine = mesh_box_road._scratch(road)
+    assert mine[4] is not None                     # (coal's results laid out as the views read them)
+    assert mine[3].epa_max_iterations == mesh_box_road.EPA_ITERATIONS < 1000
+    per, tm, tb, _, _, _ = mesh_box_road._scratch(road)
+    general = _requests(coal)[0]
+    assert general.epa_max_iterations == 1000
+    deep = 0
+    for slots, R, p in (x for x in queries if x[0]):          # (the road asks for none where none is near)
+        road.solvers[threading.get_ident()] = mine
+        got = mesh_box_road._closest(road, slots, R, p)
+        want = mesh_box_road._closest_copied(per, tm, tb, general, slots, R, p)
+        assert np.array_equal(got, want)
+        deep += int((want[9 * len(slots):] < 0).sum())
+    assert deep >= 10                              # (EPA's runs among them)
+
+
+
+def test_a_query_that_epas_cap_stops_goes_to_the_general_road(monkeypatch):
+    """With EPA capped at one iteration, coal's penetrations that EPA does not settle in it are caught by
+    the patch routine's depth test: the road answers None there and collide answers the general road's
+    hits (EPA at 1000 iterations), pair for pair and hit for hit."""
+    monkeypatch.setattr(mesh_box_road, "EPA_ITERATIONS", 1)
+    scene = _scene(True)
+    rng = np.random.default_rng(6)
+    declined = 0
+    with sd.use_backend("native", deterministic=True):
+        high = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0]
+        sd.collide(scene, high), sd.collide(scene, high)
+        road = scene.cache[collision._ROAD][1]
+        for q in _poses(rng, 20):
+            _same(sd.collide(scene, q), collide_within(scene, q, None))
+            declined += mesh_box_road.box_road_rows(scene, road, q) is None
+    assert declined >= 3
+
+
+def test_the_roads_epa_answers_pass_its_depth_test():
+    """At the road's own cap, along poses pressed into the box, the road declines none of coal's answers
+    (each penetration EPA settled passes the depth test): its rows come from the road itself."""
+    scene = _scene(False)
+    rng = np.random.default_rng(3)
+    with sd.use_backend("native", deterministic=True):
+        high = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0]
+        sd.collide(scene, high), sd.collide(scene, high)
+        road = scene.cache[collision._ROAD][1]
+        for q in _poses(rng, 30):
+            assert mesh_box_road.box_road_rows(scene, road, q) is not None

@@ -408,9 +408,35 @@ SD_EXPORT void sd_road_near(const void *const *tab, const double *Rg, const doub
                 tab[T_CUT], tab[T_NPAR], near);
 }
 
+/* Whether coal's penetration d < 0 of slot s along its normal n (mesh to box) is settled: the hull's reach along n
+   beyond the box's (>= the least depth >= EPA's, its polytope's nearest face's) exceeds -d by <= SD_EPA_SLACK [m]; a
+   run that EPA's cap stopped fails it unless that close to the least depth (to the hull's merged vertices' spacing). */
+#define SD_EPA_SLACK 1e-9
+static int sd_road_settled(const void *const *tab, long long s, const double *R, const double *p, const double *n,
+                           double d)
+{
+  const long long m = ((const long long *)tab[T_MS])[s], b = ((const long long *)tab[T_BS])[s];
+  const long long v0 = ((const long long *)tab[T_FIRST])[m], nv = ((const long long *)tab[T_COUNT])[m];
+  const double *V = (const double *)tab[T_HULL] + 3 * v0, *h = (const double *)tab[T_HALF] + 3 * b;
+  const double *Rm = R + 9 * m, *Rb = R + 9 * b, *pm = p + 3 * m, *pb = p + 3 * b;
+  double u[3], reach = -__builtin_inf(), e = 0.0;
+  for (int c = 0; c < 3; c++) {
+    u[c] = (Rm[c] * n[0] + Rm[3 + c] * n[1]) + Rm[6 + c] * n[2];
+    e += sd_mb_abs((Rb[c] * n[0] + Rb[3 + c] * n[1]) + Rb[6 + c] * n[2]) * h[c];
+  }
+  for (long long v = 0; v < nv; v++) {
+    const double t = (V[3 * v] * u[0] + V[3 * v + 1] * u[1]) + V[3 * v + 2] * u[2];
+    if (t > reach) reach = t;
+  }
+  const double depth = (reach + ((pm[0] * n[0] + pm[1] * n[1]) + pm[2] * n[2]))
+                       - (((pb[0] * n[0] + pb[1] * n[1]) + pb[2] * n[2]) - e);
+  return depth + d <= SD_EPA_SLACK;
+}
+
 /* sd_mesh_box_rows of the road's P pairs slot (P,) given coal's answers got: the witnesses on the meshes (P, 3), on
    the boxes (P, 3), the normals from the meshes towards the boxes (P, 3), the distances (P,); -2 where one of
-   those is not finite or beyond 1e300 (the general road retries it), -1 without memory. */
+   those is not finite or beyond 1e300, or a penetration is not settled (sd_road_settled) (the general road
+   retries it), -1 without memory. */
 SD_EXPORT long long sd_road_rows(const void *const *tab, long long P, const long long *slot, const double *R,
                                  const double *p, const double *got, double *out)
 {
@@ -424,6 +450,7 @@ SD_EXPORT long long sd_road_rows(const void *const *tab, long long P, const long
       cl[1 + r] = got[3 * k + r], cl[4 + r] = got[3 * (P + k) + r], cl[7 + r] = -got[3 * (2 * P + k) + r];
     for (int r = 0; r < 10; r++)
       if (!(sd_mb_abs(cl[r]) < 1e300)) { free(closest); return -2; }
+    if (cl[0] < 0 && !sd_road_settled(tab, slot[k], R, p, got + 3 * (2 * P + k), cl[0])) { free(closest); return -2; }
   }
   long long n = sd_mesh_box_rows(P, slot, tab[T_MS], tab[T_BS], tab[T_FIRST], tab[T_COUNT], tab[T_HULL], tab[T_SOA],
                                  tab[T_SFIRST], dims[3], tab[T_HALF], R, p, closest, tab[T_MCUT], tab[T_DEPTH],

@@ -18,12 +18,14 @@ them.
   kept per thread: its solver and its EPA's memory made once, where ``coal.distance`` makes them at
   each query.  The solver starts its hill climbing on the hull where the pair's last query ended:
   that changes where the climb starts, not the vertex it reaches, which is unique but on an exact
-  tie of floating-point products);
+  tie of floating-point products.  EPA's iterations are capped at :data:`EPA_ITERATIONS`; its answers
+  are read in place, from views of coal's results);
 * the pairs' patches in one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`'
   routine) written into their slots.
 
-Where the broad phase leaves any other pair, or coal's answer is not finite at that tolerance, the
-road gives way to the general road (None), which retries it at coal's default.
+Where the broad phase leaves any other pair, or coal's answer is not finite at that tolerance, or a
+penetration's depth is not that of the hull less the box along its normal (EPA stopped by the cap),
+the road gives way to the general road (None), which retries it (at coal's default where needed).
 """
 
 from __future__ import annotations
@@ -35,15 +37,22 @@ import numpy as np
 
 from ..kernels import native_calls
 from . import mesh_box_loop
-from .collision_coal import _coal, _coal_geometry, _hull_convex, _requests, mesh_vertices
+from .collision_coal import _coal, _coal_geometry, _distance_request, _hull_convex, mesh_vertices
 from .collision_near import NEAR_COLUMNS
 from .mesh_box_loop import _PAR, near_plan
 from .mesh_plane_loop import mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, patch_depth
 
-__all__ = ["BoxRoad", "box_road", "box_road_rows", "shape_rows"]
+__all__ = ["BoxRoad", "EPA_ITERATIONS", "box_road", "box_road_rows", "shape_rows"]
 
 _GP, _FROM = "geometry_placements", ctypes.c_double.from_buffer
+
+#: The road's cap on EPA's iterations (the general road's: 1000).  Before each run coal's EPA links
+#: twice its cap of faces, memory that a high cap makes the larger part of a penetrating query's
+#: cost.  A run that settles below the cap takes the same steps under either cap; one that the cap
+#: stops is caught by the patch routine's test of its depth (``sd_road_settled``) and retried by the
+#: general road.
+EPA_ITERATIONS = 128
 
 
 class BoxRoad:
@@ -53,10 +62,10 @@ class BoxRoad:
     coal's hull and box, ``fixed`` their coal placements where they are world shapes (else None);
     ``every`` (rows,) each row's scene pair, ``order`` the rows by pair (None: they are); ``cutoff``
     the margin (0-d); ``shapes`` S; ``tab`` the routines' tables (:data:`ROAD_TABLES`); ``solvers``
-    each thread's coal objects."""
+    each thread's coal objects; ``picks`` per number of slots the order of their answers' fields."""
 
     __slots__ = ("kernel", "lp", "nk", "nl", "slot", "ms", "bs", "geoms", "fixed", "every", "order", "cutoff", "shapes",
-                 "tab", "solvers", "_keep")
+                 "tab", "solvers", "picks", "_keep")
 
 
 #: The routines' tables (sd_road_near, sd_road_rows of mesh_box_loop), in their order.
@@ -119,7 +128,7 @@ def box_road(scene, kp, f, lp, c, r, half):
     road.order = None if np.array_equal(order, np.arange(len(order))) else order
     road.cutoff = np.array(float(scene.margin))
     road.tab, road._keep = _tables(scene, road, rest, swap, c, r, half)
-    road.solvers = {}
+    road.solvers, road.picks = {}, {}
     return road
 
 
@@ -184,16 +193,17 @@ def box_road_rows(scene, road, q):
     if road.lp is not None and mesh_plane_loop_rows(scene, road.lp, q, out=out[nk:nk + nl]) is None:
         return None
     Rg, pg = gp(q, "collision")
-    S, Q = road.shapes, len(road.slot)
-    R, p, near = np.empty((S, 3, 3)), np.empty((S, 3)), np.empty(max(Q, 8), bool)
-    routines[3](road.tab, _FROM(Rg) if len(Rg) else None, _FROM(pg) if len(pg) else None, _FROM(R), _FROM(p),
-                _FROM(near))
-    slot = road.slot.compress(near[:Q])
+    scratch = road.solvers.get(threading.get_ident())
+    if scratch is None:
+        scratch = road.solvers[threading.get_ident()] = _scratch(road)
+    R, p, near, at = scratch[5]                    # (the thread's: read back before it returns)
+    routines[3](road.tab, _FROM(Rg) if len(Rg) else None, _FROM(pg) if len(pg) else None, *at)
+    slot = road.slot.compress(near[:len(road.slot)])
     slots = slot.tolist()
     if slots and min(slots) < 0:
         return None                                # a pair that is no mesh on a box: the general road
     got = _closest(road, slots, R, p) if slots else np.zeros(1)
-    n = routines[4](road.tab, len(slots), _FROM(slot) if slots else None, _FROM(R), _FROM(p), _FROM(got),
+    n = routines[4](road.tab, len(slots), _FROM(slot) if slots else None, at[0], at[1], _FROM(got),
                     _FROM(out[nk + nl:]))
     if n == -1:
         raise MemoryError("mesh-box contacts: no memory for the workspace of the hulls' vertices")
@@ -207,7 +217,30 @@ def _closest(road, slots, R, p):
     scratch = road.solvers.get(threading.get_ident())
     if scratch is None:
         scratch = road.solvers[threading.get_ident()] = _scratch(road)
-    per, tm0, tb0, req = scratch
+    per, tm0, tb0, req, blocks, _ = scratch
+    if blocks is None:
+        return _closest_copied(per, tm0, tb0, req, slots, R, p)
+    for s in slots:
+        fn, res, _, tm, tb, m, b = per[s]
+        if tm is None:
+            tm = tm0
+            tm.setTransform(R[m], p[m])
+        if tb is None:
+            tb = tb0
+            tb.setTransform(R[b], p[b])
+        res.clear()
+        fn(tm, tb, req, res)
+    P = len(slots)
+    pick = road.picks.get(P)
+    if pick is None:                                # [d, n, a, w] per slot -> a's, w's, n's, d's
+        k = 10 * np.arange(P)[:, None]
+        pick = road.picks[P] = np.concatenate([(k + c).ravel() for c in ((4, 5, 6), (7, 8, 9), (1, 2, 3), (0,))])
+    return np.concatenate([blocks[s] for s in slots]).take(pick)
+
+
+def _closest_copied(per, tm0, tb0, req, slots, R, p):
+    """:func:`_closest` through coal's accessors (where its result's fields are not laid out as
+    :func:`_blocks` reads them)."""
     D, A, W, N = [], [], [], []
     for s in slots:
         fn, res, normal, tm, tb, m, b = per[s]
@@ -227,7 +260,11 @@ def _closest(road, slots, R, p):
 def _scratch(road):
     """A thread's coal objects for :func:`_closest`: per slot ``(ComputeDistance, result, its normal (a
     view of the result's, where coal hands out views; else None), the fixed placements of the mesh and
-    the box (None: a robot shape's), their shapes)``; two placements to fill; the request."""
+    the box (None: a robot shape's), their shapes)``; two placements to fill; the request (collision_coal's,
+    EPA's iterations :data:`EPA_ITERATIONS`); per slot
+    its result's fields as one view (:func:`_blocks`) or None; the shapes' placements ``R`` (S, 3, 3),
+    ``p`` (S, 3) and the broad phase's answers (Q,) that :func:`box_road_rows` fills, with their
+    ctypes views ``(R, p, near, (R's, p's, near's))``."""
     coal = _coal()
     probe = coal.DistanceResult()
     view = probe.normal
@@ -236,4 +273,33 @@ def _scratch(road):
     for (g, h), fixed, m, b in zip(road.geoms, road.fixed, road.ms, road.bs):
         res = coal.DistanceResult()
         per.append((coal.ComputeDistance(g, h), res, res.normal if view[2] == 3.0 else None, *fixed, m, b))
-    return per, coal.Transform3s(), coal.Transform3s(), _requests(coal)[0]
+    S = road.shapes
+    poses = np.empty((S, 3, 3)), np.empty((S, 3)), np.empty(max(len(road.slot), 8), bool)
+    req = _distance_request(coal)
+    req.epa_max_iterations = EPA_ITERATIONS
+    return (per, coal.Transform3s(), coal.Transform3s(), req, _blocks(coal, per),
+            (*poses, tuple(_FROM(x) for x in poses)))
+
+
+def _blocks(coal, per):
+    """Per slot a view (10,) of its coal result's ``min_distance``, ``normal``, ``nearest_points``
+    (coal's ``DistanceResult`` holds them in that order, one after the other), so that a query's
+    answers are read without coal's accessors' copies; None where coal hands out no view of the
+    normal or a probe query's fields are not found there."""
+    if not per or per[0][2] is None:
+        return None
+    res = coal.DistanceResult()
+    block = _block(res)
+    box = coal.Box(1.0, 2.0, 3.0)
+    d = coal.ComputeDistance(box, box)(coal.Transform3s(), coal.Transform3s(np.eye(3), np.array([0.25, 0.5, 3.5])),
+                                       coal.DistanceRequest(), res)
+    got = np.concatenate([[d], res.normal, res.getNearestPoint1(), res.getNearestPoint2()])
+    if not np.array_equal(block, got) or np.array_equal(got, np.zeros(10)):
+        return None
+    return [_block(x[1]) for x in per]
+
+
+def _block(res):
+    """The view (10,) of :func:`_blocks` of the coal result ``res`` (which must outlive it)."""
+    at = res.normal.__array_interface__["data"][0] - ctypes.sizeof(ctypes.c_double)
+    return np.ctypeslib.as_array((ctypes.c_double * 10).from_address(at))

@@ -88,6 +88,13 @@ static int sd_mp_reduce(long long m, const double *xw, long long p0, const doubl
 SOURCE = REDUCE + r"""
 #define NC 11
 typedef long long sd_mp_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
+/* Whether any lane of M is set: AVX's sign-bit mask where the lanes are its four, else lane by lane. */
+#if defined(__AVX__) && SD_W == 4 && (defined(__GNUC__) || defined(__clang__))
+typedef double sd_mp_v4 __attribute__((vector_size(32)));
+static int sd_mp_any(sd_mp_mask M) { return __builtin_ia32_movmskpd256((sd_mp_v4)M) != 0; }
+#else
+static int sd_mp_any(sd_mp_mask M) { long long any = 0; for (int l = 0; l < SD_W; l++) any |= M[l]; return any != 0; }
+#endif
 
 /* Each pair's allowance above its deepest point (reduction.patch_depth / rotation_depth). */
 static void sd_mp_depth(long long m, const double *xw, long long p0, const double *ax, const double *spin, double base,
@@ -157,9 +164,7 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
       __builtin_memcpy(&Z, hz + v, sizeof Z);
       H = ((X * A[0] + Y * A[3]) + Z * A[6]) + off[0];
       sd_mp_mask M = H < cut[k];
-      long long any = 0;
-      for (int l = 0; l < SD_W; l++) any |= M[l];
-      if (!any) continue;
+      if (!sd_mp_any(M)) continue;
       for (int l = 0; l < SD_W; l++) {
         if (!M[l]) continue;
         const long long u = v + l;
