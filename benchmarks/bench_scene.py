@@ -23,15 +23,16 @@ minimum is robust where a median swings), of
   vectorised closed forms);
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
-  MuJoCo's settled state and time step, and its phases: the step's contact data from the collision
+  MuJoCo's settled state and time step, both from a cold start (MuJoCo's ``qacc_warmstart`` zeroed
+  before each call: ``mj_step`` called again from one state starts from its own last solution), and its phases: the step's contact data from the collision
   kernel with its broad phase and look-ahead (``scene_slot_data``, in the slots the step runs in: per body
   where one robot body alone touches, else the scene's data slots; beside it the same data from Contact
   objects within the margin, the general road), the native solve (``contact_step_kernel``, cold, in those
   slots) and the rest (argument checks, the result's modes and checks);
   and the step's one native call where the scene's layout holds its contacts (``scene_step`` of the C
   extension: the collision kernel, the layout and the solve; the rest is then contact_step's less it);
-  and the step warm-started from its own impulses at that state (``mj_step`` on one ``MjData`` starts from
-  its last solution too, ``qacc_warmstart``), and a rollout of a few steps from that state, per step (wall,
+  and the step warm-started from its own impulses at that state beside ``mj_step`` warm-started from its
+  last solution (``qacc_warmstart``, as on one ``MjData`` stepping a trajectory), and a rollout of a few steps from that state, per step (wall,
   and the process's CPU time beside it: what a loaded machine does not inflate);
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
   threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states;
@@ -272,13 +273,18 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         mujoco.mj_kinematics(m, d2)
         mujoco.mj_collision(m, d2)
 
-    def mj_step():
-        d2.qpos[:], d2.qvel[:] = qpos, qvel
-        mujoco.mj_step(m, d2)
+    def mj_step(cold):
+        def run():
+            d2.qpos[:], d2.qvel[:] = qpos, qvel
+            if cold:                         # no warm start from the last call, as contact_step's cold row
+                d2.qacc_warmstart[:] = 0
+            mujoco.mj_step(m, d2)
+        return run
 
     mj = {"collide": ("mj_kinematics+mj_collision", best_us(mj_collision, repeat)),
-          "contact_step": ("mj_step", best_us(mj_step, repeat))}
-    mj["contact_step, warm-started"] = mj[f"rollout, per step ({ROLLOUT} steps)"] = mj["contact_step"]
+          "contact_step": ("mj_step (cold)", best_us(mj_step(True), repeat)),
+          "contact_step, warm-started": ("mj_step (warm)", best_us(mj_step(False), repeat))}
+    mj[f"rollout, per step ({ROLLOUT} steps)"] = mj["contact_step, warm-started"]
     qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
 
     def mj_collision_loop():
