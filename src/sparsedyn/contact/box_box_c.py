@@ -492,6 +492,15 @@ SD_EXPORT void sd_box_box_hits(long long P, const double *pose, const double *cu
   }
 }
 
+/* A pair's two boxes from `src` by the pair's gather `g` (30): a's R (9), p, h (3 each), then b's. */
+static inline void bb_gather(const double *src, const long long *g, sd_bb_box *a, sd_bb_box *b)
+{
+  for (int i = 0; i < 9; i++) { a->R[i] = src[g[i]]; b->R[i] = src[g[15 + i]]; }
+  for (int i = 0; i < 3; i++) {
+    a->p[i] = src[g[9 + i]]; a->h[i] = src[g[12 + i]]; b->p[i] = src[g[24 + i]]; b->h[i] = src[g[27 + i]];
+  }
+}
+
 /* collide's road (box_box_road.box_box_road_table): `plan` int64 [P, K, N, the offsets in `buf` of src,
    kern, cut, par, rows; gather (P, 30)], `buf` float64 [src (the gather's source), kern (K, 11) the
    collision kernel's candidates, cut (P, 2), par, rows (N, 7)]: the kernel's K rows [d, x, n], then
@@ -506,12 +515,8 @@ SD_EXPORT void sd_box_box_road(const long long *plan, double *buf)
   for (long long i = 0; i < K; i++)
     for (int j = 0; j < 7; j++) rows[7 * i + j] = kern[11 * i + j];
   for (long long k = 0; k < P; k++) {
-    const long long *g = gather + 30 * k;
     sd_bb_box a, b;
-    for (int i = 0; i < 9; i++) { a.R[i] = src[g[i]]; b.R[i] = src[g[15 + i]]; }
-    for (int i = 0; i < 3; i++) {
-      a.p[i] = src[g[9 + i]]; a.h[i] = src[g[12 + i]]; b.p[i] = src[g[24 + i]]; b.h[i] = src[g[27 + i]];
-    }
+    bb_gather(src, gather + 30 * k, &a, &b);
     sd_bb_hit h[BB_ROWS];
     int n = bb_pair(&a, &b, cut[2 * k], cut[2 * k + 1], par[0], par[1], h);
     double *o = rows + 7 * (K + (long long)BB_ROWS * k);
@@ -559,12 +564,8 @@ SD_EXPORT void sd_box_box_step(const long long *plan, double *buf)
   *top = hi;
   for (long long i = 0; i < K; i++) within[i] = cut[rpair[i]];
   for (long long k = 0; k < P; k++) {
-    const long long *g = gather + 30 * k;
     sd_bb_box a, b;
-    for (int i = 0; i < 9; i++) { a.R[i] = src[g[i]]; b.R[i] = src[g[15 + i]]; }
-    for (int i = 0; i < 3; i++) {
-      a.p[i] = src[g[9 + i]]; a.h[i] = src[g[12 + i]]; b.p[i] = src[g[24 + i]]; b.h[i] = src[g[27 + i]];
-    }
+    bb_gather(src, gather + 30 * k, &a, &b);
     sd_bb_hit h[BB_ROWS];
     double c = cut[bpair[k]];
     int n = bb_pair(&a, &b, c, c, par[0], par[1], h);

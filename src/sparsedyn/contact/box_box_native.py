@@ -15,7 +15,7 @@ import ctypes
 
 import numpy as np
 
-from ..kernels import c_library
+from ..kernels import c_routine
 from .box_box_c import SOURCE
 from .collision_coal import SAME_DEPTH, SAME_POINT
 
@@ -31,14 +31,7 @@ def routine(name, argtypes):
     """The C routine ``name`` of :data:`~.box_box_c.SOURCE`'s library (ctypes, typed with ``argtypes``
     on first use), or None where no C compiler builds it (the library built and loaded once per process
     by :func:`~sparsedyn.kernels.c_library`; its function object kept by ctypes)."""
-    lib = c_library(SOURCE)
-    if lib is None:
-        return None
-    f = getattr(lib, name)
-    if f.argtypes is None:
-        f.restype = None
-        f.argtypes = argtypes
-    return f
+    return c_routine(SOURCE, name, argtypes)
 
 
 def _routine():

@@ -16,7 +16,7 @@ import ctypes
 
 import numpy as np
 
-from ..kernels import c_library, native_function
+from ..kernels import c_routine, native_function
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
 from .state_derivatives_native import SOURCE as ROUTINE
@@ -55,13 +55,9 @@ def blocks_call(nv, ns, dt):
     returned: ``(g, par)``) through the compiled kernels' fast path where the compiler's extension is
     there (ctypes its fallback: inputs it declines), else through ctypes; None where the library cannot
     be built."""
-    lib = c_library(SOURCE)
-    if lib is None:
+    f = c_routine(SOURCE, "sd_scene_derivative_blocks", [ctypes.POINTER(ctypes.c_double)] * 12)
+    if f is None:
         return None
-    f = lib.sd_scene_derivative_blocks
-    if f.argtypes is None:
-        f.argtypes = [ctypes.POINTER(ctypes.c_double)] * 12
-        f.restype = None
     m, work = 3 * ns, _work_size(nv, ns)
     par = np.array([nv, ns, dt, RANK_RCOND, work], float)
     par.flags.writeable = False

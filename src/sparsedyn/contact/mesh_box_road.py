@@ -221,15 +221,7 @@ def _closest(road, slots, R, p):
     if blocks is None:
         return _closest_copied(per, tm0, tb0, req, slots, R, p)
     for s in slots:
-        fn, res, _, tm, tb, m, b = per[s]
-        if tm is None:
-            tm = tm0
-            tm.setTransform(R[m], p[m])
-        if tb is None:
-            tb = tb0
-            tb.setTransform(R[b], p[b])
-        res.clear()
-        fn(tm, tb, req, res)
+        _query(per[s], tm0, tb0, req, R, p)
     P = len(slots)
     pick = road.picks.get(P)
     if pick is None:                                # [d, n, a, w] per slot -> a's, w's, n's, d's
@@ -243,18 +235,26 @@ def _closest_copied(per, tm0, tb0, req, slots, R, p):
     :func:`_blocks` reads them)."""
     D, A, W, N = [], [], [], []
     for s in slots:
-        fn, res, normal, tm, tb, m, b = per[s]
-        if tm is None:
-            tm = tm0
-            tm.setTransform(R[m], p[m])
-        if tb is None:
-            tb = tb0
-            tb.setTransform(R[b], p[b])
-        res.clear()
-        D.append(fn(tm, tb, req, res))
+        _, res, normal = per[s][:3]
+        D.append(_query(per[s], tm0, tb0, req, R, p))
         A.append(res.getNearestPoint1()), W.append(res.getNearestPoint2())
         N.append(res.normal.copy() if normal is None else normal)
     return np.concatenate(A + W + N + [D])
+
+
+def _query(slot, tm0, tb0, req, R, p):
+    """coal's signed distance of one slot's pair (its result written into the slot's own), the placements
+    of a robot shape (no fixed transform of its own) from ``R``, ``p``, set on the thread's ``tm0``,
+    ``tb0``."""
+    fn, res, _, tm, tb, m, b = slot
+    if tm is None:
+        tm = tm0
+        tm.setTransform(R[m], p[m])
+    if tb is None:
+        tb = tb0
+        tb.setTransform(R[b], p[b])
+    res.clear()
+    return fn(tm, tb, req, res)
 
 
 def _scratch(road):

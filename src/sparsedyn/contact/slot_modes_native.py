@@ -26,7 +26,7 @@ import ctypes
 
 import numpy as np
 
-from ..kernels import c_library, native_function
+from ..kernels import c_routine, native_function
 from .friction_problem import MODE_NAMES
 from .mesh_plane_loop import _at
 from .scene import remembered
@@ -73,13 +73,9 @@ def slot_modes_call(nk, nr, ns, nq):
     ``nk`` kernel rows, ``nr`` correction entries, ``ns`` slots and a report of ``nq`` entries (at least
     7), through the compiled kernels' fast path where the compiler's extension is there (ctypes its
     fallback, and the road where it is not); None where the routine cannot be built."""
-    lib = c_library(SOURCE)
-    if lib is None:
+    f = c_routine(SOURCE, "sd_slot_modes", [ctypes.POINTER(ctypes.c_double)] * 13)
+    if f is None:
         return None
-    f = lib.sd_slot_modes
-    if f.argtypes is None:
-        f.argtypes = [ctypes.POINTER(ctypes.c_double)] * 13
-        f.restype = None
 
     def through_ctypes(lam, u, rep, corr, at, data, par):
         outs = np.zeros((1, ns, 4)), np.zeros((1, ns, 3)), np.zeros((1, ns)), np.zeros(ns), np.zeros((1, ns, 8)), \
@@ -89,7 +85,7 @@ def slot_modes_call(nk, nr, ns, nq):
     fast = native_function("Kernel")
     if fast is None:
         return through_ctypes
-    entry = ctypes.cast(lib.sd_slot_modes, ctypes.c_void_p).value
+    entry = ctypes.cast(f, ctypes.c_void_p).value
     ins = ((nk, 3), (nk, 3), (nq,), (nr,), (ns, 2), (ns, 8), (2,))
     outs = ((1, ns, 4), (1, ns, 3), (1, ns), (ns,), (1, ns, 8), (1, ns))
     return fast(entry, ins, outs, through_ctypes)

@@ -36,7 +36,7 @@ import ctypes
 
 import numpy as np
 
-from ..kernels import c_library, native_function
+from ..kernels import c_library, c_routine, native_function
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
 
@@ -453,15 +453,8 @@ def _routine():
     """``sd_scene_state_derivatives`` (ctypes), or None where no C compiler builds it (the library
     built and loaded once per process, :func:`~sparsedyn.kernels.c_library`; its function object,
     typed on first use, kept by ctypes)."""
-    lib = c_library(SOURCE)
-    if lib is None:
-        return None
-    f = lib.sd_scene_state_derivatives
-    if f.argtypes is None:
-        f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 4 + [ctypes.c_double] * 2 + \
-            [ctypes.POINTER(ctypes.c_double)] * 2
-        f.restype = ctypes.c_int
-    return f
+    return c_routine(SOURCE, "sd_scene_state_derivatives", [ctypes.c_longlong] * 2 + [ctypes.POINTER(
+        ctypes.c_double)] * 4 + [ctypes.c_double] * 2 + [ctypes.POINTER(ctypes.c_double)] * 2, ctypes.c_int)
 
 
 def _pad(k):
@@ -530,12 +523,10 @@ def native_pinv_solve(A, B, general):
     """``pinv(A) B`` (n, k) of ``A`` (n, n), ``B`` (n, k) by the routine's solves (module docstring):
     positive semidefinite ``A`` (its lower triangle read) or, with ``general``, any; None where the
     routine cannot be built or the solve leaves its road.  (The solves alone, for their tests.)"""
-    lib = c_library(SOURCE)
-    if lib is None:
+    f = c_routine(SOURCE, "sd_scene_pinv_solve", [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 4 + [
+        ctypes.c_double, ctypes.c_longlong], ctypes.c_int)
+    if f is None:
         return None
-    f = lib.sd_scene_pinv_solve
-    f.restype = ctypes.c_int
-    f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 4 + [ctypes.c_double, ctypes.c_longlong]
     n, k = len(A), B.shape[1]
     kp = _pad(k)
     Bp = np.zeros((n, kp))

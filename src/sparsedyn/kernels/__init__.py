@@ -65,13 +65,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from .dispatch import (BACKENDS, as_tuple, c_library, compile_owner, native_calls, native_function, public_function,
+from .dispatch import (BACKENDS, as_tuple, c_library, c_routine, compile_owner, native_calls, native_function, public_function,
                        set_c_library,
                        set_compiler, set_front, set_model_type, set_native, use_backend)
 from .fingerprints import Unkeyable, feed, fingerprint, package_sources
 
 __all__ = ["kernel", "Kernel", "Owned", "REGISTRY", "registered", "use_backend", "set_native", "native_calls",
-           "native_function", "set_compiler", "set_front", "compile_owner", "c_library", "set_c_library",
+           "native_function", "set_compiler", "set_front", "compile_owner", "c_library", "c_routine", "set_c_library",
            "set_model_type", "as_tuple",
            "BACKENDS", "METHODS", "model_method", "fingerprint", "feed", "Unkeyable", "package_sources"]
 

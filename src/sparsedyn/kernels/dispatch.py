@@ -192,6 +192,20 @@ def c_library(source: str):
     return None if _c_library is None else _c_library(source)
 
 
+def c_routine(source: str, name: str, argtypes, restype=None):
+    """The routine ``name`` of :func:`c_library`'s library of ``source`` (ctypes), typed with ``argtypes``
+    and ``restype`` on first use (ctypes keeps the function object, so once a process), or None where
+    the library cannot be built."""
+    lib = c_library(source)
+    if lib is None:
+        return None
+    f = getattr(lib, name)
+    if f.argtypes is None:
+        f.restype = restype
+        f.argtypes = argtypes
+    return f
+
+
 def native_calls(model, make=None) -> dict | None:
     """The table ``{kernel name: native callable}`` of ``model``'s plain calls, or ``None`` when it
     has none; with ``make`` (a function of no arguments returning a new table) a missing one is
