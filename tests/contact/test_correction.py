@@ -5,20 +5,23 @@ conditions."""
 import numpy as np
 
 from sparsedyn.contact.correction import (CORRECTION_RTOL, CORRECTION_SWEEPS, _correction_polish, _correction_sweep,
-                                          correction_impulses, polish_due, polish_first)
+                                          correction_impulses, polish_cost, polish_due,
+                                          polish_first)
 
 EPS = np.finfo(float).eps
 
 
 def _sweeps(A, c, held, hi, polish=True):
     """``(l, sweeps)``: the kernel's loop of the correction's stages on floats (the polish where due)."""
-    l, sweeps, due = np.zeros(len(c)), 0.0, polish_first(len(c))
+    l, sweeps, due, change = np.zeros(len(c)), 0.0, polish_first(len(c)), 0.0
     while True:
+        l0 = l
         l, stop = _correction_sweep(A, c, l, sweeps, held, hi)
         sweeps += 1.0
         if stop >= 0.5:
             return l, int(sweeps)
-        if polish and polish_due(sweeps, due) >= 0.5:
+        flag, change = polish_due(sweeps, due, l, l0, change)
+        if polish and flag >= 0.5:
             l, due = _correction_polish(A, c, l, held, hi), 2.0 * sweeps
 
 
@@ -90,3 +93,16 @@ def test_an_easy_correction_runs_no_polish():
     assert sweeps == 2 and sweeps < polish_first(4)
     assert np.array_equal(l, np.array([1.0, 0.25, 0.0, 0.5]))
     assert polish_first(4) == 8 and polish_first(32) == 16
+
+
+def test_a_polish_is_due_only_where_the_sweeps_would_take_longer_than_it_costs():
+    """Two rows (a polish costs ``2 + 2 // 4 = 2`` sweeps), ``l`` of size 1, its last changes ``1e-4``
+    then ``change`` (the rate ``change / 1e-4``): after ``polish_cost`` more sweeps at that rate the
+    change is ``change^3 / 1e-8``; past the tolerance ``1e-6`` a polish is due (``change = 1e-3``, a
+    rate of 10 counted as 1: ``1e-3``; ``1e-5``: ``1e-7``, not due), and never before ``due``."""
+    l0 = np.array([1.0, 0.5])
+    assert polish_cost(2) == 2
+    for change, due in ((1e-3, 1.0), (1e-5, 0.0), (3e-5, 1.0)):
+        flag, got = polish_due(8.0, 8.0, l0 + [change, 0.0], l0, 1e-4)
+        assert flag == due and got == (l0[0] + change) - l0[0]
+        assert polish_due(7.0, 8.0, l0 + [change, 0.0], l0, 1e-4)[0] == 0.0

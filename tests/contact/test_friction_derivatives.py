@@ -338,13 +338,15 @@ def test_the_derivatives_correction_impulses_are_the_steps_own_sweeps():
             c = rng.normal(size=nc) * 1e-2
             held = (np.arange(nc) % 2 == 1).astype(float) * with_held
             c[held > 0] = 0.5 * hi                                  # held rows: touching, inside their band
-            l, stop, sweeps, due = np.zeros(nc), 0.0, 0.0, polish_first(nc)
+            l, stop, sweeps, due, change = np.zeros(nc), 0.0, 0.0, polish_first(nc), 0.0
             while True:
+                l0 = l
                 l, stop = _correction_sweep(A, c, l, sweeps, held, hi)
                 sweeps += 1.0
                 if stop >= 0.5:
                     break
-                if polish_due(sweeps, due) >= 0.5:
+                flag, change = polish_due(sweeps, due, l, l0, change)
+                if flag >= 0.5:
                     l, due = _correction_polish(A, c, l, held, hi), 2.0 * sweeps
             assert np.array_equal(correction_impulses(A[None], c[None], held[None], hi)[0], l)
             w, scale = A @ l + c, 1e-6 * np.abs(c).max()

@@ -38,9 +38,11 @@ rows whose sweep would pull at ``w = hi``, the rest at ``l = 0``, and the linear
 is solved (regularised by ``POLISH_REG`` of ``A``'s largest diagonal entry against its null directions, one
 step of iterative refinement taking its bias out of the rest); the answer, its signs projected, is taken
 only where it solves the problem to the sweeps' own tolerance, and the sweeps go on from it (the next one
-confirms it).  The first polish runs after :func:`polish_first` sweeps, about as many as the polish costs
-(a Cholesky factorisation: ``nc^3 / 6`` against a sweep's ``2 nc^2``), so an easy problem never pays for
-one, and each refused polish doubles the wait for the next.
+confirms it).  A polish costs about ``2 + nc / 4`` sweeps (:func:`polish_cost`: a Cholesky factorisation,
+``nc^3 / 6``, and a few products against a sweep's ``2 nc^2``); it runs only where the sweeps, at the rate
+of their last two changes of ``l``, would not reach their tolerance in as many sweeps, and not before
+:func:`polish_first` sweeps (the active rows show), each polish doubling that wait (one refused on a
+wrong active set is not tried again on the next sweep).  So an easy problem runs its plain sweeps.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from .. import backend as bk
 from .friction_linalg import _cholesky
 from .friction_problem import _TINY, PENETRATION_SLOP, TOUCHING_GAP, _abs, _relu, _step, _vmax
 
-__all__ = ["correction_impulses", "held_rows", "polish_first"]
+__all__ = ["correction_impulses", "held_rows", "polish_cost", "polish_due", "polish_first"]
 
 #: Sweeps and relative tolerance of the position correction's Gauss-Seidel.
 CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
@@ -64,13 +66,26 @@ POLISH_FIRST, POLISH_REG = 8, 1e-9
 
 
 def polish_first(nc):
-    """The sweeps after which the first polish of a correction of ``nc`` rows runs (a float)."""
+    """The fewest sweeps before the first polish of a correction of ``nc`` rows (a float)."""
     return float(max(POLISH_FIRST, nc // 2))
 
 
-def polish_due(sweeps, due):
-    """1 where a polish is due after ``sweeps`` sweeps (``due`` the sweep it waits for), else 0."""
-    return _step(sweeps - due)
+def polish_cost(nc):
+    """The cost of a polish of ``nc`` rows in sweeps (an int)."""
+    return 2 + nc // 4
+
+
+def polish_due(sweeps, due, l, l0, before):
+    """``(flag, change)``: ``flag`` 1 where a polish is due after ``sweeps`` sweeps, the last from ``l0``
+    to ``l`` (nc,) (``change`` the largest change of an entry, ``before`` the previous sweep's): at or
+    past ``due``, and the sweeps at the rate ``change / before`` (at most 1) would still change ``l`` by
+    more than :data:`CORRECTION_RTOL` of its size after :func:`polish_cost` more (traced values or
+    floats)."""
+    change = _vmax(_abs(l - l0))
+    rate, left = (change - _relu(change - before)) / (before + _TINY), change      # at most 1 (not converging)
+    for _ in range(polish_cost(len(l))):
+        left = left * rate
+    return _step(sweeps - due) * (1.0 - _step(CORRECTION_RTOL * _vmax(_abs(l)) - left)), change
 
 
 def _array(xs, like):
@@ -177,7 +192,7 @@ def _float_sweeps(A, c, held, hi):
     rows, cs, hs = A.tolist(), c.tolist(), [float(x) for x in held]
     act = [step(rows[i][i] - _TINY) for i in range(nc)]
     cmax = vmax([relu(-x) + h * relu(x - hi) for x, h in zip(cs, hs)])
-    l, sweeps, due = [0.0] * nc, 0.0, polish_first(nc)
+    l, sweeps, due, change = [0.0] * nc, 0.0, polish_first(nc), 0.0
     while True:
         l0 = list(l)
         for i, row in enumerate(rows):
@@ -192,6 +207,7 @@ def _float_sweeps(A, c, held, hi):
         if 1.0 - (1.0 - done) * (1.0 - step(sweeps + 1.0 - CORRECTION_SWEEPS)) >= 0.5:
             return l
         sweeps += 1.0
-        if polish_due(sweeps, due) >= 0.5:
+        flag, change = polish_due(sweeps, due, np.array(l), np.array(l0), change)
+        if flag >= 0.5:
             l = _correction_polish(A, c, np.array(l), np.asarray(held, float), hi).tolist()
             due = 2.0 * sweeps

@@ -152,7 +152,7 @@ class _Layout:
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
-                              ("due", 1),
+                              ("due", 1), ("change", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
                               ("have", 1), ("fbest", 1), ("refused", 1),
                               # the polish (friction_polish): its last answer, the tries of
@@ -224,7 +224,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # the governing point z + y / rho of the warm start and its multiplier y = -(u + Phi(u))
     S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, M=np.zeros(m * m), rho=rho,
                              it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
-                             sweeps=0.0, due=polish_first(nc),
+                             sweeps=0.0, due=polish_first(nc), change=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
                              tries=0.0, rounds=0.0, polishes=0.0, code=np.zeros(nc), same=0.0,
@@ -413,13 +413,15 @@ def _correction_rows(lay, settings, K, S):
 def _correct(lay, *X):
     """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
     touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`):
-    solved, past the polish (+2); a polish due (+1); else sweep on."""
+    solved, past the polish (+2); a polish due (+1: :func:`~sparsedyn.contact.correction.polish_due`);
+    else sweep on."""
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
     l, stop = _correction_sweep(A, K["cn"], S["l"], S["sweeps"][0], held, PENETRATION_SLOP / (2.0 * settings[0]))
     sweeps = S["sweeps"][0] + 1.0
-    S.update(l=l, sweeps=sweeps)
-    return lay.pack(lay.S, S), 2.0 * stop + (1.0 - stop) * polish_due(sweeps, S["due"][0])
+    due, change = polish_due(sweeps, S["due"][0], l, S["l"], S["change"][0])
+    S.update(l=l, sweeps=sweeps, change=change)
+    return lay.pack(lay.S, S), 2.0 * stop + (1.0 - stop) * due
 
 
 def _correct_polish(lay, *X):
