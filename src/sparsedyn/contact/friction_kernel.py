@@ -14,7 +14,8 @@ residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small
 state that ADMM has not solved in its budget with Gauss-Seidel sweeps (the whole solve for
 ``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), stage 7 polishes
 it (the exact solution on its active rows), ``finish`` gives the next state.  Every choice is
-arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program, and the same function of floats.
+arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program, and the same
+function of floats.
 
 The iteration, and why (the hard case it is chosen for: the dm_control humanoid lying on the floor, its
 joints moved a little: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero
