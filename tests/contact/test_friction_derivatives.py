@@ -323,10 +323,12 @@ def test_scene_step_of_a_box_sliding_on_a_box_differentiates_corner_by_corner():
 
 def test_the_derivatives_correction_impulses_are_the_steps_own_sweeps():
     """correction_impulses (the position correction the derivatives differentiate) runs the step's own
-    stage (_correction_sweep, as the kernel runs it) operation for operation: the same impulses to the
-    last bit, on redundant, regular and separating normal blocks, without and with held rows (a held
-    row's ``w = A l + c`` within ``[0, hi]``, its ``l`` of either sign)."""
-    from sparsedyn.contact.correction import _correction_sweep, correction_impulses
+    stages (_correction_sweep, and _correction_polish where polish_due says, as the kernel runs them)
+    operation for operation: the same impulses to the last bit, on redundant, regular and separating
+    normal blocks, without and with held rows (a held row's ``w = A l + c`` within ``[0, hi]``, its ``l``
+    of either sign)."""
+    from sparsedyn.contact.correction import (_correction_polish, _correction_sweep, correction_impulses,
+                                              polish_due, polish_first)
     rng = np.random.default_rng(7)
     hi = 1e-3
     for nc in (1, 4, 7):
@@ -336,10 +338,16 @@ def test_the_derivatives_correction_impulses_are_the_steps_own_sweeps():
             c = rng.normal(size=nc) * 1e-2
             held = (np.arange(nc) % 2 == 1).astype(float) * with_held
             c[held > 0] = 0.5 * hi                                  # held rows: touching, inside their band
-            l, stop, sweeps = np.zeros(nc), 0.0, 0.0
-            while stop < 0.5:
+            l, stop, sweeps, due, change = np.zeros(nc), 0.0, 0.0, polish_first(nc), 0.0
+            while True:
+                l0 = l
                 l, stop = _correction_sweep(A, c, l, sweeps, held, hi)
                 sweeps += 1.0
+                if stop >= 0.5:
+                    break
+                flag, change = polish_due(sweeps, due, l, l0, change)
+                if flag >= 0.5:
+                    l, due = _correction_polish(A, c, l, held, hi), 2.0 * sweeps
             assert np.array_equal(correction_impulses(A[None], c[None], held[None], hi)[0], l)
             w, scale = A @ l + c, 1e-6 * np.abs(c).max()
             assert np.all(w >= -scale) and np.all(l[held == 0] >= 0)                # it solves the LCP

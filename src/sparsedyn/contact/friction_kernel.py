@@ -12,9 +12,10 @@ of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``
 iterations, once the modes hold, or when the check fails), stage 4 checks Coulomb's law itself (the
 residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small, stage 5 continues a
 state that ADMM has not solved in its budget with Gauss-Seidel sweeps (the whole solve for
-``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), ``finish`` gives
-the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``),
-so each stage is one traced program, and the same function of floats.
+``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), stage 7 polishes
+it (the exact solution on its active rows), ``finish`` gives the next state.  Every choice is
+arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program, and the same
+function of floats.
 
 The iteration, and why (the hard case it is chosen for: the dm_control humanoid lying on the floor, its
 joints moved a little: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero
@@ -77,7 +78,8 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
-from .correction import _correction_sweep, correction_impulses, held_rows  # noqa: F401
+from .correction import (_correction_polish, _correction_sweep, correction_impulses, held_rows,  # noqa: F401
+                         polish_due, polish_first)
 from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
@@ -151,6 +153,7 @@ class _Layout:
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
+                              ("due", 1), ("change", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
                               ("have", 1), ("fbest", 1), ("refused", 1),
                               # the polish (friction_polish): its last answer, the tries of
@@ -222,7 +225,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # the governing point z + y / rho of the warm start and its multiplier y = -(u + Phi(u))
     S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, M=np.zeros(m * m), rho=rho,
                              it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
-                             sweeps=0.0,
+                             sweeps=0.0, due=polish_first(nc), change=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
                              tries=0.0, rounds=0.0, polishes=0.0, code=np.zeros(nc), same=0.0,
@@ -401,17 +404,35 @@ def _gauss_seidel(lay, *X):
     return lay.pack(lay.S, S), stop
 
 
+def _correction_rows(lay, settings, K, S):
+    """``(A, held)`` of the position correction: ``G``'s normal block and the held rows."""
+    m, rows = lay.m, lay.normal
+    return (K["G"].reshape(m, m)[rows[:, None], rows[None, :]],
+            held_rows(K["cn"], S["z"][rows], settings[1] * S["ls"][0], settings[0]))
+
+
 def _correct(lay, *X):
     """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
-    touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`)."""
+    touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`):
+    solved, past the polish (+2); a polish due (+1: :func:`~sparsedyn.contact.correction.polish_due`);
+    else sweep on."""
     settings, _, K, S = lay.unpack(X)
-    dt, tol = settings[0], settings[1]
-    m, rows = lay.m, lay.normal
-    A = K["G"].reshape(m, m)[rows[:, None], rows[None, :]]
-    held = held_rows(K["cn"], S["z"][rows], tol * S["ls"][0], dt)
-    l, stop = _correction_sweep(A, K["cn"], S["l"], S["sweeps"][0], held, PENETRATION_SLOP / (2.0 * dt))
-    S.update(l=l, sweeps=S["sweeps"][0] + 1.0)
-    return lay.pack(lay.S, S), stop
+    A, held = _correction_rows(lay, settings, K, S)
+    l, stop = _correction_sweep(A, K["cn"], S["l"], S["sweeps"][0], held, PENETRATION_SLOP / (2.0 * settings[0]))
+    sweeps = S["sweeps"][0] + 1.0
+    due, change = polish_due(sweeps, S["due"][0], l, S["l"], S["change"][0])
+    S.update(l=l, sweeps=sweeps, change=change)
+    return lay.pack(lay.S, S), 2.0 * stop + (1.0 - stop) * due
+
+
+def _correct_polish(lay, *X):
+    """The polish of the position correction's iterate (:mod:`~sparsedyn.contact.correction`), the next
+    one due after twice the sweeps; back to the sweeps (-1), which confirm it."""
+    settings, _, K, S = lay.unpack(X)
+    A, held = _correction_rows(lay, settings, K, S)
+    S.update(l=_correction_polish(A, K["cn"], S["l"], held, PENETRATION_SLOP / (2.0 * settings[0])),
+             due=2.0 * S["sweeps"][0])
+    return lay.pack(lay.S, S), -1.0
 
 
 def _finish(lay, q, v, tau, settings, *X):
@@ -439,7 +460,8 @@ def _finish_and_correction(lay, *X):
 def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
-    stages = (_dispatch, _factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct)
+    stages = (_dispatch, _factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct,
+              _correct_polish)
     return partial(_init, lay), [partial(f, lay) for f in stages], partial(_finish_and_correction, lay)
 
 

@@ -1,0 +1,108 @@
+"""The position correction's polish (sparsedyn.contact.correction): the exact solution on the active rows,
+taken only where it solves the problem, checked against hand-solved problems and the problem's own
+conditions."""
+
+import numpy as np
+
+from sparsedyn.contact.correction import (CORRECTION_RTOL, CORRECTION_SWEEPS, _correction_polish, _correction_sweep,
+                                          correction_impulses, polish_cost, polish_due,
+                                          polish_first)
+
+EPS = np.finfo(float).eps
+
+
+def _sweeps(A, c, held, hi, polish=True):
+    """``(l, sweeps)``: the kernel's loop of the correction's stages on floats (the polish where due)."""
+    l, sweeps, due, change = np.zeros(len(c)), 0.0, polish_first(len(c)), 0.0
+    while True:
+        l0 = l
+        l, stop = _correction_sweep(A, c, l, sweeps, held, hi)
+        sweeps += 1.0
+        if stop >= 0.5:
+            return l, int(sweeps)
+        flag, change = polish_due(sweeps, due, l, l0, change)
+        if polish and flag >= 0.5:
+            l, due = _correction_polish(A, c, l, held, hi), 2.0 * sweeps
+
+
+def test_the_polish_takes_a_redundant_coupled_set_to_its_solution_in_one_step():
+    """Eight penetrating rows on six degrees of freedom (two null directions of ``A = B B^T``, the
+    nonzero eigenvalues 1 to 170 apart, as a standing robot's two soles), every row pushing at the
+    solution (``c = -A l*`` with ``l* > 0``): the plain sweeps creep (more than ten times the sweeps
+    before the first polish), the polish solves it, the next sweep confirms it.  The answer solves the
+    problem: ``w = A l + c`` zero on its rows to the sweeps' tolerance, ``l >= 0``; its displacement
+    ``A l`` is that of ``l*`` (``A l`` is the same for every solution)."""
+    rng = np.random.default_rng(3)
+    U, _ = np.linalg.qr(rng.normal(size=(8, 6)))
+    V, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    B = U @ np.diag(np.geomspace(1.0, 13.0, 6)) @ V
+    A = B @ B.T
+    l_star = rng.uniform(0.5, 1.5, 8)
+    c = -A @ l_star
+    held = np.zeros(8)
+    _, plain = _sweeps(A, c, held, 0.0, polish=False)
+    assert plain > 10 * polish_first(8)
+    l, sweeps = _sweeps(A, c, held, 0.0)
+    assert sweeps == polish_first(8) + 1
+    assert np.all(l >= 0.0)
+    w = A @ l + c
+    assert np.abs(w).max() <= CORRECTION_RTOL * np.abs(c).max()
+    assert np.array_equal(correction_impulses(A[None], c[None], held[None], 0.0)[0], l)
+
+
+def test_the_polish_on_a_wrong_active_set_is_refused_and_on_the_right_one_is_exact():
+    """Two coupled rows, ``A = [[1, 0.9], [0.9, 1]]``, ``c = [-1, -0.1]``: pushing the first row out
+    lifts the second past its plane, so the solution is ``l = [1, 0]`` (``w = [0, 0.8]``).  From
+    ``l = 0`` both rows would push: their system gives ``l_2 < 0``, which the polish refuses (``l``
+    returned bit for bit); from ``l = [0.9, 0]`` the active row is the first alone, and the polish
+    gives ``[1, 0]`` to rounding."""
+    A = np.array([[1.0, 0.9], [0.9, 1.0]])
+    c = np.array([-1.0, -0.1])
+    held = np.zeros(2)
+    start = np.zeros(2)
+    assert np.array_equal(_correction_polish(A, c, start, held, 0.0), start)
+    out = _correction_polish(A, c, np.array([0.9, 0.0]), held, 0.0)
+    assert out[1] == 0.0 and abs(out[0] - 1.0) <= 8 * EPS
+
+
+def test_the_polish_pulls_a_held_row_to_its_bands_top():
+    """A free penetrating row and a held row at its plane, ``A = [[2, 1], [1, 2]]``, ``c = [-1, 0]``,
+    band ``hi = 0.1``: pushing the first row alone (``l_1 = 1/2``) lifts the second by 1/2, past its
+    band, so the held row pulls to its top: ``2 l_1 + l_2 = 1``, ``l_1 + 2 l_2 = 0.1``, ``l = [1.9/3,
+    -0.8/3]``.  One sweep from zero gives ``[0.5, -0.2]``, on which the polish finds these rows and
+    solves them (to the regularisation's bias and rounding: far below the sweeps' tolerance)."""
+    A = np.array([[2.0, 1.0], [1.0, 2.0]])
+    c = np.array([-1.0, 0.0])
+    held, hi = np.array([0.0, 1.0]), 0.1
+    l, _ = _correction_sweep(A, c, np.zeros(2), 0.0, held, hi)
+    assert np.allclose(l, [0.5, -0.2], rtol=0.0, atol=4 * EPS)
+    out = _correction_polish(A, c, l, held, hi)
+    assert np.abs(out - [1.9 / 3.0, -0.8 / 3.0]).max() <= 16 * EPS
+    l, sweeps = _sweeps(A, c, held, hi)
+    w = A @ l + c
+    assert abs(w[0]) <= CORRECTION_RTOL and abs(w[1] - hi) <= CORRECTION_RTOL and l[1] < 0.0
+    assert sweeps < CORRECTION_SWEEPS
+
+
+def test_an_easy_correction_runs_no_polish():
+    """Uncoupled rows (``A`` diagonal): one sweep solves them, the second confirms it, before any
+    polish is due (the first after ``max(8, nc / 2)`` sweeps)."""
+    A = np.diag([1.0, 2.0, 0.5, 4.0])
+    c = np.array([-1.0, -0.5, 0.25, -2.0])
+    l, sweeps = _sweeps(A, c, np.zeros(4), 0.0)
+    assert sweeps == 2 and sweeps < polish_first(4)
+    assert np.array_equal(l, np.array([1.0, 0.25, 0.0, 0.5]))
+    assert polish_first(4) == 8 and polish_first(32) == 16
+
+
+def test_a_polish_is_due_only_where_the_sweeps_would_take_longer_than_it_costs():
+    """Two rows (a polish costs ``2 + 2 // 4 = 2`` sweeps), ``l`` of size 1, its last changes ``1e-4``
+    then ``change`` (the rate ``change / 1e-4``): after ``polish_cost`` more sweeps at that rate the
+    change is ``change^3 / 1e-8``; past the tolerance ``1e-6`` a polish is due (``change = 1e-3``, a
+    rate of 10 counted as 1: ``1e-3``; ``1e-5``: ``1e-7``, not due), and never before ``due``."""
+    l0 = np.array([1.0, 0.5])
+    assert polish_cost(2) == 2
+    for change, due in ((1e-3, 1.0), (1e-5, 0.0), (3e-5, 1.0)):
+        flag, got = polish_due(8.0, 8.0, l0 + [change, 0.0], l0, 1e-4)
+        assert flag == due and got == (l0[0] + change) - l0[0]
+        assert polish_due(7.0, 8.0, l0 + [change, 0.0], l0, 1e-4)[0] == 0.0
