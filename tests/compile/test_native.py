@@ -24,7 +24,7 @@ import pytest
 
 import sparsedyn as sd
 from conftest import constant_subspace_types, quaternion_blocks, random_trees, rel_err, rounding_bound
-from erd import load_pair
+from erd import load_pair, robot_path
 from kernel_args import arguments, static_choices
 from sdcompile_helpers import compile_cache, subprocess_env  # noqa: F401  (fixture)
 from sparsedyn.codegen import native, runtime
@@ -263,6 +263,23 @@ def test_long_build_answers_on_numpy_then_native(tmp_path, monkeypatch, capsys, 
         assert "crba" in k.kernels and np.array_equal(got, k.crba(q))
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "sparsedyn: building native crba for model" in err and "background" not in err
+
+
+def test_numpy_answers_write_into_out_as_the_compiled_methods_do(monkeypatch, rng):
+    """A plain callable answered by its NumPy function (its kernel not built yet, or inputs the native
+    path does not take) writes into an ``out=`` given as the compiled method does: the road that lays a
+    step's buffers out once calls it so while a build runs in the background."""
+    model = sd.load_urdf(robot_path("ur5"), geometry=True)
+    q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+    ref = REGISTRY["body_velocities"].fn(model, q, v)
+    out = np.full_like(ref, np.nan)
+    assert native._reference(REGISTRY["body_velocities"].fn, model, (q, v), {"out": out}) is out
+    assert np.array_equal(out, ref)
+    refs = REGISTRY["geometry_placements"].fn(model, q, "visual")
+    assert len(refs[0]) > 0
+    outs = tuple(np.full_like(x, np.nan) for x in refs)
+    got = native._reference(REGISTRY["geometry_placements"].fn, model, (q, "visual"), {"out": outs})
+    assert got is outs and all(np.array_equal(a, b) for a, b in zip(outs, refs))
 
 
 def test_a_compiled_models_later_builds_report_themselves(tmp_path, monkeypatch, rng):

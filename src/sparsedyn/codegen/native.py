@@ -293,7 +293,9 @@ def shared(model) -> SharedModel:
 
 def _reference(fn, model, args, kwargs, failed=None):
     """``fn``'s NumPy answer; nested plain calls answer on NumPy too (no builds start from inside
-    a NumPy answer)."""
+    a NumPy answer).  An ``out=`` the compiled method takes (one array, or a tuple for several
+    results) receives the answer, as the compiled method writes it."""
+    out = kwargs.pop("out", None)
     outer = getattr(_tls, "reference", False)
     _tls.reference = True
     try:
@@ -302,7 +304,11 @@ def _reference(fn, model, args, kwargs, failed=None):
         _tls.reference = outer
     if failed is not None:
         _warn_failed(fn.__name__, model, failed)
-    return res
+    if out is None:
+        return res
+    for o, r in zip(out, res) if isinstance(out, tuple) else ((out, res),):
+        o[...] = r
+    return out
 
 
 _warned_failed = set()
@@ -328,7 +334,7 @@ def _plain_method(cm, k):
 
     def plain(*args, **kwargs):
         if getattr(_tls, "reference", False) or not _numeric(k, args, kwargs):
-            return fn(model, *args, **kwargs)
+            return _reference(fn, model, args, kwargs)
         outer = getattr(_tls, "plain", False)
         _tls.plain, _tls.kname = True, k.name
         failed = None
