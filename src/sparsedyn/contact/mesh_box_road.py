@@ -47,7 +47,7 @@ __all__ = ["BoxRoad", "EPA_ITERATIONS", "box_road", "box_road_rows", "shape_rows
 
 _GP, _FROM = "geometry_placements", ctypes.c_double.from_buffer
 
-#: The road's cap on EPA's iterations (the general road's: 1000).  Before each run coal's EPA links
+#: The road's cap on EPA's iterations (the general road keeps 1000).  Before each run coal's EPA links
 #: twice its cap of faces, memory that a high cap makes the larger part of a penetrating query's
 #: cost.  A run that settles below the cap takes the same steps under either cap; one that the cap
 #: stops is caught by the patch routine's test of its depth (``sd_road_settled``) and retried by the
