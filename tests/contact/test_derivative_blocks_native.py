@@ -6,13 +6,11 @@ its ctypes fallback) gives NaN blocks and the code 2, as the routine says."""
 
 import numpy as np
 
-import sparsedyn as sd
 from test_friction_derivatives import DT
-from test_scene_derivatives import _box_on_table, _box_pressed_into_table, _hand_scene
-from test_state_derivatives_native import _pieces
+from test_scene_derivatives import _box_pressed_into_table
+from test_state_derivatives_native import _pieces, fast_path_cases
 from sparsedyn.contact.derivative_blocks_native import blocks_call
 from sparsedyn.contact.state_derivatives_native import state_derivatives_call
-from sparsedyn.kernels import native_function
 
 
 def _blocks(out, nv):
@@ -20,12 +18,7 @@ def _blocks(out, nv):
 
 
 def test_the_blocks_are_the_routines():
-    model = _pieces(_box_pressed_into_table)[0]
-    with sd.use_backend("native", deterministic=True):          # (the compiler's extension loaded)
-        sd.rnea(model, model.neutral(), np.zeros(model.nv), np.zeros(model.nv))
-    assert native_function("Kernel") is not None                 # the fast path, not ctypes alone
-    for case, open_slots in ((_box_pressed_into_table, (1,)), (_box_on_table, ()), (_hand_scene, ())):
-        model, rows, state, gap, weights, correction, modes = _pieces(case, open_slots)
+    for model, rows, state, gap, weights, correction, modes in fast_path_cases():
         nv, ns = model.nv, len(gap)
         weights = np.ascontiguousarray(weights)
         out, rc = state_derivatives_call(nv, ns, DT)(rows, state, weights, correction)

@@ -167,18 +167,24 @@ def test_a_non_finite_system_gives_nan_not_zeros():
     assert np.isnan(_state_derivatives(rows, state, gap, modes, correction, nv, DT)[0]).all()
 
 
+def fast_path_cases():
+    """The compiler's extension loaded (asserted: the fast path, not ctypes alone), then the pieces of
+    the pressed box (its slot 1 open), the sliding box and the two-body contact."""
+    model = _pieces(_box_pressed_into_table)[0]
+    with sd.use_backend("native", deterministic=True):          # (the compiler's extension loaded)
+        sd.rnea(model, model.neutral(), np.zeros(model.nv), np.zeros(model.nv))
+    assert native_function("Kernel") is not None
+    for case, open_slots in ((_box_pressed_into_table, (1,)), (_box_on_table, ()), (_hand_scene, ())):
+        yield _pieces(case, open_slots)
+
+
 def test_the_one_state_call_equals_the_routine():
     """The routine's one-state call (the compiled kernels' fast path, its workspace allocated in the call)
     gives the ctypes call's results bit for bit, and so the NumPy road's to rounding (``_check``), on the
     pressed box (stick, position correction), the sliding box (the general solve) and the two-body
     contact; a NaN in the mode equations (an input the fast path declines: its ctypes fallback) gives
     NaN and the code 2 (not finite), as the ctypes call says."""
-    model = _pieces(_box_pressed_into_table)[0]
-    with sd.use_backend("native", deterministic=True):          # (the compiler's extension loaded)
-        sd.rnea(model, model.neutral(), np.zeros(model.nv), np.zeros(model.nv))
-    assert native_function("Kernel") is not None                 # the fast path, not ctypes alone
-    for case, open_slots in ((_box_pressed_into_table, (1,)), (_box_on_table, ()), (_hand_scene, ())):
-        model, rows, state, gap, weights, correction, modes = _pieces(case, open_slots)
+    for model, rows, state, gap, weights, correction, modes in fast_path_cases():
         nv, ns = model.nv, len(gap)
         call = state_derivatives_call(nv, ns, DT)
         out, rc = call(rows, state, np.ascontiguousarray(weights), correction)

@@ -52,7 +52,7 @@ import math
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import _cholesky
+from .friction_linalg import _cholesky, _cholesky_solve
 from .friction_problem import _TINY, PENETRATION_SLOP, TOUCHING_GAP, _abs, _relu, _step, _vmax
 
 __all__ = ["correction_impulses", "held_rows", "polish_cost", "polish_due", "polish_first"]
@@ -121,24 +121,10 @@ def _correction_sweep(A, c, l0, sweeps, held, hi):
     return l, 1.0 - (1.0 - done) * (1.0 - _step(sweeps + 1.0 - CORRECTION_SWEEPS))
 
 
-def _cholesky_solve(L, inv, b):
-    """``M^-1 b`` from the Cholesky factor of ``M`` (:func:`~.friction_linalg._cholesky`'s rows and
-    inverse diagonal): the two triangular solves."""
-    n = len(inv)
-    t = []
-    for i in range(n):
-        t.append((b[i] - sum(L[i][j] * t[j] for j in range(i))) * inv[i])
-    x = [0.0] * n
-    for i in reversed(range(n)):
-        x[i] = (t[i] - sum(L[j][i] * x[j] for j in range(i + 1, n))) * inv[i]
-    return _array(x, b)
-
-
 def _correction_polish(A, c, l, held, hi):
     """The polish of the sweeps' iterate ``l`` (nc,) (the module docstring): the exact solution on the
     rows the next sweep would make active, where it solves the problem to :data:`CORRECTION_RTOL`, else
     ``l`` itself; the rest as :func:`_correction_sweep`."""
-    nc = len(c)
     diag = np.diagonal(A)
     act = _step(diag - _TINY)
     d = diag + (1.0 - act)
@@ -154,8 +140,8 @@ def _correction_polish(A, c, l, held, hi):
     for i, x in enumerate(1.0 - a + POLISH_REG * _vmax(diag)):
         R[i, i] = M[i, i] + x
     L, inv = _cholesky(R)
-    x = _cholesky_solve(L, inv, r)
-    x = x + _cholesky_solve(L, inv, r - (M @ x + (1.0 - a) * x))  # refinement: the regularisation's bias
+    x = _cholesky_solve(L, inv, r, r)
+    x = x + _cholesky_solve(L, inv, r - (M @ x + (1.0 - a) * x), r)  # refinement: the regularisation's bias
     cand = base + a * x
     cand = (1.0 - up) * _relu(cand) - up * _relu(-cand)          # the signs of its rows (inactive: 0)
     w = A @ cand + c

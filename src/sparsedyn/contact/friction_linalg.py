@@ -96,6 +96,12 @@ def _spd_inverse(A):
 def _solve_small(A, b):
     """``A^-1 b`` for the small positive definite ``A`` (k, k): Cholesky, then the two triangular solves."""
     L, inv = _cholesky(A)
+    return _cholesky_solve(L, inv, b, A)
+
+
+def _cholesky_solve(L, inv, b, like):
+    """``M^-1 b`` from the Cholesky factor of ``M`` (:func:`_cholesky`'s rows and inverse diagonal): the
+    two triangular solves; an array of ``like``'s kind (traced values or floats)."""
     k = len(inv)
     t = []
     for i in range(k):
@@ -103,7 +109,7 @@ def _solve_small(A, b):
     x = [0.0] * k
     for i in reversed(range(k)):
         x[i] = (t[i] - sum(L[j][i] * x[j] for j in range(i + 1, k))) * inv[i]
-    return _array(x, A)
+    return _array(x, like)
 
 
 def _array(xs, like):
