@@ -305,10 +305,14 @@ def _program(model, static, optional):
         dJw, dJtL = dJw.reshape(m, 2, nv), dJtL.reshape(nv, 2, nv)
         Uq, Fq = dJw[:, 0], dJtL[:, 0]                                     # d(J w)/dq, d(J^T lambda)/dq
         # H^-1 and J H^-1 times the three right sides at once (W's q and v columns, W_c), so that the rows'
-        # products C = J W and C_c = J W_c are those of J H^-1 (m nv^2 each, not m nv 3 nv)
+        # products C = J W and C_c = J W_c are those of J H^-1 (m nv^2 each, not m nv 3 nv); as one product
+        # R3^T [H^-1, (J H^-1)^T] (H^-1 symmetric, node for node) whose compressed rows skip the structural
+        # zeros of R3 (RNEA's derivatives: a joint's row is zero off its ancestors and descendants), the
+        # same sums in the same order as H^-1 R3 and J H^-1 R3
         JMinv = _mm(J, Minv)
         R3 = np.concatenate([dt * Tq - Fq, Tv, Rc], -1)
-        MR, JMR = _mm(Minv, R3), _mm(JMinv, R3)
+        MRt = _mm(R3.T, np.concatenate([Minv, JMinv.T], -1))
+        MR, JMR = MRt[:, :nv].T, MRt[:, nv:].T
         # free joints: the old axes, the backward gyroscopic term (module transport)
         Tj = dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
         Wv = np.eye(nv) - dt * MR[:, nv:2 * nv] + Tj
@@ -316,7 +320,7 @@ def _program(model, static, optional):
         Wc = -MR[:, 2 * nv:]
         Cc = -JMR[:, 2 * nv:] + dJw[:, 1]
         C = np.concatenate([-JMR[:, :nv] + Uq, J - dt * JMR[:, nv:2 * nv] + J @ Tj, dt * JMinv], -1)
-        G = _mm(JMinv, J.T)
+        G = _mm(J, JMinv.T).T                           # (the sparse rows of J skipped: G's sums, transposed)
         K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
         rows = np.concatenate([J, JMinv, C, G, K, R, Cc], -1)
         state = np.concatenate([W, Dq, Dd, Wc, dvc[:, None], next_axes_jacobian(model, w, dt)], -1)
