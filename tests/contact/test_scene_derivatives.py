@@ -401,3 +401,37 @@ def test_the_contracted_products_equal_the_rows_derivative_contracted_by_hand(na
         J = slot_rows(model, q, g, frames)[0]
         Jw, JtL = slot_products(model, q, g, w, lam, frames)
         assert rel_err(Jw, J @ w) <= bound and rel_err(JtL, J.T @ lam) <= bound
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_kernels_mass_matrix_products_are_their_definitions(name, native_backend):
+    """The kernel's products with ``H^-1`` (one block product of RNEA's derivatives' transpose, the
+    structural zeros of its rows skipped) against their definitions with CRBA's ``H`` and RNEA's
+    derivatives at the step's acceleration: ``G = J H^-1 J^T``, ``H (W_v - I - T_j) = -dt dtau/dv``
+    (``T_j`` the free joints' transport and gyroscopic terms), ``W_tau = dt H^-1``, and the contact
+    velocities' change ``C = J W`` in its ``v`` and ``tau`` columns (``d(J w)/dq`` only in its ``q``
+    columns), at impulses, a correction and modes that use every column."""
+    from sparsedyn.contact.transport import gyroscopic, gyroscopic_jacobian, transport, transport_jacobian
+    model, scene, q, v, tau, opt = CASES[name]()
+    with sd.use_backend("numpy"):
+        step, _, slotted = slotted_scene_step(model, model, q, v, tau, scene, DT, dict(opt, tol=TOL))
+    ns, nv = len(slotted.frames), model.nv
+    rng = np.random.default_rng(7)
+    gravity = opt.get("gravity", model.gravity)
+    v_next = step.v.reshape(nv)
+    P = scene_step_partials(model, q, v, v_next, rng.normal(size=(ns, 3)), rng.uniform(0.1, 1.0, ns),
+                            np.tile([0.0, 0.5, 0.5, MU], (ns, 1)), slotted.data[0], slotted.shapes[0], gravity, [DT],
+                            slotted.frames)
+    m = 3 * ns
+    J, JMinv, C, G = P.rows[:, :nv], P.rows[:, nv:2 * nv], P.rows[:, 2 * nv:5 * nv], P.rows[:, 5 * nv:5 * nv + m]
+    W = P.state[:, :3 * nv]
+    H = sd.crba(model, q)
+    w = to_old_axes(model, v_next, DT)
+    a = (w - v - gyroscopic(model, v, DT)) / DT - transport(model, v)
+    Tv = sd.rnea_derivatives(model, q, v, a, gravity=gravity)[1]
+    Tj = DT * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, DT)
+    bound = rounding_bound(nv + model.nbodies, np.linalg.cond(H))
+    assert rel_err(G, J @ np.linalg.solve(H, J.T)) <= bound
+    assert rel_err(H @ (W[:, nv:2 * nv] - np.eye(nv) - Tj), -DT * Tv) <= bound
+    assert rel_err(W[:, 2 * nv:], DT * np.linalg.inv(H)) <= bound
+    assert rel_err(C[:, nv:], J @ W[:, nv:]) <= bound

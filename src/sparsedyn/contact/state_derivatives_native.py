@@ -118,7 +118,8 @@ static void sd_sdv_sparse(long long k, long long n, const double *c, const doubl
                           long long *idx, double *val)
 {
   long long q = 0;
-  for (long long l = 0; l < n; l++) { idx[q] = l; val[q] = c[l]; q += c[l] != 0.0; }
+  for (long long l = 0; l < n; l++)              /* (a branch: the same rows each call, predicted) */
+    if (c[l] != 0.0) { idx[q] = l; val[q++] = c[l]; }
   for (long long j = 0; j < k; j += SD_W) {
     sd_sv acc = (sd_sv){0};
     for (long long l = 0; l < q; l++) acc = acc + val[l] * *(const sd_sv *)(X + idx[l] * ldx + j);
