@@ -267,6 +267,32 @@ def test_a_fused_rollout_is_the_python_roads_rollout_bit_for_bit(make, monkeypat
         assert _plan(scene)[6] and not runs_per_body(scene)
 
 
+@pytest.mark.parametrize("make", [_box, _arm])
+def test_a_fused_rollout_under_a_torque_sequence_or_a_controller_is_the_python_roads(make, monkeypatch):
+    """Joint forces that change from step to step, as a sequence (steps, nv) (the steps in one native
+    call, row by row) and as a controller of the time (each step its own call, the controller run
+    between them): both rollouts equal the Python road's bit for bit (states, impulses, iterations),
+    and each other."""
+    scene, q, v, tau = make()
+    twin = sd.Scene(scene.model, world=[x for x in scene.shapes if x.body < 0], friction=scene.friction)
+    steps = 60
+    taus = np.sin(np.arange(steps)[:, None] * 0.3 + np.arange(scene.model.nv)) * 0.5      # (steps, nv) [N, N m]
+    controller = lambda t, q, v: taus[int(round(t / DT))]        # noqa: E731 (t = k DT)
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    runs, answered = [], []
+    with sd.use_backend("native", deterministic=True):
+        for x in (taus, controller):
+            runs.append(sd.rollout(scene.model, q, v, x, scene, DT, steps))
+            answered.append(spy.answered - sum(answered))
+        ref = _python_road_rollout(monkeypatch, scene.model, q, v, taus, twin, DT, steps)
+    assert min(answered) >= steps // 2                             # most steps on the fused road
+    for r in runs:
+        assert r.q.tobytes() == ref.q.tobytes() and r.v.tobytes() == ref.v.tobytes()
+        assert r.iterations.tobytes() == ref.iterations.tobytes()
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(r.impulses, ref.impulses))
+
+
 def _python_road_rollout(monkeypatch, *args):
     with monkeypatch.context() as m:
         m.setattr(friction, "fused_step", _never)
