@@ -23,10 +23,14 @@ pairs of two boxes alone, the look-ahead, the box-box rows and the kernel's cand
 calls, :mod:`~sparsedyn.contact.box_box_step`) and handed to the native call, which lays them out and
 solves as above.
 
-A trajectory's step is one call too: once the contacts are found and laid out, the call asks Python
-for their warm start, matched from the step before's contacts
-(:func:`~sparsedyn.contact.scene_step.matched_warm_start`), and makes the step's contacts as the
-Python road does (what the next step matches).  Any other step takes the Python road, which grows
+A trajectory's step is one call too (:func:`chained_step`): once the contacts are found and laid
+out, the call matches their warm start from the step before's contacts where the matching is plain
+(the same pairs in the same order, each point within the radius with its normal: what a resting or
+rolling body's contacts do step after step) and asks Python where it is not
+(:func:`~sparsedyn.contact.scene_step.matched_warm_start`, whose answer the plain matching is), and
+returns the step's contacts' pairs and rows (what the next step matches).  A rollout's steps under
+joint forces known beforehand run one after another in one call (:func:`chained_steps`: the
+extension's ``scene_rollout``) until one leaves this road.  Any other step takes the Python road, which grows
 the layout where needed: external forces or gravity given, a warm start that is not an array, the
 NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds neither
 the collision kernel nor the mesh rows cover (two meshes), slot frames that are not their bodies' own
@@ -147,6 +151,8 @@ def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, genera
     mixed one), ``general``: :func:`general_matching`'s.  Returns the list of the steps' ``(StepArrays
     tuple, index, pair, rows, impulses)`` (the contacts' scene pairs (nc,), ``[p (3), plane (4)]``
     rows (nc, 7), impulses in their order (nc, 3)), ending before the first step this road declines."""
+    if previous is not None and type(previous[0]) is not FoundContacts:
+        return []                                  # (Contact objects: the Python road matches them)
     prev = None if previous is None else (previous[0].pair, previous[0]._data(), previous[1])
     return native_function("scene_rollout")(plan[1], q, v, tau, settings, warm_start, (plan[5], WARM_RADIUS, prev),
                                             steps, general)
