@@ -74,7 +74,8 @@ def _box_on_box():
 
 
 class _Spy:
-    """``native_function`` that counts the fused calls that answered (not None)."""
+    """``native_function`` that counts the fused steps that answered (a call not None; a trajectory's
+    call, ``scene_rollout``: the steps it took)."""
 
     def __init__(self, real):
         self.real, self.answered = real, 0
@@ -86,7 +87,7 @@ class _Spy:
 
         def counted(*args):
             out = f(*args)
-            self.answered += out is not None
+            self.answered += len(out) if type(out) is list else out is not None
             return out
         return counted
 
@@ -220,7 +221,27 @@ def _tilted_drop_on_box():
 
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")      # (the same step's on both roads)
-@pytest.mark.parametrize("make", [_tilted_drop, _arm, _arm_on_box, _tilted_drop_on_box])
+def _turned_dumbbell():
+    """Two balls (radius 0.05 m) 0.3 m apart, one on a free body, the other hinged to it about y (two
+    robot bodies touch: data slots), each body's one frame turned and moved off its origin (each
+    contact's point turned into its slot frame on the Python road: ``scene_data._plan``'s ``moved``),
+    8 mm above the floor, falling, turning and the hinge swinging (contacts come and go)."""
+    b = sd.ModelBuilder("dumbbell")
+    b.add_body("a", None, sd.make_joint("free"), mass=1.0, rot_inertia=1e-3 * np.eye(3))
+    b.add_body("b", "a", sd.make_joint("revolute", axis=[0, 1, 0]), mass=1.0, rot_inertia=1e-3 * np.eye(3),
+               Xtree=(np.eye(3), [0.3, 0, 0]))
+    turn = sd.spatial.quat_to_rot(np.array([0.3, -0.2, 0.1, 0.9]) / np.linalg.norm([0.3, -0.2, 0.1, 0.9]))
+    # (each frame named as its body: the body's frame, turned and moved; no other frame on it)
+    model = b.add_frame("a", "a", (turn, [0.01, 0.02, -0.03])).add_frame("b", "b", (turn.T, [-0.02, 0.0, 0.01])).build()
+    at = Transform(np.eye(3), np.zeros(3))
+    model = model.with_geometry(*(sd.Geometry(n, k, at, "sphere", (0.05,), "collision")
+                                  for k, n in enumerate("ab")))
+    q = np.array([0, 0, 0.058, 0, 0, 0, 1, 0.0])
+    return (sd.Scene(model, world=[FLOOR], friction=0.3), q, np.array([0.4, 0.1, 0.0, 0.3, 0.0, -0.6, 2.0]),
+            np.zeros(model.nv))
+
+
+@pytest.mark.parametrize("make", [_tilted_drop, _arm, _arm_on_box, _tilted_drop_on_box, _turned_dumbbell])
 def test_a_fused_rollout_is_the_python_roads_rollout_bit_for_bit(make, monkeypatch):
     """A rollout whose steps take the fused road where the layout holds their contacts (each warm-started
     in the native call from the step before's matched impulses) is the rollout on the Python road
@@ -240,11 +261,42 @@ def test_a_fused_rollout_is_the_python_roads_rollout_bit_for_bit(make, monkeypat
     assert all(a.tobytes() == b.tobytes() for a, b in zip(r.impulses, ref.impulses))
     assert all(list(a) == list(b) for a, b in zip(r.modes, ref.modes))
     assert max(len(x) for x in r.impulses) >= 2 and len({len(x) for x in r.impulses}) >= 2   # contacts came and went
+    if make is _turned_dumbbell:                  # (the slot frames are not the bodies' own)
+        from sparsedyn.contact.data_slots import runs_per_body
+        from sparsedyn.contact.scene_data import _plan
+        assert _plan(scene)[6] and not runs_per_body(scene)
+
+
+@pytest.mark.parametrize("make", [_box, _arm])
+def test_a_fused_rollout_under_a_torque_sequence_or_a_controller_is_the_python_roads(make, monkeypatch):
+    """Joint forces that change from step to step, as a sequence (steps, nv) (the steps in one native
+    call, row by row) and as a controller of the time (each step its own call, the controller run
+    between them): both rollouts equal the Python road's bit for bit (states, impulses, iterations),
+    and each other."""
+    scene, q, v, tau = make()
+    twin = sd.Scene(scene.model, world=[x for x in scene.shapes if x.body < 0], friction=scene.friction)
+    steps = 60
+    taus = np.sin(np.arange(steps)[:, None] * 0.3 + np.arange(scene.model.nv)) * 0.5      # (steps, nv) [N, N m]
+    controller = lambda t, q, v: taus[int(round(t / DT))]        # noqa: E731 (t = k DT)
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    runs, answered = [], []
+    with sd.use_backend("native", deterministic=True):
+        for x in (taus, controller):
+            runs.append(sd.rollout(scene.model, q, v, x, scene, DT, steps))
+            answered.append(spy.answered - sum(answered))
+        ref = _python_road_rollout(monkeypatch, scene.model, q, v, taus, twin, DT, steps)
+    assert min(answered) >= steps // 2                             # most steps on the fused road
+    for r in runs:
+        assert r.q.tobytes() == ref.q.tobytes() and r.v.tobytes() == ref.v.tobytes()
+        assert r.iterations.tobytes() == ref.iterations.tobytes()
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(r.impulses, ref.impulses))
 
 
 def _python_road_rollout(monkeypatch, *args):
     with monkeypatch.context() as m:
         m.setattr(friction, "fused_step", _never)
+        m.setattr(friction, "trajectory_plan", _never)       # (a trajectory's fused steps)
         return sd.rollout(*args)
 
 

@@ -130,6 +130,7 @@ def test_a_native_rollout_takes_the_kernels_road_with_the_matched_warm_start(mon
         monkeypatch.setattr(friction_module, "_slotted_step", recorded(rolled))
         # the Python road's rollout (the fused call's equals it bit for bit: test_scene_fused)
         monkeypatch.setattr(friction_module, "fused_step", lambda *a, **k: None)
+        monkeypatch.setattr(friction_module, "trajectory_plan", lambda *a, **k: None)
         r = sd.rollout(scene.model, q0, np.zeros(6), np.zeros(6), scene, DT, 200)
         assert made == [] and len(rolled) == 200
         previous, compared = None, 0

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
@@ -596,7 +597,16 @@ fail:
    candidates found already, ``(rows (K, 11), cutoffs (K,))`` float64 in the collision kernel's output
    format (a scene with pairs of no closed form, robot meshes on world planes: the kernel's candidates
    and the mesh rows, found by the caller), K the plan's; ``collide``, ``shapes``, ``reach`` and
-   ``look`` are then unused (None allowed). */
+   ``look`` are then unused (None allowed).  ``chain`` (an 8th argument, optional; a trajectory's step):
+   ``(pair (K,) int64: each candidate's scene pair, radius, previous)``, ``previous`` None or the step
+   before's contacts ``(pair (np,) int64, rows (np, 7) float64: [p (3), n (3), offset], impulses (np, 3)
+   float64)``; the contacts' rows are then the candidates' [w_a in a's body (3), n (3), n . w_b] (a plan
+   whose slot frames are their bodies' own), the warm start is matched from ``previous`` here where the
+   matching is plain (match_plain) and asked of ``warm`` (then a callable) where it is not (or where
+   ``previous``'s arrays are not of these dtypes, C-contiguous), and the call
+   returns ``(the step's arrays, index, pair (nc,), rows (nc, 7), impulses (nc, 3))`` (the impulses in
+   the contacts' order): what the next step's ``previous`` needs; ``warm`` (the callable) is then
+   called with ``previous`` as a fifth argument. */
 #define SD_MAXKEYS 1024
 #define SD_MAXCONTACTS 256
 
@@ -608,12 +618,50 @@ static PyArrayObject *plan_array(PyObject *o, int ndim, int type) {
     return a;
 }
 
+/* The warm start of ``nc`` contacts (scene pairs ``pair``, rows ``rows`` (nc, 7): [p (3), n (3), offset])
+   from the step before's (``p0``, ``r0``, impulses ``l0``, ``n0`` of them), written into ``w`` (each
+   contact's in row ``at[i]``, or ``i`` where ``at`` is NULL; ``w`` zeros on entry), as
+   scene_step.matched_warm_start gives it where the matching is plain: no contact before or now (zeros),
+   or the same pairs in the same order with the same points and normals (the impulses), or each pair
+   once, each contact's impulse kept where its point moved by at most ``radius`` and its normal is the
+   same (else zero; the same arithmetic: sqrt((dx^2 + dy^2) + dz^2) <= radius).  Returns 1 where
+   written, 0 where the general matching must answer (pairs that changed, a pair twice, a turned
+   normal). */
+static int match_plain(const int64_t *p0, const double *r0, const double *l0, npy_intp n0, const int64_t *pair,
+                       const double *rows, npy_intp nc, double radius, double *w, const int64_t *at) {
+    if (!nc || !n0) return 1;
+    if (n0 != nc || memcmp(p0, pair, nc * sizeof *pair)) return 0;
+    int same = 1;
+    for (npy_intp i = 0; same && i < nc; i++) same = !memcmp(r0 + 7 * i, rows + 7 * i, 6 * sizeof(double));
+    if (!same) {
+        for (npy_intp i = 0; i < nc; i++)
+            for (npy_intp j = i + 1; j < nc; j++)
+                if (pair[i] == pair[j]) return 0;
+    }
+    int keep[SD_MAXCONTACTS];
+    for (npy_intp i = 0; i < nc; i++) {
+        if (same) { keep[i] = 1; continue; }
+        double dx = rows[7 * i] - r0[7 * i], dy = rows[7 * i + 1] - r0[7 * i + 1], dz = rows[7 * i + 2] - r0[7 * i + 2];
+        dx *= dx;
+        dy *= dy;
+        dz *= dz;
+        double d = dx + dy;
+        d += dz;
+        keep[i] = sqrt(d) <= radius;
+        if (keep[i] && memcmp(r0 + 7 * i + 3, rows + 7 * i + 3, 3 * sizeof(double))) return 0;
+    }
+    for (npy_intp i = 0; i < nc; i++)
+        if (keep[i]) memcpy(w + 3 * (at ? at[i] : i), l0 + 3 * i, 3 * sizeof(double));
+    return 1;
+}
+
 static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 6 || nargs > 7 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 13) {
-        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm[, found])");
+    if (nargs < 6 || nargs > 8 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 13) {
+        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm[, found[, chain]])");
         return NULL;
     }
-    PyObject *pre = nargs == 7 && args[6] != Py_None ? args[6] : NULL;
+    PyObject *pre = nargs >= 7 && args[6] != Py_None ? args[6] : NULL;
+    PyObject *chain = nargs == 8 && args[7] != Py_None ? args[7] : NULL;
     PyObject *matcher = PyCallable_Check(args[5]) ? args[5] : NULL, *answer = NULL;
     PyArrayObject *given = args[5] == Py_None || matcher ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
     if (args[5] != Py_None && !matcher && !given) Py_RETURN_NONE;
@@ -645,6 +693,27 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     const int64_t *key = PyArray_DATA(kid), *f0 = PyArray_DATA(first), *f1 = PyArray_DATA(end);
     for (npy_intp j = 0; j < K; j++)
         if (key[j] < 0 || key[j] >= nk) { PyErr_SetString(PyExc_ValueError, "scene_step: a key out of range"); return NULL; }
+    PyArrayObject *every = NULL, *q0 = NULL, *r0 = NULL, *l0 = NULL;     /* the chain's (a trajectory's step) */
+    double radius = 0.0;
+    if (chain) {
+        PyObject *prev = PyTuple_Check(chain) && PyTuple_GET_SIZE(chain) == 3 ? PyTuple_GET_ITEM(chain, 2) : NULL;
+        every = prev ? plan_array(PyTuple_GET_ITEM(chain, 0), 1, NPY_INT64) : NULL;
+        if (every) radius = PyFloat_AsDouble(PyTuple_GET_ITEM(chain, 1));
+        if (every && prev != Py_None) {
+            if (PyTuple_Check(prev) && PyTuple_GET_SIZE(prev) == 3) {
+                q0 = plan_array(PyTuple_GET_ITEM(prev, 0), 1, NPY_INT64);
+                r0 = plan_array(PyTuple_GET_ITEM(prev, 1), 2, NPY_DOUBLE);
+                l0 = plan_array(PyTuple_GET_ITEM(prev, 2), 2, NPY_DOUBLE);
+            }
+            if (!q0 || !r0 || !l0 || PyArray_DIM(r0, 0) != PyArray_DIM(q0, 0) || PyArray_DIM(r0, 1) != 7
+                || PyArray_DIM(l0, 0) != PyArray_DIM(q0, 0) || PyArray_DIM(l0, 1) != 3) q0 = NULL;   /* (warm's) */
+        }
+        if (!every || PyArray_DIM(every, 0) != K || (radius == -1.0 && PyErr_Occurred())
+            || (prev && prev != Py_None && !matcher)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "scene_step: the chain does not fit");
+            return NULL;
+        }
+    }
     PyObject *found;
     if (pre) {                                               /* the candidates found by the caller */
         PyArrayObject *pc = PyTuple_Check(pre) && PyTuple_GET_SIZE(pre) == 2 ?
@@ -700,19 +769,39 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
             memcpy(s + 8, (const double *)PyArray_DATA(W) + (width - 8) * key[sel[i]], (width - 8) * sizeof(double));
         }
     }
-    if (matcher) {                                           /* the warm start of these contacts */
+    PyObject *cpair = NULL, *crows = NULL;
+    int matched = 0;
+    if (chain) {                                             /* the contacts' pairs and rows */
+        npy_intp d1[1] = {nc}, d2[2] = {nc, 7};
+        cpair = PyArray_SimpleNew(1, d1, NPY_INT64);
+        crows = cpair ? PyArray_SimpleNew(2, d2, NPY_DOUBLE) : NULL;
+        if (!crows) { Py_XDECREF(cpair); Py_DECREF(warm); Py_DECREF(data); Py_DECREF(found); return NULL; }
+        int64_t *pp = PyArray_DATA((PyArrayObject *)cpair);
+        double *rr = PyArray_DATA((PyArrayObject *)crows);
+        const int64_t *ev = PyArray_DATA(every);
+        for (npy_intp i = 0; i < nc; i++) {
+            const double *r = c + 11 * sel[i];
+            double *x = rr + 7 * i;
+            pp[i] = ev[sel[i]];
+            x[0] = r[7], x[1] = r[8], x[2] = r[9], x[3] = r[4], x[4] = r[5], x[5] = r[6], x[6] = r[10];
+        }
+        if (q0)
+            matched = match_plain(PyArray_DATA(q0), PyArray_DATA(r0), PyArray_DATA(l0), PyArray_DIM(q0, 0), pp, rr,
+                                  nc, radius, w, mode == 0 ? slot : NULL);
+    }
+    if (matcher && !matched) {                               /* the warm start of these contacts */
         npy_intp dims[1] = {nc};
         PyObject *a = PyArray_SimpleNew(1, dims, NPY_INT64), *b = a ? PyArray_SimpleNew(1, dims, NPY_INT64) : NULL;
         if (b) {
             memcpy(PyArray_DATA((PyArrayObject *)a), sel, nc * sizeof *sel);
             memcpy(PyArray_DATA((PyArrayObject *)b), slot, nc * sizeof *slot);
-            PyObject *call[4] = {a, b, PyTuple_GET_ITEM(found, 0), data};
-            answer = PyObject_Vectorcall(matcher, call, 4, NULL);
+            PyObject *call[5] = {a, b, PyTuple_GET_ITEM(found, 0), data, chain ? PyTuple_GET_ITEM(chain, 2) : NULL};
+            answer = PyObject_Vectorcall(matcher, call, chain && PyTuple_GET_ITEM(chain, 2) != Py_None ? 5 : 4, NULL);
         }
         Py_XDECREF(a);
         Py_XDECREF(b);
         if (!answer || (answer != Py_None && !(given = plan_array(answer, 2, NPY_DOUBLE)))) {
-            Py_XDECREF(answer); Py_DECREF(found); Py_DECREF(warm); Py_DECREF(data);
+            Py_XDECREF(answer); Py_DECREF(found); Py_DECREF(warm); Py_DECREF(data); Py_XDECREF(cpair); Py_XDECREF(crows);
             if (PyErr_Occurred()) return NULL;
             Py_RETURN_NONE;
         }
@@ -720,14 +809,17 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     Py_DECREF(found);
     /* a warm start of the contacts' shape, finite (else the Python road says what is wrong) */
     const double *w0 = given && PyArray_DIM(given, 0) == nc && PyArray_DIM(given, 1) == 3 ? PyArray_DATA(given) : NULL;
-    if (w0 && !all_finite(w0, 3 * nc)) { Py_XDECREF(answer); Py_DECREF(warm); Py_DECREF(data); Py_RETURN_NONE; }
+    if ((w0 && !all_finite(w0, 3 * nc)) || (matched && !all_finite(w, 3 * ns))) {
+        Py_XDECREF(answer); Py_DECREF(warm); Py_DECREF(data); Py_XDECREF(cpair); Py_XDECREF(crows);
+        Py_RETURN_NONE;
+    }
     for (npy_intp i = 0; w0 && i < nc; i++) memcpy(w + 3 * (mode == 0 ? slot[i] : i), w0 + 3 * i, 3 * sizeof(double));
     Py_XDECREF(answer);
     PyObject *sin[6] = {args[1], args[2], args[3], args[4], warm, data};
     PyObject *step = Kernel_run(solve, sin, NULL);
     Py_DECREF(warm);
     Py_DECREF(data);
-    if (!step) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (!step) { Py_XDECREF(cpair); Py_XDECREF(crows); return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); }
     /* each contact's slot: none where they fill every slot in order */
     int order = nc == ns;
     for (npy_intp i = 0; order && i < nc; i++) order = (mode == 0 ? slot[i] : i) == i;
@@ -736,14 +828,68 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     else {
         npy_intp dims[1] = {nc};
         index = PyArray_SimpleNew(1, dims, NPY_INT64);
-        if (!index) { Py_DECREF(step); return NULL; }
+        if (!index) { Py_DECREF(step); Py_XDECREF(cpair); Py_XDECREF(crows); return NULL; }
         int64_t *x = PyArray_DATA((PyArrayObject *)index);
         for (npy_intp i = 0; i < nc; i++) x[i] = mode == 0 ? slot[i] : i;
     }
-    PyObject *r = PyTuple_Pack(2, step, index);
+    PyObject *imp = NULL;                                    /* (chain) the impulses in the contacts' order */
+    if (chain) {
+        PyObject *li = PyTuple_GET_ITEM(step, 2);
+        imp = index == Py_None ? Py_NewRef(li) : PyArray_TakeFrom((PyArrayObject *)li, index, 0, NULL, NPY_RAISE);
+    }
+    PyObject *r = !chain ? PyTuple_Pack(2, step, index) : imp ? PyTuple_Pack(5, step, index, cpair, crows, imp) : NULL;
     Py_DECREF(step);
     Py_DECREF(index);
+    Py_XDECREF(cpair);
+    Py_XDECREF(crows);
+    Py_XDECREF(imp);
     return r;
+}
+
+/* scene_rollout(plan, q, v, tau, settings, warm, chain, steps, matcher): up to ``steps`` steps of
+   scene_step (``chain`` form), each from the state the one before reached, its warm start matched
+   from the one before's contacts (``matcher``: scene_step's callable, asked where the matching is not
+   plain, called with the step before's ``(pair, rows, impulses)`` as a fifth argument); ``tau`` (nv,)
+   held, or (n, nv): row k the joint forces of step k; ``warm``: the first step's warm start (None
+   or impulses, as scene_step's) where ``chain``'s previous is None.  Returns the list of the steps'
+   scene_step answers ``(the step's arrays, index, pair, rows, impulses)``, ending before the first
+   step this road declines (fewer than ``steps``: the caller takes the Python road for that one). */
+static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 3 || !PyArray_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "scene_rollout(plan, q, v, tau, settings, warm, chain, steps, matcher)");
+        return NULL;
+    }
+    Py_ssize_t steps = PyLong_AsSsize_t(args[7]);
+    if (steps == -1 && PyErr_Occurred()) return NULL;
+    int rows = PyArray_NDIM((PyArrayObject *)args[3]) == 2;
+    if (rows && PyArray_DIM((PyArrayObject *)args[3], 0) < steps) steps = PyArray_DIM((PyArrayObject *)args[3], 0);
+    PyObject *every = PyTuple_GET_ITEM(args[6], 0), *radius = PyTuple_GET_ITEM(args[6], 1);
+    PyObject *prev = Py_NewRef(PyTuple_GET_ITEM(args[6], 2)), *q = Py_NewRef(args[1]), *v = Py_NewRef(args[2]);
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t k = 0; out && k < steps; k++) {
+        PyObject *tau = rows ? PySequence_GetItem(args[3], k) : Py_NewRef(args[3]);
+        PyObject *chain = tau ? PyTuple_Pack(3, every, radius, prev) : NULL;
+        PyObject *r = NULL;
+        if (chain) {
+            PyObject *a[8] = {args[0], q, v, tau, args[4], prev == Py_None ? args[5] : args[8], Py_None, chain};
+            r = scene_step(mod, a, 8);
+        }
+        Py_XDECREF(tau);
+        Py_XDECREF(chain);
+        if (!r) { Py_CLEAR(out); break; }
+        if (r == Py_None) { Py_DECREF(r); break; }
+        PyObject *step = PyTuple_GET_ITEM(r, 0);
+        Py_SETREF(q, Py_NewRef(PyTuple_GET_ITEM(step, 0)));
+        Py_SETREF(v, Py_NewRef(PyTuple_GET_ITEM(step, 1)));
+        PyObject *next = PyTuple_Pack(3, PyTuple_GET_ITEM(r, 2), PyTuple_GET_ITEM(r, 3), PyTuple_GET_ITEM(r, 4));
+        if (!next || PyList_Append(out, r) < 0) { Py_XDECREF(next); Py_DECREF(r); Py_CLEAR(out); break; }
+        Py_SETREF(prev, next);
+        Py_DECREF(r);
+    }
+    Py_DECREF(prev);
+    Py_DECREF(q);
+    Py_DECREF(v);
+    return out;
 }
 
 /* A view of ``n`` rows of ``base`` (its data from ``at``; ``ndim`` 1 or 2: ``width`` columns), float64
@@ -818,6 +964,8 @@ static PyObject *pick(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
 static PyMethodDef functions[] = {
     {"scene_step", (PyCFunction)(void (*)(void))scene_step, METH_FASTCALL,
      "A step in a scene: collision kernel, slot layout and solve in one call (or None)."},
+    {"scene_rollout", (PyCFunction)(void (*)(void))scene_rollout, METH_FASTCALL,
+     "A trajectory's steps in a scene, one scene_step after another (until one declines)."},
     {"pick", (PyCFunction)(void (*)(void))pick, METH_FASTCALL,
      "collide's hits among a table of rows: those below a cutoff, in an order (or None)."},
     {"front", front, METH_VARARGS, "Set (or take away) the direct road of a public function."},

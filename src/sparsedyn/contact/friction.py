@@ -108,8 +108,8 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .scene import Scene
-from .scene_fused import fused_step
-from .scene_step import batch_previous, step_in_scene
+from .scene_fused import chained_step, chained_steps, fused_step, general_matching, trajectory_plan
+from .scene_step import FoundContacts, batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
@@ -406,7 +406,10 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
         (lambda k, q, v: taus[k]) if seq else (lambda k, q, v: taus)
     warm = options.pop("warm_start", None)
     if scene is not None:
-        qs, vs, imps, modes, its = _scene_rollout(runner, q, v, tau_at, scene, dt, steps, _options(options, warm))
+        bulk = None if controller is not None or taus.dtype != np.float64 or not (
+            taus.ndim == 1 or seq and taus.ndim == 2) else taus           # (what the native steps take)
+        qs, vs, imps, modes, its = _scene_rollout(runner, q, v, tau_at, scene, dt, steps, _options(options, warm),
+                                                  bulk)
     else:
         qs, vs, imps, modes, its = [q], [v], [], [], []
         for k in range(steps):
@@ -430,32 +433,87 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
                    np.stack(its) if its else np.zeros((0,) + shape, int))
 
 
-def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options):
+def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None):
     """``(qs, vs, impulses, modes, iterations)`` lists of :func:`rollout` in ``scene`` from ``(q, v)``
     (checked) with ``tau_at(k, q, v)`` the joint forces of step ``k`` and :func:`contact_step`'s
-    ``options`` (all given): each step warm-started where a contact persists.  One state's modes are
-    computed for all steps at once, when first read (:class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`)."""
+    ``options`` (all given): each step warm-started where a contact persists.  ``taus``: where no
+    controller runs between the steps (no code of the caller's, which might take steps in the scene),
+    the joint forces, (nv,) held or (steps, nv) (row k: step k's); the steps then run one after another
+    in one native call as long as the fused road holds them (:func:`~sparsedyn.contact.scene_fused.chained_steps`).
+    One state's modes are computed for all steps at once, when first read
+    (:class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`)."""
     qs, vs, imps, modes, its = [q], [v], [], [], []
-    previous = None
+    previous = general = plan = None
     one = q.ndim == 1
     options["bare"] = one                         # one state: each step as a plain tuple (no residuals)
     fuse = one and model is scene.model and options["f_ext"] is None and options["gravity"] is None
-    for k in range(steps):
-        tau = tau_at(k, q, v)
-        # one native call where the scene's layout holds the step's contacts (scene_fused)
-        got = fuse and fused_step(model, q, v, tau, scene, dt, _step_settings(
-            "contact_step", dt, options["tol"], options["max_iterations"], options["solver"], options["margin"]),
-            options["warm_start"] if previous is None else None, previous, contacts=True)
+    settings = _step_settings("contact_step", dt, options["tol"], options["max_iterations"], options["solver"],
+                              options["margin"]) if fuse else None
+    solver, tol, warm = options["solver"], options["tol"], options["warm_start"]
+    k = 0
+    while k < steps:
+        # one native call where the scene's layout holds the step's contacts (scene_fused), the warm
+        # start matched in it; its plan held from step to step while nothing else runs between them
+        # (no controller) and every step takes this road (the Python road may grow the layout)
+        if fuse and (plan is None or taus is None):
+            plan = trajectory_plan(scene, model, dt) if previous is not None or warm is None or \
+                type(warm) is np.ndarray else None
+        got = None
+        if plan and taus is not None and plan[4] is None:     # the steps in one native call
+            if general is None or general[0] is not plan:
+                general = (plan, general_matching(scene, plan))
+            runs = chained_steps(plan, q, v, taus[k:] if taus.ndim == 2 else taus, settings,
+                                 warm if previous is None else None, previous, steps - k, general[1])
+            k += len(runs)
+            if runs:
+                _bulk(runs, qs, vs, imps, modes, its, solver, tol)
+                got = runs[-1]
+                q, v, previous = got[0][0], got[0][1], (FoundContacts(got[2], None, got[3]), got[4])
+            if k == steps:
+                break
+            got = None                            # (that step declined: the Python road takes it)
+        elif plan:
+            got = chained_step(model, q, v, tau_at(k, q, v), scene, dt, settings, warm if previous is None else None,
+                               previous, plan)
         if got:
-            s = _result("contact_step", options["solver"], options["tol"], tuple.__new__(StepArrays, got[0]), got[1],
-                        bare=True, finite=True)
+            s = _chained(got[:2] + (None, None, got[0][2] if got[1] is None else got[0][2].take(got[1], -2)), solver,
+                         tol)
             found = got[2]
         else:
             # (one dict of options for all steps: each step sets its warm start in it)
-            s, found = step_in_scene(_slotted_step, model, q, v, tau, scene, dt, options, previous)
+            s, found = step_in_scene(_slotted_step, model, q, v, tau_at(k, q, v), scene, dt, options, previous)
+            plan = None
         if type(s) is not tuple:                  # a batch, or the free step of a scene with no slot
             s = (s.q, s.v, s.impulses, tuple.__getitem__(s, 3), s.iterations)
         q, v, impulses, mode, iterations = s      # (one state's mode: its _Modes, not computed yet)
         previous = (found, impulses) if one else batch_previous(found, impulses)
         qs.append(q), vs.append(v), imps.append(impulses), its.append(iterations), modes.append(mode)
-    return qs, vs, imps, _TrajectoryModes(modes), its
+        k += 1
+    return qs, vs, imps, _TrajectoryModes(modes, tol), its
+
+
+def _bulk(runs, qs, vs, imps, modes, its, solver, tol):
+    """Append the steps ``runs`` of :func:`~sparsedyn.contact.scene_fused.chained_steps` (their arrays
+    finite: the kernel's fast path) to a rollout's lists, each step's modes its ``(arrays, index)``
+    (made when read, :class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`), its iterations from
+    the reports at once; a step that stopped before ``tol`` warns as :func:`_result` does."""
+    for got in runs:
+        qs.append(got[0][0]), vs.append(got[0][1]), imps.append(got[4]), modes.append(got[:2])
+    rep = np.array([got[0][4] for got in runs])   # (n, 8): each step's report
+    its.extend(rep[:, 3].astype(int).tolist())
+    ok = rep[:, 4] > 0.5
+    if not np.logical_and.reduce(ok):
+        for got in (got for got, x in zip(runs, ok.tolist()) if not x):
+            _result("contact_step", solver, tol, tuple.__new__(StepArrays, got[0]), got[1], bare=True, finite=True)
+
+
+def _chained(got, solver, tol):
+    """A rollout's step ``(q, v, impulses, modes, iterations)`` (:func:`_result`'s ``bare`` tuple) of
+    the fused road's ``(StepArrays tuple, index, pair, rows, impulses)`` (its arrays finite: the
+    kernel's fast path)."""
+    out, index = tuple.__new__(StepArrays, got[0]), got[1]
+    r = out[4].tolist()                           # the report (one state's)
+    if r[4] > 0.5:                                # converged: as _result makes it (no warning)
+        return out[0], out[1], got[4], _Modes(out, index, tol), int(r[3])
+    s = _result("contact_step", solver, tol, out, index, bare=True, finite=True)
+    return s[0], s[1], got[4], s[3], s[4]

@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-from .friction_problem import MODE_NAMES, ContactResiduals, ContactStep, Rollout, _modes
+from .friction_problem import MODE_NAMES, ContactResiduals, ContactStep, Rollout, StepArrays, _modes
 
 __all__ = ["LazyModesStep", "LazyModesRollout", "MODE_NAMES", "mode_codes"]
 
@@ -134,17 +134,21 @@ class LazyModesRollout(_LazyModes, Rollout):
 
 class _TrajectoryModes:
     """The modes of a trajectory's steps, ``modes`` each step's modes or their :class:`_Modes` (one
-    state's, not computed yet), computed when first read in one pass over all steps' contacts (a
-    step's modes alone cost as much as a few steps' together)."""
+    state's, not computed yet) or the ``(arrays, index)`` to make them of (a kernel's
+    :class:`~sparsedyn.contact.friction_problem.StepArrays` as a tuple, the contacts' slots or None;
+    their ``tol``: ``tol``), computed when first read in one pass over all steps' contacts (a step's
+    modes alone cost as much as a few steps' together)."""
 
-    __slots__ = ("modes", "value")
+    __slots__ = ("modes", "value", "tol")
 
-    def __init__(self, modes):
-        self.modes, self.value = modes, None
+    def __init__(self, modes, tol=None):
+        self.modes, self.value, self.tol = modes, None, tol
 
     def get(self, i=3):
         if self.value is None:
-            self.value, self.modes = _trajectory_modes(self.modes), None
+            tol = self.tol
+            modes = [_Modes(tuple.__new__(StepArrays, m[0]), m[1], tol) if type(m) is tuple else m for m in self.modes]
+            self.value, self.modes = _trajectory_modes(modes), None
         return self.value
 
 

@@ -523,10 +523,12 @@ def _per_body(got, c):
 def _contacts_of(got, c):
     """``(pair, per_body, rows)`` of the selection ``got`` of the candidates ``c`` (K, 11): their scene
     pairs, :func:`_per_body`, and a function making their ``[p (3), plane (4)]`` (nc, 7) straight from
-    the rows (the per-body slots' entries, not laid out)."""
-    take, A, b = got[4], got[5], got[6]
-    rows = (lambda: c.take(take).reshape(-1, 7)) if A is None else (lambda: (A.dot(c.take(take)) + b).reshape(-1, 7))
-    return got[0], _per_body(got, c), rows
+    the rows (the per-body slots' entries, not laid out), each point in its body's own axes, not
+    turned into its slot frame's: the warm start's matching compares the points of one pair, of one
+    body, whose distances are the same in either axes, and a fused trajectory step compares these
+    rows in its native call (:func:`~sparsedyn.contact.scene_fused.chained_step`)."""
+    take = got[4]
+    return got[0], _per_body(got, c), lambda: c.take(take).reshape(-1, 7)
 
 
 def held_contacts(scene, sel, c):

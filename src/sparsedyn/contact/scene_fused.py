@@ -23,10 +23,14 @@ pairs of two boxes alone, the look-ahead, the box-box rows and the kernel's cand
 calls, :mod:`~sparsedyn.contact.box_box_step`) and handed to the native call, which lays them out and
 solves as above.
 
-A trajectory's step is one call too: once the contacts are found and laid out, the call asks Python
-for their warm start, matched from the step before's contacts
-(:func:`~sparsedyn.contact.scene_step.matched_warm_start`), and makes the step's contacts as the
-Python road does (what the next step matches).  Any other step takes the Python road, which grows
+A trajectory's step is one call too (:func:`chained_step`): once the contacts are found and laid
+out, the call matches their warm start from the step before's contacts where the matching is plain
+(the same pairs in the same order, each point within the radius with its normal: what a resting or
+rolling body's contacts do step after step) and asks Python where it is not
+(:func:`~sparsedyn.contact.scene_step.matched_warm_start`, whose answer the plain matching is), and
+returns the step's contacts' pairs and rows (what the next step matches).  A rollout's steps under
+joint forces known beforehand run one after another in one call (:func:`chained_steps`: the
+extension's ``scene_rollout``) until one leaves this road.  Any other step takes the Python road, which grows
 the layout where needed: external forces or gravity given, a warm start that is not an array, the
 NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds neither
 the collision kernel nor the mesh rows cover (two meshes), slot frames that are not their bodies' own
@@ -49,9 +53,9 @@ from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
 from .scene_data import _Mixed, _filler, _plan, held_contacts
-from .scene_step import FoundContacts, matched_warm_start
+from .scene_step import WARM_RADIUS, FoundContacts, matched_warm_start
 
-__all__ = ["fused_step"]
+__all__ = ["fused_step", "chained_step", "chained_steps", "general_matching", "trajectory_plan"]
 
 _AHEAD, _STEP = collision_candidates_ahead.__name__, contact_step_kernel.__name__
 _NONE, _F64 = {}, np.dtype(float)
@@ -105,12 +109,81 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     return None if got is None else got + (found[0],)
 
 
+def chained_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=None, plan=None):
+    """:func:`fused_step` of a trajectory's step (its ``contacts``: ``(StepArrays tuple, index,
+    contacts)``, or None: then the Python road), whose warm start from ``previous`` (the step
+    before's ``(contacts, impulses)``) is matched in the native call where the matching is plain (no
+    contact before or now; the same pairs in the same order, each point kept within
+    :data:`~sparsedyn.contact.scene_step.WARM_RADIUS` with its normal, or the same points and
+    normals: the answer of :func:`~sparsedyn.contact.scene_step.matched_warm_start`, asked of it
+    where the matching is not plain); the contacts are then a
+    :class:`~sparsedyn.contact.scene_step.FoundContacts` of their pairs and ``[p (3), plane (4)]``
+    rows only (what the next step's matching reads; no slots).  ``plan``: :func:`trajectory_plan`'s
+    for this scene, model and ``dt`` where the caller holds it (nothing changed the scene's layout
+    since: a trajectory's steps one after another on this road), else None (asked here)."""
+    if plan is None:
+        plan = trajectory_plan(scene, model, dt)
+        if plan is None or not (warm_start is None or type(warm_start) is np.ndarray):
+            return None
+    if previous is not None and type(previous[0]) is not FoundContacts:
+        return fused_step(model, q, v, tau, scene, dt, settings, warm_start, previous, True)
+    qa = q if type(q) is np.ndarray else np.asarray(q, float)
+    va = v if type(v) is np.ndarray else np.asarray(v, float)
+    ta = tau if type(tau) is np.ndarray else _checks.plain_floats("contact_step", "tau", tau, f"(..., {model.nv})")
+    pre = None
+    if plan[4] is not None:                        # a mixed plan: its candidates found first (as fused_step)
+        if not (qa.dtype is _F64 and va.dtype is _F64 and qa.shape == (model.nq,) and va.shape == (model.nv,)):
+            return None
+        pre = scene_data._mixed_candidates(scene, plan[4], qa, None, (va, float(dt)))
+    if previous is None:
+        got = plan[0](plan[1], qa, va, ta, settings, warm_start, pre, (plan[5], WARM_RADIUS, None))
+    else:
+        got = plan[0](plan[1], qa, va, ta, settings, general_matching(scene, plan), pre,
+                      (plan[5], WARM_RADIUS, (previous[0].pair, previous[0]._data(), previous[1])))
+    return None if got is None else (got[0], got[1], FoundContacts(got[2], None, got[3]))
+
+
+def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, general):
+    """Up to ``steps`` steps of :func:`chained_step` one after another in one native call (the
+    extension's ``scene_rollout``), from ``(q, v)`` (nq,), (nv,) float64 arrays, with ``tau`` (nv,)
+    held or (n, nv) (row k: step k's), ``previous`` as :func:`chained_step`'s (None: the first step
+    from ``warm_start``), ``plan``: :func:`trajectory_plan`'s (a plan of the collision kernel's: not a
+    mixed one), ``general``: :func:`general_matching`'s.  Returns the list of the steps' ``(StepArrays
+    tuple, index, pair, rows, impulses)`` (the contacts' scene pairs (nc,), ``[p (3), plane (4)]``
+    rows (nc, 7), impulses in their order (nc, 3)), ending before the first step this road declines."""
+    if previous is not None and type(previous[0]) is not FoundContacts:
+        return []                                  # (Contact objects: the Python road matches them)
+    prev = None if previous is None else (previous[0].pair, previous[0]._data(), previous[1])
+    return native_function("scene_rollout")(plan[1], q, v, tau, settings, warm_start, (plan[5], WARM_RADIUS, prev),
+                                            steps, general)
+
+
+def general_matching(scene, plan):
+    """The warm start's general matching (contacts that came, went or turned) of a step of
+    :func:`chained_step` on ``plan``, as the native call asks it: a callable ``(sel, slot, c, data,
+    previous)`` (``previous``: the step before's ``(pair, rows, impulses)``) returning
+    :func:`~sparsedyn.contact.scene_step.matched_warm_start`'s impulses."""
+    def warm(sel, slot, c, data, previous):
+        return matched_warm_start(FoundContacts(previous[0], None, previous[1]), previous[2],
+                                  _found(scene, plan, sel, slot, c, data))
+    return warm
+
+
+def trajectory_plan(scene, model, dt):
+    """The plan of :func:`chained_step` (:func:`_fused_plan`'s) for ``scene``, ``model`` (its own) and
+    ``dt`` now, or None where the fused road does not apply (the NumPy backend, a ``dt`` not a number
+    > 0, a kernel not built yet, a layout not made yet)."""
+    if use_backend.current() == "numpy" or not (type(dt) in (float, int) and 0 < dt < math.inf):
+        return None
+    return _fused_plan(scene, model, dt)
+
+
 def _found(scene, plan, sel, slot, c, data):
     """The :class:`~sparsedyn.contact.scene_step.FoundContacts` of the candidates ``sel`` (nc,) of ``c``
     (K, 11) laid out in per-body slots ``slot`` (nc,) (their data ``data`` (ns, 8) where the step runs
     in per-body slots), as :func:`~sparsedyn.contact.scene_step.step_in_scene` makes them (``plan``:
     :func:`_fused_plan`'s)."""
-    _, args, frames, pair, _ = plan
+    args, frames, pair = plan[1], plan[2], plan[3]
     if args[11]:                                   # data slots: the per-body slots made when read
         return FoundContacts(*held_contacts(scene, sel, c))
     at = None if len(slot) == len(frames) and slot.tolist() == list(range(len(frames))) else slot
@@ -174,7 +247,9 @@ def _make_plan(scene, model, dt, layout, ahead, step):
     shapes = None if mixed is not None else kp.shapes
     args = (collide, shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
             ints(end), np.ascontiguousarray(base), W, int(data_slots), scene_data.MAX_COMPILED_CONTACTS)
-    return run, args, slots, kp.pair, mixed
+    # (a trajectory's chain: each candidate's scene pair; its rows' points in the axes of the body, those
+    # of its slot frame where these are per-body slots: their frames are the bodies' own)
+    return run, args, slots, kp.pair, mixed, ints(kp.pair)
 
 
 def _kernel(method, key):

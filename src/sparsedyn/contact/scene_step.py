@@ -134,7 +134,8 @@ class FoundContacts:
     """The contacts of a step on the collision kernel's road (:func:`scene_step`; no Contact object
     per hit), as much of them as :func:`matched_warm_start` needs: ``pair`` (nc,) each contact's
     scene pair (an index of ``scene.pairs``), ``points`` (nc, 3) its point in the axes of its body's
-    slot frame, ``planes`` (nc, 4) its plane ``[n (3), offset]`` (world, ``n . x = offset``), read
+    slot frame (in the scene's data slots: of its body; the matching compares the points of one pair,
+    of one body), ``planes`` (nc, 4) its plane ``[n (3), offset]`` (world, ``n . x = offset``), read
     from the step's :class:`~sparsedyn.contact.friction_problem.ContactSlots` ``slots`` when asked
     (given, or a function of no argument that makes them when first read: a step in data slots
     reads them only along a trajectory).  ``len()`` is the number of contacts."""
