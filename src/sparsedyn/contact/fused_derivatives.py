@@ -9,8 +9,10 @@ the pieces' kernel (:func:`~sparsedyn.scene_step_partials`) and the routine that
 calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
 ``scene.cache`` per layout, so that a step's derivatives are the four calls and no
 :class:`~sparsedyn.contact.scene_slotted.Slotted`, mode name or option dict between them: the same
-calls on the same arrays as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
-:func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit.
+routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
+:func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit (the
+slots' routine through an entry that writes only what the derivatives read, the slots' data read where
+the step wrote them).
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from .derivative_blocks_native import scene_blocks_call
 from .friction import StepArrays, _options, _result, _step_settings
 from .scene_derivatives import scene_step_partials
 from .scene_fused import fused_step
-from .scene_geometry import _kind_table
 from .lazy_modes import mode_codes
-from .scene_slotted import Slotted, one_state_slots
 from .mesh_plane_loop import _at
+from .scene_geometry import _kind_table
+from .scene_slotted import Slotted, one_state_slots
 from .slot_modes_native import SOURCE as SLOT_MODES
 from .slot_modes_native import _plan, fused_slotted
 
@@ -55,8 +57,8 @@ _KEY, _SETTINGS, _LAST = "fused derivatives", "fused derivatives settings", "fus
 
 def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     """``(step, contacts, slotted, derivatives)`` of one state ``q`` (nq,) float64 in ``scene`` (``model``
-    its own, ``dt`` a checked float; no ``f_ext`` nor ``gravity``) on the fused road, ``derivatives`` a ``result``
-    (:class:`~sparsedyn.contact.friction_derivatives.ContactStepDerivatives`) where the plan's four calls
+    its own, ``dt`` a checked float; no ``f_ext`` nor ``gravity``) on the fused road, ``derivatives`` a
+    ``result`` (:class:`~sparsedyn.contact.friction_derivatives.ContactStepDerivatives`) where the plan's four calls
     made them (``slotted`` then None), else None with the :class:`Slotted` (or None: no slot) the
     caller's road differentiates; None where the fused road does not apply (no step taken: the
     caller's road)."""
