@@ -78,13 +78,13 @@ from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
 from .derivative_blocks_native import scene_blocks_call
+from .fused_derivatives import fused_derivatives
 from .state_derivatives_native import native_state_derivatives
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
 
 _NONE, _PARTIALS = {}, scene_step_partials.__name__
-
 
 #: Smallest time step [s] of :func:`contact_step_derivatives`: the acceleration ``(v+ - v) / dt`` it
 #: differentiates has a relative rounding error of about ``eps |v| / (dt |a|)``, 2e-8 at a nanosecond
@@ -194,23 +194,24 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     >>> d.step.modes.tolist(), round(float(d.dv_dv[3, 3]), 12)     # sliding: the speed carries over
     (['slide'], 1.0)
     """
-    _checks.model_first("contact_step_derivatives", model, "model, q, v, tau")
-    who = "contact_step_derivatives"
+    got = fused_derivatives(model, q, v, tau, contacts, dt, options, ContactStepDerivatives) if type(contacts) is \
+        Scene and model is contacts.model and type(dt) is float and MIN_DT <= dt < math.inf else None
+    if got is not None and got[3] is not None:       # one state in a scene on the fused road: four native calls
+        return got[3]
+    _checks.model_first(who := "contact_step_derivatives", model, "model, q, v, tau")
     model, kernels = _model_and_kernels(model, who)
-    scene = contacts if isinstance(contacts, Scene) else None
-    if scene is None:
+    if (scene := contacts if isinstance(contacts, Scene) else None) is None:
         contacts = point_contacts(model, contacts, who, friction=True)
     dt = _positive(who, "dt", dt)
     if dt < MIN_DT:
         raise ValueError(f"{who}: dt must be at least {MIN_DT:g} s (the derivatives divide the velocity change by "
                          f"dt, which loses every digit below it), got {dt!r}")
-    slotted = None
-    if scene is not None:
-        step, contacts, slotted = slotted_scene_step(model, kernels, q, v, tau, scene, dt, options)
+    if scene is not None:                            # (got: the fused road's step, its derivatives not made)
+        step, contacts, slotted = got[:3] if got else slotted_scene_step(model, kernels, q, v, tau, scene, dt, options)
         if slotted is not None and options.get("f_ext") is None:       # (the step checked q, v, tau, gravity)
             return _scene_result(model, kernels, q, v, step, slotted, dt, options.get("gravity"), scene)
     else:
-        step = contact_step(kernels, q, v, tau, contacts, dt, **options)     # checks the other arguments
+        step, slotted = contact_step(kernels, q, v, tau, contacts, dt, **options), None     # (checks the others)
     d = differentiate_step(model, kernels, q, v, tau, contacts, dt, step, options.get("f_ext"),
                            options.get("gravity"), slotted)
     _checks.finite_result(who, d, (2,) * 6)          # an overflow (a velocity of 1e150) is an error, not NaN
@@ -388,8 +389,7 @@ def _mode_solve(K, R, stick):
 
 def _mode_weights(modes, mu):
     """``[open, stick, slide, mu]`` (B, nc, 4) of the modes (B, nc) and friction ``mu`` (B or 1, nc)."""
-    modes = np.asarray(modes)
-    if modes.ndim == 2 and len(modes) == 1:                     # one state: on Python lists (faster)
+    if (modes := np.asarray(modes)).ndim == 2 and len(modes) == 1:     # one state: on Python lists (faster)
         return np.array([w for x, m in zip(modes[0].tolist(), np.ravel(mu).tolist())
                          for w in MODE_WEIGHTS[x] + (m,)]).reshape(1, -1, 4)
     return np.stack([modes == "open", modes == "stick", modes == "slide", np.broadcast_to(mu, modes.shape)],

@@ -1,0 +1,164 @@
+"""One state's step in a scene and its derivatives on the native road in four native calls:
+:func:`fused_derivatives`.
+
+:func:`~sparsedyn.contact_step_derivatives` of one state in a :class:`~sparsedyn.Scene` on the fused
+road (:func:`~sparsedyn.contact.scene_fused.fused_step`) runs the step, lays its contacts out in the
+derivatives' slots with their modes (the routine of :mod:`~sparsedyn.contact.slot_modes_native`), runs
+the pieces' kernel (:func:`~sparsedyn.scene_step_partials`) and the routine that writes the six blocks
+(:mod:`~sparsedyn.contact.derivative_blocks_native`).  What depends on the layout alone (the routines'
+calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
+``scene.cache`` per layout, so that a step's derivatives are the four calls and no
+:class:`~sparsedyn.contact.scene_slotted.Slotted`, mode name or option dict between them: the same
+routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
+:func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit (the
+slots' routine through an entry that writes only what the derivatives read, the slots' data read where
+the step wrote them).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .. import _checks
+from ..kernels import c_routine, native_calls, native_function
+from .data_slots import runs_per_body
+from .derivative_blocks_native import scene_blocks_call
+from .friction import StepArrays, _options, _result, _step_settings
+from .scene_derivatives import scene_step_partials
+from .scene_fused import fused_step
+from .lazy_modes import mode_codes
+from .mesh_plane_loop import _at
+from .scene_geometry import _kind_table
+from .scene_slotted import Slotted, one_state_slots
+from .slot_modes_native import SOURCE as SLOT_MODES
+from .slot_modes_native import _plan, fused_slotted
+
+__all__ = ["fused_derivatives", "SOURCE"]
+
+#: :mod:`~sparsedyn.contact.slot_modes_native`'s routine and ``sd_derivative_slots(lam, u, report, corr,
+#: at, data, par, weights, lam_s, corr_s)``: the routine's outputs that the derivatives read (the slots'
+#: mode weights (ns, 4), impulses (ns, 3) and correction impulses (ns,)), its others on the stack.
+SOURCE = SLOT_MODES + r"""
+SD_EXPORT void sd_derivative_slots(const double *lam, const double *u, const double *rep, const double *corr,
+                                   const double *at, const double *data, const double *par, double *weights,
+                                   double *lam_s, double *corr_s)
+{
+  long long ns = (long long)par[1], n = ns > 0 ? ns : 1;
+  double codes[n], data_s[8 * n], mu[n];
+  sd_slot_modes(lam, u, rep, corr, at, data, par, weights, lam_s, corr_s, codes, data_s, mu);
+}
+"""
+
+_PARTIALS, _F64, _NONE = scene_step_partials.__name__, np.dtype(float), {}
+_KEY, _SETTINGS, _LAST = "fused derivatives", "fused derivatives settings", "fused derivatives last"
+
+
+def fused_derivatives(model, q, v, tau, scene, dt, options, result):
+    """``(step, contacts, slotted, derivatives)`` of one state ``q`` (nq,) float64 in ``scene`` (``model``
+    its own, ``dt`` a checked float; no ``f_ext`` nor ``gravity``) on the fused road, ``derivatives`` a
+    ``result`` (:class:`~sparsedyn.contact.friction_derivatives.ContactStepDerivatives`) where the plan's four calls
+    made them (``slotted`` then None), else None with the :class:`Slotted` (or None: no slot) the
+    caller's road differentiates; None where the fused road does not apply (no step taken: the
+    caller's road)."""
+    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
+        return None
+    if not options:                                # the defaults: their settings kept per dt
+        got = scene.cache.get(_SETTINGS)
+        if got is None or got[0] != dt:
+            o = _options({}, None)
+            got = scene.cache[_SETTINGS] = (dt, o["tol"], o["solver"], _step_settings(
+                "contact_step", dt, o["tol"], o["max_iterations"], o["solver"], o["margin"]), None)
+    elif options.get("f_ext") is not None or options.get("gravity") is not None:
+        return None
+    else:
+        o = _options(options, options.get("warm_start"))
+        got = (dt, o["tol"], o["solver"], _step_settings("contact_step", dt, o["tol"], o["max_iterations"],
+                                                          o["solver"], o["margin"]), o["warm_start"])
+    _, tol, solver, settings, warm_start = got
+    ran = fused_step(model, q, v, tau, scene, dt, settings, warm_start, contacts=True)
+    if ran is None:
+        return None
+    out, index, found = tuple.__new__(StepArrays, ran[0]), ran[1], ran[2]
+    step = _result("contact_step", solver, tol, out, index, finite=True)
+    slots = found.slots
+    if not len(slots.frames):
+        return step, (), None, None
+    in_data = not runs_per_body(scene)
+    plan = _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt)
+    if plan is not None:
+        call, at, par, shapes, kinds, f, blocks, bpar, dt1 = plan
+        w, lam, c = call(out.impulses, out.velocities, out.report, out.correction.reshape(-1), at, slots.data, par)
+        nv = model.nv
+        if not (type(v) is np.ndarray and v.dtype is _F64 and v.shape == (nv,)):
+            v = np.asarray(v, float).reshape(nv)
+        pieces = f(q, v, step.v, lam, c, w, slots.data, shapes, model.gravity, dt1, slots.frames, kinds)
+        got = blocks(pieces[0], pieces[1], w, c, bpar)
+        rc = got[6].item()                         # the six blocks (nv, nv) and the return code
+        if rc >= 0:
+            d = tuple.__new__(result, got[:6] + (step,))
+            if rc != 0:
+                _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
+            return step, found, None, d
+    slotted = fused_slotted(scene, q, out, index, found, in_data, tol, Slotted)
+    return step, found, slotted if slotted is not None else one_state_slots(
+        scene, q, found.pair, slots, step.impulses, mode_codes(step), out.correction.reshape(-1), in_data), None
+
+
+def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
+    """``(slot modes call, at, par, shapes, kinds, pieces' callable, blocks call, blocks par, dt (1,))``
+    of a fused step's layout (:func:`~sparsedyn.contact.slot_modes_native.fused_slotted`'s plan, the
+    pieces' native callable, :func:`~sparsedyn.contact.derivative_blocks_native.scene_blocks_call`), kept
+    in ``scene.cache`` per layout while the model's native callables stay (the last one's key compared
+    first: a trajectory's steps keep their layout); None where a piece is not there (a kernel not
+    built, a pair of boxes: the caller's road)."""
+    f = (native_calls(model) or _NONE).get(_PARTIALS)
+    pair, slots, corr = found.pair, found.slots, out.correction
+    if type(pair) is not np.ndarray or pair.dtype != np.intp:
+        pair = np.asarray(pair, np.intp)
+    at = slots.index
+    key = (slots.frames, pair.tobytes(), None if at is None else np.asarray(at).tobytes(),
+           None if index is None else np.asarray(index).tobytes(), in_data, len(out.impulses), corr.size,
+           out.report.size, tol, dt)
+    last = scene.cache.get(_LAST)
+    if last is not None and last[0] is f and last[1] == key:
+        return last[2]
+    if f is None or type(tol) is not float or type(model.gravity) is not np.ndarray or _kind_table(scene)[1]:
+        return None
+    memo = scene.cache.setdefault(_KEY, {})
+    got = memo.get(key)
+    if got is None or got[0] is not f:
+        slot_plan = _plan(scene, q, pair, slots, index, in_data, key[-5:-1])
+        blocks = scene_blocks_call(scene, model.nv, len(slots.frames), dt)
+        call = _slots_call(*key[-5:-2], len(slots.frames))
+        if slot_plan is None or blocks is None or call is None:
+            return None
+        if len(memo) >= 256:
+            memo.clear()
+        _, at, par, shapes, kinds = slot_plan
+        got = memo[key] = (f, (call, at, par, shapes[0], kinds, f) + blocks)
+    scene.cache[_LAST] = (f, key, got[1])
+    return got[1]
+
+
+def _slots_call(nk, nr, nq, ns):
+    """``g(lam (nk, 3), u (nk, 3), report (nq,), corr (nr,), at (ns, 2), data (ns, 8), par (2,)) -> (weights
+    (ns, 4), lam (ns, 3), corr (ns,))``: ``sd_derivative_slots`` (:data:`SOURCE`) for ``nk`` kernel rows,
+    ``nr`` correction entries, a report of ``nq`` entries and ``ns`` slots, through the compiled kernels'
+    fast path (ctypes its fallback, and the road where the compiler's extension is not there); None
+    where the routine cannot be built."""
+    f = c_routine(SOURCE, "sd_derivative_slots", [ctypes.POINTER(ctypes.c_double)] * 10)
+    if f is None:
+        return None
+    outs = ((ns, 4), (ns, 3), (ns,))
+
+    def through_ctypes(*ins):
+        got = tuple(np.zeros(s) for s in outs)
+        f(*(_at(x) for x in ins), *(_at(x) for x in got))
+        return got
+    fast = native_function("Kernel")
+    if fast is None:
+        return through_ctypes
+    ins = ((nk, 3), (nk, 3), (nq,), (nr,), (ns, 2), (ns, 8), (2,))
+    return fast(ctypes.cast(f, ctypes.c_void_p).value, ins, outs, through_ctypes)
