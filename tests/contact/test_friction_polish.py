@@ -340,3 +340,38 @@ def test_the_unknowns_rows_of_g_in_the_sliding_axes():
     assert np.abs(DGr - d[:, None] * turned).max() <= rounding_bound(3, 1.0) * np.abs(Gm).max()
     R = fp._diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], np.asarray(c, dtype=object))
     assert R.dtype == object and sum(type(x) is int and x == 0 for x in R.flat) == 144 - 5 * 4
+
+
+def test_a_round_of_polishes_goes_on_while_each_gains_progress():
+    """The polish stage's rule for a round (:data:`~sparsedyn.contact.friction_polish.REPEATS`,
+    :data:`~sparsedyn.contact.friction_polish.LONGEST`, :data:`~sparsedyn.contact.friction_polish.PROGRESS`),
+    on the box's four corners at a tolerance no polish meets (1e-300: every polish rejected): past
+    ``REPEATS`` polishes the round polishes again (flag 0) only where the polish's scaled residual is
+    below ``PROGRESS`` of the round's best so far, and never past ``LONGEST``; else back to ADMM (-1).
+    The round's best is the smallest scaled residual of its polishes."""
+    from sparsedyn.contact.friction_kernel import _pieces
+    from sparsedyn.contact.friction_problem import contact_slots
+    slots = contact_slots(MODEL, corners())
+    settings = np.array([DT, 1e-300, 300.0, 1e4, 0.005])
+    inputs = [Q0, Z, Z, settings, np.zeros((4, 3)), slots.data]
+    init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
+    lay = stages[0].args[0]
+    K, S0 = init(*inputs)
+
+    def run(tries, pbest):
+        S = S0.copy()
+        S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["pbest"]] = 100.0, tries, pbest     # (ADMM's iterations pay)
+        out, flag = stages[3](*inputs, K, S)
+        return out, float(flag)
+
+    out, flag = run(0.0, 0.0)                                     # a fresh round: its best is this polish's
+    r = out[lay.S["pbest"]][0]
+    assert flag == 0.0 and r > 0.0 and out[lay.S["tries"]][0] == 1.0
+    _, flag = run(fp.REPEATS - 2.0, 0.0)                          # within REPEATS: on, whatever the gain
+    assert flag == 0.0
+    _, flag = run(fp.REPEATS - 1.0, r / fp.PROGRESS * 0.99)       # past REPEATS, short of the gain: done
+    assert flag == -1.0
+    out, flag = run(fp.REPEATS - 1.0, r / fp.PROGRESS * 1.01)     # past REPEATS, a gain: on
+    assert flag == 0.0 and out[lay.S["pbest"]][0] == r
+    _, flag = run(fp.LONGEST - 1.0, 1e300)                        # the longest round ends, gain or not
+    assert flag == -1.0

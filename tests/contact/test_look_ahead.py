@@ -225,9 +225,9 @@ def test_talos_fallen_across_a_box_steps_natively_and_equals_the_numpy_step():
     built = [n for n in native.shared(model).kernels if n.startswith("contact_step_kernel")]
     assert len(built) == 1 and scene.cache["data_slot_count"] == MAX_COMPILED_CONTACTS
     assert int(default.iterations) < 1000                                  # converged (else a warning)
-    # (and the polishes: at most ROUNDS rounds of REPEATS, none accepted at tol 1e-12)
+    # (and the polishes: at most ROUNDS rounds of LONGEST, none accepted at tol 1e-12)
     assert int(one.iterations) == int(ref.iterations) and list(one.modes) == list(ref.modes)
-    assert 50 + 500 <= int(one.iterations) <= 50 + 500 + polishing.ROUNDS * polishing.REPEATS
+    assert 50 + 500 <= int(one.iterations) <= 50 + 500 + polishing.ROUNDS * polishing.LONGEST
     bound = _rounding(model, q, v, tau, contacts, None, ref)
     assert np.abs(one.v - ref.v).max() <= bound * max(1.0, np.abs(ref.v).max())
     assert np.abs(one.q - ref.q).max() <= dt * bound * max(1.0, np.abs(ref.v).max()) + 4 * EPS

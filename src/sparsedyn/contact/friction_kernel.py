@@ -157,10 +157,11 @@ class _Layout:
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
                               ("have", 1), ("fbest", 1), ("refused", 1),
                               # the polish (friction_polish): its last answer, the tries of
-                              # this round, the next round's iteration, rounds and polishes run, the
+                              # this round and their best scaled residual, the next round's iteration,
+                              # rounds and polishes run, the
                               # iterate's modes and for how many iterations they have held
                               ("pz", m), ("tries", 1), ("next", 1), ("rounds", 1), ("polishes", 1),
-                              ("code", nc), ("same", 1)])
+                              ("pbest", 1), ("code", nc), ("same", 1)])
 
     @staticmethod
     def _table(items):
@@ -228,7 +229,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              sweeps=0.0, due=polish_first(nc), change=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
-                             tries=0.0, rounds=0.0, polishes=0.0, code=np.zeros(nc), same=0.0,
+                             tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
                              next=polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))))
     return K, S
 

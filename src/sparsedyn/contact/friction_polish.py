@@ -84,6 +84,13 @@ NEWTON = 2
 CAPACITANCE = 1e-14
 #: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
 REPEATS = 3
+#: A round goes on past :data:`REPEATS` polishes, up to ``LONGEST``, while each polish brings Coulomb's
+#: residuals (relative to their stopping tests) below ``PROGRESS`` of the round's best so far: a
+#: repeated polish that corrects the modes converges as Newton's method does, by orders of magnitude a
+#: step, and one whose modes are wrong stalls at one value, so the long rounds are those that end the
+#: solve (the dm_control humanoid's perturbed states: a round accepted after four to six polishes,
+#: where three left ADMM hundreds of iterations more).
+LONGEST, PROGRESS = 8, 0.5
 #: When a polish runs: from a warm start, before the first ADMM iteration; else after ``FIRST`` ADMM
 #: iterations, and (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
 #: check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
@@ -93,11 +100,12 @@ REPEATS = 3
 #: and a wrong one costs more the more rows; talos on the floor, 96 rows, whose modes settle at ADMM's
 #: iteration 12 after holding three iterations at 10: one polish at 16, not a wasted one at 10 and
 #: the next at 23).  A polish is charged ``COST m`` iterations of ``m`` rows, and runs only while the
-#: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Four rounds, not two: a
+#: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Eight rounds, not two: a
 #: round's repeated polishes correct ADMM's modes, which on the dm_control humanoid's slowest
-#: perturbed states (a nearly redundant pair of contacts) ADMM settles only after hundreds of
-#: iterations, so their later rounds end the solve.
-FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 4, 2, 0.25, 16.0, 0.18
+#: perturbed states (a nearly redundant pair of contacts: the two ends of a short capsule on the
+#: floor) ADMM settles only after hundreds of iterations, so their later rounds (at iterations 141,
+#: 285, ...: the schedule doubles, so the rounds' cost stays a fraction of ADMM's) end the solve.
+FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 8, 2, 0.25, 16.0, 0.18
 
 
 def modes(z, mu, active, direction=None):
@@ -257,7 +265,8 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
 def polish_stage(lay, *X):
     """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): polish the ADMM
     iterate ``z``, then (rejected) the last polished impulses, each from the modes of the previous
-    answer, :data:`REPEATS` in all while ADMM's iterations pay for them (:data:`FREE`).  Accepted: the
+    answer, :data:`REPEATS` in all, or up to :data:`LONGEST` while each gains :data:`PROGRESS` on the
+    round's best, while ADMM's iterations pay for them (:data:`FREE`).  Accepted: the
     step's impulses, on to the correction (+3); rejected,
     the round's last: back to ADMM (-1; from a warm start, before any iteration: to the factorisation,
     -2); else polish again (0)."""
@@ -270,12 +279,17 @@ def polish_stage(lay, *X):
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
-    more = (1.0 - _step(tries - REPEATS)) * _paid(it, m, S["polishes"][0] + 2.0)      # (the next one paid)
+    # the chain's progress: Coulomb's residuals relative to their tests (the polish's primal is 0)
+    r = _vmax([res[1] / vs, res[2] / (ls * vs)])
+    best = fresh * r + (1.0 - fresh) * (S["pbest"][0] - _relu(S["pbest"][0] - r))
+    gains = _step(PROGRESS * S["pbest"][0] - r) * (1.0 - fresh)
+    more = (1.0 - _step(tries - REPEATS) * (1.0 - gains)) * (1.0 - _step(tries - LONGEST)) * \
+        _paid(it, m, S["polishes"][0] + 2.0)                       # (the next one paid)
     last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
-             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, tries=tries * (1.0 - last) * keep,
+             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pbest=best, tries=tries * (1.0 - last) * keep,
              rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0,
              next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
