@@ -63,7 +63,8 @@ friction coefficients, the points and the planes are one array of the kernel, ``
 data (:data:`~sparsedyn.contact.friction_problem.DATA_SLOT`, what a scene's steps use) adds its
 joint weights to its row: one build per number of such slots.  The dense linear algebra (``G``, its
 inverse by block Cholesky halves, the products with it; :mod:`~sparsedyn.contact.friction_linalg`) is
-written in block products, loops in the compiled code, so the program grows with the square of the slots.
+written in block products, loops in the compiled code, so the program grows with the square of the slots;
+they run over the slots up to the last closed contact (``K["used"]``: :mod:`~sparsedyn.codegen.emit_bounds`).
 """
 
 from __future__ import annotations
