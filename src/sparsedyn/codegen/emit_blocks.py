@@ -168,6 +168,11 @@ def _general_product(blk, name, layout, b, T, tables, bd):
     split = bd.on and bd.m != str(m)                    # columns bounded: the group's live chunks chosen
     if split:
         body.append(f"  const int {name}_nch = ({bd.m} + {step - 1}) / {step};")
+    if bd.on and bd.k != str(k):                        # each row's terms in use, found once for all passes
+        body += [f"  int {name}_e[{n}];", f"  for (int i = 0; i < {bd.n}; i++) {{",
+                 f"    int e = {name}_p[i + 1];",
+                 f"    while (e > {name}_p[i] && {name}_l[e - 1] >= {bd.k} * {mp}) e--;",
+                 f"    {name}_e[i] = e;", "  }"]
     for g in range(0, len(chunks), _GROUP):          # a pass over the row's entries per group of sums
         cols = chunks[g:g + _GROUP]
         guard = gram and g > 0 and T == "double"              # columns right of row i's diagonal: mirrored
@@ -214,9 +219,9 @@ def _group_pass(name, cols, guard, bd, sizes, T):
     ld = (lambda o: f"*(const sd_v4u *)(r + {o})") if T == "double" else (lambda o: f"r[{o}]")      # noqa: E731
     st = (lambda o: f"*(sd_v4u *)(c + {o})") if T == "double" else (lambda o: f"c[{o}]")            # noqa: E731
     zero = "".join(f" {st(o)} = ({V}){{0}};" for o in cols) if bd.on else ""
-    cut = [f"    while (e > p0 && {name}_l[e - 1] >= {bd.k} * {mp}) e--;"] if bd.on and bd.k != str(k) else []
+    end = f"{name}_e[i]" if bd.on and bd.k != str(k) else f"{name}_p[i + 1]"
     return [f"  for (int i = 0; i < {bd.n}; i++) {{",
-            f"    const int p0 = {name}_p[i]; int e = {name}_p[i + 1];", *cut,
+            f"    const int p0 = {name}_p[i], e = {end};",
             f"    {T} *restrict c = c0 + i * {mp};",
             f"    if (p0 == e) {{{zero} continue; }}",
             *([f"    if (i >= {cols[0]}) {{"] if guard else []),
