@@ -9,6 +9,7 @@ import pytest
 
 from sdcompile_helpers import compile_cache  # noqa: F401  (fixture)
 from sparsedyn import backend as bk
+from sparsedyn.codegen import emit_bounds
 from sparsedyn.symbolic.trace import trace_function
 from test_compile_blocks import _compiled
 
@@ -57,6 +58,7 @@ def test_a_bounded_product_equals_the_whole_one_on_the_slots_in_use_and_is_zero_
     product: the terms left out are products by zero) bit for bit, the rest are zeros; a NaN bound,
     or one past the slots, bounds nothing (the whole product)."""
     monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(compile_cache))
+    monkeypatch.setattr(emit_bounds, "MIN_PAIRS", 0)                  # (the products by a vector too)
     n = 3 * NS
     prog = trace_function(_products, [("A", (n, n)), ("B", (n, n)), ("x", (n,)), ("b", (1,))], None, name="bounded")
     assert len(prog.blocks) == 7 and sum(b.live is not None for b in prog.blocks) == 6

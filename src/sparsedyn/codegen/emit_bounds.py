@@ -11,8 +11,9 @@ left out are written ``0.0``; every element of a slot ``< b`` sums the same prod
 order (bit for bit, the sign of a zero sum aside, as the structural zeros' products of
 :mod:`.emit_blocks`).
 
-Only a single state's products (``double``) are bounded: the lanes of a vector are other states,
-with other bounds.  An axis whose slots do not rise along it is not bounded.
+Only a single state's products (``double``) of :data:`MIN_PAIRS` multiplications or more are
+bounded: the lanes of a vector are other states, with other bounds.  An axis whose slots do not
+rise along it is not bounded.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = []
+
+#: Multiplications (structural zeros aside) from which a product is bounded: below, the bound's work
+#: (its tables, the rows' ends, the zeros written) is about what it saves, and a product by a vector
+#: skips only whole passes of rows and runs of four terms (24 rows, 21 in use: none).
+MIN_PAIRS = 2048
 
 
 class Bounds:
@@ -34,7 +40,7 @@ class Bounds:
         sizes = (blk.A.shape[0], blk.A.shape[1], blk.B.shape[1])
         self.n, self.k, self.m = (str(s) for s in sizes)
         self.defs, self.decl, self.on = [], [], False
-        if T != "double" or blk.live is None or blk.bound < 0:
+        if T != "double" or blk.live is None or blk.bound < 0 or int(blk.pairs.sum()) < MIN_PAIRS:
             return
         axes = [np.asarray(a, dtype=np.int64) for a in blk.live]
         bounded = [len(a) > 0 and a.min() >= 0 and (np.diff(a) >= 0).all() for a in axes]
