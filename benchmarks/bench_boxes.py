@@ -15,8 +15,8 @@ same state's impulses, MuJoCo from its last call's ``qacc_warmstart``, as a traj
 ``mj_step`` called again from one state is warm-started by its own last solution, so timing it
 without a reset against a cold ``contact_step`` compares two different solves.  The solvers'
 iterations are printed beside them.  The hits found and MuJoCo's ``ncon``, whether the collision kernel
-holds every pair, the slots the step's solve runs in (its size: a free slot costs as much as a
-used one) and whether the step took its one native call are printed beside them.  Nothing
+holds every pair, the slots the step's solve runs in (its size: the block products skip the free
+slots, its element-by-element code does not) and whether the step took its one native call are printed beside them.  Nothing
 here is a test: numbers are reported, never asserted.
 """
 

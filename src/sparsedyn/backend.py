@@ -126,14 +126,15 @@ def zeros(shape, like):
     return np.zeros(shape, dtype=like.dtype)
 
 
-def matmul(A, B, min_pairs=None):
+def matmul(A, B, min_pairs=None, live=None):
     """``A @ B`` of matrices ``A`` (n, k) and ``B`` (k, m).  Traced (object arrays of symbols), a
     product of ``min_pairs`` (default :data:`BLOCK_MIN_PAIRS`) multiplications or more, counted from
     the operands' structural zeros, is recorded as one dense block product (the graph's ``matmul``:
     the compiled program then grows with ``n k + k m + n m``, not with ``n k m``); same values
-    either way."""
+    either way.  ``live``: the slots its compiled loop may skip
+    (:attr:`~sparsedyn.symbolic.block.Block.live`: ``(bound, ra, rk, rm)``), or None; numbers ignore it."""
     g = _block_graph(A, B, BLOCK_MIN_PAIRS if min_pairs is None else min_pairs)
-    return g.matmul(A, B) if g is not None else A @ B
+    return (g.matmul(A, B, live) if live is not None else g.matmul(A, B)) if g is not None else A @ B
 
 
 def _block_graph(A, B, min_pairs):

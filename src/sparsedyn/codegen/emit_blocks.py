@@ -35,6 +35,7 @@ instructions than the products themselves.
 from __future__ import annotations
 
 from ..symbolic.ir import CONST, INPUT, MATMUL
+from .emit_bounds import Bounds
 from .emit_common import _lit
 
 __all__ = []
@@ -133,56 +134,61 @@ def block_call(prog, b, layout, slot, name, T):
         op, x, y = nodes[a]
         if op == CONST:
             stmts.append(f"  w[{layout.copy[a]}] = {_lit(x) if T == 'double' else f'(sd_vd){{0}} + {_lit(x)}'};")
+    bd = Bounds(blk, at, name, T)
     if layout.source[b] in layout.transposed:
-        return _columns_call(prog, b, layout, at, name, stmts)
+        return _columns_call(prog, b, layout, at, name, stmts, bd)
     if T == "double" and m < _LANES and (blk.A >= 0).all() and _ROWS_NEEDED * n <= blk.pairs.any(1).sum():
         # an A that is one input's elements row after row (the loop state's matrix) is read there
         src = _input_matrix(nodes, blk.A)
         skip = set(blk.A.reshape(-1).tolist()) - set(blk.B.reshape(-1).tolist()) if src else set()
         stmts += _input_copies(nodes, layout, b, skip)
         stmts.append(f"  {name}(w, x{src[0]} + {src[1]});" if src else f"  {name}(w, 0);")
-        return _rows_product(blk, at, layout, b, name, src is not None), stmts
+        return _rows_product(blk, at, layout, b, name, src is not None, bd), stmts
     stmts += _input_copies(nodes, layout, b)
     stmts.append(f"  {name}(w);")
-    return _general_product(blk, name, layout, b, T, (ptr, ai, al, bi)), stmts
+    return _general_product(blk, name, layout, b, T, (ptr, ai, al, bi), bd), stmts
 
 
-def _general_product(blk, name, layout, b, T, tables):
+def _general_product(blk, name, layout, b, T, tables, bd):
     """The C (file scope) of block ``b``'s general loop (module docstring): ``tables`` its compressed
     rows ``(ptr, ai, al, bi)``.  A product ``X^T X`` (``A`` the transpose of ``B``, node for node, every
     row read: the contact solver's ``L^-T L^-1``) sums only the groups of columns on or left of each
     row's diagonal and copies the rest from its mirror: ``C[j, i]`` is ``C[i, j]``'s products with
     their factors swapped, summed in the same order (bit for bit; the work above the diagonal, about
-    half, is not done)."""
+    half, is not done).  ``bd``: its run-time bounds (:class:`~.emit_bounds.Bounds`): the rows, terms
+    and groups of columns of the slots in use."""
     (n, k), m = blk.A.shape, blk.B.shape[1]
     mp = layout.stride[b]
     ptr, ai, al, bi = tables
     gram = n == m and blk.A.shape == blk.B.T.shape and (blk.A == blk.B.T).all() and blk.pairs.any(1).all()
     table = lambda v: ",".join(map(str, v)) or "0"             # noqa: E731
-    V, step = ("sd_v4u", _LANES) if T == "double" else (T, 1)
-    ld = (lambda o: f"*(const sd_v4u *)(r + {o})") if T == "double" else (lambda o: f"r[{o}]")
-    st = (lambda o: f"*(sd_v4u *)(c + {o})") if T == "double" else (lambda o: f"c[{o}]")
+    step = _LANES if T == "double" else 1
     body = []
     chunks = list(range(0, mp, step))
+    split = bd.on and bd.m != str(m)                    # columns bounded: the group's live chunks chosen
+    if split:
+        body.append(f"  const int {name}_nch = ({bd.m} + {step - 1}) / {step};")
+    if bd.on and bd.k != str(k):                        # each row's terms in use, found once for all passes
+        body += [f"  int {name}_e[{n}];", f"  for (int i = 0; i < {bd.n}; i++) {{",
+                 f"    int e = {name}_p[i + 1];",
+                 f"    while (e > {name}_p[i] && {name}_l[e - 1] >= {bd.k} * {mp}) e--;",
+                 f"    {name}_e[i] = e;", "  }"]
     for g in range(0, len(chunks), _GROUP):          # a pass over the row's entries per group of sums
         cols = chunks[g:g + _GROUP]
         guard = gram and g > 0 and T == "double"              # columns right of row i's diagonal: mirrored
         # all the rows for one group of columns, then the next group: the group's columns of B stay
         # in the first level cache (all of a 96-column B, 72 kB, is read from the second for every row)
-        body += [f"  for (int i = 0; i < {n}; i++) {{",
-                 f"    const int p0 = {name}_p[i], e = {name}_p[i + 1];",
-                 "    if (p0 == e) continue;",
-                 f"    {T} *restrict c = c0 + i * {mp};"]
-        body += [f"    if (i >= {cols[0]}) {{"] if guard else []
-        body += [f"    {{ double x = w[{name}_a[p0]]; const {T} *restrict r = b + {name}_l[p0];"
-                 if T == "double" else f"    {{ {T} x = w[{name}_a[p0]]; const {T} *restrict r = b + {name}_l[p0];",
-                 f"      {V} " + ", ".join(f"s{q} = x * {ld(o)}" for q, o in enumerate(cols)) + ";",
-                 "      for (int p = p0 + 1; p < e; p++) {",
-                 f"        x = w[{name}_a[p]]; r = b + {name}_l[p];",
-                 *[f"        s{q} = s{q} + x * {ld(o)};" for q, o in enumerate(cols)],
-                 "      }",
-                 *[f"      {st(o)} = s{q};" for q, o in enumerate(cols)], "    }"] + (["    }"] if guard else []) \
-            + ["  }"]
+        if not split:
+            body += _group_pass(name, cols, guard, bd, (n, k, mp), T)
+            continue
+        # the chunks of columns in use of this group (a pass summing those alone): one case each
+        body.append(f"  switch ({name}_nch - {g} >= {len(cols)} ? {len(cols)} : {name}_nch - {g}) {{")
+        for c in range(len(cols), 0, -1):
+            body += [f"  case {c}: {{", *_group_pass(name, cols[:c], guard, bd, (n, k, mp), T), "  } break;"]
+        body.append("  default: break; }")
+    if split:                                        # the columns of chunks not in use: zeros
+        body.append(f"  for (int i = 0; i < {n}; i++) for (int j = {name}_nch * {step}; j < {mp}; j++) "
+                    f"c0[i * {mp} + j] = 0.0;")
     return "\n".join([
         "#ifndef SD_V4U",
         "#define SD_V4U",
@@ -192,15 +198,40 @@ def _general_product(blk, name, layout, b, T, tables):
         f"static const int {name}_a[{max(len(ai), 1)}] = {{{table(ai)}}};",
         f"static const int {name}_l[{max(len(al), 1)}] = {{{table(al)}}};",
         f"static const int {name}_b[{k * mp}] = {{{table(bi)}}};",
+        *bd.defs,
         f"static void {name}_mm(const {T} *restrict w, const {T} *restrict b, {T} *restrict c0)",
-        "{", *body, "}",
+        "{", *bd.decl, *body, *bd.zero_rows("c0", mp, n, mp), "}",
         f"static void {name}({T} *restrict w)",
-        "{",
-        f"  for (int e = 0; e < {k * mp}; e++) w[{layout.scratch} + e] = w[{name}_b[e]];",
+        "{", *bd.decl,
+        f"  for (int e = 0; e < {bd.k} * {mp}; e++) w[{layout.scratch} + e] = w[{name}_b[e]];",
         f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});",
         *([f"  {{ {T} *restrict c = w + {layout.cbase[b]}; for (int i = 0; i < {n}; i++) for (int j = i + 1; "
            f"j < {n}; j++) c[i * {mp} + j] = c[j * {mp} + i]; }}"] if gram and T == "double" else []),
         "}"])
+
+
+def _group_pass(name, cols, guard, bd, sizes, T):
+    """The C of one pass of :func:`_general_product` over the rows (those in use: ``bd``) summing the
+    columns of the chunks ``cols`` (offsets), ``guard``: only the rows on or below the first column
+    (a product ``X^T X``)."""
+    n, k, mp = sizes
+    V = "sd_v4u" if T == "double" else T
+    ld = (lambda o: f"*(const sd_v4u *)(r + {o})") if T == "double" else (lambda o: f"r[{o}]")      # noqa: E731
+    st = (lambda o: f"*(sd_v4u *)(c + {o})") if T == "double" else (lambda o: f"c[{o}]")            # noqa: E731
+    zero = "".join(f" {st(o)} = ({V}){{0}};" for o in cols) if bd.on else ""
+    end = f"{name}_e[i]" if bd.on and bd.k != str(k) else f"{name}_p[i + 1]"
+    return [f"  for (int i = 0; i < {bd.n}; i++) {{",
+            f"    const int p0 = {name}_p[i], e = {end};",
+            f"    {T} *restrict c = c0 + i * {mp};",
+            f"    if (p0 == e) {{{zero} continue; }}",
+            *([f"    if (i >= {cols[0]}) {{"] if guard else []),
+            f"    {{ {'double' if T == 'double' else T} x = w[{name}_a[p0]]; const {T} *restrict r = b + {name}_l[p0];",
+            f"      {V} " + ", ".join(f"s{q} = x * {ld(o)}" for q, o in enumerate(cols)) + ";",
+            "      for (int p = p0 + 1; p < e; p++) {",
+            f"        x = w[{name}_a[p]]; r = b + {name}_l[p];",
+            *[f"        s{q} = s{q} + x * {ld(o)};" for q, o in enumerate(cols)],
+            "      }",
+            *[f"      {st(o)} = s{q};" for q, o in enumerate(cols)], "    }", *(["    }"] if guard else []), "  }"]
 
 
 def _input_copies(nodes, layout, b, skip=()):
@@ -231,14 +262,16 @@ def _input_matrix(nodes, A):
     return int(x), int(y)
 
 
-def _rows_product(blk, at, layout, b, name, given=False):
+def _rows_product(blk, at, layout, b, name, given=False, bd=None):
     """The C of a single state's block product ``name`` whose ``B`` has fewer than :data:`_LANES`
     columns (a matrix times a vector) and whose ``A`` has no structural zero: rows of ``C`` summed
     side by side, one scalar sum per row and column, up to :data:`_ROW_SUMS` at a time (each sum a chain
     of ``k`` additions that waits on itself: several in flight hide the latency that a lane-padded
     vector per row, ``m`` of its lanes used, waits on).  Every element sees the operations of
     :func:`block_call`'s loop in the same order: ``A[i, 0] B[0, j]``, then ``+ A[i, l] B[l, j]``.
-    ``given``: ``A`` is read from the input matrix the call passes as ``x``, not from its slots."""
+    ``given``: ``A`` is read from the input matrix the call passes as ``x``, not from its slots;
+    ``bd``: its run-time bounds (:class:`~.emit_bounds.Bounds`; its columns are not bounded)."""
+    bd = Bounds(blk, at, name, "none") if bd is None else bd
     (n, k), m = blk.A.shape, blk.B.shape[1]
     mp, cb = layout.stride[b], layout.cbase[b]
     ai = [at(blk.A[i, l]) for i in range(n) for l in range(k)]
@@ -252,7 +285,7 @@ def _rows_product(blk, at, layout, b, name, given=False):
     B = (lambda e: f"w[{bi[0]} + {e}]") if dense[1] else (lambda e: f"w[{name}_b[{e}]]")   # noqa: E731
 
     if m == 1 and n % _LANES == 0 and k % _LANES == 0 and dense[0]:
-        return _lanes_product(n, k, mp, cb, ta, B, name, [] if dense[1] else [(name + "_b", bi)])
+        return _lanes_product(n, k, mp, cb, ta, B, name, [] if dense[1] else [(name + "_b", bi)], bd)
 
     def chunk(r, i0):
         """The loop body of ``r`` rows from row ``i0`` (a C expression)."""
@@ -260,27 +293,34 @@ def _rows_product(blk, at, layout, b, name, given=False):
         s = lambda q, j: f"s{q * m + j}"                                         # noqa: E731
         return [f"    const {'double' if dense[0] else 'int'} *restrict ra = {ta.format(i0)};",
                 "    double " + ", ".join(f"{s(q, j)} = {A(q * k)} * {B(j)}" for q, j in sums) + ";",
-                f"    for (int l = 1; l < {k}; l++) {{",
+                f"    for (int l = 1; l < {bd.k}; l++) {{",
                 *[f"      {s(q, j)} = {s(q, j)} + {A(f'{q * k} + l')} * {B(f'l * {m} + {j}')};" for q, j in sums],
                 "    }",
                 *[f"    w[{cb} + (({i0}) + {q}) * {mp} + {j}] = {s(q, j)};" for q, j in sums]]
     full, rest = divmod(n, rows)
     body = []
-    if full:
-        body += [f"  for (int i = 0; i < {full * rows}; i += {rows}) {{", *chunk(rows, "i"), "  }"]
+    if full:                                         # (the rows in use: whole passes, the rest zero)
+        top = f"({bd.n} < {full * rows} ? {bd.n} : {full * rows})" if bd.on else full * rows
+        body += [f"  for (int i = 0; i < {top}; i += {rows}) {{", *chunk(rows, "i"), "  }"]
     if rest:
-        body += ["  {", *chunk(rest, str(full * rows)), "  }"]
+        body += [f"  if ({full * rows} < {bd.n}) {{" if bd.on else "  {", *chunk(rest, str(full * rows)), "  }"]
+    if bd.on:
+        last = f"(({bd.n} + {rows - 1}) / {rows} * {rows} < {n} ? ({bd.n} + {rows - 1}) / {rows} * {rows} : {n})"
+        body += bd.zero_rows(f"w + {cb}", mp, n, m, last)
     tables = [f"static const int {name}_{t}[{len(v)}] = {{{','.join(map(str, v))}}};"
               for t, v, d in zip("ab", (ai, bi), dense) if not d]
-    return "\n".join([*tables, f"static void {name}(double *restrict w, const double *restrict x)", "{", *body, "}"])
+    return "\n".join([*tables, *bd.defs, f"static void {name}(double *restrict w, const double *restrict x)", "{",
+                      *bd.decl, *bd.empty(f"w + {cb}", mp, n, m), *body, "}"])
 
 
-def _lanes_product(n, k, mp, cb, ta, B, name, tables):
+def _lanes_product(n, k, mp, cb, ta, B, name, tables, bd):
     """:func:`_rows_product` of a dense ``A`` (n, k) in consecutive elements (``ta``: the C of the
     address of row ``{}``) by a vector (``B(e)``: the C of its element ``e``), ``n`` and ``k``
     multiples of :data:`_LANES`: four rows in the lanes of one vector, their 4 x 4 blocks of ``A``
     loaded row by row and transposed in registers, so every lane sums its row's products in ``l``
-    order, the first first, as a scalar sum does (bit for bit), with a quarter of the operations."""
+    order, the first first, as a scalar sum does (bit for bit), with a quarter of the operations.
+    ``bd``: the run-time bounds (:class:`~.emit_bounds.Bounds`): passes of rows in use, their terms in
+    use to the next multiple of four."""
     def block(g, l):
         """Lines loading rows ``4 g ...`` at columns ``l ... l + 3`` transposed into ``c0 ... c3``."""
         r = [f"*(const sd_v4u *)(ra + {(4 * g + q) * k} + {l})" for q in range(4)]
@@ -293,12 +333,12 @@ def _lanes_product(n, k, mp, cb, ta, B, name, tables):
     body = []
     for i0 in range(0, n, 4 * _LANES):                   # up to four vectors of sums (16 rows) a pass
         groups = range(min(_LANES, (n - i0) // 4))
-        body += ["  {", f"    const double *restrict ra = {ta.format(i0)};",
+        body += [f"  if ({i0} < {bd.n}) {{" if bd.on else "  {", f"    const double *restrict ra = {ta.format(i0)};",
                  "    sd_v4u " + ", ".join(f"s{g}" for g in groups) + ";"]
         for first in (True, False):
             l = "0" if first else "l"
             if not first:
-                body.append(f"    for (int l = 4; l < {k}; l += 4) {{")
+                body.append(f"    for (int l = 4; l < {bd.k}; l += 4) {{")
             body.append("    { const double " + ", ".join(f"b{c} = {B(f'{l} + {c}')}" for c in range(4)) + ";")
             for g in groups:
                 body += block(g, l)
@@ -307,9 +347,11 @@ def _lanes_product(n, k, mp, cb, ta, B, name, tables):
             body.append("    }" + ("" if first else " }"))
         body += [f"    w[{cb} + {(i0 + 4 * g + r) * mp}] = s{g}[{r}];" for g in groups for r in range(4)]
         body.append("  }")
+    if bd.on:                                        # the rows after the passes in use
+        body += bd.zero_rows(f"w + {cb}", mp, n, 1, f"(({bd.n} + 15) / 16 * 16 < {n} ? ({bd.n} + 15) / 16 * 16 : {n})")
     defs = [f"static const int {t}[{len(v)}] = {{{','.join(map(str, v))}}};" for t, v in tables]
-    return "\n".join([*_SHUFFLES, *defs, f"static void {name}(double *restrict w, const double *restrict x)", "{",
-                      *body, "}"])
+    return "\n".join([*_SHUFFLES, *defs, *bd.defs, f"static void {name}(double *restrict w, const double *restrict x)",
+                      "{", *bd.decl, *bd.empty(f"w + {cb}", mp, n, 1), *body, "}"])
 
 
 #: The vector of four doubles and its two-source shuffle (GCC's and clang's builtins), once per unit.
@@ -353,7 +395,7 @@ def _transpose(key, n, k, layout):
             f" for (int i = 0; i < {n}; i++) for (int l = 0; l < {k}; l++) t[l * {n} + i] = a[i * {stride} + l]; }}")
 
 
-def _columns_call(prog, b, layout, at, name, stmts):
+def _columns_call(prog, b, layout, at, name, stmts, bd):
     """:func:`block_call` of a product by a vector whose matrix is transposed (:func:`_column_source`):
     the first product that reads the matrix (in the order they run) transposes it."""
     blk, key = prog.blocks[b], layout.source[b]
@@ -363,16 +405,17 @@ def _columns_call(prog, b, layout, at, name, stmts):
         layout.made.add(key)
         stmts.append(_transpose(key, *blk.A.shape, layout))
     stmts.append(f"  {name}(w);")
-    return _columns_product(blk, at, layout, b, name, layout.transposed[key]), stmts
+    return _columns_product(blk, at, layout, b, name, layout.transposed[key], bd), stmts
 
 
-def _columns_product(blk, at, layout, b, name, region):
+def _columns_product(blk, at, layout, b, name, region, bd):
     """The C of a single state's product ``A x`` (``A`` (n, k), :func:`_column_source`) from ``A``'s
     transpose at ``region`` of the workspace: column ``l`` of ``A`` is consecutive there, so a vector
     of four rows' sums takes ``A[i:i + 4, l] x[l]`` without the transposes in registers of
     :func:`_lanes_product`, eight such sums a pass; every lane sums its row's products in ``l`` order,
     the first first (bit for bit the same value).  Worth it where several products read one matrix
-    (the contact solver's polish: ``G`` and its masked inverse, dozens of times each)."""
+    (the contact solver's polish: ``G`` and its masked inverse, dozens of times each).  ``bd``: the
+    run-time bounds (:class:`~.emit_bounds.Bounds`): passes of rows in use, their terms in use."""
     (n, k) = blk.A.shape
     mp, cb = layout.stride[b], layout.cbase[b]
     bi = [at(blk.B[l, 0]) for l in range(k)]
@@ -382,12 +425,14 @@ def _columns_product(blk, at, layout, b, name, region):
     for i0 in range(0, n, 8 * _LANES):                   # up to eight vectors of sums (32 rows) a pass
         groups = range(min(8, (n - i0) // _LANES))
         at_ = lambda l, g: f"*(const sd_v4u *)(t + {l} * {n} + {i0 + _LANES * g})"      # noqa: E731
-        body += ["  {", f"    double x = {B(0)};",
+        body += [f"  if ({i0} < {bd.n}) {{" if bd.on else "  {", f"    double x = {B(0)};",
                  "    sd_v4u " + ", ".join(f"s{g} = {at_(0, g)} * x" for g in groups) + ";",
-                 f"    for (int l = 1; l < {k}; l++) {{", f"      x = {B('l')};",
+                 f"    for (int l = 1; l < {bd.k}; l++) {{", f"      x = {B('l')};",
                  *[f"      s{g} = s{g} + {at_('l', g)} * x;" for g in groups], "    }"]
         body += [f"    w[{cb} + {(i0 + _LANES * g + r) * mp}] = s{g}[{r}];" for g in groups for r in range(_LANES)]
         body.append("  }")
+    if bd.on:                                        # the rows after the passes in use
+        body += bd.zero_rows(f"w + {cb}", mp, n, 1, f"(({bd.n} + 31) / 32 * 32 < {n} ? ({bd.n} + 31) / 32 * 32 : {n})")
     table = [] if dense else [f"static const int {name}_b[{k}] = {{{','.join(map(str, bi))}}};"]
-    return "\n".join([*_SHUFFLES, *table, f"static void {name}(double *restrict w)", "{",
-                      f"  const double *restrict t = w + {region};", *body, "}"])
+    return "\n".join([*_SHUFFLES, *table, *bd.defs, f"static void {name}(double *restrict w)", "{", *bd.decl,
+                      *bd.empty(f"w + {cb}", mp, n, 1), f"  const double *restrict t = w + {region};", *body, "}"])

@@ -87,7 +87,7 @@ def schedule(prog: Program) -> Program:
     outputs = [[(kind, new[v]) if kind == "node" else (kind, v) for kind, v in row] for row in prog.outputs]
     phases = [prog.phases[i] for i in order] if prog.phases is not None else None
     renum = np.asarray(new + [-1], dtype=np.int64)          # a structural zero (-1) stays -1
-    blocks = [dataclasses.replace(b, A=renum[b.A], B=renum[b.B]) for b in prog.blocks]
+    blocks = [dataclasses.replace(b, A=renum[b.A], B=renum[b.B], bound=int(renum[b.bound])) for b in prog.blocks]
     return dataclasses.replace(prog, nodes=out, outputs=outputs, phases=phases, blocks=blocks, _text=None)
 
 

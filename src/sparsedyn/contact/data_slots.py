@@ -15,7 +15,9 @@ every contact set it holds, whichever bodies touch.
 
 The problem is the per-body layout's (the same rows, gaps and friction: the same solution to the
 solver's tolerance); free slots are open (their plane 1000 km below their point, zero weights) and
-leave the problem, but the step still carries their rows.
+leave the problem; the step's block products skip them (past the last slot with joint weights, and
+past the last closed contact: :mod:`~sparsedyn.codegen.emit_bounds`), its element-by-element code
+still carries their rows.
 """
 
 from __future__ import annotations

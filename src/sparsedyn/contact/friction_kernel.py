@@ -63,7 +63,8 @@ friction coefficients, the points and the planes are one array of the kernel, ``
 data (:data:`~sparsedyn.contact.friction_problem.DATA_SLOT`, what a scene's steps use) adds its
 joint weights to its row: one build per number of such slots.  The dense linear algebra (``G``, its
 inverse by block Cholesky halves, the products with it; :mod:`~sparsedyn.contact.friction_linalg`) is
-written in block products, loops in the compiled code, so the program grows with the square of the slots.
+written in block products, loops in the compiled code, so the program grows with the square of the slots;
+they run over the slots up to the last closed contact (``K["used"]``: :mod:`~sparsedyn.codegen.emit_bounds`).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
 from .correction import (_correction_polish, _correction_sweep, correction_impulses, held_rows,  # noqa: F401
                          polish_due, polish_first)
-from .friction_linalg import _mm, _mv, _solve_small, _spd_inverse
+from .friction_linalg import Slots, _mm, _mv, _solve_small, _spd_inverse
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
@@ -144,7 +145,7 @@ class _Layout:
         self.nc, self.m, self.nv = nc, m, nv
         self.normal = np.arange(nc) * 3 + 2                           # the rows of the normal impulses
         self.K = self._table([("G", m * m), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc), ("closing", m),
-                              ("pen", 1), ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1)])
+                              ("pen", 1), ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1), ("used", 1)])
         # x, z, y: the plain ADMM iterate (z in the cones: what the checks and the result read); za:
         # the governing point z + y / rho the next ADMM iteration starts from (Anderson's); dW, dF, c,
         # A: Anderson's memory (differences of T(w) and of residuals, which of them are kept, A = dF
@@ -170,6 +171,11 @@ class _Layout:
             out[n] = slice(k, k + size)
             k += size
         return out
+
+    def slots(self, K):
+        """The :class:`~sparsedyn.contact.friction_linalg.Slots` of ``K``: past ``K["used"]`` the contacts
+        are open (zero rows of ``G`` and ``g``)."""
+        return Slots(K["used"][0], self.nc)
 
     def unpack(self, X):
         """``(settings, mu, K, S)`` of a stage's arguments ``X`` (the kernel's inputs, then ``K``, ``S``)."""
@@ -208,7 +214,9 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # the size of G does (power iterations cost a product with G each)
     lmax = _vmax(np.sum(_abs(G), 1)) + _TINY
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
-    u = _mv(G, z) + g
+    # the slots in use: past the last closed contact every row of G, g and the iterates is zero
+    used = _vmax(np.arange(1.0, nc + 1.0) * act[rows])
+    u = _mv(G, z, Slots(used, nc).mm(3, 3)) + g
     w = u.reshape(nc, 3).copy()
     w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
     res = _residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
@@ -218,7 +226,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     cn = (pen * P.gap + (1.0 - pen) * _relu(P.gap)) / dt
     K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn,
                              closing=np.repeat(closing_contacts(g.reshape(nc, 3)), 3), pen=pen, eta=PROXIMAL * lmax,
-                             lmax=lmax, gmax=gmax, dmax=dmax))
+                             lmax=lmax, gmax=gmax, dmax=dmax, used=used))
     # the mean eigenvalue of the open contacts' block: open contacts (a layout's free slots) have zero rows
     rows_in = np.sum(act)
     rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
@@ -248,7 +256,7 @@ def _factorize(lay, *X):
     iterate (+1)."""
     settings, _, K, S = lay.unpack(X)
     m = lay.m
-    S["M"] = _spd_inverse(K["G"].reshape(m, m) + (K["eta"][0] + S["rho"][0]) * np.eye(m))
+    S["M"] = _spd_inverse(K["G"].reshape(m, m) + (K["eta"][0] + S["rho"][0]) * np.eye(m), lay.slots(K))
     return lay.pack(lay.S, S), 1.0 + 3.0 * _step(0.5 - settings[2])
 
 
@@ -274,7 +282,7 @@ def _iterate(lay, *X):
     y = rho * yr
     s = _zeros(m, y)
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
-    xn = _mv(S["M"].reshape(m, m), -(g + s) + eta * x + rho * z - y)
+    xn = _mv(S["M"].reshape(m, m), -(g + s) + eta * x + rho * z - y, lay.slots(K).mm(3, 3))
     sp = xn + yr                                                   # the plain next governing point
     zn = project_cone(sp.reshape(nc, 3), mu).reshape(m)
     yn = rho * (sp - zn)                                           # = y + rho (xn - zn)
@@ -302,7 +310,7 @@ def _iterate(lay, *X):
     hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
     new = lo + _relu(hi - _relu(hi - new) - lo)                     # clipped to [lo, hi] without cancellation
     # the first step's start is no governing point: Anderson's memory starts after it
-    sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first))
+    sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first), lay.slots(K))
     # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
     S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
     # the modes of the iterate, and for how many iterations they have not changed (a polish waits for it)
@@ -314,7 +322,7 @@ def _iterate(lay, *X):
     return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - change + due
 
 
-def _anderson(k, S, w, Tw, clear):
+def _anderson(k, S, w, Tw, clear, slots=None):
     """Anderson's next iterate (type II, Walker and Ni 2011) of the ADMM map ``w -> Tw`` (``w`` (m,):
     Douglas-Rachford's governing point ``z + y / rho``): ``Tw - (dW + dF)^T gamma`` (the memory holds
     ``dW + dF``, the differences of ``Tw``), ``gamma`` the least-squares weights that make the residual
@@ -323,8 +331,9 @@ def _anderson(k, S, w, Tw, clear):
     only while ``|f|`` stays below its smallest value since the memory was last cleared, else the plain
     ``Tw`` and an empty memory (the safeguard of Zhang, O'Donoghue and Boyd, "Globally convergent type-I
     Anderson acceleration for nonsmooth fixed-point iterations", 2020).  ``clear``: 1 when ``rho``
-    changes (a new map): the memory is emptied; ``k``: the memory's length.  Updates ``S``'s memory in
-    place."""
+    changes (a new map): the memory is emptied; ``k``: the memory's length; ``slots``: the slots in use
+    (:class:`~sparsedyn.contact.friction_linalg.Slots`).  Updates ``S``'s memory in place."""
+    slots = Slots(None, 0) if slots is None else slots
     n = w.shape[0]
     f = Tw - w
     fn = bk.sqrt(f @ f)
@@ -337,13 +346,13 @@ def _anderson(k, S, w, Tw, clear):
     dF = np.concatenate([S["dF"].reshape(k, n)[1:], df[None]])
     c = np.concatenate([S["c"][1:], [have]])
     # the new row of dF dF^T and dF f: one block product (a loop in the compiled code, not 2 k dot products)
-    Ff = _mm(dF, np.stack([df, f], 1))
+    Ff = _mm(dF, np.stack([df, f], 1), slots.mm(0, 3, 0))
     row = Ff[:, 0] * c * have
     A = _zeros(k * k, w).reshape(k, k)
     A[:k - 1, :k - 1] = S["A"].reshape(k, k)[1:, 1:]
     A[k - 1, :], A[:, k - 1] = row, row
     gamma = _solve_small(A + (ANDERSON_REG * np.trace(A) + _TINY) * np.eye(k), Ff[:, 1] * c)
-    out = Tw - keep * _mv(dW.T, gamma)                             # (keep = 0: the plain step)
+    out = Tw - keep * _mv(dW.T, gamma, slots.mm(3, 0))              # (keep = 0: the plain step)
     # the memory kept: emptied where the residual grew (keep = 0) or rho changes (clear = 1); the
     # smallest residual min(fn, fbest) as fn - relu(fn - fbest) (no cancellation against _FAR); the
     # refusals in a row since the last accepted step (:data:`STALL` of them change rho: ``_iterate``)
@@ -363,7 +372,7 @@ def _check(lay, *X):
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
     G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
-    u = _mv(G, z) + g
+    u = _mv(G, z, lay.slots(K).mm(3, 3)) + g
     res = _residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(z, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
@@ -395,7 +404,7 @@ def _gauss_seidel(lay, *X):
         f = (cap + _TINY) / (_vmax([r, cap]) + _TINY)                # onto the friction disc
         lam[t0], lam[t0 + 1], lam[n] = lt[0] * f, lt[1] * f, ln
     lam = _array(lam, G)
-    u = _mv(G, lam) + g
+    u = _mv(G, lam, lay.slots(K).mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)

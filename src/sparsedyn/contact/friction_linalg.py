@@ -41,13 +41,35 @@ LEAF_ROWS = 12
 STEP_BLOCK_PAIRS = 256
 
 
-def _mm(A, B):
-    return bk.matmul(A, B, min_pairs=STEP_BLOCK_PAIRS)
+class Slots:
+    """The slots in use of a step of ``nc`` slots: ``bound`` (a traced scalar, or None: no bound) the
+    number of leading slots whose rows may be nonzero; past it every slot's entries that meet a slot
+    in use are zeros.  :meth:`mm` gives a block product's ``live`` (:attr:`~sparsedyn.symbolic.block.Block.live`),
+    so its compiled loop skips the slots not in use (a scene's free slots)."""
+
+    def __init__(self, bound, nc):
+        self.bound, self.nc = bound, nc
+
+    def axis(self, per):
+        """The slot of each element of an axis of ``per`` elements a slot (0: no slot, None)."""
+        return np.repeat(np.arange(self.nc), per) if per else None
+
+    def mm(self, *per):
+        """``live`` of a product whose rows of ``A``, rows of ``B`` (and columns of ``B``) have ``per``
+        elements a slot (0: not slots), or None without a bound."""
+        if self.bound is None:
+            return None
+        return (self.bound, *(self.axis(p) if np.ndim(p) == 0 else p for p in per), *((None,) * (3 - len(per))))
 
 
-def _mv(A, x):
+def _mm(A, B, live=None):
+    """``A @ B`` as a block product where it is large; ``live``: its slots in use (:meth:`Slots.mm`)."""
+    return bk.matmul(A, B, min_pairs=STEP_BLOCK_PAIRS, live=live)
+
+
+def _mv(A, x, live=None):
     """``A @ x`` (``A`` (n, n), ``x`` (n,)) as a block product where it is large (:func:`_mm`)."""
-    return _mm(A, np.reshape(x, (-1, 1)))[:, 0]
+    return _mm(A, np.reshape(x, (-1, 1)), live)[:, 0]
 
 
 def _leaf_inverse(A):
@@ -65,32 +87,39 @@ def _leaf_inverse(A):
     return Li
 
 
-def _lower_inverse(A):
+def _lower_inverse(A, slots=None, rows=None):
     """``L^-1`` (n, n) of the Cholesky factor ``A = L L^T`` of the positive definite ``A``, by halves
     (Golub and Van Loan, "Matrix computations", 2013, 4.2: the block Cholesky factorization):
     ``L11 = chol(A11)``, ``L21 = A21 L11^-T``, ``L22 = chol(A22 - L21 L21^T)``, and
     ``(L^-1)21 = -L22^-1 L21 L11^-1``; the products are block products, so the elementwise work is
-    that of the leaves (:data:`LEAF_ROWS`)."""
+    that of the leaves (:data:`LEAF_ROWS`).  ``slots`` (:class:`Slots`) and ``rows`` (n,), the slot of
+    each row: ``A`` is block diagonal between the slots in use and the rest (whose block of the
+    inverse the products then leave zero: it multiplies only their zero rows)."""
     n = A.shape[0]
     if n <= LEAF_ROWS:
         return _leaf_inverse(A)
     h = n // 2
-    Li11 = _lower_inverse(A[:h, :h])
+    sl = Slots(None, 0) if slots is None else slots
+    r1, r2 = (None, None) if rows is None else (rows[:h], rows[h:])
+    Li11 = _lower_inverse(A[:h, :h], slots, r1)
     # the triangular factors first (a block product skips its first factor's structural zeros only)
-    L21 = _mm(Li11, A[h:, :h].T).T
-    Li22 = _lower_inverse(A[h:, h:] - _mm(L21, L21.T))
+    L21 = _mm(Li11, A[h:, :h].T, sl.mm(r1, r1, r2)).T
+    Li22 = _lower_inverse(A[h:, h:] - _mm(L21, L21.T, sl.mm(r2, r1, r2)), slots, r2)
     Li = np.zeros((n, n), dtype=object if bk.is_symbolic(A) else float)
     Li[:h, :h], Li[h:, h:] = Li11, Li22
-    Li[h:, :h] = -_mm(Li22, _mm(Li11.T, L21.T).T)
+    Li[h:, :h] = -_mm(Li22, _mm(Li11.T, L21.T, sl.mm(r1, r1, r2)).T, sl.mm(r2, r2, r1))
     return Li
 
 
-def _spd_inverse(A):
+def _spd_inverse(A, slots=None, per=3):
     """The inverse of the positive definite ``A`` (n, n) from its Cholesky factor ``A = L L^T``:
     ``L^-T L^-1`` (the x-step is then a product with independent rows, not two triangular solves
-    whose every row waits for the previous one)."""
-    Li = _lower_inverse(A)
-    return _mm(Li.T, Li)
+    whose every row waits for the previous one).  ``slots`` (:class:`Slots`; ``per`` rows a slot):
+    the slots in use, ``A`` block diagonal between them and the rest: that block of the inverse is
+    left zero."""
+    rows = None if slots is None else slots.axis(per)
+    Li = _lower_inverse(A, slots, rows)
+    return _mm(Li.T, Li, None if slots is None else slots.mm(rows, rows, rows))
 
 
 def _solve_small(A, b):

@@ -62,7 +62,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import _mm, _mv, _spd_inverse
+from .friction_linalg import Slots, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 
@@ -158,7 +158,7 @@ def _diagonal_blocks(block, like):
     return X
 
 
-def _newton_system(G, g, mu, z, scale, active, direction):
+def _newton_system(G, g, mu, z, scale, active, direction, sl):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
     DGr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
     contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``DGr`` (m, m) the unknowns' rows of
@@ -167,7 +167,7 @@ def _newton_system(G, g, mu, z, scale, active, direction):
     nc = mu.shape[0]
     m = 3 * nc
     Z = z.reshape(nc, 3)
-    u = (_mv(G, z) + g).reshape(nc, 3)
+    u = (_mv(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
     if direction is None:
         # the friction of each contact's local problem, -(u_t - k lambda_t) (``k`` the largest eigenvalue
         # of its G_tt; a point mass: exact), nearer the answer's than ADMM's friction or velocity alone
@@ -188,31 +188,34 @@ def _newton_system(G, g, mu, z, scale, active, direction):
     # whose first factor is R^T or D R^T, which has two or one entries a row: loops of O(m^2), not O(m^2)
     # operations written out one by one
     Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
-    DGr = _mm(Rt * d[:, None], _mm(Rt, G).T)
+    DGr = _mm(Rt * d[:, None], _mm(Rt, G, sl.mm(3, 3, 3)).T, sl.mm(3, 3, 3))
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
     return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, DGr, gr, slide, op
 
 
-def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
+def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None):
     """``(lambda, slide, open)``: the solution (m,) of the mode system of the iterate ``z`` (m,) (the
     module docstring) in the contact axes, before the cones, and which contacts (nc,) slide and are
     open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
     ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding directions
     where given (else the friction of each contact's local problem at ``z``), ``start`` (m,) where
-    given: the answer nearest to it (else the least-norm one)."""
+    given: the answer nearest to it (else the least-norm one); ``slots``: the slots in use
+    (:class:`~sparsedyn.contact.friction_linalg.Slots`: past them ``G``, ``g`` and ``z`` are zero)."""
     nc = mu.shape[0]
     m = 3 * nc
-    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction)
+    sl = Slots(None, nc) if slots is None else slots
+    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl)
     mus = slide * mu
     # D Gr D (D Gr times D, a product by a diagonal first factor: a loop)
-    Mi = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T).T + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None])
+    Mi = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T, sl.mm(3, 3, 3)).T
+                      + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None], slots)
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
     # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = Mi - Mi U C^-1 V^T Mi, V^T the normal rows,
     # C = I + V^T Mi U (Mi's normal rows times U: Mi U itself is applied as Mi (U x)); C is not
     # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
-    U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T).T
-    C = np.eye(nc) + _mm(Mi[2::3], U)
-    Ci = _mm(_spd_inverse(_mm(C.T, C) + np.eye(nc) * CAPACITANCE), C.T)
+    U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T, sl.mm(1, 1, 3)).T
+    C = np.eye(nc) + _mm(Mi[2::3], U, sl.mm(1, 3, 1))
+    Ci = _mm(_spd_inverse(_mm(C.T, C, sl.mm(1, 1, 1)) + np.eye(nc) * CAPACITANCE, slots, 1), C.T, sl.mm(1, 1, 1))
 
     def held(y):                                                   # x_theta = mu x_n where sliding
         Y = y.reshape(nc, 3)
@@ -220,13 +223,13 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None):
 
     y = 0.0 * z if start is None else d * _axes(start.reshape(nc, 3), c, s).reshape(m)
     for _ in range(solves(m)):
-        r = -(_mv(DGr, held(y)) + d * gr + w * y)                  # the unregularised system's residual
-        a = _mv(Mi, r)
-        y = y + a - _mv(Mi, _mv(U, _mv(Ci, a[2::3])))
+        r = -(_mv(DGr, held(y), sl.mm(3, 3)) + d * gr + w * y)     # the unregularised system's residual
+        a = _mv(Mi, r, sl.mm(3, 3))
+        y = y + a - _mv(Mi, _mv(U, _mv(Ci, a[2::3], sl.mm(1, 1)), sl.mm(3, 1)), sl.mm(3, 3))
     return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
 
 
-def polish(G, g, mu, z, scale, active, direction=None, start=None):
+def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None):
     """The impulses (m,) of the mode system of the iterate ``z`` (:func:`mode_solution`, the same
     arguments) on the cones: a sliding contact's friction ``mu lambda_n`` along the solution's new
     direction (onto the cone's circle at ``lambda_n``: the nearest point of the cone would raise
@@ -234,7 +237,7 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None):
     nowhere: its rows are held at 0), then the projection onto the cones."""
     nc = mu.shape[0]
     for _ in range(newton_steps(3 * nc)):
-        lam, slide, op = mode_solution(G, g, mu, z, scale, active, direction, start)
+        lam, slide, op = mode_solution(G, g, mu, z, scale, active, direction, start, slots)
         lam = lam.reshape(nc, 3)
         t, n = lam[:, :2], lam[:, 2]
         f = slide * mu * n / (_norms(t) + _TINY) + (1.0 - slide)
@@ -243,7 +246,7 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None):
     return z
 
 
-def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None):
+def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None, slots=None):
     """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
     ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
     (1: accepted): the stopping test, and each sliding contact's velocity opposite its friction,
@@ -251,8 +254,8 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
     ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
-    lam = polish(G, g, mu, z, scale, active, direction, start)
-    u = _mv(G, lam) + g
+    lam = polish(G, g, mu, z, scale, active, direction, start, slots)
+    u = _mv(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
     _, _, slide, theta = modes(lam.reshape(nc, 3), mu, active)
@@ -277,7 +280,7 @@ def polish_stage(lay, *X):
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
     # from ADMM's iterate, then from the last polish's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
-                                             K["dmax"][0], tol)
+                                             K["dmax"][0], tol, slots=lay.slots(K))
     tries, it = S["tries"][0] + 1.0, S["it"][0]
     # the chain's progress: Coulomb's residuals relative to their tests (the polish's primal is 0)
     r = _vmax([res[1] / vs, res[2] / (ls * vs)])

@@ -390,8 +390,11 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
             x = o + R @ p
             rows.append(pts.relative(Rc, k, kb, p, x))
         gaps.append(x @ n - offset)
+    # the slots in use: past the last data slot with joint weights (or slot of a frame) the rows are
+    # zeros, so the block products below may skip them (a scene's free slots; :class:`_Live`)
+    live = _Live(frames, weights)
     if lever:                                                    # the data slots' rows: one product by W
-        Jd = _product(np.concatenate(list(lever.values()), -2), W)
+        Jd = _product(np.concatenate(list(lever.values()), -2), W, live.mm(np.repeat(list(lever), 3), None, None))
         for r, i in enumerate(lever):
             rows[i] = Jd[..., 3 * r:3 * r + 3, :] * weights[i]
     J = np.concatenate(rows, -2)
@@ -399,19 +402,43 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     # Y = J L^-1 and J H^-1 = Y D^-1 L^-T as products by it: block products on one state (loops in the
     # compiled code that skip its structural zeros, not 2 m nnz(L) scalar operations)
     Lit = mpyLi(lam, L[..., None, :, :], np.eye(nv), unit=True)
-    Y = np.swapaxes(_product(Lit, np.swapaxes(J, -1, -2)), -1, -2)
+    Y = np.swapaxes(_product(Lit, np.swapaxes(J, -1, -2), live.mm(0, 0, 3)), -1, -2)
     YD = Y / D[..., None, :]
-    JMinv = np.swapaxes(_product(np.swapaxes(Lit, -1, -2), np.swapaxes(YD, -1, -2)), -1, -2)
+    JMinv = np.swapaxes(_product(np.swapaxes(Lit, -1, -2), np.swapaxes(YD, -1, -2), live.mm(0, 0, 3)), -1, -2)
     # one state (the step's kernel): a block product (a loop in the compiled code, not 3 nc^2 nv operations)
-    G = _product(YD, np.swapaxes(Y, -1, -2))
+    G = _product(YD, np.swapaxes(Y, -1, -2), live.mm(3, 0, 3))
     gap = np.stack([np.broadcast_to(x, shape) for x in gaps], -1)
     return ContactProblem(_out(a, shape, (nv,)), _out(J, shape, (3 * nc, nv)), _out(JMinv, shape, (3 * nc, nv)),
                           _out(G, shape, (3 * nc, 3 * nc)), gap)
 
 
-def _product(A, B):
-    """``A @ B``: a block product on one state (:func:`~sparsedyn.backend.matmul`), NumPy's on a batch."""
-    return bk.matmul(A, B, min_pairs=256) if np.ndim(A) == 2 and np.ndim(B) == 2 else A @ B
+def _product(A, B, live=None):
+    """``A @ B``: a block product on one state (:func:`~sparsedyn.backend.matmul`; ``live``: its slots in
+    use), NumPy's on a batch."""
+    return bk.matmul(A, B, min_pairs=256, live=live) if np.ndim(A) == 2 and np.ndim(B) == 2 else A @ B
+
+
+class _Live:
+    """The slots in use of :func:`problem_of` on one traced state: the number of leading slots
+    (a traced scalar) past which every slot is a data slot whose joint weights are all zero (its
+    rows of ``J``, ``J H^-1`` and ``G`` are zeros); :meth:`mm` gives a block product's ``live``
+    (:attr:`~sparsedyn.symbolic.block.Block.live`), None where nothing is traced or no slot is data."""
+
+    def __init__(self, frames, weights):
+        self.nc, self.bound = len(frames), None
+        if weights is None or not bk.is_symbolic(weights) or np.ndim(weights) != 2 \
+                or not any(_is_data(f) for f in frames):
+            return
+        used = [float(i + 1) * (_step(np.sum(_abs(weights[i])) - _TINY) if _is_data(f) else 1.0)
+                for i, f in enumerate(frames)]
+        self.bound = _vmax(used)
+
+    def mm(self, *per):
+        """``live`` of a product whose axes (rows of ``A``, rows and columns of ``B``) have ``per``
+        elements a slot (0: not slots; an array: the slot of each element)."""
+        if self.bound is None:
+            return None
+        return (self.bound, *(p if np.ndim(p) else (np.repeat(np.arange(self.nc), p) if p else None) for p in per))
 
 
 def _is_data(f):

@@ -40,6 +40,15 @@ class Block:
     B: np.ndarray
     phase: str
     pairs: np.ndarray
+    #: The node of the run-time bound of :attr:`live` (``-1``: none).
+    bound: int = -1
+    #: ``(ra, rk, rm)``: the slot (tuples of ints) of each row of ``A``, row of ``B`` and column of
+    #: ``B`` (``-1``: none), or None.  A promise of the code that traced the product: where the
+    #: value of node :attr:`bound` is ``b``, the entries of ``A`` and ``B`` in rows or columns of
+    #: slots ``>= b`` that meet a slot ``< b`` are zeros, so the compiled loop may skip those slots
+    #: (their rows and columns of ``C`` are written zero, the rest equal bit for bit, the sign of a
+    #: zero sum aside).  Interpreters and differentiation compute the whole product.
+    live: tuple = None
 
     def unit_pairs(self, nodes) -> np.ndarray:
         """Per element (n, m), the pairs of :attr:`pairs` with a factor of the constant ``1.0`` (node
@@ -55,6 +64,8 @@ class Block:
     def operands(self):
         """The distinct node ids read by the product."""
         ids = np.union1d(self.A.reshape(-1), self.B.reshape(-1))
+        if self.bound >= 0:
+            ids = np.union1d(ids, [self.bound])
         return [int(i) for i in ids if i >= 0]
 
 
@@ -86,16 +97,22 @@ def pairs(A, B) -> np.ndarray:
     return np.rint(za.astype(float) @ zb.astype(float)).astype(np.int64)
 
 
-def record(g, A, B):
+def record(g, A, B, live=None):
     """:meth:`~sparsedyn.symbolic.ir.Graph.matmul`: the block of ``A @ B`` recorded in ``g``, the
-    result an object array (n, m) of ``MATMUL`` symbols and structural zeros."""
+    result an object array (n, m) of ``MATMUL`` symbols and structural zeros.  ``live``: ``(bound,
+    ra, rk, rm)`` (:attr:`Block.live`; ``bound`` a traced scalar) or None."""
     A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"matmul: expected matrices (n, k) and (k, m), got shapes {A.shape} and {B.shape}")
     ia, ib = _ids(g, A), _ids(g, B)
     P = pairs(ia, ib)
     b = len(g.blocks)
-    g.blocks.append(Block(ia, ib, g._phase, P))
+    bound, axes = -1, None
+    if live is not None and _is_symbol(live[0]):
+        bound = int(_ids(g, np.array([live[0]], dtype=object))[0])
+        axes = tuple(tuple(int(v) for v in (np.full(n, -1) if r is None else np.asarray(r).reshape(-1)))
+                     for r, n in zip(live[1:], (A.shape[0], A.shape[1], B.shape[1])))
+    g.blocks.append(Block(ia, ib, g._phase, P, bound, axes))
     out = np.zeros(P.shape, dtype=object)
     m = P.shape[1]
     for i, j in zip(*np.nonzero(P)):
@@ -116,7 +133,8 @@ def renumber(blocks, new, nodes) -> list:
         P = np.zeros_like(b.pairs)
         idx = np.fromiter(used, dtype=np.int64, count=len(used))
         P.reshape(-1)[idx] = b.pairs.reshape(-1)[idx]
-        out.append(Block(remap(b.A) if b.A.size else b.A, remap(b.B) if b.B.size else b.B, b.phase, P))
+        out.append(Block(remap(b.A) if b.A.size else b.A, remap(b.B) if b.B.size else b.B, b.phase, P,
+                         new[b.bound] if b.bound >= 0 else -1, b.live))
     return out
 
 

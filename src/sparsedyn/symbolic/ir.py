@@ -252,14 +252,15 @@ class Graph:
                 return Sym(self, m) if n[1] >= 0 else self.neg(m)
         return self._sym((op, a, b))
 
-    def matmul(self, A, B):
+    def matmul(self, A, B, live=None):
         """``A @ B`` (n, m) of object arrays ``A`` (n, k) and ``B`` (k, m) (symbols and numbers) as one
         dense block product: an element is a ``MATMUL`` node, the sum in ``k`` order of the products
         of the pairs that are not structural zeros (NumPy's object ``@`` computes the same), the first
         product first; an element without such a pair is the structural zero ``0``.  The program stays
         of the size of the operands and the result, not of the ``n k m`` operations (the emitter
-        writes the product as a loop); see :mod:`sparsedyn.symbolic.block`."""
-        return record(self, A, B)
+        writes the product as a loop); see :mod:`sparsedyn.symbolic.block`.  ``live``: the slots the
+        compiled loop may skip (:attr:`~sparsedyn.symbolic.block.Block.live`), or None."""
+        return record(self, A, B, live)
 
     # --- the program ------------------------------------------------------------
     def program(self, outputs, input_shapes, name="kernel", **about):
@@ -387,7 +388,8 @@ class Program:
             lines = [f"program {self.name} inputs {self.input_shapes} outputs {self.output_shapes}"]
             for k, b in enumerate(self.blocks):
                 lines.append(f"block{k} {b.A.shape} {b.B.shape} A " + " ".join(map(str, b.A.reshape(-1).tolist()))
-                             + " B " + " ".join(map(str, b.B.reshape(-1).tolist())))
+                             + " B " + " ".join(map(str, b.B.reshape(-1).tolist()))
+                             + ("" if b.live is None else f" live t{b.bound} {b.live}"))
             for i, (op, x, y) in enumerate(self.nodes):
                 if op == MATMUL:
                     lines.append(f"t{i} = matmul block{x} {y}")
