@@ -158,14 +158,15 @@ def _diagonal_blocks(block, like):
     return X
 
 
-def _newton_system(G, g, mu, z, scale, active, direction, sl):
+def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
     DGr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
     contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``DGr`` (m, m) the unknowns' rows of
     ``G`` in them (the other rows zero) and ``gr`` (m,) ``g`` in them, ``slide`` and ``op`` (nc,) 1 where
-    sliding, open."""
+    sliding, open; ``sl`` the slots in use (:class:`~sparsedyn.contact.friction_linalg.Slots`; None: all)."""
     nc = mu.shape[0]
     m = 3 * nc
+    sl = Slots(None, nc) if sl is None else sl
     Z = z.reshape(nc, 3)
     u = (_mv(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
     if direction is None:
