@@ -6,8 +6,16 @@ through the pair's face where they lie over it, and the contact polygon of a fac
 :func:`~sparsedyn.collide`'s merge (the closest pair left out where a corner is as deep; one hit
 per point, the deeper).  Rotations row by row; no fused multiply-add (the compiler's flags)."""
 
-SOURCE = r"""
+from .box_box_c_step import STEP
+
+_CORE = r"""
 #include <math.h>
+#if defined(__GNUC__) && !defined(__clang__)
+/* (GCC: the optimisations the kernels' flags leave out for generated code, back for this hand-written unit;
+   still no fused multiply-add, so every operation rounds as it is written) */
+#pragma GCC optimize("O2", "fp-contract=off", "no-math-errno", "tree-fre", "tree-ccp", "tree-dominator-opts", \
+                     "tree-pta", "tree-dse", "dse", "forward-propagate")
+#endif
 #define BB_ROWS 25
 typedef struct { double R[9], p[3], h[3]; } sd_bb_box;
 typedef struct { double d, wa[3], wb[3], n[3]; } sd_bb_hit;
@@ -19,6 +27,7 @@ BB_INLINE double bb_sgn(double x) { return x < 0 ? -1.0 : 1.0; }                
 BB_INLINE double bb_clip(double x, double lo, double hi) { double y = x > lo ? x : lo; return y < hi ? y : hi; }
 BB_INLINE double bb_unit(double x) { double y = x > 0.0 ? x : 0.0; return y < 1.0 ? y : 1.0; }
 BB_INLINE double bb_dot(const double *x, const double *y) { return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]; }
+BB_INLINE double bb_min(double x, double y) { return y < x ? y : x; }               /* fmin of numbers */
 BB_INLINE int bb_same(const double *x, const double *y) { return x[0] == y[0] && x[1] == y[1] && x[2] == y[2]; }
 
 /* x in the box's axes, R^T (x - p); and back, p + R y */
@@ -238,7 +247,7 @@ static void bb_closest(const sd_bb_box *a, const sd_bb_box *b, double ax[15][3],
                        sd_bb_hit *out)
 {
   double least = INFINITY;
-  for (int m = 0; m < 15; m++) least = fmin(least, ov[m]);
+  for (int m = 0; m < 15; m++) least = bb_min(least, ov[m]);
   if (least > 0) bb_deep(a, b, ax, c, ov, out); else bb_apart(a, b, ax, c, ov, out);
 }
 
@@ -361,26 +370,57 @@ static void bb_face(const sd_bb_box *a, const sd_bb_box *b, const double *axis, 
   }
 }
 
+/* Lower bounds of the gaps of `a`'s 8 corners to `b` (bb_corner's order): each corner in b's axes, y = o + T (s h)
+   (T = Rb^T Ra, o = Rb^T (pa - pb): other roundings than bb_in's of bb_corner's, by far less than bb_pair's
+   slack), and its gap max_i |y_i| - h_i, below its distance to the box */
+static void bb_corner_bounds(const sd_bb_box *a, const sd_bb_box *b, double *lo)
+{
+  double o[3], u[3][3];
+  bb_in(b, a->p, o);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      u[j][i] = ((b->R[i] * a->R[j] + b->R[3 + i] * a->R[3 + j]) + b->R[6 + i] * a->R[6 + j]) * a->h[j];
+  for (int k = 0; k < 8; k++) lo[k] = -INFINITY;
+  for (int i = 0; i < 3; i++) {                         /* (the signs of the x, y, z half extents: bits 2, 1, 0 of k) */
+    double x[2] = {o[i] - u[0][i], o[i] + u[0][i]}, y[4], z[8];
+    for (int k = 0; k < 4; k++) y[k] = (k & 1) ? x[k >> 1] + u[1][i] : x[k >> 1] - u[1][i];
+    for (int k = 0; k < 8; k++) z[k] = (k & 1) ? y[k >> 1] + u[2][i] : y[k >> 1] - u[2][i];
+    for (int k = 0; k < 8; k++) {
+      double e = fabs(z[k]) - b->h[i];
+      lo[k] = e > lo[k] ? e : lo[k];
+    }
+  }
+}
+
 /* closed_forms.box_box_corners: 16 corners (a's against b, b's against a) and the polygon's 8 */
 static void bb_corners(const sd_bb_box *a, const sd_bb_box *b, double ax[15][3], const double *c, const double *ov,
-                       sd_bb_hit *hits)
+                       double skip, sd_bb_hit *hits)
 {
   double axis[3], mx[3];
   int i = 0;
   for (int m = 1; m < 6; m++) if (ov[m] < ov[i]) i = m;
   double edge = INFINITY;
-  for (int m = 6; m < 15; m++) edge = fmin(edge, ov[m]);
+  for (int m = 6; m < 15; m++) edge = bb_min(edge, ov[m]);
   double f = (ov[i] <= edge + 1e-6) ? bb_sgn(c[i]) : 0.0;   /* FACE_PREFERENCE */
   for (int r = 0; r < 3; r++) { axis[r] = ax[i][r] * f; mx[r] = -axis[r]; }
   int fb, fa;                                           /* (the same face for every corner) */
   double sb, sa;
   bb_face_of(b, axis, &fb, &sb);
   bb_face_of(a, mx, &fa, &sa);
+  /* a corner whose gap's lower bound is above `skip` (a corner off the other box by more than the cutoff: no face's
+     point either, as bb_over_face takes none more than 1e-9 beside the face) is left out, d = +inf */
+  double lo[2][8];
+  bb_corner_bounds(a, b, lo[0]);
+  bb_corner_bounds(b, a, lo[1]);
   for (int k = 0; k < 8; k++) {
     double C[3], y[3];
-    bb_corner(a, k, C);
-    bb_point(C, b, &hits[k], y);
-    bb_over_face(y, b, axis, fb, sb, &hits[k]);
+    if (lo[0][k] > skip) hits[k].d = INFINITY;
+    else {
+      bb_corner(a, k, C);
+      bb_point(C, b, &hits[k], y);
+      bb_over_face(y, b, axis, fb, sb, &hits[k]);
+    }
+    if (lo[1][k] > skip) { hits[8 + k].d = INFINITY; continue; }
     bb_corner(b, k, C);
     sd_bb_hit h;
     bb_point(C, a, &h, y);
@@ -406,12 +446,22 @@ static int bb_pair(const sd_bb_box *a, const sd_bb_box *b, double margin, double
   int n = 0;
   double ax[15][3], c[15], ov[15], X[9][3], L[9];
   bb_axes(a, b, 1e-12, ax, c, ov, X, L);                /* EXACT_PARALLEL */
+  /* slack: above the rounding of a gap along an axis (or of a corner's bound) on these lengths */
+  double scale = 1.0;
+  for (int i = 0; i < 3; i++) scale += (fabs(a->p[i]) + fabs(b->p[i])) + (a->h[i] + b->h[i]);
+  double slack = 1e-9 * scale;
+  /* apart by more than the margin along a face's axis or two edges' not near parallel: the distance is larger */
+  for (int m = 0; m < 15; m++)
+    if ((m < 6 || !(L[m - 6] < 1e-3)) && ov[m] < -(margin + slack)) return 0;
   bb_closest(a, b, ax, c, ov, &all[0]);
   if (!(all[0].d < margin)) return 0;
   bb_flatten(a, b, 1e-12, 1e-3, ax, c, ov, X, L);        /* PARALLEL_EDGES */
-  bb_corners(a, b, ax, c, ov, all + 1);
+  /* a corner farther than the cutoff and than the closest pair's depth to SAME_DEPTH changes nothing below */
+  double skip = all[0].d + same_depth;
+  skip = (cutoff > skip ? cutoff : skip);
+  bb_corners(a, b, ax, c, ov, (skip > 1e-9 ? skip : 1e-9) + slack, all + 1);
   double deepest = INFINITY;
-  for (int k = 1; k < BB_ROWS; k++) deepest = fmin(deepest, all[k].d);
+  for (int k = 1; k < BB_ROWS; k++) deepest = bb_min(deepest, all[k].d);
   int first = deepest <= all[0].d + same_depth ? 1 : 0;
   int keep[BB_ROWS], m = 0;
   for (int k = first; k < BB_ROWS; k++) if (all[k].d < cutoff) keep[m++] = k;
@@ -532,61 +582,7 @@ SD_EXPORT void sd_box_box_road(const long long *plan, double *buf)
     }
   }
 }
-/* A step's rows of the pairs of two boxes (box_box_step.box_box_step_rows): `plan` int64 [P, S, NB, K, the
-   offsets in `buf` of V, rho, cut, top, par, within, rows, src, E, r, md, s; gather (P, 30), each scene
-   pair's two bodies (S, 2) (NB: the world), each box pair's scene pair (P), each row's scene pair (K)];
-   `buf` float64: V (NB, 6) the bodies' spatial velocities [omega, v_o] (body axes), rho (NB) their
-   reach, md [margin, dt], src the gather's source (sd_box_box_road's), E (P, 9), r (P, 3) each box a's
-   placement in its body; out: cut (S) each scene pair's look-ahead (look_ahead.pair_cutoffs: the margin
-   plus dt (|v_o| + |omega| rho) of its bodies; all the margin where one is not finite), top its largest
-   (at least the margin), within (K) each row's pair's, and each box pair's BB_ROWS rows (11 columns:
-   [d, (w_a + w_b) / 2, n, w_a in a's body, n . w_b], a free row's d = +inf, the others 0). */
-SD_EXPORT void sd_box_box_step(const long long *plan, double *buf)
-{
-  long long P = plan[0], S = plan[1], NB = plan[2], K = plan[3];
-  const double *V = buf + plan[4], *rho = buf + plan[5], *par = buf + plan[8], *src = buf + plan[11];
-  const double *E = buf + plan[12], *r = buf + plan[13], *md = buf + plan[14];
-  double *cut = buf + plan[6], *top = buf + plan[7], *within = buf + plan[9], *rows = buf + plan[10];
-  double *s = buf + plan[15];
-  const long long *gather = plan + 16, *body = gather + 30 * P, *bpair = body + 2 * S, *rpair = bpair + P;
-  double margin = md[0], dt = md[1], total = 0.0, hi = margin;
-  for (long long b = 0; b < NB; b++) {
-    const double *x = V + 6 * b;
-    double w = sqrt((x[0] * x[0] + x[1] * x[1]) + x[2] * x[2]), u = sqrt((x[3] * x[3] + x[4] * x[4]) + x[5] * x[5]);
-    s[b] = u + w * rho[b];
-    total += s[b];
-  }
-  s[NB] = 0.0;
-  for (long long k = 0; k < S; k++) {
-    cut[k] = isfinite(total) ? margin + dt * (s[body[2 * k]] + s[body[2 * k + 1]]) : margin;
-    hi = fmax(hi, cut[k]);
-  }
-  *top = hi;
-  for (long long i = 0; i < K; i++) within[i] = cut[rpair[i]];
-  for (long long k = 0; k < P; k++) {
-    sd_bb_box a, b;
-    bb_gather(src, gather + 30 * k, &a, &b);
-    sd_bb_hit h[BB_ROWS];
-    double c = cut[bpair[k]];
-    int n = bb_pair(&a, &b, c, c, par[0], par[1], h);
-    const double *Ek = E + 9 * k, *rk = r + 3 * k;
-    for (int q = 0; q < BB_ROWS; q++) {
-      double *row = rows + 11 * ((long long)BB_ROWS * k + q);
-      if (q < n) {
-        double x[3];
-        bb_in(&a, h[q].wa, x);                               /* w_a in a's axes, then in its body's */
-        row[0] = h[q].d;
-        for (int i = 0; i < 3; i++) {
-          row[1 + i] = (h[q].wa[i] + h[q].wb[i]) / 2;
-          row[4 + i] = h[q].n[i];
-          row[7 + i] = ((Ek[3 * i] * x[0] + Ek[3 * i + 1] * x[1]) + Ek[3 * i + 2] * x[2]) + rk[i];
-        }
-        row[10] = (h[q].n[0] * h[q].wb[0] + h[q].n[1] * h[q].wb[1]) + h[q].n[2] * h[q].wb[2];
-      } else {
-        row[0] = INFINITY;
-        for (int i = 1; i < 11; i++) row[i] = 0.0;
-      }
-    }
-  }
-}
 """
+
+#: The C translation unit: the routines above, then a step's (:mod:`~sparsedyn.contact.box_box_c_step`).
+SOURCE = _CORE + STEP

@@ -44,6 +44,7 @@ extension (its ``pick``: one copy of the rows, the hits' arrays views of it).
 
 from __future__ import annotations
 
+from threading import get_ident
 from typing import NamedTuple
 
 import numpy as np
@@ -60,6 +61,7 @@ from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _c
 from .collision_kernel import kernel_plan
 from .collision_near import collision_candidates_near
 from .collision_hfield import hfield_pairs
+from .collision_quick import QUICK, quick_collide
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
 from .box_box_road import box_box_road, box_box_road_table
 from .mesh_box_road import BoxRoad, box_road, box_road_rows, shape_rows
@@ -115,6 +117,13 @@ def collide(scene, q) -> Hits:
     road = scene.cache.get(_ROAD)
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
             and use_backend.current() != "numpy"):
+        quick = scene.cache.get(QUICK, _NONE).get(get_ident())
+        if quick is None:
+            quick = (None, quick_collide(scene, road, Hits))
+        if quick[1] is not None:                   # the road bound once (collision_quick)
+            got = quick[1](q)
+            if got is not None:
+                return got
         f, kp, _, lp, every, order = road          # collide_within's native road, less its lookups
         if f is None:                              # meshes on boxes, or pairs of two boxes (kp: their road)
             c = box_road_rows(scene, kp, q) if type(kp) is BoxRoad else box_box_road_table(scene, kp, q)
