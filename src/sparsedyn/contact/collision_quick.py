@@ -14,8 +14,14 @@ from __future__ import annotations
 
 import threading
 
-from ..kernels import native_function
+import numpy as np
+
+from ..kernels import native_calls, native_function
+from . import mesh_box_loop
 from .box_box_road import BoxBoxRoad, _table_scratch
+from .collision_near import NEAR_COLUMNS
+from .mesh_box_road import _FROM, _GP, BoxRoad, _closest, _scratch
+from .mesh_plane_loop import mesh_plane_loop_rows
 
 __all__ = ["QUICK", "quick_collide"]
 
@@ -50,7 +56,12 @@ def _make(scene, road, hits):
     """The call of :func:`quick_collide`, or None."""
     kp = road[1]
     pick = native_function("pick")
-    if road[0] is not None or type(kp) is not BoxBoxRoad or pick is None:
+    if road[0] is not None or pick is None:
+        return None
+    if type(kp) is BoxRoad:
+        rows = _box_road_rows(scene, kp)
+        return None if rows is None else _picking(scene, rows, pick, kp.cutoff, kp.order, kp.every, hits)
+    if type(kp) is not BoxBoxRoad:
         return None
     got = kp.tables.get(threading.get_ident()) or _table_scratch(scene, kp)
     if got is None:
@@ -60,18 +71,31 @@ def _make(scene, road, hits):
     if kern is not None:
         g, plan_k = kp.kernel
         shapes, pairs = plan_k.shapes, plan_k.pairs
-        table = getattr(g, "__table__", None)
-        if len(pairs) <= PLAIN_PAIRS and table is not None and (pairs,) in table:
+        built = getattr(g, "__table__", None)
+        if len(pairs) <= PLAIN_PAIRS and built is not None and (pairs,) in built:
             pairs = tuple(pairs)
-    cutoff, order, every, names_of = kp.cutoff, kp.order, kp.every, scene.pair_names
-    memo, new = {}, tuple.__new__
+    cutoff = kp.cutoff
 
-    def call(q):
+    def table(q):
         if outs is not None:
             gp(q, "collision", out=outs)
         if kern is not None:
             g(q, shapes, cutoff, pairs, out=kern)
         f(plan, buf)
+        return rows
+    return _picking(scene, table, pick, cutoff, kp.order, kp.every, hits)
+
+
+def _picking(scene, table, pick, cutoff, order, every, hits):
+    """The call of ``q``: the ``hits`` of the rows ``table(q)`` (rows, >= 7) below ``cutoff`` picked in
+    ``order`` (each row's pair ``every``; ``pick``: the compiler extension's), their pair names remembered
+    per selection; None where ``table`` or ``pick`` gives None."""
+    names_of, memo, new = scene.pair_names, {}, tuple.__new__
+
+    def call(q):
+        rows = table(q)
+        if rows is None:
+            return None
         picked = pick(rows, cutoff, order, every)
         if picked is None:
             return None
@@ -84,3 +108,45 @@ def _make(scene, road, hits):
             names = memo[key] = tuple([names_of[i] for i in k.tolist()])
         return new(hits, (list(names), x, n, d, k))
     return call
+
+
+def _box_road_rows(scene, road):
+    """A function of ``q`` that returns the rows of a :class:`~sparsedyn.contact.mesh_box_road.BoxRoad`
+    (:func:`~sparsedyn.contact.mesh_box_road.box_road_rows`' calls, on the same numbers: its rows)
+    in this thread's table, or None where the general road must answer; None where the routines or the
+    native placements are not built."""
+    routines, gp = mesh_box_loop._routines(), (native_calls(scene.model) or {}).get(_GP)
+    if routines is None or gp is None:
+        return None
+    near_routine, rows_routine = routines[3], routines[4]
+    nk, nl, lp = road.nk, road.nl, road.lp
+    out = np.empty((len(road.every), NEAR_COLUMNS))   # (pick copies the rows: one table per thread)
+    kern, plane, boxes = out[:nk], out[nk:nk + nl], _FROM(out[nk + nl:])
+    f, kp = road.kernel if road.kernel is not None else (None, None)
+    G = len(scene.model.geometry("collision"))
+    placed = np.empty((G, 3, 3)), np.empty((G, 3))
+    Rg, pg = (_FROM(placed[0]), _FROM(placed[1])) if G else (None, None)
+    scratch = road.solvers.get(threading.get_ident())
+    if scratch is None:
+        scratch = road.solvers[threading.get_ident()] = _scratch(road)
+    R, p, near, at = scratch[5]
+    near, all_slots, tab, none = near[:len(road.slot)], road.slot, road.tab, np.zeros(1)
+
+    def rows(q):
+        if f is not None:
+            f(q, kp.shapes, kp.cutoff, kp.pairs, out=kern)
+        if lp is not None and mesh_plane_loop_rows(scene, lp, q, out=plane) is None:
+            return None
+        if G:
+            gp(q, "collision", out=placed)
+        near_routine(tab, Rg, pg, *at)
+        slot = all_slots.compress(near)
+        slots = slot.tolist()
+        if slots and min(slots) < 0:
+            return None                            # a pair that is no mesh on a box: the general road
+        got = _closest(road, slots, R, p) if slots else none
+        n = rows_routine(tab, len(slots), _FROM(slot) if slots else None, at[0], at[1], _FROM(got), boxes)
+        if n == -1:
+            raise MemoryError("mesh-box contacts: no memory for the workspace of the hulls' vertices")
+        return out if n >= 0 else None
+    return rows

@@ -1,0 +1,54 @@
+"""collide's quick call on a mesh-box road (sparsedyn.contact.collision_quick): the road's calls bound
+once give the road's own rows, so collide's hits are those picked from mesh_box_road.box_road_rows'
+table, bit for bit, at poses about the box; and where the road declines (EPA stopped by its cap) the
+quick call declines too and collide answers the general road's hits."""
+
+import numpy as np
+
+import sparsedyn as sd
+import sparsedyn.contact.collision as collision
+from sparsedyn.contact import mesh_box_road
+from sparsedyn.contact.collision import collide_within
+from sparsedyn.contact.collision_quick import QUICK
+from test_mesh_box_road import _poses, _same, _scene
+
+
+def test_the_quick_call_is_the_roads_table_picked_bit_for_bit():
+    scene = _scene(True)
+    rng = np.random.default_rng(21)
+    with sd.use_backend("native", deterministic=True):
+        high = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0]
+        sd.collide(scene, high), sd.collide(scene, high)
+        road = scene.cache[collision._ROAD]
+        assert isinstance(road[1], mesh_box_road.BoxRoad)
+        boxed = 0
+        for q in _poses(rng, 30):
+            got = sd.collide(scene, q)
+            rows = mesh_box_road.box_road_rows(scene, road[1], q)
+            if rows is None:                               # (declined: the general road's)
+                _same(got, collide_within(scene, q, None))
+                continue
+            want = collision._kernel_hits(scene, road[4], road[5], rows, rows[:, 0] < float(road[1].cutoff))
+            assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
+            for a, b in zip(got[1:4], want[1:4]):
+                assert np.array_equal(a, b)
+            boxed += sum(1 for a, b in got.pairs if "box" in (a, b))
+        assert all(c[1] is not None for c in scene.cache[QUICK].values())
+    assert boxed >= 30
+
+
+def test_where_the_road_declines_so_does_the_quick_call(monkeypatch):
+    monkeypatch.setattr(mesh_box_road, "EPA_ITERATIONS", 1)
+    scene = _scene(True)
+    rng = np.random.default_rng(22)
+    declined = 0
+    with sd.use_backend("native", deterministic=True):
+        high = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0]
+        sd.collide(scene, high), sd.collide(scene, high), sd.collide(scene, high)
+        quick = scene.cache[QUICK]
+        assert len(quick) == 1
+        call = next(iter(quick.values()))[1]
+        for q in _poses(rng, 20):
+            _same(sd.collide(scene, q), collide_within(scene, q, None))
+            declined += call(q) is None
+    assert declined >= 3
