@@ -1,13 +1,15 @@
 """:func:`~sparsedyn.collide`'s quick call: a scene's road bound once into one function of ``q``.
 
-Where :func:`~sparsedyn.collide` has laid out a road of fixed slots for a scene (every pair the
-collision kernel's and pairs of two boxes: :mod:`~sparsedyn.contact.box_box_road`), each call looks
-up the road, its thread's buffer, the native callables and the scene's tables before the native calls
-that do the work, and a few microseconds of that Python is as long as the work itself on a small
-scene.  :func:`quick_collide` binds all of them once per scene and thread into a closure (kept in
-``scene.cache``): the native placements, the collision kernel's candidates and the road's routine
-written into the thread's buffer, then the compiler extension's ``pick`` and the hits' pair names
-remembered per selection.  The same calls on the same numbers: the road's hits, bit for bit.
+Where :func:`~sparsedyn.collide` has laid out a road for a scene (every pair the collision kernel's,
+with robot meshes on world planes: :mod:`~sparsedyn.contact.mesh_plane_loop`; or with pairs of two
+boxes: :mod:`~sparsedyn.contact.box_box_road`; or with meshes on world boxes:
+:mod:`~sparsedyn.contact.mesh_box_road`), each call looks up the road, its thread's buffers, the
+native callables and the scene's tables before the native calls that do the work; on a small scene
+that Python takes as long as the work.  :func:`quick_collide` binds all of them once per scene and
+thread into a closure (kept in ``scene.cache``): the road's native calls writing into the thread's
+table (coal's queries of a mesh-box road bound slot by slot), then the compiler extension's ``pick``
+and the hits' pair names remembered per selection.  The same calls on the same numbers: the road's
+hits, bit for bit.
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ def _make(scene, road, hits):
     """The call of :func:`quick_collide`, or None."""
     kp = road[1]
     pick = native_function("pick")
-    if road[0] is not None or pick is None:
+    if pick is None:
         return None
+    if road[0] is not None:
+        return _kernel_road(scene, road, pick, hits)
     if type(kp) is BoxRoad:
         rows = _box_road_rows(scene, kp)
         return None if rows is None else _picking(scene, rows, pick, kp.cutoff, kp.order, kp.every, hits)
@@ -70,10 +74,7 @@ def _make(scene, road, hits):
     g, shapes, pairs = None, None, None
     if kern is not None:
         g, plan_k = kp.kernel
-        shapes, pairs = plan_k.shapes, plan_k.pairs
-        built = getattr(g, "__table__", None)
-        if len(pairs) <= PLAIN_PAIRS and built is not None and (pairs,) in built:
-            pairs = tuple(pairs)
+        shapes, pairs = plan_k.shapes, _plain(g, plan_k.pairs)
     cutoff = kp.cutoff
 
     def table(q):
@@ -84,6 +85,33 @@ def _make(scene, road, hits):
         f(plan, buf)
         return rows
     return _picking(scene, table, pick, cutoff, kp.order, kp.every, hits)
+
+
+def _plain(g, pairs):
+    """The static ``pairs`` to pass to the native method ``g``: a plain tuple where it has at most
+    :data:`PLAIN_PAIRS` and ``g`` holds its kernel (the same key), else ``pairs``."""
+    built = getattr(g, "__table__", None)
+    if len(pairs) <= PLAIN_PAIRS and built is not None and (pairs,) in built:
+        return tuple(pairs)
+    return pairs
+
+
+def _kernel_road(scene, road, pick, hits):
+    """The call of a road of the collision kernel's pairs (``road``: collide's ``(the native
+    collision_candidates_near, its plan, (nq,), the mesh-plane loop plan or None, each row's pair, the
+    rows by pair or None)``): its candidates, then the meshes' patches on planes where the plan has
+    them, in one table per thread."""
+    f, kp, _, lp, every, order = road
+    shapes, cutoff, pairs = kp.shapes, kp.cutoff, _plain(f, kp.pairs)
+    if lp is None:
+        return _picking(scene, lambda q: f(q, shapes, cutoff, pairs), pick, cutoff, order, every, hits)
+    rows = np.empty((len(every), NEAR_COLUMNS))
+    head, tail = rows[:len(kp.pair)], rows[len(kp.pair):]
+
+    def table(q):
+        f(q, shapes, cutoff, pairs, out=head)
+        return rows if mesh_plane_loop_rows(scene, lp, q, out=tail) is not None else None
+    return _picking(scene, table, pick, cutoff, order, every, hits)
 
 
 def _picking(scene, table, pick, cutoff, order, every, hits):
@@ -123,6 +151,7 @@ def _box_road_rows(scene, road):
     out = np.empty((len(road.every), NEAR_COLUMNS))   # (pick copies the rows: one table per thread)
     kern, plane, boxes = out[:nk], out[nk:nk + nl], _FROM(out[nk + nl:])
     f, kp = road.kernel if road.kernel is not None else (None, None)
+    shapes, cutoff, pairs = (kp.shapes, kp.cutoff, _plain(f, kp.pairs)) if f is not None else (None, None, None)
     G = len(scene.model.geometry("collision"))
     placed = np.empty((G, 3, 3)), np.empty((G, 3))
     Rg, pg = (_FROM(placed[0]), _FROM(placed[1])) if G else (None, None)
@@ -135,7 +164,7 @@ def _box_road_rows(scene, road):
 
     def rows(q):
         if f is not None:
-            f(q, kp.shapes, kp.cutoff, kp.pairs, out=kern)
+            f(q, shapes, cutoff, pairs, out=kern)
         if lp is not None and mesh_plane_loop_rows(scene, lp, q, out=plane) is None:
             return None
         if G:
