@@ -10,6 +10,7 @@ import sparsedyn.contact.collision as collision
 from sparsedyn.contact import mesh_box_road
 from sparsedyn.contact.collision import collide_within
 from sparsedyn.contact.collision_quick import QUICK
+from test_collision import random_body_q
 from test_mesh_box_road import _poses, _same, _scene
 
 
@@ -52,3 +53,34 @@ def test_where_the_road_declines_so_does_the_quick_call(monkeypatch):
             _same(sd.collide(scene, q), collide_within(scene, q, None))
             declined += call(q) is None
     assert declined >= 3
+
+
+def _on_the_floor():
+    """test_mesh_box_road's body (two convex meshes and a ball) over the floor alone: the collision kernel's
+    pair (the ball) and the meshes' on the plane (mesh_plane_loop)."""
+    scene = _scene(False)
+    return sd.Scene(scene.model, world=[sd.Shape("plane", name="floor")], margin=0.005)
+
+
+def test_the_quick_call_on_a_kernel_and_mesh_plane_road_is_the_general_roads_bit_for_bit():
+    scene = _on_the_floor()
+    rng = np.random.default_rng(23)
+    with sd.use_backend("native", deterministic=True):
+        rest = np.r_[0.0, 0.0, 0.04, 0.0, 0.0, 0.0, 1.0]
+        sd.collide(scene, rest), sd.collide(scene, rest)
+        road = scene.cache[collision._ROAD]
+        assert road[0] is not None and road[3] is not None      # (the kernel's and the mesh-plane loop's)
+        earlier, touching = None, 0
+        for _ in range(30):
+            _, _, q = random_body_q(rng, 0.1)
+            q[2] = rng.uniform(0.0, 0.1)
+            got, want = sd.collide(scene, q), collide_within(scene, q, None)
+            assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
+            for a, b in zip(got[1:4], want[1:4]):
+                assert np.array_equal(a, b)
+            if earlier is not None:                           # (the table is the thread's: the hits their own)
+                assert all(np.array_equal(a, b) for a, b in zip(earlier[0][1:5], earlier[1]))
+            earlier = (got, [np.array(a, copy=True) for a in got[1:5]])
+            touching += sum(1 for a, b in got.pairs if a in ("pebble", "stone") or b in ("pebble", "stone"))
+        assert all(c[1] is not None for c in scene.cache[QUICK].values())
+    assert touching >= 20
