@@ -4,7 +4,11 @@ pair: the separating axis test, then apart the nearest corner or edges, overlapp
 overlap with EPA's witness points), ``box_box_corners`` (each box's corners against the other,
 through the pair's face where they lie over it, and the contact polygon of a face on a face), and
 :func:`~sparsedyn.collide`'s merge (the closest pair left out where a corner is as deep; one hit
-per point, the deeper).  Rotations row by row; no fused multiply-add (the compiler's flags)."""
+per point, the deeper).  Two early outs skip work no hit takes: a pair apart by more than the margin
+along a face's axis or an edge pair's (not near parallel) has no closest pair within it, and a corner
+whose lower bound (its coordinates in the other box's axes by another rounding, less a slack far above
+it) puts it farther than the cutoff and than the closest pair's depth is neither kept nor the deepest.
+Rotations row by row; no fused multiply-add (the compiler's flags, and GCC's pragma)."""
 
 from .box_box_c_step import STEP
 

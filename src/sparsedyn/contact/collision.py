@@ -37,7 +37,8 @@ Where the pairs left to that broad phase are meshes on world boxes, collide take
 (:mod:`~sparsedyn.contact.mesh_box_road`, once the scene has been collided once); where they are
 pairs of two boxes, so does :mod:`~sparsedyn.contact.box_box_road`.  From such a table (or the
 kernel's candidates) collide picks the rows within the margin, by pair, in one call of the compiler's
-extension (its ``pick``: one copy of the rows, the hits' arrays views of it).
+extension (its ``pick``: one copy of the rows, the hits' arrays views of it); each road's calls are
+bound once per scene and thread (:mod:`~sparsedyn.contact.collision_quick`).
 ``sd.use_backend("numpy")`` takes the vectorised closed forms.  coal's objects and the meshes' hulls:
 :mod:`~sparsedyn.contact.collision_coal`.
 """
