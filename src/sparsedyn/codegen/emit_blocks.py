@@ -209,7 +209,8 @@ def _general_product(blk, name, layout, b, T, tables, bd):
         f"static void {name}({T} *restrict w)",
         "{", *bd.decl,
         *([f"  {name}_mm(w, w + {run}, w + {layout.cbase[b]});"] if run is not None else
-          [*_gather(name, bd.k, m, mp, layout, bi, even), f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});"]),
+          [*_gather(name, bd.k, m, mp, layout, bi, even),
+           f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});"]),
         *([f"  {{ {T} *restrict c = w + {layout.cbase[b]}; for (int i = 0; i < {n}; i++) for (int j = i + 1; "
            f"j < {n}; j++) c[i * {mp} + j] = c[j * {mp} + i]; }}"] if gram and T == "double" else []),
         "}"])
