@@ -132,3 +132,42 @@ def test_a_product_of_a_transpose_and_its_matrix_mirrors_its_upper_half_bit_for_
         assert np.array_equal(C1, C1.T) and np.array_equal(C2, C2.T)
         assert np.all(np.abs(C1 - L.T @ L) <= rounding_bound(N) * (np.abs(L).T @ np.abs(L)))
         assert np.all(np.abs(C2 - Y @ Y.T) <= rounding_bound(N) * (np.abs(Y) @ np.abs(Y).T))
+
+
+def _chains(X, Y):
+    """Products whose ``B`` lies in different ways: an input (copied in one run), an earlier product's
+    whole result, its transpose, and values computed one by one (``2 P + 1``)."""
+    P = bk.matmul(X, Y, min_pairs=1)
+    out = [P, bk.matmul(X, P, min_pairs=1), bk.matmul(X, P.T, min_pairs=1), bk.matmul(X, 2.0 * P + 1.0, min_pairs=1)]
+    return np.concatenate([o.reshape(-1) for o in out])
+
+
+@pytest.mark.parametrize("n", [6, 8])
+def test_a_product_reads_an_evenly_laid_out_operand_without_a_table(n, compile_cache, monkeypatch):  # noqa: F811
+    """A product's ``B`` whose slots step evenly along its rows and columns (an input copied in one run,
+    an earlier result, its transpose) is read in place (consecutive, ``n`` a multiple of the vector's
+    four lanes) or gathered by its two steps, with no table of slots (only the values computed one by
+    one, ``2 P + 1``, may need one); the compiled values equal the interpreter's bit for bit (the same
+    products in the same order) and NumPy's to rounding (two products in a chain: ``2 n`` terms,
+    bounded through the magnitudes)."""
+    import re
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(compile_cache))
+    prog = trace_function(_chains, [("X", (n, n)), ("Y", (n, n))], None, name=f"chains{n}")
+    assert len(prog.blocks) == 4
+    src, call = _compiled(prog, f"chains{n}")
+    assert len(re.findall(r"static const int \w+_b\[", src)) <= 1
+    even, places = src.count("for (int l = 0; l < "), set(re.findall(r"_mm\(w, w \+ (\d+), w", src))
+    # n = 6: rows padded to 8 slots, every B gathered by its steps (the transpose, and the rest); n = 8: the
+    # transpose gathered, the input and the earlier result read where they lie (each its own place)
+    assert even >= 3 if n == 6 else (even >= 1 and len(places) >= 3)
+    rng = np.random.default_rng(n)
+    for _ in range(3):
+        X, Y = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+        got = call(X, Y)
+        assert np.array_equal(got, np.asarray(prog.evaluate([X, Y])[0], float).reshape(-1))
+        P = X @ Y
+        ref = np.concatenate([P.ravel(), (X @ P).ravel(), (X @ P.T).ravel(), (X @ (2.0 * P + 1.0)).ravel()])
+        a, b = np.abs(X), np.abs(Y)
+        size = np.concatenate([(a @ b).ravel(), (a @ a @ b).ravel(), (a @ (a @ b).T).ravel(),
+                               (a @ (2.0 * a @ b + 1.0)).ravel()])
+        assert np.all(np.abs(got - ref) <= rounding_bound(2 * n + 1) * size)

@@ -375,3 +375,35 @@ def test_a_round_of_polishes_goes_on_while_each_gains_progress():
     assert flag == 0.0 and out[lay.S["pbest"]][0] == r
     _, flag = run(fp.LONGEST - 1.0, 1e300)                        # the longest round ends, gain or not
     assert flag == -1.0
+
+
+def test_a_polish_of_many_rows_runs_one_newton_step_a_stage_run():
+    """Past 64 rows a polish is two Newton steps (:func:`~sparsedyn.contact.friction_polish.newton_steps`),
+    one a run of the polish stage (its compiled program holds one step): on a box resting on 24 points
+    of its face (padded to 32 slots, 96 rows; a tolerance no answer meets, 1e-300: every step is rejected), the
+    round's first run asks for the second step (flag 0) and counts half a polish, and the two runs'
+    answer is that of ``polished`` taking both steps at once, bit for bit (the same operations: the
+    second step starts from the first's answer on the cones, its directions from it)."""
+    from sparsedyn.contact.friction_kernel import _pieces
+    from sparsedyn.contact.friction_problem import contact_slots
+    grid = [(x, y) for x in np.linspace(-H, H, 5) for y in np.linspace(-H, H, 5)][:24]
+    contacts = [sd.Contact("box", "3d", friction=MU, point=(x, y, -H), name=f"p{i}") for i, (x, y) in enumerate(grid)]
+    slots = contact_slots(MODEL, contacts)
+    settings = np.array([DT, 1e-300, 300.0, 1e4, 0.005])
+    nc = len(slots.frames)
+    inputs = [Q0, Z, Z, settings, np.zeros((nc, 3)), slots.data]
+    init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
+    lay = stages[0].args[0]
+    assert lay.m == 3 * nc == 96 and fp.newton_steps(lay.m) == 2
+    K, S = init(*inputs)
+    S[lay.S["it"]] = 100.0                                        # (ADMM's iterations pay for the steps)
+    S[lay.S["z"]] = np.tile([0.0, 0.0, 0.1], nc)                  # an iterate: all sticking
+    first, flag = stages[3](*inputs, K, S)
+    assert float(flag) == 0.0 and first[lay.S["polishes"]][0] == 0.5 and first[lay.S["tries"]][0] == 1.0
+    second, _ = stages[3](*inputs, K, first)
+    _, mu, Kd, _ = lay.unpack(tuple(inputs) + (K, S))
+    G = Kd["G"].reshape(96, 96)
+    lam = fp.polished(G, Kd["g"], mu, S[lay.S["z"]], Kd["lmax"][0], fp._active(G, lay.normal), Kd["gmax"][0],
+                      Kd["dmax"][0], 1e-300, slots=lay.slots(Kd))[0]
+    assert np.abs(lam).max() > 0.0
+    assert np.array_equal(second[lay.S["pz"]], lam) and second[lay.S["polishes"]][0] == 1.0

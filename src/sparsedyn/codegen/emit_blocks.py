@@ -7,7 +7,7 @@ lives in a region of the workspace of its own, after the reused slots, which the
 read like values of an earlier segment.  Layout of that fixed region (:class:`Layout`): a slot of
 ``0.0`` (the structural zeros of ``B``), a slot per input or constant operand (copied there before
 the product), each block's ``C``, then one scratch area where ``B`` is gathered (k, m) before each
-product.
+product (a ``B`` whose rows lie in consecutive slots already is read there).
 
 The product runs row by row over the entries of ``A`` that are not structural zeros (compressed
 rows): ``C[i, j] = A[i, l0] B[l0, j] + A[i, l1] B[l1, j] + ...``, every element summing its products
@@ -161,6 +161,11 @@ def _general_product(blk, name, layout, b, T, tables, bd):
     mp = layout.stride[b]
     ptr, ai, al, bi = tables
     gram = n == m and blk.A.shape == blk.B.T.shape and (blk.A == blk.B.T).all() and blk.pairs.any(1).all()
+    # a B whose padded rows lie in consecutive slots (an earlier product's whole result, an input copied
+    # in one run) is read where it lies: no table, no gathering copy (each as large as B); one whose
+    # slots step evenly along its rows and columns (a transposed result) is gathered without a table
+    run = bi[0] if bi and all(x == bi[0] + e for e, x in enumerate(bi)) else None
+    even = None if run is not None else _even(bi, k, m, mp, layout.zero)
     table = lambda v: ",".join(map(str, v)) or "0"             # noqa: E731
     step = _LANES if T == "double" else 1
     body = []
@@ -197,17 +202,40 @@ def _general_product(blk, name, layout, b, T, tables, bd):
         f"static const int {name}_p[{n + 1}] = {{{table(ptr)}}};",
         f"static const int {name}_a[{max(len(ai), 1)}] = {{{table(ai)}}};",
         f"static const int {name}_l[{max(len(al), 1)}] = {{{table(al)}}};",
-        f"static const int {name}_b[{k * mp}] = {{{table(bi)}}};",
+        *([f"static const int {name}_b[{k * mp}] = {{{table(bi)}}};"] if run is None and even is None else []),
         *bd.defs,
         f"static void {name}_mm(const {T} *restrict w, const {T} *restrict b, {T} *restrict c0)",
         "{", *bd.decl, *body, *bd.zero_rows("c0", mp, n, mp), "}",
         f"static void {name}({T} *restrict w)",
         "{", *bd.decl,
-        f"  for (int e = 0; e < {bd.k} * {mp}; e++) w[{layout.scratch} + e] = w[{name}_b[e]];",
-        f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});",
+        *([f"  {name}_mm(w, w + {run}, w + {layout.cbase[b]});"] if run is not None else
+          [*_gather(name, bd.k, m, mp, layout, bi, even),
+           f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});"]),
         *([f"  {{ {T} *restrict c = w + {layout.cbase[b]}; for (int i = 0; i < {n}; i++) for (int j = i + 1; "
            f"j < {n}; j++) c[i * {mp} + j] = c[j * {mp} + i]; }}"] if gram and T == "double" else []),
         "}"])
+
+
+def _even(bi, k, m, mp, zero):
+    """``(first, row step, column step)`` where the gather table ``bi`` (k rows of ``mp`` slots, the
+    columns past ``m`` the zero slot ``zero``) is ``first + l row + j column`` at row ``l``, column
+    ``j``; else None."""
+    first = bi[0]
+    row = bi[mp] - first if k > 1 else 0
+    col = bi[1] - first if m > 1 else 0
+    ok = all(bi[l * mp + j] == (first + l * row + j * col if j < m else zero) for l in range(k) for j in range(mp))
+    return (first, row, col) if ok else None
+
+
+def _gather(name, rows, m, mp, layout, bi, even):
+    """The C that gathers ``B`` (its first ``rows``, a C expression) into the scratch area: by the table
+    ``{name}_b`` (``bi``), or (``even``: :func:`_even`'s steps) by them, no table read."""
+    if even is None:
+        return [f"  for (int e = 0; e < {rows} * {mp}; e++) w[{layout.scratch} + e] = w[{name}_b[e]];"]
+    first, row, col = even
+    pad = f" for (int j = {m}; j < {mp}; j++) w[{layout.scratch} + l * {mp} + j] = w[{layout.zero}];" if mp > m else ""
+    return [f"  for (int l = 0; l < {rows}; l++) {{ for (int j = 0; j < {m}; j++) "
+            f"w[{layout.scratch} + l * {mp} + j] = w[{first} + l * {row} + j * {col}];{pad} }}"]
 
 
 def _group_pass(name, cols, guard, bd, sizes, T):

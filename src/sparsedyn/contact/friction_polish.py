@@ -44,7 +44,10 @@ iterate for hundreds of iterations, one sticking and one open in the answer).  T
 step is the inverse (``m^3``), the product of its normal rows with the held friction's columns
 (``m nc^2``) and the solves (``4 m^2`` each: the rows of ``G``, the inverse twice), against an ADMM
 iteration's ``m^2``; the rotation into the sliding axes and the masks are block products by sparse
-first factors (``m^2`` in loops, not in operations written out).
+first factors (``m^2`` in loops, not in operations written out).  Compiled, at 96 rows a step costs
+the reading of its code, its block products' index tables and their results (about a megabyte each,
+more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step a
+run (:func:`polish_stage`), and its program holds one step's code, not two written out.
 
 Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
@@ -230,14 +233,15 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
 
 
-def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None):
+def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, steps=None):
     """The impulses (m,) of the mode system of the iterate ``z`` (:func:`mode_solution`, the same
     arguments) on the cones: a sliding contact's friction ``mu lambda_n`` along the solution's new
     direction (onto the cone's circle at ``lambda_n``: the nearest point of the cone would raise
     ``lambda_n`` by the step across ``theta``), an open contact's impulse zero exactly (rounding stays
-    nowhere: its rows are held at 0), then the projection onto the cones."""
+    nowhere: its rows are held at 0), then the projection onto the cones.  ``steps``: Newton's steps
+    (None: :func:`newton_steps`)."""
     nc = mu.shape[0]
-    for _ in range(newton_steps(3 * nc)):
+    for _ in range(newton_steps(3 * nc) if steps is None else steps):
         lam, slide, op = mode_solution(G, g, mu, z, scale, active, direction, start, slots)
         lam = lam.reshape(nc, 3)
         t, n = lam[:, :2], lam[:, 2]
@@ -247,7 +251,7 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None):
     return z
 
 
-def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None, slots=None):
+def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None, slots=None, steps=None):
     """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
     ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
     (1: accepted): the stopping test, and each sliding contact's velocity opposite its friction,
@@ -255,7 +259,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
     ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
-    lam = polish(G, g, mu, z, scale, active, direction, start, slots)
+    lam = polish(G, g, mu, z, scale, active, direction, start, slots, steps)
     u = _mv(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
@@ -267,34 +271,40 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
 
 
 def polish_stage(lay, *X):
-    """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): polish the ADMM
-    iterate ``z``, then (rejected) the last polished impulses, each from the modes of the previous
-    answer, :data:`REPEATS` in all, or up to :data:`LONGEST` while each gains :data:`PROGRESS` on the
-    round's best, while ADMM's iterations pay for them (:data:`FREE`).  Accepted: the
-    step's impulses, on to the correction (+3); rejected,
-    the round's last: back to ADMM (-1; from a warm start, before any iteration: to the factorisation,
-    -2); else polish again (0)."""
+    """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): one Newton step of
+    a polish (:func:`newton_steps` of them make one; each run checks its answer) from the ADMM iterate
+    ``z``, then (rejected) from the last step's answer (its modes and directions), :data:`REPEATS`
+    polishes in all, or up to :data:`LONGEST` while each step gains :data:`PROGRESS` on the round's
+    best, while ADMM's iterations pay for them (:data:`FREE`; a step is charged its share of a polish).
+    Accepted: the step's impulses, on to the correction (+3); rejected, the round's last: back to ADMM
+    (-1; from a warm start, before any iteration: to the factorisation, -2); else on (0).
+
+    A run is one step, not the whole polish, so that the compiled stage holds one step's program, not
+    several written out one after the other: the cost of a stage run here is that of reading its code
+    and the tables of its block products (megabytes at 96 rows), which a second run of the same stage
+    finds in the cache; and a polish whose first step is accepted ends there."""
     settings, mu, K, S = lay.unpack(X)
     nc, m, tol = lay.nc, lay.m, settings[1]
+    steps = newton_steps(m)
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
-    # from ADMM's iterate, then from the last polish's answer (its modes and directions)
+    # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
-                                             K["dmax"][0], tol, slots=lay.slots(K))
+                                             K["dmax"][0], tol, slots=lay.slots(K), steps=1)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
     # the chain's progress: Coulomb's residuals relative to their tests (the polish's primal is 0)
     r = _vmax([res[1] / vs, res[2] / (ls * vs)])
     best = fresh * r + (1.0 - fresh) * (S["pbest"][0] - _relu(S["pbest"][0] - r))
     gains = _step(PROGRESS * S["pbest"][0] - r) * (1.0 - fresh)
-    more = (1.0 - _step(tries - REPEATS) * (1.0 - gains)) * (1.0 - _step(tries - LONGEST)) * \
-        _paid(it, m, S["polishes"][0] + 2.0)                       # (the next one paid)
+    more = (1.0 - _step(tries - steps * REPEATS) * (1.0 - gains)) * (1.0 - _step(tries - steps * LONGEST)) * \
+        _paid(it, m, S["polishes"][0] + 2.0 / steps)               # (the next step paid)
     last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
              vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pbest=best, tries=tries * (1.0 - last) * keep,
-             rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0,
+             rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0 / steps,
              next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
 
