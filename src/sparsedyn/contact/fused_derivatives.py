@@ -74,7 +74,7 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     if road is not None and type(v) is type(tau) is np.ndarray and (
             warm_start is None or type(warm_start) is np.ndarray):
         got = road[1](road[2], q, v, tau, road[3], warm_start, None, True)
-        ran = None if got is None else (got[0], got[1], _found(scene, road[4], *got[2:], index=got[1]))
+        ran = None if got is None else (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
     else:
         ran = fused_step(model, q, v, tau, scene, dt, _step_settings(
             "contact_step", dt, tol, o["max_iterations"], solver, o["margin"]), warm_start, contacts=True)

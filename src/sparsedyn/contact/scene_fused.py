@@ -100,7 +100,7 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
         return run(args, qa, va, ta, settings, warm_start, pre)
     if previous is None:                           # the contacts' layout returned beside the step
         got = run(args, qa, va, ta, settings, warm_start, pre, True)
-        return None if got is None else (got[0], got[1], _found(scene, plan, *got[2:], index=got[1]))
+        return None if got is None else (got[0], got[1], _found(scene, plan, got[2], got[3], got[4], got[5], got[1]))
     if type(previous[0]) is not FoundContacts:
         return None
     found = []
