@@ -460,3 +460,65 @@ def test_a_box_dropped_on_a_table_lands_as_on_the_floor():
     assert abs(table.q[-1, 2] - SIDE / 2) <= 1e-8 and np.abs(table.v[-1]).max() <= 1e-6
     assert len(table.impulses[-1]) == 4
     assert abs(table.impulses[-1][:, 2].sum() - MASS * G * DT) <= 1e-6 * MASS * G * DT
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")      # (the same step's on both roads)
+def test_the_steps_options_after_a_fused_step_are_each_calls_own(monkeypatch):
+    """The fused road keeps its call and settings per scene for the options last given: a step with
+    other options (tolerance, margin, iteration cap, the PGS solver) is the Python road's with those
+    options bit for bit (one iteration cap: it warns that the solver stopped), the defaults again the
+    defaults' step; options that are not numbers > 0 (a
+    bool among them, equal to 1), an unknown solver, or a NaN or a short ``q`` after a fused step get
+    the Python road's errors naming them; on the NumPy backend the step is the NumPy road's."""
+    scene, q, v, tau = _box()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, q, v, tau, scene, DT)
+        first = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        spy.answered = 0
+        for options in ({"tol": 1e-3}, {"margin": 0.02}, {"max_iterations": 1}, {"solver": "pgs"}, {}):
+            s = sd.contact_step(scene.model, q, v, tau, scene, DT, **options)
+            assert _same(s, _python_road(monkeypatch, scene.model, q, v, tau, scene, DT, **options))
+        assert spy.answered == 5 and _same(s, first)
+        with pytest.warns(sd.ContactStepWarning, match="stopped after"):
+            sd.contact_step(scene.model, q, v, tau, scene, DT, max_iterations=1)
+        sd.contact_step(scene.model, q, v, tau, scene, DT, max_iterations=1, tol=1.0)     # (options equal to bools)
+        for bad, name in (({"tol": True}, "tol"), ({"max_iterations": True}, "max_iterations"),
+                          ({"margin": -1.0}, "margin"), ({"solver": "newton"}, "solver")):
+            with pytest.raises(ValueError, match=name):
+                sd.contact_step(scene.model, q, v, tau, scene, DT, **({"max_iterations": 1, "tol": 1.0} | bad))
+        nan = q.copy()
+        nan[3] = np.nan
+        for x in (nan, q[:6]):
+            with pytest.raises(ValueError, match=r"\bq\b"):
+                sd.contact_step(scene.model, x, v, tau, scene, DT)
+        with pytest.raises(ValueError, match=r"\bdt\b"):
+            sd.contact_step(scene.model, q, v, tau, scene, -DT)
+    with sd.use_backend("numpy"):
+        s = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        spy.answered = 0
+        ref = _python_road(monkeypatch, scene.model, q, v, tau, scene, DT)
+    assert spy.answered == 0 and _same(s, ref)
+
+
+@pytest.mark.parametrize("make", [_box, _arm])
+def test_the_native_call_returns_the_layout_its_warm_start_callable_is_given(make):
+    """The fused call asked for the contacts' layout (``chain`` True: what the derivatives read) returns
+    the step's arrays and index bit for bit as the call whose warm start is a callable, and beside them
+    the arguments that callable is given (each contact's candidate and per-body slot, the candidates,
+    the slots' data), bit for bit; no warm start is asked of Python."""
+    scene, q, v, tau = make()
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, q, v, tau, scene, DT)
+        plan = scene_fused.trajectory_plan(scene, scene.model, DT)
+        settings = friction._step_settings("contact_step", DT, 1e-8, None, "admm", 0.005)
+        given = []
+        asked = plan[0](plan[1], q, v, tau, settings, lambda *x: given.append(x), None)
+        got = plan[0](plan[1], q, v, tau, settings, None, None, True)
+    assert len(given) == 1 and len(got) == 6 and len(asked) == 2
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(asked[0], got[0]))
+    assert (asked[1] is None and got[1] is None) or asked[1].tobytes() == got[1].tobytes()
+    assert len(got[2]) == (len(asked[0][2]) if got[1] is None else len(got[1])) >= 1     # (one per contact)
+    for x, y in zip(given[0], got[2:]):
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()

@@ -606,7 +606,10 @@ fail:
    ``previous``'s arrays are not of these dtypes, C-contiguous), and the call
    returns ``(the step's arrays, index, pair (nc,), rows (nc, 7), impulses (nc, 3))`` (the impulses in
    the contacts' order): what the next step's ``previous`` needs; ``warm`` (the callable) is then
-   called with ``previous`` as a fifth argument. */
+   called with ``previous`` as a fifth argument.  ``chain`` True instead (no trajectory): the call
+   returns ``(the step's arrays, index, sel, slot, candidates, data)``, the arguments a callable ``warm``
+   would be given (the contacts' layout, what a caller that reads it needs) beside the step's answer,
+   with no call back into Python. */
 #define SD_MAXKEYS 1024
 #define SD_MAXCONTACTS 256
 
@@ -662,6 +665,8 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     }
     PyObject *pre = nargs >= 7 && args[6] != Py_None ? args[6] : NULL;
     PyObject *chain = nargs == 8 && args[7] != Py_None ? args[7] : NULL;
+    int layout_out = chain == Py_True;                       /* the contacts' layout returned */
+    if (layout_out) chain = NULL;
     PyObject *matcher = PyCallable_Check(args[5]) ? args[5] : NULL, *answer = NULL;
     PyArrayObject *given = args[5] == Py_None || matcher ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
     if (args[5] != Py_None && !matcher && !given) Py_RETURN_NONE;
@@ -806,11 +811,12 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
             Py_RETURN_NONE;
         }
     }
+    PyObject *cand = layout_out ? Py_NewRef(PyTuple_GET_ITEM(found, 0)) : NULL;
     Py_DECREF(found);
     /* a warm start of the contacts' shape, finite (else the Python road says what is wrong) */
     const double *w0 = given && PyArray_DIM(given, 0) == nc && PyArray_DIM(given, 1) == 3 ? PyArray_DATA(given) : NULL;
     if ((w0 && !all_finite(w0, 3 * nc)) || (matched && !all_finite(w, 3 * ns))) {
-        Py_XDECREF(answer); Py_DECREF(warm); Py_DECREF(data); Py_XDECREF(cpair); Py_XDECREF(crows);
+        Py_XDECREF(answer); Py_DECREF(warm); Py_DECREF(data); Py_XDECREF(cpair); Py_XDECREF(crows); Py_XDECREF(cand);
         Py_RETURN_NONE;
     }
     for (npy_intp i = 0; w0 && i < nc; i++) memcpy(w + 3 * (mode == 0 ? slot[i] : i), w0 + 3 * i, 3 * sizeof(double));
@@ -818,8 +824,12 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     PyObject *sin[6] = {args[1], args[2], args[3], args[4], warm, data};
     PyObject *step = Kernel_run(solve, sin, NULL);
     Py_DECREF(warm);
-    Py_DECREF(data);
-    if (!step) { Py_XDECREF(cpair); Py_XDECREF(crows); return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); }
+    if (!layout_out) Py_DECREF(data);
+    if (!step) {
+        Py_XDECREF(cpair); Py_XDECREF(crows);
+        if (layout_out) { Py_DECREF(data); Py_DECREF(cand); }
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    }
     /* each contact's slot: none where they fill every slot in order */
     int order = nc == ns;
     for (npy_intp i = 0; order && i < nc; i++) order = (mode == 0 ? slot[i] : i) == i;
@@ -828,9 +838,26 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     else {
         npy_intp dims[1] = {nc};
         index = PyArray_SimpleNew(1, dims, NPY_INT64);
-        if (!index) { Py_DECREF(step); Py_XDECREF(cpair); Py_XDECREF(crows); return NULL; }
+        if (!index) {
+            Py_DECREF(step); Py_XDECREF(cpair); Py_XDECREF(crows);
+            if (layout_out) { Py_DECREF(data); Py_DECREF(cand); }
+            return NULL;
+        }
         int64_t *x = PyArray_DATA((PyArrayObject *)index);
         for (npy_intp i = 0; i < nc; i++) x[i] = mode == 0 ? slot[i] : i;
+    }
+    if (layout_out) {                                        /* the layout beside the answer */
+        npy_intp dims[1] = {nc};
+        PyObject *a = PyArray_SimpleNew(1, dims, NPY_INT64), *b = a ? PyArray_SimpleNew(1, dims, NPY_INT64) : NULL;
+        PyObject *r = NULL;
+        if (b) {
+            memcpy(PyArray_DATA((PyArrayObject *)a), sel, nc * sizeof *sel);
+            memcpy(PyArray_DATA((PyArrayObject *)b), slot, nc * sizeof *slot);
+            r = PyTuple_Pack(6, step, index, a, b, cand, data);
+        }
+        Py_XDECREF(a); Py_XDECREF(b);
+        Py_DECREF(step); Py_DECREF(index); Py_DECREF(cand); Py_DECREF(data);
+        return r;
     }
     PyObject *imp = NULL;                                    /* (chain) the impulses in the contacts' order */
     if (chain) {

@@ -107,6 +107,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
+from . import scene_data
 from .scene import Scene
 from .scene_fused import chained_step, chained_steps, fused_step, general_matching, trajectory_plan
 from .scene_step import FoundContacts, batch_previous, step_in_scene
@@ -119,6 +120,7 @@ __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel",
 # --- the step ------------------------------------------------------------------------------------
 
 _F64, _NONE, _STEP = np.dtype(float), {}, contact_step_kernel.__name__
+_ROAD, _FUSED = "contact_step road", fused_step
 
 
 def _frictional(model, contacts, who):
@@ -208,12 +210,27 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     state, and ``warm_start`` a list of each state's impulses).
     """
     if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
-        if f_ext is None and gravity is None and type(dt) is float and 0 < dt < math.inf:
-            # collision, layout and solve in one native call where the scene's layout holds the contacts
-            got = fused_step(model, q, v, tau, contacts, dt, _step_settings("contact_step", dt, tol, max_iterations,
-                                                                            solver, margin), warm_start)
+        if f_ext is None and gravity is None:
+            # collision, layout and solve in one native call where the scene's layout holds the contacts:
+            # the call and its settings looked up at once (_road), the arrays handed over as given (the
+            # call declines any but one state's finite float64 arrays: then the roads below say why); a
+            # caller that replaced fused_step here (a test of the Python road) turns the whole road off
+            cache = contacts.cache      # (_road_of's lookup, inline: a call costs a tenth of this road's glue)
+            layout, road = cache.get("step_slots"), cache.get(_ROAD)
+            key = layout and (dt, tol, max_iterations, solver, margin, len(layout), sum(layout.values()),
+                              cache.get("data_slot_count", 0), scene_data.MAX_COMPILED_CONTACTS)
+            if road is None or road[0] != key or not (type(dt) is type(tol) is type(margin) is float) or \
+                    type(max_iterations) is bool:
+                road = _road(model, contacts, key, dt, tol, max_iterations, solver, margin)
+            if road is not None and fused_step is _FUSED and type(q) is type(v) is type(tau) is np.ndarray and (
+                    warm_start is None or type(warm_start) is np.ndarray) and use_backend.current() != "numpy":
+                got = road[1](road[2], q, v, tau, road[3], warm_start)
+            else:
+                got = fused_step(model, q, v, tau, contacts, dt, _step_settings(
+                    "contact_step", dt, tol, max_iterations, solver, margin), warm_start) if \
+                    type(dt) is float and 0 < dt < math.inf else None
             if got is not None:          # (the kernel's fast path gave finite arrays)
-                return _result("contact_step", solver, tol, tuple.__new__(StepArrays, got[0]), got[1], finite=True)
+                return _one_step(got[0], got[1], solver, tol)
         options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                        warm_start=warm_start, margin=margin)
         return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
@@ -224,6 +241,39 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
         return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     contacts, slots = _frictional(_model_and_kernels(model, "contact_step")[0], contacts, "contact_step")
     return _slotted_step(model, q, v, tau, contacts, slots, dt, **options)
+
+
+def _road_of(model, scene, dt, tol, max_iterations, solver, margin):
+    """:func:`_road`'s entry for a step of ``model`` (the scene's own) in ``scene`` with these options,
+    looked up as :func:`contact_step` looks it up, or None where the road does not apply now (the
+    NumPy backend among the reasons)."""
+    cache = scene.cache
+    layout, road = cache.get("step_slots"), cache.get(_ROAD)
+    key = layout and (dt, tol, max_iterations, solver, margin, len(layout), sum(layout.values()),
+                      cache.get("data_slot_count", 0), scene_data.MAX_COMPILED_CONTACTS)
+    if road is None or road[0] != key or not (type(dt) is type(tol) is type(margin) is float) or \
+            type(max_iterations) is bool:
+        road = _road(model, scene, key, dt, tol, max_iterations, solver, margin)
+    return road if road is not None and fused_step is _FUSED and use_backend.current() != "numpy" else None
+
+
+def _road(model, scene, key, dt, tol, max_iterations, solver, margin):
+    """The fused road of :func:`contact_step` in ``scene`` with these options (checked here):
+    ``(key, scene_step, its plan, the kernel's settings, the fused plan)`` (the last:
+    :func:`~sparsedyn.contact.scene_fused.trajectory_plan`'s) kept in ``scene.cache`` while ``key`` (the
+    options, the slot layout's size, the data slots' count and the capacity: what the plan of
+    :func:`~sparsedyn.contact.scene_fused.trajectory_plan` depends on but the model's native callables,
+    which stay once built) stays, or None where the road does not take the call's arrays directly (no
+    plan now, a scene whose candidates are found before the call, options not plain floats)."""
+    if not (key and type(dt) is type(tol) is type(margin) is float and (
+            max_iterations is None or type(max_iterations) is int)):
+        return None
+    settings = _step_settings("contact_step", dt, tol, max_iterations, solver, margin)      # (raises on bad values)
+    plan = trajectory_plan(scene, model, dt)
+    if plan is None or plan[4] is not None:
+        return None
+    road = scene.cache[_ROAD] = (key, plan[0], plan[1], settings, plan)
+    return road
 
 
 def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations, solver, f_ext, gravity, warm_start,
@@ -351,6 +401,16 @@ def _result(who, solver, tol, out, index=None, bare=False, finite=False):
     velocities = out.velocities if index is None else out.velocities.take(index, -2)
     return ContactStep(out.q_next, out.v_next, impulses, _modes(impulses, velocities, rep[..., 5], rep[..., 6], tol),
                        res, rep[..., 3].astype(int))
+
+
+def _one_step(out, index, solver, tol):
+    """:func:`_result` of one state's kernel arrays ``out`` (a :class:`StepArrays` or the plain tuple of
+    its entries), known finite (the kernel's fast path), with the least work where the solver converged."""
+    if out[4][4] > 0.5:
+        modes = _Modes(out, index, tol)
+        return tuple.__new__(LazyModesStep, (out[0], out[1], out[2] if index is None else out[2].take(index, -2),
+                                             modes, modes, modes))
+    return _result("contact_step", solver, tol, tuple.__new__(StepArrays, out), index, finite=True)
 
 
 def _finite(who, out):

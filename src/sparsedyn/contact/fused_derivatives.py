@@ -25,9 +25,9 @@ from .. import _checks
 from ..kernels import c_routine, native_calls, native_function
 from .data_slots import runs_per_body
 from .derivative_blocks_native import scene_blocks_call
-from .friction import StepArrays, _options, _result, _step_settings
+from .friction import StepArrays, _one_step, _options, _road_of, _step_settings, contact_step
 from .scene_derivatives import scene_step_partials
-from .scene_fused import fused_step
+from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
 from .scene_geometry import _kind_table
@@ -52,7 +52,7 @@ SD_EXPORT void sd_derivative_slots(const double *lam, const double *u, const dou
 """
 
 _PARTIALS, _F64, _NONE = scene_step_partials.__name__, np.dtype(float), {}
-_KEY, _SETTINGS, _LAST = "fused derivatives", "fused derivatives settings", "fused derivatives last"
+_KEY, _LAST = "fused derivatives", "fused derivatives last"
 
 
 def fused_derivatives(model, q, v, tau, scene, dt, options, result):
@@ -64,24 +64,24 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     caller's road)."""
     if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
         return None
-    if not options:                                # the defaults: their settings kept per dt
-        got = scene.cache.get(_SETTINGS)
-        if got is None or got[0] != dt:
-            o = _options({}, None)
-            got = scene.cache[_SETTINGS] = (dt, o["tol"], o["solver"], _step_settings(
-                "contact_step", dt, o["tol"], o["max_iterations"], o["solver"], o["margin"]), None)
-    elif options.get("f_ext") is not None or options.get("gravity") is not None:
+    if options and (options.get("f_ext") is not None or options.get("gravity") is not None):
         return None
+    o = _options(options, options.get("warm_start")) if options else contact_step.__kwdefaults__
+    tol, solver, warm_start = o["tol"], o["solver"], o["warm_start"]
+    # the step's one native call, the contacts' layout returned beside it: contact_step's road (its call
+    # and settings looked up at once), else fused_step (which checks the options)
+    road = _road_of(model, scene, dt, tol, o["max_iterations"], solver, o["margin"])
+    if road is not None and type(v) is type(tau) is np.ndarray and (
+            warm_start is None or type(warm_start) is np.ndarray):
+        got = road[1](road[2], q, v, tau, road[3], warm_start, None, True)
+        ran = None if got is None else (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
     else:
-        o = _options(options, options.get("warm_start"))
-        got = (dt, o["tol"], o["solver"], _step_settings("contact_step", dt, o["tol"], o["max_iterations"],
-                                                          o["solver"], o["margin"]), o["warm_start"])
-    _, tol, solver, settings, warm_start = got
-    ran = fused_step(model, q, v, tau, scene, dt, settings, warm_start, contacts=True)
+        ran = fused_step(model, q, v, tau, scene, dt, _step_settings(
+            "contact_step", dt, tol, o["max_iterations"], solver, o["margin"]), warm_start, contacts=True)
     if ran is None:
         return None
-    out, index, found = tuple.__new__(StepArrays, ran[0]), ran[1], ran[2]
-    step = _result("contact_step", solver, tol, out, index, finite=True)
+    out, index, found = ran                        # (out: the kernel's arrays as a plain tuple)
+    step = _one_step(out, index, solver, tol)
     slots = found.slots
     if not len(slots.frames):
         return step, (), None, None
@@ -89,41 +89,41 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     plan = _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt)
     if plan is not None:
         call, at, par, shapes, kinds, f, blocks, bpar, dt1 = plan
-        w, lam, c = call(out.impulses, out.velocities, out.report, out.correction.reshape(-1), at, slots.data, par)
+        data = slots.data
+        w, lam, c = call(out[2], out[3], out[4], out[5].reshape(-1), at, data, par)
         nv = model.nv
         if not (type(v) is np.ndarray and v.dtype is _F64 and v.shape == (nv,)):
             v = np.asarray(v, float).reshape(nv)
-        pieces = f(q, v, step.v, lam, c, w, slots.data, shapes, model.gravity, dt1, slots.frames, kinds)
+        pieces = f(q, v, out[1], lam, c, w, data, shapes, model.gravity, dt1, slots.frames, kinds)
         got = blocks(pieces[0], pieces[1], w, c, bpar)
-        rc = got[6].item()                         # the six blocks (nv, nv) and the return code
-        if rc >= 0:
+        if got[6][0] >= 0:                         # the six blocks (nv, nv) and the return code
             d = tuple.__new__(result, got[:6] + (step,))
-            if rc != 0:
+            if got[6][0] != 0:
                 _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
             return step, found, None, d
-    slotted = fused_slotted(scene, q, out, index, found, in_data, tol, Slotted)
+    slotted = fused_slotted(scene, q, tuple.__new__(StepArrays, out), index, found, in_data, tol, Slotted)
     return step, found, slotted if slotted is not None else one_state_slots(
-        scene, q, found.pair, slots, step.impulses, mode_codes(step), out.correction.reshape(-1), in_data), None
+        scene, q, found.pair, slots, step.impulses, mode_codes(step), out[5].reshape(-1), in_data), None
 
 
 def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
     """``(slot modes call, at, par, shapes, kinds, pieces' callable, blocks call, blocks par, dt (1,))``
     of a fused step's layout (:func:`~sparsedyn.contact.slot_modes_native.fused_slotted`'s plan, the
     pieces' native callable, :func:`~sparsedyn.contact.derivative_blocks_native.scene_blocks_call`), kept
-    in ``scene.cache`` per layout while the model's native callables stay (the last one's key compared
-    first: a trajectory's steps keep their layout); None where a piece is not there (a kernel not
+    in ``scene.cache`` per layout (the last one's key compared first: a trajectory's steps keep their
+    layout; the model's native callables stay once built); None where a piece is not there (a kernel not
     built, a pair of boxes: the caller's road)."""
-    f = (native_calls(model) or _NONE).get(_PARTIALS)
-    pair, slots, corr = found.pair, found.slots, out.correction
+    pair, slots, corr = found.pair, found.slots, out[5]
     if type(pair) is not np.ndarray or pair.dtype != np.intp:
         pair = np.asarray(pair, np.intp)
     at = slots.index
     key = (slots.frames, pair.tobytes(), None if at is None else np.asarray(at).tobytes(),
-           None if index is None else np.asarray(index).tobytes(), in_data, len(out.impulses), corr.size,
-           out.report.size, tol, dt)
+           None if index is None else np.asarray(index).tobytes(), in_data, len(out[2]), corr.size,
+           out[4].size, tol, dt)
     last = scene.cache.get(_LAST)
-    if last is not None and last[0] is f and last[1] == key:
+    if last is not None and last[1] == key:
         return last[2]
+    f = (native_calls(model) or _NONE).get(_PARTIALS)
     if f is None or type(tol) is not float or type(model.gravity) is not np.ndarray or _kind_table(scene)[1]:
         return None
     memo = scene.cache.setdefault(_KEY, {})

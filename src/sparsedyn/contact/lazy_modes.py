@@ -27,28 +27,32 @@ def mode_codes(step):
 
 class _Modes:
     """The modes (entry 3 of a :class:`ContactStep`) of one state's step, computed from the kernel's
-    arrays ``out`` (a :class:`~sparsedyn.contact.friction_problem.StepArrays`: its impulses,
-    velocities and scales, :meth:`codes`), ``index`` (the contacts' slots, or None) and ``tol`` when
-    first read; its ``residuals`` (entry 4) and ``iterations`` (entry 5) made from ``out.report`` when
-    read (:meth:`get` of the entry's index)."""
+    arrays ``out`` (a :class:`~sparsedyn.contact.friction_problem.StepArrays` or the plain tuple of its
+    entries: its impulses, velocities and scales, :meth:`codes`), ``index`` (the contacts' slots, or
+    None) and ``tol`` when first read; its ``residuals`` (entry 4) and ``iterations`` (entry 5) made
+    from the report when read (:meth:`get` of the entry's index).  ``value`` and ``code`` (the modes'
+    names and codes) are set when first computed (unset before: one step's result made with the least
+    work)."""
 
     __slots__ = ("out", "index", "tol", "value", "code")
 
     def __init__(self, out, index, tol):
-        self.out, self.index, self.tol, self.value, self.code = out, index, tol, None, None
+        self.out = out
+        self.index = index
+        self.tol = tol
 
     def scales(self):
         """The impulse and velocity scales (Python floats) of the step's stopping test."""
-        rep = self.out.report
+        rep = self.out[4]
         return float(rep[5]), float(rep[6])
 
     def get(self, i=3):
         if i == 4:
-            rep = self.out.report
+            rep = self.out[4]
             return tuple.__new__(ContactResiduals, (rep[..., 0], rep[..., 1], rep[..., 2]))
         if i == 5:
-            return np.array(int(self.out.report[3]))
-        if self.value is None:
+            return np.array(int(self.out[4][3]))
+        if getattr(self, "value", None) is None:
             self.value = np.array([MODE_NAMES[c] for c in self.codes()], "<U5")
         return self.value
 
@@ -57,9 +61,9 @@ class _Modes:
         where the normal impulse is at most ``tol`` times the impulse scale, ``"stick"`` where the
         tangential speed is at most ``100 tol`` times the velocity scale, else ``"slide"`` (the test of
         :func:`~sparsedyn.contact.friction_problem._modes`, on Python floats: a few contacts)."""
-        if self.code is None:
+        if getattr(self, "code", None) is None:
             out, index = self.out, self.index
-            lam, u, rep = out.impulses.tolist(), out.velocities.tolist(), out.report.tolist()
+            lam, u, rep = out[2].tolist(), out[3].tolist(), out[4].tolist()
             if index is not None:                # (the rows as lists: fewer NumPy calls than takes)
                 at = index.tolist() if type(index) is np.ndarray else list(index)
                 lam, u = [lam[k] for k in at], [u[k] for k in at]
@@ -155,15 +159,15 @@ class _TrajectoryModes:
 def _trajectory_modes(modes):
     """The list of the modes of ``modes`` (each step's modes or its :class:`_Modes`, all of one ``tol``
     where lazy): those not computed yet in one pass."""
-    lazy = [modes[k] for k, m in enumerate(modes) if type(m) is _Modes and m.value is None]
+    lazy = [modes[k] for k, m in enumerate(modes) if type(m) is _Modes and getattr(m, "value", None) is None]
     if len(lazy) < 2:
         return [m.get() if type(m) is _Modes else m for m in modes]
     tol = lazy[0].tol
     if any(m.tol != tol for m in lazy):
         return [m.get() if type(m) is _Modes else m for m in modes]
-    n = [len(m.out.impulses) for m in lazy]
-    lam = np.concatenate([m.out.impulses for m in lazy])
-    u = np.concatenate([m.out.velocities for m in lazy])
+    n = [len(m.out[2]) for m in lazy]
+    lam = np.concatenate([m.out[2] for m in lazy])
+    u = np.concatenate([m.out[3] for m in lazy])
     ls, vs = np.array([m.scales() for m in lazy]).reshape(-1, 2).repeat(n, 0).T      # each contact its step's scales
     names = _modes(lam[:, None], u[:, None], ls, vs, tol)[:, 0]
     ends = list(itertools.accumulate(n, initial=0))

@@ -98,7 +98,10 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
         pre = scene_data._mixed_candidates(scene, mixed, qa, None, (va, float(dt)))
     if previous is None and not contacts:
         return run(args, qa, va, ta, settings, warm_start, pre)
-    if previous is not None and type(previous[0]) is not FoundContacts:
+    if previous is None:                           # the contacts' layout returned beside the step
+        got = run(args, qa, va, ta, settings, warm_start, pre, True)
+        return None if got is None else (got[0], got[1], _found(scene, plan, got[2], got[3], got[4], got[5], got[1]))
+    if type(previous[0]) is not FoundContacts:
         return None
     found = []
 
@@ -178,33 +181,37 @@ def trajectory_plan(scene, model, dt):
     return _fused_plan(scene, model, dt)
 
 
-def _found(scene, plan, sel, slot, c, data):
+def _found(scene, plan, sel, slot, c, data, index=False):
     """The :class:`~sparsedyn.contact.scene_step.FoundContacts` of the candidates ``sel`` (nc,) of ``c``
     (K, 11) laid out in per-body slots ``slot`` (nc,) (their data ``data`` (ns, 8) where the step runs
     in per-body slots), as :func:`~sparsedyn.contact.scene_step.step_in_scene` makes them (``plan``:
-    :func:`_fused_plan`'s)."""
+    :func:`_fused_plan`'s); ``index``: the native call's (the contacts' slots, None where they fill
+    every slot in order), where known."""
     args, frames, pair = plan[1], plan[2], plan[3]
     if args[11]:                                   # data slots: the per-body slots made when read
         return FoundContacts(*held_contacts(scene, sel, c))
-    at = None if len(slot) == len(frames) and slot.tolist() == list(range(len(frames))) else slot
+    at = index if index is not False else \
+        None if len(slot) == len(frames) and slot.tolist() == list(range(len(frames))) else slot
     return FoundContacts(pair[sel], tuple.__new__(ContactSlots, (frames, at, data)))
 
 
 def _fused_plan(scene, model, dt):
     """``(scene_step, its plan (the C docstring's), the per-body slot keys, each candidate's scene
     pair, the mixed plan or None)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot
-    layout, the data slots' count, ``dt`` and the model's native callables stay; None where the road
-    does not apply now."""
-    calls = native_calls(model) or _NONE
-    ahead, step = calls.get(_AHEAD), calls.get(_STEP)
-    layout = scene.cache.get("step_slots")
-    if step is None or not layout:                 # (the look-ahead kernel: where the plan runs it)
+    layout, the data slots' count and ``dt`` stay (the model's native callables, which the plan holds,
+    stay once built: a plan is kept only once they are); None where the road does not apply now."""
+    cache = scene.cache
+    layout = cache.get("step_slots")
+    if not layout:
         return None
     # (the capacity: the Python road's, scene_data's)
-    snap = (dt, len(layout), sum(layout.values()), scene.cache.get("data_slot_count", 0), ahead, step,
-            scene_data.MAX_COMPILED_CONTACTS)
-    got = scene.cache.get(_KEY)
+    snap = (dt, len(layout), sum(layout.values()), cache.get("data_slot_count", 0), scene_data.MAX_COMPILED_CONTACTS)
+    got = cache.get(_KEY)
     if got is None or got[0] != snap:
+        calls = native_calls(model) or _NONE
+        ahead, step = calls.get(_AHEAD), calls.get(_STEP)
+        if step is None:                           # (the look-ahead kernel: where the plan runs it)
+            return None
         plan = _make_plan(scene, model, dt, layout, ahead, step)
         if plan is False:                          # not built yet: asked again at the next step
             return None
