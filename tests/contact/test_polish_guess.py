@@ -79,7 +79,9 @@ def test_a_warm_starts_round_is_paid_by_the_admm_start_it_spares():
     polish meets (every polish rejected): the round goes on (flag 0) while the next polish's charge,
     ``COST m`` each, stays within ``FREE`` plus :func:`~sparsedyn.contact.friction_polish.warm_credit`
     (a factorisation and a polish, ``COST m`` each, and ``FIRST`` iterations), then goes to the
-    factorisation (flag -2); past ADMM's first iteration the credit is gone."""
+    factorisation (flag -2); past ADMM's first iteration the credit is gone.  Past its ``REPEATS - 1``
+    polishes a warm start's round goes on only where the polish gains ``PROGRESS`` on the round's
+    best."""
     from sparsedyn.contact.friction_kernel import _pieces
     from sparsedyn.contact.friction_problem import contact_slots
     slots = contact_slots(MODEL, corners())
@@ -91,15 +93,21 @@ def test_a_warm_starts_round_is_paid_by_the_admm_start_it_spares():
     m = 12
     assert fp.warm_credit(m) == fp.FIRST + 2 * fp.COST * m
 
-    def flag(it, polishes):
+    def flag(it, polishes, tries=0.0, pbest=0.0):
         S = S0.copy()
-        S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["polishes"]] = it, 1.0, polishes    # within REPEATS
-        return float(stages[3](*inputs, K, S)[1])
+        S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["polishes"]], S[lay.S["pbest"]] = it, tries, polishes, pbest
+        out, f = stages[3](*inputs, K, S)
+        return float(f), out[lay.S["pbest"]][0]
 
     last = int((fp.FREE + fp.warm_credit(m)) // (fp.COST * m)) - 2     # the last polishes count paid
     assert fp.COST * m * (last + 2) > fp.FREE                          # (unpaid without the credit)
-    assert flag(0.0, last) == 0.0 and flag(0.0, last + 1) == -2.0
-    assert flag(1.0, last) == -1.0
+    assert flag(0.0, last)[0] == 0.0 and flag(0.0, last + 1)[0] == -2.0
+    assert flag(1.0, last)[0] == -1.0
+    r = flag(0.0, 0.0, 0.0)[1]                                       # a fresh polish's scaled residual
+    assert r > 0.0
+    assert flag(0.0, 0.0, fp.REPEATS - 2.0, r / fp.PROGRESS * 0.99)[0] == -2.0     # no gain: done
+    assert flag(0.0, 0.0, fp.REPEATS - 2.0, r / fp.PROGRESS * 1.01)[0] == 0.0      # a gain: on
+    assert flag(1.0, 0.0, fp.REPEATS - 2.0, r / fp.PROGRESS * 0.99)[0] == 0.0      # (ADMM's: REPEATS)
 
 
 def _humanoid_settled():

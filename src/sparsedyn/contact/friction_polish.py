@@ -272,7 +272,7 @@ def polish_stage(lay, *X):
     iterate ``z``, then (rejected) the last polished impulses, each from the modes of the previous
     answer, :data:`REPEATS` in all, or up to :data:`LONGEST` while each gains :data:`PROGRESS` on the
     round's best, while ADMM's iterations pay for them (:data:`FREE`; a warm start's round, before any
-    iteration, with :func:`warm_credit` more).  A warm start's round starts each polish from its
+    iteration: with :func:`warm_credit` more, and :data:`REPEATS` - 1 polishes before each must gain).  A warm start's round starts each polish from its
     iterate with each open contact that its velocity closes guessed closed
     (:mod:`~sparsedyn.contact.polish_guess`).  Accepted: the
     step's impulses, on to the correction (+3); rejected,
@@ -297,8 +297,11 @@ def polish_stage(lay, *X):
     best = fresh * r + (1.0 - fresh) * (S["pbest"][0] - _relu(S["pbest"][0] - r))
     gains = _step(PROGRESS * S["pbest"][0] - r) * (1.0 - fresh)
     # the next one paid by ADMM's iterations; a warm start's round (before any iteration) also by the
-    # least that ADMM's start costs, which a polish accepted spares: :func:`warm_credit`
-    more = (1.0 - _step(tries - REPEATS) * (1.0 - gains)) * (1.0 - _step(tries - LONGEST)) * \
+    # least that ADMM's start costs, which a polish accepted spares (:func:`warm_credit`), and past its
+    # second polish only while each gains: the first is from the last step's modes, the second from its
+    # answer's, and a mode change that the round can find shows in them (a third without a gain
+    # repeats a cycle of modes: a pair of contacts swapping, one closing as the other lifts)
+    more = (1.0 - _step(tries - REPEATS + warm) * (1.0 - gains)) * (1.0 - _step(tries - LONGEST)) * \
         _paid(it + warm * warm_credit(m), m, S["polishes"][0] + 2.0)
     last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
