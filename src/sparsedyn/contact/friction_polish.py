@@ -68,6 +68,7 @@ from .. import backend as bk
 from .friction_linalg import Slots, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
+from .polish_guess import closing_guess
 
 __all__ = []
 
@@ -275,7 +276,10 @@ def polish_stage(lay, *X):
     a polish (:func:`newton_steps` of them make one; each run checks its answer) from the ADMM iterate
     ``z``, then (rejected) from the last step's answer (its modes and directions), :data:`REPEATS`
     polishes in all, or up to :data:`LONGEST` while each step gains :data:`PROGRESS` on the round's
-    best, while ADMM's iterations pay for them (:data:`FREE`; a step is charged its share of a polish).
+    best, while ADMM's iterations pay for them (:data:`FREE`; a step is charged its share of a polish;
+    a warm start's round, before any iteration: with :func:`warm_credit` more, and :data:`REPEATS` - 1
+    polishes before each must gain).  In a warm start's round each step starts from its iterate with
+    each open contact that its velocity closes guessed closed (:mod:`~sparsedyn.contact.polish_guess`).
     Accepted: the step's impulses, on to the correction (+3); rejected, the round's last: back to ADMM
     (-1; from a warm start, before any iteration: to the factorisation, -2); else on (0).
 
@@ -289,6 +293,11 @@ def polish_stage(lay, *X):
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
+    # a warm start's round (before any ADMM iteration): its impulses are the last step's, its velocities
+    # this step's, so an open contact that closes is guessed closed (not on ADMM's iterates, whose
+    # velocities carry ADMM's error: there z's open contacts are the better guess)
+    warm = _step(0.5 - S["it"][0])
+    z = _closing(G, K["g"], z, lay, lay.slots(K), warm)
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol, slots=lay.slots(K), steps=1)
@@ -297,8 +306,13 @@ def polish_stage(lay, *X):
     r = _vmax([res[1] / vs, res[2] / (ls * vs)])
     best = fresh * r + (1.0 - fresh) * (S["pbest"][0] - _relu(S["pbest"][0] - r))
     gains = _step(PROGRESS * S["pbest"][0] - r) * (1.0 - fresh)
-    more = (1.0 - _step(tries - steps * REPEATS) * (1.0 - gains)) * (1.0 - _step(tries - steps * LONGEST)) * \
-        _paid(it, m, S["polishes"][0] + 2.0 / steps)               # (the next step paid)
+    # the next step paid by ADMM's iterations; a warm start's round (before any iteration) also by the
+    # least that ADMM's start costs, which a polish accepted spares (:func:`warm_credit`), and past its
+    # second polish only while each gains: the first is from the last step's modes, the second from its
+    # answer's, and a mode change that the round can find shows in them (a third without a gain
+    # repeats a cycle of modes: a pair of contacts swapping, one closing as the other lifts)
+    more = (1.0 - _step(tries - steps * (REPEATS - warm)) * (1.0 - gains)) * (1.0 - _step(tries - steps * LONGEST)) * \
+        _paid(it + warm * warm_credit(m), m, S["polishes"][0] + 2.0 / steps)
     last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
@@ -307,6 +321,15 @@ def polish_stage(lay, *X):
              rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0 / steps,
              next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
+
+
+def _closing(G, g, z, lay, sl, weight):
+    """The iterate ``z`` (m,) that a polish starts from, with (``weight`` 1) each open contact that its
+    velocity closes guessed closed (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
+    nc, m = lay.nc, lay.m
+    u = (_mv(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
+    Z = z.reshape(nc, 3)
+    return (Z + weight * (closing_guess(G, Z, u, _active(G, lay.normal), OPEN) - Z)).reshape(m)
 
 
 def _active(G, rows):
@@ -325,6 +348,16 @@ def polish_allowed(S, it, m):
     the modes kept, the polishes so far paid by ADMM's iterations: :data:`ROUNDS`), else 0."""
     rounds, same, polishes = (np.reshape(S[n], -1)[0] for n in ("rounds", "same", "polishes"))
     return _step(ROUNDS - 0.5 - rounds) * _step(same - _hold(m) + 0.5) * _paid(it, m, polishes)
+
+
+def warm_credit(m):
+    """The iterations a warm start's round of polishes of ``m`` rows may spend beyond :data:`FREE`: what
+    the least start of ADMM after it costs, a factorisation and the polish after :data:`FIRST`
+    iterations (each charged as a polish, ``COST m``) and those iterations: a round that ends the step
+    saves them, and along a trajectory a contact's change of mode (one end of a capsule lifting) takes
+    a polish or two more from the last step's modes (the first of them with the lifting contact still
+    closed), whose Newton steps on the sliding directions converge in one or two more."""
+    return FIRST + 2.0 * COST * m
 
 
 def _hold(m):

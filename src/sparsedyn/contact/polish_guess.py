@@ -1,0 +1,43 @@
+"""The polish's guess of a contact that its iterate holds open (:mod:`~sparsedyn.contact.friction_polish`).
+
+The polish reads each contact's mode from the impulses of an iterate (ADMM's, the previous answer, or a
+warm start: the previous step's impulses).  An open contact's impulse is zero, so read alone it stays
+open in every polish after it, whatever its velocity: along a trajectory a contact that the previous
+step left open (one end of a short capsule lifted while the other rests, a box rocking on one edge)
+and that closes in this one is never found by the polish, which then fails and leaves the step to
+ADMM from its start.  The active-set rule of the semismooth Newton methods reads the mode from the
+impulse and the velocity together, ``lambda_n - k u_n > 0`` (Hintermüller, Ito and Kunisch, "The
+primal-dual active set strategy as a semismooth Newton method", 2002); here, per contact, with ``k``
+its own ``1 / G_nn``: an open contact (``lambda = 0``) whose normal velocity ``u_n = (G lambda + g)_n``
+closes, ``u_n < 0``, is guessed closed with the normal impulse ``-u_n / G_nn`` that stops it alone,
+and sticking (no friction: strictly inside its cone).  Sticking, not the friction of its local
+problem, which would often be on its cone's circle: on a redundant set (a box's four corners) a
+guess of sliding is solved by friction on the circle at zero slip, a pair of opposed frictions that
+no motion shows (a solution of Coulomb's law, not the least-norm one that a cold step gives and the
+step's derivatives differentiate); a contact that does slide has its friction outside the cone in
+the sticking answer, and the next polish, from that answer's projection, has it sliding.  A closed
+contact's guess is its impulse as before, and an open one that separates (``u_n >= 0``) stays open:
+at a solution the guess is the solution's modes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .friction_problem import _TINY, _abs, _relu, _step, _vmax
+
+__all__ = ["closing_guess"]
+
+
+def closing_guess(G, Z, u, active, open_fraction):
+    """The iterate ``Z`` (nc, 3) with each open contact that its velocity ``u`` (nc, 3) closes given the
+    normal impulse that stops it alone and no friction (the module docstring): ``G`` (m, m), ``active``
+    (nc,) 1 where the contact has rows in ``G``; a contact is open where its normal impulse is at most
+    ``open_fraction`` of the largest impulse of ``Z`` (the polish's ``OPEN``), and closed by its velocity
+    where that impulse is more than this.  Traced values or floats."""
+    gnn = np.diagonal(G)[2::3]
+    floor = open_fraction * _vmax(_abs(Z))
+    ln = _relu(-u[:, 2]) / (_relu(gnn) + _TINY)
+    closes = active * _step(floor - Z[:, 2]) * (1.0 - _step(floor - ln))
+    local = np.stack([0.0 * ln, 0.0 * ln, ln], 1)
+    return Z + closes[:, None] * (local - Z)

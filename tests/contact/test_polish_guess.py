@@ -1,0 +1,147 @@
+"""The polish's guess of a contact that its warm start holds open and its velocity closes
+(:mod:`sparsedyn.contact.polish_guess`), and the warm start's round of polishes
+(:func:`~sparsedyn.contact.friction_polish.warm_credit`): hand-built guesses against their local
+problems, a box warm-started on one edge, and the dm_control humanoid's trajectory."""
+
+import warnings
+from pathlib import Path
+
+import dm_control
+import mujoco
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from conftest import rounding_bound
+from sparsedyn.contact import friction_polish as fp
+from sparsedyn.contact.friction import ContactStepWarning
+from sparsedyn.contact.polish_guess import closing_guess
+from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
+from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
+from test_friction_polish import _coulomb
+
+
+def _native(backend):
+    return sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {}))
+
+
+def test_an_open_contact_that_closes_is_guessed_closed_and_sticking():
+    """Per contact ``[t_x, t_y, n]``: an open contact (zero impulse) closing at ``u_n = -0.2`` with
+    ``G_nn = 2`` gets the normal impulse ``0.1`` that stops it alone and no friction, whatever its
+    tangential velocity (sticking: strictly inside its cone); a closed contact keeps its impulse
+    whatever its velocity, an open one that separates (``u_n > 0``) or has no rows stays open, and one
+    closing by less than ``open_fraction`` of the largest impulse stays open."""
+    Gm = np.zeros((15, 15))
+    for i in range(5):
+        Gm[3 * i:3 * i + 3, 3 * i:3 * i + 3] = np.diag([4.0, 3.0, 2.0]) * (i != 3)      # contact 3: no rows
+    Z = np.array([[0.0, 0, 0], [0, 0, 0], [0.1, 0, 1.0], [0, 0, 0], [0, 0, 0]])
+    u = np.array([[0.04, 0, -0.2], [0, 0.4, -0.2], [0.3, 0.3, -0.5], [0, 0, -0.2], [0, 0, 1e-7]])
+    active = (np.diagonal(Gm)[2::3] > 0).astype(float)
+    out = closing_guess(Gm, Z, u, active, 1e-6)
+    want = np.array([[0, 0, 0.1], [0, 0, 0.1], [0.1, 0, 1.0], [0, 0, 0], [0, 0, 0]])
+    assert np.abs(out - want).max() <= 4 * np.finfo(float).eps
+    op, stick, slide, _ = fp.modes(out, np.full(5, 0.5), active)
+    assert list(stick) == [1, 1, 1, 0, 0] and list(op) == [0, 0, 0, 1, 1]
+    # closing by less than open_fraction (1e-6) of the largest impulse (1, G_nn = 2): open
+    tiny = closing_guess(Gm, Z, np.array([[0, 0, -1e-6]] * 5), np.ones(5), 1e-6)
+    assert np.array_equal(tiny[[0, 1, 4]], np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_box_warm_started_on_one_edge_is_solved_by_the_first_polish(backend):
+    """The box at rest on four corners, warm-started from impulses on one edge (corners 0 and 1 carry
+    the weight, 2 and 3 open: as a step after the box rocked on that edge).  Held open, corners 2
+    and 3 leave the box turning about the edge, which no polish of those modes can fix (before the
+    guess: two polishes rejected, then ADMM, 17 iterations); their velocity closes them, so the first
+    polish guesses them closed and sticking, and the mode system of four sticking corners is exact:
+    one iteration (the polish), on both roads.  The answer is the cold step's (the least-norm one of
+    the redundant corners, ``m g dt / 4`` each), and Coulomb's law holds at it, from its definitions."""
+    with _native(backend):
+        cold = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT)
+        edge = cold.impulses * np.array([2.0, 2.0, 0.0, 0.0])[:, None]
+        s = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, warm_start=edge)
+    assert int(s.iterations) == 1
+    assert list(s.modes) == ["stick"] * 4
+    P = MASS * G * DT
+    bound = (TOL + rounding_bound(12, 1.0 / fp.EPS)) * P
+    assert np.abs(s.impulses[:, 2] - P / 4).max() <= bound
+    assert np.abs(s.impulses - cold.impulses).max() <= bound
+    with sd.use_backend("numpy"):
+        pr = sd.contact_problem(MODEL, Q0, Z, Z, corners())
+    u = (DT * pr.J @ pr.a + pr.G @ s.impulses.reshape(-1)).reshape(4, 3)
+    cone, closing, separating, sticking, oppose = _coulomb(s.impulses, u, np.full(4, MU))
+    assert cone <= TOL * P and closing <= TOL * G * DT and separating <= TOL * P * G * DT
+    assert sticking <= TOL * G * DT and oppose <= TOL * G * DT
+
+
+def test_a_warm_starts_round_is_paid_by_the_admm_start_it_spares():
+    """The polish stage at a warm start (ADMM's iteration 0), on the box's corners at a tolerance no
+    polish meets (every polish rejected): the round goes on (flag 0) while the next polish's charge,
+    ``COST m`` each, stays within ``FREE`` plus :func:`~sparsedyn.contact.friction_polish.warm_credit`
+    (a factorisation and a polish, ``COST m`` each, and ``FIRST`` iterations), then goes to the
+    factorisation (flag -2); past ADMM's first iteration the credit is gone.  Past its ``REPEATS - 1``
+    polishes a warm start's round goes on only where the polish gains ``PROGRESS`` on the round's
+    best."""
+    from sparsedyn.contact.friction_kernel import _pieces
+    from sparsedyn.contact.friction_problem import contact_slots
+    slots = contact_slots(MODEL, corners())
+    settings = np.array([DT, 1e-300, 300.0, 1e4, 0.005])
+    inputs = [Q0, Z, Z, settings, np.zeros((4, 3)), slots.data]
+    init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
+    lay = stages[0].args[0]
+    K, S0 = init(*inputs)
+    m = 12
+    assert fp.warm_credit(m) == fp.FIRST + 2 * fp.COST * m
+
+    def flag(it, polishes, tries=0.0, pbest=0.0):
+        S = S0.copy()
+        S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["polishes"]], S[lay.S["pbest"]] = it, tries, polishes, pbest
+        out, f = stages[3](*inputs, K, S)
+        return float(f), out[lay.S["pbest"]][0]
+
+    last = int((fp.FREE + fp.warm_credit(m)) // (fp.COST * m)) - 2     # the last polishes count paid
+    assert fp.COST * m * (last + 2) > fp.FREE                          # (unpaid without the credit)
+    assert flag(0.0, last)[0] == 0.0 and flag(0.0, last + 1)[0] == -2.0
+    assert flag(1.0, last)[0] == -1.0
+    r = flag(0.0, 0.0, 0.0)[1]                                       # a fresh polish's scaled residual
+    assert r > 0.0
+    assert flag(0.0, 0.0, fp.REPEATS - 2.0, r / fp.PROGRESS * 0.99)[0] == -2.0     # no gain: done
+    assert flag(0.0, 0.0, fp.REPEATS - 2.0, r / fp.PROGRESS * 1.01)[0] == 0.0      # a gain: on
+    assert flag(1.0, 0.0, fp.REPEATS - 2.0, r / fp.PROGRESS * 0.99)[0] == 0.0      # (ADMM's: REPEATS)
+
+
+def _humanoid_settled():
+    path = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    for _ in range(1500):
+        mujoco.mj_step(m, d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_mjcf(str(path), geometry=True)
+    return m, model, q_from_mujoco(model, d.qpos), v_from_mujoco(model, d.qpos, d.qvel)
+
+
+def test_the_humanoids_trajectory_changes_modes_within_the_warm_round():
+    """dm_control's humanoid lying on the floor (MuJoCo's settled state), 20 steps of ``sd.rollout``,
+    each warm-started from the last step's matched impulses, on both roads: every step reaches the
+    tolerance (no :class:`ContactStepWarning`), the two roads take the same iterations, and the steps
+    whose contacts change modes by one end of a capsule lifting or starting to slide (steps 1 and 16:
+    before, the warm start's two polishes were rejected and ADMM ran 9 and 11 iterations) end in the
+    warm start's round, so that at most three steps reach ADMM (before, five): a pair of contacts
+    swapping, one closing as the other lifts (8, 15), and the end of a capsule closing beside the
+    other, sliding (7: guessed sticking, the nearly redundant pair's polish is far off): iterations
+    above the round's
+    polishes (at most ``(FREE + warm_credit) / (COST m)``, ``m = 24`` the eight slots' rows)."""
+    m, model, q, v = _humanoid_settled()
+    runs = {}
+    for backend in ("native", "numpy"):
+        with _native(backend), warnings.catch_warnings():
+            warnings.simplefilter("error", ContactStepWarning)
+            runs[backend] = sd.rollout(model, q, v, np.zeros(model.nv), sd.Scene(model), m.opt.timestep, 20)
+    it = np.asarray(runs["native"].iterations)
+    assert np.array_equal(it, np.asarray(runs["numpy"].iterations))
+    rows = 24
+    round_most = (fp.FREE + fp.warm_credit(rows)) // (fp.COST * rows)
+    assert np.all(it[[1, 16]] <= round_most), it
+    assert np.sum(it[1:] > round_most) <= 3, it
