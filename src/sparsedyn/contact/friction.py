@@ -212,18 +212,11 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
         if f_ext is None and gravity is None:
             # collision, layout and solve in one native call where the scene's layout holds the contacts:
-            # the call and its settings looked up at once (_road), the arrays handed over as given (the
-            # call declines any but one state's finite float64 arrays: then the roads below say why); a
-            # caller that replaced fused_step here (a test of the Python road) turns the whole road off
-            cache = contacts.cache      # (_road_of's lookup, inline: a call costs a tenth of this road's glue)
-            layout, road = cache.get("step_slots"), cache.get(_ROAD)
-            key = layout and (dt, tol, max_iterations, solver, margin, len(layout), sum(layout.values()),
-                              cache.get("data_slot_count", 0), scene_data.MAX_COMPILED_CONTACTS)
-            if road is None or road[0] != key or not (type(dt) is type(tol) is type(margin) is float) or \
-                    type(max_iterations) is bool:
-                road = _road(model, contacts, key, dt, tol, max_iterations, solver, margin)
-            if road is not None and fused_step is _FUSED and type(q) is type(v) is type(tau) is np.ndarray and (
-                    warm_start is None or type(warm_start) is np.ndarray) and use_backend.current() != "numpy":
+            # the call and its settings looked up at once (_road_of), the arrays handed over as given (the
+            # call declines any but one state's finite float64 arrays: then the roads below say why)
+            road = _road_of(model, contacts, dt, tol, max_iterations, solver, margin)
+            if road is not None and type(q) is type(v) is type(tau) is np.ndarray and (
+                    warm_start is None or type(warm_start) is np.ndarray):
                 got = road[1](road[2], q, v, tau, road[3], warm_start)
             else:
                 got = fused_step(model, q, v, tau, contacts, dt, _step_settings(
