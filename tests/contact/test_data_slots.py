@@ -168,8 +168,8 @@ def test_a_humanoid_pushed_onto_stairs_builds_a_step_per_slot_count_and_never_si
     counts = []
     counted = data_slots_module.data_slot_count
 
-    def recorded(scene, nc):                    # each count of data slots a step is laid out in (a layout is
-        n = counted(scene, nc)                  # made here first, then kept: the native call's too)
+    def recorded(scene, nc, step=True):         # each count of data slots a step is laid out in (a layout is
+        n = counted(scene, nc, step)            # made here first, then kept: the native call's too)
         counts.append(n)
         return n
     for module in (data_slots_module, scene_data_module):

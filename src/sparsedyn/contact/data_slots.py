@@ -8,8 +8,9 @@ into :data:`~sparsedyn.contact.friction_problem.DATA_SLOT` slots, the first ``nc
 ``2^k`` slots in all: each slot's data is its point in the world, its plane, its friction and the
 joint weights of its bodies (:func:`~sparsedyn.contact.friction_problem.slot_weights`: 1 on the
 joints that move ``a``, less 1 on ``b``'s), so its rows are ``J_a(x) - J_b(x)`` with the body
-chosen by data.  The structure is the number of slots alone; the scene's layout only grows, from
-:data:`MIN_DATA_SLOTS`, doubling when the contacts of a step do not fit: a scene builds at most
+chosen by data.  The structure is the number of slots alone; the scene's layout starts at
+:data:`MIN_DATA_SLOTS`, doubles when the contacts of a step do not fit and shrinks back when they
+have fit in fewer slots for :data:`SHRINK_AFTER` steps (:func:`data_slot_count`): a scene builds at most
 ``log2(MAX_COMPILED_CONTACTS / MIN_DATA_SLOTS) + 1`` steps (3: 8, 16 and 32 slots), each reused by
 every contact set it holds, whichever bodies touch.
 
@@ -29,10 +30,17 @@ from .friction_problem import DATA_SLOT, FREE_PLANE, ContactSlots, slot_frames, 
 
 __all__ = ["data_slots", "data_slot_count", "data_slot_base", "step_slots", "batch_slots", "data_slots_of_rows",
            "runs_per_body", "key_weights", "empty_data_slots",
-           "MIN_DATA_SLOTS"]
+           "data_slots_used", "MIN_DATA_SLOTS", "SHRINK_AFTER"]
 
 #: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points, which 16 hold).
 MIN_DATA_SLOTS = 8
+
+#: Single steps in a row whose contacts fit in fewer data slots before the scene's count shrinks to
+#: them (:func:`data_slot_count`).  A shrink the contacts undo costs one step on the Python road (the
+#: native call declines a step its slots do not hold; the kernels and plans of every count stay
+#: built); a count too large costs each step the larger solve.  16 bounds the first to one step in
+#: 17 where the contacts swing across a power of two, and the second to 16 steps after they drop.
+SHRINK_AFTER = 16
 
 
 def runs_per_body(scene):
@@ -60,14 +68,52 @@ def batch_slots(scene, Q, frames, data, index):
     return (frames, data, index) if runs_per_body(scene) else data_slots_batch(scene, Q, frames, data, index)
 
 
-def data_slot_count(scene, nc):
-    """The scene's number of data slots after a step of ``nc`` contacts: 0 while no step has had a
-    contact, else the power of two that holds the most contacts so far (at least
-    :data:`MIN_DATA_SLOTS`); it only grows (``scene.cache``)."""
-    have = scene.cache.get("data_slot_count", 0)
+def data_slot_count(scene, nc, step=True):
+    """The scene's number of data slots for a step of ``nc`` contacts (``scene.cache``): 0 while no
+    step has had a contact, else a power of two (at least :data:`MIN_DATA_SLOTS`) that holds them.
+    It doubles at once where the contacts do not fit, and follows them down with hysteresis: once
+    :data:`SHRINK_AFTER` steps in a row (``step``: whether this call is one, a single state's; a
+    batch's only grows the count) have fit in a smaller count, it shrinks to the least power of two
+    holding the most contacts of those steps (this step's count, returned)."""
+    cache = scene.cache
+    have = cache.get("data_slot_count", 0)
     if nc > have:
-        have = scene.cache["data_slot_count"] = max(MIN_DATA_SLOTS, 1 << (int(nc) - 1).bit_length())
+        cache["data slots spare"] = None
+        have = cache["data_slot_count"] = max(MIN_DATA_SLOTS, 1 << (int(nc) - 1).bit_length())
+    elif step and have > MIN_DATA_SLOTS:
+        return _follow_down(cache, have, nc)
     return have
+
+
+def _follow_down(cache, have, nc):
+    """:func:`data_slot_count` of a step of ``nc`` contacts where ``have`` (> :data:`MIN_DATA_SLOTS`)
+    slots hold them: the run of steps in a row that fit in fewer slots (``cache``'s ``(steps, the
+    most of their slots)``) counted, the count shrunk at :data:`SHRINK_AFTER` of them."""
+    fits = max(MIN_DATA_SLOTS, 1 << (int(nc) - 1).bit_length())
+    if fits == have:
+        cache["data slots spare"] = None
+        return have
+    run = cache.get("data slots spare") or (0, 0)
+    run = (run[0] + 1, max(run[1], fits))
+    if run[0] < SHRINK_AFTER:
+        cache["data slots spare"] = run
+        return have
+    cache["data slots spare"] = None
+    cache["data_slot_count"] = run[1]
+    return run[1]
+
+
+def data_slots_used(scene, counts):
+    """Tell the scene the contact counts ``counts`` (a sequence of ints) of single steps that ran
+    without laying out their slots here (the native roads: one call per step or per chain of steps,
+    in the count of slots their plan holds), in order, as :func:`data_slot_count` counts them;
+    returns the scene's count after them (a change: the plan of the next steps is another)."""
+    n = scene.cache.get("data_slot_count", 0)
+    for nc in counts:
+        if n <= MIN_DATA_SLOTS:
+            break
+        n = data_slot_count(scene, nc)
+    return n
 
 
 def _layout(scene, keys):
@@ -123,7 +169,7 @@ def data_slot_base(scene, keys, mu):
     points and planes left zero (the state's), the other slots free (module docstring); the layout
     grown to hold them (:func:`data_slot_count`)."""
     nc = len(keys)
-    data = empty_data_slots(scene.model, data_slot_count(scene, nc))
+    data = empty_data_slots(scene.model, data_slot_count(scene, nc, False))
     if nc:
         data[:nc, 0], data[:nc, 8:] = mu, _layout(scene, keys)[1]
         data[:nc, 1:8] = 0.0
@@ -152,7 +198,7 @@ def data_slots_batch(scene, Q, frames, data, index):
     ``index`` a list of each state's slots) in the scene's data slots: ``(frames, data (B, n, 8 + nv),
     index)``, each state's contacts in its first slots."""
     counts = [len(i) for i in index]
-    n = data_slot_count(scene, max(counts, default=0))
+    n = data_slot_count(scene, max(counts, default=0), False)
     out = np.broadcast_to(empty_data_slots(scene.model, n), (len(Q), n, 8 + scene.model.nv)).copy()
     if sum(counts):
         R, p = frame_placements(scene.model, Q)
@@ -171,7 +217,7 @@ def data_slots_of_rows(scene, counts, keys, key, rows) -> ContactSlots:
     :func:`data_slots` lays out one state), with no Python work per state; the layout grown to hold
     the most contacts of a state (:func:`data_slot_count`)."""
     B, nv = len(counts), scene.model.nv
-    n = data_slot_count(scene, int(counts.max(initial=0)))
+    n = data_slot_count(scene, int(counts.max(initial=0)), False)
     out = np.empty((B, n, 8 + nv))
     out[...] = empty_data_slots(scene.model, n)
     if len(key):

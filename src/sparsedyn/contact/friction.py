@@ -108,6 +108,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from . import scene_data
+from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used
 from .scene import Scene
 from .scene_fused import chained_step, chained_steps, fused_step, general_matching, trajectory_plan
 from .scene_step import FoundContacts, batch_previous, step_in_scene
@@ -223,6 +224,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                     "contact_step", dt, tol, max_iterations, solver, margin), warm_start) if \
                     type(dt) is float and 0 < dt < math.inf else None
             if got is not None:          # (the kernel's fast path gave finite arrays)
+                if contacts.cache.get("data_slot_count", 0) > MIN_DATA_SLOTS:      # (its contacts counted)
+                    data_slots_used(contacts, (len(got[0][2]) if got[1] is None else len(got[1]),))
                 return _one_step(got[0], got[1], solver, tol)
         options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                        warm_start=warm_start, margin=margin)
@@ -241,9 +244,11 @@ def _road_of(model, scene, dt, tol, max_iterations, solver, margin):
     looked up as :func:`contact_step` looks it up, or None where the road does not apply now (the
     NumPy backend among the reasons)."""
     cache = scene.cache
-    layout, road = cache.get("step_slots"), cache.get(_ROAD)
+    # (one road per count of data slots, as the fused plans: the count follows the contacts down too)
+    layout, roads, n = cache.get("step_slots"), cache.get(_ROAD), cache.get("data_slot_count", 0)
+    road = roads and roads.get(n)
     key = layout and (dt, tol, max_iterations, solver, margin, len(layout), sum(layout.values()),
-                      cache.get("data_slot_count", 0), scene_data.MAX_COMPILED_CONTACTS)
+                      n, scene_data.MAX_COMPILED_CONTACTS)
     if road is None or road[0] != key or not (type(dt) is type(tol) is type(margin) is float) or \
             type(max_iterations) is bool:
         road = _road(model, scene, key, dt, tol, max_iterations, solver, margin)
@@ -265,7 +270,7 @@ def _road(model, scene, key, dt, tol, max_iterations, solver, margin):
     plan = trajectory_plan(scene, model, dt)
     if plan is None or plan[4] is not None:
         return None
-    road = scene.cache[_ROAD] = (key, plan[0], plan[1], settings, plan)
+    road = scene.cache.setdefault(_ROAD, {})[key[7]] = (key, plan[0], plan[1], settings, plan)
     return road
 
 
@@ -515,20 +520,31 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None):
         if plan and taus is not None and plan[4] is None:     # the steps in one native call
             if general is None or general[0] is not plan:
                 general = (plan, general_matching(scene, plan))
+            # (in chains of SHRINK_AFTER steps while the data slots are more than the least: their
+            # contacts counted between the chains, the count shrunk where they fit in fewer)
+            n = scene.cache.get("data_slot_count", 0)
+            ask = steps - k if n <= MIN_DATA_SLOTS else min(steps - k, SHRINK_AFTER)
             runs = chained_steps(plan, q, v, taus[k:] if taus.ndim == 2 else taus, settings,
-                                 warm if previous is None else None, previous, steps - k, general[1])
+                                 warm if previous is None else None, previous, ask, general[1])
             k += len(runs)
             if runs:
                 _bulk(runs, qs, vs, imps, modes, its, solver, tol)
                 got = runs[-1]
                 q, v, previous = got[0][0], got[0][1], (FoundContacts(got[2], None, got[3]), got[4])
+                if n > MIN_DATA_SLOTS and data_slots_used(scene, [len(r[2]) for r in runs]) != n:
+                    plan = None                   # (the next steps: the plan of the new count)
             if k == steps:
                 break
+            if len(runs) == ask:                  # (no step declined: the next chain)
+                continue
             got = None                            # (that step declined: the Python road takes it)
         elif plan:
             got = chained_step(model, q, v, tau_at(k, q, v), scene, dt, settings, warm if previous is None else None,
                                previous, plan)
         if got:
+            n = scene.cache.get("data_slot_count", 0)
+            if n > MIN_DATA_SLOTS and data_slots_used(scene, (len(got[2].pair),)) != n:
+                plan = None                       # (a count of data slots shrunk: its plan asked next)
             s = _chained(got[:2] + (None, None, got[0][2] if got[1] is None else got[0][2].take(got[1], -2)), solver,
                          tol)
             found = got[2]

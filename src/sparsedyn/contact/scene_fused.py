@@ -198,15 +198,21 @@ def _found(scene, plan, sel, slot, c, data, index=False):
 def _fused_plan(scene, model, dt):
     """``(scene_step, its plan (the C docstring's), the per-body slot keys, each candidate's scene
     pair, the mixed plan or None)`` for ``scene`` and ``dt``, kept in ``scene.cache`` while the slot
-    layout, the data slots' count and ``dt`` stay (the model's native callables, which the plan holds,
-    stay once built: a plan is kept only once they are); None where the road does not apply now."""
+    layout and ``dt`` stay, one per count of data slots (the model's native callables, which the plan
+    holds, stay once built: a plan is kept only once they are); None where the road does not apply now."""
     cache = scene.cache
     layout = cache.get("step_slots")
     if not layout:
         return None
     # (the capacity: the Python road's, scene_data's)
-    snap = (dt, len(layout), sum(layout.values()), cache.get("data_slot_count", 0), scene_data.MAX_COMPILED_CONTACTS)
-    got = cache.get(_KEY)
+    # one plan per count of data slots (the count follows the contacts up and down: a return to a
+    # count runs its plan again, no new one), each kept while the rest of its snap stays
+    n = cache.get("data_slot_count", 0)
+    snap = (dt, len(layout), sum(layout.values()), n, scene_data.MAX_COMPILED_CONTACTS)
+    plans = cache.get(_KEY)
+    if plans is None:
+        plans = cache[_KEY] = {}
+    got = plans.get(n)
     if got is None or got[0] != snap:
         calls = native_calls(model) or _NONE
         ahead, step = calls.get(_AHEAD), calls.get(_STEP)
@@ -215,7 +221,7 @@ def _fused_plan(scene, model, dt):
         plan = _make_plan(scene, model, dt, layout, ahead, step)
         if plan is False:                          # not built yet: asked again at the next step
             return None
-        got = scene.cache[_KEY] = (snap, plan)
+        got = plans[n] = (snap, plan)
     return got[1]
 
 

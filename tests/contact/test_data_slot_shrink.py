@@ -1,0 +1,113 @@
+"""A scene's count of data slots follows its contacts down as well as up
+(sparsedyn.contact.data_slots.data_slot_count: doubled at once where a step's contacts do not fit,
+shrunk once SHRINK_AFTER single steps in a row fit in fewer), and a return to a count already built
+builds nothing: the kernels and the fused road's plans of each count are kept."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.codegen import native
+from sparsedyn.contact.data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used
+from tests.contact.test_data_slots import _lying, _mjcf_humanoid, _standing, _stairs
+
+DT = 0.005
+
+
+@pytest.fixture(scope="module")
+def humanoid():
+    return _mjcf_humanoid()
+
+
+def test_the_count_doubles_at_once_and_shrinks_after_the_rules_steps(humanoid):
+    scene = sd.Scene(humanoid)
+    assert data_slot_count(scene, 0) == 0
+    assert data_slot_count(scene, 3) == MIN_DATA_SLOTS
+    assert data_slot_count(scene, 4 * MIN_DATA_SLOTS - 1) == 4 * MIN_DATA_SLOTS            # at once, 8 -> 32
+    # steps that fit in 8 and in 16 slots: after SHRINK_AFTER of them, the least count holding them all
+    for k in range(SHRINK_AFTER - 1):
+        assert data_slot_count(scene, MIN_DATA_SLOTS + 1 if k == 3 else 2) == 4 * MIN_DATA_SLOTS
+    assert data_slot_count(scene, 2) == 2 * MIN_DATA_SLOTS
+    # a step that needs the count breaks the run: SHRINK_AFTER more steps before it shrinks
+    for k in range(SHRINK_AFTER - 1):
+        data_slot_count(scene, 2)
+    assert data_slot_count(scene, 2 * MIN_DATA_SLOTS) == 2 * MIN_DATA_SLOTS
+    for k in range(SHRINK_AFTER - 1):
+        assert data_slot_count(scene, 2) == 2 * MIN_DATA_SLOTS
+    # a batch's count (step=False) grows it but counts no step of the run
+    assert data_slot_count(scene, 2, False) == 2 * MIN_DATA_SLOTS
+    assert data_slot_count(scene, 2) == MIN_DATA_SLOTS
+    assert data_slot_count(scene, 0) == MIN_DATA_SLOTS                   # never below the least
+    # the native roads' counts, told after their steps, run the same rule
+    assert data_slot_count(scene, 3 * MIN_DATA_SLOTS, False) == 4 * MIN_DATA_SLOTS
+    assert data_slots_used(scene, [5] * (SHRINK_AFTER - 1)) == 4 * MIN_DATA_SLOTS
+    assert data_slots_used(scene, [5, 5]) == MIN_DATA_SLOTS
+
+
+def _builds(model):
+    return sorted(n for n in native.shared(model).kernels if n.startswith("contact_step_kernel"))
+
+
+def test_a_humanoid_lying_then_standing_steps_in_the_least_count_again_with_no_new_build(humanoid):
+    """The dm_control humanoid lying on the floor (a dozen contacts: 16 data slots), then standing (a
+    few: 8 would hold them): after SHRINK_AFTER single default (native) steps standing the count is 8
+    again, and that step is bit for bit a fresh scene's first step at that state (the same count of
+    slots: the same kernel, the same problem, the same solver from the same start).  Lying down again
+    grows the count at once; standing again shrinks it; no kernel is built after the first visit of each
+    count, and each count's fused plan is the same object at each visit while the slot layout stays
+    (kept, not made again)."""
+    scene = sd.Scene(humanoid, world=_stairs())
+    model = scene.model
+    lying, standing = _lying(model), _standing(scene)
+    v, tau = np.zeros(model.nv), np.zeros(model.nv)
+    plans = {}
+    with sd.use_backend("native", deterministic=True):
+        fresh = sd.contact_step(model, standing, v, tau, sd.Scene(humanoid, world=_stairs()), DT)
+        assert len(fresh.impulses) <= MIN_DATA_SLOTS
+        for visit in range(3):
+            many = sd.contact_step(model, lying, v, tau, scene, DT)
+            assert len(many.impulses) > MIN_DATA_SLOTS
+            assert scene.cache["data_slot_count"] == 2 * MIN_DATA_SLOTS
+            sd.contact_step(model, lying, v, tau, scene, DT)           # (the fused road's, once planned)
+            if visit == 0:
+                built = _builds(model)
+            plans.setdefault(16, []).append(scene.cache["fused step"].get(16))
+            for k in range(SHRINK_AFTER):
+                assert scene.cache["data_slot_count"] == 2 * MIN_DATA_SLOTS
+                few = sd.contact_step(model, standing, v, tau, scene, DT)
+            assert scene.cache["data_slot_count"] == MIN_DATA_SLOTS
+            few = sd.contact_step(model, standing, v, tau, scene, DT)   # in 8 slots
+            plans.setdefault(8, []).append(scene.cache["fused step"].get(8))
+            for name in ("q", "v", "impulses", "iterations"):
+                assert np.array_equal(getattr(few, name), getattr(fresh, name)), name
+            assert list(few.modes) == list(fresh.modes)
+            if visit == 0:
+                built = _builds(model)
+            assert _builds(model) == built
+    assert len(built) == 2                                              # 8 and 16 slots
+    # (the first visit's standing steps add slot keys to the per-body layout, which the plans hold: from
+    # the second visit on the layout stays, and so does each count's plan)
+    assert plans[8][1] is not None and plans[8][1] is plans[8][2] and plans[16][1] is plans[16][2]
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_a_rollout_whose_contacts_drop_comes_back_to_the_least_count():
+    """A rollout from the humanoid lying on the floor, then one from it standing, in the same scene (the
+    default, native road: the steps in chains of native calls): the first runs in 16 slots, the second
+    shrinks to 8 within 2 SHRINK_AFTER steps (a chain's steps are counted when it returns) and its last
+    steps equal bit for bit those of a rollout from the same state in a fresh scene (8 slots all
+    along) once both count 8: the same kernel from the same state and warm start."""
+    model = _mjcf_humanoid()
+    scene = sd.Scene(model)
+    lying = _lying(model)
+    v, tau = np.zeros(model.nv), [0.0] * model.nv
+    with sd.use_backend("native", deterministic=True):
+        sd.rollout(model, lying, v, tau, scene, DT, 4)
+        assert scene.cache["data_slot_count"] == 2 * MIN_DATA_SLOTS
+        standing = _standing(scene)
+        r = sd.rollout(model, standing, v, tau, scene, DT, 3 * SHRINK_AFTER)
+        assert max(len(x) for x in r.impulses) <= MIN_DATA_SLOTS
+        assert scene.cache["data_slot_count"] == MIN_DATA_SLOTS
+        k = 2 * SHRINK_AFTER                       # (counted 8 from here at the latest)
+        again = sd.rollout(model, r.q[k], r.v[k], tau, sd.Scene(model), DT, SHRINK_AFTER, warm_start=r.impulses[k - 1])
+    assert np.array_equal(again.q, r.q[k:]) and np.array_equal(again.v, r.v[k:])
