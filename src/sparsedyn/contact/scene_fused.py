@@ -30,7 +30,11 @@ rolling body's contacts do step after step) and asks Python where it is not
 (:func:`~sparsedyn.contact.scene_step.matched_warm_start`, whose answer the plain matching is), and
 returns the step's contacts' pairs and rows (what the next step matches).  A rollout's steps under
 joint forces known beforehand run one after another in one call (:func:`chained_steps`: the
-extension's ``scene_rollout``) until one leaves this road.  Any other step takes the Python road, which grows
+extension's ``scene_rollout``) until one leaves this road; while the scene's data slots are more than
+the least, in chains of :data:`~sparsedyn.contact.data_slots.SHRINK_AFTER` steps, whose contact counts
+are told to :func:`~sparsedyn.contact.data_slots.data_slots_used` between them (the count shrinks
+where they fit in fewer: the next chain runs that count's plan, kept per count as the kernels are).
+Any other step takes the Python road, which grows
 the layout where needed: external forces or gravity given, a warm start that is not an array, the
 NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds neither
 the collision kernel nor the mesh rows cover (two meshes), slot frames that are not their bodies' own
