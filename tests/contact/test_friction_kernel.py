@@ -229,9 +229,8 @@ def test_the_kernel_returns_its_position_correction(road):
     assert np.array_equal(above.correction, np.zeros(4))
 
 
-def _humanoid_pressed():
-    """dm_control's humanoid settled on the floor by MuJoCo (1.5 s), its joints moved by 0.05 rad in a
-    thousand states (limbs pressed into the floor): ``(m, model, Q, v)``."""
+def humanoid_settled():
+    """dm_control's humanoid settled on the floor by MuJoCo (1.5 s): ``(m, model, q, v)``."""
     path = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
     m = mujoco.MjModel.from_xml_path(str(path))
     d = mujoco.MjData(m)
@@ -240,7 +239,13 @@ def _humanoid_pressed():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = sd.load_mjcf(str(path), geometry=True)
-    q, v = q_from_mujoco(model, d.qpos), v_from_mujoco(model, d.qpos, d.qvel)
+    return m, model, q_from_mujoco(model, d.qpos), v_from_mujoco(model, d.qpos, d.qvel)
+
+
+def _humanoid_pressed():
+    """:func:`humanoid_settled`, its joints moved by 0.05 rad in a thousand states (limbs pressed into
+    the floor): ``(m, model, Q, v)``."""
+    m, model, q, v = humanoid_settled()
     Q = np.repeat(q[None], 1000, 0)
     Q[:, 7:] += 0.05 * np.random.default_rng(0).standard_normal((1000, model.nq - 7))
     return m, model, Q, v

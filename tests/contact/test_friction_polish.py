@@ -342,13 +342,9 @@ def test_the_unknowns_rows_of_g_in_the_sliding_axes():
     assert R.dtype == object and sum(type(x) is int and x == 0 for x in R.flat) == 144 - 5 * 4
 
 
-def test_a_round_of_polishes_goes_on_while_each_gains_progress():
-    """The polish stage's rule for a round (:data:`~sparsedyn.contact.friction_polish.REPEATS`,
-    :data:`~sparsedyn.contact.friction_polish.LONGEST`, :data:`~sparsedyn.contact.friction_polish.PROGRESS`),
-    on the box's four corners at a tolerance no polish meets (1e-300: every polish rejected): past
-    ``REPEATS`` polishes the round polishes again (flag 0) only where the polish's scaled residual is
-    below ``PROGRESS`` of the round's best so far, and never past ``LONGEST``; else back to ADMM (-1).
-    The round's best is the smallest scaled residual of its polishes."""
+def box_polish_stage():
+    """The step kernel's pieces on the box's four corners at a tolerance no polish meets (1e-300: every
+    polish rejected): ``(inputs, stages, lay, K, S0)``, the polish stage ``stages[3]``."""
     from sparsedyn.contact.friction_kernel import _pieces
     from sparsedyn.contact.friction_problem import contact_slots
     slots = contact_slots(MODEL, corners())
@@ -357,6 +353,17 @@ def test_a_round_of_polishes_goes_on_while_each_gains_progress():
     init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
     lay = stages[0].args[0]
     K, S0 = init(*inputs)
+    return inputs, stages, lay, K, S0
+
+
+def test_a_round_of_polishes_goes_on_while_each_gains_progress():
+    """The polish stage's rule for a round (:data:`~sparsedyn.contact.friction_polish.REPEATS`,
+    :data:`~sparsedyn.contact.friction_polish.LONGEST`, :data:`~sparsedyn.contact.friction_polish.PROGRESS`),
+    on the box's four corners at a tolerance no polish meets (1e-300: every polish rejected): past
+    ``REPEATS`` polishes the round polishes again (flag 0) only where the polish's scaled residual is
+    below ``PROGRESS`` of the round's best so far, and never past ``LONGEST``; else back to ADMM (-1).
+    The round's best is the smallest scaled residual of its polishes."""
+    inputs, stages, lay, K, S0 = box_polish_stage()
 
     def run(tries, pbest):
         S = S0.copy()

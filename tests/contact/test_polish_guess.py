@@ -4,10 +4,7 @@
 problems, a box warm-started on one edge, and the dm_control humanoid's trajectory."""
 
 import warnings
-from pathlib import Path
 
-import dm_control
-import mujoco
 import numpy as np
 import pytest
 
@@ -16,9 +13,9 @@ from conftest import rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
 from sparsedyn.contact.polish_guess import closing_guess
-from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
-from test_friction_polish import _coulomb
+from test_friction_kernel import humanoid_settled
+from test_friction_polish import _coulomb, box_polish_stage
 
 
 def _native(backend):
@@ -82,14 +79,7 @@ def test_a_warm_starts_round_is_paid_by_the_admm_start_it_spares():
     factorisation (flag -2); past ADMM's first iteration the credit is gone.  Past its ``REPEATS - 1``
     polishes a warm start's round goes on only where the polish gains ``PROGRESS`` on the round's
     best."""
-    from sparsedyn.contact.friction_kernel import _pieces
-    from sparsedyn.contact.friction_problem import contact_slots
-    slots = contact_slots(MODEL, corners())
-    settings = np.array([DT, 1e-300, 300.0, 1e4, 0.005])
-    inputs = [Q0, Z, Z, settings, np.zeros((4, 3)), slots.data]
-    init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
-    lay = stages[0].args[0]
-    K, S0 = init(*inputs)
+    inputs, stages, lay, K, S0 = box_polish_stage()
     m = 12
     assert fp.warm_credit(m) == fp.FIRST + 2 * fp.COST * m
 
@@ -110,18 +100,6 @@ def test_a_warm_starts_round_is_paid_by_the_admm_start_it_spares():
     assert flag(1.0, 0.0, fp.REPEATS - 2.0, r / fp.PROGRESS * 0.99)[0] == 0.0      # (ADMM's: REPEATS)
 
 
-def _humanoid_settled():
-    path = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
-    m = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(m)
-    for _ in range(1500):
-        mujoco.mj_step(m, d)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = sd.load_mjcf(str(path), geometry=True)
-    return m, model, q_from_mujoco(model, d.qpos), v_from_mujoco(model, d.qpos, d.qvel)
-
-
 def test_the_humanoids_trajectory_changes_modes_within_the_warm_round():
     """dm_control's humanoid lying on the floor (MuJoCo's settled state), 20 steps of ``sd.rollout``,
     each warm-started from the last step's matched impulses, on both roads: every step reaches the
@@ -133,7 +111,7 @@ def test_the_humanoids_trajectory_changes_modes_within_the_warm_round():
     other, sliding (7: guessed sticking, the nearly redundant pair's polish is far off): iterations
     above the round's
     polishes (at most ``(FREE + warm_credit) / (COST m)``, ``m = 24`` the eight slots' rows)."""
-    m, model, q, v = _humanoid_settled()
+    m, model, q, v = humanoid_settled()
     runs = {}
     for backend in ("native", "numpy"):
         with _native(backend), warnings.catch_warnings():
