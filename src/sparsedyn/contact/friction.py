@@ -252,7 +252,8 @@ def _road_of(model, scene, dt, tol, max_iterations, solver, margin):
     if road is None or road[0] != key or not (type(dt) is type(tol) is type(margin) is float) or \
             type(max_iterations) is bool:
         road = _road(model, scene, key, dt, tol, max_iterations, solver, margin)
-    return road if road is not None and fused_step is _FUSED and use_backend.current() != "numpy" else None
+    return road if road is not None and road[1] is not None and fused_step is _FUSED and \
+        use_backend.current() != "numpy" else None
 
 
 def _road(model, scene, key, dt, tol, max_iterations, solver, margin):
@@ -261,16 +262,18 @@ def _road(model, scene, key, dt, tol, max_iterations, solver, margin):
     :func:`~sparsedyn.contact.scene_fused.trajectory_plan`'s) kept in ``scene.cache`` while ``key`` (the
     options, the slot layout's size, the data slots' count and the capacity: what the plan of
     :func:`~sparsedyn.contact.scene_fused.trajectory_plan` depends on but the model's native callables,
-    which stay once built) stays, or None where the road does not take the call's arrays directly (no
-    plan now, a scene whose candidates are found before the call, options not plain floats)."""
+    which stay once built) stays; ``(key, None)``, kept too, for a scene whose candidates are found
+    before the call (the road does not take the call's arrays directly); None where there is no plan
+    now or the options are not plain floats."""
     if not (key and type(dt) is type(tol) is type(margin) is float and (
             max_iterations is None or type(max_iterations) is int)):
         return None
     settings = _step_settings("contact_step", dt, tol, max_iterations, solver, margin)      # (raises on bad values)
     plan = trajectory_plan(scene, model, dt)
-    if plan is None or plan[4] is not None:
+    if plan is None:
         return None
-    road = scene.cache.setdefault(_ROAD, {})[key[7]] = (key, plan[0], plan[1], settings, plan)
+    road = scene.cache.setdefault(_ROAD, {})[key[7]] = (key, None) if plan[4] is not None else \
+        (key, plan[0], plan[1], settings, plan)
     return road
 
 
