@@ -588,5 +588,5 @@ SD_EXPORT void sd_box_box_road(const long long *plan, double *buf)
 }
 """
 
-#: The C translation unit: the routines above, then a step's (:mod:`~sparsedyn.contact.box_box_c_step`).
+#: The C translation unit, the routines above and then a step's (:mod:`~sparsedyn.contact.box_box_c_step`).
 SOURCE = _CORE + STEP
