@@ -11,7 +11,7 @@ from sparsedyn.contact import mesh_box_road
 from sparsedyn.contact.collision import collide_within
 from sparsedyn.contact.collision_quick import QUICK
 from test_collision import random_body_q
-from test_mesh_box_road import _poses, _same, _scene
+from test_mesh_box_road import _poses, _same, _scene, capped_epa_declines
 
 
 def test_the_quick_call_is_the_roads_table_picked_bit_for_bit():
@@ -39,20 +39,11 @@ def test_the_quick_call_is_the_roads_table_picked_bit_for_bit():
 
 
 def test_where_the_road_declines_so_does_the_quick_call(monkeypatch):
-    monkeypatch.setattr(mesh_box_road, "EPA_ITERATIONS", 1)
-    scene = _scene(True)
-    rng = np.random.default_rng(22)
-    declined = 0
-    with sd.use_backend("native", deterministic=True):
-        high = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0]
-        sd.collide(scene, high), sd.collide(scene, high), sd.collide(scene, high)
+    def quick_call(scene):
         quick = scene.cache[QUICK]
         assert len(quick) == 1
-        call = next(iter(quick.values()))[1]
-        for q in _poses(rng, 20):
-            _same(sd.collide(scene, q), collide_within(scene, q, None))
-            declined += call(q) is None
-    assert declined >= 3
+        return next(iter(quick.values()))[1]
+    assert capped_epa_declines(monkeypatch, 22, quick_call) >= 3
 
 
 def _on_the_floor():
