@@ -27,6 +27,7 @@ from .data_slots import runs_per_body
 from .derivative_blocks_native import scene_blocks_call
 from .friction import StepArrays, _one_step, _options, _road_of, _step_settings, contact_step
 from .scene_derivatives import scene_step_partials
+from .derivative_replay import pieces_kernel, remember, replayed
 from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
@@ -70,11 +71,19 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     tol, solver, warm_start = o["tol"], o["solver"], o["warm_start"]
     # the step's one native call, the contacts' layout returned beside it: contact_step's road (its call
     # and settings looked up at once), else fused_step (which checks the options)
-    road = _road_of(model, scene, dt, tol, o["max_iterations"], solver, o["margin"])
+    road, got = _road_of(model, scene, dt, tol, o["max_iterations"], solver, o["margin"]), None
     if road is not None and type(v) is type(tau) is np.ndarray and (
             warm_start is None or type(warm_start) is np.ndarray):
         got = road[1](road[2], q, v, tau, road[3], warm_start, None, True)
-        ran = None if got is None else (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
+        if got is None:
+            return None
+        again = replayed(scene, road[2], tol, got)
+        if again is not None:                      # a layout met before: no FoundContacts, no slots, no plan lookup
+            step = _one_step(got[0], got[1], solver, tol)
+            d = _four_calls(model, q, v, got[0], again[0], again[1], again[2], step, result)
+            if d is not None:
+                return step, None, None, d
+        ran = (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
     else:
         ran = fused_step(model, q, v, tau, scene, dt, _step_settings(
             "contact_step", dt, tol, o["max_iterations"], solver, o["margin"]), warm_start, contacts=True)
@@ -88,22 +97,35 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     in_data = not runs_per_body(scene)
     plan = _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt)
     if plan is not None:
-        call, at, par, shapes, kinds, f, blocks, bpar, dt1 = plan
-        data = slots.data
-        w, lam, c = call(out[2], out[3], out[4], out[5].reshape(-1), at, data, par)
-        nv = model.nv
-        if not (type(v) is np.ndarray and v.dtype is _F64 and v.shape == (nv,)):
-            v = np.asarray(v, float).reshape(nv)
-        pieces = f(q, v, out[1], lam, c, w, data, shapes, model.gravity, dt1, slots.frames, kinds)
-        got = blocks(pieces[0], pieces[1], w, c, bpar)
-        if got[6][0] >= 0:                         # the six blocks (nv, nv) and the return code
-            d = tuple.__new__(result, got[:6] + (step,))
-            if got[6][0] != 0:
-                _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
+        pieces = pieces_kernel(plan[5], slots.frames, plan[4])
+        d = _four_calls(model, q, v, out, plan, pieces, slots.data, step, result)
+        if d is not None:
+            if got is not None:                    # (the step's own call: its layout met again is replayed)
+                remember(scene, road[2], tol, got, plan, pieces, slots, in_data)
             return step, found, None, d
     slotted = fused_slotted(scene, q, tuple.__new__(StepArrays, out), index, found, in_data, tol, Slotted)
     return step, found, slotted if slotted is not None else one_state_slots(
         scene, q, found.pair, slots, step.impulses, mode_codes(step), out[5].reshape(-1), in_data), None
+
+
+def _four_calls(model, q, v, out, plan, pieces, data, step, result):
+    """The ``result`` of the derivatives of the step ``step`` (its kernel's arrays ``out``) from the
+    plan's calls (:func:`_derivative_plan`'s tuple; ``pieces`` the pieces' callable,
+    :func:`~sparsedyn.contact.derivative_replay.pieces_kernel`'s) on the slots' ``data`` (ns, 8),
+    checked finite; None where the blocks' routine leaves the state to the caller's road."""
+    call, at, par, shapes, kinds, f, blocks, bpar, dt1 = plan
+    w, lam, c = call(out[2], out[3], out[4], out[5].reshape(-1), at, data, par)
+    nv = model.nv
+    if not (type(v) is np.ndarray and v.dtype is _F64 and v.shape == (nv,)):
+        v = np.asarray(v, float).reshape(nv)
+    p = pieces(q, v, out[1], lam, c, w, data, shapes, model.gravity, dt1)
+    got = blocks(p[0], p[1], w, c, bpar)
+    if got[6][0] < 0:                              # the six blocks (nv, nv) and the return code
+        return None
+    d = tuple.__new__(result, got[:6] + (step,))
+    if got[6][0] != 0:
+        _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
+    return d
 
 
 def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
