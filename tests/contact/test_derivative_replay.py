@@ -6,6 +6,8 @@ free slots) and in the scene's data slots (a two-body contact); they equal centr
 step and the NumPy road; a layout not met before, and another road (a new time step), take the first
 road."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from test_friction_derivatives import DT, FIELDS, NATURAL, TOL, check_against_di
 from test_fused_derivatives import _equal
 from test_scene_derivatives import NOISE, _bound
 from test_slot_modes_native import SCENES
-from sparsedyn.contact import derivative_replay, fused_derivatives
+from sparsedyn.contact import derivative_replay, fused_derivatives, slot_modes_native
 
 #: Scenes on the fused road: per-body slots in order, a two-body contact (the scene's data slots), a
 #: layout with free slots.
@@ -91,3 +93,43 @@ def test_another_layout_or_time_step_takes_the_first_road(monkeypatch):
         sd.contact_step_derivatives(model, tilted, v, tau, scene, DT, tol=TOL)
         assert hits == [False]
     _equal(half, ref, "dt / 2")
+
+
+def test_the_gathering_routine_on_hand_made_rows():
+    """The slots' data gathered from candidate rows by hand: two contacts' seven entries each put in
+    slots 2 and 0 of three (slot 1 free: the base's row), plain (``data[put] = c[take]``) and turned (one
+    entry of ``A`` per row: ``a c[take] + b``, a product and a sum each rounded, NumPy's); the slots'
+    modes those of the plan's routine (slot_modes_native) on that data; a NaN in a candidate row the
+    step does not read (an input the fast path declines: the ctypes fallback) changes nothing."""
+    model = SCENES["box on floor"]()[0]
+    with sd.use_backend("native", deterministic=True):                       # (the compiler's extension loaded)
+        sd.rnea(model, model.neutral(), np.zeros(model.nv), np.zeros(model.nv))
+    rng = np.random.default_rng(3)
+    tol, ns, K = 1e-3, 3, 4
+    lam = np.array([[0.1, 0.0, 1.0], [0.3, 0.2, 1.0]])
+    u = np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])                         # slide, stick
+    report, corr = np.array([0, 0, 0, 4, 1, 2.0, 0.5, 0.0]), np.array([0.5, 0.25])
+    at = np.array([[1, 1], [-1, -1], [0, 0]], float)
+    base = np.arange(24.0).reshape(ns, 8)
+    put = np.concatenate([8 * 2 + np.arange(1, 8), np.arange(1, 8)])
+    take = np.concatenate([11 * 3 + np.arange(1, 8), 11 * 1 + np.arange(1, 8)])
+    c = rng.standard_normal((K, 11))
+    unread = c.copy()
+    unread[2, 5] = np.nan                                                     # a row the slots do not read
+    scale, offset = rng.standard_normal(14), rng.standard_normal(14)
+    for (A, b), c in itertools.product(((None, None), (scale, offset)), (c, unread)):
+        make = (base, put, take, A, b)
+        call = derivative_replay._gather_call(lam.shape, u.shape, report.shape, corr.shape, at.shape, c.shape,
+                                              8 * ns + 4 * 14)
+        gather = np.concatenate([base.ravel(), put, take, np.ones(14) if A is None else A,
+                                 np.zeros(14) if A is None else b])
+        w, lam_s, corr_s, data = call(lam, u, report, corr, at, c, gather, np.array([tol, ns, 14, float(A is None)]))
+        expected = base.copy()
+        expected.put(put, c.take(take) if A is None else c.take(take) * A + b)
+        assert np.array_equal(data, expected) and np.array_equal(data, derivative_replay._data(make, c))
+        assert np.array_equal(data[1], base[1])                               # the free slot's row
+        modes = slot_modes_native.slot_modes_call(2, 2, ns, 8)(lam, u, report, corr, at, data, np.array([tol, ns]))
+        assert np.array_equal(w, modes[0][0]) and np.array_equal(lam_s, modes[1][0])
+        assert np.array_equal(corr_s, modes[2][0])
+        assert w[:, :3].tolist() == [[0, 1, 0], [1, 0, 0], [0, 0, 1]]       # stick, free (open), slide
+        assert corr_s.tolist() == [0.25, 0.0, 0.5] and np.array_equal(lam_s[[0, 2]], lam[[1, 0]])

@@ -21,22 +21,55 @@ data made so differ from the slots' is not kept (the road of the first call then
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
+from ..kernels import c_routine, native_function
 from . import scene_data
+from .mesh_plane_loop import _at
+from .slot_modes_native import SOURCE as SLOT_MODES
 
-__all__ = ["replayed", "remember", "pieces_kernel"]
+__all__ = ["replayed", "remember", "pieces_kernel", "SOURCE"]
 
 _KEY = "fused derivatives replay"
 
 #: Layouts kept per scene and road (a trajectory meets a few; a new road starts afresh).
 MAX_KEPT = 256
 
+#: :mod:`~sparsedyn.contact.slot_modes_native`'s routine and ``sd_gathered_slots(lam, u, report, corr, at, c,
+#: gather, par, weights, lam_s, corr_s, data)``: the per-body slots' data (ns, 8) made from the candidates
+#: ``c`` (K, 11) (``gather = [base (8 ns), put (n), take (n), scale (n), offset (n)]``: ``data = base``, then
+#: ``data[put_i] = c[take_i]`` where ``par[3]`` is 1, else ``scale_i c[take_i] + offset_i``, a product and a
+#: sum each rounded, as NumPy's), then the slots' modes of :data:`~sparsedyn.contact.fused_derivatives.SOURCE`'s
+#: ``sd_derivative_slots`` on them; ``par = [tol, ns, n, plain]``.
+SOURCE = SLOT_MODES + r"""
+SD_EXPORT void sd_gathered_slots(const double *lam, const double *u, const double *rep, const double *corr,
+                                 const double *at, const double *c, const double *gather, const double *par,
+                                 double *weights, double *lam_s, double *corr_s, double *data)
+{
+  long long ns = (long long)par[1], n = (long long)par[2], nn = ns > 0 ? ns : 1;
+  const double *put = gather + 8 * ns, *take = put + n, *scale = take + n, *offset = scale + n;
+  double codes[nn], data_s[8 * nn], mu[nn];
+  for (long long i = 0; i < 8 * ns; i++) data[i] = gather[i];
+  if (par[3] != 0.0)
+    for (long long i = 0; i < n; i++) data[(long long)put[i]] = c[(long long)take[i]];
+  else
+    for (long long i = 0; i < n; i++) {
+      volatile double x = scale[i] * c[(long long)take[i]];   /* (rounded before the sum: no fused multiply-add) */
+      data[(long long)put[i]] = x + offset[i];
+    }
+  sd_slot_modes(lam, u, rep, corr, at, data, par, weights, lam_s, corr_s, codes, data_s, mu);
+}
+"""
+
 
 def replayed(scene, road, tol, got):
-    """``(plan, pieces' callable, slots' data (ns, 8))`` of the step whose ``scene_step`` call (on the
-    road's plan ``road``, tolerance ``tol``) returned ``got`` (``(out, index, sel, slot, c, data)``),
-    where :func:`remember` kept its ``(sel, slot, index)``; else None."""
+    """``(plan, pieces' callable, slots' data (ns, 8), modes)`` of the step whose ``scene_step`` call (on
+    the road's plan ``road``, tolerance ``tol``) returned ``got`` (``(out, index, sel, slot, c, data)``),
+    where :func:`remember` kept its ``(sel, slot, index)``; ``modes``: the slots' ``(weights, impulses,
+    correction)`` where the gathering routine made them with the data, else None (the plan's call
+    makes them); else None."""
     memo = scene.cache.get(_KEY)
     if memo is None or memo[0] is not road or memo[1] != tol:
         return None
@@ -46,8 +79,12 @@ def replayed(scene, road, tol, got):
         return None
     make = kept[2]
     if make is None:
-        return kept[0], kept[1], got[5]
-    return kept[0], kept[1], _data(make, got[4])
+        return kept[0], kept[1], got[5], None
+    if len(make) == 3:                                            # the gathering routine
+        out = got[0]
+        w, lam, corr, data = make[0](out[2], out[3], out[4], out[5].reshape(-1), kept[0][1], got[4], make[1], make[2])
+        return kept[0], kept[1], data, (w, lam, corr)
+    return kept[0], kept[1], _data(make, got[4]), None
 
 
 def remember(scene, road, tol, got, plan, pieces, slots, in_data):
@@ -67,9 +104,10 @@ def remember(scene, road, tol, got, plan, pieces, slots, in_data):
         selection = scene_data._remembered(scene, mask)
         if selection is None:
             return
-        make = tuple(selection[2:7])                           # (base, put, take, A, b)
+        make = _sparse(*selection[2:7])
         if not np.array_equal(_data(make, c), slots.data):
             return
+        make = _gathered(make, got, plan, slots.data) or make
     elif got[5] is not slots.data:
         return
     memo = scene.cache.get(_KEY)
@@ -78,12 +116,82 @@ def remember(scene, road, tol, got, plan, pieces, slots, in_data):
     memo[2][(got[2].tobytes(), got[3].tobytes(), None if index is None else index.tobytes())] = (plan, pieces, make)
 
 
+def _gathered(make, got, plan, data):
+    """``(call, gather, par)`` of the gathering routine (:data:`SOURCE`) for :func:`_sparse`'s ``make`` and
+    the step whose call returned ``got``, checked against the plan's slot call on the slots' ``data``
+    (the same outputs); None where ``A`` is not one entry per row or the routine cannot be built."""
+    base, put, take, A, b = make
+    if A is not None and A.ndim != 1:
+        return None
+    out, c = got[0], got[4]
+    n, ns, tol = len(put), len(base), plan[2][0]
+    plain = A is None
+    scale, offset = (np.ones(n), np.zeros(n)) if plain else (A, b)
+    gather = np.concatenate([base.ravel(), put, take, scale, offset]).astype(float)
+    par = np.array([tol, ns, n, float(plain)])
+    ins = (out[2], out[3], out[4], out[5].reshape(-1), plan[1], c)
+    call = _gather_call(*(x.shape for x in ins), len(gather))
+    if call is None:
+        return None
+    mine, theirs = call(*ins, gather, par), plan[0](*ins[:5], data, plan[2])
+    if not (np.array_equal(mine[3], data) and all(np.array_equal(x, y) for x, y in zip(mine, theirs))):
+        return None
+    for x in gather, par:
+        x.flags.writeable = False
+    return call, gather, par
+
+
+def _gather_call(lam, u, rep, corr, at, c, g):
+    """``f(lam, u, report, corr, at, c, gather (g,), par (4,)) -> (weights (ns, 4), lam (ns, 3), corr (ns,),
+    data (ns, 8))``: ``sd_gathered_slots`` for inputs of these shapes, through the compiled kernels'
+    fast path (ctypes its fallback: inputs it declines); None where the routine cannot be built."""
+    f = c_routine(SOURCE, "sd_gathered_slots", [ctypes.POINTER(ctypes.c_double)] * 12)
+    if f is None:
+        return None
+    ns = at[0]
+    outs = ((ns, 4), (ns, 3), (ns,), (ns, 8))
+
+    def through_ctypes(*ins):
+        got = tuple(np.zeros(s) for s in outs)
+        f(*(_at(np.ascontiguousarray(x, float)) for x in ins), *(_at(x) for x in got))
+        return got
+    fast = native_function("Kernel")
+    if fast is None:
+        return through_ctypes
+    return fast(ctypes.cast(f, ctypes.c_void_p).value, (lam, u, rep, corr, at, c, (g,), (4,)), outs, through_ctypes)
+
+
+def _sparse(base, put, take, A, b):
+    """The selection's ``(base, put, take, A, b)`` as :func:`_data` takes it: where each row of ``A`` holds
+    one entry (the slot frames' axes the bodies' turned by quarter turns, or kept), ``A x`` is that entry
+    times one candidate's entry (the same product: the row's other terms are zeros), ``take`` reordered to
+    it and ``A`` replaced by the entries (1-d)."""
+    if A is None:
+        return base, put, take, None, None
+    rows, cols = A.nonzero()
+    if len(rows) != len(A) or not np.array_equal(rows, np.arange(len(A))):
+        return base, put, take, A, b
+    scale, take = A[rows, cols], take[cols]
+    for x in scale, take:
+        x.flags.writeable = False
+    return base, put, take, scale, b
+
+
 def _data(make, c):
-    """The per-body slots' data (ns, 8) of the candidates ``c`` (K, 11) from the selection's ``(base, put,
-    take, A, b)``, as :mod:`~sparsedyn.contact.scene_data` makes them."""
+    """The per-body slots' data (ns, 8) of the candidates ``c`` (K, 11) from :func:`_sparse`'s ``(base, put,
+    take, A, b)``, as :mod:`~sparsedyn.contact.scene_data` makes them (``A x + b`` of the taken entries ``x``:
+    ``A`` (n, n), or its one entry per row (n,))."""
     base, put, take, A, b = make
     data = base.copy()
-    data.put(put, c.take(take) if A is None else A.dot(c.take(take)) + b)
+    if A is None:
+        data.put(put, c.take(take))
+    elif A.ndim == 1:
+        x = c.take(take)
+        x *= A
+        x += b
+        data.put(put, x)
+    else:
+        data.put(put, A.dot(c.take(take)) + b)
     return data
 
 

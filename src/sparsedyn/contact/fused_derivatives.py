@@ -80,7 +80,7 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
         again = replayed(scene, road[2], tol, got)
         if again is not None:                      # a layout met before: no FoundContacts, no slots, no plan lookup
             step = _one_step(got[0], got[1], solver, tol)
-            d = _four_calls(model, q, v, got[0], again[0], again[1], again[2], step, result)
+            d = _four_calls(model, q, v, got[0], again[0], again[1], again[2], step, result, again[3])
             if d is not None:
                 return step, None, None, d
         ran = (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
@@ -108,13 +108,14 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
         scene, q, found.pair, slots, step.impulses, mode_codes(step), out[5].reshape(-1), in_data), None
 
 
-def _four_calls(model, q, v, out, plan, pieces, data, step, result):
+def _four_calls(model, q, v, out, plan, pieces, data, step, result, modes=None):
     """The ``result`` of the derivatives of the step ``step`` (its kernel's arrays ``out``) from the
     plan's calls (:func:`_derivative_plan`'s tuple; ``pieces`` the pieces' callable,
-    :func:`~sparsedyn.contact.derivative_replay.pieces_kernel`'s) on the slots' ``data`` (ns, 8),
+    :func:`~sparsedyn.contact.derivative_replay.pieces_kernel`'s) on the slots' ``data`` (ns, 8) and
+    ``modes`` (their ``(weights, impulses, correction)``; None: the plan's slot call makes them),
     checked finite; None where the blocks' routine leaves the state to the caller's road."""
     call, at, par, shapes, kinds, f, blocks, bpar, dt1 = plan
-    w, lam, c = call(out[2], out[3], out[4], out[5].reshape(-1), at, data, par)
+    w, lam, c = call(out[2], out[3], out[4], out[5].reshape(-1), at, data, par) if modes is None else modes
     nv = model.nv
     if not (type(v) is np.ndarray and v.dtype is _F64 and v.shape == (nv,)):
         v = np.asarray(v, float).reshape(nv)
