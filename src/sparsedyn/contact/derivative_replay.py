@@ -15,8 +15,9 @@ same calls on the same values, so the same derivatives bit for bit.  The slots' 
 per-body data where the step runs in per-body slots, else ``base`` with the entries ``take`` of the
 candidates' rows put at ``put`` (turned by ``A x + b`` where a slot frame is not its body's own), the
 selection's of :mod:`~sparsedyn.contact.scene_data` (what
-:func:`~sparsedyn.contact.scene_data.held_contacts` makes its per-body slots from); a selection whose
-data made so differ from the slots' is not kept (the road of the first call then, each time).
+:func:`~sparsedyn.contact.scene_data.held_contacts` makes its per-body slots from), made in the slots'
+modes' call (:data:`SOURCE`) where each row of ``A`` holds one entry, else with NumPy; a selection
+whose data or modes made so differ from the first road's is not kept (that road then, each time).
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ calls and constants, the slots' shapes and kinds, the pieces' native callable) i
 routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
 :func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit (the
 slots' routine through an entry that writes only what the derivatives read, the slots' data read where
-the step wrote them).
+the step wrote them).  A step whose call returns the candidates, slots and kernel rows of a step
+before it (a trajectory's steps keep their contacts) skips the FoundContacts, the slots and the plan's
+lookup: :mod:`~sparsedyn.contact.derivative_replay` keeps them per such layout (the data slots' per-body
+data gathered in the slots' call).
 """
 
 from __future__ import annotations
