@@ -77,8 +77,10 @@ def main():
     final = mode_codes(lam, mu, G, rows)
     codes = [(int(S["it"][0]), mode_codes(S["z"], mu, G, rows)) for k, S in runs if k == 2]
     differ = [i for i, c in codes if np.any(c != final)]
-    print(f"  ADMM's modes are the solution's from iteration {differ[-1] + 1 if differ else 0} "
-          f"(0 open, 1 sticking, 2 sliding: {''.join(str(int(c)) for c in final)})")
+    settled_at = "never" if codes and differ and differ[-1] == codes[-1][0] else \
+        f"from iteration {differ[-1] + 1 if differ else 0}"
+    print(f"  ADMM's modes are the solution's: {settled_at} (0 open, 1 sticking, 2 sliding: "
+          f"{''.join(str(int(c)) for c in final)})")
     print(f"  G_nn's smallest eigenvalues: {np.array2string(np.linalg.eigvalsh(G[np.ix_(rows, rows)])[:10], precision=2)}")
     Gn = G[np.ix_(rows, rows)]
     dn = np.sqrt(np.maximum(np.diag(Gn), 1e-300))
