@@ -18,7 +18,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.contact import friction_polish as fp
-from test_friction import DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, corners, push
+from test_friction import DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, check_residuals, corners, push
 from test_scene_physics import FLOOR, boxes_model
 
 #: Velocity bound of two solutions that each pass the stopping test: each contact's velocity within
@@ -82,4 +82,47 @@ def test_a_box_with_its_shape_twice_steps_as_with_it_once(road):
     assert len(np.asarray(two.impulses)) == 2 * len(np.asarray(one.impulses))
     vscale = 0.2 + 0.1 * np.linalg.norm(size) / 2 + G * DT          # |v| + |w| (half diagonal) + g dt
     assert np.abs(two.v - one.v).max() <= 2 * 3 * TOL * vscale / 0.05  # (the shortest half edge: 5 cm)
+    assert int(two.iterations) <= 2 * int(one.iterations) + fp.FIRST
+
+
+# --- one point given twice: a Delassus matrix of rank 3 in 6 rows ---------------------------------------
+
+#: The point below the box's centre (its bottom face's centre), and the box's rotational inertia about
+#: its centre, ``I0 = m (2 h)^2 / 6`` (a solid cube).
+BELOW, I0 = (0.0, 0.0, -H), MASS * (2 * H) ** 2 / 6
+
+
+@pytest.mark.parametrize("road", ["numpy", "native"])
+@pytest.mark.parametrize("force", [0.0, 0.5 * 2.5 * MU * MASS * G, 2.0 * 2.5 * MU * MASS * G])
+def test_one_point_given_twice_carries_the_hand_derived_resultant(road, force):
+    """The box balanced on the centre of its bottom face, that one point given as two identical contacts
+    (``G`` has rank 3 in its 6 rows: the second contact's rows are the first's), not pushed, pushed
+    along x below friction and beyond it.  By hand: the point's Delassus block is
+    ``G1 = diag(1/m + h^2/I0, 1/m + h^2/I0, 1/m) = diag(2.5, 2.5, 1) / m`` (``r = (0, 0, -h)``:
+    ``[r]x^T [r]x = h^2 diag(1, 1, 0)``, ``m h^2 / I0 = 1.5``) and its free velocity
+    ``dt (F / m, 0, -g)``, so the resultant impulse of the pair is unique (only its split is not):
+    ``lambda_n = m g dt``, and the friction ``-F dt / 2.5`` (sticking, ``F <= 2.5 mu m g``) or
+    ``-mu m g dt`` (sliding).  Coulomb's law holds to the solver's tolerance
+    (:func:`~test_friction.check_residuals`); the pair costs at most one round of polishes more than the
+    single point (module docstring)."""
+    plain = [sd.Contact("box", "3d", friction=MU, point=BELOW, name="p")]
+    pair = plain + [sd.Contact("box", "3d", friction=MU, point=BELOW, name="p_copy")]
+    f = push(0.0, force)
+    with sd.use_backend(road, deterministic=True), warnings.catch_warnings():
+        warnings.simplefilter("error", sd.ContactStepWarning)
+        one = sd.contact_step(MODEL, Q0, Z, Z, plain, DT, f_ext=f, tol=TOL)
+        two = sd.contact_step(MODEL, Q0, Z, Z, pair, DT, f_ext=f, tol=TOL)
+    assert 1.0 + MASS * H ** 2 / I0 == 2.5
+    sticks = force <= 2.5 * MU * MASS * G
+    expected = np.array([-force * DT / 2.5 if sticks else -MU * MASS * G * DT, 0.0, MASS * G * DT])
+    total = np.asarray(two.impulses).sum(0)
+    vscale = G * DT + force * DT / MASS
+    # the resultant from velocities within tol vscale of the hand solution (each of 2 contacts, 3 rows),
+    # through G1's inverse (at most m), and the cone's primal residual (tol of the impulses m g dt)
+    bound = MASS * 2 * 3 * TOL * vscale + 2 * TOL * MASS * G * DT
+    assert np.abs(total - expected).max() <= bound
+    assert np.abs(np.asarray(one.impulses)[0] - expected).max() <= bound
+    assert np.all(np.asarray(two.impulses)[:, 2] >= 0.0)
+    check_residuals(two, Z)
+    assert np.abs(two.v - one.v).max() <= v_tol(vscale)
     assert int(two.iterations) <= 2 * int(one.iterations) + fp.FIRST

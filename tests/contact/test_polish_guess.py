@@ -12,7 +12,7 @@ import sparsedyn as sd
 from conftest import rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.polish_guess import closing_guess
+from sparsedyn.contact.polish_guess import NEAR, closing_guess, swap_guess
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
 from test_friction_polish import _coulomb, box_polish_stage
@@ -42,6 +42,39 @@ def test_an_open_contact_that_closes_is_guessed_closed_and_sticking():
     # closing by less than open_fraction (1e-6) of the largest impulse (1, G_nn = 2): open
     tiny = closing_guess(Gm, Z, np.array([[0, 0, -1e-6]] * 5), np.ones(5), 1e-6)
     assert np.array_equal(tiny[[0, 1, 4]], np.zeros((3, 3)))
+
+
+
+def _gram(normals):
+    """The Delassus-like matrix (3 k, 3 k) whose contacts' normal rows are the vectors ``normals``
+    (k, d) (their Gram matrix) and whose tangential rows are the identity, uncoupled."""
+    k = len(normals)
+    Gm = np.eye(3 * k)
+    N = np.asarray(normals, float)
+    Gm[2::3, 2::3] = N @ N.T
+    return Gm
+
+
+def test_an_open_near_duplicate_that_closes_takes_its_partners_load():
+    """Contacts 0 and 1 are near-duplicates (normal rows' correlation ``cos 0.01 = 0.99995 > 1 - NEAR``),
+    2 is not (``cos 0.5``), 3 and 4 near-duplicates of each other: contact 1 open and closing
+    (``u_n < 0``) beside closed 0 takes 0's impulse, 0 opens; contact 2, open and closing, has no closed
+    near-duplicate and stays open (that is :func:`closing_guess`'s case); contact 4 open but separating
+    stays open beside closed 3, which keeps its load."""
+    a = [0.0, 0.01, 0.5]
+    normals = [[np.cos(t), np.sin(t), 0.0, 0.0] for t in a] + [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, np.cos(0.01),
+                                                                                      np.sin(0.01)]]
+    Gm = _gram(normals)
+    assert np.cos(0.01) > 1.0 - NEAR > np.cos(0.5)
+    Z = np.array([[0.1, 0.2, 1.0], [0, 0, 0], [0, 0, 0], [0.3, 0.0, 0.5], [0, 0, 0]])
+    u = np.array([[0.0, 0, 0.0], [0, 0, -0.1], [0, 0, -0.1], [0, 0, 0.0], [0, 0, 0.2]])
+    out = swap_guess(Gm, Z, u, np.ones(5), 1e-6)
+    want = np.array([[0, 0, 0], [0.1, 0.2, 1.0], [0, 0, 0], [0.3, 0.0, 0.5], [0, 0, 0]])
+    assert np.array_equal(out, want)
+    # a contact without rows swaps nothing, and a closing by less than open_fraction of the largest
+    # impulse is no closing
+    assert np.array_equal(swap_guess(Gm, Z, u, np.array([1.0, 0, 1, 1, 1]), 1e-6), Z)
+    assert np.array_equal(swap_guess(Gm, Z, u * 1e-7, np.ones(5), 1e-6), Z)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "native"])

@@ -40,7 +40,12 @@ largest eigenvalue of its ``G_tt``; exact for a point mass), nearer the answer's
 or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish of two steps).  The
 modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed
 humanoid's slowest states: a nearly redundant pair of capsule contacts, both sliding in ADMM's
-iterate for hundreds of iterations, one sticking and one open in the answer).  The work per Newton
+iterate for hundreds of iterations, one sticking and one open in the answer).  An answer's open
+contact is read open whatever its velocity, except beside a closed near-duplicate (the same body's
+points millimetres apart) where its velocity closes it: the next step moves the load to it
+(:func:`~sparsedyn.contact.polish_guess.swap_guess`; talos fallen onto a box: in each group of near
+duplicates one carries the load and the others touch at zero impulse, and a repeated polish whose
+modes pick the wrong one stalls with it penetrating).  The work per Newton
 step is the inverse (``m^3``), the product of its normal rows with the held friction's columns
 (``m nc^2``) and the solves (``4 m^2`` each: the rows of ``G``, the inverse twice), against an ADMM
 iteration's ``m^2``; the rotation into the sliding axes and the masks are block products by sparse
@@ -68,7 +73,7 @@ from .. import backend as bk
 from .friction_linalg import Slots, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
-from .polish_guess import closing_guess
+from .polish_guess import closing_guess, swap_guess
 
 __all__ = []
 
@@ -279,7 +284,9 @@ def polish_stage(lay, *X):
     best, while ADMM's iterations pay for them (:data:`FREE`; a step is charged its share of a polish;
     a warm start's round, before any iteration: with :func:`warm_credit` more, and :data:`REPEATS` - 1
     polishes before each must gain).  In a warm start's round each step starts from its iterate with
-    each open contact that its velocity closes guessed closed (:mod:`~sparsedyn.contact.polish_guess`).
+    each open contact that its velocity closes guessed closed (:mod:`~sparsedyn.contact.polish_guess`);
+    each step after a round's first, from the last answer with the load of a closed contact moved to an
+    open near-duplicate that its velocity closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`).
     Accepted: the step's impulses, on to the correction (+3); rejected, the round's last: back to ADMM
     (-1; from a warm start, before any iteration: to the factorisation, -2); else on (0).
 
@@ -297,7 +304,7 @@ def polish_stage(lay, *X):
     # this step's, so an open contact that closes is guessed closed (not on ADMM's iterates, whose
     # velocities carry ADMM's error: there z's open contacts are the better guess)
     warm = _step(0.5 - S["it"][0])
-    z = _closing(G, K["g"], z, lay, lay.slots(K), warm)
+    z = _closing(G, K["g"], z, lay, lay.slots(K), warm, 1.0 - fresh)
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol, slots=lay.slots(K), steps=1)
@@ -323,13 +330,17 @@ def polish_stage(lay, *X):
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
 
 
-def _closing(G, g, z, lay, sl, weight):
-    """The iterate ``z`` (m,) that a polish starts from, with (``weight`` 1) each open contact that its
+def _closing(G, g, z, lay, sl, weight, swap=0.0):
+    """The iterate ``z`` (m,) that a polish starts from, with (``swap`` 1) the load of each closed contact
+    moved to an open near-duplicate that its velocity closes
+    (:func:`~sparsedyn.contact.polish_guess.swap_guess`), then (``weight`` 1) each open contact that its
     velocity closes guessed closed (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
     nc, m = lay.nc, lay.m
     u = (_mv(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
     Z = z.reshape(nc, 3)
-    return (Z + weight * (closing_guess(G, Z, u, _active(G, lay.normal), OPEN) - Z)).reshape(m)
+    active = _active(G, lay.normal)
+    Z = Z + swap * (swap_guess(G, Z, u, active, OPEN) - Z)
+    return (Z + weight * (closing_guess(G, Z, u, active, OPEN) - Z)).reshape(m)
 
 
 def _active(G, rows):
