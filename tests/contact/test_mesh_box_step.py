@@ -137,3 +137,26 @@ def test_a_query_that_epas_cap_stops_gives_the_general_rows(monkeypatch):
             plan = mesh_box_step._step_plan(scene, mixed.boxes, mixed.others, mixed.bb)
             declined += mesh_box_step._road_rows(scene, plan, q, pair_cutoffs(scene, q, v, DT), mixed.boxes) is False
     assert declined >= 3
+
+
+def test_a_batchs_rows_are_each_states_and_a_pair_of_no_rows_near_refuses_the_batch():
+    """A batch of states about the box (one call, each state's look-ahead): each state's contacts and
+    slot data are those of its single call (the same rows, state by state); with the drum under the body,
+    a batch holding a state whose drum is near the box is refused (None) as that state is alone."""
+    from sparsedyn.contact import scene_batch
+    scene = _drum(HIGH)
+    states = _states(np.random.default_rng(12), 12)
+    Q, V = np.array([q for q, _ in states]), np.array([v for _, v in states])
+    with sd.use_backend("native", deterministic=True):
+        _rows(scene, *states[0])
+        pair, _, ends, slots = scene_batch.scene_batch_slot_data(scene, Q, ahead=(V, DT))
+        assert ends[-1] >= 12
+        for b, (q, v) in enumerate(states):
+            one_pair, one = scene_data.scene_slot_data(scene, q, ahead=(v, DT))
+            assert np.array_equal(pair[ends[b]:ends[b + 1]], one_pair)
+            assert one.frames == slots.frames
+            assert np.abs(slots.data[b] - one.data).max(initial=0.0) <= BOUND
+        low = _drum(LOW)
+        near = [q for q, v in states if _rows(low, q, v) is None]
+        assert near                                        # (the drum 4 cm under the body: on the box)
+        assert scene_batch.scene_batch_slot_data(low, Q, ahead=(V, DT)) is None

@@ -1,4 +1,4 @@
-"""A step's rows of robot meshes on world boxes: :func:`mesh_box_rows`.
+"""A step's rows of robot meshes on world boxes: :func:`mesh_box_step_rows` (:func:`mesh_box_rows`).
 
 The rows of :mod:`~sparsedyn.contact.scene_data`'s mixed plan for its pairs of a robot mesh and a
 world box, each pair's patch within its own cutoff (a step's look-ahead): the native broad phase
@@ -57,8 +57,8 @@ def mesh_box_step_rows(scene, boxes, others, bb, q, cut):
 
 
 def _step_plan(scene, boxes, others, bb):
-    """``(road, two, per thread, ms, E, r)``: the :class:`~sparsedyn.contact.mesh_box_road.BoxRoad` of the pairs
-    ``boxes``, ``others`` and ``bb``'s (their broad phase in one call), whether each of its pairs is
+    """``(road, two, per thread, ms, E, r)``: the :class:`~sparsedyn.contact.mesh_box_road.BoxRoad` of the
+    pairs ``boxes``, ``others`` and ``bb``'s (their broad phase in one call), whether each of its pairs is
     ``bb``'s, each thread's tables (:func:`_thread_tables`), each slot's mesh and its placement in its
     body (``E`` (M, 3, 3), ``r`` (M, 3)); kept by the scene.  None where its slots are not
     ``boxes`` in order, each mesh its pair's ``a`` (then :func:`mesh_box_rows`), or it is not built

@@ -95,7 +95,7 @@ class _Mixed:
     rows per mesh-plane pair, then as many per mesh-box pair (``pair``: the scene pair of each;
     ``kernel``: the kernel plan; ``mesh``: the mesh-plane pairs' constants, :func:`_mesh_plan`, or
     None; ``boxes``: the mesh-box pairs (B,); ``others``: robot-world pairs of no rows, refused where
-    near, :func:`~sparsedyn.contact.mesh_box_step.mesh_box_rows`)."""
+    near, :func:`~sparsedyn.contact.mesh_box_step.mesh_box_step_rows`)."""
 
     def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None, others=np.zeros(0, int)):
         self.kernel, self.mesh, self.boxes, self.bb, self.others = kernel, mesh, boxes, bb, others
