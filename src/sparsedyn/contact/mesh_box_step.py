@@ -47,7 +47,8 @@ def mesh_box_step_rows(scene, boxes, others, bb, q, cut):
     of these pairs where it answers (module docstring), and whether a pair of ``bb`` (the scene's pairs
     of two boxes, rows of their own, or None) may come within its cutoff (the same broad phase; True
     where not run); None as :func:`mesh_box_rows`."""
-    if use_backend.current() != "numpy" and type(q) is np.ndarray and q.dtype is _F64 and q.ndim == 1:
+    if use_backend.current() != "numpy" and type(q) is np.ndarray and q.dtype is _F64 and q.ndim == 1 and \
+            q.flags.c_contiguous:                  # (the native placements read q in place)
         plan = _step_plan(scene, boxes, others, bb)
         got = False if plan is None else _road_rows(scene, plan, q, np.asarray(cut, float), boxes)
         if got is not False:
