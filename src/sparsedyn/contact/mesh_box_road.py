@@ -43,7 +43,7 @@ from .mesh_box_loop import _PAR, near_plan
 from .mesh_plane_loop import mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, patch_depth
 
-__all__ = ["BoxRoad", "EPA_ITERATIONS", "box_road", "box_road_rows", "shape_rows"]
+__all__ = ["BoxRoad", "EPA_ITERATIONS", "box_road", "box_road_rows", "shape_rows", "step_road"]
 
 _GP, _FROM = "geometry_placements", ctypes.c_double.from_buffer
 
@@ -62,10 +62,11 @@ class BoxRoad:
     coal's hull and box, ``fixed`` their coal placements where they are world shapes (else None);
     ``every`` (rows,) each row's scene pair, ``order`` the rows by pair (None: they are); ``cutoff``
     the margin (0-d); ``shapes`` S; ``tab`` the routines' tables (:data:`ROAD_TABLES`); ``solvers``
-    each thread's coal objects; ``picks`` per number of slots the order of their answers' fields."""
+    each thread's coal objects; ``picks`` per number of slots the order of their answers' fields;
+    ``rest`` (Q,) the road's scene pairs, ``swap`` (M,) bool where a slot's box is its pair's ``a``."""
 
     __slots__ = ("kernel", "lp", "nk", "nl", "slot", "ms", "bs", "geoms", "fixed", "every", "order", "cutoff", "shapes",
-                 "tab", "solvers", "picks", "_keep")
+                 "tab", "solvers", "picks", "rest", "swap", "_keep")
 
 
 #: The routines' tables (sd_road_near, sd_road_rows of mesh_box_loop), in their order.
@@ -99,20 +100,39 @@ def box_road(scene, kp, f, lp, c, r, half):
     gp = (native_calls(scene.model) or {}).get(_GP)
     if mesh_box_loop._routines() is None or gp is None or (kp is not None and kp.pairs and f is None):
         return None
-    shapes, inside = scene.shapes, np.zeros(len(scene.index), bool)
+    inside = np.zeros(len(scene.index), bool)
     for plan in (kp if kp is not None and kp.pairs else None, lp):
         inside |= plan.inside if plan is not None else False
-    rest = np.flatnonzero(~inside)
+    kernel = (f, kp) if kp is not None and kp.pairs else None
+    road = scene.cache[key] = _road(scene, np.flatnonzero(~inside), kernel, lp, c, r, half)
+    return road
+
+
+def step_road(scene, rest, c, r, half):
+    """A :class:`BoxRoad` of the scene pairs ``rest`` (sorted) alone (no kernel's, no mesh-plane rows: a
+    step's mesh-box rows, :mod:`~sparsedyn.contact.mesh_box_step`), or None where none of them is a
+    mesh on a box one of which is a world shape or the routines or the native placements are not
+    built; ``c``, ``r``, ``half`` as for :func:`box_road`.  Not kept: the caller keeps it."""
+    if mesh_box_loop._routines() is None or (native_calls(scene.model) or {}).get(_GP) is None:
+        return None
+    return _road(scene, np.asarray(rest, int), None, None, c, r, half)
+
+
+def _road(scene, rest, kernel, lp, c, r, half):
+    """The :class:`BoxRoad` of the pairs ``rest`` beside the ``kernel`` ``(f, kp)`` or None and the
+    mesh-plane loop plan ``lp`` or None; None where none of ``rest`` is a mesh on a box one of which
+    is a world shape."""
+    shapes = scene.shapes
     slot, ms, bs, swap = np.full(len(rest), -1, np.int64), [], [], []
     for n, (i, j) in enumerate(np.asarray(scene.index, int).reshape(-1, 2)[rest].tolist()):
         if {shapes[i].kind, shapes[j].kind} == {"mesh", "box"} and min(shapes[i].body, shapes[j].body) < 0:
             m, b = (i, j) if shapes[i].kind == "mesh" else (j, i)
             slot[n] = len(ms)
             ms.append(m), bs.append(b), swap.append(int(b == i))     # (the box the pair's a)
-    road = scene.cache[key] = None if not ms else BoxRoad()
-    if road is None:
+    if not ms:
         return None
-    road.kernel = (f, kp) if kp is not None and kp.pairs else None
+    road = BoxRoad()
+    road.kernel, kp, road.rest, road.swap = kernel, None if kernel is None else kernel[1], rest, np.array(swap, bool)
     road.lp, road.slot, road.ms, road.bs, road.shapes = lp, slot, ms, bs, len(shapes)
     road.nk = len(kp.pair) if road.kernel is not None else 0
     road.nl = len(lp.pair) * MAX_PATCH_POINTS if lp is not None else 0

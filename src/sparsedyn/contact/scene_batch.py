@@ -67,7 +67,7 @@ def _candidates(scene, kp, Q, cutoff, ahead):
     the cutoff each is compared with (broadcast to (B, K)), as the single step of each state finds
     them: with ``ahead`` ``(V (B, nv) or (nv,), dt)`` the look-ahead from each state's velocity in
     the collision kernel's call (:func:`~sparsedyn.collision_candidates_ahead`, the single step's
-    own), else within ``cutoff`` (B, P) or the margin."""
+    own), else within ``cutoff`` (B, P) or the margin; None where a pair of no rows may touch."""
     B, K = len(Q), len(kp.pair)
     if isinstance(kp, _Mixed):                             # robot meshes on world shapes: their rows
         if not B:
@@ -138,7 +138,10 @@ def batch_contacts(scene, Q, cutoff=None, ahead=None, data_slots=False):
         return None
     kp, kid, keys, E, r, mu, moved = plan
     B, nk = len(Q), len(keys)
-    c, within = _candidates(scene, kp, Q, cutoff, ahead)
+    got = _candidates(scene, kp, Q, cutoff, ahead)
+    if got is None:                                        # (a pair of no rows may touch: _mixed_candidates)
+        return None
+    c, within = got
     K = c.shape[1]
     d = c[..., 0]
     mask = d < within

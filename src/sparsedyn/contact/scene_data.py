@@ -22,14 +22,14 @@ from ..kernels import native_calls, use_backend
 from .box_box_native import ROWS, box_box_available, box_box_hits, box_box_plan
 from .box_box_road import box_box_poses, box_box_road_hits
 from .box_box_step import box_box_step_rows, one_state
-from .collision import _bounds, _mesh_box_pairs, _plan as _collision_plan, mesh_vertices, placements
+from .collision import _bounds, mesh_vertices, placements
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .friction_kernel import MAX_COMPILED_CONTACTS
 from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
-from .mesh_box_loop import near_pairs
+from .mesh_box_step import mesh_box_rows, mesh_box_step_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows, mesh_plane_step_rows
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
@@ -94,19 +94,20 @@ class _Mixed:
     on world boxes: the kernel's candidates, then :data:`~sparsedyn.contact.reduction.MAX_PATCH_POINTS`
     rows per mesh-plane pair, then as many per mesh-box pair (``pair``: the scene pair of each;
     ``kernel``: the kernel plan; ``mesh``: the mesh-plane pairs' constants, :func:`_mesh_plan`, or
-    None; ``boxes``: the mesh-box pairs (B,))."""
+    None; ``boxes``: the mesh-box pairs (B,); ``others``: robot-world pairs of no rows, refused where
+    near, :func:`~sparsedyn.contact.mesh_box_step.mesh_box_step_rows`)."""
 
-    def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None):
-        self.kernel, self.mesh, self.boxes, self.bb = kernel, mesh, boxes, bb
+    def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None, others=np.zeros(0, int)):
+        self.kernel, self.mesh, self.boxes, self.bb, self.others = kernel, mesh, boxes, bb, others
         per = [np.repeat(mesh["pairs"], MAX_PATCH_POINTS)] if mesh is not None else []
         per.append(np.repeat(boxes, MAX_PATCH_POINTS))
         if bb is not None:                                 # then box_box_native.ROWS per pair of two boxes
             per.append(np.repeat(bb.pair, ROWS))
         self.pair = np.concatenate(([kernel.pair] if kernel.pairs else []) + per)
-        # with pairs of two boxes, the rows by pair (collide's order of the hits: a step's contacts are
-        # then in the order of the NumPy road's); None: as they are
+        # with pairs of two boxes or meshes on boxes, the rows by pair (collide's order of the hits: a step's
+        # contacts are then in the order of the NumPy road's); None: as they are
         self.order = None
-        if bb is not None:
+        if bb is not None or len(boxes):
             order = np.argsort(self.pair, kind="stable")
             if not np.array_equal(order, np.arange(len(order))):
                 self.order, self.pair = order, self.pair[order]
@@ -116,8 +117,8 @@ def _mixed_plan(scene):
     """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
     world planes (their rows: :func:`mesh_plane_rows`), on world boxes (:func:`mesh_box_rows`) or
     pairs of two boxes (:func:`box_box_rows`, where the native routine is built), its
-    first entry a :class:`_Mixed`; None where
-    another pair is left out or a touching body has no frame."""
+    first entry a :class:`_Mixed` (with mesh-box pairs, robot-world pairs of no rows too: refused
+    where near); None where another pair is left out or a touching body has no frame."""
     key = "slot data plan, meshes on planes"
     if key not in scene.cache:
         kp = kernel_plan(scene)
@@ -125,10 +126,13 @@ def _mixed_plan(scene):
         boxes = ks[_robot_meshes_on(scene, ks, "box")]
         bb = box_box_plan(scene) if box_box_available() else None
         rest = np.setdiff1d(ks, boxes if bb is None else np.concatenate([boxes, bb.pair]))
-        mesh = _mesh_plan(scene, rest) if len(rest) else None
+        planes = rest[_robot_meshes_on(scene, rest, "plane")]
+        others = np.setdiff1d(rest, planes)                # (a cylinder on a world box: refused where near)
+        mesh = _mesh_plan(scene, planes) if len(planes) else None
         plan = None
-        if mesh is not None or ((len(boxes) or bb is not None) and not len(rest)):
-            mixed = _Mixed(kp, mesh, boxes, bb)
+        world = all(min(scene.shapes[i].body, scene.shapes[j].body) < 0 for i, j in scene.index[others].tolist())
+        if (mesh is not None or len(boxes) or bb is not None) and (not len(others) or (len(boxes) and world)):
+            mixed = _Mixed(kp, mesh, boxes, bb, others)
             plan = _keyed(scene, kp, mixed.pair)
             plan = None if plan is None else (mixed,) + plan[1:]
         scene.cache[key] = plan
@@ -231,38 +235,6 @@ def _robot_meshes_on(scene, ks, kind):
     shapes = scene.shapes
     return np.array([shapes[i].kind == "mesh" and shapes[i].body >= 0 and shapes[j].kind == kind and shapes[j].body < 0
                      for i, j in scene.index[ks].tolist()], bool).reshape(-1)
-
-
-def mesh_box_rows(scene, boxes, q, cut):
-    """The rows (B * MAX_PATCH_POINTS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns) of
-    the pairs ``boxes`` (B,) of a robot mesh and a world box at ``q`` (nq,), each pair's patch within
-    its cutoff ``cut`` (B,) [m] (:func:`~sparsedyn.collide`'s hits of the pair: coal's closest pair of
-    the mesh's hull and the box, the hull vertices on its face) in its first rows; the other rows'
-    distance is +inf."""
-    out = np.zeros((len(boxes) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    out[:, 0] = np.inf
-    if not len(boxes):
-        return out
-    R, p = placements(scene, q)
-    bounded = False
-    if use_backend.current() != "numpy":           # the native broad phase (the other pairs' cutoff -inf: out)
-        plan = _collision_plan(scene)
-        full = np.full(len(scene.index), -np.inf)
-        full[boxes] = cut
-        near = near_pairs(scene, R, p, full, plan["c"], plan["r"])
-        if near is not None:
-            keep = near.take(boxes)
-            boxes_near, cut, bounded = boxes[keep], np.asarray(cut, float)[keep], True
-    (k, d, wa, wb, n), _ = _mesh_box_pairs(scene, boxes_near if bounded else boxes, R, p, cut, bounded)
-    at = MAX_PATCH_POINTS * np.searchsorted(boxes, k) + np.arange(len(k)) - np.searchsorted(k, k)
-    a = scene.index[k, 0]
-    E = np.array([scene.shapes[i].R for i in a.tolist()]).reshape(-1, 3, 3)      # the shape in its body
-    r = np.array([scene.shapes[i].p for i in a.tolist()]).reshape(-1, 3)
-    Rb = np.einsum("kij,klj->kil", R[a], E)                                     # the body's axes (world)
-    ob = p[a] - np.einsum("kij,kj->ki", Rb, r)
-    out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
-    out[at, 7:10], out[at, 10] = np.einsum("kji,kj->ki", Rb, wa - ob), np.einsum("ki,ki->k", n, wb)
-    return out
 
 
 def box_box_rows(scene, bb, q, cut):
@@ -418,7 +390,8 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`, and the patches' allowances from each pair's
     rotation, :func:`~sparsedyn.contact.look_ahead.pair_spins`; neither: the margin).  A batch ``q``
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
-    mesh-plane rows of all states at once (the mesh-box pairs' state by state)."""
+    mesh-plane rows of all states at once (the mesh-box pairs' state by state).  None where a pair of
+    no rows (``mixed.others``) may touch."""
     kp, mesh = mixed.kernel, mixed.mesh
     got = cutoff is None and ahead is not None and box_box_step_rows(scene, mixed, box_box_poses, q, *ahead)
     if got:                                                # (pairs of two boxes alone: four native calls)
@@ -439,12 +412,18 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     rows = [rows[1]] if rows is not None else [mesh_plane_rows(
         scene, mesh, q, cut[..., mesh["pairs"]], None if spin is None else spin[..., mesh["pairs"], :], look)] \
         if mesh is not None else []
-    boxes = mixed.boxes
+    boxes, others, bb_near = mixed.boxes, mixed.others, True
     if len(boxes) or not rows:                             # (no mesh-box pair: the mesh-plane rows alone)
-        rows.append(mesh_box_rows(scene, boxes, q, cut[boxes]) if not lead else np.zeros(lead + (0, NEAR_COLUMNS))
-                    if not len(boxes) else np.stack([mesh_box_rows(scene, boxes, x, c[boxes]) for x, c in zip(q, cut)]))
+        got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, x, c) for x, c in ([(q, cut)] if not lead else
+                                                                                   zip(q, cut))]
+        if any(x is None for x in got):
+            return None                                    # (a pair of no rows near: mesh_box_rows)
+        bb_near = any(x[1] for x in got)                   # (no pair of two boxes within its cutoff: no rows)
+        got = [x[0] for x in got]
+        rows.append(got[0] if not lead else np.stack(got) if got else np.zeros(lead + (0, NEAR_COLUMNS)))
     if mixed.bb is not None:
-        rows.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]))
+        rows.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
+                    np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
     rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
     if kp.pairs:
         rows = np.concatenate([near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS)), rows], -2)
@@ -486,7 +465,10 @@ def scene_slot_data(scene, q, cutoff=None, ahead=None, data_slots=False):
     kp = plan[0]
     # the candidates within their pair's cutoff (d: column 0); the pairs beyond it: [b > cutoff, 0, ...]
     if isinstance(kp, _Mixed):
-        c, within = _mixed_candidates(scene, kp, q, cutoff, ahead)
+        got = _mixed_candidates(scene, kp, q, cutoff, ahead)
+        if got is None:
+            return None
+        c, within = got
     elif ahead is not None:
         got = scene.cache.get("look")
         f = got is not None and got[0] == ahead[1] and got[3]

@@ -100,6 +100,8 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
         if not (qa.dtype is _F64 and va.dtype is _F64 and qa.shape == (model.nq,) and va.shape == (model.nv,)):
             return None
         pre = scene_data._mixed_candidates(scene, mixed, qa, None, (va, float(dt)))
+        if pre is None:                            # (a pair of no rows may touch: the Python road)
+            return None
     if previous is None and not contacts:
         return run(args, qa, va, ta, settings, warm_start, pre)
     if previous is None:                           # the contacts' layout returned beside the step
@@ -142,6 +144,8 @@ def chained_step(model, q, v, tau, scene, dt, settings, warm_start=None, previou
         if not (qa.dtype is _F64 and va.dtype is _F64 and qa.shape == (model.nq,) and va.shape == (model.nv,)):
             return None
         pre = scene_data._mixed_candidates(scene, plan[4], qa, None, (va, float(dt)))
+        if pre is None:
+            return None
     if previous is None:
         got = plan[0](plan[1], qa, va, ta, settings, warm_start, pre, (plan[5], WARM_RADIUS, None))
     else:
