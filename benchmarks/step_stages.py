@@ -1,0 +1,80 @@
+"""The work of each piece of the contact step's iterative kernel, and how often a step runs it.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/step_stages.py --cases "talos on the floor" "talos standing"
+
+For a scene of :mod:`bench_scene` at MuJoCo's settled state: the step's slots (as the step lays them
+out), then per piece of :func:`~sparsedyn.contact.friction_kernel.contact_step_kernel`'s loop
+(``init``, the stages ``g0`` ... ``g7``, ``fin``) its straight-line operations (the IR's arithmetic
+nodes, each a line of the compiled code), its dense block products and their multiply-adds (loops in
+the compiled code; counted without the run-time bounds of the slots in use), and how many times the
+NumPy reference runs it from a cold start.  A piece's cost per step is about its work times its runs:
+where that is large against the ADMM iteration's (``g2``), the step spends its time outside ADMM.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import numpy as np
+
+import sparsedyn as sd
+from bench_scene import CASES, q_from_mujoco, settled, v_from_mujoco
+from sparsedyn.contact import friction_kernel as fk
+from sparsedyn.contact.data_slots import runs_per_body
+from sparsedyn.contact.scene_data import scene_slot_data
+from sparsedyn.symbolic.ir import CONST, MATMUL
+from sparsedyn.symbolic.loop import run_stages
+
+
+def stage_table(name):
+    """Print the pieces' work and runs of one case of :data:`bench_scene.CASES`."""
+    path, xml, settle = CASES[name]()
+    m, d, _, model = settled(path, xml, settle)
+    scene = sd.Scene(model)
+    q, v = q_from_mujoco(model, d.qpos.copy()), v_from_mujoco(model, d.qpos.copy(), d.qvel.copy())
+    tau, dt = np.zeros(model.nv), m.opt.timestep
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, tau, scene, dt)               # the scene's slot layout grows to the step's
+        inside = not runs_per_body(scene)
+        found = scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside)
+    if found is None:
+        print(f"{name}: the step's contact data come from Contact objects (no closed form): not counted")
+        return
+    slots = found[2] if inside else found[1]
+    frames = tuple(fk.slot_structure(model, f) for f in slots.frames)
+    settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
+    prog = fk._step_program(model, {"frames": slots.frames}, ())
+    init, stages, finish = fk._pieces(model, frames, ())
+    runs = []
+
+    def counted(k, f):
+        def run(*a):
+            runs.append(k)
+            return f(*a)
+        return run
+
+    run_stages(init, [counted(k, f) for k, f in enumerate(stages)], finish,
+               [q, v, tau, settings, np.zeros((len(frames), 3)), slots.data])
+    times = Counter(runs)
+    print(f"{name}: nv={model.nv}, {len(frames)} slots ({3 * len(frames)} rows); stage runs of a cold step: "
+          f"{' '.join(f'g{k}' for k in runs)}")
+    print(f"  {'piece':6s} {'operations':>11s} {'blocks':>7s} {'multiply-adds':>14s} {'runs':>5s} "
+          f"{'operations x runs':>18s} {'multiply-adds x runs':>21s}")
+    pieces = [("init", prog.init, 1)] + [(f"g{k}", p, times[k]) for k, p in enumerate(prog.stages)] + \
+        [("fin", prog.finish, 1)]
+    for tag, p, n in pieces:
+        ops = sum(1 for op, _, _ in p.nodes if op > CONST and op != MATMUL)
+        pairs = sum(int(b.pairs.sum()) for b in p.blocks)
+        print(f"  {tag:6s} {ops:11d} {len(p.blocks):7d} {pairs:14d} {n:5d} {ops * n:18d} {pairs * n:21d}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", nargs="+", default=["talos standing", "talos on the floor"], choices=list(CASES))
+    for name in p.parse_args().cases:
+        stage_table(name)
+
+
+if __name__ == "__main__":
+    main()
