@@ -50,9 +50,10 @@ humanoid's limbs on the floor it cuts ADMM's iterations four- to fivefold (the r
 choice are in :mod:`~sparsedyn.contact.friction_kernel`).  Once the iterate's contact modes (open,
 sticking, sliding) hold, a *polish* solves the linear system those modes fix and takes its answer
 where Coulomb's law holds to ``tol`` (:mod:`~sparsedyn.contact.friction_polish`; the humanoid lying
-on the floor: 41 iterations to 3 and one polish).  A state that ADMM has not solved in
-``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel, which is also the option
-``solver="pgs"``.
+on the floor: 41 iterations to 3 and one polish); a start is polished first, a cold one from the guess
+that each contact its free velocity closes sticks (the humanoid lying there: that polish alone).  A
+state that ADMM has not solved in ``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel,
+which is also the option ``solver="pgs"``.
 
 The iteration count depends on the values, so the whole step is an *iterative kernel*
 (:mod:`sparsedyn.symbolic.loop`), :func:`contact_step_kernel`: straight-line stages (the problem
