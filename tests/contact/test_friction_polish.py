@@ -273,13 +273,14 @@ def test_polished_steps_satisfy_coulombs_law():
 
 
 def test_a_box_at_rest_is_solved_by_the_first_polish():
-    """A box resting on four corners, cold: every contact sticks, so the first polish (after
-    ``FIRST`` ADMM iterations, once the iterate has four closed contacts inside their cones) solves the
-    mode system exactly, and the step stops there (its iterations: ``FIRST`` and the polish);
+    """A box resting on four corners, cold: every contact sticks, and gravity closes each corner at
+    its free velocity, so the first polish, from the cold start's guess (each closing contact closed
+    and sticking: :mod:`~sparsedyn.contact.polish_guess`), has the answer's modes and solves the mode
+    system exactly: the step stops there, before any ADMM iteration (one iteration: the polish);
     warm-started from half its own impulses (the modes right, the sizes wrong), the polish of the warm
-    start ends the solve before any ADMM iteration (one iteration: the polish)."""
+    start ends the solve too."""
     cold = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT)
-    assert int(cold.iterations) == fp.FIRST + 1
+    assert int(cold.iterations) == 1
     assert list(cold.modes) == ["stick"] * 4
     warm = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, warm_start=0.5 * cold.impulses)
     assert int(warm.iterations) == 1
@@ -287,13 +288,30 @@ def test_a_box_at_rest_is_solved_by_the_first_polish():
 
 
 @pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_cold_start_at_rest_is_its_polish_least_norm_answer(backend):
+    """Cold (no impulse yet), the box resting on its four corners: gravity closes every corner at its
+    free velocity, so the cold start's guess (each closing contact closed, sticking) holds the answer's
+    modes, and the polish of that guess, before any ADMM iteration, is the least-norm answer of the
+    redundant set: by the box's symmetry a quarter of the weight's impulse ``m g dt`` at each corner and
+    no friction (rounding amplified by ``1 / EPS`` along ``G``'s null space: friction_polish's docstring)."""
+    with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
+        cold = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT)
+    quarter = MASS * G * DT / 4
+    bound = quarter * rounding_bound(12, 1.0 / fp.EPS)
+    assert int(cold.iterations) == 1 and list(cold.modes) == ["stick"] * 4
+    assert np.abs(cold.impulses[:, 2] - quarter).max() <= bound
+    assert np.abs(cold.impulses[:, :2]).max() <= bound
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
 def test_both_roads_take_the_polish(backend):
-    """The default (native) road and the NumPy reference stop at the same polish (the cold box at rest,
-    and pushed above the friction limit: sliding) and carry the weight."""
+    """The default (native) road and the NumPy reference stop at the same polish (the cold box at rest:
+    the first, from the cold start's guess; pushed above the friction limit: sliding) and carry the
+    weight."""
     with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
         rest = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT)
         slide = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, f_ext=push(0.5, 1.5 * MU * MASS * G))
-    assert int(rest.iterations) == fp.FIRST + 1
+    assert int(rest.iterations) == 1
     assert list(slide.modes) == ["slide"] * 4
     for s in (rest, slide):
         assert abs(s.impulses[:, 2].sum() - MASS * G * DT) <= MASS * G * DT * 1e-8

@@ -111,16 +111,25 @@ def test_a_warm_starts_round_is_paid_by_the_admm_start_it_spares():
     (a factorisation and a polish, ``COST m`` each, and ``FIRST`` iterations), then goes to the
     factorisation (flag -2); past ADMM's first iteration the credit is gone.  Past its ``REPEATS - 1``
     polishes a warm start's round goes on only where the polish gains ``PROGRESS`` on the round's
-    best."""
+    best.  A cold start's round (no impulse yet) is one polish whatever the budget, then the
+    factorisation, charged to no budget nor round: ADMM then starts as from the start (its first
+    polish after ``FIRST`` iterations)."""
     inputs, stages, lay, K, S0 = box_polish_stage()
     m = 12
     assert fp.warm_credit(m) == fp.FIRST + 2 * fp.COST * m
+    warm = np.tile([0.0, 0.0, MASS * G * DT / 4], 4)                 # the weight on the corners: a step before's
 
     def flag(it, polishes, tries=0.0, pbest=0.0):
         S = S0.copy()
         S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["polishes"]], S[lay.S["pbest"]] = it, tries, polishes, pbest
+        S[lay.S["z"]] = warm
         out, f = stages[3](*inputs, K, S)
         return float(f), out[lay.S["pbest"]][0]
+
+    assert not S0[lay.S["z"]].any() and S0[lay.S["it"]][0] == 0.0                 # (the fixture's start: cold)
+    out, f = stages[3](*inputs, K, S0.copy())
+    assert float(f) == -2.0 and out[lay.S["polishes"]][0] == 0.0 and out[lay.S["rounds"]][0] == 0.0
+    assert out[lay.S["next"]][0] == fp.FIRST and out[lay.S["tries"]][0] == 0.0
 
     last = int((fp.FREE + fp.warm_credit(m)) // (fp.COST * m)) - 2     # the last polishes count paid
     assert fp.COST * m * (last + 2) > fp.FREE                          # (unpaid without the credit)

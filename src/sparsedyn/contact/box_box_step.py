@@ -88,7 +88,7 @@ def _scratch(scene, mixed, poses):
     return kept
 
 
-def box_box_step_rows(scene, mixed, poses, q, v, dt):
+def box_box_step_rows(scene, mixed, poses, q, v, dt, fresh=True):
     """``(rows, within)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs; ``poses``:
     :func:`~sparsedyn.contact.box_box_road.box_box_poses`, whose gather the buffer holds) for a
     step of ``dt`` (a number > 0) from ``q`` (nq,) at ``v`` (nv,) (float64 arrays): the candidates
@@ -96,7 +96,10 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt):
     ``ROWS``, in the plan's order) and each one's pair's look-ahead (K,) [m], new arrays; None where
     the plan has other pairs than the collision kernel's and pairs of two boxes, where ``q``, ``v``
     or ``dt`` is not one state's, where ``poses`` or a routine or a native callable is not built, or
-    where the bodies' velocities decline the state: the general road then answers."""
+    where the bodies' velocities decline the state: the general road then answers.  ``fresh`` False:
+    the rows and the look-ahead are this thread's buffers (in the plan's order: new rows where it has
+    one), which the next call overwrites, for a caller that reads them before it (a step's native
+    call that keeps nothing of them)."""
     got = scene.cache.get(_KEY)
     kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
     if kept is None:
@@ -116,4 +119,6 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt):
     f(plan, buf)
     if kern is not None:
         near(q, kp.shapes, top, kp.pairs, out=kern)
+    if not fresh:
+        return (rows if order is None else rows.take(order, 0)), within
     return (rows.copy() if order is None else rows.take(order, 0)), within.copy()

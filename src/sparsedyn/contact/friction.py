@@ -50,9 +50,10 @@ humanoid's limbs on the floor it cuts ADMM's iterations four- to fivefold (the r
 choice are in :mod:`~sparsedyn.contact.friction_kernel`).  Once the iterate's contact modes (open,
 sticking, sliding) hold, a *polish* solves the linear system those modes fix and takes its answer
 where Coulomb's law holds to ``tol`` (:mod:`~sparsedyn.contact.friction_polish`; the humanoid lying
-on the floor: 41 iterations to 3 and one polish).  A state that ADMM has not solved in
-``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel, which is also the option
-``solver="pgs"``.
+on the floor: 41 iterations to 3 and one polish); a start is polished first, a cold one from the guess
+that each contact its free velocity closes sticks (the humanoid lying there: that polish alone).  A
+state that ADMM has not solved in ``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel,
+which is also the option ``solver="pgs"``.
 
 The iteration count depends on the values, so the whole step is an *iterative kernel*
 (:mod:`sparsedyn.symbolic.loop`), :func:`contact_step_kernel`: straight-line stages (the problem
@@ -110,7 +111,7 @@ from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryMode
 from . import scene_data
 from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used
 from .scene import Scene
-from .scene_fused import chained_step, chained_steps, fused_step, general_matching, trajectory_plan
+from .scene_fused import chained_step, chained_steps, fused_step, general_matching, mixed_call, trajectory_plan
 from .scene_step import FoundContacts, batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
 
@@ -262,9 +263,9 @@ def _road(model, scene, key, dt, tol, max_iterations, solver, margin):
     :func:`~sparsedyn.contact.scene_fused.trajectory_plan`'s) kept in ``scene.cache`` while ``key`` (the
     options, the slot layout's size, the data slots' count and the capacity: what the plan of
     :func:`~sparsedyn.contact.scene_fused.trajectory_plan` depends on but the model's native callables,
-    which stay once built) stays; ``(key, None)``, kept too, for a scene whose candidates are found
-    before the call (the road does not take the call's arrays directly); None where there is no plan
-    now or the options are not plain floats."""
+    which stay once built) stays (for a scene whose candidates are found before the call, its
+    ``scene_step`` is :func:`~sparsedyn.contact.scene_fused.mixed_call`'s, which finds them first); None
+    where there is no plan now or the options are not plain floats."""
     if not (key and type(dt) is type(tol) is type(margin) is float and (
             max_iterations is None or type(max_iterations) is int)):
         return None
@@ -272,8 +273,9 @@ def _road(model, scene, key, dt, tol, max_iterations, solver, margin):
     plan = trajectory_plan(scene, model, dt)
     if plan is None:
         return None
-    road = scene.cache.setdefault(_ROAD, {})[key[7]] = (key, None) if plan[4] is not None else \
-        (key, plan[0], plan[1], settings, plan)
+    # (a mixed plan: its candidates found before the call, in the call the road keeps)
+    road = scene.cache.setdefault(_ROAD, {})[key[7]] = \
+        (key, plan[0] if plan[4] is None else mixed_call(scene, plan, dt), plan[1], settings, plan)
     return road
 
 

@@ -4,8 +4,8 @@ steered by the stages' flags (:mod:`sparsedyn.symbolic.loop`), and which its Num
 floats in the same loop (:func:`~sparsedyn.symbolic.loop.run_stages`), state by state.
 
 ``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity,
-open contacts, scales, warm start), stage 0 sends a warm start that is solved already to the
-correction and one that is not to the polish, stage 1 inverts ``G + (eta + rho) I`` (Cholesky), stage
+open contacts, scales, warm start), stage 0 sends a start that is solved already to the correction
+and any other (warm or cold) to the polish, stage 1 inverts ``G + (eta + rho) I`` (Cholesky), stage
 2 runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes
 ``rho``, stage 3 polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear system
 of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
@@ -238,16 +238,18 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
                              tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
-                             next=polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))))
+                             next=0.0))
     return K, S
 
 
 def _dispatch(lay, *X):
-    """The first stage: the warm start converged already: on to the correction (+6); a polish due (a
-    warm start, ADMM's budget not zero): polish it (+3); else factorize (+1)."""
+    """The first stage: the start converged already: on to the correction (+6); else, ADMM's budget not
+    zero, polish it (+3: a warm start's modes, or a cold start's guess, each contact that its free
+    velocity closes closed, :mod:`~sparsedyn.contact.polish_guess`: a resting set's modes, solved
+    before any factorisation); else factorize (+1)."""
     settings, _, _, S = lay.unpack(X)
     conv = S["conv"][0]
-    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2])) * _step(0.5 - S["next"][0])    # (0: a warm start)
+    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2]))
     return lay.pack(lay.S, S), 1.0 + 5.0 * conv + 2.0 * due
 
 

@@ -100,8 +100,9 @@ REPEATS = 3
 #: solve (the dm_control humanoid's perturbed states: a round accepted after four to six polishes,
 #: where three left ADMM hundreds of iterations more).
 LONGEST, PROGRESS = 8, 0.5
-#: When a polish runs: from a warm start, before the first ADMM iteration; else after ``FIRST`` ADMM
-#: iterations, and (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
+#: When a polish runs: from the start (a warm start, or a cold one: every contact open, those that their
+#: free velocity closes guessed closed, :mod:`~sparsedyn.contact.polish_guess`), before the first ADMM
+#: iteration; then (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
 #: check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
 #: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations, or ``HOLD`` of the
 #: polish's cost in iterations where that is more (a guess from modes still changing is
@@ -300,9 +301,9 @@ def polish_stage(lay, *X):
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
-    # a warm start's round (before any ADMM iteration): its impulses are the last step's, its velocities
-    # this step's, so an open contact that closes is guessed closed (not on ADMM's iterates, whose
-    # velocities carry ADMM's error: there z's open contacts are the better guess)
+    # a warm start's round (before any ADMM iteration; a cold start's: all open): its impulses are the
+    # last step's, its velocities this step's, so an open contact that closes is guessed closed (not on
+    # ADMM's iterates, whose velocities carry ADMM's error: there z's open contacts are the better guess)
     warm = _step(0.5 - S["it"][0])
     z = _closing(G, K["g"], z, lay, lay.slots(K), warm, 1.0 - fresh)
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
@@ -320,12 +321,18 @@ def polish_stage(lay, *X):
     # repeats a cycle of modes: a pair of contacts swapping, one closing as the other lifts)
     more = (1.0 - _step(tries - steps * (REPEATS - warm)) * (1.0 - gains)) * (1.0 - _step(tries - steps * LONGEST)) * \
         _paid(it + warm * warm_credit(m), m, S["polishes"][0] + 2.0 / steps)
+    # a cold start's round (no impulse yet: the guess of the contacts that close): one Newton step,
+    # counted where accepted, else charged to no budget nor round, so that where it fails (a sliding
+    # set, whose directions the next polishes find) the solve goes on as from its start: ADMM, and its
+    # first polish after FIRST iterations
+    cold = warm * _step(_TINY - _vmax(_abs(S["z"])))
+    more = (1.0 - cold) * more
     last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
              vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pbest=best, tries=tries * (1.0 - last) * keep,
-             rounds=S["rounds"][0] + last, polishes=S["polishes"][0] + 1.0 / steps,
+             rounds=S["rounds"][0] + last * (1.0 - cold), polishes=S["polishes"][0] + (1.0 - cold * keep) / steps,
              next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
 

@@ -50,6 +50,8 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import native_calls, native_function, use_backend
+from .box_box_road import box_box_poses
+from .box_box_step import box_box_step_rows
 from .collision_near import collision_candidates_ahead
 from .data_slots import empty_data_slots, key_weights, runs_per_body
 from . import scene_data
@@ -59,7 +61,7 @@ from .look_ahead import body_reach
 from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import WARM_RADIUS, FoundContacts, matched_warm_start
 
-__all__ = ["fused_step", "chained_step", "chained_steps", "general_matching", "trajectory_plan"]
+__all__ = ["fused_step", "chained_step", "chained_steps", "general_matching", "trajectory_plan", "mixed_call"]
 
 _AHEAD, _STEP = collision_candidates_ahead.__name__, contact_step_kernel.__name__
 _NONE, _F64 = {}, np.dtype(float)
@@ -167,6 +169,30 @@ def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, genera
     prev = None if previous is None else (previous[0].pair, previous[0]._data(), previous[1])
     return native_function("scene_rollout")(plan[1], q, v, tau, settings, warm_start, (plan[5], WARM_RADIUS, prev),
                                             steps, general)
+
+
+def mixed_call(scene, plan, dt):
+    """The native call of a mixed ``plan`` (:func:`trajectory_plan`'s, its candidates found before the
+    call) for steps of ``dt`` (a float > 0) in ``scene``, as :func:`fused_step` makes it: a callable
+    ``(args, q, v, tau, settings, warm_start, pre=None, *more)`` that finds the candidates at ``q``,
+    ``v`` (``pre`` unused) and runs the plan's ``scene_step`` on them, or answers None where ``q``,
+    ``v`` are not one state's float64 arrays (the Python road then).  For a caller that keeps it
+    while the plan stays (``contact_step``'s road: no plan lookup, no settings made, each call)."""
+    run, mixed, model = plan[0], plan[4], scene.model
+    nq, nv = (model.nq,), (model.nv,)
+    boxes = mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None     # (the kernel's, two boxes')
+
+    def call(args, q, v, tau, settings, warm_start, pre=None, *more):
+        if not (q.dtype is _F64 and v.dtype is _F64 and q.shape == nq and v.shape == nv):
+            return None
+        # pairs of two boxes: their rows in the routine's buffers, which the call reads and keeps nothing
+        # of where it returns no layout and asks no warm start (copies where it does); else (and where the
+        # routine declines) the general road's, looked up when called as fused_step does
+        pre = boxes and box_box_step_rows(scene, mixed, box_box_poses, q, v, dt, bool(more) or callable(warm_start))
+        if not pre:
+            pre = scene_data._mixed_candidates(scene, mixed, q, None, (v, dt))
+        return run(args, q, v, tau, settings, warm_start, pre, *more)
+    return call
 
 
 def general_matching(scene, plan):
