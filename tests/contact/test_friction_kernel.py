@@ -280,3 +280,16 @@ def test_every_state_of_the_humanoid_pressed_into_the_floor_is_solved():
                             m.opt.timestep)
     for lam, primal in zip(s.impulses, s.residuals.primal):
         assert primal <= TOL * np.abs(lam).max()
+
+
+def test_a_cold_start_is_polished_first_where_a_polish_is_cheap():
+    """The first polish's ADMM iteration: at once (0) for a warm start whatever its size, and for a cold
+    one (no impulse) where one polish costs no more than ``FREE`` iterations (``COST m <= FREE``: 64
+    rows); a larger cold problem first runs ADMM's ``FIRST`` iterations."""
+    from sparsedyn.contact import friction_polish as fp
+    from sparsedyn.contact.friction_kernel import _first_polish
+    small, large = int(fp.FREE / fp.COST), int(fp.FREE / fp.COST) + 3
+    assert fp.COST * small <= fp.FREE < fp.COST * large
+    cold, warm = np.zeros(large), np.r_[np.zeros(large - 1), 0.5]
+    assert _first_polish(small, cold[:small]) == 0.0 and _first_polish(small, warm[-small:]) == 0.0
+    assert _first_polish(large, cold) == fp.FIRST and _first_polish(large, warm) == 0.0

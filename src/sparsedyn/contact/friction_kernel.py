@@ -238,18 +238,27 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
                              tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
-                             next=0.0))
+                             next=_first_polish(m, z)))
     return K, S
+
+
+def _first_polish(m, z):
+    """ADMM's iteration of the first polish: 0 (before any: the stage after the dispatch) for a warm start
+    ``z``, and for a cold one where :func:`~sparsedyn.contact.friction_polish.polishes_cold`; else ``FIRST``."""
+    if polishing.polishes_cold(m):
+        return 0.0
+    return polishing.FIRST * (1.0 - _step(_vmax(_abs(z)) - _TINY))
 
 
 def _dispatch(lay, *X):
     """The first stage: the start converged already: on to the correction (+6); else, ADMM's budget not
-    zero, polish it (+3: a warm start's modes, or a cold start's guess, each contact that its free
-    velocity closes closed, :mod:`~sparsedyn.contact.polish_guess`: a resting set's modes, solved
-    before any factorisation); else factorize (+1)."""
+    zero and its first polish due at once (:func:`_first_polish`), polish it (+3: a warm start's modes, or
+    a cold start's guess, each contact that its free velocity closes closed,
+    :mod:`~sparsedyn.contact.polish_guess`: a resting set's modes, solved before any factorisation); else
+    factorize (+1)."""
     settings, _, _, S = lay.unpack(X)
     conv = S["conv"][0]
-    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2]))
+    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2])) * _step(0.5 - S["next"][0])
     return lay.pack(lay.S, S), 1.0 + 5.0 * conv + 2.0 * due
 
 

@@ -146,6 +146,14 @@ def newton_steps(m):
     return NEWTON if COST * m > FREE else 1
 
 
+def polishes_cold(m):
+    """Whether a cold start of ``m`` rows is polished before any ADMM iteration (its guess: each contact
+    that its free velocity closes closed and sticking): where one polish costs no more iterations than
+    :data:`FREE`; a larger problem's polish (talos on the floor, 96 rows: the guess of a sliding set
+    rejected) costs more than the iterations it saves, so it waits for ADMM's ``FIRST`` iterations."""
+    return newton_steps(m) == 1
+
+
 def _axes(x, c, s, back=False):
     """``x`` (..., nc, 3) in the contact axes ``[t_x, t_y, n]`` in each contact's sliding axes
     ``[theta, phi, n]`` (``theta = (c, s)``, ``phi = (-s, c)``), or (``back``) the other way."""
