@@ -22,6 +22,7 @@ from sparsedyn.contact.look_ahead import pair_cutoffs
 from test_collision import coal_distance
 from test_mesh_box_road import _poses, _scene
 from test_scene_data import _as_contact_objects_data
+from test_scene_fused import _python_road, _same
 
 BOUND = rounding_bound(16)
 DT = 1e-3
@@ -100,16 +101,35 @@ def test_a_step_takes_the_road_with_the_contact_objects_data(monkeypatch):
         assert fast.cache["mesh-box step road"][1] is not None
 
 
-def test_a_pair_of_no_rows_near_the_box_refuses_the_rows():
-    """The drum 4 cm under the body, the body 3 mm over the box's top: the broad phase leaves the drum's
-    pair, and the rows are refused (no data from this road: the step's contacts then come from
-    Contact objects, the drum's among them); the body high above the box: the rows answer."""
-    scene = _drum(LOW)
+def _drum_over_the_box():
+    """``q`` of the body whose drum (:data:`LOW`) hangs 3 mm over the box's top face, the body upright."""
     n = sd.spatial.rpy_to_rot([0.02, -0.03, 0.4])[:, 2]            # the box's top face's normal
     r, L = 0.03, 0.04
     z = 0.04 + np.array([0.0, 0.0, 0.05]) @ n / n[2] + (0.05 + L / 2 * abs(n[2]) + r * np.sqrt(1 - n[2] ** 2)
                                                             + 0.003) / n[2]
-    low, high = np.r_[0.0, 0.0, z, 0.0, 0.0, 0.0, 1.0], np.r_[0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]
+    return np.r_[0.0, 0.0, z, 0.0, 0.0, 0.0, 1.0]
+
+
+def test_a_step_whose_pair_of_no_rows_is_near_is_the_python_roads(monkeypatch):
+    """contact_step where the drum's pair (no rows on this road) is near the box: its steps, once the
+    scene's layout holds the meshes' contacts (the steps before), are the Python road's bit for bit
+    (the drum's contact among them, within the margin)."""
+    scene, low = _drum(LOW), _drum_over_the_box()
+    v, tau = np.zeros(6), np.zeros(6)
+    with sd.use_backend("native", deterministic=True):
+        for _ in range(3):
+            got = sd.contact_step(scene.model, low, v, tau, scene, DT)
+        ref = _python_road(monkeypatch, scene.model, low, v, tau, scene, DT)
+    assert any("drum" in pair for pair in sd.collide(scene, low).pairs)
+    assert _same(got, ref)
+
+
+def test_a_pair_of_no_rows_near_the_box_refuses_the_rows():
+    """The drum 4 cm under the body, the body 3 mm over the box's top: the broad phase leaves the drum's
+    pair, and the rows are refused (no data from this road: the step's contacts then come from
+    Contact objects, the drum's among them); the body high above the box: the rows answer."""
+    scene, low = _drum(LOW), _drum_over_the_box()
+    high = np.r_[0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]
     v = np.zeros(6)
     with sd.use_backend("native", deterministic=True):
         _rows(scene, high, v)

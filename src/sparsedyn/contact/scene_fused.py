@@ -176,7 +176,8 @@ def mixed_call(scene, plan, dt):
     call) for steps of ``dt`` (a float > 0) in ``scene``, as :func:`fused_step` makes it: a callable
     ``(args, q, v, tau, settings, warm_start, pre=None, *more)`` that finds the candidates at ``q``,
     ``v`` (``pre`` unused) and runs the plan's ``scene_step`` on them, or answers None where ``q``,
-    ``v`` are not one state's float64 arrays (the Python road then).  For a caller that keeps it
+    ``v`` are not one state's float64 arrays or a pair the call has no rows for may touch (the Python
+    road then).  For a caller that keeps it
     while the plan stays (``contact_step``'s road: no plan lookup, no settings made, each call)."""
     run, mixed, model = plan[0], plan[4], scene.model
     nq, nv = (model.nq,), (model.nv,)
@@ -191,6 +192,8 @@ def mixed_call(scene, plan, dt):
         pre = boxes and box_box_step_rows(scene, mixed, box_box_poses, q, v, dt, bool(more) or callable(warm_start))
         if not pre:
             pre = scene_data._mixed_candidates(scene, mixed, q, None, (v, dt))
+            if pre is None:                    # (a pair of no rows may touch: the Python road)
+                return None
         return run(args, q, v, tau, settings, warm_start, pre, *more)
     return call
 
