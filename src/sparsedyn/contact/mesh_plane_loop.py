@@ -85,7 +85,13 @@ static int sd_mp_reduce(long long m, const double *xw, long long p0, const doubl
 #: the bodies' spatial velocities (body axes, angular first) or NULL, each mesh's rotation over the step
 #: ``dt`` then ``R omega dt`` (a world plane's is zero; ``spin`` unused).  It returns
 #: the number of rows filled, -1 where its workspace (7 doubles a vertex of the largest hull) cannot be had.
-SOURCE = REDUCE + r"""
+SOURCE = r"""
+/* GCC's -O3 here (its loops vectorised: the free rows' fill, the heights' pass), fused multiply-add still
+   off: IEEE arithmetic either way, so the same numbers. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3", "fp-contract=off")
+#endif
+""" + REDUCE + r"""
 #define NC 11
 typedef long long sd_mp_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
 /* Whether any lane of M is set: AVX's sign-bit mask where the lanes are its four, else lane by lane. */
@@ -124,10 +130,8 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
 {
   const double margin = par[0], base = par[1], slack = par[2], span = par[3], span2 = par[4];
   long long hits = 0;
-  for (long long j = 0; j < P * MP; j++) {
-    out[j * NC] = __builtin_inf();
-    for (int c = 1; c < NC; c++) out[j * NC + c] = 0.0;
-  }
+  __builtin_memset(out, 0, P * MP * NC * sizeof(double));            /* (+0.0: all bits zero) */
+  for (long long j = 0; j < P * MP; j++) out[j * NC] = __builtin_inf();
   long long most = 1;
   for (long long k = 0; k < P; k++) if (rows[k + 1] - rows[k] > most) most = rows[k + 1] - rows[k];
   /* the workspace: a pair's kept vertices' coordinates, allowances, D and A, and their rows in hull */
