@@ -42,8 +42,14 @@ from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
 __all__ = ["REDUCE", "mesh_plane_loop_rows", "mesh_plane_rows_call", "mesh_plane_step_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan"]
 
 #: The reduction of one patch in C (:func:`~sparsedyn.contact.reduction.reduce_patches`' rule), shared with
-#: :mod:`~sparsedyn.contact.mesh_box_loop`: ``sd_mp_reduce`` of a patch's points ``[h, t1, t2]``.
+#: :mod:`~sparsedyn.contact.mesh_box_loop`: ``sd_mp_reduce`` of a patch's points ``[h, t1, t2]``; the start
+#: of each routine's source (its optimisation set here, for the whole translation unit).
 REDUCE = r"""
+/* GCC's -O3 for the translation unit (its loops vectorised: a table's fill, the heights' pass), fused
+   multiply-add still off: IEEE arithmetic either way, so the same numbers. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3", "fp-contract=off")
+#endif
 #define MP 4
 static double sd_mp_max(double a, double b) { return a > b ? a : b; }   /* np.maximum of numbers */
 
@@ -85,13 +91,7 @@ static int sd_mp_reduce(long long m, const double *xw, long long p0, const doubl
 #: the bodies' spatial velocities (body axes, angular first) or NULL, each mesh's rotation over the step
 #: ``dt`` then ``R omega dt`` (a world plane's is zero; ``spin`` unused).  It returns
 #: the number of rows filled, -1 where its workspace (7 doubles a vertex of the largest hull) cannot be had.
-SOURCE = r"""
-/* GCC's -O3 here (its loops vectorised: the free rows' fill, the heights' pass), fused multiply-add still
-   off: IEEE arithmetic either way, so the same numbers. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3", "fp-contract=off")
-#endif
-""" + REDUCE + r"""
+SOURCE = REDUCE + r"""
 #define NC 11
 typedef long long sd_mp_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
 /* Whether any lane of M is set: AVX's sign-bit mask where the lanes are its four, else lane by lane. */
