@@ -166,6 +166,40 @@ def test_the_rows_are_the_numpy_roads_with_cutoffs_and_rotations():
     assert filled >= 60
 
 
+def test_the_bound_call_writes_the_numpy_roads_rows_into_its_table_and_declines_without_the_routine(monkeypatch):
+    """``mesh_plane_rows_call`` (collide's quick call's): at the margin, at random poses pressed into the
+    floor, the rows it writes into the table it was given are ``mesh_plane_patches``' (the NumPy road),
+    and bit for bit ``mesh_plane_loop_rows``' (the same routine on the same numbers); a table it cannot
+    write into, or no routine, gives no call."""
+    rng = np.random.default_rng(5)
+    scene = _pebble_scene(rng)
+    V, rows_of = mesh_vertices(scene)
+    with sd.use_backend("native", deterministic=True):
+        lp = mesh_plane_loop.loop_plan(scene)
+        table = np.full((8, 11), 7.0)
+        call = mesh_plane_loop.mesh_plane_rows_call(scene, lp, table[4:])
+        assert mesh_plane_loop.mesh_plane_rows_call(scene, lp, np.empty((11, 4)).T) is None
+    m, filled = scene.index[lp.pair[0]][0], 0
+    for q in random_poses(rng, 20, 0.3, (0.02, 0.05)):
+        R, p = sd.geometry_placements(scene.model, q, "collision")
+        g, d, wa, wb, n, local = reduction.mesh_plane_patches(
+            V, [rows_of[m]], R[m][None], p[m][None], reduction.plane_axes(np.array([[0.0, 0.0, 1.0]])),
+            np.zeros((1, 3)), np.array([scene.margin]), scene.margin, None)
+        with sd.use_backend("native", deterministic=True):
+            got = call(q)
+            assert np.shares_memory(got, table) and np.array_equal(table[:4], np.full((4, 11), 7.0))
+            assert np.array_equal(got, mesh_plane_loop.mesh_plane_loop_rows(scene, lp, q))
+        k = len(d)
+        assert np.isfinite(got[:, 0]).tolist() == [True] * k + [False] * (4 - k)
+        assert np.abs(got[:k, 0] - d).max(initial=0.0) <= BOUND
+        assert np.abs(got[:k, 1:4] - (wa + wb) / 2).max(initial=0.0) <= BOUND
+        assert np.abs(got[:k, 7:10] - local).max(initial=0.0) <= BOUND
+        filled += k
+    assert filled >= 30
+    monkeypatch.setattr(mesh_plane_loop, "_routine", lambda: None)
+    assert mesh_plane_loop.mesh_plane_rows_call(scene, lp, table[4:]) is None
+
+
 def test_a_steps_rotations_from_its_velocities_are_pair_spins():
     """Given a step's ``(v, dt)`` the loop turns each mesh by its body's angular velocity itself: its
     rows are those it gives with the rotations of ``pair_spins`` (and those the NumPy road gives with

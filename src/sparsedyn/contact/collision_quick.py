@@ -23,7 +23,7 @@ from . import mesh_box_loop
 from .box_box_road import BoxBoxRoad, _table_scratch
 from .collision_near import NEAR_COLUMNS
 from .mesh_box_road import _FROM, _GP, BoxRoad, _closest, _scratch
-from .mesh_plane_loop import mesh_plane_loop_rows
+from .mesh_plane_loop import mesh_plane_loop_rows, mesh_plane_rows_call
 
 __all__ = ["QUICK", "quick_collide"]
 
@@ -107,10 +107,11 @@ def _kernel_road(scene, road, pick, hits):
         return _picking(scene, lambda q: f(q, shapes, cutoff, pairs), pick, cutoff, order, every, hits)
     rows = np.empty((len(every), NEAR_COLUMNS))
     head, tail = rows[:len(kp.pair)], rows[len(kp.pair):]
+    plane = _plane_rows(scene, lp, tail)
 
     def table(q):
         f(q, shapes, cutoff, pairs, out=head)
-        return rows if mesh_plane_loop_rows(scene, lp, q, out=tail) is not None else None
+        return rows if plane(q) is not None else None
     return _picking(scene, table, pick, cutoff, order, every, hits)
 
 
@@ -138,6 +139,13 @@ def _picking(scene, table, pick, cutoff, order, every, hits):
     return call
 
 
+def _plane_rows(scene, lp, out):
+    """A function of ``q``: the rows of the mesh-plane loop plan ``lp`` written into ``out`` (a view of
+    this thread's table), bound once (:func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_rows_call`)
+    or, where that cannot be, through :func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_loop_rows`."""
+    return mesh_plane_rows_call(scene, lp, out) or (lambda q: mesh_plane_loop_rows(scene, lp, q, out=out))
+
+
 def _box_road_rows(scene, road):
     """A function of ``q`` that returns the rows of a :class:`~sparsedyn.contact.mesh_box_road.BoxRoad`
     (:func:`~sparsedyn.contact.mesh_box_road.box_road_rows`' calls, on the same numbers: its rows)
@@ -150,6 +158,7 @@ def _box_road_rows(scene, road):
     nk, nl, lp = road.nk, road.nl, road.lp
     out = np.empty((len(road.every), NEAR_COLUMNS))   # (pick copies the rows: one table per thread)
     kern, plane, boxes = out[:nk], out[nk:nk + nl], _FROM(out[nk + nl:])
+    plane_rows = None if lp is None else _plane_rows(scene, lp, plane)
     f, kp = road.kernel if road.kernel is not None else (None, None)
     shapes, cutoff, pairs = (kp.shapes, kp.cutoff, _plain(f, kp.pairs)) if f is not None else (None, None, None)
     G = len(scene.model.geometry("collision"))
@@ -165,7 +174,7 @@ def _box_road_rows(scene, road):
     def rows(q):
         if f is not None:
             f(q, shapes, cutoff, pairs, out=kern)
-        if lp is not None and mesh_plane_loop_rows(scene, lp, q, out=plane) is None:
+        if lp is not None and plane_rows(q) is None:
             return None
         if G:
             gp(q, "collision", out=placed)

@@ -39,11 +39,17 @@ from .collision_near import NEAR_COLUMNS, SLACK
 from .mesh_plane import mesh_plane_plan
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
 
-__all__ = ["REDUCE", "mesh_plane_loop_rows", "mesh_plane_step_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan"]
+__all__ = ["REDUCE", "mesh_plane_loop_rows", "mesh_plane_rows_call", "mesh_plane_step_rows", "mesh_plane_loop_hits", "loop_plan", "LoopPlan"]
 
 #: The reduction of one patch in C (:func:`~sparsedyn.contact.reduction.reduce_patches`' rule), shared with
-#: :mod:`~sparsedyn.contact.mesh_box_loop`: ``sd_mp_reduce`` of a patch's points ``[h, t1, t2]``.
+#: :mod:`~sparsedyn.contact.mesh_box_loop`: ``sd_mp_reduce`` of a patch's points ``[h, t1, t2]``; the start
+#: of each routine's source (its optimisation set here, for the whole translation unit).
 REDUCE = r"""
+/* GCC's -O3 for the translation unit (its loops vectorised: a table's fill, the heights' pass), fused
+   multiply-add still off: IEEE arithmetic either way, so the same numbers. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3", "fp-contract=off")
+#endif
 #define MP 4
 static double sd_mp_max(double a, double b) { return a > b ? a : b; }   /* np.maximum of numbers */
 
@@ -124,10 +130,8 @@ SD_EXPORT long long sd_mesh_plane_rows(long long P, const long long *body, const
 {
   const double margin = par[0], base = par[1], slack = par[2], span = par[3], span2 = par[4];
   long long hits = 0;
-  for (long long j = 0; j < P * MP; j++) {
-    out[j * NC] = __builtin_inf();
-    for (int c = 1; c < NC; c++) out[j * NC + c] = 0.0;
-  }
+  __builtin_memset(out, 0, P * MP * NC * sizeof(double));            /* (+0.0: all bits zero) */
+  for (long long j = 0; j < P * MP; j++) out[j * NC] = __builtin_inf();
   long long most = 1;
   for (long long k = 0; k < P; k++) if (rows[k + 1] - rows[k] > most) most = rows[k + 1] - rows[k];
   /* the workspace: a pair's kept vertices' coordinates, allowances, D and A, and their rows in hull */
@@ -366,6 +370,47 @@ def mesh_plane_loop_rows(scene, lp, q, cut=None, spin=None, ahead=None, out=None
         raise MemoryError(f"mesh-plane contacts: no memory for the workspace of {int(np.diff(lp.rows).max())} "
                           f"hull vertices")
     return out
+
+
+def mesh_plane_rows_call(scene, lp, out):
+    """:func:`mesh_plane_loop_rows` of the plan ``lp``'s pairs at the margin, bound once into ``out``
+    (P * MAX_PATCH_POINTS, 11) (C-contiguous float64, kept alive by the call): a function of ``q``
+    (nq,) float64 that writes the rows into ``out`` and returns it; the same routine on the same
+    numbers, with the model's native forward kinematics (once built: until then
+    :func:`mesh_plane_loop_rows` itself) written into buffers of its own and every address handed to
+    the routine made once (a ctypes function of its own, untyped: no conversion per argument).  None
+    where the routine is not built or ``out`` is not such a table."""
+    f = _routine()
+    if f is None or not (out.flags.c_contiguous and out.flags.writeable and out.dtype == np.float64
+                         and out.shape == (len(lp.pair) * MAX_PATCH_POINTS, NEAR_COLUMNS)):
+        return None
+    g = c_library(SOURCE)["sd_mesh_plane_rows"]     # (a new function object: its own argument types)
+    g.restype = ctypes.c_longlong
+    void = ctypes.c_void_p
+    addr = lambda p: void(ctypes.cast(p, void).value if isinstance(p, ctypes._Pointer)  # noqa: E731
+                          else ctypes.addressof(p))
+    body, axes, pb, hull, rows, spheres, par, margin, _ = lp._at
+    head = (ctypes.c_longlong(len(lp.pair)), addr(body))
+    tail = tuple(addr(x) for x in (axes, pb, hull, rows, spheres, margin)) + (None, None, ctypes.c_double(0.0),
+                                                                             addr(par), void(out.ctypes.data))
+    held, model = [], scene.model                  # [fk, its buffers (R, o), their addresses] once built
+
+    def call(q):
+        if not held:
+            fk = (native_calls(model) or _NONE).get(_FK)
+            if fk is None:
+                return mesh_plane_loop_rows(scene, lp, q, out=out)
+            bufs = tuple(np.array(x, float, order="C") for x in fk(q))
+            held[:] = fk, bufs, tuple(void(x.ctypes.data) for x in bufs)
+        fk, bufs, at = held
+        got = fk(q, out=bufs)
+        if got[0] is not bufs[0] or got[1] is not bufs[1]:
+            bufs[0][...], bufs[1][...] = got
+        if g(*head, *at, *tail) < 0:
+            raise MemoryError(f"mesh-plane contacts: no memory for the workspace of {int(np.diff(lp.rows).max())} "
+                              f"hull vertices")
+        return out
+    return call
 
 
 def mesh_plane_step_rows(scene, lp, q, v, dt, rho):
