@@ -304,7 +304,7 @@ def polish_stage(lay, *X):
     and the tables of its block products (megabytes at 96 rows), which a second run of the same stage
     finds in the cache; and a polish whose first step is accepted ends there."""
     settings, mu, K, S = lay.unpack(X)
-    nc, m, tol = lay.nc, lay.m, settings[1]
+    m, tol = lay.m, settings[1]
     steps = newton_steps(m)
     G = K["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
