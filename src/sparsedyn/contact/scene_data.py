@@ -31,6 +31,7 @@ from .friction_kernel import MAX_COMPILED_CONTACTS
 from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
 from .mesh_box_step import mesh_box_rows, mesh_box_step_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows, mesh_plane_step_rows
+from .mesh_plane_step import plane_step_rows
 from .reduction import MAX_PATCH_POINTS, mesh_plane_patches, plane_axes
 
 __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane_rows", "mesh_box_rows",
@@ -393,8 +394,9 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     mesh-plane rows of all states at once (the mesh-box pairs' state by state).  None where a pair of
     no rows (``mixed.others``) may touch."""
     kp, mesh = mixed.kernel, mixed.mesh
-    got = cutoff is None and ahead is not None and box_box_step_rows(scene, mixed, box_box_poses, q, *ahead)
-    if got:                                                # (pairs of two boxes alone: four native calls)
+    got = cutoff is None and ahead is not None and (box_box_step_rows(scene, mixed, box_box_poses, q, *ahead) or
+                                                    plane_step_rows(scene, mixed, q, *ahead))
+    if got:                                 # (pairs of two boxes, or meshes on planes, beside the kernel's: bound once)
         return got
     spin = look = rows = None
     if cutoff is None and ahead is not None:

@@ -1,0 +1,120 @@
+"""A step's candidates in a scene of the collision kernel's pairs and robot meshes on world planes,
+bound once: :func:`plane_step_rows`.
+
+The general road of such a scene's step (``scene_data._mixed_candidates``) asks the model's native
+callables for the bodies' velocities and poses, hands them to ``sd_step_rows`` of
+:mod:`~sparsedyn.contact.mesh_plane_loop` (each pair's look-ahead and the mesh-plane rows, one call)
+through ctypes' typed arguments (each array converted at each call), then asks the collision kernel
+for its candidates with the largest look-ahead and joins the two tables, some twenty NumPy and ctypes
+calls.  Here the velocities, the poses, the look-ahead and the rows are written into buffers laid out
+once per scene and thread (``scene.cache``), every address handed to the routine made once (an
+untyped ctypes function of its own): the same routine on the same numbers, the same kernel call with
+the same cutoff, so the same rows bit for bit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from threading import get_ident
+
+import numpy as np
+
+from ..algorithms.kinematics import body_velocities, forward_kinematics
+from ..kernels import c_library, native_calls, use_backend
+from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_near
+from .look_ahead import body_reach
+from .mesh_plane_loop import SOURCE, loop_plan
+from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
+
+__all__ = ["plane_step_rows"]
+
+_NEAR, _FK, _BV = collision_candidates_near.__name__, forward_kinematics.__name__, body_velocities.__name__
+_F64 = np.dtype(float)
+_KEY = "mesh-plane step rows"
+
+
+def _scratch(scene, mixed, q, v):
+    """This thread's bound call of ``mixed`` (``scene_data``'s plan of the scene's pairs), laid out
+    once per thread while the plan stays (``scene.cache``): ``(routine, head, tail, V, R, o, cut, top,
+    rows, kernel's rows or None, the three native callables, the kernel plan, q's and v's shapes, the
+    rows' order, [dt, its c_double], held arrays)``; False where the plan has pairs other than the
+    kernel's and the mesh-plane loop's (never this road), None where the routine or a native callable
+    is not built (asked again at the next call).  ``q``, ``v``: one state's, whose velocities and poses
+    give the buffers' shapes."""
+    got = scene.cache.get(_KEY)
+    if got is None or got[0] is not mixed:
+        got = scene.cache[_KEY] = (mixed, {})
+    model, kp, mesh = scene.model, mixed.kernel, mixed.mesh
+    lp = loop_plan(scene) if mesh is not None else None
+    K1 = len(kp.pair) if kp.pairs else 0
+    if (lp is None or len(mixed.boxes) or mixed.bb is not None or not np.array_equal(lp.pair, mesh["pairs"])
+            or len(mixed.pair) != K1 + MAX_PATCH_POINTS * len(lp.pair)):
+        got[1][get_ident()] = False
+        return False
+    lib = c_library(SOURCE)
+    calls = native_calls(model) or {}
+    near = calls.get(_NEAR) if kp.pairs else None
+    if lib is None or calls.get(_FK) is None or calls.get(_BV) is None or (kp.pairs and near is None):
+        return None
+    f = lib["sd_step_rows"]                        # (a new function object: untyped, its own)
+    f.restype = ctypes.c_longlong
+    P, Q, K = len(lp.pair), len(scene.index), len(mixed.pair)
+    ends = np.ascontiguousarray(np.array([s.body for s in scene.shapes], np.int64)[scene.index].reshape(-1, 2))
+    pair, rho = np.ascontiguousarray(lp.pair, np.int64), np.array(body_reach(scene)[0], float)
+    par = np.array([lp.margin, PATCH_DEPTH, SLACK, SPAN, SPAN ** 2])
+    V = np.array(calls[_BV](q, v), float, order="C")
+    R, o = (np.array(x, float, order="C") for x in calls[_FK](q))
+    cut, top, rows = np.zeros(Q), np.zeros(()), np.zeros((K, NEAR_COLUMNS))
+    void = ctypes.c_void_p
+    at = lambda x: void(x.ctypes.data)                                      # noqa: E731
+    head = (ctypes.c_longlong(Q), at(ends), at(rho), at(cut), ctypes.c_longlong(P), at(pair), at(lp.body), at(R),
+            at(o), at(lp.axes), at(lp.pb), at(lp.hull), at(lp.rows), at(lp.spheres), at(V))
+    tail = (at(par), at(rows[K1:]))
+    kept = got[1][get_ident()] = (
+        f, head, tail, V, R, o, cut, top, rows, rows[:K1] if K1 else None, calls[_FK], calls[_BV], near, kp,
+        (model.nq,), (model.nv,), mixed.order, [None, None], (ends, pair, rho, par, lp), mixed.pair)
+    return kept
+
+
+def plane_step_rows(scene, mixed, q, v, dt):
+    """``(rows, within)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs) for a step of
+    ``dt`` (a number > 0) from ``q`` (nq,) at ``v`` (nv,) (float64 arrays): the candidates (K, 11)
+    as ``scene_data._mixed_candidates`` gives them (the kernel's with the largest look-ahead, then
+    each mesh-plane pair's :data:`~sparsedyn.contact.reduction.MAX_PATCH_POINTS` rows of
+    :func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_step_rows`, in the plan's order) and each
+    one's pair's look-ahead (K,) [m], new arrays; None where the plan has other pairs, where ``q``,
+    ``v`` or ``dt`` is not one state's, on the NumPy backend, where a routine or a native callable is
+    not built, or where the bodies' velocities are not finite: the general road then answers."""
+    got = scene.cache.get(_KEY)
+    kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
+    if kept is None:
+        model = scene.model
+        if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and type(v) is np.ndarray
+                and v.dtype is _F64 and v.shape == (model.nv,)) or use_backend.current() == "numpy":
+            return None
+        kept = _scratch(scene, mixed, q, v)
+    if not kept or use_backend.current() == "numpy":
+        return None
+    f, head, tail, V, R, o, cut, top, rows, kern, fk, bv, near, kp, nq, nv, order, last, _, pairs = kept
+    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == nq and type(v) is np.ndarray
+            and v.dtype is _F64 and v.shape == nv and type(dt) in (float, int) and 0 < dt < math.inf):
+        return None
+    got = bv(q, v, out=V)
+    if got is not V:
+        if got is None:
+            return None
+        V[...] = got
+    if not math.isfinite(V.sum()):                 # (overflowing velocities: pair_cutoffs, the general road)
+        return None
+    got = fk(q, out=(R, o))
+    if got[0] is not R or got[1] is not o:
+        R[...], o[...] = got
+    if dt != last[0]:                              # (a trajectory's dt: made once)
+        last[:] = dt, ctypes.c_double(float(dt))
+    if f(*head, last[1], *tail) < 0:
+        raise MemoryError("mesh-plane contacts: no memory for the routine's workspace")
+    if kern is not None:
+        top[()] = max(float(cut.max()) if cut.size else 0.0, scene.margin)
+        near(q, kp.shapes, top, kp.pairs, out=kern)
+    return (rows.copy() if order is None else rows.take(order, 0)), cut.take(pairs)

@@ -1,0 +1,70 @@
+"""A step's candidates of robot meshes on world planes beside the collision kernel's pairs, bound once
+(sparsedyn.contact.mesh_plane_step): ``plane_step_rows`` gives the general road's candidates and
+look-ahead (``scene_data._mixed_candidates`` with it switched off: the step's look-ahead and rows of
+``mesh_plane_step_rows``, the kernel's candidates of ``near_candidates``) bit for bit: the same routine
+and kernel on the same numbers."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact import mesh_plane_step, scene_data
+from test_scene import DT
+import test_scene_fused
+from test_scene_fused import _pose, _talos_scene
+
+talos = test_scene_fused.talos                      # (its fixture: talos on a floor, shared)
+
+
+def _general(monkeypatch, scene, mixed, q, v):
+    """``_mixed_candidates`` of a step on the general road (this module's road switched off)."""
+    with monkeypatch.context() as m:
+        m.setattr(scene_data, "plane_step_rows", lambda *args: None)
+        return scene_data._mixed_candidates(scene, mixed, q, None, (v, DT))
+
+
+@pytest.mark.parametrize("pose", ["standing", "on its head", "on its gripper"])
+def test_talos_candidates_are_the_general_roads_bit_for_bit(talos, pose, monkeypatch):
+    """talos on the floor (its meshes' rows from the loop, its camera's box and cylinders the kernel's):
+    at its pose and at nine more of random velocities (some large: the look-ahead reaches the floor from
+    far), the candidates and each one's look-ahead are the general road's, byte for byte; the kernel's
+    and the mesh-plane pairs' rows both present; a ``v`` with a NaN is refused by name on both roads."""
+    model = talos
+    scene = _talos_scene(model)
+    q, v = _pose(model, scene, pose)
+    rng = np.random.default_rng(3)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, np.zeros(model.nv), scene, DT)           # (the builds, the plan)
+        mixed = scene_data._mixed_plan(scene)[0]
+        assert mixed.kernel.pairs and mixed.mesh is not None
+        finite = 0
+        for s in range(10):
+            vs = v if s == 0 else v + rng.normal(0.0, 0.5 * s, model.nv)
+            got = mesh_plane_step.plane_step_rows(scene, mixed, q, vs, DT)
+            want = _general(monkeypatch, scene, mixed, q, vs)
+            assert got is not None and want is not None
+            assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+            finite += int(np.isfinite(got[0][:, 0]).sum())
+        assert finite >= 4
+        bad = v.copy()
+        bad[0] = np.nan
+        for road in (lambda: mesh_plane_step.plane_step_rows(scene, mixed, q, bad, DT),
+                     lambda: _general(monkeypatch, scene, mixed, q, bad)):
+            with pytest.raises(ValueError, match="v: contains NaN"):
+                road()
+
+
+def test_other_plans_and_states_decline(talos):
+    """A state not one float64 state's (a batch, float32, a bad ``dt``) declines: None (the general
+    road answers)."""
+    model = talos
+    scene = _talos_scene(model)
+    q, v = _pose(model, scene, "standing")
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, np.zeros(model.nv), scene, DT)
+        mixed = scene_data._mixed_plan(scene)[0]
+        assert mesh_plane_step.plane_step_rows(scene, mixed, q, v, DT) is not None
+        for args in ((q[None], v[None], DT), (q.astype(np.float32), v, DT), (q, v, 0.0), (q, v, np.inf)):
+            assert mesh_plane_step.plane_step_rows(scene, mixed, *args) is None
+    with sd.use_backend("numpy"):
+        assert mesh_plane_step.plane_step_rows(scene, mixed, q, v, DT) is None
