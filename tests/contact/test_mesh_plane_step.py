@@ -27,7 +27,8 @@ def _general(monkeypatch, scene, mixed, q, v):
 def test_talos_candidates_are_the_general_roads_bit_for_bit(talos, pose, monkeypatch):
     """talos on the floor (its meshes' rows from the loop, its camera's box and cylinders the kernel's):
     at its pose and at nine more of random velocities (some large: the look-ahead reaches the floor from
-    far), the candidates and each one's look-ahead are the general road's, byte for byte; the kernel's
+    far), the candidates and each one's look-ahead are the general road's, byte for byte (new arrays or
+    the road's buffers, ``fresh=False``); the kernel's
     and the mesh-plane pairs' rows both present; a ``v`` with a NaN is refused by name on both roads."""
     model = talos
     scene = _talos_scene(model)
@@ -44,6 +45,8 @@ def test_talos_candidates_are_the_general_roads_bit_for_bit(talos, pose, monkeyp
             want = _general(monkeypatch, scene, mixed, q, vs)
             assert got is not None and want is not None
             assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+            held = mesh_plane_step.plane_step_rows(scene, mixed, q, vs, DT, fresh=False)   # (its buffers)
+            assert held[0].tobytes() == want[0].tobytes() and held[1].tobytes() == want[1].tobytes()
             finite += int(np.isfinite(got[0][:, 0]).sum())
         assert finite >= 4
         bad = v.copy()

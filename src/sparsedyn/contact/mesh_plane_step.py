@@ -65,7 +65,7 @@ def _scratch(scene, mixed, q, v):
     par = np.array([lp.margin, PATCH_DEPTH, SLACK, SPAN, SPAN ** 2])
     V = np.array(calls[_BV](q, v), float, order="C")
     R, o = (np.array(x, float, order="C") for x in calls[_FK](q))
-    cut, top, rows = np.zeros(Q), np.zeros(()), np.zeros((K, NEAR_COLUMNS))
+    cut, top, rows, within = np.zeros(Q), np.zeros(()), np.zeros((K, NEAR_COLUMNS)), np.zeros(K)
     void = ctypes.c_void_p
     at = lambda x: void(x.ctypes.data)                                      # noqa: E731
     head = (ctypes.c_longlong(Q), at(ends), at(rho), at(cut), ctypes.c_longlong(P), at(pair), at(lp.body), at(R),
@@ -73,11 +73,11 @@ def _scratch(scene, mixed, q, v):
     tail = (at(par), at(rows[K1:]))
     kept = got[1][get_ident()] = (
         f, head, tail, V, R, o, cut, top, rows, rows[:K1] if K1 else None, calls[_FK], calls[_BV], near, kp,
-        (model.nq,), (model.nv,), mixed.order, [None, None], (ends, pair, rho, par, lp), mixed.pair)
+        (model.nq,), (model.nv,), mixed.order, [None, None], (ends, pair, rho, par, lp), mixed.pair, within)
     return kept
 
 
-def plane_step_rows(scene, mixed, q, v, dt):
+def plane_step_rows(scene, mixed, q, v, dt, fresh=True):
     """``(rows, within)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs) for a step of
     ``dt`` (a number > 0) from ``q`` (nq,) at ``v`` (nv,) (float64 arrays): the candidates (K, 11)
     as ``scene_data._mixed_candidates`` gives them (the kernel's with the largest look-ahead, then
@@ -85,7 +85,10 @@ def plane_step_rows(scene, mixed, q, v, dt):
     :func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_step_rows`, in the plan's order) and each
     one's pair's look-ahead (K,) [m], new arrays; None where the plan has other pairs, where ``q``,
     ``v`` or ``dt`` is not one state's, on the NumPy backend, where a routine or a native callable is
-    not built, or where the bodies' velocities are not finite: the general road then answers."""
+    not built, or where the bodies' velocities are not finite: the general road then answers.
+    ``fresh`` False: the rows and the look-ahead are this thread's buffers (in the plan's order: new
+    rows where it has one), which the next call overwrites, for a caller that reads them before it (a
+    step's native call that keeps nothing of them)."""
     got = scene.cache.get(_KEY)
     kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
     if kept is None:
@@ -96,7 +99,7 @@ def plane_step_rows(scene, mixed, q, v, dt):
         kept = _scratch(scene, mixed, q, v)
     if not kept or use_backend.current() == "numpy":
         return None
-    f, head, tail, V, R, o, cut, top, rows, kern, fk, bv, near, kp, nq, nv, order, last, _, pairs = kept
+    f, head, tail, V, R, o, cut, top, rows, kern, fk, bv, near, kp, nq, nv, order, last, _, pairs, within = kept
     if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == nq and type(v) is np.ndarray
             and v.dtype is _F64 and v.shape == nv and type(dt) in (float, int) and 0 < dt < math.inf):
         return None
@@ -117,4 +120,6 @@ def plane_step_rows(scene, mixed, q, v, dt):
     if kern is not None:
         top[()] = max(float(cut.max()) if cut.size else 0.0, scene.margin)
         near(q, kp.shapes, top, kp.pairs, out=kern)
+    if not fresh:
+        return (rows if order is None else rows.take(order, 0)), cut.take(pairs, out=within)
     return (rows.copy() if order is None else rows.take(order, 0)), cut.take(pairs)

@@ -58,6 +58,7 @@ from . import scene_data
 from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
+from .mesh_plane_step import plane_step_rows
 from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import WARM_RADIUS, FoundContacts, matched_warm_start
 
@@ -182,14 +183,17 @@ def mixed_call(scene, plan, dt):
     run, mixed, model = plan[0], plan[4], scene.model
     nq, nv = (model.nq,), (model.nv,)
     boxes = mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None     # (the kernel's, two boxes')
+    planes = mixed.mesh is not None and not len(mixed.boxes) and mixed.bb is None    # (the kernel's, meshes on planes)
 
     def call(args, q, v, tau, settings, warm_start, pre=None, *more):
         if not (q.dtype is _F64 and v.dtype is _F64 and q.shape == nq and v.shape == nv):
             return None
-        # pairs of two boxes: their rows in the routine's buffers, which the call reads and keeps nothing
-        # of where it returns no layout and asks no warm start (copies where it does); else (and where the
-        # routine declines) the general road's, looked up when called as fused_step does
-        pre = boxes and box_box_step_rows(scene, mixed, box_box_poses, q, v, dt, bool(more) or callable(warm_start))
+        # pairs of two boxes (or robot meshes on planes): their rows in the routine's buffers, which the
+        # call reads and keeps nothing of where it returns no layout and asks no warm start (copies where
+        # it does); else (and where the routine declines) the general road's, looked up as fused_step does
+        keep = bool(more) or callable(warm_start)
+        pre = boxes and box_box_step_rows(scene, mixed, box_box_poses, q, v, dt, keep) or \
+            planes and plane_step_rows(scene, mixed, q, v, dt, keep)
         if not pre:
             pre = scene_data._mixed_candidates(scene, mixed, q, None, (v, dt))
             if pre is None:                    # (a pair of no rows may touch: the Python road)
