@@ -293,6 +293,22 @@ def test_the_folder_tree_is_designs_layout():
     assert sorted(LAYOUT - have) == [], "rooms of the layout that are gone: delete them from LAYOUT"
 
 
+def design_table():
+    """DESIGN.md's layer table as ``[(layer, [module prefixes])]``, the facade (named in words) as ``""``."""
+    rows = []
+    for line in (Path(__file__).resolve().parents[1] / "DESIGN.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 3 and cells[0] not in ("layer", "---"):
+            names = [w.strip("`") for w in cells[1].split(", ")]
+            rows.append((cells[0], ["" if n == "the package facade" else n.replace(" (the rest)", "").strip("`") for n in names]))
+    return rows
+
+
+def test_designs_layer_table_is_this_tests():
+    """DESIGN.md's table and :data:`LAYERS` name the same layers in the same order with the same modules."""
+    assert design_table() == LAYERS
+
+
 def test_no_import_circle_between_rooms():
     """The rooms (folders and root modules) import each other downward only: no circle, not even through
     modules that do not import each other (``io -> interop -> estimation -> io`` was one)."""
