@@ -20,7 +20,8 @@ from conftest import rounding_bound
 from test_friction import DT, G, H, MASS, MODEL, MU as BOX_MU, Q0, TOL, Z, corners
 
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.friction_residuals import _project_dual, _residuals, project_cone, velocity_scale
+from sparsedyn.contact.friction_residuals import (VELOCITY_FLOOR, _project_dual, _residuals, project_cone,
+                                                  velocity_scale)
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 
 MU = np.array([0.2, 1.0, 3.0, 0.0])                                # 0: the normal half-line
@@ -78,16 +79,23 @@ def test_the_velocity_scale_is_the_largest_free_velocity_of_a_closing_contact():
     """Rows ``[t_x, t_y, n]``: a closing contact counts with its tangential and normal velocities, a
     speculative contact whose gap outruns its approach (``g_n > 0``) and a contact moving apart do not,
     nor does a contact left out (a zero row); nothing closing: the largest free velocity of all; nothing
-    at all: 0."""
+    at all: 0; never below VELOCITY_FLOOR of the largest free joint velocity."""
     g = np.array([[0.003, -0.004, -0.0098],           # resting: g dt into the floor
                   [0.02, 0.0, -0.001],                # closing slowly, sliding at 2 cm/s
                   [0.5, 0.3, 3.9],                    # speculative: 3.9 mm gap over 1 ms
                   [0.7, 0.0, 0.2],                    # moving apart
                   [0.0, 0.0, 0.0]])                   # left out
-    assert velocity_scale(g) == 0.02
-    assert velocity_scale(g[[0, 2, 3, 4]]) == 0.0098
-    assert velocity_scale(g[2:]) == 3.9
-    assert velocity_scale(g[4:]) == 0.0
+    still = np.zeros(6)
+    assert velocity_scale(g, still) == 0.02
+    assert velocity_scale(g[[0, 2, 3, 4]], still) == 0.0098
+    assert velocity_scale(g[2:], still) == 3.9
+    assert velocity_scale(g[4:], still) == 0.0
+    # at least VELOCITY_FLOOR of the largest free joint velocity: a pair of shapes moving together
+    # closes at the rounding of their equal velocities, no velocity an impulse cancels
+    crumbs = np.array([[1e-19, -2e-19, -3e-18]])
+    v_free = np.array([0.0, 0.0, 0.0, 0.2, 0.1, -0.51])
+    assert velocity_scale(crumbs, v_free) == VELOCITY_FLOOR * 0.51
+    assert velocity_scale(g, v_free) == 0.02
 
 
 def _box_and_wall():

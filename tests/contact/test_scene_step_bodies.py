@@ -14,6 +14,7 @@ when the scene has no self-collision); the default (native) road makes the NumPy
 """
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -260,3 +261,48 @@ def test_the_panda_folding_its_elbow_stops_its_wrist_on_its_upper_arm():
     assert any("panda_link2" in p and "panda_link6" in p for p in pairs), pairs
     assert gap >= -scene.margin
     assert runs[False][2] < -10 * scene.margin
+
+
+
+@pytest.mark.parametrize("road", ["numpy", "native"])
+def test_a_pair_overlapping_at_rest_falls_with_the_robot(road):
+    """The forearm folded into the torso (its axis 0.05 m from the torso's, the capsules 0.01 m into
+    each other, as a robot's collision model overlaps at its neutral pose without an SRDF), the robot
+    turned and translating as one rigid body: the pair's free velocity is the rounding of the
+    difference of two equal point velocities, no velocity an impulse must cancel.  The step takes the
+    first iterate (no ADMM iteration), its impulse is zero, and the robot falls freely: the base's
+    linear velocity (body axes) gains ``R^T g dt``, nothing else moves."""
+    R0 = Rotation.random(random_state=1)
+    q = np.r_[0.1, -0.2, 0.3, R0.as_quat(), np.pi / 6, 5 * np.pi / 6]
+    scene = sd.Scene(MODEL, friction=0.5)
+    assert sd.collide(scene, q).distances.min() == pytest.approx(-0.01, abs=1e-12)
+    v = [0.0, 0.0, 0.0, 0.2, 0.1, -0.5, 0.0, 0.0]                  # a plain list: [w, v] of the base
+    with sd.use_backend(road, deterministic=True), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = sd.contact_step(MODEL, q, v, np.zeros(MODEL.nv), scene, DT)
+    assert s.iterations == 0
+    assert np.abs(s.impulses).max() == 0.0
+    free = np.r_[0, 0, 0, np.array(v[3:6]) + R0.inv().apply(np.array(MODEL.gravity)) * DT, 0, 0]
+    assert np.abs(s.v - free).max() <= rounding_bound(MODEL.nv)
+
+
+def test_anymal_without_its_srdf_is_solved_where_its_legs_overlap_its_body():
+    """anymal's collision model (example-robot-data, no SRDF) puts each thigh into the base at the
+    neutral pose: four self-collision pairs whose free velocities are rounding while the robot falls
+    towards the floor.  Nothing closes, so each step of the default road takes the solver's first
+    iterate and reaches its tolerance (no ContactStepWarning)."""
+    root = example_robot_data_dir()
+    model = sd.load_urdf(os.path.join(root, "anymal_b_simple_description", "robots", "anymal.urdf"),
+                         floating_base=True, geometry=True, package_dirs=[root])
+    scene = sd.Scene(model, world=[sd.Shape("plane")], friction=0.8)
+    q = np.array(model.neutral(), float)
+    q[2] = 0.6                                                      # its feet 2.1 cm above the floor
+    hits = sd.collide(scene, q)
+    assert len(hits.pairs) == 4 and all("THIGH" in b for _, b in hits.pairs) and hits.distances.max() < 0
+    v, tau = np.zeros(model.nv), np.zeros(model.nv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sd.ContactStepWarning)
+        for _ in range(4):
+            s = sd.contact_step(model, q, v, tau, scene, DT)
+            assert s.iterations == 0
+            q, v = s.q, s.v

@@ -208,7 +208,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     g = (Jv + bias) * act
     G = P.G * act[:, None] * act[None, :]
     # the velocity scale: the free velocities of the closing contacts (not an open one's gap / dt)
-    dmax, gmax = _vmax(np.diagonal(G)), velocity_scale(g.reshape(nc, 3))
+    dmax, gmax = _vmax(np.diagonal(G)), velocity_scale(g.reshape(nc, 3), v_free)
     # the largest eigenvalue's bound by Gershgorin's discs (G is positive semidefinite: its largest row
     # sum of magnitudes), the scale of the proximal term and of rho's range, for which a bound within
     # the size of G does (power iterations cost a product with G each)

@@ -31,6 +31,11 @@ from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 
 __all__ = ["project_cone", "velocity_scale", "closing_contacts"]
 
+#: The velocity scale's floor relative to the largest free joint velocity (:func:`velocity_scale`): far
+#: below any closing velocity a step resolves (a resting robot's ``g dt`` against its joints' free
+#: velocities), far above the rounding of a difference of two equal point velocities.
+VELOCITY_FLOOR = 1e-6
+
 
 def project_cone(x, mu):
     """Projection of ``x`` (..., nc, 3) ``[t_x, t_y, n]`` onto the friction cones ``|t| <= mu n``
@@ -73,13 +78,17 @@ def closing_contacts(g):
     return 1.0 - _step(g[:, 2])
 
 
-def velocity_scale(g):
+def velocity_scale(g, v_free):
     """The velocity scale [m/s] of the free contact velocities ``g`` (nc, 3) ``[t_x, t_y, n]`` (the
     module docstring): the largest tangential or closing normal velocity of a closing contact
     (:func:`closing_contacts`); where none closes, the largest free velocity of all (the problem's own
-    size: a scale of zero would ask the residuals' rounding crumbs to vanish)."""
+    size: a scale of zero would ask the residuals' rounding crumbs to vanish).  At least
+    :data:`VELOCITY_FLOOR` times the largest free joint velocity ``v_free`` (nv,): two shapes that move
+    together (a self-collision pair overlapping at rest) have a free velocity that is the rounding of
+    their difference, no velocity the impulses cancel, and a test relative to it asks the impossible."""
     closing = _vmax(_abs(g) * closing_contacts(g)[:, None])
-    return closing + (1.0 - _step(closing - _TINY)) * _vmax(_abs(g))
+    scale = closing + (1.0 - _step(closing - _TINY)) * _vmax(_abs(g))
+    return _vmax([scale, VELOCITY_FLOOR * _vmax(_abs(v_free))])
 
 
 def _scales(z, gmax, dmax):
