@@ -664,7 +664,9 @@ static int match_plain(const int64_t *p0, const double *r0, const double *l0, np
    order: a tuple of ``(kernel, ins, out)``, a Kernel run on ``ins`` (a tuple of its inputs, the ints 0
    and 1 standing for the call's q and v) into ``out`` (its output array, or tuple of them), and
    ``(address, plan, buf)``, a C routine ``void f(const long long *plan, double *buf)`` at ``address``
-   (an int) on ``plan`` (int64) and ``buf`` (float64, writeable), both 1-d and C-contiguous.  Returns 1
+   (an int) on ``plan`` (int64) and ``buf`` (float64, writeable), both 1-d and C-contiguous, and
+   ``(order, rows, out)``, a gather of rows: ``out[i] = rows[order[i]]`` (order (n,) int64, rows (m, w),
+   out (n, w) float64, C-contiguous, out writeable and apart from rows).  Returns 1
    once all ran, 0 where a kernel's fast path declines (no exception set: the step answers None), -1 on
    an error. */
 static int run_stages(PyObject *stages, PyObject *q, PyObject *v) {
@@ -689,6 +691,18 @@ static int run_stages(PyObject *stages, PyObject *q, PyObject *v) {
             void *f = PyLong_AsVoidPtr(a);
             if (!p || !x || !f || !PyArray_ISWRITEABLE(x)) goto bad;
             ((void (*)(const long long *, double *))f)(PyArray_DATA(p), PyArray_DATA(x));
+        } else if (PyArray_Check(a)) {
+            PyArrayObject *o = plan_array(a, 1, NPY_INT64), *x = plan_array(b, 2, NPY_DOUBLE), *y = plan_array(c, 2, NPY_DOUBLE);
+            if (!o || !x || !y || !PyArray_ISWRITEABLE(y) || PyArray_DIM(o, 0) != PyArray_DIM(y, 0)
+                || PyArray_DIM(x, 1) != PyArray_DIM(y, 1)) goto bad;
+            npy_intp n = PyArray_DIM(x, 0), w = PyArray_DIM(x, 1);
+            const int64_t *at = PyArray_DATA(o);
+            const double *from = PyArray_DATA(x);
+            double *to = PyArray_DATA(y);
+            for (npy_intp i = 0; i < PyArray_DIM(o, 0); i++) {
+                if (at[i] < 0 || at[i] >= n) goto bad;
+                memcpy(to + w * i, from + w * at[i], w * sizeof(double));
+            }
         } else goto bad;
     }
     return 1;

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ctypes
 from threading import get_ident
 
+import numpy as np
+
 from .box_box_step import step_buffers
 
 __all__ = ["box_box_found"]
@@ -30,8 +32,7 @@ def box_box_found(scene, mixed, poses, dt):
     (K, 11), within (K,), stages)``, this thread's buffers of
     :func:`~sparsedyn.contact.box_box_step.box_box_step_rows` and the native calls that fill them from
     the call's ``q`` and ``v`` (in the call: the rows and the look-ahead ``box_box_step_rows`` would
-    return); None where that road does not apply (other pairs, a routine or a kernel not built yet,
-    rows that the plan reorders)."""
+    return); None where that road does not apply (other pairs, a routine or a kernel not built yet)."""
     got = scene.cache.get(_KEY)
     kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
     if kept is None:
@@ -65,19 +66,22 @@ def _stages(scene, mixed, poses):
 
 
 def _laid_out(buffers):
-    """``(found, md, last)`` of ``box_box_step_rows``' ``buffers``; False where the plan reorders the rows
-    (the four calls then), None where a kernel is not built yet."""
+    """``(found, md, last)`` of ``box_box_step_rows``' ``buffers``, or None where a kernel is not built yet."""
     f, _, _, V, outs, top, kern, rows, within, md, bv, gp, near, kp, _, _, order, last, (plan, buf) = buffers
-    if order is not None:
-        return False
     bk, gk = _kernel(bv, ()), _kernel(gp, ("collision",))
     nk = _kernel(near, (kp.pairs,)) if kern is not None else None
     if bk is None or (outs is not None and gk is None) or (kern is not None and nk is None):
         return None
-    # q and v: the call's (the ints 0 and 1 stand for them); the stages in box_box_step_rows' order
+    # q and v: the call's (the ints 0 and 1 stand for them); the stages in box_box_step_rows' order, the
+    # rows taken in the plan's order last (into a buffer of their own, as rows.take(order, 0) there)
     stages = ((bk, (0, 1), V),) + (((gk, (0,), outs),) if outs is not None else ()) + \
         ((ctypes.cast(f, ctypes.c_void_p).value, plan, buf),) + \
         (((nk, (0, kp.shapes, top), kern),) if kern is not None else ())
+    if order is not None:
+        order = np.ascontiguousarray(order, np.int64)
+        out = np.empty((len(order), rows.shape[1]))
+        stages += ((order, rows, out),)
+        rows = out
     return (rows, within, stages), md, last
 
 
