@@ -20,8 +20,9 @@ pairs beside the mesh-plane rows and each pair's look-ahead, those two from one 
 hand-written routine of :mod:`~sparsedyn.contact.mesh_plane_loop`, the mesh-box rows from coal, the
 box-box rows from the routine of :mod:`~sparsedyn.contact.box_box_native`; where the other pairs are
 pairs of two boxes alone, the look-ahead, the box-box rows and the kernel's candidates in four native
-calls, :mod:`~sparsedyn.contact.box_box_step`) and handed to the native call, which lays them out and
-solves as above.
+calls, :mod:`~sparsedyn.contact.box_box_step`, which the native call runs itself where it keeps nothing
+of the rows, :mod:`~sparsedyn.contact.box_box_fused`) and handed to the native call, which lays them
+out and solves as above.
 
 A trajectory's step is one call too (:func:`chained_step`): once the contacts are found and laid
 out, the call matches their warm start from the step before's contacts where the matching is plain
