@@ -596,8 +596,10 @@ fail:
    finite): the caller then takes the Python road.  ``found`` (a 7th argument, optional): the
    candidates found already, ``(rows (K, 11), cutoffs (K,))`` float64 in the collision kernel's output
    format (a scene with pairs of no closed form, robot meshes on world planes: the kernel's candidates
-   and the mesh rows, found by the caller), K the plan's; ``collide``, ``shapes``, ``reach`` and
-   ``look`` are then unused (None allowed).  ``chain`` (an 8th argument, optional; a trajectory's step):
+   and the mesh rows, found by the caller), K the plan's, or ``(rows, cutoffs, stages)``: buffers that
+   ``stages`` (run_stages') fill in the call before they are read (pairs of two boxes: the bodies'
+   velocities, the shapes' placements, the box-box routine, the collision kernel); ``collide``,
+   ``shapes``, ``reach`` and ``look`` are then unused (None allowed).  ``chain`` (an 8th argument, optional; a trajectory's step):
    ``(pair (K,) int64: each candidate's scene pair, radius, previous)``, ``previous`` None or the step
    before's contacts ``(pair (np,) int64, rows (np, 7) float64: [p (3), n (3), offset], impulses (np, 3)
    float64)``; the contacts' rows are then the candidates' [w_a in a's body (3), n (3), n . w_b] (a plan
@@ -656,6 +658,57 @@ static int match_plain(const int64_t *p0, const double *r0, const double *l0, np
     for (npy_intp i = 0; i < nc; i++)
         if (keep[i]) memcpy(w + 3 * (at ? at[i] : i), l0 + 3 * i, 3 * sizeof(double));
     return 1;
+}
+
+/* The stages that find a step's candidates in the call (``found``'s third entry, scene_step's), run in
+   order: a tuple of ``(kernel, ins, out)``, a Kernel run on ``ins`` (a tuple of its inputs, the ints 0
+   and 1 standing for the call's q and v) into ``out`` (its output array, or tuple of them), and
+   ``(address, plan, buf)``, a C routine ``void f(const long long *plan, double *buf)`` at ``address``
+   (an int) on ``plan`` (int64) and ``buf`` (float64, writeable), both 1-d and C-contiguous, and
+   ``(order, rows, out)``, a gather of rows: ``out[i] = rows[order[i]]`` (order (n,) int64, rows (m, w),
+   out (n, w) float64, C-contiguous, out writeable and apart from rows).  Returns 1
+   once all ran, 0 where a kernel's fast path declines (no exception set: the step answers None), -1 on
+   an error. */
+static int run_stages(PyObject *stages, PyObject *q, PyObject *v) {
+    if (!PyTuple_Check(stages)) goto bad;
+    for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(stages); s++) {
+        PyObject *st = PyTuple_GET_ITEM(stages, s);
+        if (!PyTuple_Check(st) || PyTuple_GET_SIZE(st) != 3) goto bad;
+        PyObject *a = PyTuple_GET_ITEM(st, 0), *b = PyTuple_GET_ITEM(st, 1), *c = PyTuple_GET_ITEM(st, 2);
+        if (Py_TYPE(a) == &KernelType) {
+            Kernel *k = (Kernel *)a;
+            PyObject *in[SD_MAXARGS];
+            if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != k->nin || c == Py_None) goto bad;
+            for (int j = 0; j < k->nin; j++) {
+                PyObject *x = PyTuple_GET_ITEM(b, j);
+                in[j] = PyLong_CheckExact(x) ? (PyLong_AsLong(x) == 0 ? q : v) : x;
+            }
+            PyObject *r = Kernel_run(k, in, c);
+            if (!r) return PyErr_Occurred() ? -1 : 0;
+            Py_DECREF(r);
+        } else if (PyLong_CheckExact(a)) {
+            PyArrayObject *p = plan_array(b, 1, NPY_INT64), *x = plan_array(c, 1, NPY_DOUBLE);
+            void *f = PyLong_AsVoidPtr(a);
+            if (!p || !x || !f || !PyArray_ISWRITEABLE(x)) goto bad;
+            ((void (*)(const long long *, double *))f)(PyArray_DATA(p), PyArray_DATA(x));
+        } else if (PyArray_Check(a)) {
+            PyArrayObject *o = plan_array(a, 1, NPY_INT64), *x = plan_array(b, 2, NPY_DOUBLE), *y = plan_array(c, 2, NPY_DOUBLE);
+            if (!o || !x || !y || !PyArray_ISWRITEABLE(y) || PyArray_DIM(o, 0) != PyArray_DIM(y, 0)
+                || PyArray_DIM(x, 1) != PyArray_DIM(y, 1)) goto bad;
+            npy_intp n = PyArray_DIM(x, 0), w = PyArray_DIM(x, 1);
+            const int64_t *at = PyArray_DATA(o);
+            const double *from = PyArray_DATA(x);
+            double *to = PyArray_DATA(y);
+            for (npy_intp i = 0; i < PyArray_DIM(o, 0); i++) {
+                if (at[i] < 0 || at[i] >= n) goto bad;
+                memcpy(to + w * i, from + w * at[i], w * sizeof(double));
+            }
+        } else goto bad;
+    }
+    return 1;
+bad:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "scene_step: the stages do not fit");
+    return -1;
 }
 
 static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
@@ -721,8 +774,13 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     }
     PyObject *found;
     if (pre) {                                               /* the candidates found by the caller */
-        PyArrayObject *pc = PyTuple_Check(pre) && PyTuple_GET_SIZE(pre) == 2 ?
-                            plan_array(PyTuple_GET_ITEM(pre, 0), 2, NPY_DOUBLE) : NULL;
+        Py_ssize_t npre = PyTuple_Check(pre) ? PyTuple_GET_SIZE(pre) : 0;
+        if (npre == 3) {                                     /* (or by its stages, run here) */
+            int ran = run_stages(PyTuple_GET_ITEM(pre, 2), args[1], args[2]);
+            if (ran < 0) return NULL;
+            if (!ran) Py_RETURN_NONE;
+        }
+        PyArrayObject *pc = npre == 2 || npre == 3 ? plan_array(PyTuple_GET_ITEM(pre, 0), 2, NPY_DOUBLE) : NULL;
         PyArrayObject *pw = pc ? plan_array(PyTuple_GET_ITEM(pre, 1), 1, NPY_DOUBLE) : NULL;
         if (!pw || PyArray_DIM(pc, 0) != K || PyArray_DIM(pc, 1) != 11 || PyArray_DIM(pw, 0) != K) {
             PyErr_SetString(PyExc_TypeError, "scene_step: the candidates found do not fit the plan");

@@ -26,7 +26,7 @@ from .box_box_native import _PAR, ROWS, routine
 from .collision_near import NEAR_COLUMNS, collision_candidates_near
 from .look_ahead import _pair_bodies, body_reach
 
-__all__ = ["box_box_step_rows", "one_state"]
+__all__ = ["box_box_step_rows", "step_buffers", "one_state"]
 
 _NEAR, _BV, _GP = collision_candidates_near.__name__, "body_velocities", "geometry_placements"
 _F64 = np.dtype(float)
@@ -88,6 +88,16 @@ def _scratch(scene, mixed, poses):
     return kept
 
 
+def step_buffers(scene, mixed, poses):
+    """This thread's buffers and callables of :func:`box_box_step_rows` for ``mixed`` (``scene_data``'s
+    plan) and ``poses`` (:func:`~sparsedyn.contact.box_box_road.box_box_poses`): the tuple that
+    ``_scratch`` lays out once per thread (its docstring), False where the plan has pairs other than the
+    kernel's and two boxes', None where a routine or a native callable is not built yet."""
+    got = scene.cache.get(_KEY)
+    kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
+    return _scratch(scene, mixed, poses) if kept is None else kept
+
+
 def box_box_step_rows(scene, mixed, poses, q, v, dt, fresh=True):
     """``(rows, within)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs; ``poses``:
     :func:`~sparsedyn.contact.box_box_road.box_box_poses`, whose gather the buffer holds) for a
@@ -100,10 +110,7 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt, fresh=True):
     the rows and the look-ahead are this thread's buffers (in the plan's order: new rows where it has
     one), which the next call overwrites, for a caller that reads them before it (a step's native
     call that keeps nothing of them)."""
-    got = scene.cache.get(_KEY)
-    kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
-    if kept is None:
-        kept = _scratch(scene, mixed, poses)
+    kept = step_buffers(scene, mixed, poses)
     if not kept or poses(scene, mixed.bb) is None:       # (the gather declined: the general road)
         return None
     f, plan, buf, V, outs, top, kern, rows, within, md, bv, gp, near, kp, nq, nv, order, last, _ = kept

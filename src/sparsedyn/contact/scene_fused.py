@@ -20,8 +20,9 @@ pairs beside the mesh-plane rows and each pair's look-ahead, those two from one 
 hand-written routine of :mod:`~sparsedyn.contact.mesh_plane_loop`, the mesh-box rows from coal, the
 box-box rows from the routine of :mod:`~sparsedyn.contact.box_box_native`; where the other pairs are
 pairs of two boxes alone, the look-ahead, the box-box rows and the kernel's candidates in four native
-calls, :mod:`~sparsedyn.contact.box_box_step`) and handed to the native call, which lays them out and
-solves as above.
+calls, :mod:`~sparsedyn.contact.box_box_step`, which the native call runs itself where it keeps nothing
+of the rows, :mod:`~sparsedyn.contact.box_box_fused`) and handed to the native call, which lays them
+out and solves as above.
 
 A trajectory's step is one call too (:func:`chained_step`): once the contacts are found and laid
 out, the call matches their warm start from the step before's contacts where the matching is plain
@@ -50,6 +51,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import native_calls, native_function, use_backend
+from .box_box_fused import box_box_found
 from .box_box_road import box_box_poses
 from .box_box_step import box_box_step_rows
 from .collision_near import collision_candidates_ahead
@@ -191,8 +193,10 @@ def mixed_call(scene, plan, dt):
         # pairs of two boxes (or robot meshes on planes): their rows in the routine's buffers, which the
         # call reads and keeps nothing of where it returns no layout and asks no warm start (copies where
         # it does); else (and where the routine declines) the general road's, looked up as fused_step does
+        # (pairs of two boxes where it keeps nothing: the four calls that find their rows run in the call)
         keep = bool(more) or callable(warm_start)
-        pre = boxes and box_box_step_rows(scene, mixed, box_box_poses, q, v, dt, keep) or \
+        pre = boxes and not keep and box_box_found(scene, mixed, box_box_poses, dt) or \
+            boxes and box_box_step_rows(scene, mixed, box_box_poses, q, v, dt, keep) or \
             planes and plane_step_rows(scene, mixed, q, v, dt, keep)
         if not pre:
             pre = scene_data._mixed_candidates(scene, mixed, q, None, (v, dt))

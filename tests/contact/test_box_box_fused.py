@@ -1,0 +1,101 @@
+"""A step in a scene of the collision kernel's pairs and pairs of two boxes as one native call
+(sparsedyn.contact.box_box_fused: the four calls that find the box pairs' rows run inside the step's
+call): its q+, v+, impulses, modes, residuals and iterations are the Python road's bit for bit (the same
+routines on the same numbers) for two cubes stacked on a table (robot boxes placed by the native
+placements, data slots) and a cube on a table (per-body slots), at steps of two sizes in turn (the
+look-ahead follows each step's dt); a NaN velocity is named as on the Python road."""
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+import sparsedyn.contact.friction as friction
+import sparsedyn.contact.scene_fused as scene_fused
+from test_box_box_native import _stack
+from test_box_box_road import _poses
+from test_box_box_step import _turned_stack
+from test_scene_fused import _box_on_box
+
+DT = 1e-3
+
+
+def _python_road(monkeypatch, *args):
+    """The step on the Python road (the fused call switched off)."""
+    with monkeypatch.context() as m:
+        m.setattr(friction, "fused_step", lambda *a, **k: None)
+        return sd.contact_step(*args)
+
+
+def _same(a, b):
+    """Whether two steps hold the same numbers, bit for bit, and the same modes."""
+    return all(np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(a, b)) and \
+        list(a.modes) == list(b.modes)
+
+
+def _spied(monkeypatch):
+    """Counts of the mixed call's roads: ``found`` the steps whose rows the call's stages found,
+    ``rows`` the steps whose rows were found from Python (the four calls)."""
+    count = {"found": 0, "rows": 0}
+    found, rows = scene_fused.box_box_found, scene_fused.box_box_step_rows
+
+    def spy_found(*args):
+        got = found(*args)
+        count["found"] += got is not None
+        return got
+
+    def spy_rows(*args):
+        count["rows"] += 1
+        return rows(*args)
+    monkeypatch.setattr(scene_fused, "box_box_found", spy_found)
+    monkeypatch.setattr(scene_fused, "box_box_step_rows", spy_rows)
+    return count
+
+
+def _stack_states(make):
+    """(scene, [(q, v, tau)]): the stacked cubes at poses of their own, moving a little."""
+    rng = np.random.default_rng(5)
+    return make(), [(q, rng.normal(scale=0.05, size=12), np.zeros(12)) for q in _poses(rng, 6)]
+
+
+def _table_states():
+    """(scene, [(q, v, tau)]): the cube on a table, sliding and turning, then at rest."""
+    scene, q, v, tau = _box_on_box()
+    return scene, [(q, v, tau), (q, np.zeros(6), tau)]
+
+
+@pytest.mark.parametrize("states", [lambda: _stack_states(_stack), lambda: _stack_states(_turned_stack),
+                                    _table_states])
+def test_a_step_with_box_pairs_is_one_call_and_the_python_roads(states, monkeypatch):
+    scene, runs = states()
+    model = scene.model
+    with sd.use_backend("native", deterministic=True):
+        for q, v, tau in runs:                          # the layouts grown, the kernels built
+            sd.contact_step(model, q, v, tau, scene, DT)
+        count = _spied(monkeypatch)
+        steps = 0
+        for dt in (DT, 2 * DT, DT):                     # (a new dt: the routine's look-ahead follows it)
+            for q, v, tau in runs:
+                got = sd.contact_step(model, q, v, tau, scene, dt)
+                want = _python_road(monkeypatch, model, q, v, tau, scene, dt)
+                assert len(want.impulses) >= 4 and _same(got, want)
+                steps += 1
+    # every step one call whose stages found the rows (none found from Python)
+    assert count == {"found": steps, "rows": 0}
+
+
+def test_a_nan_velocity_is_named_as_on_the_python_road(monkeypatch):
+    scene, runs = _stack_states(_stack)
+    q, v, tau = runs[0]
+    model = scene.model
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, tau, scene, DT)
+        sd.contact_step(model, q, v, tau, scene, DT)
+        bad = v.copy()
+        bad[4] = np.nan
+        with pytest.raises(ValueError, match="v: contains NaN"):
+            sd.contact_step(model, q, bad, tau, scene, DT)
+        with pytest.raises(ValueError, match="v: contains NaN"):
+            _python_road(monkeypatch, model, q, bad, tau, scene, DT)
+        count = _spied(monkeypatch)
+        assert _same(sd.contact_step(model, q, v, tau, scene, DT), _python_road(monkeypatch, model, q, v, tau, scene, DT))
+    assert count["found"] == 1
