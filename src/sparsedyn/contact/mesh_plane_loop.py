@@ -266,6 +266,19 @@ SD_EXPORT long long sd_step_rows_top(long long Q, const long long *ends, const d
   for (long long j = 0; j < K; j++) within[j] = cutall[pick[j]];
   return hits;
 }
+
+/* sd_step_rows_top of its 22 arguments but ``dt`` packed in the 64-bit words ``a`` in order (the counts
+   Q, P, nb, K as integers, the others addresses): one table made once, for a caller whose buffers stay. */
+SD_EXPORT long long sd_step_rows_packed(const long long *a, double dt)
+{
+#define SD_D(i) ((double *)(__INTPTR_TYPE__)a[i])
+#define SD_L(i) ((const long long *)(__INTPTR_TYPE__)a[i])
+  return sd_step_rows_top(a[0], SD_L(1), SD_D(2), SD_D(3), a[4], SD_L(5), SD_L(6), SD_D(7), SD_D(8), SD_D(9), SD_D(10),
+                          SD_D(11), SD_L(12), SD_D(13), SD_D(14), dt, SD_D(15), SD_D(16), a[17], SD_D(18), a[19],
+                          SD_L(20), SD_D(21));
+#undef SD_D
+#undef SD_L
+}
 """
 
 #: The routines once loaded: ``[sd_mesh_plane_rows or None, tried, sd_step_rows or None]``.

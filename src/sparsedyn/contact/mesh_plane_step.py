@@ -8,8 +8,9 @@ through ctypes' typed arguments (each array converted at each call), then asks t
 for its candidates with the largest look-ahead and joins the two tables, some twenty NumPy and ctypes
 calls.  Here the velocities, the poses, the look-ahead and the rows are written into buffers laid out
 once per scene and thread (``scene.cache``), every address handed to the routine made once (an
-untyped ctypes function of its own, ``sd_step_rows_top``: ``sd_step_rows`` after its check of the
-velocities' sum, then the kernel's cutoff and each candidate's look-ahead written in the same call):
+untyped ctypes function of its own, ``sd_step_rows_packed``, its arguments one table of addresses:
+``sd_step_rows`` after its check of the velocities' sum, then the kernel's cutoff and each
+candidate's look-ahead written in the same call):
 the same routine on the same numbers, the same kernel call with the same cutoff, so the same rows
 bit for bit.
 """
@@ -59,7 +60,7 @@ def _scratch(scene, mixed, q, v):
     near = calls.get(_NEAR) if kp.pairs else None
     if lib is None or calls.get(_FK) is None or calls.get(_BV) is None or (kp.pairs and near is None):
         return None
-    f = lib["sd_step_rows_top"]                    # (a new function object: untyped, its own)
+    f = lib["sd_step_rows_packed"]                 # (a new function object: untyped, its own)
     f.restype = ctypes.c_longlong
     P, Q, K = len(lp.pair), len(scene.index), len(mixed.pair)
     ends = np.ascontiguousarray(np.array([s.body for s in scene.shapes], np.int64)[scene.index].reshape(-1, 2))
@@ -69,15 +70,17 @@ def _scratch(scene, mixed, q, v):
     R, o = (np.array(x, float, order="C") for x in calls[_FK](q))
     cut, top, rows, within = np.zeros(Q), np.zeros(()), np.zeros((K, NEAR_COLUMNS)), np.zeros(K)
     pick = np.ascontiguousarray(mixed.pair, np.int64)
-    void = ctypes.c_void_p
-    at = lambda x: void(x.ctypes.data)                                      # noqa: E731
-    head = (ctypes.c_longlong(Q), at(ends), at(rho), at(cut), ctypes.c_longlong(P), at(pair), at(lp.body), at(R),
-            at(o), at(lp.axes), at(lp.pb), at(lp.hull), at(lp.rows), at(lp.spheres), at(V))
-    # (the routine also checks the velocities, and writes the kernel's cutoff and each candidate's look-ahead)
-    tail = (at(par), at(rows[K1:]), ctypes.c_longlong(len(V)), at(top), ctypes.c_longlong(K), at(pick), at(within))
+    # the routine's arguments but dt, one table of addresses and counts (the routine also checks the
+    # velocities, and writes the kernel's cutoff and each candidate's look-ahead)
+    at = lambda x: x.ctypes.data                                            # noqa: E731
+    table = np.array([Q, at(ends), at(rho), at(cut), P, at(pair), at(lp.body), at(R), at(o), at(lp.axes), at(lp.pb),
+                      at(lp.hull), at(lp.rows), at(lp.spheres), at(V), at(par), at(rows[K1:]), len(V), at(top), K,
+                      at(pick), at(within)], np.int64)
+    head, tail = (ctypes.c_void_p(table.ctypes.data),), ()
     kept = got[1][get_ident()] = (
         f, head, tail, V, R, o, cut, top, rows, rows[:K1] if K1 else None, calls[_FK], calls[_BV], near, kp,
-        (model.nq,), (model.nv,), mixed.order, [None, None], (ends, pair, rho, par, lp, pick), mixed.pair, within)
+        (model.nq,), (model.nv,), mixed.order, [None, None], (ends, pair, rho, par, lp, pick, table), mixed.pair,
+        within)
     return kept
 
 
