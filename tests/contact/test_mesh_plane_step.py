@@ -59,7 +59,8 @@ def test_talos_candidates_are_the_general_roads_bit_for_bit(talos, pose, monkeyp
 
 def test_other_plans_and_states_decline(talos):
     """A state not one float64 state's (a batch, float32, a bad ``dt``) declines: None (the general
-    road answers)."""
+    road answers); so does a base sliding at 1e307 m/s, whose bodies' velocities (each finite) sum
+    past the largest float (the routine's check: the general road's look-ahead then)."""
     model = talos
     scene = _talos_scene(model)
     q, v = _pose(model, scene, "standing")
@@ -67,7 +68,10 @@ def test_other_plans_and_states_decline(talos):
         sd.contact_step(model, q, v, np.zeros(model.nv), scene, DT)
         mixed = scene_data._mixed_plan(scene)[0]
         assert mesh_plane_step.plane_step_rows(scene, mixed, q, v, DT) is not None
-        for args in ((q[None], v[None], DT), (q.astype(np.float32), v, DT), (q, v, 0.0), (q, v, np.inf)):
+        huge = v.copy()
+        huge[3] = 1e307                             # (the free joint's linear velocity: [omega, v])
+        for args in ((q[None], v[None], DT), (q.astype(np.float32), v, DT), (q, v, 0.0), (q, v, np.inf),
+                     (q, huge, DT)):
             assert mesh_plane_step.plane_step_rows(scene, mixed, *args) is None
     with sd.use_backend("numpy"):
         assert mesh_plane_step.plane_step_rows(scene, mixed, q, v, DT) is None

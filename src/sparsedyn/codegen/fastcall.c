@@ -938,16 +938,54 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
    held, or (n, nv): row k the joint forces of step k; ``warm``: the first step's warm start (None
    or impulses, as scene_step's) where ``chain``'s previous is None.  Returns the list of the steps'
    scene_step answers ``(the step's arrays, index, pair, rows, impulses)``, ending before the first
-   step this road declines (fewer than ``steps``: the caller takes the Python road for that one). */
+   step this road declines (fewer than ``steps``: the caller takes the Python road for that one).
+   ``into`` (a 10th argument, optional): ``(Q (>= steps + 1, nq), V (>= steps + 1, nv), R (>= steps,
+   8))`` float64 C-contiguous writeable arrays, into whose rows k + 1, k + 1, k step k's next ``q``,
+   next ``v`` and report are copied (a caller that stacks them needs no list of arrays). */
+static PyArrayObject *rows_into(PyObject *o, npy_intp n) {
+    if (!PyArray_Check(o)) return NULL;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_ISCARRAY(a) || !PyArray_ISNOTSWAPPED(a) || PyArray_NDIM(a) != 2
+        || PyArray_DIM(a, 0) < n)
+        return NULL;
+    return a;
+}
+
+/* Row ``k`` of ``into`` (rows_into's) set to the float64 array ``x`` of as many entries as a row; 0 where
+   they differ. */
+static int put_row(PyArrayObject *into, npy_intp k, PyObject *x) {
+    npy_intp w = PyArray_DIM(into, 1);
+    if (!PyArray_Check(x) || PyArray_TYPE((PyArrayObject *)x) != NPY_DOUBLE || !PyArray_ISCARRAY_RO((PyArrayObject *)x)
+        || PyArray_SIZE((PyArrayObject *)x) != w)
+        return 0;
+    memcpy((double *)PyArray_DATA(into) + w * k, PyArray_DATA((PyArrayObject *)x), w * sizeof(double));
+    return 1;
+}
+
 static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 3 || !PyArray_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "scene_rollout(plan, q, v, tau, settings, warm, chain, steps, matcher)");
+    if (nargs < 9 || nargs > 10 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 3
+        || !PyArray_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "scene_rollout(plan, q, v, tau, settings, warm, chain, steps, matcher[, into])");
         return NULL;
     }
     Py_ssize_t steps = PyLong_AsSsize_t(args[7]);
     if (steps == -1 && PyErr_Occurred()) return NULL;
     int rows = PyArray_NDIM((PyArrayObject *)args[3]) == 2;
     if (rows && PyArray_DIM((PyArrayObject *)args[3], 0) < steps) steps = PyArray_DIM((PyArrayObject *)args[3], 0);
+    PyArrayObject *iq = NULL, *iv = NULL, *ir = NULL;
+    if (nargs == 10 && args[9] != Py_None) {
+        PyObject *t = args[9];
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 3) {
+            iq = rows_into(PyTuple_GET_ITEM(t, 0), steps + 1);
+            iv = rows_into(PyTuple_GET_ITEM(t, 1), steps + 1);
+            ir = rows_into(PyTuple_GET_ITEM(t, 2), steps);
+        }
+        if (!iq || !iv || !ir || PyArray_DIM(ir, 1) != 8) {
+            PyErr_SetString(PyExc_TypeError, "scene_rollout: into must be three float64 C arrays (steps + 1, nq), "
+                            "(steps + 1, nv), (steps, 8)");
+            return NULL;
+        }
+    }
     PyObject *every = PyTuple_GET_ITEM(args[6], 0), *radius = PyTuple_GET_ITEM(args[6], 1);
     PyObject *prev = Py_NewRef(PyTuple_GET_ITEM(args[6], 2)), *q = Py_NewRef(args[1]), *v = Py_NewRef(args[2]);
     PyObject *out = PyList_New(0);
@@ -964,6 +1002,13 @@ static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t 
         if (!r) { Py_CLEAR(out); break; }
         if (r == Py_None) { Py_DECREF(r); break; }
         PyObject *step = PyTuple_GET_ITEM(r, 0);
+        if (iq && !(put_row(iq, k + 1, PyTuple_GET_ITEM(step, 0)) && put_row(iv, k + 1, PyTuple_GET_ITEM(step, 1))
+                    && put_row(ir, k, PyTuple_GET_ITEM(step, 4)))) {
+            PyErr_SetString(PyExc_TypeError, "scene_rollout: a step's arrays do not fit into's rows");
+            Py_DECREF(r);
+            Py_CLEAR(out);
+            break;
+        }
         Py_SETREF(q, Py_NewRef(PyTuple_GET_ITEM(step, 0)));
         Py_SETREF(v, Py_NewRef(PyTuple_GET_ITEM(step, 1)));
         PyObject *next = PyTuple_Pack(3, PyTuple_GET_ITEM(r, 2), PyTuple_GET_ITEM(r, 3), PyTuple_GET_ITEM(r, 4));

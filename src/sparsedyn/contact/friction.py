@@ -111,6 +111,7 @@ from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryMode
 from . import scene_data
 from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used
 from .scene import Scene
+from .rollout_rows import append_chain, rollout_rows, stacked_states
 from .scene_fused import chained_step, chained_steps, fused_step, general_matching, mixed_call, trajectory_plan
 from .scene_step import FoundContacts, batch_previous, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
@@ -484,6 +485,8 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
         shape = np.broadcast_shapes(shape, vs[-1].shape[:-1])
 
     def stack(xs, tail):
+        if type(xs) is np.ndarray:               # (a scene's chained steps: stacked already)
+            return xs
         if not xs:
             return np.zeros((0,) + shape + tail)
         full = shape + tail                       # (np.array of equal shapes: np.stack's checks cost more)
@@ -513,6 +516,7 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None):
     settings = _step_settings("contact_step", dt, options["tol"], options["max_iterations"], options["solver"],
                               options["margin"]) if fuse else None
     solver, tol, warm = options["solver"], options["tol"], options["warm_start"]
+    rows, chained = None, 0                       # (the chains' states and reports: rollout_rows)
     k = 0
     while k < steps:
         # one native call where the scene's layout holds the step's contacts (scene_fused), the warm
@@ -529,11 +533,15 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None):
             # contacts counted between the chains, the count shrunk where they fit in fewer)
             n = scene.cache.get("data_slot_count", 0)
             ask = steps - k if n <= MIN_DATA_SLOTS else min(steps - k, SHRINK_AFTER)
+            rows = rows or rollout_rows(scene.model, steps, q, v)
             runs = chained_steps(plan, q, v, taus[k:] if taus.ndim == 2 else taus, settings,
-                                 warm if previous is None else None, previous, ask, general[1])
-            k += len(runs)
+                                 warm if previous is None else None, previous, ask, general[1],
+                                 rows if k == 0 else (rows[0][k:], rows[1][k:], rows[2][k:]))
             if runs:
-                _bulk(runs, qs, vs, imps, modes, its, solver, tol)
+                append_chain(runs, rows, k, qs, vs, imps, modes, its, lambda got: _result(
+                    "contact_step", solver, tol, tuple.__new__(StepArrays, got[0]), got[1], bare=True, finite=True))
+                k += len(runs)
+                chained += len(runs)
                 got = runs[-1]
                 q, v, previous = got[0][0], got[0][1], (FoundContacts(got[2], None, got[3]), got[4])
                 if n > MIN_DATA_SLOTS and data_slots_used(scene, [len(r[2]) for r in runs]) != n:
@@ -563,22 +571,8 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None):
         previous = (found, impulses) if one else batch_previous(found, impulses)
         qs.append(q), vs.append(v), imps.append(impulses), its.append(iterations), modes.append(mode)
         k += 1
+    qs, vs = stacked_states(qs, vs, rows, chained, steps)
     return qs, vs, imps, _TrajectoryModes(modes, tol), its
-
-
-def _bulk(runs, qs, vs, imps, modes, its, solver, tol):
-    """Append the steps ``runs`` of :func:`~sparsedyn.contact.scene_fused.chained_steps` (their arrays
-    finite: the kernel's fast path) to a rollout's lists, each step's modes its ``(arrays, index)``
-    (made when read, :class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`), its iterations from
-    the reports at once; a step that stopped before ``tol`` warns as :func:`_result` does."""
-    for got in runs:
-        qs.append(got[0][0]), vs.append(got[0][1]), imps.append(got[4]), modes.append(got[:2])
-    rep = np.array([got[0][4] for got in runs])   # (n, 8): each step's report
-    its.extend(rep[:, 3].astype(int).tolist())
-    ok = rep[:, 4] > 0.5
-    if not np.logical_and.reduce(ok):
-        for got in (got for got, x in zip(runs, ok.tolist()) if not x):
-            _result("contact_step", solver, tol, tuple.__new__(StepArrays, got[0]), got[1], bare=True, finite=True)
 
 
 def _chained(got, solver, tol):

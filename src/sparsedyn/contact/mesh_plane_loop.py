@@ -243,6 +243,42 @@ SD_EXPORT long long sd_step_rows(long long Q, const long long *ends, const doubl
   free(cut);
   return hits;
 }
+
+/* sd_step_rows where the sum of the nb bodies' velocities ``vel`` (nb, 6) is finite (else -2, nothing
+   written: a velocity not finite or overflowing, the general road's case), then ``top[0]`` the largest
+   of the cutoffs ``cutall`` and the margin ``par[0]`` (the collision kernel's cutoff for its pairs), and
+   ``within[j] = cutall[pick[j]]`` for the K candidates of scene pairs ``pick``. */
+SD_EXPORT long long sd_step_rows_top(long long Q, const long long *ends, const double *rho, double *cutall, long long P,
+                                     const long long *pair, const long long *body, const double *R, const double *o,
+                                     const double *axes, const double *pb, const double *hull, const long long *rows,
+                                     const double *sphere, const double *vel, double dt, const double *par, double *out,
+                                     long long nb, double *top, long long K, const long long *pick, double *within)
+{
+  double s = 0.0;
+  for (long long j = 0; j < 6 * nb; j++) s += vel[j];
+  if (!(s - s == 0.0)) return -2;                        /* (NaN or inf: s - s is NaN) */
+  long long hits = sd_step_rows(Q, ends, rho, cutall, P, pair, body, R, o, axes, pb, hull, rows, sphere, vel, dt, par,
+                                out);
+  if (hits < 0) return hits;
+  double t = par[0];
+  for (long long k = 0; k < Q; k++) if (cutall[k] > t) t = cutall[k];
+  top[0] = t;
+  for (long long j = 0; j < K; j++) within[j] = cutall[pick[j]];
+  return hits;
+}
+
+/* sd_step_rows_top of its 22 arguments but ``dt`` packed in the 64-bit words ``a`` in order (the counts
+   Q, P, nb, K as integers, the others addresses): one table made once, for a caller whose buffers stay. */
+SD_EXPORT long long sd_step_rows_packed(const long long *a, double dt)
+{
+#define SD_D(i) ((double *)(__INTPTR_TYPE__)a[i])
+#define SD_L(i) ((const long long *)(__INTPTR_TYPE__)a[i])
+  return sd_step_rows_top(a[0], SD_L(1), SD_D(2), SD_D(3), a[4], SD_L(5), SD_L(6), SD_D(7), SD_D(8), SD_D(9), SD_D(10),
+                          SD_D(11), SD_L(12), SD_D(13), SD_D(14), dt, SD_D(15), SD_D(16), a[17], SD_D(18), a[19],
+                          SD_L(20), SD_D(21));
+#undef SD_D
+#undef SD_L
+}
 """
 
 #: The routines once loaded: ``[sd_mesh_plane_rows or None, tried, sd_step_rows or None]``.

@@ -8,8 +8,11 @@ through ctypes' typed arguments (each array converted at each call), then asks t
 for its candidates with the largest look-ahead and joins the two tables, some twenty NumPy and ctypes
 calls.  Here the velocities, the poses, the look-ahead and the rows are written into buffers laid out
 once per scene and thread (``scene.cache``), every address handed to the routine made once (an
-untyped ctypes function of its own): the same routine on the same numbers, the same kernel call with
-the same cutoff, so the same rows bit for bit.
+untyped ctypes function of its own, ``sd_step_rows_packed``, its arguments one table of addresses:
+``sd_step_rows`` after its check of the velocities' sum, then the kernel's cutoff and each
+candidate's look-ahead written in the same call):
+the same routine on the same numbers, the same kernel call with the same cutoff, so the same rows
+bit for bit.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ def _scratch(scene, mixed, q, v):
     near = calls.get(_NEAR) if kp.pairs else None
     if lib is None or calls.get(_FK) is None or calls.get(_BV) is None or (kp.pairs and near is None):
         return None
-    f = lib["sd_step_rows"]                        # (a new function object: untyped, its own)
+    f = lib["sd_step_rows_packed"]                 # (a new function object: untyped, its own)
     f.restype = ctypes.c_longlong
     P, Q, K = len(lp.pair), len(scene.index), len(mixed.pair)
     ends = np.ascontiguousarray(np.array([s.body for s in scene.shapes], np.int64)[scene.index].reshape(-1, 2))
@@ -66,14 +69,18 @@ def _scratch(scene, mixed, q, v):
     V = np.array(calls[_BV](q, v), float, order="C")
     R, o = (np.array(x, float, order="C") for x in calls[_FK](q))
     cut, top, rows, within = np.zeros(Q), np.zeros(()), np.zeros((K, NEAR_COLUMNS)), np.zeros(K)
-    void = ctypes.c_void_p
-    at = lambda x: void(x.ctypes.data)                                      # noqa: E731
-    head = (ctypes.c_longlong(Q), at(ends), at(rho), at(cut), ctypes.c_longlong(P), at(pair), at(lp.body), at(R),
-            at(o), at(lp.axes), at(lp.pb), at(lp.hull), at(lp.rows), at(lp.spheres), at(V))
-    tail = (at(par), at(rows[K1:]))
+    pick = np.ascontiguousarray(mixed.pair, np.int64)
+    # the routine's arguments but dt, one table of addresses and counts (the routine also checks the
+    # velocities, and writes the kernel's cutoff and each candidate's look-ahead)
+    at = lambda x: x.ctypes.data                                            # noqa: E731
+    table = np.array([Q, at(ends), at(rho), at(cut), P, at(pair), at(lp.body), at(R), at(o), at(lp.axes), at(lp.pb),
+                      at(lp.hull), at(lp.rows), at(lp.spheres), at(V), at(par), at(rows[K1:]), len(V), at(top), K,
+                      at(pick), at(within)], np.int64)
+    head, tail = (ctypes.c_void_p(table.ctypes.data),), ()
     kept = got[1][get_ident()] = (
         f, head, tail, V, R, o, cut, top, rows, rows[:K1] if K1 else None, calls[_FK], calls[_BV], near, kp,
-        (model.nq,), (model.nv,), mixed.order, [None, None], (ends, pair, rho, par, lp), mixed.pair, within)
+        (model.nq,), (model.nv,), mixed.order, [None, None], (ends, pair, rho, par, lp, pick, table), mixed.pair,
+        within)
     return kept
 
 
@@ -99,7 +106,7 @@ def plane_step_rows(scene, mixed, q, v, dt, fresh=True):
         kept = _scratch(scene, mixed, q, v)
     if not kept or use_backend.current() == "numpy":
         return None
-    f, head, tail, V, R, o, cut, top, rows, kern, fk, bv, near, kp, nq, nv, order, last, _, pairs, within = kept
+    f, head, tail, V, R, o, cut, top, rows, kern, fk, bv, near, kp, nq, nv, order, last, _, _, within = kept
     if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == nq and type(v) is np.ndarray
             and v.dtype is _F64 and v.shape == nv and type(dt) in (float, int) and 0 < dt < math.inf):
         return None
@@ -108,18 +115,19 @@ def plane_step_rows(scene, mixed, q, v, dt, fresh=True):
         if got is None:
             return None
         V[...] = got
-    if not math.isfinite(V.sum()):                 # (overflowing velocities: pair_cutoffs, the general road)
-        return None
     got = fk(q, out=(R, o))
     if got[0] is not R or got[1] is not o:
         R[...], o[...] = got
     if dt != last[0]:                              # (a trajectory's dt: made once)
         last[:] = dt, ctypes.c_double(float(dt))
-    if f(*head, last[1], *tail) < 0:
+    # (top: the largest look-ahead, at least the margin; within: each candidate's pair's look-ahead)
+    hits = f(*head, last[1], *tail)
+    if hits < 0:
+        if hits == -2:                             # (velocities whose sum overflows: pair_cutoffs, the general road)
+            return None
         raise MemoryError("mesh-plane contacts: no memory for the routine's workspace")
     if kern is not None:
-        top[()] = max(float(cut.max()) if cut.size else 0.0, scene.margin)
         near(q, kp.shapes, top, kp.pairs, out=kern)
     if not fresh:
-        return (rows if order is None else rows.take(order, 0)), cut.take(pairs, out=within)
-    return (rows.copy() if order is None else rows.take(order, 0)), cut.take(pairs)
+        return (rows if order is None else rows.take(order, 0)), within
+    return (rows.copy() if order is None else rows.take(order, 0)), within.copy()
