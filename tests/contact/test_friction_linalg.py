@@ -5,7 +5,8 @@ Woodbury's identity on ``G = Z Z^T`` against dense solves (the compiled step's e
 import numpy as np
 import pytest
 
-from sparsedyn.contact.friction_linalg import _low_rank_factor, _low_rank_solve, psd_factor
+from sparsedyn.contact import friction_polish as fp
+from sparsedyn.contact.friction_linalg import _low_rank_factor, _low_rank_solve, low_rank
 
 U = np.finfo(float).eps
 
@@ -38,15 +39,29 @@ def test_low_rank_solve_without_c_is_the_inverse_of_G_plus_identity():
     assert np.allclose((Z @ Z.T + np.eye(12)) @ x, r, rtol=0, atol=50 * U * np.linalg.norm(Z, 2) ** 2 * np.abs(x).max())
 
 
-def test_psd_factor_reproduces_a_singular_G():
-    """``psd_factor(G) psd_factor(G)^T = G`` for a singular positive semidefinite ``G`` (rank 4 of 9),
-    to rounding of ``|G|``; a traced ``G`` is refused with a message naming the factor."""
-    Z, _ = _problem(9, 4, 2)
-    G = Z @ Z.T
-    F = psd_factor(G)
-    assert F.shape == (9, 9)
-    assert np.abs(F @ F.T - G).max() <= 100 * U * np.linalg.norm(G, 2)
-    from sparsedyn.symbolic.trace import trace_function
-    with pytest.raises(ValueError, match="factor Z"):
-        trace_function(psd_factor, [("G", (3, 3))])
+def test_woodbury_only_where_it_costs_less():
+    """Woodbury's factor where ``2 k < m`` (its solve, ``2 m k``, below the inverse's ``m^2``)."""
+    assert low_rank(96, 38) and not low_rank(48, 27) and not low_rank(12, 6) and low_rank(13, 6)
 
+
+def test_a_polish_by_woodbury_solves_the_mode_system_of_the_dense_inverse():
+    """The polish's mode system (:func:`~sparsedyn.contact.friction_polish.mode_solution`) solved from a
+    factor ``G = Z Z^T`` (Woodbury's identity) and from ``G`` (an ``m x m`` inverse): the same system,
+    regularised by ``EPS`` of ``G``'s scale (its condition at most ``1 / EPS``), solved with the same
+    refinement; answers equal within ``1 / EPS`` rounding units of the largest impulse, and the
+    modes equal."""
+    rng = np.random.default_rng(4)
+    nc, k = 8, 5
+    Z = rng.standard_normal((3 * nc, k))
+    G = Z @ Z.T
+    g = rng.standard_normal(3 * nc)
+    mu = np.full(nc, 0.6)
+    z = np.abs(rng.standard_normal((nc, 3))) * [0.1, 0.1, 1.0]
+    z[[1, 5], :2] = [[0.6, 0.0], [0.0, -0.6]]                            # two on the cone's boundary: sliding
+    z[3] = 0.0                                                           # one open
+    z = z.reshape(-1)
+    scale = np.abs(G).sum(1).max()
+    dense = fp.mode_solution(G, g, mu, z, scale, np.ones(nc))
+    wood = fp.mode_solution(G, g, mu, z, scale, np.ones(nc), Z=Z)
+    assert np.array_equal(dense[1], wood[1]) and np.array_equal(dense[2], wood[2]) and dense[1][[1, 5]].all()
+    assert np.abs(dense[0] - wood[0]).max() <= 100 * U / fp.EPS * np.abs(dense[0]).max()

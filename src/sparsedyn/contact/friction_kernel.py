@@ -82,7 +82,7 @@ from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
 from .correction import (_correction_polish, _correction_sweep, correction_impulses, held_rows,  # noqa: F401
                          polish_due, polish_first)
-from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _solve_small
+from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _solve_small, _spd_inverse, low_rank
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
@@ -144,6 +144,8 @@ class _Layout:
         m = 3 * nc
         self.model, self.frames, self.opt = model, frames, opt
         self.nc, self.m, self.nv = nc, m, nv
+        # (G + (eta + rho) I)^-1 as Woodbury's factor of G = Z Z^T (nv x m) where it costs less, else m x m
+        self.low_rank = low_rank(m, nv)
         self.normal = np.arange(nc) * 3 + 2                           # the rows of the normal impulses
         self.K = self._table([("G", m * m), ("Z", m * nv), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc),
                               ("closing", m), ("pen", 1), ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1),
@@ -154,7 +156,7 @@ class _Layout:
         # dF^T), Tp, fp: the last T(w) and residual, fbest: the smallest residual norm since the
         # memory was cleared
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
-        self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("W", m * nv), ("rho", 1),
+        self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("W", (nv if self.low_rank else m) * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("due", 1), ("change", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
@@ -236,7 +238,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
     k = lay.k
     # the governing point z + y / rho of the warm start and its multiplier y = -(u + Phi(u))
-    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, W=np.zeros(m * lay.nv),
+    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, W=np.zeros(lay.S["W"].stop - lay.S["W"].start),
                              rho=rho, it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0, due=polish_first(nc), change=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
@@ -270,7 +272,9 @@ def _factorize(lay, *X):
     """The factor of ``(G + (eta + rho) I)^-1`` (:func:`~sparsedyn.contact.friction_linalg._low_rank_factor`
     of ``G = Z Z^T``); no ADMM budget (``solver="pgs"``): on to Gauss-Seidel (+4); else iterate (+1)."""
     settings, _, K, S = lay.unpack(X)
-    S["W"] = _low_rank_factor(K["Z"].reshape(lay.m, lay.nv), K["eta"][0] + S["rho"][0], lay.slots(K))
+    m, c = lay.m, K["eta"][0] + S["rho"][0]
+    S["W"] = (_low_rank_factor(K["Z"].reshape(m, lay.nv), c, lay.slots(K)) if lay.low_rank else
+              _spd_inverse(K["G"].reshape(m, m) + c * np.eye(m), lay.slots(K)))
     return lay.pack(lay.S, S), 1.0 + 3.0 * _step(0.5 - settings[2])
 
 
@@ -296,7 +300,9 @@ def _iterate(lay, *X):
     y = rho * yr
     s = _zeros(m, y)
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
-    xn = _low_rank_solve(S["W"].reshape(lay.nv, m), eta + rho, -(g + s) + eta * x + rho * z - y, lay.slots(K))
+    r = -(g + s) + eta * x + rho * z - y
+    xn = _low_rank_solve(S["W"].reshape(lay.nv, m), eta + rho, r, lay.slots(K)) if lay.low_rank else \
+        _mv(S["W"].reshape(m, m), r, lay.slots(K).mm(3, 3))
     sp = xn + yr                                                   # the plain next governing point
     zn = project_cone(sp.reshape(nc, 3), mu).reshape(m)
     yn = rho * (sp - zn)                                           # = y + rho (xn - zn)

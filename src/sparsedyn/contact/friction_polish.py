@@ -26,8 +26,8 @@ of spectral radius 1.5, which diverges even from the answer); across it ``u_phi 
 unknowns are the sticking contacts' three rows and the sliding contacts' ``phi`` and normal rows.
 The symmetric part ``D G D + (I - D) + W`` (``G`` in the sliding axes, ``D`` 1 on the unknowns'
 rows, ``W`` the ``w`` on the ``phi`` rows) plus ``eps I`` (``eps = EPS s``, ``s`` the scale of ``G``)
-is inverted once (from ``G = Z Z^T``, ``Z`` (m, nv), by Woodbury's identity: an ``nv x nv``
-Cholesky factorization, :func:`~sparsedyn.contact.friction_linalg._low_rank_factor`); the held
+is inverted once (Cholesky; where ``G = Z Z^T`` has many more rows than joints, ``Z`` (m, nv), by
+Woodbury's identity: :func:`~sparsedyn.contact.friction_linalg._low_rank_factor`); the held
 friction's columns, one per sliding contact, by Woodbury's identity with an ``nc x nc`` capacitance
 matrix (not symmetric: its inverse from its normal equations), so each solve is exact for the
 system, not a fixed-point iteration.  The solves (:func:`solves`) are the iterated Tikhonov
@@ -47,8 +47,8 @@ points millimetres apart) where its velocity closes it: the next step moves the 
 (:func:`~sparsedyn.contact.polish_guess.swap_guess`; talos fallen onto a box: in each group of near
 duplicates one carries the load and the others touch at zero impulse, and a repeated polish whose
 modes pick the wrong one stalls with it penetrating).  The work per Newton
-step is the factorization (``m nv^2``), the product of its normal rows with the held friction's
-columns (``m nv nc``) and the solves (``m^2 + 4 m nv`` each: the rows of ``G``, the factor twice),
+step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
+friction's columns (``m nc^2``; ``m nv nc``) and the solves (``4 m^2`` each; ``m^2 + 4 m nv``),
 against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
 by sparse first factors (``m^2`` in loops, not in operations written out).  Compiled, at 96 rows a step
 costs the reading of its code, its block products' index tables and their results (about a megabyte each,
@@ -71,7 +71,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _spd_inverse, psd_factor
+from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import closing_guess, swap_guess
@@ -221,29 +221,39 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     where given (else the friction of each contact's local problem at ``z``), ``start`` (m,) where
     given: the answer nearest to it (else the least-norm one); ``slots``: the slots in use
     (:class:`~sparsedyn.contact.friction_linalg.Slots`: past them ``G``, ``g`` and ``z`` are zero);
-    ``Z`` (m, k): a factor ``G = Z Z^T`` (None: :func:`~sparsedyn.contact.friction_linalg.psd_factor`'s,
-    numbers only)."""
+    ``Z`` (m, k): a factor ``G = Z Z^T`` where the inverse is to be Woodbury's
+    (:func:`~sparsedyn.contact.friction_linalg.low_rank`), else None (an ``m x m`` inverse)."""
     nc = mu.shape[0]
     m = 3 * nc
     sl = Slots(None, nc) if slots is None else slots
     d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl)
     mus = slide * mu
-    # M = D Gr D + E, E = diag(1 - d + w + EPS s), and G = Z Z^T: M = E^1/2 (V V^T + I) E^1/2 with
-    # V = E^-1/2 D R^T Z, so M^-1 = e (I - Wt^T Wt) e (e = E^-1/2; Woodbury's identity: nv x nv)
-    e = 1.0 / bk.sqrt(1.0 - d + w + EPS * scale)
-    Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
-    Wt = _low_rank_factor(_mm(Rt * (d * e)[:, None], psd_factor(G) if Z is None else Z, sl.mm(3, 3, 0)), 1.0, slots)
+    E = 1.0 - d + w + EPS * scale
+    if Z is None:
+        # D Gr D (D Gr times D, a product by a diagonal first factor: a loop) plus E, inverted
+        Mx = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T, sl.mm(3, 3, 3)).T + np.eye(m) * E[:, None], slots)
 
-    def Mi(r):                                                     # M^-1 r
-        return e * _low_rank_solve(Wt, None, e * r, slots)
+        def Mi(r):                                                 # M^-1 r
+            return _mv(Mx, r, sl.mm(3, 3))
+    else:
+        # M = D Gr D + E = E^1/2 (V V^T + I) E^1/2 with V = E^-1/2 D R^T Z (G = Z Z^T), so
+        # M^-1 = e (I - Wt^T Wt) e (e = E^-1/2; Woodbury's identity, an nv x nv factorization)
+        e = 1.0 / bk.sqrt(E)
+        Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
+        Wt = _low_rank_factor(_mm(Rt * (d * e)[:, None], Z, sl.mm(3, 3, 0)), 1.0, slots)
+
+        def Mi(r):                                                 # M^-1 r
+            return e * _low_rank_solve(Wt, None, e * r, slots)
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
     # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = M^-1 - M^-1 U C^-1 V^T M^-1, V^T the normal rows,
     # C = I + V^T M^-1 U (M^-1's normal rows times U: M^-1 U itself is applied as M^-1 (U x)); C is not
     # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
     U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T, sl.mm(1, 1, 3)).T
-    eU = _mm(_diagonal_blocks([[e]], e), U, sl.mm(3, 3, 1))
-    T = _mm(Wt[:, 2::3].T, _mm(Wt, eU, sl.mm(0, 3, 1)), sl.mm(1, 0, 1))
-    C = np.eye(nc) + e[2::3, None] * (eU[2::3] - T)
+    if Z is None:
+        C = np.eye(nc) + _mm(Mx[2::3], U, sl.mm(1, 3, 1))
+    else:                                                          # M^-1's normal rows times U
+        eU = _mm(_diagonal_blocks([[e]], e), U, sl.mm(3, 3, 1))
+        C = np.eye(nc) + e[2::3, None] * (eU[2::3] - _mm(Wt[:, 2::3].T, _mm(Wt, eU, sl.mm(0, 3, 1)), sl.mm(1, 0, 1)))
     Ci = _mm(_spd_inverse(_mm(C.T, C, sl.mm(1, 1, 1)) + np.eye(nc) * CAPACITANCE, slots, 1), C.T, sl.mm(1, 1, 1))
 
     def held(y):                                                   # x_theta = mu x_n where sliding
@@ -328,7 +338,7 @@ def polish_stage(lay, *X):
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol, slots=lay.slots(K), steps=1,
-                                             Z=K["Z"].reshape(m, lay.nv))
+                                             Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
     # the chain's progress: Coulomb's residuals relative to their tests (the polish's primal is 0)
     r = _vmax([res[1] / vs, res[2] / (ls * vs)])
