@@ -5,7 +5,8 @@ floats in the same loop (:func:`~sparsedyn.symbolic.loop.run_stages`), state by 
 
 ``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity,
 open contacts, scales, warm start), stage 0 sends a start that is solved already to the correction
-and any other (warm or cold) to the polish, stage 1 inverts ``G + (eta + rho) I`` (Cholesky), stage
+and any other (warm or cold) to the polish, stage 1 factors ``(G + (eta + rho) I)^-1`` (``G = Z Z^T``,
+``Z`` (m, nv): Woodbury's identity, an ``nv x nv`` Cholesky factorization), stage
 2 runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes
 ``rho``, stage 3 polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear system
 of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
@@ -61,8 +62,8 @@ The contact set's structure is its frames (a static argument: one build per tupl
 friction coefficients, the points and the planes are one array of the kernel, ``contact_data`` (nc, 8)
 ``[mu, p_x, p_y, p_z, n_x, n_y, n_z, offset]`` (a new value never rebuilds).  A slot whose body is
 data (:data:`~sparsedyn.contact.friction_problem.DATA_SLOT`, what a scene's steps use) adds its
-joint weights to its row: one build per number of such slots.  The dense linear algebra (``G``, its
-inverse by block Cholesky halves, the products with it; :mod:`~sparsedyn.contact.friction_linalg`) is
+joint weights to its row: one build per number of such slots.  The dense linear algebra (``G`` and its
+factor ``Z``, inverses by block Cholesky halves, the products with them; :mod:`~sparsedyn.contact.friction_linalg`) is
 written in block products, loops in the compiled code, so the program grows with the square of the slots;
 they run over the slots up to the last closed contact (``K["used"]``: :mod:`~sparsedyn.codegen.emit_bounds`).
 """
@@ -81,7 +82,7 @@ from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
 from .correction import (_correction_polish, _correction_sweep, correction_impulses, held_rows,  # noqa: F401
                          polish_due, polish_first)
-from .friction_linalg import Slots, _mm, _mv, _solve_small, _spd_inverse
+from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _solve_small, _spd_inverse, low_rank
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
@@ -143,16 +144,19 @@ class _Layout:
         m = 3 * nc
         self.model, self.frames, self.opt = model, frames, opt
         self.nc, self.m, self.nv = nc, m, nv
+        # (G + (eta + rho) I)^-1 as Woodbury's factor of G = Z Z^T (nv x m) where it costs less, else m x m
+        self.low_rank = low_rank(m, nv)
         self.normal = np.arange(nc) * 3 + 2                           # the rows of the normal impulses
-        self.K = self._table([("G", m * m), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc), ("closing", m),
-                              ("pen", 1), ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1), ("used", 1)])
+        self.K = self._table([("G", m * m), ("Z", m * nv), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc),
+                              ("closing", m), ("pen", 1), ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1),
+                              ("used", 1)])
         # x, z, y: the plain ADMM iterate (z in the cones: what the checks and the result read); za:
         # the governing point z + y / rho the next ADMM iteration starts from (Anderson's); dW, dF, c,
         # A: Anderson's memory (differences of T(w) and of residuals, which of them are kept, A = dF
         # dF^T), Tp, fp: the last T(w) and residual, fbest: the smallest residual norm since the
         # memory was cleared
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
-        self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("M", m * m), ("rho", 1),
+        self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("W", (nv if self.low_rank else m) * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("due", 1), ("change", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
@@ -191,8 +195,8 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     dt, tol, margin = settings[0], settings[1], settings[4]
     nc, m, rows = lay.nc, lay.m, lay.normal
     mu = data[:, 0]
-    P = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:8], **dict(zip(lay.opt, extra)),
-                   weights=data[:, 8:] if data.shape[1] > 8 else None)
+    P, Z = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:8], **dict(zip(lay.opt, extra)),
+                      weights=data[:, 8:] if data.shape[1] > 8 else None, factor=True)
     v_free = v + dt * (P.a + transport(lay.model, v)) + gyroscopic(lay.model, v, dt)     # module transport
     Jv = P.J @ v_free
     closing = _relu(-Jv[rows])
@@ -206,7 +210,11 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # the other points stick: a degenerate problem that ADMM and Gauss-Seidel only creep on)
     bias[rows] = _relu(P.gap) * _step(P.gap - TOUCHING_GAP) / dt
     g = (Jv + bias) * act
-    G = P.G * act[:, None] * act[None, :]
+    # the slots in use: past the last closed contact every row of G, Z, g and the iterates is zero
+    used = _vmax(np.arange(1.0, nc + 1.0) * act[rows])
+    # G = Z Z^T of the closed contacts' rows (a product X X^T: its lower triangle summed, then mirrored)
+    Z = Z * act[:, None]
+    G = _mm(Z, Z.T, Slots(used, nc).mm(3, 0, 3))
     # the velocity scale: the free velocities of the closing contacts (not an open one's gap / dt)
     dmax, gmax = _vmax(np.diagonal(G)), velocity_scale(g.reshape(nc, 3), v_free)
     # the largest eigenvalue's bound by Gershgorin's discs (G is positive semidefinite: its largest row
@@ -214,8 +222,6 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # the size of G does (power iterations cost a product with G each)
     lmax = _vmax(np.sum(_abs(G), 1)) + _TINY
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
-    # the slots in use: past the last closed contact every row of G, g and the iterates is zero
-    used = _vmax(np.arange(1.0, nc + 1.0) * act[rows])
     u = _mv(G, z, Slots(used, nc).mm(3, 3)) + g
     w = u.reshape(nc, 3).copy()
     w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
@@ -224,7 +230,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))             # 1 where some point penetrates
     # no point past the slop: the rounding-size penetrations stay (on their planes for the held rows)
     cn = (pen * P.gap + (1.0 - pen) * _relu(P.gap)) / dt
-    K = lay.pack(lay.K, dict(G=G, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn,
+    K = lay.pack(lay.K, dict(G=G, Z=Z, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn,
                              closing=np.repeat(closing_contacts(g.reshape(nc, 3)), 3), pen=pen, eta=PROXIMAL * lmax,
                              lmax=lmax, gmax=gmax, dmax=dmax, used=used))
     # the mean eigenvalue of the open contacts' block: open contacts (a layout's free slots) have zero rows
@@ -232,8 +238,8 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
     k = lay.k
     # the governing point z + y / rho of the warm start and its multiplier y = -(u + Phi(u))
-    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, M=np.zeros(m * m), rho=rho,
-                             it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
+    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, W=np.zeros(lay.S["W"].stop - lay.S["W"].start),
+                             rho=rho, it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0, due=polish_first(nc), change=0.0,
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
@@ -263,11 +269,12 @@ def _dispatch(lay, *X):
 
 
 def _factorize(lay, *X):
-    """``(G + (eta + rho) I)^-1``; no ADMM budget (``solver="pgs"``): on to Gauss-Seidel (+4); else
-    iterate (+1)."""
+    """The factor of ``(G + (eta + rho) I)^-1`` (:func:`~sparsedyn.contact.friction_linalg._low_rank_factor`
+    of ``G = Z Z^T``); no ADMM budget (``solver="pgs"``): on to Gauss-Seidel (+4); else iterate (+1)."""
     settings, _, K, S = lay.unpack(X)
-    m = lay.m
-    S["M"] = _spd_inverse(K["G"].reshape(m, m) + (K["eta"][0] + S["rho"][0]) * np.eye(m), lay.slots(K))
+    m, c = lay.m, K["eta"][0] + S["rho"][0]
+    S["W"] = (_low_rank_factor(K["Z"].reshape(m, lay.nv), c, lay.slots(K)) if lay.low_rank else
+              _spd_inverse(K["G"].reshape(m, m) + c * np.eye(m), lay.slots(K)))
     return lay.pack(lay.S, S), 1.0 + 3.0 * _step(0.5 - settings[2])
 
 
@@ -293,7 +300,9 @@ def _iterate(lay, *X):
     y = rho * yr
     s = _zeros(m, y)
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
-    xn = _mv(S["M"].reshape(m, m), -(g + s) + eta * x + rho * z - y, lay.slots(K).mm(3, 3))
+    r = -(g + s) + eta * x + rho * z - y
+    xn = _low_rank_solve(S["W"].reshape(lay.nv, m), eta + rho, r, lay.slots(K)) if lay.low_rank else \
+        _mv(S["W"].reshape(m, m), r, lay.slots(K).mm(3, 3))
     sp = xn + yr                                                   # the plain next governing point
     zn = project_cone(sp.reshape(nc, 3), mu).reshape(m)
     yn = rho * (sp - zn)                                           # = y + rho (xn - zn)

@@ -26,16 +26,17 @@ of spectral radius 1.5, which diverges even from the answer); across it ``u_phi 
 unknowns are the sticking contacts' three rows and the sliding contacts' ``phi`` and normal rows.
 The symmetric part ``D G D + (I - D) + W`` (``G`` in the sliding axes, ``D`` 1 on the unknowns'
 rows, ``W`` the ``w`` on the ``phi`` rows) plus ``eps I`` (``eps = EPS s``, ``s`` the scale of ``G``)
-is inverted once (Cholesky); the held friction's columns, one per sliding contact, by Woodbury's
-identity with an ``nc x nc`` capacitance matrix (not symmetric: its inverse from its normal
-equations), so each solve is exact for the system, not a fixed-point iteration.  The solves
-(:func:`solves`) are the iterated Tikhonov regularisation: the error along an eigenvalue ``sigma``
-shrinks by ``eps / (sigma + eps)`` a solve; ``G`` is singular on a redundant set, a box's four
-corners, and its null space is left alone, so the answer is the least-norm one that the step's
-derivatives differentiate.  A sliding contact's friction is then ``mu lambda_n`` along the answer's
-new direction (the cone's circle at ``lambda_n``).  A polish takes one or two such steps
-(:func:`newton_steps`), each from the modes and directions of the last answer; the first direction
-is the friction of each contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the
+is inverted once (Cholesky; where ``G = Z Z^T`` has many more rows than joints, ``Z`` (m, nv), by
+Woodbury's identity: :func:`~sparsedyn.contact.friction_linalg._low_rank_factor`); the held
+friction's columns, one per sliding contact, by Woodbury's identity with an ``nc x nc`` capacitance
+matrix (not symmetric: its inverse from its normal equations), so each solve is exact for the
+system, not a fixed-point iteration.  The solves (:func:`solves`) are the iterated Tikhonov
+regularisation: the error along an eigenvalue ``sigma`` shrinks by ``eps / (sigma + eps)`` a solve;
+``G`` is singular on a redundant set, a box's four corners, and its null space is left alone, so the
+answer is the least-norm one that the step's derivatives differentiate.  A sliding contact's friction is
+then ``mu lambda_n`` along the answer's new direction (the cone's circle at ``lambda_n``).  A polish
+takes one or two such steps (:func:`newton_steps`), each from the modes and directions of the last
+answer; the first direction is the friction of each contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the
 largest eigenvalue of its ``G_tt``; exact for a point mass), nearer the answer's than ADMM's friction
 or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish of two steps).  The
 modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed
@@ -46,11 +47,11 @@ points millimetres apart) where its velocity closes it: the next step moves the 
 (:func:`~sparsedyn.contact.polish_guess.swap_guess`; talos fallen onto a box: in each group of near
 duplicates one carries the load and the others touch at zero impulse, and a repeated polish whose
 modes pick the wrong one stalls with it penetrating).  The work per Newton
-step is the inverse (``m^3``), the product of its normal rows with the held friction's columns
-(``m nc^2``) and the solves (``4 m^2`` each: the rows of ``G``, the inverse twice), against an ADMM
-iteration's ``m^2``; the rotation into the sliding axes and the masks are block products by sparse
-first factors (``m^2`` in loops, not in operations written out).  Compiled, at 96 rows a step costs
-the reading of its code, its block products' index tables and their results (about a megabyte each,
+step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
+friction's columns (``m nc^2``; ``m nv nc``) and the solves (``4 m^2`` each; ``m^2 + 4 m nv``),
+against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
+by sparse first factors (``m^2`` in loops, not in operations written out).  Compiled, at 96 rows a step
+costs the reading of its code, its block products' index tables and their results (about a megabyte each,
 more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step a
 run (:func:`polish_stage`), and its program holds one step's code, not two written out.
 
@@ -70,7 +71,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import Slots, _mm, _mv, _spd_inverse
+from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import closing_guess, swap_guess
@@ -212,28 +213,47 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
     return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, DGr, gr, slide, op
 
 
-def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None):
+def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None, Z=None):
     """``(lambda, slide, open)``: the solution (m,) of the mode system of the iterate ``z`` (m,) (the
     module docstring) in the contact axes, before the cones, and which contacts (nc,) slide and are
     open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
     ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding directions
     where given (else the friction of each contact's local problem at ``z``), ``start`` (m,) where
     given: the answer nearest to it (else the least-norm one); ``slots``: the slots in use
-    (:class:`~sparsedyn.contact.friction_linalg.Slots`: past them ``G``, ``g`` and ``z`` are zero)."""
+    (:class:`~sparsedyn.contact.friction_linalg.Slots`: past them ``G``, ``g`` and ``z`` are zero);
+    ``Z`` (m, k): a factor ``G = Z Z^T`` where the inverse is to be Woodbury's
+    (:func:`~sparsedyn.contact.friction_linalg.low_rank`), else None (an ``m x m`` inverse)."""
     nc = mu.shape[0]
     m = 3 * nc
     sl = Slots(None, nc) if slots is None else slots
     d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl)
     mus = slide * mu
-    # D Gr D (D Gr times D, a product by a diagonal first factor: a loop)
-    Mi = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T, sl.mm(3, 3, 3)).T
-                      + np.eye(m) * (1.0 - d + w + EPS * scale)[:, None], slots)
+    E = 1.0 - d + w + EPS * scale
+    if Z is None:
+        # D Gr D (D Gr times D, a product by a diagonal first factor: a loop) plus E, inverted
+        Mx = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T, sl.mm(3, 3, 3)).T + np.eye(m) * E[:, None], slots)
+
+        def Mi(r):                                                 # M^-1 r
+            return _mv(Mx, r, sl.mm(3, 3))
+    else:
+        # M = D Gr D + E = E^1/2 (V V^T + I) E^1/2 with V = E^-1/2 D R^T Z (G = Z Z^T), so
+        # M^-1 = e (I - Wt^T Wt) e (e = E^-1/2; Woodbury's identity, an nv x nv factorization)
+        e = 1.0 / bk.sqrt(E)
+        Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
+        Wt = _low_rank_factor(_mm(Rt * (d * e)[:, None], Z, sl.mm(3, 3, 0)), 1.0, slots)
+
+        def Mi(r):                                                 # M^-1 r
+            return e * _low_rank_solve(Wt, None, e * r, slots)
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
-    # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = Mi - Mi U C^-1 V^T Mi, V^T the normal rows,
-    # C = I + V^T Mi U (Mi's normal rows times U: Mi U itself is applied as Mi (U x)); C is not
+    # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = M^-1 - M^-1 U C^-1 V^T M^-1, V^T the normal rows,
+    # C = I + V^T M^-1 U (M^-1's normal rows times U: M^-1 U itself is applied as M^-1 (U x)); C is not
     # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
     U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T, sl.mm(1, 1, 3)).T
-    C = np.eye(nc) + _mm(Mi[2::3], U, sl.mm(1, 3, 1))
+    if Z is None:
+        C = np.eye(nc) + _mm(Mx[2::3], U, sl.mm(1, 3, 1))
+    else:                                                          # M^-1's normal rows times U
+        eU = _mm(_diagonal_blocks([[e]], e), U, sl.mm(3, 3, 1))
+        C = np.eye(nc) + e[2::3, None] * (eU[2::3] - _mm(Wt[:, 2::3].T, _mm(Wt, eU, sl.mm(0, 3, 1)), sl.mm(1, 0, 1)))
     Ci = _mm(_spd_inverse(_mm(C.T, C, sl.mm(1, 1, 1)) + np.eye(nc) * CAPACITANCE, slots, 1), C.T, sl.mm(1, 1, 1))
 
     def held(y):                                                   # x_theta = mu x_n where sliding
@@ -243,12 +263,12 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     y = 0.0 * z if start is None else d * _axes(start.reshape(nc, 3), c, s).reshape(m)
     for _ in range(solves(m)):
         r = -(_mv(DGr, held(y), sl.mm(3, 3)) + d * gr + w * y)     # the unregularised system's residual
-        a = _mv(Mi, r, sl.mm(3, 3))
-        y = y + a - _mv(Mi, _mv(U, _mv(Ci, a[2::3], sl.mm(1, 1)), sl.mm(3, 1)), sl.mm(3, 3))
+        a = Mi(r)
+        y = y + a - Mi(_mv(U, _mv(Ci, a[2::3], sl.mm(1, 1)), sl.mm(3, 1)))
     return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
 
 
-def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, steps=None):
+def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, steps=None, Z=None):
     """The impulses (m,) of the mode system of the iterate ``z`` (:func:`mode_solution`, the same
     arguments) on the cones: a sliding contact's friction ``mu lambda_n`` along the solution's new
     direction (onto the cone's circle at ``lambda_n``: the nearest point of the cone would raise
@@ -257,7 +277,7 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, s
     (None: :func:`newton_steps`)."""
     nc = mu.shape[0]
     for _ in range(newton_steps(3 * nc) if steps is None else steps):
-        lam, slide, op = mode_solution(G, g, mu, z, scale, active, direction, start, slots)
+        lam, slide, op = mode_solution(G, g, mu, z, scale, active, direction, start, slots, Z)
         lam = lam.reshape(nc, 3)
         t, n = lam[:, :2], lam[:, 2]
         f = slide * mu * n / (_norms(t) + _TINY) + (1.0 - slide)
@@ -266,7 +286,8 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, s
     return z
 
 
-def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None, slots=None, steps=None):
+def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None, slots=None, steps=None,
+             Z=None):
     """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
     ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
     (1: accepted): the stopping test, and each sliding contact's velocity opposite its friction,
@@ -274,7 +295,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
     ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
-    lam = polish(G, g, mu, z, scale, active, direction, start, slots, steps)
+    lam = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z)
     u = _mv(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
@@ -316,7 +337,8 @@ def polish_stage(lay, *X):
     z = _closing(G, K["g"], z, lay, lay.slots(K), warm, 1.0 - fresh)
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
-                                             K["dmax"][0], tol, slots=lay.slots(K), steps=1)
+                                             K["dmax"][0], tol, slots=lay.slots(K), steps=1,
+                                             Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
     # the chain's progress: Coulomb's residuals relative to their tests (the polish's primal is 0)
     r = _vmax([res[1] / vs, res[2] / (ls * vs)])

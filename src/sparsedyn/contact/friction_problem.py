@@ -342,7 +342,7 @@ def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):
         H = L^T D L            CRBA and the branch-sparse LTDL factorization
         a = H^-1 (tau - C)     the free acceleration
         J                      rows of the contact points' velocities, contact frames [t_x, t_y, n]
-        Y = L^-T J^T,  G = Y D^-1 Y^T,  J H^-1 = (L^-1 D^-1 Y)^T
+        Y = L^-T J^T,  G = Z^T Z (Z = D^-1/2 Y),  J H^-1 = (L^-1 D^-1 Y)^T
         gap = n . (o + R p) - offset
 
     ``f_ext`` (..., NB, 6) and ``gravity`` (3,) as in :func:`~sparsedyn.aba`.  The contact step runs
@@ -353,14 +353,15 @@ def contact_problem(model, q, v, tau, contacts, *, f_ext=None, gravity=None):
     return problem_of(model, q, v, tau, frames, points, planes, f_ext, gravity)
 
 
-def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=None, weights=None):
+def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=None, weights=None, factor=False):
     """:func:`contact_problem` of the contacts at the frames ``frames`` (indices, the structure) with
     the points ``points`` (nc, 3) and planes ``planes`` (nc, 4) (:func:`contact_data`; values or
     traced data).  A slot :data:`DATA_SLOT` has its point in the world and its body as data, the
     joint weights ``weights`` (nc, nv) (1 on the joints that move body ``a``, less 1 on those that
     move ``b``, 0 elsewhere, as :func:`slot_weights`): its rows are ``R_c^T`` times the velocity of
     the world point ``x`` from joint ``j``'s world motion columns ``(w_j, v_j)``, ``v_j - x x w_j``,
-    weighted: ``J_a(x) - J_b(x)``."""
+    weighted: ``J_a(x) - J_b(x)``.  ``factor``: ``(problem, Z)``, ``Z`` (m, nv) the factor ``G = Z Z^T``
+    (``Z = J L^-1 D^-1/2``, ``H = L^T D L``)."""
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
     nv, nc = model.nv, len(frames)
@@ -371,7 +372,8 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     a = ltdl_solve(lam, L, D, tau - bias_kernel(model, q, v, f_ext, g))
     if not nc:
         z = np.zeros(shape + (0, nv))
-        return ContactProblem(_out(a, shape, (nv,)), z, z.copy(), np.zeros(shape + (0, 0)), np.zeros(shape + (0,)))
+        P = ContactProblem(_out(a, shape, (nv,)), z, z.copy(), np.zeros(shape + (0, 0)), np.zeros(shape + (0,)))
+        return (P, z.copy()) if factor else P
     pairs = [(None, None) if _is_data(f) else slot_frames(f) for f in frames]
     pts = _Points(model, Xup, S, [k for ka, kb in pairs for k in (ka, kb)])
     W = world_columns(model, Xup, S) if any(_is_data(f) for f in frames) else None
@@ -403,13 +405,18 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     # compiled code that skip its structural zeros, not 2 m nnz(L) scalar operations)
     Lit = mpyLi(lam, L[..., None, :, :], np.eye(nv), unit=True)
     Y = np.swapaxes(_product(Lit, np.swapaxes(J, -1, -2), live.mm(0, 0, 3)), -1, -2)
-    YD = Y / D[..., None, :]
+    # G = Z Z^T, Z = Y D^-1/2: a product X X^T, whose compiled loop sums only the lower triangle and
+    # mirrors it (G exactly symmetric; half the work of Y D^-1 Y^T)
+    Dh = 1.0 / bk.sqrt(D)
+    Z = Y * Dh[..., None, :]
+    YD = Z * Dh[..., None, :]
     JMinv = np.swapaxes(_product(np.swapaxes(Lit, -1, -2), np.swapaxes(YD, -1, -2), live.mm(0, 0, 3)), -1, -2)
     # one state (the step's kernel): a block product (a loop in the compiled code, not 3 nc^2 nv operations)
-    G = _product(YD, np.swapaxes(Y, -1, -2), live.mm(3, 0, 3))
+    G = _product(Z, np.swapaxes(Z, -1, -2), live.mm(3, 0, 3))
     gap = np.stack([np.broadcast_to(x, shape) for x in gaps], -1)
-    return ContactProblem(_out(a, shape, (nv,)), _out(J, shape, (3 * nc, nv)), _out(JMinv, shape, (3 * nc, nv)),
-                          _out(G, shape, (3 * nc, 3 * nc)), gap)
+    P = ContactProblem(_out(a, shape, (nv,)), _out(J, shape, (3 * nc, nv)), _out(JMinv, shape, (3 * nc, nv)),
+                       _out(G, shape, (3 * nc, 3 * nc)), gap)
+    return (P, _out(Z, shape, (3 * nc, nv))) if factor else P
 
 
 def _product(A, B, live=None):
