@@ -1,13 +1,15 @@
-"""One state's step in a scene and its derivatives on the native road in four native calls:
+"""One state's step in a scene and its derivatives on the native road in three native calls:
 :func:`fused_derivatives`.
 
 :func:`~sparsedyn.contact_step_derivatives` of one state in a :class:`~sparsedyn.Scene` on the fused
 road (:func:`~sparsedyn.contact.scene_fused.fused_step`) runs the step, lays its contacts out in the
-derivatives' slots with their modes (the routine of :mod:`~sparsedyn.contact.slot_modes_native`), runs
-the pieces' kernel (:func:`~sparsedyn.scene_step_partials`) and the routine that writes the six blocks
-(:mod:`~sparsedyn.contact.derivative_blocks_native`).  What depends on the layout alone (the routines'
+derivatives' slots with their modes (the routine of :mod:`~sparsedyn.contact.slot_modes_native`), and
+runs the pieces' kernel (:func:`~sparsedyn.scene_step_partials`) and the routine that writes the six
+blocks (:mod:`~sparsedyn.contact.derivative_blocks_native`) in one call
+(:mod:`~sparsedyn.contact.partials_blocks_native`; the two calls where the pieces' kernel is not a
+compiled one-state kernel).  What depends on the layout alone (the routines'
 calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
-``scene.cache`` per layout, so that a step's derivatives are the four calls and no
+``scene.cache`` per layout, so that a step's derivatives are the three calls and no
 :class:`~sparsedyn.contact.scene_slotted.Slotted`, mode name or option dict between them: the same
 routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
 :func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit (the
@@ -63,7 +65,7 @@ _KEY, _LAST, _BOTH = "fused derivatives", "fused derivatives last", "fused deriv
 def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     """``(step, contacts, slotted, derivatives)`` of one state ``q`` (nq,) float64 in ``scene`` (``model``
     its own, ``dt`` a checked float; no ``f_ext`` nor ``gravity``) on the fused road, ``derivatives`` a
-    ``result`` (:class:`~sparsedyn.contact.friction_derivatives.ContactStepDerivatives`) where the plan's four calls
+    ``result`` (:class:`~sparsedyn.contact.friction_derivatives.ContactStepDerivatives`) where the plan's calls
     made them (``slotted`` then None), else None with the :class:`Slotted` (or None: no slot) the
     caller's road differentiates; None where the fused road does not apply (no step taken: the
     caller's road)."""
