@@ -284,9 +284,11 @@ class CompiledModel(KernelSet):
             return self._call(m.name, dict(zip(names, arrays)), {}, static, {}, None)
 
         try:
-            m.fast[key] = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
-                                      tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
-                                      (_checks.QUAT_TOL, groups) if groups else None)
+            k = fast.Kernel(single.addr[spec.name], tuple(tuple(shapes[n]) for n in spec.inputs),
+                            tuple(tuple(shapes[n]) for n in spec.outputs), fallback,
+                            (_checks.QUAT_TOL, groups) if groups else None)
+            k.entry = single.addr[spec.name]         # (its one-state entry, for routines that call it in theirs)
+            m.fast[key] = k
         except ValueError:                           # more arrays than the fast path passes: the general path
             m.fast[key] = None
 

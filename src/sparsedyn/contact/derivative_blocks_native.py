@@ -30,6 +30,14 @@ __all__ = ["scene_blocks_call", "blocks_call", "SOURCE"]
 #: d/dtau]`` to ``b0 .. b2`` and ``dq+``'s to ``b3 .. b5`` (nv, nv) and the routine's return to ``rc`` (1,)
 #: (-1 also where the workspace cannot be allocated: the blocks then unwritten).
 SOURCE = ROUTINE + r"""
+/* the six blocks (nv, nv) of the routine's out (2, nv, kp): dv+'s column blocks to b[0 .. 2], dq+'s to b[3 .. 5] */
+static void sd_sdb_blocks(long long nv, long long kp, const double *out, double *const *b)
+{
+  for (int h = 0; h < 6; h++)
+    for (long long i = 0; i < nv; i++)
+      for (long long j = 0; j < nv; j++) b[h][i * nv + j] = out[(h / 3) * nv * kp + i * kp + (h % 3) * nv + j];
+}
+
 SD_EXPORT void sd_scene_derivative_blocks(const double *rows, const double *state, const double *weights,
                                           const double *corr, const double *par, double *b0, double *b1,
                                           double *b2, double *b3, double *b4, double *b5, double *rc)
@@ -40,10 +48,7 @@ SD_EXPORT void sd_scene_derivative_blocks(const double *rows, const double *stat
   if (!w) { rc[0] = -1.0; return; }
   double *out = w + work;
   rc[0] = sd_scene_state_derivatives(nv, (long long)par[1], rows, state, weights, corr, par[2], par[3], out, w);
-  if (rc[0] >= 0.0)
-    for (int h = 0; h < 6; h++)
-      for (long long i = 0; i < nv; i++)
-        for (long long j = 0; j < nv; j++) b[h][i * nv + j] = out[(h / 3) * nv * kp + i * kp + (h % 3) * nv + j];
+  if (rc[0] >= 0.0) sd_sdb_blocks(nv, kp, out, b);
   free(w);
 }
 """

@@ -1,13 +1,15 @@
-"""One state's step in a scene and its derivatives on the native road in four native calls:
+"""One state's step in a scene and its derivatives on the native road in three native calls:
 :func:`fused_derivatives`.
 
 :func:`~sparsedyn.contact_step_derivatives` of one state in a :class:`~sparsedyn.Scene` on the fused
 road (:func:`~sparsedyn.contact.scene_fused.fused_step`) runs the step, lays its contacts out in the
-derivatives' slots with their modes (the routine of :mod:`~sparsedyn.contact.slot_modes_native`), runs
-the pieces' kernel (:func:`~sparsedyn.scene_step_partials`) and the routine that writes the six blocks
-(:mod:`~sparsedyn.contact.derivative_blocks_native`).  What depends on the layout alone (the routines'
+derivatives' slots with their modes (the routine of :mod:`~sparsedyn.contact.slot_modes_native`), and
+runs the pieces' kernel (:func:`~sparsedyn.scene_step_partials`) and the routine that writes the six
+blocks (:mod:`~sparsedyn.contact.derivative_blocks_native`) in one call
+(:mod:`~sparsedyn.contact.partials_blocks_native`; the two calls where the pieces' kernel is not a
+compiled one-state kernel).  What depends on the layout alone (the routines'
 calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
-``scene.cache`` per layout, so that a step's derivatives are the four calls and no
+``scene.cache`` per layout, so that a step's derivatives are the three calls and no
 :class:`~sparsedyn.contact.scene_slotted.Slotted`, mode name or option dict between them: the same
 routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
 :func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit (the
@@ -34,6 +36,7 @@ from .derivative_replay import pieces_kernel, remember, replayed
 from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
+from .partials_blocks_native import partials_blocks_call
 from .scene_geometry import _kind_table
 from .scene_slotted import Slotted, one_state_slots
 from .slot_modes_native import SOURCE as SLOT_MODES
@@ -56,13 +59,13 @@ SD_EXPORT void sd_derivative_slots(const double *lam, const double *u, const dou
 """
 
 _PARTIALS, _F64, _NONE = scene_step_partials.__name__, np.dtype(float), {}
-_KEY, _LAST = "fused derivatives", "fused derivatives last"
+_KEY, _LAST, _BOTH = "fused derivatives", "fused derivatives last", "fused derivatives' pieces and blocks"
 
 
 def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     """``(step, contacts, slotted, derivatives)`` of one state ``q`` (nq,) float64 in ``scene`` (``model``
     its own, ``dt`` a checked float; no ``f_ext`` nor ``gravity``) on the fused road, ``derivatives`` a
-    ``result`` (:class:`~sparsedyn.contact.friction_derivatives.ContactStepDerivatives`) where the plan's four calls
+    ``result`` (:class:`~sparsedyn.contact.friction_derivatives.ContactStepDerivatives`) where the plan's calls
     made them (``slotted`` then None), else None with the :class:`Slotted` (or None: no slot) the
     caller's road differentiates; None where the fused road does not apply (no step taken: the
     caller's road)."""
@@ -100,7 +103,7 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     in_data = not runs_per_body(scene)
     plan = _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt)
     if plan is not None:
-        pieces = pieces_kernel(plan[5], slots.frames, plan[4])
+        pieces = _pieces_blocks(scene, model, plan, pieces_kernel(plan[5], slots.frames, plan[4]))
         d = _four_calls(model, q, v, out, plan, pieces, slots.data, step, result)
         if d is not None:
             if got is not None:                    # (the step's own call: its layout met again is replayed)
@@ -113,17 +116,16 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
 
 def _four_calls(model, q, v, out, plan, pieces, data, step, result, modes=None):
     """The ``result`` of the derivatives of the step ``step`` (its kernel's arrays ``out``) from the
-    plan's calls (:func:`_derivative_plan`'s tuple; ``pieces`` the pieces' callable,
-    :func:`~sparsedyn.contact.derivative_replay.pieces_kernel`'s) on the slots' ``data`` (ns, 8) and
-    ``modes`` (their ``(weights, impulses, correction)``; None: the plan's slot call makes them),
-    checked finite; None where the blocks' routine leaves the state to the caller's road."""
-    call, at, par, shapes, kinds, f, blocks, bpar, dt1 = plan
+    plan's calls (:func:`_derivative_plan`'s tuple; ``pieces`` :func:`_pieces_blocks`'s pair, the call of
+    the pieces and the blocks and its parameters) on the slots' ``data`` (ns, 8) and ``modes`` (their
+    ``(weights, impulses, correction)``; None: the plan's slot call makes them), checked finite; None
+    where the blocks' routine leaves the state to the caller's road."""
+    call, at, par = plan[:3]
     w, lam, c = call(out[2], out[3], out[4], out[5].reshape(-1), at, data, par) if modes is None else modes
     nv = model.nv
     if not (type(v) is np.ndarray and v.dtype is _F64 and v.shape == (nv,)):
         v = np.asarray(v, float).reshape(nv)
-    p = pieces(q, v, out[1], lam, c, w, data, shapes, model.gravity, dt1)
-    got = blocks(p[0], p[1], w, c, bpar)
+    got = pieces[0](q, v, out[1], lam, c, w, data, model.gravity, pieces[1])
     if got[6][0] < 0:                              # the six blocks (nv, nv) and the return code
         return None
     d = tuple.__new__(result, got[:6] + (step,))
@@ -166,6 +168,29 @@ def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
         got = memo[key] = (f, (call, at, par, shapes[0], kinds, f) + blocks)
     scene.cache[_LAST] = (f, key, got[1])
     return got[1]
+
+
+def _pieces_blocks(scene, model, plan, pieces):
+    """``(g, par)``: ``g(q, v, v_next, impulses, correction, modes, contact_data, gravity, par) -> (b0, .. b5,
+    rc)``, the pieces' callable ``pieces`` (:func:`~sparsedyn.contact.derivative_replay.pieces_kernel`'s)
+    and the plan's blocks call (:func:`_derivative_plan`'s tuple) as one native call
+    (:func:`~sparsedyn.contact.partials_blocks_native.partials_blocks_call`) where ``pieces`` is a compiled
+    kernel, else the two calls; kept in ``scene.cache`` per ``pieces``, slot shapes and ``dt``."""
+    shapes, blocks, bpar, dt1 = plan[3], plan[6], plan[7], plan[8]
+    memo = scene.cache.setdefault(_BOTH, {})
+    key = (pieces, shapes.tobytes(), float(dt1[0]))
+    got = memo.get(key)
+    if got is None:
+        if len(memo) >= 64:
+            memo.clear()
+        got = partials_blocks_call(pieces, shapes, model.nq, model.nv, len(shapes), float(dt1[0]), blocks, bpar, dt1)
+        if got is None:
+            def two_calls(q, v, v_next, impulses, correction, modes, data, gravity, _):
+                p = pieces(q, v, v_next, impulses, correction, modes, data, shapes, gravity, dt1)
+                return blocks(p[0], p[1], modes, correction, bpar)
+            got = (two_calls, None)
+        memo[key] = got
+    return got
 
 
 def _slots_call(nk, nr, nq, ns):
