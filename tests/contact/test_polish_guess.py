@@ -12,7 +12,7 @@ import sparsedyn as sd
 from conftest import rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.polish_guess import NEAR, closing_guess, swap_guess
+from sparsedyn.contact.polish_guess import NEAR, SWAP_SHARE, closing_guess, merge_guess, swap_guess
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
 from test_friction_polish import _coulomb, box_polish_stage
@@ -75,6 +75,45 @@ def test_an_open_near_duplicate_that_closes_takes_its_partners_load():
     # impulse is no closing
     assert np.array_equal(swap_guess(Gm, Z, u, np.array([1.0, 0, 1, 1, 1]), 1e-6), Z)
     assert np.array_equal(swap_guess(Gm, Z, u * 1e-7, np.ones(5), 1e-6), Z)
+
+
+def test_only_the_fastest_closing_near_duplicate_takes_its_partners_load():
+    """Two pairs of near-duplicates (0, 1) and (2, 3) (correlations ``cos 0.01``), 0 and 2 closed, 1 and
+    3 open and closing (``G_nn = 1``): only the pair whose open contact closes faster swaps (1 at
+    ``u_n = -0.1`` against 3 at ``-0.05``: 3's load stays); closing as fast (within
+    ``SWAP_SHARE``), both swap."""
+    normals = [[1.0, 0.0, 0.0, 0.0], [np.cos(0.01), np.sin(0.01), 0.0, 0.0], [0.0, 0.0, 1.0, 0.0],
+               [0.0, 0.0, np.cos(0.01), np.sin(0.01)]]
+    Gm = _gram(normals)
+    Z = np.array([[0.1, 0.2, 1.0], [0, 0, 0], [0.3, 0.0, 0.5], [0, 0, 0]])
+    u = np.array([[0.0, 0, 0.0], [0, 0, -0.1], [0, 0, 0.0], [0, 0, -0.05]])
+    out = swap_guess(Gm, Z, u, np.ones(4), 1e-6)
+    assert np.array_equal(out, Z[[1, 0, 2, 3]])
+    u[3, 2] = -0.1 * (1.0 + SWAP_SHARE) / 2.0
+    assert np.array_equal(swap_guess(Gm, Z, u, np.ones(4), 1e-6), Z[[1, 0, 3, 2]])
+
+
+def test_closed_near_duplicates_give_their_impulse_to_the_one_that_carries_most():
+    """Contacts 0 and 1 near-duplicates (``cos 0.01``), both closed: 1 (the smaller normal impulse) gives
+    its impulse to 0, which carries their sum; 2 closed, no near-duplicate, keeps its own; 3, 4, 5
+    near-duplicates of each other (``cos 0.01``, ``cos 0.02``), all closed: the group's sum on 5 (the
+    largest; 3 shares its impulse between 4 and 5, then 4 gives what it holds to 5); 6 and 7 copies of
+    one contact (the same normal row, correlation 1 > ``1 - DUPLICATE``): both keep theirs, unequal as
+    they are; 8, open, stays open.  The sums to a
+    rounding of each entry (3's halves and their sum are exact)."""
+    normals = [[1.0, 0, 0, 0, 0], [np.cos(0.01), np.sin(0.01), 0, 0, 0], [0, 1.0, 0, 0, 0],
+               [0, 0, 1.0, 0, 0], [0, 0, np.cos(0.01), np.sin(0.01), 0], [0, 0, np.cos(0.02), np.sin(0.02), 0],
+               [0, 0, 0, 0, 1.0], [0, 0, 0, 0, 1.0], [0, 0, 0, 1.0, 0]]
+    Gm = _gram(normals)
+    Z = np.array([[0.1, 0.2, 1.0], [-0.25, 0.0, 0.5], [0.3, 0.0, 0.5], [0.5, 0.0, 1.0], [0.0, 0.25, 1.5],
+                  [0.0, 0.0, 2.0], [0.125, 0.0, 0.25], [-0.125, 0.0, 0.5], [0, 0, 0]])
+    out = merge_guess(Gm, Z, np.ones(9), 1e-6)
+    want = np.array([[-0.15, 0.2, 1.5], [0, 0, 0], [0.3, 0.0, 0.5], [0, 0, 0], [0, 0, 0], [0.5, 0.25, 4.5],
+                     Z[6], Z[7], [0, 0, 0]])
+    assert np.abs(out - want).max() <= 4 * np.finfo(float).eps
+    # a contact without rows gives nothing and takes nothing
+    out = merge_guess(Gm, Z, np.array([1.0, 0, 1, 1, 1, 1, 1, 1, 1]), 1e-6)
+    assert np.array_equal(out[:2], Z[:2])
 
 
 @pytest.mark.parametrize("backend", ["numpy", "native"])

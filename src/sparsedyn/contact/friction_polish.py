@@ -46,7 +46,10 @@ contact is read open whatever its velocity, except beside a closed near-duplicat
 points millimetres apart) where its velocity closes it: the next step moves the load to it
 (:func:`~sparsedyn.contact.polish_guess.swap_guess`; talos fallen onto a box: in each group of near
 duplicates one carries the load and the others touch at zero impulse, and a repeated polish whose
-modes pick the wrong one stalls with it penetrating).  The work per Newton
+modes pick the wrong one stalls with it penetrating); and a round's first polish, from ADMM's iterate,
+which spreads a group's load over its members (pairs sliding with opposite friction), starts with each
+group's closed impulses on the member that carries most
+(:func:`~sparsedyn.contact.polish_guess.merge_guess`).  The work per Newton
 step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
 friction's columns (``m nc^2``; ``m nv nc``) and the solves (``4 m^2`` each; ``m^2 + 4 m nv``),
 against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
@@ -74,7 +77,7 @@ from .. import backend as bk
 from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
-from .polish_guess import closing_guess, swap_guess
+from .polish_guess import closing_guess, merge_guess, swap_guess
 
 __all__ = []
 
@@ -368,14 +371,17 @@ def polish_stage(lay, *X):
 
 
 def _closing(G, g, z, lay, sl, weight, swap=0.0):
-    """The iterate ``z`` (m,) that a polish starts from, with (``swap`` 1) the load of each closed contact
-    moved to an open near-duplicate that its velocity closes
-    (:func:`~sparsedyn.contact.polish_guess.swap_guess`), then (``weight`` 1) each open contact that its
-    velocity closes guessed closed (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
+    """The iterate ``z`` (m,) that a polish starts from: (``swap`` 0: a round's first, from ADMM's
+    iterate or a warm start) the impulse of each closed contact given to its closed near-duplicates that
+    carry more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last
+    answer) the load of a closed contact moved to the open near-duplicate that its velocity closes
+    fastest (:func:`~sparsedyn.contact.polish_guess.swap_guess`), then (``weight`` 1) each open contact
+    that its velocity closes guessed closed (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
     nc, m = lay.nc, lay.m
-    u = (_mv(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
     Z = z.reshape(nc, 3)
     active = _active(G, lay.normal)
+    Z = Z + (1.0 - swap) * (merge_guess(G, Z, active, OPEN) - Z)
+    u = (_mv(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
     Z = Z + swap * (swap_guess(G, Z, u, active, OPEN) - Z)
     return (Z + weight * (closing_guess(G, Z, u, active, OPEN) - Z)).reshape(m)
 

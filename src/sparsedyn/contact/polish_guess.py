@@ -24,7 +24,8 @@ nearly parallel) an open contact that closes is not closed as well: the mode sys
 nearly singular along their difference, and its answer's huge opposite impulses wreck the other
 contacts' modes.  In a solution one of such a pair carries the load and the other touches at zero
 impulse, so :func:`swap_guess` moves the load to the one that closes (a polish's repeated steps, from
-answers whose velocities are exact for their modes).
+answers whose velocities are exact for their modes), and :func:`merge_guess` gathers the load that
+ADMM's iterate spreads over such a group on the member that carries most (a round's first polish).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 from .. import backend as bk
 from .friction_problem import _TINY, _abs, _relu, _step, _vmax
 
-__all__ = ["closing_guess", "swap_guess"]
+__all__ = ["closing_guess", "swap_guess", "merge_guess"]
 
 
 def closing_guess(G, Z, u, active, open_fraction):
@@ -57,11 +58,43 @@ def closing_guess(G, Z, u, active, open_fraction):
 NEAR = 0.02
 
 
+#: Two near-duplicates are copies of one contact where the correlation of their normal rows is above
+#: ``1 - DUPLICATE`` (one point given twice: 1 to rounding; talos's nearest pair on a box, 0.99998).
+DUPLICATE = 1e-9
+
+
+def _near(G, Z, copies=True):
+    """``(gnn, near)``: the diagonal of ``G``'s normal rows (nc,) (at least 0) and the 0/1 matrix (nc, nc)
+    of the near-duplicate pairs (:data:`NEAR`; 0 on the diagonal; ``copies`` False: less the copies of
+    one contact, :data:`DUPLICATE`), of ``Z``'s kind (traced or float)."""
+    nc = Z.shape[0]
+    rows = 3 * np.arange(nc) + 2
+    gnn = _relu(np.diagonal(G)[rows])
+    Gn = G[rows[:, None], rows[None, :]]
+
+    def pair(i, j):
+        root = bk.sqrt(gnn[i] * gnn[j])
+        near = _step(Gn[i, j] - (1.0 - NEAR) * root)
+        return near if copies else near * (1.0 - _step(Gn[i, j] - (1.0 - DUPLICATE) * root))
+    near = np.array([[0.0 if i == j else pair(i, j) for j in range(nc)] for i in range(nc)],
+                    dtype=object if bk.is_symbolic(Z) else float)
+    return gnn, near
+
+
+#: The swaps of one guess (:func:`swap_guess`): those of the open contacts that close at least this
+#: fraction as fast as the fastest (their closing velocity over ``sqrt(G_nn)``).  One pair a guess, not
+#: every pair: a pair's choice reads a closing velocity of a few micrometres a second, which the other
+#: pairs' wrong choices perturb by as much, so swapping all at once flips a right pair with the wrong
+#: ones and the polishes cycle (talos fallen onto a box: two pairs swapping back and forth).
+SWAP_SHARE = 0.99
+
+
 def swap_guess(G, Z, u, active, open_fraction):
-    """The iterate ``Z`` (nc, 3) with the load of each closed contact moved to an open near-duplicate
-    (:data:`NEAR`) that its velocity ``u`` (nc, 3) closes: the open one takes the closed one's impulse
-    and the closed one opens.  ``G`` (m, m), ``active`` (nc,) 1 where the contact has rows in ``G``,
-    ``open_fraction`` as :func:`closing_guess`.  Traced values or floats.
+    """The iterate ``Z`` (nc, 3) with the load of a closed contact moved to an open near-duplicate
+    (:data:`NEAR`) that its velocity ``u`` (nc, 3) closes, the one that closes fastest (and any within
+    :data:`SWAP_SHARE` of it): the open one takes the closed one's impulse and the closed one opens.
+    ``G`` (m, m), ``active`` (nc,) 1 where the contact has rows in ``G``, ``open_fraction`` as
+    :func:`closing_guess`.  Traced values or floats.
 
     Closing the open contact beside its near-duplicate (:func:`closing_guess`, the primal-dual active
     set's rule) would give a mode system that is nearly singular along their difference (an eigenvalue
@@ -69,16 +102,41 @@ def swap_guess(G, Z, u, active, open_fraction):
     contacts' modes; in a solution of such a pair one carries the load and the other touches at zero
     impulse (its ``u_n`` small and positive), so the guess is which one.  Used on a polish's answers,
     whose velocities are exact for their modes (not on ADMM's iterates)."""
-    nc = Z.shape[0]
-    rows = 3 * np.arange(nc) + 2
-    gnn = _relu(np.diagonal(G)[rows])
-    Gn = G[rows[:, None], rows[None, :]]
+    gnn, near = _near(G, Z)
     floor = open_fraction * _vmax(_abs(Z))
     closed = active * _step(Z[:, 2] - floor)
     ln = _relu(-u[:, 2]) / (gnn + _TINY)
     closes = active * (1.0 - closed) * (1.0 - _step(floor - ln))
-    near = np.array([[0.0 if i == j else _step(Gn[i, j] - (1.0 - NEAR) * bk.sqrt(gnn[i] * gnn[j]))
-                      for j in range(nc)] for i in range(nc)], dtype=object if bk.is_symbolic(Z) else float)
-    W = near * closes[:, None] * closed[None, :]                    # W[j, i]: j takes i's load
+    W = near * closes[:, None] * closed[None, :]                    # W[j, i]: j may take i's load
+    # the fastest closing of the candidates (an open contact beside a closed near-duplicate)
+    speed = _relu(-u[:, 2]) / (bk.sqrt(gnn) + _TINY) * _step(np.sum(W, 1) - 0.5)
+    W = W * _step(speed - SWAP_SHARE * _vmax(speed))[:, None]
     taken = _step(np.sum(W, 0) - 0.5)
     return Z * (1.0 - taken)[:, None] + W @ Z
+
+
+def merge_guess(G, Z, active, open_fraction):
+    """The iterate ``Z`` (nc, 3) with the impulse of each closed contact given to its closed
+    near-duplicates (:data:`NEAR`) that carry more (shared evenly among them), twice (a group of three:
+    the smallest to the two others, then the middle one to the largest): in a solution one of a group
+    of near-duplicates carries the load and the others touch at zero impulse, where ADMM's iterate
+    spreads it over them (talos fallen onto a box: pairs of sliding contacts with opposite friction, a
+    pair's sum inside its cone: one contact sticking), and the group's resultant is kept to the
+    difference of its normal rows.  ``G``, ``active``, ``open_fraction`` as :func:`closing_guess`.
+    Traced values or floats.  Used on ADMM's iterates, before a round's first polish.  Copies of one
+    contact (:data:`DUPLICATE`) keep their shares: the mode system's least-norm answer splits their load
+    evenly, which a merge on rounding's differences would not."""
+    nc = Z.shape[0]
+    _, near = _near(G, Z, copies=False)
+    for _ in range(2):
+        floor = open_fraction * _vmax(_abs(Z))
+        closed = active * _step(Z[:, 2] - floor)
+        n = Z[:, 2]
+        # more[i, j]: 1 where i carries strictly more than j (a tie: neither gives)
+        more = np.array([[1.0 - _step(n[j] - n[i]) for j in range(nc)] for i in range(nc)],
+                        dtype=object if bk.is_symbolic(Z) else float)
+        W = near * more * closed[:, None] * closed[None, :]          # W[i, j]: i takes a share of j's impulse
+        count = np.sum(W, 0)
+        taken = _step(count - 0.5)
+        Z = Z * (1.0 - taken)[:, None] + (W / (count + 1.0 - taken)[None, :]) @ Z
+    return Z
