@@ -25,6 +25,24 @@ so that the second-order motion of the integration keeps it below the slop. The 
 already within it is not moved. The held rows are only those that carry load in the step's own solution,
 whose normal velocity is zero, so the correction moves no point that the step separates.
 
+The correction is a linearisation, trusted only for small motions: a row's gap changes by ``J_i dq`` to
+first order, and a turn by ``theta`` of a body moves its points off that line by about ``r theta^2 / 2``
+(``r`` their distance from the axis).  A row whose gap barely changes with any motion (a thigh's cylinder
+nearly coaxial with its hip joint, overlapping the base: its witness points millimetres from the axis, its
+row of ``J`` millimetres per radian) asks, to close its gap, for a motion of the gap over that lever:
+radians for millimetres, where the linear model means nothing and the next step's overlap is worse.  So
+each row asks only for what a small motion gives: the motions of at most ``reach``
+(:data:`CORRECTION_REACH`) in every coordinate (a joint's or a free body's angle, a free body's position)
+change the gap by at most ``reach |J_i|_1`` (the dual norm), and a penetrating row's ``c_i`` is raised to
+``-reach |J_i|_1 / dt`` (:func:`correction_targets`; the step's setup and the derivatives' copy apply it).
+A row that no small motion separates stays, a little, overlapping (a step moves it by about ``reach`` in
+the coordinates that serve it, where the first-order change is trusted), and a later step goes on.  An
+ordinary contact is untouched: its point moves with a free body's translation (``|J_i|_1 >= 1``) or at a
+lever of tens of centimetres from its joints, so any penetration short of ``reach`` metres keeps its
+``c_i`` bit for bit (a box's, a humanoid's, talos's soles: millimetres).  The derivatives
+(:mod:`~sparsedyn.contact.friction_derivatives`) differentiate ``c_i`` as the gap's: where a target is
+raised, its own change with ``q`` (that of ``|J_i|_1``) is not the gap's, and it is not taken.
+
 Each row's update is the exact minimiser of its one-dimensional problem: with ``l_0 = l_i - w_i / A_ii``
 (``w_i = 0``) and ``l_hi = l_0 + hi / A_ii`` (``w_i = hi``), ``l_i = relu(l_0) - held_i relu(-l_hi)``
 (``l_0 < l_hi``: one of the three cases holds).
@@ -55,7 +73,7 @@ from .. import backend as bk
 from .friction_linalg import _cholesky, _cholesky_solve
 from .friction_problem import _TINY, PENETRATION_SLOP, TOUCHING_GAP, _abs, _relu, _step, _vmax
 
-__all__ = ["correction_impulses", "held_rows", "polish_cost", "polish_due", "polish_first"]
+__all__ = ["correction_impulses", "correction_targets", "held_rows", "polish_cost", "polish_due", "polish_first"]
 
 #: Sweeps and relative tolerance of the position correction's Gauss-Seidel.
 CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
@@ -63,6 +81,17 @@ CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 #: diagonal entry (its square bounds the bias left after the refinement, relative to ``A``'s smallest
 #: nonzero eigenvalue over its largest: a condition of 1e4 leaves 1e-10).
 POLISH_FIRST, POLISH_REG = 8, 1e-9
+#: The trust region of the correction: the largest motion of any coordinate (radians of a joint or of a
+#: free body's rotation, metres of its translation) whose first-order change of a gap a row may ask for.
+CORRECTION_REACH = 0.01
+
+
+def correction_targets(c, J_n, dt):
+    """The correction's ``c`` (nc,) within its trust region (the module docstring): ``max(c_i, -reach
+    |J_n,i|_1 / dt)``, ``|J_n,i|_1`` the sum of the magnitudes of the normal row ``J_n`` (nc, nv) (the
+    largest first-order change of the gap by a motion of at most ``reach`` (:data:`CORRECTION_REACH`) in
+    each coordinate); traced values or floats."""
+    return np.asarray(c) + _relu(-CORRECTION_REACH * np.sum(_abs(J_n), 1) / dt - np.asarray(c))
 
 
 def polish_first(nc):

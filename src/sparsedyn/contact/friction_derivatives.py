@@ -71,7 +71,7 @@ from ..symbolic.trace import trace_kernel
 from ..model.sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
 from .friction import _positive, contact_step
-from .correction import correction_impulses, held_rows
+from .correction import correction_impulses, correction_targets, held_rows
 from .min_norm import min_norm_solve, psd_solve
 from .friction_problem import _TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
@@ -436,8 +436,9 @@ def _point_correction(P, modes, dt):
     loaded = (np.asarray(modes).reshape(gap.shape) != "open").astype(float)
     if not (pen.any() or np.any(loaded * (gap > 0.5 * PENETRATION_SLOP))):
         return None
-    c = np.where(pen, gap, 0.5 * (gap + np.abs(gap))) / dt                 # the kernel's cn
     n_rows = 3 * np.arange(nc) + 2
+    c = np.where(pen, gap, 0.5 * (gap + np.abs(gap))) / dt                 # the kernel's cn (its trust region)
+    c = np.array([correction_targets(x, J[n_rows], dt) for x, J in zip(c, P.J.reshape(-1, 3 * nc, P.J.shape[-1]))])
     return correction_impulses(P.G.reshape(-1, 3 * nc, 3 * nc)[:, n_rows[:, None], n_rows[None, :]], c,
                                held_rows(c, loaded, 0.5, dt), PENETRATION_SLOP / (2.0 * dt))
 

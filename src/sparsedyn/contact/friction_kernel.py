@@ -80,8 +80,8 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
-from .correction import (_correction_polish, _correction_sweep, correction_impulses, held_rows,  # noqa: F401
-                         polish_due, polish_first)
+from .correction import (_correction_polish, _correction_sweep, correction_impulses, correction_targets,  # noqa: F401
+                         held_rows, polish_due, polish_first)
 from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _solve_small, _spd_inverse, low_rank
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
@@ -229,7 +229,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     ls, vs = _scales(z, gmax, dmax)
     pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))             # 1 where some point penetrates
     # no point past the slop: the rounding-size penetrations stay (on their planes for the held rows)
-    cn = (pen * P.gap + (1.0 - pen) * _relu(P.gap)) / dt
+    cn = correction_targets((pen * P.gap + (1.0 - pen) * _relu(P.gap)) / dt, P.J[rows], dt)   # its trust region
     K = lay.pack(lay.K, dict(G=G, Z=Z, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn,
                              closing=np.repeat(closing_contacts(g.reshape(nc, 3)), 3), pen=pen, eta=PROXIMAL * lmax,
                              lmax=lmax, gmax=gmax, dmax=dmax, used=used))
