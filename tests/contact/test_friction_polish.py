@@ -402,6 +402,29 @@ def test_a_round_of_polishes_goes_on_while_each_gains_progress():
     assert flag == -1.0
 
 
+def test_a_round_past_its_budget_goes_on_only_while_it_converges():
+    """Past the budget of ADMM's iterations (:data:`~sparsedyn.contact.friction_polish.FREE`: here the
+    polishes charged, 100 of ``COST m`` iterations each, far exceed the 5 iterations run) a round polishes
+    again (flag 0) only where the step's scaled residual is below ``CONVERGING`` of the round's best, else
+    back to ADMM (-1); within the budget (1000 iterations run) it goes on whatever the gain, within
+    ``REPEATS``.  The box's four corners at a tolerance no polish meets (every polish rejected)."""
+    inputs, stages, lay, K, S0 = box_polish_stage()
+
+    def run(it, polishes, pbest):                                  # a round's second step
+        S = S0.copy()
+        S[lay.S["it"]], S[lay.S["polishes"]], S[lay.S["tries"]], S[lay.S["pbest"]] = it, polishes, 1.0, pbest
+        out, flag = stages[3](*inputs, K, S)
+        return out, float(flag)
+
+    out, _ = run(5.0, 100.0, 1e3)                                 # its residual (the best: min(1e3, r))
+    r = out[lay.S["pbest"]][0]
+    assert 0.0 < r < 1e3
+    assert fp.COST * lay.m * 100.0 > 5.0 + fp.FREE and fp.PROGRESS < fp.CONVERGING < 1.0
+    assert run(5.0, 100.0, r / fp.CONVERGING * 1.01)[1] == 0.0    # unpaid, converging: on
+    assert run(5.0, 100.0, r / fp.CONVERGING * 0.99)[1] == -1.0   # unpaid, short of it: back to ADMM
+    assert run(1000.0, 100.0, r / fp.CONVERGING * 0.99)[1] == 0.0  # paid: on, gain or not (within REPEATS)
+
+
 def test_a_polish_of_many_rows_runs_one_newton_step_a_stage_run():
     """Past 64 rows a polish is two Newton steps (:func:`~sparsedyn.contact.friction_polish.newton_steps`),
     one a run of the polish stage (its compiled program holds one step): on a box resting on 24 points

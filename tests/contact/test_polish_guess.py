@@ -93,6 +93,23 @@ def test_only_the_fastest_closing_near_duplicate_takes_its_partners_load():
     assert np.array_equal(swap_guess(Gm, Z, u, np.ones(4), 1e-6), Z[[1, 0, 3, 2]])
 
 
+def test_a_near_duplicate_closing_slower_than_the_answers_error_keeps_its_partners_load():
+    """The answer's error is the largest normal velocity of its closed contacts, which its modes ask to
+    be zero: contacts 0 and 1 near-duplicates (``cos 0.01``), 0 closed, 1 open closing at ``u_n = -1e-5``;
+    2 closed, alone, its ``u_n`` off by ``e``.  With ``|e| = 2e-5`` (more than 1's closing, either sign)
+    nothing swaps; with ``|e| = 0.5e-5`` (1 closes faster) 1 takes 0's load and 0 opens."""
+    normals = [[1.0, 0.0, 0.0], [np.cos(0.01), np.sin(0.01), 0.0], [0.0, 0.0, 1.0]]
+    Gm = _gram(normals)
+    Z = np.array([[0.1, 0.2, 1.0], [0, 0, 0], [0.0, 0.0, 0.5]])
+    for e, swaps in [(2e-5, False), (-2e-5, False), (0.5e-5, True), (-0.5e-5, True)]:
+        u = np.array([[0.0, 0, 0.0], [0, 0, -1e-5], [0, 0, e]])
+        out = swap_guess(Gm, Z, u, np.ones(3), 1e-6)
+        assert np.array_equal(out, Z[[1, 0, 2]] if swaps else Z), e
+    # the closed partner's own velocity is part of the error: 0 off by 2e-5, 2 exact: no swap
+    u = np.array([[0.0, 0, 2e-5], [0, 0, -1e-5], [0, 0, 0.0]])
+    assert np.array_equal(swap_guess(Gm, Z, u, np.ones(3), 1e-6), Z)
+
+
 def test_closed_near_duplicates_give_their_impulse_to_the_one_that_carries_most():
     """Contacts 0 and 1 near-duplicates (``cos 0.01``), both closed: 1 (the smaller normal impulse) gives
     its impulse to 0, which carries their sum; 2 closed, no near-duplicate, keeps its own; 3, 4, 5

@@ -24,8 +24,9 @@ nearly parallel) an open contact that closes is not closed as well: the mode sys
 nearly singular along their difference, and its answer's huge opposite impulses wreck the other
 contacts' modes.  In a solution one of such a pair carries the load and the other touches at zero
 impulse, so :func:`swap_guess` moves the load to the one that closes (a polish's repeated steps, from
-answers whose velocities are exact for their modes), and :func:`merge_guess` gathers the load that
-ADMM's iterate spreads over such a group on the member that carries most (a round's first polish).
+answers whose velocities are exact for their modes, once it closes faster than the answer's own error),
+and :func:`merge_guess` gathers the load that ADMM's iterate spreads over such a group on the member that
+carries most (a round's first polish).
 """
 
 from __future__ import annotations
@@ -101,12 +102,17 @@ def swap_guess(G, Z, u, active, open_fraction):
     of ``G`` a thousandth of the rest), whose answer carries huge opposite impulses and wrecks the other
     contacts' modes; in a solution of such a pair one carries the load and the other touches at zero
     impulse (its ``u_n`` small and positive), so the guess is which one.  Used on a polish's answers,
-    whose velocities are exact for their modes (not on ADMM's iterates)."""
+    whose velocities are exact for their modes (not on ADMM's iterates) but for the error of its
+    Newton step on the sliding directions: an open contact swaps only where it closes faster than
+    every closed contact's normal velocity, which the answer's modes ask to be zero, is off (the
+    answer's own error; talos fallen onto a box: a pair's closing of 1.5e-6 m/s beside answers off by
+    1e-4 m/s, a swap on which sent the polishes round a cycle of two pairs' choices)."""
     gnn, near = _near(G, Z)
     floor = open_fraction * _vmax(_abs(Z))
     closed = active * _step(Z[:, 2] - floor)
     ln = _relu(-u[:, 2]) / (gnn + _TINY)
-    closes = active * (1.0 - closed) * (1.0 - _step(floor - ln))
+    err = _vmax(closed * _abs(u[:, 2]))                             # the answer's error: u_n of its closed
+    closes = active * (1.0 - closed) * (1.0 - _step(floor - ln)) * (1.0 - _step(err + u[:, 2]))
     W = near * closes[:, None] * closed[None, :]                    # W[j, i]: j may take i's load
     # the fastest closing of the candidates (an open contact beside a closed near-duplicate)
     speed = _relu(-u[:, 2]) / (bk.sqrt(gnn) + _TINY) * _step(np.sum(W, 1) - 0.5)
