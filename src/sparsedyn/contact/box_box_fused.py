@@ -20,7 +20,7 @@ import numpy as np
 
 from .box_box_step import step_buffers
 
-__all__ = ["box_box_found"]
+__all__ = ["box_box_found", "box_box_stages"]
 
 _KEY = "box-box fused stages"
 
@@ -33,18 +33,23 @@ def box_box_found(scene, mixed, poses, dt):
     :func:`~sparsedyn.contact.box_box_step.box_box_step_rows` and the native calls that fill them from
     the call's ``q`` and ``v`` (in the call: the rows and the look-ahead ``box_box_step_rows`` would
     return); None where that road does not apply (other pairs, a routine or a kernel not built yet)."""
-    got = scene.cache.get(_KEY)
-    kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
-    if kept is None:
-        kept = _stages(scene, mixed, poses)
-        if kept is None:
-            return None
+    kept = box_box_stages(scene, mixed, poses)
     if not kept:
         return None
     found, md, last = kept
     if dt != last[0]:                                   # (the step's dt, read by the routine: written once)
         md[1] = last[0] = dt
     return found
+
+
+def box_box_stages(scene, mixed, poses):
+    """This thread's ``(found, md, last)`` for ``mixed``: ``found`` :func:`box_box_found`'s answer, ``md``
+    the buffer whose entry 1 the routine reads as the step's dt, ``last`` ``[that dt]`` (a caller that
+    binds them once writes each step's dt into both where it changes, as :func:`box_box_found` does);
+    False where the road never applies, None where a routine or a kernel is not built yet."""
+    got = scene.cache.get(_KEY)
+    kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
+    return _stages(scene, mixed, poses) if kept is None else kept
 
 
 def _stages(scene, mixed, poses):

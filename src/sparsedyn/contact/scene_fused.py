@@ -46,12 +46,13 @@ Python road says which).
 from __future__ import annotations
 
 import math
+from threading import get_ident
 
 import numpy as np
 
 from .. import _checks
 from ..kernels import native_calls, native_function, use_backend
-from .box_box_fused import box_box_found
+from .box_box_fused import box_box_stages
 from .box_box_road import box_box_poses
 from .box_box_step import box_box_step_rows
 from .collision_near import collision_candidates_ahead
@@ -189,6 +190,7 @@ def mixed_call(scene, plan, dt):
     nq, nv = (model.nq,), (model.nv,)
     boxes = mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None     # (the kernel's, two boxes')
     planes = mixed.mesh is not None and not len(mixed.boxes) and mixed.bb is None    # (the kernel's, meshes on planes)
+    held = {}                                      # thread id -> box_box_stages' (found, md, last), once made
 
     def call(args, q, v, tau, settings, warm_start, pre=None, *more):
         if not (q.dtype is _F64 and v.dtype is _F64 and q.shape == nq and v.shape == nv):
@@ -196,10 +198,21 @@ def mixed_call(scene, plan, dt):
         # pairs of two boxes (or robot meshes on planes): their rows in the routine's buffers, which the
         # call reads and keeps nothing of where it returns no layout and asks no warm start (copies where
         # it does); else (and where the routine declines) the general road's, looked up as fused_step does
-        # (pairs of two boxes where it keeps nothing: the four calls that find their rows run in the call)
+        # (pairs of two boxes where it keeps nothing: the four calls that find their rows run in the call,
+        # box_box_found's stages, this thread's bound here once)
         keep = bool(more) or callable(warm_start)
-        pre = boxes and not keep and box_box_found(scene, mixed, box_box_poses, dt) or \
-            boxes and box_box_step_rows(scene, mixed, box_box_poses, q, v, dt, keep) or \
+        if boxes and not keep:
+            kept = held.get(get_ident())
+            if kept is None:
+                kept = box_box_stages(scene, mixed, box_box_poses)
+                if kept is not None:
+                    held[get_ident()] = kept
+            if kept:
+                found, md, last = kept
+                if dt != last[0]:                  # (the step's dt, read by the routine: written once)
+                    md[1] = last[0] = dt
+                return run(args, q, v, tau, settings, warm_start, found)
+        pre = boxes and box_box_step_rows(scene, mixed, box_box_poses, q, v, dt, keep) or \
             planes and plane_step_rows(scene, mixed, q, v, dt, keep)
         if not pre:
             pre = scene_data._mixed_candidates(scene, mixed, q, None, (v, dt))
