@@ -293,3 +293,17 @@ def test_a_cold_start_is_polished_first_where_a_polish_is_cheap():
     cold, warm = np.zeros(large), np.r_[np.zeros(large - 1), 0.5]
     assert _first_polish(small, cold[:small]) == 0.0 and _first_polish(small, warm[-small:]) == 0.0
     assert _first_polish(large, cold) == fp.FIRST and _first_polish(large, warm) == 0.0
+
+
+def test_gauss_seidel_leaves_an_open_contact_no_friction():
+    """``solver="pgs"`` on the box on one edge (tilted 0.02 rad about x: the two far corners 4 mm up,
+    within the margin, so in the problem but open), sliding at (0.5, 0.3) m/s: the open corners' impulses
+    are exactly zero, their friction included (the disc of radius ``mu * 0`` once kept ``1e-300`` times
+    the direction of the tangential step: ``(cap + tiny) / (|t| + tiny)``)."""
+    c, s = np.cos(0.01), np.sin(0.01)                              # rotation about x by 0.02 rad
+    q = np.array([0.0, 0.0, H * (c * c - s * s) + 2 * H * c * s, s, 0.0, 0.0, c])
+    with sd.use_backend("numpy"), warnings.catch_warnings():
+        warnings.simplefilter("error", ContactStepWarning)
+        step = sd.contact_step(MODEL, q, np.array([0, 0, 0, 0.5, 0.3, 0.0]), Z, corners(), DT, solver="pgs")
+    assert list(step.modes) == ["slide", "slide", "open", "open"]
+    assert np.all(step.impulses[2:] == 0.0) and np.all(step.impulses[:2, 2] > 0.0)

@@ -421,7 +421,8 @@ def _gauss_seidel(lay, *X):
         lt = [lam[t0 + k] - h * (u[k] + G[t0 + k, n] * (ln - lam[n])) for k in range(2)]
         r = bk.sqrt(lt[0] * lt[0] + lt[1] * lt[1])
         cap = mu[i] * ln
-        f = (cap + _TINY) / (_vmax([r, cap]) + _TINY)                # onto the friction disc
+        # onto the friction disc (cap = 0: exactly 0, not _TINY / r of the direction)
+        f = cap / (_vmax([r, cap]) + _TINY)
         lam[t0], lam[t0 + 1], lam[n] = lt[0] * f, lt[1] * f, ln
     lam = _array(lam, G)
     u = _mv(G, lam, lay.slots(K).mm(3, 3)) + g

@@ -58,6 +58,18 @@ costs the reading of its code, its block products' index tables and their result
 more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step a
 run (:func:`polish_stage`), and its program holds one step's code, not two written out.
 
+Two more rules move the modes between the steps of a round.  A mode system with no solution (its
+residual stays above the stopping test's velocity tolerance through the solves: a redundant set whose
+targets no rigid motion meets, a box's four corners with one touching and the others speculative)
+runs off along ``G``'s null space, making a diagonal pair of corners negative: its answer is taken
+only as far as the first closed contact that opens (:func:`_ratio_test`), not to the end, which opens
+both.  And an answer's sliding contact whose velocity moves along its friction (Coulomb's law wants it
+opposite) is guessed sticking for the next step (:func:`_sticking`): the answer's projection puts a
+sliding contact back on its cone's circle, so without it no sliding contact would ever stick again.
+go1 landing flat on its trunk (example-robot-data; four corners, hips and feet, one corner 33 nm
+above the plane): the polish's answer at ADMM's iteration 221, where ADMM and Gauss-Seidel crept for
+11000 iterations.
+
 Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
 redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
 differ by that much; ``v+`` and the resultant impulses are untouched).
@@ -224,8 +236,9 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
     return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, DGr, gr, slide, op
 
 
-def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None, Z=None):
-    """``(lambda, slide, open)``: the solution (m,) of the mode system of the iterate ``z`` (m,) (the
+def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None, Z=None, residual=False):
+    """``(lambda, slide, open)`` (``residual``: and the largest residual of the system before its last
+    solve, which stays where the system has no solution: :func:`_ratio_test`): the solution (m,) of the mode system of the iterate ``z`` (m,) (the
     module docstring) in the contact axes, before the cones, and which contacts (nc,) slide and are
     open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
     ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding directions
@@ -276,25 +289,47 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
         r = -(_mv(DGr, held(y), sl.mm(3, 3)) + d * gr + w * y)     # the unregularised system's residual
         a = Mi(r)
         y = y + a - Mi(_mv(U, _mv(Ci, a[2::3], sl.mm(1, 1)), sl.mm(3, 1)))
-    return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
+    out = (_axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op)
+    return out + (_vmax(_abs(r)),) if residual else out
 
 
-def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, steps=None, Z=None):
+def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, steps=None, Z=None, vtol=None):
     """The impulses (m,) of the mode system of the iterate ``z`` (:func:`mode_solution`, the same
     arguments) on the cones: a sliding contact's friction ``mu lambda_n`` along the solution's new
     direction (onto the cone's circle at ``lambda_n``: the nearest point of the cone would raise
     ``lambda_n`` by the step across ``theta``), an open contact's impulse zero exactly (rounding stays
     nowhere: its rows are held at 0), then the projection onto the cones.  ``steps``: Newton's steps
-    (None: :func:`newton_steps`)."""
+    (None: :func:`newton_steps`); ``vtol`` [m/s]: where given, a mode system whose residual stays above it
+    (no solution at these modes) steps only to the first contact it opens (:func:`_ratio_test`)."""
     nc = mu.shape[0]
     for _ in range(newton_steps(3 * nc) if steps is None else steps):
-        lam, slide, op = mode_solution(G, g, mu, z, scale, active, direction, start, slots, Z)
+        lam, slide, op, left = mode_solution(G, g, mu, z, scale, active, direction, start, slots, Z, True)
         lam = lam.reshape(nc, 3)
+        if vtol is not None:
+            lam = lam + _step(left - vtol) * (_ratio_test(z.reshape(nc, 3), lam, op) - lam)
         t, n = lam[:, :2], lam[:, 2]
         f = slide * mu * n / (_norms(t) + _TINY) + (1.0 - slide)
         lam = np.concatenate([t * f[:, None], n[:, None]], 1) * (1.0 - op)[:, None]
         z, direction = project_cone(lam, mu).reshape(3 * nc), None
     return z
+
+
+def _ratio_test(z, lam, op):
+    """The step from the iterate ``z`` (nc, 3) towards the mode system's answer ``lam`` (nc, 3) as far as the
+    first contact closed in ``z``'s modes (``op`` (nc,) 0) whose normal impulse the answer makes negative
+    reaches zero (an active-set method's ratio test), ``lam`` itself where none does.
+
+    For a mode system with no solution: a redundant set (a box's four corners on a plane) whose targets
+    ``g_n`` no rigid motion meets (one corner within ``TOUCHING_GAP`` of the plane, without the
+    speculative ``gap / dt`` of the others: go1's trunk landing flat on it).  Its regularised answer runs
+    off along ``G``'s null space (by ``1 / EPS`` of the inconsistency a solve), which makes a diagonal
+    pair of corners negative; the solution has one corner open, the first that this direction opens
+    (the full step opens both, and the next polishes stall with the other diagonal)."""
+    zn, ln = z[:, 2], lam[:, 2]
+    cut = (1.0 - op) * (1.0 - _step(ln)) * _step(zn - OPEN * _vmax(_abs(z)))
+    ratio = cut * zn / (zn - ln + (1.0 - cut)) + (1.0 - cut)
+    alpha = 1.0 - _vmax(1.0 - ratio)
+    return z + alpha * (lam - z)
 
 
 def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None, slots=None, steps=None,
@@ -306,7 +341,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
     ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
-    lam = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z)
+    lam = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax)
     u = _mv(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
@@ -345,7 +380,7 @@ def polish_stage(lay, *X):
     # last step's, its velocities this step's, so an open contact that closes is guessed closed (not on
     # ADMM's iterates, whose velocities carry ADMM's error: there z's open contacts are the better guess)
     warm = _step(0.5 - S["it"][0])
-    z = _closing(G, K["g"], z, lay, lay.slots(K), warm, 1.0 - fresh)
+    z = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh)
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol, slots=lay.slots(K), steps=1,
@@ -381,7 +416,7 @@ def polish_stage(lay, *X):
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
 
 
-def _closing(G, g, z, lay, sl, weight, swap=0.0):
+def _closing(G, g, mu, z, lay, sl, weight, swap=0.0):
     """The iterate ``z`` (m,) that a polish starts from: (``swap`` 0: a round's first, from ADMM's
     iterate or a warm start) the impulse of each closed contact given to its closed near-duplicates that
     carry more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last
@@ -394,7 +429,19 @@ def _closing(G, g, z, lay, sl, weight, swap=0.0):
     Z = Z + (1.0 - swap) * (merge_guess(G, Z, active, OPEN) - Z)
     u = (_mv(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
     Z = Z + swap * (swap_guess(G, Z, u, active, OPEN) - Z)
+    Z = Z + swap * (_sticking(Z, u, mu) - Z)
     return (Z + weight * (closing_guess(G, Z, u, active, OPEN) - Z)).reshape(m)
+
+
+def _sticking(Z, u, mu):
+    """The answer ``Z`` (nc, 3) with each contact on its cone's boundary whose velocity ``u`` (nc, 3) moves
+    along its friction (``u_t . lambda_t > 0``, which Coulomb's law forbids a sliding contact) guessed
+    sticking: its friction pulled inside the cone by ``2 STICK`` (:func:`modes`)."""
+    t, n = Z[:, :2], Z[:, 2]
+    edge = _step(_norms(t) - (1.0 - STICK) * mu * n) * _step(n - _TINY)
+    along = (1.0 - _step(-(u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1])))
+    f = 1.0 - 2.0 * STICK * edge * along
+    return np.concatenate([t * f[:, None], n[:, None]], 1)
 
 
 def _active(G, rows):
