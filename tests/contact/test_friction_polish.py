@@ -477,11 +477,14 @@ def test_a_sliding_answer_moving_along_its_friction_is_guessed_sticking():
     """:func:`~sparsedyn.contact.friction_polish._sticking`: a contact on its cone's circle whose velocity
     has a component along its friction (Coulomb's law wants it opposite) is moved inside the cone by
     ``2 STICK`` (read sticking by :func:`~sparsedyn.contact.friction_polish.modes`); one whose velocity
-    opposes its friction, one inside its cone and an open one are kept bit for bit."""
+    opposes its friction, one inside its cone and an open one are kept bit for bit; and the first too
+    where its speed along the friction, ``u_t . lambda_t / |lambda_t| = 0.02`` m/s by hand, is below the
+    answer's error ``err``."""
     mu = np.full(4, 0.5)
     Z = np.array([[0.3, 0.4, 1.0], [0.3, 0.4, 1.0], [0.1, 0.0, 1.0], [0.0, 0.0, 0.0]])
     u = np.array([[0.1, -0.05, 0.0], [-0.3, -0.4, 0.0], [0.2, 0.0, 0.0], [1.0, 0.0, 0.5]])
-    out = fp._sticking(Z, u, mu)
+    assert np.array_equal(fp._sticking(Z, u, mu, 0.021), Z)
+    out = fp._sticking(Z, u, mu, 0.019)
     assert np.array_equal(out[1:], Z[1:]) and out[0, 2] == Z[0, 2]
     assert np.allclose(out[0, :2], Z[0, :2] * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
     _, stick, slide, _ = fp.modes(out, mu, np.ones(4))
