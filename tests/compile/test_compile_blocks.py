@@ -171,3 +171,39 @@ def test_a_product_reads_an_evenly_laid_out_operand_without_a_table(n, compile_c
         size = np.concatenate([(a @ b).ravel(), (a @ a @ b).ravel(), (a @ (a @ b).T).ravel(),
                                (a @ (2.0 * a @ b + 1.0)).ravel()])
         assert np.all(np.abs(got - ref) <= rounding_bound(2 * n + 1) * size)
+
+
+def _transposes(W, Y, r):
+    """Products by a vector whose matrix is a transpose: ``W^T r`` of an input ``W`` (k, n) and
+    ``P^T r`` of an earlier block's result ``P = W Y`` (k, n): the contact solver's ``Wt^T (Wt r)``."""
+    x = bk.matmul(W.T, np.reshape(r[:W.shape[0]] * 2.0, (-1, 1)), min_pairs=1)[:, 0]
+    P = bk.matmul(W, Y, min_pairs=1)
+    return np.concatenate([x, bk.matmul(P.T, np.reshape(r[:P.shape[0]], (-1, 1)), min_pairs=1)[:, 0]])
+
+
+def test_a_product_by_a_transposed_matrix_reads_its_rows_in_place(compile_cache, monkeypatch):  # noqa: F811
+    """``W^T r`` and ``P^T r`` (``W`` an input, ``P`` a block's result, ``k = 7`` rows: no multiple of
+    the vector's lanes): each runs on the columns of the transpose, which are the rows of ``W`` and
+    ``P`` where they lie (no table of slots for ``A``, no transposing loop, the input not copied); the
+    compiled values equal the interpreter's bit for bit (every row's products summed in the same order)
+    and NumPy's to rounding (``k`` terms, and the chain ``P = W Y`` before: ``2 k``, through the
+    magnitudes)."""
+    import re
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(compile_cache))
+    k, n = 7, N
+    prog = trace_function(_transposes, [("W", (k, n)), ("Y", (n, n)), ("r", (n,))], None, name="transposes")
+    assert len(prog.blocks) == 3
+    src, call = _compiled(prog, "transposes")
+    assert "t[l * " not in src and not re.findall(r"static const int \w+_b[02]_a\[", src)
+    assert re.search(r"_b0\(w, x0 \+ 0\);", src) and re.search(r"_b2\(w, w \+ \d+\);", src)
+    assert f"(t + l * {n} + " in src and "(t + l * 24 + " in src
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        W, Y, r = rng.standard_normal((k, n)), rng.standard_normal((n, n)), rng.standard_normal(n)
+        got = call(W, Y, r)
+        assert np.array_equal(got, np.asarray(prog.evaluate([W, Y, r])[0], float).reshape(-1))
+        P = W @ Y
+        ref = np.concatenate([W.T @ (2.0 * r[:k]), P.T @ r[:k]])
+        a = np.abs(W)
+        size = np.concatenate([a.T @ np.abs(2.0 * r[:k]), (a @ np.abs(Y)).T @ np.abs(r[:k])])
+        assert np.all(np.abs(got - ref) <= rounding_bound(2 * k + n) * size)

@@ -29,7 +29,10 @@ A matrix that several such products read (an input's, or the whole result of an 
 contact solver's polish reads ``G`` and its masked inverse dozens of times each) is transposed once
 into the workspace, and those products sum its columns (:func:`_columns_product`): the same sums in
 the same order, without the transposes in registers of :func:`_lanes_product`, which took more
-instructions than the products themselves.
+instructions than the products themselves.  A product by a vector whose matrix is itself a transpose
+(the contact solver's ``Wt^T r``: an input's or an earlier block's result's) reads those columns where
+they lie, rows of the matrix transposed, with no table of slots (a gather through one took twice the
+time of the product by ``Wt`` itself).
 """
 
 from __future__ import annotations
@@ -93,7 +96,9 @@ class Layout:
             uses[key] = uses.get(key, 0) + 1
         self.transposed, self.made = {}, set()
         for b, key in enumerate(self.source):
-            if key is not None and uses[key] > 1 and key not in self.transposed:
+            if key is not None and key[0] in _IN_PLACE:                 # a transpose read where it lies
+                self.transposed.setdefault(key, None)
+            elif key is not None and uses[key] > 1 and key not in self.transposed:
                 self.transposed[key] = nxt
                 nxt += prog.blocks[b].A.size
         self.end = nxt
@@ -390,26 +395,36 @@ _SHUFFLES = ("#ifndef SD_V4U", "#define SD_V4U", "typedef double sd_v4u __attrib
              "#define SD_SHUF4(a, b, ...) __builtin_shuffle(a, b, (sd_v4i){__VA_ARGS__})", "#endif", "#endif")
 
 
+#: The kinds of :func:`_column_source` whose columns lie consecutive where ``A`` is (the transpose of
+#: an input's matrix or of a block's result): read there, never transposed.
+_IN_PLACE = ("xt", "bt")
+
+
 def _column_source(prog, b, T):
     """The matrix ``A`` of block ``b`` of ``prog`` where it is a product by one vector that
-    :func:`_columns_product` can run (``A`` (n, k) without structural zeros, most rows read, ``n``
-    and ``k`` multiples of :data:`_LANES`) and ``A`` is one input's elements row after row (``("x",
-    input, first element)``) or the whole result of an earlier block (``("b", block)``); else None."""
+    :func:`_columns_product` can run (``A`` (n, k) without structural zeros, most rows read, ``n`` a
+    multiple of :data:`_LANES`) and ``A`` is one input's elements row after row (``("x", input, first
+    element)``) or the whole result of an earlier block (``("b", block)``), both with ``k`` a multiple
+    of :data:`_LANES` (they are transposed into the workspace), or the transpose of either (``("xt",
+    input, first element)``, ``("bt", block)``: the contact solver's ``Wt^T r``, whose columns are
+    ``Wt``'s rows, read where they lie); else None."""
     blk, nodes = prog.blocks[b], prog.nodes
     (n, k), m = blk.A.shape, blk.B.shape[1]
-    if T != "double" or m != 1 or n % _LANES or k % _LANES or not (blk.A >= 0).all() \
-            or _ROWS_NEEDED * n > blk.pairs.any(1).sum():
+    if T != "double" or m != 1 or n % _LANES or not (blk.A >= 0).all() or _ROWS_NEEDED * n > blk.pairs.any(1).sum():
         return None
-    src = _input_matrix(nodes, blk.A)
-    if src is not None:
-        return ("x",) + src
-    op, c, _ = nodes[int(blk.A[0, 0])]
-    if op != MATMUL or prog.blocks[c].A.shape[0] != n or prog.blocks[c].B.shape[1] != k:
-        return None
-    ids = blk.A.reshape(-1).tolist()
-    if any(tuple(nodes[a]) != (MATMUL, c, e) for e, a in enumerate(ids)):
-        return None
-    return ("b", c)
+    for kind, ids in (("", blk.A), ("t", blk.A.T)):
+        if kind == "" and k % _LANES:
+            continue
+        rows, cols = ids.shape
+        src = _input_matrix(nodes, ids)
+        if src is not None:
+            return ("x" + kind,) + src
+        op, c, _ = nodes[int(ids[0, 0])]
+        if op != MATMUL or prog.blocks[c].A.shape[0] != rows or prog.blocks[c].B.shape[1] != cols:
+            continue
+        if all(tuple(nodes[a]) == (MATMUL, c, e) for e, a in enumerate(ids.reshape(-1).tolist())):
+            return ("b" + kind, c)
+    return None
 
 
 def _transpose(key, n, k, layout):
@@ -425,20 +440,28 @@ def _transpose(key, n, k, layout):
 
 def _columns_call(prog, b, layout, at, name, stmts, bd):
     """:func:`block_call` of a product by a vector whose matrix is transposed (:func:`_column_source`):
-    the first product that reads the matrix (in the order they run) transposes it."""
+    the first product that reads the matrix (in the order they run) transposes it; a transpose's
+    columns are read where they lie (an input's, or an earlier block's result: its row stride)."""
     blk, key = prog.blocks[b], layout.source[b]
     skip = set(blk.A.reshape(-1).tolist()) - set(blk.B.reshape(-1).tolist())
     stmts += _input_copies(prog.nodes, layout, b, skip)
-    if key not in layout.made:
-        layout.made.add(key)
-        stmts.append(_transpose(key, *blk.A.shape, layout))
-    stmts.append(f"  {name}(w);")
-    return _columns_product(blk, at, layout, b, name, layout.transposed[key], bd), stmts
+    if key[0] == "xt":
+        at_, stride = f"x{key[1]} + {key[2]}", blk.A.shape[0]
+    elif key[0] == "bt":
+        at_, stride = f"w + {layout.cbase[key[1]]}", layout.stride[key[1]]
+    else:
+        if key not in layout.made:
+            layout.made.add(key)
+            stmts.append(_transpose(key, *blk.A.shape, layout))
+        at_, stride = f"w + {layout.transposed[key]}", blk.A.shape[0]
+    stmts.append(f"  {name}(w, {at_});")
+    return _columns_product(blk, at, layout, b, name, stride, bd), stmts
 
 
-def _columns_product(blk, at, layout, b, name, region, bd):
+def _columns_product(blk, at, layout, b, name, stride, bd):
     """The C of a single state's product ``A x`` (``A`` (n, k), :func:`_column_source`) from ``A``'s
-    transpose at ``region`` of the workspace: column ``l`` of ``A`` is consecutive there, so a vector
+    transpose at the address ``t`` the call passes, column ``l`` of ``A`` at ``t + l stride``
+    (consecutive there), so a vector
     of four rows' sums takes ``A[i:i + 4, l] x[l]`` without the transposes in registers of
     :func:`_lanes_product`, eight such sums a pass; every lane sums its row's products in ``l`` order,
     the first first (bit for bit the same value).  Worth it where several products read one matrix
@@ -452,7 +475,7 @@ def _columns_product(blk, at, layout, b, name, region, bd):
     body = []
     for i0 in range(0, n, 8 * _LANES):                   # up to eight vectors of sums (32 rows) a pass
         groups = range(min(8, (n - i0) // _LANES))
-        at_ = lambda l, g: f"*(const sd_v4u *)(t + {l} * {n} + {i0 + _LANES * g})"      # noqa: E731
+        at_ = lambda l, g: f"*(const sd_v4u *)(t + {l} * {stride} + {i0 + _LANES * g})"      # noqa: E731
         body += [f"  if ({i0} < {bd.n}) {{" if bd.on else "  {", f"    double x = {B(0)};",
                  "    sd_v4u " + ", ".join(f"s{g} = {at_(0, g)} * x" for g in groups) + ";",
                  f"    for (int l = 1; l < {bd.k}; l++) {{", f"      x = {B('l')};",
@@ -462,5 +485,6 @@ def _columns_product(blk, at, layout, b, name, region, bd):
     if bd.on:                                        # the rows after the passes in use
         body += bd.zero_rows(f"w + {cb}", mp, n, 1, f"(({bd.n} + 31) / 32 * 32 < {n} ? ({bd.n} + 31) / 32 * 32 : {n})")
     table = [] if dense else [f"static const int {name}_b[{k}] = {{{','.join(map(str, bi))}}};"]
-    return "\n".join([*_SHUFFLES, *table, *bd.defs, f"static void {name}(double *restrict w)", "{", *bd.decl,
-                      *bd.empty(f"w + {cb}", mp, n, 1), f"  const double *restrict t = w + {region};", *body, "}"])
+    return "\n".join([*_SHUFFLES, *table, *bd.defs,
+                      f"static void {name}(double *restrict w, const double *restrict t)", "{", *bd.decl,
+                      *bd.empty(f"w + {cb}", mp, n, 1), *body, "}"])
