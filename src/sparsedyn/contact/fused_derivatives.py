@@ -7,8 +7,8 @@ contacts out in the derivatives' slots with their modes (the routine of
 :mod:`~sparsedyn.contact.slot_modes_native`, or the replay's gathering routine), runs the pieces' kernel
 (:func:`~sparsedyn.scene_step_partials`) and the routine that writes the six blocks
 (:mod:`~sparsedyn.contact.derivative_blocks_native`) (:mod:`~sparsedyn.contact.partials_blocks_native`;
-separate calls where the pieces' kernel is not a compiled one-state kernel).  What depends on the layout alone (the routines'
-calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
+separate calls where the pieces' kernel is not a compiled one-state kernel).  What depends on the layout
+alone (the routines' calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
 ``scene.cache`` per layout, so that a step's derivatives are the two calls and no
 :class:`~sparsedyn.contact.scene_slotted.Slotted`, mode name or option dict between them: the same
 routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and

@@ -136,8 +136,8 @@ def folded_call(pb_par, lead, ins, gathered, fallback):
     slots' routine and the pieces and blocks of :func:`partials_blocks_call` (whose ``par`` is ``pb_par``)
     in one native call (:data:`FOLDED`): ``gathered`` the gathering routine's entry (slot inputs ``lam, u,
     report, corr, at, c, gather``) else the slots' modes' (``lam, u, report, corr, at, data``), the shapes
-    ``ins`` of all inputs but ``par``, ``lead`` the routine's parameters (``[tol, ns]``, or ``[tol, ns, n, plain]``); ``fallback``
-    (the same arguments) the separate calls, where the fast path declines.  None where the fast path or
+    ``ins`` of all inputs but ``par``, ``lead`` the routine's parameters (``[tol, ns]``, or ``[tol, ns, n,
+    plain]``); ``fallback`` (the same arguments) the separate calls, where the fast path declines.  None where the fast path or
     the library is not there."""
     fast = native_function("Kernel")
     name = "sd_scene_gathered_partials_blocks" if gathered else "sd_scene_slots_partials_blocks"
