@@ -40,7 +40,8 @@ MAX_KEPT = 256
 
 #: :mod:`~sparsedyn.contact.slot_modes_native`'s routine and ``sd_gathered_slots(lam, u, report, corr, at, c,
 #: gather, par, weights, lam_s, corr_s, data)``: the per-body slots' data (ns, 8) made from the candidates
-#: ``c`` (K, 11), read flat (the replay hands it the taken entries alone, ``take`` then ``0 .. n-1``) (``gather = [base (8 ns), put (n), take (n), scale (n), offset (n)]``: ``data = base``, then
+#: ``c`` (K, 11), read flat (the replay hands it the taken entries alone, ``take`` then ``0 .. n-1``)
+#: (``gather = [base (8 ns), put (n), take (n), scale (n), offset (n)]``: ``data = base``, then
 #: ``data[put_i] = c[take_i]`` where ``par[3]`` is 1, else ``scale_i c[take_i] + offset_i``, a product and a
 #: sum each rounded, as NumPy's), then the slots' modes of :data:`~sparsedyn.contact.fused_derivatives.SOURCE`'s
 #: ``sd_derivative_slots`` on them; ``par = [tol, ns, n, plain]``.
