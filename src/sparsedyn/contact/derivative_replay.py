@@ -40,7 +40,8 @@ MAX_KEPT = 256
 
 #: :mod:`~sparsedyn.contact.slot_modes_native`'s routine and ``sd_gathered_slots(lam, u, report, corr, at, c,
 #: gather, par, weights, lam_s, corr_s, data)``: the per-body slots' data (ns, 8) made from the candidates
-#: ``c`` (K, 11) (``gather = [base (8 ns), put (n), take (n), scale (n), offset (n)]``: ``data = base``, then
+#: ``c`` (K, 11), read flat (the replay hands it the taken entries alone, ``take`` then ``0 .. n-1``)
+#: (``gather = [base (8 ns), put (n), take (n), scale (n), offset (n)]``: ``data = base``, then
 #: ``data[put_i] = c[take_i]`` where ``par[3]`` is 1, else ``scale_i c[take_i] + offset_i``, a product and a
 #: sum each rounded, as NumPy's), then the slots' modes of :data:`~sparsedyn.contact.fused_derivatives.SOURCE`'s
 #: ``sd_derivative_slots`` on them; ``par = [tol, ns, n, plain]``.
@@ -66,11 +67,13 @@ SD_EXPORT void sd_gathered_slots(const double *lam, const double *u, const doubl
 
 
 def replayed(scene, road, tol, got):
-    """``(plan, pieces' callable, slots' data (ns, 8), modes)`` of the step whose ``scene_step`` call (on
-    the road's plan ``road``, tolerance ``tol``) returned ``got`` (``(out, index, sel, slot, c, data)``),
+    """``(plan, pieces' callable, slots' data (ns, 8), modes, folded)`` of the step whose ``scene_step`` call
+    (on the road's plan ``road``, tolerance ``tol``) returned ``got`` (``(out, index, sel, slot, c, data)``),
     where :func:`remember` kept its ``(sel, slot, index)``; ``modes``: the slots' ``(weights, impulses,
     correction)`` where the gathering routine made them with the data, else None (the plan's call
-    makes them); else None."""
+    makes them); ``folded``: ``(call, par, c, gather)`` where the gathering routine runs in the call of the
+    pieces and blocks (``call``, :func:`remember`'s ``fold``'s, on the candidates' taken entries ``c``;
+    the data and modes then None), else None; else None."""
     memo = scene.cache.get(_KEY)
     if memo is None or memo[0] is not road or memo[1] != tol:
         return None
@@ -80,19 +83,23 @@ def replayed(scene, road, tol, got):
         return None
     make = kept[2]
     if make is None:
-        return kept[0], kept[1], got[5], None
-    if len(make) == 3:                                            # the gathering routine
+        return kept[0], kept[1], got[5], None, None
+    if len(make) == 4:                                            # the gathering routine
+        if kept[3] is not None:
+            return kept[0], kept[1], None, None, kept[3] + (got[4].take(make[3]), make[1])
         out = got[0]
-        w, lam, corr, data = make[0](out[2], out[3], out[4], out[5].reshape(-1), kept[0][1], got[4], make[1], make[2])
-        return kept[0], kept[1], data, (w, lam, corr)
-    return kept[0], kept[1], _data(make, got[4]), None
+        w, lam, corr, data = make[0](out[2], out[3], out[4], out[5].reshape(-1), kept[0][1], got[4].take(make[3]),
+                                     make[1], make[2])
+        return kept[0], kept[1], data, (w, lam, corr), None
+    return kept[0], kept[1], _data(make, got[4]), None, None
 
 
-def remember(scene, road, tol, got, plan, pieces, slots, in_data):
+def remember(scene, road, tol, got, plan, pieces, slots, in_data, fold=None):
     """Keep for :func:`replayed` the derivatives' ``plan`` and ``pieces`` callable of the step whose
     ``scene_step`` call returned ``got``, its derivatives' ``slots`` (``in_data``: the step ran in the
     scene's data slots, the per-body slots made from the selection); nothing where the index is not
-    an array or the data would not be the slots'."""
+    an array or the data would not be the slots'.  ``fold(make, got)``: ``(call, par)``, the gathering
+    routine of ``make`` (:func:`_gathered`'s) and the pieces and blocks in one call, or None."""
     index = got[1]
     if not (index is None or type(index) is np.ndarray) or type(got[2]) is not np.ndarray or \
             type(got[3]) is not np.ndarray:
@@ -114,13 +121,17 @@ def remember(scene, road, tol, got, plan, pieces, slots, in_data):
     memo = scene.cache.get(_KEY)
     if memo is None or memo[0] is not road or memo[1] != tol or len(memo[2]) >= MAX_KEPT:
         memo = scene.cache[_KEY] = (road, tol, {})
-    memo[2][(got[2].tobytes(), got[3].tobytes(), None if index is None else index.tobytes())] = (plan, pieces, make)
+    folded = fold(make, got) if fold is not None and make is not None and len(make) == 4 else None
+    memo[2][(got[2].tobytes(), got[3].tobytes(), None if index is None else index.tobytes())] = (plan, pieces, make,
+                                                                                                 folded)
 
 
 def _gathered(make, got, plan, data):
-    """``(call, gather, par)`` of the gathering routine (:data:`SOURCE`) for :func:`_sparse`'s ``make`` and
-    the step whose call returned ``got``, checked against the plan's slot call on the slots' ``data``
-    (the same outputs); None where ``A`` is not one entry per row or the routine cannot be built."""
+    """``(call, gather, par, take)`` of the gathering routine (:data:`SOURCE`) for :func:`_sparse`'s ``make``
+    and the step whose call returned ``got``, checked against the plan's slot call on the slots' ``data``
+    (the same outputs); None where ``A`` is not one entry per row or the routine cannot be built.  The
+    routine reads the taken entries ``c.take(take)`` (n,), not the candidates ``c`` (K, 11): the rows of
+    the pairs not near are not finite (the compiled kernels' fast path declines such an input)."""
     base, put, take, A, b = make
     if A is not None and A.ndim != 1:
         return None
@@ -128,18 +139,19 @@ def _gathered(make, got, plan, data):
     n, ns, tol = len(put), len(base), plan[2][0]
     plain = A is None
     scale, offset = (np.ones(n), np.zeros(n)) if plain else (A, b)
-    gather = np.concatenate([base.ravel(), put, take, scale, offset]).astype(float)
+    gather = np.concatenate([base.ravel(), put, np.arange(n), scale, offset]).astype(float)
     par = np.array([tol, ns, n, float(plain)])
-    ins = (out[2], out[3], out[4], out[5].reshape(-1), plan[1], c)
+    ins = (out[2], out[3], out[4], out[5].reshape(-1), plan[1], c.take(take))
     call = _gather_call(*(x.shape for x in ins), len(gather))
     if call is None:
         return None
     mine, theirs = call(*ins, gather, par), plan[0](*ins[:5], data, plan[2])
     if not (np.array_equal(mine[3], data) and all(np.array_equal(x, y) for x, y in zip(mine, theirs))):
         return None
-    for x in gather, par:
+    take = np.array(take, np.intp)
+    for x in gather, par, take:
         x.flags.writeable = False
-    return call, gather, par
+    return call, gather, par, take
 
 
 def _gather_call(lam, u, rep, corr, at, c, g):

@@ -196,7 +196,7 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     """
     got = fused_derivatives(model, q, v, tau, contacts, dt, options, ContactStepDerivatives) if type(contacts) is \
         Scene and model is contacts.model and type(dt) is float and MIN_DT <= dt < math.inf else None
-    if got is not None and got[3] is not None:       # one state in a scene on the fused road: three native calls
+    if got is not None and got[3] is not None:       # one state in a scene on the fused road: two native calls
         return got[3]
     _checks.model_first(who := "contact_step_derivatives", model, "model, q, v, tau")
     model, kernels = _model_and_kernels(model, who)

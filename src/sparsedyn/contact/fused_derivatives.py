@@ -1,15 +1,15 @@
-"""One state's step in a scene and its derivatives on the native road in three native calls:
+"""One state's step in a scene and its derivatives on the native road in two native calls:
 :func:`fused_derivatives`.
 
 :func:`~sparsedyn.contact_step_derivatives` of one state in a :class:`~sparsedyn.Scene` on the fused
-road (:func:`~sparsedyn.contact.scene_fused.fused_step`) runs the step, lays its contacts out in the
-derivatives' slots with their modes (the routine of :mod:`~sparsedyn.contact.slot_modes_native`), and
-runs the pieces' kernel (:func:`~sparsedyn.scene_step_partials`) and the routine that writes the six
-blocks (:mod:`~sparsedyn.contact.derivative_blocks_native`) in one call
-(:mod:`~sparsedyn.contact.partials_blocks_native`; the two calls where the pieces' kernel is not a
-compiled one-state kernel).  What depends on the layout alone (the routines'
-calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
-``scene.cache`` per layout, so that a step's derivatives are the three calls and no
+road (:func:`~sparsedyn.contact.scene_fused.fused_step`) runs the step, then in one call lays its
+contacts out in the derivatives' slots with their modes (the routine of
+:mod:`~sparsedyn.contact.slot_modes_native`, or the replay's gathering routine), runs the pieces' kernel
+(:func:`~sparsedyn.scene_step_partials`) and the routine that writes the six blocks
+(:mod:`~sparsedyn.contact.derivative_blocks_native`) (:mod:`~sparsedyn.contact.partials_blocks_native`;
+separate calls where the pieces' kernel is not a compiled one-state kernel).  What depends on the layout
+alone (the routines' calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
+``scene.cache`` per layout, so that a step's derivatives are the two calls and no
 :class:`~sparsedyn.contact.scene_slotted.Slotted`, mode name or option dict between them: the same
 routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
 :func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit (the
@@ -36,7 +36,7 @@ from .derivative_replay import pieces_kernel, remember, replayed
 from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
-from .partials_blocks_native import partials_blocks_call
+from .partials_blocks_native import folded_call, partials_blocks_call
 from .scene_geometry import _kind_table
 from .scene_slotted import Slotted, one_state_slots
 from .slot_modes_native import SOURCE as SLOT_MODES
@@ -86,7 +86,7 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
         again = replayed(scene, road[2], tol, got)
         if again is not None:                      # a layout met before: no FoundContacts, no slots, no plan lookup
             step = _one_step(got[0], got[1], solver, tol)
-            d = _four_calls(model, q, v, got[0], again[0], again[1], again[2], step, result, again[3])
+            d = _four_calls(model, q, v, got[0], again[0], again[1], again[2], step, result, again[3], again[4])
             if d is not None:
                 return step, None, None, d
         ran = (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
@@ -103,29 +103,39 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     in_data = not runs_per_body(scene)
     plan = _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt)
     if plan is not None:
-        pieces = _pieces_blocks(scene, model, plan, pieces_kernel(plan[5], slots.frames, plan[4]))
+        sizes = (len(out[2]), out[5].size, out[4].size, model.nq)
+        pieces = _pieces_blocks(scene, model, plan, pieces_kernel(plan[5], slots.frames, plan[4]), sizes)
         d = _four_calls(model, q, v, out, plan, pieces, slots.data, step, result)
         if d is not None:
             if got is not None:                    # (the step's own call: its layout met again is replayed)
-                remember(scene, road[2], tol, got, plan, pieces, slots, in_data)
+                remember(scene, road[2], tol, got, plan, pieces, slots, in_data, lambda make, got: _gathered_fold(
+                    plan, pieces, make, got, model.nq))
             return step, found, None, d
     slotted = fused_slotted(scene, q, tuple.__new__(StepArrays, out), index, found, in_data, tol, Slotted)
     return step, found, slotted if slotted is not None else one_state_slots(
         scene, q, found.pair, slots, step.impulses, mode_codes(step), out[5].reshape(-1), in_data), None
 
 
-def _four_calls(model, q, v, out, plan, pieces, data, step, result, modes=None):
+def _four_calls(model, q, v, out, plan, pieces, data, step, result, modes=None, folded=None):
     """The ``result`` of the derivatives of the step ``step`` (its kernel's arrays ``out``) from the
-    plan's calls (:func:`_derivative_plan`'s tuple; ``pieces`` :func:`_pieces_blocks`'s pair, the call of
+    plan's calls (:func:`_derivative_plan`'s tuple; ``pieces`` :func:`_pieces_blocks`'s tuple, the calls of
     the pieces and the blocks and its parameters) on the slots' ``data`` (ns, 8) and ``modes`` (their
-    ``(weights, impulses, correction)``; None: the plan's slot call makes them), checked finite; None
-    where the blocks' routine leaves the state to the caller's road."""
-    call, at, par = plan[:3]
-    w, lam, c = call(out[2], out[3], out[4], out[5].reshape(-1), at, data, par) if modes is None else modes
+    ``(weights, impulses, correction)``; None: the plan's slot call makes them) or ``folded`` (the replay's
+    gathering routine, the pieces and the blocks in one call: :func:`~sparsedyn.contact.derivative_replay.replayed`),
+    checked finite; None where the blocks' routine leaves the state to the caller's road."""
     nv = model.nv
     if not (type(v) is np.ndarray and v.dtype is _F64 and v.shape == (nv,)):
         v = np.asarray(v, float).reshape(nv)
-    got = pieces[0](q, v, out[1], lam, c, w, data, model.gravity, pieces[1])
+    if folded is not None:                         # the slots' data and modes, the pieces and the blocks: one call
+        got = folded[0](q, v, out[1], out[2], out[3], out[4], out[5].reshape(-1), plan[1], folded[2], folded[3],
+                        model.gravity, folded[1])
+    elif modes is None and pieces[2] is not None:  # the slots' modes, the pieces and the blocks: one call
+        got = pieces[2](q, v, out[1], out[2], out[3], out[4], out[5].reshape(-1), plan[1], data, model.gravity,
+                        pieces[3])
+    else:
+        w, lam, c = plan[0](out[2], out[3], out[4], out[5].reshape(-1), plan[1], data, plan[2]) if modes is None \
+            else modes
+        got = pieces[0](q, v, out[1], lam, c, w, data, model.gravity, pieces[1])
     if got[6][0] < 0:                              # the six blocks (nv, nv) and the return code
         return None
     d = tuple.__new__(result, got[:6] + (step,))
@@ -170,15 +180,19 @@ def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
     return got[1]
 
 
-def _pieces_blocks(scene, model, plan, pieces):
-    """``(g, par)``: ``g(q, v, v_next, impulses, correction, modes, contact_data, gravity, par) -> (b0, .. b5,
-    rc)``, the pieces' callable ``pieces`` (:func:`~sparsedyn.contact.derivative_replay.pieces_kernel`'s)
+def _pieces_blocks(scene, model, plan, pieces, sizes):
+    """``(g, par, f, fpar)``: ``g(q, v, v_next, impulses, correction, modes, contact_data, gravity, par) -> (b0,
+    .. b5, rc)``, the pieces' callable ``pieces`` (:func:`~sparsedyn.contact.derivative_replay.pieces_kernel`'s)
     and the plan's blocks call (:func:`_derivative_plan`'s tuple) as one native call
     (:func:`~sparsedyn.contact.partials_blocks_native.partials_blocks_call`) where ``pieces`` is a compiled
-    kernel, else the two calls; kept in ``scene.cache`` per ``pieces``, slot shapes and ``dt``."""
+    kernel, else the two calls; ``f(q, v, v_next, lam, u, report, corr, at, contact_data, gravity, fpar)``
+    the plan's slot call (its inputs the step kernel's rows, ``sizes`` ``(rows, correction entries, report
+    entries, nq)``) and ``g`` in one native call
+    (:func:`~sparsedyn.contact.partials_blocks_native.folded_call`), None (and ``fpar``) where ``g`` is not
+    one; kept in ``scene.cache`` per ``pieces``, slot shapes, ``dt``, ``sizes`` and the slots' parameters."""
     shapes, blocks, bpar, dt1 = plan[3], plan[6], plan[7], plan[8]
     memo = scene.cache.setdefault(_BOTH, {})
-    key = (pieces, shapes.tobytes(), float(dt1[0]))
+    key = (pieces, shapes.tobytes(), float(dt1[0]), sizes, plan[2].tobytes())
     got = memo.get(key)
     if got is None:
         if len(memo) >= 64:
@@ -188,9 +202,48 @@ def _pieces_blocks(scene, model, plan, pieces):
             def two_calls(q, v, v_next, impulses, correction, modes, data, gravity, _):
                 p = pieces(q, v, v_next, impulses, correction, modes, data, shapes, gravity, dt1)
                 return blocks(p[0], p[1], modes, correction, bpar)
-            got = (two_calls, None)
+            got = (two_calls, None, None, None)
+        else:
+            got = got + (_folded(got, plan, sizes) or (None, None))
         memo[key] = got
     return got
+
+
+def _folded(pb, plan, sizes):
+    """:func:`~sparsedyn.contact.partials_blocks_native.folded_call` of the plan's slot call and the pieces'
+    and blocks' call ``pb`` (``(g, par)``), the step kernel's ``sizes`` ``(rows, correction entries, report
+    entries, nq)``; its fallback the two calls."""
+    nk, nr, nrep, nq = sizes
+    call, at, spar = plan[:3]
+    g, gpar = pb
+    ns, nv = len(at), int(gpar[0])
+
+    def two_calls(q, v, v_next, lam, u, rep, corr, at, data, gravity, _):
+        w, lam_s, corr_s = call(lam, u, rep, corr, at, data, spar)
+        return g(q, v, v_next, lam_s, corr_s, w, data, gravity, gpar)
+    ins = ((nq,), (nv,), (nv,), (nk, 3), (nk, 3), (nrep,), (nr,), (ns, 2), (ns, 8), (3,))
+    return folded_call(gpar, spar, ins, False, two_calls)
+
+
+def _gathered_fold(plan, pieces, make, got, nq):
+    """``(call, par)``: the replay's gathering routine (``make``,
+    :func:`~sparsedyn.contact.derivative_replay._gathered`'s ``(call, gather, par, take)``) of the step whose
+    call returned ``got``, and the pieces' and blocks' call (``pieces``, :func:`_pieces_blocks`'s) in one
+    native call (:func:`~sparsedyn.contact.partials_blocks_native.folded_call`), its fallback the two calls;
+    None where ``pieces`` is not one call."""
+    g, gpar = pieces[:2]
+    if gpar is None:
+        return None
+    gather_call, gather, spar, take = make
+    out = got[0]
+    nv, ns = int(gpar[0]), len(plan[1])
+
+    def two_calls(q, v, v_next, lam, u, rep, corr, at, c, gather, gravity, _):
+        w, lam_s, corr_s, data = gather_call(lam, u, rep, corr, at, c, gather, spar)
+        return g(q, v, v_next, lam_s, corr_s, w, data, gravity, gpar)
+    ins = ((nq,), (nv,), (nv,), out[2].shape, out[3].shape, (out[4].size,), (out[5].size,), (ns, 2), (len(take),),
+           (len(gather),), (3,))
+    return folded_call(gpar, spar, ins, True, two_calls)
 
 
 def _slots_call(nk, nr, nq, ns):
