@@ -348,6 +348,35 @@ def test_without_compiler_one_warning_and_numpy_answers(tmp_path):
     assert r.stdout.split() == ["1", "1"]
 
 
+_ENDS_DURING_A_BUILD = """
+import sys, numpy as np, sparsedyn as sd
+model = sd.random_tree(7, joint_types="all", seed=777)
+rng = np.random.default_rng(0)
+q = model.random_configuration(rng)
+v, tau = rng.normal(size=(2, model.nv))
+if sys.argv[1] == "first":
+    sd.compile(model)                  # (the compiler's setup done: the plain call below starts a build)
+    ref = sd.aba(model, q, v, tau)     # answered on NumPy, the build in the background; the program ends
+else:
+    msgs = []
+    sd.compile(model, progress=msgs.append).aba(q, v, tau)
+    print([m for m in msgs if "tracing" in m])
+"""
+
+
+def test_a_build_running_when_the_program_ends_is_cached_for_the_next_run(tmp_path):
+    """A plain call's build in the background is finished before the process exits (it was lost:
+    a daemon thread, then thread pools that refuse work at exit), so the next run loads it."""
+    env = dict(subprocess_env(tmp_path), SPARSEDYN_BUILD_WAIT="0", SPARSEDYN_BACKEND="native")
+    env.pop("SPARSEDYN_DETERMINISTIC", None)
+    run = [sys.executable, "-c", _ENDS_DURING_A_BUILD]
+    r = subprocess.run(run + ["first"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "finishing the build of native aba for model 'random_tree7' before exiting" in r.stderr
+    r = subprocess.run(run + ["second"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
+
+
 def test_backend_from_the_environment(tmp_path):
     code = "import sparsedyn as sd; print(sd.use_backend.current())"
     for value, want in (("numpy", "numpy"), ("", "native"), ("NATIVE", "native")):

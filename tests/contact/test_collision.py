@@ -17,7 +17,7 @@ import pinocchio as pin
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact.collision import placements
+from sparsedyn.contact.collision import collide_within, placements
 from sparsedyn.interop.pinocchio import q_to_pinocchio
 from sparsedyn.model.spatial import Transform
 
@@ -357,3 +357,34 @@ def test_a_flat_mesh_with_repeated_vertices_touches_a_plane_once_per_corner(back
     assert np.abs(hits.distances - z).max() <= tol and np.abs(hits.normals - [0, 0, 1]).max() <= tol
     got = hits.witness_a[np.lexsort(hits.witness_a.T[:2])]
     assert np.abs(got - corners[np.lexsort(corners.T[:2])]).max() <= tol
+
+
+#: talos (talos_full_v2, its SRDF) fallen with no joint torque, its legs folded and an arm against a
+#: thigh: robot meshes (coal's triangles) overlapping by up to 6 cm (a rollout's state, rounded)
+TALOS_FOLDED = [-0.015, 0.003, 0.321, -0.004, 0.036, -0.039, 0.999, 0.127, 0.054, -1.727, 3.308, -1.67, -0.072,
+                0.045, -0.019, -1.697, 3.339, -1.595, -0.048, 0.144, -0.343, 0.248, -0.019, 0.049, 0.29, 0.108,
+                -0.688, -1.441, 2.415, -3.859, 4.795, 0.009, -10.419, 0.643, 2.597, -0.441, -0.419, -1.155, 0.568,
+                -2.421, -1.655, -3.563, -1.426, -14.894, -11.896, 1.753, 3.921, -1.408, 1.183, 1.082, -0.07]
+
+
+def test_a_pair_of_meshes_takes_its_own_cutoff_whatever_the_others_are():
+    """coal stops at four triangle contacts within its security margin: a step's look-ahead gave it
+    the widest pair's cutoff, and the near triangles found first hid the overlapping ones (talos
+    folded: the step saw a hip link 3 cm clear of the foot that collide() finds 5 cm inside it, and the
+    robot sank into itself).  Each pair now takes its own: with one far pair's cutoff widened, every
+    other pair's hits are collide()'s."""
+    root = robots_dir()
+    model = sd.load_urdf(root / "talos_data/robots/talos_full_v2.urdf", floating_base=True, geometry=True,
+                         package_dirs=[root])
+    scene = sd.Scene(model, srdf=sd.load_srdf(model, root / "talos_data/srdf/talos.srdf"))
+    q = sd.normalize(model, np.array(TALOS_FOLDED))
+    want = sd.collide(scene, q)
+    assert want.distances.min() < -0.04
+    far = next(k for k in range(len(scene.index)) if k not in set(want.pair.tolist()))
+    cutoff = np.full(len(scene.index), scene.margin)
+    cutoff[far] = 0.05
+    got = collide_within(scene, q, cutoff)
+    got_far = got.pair == far
+    assert [p for p, f in zip(got.pairs, got_far) if not f] == want.pairs
+    assert np.array_equal(got.distances[~got_far], want.distances)
+    assert np.array_equal(got.points[~got_far], want.points) and np.array_equal(got.normals[~got_far], want.normals)

@@ -259,3 +259,29 @@ def test_plain_lists_give_what_arrays_and_tuples_give(native_backend):
                  (np.array(q, float), shapes, (("sphere", "plane", 0, 1, 0, -1),))):
         got = sd.collision_candidates(model, *args)
         assert got.shape == (1, 14) and np.abs(got[0] - want).max() <= rounding_bound(8)
+
+
+def test_a_scene_with_a_height_field_among_its_shapes_collides(native_backend):
+    """dm_control's quadruped: its floor, walls and a height field (four sizes) among the world shapes
+    before the kernel's last pair's (the plan's shape table once took no shape of four sizes:
+    collide raised a broadcasting error).  Its toes (spheres) just above the floor: the hits are the
+    NumPy road's, and a toe's gap is its centre's height less its radius."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                  # the file's tendons, sites and sensors left out
+        model = sd.load_mjcf(str(HUMANOID.parent / "quadruped.xml"), geometry=True)
+    scene = sd.Scene(model)
+    assert [s.kind for s in scene.shapes if s.body < 0].count("hfield") == 1
+    q = np.array(model.neutral(), float)
+    toes = [k for k, s in enumerate(scene.shapes) if s.kind == "sphere" and s.body >= 0]
+    centres = sd.geometry_placements(model, q, "collision")[1]            # (shapes of the model, 3)
+    q[2] += scene.shapes[toes[0]].size[0] + 0.002 - centres[toes, 2].min()
+    got = sd.collide(scene, q)
+    with sd.use_backend("numpy"):
+        want = sd.collide(scene, q)
+    assert_same_hits(got, want)
+    toe_hits = [k for k, (a, b) in enumerate(got.pairs) if b == "floor" and scene.names[a] in toes]
+    assert len(toe_hits) >= 4
+    z = sd.geometry_placements(model, q, "collision")[1][:, 2]
+    for k in toe_hits:
+        i = scene.names[got.pairs[k][0]]
+        assert abs(got.distances[k] - (z[i] - scene.shapes[i].size[0])) <= _bound(z)

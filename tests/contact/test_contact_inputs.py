@@ -22,6 +22,9 @@ def corners(**kw):
 
 
 Q = np.array([0, 0, 0.1, 0, 0, 0, 1.0])
+BOX_URDF = """<robot name="crate"><link name="crate"><inertial><mass value="1"/>
+  <inertia ixx="0.0167" iyy="0.0167" izz="0.0167" ixy="0" ixz="0" iyz="0"/></inertial>
+  <collision><geometry><box size="0.2 0.2 0.2"/></geometry></collision></link></robot>"""
 
 
 @pytest.mark.parametrize("normal, squared", [((0, 0, 1e200), "inf"), ((0, 0, 1e-300), "0"),
@@ -81,6 +84,25 @@ def test_ragged_lists_to_rollout_name_the_argument():
         sd.rollout(model, Q, [[0], [0, 0]], np.zeros(6), corners(), 1e-3, 3)
     r = sd.rollout(model, Q.tolist(), [0.0] * 6, np.zeros(6), corners(), 1e-3, 2)     # plain lists
     assert r.q.shape == (3, 7) and np.allclose(r.v, 0, atol=1e-10)
+
+
+@pytest.mark.parametrize("scene", [False, True])
+@pytest.mark.parametrize("steps", [0, 3])
+def test_a_state_of_the_wrong_length_or_not_finite_names_rollouts_argument(scene, steps):
+    """A list q0 one short, with a list of contacts or a scene, names rollout's own argument, also
+    for a rollout of no step (which takes no step that would check it: it once answered a
+    broadcasting error, and with NaN a trajectory of NaN)."""
+    model = box() if not scene else sd.load_urdf(BOX_URDF, floating_base=True, geometry=True)
+    contacts = corners() if not scene else sd.Scene(model, world=[sd.Shape("plane")])
+    v, tau = np.zeros(6), np.zeros(6)
+    with pytest.raises(ValueError, match=r"^rollout: q0: expected shape \(\.\.\., 7\) .*got shape \(6,\)"):
+        sd.rollout(model, Q.tolist()[:-1], v, tau, contacts, 1e-3, steps)
+    with pytest.raises(ValueError, match=r"^rollout: v0: expected shape \(\.\.\., 6\) .*got shape \(5,\)"):
+        sd.rollout(model, Q, [0.0] * 5, tau, contacts, 1e-3, steps)
+    with pytest.raises(ValueError, match=r"^rollout: q0: contains NaN"):
+        sd.rollout(model, np.r_[Q[:6], np.nan], v, tau, contacts, 1e-3, steps)
+    r = sd.rollout(model, Q.tolist(), v.tolist(), tau, contacts, 1e-3, 0)
+    assert r.q.shape == (1, 7) and np.array_equal(r.q[0], Q) and np.array_equal(r.v[0], v)
 
 
 def test_derivatives_that_overflow_are_an_error_naming_the_function():

@@ -217,6 +217,8 @@ def test_humanoid_parts_are_frictionless_on_each_other_and_not_on_the_floor():
     (lambda: sd.Shape("cone", (1, 1)), "kind must be one of"),
     (lambda: sd.Shape("sphere", (1,), friction=-0.1), "friction"),
     (lambda: sd.Scene(chain_model(), srdf=[("b0", "elbow")]), "'elbow', which is no link"),
+    (lambda: sd.Scene(chain_model(), srdf=[("b0",)]), r"srdf: a disabled pair must be \(link1, link2\), got \('b0',\)"),
+    (lambda: sd.Scene(chain_model(), srdf=[7]), r"srdf: a disabled pair must be \(link1, link2\), got 7"),
     (lambda: sd.Scene(chain_model()).with_pairs(add=[("s0", "nose")]), "'nose' names no shape"),
     (lambda: sd.Scene(box_model(geometry=False)), "no collision shapes; load it with geometry=True"),
     (lambda: sd.Scene(chain_model(), world=[np.eye(3)]), "world\\[0\\] must be a Shape"),

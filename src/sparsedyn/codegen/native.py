@@ -15,8 +15,11 @@ kernel:
   milliseconds in every later process).  A build that is not done within
   :data:`MOMENT` seconds prints one line and goes on in a background thread
   while the calls answer on the NumPy path; the native kernel takes over when it
-  is ready.  In deterministic mode (``sd.use_backend("native", deterministic=True)``
-  or ``SPARSEDYN_DETERMINISTIC=1``) the call waits for the build instead;
+  is ready.  A build still running when the program ends is finished before the
+  process exits (one line says so; on CPython), so that the next run finds it in the
+  build cache instead of starting it again and answering on NumPy meanwhile.  In
+  deterministic mode (``sd.use_backend("native", deterministic=True)`` or
+  ``SPARSEDYN_DETERMINISTIC=1``) the call waits for the build instead;
 * one state of float arrays runs through the compiled method's C fast path (a
   dictionary lookup in the registry's wrapper, then C); a batch runs the batch
   runtime (vectorised across states, threads);
@@ -37,12 +40,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import importlib
 import inspect
 import os
 import sys
 import threading
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, TimeoutError as _Timeout
 
@@ -128,6 +133,17 @@ def _run_job(fut, work):
             fut.set_exception(e)
 
 
+def _finish_at_exit(ref, what, name):
+    """At the program's end: wait for the build of the future ``ref()`` (a weak reference: the build's
+    thread holds it while it runs), saying so on stderr where it still runs."""
+    fut = ref()
+    if fut is not None and not fut.done():
+        print(f"sparsedyn: finishing the build of {what} for model {name!r} before exiting, so that "
+              f"later runs find it cached", file=sys.stderr, flush=True)
+        with contextlib.suppress(BaseException):
+            fut.result()
+
+
 def _await(jobs, key, work, what, model, wait=False, by=None):
     """The result of ``work()``, run once per ``jobs[key]`` in a background thread; raises
     :class:`_NotReady` when it is not done within the plain call's moment (unless ``wait`` or
@@ -139,6 +155,12 @@ def _await(jobs, key, work, what, model, wait=False, by=None):
             fut = jobs[key] = Future()
             fut.announced, fut.t0 = False, time.perf_counter()
             threading.Thread(target=_run_job, args=(fut, work), daemon=True, name=f"sparsedyn build {what}").start()
+            # A daemon's build would be lost at exit: the interpreter's end waits for it, before the
+            # thread pools that compile its units stop taking work (CPython's hook for that).
+            at_exit = getattr(threading, "_register_atexit", None)
+            if at_exit is not None:
+                importlib.import_module("concurrent.futures.thread")     # (its hook first: it then runs last)
+                at_exit(_finish_at_exit, weakref.ref(fut), what, model.name)
     # A build gets one moment from its start (later calls while it runs do not wait again), and a
     # plain call one moment for the compiler setup and the build together.
     deadline = min(fut.t0 + MOMENT, getattr(_tls, "deadline", None) or np.inf)

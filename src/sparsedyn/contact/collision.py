@@ -267,11 +267,11 @@ def _narrow(scene, plan, near, bounded, R, p, cutoff, margin, spin, out, patches
             got, distinct = _mesh_box_pairs(scene, kw, R, p, cut, bounded)
             (patches if distinct else out).append(got)
             if not world.all():
-                out.append(_coal_pairs(scene, ks[m][~world], R, p, margin))
+                out.append(_coal_pairs(scene, ks[m][~world], R, p, margin, cutoff))
         elif "hfield" in key:
             out.append(hfield_pairs(scene, ks[m], R, p, margin))
         else:
-            out.append(_coal_pairs(scene, ks[m], R, p, margin))
+            out.append(_coal_pairs(scene, ks[m], R, p, margin, cutoff))
 
 
 def _near(scene, plan, R, p, cutoff):
@@ -505,13 +505,15 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
     return Hits([names[x] for x in k.tolist()], (wa + wb) / 2, n, d, k)
 
 
-def _coal_pairs(scene, ks, R, p, margin):
+def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
     they overlap) for the closest pair (two boxes, a capsule and a box: closed forms, :data:`CLOSEST`), and for a box
     the closed-form hits of the features that rest on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
     the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
     those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
-    above the surface: the others carry nothing at rest)."""
+    above the surface: the others carry nothing at rest); its margin the pair's own ``cutoff[k]`` where
+    given (coal stops at four contacts: within a wider margin they may all be near triangles, the
+    overlapping ones never reached)."""
     kinds = [s.kind for s in scene.shapes]
     blocks, near = [], []
     pair_kinds = [(kinds[i], kinds[j]) for i, j in scene.index[ks].tolist()]
@@ -532,12 +534,13 @@ def _coal_pairs(scene, ks, R, p, margin):
         if isinstance(gi, coal.BVHModelBase) or isinstance(gj, coal.BVHModelBase):
             # a BVH's distance query is slow (milliseconds): collide within the margin instead
             creq = coal.CollisionRequest()
-            creq.num_max_contacts, creq.security_margin = 4, margin
+            own = margin if cutoff is None else float(cutoff[k])
+            creq.num_max_contacts, creq.security_margin = 4, own
             cres = coal.CollisionResult()
             got = [(c.getNearestPoint1(), c.getNearestPoint2(), c.normal, c.penetration_depth)
                    for c in cres.getContacts()] if coal.collide(gi, tf[i], gj, tf[j], creq, cres) else []
             if got:                                # the contacts touching with the deepest (reduction's rule)
-                top = max(min(c[3] for c in got), 0.0) + float(patch_depth(margin, scene.margin))
+                top = max(min(c[3] for c in got), 0.0) + float(patch_depth(own, scene.margin))
                 got = [c for c in got if c[3] <= top]
         else:
             d, dres = _coal_distance(coal, gi, tf[i], gj, tf[j], scene.shapes[i].name, scene.shapes[j].name)

@@ -324,6 +324,7 @@ def kernel_plan(scene, world_only=False) -> KernelPlan:
     table = np.zeros((_shape_count(None, pairs), 15))
     for i in range(len(table)):
         s = shapes[i]
-        table[i, :9], table[i, 9:12], table[i, 12:12 + len(s.size)] = s.R.reshape(-1), s.p, s.size
+        size = s.size[:3]       # (a height field's four, between the pairs' shapes, are no kernel pair's)
+        table[i, :9], table[i, 9:12], table[i, 12:12 + len(size)] = s.R.reshape(-1), s.p, size
     plan = scene.cache[key] = KernelPlan(Pairs(pairs), table, np.array(pair, int), inside, scene.margin)
     return plan

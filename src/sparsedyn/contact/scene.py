@@ -77,7 +77,10 @@ class Scene:
             links = {s.link for s in shapes} | set(model.body_names) | {f.name for f in model.frames}
             drop = set()
             for entry in disabled:
-                a, b = tuple(entry)[:2]
+                try:
+                    a, b = tuple(entry)[:2]
+                except (TypeError, ValueError):
+                    raise ValueError(f"Scene: srdf: a disabled pair must be (link1, link2), got {entry!r}") from None
                 for x in (a, b):
                     if x not in links:
                         raise ValueError(f"Scene: srdf: the disabled pair ({a!r}, {b!r}) names {x!r}, which is "
