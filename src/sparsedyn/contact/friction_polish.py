@@ -51,7 +51,7 @@ which spreads a group's load over its members (pairs sliding with opposite frict
 group's closed impulses on the member that carries most
 (:func:`~sparsedyn.contact.polish_guess.merge_guess`).  The work per Newton
 step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
-friction's columns (``m nc^2``; ``nv^2 nc``) and the solves (``4 m^2`` each; ``m^2 + 4 m nv``),
+friction's columns (``m nc^2``; ``nv^2 nc``) and the solves (``4 m^2`` each; ``m^2 + 2 m nv``),
 against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
 by sparse first factors (``m^2`` in loops, not in operations written out).  Compiled, at 96 rows a step
 costs the reading of its code, its block products' index tables and their results (about a megabyte each,
@@ -74,7 +74,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _spd_inverse
+from .friction_linalg import Slots, _low_rank_factor, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import closing_guess, merge_guess, swap_guess
@@ -243,18 +243,12 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     if Z is None:
         # D Gr D (D Gr times D, a product by a diagonal first factor: a loop) plus E, inverted
         Mx = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T, sl.mm(3, 3, 3)).T + np.eye(m) * E[:, None], slots)
-
-        def Mi(r):                                                 # M^-1 r
-            return _mv(Mx, r, sl.mm(3, 3))
     else:
         # M = D Gr D + E = E^1/2 (V V^T + I) E^1/2 with V = E^-1/2 D R^T Z (G = Z Z^T), so
         # M^-1 = e (I - Wt^T Wt) e (e = E^-1/2; Woodbury's identity, an nv x nv factorization)
         e = 1.0 / bk.sqrt(E)
         Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
         Wt, Li = _low_rank_factor(_mm(Rt * (d * e)[:, None], Z, sl.mm(3, 3, 0)), 1.0, slots, lower=True)
-
-        def Mi(r):                                                 # M^-1 r
-            return e * _low_rank_solve(Wt, None, e * r, slots)
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
     # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = M^-1 - M^-1 U C^-1 V^T M^-1, V^T the normal rows,
     # C = I + V^T M^-1 U (M^-1's normal rows times U: M^-1 U itself is applied as M^-1 (U x)); C is not
@@ -263,16 +257,21 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
         U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T, sl.mm(1, 1, 3)).T
         C = np.eye(nc) + _mm(Mx[2::3], U, sl.mm(1, 3, 1))
 
-        def MiU(x):                                                # M^-1 U x
-            return Mi(_mv(U, x, sl.mm(3, 1)))
+        def solve(r):                                              # (M + U V^T)^-1 r
+            a = _mv(Mx, r, sl.mm(3, 3))
+            return a - _mv(Mx, _mv(U, _mv(Ci, a[2::3], sl.mm(1, 1)), sl.mm(3, 1)), sl.mm(3, 3))
     else:
         # U = D R^T Z Y = e^-1 V Y with Y = Z^T R_theta diag(mus) (nv, nc), so M^-1 U = e V (I + V^T V)^-1 Y
         # = e Wt^T (L^-1 Y): nv^2 nc, not m nv nc (M^-1 times U's m x nc columns)
         LY = _mm(Li, _mm(Rt[0::3] * mus[:, None], Z, sl.mm(1, 3, 0)).T, sl.mm(0, 0, 1))
         C = np.eye(nc) + e[2::3, None] * _mm(Wt[:, 2::3].T, LY, sl.mm(1, 0, 1))
 
-        def MiU(x):                                                # M^-1 U x
-            return e * _mv(Wt.T, _mv(LY, x, sl.mm(0, 1)), sl.mm(3, 0))
+        def solve(r):                                              # (M + U V^T)^-1 r
+            # M^-1 r = e (e r - Wt^T t), t = Wt e r, less M^-1 U C^-1 of its normal rows: one product by Wt^T
+            er = e * r
+            t = _mv(Wt, er, sl.mm(0, 3))
+            an = e[2::3] * (er[2::3] - _mv(Wt[:, 2::3].T, t, sl.mm(1, 0)))
+            return e * (er - _mv(Wt.T, t + _mv(LY, _mv(Ci, an, sl.mm(1, 1)), sl.mm(0, 1)), sl.mm(3, 0)))
     Ci = _mm(_spd_inverse(_mm(C.T, C, sl.mm(1, 1, 1)) + np.eye(nc) * CAPACITANCE, slots, 1), C.T, sl.mm(1, 1, 1))
 
     def held(y):                                                   # x_theta = mu x_n where sliding
@@ -281,9 +280,7 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
 
     y = 0.0 * z if start is None else d * _axes(start.reshape(nc, 3), c, s).reshape(m)
     for _ in range(solves(m)):
-        r = -(_mv(DGr, held(y), sl.mm(3, 3)) + d * gr + w * y)     # the unregularised system's residual
-        a = Mi(r)
-        y = y + a - MiU(_mv(Ci, a[2::3], sl.mm(1, 1)))
+        y = y + solve(-(_mv(DGr, held(y), sl.mm(3, 3)) + d * gr + w * y))   # the unregularised system's residual
     return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
 
 
