@@ -74,7 +74,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import Slots, _low_rank_factor, _mm, _mv, _spd_inverse
+from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import closing_guess, merge_guess, swap_guess
@@ -259,7 +259,7 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
 
         def solve(r):                                              # (M + U V^T)^-1 r
             a = _mv(Mx, r, sl.mm(3, 3))
-            return a - _mv(Mx, _mv(U, _mv(Ci, a[2::3], sl.mm(1, 1)), sl.mm(3, 1)), sl.mm(3, 3))
+            return a - _mv(Mx, _mv(U, Ci(a[2::3]), sl.mm(3, 1)), sl.mm(3, 3))
     else:
         # U = D R^T Z Y = e^-1 V Y with Y = Z^T R_theta diag(mus) (nv, nc), so M^-1 U = e V (I + V^T V)^-1 Y
         # = e Wt^T (L^-1 Y): nv^2 nc, not m nv nc (M^-1 times U's m x nc columns)
@@ -271,8 +271,14 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
             er = e * r
             t = _mv(Wt, er, sl.mm(0, 3))
             an = e[2::3] * (er[2::3] - _mv(Wt[:, 2::3].T, t, sl.mm(1, 0)))
-            return e * (er - _mv(Wt.T, t + _mv(LY, _mv(Ci, an, sl.mm(1, 1)), sl.mm(0, 1)), sl.mm(3, 0)))
-    Ci = _mm(_spd_inverse(_mm(C.T, C, sl.mm(1, 1, 1)) + np.eye(nc) * CAPACITANCE, slots, 1), C.T, sl.mm(1, 1, 1))
+            return e * (er - _mv(Wt.T, t + _mv(LY, Ci(an), sl.mm(0, 1)), sl.mm(3, 0)))
+    # C^-1 x from the normal equations, (C^T C + CAPACITANCE I)^-1 C^T x = L^-T (L^-1 (C^T x)): three products
+    # by vectors a solve, not the nc x nc inverse formed (two nc^3 products a step)
+    Lc = _lower_inverse(_mm(C.T, C, sl.mm(1, 1, 1)) + np.eye(nc) * CAPACITANCE, slots, None if slots is None else
+                        slots.axis(1))
+
+    def Ci(x):
+        return _mv(Lc.T, _mv(Lc, _mv(C.T, x, sl.mm(1, 1)), sl.mm(1, 1)), sl.mm(1, 1))
 
     def held(y):                                                   # x_theta = mu x_n where sliding
         Y = y.reshape(nc, 3)
