@@ -188,12 +188,13 @@ def _diagonal_blocks(block, like):
     return X
 
 
-def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
+def _newton_system(G, g, mu, z, scale, active, direction, sl=None, dense=True):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
     DGr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
     contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``DGr`` (m, m) the unknowns' rows of
     ``G`` in them (the other rows zero) and ``gr`` (m,) ``g`` in them, ``slide`` and ``op`` (nc,) 1 where
-    sliding, open; ``sl`` the slots in use (:class:`~sparsedyn.contact.friction_linalg.Slots`; None: all)."""
+    sliding, open; ``sl`` the slots in use (:class:`~sparsedyn.contact.friction_linalg.Slots`; None: all);
+    ``dense`` False: ``DGr`` None (not formed: Woodbury's road applies it as ``D R^T G R``)."""
     nc = mu.shape[0]
     m = 3 * nc
     sl = Slots(None, nc) if sl is None else sl
@@ -219,7 +220,7 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
     # whose first factor is R^T or D R^T, which has two or one entries a row: loops of O(m^2), not O(m^2)
     # operations written out one by one
     Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
-    DGr = _mm(Rt * d[:, None], _mm(Rt, G, sl.mm(3, 3, 3)).T, sl.mm(3, 3, 3))
+    DGr = _mm(Rt * d[:, None], _mm(Rt, G, sl.mm(3, 3, 3)).T, sl.mm(3, 3, 3)) if dense else None
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
     return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, DGr, gr, slide, op
 
@@ -237,7 +238,7 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     nc = mu.shape[0]
     m = 3 * nc
     sl = Slots(None, nc) if slots is None else slots
-    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl)
+    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl, Z is None)
     mus = slide * mu
     E = 1.0 - d + w + EPS * scale
     if Z is None:
@@ -280,13 +281,20 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     def Ci(x):
         return _mv(Lc.T, _mv(Lc, _mv(C.T, x, sl.mm(1, 1)), sl.mm(1, 1)), sl.mm(1, 1))
 
+    def DGrv(v):                                                   # D Gr v
+        if Z is None:
+            return _mv(DGr, v, sl.mm(3, 3))
+        # D R^T (G (R v)), the rotations elementwise: the m x m matrix D Gr is not formed (two m x m products a step)
+        Rv = _axes(v.reshape(nc, 3), c, s, back=True).reshape(m)
+        return d * _axes(_mv(G, Rv, sl.mm(3, 3)).reshape(nc, 3), c, s).reshape(m)
+
     def held(y):                                                   # x_theta = mu x_n where sliding
         Y = y.reshape(nc, 3)
         return np.stack([Y[:, 0] + mus * Y[:, 2], Y[:, 1], Y[:, 2]], 1).reshape(m)
 
     y = 0.0 * z if start is None else d * _axes(start.reshape(nc, 3), c, s).reshape(m)
     for _ in range(solves(m)):
-        y = y + solve(-(_mv(DGr, held(y), sl.mm(3, 3)) + d * gr + w * y))   # the unregularised system's residual
+        y = y + solve(-(DGrv(held(y)) + d * gr + w * y))   # the unregularised system's residual
     return _axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op
 
 
