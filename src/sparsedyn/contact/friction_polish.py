@@ -53,7 +53,8 @@ group's closed impulses on the member that carries most
 step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
 friction's columns (``m nc^2``; ``nv^2 nc``) and the solves (``4 m^2`` each; ``m^2 + 2 m nv``),
 against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
-by sparse first factors (``m^2`` in loops, not in operations written out).  Compiled, at 96 rows a step
+by sparse first factors (``m^2`` in loops, not in operations written out; on Woodbury's road, which never
+forms ``D Gr``, rotations of vectors elementwise).  Compiled, at 96 rows a step
 costs the reading of its code, its block products' index tables and their results (about a megabyte each,
 more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step a
 run (:func:`polish_stage`), and its program holds one step's code, not two written out.
