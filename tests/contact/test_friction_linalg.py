@@ -39,6 +39,19 @@ def test_low_rank_solve_without_c_is_the_inverse_of_G_plus_identity():
     assert np.allclose((Z @ Z.T + np.eye(12)) @ x, r, rtol=0, atol=50 * U * np.linalg.norm(Z, 2) ** 2 * np.abs(x).max())
 
 
+@pytest.mark.parametrize("c", [1e-2, 1.0])
+def test_low_rank_factor_lower_gives_the_solve_of_Z_itself(c):
+    """``lower``: ``(Wt, L^-1)`` with ``Wt^T L^-1 = (Z Z^T + c I)^-1 Z = Z (Z^T Z + c I)^-1`` (the polish's
+    product by its held friction's columns without the ``m x m`` inverse), ``Wt`` the factor without it."""
+    Z, _ = _problem(24, 9, 2)
+    Wt, Li = _low_rank_factor(Z, c, lower=True)
+    assert np.array_equal(Wt, _low_rank_factor(Z, c))
+    assert np.allclose(Li, np.tril(Li), rtol=0, atol=0)                     # lower triangular
+    X = np.linalg.solve(Z @ Z.T + c * np.eye(24), Z)
+    cond = np.linalg.cond(Z.T @ Z + c * np.eye(9))
+    assert np.linalg.norm(Wt.T @ Li - X) <= 50 * U * cond * np.linalg.norm(X)
+
+
 def test_woodbury_only_where_it_costs_less():
     """Woodbury's factor where ``2 k < m`` (its solve, ``2 m k``, below the inverse's ``m^2``)."""
     assert low_rank(96, 38) and not low_rank(48, 27) and not low_rank(12, 6) and low_rank(13, 6)

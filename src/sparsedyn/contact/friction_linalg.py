@@ -122,17 +122,20 @@ def _spd_inverse(A, slots=None, per=3):
     return _mm(Li.T, Li, None if slots is None else slots.mm(rows, rows, rows))
 
 
-def _low_rank_factor(Z, c, slots=None):
+def _low_rank_factor(Z, c, slots=None, lower=False):
     """``Wt`` (nv, m): the factor of ``(Z Z^T + c I)^-1 = (I - Wt^T Wt) / c`` for ``Z`` (m, nv) and ``c > 0``
     (Woodbury's identity: ``Wt = L^-1 Z^T``, ``L L^T = c I + Z^T Z``, an ``nv x nv`` factorization where
     ``G = Z Z^T`` has ``m > nv`` rows: the Delassus matrix of more contact rows than joints).  The
     cancellation in ``I - Wt^T Wt`` costs about ``u (1 + |G| / c)`` relative (``u`` the unit roundoff):
     no more than the explicit inverse's ``u |G| / c``.  ``slots`` (:class:`Slots`, three rows a slot):
-    the slots in use (past them ``Z``'s rows are zero, and so ``Wt``'s columns)."""
+    the slots in use (past them ``Z``'s rows are zero, and so ``Wt``'s columns).  ``lower``: ``(Wt, L^-1)``,
+    with ``L^-1`` (nv, nv) (``(Z Z^T + c I)^-1 Z = Z (Z^T Z + c I)^-1 = Wt^T L^-1``: a product by ``Z``
+    without the ``m x m`` inverse)."""
     sl = Slots(None, 0) if slots is None else slots
     nv = Z.shape[1]
     Li = _lower_inverse(_mm(Z.T, Z, sl.mm(0, 3, 0)) + c * np.eye(nv))
-    return _mm(Li, Z.T, sl.mm(0, 0, 3))
+    Wt = _mm(Li, Z.T, sl.mm(0, 0, 3))
+    return (Wt, Li) if lower else Wt
 
 
 def _low_rank_solve(Wt, c, r, slots=None):

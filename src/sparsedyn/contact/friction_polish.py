@@ -51,9 +51,10 @@ which spreads a group's load over its members (pairs sliding with opposite frict
 group's closed impulses on the member that carries most
 (:func:`~sparsedyn.contact.polish_guess.merge_guess`).  The work per Newton
 step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
-friction's columns (``m nc^2``; ``m nv nc``) and the solves (``4 m^2`` each; ``m^2 + 4 m nv``),
+friction's columns (``m nc^2``; ``nv^2 nc``) and the solves (``4 m^2`` each; ``m^2 + 2 m nv``),
 against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
-by sparse first factors (``m^2`` in loops, not in operations written out).  Compiled, at 96 rows a step
+by sparse first factors (``m^2`` in loops, not in operations written out; on Woodbury's road, which never
+forms ``D Gr``, rotations of vectors elementwise).  Compiled, at 96 rows a step
 costs the reading of its code, its block products' index tables and their results (about a megabyte each,
 more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step a
 run (:func:`polish_stage`), and its program holds one step's code, not two written out.
@@ -86,7 +87,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _spd_inverse
+from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import closing_guess, merge_guess, swap_guess
@@ -200,12 +201,13 @@ def _diagonal_blocks(block, like):
     return X
 
 
-def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
+def _newton_system(G, g, mu, z, scale, active, direction, sl=None, dense=True):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
     DGr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
     contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``DGr`` (m, m) the unknowns' rows of
     ``G`` in them (the other rows zero) and ``gr`` (m,) ``g`` in them, ``slide`` and ``op`` (nc,) 1 where
-    sliding, open; ``sl`` the slots in use (:class:`~sparsedyn.contact.friction_linalg.Slots`; None: all)."""
+    sliding, open; ``sl`` the slots in use (:class:`~sparsedyn.contact.friction_linalg.Slots`; None: all);
+    ``dense`` False: ``DGr`` None (not formed: Woodbury's road applies it as ``D R^T G R``)."""
     nc = mu.shape[0]
     m = 3 * nc
     sl = Slots(None, nc) if sl is None else sl
@@ -231,15 +233,15 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
     # whose first factor is R^T or D R^T, which has two or one entries a row: loops of O(m^2), not O(m^2)
     # operations written out one by one
     Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
-    DGr = _mm(Rt * d[:, None], _mm(Rt, G, sl.mm(3, 3, 3)).T, sl.mm(3, 3, 3))
+    DGr = _mm(Rt * d[:, None], _mm(Rt, G, sl.mm(3, 3, 3)).T, sl.mm(3, 3, 3)) if dense else None
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
     return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, DGr, gr, slide, op
 
 
 def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None, Z=None, residual=False):
     """``(lambda, slide, open)`` (``residual``: and the largest residual of the system before its last
-    solve, which stays where the system has no solution: :func:`_ratio_test`): the solution (m,) of the mode system of the iterate ``z`` (m,) (the
-    module docstring) in the contact axes, before the cones, and which contacts (nc,) slide and are
+    solve, which stays where the system has no solution: :func:`_ratio_test`): the solution (m,) of the
+    mode system of the iterate ``z`` (m,) (the module docstring) in the contact axes, before the cones, and which contacts (nc,) slide and are
     open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
     ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding directions
     where given (else the friction of each contact's local problem at ``z``), ``start`` (m,) where
@@ -250,35 +252,55 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     nc = mu.shape[0]
     m = 3 * nc
     sl = Slots(None, nc) if slots is None else slots
-    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl)
+    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl, Z is None)
     mus = slide * mu
     E = 1.0 - d + w + EPS * scale
     if Z is None:
         # D Gr D (D Gr times D, a product by a diagonal first factor: a loop) plus E, inverted
         Mx = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T, sl.mm(3, 3, 3)).T + np.eye(m) * E[:, None], slots)
-
-        def Mi(r):                                                 # M^-1 r
-            return _mv(Mx, r, sl.mm(3, 3))
     else:
         # M = D Gr D + E = E^1/2 (V V^T + I) E^1/2 with V = E^-1/2 D R^T Z (G = Z Z^T), so
         # M^-1 = e (I - Wt^T Wt) e (e = E^-1/2; Woodbury's identity, an nv x nv factorization)
         e = 1.0 / bk.sqrt(E)
         Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
-        Wt = _low_rank_factor(_mm(Rt * (d * e)[:, None], Z, sl.mm(3, 3, 0)), 1.0, slots)
-
-        def Mi(r):                                                 # M^-1 r
-            return e * _low_rank_solve(Wt, None, e * r, slots)
+        Wt, Li = _low_rank_factor(_mm(Rt * (d * e)[:, None], Z, sl.mm(3, 3, 0)), 1.0, slots, lower=True)
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
     # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = M^-1 - M^-1 U C^-1 V^T M^-1, V^T the normal rows,
     # C = I + V^T M^-1 U (M^-1's normal rows times U: M^-1 U itself is applied as M^-1 (U x)); C is not
     # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
-    U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T, sl.mm(1, 1, 3)).T
     if Z is None:
+        U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T, sl.mm(1, 1, 3)).T
         C = np.eye(nc) + _mm(Mx[2::3], U, sl.mm(1, 3, 1))
-    else:                                                          # M^-1's normal rows times U
-        eU = _mm(_diagonal_blocks([[e]], e), U, sl.mm(3, 3, 1))
-        C = np.eye(nc) + e[2::3, None] * (eU[2::3] - _mm(Wt[:, 2::3].T, _mm(Wt, eU, sl.mm(0, 3, 1)), sl.mm(1, 0, 1)))
-    Ci = _mm(_spd_inverse(_mm(C.T, C, sl.mm(1, 1, 1)) + np.eye(nc) * CAPACITANCE, slots, 1), C.T, sl.mm(1, 1, 1))
+
+        def solve(r):                                              # (M + U V^T)^-1 r
+            a = _mv(Mx, r, sl.mm(3, 3))
+            return a - _mv(Mx, _mv(U, Ci(a[2::3]), sl.mm(3, 1)), sl.mm(3, 3))
+    else:
+        # U = D R^T Z Y = e^-1 V Y with Y = Z^T R_theta diag(mus) (nv, nc), so M^-1 U = e V (I + V^T V)^-1 Y
+        # = e Wt^T (L^-1 Y): nv^2 nc, not m nv nc (M^-1 times U's m x nc columns)
+        LY = _mm(Li, _mm(Rt[0::3] * mus[:, None], Z, sl.mm(1, 3, 0)).T, sl.mm(0, 0, 1))
+        C = np.eye(nc) + e[2::3, None] * _mm(Wt[:, 2::3].T, LY, sl.mm(1, 0, 1))
+
+        def solve(r):                                              # (M + U V^T)^-1 r
+            # M^-1 r = e (e r - Wt^T t), t = Wt e r, less M^-1 U C^-1 of its normal rows: one product by Wt^T
+            er = e * r
+            t = _mv(Wt, er, sl.mm(0, 3))
+            an = e[2::3] * (er[2::3] - _mv(Wt[:, 2::3].T, t, sl.mm(1, 0)))
+            return e * (er - _mv(Wt.T, t + _mv(LY, Ci(an), sl.mm(0, 1)), sl.mm(3, 0)))
+    # C^-1 x from the normal equations, (C^T C + CAPACITANCE I)^-1 C^T x = L^-T (L^-1 (C^T x)): three products
+    # by vectors a solve, not the nc x nc inverse formed (two nc^3 products a step)
+    Lc = _lower_inverse(_mm(C.T, C, sl.mm(1, 1, 1)) + np.eye(nc) * CAPACITANCE, slots, None if slots is None else
+                        slots.axis(1))
+
+    def Ci(x):
+        return _mv(Lc.T, _mv(Lc, _mv(C.T, x, sl.mm(1, 1)), sl.mm(1, 1)), sl.mm(1, 1))
+
+    def DGrv(v):                                                   # D Gr v
+        if Z is None:
+            return _mv(DGr, v, sl.mm(3, 3))
+        # D R^T (G (R v)), the rotations elementwise: the m x m matrix D Gr is not formed (two m x m products a step)
+        Rv = _axes(v.reshape(nc, 3), c, s, back=True).reshape(m)
+        return d * _axes(_mv(G, Rv, sl.mm(3, 3)).reshape(nc, 3), c, s).reshape(m)
 
     def held(y):                                                   # x_theta = mu x_n where sliding
         Y = y.reshape(nc, 3)
@@ -286,9 +308,8 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
 
     y = 0.0 * z if start is None else d * _axes(start.reshape(nc, 3), c, s).reshape(m)
     for _ in range(solves(m)):
-        r = -(_mv(DGr, held(y), sl.mm(3, 3)) + d * gr + w * y)     # the unregularised system's residual
-        a = Mi(r)
-        y = y + a - Mi(_mv(U, _mv(Ci, a[2::3], sl.mm(1, 1)), sl.mm(3, 1)))
+        r = -(DGrv(held(y)) + d * gr + w * y)                      # the unregularised system's residual
+        y = y + solve(r)
     out = (_axes(held(y).reshape(nc, 3), c, s, back=True).reshape(m), slide, op)
     return out + (_vmax(_abs(r)),) if residual else out
 
