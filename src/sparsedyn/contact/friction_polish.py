@@ -241,8 +241,8 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None, dense=True):
 def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None, Z=None, residual=False):
     """``(lambda, slide, open)`` (``residual``: and the largest residual of the system before its last
     solve, which stays where the system has no solution: :func:`_ratio_test`): the solution (m,) of the
-    mode system of the iterate ``z`` (m,) (the module docstring) in the contact axes, before the cones, and which contacts (nc,) slide and are
-    open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
+    mode system of the iterate ``z`` (m,) (the module docstring) in the contact axes, before the cones,
+    and which contacts (nc,) slide and are open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
     ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding directions
     where given (else the friction of each contact's local problem at ``z``), ``start`` (m,) where
     given: the answer nearest to it (else the least-norm one); ``slots``: the slots in use
