@@ -357,6 +357,14 @@ v, tau = rng.normal(size=(2, model.nv))
 if sys.argv[1] == "first":
     sd.compile(model)                  # (the compiler's setup done: the plain call below starts a build)
     ref = sd.aba(model, q, v, tau)     # answered on NumPy, the build in the background; the program ends
+elif sys.argv[1] == "fork":
+    import multiprocessing
+    sd.compile(model)
+    ref = sd.aba(model, q, v, tau)     # the build in the background, then a forked worker that ends
+    child = multiprocessing.get_context("fork").Process(target=print, args=("child",), daemon=True)
+    child.start()
+    child.join(120)
+    print("child exit", child.exitcode)
 else:
     msgs = []
     sd.compile(model, progress=msgs.append).aba(q, v, tau)
@@ -375,6 +383,19 @@ def test_a_build_running_when_the_program_ends_is_cached_for_the_next_run(tmp_pa
     assert "finishing the build of native aba for model 'random_tree7' before exiting" in r.stderr
     r = subprocess.run(run + ["second"], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
+
+
+def test_a_forked_worker_ending_during_a_build_does_not_wait_for_it(tmp_path):
+    """A ``multiprocessing`` worker forked while a build runs (``sphinx -j``'s readers) runs the exit hooks
+    when it ends; the build's thread is not in it, so it ends at once, and the parent still finishes
+    the build before it exits."""
+    env = dict(subprocess_env(tmp_path), SPARSEDYN_BUILD_WAIT="0", SPARSEDYN_BACKEND="native")
+    env.pop("SPARSEDYN_DETERMINISTIC", None)
+    r = subprocess.run([sys.executable, "-c", _ENDS_DURING_A_BUILD, "fork"], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[-2:] == ["child exit 0", ""], (r.stdout, r.stderr)
+    assert "finishing the build of native aba for model 'random_tree7' before exiting" in r.stderr
 
 
 def test_backend_from_the_environment(tmp_path):

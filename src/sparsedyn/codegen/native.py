@@ -133,11 +133,13 @@ def _run_job(fut, work):
             fut.set_exception(e)
 
 
-def _finish_at_exit(ref, what, name):
+def _finish_at_exit(ref, what, name, pid):
     """At the program's end: wait for the build of the future ``ref()`` (a weak reference: the build's
-    thread holds it while it runs), saying so on stderr where it still runs."""
+    thread holds it while it runs), saying so on stderr where it still runs.  Only in the process ``pid``
+    that started it: a forked child (a ``multiprocessing`` worker, which runs these hooks when it ends)
+    has no such thread, and would wait for ever."""
     fut = ref()
-    if fut is not None and not fut.done():
+    if fut is not None and not fut.done() and os.getpid() == pid:
         print(f"sparsedyn: finishing the build of {what} for model {name!r} before exiting, so that "
               f"later runs find it cached", file=sys.stderr, flush=True)
         with contextlib.suppress(BaseException):
@@ -160,7 +162,7 @@ def _await(jobs, key, work, what, model, wait=False, by=None):
             at_exit = getattr(threading, "_register_atexit", None)
             if at_exit is not None:
                 importlib.import_module("concurrent.futures.thread")     # (its hook first: it then runs last)
-                at_exit(_finish_at_exit, weakref.ref(fut), what, model.name)
+                at_exit(_finish_at_exit, weakref.ref(fut), what, model.name, os.getpid())
     # A build gets one moment from its start (later calls while it runs do not wait again), and a
     # plain call one moment for the compiler setup and the build together.
     deadline = min(fut.t0 + MOMENT, getattr(_tls, "deadline", None) or np.inf)
