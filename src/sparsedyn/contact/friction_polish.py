@@ -90,7 +90,7 @@ from .. import backend as bk
 from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
-from .polish_guess import closing_guess, merge_guess, swap_guess
+from .polish_guess import answer_error, closing_guess, merge_guess, swap_guess
 
 __all__ = []
 
@@ -450,8 +450,7 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0):
     Z = Z + (1.0 - swap) * (merge_guess(G, Z, active, OPEN) - Z)
     u = (_mv(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
     Z = Z + swap * (swap_guess(G, Z, u, active, OPEN) - Z)
-    closed = active * _step(Z[:, 2] - OPEN * _vmax(_abs(Z)))
-    Z = Z + swap * (_sticking(Z, u, mu, _vmax(closed * _abs(u[:, 2]))) - Z)
+    Z = Z + swap * (_sticking(Z, u, mu, answer_error(Z, u, active, OPEN)) - Z)
     return (Z + weight * (closing_guess(G, Z, u, active, OPEN) - Z)).reshape(m)
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from .. import backend as bk
 from .friction_problem import _TINY, _abs, _relu, _step, _vmax
 
-__all__ = ["closing_guess", "swap_guess", "merge_guess"]
+__all__ = ["closing_guess", "swap_guess", "merge_guess", "answer_error"]
 
 
 def closing_guess(G, Z, u, active, open_fraction):
@@ -111,7 +111,7 @@ def swap_guess(G, Z, u, active, open_fraction):
     floor = open_fraction * _vmax(_abs(Z))
     closed = active * _step(Z[:, 2] - floor)
     ln = _relu(-u[:, 2]) / (gnn + _TINY)
-    err = _vmax(closed * _abs(u[:, 2]))                             # the answer's error: u_n of its closed
+    err = answer_error(Z, u, active, open_fraction)
     closes = active * (1.0 - closed) * (1.0 - _step(floor - ln)) * (1.0 - _step(err + u[:, 2]))
     W = near * closes[:, None] * closed[None, :]                    # W[j, i]: j may take i's load
     # the fastest closing of the candidates (an open contact beside a closed near-duplicate)
@@ -119,6 +119,14 @@ def swap_guess(G, Z, u, active, open_fraction):
     W = W * _step(speed - SWAP_SHARE * _vmax(speed))[:, None]
     taken = _step(np.sum(W, 0) - 0.5)
     return Z * (1.0 - taken)[:, None] + W @ Z
+
+
+def answer_error(Z, u, active, open_fraction):
+    """A polish's answer's own error [m/s]: the largest normal velocity ``|u_n|`` of its closed contacts
+    (impulse ``Z`` (nc, 3) above ``open_fraction`` of the largest), which its modes ask to be zero;
+    ``u`` (nc, 3) the answer's velocities, ``active`` (nc,) as :func:`closing_guess`."""
+    closed = active * _step(Z[:, 2] - open_fraction * _vmax(_abs(Z)))
+    return _vmax(closed * _abs(u[:, 2]))
 
 
 def merge_guess(G, Z, active, open_fraction):
