@@ -129,3 +129,34 @@ def test_a_one_argument_model_function_given_no_model_is_a_type_error(name, floa
         with pytest.raises(TypeError, match=rf"^{name}: the model comes first, {name}\(model\); got "
                                             rf"{type(wrong).__name__} as the first argument"):
             getattr(sd, name)(wrong)
+
+
+def test_one_state_checks_agree_with_the_batch_checks(floating):
+    """A single float64 state takes a shorter road (Python's floats): the same states pass and fail as
+    in a batch of one, the sum of huge finite coordinates (which overflows) included."""
+    q = np.array(floating.neutral(), float)
+    huge = q.copy()
+    huge[:3] = [1e308, 1e308, -1e308]                 # finite; their sum overflows
+    off = q.copy()
+    off[3:7] = [0.0, 0.0, 0.0, 1.0 + 2e-5]            # |q|^2 - 1 = 4e-5 > QUAT_TOL
+    near = q.copy()
+    near[3:7] = [0.0, 0.0, 0.0, 1.0 + 2e-6]           # 4e-6 <= QUAT_TOL
+    for x, ok in ((q, True), (huge, True), (near, True), (off, False)):
+        for state in (x, x[None]):
+            if ok:
+                assert _checks.configuration(floating, state) is state
+            else:
+                with pytest.raises(ValueError, match="not of unit norm"):
+                    _checks.configuration(floating, state)
+    for bad in (np.nan, np.inf, -np.inf):
+        for k in (0, 4, floating.nq - 1):
+            x = q.copy()
+            x[k] = bad
+            with pytest.raises(ValueError, match="NaN or infinite"):
+                _checks.configuration(floating, x)
+            with pytest.raises(ValueError, match="NaN or infinite"):
+                _checks.velocity(floating, np.where(np.arange(floating.nv) == min(k, floating.nv - 1), bad, 0.0))
+    inf_pair = np.zeros(floating.nv)
+    inf_pair[:2] = [np.inf, -np.inf]                  # their sum is NaN, not infinite: refused all the same
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        _checks.velocity(floating, inf_pair)

@@ -108,6 +108,8 @@ def vector(model, name, x, size, what, check_values=True):
     if x.ndim == 0 or x.shape[-1] != size:
         raise ValueError(f"{name}: expected shape (..., {size}) ({what} of model {model.name!r}), "
                          f"got shape {x.shape}")
+    if check_values and x.ndim == 1 and x.dtype == np.float64 and math.isfinite(sum(x.tolist())):
+        return x                                  # (one state: a finite sum has finite terms; Python's sum is the cheaper)
     xv = values(x) if check_values else None
     if xv is not None and not np.all(np.isfinite(xv)):
         raise ValueError(f"{name}: contains NaN or infinite values{first_bad(~np.all(np.isfinite(xv), -1))}")
@@ -136,6 +138,11 @@ def configuration(model, q, name="q", check_values=True, unit=True):
     ``check_values=False``: conversion and shape only (a compiled batch checks the values itself);
     ``unit=False``: quaternions of any norm but zero (what :func:`~sparsedyn.normalize` takes)."""
     q = vector(model, name, q, model.nq, "nq joint coordinates", check_values)
+    if check_values and unit and q.ndim == 1 and q.dtype == np.float64:
+        t = q.tolist()                            # (one state: Python's floats, cheaper than NumPy's calls on a few)
+        if all(abs(t[a] * t[a] + t[a + 1] * t[a + 1] + t[a + 2] * t[a + 2] + t[a + 3] * t[a + 3] - 1.0) <= QUAT_TOL
+               for a in quaternion_blocks(model)[1][:, 0].tolist()):
+            return q
     qv = values(q) if check_values else None
     if qv is not None:
         joints, idx = quaternion_blocks(model)
