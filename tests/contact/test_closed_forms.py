@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import rel_err, rounding_bound
-from sparsedyn.contact.closed_forms import box_box
+from sparsedyn.contact.closed_forms import box_box, sphere_cylinder
 
 #: coal's tolerance of GJK and EPA here (its default, 1e-6, is the accuracy of its iterations) [m]
 COAL_TOLERANCE = 1e-11
@@ -220,3 +220,58 @@ def test_a_box_just_above_a_table_where_coal_after_deep_queries_answered_a_deep_
     assert 0 < d < 2e-7 and abs(d - dc[0]) <= EXACT
     assert np.abs(wa - wac[0]).max() <= EXACT and np.abs(wb - wbc[0]).max() <= EXACT
     assert np.allclose(n, [0, 0, 1], rtol=0, atol=1e-15)
+
+
+def _turned(R, p, x):
+    """``x`` (the cylinder's axes) in the world of a cylinder at ``(R, p)``."""
+    return p + R @ x
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sphere_in_a_cylinder_leaves_through_the_nearer_of_side_and_caps_by_hand(seed):
+    # a turned, moved cylinder of radius 0.1 and half length h; a sphere of radius 0.03 centred at c in
+    # its axes: inside, the depth is the nearer of the side (0.1 - |c_xy|) and the caps (h - |c_z|), plus
+    # the radius (coal's EPA leaves through the side where a centre inside a disc is nearer a cap, and
+    # gives no normal at the centre: dm_control's dog.xml has a ball resting on such a disc)
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    R, p = Q * np.linalg.det(Q), rng.uniform(-1, 1, 3)
+    cases = [  # (h, centre in the cylinder's axes, depth, normal in the cylinder's axes, witness on b there)
+        (0.004, [0.0, 0.0, 0.0], 0.004, [0, 0, 1], [0.0, 0.0, 0.004]),             # a disc, at its centre
+        (0.004, [0.05, 0.0, -0.001], 0.003, [0, 0, -1], [0.05, 0.0, -0.004]),      # nearer the lower cap
+        (0.5, [0.0, 0.08, 0.2], 0.02, [0, 1, 0], [0.0, 0.1, 0.2]),                 # a post, nearer its side
+        (0.5, [0.0, 0.0, 0.0], 0.1, [1, 0, 0], [0.1, 0.0, 0.0]),                   # on the axis: along x
+    ]
+    for h, c, depth, n, wb in cases:          # (8e-15: rounding of a few products of metre-scale numbers)
+        ca = _turned(R, p, np.array(c, float))[None]
+        d, wa, wbo, nw = sphere_cylinder(ca, np.array([0.03]), R[None], p[None], np.array([h]), np.array([0.1]))
+        assert abs(d[0] - (-depth - 0.03)) <= 8e-15
+        assert np.abs(nw[0] - R @ np.array(n, float)).max() <= 8e-15
+        assert np.abs(wbo[0] - _turned(R, p, np.array(wb, float))).max() <= 8e-15
+        assert np.abs(wa[0] - (ca[0] - 0.03 * nw[0])).max() <= 8e-15
+
+
+def test_sphere_outside_a_cylinder_is_coals_distance():
+    # centres outside (beside the side, beyond a cap, beyond a rim): coal's GJK, which is right there
+    import coal
+    rng = np.random.default_rng(3)
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = 1e-11
+    checked = 0
+    for _ in range(200):
+        Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        R, p = Q * np.linalg.det(Q), rng.uniform(-0.5, 0.5, 3)
+        ca, ra, rb, hb = rng.uniform(-0.8, 0.8, 3), rng.uniform(0.05, 0.3), rng.uniform(0.05, 0.3), rng.uniform(0.02, 0.4)
+        x = R.T @ (ca - p)
+        if np.hypot(x[0], x[1]) <= rb and abs(x[2]) <= hb:
+            continue                                   # inside: by hand above
+        res = coal.DistanceResult()
+        dc = coal.distance(coal.Sphere(ra), coal.Transform3s(np.eye(3), ca), coal.Cylinder(rb, 2 * hb),
+                           coal.Transform3s(R, p), req, res)
+        d, wa, wb, n = sphere_cylinder(ca[None], np.array([ra]), R[None], p[None], np.array([hb]), np.array([rb]))
+        assert abs(d[0] - dc) <= 1e-9, (d, dc)
+        assert np.abs(wa[0] - res.getNearestPoint1()).max() <= 1e-9
+        assert np.abs(wb[0] - res.getNearestPoint2()).max() <= 1e-9
+        assert np.abs(n[0] + np.asarray(res.normal)).max() <= 1e-9      # (coal's normal runs from a to b)
+        checked += 1
+    assert checked >= 150

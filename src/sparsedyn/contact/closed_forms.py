@@ -18,7 +18,7 @@ from .collision_coal import SAME_DEPTH
 from .reduction import mesh_plane_reduced
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
-           "box_plane", "cylinder_plane", "box_face_axis", "box_box", "box_box_face", "box_box_corners",
+           "sphere_cylinder", "box_plane", "cylinder_plane", "box_face_axis", "box_box", "box_box_face", "box_box_corners",
            "capsule_box_ends", "mesh_plane", "CLOSED_FORM", "CLOSEST", "FEATURES"]
 
 
@@ -91,6 +91,31 @@ def sphere_box(ca, ra, Rb, pb, hb):
     d = np.where(inside, -depth[k, i], L) - ra
     n_w = np.einsum("kij,kj->ki", Rb, n)
     return d, ca - ra[:, None] * n_w, pb + np.einsum("kij,kj->ki", Rb, yb), n_w
+
+
+def sphere_cylinder(ca, ra, Rb, pb, hb, rb):
+    """Sphere ``(ca, ra)`` and solid cylinder of orientation ``Rb`` (k, 3, 3) (axis: its z), centre
+    ``pb``, half length ``hb`` (k,) and radius ``rb`` (k,).  A centre outside takes the nearest point of
+    the cylinder; a centre inside leaves through the nearer of the side and the caps (on the axis, with
+    the side nearer: along the cylinder's x)."""
+    x = np.einsum("kji,kj->ki", Rb, ca - pb)              # the centre in the cylinder's axes
+    r = np.linalg.norm(x[:, :2], axis=-1)
+    radial = np.where(r[:, None] > 0, x[:, :2] / np.where(r > 0, r, 1.0)[:, None], [1.0, 0.0])
+    y = np.concatenate([np.where((r > rb)[:, None], radial * rb[:, None], x[:, :2]),
+                        np.clip(x[:, 2:], -hb[:, None], hb[:, None])], 1)
+    w = x - y
+    L = np.linalg.norm(w, axis=-1)
+    inside = (r <= rb) & (np.abs(x[:, 2]) <= hb)          # (decided on the coordinates: w is then exactly 0)
+    up = np.where(x[:, 2] < 0, -1.0, 1.0)
+    side = rb - r < hb - np.abs(x[:, 2])                    # (inside) the side nearer than the caps
+    n_in = np.where(side[:, None], np.concatenate([radial, np.zeros((len(x), 1))], 1),
+                    np.stack([np.zeros_like(up), np.zeros_like(up), up], 1))
+    y_in = np.where(side[:, None], np.concatenate([radial * rb[:, None], x[:, 2:]], 1),
+                    np.concatenate([x[:, :2], (up * hb)[:, None]], 1))
+    n = np.where(inside[:, None], n_in, w / np.where(inside, 1.0, L)[:, None])
+    d = np.where(inside, -np.minimum(rb - r, hb - np.abs(x[:, 2])), L) - ra
+    n_w = np.einsum("kij,kj->ki", Rb, n)
+    return d, ca - ra[:, None] * n_w, pb + np.einsum("kij,kj->ki", Rb, np.where(inside[:, None], y_in, y)), n_w
 
 
 def _on_plane(x, r, nb, pb):
@@ -485,6 +510,10 @@ CLOSEST = {
     ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box(Ra, pa, sa / 2, Rb, pb, sb / 2), 1),
     ("capsule", "box"): (lambda Ra, pa, sa, Rb, pb, sb:
                          capsule_box(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], Rb, pb, sb / 2), 1),
+    # (coal's EPA leaves through the side where a sphere's centre inside a cylinder is nearer a cap, and
+    # gives no normal at the centre)
+    ("sphere", "cylinder"): (lambda Ra, pa, sa, Rb, pb, sb:
+                             sphere_cylinder(pa, sa[:, 0], Rb, pb, sb[:, 1] / 2, sb[:, 0]), 1),
 }
 
 

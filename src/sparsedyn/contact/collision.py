@@ -507,7 +507,7 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
 
 def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
-    they overlap) for the closest pair (two boxes, a capsule and a box: closed forms, :data:`CLOSEST`), and for a box
+    they overlap) for the closest pair (two boxes, a capsule and a box, a sphere and a cylinder: closed forms, :data:`CLOSEST`), and for a box
     the closed-form hits of the features that rest on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
     the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
     those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
