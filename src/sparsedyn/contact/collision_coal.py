@@ -60,6 +60,21 @@ def _hull_convex(scene, k):
     return scene.cache[key]
 
 
+def _pair_geometry(scene, k):
+    """The coal object with which shape ``k`` meets another in a pair, kept by the scene: a mesh of the
+    robot's (one of its model's collision shapes, on a moving body or on a fixed base) its convex hull
+    (:func:`_hull_convex`; as MuJoCo collides meshes: a closed surface's triangle soup has no inside,
+    its triangles' penetration depths say nothing of how deep two links overlap, and a link wholly
+    inside another crosses none of its triangles), a mesh among the scene's world shapes (terrain, not
+    convex) its BVH of triangles, any other shape :func:`_coal_geometry`'s."""
+    key = ("pair geometry", k)
+    got = scene.cache.get(key)
+    if got is None:
+        robot = scene.shapes[k].kind == "mesh" and k < len(scene.model.geometry("collision"))
+        got = scene.cache[key] = _hull_convex(scene, k) if robot else _coal_geometry(scene, k)
+    return got
+
+
 def _distance_request(coal):
     req = coal.DistanceRequest()
     req.gjk_tolerance = req.epa_tolerance = COAL_TOLERANCE
