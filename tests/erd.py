@@ -51,17 +51,6 @@ def load_pair(robot, floating_base):
     return model, pm
 
 
-def pin_hulls(gm):
-    """Pinocchio's collision model ``gm`` with each mesh (a coal BVH of triangles) replaced by its convex
-    hull (coal's ``buildConvexHull``), as sparsedyn and MuJoCo collide a robot's meshes; in place, returned."""
-    import coal
-    for g in gm.geometryObjects:
-        if isinstance(g.geometry, coal.BVHModelBase):
-            g.geometry.buildConvexHull(True, "Qt")
-            g.geometry = g.geometry.convex
-    return gm
-
-
 def random_state(model, rng):
     q = model.random_configuration(rng)
     return q, rng.normal(size=model.nv), rng.normal(size=model.nv)

@@ -15,16 +15,14 @@ import dm_control
 import numpy as np
 import pinocchio as pin
 import pytest
-from scipy.spatial import ConvexHull
 
 import sparsedyn as sd
 from sparsedyn.contact.collision import collide_within, placements
-from sparsedyn.contact.collision_coal import _coal_geometry
 from sparsedyn.interop.pinocchio import q_to_pinocchio
 from sparsedyn.model.spatial import Transform
 
 from conftest import rounding_bound
-from erd import ROBOTS, pin_hulls, robots_dir
+from erd import ROBOTS, robots_dir
 
 # shape kinds and sizes used below
 SIZES = {"sphere": (0.3,), "capsule": (0.2, 0.5), "cylinder": (0.25, 0.6), "box": (0.3, 0.5, 0.4),
@@ -142,12 +140,10 @@ ROBOT_SRDF = {"ur5": "ur_description/srdf/ur5.srdf", "panda": "panda_description
 
 
 def pin_geometry(path, srdf, floating):
-    """Pinocchio's model and collision model, all pairs less the SRDF's (example-robot-data's loader),
-    each mesh its convex hull (:func:`erd.pin_hulls`: as the scene collides a robot's meshes)."""
+    """Pinocchio's model and collision model, all pairs less the SRDF's (example-robot-data's loader)."""
     share = str(robots_dir().parent.parent)          # .../share, which holds the example-robot-data package
     args = (str(path), [share]) + ((pin.JointModelFreeFlyer(),) if floating else ())
     pm, gm, _ = pin.buildModelsFromUrdf(*args)
-    pin_hulls(gm)
     gm.addAllCollisionPairs()
     pin.removeCollisionPairs(pm, gm, str(srdf))
     return pm, gm
@@ -178,7 +174,7 @@ def test_pairs_that_touch_are_pinocchios(robot):
         a, b = (scene.shape(n).body for n in key)
         assert a == b or (a >= 0 and model.parent[a] == b) or (b >= 0 and model.parent[b] == a), key
     rng = np.random.default_rng(7)
-    touched = meshes = 0
+    touched = 0
     for _ in range(5 if robot == "talos_reduced" else 40):
         q = model.random_configuration(rng)
         ref = pin_collisions(pm, gm, q_to_pinocchio(model, q))
@@ -189,31 +185,7 @@ def test_pairs_that_touch_are_pinocchios(robot):
             assert key in ref, (pair, "a pair Pinocchio does not check")
             assert (key in ours) == ref[key], (robot, pair, key in ours, ref[key])
         touched += len(ours)
-        meshes += _hull_pairs_are_coals(scene, gm, q, hits)
     assert touched > 0                 # random configurations of these robots do bring links together
-    assert meshes > 0
-
-
-def _hull_pairs_are_coals(scene, gm, q, hits):
-    """Each penetrating pair of ``hits`` with a mesh: one hit, coal's ``distance`` between the two
-    shapes of Pinocchio's collision model ``gm`` (the meshes' hulls, :func:`erd.pin_hulls`) at the
-    scene's placements, its depth, witness points and normal to 1e-9; returns how many were checked."""
-    R, p = placements(scene, q)
-    checked = 0
-    for k in np.unique(hits.pair[hits.distances < 0]).tolist():
-        i, j = (scene.names[n] for n in scene.pairs[k])
-        if "mesh" not in (scene.shapes[i].kind, scene.shapes[j].kind):
-            continue
-        gi, gj = (gm.geometryObjects[gm.getGeometryId(scene.shapes[x].name)].geometry for x in (i, j))
-        d, res = coal_distance(gi, coal.Transform3s(R[i], p[i]), gj, coal.Transform3s(R[j], p[j]))
-        mine = np.flatnonzero(hits.pair == k)
-        assert len(mine) == 1 and abs(hits.distances[mine[0]] - d) <= 1e-9, (scene.pairs[k], hits.distances[mine], d)
-        m = mine[0]
-        assert np.abs(hits.witness_a[m] - res.getNearestPoint1()).max() <= 1e-9
-        assert np.abs(hits.witness_b[m] - res.getNearestPoint2()).max() <= 1e-9
-        assert np.abs(hits.normals[m] + np.asarray(res.normal)).max() <= 1e-9
-        checked += 1
-    return checked
 
 
 def mixed_scene():
@@ -405,7 +377,7 @@ def test_a_flat_mesh_with_repeated_vertices_touches_a_plane_once_per_corner(back
 
 
 #: talos (talos_full_v2, its SRDF) fallen with no joint torque, its legs folded and an arm against a
-#: thigh: robot meshes overlapping (a rollout's state, rounded)
+#: thigh: robot meshes (coal's triangles) overlapping by up to 6 cm (a rollout's state, rounded)
 TALOS_FOLDED = [-0.015, 0.003, 0.321, -0.004, 0.036, -0.039, 0.999, 0.127, 0.054, -1.727, 3.308, -1.67, -0.072,
                 0.045, -0.019, -1.697, 3.339, -1.595, -0.048, 0.144, -0.343, 0.248, -0.019, 0.049, 0.29, 0.108,
                 -0.688, -1.441, 2.415, -3.859, 4.795, 0.009, -10.419, 0.643, 2.597, -0.441, -0.419, -1.155, 0.568,
@@ -413,8 +385,11 @@ TALOS_FOLDED = [-0.015, 0.003, 0.321, -0.004, 0.036, -0.039, 0.999, 0.127, 0.054
 
 
 def test_a_pair_of_meshes_takes_its_own_cutoff_whatever_the_others_are():
-    """A step's look-ahead widens some pairs' cutoffs (talos folded, its meshes' hulls overlapping by up
-    to 13 cm): with one far pair's cutoff widened, every other pair's hits are collide()'s."""
+    """coal stops at four triangle contacts within its security margin: a step's look-ahead gave it
+    the widest pair's cutoff, and the near triangles found first hid the overlapping ones (talos
+    folded: the step saw a hip link 3 cm clear of the foot that collide() finds 5 cm inside it, and the
+    robot sank into itself).  Each pair now takes its own: with one far pair's cutoff widened, every
+    other pair's hits are collide()'s."""
     root = robots_dir()
     model = sd.load_urdf(root / "talos_data/robots/talos_full_v2.urdf", floating_base=True, geometry=True,
                          package_dirs=[root])
@@ -451,47 +426,3 @@ def test_a_ball_at_the_centre_of_a_disc_leaves_through_its_cap():
             # its weight carried, the overlap corrected along the cap's normal by at most the correction's reach
             assert np.isfinite(s.v).all() and np.abs(s.v).max() <= 1e-12
             assert 0 < s.q[2] <= CORRECTION_REACH * (1 + 1e-12) and np.abs(s.q[:2]).max() <= 1e-15
-
-
-#: talos_reduced half sitting, its left arm (joints arm_left_1 to 7) folded so that its wrist lies wholly
-#: inside the torso
-TALOS_ARM_IN_TORSO = [-1.495, 0.027, -0.651, -1.9, 0.018, -1.029, 0.177]
-
-
-def test_a_link_wholly_inside_another_is_its_hulls_depth():
-    """A robot mesh is its convex hull: talos's wrist (arm_left_7_link) wholly inside its torso
-    (torso_2_link), every vertex of the wrist's mesh inside the torso's hull.  No triangle of one
-    crosses the other's, so coal's ``collide`` on the two triangle soups (within the margin, up to four
-    contacts: how such a pair was collided) finds nothing; collide's hit is coal's signed distance
-    between the two hulls (Pinocchio's meshes, :func:`erd.pin_hulls`), 15 cm deep."""
-    path, srdf = robots_dir() / ROBOTS["talos_reduced"], robots_dir() / ROBOT_SRDF["talos_reduced"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = sd.load_urdf(path, floating_base=True, geometry=True)
-    srdf_ = sd.load_srdf(model, srdf)
-    scene = sd.Scene(model, srdf=srdf_)
-    q = np.array(srdf_.reference_configurations["half_sitting"], float)
-    arm = [model.q_slice(model.joint(f"arm_left_{k}_joint")).start for k in range(1, 8)]
-    q[arm] = TALOS_ARM_IN_TORSO
-    pm, gm = pin_geometry(path, srdf, True)
-    names = ("torso_2_link_0", "arm_left_7_link_0")
-    k = scene.pairs.index(names)
-    i, j = (scene.names[n] for n in names)
-    R, p = placements(scene, q)
-    Ti, Tj = coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j])
-    hull, wrist = (gm.geometryObjects[gm.getGeometryId(n)].geometry for n in names)     # coal's Convex
-    planes = ConvexHull(np.asarray(hull.points(), float) @ R[i].T + p[i]).equations     # outward, world
-    wrist_v = np.asarray(wrist.points(), float) @ R[j].T + p[j]
-    assert (wrist_v @ planes[:, :3].T + planes[:, 3]).max() < -0.01     # every vertex 1 cm inside, at least
-    # the triangles: no contact within the margin
-    bvh = [_coal_geometry(scene, x) for x in (i, j)]
-    creq, cres = coal.CollisionRequest(), coal.CollisionResult()
-    creq.num_max_contacts, creq.security_margin = 4, scene.margin
-    assert not coal.collide(bvh[0], Ti, bvh[1], Tj, creq, cres)
-    d, res = coal_distance(hull, Ti, wrist, Tj)
-    assert d < -0.1
-    hits = sd.collide(scene, q)
-    mine = np.flatnonzero(hits.pair == k)
-    assert len(mine) == 1 and abs(hits.distances[mine[0]] - d) <= 1e-9
-    assert np.abs(hits.witness_a[mine[0]] - res.getNearestPoint1()).max() <= 1e-9
-    assert np.abs(hits.witness_b[mine[0]] - res.getNearestPoint2()).max() <= 1e-9

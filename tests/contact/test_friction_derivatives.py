@@ -384,35 +384,3 @@ def test_correction_derivative_equals_the_pseudo_inverse_on_the_active_normal_ro
             s = np.linalg.svd(GA, compute_uv=False)
             kappa = s[0] / s[s > 1e-12 * s[0]][-1]
             assert rel_err(got, ref) <= rounding_bound(3 * nc, kappa * kappa), (nc, ln)
-
-
-def test_scene_step_with_two_robot_meshes_differentiates_at_their_hulls_closest_pair():
-    """hand_scene with meshes (convex: their hulls are themselves): the hand a pyramid whose tip is
-    where the sphere's lowest point was, 4 um into the torso's side, the torso a box's triangles.  The
-    pair ``(torso, hand)`` has one hit, the hulls' closest pair (coal's GJK/EPA): the hand's tip on the
-    torso's face, the sphere's contact (the same impulses).  Its kind is ``pb``: the normal held in the
-    hand's axes, where the torso's face holds it; sticking, the rows ask the whole relative velocity of
-    the point to vanish, which the frame's turn does not change, so the derivatives are the
-    differences'.  Against central differences."""
-    from scipy.spatial import ConvexHull
-    from sparsedyn.model.spatial import Transform
-    model, _, q, v, tau = hand_scene()
-    theta = q[7]
-    down = np.array([np.sin(theta), -np.cos(theta), 0.0]) * -1.0      # world -y in the forearm's axes
-    side = np.cross(down, [0.0, 0.0, 1.0])
-    V = np.r_[[0.03 * down], [-0.01 * down + 0.02 * (s * side + t * np.array([0.0, 0.0, 1.0]))
-                              for s in (-1, 1) for t in (-1, 1)]]
-    box = np.array([[x, y, z] for x in (-0.25, 0.25) for y in (-0.03, 0.03) for z in (-0.03, 0.03)])
-    geoms = [sd.Geometry(name, body, Transform(np.eye(3), np.array([x, 0, 0])), "mesh", (1.0, 1.0, 1.0), "collision",
-                         vertices=P, faces=ConvexHull(P).simplices)
-             for name, body, x, P in (("hand", 1, 0.4, V), ("torso", 0, 0.15, box))]     # the hand the pair's a
-    model = model.with_geometry(*geoms)
-    scene = sd.Scene(model, friction=0.5).with_pairs(add=[("hand", "torso")])
-    hits = sd.collide(scene, q)
-    assert hits.pairs == [("torso", "hand")] and abs(hits.distances[0] + 4e-6) <= 1e-7, hits
-    d = check_against_differences(model, q, v, tau, scene, 1e-6, gravity=np.zeros(3))
-    assert list(d.step.modes) == ["stick"] and d.step.impulses[0, 2] > 0
-    m0, s0, _, _, _ = hand_scene()
-    sphere = sd.contact_step(m0, q, v, tau, s0, DT, gravity=np.zeros(3))
-    # the same point, normal and depth to rounding: the same rows, the same solve
-    assert np.abs(d.step.impulses - sphere.impulses).max() <= 1e-9 * np.abs(sphere.impulses).max()

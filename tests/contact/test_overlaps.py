@@ -1,6 +1,5 @@
 """Tests of :mod:`sparsedyn.contact.overlaps`: the robot's own pairs that overlap at a configuration,
-against Pinocchio's ``computeCollisions`` on the same URDF, each mesh its convex hull (coal's collision
-tests)."""
+against Pinocchio's ``computeCollisions`` on the same URDF (coal's collision tests)."""
 
 import warnings
 
@@ -11,7 +10,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.interop.pinocchio import q_to_pinocchio
 
-from erd import pin_hulls, robots_dir
+from erd import robots_dir
 
 ANYMAL = "anymal_b_simple_description/robots/anymal.urdf"
 
@@ -23,11 +22,9 @@ def anymal():
 
 
 def pinocchios_overlaps(model, q):
-    """The pairs of anymal's collision shapes (its meshes' hulls) that Pinocchio (coal) finds in collision
-    at ``q``."""
+    """The pairs of anymal's collision shapes that Pinocchio (coal) finds in collision at ``q``."""
     share = str(robots_dir().parent.parent)
     pm, gm, _ = pin.buildModelsFromUrdf(str(robots_dir() / ANYMAL), [share], pin.JointModelFreeFlyer())
-    pin_hulls(gm)                                # each mesh its convex hull, as the scene collides them
     gm.addAllCollisionPairs()
     gd = pin.GeometryData(gm)
     pin.computeCollisions(pm, pm.createData(), gm, gd, q_to_pinocchio(model, q), False)

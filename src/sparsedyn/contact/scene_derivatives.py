@@ -30,9 +30,7 @@ relative to ``b``'s point there, in the contact frame of ``n``
 (:func:`~sparsedyn.contact.friction_problem.plane_basis`).  A sphere, a capsule's end, a box's or a
 mesh's vertex against a plane, a face or a sphere move so exactly; a capsule's side, an edge or a
 cylinder's rim are held at the point found at ``q`` (their contact point slides on the shape as it
-turns).  Two robot meshes (their convex hulls' closest pair, ``pb``) move so exactly where a hull
-vertex of ``a`` lies on a face of ``b``; a vertex of ``b`` on a face of ``a``, or two edges, are held
-so too (the normal turning with ``b``).  A free slot has the geometry of a vertex on a plane below it (its rows finite; it is open).
+turns).  A free slot has the geometry of a vertex on a plane below it (its rows finite; it is open).
 """
 
 from __future__ import annotations
