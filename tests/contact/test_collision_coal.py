@@ -5,9 +5,10 @@ coal's signed distance at the module's tolerance against hand values."""
 import coal
 import numpy as np
 import pytest
+from scipy.spatial import ConvexHull
 
 import sparsedyn as sd
-from sparsedyn.contact.collision_coal import _coal_distance, _coal_geometry, mesh_vertices
+from sparsedyn.contact.collision_coal import HULL_OPTIONS, _coal_distance, _coal_geometry, _hull_convex, mesh_vertices
 from test_scene import box_model
 
 CUBE = np.array([[x, y, z] for x in (-1.0, 1.0) for y in (-1.0, 1.0) for z in (-1.0, 1.0)])
@@ -59,3 +60,39 @@ def test_coals_signed_distance_of_two_spheres_is_the_hand_value(gap):
     assert abs(d - gap) <= 1e-10
     assert np.abs(np.asarray(res.getNearestPoint1()) - (ca + 0.2 * u)).max() <= 1e-10
     assert np.abs(np.asarray(res.getNearestPoint2()) - (cb - 0.3 * u)).max() <= 1e-10
+
+
+def _fan(n):
+    """A cone over a flat ring of ``n`` points (radius 0.1, apex 0.05 above it) and a point 1 um below
+    the ring's centre: a triangulated hull has a vertex of about ``n`` neighbours."""
+    t = 2 * np.pi * np.arange(n) / n
+    V = np.r_[np.c_[0.1 * np.cos(t), 0.1 * np.sin(t), np.zeros(n)], [[0.0, 0.0, 0.05], [0.0, 0.0, -1e-6]]]
+    return V, ConvexHull(V).simplices
+
+
+def test_a_hull_coal_refuses_is_qhulls_with_facets_merged():
+    """coal keeps at most 255 neighbours per vertex of a hull, so qhull's triangulated hull of a ring
+    of 400 points is refused (centauro's pelvis: a flat face's fan); the robot's hull is then qhull's
+    with facets merged within 10 um (HULL_OPTIONS): a subset of the mesh's vertices, the apex among
+    them, no vertex of the mesh farther than the merged facets' sagitta (3e-5 m) outside it, and
+    collide's distance to a sphere above the apex is the hand value."""
+    V, F = _fan(400)
+    bvh = coal.BVHModelOBBRSS()
+    bvh.beginModel(len(F), len(V))
+    bvh.addVertices(V)
+    bvh.addTriangles(F.astype(np.int64))
+    bvh.endModel()
+    with pytest.raises(RuntimeError, match="Too many neighbors"):
+        bvh.buildConvexHull(True, HULL_OPTIONS[0])
+    model = box_model(geometry=False).with_geometry(sd.Geometry("fan", 0, sd.spatial.Transform(np.eye(3), np.zeros(3)),
+                                                                "mesh", (1.0, 1.0, 1.0), "collision", vertices=V,
+                                                                faces=F))
+    ball = sd.Shape("sphere", (0.1,), placement=(np.eye(3), [0.0, 0.0, 0.2]), name="ball")
+    scene = sd.Scene(model, world=[ball], margin=1.0)
+    hull = np.asarray(_hull_convex(scene, 0).points(), float)
+    assert np.abs(hull[:, None] - V[None]).max(2).min(1).max() <= 1e-15          # the mesh's own vertices
+    assert np.abs(hull - [0.0, 0.0, 0.05]).max(1).min() == 0.0
+    planes = ConvexHull(hull).equations
+    assert (V @ planes[:, :3].T + planes[:, 3]).max() <= 3e-5
+    hits = sd.collide(scene, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+    assert hits.pairs == [("fan", "ball")] and abs(hits.distances[0] - 0.05) <= 1e-10

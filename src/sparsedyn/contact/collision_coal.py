@@ -50,12 +50,27 @@ def mesh_vertices(scene):
     return got
 
 
+#: qhull's options for coal's hull of a mesh: triangulated facets; where coal refuses that hull (it keeps at
+#: most 255 neighbours per vertex: a fan of thin triangles on a flat face has a vertex with more), facets
+#: merged whose centrums lie within 10 um, then 100 um, 1 mm of each other (qhull's ``C-n``), which moves
+#: the surface by about that (the few vertices inside a merged facet are left out).
+HULL_OPTIONS = ("Qt", "Qt C-1e-5", "Qt C-1e-4", "Qt C-1e-3")
+
+
 def _hull_convex(scene, k):
-    """coal's convex hull of mesh shape ``k`` (of its BVH's triangles), kept by the scene."""
+    """coal's convex hull of mesh shape ``k`` (of its BVH's triangles; qhull's options
+    :data:`HULL_OPTIONS`, the first coal takes), kept by the scene."""
     key = ("convex", k)
     if key not in scene.cache:
         bvh = _coal_geometry(scene, k)
-        bvh.buildConvexHull(True, "Qt")
+        for options in HULL_OPTIONS:
+            try:
+                bvh.buildConvexHull(True, options)
+                break
+            except RuntimeError as e:              # (coal raises a plain RuntimeError, its message names it)
+                if "Too many neighbors" not in str(e) or options == HULL_OPTIONS[-1]:
+                    raise ValueError(f"collide: coal cannot build the convex hull of mesh shape "
+                                     f"{scene.shapes[k].name!r} (qhull options {options!r}): {e}") from None
         scene.cache[key] = bvh.convex
     return scene.cache[key]
 
