@@ -189,8 +189,8 @@ TALOS_ON_BOX = [
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
 def test_talos_fallen_across_a_box_steps_natively_and_equals_the_numpy_step():
-    """talos lying across the floor and a box finds more hits within its look-ahead than the compiled
-    step holds (34, 25 of them penetrating); the step leaves out the widest gaps beyond its reach (the
+    """talos lying across the floor and a box finds more hits within its look-ahead than the step's
+    capacity (``STEP_CAPACITY``, 32; 34, 25 of them penetrating); the step leaves out the widest gaps beyond its reach (the
     others all kept) and runs natively in the 32 data slots (no fallback warning, one native step
     built), converging in a few hundred iterations.  Run to the same iteration (a tolerance of 1e-12
     stops neither road early: 50 ADMM iterations and 500 sweeps), it makes the NumPy road's modes,
@@ -201,7 +201,7 @@ def test_talos_fallen_across_a_box_steps_natively_and_equals_the_numpy_step():
     import warnings
     from sparsedyn.contact.collision import collide_within
     from sparsedyn.contact import friction_polish as polishing
-    from sparsedyn.contact.friction_kernel import MAX_COMPILED_CONTACTS
+    from sparsedyn.contact.look_ahead import STEP_CAPACITY
     from sparsedyn.io.resolve import example_robot_data_dir
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")            # the URDF's unsupported tags
@@ -219,14 +219,14 @@ def test_talos_fallen_across_a_box_steps_natively_and_equals_the_numpy_step():
         hits = collide_within(scene, q, cut, pair_spins(scene, q, v, dt))
         ref = sd.contact_step(model, q, v, tau, scene, dt, **same)
         contacts = scene_contacts(scene, q, step_hits(scene, q, v, dt))
-    assert len(hits.distances) > MAX_COMPILED_CONTACTS and len(contacts) == MAX_COMPILED_CONTACTS
+    assert len(hits.distances) > STEP_CAPACITY and len(contacts) == STEP_CAPACITY
     with sd.use_backend("native", deterministic=True), warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)                      # a fallback to NumPy warns
         warnings.simplefilter("ignore", sd.ContactStepWarning)             # tol 1e-12: not reached, as meant
         one = sd.contact_step(model, q, v, tau, scene, dt, **same)
         default = sd.contact_step(model, q, v, tau, scene, dt)
     built = [n for n in native.shared(model).kernels if n.startswith("contact_step_kernel")]
-    assert len(built) == 1 and scene.cache["data_slot_count"] == MAX_COMPILED_CONTACTS
+    assert len(built) == 1 and scene.cache["data_slot_count"] == STEP_CAPACITY
     assert int(default.iterations) < 1000                                  # converged (else a warning)
     # (and the polishes: at most ROUNDS rounds of LONGEST, none accepted at tol 1e-12)
     assert int(one.iterations) == int(ref.iterations) and list(one.modes) == list(ref.modes)
@@ -238,13 +238,54 @@ def test_talos_fallen_across_a_box_steps_natively_and_equals_the_numpy_step():
     taken = step_hits(scene, q, v, dt)
     kept = set(zip(taken.pair.tolist(), taken.distances.tolist()))
     out = [k for k, x in enumerate(zip(hits.pair.tolist(), hits.distances.tolist())) if x not in kept]
-    assert len(out) == len(hits.distances) - MAX_COMPILED_CONTACTS
+    assert len(out) == len(hits.distances) - STEP_CAPACITY
     assert all(hits.distances[k] > cut[hits.pair[k]] - scene.margin for k in out)
     alone = sorted(set(hits.pair[out].tolist()) - set(taken.pair.tolist()))
     assert alone
     with sd.use_backend("numpy"):
         after = sd.collide(scene, ref.q)
     assert all(after.distances[after.pair == p].min(initial=np.inf) > 0 for p in alone)
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+def test_reachable_contacts_beyond_the_capacity_step_natively_in_64_data_slots_as_the_numpy_step():
+    """Three planks lying across three supports (test_scene_physics's :func:`planks_on_supports`), pushed
+    along their length and pressed down: 36 contacts at gap 0, all within the step's reach, so
+    :func:`within_capacity` keeps every one though they are more than ``STEP_CAPACITY``.  The step runs
+    natively in the scene's 64 data slots (no fallback warning, one native step built: the power of
+    two that holds 36), and, solved to tol 1e-12, makes the NumPy road's iterations, modes (sliding
+    along x, or open: with 108 rows on 18 joints the impulses are determined only up to the null space
+    of ``J^T``, so they are compared through ``v+``), ``v+`` and ``q+`` to the rounding bound of the
+    step (test_friction_kernel's), which stops the planks' fall, carrying their weight and their
+    momentum down, ``3 m (w + g dt)``, and takes ``mu`` times that per plank off their sliding speed."""
+    import warnings
+    from sparsedyn.contact.friction_kernel import MAX_COMPILED_CONTACTS
+    from sparsedyn.contact.look_ahead import STEP_CAPACITY
+    from test_scene_physics import G, PLANK_MASS, planks_on_supports
+    scene, q = planks_on_supports()
+    model, dt = scene.model, 1e-3
+    v, tau = np.tile([0.0, 0.0, 0.0, 0.2, 0.0, -0.05], 3), np.zeros(model.nv)
+    same = dict(tol=1e-12, max_iterations=50)
+    with sd.use_backend("numpy"):
+        hits = step_hits(scene, q, v, dt)
+        cut = pair_cutoffs(scene, q, v, dt)
+        ref = sd.contact_step(model, q, v, tau, scene, dt, **same)
+        contacts = scene_contacts(scene, q, hits)
+    assert STEP_CAPACITY < len(hits.distances) == 36 <= MAX_COMPILED_CONTACTS
+    assert within_capacity(hits.distances, cut[hits.pair], scene.margin).tolist() == list(range(36))
+    with sd.use_backend("native", deterministic=True), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)                      # a fallback to NumPy warns
+        one = sd.contact_step(model, q, v, tau, scene, dt, **same)
+    built = [n for n in native.shared(model).kernels if n.startswith("contact_step_kernel")]
+    assert len(built) == 1 and scene.cache["data_slot_count"] == 64
+    assert int(one.iterations) == int(ref.iterations) and list(one.modes) == list(ref.modes)
+    assert set(ref.modes) == {"open", "slide"}           # (108 rows on 18 joints: some corners carry nothing)
+    bound = _rounding(model, q, v, tau, contacts, None, ref)
+    assert np.abs(one.v - ref.v).max() <= bound * max(1.0, np.abs(ref.v).max())
+    assert np.abs(one.q - ref.q).max() <= dt * bound * max(1.0, np.abs(ref.v).max()) + 4 * EPS
+    assert np.abs(ref.v[5::6]).max() <= bound                              # the fall stopped
+    assert np.abs(ref.v[3::6] - (0.2 - 0.6 * (0.05 + G * dt))).max() <= bound         # friction mu times it
+    assert abs(ref.impulses[:, 2].sum() - 3 * PLANK_MASS * (0.05 + G * dt)) <= bound * PLANK_MASS
 
 
 def test_both_roads_leave_out_the_same_contacts_beyond_the_capacity(monkeypatch):
@@ -255,8 +296,8 @@ def test_both_roads_leave_out_the_same_contacts_beyond_the_capacity(monkeypatch)
     (the box tipping onto its face) the two left out are still above the floor."""
     from sparsedyn.contact import look_ahead, scene_data
     from test_scene import SIDE, DT, box_model
-    monkeypatch.setattr(look_ahead, "MAX_COMPILED_CONTACTS", 2)
-    monkeypatch.setattr(scene_data, "MAX_COMPILED_CONTACTS", 2)
+    monkeypatch.setattr(look_ahead, "STEP_CAPACITY", 2)
+    monkeypatch.setattr(scene_data, "STEP_CAPACITY", 2)
     a = 0.01
     s, c = np.sin(a / 2), np.cos(a / 2)
     z = SIDE / 2 * (np.cos(a) + np.sin(a))                  # the two low corners on the floor

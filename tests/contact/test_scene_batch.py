@@ -415,7 +415,7 @@ def _capacity_states(scene):
 
 
 def test_a_batch_beyond_the_capacity_leaves_out_each_states_contacts_as_its_single_step(monkeypatch):
-    """The compiled step's capacity patched down to 2 contacts: each state of a batch on the collision
+    """The step's capacity (``STEP_CAPACITY``) patched down to 2 contacts: each state of a batch on the collision
     kernel's road keeps the contacts its single step keeps (those beyond the step's reach left out,
     widest gap first, only as many as exceed the capacity): 4, 2, 2, 2, 0 and 4 contacts (by hand, see
     :func:`_capacity_states`), the two lowest corners of the state tilted about both axes, the same
@@ -423,7 +423,7 @@ def test_a_batch_beyond_the_capacity_leaves_out_each_states_contacts_as_its_sing
     step to the bit."""
     from sparsedyn.contact import look_ahead, scene_batch, scene_data
     for module in (look_ahead, scene_data, scene_batch):
-        monkeypatch.setattr(module, "MAX_COMPILED_CONTACTS", 2)
+        monkeypatch.setattr(module, "STEP_CAPACITY", 2)
     scene = _box_scene()
     model = scene.model
     Q, V = _capacity_states(scene)

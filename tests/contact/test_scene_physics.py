@@ -327,3 +327,61 @@ def test_three_stacked_boxes_settle_with_every_step_solved_each_level_carrying_w
     E = np.array([energy(model, q, v) for q, v in zip(r.q, r.v)])
     M, speed, nc = 3 * CUBE_MASS, max(np.abs(v).max() for v in r.v), max(len(x) for x in r.impulses)
     assert np.diff(E).max() <= nc * tol * (M * speed) * speed + M * G * -deepest(scene, r.q)      # energy_gain_bound
+
+
+# --- more contacts than the step's capacity -------------------------------------------------------------
+
+PLANK, PLANK_MASS = (1.0, 0.1, 0.05), 1.0
+
+
+def planks_on_supports():
+    """``(scene, q)``: three free 1 kg planks (1 m x 10 cm x 5 cm) along x, 30 cm apart in y, each lying
+    across three world boxes (10 cm wide in x, 1 m long in y, 20 cm high, at x = -0.4, 0, 0.4): every
+    plank touches every support through a 10 cm square, its four corners at gap 0, 36 contacts all
+    within the step's reach (more than :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY`)."""
+    model = boxes_model([PLANK] * 3, [PLANK_MASS] * 3)
+    supports = [sd.Shape("box", (0.1, 1.0, 0.2), placement=(np.eye(3), [x, 0.0, 0.1]), name=f"support{k}")
+                for k, x in enumerate((-0.4, 0.0, 0.4))]
+    q = np.concatenate([[0.0, y, 0.2 + PLANK[2] / 2, 0.0, 0.0, 0.0, 1.0] for y in (-0.3, 0.0, 0.3)])
+    return sd.Scene(model, world=supports, friction=0.6), q
+
+
+def _slide(u, w, mu):
+    """How far [m] a body sliding at ``u`` on a level support and pressed on it at ``w`` (m/s) slides
+    under Coulomb friction ``mu``, by hand, in the step's semi-implicit Euler: the first step's
+    normal impulse per unit mass stops the fall and carries the weight, ``w + g dt``, and its friction
+    takes ``mu`` times that off ``u``; each later step's takes ``mu g dt``, until ``u`` is zero; each
+    step moves the body by ``dt`` times its velocity after it."""
+    u, x = u - mu * (w + G * DT), 0.0
+    while u > 0.0:
+        x += DT * u
+        u -= mu * G * DT
+    return x
+
+
+def test_planks_sliding_on_36_contacts_stop_natively_carrying_their_weight_and_dissipating():
+    """The three planks of :func:`planks_on_supports` pushed along their length at 0.2 m/s and down at
+    5 cm/s: each step holds 36 contacts, more than the step's capacity and all within its reach, and
+    runs natively in 64 data slots (a fallback to NumPy warns: an error here).  Coulomb friction
+    (mu = 0.6) stops them within ``v / (mu g)`` = 34 ms, as far as :func:`_slide` says; after 150 steps
+    they are at rest at their height, each plank's normal impulses sum to its weight ``m g dt``, no step adds energy
+    (:func:`energy_gain_bound`), and the kinetic energy is gone."""
+    scene, q0 = planks_on_supports()
+    model = scene.model
+    v0 = np.tile([0.0, 0.0, 0.0, 0.2, 0.0, -0.05], 3)                    # [omega; v] in the planks' (world) axes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        r = native_rollout(scene, q0, v0, 150)
+    assert scene.cache["data_slot_count"] == 64
+    assert [len(x) for x in r.impulses] == [36] * 150
+    assert np.abs(r.v[-50:]).max() <= V_REST
+    assert np.abs(r.q[-1][2::7] - (0.2 + PLANK[2] / 2)).max() <= PENETRATION_SLOP + DT * V_REST
+    assert np.abs(r.q[-1][0::7] - _slide(0.2, 0.05, 0.6)).max() <= 150 * DT * V_REST
+    hits = sd.collide(scene, r.q[-2])
+    for k in range(3):
+        mine = np.array([a == f"box{k}" for a, _ in hits.pairs])
+        assert abs(r.impulses[-1][mine, 2].sum() - PLANK_MASS * G * DT) <= 2 * PLANK_MASS * V_REST
+    E = np.array([energy(model, q, v) for q, v in zip(r.q, r.v)])
+    assert np.diff(E).max() <= energy_gain_bound(model, r, scene)
+    kinetic = 0.5 * 3 * PLANK_MASS * (0.2 ** 2 + 0.05 ** 2)
+    assert E[-1] <= E[0] - kinetic + energy_gain_bound(model, r, scene)

@@ -11,8 +11,9 @@ joints that move ``a``, less 1 on ``b``'s), so its rows are ``J_a(x) - J_b(x)`` 
 chosen by data.  The structure is the number of slots alone; the scene's layout starts at
 :data:`MIN_DATA_SLOTS`, doubles when the contacts of a step do not fit and shrinks back when they
 have fit in fewer slots for :data:`SHRINK_AFTER` steps (:func:`data_slot_count`): a scene builds at most
-``log2(MAX_COMPILED_CONTACTS / MIN_DATA_SLOTS) + 1`` steps (3: 8, 16 and 32 slots), each reused by
-every contact set it holds, whichever bodies touch.
+``log2(MAX_COMPILED_CONTACTS / MIN_DATA_SLOTS) + 1`` steps (4: 8, 16, 32 and 64 slots; 64 only where a
+step's reachable contacts alone are more than :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY`),
+each reused by every contact set it holds, whichever bodies touch.
 
 The problem is the per-body layout's (the same rows, gaps and friction: the same solution to the
 solver's tolerance); free slots are open (their plane 1000 km below their point, zero weights) and

@@ -250,7 +250,7 @@ def _road_of(model, scene, dt, tol, max_iterations, solver, margin):
     layout, roads, n = cache.get("step_slots"), cache.get(_ROAD), cache.get("data_slot_count", 0)
     road = roads and roads.get(n)
     key = layout and (dt, tol, max_iterations, solver, margin, len(layout), sum(layout.values()),
-                      n, scene_data.MAX_COMPILED_CONTACTS)
+                      n, scene_data.STEP_CAPACITY)
     if road is None or road[0] != key or not (type(dt) is type(tol) is type(margin) is float) or \
             type(max_iterations) is bool:
         road = _road(model, scene, key, dt, tol, max_iterations, solver, margin)

@@ -503,8 +503,12 @@ def _nc(model, frames, **_):
 
 
 #: The most contact slots a compiled step is built for (its program grows with the square of the
-#: slots; 32 data slots of the dm_control humanoid: about half a million IR nodes).
-MAX_COMPILED_CONTACTS = 32
+#: slots: 32 data slots of the dm_control humanoid are about half a million IR nodes, 64 slots four
+#: times that, a build of about a minute, once per model).  A scene step keeps no more than
+#: :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY` contacts where the others are beyond its reach;
+#: 64 slots hold a robot whose reachable contacts alone are more (an arm lying across a table, a
+#: fallen robot's links in contact with each other: 33 to 48 in a sweep of example-robot-data).
+MAX_COMPILED_CONTACTS = 64
 
 
 class CompiledStepSizeError(ValueError):

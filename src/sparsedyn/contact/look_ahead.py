@@ -17,19 +17,20 @@ A mesh's patch on a plane needs less than the cutoff's allowance (:mod:`~sparsed
 its points move together but for the rotation, so the step's road that knows ``v`` passes each pair's
 rotation over the step, :func:`pair_spins`, and each point gets its own allowance from it.
 
-The compiled step holds at most :data:`~sparsedyn.contact.friction_kernel.MAX_COMPILED_CONTACTS`
-contacts (its program grows with the square of the slots).  A robot lying across a floor and a box
-finds a few more within the margin (talos: 34, 26 of them reachable within the step), so where a
-step's contacts exceed that number :func:`within_capacity` leaves out, widest gap first, the
+The compiled step's program grows with the square of its slots, so a step keeps no more than
+:data:`STEP_CAPACITY` contacts where the others cannot act within it.  A robot lying across a floor
+and a box finds a few more within the margin (talos: 34, 26 of them reachable within the step), so
+where a step's contacts exceed that number :func:`within_capacity` leaves out, widest gap first, the
 contacts whose gap is beyond what the step can close: a gap ``d > cutoff - margin`` (plus
 :data:`~sparsedyn.contact.reduction.PATCH_DEPTH`, what the step's accelerations add) is wider than
 ``dt`` times the bound on the pair's closing speed, so at the step's start velocities it stays open
 through the step and its impulse is zero; the margin holds it only so that it enters the solve
-before it is needed.  Only as many are left out as the count exceeds the limit: a step that fits
-keeps every contact, and one whose reachable contacts alone exceed the limit keeps them all (and is
-then solved on the NumPy road).  A contact left out that the step's own impulses close after all is
-found by the next step, at most the step's motion beyond the bound deep, which its position
-correction lifts out.
+before it is needed.  Only as many are left out as the count exceeds the capacity: a step that fits
+keeps every contact, and one whose reachable contacts alone exceed it keeps them all (an arm lying
+across a table, a fallen robot's links pressed on each other), in the larger build of up to
+:data:`~sparsedyn.contact.friction_kernel.MAX_COMPILED_CONTACTS` slots (beyond that on the NumPy
+road).  A contact left out that the step's own impulses close after all is found by the next step,
+at most the step's motion beyond the bound deep, which its position correction lifts out.
 """
 
 from __future__ import annotations
@@ -42,13 +43,16 @@ from ..algorithms.kinematics import body_velocities, forward_kinematics
 from ..kernels import native_calls
 from .collision import _plan as _collision_plan
 from .collision import collide_within
-from .friction_kernel import MAX_COMPILED_CONTACTS
 from .reduction import PATCH_DEPTH
 
 __all__ = ["pair_cutoffs", "pair_spins", "cutoffs_and_spins", "body_reach", "within_capacity", "capacity_mask",
-           "step_hits"]
+           "step_hits", "STEP_CAPACITY"]
 
 _NONE, _F64 = {}, np.dtype(float)
+
+#: The most contacts a step keeps where the others are beyond its reach (module docstring): the
+#: 32 data slots' build, half the compiled step's most (its cost grows with the square of the slots).
+STEP_CAPACITY = 32
 
 
 def body_reach(scene):
@@ -177,7 +181,7 @@ def _batch_of(q, v, model):
     return (len(q),)
 
 
-def within_capacity(d, cutoff, margin, capacity=MAX_COMPILED_CONTACTS):
+def within_capacity(d, cutoff, margin, capacity=STEP_CAPACITY):
     """The contacts a step keeps (module docstring): ``d`` (n,) their gaps [m], ``cutoff`` (n,) their
     pairs' look-ahead (:func:`pair_cutoffs`) [m], ``margin`` the scene's [m].  Returns None where all
     are kept (``n <= capacity``), else the sorted indices kept: all but the ``n - capacity`` widest
@@ -190,7 +194,7 @@ def within_capacity(d, cutoff, margin, capacity=MAX_COMPILED_CONTACTS):
     return np.flatnonzero(capacity_mask(d[None], cutoff[None], np.ones((1, len(d)), bool), margin, capacity)[0])
 
 
-def capacity_mask(d, cutoff, mask, margin, capacity=MAX_COMPILED_CONTACTS):
+def capacity_mask(d, cutoff, mask, margin, capacity=STEP_CAPACITY):
     """:func:`within_capacity` of each row of a batch at once: ``d`` (B, K) the candidates' gaps [m],
     ``cutoff`` (B, K) their pairs' look-ahead [m], ``mask`` (B, K) those within it (the row's
     contacts, in order); returns the mask (B, K) of the contacts each row's step keeps (``mask``
@@ -214,12 +218,12 @@ def step_hits(scene, q, v, dt, cutoff=None):
     """The hits a step of ``dt`` [s] from ``q`` (nq,) at ``v`` (nv,) takes (a
     :class:`~sparsedyn.contact.collision.Hits`): each pair's within its look-ahead ``cutoff`` (P,)
     (None: :func:`pair_cutoffs`), a mesh's patch on a plane reduced by its rotation over the step
-    (:func:`pair_spins`), and no more than the compiled step holds where the others are beyond
-    the step's reach (:func:`within_capacity`)."""
+    (:func:`pair_spins`), and no more than :data:`STEP_CAPACITY` where the others are beyond the
+    step's reach (:func:`within_capacity`)."""
     if cutoff is None:
         cutoff = pair_cutoffs(scene, q, v, dt)
     hits = collide_within(scene, q, cutoff, pair_spins(scene, q, v, dt))
-    keep = within_capacity(hits.distances, cutoff[hits.pair], scene.margin, MAX_COMPILED_CONTACTS)
+    keep = within_capacity(hits.distances, cutoff[hits.pair], scene.margin, STEP_CAPACITY)
     if keep is None:
         return hits
     return type(hits)([hits.pairs[k] for k in keep.tolist()], hits.points[keep], hits.normals[keep],

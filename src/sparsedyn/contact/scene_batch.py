@@ -23,9 +23,8 @@ import numpy as np
 
 from ..kernels import use_backend
 from .collision_near import NEAR_COLUMNS
-from .friction_kernel import MAX_COMPILED_CONTACTS
 from .friction_problem import ContactSlots, plane_basis
-from .look_ahead import capacity_mask
+from .look_ahead import STEP_CAPACITY, capacity_mask
 from .data_slots import data_slots_of_rows
 from .scene_data import (SLOT_COLUMNS, _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, ahead_candidates,
                          near_candidates)
@@ -148,9 +147,9 @@ def batch_contacts(scene, Q, cutoff=None, ahead=None, data_slots=False):
     f = np.flatnonzero(mask)                               # by state, then in the candidates' order
     b = f // K if K else f
     counts = np.bincount(b, minlength=B)
-    if counts.max(initial=0) > MAX_COMPILED_CONTACTS:      # a state beyond the step's capacity
+    if counts.max(initial=0) > STEP_CAPACITY:              # a state beyond the step's capacity
         f = np.flatnonzero(capacity_mask(d, np.broadcast_to(within, d.shape), mask, scene.margin,
-                                         MAX_COMPILED_CONTACTS))
+                                         STEP_CAPACITY))
         b = f // K
         counts = np.bincount(b, minlength=B)
     j = f - b * K

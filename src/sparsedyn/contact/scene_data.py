@@ -27,8 +27,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
-from .friction_kernel import MAX_COMPILED_CONTACTS
-from .look_ahead import body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
+from .look_ahead import STEP_CAPACITY, body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
 from .mesh_box_step import mesh_box_rows, mesh_box_step_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows, mesh_plane_step_rows
 from .mesh_plane_step import plane_step_rows
@@ -342,14 +341,14 @@ def _selection(scene, plan, mask, filler):
 
 def _remembered(scene, mask):
     """:func:`_selection`'s tuple of the candidates ``mask`` (K,) where the scene remembers it for its
-    layout as it is and it holds no more contacts than the compiled step (no capacity to apply), else
+    layout as it is and it holds no more contacts than the step's capacity (none to leave out), else
     None: what a step whose contacts persist costs (one lookup; the layout's size the check that it
     has not grown)."""
     memo, layout = scene.cache.get("slot selections"), scene.cache.get("step_slots")
     if memo is None or layout is None or memo[0] != (len(layout), sum(layout.values())):
         return None
     got = memo[2].get(mask.tobytes())
-    return got if got is not None and len(got[7]) <= MAX_COMPILED_CONTACTS else None
+    return got if got is not None and len(got[7]) <= STEP_CAPACITY else None
 
 
 def near_candidates(scene, kp, q, cutoff=None):
@@ -529,13 +528,13 @@ def held_contacts(scene, sel, c):
 
 def _select(scene, plan, c, within, mask):
     """:func:`_selection`'s tuple of the candidates ``c`` (K, 11) within their cutoff (``mask``; ``within``
-    (K,) or a number), no more than the compiled step holds where the others are beyond the step's
-    reach (:func:`~sparsedyn.contact.look_ahead.capacity_mask`), the layout grown where a slot key
+    (K,) or a number), no more than :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY` where the others
+    are beyond the step's reach (:func:`~sparsedyn.contact.look_ahead.capacity_mask`), the layout grown where a slot key
     outgrows its slots."""
     kid, keys = plan[1], plan[2]
-    if np.count_nonzero(mask) > MAX_COMPILED_CONTACTS:      # the gaps beyond the step's reach left out
+    if np.count_nonzero(mask) > STEP_CAPACITY:              # the gaps beyond the step's reach left out
         mask = capacity_mask(c[None, :, 0], np.broadcast_to(within, mask.shape)[None], mask[None], scene.margin,
-                             MAX_COMPILED_CONTACTS)[0]
+                             STEP_CAPACITY)[0]
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
     got = _selection(scene, plan, mask, _filler(scene, keys, layout))
     if got is None:                                        # a key outgrew its slots: the layout grows

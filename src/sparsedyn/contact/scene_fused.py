@@ -269,7 +269,7 @@ def _fused_plan(scene, model, dt):
     # one plan per count of data slots (the count follows the contacts up and down: a return to a
     # count runs its plan again, no new one), each kept while the rest of its snap stays
     n = cache.get("data_slot_count", 0)
-    snap = (dt, len(layout), sum(layout.values()), n, scene_data.MAX_COMPILED_CONTACTS)
+    snap = (dt, len(layout), sum(layout.values()), n, scene_data.STEP_CAPACITY)
     plans = cache.get(_KEY)
     if plans is None:
         plans = cache[_KEY] = {}
@@ -320,7 +320,7 @@ def _make_plan(scene, model, dt, layout, ahead, step):
     ints = lambda x: np.ascontiguousarray(x, np.int64)      # noqa: E731
     shapes = None if mixed is not None else kp.shapes
     args = (collide, shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
-            ints(end), np.ascontiguousarray(base), W, int(data_slots), scene_data.MAX_COMPILED_CONTACTS)
+            ints(end), np.ascontiguousarray(base), W, int(data_slots), scene_data.STEP_CAPACITY)
     # (a trajectory's chain: each candidate's scene pair; its rows' points in the axes of the body, those
     # of its slot frame where these are per-body slots: their frames are the bodies' own)
     return run, args, slots, kp.pair, mixed, ints(kp.pair)
