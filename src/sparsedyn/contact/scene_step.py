@@ -18,7 +18,7 @@ warm start and the derivatives read).  Where more than one robot body is in the 
 are handed to the step in the scene's data slots (:mod:`~sparsedyn.contact.data_slots`): each
 contact's point in the world and its bodies as joint weights, the first ``nc`` of ``2^k`` slots (at
 least 8; the count only grows).  The compiled step is then built per number of slots, not per set of
-touching bodies, so a trajectory builds at most three steps (8, 16, 32 slots) whichever bodies
+touching bodies, so a trajectory builds at most four steps (8, 16, 32, 64 slots) whichever bodies
 touch.  Where one body alone can touch (a box, a ball) the step runs in its per-body slots, which
 only double, and whose step is the faster.  Free slots are not free of cost: the step's
 problem keeps their rows (open, with zero impulse), so a layout larger than the contacts of the
