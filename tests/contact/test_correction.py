@@ -2,6 +2,7 @@
 taken only where it solves the problem, checked against hand-solved problems and the problem's own
 conditions."""
 
+import math
 import os
 
 import numpy as np
@@ -171,3 +172,52 @@ def test_a_thigh_overlapping_its_base_along_its_hip_axis_is_left_overlapping_not
         q, v = s.q, s.v
         assert sd.collide(scene, q).distances.min() >= d0.min() - 0.5 * (3 * CORRECTION_REACH) ** 2 * 0.5
     assert np.abs(q[7:] - q_start[7:]).max() <= CORRECTION_REACH
+
+
+def _traced_form(*xs):
+    """The arrays as object arrays of Python floats: :func:`_correction_sweep` then runs its traced
+    formulation (the element-by-element loop the compiler traces) on numbers."""
+    return [np.array(x, dtype=float).astype(object) for x in xs]
+
+
+def test_a_sweep_on_floats_is_the_traced_formulation_to_the_bit():
+    """The NumPy road's sweep (:func:`_float_rows` on Python floats, the rows past the last one in use
+    left out) against the traced formulation run on numbers: twelve rows of a rank-3 normal block
+    (coupled, redundant, of scales 1e-3 to 1e3: sums whose rounding depends on their order), a free row
+    (zero diagonal) among them, a held row with ``l0 < 0``, and three free slots (zero rows and columns,
+    ``l0 = 0``) after them; with and without the held band.  The same ``l`` and ``stop`` to the last bit
+    (and the same sign of each zero)."""
+    rng = np.random.default_rng(11)
+    J = np.zeros((15, 3))
+    J[:12] = rng.normal(size=(12, 3)) * np.geomspace(1e-3, 1e3, 12)[:, None]     # sums that rounding tells apart
+    J[2] = 0.0
+    A = J @ J.T
+    c = np.concatenate((rng.normal(size=12) * 0.1, np.zeros(3)))
+    held = (np.arange(15) == 3).astype(float)
+    l0 = np.concatenate((rng.uniform(0.0, 1.0, 12), np.zeros(3)))
+    l0[2], l0[3] = 0.0, -0.2
+    assert any(math.fsum(A[i] * l0) != sum((A[i] * l0).tolist()) for i in range(12))    # the order shows
+    for hi, sweeps in ((0.0, 0.0), (2.5e-3, 3.0), (2.5e-3, CORRECTION_SWEEPS - 1.0)):
+        l, stop = _correction_sweep(A, c, l0, sweeps, held, hi)
+        ref, ref_stop = _correction_sweep(*_traced_form(A, c, l0), sweeps, *_traced_form(held), hi)
+        ref = ref.astype(float)
+        assert l.dtype == np.float64 and np.array_equal(l, ref) and np.array_equal(np.signbit(l), np.signbit(ref))
+        assert stop == ref_stop
+        assert np.array_equal(l[12:], np.zeros(3)) and l[2] == 0.0      # no row there: l stays 0
+    assert stop == 1.0                                                  # the last sweep stops
+
+
+def test_the_rows_in_use_end_at_the_last_nonzero_row_column_or_start():
+    """:func:`_rows_in_use`: the leading rows after which ``A``, ``l0`` are zero and ``c`` finite."""
+    from sparsedyn.contact.correction import _rows_in_use
+    A = np.zeros((5, 5))
+    c, l0 = np.zeros(5), np.zeros(5)
+    assert _rows_in_use(A, c, l0) == 0
+    A[1, 1] = 2.0
+    assert _rows_in_use(A, c, l0) == 2
+    A[0, 3] = 1e-300                                                    # a column counts
+    assert _rows_in_use(A, c, l0) == 4
+    l0[4] = -0.5
+    assert _rows_in_use(A, c, l0) == 5
+    l0[4], c[4] = 0.0, np.inf
+    assert _rows_in_use(A, c, l0) == 5

@@ -4,6 +4,7 @@ friction, points and planes are data of the compiled step (a new value never reb
 
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import dm_control
 import mujoco
@@ -307,3 +308,39 @@ def test_gauss_seidel_leaves_an_open_contact_no_friction():
         step = sd.contact_step(MODEL, q, np.array([0, 0, 0, 0.5, 0.3, 0.0]), Z, corners(), DT, solver="pgs")
     assert list(step.modes) == ["slide", "slide", "open", "open"]
     assert np.all(step.impulses[2:] == 0.0) and np.all(step.impulses[:2, 2] > 0.0)
+
+
+def test_a_correction_of_coupled_rows_runs_the_same_sweeps_and_polish_on_both_roads(monkeypatch):
+    """The box's bottom face on nine points (a 3 x 3 grid: nine normal rows of rank 3, coupled and
+    redundant), tilted by 0.022 rad and 3 mm deep at its centre, at rest: the position correction
+    sweeps past its first polish (:func:`~sparsedyn.contact.correction.polish_first` of 9 rows) on the
+    NumPy road (its float rows, :func:`~sparsedyn.contact.correction._float_rows`), and the two roads
+    agree on ``q+`` and ``v+`` to the step's rounding bound, and on the correction's displacement of the
+    rows (``A l``, unique where ``l`` is not) to the sweeps' tolerance of the deepest row's."""
+    import sparsedyn.contact.friction_kernel as fk
+    from sparsedyn.contact import correction
+    points = [(x, y, -H) for x in (-H, 0.0, H) for y in (-H, 0.0, H)]
+    contacts = [sd.Contact("box", "3d", friction=MU, point=p, name=f"c{i}") for i, p in enumerate(points)]
+    axis = np.array([0.02, 0.01, 0.0])
+    th = np.linalg.norm(axis)
+    q = np.array([0, 0, H - 3e-3, *(np.sin(th / 2) * axis / th), np.cos(th / 2)])
+    settings = np.array([DT, 1e-8, 300.0, 10000.0, 0.005])
+    data = [[MU, *p, 0.0, 0.0, 1.0, 0.0] for p in points]
+    sweeps = []
+    monkeypatch.setattr(fk, "_correction_sweep", lambda *a: sweeps.append(a[3]) or correction._correction_sweep(*a))
+    with sd.use_backend("numpy"):
+        ref = sd.contact_step_kernel(MODEL, q, Z, Z, settings, np.zeros((9, 3)), data, ("box",) * 9)
+    assert len(sweeps) > correction.polish_first(9)
+    with sd.use_backend("native", deterministic=True):
+        one = sd.contact_step_kernel(MODEL, q, Z, Z, settings, np.zeros((9, 3)), data, ("box",) * 9)
+    with sd.use_backend("numpy"):
+        P = sd.contact_problem(MODEL, q, Z, Z, contacts)
+    bound = _rounding(MODEL, q, Z, Z, contacts, None, SimpleNamespace(v=ref.v_next))
+    x, y, z, w = q[3:]                                  # the points' heights: the rotation's last row
+    depth = -min(q[2] + 2 * (x * z - w * y) * px + 2 * (y * z + w * x) * py + (1 - 2 * (x * x + y * y)) * pz
+                 for px, py, pz in points)
+    assert 3e-3 < depth < 6e-3
+    tol = 2 * CORRECTION_RTOL * depth / DT              # each road's rows within the sweeps' tolerance
+    assert np.abs(P.G[2::3, 2::3] @ (one.correction - ref.correction)).max() <= tol
+    assert np.abs(one.v_next - ref.v_next).max() <= bound * max(1.0, np.abs(ref.v_next).max())
+    assert np.abs(one.q_next - ref.q_next).max() <= DT * (bound * max(1.0, np.abs(ref.v_next).max()) + tol)

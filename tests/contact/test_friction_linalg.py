@@ -78,3 +78,24 @@ def test_a_polish_by_woodbury_solves_the_mode_system_of_the_dense_inverse():
     wood = fp.mode_solution(G, g, mu, z, scale, np.ones(nc), Z=Z)
     assert np.array_equal(dense[1], wood[1]) and np.array_equal(dense[2], wood[2]) and dense[1][[1, 5]].all()
     assert np.abs(dense[0] - wood[0]).max() <= 100 * U / fp.EPS * np.abs(dense[0]).max()
+
+
+@pytest.mark.parametrize("n", [1, 2, 13, 40])
+def test_the_cholesky_factor_of_floats_is_the_elementwise_one_to_the_bit(n):
+    """:func:`_cholesky` of a float array (column by column in NumPy, each entry's products subtracted
+    from the left) against its element-by-element loops run on numbers (an object array of Python floats,
+    the traced formulation): the same rows and inverse diagonal to the last bit; and ``L L^T = A`` to
+    rounding (``A`` of condition 1e6)."""
+    from sparsedyn.contact.friction_linalg import _cholesky
+    rng = np.random.default_rng(n)
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    A = Q @ np.diag(np.geomspace(1e-6, 1.0, n)) @ Q.T
+    L, inv = _cholesky(A)
+    ref_L, ref_inv = _cholesky(A.astype(object))
+    assert [len(r) for r in L] == list(range(n))
+    assert all(np.array_equal(np.array(a, float), np.array(b, float)) for a, b in zip(L, ref_L))
+    assert np.array_equal(np.array(inv, float), np.array(ref_inv, float))
+    F = np.zeros((n, n))
+    for i, (row, d) in enumerate(zip(L, inv)):
+        F[i, :i], F[i, i] = row, 1.0 / d
+    assert np.abs(F @ F.T - A).max() <= 4 * n * U * np.abs(A).max()

@@ -2,6 +2,7 @@
 its modes when first read and holds them wherever it is read."""
 
 import numpy as np
+import pytest
 
 import sparsedyn as sd
 from test_friction import TOL, _arrays
@@ -52,3 +53,16 @@ def test_a_batch_of_problems_is_its_states_and_its_j_h_inverse_and_delassus_matr
             assert np.abs(P.JMinv - JMinv).max() <= solve_bound(H, JMinv[0]) * 4 * max(1.0, np.abs(JMinv).max()) + \
                 rounding_bound(model.nv, kappa) * np.abs(JMinv).max()
             assert np.abs(P.G - P.J @ JMinv.T).max() <= rounding_bound(model.nv, kappa) * max(1.0, np.abs(P.G).max())
+
+
+def test_vmax_of_a_float_array_is_the_pairwise_formula_not_numpys_max():
+    """:func:`_vmax` of a float array reduces its pairs a level at a time in NumPy: the same value as the
+    traced formula on a list, ``a + relu(b - a)`` pairwise, to the bit.  It is not ``np.max``: for
+    ``[-1, 1e-17]``, ``-1 + (1e-17 + 1)`` rounds to 0; an odd length carries its last value up a level."""
+    from sparsedyn.contact.friction_problem import _vmax
+    assert _vmax(np.array([-1.0, 1e-17])) == 0.0 == _vmax([-1.0, 1e-17])
+    assert _vmax(np.array([1.0, 3.0, 2.0])) == 3.0 and _vmax(np.array([-2.5])) == -2.5
+    x = np.random.default_rng(5).normal(size=(7, 11)) * np.geomspace(1e-8, 1e8, 11)
+    assert _vmax(x) == _vmax(list(x.ravel()))
+    with pytest.raises(IndexError):
+        _vmax(np.zeros(0))

@@ -66,6 +66,7 @@ wrong active set is not tried again on the next sweep).  So an easy problem runs
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -132,15 +133,21 @@ def _correction_sweep(A, c, l0, sweeps, held, hi):
     """One projected Gauss-Seidel sweep of the position correction (the module's problem) from ``l0``
     (nc,): ``(l, stop)``, ``stop`` 1 when ``l`` solves it to :data:`CORRECTION_RTOL` or this was sweep
     :data:`CORRECTION_SWEEPS` (``sweeps`` the ones before); ``held`` (nc,) the held rows, ``hi`` their
-    upper bound of ``w``."""
+    upper bound of ``w``.  On float arrays (the NumPy road) the rows run through :func:`_float_rows`,
+    the same operations in the same order on Python floats."""
     nc = len(c)
-    act = _step(np.diagonal(A) - _TINY)
-    l = list(l0)
-    for i in range(nc):
-        w = sum(A[i, j] * l[j] for j in range(nc)) + c[i]
-        d = A[i, i] + (1.0 - act[i])
-        lo = l[i] - act[i] * w / d
-        l[i] = _relu(lo) - held[i] * _relu(-(lo + act[i] * hi / d))
+    if all(type(x) is np.ndarray and x.dtype == np.float64 for x in (A, c, l0, held)):
+        n = _rows_in_use(A, c, l0)
+        l = _float_rows(A[:n, :n].tolist(), c[:n].tolist(), held[:n].tolist(), float(hi), l0[:n].tolist())
+        l += [0.0] * (nc - n)
+    else:
+        act = _step(np.diagonal(A) - _TINY)
+        l = list(l0)
+        for i in range(nc):
+            w = sum(A[i, j] * l[j] for j in range(nc)) + c[i]
+            d = A[i, i] + (1.0 - act[i])
+            lo = l[i] - act[i] * w / d
+            l[i] = _relu(lo) - held[i] * _relu(-(lo + act[i] * hi / d))
     l = _array(l, A)
     w = A @ l + c
     held = np.asarray(held)
@@ -148,6 +155,39 @@ def _correction_sweep(A, c, l0, sweeps, held, hi):
     done = _step(CORRECTION_RTOL * _vmax(_relu(-c) + held * _relu(c - hi)) - _vmax(off)) * \
         _step(CORRECTION_RTOL * _vmax(_abs(l)) - _vmax(_abs(l - l0)))
     return l, 1.0 - (1.0 - done) * (1.0 - _step(sweeps + 1.0 - CORRECTION_SWEEPS))
+
+
+def _float_relu(x):
+    return 0.5 * (x + abs(x))                                       # _relu of a float
+
+
+def _float_step(x):
+    return 0.5 * (1.0 + math.copysign(1.0, x))                      # _step of a float
+
+
+def _rows_in_use(A, c, l0):
+    """The rows of the float arrays ``A`` (nc, nc), ``c``, ``l0`` (nc,) after which a sweep's ``l`` is
+    zero to the bit: past them ``A``'s rows and columns (a scene's free slots), ``l0`` are zeros and ``c``
+    finite (such a row's update is ``relu(0 - 0 w / 1) = 0``; its zero products change no update of the
+    rows before it: at most the sign of a zero ``w``, which ``relu`` takes out)."""
+    nz = np.flatnonzero((A != 0.0).any(0) | (A != 0.0).any(1) | (l0 != 0.0) | ~np.isfinite(c))
+    return int(nz[-1]) + 1 if len(nz) else 0
+
+
+def _float_rows(rows, cs, hs, hi, l):
+    """The row updates of one sweep (:func:`_correction_sweep`) on Python floats: ``rows`` (nc lists of
+    nc) of ``A``, ``cs``, ``hs`` (the held rows), ``l`` (nc,) lists, updated in place and returned.  The
+    same operations in the same order as the traced sweep (each ``w_i`` summed from the left), without
+    the tracing layer around each one: the NumPy road's hot loop (a large robot's self-contacts, hundreds
+    of rows, run hundreds of sweeps a step)."""
+    relu = _float_relu
+    for i, row in enumerate(rows):
+        act = _float_step(row[i] - _TINY)
+        w = sum(map(operator.mul, row, l)) + cs[i]
+        d = row[i] + (1.0 - act)
+        lo = l[i] - act * w / d
+        l[i] = relu(lo) - hs[i] * relu(-(lo + act * hi / d))
+    return l
 
 
 def _correction_polish(A, c, l, held, hi):
@@ -195,8 +235,7 @@ def correction_impulses(A, c, held=None, hi=0.0):
 def _float_sweeps(A, c, held, hi):
     """:func:`correction_impulses` of one state (``A`` (nc, nc), ``c``, ``held`` (nc,) floats); the polish
     (:func:`_correction_polish`) is the step's own function on NumPy floats."""
-    relu = (lambda x: 0.5 * (x + abs(x)))                           # noqa: E731  (_relu of a float)
-    step = (lambda x: 0.5 * (1.0 + math.copysign(1.0, x)))          # noqa: E731
+    relu, step = _float_relu, _float_step
 
     def vmax(xs):                                                   # _vmax: pairwise a + relu(b - a)
         xs = list(xs)
@@ -205,16 +244,11 @@ def _float_sweeps(A, c, held, hi):
         return xs[0]
     nc = len(c)
     rows, cs, hs = A.tolist(), c.tolist(), [float(x) for x in held]
-    act = [step(rows[i][i] - _TINY) for i in range(nc)]
     cmax = vmax([relu(-x) + h * relu(x - hi) for x, h in zip(cs, hs)])
     l, sweeps, due, change = [0.0] * nc, 0.0, polish_first(nc), 0.0
     while True:
         l0 = list(l)
-        for i, row in enumerate(rows):
-            w = sum([a * x for a, x in zip(row, l)]) + cs[i]
-            d = row[i] + (1.0 - act[i])
-            lo = l[i] - act[i] * w / d
-            l[i] = relu(lo) - hs[i] * relu(-(lo + act[i] * hi / d))
+        l = _float_rows(rows, cs, hs, hi, l)
         w = (A @ np.array(l) + c).tolist()
         off = [relu(-x) + h * relu(x - hi) for x, h in zip(w, hs)]
         done = step(CORRECTION_RTOL * cmax - vmax(off)) * \

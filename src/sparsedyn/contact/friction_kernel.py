@@ -86,6 +86,7 @@ from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv,
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
+from .gauss_seidel_rows import contact_sweep
 from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
@@ -410,20 +411,7 @@ def _gauss_seidel(lay, *X):
     tol, budget, sweeps = settings[1], settings[2], settings[3]
     nc, m = lay.nc, lay.m
     G, g = K["G"].reshape(m, m), K["g"]
-    lam = list(S["z"])
-    for i in range(nc):
-        t0, n = 3 * i, 3 * i + 2
-        u = [sum(G[r, j] * lam[j] for j in range(m)) + g[r] for r in (t0, t0 + 1, n)]
-        ln = _relu(lam[n] - u[2] / (_relu(G[n, n]) + _TINY))
-        a, b, d = G[t0, t0], G[t0, t0 + 1], G[t0 + 1, t0 + 1]
-        top = 0.5 * (a + d) + bk.sqrt(0.25 * (a - d) * (a - d) + b * b)    # largest eigenvalue of G_tt
-        h = 1.0 / (_relu(top) + _TINY)
-        lt = [lam[t0 + k] - h * (u[k] + G[t0 + k, n] * (ln - lam[n])) for k in range(2)]
-        r = bk.sqrt(lt[0] * lt[0] + lt[1] * lt[1])
-        cap = mu[i] * ln
-        # onto the friction disc (cap = 0: exactly 0, not _TINY / r of the direction)
-        f = cap / (_vmax([r, cap]) + _TINY)
-        lam[t0], lam[t0 + 1], lam[n] = lt[0] * f, lt[1] * f, ln
+    lam = contact_sweep(G, g, mu, S["z"])
     lam = _array(lam, G)
     u = _mv(G, lam, lay.slots(K).mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
@@ -436,10 +424,11 @@ def _gauss_seidel(lay, *X):
 
 
 def _correction_rows(lay, settings, K, S):
-    """``(A, held)`` of the position correction: ``G``'s normal block and the held rows."""
-    m, rows = lay.m, lay.normal
-    return (K["G"].reshape(m, m)[rows[:, None], rows[None, :]],
-            held_rows(K["cn"], S["z"][rows], settings[1] * S["ls"][0], settings[0]))
+    """``(A, held)`` of the position correction: ``G``'s normal block (a view: its rows and columns
+    ``lay.normal``, every third from the third) and the held rows."""
+    m = lay.m
+    return (K["G"].reshape(m, m)[2::3, 2::3],
+            held_rows(K["cn"], S["z"][lay.normal], settings[1] * S["ls"][0], settings[0]))
 
 
 def _correct(lay, *X):

@@ -15,7 +15,10 @@ __all__ = []
 
 def _cholesky(A):
     """Lower Cholesky factor of the positive definite ``A`` (n, n): ``(rows, inverse diagonal)``, the
-    rows as lists (row ``i`` has ``i`` entries left of the diagonal)."""
+    rows as lists (row ``i`` has ``i`` entries left of the diagonal).  A float array's factor is
+    :func:`_float_cholesky`'s (the same operations in the same order)."""
+    if type(A) is np.ndarray and A.dtype == np.float64:
+        return _float_cholesky(A)
     n = A.shape[0]
     L, inv = [], []
     for i in range(n):
@@ -31,6 +34,24 @@ def _cholesky(A):
         inv.append(1.0 / bk.sqrt(_relu(s) + _TINY))
         L.append(row)
     return L, inv
+
+
+def _float_cholesky(A):
+    """:func:`_cholesky` of the float array ``A`` (n, n), a column at a time: column ``j``'s entries below
+    the diagonal at once, each entry's products subtracted from the left as :func:`_cholesky`'s loops do
+    (a sequential ``np.add.accumulate`` of the negated products: ``x - y`` is ``x + (-y)`` to the bit),
+    so the factor is the same to the last bit in ``n`` NumPy operations instead of ``n^3 / 6`` Python
+    ones (the NumPy road's polish of a correction of hundreds of rows)."""
+    n = A.shape[0]
+    L, inv = np.zeros((n, n)), np.empty(n)
+    for j in range(n):
+        Lj = L[j, :j]
+        s = np.add.accumulate(np.concatenate((A[j, j:j + 1], -(Lj * Lj))))[-1]
+        inv[j] = 1.0 / bk.sqrt(_relu(s) + _TINY)
+        if j + 1 < n:
+            s = np.add.accumulate(np.concatenate((A[j + 1:, j:j + 1], -(L[j + 1:, :j] * Lj)), axis=1), axis=1)
+            L[j + 1:, j] = s[:, -1] * inv[j]
+    return [L[i, :i].tolist() for i in range(n)], inv.tolist()
 
 
 #: Rows of the blocks of :func:`_lower_inverse` below which the factor is written out element by element.
