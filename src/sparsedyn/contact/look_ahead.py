@@ -50,8 +50,9 @@ __all__ = ["pair_cutoffs", "pair_spins", "cutoffs_and_spins", "body_reach", "wit
 
 _NONE, _F64 = {}, np.dtype(float)
 
-#: The most contacts a step keeps where the others are beyond its reach (module docstring): the
-#: 32 data slots' build, half the compiled step's most (its cost grows with the square of the slots).
+#: The most contacts a step keeps where the others are beyond its reach, as the module docstring
+#: says; the 32 data slots' build, half the compiled step's most, whose cost grows with the square
+#: of the slots.
 STEP_CAPACITY = 32
 
 
