@@ -142,9 +142,10 @@ def test_one_state_checks_agree_with_the_batch_checks(floating):
     near = q.copy()
     near[3:7] = [0.0, 0.0, 0.0, 1.0 + 2e-6]           # 4e-6 <= QUAT_TOL
     for x, ok in ((q, True), (huge, True), (near, True), (off, False)):
-        for state in (x, x[None]):
+        for state in (x, x[None], x.tolist(), tuple(x.tolist())):
             if ok:
-                assert _checks.configuration(floating, state) is state
+                got = _checks.configuration(floating, state)
+                assert got is state if isinstance(state, np.ndarray) else np.array_equal(got, x)
             else:
                 with pytest.raises(ValueError, match="not of unit norm"):
                     _checks.configuration(floating, state)
