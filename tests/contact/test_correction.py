@@ -11,7 +11,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.contact.correction import (CORRECTION_REACH, CORRECTION_RTOL, CORRECTION_SWEEPS, _correction_polish,
                                           _correction_sweep, correction_impulses, correction_targets, polish_cost,
-                                          polish_due, polish_first)
+                                          polish_due, polish_first, polish_pass)
 from sparsedyn.interop import example_robot_data_dir
 
 EPS = np.finfo(float).eps
@@ -59,16 +59,53 @@ def test_the_polish_takes_a_redundant_coupled_set_to_its_solution_in_one_step():
 def test_the_polish_on_a_wrong_active_set_is_refused_and_on_the_right_one_is_exact():
     """Two coupled rows, ``A = [[1, 0.9], [0.9, 1]]``, ``c = [-1, -0.1]``: pushing the first row out
     lifts the second past its plane, so the solution is ``l = [1, 0]`` (``w = [0, 0.8]``).  From
-    ``l = 0`` both rows would push: their system gives ``l_2 < 0``, which the polish refuses (``l``
-    returned bit for bit); from ``l = [0.9, 0]`` the active row is the first alone, and the polish
-    gives ``[1, 0]`` to rounding."""
+    ``l = 0`` both rows would push: their system gives ``l_2 < 0``, which the first pass refuses (``l``
+    returned bit for bit) and drops from its next guess, the first row alone; so the polish gives
+    ``[1, 0]`` from ``l = 0`` (its second pass) and from ``l = [0.9, 0]`` (its first), to rounding."""
     A = np.array([[1.0, 0.9], [0.9, 1.0]])
     c = np.array([-1.0, -0.1])
     held = np.zeros(2)
     start = np.zeros(2)
+    out, ok, (a, up, raw) = polish_pass(A, c, start, held, 0.0, 1.0, (0.0, 0.0, 0.0))
+    assert ok == 0.0 and np.array_equal(out, start)
+    assert np.array_equal(a, [1.0, 0.0]) and np.array_equal(up, [0.0, 0.0]) and raw[1] < 0.0
+    for l in (start, np.array([0.9, 0.0])):
+        out = _correction_polish(A, c, l, held, 0.0)
+        assert out[1] == 0.0 and abs(out[0] - 1.0) <= 8 * EPS
+
+
+def test_the_second_guess_drops_a_near_duplicate_row_and_the_sweeps_stop_a_sweep_after():
+    """A near-duplicate pair of points, ``A = [[1, 0.99], [0.99, 1]]``, ``c = [-1, -1.02]``: the solution
+    pushes the deeper point alone, ``l = [0, 1.02]`` (``w = [0.99 * 1.02 - 1, 0] = [0.0098, 0]``).  The
+    sweeps from zero move the load from the first row to the second slowly (``l_2 <- 0.03 + 0.9801
+    l_2`` while both push: about 55 sweeps before the first row lets go, at ``l_2 = 1 / 0.99``); at the
+    first polish both rows push, their system gives ``l_1 < 0``, and the second guess, the second row
+    alone, is the answer, which the next sweep confirms."""
+    A = np.array([[1.0, 0.99], [0.99, 1.0]])
+    c = np.array([-1.0, -1.02])
+    held = np.zeros(2)
+    _, plain = _sweeps(A, c, held, 0.0, polish=False)
+    assert plain > 5 * polish_first(2)
+    l, sweeps = _sweeps(A, c, held, 0.0)
+    assert sweeps == polish_first(2) + 1
+    assert l[0] == 0.0 and abs(l[1] - 1.02) <= 8 * EPS
+    assert abs((A @ l + c)[0] - (0.99 * 1.02 - 1.0)) <= 8 * EPS
+
+
+def test_a_polish_takes_two_guesses_at_most():
+    """Three rows, ``A = [[1, 0.8, -0.5], [0.8, 1, 0], [-0.5, 0, 1]]`` (positive definite), ``c = [-1,
+    -0.1, 0.2]``: the solution pushes rows one and three, ``l = [1.2, 0, 0.4]`` (``l_1 - l_3 / 2 = 1``,
+    ``-l_1 / 2 + l_3 = -0.2``; ``w_2 = 0.8 * 1.2 - 0.1 = 0.86``).  From ``l = 0`` the first guess is rows
+    one and two (``l_2 = -0.7 / 0.36 < 0``), the second row one alone (``l_1 = 1``, which leaves ``w_3 =
+    -0.3``): both refused, ``l`` returned bit for bit; the sweeps still reach the solution."""
+    A = np.array([[1.0, 0.8, -0.5], [0.8, 1.0, 0.0], [-0.5, 0.0, 1.0]])
+    c = np.array([-1.0, -0.1, 0.2])
+    held = np.zeros(3)
+    start = np.zeros(3)
     assert np.array_equal(_correction_polish(A, c, start, held, 0.0), start)
-    out = _correction_polish(A, c, np.array([0.9, 0.0]), held, 0.0)
-    assert out[1] == 0.0 and abs(out[0] - 1.0) <= 8 * EPS
+    l, sweeps = _sweeps(A, c, held, 0.0)
+    assert sweeps < CORRECTION_SWEEPS
+    assert np.allclose(l, [1.2, 0.0, 0.4], rtol=0.0, atol=4 * CORRECTION_RTOL)
 
 
 def test_the_polish_pulls_a_held_row_to_its_bands_top():
@@ -92,13 +129,13 @@ def test_the_polish_pulls_a_held_row_to_its_bands_top():
 
 def test_an_easy_correction_runs_no_polish():
     """Uncoupled rows (``A`` diagonal): one sweep solves them, the second confirms it, before any
-    polish is due (the first after ``max(8, nc / 2)`` sweeps)."""
+    polish is due (the first after ``max(8, nc / 4)`` sweeps)."""
     A = np.diag([1.0, 2.0, 0.5, 4.0])
     c = np.array([-1.0, -0.5, 0.25, -2.0])
     l, sweeps = _sweeps(A, c, np.zeros(4), 0.0)
     assert sweeps == 2 and sweeps < polish_first(4)
     assert np.array_equal(l, np.array([1.0, 0.25, 0.0, 0.5]))
-    assert polish_first(4) == 8 and polish_first(32) == 16
+    assert polish_first(4) == 8 and polish_first(32) == 8 and polish_first(64) == 16
 
 
 def test_a_polish_is_due_only_where_the_sweeps_would_take_longer_than_it_costs():

@@ -56,10 +56,14 @@ rows whose sweep would pull at ``w = hi``, the rest at ``l = 0``, and the linear
 is solved (regularised by ``POLISH_REG`` of ``A``'s largest diagonal entry against its null directions, one
 step of iterative refinement taking its bias out of the rest); the answer, its signs projected, is taken
 only where it solves the problem to the sweeps' own tolerance, and the sweeps go on from it (the next one
-confirms it).  A polish costs about ``2 + nc / 4`` sweeps (:func:`polish_cost`: a Cholesky factorisation,
+confirms it).  A refused answer gives the next guess, a primal-dual active-set step (Hintermüller, Ito and
+Kunisch, "The primal-dual active set strategy as a semismooth Newton method", 2002) that first only drops
+the rows of the wrong sign: a near-duplicate pair of points, whose load the sweeps move from one to the
+other by a few percent a sweep, shows both active, and the pair's answer pushes one and pulls the other
+(talos lying on the floor: from sweep 8, the second guess is the answer).  A polish costs about ``2 + nc / 4`` sweeps (:func:`polish_cost`: a Cholesky factorisation,
 ``nc^3 / 6``, and a few products against a sweep's ``2 nc^2``); it runs only where the sweeps, at the rate
 of their last two changes of ``l``, would not reach their tolerance in as many sweeps, and not before
-:func:`polish_first` sweeps (the active rows show), each polish doubling that wait (one refused on a
+:func:`polish_first` sweeps (the active rows show), each pass costing as much, each polish doubling that wait (one refused on a
 wrong active set is not tried again on the next sweep).  So an easy problem runs its plain sweeps.
 """
 
@@ -74,7 +78,8 @@ from .. import backend as bk
 from .friction_linalg import _cholesky, _cholesky_solve
 from .friction_problem import _TINY, PENETRATION_SLOP, TOUCHING_GAP, _abs, _relu, _step, _vmax
 
-__all__ = ["correction_impulses", "correction_targets", "held_rows", "polish_cost", "polish_due", "polish_first"]
+__all__ = ["correction_impulses", "correction_targets", "held_rows", "polish_cost", "polish_due", "polish_first",
+           "polish_pass"]
 
 #: Sweeps and relative tolerance of the position correction's Gauss-Seidel.
 CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
@@ -82,6 +87,9 @@ CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 #: diagonal entry (its square bounds the bias left after the refinement, relative to ``A``'s smallest
 #: nonzero eigenvalue over its largest: a condition of 1e4 leaves 1e-10).
 POLISH_FIRST, POLISH_REG = 8, 1e-9
+#: The guesses of the active rows in one polish (the module docstring): the sweeps' iterate's, then the
+#: first refused answer's.
+POLISH_PASSES = 2
 #: The trust region of the correction: the largest motion of any coordinate (radians of a joint or of a
 #: free body's rotation, metres of its translation) whose first-order change of a gap a row may ask for.
 CORRECTION_REACH = 0.01
@@ -97,7 +105,7 @@ def correction_targets(c, J_n, dt):
 
 def polish_first(nc):
     """The fewest sweeps before the first polish of a correction of ``nc`` rows (a float)."""
-    return float(max(POLISH_FIRST, nc // 2))
+    return float(max(POLISH_FIRST, nc // 4))
 
 
 def polish_cost(nc):
@@ -193,14 +201,57 @@ def _float_rows(rows, cs, hs, hi, l):
 def _correction_polish(A, c, l, held, hi):
     """The polish of the sweeps' iterate ``l`` (nc,) (the module docstring): the exact solution on the
     rows the next sweep would make active, where it solves the problem to :data:`CORRECTION_RTOL`, else
-    ``l`` itself; the rest as :func:`_correction_sweep`."""
+    the same on the next guess of those rows from that solution (:func:`_next_guess`), up to
+    :data:`POLISH_PASSES` guesses, else ``l`` itself; the rest as :func:`_correction_sweep`.  The step's
+    stage runs the passes one stage run each (:func:`polish_pass`), to the same bits."""
+    guess = (0.0, 0.0, 0.0)
+    for k in range(POLISH_PASSES):
+        out, ok, guess = polish_pass(A, c, l, held, hi, 1.0 if k == 0 else 0.0, guess)
+        if ok >= 0.5:
+            return out
+    return l
+
+
+def polish_pass(A, c, l, held, hi, first, guess):
+    """``(l', ok, next)``: one guess of :func:`_correction_polish`: ``first`` 1: the rows a sweep from ``l``
+    would make active; 0: ``guess`` ``(a, up, raw)``, the last pass's ``next`` (its next rows and its
+    answer).  ``l'`` the answer where it solves the problem (``ok`` 1), else ``l``."""
     diag = np.diagonal(A)
     act = _step(diag - _TINY)
     d = diag + (1.0 - act)
     held = np.asarray(held)
+    scale = CORRECTION_RTOL * _vmax(_relu(-c) + held * _relu(c - hi))
+    a, up = _guess(A, c, l, held, hi, act, d)
+    a, up, base = (first * a + (1.0 - first) * guess[0], first * up + (1.0 - first) * guess[1],
+                   first * l + (1.0 - first) * guess[2])
+    cand, raw, ok = _polish_solve(A, c, base, held, hi, a, up, diag, scale)
+    return ok * cand + (1.0 - ok) * l, ok, _next_guess(A, c, raw, held, hi, act, d, a, up) + (raw,)
+
+
+def _guess(A, c, l, held, hi, act, d):
+    """``(a, up)`` (nc,): the rows a sweep from ``l`` would make active (its row's own minimiser pushing,
+    or a held row's pulling: ``up``), 1 or 0."""
     lo = l - act * (A @ l + c) / d                               # each row's own minimiser (w_i = 0)
     up = held * (1.0 - _step(lo + act * hi / d))                 # a held row pulled to its band's top
-    a = act * (1.0 - _step(-lo) + up)                            # active: pushing (l > 0) or pulled (l < 0)
+    return act * (1.0 - _step(-lo) + up), up                     # active: pushing (l > 0) or pulled (l < 0)
+
+
+def _next_guess(A, c, raw, held, hi, act, d, a, up):
+    """The active rows after a refused answer ``raw`` of the rows ``a`` (``up`` those pulled): without
+    its rows of the wrong sign (a pushing row's negative impulse, a pulled row's positive one) where it
+    has any, else :func:`_guess` from it (the rows it leaves violated enter).  Dropping first, and all
+    at once: a near-duplicate pair of points (the sweeps move the load from one to the other by a few
+    percent a sweep) is guessed with both active, and their answer pushes one and pulls the other."""
+    wrong = a * ((1.0 - up) * _step(-raw - _TINY) + up * _step(raw - _TINY))
+    some = _step(_vmax(wrong) - 0.5)
+    a2, up2 = _guess(A, c, raw, held, hi, act, d)
+    return some * a * (1.0 - wrong) + (1.0 - some) * a2, some * up * (1.0 - wrong) + (1.0 - some) * up2
+
+
+def _polish_solve(A, c, l, held, hi, a, up, diag, scale):
+    """``(cand, raw, ok)``: the solution ``raw`` (nc,) of the active rows ``a`` (``w = 0``, or ``w = hi``
+    on the pulled rows ``up``; the others ``0``) from ``l``, ``cand`` its signs projected, ``ok`` 1 where
+    ``cand`` solves the problem to ``scale``."""
     target = up * hi
     base = a * l
     r = a * (target - (A @ base + c))
@@ -211,12 +262,11 @@ def _correction_polish(A, c, l, held, hi):
     L, inv = _cholesky(R)
     x = _cholesky_solve(L, inv, r, r)
     x = x + _cholesky_solve(L, inv, r - (M @ x + (1.0 - a) * x), r)  # refinement: the regularisation's bias
-    cand = base + a * x
-    cand = (1.0 - up) * _relu(cand) - up * _relu(-cand)          # the signs of its rows (inactive: 0)
+    raw = base + a * x
+    cand = (1.0 - up) * _relu(raw) - up * _relu(-raw)            # the signs of its rows (inactive: 0)
     w = A @ cand + c
-    scale = CORRECTION_RTOL * _vmax(_relu(-c) + held * _relu(c - hi))
     ok = _step(scale - _vmax(_relu(-w) + held * _relu(w - hi))) * _step(scale - _vmax(a * _abs(w - target)))
-    return ok * cand + (1.0 - ok) * l
+    return cand, raw, ok
 
 
 def correction_impulses(A, c, held=None, hi=0.0):

@@ -80,8 +80,8 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
-from .correction import (_correction_polish, _correction_sweep, correction_impulses, correction_targets,  # noqa: F401
-                         held_rows, polish_due, polish_first)
+from .correction import (POLISH_PASSES, _correction_sweep, correction_impulses, correction_targets,  # noqa: F401
+                         held_rows, polish_due, polish_first, polish_pass)
 from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _solve_small, _spd_inverse, low_rank
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
@@ -167,7 +167,10 @@ class _Layout:
                               # rounds and polishes run, the
                               # iterate's modes and for how many iterations they have held
                               ("pz", m), ("tries", 1), ("next", 1), ("rounds", 1), ("polishes", 1),
-                              ("pbest", 1), ("code", nc), ("same", 1)])
+                              ("pbest", 1), ("code", nc), ("same", 1),
+                              # the position correction's polish: the next pass's rows (active,
+                              # pulled), the last answer, the passes run (correction.polish_pass)
+                              ("ca", nc), ("cu", nc), ("cr", nc), ("cpass", 1)])
 
     @staticmethod
     def _table(items):
@@ -245,7 +248,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
                              tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
-                             next=_first_polish(m, z)))
+                             next=_first_polish(m, z), ca=np.zeros(nc), cu=np.zeros(nc), cr=np.zeros(nc), cpass=0.0))
     return K, S
 
 
@@ -446,13 +449,17 @@ def _correct(lay, *X):
 
 
 def _correct_polish(lay, *X):
-    """The polish of the position correction's iterate (:mod:`~sparsedyn.contact.correction`), the next
-    one due after twice the sweeps; back to the sweeps (-1), which confirm it."""
+    """One pass of the polish of the position correction's iterate (:func:`~sparsedyn.contact.correction.polish_pass`),
+    the next polish due after twice the sweeps: refused with passes left, the next pass (0); else back to
+    the sweeps (-1), which confirm it."""
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
-    S.update(l=_correction_polish(A, K["cn"], S["l"], held, PENETRATION_SLOP / (2.0 * settings[0])),
-             due=2.0 * S["sweeps"][0])
-    return lay.pack(lay.S, S), -1.0
+    npass = S["cpass"][0]
+    l, ok, (a, up, raw) = polish_pass(A, K["cn"], S["l"], held, PENETRATION_SLOP / (2.0 * settings[0]),
+                                      1.0 - _step(npass - 0.5), (S["ca"], S["cu"], S["cr"]))
+    more = (1.0 - ok) * _step(POLISH_PASSES - 1.5 - npass)
+    S.update(l=l, due=2.0 * S["sweeps"][0], ca=a, cu=up, cr=raw, cpass=(npass + 1.0) * more)
+    return lay.pack(lay.S, S), more - 1.0
 
 
 def _finish(lay, q, v, tau, settings, *X):
