@@ -87,7 +87,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _spd_inverse
+from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _mv_sym, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import answer_error, closing_guess, merge_guess, swap_guess
@@ -212,7 +212,7 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None, dense=True):
     m = 3 * nc
     sl = Slots(None, nc) if sl is None else sl
     Z = z.reshape(nc, 3)
-    u = (_mv(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
+    u = (_mv_sym(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
     if direction is None:
         # the friction of each contact's local problem, -(u_t - k lambda_t) (``k`` the largest eigenvalue
         # of its G_tt; a point mass: exact), nearer the answer's than ADMM's friction or velocity alone
@@ -273,8 +273,8 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
         C = np.eye(nc) + _mm(Mx[2::3], U, sl.mm(1, 3, 1))
 
         def solve(r):                                              # (M + U V^T)^-1 r
-            a = _mv(Mx, r, sl.mm(3, 3))
-            return a - _mv(Mx, _mv(U, Ci(a[2::3]), sl.mm(3, 1)), sl.mm(3, 3))
+            a = _mv_sym(Mx, r, sl.mm(3, 3))
+            return a - _mv_sym(Mx, _mv(U, Ci(a[2::3]), sl.mm(3, 1)), sl.mm(3, 3))
     else:
         # U = D R^T Z Y = e^-1 V Y with Y = Z^T R_theta diag(mus) (nv, nc), so M^-1 U = e V (I + V^T V)^-1 Y
         # = e Wt^T (L^-1 Y): nv^2 nc, not m nv nc (M^-1 times U's m x nc columns)
@@ -296,11 +296,10 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
         return _mv(Lc.T, _mv(Lc, _mv(C.T, x, sl.mm(1, 1)), sl.mm(1, 1)), sl.mm(1, 1))
 
     def DGrv(v):                                                   # D Gr v
-        if Z is None:
-            return _mv(DGr, v, sl.mm(3, 3))
-        # D R^T (G (R v)), the rotations elementwise: the m x m matrix D Gr is not formed (two m x m products a step)
+        # D R^T (G (R v)), the rotations elementwise (on Woodbury's road D Gr is not formed; on the dense
+        # one a product by D Gr would first copy it transposed, G's rows are read where they lie)
         Rv = _axes(v.reshape(nc, 3), c, s, back=True).reshape(m)
-        return d * _axes(_mv(G, Rv, sl.mm(3, 3)).reshape(nc, 3), c, s).reshape(m)
+        return d * _axes(_mv_sym(G, Rv, sl.mm(3, 3)).reshape(nc, 3), c, s).reshape(m)
 
     def held(y):                                                   # x_theta = mu x_n where sliding
         Y = y.reshape(nc, 3)
@@ -363,7 +362,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
     lam = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax)
-    u = _mv(G, lam, None if slots is None else slots.mm(3, 3)) + g
+    u = _mv_sym(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
     _, _, slide, theta = modes(lam.reshape(nc, 3), mu, active)
@@ -448,7 +447,7 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0):
     Z = z.reshape(nc, 3)
     active = _active(G, lay.normal)
     Z = Z + (1.0 - swap) * (merge_guess(G, Z, active, OPEN) - Z)
-    u = (_mv(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
+    u = (_mv_sym(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
     Z = Z + swap * (swap_guess(G, Z, u, active, OPEN) - Z)
     Z = Z + swap * (_sticking(Z, u, mu, answer_error(Z, u, active, OPEN)) - Z)
     return (Z + weight * (closing_guess(G, Z, u, active, OPEN) - Z)).reshape(m)
