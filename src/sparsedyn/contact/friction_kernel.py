@@ -82,7 +82,8 @@ from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
 from .correction import (_correction_polish, _correction_sweep, correction_impulses, correction_targets,  # noqa: F401
                          held_rows, polish_due, polish_first)
-from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _solve_small, _spd_inverse, low_rank
+from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _mv_sym, _solve_small, _spd_inverse,
+                             low_rank)
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
@@ -303,7 +304,7 @@ def _iterate(lay, *X):
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
     r = -(g + s) + eta * x + rho * z - y
     xn = _low_rank_solve(S["W"].reshape(lay.nv, m), eta + rho, r, lay.slots(K)) if lay.low_rank else \
-        _mv(S["W"].reshape(m, m), r, lay.slots(K).mm(3, 3))
+        _mv_sym(S["W"].reshape(m, m), r, lay.slots(K).mm(3, 3))
     sp = xn + yr                                                   # the plain next governing point
     zn = project_cone(sp.reshape(nc, 3), mu).reshape(m)
     yn = rho * (sp - zn)                                           # = y + rho (xn - zn)
