@@ -224,7 +224,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # the size of G does (power iterations cost a product with G each)
     lmax = _vmax(np.sum(_abs(G), 1)) + _TINY
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
-    u = _mv(G, z, Slots(used, nc).mm(3, 3)) + g
+    u = _mv_sym(G, z, Slots(used, nc).mm(3, 3)) + g
     w = u.reshape(nc, 3).copy()
     w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
     res = _residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
@@ -394,7 +394,7 @@ def _check(lay, *X):
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
     G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
-    u = _mv(G, z, lay.slots(K).mm(3, 3)) + g
+    u = _mv_sym(G, z, lay.slots(K).mm(3, 3)) + g
     res = _residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(z, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
@@ -414,7 +414,7 @@ def _gauss_seidel(lay, *X):
     G, g = K["G"].reshape(m, m), K["g"]
     lam = contact_sweep(G, g, mu, S["z"])
     lam = _array(lam, G)
-    u = _mv(G, lam, lay.slots(K).mm(3, 3)) + g
+    u = _mv_sym(G, lam, lay.slots(K).mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
