@@ -99,3 +99,28 @@ def test_the_cholesky_factor_of_floats_is_the_elementwise_one_to_the_bit(n):
     for i, (row, d) in enumerate(zip(L, inv)):
         F[i, :i], F[i, i] = row, 1.0 / d
     assert np.abs(F @ F.T - A).max() <= 4 * n * U * np.abs(A).max()
+
+
+def test_a_symmetric_product_reads_the_transpose_in_place():
+    """:func:`_mv_sym` of a traced matrix input (``K["G"]`` of a stage: its mirrored entries equal values):
+    a block whose first factor is the input's transpose, which the compiled product by a vector reads
+    where it lies (:func:`~sparsedyn.codegen.emit_blocks._column_source`: ``"xt"``, no transposed copy);
+    at a symmetric value its rows' products ``A[i, l] x[l]`` summed in ``l`` order, to the bit; on floats,
+    ``A @ x`` to rounding (``n u |A| |x|``)."""
+    from sparsedyn.codegen.emit_blocks import _column_source
+    from sparsedyn.contact.friction_linalg import _mv_sym
+    from sparsedyn.symbolic.ir import Graph
+    n = 24
+    g = Graph()
+    A, x = g.inputs(0, (n, n)), g.inputs(1, (n,))
+    p = g.program([_mv_sym(A, x)], [(n, n), (n,)])
+    assert len(p.blocks) == 1 and _column_source(p, 0, "double")[0] == "xt"
+    rng = np.random.default_rng(5)
+    S, v = rng.standard_normal((n, n)), rng.standard_normal(n)
+    S = np.tril(S) + np.tril(S, -1).T
+    want = np.zeros(n)
+    for r in range(n):
+        for col in range(n):
+            want[r] = S[r, col] * v[col] if col == 0 else want[r] + S[r, col] * v[col]
+    assert np.array_equal(p.evaluate([S, v])[0], want)
+    assert np.abs(_mv_sym(S, v) - S @ v).max() <= n * U * np.abs(S).max() * np.abs(v).sum()

@@ -347,17 +347,22 @@ def test_a_box_sliding_down_a_slope_at_mu_0_9_loads_its_downhill_corners(backend
 
 
 def test_the_unknowns_rows_of_g_in_the_sliding_axes():
-    """The mode system's ``D R^T G^T R`` (block products by the block diagonal rotation) equals the
-    rows and columns of ``G`` turned into each contact's sliding axes one by one (:func:`_axes`, the
-    definition), the rows of no unknown zero; the rotation holds five entries a contact and structural
-    zeros elsewhere (the int ``0`` where traced, which a block product skips)."""
+    """The mode system's ``D R^T G R D`` and held friction's columns ``D R^T G R_theta diag(mus)`` (block
+    products by the block diagonal rotation, :func:`_dense_system`) equal the rows and columns of ``G``
+    turned into each contact's sliding axes one by one (:func:`_axes`, the definition), the rows and
+    columns of no unknown zero, ``U`` the theta columns of the sliding contacts times ``mu``; the rotation
+    holds five entries a contact and structural zeros elsewhere (the int ``0`` where traced, which a
+    block product skips)."""
     rng = np.random.default_rng(3)
     Gm, mu = _spd(3, 12, cond=10.0), np.array([0.5, 1.0, 0.8, 0.5])
     z = np.array([0.1, 0.05, 1.0, 0.6, 0.8, 1.0, -0.8 * 0.7, 0.0, 0.7, 0.0, 0.0, 0.0])
-    d, w, c, s, DGr, gr, slide, op = fp._newton_system(Gm, rng.standard_normal(12), mu, z, 1.0, np.ones(4), None)
+    d, w, c, s, Rt, gr, slide, op = fp._newton_system(Gm, rng.standard_normal(12), mu, z, 1.0, np.ones(4), None)
     turned = fp._axes(fp._axes(Gm.reshape(12, 4, 3), c, s).reshape(12, 12).T.reshape(12, 4, 3), c, s).reshape(12, 12)
-    assert list(d) == [1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0]
-    assert np.abs(DGr - d[:, None] * turned).max() <= rounding_bound(3, 1.0) * np.abs(Gm).max()
+    assert list(d) == [1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0] and list(slide) == [0, 1, 1, 0]
+    DGrD, U = fp._dense_system(Gm, Rt, d, slide * mu, fp.Slots(None, 4))
+    tol = rounding_bound(3, 1.0) * np.abs(Gm).max()
+    assert np.abs(DGrD - d[:, None] * turned * d[None, :]).max() <= tol
+    assert np.abs(U - d[:, None] * turned[:, 0::3] * (slide * mu)[None, :]).max() <= tol
     R = fp._diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], np.asarray(c, dtype=object))
     assert R.dtype == object and sum(type(x) is int and x == 0 for x in R.flat) == 144 - 5 * 4
 

@@ -82,7 +82,8 @@ from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
 from .correction import (POLISH_PASSES, _correction_sweep, correction_impulses, correction_targets,  # noqa: F401
                          held_rows, polish_due, polish_first, polish_pass)
-from .friction_linalg import Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _solve_small, _spd_inverse, low_rank
+from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _mv_sym, _solve_small, _spd_inverse,
+                              low_rank)
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
                                _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
@@ -226,7 +227,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     # the size of G does (power iterations cost a product with G each)
     lmax = _vmax(np.sum(_abs(G), 1)) + _TINY
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
-    u = _mv(G, z, Slots(used, nc).mm(3, 3)) + g
+    u = _mv_sym(G, z, Slots(used, nc).mm(3, 3)) + g
     w = u.reshape(nc, 3).copy()
     w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
     res = _residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
@@ -306,7 +307,7 @@ def _iterate(lay, *X):
     s[lay.normal] = mu * _norms(y.reshape(nc, 3)[:, :2])           # De Saxcé's shift from the multiplier
     r = -(g + s) + eta * x + rho * z - y
     xn = _low_rank_solve(S["W"].reshape(lay.nv, m), eta + rho, r, lay.slots(K)) if lay.low_rank else \
-        _mv(S["W"].reshape(m, m), r, lay.slots(K).mm(3, 3))
+        _mv_sym(S["W"].reshape(m, m), r, lay.slots(K).mm(3, 3))
     sp = xn + yr                                                   # the plain next governing point
     zn = project_cone(sp.reshape(nc, 3), mu).reshape(m)
     yn = rho * (sp - zn)                                           # = y + rho (xn - zn)
@@ -396,7 +397,7 @@ def _check(lay, *X):
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
     G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
-    u = _mv(G, z, lay.slots(K).mm(3, 3)) + g
+    u = _mv_sym(G, z, lay.slots(K).mm(3, 3)) + g
     res = _residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(z, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
@@ -416,7 +417,7 @@ def _gauss_seidel(lay, *X):
     G, g = K["G"].reshape(m, m), K["g"]
     lam = contact_sweep(G, g, mu, S["z"])
     lam = _array(lam, G)
-    u = _mv(G, lam, lay.slots(K).mm(3, 3)) + g
+    u = _mv_sym(G, lam, lay.slots(K).mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)

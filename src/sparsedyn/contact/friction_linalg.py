@@ -93,6 +93,15 @@ def _mv(A, x, live=None):
     return _mm(A, np.reshape(x, (-1, 1)), live)[:, 0]
 
 
+def _mv_sym(A, x, live=None):
+    """``A @ x`` for a symmetric ``A`` (n, n), its mirrored entries equal (``G`` in a stage's constants, an
+    inverse ``L^-T L^-1`` mirrored), written ``A^T x``: the same products summed in the same order, and a
+    compiled product by a vector reads the columns of ``A^T`` (an input's or a block's result's rows) where
+    they lie, where ``A`` itself is first transposed into the workspace (a copy as large as ``A`` each
+    stage run: :mod:`~sparsedyn.codegen.emit_blocks`)."""
+    return _mv(A.T, x, live)
+
+
 def _leaf_inverse(A):
     """``L^-1`` (n, n) of the Cholesky factor of the small positive definite ``A``, element by element."""
     L, inv = _cholesky(A)

@@ -53,8 +53,12 @@ group's closed impulses on the member that carries most
 step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
 friction's columns (``m nc^2``; ``nv^2 nc``) and the solves (``4 m^2`` each; ``m^2 + 2 m nv``),
 against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
-by sparse first factors (``m^2`` in loops, not in operations written out; on Woodbury's road, which never
-forms ``D Gr``, rotations of vectors elementwise).  Compiled, at 96 rows a step
+by sparse first factors where a matrix is formed (``m^2`` in loops, not in operations written out: the
+dense road's ``D Gr D`` and ``U``), rotations of vectors elementwise where a vector is (the residual's
+``D Gr v`` is ``D R^T (G (R v))``: ``D Gr`` itself is never formed).  A product by a vector of ``G``, or of
+the symmetric ``M^-1``, is written by its transpose, whose columns are its rows: the compiled product
+reads them where they lie, not from a transposed copy each run
+(:func:`~sparsedyn.contact.friction_linalg._mv_sym`).  Compiled, at 96 rows a step
 costs the reading of its code, its block products' index tables and their results (about a megabyte each,
 more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step a
 run (:func:`polish_stage`), and its program holds one step's code, not two written out.
@@ -87,7 +91,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _spd_inverse
+from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _mv_sym, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import answer_error, closing_guess, merge_guess, swap_guess
@@ -201,18 +205,18 @@ def _diagonal_blocks(block, like):
     return X
 
 
-def _newton_system(G, g, mu, z, scale, active, direction, sl=None, dense=True):
+def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
     """The mode system of the iterate ``z`` in the sliding axes (the module docstring): ``(d, w, c, s,
-    DGr, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
-    contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``DGr`` (m, m) the unknowns' rows of
-    ``G`` in them (the other rows zero) and ``gr`` (m,) ``g`` in them, ``slide`` and ``op`` (nc,) 1 where
-    sliding, open; ``sl`` the slots in use (:class:`~sparsedyn.contact.friction_linalg.Slots`; None: all);
-    ``dense`` False: ``DGr`` None (not formed: Woodbury's road applies it as ``D R^T G R``)."""
+    Rt, gr, slide, op)``, ``d`` (m,) 1 on the unknowns' rows, ``w`` (m,) the compliance of each sliding
+    contact's ``phi`` row, ``(c, s)`` (nc,) the axes' ``theta``, ``Rt`` (m, m) the rotation ``R^T`` into
+    them (block diagonal: structural zeros off its blocks), ``gr`` (m,) ``g`` in them, ``slide`` and
+    ``op`` (nc,) 1 where sliding, open; ``sl`` the slots in use
+    (:class:`~sparsedyn.contact.friction_linalg.Slots`; None: all)."""
     nc = mu.shape[0]
     m = 3 * nc
     sl = Slots(None, nc) if sl is None else sl
     Z = z.reshape(nc, 3)
-    u = (_mv(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
+    u = (_mv_sym(G, z, sl.mm(3, 3)) + g).reshape(nc, 3)
     if direction is None:
         # the friction of each contact's local problem, -(u_t - k lambda_t) (``k`` the largest eigenvalue
         # of its G_tt; a point mass: exact), nearer the answer's than ADMM's friction or velocity alone
@@ -229,13 +233,22 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None, dense=True):
     w = slide * speed / (mu * _relu(Z[:, 2]) + _TINY)
     w = w - _relu(w - scale / EPS)
     d = np.stack([stick, stick + slide, stick + slide], 1).reshape(m)
-    # D R^T G^T R (R the rotations, block diagonal, D = diag(d): the unknowns' rows) as block products
-    # whose first factor is R^T or D R^T, which has two or one entries a row: loops of O(m^2), not O(m^2)
-    # operations written out one by one
     Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
-    DGr = _mm(Rt * d[:, None], _mm(Rt, G, sl.mm(3, 3, 3)).T, sl.mm(3, 3, 3)) if dense else None
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
-    return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, DGr, gr, slide, op
+    return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, Rt, gr, slide, op
+
+
+def _dense_system(G, Rt, d, mus, sl):
+    """``(D Gr D, U)``: the unknowns' block (m, m) of ``Gr = R^T G R`` (``G`` (m, m) symmetric in the sliding
+    axes, ``Rt`` (m, m) the rotation ``R^T``, :func:`_newton_system`; ``D = diag(d)``, the others' rows and
+    columns zero) and the held friction's columns ``U = D Gr_theta diag(mus)`` (m, nc) (``Gr``'s theta
+    column of each contact, ``mus`` (nc,) its ``mu`` where sliding, else 0); ``sl`` the slots in use.
+    Block products whose first factor ``D R^T`` or ``R_theta^T`` has two or one entries a row (loops of
+    ``O(m^2)``, not ``O(m^2)`` operations written out one by one): ``D Gr D = (D R^T G) (D R^T)^T`` and
+    ``U = D R^T (diag(mus) R_theta^T G)^T``, each second factor one transposed copy."""
+    RD = Rt * d[:, None]
+    DGrD = _mm(RD, _mm(RD, G, sl.mm(3, 3, 3)).T, sl.mm(3, 3, 3))
+    return DGrD, _mm(RD, _mm(Rt[0::3] * mus[:, None], G, sl.mm(1, 3, 3)).T, sl.mm(3, 3, 1))
 
 
 def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None, Z=None, residual=False):
@@ -252,29 +265,27 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     nc = mu.shape[0]
     m = 3 * nc
     sl = Slots(None, nc) if slots is None else slots
-    d, w, c, s, DGr, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl, Z is None)
+    d, w, c, s, Rt, gr, slide, op = _newton_system(G, g, mu, z, scale, active, direction, sl)
     mus = slide * mu
     E = 1.0 - d + w + EPS * scale
     if Z is None:
-        # D Gr D (D Gr times D, a product by a diagonal first factor: a loop) plus E, inverted
-        Mx = _spd_inverse(_mm(_diagonal_blocks([[d]], d), DGr.T, sl.mm(3, 3, 3)).T + np.eye(m) * E[:, None], slots)
+        DGrD, U = _dense_system(G, Rt, d, mus, sl)
+        Mx = _spd_inverse(DGrD + np.eye(m) * E[:, None], slots)
     else:
         # M = D Gr D + E = E^1/2 (V V^T + I) E^1/2 with V = E^-1/2 D R^T Z (G = Z Z^T), so
         # M^-1 = e (I - Wt^T Wt) e (e = E^-1/2; Woodbury's identity, an nv x nv factorization)
         e = 1.0 / bk.sqrt(E)
-        Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
         Wt, Li = _low_rank_factor(_mm(Rt * (d * e)[:, None], Z, sl.mm(3, 3, 0)), 1.0, slots, lower=True)
     # Woodbury's correction for the held friction x_theta = mu x_n (a column of rank one per sliding
     # contact, U = D Gr_theta diag(mus)): (M + U V^T)^-1 = M^-1 - M^-1 U C^-1 V^T M^-1, V^T the normal rows,
     # C = I + V^T M^-1 U (M^-1's normal rows times U: M^-1 U itself is applied as M^-1 (U x)); C is not
     # symmetric: its inverse from the normal equations (the refinement below corrects their rounding)
     if Z is None:
-        U = _mm(_diagonal_blocks([[mus]], mus), DGr[:, 0::3].T, sl.mm(1, 1, 3)).T
         C = np.eye(nc) + _mm(Mx[2::3], U, sl.mm(1, 3, 1))
 
         def solve(r):                                              # (M + U V^T)^-1 r
-            a = _mv(Mx, r, sl.mm(3, 3))
-            return a - _mv(Mx, _mv(U, Ci(a[2::3]), sl.mm(3, 1)), sl.mm(3, 3))
+            a = _mv_sym(Mx, r, sl.mm(3, 3))
+            return a - _mv_sym(Mx, _mv(U, Ci(a[2::3]), sl.mm(3, 1)), sl.mm(3, 3))
     else:
         # U = D R^T Z Y = e^-1 V Y with Y = Z^T R_theta diag(mus) (nv, nc), so M^-1 U = e V (I + V^T V)^-1 Y
         # = e Wt^T (L^-1 Y): nv^2 nc, not m nv nc (M^-1 times U's m x nc columns)
@@ -296,11 +307,10 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
         return _mv(Lc.T, _mv(Lc, _mv(C.T, x, sl.mm(1, 1)), sl.mm(1, 1)), sl.mm(1, 1))
 
     def DGrv(v):                                                   # D Gr v
-        if Z is None:
-            return _mv(DGr, v, sl.mm(3, 3))
-        # D R^T (G (R v)), the rotations elementwise: the m x m matrix D Gr is not formed (two m x m products a step)
+        # D R^T (G (R v)), the rotations elementwise (on Woodbury's road D Gr is not formed; on the dense
+        # one a product by D Gr would first copy it transposed, G's rows are read where they lie)
         Rv = _axes(v.reshape(nc, 3), c, s, back=True).reshape(m)
-        return d * _axes(_mv(G, Rv, sl.mm(3, 3)).reshape(nc, 3), c, s).reshape(m)
+        return d * _axes(_mv_sym(G, Rv, sl.mm(3, 3)).reshape(nc, 3), c, s).reshape(m)
 
     def held(y):                                                   # x_theta = mu x_n where sliding
         Y = y.reshape(nc, 3)
@@ -363,7 +373,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
     lam = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax)
-    u = _mv(G, lam, None if slots is None else slots.mm(3, 3)) + g
+    u = _mv_sym(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
     _, _, slide, theta = modes(lam.reshape(nc, 3), mu, active)
@@ -448,7 +458,7 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0):
     Z = z.reshape(nc, 3)
     active = _active(G, lay.normal)
     Z = Z + (1.0 - swap) * (merge_guess(G, Z, active, OPEN) - Z)
-    u = (_mv(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
+    u = (_mv_sym(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
     Z = Z + swap * (swap_guess(G, Z, u, active, OPEN) - Z)
     Z = Z + swap * (_sticking(Z, u, mu, answer_error(Z, u, active, OPEN)) - Z)
     return (Z + weight * (closing_guess(G, Z, u, active, OPEN) - Z)).reshape(m)

@@ -77,8 +77,11 @@ def _near(G, Z, copies=True):
         root = bk.sqrt(gnn[i] * gnn[j])
         near = _step(Gn[i, j] - (1.0 - NEAR) * root)
         return near if copies else near * (1.0 - _step(Gn[i, j] - (1.0 - DUPLICATE) * root))
-    near = np.array([[0.0 if i == j else pair(i, j) for j in range(nc)] for i in range(nc)],
-                    dtype=object if bk.is_symbolic(Z) else float)
+    # each pair once, mirrored (G is symmetric: its entries ij and ji are equal)
+    near = np.full((nc, nc), 0.0, dtype=object if bk.is_symbolic(Z) else float)
+    for i in range(nc):
+        for j in range(i + 1, nc):
+            near[i, j] = near[j, i] = pair(i, j)
     return gnn, near
 
 
