@@ -110,18 +110,38 @@ def _grams(X):
     return np.concatenate([bk.matmul(L.T, L, min_pairs=1).reshape(-1), bk.matmul(Y, Y.T, min_pairs=1).reshape(-1)])
 
 
-def test_a_product_of_a_transpose_and_its_matrix_mirrors_its_upper_half_bit_for_bit(compile_cache,  # noqa: F811
-                                                                                    monkeypatch):
-    """``X^T X``, ``X`` triangular or dense: the compiled loop sums the columns on or left of the
-    diagonal and mirrors the rest; the result is symmetric and equals the interpreter's bit for bit
-    (``C[j, i]`` the products of ``C[i, j]`` with their factors swapped, in the same order) and NumPy's
-    float products to rounding (``N`` terms, bounded through ``|X|^T |X|``)."""
+def _ordered(A, B):
+    """``A @ B`` in floats, every element's products summed in ``l`` order, the first first (the
+    compiled loop's order: NumPy's ``@`` sums in its own), elementwise (no fused multiply-add)."""
+    C = A[:, :1] * B[:1, :]
+    for l in range(1, A.shape[1]):
+        C = C + A[:, l:l + 1] * B[l:l + 1, :]
+    return C
+
+
+@pytest.mark.parametrize("N", [24, 27, 40])
+def test_a_product_of_a_transpose_and_its_matrix_sums_its_lower_triangle_and_mirrors_it(N, compile_cache,  # noqa: F811
+                                                                                        monkeypatch):
+    """``X^T X``, ``X`` triangular or dense, of 24 rows (the humanoid's contact rows: one group of
+    columns), 27 (padded to 28) and 40 (two groups): the compiled loop runs one pass per band of four
+    rows, each summing only the chunks of four columns on or left of the band's diagonal (1 + 2 + ...
+    chunks in each group of eight, not all of them for every row), and mirrors the rest; the result is
+    symmetric and equals the interpreter's and NumPy's products summed in the same order bit for bit
+    (``C[j, i]`` the products of ``C[i, j]`` with their factors swapped, in the same order; a
+    triangular factor's structural zeros add ``+-0``) and NumPy's ``@`` to rounding (``N`` terms,
+    bounded through ``|X|^T |X|``)."""
     monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(compile_cache))
-    N = 40                                  # ten vectors of columns: two groups of sums, the second guarded
-    prog = trace_function(_grams, [("X", (N, N))], None, name="grams")
+    prog = trace_function(_grams, [("X", (N, N))], None, name=f"grams_{N}")
     assert len(prog.blocks) == 2
-    src, call = _compiled(prog, "grams")
-    assert src.count(f"c[i * {N} + j] = c[j * {N} + i]") == 2 and src.count("if (i >= 32)") == 2
+    src, call = _compiled(prog, f"grams_{N}")
+    mp, chunks = -(-N // 4) * 4, -(-N // 4)
+    assert src.count(f"c[i * {mp} + j] = c[j * {mp} + i]") == 2 and src.count("j = (i | 3) + 1;") == 2
+    # a pass per band of four rows, from the band's first row; chunk q's band sums (q mod 8) + 1 chunks
+    for q in range(chunks):
+        top = f"{4 * q + 4}" if q % 8 < 7 and q < chunks - 1 else f"{N}"
+        assert src.count(f"for (int i = {4 * q}; i < {top}; i++)") == 2
+    assert src.count("s0 = s0 + x *") == 2 * chunks
+    assert src.count(" + x * *(const sd_v4u *)") == 2 * sum(q % 8 + 1 for q in range(chunks))
     rng = np.random.default_rng(7)
     for _ in range(3):
         X = rng.standard_normal((N, N))
@@ -130,6 +150,7 @@ def test_a_product_of_a_transpose_and_its_matrix_mirrors_its_upper_half_bit_for_
         L, Y = np.tril(X), X + X.T
         C1, C2 = got[:N * N].reshape(N, N), got[N * N:].reshape(N, N)
         assert np.array_equal(C1, C1.T) and np.array_equal(C2, C2.T)
+        assert np.array_equal(C1, _ordered(L.T, L)) and np.array_equal(C2, _ordered(Y, Y.T))
         assert np.all(np.abs(C1 - L.T @ L) <= rounding_bound(N) * (np.abs(L).T @ np.abs(L)))
         assert np.all(np.abs(C2 - Y @ Y.T) <= rounding_bound(N) * (np.abs(Y) @ np.abs(Y).T))
 

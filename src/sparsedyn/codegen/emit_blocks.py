@@ -157,10 +157,10 @@ def block_call(prog, b, layout, slot, name, T):
 def _general_product(blk, name, layout, b, T, tables, bd):
     """The C (file scope) of block ``b``'s general loop (module docstring): ``tables`` its compressed
     rows ``(ptr, ai, al, bi)``.  A product ``X^T X`` (``A`` the transpose of ``B``, node for node, every
-    row read: the contact solver's ``L^-T L^-1``) sums only the groups of columns on or left of each
-    row's diagonal and copies the rest from its mirror: ``C[j, i]`` is ``C[i, j]``'s products with
-    their factors swapped, summed in the same order (bit for bit; the work above the diagonal, about
-    half, is not done).  ``bd``: its run-time bounds (:class:`~.emit_bounds.Bounds`): the rows, terms
+    row read: the contact solver's ``L^-T L^-1``, ``G = Z Z^T``) sums only the chunks of four columns on
+    or left of each row's diagonal (a pass per band of four rows) and copies the rest from its mirror:
+    ``C[j, i]`` is ``C[i, j]``'s products with their factors swapped, summed in the same order (bit for
+    bit; the work above the diagonal, about half, is not done).  ``bd``: its run-time bounds (:class:`~.emit_bounds.Bounds`): the rows, terms
     and groups of columns of the slots in use."""
     (n, k), m = blk.A.shape, blk.B.shape[1]
     mp = layout.stride[b]
@@ -183,20 +183,30 @@ def _general_product(blk, name, layout, b, T, tables, bd):
                  f"    int e = {name}_p[i + 1];",
                  f"    while (e > {name}_p[i] && {name}_l[e - 1] >= {bd.k} * {mp}) e--;",
                  f"    {name}_e[i] = e;", "  }"]
+    # a product X^T X whose rows and columns in use are the same (or not bounded) sums, in each group of
+    # columns, each band of four rows over the chunks on or left of its diagonal alone (a pass per band);
+    # else the rows above a group's first column skip it (the first group, then, is summed whole)
+    bands = gram and T == "double" and (not split or blk.live[0] == blk.live[2])
     for g in range(0, len(chunks), _GROUP):          # a pass over the row's entries per group of sums
         cols = chunks[g:g + _GROUP]
-        guard = gram and g > 0 and T == "double"              # columns right of row i's diagonal: mirrored
+        first = cols[0] if gram and g > 0 and T == "double" else 0     # rows above: mirrored
         # all the rows for one group of columns, then the next group: the group's columns of B stay
         # in the first level cache (all of a 96-column B, 72 kB, is read from the second for every row)
+        if bands:
+            for c in range(1, len(cols) + 1):        # rows [cols[c - 1], +4) need the group's first c chunks
+                if cols[c - 1] < n:
+                    top = cols[c - 1] + step if c < len(cols) else n
+                    body += _group_pass(name, cols[:c], (cols[c - 1], min(top, n)), bd, (n, k, mp), T)
+            continue
         if not split:
-            body += _group_pass(name, cols, guard, bd, (n, k, mp), T)
+            body += _group_pass(name, cols, (first, n), bd, (n, k, mp), T)
             continue
         # the chunks of columns in use of this group (a pass summing those alone): one case each
         body.append(f"  switch ({name}_nch - {g} >= {len(cols)} ? {len(cols)} : {name}_nch - {g}) {{")
         for c in range(len(cols), 0, -1):
-            body += [f"  case {c}: {{", *_group_pass(name, cols[:c], guard, bd, (n, k, mp), T), "  } break;"]
+            body += [f"  case {c}: {{", *_group_pass(name, cols[:c], (first, n), bd, (n, k, mp), T), "  } break;"]
         body.append("  default: break; }")
-    if split:                                        # the columns of chunks not in use: zeros
+    if split and not bands:                          # the columns of chunks not in use: zeros
         body.append(f"  for (int i = 0; i < {n}; i++) for (int j = {name}_nch * {step}; j < {mp}; j++) "
                     f"c0[i * {mp} + j] = 0.0;")
     return "\n".join([
@@ -216,8 +226,9 @@ def _general_product(blk, name, layout, b, T, tables, bd):
         *([f"  {name}_mm(w, w + {run}, w + {layout.cbase[b]});"] if run is not None else
           [*_gather(name, bd.k, m, mp, layout, bi, even),
            f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});"]),
-        *([f"  {{ {T} *restrict c = w + {layout.cbase[b]}; for (int i = 0; i < {n}; i++) for (int j = i + 1; "
-           f"j < {n}; j++) c[i * {mp} + j] = c[j * {mp} + i]; }}"] if gram and T == "double" else []),
+        *([f"  {{ {T} *restrict c = w + {layout.cbase[b]}; for (int i = 0; i < {n}; i++) for (int j = "
+           f"{'(i | 3) + 1' if bands else 'i + 1'}; j < {n}; j++) c[i * {mp} + j] = c[j * {mp} + i]; }}"]
+          if gram and T == "double" else []),
         "}"])
 
 
@@ -243,28 +254,28 @@ def _gather(name, rows, m, mp, layout, bi, even):
             f"w[{layout.scratch} + l * {mp} + j] = w[{first} + l * {row} + j * {col}];{pad} }}"]
 
 
-def _group_pass(name, cols, guard, bd, sizes, T):
-    """The C of one pass of :func:`_general_product` over the rows (those in use: ``bd``) summing the
-    columns of the chunks ``cols`` (offsets), ``guard``: only the rows on or below the first column
-    (a product ``X^T X``)."""
+def _group_pass(name, cols, rows, bd, sizes, T):
+    """The C of one pass of :func:`_general_product` over the rows ``rows`` (``(first, end)``; those in
+    use: ``bd``) summing the columns of the chunks ``cols`` (offsets)."""
     n, k, mp = sizes
     V = "sd_v4u" if T == "double" else T
     ld = (lambda o: f"*(const sd_v4u *)(r + {o})") if T == "double" else (lambda o: f"r[{o}]")      # noqa: E731
     st = (lambda o: f"*(sd_v4u *)(c + {o})") if T == "double" else (lambda o: f"c[{o}]")            # noqa: E731
     zero = "".join(f" {st(o)} = ({V}){{0}};" for o in cols) if bd.on else ""
     end = f"{name}_e[i]" if bd.on and bd.k != str(k) else f"{name}_p[i + 1]"
-    return [f"  for (int i = 0; i < {bd.n}; i++) {{",
+    lo, hi = rows
+    top = bd.n if hi == n else str(hi) if not bd.on or bd.n == str(n) else f"({bd.n} < {hi} ? {bd.n} : {hi})"
+    return [f"  for (int i = {lo}; i < {top}; i++) {{",
             f"    const int p0 = {name}_p[i], e = {end};",
             f"    {T} *restrict c = c0 + i * {mp};",
             f"    if (p0 == e) {{{zero} continue; }}",
-            *([f"    if (i >= {cols[0]}) {{"] if guard else []),
             f"    {{ {'double' if T == 'double' else T} x = w[{name}_a[p0]]; const {T} *restrict r = b + {name}_l[p0];",
             f"      {V} " + ", ".join(f"s{q} = x * {ld(o)}" for q, o in enumerate(cols)) + ";",
             "      for (int p = p0 + 1; p < e; p++) {",
             f"        x = w[{name}_a[p]]; r = b + {name}_l[p];",
             *[f"        s{q} = s{q} + x * {ld(o)};" for q, o in enumerate(cols)],
             "      }",
-            *[f"      {st(o)} = s{q};" for q, o in enumerate(cols)], "    }", *(["    }"] if guard else []), "  }"]
+            *[f"      {st(o)} = s{q};" for q, o in enumerate(cols)], "    }", "  }"]
 
 
 def _input_copies(nodes, layout, b, skip=()):
