@@ -141,6 +141,9 @@ def test_a_product_of_a_transpose_and_its_matrix_sums_its_lower_triangle_and_mir
         top = f"{4 * q + 4}" if q % 8 < 7 and q < chunks - 1 else f"{N}"
         assert src.count(f"for (int i = {4 * q}; i < {top}; i++)") == 2
     assert src.count("s0 = s0 + x *") == 2 * chunks
+    # the triangular factor's rows gathered up to the chunk of their diagonal (never read further on)
+    read = ",".join(str(min(mp, 4 * (l // 4 + 1))) for l in range(N))
+    assert src.count("static const int r[") == 1 and src.count(f"r[{N}] = {{{read}}};") == 1
     assert src.count(" + x * *(const sd_v4u *)") == 2 * sum(q % 8 + 1 for q in range(chunks))
     rng = np.random.default_rng(7)
     for _ in range(3):

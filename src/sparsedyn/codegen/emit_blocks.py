@@ -37,6 +37,8 @@ time of the product by ``Wt`` itself).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..symbolic.ir import CONST, INPUT, MATMUL
 from .emit_bounds import Bounds
 from .emit_common import _lit
@@ -224,7 +226,7 @@ def _general_product(blk, name, layout, b, T, tables, bd):
         f"static void {name}({T} *restrict w)",
         "{", *bd.decl,
         *([f"  {name}_mm(w, w + {run}, w + {layout.cbase[b]});"] if run is not None else
-          [*_gather(name, bd.k, m, mp, layout, bi, even),
+          [*_gather(name, bd.k, m, mp, layout, bi, even, _read_columns(blk, mp) if bands else None),
            f"  {name}_mm(w, w + {layout.scratch}, w + {layout.cbase[b]});"]),
         *([f"  {{ {T} *restrict c = w + {layout.cbase[b]}; for (int i = 0; i < {n}; i++) for (int j = "
            f"{'(i | 3) + 1' if bands else 'i + 1'}; j < {n}; j++) c[i * {mp} + j] = c[j * {mp} + i]; }}"]
@@ -243,9 +245,23 @@ def _even(bi, k, m, mp, zero):
     return (first, row, col) if ok else None
 
 
-def _gather(name, rows, m, mp, layout, bi, even):
+def _read_columns(blk, mp):
+    """Per row ``l`` of ``B`` of a product ``X^T X`` summed by bands (:func:`_general_product`), the
+    columns its passes read: the chunks up to the last band whose rows ``i`` have ``A[i, l]`` (``X``
+    triangular: the chunks on or left of the diagonal of ``B``; the rest is never gathered)."""
+    nz = blk.A >= 0
+    return [min(mp, _LANES * (int(np.flatnonzero(nz[:, l])[-1]) // _LANES + 1)) if nz[:, l].any() else 0
+            for l in range(blk.A.shape[1])]
+
+
+def _gather(name, rows, m, mp, layout, bi, even, read=None):
     """The C that gathers ``B`` (its first ``rows``, a C expression) into the scratch area: by the table
-    ``{name}_b`` (``bi``), or (``even``: :func:`_even`'s steps) by them, no table read."""
+    ``{name}_b`` (``bi``; ``read``, where given: the leading columns of each row read, the rest left
+    as they are), or (``even``: :func:`_even`'s steps) by them, no table read."""
+    if even is None and read is not None and min(read) < mp:
+        return [f"  {{ static const int r[{len(read)}] = {{{','.join(map(str, read))}}};",
+                f"    for (int l = 0; l < {rows}; l++) for (int j = 0; j < r[l]; j++) "
+                f"w[{layout.scratch} + l * {mp} + j] = w[{name}_b[l * {mp} + j]]; }}"]
     if even is None:
         return [f"  for (int e = 0; e < {rows} * {mp}; e++) w[{layout.scratch} + e] = w[{name}_b[e]];"]
     first, row, col = even
