@@ -162,8 +162,9 @@ def _general_product(blk, name, layout, b, T, tables, bd):
     row read: the contact solver's ``L^-T L^-1``, ``G = Z Z^T``) sums only the chunks of four columns on
     or left of each row's diagonal (a pass per band of four rows) and copies the rest from its mirror:
     ``C[j, i]`` is ``C[i, j]``'s products with their factors swapped, summed in the same order (bit for
-    bit; the work above the diagonal, about half, is not done).  ``bd``: its run-time bounds (:class:`~.emit_bounds.Bounds`): the rows, terms
-    and groups of columns of the slots in use."""
+    bit; the work above the diagonal, about half, is not done), and gathers only the columns of ``B``
+    its passes read.  ``bd``: its run-time bounds (:class:`~.emit_bounds.Bounds`): the rows, terms and
+    groups of columns of the slots in use."""
     (n, k), m = blk.A.shape, blk.B.shape[1]
     mp = layout.stride[b]
     ptr, ai, al, bi = tables
