@@ -125,11 +125,11 @@ def test_a_product_of_a_transpose_and_its_matrix_sums_its_lower_triangle_and_mir
     """``X^T X``, ``X`` triangular or dense, of 24 rows (the humanoid's contact rows: one group of
     columns), 27 (padded to 28) and 40 (two groups): the compiled loop runs one pass per band of four
     rows, each summing only the chunks of four columns on or left of the band's diagonal (1 + 2 + ...
-    chunks in each group of eight, not all of them for every row), and mirrors the rest; the result is
-    symmetric and equals the interpreter's and NumPy's products summed in the same order bit for bit
-    (``C[j, i]`` the products of ``C[i, j]`` with their factors swapped, in the same order; a
-    triangular factor's structural zeros add ``+-0``) and NumPy's ``@`` to rounding (``N`` terms,
-    bounded through ``|X|^T |X|``)."""
+    chunks in each group of eight, not all of them for every row; ``A[i, l]`` read as ``B[l, i]``), and
+    mirrors the rest; the result is symmetric and equals the interpreter's and NumPy's products summed in
+    the same order bit for bit (``C[j, i]`` the products of ``C[i, j]`` with their factors swapped, in the
+    same order; a triangular factor's structural zeros add ``+-0``) and NumPy's ``@`` to rounding (``N``
+    terms, bounded through ``|X|^T |X|``)."""
     monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(compile_cache))
     prog = trace_function(_grams, [("X", (N, N))], None, name=f"grams_{N}")
     assert len(prog.blocks) == 2
@@ -141,6 +141,8 @@ def test_a_product_of_a_transpose_and_its_matrix_sums_its_lower_triangle_and_mir
         top = f"{4 * q + 4}" if q % 8 < 7 and q < chunks - 1 else f"{N}"
         assert src.count(f"for (int i = {4 * q}; i < {top}; i++)") == 2
     assert src.count("s0 = s0 + x *") == 2 * chunks
+    # A[i, l] read as B[l, i] (no table of A's slots); Y Y^T, whose A is whole, steps through B's rows
+    assert "_a[" not in src and src.count(f"r += {mp}; x = r[i];") == chunks
     # the triangular factor's rows gathered up to the chunk of their diagonal (never read further on)
     read = ",".join(str(min(mp, 4 * (l // 4 + 1))) for l in range(N))
     assert src.count("static const int r[") == 1 and src.count(f"r[{N}] = {{{read}}};") == 1

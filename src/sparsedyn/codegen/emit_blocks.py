@@ -186,10 +186,11 @@ def _general_product(blk, name, layout, b, T, tables, bd):
                  f"    int e = {name}_p[i + 1];",
                  f"    while (e > {name}_p[i] && {name}_l[e - 1] >= {bd.k} * {mp}) e--;",
                  f"    {name}_e[i] = e;", "  }"]
-    # a product X^T X whose rows and columns in use are the same (or not bounded) sums, in each group of
-    # columns, each band of four rows over the chunks on or left of its diagonal alone (a pass per band);
-    # else the rows above a group's first column skip it (the first group, then, is summed whole)
+    # X^T X with the same rows and columns in use (or none bounded): a pass per band of four rows, over the
+    # chunks on or left of its diagonal; else the rows above a group's first column skip it (not group 0)
     bands = gram and T == "double" and (not split or blk.live[0] == blk.live[2])
+    # (A[i, l] is then B[l, i], read with its row of B, no table; every row of A whole: rows of B in turn)
+    own = ("dense" if (blk.A >= 0).all() else "gram") if bands else None
     for g in range(0, len(chunks), _GROUP):          # a pass over the row's entries per group of sums
         cols = chunks[g:g + _GROUP]
         first = cols[0] if gram and g > 0 and T == "double" else 0     # rows above: mirrored
@@ -199,7 +200,7 @@ def _general_product(blk, name, layout, b, T, tables, bd):
             for c in range(1, len(cols) + 1):        # rows [cols[c - 1], +4) need the group's first c chunks
                 if cols[c - 1] < n:
                     top = cols[c - 1] + step if c < len(cols) else n
-                    body += _group_pass(name, cols[:c], (cols[c - 1], min(top, n)), bd, (n, k, mp), T)
+                    body += _group_pass(name, cols[:c], (cols[c - 1], min(top, n)), bd, (n, k, mp), T, own)
             continue
         if not split:
             body += _group_pass(name, cols, (first, n), bd, (n, k, mp), T)
@@ -218,8 +219,9 @@ def _general_product(blk, name, layout, b, T, tables, bd):
         "typedef double sd_v4u __attribute__((vector_size(32), aligned(8)));",
         "#endif",
         f"static const int {name}_p[{n + 1}] = {{{table(ptr)}}};",
-        f"static const int {name}_a[{max(len(ai), 1)}] = {{{table(ai)}}};",
-        f"static const int {name}_l[{max(len(al), 1)}] = {{{table(al)}}};",
+        *([f"static const int {name}_a[{max(len(ai), 1)}] = {{{table(ai)}}};"] if own is None else []),
+        *([f"static const int {name}_l[{max(len(al), 1)}] = {{{table(al)}}};"]
+          if own != "dense" or (bd.on and bd.k != str(k)) else []),
         *([f"static const int {name}_b[{k * mp}] = {{{table(bi)}}};"] if run is None and even is None else []),
         *bd.defs,
         f"static void {name}_mm(const {T} *restrict w, const {T} *restrict b, {T} *restrict c0)",
@@ -271,9 +273,11 @@ def _gather(name, rows, m, mp, layout, bi, even, read=None):
             f"w[{layout.scratch} + l * {mp} + j] = w[{first} + l * {row} + j * {col}];{pad} }}"]
 
 
-def _group_pass(name, cols, rows, bd, sizes, T):
+def _group_pass(name, cols, rows, bd, sizes, T, own=None):
     """The C of one pass of :func:`_general_product` over the rows ``rows`` (``(first, end)``; those in
-    use: ``bd``) summing the columns of the chunks ``cols`` (offsets)."""
+    use: ``bd``) summing the columns of the chunks ``cols`` (offsets).  ``own``: ``A[i, l]`` read as
+    ``B[l, i]`` in the row of ``B`` the term reads (a product ``X^T X`` by bands; ``"gram"``), those rows
+    one after the other where every row of ``A`` is whole (``"dense"``); else (None) by their tables."""
     n, k, mp = sizes
     V = "sd_v4u" if T == "double" else T
     ld = (lambda o: f"*(const sd_v4u *)(r + {o})") if T == "double" else (lambda o: f"r[{o}]")      # noqa: E731
@@ -286,10 +290,12 @@ def _group_pass(name, cols, rows, bd, sizes, T):
             f"    const int p0 = {name}_p[i], e = {end};",
             f"    {T} *restrict c = c0 + i * {mp};",
             f"    if (p0 == e) {{{zero} continue; }}",
-            f"    {{ {'double' if T == 'double' else T} x = w[{name}_a[p0]]; const {T} *restrict r = b + {name}_l[p0];",
+            f"    {{ const {T} *restrict r = {'b' if own == 'dense' else f'b + {name}_l[p0]'}; "
+            f"{'double' if T == 'double' else T} x = {f'w[{name}_a[p0]]' if own is None else 'r[i]'};",
             f"      {V} " + ", ".join(f"s{q} = x * {ld(o)}" for q, o in enumerate(cols)) + ";",
             "      for (int p = p0 + 1; p < e; p++) {",
-            f"        x = w[{name}_a[p]]; r = b + {name}_l[p];",
+            f"        {f'r = b + {name}_l[p]' if own != 'dense' else f'r += {mp}'}; "
+            f"x = {f'w[{name}_a[p]]' if own is None else 'r[i]'};",
             *[f"        s{q} = s{q} + x * {ld(o)};" for q, o in enumerate(cols)],
             "      }",
             *[f"      {st(o)} = s{q};" for q, o in enumerate(cols)], "    }", "  }"]
