@@ -22,13 +22,13 @@ from .friction_derivatives import ContactStepDerivatives, contact_step_derivativ
 from .shapes import Shape
 from .scene import Scene
 from .collision import Hits, collide
-from .overlaps import overlapping_pairs
+from .overlaps import SelfOverlapWarning, overlapping_pairs
 from .pressure import CentersOfPressure, ZeroMomentPoint, center_of_pressure, support_polygon, zero_moment_point
 
 __all__ = [
     "ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
     "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
     "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout", "contact_problem", "contact_step", "rollout",
-    "ContactStepDerivatives", "contact_step_derivatives", "Shape", "Scene", "Hits", "collide", "overlapping_pairs",
+    "ContactStepDerivatives", "contact_step_derivatives", "Shape", "Scene", "Hits", "collide", "overlapping_pairs", "SelfOverlapWarning",
     "CentersOfPressure", "ZeroMomentPoint", "center_of_pressure", "support_polygon", "zero_moment_point",
 ]
