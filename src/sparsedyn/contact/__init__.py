@@ -29,6 +29,7 @@ __all__ = [
     "ContactDynamics", "Impulse", "ContactWarning", "contact_dynamics", "impulse_dynamics",
     "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
     "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout", "contact_problem", "contact_step", "rollout",
-    "ContactStepDerivatives", "contact_step_derivatives", "Shape", "Scene", "Hits", "collide", "overlapping_pairs", "SelfOverlapWarning",
+    "ContactStepDerivatives", "contact_step_derivatives", "Shape", "Scene", "Hits", "collide", "overlapping_pairs",
+    "SelfOverlapWarning",
     "CentersOfPressure", "ZeroMomentPoint", "center_of_pressure", "support_polygon", "zero_moment_point",
 ]

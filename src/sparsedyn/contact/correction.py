@@ -152,8 +152,9 @@ def _correction_sweep(A, c, l0, sweeps, held, hi, best=None):
     """One projected Gauss-Seidel sweep of the position correction (the module's problem) from ``l0``
     (nc,): ``(l, stop, best)``, ``stop`` 1 when ``l`` solves it to :data:`CORRECTION_RTOL`, when the
     sweeps stall (:func:`stalled`: ``l`` is then the best iterate; ``best`` its bookkeeping, before and
-    after this sweep; None: the first sweep's, :func:`no_best`) or this was sweep :data:`CORRECTION_SWEEPS`
-    (``sweeps`` the ones before); ``held`` (nc,) the held rows, ``hi`` their upper bound of ``w``.  On float arrays (the NumPy road) the rows run through :func:`_float_rows`,
+    after this sweep; None: the first sweep's, :func:`no_best`) or this was sweep
+    :data:`CORRECTION_SWEEPS` (``sweeps`` the ones before); ``held`` (nc,) the held rows, ``hi`` their
+    upper bound of ``w``.  On float arrays (the NumPy road) the rows run through :func:`_float_rows`,
     the same operations in the same order on Python floats."""
     nc = len(c)
     best = no_best(nc) if best is None else best

@@ -438,8 +438,8 @@ def _correction_rows(lay, settings, K, S):
 def _correct(lay, *X):
     """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
     touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`):
-    solved or stalled (its best iterate), past the polish (+2); a polish due (+1: :func:`~sparsedyn.contact.correction.polish_due`);
-    else sweep on."""
+    solved or stalled (its best iterate), past the polish (+2); a polish due (+1:
+    :func:`~sparsedyn.contact.correction.polish_due`); else sweep on."""
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
     best = (S["lbest"],) + tuple(S[n][0] for n in _STALL[1:])

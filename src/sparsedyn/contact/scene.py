@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model
+from .overlaps import warn_self_overlaps
 from .scene_base import SceneBase
 from .scene_pairs import default_pairs
 from .shapes import Shape
@@ -94,7 +95,6 @@ class Scene(SceneBase):
             keep = [(i, j) for i, j in pairs if (shapes[i].link, shapes[j].link) not in drop]
             self._set(model, shapes, keep, friction, margin, explicit)
         if self_collision:
-            from .overlaps import warn_self_overlaps     # (overlaps collides: it imports this module)
             warn_self_overlaps(self, stacklevel=2)
 
     def _set(self, model, shapes, pairs, friction, margin, explicit):
