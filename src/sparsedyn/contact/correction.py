@@ -175,8 +175,9 @@ def _correction_sweep(A, c, l0, sweeps, held, hi, best=None):
     held = np.asarray(held)
     off = _vmax(_relu(-w) + held * _relu(w - hi))
     ok = _step(CORRECTION_RTOL * _vmax(_relu(-c) + held * _relu(c - hi)) - off)
-    done = ok * _step(CORRECTION_RTOL * _vmax(_abs(l)) - _vmax(_abs(l - l0)))
-    l, stall, best = stalled(l, off, ok, best)
+    size = _vmax(_abs(l))
+    done = ok * _step(CORRECTION_RTOL * size - _vmax(_abs(l - l0)))
+    l, stall, best = stalled(l, off, ok, size, best)
     return l, 1.0 - (1.0 - done) * (1.0 - _step(sweeps + 1.0 - CORRECTION_SWEEPS)) * (1.0 - stall), best
 
 
@@ -186,11 +187,12 @@ def no_best(nc):
     return np.zeros(nc), _UNSEEN, _UNSEEN, 0.0, 0.0
 
 
-def stalled(l, off, ok, best):
+def stalled(l, off, ok, size, best):
     """``(l_out, stall, best)`` after a sweep to ``l`` (nc,) whose violation is ``off`` (the largest
-    ``relu(-w_i) + held_i relu(w_i - hi)``; ``ok`` 1 where it is within the tolerance).  ``best`` =
+    ``relu(-w_i) + held_i relu(w_i - hi)``; ``ok`` 1 where it is within the tolerance) and largest
+    impulse ``size`` (``max |l_i|``).  ``best`` =
     ``(l_best, v_best, v_mark, stale, l_mark)``: the iterate of the smallest violation so far and that
-    violation; the violation and the largest impulse ``max |l_i|`` at the last sweep that lowered the
+    violation; the violation and the largest impulse at the last sweep that lowered the
     violation by :data:`STALL_GAIN` of itself, and the sweeps since.  ``stall`` is 1 where the
     violation is not within the tolerance, :data:`STALL_SWEEPS` sweeps in a row have not lowered it,
     and the impulses have grown to :data:`STALL_GROWTH` times their size at the mark; ``l_out`` is
@@ -199,7 +201,6 @@ def stalled(l, off, ok, best):
     better = 1.0 - _step(off - vbest)                               # strictly smaller: the first of equals
     lbest = better * l + (1.0 - better) * lbest
     vbest = better * off + (1.0 - better) * vbest
-    size = _vmax(_abs(l))
     gain = 1.0 - _step(off - (1.0 - STALL_GAIN) * vmark)
     vmark = gain * off + (1.0 - gain) * vmark
     lmark = gain * size + (1.0 - gain) * lmark
@@ -303,8 +304,9 @@ def _float_sweeps(A, c, held, hi):
         w = (A @ np.array(l) + c).tolist()
         off = vmax([relu(-x) + h * relu(x - hi) for x, h in zip(w, hs)])
         ok = step(CORRECTION_RTOL * cmax - off)
-        done = ok * step(CORRECTION_RTOL * vmax([abs(x) for x in l]) - vmax([abs(x - y) for x, y in zip(l, l0)]))
-        out, stall, best = stalled(np.array(l), off, ok, best)
+        size = vmax([abs(x) for x in l])
+        done = ok * step(CORRECTION_RTOL * size - vmax([abs(x - y) for x, y in zip(l, l0)]))
+        out, stall, best = stalled(np.array(l), off, ok, size, best)
         if 1.0 - (1.0 - done) * (1.0 - step(sweeps + 1.0 - CORRECTION_SWEEPS)) * (1.0 - stall) >= 0.5:
             return out.tolist()
         sweeps += 1.0
