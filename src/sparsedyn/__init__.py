@@ -72,7 +72,7 @@ from .contact.scene_derivatives import SlotPartials, scene_step_partials
 from .contact.shapes import Shape
 from .contact.scene import Scene
 from .contact.collision import Hits, collide
-from .contact.overlaps import overlapping_pairs
+from .contact.overlaps import SelfOverlapWarning, overlapping_pairs
 from .contact.collision_kernel import collision_candidates
 from .contact.collision_near import collision_candidates_ahead, collision_candidates_near
 from .contact.mesh_plane import mesh_plane_heights
@@ -205,7 +205,7 @@ __all__ = [
     "contact_problem", "contact_step", "rollout", "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout",
     "contact_step_kernel", "StepArrays",
     "contact_step_derivatives", "ContactStepDerivatives", "scene_step_partials", "SlotPartials",
-    "Shape", "Scene", "Hits", "collide", "overlapping_pairs", "collision_candidates", "collision_candidates_near", "mesh_plane_heights",
+    "Shape", "Scene", "Hits", "collide", "overlapping_pairs", "SelfOverlapWarning", "collision_candidates", "collision_candidates_near", "mesh_plane_heights",
     "collision_candidates_ahead",
     "center_of_pressure", "zero_moment_point", "support_polygon", "CentersOfPressure", "ZeroMomentPoint",
     "estimation", "EstimationProblem", "IllPosedError", "SensorFileError", "imu_base_state", "estimate_report", "estimation_demo",

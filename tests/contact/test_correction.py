@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact.correction import (CORRECTION_REACH, CORRECTION_RTOL, CORRECTION_SWEEPS, _correction_polish,
-                                          _correction_sweep, correction_impulses, correction_targets, polish_cost,
-                                          polish_due, polish_first, polish_pass)
+from sparsedyn.contact.correction import (CORRECTION_REACH, CORRECTION_RTOL, CORRECTION_SWEEPS, STALL_GROWTH,
+                                          STALL_SWEEPS, _correction_polish, _correction_sweep, correction_impulses,
+                                          correction_targets, polish_cost, polish_due, polish_first, polish_pass)
 from sparsedyn.interop import example_robot_data_dir
 
 EPS = np.finfo(float).eps
@@ -19,10 +19,10 @@ EPS = np.finfo(float).eps
 
 def _sweeps(A, c, held, hi, polish=True):
     """``(l, sweeps)``: the kernel's loop of the correction's stages on floats (the polish where due)."""
-    l, sweeps, due, change = np.zeros(len(c)), 0.0, polish_first(len(c)), 0.0
+    l, sweeps, due, change, best = np.zeros(len(c)), 0.0, polish_first(len(c)), 0.0, None
     while True:
         l0 = l
-        l, stop = _correction_sweep(A, c, l, sweeps, held, hi)
+        l, stop, best = _correction_sweep(A, c, l, sweeps, held, hi, best)
         sweeps += 1.0
         if stop >= 0.5:
             return l, int(sweeps)
@@ -47,7 +47,7 @@ def test_the_polish_takes_a_redundant_coupled_set_to_its_solution_in_one_step():
     c = -A @ l_star
     held = np.zeros(8)
     _, plain = _sweeps(A, c, held, 0.0, polish=False)
-    assert plain > 10 * polish_first(8)
+    assert plain > 10 * polish_first(8) > STALL_SWEEPS              # creeping is no stall
     l, sweeps = _sweeps(A, c, held, 0.0)
     assert sweeps == polish_first(8) + 1
     assert np.all(l >= 0.0)
@@ -117,7 +117,7 @@ def test_the_polish_pulls_a_held_row_to_its_bands_top():
     A = np.array([[2.0, 1.0], [1.0, 2.0]])
     c = np.array([-1.0, 0.0])
     held, hi = np.array([0.0, 1.0]), 0.1
-    l, _ = _correction_sweep(A, c, np.zeros(2), 0.0, held, hi)
+    l, _, _ = _correction_sweep(A, c, np.zeros(2), 0.0, held, hi)
     assert np.allclose(l, [0.5, -0.2], rtol=0.0, atol=4 * EPS)
     out = _correction_polish(A, c, l, held, hi)
     assert np.abs(out - [1.9 / 3.0, -0.8 / 3.0]).max() <= 16 * EPS
@@ -235,8 +235,8 @@ def test_a_sweep_on_floats_is_the_traced_formulation_to_the_bit():
     l0[2], l0[3] = 0.0, -0.2
     assert any(math.fsum(A[i] * l0) != sum((A[i] * l0).tolist()) for i in range(12))    # the order shows
     for hi, sweeps in ((0.0, 0.0), (2.5e-3, 3.0), (2.5e-3, CORRECTION_SWEEPS - 1.0)):
-        l, stop = _correction_sweep(A, c, l0, sweeps, held, hi)
-        ref, ref_stop = _correction_sweep(*_traced_form(A, c, l0), sweeps, *_traced_form(held), hi)
+        l, stop, _ = _correction_sweep(A, c, l0, sweeps, held, hi)
+        ref, ref_stop, _ = _correction_sweep(*_traced_form(A, c, l0), sweeps, *_traced_form(held), hi)
         ref = ref.astype(float)
         assert l.dtype == np.float64 and np.array_equal(l, ref) and np.array_equal(np.signbit(l), np.signbit(ref))
         assert stop == ref_stop
@@ -258,3 +258,26 @@ def test_the_rows_in_use_end_at_the_last_nonzero_row_column_or_start():
     assert _rows_in_use(A, c, l0) == 5
     l0[4], c[4] = 0.0, np.inf
     assert _rows_in_use(A, c, l0) == 5
+
+
+def test_targets_no_impulses_meet_stop_the_sweeps_at_their_best_iterate():
+    """Two rows asking for opposite motions of one coordinate (``J = [[1], [-1]]``, unit mass: ``A =
+    [[1, -1], [-1, 1]]``), each to close a gap of 1 (``c = [-1, -1]``): ``w_1 + w_2 = -2`` whatever
+    ``l``, no impulses meet both targets.  By hand, sweep ``k`` gives ``l = [2k - 1, 2k]`` (row 1:
+    ``l_1 = l_1 - w_1`` with ``w_1 = -2``; row 2 then ``w_2 = -2``), ``w = [-2, 0]``: the violation is 2
+    at every sweep and the impulses grow by 2 a sweep.  The best iterate is the first, ``[1, 2]``;
+    the sweeps stop after ``STALL_SWEEPS`` more that do not lower the violation, by when the impulses
+    have grown from 2 to 42, past ``STALL_GROWTH`` times 2: 21 sweeps, not the cap of 1000 (the polishes
+    due on the way are refused and change nothing), the same on the NumPy road's rows, on the traced
+    formulation run on numbers, and in the derivatives' copy of the loop."""
+    A = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    c = np.array([-1.0, -1.0])
+    held = np.zeros(2)
+    assert STALL_SWEEPS == 20 and CORRECTION_SWEEPS == 1000 and 2.0 * STALL_GROWTH <= 42.0
+    l, sweeps = _sweeps(A, c, held, 0.0)
+    assert sweeps == 21 and np.array_equal(l, [1.0, 2.0])
+    assert np.array_equal(A @ l + c, [-2.0, 0.0])
+    traced, traced_sweeps = _sweeps(*_traced_form(A, c), *_traced_form(held), 0.0)
+    assert traced_sweeps == 21 and np.array_equal(traced.astype(float), [1.0, 2.0])
+    assert np.array_equal(correction_impulses(A[None], c[None])[0], [1.0, 2.0])
+

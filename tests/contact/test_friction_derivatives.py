@@ -338,10 +338,10 @@ def test_the_derivatives_correction_impulses_are_the_steps_own_sweeps():
             c = rng.normal(size=nc) * 1e-2
             held = (np.arange(nc) % 2 == 1).astype(float) * with_held
             c[held > 0] = 0.5 * hi                                  # held rows: touching, inside their band
-            l, stop, sweeps, due, change = np.zeros(nc), 0.0, 0.0, polish_first(nc), 0.0
+            l, stop, sweeps, due, change, best = np.zeros(nc), 0.0, 0.0, polish_first(nc), 0.0, None
             while True:
                 l0 = l
-                l, stop = _correction_sweep(A, c, l, sweeps, held, hi)
+                l, stop, best = _correction_sweep(A, c, l, sweeps, held, hi, best)
                 sweeps += 1.0
                 if stop >= 0.5:
                     break

@@ -18,7 +18,7 @@ from test_friction import (DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, _solo_case, bo
                            push, tilted)
 
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.correction import CORRECTION_RTOL
+from sparsedyn.contact.correction import CORRECTION_REACH, CORRECTION_RTOL
 from sparsedyn.contact.friction_kernel import RHO_START
 from sparsedyn.contact.friction_polish import EPS as POLISH_EPS
 from sparsedyn.contact.friction_problem import ADMM_BUDGET
@@ -344,3 +344,33 @@ def test_a_correction_of_coupled_rows_runs_the_same_sweeps_and_polish_on_both_ro
     assert np.abs(P.G[2::3, 2::3] @ (one.correction - ref.correction)).max() <= tol
     assert np.abs(one.v_next - ref.v_next).max() <= bound * max(1.0, np.abs(ref.v_next).max())
     assert np.abs(one.q_next - ref.q_next).max() <= DT * (bound * max(1.0, np.abs(ref.v_next).max()) + tol)
+
+
+def test_a_correction_no_impulses_solve_stops_at_its_best_iterate_on_both_roads():
+    """A unit mass on a slider along x between two walls, each ``2^-8`` m (4 mm, within the
+    correction's trust region of ``CORRECTION_REACH`` = 1 cm) into it (points at ``x = -1/8`` and
+    ``x = 1/8`` on planes ``x = -1/8 + 2^-8`` facing +x and ``x = 1/8 - 2^-8`` facing -x), ``dt =
+    2^-10``: the correction's two rows ask for opposite motions of the one coordinate (``A = [[1, -1],
+    [-1, 1]]``, ``c = gap / dt = -4`` for both; every number exact in binary), which no impulses give.
+    By hand (test_correction's two opposite rows) sweep ``k`` gives ``l = [4 (2k - 1), 8k]``, ``w = [-8,
+    0]``: the sweeps stop at the best iterate, the first sweep's ``[4, 8]`` (after the cap of 1000
+    sweeps it would be ``[7996, 8000]``), and the slider moves by ``dt (l_1 - l_2) = -2^-8``, the gap;
+    the compiled kernel gives the NumPy road's bits."""
+    b = sd.ModelBuilder("slider").add_body("slider", None, sd.make_joint("prismatic", axis=(1.0, 0.0, 0.0)),
+                                           mass=1.0, rot_inertia=np.eye(3) * 0.01)
+    model = b.build()
+    dt, gap = 2.0 ** -10, -2.0 ** -8
+    settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
+    offset = -0.125 - gap
+    data = np.array([[0.0, -0.125, 0.0, 0.0, 1.0, 0.0, 0.0, offset], [0.0, 0.125, 0.0, 0.0, -1.0, 0.0, 0.0, offset]])
+    zero = np.zeros(1)
+    assert abs(gap) < CORRECTION_REACH and gap / dt == -4.0
+    with sd.use_backend("numpy"):
+        ref = sd.contact_step_kernel(model, zero, zero, zero, settings, np.zeros((2, 3)), data, ("slider",) * 2)
+    assert np.array_equal(ref.correction, [4.0, 8.0])
+    assert ref.q_next[0] == gap
+    assert np.array_equal(ref.impulses, np.zeros((2, 3)))
+    with sd.use_backend("native", deterministic=True):
+        one = sd.contact_step_kernel(model, zero, zero, zero, settings, np.zeros((2, 3)), data, ("slider",) * 2)
+    for a, r in zip(one, ref):
+        assert np.array_equal(a, r)

@@ -229,6 +229,7 @@ def test_native_step_with_a_two_body_contact_and_a_floor_equals_the_numpy_step()
 
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
+@pytest.mark.filterwarnings("ignore::sparsedyn.SelfOverlapWarning")    # at neutral, not its reference pose
 def test_the_panda_folding_its_elbow_stops_its_wrist_on_its_upper_arm():
     """Franka's Panda (example-robot-data, its model of spheres and cylinders, its SRDF's disabled
     pairs; joint limits are not enforced), no gravity, a constant torque of -5 N m folding the elbow:
@@ -294,7 +295,8 @@ def test_anymal_without_its_srdf_is_solved_where_its_legs_overlap_its_body():
     root = example_robot_data_dir()
     model = sd.load_urdf(os.path.join(root, "anymal_b_simple_description", "robots", "anymal.urdf"),
                          floating_base=True, geometry=True, package_dirs=[root])
-    scene = sd.Scene(model, world=[sd.Shape("plane")], friction=0.8)
+    with pytest.warns(sd.SelfOverlapWarning, match="4 pairs"):
+        scene = sd.Scene(model, world=[sd.Shape("plane")], friction=0.8)
     q = np.array(model.neutral(), float)
     q[2] = 0.6                                                      # its feet 2.1 cm above the floor
     hits = sd.collide(scene, q)

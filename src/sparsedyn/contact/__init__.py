@@ -22,7 +22,7 @@ from .friction_derivatives import ContactStepDerivatives, contact_step_derivativ
 from .shapes import Shape
 from .scene import Scene
 from .collision import Hits, collide
-from .overlaps import overlapping_pairs
+from .overlaps import SelfOverlapWarning, overlapping_pairs
 from .pressure import CentersOfPressure, ZeroMomentPoint, center_of_pressure, support_polygon, zero_moment_point
 
 __all__ = [
@@ -30,5 +30,6 @@ __all__ = [
     "contact_dynamics_derivatives", "impulse_dynamics_derivatives",
     "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout", "contact_problem", "contact_step", "rollout",
     "ContactStepDerivatives", "contact_step_derivatives", "Shape", "Scene", "Hits", "collide", "overlapping_pairs",
+    "SelfOverlapWarning",
     "CentersOfPressure", "ZeroMomentPoint", "center_of_pressure", "support_polygon", "zero_moment_point",
 ]

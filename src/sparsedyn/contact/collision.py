@@ -68,7 +68,7 @@ from .box_box_road import box_box_road, box_box_road_table
 from .mesh_box_road import BoxRoad, box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
-from .scene import Scene, remembered
+from .scene_base import SceneBase, remembered
 
 __all__ = ["Hits", "collide", "collide_within"]
 
@@ -113,7 +113,7 @@ def collide(scene, q) -> Hits:
     >>> hits.pairs, hits.distances.round(12).tolist(), hits.normals.tolist()
     ([('ball', 'floor')], [-0.01], [[0.0, 0.0, 1.0]])
     """
-    if not isinstance(scene, Scene):
+    if not isinstance(scene, SceneBase):
         raise TypeError(f"collide: scene must be a sd.Scene, got {type(scene).__name__}")
     road = scene.cache.get(_ROAD)
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]

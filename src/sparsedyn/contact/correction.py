@@ -65,6 +65,13 @@ other by a few percent a sweep, shows both active, and the pair's answer pushes 
 of their last two changes of ``l``, would not reach their tolerance in as many sweeps, and not before
 :func:`polish_first` sweeps (the active rows show), each pass costing as much, each polish doubling that wait (one refused on a
 wrong active set is not tried again on the next sweep).  So an easy problem runs its plain sweeps.
+
+Targets that no impulses meet (a robot's shapes drawn inside each other, pushed apart along rows that
+ask for opposite motions) have no solution: the sweeps hold the violation where the first put it while
+the impulses grow without bound, to the cap of :data:`CORRECTION_SWEEPS`.  So the sweeps also stop on a
+stall (:func:`stalled`: the violation not lowered for :data:`STALL_SWEEPS` sweeps while the impulses
+grew :data:`STALL_GROWTH` fold), with the iterate of the smallest violation; a problem that converges
+never meets it, and its impulses are the same bits.
 """
 
 from __future__ import annotations
@@ -78,8 +85,8 @@ from .. import backend as bk
 from .friction_linalg import _cholesky, _cholesky_solve
 from .friction_problem import _TINY, PENETRATION_SLOP, TOUCHING_GAP, _abs, _relu, _step, _vmax
 
-__all__ = ["correction_impulses", "correction_targets", "held_rows", "polish_cost", "polish_due", "polish_first",
-           "polish_pass"]
+__all__ = ["correction_impulses", "correction_targets", "held_rows", "no_best", "polish_cost", "polish_due",
+           "polish_first", "polish_pass", "stalled"]
 
 #: Sweeps and relative tolerance of the position correction's Gauss-Seidel.
 CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
@@ -90,6 +97,17 @@ POLISH_FIRST, POLISH_REG = 8, 1e-9
 #: The guesses of the active rows in one polish (the module docstring): the sweeps' iterate's, then the
 #: first refused answer's.
 POLISH_PASSES = 2
+#: The stall of the sweeps (:func:`stalled`): :data:`STALL_SWEEPS` sweeps in a row none of which lowers the
+#: violation by :data:`STALL_GAIN` of its value at the last that did, while the impulses grow to
+#: :data:`STALL_GROWTH` times their size then.  Targets no impulses meet (a robot's shapes drawn inside
+#: each other, pushed apart along opposite rows) leave the violation where the first sweeps put it while
+#: the impulses grow by the same amount each sweep, without bound (tiago's hand in its safety box: 30
+#: times the first sweep's in 20 sweeps).  A solvable problem's sweeps may also hold the violation for
+#: hundreds of sweeps (a humanoid's limbs pressed into the floor: the rows trade their load, then fall
+#: into place), but their impulses stay near the solution's, well below twice their size.
+STALL_SWEEPS, STALL_GAIN, STALL_GROWTH = 20, 1e-3, 4.0
+#: The violation before the first sweep (any sweep's is smaller).
+_UNSEEN = 1e300
 #: The trust region of the correction: the largest motion of any coordinate (radians of a joint or of a
 #: free body's rotation, metres of its translation) whose first-order change of a gap a row may ask for.
 CORRECTION_REACH = 0.01
@@ -137,13 +155,16 @@ def held_rows(c, lam_n, lam_floor, dt):
     return (1.0 - _step(lam_floor - lam_n)) * (1.0 - _step(-PENETRATION_SLOP / dt - c)) * (1.0 - _step(c - TOUCHING_GAP / dt))
 
 
-def _correction_sweep(A, c, l0, sweeps, held, hi):
+def _correction_sweep(A, c, l0, sweeps, held, hi, best=None):
     """One projected Gauss-Seidel sweep of the position correction (the module's problem) from ``l0``
-    (nc,): ``(l, stop)``, ``stop`` 1 when ``l`` solves it to :data:`CORRECTION_RTOL` or this was sweep
+    (nc,): ``(l, stop, best)``, ``stop`` 1 when ``l`` solves it to :data:`CORRECTION_RTOL`, when the
+    sweeps stall (:func:`stalled`: ``l`` is then the best iterate; ``best`` its bookkeeping, before and
+    after this sweep; None: the first sweep's, :func:`no_best`) or this was sweep
     :data:`CORRECTION_SWEEPS` (``sweeps`` the ones before); ``held`` (nc,) the held rows, ``hi`` their
     upper bound of ``w``.  On float arrays (the NumPy road) the rows run through :func:`_float_rows`,
     the same operations in the same order on Python floats."""
     nc = len(c)
+    best = no_best(nc) if best is None else best
     if all(type(x) is np.ndarray and x.dtype == np.float64 for x in (A, c, l0, held)):
         n = _rows_in_use(A, c, l0)
         l = _float_rows(A[:n, :n].tolist(), c[:n].tolist(), held[:n].tolist(), float(hi), l0[:n].tolist())
@@ -159,10 +180,40 @@ def _correction_sweep(A, c, l0, sweeps, held, hi):
     l = _array(l, A)
     w = A @ l + c
     held = np.asarray(held)
-    off = _relu(-w) + held * _relu(w - hi)
-    done = _step(CORRECTION_RTOL * _vmax(_relu(-c) + held * _relu(c - hi)) - _vmax(off)) * \
-        _step(CORRECTION_RTOL * _vmax(_abs(l)) - _vmax(_abs(l - l0)))
-    return l, 1.0 - (1.0 - done) * (1.0 - _step(sweeps + 1.0 - CORRECTION_SWEEPS))
+    off = _vmax(_relu(-w) + held * _relu(w - hi))
+    ok = _step(CORRECTION_RTOL * _vmax(_relu(-c) + held * _relu(c - hi)) - off)
+    size = _vmax(_abs(l))
+    done = ok * _step(CORRECTION_RTOL * size - _vmax(_abs(l - l0)))
+    l, stall, best = stalled(l, off, ok, size, best)
+    return l, 1.0 - (1.0 - done) * (1.0 - _step(sweeps + 1.0 - CORRECTION_SWEEPS)) * (1.0 - stall), best
+
+
+def no_best(nc):
+    """The bookkeeping of :func:`stalled` before the first sweep of ``nc`` rows: ``(l_best (nc,) zeros,
+    v_best, v_mark, stale, l_mark)``."""
+    return np.zeros(nc), _UNSEEN, _UNSEEN, 0.0, 0.0
+
+
+def stalled(l, off, ok, size, best):
+    """``(l_out, stall, best)`` after a sweep to ``l`` (nc,) whose violation is ``off`` (the largest
+    ``relu(-w_i) + held_i relu(w_i - hi)``; ``ok`` 1 where it is within the tolerance) and largest
+    impulse ``size`` (``max |l_i|``).  ``best`` =
+    ``(l_best, v_best, v_mark, stale, l_mark)``: the iterate of the smallest violation so far and that
+    violation; the violation and the largest impulse at the last sweep that lowered the
+    violation by :data:`STALL_GAIN` of itself, and the sweeps since.  ``stall`` is 1 where the
+    violation is not within the tolerance, :data:`STALL_SWEEPS` sweeps in a row have not lowered it,
+    and the impulses have grown to :data:`STALL_GROWTH` times their size at the mark; ``l_out`` is
+    then ``l_best``, else ``l`` (the same bits).  Traced values or floats."""
+    lbest, vbest, vmark, stale, lmark = best
+    better = 1.0 - _step(off - vbest)                               # strictly smaller: the first of equals
+    lbest = better * l + (1.0 - better) * lbest
+    vbest = better * off + (1.0 - better) * vbest
+    gain = 1.0 - _step(off - (1.0 - STALL_GAIN) * vmark)
+    vmark = gain * off + (1.0 - gain) * vmark
+    lmark = gain * size + (1.0 - gain) * lmark
+    stale = (stale + 1.0) * (1.0 - gain)
+    stall = (1.0 - ok) * _step(stale - STALL_SWEEPS) * _step(size - STALL_GROWTH * lmark)
+    return stall * lbest + (1.0 - stall) * l, stall, (lbest, vbest, vmark, stale, lmark)
 
 
 def _float_relu(x):
@@ -295,16 +346,18 @@ def _float_sweeps(A, c, held, hi):
     nc = len(c)
     rows, cs, hs = A.tolist(), c.tolist(), [float(x) for x in held]
     cmax = vmax([relu(-x) + h * relu(x - hi) for x, h in zip(cs, hs)])
-    l, sweeps, due, change = [0.0] * nc, 0.0, polish_first(nc), 0.0
+    l, sweeps, due, change, best = [0.0] * nc, 0.0, polish_first(nc), 0.0, no_best(nc)
     while True:
         l0 = list(l)
         l = _float_rows(rows, cs, hs, hi, l)
         w = (A @ np.array(l) + c).tolist()
-        off = [relu(-x) + h * relu(x - hi) for x, h in zip(w, hs)]
-        done = step(CORRECTION_RTOL * cmax - vmax(off)) * \
-            step(CORRECTION_RTOL * vmax([abs(x) for x in l]) - vmax([abs(x - y) for x, y in zip(l, l0)]))
-        if 1.0 - (1.0 - done) * (1.0 - step(sweeps + 1.0 - CORRECTION_SWEEPS)) >= 0.5:
-            return l
+        off = vmax([relu(-x) + h * relu(x - hi) for x, h in zip(w, hs)])
+        ok = step(CORRECTION_RTOL * cmax - off)
+        size = vmax([abs(x) for x in l])
+        done = ok * step(CORRECTION_RTOL * size - vmax([abs(x - y) for x, y in zip(l, l0)]))
+        out, stall, best = stalled(np.array(l), off, ok, size, best)
+        if 1.0 - (1.0 - done) * (1.0 - step(sweeps + 1.0 - CORRECTION_SWEEPS)) * (1.0 - stall) >= 0.5:
+            return out.tolist()
         sweeps += 1.0
         flag, change = polish_due(sweeps, due, np.array(l), np.array(l0), change)
         if flag >= 0.5:

@@ -81,7 +81,7 @@ from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
 from .correction import (POLISH_PASSES, _correction_sweep, correction_impulses, correction_targets,  # noqa: F401
-                         held_rows, polish_due, polish_first, polish_pass)
+                         held_rows, no_best, polish_due, polish_first, polish_pass)
 from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _mv_sym, _solve_small, _spd_inverse,
                               low_rank)
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
@@ -124,6 +124,8 @@ ANDERSON_REG = 1e-10
 RHO_RANGE = (1e-6, 1e6)
 #: The smallest residual norm of an empty Anderson memory (no step is refused).
 _FAR = 1e300
+#: The loop state's slots of the correction's stall (:func:`~sparsedyn.contact.correction.stalled`).
+_STALL = ("lbest", "vbest", "vmark", "stale", "lmark")
 
 
 def _zeros(n, like):
@@ -160,7 +162,8 @@ class _Layout:
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
         self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("W", (nv if self.low_rank else m) * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
-                              ("due", 1), ("change", 1),
+                              ("due", 1), ("change", 1), ("lbest", nc), ("vbest", 1), ("vmark", 1), ("stale", 1),
+                              ("lmark", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
                               ("have", 1), ("fbest", 1), ("refused", 1),
                               # the polish (friction_polish): its last answer, the tries of
@@ -246,6 +249,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, W=np.zeros(lay.S["W"].stop - lay.S["W"].start),
                              rho=rho, it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
                              sweeps=0.0, due=polish_first(nc), change=0.0,
+                             **dict(zip(_STALL, no_best(nc))),
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
                              tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
@@ -438,14 +442,16 @@ def _correction_rows(lay, settings, K, S):
 def _correct(lay, *X):
     """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
     touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`):
-    solved, past the polish (+2); a polish due (+1: :func:`~sparsedyn.contact.correction.polish_due`);
-    else sweep on."""
+    solved or stalled (its best iterate), past the polish (+2); a polish due (+1:
+    :func:`~sparsedyn.contact.correction.polish_due`); else sweep on."""
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
-    l, stop = _correction_sweep(A, K["cn"], S["l"], S["sweeps"][0], held, PENETRATION_SLOP / (2.0 * settings[0]))
+    best = (S["lbest"],) + tuple(S[n][0] for n in _STALL[1:])
+    l, stop, best = _correction_sweep(A, K["cn"], S["l"], S["sweeps"][0], held, PENETRATION_SLOP / (2.0 * settings[0]),
+                                      best)
     sweeps = S["sweeps"][0] + 1.0
     due, change = polish_due(sweeps, S["due"][0], l, S["l"], S["change"][0])
-    S.update(l=l, sweeps=sweeps, change=change)
+    S.update(l=l, sweeps=sweeps, change=change, **dict(zip(_STALL, best)))
     return lay.pack(lay.S, S), 2.0 * stop + (1.0 - stop) * due
 
 

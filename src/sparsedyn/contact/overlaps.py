@@ -10,26 +10,87 @@ what ``srdf=`` names; a robot without one (or with one written for another robot
 
     scene = sd.Scene(model, world=[sd.Shape("plane")])
     scene = scene.with_pairs(remove=sd.overlapping_pairs(scene))
+
+A :class:`~sparsedyn.Scene` made with ``self_collision`` whose robot's own pairs penetrate at the model's
+neutral configuration says so (:class:`SelfOverlapWarning`, :func:`warn_self_overlaps`): a user who
+does not know of such pairs would otherwise only see slow steps.  The check is one :func:`collide` at
+neutral, whose cache (coal objects, hulls, the pairs' plan) the scene's later collisions use.  A scene
+made from another (:meth:`~sparsedyn.Scene.with_pairs`) is not checked again: its pairs are the user's
+choice.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from ..model.joints import Free
 from .collision import collide
-from .scene import Scene
+from .scene_base import SceneBase
 
-__all__ = ["overlapping_pairs"]
+__all__ = ["SelfOverlapWarning", "overlapping_pairs", "warn_self_overlaps"]
+
+#: The pairs named in a :class:`SelfOverlapWarning`, the deepest first.
+NAMED = 5
+
+
+class SelfOverlapWarning(UserWarning):
+    """A scene's robot has checked pairs of its own shapes that penetrate at the model's neutral
+    configuration (:func:`warn_self_overlaps`)."""
 
 
 def overlapping_pairs(scene, q=None) -> list:
     """The pairs of two shapes on the robot's moving bodies in ``scene`` that penetrate at the configuration ``q`` (nq,)
     (default: the model's neutral configuration, ``scene.model.neutral()``): ``[(name_a, name_b)]``, each
     once, in the order of ``scene.pairs``, the names :meth:`~sparsedyn.Scene.with_pairs` takes.  Pairs
-    with a world shape are never listed (they are what a robot stands on)."""
-    if not isinstance(scene, Scene):
+    with a world shape are never listed (they are what a robot stands on), nor pairs of two bodies with
+    a free joint between them (objects of their own, placed by the user)."""
+    if not isinstance(scene, SceneBase):
         raise TypeError(f"overlapping_pairs: scene must be a sd.Scene, got {type(scene).__name__}")
+    return [p for p, _ in _overlaps(scene, q)]
+
+
+def _overlaps(scene, q):
+    """``[((name_a, name_b), depth)]`` of :func:`overlapping_pairs`, ``depth`` [m] (> 0) the deepest
+    penetration of the pair's hits."""
     hits = collide(scene, scene.model.neutral() if q is None else q)
-    robot = {s.name for s in scene.shapes if s.body >= 0}
-    deep = np.unique(hits.pair[hits.distances < 0.0])
-    return [scene.pairs[k] for k in deep.tolist() if set(scene.pairs[k]) <= robot]
+    own = _own(scene)
+    deep = np.zeros(len(own))
+    np.maximum.at(deep, hits.pair, -hits.distances)              # 0 where a pair has no penetrating hit
+    return [(scene.pair_names[k], float(deep[k])) for k in np.flatnonzero(own & (deep > 0.0)).tolist()]
+
+
+def _own(scene):
+    """(P,) bool: the pairs of two shapes on the robot's moving bodies whose relative placement the
+    configuration's joints fix: no free joint between their bodies (two objects each on its own free
+    joint, a ball beside a robot, are wherever the user puts them, not where ``neutral`` does)."""
+    model = scene.model
+    floating = np.full(model.nbodies + 1, -1)                  # the deepest free joint's body above each
+    for i in range(model.nbodies):                             # (parents come first)
+        up = floating[model.topology.parent[i]]
+        floating[i] = i if isinstance(model.joints[i], Free) else up
+    body = np.array([s.body for s in scene.shapes], int)
+    a, b = body[scene.index[:, 0]], body[scene.index[:, 1]]
+    return (a >= 0) & (b >= 0) & (floating[a] == floating[b])
+
+
+def warn_self_overlaps(scene, stacklevel=2):
+    """Warn (:class:`SelfOverlapWarning`) where pairs of ``scene``'s robot's own shapes penetrate at the
+    model's neutral configuration: how many, the :data:`NAMED` deepest with their depth, and how to
+    leave them out.  Nothing is computed for a scene without such pairs to check (no self-collision)."""
+    if not np.any(_own(scene)):
+        return
+    found = _overlaps(scene, None)
+    if not found:
+        return
+    worst = sorted(found, key=lambda x: -x[1])[:NAMED]
+    named = ", ".join(f"({a}, {b}) by {1e3 * d:.1f} mm" for (a, b), d in worst)
+    more = f", and {len(found) - len(worst)} more" if len(found) > len(worst) else ""
+    warnings.warn(
+        f"Scene: {len(found)} pair{'s' if len(found) > 1 else ''} of robot {scene.model.name!r}'s own shapes "
+        f"penetrate at its neutral configuration: {named}{more}.  Each step pushes such a pair apart, with all the "
+        f"force the contact allows (slow steps, whose contact problem may have no solution).  Shapes drawn around "
+        f"each other are no contact: leave them out with scene = scene.with_pairs(remove=sd.overlapping_pairs(scene)), "
+        f"or pass the robot's SRDF (Scene(..., srdf=sd.load_srdf(model, path))).", SelfOverlapWarning,
+        stacklevel=stacklevel + 1)

@@ -27,13 +27,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model
+from .overlaps import warn_self_overlaps
+from .scene_base import SceneBase
 from .scene_pairs import default_pairs
 from .shapes import Shape
 
 __all__ = ["Scene"]
 
 
-class Scene:
+class Scene(SceneBase):
     """``Scene(model, world=(), *, friction=0.8, self_collision=True, srdf=None, margin=0.005)``.
 
     ``model``: a :class:`~sparsedyn.Model` read with its collision shapes (``geometry=True``);
@@ -48,6 +50,10 @@ class Scene:
     file's own pairs, MJCF ``<contact><pair>``), ``cache`` (what :func:`~sparsedyn.collide` derives
     from the scene once: coal objects, convex hulls, the pairs grouped by kind).  A scene is
     immutable: :meth:`with_pairs` gives a scene with pairs added or removed.
+
+    With ``self_collision``, pairs of the robot's own shapes that penetrate at the model's neutral
+    configuration are warned of (:class:`~sparsedyn.SelfOverlapWarning`: each step would push them
+    apart), once, here (not by :meth:`with_pairs`, whose pairs are the user's choice).
     """
 
     def __init__(self, model, world=(), *, friction=0.8, self_collision=True, srdf=None, margin=0.005):
@@ -88,6 +94,8 @@ class Scene:
                 drop |= {(a, b), (b, a)}
             keep = [(i, j) for i, j in pairs if (shapes[i].link, shapes[j].link) not in drop]
             self._set(model, shapes, keep, friction, margin, explicit)
+        if self_collision:
+            warn_self_overlaps(self, stacklevel=2)
 
     def _set(self, model, shapes, pairs, friction, margin, explicit):
         d = self.__dict__
@@ -212,16 +220,3 @@ def _pair_friction(a, b, default):
     if ma is not None and mb is not None and a.priority != b.priority:
         return ma if a.priority > b.priority else mb
     return max(m for m in (ma, mb) if m is not None)
-
-
-def remembered(scene, name, key, make, most=256):
-    """``make()``, kept in ``scene.cache[name]`` under ``key`` (what depends on the scene and ``key``
-    alone); the memo is emptied when it holds ``most`` entries (a simulation's contact sets recur, but
-    their number is not bounded)."""
-    memo = scene.cache.setdefault(name, {})
-    got = memo.get(key)
-    if got is None:
-        if len(memo) >= most:
-            memo.clear()
-        got = memo[key] = make()
-    return got

@@ -16,7 +16,7 @@ from ..algorithms.kinematics import frame_placements, frame_world_transform, joi
 from ..model.spatial import pose
 from .collision import placements
 from .friction_problem import slot_frames
-from .scene import remembered
+from .scene_base import remembered
 
 __all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "in_order", "GEOMETRY", "SHAPES",
            "KINDS"]

@@ -18,7 +18,7 @@ from .lazy_modes import MODE_NAMES, mode_codes
 from .look_ahead import pair_cutoffs, step_hits
 from .scene_fused import fused_step
 from .slot_modes_native import fused_slotted
-from .scene import remembered
+from .scene_base import remembered
 from .scene_geometry import SHAPES, _kind_table, in_order, layout_key, slot_kinds, slot_shapes
 from .scene_step import FoundContacts, scene_slots, step_in_scene
 

@@ -29,7 +29,7 @@ import numpy as np
 from ..kernels import c_routine, native_function
 from .friction_problem import MODE_NAMES
 from .mesh_plane_loop import _at
-from .scene import remembered
+from .scene_base import remembered
 from .scene_geometry import _kind_table, in_order, layout_key, slot_kinds, slot_shapes
 
 __all__ = ["fused_slotted", "slot_modes_call", "SOURCE"]
