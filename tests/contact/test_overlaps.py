@@ -146,6 +146,40 @@ def test_no_warning_without_the_pair_with_an_srdf_or_without_self_collision(tmp_
         assert alone.cache == {} and len(alone.pairs) == 3 and {b for _, b in alone.pairs} == {"plane"}
 
 
+# At a turn of the right arm by pi / 4 its box is a diamond centred 0.15 m from the axis on the diagonal,
+# a corner towards the left box: the least push that parts them is along the diagonal (the separating
+# axes of two boxes that share their z axis are those of the square cross-sections), 0.1 sqrt(2) (the
+# left box's half-width along the diagonal) + 0.1 (the diamond's) - 0.15 = 91.4 mm.
+QUARTER = 0.1 * np.sqrt(2.0) + 0.1 - 0.15
+
+
+def test_the_check_is_at_the_srdfs_reference_configuration_or_neutral_within_the_limits(tmp_path):
+    """With an SRDF, at its first reference configuration (``half_sitting``'s role): the right arm
+    turned by pi / 4 puts the pair 91.4 mm deep (``QUARTER``, by hand) where neutral has 50 mm; without
+    one, at neutral moved into the joint limits (the right arm's range starting at pi / 4)."""
+    model = _boxes()
+    path = tmp_path / "boxes.srdf"
+    path.write_text('<robot name="boxes"><group name="all"><joint name="j_right"/></group>'
+                    f'<group_state name="home" group="all"><joint name="j_right" value="{np.pi / 4!r}"/></group_state>'
+                    '</robot>')
+    with pytest.warns(sd.SelfOverlapWarning) as got:
+        sd.Scene(model, srdf=sd.load_srdf(model, path))
+    text = str(got[0].message)
+    assert f"at its SRDF's reference configuration 'home': (left_0, right_0) by {1e3 * QUARTER:.1f} mm." in text
+    assert "sd.overlapping_pairs(scene, srdf.reference_configurations['home'])" in text
+    right = _joint("j_right", "right", 0.0)
+    limited = sd.load_urdf(BOXES.replace(right, right.replace('lower="-3"', f'lower="{np.pi / 4!r}"')), geometry=True)
+    with pytest.warns(sd.SelfOverlapWarning) as got:
+        scene = sd.Scene(limited)
+    text = str(got[0].message)
+    assert (f"at its neutral configuration (moved into its joint limits): (left_0, right_0) by {1e3 * QUARTER:.1f} mm"
+            in text)
+    q = np.clip(limited.neutral(), limited.lower, limited.upper)
+    hits = sd.collide(scene, q)
+    own = [p == ("left_0", "right_0") for p in hits.pairs]
+    assert abs(hits.distances[own].min() + QUARTER) <= 1e-9
+
+
 TIAGO = "tiago_description/robots/tiago.urdf"
 
 

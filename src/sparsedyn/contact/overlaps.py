@@ -11,12 +11,12 @@ what ``srdf=`` names; a robot without one (or with one written for another robot
     scene = sd.Scene(model, world=[sd.Shape("plane")])
     scene = scene.with_pairs(remove=sd.overlapping_pairs(scene))
 
-A :class:`~sparsedyn.Scene` made with ``self_collision`` whose robot's own pairs penetrate at the model's
-neutral configuration says so (:class:`SelfOverlapWarning`, :func:`warn_self_overlaps`): a user who
-does not know of such pairs would otherwise only see slow steps.  The check is one :func:`collide` at
-neutral, whose cache (coal objects, hulls, the pairs' plan) the scene's later collisions use.  A scene
-made from another (:meth:`~sparsedyn.Scene.with_pairs`) is not checked again: its pairs are the user's
-choice.
+A :class:`~sparsedyn.Scene` made with ``self_collision`` whose robot's own pairs penetrate at its
+reference configuration (its SRDF's first, else the neutral one within the joint limits) says so
+(:class:`SelfOverlapWarning`, :func:`warn_self_overlaps`): a user who does not know of such pairs would
+otherwise only see slow steps.  The check is one :func:`collide`, whose cache (coal objects, hulls, the
+pairs' plan) the scene's later collisions use.  A scene made from another
+(:meth:`~sparsedyn.Scene.with_pairs`) is not checked again: its pairs are the user's choice.
 """
 
 from __future__ import annotations
@@ -75,22 +75,36 @@ def _own(scene):
     return (a >= 0) & (b >= 0) & (floating[a] == floating[b])
 
 
-def warn_self_overlaps(scene, stacklevel=2):
-    """Warn (:class:`SelfOverlapWarning`) where pairs of ``scene``'s robot's own shapes penetrate at the
-    model's neutral configuration: how many, the :data:`NAMED` deepest with their depth, and how to
-    leave them out.  Nothing is computed for a scene without such pairs to check (no self-collision)."""
+def warn_self_overlaps(scene, srdf=None, stacklevel=2):
+    """Warn (:class:`SelfOverlapWarning`) where pairs of ``scene``'s robot's own shapes penetrate at its
+    reference configuration: the first of ``srdf``'s ``reference_configurations`` (what
+    :func:`~sparsedyn.load_srdf` read: a robot's authors' pose, ``half_sitting``), else the model's
+    neutral configuration moved into its joint limits (a pose the robot can take): how many, the
+    :data:`NAMED` deepest with their depth, and how to leave them out.  Nothing is computed for a scene
+    without such pairs to check (no self-collision)."""
     if not np.any(_own(scene)):
         return
-    found = _overlaps(scene, None)
+    model = scene.model
+    refs = getattr(srdf, "reference_configurations", None) or {}
+    if refs:
+        name, q = next(iter(refs.items()))
+        where, call = f"its SRDF's reference configuration {name!r}", f"srdf.reference_configurations[{name!r}]"
+    else:
+        q = np.clip(model.neutral(), model.lower, model.upper)
+        moved = not np.array_equal(q, model.neutral())
+        where = "its neutral configuration" + (" (moved into its joint limits)" if moved else "")
+        call = "np.clip(model.neutral(), model.lower, model.upper)" if moved else None
+    found = _overlaps(scene, q)
     if not found:
         return
     worst = sorted(found, key=lambda x: -x[1])[:NAMED]
-    named = ", ".join(f"({a}, {b}) by {1e3 * d:.1f} mm" for (a, b), d in worst)
+    named = ", ".join(f"({a}, {b}) by {1e3 * d:.1f} mm" if d >= 5e-5 else f"({a}, {b}) by {1e3 * d:.1g} mm"
+                      for (a, b), d in worst)
     more = f", and {len(found) - len(worst)} more" if len(found) > len(worst) else ""
+    listed = "sd.overlapping_pairs(scene" + (f", {call})" if call else ")")
     warnings.warn(
-        f"Scene: {len(found)} pair{'s' if len(found) > 1 else ''} of robot {scene.model.name!r}'s own shapes "
-        f"penetrate at its neutral configuration: {named}{more}.  Each step pushes such a pair apart, with all the "
-        f"force the contact allows (slow steps, whose contact problem may have no solution).  Shapes drawn around "
-        f"each other are no contact: leave them out with scene = scene.with_pairs(remove=sd.overlapping_pairs(scene)), "
-        f"or pass the robot's SRDF (Scene(..., srdf=sd.load_srdf(model, path))).", SelfOverlapWarning,
-        stacklevel=stacklevel + 1)
+        f"Scene: {len(found)} pair{'s' if len(found) > 1 else ''} of robot {model.name!r}'s own shapes penetrate "
+        f"at {where}: {named}{more}.  Each step pushes such a pair apart, with all the force the contact allows "
+        f"(slow steps, whose contact problem may have no solution).  Shapes drawn around each other are no "
+        f"contact: leave them out with scene = scene.with_pairs(remove={listed}), or pass the robot's SRDF "
+        f"(Scene(..., srdf=sd.load_srdf(model, path))).", SelfOverlapWarning, stacklevel=stacklevel + 1)

@@ -51,8 +51,8 @@ class Scene(SceneBase):
     from the scene once: coal objects, convex hulls, the pairs grouped by kind).  A scene is
     immutable: :meth:`with_pairs` gives a scene with pairs added or removed.
 
-    With ``self_collision``, pairs of the robot's own shapes that penetrate at the model's neutral
-    configuration are warned of (:class:`~sparsedyn.SelfOverlapWarning`: each step would push them
+    With ``self_collision``, pairs of the robot's own shapes that penetrate at its reference configuration
+    (``srdf``'s first, else the neutral one within the joint limits) are warned of (:class:`~sparsedyn.SelfOverlapWarning`: each step would push them
     apart), once, here (not by :meth:`with_pairs`, whose pairs are the user's choice).
     """
 
@@ -95,7 +95,7 @@ class Scene(SceneBase):
             keep = [(i, j) for i, j in pairs if (shapes[i].link, shapes[j].link) not in drop]
             self._set(model, shapes, keep, friction, margin, explicit)
         if self_collision:
-            warn_self_overlaps(self, stacklevel=2)
+            warn_self_overlaps(self, srdf, stacklevel=2)
 
     def _set(self, model, shapes, pairs, friction, margin, explicit):
         d = self.__dict__
