@@ -93,7 +93,7 @@ CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 #: The fewest sweeps before the first polish, and the polish's regularisation relative to ``A``'s largest
 #: diagonal entry (its square bounds the bias left after the refinement, relative to ``A``'s smallest
 #: nonzero eigenvalue over its largest: a condition of 1e4 leaves 1e-10).
-POLISH_FIRST, POLISH_REG = 8, 1e-9
+POLISH_FIRST, POLISH_REG = 2, 1e-9
 #: The guesses of the active rows in one polish (the module docstring): the sweeps' iterate's, then the
 #: first refused answer's.
 POLISH_PASSES = 2
