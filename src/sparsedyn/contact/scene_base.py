@@ -1,6 +1,6 @@
 """What the collision layer needs of a :class:`~sparsedyn.Scene` without importing its module:
 :class:`SceneBase`, the class :func:`~sparsedyn.collide` takes, and :func:`remembered`, the memo of
-what it derives from a scene.  (A scene's constructor collides its robot at the neutral configuration,
+what it derives from a scene.  (A scene's constructor collides its robot at its reference configuration,
 :func:`~sparsedyn.contact.overlaps.warn_self_overlaps`: so the collision modules cannot import it.)
 """
 
