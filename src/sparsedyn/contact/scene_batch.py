@@ -106,8 +106,8 @@ class BatchContacts:
     @property
     def even(self):
         """``c`` where every state has ``c`` contacts in its first ``c`` per-body slots, in order (a
-        box on a plane: its four corners), else -1: then a state's rows are ``c`` rows of a (B, c)
-        grid, no index per contact."""
+        box flat on a plane: its four corners), else -1.  Where ``c >= 0`` the contacts, state by
+        state, are a (B, c) grid of slots: placed and split with no index per contact."""
         if self._even is None:
             counts, B = self.counts, len(self.counts)
             c = int(counts[0]) if B else 0
