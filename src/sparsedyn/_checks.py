@@ -111,7 +111,7 @@ def vector(model, name, x, size, what, check_values=True):
     if check_values and x.ndim == 1 and x.dtype == np.float64 and math.isfinite(sum(x.tolist())):
         return x                                  # (one state: a finite sum has finite terms; Python's sum is the cheaper)
     xv = values(x) if check_values else None
-    if xv is not None and not np.all(np.isfinite(xv)):
+    if xv is not None and not np.isfinite(xv).all():
         raise ValueError(f"{name}: contains NaN or infinite values{first_bad(~np.all(np.isfinite(xv), -1))}")
     return x
 

@@ -15,7 +15,7 @@ from sparsedyn.contact import scene_step as scene_step_module
 from sparsedyn.contact.friction import _options, _slotted_step
 from sparsedyn.contact.friction_problem import ContactSlots
 from sparsedyn.contact.data_slots import runs_per_body
-from sparsedyn.contact.scene_batch import scene_batch_slot_data
+from sparsedyn.contact.scene_batch import batch_contacts, scene_batch_slot_data
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.model.spatial import Transform
 from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots
@@ -206,6 +206,36 @@ def test_a_batch_of_scene_steps_is_each_states_single_step_bit_for_bit(which, mo
             assert got.q[i].tobytes() == one.q.tobytes() and got.v[i].tobytes() == one.v.tobytes()
             assert got.impulses[i].tobytes() == one.impulses.tobytes()
             assert list(got.modes[i]) == list(one.modes) and int(got.iterations[i]) == int(one.iterations)
+
+
+@pytest.mark.parametrize("frame", [None, "tilted"])
+def test_an_even_batch_is_laid_out_and_split_as_the_same_states_among_others(frame):
+    """A batch whose every state has four contacts in its first four per-body slots (the box flat on
+    the floor, and pressed 1 mm into it: ``even`` 4) places its rows and splits its step's impulses
+    and modes per state without an index per contact: its data are those of the same states in a
+    batch with others (an edge, free fall, a corner: ``even`` -1, each contact placed by its slot),
+    bit for bit, and so is each state's step (q+, v+, impulses, modes, iterations); with the body's own
+    slot frame, each state's single step's too."""
+    scene = _box_scene(_tilted() if frame else None)
+    model, tau = scene.model, np.zeros(6)
+    Q, V = [BOX_Q[0], BOX_Q[4], BOX_Q[0]], [BOX_V[0], BOX_V[4], BOX_V[1]]
+    with sd.use_backend("native", deterministic=True):
+        mixed = batch_contacts(scene, np.array(BOX_Q + Q), None, (np.array(BOX_V + V), DT))
+        even = batch_contacts(scene, np.array(Q), None, (np.array(V), DT))
+        among = sd.contact_step(model, np.array(BOX_Q + Q), np.array(BOX_V + V), tau, scene, DT)
+        batch = sd.contact_step(model, np.array(Q), np.array(V), tau, scene, DT)
+        ones = [sd.contact_step(model, np.array(Q[i]), np.array(V[i]), tau, scene, DT) for i in range(len(Q))]
+    assert runs_per_body(scene) and even.even == 4 and mixed.even == -1
+    assert even.frames == mixed.frames and even.data.tobytes() == mixed.data[len(BOX_Q):].tobytes()
+    assert type(batch.impulses) is list and [len(x) for x in batch.impulses] == [4, 4, 4]
+    n = len(BOX_Q)
+    for i, one in enumerate([sd.ContactStep(among.q[n + k], among.v[n + k], among.impulses[n + k],
+                                            among.modes[n + k], None, among.iterations[n + k]) for k in range(3)]
+                            + (ones if frame is None else [])):
+        i %= 3
+        assert batch.q[i].tobytes() == one.q.tobytes() and batch.v[i].tobytes() == one.v.tobytes()
+        assert batch.impulses[i].tobytes() == one.impulses.tobytes() and batch.impulses[i].flags.writeable
+        assert list(batch.modes[i]) == list(one.modes) and int(batch.iterations[i]) == int(one.iterations)
 
 
 def test_the_public_batch_step_takes_plain_lists_and_runs_no_contact_object(monkeypatch):

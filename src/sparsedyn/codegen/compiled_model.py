@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 import re
 import types
 
@@ -226,8 +227,7 @@ class CompiledModel(KernelSet):
         arrays = [_checked(model, n, x, shapes[n], bool(spec.unnormalized), spec) for n, x in named]
         batch = _checks.batch_shape(**{n: (x, len(shapes[n])) for (n, _), x in zip(named, arrays)})
         if batch:                                    # before the outputs are allocated
-            _checks.batch_memory(m.name, np.prod(batch, dtype=object),
-                                 sum(int(np.prod(shapes[n])) for n in spec.outputs))
+            _checks.batch_memory(m.name, math.prod(batch), sum(math.prod(shapes[n]) for n in spec.outputs))
 
         def recheck():
             for (n, _), x in zip(named, arrays):

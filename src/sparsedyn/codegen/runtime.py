@@ -442,7 +442,7 @@ class KernelSet:
             raise ValueError(f"batch shapes do not broadcast ({desc})") from None
         N = int(np.prod(batch, dtype=np.int64))
         xs = [x if x.shape == batch + tuple(c) and x.flags.c_contiguous
-              else np.ascontiguousarray(np.broadcast_to(x, batch + tuple(c))) for x, c in zip(xs, core)]
+              else _contiguous(x, batch + tuple(c)) for x, c in zip(xs, core)]
         outs = _out_arrays(out, spec.outputs, [batch + tuple(shapes[n]) for n in spec.outputs])
         if out is not None:             # an input that is also written (out=q): the kernel reads a copy
             xs = [x.copy() if any(np.may_share_memory(x, o) for o in outs) else x for x in xs]
@@ -489,6 +489,14 @@ class KernelSet:
             if not status:
                 raise MemoryError(f"{kname}: the batched kernel could not allocate its work space")
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _contiguous(x, shape):
+    """A C-contiguous copy of ``x`` broadcast to ``shape`` (the same values as
+    ``np.ascontiguousarray(np.broadcast_to(x, shape))``, with less of NumPy's Python around it)."""
+    y = np.empty(shape)
+    y[...] = x
+    return y
 
 
 _pool = None

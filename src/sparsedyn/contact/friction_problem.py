@@ -552,7 +552,9 @@ def _modes(lam, u, lscale, vscale, tol):
     :meth:`~sparsedyn.contact.lazy_modes._Modes.codes`)."""
     open_ = lam[..., 2] <= tol * lscale[..., None]
     stick = u[..., 0] ** 2 + u[..., 1] ** 2 <= (100 * tol * vscale[..., None]) ** 2
-    return _MODE_ARRAY[np.where(open_, 0, np.where(stick, 1, 2))]
+    code = np.where(stick, 1, 2)
+    code[open_] = 0
+    return _MODE_ARRAY.take(code)
 
 
 _MODE_ARRAY = np.array(MODE_NAMES)

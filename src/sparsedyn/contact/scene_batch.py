@@ -96,12 +96,23 @@ class BatchContacts:
     state's in its first slots in order), or None where not asked."""
 
     __slots__ = ("pair", "slot", "ends", "counts", "frames", "laid", "_x", "_j", "_plan", "_b", "_free", "_rows",
-                 "_data")
+                 "_data", "_even")
 
     def __init__(self, pair, slot, ends, counts, frames, laid, x, j, plan, b, free):
         self.pair, self.slot, self.ends, self.counts, self.frames, self.laid = pair, slot, ends, counts, frames, laid
         self._x, self._j, self._plan, self._b, self._free = x, j, plan, b, free
-        self._rows = self._data = None
+        self._rows = self._data = self._even = None
+
+    @property
+    def even(self):
+        """``c`` where every state has ``c`` contacts in its first ``c`` per-body slots, in order (a
+        box flat on a plane: its four corners), else -1.  Where ``c >= 0`` the contacts, state by
+        state, are a (B, c) grid of slots: placed and split with no index per contact."""
+        if self._even is None:
+            counts, B = self.counts, len(self.counts)
+            c = int(counts[0]) if B else 0
+            self._even = c if B and (counts == c).all() and (self.slot.reshape(B, c) == np.arange(c)).all() else -1
+        return self._even
 
     @property
     def rows(self):
@@ -118,8 +129,11 @@ class BatchContacts:
     @property
     def data(self):
         if self._data is None:
-            data = np.repeat(self._free[None], len(self.counts), 0)
-            data[self._b, self.slot] = self.rows
+            data, c = np.repeat(self._free[None], len(self.counts), 0), self.even
+            if c >= 0:
+                data[:, :c] = self.rows.reshape(len(data), c, 8)
+            else:
+                data[self._b, self.slot] = self.rows
             self._data = data
         return self._data
 

@@ -492,12 +492,15 @@ def _per_state(x, state, slot, laid):
     slots (contact ``i`` of state ``state[i]`` in slot ``slot[i]``); where every state has as many
     contacts filling its first slots in order (the scene's data slots; a body's own slots), views of
     ``x`` made at once."""
-    counts, B = laid.counts, len(laid.counts)
-    c = int(counts[0]) if B else 0
-    if B and (counts == c).all() and (slot.reshape(B, c) == np.arange(c)).all():
+    counts = laid.counts
+    if slot is laid.slot:                         # per-body slots
+        c = laid.even
+    else:                                         # data slots: each state's in its first slots, in order
+        c = int(counts[0]) if len(counts) and (counts == counts[0]).all() else -1
+    if c >= 0:
         return list(x[:, :c])
     x, ends = x[state, slot], laid.ends.tolist()
-    return [x[ends[b]:ends[b + 1]] for b in range(B)]
+    return [x[ends[b]:ends[b + 1]] for b in range(len(counts))]
 
 
 def _batch_step_of_contacts(step, model, q, v, tau, scene, dt, previous, options):
