@@ -93,7 +93,7 @@ CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 #: The fewest sweeps before the first polish, and the polish's regularisation relative to ``A``'s largest
 #: diagonal entry (its square bounds the bias left after the refinement, relative to ``A``'s smallest
 #: nonzero eigenvalue over its largest: a condition of 1e4 leaves 1e-10).
-POLISH_FIRST, POLISH_REG = 2, 1e-9
+POLISH_FIRST, POLISH_REG = 8, 1e-9
 #: The guesses of the active rows in one polish (the module docstring): the sweeps' iterate's, then the
 #: first refused answer's.
 POLISH_PASSES = 2
@@ -122,8 +122,11 @@ def correction_targets(c, J_n, dt):
 
 
 def polish_first(nc):
-    """The fewest sweeps before the first polish of a correction of ``nc`` rows (a float)."""
-    return float(max(POLISH_FIRST, nc // 4))
+    """The fewest sweeps before the first polish of a correction of ``nc`` rows (a float): 2 for at most
+    four rows (a body's face on a plane, whose redundant corners the sweeps creep on for about ten
+    sweeps, where a polish costs three: :func:`polish_cost`), else :data:`POLISH_FIRST` or a quarter of
+    the rows (a larger set's polish costs more, and its active rows show later)."""
+    return float(2 if nc <= 4 else max(POLISH_FIRST, nc // 4))
 
 
 def polish_cost(nc):
