@@ -244,6 +244,27 @@ def test_a_native_rollout_in_a_scene_is_its_steps_one_by_one():
     _assert_rollout_is_its_steps(r, one_by_one)
 
 
+def test_a_warm_start_in_a_scene_is_impulses_as_any_sequence_and_anything_else_is_refused_by_name():
+    """The box resting on the floor (four corners): its step's impulses as a warm start solve the same
+    step in no iteration whether given as an array, a list or a tuple of rows; impulses of another
+    contact count are a guess for another contact set, dropped (the cold step's iterations); a step's
+    result or a string are refused with the argument's name."""
+    scene = _scene(False)
+    q, v, tau = [0.0, 0.0, SIDE / 2 - 1e-4, 0.0, 0.0, 0.0, 1.0], [0.0] * 6, [0.0] * 6
+    with sd.use_backend("native", deterministic=True):
+        cold = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        assert len(cold.impulses) == 4 and cold.iterations >= 1
+        for warm in (cold.impulses, cold.impulses.tolist(), tuple(map(tuple, cold.impulses.tolist()))):
+            s = sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=warm)
+            assert s.iterations == 0 and np.array_equal(s.v, cold.v)
+        other = sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=np.ones((3, 3)))
+        assert other.iterations == cold.iterations and np.array_equal(other.v, cold.v)
+        with pytest.raises(TypeError, match="warm_start takes impulses.*step.impulses"):
+            sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=cold)
+        with pytest.raises(TypeError, match="warm_start: expected a numeric array"):
+            sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start="previous")
+
+
 def test_matched_warm_start_follows_each_contact_and_turns_its_impulse_into_the_new_frame():
     """By hand: the previous step had contacts A, B (box/floor) and C (box/table); the new one has C'
     (C's point moved 1 mm, its plane's normal turned from +z to +y), B (the same) and D (a new point of

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import _checks
 from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide_within
@@ -355,16 +356,29 @@ def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hit
             options["warm_checked"] = previous is not None
             if previous is not None:
                 options["warm_start"] = matched_warm_start(*previous, found)
-            elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(found.pair), 3):
-                options["warm_start"] = None
+            elif options.get("warm_start") is not None:
+                options["warm_start"] = _given_warm_start(options["warm_start"], len(found.pair))
             return step(model, qa, va, tau, found, slots, dt, **options), found
     contacts = scene_contacts(scene, qa, step_hits(scene, qa, v, dt) if hits is None else hits)
     if previous is not None:
         options["warm_start"] = matched_warm_start(*previous, contacts)
-    elif options.get("warm_start") is not None and np.shape(options["warm_start"])[-2:] != (len(contacts), 3):
-        options["warm_start"] = None              # the contact set changed
+    elif options.get("warm_start") is not None:
+        options["warm_start"] = _given_warm_start(options["warm_start"], len(contacts))
     return step(model, qa, v, tau, contacts, step_slots(scene, qa, scene_slots(scene, contacts)), dt, **options), \
         contacts
+
+
+def _given_warm_start(warm_start, nc):
+    """A ``warm_start`` given to a step in a scene: the impulses as an array where they are those of ``nc``
+    contacts, None where their shape says the contact set changed (a warm start is a guess); a
+    :class:`TypeError` naming the argument where they are not impulses at all."""
+    if type(warm_start) is not np.ndarray:
+        if hasattr(warm_start, "impulses") and hasattr(warm_start, "modes"):
+            raise TypeError("contact_step: warm_start takes impulses (nc, 3), not a step's result: pass "
+                            "warm_start=step.impulses, or use sd.rollout, which matches each contact to the "
+                            "previous step's by its pair of shapes and point")
+        warm_start = _checks.numeric("warm_start", warm_start, f"({nc}, 3) (impulses)")
+    return warm_start if warm_start.shape[-2:] == (nc, 3) else None       # (the contact set changed)
 
 
 def _same_model(a, b):
