@@ -8,7 +8,8 @@ import pytest
 from scipy.spatial import ConvexHull
 
 import sparsedyn as sd
-from sparsedyn.contact.collision_coal import HULL_OPTIONS, _coal_distance, _coal_geometry, _hull_convex, mesh_vertices
+from sparsedyn.contact.collision_coal import (HULL_OPTIONS, _coal_distance, _coal_geometry, _hull_convex,
+                                              flat_mesh, mesh_vertices)
 from test_scene import box_model
 
 CUBE = np.array([[x, y, z] for x in (-1.0, 1.0) for y in (-1.0, 1.0) for z in (-1.0, 1.0)])
@@ -96,3 +97,31 @@ def test_a_hull_coal_refuses_is_qhulls_with_facets_merged():
     assert (V @ planes[:, :3].T + planes[:, 3]).max() <= 3e-5
     hits = sd.collide(scene, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
     assert set(hits.pairs) == {("fan", "lid")} and abs(hits.distances.min() - 0.05) <= 1e-10
+
+
+def test_a_flat_meshs_hull_is_refused_by_name():
+    """A square of two triangles (its vertices in the plane z = 0.1) has no hull with volume, which
+    qhull cannot build (coal's hull then crashes the process): the scene says so naming the shape, and
+    the mesh is flat; a cube is not.  On a world box (the mesh's hull against the box) collide and the
+    step refuse it by name on both roads."""
+    V = np.array([[0.0, 0.0, 0.1], [1.0, 0.0, 0.1], [1.0, 1.0, 0.1], [0.0, 1.0, 0.1]])
+    F = np.array([[0, 1, 2], [0, 2, 3]])
+    shapes = [sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=(V, F), name="plate"),
+              sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=_cube_mesh(np.zeros((0, 3))), name="cube")]
+    scene = sd.Scene(box_model(), world=shapes)
+    kp, kc = (next(k for k, s in enumerate(scene.shapes) if s.name == n) for n in ("plate", "cube"))
+    assert flat_mesh(scene, kp) and not flat_mesh(scene, kc)
+    with pytest.raises(ValueError, match="mesh shape 'plate' is flat"):
+        _hull_convex(scene, kp)
+    assert len(np.asarray(_hull_convex(scene, kc).points())) == 8
+    # a robot's flat sole over a world box (whose road takes the mesh's hull): collide and the step say so
+    sole = sd.Geometry("sole", 0, sd.spatial.Transform(np.eye(3), np.zeros(3)), "mesh", (1.0, 1.0, 1.0), "collision",
+                       vertices=V - [0.5, 0.5, 0.1], faces=F)
+    table = sd.Shape("box", (1.0, 1.0, 0.2), placement=(np.eye(3), [0.0, 0.0, -0.1]), name="table")
+    on_table = sd.Scene(box_model(geometry=False).with_geometry(sole), world=[table])
+    q = [0.0, 0.0, 0.001, 0.0, 0.0, 0.0, 1.0]
+    for backend in ("native", "numpy"):
+        with sd.use_backend(backend), pytest.raises(ValueError, match="mesh shape 'sole' is flat"):
+            sd.collide(on_table, q)
+    with pytest.raises(ValueError, match="mesh shape 'sole' is flat"):
+        sd.contact_step(on_table.model, q, [0.0] * 6, [0.0] * 6, on_table, 1e-3)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-__all__ = ["mesh_vertices", "SAME_POINT", "COAL_TOLERANCE", "SAME_DEPTH"]
+__all__ = ["mesh_vertices", "flat_mesh", "SAME_POINT", "COAL_TOLERANCE", "SAME_DEPTH", "FLAT"]
 
 #: Hits of one pair whose witness points on ``a`` round to the same multiple of this [m] are one hit.
 SAME_POINT = 1e-7
@@ -57,11 +57,30 @@ def mesh_vertices(scene):
 HULL_OPTIONS = ("Qt", "Qt C-1e-5", "Qt C-1e-4", "Qt C-1e-3")
 
 
+#: A mesh whose vertices' smallest principal extent is at most this fraction of their largest is flat
+#: (a plate: a hull without volume, which qhull cannot build).
+FLAT = 1e-9
+
+
+def flat_mesh(scene, k):
+    """Whether mesh shape ``k``'s vertices lie in a plane (:data:`FLAT`), kept by the scene."""
+    key = ("flat", k)
+    if key not in scene.cache:
+        V = np.asarray(_coal_geometry(scene, k).vertices(), float)
+        s = np.linalg.svd(V - V.mean(0), compute_uv=False) if len(V) >= 3 else np.zeros(3)
+        scene.cache[key] = bool(len(s) < 3 or s[2] <= FLAT * s[0])
+    return scene.cache[key]
+
+
 def _hull_convex(scene, k):
     """coal's convex hull of mesh shape ``k`` (of its BVH's triangles; qhull's options
-    :data:`HULL_OPTIONS`, the first coal takes), kept by the scene."""
+    :data:`HULL_OPTIONS`, the first coal takes), kept by the scene; a ``ValueError`` naming the shape
+    where the mesh is flat (:func:`flat_mesh`)."""
     key = ("convex", k)
     if key not in scene.cache:
+        if flat_mesh(scene, k):
+            raise ValueError(f"collide: mesh shape {scene.shapes[k].name!r} is flat (its vertices lie in a plane): "
+                             f"its convex hull has no volume; give the mesh a thickness, or use a box shape")
         bvh = _coal_geometry(scene, k)
         for options in HULL_OPTIONS:
             try:
