@@ -431,6 +431,42 @@ def test_a_talos_rollout_onto_the_floor_is_the_python_roads_bit_for_bit(talos, m
     assert len(r.impulses[0]) == 0 and len(r.impulses[-1]) >= 4                # contacts came
 
 
+@pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")      # (the same step's on both roads)
+def test_a_talos_step_beyond_the_capacity_is_one_native_call_as_the_python_road(talos, monkeypatch):
+    """talos lying across the floor and a box (test_look_ahead's state: 34 hits within the look-ahead,
+    more than the step's capacity, 32): the native call leaves out the widest gaps beyond the step's
+    reach as the Python road does (look_ahead.capacity_mask), so after the step that grows the layout
+    a step is one native call whose ``q+``, ``v+``, impulses, modes, residuals and iterations are the
+    Python road's bit for bit, from a warm start too; patched down to a capacity of 20 (more contacts
+    within reach than that), the call declines and the Python road answers."""
+    from sparsedyn.contact import look_ahead, scene_data
+    from test_look_ahead import TALOS_ON_BOX
+    box = sd.Shape("box", (0.5, 1.0, 0.3), placement=(np.eye(3), [0.55, 0.0, 0.15]), name="box")
+    scene = sd.Scene(talos, world=[FLOOR, box], self_collision=False)
+    q, v, tau = np.array(TALOS_ON_BOX), np.zeros(talos.nv), np.zeros(talos.nv)
+    q[3:7] /= np.linalg.norm(q[3:7])
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        assert len(look_ahead.step_hits(scene, q, v, DT).distances) == look_ahead.STEP_CAPACITY < \
+            len(sd.collide(scene, q).distances)
+        first = sd.contact_step(talos, q, v, tau, scene, DT)
+        spy.answered = 0
+        again = sd.contact_step(talos, q, v, tau, scene, DT)
+        warm = sd.contact_step(talos, q, v, tau, scene, DT, warm_start=first.impulses)
+        assert spy.answered == 2                                              # one native call each
+        ref = _python_road(monkeypatch, talos, q, v, tau, scene, DT)
+        ref_warm = _python_road(monkeypatch, talos, q, v, tau, scene, DT, warm_start=first.impulses)
+        assert len(ref.impulses) == look_ahead.STEP_CAPACITY and _same(first, ref) and _same(again, ref)
+        assert _same(warm, ref_warm) and int(warm.iterations) == 0
+        monkeypatch.setattr(look_ahead, "STEP_CAPACITY", 20)
+        monkeypatch.setattr(scene_data, "STEP_CAPACITY", 20)
+        spy.answered = 0
+        more = sd.contact_step(talos, q, v, tau, scene, DT)
+        assert spy.answered == 0 and len(more.impulses) > 20          # (more within reach: all kept)
+        assert _same(more, _python_road(monkeypatch, talos, q, v, tau, scene, DT))
+
+
 def test_bad_input_to_a_talos_step_gets_errors_naming_the_argument(talos):
     """A NaN in ``q`` or ``v`` (which the mesh-plane routine's kinematics read before the native
     call), a ``tau`` of the wrong length: errors naming the argument, after a step that took the fused road."""

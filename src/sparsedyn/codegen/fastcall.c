@@ -591,7 +591,10 @@ fail:
    candidate's slot key, mu (K,): its friction, first (nk,), end (nk,) int64: each key's per-body
    slots, base (ns, width): the slots' data with every slot free, W (nk, nv) or None: each key's
    joint weights, mode (0: per-body slots of width 8, each contact's point in its body; 1: data slots
-   of width 8 + nv, the contacts in the first slots, each point on ``a`` in the world), capacity).
+   of width 8 + nv, the contacts in the first slots, each point on ``a`` in the world), capacity, margin,
+   patch depth: where more candidates than the capacity lie within their cutoffs, the widest gaps beyond
+   the step's reach are left out as look_ahead.capacity_mask leaves them out (the scene's margin and
+   reduction.PATCH_DEPTH)).
    The rows and their order are the Python road's (scene_data: _selection, _data_slots), entry by
    entry the same arithmetic.  Returns ``(the step's arrays, index)`` (index: each contact's slot,
    int64, or None where the contacts fill every slot in order), or None where this road does not
@@ -715,8 +718,31 @@ bad:
     return -1;
 }
 
+/* look_ahead.capacity_mask's rule, where more than ``capacity`` of the K candidates ``c`` (K, 11) lie
+   within their cutoffs ``within`` (K,): the widest gaps beyond the step's reach (d > cutoff - margin +
+   patch), widest first, ties in order, flagged in ``drop`` (K bytes, zeroed), as many as exceed the
+   capacity or all of them where they are fewer.  Returns 0, -1 where memory fails (an exception set). */
+static int capacity_drop(npy_intp K, const double *c, const double *within, long capacity, double margin,
+                         double patch, unsigned char *drop) {
+    npy_intp n = 0, nb = 0;
+    for (npy_intp j = 0; j < K; j++) n += c[11 * j] < within[j];
+    if (n <= capacity) return 0;
+    npy_intp *b = malloc((size_t)n * sizeof *b);
+    if (!b) { PyErr_NoMemory(); return -1; }
+    for (npy_intp j = 0; j < K; j++)
+        if (c[11 * j] < within[j] && c[11 * j] > within[j] - margin + patch) b[nb++] = j;
+    for (npy_intp i = 1; i < nb; i++) {                      /* widest first, a stable insertion sort */
+        npy_intp x = b[i], k = i;
+        for (; k > 0 && c[11 * b[k - 1]] < c[11 * x]; k--) b[k] = b[k - 1];
+        b[k] = x;
+    }
+    for (npy_intp i = 0; i < nb && i < n - capacity; i++) drop[b[i]] = 1;
+    free(b);
+    return 0;
+}
+
 static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 6 || nargs > 8 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 13) {
+    if (nargs < 6 || nargs > 8 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 15) {
         PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm[, found[, chain]])");
         return NULL;
     }
@@ -740,6 +766,7 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
                   *base = plan_array(P[9], 2, NPY_DOUBLE),
                   *W = P[10] == Py_None ? NULL : plan_array(P[10], 2, NPY_DOUBLE);
     long mode = PyLong_AsLong(P[11]), capacity = PyLong_AsLong(P[12]);
+    double margin = PyFloat_AsDouble(P[13]), patch = PyFloat_AsDouble(P[14]);
     if (PyErr_Occurred()) return NULL;
     npy_intp K = kid ? PyArray_DIM(kid, 0) : 0, nk = first ? PyArray_DIM(first, 0) : 0;
     if (!pre && kid && collide->out_shape[0][0] != K) K = -1;        /* (refused below) */
@@ -802,12 +829,20 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     int64_t nxt[SD_MAXKEYS], sel[SD_MAXCONTACTS], slot[SD_MAXCONTACTS];
     memcpy(nxt, f0, nk * sizeof *nxt);
     npy_intp nc = 0;
+    unsigned char *drop = calloc((size_t)K + 1, 1);
+    if (!drop || capacity_drop(K, c, within, capacity, margin, patch, drop) < 0) {
+        if (!drop) PyErr_NoMemory();
+        free(drop);
+        Py_DECREF(found);
+        return NULL;
+    }
     for (npy_intp j = 0; j < K; j++) {
-        if (!(c[11 * j] < within[j])) continue;
-        if (nc >= capacity || nxt[key[j]] >= f1[key[j]]) { Py_DECREF(found); Py_RETURN_NONE; }
+        if (!(c[11 * j] < within[j]) || drop[j]) continue;
+        if (nc >= capacity || nxt[key[j]] >= f1[key[j]]) { free(drop); Py_DECREF(found); Py_RETURN_NONE; }
         sel[nc] = j;
         slot[nc++] = nxt[key[j]]++;
     }
+    free(drop);
     if (nc > ns) { Py_DECREF(found); Py_RETURN_NONE; }
     PyObject *data = PyArray_NewCopy(base, NPY_CORDER), *warm = NULL;
     npy_intp wdims[2] = {ns, 3};

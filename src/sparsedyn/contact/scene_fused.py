@@ -62,6 +62,7 @@ from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
 from .mesh_plane_step import plane_step_rows
+from .reduction import PATCH_DEPTH
 from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import WARM_RADIUS, FoundContacts, matched_warm_start
 
@@ -320,7 +321,8 @@ def _make_plan(scene, model, dt, layout, ahead, step):
     ints = lambda x: np.ascontiguousarray(x, np.int64)      # noqa: E731
     shapes = None if mixed is not None else kp.shapes
     args = (collide, shapes, look[2], look[1], solve, ints(kid), np.ascontiguousarray(mu, float), ints(first),
-            ints(end), np.ascontiguousarray(base), W, int(data_slots), scene_data.STEP_CAPACITY)
+            ints(end), np.ascontiguousarray(base), W, int(data_slots), scene_data.STEP_CAPACITY, float(scene.margin),
+            float(PATCH_DEPTH))
     # (a trajectory's chain: each candidate's scene pair; its rows' points in the axes of the body, those
     # of its slot frame where these are per-body slots: their frames are the bodies' own)
     return run, args, slots, kp.pair, mixed, ints(kp.pair)
