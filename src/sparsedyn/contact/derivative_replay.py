@@ -8,10 +8,11 @@ step's :class:`~sparsedyn.contact.scene_step.FoundContacts`, their per-body
 derivatives' plan (:func:`~sparsedyn.contact.fused_derivatives._derivative_plan`) by a key of their
 frames, pairs and slots.  For one scene and one road of the step (its plan: the slot layout, the data
 slots' count, ``dt``, the options) all three are functions of ``(sel, slot, index)`` and the
-tolerance: :func:`remember` keeps, per such tuple of a state that took that road, the plan, the
-pieces' callable and how the slots' data are made from the call's arrays, and :func:`replayed`
-answers a later state of the same tuple with them (a trajectory's steps keep their contacts): the
-same calls on the same values, so the same derivatives bit for bit.  The slots' data are the call's
+tolerance: :func:`remember` keeps, per such tuple of a state that took that road, one callable that
+runs the derivatives' calls (the plan, the pieces' callable and how the slots' data are made from the
+call's arrays, bound once), and :func:`replayed` answers a later state of the same tuple with it (a
+trajectory's steps keep their contacts): the same calls on the same values, so the same derivatives
+bit for bit.  The slots' data are the call's
 per-body data where the step runs in per-body slots, else ``base`` with the entries ``take`` of the
 candidates' rows put at ``put`` (turned by ``A x + b`` where a slot frame is not its body's own), the
 selection's of :mod:`~sparsedyn.contact.scene_data` (what
@@ -67,39 +68,25 @@ SD_EXPORT void sd_gathered_slots(const double *lam, const double *u, const doubl
 
 
 def replayed(scene, road, tol, got):
-    """``(plan, pieces' callable, slots' data (ns, 8), modes, folded)`` of the step whose ``scene_step`` call
-    (on the road's plan ``road``, tolerance ``tol``) returned ``got`` (``(out, index, sel, slot, c, data)``),
-    where :func:`remember` kept its ``(sel, slot, index)``; ``modes``: the slots' ``(weights, impulses,
-    correction)`` where the gathering routine made them with the data, else None (the plan's call
-    makes them); ``folded``: ``(call, par, c, gather)`` where the gathering routine runs in the call of the
-    pieces and blocks (``call``, :func:`remember`'s ``fold``'s, on the candidates' taken entries ``c``;
-    the data and modes then None), else None; else None."""
+    """The callable ``derive(q, v, got, gravity) -> (b0, .. b5, rc)`` that :func:`remember` kept for the
+    ``(sel, slot, index)`` of the step whose ``scene_step`` call (on the road's plan ``road``, tolerance
+    ``tol``) returned ``got`` (``(out, index, sel, slot, c, data)``): the derivatives' blocks of that step
+    from the plan, the pieces' callable and the slots' data made from ``got``; else None."""
     memo = scene.cache.get(_KEY)
     if memo is None or memo[0] is not road or memo[1] != tol:
         return None
     index = got[1]
-    kept = memo[2].get((got[2].tobytes(), got[3].tobytes(), None if index is None else index.tobytes()))
-    if kept is None:
-        return None
-    make = kept[2]
-    if make is None:
-        return kept[0], kept[1], got[5], None, None
-    if len(make) == 4:                                            # the gathering routine
-        if kept[3] is not None:
-            return kept[0], kept[1], None, None, kept[3] + (got[4].take(make[3]), make[1])
-        out = got[0]
-        w, lam, corr, data = make[0](out[2], out[3], out[4], out[5].reshape(-1), kept[0][1], got[4].take(make[3]),
-                                     make[1], make[2])
-        return kept[0], kept[1], data, (w, lam, corr), None
-    return kept[0], kept[1], _data(make, got[4]), None, None
+    return memo[2].get((got[2].tobytes(), got[3].tobytes(), None if index is None else index.tobytes()))
 
 
-def remember(scene, road, tol, got, plan, pieces, slots, in_data, fold=None):
-    """Keep for :func:`replayed` the derivatives' ``plan`` and ``pieces`` callable of the step whose
-    ``scene_step`` call returned ``got``, its derivatives' ``slots`` (``in_data``: the step ran in the
-    scene's data slots, the per-body slots made from the selection); nothing where the index is not
-    an array or the data would not be the slots'.  ``fold(make, got)``: ``(call, par)``, the gathering
-    routine of ``make`` (:func:`_gathered`'s) and the pieces and blocks in one call, or None."""
+def remember(scene, road, tol, got, plan, slots, in_data, derive):
+    """Keep for :func:`replayed` the blocks' callable of the layout of the step whose ``scene_step`` call
+    returned ``got``: ``derive(make, got)`` (the caller's, on the derivatives' plan ``plan``), where
+    ``make`` says how the slots' data are made of the call's arrays (None: its per-body data; the
+    gathering routine's ``(call, gather, par, take)`` of :func:`_gathered` where it makes them and their
+    modes; else :func:`_sparse`'s ``(base, put, take, A, b)``, for :func:`_data`), checked against the
+    derivatives' ``slots`` (``in_data``: the step ran in the scene's data slots, the per-body slots made
+    from the selection); nothing where the index is not an array or the data would not be the slots'."""
     index = got[1]
     if not (index is None or type(index) is np.ndarray) or type(got[2]) is not np.ndarray or \
             type(got[3]) is not np.ndarray:
@@ -121,9 +108,7 @@ def remember(scene, road, tol, got, plan, pieces, slots, in_data, fold=None):
     memo = scene.cache.get(_KEY)
     if memo is None or memo[0] is not road or memo[1] != tol or len(memo[2]) >= MAX_KEPT:
         memo = scene.cache[_KEY] = (road, tol, {})
-    folded = fold(make, got) if fold is not None and make is not None and len(make) == 4 else None
-    memo[2][(got[2].tobytes(), got[3].tobytes(), None if index is None else index.tobytes())] = (plan, pieces, make,
-                                                                                                 folded)
+    memo[2][(got[2].tobytes(), got[3].tobytes(), None if index is None else index.tobytes())] = derive(make, got)
 
 
 def _gathered(make, got, plan, data):

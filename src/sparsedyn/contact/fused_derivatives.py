@@ -32,7 +32,7 @@ from .data_slots import runs_per_body
 from .derivative_blocks_native import scene_blocks_call
 from .friction import StepArrays, _one_step, _options, _road_of, _step_settings, contact_step
 from .scene_derivatives import scene_step_partials
-from .derivative_replay import pieces_kernel, remember, replayed
+from .derivative_replay import _data, pieces_kernel, remember, replayed
 from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
@@ -60,6 +60,8 @@ SD_EXPORT void sd_derivative_slots(const double *lam, const double *u, const dou
 
 _PARTIALS, _F64, _NONE = scene_step_partials.__name__, np.dtype(float), {}
 _KEY, _LAST, _BOTH = "fused derivatives", "fused derivatives last", "fused derivatives' pieces and blocks"
+#: contact_step's defaults of ``tol``, ``max_iterations``, ``solver``, ``margin`` (a call with no option).
+_DEFAULTS = tuple(contact_step.__kwdefaults__[k] for k in ("tol", "max_iterations", "solver", "margin"))
 
 
 def fused_derivatives(model, q, v, tau, scene, dt, options, result):
@@ -69,30 +71,35 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     made them (``slotted`` then None), else None with the :class:`Slotted` (or None: no slot) the
     caller's road differentiates; None where the fused road does not apply (no step taken: the
     caller's road)."""
-    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
-        return None
-    if options and (options.get("f_ext") is not None or options.get("gravity") is not None):
-        return None
-    o = _options(options, options.get("warm_start")) if options else contact_step.__kwdefaults__
-    tol, solver, warm_start = o["tol"], o["solver"], o["warm_start"]
+    if options:
+        if options.get("f_ext") is not None or options.get("gravity") is not None:
+            return None
+        o = _options(options, options.get("warm_start"))
+        tol, iterations, solver, margin, warm_start = o["tol"], o["max_iterations"], o["solver"], o["margin"], \
+            o["warm_start"]
+    else:
+        (tol, iterations, solver, margin), warm_start = _DEFAULTS, None
     # the step's one native call, the contacts' layout returned beside it: contact_step's road (its call
-    # and settings looked up at once), else fused_step (which checks the options)
-    road, got = _road_of(model, scene, dt, tol, o["max_iterations"], solver, o["margin"]), None
-    if road is not None and type(v) is type(tau) is np.ndarray and (
+    # and settings looked up at once; the call declines any q, v, tau but one state's float64 arrays),
+    # else fused_step (which checks the options)
+    road, got = _road_of(model, scene, dt, tol, iterations, solver, margin), None
+    if road is not None and type(q) is type(v) is type(tau) is np.ndarray and (
             warm_start is None or type(warm_start) is np.ndarray):
         got = road[1](road[2], q, v, tau, road[3], warm_start, None, True)
         if got is None:
             return None
-        again = replayed(scene, road[2], tol, got)
-        if again is not None:                      # a layout met before: no FoundContacts, no slots, no plan lookup
+        derive = replayed(scene, road[2], tol, got)
+        if derive is not None:                     # a layout met before: no FoundContacts, no slots, no plan lookup
             step = _one_step(got[0], got[1], solver, tol)
-            d = _four_calls(model, q, v, got[0], again[0], again[1], again[2], step, result, again[3], again[4])
+            d = _blocks(derive(q, v, got, model.gravity), step, result)
             if d is not None:
                 return step, None, None, d
         ran = (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
+    elif not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
+        return None
     else:
         ran = fused_step(model, q, v, tau, scene, dt, _step_settings(
-            "contact_step", dt, tol, o["max_iterations"], solver, o["margin"]), warm_start, contacts=True)
+            "contact_step", dt, tol, iterations, solver, margin), warm_start, contacts=True)
     if ran is None:
         return None
     out, index, found = ran                        # (out: the kernel's arrays as a plain tuple)
@@ -108,7 +115,7 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
         d = _four_calls(model, q, v, out, plan, pieces, slots.data, step, result)
         if d is not None:
             if got is not None:                    # (the step's own call: its layout met again is replayed)
-                remember(scene, road[2], tol, got, plan, pieces, slots, in_data, lambda make, got: _gathered_fold(
+                remember(scene, road[2], tol, got, plan, slots, in_data, lambda make, got: _replay_call(
                     plan, pieces, make, got, model.nq))
             return step, found, None, d
     slotted = fused_slotted(scene, q, tuple.__new__(StepArrays, out), index, found, in_data, tol, Slotted)
@@ -116,32 +123,80 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
         scene, q, found.pair, slots, step.impulses, mode_codes(step), out[5].reshape(-1), in_data), None
 
 
-def _four_calls(model, q, v, out, plan, pieces, data, step, result, modes=None, folded=None):
+def _four_calls(model, q, v, out, plan, pieces, data, step, result):
     """The ``result`` of the derivatives of the step ``step`` (its kernel's arrays ``out``) from the
     plan's calls (:func:`_derivative_plan`'s tuple; ``pieces`` :func:`_pieces_blocks`'s tuple, the calls of
-    the pieces and the blocks and its parameters) on the slots' ``data`` (ns, 8) and ``modes`` (their
-    ``(weights, impulses, correction)``; None: the plan's slot call makes them) or ``folded`` (the replay's
-    gathering routine, the pieces and the blocks in one call: :func:`~sparsedyn.contact.derivative_replay.replayed`),
-    checked finite; None where the blocks' routine leaves the state to the caller's road."""
+    the pieces and the blocks and its parameters) on the slots' ``data`` (ns, 8): :func:`_blocks` of them;
+    None where the blocks' routine leaves the state to the caller's road."""
     nv = model.nv
     if not (type(v) is np.ndarray and v.dtype is _F64 and v.shape == (nv,)):
         v = np.asarray(v, float).reshape(nv)
-    if folded is not None:                         # the slots' data and modes, the pieces and the blocks: one call
-        got = folded[0](q, v, out[1], out[2], out[3], out[4], out[5].reshape(-1), plan[1], folded[2], folded[3],
-                        model.gravity, folded[1])
-    elif modes is None and pieces[2] is not None:  # the slots' modes, the pieces and the blocks: one call
+    if pieces[2] is not None:                      # the slots' modes, the pieces and the blocks: one call
         got = pieces[2](q, v, out[1], out[2], out[3], out[4], out[5].reshape(-1), plan[1], data, model.gravity,
                         pieces[3])
     else:
-        w, lam, c = plan[0](out[2], out[3], out[4], out[5].reshape(-1), plan[1], data, plan[2]) if modes is None \
-            else modes
+        w, lam, c = plan[0](out[2], out[3], out[4], out[5].reshape(-1), plan[1], data, plan[2])
         got = pieces[0](q, v, out[1], lam, c, w, data, model.gravity, pieces[1])
-    if got[6][0] < 0:                              # the six blocks (nv, nv) and the return code
+    return _blocks(got, step, result)
+
+
+def _blocks(got, step, result):
+    """The ``result`` of the six blocks (nv, nv) and the return code (1,) ``got`` of the blocks' routine and
+    the step ``step``, checked finite where the code says a block may not be; None where the code is
+    negative (the routine leaves the state to the caller's road)."""
+    rc = float(got[6][0])                          # (a Python float: cheaper to compare than NumPy's)
+    if rc < 0:
         return None
     d = tuple.__new__(result, got[:6] + (step,))
-    if got[6][0] != 0:
+    if rc != 0:
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
+
+
+def _replay_call(plan, pieces, make, got, nq):
+    """``derive(q, v, got, gravity) -> (b0, .. b5, rc)``: the blocks' routine's outputs for a later step of
+    the layout of the step whose call returned ``got`` (``(out, index, sel, slot, c, data)``: ``q``, ``v``
+    the float64 arrays that call took), the same calls as :func:`_four_calls`'s from the plan's ``plan``
+    and ``pieces`` (:func:`_pieces_blocks`'s) on the slots' data that :func:`~sparsedyn.contact.derivative_replay.remember`'s
+    ``make`` says (None: the call's per-body data; :func:`~sparsedyn.contact.derivative_replay._gathered`'s
+    4-tuple: its gathering routine, with the pieces and blocks in one call where :func:`_gathered_fold`
+    makes it; else :func:`~sparsedyn.contact.derivative_replay._data` of the candidates); what depends on
+    the layout alone bound once.  The correction ``out[5]`` is the one-state kernel's (nr,) as it comes."""
+    at, spar, g, gpar, pb, pbpar = plan[1], plan[2], pieces[0], pieces[1], pieces[2], pieces[3]
+    slot_call = plan[0]
+    if make is None and pb is not None:            # per-body slots, the call's data: the slots' modes, pieces, blocks
+        def derive(q, v, got, gravity):
+            out = got[0]
+            return pb(q, v, out[1], out[2], out[3], out[4], out[5], at, got[5], gravity, pbpar)
+        return derive
+    if make is None or len(make) != 4:             # the slots' data: the call's, or made of c with NumPy (_data)
+        data_of = (lambda got: got[5]) if make is None else (lambda got: _data(make, got[4]))
+        if pb is not None:
+            def derive(q, v, got, gravity):
+                out = got[0]
+                return pb(q, v, out[1], out[2], out[3], out[4], out[5], at, data_of(got), gravity, pbpar)
+            return derive
+
+        def derive(q, v, got, gravity):
+            out, data = got[0], data_of(got)
+            w, lam, c = slot_call(out[2], out[3], out[4], out[5], at, data, spar)
+            return g(q, v, out[1], lam, c, w, data, gravity, gpar)
+        return derive
+    gather_call, gather, gather_par, take = make
+    folded = _gathered_fold(plan, pieces, make, got, nq)
+    if folded is not None:                         # the slots' data and modes, the pieces and the blocks: one call
+        fold, fpar = folded
+
+        def derive(q, v, got, gravity):
+            out = got[0]
+            return fold(q, v, out[1], out[2], out[3], out[4], out[5], at, got[4].take(take), gather, gravity, fpar)
+        return derive
+
+    def derive(q, v, got, gravity):
+        out = got[0]
+        w, lam, corr, data = gather_call(out[2], out[3], out[4], out[5], at, got[4].take(take), gather, gather_par)
+        return g(q, v, out[1], lam, corr, w, data, gravity, gpar)
+    return derive
 
 
 def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
