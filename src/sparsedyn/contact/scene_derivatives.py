@@ -43,10 +43,10 @@ from .. import _checks
 from .. import backend as bk
 from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
-from ..algorithms.kinematics import frame_world_transform, joint_transforms, velocity_pass, world_transforms
+from ..algorithms.kinematics import frame_world_transform, joint_transforms, world_transforms
 from ..algorithms.minv import minv
 from ..kernels import Kernel, kernel
-from ..model.spatial import apply_force_transpose, apply_motion, cross3, mtv, pose
+from ..model.spatial import cross3, mtv, mv, pose
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
@@ -103,54 +103,78 @@ def slot_products(model, q, geometry, w, lam, frames, kinds=None):
     points' velocities from Featherstone's velocity pass, and the impulses' joint forces from the
     backward pass of their body forces (RNEA's), so that their derivatives in ``q`` are those of two
     recursions (what a step's derivatives contract the rows' derivative with, a fraction of the
-    rows' own: a row's entry depends on each of its bodies' ancestors).  One state (kernel use; no
-    checks)."""
+    rows' own: a row's entry depends on each of its bodies' ancestors).  Both recursions run in world
+    axes (:func:`_world_velocities`, :func:`_joint_forces`): a value's derivative then meets each
+    body's rotation once, where in body coordinates it passed every transform between a contact and
+    a joint (a fifth of the derivatives' operations).  One state (kernel use; no checks)."""
     Xup, S = joint_transforms(model, q)
     ends = [slot_frames(f) for f in frames]
     X0 = world_transforms(model, Xup)
     poses = {k: pose(frame_world_transform(model, X0, k)) for e in ends for k in e if k is not None}
     contacts = _slot_contacts(geometry, ends, kinds, poses)
-    vb = [velocity_pass(model, Xup, S, w[:, c])[0] for c in range(2)]
+    vb = [_world_velocities(model, Xup, X0, S, w[:, c]) for c in range(2)]
     Jw, forces = [], [{}, {}]
     for i, (Rc, ka, kb, x, _) in enumerate(contacts):
         u = []
         for c in range(2):
             F = Rc @ lam[3 * i:3 * i + 3, c]                     # the impulse in world axes, on a at x
-            ua = _point(model, vb[c], forces[c], ka, poses[ka], x, F)
-            ub = 0.0 if kb is None else _point(model, vb[c], forces[c], kb, poses[kb], x, -F)
+            ua = _point(model, vb[c], forces[c], ka, x, F, X0)
+            ub = 0.0 if kb is None else _point(model, vb[c], forces[c], kb, x, -F, X0)
             u.append(Rc.T @ (ua - ub))
         Jw.append(np.stack(u, -1))
-    JtL = np.stack([_joint_forces(model, Xup, S, forces[c], q.dtype) for c in range(2)], -1)
+    JtL = np.stack([_joint_forces(model, Xup, X0, S, forces[c], q.dtype) for c in range(2)], -1)
     return np.concatenate(Jw, -2), JtL
 
 
-def _point(model, vb, forces, k, Rp, x, F):
+def _point(model, vb, forces, k, x, F, X0):
     """The world velocity (3,) of frame ``k``'s body's point at ``x`` (world) at the body velocities
-    ``vb`` (body coordinates), and the force ``F`` (world axes) applied there added to ``forces``
-    (``{body: spatial force, body coordinates}``)."""
-    f = model.frames[k]
-    if f.body < 0:                                               # a world frame: still, and holds its force
+    ``vb`` (:func:`_world_velocities`), and the force ``F`` (world axes) applied there added to ``forces``
+    (``{body: spatial force}``, world axes, the moment about the body's origin; ``X0``
+    :func:`~sparsedyn.algorithms.kinematics.world_transforms`)."""
+    b = model.frames[k].body
+    if b < 0:                                                    # a world frame: still, and holds its force
         return np.zeros(3)
-    R, o = Rp
-    p, Fk = R.T @ (x - o), R.T @ F                               # frame axes
-    V = apply_motion(f.X, vb[f.body])
-    fb = apply_force_transpose(f.X, np.concatenate([cross3(p, Fk), Fk]))
-    forces[f.body] = fb if f.body not in forces else forces[f.body] + fb
-    return R @ (V[3:] + cross3(V[:3], p))
+    arm = x - X0[b].r
+    fw = np.concatenate([cross3(arm, F), F])
+    forces[b] = fw if b not in forces else forces[b] + fw
+    return vb[b][1] + cross3(vb[b][0], arm)
 
 
-def _joint_forces(model, Xup, S, forces, dtype):
-    """``tau`` (nv,): the joint forces of the body ``forces`` (``{body: spatial force}``, body
-    coordinates), RNEA's backward pass."""
+def _world_velocities(model, Xup, X0, S, w):
+    """Per body ``(omega, v)`` (3,) each: its angular velocity and its origin's velocity (world axes) at
+    the joint velocities ``w`` (nv,), Featherstone's velocity pass in world axes (``Xup``, ``S`` of
+    :func:`~sparsedyn.algorithms.kinematics.joint_transforms`, ``X0`` the bodies' world transforms): a
+    body's origin moves with its parent's and the parent's rotation at the offset between them
+    (rotated, never a difference of world positions: no symbol of a translation it does not have)."""
+    out = []
+    for i in range(model.nbodies):
+        vJ = mv(S[i], w[model.v_slice(i)])
+        E = X0[i].E
+        wi, vi = mtv(E, vJ[:3]), mtv(E, vJ[3:])
+        p = model.parent[i]
+        if p >= 0:
+            wp, vp = out[p]
+            wi, vi = wp + wi, vp + cross3(wp, mtv(X0[p].E, Xup[i].r)) + vi
+        out.append((wi, vi))
+    return out
+
+
+def _joint_forces(model, Xup, X0, S, forces, dtype):
+    """``tau`` (nv,): the joint forces of the body ``forces`` (``{body: spatial force}``, world axes, the
+    moment about the body's origin), RNEA's backward pass in world axes: a body's forces move to its
+    parent's origin by the offset between them (rotated, never a difference of world positions), and
+    a joint's force is its motion subspace ``S`` (body coordinates) against them turned into its
+    body's axes (``X0``)."""
     tau = np.zeros(model.nv, dtype=dtype) * 0.0
     f = dict(forces)
     for i in range(model.nbodies - 1, -1, -1):
         if i not in f:
             continue
-        tau[model.v_slice(i)] = mtv(S[i], f[i])
+        E = X0[i].E
+        tau[model.v_slice(i)] = mtv(S[i], np.concatenate([E @ f[i][:3], E @ f[i][3:]]))
         p = model.parent[i]
         if p >= 0:
-            fp = apply_force_transpose(Xup[i], f[i])
+            fp = np.concatenate([f[i][:3] + cross3(mtv(X0[p].E, Xup[i].r), f[i][3:]), f[i][3:]])
             f[p] = fp if p not in f else f[p] + fp
     return tau
 
@@ -235,8 +259,9 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
 
 class SlotPartials(NamedTuple):
     """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``): ``rows``
-    (..., m, 9 nv + 2 m) ``[J | J H^-1 | C | G | K | R | C_c]``, ``state`` (..., nv, 7 nv + 1) ``[W |
-    dint_dq | dint_ddq | W_c | dv_c | N]`` and ``gap`` (..., ns)."""
+    (..., m, 9 nv + 2 m) ``[J | J H^-1 | C | G | K | R | C_c]`` (``C_c`` on the normal rows, zero on the
+    tangential ones), ``state`` (..., nv, 7 nv + 1) ``[W | dint_dq | dint_ddq | W_c | dv_c | N]`` and ``gap``
+    (..., ns)."""
 
     rows: np.ndarray
     state: np.ndarray
@@ -261,7 +286,7 @@ def _correction_partials(model, q, Minv, JtL):
     ``dv_c = H^-1 J^T l`` and ``R_c = d(H w - J^T l)/dq`` at ``w = dv_c`` and fixed ``l`` (RNEA's
     derivatives at zero velocity and gravity: ``d(H(q) w)/dq``), whose change of ``dv_c`` with ``q``
     is ``W_c = -H^-1 R_c`` and that of ``J dv_c`` ``C_c = J W_c + d(J w)/dq`` (formed with the step's
-    own products in :func:`_program`)."""
+    own products in :func:`_program`, on the normal rows)."""
     nv = Minv.shape[0]
     dvc = Minv @ JtL[0]
     zero = np.zeros(nv, dtype=object) * 0.0
@@ -318,7 +343,8 @@ def _program(model, static, optional):
         Wv = np.eye(nv) - dt * MR[:, nv:2 * nv] + Tj
         W = np.concatenate([-MR[:, :nv], Wv, dt * Minv], -1)
         Wc = -MR[:, 2 * nv:]
-        Cc = -JMR[:, 2 * nv:] + dJw[:, 1]
+        Cc = np.zeros((m, nv), dtype=object)             # (the normal rows alone: all the correction reads)
+        Cc[2::3] = -JMR[2::3, 2 * nv:] + dJw[2::3, 1]
         C = np.concatenate([-JMR[:, :nv] + Uq, J - dt * JMR[:, nv:2 * nv] + J @ Tj, dt * JMinv], -1)
         G = _mm(J, JMinv.T).T                           # (the sparse rows of J skipped: G's sums, transposed)
         K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
@@ -385,7 +411,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     impulses and ``modes`` (ns, 4) are given.  The position correction of the step
     (split impulse), its normal impulses ``correction`` (ns,) (zero where no point penetrates): its
     velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)
-    and that of ``J dv_c``, ``C_c`` (3 ns, nv).  Packed as :class:`~sparsedyn.SlotPartials` says.
+    and that of ``J dv_c``, ``C_c`` (3 ns, nv) (on the normal rows, those the correction holds; zero on the
+    tangential ones).  Packed as :class:`~sparsedyn.SlotPartials` says.
     ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``; a free slot is
     ``pb``), every one where empty (the default); the program leaves out the terms of the others, so
     each slot's weights must be of one of them (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`:
