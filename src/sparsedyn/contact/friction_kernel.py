@@ -258,7 +258,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
 
 
 def _first_polish(m, z):
-    """ADMM's iteration of the first polish: 0 (before any: the stage after the dispatch) for a warm start
+    """ADMM's iteration of the first polish: 0 (before any: right after G is made) for a warm start
     ``z``, and for a cold one where :func:`~sparsedyn.contact.friction_polish.polishes_cold`; else ``FIRST``."""
     if polishing.polishes_cold(m):
         return 0.0
