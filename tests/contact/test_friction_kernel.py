@@ -374,3 +374,37 @@ def test_a_correction_no_impulses_solve_stops_at_its_best_iterate_on_both_roads(
         one = sd.contact_step_kernel(model, zero, zero, zero, settings, np.zeros((2, 3)), data, ("slider",) * 2)
     for a, r in zip(one, ref):
         assert np.array_equal(a, r)
+
+
+def test_the_delassus_matrix_is_made_only_for_a_start_the_step_has_not_solved():
+    """The box resting on its four corners: ``init`` gives the correction's normal block ``Gnn`` of
+    ``G = Z Z^T`` and no ``G``; a cold start goes from the dispatch to the last stage (+8), which makes
+    ``G`` (symmetric, ``Z Z^T`` to rounding), Gershgorin's bound ``lmax`` of its largest eigenvalue and the
+    proximal term ``eta``; a warm start that solves the step (the step's own impulses) goes to the
+    correction (+6), its velocities ``u = Z (Z^T z) + g`` those of the solved step to rounding."""
+    from sparsedyn.contact.friction_kernel import PROXIMAL, _pieces
+    from sparsedyn.contact.friction_problem import contact_slots
+    from sparsedyn.symbolic.loop import run_stages
+    slots = contact_slots(MODEL, corners())
+    settings = np.array([DT, TOL, 300.0, 1e4, 0.005])
+    init, stages, finish = _pieces(MODEL, tuple(slots.frames), ())
+    lay, m = stages[0].args[0], 12
+    cold = [Q0, Z, Z, settings, np.zeros((4, 3)), slots.data]
+    K, S = init(*cold)
+    Kd = lay.unpack(tuple(cold) + (K, S))[2]
+    Zm = Kd["Z"].reshape(m, lay.nv)
+    ZZ = Zm @ Zm.T
+    bound = rounding_bound(lay.nv, 1.0) * np.abs(ZZ).max()
+    assert np.abs(Kd["Gnn"].reshape(4, 4) - ZZ[2::3, 2::3]).max() <= bound and not S[lay.S["G"]].any()
+    assert float(stages[0](*cold, K, S)[1]) == len(stages) - 1 == 8
+    S1 = stages[-1](*cold, K, S)[0]
+    G = S1[lay.S["G"]].reshape(m, m)
+    assert np.array_equal(G, G.T) and np.abs(G - ZZ).max() <= bound
+    lmax = S1[lay.S["lmax"]][0]
+    assert abs(lmax - np.abs(G).sum(1).max()) <= bound * m and S1[lay.S["eta"]][0] == PROXIMAL * lmax
+    (_, _, lam, u, _, _), _ = run_stages(init, stages, finish, cold)
+    warm = cold[:4] + [lam, slots.data]
+    K2, S2 = init(*warm)
+    assert float(stages[0](*warm, K2, S2)[1]) == 6.0 and not S2[lay.S["G"]].any()
+    assert np.abs(S2[lay.S["u"]] - u.reshape(-1)).max() <= rounding_bound(m, 1.0) * np.abs(ZZ).max() * np.abs(lam).max() \
+        + rounding_bound(m, 1.0) * np.abs(u).max()

@@ -369,7 +369,8 @@ def test_the_unknowns_rows_of_g_in_the_sliding_axes():
 
 def box_polish_stage():
     """The step kernel's pieces on the box's four corners at a tolerance no polish meets (1e-300: every
-    polish rejected): ``(inputs, stages, lay, K, S0)``, the polish stage ``stages[3]``."""
+    polish rejected): ``(inputs, stages, lay, K, S0)``, the polish stage ``stages[3]``, ``S0`` the loop state
+    after the last stage (``G``, which the first sends a start that is not solved to)."""
     from sparsedyn.contact.friction_kernel import _pieces
     from sparsedyn.contact.friction_problem import contact_slots
     slots = contact_slots(MODEL, corners())
@@ -378,6 +379,10 @@ def box_polish_stage():
     init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
     lay = stages[0].args[0]
     K, S0 = init(*inputs)
+    assert float(stages[0](*inputs, K, S0)[1]) == len(stages) - 1
+    S0, flag = stages[-1](*inputs, K, S0)
+    assert float(flag) in (1 - (len(stages) - 1), 3 - (len(stages) - 1))       # factorize or polish
+    assert S0[lay.S["G"]].any()
     return inputs, stages, lay, K, S0
 
 
@@ -451,14 +456,15 @@ def test_a_polish_of_many_rows_runs_one_newton_step_a_stage_run():
     lay = stages[0].args[0]
     assert lay.m == 3 * nc == 96 and fp.newton_steps(lay.m) == 2
     K, S = init(*inputs)
+    S = stages[-1](*inputs, K, S)[0]                              # G and its scales: the last stage
     S[lay.S["it"]] = 100.0                                        # (ADMM's iterations pay for the steps)
     S[lay.S["z"]] = np.tile([0.0, 0.0, 0.1], nc)                  # an iterate: all sticking
     first, flag = stages[3](*inputs, K, S)
     assert float(flag) == 0.0 and first[lay.S["polishes"]][0] == 0.5 and first[lay.S["tries"]][0] == 1.0
     second, _ = stages[3](*inputs, K, first)
-    _, mu, Kd, _ = lay.unpack(tuple(inputs) + (K, S))
-    G = Kd["G"].reshape(96, 96)
-    lam = fp.polished(G, Kd["g"], mu, S[lay.S["z"]], Kd["lmax"][0], fp._active(G, lay.normal), Kd["gmax"][0],
+    _, mu, Kd, Sd = lay.unpack(tuple(inputs) + (K, S))
+    G = Sd["G"].reshape(96, 96)
+    lam = fp.polished(G, Kd["g"], mu, S[lay.S["z"]], Sd["lmax"][0], fp._active(G, lay.normal), Kd["gmax"][0],
                       Kd["dmax"][0], 1e-300, slots=lay.slots(Kd), Z=Kd["Z"].reshape(96, lay.nv))[0]
     assert np.abs(lam).max() > 0.0
     assert np.array_equal(second[lay.S["pz"]], lam) and second[lay.S["polishes"]][0] == 1.0

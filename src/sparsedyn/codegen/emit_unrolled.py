@@ -6,6 +6,7 @@ that of :func:`schedule`, whichever passes fewer values."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from bisect import bisect_left, bisect_right
 from itertools import chain
 
@@ -241,6 +242,7 @@ def _segment_sources(prog, seg, slot, layout, nseg, head, cname, T, fn, arrays):
     op, x, _ = arrays
     first = {i: int(x[i]) for i in _first_elements_at(op, x).tolist()} if prog.blocks else {}
     out_at = _output_places(prog)
+    block_out = _block_outputs(nodes, out_at, layout, slot, T) if prog.blocks else {}
     inline = _inlined(nodes, seg, 0, slot, out_at)
     nops = _segment_sizes(prog, seg, first, nseg, op)
     lits = {}
@@ -278,9 +280,7 @@ def _segment_sources(prog, seg, slot, layout, nseg, head, cname, T, fn, arrays):
             if i in first:
                 d, run = block_call(prog, x, layout, slot, f"{cname}_b{x}", T)
                 defs.append(d)
-                body += run
-            for k, j in out_at.get(i, ()):
-                body.append(f"  y{k}[{j}] = w[{layout.at(nodes, slot, i)}];")
+                body += run + block_out.get(x, [])
             continue
         sym = _SYM.get(op)
         e = f"{ref(x)} {sym} {ref(y)}" if sym is not None else _expression(op, x, y, fn, T, nodes, ref)
@@ -306,6 +306,39 @@ def _output_places(prog: Program):
             if kind == "node":
                 out_at.setdefault(v, []).append((k, j))
     return out_at
+
+
+#: Elements from which a run of a block product's results that are consecutive outputs is one ``memcpy``.
+COPY_RUN = 8
+
+
+def _block_outputs(nodes, out_at, layout, slot, T) -> dict:
+    """``{block: statements}``: the copies of each block product's results that are outputs, written
+    right after the block runs (its results stay in their workspace slots).  A run of consecutive
+    elements of an output from consecutive slots (a matrix of the constants, ``G`` of the contact step:
+    thousands) is one ``memcpy``, not a statement an element (straight-line copies of that many
+    elements overflow the instruction cache)."""
+    per = {}
+    for i, places in out_at.items():
+        if nodes[i][0] == MATMUL:
+            at = layout.at(nodes, slot, i)
+            per.setdefault(int(nodes[i][1]), []).extend((k, j, at) for k, j in places)
+    out = {}
+    for b, copies in per.items():
+        copies.sort()
+        stmts, s = [], 0
+        while s < len(copies):
+            k, j, a = copies[s]
+            e = s + 1
+            while e < len(copies) and copies[e] == (k, j + e - s, a + e - s):
+                e += 1
+            if e - s >= COPY_RUN:
+                stmts.append(f"  __builtin_memcpy(y{k} + {j}, w + {a}, {e - s} * sizeof({T}));")
+            else:
+                stmts += [f"  y{kk}[{jj}] = w[{aa}];" for kk, jj, aa in copies[s:e]]
+            s = e
+        out[b] = stmts
+    return out
 
 
 def _segment_sizes(prog: Program, seg, first, nseg, op):
@@ -353,17 +386,37 @@ def _inlined(nodes, seg, s, slot, out_at) -> set:
 
 def _tail(prog: Program, T: str, hoist) -> list:
     """The driver's statements writing the outputs that are inputs or constants (the constants
-    appended to ``hoist`` instead when it is a list)."""
+    appended to ``hoist`` instead when it is a list; a run of :data:`COPY_RUN` or more zeros, ``+0.0``,
+    one ``memset``: the loop state of an iterative kernel starts with thousands)."""
     nodes, tail = prog.nodes, []
     for k, row in enumerate(prog.outputs):
+        zeros = []
         for j, (kind, v) in enumerate(row):
-            if kind == "const" and hoist is not None:
+            if kind == "const" and hoist is None and v == 0.0 and math.copysign(1.0, v) > 0.0:
+                zeros.append(j)
+            elif kind == "const" and hoist is not None:
                 hoist.append((k, j, v))
             elif kind == "const":
                 tail.append(f"  y{k}[{j}] = {_lit(v) if T == 'double' else f'(sd_vd){{0}} + {_lit(v)}'};")
             elif nodes[v][0] == INPUT:
                 tail.append(f"  y{k}[{j}] = x{int(nodes[v][1])}[{int(nodes[v][2])}];")
+        for a, b in _spans(zeros):
+            if b - a >= COPY_RUN:
+                tail.append(f"  __builtin_memset(y{k} + {a}, 0, {b - a} * sizeof({T}));")
+            else:
+                tail += [f"  y{k}[{j}] = {'0.0' if T == 'double' else '(sd_vd){0}'};" for j in range(a, b)]
     return tail
+
+
+def _spans(xs):
+    """``[(a, b)]``: the increasing integers ``xs`` cut into runs ``a, a + 1, ..., b - 1``."""
+    out = []
+    for x in xs:
+        if out and out[-1][1] == x:
+            out[-1][1] = x + 1
+        else:
+            out.append([x, x + 1])
+    return [tuple(r) for r in out]
 
 
 def _expression(op, x, y, fn, T, nodes, ref) -> str:

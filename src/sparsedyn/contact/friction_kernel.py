@@ -5,8 +5,8 @@ floats in the same loop (:func:`~sparsedyn.symbolic.loop.run_stages`), state by 
 
 ``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity,
 open contacts, scales, warm start), stage 0 sends a start that is solved already to the correction
-and any other (warm or cold) to the polish, stage 1 factors ``(G + (eta + rho) I)^-1`` (``G = Z Z^T``,
-``Z`` (m, nv): Woodbury's identity, an ``nv x nv`` Cholesky factorization), stage
+and any other to stage 8, which makes ``G = Z Z^T`` (``Z`` (m, nv)) and sends it (warm or cold) to the
+polish, stage 1 factors ``(G + (eta + rho) I)^-1`` (Woodbury's identity, an ``nv x nv`` Cholesky), stage
 2 runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes
 ``rho``, stage 3 polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear system
 of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
@@ -151,16 +151,17 @@ class _Layout:
         # (G + (eta + rho) I)^-1 as Woodbury's factor of G = Z Z^T (nv x m) where it costs less, else m x m
         self.low_rank = low_rank(m, nv)
         self.normal = np.arange(nc) * 3 + 2                           # the rows of the normal impulses
-        self.K = self._table([("G", m * m), ("Z", m * nv), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc),
-                              ("closing", m), ("pen", 1), ("eta", 1), ("lmax", 1), ("gmax", 1), ("dmax", 1),
-                              ("used", 1)])
+        self.K = self._table([("Gnn", nc * nc), ("Z", m * nv), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc),
+                              ("closing", m), ("pen", 1), ("gmax", 1), ("dmax", 1), ("used", 1)])
         # x, z, y: the plain ADMM iterate (z in the cones: what the checks and the result read); za:
         # the governing point z + y / rho the next ADMM iteration starts from (Anderson's); dW, dF, c,
         # A: Anderson's memory (differences of T(w) and of residuals, which of them are kept, A = dF
         # dF^T), Tp, fp: the last T(w) and residual, fbest: the smallest residual norm since the
         # memory was cleared
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
-        self.S = self._table([("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("W", (nv if self.low_rank else m) * m), ("rho", 1),
+        # G, eta, lmax: the Delassus matrix and its scales, made by the stage _delassus (not for a warm start
+        # that solves the step already)
+        self.S = self._table([("G", m * m), ("eta", 1), ("lmax", 1), ("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("W", (nv if self.low_rank else m) * m), ("rho", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("due", 1), ("change", 1), ("lbest", nc), ("vbest", 1), ("vmark", 1), ("stale", 1),
                               ("lmark", 1),
@@ -220,35 +221,34 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     g = (Jv + bias) * act
     # the slots in use: past the last closed contact every row of G, Z, g and the iterates is zero
     used = _vmax(np.arange(1.0, nc + 1.0) * act[rows])
-    # G = Z Z^T of the closed contacts' rows (a product X X^T: its lower triangle summed, then mirrored)
+    # Z of the closed contacts' rows (G = Z Z^T), G's diagonal, and the warm start's velocities
+    # u = G z + g = Z (Z^T z) + g (two products by Z, not G)
     Z = Z * act[:, None]
-    G = _mm(Z, Z.T, Slots(used, nc).mm(3, 0, 3))
+    diag = np.sum(Z * Z, 1)
     # the velocity scale: the free velocities of the closing contacts (not an open one's gap / dt)
-    dmax, gmax = _vmax(np.diagonal(G)), velocity_scale(g.reshape(nc, 3), v_free)
-    # the largest eigenvalue's bound by Gershgorin's discs (G is positive semidefinite: its largest row
-    # sum of magnitudes), the scale of the proximal term and of rho's range, for which a bound within
-    # the size of G does (power iterations cost a product with G each)
-    lmax = _vmax(np.sum(_abs(G), 1)) + _TINY
+    dmax, gmax = _vmax(diag), velocity_scale(g.reshape(nc, 3), v_free)
     z = project_cone(warm * act.reshape(nc, 3), mu).reshape(m)
-    u = _mv_sym(G, z, Slots(used, nc).mm(3, 3)) + g
+    u = _mv(Z, _mv(Z.T, z, Slots(used, nc).mm(0, 3)), Slots(used, nc).mm(3, 0)) + g
     w = u.reshape(nc, 3).copy()
     w[:, 2] = w[:, 2] + mu * _norms(w[:, :2])
     res = _residuals(z.reshape(nc, 3), z.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(z, gmax, dmax)
+    conv = _converged(res, ls, vs, tol)
+    # G's normal block, the position correction's (a product X X^T: its lower triangle summed, then mirrored)
+    Gnn = _mm(Z[rows], Z[rows].T, Slots(used, nc).mm(1, 0, 1))
     pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))             # 1 where some point penetrates
     # no point past the slop: the rounding-size penetrations stay (on their planes for the held rows)
     cn = correction_targets((pen * P.gap + (1.0 - pen) * _relu(P.gap)) / dt, P.J[rows], dt)   # its trust region
-    K = lay.pack(lay.K, dict(G=G, Z=Z, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn,
-                             closing=np.repeat(closing_contacts(g.reshape(nc, 3)), 3), pen=pen, eta=PROXIMAL * lmax,
-                             lmax=lmax, gmax=gmax, dmax=dmax, used=used))
+    K = lay.pack(lay.K, dict(Gnn=Gnn, Z=Z, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, gmax=gmax, dmax=dmax,
+                             closing=np.repeat(closing_contacts(g.reshape(nc, 3)), 3), used=used))
     # the mean eigenvalue of the open contacts' block: open contacts (a layout's free slots) have zero rows
     rows_in = np.sum(act)
-    rho = RHO_START * np.sum(np.diagonal(G)) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
+    rho = RHO_START * np.sum(diag) / (rows_in + (1.0 - _step(rows_in - 0.5))) + _TINY
     k = lay.k
     # the governing point z + y / rho of the warm start and its multiplier y = -(u + Phi(u))
-    S = lay.pack(lay.S, dict(x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho, u=u, W=np.zeros(lay.S["W"].stop - lay.S["W"].start),
-                             rho=rho, it=0.0, conv=_converged(res, ls, vs, tol), res=res, ls=ls, vs=vs, l=np.zeros(nc),
-                             sweeps=0.0, due=polish_first(nc), change=0.0,
+    S = lay.pack(lay.S, dict(G=np.zeros(m * m), eta=0.0, lmax=0.0, x=z, z=z, y=-w.reshape(m), za=z - w.reshape(m) / rho,
+                             u=u, W=np.zeros(lay.S["W"].stop - lay.S["W"].start), rho=rho, it=0.0, conv=conv,
+                             res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0, due=polish_first(nc), change=0.0,
                              **dict(zip(_STALL, no_best(nc))),
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m),
@@ -258,7 +258,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
 
 
 def _first_polish(m, z):
-    """ADMM's iteration of the first polish: 0 (before any: the stage after the dispatch) for a warm start
+    """ADMM's iteration of the first polish: 0 (before any: right after G is made) for a warm start
     ``z``, and for a cold one where :func:`~sparsedyn.contact.friction_polish.polishes_cold`; else ``FIRST``."""
     if polishing.polishes_cold(m):
         return 0.0
@@ -266,24 +266,35 @@ def _first_polish(m, z):
 
 
 def _dispatch(lay, *X):
-    """The first stage: the start converged already: on to the correction (+6); else, ADMM's budget not
-    zero and its first polish due at once (:func:`_first_polish`), polish it (+3: a warm start's modes, or
-    a cold start's guess, each contact that its free velocity closes closed,
-    :mod:`~sparsedyn.contact.polish_guess`: a resting set's modes, solved before any factorisation); else
-    factorize (+1)."""
-    settings, _, _, S = lay.unpack(X)
-    conv = S["conv"][0]
-    due = (1.0 - conv) * (1.0 - _step(0.5 - settings[2])) * _step(0.5 - S["next"][0])
-    return lay.pack(lay.S, S), 1.0 + 5.0 * conv + 2.0 * due
+    """The first stage: the start converged already: on to the correction (+6; ``G`` is not made); else
+    to :func:`_delassus` (+8, the last stage)."""
+    S = lay.unpack(X)[3]
+    return lay.pack(lay.S, S), 8.0 - 2.0 * S["conv"][0]
+
+
+def _delassus(lay, *X):
+    """The last stage, once where the start has not converged: ``G = Z Z^T`` (a product ``X X^T``: its lower
+    triangle summed, then mirrored), ``lmax``: Gershgorin's bound of its largest eigenvalue (``G`` positive
+    semidefinite: its largest row sum of magnitudes), the scale of the proximal term ``eta`` and of rho's range
+    (power iterations cost a product with ``G`` each); ADMM's budget not zero and its first polish due
+    (:func:`_first_polish`): polish (-5: a warm start's modes, or a cold start's guess, each contact that its
+    free velocity closes closed, :mod:`~sparsedyn.contact.polish_guess`), else factorize (-7)."""
+    settings, _, K, S = lay.unpack(X)
+    Z = K["Z"].reshape(lay.m, lay.nv)
+    G = _mm(Z, Z.T, lay.slots(K).mm(3, 0, 3))
+    lmax = _vmax(np.sum(_abs(G), 1)) + _TINY
+    S.update(G=G.reshape(-1), lmax=lmax, eta=PROXIMAL * lmax)
+    due = (1.0 - _step(0.5 - settings[2])) * _step(0.5 - S["next"][0])
+    return lay.pack(lay.S, S), 2.0 * due - 7.0
 
 
 def _factorize(lay, *X):
     """The factor of ``(G + (eta + rho) I)^-1`` (:func:`~sparsedyn.contact.friction_linalg._low_rank_factor`
     of ``G = Z Z^T``); no ADMM budget (``solver="pgs"``): on to Gauss-Seidel (+4); else iterate (+1)."""
     settings, _, K, S = lay.unpack(X)
-    m, c = lay.m, K["eta"][0] + S["rho"][0]
+    m, c = lay.m, S["eta"][0] + S["rho"][0]
     S["W"] = (_low_rank_factor(K["Z"].reshape(m, lay.nv), c, lay.slots(K)) if lay.low_rank else
-              _spd_inverse(K["G"].reshape(m, m) + c * np.eye(m), lay.slots(K)))
+              _spd_inverse(S["G"].reshape(m, m) + c * np.eye(m), lay.slots(K)))
     return lay.pack(lay.S, S), 1.0 + 3.0 * _step(0.5 - settings[2])
 
 
@@ -295,7 +306,7 @@ def _iterate(lay, *X):
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
-    g, eta, lmax, rho = K["g"], K["eta"][0], K["lmax"][0], S["rho"][0]
+    g, eta, lmax, rho = K["g"], S["eta"][0], S["lmax"][0], S["rho"][0]
     # the iterate is Douglas-Rachford's governing point sa = z + y / rho (Anderson's): its projection
     # onto the cones is z, the rest the scaled multiplier.  The first iteration starts from the warm
     # start's pair (z, y = -(u + Phi(u))) itself: it is no such split of one point (y / rho is not in
@@ -343,7 +354,7 @@ def _iterate(lay, *X):
     # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
     S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
     # the modes of the iterate, and for how many iterations they have not changed (a polish waits for it)
-    code = polishing.mode_codes(zn, mu, K["G"].reshape(m, m), lay.normal)
+    code = polishing.mode_codes(zn, mu, S["G"].reshape(m, m), lay.normal)
     S.update(code=code, same=(S["same"][0] + 1.0) * (1.0 - _step(_vmax(_abs(code - S["code"])) - 0.5)))
     # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert again (-1); a
     # polish due: polish (+1)
@@ -400,7 +411,7 @@ def _check(lay, *X):
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
-    G, g, x, z = K["G"].reshape(m, m), K["g"], S["x"], S["z"]
+    G, g, x, z = S["G"].reshape(m, m), K["g"], S["x"], S["z"]
     u = _mv_sym(G, z, lay.slots(K).mm(3, 3)) + g
     res = _residuals(z.reshape(nc, 3), x.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(z, K["gmax"][0], K["dmax"][0])
@@ -418,7 +429,7 @@ def _gauss_seidel(lay, *X):
     settings, mu, K, S = lay.unpack(X)
     tol, budget, sweeps = settings[1], settings[2], settings[3]
     nc, m = lay.nc, lay.m
-    G, g = K["G"].reshape(m, m), K["g"]
+    G, g = S["G"].reshape(m, m), K["g"]
     lam = contact_sweep(G, g, mu, S["z"])
     lam = _array(lam, G)
     u = _mv_sym(G, lam, lay.slots(K).mm(3, 3)) + g
@@ -432,17 +443,16 @@ def _gauss_seidel(lay, *X):
 
 
 def _correction_rows(lay, settings, K, S):
-    """``(A, held)`` of the position correction: ``G``'s normal block (a view: its rows and columns
+    """``(A, held)`` of the position correction: ``G``'s normal block ``Gnn`` (its rows and columns
     ``lay.normal``, every third from the third) and the held rows."""
-    m = lay.m
-    return (K["G"].reshape(m, m)[2::3, 2::3],
+    return (K["Gnn"].reshape(lay.nc, lay.nc),
             held_rows(K["cn"], S["z"][lay.normal], settings[1] * S["ls"][0], settings[0]))
 
 
 def _correct(lay, *X):
     """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
     touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`):
-    solved or stalled (its best iterate), past the polish (+2); a polish due (+1:
+    solved or stalled (its best iterate), past the last stage (+3); a polish due (+1:
     :func:`~sparsedyn.contact.correction.polish_due`); else sweep on."""
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
@@ -452,7 +462,7 @@ def _correct(lay, *X):
     sweeps = S["sweeps"][0] + 1.0
     due, change = polish_due(sweeps, S["due"][0], l, S["l"], S["change"][0])
     S.update(l=l, sweeps=sweeps, change=change, **dict(zip(_STALL, best)))
-    return lay.pack(lay.S, S), 2.0 * stop + (1.0 - stop) * due
+    return lay.pack(lay.S, S), 3.0 * stop + (1.0 - stop) * due
 
 
 def _correct_polish(lay, *X):
@@ -495,7 +505,7 @@ def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
     stages = (_dispatch, _factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct,
-              _correct_polish)
+              _correct_polish, _delassus)
     return partial(_init, lay), [partial(f, lay) for f in stages], partial(_finish_and_correction, lay)
 
 

@@ -404,7 +404,7 @@ def polish_stage(lay, *X):
     settings, mu, K, S = lay.unpack(X)
     m, tol = lay.m, settings[1]
     steps = newton_steps(m)
-    G = K["G"].reshape(m, m)
+    G = S["G"].reshape(m, m)
     fresh = _step(0.5 - S["tries"][0])
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
     # a warm start's round (before any ADMM iteration; a cold start's: all open): its impulses are the
@@ -413,7 +413,7 @@ def polish_stage(lay, *X):
     warm = _step(0.5 - S["it"][0])
     z = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh)
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
-    lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, K["lmax"][0], _active(G, lay.normal), K["gmax"][0],
+    lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol, slots=lay.slots(K), steps=1,
                                              Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
