@@ -720,15 +720,17 @@ bad:
 
 /* look_ahead.capacity_mask's rule, where more than ``capacity`` of the K candidates ``c`` (K, 11) lie
    within their cutoffs ``within`` (K,): the widest gaps beyond the step's reach (d > cutoff - margin +
-   patch), widest first, ties in order, flagged in ``drop`` (K bytes, zeroed), as many as exceed the
-   capacity or all of them where they are fewer.  Returns 0, -1 where memory fails (an exception set). */
+   patch), widest first, ties in order, as many as exceed the capacity or all of them where they are
+   fewer: ``*out`` a new array of K flags (free it) where some are left out, else NULL (none allocated).  Returns 0, -1 where memory fails (an exception set). */
 static int capacity_drop(npy_intp K, const double *c, const double *within, long capacity, double margin,
-                         double patch, unsigned char *drop) {
+                         double patch, unsigned char **out) {
     npy_intp n = 0, nb = 0;
+    *out = NULL;
     for (npy_intp j = 0; j < K; j++) n += c[11 * j] < within[j];
     if (n <= capacity) return 0;
     npy_intp *b = malloc((size_t)n * sizeof *b);
-    if (!b) { PyErr_NoMemory(); return -1; }
+    unsigned char *drop = calloc((size_t)K, 1);
+    if (!b || !drop) { free(b); free(drop); PyErr_NoMemory(); return -1; }
     for (npy_intp j = 0; j < K; j++)
         if (c[11 * j] < within[j] && c[11 * j] > within[j] - margin + patch) b[nb++] = j;
     for (npy_intp i = 1; i < nb; i++) {                      /* widest first, a stable insertion sort */
@@ -738,6 +740,7 @@ static int capacity_drop(npy_intp K, const double *c, const double *within, long
     }
     for (npy_intp i = 0; i < nb && i < n - capacity; i++) drop[b[i]] = 1;
     free(b);
+    *out = drop;
     return 0;
 }
 
@@ -829,15 +832,10 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     int64_t nxt[SD_MAXKEYS], sel[SD_MAXCONTACTS], slot[SD_MAXCONTACTS];
     memcpy(nxt, f0, nk * sizeof *nxt);
     npy_intp nc = 0;
-    unsigned char *drop = calloc((size_t)K + 1, 1);
-    if (!drop || capacity_drop(K, c, within, capacity, margin, patch, drop) < 0) {
-        if (!drop) PyErr_NoMemory();
-        free(drop);
-        Py_DECREF(found);
-        return NULL;
-    }
+    unsigned char *drop;                                     /* (NULL where all are kept: the usual case) */
+    if (capacity_drop(K, c, within, capacity, margin, patch, &drop) < 0) { Py_DECREF(found); return NULL; }
     for (npy_intp j = 0; j < K; j++) {
-        if (!(c[11 * j] < within[j]) || drop[j]) continue;
+        if (!(c[11 * j] < within[j]) || (drop && drop[j])) continue;
         if (nc >= capacity || nxt[key[j]] >= f1[key[j]]) { free(drop); Py_DECREF(found); Py_RETURN_NONE; }
         sel[nc] = j;
         slot[nc++] = nxt[key[j]]++;
