@@ -326,7 +326,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         states = {"the collision row's (joints moved 0.05 rad), the settled v": moved,
                   f"the last {BATCH} states of MuJoCo's settling": _last(trajectory, BATCH)}
         for label, (qp, qv) in states.items():
-            _batch_step_rows(label, m, model, qp, qv, dt, max(1, repeat // 100))
+            _batch_step_rows(label, m, model, qp, qv, dt, max(3, repeat // 20))
 
 
 def collide_rows(name, xml_path, xml, settle, repeat):

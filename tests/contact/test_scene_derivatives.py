@@ -316,6 +316,20 @@ def test_a_batch_in_a_scene_equals_single_states_on_the_native_road(native_backe
     _batch_equals_singles(model, scene, np.stack([q] * 3), V, np.zeros((3, 6)), opt)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_batch_in_a_scene_in_which_no_state_touches_equals_single_states(backend):
+    """The ball and the box all high above their floors (a batch of falling bodies: no contact in any
+    state, the step's impulses a list of empty rows): one call, each state's derivatives those of its
+    single call."""
+    model, scene, q, v, tau, opt = _ball()
+    with sd.use_backend(backend):
+        _batch_equals_singles(model, scene, np.stack([lifted(q, 1.0), lifted(q, 2.0)]), np.stack([v, -v]),
+                              np.zeros((2, 6)), opt)
+        model, scene, Q, V, T, opt = _box_batch()
+        d = _batch_equals_singles(model, scene, np.stack([lifted(x, 1.0) for x in Q]), V, T, opt)
+    assert [len(x) for x in d.step.impulses] == [0] * len(Q)
+
+
 def test_plain_lists_and_bad_shapes():
     model, scene, q, v, tau, opt = _ball()
     d = sd.contact_step_derivatives(model, q, v, tau, scene, DT, tol=TOL)

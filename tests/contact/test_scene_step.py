@@ -3,6 +3,8 @@ is the scene's (each body that has touched the world keeps the slots its most co
 the native step equals the NumPy step to rounding with the same iterations, and a trajectory whose
 contacts come and go within those slots builds nothing."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -263,6 +265,42 @@ def test_a_warm_start_in_a_scene_is_impulses_as_any_sequence_and_anything_else_i
             sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=cold)
         with pytest.raises(TypeError, match="warm_start: expected a numeric array"):
             sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start="previous")
+        for shape in ((4, 2), (12,)):
+            with pytest.raises(ValueError, match=rf"warm_start takes impulses \(nc, 3\).*{re.escape(str(shape))}"):
+                sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=np.zeros(shape))
+        with pytest.raises(ValueError, match="warm_start must be finite.*NaN or infinite"):
+            sd.contact_step(scene.model, q, v, tau, scene, DT, warm_start=np.where(cold.impulses, np.nan, 0))
+
+
+def test_a_batch_in_a_scene_refuses_velocities_and_forces_of_another_batch_by_name():
+    """Two states in a scene: v and tau of shape (nv,) or (2, nv) are taken; (3, nv) is refused naming the
+    argument and the shapes expected."""
+    scene = _scene(False)
+    Q = np.array([[0, 0, SIDE / 2 - 1e-4, 0, 0, 0, 1.0]] * 2)
+    with sd.use_backend("native", deterministic=True):
+        s = sd.contact_step(scene.model, Q, [0.0] * 6, np.zeros((2, 6)), scene, DT)
+        assert s.v.shape == (2, 6) and [len(x) for x in s.impulses] == [4, 4]
+        for name, args in (("v", (np.zeros((3, 6)), np.zeros(6))), ("tau", (np.zeros(6), np.zeros((3, 6))))):
+            with pytest.raises(ValueError, match=rf"batch of 2 states in a scene takes {name} of shape \(6,\) or "
+                                                 r"\(2, 6\); got shape \(3, 6\)"):
+                sd.contact_step(scene.model, Q, *args, scene, DT)
+
+
+def test_a_rollout_in_a_scene_of_one_state_and_a_batch_of_forces_is_that_batchs():
+    """One state with joint forces for two (2, nv): the rollout is a batch of two from the same state,
+    each its own rollout; forces for a batch of two against states of three are refused by name."""
+    scene = _scene(False)
+    q0, T = [0.0, 0.0, SIDE / 2 + 0.01, 0.0, 0.0, 0.0, 1.0], np.array([[0, 0, 0, 0.5, 0, 0], [0, 0, 0, 0, -0.5, 0]])
+    with sd.use_backend("native", deterministic=True):
+        sd.rollout(scene.model, np.array([q0] * 2), np.zeros(6), T, scene, DT, 30)        # lays the slots out
+        r = sd.rollout(scene.model, q0, np.zeros(6), T, scene, DT, 30)
+        ones = [sd.rollout(scene.model, q0, np.zeros(6), t, scene, DT, 30) for t in T]
+        assert r.q.shape == (31, 2, 7)
+        for i, one in enumerate(ones):
+            assert np.array_equal(r.iterations[:, i], one.iterations)
+            assert np.abs(r.v[:, i] - one.v).max() <= 30 * 1e-12 * max(1.0, np.abs(one.v).max())
+        with pytest.raises(ValueError, match=r"rollout: a rollout in a scene takes one state or a batch.*\(3, 7\)"):
+            sd.rollout(scene.model, np.array([q0] * 3), np.zeros(6), T, scene, DT, 3)
 
 
 def test_matched_warm_start_follows_each_contact_and_turns_its_impulse_into_the_new_frame():

@@ -755,7 +755,7 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     if (layout_out) chain = NULL;
     PyObject *matcher = PyCallable_Check(args[5]) ? args[5] : NULL, *answer = NULL;
     PyArrayObject *given = args[5] == Py_None || matcher ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
-    if (args[5] != Py_None && !matcher && !given) Py_RETURN_NONE;
+    if (args[5] != Py_None && !matcher && (!given || PyArray_DIM(given, 1) != 3)) Py_RETURN_NONE;  /* (not impulses) */
     PyObject *const *P = &PyTuple_GET_ITEM(args[0], 0);
     Kernel *collide = (Kernel *)P[0], *solve = (Kernel *)P[4];
     if ((!pre && (Py_TYPE(P[0]) != &KernelType || collide->nin != 5 || collide->nout != 2

@@ -113,7 +113,7 @@ from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used
 from .scene import Scene
 from .rollout_rows import append_chain, rollout_rows, stacked_states
 from .scene_fused import chained_step, chained_steps, fused_step, general_matching, mixed_call, trajectory_plan
-from .scene_step import FoundContacts, batch_previous, step_in_scene
+from .scene_step import FoundContacts, batch_previous, batch_states, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
@@ -303,8 +303,8 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
         if warm_start.shape[-2:] != (nc, 3) or not (
                 warm_start.ndim == 2 and math.isfinite(sum(warm_start.ravel().tolist()))
                 or np.isfinite(warm_start).all()):
-            raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got shape "
-                             f"{warm_start.shape}")
+            what = f"shape {warm_start.shape}" if warm_start.shape[-2:] != (nc, 3) else "NaN or infinite values"
+            raise ValueError(f"{who}: warm_start must be finite impulses of shape (..., {nc}, 3), got {what}")
     if not len(slots.frames):                     # no slot (a scene may hold free slots only)
         return _free_step(model, kernels, q, v, tau, settings[0], f_ext, gravity)
     # q, v, tau, f_ext and gravity are checked by the kernel (compiled or NumPy), as by every kernel
@@ -471,6 +471,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
         (lambda k, q, v: taus[k]) if seq else (lambda k, q, v: taus)
     warm = options.pop("warm_start", None)
     if scene is not None:
+        q, v = batch_states(who, q, v, None if controller is not None else taus.shape[seq:-1])
         bulk = None if controller is not None or taus.dtype != np.float64 or not (
             taus.ndim == 1 or seq and taus.ndim == 2) else taus           # (what the native steps take)
         qs, vs, imps, modes, its = _scene_rollout(runner, q, v, tau_at, scene, dt, steps, _options(options, warm),

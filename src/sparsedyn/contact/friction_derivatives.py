@@ -303,7 +303,7 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
         fx = None if f_ext is None else flat(f_ext, f_ext.shape[-2:])
         return _split(*_scene_derivatives(kernels, qb, vb, step.v.reshape(B, nv), slotted, g, fx, dt), shape, step)
     nc = len(contacts)
-    lam3, modes = step.impulses.reshape(B, nc, 3), np.asarray(step.modes).reshape(B, nc)
+    lam3, modes = np.asarray(step.impulses, float).reshape(B, nc, 3), np.asarray(step.modes).reshape(B, nc)  # (a list)
     mu = np.array([c.friction for c in contacts], float).reshape(1, nc)
     m = 3 * nc
     vp = to_old_axes(model, step.v.reshape(B, nv), dt)          # the step's velocity w, in the old axes

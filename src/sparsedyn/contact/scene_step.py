@@ -59,7 +59,7 @@ from .look_ahead import pair_cutoffs, step_hits
 from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "step_in_scene", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
-           "batch_previous"]
+           "batch_previous", "batch_states"]
 
 
 def _body_frames(model):
@@ -378,6 +378,9 @@ def _given_warm_start(warm_start, nc):
                             "warm_start=step.impulses, or use sd.rollout, which matches each contact to the "
                             "previous step's by its pair of shapes and point")
         warm_start = _checks.numeric("warm_start", warm_start, f"({nc}, 3) (impulses)")
+    if warm_start.ndim < 2 or warm_start.shape[-1] != 3:
+        raise ValueError(f"contact_step: warm_start takes impulses (nc, 3), one row per contact; got shape "
+                         f"{warm_start.shape}")
     return warm_start if warm_start.shape[-2:] == (nc, 3) else None       # (the contact set changed)
 
 
@@ -455,6 +458,21 @@ def _look_ahead(scene, q, v, dt):
     return (V, float(dt)) if V.shape in ((nv,), (len(q), nv)) and np.isfinite(V).all() else None
 
 
+def batch_states(who, q, v, tau_lead):
+    """``(q, v)`` of a rollout in a scene broadcast to the states their and the joint forces' leading
+    axes ``tau_lead`` make (None: a controller's, unknown), which must be one state or a batch (B,)."""
+    try:
+        lead = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], *(() if tau_lead is None else (tau_lead,)))
+    except ValueError:
+        lead = None
+    if lead is None or len(lead) > 1:
+        raise ValueError(f"{who}: a rollout in a scene takes one state or a batch (B,): q0 {q.shape}, v0 {v.shape} "
+                         f"and the joint forces' leading axes {tau_lead} do not make one")
+    if q.shape[:-1] != lead or v.shape[:-1] != lead:
+        q, v = (np.array(np.broadcast_to(x, lead + x.shape[-1:])) for x in (q, v))
+    return q, v
+
+
 def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     """:func:`scene_step` of a batch ``q`` (B, nq): one layout for all states, one call of ``step``.
     On the collision kernel's road (:func:`~sparsedyn.contact.scene_batch.batch_contacts`) the
@@ -462,7 +480,11 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     those of its single step: in the scene's data slots, straight from the kernel's rows), and
     ``contacts`` is a sequence of :class:`FoundContacts`, one per state; else a list of
     :func:`scene_contacts`' per state."""
-    B = len(q)
+    B, nv = len(q), scene.model.nv
+    for name, x in (("v", v), ("tau", tau)):
+        if np.shape(x) not in ((nv,), (B, nv)):
+            raise ValueError(f"contact_step: a batch of {B} states in a scene takes {name} of shape ({nv},) or "
+                             f"({B}, {nv}); got shape {np.shape(x)}")
     if previous is not None and len(previous) != B:
         raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
     whole = isinstance(previous, _BatchPrevious)
