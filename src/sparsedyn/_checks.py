@@ -262,6 +262,24 @@ class NonFiniteResultError(FloatingPointError, ValueError):
     (a velocity of 1e200 squared in the bias forces ...).  Raised instead of handing NaN back."""
 
 
+def controlled(who, controller, dt, nv):
+    """``tau_at(k, q, v)``: the joint forces ``controller(k dt, q, v)`` returns, refused naming the
+    controller and the step where they are not finite numbers of the state's shape (..., nv)."""
+    def tau_at(k, q, v):
+        tau = controller(k * dt, q, v)
+        try:
+            got = None if tau is None or isinstance(tau, (str, bytes)) else np.asarray(tau, float)
+        except (TypeError, ValueError):
+            got = None
+        if got is None or got.shape[-1:] != (nv,) or not np.isfinite(got).all():
+            what = f"shape {got.shape}" + ("" if got.shape[-1:] != (nv,) else ", not finite") if got is not None \
+                else type(tau).__name__
+            raise ValueError(f"{who}: the controller returned {what} at step {k} (t = {k * dt:g} s); it must return "
+                             f"finite joint forces of shape (nv,) = ({nv},), or (B, nv) for a batch")
+        return tau
+    return tau_at
+
+
 def finite_result(name, result, core_ndims):
     """``result`` (an array or a tuple of arrays) unchanged when every value is finite; else
     :class:`NonFiniteResultError` naming the function ``name``, the output and the first state of a

@@ -19,6 +19,7 @@ from scipy.spatial.transform import Rotation
 
 import sparsedyn as sd
 from erd import load_pair
+from test_scene import box_model as scene_box_model
 from sparsedyn.contact.friction import ContactStepWarning, contact_basis
 
 MU, DT, G, MASS, H = 0.4, 1e-3, 9.81, 2.0, 0.1
@@ -413,6 +414,21 @@ def test_rollout_takes_a_torque_sequence_and_checks_its_shape():
     with pytest.raises(ValueError, match="steps must be an integer >= 0"):
         sd.rollout(MODEL, Q0, Z, Z, corners(), DT, -1)
     assert sd.rollout(MODEL, Q0, Z, Z, corners(), DT, 0).q.shape == (1, 7)
+
+
+@pytest.mark.parametrize("answer, what", [(lambda t: np.zeros(3), r"shape \(3,\)"),
+                                          (lambda t: [0.0] * 5 + [np.nan if t > 0 else 0.0], r"shape \(6,\), not finite"),
+                                          (lambda t: None, "NoneType"), (lambda t: "push", "str")])
+def test_a_controller_returning_no_joint_forces_is_named_with_its_step(answer, what):
+    """A controller of the wrong shape, a NaN (at the second step: t = DT), nothing or a string: refused
+    naming the controller, what it returned and the step, on the point contacts' road and a scene's."""
+    step = 1 if "not finite" in what else 0
+    message = rf"rollout: the controller returned {what} at step {step} \(t = {step * DT:g} s\)"
+    with pytest.raises(ValueError, match=message):
+        sd.rollout(MODEL, Q0, Z, lambda t, q, v: answer(t), corners(), DT, 3)
+    scene = sd.Scene(scene_box_model(), world=[sd.Shape("plane")])
+    with pytest.raises(ValueError, match=message):
+        sd.rollout(scene.model, Q0, Z, lambda t, q, v: answer(t), scene, DT, 3)
 
 
 def test_a_point_that_cannot_move_gives_no_impulse_and_no_nan():

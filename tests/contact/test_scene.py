@@ -222,6 +222,10 @@ def test_humanoid_parts_are_frictionless_on_each_other_and_not_on_the_floor():
     (lambda: sd.Scene(chain_model()).with_pairs(add=[("s0", "nose")]), "'nose' names no shape"),
     (lambda: sd.Scene(box_model(geometry=False)), "no collision shapes; load it with geometry=True"),
     (lambda: sd.Scene(chain_model(), world=[np.eye(3)]), "world\\[0\\] must be a Shape"),
+    (lambda: sd.Scene(chain_model(), self_collision="no"), "self_collision must be True or False, got 'no'"),
+    (lambda: sd.Shape("mesh", mesh=(np.eye(4)[:, :3], [[0, 1, 4]]), name="tri"),
+     r"Shape 'tri': mesh faces must be integer vertex indices in \[0, 4\).*int64 values in \[0, 4\]"),
+    (lambda: sd.Shape("mesh", mesh=(np.eye(4)[:, :3], [[0.0, 1.0, 2.0]])), r"float64 values in \[0.0, 2.0\]"),
 ])
 def test_bad_input_is_named(make, message):
     with pytest.raises((ValueError, TypeError), match=message):

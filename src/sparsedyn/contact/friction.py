@@ -467,7 +467,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     # (checked here, not only by the first step: a rollout of 0 steps takes none)
     q = _checks.configuration(model, _checks.plain_floats(who, "q0", q0, f"(..., {model.nq})"), f"{who}: q0")
     v = _checks.velocity(model, _checks.plain_floats(who, "v0", v0, f"(..., {model.nv})"), f"{who}: v0")
-    tau_at = (lambda k, q, v: controller(k * dt, q, v)) if controller is not None else \
+    tau_at = _checks.controlled(who, controller, dt, model.nv) if controller is not None else \
         (lambda k, q, v: taus[k]) if seq else (lambda k, q, v: taus)
     warm = options.pop("warm_start", None)
     if scene is not None:

@@ -67,6 +67,8 @@ class Scene(SceneBase):
                 raise TypeError(f"Scene: world[{k}] must be a Shape, got {type(s).__name__}")
         friction = _nonneg("friction", friction)
         margin = _nonneg("margin", margin)
+        if not isinstance(self_collision, (bool, np.bool_)):
+            raise TypeError(f"Scene: self_collision must be True or False, got {self_collision!r}")
         robot = [_robot_shape(model, g) for g in model.geometry("collision")]
         if not robot:
             raise ValueError(f"Scene: model {model.name!r} has no collision shapes; load it with geometry=True "

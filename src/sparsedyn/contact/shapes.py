@@ -191,6 +191,7 @@ def _mesh(who, kind, mesh):
     if V.ndim != 2 or V.shape[1] != 3 or len(V) < 4 or not np.all(np.isfinite(V)):
         raise ValueError(f"{who}: mesh vertices must be finite, of shape (V >= 4, 3), got shape {V.shape}")
     if F.ndim != 2 or F.shape[1] != 3 or len(F) == 0 or F.dtype.kind not in "iu" or F.min() < 0 or F.max() >= len(V):
-        raise ValueError(f"{who}: mesh faces must be vertex indices in [0, {len(V)}) of shape (F, 3), got shape "
-                         f"{F.shape}")
+        got = f", {F.dtype} values in [{F.min()}, {F.max()}]" if F.size and F.dtype.kind in "iuf" else ""
+        raise ValueError(f"{who}: mesh faces must be integer vertex indices in [0, {len(V)}) of shape (F >= 1, 3), "
+                         f"got shape {F.shape}{got}")
     return None, _frozen(V), _frozen(F, int)
