@@ -286,6 +286,26 @@ def test_a_batch_in_a_scene_refuses_velocities_and_forces_of_another_batch_by_na
                 sd.contact_step(scene.model, Q, *args, scene, DT)
 
 
+def test_a_batch_in_a_scene_takes_its_own_impulses_as_a_warm_start_and_refuses_others_by_name():
+    """Two resting boxes (four corners each): the batch's impulses given
+    back (a list of per-state arrays, or one array (B, 4, 3)) solve it in no iteration; another
+    batch's count of states, rows that are not impulses (nc, 3) and NaN are refused naming the state."""
+    scene = _scene(False)
+    Q = np.array([[0, 0, SIDE / 2 - 1e-4, 0, 0, 0, 1.0]] * 2)
+    with sd.use_backend("native", deterministic=True):
+        cold = sd.contact_step(scene.model, Q, np.zeros(6), np.zeros(6), scene, DT)
+        assert [len(x) for x in cold.impulses] == [4, 4] and cold.iterations.min() >= 1
+        for warm in (cold.impulses, np.stack(cold.impulses), [x.tolist() for x in cold.impulses]):
+            s = sd.contact_step(scene.model, Q, np.zeros(6), np.zeros(6), scene, DT, warm_start=warm)
+            assert s.iterations.tolist() == [0, 0] and np.array_equal(s.v, cold.v)
+        bad = [(cold.impulses * 3, r"a batch of 2 states takes warm_start .* got list of length 6"),
+               (0.5, "got float$"), ([np.zeros((4, 2))] * 2, r"state 0's impulses .* got shape \(4, 2\)$"),
+               ([cold.impulses[0], np.full((4, 3), np.nan)], r"state 1's impulses .* got shape \(4, 3\), not finite")]
+        for warm, message in bad:
+            with pytest.raises(ValueError, match=message):
+                sd.contact_step(scene.model, Q, np.zeros(6), np.zeros(6), scene, DT, warm_start=warm)
+
+
 def test_a_rollout_in_a_scene_of_one_state_and_a_batch_of_forces_is_that_batchs():
     """One state with joint forces for two (2, nv): the rollout is a batch of two from the same state,
     each its own rollout; forces for a batch of two against states of three are refused by name."""

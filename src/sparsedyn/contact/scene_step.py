@@ -384,6 +384,27 @@ def _given_warm_start(warm_start, nc):
     return warm_start if warm_start.shape[-2:] == (nc, 3) else None       # (the contact set changed)
 
 
+def _given_batch_warm_start(given, B):
+    """A batch's ``warm_start``: impulses (B, nc, 3) or B arrays (nc_b, 3) (each taken where its count is its
+    state's contacts'), checked finite; a :class:`ValueError` naming the argument where they are not."""
+    if type(given) is np.ndarray and given.shape[:1] + given.shape[2:] == (B, 3) and np.isfinite(given).all():
+        return given
+    try:
+        rows = [np.asarray(x, float) for x in given] if not isinstance(given, (str, bytes)) and \
+            len(given) == B else None
+    except (TypeError, ValueError):
+        rows = None
+    if rows is None:
+        raise ValueError(f"contact_step: a batch of {B} states takes warm_start as impulses (B, nc, 3) or a sequence "
+                         f"of B arrays (nc_b, 3); got {type(given).__name__}" +
+                         (f" of length {len(given)}" if hasattr(given, "__len__") else ""))
+    for b, x in enumerate(rows):
+        if x.ndim != 2 or x.shape[1] != 3 or not np.isfinite(x).all():
+            raise ValueError(f"contact_step: warm_start of a batch: state {b}'s impulses must be finite, of shape "
+                             f"(nc_b, 3); got shape {x.shape}" + (", not finite" if x.ndim == 2 and x.shape[1] == 3 else ""))
+    return rows
+
+
 def _same_model(a, b):
     """Whether ``a`` is the model ``b`` or a shallow copy of it (a compiled model holds one)."""
     if a is b:
@@ -487,6 +508,8 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
                              f"({B}, {nv}); got shape {np.shape(x)}")
     if previous is not None and len(previous) != B:
         raise ValueError(f"contact_step: previous holds {len(previous)} states for a batch of {B}")
+    if options.get("warm_start") is not None:
+        options["warm_start"] = _given_batch_warm_start(options["warm_start"], B)
     whole = isinstance(previous, _BatchPrevious)
     laid = None
     ahead = _look_ahead(scene, q, v, dt)
