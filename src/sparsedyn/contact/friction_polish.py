@@ -390,7 +390,8 @@ def polish_stage(lay, *X):
     polishes in all, or up to :data:`LONGEST` while each step gains :data:`PROGRESS` on the round's
     best, while ADMM's iterations pay for them (:data:`FREE`; a step is charged its share of a polish;
     a warm start's round, before any iteration: with :func:`warm_credit` more, and :data:`REPEATS` - 1
-    polishes before each must gain) or, unpaid, while each step gains :data:`CONVERGING`.  In a warm start's round each step starts from its iterate with
+    polishes before each must gain or keep the last answer's modes) or, unpaid, while each step gains
+    :data:`CONVERGING`.  In a warm start's round each step starts from its iterate with
     each open contact that its velocity closes guessed closed (:mod:`~sparsedyn.contact.polish_guess`);
     each step after a round's first, from the last answer with the load of a closed contact moved to an
     open near-duplicate that its velocity closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`).
@@ -421,14 +422,19 @@ def polish_stage(lay, *X):
     r = _vmax([res[1] / vs, res[2] / (ls * vs)])
     best = fresh * r + (1.0 - fresh) * (S["pbest"][0] - _relu(S["pbest"][0] - r))
     gains = _step(PROGRESS * S["pbest"][0] - r) * (1.0 - fresh)
+    # the answer in the last answer's modes: the round's steps are Newton's on the sliding directions
+    codes = [mode_codes(x, mu, G, lay.normal) for x in (lam, S["pz"])]
+    held = (1.0 - fresh) * _step(0.5 - _vmax(_abs(codes[0] - codes[1])))
     converging = _step(CONVERGING * S["pbest"][0] - r) * (1.0 - fresh)
     # the next step paid by ADMM's iterations; a warm start's round (before any iteration) also by the
     # least that ADMM's start costs, which a polish accepted spares (:func:`warm_credit`), and past its
-    # second polish only while each gains: the first is from the last step's modes, the second from its
-    # answer's, and a mode change that the round can find shows in them (a third without a gain
-    # repeats a cycle of modes: a pair of contacts swapping, one closing as the other lifts); past
-    # that budget while the round converges (:data:`CONVERGING`)
+    # second polish only while each gains or keeps the last answer's modes: the first is from the last
+    # step's modes, the second from its answer's, and a mode change that the round can find shows in
+    # them (a third without a gain in other modes repeats a cycle of modes: a pair of contacts swapping,
+    # one closing as the other lifts; in the same modes it is Newton's next step on the sliding
+    # directions); past that budget while the round converges (:data:`CONVERGING`)
     paid = _paid(it + warm * warm_credit(m), m, S["polishes"][0] + 2.0 / steps)
+    gains = gains + warm * held * (1.0 - gains)
     more = (1.0 - _step(tries - steps * (REPEATS - warm)) * (1.0 - gains)) * (1.0 - _step(tries - steps * LONGEST)) * \
         (1.0 - (1.0 - paid) * (1.0 - converging))
     # a cold start's round (no impulse yet: the guess of the contacts that close): one Newton step,
@@ -451,17 +457,21 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0):
     """The iterate ``z`` (m,) that a polish starts from: (``swap`` 0: a round's first, from ADMM's
     iterate or a warm start) the impulse of each closed contact given to its closed near-duplicates that
     carry more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last
-    answer) the load of a closed contact moved to the open near-duplicate that its velocity closes
-    fastest (:func:`~sparsedyn.contact.polish_guess.swap_guess`), then (``weight`` 1) each open contact
-    that its velocity closes guessed closed (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
+    answer) the load of a pair of one body's contacts sliding with opposed frictions (a squeeze) given to
+    the one that carries more (``merge_guess``'s ``opposed``), then the load of a closed contact moved to
+    the open near-duplicate that its velocity closes fastest
+    (:func:`~sparsedyn.contact.polish_guess.swap_guess`), then (``weight`` 1) each open contact that its
+    velocity closes guessed closed, sticking or sliding
+    (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
     nc, m = lay.nc, lay.m
     Z = z.reshape(nc, 3)
     active = _active(G, lay.normal)
     Z = Z + (1.0 - swap) * (merge_guess(G, Z, active, OPEN) - Z)
+    Z = Z + swap * (merge_guess(G, Z, active, OPEN, (mu, STICK)) - Z)
     u = (_mv_sym(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
     Z = Z + swap * (swap_guess(G, Z, u, active, OPEN) - Z)
     Z = Z + swap * (_sticking(Z, u, mu, answer_error(Z, u, active, OPEN)) - Z)
-    return (Z + weight * (closing_guess(G, Z, u, active, OPEN) - Z)).reshape(m)
+    return (Z + weight * (closing_guess(G, Z, u, active, OPEN, mu) - Z)).reshape(m)
 
 
 def _sticking(Z, u, mu, err):

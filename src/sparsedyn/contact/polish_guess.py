@@ -17,7 +17,15 @@ no motion shows (a solution of Coulomb's law, not the least-norm one that a cold
 step's derivatives differentiate); a contact that does slide has its friction outside the cone in
 the sticking answer, and the next polish, from that answer's projection, has it sliding.  A closed
 contact's guess is its impulse as before, and an open one that separates (``u_n >= 0``) stays open:
-at a solution the guess is the solution's modes.
+at a solution the guess is the solution's modes.  Sticking, unless its own rows cannot stop its
+tangential velocity within its cone (``|u_t| > mu lambda_n k``, ``k`` the largest eigenvalue of its
+``G_tt``: no friction inside the cone stops it): then sliding, its friction ``mu lambda_n`` against
+``u_t``, where that slip is more than the iterate's own error (:data:`SLIP_ERROR`).  A velocity, not
+the local problem's friction, so a point that lands without slipping (a box's corners) is still guessed
+sticking; one that lands slipping (the end of the dm_control humanoid's
+foot capsule landing beside the other, which carries the foot: 6 mm/s of slip against 1.8 mm/s of
+closing) is guessed sliding, where the guess of it sticking beside the other, a nearly redundant pair
+(below), asks the mode system for a squeeze of impulses ten times the answer's.
 
 Beside a closed near-duplicate (two points of one body millimetres apart, their normal rows of ``G``
 nearly parallel) an open contact that closes is not closed as well: the mode system of the pair is
@@ -27,6 +35,19 @@ impulse, so :func:`swap_guess` moves the load to the one that closes (a polish's
 answers whose velocities are exact for their modes, once it closes faster than the answer's own error),
 and :func:`merge_guess` gathers the load that ADMM's iterate spreads over such a group on the member that
 carries most (a round's first polish).
+
+Two contacts of one body side by side (the two capsules of the dm_control humanoid's foot: normal rows'
+correlation 0.87, below :data:`NEAR`) are a nearly redundant pair too: their rows differ by what the
+body's rigidity keeps (the distance between the points), so the mode system of both closed is nearly
+singular along a squeeze, equal and opposite frictions pressing the points together or apart.  Where
+the foot rocks from one capsule onto the other (one closing as the other lifts: a mode change that
+its warm start cannot show), the polish of both closed answers with such a squeeze: both sliding,
+their frictions opposed, impulses ten times the solution's.  No motion of a body whose points are a few
+centimetres apart slides them opposite ways at the rates of a step (a turn about the normal between
+them), so on a polish's answer such a pair (correlation above ``1 - PAIR``) is merged on the member
+that carries more (:func:`merge_guess` with ``opposed``): its sum is inside the cone, the member
+sticks, the other opens, which is the rocking's next mode (steps 1, 8 and 15 of the humanoid's
+rollout: two polishes, where the round's polishes stalled and ADMM ran 4 to 13 iterations).
 """
 
 from __future__ import annotations
@@ -39,17 +60,36 @@ from .friction_problem import _TINY, _abs, _relu, _step, _vmax
 __all__ = ["closing_guess", "swap_guess", "merge_guess", "answer_error"]
 
 
-def closing_guess(G, Z, u, active, open_fraction):
+#: An open contact that closes is guessed sliding only where its slip is more than this many times the
+#: iterate's own error (its closed contacts' largest normal velocity, which their modes ask to be zero):
+#: a box warm-started on one edge turns about it, its closed corners moving at 14.7 mm/s, and its far
+#: corners slip as fast (the error's, not a slip: the answer sticks); the humanoid's foot capsule lands
+#: slipping at 6.2 mm/s beside closed contacts off by 0.32 mm/s.
+SLIP_ERROR = 2.0
+
+
+def closing_guess(G, Z, u, active, open_fraction, mu):
     """The iterate ``Z`` (nc, 3) with each open contact that its velocity ``u`` (nc, 3) closes given the
-    normal impulse that stops it alone and no friction (the module docstring): ``G`` (m, m), ``active``
-    (nc,) 1 where the contact has rows in ``G``; a contact is open where its normal impulse is at most
-    ``open_fraction`` of the largest impulse of ``Z`` (the polish's ``OPEN``), and closed by its velocity
-    where that impulse is more than this.  Traced values or floats."""
+    normal impulse ``lambda_n`` that stops it alone and no friction (sticking), or where its rows cannot
+    stop its tangential velocity within its cone (``|u_t| > mu lambda_n k``, ``k`` the largest eigenvalue
+    of its ``G_tt``) and that velocity is more than :data:`SLIP_ERROR` times the iterate's own error
+    (:func:`answer_error`), the friction ``mu lambda_n`` against ``u_t`` (sliding; the module docstring):
+    ``G`` (m, m), ``active`` (nc,) 1 where the contact has rows in ``G``, ``mu`` (nc,) the contacts'
+    friction coefficients; a contact is open where its normal impulse is at most ``open_fraction`` of
+    the largest impulse of ``Z`` (the polish's ``OPEN``), and closed by its velocity where that impulse
+    is more than this.  Traced values or floats."""
     gnn = np.diagonal(G)[2::3]
     floor = open_fraction * _vmax(_abs(Z))
     ln = _relu(-u[:, 2]) / (_relu(gnn) + _TINY)
     closes = active * _step(floor - Z[:, 2]) * (1.0 - _step(floor - ln))
-    local = np.stack([0.0 * ln, 0.0 * ln, ln], 1)
+    a, b, e = np.diagonal(G)[0::3], np.diagonal(G)[1::3], np.diagonal(G, 1)[0::3]
+    k = 0.5 * (a + b) + bk.sqrt(0.25 * (a - b) * (a - b) + e * e)
+    slip = bk.sqrt(u[:, 0] * u[:, 0] + u[:, 1] * u[:, 1])
+    # mu ln / |u_t| where the slip is beyond its rows' reach (then |u_t| > 0) and more than SLIP_ERROR
+    # times the iterate's own error, else 0
+    err = answer_error(Z, u, active, open_fraction)
+    f = (1.0 - _step(mu * ln * k - slip)) * (1.0 - _step(SLIP_ERROR * err - slip)) * mu * ln / (slip + _TINY)
+    local = np.stack([-f * u[:, 0], -f * u[:, 1], ln], 1)
     return Z + closes[:, None] * (local - Z)
 
 
@@ -59,15 +99,23 @@ def closing_guess(G, Z, u, active, open_fraction):
 NEAR = 0.02
 
 
+#: Two contacts are a nearly redundant pair of one body where the correlation of their normal rows is above
+#: ``1 - PAIR`` (the two capsules of the dm_control humanoid's foot: 0.87; its other contacts' pairs
+#: below 0.04): merged on a polish's answer only where both slide with opposed frictions
+#: (:func:`merge_guess`'s ``opposed``; the module docstring).
+PAIR = 0.2
+
+
 #: Two near-duplicates are copies of one contact where the correlation of their normal rows is above
 #: ``1 - DUPLICATE`` (one point given twice: 1 to rounding; talos's nearest pair on a box, 0.99998).
 DUPLICATE = 1e-9
 
 
-def _near(G, Z, copies=True):
+def _near(G, Z, copies=True, within=NEAR):
     """``(gnn, near)``: the diagonal of ``G``'s normal rows (nc,) (at least 0) and the 0/1 matrix (nc, nc)
-    of the near-duplicate pairs (:data:`NEAR`; 0 on the diagonal; ``copies`` False: less the copies of
-    one contact, :data:`DUPLICATE`), of ``Z``'s kind (traced or float)."""
+    of the near-duplicate pairs (correlation above ``1 - within``: :data:`NEAR`; 0 on the diagonal;
+    ``copies`` False: less the copies of one contact, :data:`DUPLICATE`), of ``Z``'s kind (traced or
+    float)."""
     nc = Z.shape[0]
     rows = 3 * np.arange(nc) + 2
     gnn = _relu(np.diagonal(G)[rows])
@@ -75,7 +123,7 @@ def _near(G, Z, copies=True):
 
     def pair(i, j):
         root = bk.sqrt(gnn[i] * gnn[j])
-        near = _step(Gn[i, j] - (1.0 - NEAR) * root)
+        near = _step(Gn[i, j] - (1.0 - within) * root)
         return near if copies else near * (1.0 - _step(Gn[i, j] - (1.0 - DUPLICATE) * root))
     # each pair once, mirrored (G is symmetric: its entries ij and ji are equal)
     near = np.full((nc, nc), 0.0, dtype=object if bk.is_symbolic(Z) else float)
@@ -132,7 +180,7 @@ def answer_error(Z, u, active, open_fraction):
     return _vmax(closed * _abs(u[:, 2]))
 
 
-def merge_guess(G, Z, active, open_fraction):
+def merge_guess(G, Z, active, open_fraction, opposed=None):
     """The iterate ``Z`` (nc, 3) with the impulse of each closed contact given to its closed
     near-duplicates (:data:`NEAR`) that carry more (shared evenly among them), twice (a group of three:
     the smallest to the two others, then the middle one to the largest): in a solution one of a group
@@ -142,16 +190,28 @@ def merge_guess(G, Z, active, open_fraction):
     difference of its normal rows.  ``G``, ``active``, ``open_fraction`` as :func:`closing_guess`.
     Traced values or floats.  Used on ADMM's iterates, before a round's first polish.  Copies of one
     contact (:data:`DUPLICATE`) keep their shares: the mode system's least-norm answer splits their load
-    evenly, which a merge on rounding's differences would not."""
+    evenly, which a merge on rounding's differences would not.
+
+    ``opposed``: ``(mu (nc,), stick)``: the pairs of one body (:data:`PAIR`) instead, only those whose
+    both contacts slide (their friction within ``stick`` of their cone's radius) with opposed
+    frictions (``lambda_t,i . lambda_t,j < 0``): a polish's squeeze of a nearly redundant pair (the
+    module docstring).  Used on a polish's answers."""
     nc = Z.shape[0]
-    _, near = _near(G, Z, copies=False)
+    kind = object if bk.is_symbolic(Z) else float
+    _, near = _near(G, Z, copies=False, within=NEAR if opposed is None else PAIR)
+    if opposed is not None:
+        mu, stick = opposed
+        t = Z[:, :2]
+        slide = _step(bk.sqrt(t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1]) - (1.0 - stick) * mu * Z[:, 2])
+        dot = t[:, None, 0] * t[None, :, 0] + t[:, None, 1] * t[None, :, 1]
+        near = near * slide[:, None] * slide[None, :] * np.array(
+            [[1.0 - _step(dot[i, j]) for j in range(nc)] for i in range(nc)], dtype=kind)
     for _ in range(2):
         floor = open_fraction * _vmax(_abs(Z))
         closed = active * _step(Z[:, 2] - floor)
         n = Z[:, 2]
         # more[i, j]: 1 where i carries strictly more than j (a tie: neither gives)
-        more = np.array([[1.0 - _step(n[j] - n[i]) for j in range(nc)] for i in range(nc)],
-                        dtype=object if bk.is_symbolic(Z) else float)
+        more = np.array([[1.0 - _step(n[j] - n[i]) for j in range(nc)] for i in range(nc)], dtype=kind)
         W = near * more * closed[:, None] * closed[None, :]          # W[i, j]: i takes a share of j's impulse
         count = np.sum(W, 0)
         taken = _step(count - 0.5)
