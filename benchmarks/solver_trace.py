@@ -23,7 +23,8 @@ from sparsedyn.contact.friction_polish import mode_codes
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 from sparsedyn.symbolic.loop import next_stage
 
-STAGES = ("dispatch", "factorize", "ADMM", "polish", "check", "Gauss-Seidel", "correction", "correction polish")
+STAGES = ("dispatch", "factorize", "ADMM", "polish", "check", "Gauss-Seidel", "correction", "correction polish",
+          "Delassus")
 
 
 def traced_run(record):
@@ -60,7 +61,8 @@ def main():
         friction_kernel.run_stages = plain
     lay, K, mu, runs = record["lay"], record["K"], record["mu"], record["runs"]
     n, rows = lay.m, lay.normal
-    G, g = K["G"].reshape(n, n), K["g"]
+    # G is made by the Delassus stage into the loop state (a start solved already never makes it)
+    G, g = runs[-1][1]["G"].reshape(n, n), K["g"]
     print(f"{a.case}: {lay.nc} slots, {int(s.iterations)} iterations (ADMM's and polishes)")
     print("  stage runs: " + ", ".join(f"{STAGES[k]} {c}" for k, c in sorted(Counter(k for k, _ in runs).items())))
     rounds, start = [], None
@@ -73,7 +75,7 @@ def main():
                 start = None
     print("  rounds of polishes (ADMM's iteration: Newton steps): " +
           ", ".join(f"{i}: {st}{' accepted' if ok else ''}" for i, st, ok in rounds))
-    lam = np.asarray(s.impulses).reshape(-1)
+    lam = runs[-1][1]["z"]                       # the kernel's slots (the step's impulses leave its unused ones)
     final = mode_codes(lam, mu, G, rows)
     codes = [(int(S["it"][0]), mode_codes(S["z"], mu, G, rows)) for k, S in runs if k == 2]
     differ = [i for i, c in codes if np.any(c != final)]

@@ -20,7 +20,7 @@ from sparsedyn.contact import friction, friction_kernel
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 from sparsedyn.symbolic.loop import next_stage
 
-NAMES = ("dispatch", "factorize", "iterate", "polish", "check", "gauss-seidel", "correct", "correct-polish")
+NAMES = ("dispatch", "factorize", "iterate", "polish", "check", "gauss-seidel", "correct", "correct-polish", "delassus")
 
 
 def kernel_inputs(name):
