@@ -66,3 +66,20 @@ def test_vmax_of_a_float_array_is_the_pairwise_formula_not_numpys_max():
     assert _vmax(x) == _vmax(list(x.ravel()))
     with pytest.raises(IndexError):
         _vmax(np.zeros(0))
+
+
+def test_scale_rows_traced_is_one_block_product_with_the_elementwise_values():
+    """:func:`_scale_rows` (``d[:, None] * X``): on floats the elementwise product itself; traced on one
+    state one block product by ``diag(d)`` (a loop over the slots in use in the compiled code, not
+    ``k m`` straight-line operations) whose values are the elementwise ones to the bit (one product an
+    element, its factors swapped); a batch (leading axes) stays elementwise."""
+    from sparsedyn.contact.friction_problem import _scale_rows
+    from sparsedyn.symbolic.trace import trace_function
+    rng = np.random.default_rng(3)
+    d, X = rng.standard_normal(5), rng.standard_normal((5, 64))
+    assert np.array_equal(_scale_rows(d, X), d[:, None] * X)
+    B = rng.standard_normal((2, 5, 48))
+    assert np.array_equal(_scale_rows(np.stack([d, -d]), B), np.stack([d, -d])[:, :, None] * B)
+    prog = trace_function(lambda d, X: (_scale_rows(d, X),), [("d", (5,)), ("X", (5, 64))])
+    assert len(prog.blocks) == 1
+    assert np.array_equal(prog.evaluate([d, X])[0], d[:, None] * X)

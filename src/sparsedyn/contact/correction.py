@@ -82,7 +82,7 @@ import operator
 import numpy as np
 
 from .. import backend as bk
-from .friction_linalg import _cholesky, _cholesky_solve
+from .friction_linalg import STEP_BLOCK_PAIRS, _cholesky, _cholesky_solve, _mv_sym
 from .friction_problem import _TINY, PENETRATION_SLOP, TOUCHING_GAP, _abs, _relu, _step, _vmax
 
 __all__ = ["correction_impulses", "correction_targets", "held_rows", "no_best", "polish_cost", "polish_due",
@@ -181,7 +181,7 @@ def _correction_sweep(A, c, l0, sweeps, held, hi, best=None):
             lo = l[i] - act[i] * w / d
             l[i] = _relu(lo) - held[i] * _relu(-(lo + act[i] * hi / d))
     l = _array(l, A)
-    w = A @ l + c
+    w = _sym_times(A, l) + c
     held = np.asarray(held)
     off = _vmax(_relu(-w) + held * _relu(w - hi))
     ok = _step(CORRECTION_RTOL * _vmax(_relu(-c) + held * _relu(c - hi)) - off)
@@ -189,6 +189,13 @@ def _correction_sweep(A, c, l0, sweeps, held, hi, best=None):
     done = ok * _step(CORRECTION_RTOL * size - _vmax(_abs(l - l0)))
     l, stall, best = stalled(l, off, ok, size, best)
     return l, 1.0 - (1.0 - done) * (1.0 - _step(sweeps + 1.0 - CORRECTION_SWEEPS)) * (1.0 - stall), best
+
+
+def _sym_times(A, x):
+    """``A @ x`` for the symmetric ``A`` (n, n), its mirrored entries equal (the normal block of ``G``): traced
+    and large, a block product (:func:`~sparsedyn.contact.friction_linalg._mv_sym`: a loop in the compiled
+    code, the same products in the same order); else NumPy's (floats, or a few rows written out)."""
+    return _mv_sym(A, np.asarray(x)) if bk.is_symbolic(A) and A.size >= STEP_BLOCK_PAIRS else A @ x
 
 
 def no_best(nc):
@@ -285,7 +292,7 @@ def polish_pass(A, c, l, held, hi, first, guess):
 def _guess(A, c, l, held, hi, act, d):
     """``(a, up)`` (nc,): the rows a sweep from ``l`` would make active (its row's own minimiser pushing,
     or a held row's pulling: ``up``), 1 or 0."""
-    lo = l - act * (A @ l + c) / d                               # each row's own minimiser (w_i = 0)
+    lo = l - act * (_sym_times(A, l) + c) / d                               # each row's own minimiser (w_i = 0)
     up = held * (1.0 - _step(lo + act * hi / d))                 # a held row pulled to its band's top
     return act * (1.0 - _step(-lo) + up), up                     # active: pushing (l > 0) or pulled (l < 0)
 
@@ -308,17 +315,17 @@ def _polish_solve(A, c, l, held, hi, a, up, diag, scale):
     ``cand`` solves the problem to ``scale``."""
     target = up * hi
     base = a * l
-    r = a * (target - (A @ base + c))
+    r = a * (target - (_sym_times(A, base) + c))
     M = A * a[:, None] * a[None, :]
     R = M.copy()                                                 # inactive rows: l = 0 (identity rows)
     for i, x in enumerate(1.0 - a + POLISH_REG * _vmax(diag)):
         R[i, i] = M[i, i] + x
     L, inv = _cholesky(R)
     x = _cholesky_solve(L, inv, r, r)
-    x = x + _cholesky_solve(L, inv, r - (M @ x + (1.0 - a) * x), r)  # refinement: the regularisation's bias
+    x = x + _cholesky_solve(L, inv, r - (_sym_times(M, x) + (1.0 - a) * x), r)  # refinement: the regularisation's bias
     raw = base + a * x
     cand = (1.0 - up) * _relu(raw) - up * _relu(-raw)            # the signs of its rows (inactive: 0)
-    w = A @ cand + c
+    w = _sym_times(A, cand) + c
     ok = _step(scale - _vmax(_relu(-w) + held * _relu(w - hi))) * _step(scale - _vmax(a * _abs(w - target)))
     return cand, raw, ok
 

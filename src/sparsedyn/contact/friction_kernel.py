@@ -84,8 +84,8 @@ from .correction import (POLISH_PASSES, _correction_sweep, correction_impulses, 
                          held_rows, no_best, polish_due, polish_first, polish_pass)
 from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _mv_sym, _solve_small, _spd_inverse,
                               low_rank)
-from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu, _step,
-                               _vmax, problem_of, slot_structure, slot_width)
+from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu,
+                               _scale_rows, _step, _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
 from .gauss_seidel_rows import contact_sweep
 from .transport import gyroscopic, to_next_axes, transport
@@ -151,7 +151,7 @@ class _Layout:
         # (G + (eta + rho) I)^-1 as Woodbury's factor of G = Z Z^T (nv x m) where it costs less, else m x m
         self.low_rank = low_rank(m, nv)
         self.normal = np.arange(nc) * 3 + 2                           # the rows of the normal impulses
-        self.K = self._table([("Gnn", nc * nc), ("Z", m * nv), ("g", m), ("JMinv", m * nv), ("v_free", nv), ("cn", nc),
+        self.K = self._table([("Gnn", nc * nc), ("Z", m * nv), ("g", m), ("JMinvT", nv * m), ("v_free", nv), ("cn", nc),
                               ("closing", m), ("pen", 1), ("gmax", 1), ("dmax", 1), ("used", 1)])
         # x, z, y: the plain ADMM iterate (z in the cones: what the checks and the result read); za:
         # the governing point z + y / rho the next ADMM iteration starts from (Anderson's); dW, dF, c,
@@ -207,7 +207,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     P, Z = problem_of(lay.model, q, v, tau, lay.frames, data[:, 1:4], data[:, 4:8], **dict(zip(lay.opt, extra)),
                       weights=data[:, 8:] if data.shape[1] > 8 else None, factor=True)
     v_free = v + dt * (P.a + transport(lay.model, v)) + gyroscopic(lay.model, v, dt)     # module transport
-    Jv = P.J @ v_free
+    Jv = _mv(P.J, v_free)                                          # (a loop in the compiled code)
     closing = _relu(-Jv[rows])
     # a contact that stays above its plane by more than the margin even at its free velocity is open:
     # its rows leave the problem (zero rows of G and g keep its impulse at zero)
@@ -223,7 +223,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     used = _vmax(np.arange(1.0, nc + 1.0) * act[rows])
     # Z of the closed contacts' rows (G = Z Z^T), G's diagonal, and the warm start's velocities
     # u = G z + g = Z (Z^T z) + g (two products by Z, not G)
-    Z = Z * act[:, None]
+    Z = _scale_rows(act, Z)
     diag = np.sum(Z * Z, 1)
     # the velocity scale: the free velocities of the closing contacts (not an open one's gap / dt)
     dmax, gmax = _vmax(diag), velocity_scale(g.reshape(nc, 3), v_free)
@@ -239,7 +239,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
     pen = 1.0 - _step(PENETRATION_SLOP - _vmax(-P.gap))             # 1 where some point penetrates
     # no point past the slop: the rounding-size penetrations stay (on their planes for the held rows)
     cn = correction_targets((pen * P.gap + (1.0 - pen) * _relu(P.gap)) / dt, P.J[rows], dt)   # its trust region
-    K = lay.pack(lay.K, dict(Gnn=Gnn, Z=Z, g=g, JMinv=P.JMinv, v_free=v_free, cn=cn, pen=pen, gmax=gmax, dmax=dmax,
+    K = lay.pack(lay.K, dict(Gnn=Gnn, Z=Z, g=g, JMinvT=P.JMinv.T, v_free=v_free, cn=cn, pen=pen, gmax=gmax, dmax=dmax,
                              closing=np.repeat(closing_contacts(g.reshape(nc, 3)), 3), used=used))
     # the mean eigenvalue of the open contacts' block: open contacts (a layout's free slots) have zero rows
     rows_in = np.sum(act)
@@ -485,10 +485,10 @@ def _finish(lay, q, v, tau, settings, *X):
     dt = settings[0]
     _, _, K, S = lay.unpack((q, v, tau, settings) + X)
     m, nv, nc = lay.m, lay.nv, lay.nc
-    JMinv = K["JMinv"].reshape(m, nv)
+    JMinvT = K["JMinvT"].reshape(nv, m)                            # (J H^-1)^T: products read its rows
     lam = S["z"]
-    w = K["v_free"] + lam @ JMinv
-    dq = dt * w + dt * (S["l"] @ JMinv[lay.normal])
+    w = K["v_free"] + _mv(JMinvT, lam)
+    dq = dt * w + dt * _mv(JMinvT[:, lay.normal], S["l"])
     report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"] + S["polishes"], S["conv"],
                                                                      S["ls"], S["vs"], K["pen"])])
     return (integrate.__kernel__.fn(lay.model, q, dq), to_next_axes(lay.model, w, dt), lam.reshape(nc, 3),

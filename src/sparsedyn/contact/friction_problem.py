@@ -410,14 +410,17 @@ def problem_of(model, q, v, tau, frames, points, planes, f_ext=None, gravity=Non
     # L^-T (nv, nv) (upper, the tree's pattern: a column's entries on its dof's ancestors), then
     # Y = J L^-1 and J H^-1 = Y D^-1 L^-T as products by it: block products on one state (loops in the
     # compiled code that skip its structural zeros, not 2 m nnz(L) scalar operations)
+    # (transposed, nv x m: each product's result is the next one's right factor where it lies, and the
+    # compiled loops run along the slots, over those in use)
     Lit = mpyLi(lam, L[..., None, :, :], np.eye(nv), unit=True)
-    Y = np.swapaxes(_product(Lit, np.swapaxes(J, -1, -2), live.mm(0, 0, 3)), -1, -2)
+    Yt = _product(Lit, np.swapaxes(J, -1, -2), live.mm(0, 0, 3))
     # G = Z Z^T, Z = Y D^-1/2: a product X X^T, whose compiled loop sums only the lower triangle and
     # mirrors it (G exactly symmetric; half the work of Y D^-1 Y^T)
     Dh = 1.0 / bk.sqrt(D)
-    Z = Y * Dh[..., None, :]
-    YD = Z * Dh[..., None, :]
-    JMinv = np.swapaxes(_product(np.swapaxes(Lit, -1, -2), np.swapaxes(YD, -1, -2), live.mm(0, 0, 3)), -1, -2)
+    Zt = _scale_rows(Dh, Yt, live.mm(0, 0, 3))
+    JMinv = np.swapaxes(_product(np.swapaxes(Lit, -1, -2), _scale_rows(Dh, Zt, live.mm(0, 0, 3)), live.mm(0, 0, 3)),
+                        -1, -2)
+    Z = np.swapaxes(Zt, -1, -2)
     # one state (the step's kernel): a block product (a loop in the compiled code, not 3 nc^2 nv operations)
     G = _product(Z, np.swapaxes(Z, -1, -2), live.mm(3, 0, 3))
     gap = np.stack([np.broadcast_to(x, shape) for x in gaps], -1)
@@ -430,6 +433,15 @@ def _product(A, B, live=None):
     """``A @ B``: a block product on one state (:func:`~sparsedyn.backend.matmul`; ``live``: its slots in
     use), NumPy's on a batch."""
     return bk.matmul(A, B, min_pairs=256, live=live) if np.ndim(A) == 2 and np.ndim(B) == 2 else A @ B
+
+
+def _scale_rows(d, X, live=None):
+    """``d[..., :, None] * X``: the rows of ``X`` (..., k, m) scaled by ``d`` (..., k); on one traced state
+    a block product by ``diag(d)`` (one product an element, the same value: a loop in the compiled code
+    over the slots in use, ``live``, not ``k m`` operations of straight-line code)."""
+    if np.ndim(X) == 2 and bk.is_symbolic(X):
+        return _product(np.diag(np.asarray(d, dtype=object)), X, live)
+    return np.asarray(d)[..., :, None] * X
 
 
 class _Live:
