@@ -212,7 +212,6 @@ def test_dropped_box_never_gains_energy_and_never_sinks():
     q = np.concatenate([[0, 0, 0.05 + 2 * H], quat])
     v = np.array([3.0, -2.0, 1.0, 0.5, 0.2, 0.0])
     E0 = sd.mechanical_energy(MODEL, q, v)
-    E, warm = E0, None
     R = sd.rollout(MODEL, q, v, Z, corners(), DT, 600)
     E = sd.mechanical_energy(MODEL, R.q, R.v)
     assert np.all(np.diff(E) <= 1e-8 * E0), np.diff(E).max()

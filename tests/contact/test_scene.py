@@ -8,7 +8,6 @@ complementarity residual the solver leaves, tol times its impulse and velocity s
 penetration beyond the solver's tolerance.
 """
 
-import os
 import warnings
 from pathlib import Path
 

@@ -437,7 +437,7 @@ def test_the_kernels_mass_matrix_products_are_their_definitions(name, native_bac
                             np.tile([0.0, 0.5, 0.5, MU], (ns, 1)), slotted.data[0], slotted.shapes[0], gravity, [DT],
                             slotted.frames)
     m = 3 * ns
-    J, JMinv, C, G = P.rows[:, :nv], P.rows[:, nv:2 * nv], P.rows[:, 2 * nv:5 * nv], P.rows[:, 5 * nv:5 * nv + m]
+    J, C, G = P.rows[:, :nv], P.rows[:, 2 * nv:5 * nv], P.rows[:, 5 * nv:5 * nv + m]
     W = P.state[:, :3 * nv]
     H = sd.crba(model, q)
     w = to_old_axes(model, v_next, DT)
