@@ -106,6 +106,30 @@ def test_only_the_fastest_closing_near_duplicate_takes_its_partners_load():
     assert np.array_equal(swap_guess(Gm, Z, u, np.ones(4), 1e-6), Z[[1, 0, 3, 2]])
 
 
+def test_a_near_duplicate_that_the_last_swap_opened_and_that_closes_again_shares_the_load():
+    """Contacts 0 and 1 near-duplicates (normal rows ``[1, 0]`` and ``[cos 0.01, sin 0.01]``: ``G_nn = 1``,
+    ``G_01 = c = cos 0.01``), 0 closed (``n = 1``), 1 open closing at ``u_n = -1e-5``, and 1 opened by the
+    last guess's swap (``back``): the pair's normal rows stop both with ``n_0 = 1 - c 1e-5 / s``,
+    ``n_1 = 1e-5 / s`` (``s = 1 - c^2 = sin^2 0.01``), both pressing, so 1 takes the share
+    ``n_1 / (n_0 + n_1)`` of 0's impulse and 0 keeps the rest (the guard ``1e-14`` on ``s`` moves it by
+    ``1e-14 / s = 1e-10`` relative).  Closing at ``-0.1``, ``n_0 = 1 - c 0.1 / s < 0``: the swap; and
+    without ``back`` the swap whatever the pair."""
+    c, s = np.cos(0.01), np.sin(0.01) ** 2
+    Gm = _gram([[1.0, 0.0], [c, np.sin(0.01)]])
+    Z = np.array([[0.1, 0.2, 1.0], [0, 0, 0]])
+    u = np.array([[0.0, 0, 0], [0, 0, -1e-5]])
+    back = np.array([0.0, 1.0])
+    n0, n1 = 1.0 - c * 1e-5 / s, 1e-5 / s
+    f = n1 / (n0 + n1)
+    assert 0.05 < f < 0.2
+    out = swap_guess(Gm, Z, u, np.ones(2), 1e-6, back)
+    assert np.allclose(out, [(1.0 - f) * Z[0], f * Z[0]], rtol=1e-9, atol=0)
+    assert np.array_equal(swap_guess(Gm, Z, u, np.ones(2), 1e-6), Z[[1, 0]])
+    u[1, 2] = -0.1
+    assert 1.0 - c * 0.1 / s < 0
+    assert np.array_equal(swap_guess(Gm, Z, u, np.ones(2), 1e-6, back), Z[[1, 0]])
+
+
 def test_a_near_duplicate_closing_slower_than_the_answers_error_keeps_its_partners_load():
     """The answer's error is the largest normal velocity of its closed contacts, which its modes ask to
     be zero: contacts 0 and 1 near-duplicates (``cos 0.01``), 0 closed, 1 open closing at ``u_n = -1e-5``;
@@ -266,3 +290,44 @@ def test_the_humanoids_trajectory_changes_modes_within_the_warm_round():
     round_most = (fp.FREE + fp.warm_credit(rows)) // (fp.COST * rows)
     assert np.all(it[1:] <= round_most), it
     assert np.all(it[[1, 8, 15]] <= 2) and it[7] <= 4, it
+
+
+#: solo12 standing on its four feet after a drop onto the floor (its step 390, no torque: the legs fold
+#: slowly), each foot touching at two points a millimetre apart (normal rows' correlation 0.9987)
+SOLO_Q = [5.751e-06, 1.194e-05, 0.335992968, 1.2072e-05, 0.0, 0.0, 1.0, -5.9682e-05, 0.00020083, -0.000350732,
+          -5.9682e-05, 0.000200832, -0.000350737, -5.9682e-05, 0.00020083, -0.000350733, -5.9682e-05, 0.000200832,
+          -0.000350736]
+SOLO_V = [0.00049818, 0.0, 0.0, 0.000118661, 0.000246361, -2.21e-07, -0.001231406, 0.004143699, -0.00723661,
+          -0.001231421, 0.004143775, -0.007236756, -0.001231406, 0.004143713, -0.007236636, -0.001231421,
+          0.004143766, -0.007236738]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_quadruped_standing_on_two_points_a_foot_is_solved_warm_started(backend):
+    """solo12 (example-robot-data, its collision shapes and SRDF) standing: a step, then the next one
+    warm-started from its impulses.  The warm start's polishes swapped each foot's load from one point to
+    the other and back (the 11,000 iterations of the whole budget, every step of its standing); the
+    second swap now shares it, both points pressing, within a few polishes, and the step equals the same
+    step started cold.  The weight is carried: the floor's normal impulses equal ``m g dt`` plus the
+    change of the centre of mass's vertical momentum (the step's base rotation adds ``|w| |p| dt``, about
+    ``1e-7`` of them)."""
+    from erd import robots_dir
+    root = robots_dir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(root / "solo_description/robots/solo12.urdf", floating_base=True, geometry=True,
+                             package_dirs=[root], invalid_inertia="warn")
+    pairs = sd.load_srdf(model, root / "solo_description/srdf/solo.srdf")
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], srdf=pairs)
+    dt, tau = 2e-3, np.zeros(model.nv)
+    with _native(backend):
+        a = sd.contact_step(model, SOLO_Q, SOLO_V, tau, scene, dt)
+        b = sd.contact_step(model, a.q, a.v, tau, scene, dt, warm_start=a.impulses)
+        c = sd.contact_step(model, a.q, a.v, tau, scene, dt)
+    assert len(b.impulses) == 12 and list(b.modes).count("stick") == 8
+    assert b.iterations <= 10 and c.iterations <= 10
+    assert np.allclose(b.v, c.v, rtol=0, atol=1e-9) and np.allclose(b.impulses, c.impulses, rtol=0, atol=1e-9)
+    m = sd.subtree_masses(model)[0]
+    vz = [sd.center_of_mass_velocity(model, a.q, x)[1][2] for x in (a.v, b.v)]
+    weight = m * 9.81 * dt
+    assert abs(np.sum(np.asarray(b.impulses)[:, 2]) - (weight + m * (vz[1] - vz[0]))) <= 1e-6 * weight

@@ -412,7 +412,7 @@ def polish_stage(lay, *X):
     # last step's, its velocities this step's, so an open contact that closes is guessed closed (not on
     # ADMM's iterates, whose velocities carry ADMM's error: there z's open contacts are the better guess)
     warm = _step(0.5 - S["it"][0])
-    z = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh)
+    z, out = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"])
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal), K["gmax"][0],
                                              K["dmax"][0], tol, slots=lay.slots(K), steps=1,
@@ -434,7 +434,9 @@ def polish_stage(lay, *X):
     # one closing as the other lifts; in the same modes it is Newton's next step on the sliding
     # directions); past that budget while the round converges (:data:`CONVERGING`)
     paid = _paid(it + warm * warm_credit(m), m, S["polishes"][0] + 2.0 / steps)
-    gains = gains + warm * held * (1.0 - gains)
+    # (or past a swap: its next step may give both of the pair a share, :func:`_closing`)
+    kept = held + _vmax(out) * (1.0 - held)
+    gains = gains + warm * kept * (1.0 - gains)
     more = (1.0 - _step(tries - steps * (REPEATS - warm)) * (1.0 - gains)) * (1.0 - _step(tries - steps * LONGEST)) * \
         (1.0 - (1.0 - paid) * (1.0 - converging))
     # a cold start's round (no impulse yet: the guess of the contacts that close): one Newton step,
@@ -447,19 +449,22 @@ def polish_stage(lay, *X):
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
-             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pbest=best, tries=tries * (1.0 - last) * keep,
+             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pbest=best, out=out,
+             tries=tries * (1.0 - last) * keep,
              rounds=S["rounds"][0] + last * (1.0 - cold), polishes=S["polishes"][0] + (1.0 - cold * keep) / steps,
              next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
 
 
-def _closing(G, g, mu, z, lay, sl, weight, swap=0.0):
-    """The iterate ``z`` (m,) that a polish starts from: (``swap`` 0: a round's first, from ADMM's
+def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0):
+    """``(z, out)``: the iterate ``z`` (m,) that a polish starts from, and the contacts (nc,) that its swap
+    opened: (``swap`` 0: a round's first, from ADMM's
     iterate or a warm start) the impulse of each closed contact given to its closed near-duplicates that
     carry more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last
     answer) the load of a pair of one body's contacts sliding with opposed frictions (a squeeze) given to
     the one that carries more (``merge_guess``'s ``opposed``), then the load of a closed contact moved to
-    the open near-duplicate that its velocity closes fastest
+    the open near-duplicate that its velocity closes fastest, shared where that one was opened by the
+    last step's swap (``back`` (nc,) 1) and the pair closes
     (:func:`~sparsedyn.contact.polish_guess.swap_guess`), then (``weight`` 1) each open contact that its
     velocity closes guessed closed, sticking or sliding
     (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
@@ -469,9 +474,11 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0):
     Z = Z + (1.0 - swap) * (merge_guess(G, Z, active, OPEN) - Z)
     Z = Z + swap * (merge_guess(G, Z, active, OPEN, (mu, STICK)) - Z)
     u = (_mv_sym(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
-    Z = Z + swap * (swap_guess(G, Z, u, active, OPEN) - Z)
+    closed = _step(Z[:, 2] - OPEN * _vmax(_abs(Z)))
+    Z = Z + swap * (swap_guess(G, Z, u, active, OPEN, back) - Z)
+    out = swap * closed * (1.0 - _step(Z[:, 2] - OPEN * _vmax(_abs(Z))))
     Z = Z + swap * (_sticking(Z, u, mu, answer_error(Z, u, active, OPEN)) - Z)
-    return (Z + weight * (closing_guess(G, Z, u, active, OPEN, mu) - Z)).reshape(m)
+    return (Z + weight * (closing_guess(G, Z, u, active, OPEN, mu) - Z)).reshape(m), out
 
 
 def _sticking(Z, u, mu, err):

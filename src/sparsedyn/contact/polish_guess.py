@@ -33,8 +33,11 @@ nearly singular along their difference, and its answer's huge opposite impulses 
 contacts' modes.  In a solution one of such a pair carries the load and the other touches at zero
 impulse, so :func:`swap_guess` moves the load to the one that closes (a polish's repeated steps, from
 answers whose velocities are exact for their modes, once it closes faster than the answer's own error),
-and :func:`merge_guess` gathers the load that ADMM's iterate spreads over such a group on the member that
-carries most (a round's first polish).
+unless the swap before opened it and it closes again (both of the pair close: each foot of solo12
+standing on two points a millimetre apart, where the swaps cycled for the whole budget): then the pair's
+own normal rows decide, both keep a share where the impulses that stop both press, else the swap
+(:func:`_pair_share`); and :func:`merge_guess` gathers the load that ADMM's iterate spreads over such a
+group on the member that carries most (a round's first polish).
 
 Two contacts of one body side by side (the two capsules of the dm_control humanoid's foot: normal rows'
 correlation 0.87, below :data:`NEAR`) are a nearly redundant pair too: their rows differ by what the
@@ -141,12 +144,13 @@ def _near(G, Z, copies=True, within=NEAR):
 SWAP_SHARE = 0.99
 
 
-def swap_guess(G, Z, u, active, open_fraction):
+def swap_guess(G, Z, u, active, open_fraction, back=0.0):
     """The iterate ``Z`` (nc, 3) with the load of a closed contact moved to an open near-duplicate
     (:data:`NEAR`) that its velocity ``u`` (nc, 3) closes, the one that closes fastest (and any within
     :data:`SWAP_SHARE` of it): the open one takes the closed one's impulse and the closed one opens.
     ``G`` (m, m), ``active`` (nc,) 1 where the contact has rows in ``G``, ``open_fraction`` as
-    :func:`closing_guess`.  Traced values or floats.
+    :func:`closing_guess`; ``back`` (nc,) 1 for each contact that the last guess's swap opened: where such a
+    one closes, the pair's share (:func:`_pair_share`), not the whole load.  Traced values or floats.
 
     Closing the open contact beside its near-duplicate (:func:`closing_guess`, the primal-dual active
     set's rule) would give a mode system that is nearly singular along their difference (an eigenvalue
@@ -168,8 +172,25 @@ def swap_guess(G, Z, u, active, open_fraction):
     # the fastest closing of the candidates (an open contact beside a closed near-duplicate)
     speed = _relu(-u[:, 2]) / (bk.sqrt(gnn) + _TINY) * _step(np.sum(W, 1) - 0.5)
     W = W * _step(speed - SWAP_SHARE * _vmax(speed))[:, None]
-    taken = _step(np.sum(W, 0) - 0.5)
-    return Z * (1.0 - taken)[:, None] + W @ Z
+    F = W * (1.0 + np.reshape(back, (-1, 1)) * (_pair_share(G, Z, u, gnn) - 1.0))
+    return Z * (1.0 - _relu(1.0 - _relu(1.0 - np.sum(F, 0))))[:, None] + F @ Z
+
+
+def _pair_share(G, Z, u, gnn):
+    """``F`` (nc, nc): the share ``F[j, i]`` of the closed contact ``i``'s impulse that the open contact ``j``
+    takes where both close: from the pair's own normal rows (the others' impulses held), the normal
+    impulses ``(n_i, n_j)`` that stop both, ``n = Z_n - G_pair^-1 u_n``; where both press, ``n_j / (n_i + n_j)``
+    (two feet's points each carrying part: solo12 standing), else 1 (the swap).  ``gnn`` (nc,) the
+    normal rows' diagonal."""
+    rows = 2 + 3 * np.arange(Z.shape[0])
+    e = G[rows[:, None], rows[None, :]]                              # e[j, i] = G_ij (symmetric)
+    a, b = gnn[None, :], gnn[:, None]                               # i's and j's diagonal
+    ui, uj = u[None, :, 2], u[:, None, 2]
+    det = _relu(a * b - e * e) + 1e-14 * a * b + _TINY              # (copies of one point: a swap)
+    ni = Z[None, :, 2] - (b * ui - e * uj) / det
+    nj = Z[:, None, 2] - (a * uj - e * ui) / det
+    both = _step(ni - _TINY) * _step(nj - _TINY)
+    return both * nj / (ni + nj + (1.0 - both)) + (1.0 - both)
 
 
 def answer_error(Z, u, active, open_fraction):
