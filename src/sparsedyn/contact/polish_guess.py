@@ -172,15 +172,16 @@ def swap_guess(G, Z, u, active, open_fraction, back=0.0):
     # the fastest closing of the candidates (an open contact beside a closed near-duplicate)
     speed = _relu(-u[:, 2]) / (bk.sqrt(gnn) + _TINY) * _step(np.sum(W, 1) - 0.5)
     W = W * _step(speed - SWAP_SHARE * _vmax(speed))[:, None]
-    F = W * (1.0 + np.reshape(back, (-1, 1)) * (_pair_share(G, Z, u, gnn) - 1.0))
-    return Z * (1.0 - _relu(1.0 - _relu(1.0 - np.sum(F, 0))))[:, None] + F @ Z
+    F = W * (1.0 + np.reshape(back, (-1, 1)) * (_pair_share(G, Z, u, gnn) - 1.0))     # F[j, i]: j's share of i's
+    taken = _relu(1.0 - _relu(1.0 - np.sum(F, 0)))                  # what each closed contact gives, at most all
+    return Z * (1.0 - taken)[:, None] + F @ Z
 
 
 def _pair_share(G, Z, u, gnn):
     """``F`` (nc, nc): the share ``F[j, i]`` of the closed contact ``i``'s impulse that the open contact ``j``
     takes where both close: from the pair's own normal rows (the others' impulses held), the normal
     impulses ``(n_i, n_j)`` that stop both, ``n = Z_n - G_pair^-1 u_n``; where both press, ``n_j / (n_i + n_j)``
-    (two feet's points each carrying part: solo12 standing), else 1 (the swap).  ``gnn`` (nc,) the
+    (a foot's two points each carrying part: solo12 standing), else 1 (the swap).  ``gnn`` (nc,) the
     normal rows' diagonal."""
     rows = 2 + 3 * np.arange(Z.shape[0])
     e = G[rows[:, None], rows[None, :]]                              # e[j, i] = G_ij (symmetric)
