@@ -33,7 +33,9 @@ minimum is robust where a median swings), of
   extension: the collision kernel, the layout and the solve; the rest is then contact_step's less it);
   and the step warm-started from its own impulses at that state beside ``mj_step`` warm-started from its
   last solution (``qacc_warmstart``, as on one ``MjData`` stepping a trajectory), and a rollout of a few steps from that state, per step (wall,
-  and the process's CPU time beside it: what a loaded machine does not inflate);
+  and the process's CPU time beside it: what a loaded machine does not inflate) beside MuJoCo's rollout of
+  as many steps from that state with its joints' springs and dampers switched off (as ours without
+  ``passive=True``), and where the model has springs or dampers (the humanoid's) both rollouts with them;
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
   threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states;
 * ``sd.contact_step_derivatives`` (the step and its derivatives) beside ``sd.contact_step`` at the same
@@ -142,6 +144,7 @@ def talos_xml(box=False, height=1.08):
 
 #: The row of the step's one native call (collision kernel, slot layout and solve: scene_fused)
 FUSED = "  one native call (scene_step)"
+SPRUNG = "  with its springs (passive=True)"
 #: A timed loop lasts at least this long [s] (a phase of a few microseconds runs many calls per loop).
 LOOP = 2e-4
 
@@ -257,6 +260,9 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             roll = lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT)        # noqa: E731
             times[f"rollout, per step ({ROLLOUT} steps)"] = best_us(roll, runs) / ROLLOUT
             rollout_cpu = best_us(roll, runs, time.process_time) / ROLLOUT
+            if np.any(model.joint_dynamics.stiffness) or np.any(model.joint_dynamics.damping):
+                times[SPRUNG] = best_us(lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT, passive=True),
+                                        runs) / ROLLOUT
         # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
         rng = np.random.default_rng(0)
         Q = np.repeat(q[None], BATCH, 0)
@@ -281,10 +287,25 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             mujoco.mj_step(m, d2)
         return run
 
+    def mj_rollout(limp):
+        """MuJoCo's rollout of the same steps from the settled state (its last solution the first warm
+        start); ``limp``: its joints' springs and dampers switched off, as ours without ``passive``."""
+        flags, off = m.opt.disableflags, int(mujoco.mjtDisableBit.mjDSBL_SPRING | mujoco.mjtDisableBit.mjDSBL_DAMPER)
+
+        def run():
+            m.opt.disableflags = flags | off if limp else flags
+            d2.qpos[:], d2.qvel[:], d2.qacc_warmstart[:] = qpos, qvel, d.qacc_warmstart
+            for _ in range(ROLLOUT):
+                mujoco.mj_step(m, d2)
+            m.opt.disableflags = flags
+        return run
+
+    runs = max(ROLLOUT_RUNS, repeat // 10)
     mj = {"collide": ("mj_kinematics+mj_collision", best_us(mj_collision, repeat)),
           "contact_step": ("mj_step (cold)", best_us(mj_step(True), repeat)),
           "contact_step, warm-started": ("mj_step (warm)", best_us(mj_step(False), repeat))}
-    mj[f"rollout, per step ({ROLLOUT} steps)"] = mj["contact_step, warm-started"]
+    mj[f"rollout, per step ({ROLLOUT} steps)"] = ("mj rollout, limp", best_us(mj_rollout(True), runs) / ROLLOUT)
+    mj[SPRUNG] = ("mj rollout", best_us(mj_rollout(False), runs) / ROLLOUT)
     qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
 
     def mj_collision_loop():
@@ -299,7 +320,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
     rest = times["contact_step"] - (times[FUSED] if FUSED in times else data + solve)
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
              "  with the look-ahead (the step's)", "  collide on the NumPy road", "contact_step",
-             "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)", FUSED,
+             "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)", SPRUNG, FUSED,
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects", f"collision kernel, {BATCH} states"]
     print(f"  times: the fastest timed loop of each phase, per call (load only adds time; {repeat} loops, "

@@ -45,7 +45,8 @@ print([s.name for s in scene.shapes if s.body < 0])        # the file's floor an
 # The humanoid stands upright, its feet just above the floor, and is given a forward speed of
 # 1.2 m/s and a pitch rate of 2 rad/s (a free joint's velocity is ``[omega; v]`` in the torso's
 # axes).  No joint torque acts: the joints are limp, and their limits, springs and dampers (data of
-# the file) are not applied, so the humanoid falls as a rag doll.  1.2 s at ``dt`` = 5 ms (MuJoCo's
+# the file) are not applied (``passive=True`` would add the springs and dampers), so the humanoid
+# falls as a rag doll.  1.2 s at ``dt`` = 5 ms (MuJoCo's
 # time step for this file).
 DT, STEPS = 0.005, 240
 q0 = np.zeros(humanoid.nq)

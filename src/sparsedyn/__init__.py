@@ -57,6 +57,7 @@ from .algorithms.com import (center_of_mass, center_of_mass_acceleration, center
 from .algorithms.centroidal import (centroidal_composite_inertia, centroidal_momentum, centroidal_momentum_matrix,
                                     centroidal_momentum_matrix_dot_v, centroidal_momentum_rate)
 from .algorithms.energy import kinetic_energy, mechanical_energy, potential_energy
+from .algorithms.passive import passive_forces, passive_forces_derivatives
 from .algorithms.proper_acceleration import frame_proper_acceleration
 from .algorithms.regressor import joint_torque_regressor, joint_wrench_regressor
 from .algorithms.derivatives import derivatives
@@ -194,6 +195,7 @@ __all__ = [
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",
     "kinetic_energy", "potential_energy", "mechanical_energy", "joint_torque_regressor", "joint_wrench_regressor",
+    "passive_forces", "passive_forces_derivatives",
     "identification", "identify", "base_parameters", "BaseParameters", "Identification", "force_torque_regressor",
     "IdentificationData", "force_torque_parameters",
     "sparse", "sparse_inverse_dynamics", "sparse_forward_dynamics", "sparse_hybrid_dynamics",

@@ -12,6 +12,7 @@ from pathlib import Path
 import dm_control
 import mujoco
 import numpy as np
+import pytest
 from scipy.spatial.transform import Rotation
 
 import sparsedyn as sd
@@ -118,16 +119,18 @@ def _head_down_time(clearance, dt, threshold):
     return (hit[0] + 1) * dt
 
 
-def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
+@pytest.mark.parametrize("passive", [False, True])
+def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does(passive):
     """dm_control's humanoid (its own file and floor in both), standing with its feet just above the
-    floor, pushed forwards (1.2 m/s) and pitched (2 rad/s), falls as a rag doll: no joint torque,
-    and in MuJoCo the joints' springs, dampers and limits switched off, since ours applies none of
-    them (they are data of the model), so both integrate the same multibody with the same armature,
+    floor, pushed forwards (1.2 m/s) and pitched (2 rad/s), falls: no joint torque, its joints' limits
+    switched off in MuJoCo (ours enforces none); as a rag doll (MuJoCo's springs and dampers switched
+    off too), or with the file's springs and dampers in both (``passive=True``; MuJoCo's damping then
+    explicit, ``mjDSBL_EULERDAMP``, as ours), so both integrate the same multibody with the same armature,
     the same ``dt`` (the file's 5 ms, semi-implicit Euler in both), the same pairs, the same friction
     on the floor (the larger of the two geoms', MuJoCo's elliptic cone as ours; the file makes its
     parts frictionless on each other, ``condim`` 1, as ours does).  Its feet land first, then its
     hands and hips, then its head.  Measured: the time at which the head's sphere first comes
-    within 5 mm of the floor (about 0.65 s).
+    within 5 mm of the floor (about 0.65 s limp, 0.57 s with its springs).
 
     Bound: until the feet touch (0.1 s) the fall is ballistic and the two integrate the same
     equations with the same scheme (ours takes the free joint's gyroscopic term backward: a change of
@@ -141,7 +144,11 @@ def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
     from MuJoCo's run."""
     xml = str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml")
     m = mujoco.MjModel.from_xml_path(xml)
-    m.jnt_stiffness[:], m.dof_damping[:], m.jnt_limited[:] = 0.0, 0.0, 0
+    m.jnt_limited[:] = 0
+    if passive:
+        m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+    else:
+        m.jnt_stiffness[:], m.dof_damping[:] = 0.0, 0.0
     m.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     dt, steps, threshold, timeconst = m.opt.timestep, 150, 0.005, 0.015
     assert dt == 0.005 and np.allclose(m.geom_solref[m.geom("head").id], [timeconst, 1.0])
@@ -169,7 +176,7 @@ def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does():
     assert not len(sd.collide(scene, q0).pairs)                    # nothing touches at the start
     with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
         warnings.simplefilter("ignore", sd.ContactStepWarning)
-        r = sd.rollout(model, q0, v0, [0.0] * model.nv, scene, dt, steps)
+        r = sd.rollout(model, q0, v0, [0.0] * model.nv, scene, dt, steps, passive=passive)
     frame = model.frame("head")
     clearance = [sd.frame_placements(model, q)[1][frame][2] - HEAD_RADIUS for q in r.q[1:]]
     assert min(clearance) >= -scene.margin                         # ours does not sink into the floor

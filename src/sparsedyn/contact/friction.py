@@ -108,6 +108,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
+from .passive_step import passive_flag, with_passive
 from . import scene_data
 from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used
 from .scene import Scene
@@ -148,9 +149,11 @@ def _frictional(model, contacts, who):
 
 
 def _options(options, warm_start):
-    """:func:`contact_step`'s options for :func:`_slotted_step` (its defaults where not given)."""
+    """:func:`contact_step`'s options for :func:`_slotted_step` (its defaults where not given; ``passive``
+    is the caller's, folded into the joint forces)."""
     out = dict(contact_step.__kwdefaults__)       # (an inspect.signature costs more than a step)
     out.update(options)
+    del out["passive"]
     out["warm_start"] = warm_start
     return out
 
@@ -165,7 +168,7 @@ def _positive(who, name, x):
 
 @model_method
 def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=None, solver="admm", f_ext=None,
-                 gravity=None, warm_start=None, margin=0.005):
+                 gravity=None, warm_start=None, margin=0.005, passive=False):
     """One time step of a robot with one-sided frictional point contacts (a :class:`ContactStep`).
 
     ``model``: a :class:`~sparsedyn.Model` (the per-state kernel then takes the road of every plain
@@ -182,7 +185,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     :func:`~sparsedyn.aba`; ``warm_start`` (..., nc, 3): impulses to start from (the previous
     step's ``impulses`` along a trajectory); ``margin`` [m]: a contact point that would stay higher
     than this above its plane at the end of the step if it kept its free velocity is open and left
-    out of the solve.
+    out of the solve; ``passive``: add the model's joint springs and dampers
+    (:func:`~sparsedyn.passive_forces`, taken at ``(q, v)``: :mod:`~sparsedyn.contact.passive_step`) to ``tau``.
 
     The next state is ``v+ = v + dt H^-1 (tau - C) + H^-1 J^T impulses``, ``q+ = q (+) dt v+`` (semi-implicit
     Euler), the impulses the solution of Coulomb's law with De Saxcé's correction; the method (and
@@ -212,6 +216,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one array per
     state, and ``warm_start`` a list of each state's impulses).
     """
+    if passive is not False and passive_flag("contact_step", passive):
+        tau = with_passive("contact_step", _model_and_kernels(model, "contact_step")[0], q, v, tau)
     if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
         if f_ext is None and gravity is None:
             # collision, layout and solve in one native call where the scene's layout holds the contacts:
@@ -437,7 +443,8 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     ``tau_or_controller``: joint forces (nv,) held constant, a sequence (steps, ..., nv), or a
     callable ``controller(t, q, v) -> tau`` called before each step (``t = k dt``).  A batch of
     initial states (..., nq) runs all environments at once; ``model`` may be ``sd.compile(model)``.  Each step is warm-started from the
-    previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``, ``f_ext``, ...).
+    previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``, ``f_ext``, ``passive``: the
+    joints' springs and dampers added to each step's joint forces at the state it starts from, ...).
 
     With a list of contacts, only their points touch the ground (the rest of the robot passes through
     it); a :class:`~sparsedyn.Scene` finds the contacts from the collision shapes at every step, so
@@ -469,10 +476,13 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     v = _checks.velocity(model, _checks.plain_floats(who, "v0", v0, f"(..., {model.nv})"), f"{who}: v0")
     tau_at = _checks.controlled(who, controller, dt, model.nv) if controller is not None else \
         (lambda k, q, v: taus[k]) if seq else (lambda k, q, v: taus)
+    if passive := passive_flag(who, options.pop("passive", False)):     # (each step's: forces of its state)
+        forces = tau_at
+        tau_at = lambda k, q, v: with_passive(who, model, q, v, forces(k, q, v))      # noqa: E731
     warm = options.pop("warm_start", None)
     if scene is not None:
         q, v = batch_states(who, q, v, None if controller is not None else taus.shape[seq:-1])
-        bulk = None if controller is not None or taus.dtype != np.float64 or not (
+        bulk = None if controller is not None or passive or taus.dtype != np.float64 or not (
             taus.ndim == 1 or seq and taus.ndim == 2) else taus           # (what the native steps take)
         qs, vs, imps, modes, its = _scene_rollout(runner, q, v, tau_at, scene, dt, steps, _options(options, warm),
                                                   bulk)

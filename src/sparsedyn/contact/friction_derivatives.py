@@ -4,50 +4,47 @@ The step (semi-implicit Euler; :mod:`sparsedyn.contact.friction`) maps ``(q, v, 
 
     H (v+ - v) = dt (tau - C(q, v)) + J^T lambda,        q+ = q (+) dt v+
 
-(for a free joint ``v+`` in the body's axes before the step, its free velocity with the transport
-and backward gyroscopic terms ``dt T(v) + Y(v)`` of :mod:`~sparsedyn.contact.transport`, and the
-step's own ``v+`` that velocity turned into the axes after it: its derivatives are these times
-:func:`~sparsedyn.contact.transport.next_axes_jacobian`) with the impulses ``lambda`` (contact frames
-``[t_x, t_y, n]``) solving Coulomb's law.  Away from a change of mode the solution is a smooth
-function of the state, and the implicit function theorem differentiates it: each contact keeps the
-equations of its mode,
+(for a free joint ``v+`` in the body's axes before the step, its free velocity with the transport and backward
+gyroscopic terms ``dt T(v) + Y(v)`` of :mod:`~sparsedyn.contact.transport`, and the step's own ``v+`` that
+velocity turned into the axes after it: its derivatives are these times
+:func:`~sparsedyn.contact.transport.next_axes_jacobian`) with the impulses ``lambda`` (contact frames ``[t_x,
+t_y, n]``) solving Coulomb's law.  Away from a change of mode the solution is a smooth function of the state,
+and the implicit function theorem differentiates it: each contact keeps the equations of its mode,
 
 * ``open``: ``lambda_i = 0``;
 * ``stick``: ``u_i = 0`` (the point's next velocity, all three directions; as impulse dynamics);
-* ``slide``: ``u_n = 0`` and ``lambda_t = -mu lambda_n t``, ``t = u_t / |u_t|`` the sliding
-  direction, whose derivative ``dt = (I - t t^T) du_t / |u_t|`` is part of the linearisation;
+* ``slide``: ``u_n = 0`` and ``lambda_t = -mu lambda_n t``, ``t = u_t / |u_t|`` the sliding direction, whose
+  derivative ``dt = (I - t t^T) du_t / |u_t|`` is part of the linearisation;
 
-with ``u = J(q) v+ + b(q)`` and ``b`` the speculative gap term ``[0, 0, gap / dt]`` for ``gap >= TOUCHING_GAP`` (0.1 um), else 0.
-Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
+with ``u = J(q) v+ + b(q)``, ``b`` the speculative gap term ``[0, 0, gap / dt]`` for ``gap >= TOUCHING_GAP``
+(0.1 um), else 0.  Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
 
     dv+ = H^-1 (J^T dlambda - r_x dx)          r_q = dt dRNEA/dq - d(J^T lambda)/dq,
                                                r_v = dt dRNEA/dv - H (1 + dt T' + Y'),   r_tau = -dt I
     du  = G dlambda + c dx                     c = J dv+|_(dlambda=0) + d(J v+ + b)/dq
 
-and the mode equations give one small linear system ``(A + B G) dlambda = -B c dx`` (``m = 3 nc``
-unknowns), solved in the least-squares sense, so a redundant contact set (a box's four corners:
-``G`` singular) gives the unique ``dv+`` (``J^T dlambda`` is unique where ``v+`` is).  Where the
-Coulomb problem itself has a continuum of solutions (four corners sliding while the box turns: the
-normal impulses can be shared in many ways, and each sharing turns the box differently), the step
-returns one of them and the derivative is that of the minimum-norm change of the impulses.
+and the mode equations give one small linear system ``(A + B G) dlambda = -B c dx`` (``m = 3 nc`` unknowns),
+solved in the least-squares sense, so a redundant contact set (a box's four corners: ``G`` singular) gives the
+unique ``dv+`` (``J^T dlambda`` is unique where ``v+`` is).  Where the Coulomb problem itself has a continuum
+of solutions (four corners sliding while the box turns: the normal impulses can be shared in many ways, each
+turning the box differently), the step returns one and the derivative is the minimum-norm change of impulses.
 
-The per-state pieces are one traced program (cached per model and contact set; on
-``sd.compile(model)`` a user kernel of the compiled model, built once): the contact rows ``J`` and
-gaps, ``H^-1`` (:func:`~sparsedyn.minv`'s recursion), RNEA's analytic derivatives (Carpentier and
-Mansard, "Analytical derivatives of rigid body dynamics algorithms", 2018) and the tangent-space
-derivative of the rows ``dJ/dq`` (m, nv, nv) (the traced rows differentiated by the symbolic
-layer), contracted with ``v+`` and ``lambda`` for ``d(J v+)/dq`` and ``d(J^T lambda)/dq``.  Then
-``q+ = q (+) dt v+`` by :func:`~sparsedyn.integrate_derivatives`.  A penetration removed
-from the configuration (the split-impulse correction, a function of ``q`` alone) is differentiated
-the same way (its active normal rows held on the plane, or at the held band's top).
+The per-state pieces are one traced program (cached per model and contact set; on ``sd.compile(model)``
+a user kernel of the compiled model, built once): the contact rows ``J`` and gaps, ``H^-1``
+(:func:`~sparsedyn.minv`'s recursion), RNEA's analytic derivatives (Carpentier and Mansard, "Analytical
+derivatives of rigid body dynamics algorithms", 2018) and the tangent-space derivative of the rows
+``dJ/dq`` (m, nv, nv) (the traced rows differentiated by the symbolic layer), contracted with ``v+`` and
+``lambda`` for ``d(J v+)/dq`` and ``d(J^T lambda)/dq``.  Then ``q+ = q (+) dt v+`` by
+:func:`~sparsedyn.integrate_derivatives`.  A penetration removed from the configuration (the split-impulse
+correction, a function of ``q`` alone) is differentiated the same way (its active normal rows held on the
+plane, or at the held band's top).
 
-Conventions: every derivative is ``(..., nv, nv)``; ``d/dq`` is on the tangent space
-(``d/d(dq) f(q (+) dq)`` at ``dq = 0``, as :func:`~sparsedyn.aba_derivatives`), and ``d q+`` is
-expressed on the tangent space at ``q+`` (``q+ (+) dq+``), as Pinocchio's ``dIntegrate``.  At a
-contact at ``gap = TOUCHING_GAP`` the step jumps in ``q`` (the speculative term switches on), and
-where the correction's held rows or active rows change it has a kink: the derivative is the one of
-the branch the step took.
-``f_ext`` and ``gravity`` are held constant.
+Conventions: every derivative is ``(..., nv, nv)``; ``d/dq`` is on the tangent space (``d/d(dq) f(q (+)
+dq)`` at ``dq = 0``, as :func:`~sparsedyn.aba_derivatives`), and ``d q+`` is expressed on the tangent space
+at ``q+`` (``q+ (+) dq+``), as Pinocchio's ``dIntegrate``.  At a contact at ``gap = TOUCHING_GAP`` the step
+jumps in ``q`` (the speculative term switches on), and where the correction's held rows or active rows
+change it has a kink: the derivative is the one of the branch the step took.  ``f_ext`` and ``gravity``
+are held constant; the joints' springs and dampers (``passive=True``) by the chain rule through ``tau``.
 """
 
 from __future__ import annotations
@@ -73,6 +70,7 @@ from .dynamics import _cached, _run, rnea_partials
 from .friction import _positive, contact_step
 from .correction import correction_impulses, correction_targets, held_rows
 from .min_norm import min_norm_solve, psd_solve
+from .passive_step import passive_derivatives, passive_flag
 from .friction_problem import _TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
@@ -164,13 +162,13 @@ def _partials_program(model, contacts, with_f_ext):
 def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     """Derivatives of one :func:`~sparsedyn.contact_step` (a :class:`ContactStepDerivatives`).
 
-    Arguments as :func:`~sparsedyn.contact_step` (``q`` (..., nq), ``v``/``tau`` (..., nv), the
-    one-sided contacts, ``dt`` >= :data:`MIN_DT`, and its options ``tol``, ``max_iterations``, ``solver``,
-    ``f_ext``, ``gravity``, ``warm_start``, ``margin``); the step is taken, then differentiated in
-    the mode each contact is in (``step.modes``), by the implicit function theorem (module
-    docstring).  Returns ``dv_dq``, ``dv_dv``, ``dv_dtau``, ``dq_dq``, ``dq_dv``, ``dq_dtau``
-    (..., nv, nv) and ``step``.  ``d/dq`` is on the tangent space, ``dq+`` on the tangent space at
-    ``q+``; ``f_ext`` and ``gravity`` are held constant.  The derivatives are those of the exact
+    Arguments as :func:`~sparsedyn.contact_step` (``q`` (..., nq), ``v``/``tau`` (..., nv), the one-sided
+    contacts, ``dt`` >= :data:`MIN_DT`, and its options ``tol``, ``max_iterations``, ``solver``, ``f_ext``,
+    ``gravity``, ``warm_start``, ``margin``, ``passive``: the joints' springs and dampers, their own change
+    with ``q`` and ``v`` included); the step is taken, then differentiated in the mode each contact is in
+    (``step.modes``), by the implicit function theorem (module docstring).  Returns ``dv_dq``, ``dv_dv``,
+    ``dv_dtau``, ``dq_dq``, ``dq_dv``, ``dq_dtau`` (..., nv, nv) and ``step``.  ``d/dq`` is on the tangent
+    space, ``dq+`` on the tangent space at ``q+``; ``f_ext`` and ``gravity`` are held constant.  The derivatives are those of the exact
     solution in the current modes; at a change of mode (a contact on the edge of its friction
     cone, a point that just touches, a sliding velocity crossing zero) the step is not
     differentiable and these are one-sided.  A batch of states (leading axes) is differentiated at
@@ -194,6 +192,8 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     >>> d.step.modes.tolist(), round(float(d.dv_dv[3, 3]), 12)     # sliding: the speed carries over
     (['slide'], 1.0)
     """
+    if "passive" in options and passive_flag("contact_step_derivatives", options.pop("passive")):
+        return passive_derivatives(contact_step_derivatives, model, q, v, tau, contacts, dt, options)
     got = fused_derivatives(model, q, v, tau, contacts, dt, options, ContactStepDerivatives) if type(contacts) is \
         Scene and model is contacts.model and type(dt) is float and MIN_DT <= dt < math.inf else None
     if got is not None and got[3] is not None:       # one state in a scene on the fused road: two native calls

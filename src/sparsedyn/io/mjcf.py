@@ -69,7 +69,8 @@ Bodies, joints and coordinates
 * Joint limits: ``jnt_range`` of limited hinge and slide joints -> ``lower``
   / ``upper``.  ``armature`` -> ``model.armature`` (per dof, our dof order);
   ``damping``, ``stiffness``, ``frictionloss`` and ``springref`` ->
-  ``model.joint_dynamics`` (data; no algorithm applies them).
+  ``model.joint_dynamics`` (data; the springs and dampers as forces:
+  ``sd.passive_forces``, in a step with ``passive=True``).
 
 Sensors
 -------

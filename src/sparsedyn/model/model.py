@@ -25,7 +25,9 @@ values.
 
 ``joint_dynamics`` (:class:`JointDynamics`) keeps per-dof viscous damping,
 spring stiffness and dry friction and the configurations they refer to, as
-data for the user: no algorithm of the library applies these passive forces.
+data: no dynamics algorithm applies them; :func:`sparsedyn.passive_forces` gives
+the springs' and dampers' forces, which the simulator's step adds where asked
+(``passive=True``).
 
 Bodies are numbered depth-first, so every subtree is a contiguous index range.
 Body ``i`` owns ``q[q_start[i] : q_start[i] + joints[i].nq]`` and

@@ -162,7 +162,8 @@ class Mimic(NamedTuple):
 
 
 class JointDynamics(NamedTuple):
-    """Passive joint properties kept as data (no algorithm applies them).
+    """Passive joint properties kept as data (no dynamics algorithm applies them; the springs' and
+    dampers' forces: :func:`~sparsedyn.passive_forces`, which ``contact_step(..., passive=True)`` adds).
 
     ``damping`` (nv,): viscous damping, ``tau = -damping * v``; ``stiffness``
     (nv,): spring stiffness towards ``spring_reference`` (a ball or free joint's
