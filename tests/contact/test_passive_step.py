@@ -10,6 +10,7 @@ import pytest
 
 import sparsedyn as sd
 from conftest import rel_err
+from sparsedyn.contact.passive_step import vector_springs
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 from test_friction_derivatives import DT as STEP, TOL, check_against_differences
 
@@ -76,8 +77,9 @@ def test_a_chain_follows_mujocos_euler_steps_with_explicit_damping(tmp_path):
 
 def test_in_a_scene_the_native_road_equals_the_numpy_road_and_the_rollout_its_steps(tmp_path):
     """The arm swinging onto the floor with its springs: one step on the default road equals the NumPy
-    road's to the solver's tolerance; a rollout equals the same forces given as a controller (the
-    passive forces of each step's state, computed alike) and differs from the one without them."""
+    road's to the solver's tolerance; a rollout (its steps in one native call, which adds the springs'
+    and dampers' forces itself) equals the same forces given as a controller (each step's on its own:
+    computed alike, so equal bit for bit) and differs from the one without them."""
     model, scene, q, v = _arm(tmp_path)
     tau = np.zeros(model.nv)
     s = sd.contact_step(model, q, v, tau, scene, DT, passive=True)
@@ -93,6 +95,7 @@ def test_in_a_scene_the_native_road_equals_the_numpy_road_and_the_rollout_its_st
     for b in range(3):
         one = sd.contact_step(model, Q[b], V[b], tau, scene, DT, passive=True)
         assert rel_err(batch.v[b], one.v) <= 1e-7 and rel_err(batch.q[b], one.q) <= 1e-9
+    assert vector_springs(model) is not None           # (the rollout's steps: one native call, springs in it)
     r = sd.rollout(model, q, v, tau, scene, DT, 50, passive=True)
     jd = model.joint_dynamics
     controller = lambda t, q, v: -jd.damping * v - jd.stiffness * sd.difference(model, jd.spring_reference, q)  # noqa
@@ -126,3 +129,15 @@ def test_passive_must_be_true_or_false(tmp_path):
                  lambda: sd.contact_step_derivatives(model, q, v, np.zeros(2), scene, DT, passive=None)):
         with pytest.raises(TypeError, match="passive must be True or False"):
             call()
+
+
+def test_the_springs_of_vector_joints_are_the_native_rollouts(tmp_path):
+    """``vector_springs``: the dampers and the sprung dofs of hinges and slides (a composite of them too), as
+    indices into ``q`` and ``v``; None where a ball's or a free joint's spring needs its rotation (that
+    rollout's steps then add the forces one by one)."""
+    model, _, _, _ = _arm(tmp_path)
+    D, iq, iv, K, qs = vector_springs(model)
+    assert np.array_equal(D, [2.0, 1.0]) and np.array_equal(iq, [0, 1]) and np.array_equal(iv, [0, 1])
+    assert np.array_equal(K, [30.0, 10.0]) and np.allclose(qs, [0.0, np.radians(5.0)], rtol=1e-15, atol=0.0)
+    _, chain = _chain(tmp_path)
+    assert vector_springs(chain) is None                                 # its ball joint's spring

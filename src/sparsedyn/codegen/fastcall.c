@@ -978,7 +978,11 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
    step this road declines (fewer than ``steps``: the caller takes the Python road for that one).
    ``into`` (a 10th argument, optional): ``(Q (>= steps + 1, nq), V (>= steps + 1, nv), R (>= steps,
    8))`` float64 C-contiguous writeable arrays, into whose rows k + 1, k + 1, k step k's next ``q``,
-   next ``v`` and report are copied (a caller that stacks them needs no list of arrays). */
+   next ``v`` and report are copied (a caller that stacks them needs no list of arrays).  ``springs``
+   (an 11th, optional): ``(D (nv,), iq (k,), iv (k,), K (k,), qs (k,))``, the joints' dampers and the
+   sprung dofs of vector joints (int64 indices into q and v, stiffness, rest position): each step's
+   joint forces are then ``tau`` plus ``-D v - K (q[iq] - qs)`` at the state it starts from, in the
+   order of the NumPy road's ``tau + passive_forces(q, v)`` (so equal to it bit for bit). */
 static PyArrayObject *rows_into(PyObject *o, npy_intp n) {
     if (!PyArray_Check(o)) return NULL;
     PyArrayObject *a = (PyArrayObject *)o;
@@ -999,18 +1003,71 @@ static int put_row(PyArrayObject *into, npy_intp k, PyObject *x) {
     return 1;
 }
 
-static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 9 || nargs > 10 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 3
-        || !PyArray_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "scene_rollout(plan, q, v, tau, settings, warm, chain, steps, matcher[, into])");
+/* The float64 (int64: ``integer``) C-contiguous 1-D array ``o`` of ``n`` entries (n < 0: any), else NULL. */
+static PyArrayObject *flat_array(PyObject *o, npy_intp n, int integer) {
+    if (!PyArray_Check(o)) return NULL;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != (integer ? NPY_INT64 : NPY_DOUBLE) || !PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a)
+        || PyArray_NDIM(a) != 1 || (n >= 0 && PyArray_DIM(a, 0) != n))
         return NULL;
+    return a;
+}
+
+/* ``tau`` plus the springs' and dampers' forces at ``(q, v)`` (scene_rollout's ``springs``, checked): a
+   new float64 array, NULL on an error (a TypeError where ``tau``, ``q`` or ``v`` are not such arrays). */
+static PyObject *with_springs(PyObject *tau, PyObject *q, PyObject *v, PyArrayObject *const *sp) {
+    npy_intp nv = PyArray_DIM(sp[0], 0), k = PyArray_DIM(sp[1], 0);
+    PyArrayObject *t = flat_array(tau, nv, 0), *vv = flat_array(v, nv, 0), *qq = flat_array(q, -1, 0);
+    if (!t || !vv || !qq) {
+        PyErr_SetString(PyExc_TypeError, "scene_rollout: springs need tau, q and v as float64 C arrays");
+        return NULL;
+    }
+    PyObject *out = PyArray_SimpleNew(1, &nv, NPY_DOUBLE);
+    if (!out) return NULL;
+    double *o = (double *)PyArray_DATA((PyArrayObject *)out);
+    const double *d = (const double *)PyArray_DATA(sp[0]), *kk = (const double *)PyArray_DATA(sp[3]);
+    const double *qs = (const double *)PyArray_DATA(sp[4]), *x = (const double *)PyArray_DATA(qq);
+    const double *u = (const double *)PyArray_DATA(vv), *f = (const double *)PyArray_DATA(t);
+    const long long *iq = (const long long *)PyArray_DATA(sp[1]), *iv = (const long long *)PyArray_DATA(sp[2]);
+    npy_intp nq = PyArray_DIM(qq, 0);
+    for (npy_intp i = 0; i < nv; i++) o[i] = (-d[i]) * u[i];
+    for (npy_intp j = 0; j < k; j++) {
+        if (iq[j] < 0 || iq[j] >= nq || iv[j] < 0 || iv[j] >= nv) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_ValueError, "scene_rollout: a spring's index is outside q or v");
+            return NULL;
+        }
+        o[iv[j]] = o[iv[j]] - kk[j] * (x[iq[j]] - qs[j]);
+    }
+    for (npy_intp i = 0; i < nv; i++) o[i] = f[i] + o[i];
+    return out;
+}
+
+static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 9 || nargs > 11 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 3
+        || !PyArray_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "scene_rollout(plan, q, v, tau, settings, warm, chain, steps, matcher[, into"
+                        "[, springs]])");
+        return NULL;
+    }
+    PyArrayObject *sp[5] = {NULL, NULL, NULL, NULL, NULL};
+    if (nargs == 11 && args[10] != Py_None) {
+        PyObject *t = args[10];
+        int ok = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 5 && (sp[0] = flat_array(PyTuple_GET_ITEM(t, 0), -1, 0));
+        npy_intp k = ok && (sp[1] = flat_array(PyTuple_GET_ITEM(t, 1), -1, 1)) ? PyArray_DIM(sp[1], 0) : -1;
+        if (k < 0 || !(sp[2] = flat_array(PyTuple_GET_ITEM(t, 2), k, 1))
+            || !(sp[3] = flat_array(PyTuple_GET_ITEM(t, 3), k, 0)) || !(sp[4] = flat_array(PyTuple_GET_ITEM(t, 4), k, 0))) {
+            PyErr_SetString(PyExc_TypeError, "scene_rollout: springs must be (D (nv,), iq (k,), iv (k,), K (k,), "
+                            "qs (k,)) float64 and int64 C arrays");
+            return NULL;
+        }
     }
     Py_ssize_t steps = PyLong_AsSsize_t(args[7]);
     if (steps == -1 && PyErr_Occurred()) return NULL;
     int rows = PyArray_NDIM((PyArrayObject *)args[3]) == 2;
     if (rows && PyArray_DIM((PyArrayObject *)args[3], 0) < steps) steps = PyArray_DIM((PyArrayObject *)args[3], 0);
     PyArrayObject *iq = NULL, *iv = NULL, *ir = NULL;
-    if (nargs == 10 && args[9] != Py_None) {
+    if (nargs >= 10 && args[9] != Py_None) {
         PyObject *t = args[9];
         if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 3) {
             iq = rows_into(PyTuple_GET_ITEM(t, 0), steps + 1);
@@ -1028,6 +1085,7 @@ static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t 
     PyObject *out = PyList_New(0);
     for (Py_ssize_t k = 0; out && k < steps; k++) {
         PyObject *tau = rows ? PySequence_GetItem(args[3], k) : Py_NewRef(args[3]);
+        if (tau && sp[0]) Py_SETREF(tau, with_springs(tau, q, v, sp));
         PyObject *chain = tau ? PyTuple_Pack(3, every, radius, prev) : NULL;
         PyObject *r = NULL;
         if (chain) {

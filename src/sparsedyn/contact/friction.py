@@ -108,7 +108,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
-from .passive_step import passive_flag, with_passive
+from .passive_step import passive_flag, vector_springs, with_passive
 from . import scene_data
 from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used
 from .scene import Scene
@@ -149,8 +149,7 @@ def _frictional(model, contacts, who):
 
 
 def _options(options, warm_start):
-    """:func:`contact_step`'s options for :func:`_slotted_step` (its defaults where not given; ``passive``
-    is the caller's, folded into the joint forces)."""
+    """:func:`contact_step`'s options for :func:`_slotted_step` (its defaults where not given; not ``passive``)."""
     out = dict(contact_step.__kwdefaults__)       # (an inspect.signature costs more than a step)
     out.update(options)
     del out["passive"]
@@ -476,16 +475,17 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     v = _checks.velocity(model, _checks.plain_floats(who, "v0", v0, f"(..., {model.nv})"), f"{who}: v0")
     tau_at = _checks.controlled(who, controller, dt, model.nv) if controller is not None else \
         (lambda k, q, v: taus[k]) if seq else (lambda k, q, v: taus)
+    springs = None
     if passive := passive_flag(who, options.pop("passive", False)):     # (each step's: forces of its state)
-        forces = tau_at
+        forces, springs = tau_at, vector_springs(model)
         tau_at = lambda k, q, v: with_passive(who, model, q, v, forces(k, q, v))      # noqa: E731
     warm = options.pop("warm_start", None)
     if scene is not None:
         q, v = batch_states(who, q, v, None if controller is not None else taus.shape[seq:-1])
-        bulk = None if controller is not None or passive or taus.dtype != np.float64 or not (
+        bulk = None if controller is not None or passive and springs is None or taus.dtype != np.float64 or not (
             taus.ndim == 1 or seq and taus.ndim == 2) else taus           # (what the native steps take)
         qs, vs, imps, modes, its = _scene_rollout(runner, q, v, tau_at, scene, dt, steps, _options(options, warm),
-                                                  bulk)
+                                                  bulk, springs)
     else:
         qs, vs, imps, modes, its = [q], [v], [], [], []
         for k in range(steps):
@@ -511,15 +511,15 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
                    np.stack(its) if its else np.zeros((0,) + shape, int))
 
 
-def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None):
+def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, springs=None):
     """``(qs, vs, impulses, modes, iterations)`` lists of :func:`rollout` in ``scene`` from ``(q, v)``
     (checked) with ``tau_at(k, q, v)`` the joint forces of step ``k`` and :func:`contact_step`'s
     ``options`` (all given): each step warm-started where a contact persists.  ``taus``: where no
     controller runs between the steps (no code of the caller's, which might take steps in the scene),
-    the joint forces, (nv,) held or (steps, nv) (row k: step k's); the steps then run one after another
-    in one native call as long as the fused road holds them (:func:`~sparsedyn.contact.scene_fused.chained_steps`).
-    One state's modes are computed for all steps at once, when first read
-    (:class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`)."""
+    the joint forces, (nv,) held or (steps, nv) (row k: step k's); the steps then run one after another in
+    one native call as long as the fused road holds them (:func:`~sparsedyn.contact.scene_fused.chained_steps`),
+    each adding ``springs`` where given (those ``tau_at`` adds).  One state's modes are computed for all
+    steps at once, when first read (:class:`~sparsedyn.contact.lazy_modes._TrajectoryModes`)."""
     qs, vs, imps, modes, its = [q], [v], [], [], []
     previous = general = plan = None
     one = q.ndim == 1
@@ -548,7 +548,7 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None):
             rows = rows or rollout_rows(scene.model, steps, q, v)
             runs = chained_steps(plan, q, v, taus[k:] if taus.ndim == 2 else taus, settings,
                                  warm if previous is None else None, previous, ask, general[1],
-                                 rows if k == 0 else (rows[0][k:], rows[1][k:], rows[2][k:]))
+                                 rows if k == 0 else (rows[0][k:], rows[1][k:], rows[2][k:]), springs)
             if runs:
                 append_chain(runs, rows, k, qs, vs, imps, modes, its, lambda got: _result(
                     "contact_step", solver, tol, tuple.__new__(StepArrays, got[0]), got[1], bare=True, finite=True))

@@ -15,9 +15,10 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.passive import passive_forces, passive_forces_derivatives
+from ..model.joints import Joint
 from .friction_problem import _model_and_kernels
 
-__all__ = ["passive_flag", "with_passive", "passive_derivatives"]
+__all__ = ["passive_flag", "with_passive", "passive_derivatives", "vector_springs"]
 
 
 def passive_flag(who, passive):
@@ -51,3 +52,29 @@ def passive_derivatives(derivatives, model, q, v, tau, contacts, dt, options):
     Pq, Pv = passive_forces_derivatives(inner, np.asarray(q, float), np.asarray(v, float))
     return d._replace(dv_dq=d.dv_dq + d.dv_dtau @ Pq, dq_dq=d.dq_dq + d.dq_dtau @ Pq,
                       dv_dv=d.dv_dv + d.dv_dtau @ Pv, dq_dv=d.dq_dv + d.dq_dtau @ Pv)
+
+
+def vector_springs(model):
+    """``(D (nv,), iq (k,), iv (k,), K (k,), qs (k,))``: the dampers of ``model`` and its sprung dofs (int64
+    indices into ``q`` and ``v``, stiffness, rest position), what a rollout's steps in one native call add to
+    their joint forces (:func:`~sparsedyn.contact.scene_fused.chained_steps`), where every sprung joint is a
+    vector joint (its stretch ``q - q_s``); None where one is not (a ball's or a free joint's spring: each
+    step's forces from :func:`with_passive` then)."""
+    jd, iq, iv = model.joint_dynamics, [], []
+    for i, j in enumerate(model.joints):
+        vs, qs = model.v_slice(i), model.q_slice(i)
+        k = np.flatnonzero(jd.stiffness[vs])
+        if len(k) and not _vector(j):
+            return None
+        iq += [qs.start + x for x in k]
+        iv += [vs.start + x for x in k]
+    iq, iv = np.array(iq, np.int64), np.array(iv, np.int64)
+    return jd.damping, iq, iv, jd.stiffness[iv], jd.spring_reference[iq]
+
+
+def _vector(joint):
+    """Whether ``joint``'s :meth:`~sparsedyn.model.joints.Joint.difference` is ``q1 - q0`` (a vector joint,
+    or a composite of them, whose difference is its parts' side by side)."""
+    if joint.type == "composite":
+        return all(_vector(j) for j in joint.joints)
+    return joint.nq == joint.nv and type(joint).difference is Joint.difference

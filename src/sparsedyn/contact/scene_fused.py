@@ -161,7 +161,7 @@ def chained_step(model, q, v, tau, scene, dt, settings, warm_start=None, previou
     return None if got is None else (got[0], got[1], FoundContacts(got[2], None, got[3]))
 
 
-def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, general, into=None):
+def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, general, into=None, springs=None):
     """Up to ``steps`` steps of :func:`chained_step` one after another in one native call (the
     extension's ``scene_rollout``), from ``(q, v)`` (nq,), (nv,) float64 arrays, with ``tau`` (nv,)
     held or (n, nv) (row k: step k's), ``previous`` as :func:`chained_step`'s (None: the first step
@@ -171,12 +171,14 @@ def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, genera
     rows (nc, 7), impulses in their order (nc, 3)), ending before the first step this road declines.
     ``into``: None, or ``(Q, V, R)`` float64 C-contiguous arrays of at least ``steps + 1``, ``steps + 1``
     and ``steps`` rows of ``nq``, ``nv`` and 8 entries: step k's next ``q``, ``v`` and report are
-    copied into their rows k + 1, k + 1 and k (a caller that stacks them)."""
+    copied into their rows k + 1, k + 1 and k (a caller that stacks them).  ``springs``: None, or the
+    joints' springs and dampers added to each step's ``tau`` at the state it starts from
+    (:func:`~sparsedyn.contact.passive_step.vector_springs`)."""
     if previous is not None and type(previous[0]) is not FoundContacts:
         return []                                  # (Contact objects: the Python road matches them)
     prev = None if previous is None else (previous[0].pair, previous[0]._data(), previous[1])
     return native_function("scene_rollout")(plan[1], q, v, tau, settings, warm_start, (plan[5], WARM_RADIUS, prev),
-                                            steps, general, into)
+                                            steps, general, into, springs)
 
 
 def mixed_call(scene, plan, dt):
