@@ -179,8 +179,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     z = 0); ``dt`` > 0 [s].  ``tol``: the residuals' stopping test, relative to the impulse and
     velocity scales of the problem (``max |lambda|`` and the closing contacts' ``max |J v_free|``); ``max_iterations``
     (default 1000 for ADMM, 10000 for PGS): after it a :class:`ContactStepWarning` gives the
-    residuals; ``solver``: ``"admm"`` (states that ADMM has not solved in ``ADMM_BUDGET``
-    iterations continue with Gauss-Seidel, up to ``10 max_iterations`` sweeps) or ``"pgs"``; ``f_ext`` (..., NB, 6), ``gravity`` (3,) as in
+    residuals; ``solver``: ``"admm"`` (states that ADMM has not solved in ``ADMM_BUDGET`` iterations continue
+    with Gauss-Seidel while it gains, up to ``10 max_iterations`` sweeps) or ``"pgs"``; ``f_ext`` (..., NB, 6), ``gravity`` (3,) as in
     :func:`~sparsedyn.aba`; ``warm_start`` (..., nc, 3): impulses to start from (the previous
     step's ``impulses`` along a trajectory); ``margin`` [m]: a contact point that would stay higher
     than this above its plane at the end of the step if it kept its free velocity is open and left

@@ -12,11 +12,10 @@ polish, stage 1 factors ``(G + (eta + rho) I)^-1`` (Woodbury's identity, an ``nv
 of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
 iterations, once the modes hold, or when the check fails), stage 4 checks Coulomb's law itself (the
 residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small, stage 5 continues a
-state that ADMM has not solved in its budget with Gauss-Seidel sweeps (the whole solve for
-``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), stage 7 polishes
-it (the exact solution on its active rows), ``finish`` gives the next state.  Every choice is
-arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program, and the same
-function of floats.
+state that ADMM has not solved in its budget with Gauss-Seidel sweeps until they stall (the whole solve
+for ``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), stage 7 polishes it
+(the exact solution on its active rows), ``finish`` gives the next state.  Every choice is arithmetic
+(``_step``, ``_relu`` from ``copysign``), so each stage is one traced program, and the same function of floats.
 
 The iteration, and why (the hard case it is chosen for: the dm_control humanoid lying on the floor, its
 joints moved a little: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero
@@ -54,9 +53,8 @@ eigenvalues span 1e-5 to 4, some contacts sliding):
   proximal point algorithm for maximal monotone operators", 1992): with the scales above, the relaxed
   map stalls longer under Anderson's extrapolation.
 * The proximal term and ``rho``'s range only need the scale of ``G``'s largest eigenvalue: Gershgorin's
-  bound (its largest row sum of magnitudes) replaces power iterations (one pass over ``G``).
-* The cheap test (ADMM's primal ``|x - z|`` and dual ``rho |z - z_prev|``) gates the full Coulomb
-  check, which costs a product with ``G``.
+  bound (its largest row sum of magnitudes) replaces power iterations (one pass over ``G``).  The cheap
+  test (ADMM's primal ``|x - z|`` and dual ``rho |z - z_prev|``) gates the full Coulomb check (a product with ``G``).
 
 The contact set's structure is its frames (a static argument: one build per tuple of frames); the
 friction coefficients, the points and the planes are one array of the kernel, ``contact_data`` (nc, 8)
@@ -87,7 +85,7 @@ from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu,
                                _scale_rows, _step, _vmax, problem_of, slot_structure, slot_width)
 from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
-from .gauss_seidel_rows import contact_sweep
+from .gauss_seidel_rows import contact_sweep, stalled
 from .transport import gyroscopic, to_next_axes, transport
 
 __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
@@ -166,7 +164,7 @@ class _Layout:
                               ("due", 1), ("change", 1), ("lbest", nc), ("vbest", 1), ("vmark", 1), ("stale", 1),
                               ("lmark", 1),
                               ("dW", k * m), ("dF", k * m), ("c", k), ("A", k * k), ("Tp", m), ("fp", m),
-                              ("have", 1), ("fbest", 1), ("refused", 1),
+                              ("have", 1), ("fbest", 1), ("refused", 1), ("gs", 2),
                               # the polish (friction_polish): its last answer, the tries of
                               # this round and their best scaled residual, the next round's iteration,
                               # rounds and polishes run, the iterate's modes and for how many iterations
@@ -251,7 +249,8 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0, due=polish_first(nc), change=0.0,
                              **dict(zip(_STALL, no_best(nc))),
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
-                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, pz=np.zeros(m), out=np.zeros(nc),
+                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, gs=np.zeros(2), pz=np.zeros(m),
+                             out=np.zeros(nc),
                              tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
                              next=_first_polish(m, z), ca=np.zeros(nc), cu=np.zeros(nc), cr=np.zeros(nc), cpass=0.0))
     return K, S
@@ -424,8 +423,8 @@ def _check(lay, *X):
 
 def _gauss_seidel(lay, *X):
     """One projected Gauss-Seidel sweep (contact by contact: the normal impulse from the normal
-    velocity, then the tangential one projected onto the friction disc); stops when converged or
-    after ``settings[3]`` sweeps."""
+    velocity, then the tangential one projected onto the friction disc); stops when converged, after
+    ``settings[3]`` sweeps, or stalled after ADMM (:func:`~sparsedyn.contact.gauss_seidel_rows.stalled`)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget, sweeps = settings[1], settings[2], settings[3]
     nc, m = lay.nc, lay.m
@@ -437,8 +436,9 @@ def _gauss_seidel(lay, *X):
     ls, vs = _scales(lam, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
     it = S["it"][0] + 1.0
-    stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - budget - sweeps))
-    S.update(x=lam, z=lam, u=u, it=it, conv=conv, res=res, ls=ls, vs=vs)
+    stall, gs = stalled(res, ls, vs, tol, it, S["gs"], budget)
+    stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - budget - sweeps)) * (1.0 - stall)
+    S.update(x=lam, z=lam, u=u, it=it, conv=conv, res=res, ls=ls, vs=vs, gs=gs)
     return lay.pack(lay.S, S), stop
 
 
