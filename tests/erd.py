@@ -51,6 +51,20 @@ def load_pair(robot, floating_base):
     return model, pm
 
 
+def solo12_on_floor():
+    """``(model, scene)``: solo12 with its collision shapes (its meshes) on the floor, its SRDF's pairs
+    left out, as a user first simulates it."""
+    import warnings
+    import sparsedyn as sd
+    root = robots_dir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # implausible-inertia warnings are tested elsewhere
+        model = load_urdf(root / "solo_description/robots/solo12.urdf", floating_base=True, geometry=True,
+                          package_dirs=[root], invalid_inertia="warn")
+    pairs = sd.load_srdf(model, root / "solo_description/srdf/solo.srdf")
+    return model, sd.Scene(model, world=[sd.Shape("plane", name="floor")], srdf=pairs)
+
+
 def random_state(model, rng):
     q = model.random_configuration(rng)
     return q, rng.normal(size=model.nv), rng.normal(size=model.nv)

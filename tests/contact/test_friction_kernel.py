@@ -432,15 +432,9 @@ def test_gauss_seidel_after_admm_stops_where_it_stalls(backend):
     window of :data:`~sparsedyn.contact.gauss_seidel_rows.WINDOW` sweeps that does not halve it, with a
     warning that gives the residuals; the answer they leave is within a few times the tolerance of each test
     (twice it where the whole budget left 1.6 times it): contact velocities right to a nanometre a second."""
-    from erd import robots_dir
+    from erd import solo12_on_floor
     from sparsedyn.contact.gauss_seidel_rows import WINDOW
-    root = robots_dir()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = sd.load_urdf(root / "solo_description/robots/solo12.urdf", floating_base=True, geometry=True,
-                             package_dirs=[root], invalid_inertia="warn")
-    pairs = sd.load_srdf(model, root / "solo_description/srdf/solo.srdf")
-    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], srdf=pairs)
+    model, scene = solo12_on_floor()
     with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
         with pytest.warns(ContactStepWarning, match="stopped after"):
             s = sd.contact_step(model, SOLO_SLIP_Q, SOLO_SLIP_V, np.zeros(model.nv), scene, 2e-3)

@@ -311,14 +311,8 @@ def test_a_quadruped_standing_on_two_points_a_foot_is_solved_warm_started(backen
     step started cold.  The weight is carried: the floor's normal impulses equal ``m g dt`` plus the
     change of the centre of mass's vertical momentum (the step's base rotation adds ``|w| |p| dt``, about
     ``1e-7`` of them)."""
-    from erd import robots_dir
-    root = robots_dir()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = sd.load_urdf(root / "solo_description/robots/solo12.urdf", floating_base=True, geometry=True,
-                             package_dirs=[root], invalid_inertia="warn")
-    pairs = sd.load_srdf(model, root / "solo_description/srdf/solo.srdf")
-    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], srdf=pairs)
+    from erd import solo12_on_floor
+    model, scene = solo12_on_floor()
     dt, tau = 2e-3, np.zeros(model.nv)
     with _native(backend):
         a = sd.contact_step(model, SOLO_Q, SOLO_V, tau, scene, dt)
