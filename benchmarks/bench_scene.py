@@ -35,7 +35,9 @@ minimum is robust where a median swings), of
   last solution (``qacc_warmstart``, as on one ``MjData`` stepping a trajectory), and a rollout of a few steps from that state, per step (wall,
   and the process's CPU time beside it: what a loaded machine does not inflate) beside MuJoCo's rollout of
   as many steps from that state with its joints' springs and dampers switched off (as ours without
-  ``passive=True``), and where the model has springs or dampers (the humanoid's) both rollouts with them;
+  ``passive=True``), and where the model has springs or dampers (the humanoid's) both rollouts with them
+  (ours with ``passive=True`` beside MuJoCo's with ``mjDSBL_EULERDAMP``, ours with ``passive="implicit"``
+  beside MuJoCo's default Euler);
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
   threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states;
 * ``sd.contact_step_derivatives`` (the step and its derivatives) beside ``sd.contact_step`` at the same
@@ -145,6 +147,7 @@ def talos_xml(box=False, height=1.08):
 #: The row of the step's one native call (collision kernel, slot layout and solve: scene_fused)
 FUSED = "  one native call (scene_step)"
 SPRUNG = "  with its springs (passive=True)"
+IMPLICIT = '  with its springs (passive="implicit")'
 #: A timed loop lasts at least this long [s] (a phase of a few microseconds runs many calls per loop).
 LOOP = 2e-4
 
@@ -261,8 +264,10 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             times[f"rollout, per step ({ROLLOUT} steps)"] = best_us(roll, runs) / ROLLOUT
             rollout_cpu = best_us(roll, runs, time.process_time) / ROLLOUT
             if np.any(model.joint_dynamics.stiffness) or np.any(model.joint_dynamics.damping):
-                times[SPRUNG] = best_us(lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT, passive=True),
-                                        runs) / ROLLOUT
+                for row, passive in ((SPRUNG, True), (IMPLICIT, "implicit")):
+                    sd.rollout(model, q, v, tau, scene, dt, ROLLOUT, passive=passive)    # (builds its kernels)
+                    times[row] = best_us(lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT, passive=passive),
+                                         runs) / ROLLOUT
         # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
         rng = np.random.default_rng(0)
         Q = np.repeat(q[None], BATCH, 0)
@@ -287,13 +292,14 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             mujoco.mj_step(m, d2)
         return run
 
-    def mj_rollout(limp):
+    def mj_rollout(off):
         """MuJoCo's rollout of the same steps from the settled state (its last solution the first warm
-        start); ``limp``: its joints' springs and dampers switched off, as ours without ``passive``."""
-        flags, off = m.opt.disableflags, int(mujoco.mjtDisableBit.mjDSBL_SPRING | mujoco.mjtDisableBit.mjDSBL_DAMPER)
+        start), the flags ``off`` switched off: its joints' springs and dampers (as ours without
+        ``passive``), its implicit damping (as ours with ``passive=True``), or none (``"implicit"``)."""
+        flags = m.opt.disableflags
 
         def run():
-            m.opt.disableflags = flags | off if limp else flags
+            m.opt.disableflags = flags | off
             d2.qpos[:], d2.qvel[:], d2.qacc_warmstart[:] = qpos, qvel, d.qacc_warmstart
             for _ in range(ROLLOUT):
                 mujoco.mj_step(m, d2)
@@ -304,8 +310,11 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
     mj = {"collide": ("mj_kinematics+mj_collision", best_us(mj_collision, repeat)),
           "contact_step": ("mj_step (cold)", best_us(mj_step(True), repeat)),
           "contact_step, warm-started": ("mj_step (warm)", best_us(mj_step(False), repeat))}
-    mj[f"rollout, per step ({ROLLOUT} steps)"] = ("mj rollout, limp", best_us(mj_rollout(True), runs) / ROLLOUT)
-    mj[SPRUNG] = ("mj rollout", best_us(mj_rollout(False), runs) / ROLLOUT)
+    off = mujoco.mjtDisableBit
+    mj[f"rollout, per step ({ROLLOUT} steps)"] = ("mj rollout, limp", best_us(mj_rollout(
+        int(off.mjDSBL_SPRING | off.mjDSBL_DAMPER)), runs) / ROLLOUT)
+    mj[SPRUNG] = ("mj rollout, EULERDAMP off", best_us(mj_rollout(int(off.mjDSBL_EULERDAMP)), runs) / ROLLOUT)
+    mj[IMPLICIT] = ("mj rollout", best_us(mj_rollout(0), runs) / ROLLOUT)
     qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
 
     def mj_collision_loop():
@@ -320,7 +329,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
     rest = times["contact_step"] - (times[FUSED] if FUSED in times else data + solve)
     order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
              "  with the look-ahead (the step's)", "  collide on the NumPy road", "contact_step",
-             "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)", SPRUNG, FUSED,
+             "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)", SPRUNG, IMPLICIT, FUSED,
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,
              "  contact data from Contact objects", f"collision kernel, {BATCH} states"]
     print(f"  times: the fastest timed loop of each phase, per call (load only adds time; {repeat} loops, "

@@ -2,7 +2,10 @@
 a chain's trajectory against MuJoCo's Euler integrator with its implicit damping off (the same
 explicit forces: the same numbers to rounding), in a scene the native road against the NumPy road, a
 rollout against the loop of its steps and against the same forces given by a controller, and the
-step's derivatives against central differences."""
+step's derivatives against central differences.  With ``passive="implicit"``: the chain against
+MuJoCo's default Euler (its dampers implicit), a hinge damped far past the explicit step's stability
+against its hand-derived decay, in a scene the step of a model whose armature holds ``dt D`` written by
+hand, and the derivatives against central differences."""
 
 import mujoco
 import numpy as np
@@ -122,13 +125,19 @@ def test_the_derivatives_include_the_springs_and_dampers(tmp_path):
                               np.zeros(chain.nv), [], 1e-6, passive=True)
 
 
-def test_passive_must_be_true_or_false(tmp_path):
+def test_passive_must_be_true_false_or_implicit(tmp_path):
     model, scene, q, v = _arm(tmp_path)
     for call in (lambda: sd.contact_step(model, q, v, np.zeros(2), scene, DT, passive="yes"),
                  lambda: sd.rollout(model, q, v, np.zeros(2), scene, DT, 2, passive=1),
-                 lambda: sd.contact_step_derivatives(model, q, v, np.zeros(2), scene, DT, passive=None)):
-        with pytest.raises(TypeError, match="passive must be True or False"):
+                 lambda: sd.contact_step_derivatives(model, q, v, np.zeros(2), scene, DT, passive=None),
+                 lambda: sd.contact_step(model, q, v, np.zeros(2), scene, DT, passive="Implicit")):
+        with pytest.raises(TypeError, match="passive must be True or False .* or 'implicit'"):
             call()
+    with pytest.raises(ValueError, match="contact_step: dt must be a finite number > 0, got -0.1"):
+        sd.contact_step(model, q, v, np.zeros(2), scene, -0.1, passive="implicit")
+    other = sd.load_mjcf(str(tmp_path / "arm.xml"), geometry=True)      # (the same file: another model)
+    with pytest.raises(ValueError, match="the scene was built on model"):
+        sd.contact_step(other, q, v, np.zeros(2), scene, DT, passive="implicit")
 
 
 def test_the_springs_of_vector_joints_are_the_native_rollouts(tmp_path):
@@ -141,3 +150,81 @@ def test_the_springs_of_vector_joints_are_the_native_rollouts(tmp_path):
     assert np.array_equal(K, [30.0, 10.0]) and np.allclose(qs, [0.0, np.radians(5.0)], rtol=1e-15, atol=0.0)
     _, chain = _chain(tmp_path)
     assert vector_springs(chain) is None                                 # its ball joint's spring
+
+
+# --- implicit damping -------------------------------------------------------------------------------
+
+#: A hinge carrying a 1 kg point 0.5 m from its axis (a sphere of radius 0.01), no gravity, damped 100 times
+#: past what the explicit step takes: ``dt d / I = 8`` at ``dt = DT``.
+HINGE = """<mujoco><option gravity="0 0 0"/><worldbody><body name="arm">
+<joint name="h" type="hinge" axis="0 0 1" damping="{damping!r}"/>
+<geom type="sphere" size="0.01" pos="0.5 0 0" mass="1"/></body></worldbody></mujoco>"""
+
+
+def test_a_chain_follows_mujocos_default_euler_steps(tmp_path):
+    """300 steps of the chain from a random velocity, no contact: ours with ``passive="implicit"`` and
+    MuJoCo's ``mj_step`` with its defaults (Euler, the dampers implicit: ``M + dt D``) give the same
+    states to rounding (as the explicit test's bound); the rollout is the loop of its steps."""
+    m, model = _chain(tmp_path)
+    m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    d = mujoco.MjData(m)
+    d.qvel[:] = np.random.default_rng(3).standard_normal(m.nv)
+    q, v = q_from_mujoco(model, d.qpos), v_from_mujoco(model, d.qpos, d.qvel)
+    q0, v0, tau = q.copy(), v.copy(), np.zeros(model.nv)
+    for _ in range(300):
+        mujoco.mj_step(m, d)
+        s = sd.contact_step(model, q, v, tau, [], DT, passive="implicit")
+        q, v = s.q, s.v
+    assert np.abs(v).max() > 0.1
+    assert rel_err(q, q_from_mujoco(model, d.qpos)) <= 1e-10
+    assert rel_err(v, v_from_mujoco(model, d.qpos, d.qvel)) <= 1e-10
+    explicit = sd.rollout(model, q0, v0, tau, [], DT, 300, passive=True)
+    assert np.abs(explicit.q[-1] - q).max() > 1e-4             # (the comparison sees where the dampers act)
+    r = sd.rollout(model, q0.tolist(), v0.tolist(), [0.0] * model.nv, [], DT, 300, passive="implicit")
+    assert np.array_equal(r.q[-1], q) and np.array_equal(r.v[-1], v)
+
+
+def test_a_hinge_damped_past_the_explicit_steps_limit_decays(tmp_path):
+    """The hinge's inertia is ``I = m l^2 + 2/5 m r^2``; with ``k = dt d / I = 8`` the explicit step multiplies
+    its speed by ``1 - k = -7`` (it grows), the implicit one by ``1 / (1 + k) = 1/9`` (MuJoCo's default)."""
+    inertia = 0.5 ** 2 + 0.4 * 0.01 ** 2
+    damping = 8 * inertia / DT
+    path = tmp_path / "hinge.xml"
+    path.write_text(HINGE.format(damping=damping))
+    model = sd.load_mjcf(str(path))
+    q, v, tau = np.zeros(1), np.array([1.0]), np.zeros(1)
+    implicit = sd.rollout(model, q, v, tau, [], DT, 5, passive="implicit")
+    assert rel_err(implicit.v[1:, 0], (1 / 9) ** np.arange(1, 6)) <= 1e-12
+    explicit = sd.rollout(model, q, v, tau, [], DT, 5, passive=True)
+    assert rel_err(explicit.v[1:, 0], (-7.0) ** np.arange(1, 6)) <= 1e-12
+
+
+def test_in_a_scene_the_implicit_step_is_the_step_with_dt_d_in_the_armature(tmp_path):
+    """The arm swinging onto the floor: ``passive="implicit"`` is the explicit step of the model whose
+    armature holds ``dt D`` (written here by hand, on a scene of its own), for one state, a batch and a
+    rollout (its steps in one native call against the loop of single steps); it differs from the
+    explicit step; its derivatives equal central differences."""
+    model, scene, q, v = _arm(tmp_path)
+    tau = np.zeros(model.nv)
+    jd = model.joint_dynamics
+    by_hand = model.with_armature(model.armature + DT * jd.damping)
+    hand_scene = sd.Scene(by_hand)
+    s = sd.contact_step(model, q, v, tau, scene, DT, passive="implicit")
+    ref = sd.contact_step(by_hand, q, v, tau, hand_scene, DT, passive=True)
+    assert len(s.impulses) == 1 and s.impulses[0][2] > 0.0
+    assert rel_err(s.v, ref.v) <= 1e-7 and rel_err(s.q, ref.q) <= 1e-9
+    assert np.abs(s.v - sd.contact_step(model, q, v, tau, scene, DT, passive=True).v).max() > 1e-5
+    Q, V = np.array([q, q + [0.01, -0.02], q + [0.2, 0.1]]), np.array([v, -v, 2 * v])
+    batch = sd.contact_step(model, Q, V, tau, scene, DT, passive="implicit")
+    for b in range(3):
+        one = sd.contact_step(by_hand, Q[b], V[b], tau, hand_scene, DT, passive=True)
+        assert rel_err(batch.v[b], one.v) <= 1e-7 and rel_err(batch.q[b], one.q) <= 1e-9
+    r = sd.rollout(model, q, v, tau, scene, DT, 50, passive="implicit")
+    x, y = q, v
+    for k in range(50):
+        step = sd.contact_step(by_hand, x, y, tau, hand_scene, DT, passive=True)
+        x, y = step.q, step.v
+    assert rel_err(r.v[-1], y) <= 1e-6 and rel_err(r.q[-1], x) <= 1e-8
+    d = check_against_differences(model, q, v, tau, scene, 1e-6, passive="implicit")
+    explicit = sd.contact_step_derivatives(model, q, v, tau, scene, STEP, tol=TOL, passive=True)
+    assert np.abs(d.dv_dv - explicit.dv_dv).max() > 1e-4

@@ -119,18 +119,19 @@ def _head_down_time(clearance, dt, threshold):
     return (hit[0] + 1) * dt
 
 
-@pytest.mark.parametrize("passive", [False, True])
+@pytest.mark.parametrize("passive", [False, True, "implicit"])
 def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does(passive):
     """dm_control's humanoid (its own file and floor in both), standing with its feet just above the
     floor, pushed forwards (1.2 m/s) and pitched (2 rad/s), falls: no joint torque, its joints' limits
     switched off in MuJoCo (ours enforces none); as a rag doll (MuJoCo's springs and dampers switched
     off too), or with the file's springs and dampers in both (``passive=True``; MuJoCo's damping then
-    explicit, ``mjDSBL_EULERDAMP``, as ours), so both integrate the same multibody with the same armature,
-    the same ``dt`` (the file's 5 ms, semi-implicit Euler in both), the same pairs, the same friction
+    explicit, ``mjDSBL_EULERDAMP``, as ours; ``passive="implicit"``: MuJoCo's default Euler, whose
+    constraint solve sees the mass matrix without ``dt D``), so both integrate the same multibody with
+    the same armature, the same ``dt`` (the file's 5 ms, semi-implicit Euler in both), the same pairs, the same friction
     on the floor (the larger of the two geoms', MuJoCo's elliptic cone as ours; the file makes its
     parts frictionless on each other, ``condim`` 1, as ours does).  Its feet land first, then its
     hands and hips, then its head.  Measured: the time at which the head's sphere first comes
-    within 5 mm of the floor (about 0.65 s limp, 0.57 s with its springs).
+    within 5 mm of the floor (about 0.65 s limp, 0.57 s with its springs, explicit or implicit).
 
     Bound: until the feet touch (0.1 s) the fall is ballistic and the two integrate the same
     equations with the same scheme (ours takes the free joint's gyroscopic term backward: a change of
@@ -145,9 +146,9 @@ def test_a_pushed_humanoid_hits_the_floor_with_its_head_when_mujoco_does(passive
     xml = str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml")
     m = mujoco.MjModel.from_xml_path(xml)
     m.jnt_limited[:] = 0
-    if passive:
+    if passive is True:
         m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
-    else:
+    elif not passive:
         m.jnt_stiffness[:], m.dof_damping[:] = 0.0, 0.0
     m.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     dt, steps, threshold, timeconst = m.opt.timestep, 150, 0.005, 0.015

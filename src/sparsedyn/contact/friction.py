@@ -6,8 +6,8 @@ default the frame's origin) against the plane ``{x : n . x = offset}`` (default 
 with Coulomb friction ``mu >= 0`` (``mu = 0``: a frictionless one-sided contact).  Its *contact
 frame* has z along the plane's unit normal and x, y tangent (world x and y for a horizontal plane;
 otherwise x is the world x axis, or y if x is nearly normal, projected onto the plane, and
-y = z cross x).  Impulses and contact velocities are
-expressed in it, three numbers per contact ``[t_x, t_y, n]``, applied *on the robot*.
+y = z cross x).  Impulses and contact velocities are expressed in it, three numbers per contact
+``[t_x, t_y, n]``, applied *on the robot*.
 
 **The step** (semi-implicit Euler, velocity level, as Moreau's time stepping; Stewart and
 Trinkle, "An implicit time-stepping scheme for rigid body dynamics with inelastic collisions
@@ -85,8 +85,7 @@ solve stops when they are below ``tol`` times the impulse scale (the largest imp
 scale (the largest free velocity of a closing contact, tangential or normal: not an open speculative
 contact's ``gap / dt``) and their product (:mod:`~sparsedyn.contact.friction_residuals`).
 
-This module holds the step and the rollout; :mod:`~sparsedyn.contact.friction_problem` the problem;
-:mod:`~sparsedyn.contact.friction_kernel` the solver's stages and the kernel of the step.
+This module holds the step and the rollout (:mod:`~sparsedyn.contact.friction_kernel`: the solver).
 """
 
 from __future__ import annotations
@@ -108,7 +107,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
                                ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
-from .passive_step import passive_flag, vector_springs, with_passive
+from .passive_step import IMPLICIT, implicit_damping, passive_flag, passive_inputs, vector_springs, with_passive
 from . import scene_data
 from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used
 from .scene import Scene
@@ -117,9 +116,8 @@ from .scene_fused import chained_step, chained_steps, fused_step, general_matchi
 from .scene_step import FoundContacts, batch_previous, batch_states, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
 
-__all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals",
-           "ContactStepWarning", "Rollout", "contact_problem",
-           "contact_step", "rollout", "point_contacts", "contact_basis", "SOLVERS"]
+__all__ = ["ContactProblem", "ContactStep", "StepArrays", "contact_step_kernel", "ContactResiduals", "ContactStepWarning",
+           "Rollout", "contact_problem", "contact_step", "rollout", "point_contacts", "contact_basis", "SOLVERS"]
 
 # --- the step ------------------------------------------------------------------------------------
 
@@ -185,7 +183,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     step's ``impulses`` along a trajectory); ``margin`` [m]: a contact point that would stay higher
     than this above its plane at the end of the step if it kept its free velocity is open and left
     out of the solve; ``passive``: add the model's joint springs and dampers
-    (:func:`~sparsedyn.passive_forces`, taken at ``(q, v)``: :mod:`~sparsedyn.contact.passive_step`) to ``tau``.
+    (:func:`~sparsedyn.passive_forces`, taken at ``(q, v)``: :mod:`~sparsedyn.contact.passive_step`) to ``tau``,
+    ``"implicit"``: with the dampers at ``v+`` (MuJoCo's default Euler: stable for any damping).
 
     The next state is ``v+ = v + dt H^-1 (tau - C) + H^-1 J^T impulses``, ``q+ = q (+) dt v+`` (semi-implicit
     Euler), the impulses the solution of Coulomb's law with De Saxcé's correction; the method (and
@@ -215,8 +214,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one array per
     state, and ``warm_start`` a list of each state's impulses).
     """
-    if passive is not False and passive_flag("contact_step", passive):
-        tau = with_passive("contact_step", _model_and_kernels(model, "contact_step")[0], q, v, tau)
+    if passive is not False:                      # (implicit dampers: a model of its own, its scene)
+        model, tau, contacts = passive_inputs("contact_step", model, q, v, tau, contacts, dt, passive)
     if type(contacts) is Scene and model is contacts.model:     # (then a model: no check of the first argument)
         if f_ext is None and gravity is None:
             # collision, layout and solve in one native call where the scene's layout holds the contacts:
@@ -441,17 +440,16 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
 
     ``tau_or_controller``: joint forces (nv,) held constant, a sequence (steps, ..., nv), or a
     callable ``controller(t, q, v) -> tau`` called before each step (``t = k dt``).  A batch of
-    initial states (..., nq) runs all environments at once; ``model`` may be ``sd.compile(model)``.  Each step is warm-started from the
-    previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``, ``f_ext``, ``passive``: the
-    joints' springs and dampers added to each step's joint forces at the state it starts from, ...).
+    initial states (..., nq) runs all environments at once; ``model`` may be ``sd.compile(model)``.  Each step is
+    warm-started from the previous impulses; ``options`` go to :func:`contact_step` (``tol``, ``solver``,
+    ``f_ext``, ``passive``: the joints' springs and dampers, ``"implicit"``: their dampers at ``v+``, ...).
 
     With a list of contacts, only their points touch the ground (the rest of the robot passes through
     it); a :class:`~sparsedyn.Scene` finds the contacts from the collision shapes at every step, so
     ``impulses`` and ``modes`` are then lists, one array (nc_k, 3) and (nc_k,) per step (for a batch of
     initial states (B, nq), a list of B of them per step), and each step starts from the impulses of
     the contacts that persist from the step before (the same pair of shapes, the point moved by less
-    than :data:`~sparsedyn.contact.scene_step.WARM_RADIUS`).  Joint limits are not enforced (the
-    model's ``lower``/``upper`` bound nothing here).
+    than :data:`~sparsedyn.contact.scene_step.WARM_RADIUS`).  The joints' limits bound nothing here.
     """
     _checks.model_first("rollout", model, "model, q0, v0, tau_or_controller")
     who = "rollout"
@@ -479,6 +477,9 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     if passive := passive_flag(who, options.pop("passive", False)):     # (each step's: forces of its state)
         forces, springs = tau_at, vector_springs(model)
         tau_at = lambda k, q, v: with_passive(who, model, q, v, forces(k, q, v))      # noqa: E731
+        if passive == IMPLICIT:                   # the dampers at the end velocity: a model of its own
+            runner, contacts = implicit_damping(who, model, contacts, dt)
+    scene = contacts if scene is not None else None
     warm = options.pop("warm_start", None)
     if scene is not None:
         q, v = batch_states(who, q, v, None if controller is not None else taus.shape[seq:-1])

@@ -70,7 +70,7 @@ from .dynamics import _cached, _run, rnea_partials
 from .friction import _positive, contact_step
 from .correction import correction_impulses, correction_targets, held_rows
 from .min_norm import min_norm_solve, psd_solve
-from .passive_step import passive_derivatives, passive_flag
+from .passive_step import IMPLICIT, passive_derivatives, passive_flag
 from .friction_problem import _TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
@@ -192,8 +192,8 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     >>> d.step.modes.tolist(), round(float(d.dv_dv[3, 3]), 12)     # sliding: the speed carries over
     (['slide'], 1.0)
     """
-    if "passive" in options and passive_flag("contact_step_derivatives", options.pop("passive")):
-        return passive_derivatives(contact_step_derivatives, model, q, v, tau, contacts, dt, options)
+    if "passive" in options and (p := passive_flag("contact_step_derivatives", options.pop("passive"))):
+        return passive_derivatives(contact_step_derivatives, model, q, v, tau, contacts, dt, options, p == IMPLICIT)
     got = fused_derivatives(model, q, v, tau, contacts, dt, options, ContactStepDerivatives) if type(contacts) is \
         Scene and model is contacts.model and type(dt) is float and MIN_DT <= dt < math.inf else None
     if got is not None and got[3] is not None:       # one state in a scene on the fused road: two native calls

@@ -156,6 +156,14 @@ class Scene(SceneBase):
         out._set(self.model, self.shapes, sorted(pairs), self.friction, self.margin, self.explicit)
         return out
 
+    def _on_model(self, model) -> "Scene":
+        """This scene's shapes, pairs, friction and margin on ``model``, a model of the same bodies and
+        shapes with other inertias (its own cache: its kernels are ``model``'s)."""
+        out = object.__new__(Scene)
+        pairs = [tuple(p) for p in self.index.tolist()]
+        out._set(model, self.shapes, pairs, self.friction, self.margin, self.explicit)
+        return out
+
     def __repr__(self):
         nw = sum(s.body < 0 for s in self.shapes)
         return (f"Scene({self.model.name!r}: {len(self.shapes) - nw} robot shapes, {nw} world shapes, "
