@@ -32,6 +32,7 @@ from .model.joint_custom import CustomJoint
 from .algorithms.kinematics import (body_velocities, forward_kinematics, frame_jacobian, frame_placement,
                                     frame_placements, frame_velocity)
 from .model import Frame, JointDynamics, Mimic, Model, ModelError
+from .model.actuators import Actuators
 from .model.builders import ModelBuilder
 from .model import edit
 from .model.edit import append_model, reduce_model
@@ -97,6 +98,7 @@ _LAZY = {
     "mjcf_measurements": ("sparsedyn.io.mjcf", "mjcf_measurements"),
     "load_model": ("sparsedyn.io.load", "load_model"),
     "load_srdf": ("sparsedyn.io.srdf", "load_srdf"),
+    "load_actuators": ("sparsedyn.io.mjcf_actuators", "load_actuators"),
     "Srdf": ("sparsedyn.io.srdf", "Srdf"),
     "SrdfError": ("sparsedyn.io.srdf", "SrdfError"),
     "SrdfWarning": ("sparsedyn.io.srdf", "SrdfWarning"),
@@ -180,7 +182,7 @@ __all__ = [
     "BUILTIN_MODELS", "builtin", "humanoid", "humanoid_standing_configuration", "random_tree", "auto_tree",
     "serial_chain",
     "load_urdf", "to_urdf", "UrdfError", "UrdfWarning", "load_mjcf", "MjcfError", "MjcfWarning",
-    "mjcf_measurements", "load_model", "load_srdf", "Srdf", "SrdfError", "SrdfWarning",
+    "mjcf_measurements", "load_model", "load_srdf", "Srdf", "SrdfError", "SrdfWarning", "load_actuators", "Actuators",
     "integrate", "difference", "interpolate", "normalize", "crba", "HandC", "ltdl", "ltl", "ltdl_solve", "ltl_solve", "mpyL", "mpyLt", "mpyLi", "mpyLit",
     "sparsity_pattern", "spd_inverse", "aba", "SingularInertiaError", "fd_crb", "minv",
     "derivatives", "rnea_derivatives", "aba_derivatives", "generalized_gravity_derivatives",
