@@ -124,7 +124,8 @@ represent (tendons, actuators with other than joint transmissions, flexes,
 other equality constraints, unmapped sensors, ball-joint cone limits, gravity
 compensation, ...) is listed in ONE :class:`MjcfWarning` per load, never
 dropped silently.  A file MuJoCo's compiler rejects raises :class:`MjcfError`
-with MuJoCo's message and the file name.
+with MuJoCo's message and the file name.  The actuators on joints are read
+apart, by :func:`~sparsedyn.load_actuators` (a controller's law, not the body's).
 """
 
 from __future__ import annotations
