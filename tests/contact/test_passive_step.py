@@ -52,29 +52,33 @@ def _arm(tmp_path):
     return model, sd.Scene(model), np.array([a, b]), np.array([-0.5, 0.3])
 
 
-def test_a_chain_follows_mujocos_euler_steps_with_explicit_damping(tmp_path):
+@pytest.mark.parametrize("passive", [True, "implicit"])
+def test_a_chain_follows_mujocos_euler_steps(tmp_path, passive):
     """300 steps of the chain from a random velocity, no contact: ours with ``passive=True`` and MuJoCo's
-    ``mj_step`` (Euler, ``mjDSBL_EULERDAMP``: the dampers taken at the step's start, as ours) give the
+    ``mj_step`` (Euler, ``mjDSBL_EULERDAMP``: the dampers taken at the step's start, as ours), or ours with
+    ``passive="implicit"`` and MuJoCo's default Euler (the dampers implicit: ``M + dt D``), give the
     same states.  Both compute the same products in different orders; a damped chain does not amplify
-    the rounding of one step, so 300 steps stay within 1e-10 of the velocities' size."""
+    the rounding of one step, so 300 steps stay within 1e-10 of the velocities' size.  The rollout is
+    the loop of its steps, plain lists taken."""
     m, model = _chain(tmp_path)
-    m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP | mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    off = mujoco.mjtDisableBit
+    m.opt.disableflags |= int(off.mjDSBL_EULERDAMP | off.mjDSBL_CONTACT) if passive is True else int(off.mjDSBL_CONTACT)
     d = mujoco.MjData(m)
     d.qvel[:] = np.random.default_rng(3).standard_normal(m.nv)
     q, v = q_from_mujoco(model, d.qpos), v_from_mujoco(model, d.qpos, d.qvel)
     q0, v0, tau = q.copy(), v.copy(), np.zeros(model.nv)
     for _ in range(300):
         mujoco.mj_step(m, d)
-        s = sd.contact_step(model, q, v, tau, [], DT, passive=True)
+        s = sd.contact_step(model, q, v, tau, [], DT, passive=passive)
         q, v = s.q, s.v
     assert np.abs(v).max() > 0.1                              # (still moving: the springs swing it)
     assert rel_err(q, q_from_mujoco(model, d.qpos)) <= 1e-10
     assert rel_err(v, v_from_mujoco(model, d.qpos, d.qvel)) <= 1e-10
-    # without its springs and dampers the chain goes elsewhere: the comparison sees them
-    free = sd.rollout(model, q0, v0, tau, [], DT, 300)
-    assert np.abs(free.q[-1] - q).max() > 1e-2
-    # the rollout is the loop of its steps, plain lists taken
-    r = sd.rollout(model, q0.tolist(), v0.tolist(), [0.0] * model.nv, [], DT, 300, passive=True)
+    # without its springs and dampers the chain goes elsewhere, and the explicit dampers elsewhere than
+    # the implicit ones: the comparison sees them
+    other = sd.rollout(model, q0, v0, tau, [], DT, 300, passive=False if passive is True else True)
+    assert np.abs(other.q[-1] - q).max() > (1e-2 if passive is True else 1e-4)
+    r = sd.rollout(model, q0.tolist(), v0.tolist(), [0.0] * model.nv, [], DT, 300, passive=passive)
     assert np.array_equal(r.q[-1], q) and np.array_equal(r.v[-1], v)
 
 
@@ -159,29 +163,6 @@ def test_the_springs_of_vector_joints_are_the_native_rollouts(tmp_path):
 HINGE = """<mujoco><option gravity="0 0 0"/><worldbody><body name="arm">
 <joint name="h" type="hinge" axis="0 0 1" damping="{damping!r}"/>
 <geom type="sphere" size="0.01" pos="0.5 0 0" mass="1"/></body></worldbody></mujoco>"""
-
-
-def test_a_chain_follows_mujocos_default_euler_steps(tmp_path):
-    """300 steps of the chain from a random velocity, no contact: ours with ``passive="implicit"`` and
-    MuJoCo's ``mj_step`` with its defaults (Euler, the dampers implicit: ``M + dt D``) give the same
-    states to rounding (as the explicit test's bound); the rollout is the loop of its steps."""
-    m, model = _chain(tmp_path)
-    m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
-    d = mujoco.MjData(m)
-    d.qvel[:] = np.random.default_rng(3).standard_normal(m.nv)
-    q, v = q_from_mujoco(model, d.qpos), v_from_mujoco(model, d.qpos, d.qvel)
-    q0, v0, tau = q.copy(), v.copy(), np.zeros(model.nv)
-    for _ in range(300):
-        mujoco.mj_step(m, d)
-        s = sd.contact_step(model, q, v, tau, [], DT, passive="implicit")
-        q, v = s.q, s.v
-    assert np.abs(v).max() > 0.1
-    assert rel_err(q, q_from_mujoco(model, d.qpos)) <= 1e-10
-    assert rel_err(v, v_from_mujoco(model, d.qpos, d.qvel)) <= 1e-10
-    explicit = sd.rollout(model, q0, v0, tau, [], DT, 300, passive=True)
-    assert np.abs(explicit.q[-1] - q).max() > 1e-4             # (the comparison sees where the dampers act)
-    r = sd.rollout(model, q0.tolist(), v0.tolist(), [0.0] * model.nv, [], DT, 300, passive="implicit")
-    assert np.array_equal(r.q[-1], q) and np.array_equal(r.v[-1], v)
 
 
 def test_a_hinge_damped_past_the_explicit_steps_limit_decays(tmp_path):

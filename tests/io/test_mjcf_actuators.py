@@ -93,7 +93,7 @@ def test_unsupported_actuators_and_a_wrong_model_are_named(tmp_path):
         sd.load_actuators(SERVOS, SERVOS)
     act = sd.load_actuators(sd.load_mjcf(SERVOS), SERVOS)
     q, v = sd.load_mjcf(SERVOS).neutral(), np.zeros(10)
-    with pytest.raises(ValueError, match=r"ctrl must have shape \(\.\.\., 4\) \(one control per actuator: m, p, v, g\)"):
+    with pytest.raises(ValueError, match=r"ctrl must have shape \(\.\.\., 4\) \(one control per actuator: m, p, v, g"):
         act.forces(q, v, [0.0, 1.0])
     with pytest.raises(ValueError, match="ctrl holds NaN"):
         act.forces(q, v, [0.0, np.nan, 0.0, 0.0])
