@@ -16,11 +16,13 @@ def _two(nv=3):
     return sd.Actuators(names=("servo", "motor"), dof=[0, 2], q_index=[0, 2], gear=[2.0, 3.0], gain=[10.0, 1.0],
                         bias=[[0.0, -10.0, -1.0], [0.0, 0.0, 0.0]], ctrl_range=[[-INF, INF], [-1.0, 1.0]],
                         force_range=[[-15.0, 15.0], [-INF, INF]], joint_force_range=[[-INF, INF]] * 2 + [[-2.5, 2.5]],
-                        nv=nv)
+                        nv=nv, nq=nv)
 
 
 def test_the_force_law_by_hand():
     act = _two()
+    with pytest.raises(ValueError, match=r"Actuators.forces: q must have shape \(\.\.\., 3\)"):
+        act.forces(np.zeros(2), np.zeros(3), [0.0, 0.0])
     q, v = np.array([0.1, 0.0, 0.3]), np.array([0.5, 0.0, -1.0])
     # servo: f = 10 c - 10 (2 q0) - (2 v0) = 10 * 0.4 - 2 - 1 = 1, on dof 0 as 2 f; motor: 3 * 0.5 on dof 2
     assert np.allclose(act.forces(q, v, [0.4, 0.5]), [2.0, 0.0, 1.5], rtol=1e-15, atol=0)
@@ -67,10 +69,10 @@ def test_a_position_servo_holds_an_arm_where_its_torque_meets_gravity():
 def test_bad_actuators_are_named():
     with pytest.raises(ValueError, match=r"Actuators: bias must have shape \(2, 3\)"):
         sd.Actuators(names=("a", "b"), dof=[0, 1], q_index=[0, 1], gear=[1, 1], gain=[1, 1], bias=[[0, 0, 0]],
-                     ctrl_range=[[-1, 1]] * 2, force_range=[[-1, 1]] * 2, joint_force_range=[[-1, 1]] * 2, nv=2)
+                     ctrl_range=[[-1, 1]] * 2, force_range=[[-1, 1]] * 2, joint_force_range=[[-1, 1]] * 2, nv=2, nq=2)
     with pytest.raises(ValueError, match="dof must index the model's 2 dofs"):
         sd.Actuators(names=("a",), dof=[2], q_index=[2], gear=[1], gain=[1], bias=[[0, 0, 0]],
-                     ctrl_range=[[-1, 1]], force_range=[[-1, 1]], joint_force_range=[[-1, 1]] * 2, nv=2)
+                     ctrl_range=[[-1, 1]], force_range=[[-1, 1]], joint_force_range=[[-1, 1]] * 2, nv=2, nq=2)
     with pytest.raises(ValueError, match="ctrl_range has a lower bound above its upper bound"):
         sd.Actuators(names=("a",), dof=[0], q_index=[0], gear=[1], gain=[1], bias=[[0, 0, 0]],
-                     ctrl_range=[[1, -1]], force_range=[[-1, 1]], joint_force_range=[[-1, 1]] * 2, nv=2)
+                     ctrl_range=[[1, -1]], force_range=[[-1, 1]], joint_force_range=[[-1, 1]] * 2, nv=2, nq=2)

@@ -97,3 +97,5 @@ def test_unsupported_actuators_and_a_wrong_model_are_named(tmp_path):
         act.forces(q, v, [0.0, 1.0])
     with pytest.raises(ValueError, match="ctrl holds NaN"):
         act.forces(q, v, [0.0, np.nan, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"the leading \(batch\) axes of q \(3, 11\), v \(2, 10\) and ctrl"):
+        act.derivatives(np.tile(q, (3, 1)), np.zeros((2, 10)), np.zeros(4))

@@ -57,7 +57,7 @@ def load_actuators(model, source, *, assets=None) -> Actuators:
                      bias=np.where((m.actuator_biastype == _BIAS_AFFINE)[:, None], m.actuator_biasprm[:, :3], 0.0),
                      ctrl_range=limited(m.actuator_ctrllimited, m.actuator_ctrlrange),
                      force_range=limited(m.actuator_forcelimited, m.actuator_forcerange),
-                     joint_force_range=per_dof, nv=model.nv)
+                     joint_force_range=per_dof, nv=model.nv, nq=model.nq)
 
 
 def _check_supported(m, label, names):

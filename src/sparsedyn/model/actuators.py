@@ -33,7 +33,8 @@ class Actuators:
 
     ``names`` (k,); ``dof`` (k,) int: the driven dof (an index into ``v``); ``q_index`` (k,) int: its
     coordinate (an index into ``q``); ``gear``, ``gain`` (k,); ``bias`` (k, 3); ``ctrl_range``,
-    ``force_range`` (k, 2); ``joint_force_range`` (nv, 2), ``nv``."""
+    ``force_range`` (k, 2); ``joint_force_range`` (nv, 2); ``nv``, ``nq``: the model's numbers of dofs and
+    coordinates."""
 
     names: tuple
     dof: np.ndarray
@@ -45,6 +46,7 @@ class Actuators:
     force_range: np.ndarray
     joint_force_range: np.ndarray
     nv: int
+    nq: int
 
     def __post_init__(self):
         k = len(self.names)
@@ -59,6 +61,9 @@ class Actuators:
             object.__setattr__(self, name, x)
         if k and (self.dof.min() < 0 or self.dof.max() >= self.nv):
             raise ValueError(f"Actuators: dof must index the model's {self.nv} dofs, got {self.dof.tolist()}")
+        if k and (self.q_index.min() < 0 or self.q_index.max() >= self.nq):
+            raise ValueError(f"Actuators: q_index must index the model's {self.nq} coordinates, got "
+                             f"{self.q_index.tolist()}")
         for name in ("ctrl_range", "force_range", "joint_force_range"):
             r = getattr(self, name)
             if (r[:, 0] > r[:, 1]).any():
@@ -70,7 +75,7 @@ class Actuators:
 
     def _inputs(self, who, q, v, ctrl):
         k = len(self)
-        q = _checks.plain_floats(who, "q", q, "(..., nq)")
+        q = _checks.plain_floats(who, "q", q, f"(..., {self.nq})")
         v = _checks.plain_floats(who, "v", v, f"(..., {self.nv})")
         ctrl = _checks.plain_floats(who, "ctrl", ctrl, f"(..., {k})")
         if v.shape[-1:] != (self.nv,):
@@ -78,11 +83,16 @@ class Actuators:
         if ctrl.shape[-1:] != (k,):
             raise ValueError(f"{who}: ctrl must have shape (..., {k}) (one control per actuator: "
                              f"{', '.join(self.names[:8])}{', ...' if k > 8 else ''}), got {ctrl.shape}")
-        if q.ndim == 0 or (k and q.shape[-1] <= self.q_index.max()):
-            raise ValueError(f"{who}: q must have shape (..., nq) of the actuators' model, got {q.shape}")
+        if q.shape[-1:] != (self.nq,):
+            raise ValueError(f"{who}: q must have shape (..., {self.nq}) (the model's coordinates), got {q.shape}")
         for name, x in (("q", q), ("v", v), ("ctrl", ctrl)):
             if not np.isfinite(x).all():
                 raise ValueError(f"{who}: {name} holds NaN or infinite values")
+        try:
+            np.broadcast_shapes(q.shape[:-1], v.shape[:-1], ctrl.shape[:-1])
+        except ValueError:
+            raise ValueError(f"{who}: the leading (batch) axes of q {q.shape}, v {v.shape} and ctrl {ctrl.shape} "
+                             f"do not broadcast") from None
         return q, v, ctrl
 
     def _terms(self, q, v, ctrl):
