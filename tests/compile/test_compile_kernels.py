@@ -49,6 +49,7 @@ NOT_KERNELS = {
     "support_polygon": "a convex hull (SciPy) of projected points",
     "append_model": "builds a Model (model layer): no state argument",
     "load_srdf": "reads a file",
+    "load_actuators": "reads a file (the actuators' forces are a method of what it returns)",
     "contact_step": "the iterative kernel contact_step_kernel, plus the modes (strings) and a warning",
     "rollout": "a loop of contact_step calls (or a user's controller)",
     "contact_step_derivatives": "a step (contact_step_kernel) differentiated in its modes around one traced program",
