@@ -104,7 +104,7 @@ from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
-                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, contact_basis,
+                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, _positive, contact_basis,
                                contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .passive_step import IMPLICIT, implicit_damping, passive_flag, passive_inputs, vector_springs, with_passive
@@ -153,14 +153,6 @@ def _options(options, warm_start):
     del out["passive"]
     out["warm_start"] = warm_start
     return out
-
-
-def _positive(who, name, x):
-    if type(x) is float and 0.0 < x < np.inf:
-        return x
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not np.isfinite(x) or x <= 0:
-        raise ValueError(f"{who}: {name} must be a finite number > 0, got {x!r}")
-    return float(x)
 
 
 @model_method

@@ -35,9 +35,8 @@ a user kernel of the compiled model, built once): the contact rows ``J`` and gap
 derivatives of rigid body dynamics algorithms", 2018) and the tangent-space derivative of the rows
 ``dJ/dq`` (m, nv, nv) (the traced rows differentiated by the symbolic layer), contracted with ``v+`` and
 ``lambda`` for ``d(J v+)/dq`` and ``d(J^T lambda)/dq``.  Then ``q+ = q (+) dt v+`` by
-:func:`~sparsedyn.integrate_derivatives`.  A penetration removed from the configuration (the split-impulse
-correction, a function of ``q`` alone) is differentiated the same way (its active normal rows held on the
-plane, or at the held band's top).
+:func:`~sparsedyn.integrate_derivatives`.  A penetration removed from the configuration (the split-impulse correction,
+a function of ``q`` alone) is differentiated alike (its active normal rows held on the plane, or at the band's top).
 
 Conventions: every derivative is ``(..., nv, nv)``; ``d/dq`` is on the tangent space (``d/d(dq) f(q (+)
 dq)`` at ``dq = 0``, as :func:`~sparsedyn.aba_derivatives`), and ``d q+`` is expressed on the tangent space
@@ -67,11 +66,12 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from ..model.sensors import Contact
 from .dynamics import _cached, _run, rnea_partials
-from .friction import _positive, contact_step
+from .friction import contact_step
 from .correction import correction_impulses, correction_targets, held_rows
 from .min_norm import min_norm_solve, psd_solve
-from .passive_step import IMPLICIT, passive_derivatives, passive_flag
-from .friction_problem import _TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, contact_problem, point_contacts
+from .passive_step import passive_derivatives, passive_flag
+from .friction_problem import (_TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, _positive, contact_problem,
+                               point_contacts)
 from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
@@ -193,7 +193,7 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
     (['slide'], 1.0)
     """
     if "passive" in options and (p := passive_flag("contact_step_derivatives", options.pop("passive"))):
-        return passive_derivatives(contact_step_derivatives, model, q, v, tau, contacts, dt, options, p == IMPLICIT)
+        return passive_derivatives(contact_step_derivatives, model, q, v, tau, contacts, dt, options, p)
     got = fused_derivatives(model, q, v, tau, contacts, dt, options, ContactStepDerivatives) if type(contacts) is \
         Scene and model is contacts.model and type(dt) is float and MIN_DT <= dt < math.inf else None
     if got is not None and got[3] is not None:       # one state in a scene on the fused road: two native calls

@@ -545,6 +545,15 @@ PROXIMAL = 1e-8
 
 # --- the step on its own: the model and where its kernels run, the modes --------------------------
 
+def _positive(who, name, x):
+    """``x`` as a float, checked finite and > 0 (a ``ValueError`` naming ``who`` and ``name``)."""
+    if type(x) is float and 0.0 < x < np.inf:
+        return x
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not np.isfinite(x) or x <= 0:
+        raise ValueError(f"{who}: {name} must be a finite number > 0, got {x!r}")
+    return float(x)
+
+
 def _model_and_kernels(model, who):
     """``(model, where the kernels run)``: a :class:`~sparsedyn.Model` runs them itself; a compiled
     model (``sd.compile(model)``) runs its compiled kernels."""

@@ -26,7 +26,7 @@ from .. import _checks
 from ..algorithms.passive import passive_forces, passive_forces_derivatives
 from ..model.joints import Joint
 from ..model.topology import model_store
-from .friction_problem import _model_and_kernels
+from .friction_problem import _model_and_kernels, _positive
 from .scene import Scene
 from .scene_step import _same_model
 
@@ -70,12 +70,10 @@ def implicit_damping(who, model, contacts, dt):
     times its dampers (its mass matrix ``H + dt D``) and ``contacts`` for it (a
     :class:`~sparsedyn.Scene` the same scene on ``model_d``; a list as it is), each made once per ``dt``
     (``model_store(model)`` and ``Scene.cache``); ``model`` itself where no dof is damped."""
-    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating)) or not 0 < dt < np.inf:
-        raise ValueError(f"{who}: dt must be a finite number > 0, got {dt!r}")
+    dt = _positive(who, "dt", dt)
     damping = model.joint_dynamics.damping
     if not damping.any():
         return model, contacts
-    dt = float(dt)
     store = model_store(model, "implicit damping")
     variant = store.get(dt)
     if variant is None:
@@ -104,14 +102,14 @@ def with_passive(who, model, q, v, tau):
     return tau + passive_forces(model, q, v)
 
 
-def passive_derivatives(derivatives, model, q, v, tau, contacts, dt, options, implicit=False):
+def passive_derivatives(derivatives, model, q, v, tau, contacts, dt, options, passive=True):
     """``derivatives(model, q, v, tau + tau_p, contacts, dt, **options)`` (:func:`~sparsedyn.contact_step_derivatives`
-    of the step whose joint forces hold the passive ones, :func:`with_passive`; with ``implicit``, of the
-    step of :func:`implicit_damping`'s model) with the passive forces' own dependence on ``q`` and ``v``
-    added (``model``: a model or ``sd.compile(model)``)."""
+    of the step of :func:`passive_inputs`: its joint forces hold the passive ones, and with ``passive``
+    :data:`IMPLICIT` the model is :func:`implicit_damping`'s) with the passive forces' own dependence on
+    ``q`` and ``v`` added (``model``: a model or ``sd.compile(model)``)."""
     who = "contact_step_derivatives"
     inner = _model_and_kernels(model, who)[0]
-    model, tau, contacts = passive_inputs(who, model, q, v, tau, contacts, dt, IMPLICIT if implicit else True)
+    model, tau, contacts = passive_inputs(who, model, q, v, tau, contacts, dt, passive)
     d = derivatives(model, q, v, tau, contacts, dt, **options)
     Pq, Pv = passive_forces_derivatives(inner, np.asarray(q, float), np.asarray(v, float))
     return d._replace(dv_dq=d.dv_dq + d.dv_dtau @ Pq, dq_dq=d.dq_dq + d.dq_dtau @ Pq,
