@@ -69,7 +69,7 @@ def test_servos_gears_and_limits_are_mujocos():
     assert max(np.abs(tips)) == 2.0
 
 
-def test_a_batch_and_plain_lists():
+def test_a_batch_plain_lists_and_tuples():
     model = sd.load_mjcf(SERVOS)
     act = sd.load_actuators(model, SERVOS)
     rng = np.random.default_rng(2)
@@ -78,6 +78,7 @@ def test_a_batch_and_plain_lists():
     batch = act.forces(Q, V, C)
     for b in range(4):
         assert np.array_equal(batch[b], act.forces(Q[b].tolist(), V[b].tolist(), C[b].tolist()))
+        assert np.array_equal(batch[b], act.forces(tuple(Q[b]), tuple(V[b]), tuple(C[b])))
 
 
 def test_unsupported_actuators_and_a_wrong_model_are_named(tmp_path):
