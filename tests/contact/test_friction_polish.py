@@ -3,6 +3,7 @@ system's solution on hand-built problems against their analytic answers, Coulomb
 polished answers (residuals computed here from their definitions), and the solves it shortens."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -563,3 +564,41 @@ def test_go1s_trunk_landing_flat_is_solved_by_the_polish():
     assert s.iterations <= 300, s.iterations
     lam = np.abs(np.asarray(s.impulses))
     assert np.all((lam == 0.0) | (lam > 1e-200))
+
+
+#: dm_control's humanoid lying on its floor (settled by MuJoCo, then 19 steps of ours with implicit dampers):
+#: seven contacts, two soles' mirror-image points slipping at 2e-5 m/s beside sticking ones on the same feet.
+HUMANOID_Q = [0.8164811215700902, -7.112897559627488e-07, 0.2702143901896492, -2.151200601565711e-07,
+              0.9870403992516759, 1.2996455866609553e-06, 0.1604719609257563, 7.810899768792868e-07,
+              -1.3948674584140668, -2.66328007784569e-07, 0.005396069379943438, 0.0018593787110033932,
+              -0.252011339596599, 0.03862441995240524, -0.996656308046955, -0.0028264685280086355,
+              0.005395520778587312, 0.0018550881443661514, -0.2520119383105827, 0.03862445243907712,
+              -0.9966554876895068, 0.0028161599177618816, -0.07727777198902575, 0.6669018409283298,
+              -1.5337415908129743, 0.07728189758862496, -0.6669026090085085, -1.5337431790370641]
+HUMANOID_V = [-5.210864444466982e-06, -0.3460723459672275, 7.82206234088548e-06, 0.09529603686695942,
+              -1.660470406603248e-06, -0.009980508389218792, 1.8183469961394784e-05, -0.9765786156508254,
+              -1.4100086247548309e-05, -0.008811276023784509, 0.030472601406977197, 1.2676939050826417,
+              -0.752497233470311, -2.2848833963938104, -0.039055352862942164, -0.008766855806067592,
+              0.030423102238522147, 1.2676951879175646, -0.7524964111767927, -2.284868452639776,
+              0.03898174559376149, 0.3880098778054681, -0.7485653167944313, 1.048409724310452,
+              -0.3880185511882265, 0.748532121866963, 1.0483697845906301]
+
+
+def test_a_slow_slip_beside_sticking_contacts_is_polished():
+    """dm_control's humanoid (:data:`HUMANOID_Q`, :data:`HUMANOID_V`, its file's floor and 5 ms, implicit
+    dampers): the polish's second Newton step turns two slipping soles' friction by 3 degrees; pulled back
+    onto its circle, that friction moved the sticking contacts' velocities by 1e-4 m/s, five times the
+    slip, and each later step from there diverged (ADMM and Gauss-Seidel then crept for 2,020 iterations
+    to a :class:`~sparsedyn.ContactStepWarning`).  From the system's own answer (``polish``'s next
+    iterate) the turns shrink as Newton's steps do: the solve ends in its first round of polishes, at
+    Coulomb's law to the step's tolerance."""
+    import dm_control
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                         # (the file's visual-only elements)
+        model = sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sd.ContactStepWarning)
+        s = sd.contact_step(model, HUMANOID_Q, HUMANOID_V, np.zeros(model.nv), sd.Scene(model), 0.005,
+                            passive="implicit")
+    assert s.iterations <= 20, s.iterations
+    assert sorted(s.modes).count("slide") == 2

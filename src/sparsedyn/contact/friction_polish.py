@@ -36,7 +36,8 @@ regularisation: the error along an eigenvalue ``sigma`` shrinks by ``eps / (sigm
 answer is the least-norm one that the step's derivatives differentiate.  A sliding contact's friction is
 then ``mu lambda_n`` along the answer's new direction (the cone's circle at ``lambda_n``).  A polish
 takes one or two such steps (:func:`newton_steps`), each from the modes and directions of the last
-answer; the first direction is the friction of each contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the
+answer (near the answer: from its impulses before that pull onto the circle, :func:`polish`); the
+first direction is the friction of each contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the
 largest eigenvalue of its ``G_tt``; exact for a point mass), nearer the answer's than ADMM's friction
 or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish of two steps).  The
 modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed
@@ -110,6 +111,10 @@ REFINE = 3
 #: Newton's steps on the sliding directions in one polish (each a mode system of its own) where the
 #: solver's budget cannot pay for a second polish in the first round (:func:`newton_steps`), else one.
 NEWTON = 2
+#: A round's step gains at least this on the round's best where Newton's steps near the answer: the next
+#: starts from its next iterate (:func:`polish_stage`; the dm_control humanoid's slow slip: 5e-7, then 1e-4;
+#: talos fallen onto a box, 5e-3 at ADMM's iteration 105: there the answer is the better start).
+QUADRATIC = 1e-3
 #: Tikhonov's regularisation of the normal equations of Woodbury's capacitance matrix (dimensionless).
 CAPACITANCE = 1e-14
 #: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
@@ -324,14 +329,25 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
     return out + (_vmax(_abs(r)),) if residual else out
 
 
-def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, steps=None, Z=None, vtol=None):
+def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, steps=None, Z=None, vtol=None,
+           newton=False):
     """The impulses (m,) of the mode system of the iterate ``z`` (:func:`mode_solution`, the same
     arguments) on the cones: a sliding contact's friction ``mu lambda_n`` along the solution's new
     direction (onto the cone's circle at ``lambda_n``: the nearest point of the cone would raise
     ``lambda_n`` by the step across ``theta``), an open contact's impulse zero exactly (rounding stays
     nowhere: its rows are held at 0), then the projection onto the cones.  ``steps``: Newton's steps
     (None: :func:`newton_steps`); ``vtol`` [m/s]: where given, a mode system whose residual stays above it
-    (no solution at these modes) steps only to the first contact it opens (:func:`_ratio_test`)."""
+    (no solution at these modes) steps only to the first contact it opens (:func:`_ratio_test`).
+    ``newton``: also Newton's next iterate (m,), the same but for a sliding contact's friction, left as the
+    system solved it: off the circle by the second order of its turn ``alpha``, ``(1 / cos alpha - 1) mu
+    lambda_n``.
+
+    The next step starts there, not from the circle: the system's answer meets every closed contact's
+    velocity target, and the friction pulled back onto the circle moves them all, where a slip is small
+    beside that, enough to point the next step's directions anywhere (the dm_control humanoid's rollout
+    with implicit dampers: two soles slipping at 2e-5 m/s beside sticking ones, a turn of 3 degrees,
+    velocity errors of 1e-4 m/s after the pull; from them each later step diverged, 2,020 iterations).
+    From the system's answer the turns shrink as Newton's method's steps do."""
     nc = mu.shape[0]
     for _ in range(newton_steps(3 * nc) if steps is None else steps):
         lam, slide, op, left = mode_solution(G, g, mu, z, scale, active, direction, start, slots, Z, True)
@@ -340,9 +356,12 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, s
             lam = lam + _step(left - vtol) * (_ratio_test(z.reshape(nc, 3), lam, op) - lam)
         t, n = lam[:, :2], lam[:, 2]
         f = slide * mu * n / (_norms(t) + _TINY) + (1.0 - slide)
-        lam = np.concatenate([t * f[:, None], n[:, None]], 1) * (1.0 - op)[:, None]
-        z, direction = project_cone(lam, mu).reshape(3 * nc), None
-    return z
+        out = project_cone(np.concatenate([t * f[:, None], n[:, None]], 1) * (1.0 - op)[:, None], mu)
+        # Newton's next step from the system's answer, not from the circle (the docstring)
+        z = (out + (slide * _step(n))[:, None] * (lam * (1.0 - op)[:, None] - out)).reshape(3 * nc)
+        direction = None
+    out = out.reshape(3 * nc)
+    return (out, z) if newton else out
 
 
 def _ratio_test(z, lam, op):
@@ -364,15 +383,18 @@ def _ratio_test(z, lam, op):
 
 
 def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None, slots=None, steps=None,
-             Z=None):
+             Z=None, newton=False):
     """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
     ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
     (1: accepted): the stopping test, and each sliding contact's velocity opposite its friction,
-    ``|u_t + |u_t| theta| <= tol vs``.
+    ``|u_t + |u_t| theta| <= tol vs``; ``newton``: and Newton's next iterate (:func:`polish`) and the
+    round's progress (:func:`polish_stage`): Coulomb's largest residual relative to its test, of the answer's
+    impulses at the next iterate's velocities (without the pull onto the circle, which the next step undoes:
+    the residual of the directions and modes).
     (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
     ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
     nc = mu.shape[0]
-    lam = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax)
+    lam, nxt = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax, True)
     u = _mv_sym(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
@@ -380,7 +402,12 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     ut = u.reshape(nc, 3)[:, :2]
     align = _vmax(slide * _step(mu - _TINY) * _norms(ut + _norms(ut)[:, None] * theta))   # (mu = 0: any u_t)
     ok = _converged(res, ls, vs, tol)
-    return lam, u, res, ls, vs, ok, ok * _step(tol * vs - align)
+    out = lam, u, res, ls, vs, ok, ok * _step(tol * vs - align)
+    if not newton:
+        return out
+    un = _mv_sym(G, nxt, None if slots is None else slots.mm(3, 3)) + g
+    rn = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), un.reshape(nc, 3), mu)
+    return out + (nxt, _vmax([rn[1] / vs, rn[2] / (ls * vs)]))
 
 
 def polish_stage(lay, *X):
@@ -414,17 +441,23 @@ def polish_stage(lay, *X):
     warm = _step(0.5 - S["it"][0])
     z, out = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"])
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
-    lam, u, res, ls, vs, ok, conv = polished(G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal), K["gmax"][0],
-                                             K["dmax"][0], tol, slots=lay.slots(K), steps=1,
-                                             Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None)
+    lam, u, res, ls, vs, ok, conv, nxt, rn = polished(G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal),
+                                                      K["gmax"][0], K["dmax"][0], tol, slots=lay.slots(K), steps=1,
+                                                      Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None,
+                                                      newton=True)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
-    # the chain's progress: Coulomb's residuals relative to their tests (the polish's primal is 0)
-    r = _vmax([res[1] / vs, res[2] / (ls * vs)])
-    best = fresh * r + (1.0 - fresh) * (S["pbest"][0] - _relu(S["pbest"][0] - r))
-    gains = _step(PROGRESS * S["pbest"][0] - r) * (1.0 - fresh)
     # the answer in the last answer's modes: the round's steps are Newton's on the sliding directions
     codes = [mode_codes(x, mu, G, lay.normal) for x in (lam, S["pz"])]
     held = (1.0 - fresh) * _step(0.5 - _vmax(_abs(codes[0] - codes[1])))
+    # the chain's progress: Coulomb's residuals relative to their tests (the polish's primal is 0), or in the
+    # same modes those at the next iterate's velocities where less (a turn's pull onto the circle left out)
+    r = _vmax([res[1] / vs, res[2] / (ls * vs)])
+    best = fresh * r + (1.0 - fresh) * (S["pbest"][0] - _relu(S["pbest"][0] - r))
+    r = r - held * _relu(r - rn)
+    # where Newton's steps converge as they do near the answer (:data:`QUADRATIC`), the next starts from this
+    # one's next iterate (:func:`polish`), else from the answer
+    nxt = lam + held * _step(QUADRATIC * S["pbest"][0] - r) * (nxt - lam)
+    gains = _step(PROGRESS * S["pbest"][0] - r) * (1.0 - fresh)
     converging = _step(CONVERGING * S["pbest"][0] - r) * (1.0 - fresh)
     # the next step paid by ADMM's iterations; a warm start's round (before any iteration) also by the
     # least that ADMM's start costs, which a polish accepted spares (:func:`warm_credit`), and past its
@@ -449,7 +482,7 @@ def polish_stage(lay, *X):
     keep = 1.0 - conv
     S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
              res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
-             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=lam, pbest=best, out=out,
+             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=nxt, pbest=best, out=out,
              tries=tries * (1.0 - last) * keep,
              rounds=S["rounds"][0] + last * (1.0 - cold), polishes=S["polishes"][0] + (1.0 - cold * keep) / steps,
              next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
@@ -487,11 +520,13 @@ def _sticking(Z, u, mu, err):
     than ``err`` [m/s], the answer's own error (its closed contacts' largest normal velocity, which its
     modes ask to be zero), guessed sticking: its friction pulled inside the cone by ``2 STICK``
     (:func:`modes`).  Below that error the sign is the Newton step's, not the slip's (talos fallen onto
-    a box: slips of 1e-5 m/s beside answers off by 1e-4)."""
+    a box: slips of 1e-5 m/s beside answers off by 1e-4).  (``Z`` may be Newton's next iterate, whose sliding
+    frictions lie past their circles by the second order of their turns: the guess sets the friction's size to
+    ``1 - 2 STICK`` of the cone's radius.)"""
     t, n = Z[:, :2], Z[:, 2]
     edge = _step(_norms(t) - (1.0 - STICK) * mu * n) * _step(n - _TINY)
     along = _step((u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (_norms(t) + _TINY) - err)
-    f = 1.0 - 2.0 * STICK * edge * along
+    f = 1.0 + edge * along * ((1.0 - 2.0 * STICK) * mu * n / (_norms(t) + _TINY) - 1.0)   # (on or past the circle)
     return np.concatenate([t * f[:, None], n[:, None]], 1)
 
 
