@@ -491,16 +491,19 @@ def test_a_sliding_answer_moving_along_its_friction_is_guessed_sticking():
     ``2 STICK`` (read sticking by :func:`~sparsedyn.contact.friction_polish.modes`); one whose velocity
     opposes its friction, one inside its cone and an open one are kept bit for bit; and the first too
     where its speed along the friction, ``u_t . lambda_t / |lambda_t| = 0.02`` m/s by hand, is below the
-    answer's error ``err``."""
-    mu = np.full(4, 0.5)
-    Z = np.array([[0.3, 0.4, 1.0], [0.3, 0.4, 1.0], [0.1, 0.0, 1.0], [0.0, 0.0, 0.0]])
-    u = np.array([[0.1, -0.05, 0.0], [-0.3, -0.4, 0.0], [0.2, 0.0, 0.0], [1.0, 0.0, 0.5]])
+    answer's error ``err``.  A contact past its circle (Newton's next iterate: ``|lambda_t| = 1.1 mu
+    lambda_n``) moving along its friction is guessed sticking too: its friction's size ``(1 - 2 STICK) mu
+    lambda_n``."""
+    mu = np.full(5, 0.5)
+    Z = np.array([[0.3, 0.4, 1.0], [0.3, 0.4, 1.0], [0.1, 0.0, 1.0], [0.0, 0.0, 0.0], [0.33, 0.44, 1.0]])
+    u = np.array([[0.1, -0.05, 0.0], [-0.3, -0.4, 0.0], [0.2, 0.0, 0.0], [1.0, 0.0, 0.5], [0.1, -0.05, 0.0]])
     assert np.array_equal(fp._sticking(Z, u, mu, 0.021), Z)
     out = fp._sticking(Z, u, mu, 0.019)
-    assert np.array_equal(out[1:], Z[1:]) and out[0, 2] == Z[0, 2]
+    assert np.array_equal(out[1:4], Z[1:4]) and out[0, 2] == Z[0, 2] and out[4, 2] == Z[4, 2]
     assert np.allclose(out[0, :2], Z[0, :2] * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
-    _, stick, slide, _ = fp.modes(out, mu, np.ones(4))
-    assert list(stick) == [1, 0, 1, 0] and list(slide) == [0, 1, 0, 0]
+    assert np.allclose(out[4, :2], np.array([0.6, 0.8]) * 0.5 * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
+    _, stick, slide, _ = fp.modes(out, mu, np.ones(5))
+    assert list(stick) == [1, 0, 1, 0, 1] and list(slide) == [0, 1, 0, 0, 0]
 
 
 def _landing_box(rotvec, spin, slide, fall):
@@ -592,13 +595,57 @@ def test_a_slow_slip_beside_sticking_contacts_is_polished():
     to a :class:`~sparsedyn.ContactStepWarning`).  From the system's own answer (``polish``'s next
     iterate) the turns shrink as Newton's steps do: the solve ends in its first round of polishes, at
     Coulomb's law to the step's tolerance."""
-    import dm_control
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                         # (the file's visual-only elements)
-        model = sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
+    model = _humanoid()
     with warnings.catch_warnings():
         warnings.simplefilter("error", sd.ContactStepWarning)
         s = sd.contact_step(model, HUMANOID_Q, HUMANOID_V, np.zeros(model.nv), sd.Scene(model), 0.005,
                             passive="implicit")
     assert s.iterations <= 20, s.iterations
     assert sorted(s.modes).count("slide") == 2
+
+
+def _humanoid():
+    import dm_control
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                         # (the file's visual-only elements)
+        return sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
+
+
+#: The same humanoid three steps later, and the impulses of the step before (its warm start).
+HUMANOID_LATER = ([0.8148792529835944, -7.336923616942484e-07, 0.26985406255395517, -1.4961293126348775e-07,
+                   0.9865600274956577, 1.3437351904167956e-06, 0.16339924157088048, 8.860280338890282e-07,
+                   -1.409494755799062, -3.521434770207855e-07, 0.005260265796453377, 0.002407872360685652,
+                   -0.2335137798752608, 0.02481196248686926, -1.0343092280640942, -0.0035152428932033945,
+                   0.00526001661572155, 0.0024034053491549788, -0.23351436050661675, 0.02481198981623303,
+                   -1.0343081866799493, 0.0035044461475010886, -0.07066279142887759, 0.6542720796374167,
+                   -1.5162051902604368, 0.0706667278063878, -0.6542733977945271, -1.5162074214771144],
+                  [-4.136626287001528e-06, -0.4204406887985776, 9.542611988710505e-06, 0.11570263354085515,
+                   -1.4191460802999434e-06, -0.012367668693206692, 2.97791775966827e-06, -0.9733263462424191,
+                   -2.8662540428800515e-06, -0.008168049146776516, 0.037109807105857075, 1.2156859093818166,
+                   -1.0024633239482124, -2.620488174640271, -0.04693361286295134, -0.008155900966091523,
+                   0.03710897499840689, 1.2156870912338003, -1.0024641045917866, -2.620473659783271,
+                   0.046912845327569376, 0.4675839500291144, -0.8883046417699778, 1.2281063507433816,
+                   -0.46759808756175814, 0.8882666889477373, 1.228062564065955],
+                  [[-0.5033112470806532, -1.8273018095411528e-06, 0.9895585899485634],
+                   [0.1220474005859063, 0.011467314348636851, 0.15623451177923953],
+                   [-0.08329564475561971, 0.0004978716829478914, 0.08329713267254207],
+                   [0.12205078298335753, -0.011464369007679857, 0.15622991024099023],
+                   [-0.08329991739932045, -0.0004988298280441484, 0.0833014109720295],
+                   [0.09716112158436592, 0.014360698398275591, 0.11037998353624352],
+                   [0.09716051786321209, -0.014360932415232919, 0.11037981524231094]])
+
+
+def test_an_answer_near_the_tolerance_is_finished_past_the_budget():
+    """The humanoid of :func:`test_a_slow_slip_beside_sticking_contacts_is_polished` three steps later
+    (:data:`HUMANOID_LATER`), warm-started from the step before: the warm start's round spends the
+    polishes' budget; the next round's first step, from ADMM's fifth iteration, leaves Coulomb's residuals
+    at 7 times the tolerance, its modes right.  It is finished there (Newton's next step: to rounding,
+    :data:`~sparsedyn.contact.friction_polish.NEAR`) where the budget ended the round and ADMM ran 25
+    iterations more to the next (36 in all)."""
+    model = _humanoid()
+    q, v, warm = HUMANOID_LATER
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sd.ContactStepWarning)
+        s = sd.contact_step(model, q, v, np.zeros(model.nv), sd.Scene(model), 0.005, passive="implicit",
+                            warm_start=warm)
+    assert s.iterations <= 15, s.iterations

@@ -111,6 +111,12 @@ REFINE = 3
 #: Newton's steps on the sliding directions in one polish (each a mode system of its own) where the
 #: solver's budget cannot pay for a second polish in the first round (:func:`newton_steps`), else one.
 NEWTON = 2
+#: A round goes on past the budget of iterations (:data:`FREE`) while its step's Coulomb residuals are within
+#: ``NEAR`` of their tests (relative to its stopping test, ``tol``): an answer this near has its modes and is
+#: one or two of Newton's steps from the tolerance, cheaper than the ADMM iterations to the next round (the
+#: dm_control humanoid's rollout with its dampers: a round's first step at 7 tol, its budget spent by the warm
+#: start's round, then 25 iterations to the next; now accepted at its second step).
+NEAR = 1e3
 #: A round's step gains at least this on the round's best where Newton's steps near the answer: the next
 #: starts from its next iterate (:func:`polish_stage`; the dm_control humanoid's slow slip: 5e-7, then 1e-4;
 #: talos fallen onto a box, 5e-3 at ADMM's iteration 105: there the answer is the better start).
@@ -418,10 +424,12 @@ def polish_stage(lay, *X):
     best, while ADMM's iterations pay for them (:data:`FREE`; a step is charged its share of a polish;
     a warm start's round, before any iteration: with :func:`warm_credit` more, and :data:`REPEATS` - 1
     polishes before each must gain or keep the last answer's modes) or, unpaid, while each step gains
-    :data:`CONVERGING`.  In a warm start's round each step starts from its iterate with
+    :data:`CONVERGING` or is :data:`NEAR` the tolerance.  In a warm start's round each step starts from its
+    iterate with
     each open contact that its velocity closes guessed closed (:mod:`~sparsedyn.contact.polish_guess`);
-    each step after a round's first, from the last answer with the load of a closed contact moved to an
-    open near-duplicate that its velocity closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`).
+    each step after a round's first, from the last answer (near the answer: Newton's next iterate,
+    :data:`QUADRATIC`) with the load of a closed contact moved to an open near-duplicate that its velocity
+    closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`).
     Accepted: the step's impulses, on to the correction (+3); rejected, the round's last: back to ADMM
     (-1; from a warm start, before any iteration: to the factorisation, -2); else on (0).
 
@@ -465,13 +473,13 @@ def polish_stage(lay, *X):
     # step's modes, the second from its answer's, and a mode change that the round can find shows in
     # them (a third without a gain in other modes repeats a cycle of modes: a pair of contacts swapping,
     # one closing as the other lifts; in the same modes it is Newton's next step on the sliding
-    # directions); past that budget while the round converges (:data:`CONVERGING`)
+    # directions); past that budget while the round converges (:data:`CONVERGING`) or is near (:data:`NEAR`)
     paid = _paid(it + warm * warm_credit(m), m, S["polishes"][0] + 2.0 / steps)
     # (or past a swap: its next step may give both of the pair a share, :func:`_closing`)
     kept = held + _vmax(out) * (1.0 - held)
     gains = gains + warm * kept * (1.0 - gains)
     more = (1.0 - _step(tries - steps * (REPEATS - warm)) * (1.0 - gains)) * (1.0 - _step(tries - steps * LONGEST)) * \
-        (1.0 - (1.0 - paid) * (1.0 - converging))
+        (1.0 - (1.0 - paid) * (1.0 - converging) * _step(r - NEAR * tol))
     # a cold start's round (no impulse yet: the guess of the contacts that close): one Newton step,
     # counted where accepted, else charged to no budget nor round, so that where it fails (a sliding
     # set, whose directions the next polishes find) the solve goes on as from its start: ADMM, and its
@@ -515,18 +523,17 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0):
 
 
 def _sticking(Z, u, mu, err):
-    """The answer ``Z`` (nc, 3) with each contact on its cone's boundary whose velocity ``u`` (nc, 3) moves
-    along its friction (``u_t . lambda_t > 0``, which Coulomb's law forbids a sliding contact) faster
-    than ``err`` [m/s], the answer's own error (its closed contacts' largest normal velocity, which its
-    modes ask to be zero), guessed sticking: its friction pulled inside the cone by ``2 STICK``
+    """The answer ``Z`` (nc, 3) with each contact on or past its cone's boundary (Newton's next iterate,
+    :func:`polish`: past it by the second order of its turn) whose velocity ``u`` (nc, 3) moves along its
+    friction (``u_t . lambda_t > 0``, which Coulomb's law forbids a sliding contact) faster than ``err``
+    [m/s], the answer's own error (its closed contacts' largest normal velocity, which its modes ask to
+    be zero), guessed sticking: its friction's size set to ``1 - 2 STICK`` of the cone's radius
     (:func:`modes`).  Below that error the sign is the Newton step's, not the slip's (talos fallen onto
-    a box: slips of 1e-5 m/s beside answers off by 1e-4).  (``Z`` may be Newton's next iterate, whose sliding
-    frictions lie past their circles by the second order of their turns: the guess sets the friction's size to
-    ``1 - 2 STICK`` of the cone's radius.)"""
+    a box: slips of 1e-5 m/s beside answers off by 1e-4)."""
     t, n = Z[:, :2], Z[:, 2]
     edge = _step(_norms(t) - (1.0 - STICK) * mu * n) * _step(n - _TINY)
     along = _step((u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (_norms(t) + _TINY) - err)
-    f = 1.0 + edge * along * ((1.0 - 2.0 * STICK) * mu * n / (_norms(t) + _TINY) - 1.0)   # (on or past the circle)
+    f = 1.0 + edge * along * ((1.0 - 2.0 * STICK) * mu * n / (_norms(t) + _TINY) - 1.0)
     return np.concatenate([t * f[:, None], n[:, None]], 1)
 
 
