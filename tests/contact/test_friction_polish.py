@@ -596,7 +596,7 @@ def test_a_slow_slip_beside_sticking_contacts_is_polished():
     iterate) the turns shrink as Newton's steps do: the solve ends in its first round of polishes, at
     Coulomb's law to the step's tolerance."""
     model = _humanoid()
-    with warnings.catch_warnings():
+    with sd.use_backend("native", deterministic=True), warnings.catch_warnings():
         warnings.simplefilter("error", sd.ContactStepWarning)
         s = sd.contact_step(model, HUMANOID_Q, HUMANOID_V, np.zeros(model.nv), sd.Scene(model), 0.005,
                             passive="implicit")
@@ -644,7 +644,7 @@ def test_an_answer_near_the_tolerance_is_finished_past_the_budget():
     iterations more to the next (36 in all)."""
     model = _humanoid()
     q, v, warm = HUMANOID_LATER
-    with warnings.catch_warnings():
+    with sd.use_backend("native", deterministic=True), warnings.catch_warnings():
         warnings.simplefilter("error", sd.ContactStepWarning)
         s = sd.contact_step(model, q, v, np.zeros(model.nv), sd.Scene(model), 0.005, passive="implicit",
                             warm_start=warm)
