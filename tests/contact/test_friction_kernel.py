@@ -410,6 +410,34 @@ def test_the_delassus_matrix_is_made_only_for_a_start_the_step_has_not_solved():
         + rounding_bound(m, 1.0) * np.abs(u).max()
 
 
+def test_a_stall_whose_residual_is_exactly_zero_restarts_without_a_new_inverse():
+    """ADMM's iterate strictly inside every cone (the box resting on its four corners, from half its
+    answer): the projection leaves the x-step's impulses as they are, the primal residual is exactly 0,
+    and residual balancing's ratio is 1 (no measure).  After :data:`STALL` refusals the restart empties
+    Anderson's memory and goes on iterating (flag 0) with ``rho`` and its inverse kept: a new inverse of
+    the same matrix would cost ``m^3`` for nothing (talos standing: 61 of a stalled step's 62 inverses)."""
+    from sparsedyn.contact.friction_kernel import _FAR, STALL, _pieces
+    from sparsedyn.contact.friction_problem import contact_slots
+    from sparsedyn.symbolic.loop import run_stages
+    slots = contact_slots(MODEL, corners())
+    cold = [Q0, Z, Z, np.array([DT, TOL, 300.0, 1e4, 0.005]), np.zeros((4, 3)), slots.data]
+    init, stages, finish = _pieces(MODEL, tuple(slots.frames), ())
+    lay = stages[0].args[0]
+    (_, _, lam, _, _, _), _ = run_stages(init, stages, finish, cold)
+    assert np.all(lam[:, 2] > 0.0) and np.abs(lam[:, :2]).max() < 1e-3 * MU * lam[:, 2].min()   # inside its cones
+    K, S = init(*cold)
+    S = stages[1](*cold, K, stages[-1](*cold, K, S)[0])[0]          # G, then the factor of G + (eta + rho) I
+    S = S.copy()
+    S[lay.S["za"]], S[lay.S["z"]], S[lay.S["it"]] = 0.5 * lam.reshape(-1), 0.5 * lam.reshape(-1), 5.0
+    S[lay.S["refused"]] = STALL
+    S1, flag = stages[2](*cold, K, S)
+    z, x = S1[lay.S["z"]], S1[lay.S["x"]]
+    assert np.array_equal(x, z) and np.abs(z - 0.5 * lam.reshape(-1)).max() > 0.0    # primal 0, dual not
+    assert float(flag) == 0.0 and S1[lay.S["rho"]][0] == S[lay.S["rho"]][0]
+    assert np.array_equal(S1[lay.S["W"]], S[lay.S["W"]])
+    assert S1[lay.S["have"]][0] == 0.0 and S1[lay.S["refused"]][0] == 0.0 and S1[lay.S["fbest"]][0] == _FAR
+
+
 #: solo12 1.15 s after its drop onto the floor (step 574, no torque: its feet begin to slip as the legs
 #: fold), full precision: ADMM does not reach the tolerance within its budget here
 SOLO_SLIP_Q = [-6.303837717681311e-06, -1.308774541369188e-05, 0.335992966620137, -1.3232700327865339e-05,

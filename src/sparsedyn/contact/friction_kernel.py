@@ -348,6 +348,10 @@ def _iterate(lay, *X):
     new = rho * (change * ratio + (1.0 - change))
     hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
     new = lo + _relu(hi - _relu(hi - new) - lo)                     # clipped to [lo, hi] without cancellation
+    # a stall's restart where a residual is exactly zero (ratio 1: every impulse strictly inside its cone)
+    # empties Anderson's memory and keeps rho and its inverse: inverting the same matrix again costs m^3
+    invert = change * valid
+    new = rho + invert * (new - rho)
     # the first step's start is no governing point: Anderson's memory starts after it
     sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first), lay.slots(K))
     # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
@@ -358,7 +362,7 @@ def _iterate(lay, *X):
     # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert again (-1); a
     # polish due: polish (+1)
     due = polishing.polish_due(S, it, m) * (1.0 - check) * (1.0 - out) * (1.0 - change)
-    return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - change + due
+    return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - invert + due
 
 
 def _anderson(k, S, w, Tw, clear, slots=None):
