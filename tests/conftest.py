@@ -13,6 +13,17 @@ os.environ.setdefault("SPARSEDYN_BACKEND", "numpy")
 import sparsedyn as sd  # noqa: E402 - after the backend is chosen
 
 
+def dm_control_humanoid():
+    """dm_control's ``humanoid.xml`` with its collision geometry (its sensors and sites, which the model does
+    not represent, warned of and ignored)."""
+    import warnings
+    from pathlib import Path
+    import dm_control
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
+
+
 def rel_err(x, y):
     """max |x - y| / max(1, max |y|): relative for large values, absolute near zero."""
     x, y = np.asarray(x, float), np.asarray(y, float)

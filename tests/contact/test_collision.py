@@ -8,10 +8,8 @@ several hits (a box's corners on a plane, the ends of a capsule), the deepest is
 """
 
 import warnings
-from pathlib import Path
 
 import coal
-import dm_control
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -21,7 +19,7 @@ from sparsedyn.contact.collision import collide_within, placements
 from sparsedyn.interop.pinocchio import q_to_pinocchio
 from sparsedyn.model.spatial import Transform
 
-from conftest import rounding_bound
+from conftest import dm_control_humanoid, rounding_bound
 from erd import ROBOTS, robots_dir
 
 # shape kinds and sizes used below
@@ -221,10 +219,7 @@ def sphere_in_cylinder(sa, Ra, pa, sb, Rb, pb):
 @pytest.mark.parametrize("which", ["mixed", "humanoid"])
 def test_every_pair_of_a_scene_is_coals(which):
     if which == "humanoid":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = sd.load_mjcf(Path(dm_control.__file__).parent / "suite" / "humanoid.xml", geometry=True)
-        scene = sd.Scene(model, margin=0.05)
+        scene = sd.Scene(dm_control_humanoid(), margin=0.05)
     else:
         scene = mixed_scene()
     model = scene.model

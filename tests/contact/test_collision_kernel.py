@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import rounding_bound
+from conftest import dm_control_humanoid, rounding_bound
 from sparsedyn.codegen import native
 from sparsedyn.contact.friction_problem import BodyContact, contact_data, problem_of
 from sparsedyn.contact.collision_kernel import CANDIDATES, kernel_plan
@@ -87,16 +87,10 @@ def test_native_collide_is_the_numpy_road_and_coals_closest_pair(kind_a, kind_b,
     assert _ran_native(scene.model)
 
 
-def _humanoid():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                  # the file's sites and sensors the model leaves out
-        return sd.load_mjcf(str(HUMANOID), geometry=True)
-
-
 def test_native_collide_on_the_humanoid_is_the_numpy_road(native_backend):
     """dm_control's humanoid (capsules and spheres, 165 pairs, self-collision among them) at random
     configurations near the floor: every pair is the kernel's, and the hits are the NumPy road's."""
-    model = _humanoid()
+    model = dm_control_humanoid()
     scene = sd.Scene(model)
     assert kernel_plan(scene).inside.all()
     rng = np.random.default_rng(3)
@@ -138,7 +132,7 @@ def test_slot_data_are_the_slots_of_the_contact_objects(which, native_backend):
     bodies whose first frame is not the body's own (points in that frame's axes), and its
     self-collision contacts (two-body slots keyed by the pair of frames)."""
     from test_scene_step import _scene
-    scene = _scene(False) if which == "box" else sd.Scene(_humanoid())
+    scene = _scene(False) if which == "box" else sd.Scene(dm_control_humanoid())
     rng = np.random.default_rng(5)
     compared, two_body = 0, 0
     for t in range(12):
@@ -190,7 +184,7 @@ def test_a_humanoid_step_with_self_contacts_is_the_same_on_both_roads(native_bac
     step laid out from Contact objects, both native (the same compiled step), to the rounding of the
     slot data carried through the solve."""
     from test_friction_kernel import DT
-    scene = sd.Scene(_humanoid())
+    scene = sd.Scene(dm_control_humanoid())
     model = scene.model
     rng = np.random.default_rng(11)
     for _ in range(50):

@@ -10,15 +10,11 @@ The look-ahead's cutoffs: the bound derived by hand for two free boxes (test_loo
 ``pair_cutoffs`` (itself checked against it there) on the humanoid.
 """
 
-import warnings
-from pathlib import Path
-
-import dm_control
 import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import rounding_bound
+from conftest import dm_control_humanoid, rounding_bound
 from sparsedyn.codegen import native
 from sparsedyn.contact.collision_kernel import kernel_plan
 from test_collision_kernel import KERNEL_PAIRS
@@ -27,19 +23,11 @@ from test_look_ahead import SIZES, _by_hand, _two_boxes
 from test_scene_physics import FLOOR
 from sparsedyn.contact.look_ahead import body_reach, pair_cutoffs
 
-HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
-
 
 @pytest.fixture
 def native_backend():
     with sd.use_backend("native", deterministic=True):
         yield
-
-
-def _humanoid():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                  # the file's sites and sensors the model leaves out
-        return sd.load_mjcf(str(HUMANOID), geometry=True)
 
 
 def _as_near(all_rows):
@@ -68,7 +56,7 @@ def _check(model, q, kp, cutoff, got):
 def test_near_pairs_are_the_full_kernels_and_far_ones_a_bound_beyond_the_cutoff(native_backend):
     """dm_control's humanoid at random configurations near the floor: the pairs closer than the
     cutoff (every one with a candidate within it) are computed, the others bounded."""
-    model = _humanoid()
+    model = dm_control_humanoid()
     kp = kernel_plan(sd.Scene(model))
     rng = np.random.default_rng(7)
     computed = left_out = 0
@@ -90,7 +78,7 @@ def test_near_pairs_are_the_full_kernels_and_far_ones_a_bound_beyond_the_cutoff(
 def test_numpy_road_is_the_native_one(native_backend):
     """The NumPy function (the reference, the stages run on floats) equals the native kernel, on a
     batch of states and with plain lists."""
-    model = _humanoid()
+    model = dm_control_humanoid()
     kp = kernel_plan(sd.Scene(model))
     rng = np.random.default_rng(2)
     Q = np.array([model.random_configuration(rng) for _ in range(3)])
@@ -178,7 +166,7 @@ def test_ahead_is_near_within_pair_cutoffs_on_the_humanoid(native_backend):
     """dm_control's humanoid at random configurations near the floor and random velocities: the
     cutoffs are pair_cutoffs', the pairs within them computed (the full kernel's rows), the others
     bounded beyond them; the NumPy road (a batch) is the native one."""
-    model = _humanoid()
+    model = dm_control_humanoid()
     scene = sd.Scene(model)
     kp, reach = kernel_plan(scene), body_reach(scene)[0]
     rng = np.random.default_rng(11)

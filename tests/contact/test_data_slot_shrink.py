@@ -9,14 +9,15 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.codegen import native
 from sparsedyn.contact.data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used
-from tests.contact.test_data_slots import _lying, _mjcf_humanoid, _standing, _stairs
+from tests.conftest import dm_control_humanoid
+from tests.contact.test_data_slots import _lying, _standing, _stairs
 
 DT = 0.005
 
 
 @pytest.fixture(scope="module")
 def humanoid():
-    return _mjcf_humanoid()
+    return dm_control_humanoid()
 
 
 def test_the_count_doubles_at_once_and_shrinks_after_the_rules_steps(humanoid):
@@ -97,7 +98,7 @@ def test_a_rollout_whose_contacts_drop_comes_back_to_the_least_count():
     shrinks to 8 within 2 SHRINK_AFTER steps (a chain's steps are counted when it returns) and its last
     steps equal bit for bit those of a rollout from the same state in a fresh scene (8 slots all
     along) once both count 8: the same kernel from the same state and warm start."""
-    model = _mjcf_humanoid()
+    model = dm_control_humanoid()
     scene = sd.Scene(model)
     lying = _lying(model)
     v, tau = np.zeros(model.nv), [0.0] * model.nv

@@ -4,7 +4,6 @@ per-body layout's step (the same problem: the same solution), and the builds of 
 onto stairs bounded by the slot counts."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ import sparsedyn.contact.data_slots as data_slots_module
 import sparsedyn.contact.scene_data as scene_data_module
 import sparsedyn.contact.scene_step as scene_step_module
 from sparsedyn.contact.scene_step import scene_contacts
-from tests.conftest import rounding_bound, solve_bound
+from tests.conftest import dm_control_humanoid, rounding_bound, solve_bound
 from test_friction_kernel import assert_impulses_agree
 
 DT = 0.005
@@ -74,13 +73,6 @@ def test_weights_are_one_on_a_less_b_and_zero_on_the_joints_they_share():
         assert (w[model.v_slice(j)] == float(on_a) - float(on_b)).all()
 
 
-def _mjcf_humanoid():
-    import dm_control
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
-
-
 def _stairs(n=3, rise=0.15, run=0.35, start=0.45):
     """``n`` boxes, each one ``rise`` higher than the one before, ``run`` deep, from ``x = start``."""
     return [sd.Shape("box", (run + 0.05, 1.2, rise * (k + 1)),
@@ -90,7 +82,7 @@ def _stairs(n=3, rise=0.15, run=0.35, start=0.45):
 
 @pytest.fixture(scope="module")
 def humanoid_scene():
-    return sd.Scene(_mjcf_humanoid(), world=_stairs())
+    return sd.Scene(dm_control_humanoid(), world=_stairs())
 
 
 def _lying(model):
@@ -151,7 +143,7 @@ def test_a_step_in_data_slots_equals_the_step_in_per_body_slots(humanoid_scene, 
 
 
 def test_the_slot_count_starts_at_its_least_and_doubles_only_when_the_contacts_outgrow_it():
-    scene = sd.Scene(_mjcf_humanoid())
+    scene = sd.Scene(dm_control_humanoid())
     assert data_slot_count(scene, 0) == 0
     assert data_slot_count(scene, 3) == MIN_DATA_SLOTS
     assert data_slot_count(scene, MIN_DATA_SLOTS) == MIN_DATA_SLOTS

@@ -3,13 +3,12 @@ system's solution on hand-built problems against their analytic answers, Coulomb
 polished answers (residuals computed here from their definitions), and the solves it shortens."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import EPS, rounding_bound
+from conftest import EPS, dm_control_humanoid, rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from test_friction import DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, corners, push, tilted
 
@@ -595,20 +594,13 @@ def test_a_slow_slip_beside_sticking_contacts_is_polished():
     to a :class:`~sparsedyn.ContactStepWarning`).  From the system's own answer (``polish``'s next
     iterate) the turns shrink as Newton's steps do: the solve ends in its first round of polishes, at
     Coulomb's law to the step's tolerance."""
-    model = _humanoid()
+    model = dm_control_humanoid()
     with sd.use_backend("native", deterministic=True), warnings.catch_warnings():
         warnings.simplefilter("error", sd.ContactStepWarning)
         s = sd.contact_step(model, HUMANOID_Q, HUMANOID_V, np.zeros(model.nv), sd.Scene(model), 0.005,
                             passive="implicit")
     assert s.iterations <= 20, s.iterations
     assert sorted(s.modes).count("slide") == 2
-
-
-def _humanoid():
-    import dm_control
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                         # (the file's visual-only elements)
-        return sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
 
 
 #: The same humanoid three steps later, and the impulses of the step before (its warm start).
@@ -642,7 +634,7 @@ def test_an_answer_near_the_tolerance_is_finished_past_the_budget():
     at 7 times the tolerance, its modes right.  It is finished there (Newton's next step: to rounding,
     :data:`~sparsedyn.contact.friction_polish.NEAR`) where the budget ended the round and ADMM ran 25
     iterations more to the next (36 in all)."""
-    model = _humanoid()
+    model = dm_control_humanoid()
     q, v, warm = HUMANOID_LATER
     with sd.use_backend("native", deterministic=True), warnings.catch_warnings():
         warnings.simplefilter("error", sd.ContactStepWarning)

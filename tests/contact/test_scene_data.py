@@ -18,7 +18,8 @@ import sparsedyn as sd
 from sparsedyn.codegen import native
 from sparsedyn.contact import scene_batch, scene_data
 from sparsedyn.contact.collision_kernel import kernel_plan
-from test_collision_kernel import _bound, _humanoid
+from conftest import dm_control_humanoid
+from test_collision_kernel import _bound
 from test_collision_near import _as_near
 
 
@@ -31,7 +32,7 @@ def native_backend():
 def _fresh(name):
     """dm_control's humanoid under a name of its own: a model no kernel has run on in this process
     (compiled models are shared by the model's fingerprint, its name part of it)."""
-    return dataclasses.replace(_humanoid(), name=name)
+    return dataclasses.replace(dm_control_humanoid(), name=name)
 
 
 def _ran(model):

@@ -11,12 +11,11 @@ the mode equations amplifies by the condition of the contacts' Delassus matrix o
 import warnings
 from pathlib import Path
 
-import dm_control
 import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import rel_err, rounding_bound
+from conftest import dm_control_humanoid, rel_err, rounding_bound
 from test_friction_derivatives import (DT, FIELDS, H, MU, NATURAL, Q0, TOL, Z, _ball_scene, box_model,
                                        check_against_differences, hand_scene, lifted)
 from sparsedyn.contact.friction_derivatives import differentiate_step
@@ -364,15 +363,9 @@ def test_the_derivatives_step_is_contact_steps_on_the_native_road(name, native_b
                sd.contact_step_derivatives(*args, tol=TOL, warm_start=warm, **opt).step)
 
 
-def _humanoid():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")          # the file's sensors and sites the model does not represent
-        return sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"), geometry=True)
-
-
 #: Slots of the products' test: feet, a hand and the torso on the world; a hand on the torso, a foot on the
 #: other shin (two-body slots, both ends moving).
-PRODUCT_SLOTS = {"humanoid": (_humanoid, ("left_foot", "right_hand", "torso", ("left_hand", "torso"),
+PRODUCT_SLOTS = {"humanoid": (dm_control_humanoid, ("left_foot", "right_hand", "torso", ("left_hand", "torso"),
                                           ("right_foot", "left_shin"))),
                  "box": (box_model, ("box", "box"))}
 

@@ -278,8 +278,9 @@ def test_a_humanoid_dropped_on_stairs_never_penetrates_more_than_the_margin():
     road, no shape of it is ever deeper than the scene's margin in a floor, a stair or another part."""
     from scipy.spatial.transform import Rotation
 
-    from tests.contact.test_data_slots import _mjcf_humanoid, _stairs
-    model = _mjcf_humanoid()
+    from tests.conftest import dm_control_humanoid
+    from tests.contact.test_data_slots import _stairs
+    model = dm_control_humanoid()
     scene = sd.Scene(model, world=_stairs())
     q0 = np.zeros(model.nq)
     q0[:3] = (0.9, 0.0, 0.95)
