@@ -41,7 +41,8 @@ eigenvalues span 1e-5 to 4, some contacts sliding):
   roughly balanced ``rho`` does.  It changes by the ratio whatever it is after :data:`STALL` refusals
   of Anderson's step in a row: a stall, where the plain steps creep just above the smallest residual
   seen and the safeguard refuses every extrapolation; the new map's memory and smallest residual start
-  afresh.  The ratio weighs each residual against the scale of its stopping test
+  afresh (where a residual is exactly zero, every impulse strictly inside its cone, the ratio says
+  nothing: the memory starts afresh with ``rho`` and its inverse kept).  The ratio weighs each residual against the scale of its stopping test
   (:mod:`~sparsedyn.contact.friction_residuals`): the primal against the impulses, the dual against
   the velocity scale of the closing contacts or their multipliers' size, whichever is larger.  Not
   against ``|g|`` or ``|y|`` of all contacts: those hold an open speculative contact's ``gap / dt``
