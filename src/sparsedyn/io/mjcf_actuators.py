@@ -1,9 +1,10 @@
 """An MJCF file's actuators as :class:`~sparsedyn.model.actuators.Actuators`: :func:`load_actuators`.
 
-MuJoCo's compiler reads the file (its defaults, ``<motor>``, ``<position>``, ``<velocity>`` and
-``<general>`` resolved to gains and biases); each actuator must drive a hinge or slide joint with no
-activation state (``dyntype`` none), a fixed gain and no bias or an affine one: muscles, filters,
-integrators, tendon and site transmissions are refused with their names.
+MuJoCo's compiler reads the file (its defaults, ``<motor>``, ``<position>``, ``<velocity>``,
+``<intvelocity>``, ``<cylinder>`` and ``<general>`` resolved to gains, biases and activation dynamics);
+each actuator must drive a hinge or slide joint with a fixed gain, no bias or an affine one, and no
+activation state or one of a filter, an exact filter or an integrator: muscles, other activation
+dynamics, tendon and site transmissions are refused with their names.
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model
-from ..model.actuators import Actuators
+from ..model.actuators import ACTIVATIONS, Actuators
 from .mjcf import _TRN_JOINT, _TRN_JOINTINPARENT, MjcfError, _compile, _mujoco
 from .mjcf_joints import _list, _name
 
 __all__ = ["load_actuators"]
 
-#: MuJoCo's enum values (mjtJoint, mjtDyn, mjtGain, mjtBias) this reader takes.
+#: MuJoCo's enum values (mjtJoint, mjtDyn, mjtGain, mjtBias) this reader takes; mjtDyn's first four in the
+#: order of :data:`~sparsedyn.model.actuators.ACTIVATIONS`.
 _HINGE_OR_SLIDE = (2, 3)
-_DYN_NONE, _GAIN_FIXED, _BIAS_NONE, _BIAS_AFFINE = 0, 0, 0, 1
+_GAIN_FIXED, _BIAS_NONE, _BIAS_AFFINE = 0, 0, 1
 
 
 def load_actuators(model, source, *, assets=None) -> Actuators:
@@ -57,7 +59,11 @@ def load_actuators(model, source, *, assets=None) -> Actuators:
                      bias=np.where((m.actuator_biastype == _BIAS_AFFINE)[:, None], m.actuator_biasprm[:, :3], 0.0),
                      ctrl_range=limited(m.actuator_ctrllimited, m.actuator_ctrlrange),
                      force_range=limited(m.actuator_forcelimited, m.actuator_forcerange),
-                     joint_force_range=per_dof, nv=model.nv, nq=model.nq)
+                     joint_force_range=per_dof, nv=model.nv, nq=model.nq,
+                     activation=[ACTIVATIONS[int(t)] for t in m.actuator_dyntype],
+                     time_constant=m.actuator_dynprm[:, 0],
+                     act_range=limited(m.actuator_actlimited, m.actuator_actrange),
+                     act_early=np.asarray(m.actuator_actearly, bool))
 
 
 def _check_supported(m, label, names):
@@ -69,13 +75,14 @@ def _check_supported(m, label, names):
             problems.setdefault("a transmission other than a joint", []).append(name)
         elif int(m.jnt_type[j]) not in _HINGE_OR_SLIDE:
             problems.setdefault("a ball or free joint", []).append(name)
-        if int(m.actuator_dyntype[a]) != _DYN_NONE:
-            problems.setdefault("activation dynamics (a filter, integrator or muscle)", []).append(name)
+        if int(m.actuator_dyntype[a]) >= len(ACTIVATIONS):
+            problems.setdefault("activation dynamics other than a filter or an integrator (a muscle, a user's)",
+                                []).append(name)
         if int(m.actuator_gaintype[a]) != _GAIN_FIXED:
             problems.setdefault("a gain other than a fixed one", []).append(name)
         if int(m.actuator_biastype[a]) not in (_BIAS_NONE, _BIAS_AFFINE):
             problems.setdefault("a bias other than none or affine", []).append(name)
     if problems:
         raise MjcfError(f"{label}: load_actuators takes actuators on hinge and slide joints with a fixed gain, "
-                        f"an affine bias and no activation; " +
+                        f"an affine bias and no activation, a filter's or an integrator's; " +
                         "; ".join(f"{_list(v)} ha{'ve' if len(v) > 1 else 's'} {k}" for k, v in problems.items()))
