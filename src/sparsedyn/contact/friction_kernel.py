@@ -35,21 +35,20 @@ eigenvalues span 1e-5 to 4, some contacts sliding):
   memory's work, the largest part of an iteration after the x-step, halves.  The checks and the result
   read the plain iterate (in the cones); the next iteration starts from the projection of Anderson's
   ``s`` (the first from the warm start's pair itself, which is no such split of one point).
-* ``rho`` starts at :data:`RHO_START` of the mean eigenvalue and changes by residual balancing
-  (Stellato et al., OSQP, 2020) only past a ratio :data:`RHO_RATIO` of 5: every change costs a new
-  inverse (``m^3`` against an iteration's ``m^2``) and empties Anderson's memory, and with Anderson a
-  roughly balanced ``rho`` does.  It changes by the ratio whatever it is after :data:`STALL` refusals
-  of Anderson's step in a row: a stall, where the plain steps creep just above the smallest residual
-  seen and the safeguard refuses every extrapolation; the new map's memory and smallest residual start
-  afresh (where a residual is exactly zero, every impulse strictly inside its cone, the ratio says
-  nothing: the memory starts afresh with ``rho`` and its inverse kept).  The ratio weighs each residual against the scale of its stopping test
-  (:mod:`~sparsedyn.contact.friction_residuals`): the primal against the impulses, the dual against
-  the velocity scale of the closing contacts or their multipliers' size, whichever is larger.  Not
-  against ``|g|`` or ``|y|`` of all contacts: those hold an open speculative contact's ``gap / dt``
-  (metres a second beside free velocities of centimetres a second), which would drive ``rho`` far up in
-  the first iteration and make ADMM creep.  Not against the velocity scale alone: the dual residual of
-  a box resting on four corners would look large while ``y`` is, and ``rho`` would fall to its floor,
-  where the x-step runs off along ``G``'s null space.
+* ``rho`` starts at :data:`RHO_START` of the mean eigenvalue and changes by residual balancing (Stellato et al.,
+  OSQP, 2020) only past a ratio :data:`RHO_RATIO` of 5: every change costs a new inverse (``m^3`` against an
+  iteration's ``m^2``) and empties Anderson's memory, and with Anderson a roughly balanced ``rho`` does.  It
+  changes by the ratio whatever it is after :data:`STALL` refusals of Anderson's step in a row: a stall, where
+  the plain steps creep just above the smallest residual seen and the safeguard refuses every extrapolation; the
+  new map's memory and smallest residual start afresh (where a residual is exactly zero, every impulse strictly
+  inside its cone, the ratio says nothing and ``rho`` and its inverse are kept).  The ratio weighs each residual
+  against the scale of its stopping test (:mod:`~sparsedyn.contact.friction_residuals`): the primal against the
+  impulses, the dual against the velocity scale of the closing contacts or their multipliers' size, whichever is
+  larger.  Not against ``|g|`` or ``|y|`` of all contacts: those hold an open speculative contact's ``gap / dt``
+  (metres a second beside free velocities of centimetres a second), which would drive ``rho`` far up in the
+  first iteration and make ADMM creep.  Not against the velocity scale alone: the dual residual of a box resting
+  on four corners would look large while ``y`` is, and ``rho`` would fall to its floor, where the x-step runs
+  off along ``G``'s null space.
 * No over-relaxation (Eckstein and Bertsekas, "On the Douglas-Rachford splitting method and the
   proximal point algorithm for maximal monotone operators", 1992): with the scales above, the relaxed
   map stalls longer under Anderson's extrapolation.
@@ -100,16 +99,15 @@ __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 #: from 0.3 of the mean eigenvalue (the perturbed humanoid's states balance at 0.02-0.1 of it; the
 #: settled ones converge from either start).
 RHO_START, RHO_RATIO = 0.3, 5.0
-#: Anderson acceleration's memory: the last pairs of differences of iterates and of fixed-point residuals
-#: of the ADMM map (Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011).  ADMM
-#: alone converges linearly, and slowly where the Delassus matrix is singular and badly conditioned
-#: (the humanoid's limbs on the floor: nonzero eigenvalues from 1e-5 to 4); Anderson's extrapolation
-#: over the last 10 iterates takes the perturbed humanoid's states from 760 iterations to 170 on
-#: average (a memory of 5: about 25% more iterations).  A contact set of ``m`` rows keeps at most
-#: ``m / 4`` (at least 2) pairs: Anderson's
-#: work per iteration (about ``3 k m``: the memory on Douglas-Rachford's ``m``-vector, its products
-#: with the new differences in one block product) then stays below the x-step's ``m^2`` (a box's four
-#: corners converge in a few iterations, where a longer memory would cost more than it saves).
+#: Anderson acceleration's memory: the last pairs of differences of iterates and of fixed-point residuals of
+#: the ADMM map (Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011).  ADMM alone
+#: converges linearly, and slowly where the Delassus matrix is singular and badly conditioned (the humanoid's
+#: limbs on the floor: nonzero eigenvalues from 1e-5 to 4); Anderson's extrapolation over the last 10 iterates
+#: takes the perturbed humanoid's states from 760 iterations to 170 on average (a memory of 5: about 25% more
+#: iterations).  A contact set of ``m`` rows keeps at most ``m / 4`` (at least 2) pairs: Anderson's work per
+#: iteration (about ``3 k m``: the memory on Douglas-Rachford's ``m``-vector, its products with the new
+#: differences in one block product) then stays below the x-step's ``m^2`` (a box's four corners converge in a
+#: few iterations, where a longer memory would cost more than it saves).
 ANDERSON = 10
 #: Anderson's refusals in a row (a stall) after which ``rho`` is balanced whatever the ratio.  One memory's
 #: length: on the perturbed humanoid's thousand states 103 iterations on average against 176 without it,
@@ -349,9 +347,7 @@ def _iterate(lay, *X):
     new = rho * (change * ratio + (1.0 - change))
     hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
     new = lo + _relu(hi - _relu(hi - new) - lo)                     # clipped to [lo, hi] without cancellation
-    # a stall's restart where a residual is exactly zero (ratio 1: every impulse strictly inside its cone)
-    # empties Anderson's memory and keeps rho and its inverse: inverting the same matrix again costs m^3
-    invert = change * valid
+    invert = change * valid                         # ratio 1 (a residual exactly 0): rho and its inverse kept
     new = rho + invert * (new - rho)
     # the first step's start is no governing point: Anderson's memory starts after it
     sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first), lay.slots(K))
@@ -360,8 +356,7 @@ def _iterate(lay, *X):
     # the modes of the iterate, and for how many iterations they have not changed (a polish waits for it)
     code = polishing.mode_codes(zn, mu, S["G"].reshape(m, m), lay.normal)
     S.update(code=code, same=(S["same"][0] + 1.0) * (1.0 - _step(_vmax(_abs(code - S["code"])) - 0.5)))
-    # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert again (-1); a
-    # polish due: polish (+1)
+    # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert (-1); polish due (+1)
     due = polishing.polish_due(S, it, m) * (1.0 - check) * (1.0 - out) * (1.0 - change)
     return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - invert + due
 
