@@ -52,8 +52,9 @@ class Actuators:
     ``names`` (k,); ``dof`` (k,) int: the driven dof (an index into ``v``); ``q_index`` (k,) int: its
     coordinate (an index into ``q``); ``gear``, ``gain`` (k,); ``bias`` (k, 3); ``ctrl_range``,
     ``force_range`` (k, 2); ``joint_force_range`` (nv, 2); ``nv``, ``nq``: the model's numbers of dofs and
-    coordinates; ``activation`` (k,) of :data:`ACTIVATIONS` (None: all ``"none"``), ``time_constant`` (k,)
-    [s] (a filter's ``T``), ``act_range`` (k, 2), ``act_early`` (k,) bool (None: 0, unlimited, False)."""
+    coordinates; ``activation`` (k,) each ``"none"``, ``"integrator"``, ``"filter"`` or ``"filterexact"``
+    (None: all ``"none"``), ``time_constant`` (k,) [s] (a filter's ``T``), ``act_range`` (k, 2),
+    ``act_early`` (k,) bool (None: 0, unlimited, False)."""
 
     names: tuple
     dof: np.ndarray
