@@ -122,20 +122,16 @@ class Actuators:
         return len(self.stateful)
 
     def _inputs(self, who, q, v, ctrl, act=None, dt=None):
-        k = len(self)
         q = _checks.plain_floats(who, "q", q, f"(..., {self.nq})")
         v = _checks.plain_floats(who, "v", v, f"(..., {self.nv})")
-        ctrl = _checks.plain_floats(who, "ctrl", ctrl, f"(..., {k})")
         if v.shape[-1:] != (self.nv,):
             raise ValueError(f"{who}: v must have shape (..., {self.nv}) (one velocity a dof), got {v.shape}")
-        if ctrl.shape[-1:] != (k,):
-            raise ValueError(f"{who}: ctrl must have shape (..., {k}) (one control per actuator: "
-                             f"{', '.join(self.names[:8])}{', ...' if k > 8 else ''}), got {ctrl.shape}")
+        ctrl = self._controls(who, ctrl)
         if q.shape[-1:] != (self.nq,):
             raise ValueError(f"{who}: q must have shape (..., {self.nq}) (the model's coordinates), got {q.shape}")
         act = self._activations(who, act)
         dt = self._dt(who, dt) if self.act_early.any() or dt is not None else None
-        for name, x in (("q", q), ("v", v), ("ctrl", ctrl)):
+        for name, x in (("q", q), ("v", v)):
             if not np.isfinite(x).all():
                 raise ValueError(f"{who}: {name} holds NaN or infinite values")
         try:
@@ -145,6 +141,17 @@ class Actuators:
                                                   f" and ctrl {ctrl.shape}")
             raise ValueError(f"{who}: the leading (batch) axes of {named} do not broadcast") from None
         return q, v, ctrl, act, dt
+
+    def _controls(self, who, ctrl):
+        """``ctrl`` (..., k) checked: one finite control per actuator."""
+        k = len(self)
+        ctrl = _checks.plain_floats(who, "ctrl", ctrl, f"(..., {k})")
+        if ctrl.shape[-1:] != (k,):
+            raise ValueError(f"{who}: ctrl must have shape (..., {k}) (one control per actuator: "
+                             f"{', '.join(self.names[:8])}{', ...' if k > 8 else ''}), got {ctrl.shape}")
+        if not np.isfinite(ctrl).all():
+            raise ValueError(f"{who}: ctrl holds NaN or infinite values")
+        return ctrl
 
     def _activations(self, who, act):
         """``act`` (..., na) checked; (0,) where no actuator has a state and none is given."""
@@ -234,10 +241,7 @@ class Actuators:
     def activation_rate(self, ctrl, act) -> np.ndarray:
         """``da/dt`` (..., na) at the controls ``ctrl`` (..., k) and activations ``act`` (..., na): MuJoCo's
         ``act_dot`` (the control clipped to its range first)."""
-        k = len(self)
-        ctrl = _checks.plain_floats("Actuators.activation_rate", "ctrl", ctrl, f"(..., {k})")
-        if ctrl.shape[-1:] != (k,) or not np.isfinite(ctrl).all():
-            raise ValueError(f"Actuators.activation_rate: ctrl must be finite, of shape (..., {k}), got {ctrl.shape}")
+        ctrl = self._controls("Actuators.activation_rate", ctrl)
         act = self._activations("Actuators.activation_rate", act)
         integ, _, T = self._filters()
         cs = np.clip(ctrl, self.ctrl_range[:, 0], self.ctrl_range[:, 1])[..., self.stateful]
@@ -247,16 +251,14 @@ class Actuators:
         """The activations (..., na) after a step of ``dt`` [s] from ``act`` (..., na) under ``ctrl`` (..., k):
         MuJoCo's Euler step of ``act`` (``filterexact``: exact), clipped to ``act_range``."""
         who = "Actuators.next_activation"
-        self.activation_rate(ctrl, act)                                 # the inputs' checks
-        c = np.clip(np.asarray(ctrl, float), self.ctrl_range[:, 0], self.ctrl_range[:, 1])
+        c = np.clip(self._controls(who, ctrl), self.ctrl_range[:, 0], self.ctrl_range[:, 1])
         return self._next(c, self._activations(who, act), self._dt(who, dt))[0]
 
     def next_activation_derivatives(self, ctrl, act, dt):
         """``(dnext_dctrl, dnext_dact)`` (..., na, k), (..., na, na) of :meth:`next_activation` (0 where the
         control or the next activation is clipped by its range)."""
         who = "Actuators.next_activation_derivatives"
-        self.activation_rate(ctrl, act)                                 # the inputs' checks
-        ctrl = np.asarray(ctrl, float)
+        ctrl = self._controls(who, ctrl)
         c = np.clip(ctrl, self.ctrl_range[:, 0], self.ctrl_range[:, 1])
         live_c = (ctrl >= self.ctrl_range[:, 0]) & (ctrl <= self.ctrl_range[:, 1])
         _, dc, da = self._next(c, self._activations(who, act), self._dt(who, dt))
