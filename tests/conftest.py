@@ -65,8 +65,14 @@ def solve_bound(A, x, c=2.0):
 def build_cache(tmp_path_factory):
     """One private build cache for the whole test run (never the user's own cache): every test
     that compiles shares its libraries, so a model and kernel compiled by one module load in a
-    moment in the next (tests that need a fresh cache set SPARSEDYN_CACHE_DIR themselves)."""
-    d = tmp_path_factory.mktemp("sparsedyn-cache")
+    moment in the next (tests that need a fresh cache set SPARSEDYN_CACHE_DIR themselves).  Under
+    pytest-xdist the workers share it too (the run's base directory, above each worker's own): a
+    kernel two workers' files need is built once, the second waiting on the build's lock."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    d = base / "sparsedyn-cache"
+    d.mkdir(mode=0o700, exist_ok=True)
     os.chmod(d, 0o700)
     old = os.environ.get("SPARSEDYN_CACHE_DIR")
     os.environ["SPARSEDYN_CACHE_DIR"] = str(d)
