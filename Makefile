@@ -33,8 +33,8 @@ $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-core
 	$(BIN)/sparsedyn demo
 
-# The suite on every core (pytest-xdist), a test file's tests together on one worker: each worker
-# builds its kernels into a build cache of its own, shared by the files it runs.
+# The suite on every core (pytest-xdist), a test file's tests together on one worker; the workers
+# share one private build cache of the run (tests/conftest.py), so a kernel is built once.
 test: $(VENV)/.installed-test browser
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 

@@ -1,6 +1,7 @@
 import contextlib
 import os
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,6 @@ def dm_control_humanoid():
     """dm_control's ``humanoid.xml`` with its collision geometry (its sensors and sites, which the model does
     not represent, warned of and ignored)."""
     import warnings
-    from pathlib import Path
     import dm_control
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -67,12 +67,14 @@ def build_cache(tmp_path_factory):
     that compiles shares its libraries, so a model and kernel compiled by one module load in a
     moment in the next (tests that need a fresh cache set SPARSEDYN_CACHE_DIR themselves).  Under
     pytest-xdist the workers share it too (the run's base directory, above each worker's own): a
-    kernel two workers' files need is built once, the second waiting on the build's lock."""
+    kernel two workers' files need is built once, the second waiting on the build's lock.
+    ``$SPARSEDYN_TEST_CACHE`` names another such directory (CI's: the docs' build reads it after)."""
+    given = os.environ.get("SPARSEDYN_TEST_CACHE")
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent
-    d = base / "sparsedyn-cache"
-    d.mkdir(mode=0o700, exist_ok=True)
+    d = Path(given) if given else base / "sparsedyn-cache"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(d, 0o700)
     old = os.environ.get("SPARSEDYN_CACHE_DIR")
     os.environ["SPARSEDYN_CACHE_DIR"] = str(d)
