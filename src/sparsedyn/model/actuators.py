@@ -145,13 +145,8 @@ class Actuators:
     def _controls(self, who, ctrl):
         """``ctrl`` (..., k) checked: one finite control per actuator."""
         k = len(self)
-        ctrl = _checks.plain_floats(who, "ctrl", ctrl, f"(..., {k})")
-        if ctrl.shape[-1:] != (k,):
-            raise ValueError(f"{who}: ctrl must have shape (..., {k}) (one control per actuator: "
-                             f"{', '.join(self.names[:8])}{', ...' if k > 8 else ''}), got {ctrl.shape}")
-        if not np.isfinite(ctrl).all():
-            raise ValueError(f"{who}: ctrl holds NaN or infinite values")
-        return ctrl
+        return _finite_rows(who, "ctrl", ctrl, k, f"one control per actuator: "
+                            f"{', '.join(self.names[:8])}{', ...' if k > 8 else ''}")
 
     def _activations(self, who, act):
         """``act`` (..., na) checked; (0,) where no actuator has a state and none is given."""
@@ -162,13 +157,7 @@ class Actuators:
                 raise ValueError(f"{who}: act is required: {na} actuator(s) have an activation state ({names}); "
                                  f"pass act (..., {na}), e.g. np.zeros({na}) at rest")
             return np.zeros(0)
-        act = _checks.plain_floats(who, "act", act, f"(..., {na})")
-        if act.shape[-1:] != (na,):
-            raise ValueError(f"{who}: act must have shape (..., {na}) (one activation per actuator with a state), "
-                             f"got {act.shape}")
-        if not np.isfinite(act).all():
-            raise ValueError(f"{who}: act holds NaN or infinite values")
-        return act
+        return _finite_rows(who, "act", act, na, "one activation per actuator with a state")
 
     @staticmethod
     def _dt(who, dt):
@@ -286,3 +275,14 @@ class Actuators:
         dc = rows * (self.gain * dx_dc)[..., None, :]
         da = (rows * (self.gain * dx_da)[..., None, :])[..., self.stateful]
         return dq, dv, dc, da
+
+
+def _finite_rows(who, name, x, n, meaning):
+    """``x`` (..., n) as float64, checked: its last axis ``n`` long (``meaning`` says what an entry is) and
+    every value finite; else a ``ValueError`` naming ``name``."""
+    x = _checks.plain_floats(who, name, x, f"(..., {n})")
+    if x.shape[-1:] != (n,):
+        raise ValueError(f"{who}: {name} must have shape (..., {n}) ({meaning}), got {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"{who}: {name} holds NaN or infinite values")
+    return x
