@@ -24,6 +24,7 @@ extensions = [
     "_ext.cheatsheet",
     "_ext.resolve",
     "_ext.apipages",
+    "_ext.pagetoc",
 ]
 
 autodoc_default_options = {"members": True, "undoc-members": True, "show-inheritance": True}
