@@ -142,6 +142,38 @@ def test_a_step_in_data_slots_equals_the_step_in_per_body_slots(humanoid_scene, 
                           sliding="slide" in list(per_body.modes))
 
 
+def test_a_batch_runs_each_state_in_the_least_slots_that_hold_it_as_its_single_step_in_a_fresh_scene(monkeypatch):
+    """A batch in data slots of the humanoid lying (a dozen contacts: 16 slots), standing (a few: 8)
+    and in the air (none: 8), as plain lists: the layout grows to 16 slots, and the step runs each
+    state in the least count that holds its contacts, one call per count (two states in 8 slots, one
+    in 16), so each state's step is, to the bit, its single step in a fresh scene (which runs in that
+    count): ``q+``, ``v+``, impulses, modes and iterations.  The default (native) road."""
+    model = dm_control_humanoid()
+    scene = sd.Scene(model)
+    air = _lying(model)
+    air[2] += 1.0
+    Q = [list(_lying(model)), list(_standing(scene)), list(air)]
+    V, tau = [[0.0] * model.nv] * 3, [0.0] * model.nv
+    runs = []
+    least = friction.in_least_slots
+
+    def spy(run, q, v, tau, warm, slots):
+        return least(lambda *a: runs.append((len(a[0]), len(a[4].frames))) or run(*a), q, v, tau, warm, slots)
+    monkeypatch.setattr(friction, "in_least_slots", spy)
+    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
+        warnings.simplefilter("ignore", sd.ContactStepWarning)
+        batch = sd.contact_step(model, Q, V, tau, scene, DT)
+        ones = [sd.contact_step(model, q, v, tau, sd.Scene(model), DT) for q, v in zip(Q, V)]
+    counts = [len(x) for x in batch.impulses]
+    assert counts[0] > MIN_DATA_SLOTS and 0 < counts[1] <= MIN_DATA_SLOTS and counts[2] == 0
+    assert data_slot_count(scene, 0, False) == 2 * MIN_DATA_SLOTS
+    assert sorted(runs) == [(1, 2 * MIN_DATA_SLOTS), (2, MIN_DATA_SLOTS)]
+    for i, one in enumerate(ones):
+        assert batch.q[i].tobytes() == one.q.tobytes() and batch.v[i].tobytes() == one.v.tobytes()
+        assert batch.impulses[i].tobytes() == one.impulses.tobytes() and list(batch.modes[i]) == list(one.modes)
+        assert int(batch.iterations[i]) == int(one.iterations)
+
+
 def test_the_slot_count_starts_at_its_least_and_doubles_only_when_the_contacts_outgrow_it():
     scene = sd.Scene(dm_control_humanoid())
     assert data_slot_count(scene, 0) == 0

@@ -104,12 +104,12 @@ from ..model.topology import model_store
 from ..model.sensors import Contact
 from .friction_kernel import contact_step_kernel
 from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResiduals, ContactStep,
-                               ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, _positive, contact_basis,
-                               contact_problem, contact_slots, point_contacts)
+                               DATA_SLOT, ContactStepWarning, Rollout, StepArrays, _model_and_kernels, _modes, _positive,
+                               contact_basis, contact_problem, contact_slots, point_contacts)
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .passive_step import IMPLICIT, implicit_damping, passive_flag, passive_inputs, vector_springs, with_passive
 from . import scene_data
-from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used
+from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used, in_least_slots
 from .scene import Scene
 from .rollout_rows import append_chain, rollout_rows, stacked_states
 from .scene_fused import chained_step, chained_steps, fused_step, general_matching, mixed_call, trajectory_plan
@@ -318,9 +318,15 @@ def _slotted_step(model, q, v, tau, contacts, slots, dt, *, tol, max_iterations,
     if f_ext is None and gravity is None:         # all by position: the native callable's own fast call
         # the ready native callable straight away (as the public function would call it, less its frame)
         f = (native_calls(kernels) or _NONE).get(_STEP) if type(slots.frames) is tuple else None
-        out = tuple.__new__(StepArrays, f(q, v, tau, settings, warm, slots.data, slots.frames)) \
-            if f is not None and use_backend.current() != "numpy" else \
-            contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames)
+        f = f if use_backend.current() != "numpy" else None
+
+        def run(q, v, tau, warm, slots):
+            if f is not None:
+                return tuple.__new__(StepArrays, f(q, v, tau, settings, warm, slots.data, slots.frames))
+            return contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames)
+        # a batch in data slots: each state in the slots it needs (the others' free slots cost time)
+        batch = keep is None and q.ndim == 2 and slots.frames[0] == DATA_SLOT
+        out = in_least_slots(run, q, v, tau, warm, slots) if batch else run(q, v, tau, warm, slots)
     else:
         out = contact_step_kernel(kernels, q, v, tau, settings, warm, slots.data, slots.frames, f_ext=f_ext,
                                   gravity=gravity)

@@ -32,10 +32,10 @@ and ``b`` as much the other way, and the pair's internal impulses carry no net w
 the gap ``n . (w_a - w_b)`` for a normal fixed in ``b`` (``n . (v_b(w_a) - v_b(w_b)) = 0``); its
 slots are keyed by the pair of bodies.
 
-A batch of states is one call of the step: each state's contacts are found alone, the layout grows
-to hold them all, and every state is laid out in it (so a state's step equals its single step in the
-same layout); on the collision kernel's road, for all states at once with no Python work per state
-(:mod:`~sparsedyn.contact.scene_batch`), the solve on the batch runtime's threads.  Along a
+A batch of states is one call of the step: each state's contacts are found alone (on the collision
+kernel's road with no Python work per state: :mod:`~sparsedyn.contact.scene_batch`), laid out in one
+layout that holds them all, and solved on the batch runtime's threads, in data slots each state in
+the least count that holds it (:func:`~sparsedyn.contact.data_slots.in_least_slots`).  Along a
 trajectory a step starts from the impulses of the step before where a contact persists
 (:func:`matched_warm_start`): contacts are matched by their pair of shapes and the nearest point, not
 by their order, which changes as contacts come and go.
