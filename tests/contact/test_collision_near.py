@@ -200,3 +200,26 @@ def test_ahead_bad_input_is_named(v, reach, look, message, backend):
     with sd.use_backend(backend, deterministic=True), pytest.raises(ValueError, match=message):
         sd.collision_candidates_ahead(b.build(), [0, 0, 1, 0, 0, 0, 1], v, np.zeros((2, 15)), reach, look,
                                       [("sphere", "plane", 0, 1, 0, -1)])
+
+
+def test_collide_after_a_step_runs_the_steps_look_ahead_kernel_and_builds_none_of_its_own(native_backend):
+    """A scene whose step built ``collision_candidates_ahead`` answers ``collide`` with that kernel at
+    ``v = 0``, ``look = [margin, 0]`` (each pair's cutoff ``margin + 0``): no build of
+    ``collision_candidates_near``, and the hits at random poses of a capsule about a box (as a plain
+    list) are, to the bit, those of a scene of the same shapes on a model (of another name) whose
+    ``collide`` built ``collision_candidates_near``."""
+    import dataclasses
+    base = free_body_scene("capsule", "box").model
+    models = [dataclasses.replace(base, name=f"capsule by a box, {k}") for k in ("stepped", "collided")]
+    scenes = [sd.Scene(m, world=[sd.Shape("box", (0.6, 0.4, 0.3), name="b")], margin=0.02) for m in models]
+    rng = np.random.default_rng(7)
+    qs = [random_body_q(rng, 0.45)[2].tolist() for _ in range(40)]
+    sd.contact_step(models[0], qs[0], np.zeros(6), np.zeros(6), scenes[0], 0.002)
+    stepped, collided = ([sd.collide(s, q) for q in qs] for s in scenes)
+    built = [{n.rsplit("_s", 1)[0] for n in native.shared(m).kernels if n.startswith("collision")} for m in models]
+    assert built == [{"collision_candidates_ahead"}, {"collision_candidates_near"}]
+    assert 0 < sum(len(h.distances) for h in stepped) < 40 * len(kernel_plan(scenes[0]).pair)
+    for a, b in zip(stepped, collided):
+        assert a.pairs == b.pairs
+        for x, y in ((a.points, b.points), (a.normals, b.normals), (a.distances, b.distances)):
+            np.testing.assert_array_equal(x, y)

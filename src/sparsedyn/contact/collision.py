@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
-from ..kernels import native_calls, native_function, use_backend
+from ..kernels import native_function, use_backend
 from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane,  # noqa: F401
                            capsule_box_ends, capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box,
                            sphere_capsule, sphere_plane, sphere_sphere)
@@ -60,7 +60,7 @@ from .box_box_native import box_box_pairs, box_box_plan
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
                              _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
 from .collision_kernel import kernel_plan
-from .collision_near import collision_candidates_near
+from .collision_near import collision_candidates_near, near_call
 from .collision_hfield import hfield_pairs
 from .collision_quick import QUICK, quick_collide
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
@@ -98,7 +98,7 @@ class Hits(NamedTuple):
 
 # --- the query ------------------------------------------------------------------------------------
 
-_NEAR, _NONE, _F64 = collision_candidates_near.__name__, {}, np.dtype(float)
+_NONE, _F64 = {}, np.dtype(float)
 
 
 def collide(scene, q) -> Hits:
@@ -197,7 +197,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
         if kp.pairs:
             # the pairs' candidates within the cutoff (a broad phase leaves out the others' narrow phase);
             # the ready native callable straight away (as the public function would, less its frame)
-            f = (native_calls(model) or _NONE).get(_NEAR)
+            f = near_call(model)                  # (or a step's look-ahead kernel's: no second build)
             top = np.array(margin) if per_pair else kp.cutoff      # a 0-d array (data: no rebuild)
             c = f(q, kp.shapes, top, kp.pairs) if f is not None else \
                 collision_candidates_near(model, q, kp.shapes, top, kp.pairs)

@@ -30,11 +30,11 @@ import numpy as np
 from .. import _checks
 from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms, velocity_pass
-from ..kernels import kernel
+from ..kernels import kernel, native_calls
 from ..symbolic.loop import run_stages
 from .collision_kernel import _check_pairs, _pair_rows, _per_pair, _posers, _shape_count
 
-__all__ = ["collision_candidates_near", "collision_candidates_ahead", "NEAR_COLUMNS", "SLACK"]
+__all__ = ["collision_candidates_near", "collision_candidates_ahead", "near_call", "NEAR_COLUMNS", "SLACK"]
 
 #: Columns of a row of :func:`collision_candidates_near`: ``[d, x (3), n (3), w_a in body a (3), n . w_b]``,
 #: ``x = (w_a + w_b) / 2`` the midpoint of the witness points (world; ``w_a = x + d n / 2``); the others
@@ -329,3 +329,34 @@ def collision_candidates_ahead(model, q, v, shapes, reach, look, pairs):
         return np.zeros(batch + (K, NEAR_COLUMNS)), np.zeros(batch + (K,))
     return (np.stack([c for c, _ in out]).reshape(batch + (K, NEAR_COLUMNS)),
             np.stack([np.asarray(x, float) for _, x in out]).reshape(batch + (K,)))
+
+
+def near_call(model):
+    """The ready native :func:`collision_candidates_near` of ``model`` (called ``f(q, shapes, cutoff, pairs,
+    out=None)`` at one state), or where only :func:`collision_candidates_ahead` is built, a callable of the
+    same arguments running that one at ``v = 0`` and ``look = [cutoff, 0]``: each pair's cutoff is then
+    ``cutoff + 0`` and each body's speed bound 0 (so the radii ``reach`` are zeros), the same rows to the
+    bit.  A scene whose steps built the look-ahead's kernel so answers :func:`~sparsedyn.collide` with no
+    second build of the same pairs' closed forms (the humanoid's: some 20 s).  None where neither is built."""
+    calls = native_calls(model)
+    if calls is None:
+        return None
+    f = calls.get(_NEAR)
+    if f is not None:
+        return f
+    g = calls.get(_AHEAD)
+    if g is None:
+        return None
+    v, reach, look = np.zeros(model.nv), np.zeros(model.nbodies), np.zeros(2)
+
+    def near(q, shapes, cutoff, pairs, out=None):
+        look[0] = cutoff
+        c = g(q, v, shapes, reach, look, pairs)[0]
+        if out is None:
+            return c
+        out[...] = c
+        return out
+    return near
+
+
+_NEAR, _AHEAD = collision_candidates_near.__name__, collision_candidates_ahead.__name__

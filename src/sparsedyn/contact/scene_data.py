@@ -24,7 +24,7 @@ from .box_box_road import box_box_poses, box_box_road_hits
 from .box_box_step import box_box_step_rows, one_state
 from .collision import _bounds, mesh_vertices, placements
 from .collision_kernel import kernel_plan
-from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near
+from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near, near_call
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .look_ahead import STEP_CAPACITY, body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
@@ -40,7 +40,7 @@ __all__ = ["scene_slot_data", "near_candidates", "ahead_candidates", "mesh_plane
 #: ``[p (3), n (3), offset]``: ``w_a`` in a's body (3), ``n`` (3), ``n . w_b``.
 SLOT_COLUMNS = np.array([7, 8, 9, 4, 5, 6, 10])
 
-_NEAR, _AHEAD = collision_candidates_near.__name__, collision_candidates_ahead.__name__
+_AHEAD = collision_candidates_ahead.__name__
 _FK = forward_kinematics.__name__
 _NONE, _F64 = {}, np.dtype(float)
 
@@ -360,7 +360,7 @@ def near_candidates(scene, kp, q, cutoff=None):
     top = kp.cutoff if cutoff is None else np.array(max(
         float(cutoff.max()) if type(cutoff) is np.ndarray and cutoff.size else float(np.max(cutoff, initial=0.0)),
         scene.margin))
-    f = (native_calls(model) or _NONE).get(_NEAR)
+    f = near_call(model)                      # (where only a step's look-ahead kernel is built: that one)
     if f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,):
         return f(q, kp.shapes, top, kp.pairs)
     return collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
