@@ -17,9 +17,10 @@ minimum is robust where a median swings), of
 * ``sd.collide(scene, q)`` beside MuJoCo's ``mj_kinematics`` + ``mj_collision`` (hits / ``ncon`` printed:
   MuJoCo counts the robot's self-contacts its contype/conaffinity let through, the scene its own
   pairs), and its phases: the native collision kernel alone (``collision_candidates`` on the scene's
-  closed-form pairs, every pair; ``collision_candidates_near``, what ``collide`` runs: the pairs within
-  the margin after a broad phase; ``collision_candidates_ahead``, what a step runs: each pair within its
-  look-ahead from ``v``, in the same call) and, for comparison, ``collide`` on the NumPy road (the
+  closed-form pairs, every pair; ``collision_candidates_near``, the rows ``collide`` picks from: the pairs
+  within the margin after a broad phase; ``collision_candidates_ahead``, what a step runs: each pair within
+  its look-ahead from ``v``, in the same call; ``collide`` runs this one at ``v = 0`` where every pair is
+  the kernel's, so a scene builds one) and, for comparison, ``collide`` on the NumPy road (the
   vectorised closed forms);
 * ``sd.contact_step(model, q, v, tau, scene, dt)`` on the default road (native, built before the
   timing; the scene's slot layout, grown to what its steps needed) beside ``mj_step``, both at
@@ -238,7 +239,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
         ours = {
             "collide": lambda: sd.collide(scene, q),
             "  collision kernel (one native call)": lambda: collision_candidates(model, q, kp.shapes, kp.pairs),
-            "  with the broad phase (collide's)": lambda: sd.collision_candidates_near(model, q, kp.shapes, kp.cutoff,
+            "  with the broad phase (near)": lambda: sd.collision_candidates_near(model, q, kp.shapes, kp.cutoff,
                                                                                      kp.pairs),
             "  with the look-ahead (the step's)": lambda: sd.collision_candidates_ahead(model, q, v, kp.shapes, reach,
                                                                                        look, kp.pairs),
@@ -327,7 +328,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
     data = times.get("  contact data from the kernel", times["  contact data from Contact objects"])
     solve = times["  native solve (contact_step_kernel)"]
     rest = times["contact_step"] - (times[FUSED] if FUSED in times else data + solve)
-    order = ["collide", "  collision kernel (one native call)", "  with the broad phase (collide's)",
+    order = ["collide", "  collision kernel (one native call)", "  with the broad phase (near)",
              "  with the look-ahead (the step's)", "  collide on the NumPy road", "contact_step",
              "contact_step, warm-started", f"rollout, per step ({ROLLOUT} steps)", SPRUNG, IMPLICIT, FUSED,
              "  contact data from the kernel", "  native solve (contact_step_kernel)", None,

@@ -202,24 +202,35 @@ def test_ahead_bad_input_is_named(v, reach, look, message, backend):
                                       [("sphere", "plane", 0, 1, 0, -1)])
 
 
-def test_collide_after_a_step_runs_the_steps_look_ahead_kernel_and_builds_none_of_its_own(native_backend):
-    """A scene whose step built ``collision_candidates_ahead`` answers ``collide`` with that kernel at
-    ``v = 0``, ``look = [margin, 0]`` (each pair's cutoff ``margin + 0``): no build of
-    ``collision_candidates_near``, and the hits at random poses of a capsule about a box (as a plain
-    list) are, to the bit, those of a scene of the same shapes on a model (of another name) whose
-    ``collide`` built ``collision_candidates_near``."""
+
+@pytest.mark.parametrize("step_first", [True, False], ids=["stepped, then collided", "collided, then stepped"])
+def test_a_scene_builds_one_collision_kernel_whose_rows_at_rest_are_the_near_kernels(step_first, native_backend):
+    """A scene's ``collide`` and its steps, in either order, build one collision kernel,
+    ``collision_candidates_ahead``, never ``collision_candidates_near``; ``collide`` runs it at ``v = 0``,
+    ``look = [margin, 0]`` (each pair's cutoff ``margin + 0``): its rows at random poses of a capsule
+    about a box (as a plain list) are, to the bit, those of the public ``collision_candidates_near``
+    built on a model of another name, and so are the hits."""
     import dataclasses
+    from sparsedyn.contact.scene_data import near_candidates
     base = free_body_scene("capsule", "box").model
-    models = [dataclasses.replace(base, name=f"capsule by a box, {k}") for k in ("stepped", "collided")]
-    scenes = [sd.Scene(m, world=[sd.Shape("box", (0.6, 0.4, 0.3), name="b")], margin=0.02) for m in models]
+    names = ("stepped" if step_first else "collided", "the near kernel")
+    models = [dataclasses.replace(base, name=f"capsule by a box, {n}") for n in names]
+    scene = sd.Scene(models[0], world=[sd.Shape("box", (0.6, 0.4, 0.3), name="b")], margin=0.02)
     rng = np.random.default_rng(7)
     qs = [random_body_q(rng, 0.45)[2].tolist() for _ in range(40)]
-    sd.contact_step(models[0], qs[0], np.zeros(6), np.zeros(6), scenes[0], 0.002)
-    stepped, collided = ([sd.collide(s, q) for q in qs] for s in scenes)
-    built = [{n.rsplit("_s", 1)[0] for n in native.shared(m).kernels if n.startswith("collision")} for m in models]
-    assert built == [{"collision_candidates_ahead"}, {"collision_candidates_near"}]
-    assert 0 < sum(len(h.distances) for h in stepped) < 40 * len(kernel_plan(scenes[0]).pair)
-    for a, b in zip(stepped, collided):
-        assert a.pairs == b.pairs
-        for x, y in ((a.points, b.points), (a.normals, b.normals), (a.distances, b.distances)):
-            np.testing.assert_array_equal(x, y)
+    if step_first:
+        sd.contact_step(models[0], qs[0], np.zeros(6), np.zeros(6), scene, 0.002)
+    hits = [sd.collide(scene, q) for q in qs]
+    sd.contact_step(models[0], qs[1], np.zeros(6), np.zeros(6), scene, 0.002)
+    kp = kernel_plan(scene)
+    built = {n.rsplit("_s", 1)[0] for n in native.shared(models[0]).kernels if n.startswith("collision")}
+    assert built == {"collision_candidates_ahead"}
+    assert 0 < sum(len(h.distances) for h in hits) < 40 * len(kp.pair)
+    for q, h in zip(qs, hits):
+        rows = near_candidates(scene, kp, np.array(q))
+        want = sd.collision_candidates_near(models[1], q, kp.shapes, scene.margin, kp.pairs)
+        np.testing.assert_array_equal(rows, want)
+        within = want[:, 0] < scene.margin
+        assert len(h.distances) == within.sum()
+        np.testing.assert_array_equal(np.sort(h.distances), np.sort(want[within, 0]))
+    assert {n.rsplit("_s", 1)[0] for n in native.shared(models[1]).kernels} == {"collision_candidates_near"}

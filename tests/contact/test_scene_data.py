@@ -1,6 +1,7 @@
 """The step's contact data on the native road (sparsedyn.contact.scene_data, scene_batch) come from
-the collision kernel with a broad phase, ``collision_candidates_near`` with the scene's margin as its
-cutoff.
+the collision kernel with a broad phase, ``collision_candidates_near``'s rows with the scene's margin as
+their cutoff (run by the scene's one collision kernel, the steps' ``collision_candidates_ahead``, at
+``v = 0``).
 
 Oracle: the same data laid out from every candidate of every pair, ``collision_candidates`` (itself
 checked against coal and the vectorised closed forms in test_collision_kernel), put in the broad
@@ -38,8 +39,8 @@ def _fresh(name):
 def _ran(model):
     """The collision kernels run natively on ``model`` (their builds' names less the static arguments' tag)."""
     names = [n for n in native.shared(model).kernels if n.startswith("collision_candidates")]
-    return {"collision_candidates_near" if n.startswith("collision_candidates_near") else "collision_candidates"
-            for n in names}
+    return {next((k for k in ("collision_candidates_near", "collision_candidates_ahead") if n.startswith(k)),
+                 "collision_candidates") for n in names}
 
 
 def _full(scene, kp, q, cutoff=None):
@@ -66,7 +67,7 @@ def test_a_states_data_come_from_the_broad_phase_and_are_the_full_kernels(native
     near, full = sd.Scene(model), sd.Scene(model)
     kp = kernel_plan(near)
     got = [scene_data.scene_slot_data(near, q) for q in _states(model, 12, 3)]
-    assert _ran(model) == {"collision_candidates_near"}   # the full kernel never ran
+    assert _ran(model) == {"collision_candidates_ahead"}  # the full kernel never ran (the steps' broad phase did)
     contacts = sum(len(pair) for pair, _ in got)
     computed = sum(len(np.unique(kp.pair[scene_data.near_candidates(near, kp, q)[:, 1:].any(1)]))
                    for q in _states(model, 12, 3))      # the pairs the broad phase kept
@@ -86,7 +87,7 @@ def test_a_batchs_data_come_from_the_broad_phase_and_are_the_full_kernels(native
     near, full = sd.Scene(model), sd.Scene(model)
     Q = _states(model, 24, 4)
     pair, slot, ends, slots = scene_batch.scene_batch_slot_data(near, Q.tolist())
-    assert _ran(model) == {"collision_candidates_near"}
+    assert _ran(model) == {"collision_candidates_ahead"}
     assert ends[-1] >= 40 and np.count_nonzero(np.diff(ends)) >= 12
     monkeypatch.setattr(scene_batch, "near_candidates", _full)
     want_pair, want_slot, want_ends, want = scene_batch.scene_batch_slot_data(full, Q)

@@ -27,9 +27,11 @@ patches are not used: their points carry the depth of the closest pair, not thei
 On the default (native) road the closed-form pairs against a plane, between spheres and capsules and of
 spheres and capsules against boxes (:mod:`~sparsedyn.contact.box_pairs`) are one compiled kernel of
 ``q`` (:mod:`~sparsedyn.contact.collision_kernel`: the same closed forms without branches, with a broad
-phase, :mod:`~sparsedyn.contact.collision_near`), and so are the heights of a robot mesh's hull vertices
-above a world plane (:mod:`~sparsedyn.contact.mesh_plane`); two boxes are one hand-written routine
-(:mod:`~sparsedyn.contact.box_box_native`); the hits are the same to rounding.  The pairs left pass a
+phase, :mod:`~sparsedyn.contact.collision_near`; where every pair is the kernel's, the steps' own
+look-ahead kernel run at ``v = 0``, so that collide and the steps build one kernel), and so are the
+heights of a robot mesh's hull vertices above a world plane (:mod:`~sparsedyn.contact.mesh_plane`); two
+boxes are one hand-written routine (:mod:`~sparsedyn.contact.box_box_native`); the hits are the same
+to rounding.  The pairs left pass a
 tighter broad phase in one native call (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`: a sphere
 against a box, the shapes' bounding boxes by separating axes), and a robot mesh's patches on world boxes
 (given coal's closest pairs) are one native call (:func:`~sparsedyn.contact.mesh_box_loop.mesh_box_loop_patches`).
@@ -60,7 +62,7 @@ from .box_box_native import box_box_pairs, box_box_plan
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
                              _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
 from .collision_kernel import kernel_plan
-from .collision_near import collision_candidates_near, near_call
+from .collision_near import near_call, near_rows
 from .collision_hfield import hfield_pairs
 from .collision_quick import QUICK, quick_collide
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
@@ -166,7 +168,7 @@ def _kernel_hits(scene, every, order, c, mask):
     return tuple.__new__(Hits, (list(names), c[:, 1:4], c[:, 4:7], c[:, 0], k.copy()))      # (less a call)
 
 
-#: ``scene.cache``'s key of collide's road: ``(the ready native collision_candidates_near, the kernel plan,
+#: ``scene.cache``'s key of collide's road: ``(the ready native near_call(model), the kernel plan,
 #: (nq,), the mesh-plane loop plan or None, each row's pair, the rows by pair or None)`` where every
 #: pair is the collision kernel's or a robot mesh's on a world plane; ``(None, a mesh_box_road.BoxRoad, ...)``
 #: where the others are meshes on world boxes, ``(None, a box_box_road.BoxBoxRoad, ...)`` pairs of two boxes
@@ -197,10 +199,10 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
         if kp.pairs:
             # the pairs' candidates within the cutoff (a broad phase leaves out the others' narrow phase);
             # the ready native callable straight away (as the public function would, less its frame)
-            f = near_call(model)                  # (or a step's look-ahead kernel's: no second build)
+            f = near_call(model, kp.complete)     # (the steps' own kernel: one build a scene)
             top = np.array(margin) if per_pair else kp.cutoff      # a 0-d array (data: no rebuild)
             c = f(q, kp.shapes, top, kp.pairs) if f is not None else \
-                collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
+                near_rows(model, q, kp.shapes, top, kp.pairs, kp.complete)
             if kp.complete:                        # the kernel's hits are the vectorised road's (MIN_FEATURE)
                 if f is not None and not per_pair:
                     scene.cache[_ROAD] = (f, kp, (model.nq,), None, kp.pair, None)

@@ -34,7 +34,7 @@ from ..kernels import kernel, native_calls
 from ..symbolic.loop import run_stages
 from .collision_kernel import _check_pairs, _pair_rows, _per_pair, _posers, _shape_count
 
-__all__ = ["collision_candidates_near", "collision_candidates_ahead", "near_call", "NEAR_COLUMNS", "SLACK"]
+__all__ = ["collision_candidates_near", "collision_candidates_ahead", "near_call", "near_rows", "NEAR_COLUMNS", "SLACK"]
 
 #: Columns of a row of :func:`collision_candidates_near`: ``[d, x (3), n (3), w_a in body a (3), n . w_b]``,
 #: ``x = (w_a + w_b) / 2`` the midpoint of the witness points (world; ``w_a = x + d n / 2``); the others
@@ -331,22 +331,20 @@ def collision_candidates_ahead(model, q, v, shapes, reach, look, pairs):
             np.stack([np.asarray(x, float) for _, x in out]).reshape(batch + (K,)))
 
 
-def near_call(model):
+def near_call(model, ahead=True):
     """The ready native :func:`collision_candidates_near` of ``model`` (called ``f(q, shapes, cutoff, pairs,
-    out=None)`` at one state), or where only :func:`collision_candidates_ahead` is built, a callable of the
-    same arguments running that one at ``v = 0`` and ``look = [cutoff, 0]``: each pair's cutoff is then
-    ``cutoff + 0`` and each body's speed bound 0 (so the radii ``reach`` are zeros), the same rows to the
-    bit.  A scene whose steps built the look-ahead's kernel so answers :func:`~sparsedyn.collide` with no
-    second build of the same pairs' closed forms (the humanoid's: some 20 s).  None where neither is built."""
+    out=None)`` at one state), or with ``ahead`` where only :func:`collision_candidates_ahead` is built, a
+    callable of the same arguments running that one at ``v = 0`` and ``look = [cutoff, 0]``: each pair's
+    cutoff is then ``cutoff + 0`` and each body's speed bound 0 (so the radii ``reach`` are zeros), the
+    same rows to the bit.  None where neither is built.  ``ahead``: whether the scene's steps run the
+    look-ahead's kernel (every pair the collision kernel's; the others' steps run this one)."""
     calls = native_calls(model)
     if calls is None:
         return None
     f = calls.get(_NEAR)
-    if f is not None:
-        return f
-    g = calls.get(_AHEAD)
+    g = calls.get(_AHEAD) if ahead and f is None else None
     if g is None:
-        return None
+        return f
     v, reach, look = np.zeros(model.nv), np.zeros(model.nbodies), np.zeros(2)
 
     def near(q, shapes, cutoff, pairs, out=None):
@@ -357,6 +355,23 @@ def near_call(model):
         out[...] = c
         return out
     return near
+
+
+def near_rows(model, q, shapes, cutoff, pairs, ahead=True):
+    """:func:`collision_candidates_near`'s rows (..., K, 11) of ``q`` (nq,) or (..., nq) within the number
+    ``cutoff``, by the kernel the scene's steps run: :func:`near_call`'s callable where one is built (a
+    state as a float64 array), else with ``ahead`` :func:`collision_candidates_ahead` at ``v = 0`` and
+    ``look = [cutoff, 0]`` (the same rows; built on the default road where it is not, NumPy answering
+    meanwhile), without it :func:`collision_candidates_near`.  So a scene's :func:`~sparsedyn.collide`
+    and its steps build one collision kernel, in whichever order they come."""
+    f = near_call(model, ahead)
+    if f is not None and type(q) is np.ndarray and q.dtype == np.float64 and q.shape == (model.nq,):
+        return f(q, shapes, cutoff, pairs)
+    if not ahead:
+        return collision_candidates_near(model, q, shapes, cutoff, pairs)
+    lead = np.shape(q)[:-1]
+    return collision_candidates_ahead(model, q, np.zeros(lead + (model.nv,)), shapes, np.zeros(model.nbodies),
+                                      np.array([float(cutoff), 0.0]), pairs)[0]
 
 
 _NEAR, _AHEAD = collision_candidates_near.__name__, collision_candidates_ahead.__name__

@@ -98,9 +98,9 @@ def _plain(g, pairs):
 
 def _kernel_road(scene, road, pick, hits):
     """The call of a road of the collision kernel's pairs (``road``: collide's ``(the native
-    collision_candidates_near, its plan, (nq,), the mesh-plane loop plan or None, each row's pair, the
-    rows by pair or None)``): its candidates, then the meshes' patches on planes where the plan has
-    them, in one table per thread."""
+    collision_candidates_near or the look-ahead's in its stead (near_call), its plan, (nq,), the
+    mesh-plane loop plan or None, each row's pair, the rows by pair or None)``): its candidates, then
+    the meshes' patches on planes where the plan has them, in one table per thread."""
     f, kp, _, lp, every, order = road
     shapes, cutoff, pairs = kp.shapes, kp.cutoff, _plain(f, kp.pairs)
     if lp is None:

@@ -24,7 +24,7 @@ from .box_box_road import box_box_poses, box_box_road_hits
 from .box_box_step import box_box_step_rows, one_state
 from .collision import _bounds, mesh_vertices, placements
 from .collision_kernel import kernel_plan
-from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, collision_candidates_near, near_call
+from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, near_rows
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .look_ahead import STEP_CAPACITY, body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
@@ -354,16 +354,14 @@ def _remembered(scene, mask):
 def near_candidates(scene, kp, q, cutoff=None):
     """:func:`~sparsedyn.collision_candidates_near` of the kernel plan ``kp`` of ``scene`` at ``q``
     (nq,) or (B, nq), the cutoff the largest of ``cutoff`` (per pair, any shape; None: the scene's
-    margin): (K, 11) or (B, K, 11).  A single state through the ready native callable (as the public
-    function would call it, less its frame).  The cutoff is data: a new one is no new build."""
+    margin): (K, 11) or (B, K, 11), by :func:`~sparsedyn.contact.collision_near.near_rows` (the kernel the
+    scene's steps run: where every pair is the collision kernel's, the look-ahead one at ``v = 0``; a
+    single state through its ready native callable).  The cutoff is data: a new one is no new build."""
     model = scene.model
     top = kp.cutoff if cutoff is None else np.array(max(
         float(cutoff.max()) if type(cutoff) is np.ndarray and cutoff.size else float(np.max(cutoff, initial=0.0)),
         scene.margin))
-    f = near_call(model)                      # (where only a step's look-ahead kernel is built: that one)
-    if f is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,):
-        return f(q, kp.shapes, top, kp.pairs)
-    return collision_candidates_near(model, q, kp.shapes, top, kp.pairs)
+    return near_rows(model, q, kp.shapes, top, kp.pairs, kp.complete)
 
 
 def ahead_candidates(scene, kp, q, v, dt):
