@@ -202,7 +202,6 @@ def test_ahead_bad_input_is_named(v, reach, look, message, backend):
                                       [("sphere", "plane", 0, 1, 0, -1)])
 
 
-
 @pytest.mark.parametrize("step_first", [True, False], ids=["stepped, then collided", "collided, then stepped"])
 def test_a_scene_builds_one_collision_kernel_whose_rows_at_rest_are_the_near_kernels(step_first, native_backend):
     """A scene's ``collide`` and its steps, in either order, build one collision kernel,

@@ -364,9 +364,10 @@ def near_rows(model, q, shapes, cutoff, pairs, ahead=True):
     ``look = [cutoff, 0]`` (the same rows; built on the default road where it is not, NumPy answering
     meanwhile), without it :func:`collision_candidates_near`.  So a scene's :func:`~sparsedyn.collide`
     and its steps build one collision kernel, in whichever order they come."""
-    f = near_call(model, ahead)
-    if f is not None and type(q) is np.ndarray and q.dtype == np.float64 and q.shape == (model.nq,):
-        return f(q, shapes, cutoff, pairs)
+    if type(q) is np.ndarray and q.dtype == np.float64 and q.shape == (model.nq,):
+        f = near_call(model, ahead)
+        if f is not None:
+            return f(q, shapes, cutoff, pairs)
     if not ahead:
         return collision_candidates_near(model, q, shapes, cutoff, pairs)
     lead = np.shape(q)[:-1]
