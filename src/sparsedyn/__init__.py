@@ -73,6 +73,7 @@ from .contact.friction_derivatives import ContactStepDerivatives, contact_step_d
 from .contact.scene_derivatives import SlotPartials, scene_step_partials
 from .contact.shapes import Shape
 from .contact.scene import Scene
+from .contact.joint_stops import with_joint_stops
 from .contact.collision import Hits, collide
 from .contact.overlaps import SelfOverlapWarning, overlapping_pairs
 from .contact.collision_kernel import collision_candidates
@@ -192,7 +193,7 @@ __all__ = [
     "Sensor", "ForceTorque", "ContactLoad", "JointTorque", "JointAcceleration", "KnownWrench", "Accelerometer",
     "Prior", "Contact",
     "frame_acceleration", "frame_classical_acceleration", "frame_jacobian_dot_v", "frame_proper_acceleration",
-    "geometry_placements", "Geometry", "Viewer",
+    "geometry_placements", "Geometry", "Viewer", "with_joint_stops",
     "center_of_mass", "center_of_mass_velocity", "center_of_mass_acceleration", "com_jacobian",
     "subtree_centers_of_mass", "subtree_masses", "centroidal_momentum", "centroidal_momentum_rate",
     "centroidal_momentum_matrix", "centroidal_momentum_matrix_dot_v", "centroidal_composite_inertia",

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.usefixtures("compile_cache")
 
 #: Public functions taking a model that are not kernels, and why.
 NOT_KERNELS = {
+    "with_joint_stops": "a model edit (shapes added): no state argument",
     "sparsity_pattern": "structure only: no state argument",
     "to_urdf": "writes a file",
     "estimate_report": "a text report",

@@ -1,8 +1,8 @@
 """A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes in four
 native calls (sparsedyn.contact.box_box_step): the general road's (each pair's look-ahead from
 ``look_ahead.pair_cutoffs``, the pairs' rows from ``scene_data.box_box_rows``, the kernel's
-candidates), the rows bit for bit (the same routine and operations on the same poses), the
-look-ahead to the rounding of its few sums; the look-ahead by hand for a cube sliding and turning;
+candidates), the rows to rounding (the same routine on the poses of the native kinematics or of
+NumPy), the look-ahead to the rounding of its few sums; the look-ahead by hand for a cube sliding and turning;
 a velocity the bodies' kernel declines named as on the general road."""
 
 import numpy as np
@@ -61,7 +61,12 @@ def test_the_rows_are_the_general_roads(make, monkeypatch):
             v = rng.normal(scale=0.3, size=12)
             rows, within = scene_data._mixed_candidates(scene, mixed, q, None, (v, DT))
             want_rows, want_within = _general(monkeypatch, scene, mixed, q, v)
-            assert np.array_equal(rows, want_rows)
+            # the same routine on poses placed by the native kinematics or by NumPy (whose products round
+            # by the CPU's own kernels): equal to the rounding of a pose's few products and sums
+            assert np.array_equal(np.isfinite(rows), np.isfinite(want_rows))
+            finite = np.isfinite(want_rows)
+            scale = max(1.0, np.abs(want_rows[finite]).max())
+            assert np.abs(rows[finite] - want_rows[finite]).max() <= rounding_bound(8) * scale
             # |omega|, |v_o|: sums of three squares, then two products and three sums per pair
             assert np.abs(within - want_within).max() <= rounding_bound(8) * want_within.max()
             assert np.count_nonzero(rows[:, 0] < within) >= 4           # the cubes' faces on each other, the table

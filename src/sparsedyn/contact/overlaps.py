@@ -62,9 +62,10 @@ def _overlaps(scene, q):
 
 
 def _own(scene):
-    """(P,) bool: the pairs of two shapes on the robot's moving bodies whose relative placement the
-    configuration's joints fix: no free joint between their bodies (two objects each on its own free
-    joint, a ball beside a robot, are wherever the user puts them, not where ``neutral`` does)."""
+    """(P,) bool: the pairs of two shapes on the robot's moving bodies, not a body and its parent,
+    whose relative placement the configuration's joints fix: no free joint between their bodies
+    (two objects each on its own free joint, a ball beside a robot, are wherever the user puts them,
+    not where ``neutral`` does)."""
     model = scene.model
     floating = np.full(model.nbodies + 1, -1)                  # the deepest free joint's body above each
     for i in range(model.nbodies):                             # (parents come first)
@@ -72,7 +73,9 @@ def _own(scene):
         floating[i] = i if isinstance(model.joints[i], Free) else up
     body = np.array([s.body for s in scene.shapes], int)
     a, b = body[scene.index[:, 0]], body[scene.index[:, 1]]
-    return (a >= 0) & (b >= 0) & (floating[a] == floating[b])
+    parent = np.append(model.topology.parent, -1)              # a body and its parent (a joint's stops)
+    adjacent = (parent[a] == b) | (parent[b] == a)             # touch at their joint by construction
+    return (a >= 0) & (b >= 0) & (floating[a] == floating[b]) & ~adjacent
 
 
 def warn_self_overlaps(scene, srdf=None, stacklevel=2):

@@ -11,7 +11,9 @@ link, stay) followed by the world shapes the user adds.  The checked pairs are
   instead: bit masks, its parent-child filter, ``<contact><exclude>`` and ``<contact><pair>``
   (:mod:`sparsedyn.contact.scene_pairs`);
 
-less the pairs of links an SRDF disables (``<disable_collisions>``, links named as in the model file).
+less the pairs of links an SRDF disables (``<disable_collisions>``, links named as in the model file)
+but the model's explicit pairs (MJCF ``<contact><pair>``, a joint's stops:
+:func:`~sparsedyn.with_joint_stops`).
 Two world shapes never collide, nor two planes (unbounded, they always would).  In a pair ``(a, b)``, ``a`` is a robot shape and ``b`` a world shape,
 or both are robot shapes in scene order; hits' normals point from ``b`` towards ``a``.
 
@@ -94,7 +96,7 @@ class Scene(SceneBase):
                         raise ValueError(f"Scene: srdf: the disabled pair ({a!r}, {b!r}) names {x!r}, which is "
                                          f"no link of model {model.name!r}")
                 drop |= {(a, b), (b, a)}
-            keep = [(i, j) for i, j in pairs if (shapes[i].link, shapes[j].link) not in drop]
+            keep = [(i, j) for i, j in pairs if (i, j) in explicit or (shapes[i].link, shapes[j].link) not in drop]
             self._set(model, shapes, keep, friction, margin, explicit)
         if self_collision:
             warn_self_overlaps(self, srdf, stacklevel=2)

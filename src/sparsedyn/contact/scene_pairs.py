@@ -10,8 +10,10 @@ Two rules, by what the model file said of its collision shapes:
   shapes on different bodies whose masks match (``contype_a & conaffinity_b | contype_b &
   conaffinity_a``), neither excluding the other, plus the explicit pairs whatever their masks.
 
-A world shape the user adds (no masks) meets every robot shape.  Two world shapes never collide, nor
-two planes.  ``self_collision=False`` drops every pair of two robot shapes, explicit ones too.
+A world shape the user adds (no masks) meets every robot shape, except a shape whose masks are both
+zero (a joint's stop, :mod:`~sparsedyn.contact.joint_stops`), which is in its explicit pairs only.
+Two world shapes never collide, nor two planes.  ``self_collision=False`` drops every pair of two
+robot shapes but the explicit pairs of a body and its parent (a joint's stops).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ def default_pairs(model, shapes, self_collision):
     masked = [g is not None and g.contype is not None for g in info]
     index = {g.name: k for k, g in enumerate(info) if g is not None}
     exclude = [frozenset(index[n] for n in g.exclude if n in index) if g is not None else frozenset() for g in info]
+    inert = [m and g.contype == 0 and g.conaffinity == 0 for m, g in zip(masked, info)]
     parent = model.parent
 
     def checked(i, j):
         a, b = shapes[i], shapes[j]
         if a.kind == b.kind == "plane" or (b.body >= 0 and not self_collision) or a.body == b.body:
+            return False
+        if inert[i] or inert[j]:
             return False
         if j in exclude[i] or i in exclude[j]:
             return False
@@ -49,6 +54,7 @@ def default_pairs(model, shapes, self_collision):
             a, b = i, index[name]
             if shapes[a].body < 0 or (shapes[b].body >= 0 and b < a):
                 a, b = b, a
-            if shapes[a].body >= 0 and (shapes[b].body < 0 or self_collision):
+            ka, kb = shapes[a].body, shapes[b].body
+            if ka >= 0 and (kb < 0 or self_collision or parent[ka] == kb or parent[kb] == ka):
                 explicit[(a, b)] = mu
     return pairs + list(explicit), explicit
