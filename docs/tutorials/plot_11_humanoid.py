@@ -10,7 +10,8 @@ other as the file's ``condim`` 1 makes them, the pairs MuJoCo checks) plus the w
 (:doc:`/guide/simulation`).  The height of the torso, the number of contacts and the energy are
 plotted; the deepest penetration is checked against the scene's margin, and the
 energy's few small rises are shown to be the time-stepping's own error, shrinking with the time step.
-Every number printed is also asserted.
+Last, the same fall with the joints' limits held (:func:`sparsedyn.with_joint_stops`).  Every number
+printed is also asserted.
 """
 
 # %%
@@ -45,8 +46,8 @@ print([s.name for s in scene.shapes if s.body < 0])        # the file's floor an
 # The humanoid stands upright, its feet just above the floor, and is given a forward speed of
 # 1.2 m/s and a pitch rate of 2 rad/s (a free joint's velocity is ``[omega; v]`` in the torso's
 # axes).  No joint torque acts: the joints are limp, and their limits, springs and dampers (data of
-# the file) are not applied (``passive=True`` would add the springs and dampers), so the humanoid
-# falls as a rag doll.  1.2 s at ``dt`` = 5 ms (MuJoCo's
+# the file) are not applied (``passive=True`` would add the springs and dampers; the last section
+# holds the limits), so the humanoid falls as a rag doll.  1.2 s at ``dt`` = 5 ms (MuJoCo's
 # time step for this file).
 DT, STEPS = 0.005, 240
 q0 = np.zeros(humanoid.nq)
@@ -136,3 +137,41 @@ gains.append(e[e > 0].sum())
 for dt, gain in zip((DT, DT / 4), gains):
     print(f"dt = {dt * 1e3:.2f} ms: the steps' rises add up to {gain:.4f} J over the first {FALL} s")
 assert gains[1] < 0.5 * gains[0]               # a first-order scheme's error: a quarter of it for a quarter of dt
+
+# %%
+# With the joints' limits held
+# ----------------------------
+# The rag doll's joints swung past the limits the file gives them.  :func:`sparsedyn.with_joint_stops`
+# holds a hinge's limits as contacts the step solves with the others: a small sphere on the child body
+# meets a box on the parent exactly at each limit (a frictionless pair whose gap is ``r sin(q - lower)``).
+# A stop holds one hinge between two bodies, and the file's bodies with two or three hinges are one
+# composite joint each, so the file is read again with a body per hinge (``composite_joints=False``:
+# the same coordinates, the same limits).  The same push, the same 1.2 s.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    hinged = sd.load_mjcf(os.path.join(os.path.dirname(dm_control.__file__), "suite", "humanoid.xml"),
+                          geometry=True, composite_joints=False)
+stopped = sd.with_joint_stops(hinged)
+print(sum(g.name.endswith("/stop") for g in stopped.geometries), "hinges stopped")
+held = sd.rollout(stopped, q0, v0, tau, sd.Scene(stopped, world=[box, *stairs]), DT, STEPS)
+
+
+def past_limits(qs):
+    """How far the hinges are past their limits [rad], the largest at each state."""
+    h = slice(7, None)
+    return np.maximum(hinged.lower[h] - qs[:, h], qs[:, h] - hinged.upper[h]).max(axis=1)
+
+
+print(f"past the limits: {past_limits(fall.q).max():.2f} rad as a rag doll, "
+      f"{past_limits(held.q).max() * 1e3:.2f} mrad with the stops")
+# a step holds a stop's gap to first order in its turn of the joint: what is left, below the square of
+# a limb's turn in one step, stays within a hundredth of a radian here
+assert past_limits(fall.q).max() > 0.5 and past_limits(held.q).max() < 0.01
+
+fig, ax = plt.subplots(figsize=(7, 3))
+ax.plot(t, np.maximum(past_limits(fall.q), 0), label="rag doll")
+ax.plot(t, np.maximum(past_limits(held.q), 0), label="with stops")
+ax.set_ylabel("past the limits [rad]")
+ax.set_xlabel("time [s]")
+ax.legend()
+fig.tight_layout()
