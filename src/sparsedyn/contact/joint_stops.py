@@ -20,7 +20,10 @@ The pair's normal row is then the joint's own speed times ``r cos(q - L)`` (the 
 differ by the joint's alone), its friction is zero (a frictionless contact, its impulse a pure joint
 torque ``r lambda``), and the step holds ``q`` at the limit as it holds any contact's gap at zero,
 to the solver's tolerance.  A limit enters the step as the scene's other contacts do,
-within the margin plus the step's look-ahead (``margin / r`` radians for a hinge at rest).
+within the margin plus the step's look-ahead (``margin / r`` radians for a hinge at rest); a joint
+that another contact's impulse jerks past its limit within one step, its stop not yet in the step's
+problem, is pushed back by the next steps' position correction (a larger ``r`` narrows the margin in
+angle and lets that happen more often).
 
 The stops are collision shapes with no collision bits (``contype = conaffinity = 0``: they meet no
 other shape) and one explicit pair each (:class:`~sparsedyn.model.Geometry`'s ``pairs``), so a scene
