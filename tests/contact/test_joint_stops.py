@@ -48,8 +48,12 @@ def test_the_gap_of_a_hinges_stop_is_r_sin_of_its_angle_from_the_limit(native_ba
             assert got["hinge/upper"] == pytest.approx(0.15 * math.sin(U - q), abs=1e-14)
 
 
-def test_the_gap_of_a_slides_stop_is_its_distance_from_the_limit():
-    model = sd.with_joint_stops(sd.load_mjcf(SLIDE, geometry=True))
+@pytest.mark.parametrize("axis, euler", [("0 0 1", "0 0 0"), ("1 2 -2", "30 -40 50")])
+def test_the_gap_of_a_slides_stop_is_its_distance_from_the_limit(axis, euler):
+    """Along a vertical slide, and a tilted one in a turned body: the stops' gaps are ``q - L`` and
+    ``U - q`` (a tuple, as a user may give ``q``)."""
+    xml = SLIDE.replace('axis="0 0 1"', f'axis="{axis}"').replace('pos="0 0 1"', f'pos="0 0 1" euler="{euler}"')
+    model = sd.with_joint_stops(sd.load_mjcf(xml, geometry=True))
     scene = sd.Scene(model, margin=1.0)
     for q in (-0.4, -0.41, 0.0, 0.3, 0.35):
         hits = sd.collide(scene, (q,))
