@@ -164,8 +164,9 @@ def past_limits(qs):
 
 print(f"past the limits: {past_limits(fall.q).max():.2f} rad as a rag doll, "
       f"{past_limits(held.q).max() * 1e3:.2f} mrad with the stops")
-# a step holds a stop's gap to first order in its turn of the joint: what is left, below the square of
-# a limb's turn in one step, stays within a hundredth of a radian here
+# what is left (a step holds a stop's gap to first order in the joint's turn; a landing may jerk a
+# joint past its limit before its stop is in the step's problem: the guide's "Joint limits") stays
+# within a hundredth of a radian here
 assert past_limits(fall.q).max() > 0.5 and past_limits(held.q).max() < 0.01
 
 fig, ax = plt.subplots(figsize=(7, 3))
