@@ -12,8 +12,8 @@ of hinges and slides as contacts of two collision shapes, a *stop*, which every 
   ``c = r R(a, q) u`` (``u`` a unit vector normal to ``a``); the box of the lower limit ``L`` has
   its face in the plane through the axis at angle ``L`` moved back by ``rho``, so the pair's signed
   distance is ``r sin(q - L)`` (``r sin(U - q)`` at the upper limit ``U``); for a slide of axis
-  ``a``, ``q - L`` and ``U - q``.  (The box spans ``r / 2`` to ``3 r / 2`` from the axis, so the
-  distance is that of its face while the joint is within 60 degrees of the limit; farther, it is
+  ``a``, ``q - L`` and ``U - q``.  (The box spans ``0.8 r`` to ``1.2 r`` from the axis, so the
+  distance is that of its face while the joint is within 36 degrees of the limit; farther, it is
   larger, the box lying behind its face's plane.)
 
 The pair's normal row is then the joint's own speed times ``r cos(q - L)`` (the two bodies' motions
@@ -42,10 +42,14 @@ import numpy as np
 from ..model import Geometry, Model
 from ..model.spatial import Transform
 
-__all__ = ["with_joint_stops", "STOP_KINDS"]
+__all__ = ["with_joint_stops", "STOP_KINDS", "SPAN"]
 
 #: The joint types whose limits :func:`with_joint_stops` enforces.
 STOP_KINDS = ("revolute", "prismatic")
+#: A hinge's stop box spans ``SPAN r`` across and along the axis about the sphere's path: small, since a
+#: body's shapes set how far its pairs look ahead (:func:`~sparsedyn.contact.look_ahead.body_reach`),
+#: and wide enough that the sphere meets the face while the joint is within 36 degrees of its limit.
+SPAN = 0.4
 
 
 def with_joint_stops(model, joints=None, radius=0.1) -> Model:
@@ -134,7 +138,7 @@ def _stops_of(model, i, r):
                 uL = _rotated(a, limit) @ u
                 tL = np.cross(a, uL)
                 R = np.column_stack([uL, tL, a])
-                boxes.append((R, r * uL + side * (rho + d / 2) * tL, (r, d, r)))
+                boxes.append((R, r * uL + side * (rho + d / 2) * tL, (SPAN * r, d, SPAN * r)))
     else:
         span = max(hi - lo, 0.0) if math.isfinite(lo) and math.isfinite(hi) else 0.0
         d, rho = max(0.1, span), 0.02
