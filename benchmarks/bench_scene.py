@@ -7,7 +7,9 @@
     .venv/bin/python benchmarks/bench_scene.py --cases "talos on a box" --repeat 20 --collide-only   # that row alone
 
 The dm_control suite's humanoid (``sd.Scene(sd.load_mjcf(humanoid.xml, geometry=True))``), dropped in
-MuJoCo and settled for 1.5 s so it lies on the floor, a 0.2 m box resting on a plane, and talos
+MuJoCo and settled for 1.5 s so it lies on the floor (and the same with its limits held, as MuJoCo holds
+them: read with a body per hinge, its 21 hinges stopped, :func:`sparsedyn.with_joint_stops`), a 0.2 m box
+resting on a plane, and talos
 (example-robot-data's talos_reduced, 38 dof, its 52 collision shapes with each mesh as its convex hull,
 :func:`talos_xml`: the same file in MuJoCo and in the scene) standing on the floor, fallen on it
 (1.5 s without torque: lying) and fallen onto a box: microseconds per call, each the fastest of the
@@ -172,10 +174,11 @@ def best_us(fn, repeat, clock=time.perf_counter):
     return 1e6 * float(best)
 
 
-def settled(xml_path, xml, settle):
+def settled(xml_path, xml, settle, stops=False):
     """``(m, d, trajectory, model)``: MuJoCo's model of the MJCF file ``xml_path`` (or the text ``xml``)
     after ``settle`` steps from the file's pose (``d``; ``trajectory`` its ``(qpos, qvel)`` on the way)
-    and the model of the same file (``geometry=True``)."""
+    and the model of the same file (``geometry=True``); ``stops``: read with a body per hinge and its
+    limits held (:func:`sparsedyn.with_joint_stops`), as MuJoCo holds them."""
     m = mujoco.MjModel.from_xml_path(str(xml_path)) if xml_path else mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
     trajectory = []
@@ -185,17 +188,17 @@ def settled(xml_path, xml, settle):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if xml_path:
-            model = sd.load_mjcf(str(xml_path), geometry=True)
+            model = sd.load_mjcf(str(xml_path), geometry=True, composite_joints=not stops)
         else:
             import tempfile
             with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as f:
                 f.write(xml)
-            model = sd.load_mjcf(f.name, geometry=True)
-    return m, d, trajectory, model
+            model = sd.load_mjcf(f.name, geometry=True, composite_joints=not stops)
+    return m, d, trajectory, (sd.with_joint_stops(model) if stops else model)
 
 
-def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
-    m, d, trajectory, model = settled(xml_path, xml, settle)   # trajectory: the batch-step rows' states
+def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, stops=False):
+    m, d, trajectory, model = settled(xml_path, xml, settle, stops)   # trajectory: the batch-step rows' states
     scene = sd.Scene(model)
     qpos, qvel = d.qpos.copy(), d.qvel.copy()
     # MuJoCo's layout (quaternion w x y z, a free joint's linear velocity in the world) -> the model's
@@ -360,11 +363,11 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True):
             _batch_step_rows(label, m, model, qp, qv, dt, max(3, repeat // 20))
 
 
-def collide_rows(name, xml_path, xml, settle, repeat):
+def collide_rows(name, xml_path, xml, settle, repeat, stops=False):
     """The collide row alone (``--collide-only``): ``sd.collide`` on the default road beside MuJoCo's
     ``mj_kinematics`` + ``mj_collision`` at the settled state, on the wall clock and on the process's
     CPU time (what a loaded machine does not inflate), and ``sd.collide`` on the NumPy road."""
-    m, d, _, model = settled(xml_path, xml, settle)
+    m, d, _, model = settled(xml_path, xml, settle, stops)
     scene = sd.Scene(model)
     qpos = d.qpos.copy()
     q = q_from_mujoco(model, qpos)
@@ -486,16 +489,17 @@ def main():
     p.add_argument("--collide-only", action="store_true", help="the collide row alone (seconds a case)")
     a = p.parse_args()
     for name in a.cases:
-        path, xml, settle = CASES[name]()
+        path, xml, settle, *stops = CASES[name]()
         if a.collide_only:
-            collide_rows(name, path, xml, settle, a.repeat)
+            collide_rows(name, path, xml, settle, a.repeat, *stops)
         else:
-            case(name, path, xml, settle, a.repeat, not a.no_batch_step, not a.no_rollout)
+            case(name, path, xml, settle, a.repeat, not a.no_batch_step, not a.no_rollout, *stops)
 
 
-#: name -> () -> (MJCF path, MJCF text, MuJoCo steps to settle from the file's pose)
+#: name -> () -> (MJCF path, MJCF text, MuJoCo steps to settle from the file's pose[, its limits held])
 CASES = {"box": lambda: (None, BOX, 200),
          "humanoid": lambda: (HUMANOID, None, 1500),
+         "humanoid, limits held": lambda: (HUMANOID, None, 1500, True),    # a body per hinge, stopped
          "talos standing": lambda: (None, talos_xml(), 1),            # its soles on the floor
          "talos on the floor": lambda: (None, talos_xml(), 1500),     # fallen (no torque): lying
          "talos on a box": lambda: (None, talos_xml(box=True), 1500)}  # fallen onto the box
