@@ -212,6 +212,8 @@ def test_bad_stops_are_refused_naming_what_is_wrong():
         sd.with_joint_stops(model, radius=True)
     with pytest.raises(ValueError, match="has no joint 'knee'"):
         sd.with_joint_stops(model, joints=["knee"])
+    with pytest.raises(TypeError, match="joints must be a joint name or a sequence of names, got int"):
+        sd.with_joint_stops(model, joints=3)
     with pytest.raises(ValueError, match="already has a geometry named 'hinge/stop'"):
         sd.with_joint_stops(sd.with_joint_stops(model))
     free = sd.load_mjcf("<mujoco><worldbody><body><freejoint name='root'/><geom type='sphere' size='0.1'/>"

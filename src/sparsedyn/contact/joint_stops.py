@@ -105,6 +105,9 @@ def _chosen(model, joints):
         return [i for i in range(model.nbodies) if why_not(i) == ""]
     if isinstance(joints, str):
         joints = [joints]
+    if not hasattr(joints, "__iter__"):
+        raise TypeError(f"with_joint_stops: joints must be a joint name or a sequence of names, got "
+                        f"{type(joints).__name__}")
     out = []
     for name in joints:
         if name not in model.joint_names:
