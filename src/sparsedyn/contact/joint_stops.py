@@ -103,16 +103,9 @@ def _chosen(model, joints):
             warnings.warn(f"with_joint_stops: the limits of {len(left)} joint(s) of model {model.name!r} are not held; "
                           + "; ".join(left), UserWarning, stacklevel=3)
         return [i for i in range(model.nbodies) if why_not(i) == ""]
-    if isinstance(joints, str):
-        joints = [joints]
-    if not hasattr(joints, "__iter__"):
-        raise TypeError(f"with_joint_stops: joints must be a joint name or a sequence of names, got "
-                        f"{type(joints).__name__}")
     out = []
-    for name in joints:
-        if name not in model.joint_names:
-            raise ValueError(f"with_joint_stops: model {model.name!r} has no joint {name!r}")
-        i = model.joint_names.index(name)
+    for i in model.joint_indices(joints, "with_joint_stops"):
+        name = model.joint_names[i]
         why = why_not(i)
         if why is None:
             raise ValueError(f"with_joint_stops: joint {name!r} ({model.joints[i].type}) has no finite limit to stop")

@@ -44,26 +44,14 @@ class ReductionWarning(UserWarning):
 
 
 def _joint_indices(model, joints):
-    """Body indices of the joints named in ``joints`` (a name or an iterable of names)."""
-    if isinstance(joints, str):
-        joints = [joints]
-    elif not hasattr(joints, "__iter__"):
-        raise TypeError(f"reduce_model: joints: expected a joint name or a sequence of joint names (e.g. "
-                        f"[{model.joint_names[0] if model.joint_names else 'name'!r}]), got {type(joints).__name__}")
-    out = []
-    for name in joints:
-        if isinstance(name, (int, np.integer)):
-            raise TypeError(f"joints: give joint names (e.g. {model.joint_names[0]!r}), got the number {name}")
-        if not isinstance(name, str):
-            raise TypeError(f"reduce_model: joints: expected joint names (str), got {type(name).__name__} "
-                            f"{str(name)[:60]!r}")
-        i = model.joint(name)                         # UnknownNameError listing the closest names
+    """Body indices of the joints named in ``joints`` (a name or an iterable of names), sorted; the
+    free-floating base refused."""
+    out = model.joint_indices(joints, "reduce_model")
+    for i in out:
         if model.joints[i].type == "free":
-            raise ModelError(f"reduce_model: joint {name!r} is the free-floating base of model {model.name!r}; "
-                             f"locking it would weld the robot to the world: load the model with "
+            raise ModelError(f"reduce_model: joint {model.joint_names[i]!r} is the free-floating base of model "
+                             f"{model.name!r}; locking it would weld the robot to the world: load the model with "
                              f"floating_base=False instead")
-        if i not in out:
-            out.append(i)
     return sorted(out)
 
 

@@ -483,6 +483,27 @@ class Model:
         except ValueError:
             raise unknown_name("joint", name, self.joint_names, f"model {self.name!r}") from None
 
+    def joint_indices(self, joints, who: str) -> list:
+        """Indices of the bodies whose joints are named in ``joints`` (a name or an iterable of names),
+        in their order, each once; ``who`` names the caller in the errors (a number or another type given
+        for a name, an unknown name: :meth:`joint`'s, with the closest names)."""
+        if isinstance(joints, str):
+            joints = [joints]
+        elif not hasattr(joints, "__iter__"):
+            raise TypeError(f"{who}: joints: expected a joint name or a sequence of joint names (e.g. "
+                            f"[{self.joint_names[0] if self.joint_names else 'name'!r}]), got {type(joints).__name__}")
+        out = []
+        for name in joints:
+            if isinstance(name, (int, np.integer)):
+                raise TypeError(f"joints: give joint names (e.g. {self.joint_names[0]!r}), got the number {name}")
+            if not isinstance(name, str):
+                raise TypeError(f"{who}: joints: expected joint names (str), got {type(name).__name__} "
+                                f"{str(name)[:60]!r}")
+            i = self.joint(name)
+            if i not in out:
+                out.append(i)
+        return out
+
     def frame(self, name_or_index) -> int:
         """Index into ``frames`` of a frame given by name (or an index, checked)."""
         if isinstance(name_or_index, (int, np.integer)):
