@@ -40,7 +40,7 @@ import warnings
 import numpy as np
 
 from ..model import Geometry, Model
-from ..model.spatial import Transform
+from ..model.spatial import axis_rotation, from_pose
 
 __all__ = ["with_joint_stops", "STOP_KINDS", "SPAN"]
 
@@ -98,11 +98,12 @@ def _chosen(model, joints):
         return ""
 
     if joints is None:
-        left = [f"{model.joint_names[i]!r}: {why_not(i)}" for i in range(model.nbodies) if why_not(i)]
+        why = [why_not(i) for i in range(model.nbodies)]
+        left = [f"{model.joint_names[i]!r}: {w}" for i, w in enumerate(why) if w]
         if left:
             warnings.warn(f"with_joint_stops: the limits of {len(left)} joint(s) of model {model.name!r} are not held; "
                           + "; ".join(left), UserWarning, stacklevel=3)
-        return [i for i in range(model.nbodies) if why_not(i) == ""]
+        return [i for i, w in enumerate(why) if w == ""]
     out = []
     for i in model.joint_indices(joints, "with_joint_stops"):
         name = model.joint_names[i]
@@ -131,7 +132,7 @@ def _stops_of(model, i, r):
         centre, boxes = r * u, []
         for limit, side in ((lo, -1.0), (hi, 1.0)):
             if math.isfinite(limit):
-                uL = _rotated(a, limit) @ u
+                uL = axis_rotation(a, limit).T @ u                  # (E = R^T)
                 tL = np.cross(a, uL)
                 R = np.column_stack([uL, tL, a])
                 boxes.append((R, r * uL + side * (rho + d / 2) * tL, (SPAN * r, d, SPAN * r)))
@@ -146,12 +147,12 @@ def _stops_of(model, i, r):
     parent = int(model.parent[i])
     plink = model.body_names[parent] if parent >= 0 else model.root_name
     names = [f"{name}/{side}" for side, limit in (("lower", lo), ("upper", hi)) if math.isfinite(limit)]
-    sphere = Geometry(f"{name}/stop", i, _plucker(np.eye(3), centre), "sphere", (rho,), "collision",
+    sphere = Geometry(f"{name}/stop", i, from_pose(np.eye(3), centre), "sphere", (rho,), "collision",
                       link=model.body_names[i], contype=0, conaffinity=0, pairs=tuple((n, 0.0) for n in names),
                       condim=1)
     out = [sphere]
     for n, (R, p, size) in zip(names, boxes):
-        out.append(Geometry(n, parent, _plucker(RJ @ R, pJ + RJ @ p), "box", size, "collision", link=plink,
+        out.append(Geometry(n, parent, from_pose(RJ @ R, pJ + RJ @ p), "box", size, "collision", link=plink,
                             contype=0, conaffinity=0, condim=1))
     return out
 
@@ -161,14 +162,3 @@ def _normal_to(a):
     e = np.eye(3)[int(np.argmin(np.abs(a)))]
     u = e - (e @ a) * a
     return u / np.linalg.norm(u)
-
-
-def _rotated(a, angle):
-    """The rotation matrix of ``angle`` about the unit axis ``a`` (Rodrigues)."""
-    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
-    return np.eye(3) + math.sin(angle) * K + (1 - math.cos(angle)) * K @ K
-
-
-def _plucker(R, p):
-    """The :class:`Transform` ``geometry_X_body`` of the pose ``(R, p)`` of a shape in its body."""
-    return Transform(np.array(R, float).T, np.array(p, float))
